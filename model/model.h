@@ -1,0 +1,144 @@
+/* model.h — the GPT-2 model interface that every compute backend implements.
+ *
+ * Architecture (GPT-2): token + learned position embeddings, `layers` pre-LayerNorm
+ * blocks (causal multi-head self-attention, GELU(tanh) MLP of width 4C, residuals), a
+ * final LayerNorm and an output head tied to the token embedding. LayerNorm eps 1e-5.
+ *
+ * Parameters of one network live in ONE contiguous fp32 buffer; the tensor table
+ * (model_layout) gives each tensor's name, shape and offset, so checkpoints and the
+ * PyTorch cross-check address tensors by name. Linear weights are [out, in] as in
+ * torch.nn.Linear (unlike HF GPT-2's Conv1D). Order and names, for l = 0..layers-1:
+ *
+ *   wte [V, C]   wpe [ctx, C]
+ *   h.l.ln_1.weight [C]          h.l.ln_1.bias [C]
+ *   h.l.attn.c_attn.weight [3C, C]  h.l.attn.c_attn.bias [3C]   (rows: q, k, v; head h
+ *   h.l.attn.c_proj.weight [C, C]   h.l.attn.c_proj.bias [C]     uses dims h*C/H..)
+ *   h.l.ln_2.weight [C]          h.l.ln_2.bias [C]
+ *   h.l.mlp.c_fc.weight [4C, C]  h.l.mlp.c_fc.bias [4C]
+ *   h.l.mlp.c_proj.weight [C, 4C]  h.l.mlp.c_proj.bias [C]
+ *   ln_f.weight [C]   ln_f.bias [C]
+ *
+ * A backend (model_ops) owns device memory and a workspace (model_ctx) sized for a
+ * maximum batch. Buffers it hands out are opaque pointers into its memory (host memory
+ * for the CPU backend, device memory for CUDA); only upload/download cross to the host.
+ * Every operation is deterministic: the same inputs and thread count give the same bits.
+ */
+#ifndef TANDEM_MODEL_MODEL_H
+#define TANDEM_MODEL_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/err.h"
+
+typedef struct model_config {
+    int vocab;    /* V: token ids are < vocab (≤ 65536: shards hold uint16) */
+    int ctx;      /* maximum sequence length (rows of wpe) */
+    int layers;   /* L */
+    int heads;    /* H; channels % heads == 0 */
+    int channels; /* C */
+} model_config;
+
+/* Checks ranges and divisibility; ERR_USAGE naming the bad field. */
+int model_config_check(const model_config *cfg, tdm_err *e);
+
+#define MODEL_NAME_MAX 48
+
+typedef struct model_tensor {
+    char name[MODEL_NAME_MAX];
+    int ndim;     /* 1 or 2 */
+    int shape[2]; /* shape[1] == 1 when ndim == 1 */
+    size_t offset; /* in elements from the start of the parameter buffer */
+    size_t numel;
+    int decay; /* AdamW weight decay applies (2-D tensors: embeddings and linear weights) */
+} model_tensor;
+
+typedef struct model_layout {
+    model_config cfg;
+    int n; /* number of tensors */
+    model_tensor *t;
+    size_t numel; /* total parameters */
+} model_layout;
+
+/* Builds the tensor table for `cfg` (checked). The caller frees with model_layout_free. */
+int model_layout_init(model_layout *lay, const model_config *cfg, tdm_err *e);
+void model_layout_free(model_layout *lay);
+const model_tensor *model_layout_find(const model_layout *lay, const char *name);
+
+/* GPT-2 initialisation into a host buffer of lay->numel floats: weights N(0, 0.02),
+ * residual projections (c_proj) N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1.
+ * Each tensor draws from its own counter-based stream, so the result depends only on
+ * (seed, config). */
+void model_init_params(const model_layout *lay, uint64_t seed, float *host);
+
+/* B sequences of T+1 tokens each: inputs are tokens[b][0..T-1], targets tokens[b][1..T].
+ * domain[b] in [0, n_domains) says which domain's loss the sequence counts towards. */
+typedef struct model_batch {
+    int B, T;
+    const uint16_t *tokens; /* [B][T+1] */
+    const int32_t *domain;  /* [B] */
+} model_batch;
+
+typedef struct model_adamw {
+    float lr, beta1, beta2, eps, weight_decay;
+    long step; /* 1-based step number, for bias correction */
+} model_adamw;
+
+typedef struct model_ctx model_ctx; /* a backend's workspace */
+
+/* The table of functions a backend provides, with buffers of element type REAL. The
+ * production table is model_ops (float); the CPU reference is also built in double
+ * (model_ops_f64, model/cpu64.h) for finite-difference checks of the backward. */
+#define MODEL_OPS_DECLARE(TYPE, REAL)                                                         \
+    typedef struct TYPE {                                                                     \
+        const char *name;                                                                     \
+        /* A workspace for batches up to max_B x max_T (max_T ≤ cfg.ctx) over n_domains   \
+         * domains, using `threads` CPU threads (0 = backend default). The layout is      \
+         * copied. NULL with e set on failure. */                                         \
+        model_ctx *(*create)(const model_layout *lay, int max_B, int max_T, int n_domains,   \
+                             int threads, tdm_err *e);                                        \
+        void (*destroy)(model_ctx *ctx);                                                      \
+        /* A zeroed buffer of n elements owned by the backend; NULL when out of memory. */  \
+        REAL *(*alloc)(model_ctx *ctx, size_t n);                                             \
+        void (*release)(model_ctx *ctx, REAL *buf);                                           \
+        int (*upload)(model_ctx *ctx, REAL *dst, const REAL *host, size_t n, tdm_err *e);     \
+        int (*download)(model_ctx *ctx, REAL *host, const REAL *src, size_t n, tdm_err *e);   \
+        int (*copy)(model_ctx *ctx, REAL *dst, const REAL *src, size_t n, tdm_err *e);        \
+        /* Forward pass of `params` on `batch`. loss[m] = mean token loss of domain m's     \
+         * sequences (0 when the batch has none); ntok[m] (may be NULL) their token count. \
+         * Keeps the activations for the next backward. */                                 \
+        int (*forward)(model_ctx *ctx, const REAL *params, const model_batch *batch,          \
+                       double *loss, long *ntok, tdm_err *e);                                 \
+        /* Gradient of sum_m coef[m] * loss[m] for the last forward (same params), written \
+         * (not added) into grads. */                                                       \
+        int (*backward)(model_ctx *ctx, const REAL *params, const double *coef, REAL *grads,  \
+                        tdm_err *e);                                                          \
+        /* params -= lr * grads. */                                                           \
+        int (*sgd)(model_ctx *ctx, REAL *params, const REAL *grads, float lr, tdm_err *e);    \
+        /* Decoupled-weight-decay Adam (torch.optim.AdamW semantics), decay only on tensors \
+         * with decay set; m and v are the moment buffers. */                              \
+        int (*adamw)(model_ctx *ctx, REAL *params, const REAL *grads, REAL *m, REAL *v,       \
+                     const model_adamw *hp, tdm_err *e);                                      \
+        /* Global L2 norm of a whole parameter-sized buffer, summed in a fixed order. */    \
+        double (*norm)(model_ctx *ctx, const REAL *buf);                                      \
+        /* buf *= s over a whole parameter-sized buffer. */                                   \
+        void (*scale)(model_ctx *ctx, REAL *buf, float s);                                    \
+    } TYPE;
+
+MODEL_OPS_DECLARE(model_ops, float)
+
+/* The backend called `name` ("cpu"; "cuda" where built), or NULL. */
+const model_ops *model_backend(const char *name);
+
+extern const model_ops model_cpu_ops;
+
+/* Clips grads to global norm max_norm as torch.nn.utils.clip_grad_norm_ does (scale by
+ * max_norm / (norm + 1e-6) when norm > max_norm). Returns the norm before clipping. */
+double model_clip_grads(const model_ops *ops, model_ctx *ctx, float *grads, double max_norm);
+
+/* Learning rate at 0-based `step` of `total`: linear warm-up from lr_max/warmup to lr_max
+ * over `warmup` steps, then cosine decay to lr_min at step total-1 (constant lr_max when
+ * total ≤ warmup + 1). */
+double model_lr_cosine(long step, long total, long warmup, double lr_max, double lr_min);
+
+#endif

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# run.sh — runs every test binary of each build variant given (rel, asan) and every
+# tests/cli_*.sh script, and prints one total line: "N passed, M failed".
+# A binary or script that crashes or prints no summary counts as one failure.
+set -u
+cd "$(dirname "$0")/.."
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_error=1}"
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+export TANDEM_ROOT="$PWD"
+
+passed=0; failed=0; failures=()
+tally() { # tally NAME LOGFILE STATUS
+  local line p f
+  line=$(grep -E '^[A-Za-z0-9_./-]+: [0-9]+ passed, [0-9]+ failed$' "$2" | tail -n 1)
+  if [ -z "$line" ]; then
+    failed=$((failed + 1)); failures+=("$1 (no summary, exit $3)"); return
+  fi
+  p=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed/\1/' <<<"$line")
+  f=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed/\2/' <<<"$line")
+  passed=$((passed + p)); failed=$((failed + f))
+  if [ "$f" -gt 0 ]; then failures+=("$1 ($f failed)")
+  elif [ "$3" -ne 0 ]; then failed=$((failed + 1)); failures+=("$1 (exit $3)"); fi
+}
+
+logdir=$(mktemp -d)
+for v in "$@"; do
+  for t in build/"$v"/tests/test_*; do
+    [ -x "$t" ] || continue
+    name="$v/$(basename "$t")"
+    echo "== $name"
+    TANDEM_BIN="build/$v/tandem" "$t" >"$logdir/log" 2>&1; st=$?
+    cat "$logdir/log"
+    tally "$name" "$logdir/log" "$st"
+  done
+  for s in tests/cli_*.sh; do
+    [ -f "$s" ] || continue
+    name="$v/$(basename "$s")"
+    echo "== $name"
+    TANDEM_BIN="build/$v/tandem" bash "$s" >"$logdir/log" 2>&1; st=$?
+    cat "$logdir/log"
+    tally "$name" "$logdir/log" "$st"
+  done
+done
+rm -rf "$logdir"
+for f in "${failures[@]+"${failures[@]}"}"; do echo "FAILED: $f"; done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

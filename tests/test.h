@@ -1,0 +1,74 @@
+/* test.h — the minimal assertion harness shared by tandem's C tests.
+ *
+ * A test file defines `static void test_x(void)` functions and a main() that calls
+ * RUN(test_x) for each and ends with `return test_summary("file");`. CHECK fails the
+ * current test case (and returns from it); every case is reported as a PASS/FAIL line,
+ * and the summary line "NAME: N passed, M failed" is what tests/run.sh adds up.
+ */
+#ifndef TANDEM_TESTS_TEST_H
+#define TANDEM_TESTS_TEST_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int test_passed_, test_failed_, test_case_failed_;
+
+#define CHECK(cond, ...)                                                                   \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "  %s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);    \
+            fprintf(stderr, __VA_ARGS__);                                                  \
+            fputc('\n', stderr);                                                           \
+            test_case_failed_ = 1;                                                         \
+            return;                                                                        \
+        }                                                                                  \
+    } while (0)
+
+/* For helpers that return int: fails the case and returns -1 from the helper. */
+#define CHECK_OR_RET(cond, ...)                                                            \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "  %s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);    \
+            fprintf(stderr, __VA_ARGS__);                                                  \
+            fputc('\n', stderr);                                                           \
+            test_case_failed_ = 1;                                                         \
+            return -1;                                                                     \
+        }                                                                                  \
+    } while (0)
+
+#define RUN(fn)                                                                            \
+    do {                                                                                   \
+        test_case_failed_ = 0;                                                             \
+        fn();                                                                              \
+        if (test_case_failed_) {                                                           \
+            test_failed_++;                                                                \
+            printf("FAIL %s\n", #fn);                                                      \
+        } else {                                                                           \
+            test_passed_++;                                                                \
+            printf("PASS %s\n", #fn);                                                      \
+        }                                                                                  \
+        fflush(stdout);                                                                    \
+    } while (0)
+
+static inline int test_summary(const char *name) {
+    printf("%s: %d passed, %d failed\n", name, test_passed_, test_failed_);
+    return test_failed_ ? 1 : 0;
+}
+
+/* A fresh empty directory under $TMPDIR (or /tmp) for one test; caller frees. */
+static inline char *test_tmpdir(const char *tag) {
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base) base = "/tmp";
+    size_t len = strlen(base) + strlen(tag) + 32;
+    char *path = malloc(len);
+    if (!path) abort();
+    snprintf(path, len, "%s/tandem-%s-XXXXXX", base, tag);
+    if (!mkdtemp(path)) {
+        perror("mkdtemp");
+        abort();
+    }
+    return path;
+}
+
+#endif

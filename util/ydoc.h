@@ -1,0 +1,40 @@
+/* ydoc.h — a YAML document as a small tree (parsed with libyaml).
+ *
+ * Configs and dataset descriptions are YAML. This module turns one YAML document into a
+ * tree of maps, sequences and scalars that remembers line numbers, so callers can name
+ * "file:line: key" in their errors. Anchors/aliases and multiple documents are rejected:
+ * a config must read the same to a person as to the program.
+ */
+#ifndef TANDEM_UTIL_YDOC_H
+#define TANDEM_UTIL_YDOC_H
+
+#include <stddef.h>
+
+#include "util/err.h"
+
+typedef enum { YDOC_SCALAR, YDOC_SEQ, YDOC_MAP } ydoc_kind;
+
+typedef struct ydoc_node {
+    ydoc_kind kind;
+    int line;    /* 1-based line in the source */
+    int quoted;  /* scalar written with quotes (so "1" is a string, 1 is a number) */
+    char *value; /* scalar text (NUL-terminated) */
+    size_t n;    /* items in a sequence or pairs in a map */
+    char **keys; /* map keys, n of them */
+    struct ydoc_node **items; /* sequence items or map values, n of them */
+} ydoc_node;
+
+/* Parses `len` bytes of YAML; `name` is used in error messages. Returns a tree the caller
+ * frees with ydoc_free, or NULL with `e` set (ERR_USAGE, naming name:line). An empty
+ * document gives an empty map. */
+ydoc_node *ydoc_parse(const char *text, size_t len, const char *name, tdm_err *e);
+
+/* Reads and parses a file; errors name the path. */
+ydoc_node *ydoc_parse_file(const char *path, tdm_err *e);
+
+void ydoc_free(ydoc_node *n);
+
+/* The value of `key` in map `map`, or NULL when absent (or `map` is not a map). */
+const ydoc_node *ydoc_get(const ydoc_node *map, const char *key);
+
+#endif
