@@ -10,9 +10,13 @@
 
 .DEFAULT_GOAL := all
 BUILD   := build
-PKGS    := yaml-0.1 openblas
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+PKGS    := yaml-0.1 libcrypto msgpack
+# OpenBLAS built for OpenMP, so BLAS and our OpenMP loops share one thread pool instead
+# of two pools spinning against each other (Debian's default is the pthread build).
+BLAS_PC := /usr/lib/x86_64-linux-gnu/openblas-openmp/pkgconfig/openblas.pc
+BLAS_LIBDIR := $(shell pkg-config --variable=libdir $(BLAS_PC) 2>/dev/null)
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) $(BLAS_PC) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) $(BLAS_PC) 2>/dev/null) -Wl,-rpath,$(BLAS_LIBDIR)
 
 CC ?= gcc
 BASE_CFLAGS := -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -I. -g -fopenmp -MMD -MP \

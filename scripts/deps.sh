@@ -5,7 +5,7 @@
 # Runs apt-get only when a package is missing; needs root for that (or sudo).
 set -euo pipefail
 
-build_pkgs=(gcc make pkg-config libc6-dev libopenblas-dev libyaml-dev libmsgpack-dev
+build_pkgs=(gcc make pkg-config libc6-dev libopenblas-openmp-dev libyaml-dev libmsgpack-dev
             libssl-dev libcurl4-openssl-dev)
 test_pkgs=(python3 python3-numpy python3-torch python3-yaml)
 

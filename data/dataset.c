@@ -1,0 +1,298 @@
+/* dataset.c — dataset YAML → validated, opened shard lists. */
+#include "data/dataset.h"
+
+#include <errno.h>
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/ydoc.h"
+
+static const char *const split_names[SPLIT_COUNT] = {"train", "val", "test"};
+
+const char *dataset_split_name(int split) {
+    return split >= 0 && split < SPLIT_COUNT ? split_names[split] : "?";
+}
+
+int dataset_name_ok(const char *name) {
+    size_t len = strlen(name);
+    if (len == 0 || len > DATASET_NAME_MAX) return 0;
+    for (const char *p = name; *p; p++) {
+        char c = *p;
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '_' || c == '.' || c == '-';
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+/* The YAML file's directory, with glob metacharacters escaped so that a directory called
+ * "runs[1]" is taken literally while the patterns below it still glob. "" for the cwd. */
+static char *glob_base_dir(const char *yaml_path) {
+    const char *slash = strrchr(yaml_path, '/');
+    size_t len = slash ? (size_t)(slash - yaml_path) + 1 : 0; /* keep the slash */
+    char *out = malloc(2 * len + 1), *o = out;
+    if (!out) return NULL;
+    for (size_t i = 0; i < len; i++) {
+        if (strchr("*?[]\\", yaml_path[i])) *o++ = '\\';
+        *o++ = yaml_path[i];
+    }
+    *o = '\0';
+    return out;
+}
+
+static int add_shard(dataset_split *sp, size_t *cap, const char *path, int vocab, tdm_err *e) {
+    if (sp->n_shards == *cap) {
+        size_t nc = *cap ? *cap * 2 : 8;
+        shard *ns = realloc(sp->shards, nc * sizeof *ns);
+        if (!ns) return err_set(e, ERR_INTERNAL, "%s: out of memory", path);
+        sp->shards = ns;
+        *cap = nc;
+    }
+    int rc = shard_open(&sp->shards[sp->n_shards], path, vocab, e);
+    if (rc) return rc;
+    sp->tokens += sp->shards[sp->n_shards].n;
+    sp->n_shards++;
+    return 0;
+}
+
+typedef struct {
+    const char *path; /* YAML file, for messages */
+    const char *base; /* escaped directory prefix for relative patterns */
+    int vocab;
+    const char *domain;
+} load_ctx;
+
+/* Expands one pattern into `sp`, opening each match. */
+static int load_pattern(const load_ctx *c, int split, const ydoc_node *pat, dataset_split *sp,
+                        size_t *cap, tdm_err *e) {
+    const char *sn = split_names[split];
+    if (pat->kind != YDOC_SCALAR || !pat->value[0])
+        return err_set(e, ERR_USAGE,
+                       "%s:%d: domain '%s' %s: each entry must be a non-empty glob pattern "
+                       "string",
+                       c->path, pat->line, c->domain, sn);
+    const char *p = pat->value;
+    size_t len = strlen(c->base) + strlen(p) + 1;
+    char *full = malloc(len);
+    if (!full) return err_set(e, ERR_INTERNAL, "%s: out of memory", c->path);
+    snprintf(full, len, "%s%s", p[0] == '/' ? "" : c->base, p);
+    glob_t g;
+    int gr = glob(full, GLOB_ERR, NULL, &g);
+    int rc = 0;
+    if (gr == GLOB_NOMATCH)
+        rc = err_set(e, ERR_USAGE,
+                     "%s:%d: domain '%s' %s: pattern '%s' matched no file (searched '%s'); "
+                     "fix the pattern or create the shards",
+                     c->path, pat->line, c->domain, sn, p, full);
+    else if (gr == GLOB_ABORTED)
+        rc = err_set(e, ERR_USAGE,
+                     "%s:%d: domain '%s' %s: pattern '%s': a directory could not be read "
+                     "(permissions?)",
+                     c->path, pat->line, c->domain, sn, p);
+    else if (gr != 0)
+        rc = err_set(e, ERR_INTERNAL, "%s:%d: glob '%s' failed (out of memory)", c->path, pat->line,
+                     full);
+    for (size_t i = 0; !rc && i < g.gl_pathc; i++) {
+        rc = add_shard(sp, cap, g.gl_pathv[i], c->vocab, e);
+        if (rc) err_prefix(e, "%s: domain '%s' %s: ", c->path, c->domain, sn);
+    }
+    if (gr == 0 || gr == GLOB_NOMATCH) globfree(&g);
+    free(full);
+    return rc;
+}
+
+static int load_split(const load_ctx *c, int split, const ydoc_node *v, dataset_split *sp,
+                      tdm_err *e) {
+    size_t cap = 0;
+    if (v->kind == YDOC_SCALAR) return load_pattern(c, split, v, sp, &cap, e);
+    if (v->kind != YDOC_SEQ || v->n == 0)
+        return err_set(e, ERR_USAGE,
+                       "%s:%d: domain '%s' %s: expected a non-empty list of glob patterns", c->path,
+                       v->line, c->domain, split_names[split]);
+    for (size_t i = 0; i < v->n; i++) {
+        int rc = load_pattern(c, split, v->items[i], sp, &cap, e);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int load_domain(dataset *ds, const char *base, const ydoc_node *m, int idx, tdm_err *e) {
+    const char *path = ds->path;
+    if (m->kind != YDOC_MAP)
+        return err_set(e, ERR_USAGE,
+                       "%s:%d: domain #%d must be a map with name, train, val (and test)", path,
+                       m->line, idx + 1);
+    const ydoc_node *name = ydoc_get(m, "name");
+    if (!name)
+        return err_set(e, ERR_USAGE, "%s:%d: domain #%d has no 'name'", path, m->line, idx + 1);
+    if (name->kind != YDOC_SCALAR || !dataset_name_ok(name->value))
+        return err_set(e, ERR_USAGE,
+                       "%s:%d: domain #%d: name '%s' is not 1..%d characters of "
+                       "[A-Za-z0-9_.-]",
+                       path, name->line, idx + 1, name->kind == YDOC_SCALAR ? name->value : "",
+                       DATASET_NAME_MAX);
+    for (int j = 0; j < idx; j++)
+        if (strcmp(ds->domains[j].name, name->value) == 0)
+            return err_set(e, ERR_USAGE, "%s:%d: duplicate domain name '%s' (domains #%d and #%d)",
+                           path, name->line, name->value, j + 1, idx + 1);
+    dataset_domain *d = &ds->domains[idx];
+    d->name = strdup(name->value);
+    if (!d->name) return err_set(e, ERR_INTERNAL, "%s: out of memory", path);
+    for (size_t k = 0; k < m->n; k++) {
+        const char *key = m->keys[k];
+        int known = strcmp(key, "name") == 0;
+        for (int s = 0; s < SPLIT_COUNT; s++) known |= strcmp(key, split_names[s]) == 0;
+        if (!known)
+            return err_set(e, ERR_USAGE,
+                           "%s:%d: unknown key '%s' in domain '%s' (expected name, train, val, "
+                           "test)",
+                           path, m->items[k]->line, key, d->name);
+    }
+    load_ctx c = {.path = path, .base = base, .vocab = ds->vocab, .domain = d->name};
+    for (int s = 0; s < SPLIT_COUNT; s++) {
+        const ydoc_node *v = ydoc_get(m, split_names[s]);
+        if (!v) {
+            if (s == SPLIT_TEST) continue;
+            return err_set(e, ERR_USAGE, "%s:%d: domain '%s' has no '%s' list of shard globs", path,
+                           m->line, d->name, split_names[s]);
+        }
+        int rc = load_split(&c, s, v, &d->split[s], e);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int parse_vocab(const char *path, const ydoc_node *v, int *out, tdm_err *e) {
+    if (!v) return err_set(e, ERR_USAGE, "%s: missing 'vocab' (e.g. vocab: 256)", path);
+    char *end = NULL;
+    errno = 0;
+    long x = v->kind == YDOC_SCALAR ? strtol(v->value, &end, 10) : 0;
+    if (v->kind != YDOC_SCALAR || v->quoted || end == v->value || *end || errno || x < 1 ||
+        x > 65536)
+        return err_set(e, ERR_USAGE, "%s:%d: vocab must be an integer in 1..65536", path, v->line);
+    *out = (int)x;
+    return 0;
+}
+
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    int domain, split;
+    const char *path;
+} file_ref;
+
+static int cmp_ref(const void *a, const void *b) {
+    const file_ref *x = a, *y = b;
+    if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+    if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
+    return 0;
+}
+
+/* By file identity rather than by path, so "web/a.bin" and "./web/a.bin" are caught. */
+static int check_no_file_twice(const dataset *ds, tdm_err *e) {
+    size_t n = 0;
+    for (int d = 0; d < ds->n_domains; d++)
+        for (int s = 0; s < SPLIT_COUNT; s++) n += ds->domains[d].split[s].n_shards;
+    file_ref *refs = malloc((n ? n : 1) * sizeof *refs);
+    if (!refs) return err_set(e, ERR_INTERNAL, "%s: out of memory", ds->path);
+    size_t k = 0;
+    for (int d = 0; d < ds->n_domains; d++)
+        for (int s = 0; s < SPLIT_COUNT; s++)
+            for (size_t i = 0; i < ds->domains[d].split[s].n_shards; i++) {
+                const shard *sh = &ds->domains[d].split[s].shards[i];
+                refs[k++] = (file_ref){sh->dev, sh->ino, d, s, sh->path};
+            }
+    qsort(refs, n, sizeof *refs, cmp_ref);
+    int rc = 0;
+    for (size_t i = 1; i < n && !rc; i++)
+        if (cmp_ref(&refs[i - 1], &refs[i]) == 0) {
+            const file_ref *a = &refs[i - 1], *b = &refs[i];
+            rc = err_set(e, ERR_USAGE,
+                         "%s: shard %s (domain '%s' %s) is also %s (domain '%s' %s); each file "
+                         "may appear once in a dataset",
+                         ds->path, a->path, ds->domains[a->domain].name, split_names[a->split],
+                         b->path, ds->domains[b->domain].name, split_names[b->split]);
+        }
+    free(refs);
+    return rc;
+}
+
+static int load_tree(dataset *ds, const ydoc_node *root, tdm_err *e) {
+    const char *path = ds->path;
+    if (root->kind != YDOC_MAP)
+        return err_set(e, ERR_USAGE, "%s:%d: expected a map with 'vocab' and 'domains'", path,
+                       root->line);
+    for (size_t k = 0; k < root->n; k++)
+        if (strcmp(root->keys[k], "vocab") && strcmp(root->keys[k], "domains"))
+            return err_set(e, ERR_USAGE, "%s:%d: unknown key '%s' (expected vocab, domains)", path,
+                           root->items[k]->line, root->keys[k]);
+    int rc = parse_vocab(path, ydoc_get(root, "vocab"), &ds->vocab, e);
+    if (rc) return rc;
+    const ydoc_node *doms = ydoc_get(root, "domains");
+    if (!doms) return err_set(e, ERR_USAGE, "%s: missing 'domains' list", path);
+    if (doms->kind != YDOC_SEQ || doms->n < 1 || doms->n > DATASET_MAX_DOMAINS)
+        return err_set(e, ERR_USAGE, "%s:%d: 'domains' must be a list of 1..%d domains", path,
+                       doms->line, DATASET_MAX_DOMAINS);
+    ds->domains = calloc(doms->n, sizeof *ds->domains);
+    if (!ds->domains) return err_set(e, ERR_INTERNAL, "%s: out of memory", path);
+    char *base = glob_base_dir(path);
+    if (!base) return err_set(e, ERR_INTERNAL, "%s: out of memory", path);
+    for (size_t i = 0; i < doms->n && !rc; i++) {
+        ds->n_domains = (int)i + 1; /* so dataset_free releases a partly loaded domain */
+        rc = load_domain(ds, base, doms->items[i], (int)i, e);
+    }
+    free(base);
+    return rc ? rc : check_no_file_twice(ds, e);
+}
+
+int dataset_load(dataset *ds, const char *yaml_path, tdm_err *e) {
+    memset(ds, 0, sizeof *ds);
+    ds->path = strdup(yaml_path);
+    if (!ds->path) return err_set(e, ERR_INTERNAL, "%s: out of memory", yaml_path);
+    ydoc_node *root = ydoc_parse_file(yaml_path, e);
+    int rc = root ? load_tree(ds, root, e) : e ? e->code : ERR_USAGE;
+    ydoc_free(root);
+    if (rc) dataset_free(ds);
+    return rc;
+}
+
+void dataset_free(dataset *ds) {
+    if (!ds) return;
+    for (int d = 0; d < ds->n_domains && ds->domains; d++) {
+        for (int s = 0; s < SPLIT_COUNT; s++) {
+            dataset_split *sp = &ds->domains[d].split[s];
+            for (size_t i = 0; i < sp->n_shards; i++) shard_close(&sp->shards[i]);
+            free(sp->shards);
+        }
+        free(ds->domains[d].name);
+    }
+    free(ds->domains);
+    free(ds->path);
+    memset(ds, 0, sizeof *ds);
+}
+
+int dataset_n_domains(const dataset *ds) {
+    return ds->n_domains;
+}
+
+const char *dataset_domain_name(const dataset *ds, int domain) {
+    return ds->domains[domain].name;
+}
+
+int dataset_find_domain(const dataset *ds, const char *name) {
+    for (int d = 0; d < ds->n_domains; d++)
+        if (strcmp(ds->domains[d].name, name) == 0) return d;
+    return -1;
+}
+
+const shard *dataset_shards(const dataset *ds, int domain, int split, size_t *n) {
+    const dataset_split *sp = &ds->domains[domain].split[split];
+    *n = sp->n_shards;
+    return sp->shards;
+}
+
+uint64_t dataset_tokens(const dataset *ds, int domain, int split) {
+    return ds->domains[domain].split[split].tokens;
+}

@@ -1,0 +1,73 @@
+/* dataset.h — a multi-domain dataset: per domain, train/val/test lists of token shards.
+ *
+ * Described by a YAML file (DESIGN.md §7):
+ *
+ *   vocab: 256                      # 1..65536; every token must be below it
+ *   domains:                        # 1..64 domains, in the order α is indexed
+ *     - name: web                   # unique, [A-Za-z0-9_.-]{1,64}
+ *       train: [web/train_*.bin]    # glob(3) patterns (a list or one string), relative
+ *       val: [web/val_*.bin]        #   to the YAML file's directory unless absolute;
+ *       test: [web/test_*.bin]      #   optional (llm.c datasets have train/val only)
+ *
+ * Each pattern must match at least one file; matches are taken in sorted order, pattern
+ * after pattern. No file may appear twice in a dataset (a val shard that is also a train
+ * shard would make L_val, which DMO optimises, a training loss). Loading opens and
+ * validates every shard; the dataset then holds the read-only mappings.
+ */
+#ifndef TANDEM_DATA_DATASET_H
+#define TANDEM_DATA_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/shard.h"
+#include "util/err.h"
+
+enum { SPLIT_TRAIN = 0, SPLIT_VAL = 1, SPLIT_TEST = 2, SPLIT_COUNT = 3 };
+
+#define DATASET_MAX_DOMAINS 64
+#define DATASET_NAME_MAX 64
+
+typedef struct dataset_split {
+    shard *shards; /* in dataset order; empty only for an absent optional test split */
+    size_t n_shards;
+    uint64_t tokens; /* sum over the shards */
+} dataset_split;
+
+typedef struct dataset_domain {
+    char *name;
+    dataset_split split[SPLIT_COUNT];
+} dataset_domain;
+
+typedef struct dataset {
+    char *path; /* the YAML file it was loaded from */
+    int vocab;
+    int n_domains;
+    dataset_domain *domains;
+} dataset;
+
+/* Loads and validates the dataset described by `yaml_path` into `ds`. On failure returns
+ * ERR_USAGE (ERR_INTERNAL for out-of-memory) with a message naming the file, line, key,
+ * domain or shard at fault, and leaves `ds` zeroed. The caller frees with dataset_free. */
+int dataset_load(dataset *ds, const char *yaml_path, tdm_err *e);
+
+/* Closes every shard and frees; safe on a zeroed or already freed dataset. */
+void dataset_free(dataset *ds);
+
+/* Whether `name` is a valid domain name (non-empty, at most DATASET_NAME_MAX bytes of
+ * [A-Za-z0-9_.-]); shared with the corpus generator so what it writes loads back. */
+int dataset_name_ok(const char *name);
+
+/* "train", "val", "test", or "?" for anything else. */
+const char *dataset_split_name(int split);
+
+/* Accessors; domain and split must be in range (callers check against n_domains). */
+int dataset_n_domains(const dataset *ds);
+const char *dataset_domain_name(const dataset *ds, int domain);
+/* Index of the domain called `name`, or -1. */
+int dataset_find_domain(const dataset *ds, const char *name);
+/* The shards of (domain, split); *n receives their number. */
+const shard *dataset_shards(const dataset *ds, int domain, int split, size_t *n);
+uint64_t dataset_tokens(const dataset *ds, int domain, int split);
+
+#endif

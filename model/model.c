@@ -1,0 +1,126 @@
+/* model.c — the backend-independent parts of model.h: config checks, the tensor table,
+ * GPT-2 initialisation, gradient clipping and the learning-rate schedule. */
+#include "model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/rng.h"
+
+int model_config_check(const model_config *c, tdm_err *e) {
+    if (c->vocab < 2 || c->vocab > 65536)
+        return err_set(e, ERR_USAGE, "model.vocab = %d: must be in 2..65536 (shards hold uint16 tokens)",
+                       c->vocab);
+    if (c->ctx < 1 || c->ctx > 1 << 16)
+        return err_set(e, ERR_USAGE, "model.ctx = %d: must be in 1..65536", c->ctx);
+    if (c->layers < 1 || c->layers > 1024)
+        return err_set(e, ERR_USAGE, "model.layers = %d: must be in 1..1024", c->layers);
+    if (c->channels < 1 || c->channels > 1 << 16)
+        return err_set(e, ERR_USAGE, "model.channels = %d: must be in 1..65536", c->channels);
+    if (c->heads < 1 || c->channels % c->heads != 0)
+        return err_set(e, ERR_USAGE, "model.heads = %d: must be >= 1 and divide model.channels = %d",
+                       c->heads, c->channels);
+    return 0;
+}
+
+/* Appends one tensor to the table under construction. */
+static void add_tensor(model_layout *lay, const char *name, int rows, int cols) {
+    model_tensor *t = &lay->t[lay->n++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = cols > 0 ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols > 0 ? cols : 1;
+    t->numel = (size_t)rows * (size_t)t->shape[1];
+    t->offset = lay->numel;
+    t->decay = t->ndim == 2;
+    lay->numel += t->numel;
+}
+
+int model_layout_init(model_layout *lay, const model_config *cfg, tdm_err *e) {
+    memset(lay, 0, sizeof *lay);
+    if (model_config_check(cfg, e)) return e ? e->code : ERR_USAGE;
+    lay->cfg = *cfg;
+    int L = cfg->layers, C = cfg->channels;
+    lay->t = calloc((size_t)(4 + 12 * L), sizeof *lay->t);
+    if (!lay->t) return err_set(e, ERR_INTERNAL, "out of memory for the tensor table");
+    add_tensor(lay, "wte", cfg->vocab, C);
+    add_tensor(lay, "wpe", cfg->ctx, C);
+    char name[MODEL_NAME_MAX];
+    for (int l = 0; l < L; l++) {
+#define LAYER_TENSOR(suffix, rows, cols)                                                       \
+    snprintf(name, sizeof name, "h.%d.%s", l, suffix);                                       \
+    add_tensor(lay, name, rows, cols)
+        LAYER_TENSOR("ln_1.weight", C, 0);
+        LAYER_TENSOR("ln_1.bias", C, 0);
+        LAYER_TENSOR("attn.c_attn.weight", 3 * C, C);
+        LAYER_TENSOR("attn.c_attn.bias", 3 * C, 0);
+        LAYER_TENSOR("attn.c_proj.weight", C, C);
+        LAYER_TENSOR("attn.c_proj.bias", C, 0);
+        LAYER_TENSOR("ln_2.weight", C, 0);
+        LAYER_TENSOR("ln_2.bias", C, 0);
+        LAYER_TENSOR("mlp.c_fc.weight", 4 * C, C);
+        LAYER_TENSOR("mlp.c_fc.bias", 4 * C, 0);
+        LAYER_TENSOR("mlp.c_proj.weight", C, 4 * C);
+        LAYER_TENSOR("mlp.c_proj.bias", C, 0);
+#undef LAYER_TENSOR
+    }
+    add_tensor(lay, "ln_f.weight", C, 0);
+    add_tensor(lay, "ln_f.bias", C, 0);
+    return 0;
+}
+
+void model_layout_free(model_layout *lay) {
+    free(lay->t);
+    memset(lay, 0, sizeof *lay);
+}
+
+const model_tensor *model_layout_find(const model_layout *lay, const char *name) {
+    for (int i = 0; i < lay->n; i++)
+        if (strcmp(lay->t[i].name, name) == 0) return &lay->t[i];
+    return NULL;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+void model_init_params(const model_layout *lay, uint64_t seed, float *host) {
+    double proj_std = 0.02 / sqrt(2.0 * lay->cfg.layers);
+    for (int i = 0; i < lay->n; i++) {
+        const model_tensor *t = &lay->t[i];
+        float *p = host + t->offset;
+        if (t->ndim == 1) {
+            /* LayerNorm gains start at 1, every bias and LayerNorm shift at 0. */
+            float v = (strstr(t->name, "ln_") && ends_with(t->name, ".weight")) ? 1.0f : 0.0f;
+            for (size_t j = 0; j < t->numel; j++) p[j] = v;
+            continue;
+        }
+        double std = ends_with(t->name, "c_proj.weight") ? proj_std : 0.02;
+        rng_stream s;
+        rng_stream_init(&s, seed, RNG_MODEL_INIT, (uint32_t)i, 0, 0);
+        for (size_t j = 0; j < t->numel; j++) p[j] = (float)(std * rng_normal(&s));
+    }
+}
+
+double model_clip_grads(const model_ops *ops, model_ctx *ctx, float *grads, double max_norm) {
+    double norm = ops->norm(ctx, grads);
+    if (max_norm > 0 && norm > max_norm) ops->scale(ctx, grads, (float)(max_norm / (norm + 1e-6)));
+    return norm;
+}
+
+double model_lr_cosine(long step, long total, long warmup, double lr_max, double lr_min) {
+    if (warmup > 0 && step < warmup) return lr_max * (double)(step + 1) / (double)warmup;
+    long span = total - warmup - 1;
+    if (span <= 0) return lr_max;
+    double r = (double)(step - warmup) / (double)span;
+    if (r > 1) r = 1;
+    return lr_min + 0.5 * (lr_max - lr_min) * (1.0 + cos(3.141592653589793 * r));
+}
+
+const model_ops *model_backend(const char *name) {
+    if (strcmp(name, "cpu") == 0) return &model_cpu_ops;
+    return NULL;
+}

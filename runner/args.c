@@ -1,0 +1,103 @@
+/* args.c — option scanning; see args.h. */
+#include "runner/args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void args_init(args_iter *it, int argc, char **argv, int first) {
+    it->argc = argc;
+    it->argv = argv;
+    it->i = first;
+    it->flag[0] = '\0';
+    it->value = NULL;
+}
+
+int args_next(args_iter *it) {
+    if (it->i >= it->argc) return 0;
+    const char *a = it->argv[it->i++];
+    if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+        it->flag[0] = '\0';
+        it->value = a;
+        return 1;
+    }
+    const char *eq = strchr(a, '=');
+    size_t n = eq ? (size_t)(eq - a) : strlen(a);
+    if (n >= sizeof it->flag) n = sizeof it->flag - 1;
+    memcpy(it->flag, a, n);
+    it->flag[n] = '\0';
+    it->value = eq ? eq + 1 : NULL;
+    return 1;
+}
+
+int args_value(args_iter *it, const char **out, tdm_err *e) {
+    if (it->value) {
+        *out = it->value;
+        return 0;
+    }
+    if (it->i >= it->argc) return err_set(e, ERR_USAGE, "%s needs a value", it->flag);
+    *out = it->argv[it->i++];
+    return 0;
+}
+
+int args_parse_long(const char *s, long *out) {
+    if (!*s) return -1;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+int args_parse_u64(const char *s, uint64_t *out) {
+    if (!*s || *s == '-' || *s == '+') return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+int args_parse_double(const char *s, double *out) {
+    if (!*s) return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+int args_int(args_iter *it, long min, long max, long *out, tdm_err *e) {
+    const char *v = NULL;
+    if (args_value(it, &v, e)) return ERR_USAGE;
+    long x = 0;
+    if (args_parse_long(v, &x) || x < min || x > max)
+        return err_set(e, ERR_USAGE, "%s: '%s' is not an integer in %ld..%ld", it->flag, v, min,
+                       max);
+    *out = x;
+    return 0;
+}
+
+int args_u64(args_iter *it, uint64_t *out, tdm_err *e) {
+    const char *v = NULL;
+    if (args_value(it, &v, e)) return ERR_USAGE;
+    if (args_parse_u64(v, out))
+        return err_set(e, ERR_USAGE, "%s: '%s' is not a non-negative integer", it->flag, v);
+    return 0;
+}
+
+int args_double(args_iter *it, double min, double max, double *out, tdm_err *e) {
+    const char *v = NULL;
+    if (args_value(it, &v, e)) return ERR_USAGE;
+    double x = 0;
+    if (args_parse_double(v, &x) || x < min || x > max)
+        return err_set(e, ERR_USAGE, "%s: '%s' is not a number in [%g, %g]", it->flag, v, min,
+                       max);
+    *out = x;
+    return 0;
+}

@@ -1,0 +1,156 @@
+/* config.h — the run configuration: YAML sections + `--set section.key=value` → a typed struct.
+ *
+ * A config file is YAML with one map per section (run, data, model, train, tandem, optim,
+ * checkpoint) and two top-level scalars (preset, store):
+ *
+ *   preset: data-restricted-160m        # optional: a named bundle of values (see below)
+ *   data:
+ *     dataset: corpus/dataset.yaml      # relative to THIS file's directory
+ *   tandem:
+ *     K: 5
+ *
+ * Every key is addressed as `section.key` on the command line (`--set tandem.K=3`).
+ * Layering, later wins: built-in defaults → the preset (the file's `preset:` or the last
+ * `--set preset=...`) → the file's keys → the other --set values, in order.
+ *
+ * One schema table in config.c (key, type, field, default, range, enum values, doc) drives
+ * parsing, validation, the canonical form, --help and docs/config.md; adding a key means
+ * adding a field here and one row there.
+ *
+ * Parsing is strict because a silently misread hyper-parameter wastes a GPU-week: unknown
+ * keys are errors (with a "did you mean" suggestion), integers must be plain integers (a
+ * quoted "5" or a 5.0 is rejected), floats must be finite, bools are true/false only.
+ * Every error is ERR_USAGE and names the key and where it came from: "file:line" for
+ * YAML, "--set key=value" for the command line.
+ *
+ * The canonical form (every key, sorted, → exact value text, floats round-trip to the
+ * bit) is what a run pins in its store; a resumed run rebuilds the pinned config with
+ * config_from_canonical and compares it with config_diff.
+ */
+#ifndef TANDEM_RUNNER_CONFIG_H
+#define TANDEM_RUNNER_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "util/err.h"
+
+#define CONFIG_STR_MAX 4096 /* bytes of a string value, NUL included */
+#define CONFIG_KEY_MAX 64   /* bytes of a key name, NUL included */
+
+/* Enum-valued keys are stored as these ints; the order matches the value lists of the
+ * schema (config.c checks the counts at compile time). */
+enum config_preset {
+    CONFIG_PRESET_NONE,
+    CONFIG_PRESET_DATA_ABUNDANT_160M,
+    CONFIG_PRESET_DATA_RESTRICTED_160M,
+    CONFIG_PRESET_DATA_RESTRICTED_410M,
+    CONFIG_PRESET_DATA_RESTRICTED_1B,
+    CONFIG_PRESET_SFT_QWEN2_0_5B,
+    CONFIG_PRESET_COUNT
+};
+enum config_device { CONFIG_DEVICE_CPU, CONFIG_DEVICE_CUDA };
+enum config_mixing { CONFIG_MIXING_WEIGHT, CONFIG_MIXING_SAMPLE };
+enum config_alpha_init { CONFIG_ALPHA_INIT_UNIFORM, CONFIG_ALPHA_INIT_NATURAL };
+enum config_schedule { CONFIG_SCHEDULE_COSINE, CONFIG_SCHEDULE_CONSTANT };
+
+/* The typed configuration; see config_print_help (or docs/config.md) for each key's
+ * meaning, range and default. Field names are the key names. */
+typedef struct config {
+    int preset;                 /* enum config_preset: where the non-file values came from */
+    char store[CONFIG_STR_MAX]; /* run store URL; "" = the runner decides */
+    struct config_run {
+        int episodes;  /* T */
+        uint64_t seed;
+        int device;    /* enum config_device */
+        int threads;   /* 0 = all cores */
+    } run;
+    struct config_data {
+        char dataset[CONFIG_STR_MAX]; /* dataset YAML; resolved against the config's dir */
+        int mixing;                   /* enum config_mixing */
+    } data;
+    struct config_model {
+        int vocab; /* 0 = the dataset's */
+        int ctx, layers, heads, channels;
+    } model;
+    struct config_train {
+        int batch; /* sequences per step */
+        int seq;   /* tokens per sequence */
+    } train;
+    struct config_tandem {
+        int K, E;
+        double gamma;
+        double lr_probe; /* η_K */
+        double lr_alpha; /* η_α */
+        bool probe_carry;
+        double alpha_floor;
+        int alpha_init; /* enum config_alpha_init */
+    } tandem;
+    struct config_optim {
+        double lr; /* η_E */
+        double lr_min;
+        int warmup;
+        int schedule; /* enum config_schedule */
+        double weight_decay, clip, beta1, beta2, eps;
+    } optim;
+    struct config_checkpoint {
+        int every_episodes;
+        double every_seconds;
+        int chunk_mib;
+    } checkpoint;
+} config;
+
+/* One key of the canonical form. */
+typedef struct config_kv {
+    char key[CONFIG_KEY_MAX];
+    char value[CONFIG_STR_MAX];
+} config_kv;
+
+/* Sets every key to its built-in default (data.dataset, which has none, to ""). Never
+ * fails; the result does not pass config_check until data.dataset is set. */
+void config_defaults(config *c);
+
+/* Builds `*c` from defaults, preset, the YAML file `path` (NULL: none) and the `nsets`
+ * "key=value" texts of `sets`, in the layering order above, then runs config_check.
+ * A relative data.dataset from the file is resolved against the file's directory (and
+ * stored resolved); one from --set is kept as given (relative to the working directory).
+ * Returns 0, or ERR_USAGE (ERR_INTERNAL on out-of-memory) with `e` set; `*c` is only
+ * written on success. */
+int config_load(config *c, const char *path, char *const *sets, int nsets, tdm_err *e);
+
+/* Applies one "--set key=value": `value` is parsed with the key's type (it is never
+ * "quoted", so a string key takes the text as is). `preset` applies the preset's values
+ * over everything in `c`, then records the preset. Does not resolve paths and does not
+ * run the cross-field checks (they may be transiently violated between two sets); on
+ * error `c` is unchanged. */
+int config_set(config *c, const char *key, const char *value, tdm_err *e);
+
+/* The checks that involve more than one key: data.dataset is set, model.channels is a
+ * multiple of model.heads, train.seq <= model.ctx, optim.lr_min <= optim.lr. Also
+ * re-checks every key's range (a struct filled by hand may hold anything). */
+int config_check(const config *c, tdm_err *e);
+
+/* The canonical form: one entry per key, all keys (defaults included), sorted by key
+ * (strcmp), value texts such that config_from_canonical gives back the same struct bit
+ * for bit. `*out` is malloc'd; the caller frees it with free(). */
+int config_canonical(const config *c, config_kv **out, size_t *n, tdm_err *e);
+
+/* Rebuilds a config from a canonical form: every key exactly once, no unknown key, each
+ * value valid, then config_check. No preset is applied (its values are all listed) and no
+ * path is resolved (they were stored resolved). `*c` is only written on success. */
+int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e);
+
+/* The keys whose canonical values differ between `a` and `b`, sorted. `*keys` is a
+ * malloc'd array (NULL when *n == 0) of pointers to static strings: free(*keys) only. */
+int config_diff(const config *a, const config *b, const char ***keys, size_t *n, tdm_err *e);
+
+/* The schema as plain-text help (for `tandem run --help`): every key with its type,
+ * range, default and meaning, then the presets. */
+void config_print_help(FILE *f);
+
+/* The same as a Markdown table plus the presets, as pasted into docs/config.md. */
+void config_print_markdown(FILE *f);
+
+#endif

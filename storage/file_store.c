@@ -1,0 +1,369 @@
+/* file_store.c — the file:// store: one directory, one file per key.
+ *
+ * Durability: every write goes to a temporary file in the key's directory, is fsync'ed,
+ * then renamed (or, for create-only, hard-linked: link(2) fails atomically if the key
+ * exists) onto the key, and the directory is fsync'ed. A crash at any moment leaves
+ * either the old object or the new one, plus at worst a stray ".tmp-*" file that
+ * listings ignore. Compare-and-swap holds an exclusive flock on "<root>/.lock" while
+ * it compares and renames; versions are the SHA-256 of the content.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "storage/sha256.h"
+#include "storage/store_impl.h"
+
+typedef struct file_store {
+    char *root;
+} file_store;
+
+#define TMP_PREFIX ".tmp-"
+
+static char *join(const char *a, const char *b) {
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", a, b);
+    return p;
+}
+
+static const char *root_of(store *s) { return ((file_store *)s->impl)->root; }
+
+static int fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return -1;
+    int r = fsync(fd);
+    close(fd);
+    return r;
+}
+
+/* mkdir -p of the directory part of `path` (path itself excluded), fsyncing each parent
+ * of a directory it creates so the new entry survives a crash. */
+static int make_parents(char *path) {
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(path, 0777) == 0) {
+            char *slash = strrchr(path, '/');
+            if (slash && slash != path) {
+                *slash = '\0';
+                fsync_dir(path);
+                *slash = '/';
+            }
+        } else if (errno != EEXIST) {
+            *p = '/';
+            return -1;
+        }
+        *p = '/';
+    }
+    return 0;
+}
+
+static int write_all(int fd, const void *data, size_t n) {
+    const char *p = data;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Writes data to a fresh temporary file next to `path` and fsyncs it; returns the
+ * temporary's path (caller frees) or NULL with e set. */
+static char *write_temp(store *s, const char *key, const char *path, const void *data, size_t n,
+                        tdm_err *e) {
+    const char *slash = strrchr(path, '/');
+    size_t dirlen = slash ? (size_t)(slash - path) : 0;
+    size_t len = dirlen + strlen(TMP_PREFIX) + 32;
+    char *tmp = malloc(len);
+    if (!tmp) {
+        err_set(e, ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    snprintf(tmp, len, "%.*s/" TMP_PREFIX "XXXXXX", (int)dirlen, path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        err_sys(e, ERR_STORE, errno, "%s: cannot create a temporary file for %s", s->url, key);
+        free(tmp);
+        return NULL;
+    }
+    if (write_all(fd, data, n) || fsync(fd)) {
+        err_sys(e, ERR_STORE, errno, "%s: cannot write %s", s->url, key);
+        close(fd);
+        unlink(tmp);
+        free(tmp);
+        return NULL;
+    }
+    if (close(fd)) {
+        err_sys(e, ERR_STORE, errno, "%s: cannot write %s", s->url, key);
+        unlink(tmp);
+        free(tmp);
+        return NULL;
+    }
+    return tmp;
+}
+
+static int dir_of_sync(const char *path) {
+    char *d = strdup(path);
+    if (!d) return -1;
+    char *slash = strrchr(d, '/');
+    if (slash) *slash = '\0';
+    int r = fsync_dir(slash ? d : ".");
+    free(d);
+    return r;
+}
+
+static int fs_put(store *s, const char *key, const void *data, size_t n, int mode, tdm_err *e) {
+    char *path = join(root_of(s), key);
+    if (!path) return err_set(e, ERR_INTERNAL, "out of memory");
+    int r = 0;
+    if (make_parents(path)) {
+        r = err_sys(e, ERR_STORE, errno, "%s: cannot create the directory of %s", s->url, key);
+        goto out;
+    }
+    char *tmp = write_temp(s, key, path, data, n, e);
+    if (!tmp) {
+        r = e ? e->code : ERR_STORE;
+        goto out;
+    }
+    if (mode == STORE_CREATE) {
+        if (link(tmp, path)) {
+            int err = errno;
+            unlink(tmp);
+            free(tmp);
+            if (err == EEXIST) r = STORE_EXISTS;
+            else r = err_sys(e, ERR_STORE, err, "%s: cannot create %s", s->url, key);
+            goto out;
+        }
+        unlink(tmp);
+    } else if (rename(tmp, path)) {
+        r = err_sys(e, ERR_STORE, errno, "%s: cannot replace %s", s->url, key);
+        unlink(tmp);
+        free(tmp);
+        goto out;
+    }
+    free(tmp);
+    if (dir_of_sync(path)) r = err_sys(e, ERR_STORE, errno, "%s: cannot sync the directory of %s", s->url, key);
+out:
+    free(path);
+    return r;
+}
+
+/* Reads a whole file. 0, STORE_NOT_FOUND, or ERR_STORE. */
+static int read_file(store *s, const char *key, const char *path, void **data, size_t *n,
+                     tdm_err *e) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR) return STORE_NOT_FOUND;
+        return err_sys(e, ERR_STORE, errno, "%s: cannot open %s", s->url, key);
+    }
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return err_set(e, ERR_STORE, "%s: %s is not a regular file", s->url, key);
+    }
+    size_t size = (size_t)st.st_size, got = 0;
+    char *buf = malloc(size ? size : 1);
+    if (!buf) {
+        close(fd);
+        return err_set(e, ERR_INTERNAL, "%s: out of memory reading %s (%zu bytes)", s->url, key, size);
+    }
+    while (got < size) {
+        ssize_t r = read(fd, buf + got, size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            int err = r < 0 ? errno : EIO;
+            free(buf);
+            close(fd);
+            return err_sys(e, ERR_STORE, err, "%s: cannot read %s", s->url, key);
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    *data = buf;
+    *n = size;
+    return 0;
+}
+
+static void content_version(const void *data, size_t n, store_version *ver) {
+    sha256_digest d;
+    sha256(data, n, &d);
+    sha256_hex(&d, ver->v);
+}
+
+static int fs_get(store *s, const char *key, void **data, size_t *n, store_version *ver,
+                  tdm_err *e) {
+    char *path = join(root_of(s), key);
+    if (!path) return err_set(e, ERR_INTERNAL, "out of memory");
+    int r = read_file(s, key, path, data, n, e);
+    free(path);
+    if (r == 0 && ver) content_version(*data, *n, ver);
+    return r;
+}
+
+static int fs_put_if(store *s, const char *key, const void *data, size_t n,
+                     const store_version *expected, store_version *out, tdm_err *e) {
+    char *lockpath = join(root_of(s), ".lock");
+    if (!lockpath) return err_set(e, ERR_INTERNAL, "out of memory");
+    int fd = open(lockpath, O_RDWR | O_CREAT, 0666);
+    free(lockpath);
+    if (fd < 0) return err_sys(e, ERR_STORE, errno, "%s: cannot open the lock file", s->url);
+    while (flock(fd, LOCK_EX)) {
+        if (errno != EINTR) {
+            int err = errno;
+            close(fd);
+            return err_sys(e, ERR_STORE, err, "%s: cannot lock the store", s->url);
+        }
+    }
+    void *cur = NULL;
+    size_t curn = 0;
+    store_version curv = {{0}};
+    int r = fs_get(s, key, &cur, &curn, &curv, e);
+    if (r == STORE_NOT_FOUND) {
+        curv.v[0] = '\0';
+        r = 0;
+    }
+    free(cur);
+    if (r == 0 && strcmp(curv.v, expected->v) != 0) r = STORE_CONFLICT;
+    if (r == 0) r = fs_put(s, key, data, n, STORE_OVERWRITE, e);
+    if (r == 0 && out) content_version(data, n, out);
+    close(fd); /* releases the lock */
+    return r;
+}
+
+static int fs_exists(store *s, const char *key, int *exists, tdm_err *e) {
+    char *path = join(root_of(s), key);
+    if (!path) return err_set(e, ERR_INTERNAL, "out of memory");
+    struct stat st;
+    int r = 0;
+    if (stat(path, &st) == 0) *exists = S_ISREG(st.st_mode);
+    else if (errno == ENOENT || errno == ENOTDIR) *exists = 0;
+    else r = err_sys(e, ERR_STORE, errno, "%s: cannot stat %s", s->url, key);
+    free(path);
+    return r;
+}
+
+/* Appends the keys of regular files below root/rel (rel "" = root) that start with
+ * prefix, skipping temporaries and the lock file. */
+static int walk(store *s, const char *rel, const char *prefix, store_list *out, tdm_err *e) {
+    char *dir = *rel ? join(root_of(s), rel) : strdup(root_of(s));
+    if (!dir) return err_set(e, ERR_INTERNAL, "out of memory");
+    DIR *d = opendir(dir);
+    if (!d) {
+        int err = errno;
+        free(dir);
+        if (err == ENOENT || err == ENOTDIR) return 0;
+        return err_sys(e, ERR_STORE, err, "%s: cannot list %s", s->url, *rel ? rel : "/");
+    }
+    int r = 0;
+    struct dirent *ent;
+    while (r == 0 && (ent = readdir(d))) {
+        const char *name = ent->d_name;
+        if (name[0] == '.') continue; /* ".", "..", ".lock", ".tmp-*" */
+        char *key = *rel ? join(rel, name) : strdup(name);
+        if (!key) {
+            r = err_set(e, ERR_INTERNAL, "out of memory");
+            break;
+        }
+        size_t klen = strlen(key), plen = strlen(prefix);
+        size_t m = klen < plen ? klen : plen;
+        if (strncmp(key, prefix, m) == 0) { /* key is a prefix of prefix or matches it */
+            char *full = join(dir, name);
+            struct stat st;
+            if (full && stat(full, &st) == 0) {
+                if (S_ISDIR(st.st_mode)) r = walk(s, key, prefix, out, e);
+                else if (S_ISREG(st.st_mode) && klen >= plen && store_key_valid(key) &&
+                         store_list_append(out, key))
+                    r = err_set(e, ERR_INTERNAL, "out of memory");
+            }
+            free(full);
+        }
+        free(key);
+    }
+    closedir(d);
+    free(dir);
+    return r;
+}
+
+static int fs_list(store *s, const char *prefix, store_list *out, tdm_err *e) {
+    return walk(s, "", prefix, out, e);
+}
+
+static int fs_del(store *s, const char *key, tdm_err *e) {
+    char *path = join(root_of(s), key);
+    if (!path) return err_set(e, ERR_INTERNAL, "out of memory");
+    int r = 0;
+    if (unlink(path)) {
+        if (errno == ENOENT || errno == ENOTDIR) r = STORE_NOT_FOUND;
+        else r = err_sys(e, ERR_STORE, errno, "%s: cannot delete %s", s->url, key);
+    } else if (dir_of_sync(path)) {
+        r = err_sys(e, ERR_STORE, errno, "%s: cannot sync the directory of %s", s->url, key);
+    }
+    free(path);
+    return r;
+}
+
+static void fs_close(store *s) {
+    file_store *fs = s->impl;
+    if (fs) free(fs->root);
+    free(fs);
+}
+
+static const store_backend file_backend = {
+    .scheme = "file",
+    .put = fs_put,
+    .put_if = fs_put_if,
+    .get = fs_get,
+    .exists = fs_exists,
+    .list = fs_list,
+    .del = fs_del,
+    .close = fs_close,
+};
+
+store *file_store_open(const char *url, const char *path, tdm_err *e) {
+    store *s = calloc(1, sizeof *s);
+    file_store *fs = calloc(1, sizeof *fs);
+    char *root = strdup(path);
+    char *u = strdup(url);
+    if (!s || !fs || !root || !u) goto oom;
+    size_t len = strlen(root);
+    while (len > 1 && root[len - 1] == '/') root[--len] = '\0';
+    /* create the root (and its parents) so a new run needs no preparation */
+    char *probe = join(root, "x");
+    if (!probe) goto oom;
+    int mk = make_parents(probe);
+    free(probe);
+    struct stat st;
+    if (mk || stat(root, &st) || !S_ISDIR(st.st_mode)) {
+        err_sys(e, ERR_STORE, errno ? errno : ENOTDIR,
+                "store %s: cannot use %s as a directory", url, root);
+        free(s);
+        free(fs);
+        free(root);
+        free(u);
+        return NULL;
+    }
+    fs->root = root;
+    s->b = &file_backend;
+    s->url = u;
+    s->impl = fs;
+    return s;
+oom:
+    free(s);
+    free(fs);
+    free(root);
+    free(u);
+    err_set(e, ERR_INTERNAL, "out of memory");
+    return NULL;
+}

@@ -1,0 +1,123 @@
+/* store.c — URL dispatch, key rules and list helpers shared by the store backends. */
+#include "storage/store.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "storage/store_impl.h"
+
+int store_key_valid(const char *key) {
+    if (!key || !*key || strlen(key) > 512 || key[0] == '/') return 0;
+    const char *seg = key;
+    for (const char *p = key;; p++) {
+        if (*p == '/' || *p == '\0') {
+            size_t len = (size_t)(p - seg);
+            if (len == 0) return 0; /* empty segment: "a//b" or trailing '/' */
+            if ((len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.'))
+                return 0;
+            if (*p == '\0') return 1;
+            seg = p + 1;
+            continue;
+        }
+        char c = *p;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+}
+
+store *store_open(const char *url, tdm_err *e) {
+    if (!url || !*url) {
+        err_set(e, ERR_USAGE, "empty store URL (use file:///path or a directory path)");
+        return NULL;
+    }
+    if (strncmp(url, "file://", 7) == 0) {
+        const char *path = url + 7;
+        if (!*path) {
+            err_set(e, ERR_USAGE, "store URL %s has no path (use file:///abs/path or file://rel/path)", url);
+            return NULL;
+        }
+        return file_store_open(url, path, e);
+    }
+    if (strstr(url, "://")) {
+        err_set(e, ERR_USAGE, "store URL %s: unsupported scheme (this build supports file://)", url);
+        return NULL;
+    }
+    return file_store_open(url, url, e);
+}
+
+void store_close(store *s) {
+    if (!s) return;
+    s->b->close(s);
+    free(s->url);
+    free(s);
+}
+
+const char *store_url(const store *s) { return s->url; }
+
+static int bad_key(store *s, const char *key, tdm_err *e) {
+    return err_set(e, ERR_INTERNAL, "%s: invalid object key '%s'", s->url, key ? key : "(null)");
+}
+
+int store_put(store *s, const char *key, const void *data, size_t n, int mode, tdm_err *e) {
+    if (!store_key_valid(key)) return bad_key(s, key, e);
+    return s->b->put(s, key, data, n, mode, e);
+}
+
+int store_put_if(store *s, const char *key, const void *data, size_t n,
+                 const store_version *expected, store_version *out, tdm_err *e) {
+    if (!store_key_valid(key)) return bad_key(s, key, e);
+    return s->b->put_if(s, key, data, n, expected, out, e);
+}
+
+int store_get(store *s, const char *key, void **data, size_t *n, store_version *ver, tdm_err *e) {
+    if (!store_key_valid(key)) return bad_key(s, key, e);
+    return s->b->get(s, key, data, n, ver, e);
+}
+
+int store_exists(store *s, const char *key, int *exists, tdm_err *e) {
+    if (!store_key_valid(key)) return bad_key(s, key, e);
+    return s->b->exists(s, key, exists, e);
+}
+
+int store_list_prefix(store *s, const char *prefix, store_list *out, tdm_err *e) {
+    out->keys = NULL;
+    out->n = 0;
+    int r = s->b->list(s, prefix ? prefix : "", out, e);
+    if (r) store_list_free(out);
+    else store_list_sort(out);
+    return r;
+}
+
+int store_delete(store *s, const char *key, tdm_err *e) {
+    if (!store_key_valid(key)) return bad_key(s, key, e);
+    return s->b->del(s, key, e);
+}
+
+void store_list_free(store_list *l) {
+    for (size_t i = 0; i < l->n; i++) free(l->keys[i]);
+    free(l->keys);
+    l->keys = NULL;
+    l->n = 0;
+}
+
+int store_list_append(store_list *l, const char *key) {
+    /* capacity is 16, then doubles whenever n reaches a power of two ≥ 16 */
+    if (l->n == 0 || (l->n >= 16 && (l->n & (l->n - 1)) == 0)) {
+        size_t cap = l->n ? l->n * 2 : 16;
+        char **k = realloc(l->keys, cap * sizeof *k);
+        if (!k) return -1;
+        l->keys = k;
+    }
+    if (!(l->keys[l->n] = strdup(key))) return -1;
+    l->n++;
+    return 0;
+}
+
+static int cmp_keys(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void store_list_sort(store_list *l) {
+    if (l->n > 1) qsort(l->keys, l->n, sizeof *l->keys, cmp_keys);
+}

@@ -1,0 +1,77 @@
+/* store.h — the object store interface (DESIGN.md §5).
+ *
+ * A run lives under one store URL: `file:///path/run` (or a plain path) or, later,
+ * `s3://bucket/prefix`. Objects are named by keys such as "HEAD", "states/12.mp",
+ * "blobs/<sha256>": relative, '/'-separated, characters [A-Za-z0-9._-/], no "." or ".."
+ * segments. The store knows nothing of models: it moves bytes, and offers the two
+ * conditional writes the commit protocol needs — create-only and compare-and-swap.
+ *
+ * Return values: 0 on success; the negative STORE_* outcomes below when the condition
+ * they name holds (not errors: callers decide); ERR_* (util/err.h) on failure, with
+ * the message naming the store URL and key.
+ */
+#ifndef TANDEM_STORAGE_STORE_H
+#define TANDEM_STORAGE_STORE_H
+
+#include <stddef.h>
+
+#include "util/err.h"
+
+enum {
+    STORE_NOT_FOUND = -1, /* get/delete/put_if: the key does not exist */
+    STORE_EXISTS = -2,    /* put with STORE_CREATE: the key already exists */
+    STORE_CONFLICT = -3,  /* put_if: the object changed since `expected` was read */
+};
+
+/* Put modes. */
+enum { STORE_OVERWRITE = 0, STORE_CREATE = 1 };
+
+/* An object version token for compare-and-swap: opaque text (an ETag on S3, the content's
+ * SHA-256 on the file store). An empty token means "the key does not exist". */
+#define STORE_VERSION_MAX 128
+typedef struct store_version {
+    char v[STORE_VERSION_MAX];
+} store_version;
+
+typedef struct store store;
+
+/* A list of keys, sorted bytewise; free with store_list_free. */
+typedef struct store_list {
+    char **keys;
+    size_t n;
+} store_list;
+
+/* Opens the store at `url`; creates the root if missing (file store). NULL with e set
+ * (ERR_USAGE for a malformed URL, ERR_STORE when unreachable). */
+store *store_open(const char *url, tdm_err *e);
+void store_close(store *s);
+const char *store_url(const store *s);
+
+/* Writes `n` bytes at `key` atomically: readers see the old object or the new one,
+ * never a part; the write is durable when this returns 0. STORE_CREATE fails with
+ * STORE_EXISTS (nothing written) when the key exists. */
+int store_put(store *s, const char *key, const void *data, size_t n, int mode, tdm_err *e);
+
+/* Replaces `key` only if its current version is `expected` (an empty version: only if
+ * absent). STORE_CONFLICT otherwise. On success `out` (may be NULL) gets the new version. */
+int store_put_if(store *s, const char *key, const void *data, size_t n,
+                 const store_version *expected, store_version *out, tdm_err *e);
+
+/* Reads a whole object into a malloc'ed buffer the caller frees; `ver` (may be NULL)
+ * gets its version. STORE_NOT_FOUND when absent. */
+int store_get(store *s, const char *key, void **data, size_t *n, store_version *ver, tdm_err *e);
+
+/* Sets *exists to 1 or 0. */
+int store_exists(store *s, const char *key, int *exists, tdm_err *e);
+
+/* Keys that start with `prefix` (may be ""), sorted. */
+int store_list_prefix(store *s, const char *prefix, store_list *out, tdm_err *e);
+void store_list_free(store_list *l);
+
+/* Removes a key; STORE_NOT_FOUND when absent. */
+int store_delete(store *s, const char *key, tdm_err *e);
+
+/* 1 if `key` is a well-formed key (see above), else 0. */
+int store_key_valid(const char *key);
+
+#endif

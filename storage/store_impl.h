@@ -1,0 +1,34 @@
+/* store_impl.h — what a store backend provides; only storage/ includes this. */
+#ifndef TANDEM_STORAGE_STORE_IMPL_H
+#define TANDEM_STORAGE_STORE_IMPL_H
+
+#include "storage/store.h"
+
+typedef struct store_backend {
+    const char *scheme;
+    int (*put)(store *s, const char *key, const void *data, size_t n, int mode, tdm_err *e);
+    int (*put_if)(store *s, const char *key, const void *data, size_t n,
+                  const store_version *expected, store_version *out, tdm_err *e);
+    int (*get)(store *s, const char *key, void **data, size_t *n, store_version *ver,
+               tdm_err *e);
+    int (*exists)(store *s, const char *key, int *exists, tdm_err *e);
+    int (*list)(store *s, const char *prefix, store_list *out, tdm_err *e);
+    int (*del)(store *s, const char *key, tdm_err *e);
+    void (*close)(store *s);
+} store_backend;
+
+struct store {
+    const store_backend *b;
+    char *url;  /* as given, for messages */
+    void *impl; /* the backend's own state */
+};
+
+/* Opens a file store rooted at the directory `path`. */
+store *file_store_open(const char *url, const char *path, tdm_err *e);
+
+/* Appends a key to a list (used by backends while listing). 0, or -1 when out of memory. */
+int store_list_append(store_list *l, const char *key);
+/* Sorts a list bytewise. */
+void store_list_sort(store_list *l);
+
+#endif

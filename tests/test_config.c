@@ -1,0 +1,638 @@
+/* test_config.c — the run configuration: layering, strict parsing, errors, canonical form. */
+#include <errno.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "runner/config.h"
+#include "tests/test.h"
+
+/* One directory for the whole file, removed at the end of main, so a failing CHECK (which
+ * returns early) leaves nothing behind. */
+static char *tmp;
+
+/* `name` inside the temp dir, in a rotating static buffer (two live at a time). */
+static const char *tpath(const char *name) {
+    static char buf[2][4096];
+    static int k;
+    k ^= 1;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmp, name);
+    return buf[k];
+}
+
+static int write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fputs(text, f);
+    return fclose(f);
+}
+
+/* Loads `yaml` (written to cfg.yaml) with the given sets. */
+static int load_yaml(config *c, const char *yaml, char *const *sets, int nsets, tdm_err *e) {
+    const char *p = tpath("cfg.yaml");
+    if (write_file(p, yaml)) return -1;
+    return config_load(c, p, sets, nsets, e);
+}
+
+static char *ds_set[] = {"data.dataset=d.yaml"};
+
+/* Expects loading `yaml` (with data.dataset set on the command line) to fail with
+ * ERR_USAGE, naming "cfg.yaml:LINE" (line > 0) and containing `a` and `b` (NULL: skip). */
+static int expect_yaml_error(const char *yaml, int line, const char *a, const char *b) {
+    config c;
+    tdm_err e = {0};
+    int rc = load_yaml(&c, yaml, ds_set, 1, &e);
+    CHECK_OR_RET(rc == ERR_USAGE, "rc %d for:\n%s", rc, yaml);
+    char where[4200];
+    snprintf(where, sizeof where, "%s:%d:", tpath("cfg.yaml"), line);
+    CHECK_OR_RET(line <= 0 || strstr(e.msg, where), "no '%s' in: %s", where, e.msg);
+    CHECK_OR_RET(!a || strstr(e.msg, a), "no '%s' in: %s", a, e.msg);
+    CHECK_OR_RET(!b || strstr(e.msg, b), "no '%s' in: %s", b, e.msg);
+    return 0;
+}
+
+/* Expects loading with only the given sets to fail with ERR_USAGE naming "--set". */
+static int expect_set_error(char *const *sets, int nsets, const char *a, const char *b) {
+    config c;
+    tdm_err e = {0};
+    int rc = config_load(&c, NULL, sets, nsets, &e);
+    CHECK_OR_RET(rc == ERR_USAGE, "rc %d for --set %s", rc, sets[nsets - 1]);
+    CHECK_OR_RET(strstr(e.msg, "--set"), "no '--set' in: %s", e.msg);
+    CHECK_OR_RET(!a || strstr(e.msg, a), "no '%s' in: %s", a, e.msg);
+    CHECK_OR_RET(!b || strstr(e.msg, b), "no '%s' in: %s", b, e.msg);
+    return 0;
+}
+
+static int same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+static void test_defaults(void) {
+    config c;
+    config_defaults(&c);
+    CHECK(c.preset == CONFIG_PRESET_NONE && c.store[0] == '\0' && c.data.dataset[0] == '\0',
+          "preset/store/dataset");
+    CHECK(c.run.episodes == 20 && c.run.seed == 1 && c.run.device == CONFIG_DEVICE_CPU &&
+              c.run.threads == 0,
+          "run: %d %llu %d %d", c.run.episodes, (unsigned long long)c.run.seed, c.run.device,
+          c.run.threads);
+    CHECK(c.data.mixing == CONFIG_MIXING_WEIGHT, "mixing");
+    CHECK(c.model.vocab == 0 && c.model.ctx == 64 && c.model.layers == 2 && c.model.heads == 2 &&
+              c.model.channels == 64,
+          "model");
+    CHECK(c.train.batch == 8 && c.train.seq == 64, "train");
+    CHECK(c.tandem.K == 5 && c.tandem.E == 5 && c.tandem.gamma == 1.0 &&
+              c.tandem.lr_probe == 1e-2 && c.tandem.lr_alpha == 4e-3 && !c.tandem.probe_carry &&
+              c.tandem.alpha_floor == 0 && c.tandem.alpha_init == CONFIG_ALPHA_INIT_UNIFORM,
+          "tandem");
+    CHECK(c.optim.lr == 5e-4 && c.optim.lr_min == 0 && c.optim.warmup == 0 &&
+              c.optim.schedule == CONFIG_SCHEDULE_COSINE && c.optim.weight_decay == 1e-2 &&
+              c.optim.clip == 1.0 && c.optim.beta1 == 0.9 && c.optim.beta2 == 0.95 &&
+              c.optim.eps == 1e-8,
+          "optim");
+    CHECK(c.checkpoint.every_episodes == 5 && c.checkpoint.every_seconds == 0 &&
+              c.checkpoint.chunk_mib == 64,
+          "checkpoint");
+
+    /* No file: defaults plus sets; the only difference is the required key. */
+    config l;
+    tdm_err e = {0};
+    int rc = config_load(&l, NULL, ds_set, 1, &e);
+    CHECK(rc == 0, "load: %s", e.msg);
+    const char **keys;
+    size_t n;
+    CHECK(config_diff(&c, &l, &keys, &n, &e) == 0, "diff");
+    CHECK(n == 1 && strcmp(keys[0], "data.dataset") == 0, "diff n=%zu", n);
+    free(keys);
+    CHECK(strcmp(l.data.dataset, "d.yaml") == 0, "dataset %s", l.data.dataset);
+
+    /* Nothing at all: the required key is missing; a NULL error sink is allowed. */
+    rc = config_load(&l, NULL, NULL, 0, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "data.dataset") && strstr(e.msg, "required"),
+          "rc %d: %s", rc, e.msg);
+    CHECK(config_load(&l, NULL, NULL, 0, NULL) == ERR_USAGE, "NULL tdm_err");
+}
+
+static void test_file_nested_sections(void) {
+    const char *yaml = "# a config\n"
+                       "run:\n"
+                       "  episodes: 7\n"
+                       "  seed: 18446744073709551615\n"
+                       "  device: cuda\n"
+                       "data:\n"
+                       "  dataset: /abs/ds.yaml\n"
+                       "  mixing: sample\n"
+                       "model: {layers: 3, channels: 96, heads: 4, ctx: 128, vocab: 65536}\n"
+                       "tandem:\n"
+                       "  gamma: 2\n"
+                       "  lr_probe: 1e-3\n"
+                       "  lr_alpha: .5\n"
+                       "  probe_carry: true\n"
+                       "  alpha_init: natural\n"
+                       "optim:\n"
+                       "  schedule: constant\n"
+                       "  beta2: 0.999\n"
+                       "  lr_min: -0.0\n"
+                       "checkpoint:\n"
+                       "  # every_episodes: 3\n"
+                       "store: 'file:///tmp/run'\n"
+                       "train:\n";
+    config c;
+    tdm_err e = {0};
+    CHECK(load_yaml(&c, yaml, NULL, 0, &e) == 0, "load: %s", e.msg);
+    CHECK(c.run.episodes == 7 && c.run.seed == UINT64_MAX && c.run.device == CONFIG_DEVICE_CUDA,
+          "run %d %llu", c.run.episodes, (unsigned long long)c.run.seed);
+    CHECK(strcmp(c.data.dataset, "/abs/ds.yaml") == 0, "absolute dataset kept: %s",
+          c.data.dataset);
+    CHECK(c.data.mixing == CONFIG_MIXING_SAMPLE, "mixing");
+    CHECK(c.model.layers == 3 && c.model.channels == 96 && c.model.heads == 4 &&
+              c.model.ctx == 128 && c.model.vocab == 65536,
+          "model");
+    CHECK(c.tandem.gamma == 2.0 && c.tandem.lr_probe == 1e-3 && c.tandem.lr_alpha == 0.5 &&
+              c.tandem.probe_carry && c.tandem.alpha_init == CONFIG_ALPHA_INIT_NATURAL,
+          "tandem");
+    CHECK(c.optim.schedule == CONFIG_SCHEDULE_CONSTANT && c.optim.beta2 == 0.999, "optim");
+    CHECK(same_bits(c.optim.lr_min, -0.0), "-0.0 kept bit-exact");
+    CHECK(c.checkpoint.every_episodes == 5, "empty section keeps defaults");
+    CHECK(strcmp(c.store, "file:///tmp/run") == 0, "store %s", c.store);
+    CHECK(c.tandem.K == 5 && c.train.batch == 8, "untouched keys keep defaults");
+}
+
+static void test_set_overrides_file_in_order(void) {
+    const char *yaml = "data:\n  dataset: d.yaml\ntandem:\n  K: 3\noptim:\n  lr: 1e-3\n";
+    char *sets[] = {"tandem.K=7", "optim.lr=2e-4", "tandem.K=9", "store=file://x",
+                    "data.dataset=rel/ds.yaml"};
+    config c;
+    tdm_err e = {0};
+    CHECK(load_yaml(&c, yaml, sets, 5, &e) == 0, "load: %s", e.msg);
+    CHECK(c.tandem.K == 9, "last --set wins: K=%d", c.tandem.K);
+    CHECK(c.optim.lr == 2e-4, "--set beats file: lr=%g", c.optim.lr);
+    CHECK(strcmp(c.store, "file://x") == 0, "a string key takes the text: %s", c.store);
+    CHECK(strcmp(c.data.dataset, "rel/ds.yaml") == 0,
+          "a --set path stays relative to the working directory: %s", c.data.dataset);
+
+    /* config_set on its own: validated, and nothing changes on error. */
+    config before = c;
+    CHECK(config_set(&c, "tandem.E", "11", &e) == 0 && c.tandem.E == 11, "set E: %s", e.msg);
+    before.tandem.E = 11;
+    CHECK(config_set(&c, "tandem.E", "0", &e) == ERR_USAGE && strstr(e.msg, "tandem.E"),
+          "E=0: %s", e.msg);
+    CHECK(config_set(&c, "optim.beta1", "1", &e) == ERR_USAGE, "beta1=1 accepted");
+    CHECK(config_set(&c, "nope", "1", &e) == ERR_USAGE && strstr(e.msg, "nope"), "%s", e.msg);
+    CHECK(memcmp(&c, &before, sizeof c) == 0, "a failed config_set changed the config");
+}
+
+static void test_preset_then_file(void) {
+    /* The preset applies first wherever `preset:` stands in the file. */
+    const char *yaml =
+        "data:\n  dataset: d.yaml\nmodel:\n  layers: 3\npreset: data-restricted-160m\n";
+    config c;
+    tdm_err e = {0};
+    CHECK(load_yaml(&c, yaml, NULL, 0, &e) == 0, "load: %s", e.msg);
+    CHECK(c.preset == CONFIG_PRESET_DATA_RESTRICTED_160M, "preset %d", c.preset);
+    CHECK(c.model.layers == 3, "file beats preset: layers %d", c.model.layers);
+    CHECK(c.model.channels == 768 && c.model.heads == 12 && c.model.ctx == 1024,
+          "preset shape %d %d %d", c.model.channels, c.model.heads, c.model.ctx);
+    CHECK(c.train.batch == 64 && c.train.seq == 512 && c.run.episodes == 100, "preset train");
+    CHECK(c.tandem.K == 5 && c.optim.lr == 5e-4 && c.tandem.lr_probe == 1e-2, "paper values");
+
+    /* --set preset replaces the file's preset at the preset layer: the file still wins
+     * over it, and a --set before it on the command line still wins too. */
+    char *sets[] = {"model.heads=7", "model.channels=896", "preset=sft-qwen2-0.5b"};
+    CHECK(load_yaml(&c, yaml, sets, 3, &e) == 0, "load: %s", e.msg);
+    CHECK(c.preset == CONFIG_PRESET_SFT_QWEN2_0_5B, "preset %d", c.preset);
+    CHECK(c.model.layers == 3 && c.model.heads == 7, "layers %d heads %d", c.model.layers,
+          c.model.heads);
+    CHECK(c.optim.lr == 1e-5 && c.tandem.lr_probe == 1e-3 && c.model.ctx == 2048, "sft values");
+
+    /* config_set preset: applies over everything present. */
+    CHECK(config_set(&c, "preset", "data-restricted-410m", &e) == 0, "set: %s", e.msg);
+    CHECK(c.model.layers == 24 && c.model.channels == 1024 && c.model.heads == 16 &&
+              c.optim.lr == 5e-4,
+          "410m over: %d %d %d", c.model.layers, c.model.channels, c.model.heads);
+}
+
+static void test_every_preset_loads(void) {
+    static const char *names[] = {"none", "data-abundant-160m", "data-restricted-160m",
+                                  "data-restricted-410m", "data-restricted-1b", "sft-qwen2-0.5b"};
+    CHECK(sizeof names / sizeof *names == CONFIG_PRESET_COUNT, "names vs enum");
+    for (int i = 0; i < CONFIG_PRESET_COUNT; i++) {
+        char set[64];
+        snprintf(set, sizeof set, "preset=%s", names[i]);
+        char *sets[] = {set, "data.dataset=d.yaml"};
+        config c;
+        tdm_err e = {0};
+        CHECK(config_load(&c, NULL, sets, 2, &e) == 0, "%s: %s", names[i], e.msg);
+        CHECK(c.preset == i, "%s: preset %d", names[i], c.preset);
+        CHECK(c.model.channels % c.model.heads == 0 && c.train.seq <= c.model.ctx, "%s", names[i]);
+        if (i != CONFIG_PRESET_NONE)
+            CHECK(c.tandem.K == 5 && c.tandem.E == 5 && c.tandem.gamma == 1 &&
+                      c.tandem.lr_alpha == 4e-3 && c.optim.weight_decay == 1e-2 &&
+                      c.optim.clip == 1.0 && c.optim.schedule == CONFIG_SCHEDULE_COSINE &&
+                      c.model.vocab == 0 && c.train.batch == 64,
+                  "%s: DESIGN §2 values", names[i]);
+        if (i == CONFIG_PRESET_DATA_ABUNDANT_160M)
+            CHECK(c.train.seq == 1024 && c.run.episodes == 200, "abundant");
+        if (i == CONFIG_PRESET_DATA_RESTRICTED_1B)
+            CHECK(c.model.layers == 16 && c.model.channels == 2048 && c.model.heads == 8, "1b");
+        if (i == CONFIG_PRESET_DATA_RESTRICTED_410M)
+            CHECK(c.model.layers == 24 && c.model.channels == 1024 && c.model.heads == 16, "410m");
+        if (i == CONFIG_PRESET_SFT_QWEN2_0_5B)
+            CHECK(c.model.layers == 24 && c.model.channels == 896 && c.model.heads == 14 &&
+                      c.optim.lr == 1e-5 && c.tandem.lr_probe == 1e-3,
+                  "sft");
+    }
+}
+
+static void test_type_errors(void) {
+    static const struct {
+        const char *yaml;
+        int line;
+        const char *a, *b;
+    } cases[] = {
+        {"tandem:\n  K: \"5\"\n", 2, "tandem.K", "quoted"},
+        {"tandem:\n  K: 3.0\n", 2, "tandem.K", "plain integer"},
+        {"tandem:\n  K: 1e3\n", 2, "tandem.K", "expected an integer"},
+        {"tandem:\n  K: 007\n", 2, "tandem.K", "leading zeros"},
+        {"\n\ntandem:\n  K: five\n", 4, "tandem.K", "'five'"},
+        {"tandem:\n  gamma: inf\n", 2, "tandem.gamma", "inf and nan"},
+        {"tandem:\n  gamma: .nan\n", 2, "tandem.gamma", "finite"},
+        {"tandem:\n  gamma: \"1.0\"\n", 2, "tandem.gamma", "quoted"},
+        {"tandem:\n  gamma: 0x10\n", 2, "tandem.gamma", "a finite number"},
+        {"tandem:\n  gamma: 1e999\n", 2, "tandem.gamma", "too large"},
+        {"tandem:\n  probe_carry: yes\n", 2, "tandem.probe_carry", "true or false"},
+        {"tandem:\n  probe_carry: True\n", 2, "tandem.probe_carry", "true or false"},
+        {"tandem:\n  probe_carry: \"true\"\n", 2, "tandem.probe_carry", "quoted"},
+        {"run:\n  device: gpu\n", 2, "run.device", "one of: cpu, cuda"},
+        {"preset: tiny\n", 1, "preset", "data-restricted-160m"},
+        {"data:\n  dataset: [a, b]\n", 2, "data.dataset", "got a sequence"},
+        {"store: {a: 1}\n", 1, "store", "got a map"},
+        {"run:\n  seed: 1\nmodel: 12\n", 3, "'model' is a section", "got a scalar"},
+        {"run:\n  seed: 1\nmodel:\n  - 12\n", 3, "'model' is a section", "got a sequence"},
+        {"tandem:\n  K:\n", 2, "tandem.K", "no value"},
+        {"tandem:\n  K: ~\n", 2, "tandem.K", "no value"},
+        {"- 1\n- 2\n", 1, "map of sections", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        if (expect_yaml_error(cases[i].yaml, cases[i].line, cases[i].a, cases[i].b)) {
+            fprintf(stderr, "  (case %zu)\n", i);
+            return;
+        }
+}
+
+static void test_range_errors(void) {
+    static const struct {
+        const char *yaml;
+        const char *a, *b;
+    } cases[] = {
+        {"tandem:\n  K: 0\n", "tandem.K", ">= 1"},
+        {"model:\n  vocab: 70000\n", "model.vocab", "0..65536"},
+        {"tandem:\n  lr_probe: 0\n", "tandem.lr_probe", "> 0"},
+        {"optim:\n  beta1: 1\n", "optim.beta1", "[0, 1)"},
+        {"tandem:\n  alpha_floor: -0.1\n", "tandem.alpha_floor", "[0, 1)"},
+        {"checkpoint:\n  chunk_mib: 65\n", "checkpoint.chunk_mib", "1..64"},
+        {"run:\n  seed: -1\n", "run.seed", "out of range"},
+        {"run:\n  seed: 18446744073709551616\n", "run.seed", "out of range"},
+        {"run:\n  episodes: 99999999999\n", "run.episodes", "out of range"},
+        {"run:\n  threads: -1\n", "run.threads", ">= 0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        if (expect_yaml_error(cases[i].yaml, 2, cases[i].a, cases[i].b)) {
+            fprintf(stderr, "  (case %zu)\n", i);
+            return;
+        }
+}
+
+static void test_set_errors(void) {
+    char *bad_int[] = {"data.dataset=d", "tandem.K=abc"};
+    if (expect_set_error(bad_int, 2, "tandem.K=abc", "expected an integer >= 1")) return;
+    char *no_eq[] = {"tandem.K"};
+    if (expect_set_error(no_eq, 1, "tandem.K", "key=value")) return;
+    char *no_key[] = {"=5"};
+    if (expect_set_error(no_key, 1, "key=value", NULL)) return;
+    char *bad_enum[] = {"run.device=CUDA"};
+    if (expect_set_error(bad_enum, 1, "run.device", "cpu, cuda")) return;
+    char *bad_bool[] = {"tandem.probe_carry=1"};
+    if (expect_set_error(bad_bool, 1, "tandem.probe_carry", "true or false")) return;
+    char *empty[] = {"tandem.gamma="};
+    if (expect_set_error(empty, 1, "tandem.gamma", NULL)) return;
+    char *bad_preset[] = {"preset=big"};
+    if (expect_set_error(bad_preset, 1, "preset=big", "sft-qwen2-0.5b")) return;
+    char *range[] = {"optim.eps=0"};
+    if (expect_set_error(range, 1, "optim.eps", "> 0")) return;
+    /* A --set error is reported even when the file is fine. */
+    config c;
+    tdm_err e = {0};
+    char *sets[] = {"tandem.E=-2"};
+    CHECK(load_yaml(&c, "data:\n  dataset: d\n", sets, 1, &e) == ERR_USAGE &&
+              strstr(e.msg, "--set tandem.E=-2"),
+          "%s", e.msg);
+}
+
+static void test_unknown_keys_suggest(void) {
+    if (expect_yaml_error("tandem:\n  k: 3\n", 2, "unknown key 'tandem.k'",
+                          "did you mean 'tandem.K'?"))
+        return;
+    if (expect_yaml_error("tandem:\n  K: 3\n  lr_porbe: 1\n", 3, "did you mean 'tandem.lr_probe'?",
+                          NULL))
+        return;
+    /* The section's own line, not its first key's. */
+    if (expect_yaml_error("run:\n  seed: 2\n\ntrian:\n  # the batch\n  batch: 8\n", 4,
+                          "unknown key 'trian'", "did you mean 'train'?"))
+        return;
+    if (expect_yaml_error("episodes: 5\n", 1, "did you mean 'run.episodes'?", NULL)) return;
+    if (expect_yaml_error("model:\n  lr: 1e-3\n", 2, "did you mean 'optim.lr'?",
+                          "keys of 'model' are"))
+        return;
+    if (expect_yaml_error("optimizer:\n  lr: 1\n", 1, "unknown key 'optimizer'",
+                          "run, data, model, train, tandem, optim, checkpoint"))
+        return;
+    if (expect_yaml_error("tandem.K: 5\n", 1, "nested", "K: 5")) return;
+    config c;
+    tdm_err e = {0};
+    CHECK(load_yaml(&c, "zzzz: 1\n", ds_set, 1, &e) == ERR_USAGE && !strstr(e.msg, "did you mean"),
+          "nothing is close to zzzz: %s", e.msg);
+    char *typo[] = {"trian.batch=4"};
+    if (expect_set_error(typo, 1, "unknown key 'trian.batch'", "did you mean 'train.batch'?"))
+        return;
+    char *caps[] = {"TANDEM.k=4"};
+    if (expect_set_error(caps, 1, "did you mean 'tandem.K'?", NULL)) return;
+    char *section_only[] = {"tandem=4"};
+    if (expect_set_error(section_only, 1, "unknown key 'tandem'", NULL)) return;
+}
+
+static void test_missing_dataset(void) {
+    config c;
+    tdm_err e = {0};
+    int rc = load_yaml(&c, "tandem:\n  K: 2\n", NULL, 0, &e);
+    CHECK(rc == ERR_USAGE, "rc %d", rc);
+    CHECK(strstr(e.msg, "data.dataset") && strstr(e.msg, tpath("cfg.yaml")), "%s", e.msg);
+    rc = load_yaml(&c, "data:\n  dataset: \"\"\n", NULL, 0, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "data.dataset"), "empty dataset: %s", e.msg);
+}
+
+static void test_cross_field(void) {
+    char where[4200];
+    snprintf(where, sizeof where, "%s:3", tpath("cfg.yaml"));
+    config c;
+    tdm_err e = {0};
+    int rc = load_yaml(&c, "model:\n  heads: 3\n  channels: 100\n", ds_set, 1, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "model.channels") && strstr(e.msg, "model.heads") &&
+              strstr(e.msg, where),
+          "rc %d: %s", rc, e.msg);
+    char *sets[] = {"data.dataset=d", "train.seq=128"};
+    rc = load_yaml(&c, "model:\n  ctx: 64\n", sets, 2, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "train.seq") && strstr(e.msg, "model.ctx") &&
+              strstr(e.msg, "--set"),
+          "rc %d: %s", rc, e.msg);
+    rc = load_yaml(&c, "optim:\n  lr_min: 1e-3\n", ds_set, 1, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "optim.lr_min") && strstr(e.msg, "optim.lr "),
+          "rc %d: %s", rc, e.msg);
+    /* Transient violations between two sets are fine; the final state is checked. */
+    char *fix[] = {"data.dataset=d", "model.heads=3", "model.channels=96"};
+    CHECK(config_load(&c, NULL, fix, 3, &e) == 0, "%s", e.msg);
+
+    /* config_check on a struct edited by hand. */
+    CHECK(config_check(&c, &e) == 0, "%s", e.msg);
+    c.model.heads = 0;
+    CHECK(config_check(&c, &e) == ERR_USAGE && strstr(e.msg, "model.heads"), "%s", e.msg);
+    c.model.heads = 3;
+    c.optim.lr = NAN;
+    CHECK(config_check(&c, &e) == ERR_USAGE && strstr(e.msg, "optim.lr"), "%s", e.msg);
+    config_kv *kv;
+    size_t n;
+    CHECK(config_canonical(&c, &kv, &n, &e) == ERR_USAGE && !kv, "canonical of a NaN config");
+}
+
+static const char *kv_get(const config_kv *kv, size_t n, const char *key) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(kv[i].key, key) == 0) return kv[i].value;
+    return NULL;
+}
+
+static void test_canonical_round_trip(void) {
+    char *sets[] = {"data.dataset=d.yaml",
+                    "tandem.gamma=0.1",
+                    "tandem.lr_alpha=1e-300",
+                    "checkpoint.every_seconds=5e-324", /* subnormal */
+                    "optim.lr=0.30000000000000004",
+                    "optim.lr_min=1.5e-7",
+                    "run.seed=18446744073709551615",
+                    "store=s3://b/p q",
+                    "tandem.probe_carry=true",
+                    "preset=data-restricted-1b"};
+    config a, b;
+    tdm_err e = {0};
+    CHECK(config_load(&a, NULL, sets, 10, &e) == 0, "%s", e.msg);
+    config_kv *kv = NULL, *kv2 = NULL;
+    size_t n = 0, n2 = 0;
+    CHECK(config_canonical(&a, &kv, &n, &e) == 0, "%s", e.msg);
+    CHECK(n >= 35, "all keys: n=%zu", n);
+    /* (A failing CHECK below leaks kv; the failure is reported either way.) */
+    for (size_t i = 1; i < n; i++)
+        CHECK(strcmp(kv[i - 1].key, kv[i].key) < 0, "not sorted at %zu", i);
+    const char *g = kv_get(kv, n, "tandem.gamma"), *p = kv_get(kv, n, "preset");
+    const char *heads = kv_get(kv, n, "model.heads");
+    CHECK(g && strcmp(g, "0.1") == 0, "shortest exact text: gamma %s", g ? g : "-");
+    CHECK(p && strcmp(p, "data-restricted-1b") == 0 && heads && strcmp(heads, "8") == 0,
+          "preset %s heads %s", p ? p : "-", heads ? heads : "-");
+    int rc = config_from_canonical(&b, kv, n, &e);
+    if (!rc) rc = config_canonical(&b, &kv2, &n2, &e);
+    int same = !rc && n == n2;
+    for (size_t i = 0; same && i < n; i++)
+        same = !strcmp(kv[i].key, kv2[i].key) && !strcmp(kv[i].value, kv2[i].value);
+    free(kv2);
+
+    /* Strictness: a missing, repeated, unknown or bad key is refused. */
+    config_kv saved = kv[3];
+    config spare = b;
+    int missing = config_from_canonical(&spare, kv, n - 1, &e) == ERR_USAGE &&
+                  strstr(e.msg, kv[n - 1].key) && strstr(e.msg, "missing");
+    kv[3] = kv[2];
+    int twice = config_from_canonical(&spare, kv, n, &e) == ERR_USAGE && strstr(e.msg, "twice");
+    snprintf(kv[3].key, sizeof kv[3].key, "tandem.Q");
+    int unknown =
+        config_from_canonical(&spare, kv, n, &e) == ERR_USAGE && strstr(e.msg, "tandem.Q");
+    kv[3] = saved;
+    char *gv = (char *)kv_get(kv, n, "tandem.gamma");
+    snprintf(gv, CONFIG_STR_MAX, "\"0.1\"");
+    int bad =
+        config_from_canonical(&spare, kv, n, &e) == ERR_USAGE && strstr(e.msg, "tandem.gamma");
+    free(kv);
+    CHECK(!rc, "round trip: %s", e.msg);
+    CHECK(same, "canonical texts differ after the round trip");
+    CHECK(missing && twice && unknown && bad, "strictness: %d %d %d %d", missing, twice, unknown,
+          bad);
+    CHECK(memcmp(&spare, &b, sizeof b) == 0, "a failed from_canonical wrote the config");
+
+    CHECK(same_bits(b.tandem.gamma, 0.1) && same_bits(b.tandem.lr_alpha, 1e-300) &&
+              same_bits(b.checkpoint.every_seconds, 5e-324) &&
+              same_bits(b.optim.lr, 0.30000000000000004) && same_bits(b.optim.lr_min, 1.5e-7),
+          "floats not bit-exact");
+    CHECK(b.run.seed == UINT64_MAX && b.tandem.probe_carry && strcmp(b.store, "s3://b/p q") == 0 &&
+              b.preset == CONFIG_PRESET_DATA_RESTRICTED_1B && b.model.heads == 8,
+          "other values");
+    const char **keys;
+    size_t nd;
+    CHECK(config_diff(&a, &b, &keys, &nd, &e) == 0 && nd == 0 && keys == NULL, "diff n=%zu", nd);
+}
+
+static void test_diff_lists_changed_keys(void) {
+    config a, b;
+    tdm_err e = {0};
+    CHECK(config_load(&a, NULL, ds_set, 1, &e) == 0, "%s", e.msg);
+    b = a;
+    CHECK(config_set(&b, "tandem.K", "7", &e) == 0 &&
+              config_set(&b, "store", "file:///r", &e) == 0 &&
+              config_set(&b, "optim.lr", "1e-3", &e) == 0 &&
+              config_set(&b, "optim.lr_min", "-0", &e) == 0 &&
+              config_set(&b, "run.seed", "1", &e) == 0, /* same value: not a difference */
+          "%s", e.msg);
+    const char **keys;
+    size_t n;
+    CHECK(config_diff(&a, &b, &keys, &n, &e) == 0, "%s", e.msg);
+    const char *want[] = {"optim.lr", "optim.lr_min", "store", "tandem.K"};
+    int ok = n == 4;
+    for (size_t i = 0; ok && i < n; i++) ok = strcmp(keys[i], want[i]) == 0;
+    if (!ok)
+        for (size_t i = 0; i < n; i++) fprintf(stderr, "  diff[%zu] = %s\n", i, keys[i]);
+    free(keys);
+    CHECK(ok, "diff gave %zu keys", n);
+}
+
+static void test_relative_dataset_path(void) {
+    CHECK(mkdir(tpath("sub"), 0700) == 0 || errno == EEXIST, "mkdir");
+    const char *cfg = tpath("sub/run.yaml");
+    CHECK(write_file(cfg, "data:\n  dataset: ../corpus/ds.yaml\n") == 0, "write");
+    config c;
+    tdm_err e = {0};
+    CHECK(config_load(&c, cfg, NULL, 0, &e) == 0, "%s", e.msg);
+    char want[4200];
+    snprintf(want, sizeof want, "%s/sub/../corpus/ds.yaml", tmp);
+    CHECK(strcmp(c.data.dataset, want) == 0, "dataset %s, want %s", c.data.dataset, want);
+    /* The resolved path is what the canonical form pins. */
+    config_kv *kv;
+    size_t n;
+    CHECK(config_canonical(&c, &kv, &n, &e) == 0, "%s", e.msg);
+    int pinned = strcmp(kv_get(kv, n, "data.dataset"), want) == 0;
+    free(kv);
+    CHECK(pinned, "canonical holds the resolved path");
+}
+
+/* The shipped example configs load and say what they should. */
+static void test_shipped_configs(void) {
+    const char *root = getenv("TANDEM_ROOT");
+    char path[4096];
+    config c;
+    tdm_err e = {0};
+    snprintf(path, sizeof path, "%s/configs/demo.yaml", root && *root ? root : ".");
+    CHECK(config_load(&c, path, NULL, 0, &e) == 0, "%s", e.msg);
+    CHECK(c.model.layers == 2 && c.model.channels == 64 && c.model.heads == 2 &&
+              c.model.ctx == 64 && c.train.batch == 8 && c.train.seq == 64 &&
+              c.checkpoint.every_episodes == 5 && c.train.batch % 4 == 0,
+          "demo values");
+    const char *tail = "configs/../runs/demo-corpus/dataset.yaml";
+    size_t dl = strlen(c.data.dataset), tl = strlen(tail);
+    CHECK(dl >= tl && strcmp(c.data.dataset + dl - tl, tail) == 0, "demo dataset %s",
+          c.data.dataset);
+    snprintf(path, sizeof path, "%s/configs/data-restricted-160m.yaml", root && *root ? root : ".");
+    CHECK(config_load(&c, path, NULL, 0, &e) == 0, "%s", e.msg);
+    CHECK(c.preset == CONFIG_PRESET_DATA_RESTRICTED_160M && c.model.channels == 768, "160m");
+}
+
+/* Help names every key; docs/config.md holds every line of the current generated tables
+ * (regenerate them with config_print_markdown when the schema changes). */
+static void test_docs_in_sync(void) {
+    char *help = NULL, *md = NULL;
+    size_t hl = 0, ml = 0;
+    FILE *f = open_memstream(&help, &hl);
+    CHECK(f, "memstream");
+    config_print_help(f);
+    fclose(f);
+    f = open_memstream(&md, &ml);
+    if (!f) free(help);
+    CHECK(f, "memstream");
+    config_print_markdown(f);
+    fclose(f);
+    config c;
+    config_defaults(&c);
+    snprintf(c.data.dataset, sizeof c.data.dataset, "d");
+    config_kv *kv = NULL;
+    size_t n = 0;
+    tdm_err e = {0};
+    int missing = config_canonical(&c, &kv, &n, &e) != 0;
+    for (size_t i = 0; !missing && i < n; i++) {
+        char tick[80];
+        snprintf(tick, sizeof tick, "`%s`", kv[i].key);
+        if (!strstr(help, kv[i].key) || !strstr(md, tick)) {
+            fprintf(stderr, "  key %s not documented\n", kv[i].key);
+            missing = 1;
+        }
+    }
+    free(kv);
+    free(help);
+
+    const char *root = getenv("TANDEM_ROOT");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/docs/config.md", root && *root ? root : ".");
+    char *doc = NULL;
+    FILE *d = fopen(path, "r");
+    if (d) {
+        size_t cap = 0;
+        ssize_t got = getdelim(&doc, &cap, '\0', d);
+        fclose(d);
+        if (got < 0) {
+            free(doc);
+            doc = NULL;
+        }
+    }
+    /* Line by line: the doc may put prose between the key and preset tables. */
+    int in_sync = doc != NULL;
+    for (char *line = md, *end; in_sync && *line; line = end + 1) {
+        end = strchr(line, '\n');
+        if (!end) break;
+        *end = '\0';
+        in_sync = strstr(doc, line) != NULL;
+        if (!in_sync) fprintf(stderr, "  docs/config.md lacks: %s\n", line);
+        *end = '\n';
+    }
+    if (!in_sync) { /* leave the expected text where the message says */
+        FILE *o = fopen(tpath("../config.md.expected"), "w");
+        if (o) {
+            fputs(md, o);
+            fclose(o);
+        }
+    }
+    free(doc);
+    free(md);
+    CHECK(!missing, "undocumented keys");
+    CHECK(in_sync, "%s lacks the current key table: paste %s", path,
+          tpath("../config.md.expected"));
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+int main(void) {
+    tmp = test_tmpdir("config");
+    RUN(test_defaults);
+    RUN(test_file_nested_sections);
+    RUN(test_set_overrides_file_in_order);
+    RUN(test_preset_then_file);
+    RUN(test_every_preset_loads);
+    RUN(test_type_errors);
+    RUN(test_range_errors);
+    RUN(test_set_errors);
+    RUN(test_unknown_keys_suggest);
+    RUN(test_missing_dataset);
+    RUN(test_cross_field);
+    RUN(test_canonical_round_trip);
+    RUN(test_diff_lists_changed_keys);
+    RUN(test_relative_dataset_path);
+    RUN(test_shipped_configs);
+    RUN(test_docs_in_sync);
+    nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(tmp);
+    return test_summary("test_config");
+}

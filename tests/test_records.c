@@ -1,0 +1,335 @@
+/* test_records.c — the store's msgpack records: round trips, strict rejection of
+ * malformed records, and thousands of truncated and mutated inputs that must each give
+ * a clean error or a valid record (run under ASan+UBSan by `make test`). */
+#include <math.h>
+
+#include "storage/codec.h"
+#include "storage/records.h"
+#include "tests/test.h"
+#include "util/rng.h"
+
+static void sample_state(rec_state *s) {
+    memset(s, 0, sizeof *s);
+    s->seq = 17;
+    s->episode = 3;
+    snprintf(s->step, sizeof s->step, "free");
+    s->index = 2;
+    s->free_steps = 17;
+    s->seed = 12345;
+    s->M = 3;
+    double a[3] = {0.2, 0.5, 0.3};
+    memcpy(s->alpha, a, sizeof a);
+    s->have_losses = 1;
+    for (int m = 0; m < 3; m++) {
+        s->loss_u[m] = 2.5 + m;
+        s->loss_w[m] = 2.4 + m;
+        for (int k = 0; k < 4; k++) s->cursors[m][k] = (uint64_t)(m * 10 + k);
+    }
+    s->alpha_records = 3;
+    sha256("x", 1, &s->alpha_head);
+    s->nviews = 2;
+    s->views = calloc(2, sizeof *s->views);
+    snprintf(s->views[0].name, REC_NAME_MAX, "wte");
+    s->views[0].rows = 256, s->views[0].cols = 64, s->views[0].offset = 0;
+    snprintf(s->views[1].name, REC_NAME_MAX, "ln_f.bias");
+    s->views[1].rows = 64, s->views[1].cols = 1, s->views[1].offset = 16384;
+    s->ntensors = 1;
+    s->tensors = calloc(1, sizeof *s->tensors);
+    rec_tensor *t = &s->tensors[0];
+    snprintf(t->name, REC_NAME_MAX, "params");
+    snprintf(t->dtype, sizeof t->dtype, "f32");
+    t->ndim = 1;
+    t->shape[0] = 1000;
+    t->chunk_bytes = 1024; /* 4000 bytes → 4 chunks */
+    t->nchunks = 4;
+    t->chunks = calloc(4, sizeof *t->chunks);
+    for (int c = 0; c < 4; c++) sha256(&c, sizeof c, &t->chunks[c]);
+}
+
+static void sample_alpha(rec_alpha *a) {
+    memset(a, 0, sizeof *a);
+    a->t = 4;
+    a->M = 2;
+    a->alpha[0] = 0.5, a->alpha[1] = 0.5;
+    a->alpha_next[0] = 0.6, a->alpha_next[1] = 0.4;
+    a->loss_u[0] = 3.0, a->loss_u[1] = 2.0;
+    a->loss_w[0] = 2.9, a->loss_w[1] = 2.05;
+    a->lr_alpha = 4e-3;
+    a->gamma = 1.0;
+    a->seq = 99;
+    sha256("prev", 4, &a->prev);
+    a->time = 1.7e9;
+    snprintf(a->host, sizeof a->host, "node-7");
+    a->attempt = 2;
+}
+
+static void test_head_round_trip(void) {
+    rec_head h = {.seq = 42, .epoch = 3}, back;
+    snprintf(h.state, sizeof h.state, "states/42.mp");
+    sha256("m", 1, &h.state_sha);
+    size_t n;
+    void *buf = rec_head_encode(&h, &n);
+    tdm_err e = {0};
+    CHECK(rec_head_decode(buf, n, "HEAD", &back, &e) == 0, "%s", e.msg);
+    CHECK(back.seq == 42 && back.epoch == 3 && strcmp(back.state, "states/42.mp") == 0 &&
+              sha256_equal(&back.state_sha, &h.state_sha),
+          "fields");
+    size_t n2;
+    void *buf2 = rec_head_encode(&back, &n2);
+    CHECK(n == n2 && memcmp(buf, buf2, n) == 0, "re-encoding must give the same bytes");
+    free(buf);
+    free(buf2);
+}
+
+static void test_state_round_trip(void) {
+    rec_state s, back;
+    sample_state(&s);
+    size_t n;
+    void *buf = rec_state_encode(&s, &n);
+    tdm_err e = {0};
+    CHECK(rec_state_decode(buf, n, "states/17.mp", &back, &e) == 0, "%s", e.msg);
+    CHECK(back.seq == 17 && back.M == 3 && back.have_losses && strcmp(back.step, "free") == 0,
+          "scalars");
+    CHECK(memcmp(back.alpha, s.alpha, 3 * sizeof(double)) == 0, "alpha");
+    CHECK(back.cursors[2][3] == 23, "cursors");
+    CHECK(back.ntensors == 1 && back.tensors[0].nchunks == 4 &&
+              sha256_equal(&back.tensors[0].chunks[3], &s.tensors[0].chunks[3]),
+          "tensors");
+    CHECK(back.nviews == 2 && back.views[1].offset == 16384, "views");
+    size_t n2;
+    void *buf2 = rec_state_encode(&back, &n2);
+    CHECK(n == n2 && memcmp(buf, buf2, n) == 0, "deterministic encoding");
+    free(buf2);
+    rec_state_free(&back);
+    /* without pending losses */
+    s.have_losses = 0;
+    free(buf);
+    buf = rec_state_encode(&s, &n);
+    CHECK(rec_state_decode(buf, n, "s", &back, &e) == 0 && !back.have_losses, "%s", e.msg);
+    rec_state_free(&back);
+    free(buf);
+    rec_state_free(&s);
+}
+
+static void test_alpha_hash_excludes_meta(void) {
+    rec_alpha a, back;
+    sample_alpha(&a);
+    size_t n;
+    void *buf = rec_alpha_encode(&a, &n);
+    tdm_err e = {0};
+    CHECK(rec_alpha_decode(buf, n, "alpha/4.mp", &back, &e) == 0, "%s", e.msg);
+    CHECK(back.M == 2 && back.alpha_next[1] == 0.4 && strcmp(back.host, "node-7") == 0 &&
+              back.attempt == 2,
+          "fields");
+    sha256_digest h1, h2;
+    rec_alpha_hash(&a, &h1);
+    back.time += 100;
+    back.attempt = 9;
+    snprintf(back.host, sizeof back.host, "other");
+    rec_alpha_hash(&back, &h2);
+    CHECK(sha256_equal(&h1, &h2), "meta must not change the hash");
+    back.alpha_next[0] = nextafter(back.alpha_next[0], 1.0);
+    rec_alpha_hash(&back, &h2);
+    CHECK(!sha256_equal(&h1, &h2), "one ulp of alpha must change the hash");
+    free(buf);
+}
+
+static void test_run_and_change_round_trip(void) {
+    rec_kv kv[2] = {{"a.x", "1"}, {"b.y", "file:///tmp/x"}};
+    rec_run r = {.created = 5, .nconfig = 2, .config = kv}, back;
+    snprintf(r.run_id, sizeof r.run_id, "run-abc");
+    rec_config_hash(kv, 2, &r.config_sha);
+    size_t n;
+    void *buf = rec_run_encode(&r, &n);
+    tdm_err e = {0};
+    CHECK(rec_run_decode(buf, n, "RUN", &back, &e) == 0, "%s", e.msg);
+    CHECK(back.nconfig == 2 && strcmp(back.config[1].value, "file:///tmp/x") == 0, "config");
+    rec_run_free(&back);
+    free(buf);
+    /* a config that does not match its hash is refused */
+    kv[0].value = "2";
+    buf = rec_run_encode(&r, &n);
+    CHECK(rec_run_decode(buf, n, "RUN", &back, &e) == ERR_STORE && strstr(e.msg, "RUN"),
+          "altered config: %s", e.msg);
+    free(buf);
+    rec_kv o[1] = {{"tandem.K", "5"}}, nw[1] = {{"tandem.K", "3"}};
+    rec_change c = {.seq = 8, .created = 9, .n = 1, .old_values = o, .new_values = nw}, cb;
+    buf = rec_change_encode(&c, &n);
+    CHECK(rec_change_decode(buf, n, "configs/1.mp", &cb, &e) == 0, "%s", e.msg);
+    CHECK(cb.n == 1 && strcmp(cb.new_values[0].value, "3") == 0, "change");
+    rec_change_free(&cb);
+    free(buf);
+}
+
+/* Hand-built records that are well-formed msgpack but wrong as records. */
+static void test_strict_rejections(void) {
+    tdm_err e = {0};
+    rec_head h;
+    codec_writer w;
+    const char *cases[] = {"version", "unknown", "type", "missing", "trailing"};
+    for (int c = 0; c < 5; c++) {
+        codec_writer_init(&w);
+        codec_map(&w, c == 1 ? 6 : (c == 3 ? 4 : 5));
+        codec_key(&w, "format");
+        codec_u64(&w, c == 0 ? 2 : 1);
+        codec_key(&w, "seq");
+        if (c == 2) codec_str(&w, "42");
+        else codec_u64(&w, 42);
+        codec_key(&w, "state");
+        codec_str(&w, "states/42.mp");
+        codec_key(&w, "sha256");
+        codec_bin(&w, "0123456789abcdef0123456789abcdef", 32);
+        if (c != 3) {
+            codec_key(&w, "epoch");
+            codec_u64(&w, 1);
+        }
+        if (c == 1) {
+            codec_key(&w, "extra");
+            codec_u64(&w, 1);
+        }
+        if (c == 4) codec_u64(&w, 7); /* a second object after the map */
+        size_t n;
+        void *buf = codec_writer_take(&w, &n);
+        codec_writer_free(&w);
+        int rc = rec_head_decode(buf, n, "HEAD", &h, &e);
+        free(buf);
+        CHECK(rc == ERR_STORE, "case %s accepted", cases[c]);
+        CHECK(strncmp(e.msg, "HEAD", 4) == 0, "case %s: message names the object: %s", cases[c],
+              e.msg);
+        if (c == 0) CHECK(strstr(e.msg, "version 2"), "names the version: %s", e.msg);
+        if (c == 1) CHECK(strstr(e.msg, "extra"), "names the field: %s", e.msg);
+        if (c == 2 || c == 3) CHECK(strstr(e.msg, c == 2 ? "seq" : "epoch"), "%s", e.msg);
+    }
+    /* an array header claiming 2^32-1 elements in a few bytes must not allocate */
+    const uint8_t huge[] = {0xdd, 0xff, 0xff, 0xff, 0xff, 0x00};
+    CHECK(rec_head_decode(huge, sizeof huge, "HEAD", &h, &e) == ERR_STORE, "huge array");
+    /* NaN in alpha is rejected */
+    rec_alpha a, back;
+    sample_alpha(&a);
+    a.alpha_next[1] = NAN;
+    size_t n;
+    void *buf = rec_alpha_encode(&a, &n);
+    CHECK(rec_alpha_decode(buf, n, "alpha/4.mp", &back, &e) == ERR_STORE &&
+              strstr(e.msg, "alpha_next"),
+          "NaN alpha: %s", e.msg);
+    free(buf);
+}
+
+typedef int (*decode_fn)(const void *, size_t, tdm_err *);
+static int dec_head(const void *d, size_t n, tdm_err *e) {
+    rec_head h;
+    return rec_head_decode(d, n, "HEAD", &h, e);
+}
+static int dec_state(const void *d, size_t n, tdm_err *e) {
+    rec_state s;
+    int rc = rec_state_decode(d, n, "states/1.mp", &s, e);
+    if (!rc) rec_state_free(&s);
+    return rc;
+}
+static int dec_alpha(const void *d, size_t n, tdm_err *e) {
+    rec_alpha a;
+    return rec_alpha_decode(d, n, "alpha/1.mp", &a, e);
+}
+static int dec_run(const void *d, size_t n, tdm_err *e) {
+    rec_run r;
+    int rc = rec_run_decode(d, n, "RUN", &r, e);
+    if (!rc) rec_run_free(&r);
+    return rc;
+}
+static int dec_lease(const void *d, size_t n, tdm_err *e) {
+    rec_lease l;
+    return rec_lease_decode(d, n, "lease", &l, e);
+}
+
+/* Every truncation, and 3000 random mutations (byte flips, insertions, deletions), of a
+ * valid record: each decode must return 0 or ERR_STORE with a message, never crash (ASan
+ * and UBSan watch). Counts how many were rejected: most mutations must be. */
+static int mutate_all(const uint8_t *valid, size_t n, decode_fn dec, const char *name) {
+    tdm_err e;
+    uint8_t *buf = malloc(n + 16);
+    int rejected = 0, total = 0;
+    for (size_t cut = 0; cut < n; cut++) {
+        memcpy(buf, valid, cut);
+        int rc = dec(buf, cut, &e);
+        CHECK_OR_RET(rc == ERR_STORE && e.msg[0], "%s: truncation at %zu accepted (rc %d)", name,
+                     cut, rc);
+    }
+    rng_stream s;
+    rng_stream_init(&s, 7, RNG_TEST, 8, (uint32_t)n, 0);
+    for (int i = 0; i < 3000; i++) {
+        size_t len = n;
+        memcpy(buf, valid, n);
+        int edits = 1 + (int)rng_below(&s, 4);
+        for (int k = 0; k < edits; k++) {
+            int kind = (int)rng_below(&s, 3);
+            size_t at = (size_t)rng_below(&s, len);
+            if (kind == 0) buf[at] ^= (uint8_t)(1 + rng_below(&s, 255));
+            else if (kind == 1 && len < n + 16) {
+                memmove(buf + at + 1, buf + at, len - at);
+                buf[at] = (uint8_t)rng_below(&s, 256);
+                len++;
+            } else if (len > 1) {
+                memmove(buf + at, buf + at + 1, len - at - 1);
+                len--;
+            }
+        }
+        e.msg[0] = 0;
+        int rc = dec(buf, len, &e);
+        CHECK_OR_RET(rc == 0 || (rc == ERR_STORE && e.msg[0]), "%s: mutation %d gave rc %d", name,
+                     i, rc);
+        rejected += rc != 0;
+        total++;
+    }
+    free(buf);
+    printf("  %s: %zu truncations rejected, %d of %d mutations rejected\n", name, n, rejected,
+           total);
+    return rejected;
+}
+
+static void test_truncated_and_mutated_inputs(void) {
+    size_t n;
+    void *buf;
+    rec_head h = {.seq = 1, .epoch = 1};
+    snprintf(h.state, sizeof h.state, "states/1.mp");
+    buf = rec_head_encode(&h, &n);
+    int r = mutate_all(buf, n, dec_head, "HEAD");
+    free(buf);
+    CHECK(r > 2000, "HEAD: only %d mutations rejected", r);
+    rec_state s;
+    sample_state(&s);
+    buf = rec_state_encode(&s, &n);
+    r = mutate_all(buf, n, dec_state, "state");
+    free(buf);
+    rec_state_free(&s);
+    CHECK(r > 2000, "state: only %d mutations rejected", r);
+    rec_alpha a;
+    sample_alpha(&a);
+    buf = rec_alpha_encode(&a, &n);
+    r = mutate_all(buf, n, dec_alpha, "alpha");
+    free(buf);
+    CHECK(r > 1500, "alpha: only %d mutations rejected", r);
+    rec_kv kv[2] = {{"a.x", "1"}, {"b.y", "2"}};
+    rec_run run = {.created = 5, .nconfig = 2, .config = kv};
+    snprintf(run.run_id, sizeof run.run_id, "r");
+    rec_config_hash(kv, 2, &run.config_sha);
+    buf = rec_run_encode(&run, &n);
+    r = mutate_all(buf, n, dec_run, "RUN");
+    free(buf);
+    CHECK(r > 2500, "RUN: only %d mutations rejected", r);
+    rec_lease l = {.epoch = 3, .pid = 10, .attempt = 1, .time = 5};
+    snprintf(l.host, sizeof l.host, "h");
+    buf = rec_lease_encode(&l, &n);
+    r = mutate_all(buf, n, dec_lease, "lease");
+    free(buf);
+    CHECK(r > 1500, "lease: only %d mutations rejected", r);
+}
+
+int main(void) {
+    RUN(test_head_round_trip);
+    RUN(test_state_round_trip);
+    RUN(test_alpha_hash_excludes_meta);
+    RUN(test_run_and_change_round_trip);
+    RUN(test_strict_rejections);
+    RUN(test_truncated_and_mutated_inputs);
+    return test_summary("test_records");
+}

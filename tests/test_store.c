@@ -1,0 +1,176 @@
+/* test_store.c — SHA-256 and the file:// store: atomic puts, create-only,
+ * compare-and-swap, listing, deletion, key rules and error paths. */
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "storage/sha256.h"
+#include "storage/store.h"
+#include "tests/test.h"
+
+static void test_sha256_known_answers(void) {
+    sha256_digest d;
+    char hex[65];
+    sha256("", 0, &d);
+    sha256_hex(&d, hex);
+    CHECK(strcmp(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") == 0,
+          "empty: %s", hex);
+    sha256("abc", 3, &d);
+    sha256_hex(&d, hex);
+    CHECK(strcmp(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == 0,
+          "abc: %s", hex);
+    sha256_digest back;
+    CHECK(sha256_parse_hex(hex, &back) == 0 && sha256_equal(&back, &d), "hex round trip");
+    CHECK(sha256_parse_hex("xyz", &back) == -1, "short hex rejected");
+    hex[5] = 'g';
+    CHECK(sha256_parse_hex(hex, &back) == -1, "non-hex rejected");
+    /* incremental equals one-shot */
+    sha256_ctx *c = sha256_begin();
+    sha256_update(c, "a", 1);
+    sha256_update(c, "bc", 2);
+    sha256_digest d2;
+    sha256_end(c, &d2);
+    CHECK(sha256_equal(&d, &d2), "incremental");
+}
+
+static void test_key_rules(void) {
+    const char *good[] = {"HEAD", "states/12.mp", "blobs/ab-cd_ef.0", "a/b/c"};
+    const char *bad[] = {"", "/abs", "a//b", "a/", "../x", "a/./b", "a/../b", "sp ace", "é"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        CHECK(store_key_valid(good[i]), "'%s' must be valid", good[i]);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECK(!store_key_valid(bad[i]), "'%s' must be invalid", bad[i]);
+}
+
+static void test_put_get_overwrite_delete(void) {
+    char *dir = test_tmpdir("store");
+    char url[512];
+    snprintf(url, sizeof url, "file://%s/run", dir);
+    tdm_err e = {0};
+    store *s = store_open(url, &e);
+    CHECK(s, "open: %s", e.msg);
+    CHECK(store_put(s, "states/1.mp", "hello", 5, STORE_OVERWRITE, &e) == 0, "%s", e.msg);
+    void *data = NULL;
+    size_t n = 0;
+    CHECK(store_get(s, "states/1.mp", &data, &n, NULL, &e) == 0, "%s", e.msg);
+    CHECK(n == 5 && memcmp(data, "hello", 5) == 0, "content");
+    free(data);
+    CHECK(store_put(s, "states/1.mp", "bye", 3, STORE_OVERWRITE, &e) == 0, "%s", e.msg);
+    CHECK(store_get(s, "states/1.mp", &data, &n, NULL, &e) == 0 && n == 3, "overwritten");
+    free(data);
+    CHECK(store_put(s, "empty", "", 0, STORE_OVERWRITE, &e) == 0, "empty object");
+    CHECK(store_get(s, "empty", &data, &n, NULL, &e) == 0 && n == 0, "empty read");
+    free(data);
+    int ex = -1;
+    CHECK(store_exists(s, "states/1.mp", &ex, &e) == 0 && ex == 1, "exists");
+    CHECK(store_exists(s, "states/2.mp", &ex, &e) == 0 && ex == 0, "absent");
+    CHECK(store_get(s, "nope", &data, &n, NULL, &e) == STORE_NOT_FOUND, "missing get");
+    CHECK(store_delete(s, "states/1.mp", &e) == 0, "%s", e.msg);
+    CHECK(store_delete(s, "states/1.mp", &e) == STORE_NOT_FOUND, "double delete");
+    CHECK(store_put(s, "../escape", "x", 1, STORE_OVERWRITE, &e) != 0, "bad key refused");
+    store_close(s);
+    /* plain paths work as URLs too, and see the same objects */
+    char path[512];
+    snprintf(path, sizeof path, "%s/run", dir);
+    s = store_open(path, &e);
+    CHECK(s, "open plain path: %s", e.msg);
+    CHECK(store_exists(s, "empty", &ex, &e) == 0 && ex == 1, "same store by path");
+    store_close(s);
+    CHECK(store_open("s3x://bucket/x", &e) == NULL && e.code == ERR_USAGE, "unknown scheme");
+    CHECK(strstr(e.msg, "s3x://bucket/x"), "message names the URL: %s", e.msg);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0, "cleanup");
+    free(dir);
+}
+
+static void test_create_only_and_cas(void) {
+    char *dir = test_tmpdir("store");
+    tdm_err e = {0};
+    store *s = store_open(dir, &e);
+    CHECK(s, "%s", e.msg);
+    CHECK(store_put(s, "RUN", "one", 3, STORE_CREATE, &e) == 0, "%s", e.msg);
+    CHECK(store_put(s, "RUN", "two", 3, STORE_CREATE, &e) == STORE_EXISTS, "create-only twice");
+    void *data;
+    size_t n;
+    CHECK(store_get(s, "RUN", &data, &n, NULL, &e) == 0 && memcmp(data, "one", 3) == 0,
+          "create-only must not replace");
+    free(data);
+
+    store_version none = {{0}}, v1, v2, cur;
+    CHECK(store_put_if(s, "HEAD", "h1", 2, &none, &v1, &e) == 0, "create via CAS: %s", e.msg);
+    CHECK(store_put_if(s, "HEAD", "hX", 2, &none, NULL, &e) == STORE_CONFLICT, "absent expected");
+    CHECK(store_get(s, "HEAD", &data, &n, &cur, &e) == 0, "get");
+    free(data);
+    CHECK(strcmp(cur.v, v1.v) == 0, "version from get equals version from put");
+    CHECK(store_put_if(s, "HEAD", "h2", 2, &v1, &v2, &e) == 0, "CAS with the right version");
+    CHECK(store_put_if(s, "HEAD", "h3", 2, &v1, NULL, &e) == STORE_CONFLICT, "stale version");
+    CHECK(store_get(s, "HEAD", &data, &n, NULL, &e) == 0 && memcmp(data, "h2", 2) == 0,
+          "a conflict must not write");
+    free(data);
+    CHECK(strcmp(v1.v, v2.v) != 0, "versions differ for different content");
+    store_close(s);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0, "cleanup");
+    free(dir);
+}
+
+static void test_list_prefix_sorted_skips_temporaries(void) {
+    char *dir = test_tmpdir("store");
+    tdm_err e = {0};
+    store *s = store_open(dir, &e);
+    CHECK(s, "%s", e.msg);
+    const char *keys[] = {"states/10.mp", "states/2.mp", "alpha/0.mp", "HEAD", "blobs/aa/bb"};
+    for (size_t i = 0; i < 5; i++)
+        CHECK(store_put(s, keys[i], "x", 1, STORE_OVERWRITE, &e) == 0, "%s", e.msg);
+    /* a stray temporary, as a crash mid-write leaves it */
+    char stray[600];
+    snprintf(stray, sizeof stray, "%s/states/.tmp-abc", dir);
+    FILE *f = fopen(stray, "w");
+    CHECK(f, "stray");
+    fclose(f);
+    store_list l;
+    CHECK(store_list_prefix(s, "states/", &l, &e) == 0, "%s", e.msg);
+    CHECK(l.n == 2 && strcmp(l.keys[0], "states/10.mp") == 0 &&
+              strcmp(l.keys[1], "states/2.mp") == 0,
+          "states listing: n=%zu", l.n);
+    store_list_free(&l);
+    CHECK(store_list_prefix(s, "", &l, &e) == 0 && l.n == 5, "all keys: %zu", l.n);
+    CHECK(strcmp(l.keys[0], "HEAD") == 0 && strcmp(l.keys[1], "alpha/0.mp") == 0, "sorted");
+    store_list_free(&l);
+    CHECK(store_list_prefix(s, "stat", &l, &e) == 0 && l.n == 2, "partial segment prefix");
+    store_list_free(&l);
+    CHECK(store_list_prefix(s, "zzz/", &l, &e) == 0 && l.n == 0, "empty listing");
+    store_list_free(&l);
+    store_close(s);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0, "cleanup");
+    free(dir);
+}
+
+static void test_unusable_root_is_an_error(void) {
+    char *dir = test_tmpdir("store");
+    char file[600];
+    snprintf(file, sizeof file, "%s/plainfile", dir);
+    FILE *f = fopen(file, "w");
+    CHECK(f, "file");
+    fclose(f);
+    tdm_err e = {0};
+    CHECK(store_open(file, &e) == NULL && e.code == ERR_STORE, "a file is not a store root");
+    CHECK(strstr(e.msg, "plainfile"), "message names the path: %s", e.msg);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0, "cleanup");
+    free(dir);
+}
+
+int main(void) {
+    RUN(test_sha256_known_answers);
+    RUN(test_key_rules);
+    RUN(test_put_get_overwrite_delete);
+    RUN(test_create_only_and_cas);
+    RUN(test_list_prefix_sorted_skips_temporaries);
+    RUN(test_unusable_root_is_an_error);
+    return test_summary("test_store");
+}
