@@ -51,7 +51,7 @@
  *   ||u_torch||_2, and every entry within STEP_ENTRY_TOL of the total move N_STEPS * lr.
  *   Not elementwise relative: Adam divides each gradient entry by its own RMS, so an entry
  *   whose first moment nearly cancels (seen: m = 7e-8 from gradients of +-1.6e-4) has an
- *   update only as precise as that cancellation. Observed: L2 <= 3e-5, entries <= 9e-4 of
+ *   update only as precise as that cancellation. Observed: L2 <= 7e-5, entries <= 1e-3 of
  *   the move. A missing or misplaced decay (STEP_WD: ~1% of the update of a 0.02 weight,
  *   ~50% of a LayerNorm gain's) or a wrong bias correction exceeds 1e-3 on whole tensors.
  * - The key third of attn.c_attn.bias is exempt from both: its gradient is exactly 0 in
