@@ -1,14 +1,20 @@
 /* cpu.c — the CPU reference backend of model.h.
  *
  * Reads top to bottom like llm.c: one function per layer, forward then backward, shapes
- * in the comments (N = B*T rows, C channels, H heads, hs = C/H, V vocabulary). Matmuls go
- * through OpenBLAS; everything else is OpenMP over independent outputs.
+ * in the comments (N = B*T rows, C channels, H heads, hs = C/H, V vocabulary). Matmuls,
+ * including attention's per-head products, go through OpenBLAS; everything else is
+ * OpenMP over independent outputs, with the arithmetic in small row or span kernels
+ * (HOT below) that the compiler vectorises.
  *
  * Determinism: every output element is produced by exactly one thread with a fixed
- * summation order, so results do not depend on scheduling; reductions across rows
- * (bias and LayerNorm gradients, embedding scatter, norms) run over fixed column or
- * chunk partitions in double precision. OpenBLAS gemm is deterministic for a given
- * thread count. No floating-point atomics, no OpenMP reduction clauses on floats.
+ * summation order, so results do not depend on scheduling. Reductions across rows (bias
+ * and LayerNorm gradients) sum fixed chunks of ROW_CHUNK rows into double partials and
+ * combine the chunks in order; the embedding scatter and norms use fixed column or chunk
+ * partitions; none of these partitions depends on the thread count. Attention calls a
+ * single-threaded gemm per (sequence, head) (OpenBLAS runs single-threaded inside an
+ * OpenMP parallel region), so attention too is independent of the thread count. The
+ * large gemms are deterministic for a given thread count. No floating-point atomics, no
+ * OpenMP reduction clauses on floats.
  *
  * The file is compiled twice: as float (model_cpu_ops, production) and, through
  * model/cpu64.c, as double (model_cpu64_ops) for the finite-difference tests.
@@ -16,6 +22,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +47,21 @@ typedef float real;
 
 #define LN_EPS 1e-5
 #define NORM_CHUNK 65536 /* fixed chunking keeps norms independent of the thread count */
+#define ROW_CHUNK 64     /* rows per partial sum of a reduction over rows (fixed, as above) */
+#define SPAN 4096        /* elements per work item of the elementwise loops */
+#define LANES 8          /* interleaved partial sums of the row reductions, see sum_lanes */
+
+/* HOT kernels are compiled twice, for x86-64-v3 (AVX2) and for the baseline x86-64, and
+ * the loader picks the clone for the machine, so the binary runs anywhere and uses AVX2
+ * where it exists. Both clones compute the same bits: -std=c11 implies
+ * -ffp-contract=off (no FMA contraction), the vectorised loops are elementwise, and
+ * every reduction runs in the lane order written in the source (sum_lanes), never in an
+ * order chosen by the vectoriser. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define HOT
+#endif
 
 #ifdef MODEL_CPU_DOUBLE
 static inline real exp_r(real x) { return exp(x); }
@@ -69,10 +91,49 @@ static inline float exp_r(float x) {
 }
 #endif
 
+/* Sums of x[0..n) (and of x*y) in double, accumulated in LANES interleaved partial sums
+ * that are added in a fixed tree at the end: the lanes map onto vector registers, and the
+ * result is the same whatever the vector width. */
+static inline double lanes_total(const double *acc) {
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+static inline double sum_lanes(const real *x, int n) {
+    double acc[LANES] = {0};
+    int c = 0;
+    for (; c + LANES <= n; c += LANES)
+        for (int k = 0; k < LANES; k++) acc[k] += x[c + k];
+    for (int k = 0; c < n; c++, k++) acc[k] += x[c];
+    return lanes_total(acc);
+}
+
+static inline double dot_lanes(const real *x, const real *y, int n) {
+    double acc[LANES] = {0};
+    int c = 0;
+    for (; c + LANES <= n; c += LANES)
+        for (int k = 0; k < LANES; k++) acc[k] += (double)x[c + k] * y[c + k];
+    for (int k = 0; c < n; c++, k++) acc[k] += (double)x[c] * y[c];
+    return lanes_total(acc);
+}
+
+/* The tensors of one transformer block, in model.h's order. */
+enum {
+    LN1_W, LN1_B, QKV_W, QKV_B, ATTPROJ_W, ATTPROJ_B,
+    LN2_W, LN2_B, FC_W, FC_B, FCPROJ_W, FCPROJ_B, N_BLOCK_TENSORS
+};
+static const char *const block_tensor_names[N_BLOCK_TENSORS] = {
+    "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+    "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+    "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias",
+};
+
 /* Per-layer activations are stored as [L][...] blocks; these index one layer. */
 struct model_ctx {
     model_layout lay;
     int max_B, max_T, M;
+    /* tensor offsets, looked up by name once at create */
+    size_t off_wte, off_wpe, off_lnf_w, off_lnf_b;
+    size_t *off_block;            /* [L][N_BLOCK_TENSORS] */
     /* forward activations, N = max_B * max_T */
     real *encoded;                /* [N, C] */
     real *ln1, *ln1_mean, *ln1_rstd; /* [L, N, C], [L, N], [L, N] */
@@ -90,8 +151,8 @@ struct model_ctx {
     real *dres, *dln, *datty;     /* [N, C] */
     real *dqkv;                   /* [N, 3C] */
     real *dfch;                   /* [N, 4C] */
-    real *datt_row;               /* [B, H, T] */
-    real *head_t;                 /* [B, H, hs, T]: K or V transposed per head */
+    real *datt;                   /* [B, H, T, T] d(att), then d(scores) */
+    double *part;                 /* [N / ROW_CHUNK rounded up, 4C] partial sums over rows */
     /* the last forward's batch (copied, so backward needs nothing from the caller) */
     int B, T;
     uint16_t *tokens;             /* [max_B, max_T + 1] */
@@ -100,15 +161,20 @@ struct model_ctx {
     int have_forward;
 };
 
-static real *param(const model_ctx *ctx, const real *base, const char *name) {
-    const model_tensor *t = model_layout_find(&ctx->lay, name);
-    return (real *)base + t->offset;
+/* Tensor k (LN1_W..FCPROJ_B) of block l inside a parameter-sized buffer. */
+static real *block_param(const model_ctx *ctx, const real *base, int l, int k) {
+    return (real *)base + ctx->off_block[(size_t)l * N_BLOCK_TENSORS + k];
 }
 
-static real *layer_param(const model_ctx *ctx, const real *base, int l, const char *suffix) {
-    char name[MODEL_NAME_MAX];
-    snprintf(name, sizeof name, "h.%d.%s", l, suffix);
-    return param(ctx, base, name);
+/* out[c] = sum over chunks k of part[k * stride + c], added in chunk order (in place in
+ * chunk 0), for c < n. */
+static void combine_chunks(real *out, double *part, int nchunks, size_t stride, int n) {
+    for (int k = 1; k < nchunks; k++) {
+        const double *pk = part + (size_t)k * stride;
+#pragma omp simd
+        for (int c = 0; c < n; c++) part[c] += pk[c];
+    }
+    for (int c = 0; c < n; c++) out[c] = (real)part[c];
 }
 
 /* ---------------------------------------------------------------- forward layers */
@@ -122,85 +188,86 @@ static void encoder_forward(real *out, const uint16_t *tokens, const real *wte, 
         const real *we = wte + (size_t)tokens[(size_t)b * (T + 1) + t] * C;
         const real *pe = wpe + (size_t)t * C;
         real *o = out + (size_t)i * C;
+#pragma omp simd
         for (int c = 0; c < C; c++) o[c] = we[c] + pe[c];
     }
+}
+
+/* One row of layernorm_forward; returns nothing, writes o[C], *mean and *rstd. */
+static HOT void layernorm_row(real *o, real *mean, real *rstd, const real *x, const real *w,
+                              const real *bias, int C) {
+    double m = sum_lanes(x, C) / C;
+    double acc[LANES] = {0};
+    int c = 0;
+    for (; c + LANES <= C; c += LANES)
+        for (int k = 0; k < LANES; k++) acc[k] += (x[c + k] - m) * (x[c + k] - m);
+    for (int k = 0; c < C; c++, k++) acc[k] += (x[c] - m) * (x[c] - m);
+    real r = (real)(1.0 / sqrt(lanes_total(acc) / C + LN_EPS));
+    real mr = (real)m;
+#pragma omp simd
+    for (int j = 0; j < C; j++) o[j] = (x[j] - mr) * r * w[j] + bias[j];
+    *mean = mr;
+    *rstd = r;
 }
 
 /* out[N, C] = (inp - mean) * rstd * w + b per row; keeps mean and rstd [N] for backward. */
 static void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const real *w,
                               const real *bias, int N, int C) {
 #pragma omp parallel for schedule(static)
-    for (int i = 0; i < N; i++) {
-        const real *x = inp + (size_t)i * C;
-        double s = 0, s2 = 0;
-        for (int c = 0; c < C; c++) s += x[c];
-        double m = s / C;
-        for (int c = 0; c < C; c++) s2 += (x[c] - m) * (x[c] - m);
-        real r = (real)(1.0 / sqrt(s2 / C + LN_EPS));
-        real mr = (real)m;
-        real *o = out + (size_t)i * C;
-        for (int c = 0; c < C; c++) o[c] = (x[c] - mr) * r * w[c] + bias[c];
-        mean[i] = mr;
-        rstd[i] = r;
-    }
+    for (int i = 0; i < N; i++)
+        layernorm_row(out + (size_t)i * C, mean + i, rstd + i, inp + (size_t)i * C, w, bias, C);
 }
 
-/* out[N, OC] = inp[N, IC] @ W[OC, IC]^T + bias[OC] */
-static void matmul_forward(real *out, const real *inp, const real *W, const real *bias, int N,
-                           int IC, int OC) {
-    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1, inp, IC, W, IC, 0, out, OC);
+/* out[N, OC] = resid[N, OC] (none when NULL) + bias[OC] + inp[N, IC] @ W[OC, IC]^T.
+ * Residual and bias are written first and the gemm accumulates onto them (beta = 1): one
+ * pass over out instead of a zeroing pass, a bias pass and a residual pass. */
+static void matmul_forward(real *out, const real *inp, const real *W, const real *bias,
+                           const real *resid, int N, int IC, int OC) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         real *o = out + (size_t)i * OC;
-        for (int j = 0; j < OC; j++) o[j] += bias[j];
+        if (resid) {
+            const real *x = resid + (size_t)i * OC;
+#pragma omp simd
+            for (int j = 0; j < OC; j++) o[j] = x[j] + bias[j];
+        } else {
+            memcpy(o, bias, (size_t)OC * sizeof *o);
+        }
     }
+    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1, inp, IC, W, IC, 1, out, OC);
+}
+
+/* Softmax over the n = t+1 visible positions of one attention row a[T], in place; the
+ * masked positions n..T-1 are set to 0. */
+static HOT void softmax_causal_row(real *a, int n, int T) {
+    real maxv = a[0];
+    for (int j = 1; j < n; j++) maxv = a[j] > maxv ? a[j] : maxv;
+#pragma omp simd
+    for (int j = 0; j < n; j++) a[j] = exp_r(a[j] - maxv);
+    real inv = (real)(1.0 / sum_lanes(a, n));
+#pragma omp simd
+    for (int j = 0; j < n; j++) a[j] *= inv;
+    for (int j = n; j < T; j++) a[j] = 0;
 }
 
 /* Causal self-attention. qkv[B, T, 3C] (q | k | v, head h at h*hs) → out[B, T, C];
- * att[B, H, T, T] keeps the softmax probabilities (zero above the diagonal).
- * scratch[B, H, hs, T] receives K transposed per head, so that the score loop runs over
- * t2 in the innermost (vectorisable) position while each score still sums q·k in the
- * fixed order i = 0..hs-1. */
-static void attention_forward(real *out, real *att, real *scratch, const real *qkv, int B, int T,
-                              int C, int H) {
+ * att[B, H, T, T] keeps the softmax probabilities (zero above the diagonal). Per
+ * (sequence, head): scores = scale * q k^T and out = att v are gemms on strided views of
+ * qkv; the scores above the diagonal are computed and then masked, which costs less than
+ * splitting the product. */
+static void attention_forward(real *out, real *att, const real *qkv, int B, int T, int C, int H) {
     int hs = C / H;
     real scale = (real)(1.0 / sqrt((double)hs));
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < H; h++) {
-            real *kT = scratch + ((size_t)b * H + h) * hs * T;
-            for (int t2 = 0; t2 < T; t2++) {
-                const real *k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
-                for (int i = 0; i < hs; i++) kT[(size_t)i * T + t2] = k[i];
-            }
-            for (int t = 0; t < T; t++) {
-                const real *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                real *a = att + (((size_t)b * H + h) * T + t) * T;
-                for (int t2 = 0; t2 <= t; t2++) a[t2] = 0;
-                for (int i = 0; i < hs; i++) {
-                    real qi = q[i];
-                    const real *kr = kT + (size_t)i * T;
-                    for (int t2 = 0; t2 <= t; t2++) a[t2] += qi * kr[t2];
-                }
-                real maxv = -INFINITY;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    a[t2] *= scale;
-                    maxv = a[t2] > maxv ? a[t2] : maxv;
-                }
-                for (int t2 = 0; t2 <= t; t2++) a[t2] = exp_r(a[t2] - maxv);
-                double sum = 0;
-                for (int t2 = 0; t2 <= t; t2++) sum += a[t2];
-                real inv = (real)(1.0 / sum);
-                for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
-                for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0;
-                real *o = out + ((size_t)b * T + t) * C + h * hs;
-                for (int i = 0; i < hs; i++) o[i] = 0;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const real *v = qkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
-                    real at = a[t2];
-                    for (int i = 0; i < hs; i++) o[i] += at * v[i];
-                }
-            }
+            const real *q = qkv + (size_t)b * T * 3 * C + h * hs, *k = q + C, *v = q + 2 * C;
+            real *a = att + ((size_t)b * H + h) * T * T;
+            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, 3 * C, k, 3 * C, 0,
+                 a, T);
+            for (int t = 0; t < T; t++) softmax_causal_row(a + (size_t)t * T, t + 1, T);
+            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1, a, T, v, 3 * C, 0,
+                 out + (size_t)b * T * C + h * hs, C);
         }
     }
 }
@@ -210,8 +277,8 @@ static void attention_forward(real *out, real *att, real *scratch, const real *q
 /* out = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), elementwise over n,
  * computed as x * sigmoid(2u): 0.5 (1 + tanh(u)) = 1 / (1 + e^(-2u)) exactly, and this
  * form keeps full relative precision where tanh(u) is near -1. */
-static void gelu_forward(real *out, const real *inp, size_t n) {
-#pragma omp parallel for schedule(static)
+static HOT void gelu_span(real *out, const real *inp, size_t n) {
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
         real x = inp[i];
         real u = (real)GELU_K * (x + (real)0.044715 * x * x * x);
@@ -219,9 +286,26 @@ static void gelu_forward(real *out, const real *inp, size_t n) {
     }
 }
 
-static void residual_forward(real *out, const real *a, const real *b, size_t n) {
+static void gelu_forward(real *out, const real *inp, size_t n) {
+    size_t nspans = (n + SPAN - 1) / SPAN;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+    for (size_t s = 0; s < nspans; s++)
+        gelu_span(out + s * SPAN, inp + s * SPAN, s + 1 < nspans ? SPAN : n - s * SPAN);
+}
+
+/* One row of softmax_crossentropy_forward: logits p[V] → probabilities; returns the
+ * row's loss -log p(target) from the exact log-sum-exp, not from the rounded p. */
+static HOT double softmax_crossentropy_row(real *p, int target, int V) {
+    real maxv = p[0];
+    for (int v = 1; v < V; v++) maxv = p[v] > maxv ? p[v] : maxv;
+#pragma omp simd
+    for (int v = 0; v < V; v++) p[v] = exp_r(p[v] - maxv);
+    double sum = sum_lanes(p, V);
+    double loss = log(sum) - log((double)p[target]);
+    real inv = (real)(1.0 / sum);
+#pragma omp simd
+    for (int v = 0; v < V; v++) p[v] *= inv;
+    return loss;
 }
 
 /* probs[N, V] holds logits on entry and softmax on exit; row_loss[i] = -log p(target). */
@@ -230,141 +314,134 @@ static void softmax_crossentropy_forward(real *probs, double *row_loss, const ui
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < B * T; i++) {
         int b = i / T, t = i % T;
-        real *p = probs + (size_t)i * V;
-        real maxv = -INFINITY;
-        for (int v = 0; v < V; v++) maxv = p[v] > maxv ? p[v] : maxv;
-        for (int v = 0; v < V; v++) p[v] = exp_r(p[v] - maxv);
-        double sum = 0;
-        for (int v = 0; v < V; v++) sum += p[v];
-        int target = tokens[(size_t)b * (T + 1) + t + 1];
-        /* loss from the exact log-sum-exp, not from the rounded probability */
-        row_loss[i] = log(sum) - log((double)p[target]);
-        real inv = (real)(1.0 / sum);
-        for (int v = 0; v < V; v++) p[v] *= inv;
+        row_loss[i] = softmax_crossentropy_row(probs + (size_t)i * V,
+                                               tokens[(size_t)b * (T + 1) + t + 1], V);
     }
 }
 
 /* ---------------------------------------------------------------- backward layers */
 
-/* out[C] = sum over rows of inp[N, C], by column blocks (deterministic). */
-static void column_sum(real *out, const real *inp, int N, int C) {
-    enum { BLOCK = 32 };
-    int nblocks = (C + BLOCK - 1) / BLOCK;
+/* acc[n] += x[n] in double: one row's contribution to a column sum. */
+static HOT void add_row(double *acc, const real *x, int n) {
+#pragma omp simd
+    for (int c = 0; c < n; c++) acc[c] += x[c];
+}
+
+/* out[C] = sum over rows of inp[N, C]: rows summed in fixed chunks of ROW_CHUNK into
+ * part[chunk][C], read contiguously, then the chunks combined in order. */
+static void column_sum(real *out, double *part, const real *inp, int N, int C) {
+    int nchunks = (N + ROW_CHUNK - 1) / ROW_CHUNK;
 #pragma omp parallel for schedule(static)
-    for (int blk = 0; blk < nblocks; blk++) {
-        int c0 = blk * BLOCK, c1 = c0 + BLOCK < C ? c0 + BLOCK : C;
-        double acc[BLOCK] = {0};
-        for (int i = 0; i < N; i++) {
-            const real *row = inp + (size_t)i * C;
-            for (int c = c0; c < c1; c++) acc[c - c0] += row[c];
-        }
-        for (int c = c0; c < c1; c++) out[c] = (real)acc[c - c0];
+    for (int k = 0; k < nchunks; k++) {
+        double *acc = part + (size_t)k * C;
+        memset(acc, 0, (size_t)C * sizeof *acc);
+        int i1 = (k + 1) * ROW_CHUNK < N ? (k + 1) * ROW_CHUNK : N;
+        for (int i = k * ROW_CHUNK; i < i1; i++) add_row(acc, inp + (size_t)i * C, C);
     }
+    combine_chunks(out, part, nchunks, (size_t)C, C);
 }
 
 /* Given dout[N, OC] of out = inp @ W^T + bias: dinp[N, IC] = dout @ W (overwritten),
  * dW[OC, IC] = dout^T @ inp, dbias[OC] = column sums of dout (both overwritten). */
-static void matmul_backward(real *dinp, real *dW, real *dbias, const real *dout, const real *inp,
-                            const real *W, int N, int IC, int OC) {
+static void matmul_backward(real *dinp, real *dW, real *dbias, double *part, const real *dout,
+                            const real *inp, const real *W, int N, int IC, int OC) {
     GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1, dout, OC, W, IC, 0, dinp, IC);
     GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1, dout, OC, inp, IC, 0, dW, IC);
-    column_sum(dbias, dout, N, OC);
+    column_sum(dbias, part, dout, N, OC);
+}
+
+/* One row of layernorm_backward: d[C] += d(x), and the row's terms of the weight and bias
+ * gradients added to pw[C], pb[C]. With n = (x - mean) rstd and dn = w g:
+ * dx = rstd (dn - mean(dn) - n mean(dn n)). */
+static HOT void layernorm_backward_row(real *d, double *pw, double *pb, const real *g,
+                                       const real *x, real m, real r, const real *w, int C) {
+    double s_dn[LANES] = {0}, s_dn_n[LANES] = {0};
+    int c = 0;
+    for (; c + LANES <= C; c += LANES)
+        for (int k = 0; k < LANES; k++) {
+            double dn = (double)w[c + k] * g[c + k];
+            s_dn[k] += dn;
+            s_dn_n[k] += dn * ((x[c + k] - m) * r);
+        }
+    for (int k = 0; c < C; c++, k++) {
+        double dn = (double)w[c] * g[c];
+        s_dn[k] += dn;
+        s_dn_n[k] += dn * ((x[c] - m) * r);
+    }
+    real a = (real)(lanes_total(s_dn) / C), bcoef = (real)(lanes_total(s_dn_n) / C);
+#pragma omp simd
+    for (int j = 0; j < C; j++) {
+        real n = (x[j] - m) * r;
+        d[j] += r * (w[j] * g[j] - a - n * bcoef);
+        pw[j] += (double)g[j] * n;
+        pb[j] += g[j];
+    }
 }
 
 /* LayerNorm backward: dinp[N, C] += d(inp) (accumulated: the residual stream);
- * dw[C], db[C] overwritten. mean/rstd are the forward's. */
-static void layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const real *inp,
-                               const real *mean, const real *rstd, const real *w, int N, int C) {
+ * dw[C], db[C] overwritten, through partial sums over fixed row chunks (part[chunk][2C]).
+ * mean/rstd are the forward's. */
+static void layernorm_backward(real *dinp, real *dw, real *db, double *part, const real *dout,
+                               const real *inp, const real *mean, const real *rstd,
+                               const real *w, int N, int C) {
+    int nchunks = (N + ROW_CHUNK - 1) / ROW_CHUNK;
 #pragma omp parallel for schedule(static)
-    for (int i = 0; i < N; i++) {
-        const real *x = inp + (size_t)i * C, *g = dout + (size_t)i * C;
-        real m = mean[i], r = rstd[i];
-        double s_dn = 0, s_dn_n = 0;
-        for (int c = 0; c < C; c++) {
-            double dn = (double)w[c] * g[c];
-            s_dn += dn;
-            s_dn_n += dn * ((x[c] - m) * r);
-        }
-        real a = (real)(s_dn / C), bcoef = (real)(s_dn_n / C);
-        real *d = dinp + (size_t)i * C;
-        for (int c = 0; c < C; c++) {
-            real n = (x[c] - m) * r;
-            d[c] += r * (w[c] * g[c] - a - n * bcoef);
+    for (int k = 0; k < nchunks; k++) {
+        double *pw = part + (size_t)k * 2 * C, *pb = pw + C;
+        memset(pw, 0, 2 * (size_t)C * sizeof *pw);
+        int i1 = (k + 1) * ROW_CHUNK < N ? (k + 1) * ROW_CHUNK : N;
+        for (int i = k * ROW_CHUNK; i < i1; i++) {
+            size_t o = (size_t)i * C;
+            layernorm_backward_row(dinp + o, pw, pb, dout + o, inp + o, mean[i], rstd[i], w, C);
         }
     }
-    enum { BLOCK = 32 };
-    int nblocks = (C + BLOCK - 1) / BLOCK;
-#pragma omp parallel for schedule(static)
-    for (int blk = 0; blk < nblocks; blk++) {
-        int c0 = blk * BLOCK, c1 = c0 + BLOCK < C ? c0 + BLOCK : C;
-        double aw[BLOCK] = {0}, ab[BLOCK] = {0};
-        for (int i = 0; i < N; i++) {
-            const real *x = inp + (size_t)i * C, *g = dout + (size_t)i * C;
-            for (int c = c0; c < c1; c++) {
-                aw[c - c0] += (double)g[c] * ((x[c] - mean[i]) * rstd[i]);
-                ab[c - c0] += g[c];
-            }
-        }
-        for (int c = c0; c < c1; c++) {
-            dw[c] = (real)aw[c - c0];
-            db[c] = (real)ab[c - c0];
-        }
-    }
+    combine_chunks(dw, part, nchunks, 2 * (size_t)C, C);
+    combine_chunks(db, part + C, nchunks, 2 * (size_t)C, C);
+}
+
+/* Softmax backward for one attention row: with p the probabilities and dp = d(p) over the
+ * n visible positions, ds = scale * p * (dp - p·dp) is d(scores) before the 1/sqrt(hs)
+ * scaling; written over dp, zero at the masked positions n..T-1. */
+static HOT void softmax_backward_row(real *dp, const real *p, int n, int T, real scale) {
+    real dot = (real)dot_lanes(p, dp, n);
+#pragma omp simd
+    for (int j = 0; j < n; j++) dp[j] = p[j] * (dp[j] - dot) * scale;
+    for (int j = n; j < T; j++) dp[j] = 0;
 }
 
 /* Attention backward: dout[B, T, C] → dqkv[B, T, 3C] (overwritten), using the forward's
- * qkv and att. datt_rows[B, H, T] holds one row of d(att) per (b, h); vt[B, H, hs, T]
- * receives V transposed per head so d(att) = dout · v runs over t2 innermost. */
-static void attention_backward(real *dqkv, real *datt_rows, real *vt, const real *dout,
-                               const real *qkv, const real *att, int B, int T, int C, int H) {
+ * qkv and att; datt[B, H, T, T] is scratch for d(att) and then d(scores). Per (sequence,
+ * head), as gemms on strided views: d(att) = dout v^T, dv = att^T dout, then the softmax
+ * backward row by row, dq = d(scores) k, dk = d(scores)^T q. */
+static void attention_backward(real *dqkv, real *datt, const real *dout, const real *qkv,
+                               const real *att, int B, int T, int C, int H) {
     int hs = C / H;
     real scale = (real)(1.0 / sqrt((double)hs));
-    memset(dqkv, 0, (size_t)B * T * 3 * C * sizeof *dqkv);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < H; h++) {
-            real *datt = datt_rows + ((size_t)b * H + h) * T;
-            real *vT = vt + ((size_t)b * H + h) * hs * T;
-            for (int t2 = 0; t2 < T; t2++) {
-                const real *v = qkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
-                for (int i = 0; i < hs; i++) vT[(size_t)i * T + t2] = v[i];
-            }
-            for (int t = 0; t < T; t++) {
-                const real *a = att + (((size_t)b * H + h) * T + t) * T;
-                const real *go = dout + ((size_t)b * T + t) * C + h * hs;
-                const real *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                real *dq = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                for (int t2 = 0; t2 <= t; t2++) datt[t2] = 0;
-                for (int i = 0; i < hs; i++) {
-                    real gi = go[i];
-                    const real *vr = vT + (size_t)i * T;
-                    for (int t2 = 0; t2 <= t; t2++) datt[t2] += gi * vr[t2];
-                }
-                double dot = 0;
-                for (int t2 = 0; t2 <= t; t2++) dot += (double)a[t2] * datt[t2];
-                for (int t2 = 0; t2 <= t; t2++) {
-                    real *dv = dqkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
-                    real at = a[t2];
-                    for (int i = 0; i < hs; i++) dv[i] += at * go[i];
-                }
-                for (int t2 = 0; t2 <= t; t2++) {
-                    real dpre = a[t2] * (datt[t2] - (real)dot) * scale;
-                    const real *k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
-                    real *dk = dqkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
-                    for (int i = 0; i < hs; i++) {
-                        dq[i] += dpre * k[i];
-                        dk[i] += dpre * q[i];
-                    }
-                }
-            }
+            size_t qo = (size_t)b * T * 3 * C + h * hs; /* this head's q in qkv and dqkv */
+            const real *q = qkv + qo, *k = q + C, *v = q + 2 * C;
+            real *dq = dqkv + qo, *dk = dq + C, *dv = dq + 2 * C;
+            const real *a = att + ((size_t)b * H + h) * T * T;
+            const real *dy = dout + (size_t)b * T * C + h * hs;
+            real *da = datt + ((size_t)b * H + h) * T * T;
+            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1, dy, C, v, 3 * C, 0, da, T);
+            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1, a, T, dy, C, 0, dv, 3 * C);
+            for (int t = 0; t < T; t++)
+                softmax_backward_row(da + (size_t)t * T, a + (size_t)t * T, t + 1, T, scale);
+            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1, da, T, k, 3 * C, 0, dq,
+                 3 * C);
+            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1, da, T, q, 3 * C, 0, dk,
+                 3 * C);
         }
     }
 }
 
 /* d/dx of the tanh GELU, applied in place: dinout[i] = dinout[i] * gelu'(inp[i]).
  * With s = sigmoid(2u): gelu = x s, so gelu' = s + 2 x s (1 - s) du/dx. */
-static void gelu_backward_inplace(real *dinout, const real *inp, size_t n) {
-#pragma omp parallel for schedule(static)
+static HOT void gelu_backward_span(real *dinout, const real *inp, size_t n) {
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
         real x = inp[i];
         real u = (real)GELU_K * (x + (real)0.044715 * x * x * x);
@@ -374,29 +451,34 @@ static void gelu_backward_inplace(real *dinout, const real *inp, size_t n) {
     }
 }
 
+static void gelu_backward_inplace(real *dinout, const real *inp, size_t n) {
+    size_t nspans = (n + SPAN - 1) / SPAN;
+#pragma omp parallel for schedule(static)
+    for (size_t s = 0; s < nspans; s++)
+        gelu_backward_span(dinout + s * SPAN, inp + s * SPAN, s + 1 < nspans ? SPAN : n - s * SPAN);
+}
+
 /* dwte[V, C] += scatter of dres rows by input token; dwpe[ctx, C] = sums over the batch
  * (rows ≥ T zeroed). Parallel over column blocks so each element has one writer. */
 static void encoder_backward(real *dwte, real *dwpe, const real *dres, const uint16_t *tokens,
                              int B, int T, int C, int ctx) {
-    enum { BLOCK = 32 };
+    enum { BLOCK = 64 };
     int nblocks = (C + BLOCK - 1) / BLOCK;
     memset(dwpe + (size_t)T * C, 0, (size_t)(ctx - T) * C * sizeof *dwpe);
 #pragma omp parallel for schedule(static)
     for (int blk = 0; blk < nblocks; blk++) {
-        int c0 = blk * BLOCK, c1 = c0 + BLOCK < C ? c0 + BLOCK : C;
+        int c0 = blk * BLOCK, nc = c0 + BLOCK < C ? BLOCK : C - c0;
         for (int t = 0; t < T; t++) {
             double acc[BLOCK] = {0};
-            for (int b = 0; b < B; b++) {
-                const real *d = dres + ((size_t)b * T + t) * C;
-                for (int c = c0; c < c1; c++) acc[c - c0] += d[c];
-            }
-            for (int c = c0; c < c1; c++) dwpe[(size_t)t * C + c] = (real)acc[c - c0];
+            for (int b = 0; b < B; b++) add_row(acc, dres + ((size_t)b * T + t) * C + c0, nc);
+            for (int c = 0; c < nc; c++) dwpe[(size_t)t * C + c0 + c] = (real)acc[c];
         }
         for (int i = 0; i < B * T; i++) {
             int b = i / T, t = i % T;
-            real *w = dwte + (size_t)tokens[(size_t)b * (T + 1) + t] * C;
-            const real *d = dres + (size_t)i * C;
-            for (int c = c0; c < c1; c++) w[c] += d[c];
+            real *w = dwte + (size_t)tokens[(size_t)b * (T + 1) + t] * C + c0;
+            const real *d = dres + (size_t)i * C + c0;
+#pragma omp simd
+            for (int c = 0; c < nc; c++) w[c] += d[c];
         }
     }
 }
@@ -422,14 +504,24 @@ static void cpu_destroy(model_ctx *ctx) {
                      &ctx->att, &ctx->atty, &ctx->res2, &ctx->ln2, &ctx->ln2_mean,
                      &ctx->ln2_rstd, &ctx->fch, &ctx->fch_gelu, &ctx->res3, &ctx->lnf,
                      &ctx->lnf_mean, &ctx->lnf_rstd, &ctx->probs, &ctx->dres, &ctx->dln,
-                     &ctx->datty, &ctx->dqkv, &ctx->dfch, &ctx->datt_row, &ctx->head_t};
+                     &ctx->datty, &ctx->dqkv, &ctx->dfch, &ctx->datt};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(*bufs[i]);
+    free(ctx->part);
+    free(ctx->off_block);
     free(ctx->row_loss);
     free(ctx->tokens);
     free(ctx->domain);
     free(ctx->ntok);
     model_layout_free(&ctx->lay);
     free(ctx);
+}
+
+/* The offset of tensor `name`; 0 with e set when the layout lacks it. */
+static int tensor_offset(const model_layout *lay, const char *name, size_t *off, tdm_err *e) {
+    const model_tensor *t = model_layout_find(lay, name);
+    if (!t) return err_set(e, ERR_INTERNAL, "model layout has no tensor %s", name);
+    *off = t->offset;
+    return 0;
 }
 
 static model_ctx *cpu_create(const model_layout *lay, int max_B, int max_T, int n_domains,
@@ -457,6 +549,20 @@ static model_ctx *cpu_create(const model_layout *lay, int max_B, int max_T, int 
     ctx->M = n_domains;
     size_t N = (size_t)max_B * max_T, C = (size_t)c->channels, L = (size_t)c->layers;
     size_t H = (size_t)c->heads, V = (size_t)c->vocab;
+    ctx->off_block = malloc(L * N_BLOCK_TENSORS * sizeof *ctx->off_block);
+    if (!ctx->off_block) goto oom;
+    if (tensor_offset(&ctx->lay, "wte", &ctx->off_wte, e) ||
+        tensor_offset(&ctx->lay, "wpe", &ctx->off_wpe, e) ||
+        tensor_offset(&ctx->lay, "ln_f.weight", &ctx->off_lnf_w, e) ||
+        tensor_offset(&ctx->lay, "ln_f.bias", &ctx->off_lnf_b, e))
+        goto fail;
+    for (size_t l = 0; l < L; l++)
+        for (int k = 0; k < N_BLOCK_TENSORS; k++) {
+            char name[MODEL_NAME_MAX];
+            snprintf(name, sizeof name, "h.%zu.%s", l, block_tensor_names[k]);
+            if (tensor_offset(&ctx->lay, name, &ctx->off_block[l * N_BLOCK_TENSORS + k], e))
+                goto fail;
+        }
     struct {
         real **p;
         size_t n;
@@ -468,20 +574,22 @@ static model_ctx *cpu_create(const model_layout *lay, int max_B, int max_T, int 
         {&ctx->fch_gelu, L * N * 4 * C}, {&ctx->res3, L * N * C},  {&ctx->lnf, N * C},
         {&ctx->lnf_mean, N},         {&ctx->lnf_rstd, N},          {&ctx->probs, N * V},
         {&ctx->dres, N * C},         {&ctx->dln, N * C},           {&ctx->datty, N * C},
-        {&ctx->dqkv, N * 3 * C},     {&ctx->dfch, N * 4 * C},      {&ctx->datt_row, N * H},
-        {&ctx->head_t, N * C},
+        {&ctx->dqkv, N * 3 * C},     {&ctx->dfch, N * 4 * C},      {&ctx->datt, N * H * max_T},
     };
     for (size_t i = 0; i < sizeof plan / sizeof *plan; i++)
         if (!(*plan[i].p = cpu_alloc(ctx, plan[i].n))) goto oom;
+    size_t nchunks = (N + ROW_CHUNK - 1) / ROW_CHUNK;
+    ctx->part = malloc(nchunks * 4 * C * sizeof *ctx->part);
     ctx->row_loss = calloc(N, sizeof *ctx->row_loss);
     ctx->tokens = calloc((size_t)max_B * (max_T + 1), sizeof *ctx->tokens);
     ctx->domain = calloc((size_t)max_B, sizeof *ctx->domain);
     ctx->ntok = calloc((size_t)n_domains, sizeof *ctx->ntok);
-    if (!ctx->row_loss || !ctx->tokens || !ctx->domain || !ctx->ntok) goto oom;
+    if (!ctx->part || !ctx->row_loss || !ctx->tokens || !ctx->domain || !ctx->ntok) goto oom;
     return ctx;
 oom:
-    cpu_destroy(ctx);
     err_set(e, ERR_INTERNAL, "out of memory for the model workspace (batch %d x %d)", max_B, max_T);
+fail:
+    cpu_destroy(ctx);
     return NULL;
 }
 
@@ -517,11 +625,11 @@ static int cpu_forward(model_ctx *ctx, const real *params, const model_batch *ba
     memcpy(ctx->domain, batch->domain, (size_t)B * sizeof *ctx->domain);
     ctx->B = B;
     ctx->T = T;
-    size_t N = (size_t)B * T, NC = N * C;
+    size_t N = (size_t)B * T;
     size_t lN = (size_t)ctx->max_B * ctx->max_T; /* per-layer stride of the activation blocks */
+    const real *wte = params + ctx->off_wte;
 
-    encoder_forward(ctx->encoded, ctx->tokens, param(ctx, params, "wte"),
-                    param(ctx, params, "wpe"), B, T, C);
+    encoder_forward(ctx->encoded, ctx->tokens, wte, params + ctx->off_wpe, B, T, C);
     const real *x = ctx->encoded;
     for (int l = 0; l < L; l++) {
         real *ln1 = ctx->ln1 + l * lN * C, *ln1m = ctx->ln1_mean + l * lN;
@@ -531,30 +639,23 @@ static int cpu_forward(model_ctx *ctx, const real *params, const model_batch *ba
         real *ln2m = ctx->ln2_mean + l * lN, *ln2r = ctx->ln2_rstd + l * lN;
         real *fch = ctx->fch + l * lN * 4 * C, *fchg = ctx->fch_gelu + l * lN * 4 * C;
         real *res3 = ctx->res3 + l * lN * C;
-
-        layernorm_forward(ln1, ln1m, ln1r, x, layer_param(ctx, params, l, "ln_1.weight"),
-                          layer_param(ctx, params, l, "ln_1.bias"), (int)N, C);
-        matmul_forward(qkv, ln1, layer_param(ctx, params, l, "attn.c_attn.weight"),
-                       layer_param(ctx, params, l, "attn.c_attn.bias"), (int)N, C, 3 * C);
-        attention_forward(atty, att, ctx->head_t, qkv, B, T, C, H);
-        matmul_forward(ctx->datty, atty, layer_param(ctx, params, l, "attn.c_proj.weight"),
-                       layer_param(ctx, params, l, "attn.c_proj.bias"), (int)N, C, C);
-        residual_forward(res2, x, ctx->datty, NC); /* datty is free scratch until backward */
-        layernorm_forward(ln2, ln2m, ln2r, res2, layer_param(ctx, params, l, "ln_2.weight"),
-                          layer_param(ctx, params, l, "ln_2.bias"), (int)N, C);
-        matmul_forward(fch, ln2, layer_param(ctx, params, l, "mlp.c_fc.weight"),
-                       layer_param(ctx, params, l, "mlp.c_fc.bias"), (int)N, C, 4 * C);
+#define W(k) block_param(ctx, params, l, k)
+        layernorm_forward(ln1, ln1m, ln1r, x, W(LN1_W), W(LN1_B), (int)N, C);
+        matmul_forward(qkv, ln1, W(QKV_W), W(QKV_B), NULL, (int)N, C, 3 * C);
+        attention_forward(atty, att, qkv, B, T, C, H);
+        matmul_forward(res2, atty, W(ATTPROJ_W), W(ATTPROJ_B), x, (int)N, C, C); /* + x */
+        layernorm_forward(ln2, ln2m, ln2r, res2, W(LN2_W), W(LN2_B), (int)N, C);
+        matmul_forward(fch, ln2, W(FC_W), W(FC_B), NULL, (int)N, C, 4 * C);
         gelu_forward(fchg, fch, N * 4 * C);
-        matmul_forward(ctx->datty, fchg, layer_param(ctx, params, l, "mlp.c_proj.weight"),
-                       layer_param(ctx, params, l, "mlp.c_proj.bias"), (int)N, 4 * C, C);
-        residual_forward(res3, res2, ctx->datty, NC);
+        matmul_forward(res3, fchg, W(FCPROJ_W), W(FCPROJ_B), res2, (int)N, 4 * C, C); /* + res2 */
+#undef W
         x = res3;
     }
-    layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, x, param(ctx, params, "ln_f.weight"),
-                      param(ctx, params, "ln_f.bias"), (int)N, C);
+    layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, x, params + ctx->off_lnf_w,
+                      params + ctx->off_lnf_b, (int)N, C);
     /* logits[N, V] = lnf @ wte^T (tied head, no bias) */
-    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, V, C, 1, ctx->lnf, C,
-         param(ctx, params, "wte"), C, 0, ctx->probs, V);
+    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, V, C, 1, ctx->lnf, C, wte, C, 0,
+         ctx->probs, V);
     softmax_crossentropy_forward(ctx->probs, ctx->row_loss, ctx->tokens, B, T, V);
 
     /* per-domain means, summed in row order */
@@ -584,6 +685,7 @@ static int cpu_backward(model_ctx *ctx, const real *params, const double *coef, 
     int B = ctx->B, T = ctx->T, C = cf->channels, L = cf->layers, H = cf->heads, V = cf->vocab;
     int N = B * T;
     size_t lN = (size_t)ctx->max_B * ctx->max_T;
+    double *part = ctx->part;
 
     /* dlogits = coef[m] / ntok[m] * (softmax - onehot(target)), in place */
 #pragma omp parallel for schedule(static)
@@ -591,20 +693,21 @@ static int cpu_backward(model_ctx *ctx, const real *params, const double *coef, 
         int b = i / T, t = i % T, m = ctx->domain[b];
         real g = (real)(coef[m] / (double)ctx->ntok[m]);
         real *p = ctx->probs + (size_t)i * V;
+#pragma omp simd
         for (int v = 0; v < V; v++) p[v] *= g;
         p[ctx->tokens[(size_t)b * (T + 1) + t + 1]] -= g;
     }
     /* head: dlnf[N, C] = dlogits @ wte; dwte[V, C] = dlogits^T @ lnf (first contribution) */
-    real *wte = param(ctx, params, "wte"), *dwte = param(ctx, grads, "wte");
+    const real *wte = params + ctx->off_wte;
+    real *dwte = grads + ctx->off_wte;
     GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, V, 1, ctx->probs, V, wte, C, 0,
          ctx->dln, C);
     GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, N, 1, ctx->probs, V, ctx->lnf, C, 0, dwte,
          C);
     memset(ctx->dres, 0, (size_t)N * C * sizeof *ctx->dres);
     const real *xlast = L > 0 ? ctx->res3 + (L - 1) * lN * C : ctx->encoded;
-    layernorm_backward(ctx->dres, param(ctx, grads, "ln_f.weight"), param(ctx, grads, "ln_f.bias"),
-                       ctx->dln, xlast, ctx->lnf_mean, ctx->lnf_rstd,
-                       param(ctx, params, "ln_f.weight"), N, C);
+    layernorm_backward(ctx->dres, grads + ctx->off_lnf_w, grads + ctx->off_lnf_b, part, ctx->dln,
+                       xlast, ctx->lnf_mean, ctx->lnf_rstd, params + ctx->off_lnf_w, N, C);
 
     for (int l = L - 1; l >= 0; l--) {
         const real *x = l == 0 ? ctx->encoded : ctx->res3 + (l - 1) * lN * C;
@@ -614,28 +717,26 @@ static int cpu_backward(model_ctx *ctx, const real *params, const double *coef, 
         real *res2 = ctx->res2 + l * lN * C, *ln2 = ctx->ln2 + l * lN * C;
         real *ln2m = ctx->ln2_mean + l * lN, *ln2r = ctx->ln2_rstd + l * lN;
         real *fch = ctx->fch + l * lN * 4 * C, *fchg = ctx->fch_gelu + l * lN * 4 * C;
-#define W(s) layer_param(ctx, params, l, s)
-#define G(s) layer_param(ctx, grads, l, s)
+#define W(k) block_param(ctx, params, l, k)
+#define G(k) block_param(ctx, grads, l, k)
         /* MLP: res3 = res2 + c_proj(gelu(c_fc(ln_2(res2)))); dres holds d(res3) */
-        matmul_backward(ctx->dfch, G("mlp.c_proj.weight"), G("mlp.c_proj.bias"), ctx->dres, fchg,
-                        W("mlp.c_proj.weight"), N, 4 * C, C);
+        matmul_backward(ctx->dfch, G(FCPROJ_W), G(FCPROJ_B), part, ctx->dres, fchg, W(FCPROJ_W), N,
+                        4 * C, C);
         gelu_backward_inplace(ctx->dfch, fch, (size_t)N * 4 * C);
-        matmul_backward(ctx->dln, G("mlp.c_fc.weight"), G("mlp.c_fc.bias"), ctx->dfch, ln2,
-                        W("mlp.c_fc.weight"), N, C, 4 * C);
-        layernorm_backward(ctx->dres, G("ln_2.weight"), G("ln_2.bias"), ctx->dln, res2, ln2m,
-                           ln2r, W("ln_2.weight"), N, C);
+        matmul_backward(ctx->dln, G(FC_W), G(FC_B), part, ctx->dfch, ln2, W(FC_W), N, C, 4 * C);
+        layernorm_backward(ctx->dres, G(LN2_W), G(LN2_B), part, ctx->dln, res2, ln2m, ln2r,
+                           W(LN2_W), N, C);
         /* attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))); dres now holds d(res2) */
-        matmul_backward(ctx->datty, G("attn.c_proj.weight"), G("attn.c_proj.bias"), ctx->dres,
-                        atty, W("attn.c_proj.weight"), N, C, C);
-        attention_backward(ctx->dqkv, ctx->datt_row, ctx->head_t, ctx->datty, qkv, att, B, T, C, H);
-        matmul_backward(ctx->dln, G("attn.c_attn.weight"), G("attn.c_attn.bias"), ctx->dqkv, ln1,
-                        W("attn.c_attn.weight"), N, C, 3 * C);
-        layernorm_backward(ctx->dres, G("ln_1.weight"), G("ln_1.bias"), ctx->dln, x, ln1m, ln1r,
-                           W("ln_1.weight"), N, C);
+        matmul_backward(ctx->datty, G(ATTPROJ_W), G(ATTPROJ_B), part, ctx->dres, atty,
+                        W(ATTPROJ_W), N, C, C);
+        attention_backward(ctx->dqkv, ctx->datt, ctx->datty, qkv, att, B, T, C, H);
+        matmul_backward(ctx->dln, G(QKV_W), G(QKV_B), part, ctx->dqkv, ln1, W(QKV_W), N, C, 3 * C);
+        layernorm_backward(ctx->dres, G(LN1_W), G(LN1_B), part, ctx->dln, x, ln1m, ln1r, W(LN1_W),
+                           N, C);
 #undef W
 #undef G
     }
-    encoder_backward(dwte, param(ctx, grads, "wpe"), ctx->dres, ctx->tokens, B, T, C, cf->ctx);
+    encoder_backward(dwte, grads + ctx->off_wpe, ctx->dres, ctx->tokens, B, T, C, cf->ctx);
     return 0;
 }
 
@@ -643,12 +744,26 @@ static int cpu_sgd(model_ctx *ctx, real *params, const real *grads, float lr, td
     (void)e;
     size_t n = ctx->lay.numel;
     real rlr = (real)lr;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) params[i] -= rlr * grads[i];
     return 0;
 }
 
-/* torch.optim.AdamW, single-tensor form, operation for operation. */
+/* One span of cpu_adamw: torch.optim.AdamW's single-tensor update, operation for
+ * operation (sqrt and division are correctly rounded in every clone). */
+static HOT void adamw_span(real *p, const real *g, real *m, real *v, size_t n, real keep, real b1,
+                           real b2, real eps, real step_size, real bc2_sqrt) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        p[i] *= keep;
+        m[i] = m[i] * b1 + g[i] * (1 - b1);
+        v[i] = v[i] * b2 + g[i] * g[i] * (1 - b2);
+        real denom = R_SQRT(v[i]) / bc2_sqrt + eps;
+        p[i] -= step_size * (m[i] / denom);
+    }
+}
+
+/* torch.optim.AdamW, single-tensor form. One parallel region for all tensors. */
 static int cpu_adamw(model_ctx *ctx, real *params, const real *grads, real *m, real *v,
                      const model_adamw *hp, tdm_err *e) {
     if (hp->step < 1) return err_set(e, ERR_INTERNAL, "AdamW step must be >= 1 (got %ld)", hp->step);
@@ -656,23 +771,25 @@ static int cpu_adamw(model_ctx *ctx, real *params, const real *grads, real *m, r
     double bc2 = 1.0 - pow(hp->beta2, (double)hp->step);
     real step_size = (real)(hp->lr / bc1), bc2_sqrt = (real)sqrt(bc2);
     real b1 = hp->beta1, b2 = hp->beta2, eps = hp->eps;
-    for (int ti = 0; ti < ctx->lay.n; ti++) {
-        const model_tensor *t = &ctx->lay.t[ti];
-        real keep = t->decay ? (real)(1.0 - (double)hp->lr * hp->weight_decay) : (real)1;
-        real *p = params + t->offset, *mm = m + t->offset, *vv = v + t->offset;
-        const real *g = grads + t->offset;
-        size_t n = t->numel;
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) {
-            p[i] *= keep;
-            mm[i] = mm[i] * b1 + g[i] * (1 - b1);
-            vv[i] = vv[i] * b2 + g[i] * g[i] * (1 - b2);
-            real denom = R_SQRT(vv[i]) / bc2_sqrt + eps;
-            p[i] -= step_size * (mm[i] / denom);
+    real decay_keep = (real)(1.0 - (double)hp->lr * hp->weight_decay);
+    const model_layout *lay = &ctx->lay;
+#pragma omp parallel
+    for (int ti = 0; ti < lay->n; ti++) {
+        const model_tensor *t = &lay->t[ti];
+        real keep = t->decay ? decay_keep : (real)1;
+        size_t o = t->offset, n = t->numel, nspans = (n + SPAN - 1) / SPAN;
+#pragma omp for schedule(static) nowait
+        for (size_t s = 0; s < nspans; s++) {
+            size_t i = o + s * SPAN;
+            adamw_span(params + i, grads + i, m + i, v + i, s + 1 < nspans ? SPAN : n - s * SPAN,
+                       keep, b1, b2, eps, step_size, bc2_sqrt);
         }
     }
     return 0;
 }
+
+/* sum of squares of x[0..n) in double, in LANES partial sums */
+static HOT double sumsq_span(const real *x, size_t n) { return dot_lanes(x, x, (int)n); }
 
 static double cpu_norm(model_ctx *ctx, const real *buf) {
     size_t n = ctx->lay.numel, nchunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
@@ -681,9 +798,7 @@ static double cpu_norm(model_ctx *ctx, const real *buf) {
 #pragma omp parallel for schedule(static)
     for (size_t k = 0; k < nchunks; k++) {
         size_t i0 = k * NORM_CHUNK, i1 = i0 + NORM_CHUNK < n ? i0 + NORM_CHUNK : n;
-        double s = 0;
-        for (size_t i = i0; i < i1; i++) s += (double)buf[i] * buf[i];
-        part[k] = s;
+        part[k] = sumsq_span(buf + i0, i1 - i0);
     }
     double s = 0;
     for (size_t k = 0; k < nchunks; k++) s += part[k];
@@ -694,7 +809,7 @@ static double cpu_norm(model_ctx *ctx, const real *buf) {
 static void cpu_scale(model_ctx *ctx, real *buf, float s) {
     size_t n = ctx->lay.numel;
     real rs = (real)s;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) buf[i] *= rs;
 }
 

@@ -12,4 +12,10 @@ int cmd_gen_corpus(int argc, char **argv);
 /* tandem train: plain uniform-mixture training (runner/vanilla.h). */
 int cmd_train(int argc, char **argv);
 
+/* tandem run: start or resume a TANDEM run (runner/run.h). */
+int cmd_run(int argc, char **argv);
+
+/* tandem hash: the final-state and α-chain digests of a store. */
+int cmd_hash(int argc, char **argv);
+
 #endif

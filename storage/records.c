@@ -387,6 +387,53 @@ int rec_lease_decode(const void *data, size_t n, const char *what, rec_lease *l,
     return rc;
 }
 
+/* ------------------------------------------------------------------ mixture */
+
+void *rec_mixture_encode(const rec_mixture *x, size_t *n) {
+    codec_writer w;
+    codec_writer_init(&w);
+    codec_map(&w, 5);
+    put_format(&w);
+    codec_key(&w, "names");
+    codec_array(&w, (size_t)x->M);
+    for (int m = 0; m < x->M; m++) codec_str(&w, x->names[m]);
+    codec_key(&w, "alpha");
+    codec_f64s(&w, x->alpha, (size_t)x->M);
+    codec_key(&w, "first");
+    codec_u64(&w, x->first);
+    codec_key(&w, "last");
+    codec_u64(&w, x->last);
+    return finish(&w, n);
+}
+
+int rec_mixture_decode(const void *data, size_t n, const char *what, rec_mixture *x, tdm_err *e) {
+    static const char *const keys[] = {"format", "names", "alpha", "first", "last", NULL};
+    memset(x, 0, sizeof *x);
+    codec_parsed p;
+    int rc = codec_parse(data, n, what, &p, e);
+    if (rc) return rc;
+    codec_map_reader r;
+    rc = open_record(&r, &p, what, keys, e);
+    if (!rc) rc = get_domain_array(&r, "alpha", x->alpha, &x->M, 1);
+    if (!rc) {
+        const msgpack_object *o = codec_field(&r, "names");
+        if (!o) rc = codec_field_error(&r, "names", "is missing");
+        else if (o->type != MSGPACK_OBJECT_ARRAY || (int)o->via.array.size != x->M)
+            rc = codec_field_error(&r, "names", "is not one name per domain");
+        for (int m = 0; !rc && m < x->M; m++) {
+            const msgpack_object *s = &o->via.array.ptr[m];
+            if (s->type != MSGPACK_OBJECT_STR || s->via.str.size == 0 ||
+                s->via.str.size >= REC_NAME_MAX || memchr(s->via.str.ptr, 0, s->via.str.size))
+                rc = codec_field_error(&r, "names", "holds a bad name");
+            else memcpy(x->names[m], s->via.str.ptr, s->via.str.size);
+        }
+    }
+    if (!rc) rc = codec_get_u64(&r, "first", 0, UINT32_MAX, &x->first);
+    if (!rc) rc = codec_get_u64(&r, "last", x->first, UINT32_MAX, &x->last);
+    codec_parsed_free(&p);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ state manifests */
 
 static const char *const STEP_NAMES[] = {"probe", "alpha", "free", "done", NULL};

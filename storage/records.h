@@ -8,6 +8,7 @@
  *                               plus a meta part (time, host, attempt) outside the hash
  *   lease          rec_lease    writer epoch, host, pid, attempt, released flag
  *   configs/<n>.mp rec_change   a recorded change of pinned config keys
+ *   mixture.mp     rec_mixture  the final mixture α*: domain names, α*, episodes averaged
  *
  * Every record is a map with "format": 1. Decoders are strict: unknown versions, unknown
  * or missing fields, wrong types and out-of-range values are ERR_STORE errors naming the
@@ -120,6 +121,13 @@ typedef struct rec_lease {
     int released;
 } rec_lease;
 
+typedef struct rec_mixture {
+    int M;
+    char names[REC_MAX_DOMAINS][REC_NAME_MAX];
+    double alpha[REC_MAX_DOMAINS];
+    uint64_t first, last; /* episodes whose α_{t+1} were averaged, inclusive */
+} rec_mixture;
+
 /* Encoders return a malloc'ed buffer (caller frees) and its size. */
 void *rec_head_encode(const rec_head *h, size_t *n);
 void *rec_run_encode(const rec_run *r, size_t *n);
@@ -127,6 +135,7 @@ void *rec_change_encode(const rec_change *c, size_t *n);
 void *rec_state_encode(const rec_state *s, size_t *n);
 void *rec_alpha_encode(const rec_alpha *a, size_t *n);
 void *rec_lease_encode(const rec_lease *l, size_t *n);
+void *rec_mixture_encode(const rec_mixture *x, size_t *n);
 
 /* Decoders fill the record (zeroing it first); on failure nothing needs freeing. */
 int rec_head_decode(const void *data, size_t n, const char *what, rec_head *h, tdm_err *e);
@@ -135,6 +144,7 @@ int rec_change_decode(const void *data, size_t n, const char *what, rec_change *
 int rec_state_decode(const void *data, size_t n, const char *what, rec_state *s, tdm_err *e);
 int rec_alpha_decode(const void *data, size_t n, const char *what, rec_alpha *a, tdm_err *e);
 int rec_lease_decode(const void *data, size_t n, const char *what, rec_lease *l, tdm_err *e);
+int rec_mixture_decode(const void *data, size_t n, const char *what, rec_mixture *x, tdm_err *e);
 
 void rec_run_free(rec_run *r);
 void rec_change_free(rec_change *c);

@@ -1,0 +1,695 @@
+/* ckpt.c — commit, verified load, α records and the lease; see ckpt.h. */
+#include "runner/ckpt.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "storage/sha256.h"
+
+static const char *const TENSOR_NAMES[CKPT_TENSORS] = {"params", "adam_m", "adam_v"};
+
+struct ckpt {
+    store *st;
+    const model_layout *lay;
+    uint64_t chunk_bytes;
+    float *host[CKPT_TENSORS];
+    /* the lease and HEAD as this writer last saw them */
+    uint64_t epoch;
+    store_version lease_ver, head_ver;
+    char host_name[REC_NAME_MAX];
+    uint64_t attempt;
+    /* chunks of the last committed or loaded state: known to be stored intact */
+    sha256_digest *known;
+    size_t nknown;
+    /* the writer thread and its one-slot queue */
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int pending, quit;
+    int result; /* of the last background write */
+    tdm_err result_err;
+    rec_state snap; /* scalars of the state being written */
+    double last_time;
+    uint64_t last_seq;
+};
+
+static double now_mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double now_wall(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void ckpt_test_hook(const char *label) {
+    static char want[32];
+    static long target = -1, count = 0;
+    static int parsed = 0;
+    if (!parsed) {
+        parsed = 1;
+        const char *v = getenv("TANDEM_TEST_KILL_AT");
+        const char *colon = v ? strchr(v, ':') : NULL;
+        if (colon && (size_t)(colon - v) < sizeof want) {
+            memcpy(want, v, (size_t)(colon - v));
+            want[colon - v] = '\0';
+            target = atol(colon + 1);
+        }
+    }
+    if (target > 0 && strcmp(label, want) == 0 && ++count == target) raise(SIGKILL);
+}
+
+/* ------------------------------------------------------------------ open / close */
+
+static void *writer_main(void *arg);
+
+ckpt *ckpt_open(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_err *e) {
+    ckpt *c = calloc(1, sizeof *c);
+    if (!c) goto oom;
+    c->st = st;
+    c->lay = lay;
+    c->chunk_bytes = chunk_bytes / 4 * 4;
+    if (c->chunk_bytes < 4) c->chunk_bytes = 4;
+    c->last_seq = UINT64_MAX;
+    c->last_time = now_mono();
+    for (int t = 0; t < CKPT_TENSORS; t++)
+        if (!(c->host[t] = malloc(lay->numel * sizeof(float)))) goto oom;
+    if (gethostname(c->host_name, sizeof c->host_name) != 0) snprintf(c->host_name, sizeof c->host_name, "unknown");
+    c->host_name[sizeof c->host_name - 1] = '\0';
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    if (pthread_create(&c->thread, NULL, writer_main, c) != 0) {
+        pthread_mutex_destroy(&c->mu);
+        pthread_cond_destroy(&c->cv);
+        err_set(e, ERR_INTERNAL, "cannot start the checkpoint writer thread");
+        goto fail;
+    }
+    c->thread_started = 1;
+    return c;
+oom:
+    err_set(e, ERR_INTERNAL, "out of memory for checkpoint buffers (3 x %zu parameters)",
+            lay->numel);
+fail:
+    if (c)
+        for (int t = 0; t < CKPT_TENSORS; t++) free(c->host[t]);
+    free(c);
+    return NULL;
+}
+
+void ckpt_close(ckpt *c) {
+    if (!c) return;
+    if (c->thread_started) {
+        pthread_mutex_lock(&c->mu);
+        c->quit = 1;
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        pthread_join(c->thread, NULL);
+        pthread_mutex_destroy(&c->mu);
+        pthread_cond_destroy(&c->cv);
+    }
+    rec_state_free(&c->snap);
+    for (int t = 0; t < CKPT_TENSORS; t++) free(c->host[t]);
+    free(c->known);
+    free(c);
+}
+
+float *ckpt_host(ckpt *c, int tensor) { return c->host[tensor]; }
+uint64_t ckpt_epoch(const ckpt *c) { return c->epoch; }
+double ckpt_last_commit_time(const ckpt *c) {
+    pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+    double t = c->last_time;
+    pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+    return t;
+}
+
+uint64_t ckpt_last_commit_seq(const ckpt *c) {
+    pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+    uint64_t s = c->last_seq;
+    pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+    return s;
+}
+
+/* ------------------------------------------------------------------ lease */
+
+static int read_lease(ckpt *c, rec_lease *l, int *present, tdm_err *e) {
+    void *data = NULL;
+    size_t n = 0;
+    int rc = store_get(c->st, "lease", &data, &n, &c->lease_ver, e);
+    *present = 0;
+    if (rc == STORE_NOT_FOUND) {
+        c->lease_ver.v[0] = '\0';
+        return 0;
+    }
+    if (rc) return rc;
+    char what[600];
+    snprintf(what, sizeof what, "%s/lease", store_url(c->st));
+    rc = rec_lease_decode(data, n, what, l, e);
+    free(data);
+    if (rc) return rc;
+    *present = 1;
+    return 0;
+}
+
+static int write_lease(ckpt *c, int released, tdm_err *e) {
+    rec_lease l = {.epoch = c->epoch, .pid = (uint64_t)getpid(), .attempt = c->attempt,
+                   .time = now_wall(), .released = released};
+    snprintf(l.host, sizeof l.host, "%s", c->host_name);
+    size_t n;
+    void *data = rec_lease_encode(&l, &n);
+    int rc = store_put_if(c->st, "lease", data, n, &c->lease_ver, &c->lease_ver, e);
+    free(data);
+    if (rc == STORE_CONFLICT)
+        return err_set(e, ERR_STORE, "%s: another writer changed the lease at the same moment; "
+                       "only one tandem may run on a store", store_url(c->st));
+    return rc;
+}
+
+/* The lease still carries our epoch; otherwise we were fenced out by a newer writer. */
+static int check_lease(ckpt *c, tdm_err *e) {
+    rec_lease l;
+    int present;
+    store_version keep = c->lease_ver;
+    int rc = read_lease(c, &l, &present, e);
+    if (rc) return rc;
+    if (!present || l.epoch != c->epoch) {
+        c->lease_ver = keep;
+        return err_set(e, ERR_STORE,
+                       "%s: fenced out: the lease now belongs to writer epoch %llu (host %s, pid "
+                       "%llu); this writer (epoch %llu) stops without moving HEAD",
+                       store_url(c->st), present ? (unsigned long long)l.epoch : 0ULL,
+                       present ? l.host : "?", present ? (unsigned long long)l.pid : 0ULL,
+                       (unsigned long long)c->epoch);
+    }
+    return 0;
+}
+
+int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
+    rec_lease old;
+    int present;
+    c->attempt = attempt;
+    int rc = read_lease(c, &old, &present, e);
+    if (rc == ERR_STORE && strstr(e->msg, "/lease")) {
+        /* an undecodable lease is replaced: it only ever held a number */
+        fprintf(stderr, "tandem: %s; replacing it\n", e->msg);
+        present = 0;
+        old.epoch = 0;
+        void *d;
+        size_t n;
+        rc = store_get(c->st, "lease", &d, &n, &c->lease_ver, e);
+        if (rc == 0) free(d);
+        if (rc == STORE_NOT_FOUND) rc = 0, c->lease_ver.v[0] = '\0';
+    }
+    if (rc) return rc;
+    if (present && !old.released)
+        fprintf(stderr,
+                "tandem: taking over the lease of writer epoch %llu (host %s, pid %llu, attempt "
+                "%llu) that did not release it; if that process is still alive it will be "
+                "fenced out at its next commit\n",
+                (unsigned long long)old.epoch, old.host, (unsigned long long)old.pid,
+                (unsigned long long)old.attempt);
+    c->epoch = (present ? old.epoch : 0) + 1;
+    rc = write_lease(c, 0, e);
+    if (rc) return rc;
+    /* Stamp HEAD with our epoch: HEAD's version changes, so an older writer's next
+     * compare-and-swap fails even if it checked the lease just before we took it. */
+    void *data = NULL;
+    size_t n = 0;
+    rc = store_get(c->st, "HEAD", &data, &n, &c->head_ver, e);
+    if (rc == STORE_NOT_FOUND) {
+        c->head_ver.v[0] = '\0';
+        return 0;
+    }
+    if (rc) return rc;
+    rec_head h;
+    tdm_err ignore;
+    if (rec_head_decode(data, n, "HEAD", &h, &ignore) == 0) {
+        h.epoch = c->epoch;
+        size_t hn;
+        void *hd = rec_head_encode(&h, &hn);
+        rc = store_put_if(c->st, "HEAD", hd, hn, &c->head_ver, &c->head_ver, e);
+        free(hd);
+        if (rc == STORE_CONFLICT)
+            rc = err_set(e, ERR_STORE, "%s: HEAD changed while taking the lease; another writer "
+                         "is active", store_url(c->st));
+    }
+    free(data);
+    return rc;
+}
+
+int ckpt_release(ckpt *c, tdm_err *e) {
+    if (c->epoch == 0) return 0;
+    int rc = check_lease(c, e);
+    if (!rc) rc = write_lease(c, 1, e);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ blobs */
+
+static void blob_key(const sha256_digest *d, char key[8 + SHA256_HEX_LEN + 1]) {
+    char hex[SHA256_HEX_LEN + 1];
+    sha256_hex(d, hex);
+    snprintf(key, 8 + SHA256_HEX_LEN + 1, "blobs/%s", hex);
+}
+
+static int is_known(const ckpt *c, const sha256_digest *d) {
+    for (size_t i = 0; i < c->nknown; i++)
+        if (sha256_equal(&c->known[i], d)) return 1;
+    return 0;
+}
+
+/* Stores one chunk unless it is already stored intact; repairs a corrupt copy. */
+static int put_blob(ckpt *c, const sha256_digest *d, const void *data, size_t n, tdm_err *e) {
+    if (is_known(c, d)) return 0;
+    char key[80];
+    blob_key(d, key);
+    ckpt_test_hook("blob");
+    int rc = store_put(c->st, key, data, n, STORE_CREATE, e);
+    if (rc != STORE_EXISTS) return rc;
+    void *old = NULL;
+    size_t on = 0;
+    rc = store_get(c->st, key, &old, &on, NULL, e);
+    if (rc) return rc == STORE_NOT_FOUND ? store_put(c->st, key, data, n, STORE_CREATE, e) : rc;
+    sha256_digest od;
+    sha256(old, on, &od);
+    free(old);
+    if (sha256_equal(&od, d)) return 0;
+    fprintf(stderr, "tandem: %s/%s was corrupt (its content does not hash to its name); rewriting it\n",
+            store_url(c->st), key);
+    return store_put(c->st, key, data, n, STORE_OVERWRITE, e);
+}
+
+static size_t chunk_count(const ckpt *c) {
+    uint64_t bytes = (uint64_t)c->lay->numel * 4;
+    return (size_t)((bytes + c->chunk_bytes - 1) / c->chunk_bytes);
+}
+
+/* ------------------------------------------------------------------ commit */
+
+static int fill_views(rec_state *r, const model_layout *lay, tdm_err *e) {
+    r->nviews = (size_t)lay->n;
+    r->views = calloc(r->nviews, sizeof *r->views);
+    if (!r->views) return err_set(e, ERR_INTERNAL, "out of memory");
+    for (int i = 0; i < lay->n; i++) {
+        snprintf(r->views[i].name, REC_NAME_MAX, "%s", lay->t[i].name);
+        r->views[i].rows = (uint64_t)lay->t[i].shape[0];
+        r->views[i].cols = (uint64_t)lay->t[i].shape[1];
+        r->views[i].offset = lay->t[i].offset;
+    }
+    return 0;
+}
+
+static int commit(ckpt *c, tdm_err *e) {
+    rec_state *r = &c->snap;
+    size_t nchunks = chunk_count(c), numel = c->lay->numel;
+    uint64_t bytes = (uint64_t)numel * 4;
+    int rc = fill_views(r, c->lay, e);
+    if (rc) return rc;
+    r->ntensors = CKPT_TENSORS;
+    r->tensors = calloc(CKPT_TENSORS, sizeof *r->tensors);
+    sha256_digest *all = calloc(CKPT_TENSORS * nchunks, sizeof *all);
+    if (!r->tensors || !all) {
+        free(all);
+        return err_set(e, ERR_INTERNAL, "out of memory");
+    }
+    for (int t = 0; t < CKPT_TENSORS && !rc; t++) {
+        rec_tensor *rt = &r->tensors[t];
+        snprintf(rt->name, sizeof rt->name, "%s", TENSOR_NAMES[t]);
+        snprintf(rt->dtype, sizeof rt->dtype, "f32");
+        rt->ndim = 1;
+        rt->shape[0] = numel;
+        rt->chunk_bytes = c->chunk_bytes;
+        rt->nchunks = nchunks;
+        rt->chunks = calloc(nchunks, sizeof *rt->chunks);
+        if (!rt->chunks) {
+            rc = err_set(e, ERR_INTERNAL, "out of memory");
+            break;
+        }
+        const uint8_t *base = (const uint8_t *)c->host[t];
+        for (size_t k = 0; k < nchunks && !rc; k++) {
+            uint64_t off = k * c->chunk_bytes;
+            size_t len = (size_t)(bytes - off < c->chunk_bytes ? bytes - off : c->chunk_bytes);
+            sha256(base + off, len, &rt->chunks[k]);
+            all[t * nchunks + k] = rt->chunks[k];
+            rc = put_blob(c, &rt->chunks[k], base + off, len, e);
+        }
+    }
+    if (rc) {
+        free(all);
+        return rc;
+    }
+    size_t mn;
+    void *manifest = rec_state_encode(r, &mn);
+    sha256_digest msha;
+    sha256(manifest, mn, &msha);
+    char key[64];
+    snprintf(key, sizeof key, "states/%llu.mp", (unsigned long long)r->seq);
+    ckpt_test_hook("manifest");
+    rc = store_put(c->st, key, manifest, mn, STORE_CREATE, e);
+    if (rc == STORE_EXISTS) {
+        /* a replay of this position: the stored manifest must be ours, byte for byte */
+        void *old = NULL;
+        size_t on = 0;
+        rc = store_get(c->st, key, &old, &on, NULL, e);
+        if (rc == 0 && !(on == mn && memcmp(old, manifest, mn) == 0)) {
+            rec_state probe;
+            tdm_err de;
+            if (rec_state_decode(old, on, key, &probe, &de) != 0) {
+                fprintf(stderr, "tandem: %s/%s is corrupt (%s); rewriting it\n", store_url(c->st),
+                        key, de.msg);
+                rc = store_put(c->st, key, manifest, mn, STORE_OVERWRITE, e);
+            } else {
+                rec_state_free(&probe);
+                sha256_digest od;
+                sha256(old, on, &od);
+                char h1[65], h2[65];
+                sha256_hex(&msha, h1);
+                sha256_hex(&od, h2);
+                rc = err_set(e, ERR_NONDET,
+                             "nondeterminism at run position %llu (episode %llu): the replayed "
+                             "state hashes to %s but %s holds %s; nothing was overwritten",
+                             (unsigned long long)r->seq, (unsigned long long)r->episode, h1, key,
+                             h2);
+            }
+        }
+        free(old);
+    }
+    if (!rc) {
+        ckpt_test_hook("head");
+        rc = check_lease(c, e);
+    }
+    if (!rc) {
+        rec_head h = {.seq = r->seq, .state_sha = msha, .epoch = c->epoch};
+        snprintf(h.state, sizeof h.state, "%s", key);
+        size_t hn;
+        void *hd = rec_head_encode(&h, &hn);
+        rc = store_put_if(c->st, "HEAD", hd, hn, &c->head_ver, &c->head_ver, e);
+        free(hd);
+        if (rc == STORE_CONFLICT)
+            rc = err_set(e, ERR_STORE,
+                         "%s: fenced out: HEAD was moved by another writer; this writer (epoch "
+                         "%llu) stops without moving it",
+                         store_url(c->st), (unsigned long long)c->epoch);
+    }
+    free(manifest);
+    if (rc) {
+        free(all);
+        return rc;
+    }
+    free(c->known);
+    c->known = all;
+    c->nknown = CKPT_TENSORS * nchunks;
+    pthread_mutex_lock(&c->mu);
+    c->last_time = now_mono();
+    c->last_seq = r->seq;
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+static void *writer_main(void *arg) {
+    ckpt *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!c->pending && !c->quit) pthread_cond_wait(&c->cv, &c->mu);
+        if (!c->pending) break;
+        pthread_mutex_unlock(&c->mu);
+        tdm_err e = {0};
+        int rc = commit(c, &e);
+        pthread_mutex_lock(&c->mu);
+        c->result = rc;
+        c->result_err = e;
+        c->pending = 0;
+        pthread_cond_broadcast(&c->cv);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+int ckpt_wait(ckpt *c, tdm_err *e) {
+    pthread_mutex_lock(&c->mu);
+    while (c->pending) pthread_cond_wait(&c->cv, &c->mu);
+    int rc = c->result;
+    if (rc && e) *e = c->result_err;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int ckpt_snapshot(ckpt *c, const rec_state *rec, const model_ops *ops, model_ctx *ctx,
+                  float *const dev[CKPT_TENSORS], int async, tdm_err *e) {
+    int rc = ckpt_wait(c, e);
+    if (rc) return rc;
+    rec_state_free(&c->snap);
+    c->snap = *rec;
+    c->snap.views = NULL;
+    c->snap.tensors = NULL;
+    c->snap.nviews = c->snap.ntensors = 0;
+    for (int t = 0; t < CKPT_TENSORS; t++)
+        if ((rc = ops->download(ctx, c->host[t], dev[t], c->lay->numel, e))) return rc;
+    if (!async) {
+        rc = commit(c, e);
+        c->result = rc;
+        if (rc) c->result_err = *e;
+        return rc;
+    }
+    pthread_mutex_lock(&c->mu);
+    c->pending = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ load */
+
+static int seq_of_key(const char *key, uint64_t *seq) {
+    const char *p = key + strlen("states/");
+    if (strncmp(key, "states/", 7) != 0 || *p < '0' || *p > '9') return -1;
+    uint64_t v = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > UINT64_MAX / 10 - 1) return -1;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (strcmp(p, ".mp") != 0) return -1;
+    *seq = v;
+    return 0;
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x < y) - (x > y);
+}
+
+/* Checks that a decoded manifest describes this model (the pinned config guarantees
+ * it unless the object is damaged). */
+static int matches_layout(const ckpt *c, const rec_state *r, char *why, size_t cap) {
+    if (r->ntensors != CKPT_TENSORS || r->nviews != (size_t)c->lay->n) {
+        snprintf(why, cap, "it has %zu tensors and %zu views, not 3 and %d", r->ntensors,
+                 r->nviews, c->lay->n);
+        return 0;
+    }
+    for (int t = 0; t < CKPT_TENSORS; t++) {
+        const rec_tensor *rt = &r->tensors[t];
+        if (strcmp(rt->name, TENSOR_NAMES[t]) || rt->ndim != 1 || rt->shape[0] != c->lay->numel) {
+            snprintf(why, cap, "tensor %d is %s with %llu elements, not %s with %zu", t, rt->name,
+                     (unsigned long long)rt->shape[0], TENSOR_NAMES[t], c->lay->numel);
+            return 0;
+        }
+    }
+    for (int i = 0; i < c->lay->n; i++) {
+        const rec_view *v = &r->views[i];
+        const model_tensor *mt = &c->lay->t[i];
+        if (strcmp(v->name, mt->name) || v->rows != (uint64_t)mt->shape[0] ||
+            v->cols != (uint64_t)mt->shape[1] || v->offset != mt->offset) {
+            snprintf(why, cap, "view %s does not match the model's tensor %s", v->name, mt->name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Reads and verifies every chunk of the three tensors into the host buffers. */
+static int read_tensors(ckpt *c, const char *key, const rec_state *r, char *why, size_t cap) {
+    tdm_err e;
+    for (int t = 0; t < CKPT_TENSORS; t++) {
+        const rec_tensor *rt = &r->tensors[t];
+        uint64_t bytes = rt->shape[0] * 4;
+        uint8_t *dst = (uint8_t *)c->host[t];
+        for (size_t k = 0; k < rt->nchunks; k++) {
+            char bkey[80];
+            blob_key(&rt->chunks[k], bkey);
+            uint64_t off = k * rt->chunk_bytes;
+            size_t want = (size_t)(bytes - off < rt->chunk_bytes ? bytes - off : rt->chunk_bytes);
+            void *data = NULL;
+            size_t n = 0;
+            int rc = store_get(c->st, bkey, &data, &n, NULL, &e);
+            if (rc) {
+                snprintf(why, cap, "%s (tensor %s chunk %zu) is %.500s", bkey, rt->name, k,
+                         rc == STORE_NOT_FOUND ? "missing" : e.msg);
+                return -1;
+            }
+            sha256_digest d;
+            sha256(data, n, &d);
+            if (n != want || !sha256_equal(&d, &rt->chunks[k])) {
+                snprintf(why, cap, "%s (tensor %s chunk %zu) is corrupt: %s", bkey, rt->name, k,
+                         n != want ? "wrong size" : "its content does not match its SHA-256");
+                free(data);
+                return -1;
+            }
+            memcpy(dst + off, data, n);
+            free(data);
+        }
+    }
+    (void)key;
+    return 0;
+}
+
+int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
+    *found = 0;
+    memset(rec, 0, sizeof *rec);
+    const char *url = store_url(c->st);
+    /* HEAD: its version is what our first compare-and-swap expects */
+    rec_head head;
+    int have_head = 0;
+    void *data = NULL;
+    size_t n = 0;
+    int rc = store_get(c->st, "HEAD", &data, &n, &c->head_ver, e);
+    int head_missing = rc == STORE_NOT_FOUND;
+    if (head_missing) {
+        c->head_ver.v[0] = '\0';
+    } else if (rc) {
+        return rc;
+    } else {
+        tdm_err he;
+        if (rec_head_decode(data, n, "HEAD", &head, &he) == 0) have_head = 1;
+        else fprintf(stderr, "tandem: %s/%s; looking for states by listing\n", url, he.msg);
+        free(data);
+    }
+    store_list l;
+    rc = store_list_prefix(c->st, "states/", &l, e);
+    if (rc) return rc;
+    uint64_t *seqs = calloc(l.n ? l.n : 1, sizeof *seqs);
+    size_t ns = 0;
+    for (size_t i = 0; seqs && i < l.n; i++)
+        if (seq_of_key(l.keys[i], &seqs[ns]) == 0) ns++;
+    store_list_free(&l);
+    if (!seqs) return err_set(e, ERR_INTERNAL, "out of memory");
+    qsort(seqs, ns, sizeof *seqs, cmp_desc);
+    if (head_missing && ns > 0)
+        fprintf(stderr, "tandem: %s/HEAD is missing; looking for states by listing\n", url);
+    for (size_t i = 0; i < ns; i++) {
+        char key[64], why[1200];
+        snprintf(key, sizeof key, "states/%llu.mp", (unsigned long long)seqs[i]);
+        rc = store_get(c->st, key, &data, &n, NULL, e);
+        if (rc == STORE_NOT_FOUND) continue;
+        if (rc) {
+            free(seqs);
+            return rc;
+        }
+        sha256_digest d;
+        sha256(data, n, &d);
+        tdm_err de;
+        if (have_head && strcmp(head.state, key) == 0 && !sha256_equal(&d, &head.state_sha)) {
+            fprintf(stderr, "tandem: %s/%s does not match the SHA-256 that HEAD records (corrupt); "
+                    "falling back to an older state\n", url, key);
+            free(data);
+            continue;
+        }
+        rc = rec_state_decode(data, n, key, rec, &de);
+        free(data);
+        if (rc) {
+            fprintf(stderr, "tandem: %s/%s; falling back to an older state\n", url, de.msg);
+            continue;
+        }
+        if (!matches_layout(c, rec, why, sizeof why) || read_tensors(c, key, rec, why, sizeof why)) {
+            fprintf(stderr, "tandem: %s/%s: %s; falling back to an older state\n", url, key, why);
+            rec_state_free(rec);
+            continue;
+        }
+        /* every chunk of this state is now known to be stored intact */
+        free(c->known);
+        c->nknown = 0;
+        c->known = calloc(CKPT_TENSORS * chunk_count(c), sizeof *c->known);
+        for (int t = 0; c->known && t < CKPT_TENSORS; t++)
+            for (size_t k = 0; k < rec->tensors[t].nchunks; k++)
+                c->known[c->nknown++] = rec->tensors[t].chunks[k];
+        if (i > 0 || (have_head && head.seq != seqs[i]))
+            fprintf(stderr, "tandem: resuming from %s (run position %llu)\n", key,
+                    (unsigned long long)seqs[i]);
+        c->last_seq = seqs[i];
+        c->last_time = now_mono();
+        *found = 1;
+        free(seqs);
+        return 0;
+    }
+    free(seqs);
+    if (ns > 0)
+        return err_set(e, ERR_STORE,
+                       "%s: none of its %zu states verifies (see the messages above); the run "
+                       "cannot be resumed — restore the store from a copy or start a new run in "
+                       "another store",
+                       url, ns);
+    return 0;
+}
+
+int ckpt_drop_states_after(ckpt *c, uint64_t after, tdm_err *e) {
+    store_list l;
+    int rc = store_list_prefix(c->st, "states/", &l, e);
+    for (size_t i = 0; !rc && i < l.n; i++) {
+        uint64_t s;
+        if (seq_of_key(l.keys[i], &s) == 0 && s > after) {
+            rc = store_delete(c->st, l.keys[i], e);
+            if (rc == STORE_NOT_FOUND) rc = 0;
+        }
+    }
+    store_list_free(&l);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ α records */
+
+int ckpt_alpha_record(ckpt *c, const rec_alpha *a, sha256_digest *hash, tdm_err *e) {
+    rec_alpha_hash(a, hash);
+    size_t n;
+    void *data = rec_alpha_encode(a, &n);
+    char key[64];
+    snprintf(key, sizeof key, "alpha/%llu.mp", (unsigned long long)a->t);
+    ckpt_test_hook("alpha");
+    int rc = store_put(c->st, key, data, n, STORE_CREATE, e);
+    if (rc == STORE_EXISTS) {
+        void *old = NULL;
+        size_t on = 0;
+        rc = store_get(c->st, key, &old, &on, NULL, e);
+        if (rc == 0) {
+            rec_alpha stored;
+            tdm_err de;
+            if (rec_alpha_decode(old, on, key, &stored, &de) != 0) {
+                fprintf(stderr, "tandem: %s/%s is unreadable (%s); rewriting it from the replay\n",
+                        store_url(c->st), key, de.msg);
+                rc = store_put(c->st, key, data, n, STORE_OVERWRITE, e);
+            } else {
+                sha256_digest sh;
+                rec_alpha_hash(&stored, &sh);
+                if (!sha256_equal(&sh, hash)) {
+                    char h1[65], h2[65];
+                    sha256_hex(hash, h1);
+                    sha256_hex(&sh, h2);
+                    rc = err_set(e, ERR_NONDET,
+                                 "nondeterminism in episode %llu: the replay's alpha record "
+                                 "hashes to %s but %s/%s holds %s; nothing was overwritten",
+                                 (unsigned long long)a->t, h1, store_url(c->st), key, h2);
+                }
+            }
+        }
+        free(old);
+    }
+    free(data);
+    return rc;
+}

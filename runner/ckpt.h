@@ -1,0 +1,88 @@
+/* ckpt.h — checkpoints of a run in its store: commit, verified load with fall-back,
+ * α records with their hash chain, the writer lease (DESIGN.md §5).
+ *
+ * Commit = upload the tensor chunks that are not already known to be stored (blobs are
+ * content-addressed by SHA-256, write-once) → write states/<seq>.mp (create-only) →
+ * move HEAD (compare-and-swap against the version this writer last saw). `seq` is the
+ * run position (steps completed), so a state's bytes depend only on where it is in the
+ * run: re-committing a position after a crash writes the same manifest, and a
+ * different one is nondeterminism (ERR_NONDET), never overwritten.
+ *
+ * Load = every state manifest, newest first, until one decodes and all its blobs
+ * verify; each one that fails is reported to stderr by name. HEAD is a pointer the
+ * commit keeps current; load does not trust it.
+ *
+ * Background writing: ckpt_submit() copies the tensors into host memory (the only
+ * stall of the training loop) and hands the copy to a writer thread; it first waits for
+ * the previous write. Errors of a background write are returned by the next
+ * ckpt_submit/ckpt_wait. Fencing: the writer holds the lease epoch it took at start; a
+ * commit whose lease was taken over fails with ERR_STORE ("fenced out") and moves
+ * nothing.
+ *
+ * Test hooks (environment, for the test suite only): TANDEM_TEST_KILL_AT=label:n raises
+ * SIGKILL at the n-th passage of `label` (blob, manifest, head, alpha), to kill a run
+ * inside a commit deterministically.
+ */
+#ifndef TANDEM_RUNNER_CKPT_H
+#define TANDEM_RUNNER_CKPT_H
+
+#include <stdint.h>
+
+#include "model/model.h"
+#include "storage/records.h"
+#include "storage/store.h"
+#include "util/err.h"
+
+#define CKPT_TENSORS 3 /* params, adam_m, adam_v */
+
+typedef struct ckpt ckpt;
+
+/* Opens checkpointing of a run whose parameter tensors follow `lay`, with blob chunks of
+ * chunk_bytes. Allocates the host snapshot buffers (3 x numel floats). */
+ckpt *ckpt_open(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_err *e);
+/* Waits for a pending write, stops the writer thread, frees everything. */
+void ckpt_close(ckpt *c);
+
+/* Takes the writer lease: epoch = previous epoch + 1, and stamps HEAD with it so that a
+ * writer holding an older epoch fails its next compare-and-swap. `attempt` is recorded
+ * (e.g. SLURM_RESTART_COUNT). Prints who held it before when it was not released. */
+int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e);
+/* Marks the lease released (best effort; the run is committed before). */
+int ckpt_release(ckpt *c, tdm_err *e);
+uint64_t ckpt_epoch(const ckpt *c);
+
+/* The host buffers a load fills and a snapshot copies into: [CKPT_TENSORS][numel]. */
+float *ckpt_host(ckpt *c, int tensor);
+
+/* Loads the newest verified state into *rec (scalars; caller frees with
+ * rec_state_free) and the host buffers. *found = 0 when the store holds no usable
+ * state (then nothing is loaded). A run with manifests but none that verifies is
+ * ERR_STORE. */
+int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e);
+
+/* Snapshots the state: waits for the previous write, copies `rec` and the three
+ * device buffers (u, AdamW m, AdamW v) into host memory through ops->download, then
+ * commits in the background (async = 1) or before returning (async = 0). */
+int ckpt_snapshot(ckpt *c, const rec_state *rec, const model_ops *ops, model_ctx *ctx,
+                  float *const dev[CKPT_TENSORS], int async, tdm_err *e);
+
+/* Waits for the background write; returns its result. */
+int ckpt_wait(ckpt *c, tdm_err *e);
+
+/* Time (seconds, monotonic) and seq of the last completed commit; seq UINT64_MAX if none. */
+double ckpt_last_commit_time(const ckpt *c);
+uint64_t ckpt_last_commit_seq(const ckpt *c);
+
+/* Writes alpha/<t>.mp, or, when it exists (a replay), checks that the stored record has
+ * the same hash: a different one is ERR_NONDET naming the episode and both hashes. An
+ * undecodable stored record is replaced (reported). *hash gets the record's hash. */
+int ckpt_alpha_record(ckpt *c, const rec_alpha *a, sha256_digest *hash, tdm_err *e);
+
+/* Removes states/<seq>.mp for every seq > after (used when pinned config keys change:
+ * those states belong to the old trajectory). */
+int ckpt_drop_states_after(ckpt *c, uint64_t after, tdm_err *e);
+
+/* Test hook; see the header comment. */
+void ckpt_test_hook(const char *label);
+
+#endif

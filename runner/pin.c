@@ -1,0 +1,235 @@
+/* pin.c — the pinned configuration of a run; see pin.h. */
+#include "runner/pin.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "storage/records.h"
+
+/* config_kv[] (fixed buffers) ↔ rec_kv[] (pointers into them). */
+static rec_kv *as_rec(config_kv *kv, size_t n) {
+    rec_kv *r = calloc(n ? n : 1, sizeof *r);
+    for (size_t i = 0; r && i < n; i++) {
+        r[i].key = kv[i].key;
+        r[i].value = kv[i].value;
+    }
+    return r;
+}
+
+static int from_rec(const rec_kv *r, size_t n, config_kv **out, tdm_err *e) {
+    config_kv *kv = calloc(n ? n : 1, sizeof *kv);
+    if (!kv) return err_set(e, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (strlen(r[i].key) >= sizeof kv[i].key || strlen(r[i].value) >= sizeof kv[i].value) {
+            free(kv);
+            return err_set(e, ERR_STORE, "RUN: pinned config entry '%.64s' is too long", r[i].key);
+        }
+        snprintf(kv[i].key, sizeof kv[i].key, "%s", r[i].key);
+        snprintf(kv[i].value, sizeof kv[i].value, "%s", r[i].value);
+    }
+    *out = kv;
+    return 0;
+}
+
+static config_kv *find_kv(config_kv *kv, size_t n, const char *key) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(kv[i].key, key) == 0) return &kv[i];
+    return NULL;
+}
+
+/* Reads RUN and applies configs/0.mp, 1.mp, ... to its canonical form. *nchanges gets the
+ * number of change records. STORE_NOT_FOUND when there is no RUN. */
+static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *nchanges,
+                       char *run_id, size_t cap, tdm_err *e) {
+    void *data = NULL;
+    size_t n = 0;
+    int rc = store_get(st, "RUN", &data, &n, NULL, e);
+    if (rc) return rc;
+    char what[600];
+    snprintf(what, sizeof what, "%s/RUN", store_url(st));
+    rec_run run;
+    rc = rec_run_decode(data, n, what, &run, e);
+    free(data);
+    if (rc) return rc;
+    if (run_id) snprintf(run_id, cap, "%s", run.run_id);
+    config_kv *kv = NULL;
+    rc = from_rec(run.config, run.nconfig, &kv, e);
+    size_t nkv = run.nconfig;
+    rec_run_free(&run);
+    if (rc) return rc;
+    uint64_t k = 0;
+    for (;; k++) {
+        char key[64];
+        snprintf(key, sizeof key, "configs/%llu.mp", (unsigned long long)k);
+        rc = store_get(st, key, &data, &n, NULL, e);
+        if (rc == STORE_NOT_FOUND) {
+            rc = 0;
+            break;
+        }
+        if (rc) break;
+        snprintf(what, sizeof what, "%s/%s", store_url(st), key);
+        rec_change ch;
+        rc = rec_change_decode(data, n, what, &ch, e);
+        free(data);
+        if (rc) break;
+        for (size_t i = 0; i < ch.n && !rc; i++) {
+            config_kv *t = find_kv(kv, nkv, ch.new_values[i].key);
+            if (!t || strlen(ch.new_values[i].value) >= sizeof t->value)
+                rc = err_set(e, ERR_STORE, "%s: changes unknown key '%s'", what, ch.new_values[i].key);
+            else snprintf(t->value, sizeof t->value, "%s", ch.new_values[i].value);
+        }
+        rec_change_free(&ch);
+        if (rc) break;
+    }
+    if (rc) {
+        free(kv);
+        return rc;
+    }
+    *kv_out = kv;
+    *n_out = nkv;
+    *nchanges = k;
+    return 0;
+}
+
+int pin_read(store *st, config *cfg, char *run_id, size_t cap, tdm_err *e) {
+    config_kv *kv;
+    size_t n;
+    uint64_t nch;
+    int rc = read_pinned(st, &kv, &n, &nch, run_id, cap, e);
+    if (rc == STORE_NOT_FOUND)
+        return err_set(e, ERR_USAGE, "%s holds no run (no RUN object); check the store URL",
+                       store_url(st));
+    if (rc) return rc;
+    rc = config_from_canonical(cfg, kv, n, e);
+    if (rc) err_prefix(e, "%s/RUN: ", store_url(st)), e->code = ERR_STORE, rc = ERR_STORE;
+    free(kv);
+    return rc;
+}
+
+static int create_run(store *st, const config *cfg, pin_result *out, tdm_err *e) {
+    config_kv *kv;
+    size_t n;
+    int rc = config_canonical(cfg, &kv, &n, e);
+    if (rc) return rc;
+    rec_run run = {.created = (uint64_t)time(NULL), .nconfig = n};
+    unsigned char rnd[8] = {0};
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
+        memcpy(rnd, &t, sizeof rnd);
+    }
+    snprintf(run.run_id, sizeof run.run_id, "run-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0],
+             rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+    run.config = as_rec(kv, n);
+    if (!run.config) {
+        free(kv);
+        return err_set(e, ERR_INTERNAL, "out of memory");
+    }
+    rec_config_hash(run.config, n, &run.config_sha);
+    size_t len;
+    void *data = rec_run_encode(&run, &len);
+    rc = store_put(st, "RUN", data, len, STORE_CREATE, e);
+    free(data);
+    free(run.config);
+    free(kv);
+    if (rc == STORE_EXISTS)
+        return err_set(e, ERR_STORE, "%s: another tandem created this run at the same moment",
+                       store_url(st));
+    if (rc) return rc;
+    out->created = 1;
+    snprintf(out->run_id, sizeof out->run_id, "%s", run.run_id);
+    return 0;
+}
+
+static int allowed_key(const char *key, char *const *allowed, int n) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(allowed[i], key) == 0) return 1;
+    return 0;
+}
+
+int pin_run(store *st, const config *cfg, char *const *allowed, int n_allowed, uint64_t at_seq,
+            pin_result *out, tdm_err *e) {
+    memset(out, 0, sizeof *out);
+    config_kv *pinned;
+    size_t npinned;
+    uint64_t nchanges;
+    int rc = read_pinned(st, &pinned, &npinned, &nchanges, out->run_id, sizeof out->run_id, e);
+    if (rc == STORE_NOT_FOUND) return create_run(st, cfg, out, e);
+    if (rc) return rc;
+    config pc;
+    rc = config_from_canonical(&pc, pinned, npinned, e);
+    if (rc) {
+        free(pinned);
+        err_prefix(e, "%s/RUN: ", store_url(st));
+        e->code = ERR_STORE;
+        return ERR_STORE;
+    }
+    /* where the run lives is not part of what it is */
+    snprintf(pc.store, sizeof pc.store, "%s", cfg->store);
+    const char **keys = NULL;
+    size_t nk = 0;
+    rc = config_diff(&pc, cfg, &keys, &nk, e);
+    if (rc || nk == 0) {
+        free(keys);
+        free(pinned);
+        return rc;
+    }
+    config_kv *now;
+    size_t nnow;
+    rc = config_canonical(cfg, &now, &nnow, e);
+    if (rc) {
+        free(keys);
+        free(pinned);
+        return rc;
+    }
+    char list[2048] = "";
+    int refused = 0;
+    for (size_t i = 0; i < nk; i++) {
+        config_kv *a = find_kv(pinned, npinned, keys[i]), *b = find_kv(now, nnow, keys[i]);
+        size_t used = strlen(list);
+        snprintf(list + used, sizeof list - used, "%s  %s: %.60s -> %.60s", used ? "\n" : "",
+                 keys[i], a ? a->value : "?", b ? b->value : "?");
+        if (!allowed_key(keys[i], allowed, n_allowed)) refused = 1;
+    }
+    if (refused) {
+        rc = err_set(e, ERR_USAGE,
+                     "the run in %s was created with another configuration; these keys differ:\n%s\n"
+                     "Resume with the pinned values, or pass --allow-change KEY[,KEY...] to change "
+                     "them (the change is recorded in the store)",
+                     store_url(st), list);
+    } else {
+        rec_change ch = {.seq = at_seq, .created = (uint64_t)time(NULL), .n = nk};
+        ch.old_values = calloc(nk, sizeof *ch.old_values);
+        ch.new_values = calloc(nk, sizeof *ch.new_values);
+        for (size_t i = 0; ch.old_values && ch.new_values && i < nk; i++) {
+            config_kv *a = find_kv(pinned, npinned, keys[i]), *b = find_kv(now, nnow, keys[i]);
+            ch.old_values[i] = (rec_kv){a->key, a->value};
+            ch.new_values[i] = (rec_kv){b->key, b->value};
+        }
+        if (!ch.old_values || !ch.new_values) rc = err_set(e, ERR_INTERNAL, "out of memory");
+        if (!rc) {
+            size_t len;
+            void *data = rec_change_encode(&ch, &len);
+            char key[64];
+            snprintf(key, sizeof key, "configs/%llu.mp", (unsigned long long)nchanges);
+            rc = store_put(st, key, data, len, STORE_CREATE, e);
+            free(data);
+            if (rc == STORE_EXISTS)
+                rc = err_set(e, ERR_STORE, "%s: another writer recorded a config change at the "
+                             "same moment", store_url(st));
+        }
+        if (!rc) {
+            out->changed = 1;
+            fprintf(stderr, "tandem: configuration change recorded as configs/%llu.mp:\n%s\n",
+                    (unsigned long long)nchanges, list);
+        }
+        free(ch.old_values);
+        free(ch.new_values);
+    }
+    free(now);
+    free(keys);
+    free(pinned);
+    return rc;
+}

@@ -1,0 +1,33 @@
+/* pin.h — the run's pinned configuration (RUN and configs/<n>.mp in the store).
+ *
+ * A run's configuration is fixed when the run is created: RUN holds its canonical form
+ * (every key → exact value text) and that form's SHA-256. A resume compares the config it
+ * was given with the pinned one (RUN plus every recorded change, in order); any key that
+ * differs is a usage error listing the keys, unless the caller allows those keys to
+ * change, in which case the change is recorded as configs/<n>.mp and the new values take
+ * effect. The `store` key is not compared: it says where the run is, not what it is.
+ */
+#ifndef TANDEM_RUNNER_PIN_H
+#define TANDEM_RUNNER_PIN_H
+
+#include <stdint.h>
+
+#include "runner/config.h"
+#include "storage/store.h"
+#include "util/err.h"
+
+typedef struct pin_result {
+    int created;       /* RUN was written now: a new run */
+    int changed;       /* allowed keys changed and a change record was written */
+    char run_id[64];
+} pin_result;
+
+/* Creates RUN from `cfg`, or checks `cfg` against the pinned config. `allowed` lists
+ * keys that may change (n_allowed of them). `at_seq` is recorded with a change. */
+int pin_run(store *st, const config *cfg, char *const *allowed, int n_allowed, uint64_t at_seq,
+            pin_result *out, tdm_err *e);
+
+/* The effective pinned config of an existing run (for commands that only read). */
+int pin_read(store *st, config *cfg, char *run_id, size_t run_id_cap, tdm_err *e);
+
+#endif

@@ -1,0 +1,465 @@
+/* run.c — the episode loop of `tandem run`; see run.h. */
+#include "runner/run.h"
+
+#include <libgen.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "data/dataset.h"
+#include "model/model.h"
+#include "runner/ckpt.h"
+#include "runner/config.h"
+#include "runner/pin.h"
+#include "runner/progress.h"
+#include "steps/steps.h"
+#include "storage/records.h"
+#include "storage/store.h"
+
+static volatile sig_atomic_t g_signal;
+
+static void on_signal(int sig) { g_signal = sig; }
+
+static void install_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+}
+
+static double now_mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double now_wall(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Where the run is: the next step and the position. */
+enum { NEXT_PROBE, NEXT_ALPHA, NEXT_FREE, NEXT_DONE };
+static const char *const NEXT_NAMES[] = {"probe", "alpha", "free", "done"};
+
+typedef struct run_ctx {
+    config cfg;
+    dataset ds;
+    model_layout lay;
+    step_hparams hp;
+    step_nets nets;
+    step_state st;
+    store *store;
+    ckpt *ck;
+    int progress;
+    uint64_t seq;
+    int next;
+    uint64_t index; /* next free step within the episode */
+    uint64_t alpha_records;
+    sha256_digest alpha_head;
+    const char *names[STEP_MAX_DOMAINS];
+} run_ctx;
+
+static void default_store(const char *config_path, char *out, size_t cap) {
+    char *copy = strdup(config_path ? config_path : "run");
+    char *base = copy ? basename(copy) : "run";
+    char *dot = strrchr(base, '.');
+    if (dot && dot != base) *dot = '\0';
+    snprintf(out, cap, "file://runs/%s", base);
+    free(copy);
+}
+
+static void fill_hparams(run_ctx *r) {
+    const config *c = &r->cfg;
+    step_hparams *h = &r->hp;
+    memset(h, 0, sizeof *h);
+    h->B = c->train.batch;
+    h->T = c->train.seq;
+    h->K = c->tandem.K;
+    h->E = c->tandem.E;
+    h->gamma = c->tandem.gamma;
+    h->lr_probe = c->tandem.lr_probe;
+    h->lr_alpha = c->tandem.lr_alpha;
+    h->alpha_floor = c->tandem.alpha_floor;
+    h->probe_carry = c->tandem.probe_carry;
+    h->mixing = c->data.mixing == CONFIG_MIXING_SAMPLE ? STEP_MIX_SAMPLE : STEP_MIX_WEIGHT;
+    h->lr = c->optim.lr;
+    h->lr_min = c->optim.lr_min;
+    h->warmup = c->optim.warmup;
+    h->total_free = (long)c->run.episodes * c->tandem.E;
+    h->cosine = c->optim.schedule == CONFIG_SCHEDULE_COSINE;
+    h->weight_decay = c->optim.weight_decay;
+    h->clip = c->optim.clip;
+    h->beta1 = c->optim.beta1;
+    h->beta2 = c->optim.beta2;
+    h->eps = c->optim.eps;
+    h->seed = c->run.seed;
+}
+
+/* The scalars of the state as a manifest record (views and tensors are the ckpt's). */
+static void to_record(const run_ctx *r, rec_state *rec) {
+    memset(rec, 0, sizeof *rec);
+    rec->seq = r->seq;
+    rec->episode = r->st.episode;
+    snprintf(rec->step, sizeof rec->step, "%s", NEXT_NAMES[r->next]);
+    rec->index = r->index;
+    rec->free_steps = r->st.free_steps;
+    rec->seed = r->cfg.run.seed;
+    rec->M = r->st.M;
+    memcpy(rec->alpha, r->st.alpha, sizeof rec->alpha);
+    rec->have_losses = r->st.have_losses;
+    memcpy(rec->loss_u, r->st.loss_u, sizeof rec->loss_u);
+    memcpy(rec->loss_w, r->st.loss_w, sizeof rec->loss_w);
+    for (int m = 0; m < r->st.M; m++) {
+        rec->cursors[m][0] = r->st.train[m].epoch;
+        rec->cursors[m][1] = r->st.train[m].pos;
+        rec->cursors[m][2] = r->st.val[m].epoch;
+        rec->cursors[m][3] = r->st.val[m].pos;
+    }
+    rec->alpha_records = r->alpha_records;
+    rec->alpha_head = r->alpha_head;
+}
+
+static int from_record(run_ctx *r, const rec_state *rec, tdm_err *e) {
+    if (rec->M != dataset_n_domains(&r->ds))
+        return err_set(e, ERR_STORE, "the stored state has %d domains but %s has %d", rec->M,
+                       r->ds.path, dataset_n_domains(&r->ds));
+    if (rec->seed != r->cfg.run.seed)
+        return err_set(e, ERR_STORE, "the stored state was made with seed %llu, not %llu",
+                       (unsigned long long)rec->seed, (unsigned long long)r->cfg.run.seed);
+    int next = -1;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(rec->step, NEXT_NAMES[i]) == 0) next = i;
+    if (next < 0 || (next == NEXT_ALPHA) != (rec->have_losses != 0) ||
+        rec->index >= (uint64_t)r->hp.E)
+        return err_set(e, ERR_STORE, "the stored state's position (%s, index %llu) is inconsistent",
+                       rec->step, (unsigned long long)rec->index);
+    memset(&r->st, 0, sizeof r->st);
+    r->st.M = rec->M;
+    r->st.episode = rec->episode;
+    r->st.free_steps = rec->free_steps;
+    memcpy(r->st.alpha, rec->alpha, sizeof r->st.alpha);
+    r->st.have_losses = rec->have_losses;
+    memcpy(r->st.loss_u, rec->loss_u, sizeof r->st.loss_u);
+    memcpy(r->st.loss_w, rec->loss_w, sizeof r->st.loss_w);
+    for (int m = 0; m < rec->M; m++) {
+        r->st.train[m] = (sampler_cursor){rec->cursors[m][0], rec->cursors[m][1]};
+        r->st.val[m] = (sampler_cursor){rec->cursors[m][2], rec->cursors[m][3]};
+    }
+    r->seq = rec->seq;
+    r->next = next;
+    r->index = rec->index;
+    r->alpha_records = rec->alpha_records;
+    r->alpha_head = rec->alpha_head;
+    return 0;
+}
+
+static int commit(run_ctx *r, int async, tdm_err *e) {
+    rec_state rec;
+    to_record(r, &rec);
+    float *dev[CKPT_TENSORS] = {r->nets.u, r->nets.m, r->nets.v};
+    return ckpt_snapshot(r->ck, &rec, r->nets.ops, r->nets.ctx, dev, async, e);
+}
+
+/* α* = mean of α_{t+1} over the last `fraction` of the episodes (at least one), read back
+ * from the α records, written to mixture.mp and printed. */
+static int write_mixture(run_ctx *r, FILE *out, tdm_err *e) {
+    uint64_t T = (uint64_t)r->cfg.run.episodes;
+    uint64_t k = (uint64_t)ceil(0.1 * (double)T);
+    if (k < 1) k = 1;
+    rec_mixture x = {.M = r->st.M, .first = T - k, .last = T - 1};
+    double first[STEP_MAX_DOMAINS] = {0};
+    for (uint64_t t = 0; t < T; t++) {
+        if (t != 0 && t < T - k) continue;
+        char key[64];
+        snprintf(key, sizeof key, "alpha/%llu.mp", (unsigned long long)t);
+        void *data = NULL;
+        size_t n = 0;
+        int rc = store_get(r->store, key, &data, &n, NULL, e);
+        if (rc == STORE_NOT_FOUND)
+            return err_set(e, ERR_STORE, "%s/%s is missing; the audit trail has a hole",
+                           store_url(r->store), key);
+        if (rc) return rc;
+        rec_alpha a;
+        rc = rec_alpha_decode(data, n, key, &a, e);
+        free(data);
+        if (rc) return rc;
+        if (t == 0) memcpy(first, a.alpha, sizeof first);
+        if (t >= T - k)
+            for (int m = 0; m < x.M; m++) x.alpha[m] += a.alpha_next[m] / (double)k;
+    }
+    for (int m = 0; m < x.M; m++) snprintf(x.names[m], REC_NAME_MAX, "%s", r->names[m]);
+    size_t n;
+    void *data = rec_mixture_encode(&x, &n);
+    int rc = store_put(r->store, "mixture.mp", data, n, STORE_OVERWRITE, e);
+    free(data);
+    if (rc) return rc;
+    if (out) {
+        fprintf(out, "alpha moved (episode 0 -> final mixture, mean of episodes %llu..%llu):\n",
+                (unsigned long long)x.first, (unsigned long long)x.last);
+        for (int m = 0; m < x.M; m++)
+            fprintf(out, "  %-12s %.4f -> %.4f\n", x.names[m], first[m], x.alpha[m]);
+    }
+    return 0;
+}
+
+/* Attempt number for the lease record: Slurm's restart count when present. */
+static uint64_t attempt_number(void) {
+    const char *v = getenv("SLURM_RESTART_COUNT");
+    return v ? strtoull(v, NULL, 10) : 0;
+}
+
+static int setup(run_ctx *r, const run_opts *o, tdm_err *e) {
+    int rc = config_load(&r->cfg, o->config_path, o->sets, o->nsets, e);
+    if (rc) return rc;
+    char url[CONFIG_STR_MAX];
+    if (o->store_url) snprintf(url, sizeof url, "%s", o->store_url);
+    else if (r->cfg.store[0]) snprintf(url, sizeof url, "%s", r->cfg.store);
+    else default_store(o->config_path, url, sizeof url);
+    snprintf(r->cfg.store, sizeof r->cfg.store, "%s", url);
+    if (r->cfg.run.device != CONFIG_DEVICE_CPU)
+        return err_set(e, ERR_USAGE, "run.device = cuda: this build has no CUDA backend; use cpu");
+    if ((rc = dataset_load(&r->ds, r->cfg.data.dataset, e))) return rc;
+    model_config mc = {.vocab = r->cfg.model.vocab ? r->cfg.model.vocab : r->ds.vocab,
+                       .ctx = r->cfg.model.ctx, .layers = r->cfg.model.layers,
+                       .heads = r->cfg.model.heads, .channels = r->cfg.model.channels};
+    if (mc.vocab < r->ds.vocab)
+        return err_set(e, ERR_USAGE, "model.vocab = %d is smaller than the vocab %d of %s",
+                       mc.vocab, r->ds.vocab, r->ds.path);
+    if ((rc = model_layout_init(&r->lay, &mc, e))) return rc;
+    fill_hparams(r);
+    if ((rc = step_check(&r->hp, &r->ds, e))) return rc;
+    for (int m = 0; m < dataset_n_domains(&r->ds); m++) r->names[m] = dataset_domain_name(&r->ds, m);
+    if (!(r->store = store_open(url, e))) return e->code;
+    return 0;
+}
+
+/* Loads the newest verified state into the nets, or initialises a new run. */
+static int load_or_init(run_ctx *r, int *resumed, tdm_err *e) {
+    rec_state rec;
+    int found = 0;
+    int rc = ckpt_load(r->ck, &rec, &found, e);
+    if (rc) return rc;
+    const model_ops *ops = r->nets.ops;
+    size_t P = r->lay.numel;
+    *resumed = found;
+    if (found) {
+        rc = from_record(r, &rec, e);
+        rec_state_free(&rec);
+        float *dev[CKPT_TENSORS] = {r->nets.u, r->nets.m, r->nets.v};
+        for (int t = 0; !rc && t < CKPT_TENSORS; t++)
+            rc = ops->upload(r->nets.ctx, dev[t], ckpt_host(r->ck, t), P, e);
+        return rc;
+    }
+    step_state_init(&r->st, &r->ds, r->cfg.tandem.alpha_init == CONFIG_ALPHA_INIT_NATURAL);
+    float *host = ckpt_host(r->ck, 0);
+    model_init_params(&r->lay, r->cfg.run.seed, host);
+    rc = ops->upload(r->nets.ctx, r->nets.u, host, P, e);
+    r->seq = 0;
+    r->next = NEXT_PROBE;
+    r->index = 0;
+    r->alpha_records = 0;
+    memset(&r->alpha_head, 0, sizeof r->alpha_head);
+    return rc;
+}
+
+/* Seq of HEAD if readable, else 0: only labels a recorded config change. */
+static uint64_t peek_head_seq(store *st) {
+    void *data = NULL;
+    size_t n = 0;
+    tdm_err e;
+    rec_head h;
+    uint64_t seq = 0;
+    if (store_get(st, "HEAD", &data, &n, NULL, &e) == 0 && rec_head_decode(data, n, "HEAD", &h, &e) == 0)
+        seq = h.seq;
+    free(data);
+    return seq;
+}
+
+static int alpha_step(run_ctx *r, tdm_err *e) {
+    rec_alpha a;
+    memset(&a, 0, sizeof a);
+    a.t = r->st.episode;
+    a.M = r->st.M;
+    memcpy(a.loss_u, r->st.loss_u, sizeof a.loss_u);
+    memcpy(a.loss_w, r->st.loss_w, sizeof a.loss_w);
+    step_hparams hp = r->hp;
+    const char *perturb = getenv("TANDEM_TEST_PERTURB_EPISODE"); /* test-only switch */
+    if (perturb && strtoull(perturb, NULL, 10) == r->st.episode) hp.alpha_perturb = 1e-9;
+    int rc = step_alpha(&hp, &r->st, a.alpha, e);
+    if (rc) return rc;
+    memcpy(a.alpha_next, r->st.alpha, sizeof a.alpha_next);
+    a.lr_alpha = hp.lr_alpha;
+    a.gamma = hp.gamma;
+    a.seq = r->seq + 1;
+    a.prev = r->alpha_head;
+    a.time = now_wall();
+    gethostname(a.host, sizeof a.host);
+    a.host[sizeof a.host - 1] = '\0';
+    a.attempt = attempt_number();
+    sha256_digest h;
+    rc = ckpt_alpha_record(r->ck, &a, &h, e);
+    if (rc) return rc;
+    r->alpha_head = h;
+    r->alpha_records = r->st.episode + 1;
+    return 0;
+}
+
+/* Test-only: TANDEM_TEST_SIGNAL_AT=kind:n raises SIGTERM as the n-th step of that kind
+ * (probe, alpha, free) starts, so the suite can stop a run inside a chosen step kind. */
+static void test_signal_hook(const char *kind) {
+    static char want[16];
+    static long target = -1, count = 0;
+    static int parsed = 0;
+    if (!parsed) {
+        parsed = 1;
+        const char *v = getenv("TANDEM_TEST_SIGNAL_AT");
+        const char *colon = v ? strchr(v, ':') : NULL;
+        if (colon && (size_t)(colon - v) < sizeof want) {
+            memcpy(want, v, (size_t)(colon - v));
+            want[colon - v] = '\0';
+            target = atol(colon + 1);
+        }
+    }
+    if (target > 0 && strcmp(kind, want) == 0 && ++count == target) raise(SIGTERM);
+}
+
+/* Commits at a safe point on a signal and returns 75, or returns 0 to go on. */
+static int safe_point(run_ctx *r, tdm_err *e) {
+    if (!g_signal) return 0;
+    char msg[160];
+    snprintf(msg, sizeof msg, "tandem: signal %d: committing at run position %llu and exiting 75 "
+             "(requeue to resume)", (int)g_signal, (unsigned long long)r->seq);
+    progress_event(stderr, r->progress, "signal", msg);
+    int rc = commit(r, 0, e);
+    if (!rc) rc = ckpt_release(r->ck, e);
+    return rc ? rc : RUN_EXIT_REQUEUE;
+}
+
+static int loop(run_ctx *r, tdm_err *e) {
+    const config *c = &r->cfg;
+    int M = r->st.M, rc = 0;
+    uint64_t T = (uint64_t)c->run.episodes, E = (uint64_t)c->tandem.E;
+    uint64_t steps_total = T * (E + 2);
+    double loss_sum[STEP_MAX_DOMAINS] = {0};
+    int loss_n = 0; /* free steps summed: fewer than E in an episode resumed midway */
+    double t_episode = now_mono(), t_start = t_episode;
+    uint64_t seq_start = r->seq;
+    long tokens = 0;
+    while (r->next != NEXT_DONE) {
+        if ((rc = safe_point(r, e))) return rc;
+        if (c->checkpoint.every_seconds > 0 &&
+            now_mono() - ckpt_last_commit_time(r->ck) >= c->checkpoint.every_seconds &&
+            ckpt_last_commit_seq(r->ck) != r->seq)
+            if ((rc = commit(r, 1, e))) return rc;
+        test_signal_hook(NEXT_NAMES[r->next]);
+        switch (r->next) {
+        case NEXT_PROBE:
+            rc = step_sync(&r->nets, e);
+            if (!rc) rc = step_probe(&r->hp, &r->ds, &r->nets, &r->st, &g_signal, e);
+            if (rc == STEP_ABANDONED) continue; /* the safe point commits and exits */
+            if (rc) return rc;
+            tokens += (long)r->hp.K * 3 * r->hp.B * r->hp.T + 2L * r->hp.B * r->hp.T;
+            r->next = NEXT_ALPHA;
+            break;
+        case NEXT_ALPHA:
+            if ((rc = alpha_step(r, e))) return rc;
+            r->next = NEXT_FREE;
+            r->index = 0;
+            break;
+        case NEXT_FREE: {
+            step_report rep;
+            if ((rc = step_free(&r->hp, &r->ds, &r->nets, &r->st, &rep, e))) return rc;
+            tokens += rep.tokens;
+            for (int m = 0; m < M; m++) loss_sum[m] += rep.loss[m];
+            loss_n++;
+            if (++r->index == E) {
+                double mean[STEP_MAX_DOMAINS];
+                for (int m = 0; m < M; m++) mean[m] = loss_sum[m] / loss_n, loss_sum[m] = 0;
+                loss_n = 0;
+                r->index = 0;
+                r->st.episode++;
+                r->next = r->st.episode == T ? NEXT_DONE : NEXT_PROBE;
+                double now = now_mono(), dt = now - t_episode;
+                double last = ckpt_last_commit_time(r->ck);
+                double per_step = (now - t_start) / (double)(r->seq + 1 - seq_start);
+                progress_line pl = {.episode = r->st.episode, .episodes = T, .seq = r->seq + 1,
+                                    .M = M, .names = r->names, .loss = mean,
+                                    .loss_u = r->st.loss_u, .loss_w = r->st.loss_w,
+                                    .alpha = r->st.alpha,
+                                    .tokens_per_s = dt > 0 ? (double)tokens / dt : 0,
+                                    .since_commit_s = last > 0 ? now - last : -1,
+                                    .eta_s = per_step * (double)(steps_total - (r->seq + 1))};
+                progress_print(stderr, r->progress, &pl);
+                t_episode = now;
+                tokens = 0;
+            }
+            break;
+        }
+        default:
+            return err_set(e, ERR_INTERNAL, "bad run position");
+        }
+        r->seq++;
+        if (r->next == NEXT_PROBE && c->checkpoint.every_episodes > 0 &&
+            r->st.episode % (uint64_t)c->checkpoint.every_episodes == 0)
+            if ((rc = commit(r, 1, e))) return rc;
+    }
+    /* the end: a final synchronous commit of the finished state */
+    return commit(r, 0, e);
+}
+
+int run_main(const run_opts *o, tdm_err *e) {
+    run_ctx *r = calloc(1, sizeof *r);
+    if (!r) return err_set(e, ERR_INTERNAL, "out of memory");
+    r->progress = o->progress;
+    int rc = setup(r, o, e);
+    pin_result pin;
+    if (!rc) rc = pin_run(r->store, &r->cfg, o->allow, o->nallow, peek_head_seq(r->store), &pin, e);
+    if (!rc) rc = step_nets_create(&r->nets, &model_cpu_ops, &r->lay, &r->hp, r->st.M ? r->st.M : dataset_n_domains(&r->ds), r->cfg.run.threads, e);
+    if (!rc && !(r->ck = ckpt_open(r->store, &r->lay, (uint64_t)r->cfg.checkpoint.chunk_mib << 20, e)))
+        rc = e->code;
+    if (!rc) rc = ckpt_acquire(r->ck, attempt_number(), e);
+    int resumed = 0;
+    if (!rc) rc = load_or_init(r, &resumed, e);
+    if (!rc && pin.changed) rc = ckpt_drop_states_after(r->ck, r->seq, e);
+    if (!rc) {
+        char msg[512];
+        if (r->next == NEXT_DONE)
+            snprintf(msg, sizeof msg, "tandem: the run in %s (%s) is already finished", store_url(r->store), pin.run_id);
+        else if (resumed)
+            snprintf(msg, sizeof msg, "tandem: resuming %s in %s at episode %llu/%d (%s step, run position %llu)",
+                     pin.run_id, store_url(r->store), (unsigned long long)r->st.episode,
+                     r->cfg.run.episodes, NEXT_NAMES[r->next], (unsigned long long)r->seq);
+        else
+            snprintf(msg, sizeof msg, "tandem: new run %s in %s: %d episodes of K=%d probe + E=%d free steps, %zu parameters, %d domains",
+                     pin.run_id, store_url(r->store), r->cfg.run.episodes, r->cfg.tandem.K,
+                     r->cfg.tandem.E, r->lay.numel, r->st.M);
+        progress_event(stderr, r->progress, "start", msg);
+    }
+    if (!rc && r->next != NEXT_DONE) {
+        install_signals();
+        rc = loop(r, e);
+    }
+    if (!rc) rc = ckpt_wait(r->ck, e);
+    if (!rc) rc = write_mixture(r, r->progress == PROGRESS_QUIET ? NULL : stdout, e);
+    if (!rc) rc = ckpt_release(r->ck, e);
+    if (r->ck) {
+        tdm_err ignore;
+        ckpt_wait(r->ck, &ignore);
+        ckpt_close(r->ck);
+    }
+    if (r->nets.ctx) step_nets_destroy(&r->nets);
+    if (r->store) store_close(r->store);
+    model_layout_free(&r->lay);
+    dataset_free(&r->ds);
+    free(r);
+    return rc;
+}

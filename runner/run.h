@@ -1,0 +1,33 @@
+/* run.h — `tandem run`: start or resume a TANDEM run (DESIGN.md §1-§6).
+ *
+ * The same command the first time and after every preemption: it pins the config in
+ * the store (or checks it against the pinned one), takes the writer lease, loads the
+ * newest verified state (or starts one), and runs steps — probe (with sync), alpha,
+ * E free steps per episode — committing an α record every episode and full states by
+ * the checkpoint policy. SIGTERM, SIGINT and SIGUSR1 only set a flag; at the next safe
+ * point (between steps; a probe is abandoned) the state is committed and the process
+ * exits 75. Exit codes are those of DESIGN.md §6.
+ */
+#ifndef TANDEM_RUNNER_RUN_H
+#define TANDEM_RUNNER_RUN_H
+
+#include "util/err.h"
+
+typedef struct run_opts {
+    const char *config_path;
+    char *const *sets; /* "key=value" overrides */
+    int nsets;
+    const char *store_url; /* NULL: the config's store, else file://runs/<config name> */
+    char *const *allow;    /* keys allowed to differ from the pinned config */
+    int nallow;
+    int progress; /* PROGRESS_TEXT, _JSON, _QUIET */
+} run_opts;
+
+/* Runs to completion or to a signal; returns the process exit code (0, 75, or an
+ * error code with e set). */
+int run_main(const run_opts *o, tdm_err *e);
+
+/* The exit code for "committed after a signal, requeue me". */
+#define RUN_EXIT_REQUEUE 75
+
+#endif

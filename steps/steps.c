@@ -1,0 +1,240 @@
+/* steps.c — sync, probe, alpha and free; see steps.h. */
+#include "steps/steps.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "steps/simplex.h"
+#include "util/rng.h"
+
+/* Phases keep the mixing draws of probe and free steps in separate streams. */
+enum { PHASE_PROBE = 1, PHASE_FREE = 2 };
+
+int step_nets_create(step_nets *n, const model_ops *ops, const model_layout *lay,
+                     const step_hparams *hp, int M, int threads, tdm_err *e) {
+    memset(n, 0, sizeof *n);
+    n->ops = ops;
+    n->lay = lay;
+    n->ctx = ops->create(lay, 2 * hp->B, hp->T, 2 * M, threads, e);
+    if (!n->ctx) return e ? e->code : ERR_INTERNAL;
+    size_t P = lay->numel;
+    float **bufs[] = {&n->u, &n->m, &n->v, &n->w, &n->up, &n->grad};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        if (!(*bufs[i] = ops->alloc(n->ctx, P))) goto oom;
+    n->tokens = malloc((size_t)2 * hp->B * (hp->T + 1) * sizeof *n->tokens);
+    n->domain = malloc((size_t)2 * hp->B * sizeof *n->domain);
+    if (!n->tokens || !n->domain) goto oom;
+    return 0;
+oom:
+    step_nets_destroy(n);
+    return err_set(e, ERR_INTERNAL,
+                   "out of memory for the twins: 6 x %zu parameters plus a batch of %d x %d", P,
+                   2 * hp->B, hp->T);
+}
+
+void step_nets_destroy(step_nets *n) {
+    if (n->ctx) {
+        float *bufs[] = {n->u, n->m, n->v, n->w, n->up, n->grad};
+        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+            if (bufs[i]) n->ops->release(n->ctx, bufs[i]);
+        n->ops->destroy(n->ctx);
+    }
+    free(n->tokens);
+    free(n->domain);
+    memset(n, 0, sizeof *n);
+}
+
+int step_check(const step_hparams *hp, const dataset *ds, tdm_err *e) {
+    int M = dataset_n_domains(ds);
+    if (M > STEP_MAX_DOMAINS)
+        return err_set(e, ERR_USAGE, "%s has %d domains; at most %d are supported", ds->path, M,
+                       STEP_MAX_DOMAINS);
+    if (hp->B % M != 0)
+        return err_set(e, ERR_USAGE,
+                       "train.batch = %d must be a multiple of the %d domains of %s (every batch "
+                       "holds B/M sequences per domain)",
+                       hp->B, M, ds->path);
+    if (hp->alpha_floor * M >= 1)
+        return err_set(e, ERR_USAGE, "tandem.alpha_floor = %g times %d domains must be below 1",
+                       hp->alpha_floor, M);
+    for (int m = 0; m < M; m++) {
+        int rc = sampler_check(ds, m, SPLIT_TRAIN, hp->T, e);
+        if (!rc) rc = sampler_check(ds, m, SPLIT_VAL, hp->T, e);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+void step_state_init(step_state *s, const dataset *ds, int natural_alpha) {
+    memset(s, 0, sizeof *s);
+    int M = dataset_n_domains(ds);
+    s->M = M;
+    double total = 0;
+    for (int m = 0; m < M; m++) total += (double)dataset_tokens(ds, m, SPLIT_TRAIN);
+    for (int m = 0; m < M; m++)
+        s->alpha[m] = natural_alpha && total > 0
+                          ? (double)dataset_tokens(ds, m, SPLIT_TRAIN) / total
+                          : 1.0 / M;
+}
+
+int step_sync(step_nets *n, tdm_err *e) {
+    size_t P = n->lay->numel;
+    int rc = n->ops->copy(n->ctx, n->w, n->u, P, e);
+    if (!rc) rc = n->ops->copy(n->ctx, n->up, n->u, P, e);
+    return rc;
+}
+
+double step_lr(const step_hparams *hp, uint64_t free_steps) {
+    if (!hp->cosine) return hp->lr;
+    return model_lr_cosine((long)free_steps, hp->total_free, hp->warmup, hp->lr, hp->lr_min);
+}
+
+/* Fills rows [0, B) of the batch buffers with train sequences mixed by α and sets
+ * coef[m] so that sum_m coef[m] L^m is the α-mixture loss: weight mixing takes B/M
+ * sequences per domain and coef = α; sample mixing draws each row's domain ∝ α from the
+ * stream (seed, RNG_MIX_SAMPLE; a, phase, k) and coef[m] = n_m / B (the plain mean). */
+static int mixed_batch(const step_hparams *hp, const dataset *ds, step_nets *n, step_state *s,
+                       uint32_t a, uint32_t phase, uint32_t k, double *coef, tdm_err *e) {
+    int M = s->M, B = hp->B, T = hp->T;
+    if (hp->mixing == STEP_MIX_WEIGHT) {
+        for (int m = 0; m < M; m++) coef[m] = s->alpha[m];
+        return sampler_batch_per_domain(ds, SPLIT_TRAIN, T, B, hp->seed, s->train, n->tokens,
+                                        n->domain, e);
+    }
+    int count[STEP_MAX_DOMAINS] = {0};
+    rng_stream r;
+    rng_stream_init(&r, hp->seed, RNG_MIX_SAMPLE, a, phase, k);
+    for (int i = 0; i < B; i++) {
+        double u = rng_uniform(&r), c = 0;
+        int m = 0;
+        for (; m < M - 1; m++) {
+            c += s->alpha[m];
+            if (u < c) break;
+        }
+        count[m]++;
+    }
+    sampler_cursor keep[STEP_MAX_DOMAINS];
+    memcpy(keep, s->train, (size_t)M * sizeof *keep);
+    int row = 0;
+    for (int m = 0; m < M; m++) {
+        coef[m] = (double)count[m] / B;
+        for (int j = 0; j < count[m]; j++, row++) {
+            int rc = sampler_next(ds, m, SPLIT_TRAIN, T, hp->seed, &s->train[m],
+                                  n->tokens + (size_t)row * (T + 1), e);
+            if (rc) {
+                memcpy(s->train, keep, (size_t)M * sizeof *keep);
+                return rc;
+            }
+            n->domain[row] = m;
+        }
+    }
+    return 0;
+}
+
+/* One SGD step of `params` on rows [0, rows) with coefficients coef. */
+static int sgd_step(const step_hparams *hp, step_nets *n, float *params, int rows,
+                    const double *coef, double *loss, tdm_err *e) {
+    model_batch b = {.B = rows, .T = hp->T, .tokens = n->tokens, .domain = n->domain};
+    int rc = n->ops->forward(n->ctx, params, &b, loss, NULL, e);
+    if (!rc) rc = n->ops->backward(n->ctx, params, coef, n->grad, e);
+    if (!rc) rc = n->ops->sgd(n->ctx, params, n->grad, (float)hp->lr_probe, e);
+    return rc;
+}
+
+int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_state *s,
+               const volatile sig_atomic_t *abandon, tdm_err *e) {
+    int M = s->M, B = hp->B, T = hp->T;
+    step_state work = *s; /* the probe commits to *s only when it completes */
+    double coef_u[2 * STEP_MAX_DOMAINS], coef_w[2 * STEP_MAX_DOMAINS], loss[2 * STEP_MAX_DOMAINS];
+    for (int k = 0; k < hp->K; k++) {
+        if (abandon && *abandon) return STEP_ABANDONED;
+        /* rows [0, B): train, mixed by α; rows [B, 2B): val, B/M per domain, scored as
+         * domains M..2M-1 so one forward gives w both of its loss terms */
+        int rc = mixed_batch(hp, ds, n, &work, (uint32_t)work.episode, PHASE_PROBE, (uint32_t)k,
+                             coef_u, e);
+        if (!rc)
+            rc = sampler_batch_per_domain(ds, SPLIT_VAL, T, B, hp->seed, work.val,
+                                          n->tokens + (size_t)B * (T + 1), n->domain + B, e);
+        if (rc) return rc;
+        for (int i = B; i < 2 * B; i++) n->domain[i] += M;
+        for (int m = 0; m < M; m++) {
+            coef_u[M + m] = 0;
+            coef_w[m] = hp->gamma * coef_u[m];
+            coef_w[M + m] = 1.0;
+        }
+        /* u' on Σ α_m L_train^m; w on Σ L_val^m + γ Σ α_m L_train^m, same train rows */
+        rc = sgd_step(hp, n, n->up, B, coef_u, loss, e);
+        if (!rc) rc = sgd_step(hp, n, n->w, 2 * B, coef_w, loss, e);
+        if (rc) return rc;
+    }
+    /* one evaluation batch per domain from the train split, shared by both twins */
+    int rc = sampler_batch_per_domain(ds, SPLIT_TRAIN, T, B, hp->seed, work.train, n->tokens,
+                                      n->domain, e);
+    model_batch b = {.B = B, .T = T, .tokens = n->tokens, .domain = n->domain};
+    if (!rc) rc = n->ops->forward(n->ctx, n->w, &b, loss, NULL, e);
+    if (!rc) memcpy(work.loss_w, loss, (size_t)M * sizeof *loss);
+    if (!rc) rc = n->ops->forward(n->ctx, n->up, &b, loss, NULL, e);
+    if (!rc) memcpy(work.loss_u, loss, (size_t)M * sizeof *loss);
+    if (!rc && hp->probe_carry) rc = n->ops->copy(n->ctx, n->u, n->up, n->lay->numel, e);
+    if (rc) return rc;
+    for (int m = 0; m < M; m++)
+        if (!isfinite(work.loss_u[m]) || !isfinite(work.loss_w[m]))
+            return err_set(e, ERR_INTERNAL,
+                           "probe of episode %llu: a twin's loss on domain %d is not finite "
+                           "(diverged; lower tandem.lr_probe)",
+                           (unsigned long long)work.episode, m);
+    work.have_losses = 1;
+    *s = work;
+    return 0;
+}
+
+int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_err *e) {
+    if (!s->have_losses)
+        return err_set(e, ERR_INTERNAL, "alpha step of episode %llu without probe losses",
+                       (unsigned long long)s->episode);
+    int M = s->M;
+    double v[STEP_MAX_DOMAINS], next[STEP_MAX_DOMAINS];
+    /* ℓ_w < ℓ_u: the extra validation data helped domain m more → its weight grows */
+    for (int m = 0; m < M; m++)
+        v[m] = s->alpha[m] - hp->lr_alpha * hp->gamma * (s->loss_w[m] - s->loss_u[m]);
+    v[0] += hp->alpha_perturb;
+    int rc = simplex_project(v, M, hp->alpha_floor, next, e);
+    if (rc) return rc;
+    if (alpha_before) memcpy(alpha_before, s->alpha, (size_t)M * sizeof *s->alpha);
+    memcpy(s->alpha, next, (size_t)M * sizeof *next);
+    s->have_losses = 0;
+    return 0;
+}
+
+int step_free(const step_hparams *hp, const dataset *ds, step_nets *n, step_state *s,
+              step_report *r, tdm_err *e) {
+    double coef[2 * STEP_MAX_DOMAINS] = {0}, loss[2 * STEP_MAX_DOMAINS];
+    step_state work = *s;
+    int rc = mixed_batch(hp, ds, n, &work, (uint32_t)work.free_steps, PHASE_FREE,
+                         (uint32_t)(work.free_steps >> 32), coef, e);
+    model_batch b = {.B = hp->B, .T = hp->T, .tokens = n->tokens, .domain = n->domain};
+    if (!rc) rc = n->ops->forward(n->ctx, n->u, &b, loss, NULL, e);
+    if (!rc) rc = n->ops->backward(n->ctx, n->u, coef, n->grad, e);
+    if (rc) return rc;
+    double norm = model_clip_grads(n->ops, n->ctx, n->grad, hp->clip);
+    if (!isfinite(norm))
+        return err_set(e, ERR_INTERNAL,
+                       "free step %llu: the gradient norm is not finite (diverged; lower optim.lr)",
+                       (unsigned long long)work.free_steps);
+    double lr = step_lr(hp, work.free_steps);
+    model_adamw a = {.lr = (float)lr, .beta1 = (float)hp->beta1, .beta2 = (float)hp->beta2,
+                     .eps = (float)hp->eps, .weight_decay = (float)hp->weight_decay,
+                     .step = (long)work.free_steps + 1};
+    rc = n->ops->adamw(n->ctx, n->u, n->grad, n->m, n->v, &a, e);
+    if (rc) return rc;
+    work.free_steps++;
+    *s = work;
+    if (r) {
+        memcpy(r->loss, loss, (size_t)s->M * sizeof *loss);
+        r->lr = lr;
+        r->grad_norm = norm;
+        r->tokens = (long)hp->B * hp->T;
+    }
+    return 0;
+}

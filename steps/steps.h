@@ -1,0 +1,114 @@
+/* steps.h — the TANDEM episode steps (DESIGN.md §2) as pure functions of (hparams, state).
+ *
+ * One episode t: sync (w ← u, u' ← u), probe (K SGD steps of both twins on the same
+ * batches, then one shared evaluation batch per domain giving ℓ_w and ℓ_u), alpha
+ * (α ← Π(α − η_α γ (ℓ_w − ℓ_u)) in float64), and E free steps (AdamW on the α-mixture).
+ * Given the same hparams, dataset, state and thread count, each step produces the same
+ * bits every time: batches come from the sampler cursors in the state and from
+ * counter-based random numbers keyed by (seed, episode or free-step number, phase), and
+ * the model backend is deterministic. This is what lets the runner replay a step after a
+ * crash and compare.
+ *
+ * The state is split in two: step_state (small, host: α, cursors, counters, pending
+ * losses) and step_nets (the backend's tensors: u and the AdamW moments, plus scratch for
+ * the twins and a gradient). The twins w and u' live only between sync and the end of the
+ * probe; nothing outside a probe needs them, so they are never checkpointed.
+ *
+ * steps/ knows nothing of storage or configuration files.
+ */
+#ifndef TANDEM_STEPS_STEPS_H
+#define TANDEM_STEPS_STEPS_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "model/model.h"
+#include "util/err.h"
+
+#define STEP_MAX_DOMAINS 64
+
+enum { STEP_MIX_WEIGHT = 0, STEP_MIX_SAMPLE = 1 };
+
+/* Returned by step_probe when `abandon` became set mid-probe: nothing changed. */
+#define STEP_ABANDONED (-10)
+
+typedef struct step_hparams {
+    int B, T;       /* sequences per batch (a multiple of M for weight mixing), tokens each */
+    int K, E;       /* probe length, free steps per episode */
+    double gamma;   /* γ: weight of the α-mixture train loss in w's objective */
+    double lr_probe, lr_alpha, alpha_floor;
+    int probe_carry; /* free phase continues from u'_K instead of u */
+    int mixing;      /* STEP_MIX_WEIGHT or STEP_MIX_SAMPLE */
+    /* free phase: AdamW with a cosine (or constant) schedule over total_free steps */
+    double lr, lr_min;
+    long warmup, total_free;
+    int cosine;
+    double weight_decay, clip, beta1, beta2, eps;
+    uint64_t seed;
+    double alpha_perturb; /* test-only: added to the pre-projection α; 0 in real runs */
+} step_hparams;
+
+typedef struct step_state {
+    int M;
+    uint64_t episode;
+    uint64_t free_steps; /* AdamW steps done: the schedule position and Adam's step count */
+    double alpha[STEP_MAX_DOMAINS];
+    int have_losses; /* probe done and alpha not yet */
+    double loss_u[STEP_MAX_DOMAINS], loss_w[STEP_MAX_DOMAINS];
+    sampler_cursor train[STEP_MAX_DOMAINS], val[STEP_MAX_DOMAINS];
+} step_state;
+
+typedef struct step_nets {
+    const model_ops *ops;
+    model_ctx *ctx;
+    const model_layout *lay;
+    float *u, *m, *v;       /* persistent: proxy parameters and AdamW moments */
+    float *w, *up, *grad;   /* scratch: reference twin, probe copy u', one gradient */
+    uint16_t *tokens;       /* host batch buffers: [2B][T+1] */
+    int32_t *domain;        /* [2B] */
+} step_nets;
+
+/* Allocates the backend workspace and buffers for batches of hp->B x hp->T over M
+ * domains (w's batch holds B train + B val sequences, scored as 2M domains). */
+int step_nets_create(step_nets *n, const model_ops *ops, const model_layout *lay,
+                     const step_hparams *hp, int M, int threads, tdm_err *e);
+void step_nets_destroy(step_nets *n);
+
+/* Checks hparams against the dataset (B divisible by M for weight mixing, every domain
+ * has train and val windows of T+1 tokens, the α floor fits). ERR_USAGE naming the key. */
+int step_check(const step_hparams *hp, const dataset *ds, tdm_err *e);
+
+/* A fresh state: episode 0, α uniform or proportional to each domain's train tokens. */
+void step_state_init(step_state *s, const dataset *ds, int natural_alpha);
+
+/* w ← u and u' ← u. */
+int step_sync(step_nets *n, tdm_err *e);
+
+/* Runs the K probe steps on w and u' (after step_sync) and evaluates both on one batch
+ * per domain, setting s->loss_w, s->loss_u and have_losses and advancing the cursors.
+ * With probe_carry, u ← u'_K at the end. If *abandon becomes non-zero before the last
+ * SGD step, returns STEP_ABANDONED with *s unchanged (u untouched). */
+int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_state *s,
+               const volatile sig_atomic_t *abandon, tdm_err *e);
+
+/* α ← Π(α − η_α γ (ℓ_w − ℓ_u)) in float64; requires have_losses (cleared). The previous
+ * α is copied to alpha_before (may be NULL). */
+int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_err *e);
+
+/* Per-step figures for progress output. */
+typedef struct step_report {
+    double loss[STEP_MAX_DOMAINS]; /* per-domain train loss of this step's batch */
+    double lr, grad_norm;
+    long tokens; /* tokens processed (forward passes) */
+} step_report;
+
+/* One AdamW step of u on the α-mixture; advances free_steps. */
+int step_free(const step_hparams *hp, const dataset *ds, step_nets *n, step_state *s,
+              step_report *r, tdm_err *e);
+
+/* The free-phase learning rate at AdamW step `free_steps`. */
+double step_lr(const step_hparams *hp, uint64_t free_steps);
+
+#endif

@@ -1,0 +1,442 @@
+/* test_runner.c — `tandem run` as users and schedulers drive it: the binary
+ * ($TANDEM_BIN) is started, killed, signalled and resumed on a small DMO run, and every
+ * path must end with the same final hashes (`tandem hash`) as the uninterrupted run.
+ *
+ *   chaos        SIGKILL at 20+ moments (random times, and inside commits by hook)
+ *   SIGTERM      during each step kind: exit 75 quickly, a committed state, same end
+ *   corruption   a flipped blob byte, a truncated manifest, a deleted HEAD: named, fallen
+ *                back from, same end
+ *   nondeterminism  a perturbed replay (test-only switch) exits 4 and overwrites nothing
+ *   config       a changed pinned key is refused (exit 2) unless allowed (recorded)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "data/corpus.h"
+#include "storage/records.h"
+#include "tests/test.h"
+#include "util/rng.h"
+
+static const char *tandem_bin(void) {
+    const char *b = getenv("TANDEM_BIN");
+    return b && *b ? b : "./tandem";
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct fixture {
+    char *dir;
+    char config[600], store[600], log[600];
+} fixture;
+
+static char g_corpus[600]; /* shared by all fixtures */
+static char g_ref_hash[1024];
+static double g_ref_seconds;
+static int g_ref_steps;
+
+static int write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fputs(text, f);
+    return fclose(f);
+}
+
+static int fixture_open(fixture *f, const char *tag) {
+    f->dir = test_tmpdir(tag);
+    snprintf(f->config, sizeof f->config, "%s/run.yaml", f->dir);
+    snprintf(f->store, sizeof f->store, "%s/store", f->dir);
+    snprintf(f->log, sizeof f->log, "%s/log.txt", f->dir);
+    char text[2048];
+    snprintf(text, sizeof text,
+             "run: {episodes: 16, seed: 3, threads: 1}\n"
+             "data: {dataset: %s/dataset.yaml}\n"
+             "model: {layers: 2, channels: 32, heads: 2, ctx: 32}\n"
+             "train: {batch: 6, seq: 32}\n"
+             "tandem: {K: 2, E: 3, lr_alpha: 0.5}\n"
+             "optim: {lr: 3e-3}\n"
+             "checkpoint: {every_episodes: 1}\n",
+             g_corpus);
+    return write_file(f->config, text);
+}
+
+static void fixture_close(fixture *f) {
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+    if (system(cmd)) fprintf(stderr, "cleanup of %s failed\n", f->dir);
+    free(f->dir);
+}
+
+/* Starts `tandem run CONFIG --store STORE --quiet [extra]` with an optional "K=V"
+ * environment entry; output goes to the fixture's log. */
+static pid_t start_run(const fixture *f, const char *env_kv, const char *extra1, const char *extra2) {
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    if (env_kv) {
+        char kv[256];
+        snprintf(kv, sizeof kv, "%s", env_kv);
+        char *eq = strchr(kv, '=');
+        *eq = '\0';
+        setenv(kv, eq + 1, 1);
+    }
+    int fd = open(f->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+    }
+    const char *argv[] = {tandem_bin(), "run", f->config, "--store", f->store, "--quiet",
+                          extra1, extra2, NULL};
+    execv(tandem_bin(), (char *const *)argv);
+    _exit(127);
+}
+
+/* Exit code, or 128 + signal number. */
+static int wait_exit(pid_t pid) {
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int run_to_end(const fixture *f, const char *env_kv) {
+    return wait_exit(start_run(f, env_kv, NULL, NULL));
+}
+
+static int read_all(const char *path, char *buf, size_t cap) {
+    FILE *fp = fopen(path, "r");
+    if (!fp) return -1;
+    size_t n = fread(buf, 1, cap - 1, fp);
+    buf[n] = '\0';
+    fclose(fp);
+    return 0;
+}
+
+/* The output of `tandem hash STORE`. */
+static int hash_of(const fixture *f, char *out, size_t cap) {
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "'%s' hash '%s' 2>&1", tandem_bin(), f->store);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    return pclose(p) == 0 ? 0 : -1;
+}
+
+static void setup_corpus(void) {
+    char *dir = test_tmpdir("runner-corpus");
+    corpus_opts co;
+    corpus_opts_init(&co);
+    co.out = dir;
+    co.n_domains = 3;
+    uint64_t tr[3] = {30000, 15000, 6000};
+    co.train_tokens = tr;
+    co.n_train = 3;
+    co.val_tokens = 3000;
+    co.test_tokens = 0;
+    co.report = NULL;
+    tdm_err e = {0};
+    if (corpus_generate(&co, &e)) {
+        fprintf(stderr, "corpus: %s\n", e.msg);
+        exit(1);
+    }
+    snprintf(g_corpus, sizeof g_corpus, "%s", dir);
+    free(dir);
+}
+
+static void test_uninterrupted_reference(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ref") == 0, "fixture");
+    double t0 = now_s();
+    int rc = run_to_end(&f, NULL);
+    g_ref_seconds = now_s() - t0;
+    char log[8192];
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "exit %d: %s", rc, log);
+    CHECK(hash_of(&f, g_ref_hash, sizeof g_ref_hash) == 0, "hash: %s", g_ref_hash);
+    CHECK(strstr(g_ref_hash, "step done") && strstr(g_ref_hash, " 16\n"), "final state: %s", g_ref_hash);
+    g_ref_steps = 16 * (3 + 2);
+    printf("  reference run: %.2f s, %d steps\n", g_ref_seconds, g_ref_steps);
+    /* a finished run reports at once and changes nothing */
+    rc = run_to_end(&f, NULL);
+    char again[1024];
+    CHECK(rc == 0 && hash_of(&f, again, sizeof again) == 0 && strcmp(again, g_ref_hash) == 0,
+          "rerun of a finished run changed it (exit %d)", rc);
+    fixture_close(&f);
+}
+
+static void test_chaos_sigkill(void) {
+    CHECK(g_ref_hash[0], "needs the reference run");
+    fixture f;
+    CHECK(fixture_open(&f, "chaos") == 0, "fixture");
+    rng_stream s;
+    rng_stream_init(&s, (uint64_t)time(NULL), RNG_TEST, 20, 0, 0);
+    static const char *const labels[] = {"blob", "manifest", "head", "alpha"};
+    int kills = 0, in_commit = 0, finished = 0;
+    for (int attempt = 0; attempt < 60 && kills < 24 && !finished; attempt++) {
+        int rc;
+        if (attempt < 8) {
+            /* deterministic kills inside a commit (or an alpha record write) */
+            char env[64];
+            snprintf(env, sizeof env, "TANDEM_TEST_KILL_AT=%s:%d", labels[attempt % 4],
+                     1 + attempt / 4);
+            rc = run_to_end(&f, env);
+            if (rc == 128 + SIGKILL) in_commit++;
+        } else {
+            pid_t pid = start_run(&f, NULL, NULL, NULL);
+            /* short lives, so that the run needs many of them to finish */
+            double delay = rng_uniform(&s) * g_ref_seconds / 16;
+            struct timespec ts = {(time_t)delay, (long)((delay - (time_t)delay) * 1e9)};
+            nanosleep(&ts, NULL);
+            kill(pid, SIGKILL);
+            rc = wait_exit(pid);
+        }
+        if (rc == 128 + SIGKILL) kills++;
+        else if (rc == 0) finished = 1;
+        else {
+            char log[8192];
+            read_all(f.log, log, sizeof log);
+            CHECK(0, "attempt %d exited %d: %s", attempt, rc, log);
+        }
+    }
+    printf("  %d SIGKILLs (%d inside commits by hook) before the run finished\n", kills, in_commit);
+    CHECK(kills >= 20, "only %d kills landed", kills);
+    CHECK(in_commit >= 6, "only %d kills inside commits", in_commit);
+    int rc = finished ? 0 : run_to_end(&f, NULL);
+    char log[8192];
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "final resume exited %d: %s", rc, log);
+    char h[1024];
+    CHECK(hash_of(&f, h, sizeof h) == 0, "hash: %s", h);
+    CHECK(strcmp(h, g_ref_hash) == 0, "chaos run ended elsewhere:\n%s\nvs uninterrupted:\n%s", h,
+          g_ref_hash);
+    fixture_close(&f);
+}
+
+static void test_sigterm_each_step_kind(void) {
+    CHECK(g_ref_hash[0], "needs the reference run");
+    static const char *const kinds[] = {"probe", "alpha", "free"};
+    for (int k = 0; k < 3; k++) {
+        fixture f;
+        CHECK(fixture_open(&f, "term") == 0, "fixture");
+        char env[64];
+        snprintf(env, sizeof env, "TANDEM_TEST_SIGNAL_AT=%s:%d", kinds[k], k == 2 ? 5 : 3);
+        int rc = run_to_end(&f, env);
+        char log[8192];
+        read_all(f.log, log, sizeof log);
+        CHECK(rc == 75, "%s: exit %d: %s", kinds[k], rc, log);
+        char h[1024];
+        CHECK(hash_of(&f, h, sizeof h) == 0, "%s: no committed state: %s", kinds[k], h);
+        /* probe 3 is abandoned (state before it); alpha 3 completes (its free steps are
+         * next); free 5 is episode 1's second, so its third is next */
+        const char *want = k == 0 ? "seq 10\nstep probe" : k == 1 ? "seq 12\nstep free" : "seq 9\nstep free";
+        CHECK(strstr(h, want), "%s: committed state is at %s", kinds[k], h);
+        rc = run_to_end(&f, NULL);
+        read_all(f.log, log, sizeof log);
+        CHECK(rc == 0, "%s: resume exit %d: %s", kinds[k], rc, log);
+        CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0,
+              "%s: resumed run ended elsewhere:\n%s", kinds[k], h);
+        fixture_close(&f);
+    }
+    /* an external SIGTERM at a random moment: exit 75 within about one step */
+    fixture f;
+    CHECK(fixture_open(&f, "term") == 0, "fixture");
+    double step = g_ref_seconds / g_ref_steps, worst = 0;
+    rng_stream s;
+    rng_stream_init(&s, 11, RNG_TEST, 21, 0, 0);
+    for (int i = 0; i < 5; i++) {
+        pid_t pid = start_run(&f, NULL, NULL, NULL);
+        double delay = 0.1 * g_ref_seconds + rng_uniform(&s) * 0.3 * g_ref_seconds;
+        struct timespec ts = {(time_t)delay, (long)((delay - (time_t)delay) * 1e9)};
+        nanosleep(&ts, NULL);
+        double t0 = now_s();
+        kill(pid, SIGTERM);
+        int rc = wait_exit(pid);
+        double lat = now_s() - t0;
+        if (rc == 0) continue; /* finished before the signal */
+        CHECK(rc == 75, "external SIGTERM: exit %d", rc);
+        if (lat > worst) worst = lat;
+    }
+    printf("  SIGTERM to exit: worst %.3f s; mean step %.3f s\n", worst, step);
+    /* one step, plus the commit and process exit (fsyncs), with slack for a busy machine */
+    CHECK(worst < 4 * step + 0.5, "exit took %.3f s, a step takes %.3f s", worst, step);
+    int rc = run_to_end(&f, NULL);
+    char h[1024];
+    CHECK(rc == 0 && hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0,
+          "after external SIGTERMs the run ended elsewhere (exit %d)", rc);
+    fixture_close(&f);
+}
+
+/* HEAD's manifest, decoded. */
+static int head_state(const fixture *f, rec_state *s, char *key, size_t cap) {
+    char path[800];
+    static char buf[1 << 16];
+    snprintf(path, sizeof path, "%s/HEAD", f->store);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return -1;
+    size_t n = fread(buf, 1, sizeof buf, fp);
+    fclose(fp);
+    rec_head h;
+    tdm_err e;
+    if (rec_head_decode(buf, n, "HEAD", &h, &e)) return -1;
+    snprintf(key, cap, "%s", h.state);
+    snprintf(path, sizeof path, "%s/%s", f->store, h.state);
+    fp = fopen(path, "rb");
+    if (!fp) return -1;
+    n = fread(buf, 1, sizeof buf, fp);
+    fclose(fp);
+    return rec_state_decode(buf, n, key, s, &e);
+}
+
+static void test_corruption_falls_back(void) {
+    CHECK(g_ref_hash[0], "needs the reference run");
+    for (int kind = 0; kind < 3; kind++) {
+        fixture f;
+        CHECK(fixture_open(&f, "corrupt") == 0, "fixture");
+        int rc = run_to_end(&f, "TANDEM_TEST_SIGNAL_AT=free:10");
+        CHECK(rc == 75, "setup run exit %d", rc);
+        rec_state s;
+        char key[128], path[900], expect[200];
+        CHECK(head_state(&f, &s, key, sizeof key) == 0, "HEAD unreadable");
+        if (kind == 0) {
+            char hex[65];
+            sha256_hex(&s.tensors[1].chunks[0], hex);
+            snprintf(path, sizeof path, "%s/blobs/%s", f.store, hex);
+            snprintf(expect, sizeof expect, "blobs/%s", hex);
+            int fd = open(path, O_RDWR);
+            CHECK(fd >= 0, "open blob");
+            unsigned char b;
+            CHECK(pread(fd, &b, 1, 100) == 1, "read");
+            b ^= 0x10;
+            CHECK(pwrite(fd, &b, 1, 100) == 1, "write");
+            close(fd);
+        } else if (kind == 1) {
+            snprintf(path, sizeof path, "%s/%s", f.store, key);
+            struct stat st;
+            CHECK(stat(path, &st) == 0 && truncate(path, st.st_size / 2) == 0, "truncate");
+            snprintf(expect, sizeof expect, "%s", key);
+        } else {
+            snprintf(path, sizeof path, "%s/HEAD", f.store);
+            CHECK(unlink(path) == 0, "delete HEAD");
+            snprintf(expect, sizeof expect, "HEAD is missing");
+        }
+        rec_state_free(&s);
+        /* run in the foreground with stderr captured (no --quiet effect on errors) */
+        rc = run_to_end(&f, NULL);
+        char log[16384];
+        read_all(f.log, log, sizeof log);
+        CHECK(rc == 0, "kind %d: resume exit %d: %s", kind, rc, log);
+        CHECK(strstr(log, expect), "kind %d: the resume did not name '%s':\n%s", kind, expect, log);
+        if (kind < 2) CHECK(strstr(log, "falling back"), "kind %d: no fall-back reported:\n%s", kind, log);
+        char h[1024];
+        CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0,
+              "kind %d: ended elsewhere:\n%s", kind, h);
+        fixture_close(&f);
+    }
+}
+
+static int slurp(const char *path, char **buf, size_t *n) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return -1;
+    fseek(fp, 0, SEEK_END);
+    long len = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    *buf = malloc((size_t)len + 1);
+    *n = fread(*buf, 1, (size_t)len, fp);
+    fclose(fp);
+    return 0;
+}
+
+static void test_nondeterministic_replay_is_detected(void) {
+    CHECK(g_ref_hash[0], "needs the reference run");
+    fixture f;
+    CHECK(fixture_open(&f, "nondet") == 0, "fixture");
+    int rc = run_to_end(&f, "TANDEM_TEST_SIGNAL_AT=alpha:4");
+    CHECK(rc == 75, "setup exit %d", rc);
+    char *before[4];
+    size_t nb[4];
+    char path[800];
+    for (int t = 0; t < 4; t++) {
+        snprintf(path, sizeof path, "%s/alpha/%d.mp", f.store, t);
+        CHECK(slurp(path, &before[t], &nb[t]) == 0, "alpha/%d.mp missing", t);
+    }
+    /* forget every state so the run replays from the start, perturbing episode 1 */
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/states' '%s/HEAD'", f.store, f.store);
+    CHECK(system(cmd) == 0, "rm");
+    rc = run_to_end(&f, "TANDEM_TEST_PERTURB_EPISODE=1");
+    char log[8192];
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 4, "perturbed replay exited %d, not 4: %s", rc, log);
+    CHECK(strstr(log, "episode 1") && strstr(log, "nondeterminism"), "message: %s", log);
+    for (int t = 0; t < 4; t++) {
+        char *after;
+        size_t na;
+        snprintf(path, sizeof path, "%s/alpha/%d.mp", f.store, t);
+        CHECK(slurp(path, &after, &na) == 0, "alpha/%d.mp gone", t);
+        CHECK(na == nb[t] && memcmp(after, before[t], na) == 0, "alpha/%d.mp was overwritten", t);
+        free(after);
+        free(before[t]);
+    }
+    /* the unperturbed replay verifies against the same records and finishes */
+    rc = run_to_end(&f, NULL);
+    char h[1024];
+    CHECK(rc == 0 && hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0,
+          "after the guard the run ended elsewhere (exit %d)", rc);
+    fixture_close(&f);
+}
+
+static void test_pinned_config(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "pin") == 0, "fixture");
+    int rc = run_to_end(&f, "TANDEM_TEST_SIGNAL_AT=free:2");
+    CHECK(rc == 75, "setup exit %d", rc);
+    rc = wait_exit(start_run(&f, NULL, "--set", "tandem.K=3"));
+    char log[8192];
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 2, "changed key accepted (exit %d)", rc);
+    CHECK(strstr(log, "tandem.K") && strstr(log, "--allow-change"), "message: %s", log);
+    rc = wait_exit(start_run(&f, NULL, "--set", "tandem.bogus=1"));
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 2 && strstr(log, "tandem.bogus"), "unknown key: exit %d: %s", rc, log);
+    /* allowed: recorded, and the run goes on with K = 3 */
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(f.log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 2);
+        const char *argv[] = {tandem_bin(), "run", f.config, "--store", f.store, "--quiet",
+                              "--set", "tandem.K=3", "--allow-change", "tandem.K", NULL};
+        execv(tandem_bin(), (char *const *)argv);
+        _exit(127);
+    }
+    rc = wait_exit(pid);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "allowed change: exit %d: %s", rc, log);
+    char path[800];
+    snprintf(path, sizeof path, "%s/configs/0.mp", f.store);
+    struct stat st;
+    CHECK(stat(path, &st) == 0, "no change record");
+    fixture_close(&f);
+}
+
+int main(void) {
+    setup_corpus();
+    RUN(test_uninterrupted_reference);
+    RUN(test_chaos_sigkill);
+    RUN(test_sigterm_each_step_kind);
+    RUN(test_corruption_falls_back);
+    RUN(test_nondeterministic_replay_is_detected);
+    RUN(test_pinned_config);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_corpus);
+    if (system(cmd)) fprintf(stderr, "cleanup failed\n");
+    return test_summary("test_runner");
+}

@@ -1,0 +1,213 @@
+/* test_steps.c — the simplex projection's edge cases and the TANDEM steps: the sign of
+ * the α update, determinism of probe and free steps, abandonment, sample mixing. */
+#include <math.h>
+
+#include "data/corpus.h"
+#include "steps/simplex.h"
+#include "steps/steps.h"
+#include "tests/test.h"
+#include "util/rng.h"
+
+/* KKT conditions of the projection: sum 1, all ≥ floor, and v_i − α_i equal (= θ) on
+ * entries above the floor, ≤ θ on entries at it. */
+static int is_projection(const double *v, const double *a, int M, double floor) {
+    double s = 0, theta = NAN;
+    for (int i = 0; i < M; i++) {
+        s += a[i];
+        if (a[i] < floor - 1e-15) return 0;
+        if (a[i] > floor + 1e-12) {
+            double t = v[i] - a[i];
+            if (isnan(theta)) theta = t;
+            else if (fabs(theta - t) > 1e-12) return 0;
+        }
+    }
+    if (fabs(s - 1) > 1e-12) return 0;
+    for (int i = 0; i < M; i++)
+        if (a[i] <= floor + 1e-12 && !isnan(theta) && v[i] - floor > theta + 1e-12) return 0;
+    return 1;
+}
+
+static void test_simplex_edge_cases(void) {
+    tdm_err e = {0};
+    double out[8];
+    double eq[4] = {0.3, 0.3, 0.3, 0.3};
+    CHECK(simplex_project(eq, 4, 0, out, &e) == 0, "%s", e.msg);
+    for (int i = 0; i < 4; i++) CHECK(fabs(out[i] - 0.25) < 1e-15, "all equal -> uniform");
+    double dom[3] = {5, 0, 0};
+    simplex_project(dom, 3, 0, out, &e);
+    CHECK(out[0] == 1 && out[1] == 0 && out[2] == 0, "one dominant: %g %g %g", out[0], out[1],
+          out[2]);
+    double neg[3] = {-1, 0.5, 0.2};
+    simplex_project(neg, 3, 0, out, &e);
+    CHECK(out[0] == 0 && fabs(out[1] - 0.65) < 1e-15 && fabs(out[2] - 0.35) < 1e-15,
+          "negative: %g %g %g", out[0], out[1], out[2]);
+    CHECK(is_projection(neg, out, 3, 0), "negative: KKT");
+    double one[1] = {-3};
+    simplex_project(one, 1, 0, out, &e);
+    CHECK(out[0] == 1, "M=1 gives 1, got %g", out[0]);
+    double fl[3] = {1, 0, 0};
+    simplex_project(fl, 3, 0.1, out, &e);
+    CHECK(fabs(out[0] - 0.8) < 1e-15 && fabs(out[1] - 0.1) < 1e-15 && fabs(out[2] - 0.1) < 1e-15,
+          "floor: %g %g %g", out[0], out[1], out[2]);
+    CHECK(is_projection(fl, out, 3, 0.1), "floor: KKT");
+    double already[3] = {0.2, 0.3, 0.5};
+    simplex_project(already, 3, 0, out, &e);
+    for (int i = 0; i < 3; i++) CHECK(fabs(out[i] - already[i]) < 1e-15, "fixed point");
+    double nan[2] = {NAN, 0.5}, inf[2] = {0.5, INFINITY};
+    CHECK(simplex_project(nan, 2, 0, out, &e) != 0 && strstr(e.msg, "NaN"), "NaN: %s", e.msg);
+    CHECK(simplex_project(inf, 2, 0, out, &e) != 0 && strstr(e.msg, "Inf"), "Inf: %s", e.msg);
+    CHECK(simplex_project(already, 3, 0.34, out, &e) == ERR_USAGE, "floor too large");
+    /* random vectors: always a projection */
+    rng_stream s;
+    rng_stream_init(&s, 3, RNG_TEST, 10, 0, 0);
+    for (int k = 0; k < 2000; k++) {
+        int M = 1 + (int)rng_below(&s, 8);
+        double v[8], floor = k % 3 ? 0 : 0.5 / M * rng_uniform(&s);
+        for (int i = 0; i < M; i++) v[i] = 4 * rng_normal(&s);
+        CHECK(simplex_project(v, M, floor, out, &e) == 0, "%s", e.msg);
+        CHECK(is_projection(v, out, M, floor), "case %d (M=%d) is not the projection", k, M);
+    }
+}
+
+static void test_alpha_sign(void) {
+    step_hparams hp = {.lr_alpha = 0.1, .gamma = 1.0};
+    step_state s = {.M = 3, .have_losses = 1};
+    for (int m = 0; m < 3; m++) s.alpha[m] = 1.0 / 3;
+    /* domain 0: the extra validation data lowered its train loss more (ℓ_w < ℓ_u) */
+    s.loss_u[0] = 2.0, s.loss_w[0] = 1.5;
+    s.loss_u[1] = 2.0, s.loss_w[1] = 2.0;
+    s.loss_u[2] = 2.0, s.loss_w[2] = 2.4;
+    double before[3];
+    tdm_err e = {0};
+    CHECK(step_alpha(&hp, &s, before, &e) == 0, "%s", e.msg);
+    CHECK(s.alpha[0] > before[0] && s.alpha[2] < before[2], "sign: %g %g %g", s.alpha[0],
+          s.alpha[1], s.alpha[2]);
+    CHECK(fabs(s.alpha[0] + s.alpha[1] + s.alpha[2] - 1) < 1e-15, "sums to 1");
+    CHECK(!s.have_losses, "losses consumed");
+    CHECK(step_alpha(&hp, &s, before, &e) != 0, "a second alpha step without a probe is refused");
+    s.have_losses = 1;
+    s.loss_w[1] = NAN;
+    CHECK(step_alpha(&hp, &s, before, &e) != 0, "NaN loss rejected");
+}
+
+typedef struct fixture {
+    char *dir;
+    dataset ds;
+    model_layout lay;
+    step_hparams hp;
+} fixture;
+
+static int fixture_open(fixture *f, int mixing) {
+    memset(f, 0, sizeof *f);
+    f->dir = test_tmpdir("steps");
+    corpus_opts co;
+    corpus_opts_init(&co);
+    co.out = f->dir;
+    co.n_domains = 2;
+    uint64_t tr = 20000;
+    co.train_tokens = &tr;
+    co.n_train = 1;
+    co.val_tokens = 3000;
+    co.test_tokens = 0;
+    co.report = NULL;
+    tdm_err e = {0};
+    CHECK_OR_RET(corpus_generate(&co, &e) == 0, "%s", e.msg);
+    char path[512];
+    snprintf(path, sizeof path, "%s/dataset.yaml", f->dir);
+    CHECK_OR_RET(dataset_load(&f->ds, path, &e) == 0, "%s", e.msg);
+    model_config mc = {.vocab = 256, .ctx = 16, .layers = 1, .heads = 2, .channels = 16};
+    CHECK_OR_RET(model_layout_init(&f->lay, &mc, &e) == 0, "%s", e.msg);
+    f->hp = (step_hparams){.B = 4, .T = 16, .K = 2, .E = 2, .gamma = 1, .lr_probe = 1e-2,
+                           .lr_alpha = 0.5, .mixing = mixing, .lr = 1e-3, .lr_min = 1e-4,
+                           .total_free = 20, .cosine = 1, .weight_decay = 0.01, .clip = 1,
+                           .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .seed = 5};
+    CHECK_OR_RET(step_check(&f->hp, &f->ds, &e) == 0, "%s", e.msg);
+    return 0;
+}
+
+static void fixture_close(fixture *f) {
+    dataset_free(&f->ds);
+    model_layout_free(&f->lay);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+    if (system(cmd)) fprintf(stderr, "cleanup failed\n");
+    free(f->dir);
+}
+
+/* Runs one episode from a fresh state; returns the final state and u. */
+static int run_episode(fixture *f, step_state *s, float *u_out, int abandon_probe) {
+    tdm_err e = {0};
+    step_nets n;
+    CHECK_OR_RET(step_nets_create(&n, &model_cpu_ops, &f->lay, &f->hp, 2, 1, &e) == 0, "%s", e.msg);
+    float *host = malloc(f->lay.numel * sizeof *host);
+    model_init_params(&f->lay, 9, host);
+    n.ops->upload(n.ctx, n.u, host, f->lay.numel, &e);
+    step_state_init(s, &f->ds, 0);
+    volatile sig_atomic_t stop = (sig_atomic_t)abandon_probe;
+    CHECK_OR_RET(step_sync(&n, &e) == 0, "%s", e.msg);
+    int rc = step_probe(&f->hp, &f->ds, &n, s, &stop, &e);
+    if (abandon_probe) {
+        CHECK_OR_RET(rc == STEP_ABANDONED, "abandon: rc %d", rc);
+        CHECK_OR_RET(!s->have_losses && s->train[0].pos == 0 && s->val[0].pos == 0,
+                     "abandoned probe changed the state");
+    } else {
+        CHECK_OR_RET(rc == 0, "probe: %s", e.msg);
+        CHECK_OR_RET(s->have_losses, "probe sets losses");
+        CHECK_OR_RET(step_alpha(&f->hp, s, NULL, &e) == 0, "%s", e.msg);
+        for (int i = 0; i < f->hp.E; i++) {
+            step_report r;
+            CHECK_OR_RET(step_free(&f->hp, &f->ds, &n, s, &r, &e) == 0, "%s", e.msg);
+        }
+    }
+    n.ops->download(n.ctx, u_out, n.u, f->lay.numel, &e);
+    free(host);
+    step_nets_destroy(&n);
+    return 0;
+}
+
+static void check_episode_deterministic(int mixing) {
+    fixture f;
+    if (fixture_open(&f, mixing)) return;
+    step_state a, b;
+    float *ua = malloc(f.lay.numel * sizeof *ua), *ub = malloc(f.lay.numel * sizeof *ub);
+    int ok = run_episode(&f, &a, ua, 0) == 0 && run_episode(&f, &b, ub, 0) == 0;
+    CHECK(ok, "episode failed");
+    CHECK(memcmp(&a, &b, sizeof a) == 0, "step states differ between identical episodes");
+    CHECK(memcmp(ua, ub, f.lay.numel * sizeof *ua) == 0, "u differs between identical episodes");
+    CHECK(a.free_steps == 2 && a.train[0].pos > 0 && a.val[1].pos > 0, "cursors and counters move");
+    CHECK(fabs(a.alpha[0] + a.alpha[1] - 1) < 1e-15 && a.alpha[0] != 0.5, "alpha moved: %g",
+          a.alpha[0]);
+    /* an abandoned probe leaves everything as it was */
+    step_state c;
+    CHECK(run_episode(&f, &c, ub, 1) == 0, "abandoned episode");
+    free(ua);
+    free(ub);
+    fixture_close(&f);
+}
+
+static void test_episode_is_deterministic_weight(void) { check_episode_deterministic(STEP_MIX_WEIGHT); }
+static void test_episode_is_deterministic_sample(void) { check_episode_deterministic(STEP_MIX_SAMPLE); }
+
+static void test_check_rejects_bad_batch(void) {
+    fixture f;
+    if (fixture_open(&f, STEP_MIX_WEIGHT)) return;
+    tdm_err e = {0};
+    f.hp.B = 5;
+    CHECK(step_check(&f.hp, &f.ds, &e) == ERR_USAGE && strstr(e.msg, "train.batch"), "%s", e.msg);
+    f.hp.B = 4;
+    f.hp.alpha_floor = 0.5;
+    CHECK(step_check(&f.hp, &f.ds, &e) == ERR_USAGE && strstr(e.msg, "alpha_floor"), "%s", e.msg);
+    f.hp.alpha_floor = 0;
+    f.hp.T = 5000;
+    CHECK(step_check(&f.hp, &f.ds, &e) == ERR_USAGE, "T longer than the val split");
+    fixture_close(&f);
+}
+
+int main(void) {
+    RUN(test_simplex_edge_cases);
+    RUN(test_alpha_sign);
+    RUN(test_episode_is_deterministic_weight);
+    RUN(test_episode_is_deterministic_sample);
+    RUN(test_check_rejects_bad_batch);
+    return test_summary("test_steps");
+}
