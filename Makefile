@@ -5,6 +5,7 @@
 #   make test       installs what is missing, runs every test in two builds:
 #                   rel (-O2) and asan (-O1, AddressSanitizer + UndefinedBehaviorSanitizer)
 #   make bench-cpu  CPU backend vs PyTorch, same model, batch and threads
+#   make fuzz       libFuzzer on every store record decoder (FUZZ_SECONDS each, default 60)
 #
 # Builds live in build/<variant>/ with the source tree mirrored below it.
 
@@ -57,6 +58,7 @@ endef
 $(foreach v,$(VARIANTS),$(eval $(call variant_rules,$(v))))
 
 .PRECIOUS: $(BUILD)/%.o
+.SECONDARY:
 
 all: tandem
 
@@ -84,9 +86,13 @@ bench-cpu: deps-test
 	@$(MAKE) --no-print-directory $(BUILD)/rel/bench/bench_cpu
 	@bash bench/cpu.sh
 
+fuzz:
+	@bash scripts/deps.sh fuzz
+	@bash tests/fuzz/run.sh
+
 clean:
 	rm -rf $(BUILD) tandem
 
-.PHONY: all deps deps-test test test-run demo bench-cpu clean $(addsuffix -tests,$(VARIANTS))
+.PHONY: all deps deps-test test test-run demo bench-cpu fuzz clean $(addsuffix -tests,$(VARIANTS))
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -63,16 +63,24 @@ typedef float real;
 #define HOT
 #endif
 
+/* e^x in two steps, exp_arg (clamp) then exp_core, so that vectorised loops can run
+ * them as two loops: in one loop GCC duplicates the code after the clamp into each branch
+ * and then refuses to if-convert (the copies could trap), so nothing vectorises. */
 #ifdef MODEL_CPU_DOUBLE
-static inline real exp_r(real x) { return exp(x); }
+static inline real exp_arg(real x) { return x; }
+static inline real exp_core(real x) { return exp(x); }
 #else
-/* expf that GCC can vectorise (libm's expf is a scalar call): x = n ln2 + r with
- * |r| <= ln2/2, e^r by Cephes' degree-6 polynomial (about 1 ulp), 2^n through the
- * exponent bits. Inputs are clamped to [-87, 88] so 2^n stays a normal float; below
+/* Inputs are clamped to [-87, 88] so that 2^n in exp_core stays a normal float; below
  * that the result is ~1e-38 instead of a denormal, which softmax and GELU cannot see. */
-static inline float exp_r(float x) {
+static inline float exp_arg(float x) {
     x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
+    return x > 88.0f ? 88.0f : x;
+}
+
+/* expf that GCC can vectorise (libm's expf is a scalar call), for x in [-87, 88]:
+ * x = n ln2 + r with |r| <= ln2/2, e^r by Cephes' degree-6 polynomial (about 1 ulp), 2^n
+ * through the exponent bits. */
+static inline float exp_core(float x) {
     float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
     float r = x - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
@@ -243,7 +251,9 @@ static HOT void softmax_causal_row(real *a, int n, int T) {
     real maxv = a[0];
     for (int j = 1; j < n; j++) maxv = a[j] > maxv ? a[j] : maxv;
 #pragma omp simd
-    for (int j = 0; j < n; j++) a[j] = exp_r(a[j] - maxv);
+    for (int j = 0; j < n; j++) a[j] = exp_arg(a[j] - maxv);
+#pragma omp simd
+    for (int j = 0; j < n; j++) a[j] = exp_core(a[j]);
     real inv = (real)(1.0 / sum_lanes(a, n));
 #pragma omp simd
     for (int j = 0; j < n; j++) a[j] *= inv;
@@ -282,8 +292,10 @@ static HOT void gelu_span(real *out, const real *inp, size_t n) {
     for (size_t i = 0; i < n; i++) {
         real x = inp[i];
         real u = (real)GELU_K * (x + (real)0.044715 * x * x * x);
-        out[i] = x / (1 + exp_r(-2 * u));
+        out[i] = exp_arg(-2 * u);
     }
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = inp[i] / (1 + exp_core(out[i]));
 }
 
 static void gelu_forward(real *out, const real *inp, size_t n) {
@@ -299,7 +311,9 @@ static HOT double softmax_crossentropy_row(real *p, int target, int V) {
     real maxv = p[0];
     for (int v = 1; v < V; v++) maxv = p[v] > maxv ? p[v] : maxv;
 #pragma omp simd
-    for (int v = 0; v < V; v++) p[v] = exp_r(p[v] - maxv);
+    for (int v = 0; v < V; v++) p[v] = exp_arg(p[v] - maxv);
+#pragma omp simd
+    for (int v = 0; v < V; v++) p[v] = exp_core(p[v]);
     double sum = sum_lanes(p, V);
     double loss = log(sum) - log((double)p[target]);
     real inv = (real)(1.0 / sum);
@@ -441,13 +455,24 @@ static void attention_backward(real *dqkv, real *datt, const real *dout, const r
 /* d/dx of the tanh GELU, applied in place: dinout[i] = dinout[i] * gelu'(inp[i]).
  * With s = sigmoid(2u): gelu = x s, so gelu' = s + 2 x s (1 - s) du/dx. */
 static HOT void gelu_backward_span(real *dinout, const real *inp, size_t n) {
+    enum { BLOCK = 256 };
+    real e[BLOCK]; /* exp_arg(-2u) of a block */
+    for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
+        const real *xs = inp + i0;
+        real *d = dinout + i0;
+        size_t nb = n - i0 < BLOCK ? n - i0 : BLOCK;
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        real x = inp[i];
-        real u = (real)GELU_K * (x + (real)0.044715 * x * x * x);
-        real sg = 1 / (1 + exp_r(-2 * u));
-        real du = (real)GELU_K * (1 + (real)(3 * 0.044715) * x * x);
-        dinout[i] *= sg + 2 * x * sg * (1 - sg) * du;
+        for (size_t i = 0; i < nb; i++) {
+            real x = xs[i];
+            e[i] = exp_arg(-2 * (real)GELU_K * (x + (real)0.044715 * x * x * x));
+        }
+#pragma omp simd
+        for (size_t i = 0; i < nb; i++) {
+            real x = xs[i];
+            real sg = 1 / (1 + exp_core(e[i]));
+            real du = (real)GELU_K * (1 + (real)(3 * 0.044715) * x * x);
+            d[i] *= sg + 2 * x * sg * (1 - sg) * du;
+        }
     }
 }
 

@@ -95,6 +95,9 @@ static const key_def schema[] = {
     INT("train.seq", train.seq, "64", 1, INT_MAX, "tokens per sequence; at most model.ctx"),
     INT("tandem.K", tandem.K, "5", 1, INT_MAX, "probe steps per episode"),
     INT("tandem.E", tandem.E, "5", 1, INT_MAX, "free steps per episode"),
+    INT("tandem.val_batch", tandem.val_batch, "0", 0, INT_MAX,
+        "validation sequences in each probe step of the w twin, a multiple of the number of "
+        "domains; 0 = one per domain (keeps an episode at the paper's (E + 2K + 2/3)/E cost)"),
     FLT("tandem.gamma", tandem.gamma, "1.0", 0, false, INFINITY, false,
         "γ: weight of the α-weighted train loss in the w twin and in the α step"),
     FLT("tandem.lr_probe", tandem.lr_probe, "1e-2", 0, true, INFINITY, false,
@@ -125,8 +128,8 @@ static const key_def schema[] = {
         "full state every N episodes; 0 = only on time, at the end or on a signal"),
     FLT("checkpoint.every_seconds", checkpoint.every_seconds, "0", 0, false, INFINITY, false,
         "full state at least every S seconds; 0 = off"),
-    INT("checkpoint.chunk_mib", checkpoint.chunk_mib, "64", 1, 64,
-        "tensor chunk size in the store, MiB"),
+    INT("checkpoint.chunk_kib", checkpoint.chunk_kib, "65536", 4, 65536,
+        "tensor chunk size in the store, KiB (at most 64 MiB)"),
     STR("store", store, "", 0,
         "run store URL (file:///path or s3://bucket/prefix); empty = the runner decides"),
 };

@@ -81,6 +81,7 @@ typedef struct config {
     } train;
     struct config_tandem {
         int K, E;
+        int val_batch; /* 0 = one sequence per domain */
         double gamma;
         double lr_probe; /* η_K */
         double lr_alpha; /* η_α */
@@ -98,7 +99,7 @@ typedef struct config {
     struct config_checkpoint {
         int every_episodes;
         double every_seconds;
-        int chunk_mib;
+        int chunk_kib;
     } checkpoint;
 } config;
 

@@ -84,6 +84,7 @@ static void fill_hparams(run_ctx *r) {
     h->B = c->train.batch;
     h->T = c->train.seq;
     h->K = c->tandem.K;
+    h->V = c->tandem.val_batch ? c->tandem.val_batch : dataset_n_domains(&r->ds);
     h->E = c->tandem.E;
     h->gamma = c->tandem.gamma;
     h->lr_probe = c->tandem.lr_probe;
@@ -367,7 +368,7 @@ static int loop(run_ctx *r, tdm_err *e) {
             if (!rc) rc = step_probe(&r->hp, &r->ds, &r->nets, &r->st, &g_signal, e);
             if (rc == STEP_ABANDONED) continue; /* the safe point commits and exits */
             if (rc) return rc;
-            tokens += (long)r->hp.K * 3 * r->hp.B * r->hp.T + 2L * r->hp.B * r->hp.T;
+            tokens += ((long)r->hp.K * (2 * r->hp.B + r->hp.V) + 2L * r->hp.B) * r->hp.T;
             r->next = NEXT_ALPHA;
             break;
         case NEXT_ALPHA:
@@ -424,7 +425,7 @@ int run_main(const run_opts *o, tdm_err *e) {
     pin_result pin;
     if (!rc) rc = pin_run(r->store, &r->cfg, o->allow, o->nallow, peek_head_seq(r->store), &pin, e);
     if (!rc) rc = step_nets_create(&r->nets, &model_cpu_ops, &r->lay, &r->hp, r->st.M ? r->st.M : dataset_n_domains(&r->ds), r->cfg.run.threads, e);
-    if (!rc && !(r->ck = ckpt_open(r->store, &r->lay, (uint64_t)r->cfg.checkpoint.chunk_mib << 20, e)))
+    if (!rc && !(r->ck = ckpt_open(r->store, &r->lay, (uint64_t)r->cfg.checkpoint.chunk_kib << 10, e)))
         rc = e->code;
     if (!rc) rc = ckpt_acquire(r->ck, attempt_number(), e);
     int resumed = 0;

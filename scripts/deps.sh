@@ -2,18 +2,21 @@
 # deps.sh — installs what tandem needs on Debian bookworm, skipping what is present.
 #   scripts/deps.sh build   compiler and libraries (make, make demo)
 #   scripts/deps.sh test    build + what the tests use (Debian's python3-torch, numpy)
+#   scripts/deps.sh fuzz    build + clang and its libFuzzer runtime (make fuzz)
 # Runs apt-get only when a package is missing; needs root for that (or sudo).
 set -euo pipefail
 
 build_pkgs=(gcc make pkg-config libc6-dev libopenblas-openmp-dev libyaml-dev libmsgpack-dev
             libssl-dev libcurl4-openssl-dev)
 test_pkgs=(python3 python3-numpy python3-torch python3-yaml)
+fuzz_pkgs=(clang libclang-rt-14-dev)
 
 want=("${build_pkgs[@]}")
 case "${1:-build}" in
   build) ;;
   test) want+=("${test_pkgs[@]}") ;;
-  *) echo "usage: $0 build|test" >&2; exit 2 ;;
+  fuzz) want+=("${fuzz_pkgs[@]}") ;;
+  *) echo "usage: $0 build|test|fuzz" >&2; exit 2 ;;
 esac
 
 missing=()

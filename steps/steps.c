@@ -16,21 +16,22 @@ int step_nets_create(step_nets *n, const model_ops *ops, const model_layout *lay
     memset(n, 0, sizeof *n);
     n->ops = ops;
     n->lay = lay;
-    n->ctx = ops->create(lay, 2 * hp->B, hp->T, 2 * M, threads, e);
+    int rows = hp->B + hp->V > hp->B ? hp->B + hp->V : hp->B;
+    n->ctx = ops->create(lay, rows, hp->T, 2 * M, threads, e);
     if (!n->ctx) return e ? e->code : ERR_INTERNAL;
     size_t P = lay->numel;
     float **bufs[] = {&n->u, &n->m, &n->v, &n->w, &n->up, &n->grad};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (!(*bufs[i] = ops->alloc(n->ctx, P))) goto oom;
-    n->tokens = malloc((size_t)2 * hp->B * (hp->T + 1) * sizeof *n->tokens);
-    n->domain = malloc((size_t)2 * hp->B * sizeof *n->domain);
+    n->tokens = malloc((size_t)rows * (hp->T + 1) * sizeof *n->tokens);
+    n->domain = malloc((size_t)rows * sizeof *n->domain);
     if (!n->tokens || !n->domain) goto oom;
     return 0;
 oom:
     step_nets_destroy(n);
     return err_set(e, ERR_INTERNAL,
                    "out of memory for the twins: 6 x %zu parameters plus a batch of %d x %d", P,
-                   2 * hp->B, hp->T);
+                   hp->B + hp->V, hp->T);
 }
 
 void step_nets_destroy(step_nets *n) {
@@ -55,6 +56,10 @@ int step_check(const step_hparams *hp, const dataset *ds, tdm_err *e) {
                        "train.batch = %d must be a multiple of the %d domains of %s (every batch "
                        "holds B/M sequences per domain)",
                        hp->B, M, ds->path);
+    if (hp->V < M || hp->V % M != 0)
+        return err_set(e, ERR_USAGE,
+                       "tandem.val_batch = %d must be a positive multiple of the %d domains of %s",
+                       hp->V, M, ds->path);
     if (hp->alpha_floor * M >= 1)
         return err_set(e, ERR_USAGE, "tandem.alpha_floor = %g times %d domains must be below 1",
                        hp->alpha_floor, M);
@@ -149,15 +154,15 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
     double coef_u[2 * STEP_MAX_DOMAINS], coef_w[2 * STEP_MAX_DOMAINS], loss[2 * STEP_MAX_DOMAINS];
     for (int k = 0; k < hp->K; k++) {
         if (abandon && *abandon) return STEP_ABANDONED;
-        /* rows [0, B): train, mixed by α; rows [B, 2B): val, B/M per domain, scored as
+        /* rows [0, B): train, mixed by α; rows [B, B+V): val, V/M per domain, scored as
          * domains M..2M-1 so one forward gives w both of its loss terms */
         int rc = mixed_batch(hp, ds, n, &work, (uint32_t)work.episode, PHASE_PROBE, (uint32_t)k,
                              coef_u, e);
         if (!rc)
-            rc = sampler_batch_per_domain(ds, SPLIT_VAL, T, B, hp->seed, work.val,
+            rc = sampler_batch_per_domain(ds, SPLIT_VAL, T, hp->V, hp->seed, work.val,
                                           n->tokens + (size_t)B * (T + 1), n->domain + B, e);
         if (rc) return rc;
-        for (int i = B; i < 2 * B; i++) n->domain[i] += M;
+        for (int i = B; i < B + hp->V; i++) n->domain[i] += M;
         for (int m = 0; m < M; m++) {
             coef_u[M + m] = 0;
             coef_w[m] = hp->gamma * coef_u[m];
@@ -165,7 +170,7 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
         }
         /* u' on Σ α_m L_train^m; w on Σ L_val^m + γ Σ α_m L_train^m, same train rows */
         rc = sgd_step(hp, n, n->up, B, coef_u, loss, e);
-        if (!rc) rc = sgd_step(hp, n, n->w, 2 * B, coef_w, loss, e);
+        if (!rc) rc = sgd_step(hp, n, n->w, B + hp->V, coef_w, loss, e);
         if (rc) return rc;
     }
     /* one evaluation batch per domain from the train split, shared by both twins */

@@ -37,6 +37,7 @@ enum { STEP_MIX_WEIGHT = 0, STEP_MIX_SAMPLE = 1 };
 typedef struct step_hparams {
     int B, T;       /* sequences per batch (a multiple of M for weight mixing), tokens each */
     int K, E;       /* probe length, free steps per episode */
+    int V;          /* validation sequences per probe step of w (a multiple of M) */
     double gamma;   /* γ: weight of the α-mixture train loss in w's objective */
     double lr_probe, lr_alpha, alpha_floor;
     int probe_carry; /* free phase continues from u'_K instead of u */
@@ -66,12 +67,12 @@ typedef struct step_nets {
     const model_layout *lay;
     float *u, *m, *v;       /* persistent: proxy parameters and AdamW moments */
     float *w, *up, *grad;   /* scratch: reference twin, probe copy u', one gradient */
-    uint16_t *tokens;       /* host batch buffers: [2B][T+1] */
-    int32_t *domain;        /* [2B] */
+    uint16_t *tokens;       /* host batch buffers: [B+V][T+1] */
+    int32_t *domain;        /* [B+V] */
 } step_nets;
 
 /* Allocates the backend workspace and buffers for batches of hp->B x hp->T over M
- * domains (w's batch holds B train + B val sequences, scored as 2M domains). */
+ * domains (w's batch holds B train + V val sequences, scored as 2M domains). */
 int step_nets_create(step_nets *n, const model_ops *ops, const model_layout *lay,
                      const step_hparams *hp, int M, int threads, tdm_err *e);
 void step_nets_destroy(step_nets *n);

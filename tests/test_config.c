@@ -90,7 +90,7 @@ static void test_defaults(void) {
               c.optim.eps == 1e-8,
           "optim");
     CHECK(c.checkpoint.every_episodes == 5 && c.checkpoint.every_seconds == 0 &&
-              c.checkpoint.chunk_mib == 64,
+              c.checkpoint.chunk_kib == 65536,
           "checkpoint");
 
     /* No file: defaults plus sets; the only difference is the required key. */
@@ -289,7 +289,7 @@ static void test_range_errors(void) {
         {"tandem:\n  lr_probe: 0\n", "tandem.lr_probe", "> 0"},
         {"optim:\n  beta1: 1\n", "optim.beta1", "[0, 1)"},
         {"tandem:\n  alpha_floor: -0.1\n", "tandem.alpha_floor", "[0, 1)"},
-        {"checkpoint:\n  chunk_mib: 65\n", "checkpoint.chunk_mib", "1..64"},
+        {"checkpoint:\n  chunk_kib: 65537\n", "checkpoint.chunk_kib", "4..65536"},
         {"run:\n  seed: -1\n", "run.seed", "out of range"},
         {"run:\n  seed: 18446744073709551616\n", "run.seed", "out of range"},
         {"run:\n  episodes: 99999999999\n", "run.episodes", "out of range"},

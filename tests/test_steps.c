@@ -117,7 +117,7 @@ static int fixture_open(fixture *f, int mixing) {
     CHECK_OR_RET(dataset_load(&f->ds, path, &e) == 0, "%s", e.msg);
     model_config mc = {.vocab = 256, .ctx = 16, .layers = 1, .heads = 2, .channels = 16};
     CHECK_OR_RET(model_layout_init(&f->lay, &mc, &e) == 0, "%s", e.msg);
-    f->hp = (step_hparams){.B = 4, .T = 16, .K = 2, .E = 2, .gamma = 1, .lr_probe = 1e-2,
+    f->hp = (step_hparams){.B = 4, .T = 16, .K = 2, .E = 2, .V = 2, .gamma = 1, .lr_probe = 1e-2,
                            .lr_alpha = 0.5, .mixing = mixing, .lr = 1e-3, .lr_min = 1e-4,
                            .total_free = 20, .cosine = 1, .weight_decay = 0.01, .clip = 1,
                            .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .seed = 5};
@@ -195,6 +195,9 @@ static void test_check_rejects_bad_batch(void) {
     f.hp.B = 5;
     CHECK(step_check(&f.hp, &f.ds, &e) == ERR_USAGE && strstr(e.msg, "train.batch"), "%s", e.msg);
     f.hp.B = 4;
+    f.hp.V = 3;
+    CHECK(step_check(&f.hp, &f.ds, &e) == ERR_USAGE && strstr(e.msg, "val_batch"), "%s", e.msg);
+    f.hp.V = 2;
     f.hp.alpha_floor = 0.5;
     CHECK(step_check(&f.hp, &f.ds, &e) == ERR_USAGE && strstr(e.msg, "alpha_floor"), "%s", e.msg);
     f.hp.alpha_floor = 0;
