@@ -5,6 +5,7 @@
 #   make test       installs what is missing, runs every test in two builds:
 #                   rel (-O2) and asan (-O1, AddressSanitizer + UndefinedBehaviorSanitizer)
 #   make bench-cpu  CPU backend vs PyTorch, same model, batch and threads
+#   make bench-ckpt commit stall/throughput vs memcpy/dd; episode cost vs vanilla
 #   make fuzz       libFuzzer on every store record decoder (FUZZ_SECONDS each, default 60)
 #
 # Builds live in build/<variant>/ with the source tree mirrored below it.
@@ -86,6 +87,10 @@ bench-cpu: deps-test
 	@$(MAKE) --no-print-directory $(BUILD)/rel/bench/bench_cpu
 	@bash bench/cpu.sh
 
+bench-ckpt: deps
+	@$(MAKE) --no-print-directory $(BUILD)/rel/bench/bench_ckpt
+	@$(BUILD)/rel/bench/bench_ckpt
+
 fuzz:
 	@bash scripts/deps.sh fuzz
 	@bash tests/fuzz/run.sh
@@ -93,6 +98,6 @@ fuzz:
 clean:
 	rm -rf $(BUILD) tandem
 
-.PHONY: all deps deps-test test test-run demo bench-cpu fuzz clean $(addsuffix -tests,$(VARIANTS))
+.PHONY: all deps deps-test test test-run demo bench-cpu bench-ckpt fuzz clean $(addsuffix -tests,$(VARIANTS))
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -57,10 +57,12 @@ typedef float real;
  * -ffp-contract=off (no FMA contraction), the vectorised loops are elementwise, and
  * every reduction runs in the lane order written in the source (sum_lanes), never in an
  * order chosen by the vectoriser. */
+#ifndef HOT /* -DHOT= builds a single version, for checking that the clones agree */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define HOT
+#endif
 #endif
 
 /* e^x in two steps, exp_arg (clamp) then exp_core, so that vectorised loops can run
@@ -122,6 +124,19 @@ static inline double dot_lanes(const real *x, const real *y, int n) {
         for (int k = 0; k < LANES; k++) acc[k] += (double)x[c + k] * y[c + k];
     for (int k = 0; c < n; c++, k++) acc[k] += (double)x[c] * y[c];
     return lanes_total(acc);
+}
+
+/* max of x[0..n), n >= 1, in LANES partial maxima (exact in any order) */
+static inline real max_lanes(const real *x, int n) {
+    real acc[LANES];
+    for (int k = 0; k < LANES; k++) acc[k] = x[0];
+    int c = 0;
+    for (; c + LANES <= n; c += LANES)
+        for (int k = 0; k < LANES; k++) acc[k] = x[c + k] > acc[k] ? x[c + k] : acc[k];
+    for (int k = 0; c < n; c++, k++) acc[k] = x[c] > acc[k] ? x[c] : acc[k];
+    real m = acc[0];
+    for (int k = 1; k < LANES; k++) m = acc[k] > m ? acc[k] : m;
+    return m;
 }
 
 /* The tensors of one transformer block, in model.h's order. */
@@ -248,8 +263,7 @@ static void matmul_forward(real *out, const real *inp, const real *W, const real
 /* Softmax over the n = t+1 visible positions of one attention row a[T], in place; the
  * masked positions n..T-1 are set to 0. */
 static HOT void softmax_causal_row(real *a, int n, int T) {
-    real maxv = a[0];
-    for (int j = 1; j < n; j++) maxv = a[j] > maxv ? a[j] : maxv;
+    real maxv = max_lanes(a, n);
 #pragma omp simd
     for (int j = 0; j < n; j++) a[j] = exp_arg(a[j] - maxv);
 #pragma omp simd
@@ -262,9 +276,11 @@ static HOT void softmax_causal_row(real *a, int n, int T) {
 
 /* Causal self-attention. qkv[B, T, 3C] (q | k | v, head h at h*hs) → out[B, T, C];
  * att[B, H, T, T] keeps the softmax probabilities (zero above the diagonal). Per
- * (sequence, head): scores = scale * q k^T and out = att v are gemms on strided views of
- * qkv; the scores above the diagonal are computed and then masked, which costs less than
- * splitting the product. */
+ * (sequence, head) the products are gemms on strided views of qkv, by blocks of ATT_BLOCK
+ * query rows: rows r0..r1-1 only see keys 0..r1-1, so the blocks skip most of the masked
+ * upper triangle (5/8 of the full products' work at T = 4 blocks). */
+#define ATT_BLOCK 32
+
 static void attention_forward(real *out, real *att, const real *qkv, int B, int T, int C, int H) {
     int hs = C / H;
     real scale = (real)(1.0 / sqrt((double)hs));
@@ -273,11 +289,18 @@ static void attention_forward(real *out, real *att, const real *qkv, int B, int 
         for (int h = 0; h < H; h++) {
             const real *q = qkv + (size_t)b * T * 3 * C + h * hs, *k = q + C, *v = q + 2 * C;
             real *a = att + ((size_t)b * H + h) * T * T;
-            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, 3 * C, k, 3 * C, 0,
-                 a, T);
-            for (int t = 0; t < T; t++) softmax_causal_row(a + (size_t)t * T, t + 1, T);
-            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1, a, T, v, 3 * C, 0,
-                 out + (size_t)b * T * C + h * hs, C);
+            real *y = out + (size_t)b * T * C + h * hs;
+            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+                int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, nr = r1 - r0;
+                real *ar = a + (size_t)r0 * T;
+                /* scores[r0:r1, 0:r1] = scale * q[r0:r1] k[0:r1]^T */
+                GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, nr, r1, hs, scale,
+                     q + (size_t)r0 * 3 * C, 3 * C, k, 3 * C, 0, ar, T);
+                for (int t = r0; t < r1; t++) softmax_causal_row(a + (size_t)t * T, t + 1, T);
+                /* y[r0:r1] = att[r0:r1, 0:r1] v[0:r1] */
+                GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, hs, r1, 1, ar, T, v, 3 * C,
+                     0, y + (size_t)r0 * C, C);
+            }
         }
     }
 }
@@ -308,8 +331,7 @@ static void gelu_forward(real *out, const real *inp, size_t n) {
 /* One row of softmax_crossentropy_forward: logits p[V] → probabilities; returns the
  * row's loss -log p(target) from the exact log-sum-exp, not from the rounded p. */
 static HOT double softmax_crossentropy_row(real *p, int target, int V) {
-    real maxv = p[0];
-    for (int v = 1; v < V; v++) maxv = p[v] > maxv ? p[v] : maxv;
+    real maxv = max_lanes(p, V);
 #pragma omp simd
     for (int v = 0; v < V; v++) p[v] = exp_arg(p[v] - maxv);
 #pragma omp simd
@@ -425,8 +447,10 @@ static HOT void softmax_backward_row(real *dp, const real *p, int n, int T, real
 
 /* Attention backward: dout[B, T, C] → dqkv[B, T, 3C] (overwritten), using the forward's
  * qkv and att; datt[B, H, T, T] is scratch for d(att) and then d(scores). Per (sequence,
- * head), as gemms on strided views: d(att) = dout v^T, dv = att^T dout, then the softmax
- * backward row by row, dq = d(scores) k, dk = d(scores)^T q. */
+ * head), as gemms on strided views, in blocks as in the forward: for query rows r0..r1-1,
+ * d(att) = dout v^T over keys 0..r1-1, the softmax backward row by row, and
+ * dq = d(scores) k; then for key rows c0..c1-1, which only queries c0..T-1 see,
+ * dv = att^T dout and dk = d(scores)^T q. */
 static void attention_backward(real *dqkv, real *datt, const real *dout, const real *qkv,
                                const real *att, int B, int T, int C, int H) {
     int hs = C / H;
@@ -440,14 +464,24 @@ static void attention_backward(real *dqkv, real *datt, const real *dout, const r
             const real *a = att + ((size_t)b * H + h) * T * T;
             const real *dy = dout + (size_t)b * T * C + h * hs;
             real *da = datt + ((size_t)b * H + h) * T * T;
-            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1, dy, C, v, 3 * C, 0, da, T);
-            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1, a, T, dy, C, 0, dv, 3 * C);
-            for (int t = 0; t < T; t++)
-                softmax_backward_row(da + (size_t)t * T, a + (size_t)t * T, t + 1, T, scale);
-            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1, da, T, k, 3 * C, 0, dq,
-                 3 * C);
-            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1, da, T, q, 3 * C, 0, dk,
-                 3 * C);
+            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+                int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, nr = r1 - r0;
+                real *dar = da + (size_t)r0 * T;
+                GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, nr, r1, hs, 1, dy + (size_t)r0 * C,
+                     C, v, 3 * C, 0, dar, T);
+                for (int t = r0; t < r1; t++)
+                    softmax_backward_row(da + (size_t)t * T, a + (size_t)t * T, t + 1, T, scale);
+                GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, hs, r1, 1, dar, T, k, 3 * C,
+                     0, dq + (size_t)r0 * 3 * C, 3 * C);
+            }
+            for (int c0 = 0; c0 < T; c0 += ATT_BLOCK) {
+                int c1 = c0 + ATT_BLOCK < T ? c0 + ATT_BLOCK : T, nc = c1 - c0;
+                size_t sub = (size_t)c0 * T + c0; /* [c0:T, c0:c1] of att and d(scores) */
+                GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, nc, hs, T - c0, 1, a + sub, T,
+                     dy + (size_t)c0 * C, C, 0, dv + (size_t)c0 * 3 * C, 3 * C);
+                GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, nc, hs, T - c0, 1, da + sub, T,
+                     q + (size_t)c0 * 3 * C, 3 * C, 0, dk + (size_t)c0 * 3 * C, 3 * C);
+            }
         }
     }
 }
@@ -775,16 +809,25 @@ static int cpu_sgd(model_ctx *ctx, real *params, const real *grads, float lr, td
 }
 
 /* One span of cpu_adamw: torch.optim.AdamW's single-tensor update, operation for
- * operation (sqrt and division are correctly rounded in every clone). */
+ * operation. The square roots run in a loop of their own: with errno semantics sqrt is a
+ * call on a branch, which would keep the rest of the update from vectorising. */
 static HOT void adamw_span(real *p, const real *g, real *m, real *v, size_t n, real keep, real b1,
                            real b2, real eps, real step_size, real bc2_sqrt) {
+    enum { BLOCK = 256 };
+    real root[BLOCK];
+    for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
+        size_t nb = n - i0 < BLOCK ? n - i0 : BLOCK;
+        real *pb = p + i0, *mb = m + i0, *vb = v + i0;
+        const real *gb = g + i0;
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        p[i] *= keep;
-        m[i] = m[i] * b1 + g[i] * (1 - b1);
-        v[i] = v[i] * b2 + g[i] * g[i] * (1 - b2);
-        real denom = R_SQRT(v[i]) / bc2_sqrt + eps;
-        p[i] -= step_size * (m[i] / denom);
+        for (size_t i = 0; i < nb; i++) {
+            pb[i] *= keep;
+            mb[i] = mb[i] * b1 + gb[i] * (1 - b1);
+            vb[i] = vb[i] * b2 + gb[i] * gb[i] * (1 - b2);
+        }
+        for (size_t i = 0; i < nb; i++) root[i] = R_SQRT(vb[i]);
+#pragma omp simd
+        for (size_t i = 0; i < nb; i++) pb[i] -= step_size * (mb[i] / (root[i] / bc2_sqrt + eps));
     }
 }
 

@@ -66,7 +66,9 @@ void ckpt_test_hook(const char *label) {
             target = atol(colon + 1);
         }
     }
-    if (target > 0 && strcmp(label, want) == 0 && ++count == target) raise(SIGKILL);
+    if (target > 0 && strcmp(label, want) == 0 &&
+        __atomic_add_fetch(&count, 1, __ATOMIC_SEQ_CST) == target)
+        raise(SIGKILL);
 }
 
 /* ------------------------------------------------------------------ open / close */
@@ -82,8 +84,13 @@ ckpt *ckpt_open(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_er
     if (c->chunk_bytes < 4) c->chunk_bytes = 4;
     c->last_seq = UINT64_MAX;
     c->last_time = now_mono();
-    for (int t = 0; t < CKPT_TENSORS; t++)
+    for (int t = 0; t < CKPT_TENSORS; t++) {
         if (!(c->host[t] = malloc(lay->numel * sizeof(float)))) goto oom;
+        /* Touch every page now: a snapshot must cost a copy, not page faults. (A plain
+         * memset to 0 after malloc may be turned into calloc, which touches nothing.) */
+        volatile char *p = (volatile char *)c->host[t];
+        for (size_t b = 0; b < lay->numel * sizeof(float); b += 4096) p[b] = 0;
+    }
     if (gethostname(c->host_name, sizeof c->host_name) != 0) snprintf(c->host_name, sizeof c->host_name, "unknown");
     c->host_name[sizeof c->host_name - 1] = '\0';
     pthread_mutex_init(&c->mu, NULL);
@@ -308,10 +315,37 @@ static int fill_views(rec_state *r, const model_layout *lay, tdm_err *e) {
     return 0;
 }
 
+/* Chunks are hashed and uploaded by a few threads: hashing (~1.5 GB/s) and the store's
+ * writes (fsync-bound) then overlap, and chunk k's work never depends on another's. */
+#define UPLOAD_THREADS 4
+
+typedef struct upload_job {
+    ckpt *c;
+    rec_state *r;
+    size_t nchunks, first, stride;
+    int rc;
+    tdm_err e;
+} upload_job;
+
+static void *upload_main(void *arg) {
+    upload_job *j = arg;
+    uint64_t bytes = (uint64_t)j->c->lay->numel * 4;
+    size_t total = CKPT_TENSORS * j->nchunks;
+    for (size_t i = j->first; i < total && !j->rc; i += j->stride) {
+        size_t t = i / j->nchunks, k = i % j->nchunks;
+        rec_tensor *rt = &j->r->tensors[t];
+        const uint8_t *base = (const uint8_t *)j->c->host[t];
+        uint64_t off = k * j->c->chunk_bytes;
+        size_t len = (size_t)(bytes - off < j->c->chunk_bytes ? bytes - off : j->c->chunk_bytes);
+        sha256(base + off, len, &rt->chunks[k]);
+        j->rc = put_blob(j->c, &rt->chunks[k], base + off, len, &j->e);
+    }
+    return NULL;
+}
+
 static int commit(ckpt *c, tdm_err *e) {
     rec_state *r = &c->snap;
     size_t nchunks = chunk_count(c), numel = c->lay->numel;
-    uint64_t bytes = (uint64_t)numel * 4;
     int rc = fill_views(r, c->lay, e);
     if (rc) return rc;
     r->ntensors = CKPT_TENSORS;
@@ -330,19 +364,32 @@ static int commit(ckpt *c, tdm_err *e) {
         rt->chunk_bytes = c->chunk_bytes;
         rt->nchunks = nchunks;
         rt->chunks = calloc(nchunks, sizeof *rt->chunks);
-        if (!rt->chunks) {
-            rc = err_set(e, ERR_INTERNAL, "out of memory");
-            break;
-        }
-        const uint8_t *base = (const uint8_t *)c->host[t];
-        for (size_t k = 0; k < nchunks && !rc; k++) {
-            uint64_t off = k * c->chunk_bytes;
-            size_t len = (size_t)(bytes - off < c->chunk_bytes ? bytes - off : c->chunk_bytes);
-            sha256(base + off, len, &rt->chunks[k]);
-            all[t * nchunks + k] = rt->chunks[k];
-            rc = put_blob(c, &rt->chunks[k], base + off, len, e);
-        }
+        if (!rt->chunks) rc = err_set(e, ERR_INTERNAL, "out of memory");
     }
+    size_t total = CKPT_TENSORS * nchunks;
+    size_t nthreads = total < UPLOAD_THREADS ? total : UPLOAD_THREADS;
+    upload_job jobs[UPLOAD_THREADS];
+    pthread_t tids[UPLOAD_THREADS];
+    int created[UPLOAD_THREADS] = {0};
+    for (size_t w = 0; !rc && w < nthreads; w++) {
+        jobs[w] = (upload_job){.c = c, .r = r, .nchunks = nchunks, .first = w, .stride = nthreads};
+        if (w > 0) created[w] = pthread_create(&tids[w], NULL, upload_main, &jobs[w]) == 0;
+    }
+    if (!rc) {
+        upload_main(&jobs[0]);
+        for (size_t w = 1; w < nthreads; w++) {
+            if (created[w]) pthread_join(tids[w], NULL);
+            else upload_main(&jobs[w]); /* no thread: do its share here */
+        }
+        for (size_t w = 0; w < nthreads; w++)
+            if (jobs[w].rc) {
+                rc = jobs[w].rc;
+                if (e) *e = jobs[w].e;
+                break;
+            }
+    }
+    for (int t = 0; !rc && t < CKPT_TENSORS; t++)
+        memcpy(all + t * nchunks, r->tensors[t].chunks, nchunks * sizeof *all);
     if (rc) {
         free(all);
         return rc;

@@ -1,0 +1,229 @@
+/* bench_ckpt.c — `make bench-ckpt`: what checkpointing costs, measured against peers in
+ * the same run (DESIGN.md §8).
+ *
+ * 1. Commit of a ~100M-parameter state (parameters + AdamW moments, 1.2 GB) into a
+ *    file:// store on this disk: the training-loop stall (snapshot into host memory)
+ *    beside an in-memory copy of the same bytes, and the background write's throughput
+ *    beside `dd conv=fsync` of the same bytes to the same disk.
+ * 2. The TANDEM episode cost against a vanilla run of the same number of u-steps, beside
+ *    the paper's (E + 2K + 2/3)/E.
+ *
+ * usage: bench_ckpt [--dir DIR] [--layers L] [--channels C] [--repeats N] [--threads N]
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "data/corpus.h"
+#include "model/model.h"
+#include "runner/args.h"
+#include "runner/ckpt.h"
+#include "steps/steps.h"
+#include "storage/store.h"
+#include "util/rng.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void die(const char *what, const tdm_err *e) {
+    fprintf(stderr, "bench_ckpt: %s: %s\n", what, e ? e->msg : "failed");
+    exit(1);
+}
+
+/* Part 1: stall and throughput of full commits. */
+static void bench_commit(const char *dir, int layers, int channels, int repeats, int threads) {
+    model_config mc = {.vocab = 256, .ctx = 64, .layers = layers, .heads = 12, .channels = channels};
+    model_layout lay;
+    tdm_err e = {0};
+    if (model_layout_init(&lay, &mc, &e)) die("layout", &e);
+    const model_ops *ops = &model_cpu_ops;
+    model_ctx *ctx = ops->create(&lay, 1, 8, 1, threads, &e);
+    if (!ctx) die("model", &e);
+    size_t P = lay.numel;
+    double bytes = 3.0 * P * 4;
+    float *dev[CKPT_TENSORS];
+    for (int t = 0; t < CKPT_TENSORS; t++) {
+        dev[t] = ops->alloc(ctx, P);
+        if (!dev[t]) die("alloc", NULL);
+        rng_stream s;
+        rng_stream_init(&s, 1, RNG_TEST, (uint32_t)t, 0, 0);
+        for (size_t i = 0; i < P; i++) dev[t][i] = (float)(rng_u32(&s) >> 8) * 1e-7f;
+    }
+    char url[1100];
+    snprintf(url, sizeof url, "%.1000s/store", dir);
+    store *st = store_open(url, &e);
+    if (!st) die("store", &e);
+    ckpt *c = ckpt_open(st, &lay, 64u << 20, &e);
+    if (!c || ckpt_acquire(c, 0, &e)) die("ckpt", &e);
+    /* the peers: a copy of the same bytes into touched memory, and dd of them */
+    float *copy[CKPT_TENSORS];
+    for (int t = 0; t < CKPT_TENSORS; t++) {
+        copy[t] = malloc(P * sizeof(float));
+        if (!copy[t]) die("alloc", NULL);
+        memset(copy[t], 1, P * sizeof(float));
+    }
+    double *stall = calloc((size_t)repeats, sizeof *stall), *mem = calloc((size_t)repeats, sizeof *mem);
+    double *wr = calloc((size_t)repeats, sizeof *wr), *dd = calloc((size_t)repeats, sizeof *dd);
+    char src[1100], dst[1100], cmd[2400];
+    snprintf(src, sizeof src, "%.1000s/state.bin", dir);
+    snprintf(dst, sizeof dst, "%.1000s/dd.bin", dir);
+    FILE *f = fopen(src, "wb");
+    for (int t = 0; f && t < CKPT_TENSORS; t++) fwrite(dev[t], sizeof(float), P, f);
+    if (!f || fclose(f)) die("write state.bin", NULL);
+    printf("state: %zu parameters x 3 tensors = %.2f GB\n", P, bytes / 1e9);
+    for (int r = 0; r < repeats; r++) {
+        /* a new state: every chunk changes, as in training (unchanged chunks are not
+         * written again, which would flatter the throughput) */
+        for (int t = 0; t < CKPT_TENSORS; t++)
+            for (size_t i = (size_t)r; i < P; i += (64u << 20) / 4) dev[t][i] += 1.0f;
+        rec_state rec = {.seq = (uint64_t)r + 1, .M = 1, .alpha = {1.0}};
+        snprintf(rec.step, sizeof rec.step, "free");
+        double t0 = now_s();
+        if (ckpt_snapshot(c, &rec, ops, ctx, dev, 1, &e)) die("snapshot", &e);
+        double t1 = now_s();
+        if (ckpt_wait(c, &e)) die("commit", &e);
+        double t2 = now_s();
+        stall[r] = t1 - t0;
+        wr[r] = bytes / (t2 - t1);
+        t0 = now_s();
+        for (int t = 0; t < CKPT_TENSORS; t++) memcpy(copy[t], dev[t], P * sizeof(float));
+        mem[r] = now_s() - t0;
+        snprintf(cmd, sizeof cmd, "dd if='%s' of='%s' bs=64M conv=fsync status=none", src, dst);
+        t0 = now_s();
+        if (system(cmd) != 0) die("dd", NULL);
+        dd[r] = bytes / (now_s() - t0);
+        unlink(dst);
+        printf("  commit %d: stall %.3f s (copy %.3f s); write %.0f MB/s (dd %.0f MB/s)\n", r + 1,
+               stall[r], mem[r], wr[r] / 1e6, dd[r] / 1e6);
+    }
+    double ms = median(stall, repeats), mm = median(mem, repeats);
+    double mw = median(wr, repeats), md = median(dd, repeats);
+    printf("%-34s %12s %12s %8s %s\n", "checkpoint (median)", "tandem", "peer", "ratio", "target");
+    printf("%-34s %10.3f s %10.3f s %8.2f %s\n", "training-loop stall vs memcpy", ms, mm, ms / mm,
+           ms / mm <= 1.2 ? "<= 1.2 met" : "<= 1.2 MISSED");
+    printf("%-34s %8.0f MB/s %8.0f MB/s %8.2f %s\n", "write throughput vs dd conv=fsync", mw / 1e6,
+           md / 1e6, mw / md, mw / md >= 0.8 ? ">= 0.8 met" : ">= 0.8 MISSED");
+    unlink(src);
+    ckpt_close(c);
+    store_close(st);
+    for (int t = 0; t < CKPT_TENSORS; t++) ops->release(ctx, dev[t]);
+    ops->destroy(ctx);
+    model_layout_free(&lay);
+    for (int t = 0; t < CKPT_TENSORS; t++) free(copy[t]);
+    free(stall);
+    free(mem);
+    free(wr);
+    free(dd);
+}
+
+/* Part 2: episodes against vanilla free steps from the same state. */
+static void bench_episode(const char *dir, int threads) {
+    corpus_opts co;
+    corpus_opts_init(&co);
+    char out[1100];
+    snprintf(out, sizeof out, "%.1000s/corpus", dir);
+    co.out = out;
+    co.n_domains = 4;
+    uint64_t tr = 200000;
+    co.train_tokens = &tr;
+    co.n_train = 1;
+    co.val_tokens = 20000;
+    co.test_tokens = 0;
+    co.report = NULL;
+    tdm_err e = {0};
+    if (corpus_generate(&co, &e)) die("corpus", &e);
+    char path[1200];
+    snprintf(path, sizeof path, "%.1100s/dataset.yaml", out);
+    dataset ds;
+    if (dataset_load(&ds, path, &e)) die("dataset", &e);
+    model_config mc = {.vocab = 256, .ctx = 64, .layers = 2, .heads = 4, .channels = 128};
+    model_layout lay;
+    if (model_layout_init(&lay, &mc, &e)) die("layout", &e);
+    int K = 5, E = 5, episodes = 4;
+    step_hparams hp = {.B = 64, .T = 32, .K = K, .E = E, .V = 4, .gamma = 1, .lr_probe = 1e-2,
+                       .lr_alpha = 4e-3, .lr = 1e-3, .lr_min = 1e-4, .total_free = 1000,
+                       .cosine = 1, .weight_decay = 0.01, .clip = 1, .beta1 = 0.9,
+                       .beta2 = 0.95, .eps = 1e-8, .seed = 1};
+    step_nets n;
+    if (step_nets_create(&n, &model_cpu_ops, &lay, &hp, 4, threads, &e)) die("nets", &e);
+    float *host = malloc(lay.numel * sizeof *host);
+    model_init_params(&lay, 1, host);
+    n.ops->upload(n.ctx, n.u, host, lay.numel, &e);
+    step_state s;
+    step_state_init(&s, &ds, 0);
+    /* warm-up: one episode */
+    double tandem[2] = {0}, vanilla[2] = {0};
+    for (int round = 0; round < 3; round++) {
+        double t0 = now_s();
+        for (int ep = 0; ep < episodes; ep++) {
+            if (step_sync(&n, &e) || step_probe(&hp, &ds, &n, &s, NULL, &e) ||
+                step_alpha(&hp, &s, NULL, &e))
+                die("episode", &e);
+            for (int i = 0; i < E; i++)
+                if (step_free(&hp, &ds, &n, &s, NULL, &e)) die("free", &e);
+        }
+        double t1 = now_s();
+        for (int i = 0; i < episodes * E; i++)
+            if (step_free(&hp, &ds, &n, &s, NULL, &e)) die("free", &e);
+        double t2 = now_s();
+        if (round > 0) tandem[round - 1] = t1 - t0, vanilla[round - 1] = t2 - t1;
+    }
+    double ratio = (tandem[0] + tandem[1]) / (vanilla[0] + vanilla[1]);
+    double paper = (E + 2.0 * K + 2.0 / 3.0) / E;
+    printf("episode cost: %d episodes of K=%d, E=%d (B=%d, val %d, T=%d, 4 domains, %zu params)\n",
+           episodes, K, E, hp.B, hp.V, hp.T, lay.numel);
+    printf("%-34s %12s %12s %8s %s\n", "episode cost", "tandem", "vanilla", "ratio", "paper");
+    printf("%-34s %10.3f s %10.3f s %8.3f %.3f (%+.1f%%, target within 5%%)\n",
+           "same number of u-steps", (tandem[0] + tandem[1]) / 2, (vanilla[0] + vanilla[1]) / 2,
+           ratio, paper, 100 * (ratio / paper - 1));
+    free(host);
+    step_nets_destroy(&n);
+    model_layout_free(&lay);
+    dataset_free(&ds);
+}
+
+int main(int argc, char **argv) {
+    const char *dir = NULL;
+    long layers = 14, channels = 768, repeats = 3, threads = 0;
+    args_iter it;
+    args_init(&it, argc, argv, 1);
+    tdm_err e = {0};
+    while (args_next(&it)) {
+        int rc = 0;
+        if (!strcmp(it.flag, "--dir")) rc = args_value(&it, &dir, &e);
+        else if (!strcmp(it.flag, "--layers")) rc = args_int(&it, 1, 1000, &layers, &e);
+        else if (!strcmp(it.flag, "--channels")) rc = args_int(&it, 12, 1 << 14, &channels, &e);
+        else if (!strcmp(it.flag, "--repeats")) rc = args_int(&it, 1, 100, &repeats, &e);
+        else if (!strcmp(it.flag, "--threads")) rc = args_int(&it, 0, 1024, &threads, &e);
+        else rc = err_set(&e, ERR_USAGE, "unknown option %s", it.flag[0] ? it.flag : it.value);
+        if (rc) die("arguments", &e);
+    }
+    char tmp[1024];
+    if (!dir) {
+        snprintf(tmp, sizeof tmp, "build/bench-ckpt-XXXXXX");
+        if (!mkdtemp(tmp)) die("mkdtemp under build/", NULL);
+        dir = tmp;
+    }
+    bench_commit(dir, (int)layers, (int)channels, (int)repeats, (int)threads);
+    bench_episode(dir, (int)threads);
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf '%.1000s'", dir);
+    if (system(cmd)) fprintf(stderr, "bench_ckpt: cleanup of %s failed\n", dir);
+    return 0;
+}
