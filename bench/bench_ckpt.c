@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "data/corpus.h"
+#include "tests/corpus_fixture.h"
 #include "model/model.h"
 #include "runner/args.h"
 #include "runner/ckpt.h"
@@ -134,24 +134,12 @@ static void bench_commit(const char *dir, int layers, int channels, int repeats,
 
 /* Part 2: episodes against vanilla free steps from the same state. */
 static void bench_episode(const char *dir, int threads) {
-    corpus_opts co;
-    corpus_opts_init(&co);
     char out[1100];
     snprintf(out, sizeof out, "%.1000s/corpus", dir);
-    co.out = out;
-    co.n_domains = 4;
     uint64_t tr = 200000;
-    co.train_tokens = &tr;
-    co.n_train = 1;
-    co.val_tokens = 20000;
-    co.test_tokens = 0;
-    co.report = NULL;
     tdm_err e = {0};
-    if (corpus_generate(&co, &e)) die("corpus", &e);
-    char path[1200];
-    snprintf(path, sizeof path, "%.1100s/dataset.yaml", out);
     dataset ds;
-    if (dataset_load(&ds, path, &e)) die("dataset", &e);
+    if (corpus_fixture(out, 4, &tr, 1, 20000, &ds, &e)) die("corpus", &e);
     model_config mc = {.vocab = 256, .ctx = 64, .layers = 2, .heads = 4, .channels = 128};
     model_layout lay;
     if (model_layout_init(&lay, &mc, &e)) die("layout", &e);

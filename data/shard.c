@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/fileio.h"
+
 /* Tokens are used in place from the mapping, which is only right on a little-endian host
  * (every machine tandem targets). */
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -133,37 +135,11 @@ void shard_close(shard *s) {
     memset(s, 0, sizeof *s);
 }
 
-static int write_all(int fd, const void *buf, size_t len) {
-    const unsigned char *p = buf;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
-/* fsync of the directory makes the rename itself durable. Filesystems that cannot fsync
- * a directory say EINVAL; there is nothing more to do on them. */
+/* fsync of the directory makes the rename itself durable. */
 static int sync_dir_of(const char *path, tdm_err *e) {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (!dir) return err_set(e, ERR_INTERNAL, "%s: out of memory", path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc = 0;
-    if (fd < 0) {
-        rc = err_sys(e, ERR_INTERNAL, errno, "%s: cannot open directory %s to sync", path, dir);
-    } else {
-        if (fsync(fd) != 0 && errno != EINVAL)
-            rc = err_sys(e, ERR_INTERNAL, errno, "%s: cannot fsync directory %s", path, dir);
-        close(fd);
-    }
-    free(dir);
-    return rc;
+    if (fileio_fsync_parent(path) != 0)
+        return err_sys(e, ERR_INTERNAL, errno, "%s: cannot fsync its directory", path);
+    return 0;
 }
 
 int shard_atomic_write(const char *path, const void *head, size_t head_len, const void *body,
@@ -186,7 +162,7 @@ int shard_atomic_write(const char *path, const void *head, size_t head_len, cons
         return rc;
     }
     int rc = 0;
-    if (write_all(fd, head, head_len) != 0 || write_all(fd, body, body_len) != 0)
+    if (fileio_write_all(fd, head, head_len) != 0 || fileio_write_all(fd, body, body_len) != 0)
         rc = err_sys(e, ERR_INTERNAL, errno, "%s: cannot write %s", path, tmp);
     else if (fsync(fd) != 0)
         rc = err_sys(e, ERR_INTERNAL, errno, "%s: cannot fsync %s", path, tmp);

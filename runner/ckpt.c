@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "storage/sha256.h"
+#include "util/testhook.h"
 
 static const char *const TENSOR_NAMES[CKPT_TENSORS] = {"params", "adam_m", "adam_v"};
 
@@ -53,22 +54,7 @@ static double now_wall(void) {
 }
 
 void ckpt_test_hook(const char *label) {
-    static char want[32];
-    static long target = -1, count = 0;
-    static int parsed = 0;
-    if (!parsed) {
-        parsed = 1;
-        const char *v = getenv("TANDEM_TEST_KILL_AT");
-        const char *colon = v ? strchr(v, ':') : NULL;
-        if (colon && (size_t)(colon - v) < sizeof want) {
-            memcpy(want, v, (size_t)(colon - v));
-            want[colon - v] = '\0';
-            target = atol(colon + 1);
-        }
-    }
-    if (target > 0 && strcmp(label, want) == 0 &&
-        __atomic_add_fetch(&count, 1, __ATOMIC_SEQ_CST) == target)
-        raise(SIGKILL);
+    if (testhook_hit("TANDEM_TEST_KILL_AT", label)) raise(SIGKILL);
 }
 
 /* ------------------------------------------------------------------ open / close */

@@ -19,6 +19,7 @@
 #include "steps/steps.h"
 #include "storage/records.h"
 #include "storage/store.h"
+#include "util/testhook.h"
 
 static volatile sig_atomic_t g_signal;
 
@@ -317,20 +318,7 @@ static int alpha_step(run_ctx *r, tdm_err *e) {
 /* Test-only: TANDEM_TEST_SIGNAL_AT=kind:n raises SIGTERM as the n-th step of that kind
  * (probe, alpha, free) starts, so the suite can stop a run inside a chosen step kind. */
 static void test_signal_hook(const char *kind) {
-    static char want[16];
-    static long target = -1, count = 0;
-    static int parsed = 0;
-    if (!parsed) {
-        parsed = 1;
-        const char *v = getenv("TANDEM_TEST_SIGNAL_AT");
-        const char *colon = v ? strchr(v, ':') : NULL;
-        if (colon && (size_t)(colon - v) < sizeof want) {
-            memcpy(want, v, (size_t)(colon - v));
-            want[colon - v] = '\0';
-            target = atol(colon + 1);
-        }
-    }
-    if (target > 0 && strcmp(kind, want) == 0 && ++count == target) raise(SIGTERM);
+    if (testhook_hit("TANDEM_TEST_SIGNAL_AT", kind)) raise(SIGTERM);
 }
 
 /* Commits at a safe point on a signal and returns 75, or returns 0 to go on. */

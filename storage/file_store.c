@@ -19,6 +19,7 @@
 
 #include "storage/sha256.h"
 #include "storage/store_impl.h"
+#include "util/fileio.h"
 
 typedef struct file_store {
     char *root;
@@ -34,50 +35,6 @@ static char *join(const char *a, const char *b) {
 }
 
 static const char *root_of(store *s) { return ((file_store *)s->impl)->root; }
-
-static int fsync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return -1;
-    int r = fsync(fd);
-    close(fd);
-    return r;
-}
-
-/* mkdir -p of the directory part of `path` (path itself excluded), fsyncing each parent
- * of a directory it creates so the new entry survives a crash. */
-static int make_parents(char *path) {
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(path, 0777) == 0) {
-            char *slash = strrchr(path, '/');
-            if (slash && slash != path) {
-                *slash = '\0';
-                fsync_dir(path);
-                *slash = '/';
-            }
-        } else if (errno != EEXIST) {
-            *p = '/';
-            return -1;
-        }
-        *p = '/';
-    }
-    return 0;
-}
-
-static int write_all(int fd, const void *data, size_t n) {
-    const char *p = data;
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 /* Writes data to a fresh temporary file next to `path` and fsyncs it; returns the
  * temporary's path (caller frees) or NULL with e set. */
@@ -98,7 +55,7 @@ static char *write_temp(store *s, const char *key, const char *path, const void 
         free(tmp);
         return NULL;
     }
-    if (write_all(fd, data, n) || fsync(fd)) {
+    if (fileio_write_all(fd, data, n) || fsync(fd)) {
         err_sys(e, ERR_STORE, errno, "%s: cannot write %s", s->url, key);
         close(fd);
         unlink(tmp);
@@ -114,21 +71,11 @@ static char *write_temp(store *s, const char *key, const char *path, const void 
     return tmp;
 }
 
-static int dir_of_sync(const char *path) {
-    char *d = strdup(path);
-    if (!d) return -1;
-    char *slash = strrchr(d, '/');
-    if (slash) *slash = '\0';
-    int r = fsync_dir(slash ? d : ".");
-    free(d);
-    return r;
-}
-
 static int fs_put(store *s, const char *key, const void *data, size_t n, int mode, tdm_err *e) {
     char *path = join(root_of(s), key);
     if (!path) return err_set(e, ERR_INTERNAL, "out of memory");
     int r = 0;
-    if (make_parents(path)) {
+    if (fileio_make_parents(path)) {
         r = err_sys(e, ERR_STORE, errno, "%s: cannot create the directory of %s", s->url, key);
         goto out;
     }
@@ -154,7 +101,7 @@ static int fs_put(store *s, const char *key, const void *data, size_t n, int mod
         goto out;
     }
     free(tmp);
-    if (dir_of_sync(path)) r = err_sys(e, ERR_STORE, errno, "%s: cannot sync the directory of %s", s->url, key);
+    if (fileio_fsync_parent(path)) r = err_sys(e, ERR_STORE, errno, "%s: cannot sync the directory of %s", s->url, key);
 out:
     free(path);
     return r;
@@ -307,7 +254,7 @@ static int fs_del(store *s, const char *key, tdm_err *e) {
     if (unlink(path)) {
         if (errno == ENOENT || errno == ENOTDIR) r = STORE_NOT_FOUND;
         else r = err_sys(e, ERR_STORE, errno, "%s: cannot delete %s", s->url, key);
-    } else if (dir_of_sync(path)) {
+    } else if (fileio_fsync_parent(path)) {
         r = err_sys(e, ERR_STORE, errno, "%s: cannot sync the directory of %s", s->url, key);
     }
     free(path);
@@ -342,7 +289,7 @@ store *file_store_open(const char *url, const char *path, tdm_err *e) {
     /* create the root (and its parents) so a new run needs no preparation */
     char *probe = join(root, "x");
     if (!probe) goto oom;
-    int mk = make_parents(probe);
+    int mk = fileio_make_parents(probe);
     free(probe);
     struct stat st;
     if (mk || stat(root, &st) || !S_ISDIR(st.st_mode)) {

@@ -71,4 +71,11 @@ static inline char *test_tmpdir(const char *tag) {
     return path;
 }
 
+/* rm -rf of a test's scratch directory (its path comes from test_tmpdir). */
+static inline void test_rmtree(const char *dir) {
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%.4096s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "  cleanup of %s failed\n", dir);
+}
+
 #endif

@@ -2,7 +2,7 @@
  * the α update, determinism of probe and free steps, abandonment, sample mixing. */
 #include <math.h>
 
-#include "data/corpus.h"
+#include "tests/corpus_fixture.h"
 #include "steps/simplex.h"
 #include "steps/steps.h"
 #include "tests/test.h"
@@ -100,21 +100,9 @@ typedef struct fixture {
 static int fixture_open(fixture *f, int mixing) {
     memset(f, 0, sizeof *f);
     f->dir = test_tmpdir("steps");
-    corpus_opts co;
-    corpus_opts_init(&co);
-    co.out = f->dir;
-    co.n_domains = 2;
     uint64_t tr = 20000;
-    co.train_tokens = &tr;
-    co.n_train = 1;
-    co.val_tokens = 3000;
-    co.test_tokens = 0;
-    co.report = NULL;
     tdm_err e = {0};
-    CHECK_OR_RET(corpus_generate(&co, &e) == 0, "%s", e.msg);
-    char path[512];
-    snprintf(path, sizeof path, "%s/dataset.yaml", f->dir);
-    CHECK_OR_RET(dataset_load(&f->ds, path, &e) == 0, "%s", e.msg);
+    CHECK_OR_RET(corpus_fixture(f->dir, 2, &tr, 1, 3000, &f->ds, &e) == 0, "%s", e.msg);
     model_config mc = {.vocab = 256, .ctx = 16, .layers = 1, .heads = 2, .channels = 16};
     CHECK_OR_RET(model_layout_init(&f->lay, &mc, &e) == 0, "%s", e.msg);
     f->hp = (step_hparams){.B = 4, .T = 16, .K = 2, .E = 2, .V = 2, .gamma = 1, .lr_probe = 1e-2,
@@ -128,9 +116,7 @@ static int fixture_open(fixture *f, int mixing) {
 static void fixture_close(fixture *f) {
     dataset_free(&f->ds);
     model_layout_free(&f->lay);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
-    if (system(cmd)) fprintf(stderr, "cleanup failed\n");
+    test_rmtree(f->dir);
     free(f->dir);
 }
 
@@ -188,6 +174,36 @@ static void check_episode_deterministic(int mixing) {
 static void test_episode_is_deterministic_weight(void) { check_episode_deterministic(STEP_MIX_WEIGHT); }
 static void test_episode_is_deterministic_sample(void) { check_episode_deterministic(STEP_MIX_SAMPLE); }
 
+/* probe_carry: the free phase continues from u'_K, so u becomes the probe copy; without
+ * it u is untouched by the probe. */
+static void test_probe_carry(void) {
+    fixture f;
+    if (fixture_open(&f, STEP_MIX_WEIGHT)) return;
+    tdm_err e = {0};
+    size_t P = f.lay.numel;
+    float *u0 = malloc(P * sizeof *u0), *u1 = malloc(P * sizeof *u1), *up = malloc(P * sizeof *up);
+    for (int carry = 0; carry < 2; carry++) {
+        f.hp.probe_carry = carry;
+        step_nets n;
+        CHECK(step_nets_create(&n, &model_cpu_ops, &f.lay, &f.hp, 2, 1, &e) == 0, "%s", e.msg);
+        model_init_params(&f.lay, 9, u0);
+        n.ops->upload(n.ctx, n.u, u0, P, &e);
+        step_state s;
+        step_state_init(&s, &f.ds, 0);
+        CHECK(step_sync(&n, &e) == 0 && step_probe(&f.hp, &f.ds, &n, &s, NULL, &e) == 0, "%s", e.msg);
+        n.ops->download(n.ctx, u1, n.u, P, &e);
+        n.ops->download(n.ctx, up, n.up, P, &e);
+        CHECK(memcmp(up, u0, P * sizeof *up) != 0, "the probe did not move u'");
+        if (carry) CHECK(memcmp(u1, up, P * sizeof *u1) == 0, "probe_carry: u is not u'_K");
+        else CHECK(memcmp(u1, u0, P * sizeof *u1) == 0, "without probe_carry the probe changed u");
+        step_nets_destroy(&n);
+    }
+    free(u0);
+    free(u1);
+    free(up);
+    fixture_close(&f);
+}
+
 static void test_check_rejects_bad_batch(void) {
     fixture f;
     if (fixture_open(&f, STEP_MIX_WEIGHT)) return;
@@ -211,6 +227,7 @@ int main(void) {
     RUN(test_alpha_sign);
     RUN(test_episode_is_deterministic_weight);
     RUN(test_episode_is_deterministic_sample);
+    RUN(test_probe_carry);
     RUN(test_check_rejects_bad_batch);
     return test_summary("test_steps");
 }

@@ -2,29 +2,16 @@
  * the model train together, and every domain's validation loss falls. */
 #include <math.h>
 
-#include "data/corpus.h"
-#include "data/dataset.h"
 #include "runner/vanilla.h"
+#include "tests/corpus_fixture.h"
 #include "tests/test.h"
 
 static void test_training_lowers_every_domain_loss(void) {
     char *dir = test_tmpdir("train");
-    corpus_opts co;
-    corpus_opts_init(&co);
-    co.out = dir;
-    co.n_domains = 3;
     uint64_t train_tokens = 60000;
-    co.train_tokens = &train_tokens;
-    co.n_train = 1;
-    co.val_tokens = 5000;
-    co.test_tokens = 0;
-    co.report = NULL;
-    tdm_err e = {0};
-    CHECK(corpus_generate(&co, &e) == 0, "%s", e.msg);
-    char path[512];
-    snprintf(path, sizeof path, "%s/dataset.yaml", dir);
     dataset ds;
-    CHECK(dataset_load(&ds, path, &e) == 0, "%s", e.msg);
+    tdm_err e = {0};
+    CHECK(corpus_fixture(dir, 3, &train_tokens, 1, 5000, &ds, &e) == 0, "%s", e.msg);
     vanilla_opts o;
     vanilla_opts_init(&o);
     o.ds = &ds;
@@ -54,9 +41,7 @@ static void test_training_lowers_every_domain_loss(void) {
     o.batch = 7;
     CHECK(vanilla_train(&o, &r, &e) == ERR_USAGE && strstr(e.msg, "multiple"), "%s", e.msg);
     dataset_free(&ds);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CHECK(system(cmd) == 0, "cleanup");
+    test_rmtree(dir);
     free(dir);
 }
 

@@ -1,0 +1,64 @@
+/* fileio.c — durable-write primitives; see fileio.h. */
+#include "util/fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int fileio_write_all(int fd, const void *data, size_t n) {
+    const unsigned char *p = data;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int fileio_fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    int err = errno;
+    close(fd);
+    if (rc != 0 && err == EINVAL) return 0;
+    errno = err;
+    return rc;
+}
+
+int fileio_fsync_parent(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return fileio_fsync_dir(".");
+    char *dir = strndup(path, slash == path ? 1 : (size_t)(slash - path));
+    if (!dir) return -1;
+    int rc = fileio_fsync_dir(dir);
+    int err = errno;
+    free(dir);
+    errno = err;
+    return rc;
+}
+
+int fileio_make_parents(char *path) {
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        int rc = mkdir(path, 0777);
+        int err = errno;
+        if (rc == 0) {
+            fileio_fsync_parent(path); /* the new entry must survive a crash */
+        } else if (err != EEXIST) {
+            *p = '/';
+            errno = err;
+            return -1;
+        }
+        *p = '/';
+    }
+    return 0;
+}

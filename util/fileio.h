@@ -1,0 +1,25 @@
+/* fileio.h — the durable-write primitives shared by the shard writer and the file store.
+ *
+ * Durability on POSIX file systems: write a temporary file, fsync it, rename (or link)
+ * it onto its name, then fsync the directory so the new name itself survives a crash. */
+#ifndef TANDEM_UTIL_FILEIO_H
+#define TANDEM_UTIL_FILEIO_H
+
+#include <stddef.h>
+
+/* Writes all n bytes (retrying on EINTR and short writes). 0, or -1 with errno set. */
+int fileio_write_all(int fd, const void *data, size_t n);
+
+/* fsync of the directory `dir`. Filesystems that cannot fsync a directory (EINVAL) count
+ * as success. 0, or -1 with errno set. */
+int fileio_fsync_dir(const char *dir);
+
+/* fsync of the directory that contains `path` ("." when it has no '/'). */
+int fileio_fsync_parent(const char *path);
+
+/* Creates the missing parent directories of `path` (mkdir -p of everything before its
+ * last '/'), fsyncing the parent of each directory it creates. `path` is modified
+ * temporarily and restored. 0, or -1 with errno set. */
+int fileio_make_parents(char *path);
+
+#endif

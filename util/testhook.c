@@ -1,0 +1,40 @@
+/* testhook.c — see testhook.h. */
+#include "util/testhook.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct hook {
+    const char *var; /* NULL: slot unused */
+    char label[32];
+    long target, count;
+} hook;
+
+static hook hooks[4];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+int testhook_hit(const char *var, const char *label) {
+    pthread_mutex_lock(&mu);
+    hook *h = NULL;
+    for (int i = 0; i < 4 && !h; i++) {
+        if (hooks[i].var == var || (hooks[i].var && strcmp(hooks[i].var, var) == 0)) {
+            h = &hooks[i];
+        } else if (!hooks[i].var) {
+            /* first use of this variable: parse "label:n" once */
+            h = &hooks[i];
+            h->var = var;
+            h->target = -1;
+            const char *v = getenv(var);
+            const char *colon = v ? strchr(v, ':') : NULL;
+            if (colon && (size_t)(colon - v) < sizeof h->label) {
+                memcpy(h->label, v, (size_t)(colon - v));
+                h->label[colon - v] = '\0';
+                h->target = atol(colon + 1);
+            }
+        }
+    }
+    int hit = h && h->target > 0 && strcmp(h->label, label) == 0 && ++h->count == h->target;
+    pthread_mutex_unlock(&mu);
+    return hit;
+}

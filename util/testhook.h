@@ -1,0 +1,12 @@
+/* testhook.h — fault-injection points for the test suite.
+ *
+ * An environment variable holds "label:n"; testhook_hit(var, label) returns 1 exactly at
+ * the n-th call with that label in this process (counting only matching labels), so a
+ * test can kill or signal a run at a chosen point. Unset: always 0. Thread-safe. */
+#ifndef TANDEM_UTIL_TESTHOOK_H
+#define TANDEM_UTIL_TESTHOOK_H
+
+/* At most 4 distinct variables per process. */
+int testhook_hit(const char *var, const char *label);
+
+#endif
