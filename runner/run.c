@@ -319,6 +319,16 @@ static int alpha_step(run_ctx *r, tdm_err *e) {
  * (probe, alpha, free) starts, so the suite can stop a run inside a chosen step kind. */
 static void test_signal_hook(const char *kind) {
     if (testhook_hit("TANDEM_TEST_SIGNAL_AT", kind)) raise(SIGTERM);
+    /* TANDEM_TEST_STEP_DELAY_MS slows every step, so that two runs overlap in time */
+    static long delay_ms = -1;
+    if (delay_ms < 0) {
+        const char *v = getenv("TANDEM_TEST_STEP_DELAY_MS");
+        delay_ms = v ? atol(v) : 0;
+    }
+    if (delay_ms > 0) {
+        struct timespec ts = {delay_ms / 1000, (delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
 }
 
 /* Commits at a safe point on a signal and returns 75, or returns 0 to go on. */

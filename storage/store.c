@@ -39,8 +39,9 @@ store *store_open(const char *url, tdm_err *e) {
         }
         return file_store_open(url, path, e);
     }
+    if (strncmp(url, "s3://", 5) == 0) return s3_store_open(url, e);
     if (strstr(url, "://")) {
-        err_set(e, ERR_USAGE, "store URL %s: unsupported scheme (this build supports file://)", url);
+        err_set(e, ERR_USAGE, "store URL %s: unsupported scheme (use file:// or s3://)", url);
         return NULL;
     }
     return file_store_open(url, url, e);

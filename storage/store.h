@@ -68,7 +68,7 @@ int store_exists(store *s, const char *key, int *exists, tdm_err *e);
 int store_list_prefix(store *s, const char *prefix, store_list *out, tdm_err *e);
 void store_list_free(store_list *l);
 
-/* Removes a key; STORE_NOT_FOUND when absent. */
+/* Removes a key; STORE_NOT_FOUND when absent (S3 does not always say: it may be 0). */
 int store_delete(store *s, const char *key, tdm_err *e);
 
 /* 1 if `key` is a well-formed key (see above), else 0. */

@@ -26,6 +26,9 @@ struct store {
 /* Opens a file store rooted at the directory `path`. */
 store *file_store_open(const char *url, const char *path, tdm_err *e);
 
+/* Opens the s3:// store at `url` (storage/s3_store.c). */
+store *s3_store_open(const char *url, tdm_err *e);
+
 /* Appends a key to a list (used by backends while listing). 0, or -1 when out of memory. */
 int store_list_append(store_list *l, const char *key);
 /* Sorts a list bytewise. */

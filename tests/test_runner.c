@@ -18,37 +18,15 @@
 #include <unistd.h>
 
 #include "tests/corpus_fixture.h"
+#include "tests/runner_fixture.h"
 #include "storage/records.h"
 #include "tests/test.h"
 #include "util/rng.h"
-
-static const char *tandem_bin(void) {
-    const char *b = getenv("TANDEM_BIN");
-    return b && *b ? b : "./tandem";
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-typedef struct fixture {
-    char *dir;
-    char config[600], store[600], log[600];
-} fixture;
 
 static char g_corpus[600]; /* shared by all fixtures */
 static char g_ref_hash[1024];
 static double g_ref_seconds;
 static int g_ref_steps;
-
-static int write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    fputs(text, f);
-    return fclose(f);
-}
 
 static int fixture_open(fixture *f, const char *tag) {
     f->dir = test_tmpdir(tag);
@@ -71,62 +49,6 @@ static int fixture_open(fixture *f, const char *tag) {
 static void fixture_close(fixture *f) {
     test_rmtree(f->dir);
     free(f->dir);
-}
-
-/* Starts `tandem run CONFIG --store STORE --quiet [extra]` with an optional "K=V"
- * environment entry; output goes to the fixture's log. */
-static pid_t start_run(const fixture *f, const char *env_kv, const char *extra1, const char *extra2) {
-    pid_t pid = fork();
-    if (pid != 0) return pid;
-    if (env_kv) {
-        char kv[256];
-        snprintf(kv, sizeof kv, "%s", env_kv);
-        char *eq = strchr(kv, '=');
-        *eq = '\0';
-        setenv(kv, eq + 1, 1);
-    }
-    int fd = open(f->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        close(fd);
-    }
-    const char *argv[] = {tandem_bin(), "run", f->config, "--store", f->store, "--quiet",
-                          extra1, extra2, NULL};
-    execv(tandem_bin(), (char *const *)argv);
-    _exit(127);
-}
-
-/* Exit code, or 128 + signal number. */
-static int wait_exit(pid_t pid) {
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static int run_to_end(const fixture *f, const char *env_kv) {
-    return wait_exit(start_run(f, env_kv, NULL, NULL));
-}
-
-static int read_all(const char *path, char *buf, size_t cap) {
-    FILE *fp = fopen(path, "r");
-    if (!fp) return -1;
-    size_t n = fread(buf, 1, cap - 1, fp);
-    buf[n] = '\0';
-    fclose(fp);
-    return 0;
-}
-
-/* The output of `tandem hash STORE`. */
-static int hash_of(const fixture *f, char *out, size_t cap) {
-    char cmd[800];
-    snprintf(cmd, sizeof cmd, "'%s' hash '%s' 2>&1", tandem_bin(), f->store);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    return pclose(p) == 0 ? 0 : -1;
 }
 
 static void setup_corpus(void) {
@@ -424,6 +346,36 @@ static void test_sample_mixing_time_policy(void) {
     fixture_close(&b);
 }
 
+/* Two runners on one store: the second takes the lease; the first, still running, is
+ * fenced out at its next commit (exit 3) without moving HEAD — otherwise the second's
+ * compare-and-swap would fail and it could not finish — and the run ends as if the
+ * second had been alone. */
+static void test_two_runners_fence_the_stale_one(void) {
+    CHECK(g_ref_hash[0], "needs the reference run");
+    fixture a, b;
+    CHECK(fixture_open(&a, "fence") == 0, "fixture");
+    b = a;
+    snprintf(b.log, sizeof b.log, "%s/log-b.txt", a.dir);
+    pid_t pa = start_run(&a, "TANDEM_TEST_STEP_DELAY_MS=20", NULL, NULL);
+    char head[700];
+    snprintf(head, sizeof head, "%s/HEAD", a.store);
+    double t0 = now_s();
+    while (access(head, F_OK) != 0 && now_s() - t0 < 30) usleep(10000);
+    CHECK(access(head, F_OK) == 0, "runner A never committed");
+    int rb = run_to_end(&b, NULL);
+    int ra = wait_exit(pa);
+    char la[8192], lb[8192];
+    read_all(a.log, la, sizeof la);
+    read_all(b.log, lb, sizeof lb);
+    CHECK(ra == 3, "stale runner exited %d, not 3: %s", ra, la);
+    CHECK(strstr(la, "fenced out"), "stale runner's message: %s", la);
+    CHECK(rb == 0, "second runner exited %d: %s", rb, lb);
+    CHECK(strstr(lb, "taking over the lease"), "second runner did not report the takeover: %s", lb);
+    char h[1024];
+    CHECK(hash_of(&b, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere:\n%s", h);
+    fixture_close(&a);
+}
+
 static void test_pinned_config(void) {
     fixture f;
     CHECK(fixture_open(&f, "pin") == 0, "fixture");
@@ -465,6 +417,7 @@ int main(void) {
     RUN(test_corruption_falls_back);
     RUN(test_nondeterministic_replay_is_detected);
     RUN(test_sample_mixing_time_policy);
+    RUN(test_two_runners_fence_the_stale_one);
     RUN(test_pinned_config);
     test_rmtree(g_corpus);
     return test_summary("test_runner");

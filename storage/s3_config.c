@@ -1,0 +1,176 @@
+/* s3_config.c — endpoint, region and credentials of an s3:// store; see s3_config.h. */
+#include "storage/s3_config.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *env(const char *name) {
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+static void copy(char *dst, size_t cap, const char *src) { snprintf(dst, cap, "%s", src); }
+
+static char *trim(char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    char *end = s + strlen(s);
+    while (end > s && isspace((unsigned char)end[-1])) *--end = '\0';
+    return s;
+}
+
+/* Looks up `key` in section `section` of an INI-style AWS file; copies the value into
+ * out and returns 1 when found. Missing files are not errors (0). */
+static int ini_lookup(const char *path, const char *section, const char *key, char *out,
+                      size_t cap) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[4608];
+    int in = 0, found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *s = trim(line);
+        if (*s == '#' || *s == ';' || !*s) continue;
+        if (*s == '[') {
+            char *close = strchr(s, ']');
+            if (close) *close = '\0';
+            in = strcmp(trim(s + 1), section) == 0;
+            continue;
+        }
+        if (!in) continue;
+        char *eq = strchr(s, '=');
+        if (!eq) continue;
+        *eq = '\0';
+        if (strcmp(trim(s), key) == 0) {
+            copy(out, cap, trim(eq + 1));
+            found = 1;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+static void home_file(const char *override_var, const char *rel, char *out, size_t cap) {
+    const char *o = env(override_var);
+    if (o) {
+        copy(out, cap, o);
+        return;
+    }
+    const char *home = env("HOME");
+    snprintf(out, cap, "%s/%s", home ? home : ".", rel);
+}
+
+static long env_long(const char *name, long def, long lo, long hi) {
+    const char *v = env(name);
+    if (!v) return def;
+    char *end;
+    long x = strtol(v, &end, 10);
+    return (*end || x < lo || x > hi) ? -1 : x;
+}
+
+int s3_config_resolve(const char *url, s3_config *c, tdm_err *e) {
+    memset(c, 0, sizeof *c);
+    if (strncmp(url, "s3://", 5) != 0)
+        return err_set(e, ERR_USAGE, "'%s' is not an s3:// URL", url);
+    const char *b = url + 5, *slash = strchr(b, '/');
+    size_t blen = slash ? (size_t)(slash - b) : strlen(b);
+    if (blen < 3 || blen >= sizeof c->bucket)
+        return err_set(e, ERR_USAGE, "store URL %s: bucket name must be 3..255 characters", url);
+    memcpy(c->bucket, b, blen);
+    for (size_t i = 0; i < blen; i++) {
+        char ch = c->bucket[i];
+        if (!(islower((unsigned char)ch) || isdigit((unsigned char)ch) || ch == '-' || ch == '.'))
+            return err_set(e, ERR_USAGE,
+                           "store URL %s: bucket '%s' may hold only a-z, 0-9, '-' and '.'", url,
+                           c->bucket);
+    }
+    if (slash) {
+        const char *p = slash + 1;
+        size_t plen = strlen(p);
+        while (plen && p[plen - 1] == '/') plen--;
+        if (plen >= sizeof c->prefix)
+            return err_set(e, ERR_USAGE, "store URL %s: prefix too long", url);
+        memcpy(c->prefix, p, plen);
+    }
+    const char *profile = env("AWS_PROFILE");
+    if (!profile) profile = "default";
+    char cred_file[1024], conf_file[1024], section[300];
+    home_file("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials", cred_file, sizeof cred_file);
+    home_file("AWS_CONFIG_FILE", ".aws/config", conf_file, sizeof conf_file);
+    if (strcmp(profile, "default") == 0) copy(section, sizeof section, "default");
+    else snprintf(section, sizeof section, "profile %s", profile);
+
+    /* credentials: the environment wins as a pair, else the profile */
+    const char *ak = env("AWS_ACCESS_KEY_ID"), *sk = env("AWS_SECRET_ACCESS_KEY");
+    if (ak && sk) {
+        copy(c->access_key, sizeof c->access_key, ak);
+        copy(c->secret_key, sizeof c->secret_key, sk);
+        const char *tok = env("AWS_SESSION_TOKEN");
+        if (tok) copy(c->session_token, sizeof c->session_token, tok);
+    } else if (ini_lookup(cred_file, profile, "aws_access_key_id", c->access_key, sizeof c->access_key) &&
+               ini_lookup(cred_file, profile, "aws_secret_access_key", c->secret_key, sizeof c->secret_key)) {
+        ini_lookup(cred_file, profile, "aws_session_token", c->session_token, sizeof c->session_token);
+    } else {
+        return err_set(e, ERR_USAGE,
+                       "store %s: no AWS credentials: set AWS_ACCESS_KEY_ID and "
+                       "AWS_SECRET_ACCESS_KEY, or add profile '%s' to %s",
+                       url, profile, cred_file);
+    }
+
+    const char *region = env("AWS_REGION");
+    if (!region) region = env("AWS_DEFAULT_REGION");
+    if (region) copy(c->region, sizeof c->region, region);
+    else if (!ini_lookup(conf_file, section, "region", c->region, sizeof c->region))
+        copy(c->region, sizeof c->region, "us-east-1");
+
+    const char *ep = env("AWS_ENDPOINT_URL_S3");
+    if (!ep) ep = env("AWS_ENDPOINT_URL");
+    char confep[1024] = "";
+    if (!ep && ini_lookup(conf_file, section, "endpoint_url", confep, sizeof confep)) ep = confep;
+    int aws_own = !ep;
+    if (ep) copy(c->endpoint, sizeof c->endpoint, ep);
+    else snprintf(c->endpoint, sizeof c->endpoint, "https://s3.%s.amazonaws.com", c->region);
+    size_t elen = strlen(c->endpoint);
+    while (elen && c->endpoint[elen - 1] == '/') c->endpoint[--elen] = '\0';
+    const char *hoststart = strstr(c->endpoint, "://");
+    if (!hoststart || !hoststart[3] || strchr(hoststart + 3, '/'))
+        return err_set(e, ERR_USAGE,
+                       "S3 endpoint '%s' must look like http(s)://host[:port] (no path)", c->endpoint);
+    hoststart += 3;
+
+    const char *style = env("TANDEM_S3_ADDRESSING");
+    if (style && strcmp(style, "path") && strcmp(style, "virtual"))
+        return err_set(e, ERR_USAGE, "TANDEM_S3_ADDRESSING='%s': use path or virtual", style);
+    c->path_style = style ? strcmp(style, "path") == 0 : !aws_own;
+    if (c->path_style) {
+        copy(c->host, sizeof c->host, hoststart);
+        snprintf(c->base_url, sizeof c->base_url, "%s/%s", c->endpoint, c->bucket);
+    } else {
+        snprintf(c->host, sizeof c->host, "%s.%s", c->bucket, hoststart);
+        size_t schemelen = (size_t)(hoststart - c->endpoint);
+        snprintf(c->base_url, sizeof c->base_url, "%.*s%s.%s", (int)schemelen, c->endpoint,
+                 c->bucket, hoststart);
+    }
+
+    long part = env_long("TANDEM_S3_PART_MIB", 16, 5, 5120);
+    long conc = env_long("TANDEM_S3_CONCURRENCY", 8, 1, 64);
+    long retries = env_long("TANDEM_S3_RETRIES", 8, 1, 100);
+    long timeout = env_long("TANDEM_S3_TIMEOUT", 30, 1, 3600);
+    if (part < 0) return err_set(e, ERR_USAGE, "TANDEM_S3_PART_MIB must be 5..5120 (S3's minimum part is 5 MiB)");
+    if (conc < 0) return err_set(e, ERR_USAGE, "TANDEM_S3_CONCURRENCY must be 1..64");
+    if (retries < 0) return err_set(e, ERR_USAGE, "TANDEM_S3_RETRIES must be 1..100");
+    if (timeout < 0) return err_set(e, ERR_USAGE, "TANDEM_S3_TIMEOUT must be 1..3600 seconds");
+    c->part_bytes = (size_t)part << 20;
+    c->concurrency = (int)conc;
+    c->retries = (int)retries;
+    c->timeout_s = timeout;
+    return 0;
+}
+
+void s3_config_wipe(s3_config *c) {
+    volatile char *p;
+    p = c->secret_key;
+    for (size_t i = 0; i < sizeof c->secret_key; i++) p[i] = 0;
+    p = c->session_token;
+    for (size_t i = 0; i < sizeof c->session_token; i++) p[i] = 0;
+}

@@ -1,0 +1,51 @@
+/* s3_config.h — where an s3:// store is and how to sign for it, resolved the way AWS
+ * tools resolve it.
+ *
+ *   credentials  AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN), else the
+ *                shared credentials file (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials)
+ *                section AWS_PROFILE (default "default")
+ *   region       AWS_REGION, AWS_DEFAULT_REGION, else `region` of the profile in the config
+ *                file (AWS_CONFIG_FILE or ~/.aws/config), else us-east-1
+ *   endpoint     AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else `endpoint_url` of the profile,
+ *                else https://s3.<region>.amazonaws.com
+ *   addressing   TANDEM_S3_ADDRESSING=path|virtual; default virtual-hosted for AWS's own
+ *                endpoints, path-style for any other endpoint (MinIO, s3rver, ...)
+ *   tuning       TANDEM_S3_PART_MIB (multipart part size, default 16), TANDEM_S3_CONCURRENCY
+ *                (parallel part transfers, default 8), TANDEM_S3_RETRIES (attempts per
+ *                request, default 8), TANDEM_S3_TIMEOUT (seconds without progress before a
+ *                transfer is abandoned and retried, default 30)
+ *
+ * Secrets live only in this struct's buffers and in the signing; s3_config_free wipes
+ * them. No function here puts a secret into an error message.
+ */
+#ifndef TANDEM_STORAGE_S3_CONFIG_H
+#define TANDEM_STORAGE_S3_CONFIG_H
+
+#include <stddef.h>
+
+#include "util/err.h"
+
+typedef struct s3_config {
+    char bucket[256];
+    char prefix[1024];       /* key prefix without leading/trailing '/', may be "" */
+    char endpoint[1024];     /* scheme://host[:port], no trailing '/' */
+    char host[512];          /* Host header for requests (virtual: bucket.host) */
+    char base_url[1600];     /* URL up to and including the bucket part, no trailing '/' */
+    int path_style;
+    char region[64];
+    char access_key[256];
+    char secret_key[256];
+    char session_token[4096]; /* "" when none */
+    size_t part_bytes;
+    int concurrency, retries;
+    long timeout_s;
+} s3_config;
+
+/* Parses `url` (s3://bucket[/prefix]) and resolves everything else from the environment
+ * and the AWS files. ERR_USAGE naming what is missing or malformed. */
+int s3_config_resolve(const char *url, s3_config *c, tdm_err *e);
+
+/* Zeroes the secret buffers. */
+void s3_config_wipe(s3_config *c);
+
+#endif

@@ -1,0 +1,913 @@
+/* s3_store.c — the s3:// store: S3's REST API over libcurl, signed with SigV4.
+ *
+ * Every request is signed afresh (storage/sigv4.h) and retried with exponential backoff
+ * and full jitter on 5xx, 429, connection failures, stalls and bodies that fail
+ * verification; other 4xx answers are final. Connections are reused through a small
+ * pool of curl handles. Objects larger than one part are written with a multipart upload
+ * whose parts go up in parallel, and read with parallel ranged GETs.
+ *
+ * Integrity: every object tandem writes carries its SHA-256 as x-amz-meta-tandem-sha256
+ * and every read is checked against it (objects written by other tools: against a
+ * single-part ETag's MD5, else their length), so a truncated or corrupted transfer is
+ * detected and retried. x-amz-content-sha256 is the real payload hash for bodies up to
+ * 8 MiB; larger bodies (blob parts) are sent UNSIGNED-PAYLOAD and rely on the content
+ * hashes above.
+ *
+ * Conditional writes: create-only is If-None-Match: *, compare-and-swap is If-Match on
+ * the ETag. Whether the server honours them is probed once per store (a create-only PUT
+ * repeated must fail with 412); a server that ignores them gets the lease protocol of
+ * docs/running.md instead (checked writes: read, compare, write — safe only with one
+ * writer, which the lease enforces up to its race window).
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "storage/s3_config.h"
+#include "storage/s3_xml.h"
+#include "storage/sha256.h"
+#include "storage/sigv4.h"
+#include "storage/store_impl.h"
+
+#define POOL_MAX 64
+#define SIGNED_BODY_MAX ((size_t)8 << 20)
+#define META_SHA "x-amz-meta-tandem-sha256"
+
+typedef struct s3_store {
+    s3_config cfg;
+    pthread_mutex_t mu;
+    CURL *pool[POOL_MAX];
+    int npool;
+    int conditional; /* -1 unknown, 0 ignored by the server, 1 honoured */
+    long requests, retries;
+} s3_store;
+
+/* ------------------------------------------------------------------ curl handles */
+
+static CURL *handle_take(s3_store *s) {
+    pthread_mutex_lock(&s->mu);
+    CURL *h = s->npool ? s->pool[--s->npool] : NULL;
+    pthread_mutex_unlock(&s->mu);
+    return h ? h : curl_easy_init();
+}
+
+static void handle_give(s3_store *s, CURL *h) {
+    pthread_mutex_lock(&s->mu);
+    if (s->npool < POOL_MAX) s->pool[s->npool++] = h, h = NULL;
+    pthread_mutex_unlock(&s->mu);
+    if (h) curl_easy_cleanup(h);
+}
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+/* ------------------------------------------------------------------ one request */
+
+typedef struct s3_resp {
+    long status;
+    char *body; /* response body (malloc'd) unless `into` was given */
+    size_t len, cap;
+    char *into; /* write the body here instead (ranged GETs), at most into_cap bytes */
+    size_t into_cap;
+    int overflow;
+    char etag[128];
+    char meta_sha[SHA256_HEX_LEN + 1];
+    char content_range[128];
+    long long content_length;
+} s3_resp;
+
+typedef struct s3_req {
+    const char *method;
+    const char *key;   /* object key under the store prefix; NULL: the bucket itself */
+    const char *query; /* wire-form query, names and values encoded, sorted */
+    const void *body;
+    size_t body_len;
+    const char *body_sha_hex; /* known SHA-256 of the body, or NULL to compute/unsigned */
+    sigv4_header extra[6];    /* additional headers (signed when x-amz-*) */
+    size_t nextra;
+} s3_req;
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
+    s3_resp *r = ud;
+    size_t len = sz * n;
+    if (r->into) {
+        if (r->len + len > r->into_cap) {
+            r->overflow = 1;
+            return 0;
+        }
+        memcpy(r->into + r->len, p, len);
+        r->len += len;
+        return len;
+    }
+    if (r->len + len + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 4096;
+        while (cap < r->len + len + 1) cap *= 2;
+        char *b = realloc(r->body, cap);
+        if (!b) return 0;
+        r->body = b;
+        r->cap = cap;
+    }
+    memcpy(r->body + r->len, p, len);
+    r->len += len;
+    r->body[r->len] = '\0';
+    return len;
+}
+
+static void header_value(const char *line, size_t n, size_t namelen, char *out, size_t cap) {
+    const char *v = line + namelen;
+    size_t vlen = n - namelen;
+    while (vlen && (*v == ' ' || *v == '\t')) v++, vlen--;
+    while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' ')) vlen--;
+    if (vlen >= cap) vlen = cap - 1;
+    memcpy(out, v, vlen);
+    out[vlen] = '\0';
+}
+
+static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
+    s3_resp *r = ud;
+    size_t len = sz * n;
+    if (len > 5 && !strncasecmp(p, "HTTP/", 5)) { /* a new response (after a redirect/100) */
+        r->etag[0] = r->meta_sha[0] = r->content_range[0] = '\0';
+        r->content_length = -1;
+    } else if (len > 5 && !strncasecmp(p, "ETag:", 5)) {
+        header_value(p, len, 5, r->etag, sizeof r->etag);
+    } else if (len > strlen(META_SHA) + 1 && !strncasecmp(p, META_SHA ":", strlen(META_SHA) + 1)) {
+        header_value(p, len, strlen(META_SHA) + 1, r->meta_sha, sizeof r->meta_sha);
+    } else if (len > 14 && !strncasecmp(p, "Content-Range:", 14)) {
+        header_value(p, len, 14, r->content_range, sizeof r->content_range);
+    } else if (len > 15 && !strncasecmp(p, "Content-Length:", 15)) {
+        char v[32];
+        header_value(p, len, 15, v, sizeof v);
+        r->content_length = atoll(v);
+    }
+    return len;
+}
+
+typedef struct body_src {
+    const char *p;
+    size_t left;
+} body_src;
+
+static size_t on_read(char *buf, size_t sz, size_t n, void *ud) {
+    body_src *b = ud;
+    size_t len = sz * n < b->left ? sz * n : b->left;
+    memcpy(buf, b->p, len);
+    b->p += len;
+    b->left -= len;
+    return len;
+}
+
+/* curl seeks back when it must resend a body (a reused connection that was closed). */
+static int on_seek(void *ud, curl_off_t off, int origin) {
+    (void)ud;
+    (void)off;
+    (void)origin;
+    return CURL_SEEKFUNC_CANTSEEK;
+}
+
+/* The object's full key under the store prefix. */
+static void object_key(const s3_store *s, const char *key, char *out, size_t cap) {
+    if (s->cfg.prefix[0]) snprintf(out, cap, "%s/%s", s->cfg.prefix, key);
+    else snprintf(out, cap, "%s", key);
+}
+
+/* One attempt: signs, sends, receives. Returns 0 with resp filled (any HTTP status), or
+ * the curl error code (> 0). */
+static int attempt(s3_store *s, const s3_req *q, s3_resp *resp, char *why, size_t whycap) {
+    const s3_config *c = &s->cfg;
+    char okey[1400] = "";
+    if (q->key) object_key(s, q->key, okey, sizeof okey);
+    char *enc = sigv4_uri_encode(okey, 1);
+    if (!enc) {
+        snprintf(why, whycap, "out of memory");
+        return CURLE_OUT_OF_MEMORY;
+    }
+    char path[3200];
+    if (c->path_style) snprintf(path, sizeof path, "/%s%s%s", c->bucket, q->key ? "/" : "", enc);
+    else snprintf(path, sizeof path, "/%s", enc);
+    free(enc);
+    char url[5000];
+    const char *hostpart = strstr(c->base_url, "://") + 3;
+    const char *slash = strchr(hostpart, '/');
+    size_t originlen = slash ? (size_t)(slash - c->base_url) : strlen(c->base_url);
+    snprintf(url, sizeof url, "%.*s%s%s%s", (int)originlen, c->base_url, path,
+             q->query && *q->query ? "?" : "", q->query ? q->query : "");
+
+    char payload[SHA256_HEX_LEN + 1];
+    const char *payload_hash = NULL;
+    if (q->body_sha_hex) payload_hash = q->body_sha_hex;
+    else if (q->body && q->body_len > SIGNED_BODY_MAX) payload_hash = SIGV4_UNSIGNED_PAYLOAD;
+    else if (q->body) {
+        sha256_digest d;
+        sha256(q->body, q->body_len, &d);
+        sha256_hex(&d, payload);
+        payload_hash = payload;
+    }
+    sigv4_header hs[8];
+    size_t nh = 0;
+    hs[nh++] = (sigv4_header){"Host", c->host};
+    for (size_t i = 0; i < q->nextra; i++)
+        if (!strncasecmp(q->extra[i].name, "x-amz-", 6)) hs[nh++] = q->extra[i];
+    char date[SIGV4_AMZ_DATE_LEN + 1];
+    sigv4_amz_date(time(NULL), date);
+    sigv4_request sr = {.method = q->method, .path = path, .query = q->query, .headers = hs,
+                        .nheaders = nh, .payload_sha256_hex = payload_hash};
+    sigv4_params sp = {.access_key = c->access_key, .secret_key = c->secret_key,
+                       .session_token = c->session_token, .region = c->region, .service = "s3",
+                       .amz_date = date, .content_sha256_header = 1};
+    sigv4_output so;
+    tdm_err se;
+    if (sigv4_sign(&sr, &sp, &so, &se)) {
+        snprintf(why, whycap, "signing failed: %.200s", se.msg);
+        return CURLE_BAD_FUNCTION_ARGUMENT;
+    }
+    struct curl_slist *hl = NULL;
+    char line[8192];
+    for (size_t i = 0; i < nh; i++) {
+        snprintf(line, sizeof line, "%s: %s", hs[i].name, hs[i].value);
+        hl = curl_slist_append(hl, line);
+    }
+    for (size_t i = 0; i < q->nextra; i++)
+        if (strncasecmp(q->extra[i].name, "x-amz-", 6)) {
+            snprintf(line, sizeof line, "%s: %s", q->extra[i].name, q->extra[i].value);
+            hl = curl_slist_append(hl, line);
+        }
+    for (size_t i = 0; i < so.nheaders; i++) {
+        snprintf(line, sizeof line, "%s: %s", so.headers[i].name, so.headers[i].value);
+        hl = curl_slist_append(hl, line);
+    }
+    hl = curl_slist_append(hl, "Expect:"); /* no 100-continue round trip */
+    if (!q->body && (!strcmp(q->method, "PUT") || !strcmp(q->method, "POST")))
+        hl = curl_slist_append(hl, "Content-Length: 0");
+    volatile char *wipe = line;
+    for (size_t i = 0; i < sizeof line; i++) wipe[i] = 0;
+
+    CURL *h = handle_take(s);
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, c->timeout_s);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    body_src src = {q->body, q->body_len};
+    if (!strcmp(q->method, "GET")) {
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    } else if (!strcmp(q->method, "HEAD")) {
+        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    } else if (!strcmp(q->method, "PUT")) {
+        curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+        curl_easy_setopt(h, CURLOPT_READDATA, &src);
+        curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
+        curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)q->body_len);
+    } else if (!strcmp(q->method, "POST")) {
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, q->body ? (const char *)q->body : "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->body_len);
+    } else {
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, q->method);
+    }
+    resp->content_length = -1;
+    CURLcode rc = curl_easy_perform(h);
+    if (rc == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
+    else snprintf(why, whycap, "%s", curl_easy_strerror(rc));
+    curl_slist_free_all(hl);
+    sigv4_output_free(&so);
+    if (rc == CURLE_OK) handle_give(s, h);
+    else curl_easy_cleanup(h); /* do not reuse a connection in an unknown state */
+    return (int)rc;
+}
+
+static int retryable_status(long st) { return st == 429 || st == 500 || st == 502 || st == 503 || st == 504; }
+
+static void backoff(int attempt_no) {
+    double cap = 5.0, base = 0.05 * (double)(1u << (attempt_no < 16 ? attempt_no : 16));
+    if (base > cap) base = cap;
+    unsigned seed = (unsigned)(time(NULL) ^ (getpid() << 8) ^ (unsigned)attempt_no ^
+                               (unsigned)(size_t)pthread_self());
+    double d = base * ((double)rand_r(&seed) / RAND_MAX); /* full jitter */
+    struct timespec ts = {(time_t)d, (long)((d - (time_t)d) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+static void resp_reset(s3_resp *r) {
+    char *into = r->into;
+    size_t cap = r->into_cap;
+    free(r->body);
+    memset(r, 0, sizeof *r);
+    r->into = into;
+    r->into_cap = cap;
+}
+
+/* Verification of a GET body: 0 when it matches what the headers promise. */
+typedef int (*verify_fn)(const s3_resp *r, void *ctx);
+
+/* Sends a request with retries. Returns 0 with the final response (a non-retryable
+ * status, which may be an error status) in *r, or ERR_STORE when every attempt failed. */
+static int s3_do(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void *vctx,
+                 tdm_err *e) {
+    char why[512] = "";
+    for (int a = 0; a < s->cfg.retries; a++) {
+        if (a > 0) {
+            __atomic_add_fetch(&s->retries, 1, __ATOMIC_RELAXED);
+            backoff(a);
+        }
+        resp_reset(r);
+        __atomic_add_fetch(&s->requests, 1, __ATOMIC_RELAXED);
+        int rc = attempt(s, q, r, why, sizeof why);
+        if (rc == CURLE_BAD_FUNCTION_ARGUMENT || rc == CURLE_OUT_OF_MEMORY) break;
+        if (rc) continue; /* reset, timeout, refused: retry */
+        if (retryable_status(r->status)) {
+            snprintf(why, sizeof why, "HTTP %ld", r->status);
+            continue;
+        }
+        if (r->overflow) {
+            snprintf(why, sizeof why, "the body is longer than announced");
+            continue;
+        }
+        if (verify && r->status / 100 == 2 && verify(r, vctx)) {
+            snprintf(why, sizeof why, "the body failed verification (truncated or corrupted)");
+            continue;
+        }
+        return 0;
+    }
+    return err_set(e, ERR_STORE, "%s: %s %s failed after %d attempts: %s", s->cfg.bucket,
+                   q->method, q->key ? q->key : "(bucket)", s->cfg.retries, why);
+}
+
+/* An error for a final non-2xx status: names the key, the status and S3's code. */
+static int status_error(store *st, const s3_req *q, const s3_resp *r, tdm_err *e) {
+    char code[128] = "";
+    if (r->body && r->len) s3_xml_first(r->body, r->len, "Code", code, sizeof code);
+    const char *hint = r->status == 403 ? " (check the credentials and the bucket policy)" : "";
+    return err_set(e, ERR_STORE, "%s: %s %s: HTTP %ld %s%s", store_url(st), q->method,
+                   q->key ? q->key : "(list)", r->status, code, hint);
+}
+
+/* ------------------------------------------------------------------ verification */
+
+typedef struct expect_len {
+    long long len; /* -1: unknown */
+} expect_len;
+
+static int hex_digest(const char *alg, const void *data, size_t n, char *hex, size_t cap) {
+    unsigned char md[64];
+    unsigned int mdlen = 0;
+    const EVP_MD *m = !strcmp(alg, "md5") ? EVP_md5() : EVP_sha256();
+    if (EVP_Digest(data, n, md, &mdlen, m, NULL) != 1 || cap < 2 * mdlen + 1) return -1;
+    for (unsigned i = 0; i < mdlen; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    return 0;
+}
+
+/* A whole-object GET: length as announced, then SHA-256 from our metadata, else the MD5
+ * of a single-part ETag. */
+static int verify_whole(const s3_resp *r, void *ctx) {
+    (void)ctx;
+    const char *data = r->into ? r->into : r->body;
+    size_t n = r->len;
+    if (r->content_length >= 0 && (size_t)r->content_length != n) return -1;
+    char hex[129];
+    if (r->meta_sha[0]) {
+        if (hex_digest("sha256", data ? data : "", n, hex, sizeof hex)) return -1;
+        return strcasecmp(hex, r->meta_sha) ? -1 : 0;
+    }
+    size_t el = strlen(r->etag);
+    if (el == 34 && r->etag[0] == '"' && !strchr(r->etag, '-')) {
+        if (hex_digest("md5", data ? data : "", n, hex, sizeof hex)) return -1;
+        return strncasecmp(hex, r->etag + 1, 32) ? -1 : 0;
+    }
+    return 0;
+}
+
+static int verify_len(const s3_resp *r, void *ctx) {
+    expect_len *x = ctx;
+    if (r->content_length >= 0 && (size_t)r->content_length != r->len) return -1;
+    return x && x->len >= 0 && (long long)r->len != x->len ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------ objects */
+
+static s3_store *impl(store *st) { return st->impl; }
+
+/* PUT of one body (no multipart). cond: NULL, "*" (If-None-Match) or an ETag (If-Match). */
+static int put_single(store *st, const char *key, const void *data, size_t n, const char *sha_hex,
+                      const char *if_none, const char *if_match, s3_resp *r, tdm_err *e) {
+    s3_req q = {.method = "PUT", .key = key, .body = data ? data : "", .body_len = n};
+    q.extra[q.nextra++] = (sigv4_header){META_SHA, sha_hex};
+    if (if_none) q.extra[q.nextra++] = (sigv4_header){"If-None-Match", if_none};
+    if (if_match) q.extra[q.nextra++] = (sigv4_header){"If-Match", if_match};
+    if (n <= SIGNED_BODY_MAX) q.body_sha_hex = sha_hex; /* the object hash is the payload hash */
+    return s3_do(impl(st), &q, r, NULL, NULL, e);
+}
+
+typedef struct part_job {
+    store *st;
+    const char *key, *upload_id;
+    const char *data;
+    size_t n, part;
+    int nparts;
+    int next; /* atomic: next part to take */
+    char (*etags)[128];
+    int rc;
+    tdm_err e;
+    pthread_mutex_t mu;
+} part_job;
+
+static void *part_worker(void *arg) {
+    part_job *j = arg;
+    for (;;) {
+        int i = __atomic_fetch_add(&j->next, 1, __ATOMIC_SEQ_CST);
+        if (i >= j->nparts) break;
+        pthread_mutex_lock(&j->mu);
+        int stop = j->rc;
+        pthread_mutex_unlock(&j->mu);
+        if (stop) break;
+        size_t off = (size_t)i * j->part, len = j->n - off < j->part ? j->n - off : j->part;
+        char query[1200];
+        char *uid = sigv4_uri_encode(j->upload_id, 0);
+        snprintf(query, sizeof query, "partNumber=%d&uploadId=%s", i + 1, uid ? uid : "");
+        free(uid);
+        s3_req q = {.method = "PUT", .key = j->key, .query = query, .body = j->data + off,
+                    .body_len = len};
+        s3_resp r = {0};
+        tdm_err e = {0};
+        int rc = s3_do(impl(j->st), &q, &r, NULL, NULL, &e);
+        if (!rc && r.status / 100 != 2) rc = status_error(j->st, &q, &r, &e);
+        if (!rc && !r.etag[0]) rc = err_set(&e, ERR_STORE, "%s: part %d of %s: no ETag in the answer", store_url(j->st), i + 1, j->key);
+        if (!rc) snprintf(j->etags[i], 128, "%s", r.etag);
+        free(r.body);
+        if (rc) {
+            pthread_mutex_lock(&j->mu);
+            if (!j->rc) j->rc = rc, j->e = e;
+            pthread_mutex_unlock(&j->mu);
+        }
+    }
+    return NULL;
+}
+
+/* Multipart upload with parallel parts; the conditional header goes on the completion. */
+static int put_multipart(store *st, const char *key, const void *data, size_t n,
+                         const char *sha_hex, const char *if_none, const char *if_match,
+                         s3_resp *out, tdm_err *e) {
+    s3_store *s = impl(st);
+    s3_req q = {.method = "POST", .key = key, .query = "uploads="};
+    q.extra[q.nextra++] = (sigv4_header){META_SHA, sha_hex};
+    s3_resp r = {0};
+    int rc = s3_do(s, &q, &r, NULL, NULL, e);
+    if (!rc && r.status / 100 != 2) rc = status_error(st, &q, &r, e);
+    char upload_id[1024];
+    if (!rc && !(r.body && s3_xml_first(r.body, r.len, "UploadId", upload_id, sizeof upload_id)))
+        rc = err_set(e, ERR_STORE, "%s: no UploadId in the answer to a multipart upload of %s",
+                     store_url(st), key);
+    free(r.body);
+    if (rc) return rc;
+    size_t part = s->cfg.part_bytes;
+    int nparts = (int)((n + part - 1) / part);
+    part_job j = {.st = st, .key = key, .upload_id = upload_id, .data = data, .n = n,
+                  .part = part, .nparts = nparts};
+    j.etags = calloc((size_t)nparts, sizeof *j.etags);
+    pthread_mutex_init(&j.mu, NULL);
+    int nthreads = s->cfg.concurrency < nparts ? s->cfg.concurrency : nparts;
+    pthread_t tids[64];
+    int created[64] = {0};
+    if (!j.etags) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    for (int t = 1; !rc && t < nthreads; t++)
+        created[t] = pthread_create(&tids[t], NULL, part_worker, &j) == 0;
+    if (!rc) part_worker(&j);
+    for (int t = 1; t < nthreads; t++)
+        if (created[t]) pthread_join(tids[t], NULL);
+    pthread_mutex_destroy(&j.mu);
+    if (!rc && j.rc) rc = j.rc, *e = j.e;
+    char *uid = sigv4_uri_encode(upload_id, 0);
+    char query[1200];
+    snprintf(query, sizeof query, "uploadId=%s", uid ? uid : "");
+    free(uid);
+    if (!rc) {
+        size_t cap = (size_t)nparts * 200 + 128, used = 0;
+        char *xml = malloc(cap);
+        if (!xml) rc = err_set(e, ERR_INTERNAL, "out of memory");
+        for (int i = 0; !rc && i <= nparts; i++) {
+            if (i == 0) used += (size_t)snprintf(xml + used, cap - used, "<CompleteMultipartUpload>");
+            if (i < nparts) {
+                char esc[300];
+                s3_xml_escape(j.etags[i], esc, sizeof esc);
+                used += (size_t)snprintf(xml + used, cap - used,
+                                         "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>",
+                                         i + 1, esc);
+            } else {
+                used += (size_t)snprintf(xml + used, cap - used, "</CompleteMultipartUpload>");
+            }
+        }
+        if (!rc) {
+            s3_req c = {.method = "POST", .key = key, .query = query, .body = xml, .body_len = used};
+            if (if_none) c.extra[c.nextra++] = (sigv4_header){"If-None-Match", if_none};
+            if (if_match) c.extra[c.nextra++] = (sigv4_header){"If-Match", if_match};
+            rc = s3_do(s, &c, out, NULL, NULL, e);
+            /* S3 can answer 200 with an <Error> body for a failed completion */
+            if (!rc && out->status == 200 && out->body && strstr(out->body, "<Error>")) {
+                char code[128] = "";
+                s3_xml_first(out->body, out->len, "Code", code, sizeof code);
+                out->status = !strcmp(code, "PreconditionFailed") ? 412 : 500;
+            }
+            if (!rc && out->status / 100 == 2 && out->body)
+                s3_xml_first(out->body, out->len, "ETag", out->etag, sizeof out->etag);
+        }
+        free(xml);
+    }
+    if (rc || out->status / 100 != 2) { /* abandon the upload so its parts do not linger */
+        s3_req a = {.method = "DELETE", .key = key, .query = query};
+        s3_resp ar = {0};
+        tdm_err ignore;
+        s3_do(s, &a, &ar, NULL, NULL, &ignore);
+        free(ar.body);
+    }
+    free(j.etags);
+    return rc;
+}
+
+/* Writes an object; the conditional headers as in put_single. */
+static int put_object(store *st, const char *key, const void *data, size_t n, const char *if_none,
+                      const char *if_match, s3_resp *r, tdm_err *e) {
+    sha256_digest d;
+    sha256(data, n, &d);
+    char hex[SHA256_HEX_LEN + 1];
+    sha256_hex(&d, hex);
+    if (n > impl(st)->cfg.part_bytes)
+        return put_multipart(st, key, data, n, hex, if_none, if_match, r, e);
+    return put_single(st, key, data, n, hex, if_none, if_match, r, e);
+}
+
+/* HEAD: 1 if present (ETag into ver), 0 if absent. */
+static int head_object(store *st, const char *key, int *present, store_version *ver, tdm_err *e) {
+    s3_req q = {.method = "HEAD", .key = key};
+    s3_resp r = {0};
+    int rc = s3_do(impl(st), &q, &r, NULL, NULL, e);
+    if (!rc) {
+        if (r.status == 404) *present = 0;
+        else if (r.status / 100 == 2) {
+            *present = 1;
+            if (ver) snprintf(ver->v, sizeof ver->v, "%s", r.etag);
+        } else rc = status_error(st, &q, &r, e);
+    }
+    free(r.body);
+    return rc;
+}
+
+/* Probes once whether the server honours If-None-Match (a second create-only PUT of the
+ * same probe key must be refused). */
+static int conditional_supported(store *st, tdm_err *e) {
+    s3_store *s = impl(st);
+    if (s->conditional >= 0) return s->conditional;
+    char key[96];
+    unsigned seed = (unsigned)(time(NULL) ^ getpid());
+    snprintf(key, sizeof key, ".tandem-probe/%08x%08x", rand_r(&seed), rand_r(&seed));
+    int results[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        s3_resp r = {0};
+        int rc = put_object(st, key, "probe", 5, "*", NULL, &r, e);
+        results[i] = rc ? -1 : (int)r.status;
+        free(r.body);
+        if (rc) return -1;
+    }
+    s3_req d = {.method = "DELETE", .key = key};
+    s3_resp dr = {0};
+    tdm_err ignore;
+    s3_do(s, &d, &dr, NULL, NULL, &ignore);
+    free(dr.body);
+    s->conditional = results[1] == 412;
+    if (!s->conditional)
+        fprintf(stderr, "tandem: %s ignores conditional writes (If-None-Match); using the lease "
+                "protocol without server-side compare-and-swap (docs/running.md)\n", store_url(st));
+    return s->conditional;
+}
+
+static int s3_put(store *st, const char *key, const void *data, size_t n, int mode, tdm_err *e) {
+    const char *if_none = NULL;
+    if (mode == STORE_CREATE) {
+        int cond = conditional_supported(st, e);
+        if (cond < 0) return ERR_STORE;
+        if (cond) if_none = "*";
+        else {
+            int present = 0;
+            int rc = head_object(st, key, &present, NULL, e);
+            if (rc) return rc;
+            if (present) return STORE_EXISTS;
+        }
+    }
+    s3_resp r = {0};
+    int rc = put_object(st, key, data, n, if_none, NULL, &r, e);
+    if (!rc && r.status == 412) rc = STORE_EXISTS;
+    else if (!rc && r.status / 100 != 2) {
+        s3_req q = {.method = "PUT", .key = key};
+        rc = status_error(st, &q, &r, e);
+    }
+    free(r.body);
+    return rc;
+}
+
+static int s3_put_if(store *st, const char *key, const void *data, size_t n,
+                     const store_version *expected, store_version *out, tdm_err *e) {
+    int cond = conditional_supported(st, e);
+    if (cond < 0) return ERR_STORE;
+    if (!cond) { /* checked write: compare the current ETag, then write */
+        int present = 0;
+        store_version cur = {{0}};
+        int rc = head_object(st, key, &present, &cur, e);
+        if (rc) return rc;
+        if (present ? strcmp(cur.v, expected->v) != 0 : expected->v[0] != '\0')
+            return STORE_CONFLICT;
+    }
+    s3_resp r = {0};
+    int rc = put_object(st, key, data, n, cond && !expected->v[0] ? "*" : NULL,
+                        cond && expected->v[0] ? expected->v : NULL, &r, e);
+    if (!rc && r.status == 412) rc = STORE_CONFLICT;
+    else if (!rc && r.status / 100 != 2) {
+        s3_req q = {.method = "PUT", .key = key};
+        rc = status_error(st, &q, &r, e);
+    } else if (!rc && out) {
+        if (r.etag[0]) snprintf(out->v, sizeof out->v, "%s", r.etag);
+        else { /* some servers omit it on completion: ask */
+            int present;
+            rc = head_object(st, key, &present, out, e);
+        }
+    }
+    free(r.body);
+    return rc;
+}
+
+typedef struct range_job {
+    store *st;
+    const char *key;
+    char *buf;
+    size_t total, part;
+    int nparts, next;
+    int rc;
+    tdm_err e;
+    pthread_mutex_t mu;
+} range_job;
+
+static void *range_worker(void *arg) {
+    range_job *j = arg;
+    for (;;) {
+        int i = __atomic_fetch_add(&j->next, 1, __ATOMIC_SEQ_CST);
+        if (i >= j->nparts) break;
+        size_t off = (size_t)i * j->part, len = j->total - off < j->part ? j->total - off : j->part;
+        char range[96];
+        snprintf(range, sizeof range, "bytes=%zu-%zu", off, off + len - 1);
+        s3_req q = {.method = "GET", .key = j->key};
+        q.extra[q.nextra++] = (sigv4_header){"Range", range};
+        s3_resp r = {.into = j->buf + off, .into_cap = len};
+        expect_len x = {(long long)len};
+        tdm_err e = {0};
+        int rc = s3_do(impl(j->st), &q, &r, verify_len, &x, &e);
+        if (!rc && r.status != 206) rc = status_error(j->st, &q, &r, &e);
+        free(r.body);
+        if (rc) {
+            pthread_mutex_lock(&j->mu);
+            if (!j->rc) j->rc = rc, j->e = e;
+            pthread_mutex_unlock(&j->mu);
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* One GET of the whole object, or for large objects a first ranged GET (which tells the
+ * size and the metadata) and parallel ranged GETs for the rest; the whole is verified. */
+static int get_once(store *st, const char *key, void **data, size_t *n, store_version *ver,
+                    tdm_err *e) {
+    s3_store *s = impl(st);
+    size_t part = s->cfg.part_bytes;
+    char range[96];
+    snprintf(range, sizeof range, "bytes=0-%zu", part - 1);
+    s3_req q = {.method = "GET", .key = key};
+    q.extra[q.nextra++] = (sigv4_header){"Range", range};
+    s3_resp r = {0};
+    int rc = s3_do(s, &q, &r, verify_len, NULL, e);
+    if (rc) return rc;
+    if (r.status == 404) {
+        free(r.body);
+        return STORE_NOT_FOUND;
+    }
+    if (r.status == 416) { /* an empty object: no byte 0 */
+        free(r.body);
+        s3_req whole = {.method = "GET", .key = key};
+        s3_resp w = {0};
+        rc = s3_do(s, &whole, &w, verify_whole, NULL, e);
+        if (!rc && w.status == 404) rc = STORE_NOT_FOUND;
+        else if (!rc && w.status != 200) rc = status_error(st, &whole, &w, e);
+        if (!rc) {
+            *data = w.body ? w.body : calloc(1, 1);
+            *n = w.len;
+            if (ver) snprintf(ver->v, sizeof ver->v, "%s", w.etag);
+            return 0;
+        }
+        free(w.body);
+        return rc;
+    }
+    if (r.status != 200 && r.status != 206) {
+        rc = status_error(st, &q, &r, e);
+        free(r.body);
+        return rc;
+    }
+    size_t total = r.len;
+    const char *slash = r.status == 206 ? strrchr(r.content_range, '/') : NULL;
+    if (slash) total = (size_t)strtoull(slash + 1, NULL, 10);
+    s3_resp whole = r;
+    if (total > r.len) {
+        char *buf = malloc(total);
+        if (!buf) {
+            free(r.body);
+            return err_set(e, ERR_INTERNAL, "out of memory for %s (%zu bytes)", key, total);
+        }
+        memcpy(buf, r.body, r.len);
+        free(r.body);
+        range_job j = {.st = st, .key = key, .buf = buf + r.len, .total = total - r.len,
+                       .part = part};
+        j.nparts = (int)((j.total + part - 1) / part);
+        pthread_mutex_init(&j.mu, NULL);
+        int nthreads = s->cfg.concurrency < j.nparts ? s->cfg.concurrency : j.nparts;
+        pthread_t tids[64];
+        int created[64] = {0};
+        for (int t = 1; t < nthreads; t++) created[t] = pthread_create(&tids[t], NULL, range_worker, &j) == 0;
+        range_worker(&j);
+        for (int t = 1; t < nthreads; t++)
+            if (created[t]) pthread_join(tids[t], NULL);
+        pthread_mutex_destroy(&j.mu);
+        if (j.rc) {
+            free(buf);
+            *e = j.e;
+            return j.rc;
+        }
+        whole.body = buf;
+        whole.len = total;
+    }
+    whole.content_length = (long long)total;
+    if (verify_whole(&whole, NULL)) {
+        free(whole.body);
+        return -100; /* verification failed: the caller retries the whole read */
+    }
+    *data = whole.body ? whole.body : calloc(1, 1);
+    *n = total;
+    if (ver) snprintf(ver->v, sizeof ver->v, "%s", whole.etag);
+    return 0;
+}
+
+static int s3_get(store *st, const char *key, void **data, size_t *n, store_version *ver,
+                  tdm_err *e) {
+    s3_store *s = impl(st);
+    for (int a = 0; a < s->cfg.retries; a++) {
+        if (a > 0) backoff(a);
+        int rc = get_once(st, key, data, n, ver, e);
+        if (rc != -100) return rc;
+        __atomic_add_fetch(&s->retries, 1, __ATOMIC_RELAXED);
+    }
+    return err_set(e, ERR_STORE, "%s: %s: every read failed verification against its content "
+                   "hash (corrupted in transit or in the store)", store_url(st), key);
+}
+
+static int s3_exists(store *st, const char *key, int *exists, tdm_err *e) {
+    return head_object(st, key, exists, NULL, e);
+}
+
+typedef struct list_ctx {
+    store_list *out;
+    size_t strip; /* length of "prefix/" to remove */
+    int oom;
+} list_ctx;
+
+static int on_key(void *ctx, const char *text) {
+    list_ctx *l = ctx;
+    if (strlen(text) < l->strip) return 0;
+    const char *k = text + l->strip;
+    if (!store_key_valid(k)) return 0; /* foreign objects under the prefix */
+    if (store_list_append(l->out, k)) {
+        l->oom = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static int s3_list(store *st, const char *prefix, store_list *out, tdm_err *e) {
+    s3_store *s = impl(st);
+    char full[1400];
+    object_key(s, prefix, full, sizeof full);
+    if (!*prefix && s->cfg.prefix[0]) snprintf(full, sizeof full, "%s/", s->cfg.prefix);
+    char *enc = sigv4_uri_encode(full, 0);
+    char token[2048] = "";
+    list_ctx l = {.out = out, .strip = s->cfg.prefix[0] ? strlen(s->cfg.prefix) + 1 : 0};
+    int rc = enc ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
+    for (int page = 0; !rc; page++) {
+        char query[6000];
+        char *tenc = token[0] ? sigv4_uri_encode(token, 0) : NULL;
+        /* sorted by name, as the canonical query needs */
+        if (tenc) snprintf(query, sizeof query, "continuation-token=%s&list-type=2&prefix=%s", tenc, enc);
+        else snprintf(query, sizeof query, "list-type=2&prefix=%s", enc);
+        free(tenc);
+        s3_req q = {.method = "GET", .query = query};
+        s3_resp r = {0};
+        rc = s3_do(s, &q, &r, verify_len, NULL, e);
+        if (!rc && r.status != 200) rc = status_error(st, &q, &r, e);
+        if (!rc && (!r.body || !strstr(r.body, "ListBucketResult")))
+            rc = err_set(e, ERR_STORE, "%s: the listing answer is not a ListBucketResult", store_url(st));
+        if (!rc && s3_xml_each(r.body, r.len, "Key", on_key, &l) != 0)
+            rc = l.oom ? err_set(e, ERR_INTERNAL, "out of memory")
+                       : err_set(e, ERR_STORE, "%s: malformed key in a listing", store_url(st));
+        char trunc[16] = "";
+        if (!rc && r.body) s3_xml_first(r.body, r.len, "IsTruncated", trunc, sizeof trunc);
+        int more = !strcmp(trunc, "true");
+        if (!rc && more && !s3_xml_first(r.body, r.len, "NextContinuationToken", token, sizeof token))
+            rc = err_set(e, ERR_STORE, "%s: a truncated listing without a continuation token", store_url(st));
+        free(r.body);
+        if (!more) break;
+    }
+    free(enc);
+    return rc;
+}
+
+static int s3_del(store *st, const char *key, tdm_err *e) {
+    s3_req q = {.method = "DELETE", .key = key};
+    s3_resp r = {0};
+    int rc = s3_do(impl(st), &q, &r, NULL, NULL, e);
+    if (!rc && r.status == 404) rc = STORE_NOT_FOUND;
+    else if (!rc && r.status / 100 != 2) rc = status_error(st, &q, &r, e);
+    free(r.body);
+    return rc; /* S3 answers 204 for absent keys too: absence is not always reported */
+}
+
+static void s3_close(store *st) {
+    s3_store *s = impl(st);
+    if (!s) return;
+    for (int i = 0; i < s->npool; i++) curl_easy_cleanup(s->pool[i]);
+    pthread_mutex_destroy(&s->mu);
+    s3_config_wipe(&s->cfg);
+    free(s);
+}
+
+static const store_backend s3_backend = {
+    .scheme = "s3",
+    .put = s3_put,
+    .put_if = s3_put_if,
+    .get = s3_get,
+    .exists = s3_exists,
+    .list = s3_list,
+    .del = s3_del,
+    .close = s3_close,
+};
+
+store *s3_store_open(const char *url, tdm_err *e) {
+    pthread_once(&curl_once, curl_init_once);
+    store *st = calloc(1, sizeof *st);
+    s3_store *s = calloc(1, sizeof *s);
+    char *u = strdup(url);
+    if (!st || !s || !u) {
+        free(st);
+        free(s);
+        free(u);
+        err_set(e, ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    if (s3_config_resolve(url, &s->cfg, e)) {
+        s3_config_wipe(&s->cfg);
+        free(st);
+        free(s);
+        free(u);
+        return NULL;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    s->conditional = -1;
+    st->b = &s3_backend;
+    st->url = u;
+    st->impl = s;
+    /* reachability and credentials now, so a bad store fails at start, not at a commit */
+    s3_req q = {.method = "GET", .query = "list-type=2&max-keys=1"};
+    s3_resp r = {0};
+    int rc = s3_do(s, &q, &r, NULL, NULL, e);
+    if (!rc && r.status != 200) rc = status_error(st, &q, &r, e);
+    free(r.body);
+    if (rc) {
+        err_prefix(e, "cannot use store %s: ", url);
+        store_close(st);
+        return NULL;
+    }
+    return st;
+}
+
+void s3_store_stats(store *st, long *requests, long *retries) {
+    s3_store *s = impl(st);
+    *requests = __atomic_load_n(&s->requests, __ATOMIC_RELAXED);
+    *retries = __atomic_load_n(&s->retries, __ATOMIC_RELAXED);
+}

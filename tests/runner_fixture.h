@@ -1,0 +1,97 @@
+/* runner_fixture.h — driving the tandem binary from tests: start a run, signal or kill
+ * it, wait, read its log, and read `tandem hash` of its store. */
+#ifndef TANDEM_TESTS_RUNNER_FIXTURE_H
+#define TANDEM_TESTS_RUNNER_FIXTURE_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static inline const char *tandem_bin(void) {
+    const char *b = getenv("TANDEM_BIN");
+    return b && *b ? b : "./tandem";
+}
+
+static inline double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A run under test: its config file, store URL (a path or s3://...) and log file. */
+typedef struct fixture {
+    char *dir;
+    char config[600], store[600], log[600];
+} fixture;
+
+static inline int write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fputs(text, f);
+    return fclose(f);
+}
+
+/* Starts `tandem run CONFIG --store STORE --quiet [extra]` with an optional "K=V"
+ * environment entry; output goes to the fixture's log. */
+static inline pid_t start_run(const fixture *f, const char *env_kv, const char *extra1, const char *extra2) {
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    if (env_kv) {
+        char kv[256];
+        snprintf(kv, sizeof kv, "%s", env_kv);
+        char *eq = strchr(kv, '=');
+        *eq = '\0';
+        setenv(kv, eq + 1, 1);
+    }
+    int fd = open(f->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+    }
+    const char *argv[] = {tandem_bin(), "run", f->config, "--store", f->store, "--quiet",
+                          extra1, extra2, NULL};
+    execv(tandem_bin(), (char *const *)argv);
+    _exit(127);
+}
+
+/* Exit code, or 128 + signal number. */
+static inline int wait_exit(pid_t pid) {
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static inline int run_to_end(const fixture *f, const char *env_kv) {
+    return wait_exit(start_run(f, env_kv, NULL, NULL));
+}
+
+static inline int read_all(const char *path, char *buf, size_t cap) {
+    FILE *fp = fopen(path, "r");
+    if (!fp) return -1;
+    size_t n = fread(buf, 1, cap - 1, fp);
+    buf[n] = '\0';
+    fclose(fp);
+    return 0;
+}
+
+/* The output of `tandem hash STORE`. */
+static inline int hash_of(const fixture *f, char *out, size_t cap) {
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "'%s' hash '%s' 2>&1", tandem_bin(), f->store);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    return pclose(p) == 0 ? 0 : -1;
+}
+
+
+#endif
