@@ -156,6 +156,9 @@ int s3_config_resolve(const char *url, s3_config *c, tdm_err *e) {
     long conc = env_long("TANDEM_S3_CONCURRENCY", 8, 1, 64);
     long retries = env_long("TANDEM_S3_RETRIES", 8, 1, 100);
     long timeout = env_long("TANDEM_S3_TIMEOUT", 30, 1, 3600);
+    long list_max = env_long("TANDEM_S3_LIST_MAX", 1000, 1, 1000);
+    if (list_max < 0) return err_set(e, ERR_USAGE, "TANDEM_S3_LIST_MAX must be 1..1000");
+    c->list_max = (int)list_max;
     if (part < 0) return err_set(e, ERR_USAGE, "TANDEM_S3_PART_MIB must be 5..5120 (S3's minimum part is 5 MiB)");
     if (conc < 0) return err_set(e, ERR_USAGE, "TANDEM_S3_CONCURRENCY must be 1..64");
     if (retries < 0) return err_set(e, ERR_USAGE, "TANDEM_S3_RETRIES must be 1..100");

@@ -13,7 +13,8 @@
  *   tuning       TANDEM_S3_PART_MIB (multipart part size, default 16), TANDEM_S3_CONCURRENCY
  *                (parallel part transfers, default 8), TANDEM_S3_RETRIES (attempts per
  *                request, default 8), TANDEM_S3_TIMEOUT (seconds without progress before a
- *                transfer is abandoned and retried, default 30)
+ *                transfer is abandoned and retried, default 30), TANDEM_S3_LIST_MAX (keys per
+ *                listing page, default 1000, S3's maximum)
  *
  * Secrets live only in this struct's buffers and in the signing; s3_config_free wipes
  * them. No function here puts a secret into an error message.
@@ -37,7 +38,7 @@ typedef struct s3_config {
     char secret_key[256];
     char session_token[4096]; /* "" when none */
     size_t part_bytes;
-    int concurrency, retries;
+    int concurrency, retries, list_max;
     long timeout_s;
 } s3_config;
 

@@ -81,6 +81,7 @@ typedef struct s3_resp {
     char meta_sha[SHA256_HEX_LEN + 1];
     char content_range[128];
     long long content_length;
+    int uncertain; /* an earlier attempt got no definite answer: it may have been applied */
 } s3_resp;
 
 typedef struct s3_req {
@@ -326,6 +327,7 @@ static int s3_do(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, voi
             backoff(a);
         }
         resp_reset(r);
+        r->uncertain = a > 0;
         __atomic_add_fetch(&s->requests, 1, __ATOMIC_RELAXED);
         int rc = attempt(s, q, r, why, sizeof why);
         if (rc == CURLE_BAD_FUNCTION_ARGUMENT || rc == CURLE_OUT_OF_MEMORY) break;
@@ -550,8 +552,9 @@ static int put_object(store *st, const char *key, const void *data, size_t n, co
     return put_single(st, key, data, n, hex, if_none, if_match, r, e);
 }
 
-/* HEAD: 1 if present (ETag into ver), 0 if absent. */
-static int head_object(store *st, const char *key, int *present, store_version *ver, tdm_err *e) {
+/* HEAD: *present 1 (ETag into ver, our SHA-256 metadata into sha_hex when given) or 0. */
+static int head_object_meta(store *st, const char *key, int *present, store_version *ver,
+                            char *sha_hex, tdm_err *e) {
     s3_req q = {.method = "HEAD", .key = key};
     s3_resp r = {0};
     int rc = s3_do(impl(st), &q, &r, NULL, NULL, e);
@@ -560,10 +563,31 @@ static int head_object(store *st, const char *key, int *present, store_version *
         else if (r.status / 100 == 2) {
             *present = 1;
             if (ver) snprintf(ver->v, sizeof ver->v, "%s", r.etag);
+            if (sha_hex) snprintf(sha_hex, SHA256_HEX_LEN + 1, "%s", r.meta_sha);
         } else rc = status_error(st, &q, &r, e);
     }
     free(r.body);
     return rc;
+}
+
+static int head_object(store *st, const char *key, int *present, store_version *ver, tdm_err *e) {
+    return head_object_meta(st, key, present, ver, NULL, e);
+}
+
+/* After a refused conditional write (412) or a completion that finds its upload gone
+ * (404 NoSuchUpload): if an earlier attempt of ours was applied and only its answer was
+ * lost, the object now holds exactly our bytes (same SHA-256 metadata). 1 if so, with
+ * its ETag in ver. */
+static int write_was_ours(store *st, const char *key, const void *data, size_t n,
+                          store_version *ver) {
+    char want[SHA256_HEX_LEN + 1], have[SHA256_HEX_LEN + 1] = "";
+    sha256_digest d;
+    sha256(data, n, &d);
+    sha256_hex(&d, want);
+    int present = 0;
+    tdm_err ignore;
+    if (head_object_meta(st, key, &present, ver, have, &ignore) || !present) return 0;
+    return strcasecmp(want, have) == 0;
 }
 
 /* Probes once whether the server honours If-None-Match (a second create-only PUT of the
@@ -609,6 +633,9 @@ static int s3_put(store *st, const char *key, const void *data, size_t n, int mo
     }
     s3_resp r = {0};
     int rc = put_object(st, key, data, n, if_none, NULL, &r, e);
+    if (!rc && r.uncertain && (r.status == 412 || r.status == 404) &&
+        write_was_ours(st, key, data, n, NULL))
+        r.status = 200; /* our own earlier attempt was applied; its answer was lost */
     if (!rc && r.status == 412) rc = STORE_EXISTS;
     else if (!rc && r.status / 100 != 2) {
         s3_req q = {.method = "PUT", .key = key};
@@ -633,6 +660,12 @@ static int s3_put_if(store *st, const char *key, const void *data, size_t n,
     s3_resp r = {0};
     int rc = put_object(st, key, data, n, cond && !expected->v[0] ? "*" : NULL,
                         cond && expected->v[0] ? expected->v : NULL, &r, e);
+    store_version mine = {{0}};
+    if (!rc && r.uncertain && (r.status == 412 || r.status == 404) &&
+        write_was_ours(st, key, data, n, &mine)) {
+        r.status = 200; /* our own earlier attempt was applied; its answer was lost */
+        snprintf(r.etag, sizeof r.etag, "%s", mine.v);
+    }
     if (!rc && r.status == 412) rc = STORE_CONFLICT;
     else if (!rc && r.status / 100 != 2) {
         s3_req q = {.method = "PUT", .key = key};
@@ -651,8 +684,8 @@ static int s3_put_if(store *st, const char *key, const void *data, size_t n,
 typedef struct range_job {
     store *st;
     const char *key;
-    char *buf;
-    size_t total, part;
+    char *buf;   /* receives bytes [base, base + total) of the object */
+    size_t base, total, part;
     int nparts, next;
     int rc;
     tdm_err e;
@@ -666,7 +699,7 @@ static void *range_worker(void *arg) {
         if (i >= j->nparts) break;
         size_t off = (size_t)i * j->part, len = j->total - off < j->part ? j->total - off : j->part;
         char range[96];
-        snprintf(range, sizeof range, "bytes=%zu-%zu", off, off + len - 1);
+        snprintf(range, sizeof range, "bytes=%zu-%zu", j->base + off, j->base + off + len - 1);
         s3_req q = {.method = "GET", .key = j->key};
         q.extra[q.nextra++] = (sigv4_header){"Range", range};
         s3_resp r = {.into = j->buf + off, .into_cap = len};
@@ -735,8 +768,8 @@ static int get_once(store *st, const char *key, void **data, size_t *n, store_ve
         }
         memcpy(buf, r.body, r.len);
         free(r.body);
-        range_job j = {.st = st, .key = key, .buf = buf + r.len, .total = total - r.len,
-                       .part = part};
+        range_job j = {.st = st, .key = key, .buf = buf + r.len, .base = r.len,
+                       .total = total - r.len, .part = part};
         j.nparts = (int)((j.total + part - 1) / part);
         pthread_mutex_init(&j.mu, NULL);
         int nthreads = s->cfg.concurrency < j.nparts ? s->cfg.concurrency : j.nparts;
@@ -814,8 +847,11 @@ static int s3_list(store *st, const char *prefix, store_list *out, tdm_err *e) {
         char query[6000];
         char *tenc = token[0] ? sigv4_uri_encode(token, 0) : NULL;
         /* sorted by name, as the canonical query needs */
-        if (tenc) snprintf(query, sizeof query, "continuation-token=%s&list-type=2&prefix=%s", tenc, enc);
-        else snprintf(query, sizeof query, "list-type=2&prefix=%s", enc);
+        if (tenc)
+            snprintf(query, sizeof query, "continuation-token=%s&list-type=2&max-keys=%d&prefix=%s",
+                     tenc, s->cfg.list_max, enc);
+        else
+            snprintf(query, sizeof query, "list-type=2&max-keys=%d&prefix=%s", s->cfg.list_max, enc);
         free(tenc);
         s3_req q = {.method = "GET", .query = query};
         s3_resp r = {0};
