@@ -6,6 +6,7 @@
 #                   rel (-O2) and asan (-O1, AddressSanitizer + UndefinedBehaviorSanitizer)
 #   make bench-cpu  CPU backend vs PyTorch, same model, batch and threads
 #   make bench-ckpt commit stall/throughput vs memcpy/dd; episode cost vs vanilla
+#   make bench-s3   a ~1 GiB state to/from a loopback S3 server beside aws s3 cp
 #   make fuzz       libFuzzer on every store record decoder (FUZZ_SECONDS each, default 60)
 #
 # Builds live in build/<variant>/ with the source tree mirrored below it.
@@ -91,6 +92,10 @@ bench-ckpt: deps
 	@$(MAKE) --no-print-directory $(BUILD)/rel/bench/bench_ckpt
 	@$(BUILD)/rel/bench/bench_ckpt
 
+bench-s3: deps-test
+	@$(MAKE) --no-print-directory $(BUILD)/rel/bench/bench_s3
+	@bash bench/s3.sh
+
 fuzz:
 	@bash scripts/deps.sh fuzz
 	@bash tests/fuzz/run.sh
@@ -98,6 +103,6 @@ fuzz:
 clean:
 	rm -rf $(BUILD) tandem
 
-.PHONY: all deps deps-test test test-run demo bench-cpu bench-ckpt fuzz clean $(addsuffix -tests,$(VARIANTS))
+.PHONY: all deps deps-test test test-run demo bench-cpu bench-ckpt bench-s3 fuzz clean $(addsuffix -tests,$(VARIANTS))
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

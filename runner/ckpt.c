@@ -301,9 +301,9 @@ static int fill_views(rec_state *r, const model_layout *lay, tdm_err *e) {
     return 0;
 }
 
-/* Chunks are hashed and uploaded by a few threads: hashing (~1.5 GB/s) and the store's
+/* Chunks are hashed and uploaded (and read back) by a few threads: hashing (~1.5 GB/s) and the store's
  * writes (fsync-bound) then overlap, and chunk k's work never depends on another's. */
-#define UPLOAD_THREADS 4
+#define IO_THREADS 4
 
 typedef struct upload_job {
     ckpt *c;
@@ -353,10 +353,10 @@ static int commit(ckpt *c, tdm_err *e) {
         if (!rt->chunks) rc = err_set(e, ERR_INTERNAL, "out of memory");
     }
     size_t total = CKPT_TENSORS * nchunks;
-    size_t nthreads = total < UPLOAD_THREADS ? total : UPLOAD_THREADS;
-    upload_job jobs[UPLOAD_THREADS];
-    pthread_t tids[UPLOAD_THREADS];
-    int created[UPLOAD_THREADS] = {0};
+    size_t nthreads = total < IO_THREADS ? total : IO_THREADS;
+    upload_job jobs[IO_THREADS];
+    pthread_t tids[IO_THREADS];
+    int created[IO_THREADS] = {0};
     for (size_t w = 0; !rc && w < nthreads; w++) {
         jobs[w] = (upload_job){.c = c, .r = r, .nchunks = nchunks, .first = w, .stride = nthreads};
         if (w > 0) created[w] = pthread_create(&tids[w], NULL, upload_main, &jobs[w]) == 0;
@@ -548,40 +548,73 @@ static int matches_layout(const ckpt *c, const rec_state *r, char *why, size_t c
     return 1;
 }
 
-/* Reads and verifies every chunk of the three tensors into the host buffers. */
-static int read_tensors(ckpt *c, const char *key, const rec_state *r, char *why, size_t cap) {
+/* Reads and verifies every chunk of the three tensors into the host buffers. Chunks are
+ * fetched by IO_THREADS threads (object stores serve parallel reads much faster);
+ * the first failure (by chunk order) is the one reported. */
+typedef struct read_job {
+    ckpt *c;
+    const rec_state *r;
+    size_t first, stride, total, nchunks;
+    size_t bad;       /* lowest failing chunk index seen by this job, or SIZE_MAX */
+    char why[1200];
+} read_job;
+
+static void *read_main(void *arg) {
+    read_job *j = arg;
     tdm_err e;
-    for (int t = 0; t < CKPT_TENSORS; t++) {
-        const rec_tensor *rt = &r->tensors[t];
-        uint64_t bytes = rt->shape[0] * 4;
-        uint8_t *dst = (uint8_t *)c->host[t];
-        for (size_t k = 0; k < rt->nchunks; k++) {
-            char bkey[80];
-            blob_key(&rt->chunks[k], bkey);
-            uint64_t off = k * rt->chunk_bytes;
-            size_t want = (size_t)(bytes - off < rt->chunk_bytes ? bytes - off : rt->chunk_bytes);
-            void *data = NULL;
-            size_t n = 0;
-            int rc = store_get(c->st, bkey, &data, &n, NULL, &e);
-            if (rc) {
-                snprintf(why, cap, "%s (tensor %s chunk %zu) is %.500s", bkey, rt->name, k,
-                         rc == STORE_NOT_FOUND ? "missing" : e.msg);
-                return -1;
-            }
-            sha256_digest d;
-            sha256(data, n, &d);
-            if (n != want || !sha256_equal(&d, &rt->chunks[k])) {
-                snprintf(why, cap, "%s (tensor %s chunk %zu) is corrupt: %s", bkey, rt->name, k,
-                         n != want ? "wrong size" : "its content does not match its SHA-256");
-                free(data);
-                return -1;
-            }
-            memcpy(dst + off, data, n);
+    for (size_t i = j->first; i < j->total && j->bad == SIZE_MAX; i += j->stride) {
+        size_t t = i / j->nchunks, k = i % j->nchunks;
+        const rec_tensor *rt = &j->r->tensors[t];
+        uint64_t bytes = rt->shape[0] * 4, off = k * rt->chunk_bytes;
+        size_t want = (size_t)(bytes - off < rt->chunk_bytes ? bytes - off : rt->chunk_bytes);
+        char bkey[80];
+        blob_key(&rt->chunks[k], bkey);
+        void *data = NULL;
+        size_t n = 0;
+        int rc = store_get_verified(j->c->st, bkey, &rt->chunks[k], &data, &n, &e);
+        if (rc || n != want) {
+            snprintf(j->why, sizeof j->why, "%s (tensor %s chunk %zu) is %.500s", bkey, rt->name, k,
+                     rc == STORE_NOT_FOUND ? "missing"
+                     : rc == STORE_CORRUPT ? "corrupt: its content does not match its SHA-256"
+                     : rc ? e.msg : "corrupt: wrong size");
             free(data);
+            j->bad = i;
+            break;
         }
+        memcpy((uint8_t *)j->c->host[t] + off, data, n);
+        free(data);
     }
-    (void)key;
-    return 0;
+    return NULL;
+}
+
+static int read_tensors(ckpt *c, const rec_state *r, char *why, size_t cap) {
+    size_t nchunks = r->tensors[0].nchunks;
+    for (int t = 1; t < CKPT_TENSORS; t++)
+        if (r->tensors[t].nchunks != nchunks) {
+            snprintf(why, cap, "its tensors are chunked differently");
+            return -1;
+        }
+    size_t total = CKPT_TENSORS * nchunks;
+    size_t nthreads = total < IO_THREADS ? total : IO_THREADS;
+    read_job jobs[IO_THREADS];
+    pthread_t tids[IO_THREADS];
+    int created[IO_THREADS] = {0};
+    for (size_t w = 0; w < nthreads; w++) {
+        jobs[w] = (read_job){.c = c, .r = r, .first = w, .stride = nthreads, .total = total,
+                             .nchunks = nchunks, .bad = SIZE_MAX};
+        if (w > 0) created[w] = pthread_create(&tids[w], NULL, read_main, &jobs[w]) == 0;
+    }
+    if (nthreads) read_main(&jobs[0]);
+    for (size_t w = 1; w < nthreads; w++) {
+        if (created[w]) pthread_join(tids[w], NULL);
+        else read_main(&jobs[w]);
+    }
+    size_t worst = SIZE_MAX, at = 0;
+    for (size_t w = 0; w < nthreads; w++)
+        if (jobs[w].bad < worst) worst = jobs[w].bad, at = w;
+    if (worst == SIZE_MAX) return 0;
+    snprintf(why, cap, "%s", jobs[at].why);
+    return -1;
 }
 
 int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
@@ -641,7 +674,7 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
             fprintf(stderr, "tandem: %s/%s; falling back to an older state\n", url, de.msg);
             continue;
         }
-        if (!matches_layout(c, rec, why, sizeof why) || read_tensors(c, key, rec, why, sizeof why)) {
+        if (!matches_layout(c, rec, why, sizeof why) || read_tensors(c, rec, why, sizeof why)) {
             fprintf(stderr, "tandem: %s/%s: %s; falling back to an older state\n", url, key, why);
             rec_state_free(rec);
             continue;

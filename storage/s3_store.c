@@ -377,14 +377,15 @@ static int hex_digest(const char *alg, const void *data, size_t n, char *hex, si
 /* A whole-object GET: length as announced, then SHA-256 from our metadata, else the MD5
  * of a single-part ETag. */
 static int verify_whole(const s3_resp *r, void *ctx) {
-    (void)ctx;
+    const char *expect = ctx; /* the caller's expected SHA-256 hex, or NULL */
     const char *data = r->into ? r->into : r->body;
     size_t n = r->len;
     if (r->content_length >= 0 && (size_t)r->content_length != n) return -1;
     char hex[129];
-    if (r->meta_sha[0]) {
+    if (expect && r->meta_sha[0] && strcasecmp(expect, r->meta_sha) != 0) return -2; /* another object */
+    if (expect || r->meta_sha[0]) {
         if (hex_digest("sha256", data ? data : "", n, hex, sizeof hex)) return -1;
-        return strcasecmp(hex, r->meta_sha) ? -1 : 0;
+        return strcasecmp(hex, expect ? expect : r->meta_sha) ? -1 : 0;
     }
     size_t el = strlen(r->etag);
     if (el == 34 && r->etag[0] == '"' && !strchr(r->etag, '-')) {
@@ -720,8 +721,8 @@ static void *range_worker(void *arg) {
 
 /* One GET of the whole object, or for large objects a first ranged GET (which tells the
  * size and the metadata) and parallel ranged GETs for the rest; the whole is verified. */
-static int get_once(store *st, const char *key, void **data, size_t *n, store_version *ver,
-                    tdm_err *e) {
+static int get_once(store *st, const char *key, const char *expect, void **data, size_t *n,
+                    store_version *ver, tdm_err *e) {
     s3_store *s = impl(st);
     size_t part = s->cfg.part_bytes;
     char range[96];
@@ -739,7 +740,7 @@ static int get_once(store *st, const char *key, void **data, size_t *n, store_ve
         free(r.body);
         s3_req whole = {.method = "GET", .key = key};
         s3_resp w = {0};
-        rc = s3_do(s, &whole, &w, verify_whole, NULL, e);
+        rc = s3_do(s, &whole, &w, verify_whole, (void *)expect, e);
         if (!rc && w.status == 404) rc = STORE_NOT_FOUND;
         else if (!rc && w.status != 200) rc = status_error(st, &whole, &w, e);
         if (!rc) {
@@ -789,9 +790,10 @@ static int get_once(store *st, const char *key, void **data, size_t *n, store_ve
         whole.len = total;
     }
     whole.content_length = (long long)total;
-    if (verify_whole(&whole, NULL)) {
+    int v = verify_whole(&whole, (void *)expect);
+    if (v) {
         free(whole.body);
-        return -100; /* verification failed: the caller retries the whole read */
+        return v == -2 ? STORE_CORRUPT : -100; /* -100: the caller retries the whole read */
     }
     *data = whole.body ? whole.body : calloc(1, 1);
     *n = total;
@@ -799,17 +801,32 @@ static int get_once(store *st, const char *key, void **data, size_t *n, store_ve
     return 0;
 }
 
-static int s3_get(store *st, const char *key, void **data, size_t *n, store_version *ver,
-                  tdm_err *e) {
+/* A read checked against the object's own SHA-256 metadata, or `expect` when given; a
+ * failed check is retried (a transfer error) until the attempts run out. */
+static int get_checked(store *st, const char *key, const char *expect, void **data, size_t *n,
+                       store_version *ver, tdm_err *e) {
     s3_store *s = impl(st);
     for (int a = 0; a < s->cfg.retries; a++) {
         if (a > 0) backoff(a);
-        int rc = get_once(st, key, data, n, ver, e);
+        int rc = get_once(st, key, expect, data, n, ver, e);
         if (rc != -100) return rc;
         __atomic_add_fetch(&s->retries, 1, __ATOMIC_RELAXED);
     }
+    if (expect) return STORE_CORRUPT;
     return err_set(e, ERR_STORE, "%s: %s: every read failed verification against its content "
                    "hash (corrupted in transit or in the store)", store_url(st), key);
+}
+
+static int s3_get(store *st, const char *key, void **data, size_t *n, store_version *ver,
+                  tdm_err *e) {
+    return get_checked(st, key, NULL, data, n, ver, e);
+}
+
+static int s3_get_verified(store *st, const char *key, const sha256_digest *expect, void **data,
+                           size_t *n, tdm_err *e) {
+    char hex[SHA256_HEX_LEN + 1];
+    sha256_hex(expect, hex);
+    return get_checked(st, key, hex, data, n, NULL, e);
 }
 
 static int s3_exists(store *st, const char *key, int *exists, tdm_err *e) {
@@ -898,6 +915,7 @@ static const store_backend s3_backend = {
     .put = s3_put,
     .put_if = s3_put_if,
     .get = s3_get,
+    .get_verified = s3_get_verified,
     .exists = s3_exists,
     .list = s3_list,
     .del = s3_del,

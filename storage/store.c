@@ -76,6 +76,21 @@ int store_get(store *s, const char *key, void **data, size_t *n, store_version *
     return s->b->get(s, key, data, n, ver, e);
 }
 
+int store_get_verified(store *s, const char *key, const sha256_digest *expect, void **data,
+                       size_t *n, tdm_err *e) {
+    if (!store_key_valid(key)) return bad_key(s, key, e);
+    if (s->b->get_verified) return s->b->get_verified(s, key, expect, data, n, e);
+    int rc = s->b->get(s, key, data, n, NULL, e);
+    if (rc) return rc;
+    sha256_digest d;
+    sha256(*data, *n, &d);
+    if (sha256_equal(&d, expect)) return 0;
+    free(*data);
+    *data = NULL;
+    *n = 0;
+    return STORE_CORRUPT;
+}
+
 int store_exists(store *s, const char *key, int *exists, tdm_err *e) {
     if (!store_key_valid(key)) return bad_key(s, key, e);
     return s->b->exists(s, key, exists, e);

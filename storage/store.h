@@ -15,12 +15,14 @@
 
 #include <stddef.h>
 
+#include "storage/sha256.h"
 #include "util/err.h"
 
 enum {
     STORE_NOT_FOUND = -1, /* get/delete/put_if: the key does not exist */
     STORE_EXISTS = -2,    /* put with STORE_CREATE: the key already exists */
     STORE_CONFLICT = -3,  /* put_if: the object changed since `expected` was read */
+    STORE_CORRUPT = -4,   /* get_verified: the content does not hash to what was expected */
 };
 
 /* Put modes. */
@@ -60,6 +62,12 @@ int store_put_if(store *s, const char *key, const void *data, size_t n,
 /* Reads a whole object into a malloc'ed buffer the caller frees; `ver` (may be NULL)
  * gets its version. STORE_NOT_FOUND when absent. */
 int store_get(store *s, const char *key, void **data, size_t *n, store_version *ver, tdm_err *e);
+
+/* Like store_get, for content-addressed objects: the content must hash to `expect`
+ * (SHA-256), else STORE_CORRUPT and nothing is returned. Backends that already verify a
+ * transfer against the same hash do not hash twice. */
+int store_get_verified(store *s, const char *key, const sha256_digest *expect, void **data,
+                       size_t *n, tdm_err *e);
 
 /* Sets *exists to 1 or 0. */
 int store_exists(store *s, const char *key, int *exists, tdm_err *e);

@@ -11,6 +11,9 @@ typedef struct store_backend {
                   const store_version *expected, store_version *out, tdm_err *e);
     int (*get)(store *s, const char *key, void **data, size_t *n, store_version *ver,
                tdm_err *e);
+    /* optional: NULL means get and hash */
+    int (*get_verified)(store *s, const char *key, const sha256_digest *expect, void **data,
+                        size_t *n, tdm_err *e);
     int (*exists)(store *s, const char *key, int *exists, tdm_err *e);
     int (*list)(store *s, const char *prefix, store_list *out, tdm_err *e);
     int (*del)(store *s, const char *key, tdm_err *e);
