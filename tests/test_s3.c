@@ -17,6 +17,7 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 
+#include "storage/s3_config.h"
 #include "storage/store.h"
 #include "tests/corpus_fixture.h"
 #include "tests/runner_fixture.h"
@@ -181,6 +182,62 @@ static void test_conditional_writes(void) {
     CHECK(store_get(s, "HEAD", &d, &n, NULL, &e) == 0 && n == 2 && !memcmp(d, "h2", 2), "content");
     free(d);
     store_close(s);
+}
+
+/* s3rver alone ignores If-None-Match/If-Match: the store must notice and fall back to
+ * checked writes (HEAD, compare, write) rather than silently overwrite. */
+static void test_store_without_conditional_writes(void) {
+    char ak[256], sk[256], ep[256];
+    snprintf(ak, sizeof ak, "%s", getenv("AWS_ACCESS_KEY_ID"));
+    snprintf(sk, sizeof sk, "%s", getenv("AWS_SECRET_ACCESS_KEY"));
+    snprintf(ep, sizeof ep, "%s", getenv("AWS_ENDPOINT_URL"));
+    setenv("AWS_ENDPOINT_URL", getenv("TANDEM_S3_BACKEND"), 1);
+    setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
+    tdm_err e = {0};
+    store *s = open_store("nocond", &e);
+    CHECK(s, "direct s3rver: %s", e.msg);
+    CHECK(store_put(s, "RUN", "one", 3, STORE_CREATE, &e) == 0, "%s", e.msg);
+    CHECK(store_put(s, "RUN", "two", 3, STORE_CREATE, &e) == STORE_EXISTS, "create-only overwrote");
+    store_version none = {{0}}, v1;
+    CHECK(store_put_if(s, "HEAD", "h1", 2, &none, &v1, &e) == 0, "%s", e.msg);
+    CHECK(store_put_if(s, "HEAD", "h2", 2, &none, NULL, &e) == STORE_CONFLICT, "checked create");
+    store_version stale = v1;
+    CHECK(store_put_if(s, "HEAD", "h2", 2, &v1, &v1, &e) == 0, "checked CAS: %s", e.msg);
+    CHECK(store_put_if(s, "HEAD", "h3", 2, &stale, NULL, &e) == STORE_CONFLICT, "stale checked CAS");
+    store_close(s);
+    setenv("AWS_ENDPOINT_URL", ep, 1);
+    setenv("AWS_ACCESS_KEY_ID", ak, 1);
+    setenv("AWS_SECRET_ACCESS_KEY", sk, 1);
+}
+
+/* Endpoint and addressing resolution, as AWS tools do it (no server needed). */
+static void test_config_resolution(void) {
+    char ep[256];
+    snprintf(ep, sizeof ep, "%s", getenv("AWS_ENDPOINT_URL"));
+    unsetenv("AWS_ENDPOINT_URL");
+    setenv("AWS_REGION", "eu-west-3", 1);
+    s3_config c;
+    tdm_err e = {0};
+    CHECK(s3_config_resolve("s3://my-bucket/runs/a/", &c, &e) == 0, "%s", e.msg);
+    CHECK(!c.path_style && !strcmp(c.host, "my-bucket.s3.eu-west-3.amazonaws.com"), "virtual host %s", c.host);
+    CHECK(!strcmp(c.base_url, "https://my-bucket.s3.eu-west-3.amazonaws.com") && !strcmp(c.prefix, "runs/a"),
+          "base %s prefix %s", c.base_url, c.prefix);
+    setenv("TANDEM_S3_ADDRESSING", "path", 1);
+    CHECK(s3_config_resolve("s3://my-bucket", &c, &e) == 0 && c.path_style &&
+              !strcmp(c.base_url, "https://s3.eu-west-3.amazonaws.com/my-bucket"), "path style %s", c.base_url);
+    unsetenv("TANDEM_S3_ADDRESSING");
+    setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000/", 1);
+    CHECK(s3_config_resolve("s3://my-bucket/x", &c, &e) == 0 && c.path_style &&
+              !strcmp(c.host, "127.0.0.1:9000"), "custom endpoint: %s", c.host);
+    CHECK(s3_config_resolve("s3://BadBucket/x", &c, &e) == ERR_USAGE, "upper-case bucket accepted");
+    CHECK(s3_config_resolve("s3://ab", &c, &e) == ERR_USAGE, "2-character bucket accepted");
+    setenv("TANDEM_S3_PART_MIB", "2", 1);
+    CHECK(s3_config_resolve("s3://my-bucket", &c, &e) == ERR_USAGE && strstr(e.msg, "5"), "%s", e.msg);
+    unsetenv("TANDEM_S3_PART_MIB");
+    setenv("AWS_REGION", "us-east-1", 1);
+    setenv("AWS_ENDPOINT_URL", ep, 1);
+    s3_config_wipe(&c);
 }
 
 static void test_credentials(void) {
@@ -561,6 +618,8 @@ int main(void) {
     RUN(test_store_operations);
     RUN(test_multipart_and_ranged_reads);
     RUN(test_conditional_writes);
+    RUN(test_store_without_conditional_writes);
+    RUN(test_config_resolution);
     RUN(test_credentials);
     RUN(test_awscli_interop);
     RUN(test_faults_store_level);
