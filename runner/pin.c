@@ -171,6 +171,12 @@ int pin_run(store *st, const config *cfg, char *const *allowed, int n_allowed, u
     const char **keys = NULL;
     size_t nk = 0;
     rc = config_diff(&pc, cfg, &keys, &nk, e);
+    /* cluster.* says where the run executes (nodes, image, scheduler), not what it
+     * computes: a requeue onto other hardware settings is not a config change */
+    size_t kept = 0;
+    for (size_t i = 0; !rc && i < nk; i++)
+        if (strncmp(keys[i], "cluster.", 8) != 0) keys[kept++] = keys[i];
+    nk = kept;
     if (rc || nk == 0) {
         free(keys);
         free(pinned);

@@ -5,7 +5,8 @@
  * was given with the pinned one (RUN plus every recorded change, in order); any key that
  * differs is a usage error listing the keys, unless the caller allows those keys to
  * change, in which case the change is recorded as configs/<n>.mp and the new values take
- * effect. The `store` key is not compared: it says where the run is, not what it is.
+ * effect. The `store` and `cluster.*` keys are not compared: they say where the run is and
+ * where it executes, not what it computes.
  */
 #ifndef TANDEM_RUNNER_PIN_H
 #define TANDEM_RUNNER_PIN_H
