@@ -22,6 +22,7 @@ struct ckpt {
     float *host[CKPT_TENSORS];
     /* the lease and HEAD as this writer last saw them */
     uint64_t epoch;
+    uint64_t commits; /* the run's full commits so far, as HEAD counts them */
     store_version lease_ver, head_ver;
     char host_name[REC_NAME_MAX];
     uint64_t attempt;
@@ -226,6 +227,7 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
     rec_head h;
     tdm_err ignore;
     if (rec_head_decode(data, n, "HEAD", &h, &ignore) == 0) {
+        c->commits = h.commits;
         h.epoch = c->epoch;
         size_t hn;
         void *hd = rec_head_encode(&h, &hn);
@@ -421,7 +423,8 @@ static int commit(ckpt *c, tdm_err *e) {
         rc = check_lease(c, e);
     }
     if (!rc) {
-        rec_head h = {.seq = r->seq, .state_sha = msha, .epoch = c->epoch};
+        rec_head h = {.seq = r->seq, .state_sha = msha, .epoch = c->epoch, .time = now_wall(),
+                      .commits = c->commits + 1};
         snprintf(h.state, sizeof h.state, "%s", key);
         size_t hn;
         void *hd = rec_head_encode(&h, &hn);
@@ -432,6 +435,7 @@ static int commit(ckpt *c, tdm_err *e) {
                          "%s: fenced out: HEAD was moved by another writer; this writer (epoch "
                          "%llu) stops without moving it",
                          store_url(c->st), (unsigned long long)c->epoch);
+        if (!rc) c->commits++;
     }
     free(manifest);
     if (rc) {
@@ -634,7 +638,7 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         return rc;
     } else {
         tdm_err he;
-        if (rec_head_decode(data, n, "HEAD", &head, &he) == 0) have_head = 1;
+        if (rec_head_decode(data, n, "HEAD", &head, &he) == 0) have_head = 1, c->commits = head.commits;
         else fprintf(stderr, "tandem: %s/%s; looking for states by listing\n", url, he.msg);
         free(data);
     }

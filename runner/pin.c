@@ -109,12 +109,30 @@ int pin_read(store *st, config *cfg, char *run_id, size_t cap, tdm_err *e) {
     return rc;
 }
 
-static int create_run(store *st, const config *cfg, pin_result *out, tdm_err *e) {
+int pin_read_run(store *st, rec_run *run, tdm_err *e) {
+    void *data = NULL;
+    size_t n = 0;
+    int rc = store_get(st, "RUN", &data, &n, NULL, e);
+    if (rc == STORE_NOT_FOUND)
+        return err_set(e, ERR_USAGE, "%s holds no run (no RUN object); check the store URL",
+                       store_url(st));
+    if (rc) return rc;
+    char what[600];
+    snprintf(what, sizeof what, "%s/RUN", store_url(st));
+    rc = rec_run_decode(data, n, what, run, e);
+    free(data);
+    return rc;
+}
+
+static int create_run(store *st, const config *cfg, const char *const *domains, int M,
+                      pin_result *out, tdm_err *e) {
     config_kv *kv;
     size_t n;
     int rc = config_canonical(cfg, &kv, &n, e);
     if (rc) return rc;
-    rec_run run = {.created = (uint64_t)time(NULL), .nconfig = n};
+    rec_run run = {.created = (uint64_t)time(NULL), .nconfig = n, .M = M};
+    for (int m = 0; m < M && m < REC_MAX_DOMAINS; m++)
+        snprintf(run.domains[m], REC_NAME_MAX, "%s", domains[m]);
     unsigned char rnd[8] = {0};
     if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
         uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
@@ -149,14 +167,14 @@ static int allowed_key(const char *key, char *const *allowed, int n) {
     return 0;
 }
 
-int pin_run(store *st, const config *cfg, char *const *allowed, int n_allowed, uint64_t at_seq,
-            pin_result *out, tdm_err *e) {
+int pin_run(store *st, const config *cfg, const char *const *domains, int M,
+            char *const *allowed, int n_allowed, uint64_t at_seq, pin_result *out, tdm_err *e) {
     memset(out, 0, sizeof *out);
     config_kv *pinned;
     size_t npinned;
     uint64_t nchanges;
     int rc = read_pinned(st, &pinned, &npinned, &nchanges, out->run_id, sizeof out->run_id, e);
-    if (rc == STORE_NOT_FOUND) return create_run(st, cfg, out, e);
+    if (rc == STORE_NOT_FOUND) return create_run(st, cfg, domains, M, out, e);
     if (rc) return rc;
     config pc;
     rc = config_from_canonical(&pc, pinned, npinned, e);

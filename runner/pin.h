@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "runner/config.h"
+#include "storage/records.h"
 #include "storage/store.h"
 #include "util/err.h"
 
@@ -23,12 +24,16 @@ typedef struct pin_result {
     char run_id[64];
 } pin_result;
 
-/* Creates RUN from `cfg`, or checks `cfg` against the pinned config. `allowed` lists
- * keys that may change (n_allowed of them). `at_seq` is recorded with a change. */
-int pin_run(store *st, const config *cfg, char *const *allowed, int n_allowed, uint64_t at_seq,
-            pin_result *out, tdm_err *e);
+/* Creates RUN from `cfg` and the dataset's domain names, or checks `cfg` against the
+ * pinned config. `allowed` lists keys that may change (n_allowed of them). `at_seq` is
+ * recorded with a change. */
+int pin_run(store *st, const config *cfg, const char *const *domains, int M,
+            char *const *allowed, int n_allowed, uint64_t at_seq, pin_result *out, tdm_err *e);
 
 /* The effective pinned config of an existing run (for commands that only read). */
 int pin_read(store *st, config *cfg, char *run_id, size_t run_id_cap, tdm_err *e);
+
+/* RUN itself (for audits: run id, creation time, domain names); free with rec_run_free. */
+int pin_read_run(store *st, rec_run *run, tdm_err *e);
 
 #endif

@@ -421,7 +421,9 @@ int run_main(const run_opts *o, tdm_err *e) {
     r->progress = o->progress;
     int rc = setup(r, o, e);
     pin_result pin;
-    if (!rc) rc = pin_run(r->store, &r->cfg, o->allow, o->nallow, peek_head_seq(r->store), &pin, e);
+    if (!rc)
+        rc = pin_run(r->store, &r->cfg, r->names, dataset_n_domains(&r->ds), o->allow, o->nallow,
+                     peek_head_seq(r->store), &pin, e);
     if (!rc) rc = step_nets_create(&r->nets, &model_cpu_ops, &r->lay, &r->hp, r->st.M ? r->st.M : dataset_n_domains(&r->ds), r->cfg.run.threads, e);
     if (!rc && !(r->ck = ckpt_open(r->store, &r->lay, (uint64_t)r->cfg.checkpoint.chunk_kib << 10, e)))
         rc = e->code;

@@ -69,7 +69,7 @@ static int get_domain_array(const codec_map_reader *r, const char *key, double *
 void *rec_head_encode(const rec_head *h, size_t *n) {
     codec_writer w;
     codec_writer_init(&w);
-    codec_map(&w, 5);
+    codec_map(&w, 7);
     put_format(&w);
     codec_key(&w, "seq");
     codec_u64(&w, h->seq);
@@ -79,11 +79,16 @@ void *rec_head_encode(const rec_head *h, size_t *n) {
     codec_bin(&w, h->state_sha.b, SHA256_LEN);
     codec_key(&w, "epoch");
     codec_u64(&w, h->epoch);
+    codec_key(&w, "time");
+    codec_f64(&w, h->time);
+    codec_key(&w, "commits");
+    codec_u64(&w, h->commits);
     return finish(&w, n);
 }
 
 int rec_head_decode(const void *data, size_t n, const char *what, rec_head *h, tdm_err *e) {
-    static const char *const keys[] = {"format", "seq", "state", "sha256", "epoch", NULL};
+    static const char *const keys[] = {"format", "seq", "state", "sha256", "epoch", "time",
+                                       "commits", NULL};
     memset(h, 0, sizeof *h);
     codec_parsed p;
     int rc = codec_parse(data, n, what, &p, e);
@@ -94,11 +99,37 @@ int rec_head_decode(const void *data, size_t n, const char *what, rec_head *h, t
     if (!rc) rc = codec_get_str(&r, "state", h->state, sizeof h->state);
     if (!rc) rc = codec_get_digest(&r, "sha256", &h->state_sha);
     if (!rc) rc = codec_get_u64(&r, "epoch", 0, UINT64_MAX, &h->epoch);
+    if (!rc) rc = codec_get_f64(&r, "time", &h->time);
+    if (!rc) rc = codec_get_u64(&r, "commits", 0, UINT64_MAX, &h->commits);
     codec_parsed_free(&p);
     return rc;
 }
 
 /* ------------------------------------------------------------------ key/value lists */
+
+/* An array of 1..REC_MAX_DOMAINS names of [A-Za-z0-9_.-] (the dataset's rules). */
+static int get_names(const codec_map_reader *r, const char *key, char names[][REC_NAME_MAX], int *M) {
+    const msgpack_object *o = codec_field(r, key);
+    if (!o) return codec_field_error(r, key, "is missing");
+    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size < 1 ||
+        o->via.array.size > REC_MAX_DOMAINS || (*M && (int)o->via.array.size != *M))
+        return codec_field_error(r, key, "is not one name per domain");
+    *M = (int)o->via.array.size;
+    for (int m = 0; m < *M; m++) {
+        const msgpack_object *s = &o->via.array.ptr[m];
+        if (s->type != MSGPACK_OBJECT_STR || s->via.str.size == 0 || s->via.str.size >= REC_NAME_MAX)
+            return codec_field_error(r, key, "holds a bad name");
+        for (uint32_t i = 0; i < s->via.str.size; i++) {
+            char c = s->via.str.ptr[i];
+            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == '-'))
+                return codec_field_error(r, key, "holds a bad name");
+        }
+        memcpy(names[m], s->via.str.ptr, s->via.str.size);
+        names[m][s->via.str.size] = '\0';
+    }
+    return 0;
+}
 
 static void put_kvs(codec_writer *w, const rec_kv *kv, size_t n) {
     codec_map(w, n);
@@ -166,10 +197,13 @@ void rec_config_hash(const rec_kv *kv, size_t n, sha256_digest *out) {
 void *rec_run_encode(const rec_run *run, size_t *n) {
     codec_writer w;
     codec_writer_init(&w);
-    codec_map(&w, 5);
+    codec_map(&w, 6);
     put_format(&w);
     codec_key(&w, "run_id");
     codec_str(&w, run->run_id);
+    codec_key(&w, "domains");
+    codec_array(&w, (size_t)run->M);
+    for (int m = 0; m < run->M; m++) codec_str(&w, run->domains[m]);
     codec_key(&w, "created");
     codec_u64(&w, run->created);
     codec_key(&w, "config");
@@ -181,7 +215,7 @@ void *rec_run_encode(const rec_run *run, size_t *n) {
 
 int rec_run_decode(const void *data, size_t n, const char *what, rec_run *run, tdm_err *e) {
     static const char *const keys[] = {"format", "run_id", "created", "config", "config_sha256",
-                                       NULL};
+                                       "domains", NULL};
     memset(run, 0, sizeof *run);
     codec_parsed p;
     int rc = codec_parse(data, n, what, &p, e);
@@ -191,6 +225,7 @@ int rec_run_decode(const void *data, size_t n, const char *what, rec_run *run, t
     if (!rc) rc = codec_get_str(&r, "run_id", run->run_id, sizeof run->run_id);
     if (!rc) rc = codec_get_u64(&r, "created", 0, UINT64_MAX, &run->created);
     if (!rc) rc = codec_get_digest(&r, "config_sha256", &run->config_sha);
+    if (!rc) rc = get_names(&r, "domains", run->domains, &run->M);
     if (!rc) rc = get_kvs(&r, "config", &run->config, &run->nconfig);
     if (!rc) {
         sha256_digest d;
@@ -415,19 +450,7 @@ int rec_mixture_decode(const void *data, size_t n, const char *what, rec_mixture
     codec_map_reader r;
     rc = open_record(&r, &p, what, keys, e);
     if (!rc) rc = get_domain_array(&r, "alpha", x->alpha, &x->M, 1);
-    if (!rc) {
-        const msgpack_object *o = codec_field(&r, "names");
-        if (!o) rc = codec_field_error(&r, "names", "is missing");
-        else if (o->type != MSGPACK_OBJECT_ARRAY || (int)o->via.array.size != x->M)
-            rc = codec_field_error(&r, "names", "is not one name per domain");
-        for (int m = 0; !rc && m < x->M; m++) {
-            const msgpack_object *s = &o->via.array.ptr[m];
-            if (s->type != MSGPACK_OBJECT_STR || s->via.str.size == 0 ||
-                s->via.str.size >= REC_NAME_MAX || memchr(s->via.str.ptr, 0, s->via.str.size))
-                rc = codec_field_error(&r, "names", "holds a bad name");
-            else memcpy(x->names[m], s->via.str.ptr, s->via.str.size);
-        }
-    }
+    if (!rc) rc = get_names(&r, "names", x->names, &x->M);
     if (!rc) rc = codec_get_u64(&r, "first", 0, UINT32_MAX, &x->first);
     if (!rc) rc = codec_get_u64(&r, "last", x->first, UINT32_MAX, &x->last);
     codec_parsed_free(&p);

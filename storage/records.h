@@ -1,7 +1,9 @@
 /* records.h — the msgpack records of a run's store (DESIGN.md §5), version 1.
  *
- *   RUN            rec_run      run id, the pinned config (key → value text), its SHA-256
- *   HEAD           rec_head     seq, state key, the manifest's SHA-256, writer epoch
+ *   RUN            rec_run      run id, the pinned config (key → value text), its SHA-256,
+ *                               the domain names
+ *   HEAD           rec_head     seq, state key, the manifest's SHA-256, writer epoch, commit
+ *                               time and the run's commit count
  *   states/<seq>.mp rec_state   everything between two steps except tensor bytes, plus a
  *                               tensor table name → dtype, shape, chunk SHA-256s
  *   alpha/<t>.mp   rec_alpha    α_t, α_{t+1}, ℓ_u, ℓ_w, η_α, γ, state seq, previous hash;
@@ -36,7 +38,9 @@ typedef struct rec_head {
     uint64_t seq;
     char state[REC_KEY_MAX]; /* store key of the manifest */
     sha256_digest state_sha;
-    uint64_t epoch; /* writer epoch that moved HEAD here */
+    uint64_t epoch;   /* writer epoch that moved HEAD here */
+    double time;      /* unix seconds of the commit */
+    uint64_t commits; /* full commits of the run so far, this one included */
 } rec_head;
 
 typedef struct rec_kv {
@@ -50,6 +54,8 @@ typedef struct rec_run {
     size_t nconfig;
     rec_kv *config; /* sorted by key, owned */
     sha256_digest config_sha;
+    int M;
+    char domains[REC_MAX_DOMAINS][REC_NAME_MAX]; /* the dataset's domain names, in order */
 } rec_run;
 
 typedef struct rec_change {

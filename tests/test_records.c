@@ -64,14 +64,15 @@ static void sample_alpha(rec_alpha *a) {
 }
 
 static void test_head_round_trip(void) {
-    rec_head h = {.seq = 42, .epoch = 3}, back;
+    rec_head h = {.seq = 42, .epoch = 3, .time = 1.5e9, .commits = 9}, back;
     snprintf(h.state, sizeof h.state, "states/42.mp");
     sha256("m", 1, &h.state_sha);
     size_t n;
     void *buf = rec_head_encode(&h, &n);
     tdm_err e = {0};
     CHECK(rec_head_decode(buf, n, "HEAD", &back, &e) == 0, "%s", e.msg);
-    CHECK(back.seq == 42 && back.epoch == 3 && strcmp(back.state, "states/42.mp") == 0 &&
+    CHECK(back.seq == 42 && back.epoch == 3 && back.commits == 9 && back.time == 1.5e9 &&
+              strcmp(back.state, "states/42.mp") == 0 &&
               sha256_equal(&back.state_sha, &h.state_sha),
           "fields");
     size_t n2;
@@ -136,7 +137,9 @@ static void test_alpha_hash_excludes_meta(void) {
 
 static void test_run_and_change_round_trip(void) {
     rec_kv kv[2] = {{"a.x", "1"}, {"b.y", "file:///tmp/x"}};
-    rec_run r = {.created = 5, .nconfig = 2, .config = kv}, back;
+    rec_run r = {.created = 5, .nconfig = 2, .config = kv, .M = 2}, back;
+    snprintf(r.domains[0], REC_NAME_MAX, "web");
+    snprintf(r.domains[1], REC_NAME_MAX, "code");
     snprintf(r.run_id, sizeof r.run_id, "run-abc");
     rec_config_hash(kv, 2, &r.config_sha);
     size_t n;
@@ -144,6 +147,7 @@ static void test_run_and_change_round_trip(void) {
     tdm_err e = {0};
     CHECK(rec_run_decode(buf, n, "RUN", &back, &e) == 0, "%s", e.msg);
     CHECK(back.nconfig == 2 && strcmp(back.config[1].value, "file:///tmp/x") == 0, "config");
+    CHECK(back.M == 2 && !strcmp(back.domains[1], "code"), "domains");
     rec_run_free(&back);
     free(buf);
     /* a config that does not match its hash is refused */
@@ -169,7 +173,7 @@ static void test_strict_rejections(void) {
     const char *cases[] = {"version", "unknown", "type", "missing", "trailing"};
     for (int c = 0; c < 5; c++) {
         codec_writer_init(&w);
-        codec_map(&w, c == 1 ? 6 : (c == 3 ? 4 : 5));
+        codec_map(&w, c == 1 ? 8 : (c == 3 ? 6 : 7));
         codec_key(&w, "format");
         codec_u64(&w, c == 0 ? 2 : 1);
         codec_key(&w, "seq");
@@ -183,6 +187,10 @@ static void test_strict_rejections(void) {
             codec_key(&w, "epoch");
             codec_u64(&w, 1);
         }
+        codec_key(&w, "time");
+        codec_f64(&w, 1.0);
+        codec_key(&w, "commits");
+        codec_u64(&w, 1);
         if (c == 1) {
             codec_key(&w, "extra");
             codec_u64(&w, 1);
@@ -309,7 +317,8 @@ static void test_truncated_and_mutated_inputs(void) {
     free(buf);
     CHECK(r > 1500, "alpha: only %d mutations rejected", r);
     rec_kv kv[2] = {{"a.x", "1"}, {"b.y", "2"}};
-    rec_run run = {.created = 5, .nconfig = 2, .config = kv};
+    rec_run run = {.created = 5, .nconfig = 2, .config = kv, .M = 1};
+    snprintf(run.domains[0], REC_NAME_MAX, "d0");
     snprintf(run.run_id, sizeof run.run_id, "r");
     rec_config_hash(kv, 2, &run.config_sha);
     buf = rec_run_encode(&run, &n);

@@ -28,11 +28,13 @@ int main(int argc, char **argv) {
     const char *dir = argv[1];
     mkdir(dir, 0777);
     size_t n;
-    rec_head h = {.seq = 12, .epoch = 2};
+    rec_head h = {.seq = 12, .epoch = 2, .time = 1.7e9, .commits = 3};
     snprintf(h.state, sizeof h.state, "states/12.mp");
     put(dir, "head", rec_head_encode(&h, &n), n);
     rec_kv kv[2] = {{"optim.lr", "0.0005"}, {"tandem.K", "5"}};
-    rec_run run = {.created = 1, .nconfig = 2, .config = kv};
+    rec_run run = {.created = 1, .nconfig = 2, .config = kv, .M = 2};
+    snprintf(run.domains[0], REC_NAME_MAX, "web");
+    snprintf(run.domains[1], REC_NAME_MAX, "code");
     snprintf(run.run_id, sizeof run.run_id, "run-1");
     rec_config_hash(kv, 2, &run.config_sha);
     put(dir, "run", rec_run_encode(&run, &n), n);
