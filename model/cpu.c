@@ -12,9 +12,9 @@
  * combine the chunks in order; the embedding scatter and norms use fixed column or chunk
  * partitions; none of these partitions depends on the thread count. Attention calls a
  * single-threaded gemm per (sequence, head) (OpenBLAS runs single-threaded inside an
- * OpenMP parallel region), so attention too is independent of the thread count. The
- * large gemms are deterministic for a given thread count. No floating-point atomics, no
- * OpenMP reduction clauses on floats.
+ * OpenMP parallel region), so attention too is independent of the thread count. Only
+ * the large gemms, deterministic for a given thread count, may round differently with
+ * another thread count. No floating-point atomics, no OpenMP reduction clauses on floats.
  *
  * The file is compiled twice: as float (model_cpu_ops, production) and, through
  * model/cpu64.c, as double (model_cpu64_ops) for the finite-difference tests.
@@ -174,7 +174,8 @@ struct model_ctx {
     real *dres, *dln, *datty;     /* [N, C] */
     real *dqkv;                   /* [N, 3C] */
     real *dfch;                   /* [N, 4C] */
-    real *datt;                   /* [B, H, T, T] d(att), then d(scores) */
+    real *datt;                   /* [datt_slots, T, T] per thread: d(att), then d(scores) */
+    int datt_slots;
     double *part;                 /* [N / ROW_CHUNK rounded up, 4C] partial sums over rows */
     /* the last forward's batch (copied, so backward needs nothing from the caller) */
     int B, T;
@@ -200,6 +201,17 @@ static void combine_chunks(real *out, double *part, int nchunks, size_t stride, 
     for (int c = 0; c < n; c++) out[c] = (real)part[c];
 }
 
+/* C[M, N] (row-major, leading dimension ldc) = alpha op(A) op(B). OpenBLAS's beta = 0
+ * clears C with scalar stores (a fifth of the time of attention's small products);
+ * clearing C here with memset and accumulating with beta = 1 gives the same bits
+ * (+0 + x = x, and the kernel adds to C in both cases). */
+static void gemm_set(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, real alpha,
+                     const real *A, int lda, const real *B, int ldb, real *C, int ldc) {
+#pragma omp parallel for schedule(static) if ((size_t)M * N >= (1 << 18))
+    for (int i = 0; i < M; i++) memset(C + (size_t)i * ldc, 0, (size_t)N * sizeof *C);
+    GEMM(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, 1, C, ldc);
+}
+
 /* ---------------------------------------------------------------- forward layers */
 
 /* out[N, C] = wte[tokens] + wpe[position]; tokens are rows of T+1 (last is a target). */
@@ -216,7 +228,7 @@ static void encoder_forward(real *out, const uint16_t *tokens, const real *wte, 
     }
 }
 
-/* One row of layernorm_forward; returns nothing, writes o[C], *mean and *rstd. */
+/* One row of layernorm_forward: o[C], *mean and *rstd from x[C]. */
 static HOT void layernorm_row(real *o, real *mean, real *rstd, const real *x, const real *w,
                               const real *bias, int C) {
     double m = sum_lanes(x, C) / C;
@@ -278,7 +290,7 @@ static HOT void softmax_causal_row(real *a, int n, int T) {
  * att[B, H, T, T] keeps the softmax probabilities (zero above the diagonal). Per
  * (sequence, head) the products are gemms on strided views of qkv, by blocks of ATT_BLOCK
  * query rows: rows r0..r1-1 only see keys 0..r1-1, so the blocks skip most of the masked
- * upper triangle (5/8 of the full products' work at T = 4 blocks). */
+ * upper triangle (at T = 4 blocks, 5/8 of the work of the full products). */
 #define ATT_BLOCK 32
 
 static void attention_forward(real *out, real *att, const real *qkv, int B, int T, int C, int H) {
@@ -294,12 +306,12 @@ static void attention_forward(real *out, real *att, const real *qkv, int B, int 
                 int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, nr = r1 - r0;
                 real *ar = a + (size_t)r0 * T;
                 /* scores[r0:r1, 0:r1] = scale * q[r0:r1] k[0:r1]^T */
-                GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, nr, r1, hs, scale,
-                     q + (size_t)r0 * 3 * C, 3 * C, k, 3 * C, 0, ar, T);
+                gemm_set(CblasNoTrans, CblasTrans, nr, r1, hs, scale, q + (size_t)r0 * 3 * C,
+                         3 * C, k, 3 * C, ar, T);
                 for (int t = r0; t < r1; t++) softmax_causal_row(a + (size_t)t * T, t + 1, T);
                 /* y[r0:r1] = att[r0:r1, 0:r1] v[0:r1] */
-                GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, hs, r1, 1, ar, T, v, 3 * C,
-                     0, y + (size_t)r0 * C, C);
+                gemm_set(CblasNoTrans, CblasNoTrans, nr, hs, r1, 1, ar, T, v, 3 * C,
+                         y + (size_t)r0 * C, C);
             }
         }
     }
@@ -381,8 +393,8 @@ static void column_sum(real *out, double *part, const real *inp, int N, int C) {
  * dW[OC, IC] = dout^T @ inp, dbias[OC] = column sums of dout (both overwritten). */
 static void matmul_backward(real *dinp, real *dW, real *dbias, double *part, const real *dout,
                             const real *inp, const real *W, int N, int IC, int OC) {
-    GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1, dout, OC, W, IC, 0, dinp, IC);
-    GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1, dout, OC, inp, IC, 0, dW, IC);
+    gemm_set(CblasNoTrans, CblasNoTrans, N, IC, OC, 1, dout, OC, W, IC, dinp, IC);
+    gemm_set(CblasTrans, CblasNoTrans, OC, IC, N, 1, dout, OC, inp, IC, dW, IC);
     column_sum(dbias, part, dout, N, OC);
 }
 
@@ -436,8 +448,8 @@ static void layernorm_backward(real *dinp, real *dw, real *db, double *part, con
 }
 
 /* Softmax backward for one attention row: with p the probabilities and dp = d(p) over the
- * n visible positions, ds = scale * p * (dp - p·dp) is d(scores) before the 1/sqrt(hs)
- * scaling; written over dp, zero at the masked positions n..T-1. */
+ * n visible positions, scale * p * (dp - p·dp) is the gradient of the unscaled products
+ * q·k (the scores are scale * q·k); written over dp, zero at the masked positions n..T-1. */
 static HOT void softmax_backward_row(real *dp, const real *p, int n, int T, real scale) {
     real dot = (real)dot_lanes(p, dp, n);
 #pragma omp simd
@@ -446,7 +458,8 @@ static HOT void softmax_backward_row(real *dp, const real *p, int n, int T, real
 }
 
 /* Attention backward: dout[B, T, C] → dqkv[B, T, 3C] (overwritten), using the forward's
- * qkv and att; datt[B, H, T, T] is scratch for d(att) and then d(scores). Per (sequence,
+ * qkv and att; datt[threads, T, T] is per-thread scratch for d(att) and then d(scores),
+ * small enough to stay in cache (one [B, H, T, T] buffer would not). Per (sequence,
  * head), as gemms on strided views, in blocks as in the forward: for query rows r0..r1-1,
  * d(att) = dout v^T over keys 0..r1-1, the softmax backward row by row, and
  * dq = d(scores) k; then for key rows c0..c1-1, which only queries c0..T-1 see,
@@ -463,24 +476,29 @@ static void attention_backward(real *dqkv, real *datt, const real *dout, const r
             real *dq = dqkv + qo, *dk = dq + C, *dv = dq + 2 * C;
             const real *a = att + ((size_t)b * H + h) * T * T;
             const real *dy = dout + (size_t)b * T * C + h * hs;
-            real *da = datt + ((size_t)b * H + h) * T * T;
+            real *da = datt + (size_t)omp_get_thread_num() * T * T;
             for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
                 int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, nr = r1 - r0;
                 real *dar = da + (size_t)r0 * T;
-                GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, nr, r1, hs, 1, dy + (size_t)r0 * C,
-                     C, v, 3 * C, 0, dar, T);
+                /* d(att)[r0:r1, 0:r1] = dy[r0:r1] v[0:r1]^T, then d(scores) in place */
+                gemm_set(CblasNoTrans, CblasTrans, nr, r1, hs, 1, dy + (size_t)r0 * C, C, v,
+                         3 * C, dar, T);
                 for (int t = r0; t < r1; t++)
                     softmax_backward_row(da + (size_t)t * T, a + (size_t)t * T, t + 1, T, scale);
-                GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, hs, r1, 1, dar, T, k, 3 * C,
-                     0, dq + (size_t)r0 * 3 * C, 3 * C);
+                /* dq[r0:r1] = d(scores)[r0:r1, 0:r1] k[0:r1] */
+                gemm_set(CblasNoTrans, CblasNoTrans, nr, hs, r1, 1, dar, T, k, 3 * C,
+                         dq + (size_t)r0 * 3 * C, 3 * C);
             }
             for (int c0 = 0; c0 < T; c0 += ATT_BLOCK) {
                 int c1 = c0 + ATT_BLOCK < T ? c0 + ATT_BLOCK : T, nc = c1 - c0;
                 size_t sub = (size_t)c0 * T + c0; /* [c0:T, c0:c1] of att and d(scores) */
-                GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, nc, hs, T - c0, 1, a + sub, T,
-                     dy + (size_t)c0 * C, C, 0, dv + (size_t)c0 * 3 * C, 3 * C);
-                GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, nc, hs, T - c0, 1, da + sub, T,
-                     q + (size_t)c0 * 3 * C, 3 * C, 0, dk + (size_t)c0 * 3 * C, 3 * C);
+                size_t row = (size_t)c0 * 3 * C;  /* row c0 of q, dk, dv */
+                /* dv[c0:c1] = att[c0:T, c0:c1]^T dy[c0:T] */
+                gemm_set(CblasTrans, CblasNoTrans, nc, hs, T - c0, 1, a + sub, T,
+                         dy + (size_t)c0 * C, C, dv + row, 3 * C);
+                /* dk[c0:c1] = d(scores)[c0:T, c0:c1]^T q[c0:T] */
+                gemm_set(CblasTrans, CblasNoTrans, nc, hs, T - c0, 1, da + sub, T, q + row, 3 * C,
+                         dk + row, 3 * C);
             }
         }
     }
@@ -498,7 +516,8 @@ static HOT void gelu_backward_span(real *dinout, const real *inp, size_t n) {
 #pragma omp simd
         for (size_t i = 0; i < nb; i++) {
             real x = xs[i];
-            e[i] = exp_arg(-2 * (real)GELU_K * (x + (real)0.044715 * x * x * x));
+            real u = (real)GELU_K * (x + (real)0.044715 * x * x * x);
+            e[i] = exp_arg(-2 * u);
         }
 #pragma omp simd
         for (size_t i = 0; i < nb; i++) {
@@ -633,10 +652,12 @@ static model_ctx *cpu_create(const model_layout *lay, int max_B, int max_T, int 
         {&ctx->fch_gelu, L * N * 4 * C}, {&ctx->res3, L * N * C},  {&ctx->lnf, N * C},
         {&ctx->lnf_mean, N},         {&ctx->lnf_rstd, N},          {&ctx->probs, N * V},
         {&ctx->dres, N * C},         {&ctx->dln, N * C},           {&ctx->datty, N * C},
-        {&ctx->dqkv, N * 3 * C},     {&ctx->dfch, N * 4 * C},      {&ctx->datt, N * H * max_T},
+        {&ctx->dqkv, N * 3 * C},     {&ctx->dfch, N * 4 * C},
     };
     for (size_t i = 0; i < sizeof plan / sizeof *plan; i++)
         if (!(*plan[i].p = cpu_alloc(ctx, plan[i].n))) goto oom;
+    ctx->datt_slots = omp_get_max_threads();
+    if (!(ctx->datt = cpu_alloc(ctx, (size_t)ctx->datt_slots * max_T * max_T))) goto oom;
     size_t nchunks = (N + ROW_CHUNK - 1) / ROW_CHUNK;
     ctx->part = malloc(nchunks * 4 * C * sizeof *ctx->part);
     ctx->row_loss = calloc(N, sizeof *ctx->row_loss);
@@ -713,8 +734,7 @@ static int cpu_forward(model_ctx *ctx, const real *params, const model_batch *ba
     layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, x, params + ctx->off_lnf_w,
                       params + ctx->off_lnf_b, (int)N, C);
     /* logits[N, V] = lnf @ wte^T (tied head, no bias) */
-    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, V, C, 1, ctx->lnf, C, wte, C, 0,
-         ctx->probs, V);
+    gemm_set(CblasNoTrans, CblasTrans, (int)N, V, C, 1, ctx->lnf, C, wte, C, ctx->probs, V);
     softmax_crossentropy_forward(ctx->probs, ctx->row_loss, ctx->tokens, B, T, V);
 
     /* per-domain means, summed in row order */
@@ -745,6 +765,14 @@ static int cpu_backward(model_ctx *ctx, const real *params, const double *coef, 
     int N = B * T;
     size_t lN = (size_t)ctx->max_B * ctx->max_T;
     double *part = ctx->part;
+    int slots = omp_get_max_threads(); /* the team size of the parallel regions below */
+    if (slots > ctx->datt_slots) {
+        real *d = cpu_alloc(ctx, (size_t)slots * ctx->max_T * ctx->max_T);
+        if (!d) return err_set(e, ERR_INTERNAL, "out of memory for attention scratch");
+        free(ctx->datt);
+        ctx->datt = d;
+        ctx->datt_slots = slots;
+    }
 
     /* dlogits = coef[m] / ntok[m] * (softmax - onehot(target)), in place */
 #pragma omp parallel for schedule(static)
@@ -759,10 +787,8 @@ static int cpu_backward(model_ctx *ctx, const real *params, const double *coef, 
     /* head: dlnf[N, C] = dlogits @ wte; dwte[V, C] = dlogits^T @ lnf (first contribution) */
     const real *wte = params + ctx->off_wte;
     real *dwte = grads + ctx->off_wte;
-    GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, V, 1, ctx->probs, V, wte, C, 0,
-         ctx->dln, C);
-    GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, N, 1, ctx->probs, V, ctx->lnf, C, 0, dwte,
-         C);
+    gemm_set(CblasNoTrans, CblasNoTrans, N, C, V, 1, ctx->probs, V, wte, C, ctx->dln, C);
+    gemm_set(CblasTrans, CblasNoTrans, V, C, N, 1, ctx->probs, V, ctx->lnf, C, dwte, C);
     memset(ctx->dres, 0, (size_t)N * C * sizeof *ctx->dres);
     const real *xlast = L > 0 ? ctx->res3 + (L - 1) * lN * C : ctx->encoded;
     layernorm_backward(ctx->dres, grads + ctx->off_lnf_w, grads + ctx->off_lnf_b, part, ctx->dln,
