@@ -686,7 +686,9 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         /* every chunk of this state is now known to be stored intact */
         free(c->known);
         c->nknown = 0;
-        c->known = calloc(CKPT_TENSORS * chunk_count(c), sizeof *c->known);
+        size_t total = 0; /* the state's own chunking, which may differ from this writer's */
+        for (int t = 0; t < CKPT_TENSORS; t++) total += rec->tensors[t].nchunks;
+        c->known = calloc(total ? total : 1, sizeof *c->known);
         for (int t = 0; c->known && t < CKPT_TENSORS; t++)
             for (size_t k = 0; k < rec->tensors[t].nchunks; k++)
                 c->known[c->nknown++] = rec->tensors[t].chunks[k];

@@ -1,0 +1,159 @@
+/* audit.c — reading a run's history; see audit.h. */
+#include "runner/audit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int parse_index(const char *key, const char *prefix, uint64_t *out) {
+    size_t pl = strlen(prefix);
+    if (strncmp(key, prefix, pl) != 0) return -1;
+    const char *p = key + pl;
+    if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9')) return -1;
+    uint64_t v = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > UINT64_MAX / 10 - 1) return -1;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (strcmp(p, ".mp") != 0) return -1;
+    *out = v;
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int list_indices(store *st, const char *prefix, uint64_t **out, size_t *n, tdm_err *e) {
+    store_list l;
+    int rc = store_list_prefix(st, prefix, &l, e);
+    if (rc) return rc;
+    uint64_t *v = calloc(l.n ? l.n : 1, sizeof *v);
+    size_t k = 0;
+    for (size_t i = 0; v && i < l.n; i++)
+        if (parse_index(l.keys[i], prefix, &v[k]) == 0) k++;
+    store_list_free(&l);
+    if (!v) return err_set(e, ERR_INTERNAL, "out of memory");
+    qsort(v, k, sizeof *v, cmp_u64);
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+int audit_state_seqs(store *st, uint64_t **seqs, size_t *n, tdm_err *e) {
+    return list_indices(st, "states/", seqs, n, e);
+}
+
+void audit_chain_free(audit_chain *c) {
+    free(c->rec);
+    free(c->hash);
+    memset(c, 0, sizeof *c);
+}
+
+int audit_chain_read(store *st, audit_chain *c, tdm_err *e) {
+    memset(c, 0, sizeof *c);
+    uint64_t *ts;
+    size_t nt;
+    int rc = list_indices(st, "alpha/", &ts, &nt, e);
+    if (rc) return rc;
+    c->rec = calloc(nt ? nt : 1, sizeof *c->rec);
+    c->hash = calloc(nt ? nt : 1, sizeof *c->hash);
+    if (!c->rec || !c->hash) {
+        free(ts);
+        audit_chain_free(c);
+        return err_set(e, ERR_INTERNAL, "out of memory");
+    }
+    c->ok = 1;
+    for (size_t i = 0; i < nt && c->ok; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "alpha/%zu.mp", i);
+        if (ts[i] != i) {
+            c->ok = 0;
+            c->bad = i;
+            snprintf(c->problem, sizeof c->problem,
+                     "%s is missing (the chain has records up to alpha/%llu.mp)", key,
+                     (unsigned long long)ts[nt - 1]);
+            break;
+        }
+        void *data = NULL;
+        size_t n = 0;
+        rc = store_get(st, key, &data, &n, NULL, e);
+        if (rc == STORE_NOT_FOUND) {
+            c->ok = 0, c->bad = i;
+            snprintf(c->problem, sizeof c->problem, "%s is missing", key);
+            rc = 0;
+            break;
+        }
+        if (rc) break;
+        tdm_err de;
+        rec_alpha *a = &c->rec[i];
+        if (rec_alpha_decode(data, n, key, a, &de)) {
+            c->ok = 0, c->bad = i;
+            snprintf(c->problem, sizeof c->problem, "%.1000s", de.msg);
+        }
+        free(data);
+        if (!c->ok) break;
+        rec_alpha_hash(a, &c->hash[i]);
+        sha256_digest zero = {{0}};
+        const sha256_digest *want = i ? &c->hash[i - 1] : &zero;
+        if (a->t != i) {
+            c->ok = 0, c->bad = i;
+            snprintf(c->problem, sizeof c->problem, "%s claims to be episode %llu", key,
+                     (unsigned long long)a->t);
+        } else if (!sha256_equal(&a->prev, want)) {
+            c->ok = 0, c->bad = i ? i - 1 : 0;
+            snprintf(c->problem, sizeof c->problem,
+                     i ? "alpha/%zu.mp was altered: its hash is not the one alpha/%zu.mp links to"
+                       : "alpha/%zu.mp was altered: the first record must link to zeros (record %zu)",
+                     i ? i - 1 : 0, i);
+        } else if (i && (a->M != c->rec[i - 1].M ||
+                         memcmp(a->alpha, c->rec[i - 1].alpha_next, (size_t)a->M * sizeof(double)))) {
+            c->ok = 0, c->bad = i;
+            snprintf(c->problem, sizeof c->problem,
+                     "%s starts from another alpha than alpha/%zu.mp ended with", key, i - 1);
+        }
+        if (c->ok) c->n = i + 1;
+    }
+    free(ts);
+    return rc;
+}
+
+int audit_head(store *st, rec_head *head, rec_state *state, int *have, tdm_err *e) {
+    *have = 0;
+    memset(state, 0, sizeof *state);
+    void *data = NULL;
+    size_t n = 0;
+    int rc = store_get(st, "HEAD", &data, &n, NULL, e);
+    if (rc == STORE_NOT_FOUND) return 0;
+    if (rc) return rc;
+    rc = rec_head_decode(data, n, "HEAD", head, e);
+    free(data);
+    if (rc) return rc;
+    rc = store_get(st, head->state, &data, &n, NULL, e);
+    if (rc == STORE_NOT_FOUND)
+        return err_set(e, ERR_STORE, "%s: HEAD names %s, which is missing", store_url(st), head->state);
+    if (rc) return rc;
+    sha256_digest d;
+    sha256(data, n, &d);
+    if (!sha256_equal(&d, &head->state_sha)) {
+        free(data);
+        return err_set(e, ERR_STORE, "%s: %s does not match the SHA-256 in HEAD", store_url(st),
+                       head->state);
+    }
+    rc = rec_state_decode(data, n, head->state, state, e);
+    free(data);
+    if (!rc) *have = 1;
+    return rc;
+}
+
+void audit_time(double t, char *out, size_t cap) {
+    time_t s = (time_t)t;
+    struct tm tm;
+    if (t <= 0 || !gmtime_r(&s, &tm)) {
+        snprintf(out, cap, "-");
+        return;
+    }
+    strftime(out, cap, "%Y-%m-%d %H:%M:%S UTC", &tm);
+}

@@ -1,0 +1,41 @@
+/* audit.h — reading a run's history back from its store: the α records with their hash
+ * chain, HEAD and its state, RUN. Shared by `tandem alpha`, `mixture`, `status`,
+ * `verify`, `gc` and `eval`; nothing here writes. */
+#ifndef TANDEM_RUNNER_AUDIT_H
+#define TANDEM_RUNNER_AUDIT_H
+
+#include <stdint.h>
+
+#include "storage/records.h"
+#include "storage/store.h"
+#include "util/err.h"
+
+/* The α records alpha/0.mp .. alpha/(n-1).mp, in order, with their hashes. */
+typedef struct audit_chain {
+    size_t n;
+    rec_alpha *rec;        /* [n] */
+    sha256_digest *hash;   /* [n]: rec_alpha_hash of each */
+    /* verification result (audit_chain_read fills it; the records before `bad` are good) */
+    int ok;                /* 1: complete and every link holds */
+    size_t bad;            /* first bad episode when !ok */
+    char problem[1024];    /* what is wrong with it, naming the object */
+} audit_chain;
+
+/* Reads every alpha/<t>.mp, in episode order, and checks the chain: episodes 0..last all
+ * present, each record decodes, record t's `prev` is the hash of record t-1 (zeros for
+ * t = 0), its α_t equals record t-1's α_{t+1}, and its episode number is t. Reading stops
+ * at the first bad record (chain->ok = 0, problem set); store errors are returned. */
+int audit_chain_read(store *st, audit_chain *chain, tdm_err *e);
+void audit_chain_free(audit_chain *chain);
+
+/* HEAD and the manifest it names (verified against HEAD's SHA-256). *have = 0 when the
+ * store has no HEAD. The state is freed with rec_state_free. */
+int audit_head(store *st, rec_head *head, rec_state *state, int *have, tdm_err *e);
+
+/* Seq numbers of every states/<seq>.mp, ascending (caller frees). */
+int audit_state_seqs(store *st, uint64_t **seqs, size_t *n, tdm_err *e);
+
+/* Formats a unix time as "2026-11-22 23:10:00 UTC". */
+void audit_time(double t, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,71 @@
+/* cmd_mixture.c — `tandem mixture STORE [--last-fraction 0.1] [--out FILE]`: the final
+ * mixture α* — the mean of α over the last fraction of the episodes, as the paper reports
+ * it — as a YAML file that a fixed-mixture training config takes (data.mixture_file). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runner/args.h"
+#include "runner/audit.h"
+#include "runner/cmds.h"
+#include "runner/pin.h"
+
+int cmd_mixture(int argc, char **argv) {
+    const char *url = NULL, *out = NULL;
+    double frac = 0.1;
+    int rc = 0;
+    tdm_err e = {0};
+    args_iter it;
+    args_init(&it, argc, argv, 1);
+    while (!rc && args_next(&it)) {
+        if (!it.flag[0]) {
+            if (url) rc = err_set(&e, ERR_USAGE, "unexpected argument '%s'", it.value);
+            url = it.value;
+        } else if (!strcmp(it.flag, "--help")) {
+            printf("usage: tandem mixture STORE [--last-fraction F] [--out FILE]\n"
+                   "The mean alpha over the last F (default 0.1) of the episodes, as YAML.\n");
+            return 0;
+        } else if (!strcmp(it.flag, "--last-fraction")) {
+            rc = args_double(&it, 1e-9, 1, &frac, &e);
+        } else if (!strcmp(it.flag, "--out")) {
+            rc = args_value(&it, &out, &e);
+        } else {
+            rc = err_set(&e, ERR_USAGE, "unknown option %s", it.flag);
+        }
+    }
+    if (!rc && !url) rc = err_set(&e, ERR_USAGE, "a STORE is required");
+    store *st = rc ? NULL : store_open(url, &e);
+    if (!rc && !st) rc = e.code;
+    rec_run run;
+    memset(&run, 0, sizeof run);
+    audit_chain c;
+    memset(&c, 0, sizeof c);
+    if (!rc) rc = pin_read_run(st, &run, &e);
+    if (!rc) rc = audit_chain_read(st, &c, &e);
+    if (!rc && !c.ok)
+        rc = err_set(&e, ERR_STORE, "%s: %s (run tandem alpha %s --verify)", url, c.problem, url);
+    if (!rc && c.n == 0) rc = err_set(&e, ERR_USAGE, "%s has no alpha records yet", url);
+    if (!rc) {
+        size_t k = (size_t)ceil(frac * (double)c.n);
+        if (k < 1) k = 1;
+        double mix[REC_MAX_DOMAINS] = {0};
+        int M = c.rec[0].M;
+        for (size_t t = c.n - k; t < c.n; t++)
+            for (int m = 0; m < M; m++) mix[m] += c.rec[t].alpha_next[m] / (double)k;
+        FILE *f = out ? fopen(out, "w") : stdout;
+        if (!f) rc = err_set(&e, ERR_USAGE, "cannot write %s", out);
+        if (!rc) {
+            fprintf(f, "# mixture of run %s in %s: mean alpha after episodes %zu..%zu of %zu\n",
+                    run.run_id, url, c.n - k, c.n - 1, c.n);
+            fprintf(f, "mixture:\n");
+            for (int m = 0; m < M; m++)
+                fprintf(f, "  %s: %.17g\n", m < run.M ? run.domains[m] : "?", mix[m]);
+            if (out && fclose(f)) rc = err_set(&e, ERR_USAGE, "cannot write %s", out);
+        }
+    }
+    audit_chain_free(&c);
+    rec_run_free(&run);
+    if (st) store_close(st);
+    if (rc) fprintf(stderr, "tandem mixture: %s\n", e.msg);
+    return rc;
+}
