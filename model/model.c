@@ -122,5 +122,8 @@ double model_lr_cosine(long step, long total, long warmup, double lr_max, double
 
 const model_ops *model_backend(const char *name) {
     if (strcmp(name, "cpu") == 0) return &model_cpu_ops;
+#ifdef TANDEM_HAVE_CUDA
+    if (strcmp(name, "cuda") == 0) return &model_cuda_ops;
+#endif
     return NULL;
 }

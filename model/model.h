@@ -131,6 +131,10 @@ MODEL_OPS_DECLARE(model_ops, float)
 const model_ops *model_backend(const char *name);
 
 extern const model_ops model_cpu_ops;
+#ifdef TANDEM_HAVE_CUDA
+/* The CUDA backend (gpu/), in builds with nvcc: device buffers; see gpu/cuda.h. */
+extern const model_ops model_cuda_ops;
+#endif
 
 /* Clips grads to global norm max_norm as torch.nn.utils.clip_grad_norm_ does (scale by
  * max_norm / (norm + 1e-6) when norm > max_norm). Returns the norm before clipping. */

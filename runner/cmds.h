@@ -8,6 +8,7 @@
 
 /* tandem gen-corpus: writes a synthetic multi-domain corpus (data/corpus.h). */
 int cmd_gen_corpus(int argc, char **argv);
+int cmd_prep(int argc, char **argv); /* tandem prep: text into a byte-level dataset (data/prep.h) */
 
 /* tandem train: plain uniform-mixture training (runner/vanilla.h). */
 int cmd_train(int argc, char **argv);
@@ -17,5 +18,17 @@ int cmd_run(int argc, char **argv);
 
 /* tandem hash: the final-state and α-chain digests of a store. */
 int cmd_hash(int argc, char **argv);
+int cmd_manifest(int argc, char **argv); /* tandem manifest slurm|k8s (runner/manifest.h) */
+
+/* Audit and retention (runner/audit.h): alpha, mixture, status, verify, gc, pin. */
+int cmd_alpha(int argc, char **argv);
+int cmd_mixture(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_gc(int argc, char **argv);
+int cmd_pin(int argc, char **argv);
+
+/* tandem eval: per-domain loss and perplexity of a run's newest state. */
+int cmd_eval(int argc, char **argv);
 
 #endif

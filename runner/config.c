@@ -18,7 +18,10 @@
 
 typedef enum { T_INT, T_U64, T_FLOAT, T_BOOL, T_ENUM, T_STRING } key_type;
 
-enum { F_PATH = 1 }; /* a path: relative values from a file resolve against its directory */
+enum {
+    F_PATH = 1,   /* a path: relative values from a file resolve against its directory */
+    F_NOECHO = 2, /* errors never repeat the value (it may hold a pasted secret) */
+};
 
 typedef struct key_def {
     const char *key;
@@ -29,6 +32,10 @@ typedef struct key_def {
     bool lo_open, hi_open;      /* floats: bound excluded */
     const char *const *names;   /* enum values, NULL-terminated, in enum order */
     unsigned flags;
+    /* strings: the format check, or NULL for any text. Returns true when `s` is valid,
+     * else false with `why` set to "expected ..." (never echoing a value that could be
+     * a secret). */
+    bool (*check)(const char *s, char *why, size_t n);
     const char *doc;
 } key_def;
 
@@ -43,6 +50,7 @@ static const char *const device_names[] = {"cpu", "cuda", NULL};
 static const char *const mixing_names[] = {"weight", "sample", NULL};
 static const char *const alpha_init_names[] = {"uniform", "natural", NULL};
 static const char *const schedule_names[] = {"cosine", "constant", NULL};
+static const char *const cloud_names[] = {"none", "gke", "eks", "aks", NULL};
 
 #define COUNT_NAMES(a) (sizeof(a) / sizeof(a)[0] - 1)
 _Static_assert(COUNT_NAMES(preset_names) == CONFIG_PRESET_COUNT, "preset names vs enum");
@@ -50,6 +58,7 @@ _Static_assert(COUNT_NAMES(device_names) == CONFIG_DEVICE_CUDA + 1, "device name
 _Static_assert(COUNT_NAMES(mixing_names) == CONFIG_MIXING_SAMPLE + 1, "mixing names vs enum");
 _Static_assert(COUNT_NAMES(alpha_init_names) == CONFIG_ALPHA_INIT_NATURAL + 1, "alpha_init");
 _Static_assert(COUNT_NAMES(schedule_names) == CONFIG_SCHEDULE_CONSTANT + 1, "schedule");
+_Static_assert(COUNT_NAMES(cloud_names) == CONFIG_CLOUD_AKS + 1, "cloud");
 
 /* offsetof, plus a compile-time proof that the field has C type T: a row whose type tag
  * disagrees with its field would otherwise write an int over a double at run time. (The
@@ -70,6 +79,241 @@ _Static_assert(COUNT_NAMES(schedule_names) == CONFIG_SCHEDULE_CONSTANT + 1, "sch
     {.key = k, .type = T_ENUM, .off = FIELD(f, int), .def = d, .names = nm, .doc = doc_}
 #define STR(k, f, d, fl, doc_)                                                             \
     {.key = k, .type = T_STRING, .off = FIELD(f, char *), .def = d, .flags = fl, .doc = doc_}
+#define STRC(k, f, d, fl, chk, doc_)                                                       \
+    {.key = k, .type = T_STRING, .off = FIELD(f, char *), .def = d, .flags = fl,          \
+     .check = chk, .doc = doc_}
+
+/* ---------------------------------------------------------------------------------------
+ * Formats of the cluster.* strings (they end up in sbatch directives, shell words and
+ * Kubernetes objects, so they are checked when parsed, with the key and origin named)
+ * ------------------------------------------------------------------------------------- */
+
+static bool is_alnum_ascii(int ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+}
+
+static bool no_controls(const char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) return false;
+    return true;
+}
+
+/* A size with an optional binary unit: "64G", "512M", "1024" (Slurm: megabytes). */
+static bool check_size(const char *s, char *why, size_t n) {
+    const char *p = s;
+    while (*p >= '0' && *p <= '9') p++;
+    bool ok = !*s || (p > s && p - s <= 15 && s[0] != '0' &&
+                      (!*p || (strchr("KMGT", *p) && !p[1])));
+    if (!ok) snprintf(why, n, "expected a size: a positive integer with an optional unit K, M, G "
+                              "or T (binary, as Slurm's --mem: 64G; no unit = megabytes), got "
+                              "'%.100s'", s);
+    return ok;
+}
+
+/* digits, at least one */
+static const char *skip_digits(const char *p) {
+    if (*p < '0' || *p > '9') return NULL;
+    while (*p >= '0' && *p <= '9') p++;
+    return p;
+}
+
+/* Slurm's --time: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or UNLIMITED. */
+static bool check_slurm_time(const char *s, char *why, size_t n) {
+    bool ok = !*s || !strcmp(s, "UNLIMITED") || !strcmp(s, "INFINITE");
+    if (!ok) {
+        const char *p = skip_digits(s);
+        int colons = 0;
+        bool days = p && *p == '-';
+        if (days) p = skip_digits(p + 1);
+        while (p && *p == ':' && colons < 2) p = skip_digits(p + 1), colons++;
+        ok = p && !*p && (!days || colons <= 2);
+    }
+    if (!ok) snprintf(why, n, "expected a Slurm time limit: MINUTES, MM:SS, HH:MM:SS, D-HH, "
+                              "D-HH:MM or D-HH:MM:SS, got '%.100s'", s);
+    return ok;
+}
+
+/* A name for an #SBATCH line: letters, digits, '_', '.', '-'. */
+static bool check_slurm_name(const char *s, char *why, size_t n) {
+    bool ok = strlen(s) <= 256;
+    for (const char *p = s; ok && *p; p++) ok = is_alnum_ascii(*p) || strchr("_.-", *p);
+    if (!ok) snprintf(why, n, "expected letters, digits, '_', '.' or '-' (at most 256), got "
+                              "'%.100s'", s);
+    return ok;
+}
+
+/* The same, or a comma-separated list of them (partitions). */
+static bool check_slurm_list(const char *s, char *why, size_t n) {
+    bool ok = strlen(s) <= 256 && s[0] != ',' && (!*s || s[strlen(s) - 1] != ',');
+    for (const char *p = s; ok && *p; p++) ok = is_alnum_ascii(*p) || strchr("_.,-", *p);
+    if (!ok) snprintf(why, n, "expected names of letters, digits, '_', '.' and '-', separated by "
+                              "',' (at most 256), got '%.100s'", s);
+    return ok;
+}
+
+/* A DNS-1123 label (Kubernetes object names): [a-z0-9]([-a-z0-9]*[a-z0-9])?, <= 63. */
+static bool dns_label(const char *s, size_t len) {
+    if (len < 1 || len > 63 || s[0] == '-' || s[len - 1] == '-') return false;
+    for (size_t i = 0; i < len; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return false;
+    return true;
+}
+
+static bool check_dns_label(const char *s, char *why, size_t n) {
+    bool ok = !*s || dns_label(s, strlen(s));
+    if (!ok) snprintf(why, n, "expected a DNS label: at most 63 of a-z, 0-9 and '-', starting "
+                              "and ending with a letter or digit, got '%.100s'", s);
+    return ok;
+}
+
+/* A DNS-1123 subdomain: dot-separated labels, <= 253 (Secret and PVC names). */
+static bool dns_subdomain(const char *s, size_t len) {
+    if (len < 1 || len > 253) return false;
+    for (size_t i = 0; i < len;) {
+        size_t j = i;
+        while (j < len && s[j] != '.') j++;
+        if (!dns_label(s + i, j - i)) return false;
+        i = j + 1;
+        if (j < len && i == len) return false; /* trailing dot */
+    }
+    return true;
+}
+
+static bool check_dns_subdomain(const char *s, char *why, size_t n) {
+    bool ok = !*s || dns_subdomain(s, strlen(s));
+    if (!ok) snprintf(why, n, "expected a Kubernetes object name: at most 253 of a-z, 0-9, '-' "
+                              "and '.', got '%.100s'", s);
+    return ok;
+}
+
+/* A container image reference: no blanks, quotes or control characters. */
+static bool check_image(const char *s, char *why, size_t n) {
+    bool ok = strlen(s) <= 1024 && no_controls(s);
+    for (const char *p = s; ok && *p; p++) ok = !strchr(" \"'\\`$", *p);
+    if (!ok) snprintf(why, n, "expected an image reference (registry/name:tag or @sha256:...), "
+                              "without blanks or quotes");
+    return ok;
+}
+
+static bool check_path(const char *s, char *why, size_t n) {
+    bool ok = no_controls(s);
+    if (!ok) snprintf(why, n, "expected a path without control characters");
+    return ok;
+}
+
+/* A Kubernetes label name part: <= 63, alphanumeric at both ends, [-_.A-Za-z0-9] inside. */
+static bool label_name(const char *s, size_t len) {
+    if (len < 1 || len > 63 || !is_alnum_ascii(s[0]) || !is_alnum_ascii(s[len - 1])) return false;
+    for (size_t i = 0; i < len; i++)
+        if (!is_alnum_ascii(s[i]) && !strchr("-_.", s[i])) return false;
+    return true;
+}
+
+/* A label key: [DNS-subdomain "/"] name. */
+static bool label_key(const char *s, size_t len) {
+    const char *slash = memchr(s, '/', len);
+    if (!slash) return label_name(s, len);
+    size_t plen = (size_t)(slash - s);
+    return dns_subdomain(s, plen) && label_name(slash + 1, len - plen - 1);
+}
+
+static bool label_value(const char *s, size_t len) { return len == 0 || label_name(s, len); }
+
+/* "key=value,key2=value2": node labels. */
+static bool check_labels(const char *s, char *why, size_t n) {
+    bool ok = true;
+    for (const char *p = s; ok && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        ok = eq && label_key(p, (size_t)(eq - p)) && label_value(eq + 1, len - (size_t)(eq - p) - 1);
+        if (!ok) snprintf(why, n, "expected node labels 'key=value,...' (Kubernetes label keys "
+                                  "and values), got '%.*s' in '%.100s'", (int)len, p, s);
+        p = end ? end + 1 : p + len;
+        if (ok && end && !*p) {
+            ok = false;
+            snprintf(why, n, "expected node labels 'key=value,...': a trailing ','");
+        }
+    }
+    return ok;
+}
+
+/* "key[=value][:Effect],...": tolerations. */
+static bool check_tolerations(const char *s, char *why, size_t n) {
+    bool ok = true;
+    for (const char *p = s; ok && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *colon = memchr(p, ':', len);
+        size_t kvlen = colon ? (size_t)(colon - p) : len;
+        const char *eq = memchr(p, '=', kvlen);
+        size_t klen = eq ? (size_t)(eq - p) : kvlen;
+        ok = label_key(p, klen) && (!eq || label_value(eq + 1, kvlen - klen - 1));
+        if (ok && colon) {
+            size_t elen = len - kvlen - 1;
+            ok = (elen == 10 && !strncmp(colon + 1, "NoSchedule", 10)) ||
+                 (elen == 16 && !strncmp(colon + 1, "PreferNoSchedule", 16)) ||
+                 (elen == 9 && !strncmp(colon + 1, "NoExecute", 9));
+        }
+        if (!ok) snprintf(why, n, "expected tolerations 'key[=value][:Effect],...' with Effect "
+                                  "NoSchedule, PreferNoSchedule or NoExecute, got '%.*s' in "
+                                  "'%.100s'", (int)len, p, s);
+        p = end ? end + 1 : p + len;
+        if (ok && end && !*p) {
+            ok = false;
+            snprintf(why, n, "expected tolerations 'key[=value][:Effect],...': a trailing ','");
+        }
+    }
+    return ok;
+}
+
+/* Names that hold credentials; they must come from a file or a Secret, never a config. */
+static bool secret_name(const char *name, size_t len) {
+    static const char *const bad[] = {"SECRET", "TOKEN", "PASSWORD", "PASSWD", "ACCESS_KEY",
+                                      "PRIVATE_KEY", "API_KEY", NULL};
+    char up[CONFIG_KEY_MAX * 2];
+    snprintf(up, sizeof up, "%.*s", (int)len, name);
+    for (char *c = up; *c; c++)
+        if (*c >= 'a' && *c <= 'z') *c = (char)(*c - 'a' + 'A');
+    for (int i = 0; bad[i]; i++)
+        if (strstr(up, bad[i])) return true;
+    return false;
+}
+
+/* "NAME=value,...": extra environment. Values are never echoed: a person may have pasted
+ * a secret by mistake, and an error message ends up in logs. */
+static bool check_env(const char *s, char *why, size_t n) {
+    if (!no_controls(s)) {
+        snprintf(why, n, "expected 'NAME=value,...' without control characters");
+        return false;
+    }
+    for (const char *p = s; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        size_t nlen = eq ? (size_t)(eq - p) : len;
+        bool ok = eq && nlen > 0 && nlen < CONFIG_KEY_MAX && !(p[0] >= '0' && p[0] <= '9');
+        for (size_t i = 0; ok && i < nlen; i++) ok = is_alnum_ascii(p[i]) || p[i] == '_';
+        if (!ok) {
+            snprintf(why, n, "expected 'NAME=value,...' with NAME of letters, digits and '_' "
+                             "(the entry at offset %d)", (int)(p - s));
+            return false;
+        }
+        if (secret_name(p, nlen)) {
+            snprintf(why, n, "'%.*s' looks like a credential: credentials never go into a config "
+                             "or a rendered job; use cluster.credentials_file (Slurm) or "
+                             "cluster.secret_name (Kubernetes)", (int)nlen, p);
+            return false;
+        }
+        p = end ? end + 1 : p + len;
+        if (end && !*p) {
+            snprintf(why, n, "expected 'NAME=value,...': a trailing ','");
+            return false;
+        }
+    }
+    return true;
+}
 
 /* In documentation order: section by section, as a config file is written. */
 static const key_def schema[] = {
@@ -130,6 +374,72 @@ static const key_def schema[] = {
         "full state at least every S seconds; 0 = off"),
     INT("checkpoint.chunk_kib", checkpoint.chunk_kib, "65536", 4, 65536,
         "tensor chunk size in the store, KiB (at most 64 MiB)"),
+    INT("cluster.nodes", cluster.nodes, "1", 1, 4096,
+        "nodes of the job (Slurm --nodes; Kubernetes: 1 = a Job, more = an Indexed Job of that "
+        "many pods and a headless Service)"),
+    INT("cluster.gpus_per_node", cluster.gpus_per_node, "0", 0, 64,
+        "GPUs per node (Slurm --gres=gpu[:TYPE]:N, Kubernetes nvidia.com/gpu); 0 = a CPU job, no "
+        "GPU directives"),
+    STRC("cluster.gpu_type", cluster.gpu_type, "h100", 0, check_slurm_name,
+         "GPU model: the Slurm gres type (\"\" = untyped) and, with cluster.cloud, the node "
+         "labels selected (h100, h200, a100)"),
+    INT("cluster.cpus_per_task", cluster.cpus_per_task, "0", 0, 4096,
+        "CPU cores per node for tandem (Slurm --cpus-per-task, Kubernetes cpu request); 0 = the "
+        "scheduler's default"),
+    STRC("cluster.memory", cluster.memory, "", 0, check_size,
+         "memory per node: 64G, 512M (binary units; Slurm --mem, Kubernetes request and limit "
+         "64Gi); \"\" = the scheduler's default"),
+    STRC("cluster.time_limit", cluster.time_limit, "", 0, check_slurm_time,
+         "Slurm --time (MM, HH:MM:SS, D-HH:MM:SS), afresh after each requeue; \"\" = the "
+         "partition's"),
+    STRC("cluster.partition", cluster.partition, "", 0, check_slurm_list,
+         "Slurm --partition; \"\" = the default partition"),
+    STRC("cluster.account", cluster.account, "", 0, check_slurm_name,
+         "Slurm --account; \"\" = the user's default"),
+    STRC("cluster.job_name", cluster.job_name, "", 0, check_dns_label,
+         "job name (Slurm --job-name, Kubernetes Job name: a DNS label); \"\" = from the config "
+         "file's name"),
+    STRC("cluster.workdir", cluster.workdir, "", F_PATH, check_path,
+         "Slurm --chdir: where the job runs and writes its log (shared storage); \"\" = the "
+         "directory tandem manifest runs in"),
+    STRC("cluster.tandem_binary", cluster.tandem_binary, "", F_PATH, check_path,
+         "tandem on the nodes; \"\" = Slurm: the absolute path of the tandem that renders; "
+         "Kubernetes: /usr/local/bin/tandem (the image's)"),
+    STRC("cluster.credentials_file", cluster.credentials_file, "", F_PATH, check_path,
+         "Slurm: a file of AWS_* assignments (mode 600) that the batch script reads into "
+         "tandem's environment; credentials never appear on a command line"),
+    INT("cluster.signal_lead_s", cluster.signal_lead_s, "300", 1, 65535,
+        "Slurm --signal=B:USR1@S: seconds before the time limit when the batch shell gets "
+        "USR1, tandem commits and the job requeues itself"),
+    STRC("cluster.image", cluster.image, "", 0, check_image,
+         "Kubernetes: the container image (see Dockerfile); required by tandem manifest k8s"),
+    ENUM("cluster.cloud", cluster.cloud, "none", cloud_names,
+         "Kubernetes node labels and tolerations for cluster.gpu_type and spot capacity on GKE, "
+         "EKS (managed node groups) or AKS; none = only cluster.node_selector and "
+         "cluster.tolerations"),
+    BOOL("cluster.spot", cluster.spot, "false",
+         "Kubernetes: run on the spot (preemptible) nodes of cluster.cloud"),
+    STRC("cluster.node_selector", cluster.node_selector, "", 0, check_labels,
+         "extra Kubernetes node labels 'key=value,...'; they win over the cloud's"),
+    STRC("cluster.tolerations", cluster.tolerations, "", 0, check_tolerations,
+         "extra Kubernetes tolerations 'key[=value][:Effect],...' (no value: operator Exists; "
+         "no effect: every effect)"),
+    INT("cluster.grace_period_s", cluster.grace_period_s, "120", 0, 86400,
+        "Kubernetes terminationGracePeriodSeconds, SIGTERM to SIGKILL: more than a commit takes "
+        "(see docs/preemption.md)"),
+    STRC("cluster.secret_name", cluster.secret_name, "", 0, check_dns_subdomain,
+         "Kubernetes Secret with AWS credentials as the files credentials (and optionally "
+         "config) of ~/.aws, mounted read-only for tandem"),
+    INT("cluster.backoff_limit", cluster.backoff_limit, "3", 0, 1000000,
+        "Kubernetes: failed pods (preemptions and exit 75 not counted) before the Job fails; per "
+        "index when cluster.nodes > 1"),
+    STRC("cluster.data_pvc", cluster.data_pvc, "", 0, check_dns_subdomain,
+         "Kubernetes PersistentVolumeClaim with the corpus, mounted read-only at /data"),
+    STRC("cluster.env", cluster.env, "", F_NOECHO, check_env,
+         "extra environment of tandem 'NAME=value,...' (AWS_REGION, AWS_ENDPOINT_URL, "
+         "TANDEM_S3_*); credentials are refused"),
+    INT("cluster.coordinator_port", cluster.coordinator_port, "29500", 1, 65535,
+        "cluster.nodes > 1: the port of rank 0 given to every rank as TANDEM_COORDINATOR"),
     STR("store", store, "", 0,
         "run store URL (file:///path or s3://bucket/prefix); empty = the runner decides"),
 };
@@ -424,11 +734,15 @@ static int set_key(config *c, const key_def *k, const char *text, bool quoted,
                 return 0;
             }
         return err_set(e, ERR_USAGE, "%s: expected %s; got '%.200s'", where, exp, text);
-    case T_STRING:
+    case T_STRING: {
         if (strlen(text) >= CONFIG_STR_MAX)
             return err_set(e, ERR_USAGE, "%s: longer than %d bytes", where, CONFIG_STR_MAX - 1);
+        char why[512];
+        if (k->check && !k->check(text, why, sizeof why))
+            return err_set(e, ERR_USAGE, "%s: %s", where, why);
         memcpy(field(c, k), text, strlen(text) + 1);
         return 0;
+    }
     }
     return err_set(e, ERR_INTERNAL, "%s: unknown key type", where);
 }
@@ -479,7 +793,11 @@ static bool field_valid(const config *c, const key_def *k) {
         while (k->names[count]) count++;
         return v >= 0 && v < count;
     }
-    case T_STRING: return memchr(f, '\0', CONFIG_STR_MAX) != NULL;
+    case T_STRING: {
+        char why[512];
+        return memchr(f, '\0', CONFIG_STR_MAX) != NULL &&
+               (!k->check || k->check((const char *)f, why, sizeof why));
+    }
     }
     return false;
 }
@@ -633,6 +951,13 @@ static int check_all(const config *c, const origin *from, const char *path, tdm_
     char va[64], vb[64], oa[CONFIG_STR_MAX / 4] = "", ob[CONFIG_STR_MAX / 4] = "";
     for (size_t i = 0; i < NKEYS; i++)
         if (!field_valid(c, &schema[i])) {
+            char why[512];
+            if (schema[i].type == T_STRING && schema[i].check &&
+                memchr(cfield(c, &schema[i]), '\0', CONFIG_STR_MAX))
+                return err_set(e, ERR_USAGE, "%s: %s", schema[i].key,
+                               (schema[i].check((const char *)cfield(c, &schema[i]), why,
+                                                sizeof why),
+                                why));
             char exp[320];
             expected_text(&schema[i], exp, sizeof exp);
             format_value(c, &schema[i], va, sizeof va);
@@ -850,7 +1175,8 @@ static int split_set(const char *text, set_item *it, tdm_err *e) {
 
 static int set_from_cli(config *c, const set_item *it, tdm_err *e) {
     char where[256];
-    snprintf(where, sizeof where, "--set %.200s", it->text);
+    if (it->k->flags & F_NOECHO) snprintf(where, sizeof where, "--set %s=...", it->k->key);
+    else snprintf(where, sizeof where, "--set %.200s", it->text);
     return set_key(c, it->k, it->value, false, where, e);
 }
 
@@ -978,8 +1304,10 @@ int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e) 
             seen[k - schema] = true;
         }
     }
+    /* cluster.* keys are younger than some pinned runs and never change what a run
+     * computes: a missing one keeps its default (config_defaults above) */
     for (size_t i = 0; i < NKEYS && !rc; i++)
-        if (!seen[i])
+        if (!seen[i] && strncmp(schema[i].key, "cluster.", 8) != 0)
             rc = err_set(e, ERR_USAGE, "canonical config: key '%s' is missing", schema[i].key);
     if (!rc) rc = check_all(tmp, NULL, NULL, e);
     if (!rc) *c = *tmp;
@@ -1095,5 +1423,43 @@ void config_print_markdown(FILE *f) {
     for (int p = 1; p < CONFIG_PRESET_COUNT; p++) {
         preset_line(p, line, sizeof line);
         fprintf(f, "| `%s` | %s | `%s` |\n", preset_names[p], presets[p].doc, line);
+    }
+}
+
+/* A double-quoted YAML scalar (JSON escapes, which YAML reads the same way). */
+static void print_quoted(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p == '\t') fputs("\\t", f);
+        else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+void config_print_yaml(FILE *f, const config *c, const char *indent) {
+    char value[CONFIG_STR_MAX];
+    const char *section = NULL;
+    size_t section_len = 0;
+    for (size_t i = 0; i < NKEYS; i++) {
+        const key_def *k = &schema[i];
+        const char *dot = strchr(k->key, '.');
+        if (!dot && strcmp(k->key, "preset") != 0) continue; /* store */
+        if (dot && (!section || (size_t)(dot - k->key) != section_len ||
+                    strncmp(section, k->key, section_len) != 0)) {
+            section = k->key;
+            section_len = (size_t)(dot - k->key);
+            fprintf(f, "%s%.*s:\n", indent, (int)section_len, section);
+        }
+        fprintf(f, "%s%s%s: ", indent, dot ? "  " : "", dot ? dot + 1 : k->key);
+        if (k->type == T_STRING) {
+            print_quoted(f, (const char *)cfield(c, k));
+        } else {
+            format_value(c, k, value, sizeof value);
+            fputs(value, f);
+        }
+        fputc('\n', f);
     }
 }

@@ -1,7 +1,7 @@
 /* config.h — the run configuration: YAML sections + `--set section.key=value` → a typed struct.
  *
  * A config file is YAML with one map per section (run, data, model, train, tandem, optim,
- * checkpoint) and two top-level scalars (preset, store):
+ * checkpoint, cluster) and two top-level scalars (preset, store):
  *
  *   preset: data-restricted-160m        # optional: a named bundle of values (see below)
  *   data:
@@ -55,6 +55,7 @@ enum config_device { CONFIG_DEVICE_CPU, CONFIG_DEVICE_CUDA };
 enum config_mixing { CONFIG_MIXING_WEIGHT, CONFIG_MIXING_SAMPLE };
 enum config_alpha_init { CONFIG_ALPHA_INIT_UNIFORM, CONFIG_ALPHA_INIT_NATURAL };
 enum config_schedule { CONFIG_SCHEDULE_COSINE, CONFIG_SCHEDULE_CONSTANT };
+enum config_cloud { CONFIG_CLOUD_NONE, CONFIG_CLOUD_GKE, CONFIG_CLOUD_EKS, CONFIG_CLOUD_AKS };
 
 /* The typed configuration; see config_print_help (or docs/config.md) for each key's
  * meaning, range and default. Field names are the key names. */
@@ -101,6 +102,35 @@ typedef struct config {
         double every_seconds;
         int chunk_kib;
     } checkpoint;
+    /* Where a run executes, not what it computes: read by `tandem manifest` (runner/
+     * manifest.h) and never compared when a run resumes (runner/pin.c). String values
+     * are checked for their format when parsed; "" means "not set / the default". */
+    struct config_cluster {
+        int nodes;
+        int gpus_per_node;             /* 0 = a CPU job */
+        char gpu_type[CONFIG_STR_MAX]; /* Slurm gres type; cloud GPU labels */
+        int cpus_per_task;             /* 0 = the scheduler's default */
+        char memory[CONFIG_STR_MAX];   /* "64G": digits and K, M, G or T */
+        char time_limit[CONFIG_STR_MAX];
+        char partition[CONFIG_STR_MAX];
+        char account[CONFIG_STR_MAX];
+        char job_name[CONFIG_STR_MAX]; /* a DNS label */
+        char workdir[CONFIG_STR_MAX];
+        char tandem_binary[CONFIG_STR_MAX];
+        char credentials_file[CONFIG_STR_MAX];
+        int signal_lead_s;
+        char image[CONFIG_STR_MAX];
+        int cloud; /* enum config_cloud */
+        bool spot;
+        char node_selector[CONFIG_STR_MAX]; /* "k=v,k2=v2" */
+        char tolerations[CONFIG_STR_MAX];   /* "key[=value][:Effect],..." */
+        int grace_period_s;
+        char secret_name[CONFIG_STR_MAX];
+        int backoff_limit;
+        char data_pvc[CONFIG_STR_MAX];
+        char env[CONFIG_STR_MAX]; /* "NAME=value,..." */
+        int coordinator_port;
+    } cluster;
 } config;
 
 /* One key of the canonical form. */
@@ -140,7 +170,10 @@ int config_canonical(const config *c, config_kv **out, size_t *n, tdm_err *e);
 
 /* Rebuilds a config from a canonical form: every key exactly once, no unknown key, each
  * value valid, then config_check. No preset is applied (its values are all listed) and no
- * path is resolved (they were stored resolved). `*c` is only written on success. */
+ * path is resolved (they were stored resolved). One exception to "every key": a missing
+ * cluster.* key takes its default, so that runs pinned before the cluster section
+ * existed still load (those keys never change what a run computes). `*c` is only
+ * written on success. */
 int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e);
 
 /* The keys whose canonical values differ between `a` and `b`, sorted. `*keys` is a
@@ -153,5 +186,12 @@ void config_print_help(FILE *f);
 
 /* The same as a Markdown table plus the presets, as pasted into docs/config.md. */
 void config_print_markdown(FILE *f);
+
+/* Writes `c` as a config file that config_load reads back to the same struct: `preset`
+ * (so the struct records the same preset; the file's keys then restate its values),
+ * then every section with every key (defaults included; floats exact, strings
+ * double-quoted), without `store` (a run's location is given on the command line). Each line is preceded by `indent`, for embedding in
+ * another YAML document. */
+void config_print_yaml(FILE *f, const config *c, const char *indent);
 
 #endif

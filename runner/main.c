@@ -11,7 +11,16 @@ static void usage(FILE *f) {
             "usage: tandem COMMAND [options]   (tandem COMMAND --help for each)\n"
             "  run          start or resume a TANDEM run (data-mixture optimisation)\n"
             "  hash         digests of a run's final state and alpha history\n"
+            "  manifest     an sbatch script or Kubernetes Job that requeues on preemption\n"
+            "  alpha        the alpha history: table, CSV, JSON, --verify, --plot FILE.svg\n"
+            "  mixture      the final mixture (mean alpha of the last episodes) as YAML\n"
+            "  status       where a run stands: position, commits, what a resume would lose\n"
+            "  verify       re-hash every state, blob and alpha record of a store\n"
+            "  gc           delete old states and unreferenced blobs (--keep N)\n"
+            "  pin          keep a state from gc\n"
+            "  eval         per-domain test loss and perplexity, and their Average\n"
             "  gen-corpus   write a synthetic multi-domain corpus and its dataset.yaml\n"
+            "  prep         text files into byte-level train/val/test shards and dataset.yaml\n"
             "  train        plain uniform-mixture training on the CPU (no TANDEM)\n");
 }
 
@@ -22,9 +31,18 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "gen-corpus")) return cmd_gen_corpus(argc - 1, argv + 1);
+    if (!strcmp(cmd, "prep")) return cmd_prep(argc - 1, argv + 1);
     if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "hash")) return cmd_hash(argc - 1, argv + 1);
+    if (!strcmp(cmd, "manifest")) return cmd_manifest(argc - 1, argv + 1);
+    if (!strcmp(cmd, "alpha")) return cmd_alpha(argc - 1, argv + 1);
+    if (!strcmp(cmd, "mixture")) return cmd_mixture(argc - 1, argv + 1);
+    if (!strcmp(cmd, "status")) return cmd_status(argc - 1, argv + 1);
+    if (!strcmp(cmd, "verify")) return cmd_verify(argc - 1, argv + 1);
+    if (!strcmp(cmd, "gc")) return cmd_gc(argc - 1, argv + 1);
+    if (!strcmp(cmd, "pin")) return cmd_pin(argc - 1, argv + 1);
+    if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
     fprintf(stderr, "tandem: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

@@ -419,6 +419,10 @@ int run_main(const run_opts *o, tdm_err *e) {
     run_ctx *r = calloc(1, sizeof *r);
     if (!r) return err_set(e, ERR_INTERNAL, "out of memory");
     r->progress = o->progress;
+    /* from the very start: a preemption during setup must not kill us (or, as PID 1 in a
+     * container, be ignored until the grace period ends) — it is honoured as soon as
+     * there is a state to commit */
+    install_signals();
     int rc = setup(r, o, e);
     pin_result pin;
     if (!rc)
@@ -445,10 +449,7 @@ int run_main(const run_opts *o, tdm_err *e) {
                      r->cfg.tandem.E, r->lay.numel, r->st.M);
         progress_event(stderr, r->progress, "start", msg);
     }
-    if (!rc && r->next != NEXT_DONE) {
-        install_signals();
-        rc = loop(r, e);
-    }
+    if (!rc && r->next != NEXT_DONE) rc = loop(r, e); /* loop's first safe point sees a pending signal */
     if (!rc) rc = ckpt_wait(r->ck, e);
     if (!rc) rc = write_mixture(r, r->progress == PROGRESS_QUIET ? NULL : stdout, e);
     if (!rc) rc = ckpt_release(r->ck, e);

@@ -1,0 +1,66 @@
+# Dockerfile — the tandem image for Kubernetes Jobs (docs/scheduling.md).
+#
+#   docker build -t registry.example.com/tandem:0.1 .
+#   docker push registry.example.com/tandem:0.1
+#   tandem manifest k8s my.yaml --set cluster.image=registry.example.com/tandem:0.1 > job.yaml
+#
+# Two stages on NVIDIA's CUDA images (Ubuntu 24.04): the build stage compiles tandem with
+# the repository's Makefile; the runtime stage holds the binary and its shared libraries.
+# The CUDA runtime is there for the GPU backend (gpu/, planned): today's tandem computes
+# on the CPU, so the image also runs on nodes without GPUs. Override the base with
+# --build-arg CUDA_VERSION=13.0.1 (CUDA 13 needs an NVIDIA driver >= 580 on the nodes;
+# 12.8 runs on >= 570).
+#
+# tandem is the ENTRYPOINT in exec form, so in a container it is PID 1 and receives the
+# SIGTERM of a preemption itself (a shell in between would swallow it): it commits and
+# exits 75. The rendered Jobs set `command` to the same binary with their own arguments.
+#
+# No container engine runs on the test machines: this file is checked for syntax and
+# conventions by tests/k8s/check_dockerfile.py (tests/cli_k8s.sh), not built there.
+
+ARG CUDA_VERSION=12.8.1
+ARG UBUNTU_VERSION=24.04
+
+FROM nvidia/cuda:${CUDA_VERSION}-devel-ubuntu${UBUNTU_VERSION} AS build
+ENV DEBIAN_FRONTEND=noninteractive
+# The build list of scripts/deps.sh; msgpack-c is libmsgpack-c-dev on newer releases.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc make pkg-config libc6-dev \
+      libopenblas-openmp-dev libyaml-dev libssl-dev libcurl4-openssl-dev \
+ && (apt-get install -y --no-install-recommends libmsgpack-c-dev \
+     || apt-get install -y --no-install-recommends libmsgpack-dev) \
+ && rm -rf /var/lib/apt/lists/*
+# msgpack-c >= 6 names its pkg-config file msgpack-c.pc; the Makefile asks for msgpack.
+RUN if ! pkg-config --exists msgpack; then \
+      ln -s "$(pkg-config --variable=pcfiledir msgpack-c)/msgpack-c.pc" \
+            "$(pkg-config --variable=pcfiledir msgpack-c)/msgpack.pc"; \
+    fi \
+ && pkg-config --exists msgpack
+WORKDIR /src
+COPY Makefile ./
+COPY util/ util/
+COPY data/ data/
+COPY model/ model/
+COPY steps/ steps/
+COPY storage/ storage/
+COPY runner/ runner/
+RUN make -j"$(nproc)" tandem && ./tandem --help >/dev/null
+
+FROM nvidia/cuda:${CUDA_VERSION}-runtime-ubuntu${UBUNTU_VERSION}
+ENV DEBIAN_FRONTEND=noninteractive
+# The same libraries (their -dev packages pull in exactly the runtime libraries the
+# binary was linked against, whatever the release calls them) and CA certificates for
+# https S3 endpoints.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates libgomp1 \
+      libopenblas-openmp-dev libyaml-dev libssl-dev libcurl4-openssl-dev \
+ && (apt-get install -y --no-install-recommends libmsgpack-c-dev \
+     || apt-get install -y --no-install-recommends libmsgpack-dev) \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /src/tandem /usr/local/bin/tandem
+RUN /usr/local/bin/tandem --help >/dev/null
+# A relative store (runs/<config name>) lands here; use an s3:// store in Kubernetes.
+WORKDIR /work
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["/usr/local/bin/tandem", "run"]
+CMD ["/etc/tandem/config.yaml"]

@@ -1,0 +1,1040 @@
+/* cuda.cu — the CUDA backend of model.h: the ops table, the workspace, cuBLASLt matmuls,
+ * and the forward and backward passes that chain the kernels of gpu/kernels_*.cu.
+ *
+ * Same model, tensor layout, loss and optimiser semantics as the CPU reference
+ * (model/cpu.c), layer for layer; see gpu/README.md for the map and docs/gpu.md for use.
+ *
+ * Precision (gpu/cuda.h): the forward and backward are written once, templated on the
+ * activation type `T` (float or bf16). Matmul operands are T; a matmul writes T where the
+ * next consumer is a matmul or attention (qkv, fch, dfch, datty) and float where it feeds
+ * the residual stream, a LayerNorm backward, the loss, or a parameter gradient. In bf16
+ * the weights come from a bf16 copy of the parameters made at each forward (kept for the
+ * backward, which the interface runs on the same parameters).
+ *
+ * Determinism (DESIGN.md §4): one stream per workspace; no atomics in any kernel; every
+ * reduction in a fixed order (gpu/kernels.h). cuBLASLt: one algorithm per problem (shape,
+ * transposes, types, epilogue, leading dimensions and pointer alignments), chosen by the
+ * heuristic the first time the process meets the problem and then reused for every
+ * call (a process-wide table), with a fixed 32 MiB workspace and split-K reductions
+ * restricted to the schemes that reduce in a separate, ordered pass (no in-place
+ * reduction). The same GPU model, driver, CUDA and cuBLAS versions and configuration
+ * therefore give the same bits.
+ */
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+extern "C" {
+#include "gpu/cuda.h"
+#include "model/model.h"
+}
+#include "gpu/check.h"
+#include "gpu/kernels.h"
+
+#define LT_WORKSPACE (32u << 20) /* cuBLASLt workspace, fixed: part of what picks an algorithm */
+
+/* ------------------------------------------------------------------ errors */
+
+int gpu_cuda_error(tdm_err *e, cudaError_t rc, const char *call, const char *file, int line) {
+    return err_set(e, ERR_INTERNAL, "CUDA error %s (%s) at %s:%d in %.300s", cudaGetErrorName(rc),
+                   cudaGetErrorString(rc), file, line, call);
+}
+
+int gpu_cublas_error(tdm_err *e, cublasStatus_t rc, const char *call, const char *file, int line) {
+    return err_set(e, ERR_INTERNAL, "cuBLASLt error %s (%s) at %s:%d in %.300s",
+                   cublasLtGetStatusName(rc), cublasLtGetStatusString(rc), file, line, call);
+}
+
+/* ------------------------------------------------------------------ precision */
+
+enum { PREC_UNSET = 0, PREC_FP32 = 1, PREC_BF16 = 2 };
+static int g_precision = PREC_UNSET; /* set by model_cuda_set_precision */
+
+static int parse_precision(const char *name) {
+    if (!strcmp(name, "fp32")) return PREC_FP32;
+    if (!strcmp(name, "bf16")) return PREC_BF16;
+    return PREC_UNSET;
+}
+
+extern "C" int model_cuda_set_precision(const char *name, tdm_err *e) {
+    if (!name) {
+        g_precision = PREC_UNSET;
+        return 0;
+    }
+    int p = parse_precision(name);
+    if (p == PREC_UNSET)
+        return err_set(e, ERR_USAGE, "run.precision = %s: must be fp32 or bf16", name);
+    g_precision = p;
+    return 0;
+}
+
+static int next_precision(int *prec, tdm_err *e) {
+    if (g_precision != PREC_UNSET) {
+        *prec = g_precision;
+        return 0;
+    }
+    const char *env = getenv("TANDEM_PRECISION");
+    if (!env || !*env) {
+        *prec = PREC_FP32;
+        return 0;
+    }
+    int p = parse_precision(env);
+    if (p == PREC_UNSET)
+        return err_set(e, ERR_USAGE, "TANDEM_PRECISION=%s: must be fp32 or bf16", env);
+    *prec = p;
+    return 0;
+}
+
+extern "C" int model_cuda_next_precision(const char **name, tdm_err *e) {
+    int p;
+    int rc = next_precision(&p, e);
+    if (rc) return rc;
+    *name = p == PREC_BF16 ? "bf16" : "fp32";
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the workspace */
+
+/* The tensors of one transformer block, in model.h's order (as cpu.c). */
+enum {
+    LN1_W, LN1_B, QKV_W, QKV_B, ATTPROJ_W, ATTPROJ_B,
+    LN2_W, LN2_B, FC_W, FC_B, FCPROJ_W, FCPROJ_B, N_BLOCK_TENSORS
+};
+static const char *const block_tensor_names[N_BLOCK_TENSORS] = {
+    "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+    "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+    "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias",
+};
+
+struct model_ctx {
+    model_layout lay;
+    int max_B, max_T, M;
+    int bf16;  /* precision: activations and matmul operands in bf16 */
+    int tile;  /* attention tile */
+    int Vp;    /* vocab rounded up to 64: leading dimension of the logits */
+    size_t lN; /* max_B * max_T: rows of the activation buffers */
+    int device;
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *lt_ws;
+    size_t off_wte, off_wpe, off_lnf_w, off_lnf_b;
+    size_t *off_block; /* [L][N_BLOCK_TENSORS] */
+    /* per-layer strides (elements), each a multiple of 64 so every layer's slice stays
+     * aligned like the first */
+    size_t s_C, s_3C, s_4C, s_N, s_HN;
+    /* forward activations; void * are of the activation type */
+    float *encoded;                     /* [N, C] */
+    void *ln1;                          /* [L][N, C] */
+    float *ln1_mean, *ln1_rstd;         /* [L][N] */
+    void *qkv;                          /* [L][N, 3C] */
+    void *atty;                         /* [L][N, C] */
+    float *lse;                         /* [L][B, H, T] */
+    float *res2;                        /* [L][N, C] */
+    void *ln2;                          /* [L][N, C] */
+    float *ln2_mean, *ln2_rstd;         /* [L][N] */
+    void *fch, *fch_gelu;               /* [L][N, 4C] */
+    float *res3;                        /* [L][N, C] */
+    void *lnf;                          /* [N, C] */
+    float *lnf_mean, *lnf_rstd;         /* [N] */
+    float *logits;                      /* [N, Vp] */
+    void *dlogits;                      /* [N, Vp]: bf16; in fp32 the logits buffer itself */
+    float *row_max, *row_inv, *row_g;   /* [N] */
+    double *row_loss;                   /* [N] */
+    /* backward scratch */
+    float *dres;                        /* [N, C] residual gradient */
+    void *dres_act;                     /* [N, C] its bf16 copy (bf16 only) */
+    float *dln;                         /* [N, C] */
+    void *datty;                        /* [N, C] */
+    void *dqkv;                         /* [N, 3C] */
+    void *dfch;                         /* [N, 4C] */
+    float *attD;                        /* [B, H, T] */
+    double *part;                       /* [ceil(N / GPU_ROW_CHUNK), 4C] */
+    double *norm_part;                  /* [ceil(P / GPU_NORM_CHUNK)] */
+    bf16 *pbf;                          /* [P] bf16 copy of the parameters (bf16 only) */
+    gpu_span *spans;                    /* AdamW work list */
+    int nspans;
+    /* the batch: device indices [inputs N | targets N | pos N | uniq N | start N+1] */
+    int32_t *d_idx, *h_idx;
+    int32_t *h_count;                   /* [V] counting sort */
+    float *h_g;                         /* [N] */
+    double *h_row_loss;                 /* [N] */
+    double *h_norm_part;
+    int32_t *h_domain;                  /* [max_B] */
+    long *ntok;                         /* [M] */
+    int B, T, nuniq;
+    const float *fwd_params;
+    int have_forward;
+    /* memory accounting */
+    std::unordered_map<void *, size_t> *sizes;
+    size_t bytes_now, bytes_peak;
+    /* an error from an op that cannot return one (scale, norm): reported by the next op */
+    int sticky;
+    tdm_err sticky_err;
+};
+
+static size_t pad64(size_t n) { return (n + 63) / 64 * 64; }
+
+static int dev_alloc(model_ctx *ctx, void **p, size_t bytes, const char *what, tdm_err *e) {
+    *p = NULL;
+    if (bytes == 0) bytes = 4;
+    cudaError_t rc = cudaMalloc(p, bytes);
+    if (rc != cudaSuccess) {
+        *p = NULL;
+        cudaGetLastError(); /* clear the (non-sticky) allocation error */
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        return err_set(e, ERR_INTERNAL,
+                       "out of GPU memory: need %zu bytes for %s (this workspace holds %zu "
+                       "bytes; the device has %zu of %zu free) — use a smaller train.batch or "
+                       "train.seq, or a larger GPU",
+                       bytes, what, ctx->bytes_now, fr, tot);
+    }
+    (*ctx->sizes)[*p] = bytes;
+    ctx->bytes_now += bytes;
+    if (ctx->bytes_now > ctx->bytes_peak) ctx->bytes_peak = ctx->bytes_now;
+    return 0;
+}
+
+static void dev_free(model_ctx *ctx, void *p) {
+    if (!p) return;
+    auto it = ctx->sizes->find(p);
+    if (it != ctx->sizes->end()) {
+        ctx->bytes_now -= it->second;
+        ctx->sizes->erase(it);
+    }
+    cudaFree(p);
+}
+
+static int check_sticky(model_ctx *ctx, tdm_err *e) {
+    if (!ctx->sticky) return 0;
+    if (e) *e = ctx->sticky_err;
+    return ERR_INTERNAL;
+}
+
+static void set_sticky(model_ctx *ctx, const tdm_err *e) {
+    if (ctx->sticky) return;
+    ctx->sticky = 1;
+    ctx->sticky_err = *e;
+    fprintf(stderr, "tandem: cuda backend: %s\n", e->msg);
+}
+
+/* ------------------------------------------------------------------ cuBLASLt */
+
+/* Everything that can change cuBLASLt's choice of algorithm. All fields are 4 or 8 bytes
+ * and the struct is zeroed before filling, so memcmp compares keys. */
+struct MmKey {
+    int64_t m, n, k, lda, ldb, ldd;
+    int32_t ta, tb, abtype, dtype, bias, beta, device;
+    uint32_t al_a, al_b, al_c, al_d, al_bias;
+};
+
+struct MmAlgo {
+    MmKey key;
+    cublasLtMatmulAlgo_t algo;
+};
+
+static pthread_mutex_t g_algo_mu = PTHREAD_MUTEX_INITIALIZER;
+static std::vector<MmAlgo> *g_algos; /* process-wide: one algorithm per problem */
+
+static uint32_t alignment(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    uint32_t al = 256;
+    while (al > 1 && a % al) al /= 2;
+    return al;
+}
+
+static const char *type_name(cudaDataType_t t) { return t == CUDA_R_16BF ? "bf16" : "fp32"; }
+
+/* Column-major D[m x n] (ld ldd, type dtype) = op(A) op(B) (+ C, when C is not NULL,
+ * beta = 1) (+ bias[m], type dtype), A and B of type abtype, fp32 accumulate. op(A) is
+ * m x k (A stored k x m when ta), op(B) k x n (B stored n x k when tb). */
+static int lt_matmul(model_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                     const void *A, int64_t lda, const void *B, int64_t ldb, cudaDataType_t abtype,
+                     void *D, int64_t ldd, cudaDataType_t dtype, const void *C, const void *bias,
+                     tdm_err *e) {
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    int rc = 0;
+    cublasStatus_t st;
+    const float alpha = 1.0f, beta = C ? 1.0f : 0.0f;
+    cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtMatmulAlgo_t algo;
+    bool found = false;
+    MmKey key;
+    memset(&key, 0, sizeof key);
+    key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldd = ldd;
+    key.ta = ta, key.tb = tb, key.abtype = abtype, key.dtype = dtype, key.bias = bias != NULL;
+    key.beta = C != NULL, key.device = ctx->device;
+    key.al_a = alignment(A), key.al_b = alignment(B), key.al_c = alignment(C ? C : D);
+    key.al_d = alignment(D), key.al_bias = bias ? alignment(bias) : 0;
+
+#define LT(call)                                                                            \
+    do {                                                                                    \
+        if ((st = (call)) != CUBLAS_STATUS_SUCCESS) {                                       \
+            rc = gpu_cublas_error(e, st, #call, __FILE__, __LINE__);                        \
+            goto out;                                                                       \
+        }                                                                                   \
+    } while (0)
+
+    LT(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    if (bias) {
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                          sizeof bias));
+    }
+    LT(cublasLtMatrixLayoutCreate(&la, abtype, ta ? k : m, ta ? m : k, lda));
+    LT(cublasLtMatrixLayoutCreate(&lb, abtype, tb ? n : k, tb ? k : n, ldb));
+    LT(cublasLtMatrixLayoutCreate(&lc, dtype, m, n, ldd));
+
+    pthread_mutex_lock(&g_algo_mu);
+    if (!g_algos) g_algos = new (std::nothrow) std::vector<MmAlgo>();
+    for (size_t i = 0; g_algos && i < g_algos->size(); i++)
+        if (!memcmp(&(*g_algos)[i].key, &key, sizeof key)) {
+            algo = (*g_algos)[i].algo;
+            found = true;
+            break;
+        }
+    pthread_mutex_unlock(&g_algo_mu);
+    if (!found) {
+        size_t ws = LT_WORKSPACE;
+        uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
+                           CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+        LT(cublasLtMatmulPreferenceCreate(&pref));
+        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                sizeof ws));
+        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                &schemes, sizeof schemes));
+        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                &key.al_a, sizeof key.al_a));
+        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                &key.al_b, sizeof key.al_b));
+        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                &key.al_c, sizeof key.al_c));
+        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                &key.al_d, sizeof key.al_d));
+        cublasLtMatmulHeuristicResult_t res;
+        int count = 0;
+        memset(&res, 0, sizeof res);
+        LT(cublasLtMatmulAlgoGetHeuristic(ctx->lt, op, la, lb, lc, lc, pref, 1, &res, &count));
+        if (count < 1 || res.state != CUBLAS_STATUS_SUCCESS) {
+            rc = err_set(e, ERR_INTERNAL,
+                         "cuBLASLt has no algorithm for a %lld x %lld x %lld matmul (%s in, %s "
+                         "out%s)",
+                         (long long)m, (long long)n, (long long)k, type_name(abtype),
+                         type_name(dtype), bias ? ", bias" : "");
+            goto out;
+        }
+        algo = res.algo;
+        pthread_mutex_lock(&g_algo_mu);
+        /* another thread may have added the same problem meanwhile: keep the first */
+        for (size_t i = 0; g_algos && i < g_algos->size(); i++)
+            if (!memcmp(&(*g_algos)[i].key, &key, sizeof key)) {
+                algo = (*g_algos)[i].algo;
+                found = true;
+                break;
+            }
+        if (!found && g_algos) g_algos->push_back(MmAlgo{key, algo});
+        pthread_mutex_unlock(&g_algo_mu);
+    }
+    LT(cublasLtMatmul(ctx->lt, op, &alpha, A, la, B, lb, &beta, C ? C : D, lc, D, lc, &algo,
+                      ctx->lt_ws, LT_WORKSPACE, ctx->stream));
+#undef LT
+out:
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (op) cublasLtMatmulDescDestroy(op);
+    return rc;
+}
+
+/* Row-major matmuls of a linear layer with W[OC, IC] (torch.nn.Linear's layout). */
+
+/* out[N, OC] = inp[N, IC] W^T (+ bias[OC]) (+ resid[N, OC]) */
+static int mm_forward(model_ctx *ctx, void *out, cudaDataType_t otype, const void *inp,
+                      const void *W, const void *bias, const float *resid, int N, int IC, int OC,
+                      cudaDataType_t at, tdm_err *e) {
+    return lt_matmul(ctx, true, false, OC, N, IC, W, IC, inp, IC, at, out, OC, otype, resid, bias, e);
+}
+
+/* dinp[N, IC] = dout[N, OC] W (overwritten) */
+static int mm_dinp(model_ctx *ctx, void *dinp, cudaDataType_t dtype, const void *dout,
+                   const void *W, int N, int IC, int OC, cudaDataType_t at, tdm_err *e) {
+    return lt_matmul(ctx, false, false, IC, N, OC, W, IC, dout, OC, at, dinp, IC, dtype, NULL,
+                     NULL, e);
+}
+
+/* dW[OC, IC] = dout[N, OC]^T inp[N, IC] (float, overwritten); ld_dout is dout's row length */
+static int mm_dweight(model_ctx *ctx, float *dW, const void *dout, int64_t ld_dout,
+                      const void *inp, int N, int IC, int OC, cudaDataType_t at, tdm_err *e) {
+    return lt_matmul(ctx, false, true, IC, OC, N, inp, IC, dout, ld_dout, at, dW, IC, CUDA_R_32F,
+                     NULL, NULL, e);
+}
+
+/* ------------------------------------------------------------------ forward, backward */
+
+template <typename T> static inline T *L_(void *base, int l, size_t stride) {
+    return (T *)base + (size_t)l * stride;
+}
+
+static const float *block_param(const model_ctx *ctx, const float *base, int l, int k) {
+    return base + ctx->off_block[(size_t)l * N_BLOCK_TENSORS + k];
+}
+
+template <typename T> static int forward_impl(model_ctx *ctx, const float *params, tdm_err *e) {
+    const bool BF = sizeof(T) == 2;
+    const cudaDataType_t AT = BF ? CUDA_R_16BF : CUDA_R_32F;
+    const model_config *cf = &ctx->lay.cfg;
+    const int B = ctx->B, T_ = ctx->T, C = cf->channels, L = cf->layers, H = cf->heads;
+    const int V = cf->vocab, N = B * T_;
+    cudaStream_t s = ctx->stream;
+    const int32_t *inputs = ctx->d_idx, *targets = ctx->d_idx + N;
+    /* matmul weights (and biases of T outputs) in T; LayerNorm and float-output biases
+     * from the float parameters */
+    const T *wp = BF ? (const T *)ctx->pbf : (const T *)params;
+    if (BF) LAUNCH_TRY(gpu_cast_bf16(ctx->pbf, params, ctx->lay.numel, s), e);
+#define WT(k) (wp + ctx->off_block[(size_t)l * N_BLOCK_TENSORS + (k)]) /* T */
+#define WF(k) block_param(ctx, params, l, (k))                           /* float */
+
+    LAUNCH_TRY(gpu_encoder_forward(ctx->encoded, inputs, params + ctx->off_wte,
+                                   params + ctx->off_wpe, B, T_, C, s), e);
+    const float *x = ctx->encoded;
+    for (int l = 0; l < L; l++) {
+        T *ln1 = L_<T>(ctx->ln1, l, ctx->s_C), *qkv = L_<T>(ctx->qkv, l, ctx->s_3C);
+        T *atty = L_<T>(ctx->atty, l, ctx->s_C), *ln2 = L_<T>(ctx->ln2, l, ctx->s_C);
+        T *fch = L_<T>(ctx->fch, l, ctx->s_4C), *fchg = L_<T>(ctx->fch_gelu, l, ctx->s_4C);
+        float *ln1m = ctx->ln1_mean + l * ctx->s_N, *ln1r = ctx->ln1_rstd + l * ctx->s_N;
+        float *ln2m = ctx->ln2_mean + l * ctx->s_N, *ln2r = ctx->ln2_rstd + l * ctx->s_N;
+        float *lse = ctx->lse + l * ctx->s_HN;
+        float *res2 = ctx->res2 + l * ctx->s_C, *res3 = ctx->res3 + l * ctx->s_C;
+        int rc;
+        LAUNCH_TRY(gpu_layernorm_forward<T>(ln1, ln1m, ln1r, x, WF(LN1_W), WF(LN1_B), N, C, s), e);
+        if ((rc = mm_forward(ctx, qkv, AT, ln1, WT(QKV_W), WT(QKV_B), NULL, N, C, 3 * C, AT, e)))
+            return rc;
+        LAUNCH_TRY(gpu_attention_forward<T>(atty, lse, qkv, B, T_, C, H, ctx->tile, s), e);
+        if ((rc = mm_forward(ctx, res2, CUDA_R_32F, atty, WT(ATTPROJ_W), WF(ATTPROJ_B), x, N, C,
+                             C, AT, e)))
+            return rc;
+        LAUNCH_TRY(gpu_layernorm_forward<T>(ln2, ln2m, ln2r, res2, WF(LN2_W), WF(LN2_B), N, C, s), e);
+        if ((rc = mm_forward(ctx, fch, AT, ln2, WT(FC_W), WT(FC_B), NULL, N, C, 4 * C, AT, e)))
+            return rc;
+        LAUNCH_TRY(gpu_gelu_forward<T>(fchg, fch, (size_t)N * 4 * C, s), e);
+        if ((rc = mm_forward(ctx, res3, CUDA_R_32F, fchg, WT(FCPROJ_W), WF(FCPROJ_B), res2, N,
+                             4 * C, C, AT, e)))
+            return rc;
+        x = res3;
+    }
+#undef WT
+#undef WF
+    T *lnf = (T *)ctx->lnf;
+    LAUNCH_TRY(gpu_layernorm_forward<T>(lnf, ctx->lnf_mean, ctx->lnf_rstd, x,
+                                        params + ctx->off_lnf_w, params + ctx->off_lnf_b, N, C, s),
+               e);
+    /* logits[N, V] (ld Vp) = lnf wte^T: the tied head, no bias */
+    int rc = lt_matmul(ctx, true, false, V, N, C, wp + ctx->off_wte, C, lnf, C, AT, ctx->logits,
+                       ctx->Vp, CUDA_R_32F, NULL, NULL, e);
+    if (rc) return rc;
+    LAUNCH_TRY(gpu_crossentropy_forward(ctx->row_loss, ctx->row_max, ctx->row_inv, ctx->logits,
+                                        (size_t)ctx->Vp, targets, N, V, s), e);
+    return 0;
+}
+
+template <typename T> static int backward_impl(model_ctx *ctx, const float *params, float *grads,
+                                               tdm_err *e) {
+    const bool BF = sizeof(T) == 2;
+    const cudaDataType_t AT = BF ? CUDA_R_16BF : CUDA_R_32F;
+    const model_config *cf = &ctx->lay.cfg;
+    const int B = ctx->B, T_ = ctx->T, C = cf->channels, L = cf->layers, H = cf->heads;
+    const int V = cf->vocab, N = B * T_;
+    cudaStream_t s = ctx->stream;
+    const int32_t *targets = ctx->d_idx + N, *pos = ctx->d_idx + 2 * (size_t)N;
+    const int32_t *uniq = ctx->d_idx + 3 * (size_t)N, *start = ctx->d_idx + 4 * (size_t)N;
+    const T *wp = BF ? (const T *)ctx->pbf : (const T *)params;
+    T *dlogits = (T *)ctx->dlogits, *lnf = (T *)ctx->lnf;
+    T *dres_act = BF ? (T *)ctx->dres_act : (T *)ctx->dres; /* matmul operand view of dres */
+    T *copy = BF ? (T *)ctx->dres_act : NULL;                /* LayerNorm backward's copy */
+    T *datty = (T *)ctx->datty, *dqkv = (T *)ctx->dqkv, *dfch = (T *)ctx->dfch;
+    double *part = ctx->part;
+    int rc;
+
+    /* dlogits = g_row (softmax - onehot(target)), g_row = coef[m] / ntok[m] */
+    LAUNCH_TRY(gpu_crossentropy_backward<T>(dlogits, (size_t)ctx->Vp, ctx->logits, (size_t)ctx->Vp,
+                                            ctx->row_max, ctx->row_inv, ctx->row_g, targets, N, V,
+                                            s), e);
+    /* head: dlnf[N, C] = dlogits wte; dwte[V, C] = dlogits^T lnf (first contribution) */
+    if ((rc = lt_matmul(ctx, false, false, C, N, V, wp + ctx->off_wte, C, dlogits, ctx->Vp, AT,
+                        ctx->dln, C, CUDA_R_32F, NULL, NULL, e)))
+        return rc;
+    float *dwte = grads + ctx->off_wte;
+    if ((rc = mm_dweight(ctx, dwte, dlogits, ctx->Vp, lnf, N, C, V, AT, e))) return rc;
+    CUDA_TRY(cudaMemsetAsync(ctx->dres, 0, (size_t)N * C * sizeof(float), s), e);
+    const float *xlast = L > 0 ? ctx->res3 + (L - 1) * ctx->s_C : ctx->encoded;
+    LAUNCH_TRY(gpu_layernorm_backward<T>(ctx->dres, copy, grads + ctx->off_lnf_w,
+                                         grads + ctx->off_lnf_b, part, ctx->dln, xlast,
+                                         ctx->lnf_mean, ctx->lnf_rstd, params + ctx->off_lnf_w, N,
+                                         C, s), e);
+    for (int l = L - 1; l >= 0; l--) {
+        const float *x = l == 0 ? ctx->encoded : ctx->res3 + (l - 1) * ctx->s_C;
+        T *ln1 = L_<T>(ctx->ln1, l, ctx->s_C), *qkv = L_<T>(ctx->qkv, l, ctx->s_3C);
+        T *atty = L_<T>(ctx->atty, l, ctx->s_C), *ln2 = L_<T>(ctx->ln2, l, ctx->s_C);
+        T *fch = L_<T>(ctx->fch, l, ctx->s_4C), *fchg = L_<T>(ctx->fch_gelu, l, ctx->s_4C);
+        float *ln1m = ctx->ln1_mean + l * ctx->s_N, *ln1r = ctx->ln1_rstd + l * ctx->s_N;
+        float *ln2m = ctx->ln2_mean + l * ctx->s_N, *ln2r = ctx->ln2_rstd + l * ctx->s_N;
+        float *lse = ctx->lse + l * ctx->s_HN, *res2 = ctx->res2 + l * ctx->s_C;
+#define WT(k) (wp + ctx->off_block[(size_t)l * N_BLOCK_TENSORS + (k)])
+#define WF(k) block_param(ctx, params, l, (k))
+#define G(k) (grads + ctx->off_block[(size_t)l * N_BLOCK_TENSORS + (k)])
+        /* MLP: res3 = res2 + c_proj(gelu(c_fc(ln_2(res2)))); dres holds d(res3) */
+        if ((rc = mm_dinp(ctx, dfch, AT, dres_act, WT(FCPROJ_W), N, 4 * C, C, AT, e))) return rc;
+        if ((rc = mm_dweight(ctx, G(FCPROJ_W), dres_act, C, fchg, N, 4 * C, C, AT, e))) return rc;
+        LAUNCH_TRY(gpu_column_sum<float>(G(FCPROJ_B), part, ctx->dres, N, C, s), e);
+        LAUNCH_TRY(gpu_gelu_backward<T>(dfch, fch, (size_t)N * 4 * C, s), e);
+        if ((rc = mm_dinp(ctx, ctx->dln, CUDA_R_32F, dfch, WT(FC_W), N, C, 4 * C, AT, e))) return rc;
+        if ((rc = mm_dweight(ctx, G(FC_W), dfch, 4 * C, ln2, N, C, 4 * C, AT, e))) return rc;
+        LAUNCH_TRY(gpu_column_sum<T>(G(FC_B), part, dfch, N, 4 * C, s), e);
+        LAUNCH_TRY(gpu_layernorm_backward<T>(ctx->dres, copy, G(LN2_W), G(LN2_B), part, ctx->dln,
+                                             res2, ln2m, ln2r, WF(LN2_W), N, C, s), e);
+        /* attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))); dres holds d(res2) */
+        if ((rc = mm_dinp(ctx, datty, AT, dres_act, WT(ATTPROJ_W), N, C, C, AT, e))) return rc;
+        if ((rc = mm_dweight(ctx, G(ATTPROJ_W), dres_act, C, atty, N, C, C, AT, e))) return rc;
+        LAUNCH_TRY(gpu_column_sum<float>(G(ATTPROJ_B), part, ctx->dres, N, C, s), e);
+        LAUNCH_TRY(gpu_attention_backward<T>(dqkv, ctx->attD, datty, qkv, atty, lse, B, T_, C, H,
+                                             ctx->tile, s), e);
+        if ((rc = mm_dinp(ctx, ctx->dln, CUDA_R_32F, dqkv, WT(QKV_W), N, C, 3 * C, AT, e))) return rc;
+        if ((rc = mm_dweight(ctx, G(QKV_W), dqkv, 3 * C, ln1, N, C, 3 * C, AT, e))) return rc;
+        LAUNCH_TRY(gpu_column_sum<T>(G(QKV_B), part, dqkv, N, 3 * C, s), e);
+        LAUNCH_TRY(gpu_layernorm_backward<T>(ctx->dres, copy, G(LN1_W), G(LN1_B), part, ctx->dln,
+                                             x, ln1m, ln1r, WF(LN1_W), N, C, s), e);
+#undef WT
+#undef WF
+#undef G
+    }
+    LAUNCH_TRY(gpu_encoder_backward_wpe(grads + ctx->off_wpe, ctx->dres, B, T_, C, cf->ctx, s), e);
+    LAUNCH_TRY(gpu_encoder_backward_wte(dwte, ctx->dres, uniq, start, pos, ctx->nuniq, C, s), e);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the ops */
+
+static void cuda_destroy(model_ctx *ctx);
+
+static float *cuda_alloc(model_ctx *ctx, size_t n) {
+    void *p;
+    tdm_err e;
+    if (dev_alloc(ctx, &p, n * sizeof(float), "a parameter-sized buffer", &e)) {
+        fprintf(stderr, "tandem: cuda backend: %s\n", e.msg);
+        return NULL;
+    }
+    if (cudaMemsetAsync(p, 0, n * sizeof(float), ctx->stream) != cudaSuccess ||
+        cudaStreamSynchronize(ctx->stream) != cudaSuccess) {
+        dev_free(ctx, p);
+        return NULL;
+    }
+    return (float *)p;
+}
+
+static void cuda_release(model_ctx *ctx, float *buf) {
+    if (!buf) return;
+    cudaStreamSynchronize(ctx->stream);
+    dev_free(ctx, buf);
+}
+
+static int cuda_upload(model_ctx *ctx, float *dst, const float *host, size_t n, tdm_err *e) {
+    if (check_sticky(ctx, e)) return ERR_INTERNAL;
+    CUDA_TRY(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, ctx->stream), e);
+    CUDA_TRY(cudaStreamSynchronize(ctx->stream), e);
+    return 0;
+}
+
+static int cuda_download(model_ctx *ctx, float *host, const float *src, size_t n, tdm_err *e) {
+    if (check_sticky(ctx, e)) return ERR_INTERNAL;
+    CUDA_TRY(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream), e);
+    CUDA_TRY(cudaStreamSynchronize(ctx->stream), e);
+    return 0;
+}
+
+static int cuda_copy(model_ctx *ctx, float *dst, const float *src, size_t n, tdm_err *e) {
+    if (check_sticky(ctx, e)) return ERR_INTERNAL;
+    CUDA_TRY(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream), e);
+    return 0;
+}
+
+/* Copies the batch, sorts its rows by input token (for the dwte scatter) and uploads the
+ * index arrays: [inputs N | targets N | pos N | uniq N | start nuniq+1]. */
+static int stage_batch(model_ctx *ctx, const model_batch *batch, tdm_err *e) {
+    int B = batch->B, T = batch->T, N = B * T, V = ctx->lay.cfg.vocab;
+    int32_t *in = ctx->h_idx, *tg = in + N, *pos = in + 2 * (size_t)N, *uniq = in + 3 * (size_t)N;
+    int32_t *start = in + 4 * (size_t)N, *cnt = ctx->h_count;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            in[b * T + t] = batch->tokens[(size_t)b * (T + 1) + t];
+            tg[b * T + t] = batch->tokens[(size_t)b * (T + 1) + t + 1];
+        }
+    /* counting sort of the rows by input token, stable: rows in increasing order */
+    memset(cnt, 0, (size_t)V * sizeof *cnt);
+    for (int i = 0; i < N; i++) cnt[in[i]]++;
+    int nu = 0, run = 0;
+    for (int v = 0; v < V; v++) {
+        int c = cnt[v];
+        if (!c) continue;
+        uniq[nu] = v;
+        start[nu] = run;
+        cnt[v] = run; /* becomes the next free slot of token v */
+        run += c;
+        nu++;
+    }
+    start[nu] = N;
+    for (int i = 0; i < N; i++) pos[cnt[in[i]]++] = i;
+    ctx->nuniq = nu;
+    size_t n = 4 * (size_t)N + (size_t)nu + 1;
+    CUDA_TRY(cudaMemcpyAsync(ctx->d_idx, ctx->h_idx, n * sizeof(int32_t), cudaMemcpyHostToDevice,
+                             ctx->stream), e);
+    return 0;
+}
+
+static int cuda_forward(model_ctx *ctx, const float *params, const model_batch *batch,
+                        double *loss, long *ntok, tdm_err *e) {
+    if (check_sticky(ctx, e)) return ERR_INTERNAL;
+    const model_config *cf = &ctx->lay.cfg;
+    int B = batch->B, T = batch->T, V = cf->vocab, M = ctx->M;
+    if (B < 1 || B > ctx->max_B || T < 1 || T > ctx->max_T)
+        return err_set(e, ERR_USAGE, "batch %d x %d exceeds the workspace %d x %d", B, T,
+                       ctx->max_B, ctx->max_T);
+    for (int b = 0; b < B; b++)
+        if (batch->domain[b] < 0 || batch->domain[b] >= M)
+            return err_set(e, ERR_USAGE, "batch sequence %d has domain %d, outside 0..%d", b,
+                           batch->domain[b], M - 1);
+    size_t ntokens = (size_t)B * (T + 1);
+    for (size_t i = 0; i < ntokens; i++)
+        if (batch->tokens[i] >= V)
+            return err_set(e, ERR_USAGE, "batch token %u at %zu is >= vocab %d", batch->tokens[i],
+                           i, V);
+    ctx->have_forward = 0;
+    ctx->B = B;
+    ctx->T = T;
+    memcpy(ctx->h_domain, batch->domain, (size_t)B * sizeof *ctx->h_domain);
+    int rc = stage_batch(ctx, batch, e);
+    if (!rc) rc = ctx->bf16 ? forward_impl<bf16>(ctx, params, e) : forward_impl<float>(ctx, params, e);
+    if (rc) return rc;
+    size_t N = (size_t)B * T;
+    CUDA_TRY(cudaMemcpyAsync(ctx->h_row_loss, ctx->row_loss, N * sizeof(double),
+                             cudaMemcpyDeviceToHost, ctx->stream), e);
+    CUDA_TRY(cudaStreamSynchronize(ctx->stream), e);
+    /* per-domain means, summed in row order (as cpu.c) */
+    double *sum = (double *)calloc((size_t)M, sizeof *sum);
+    if (!sum) return err_set(e, ERR_INTERNAL, "out of memory");
+    for (int m = 0; m < M; m++) ctx->ntok[m] = 0;
+    for (size_t i = 0; i < N; i++) {
+        int m = ctx->h_domain[i / T];
+        sum[m] += ctx->h_row_loss[i];
+        ctx->ntok[m]++;
+    }
+    for (int m = 0; m < M; m++) {
+        loss[m] = ctx->ntok[m] ? sum[m] / ctx->ntok[m] : 0.0;
+        if (ntok) ntok[m] = ctx->ntok[m];
+    }
+    free(sum);
+    ctx->fwd_params = params;
+    ctx->have_forward = 1;
+    return 0;
+}
+
+static int cuda_backward(model_ctx *ctx, const float *params, const double *coef, float *grads,
+                         tdm_err *e) {
+    if (check_sticky(ctx, e)) return ERR_INTERNAL;
+    if (!ctx->have_forward)
+        return err_set(e, ERR_INTERNAL, "model backward called without a forward pass");
+    if (params != ctx->fwd_params)
+        return err_set(e, ERR_INTERNAL,
+                       "model backward called with other parameters than the last forward");
+    ctx->have_forward = 0; /* dlogits overwrite the logits in fp32 */
+    int N = ctx->B * ctx->T;
+    for (int i = 0; i < N; i++) {
+        int m = ctx->h_domain[i / ctx->T];
+        ctx->h_g[i] = ctx->ntok[m] ? (float)(coef[m] / (double)ctx->ntok[m]) : 0.0f;
+    }
+    /* from pageable memory: returns once h_g is staged, so h_g may be rewritten after */
+    CUDA_TRY(cudaMemcpyAsync(ctx->row_g, ctx->h_g, (size_t)N * sizeof(float),
+                             cudaMemcpyHostToDevice, ctx->stream), e);
+    return ctx->bf16 ? backward_impl<bf16>(ctx, params, grads, e)
+                     : backward_impl<float>(ctx, params, grads, e);
+}
+
+static int cuda_sgd(model_ctx *ctx, float *params, const float *grads, float lr, tdm_err *e) {
+    if (check_sticky(ctx, e)) return ERR_INTERNAL;
+    LAUNCH_TRY(gpu_sgd(params, grads, lr, ctx->lay.numel, ctx->stream), e);
+    return 0;
+}
+
+static int cuda_adamw(model_ctx *ctx, float *params, const float *grads, float *m, float *v,
+                      const model_adamw *hp, tdm_err *e) {
+    if (check_sticky(ctx, e)) return ERR_INTERNAL;
+    if (hp->step < 1) return err_set(e, ERR_INTERNAL, "AdamW step must be >= 1 (got %ld)", hp->step);
+    /* the scalars exactly as cpu.c derives them */
+    double bc1 = 1.0 - pow(hp->beta1, (double)hp->step);
+    double bc2 = 1.0 - pow(hp->beta2, (double)hp->step);
+    float step_size = (float)(hp->lr / bc1), bc2_sqrt = (float)sqrt(bc2);
+    float decay_keep = (float)(1.0 - (double)hp->lr * hp->weight_decay);
+    LAUNCH_TRY(gpu_adamw(params, grads, m, v, ctx->spans, ctx->nspans, decay_keep, hp->beta1,
+                         hp->beta2, hp->eps, step_size, bc2_sqrt, ctx->stream), e);
+    return 0;
+}
+
+static int norm_impl(model_ctx *ctx, const float *buf, double *out, tdm_err *e) {
+    size_t n = ctx->lay.numel, nchunks = (n + GPU_NORM_CHUNK - 1) / GPU_NORM_CHUNK;
+    LAUNCH_TRY(gpu_sumsq_chunks(ctx->norm_part, buf, n, ctx->stream), e);
+    CUDA_TRY(cudaMemcpyAsync(ctx->h_norm_part, ctx->norm_part, nchunks * sizeof(double),
+                             cudaMemcpyDeviceToHost, ctx->stream), e);
+    CUDA_TRY(cudaStreamSynchronize(ctx->stream), e);
+    double s = 0;
+    for (size_t k = 0; k < nchunks; k++) s += ctx->h_norm_part[k];
+    *out = sqrt(s);
+    return 0;
+}
+
+static double cuda_norm(model_ctx *ctx, const float *buf) {
+    tdm_err e;
+    double r = NAN;
+    if (ctx->sticky) return NAN;
+    if (norm_impl(ctx, buf, &r, &e)) {
+        set_sticky(ctx, &e);
+        return NAN;
+    }
+    return r;
+}
+
+static void cuda_scale(model_ctx *ctx, float *buf, float a) {
+    if (ctx->sticky) return;
+    cudaError_t rc = gpu_scale(buf, a, ctx->lay.numel, ctx->stream);
+    if (rc != cudaSuccess) {
+        tdm_err e;
+        gpu_cuda_error(&e, rc, "gpu_scale", __FILE__, __LINE__);
+        set_sticky(ctx, &e);
+    }
+}
+
+/* ------------------------------------------------------------------ create, destroy */
+
+static int tensor_offset(const model_layout *lay, const char *name, size_t *off, tdm_err *e) {
+    const model_tensor *t = model_layout_find(lay, name);
+    if (!t) return err_set(e, ERR_INTERNAL, "model layout has no tensor %s", name);
+    *off = t->offset;
+    return 0;
+}
+
+static void cuda_destroy(model_ctx *ctx) {
+    if (!ctx) return;
+    if (ctx->stream) cudaStreamSynchronize(ctx->stream);
+    void *bufs[] = {ctx->encoded, ctx->ln1, ctx->ln1_mean, ctx->ln1_rstd, ctx->qkv, ctx->atty,
+                    ctx->lse, ctx->res2, ctx->ln2, ctx->ln2_mean, ctx->ln2_rstd, ctx->fch,
+                    ctx->fch_gelu, ctx->res3, ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, ctx->logits,
+                    ctx->bf16 ? ctx->dlogits : NULL, ctx->row_max, ctx->row_inv, ctx->row_g,
+                    ctx->row_loss, ctx->dres, ctx->dres_act, ctx->dln, ctx->datty, ctx->dqkv,
+                    ctx->dfch, ctx->attD, ctx->part, ctx->norm_part, ctx->pbf, ctx->spans,
+                    ctx->d_idx, ctx->lt_ws};
+    if (ctx->sizes)
+        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) dev_free(ctx, bufs[i]);
+    if (ctx->lt) cublasLtDestroy(ctx->lt);
+    if (ctx->stream) cudaStreamDestroy(ctx->stream);
+    free(ctx->off_block);
+    free(ctx->h_idx);
+    free(ctx->h_count);
+    free(ctx->h_g);
+    free(ctx->h_row_loss);
+    free(ctx->h_norm_part);
+    free(ctx->h_domain);
+    free(ctx->ntok);
+    delete ctx->sizes;
+    model_layout_free(&ctx->lay);
+    delete ctx;
+}
+
+extern "C" int model_cuda_device_count(char *why, size_t cap) {
+    int n = 0;
+    cudaError_t rc = cudaGetDeviceCount(&n);
+    if (rc != cudaSuccess) {
+        if (why) snprintf(why, cap, "%s", cudaGetErrorString(rc));
+        cudaGetLastError();
+        return 0;
+    }
+    if (n == 0 && why) snprintf(why, cap, "the driver reports no CUDA device");
+    return n;
+}
+
+static pthread_mutex_t g_setup_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int n_domains,
+                              int threads, tdm_err *e) {
+    (void)threads; /* the GPU does the work; host threads are not used */
+    const model_config *c = &lay->cfg;
+    if (max_B < 1 || max_T < 1 || max_T > c->ctx || n_domains < 1) {
+        err_set(e, ERR_USAGE,
+                "model workspace: batch %d x %d with %d domains is invalid (need B >= 1, "
+                "1 <= T <= ctx = %d, domains >= 1)",
+                max_B, max_T, n_domains, c->ctx);
+        return NULL;
+    }
+    size_t N = (size_t)max_B * max_T;
+    if (N > (size_t)65535 * GPU_ROW_CHUNK) {
+        err_set(e, ERR_USAGE, "model workspace: batch %d x %d has more than %d rows, the CUDA "
+                "backend's limit", max_B, max_T, 65535 * GPU_ROW_CHUNK);
+        return NULL;
+    }
+    int prec;
+    if (next_precision(&prec, e)) return NULL;
+    char why[256];
+    if (model_cuda_device_count(why, sizeof why) < 1) {
+        err_set(e, ERR_USAGE, "no CUDA device (%s): use run.device=cpu", why);
+        return NULL;
+    }
+    int dev = 0;
+    cudaDeviceProp prop;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+        err_set(e, ERR_USAGE, "no usable CUDA device (%s): use run.device=cpu",
+                cudaGetErrorString(cudaGetLastError()));
+        return NULL;
+    }
+    if (prop.major < TANDEM_CUDA_MIN_MAJOR) {
+        err_set(e, ERR_USAGE,
+                "CUDA device %d (%s) has compute capability %d.%d; this build has code for "
+                "compute capability %d.0 and newer only (rebuild with CUDA_ARCH=%d%d)",
+                dev, prop.name, prop.major, prop.minor, TANDEM_CUDA_MIN_MAJOR, prop.major,
+                prop.minor);
+        return NULL;
+    }
+    int hs = c->channels / c->heads;
+    int tile = gpu_attention_pick_tile(hs, prec == PREC_BF16, prop.sharedMemPerBlockOptin);
+    if (!tile) {
+        err_set(e, ERR_USAGE, "model.channels / model.heads = %d: head size too large for the "
+                "CUDA attention kernels (shared memory of %zu bytes per block)", hs,
+                (size_t)prop.sharedMemPerBlockOptin);
+        return NULL;
+    }
+    model_ctx *ctx = new (std::nothrow) model_ctx();
+    if (!ctx) {
+        err_set(e, ERR_INTERNAL, "out of memory for the model workspace");
+        return NULL;
+    }
+    ctx->sizes = new (std::nothrow) std::unordered_map<void *, size_t>();
+    if (!ctx->sizes) {
+        delete ctx;
+        err_set(e, ERR_INTERNAL, "out of memory for the model workspace");
+        return NULL;
+    }
+    if (model_layout_init(&ctx->lay, c, e)) {
+        delete ctx->sizes;
+        delete ctx;
+        return NULL;
+    }
+    ctx->max_B = max_B;
+    ctx->max_T = max_T;
+    ctx->M = n_domains;
+    ctx->bf16 = prec == PREC_BF16;
+    ctx->tile = tile;
+    ctx->device = dev;
+    ctx->lN = N;
+    size_t C = (size_t)c->channels, L = (size_t)c->layers, H = (size_t)c->heads;
+    size_t V = (size_t)c->vocab, P = lay->numel;
+    ctx->Vp = (int)pad64(V);
+    ctx->s_C = pad64(N * C), ctx->s_3C = pad64(N * 3 * C), ctx->s_4C = pad64(N * 4 * C);
+    ctx->s_N = pad64(N), ctx->s_HN = pad64(N * H);
+    size_t A = ctx->bf16 ? sizeof(bf16) : sizeof(float); /* activation bytes */
+    int rc = 0;
+    {
+        pthread_mutex_lock(&g_setup_mu);
+        cudaError_t crc = gpu_attention_setup(prop.sharedMemPerBlockOptin);
+        pthread_mutex_unlock(&g_setup_mu);
+        if (crc != cudaSuccess) {
+            gpu_cuda_error(e, crc, "gpu_attention_setup", __FILE__, __LINE__);
+            goto fail;
+        }
+    }
+    if (cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking) != cudaSuccess) {
+        ctx->stream = NULL;
+        err_set(e, ERR_INTERNAL, "cannot create a CUDA stream: %s",
+                cudaGetErrorString(cudaGetLastError()));
+        goto fail;
+    }
+    {
+        cublasStatus_t st = cublasLtCreate(&ctx->lt);
+        if (st != CUBLAS_STATUS_SUCCESS) {
+            ctx->lt = NULL;
+            gpu_cublas_error(e, st, "cublasLtCreate", __FILE__, __LINE__);
+            goto fail;
+        }
+    }
+    ctx->off_block = (size_t *)malloc(L * N_BLOCK_TENSORS * sizeof *ctx->off_block);
+    if (!ctx->off_block) {
+        err_set(e, ERR_INTERNAL, "out of memory");
+        goto fail;
+    }
+    if (tensor_offset(&ctx->lay, "wte", &ctx->off_wte, e) ||
+        tensor_offset(&ctx->lay, "wpe", &ctx->off_wpe, e) ||
+        tensor_offset(&ctx->lay, "ln_f.weight", &ctx->off_lnf_w, e) ||
+        tensor_offset(&ctx->lay, "ln_f.bias", &ctx->off_lnf_b, e))
+        goto fail;
+    for (size_t l = 0; l < L; l++)
+        for (int k = 0; k < N_BLOCK_TENSORS; k++) {
+            char name[MODEL_NAME_MAX];
+            snprintf(name, sizeof name, "h.%zu.%s", l, block_tensor_names[k]);
+            if (tensor_offset(&ctx->lay, name, &ctx->off_block[l * N_BLOCK_TENSORS + k], e))
+                goto fail;
+        }
+    {
+        size_t nchunks = (N + GPU_ROW_CHUNK - 1) / GPU_ROW_CHUNK;
+        size_t nnorm = (P + GPU_NORM_CHUNK - 1) / GPU_NORM_CHUNK;
+        /* the AdamW work list: spans of at most GPU_SPAN elements of one tensor */
+        std::vector<gpu_span> spans;
+        for (int i = 0; i < ctx->lay.n; i++) {
+            const model_tensor *t = &ctx->lay.t[i];
+            for (size_t o = 0; o < t->numel; o += GPU_SPAN) {
+                gpu_span sp;
+                sp.off = t->offset + o;
+                sp.n = (unsigned)(t->numel - o < GPU_SPAN ? t->numel - o : GPU_SPAN);
+                sp.decay = (unsigned)(t->decay != 0);
+                spans.push_back(sp);
+            }
+        }
+        ctx->nspans = (int)spans.size();
+        struct {
+            void **p;
+            size_t bytes;
+            const char *what;
+        } plan[] = {
+            {&ctx->lt_ws, LT_WORKSPACE, "the cuBLASLt workspace"},
+            {(void **)&ctx->encoded, N * C * 4, "activations (embeddings)"},
+            {&ctx->ln1, L * ctx->s_C * A, "activations (ln_1)"},
+            {(void **)&ctx->ln1_mean, L * ctx->s_N * 4, "activations (ln_1 mean)"},
+            {(void **)&ctx->ln1_rstd, L * ctx->s_N * 4, "activations (ln_1 rstd)"},
+            {&ctx->qkv, L * ctx->s_3C * A, "activations (qkv)"},
+            {&ctx->atty, L * ctx->s_C * A, "activations (attention output)"},
+            {(void **)&ctx->lse, L * ctx->s_HN * 4, "activations (attention lse)"},
+            {(void **)&ctx->res2, L * ctx->s_C * 4, "activations (residual)"},
+            {&ctx->ln2, L * ctx->s_C * A, "activations (ln_2)"},
+            {(void **)&ctx->ln2_mean, L * ctx->s_N * 4, "activations (ln_2 mean)"},
+            {(void **)&ctx->ln2_rstd, L * ctx->s_N * 4, "activations (ln_2 rstd)"},
+            {&ctx->fch, L * ctx->s_4C * A, "activations (mlp)"},
+            {&ctx->fch_gelu, L * ctx->s_4C * A, "activations (gelu)"},
+            {(void **)&ctx->res3, L * ctx->s_C * 4, "activations (block output)"},
+            {&ctx->lnf, N * C * A, "activations (ln_f)"},
+            {(void **)&ctx->lnf_mean, N * 4, "activations (ln_f mean)"},
+            {(void **)&ctx->lnf_rstd, N * 4, "activations (ln_f rstd)"},
+            {(void **)&ctx->logits, N * (size_t)ctx->Vp * 4, "the logits"},
+            {ctx->bf16 ? &ctx->dlogits : NULL, N * (size_t)ctx->Vp * 2, "the logits' gradient"},
+            {(void **)&ctx->row_max, N * 4, "the loss rows"},
+            {(void **)&ctx->row_inv, N * 4, "the loss rows"},
+            {(void **)&ctx->row_g, N * 4, "the loss rows"},
+            {(void **)&ctx->row_loss, N * 8, "the loss rows"},
+            {(void **)&ctx->dres, N * C * 4, "gradients (residual)"},
+            {ctx->bf16 ? &ctx->dres_act : NULL, N * C * 2, "gradients (residual, bf16)"},
+            {(void **)&ctx->dln, N * C * 4, "gradients (LayerNorm)"},
+            {&ctx->datty, N * C * A, "gradients (attention)"},
+            {&ctx->dqkv, N * 3 * C * A, "gradients (qkv)"},
+            {&ctx->dfch, N * 4 * C * A, "gradients (mlp)"},
+            {(void **)&ctx->attD, N * H * 4, "gradients (attention rows)"},
+            {(void **)&ctx->part, nchunks * 4 * C * 8, "partial sums"},
+            {(void **)&ctx->norm_part, nnorm * 8, "partial sums"},
+            {ctx->bf16 ? (void **)&ctx->pbf : NULL, P * 2, "the bf16 copy of the parameters"},
+            {(void **)&ctx->spans, spans.size() * sizeof(gpu_span), "the AdamW work list"},
+            {(void **)&ctx->d_idx, (5 * N + 1) * 4, "the batch"},
+        };
+        for (size_t i = 0; i < sizeof plan / sizeof *plan; i++)
+            if (plan[i].p && (rc = dev_alloc(ctx, plan[i].p, plan[i].bytes, plan[i].what, e)))
+                goto fail;
+        if (!ctx->bf16) ctx->dlogits = ctx->logits; /* in place */
+        if (cudaMemcpy(ctx->spans, spans.data(), spans.size() * sizeof(gpu_span),
+                       cudaMemcpyHostToDevice) != cudaSuccess) {
+            gpu_cuda_error(e, cudaGetLastError(), "cudaMemcpy(spans)", __FILE__, __LINE__);
+            goto fail;
+        }
+        ctx->h_idx = (int32_t *)malloc((5 * N + 1) * sizeof(int32_t));
+        ctx->h_count = (int32_t *)malloc(V * sizeof(int32_t));
+        ctx->h_g = (float *)malloc(N * sizeof(float));
+        ctx->h_row_loss = (double *)malloc(N * sizeof(double));
+        ctx->h_norm_part = (double *)malloc(nnorm * sizeof(double));
+        ctx->h_domain = (int32_t *)calloc((size_t)max_B, sizeof(int32_t));
+        ctx->ntok = (long *)calloc((size_t)n_domains, sizeof(long));
+        if (!ctx->h_idx || !ctx->h_count || !ctx->h_g || !ctx->h_row_loss || !ctx->h_norm_part ||
+            !ctx->h_domain || !ctx->ntok) {
+            err_set(e, ERR_INTERNAL, "out of memory for the model workspace (batch %d x %d)",
+                    max_B, max_T);
+            goto fail;
+        }
+    }
+    return ctx;
+fail:
+    cuda_destroy(ctx);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ extras (gpu/cuda.h) */
+
+extern "C" const char *model_cuda_precision(const model_ctx *ctx) {
+    return ctx && ctx->bf16 ? "bf16" : "fp32";
+}
+
+extern "C" int model_cuda_attention_tile(const model_ctx *ctx) { return ctx ? ctx->tile : 0; }
+
+extern "C" int model_cuda_describe(char *buf, size_t cap, tdm_err *e) {
+    char why[256];
+    if (model_cuda_device_count(why, sizeof why) < 1)
+        return err_set(e, ERR_USAGE, "no CUDA device (%s)", why);
+    int dev = 0, rt = 0, drv = 0;
+    cudaDeviceProp prop;
+    CUDA_TRY(cudaGetDevice(&dev), e);
+    CUDA_TRY(cudaGetDeviceProperties(&prop, dev), e);
+    CUDA_TRY(cudaRuntimeGetVersion(&rt), e);
+    CUDA_TRY(cudaDriverGetVersion(&drv), e);
+    snprintf(buf, cap,
+             "%s (sm_%d%d, %d SMs, %.1f GiB), CUDA runtime %d.%d, driver %d.%d, cuBLASLt %zu",
+             prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+             (double)prop.totalGlobalMem / (1024.0 * 1024 * 1024), rt / 1000, rt % 1000 / 10,
+             drv / 1000, drv % 1000 / 10, cublasLtGetVersion());
+    return 0;
+}
+
+extern "C" int model_cuda_memory(model_ctx *ctx, model_cuda_mem *out, tdm_err *e) {
+    size_t fr = 0, tot = 0;
+    CUDA_TRY(cudaMemGetInfo(&fr, &tot), e);
+    out->backend_now = ctx->bytes_now;
+    out->backend_peak = ctx->bytes_peak;
+    out->device_used = tot - fr;
+    out->device_total = tot;
+    return 0;
+}
+
+extern "C" int model_cuda_sync(model_ctx *ctx, tdm_err *e) {
+    if (check_sticky(ctx, e)) return ERR_INTERNAL;
+    CUDA_TRY(cudaStreamSynchronize(ctx->stream), e);
+    return 0;
+}
+
+/* positional: C++17 has no designated initialisers; the order is model.h's */
+extern "C" const model_ops model_cuda_ops = {
+    "cuda",        /* name */
+    cuda_create,   /* create */
+    cuda_destroy,  /* destroy */
+    cuda_alloc,    /* alloc */
+    cuda_release,  /* release */
+    cuda_upload,   /* upload */
+    cuda_download, /* download */
+    cuda_copy,     /* copy */
+    cuda_forward,  /* forward */
+    cuda_backward, /* backward */
+    cuda_sgd,      /* sgd */
+    cuda_adamw,    /* adamw */
+    cuda_norm,     /* norm */
+    cuda_scale,    /* scale */
+};

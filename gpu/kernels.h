@@ -1,0 +1,143 @@
+/* kernels.h — the kernels of the CUDA backend, as host-side launchers (C++ only).
+ *
+ * Each gpu/kernels_*.cu file does one job and exports launchers that enqueue their
+ * kernels on a stream and return cudaGetLastError(). Shapes follow model/cpu.c: N = B*T
+ * rows, C channels, H heads, hs = C/H, V vocabulary. Activations of type `act` are float
+ * in fp32 mode and bf16 in bf16 mode; the residual stream, LayerNorm statistics, logits,
+ * gradients of parameters, parameters and optimiser state are always float.
+ *
+ * Determinism: no kernel uses atomics; every reduction has a fixed order (warp shuffles
+ * in a fixed butterfly, fixed row chunks combined in chunk order, per-thread loops in
+ * index order), and the launch configuration depends only on the shapes.
+ */
+#ifndef TANDEM_GPU_KERNELS_H
+#define TANDEM_GPU_KERNELS_H
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef __nv_bfloat16 bf16;
+
+#define GPU_ROW_CHUNK 64     /* rows per partial sum of a reduction over rows (as cpu.c) */
+#define GPU_NORM_CHUNK 65536 /* elements per partial sum of a norm (as cpu.c) */
+
+/* ---------------------------------------------------------------- device helpers */
+#ifdef __CUDACC__
+__device__ __forceinline__ float to_f(float x) { return x; }
+__device__ __forceinline__ float to_f(bf16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ bf16 from_f<bf16>(float x) { return __float2bfloat16_rn(x); }
+
+/* Butterfly reductions over a warp: every lane ends with the same bits (a + b == b + a),
+ * and the order is fixed by the lane numbers. */
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ double warp_sum(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+#endif
+
+/* ---------------------------------------------------------------- encoder (kernels_encoder.cu) */
+/* out[N, C] = wte[inp[i]] + wpe[i % T] */
+cudaError_t gpu_encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe,
+                                int B, int T, int C, cudaStream_t s);
+/* dwpe[t, c] = sum over b (in order, in double) of dres[b, t, c]; rows T..ctx-1 zeroed */
+cudaError_t gpu_encoder_backward_wpe(float *dwpe, const float *dres, int B, int T, int C, int ctx,
+                                     cudaStream_t s);
+/* dwte[tok] += dres[i] for the rows i of each distinct input token tok, in increasing i:
+ * uniq[u] is the token, its rows are pos[start[u] .. start[u+1]-1] (increasing). One
+ * writer per element of dwte, so no atomics. */
+cudaError_t gpu_encoder_backward_wte(float *dwte, const float *dres, const int32_t *uniq,
+                                     const int32_t *start, const int32_t *pos, int nuniq, int C,
+                                     cudaStream_t s);
+
+/* ---------------------------------------------------------------- LayerNorm (kernels_layernorm.cu) */
+template <typename T>
+cudaError_t gpu_layernorm_forward(T *out, float *mean, float *rstd, const float *inp,
+                                  const float *w, const float *b, int N, int C, cudaStream_t s);
+/* dinp[N, C] += d(inp), and when copy is not NULL copy[N, C] = the new dinp (rounded to T);
+ * dw, db overwritten, through part[nchunks][2C] (nchunks = ceil(N / GPU_ROW_CHUNK)). */
+template <typename T>
+cudaError_t gpu_layernorm_backward(float *dinp, T *copy, float *dw, float *db, double *part,
+                                   const float *dout, const float *inp, const float *mean,
+                                   const float *rstd, const float *w, int N, int C,
+                                   cudaStream_t s);
+
+/* ---------------------------------------------------------------- column sums (kernels_bias.cu) */
+/* out[C] = sum over rows of inp[N, C] (bias gradients), through part[nchunks][C] */
+template <typename T>
+cudaError_t gpu_column_sum(float *out, double *part, const T *inp, int N, int C, cudaStream_t s);
+/* out[c] = sum over k < nchunks of part[k * stride + c], in k order, for c < C */
+cudaError_t gpu_combine_chunks(float *out, const double *part, int nchunks, size_t stride, int C,
+                               cudaStream_t s);
+
+/* ---------------------------------------------------------------- GELU (kernels_gelu.cu) */
+template <typename T> cudaError_t gpu_gelu_forward(T *out, const T *inp, size_t n, cudaStream_t s);
+/* dinout *= gelu'(inp), in place */
+template <typename T>
+cudaError_t gpu_gelu_backward(T *dinout, const T *inp, size_t n, cudaStream_t s);
+
+/* ---------------------------------------------------------------- cross-entropy (kernels_crossentropy.cu) */
+/* For each row i of logits[N, V] (leading dimension ld): row_max[i], row_inv[i] =
+ * 1 / sum exp(x - max), row_loss[i] = log(sum) - (x[target] - max), in double. */
+cudaError_t gpu_crossentropy_forward(double *row_loss, float *row_max, float *row_inv,
+                                     const float *logits, size_t ld, const int32_t *targets, int N,
+                                     int V, cudaStream_t s);
+/* dlogits[i, v] = g[i] * (softmax - onehot(target)); may be logits itself (T = float,
+ * ldd = ld): each element is read and written by the same thread. */
+template <typename T>
+cudaError_t gpu_crossentropy_backward(T *dlogits, size_t ldd, const float *logits, size_t ld,
+                                      const float *row_max, const float *row_inv,
+                                      const float *row_g, const int32_t *targets, int N, int V,
+                                      cudaStream_t s);
+
+/* ---------------------------------------------------------------- attention (kernels_attention.cu) */
+/* Fused causal attention, flash-style (online softmax), tiles of `tile` queries and keys
+ * (64, 32 or 16) staged in shared memory. qkv[B, T, 3C] → out[B, T, C] and
+ * lse[B, H, T] (log-sum-exp of each query row's scaled scores, for the backward). */
+template <typename Act>
+cudaError_t gpu_attention_forward(Act *out, float *lse, const Act *qkv, int B, int T, int C, int H,
+                                  int tile, cudaStream_t s);
+/* dqkv[B, T, 3C] (overwritten) from dout[B, T, C]; Dbuf[B, H, T] is scratch. dK and dV
+ * come from one block per (b, h, key tile) looping over query tiles in order, dQ from one
+ * block per (b, h, query tile) looping over key tiles: no atomics. */
+template <typename Act>
+cudaError_t gpu_attention_backward(Act *dqkv, float *Dbuf, const Act *dout, const Act *qkv,
+                                   const Act *out, const float *lse, int B, int T, int C, int H,
+                                   int tile, cudaStream_t s);
+/* The largest tile (64, 32, 16) whose kernels fit in smem_optin bytes of shared memory per
+ * block for head size hs, or 0 when none does. */
+int gpu_attention_pick_tile(int hs, int is_bf16, size_t smem_optin);
+/* Raises the dynamic shared-memory limit of the attention kernels to smem_optin (once per
+ * process and device is enough; idempotent). */
+cudaError_t gpu_attention_setup(size_t smem_optin);
+
+/* ---------------------------------------------------------------- optimisers, norms (kernels_optim.cu) */
+typedef struct gpu_span {
+    unsigned long long off; /* first element */
+    unsigned int n;         /* elements (≤ GPU_SPAN) */
+    unsigned int decay;     /* AdamW weight decay applies */
+} gpu_span;
+#define GPU_SPAN 4096
+
+cudaError_t gpu_sgd(float *p, const float *g, float lr, size_t n, cudaStream_t s);
+cudaError_t gpu_adamw(float *p, const float *g, float *m, float *v, const gpu_span *spans,
+                      int nspans, float decay_keep, float b1, float b2, float eps,
+                      float step_size, float bc2_sqrt, cudaStream_t s);
+/* part[k] = sum of squares of x[k*GPU_NORM_CHUNK ..] (one chunk), in double */
+cudaError_t gpu_sumsq_chunks(double *part, const float *x, size_t n, cudaStream_t s);
+cudaError_t gpu_scale(float *x, float a, size_t n, cudaStream_t s);
+/* out[i] = bf16(in[i]), round to nearest even */
+cudaError_t gpu_cast_bf16(bf16 *out, const float *in, size_t n, cudaStream_t s);
+
+#endif

@@ -1,0 +1,720 @@
+/* manifest.c — sbatch scripts and Kubernetes objects from a run config; see manifest.h. */
+#include "runner/manifest.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+/* ---------------------------------------------------------------------------------------
+ * Text helpers
+ * ------------------------------------------------------------------------------------- */
+
+static void warnf(FILE *warn, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warnf(FILE *warn, const char *fmt, ...) {
+    if (!warn) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("tandem manifest: warning: ", warn);
+    vfprintf(warn, fmt, ap);
+    fputc('\n', warn);
+    va_end(ap);
+}
+
+/* One shell word: as is when it holds only safe characters, else in single quotes. */
+static void sh_word(FILE *f, const char *s) {
+    bool plain = *s != '\0';
+    for (const char *p = s; plain && *p; p++)
+        plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                strchr("_./:@%+=,-", *p);
+    if (plain) {
+        fputs(s, f);
+        return;
+    }
+    fputc('\'', f);
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'') fputs("'\\''", f);
+        else fputc(*p, f);
+    }
+    fputc('\'', f);
+}
+
+/* A double-quoted YAML scalar with JSON escapes (YAML reads them the same way). */
+static void yq(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p == '\t') fputs("\\t", f);
+        else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* Text for a comment line: control characters become '?'. */
+static void comment_text(FILE *f, const char *s) {
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, f);
+}
+
+static bool is_file_store(const char *url) {
+    return strncmp(url, "file://", 7) == 0 || !strstr(url, "://");
+}
+
+/* `p` made absolute against `base` (lexically; `p` may not exist here). False when the
+ * result does not fit. */
+static bool abs_path(const char *base, const char *p, char *out, size_t cap) {
+    int n = p[0] == '/' || !base ? snprintf(out, cap, "%s", p) : snprintf(out, cap, "%s/%s", base, p);
+    return n >= 0 && (size_t)n < cap;
+}
+
+/* Safe inside an #SBATCH line: no blanks, quotes or shell/sbatch specials. */
+static bool directive_safe(const char *s) {
+    for (const char *p = s; *p; p++)
+        if ((unsigned char)*p <= ' ' || strchr("\"'\\`$#;&|<>()*?[]{}~", *p)) return false;
+    return true;
+}
+
+/* "64G" (Slurm: binary units, no unit = megabytes) → "64Gi" (a Kubernetes quantity). */
+static void k8s_memory(const char *m, char *out, size_t cap) {
+    size_t n = strlen(m);
+    char unit = n ? m[n - 1] : 'M';
+    if (n > 40) n = 40; /* the config allows far fewer digits than that */
+    if (unit >= '0' && unit <= '9') snprintf(out, cap, "%.*sMi", (int)n, m);
+    else snprintf(out, cap, "%.*s%ci", (int)(n - 1), m, unit);
+}
+
+void manifest_job_name(const manifest_opts *o, char *out, size_t cap) {
+    const config *c = o->cfg;
+    if (c->cluster.job_name[0]) {
+        snprintf(out, cap, "%s", c->cluster.job_name);
+        return;
+    }
+    /* room for "-<index>" of the last pod's hostname (<= 63 characters) */
+    int digits = 1;
+    for (int n = c->cluster.nodes - 1; n >= 10; n /= 10) digits++;
+    size_t max = c->cluster.nodes > 1 ? 63 - 1 - (size_t)digits : 63;
+    char name[128] = "tandem-";
+    size_t len = strlen(name);
+    bool dash = true;
+    for (const char *p = o->config_name ? o->config_name : ""; *p && len < sizeof name - 1; p++) {
+        char ch = *p;
+        if (ch >= 'A' && ch <= 'Z') ch = (char)(ch - 'A' + 'a');
+        if ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9')) {
+            name[len++] = ch;
+            dash = false;
+        } else if (!dash) {
+            name[len++] = '-';
+            dash = true;
+        }
+    }
+    if (len > max) len = max;
+    while (len > 0 && name[len - 1] == '-') len--;
+    name[len] = '\0';
+    snprintf(out, cap, "%s", name);
+}
+
+/* The name length check of an Indexed Job: pods are named <job>-<index>. */
+static int check_job_name(const manifest_opts *o, const char *name, tdm_err *e) {
+    int digits = 1;
+    for (int n = o->cfg->cluster.nodes - 1; n >= 10; n /= 10) digits++;
+    if (o->cfg->cluster.nodes > 1 && strlen(name) + 1 + (size_t)digits > 63)
+        return err_set(e, ERR_USAGE,
+                       "cluster.job_name = %s: with cluster.nodes = %d the pod host names "
+                       "%s-<index> exceed 63 characters; choose a name of at most %d",
+                       name, o->cfg->cluster.nodes, name, 62 - digits);
+    return 0;
+}
+
+static void common_warnings(FILE *warn, const manifest_opts *o) {
+    const config *c = o->cfg;
+    if (c->cluster.gpus_per_node > 0 && c->run.device == CONFIG_DEVICE_CPU)
+        warnf(warn, "cluster.gpus_per_node = %d but run.device = cpu: the GPUs would idle",
+              c->cluster.gpus_per_node);
+    if (c->cluster.gpus_per_node == 0 && c->run.device != CONFIG_DEVICE_CPU)
+        warnf(warn, "run.device = cuda but cluster.gpus_per_node = 0: the job gets no GPU");
+    if (c->cluster.nodes > 1)
+        warnf(warn, "cluster.nodes = %d: this build of tandem runs on one node; every rank "
+                    "would run `tandem run` on the same store and fence the others out. The "
+                    "job passes TANDEM_WORLD_SIZE, TANDEM_COORDINATOR and the rank for the "
+                    "distributed backend",
+              c->cluster.nodes);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Slurm
+ * ------------------------------------------------------------------------------------- */
+
+/* The part of the batch script that does not depend on the config: functions for the
+ * log, the credentials file, the signal traps and the wait loop. */
+static const char SLURM_FUNCTIONS[] =
+    "log() { printf '%s tandem-sbatch: %s\\n' \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\" \"$*\"; }\n"
+    "\n"
+    "# NAME=value lines (\"export \" and quotes allowed, # comments) of AWS_* names from a\n"
+    "# file only its owner can read, exported into this shell: srun passes them on to tandem.\n"
+    "# No value is ever printed, and none is on a command line (export is a shell builtin).\n"
+    "load_credentials() {\n"
+    "  local f=$1 line name value n=0 mode\n"
+    "  if [ ! -r \"$f\" ]; then log \"cluster.credentials_file $f: not readable\"; return 1; fi\n"
+    "  mode=$(stat -L -c %a \"$f\")\n"
+    "  case $mode in\n"
+    "    [4-7]00) ;;\n"
+    "    *) log \"cluster.credentials_file $f: mode $mode lets others read it: chmod 600 $f\"\n"
+    "       return 1 ;;\n"
+    "  esac\n"
+    "  while IFS= read -r line || [ -n \"$line\" ]; do\n"
+    "    n=$((n + 1))\n"
+    "    line=${line#\"${line%%[![:space:]]*}\"}\n"
+    "    case $line in '' | '#'*) continue ;; esac\n"
+    "    line=${line#export }\n"
+    "    name=${line%%=*}\n"
+    "    value=${line#*=}\n"
+    "    if [ \"$name\" = \"$line\" ] || ! [[ $name =~ ^AWS_[A-Z0-9_]+$ ]]; then\n"
+    "      log \"cluster.credentials_file $f:$n: expected AWS_NAME=value\"\n"
+    "      return 1\n"
+    "    fi\n"
+    "    case $value in\n"
+    "      \\\"*\\\" | \\'*\\') value=${value:1:${#value}-2} ;;\n"
+    "    esac\n"
+    "    export \"$name=$value\"\n"
+    "  done <\"$f\"\n"
+    "}\n"
+    "\n"
+    "# USR1 (Slurm's warning before the time limit, or `scancel --signal=USR1 --batch`) and\n"
+    "# TERM (scancel, scontrol requeue, preemption) are both forwarded to the step as USR1:\n"
+    "# tandem treats them alike (commit, exit 75), while srun would turn a TERM into a\n"
+    "# SIGKILL of its tasks. A signal that comes before the step exists is sent when it starts.\n"
+    "got_usr1=0\n"
+    "got_term=0\n"
+    "step=\n"
+    "on_signal() {\n"
+    "  if [ \"$1\" = USR1 ]; then got_usr1=1; else got_term=1; fi\n"
+    "  log \"got SIG$1: asking tandem to commit and exit 75\"\n"
+    "  if [ -n \"$step\" ]; then kill -USR1 \"$step\" 2>/dev/null; fi\n"
+    "}\n"
+    "trap 'on_signal USR1' USR1\n"
+    "trap 'on_signal TERM' TERM\n";
+
+static const char SLURM_WAIT[] =
+    "step=$!\n"
+    "if [ \"$got_usr1\" = 1 ] || [ \"$got_term\" = 1 ]; then kill -USR1 \"$step\" 2>/dev/null; fi\n"
+    "\n"
+    "# A trapped signal interrupts `wait` (status > 128) while the step still runs: wait\n"
+    "# again until it has ended. The last `wait` returns the status bash kept if the step\n"
+    "# ended right after a trap.\n"
+    "while :; do\n"
+    "  wait \"$step\"\n"
+    "  rc=$?\n"
+    "  if kill -0 \"$step\" 2>/dev/null; then continue; fi\n"
+    "  wait \"$step\" 2>/dev/null\n"
+    "  again=$?\n"
+    "  if [ \"$again\" != 127 ]; then rc=$again; fi\n"
+    "  break\n"
+    "done\n"
+    "log \"tandem exited $rc (SLURM_RESTART_COUNT=${SLURM_RESTART_COUNT:-0})\"\n"
+    "\n"
+    "# Requeue after a USR1 (or a USR1 sent to the step directly): exit 75 means committed.\n"
+    "# A step killed by the forwarded USR1 itself (status > 128) had not started its loop,\n"
+    "# so nothing is lost either. After a TERM, Slurm is ending the job (scancel, its own\n"
+    "# requeue or preemption, the time limit) and decides; the script never requeues a job\n"
+    "# that someone cancelled.\n"
+    "requeue=0\n"
+    "if [ \"$got_term\" = 0 ]; then\n"
+    "  if [ \"$rc\" = 75 ]; then requeue=1; fi\n"
+    "  if [ \"$got_usr1\" = 1 ] && [ \"$rc\" -gt 128 ]; then requeue=1; fi\n"
+    "fi\n"
+    "if [ \"$requeue\" = 1 ]; then\n"
+    "  for attempt in 1 2 3 4 5; do\n"
+    "    if scontrol requeue \"$SLURM_JOB_ID\"; then\n"
+    "      log \"requeued job $SLURM_JOB_ID: tandem resumes from $STORE when it starts again\"\n"
+    "      exit 0\n"
+    "    fi\n"
+    "    sleep $((attempt * 5))\n"
+    "  done\n"
+    "  log \"scontrol requeue $SLURM_JOB_ID failed: submit this script again to resume\"\n"
+    "  exit 75\n"
+    "fi\n"
+    "if [ \"$got_term\" = 1 ]; then log \"Slurm is ending job $SLURM_JOB_ID; not requeueing it here\"; fi\n"
+    "exit \"$rc\"\n";
+
+int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
+    const config *c = o->cfg;
+    const struct config_cluster *k = &c->cluster;
+    char name[128], workdir[CONFIG_STR_MAX + 8], tandem[2 * CONFIG_STR_MAX],
+        creds[2 * CONFIG_STR_MAX], store[3 * CONFIG_STR_MAX];
+    manifest_job_name(o, name, sizeof name);
+    if (!abs_path(o->workdir, k->workdir[0] ? k->workdir : (o->workdir ? o->workdir : "."),
+                  workdir, sizeof workdir) ||
+        !abs_path(workdir, k->tandem_binary[0] ? k->tandem_binary
+                                               : (o->tandem_binary ? o->tandem_binary : "tandem"),
+                  tandem, sizeof tandem) ||
+        !abs_path(workdir, k->credentials_file, creds, sizeof creds))
+        return err_set(e, ERR_USAGE, "cluster.workdir, cluster.tandem_binary or "
+                                     "cluster.credentials_file: the absolute path is too long");
+    /* a relative file store means relative to where the job runs */
+    const char *sp = strncmp(o->store_url, "file://", 7) == 0 ? o->store_url + 7 : o->store_url;
+    if (is_file_store(o->store_url) && sp[0] != '/') {
+        char path[2 * CONFIG_STR_MAX + 16];
+        if (!abs_path(workdir, sp, path, sizeof path))
+            return err_set(e, ERR_USAGE, "store %.200s: the absolute path is too long", sp);
+        snprintf(store, sizeof store, "file://%s", path);
+    } else {
+        snprintf(store, sizeof store, "%s", o->store_url);
+    }
+    if (!directive_safe(workdir))
+        return err_set(e, ERR_USAGE,
+                       "cluster.workdir = %.200s: an #SBATCH --chdir path may not hold blanks, "
+                       "quotes or shell characters",
+                       workdir);
+    if (o->config_path[0] != '/')
+        return err_set(e, ERR_USAGE, "the config path on the nodes must be absolute, not %.200s",
+                       o->config_path);
+    common_warnings(warn, o);
+    if (k->nodes > 1 && is_file_store(store))
+        warnf(warn, "store %s with cluster.nodes = %d: every node must see the same directory "
+                    "(shared storage); an s3:// store needs none",
+              store, k->nodes);
+    if (!is_file_store(store) && !k->credentials_file[0])
+        warnf(warn, "no cluster.credentials_file: tandem on the nodes must find AWS credentials "
+                    "in its environment or ~/.aws");
+    struct stat st;
+    if (k->credentials_file[0] && stat(creds, &st) == 0 && (st.st_mode & 077))
+        warnf(warn, "cluster.credentials_file %s has mode %03o: the job refuses it until you "
+                    "run chmod 600 %s",
+              creds, (unsigned)(st.st_mode & 0777), creds);
+    if (k->gpus_per_node > 0 && !k->gpu_type[0])
+        warnf(warn, "cluster.gpu_type is empty: any GPU type will do (--gres=gpu:%d)",
+              k->gpus_per_node);
+
+    fprintf(out, "#!/bin/bash\n");
+    fprintf(out, "# tandem: Slurm batch script rendered by `tandem manifest slurm` (docs/scheduling.md).\n");
+    if (o->rendered_from) {
+        fprintf(out, "#   rendered by: ");
+        comment_text(out, o->rendered_from);
+        fputc('\n', out);
+    }
+    fprintf(out, "# Change the config and render again rather than editing this file.\n"
+                 "#\n"
+                 "# Preemption (docs/preemption.md): %d s before the time limit Slurm sends USR1 to\n"
+                 "# this script, which forwards it to tandem; tandem commits and exits 75, and the\n"
+                 "# script requeues the job. The restarted job (SLURM_RESTART_COUNT + 1) runs the same\n"
+                 "# `tandem run`, which resumes from the store. By hand: scancel --signal=USR1 --batch JOB.\n",
+            k->signal_lead_s);
+    fprintf(out, "#SBATCH --job-name=%s\n", name);
+    fprintf(out, "#SBATCH --nodes=%d\n", k->nodes);
+    fprintf(out, "#SBATCH --ntasks-per-node=1\n");
+    if (k->cpus_per_task > 0) fprintf(out, "#SBATCH --cpus-per-task=%d\n", k->cpus_per_task);
+    if (k->memory[0]) fprintf(out, "#SBATCH --mem=%s\n", k->memory);
+    if (k->gpus_per_node > 0) {
+        if (k->gpu_type[0]) fprintf(out, "#SBATCH --gres=gpu:%s:%d\n", k->gpu_type, k->gpus_per_node);
+        else fprintf(out, "#SBATCH --gres=gpu:%d\n", k->gpus_per_node);
+    }
+    if (k->time_limit[0]) fprintf(out, "#SBATCH --time=%s\n", k->time_limit);
+    if (k->partition[0]) fprintf(out, "#SBATCH --partition=%s\n", k->partition);
+    if (k->account[0]) fprintf(out, "#SBATCH --account=%s\n", k->account);
+    fprintf(out, "#SBATCH --chdir=%s\n", workdir);
+    fprintf(out, "#SBATCH --output=%%x-%%j.out\n");
+    fprintf(out, "#SBATCH --open-mode=append\n");
+    fprintf(out, "#SBATCH --requeue\n");
+    fprintf(out, "#SBATCH --signal=B:USR1@%d\n", k->signal_lead_s);
+    fprintf(out, "#SBATCH --dependency=singleton\n");
+    fprintf(out, "\nset -u\n");
+    fputs(SLURM_FUNCTIONS, out);
+    fprintf(out, "\nlog \"start: job ${SLURM_JOB_ID:-?} SLURM_RESTART_COUNT=${SLURM_RESTART_COUNT:-0} "
+                 "on $(hostname), nodes ${SLURM_JOB_NODELIST:-?}\"\n");
+    fprintf(out, "TANDEM=");
+    sh_word(out, tandem);
+    fprintf(out, "\nCONFIG=");
+    sh_word(out, o->config_path);
+    fprintf(out, "\nSTORE=");
+    sh_word(out, store);
+    fputc('\n', out);
+    if (k->credentials_file[0]) {
+        fprintf(out, "CREDENTIALS=");
+        sh_word(out, creds);
+        fprintf(out, "\nload_credentials \"$CREDENTIALS\" || exit 2\n");
+    }
+    for (const char *p = k->env; *p;) { /* NAME=value,... (checked by the config) */
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        char value[CONFIG_STR_MAX];
+        snprintf(value, sizeof value, "%.*s", (int)(len - (size_t)(eq - p) - 1), eq + 1);
+        fprintf(out, "export %.*s=", (int)(eq - p), p);
+        sh_word(out, value);
+        fputc('\n', out);
+        p = end ? end + 1 : p + len;
+    }
+    if (k->nodes > 1) {
+        fprintf(out, "# for the distributed backend: rank = SLURM_PROCID of each task\n");
+        fprintf(out, "export TANDEM_WORLD_SIZE=%d\n", k->nodes);
+        fprintf(out, "TANDEM_COORDINATOR=\"$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | "
+                     "head -n 1):%d\"\n",
+                k->coordinator_port);
+        fprintf(out, "export TANDEM_COORDINATOR\n");
+    }
+    fprintf(out, "\nlog \"running: $TANDEM run $CONFIG --store $STORE\"\n");
+    fprintf(out, "srun --nodes=%d --ntasks=%d --ntasks-per-node=1", k->nodes, k->nodes);
+    if (k->cpus_per_task > 0) fprintf(out, " --cpus-per-task=%d", k->cpus_per_task);
+    fprintf(out, " \\\n  \"$TANDEM\" run \"$CONFIG\" --store \"$STORE\"");
+    for (int i = 0; i < o->nsets; i++) { /* cluster.* only shaped this script */
+        if (strncmp(o->sets[i], "cluster.", 8) == 0) continue;
+        fprintf(out, " \\\n  --set ");
+        sh_word(out, o->sets[i]);
+    }
+    fprintf(out, " &\n");
+    fputs(SLURM_WAIT, out);
+    return ferror(out) ? err_set(e, ERR_INTERNAL, "writing the script failed") : 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Kubernetes
+ * ------------------------------------------------------------------------------------- */
+
+/* Node labels of a GPU model on each cloud: GKE's accelerator label, the 8-GPU instance
+ * types on EKS and AKS (node.kubernetes.io/instance-type). */
+static const struct gpu_labels {
+    const char *type, *gke, *eks, *aks;
+} GPU_LABELS[] = {
+    {"h100", "nvidia-h100-80gb", "p5.48xlarge", "Standard_ND96isr_H100_v5"},
+    {"h200", "nvidia-h200-141gb", "p5e.48xlarge", "Standard_ND96isr_H200_v5"},
+    {"a100", "nvidia-tesla-a100", "p4d.24xlarge", "Standard_ND96asr_v4"},
+};
+
+typedef struct kv_list {
+    int n;
+    char key[48][320];
+    char value[48][80];
+} kv_list;
+
+/* Adds or replaces a key. */
+static void kv_put(kv_list *l, const char *key, size_t klen, const char *value, size_t vlen) {
+    int i = 0;
+    while (i < l->n && (strlen(l->key[i]) != klen || strncmp(l->key[i], key, klen))) i++;
+    if (i == l->n) {
+        if (l->n == 48) return; /* more than 48 labels: the config's length limit stops this */
+        l->n++;
+    }
+    snprintf(l->key[i], sizeof l->key[i], "%.*s", (int)klen, key);
+    snprintf(l->value[i], sizeof l->value[i], "%.*s", (int)vlen, value);
+}
+
+static void kv_put_s(kv_list *l, const char *key, const char *value) {
+    kv_put(l, key, strlen(key), value, strlen(value));
+}
+
+typedef struct toleration {
+    char key[320], value[80], effect[24];
+    bool exists;
+} toleration;
+
+typedef struct toleration_list {
+    int n;
+    toleration t[48];
+} toleration_list;
+
+static void tol_add(toleration_list *l, const char *key, const char *value, const char *effect) {
+    if (l->n == 48) return;
+    toleration *t = &l->t[l->n++];
+    snprintf(t->key, sizeof t->key, "%s", key);
+    snprintf(t->value, sizeof t->value, "%s", value ? value : "");
+    snprintf(t->effect, sizeof t->effect, "%s", effect ? effect : "");
+    t->exists = value == NULL;
+}
+
+/* The cloud's node labels and tolerations, then the config's (which win). */
+static void node_selection(FILE *warn, const config *c, kv_list *sel, toleration_list *tol) {
+    const struct config_cluster *k = &c->cluster;
+    const struct gpu_labels *g = NULL;
+    for (size_t i = 0; i < sizeof GPU_LABELS / sizeof GPU_LABELS[0]; i++)
+        if (!strcasecmp(GPU_LABELS[i].type, k->gpu_type)) g = &GPU_LABELS[i];
+    if (k->gpus_per_node > 0 && k->cloud != CONFIG_CLOUD_NONE && !g)
+        warnf(warn, "no node labels known for cluster.gpu_type = '%s' on %s (known: h100, h200, "
+                    "a100): select the nodes with cluster.node_selector",
+              k->gpu_type, k->cloud == CONFIG_CLOUD_GKE ? "GKE" : k->cloud == CONFIG_CLOUD_EKS ? "EKS" : "AKS");
+    const char *it = "node.kubernetes.io/instance-type";
+    switch (k->cloud) {
+    case CONFIG_CLOUD_GKE:
+        if (k->gpus_per_node > 0 && g)
+            kv_put_s(sel, "cloud.google.com/gke-accelerator", g->gke);
+        if (k->spot) {
+            kv_put_s(sel, "cloud.google.com/gke-spot", "true");
+            tol_add(tol, "cloud.google.com/gke-spot", "true", "NoSchedule");
+        }
+        break;
+    case CONFIG_CLOUD_EKS:
+        if (k->gpus_per_node > 0 && g) kv_put_s(sel, it, g->eks);
+        if (k->spot) kv_put_s(sel, "eks.amazonaws.com/capacityType", "SPOT");
+        break;
+    case CONFIG_CLOUD_AKS:
+        if (k->gpus_per_node > 0 && g) kv_put_s(sel, it, g->aks);
+        if (k->spot) {
+            kv_put_s(sel, "kubernetes.azure.com/scalesetpriority", "spot");
+            tol_add(tol, "kubernetes.azure.com/scalesetpriority", "spot", "NoSchedule");
+        }
+        break;
+    default:
+        if (k->spot)
+            warnf(warn, "cluster.spot = true with cluster.cloud = none: no spot labels are known; "
+                        "give cluster.node_selector and cluster.tolerations");
+        break;
+    }
+    if (k->gpus_per_node > 0) tol_add(tol, "nvidia.com/gpu", NULL, "NoSchedule");
+    for (const char *p = k->node_selector; *p;) { /* key=value,... (checked by the config) */
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        kv_put(sel, p, (size_t)(eq - p), eq + 1, len - (size_t)(eq - p) - 1);
+        p = end ? end + 1 : p + len;
+    }
+    for (const char *p = k->tolerations; *p;) { /* key[=value][:Effect],... */
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char item[512], *colon, *eq;
+        snprintf(item, sizeof item, "%.*s", (int)len, p);
+        if ((colon = strchr(item, ':'))) *colon++ = '\0';
+        if ((eq = strchr(item, '='))) *eq++ = '\0';
+        tol_add(tol, item, eq, colon);
+        p = end ? end + 1 : p + len;
+    }
+}
+
+static void k8s_labels(FILE *out, const char *indent, const char *name) {
+    fprintf(out, "%slabels:\n%s  app.kubernetes.io/name: tandem\n%s  app.kubernetes.io/instance: ",
+            indent, indent, indent);
+    yq(out, name);
+    fputc('\n', out);
+}
+
+int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
+    const config *c = o->cfg;
+    const struct config_cluster *k = &c->cluster;
+    if (!k->image[0])
+        return err_set(e, ERR_USAGE,
+                       "cluster.image is required for Kubernetes: the image built from the "
+                       "Dockerfile (e.g. --set cluster.image=registry.example/tandem:1.0)");
+    char name[128];
+    manifest_job_name(o, name, sizeof name);
+    int rc = check_job_name(o, name, e);
+    if (rc) return rc;
+    common_warnings(warn, o);
+    if (is_file_store(o->store_url))
+        warnf(warn, "store %s is a file store: in a pod it lives on the container's own disk and "
+                    "is lost with the pod unless the path is on a mounted volume; use an s3:// "
+                    "store (--store s3://bucket/prefix)",
+              o->store_url);
+    else if (!k->secret_name[0])
+        warnf(warn, "no cluster.secret_name: tandem in the pod finds AWS credentials only if the "
+                    "image provides them");
+    if (c->data.dataset[0] != '/')
+        warnf(warn, "data.dataset = %s is relative: in the pod it resolves against %s; give the "
+                    "absolute path of the corpus in the image or under %s (cluster.data_pvc)",
+              c->data.dataset, MANIFEST_K8S_CONFIG_DIR, MANIFEST_K8S_DATA_DIR);
+    if (k->spot && k->cloud == CONFIG_CLOUD_GKE && k->grace_period_s > 30)
+        warnf(warn, "cluster.grace_period_s = %d: GKE stops a preempted spot node after 30 s, so "
+                    "tandem gets at most ~25 s there (docs/preemption.md)",
+              k->grace_period_s);
+    kv_list *sel = calloc(1, sizeof *sel);
+    toleration_list *tol = calloc(1, sizeof *tol);
+    if (!sel || !tol) {
+        free(sel);
+        free(tol);
+        return err_set(e, ERR_INTERNAL, "out of memory");
+    }
+    node_selection(warn, c, sel, tol);
+    const char *tandem = k->tandem_binary[0] ? k->tandem_binary : MANIFEST_K8S_TANDEM;
+    bool indexed = k->nodes > 1;
+    char cm[160];
+    snprintf(cm, sizeof cm, "%s-config", name);
+
+    fprintf(out, "# tandem: Kubernetes objects rendered by `tandem manifest k8s` (docs/scheduling.md).\n");
+    if (o->rendered_from) {
+        fprintf(out, "#   rendered by: ");
+        comment_text(out, o->rendered_from);
+        fputc('\n', out);
+    }
+    fprintf(out, "# Change the config and render again rather than editing this file. Apply with\n"
+                 "#   kubectl apply -f FILE\n");
+    if (k->secret_name[0])
+        fprintf(out, "# after creating the Secret with the AWS credentials (files as in ~/.aws):\n"
+                     "#   kubectl create secret generic %s --from-file=credentials=$HOME/.aws/credentials\n",
+                k->secret_name);
+    fprintf(out, "# Preemption (docs/preemption.md): the pod gets SIGTERM, tandem commits within\n"
+                 "# terminationGracePeriodSeconds and exits 75; podFailurePolicy ignores exit 75 and\n"
+                 "# disruptions (DisruptionTarget), so a replacement pod resumes from the store\n"
+                 "# without using up the backoff limit; exit 2 (a config error) fails the Job.\n");
+
+    /* the config, exactly as rendered (the --set values included) */
+    fprintf(out, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ");
+    yq(out, cm);
+    fputc('\n', out);
+    k8s_labels(out, "  ", name);
+    fprintf(out, "data:\n  config.yaml: |\n");
+    config_print_yaml(out, c, "    ");
+
+    if (indexed) {
+        fprintf(out, "---\n# Headless Service: DNS names <job>-<index>.<job> for the pods of the Indexed Job\n");
+        fprintf(out, "apiVersion: v1\nkind: Service\nmetadata:\n  name: ");
+        yq(out, name);
+        fputc('\n', out);
+        k8s_labels(out, "  ", name);
+        fprintf(out, "spec:\n  clusterIP: None\n  publishNotReadyAddresses: true\n  selector:\n"
+                     "    batch.kubernetes.io/job-name: ");
+        yq(out, name);
+        fprintf(out, "\n  ports:\n  - name: coordinator\n    port: %d\n    targetPort: %d\n"
+                     "    protocol: TCP\n",
+                k->coordinator_port, k->coordinator_port);
+    }
+
+    fprintf(out, "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: ");
+    yq(out, name);
+    fputc('\n', out);
+    k8s_labels(out, "  ", name);
+    fprintf(out, "spec:\n");
+    if (indexed) {
+        fprintf(out, "  completionMode: Indexed\n  completions: %d\n  parallelism: %d\n", k->nodes,
+                k->nodes);
+        fprintf(out, "  backoffLimitPerIndex: %d\n  maxFailedIndexes: 0\n", k->backoff_limit);
+    } else {
+        fprintf(out, "  completions: 1\n  parallelism: 1\n  backoffLimit: %d\n", k->backoff_limit);
+    }
+    fprintf(out, "  # a replacement pod starts only once the old one has stopped: never two writers\n"
+                 "  podReplacementPolicy: Failed\n"
+                 "  podFailurePolicy:\n"
+                 "    rules:\n"
+                 "    - action: FailJob # 2: config or usage error, no retry can fix it\n"
+                 "      onExitCodes:\n"
+                 "        containerName: tandem\n"
+                 "        operator: In\n"
+                 "        values: [2]\n"
+                 "    - action: Ignore # 75: committed after SIGTERM, requeue me\n"
+                 "      onExitCodes:\n"
+                 "        containerName: tandem\n"
+                 "        operator: In\n"
+                 "        values: [75]\n"
+                 "    - action: Ignore # preemption, eviction, node drain\n"
+                 "      onPodConditions:\n"
+                 "      - type: DisruptionTarget\n"
+                 "        status: \"True\"\n");
+    fprintf(out, "  template:\n    metadata:\n");
+    k8s_labels(out, "      ", name);
+    fprintf(out, "      annotations:\n"
+                 "        cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\"\n");
+    fprintf(out, "    spec:\n      restartPolicy: Never\n      terminationGracePeriodSeconds: %d\n"
+                 "      enableServiceLinks: false\n",
+            k->grace_period_s);
+    if (indexed) {
+        fprintf(out, "      subdomain: ");
+        yq(out, name);
+        fputc('\n', out);
+    }
+    if (sel->n) {
+        fprintf(out, "      nodeSelector:\n");
+        for (int i = 0; i < sel->n; i++) {
+            fprintf(out, "        %s: ", sel->key[i]);
+            yq(out, sel->value[i]);
+            fputc('\n', out);
+        }
+    }
+    if (tol->n) {
+        fprintf(out, "      tolerations:\n");
+        for (int i = 0; i < tol->n; i++) {
+            const toleration *t = &tol->t[i];
+            fprintf(out, "      - key: ");
+            yq(out, t->key);
+            fprintf(out, "\n        operator: %s\n", t->exists ? "Exists" : "Equal");
+            if (!t->exists) {
+                fprintf(out, "        value: ");
+                yq(out, t->value);
+                fputc('\n', out);
+            }
+            if (t->effect[0]) fprintf(out, "        effect: %s\n", t->effect);
+        }
+    }
+    fprintf(out, "      containers:\n      - name: tandem\n        image: ");
+    yq(out, k->image);
+    fprintf(out, "\n        imagePullPolicy: IfNotPresent\n");
+    fprintf(out, "        # exec form: tandem is PID 1 and gets the SIGTERM itself\n        command: [");
+    yq(out, tandem);
+    fprintf(out, ", \"run\", \"" MANIFEST_K8S_CONFIG_DIR "/config.yaml\", \"--store\", ");
+    yq(out, o->store_url);
+    fprintf(out, "]\n");
+    bool env = k->secret_name[0] || indexed || k->env[0];
+    if (env) fprintf(out, "        env:\n");
+    if (k->secret_name[0])
+        fprintf(out, "        - name: AWS_SHARED_CREDENTIALS_FILE\n"
+                     "          value: \"" MANIFEST_K8S_SECRET_DIR "/credentials\"\n"
+                     "        - name: AWS_CONFIG_FILE\n"
+                     "          value: \"" MANIFEST_K8S_SECRET_DIR "/config\"\n");
+    if (indexed) {
+        fprintf(out, "        - name: TANDEM_RANK\n          valueFrom:\n            fieldRef:\n"
+                     "              fieldPath: \"metadata.annotations['batch.kubernetes.io/"
+                     "job-completion-index']\"\n");
+        fprintf(out, "        - name: TANDEM_WORLD_SIZE\n          value: \"%d\"\n", k->nodes);
+        fprintf(out, "        - name: TANDEM_COORDINATOR\n          value: \"%s-0.%s:%d\"\n", name,
+                name, k->coordinator_port);
+    }
+    for (const char *p = k->env; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        char value[CONFIG_STR_MAX];
+        snprintf(value, sizeof value, "%.*s", (int)(len - (size_t)(eq - p) - 1), eq + 1);
+        fprintf(out, "        - name: %.*s\n          value: ", (int)(eq - p), p);
+        yq(out, value);
+        fputc('\n', out);
+        p = end ? end + 1 : p + len;
+    }
+    if (indexed)
+        fprintf(out, "        ports:\n        - name: coordinator\n          containerPort: %d\n"
+                     "          protocol: TCP\n",
+                k->coordinator_port);
+    char mem[64] = "";
+    if (k->memory[0]) k8s_memory(k->memory, mem, sizeof mem);
+    if (k->cpus_per_task > 0 || mem[0] || k->gpus_per_node > 0) {
+        fprintf(out, "        resources:\n");
+        if (k->cpus_per_task > 0 || mem[0]) {
+            fprintf(out, "          requests:\n");
+            if (k->cpus_per_task > 0) fprintf(out, "            cpu: \"%d\"\n", k->cpus_per_task);
+            if (mem[0]) fprintf(out, "            memory: \"%s\"\n", mem);
+        }
+        if (mem[0] || k->gpus_per_node > 0) {
+            fprintf(out, "          limits:\n");
+            if (mem[0]) fprintf(out, "            memory: \"%s\"\n", mem);
+            if (k->gpus_per_node > 0)
+                fprintf(out, "            nvidia.com/gpu: \"%d\"\n", k->gpus_per_node);
+        }
+    }
+    fprintf(out, "        volumeMounts:\n        - name: config\n          mountPath: "
+                 "\"" MANIFEST_K8S_CONFIG_DIR "\"\n          readOnly: true\n");
+    if (k->secret_name[0])
+        fprintf(out, "        - name: aws\n          mountPath: \"" MANIFEST_K8S_SECRET_DIR "\"\n"
+                     "          readOnly: true\n");
+    if (k->data_pvc[0])
+        fprintf(out, "        - name: data\n          mountPath: \"" MANIFEST_K8S_DATA_DIR "\"\n"
+                     "          readOnly: true\n");
+    if (k->gpus_per_node > 0)
+        fprintf(out, "        - name: dshm # NCCL needs more than the default 64 MiB\n"
+                     "          mountPath: /dev/shm\n");
+    fprintf(out, "      volumes:\n      - name: config\n        configMap:\n          name: ");
+    yq(out, cm);
+    fputc('\n', out);
+    if (k->secret_name[0]) {
+        fprintf(out, "      - name: aws\n        secret:\n          secretName: ");
+        yq(out, k->secret_name);
+        fprintf(out, "\n          defaultMode: 256 # 0400\n");
+    }
+    if (k->data_pvc[0]) {
+        fprintf(out, "      - name: data\n        persistentVolumeClaim:\n          claimName: ");
+        yq(out, k->data_pvc);
+        fprintf(out, "\n          readOnly: true\n");
+    }
+    if (k->gpus_per_node > 0)
+        fprintf(out, "      - name: dshm\n        emptyDir:\n          medium: Memory\n");
+    free(sel);
+    free(tol);
+    return ferror(out) ? err_set(e, ERR_INTERNAL, "writing the manifest failed") : 0;
+}

@@ -1,0 +1,303 @@
+#!/usr/bin/env bash
+# cli_slurm.sh — the sbatch script of `tandem manifest slurm` survives preemption: proven on
+# a real Slurm controller and node on loopback.
+#
+#   TANDEM_BIN=build/rel/tandem bash tests/cli_slurm.sh
+#
+# A. Without Slurm (every build variant):
+#    - scripts/slurm/tandem-{1,4}node.sbatch are what the command in their header renders;
+#    - rendered scripts pass `bash -n`; GPU directives appear only with GPUs; --set values
+#      are quoted for the shell; no credential is in any script;
+#    - the script's logic, with a fake srun and scontrol (tests/slurm/fake): a USR1 to the
+#      batch shell reaches tandem, which commits and exits 75, and the script requeues the
+#      job; a TERM reaches tandem as USR1 and the script leaves the requeue to Slurm; a
+#      credentials file others can read stops the job with exit 2; resumed, the run ends
+#      with the uninterrupted run's hashes.
+# B. With Slurm (tests/slurm/start.sh: munged, slurmctld, slurmd as root on 127.0.0.1):
+#    the rendered script is submitted with sbatch; once tandem has committed, the job is
+#    preempted by `scontrol requeue` (Slurm's own requeue: TERM), forced to start again,
+#    then preempted by USR1 to the batch shell (`scancel --signal=USR1 --batch`: the
+#    script requeues itself), started again, and runs to the end. The job log must show
+#    SLURM_RESTART_COUNT=2, both preemptions and no credential, and `tandem hash` of the
+#    store must equal the uninterrupted run's.
+#    B runs for every build variant (about 35 s each; TANDEM_SLURM_ASAN=0 skips it for
+#    the ASan build). It is skipped — counted neither passed nor failed, and said so —
+#    only when not root (slurmd must be root; CI runs as root).
+# Prints PASS/FAIL lines and "cli_slurm: N passed, M failed"; exits non-zero on failure.
+# TANDEM_TEST_KEEP=1 keeps the scratch directory (job logs, Slurm's logs) for a look.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+root=$PWD
+bin=${TANDEM_BIN:-./tandem}
+case $bin in /*) ;; *) bin=$root/$bin ;; esac
+passed=0
+failed=0
+pass() { passed=$((passed + 1)); echo "PASS $1"; }
+fail() {
+  failed=$((failed + 1)); echo "FAIL $1"; shift
+  for l in "$@"; do printf '  %s\n' "$l"; done
+}
+finish() {
+  echo "cli_slurm: $passed passed, $failed failed"
+  [ $failed -eq 0 ]
+  exit
+}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tandem-slurm-XXXXXX")
+chmod 755 "$tmp"
+slurm_dir=
+bg=()
+cleanup() {
+  for p in "${bg[@]+"${bg[@]}"}"; do kill "$p" 2>/dev/null; done
+  [ -n "$slurm_dir" ] && bash "$root/tests/slurm/stop.sh" "$slurm_dir" >/dev/null 2>&1
+  if [ "${TANDEM_TEST_KEEP:-0}" = 1 ]; then echo "kept $tmp"; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+
+if [ ! -x "$bin" ]; then fail setup "no tandem binary at $bin"; finish; fi
+t_start=$(date +%s)
+
+# --- the run: a small corpus and a config whose 30 episodes take a few seconds
+"$bin" gen-corpus --out "$tmp/corpus" --names web,code,math --train-tokens 30k,15k,6k \
+  --val-tokens 3k --test-tokens 0 >/dev/null || { fail "gen-corpus"; finish; }
+cat >"$tmp/run.yaml" <<'EOF'
+run: {episodes: 30, seed: 3, threads: 1}
+data: {dataset: corpus/dataset.yaml}
+model: {layers: 2, channels: 32, heads: 2, ctx: 32}
+train: {batch: 6, seq: 32}
+tandem: {K: 2, E: 3, lr_alpha: 0.5}
+optim: {lr: 3e-3}
+checkpoint: {every_episodes: 1}
+cluster:
+  cpus_per_task: 1
+  signal_lead_s: 60
+  credentials_file: creds.env
+EOF
+secret="fake/secret+cli-slurm-$$"
+printf '# test credentials (not real)\nexport AWS_ACCESS_KEY_ID=AKIDCLISLURMTEST\nAWS_SECRET_ACCESS_KEY="%s"\n' \
+  "$secret" >"$tmp/creds.env"
+chmod 600 "$tmp/creds.env"
+if ! "$bin" run "$tmp/run.yaml" --store "$tmp/ref" --quiet >"$tmp/ref.log" 2>&1 ||
+   ! ref=$("$bin" hash "$tmp/ref"); then
+  fail "uninterrupted reference run" "$(tail -n 5 "$tmp/ref.log")"
+  finish
+fi
+pass "uninterrupted reference run"
+
+# --- A. rendering, without Slurm
+for f in scripts/slurm/tandem-1node.sbatch scripts/slurm/tandem-4node.sbatch; do
+  cmd=$(sed -n 's/^#   rendered by: tandem //p' "$f" | head -n 1)
+  if [ -z "$cmd" ]; then fail "$f: no 'rendered by' line"; continue; fi
+  read -r -a args <<<"$cmd" # the checked-in commands hold plain words only
+  if "$bin" "${args[@]}" >"$tmp/current.sbatch" 2>/dev/null && cmp -s "$f" "$tmp/current.sbatch"; then
+    pass "$f is what 'tandem $cmd' renders"
+  else
+    fail "$f is stale: regenerate with ./tandem $cmd --out $f" "$(diff "$f" "$tmp/current.sbatch" | head)"
+  fi
+  bash -n "$f" 2>"$tmp/n.err" && pass "$f: bash -n" || fail "$f: bash -n" "$(cat "$tmp/n.err")"
+done
+
+render() { # render OUT ARGS...: tandem manifest slurm run.yaml into OUT
+  local out=$1; shift
+  "$bin" manifest slurm "$tmp/run.yaml" --store "file://$tmp/store" --set "cluster.workdir=$tmp" \
+    "$@" --out "$out" 2>"$out.err"
+}
+render "$tmp/cpu.sbatch" || fail "render" "$(cat "$tmp/cpu.sbatch.err")"
+render "$tmp/gpu.sbatch" --set cluster.gpus_per_node=8 --set cluster.nodes=2 \
+  --set "tandem.lr_alpha=0.5" --set "data.dataset=$tmp/corpus/dataset.yaml" \
+  --set 'cluster.env=AWS_REGION=us-east-1,TANDEM_NOTE=it'"'"'s a test' --set cluster.gpu_type= \
+  || fail "render gpu" "$(cat "$tmp/gpu.sbatch.err")"
+problems=()
+bash -n "$tmp/cpu.sbatch" || problems+=("cpu script: bash -n")
+bash -n "$tmp/gpu.sbatch" || problems+=("gpu script: bash -n")
+grep -q -- '--gres' "$tmp/cpu.sbatch" && problems+=("a CPU job has a --gres directive")
+grep -qx -- '#SBATCH --gres=gpu:8' "$tmp/gpu.sbatch" || problems+=("no untyped --gres=gpu:8")
+"$bin" manifest slurm "$tmp/run.yaml" --set cluster.gpus_per_node=4 2>/dev/null |
+  grep -qx -- '#SBATCH --gres=gpu:h100:4' || problems+=("no --gres=gpu:h100:4")
+for d in '--requeue' '--open-mode=append' '--signal=B:USR1@60' "--chdir=$tmp" '--cpus-per-task=1' \
+         '--output=%x-%j.out' '--job-name=tandem-run' '--nodes=1'; do
+  grep -qx -- "#SBATCH $d" "$tmp/cpu.sbatch" || problems+=("missing #SBATCH $d")
+done
+grep -qF "export TANDEM_NOTE='it'\\''s a test'" "$tmp/gpu.sbatch" || problems+=("cluster.env value not shell-quoted")
+grep -qF "STORE=file://$tmp/store" "$tmp/cpu.sbatch" || problems+=("store not absolute")
+grep -qF "CONFIG=$tmp/run.yaml" "$tmp/cpu.sbatch" || problems+=("config path not absolute")
+grep -qF "load_credentials \"\$CREDENTIALS\" || exit 2" "$tmp/cpu.sbatch" || problems+=("no credentials step")
+grep -q "AKIDCLISLURMTEST\|$secret" "$tmp/cpu.sbatch" "$tmp/gpu.sbatch" && problems+=("a credential is in a script")
+grep -q "scontrol requeue \"\$SLURM_JOB_ID\"" "$tmp/cpu.sbatch" || problems+=("no scontrol requeue")
+grep -q 'SLURM_RESTART_COUNT' "$tmp/cpu.sbatch" || problems+=("SLURM_RESTART_COUNT not logged")
+grep -q 'cluster\.' <(sed -n '/^srun/,/&$/p' "$tmp/gpu.sbatch") && problems+=("cluster.* passed to tandem run")
+grep -q 'cluster.nodes = 2: every node must see the same directory' "$tmp/gpu.sbatch.err" ||
+  problems+=("no warning for 2 nodes with a file store")
+if [ ${#problems[@]} -eq 0 ]; then pass "rendered scripts: directives, GPUs only when asked, quoting, no credentials"
+else fail "rendered scripts" "${problems[@]}"; fi
+if command -v shellcheck >/dev/null; then # not a dependency: used where installed
+  out=$(shellcheck -S warning "$tmp/cpu.sbatch" "$tmp/gpu.sbatch" 2>&1) &&
+    pass "rendered scripts: shellcheck" || fail "rendered scripts: shellcheck" "$out"
+fi
+out=$("$bin" manifest slurm "$tmp/run.yaml" --set 'cluster.time_limit=1:2:3:4' 2>&1); st=$?
+[ $st -eq 2 ] && grep -q "cluster.time_limit" <<<"$out" && pass "bad cluster.time_limit: exit 2 naming it" ||
+  fail "bad time limit" "exit $st: $out"
+out=$("$bin" manifest slurm "$tmp/run.yaml" --set 'cluster.workdir=/a b' 2>&1); st=$?
+[ $st -eq 2 ] && grep -q "cluster.workdir" <<<"$out" && pass "a workdir with a blank: exit 2 naming it" ||
+  fail "workdir with a blank" "exit $st: $out"
+
+# --- A. the script's logic with a fake srun and scontrol
+fake="$tmp/fakebin"
+mkdir -p "$fake"
+ln -s "$root/tests/slurm/fake/srun" "$fake/srun"
+ln -s "$root/tests/slurm/fake/scontrol" "$fake/scontrol"
+run_fake() { # run_fake LOG RESTARTS: the script in the background, pid in $fake_pid
+  FAKE_SLURM_LOG="$tmp/fake-calls" PATH="$fake:$PATH" SLURM_JOB_ID=4242 \
+    SLURM_RESTART_COUNT=$2 TANDEM_TEST_STEP_DELAY_MS=${DELAY_MS:-20} \
+    bash "$tmp/cpu.sbatch" >>"$1" 2>&1 &
+  fake_pid=$!
+  bg+=("$fake_pid")
+}
+wait_commit() { # wait_commit STORE: until its HEAD exists (up to 60 s)
+  for _ in $(seq 1 600); do
+    "$bin" hash "$1" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  return 1
+}
+: >"$tmp/fake-calls"
+run_fake "$tmp/fake.log" 0
+if wait_commit "$tmp/store"; then
+  kill -USR1 "$fake_pid"
+  wait "$fake_pid"; st=$?
+  if [ $st -eq 0 ] && grep -q "tandem exited 75" "$tmp/fake.log" &&
+     grep -qx "scontrol requeue 4242" "$tmp/fake-calls" && grep -q "got SIGUSR1" "$tmp/fake.log"; then
+    pass "USR1 to the batch shell: tandem commits, exits 75, the script requeues the job"
+  else
+    fail "USR1 path (script exit $st)" "$(tail -n 8 "$tmp/fake.log")" "calls: $(cat "$tmp/fake-calls")"
+  fi
+else
+  fail "USR1 path: no commit" "$(tail -n 8 "$tmp/fake.log")"
+fi
+: >"$tmp/fake-calls"
+s0=$("$bin" hash "$tmp/store" 2>/dev/null | sed -n 's/^seq //p')
+run_fake "$tmp/fake.log" 1
+for _ in $(seq 1 600); do # until this start has committed something new
+  s=$("$bin" hash "$tmp/store" 2>/dev/null | sed -n 's/^seq //p')
+  [ -n "$s" ] && [ -n "$s0" ] && [ "$s" -gt "$s0" ] && break
+  sleep 0.1
+done
+kill -TERM "$fake_pid"
+wait "$fake_pid"; st=$?
+if [ $st -eq 75 ] && grep -q "Slurm is ending job 4242" "$tmp/fake.log" && [ ! -s "$tmp/fake-calls" ]; then
+  pass "TERM to the batch shell: forwarded as USR1, exit 75, no requeue by the script"
+else
+  fail "TERM path (script exit $st, want 75)" "$(tail -n 8 "$tmp/fake.log")" "calls: $(cat "$tmp/fake-calls")"
+fi
+run_fake "$tmp/fake.log" 2
+wait "$fake_pid"; st=$?
+got=$("$bin" hash "$tmp/store" 2>&1)
+if [ $st -eq 0 ] && [ "$got" = "$ref" ]; then
+  pass "resumed to the end: same final hashes as the uninterrupted run"
+else
+  fail "fake resume (exit $st)" "$got" "want: $ref" "$(tail -n 5 "$tmp/fake.log")"
+fi
+grep -qF "$secret" "$tmp/fake.log" && fail "the job log shows the secret"
+chmod 644 "$tmp/creds.env"
+run_fake "$tmp/fake-mode.log" 0
+wait "$fake_pid"; st=$?
+chmod 600 "$tmp/creds.env"
+if [ $st -eq 2 ] && grep -q "chmod 600" "$tmp/fake-mode.log"; then
+  pass "a credentials file others can read: exit 2 before tandem starts"
+else
+  fail "credentials mode (exit $st, want 2)" "$(cat "$tmp/fake-mode.log")"
+fi
+
+# --- B. a real Slurm controller and node
+skip_b=""
+case $bin in */asan/*) [ "${TANDEM_SLURM_ASAN:-1}" = 1 ] || skip_b="TANDEM_SLURM_ASAN=0 for the ASan build" ;; esac
+[ "$(id -u)" -ne 0 ] && skip_b="not root (slurmd must run as root; CI runs as root)"
+if [ -n "$skip_b" ]; then
+  echo "SKIP real-Slurm preemption test: $skip_b; not counted"
+  echo "  (A: $((passed + failed)) checks ran in $(($(date +%s) - t_start)) s)"
+  finish
+fi
+for b in slurmctld slurmd munged sbatch scontrol scancel squeue; do
+  if ! PATH=$PATH:/usr/sbin command -v "$b" >/dev/null; then
+    fail "Slurm is installed" "$b missing: scripts/deps.sh test installs slurm-wlm and munge"
+    finish
+  fi
+done
+slurm_dir="$tmp/slurm"
+if ! PATH=$PATH:/usr/sbin bash "$root/tests/slurm/start.sh" "$slurm_dir" >"$tmp/start.log" 2>&1; then
+  fail "start Slurm on loopback" "$(tail -n 30 "$tmp/start.log")"
+  finish
+fi
+pass "Slurm on loopback: munged, slurmctld, slurmd ($(tail -n 1 "$tmp/start.log" | sed 's/.*(//; s/)//'))"
+. "$slurm_dir/env"
+rm -rf "$tmp/store"
+render "$tmp/job.sbatch" || { fail "render job" "$(cat "$tmp/job.sbatch.err")"; finish; }
+
+job_field() { # job_field JOBID FIELD: from scontrol show job
+  scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1
+}
+wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...: poll every 0.2 s
+  local limit=$1 what=$2; shift 2
+  local end=$(($(date +%s) + limit))
+  until "$@"; do
+    if [ "$(date +%s)" -ge $end ]; then
+      fail "$what (within $limit s)" "job: $(scontrol show job "$jid" 2>&1 | tr '\n' ' ' | head -c 600)" \
+        "log: $(tail -n 12 "$log" 2>/dev/null)"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+is_state() { [ "$(job_field "$jid" JobState)" = "$1" ]; }
+is_running_try() { is_state RUNNING && [ "$(job_field "$jid" Restarts)" = "$1" ]; }
+seq_of() { "$bin" hash "$tmp/store" 2>/dev/null | sed -n 's/^seq //p'; }
+progressed() { local s; s=$(seq_of); [ -n "$s" ] && [ "$s" -gt "$1" ]; }
+start_now() { # a requeued job waits ~2 minutes (its BeginTime); start it now
+  wait_for 60 "requeued job $jid pending" is_state PENDING || return 1
+  # not within the second of the kill: slurmd revokes the job's credentials by the second
+  # and would refuse a launch credential issued in it ("already killed"; the job fails)
+  sleep 2
+  scontrol update JobId="$jid" StartTime=now
+}
+
+jid=$(cd "$tmp" && TANDEM_TEST_STEP_DELAY_MS=100 sbatch --parsable "$tmp/job.sbatch" 2>"$tmp/sbatch.err")
+if [ -z "$jid" ]; then fail "sbatch" "$(cat "$tmp/sbatch.err")"; finish; fi
+jid=${jid%%;*}
+log="$tmp/tandem-run-$jid.out"
+ok=1
+wait_for 60 "job $jid runs" is_running_try 0 && wait_for 60 "first commit" progressed -1 || ok=0
+if [ $ok = 1 ]; then
+  s1=$(seq_of)
+  scontrol requeue "$jid" # 1st preemption: Slurm's own requeue (TERM to the job)
+  # the second preemption must find tandem inside its loop: wait for a commit of this start
+  start_now && wait_for 60 "job runs again (Restarts=1)" is_running_try 1 &&
+    wait_for 60 "the resumed run" grep -q "resuming run-" "$log" && s1r=$(seq_of) &&
+    wait_for 60 "progress after the first requeue" progressed "$s1r" || ok=0
+fi
+if [ $ok = 1 ]; then
+  s2=$(seq_of)
+  scancel --signal=USR1 --batch "$jid" # 2nd preemption: USR1 to the batch shell
+  start_now && wait_for 60 "job runs again (Restarts=2)" is_running_try 2 || ok=0
+fi
+if [ $ok = 1 ] && wait_for 180 "job $jid completes" is_state COMPLETED; then
+  got=$("$bin" hash "$tmp/store" 2>&1)
+  exitcode=$(job_field "$jid" ExitCode)
+  problems=()
+  [ "$got" = "$ref" ] || problems+=("final hashes differ:" "$got" "want:" "$ref")
+  [ "$exitcode" = "0:0" ] || problems+=("ExitCode $exitcode")
+  grep -q "SLURM_RESTART_COUNT=2" "$log" || problems+=("the log never shows SLURM_RESTART_COUNT=2")
+  [ "$(grep -c "tandem exited 75" "$log")" -eq 2 ] || problems+=("want 2 'tandem exited 75' in the log")
+  grep -q "got SIGTERM" "$log" && grep -q "Slurm is ending job $jid" "$log" ||
+    problems+=("scontrol requeue did not reach the script as TERM")
+  grep -q "got SIGUSR1" "$log" && grep -q "requeued job $jid" "$log" ||
+    problems+=("the USR1 did not make the script requeue the job")
+  grep -q "resuming run-.* at episode [1-9]" "$log" || problems+=("no resume mid-run in the log")
+  grep -q "tandem exited 0" "$log" || problems+=("no final 'tandem exited 0'")
+  grep -qF "$secret" "$log" && problems+=("the job log shows the secret")
+  if [ ${#problems[@]} -eq 0 ]; then
+    pass "real Slurm: scontrol requeue at seq $s1 and USR1 at seq $s2, resumed twice (SLURM_RESTART_COUNT=2), final hashes equal the uninterrupted run's"
+  else
+    fail "real Slurm preemptions" "${problems[@]}" "log:" "$(tail -n 30 "$log")"
+  fi
+fi
+echo "  (took $(($(date +%s) - t_start)) s)"
+finish

@@ -1,0 +1,529 @@
+/* test_manifest.c — the cluster section of the config and the renderers of `tandem
+ * manifest` (runner/manifest.h), without a scheduler: formats of the cluster.* strings
+ * (each error names its key, a credential is never echoed), runs pinned before the
+ * section existed still load, config_print_yaml loads back bit for bit, and the sbatch
+ * script and Kubernetes objects hold what the config asks for and nothing it did not.
+ * The scheduler-facing tests are tests/cli_slurm.sh (a real Slurm) and tests/cli_k8s.sh
+ * (the API's schema and rules). */
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "runner/config.h"
+#include "runner/manifest.h"
+#include "tests/test.h"
+
+static char *tmp;
+
+static const char *tpath(const char *name) {
+    static char buf[4][4200];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%.4000s/%s", tmp, name);
+    return buf[k];
+}
+
+static int write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fputs(text, f);
+    return fclose(f);
+}
+
+/* A config from YAML text (written to tmp/NAME.yaml) and --set values. */
+static int load(config *c, const char *name, const char *yaml, char *const *sets, int nsets,
+                tdm_err *e) {
+    char file[128];
+    snprintf(file, sizeof file, "%s.yaml", name);
+    if (write_text(tpath(file), yaml)) return -1;
+    return config_load(c, tpath(file), sets, nsets, e);
+}
+
+static const char BASE[] = "data: {dataset: /corpus/dataset.yaml}\n"
+                           "run: {episodes: 4}\n";
+
+/* What a renderer wrote to its output and its warnings. */
+typedef struct rendered {
+    char *out, *warn;
+    size_t out_len, warn_len;
+    int rc;
+    tdm_err e;
+} rendered;
+
+static void render(rendered *r, int slurm, const manifest_opts *o) {
+    memset(r, 0, sizeof *r);
+    FILE *out = open_memstream(&r->out, &r->out_len);
+    FILE *warn = open_memstream(&r->warn, &r->warn_len);
+    r->rc = slurm ? manifest_slurm(out, warn, o, &r->e) : manifest_k8s(out, warn, o, &r->e);
+    fclose(out);
+    fclose(warn);
+}
+
+static void rendered_free(rendered *r) {
+    free(r->out);
+    free(r->warn);
+}
+
+static manifest_opts opts(const config *c, const char *store) {
+    return (manifest_opts){.cfg = c,
+                           .config_path = "/shared/run.yaml",
+                           .config_name = "run",
+                           .store_url = store,
+                           .tandem_binary = "/opt/tandem/bin/tandem",
+                           .workdir = "/shared/jobs"};
+}
+
+/* A line of `text` equal to `line`. */
+static int has_line(const char *text, const char *line) {
+    size_t n = strlen(line);
+    for (const char *p = text; (p = strstr(p, line)); p += n)
+        if ((p == text || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0')) return 1;
+    return 0;
+}
+
+static void test_cluster_defaults(void) {
+    config *c = malloc(sizeof *c);
+    tdm_err e = {0};
+    CHECK(c && load(c, "defaults", BASE, NULL, 0, &e) == 0, "%s", e.msg);
+    const struct config_cluster *k = &c->cluster;
+    int ok = k->nodes == 1 && k->gpus_per_node == 0 && !strcmp(k->gpu_type, "h100") &&
+             k->cpus_per_task == 0 && !k->memory[0] && k->signal_lead_s == 300 &&
+             k->grace_period_s == 120 && k->backoff_limit == 3 && k->coordinator_port == 29500 &&
+             k->cloud == CONFIG_CLOUD_NONE && !k->spot && !k->image[0] && !k->env[0];
+    free(c);
+    CHECK(ok, "cluster defaults");
+}
+
+/* Each "key=value" either loads or fails naming the key (and `want` when given). */
+static void test_cluster_formats(void) {
+    static const struct {
+        const char *set;
+        int ok;
+        const char *want;
+    } cases[] = {
+        {"cluster.memory=64G", 1, NULL},
+        {"cluster.memory=512", 1, NULL},
+        {"cluster.memory=64 GB", 0, "expected a size"},
+        {"cluster.memory=0G", 0, "expected a size"},
+        {"cluster.memory=64Gi", 0, "expected a size"},
+        {"cluster.time_limit=30", 1, NULL},
+        {"cluster.time_limit=24:00:00", 1, NULL},
+        {"cluster.time_limit=2-12", 1, NULL},
+        {"cluster.time_limit=2-12:30:00", 1, NULL},
+        {"cluster.time_limit=UNLIMITED", 1, NULL},
+        {"cluster.time_limit=1:2:3:4", 0, "Slurm time limit"},
+        {"cluster.time_limit=1h", 0, "Slurm time limit"},
+        {"cluster.partition=gpu,gpu-spot", 1, NULL},
+        {"cluster.partition=gpu spot", 0, "expected names"},
+        {"cluster.partition=gpu,", 0, "expected names"},
+        {"cluster.account=a;rm", 0, "expected letters"},
+        {"cluster.gpu_type=h100,a100", 0, "expected letters"},
+        {"cluster.job_name=tandem-160m", 1, NULL},
+        {"cluster.job_name=Tandem", 0, "DNS label"},
+        {"cluster.job_name=a-", 0, "DNS label"},
+        {"cluster.job_name=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 0, "63"},
+        {"cluster.node_selector=pool=a,cloud.google.com/gke-spot=true", 1, NULL},
+        {"cluster.node_selector=pool", 0, "key=value"},
+        {"cluster.node_selector=pool=a,", 0, "trailing"},
+        {"cluster.node_selector==a", 0, "key=value"},
+        {"cluster.node_selector=a=-b", 0, "key=value"},
+        {"cluster.tolerations=k=v:NoSchedule,k2:NoExecute,k3,k4:PreferNoSchedule", 1, NULL},
+        {"cluster.tolerations=k:Never", 0, "Effect"},
+        {"cluster.tolerations=:NoSchedule", 0, "tolerations"},
+        {"cluster.secret_name=tandem-aws", 1, NULL},
+        {"cluster.secret_name=Tandem_AWS", 0, "object name"},
+        {"cluster.data_pvc=corpus.v2", 1, NULL},
+        {"cluster.image=registry.example.com:5000/tandem@sha256:abc", 1, NULL},
+        {"cluster.image=tandem latest", 0, "image"},
+        {"cluster.env=AWS_REGION=us-east-1,NOTE=a b=c", 1, NULL},
+        {"cluster.env=1A=x", 0, "NAME"},
+        {"cluster.env=A", 0, "NAME=value"},
+        {"cluster.env=db_password=x", 0, "looks like a credential"},
+        {"cluster.cloud=gke", 1, NULL},
+        {"cluster.cloud=gcp", 0, "none, gke, eks, aks"},
+        {"cluster.nodes=0", 0, "out of range"},
+        {"cluster.gpus_per_node=65", 0, "out of range"},
+        {"cluster.signal_lead_s=0", 0, "out of range"},
+        {"cluster.grace_period_s=-1", 0, "out of range"},
+        {"cluster.workdir=/a\tb", 0, "control"},
+    };
+    config *c = malloc(sizeof *c);
+    CHECK(c, "oom");
+    int bad = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tdm_err e = {0};
+        char *sets[] = {(char *)cases[i].set};
+        int rc = load(c, "formats", BASE, sets, 1, &e);
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)strcspn(cases[i].set, "="), cases[i].set);
+        int good = cases[i].ok ? rc == 0
+                               : rc == ERR_USAGE && strstr(e.msg, key) &&
+                                     (!cases[i].want || strstr(e.msg, cases[i].want));
+        if (!good) {
+            fprintf(stderr, "  %s: rc %d: %s\n", cases[i].set, rc, rc ? e.msg : "(accepted)");
+            bad++;
+        }
+    }
+    free(c);
+    CHECK(!bad, "%d format cases", bad);
+}
+
+/* A credential in cluster.env is refused without its value in the message, from the
+ * command line and from a file. */
+static void test_credentials_never_echoed(void) {
+    config *c = malloc(sizeof *c);
+    CHECK(c, "oom");
+    tdm_err e = {0};
+    char *sets[] = {"cluster.env=AWS_REGION=x,AWS_SECRET_ACCESS_KEY=s3cr3t-value"};
+    int rc1 = load(c, "cred", BASE, sets, 1, &e);
+    int ok1 = rc1 == ERR_USAGE && strstr(e.msg, "AWS_SECRET_ACCESS_KEY") &&
+              strstr(e.msg, "cluster.env") && !strstr(e.msg, "s3cr3t");
+    char msg1[sizeof e.msg];
+    snprintf(msg1, sizeof msg1, "%s", e.msg);
+    int rc2 = load(c, "cred2",
+                   "data: {dataset: /d.yaml}\ncluster:\n  env: MY_TOKEN=s3cr3t-value\n", NULL, 0,
+                   &e);
+    int ok2 = rc2 == ERR_USAGE && strstr(e.msg, "MY_TOKEN") && strstr(e.msg, "cred2.yaml:3") &&
+              !strstr(e.msg, "s3cr3t");
+    free(c);
+    CHECK(ok1, "--set: rc %d: %s", rc1, msg1);
+    CHECK(ok2, "file: rc %d: %s", rc2, e.msg);
+}
+
+/* Runs pinned before the cluster section existed: their canonical form lacks cluster.*
+ * and must still load (with the defaults); any other missing key is still an error. */
+static void test_canonical_without_cluster(void) {
+    config *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    config_kv *kv = NULL;
+    size_t n = 0;
+    tdm_err e = {0};
+    int ok = a && b && load(a, "canon", BASE, NULL, 0, &e) == 0 &&
+             config_canonical(a, &kv, &n, &e) == 0;
+    size_t m = 0;
+    for (size_t i = 0; ok && i < n; i++)
+        if (strncmp(kv[i].key, "cluster.", 8) != 0) kv[m++] = kv[i];
+    int rc = ok ? config_from_canonical(b, kv, m, &e) : -1;
+    int same = rc == 0 && !memcmp(&a->cluster, &b->cluster, sizeof a->cluster) &&
+               a->run.episodes == b->run.episodes;
+    int rc_missing = ok ? config_from_canonical(b, kv + 1, m - 1, &e) : -1;
+    int named = rc_missing == ERR_USAGE && strstr(e.msg, kv[0].key) && strstr(e.msg, "missing");
+    free(kv);
+    free(a);
+    free(b);
+    CHECK(ok, "setup: %s", e.msg);
+    CHECK(m < n, "the canonical form lists cluster keys");
+    CHECK(same, "without cluster.* keys: rc %d", rc);
+    CHECK(named, "another missing key is still an error (rc %d)", rc_missing);
+}
+
+/* config_print_yaml writes a file that loads back to the same canonical form, awkward
+ * strings and floats included. */
+static void test_yaml_round_trip(void) {
+    config *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    CHECK(a && b, "oom");
+    tdm_err e = {0};
+    char *sets[] = {"preset=data-restricted-1b",
+                    "data.dataset=/data/it's a \"corpus\"\\v2/é/dataset.yaml",
+                    "tandem.gamma=0.1",
+                    "tandem.lr_alpha=1e-300",
+                    "checkpoint.every_seconds=5e-324",
+                    "optim.lr_min=1.5e-7",
+                    "cluster.gpus_per_node=8",
+                    "cluster.env=NOTE=a \"b\" c,AWS_REGION=eu-west-1",
+                    "cluster.tolerations=k=v:NoSchedule",
+                    "cluster.spot=true",
+                    "cluster.cloud=aks",
+                    "cluster.time_limit=1-00:00:00"};
+    int rc = load(a, "rt", BASE, sets, (int)(sizeof sets / sizeof sets[0]), &e);
+    FILE *f = rc ? NULL : fopen(tpath("printed.yaml"), "w");
+    if (f) {
+        config_print_yaml(f, a, "");
+        fclose(f);
+    }
+    int rc2 = f ? config_load(b, tpath("printed.yaml"), NULL, 0, &e) : -1;
+    config_kv *ka = NULL, *kb = NULL;
+    size_t na = 0, nb = 0;
+    int same = rc2 == 0 && config_canonical(a, &ka, &na, &e) == 0 &&
+               config_canonical(b, &kb, &nb, &e) == 0 && na == nb;
+    for (size_t i = 0; same && i < na; i++)
+        if (strcmp(ka[i].key, kb[i].key) || strcmp(ka[i].value, kb[i].value)) {
+            fprintf(stderr, "  %s: %s vs %s\n", ka[i].key, ka[i].value, kb[i].value);
+            same = 0;
+        }
+    free(ka);
+    free(kb);
+    free(a);
+    free(b);
+    CHECK(rc == 0, "load: %s", e.msg);
+    CHECK(rc2 == 0, "printed config does not load: %s", e.msg);
+    CHECK(same, "printed config differs");
+}
+
+static void test_job_names(void) {
+    config *c = malloc(sizeof *c);
+    tdm_err e = {0};
+    CHECK(c && load(c, "names", BASE, NULL, 0, &e) == 0, "%s", e.msg);
+    manifest_opts o = opts(c, "s3://b/p");
+    char name[128];
+    o.config_name = "My Run.v2__final";
+    manifest_job_name(&o, name, sizeof name);
+    int a = !strcmp(name, "tandem-my-run-v2-final");
+    o.config_name = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+    manifest_job_name(&o, name, sizeof name);
+    int b = strlen(name) == 63;
+    c->cluster.nodes = 100; /* room for "-99" */
+    manifest_job_name(&o, name, sizeof name);
+    int d = strlen(name) == 60;
+    snprintf(c->cluster.job_name, sizeof c->cluster.job_name, "given");
+    manifest_job_name(&o, name, sizeof name);
+    int g = !strcmp(name, "given");
+    free(c);
+    CHECK(a, "sanitised name");
+    CHECK(b, "cut to 63");
+    CHECK(d, "room for the pod index");
+    CHECK(g, "cluster.job_name wins");
+}
+
+static void test_slurm_directives(void) {
+    config *c = malloc(sizeof *c);
+    tdm_err e = {0};
+    CHECK(c && load(c, "slurm", BASE, NULL, 0, &e) == 0, "%s", e.msg);
+    rendered r, g, u, x;
+    manifest_opts o = opts(c, "s3://b/p");
+    render(&r, 1, &o);
+    c->cluster.gpus_per_node = 8;
+    c->cluster.cpus_per_task = 16;
+    snprintf(c->cluster.memory, sizeof c->cluster.memory, "256G");
+    snprintf(c->cluster.time_limit, sizeof c->cluster.time_limit, "12:00:00");
+    snprintf(c->cluster.partition, sizeof c->cluster.partition, "gpu");
+    snprintf(c->cluster.account, sizeof c->cluster.account, "ml");
+    c->cluster.signal_lead_s = 420;
+    render(&g, 1, &o);
+    c->cluster.gpu_type[0] = '\0';
+    render(&u, 1, &o);
+    c->cluster.nodes = 3;
+    render(&x, 1, &o);
+    int cpu_ok = r.rc == 0 && !strstr(r.out, "--gres") && !strstr(r.out, "--mem") &&
+                 !strstr(r.out, "--time") && !strstr(r.out, "--partition") &&
+                 !strstr(r.out, "--cpus-per-task") && has_line(r.out, "#SBATCH --requeue") &&
+                 has_line(r.out, "#SBATCH --open-mode=append") &&
+                 has_line(r.out, "#SBATCH --signal=B:USR1@300") &&
+                 has_line(r.out, "#SBATCH --chdir=/shared/jobs") &&
+                 has_line(r.out, "#SBATCH --job-name=tandem-run") &&
+                 has_line(r.out, "#SBATCH --dependency=singleton") &&
+                 has_line(r.out, "TANDEM=/opt/tandem/bin/tandem") &&
+                 has_line(r.out, "CONFIG=/shared/run.yaml") && !strstr(r.out, "TANDEM_COORDINATOR");
+    int gpu_ok = g.rc == 0 && has_line(g.out, "#SBATCH --gres=gpu:h100:8") &&
+                 has_line(g.out, "#SBATCH --mem=256G") && has_line(g.out, "#SBATCH --time=12:00:00") &&
+                 has_line(g.out, "#SBATCH --partition=gpu") && has_line(g.out, "#SBATCH --account=ml") &&
+                 has_line(g.out, "#SBATCH --cpus-per-task=16") &&
+                 has_line(g.out, "#SBATCH --signal=B:USR1@420") &&
+                 strstr(g.out, "srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --cpus-per-task=16");
+    int untyped = u.rc == 0 && has_line(u.out, "#SBATCH --gres=gpu:8") && strstr(u.warn, "any GPU");
+    int multi = x.rc == 0 && has_line(x.out, "#SBATCH --nodes=3") &&
+                has_line(x.out, "export TANDEM_WORLD_SIZE=3") &&
+                strstr(x.out, "head -n 1):29500\"") && strstr(x.warn, "cluster.nodes = 3") &&
+                strstr(x.out, "srun --nodes=3 --ntasks=3 --ntasks-per-node=1");
+    int warned = strstr(g.warn, "run.device = cpu") != NULL;
+    if (!cpu_ok) fprintf(stderr, "%s\n", r.out);
+    rendered_free(&r);
+    rendered_free(&g);
+    rendered_free(&u);
+    rendered_free(&x);
+    free(c);
+    CHECK(cpu_ok, "CPU job: directives");
+    CHECK(gpu_ok, "GPU job: directives");
+    CHECK(untyped, "untyped GPUs");
+    CHECK(multi, "several nodes");
+    CHECK(warned, "GPUs with run.device = cpu warn");
+}
+
+/* Paths and stores made absolute against the job's directory; --set values quoted for
+ * the shell; cluster.* values not passed to tandem run; no credential in the script. */
+static void test_slurm_words(void) {
+    config *c = malloc(sizeof *c);
+    tdm_err e = {0};
+    char *sets[] = {"data.dataset=/data/it's here/dataset.yaml", "cluster.nodes=1"};
+    CHECK(c && load(c, "words",
+                    "data: {dataset: /d.yaml}\n"
+                    "cluster: {workdir: jobs/a, credentials_file: aws.env}\n",
+                    sets, 2, &e) == 0,
+          "%s", e.msg);
+    CHECK(write_text(tpath("aws.env"), "AWS_SECRET_ACCESS_KEY=never-in-a-script\n") == 0, "creds");
+    manifest_opts o = opts(c, "file://runs/x");
+    o.sets = sets;
+    o.nsets = 2;
+    rendered r, s, p, bad;
+    render(&r, 1, &o);
+    o.store_url = "store/y";
+    render(&s, 1, &o);
+    o.store_url = "s3://bucket/prefix";
+    render(&p, 1, &o);
+    o.config_path = "relative.yaml";
+    render(&bad, 1, &o);
+    char want_store[4300], want_creds[4300], want_dir[4300];
+    const char *wd = c->cluster.workdir; /* resolved against the config file's directory */
+    snprintf(want_store, sizeof want_store, "STORE=file://%s/runs/x", wd);
+    snprintf(want_creds, sizeof want_creds, "CREDENTIALS=%s/aws.env", tmp);
+    snprintf(want_dir, sizeof want_dir, "#SBATCH --chdir=%s", wd);
+    int paths = r.rc == 0 && wd[0] == '/' && has_line(r.out, want_store) &&
+                has_line(r.out, want_dir) && has_line(r.out, want_creds);
+    char want_s[4300];
+    snprintf(want_s, sizeof want_s, "STORE=file://%s/store/y", wd);
+    int bare = s.rc == 0 && has_line(s.out, want_s);
+    int s3 = p.rc == 0 && has_line(p.out, "STORE=s3://bucket/prefix") && !strstr(p.warn, "no cluster.credentials_file");
+    int quoted = strstr(r.out, "--set 'data.dataset=/data/it'\\''s here/dataset.yaml'") != NULL;
+    int no_cluster = !strstr(r.out, "--set cluster.") && !strstr(r.out, "--set 'cluster.");
+    int no_secret = !strstr(r.out, "never-in-a-script") && strstr(r.out, "load_credentials \"$CREDENTIALS\" || exit 2");
+    int refused = bad.rc == ERR_USAGE && strstr(bad.e.msg, "absolute");
+    rendered_free(&r);
+    rendered_free(&s);
+    rendered_free(&p);
+    rendered_free(&bad);
+    free(c);
+    CHECK(paths, "absolute store, workdir and credentials path");
+    CHECK(bare, "a bare store path is a file store in the job's directory");
+    CHECK(s3, "an s3 store is kept as is");
+    CHECK(quoted, "--set value quoted for the shell");
+    CHECK(no_cluster, "cluster.* passed on to tandem run");
+    CHECK(no_secret, "credentials file contents in the script");
+    CHECK(refused, "a relative config path on the nodes is refused");
+}
+
+static void test_k8s_requires_image(void) {
+    config *c = malloc(sizeof *c);
+    tdm_err e = {0};
+    CHECK(c && load(c, "noimage", BASE, NULL, 0, &e) == 0, "%s", e.msg);
+    manifest_opts o = opts(c, "s3://b/p");
+    rendered r;
+    render(&r, 0, &o);
+    int ok = r.rc == ERR_USAGE && strstr(r.e.msg, "cluster.image") && r.out_len == 0;
+    rendered_free(&r);
+    free(c);
+    CHECK(ok, "missing image: rc %d %s", r.rc, r.e.msg);
+}
+
+static void test_k8s_node_selection(void) {
+    config *c = malloc(sizeof *c);
+    tdm_err e = {0};
+    char *sets[] = {"cluster.image=reg/tandem:1", "cluster.gpus_per_node=8", "cluster.spot=true",
+                    "cluster.memory=512M", "cluster.cpus_per_task=12"};
+    CHECK(c && load(c, "k8s", BASE, sets, 5, &e) == 0, "%s", e.msg);
+    manifest_opts o = opts(c, "s3://b/p");
+    rendered gke, eks, aks, none, odd, user;
+    c->cluster.cloud = CONFIG_CLOUD_GKE;
+    render(&gke, 0, &o);
+    c->cluster.cloud = CONFIG_CLOUD_EKS;
+    render(&eks, 0, &o);
+    c->cluster.cloud = CONFIG_CLOUD_AKS;
+    render(&aks, 0, &o);
+    c->cluster.cloud = CONFIG_CLOUD_NONE;
+    render(&none, 0, &o);
+    c->cluster.cloud = CONFIG_CLOUD_GKE;
+    snprintf(c->cluster.gpu_type, sizeof c->cluster.gpu_type, "l4");
+    render(&odd, 0, &o);
+    snprintf(c->cluster.gpu_type, sizeof c->cluster.gpu_type, "h100");
+    snprintf(c->cluster.node_selector, sizeof c->cluster.node_selector,
+             "cloud.google.com/gke-spot=false,pool=big");
+    snprintf(c->cluster.tolerations, sizeof c->cluster.tolerations, "team=ml:NoExecute,any");
+    render(&user, 0, &o);
+    int g = gke.rc == 0 && strstr(gke.out, "cloud.google.com/gke-accelerator: \"nvidia-h100-80gb\"") &&
+            strstr(gke.out, "cloud.google.com/gke-spot: \"true\"") &&
+            strstr(gke.out, "- key: \"cloud.google.com/gke-spot\"\n        operator: Equal\n"
+                            "        value: \"true\"\n        effect: NoSchedule") &&
+            strstr(gke.out, "- key: \"nvidia.com/gpu\"\n        operator: Exists\n        effect: NoSchedule") &&
+            strstr(gke.out, "nvidia.com/gpu: \"8\"") && strstr(gke.out, "memory: \"512Mi\"") &&
+            strstr(gke.out, "cpu: \"12\"");
+    int k = eks.rc == 0 && strstr(eks.out, "node.kubernetes.io/instance-type: \"p5.48xlarge\"") &&
+            strstr(eks.out, "eks.amazonaws.com/capacityType: \"SPOT\"");
+    int a = aks.rc == 0 &&
+            strstr(aks.out, "node.kubernetes.io/instance-type: \"Standard_ND96isr_H100_v5\"") &&
+            strstr(aks.out, "kubernetes.azure.com/scalesetpriority: \"spot\"") &&
+            strstr(aks.out, "key: \"kubernetes.azure.com/scalesetpriority\"");
+    int n = none.rc == 0 && !strstr(none.out, "nodeSelector") && strstr(none.warn, "no spot labels");
+    int u = odd.rc == 0 && strstr(odd.warn, "no node labels known for cluster.gpu_type = 'l4'") &&
+            !strstr(odd.out, "gke-accelerator");
+    int w = user.rc == 0 && strstr(user.out, "cloud.google.com/gke-spot: \"false\"") &&
+            !strstr(user.out, "cloud.google.com/gke-spot: \"true\"") &&
+            strstr(user.out, "pool: \"big\"") &&
+            strstr(user.out, "- key: \"team\"\n        operator: Equal\n        value: \"ml\"\n"
+                             "        effect: NoExecute") &&
+            /* no value, no effect: tolerates every taint with key "any" */
+            strstr(user.out, "- key: \"any\"\n        operator: Exists\n      containers:");
+    rendered_free(&gke);
+    rendered_free(&eks);
+    rendered_free(&aks);
+    rendered_free(&none);
+    rendered_free(&odd);
+    rendered_free(&user);
+    free(c);
+    CHECK(g, "GKE");
+    CHECK(k, "EKS");
+    CHECK(a, "AKS");
+    CHECK(n, "no cloud");
+    CHECK(u, "unknown GPU type");
+    CHECK(w, "the config's labels win, its tolerations are added");
+}
+
+static void test_k8s_job_shape(void) {
+    config *c = malloc(sizeof *c);
+    tdm_err e = {0};
+    char *sets[] = {"cluster.image=reg/tandem:1", "cluster.secret_name=aws",
+                    "cluster.grace_period_s=90", "cluster.backoff_limit=5",
+                    "data.dataset=rel/dataset.yaml"}; /* from --set: stays relative */
+    CHECK(c && load(c, "shape", BASE, sets, 5, &e) == 0, "%s", e.msg);
+    manifest_opts o = opts(c, "s3://b/p");
+    rendered one, idx, file;
+    render(&one, 0, &o);
+    c->cluster.nodes = 4;
+    render(&idx, 0, &o);
+    o.store_url = "file:///tmp/x";
+    c->cluster.nodes = 1;
+    render(&file, 0, &o);
+    int s = one.rc == 0 && !strstr(one.out, "kind: Service") && strstr(one.out, "kind: ConfigMap") &&
+            strstr(one.out, "restartPolicy: Never") && strstr(one.out, "backoffLimit: 5") &&
+            strstr(one.out, "terminationGracePeriodSeconds: 90") &&
+            strstr(one.out, "podReplacementPolicy: Failed") && strstr(one.out, "values: [75]") &&
+            strstr(one.out, "values: [2]") && strstr(one.out, "type: DisruptionTarget") &&
+            strstr(one.out, "command: [\"/usr/local/bin/tandem\", \"run\", \"/etc/tandem/config.yaml\", "
+                            "\"--store\", \"s3://b/p\"]") &&
+            strstr(one.out, "secretName: \"aws\"") && !strstr(one.out, "nvidia.com/gpu") &&
+            !strstr(one.warn, "no cluster.secret_name") && strstr(one.warn, "is relative");
+    int x = idx.rc == 0 && strstr(idx.out, "kind: Service") && strstr(idx.out, "clusterIP: None") &&
+            strstr(idx.out, "completionMode: Indexed") && strstr(idx.out, "completions: 4") &&
+            strstr(idx.out, "backoffLimitPerIndex: 5") && !strstr(idx.out, "backoffLimit: 5") &&
+            strstr(idx.out, "tandem-run-0.tandem-run:29500") && strstr(idx.out, "subdomain: \"tandem-run\"");
+    int f = file.rc == 0 && strstr(file.warn, "is a file store");
+    rendered_free(&one);
+    rendered_free(&idx);
+    rendered_free(&file);
+    free(c);
+    CHECK(s, "single-node Job");
+    CHECK(x, "Indexed Job");
+    CHECK(f, "file store warning");
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+int main(void) {
+    tmp = test_tmpdir("manifest");
+    RUN(test_cluster_defaults);
+    RUN(test_cluster_formats);
+    RUN(test_credentials_never_echoed);
+    RUN(test_canonical_without_cluster);
+    RUN(test_yaml_round_trip);
+    RUN(test_job_names);
+    RUN(test_slurm_directives);
+    RUN(test_slurm_words);
+    RUN(test_k8s_requires_image);
+    RUN(test_k8s_node_selection);
+    RUN(test_k8s_job_shape);
+    nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(tmp);
+    return test_summary("test_manifest");
+}
