@@ -44,11 +44,13 @@ int cmd_status(int argc, char **argv) {
         printf("store     %s\n", url);
         printf("config    sha256 %s\n", hex);
         int E = cfg.tandem.E, T = cfg.run.episodes;
+        int per_episode = cfg.run.mode == CONFIG_MODE_FIXED ? E : E + 2;
         if (have) {
             printf("position  episode %llu/%d, next step %s", (unsigned long long)s.episode, T, s.step);
             if (!strcmp(s.step, "free")) printf(" %llu/%d", (unsigned long long)s.index + 1, E);
             printf(" (run position %llu of %llu)\n", (unsigned long long)s.seq,
-                   (unsigned long long)T * (uint64_t)(E + 2));
+                   (unsigned long long)T * (uint64_t)per_episode);
+            if (cfg.run.mode == CONFIG_MODE_FIXED) printf("mode      fixed mixture (no alpha updates)\n");
             char when[64];
             audit_time(h.time, when, sizeof when);
             double age = (double)time(NULL) - h.time;

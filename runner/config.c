@@ -47,16 +47,18 @@ static const char *const preset_names[] = {"none",
                                            "sft-qwen2-0.5b",
                                            NULL};
 static const char *const device_names[] = {"cpu", "cuda", NULL};
-static const char *const mixing_names[] = {"weight", "sample", NULL};
-static const char *const alpha_init_names[] = {"uniform", "natural", NULL};
+static const char *const mixing_names[] = {"weight", "sample", "auto", NULL};
+static const char *const mixture_names[] = {"uniform", "natural", "file", NULL};
+static const char *const mode_names[] = {"tandem", "fixed", NULL};
 static const char *const schedule_names[] = {"cosine", "constant", NULL};
 static const char *const cloud_names[] = {"none", "gke", "eks", "aks", NULL};
 
 #define COUNT_NAMES(a) (sizeof(a) / sizeof(a)[0] - 1)
 _Static_assert(COUNT_NAMES(preset_names) == CONFIG_PRESET_COUNT, "preset names vs enum");
 _Static_assert(COUNT_NAMES(device_names) == CONFIG_DEVICE_CUDA + 1, "device names vs enum");
-_Static_assert(COUNT_NAMES(mixing_names) == CONFIG_MIXING_SAMPLE + 1, "mixing names vs enum");
-_Static_assert(COUNT_NAMES(alpha_init_names) == CONFIG_ALPHA_INIT_NATURAL + 1, "alpha_init");
+_Static_assert(COUNT_NAMES(mixing_names) == CONFIG_MIXING_AUTO + 1, "mixing names vs enum");
+_Static_assert(COUNT_NAMES(mixture_names) == CONFIG_MIXTURE_FILE + 1, "mixture names vs enum");
+_Static_assert(COUNT_NAMES(mode_names) == CONFIG_MODE_FIXED + 1, "mode names vs enum");
 _Static_assert(COUNT_NAMES(schedule_names) == CONFIG_SCHEDULE_CONSTANT + 1, "schedule");
 _Static_assert(COUNT_NAMES(cloud_names) == CONFIG_CLOUD_AKS + 1, "cloud");
 
@@ -322,13 +324,22 @@ static const key_def schema[] = {
     INT("run.episodes", run.episodes, "20", 1, INT_MAX,
         "episodes T; each is sync, probe (K steps), alpha update, free (E steps)"),
     U64("run.seed", run.seed, "1", "seed of every counter-based random stream (init, data order)"),
+    ENUM("run.mode", run.mode, "tandem", mode_names,
+         "tandem: data-mixture optimisation; fixed: train with a fixed mixture (data.mixture), "
+         "the paper's second stage"),
     ENUM("run.device", run.device, "cpu", device_names, "compute backend"),
     INT("run.threads", run.threads, "0", 0, INT_MAX, "CPU threads; 0 = all cores"),
     STR("data.dataset", data.dataset, NULL, F_PATH,
         "dataset YAML (DESIGN.md §7); a relative path is relative to the config file"),
-    ENUM("data.mixing", data.mixing, "weight", mixing_names,
+    ENUM("data.mixing", data.mixing, "auto", mixing_names,
          "weight: B/M sequences per domain, α-weighted loss; sample: each sequence's domain "
-         "drawn ∝ α"),
+         "drawn ∝ α; auto: weight for run.mode=tandem, sample for fixed"),
+    ENUM("data.mixture", data.mixture, "uniform", mixture_names,
+         "α at episode 0 (tandem) or throughout (fixed): uniform, natural (∝ train tokens "
+         "per domain), or file (data.mixture_file)"),
+    STR("data.mixture_file", data.mixture_file, "", F_PATH,
+        "mixture YAML written by `tandem mixture` (used when data.mixture = file); relative "
+        "to the config file"),
     INT("model.vocab", model.vocab, "0", 0, 65536, "vocabulary size; 0 = the dataset's"),
     INT("model.ctx", model.ctx, "64", 1, INT_MAX, "context length (learned positions)"),
     INT("model.layers", model.layers, "2", 1, INT_MAX, "transformer blocks"),
@@ -352,8 +363,6 @@ static const key_def schema[] = {
          "free phase continues from the probe's u'_K instead of the synced u"),
     FLT("tandem.alpha_floor", tandem.alpha_floor, "0", 0, false, 1, true,
         "ε: lower bound of every α_m after the projection (needs ε·M < 1)"),
-    ENUM("tandem.alpha_init", tandem.alpha_init, "uniform", alpha_init_names,
-         "α at episode 0: uniform, or natural (∝ train tokens per domain)"),
     FLT("optim.lr", optim.lr, "5e-4", 0, true, INFINITY, false,
         "η_E: AdamW peak learning rate of the free phase"),
     FLT("optim.lr_min", optim.lr_min, "0", 0, false, INFINITY, false,
@@ -985,6 +994,10 @@ static int check_all(const config *c, const origin *from, const char *path, tdm_
                        "data.dataset is required: the dataset YAML to train on (give a config "
                        "file or --set data.dataset=PATH)");
     }
+    if (c->data.mixture == CONFIG_MIXTURE_FILE && !c->data.mixture_file[0])
+        return err_set(e, ERR_USAGE,
+                       "data.mixture = file needs data.mixture_file: the YAML that `tandem "
+                       "mixture STORE --out FILE` writes");
     if (c->model.channels % c->model.heads) {
         ORIGINS("model.channels", "model.heads");
         return err_set(e, ERR_USAGE,

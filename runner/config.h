@@ -52,8 +52,12 @@ enum config_preset {
     CONFIG_PRESET_COUNT
 };
 enum config_device { CONFIG_DEVICE_CPU, CONFIG_DEVICE_CUDA };
-enum config_mixing { CONFIG_MIXING_WEIGHT, CONFIG_MIXING_SAMPLE };
-enum config_alpha_init { CONFIG_ALPHA_INIT_UNIFORM, CONFIG_ALPHA_INIT_NATURAL };
+/* auto: weight for TANDEM runs, sample for fixed-mixture training (DESIGN.md §2) */
+enum config_mixing { CONFIG_MIXING_WEIGHT, CONFIG_MIXING_SAMPLE, CONFIG_MIXING_AUTO };
+/* the mixture a TANDEM run starts from, or a fixed run trains with */
+enum config_mixture { CONFIG_MIXTURE_UNIFORM, CONFIG_MIXTURE_NATURAL, CONFIG_MIXTURE_FILE };
+/* tandem: DMO episodes (probe, alpha, free); fixed: free steps only, α never moves */
+enum config_mode { CONFIG_MODE_TANDEM, CONFIG_MODE_FIXED };
 enum config_schedule { CONFIG_SCHEDULE_COSINE, CONFIG_SCHEDULE_CONSTANT };
 enum config_cloud { CONFIG_CLOUD_NONE, CONFIG_CLOUD_GKE, CONFIG_CLOUD_EKS, CONFIG_CLOUD_AKS };
 
@@ -64,6 +68,7 @@ typedef struct config {
     char store[CONFIG_STR_MAX]; /* run store URL; "" = the runner decides */
     struct config_run {
         int episodes;  /* T */
+        int mode;      /* enum config_mode */
         uint64_t seed;
         int device;    /* enum config_device */
         int threads;   /* 0 = all cores */
@@ -71,6 +76,8 @@ typedef struct config {
     struct config_data {
         char dataset[CONFIG_STR_MAX]; /* dataset YAML; resolved against the config's dir */
         int mixing;                   /* enum config_mixing */
+        int mixture;                  /* enum config_mixture */
+        char mixture_file[CONFIG_STR_MAX]; /* `tandem mixture` YAML when mixture = file */
     } data;
     struct config_model {
         int vocab; /* 0 = the dataset's */
@@ -88,7 +95,6 @@ typedef struct config {
         double lr_alpha; /* η_α */
         bool probe_carry;
         double alpha_floor;
-        int alpha_init; /* enum config_alpha_init */
     } tandem;
     struct config_optim {
         double lr; /* η_E */

@@ -13,6 +13,7 @@
 #include "data/dataset.h"
 #include "model/model.h"
 #include "runner/ckpt.h"
+#include "runner/mixfile.h"
 #include "runner/config.h"
 #include "runner/pin.h"
 #include "runner/progress.h"
@@ -92,7 +93,11 @@ static void fill_hparams(run_ctx *r) {
     h->lr_alpha = c->tandem.lr_alpha;
     h->alpha_floor = c->tandem.alpha_floor;
     h->probe_carry = c->tandem.probe_carry;
-    h->mixing = c->data.mixing == CONFIG_MIXING_SAMPLE ? STEP_MIX_SAMPLE : STEP_MIX_WEIGHT;
+    int fixed = c->run.mode == CONFIG_MODE_FIXED;
+    h->fixed = fixed;
+    h->mixing = c->data.mixing == CONFIG_MIXING_SAMPLE || (c->data.mixing == CONFIG_MIXING_AUTO && fixed)
+                    ? STEP_MIX_SAMPLE
+                    : STEP_MIX_WEIGHT;
     h->lr = c->optim.lr;
     h->lr_min = c->optim.lr_min;
     h->warmup = c->optim.warmup;
@@ -244,6 +249,11 @@ static int setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     return 0;
 }
 
+/* The first step of every episode: the probe in a TANDEM run, a free step in a fixed one. */
+static int first_step(const run_ctx *r) {
+    return r->cfg.run.mode == CONFIG_MODE_FIXED ? NEXT_FREE : NEXT_PROBE;
+}
+
 /* Loads the newest verified state into the nets, or initialises a new run. */
 static int load_or_init(run_ctx *r, int *resumed, tdm_err *e) {
     rec_state rec;
@@ -261,12 +271,15 @@ static int load_or_init(run_ctx *r, int *resumed, tdm_err *e) {
             rc = ops->upload(r->nets.ctx, dev[t], ckpt_host(r->ck, t), P, e);
         return rc;
     }
-    step_state_init(&r->st, &r->ds, r->cfg.tandem.alpha_init == CONFIG_ALPHA_INIT_NATURAL);
+    step_state_init(&r->st, &r->ds, r->cfg.data.mixture == CONFIG_MIXTURE_NATURAL);
+    if (r->cfg.data.mixture == CONFIG_MIXTURE_FILE &&
+        (rc = mixture_file_read(r->cfg.data.mixture_file, &r->ds, r->st.alpha, e)))
+        return rc;
     float *host = ckpt_host(r->ck, 0);
     model_init_params(&r->lay, r->cfg.run.seed, host);
     rc = ops->upload(r->nets.ctx, r->nets.u, host, P, e);
     r->seq = 0;
-    r->next = NEXT_PROBE;
+    r->next = first_step(r);
     r->index = 0;
     r->alpha_records = 0;
     memset(&r->alpha_head, 0, sizeof r->alpha_head);
@@ -347,7 +360,7 @@ static int loop(run_ctx *r, tdm_err *e) {
     const config *c = &r->cfg;
     int M = r->st.M, rc = 0;
     uint64_t T = (uint64_t)c->run.episodes, E = (uint64_t)c->tandem.E;
-    uint64_t steps_total = T * (E + 2);
+    uint64_t steps_total = T * (r->hp.fixed ? E : E + 2);
     double loss_sum[STEP_MAX_DOMAINS] = {0};
     int loss_n = 0; /* free steps summed: fewer than E in an episode resumed midway */
     double t_episode = now_mono(), t_start = t_episode;
@@ -386,7 +399,7 @@ static int loop(run_ctx *r, tdm_err *e) {
                 loss_n = 0;
                 r->index = 0;
                 r->st.episode++;
-                r->next = r->st.episode == T ? NEXT_DONE : NEXT_PROBE;
+                r->next = r->st.episode == T ? NEXT_DONE : first_step(r);
                 double now = now_mono(), dt = now - t_episode;
                 double last = ckpt_last_commit_time(r->ck);
                 double per_step = (now - t_start) / (double)(r->seq + 1 - seq_start);
@@ -407,7 +420,7 @@ static int loop(run_ctx *r, tdm_err *e) {
             return err_set(e, ERR_INTERNAL, "bad run position");
         }
         r->seq++;
-        if (r->next == NEXT_PROBE && c->checkpoint.every_episodes > 0 &&
+        if (r->next == first_step(r) && r->index == 0 && c->checkpoint.every_episodes > 0 &&
             r->st.episode % (uint64_t)c->checkpoint.every_episodes == 0)
             if ((rc = commit(r, 1, e))) return rc;
     }
@@ -451,7 +464,12 @@ int run_main(const run_opts *o, tdm_err *e) {
     }
     if (!rc && r->next != NEXT_DONE) rc = loop(r, e); /* loop's first safe point sees a pending signal */
     if (!rc) rc = ckpt_wait(r->ck, e);
-    if (!rc) rc = write_mixture(r, r->progress == PROGRESS_QUIET ? NULL : stdout, e);
+    if (!rc && !r->hp.fixed) rc = write_mixture(r, r->progress == PROGRESS_QUIET ? NULL : stdout, e);
+    if (!rc && r->hp.fixed && r->progress != PROGRESS_QUIET) {
+        printf("trained with the fixed mixture:");
+        for (int m = 0; m < r->st.M; m++) printf(" %s %.4f", r->names[m], r->st.alpha[m]);
+        printf("\n");
+    }
     if (!rc) rc = ckpt_release(r->ck, e);
     if (r->ck) {
         tdm_err ignore;

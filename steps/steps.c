@@ -51,12 +51,13 @@ int step_check(const step_hparams *hp, const dataset *ds, tdm_err *e) {
     if (M > STEP_MAX_DOMAINS)
         return err_set(e, ERR_USAGE, "%s has %d domains; at most %d are supported", ds->path, M,
                        STEP_MAX_DOMAINS);
-    if (hp->B % M != 0)
+    /* weight mixing, and a TANDEM probe's evaluation batch, take B/M sequences per domain */
+    if (hp->B % M != 0 && (!hp->fixed || hp->mixing == STEP_MIX_WEIGHT))
         return err_set(e, ERR_USAGE,
                        "train.batch = %d must be a multiple of the %d domains of %s (every batch "
                        "holds B/M sequences per domain)",
                        hp->B, M, ds->path);
-    if (hp->V < M || hp->V % M != 0)
+    if (!hp->fixed && (hp->V < M || hp->V % M != 0))
         return err_set(e, ERR_USAGE,
                        "tandem.val_batch = %d must be a positive multiple of the %d domains of %s",
                        hp->V, M, ds->path);
@@ -65,7 +66,7 @@ int step_check(const step_hparams *hp, const dataset *ds, tdm_err *e) {
                        hp->alpha_floor, M);
     for (int m = 0; m < M; m++) {
         int rc = sampler_check(ds, m, SPLIT_TRAIN, hp->T, e);
-        if (!rc) rc = sampler_check(ds, m, SPLIT_VAL, hp->T, e);
+        if (!rc && !hp->fixed) rc = sampler_check(ds, m, SPLIT_VAL, hp->T, e);
         if (rc) return rc;
     }
     return 0;

@@ -42,6 +42,7 @@ typedef struct step_hparams {
     double lr_probe, lr_alpha, alpha_floor;
     int probe_carry; /* free phase continues from u'_K instead of u */
     int mixing;      /* STEP_MIX_WEIGHT or STEP_MIX_SAMPLE */
+    int fixed;       /* fixed-mixture training: free steps only (no probe, so no val batches) */
     /* free phase: AdamW with a cosine (or constant) schedule over total_free steps */
     double lr, lr_min;
     long warmup, total_free;

@@ -75,14 +75,15 @@ static void test_defaults(void) {
               c.run.threads == 0,
           "run: %d %llu %d %d", c.run.episodes, (unsigned long long)c.run.seed, c.run.device,
           c.run.threads);
-    CHECK(c.data.mixing == CONFIG_MIXING_WEIGHT, "mixing");
+    CHECK(c.data.mixing == CONFIG_MIXING_AUTO, "mixing");
     CHECK(c.model.vocab == 0 && c.model.ctx == 64 && c.model.layers == 2 && c.model.heads == 2 &&
               c.model.channels == 64,
           "model");
     CHECK(c.train.batch == 8 && c.train.seq == 64, "train");
     CHECK(c.tandem.K == 5 && c.tandem.E == 5 && c.tandem.gamma == 1.0 &&
               c.tandem.lr_probe == 1e-2 && c.tandem.lr_alpha == 4e-3 && !c.tandem.probe_carry &&
-              c.tandem.alpha_floor == 0 && c.tandem.alpha_init == CONFIG_ALPHA_INIT_UNIFORM,
+              c.tandem.alpha_floor == 0 && c.data.mixture == CONFIG_MIXTURE_UNIFORM &&
+                  c.data.mixing == CONFIG_MIXING_AUTO && c.run.mode == CONFIG_MODE_TANDEM,
           "tandem");
     CHECK(c.optim.lr == 5e-4 && c.optim.lr_min == 0 && c.optim.warmup == 0 &&
               c.optim.schedule == CONFIG_SCHEDULE_COSINE && c.optim.weight_decay == 1e-2 &&
@@ -121,13 +122,13 @@ static void test_file_nested_sections(void) {
                        "data:\n"
                        "  dataset: /abs/ds.yaml\n"
                        "  mixing: sample\n"
+                       "  mixture: natural\n"
                        "model: {layers: 3, channels: 96, heads: 4, ctx: 128, vocab: 65536}\n"
                        "tandem:\n"
                        "  gamma: 2\n"
                        "  lr_probe: 1e-3\n"
                        "  lr_alpha: .5\n"
                        "  probe_carry: true\n"
-                       "  alpha_init: natural\n"
                        "optim:\n"
                        "  schedule: constant\n"
                        "  beta2: 0.999\n"
@@ -148,7 +149,7 @@ static void test_file_nested_sections(void) {
               c.model.ctx == 128 && c.model.vocab == 65536,
           "model");
     CHECK(c.tandem.gamma == 2.0 && c.tandem.lr_probe == 1e-3 && c.tandem.lr_alpha == 0.5 &&
-              c.tandem.probe_carry && c.tandem.alpha_init == CONFIG_ALPHA_INIT_NATURAL,
+              c.tandem.probe_carry && c.data.mixture == CONFIG_MIXTURE_NATURAL,
           "tandem");
     CHECK(c.optim.schedule == CONFIG_SCHEDULE_CONSTANT && c.optim.beta2 == 0.999, "optim");
     CHECK(same_bits(c.optim.lr_min, -0.0), "-0.0 kept bit-exact");

@@ -376,6 +376,54 @@ static void test_two_runners_fence_the_stale_one(void) {
     fixture_close(&a);
 }
 
+/* The paper's second stage: a fixed mixture from a file, sample mixing (auto), free
+ * steps only — no α records — and the same resume guarantees. */
+static void test_fixed_mixture_training(void) {
+    fixture a, b;
+    CHECK(fixture_open(&a, "fixed") == 0 && fixture_open(&b, "fixed") == 0, "fixture");
+    char mix[700], text[4096];
+    snprintf(mix, sizeof mix, "%s/mix.yaml", a.dir);
+    CHECK(write_file(mix, "# a mixture as tandem mixture writes it\nmixture:\n  d0: 0.2\n  d1: 0.3\n  d2: 0.5\n") == 0, "mix");
+    for (int i = 0; i < 2; i++) {
+        fixture *f = i ? &b : &a;
+        snprintf(text, sizeof text,
+                 "run: {episodes: 10, seed: 3, threads: 1, mode: fixed}\n"
+                 "data: {dataset: %s/dataset.yaml, mixture: file, mixture_file: %s}\n"
+                 "model: {layers: 2, channels: 32, heads: 2, ctx: 32}\n"
+                 "train: {batch: 5, seq: 32}\n"
+                 "tandem: {E: 3}\n"
+                 "optim: {lr: 3e-3}\n"
+                 "checkpoint: {every_episodes: 2}\n",
+                 g_corpus, mix);
+        CHECK(write_file(f->config, text) == 0, "config");
+    }
+    int rc = run_to_end(&a, NULL);
+    char log[8192], ha[1024], hb[1024];
+    read_all(a.log, log, sizeof log);
+    CHECK(rc == 0 && hash_of(&a, ha, sizeof ha) == 0, "fixed run: exit %d %s", rc, log);
+    CHECK(strstr(ha, "seq 30\nstep done") && strstr(ha, " 0\n"), "fixed run: 30 free steps, no alpha records:\n%s", ha);
+    char path[800];
+    snprintf(path, sizeof path, "%s/alpha", a.store);
+    CHECK(access(path, F_OK) != 0, "a fixed run wrote alpha records");
+    CHECK(run_to_end(&b, "TANDEM_TEST_SIGNAL_AT=free:8") == 75, "stop");
+    CHECK(run_to_end(&b, "TANDEM_TEST_SIGNAL_AT=free:11") == 75, "second stop");
+    CHECK(run_to_end(&b, NULL) == 0 && hash_of(&b, hb, sizeof hb) == 0, "resume");
+    CHECK(strcmp(ha, hb) == 0, "fixed run resumed elsewhere:\n%s\nvs\n%s", hb, ha);
+    /* a mixture file that does not fit the dataset is refused naming the domain */
+    CHECK(write_file(mix, "mixture:\n  d0: 0.5\n  dX: 0.5\n") == 0, "mix");
+    fixture c;
+    CHECK(fixture_open(&c, "fixed") == 0, "fixture");
+    snprintf(text, sizeof text, "run: {mode: fixed}\ndata: {dataset: %s/dataset.yaml, mixture: file, mixture_file: %s}\n",
+             g_corpus, mix);
+    CHECK(write_file(c.config, text) == 0, "config");
+    rc = run_to_end(&c, NULL);
+    read_all(c.log, log, sizeof log);
+    CHECK(rc == 2 && strstr(log, "dX") && strstr(log, "mix.yaml"), "bad mixture file: exit %d %s", rc, log);
+    fixture_close(&a);
+    fixture_close(&b);
+    fixture_close(&c);
+}
+
 static void test_pinned_config(void) {
     fixture f;
     CHECK(fixture_open(&f, "pin") == 0, "fixture");
@@ -418,6 +466,7 @@ int main(void) {
     RUN(test_nondeterministic_replay_is_detected);
     RUN(test_sample_mixing_time_policy);
     RUN(test_two_runners_fence_the_stale_one);
+    RUN(test_fixed_mixture_training);
     RUN(test_pinned_config);
     test_rmtree(g_corpus);
     return test_summary("test_runner");
