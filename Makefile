@@ -7,7 +7,10 @@
 #   make bench-cpu  CPU backend vs PyTorch, same model, batch and threads
 #   make bench-ckpt commit stall/throughput vs memcpy/dd; episode cost vs vanilla
 #   make bench-s3   a ~1 GiB state to/from a loopback S3 server beside aws s3 cp
+#   make bench-dmo  TANDEM α* vs Uniform and Natural mixtures on a data-restricted corpus
 #   make fuzz       libFuzzer on every store record decoder (FUZZ_SECONDS each, default 60)
+#   make test-gpu   the CUDA backend against the CPU reference on a GPU (says SKIPPED without one)
+#   make bench-gpu  CUDA backend vs PyTorch (bf16, SDPA) on a GPU: tokens/s, MFU, episode cost
 #
 # Builds live in build/<variant>/ with the source tree mirrored below it.
 
@@ -33,7 +36,8 @@ LDLIBS := $(PKG_LIBS) -fopenmp -lm
 
 LAYERS   := util data model steps storage runner
 LIB_SRC  := $(filter-out runner/main.c,$(foreach d,$(LAYERS),$(wildcard $(d)/*.c)))
-TEST_SRC := $(wildcard tests/test_*.c)
+# tests/test_gpu.c is not in the default suite: `make test-gpu` builds and runs it (GPU section)
+TEST_SRC := $(filter-out tests/test_gpu.c,$(wildcard tests/test_*.c))
 BENCH_SRC := $(wildcard bench/*.c)
 VARIANTS := rel asan
 
@@ -96,13 +100,79 @@ bench-s3: deps-test
 	@$(MAKE) --no-print-directory $(BUILD)/rel/bench/bench_s3
 	@bash bench/s3.sh
 
+bench-dmo: deps-test
+	@$(MAKE) --no-print-directory tandem
+	@bash bench/dmo.sh
+
 fuzz:
 	@bash scripts/deps.sh fuzz
 	@bash tests/fuzz/run.sh
 
+# ---------------------------------------------------------------- GPU (CUDA) section
+# With nvcc (on PATH or in /usr/local/cuda), the rel build compiles gpu/*.cu (machine code
+# for sm_$(CUDA_ARCH) plus PTX, so newer GPUs run it too), defines TANDEM_HAVE_CUDA for the
+# C code (model_backend("cuda")) and links cudart, cuBLAS and cuBLASLt into ./tandem, the
+# rel tests and benchmarks. Nothing here needs a GPU to build. The asan build never has
+# CUDA (AddressSanitizer and the CUDA runtime don't mix). NVCC= (empty) builds without.
+ifeq ($(origin NVCC),undefined)
+NVCC := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+endif
+CUDA_ARCH ?= 90
+ifneq ($(strip $(NVCC)),)
+HAVE_CUDA   := 1
+CUDA_HOME   := $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/targets/x86_64-linux/lib) \
+                           $(CUDA_HOME)/lib64)
+NVCCFLAGS := -std=c++17 -O3 -lineinfo -I. -DTANDEM_HAVE_CUDA \
+             -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) \
+             -gencode arch=compute_$(CUDA_ARCH),code=compute_$(CUDA_ARCH) \
+             -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -MMD -MP
+CUDA_LIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcublas -lcudart -lstdc++
+GPU_SRC   := $(wildcard gpu/*.cu)
+GPU_OBJ   := $(patsubst %.cu,$(BUILD)/rel/%.o,$(GPU_SRC))
+
+$(BUILD)/rel/gpu/%.o: gpu/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/rel/libtandem.a: $(GPU_OBJ)
+CFLAGS_rel += -DTANDEM_HAVE_CUDA
+$(BUILD)/rel/tandem: LDLIBS += $(CUDA_LIBS)
+$(BUILD)/rel/tests/%: LDLIBS += $(CUDA_LIBS)
+$(BUILD)/rel/bench/%: LDLIBS += $(CUDA_LIBS)
+$(BUILD)/rel/gpu-tests/%: LDLIBS += $(CUDA_LIBS)
+else
+HAVE_CUDA :=
+endif
+
+# Objects whose code depends on TANDEM_HAVE_CUDA are rebuilt when it changes.
+CUDA_STAMP := $(BUILD)/rel/cuda-stamp
+$(shell mkdir -p $(BUILD)/rel && (echo 'cuda=$(HAVE_CUDA) arch=$(CUDA_ARCH)' | cmp -s - $(CUDA_STAMP) \
+          || echo 'cuda=$(HAVE_CUDA) arch=$(CUDA_ARCH)' > $(CUDA_STAMP)))
+$(BUILD)/rel/model/model.o $(BUILD)/rel/tests/test_gpu.o $(BUILD)/rel/bench/bench_gpu.o \
+    $(GPU_OBJ): $(CUDA_STAMP)
+
+# test_gpu lives outside build/rel/tests/ so that tests/run.sh (make test) never runs it.
+$(BUILD)/rel/gpu-tests/test_gpu: $(BUILD)/rel/tests/test_gpu.o $(BUILD)/rel/libtandem.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_rel) -o $@ $^ $(LDLIBS)
+
+# A skip is never a pass: without nvcc or without a GPU this prints SKIPPED and exits 0,
+# and test_gpu's summary counts its checks as skipped, never as passed. No deps step: GPU
+# machines are often offline (docs/gpu.md says how to run binaries built elsewhere).
+test-gpu:
+	@$(MAKE) --no-print-directory tandem $(BUILD)/rel/gpu-tests/test_gpu
+	@bash tests/gpu_run.sh
+
+bench-gpu:
+	@$(MAKE) --no-print-directory tandem $(BUILD)/rel/bench/bench_gpu
+	@bash bench/gpu.sh
+
+.PHONY: test-gpu bench-gpu
+
 clean:
 	rm -rf $(BUILD) tandem
 
-.PHONY: all deps deps-test test test-run demo bench-cpu bench-ckpt bench-s3 fuzz clean $(addsuffix -tests,$(VARIANTS))
+.PHONY: all deps deps-test test test-run demo bench-cpu bench-ckpt bench-s3 bench-dmo fuzz clean $(addsuffix -tests,$(VARIANTS))
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -34,6 +34,9 @@ static int alphabet_size(int vocab) {
     return vocab < CORPUS_MAX_ALPHABET ? vocab : CORPUS_MAX_ALPHABET;
 }
 
+/* b_m of this corpus: the options' explicit list, else the default sequence. */
+static int domain_branching(const corpus_opts *o, int m);
+
 int corpus_branching(int n_domains, int vocab, int m) {
     int a = alphabet_size(vocab);
     if (a < 2 || n_domains < 1 || m < 0) return a < 1 ? 1 : a;
@@ -161,10 +164,19 @@ static int shard_digits(uint64_t shards) {
     return d < 3 ? 3 : d;
 }
 
+static int domain_branching(const corpus_opts *o, int m) {
+    return o->successors ? o->successors[m] : corpus_branching(o->n_domains, o->vocab, m);
+}
+
 static int check_opts(const corpus_opts *o, tdm_err *e) {
     if (!o->out || !o->out[0]) return err_set(e, ERR_USAGE, "no output directory");
     if (o->order != 1 && o->order != 2)
         return err_set(e, ERR_USAGE, "Markov order %d is not 1 or 2", o->order);
+    for (int m = 0; o->successors && m < o->n_domains; m++)
+        if (o->successors[m] < 1 || o->successors[m] > alphabet_size(o->vocab))
+            return err_set(e, ERR_USAGE, "domain %d: %d successors per context is outside 1..%d "
+                           "(the alphabet of vocab %d)", m, o->successors[m], alphabet_size(o->vocab),
+                           o->vocab);
     if (o->n_domains < 1 || o->n_domains > DATASET_MAX_DOMAINS)
         return err_set(e, ERR_USAGE, "%d domains is outside 1..%d", o->n_domains,
                        DATASET_MAX_DOMAINS);
@@ -302,7 +314,7 @@ static int write_yaml(const corpus_opts *o, char names[][DATASET_NAME_MAX + 1], 
             "vocab: %d\ndomains:\n",
             (unsigned long long)o->seed, o->n_domains, o->order, o->vocab);
     for (int m = 0; m < o->n_domains; m++) {
-        int b = corpus_branching(o->n_domains, o->vocab, m);
+        int b = domain_branching(o, m);
         double h = corpus_entropy_bits(b);
         fprintf(f, "  - name: \"%s\"  # %d successors/context, entropy %.4f bits = %.4f nats\n",
                 names[m], b, h, h * M_LN2);
@@ -326,7 +338,7 @@ static int write_yaml(const corpus_opts *o, char names[][DATASET_NAME_MAX + 1], 
 
 static void report(const corpus_opts *o, const char *name, int m) {
     if (!o->report) return;
-    int b = corpus_branching(o->n_domains, o->vocab, m);
+    int b = domain_branching(o, m);
     double h = corpus_entropy_bits(b);
     fprintf(o->report,
             "%s: train %llu, val %llu, test %llu tokens; order-%d Markov, %d successors/context "
@@ -386,7 +398,7 @@ int corpus_generate(const corpus_opts *o, tdm_err *e) {
     for (int m = 0; !rc && m < o->n_domains; m++) {
         rc = make_dirs(dirs[m], e);
         source s = {0};
-        int b = corpus_branching(o->n_domains, o->vocab, m);
+        int b = domain_branching(o, m);
         if (!rc && source_init(&s, vperm, o->vocab, o->seed, m, b, o->order))
             rc = err_set(e, ERR_INTERNAL, "out of memory");
         for (int sp = 0; !rc && sp < SPLIT_COUNT; sp++)

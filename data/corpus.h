@@ -43,6 +43,8 @@ typedef struct corpus_opts {
     uint64_t test_tokens;         /* 0: no test split */
     uint64_t shard_tokens;        /* 1..SHARD_MAX_TOKENS */
     int vocab;                    /* 1..65536 */
+    const int *successors;        /* n_domains branching factors b_m (2..alphabet), or NULL
+                                     for the default growing sequence */
     int order;                    /* 1 or 2: the context is the last `order` tokens. Order 1
                                      (A contexts) is learnable by a small model in minutes;
                                      order 2 (A^2 contexts) needs far more data and capacity */

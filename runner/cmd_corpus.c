@@ -25,6 +25,8 @@ static const char usage[] =
     "  --shard-tokens N          most tokens per shard file (default %d)\n"
     "  --vocab V                 vocabulary size, 1..65536 (default %d)\n"
     "  --seed S                  generator seed (default %d)\n"
+    "  --successors B|B1,B2,..   successors per context (the entropy), one for all domains\n"
+    "                            or one per domain (default 2, 4, 8, ... by domain)\n"
     "  --order K                 Markov order, 1 or 2 (default %d; order 2 needs a far\n"
     "                            larger model and corpus to learn)\n"
     "\n"
@@ -88,6 +90,7 @@ int cmd_gen_corpus(int argc, char **argv) {
     corpus_opts_init(&o);
     char *names_buf = NULL, *names[DATASET_MAX_DOMAINS];
     uint64_t train[DATASET_MAX_DOMAINS];
+    int succ[DATASET_MAX_DOMAINS], succ_all[DATASET_MAX_DOMAINS], n_succ = 0;
     int n_names = 0, domains_given = 0, rc = 0;
     for (int i = 1; i < argc && !rc; i++) {
         const char *arg = argv[i];
@@ -108,7 +111,7 @@ int cmd_gen_corpus(int argc, char **argv) {
         static const char *const known[] = {"--out",          "--names",      "--train-tokens",
                                             "--domains",      "--val-tokens", "--test-tokens",
                                             "--shard-tokens", "--vocab",      "--seed",
-                                            "--order"};
+                                            "--order", "--successors"};
         int is_known = 0;
         for (size_t k = 0; k < sizeof known / sizeof *known; k++)
             is_known |= !strcmp(flag, known[k]);
@@ -162,6 +165,15 @@ int cmd_gen_corpus(int argc, char **argv) {
             if (parse_count(val, &v) || v < 1 || v > 65536)
                 rc = bad(flag, "'%s' is not a vocabulary size in 1..65536", val);
             o.vocab = (int)v;
+        } else if (!strcmp(flag, "--successors")) {
+            char *copy = strdup(val), *items[DATASET_MAX_DOMAINS];
+            int n = copy ? split_list(copy, items, DATASET_MAX_DOMAINS) : -1;
+            for (int k = 0; k < n && n > 0; k++)
+                if (parse_count(items[k], &v) || v < 1 || v > 65536) n = -1;
+                else succ[k] = (int)v;
+            free(copy);
+            if (n < 0) rc = bad(flag, "'%s' is not a count >= 1 or a comma list of them", val);
+            n_succ = n < 0 ? 0 : n;
         } else if (!strcmp(flag, "--order")) {
             if (parse_count(val, &v) || v < 1 || v > 2) rc = bad(flag, "'%s' is not 1 or 2", val);
             o.order = (int)v;
@@ -188,6 +200,15 @@ int cmd_gen_corpus(int argc, char **argv) {
                 "count for all or one per domain\n",
                 o.n_train, o.n_domains);
         rc = 2;
+    }
+    if (!rc && n_succ > 1 && n_succ != o.n_domains) {
+        fprintf(stderr, "tandem gen-corpus: --successors gives %d counts for %d domains\n", n_succ,
+                o.n_domains);
+        rc = 2;
+    }
+    if (!rc && n_succ) {
+        for (int m = 0; m < o.n_domains; m++) succ_all[m] = succ[n_succ == 1 ? 0 : m];
+        o.successors = succ_all;
     }
     if (!rc) {
         tdm_err e = {0};
