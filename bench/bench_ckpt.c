@@ -23,44 +23,26 @@
 #include "runner/ckpt.h"
 #include "steps/steps.h"
 #include "storage/store.h"
+#include "bench/bench_util.h"
+
+#define DIE(what, e) bench_die("bench_ckpt", what, e)
 #include "util/rng.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static void die(const char *what, const tdm_err *e) {
-    fprintf(stderr, "bench_ckpt: %s: %s\n", what, e ? e->msg : "failed");
-    exit(1);
-}
 
 /* Part 1: stall and throughput of full commits. */
 static void bench_commit(const char *dir, int layers, int channels, int repeats, int threads) {
     model_config mc = {.vocab = 256, .ctx = 64, .layers = layers, .heads = 12, .channels = channels};
     model_layout lay;
     tdm_err e = {0};
-    if (model_layout_init(&lay, &mc, &e)) die("layout", &e);
+    if (model_layout_init(&lay, &mc, &e)) DIE("layout", &e);
     const model_ops *ops = &model_cpu_ops;
     model_ctx *ctx = ops->create(&lay, 1, 8, 1, threads, &e);
-    if (!ctx) die("model", &e);
+    if (!ctx) DIE("model", &e);
     size_t P = lay.numel;
     double bytes = 3.0 * P * 4;
     float *dev[CKPT_TENSORS];
     for (int t = 0; t < CKPT_TENSORS; t++) {
         dev[t] = ops->alloc(ctx, P);
-        if (!dev[t]) die("alloc", NULL);
+        if (!dev[t]) DIE("alloc", NULL);
         rng_stream s;
         rng_stream_init(&s, 1, RNG_TEST, (uint32_t)t, 0, 0);
         for (size_t i = 0; i < P; i++) dev[t][i] = (float)(rng_u32(&s) >> 8) * 1e-7f;
@@ -68,14 +50,14 @@ static void bench_commit(const char *dir, int layers, int channels, int repeats,
     char url[1100];
     snprintf(url, sizeof url, "%.1000s/store", dir);
     store *st = store_open(url, &e);
-    if (!st) die("store", &e);
+    if (!st) DIE("store", &e);
     ckpt *c = ckpt_open(st, &lay, 64u << 20, &e);
-    if (!c || ckpt_acquire(c, 0, &e)) die("ckpt", &e);
+    if (!c || ckpt_acquire(c, 0, &e)) DIE("ckpt", &e);
     /* the peers: a copy of the same bytes into touched memory, and dd of them */
     float *copy[CKPT_TENSORS];
     for (int t = 0; t < CKPT_TENSORS; t++) {
         copy[t] = malloc(P * sizeof(float));
-        if (!copy[t]) die("alloc", NULL);
+        if (!copy[t]) DIE("alloc", NULL);
         memset(copy[t], 1, P * sizeof(float));
     }
     double *stall = calloc((size_t)repeats, sizeof *stall), *mem = calloc((size_t)repeats, sizeof *mem);
@@ -85,7 +67,7 @@ static void bench_commit(const char *dir, int layers, int channels, int repeats,
     snprintf(dst, sizeof dst, "%.1000s/dd.bin", dir);
     FILE *f = fopen(src, "wb");
     for (int t = 0; f && t < CKPT_TENSORS; t++) fwrite(dev[t], sizeof(float), P, f);
-    if (!f || fclose(f)) die("write state.bin", NULL);
+    if (!f || fclose(f)) DIE("write state.bin", NULL);
     printf("state: %zu parameters x 3 tensors = %.2f GB\n", P, bytes / 1e9);
     for (int r = 0; r < repeats; r++) {
         /* a new state: every chunk changes, as in training (unchanged chunks are not
@@ -94,26 +76,26 @@ static void bench_commit(const char *dir, int layers, int channels, int repeats,
             for (size_t i = (size_t)r; i < P; i += (64u << 20) / 4) dev[t][i] += 1.0f;
         rec_state rec = {.seq = (uint64_t)r + 1, .M = 1, .alpha = {1.0}};
         snprintf(rec.step, sizeof rec.step, "free");
-        double t0 = now_s();
-        if (ckpt_snapshot(c, &rec, ops, ctx, dev, 1, &e)) die("snapshot", &e);
-        double t1 = now_s();
-        if (ckpt_wait(c, &e)) die("commit", &e);
-        double t2 = now_s();
+        double t0 = bench_now();
+        if (ckpt_snapshot(c, &rec, ops, ctx, dev, 1, &e)) DIE("snapshot", &e);
+        double t1 = bench_now();
+        if (ckpt_wait(c, &e)) DIE("commit", &e);
+        double t2 = bench_now();
         stall[r] = t1 - t0;
         wr[r] = bytes / (t2 - t1);
-        t0 = now_s();
+        t0 = bench_now();
         for (int t = 0; t < CKPT_TENSORS; t++) memcpy(copy[t], dev[t], P * sizeof(float));
-        mem[r] = now_s() - t0;
+        mem[r] = bench_now() - t0;
         snprintf(cmd, sizeof cmd, "dd if='%s' of='%s' bs=64M conv=fsync status=none", src, dst);
-        t0 = now_s();
-        if (system(cmd) != 0) die("dd", NULL);
-        dd[r] = bytes / (now_s() - t0);
+        t0 = bench_now();
+        if (system(cmd) != 0) DIE("dd", NULL);
+        dd[r] = bytes / (bench_now() - t0);
         unlink(dst);
         printf("  commit %d: stall %.3f s (copy %.3f s); write %.0f MB/s (dd %.0f MB/s)\n", r + 1,
                stall[r], mem[r], wr[r] / 1e6, dd[r] / 1e6);
     }
-    double ms = median(stall, repeats), mm = median(mem, repeats);
-    double mw = median(wr, repeats), md = median(dd, repeats);
+    double ms = bench_median(stall, repeats), mm = bench_median(mem, repeats);
+    double mw = bench_median(wr, repeats), md = bench_median(dd, repeats);
     printf("%-34s %12s %12s %8s %s\n", "checkpoint (median)", "tandem", "peer", "ratio", "target");
     printf("%-34s %10.3f s %10.3f s %8.2f %s\n", "training-loop stall vs memcpy", ms, mm, ms / mm,
            ms / mm <= 1.2 ? "<= 1.2 met" : "<= 1.2 MISSED");
@@ -139,17 +121,17 @@ static void bench_episode(const char *dir, int threads) {
     uint64_t tr = 200000;
     tdm_err e = {0};
     dataset ds;
-    if (corpus_fixture(out, 4, &tr, 1, 20000, &ds, &e)) die("corpus", &e);
+    if (corpus_fixture(out, 4, &tr, 1, 20000, &ds, &e)) DIE("corpus", &e);
     model_config mc = {.vocab = 256, .ctx = 64, .layers = 2, .heads = 4, .channels = 128};
     model_layout lay;
-    if (model_layout_init(&lay, &mc, &e)) die("layout", &e);
+    if (model_layout_init(&lay, &mc, &e)) DIE("layout", &e);
     int K = 5, E = 5, episodes = 4;
     step_hparams hp = {.B = 64, .T = 32, .K = K, .E = E, .V = 4, .gamma = 1, .lr_probe = 1e-2,
                        .lr_alpha = 4e-3, .lr = 1e-3, .lr_min = 1e-4, .total_free = 1000,
                        .cosine = 1, .weight_decay = 0.01, .clip = 1, .beta1 = 0.9,
                        .beta2 = 0.95, .eps = 1e-8, .seed = 1};
     step_nets n;
-    if (step_nets_create(&n, &model_cpu_ops, &lay, &hp, 4, threads, &e)) die("nets", &e);
+    if (step_nets_create(&n, &model_cpu_ops, &lay, &hp, 4, threads, &e)) DIE("nets", &e);
     float *host = malloc(lay.numel * sizeof *host);
     model_init_params(&lay, 1, host);
     n.ops->upload(n.ctx, n.u, host, lay.numel, &e);
@@ -158,18 +140,18 @@ static void bench_episode(const char *dir, int threads) {
     /* warm-up: one episode */
     double tandem[2] = {0}, vanilla[2] = {0};
     for (int round = 0; round < 3; round++) {
-        double t0 = now_s();
+        double t0 = bench_now();
         for (int ep = 0; ep < episodes; ep++) {
             if (step_sync(&n, &e) || step_probe(&hp, &ds, &n, &s, NULL, &e) ||
                 step_alpha(&hp, &s, NULL, &e))
-                die("episode", &e);
+                DIE("episode", &e);
             for (int i = 0; i < E; i++)
-                if (step_free(&hp, &ds, &n, &s, NULL, &e)) die("free", &e);
+                if (step_free(&hp, &ds, &n, &s, NULL, &e)) DIE("free", &e);
         }
-        double t1 = now_s();
+        double t1 = bench_now();
         for (int i = 0; i < episodes * E; i++)
-            if (step_free(&hp, &ds, &n, &s, NULL, &e)) die("free", &e);
-        double t2 = now_s();
+            if (step_free(&hp, &ds, &n, &s, NULL, &e)) DIE("free", &e);
+        double t2 = bench_now();
         if (round > 0) tandem[round - 1] = t1 - t0, vanilla[round - 1] = t2 - t1;
     }
     double ratio = (tandem[0] + tandem[1]) / (vanilla[0] + vanilla[1]);
@@ -200,12 +182,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(it.flag, "--repeats")) rc = args_int(&it, 1, 100, &repeats, &e);
         else if (!strcmp(it.flag, "--threads")) rc = args_int(&it, 0, 1024, &threads, &e);
         else rc = err_set(&e, ERR_USAGE, "unknown option %s", it.flag[0] ? it.flag : it.value);
-        if (rc) die("arguments", &e);
+        if (rc) DIE("arguments", &e);
     }
     char tmp[1024];
     if (!dir) {
         snprintf(tmp, sizeof tmp, "build/bench-ckpt-XXXXXX");
-        if (!mkdtemp(tmp)) die("mkdtemp under build/", NULL);
+        if (!mkdtemp(tmp)) DIE("mkdtemp under build/", NULL);
         dir = tmp;
     }
     bench_commit(dir, (int)layers, (int)channels, (int)repeats, (int)threads);

@@ -94,4 +94,48 @@ static inline int hash_of(const fixture *f, char *out, size_t cap) {
 }
 
 
+/* What a chaos loop did. */
+typedef struct chaos_result {
+    int kills;     /* lives ended by SIGKILL */
+    int in_commit; /* of them, by the commit hooks (blob, manifest, head, alpha) */
+    int finished;  /* a life ran to the end (exit 0) */
+    int bad_exit;  /* a life exited otherwise: its code (0 when none) */
+    char log[8192];
+} chaos_result;
+
+/* SIGKILLs a run again and again until `kills` lives ended that way or it finished:
+ * first 8 lives killed inside commits by TANDEM_TEST_KILL_AT (blob, manifest, head, alpha
+ * at their 1st and 2nd passage), then lives killed after a random delay in
+ * [0, max_delay_s) — short, so that the run needs many lives. `seed` keys the delays. */
+static inline void chaos_loop(const fixture *f, int kills, double max_delay_s, uint64_t seed,
+                              chaos_result *out) {
+    static const char *const labels[] = {"blob", "manifest", "head", "alpha"};
+    memset(out, 0, sizeof *out);
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int attempt = 0; attempt < 3 * kills && out->kills < kills && !out->finished; attempt++) {
+        int rc;
+        if (attempt < 8) {
+            char env[64];
+            snprintf(env, sizeof env, "TANDEM_TEST_KILL_AT=%s:%d", labels[attempt % 4], 1 + attempt / 4);
+            rc = run_to_end(f, env);
+            if (rc == 128 + SIGKILL) out->in_commit++;
+        } else {
+            pid_t pid = start_run(f, NULL, NULL, NULL);
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift: only the delays */
+            double delay = (double)(x >> 11) * 0x1.0p-53 * max_delay_s;
+            struct timespec ts = {(time_t)delay, (long)((delay - (time_t)delay) * 1e9)};
+            nanosleep(&ts, NULL);
+            kill(pid, SIGKILL);
+            rc = wait_exit(pid);
+        }
+        if (rc == 128 + SIGKILL) out->kills++;
+        else if (rc == 0) out->finished = 1;
+        else {
+            out->bad_exit = rc;
+            read_all(f->log, out->log, sizeof out->log);
+            return;
+        }
+    }
+}
+
 #endif

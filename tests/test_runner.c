@@ -88,36 +88,10 @@ static void test_chaos_sigkill(void) {
     CHECK(g_ref_hash[0], "needs the reference run");
     fixture f;
     CHECK(fixture_open(&f, "chaos") == 0, "fixture");
-    rng_stream s;
-    rng_stream_init(&s, (uint64_t)time(NULL), RNG_TEST, 20, 0, 0);
-    static const char *const labels[] = {"blob", "manifest", "head", "alpha"};
-    int kills = 0, in_commit = 0, finished = 0;
-    for (int attempt = 0; attempt < 60 && kills < 24 && !finished; attempt++) {
-        int rc;
-        if (attempt < 8) {
-            /* deterministic kills inside a commit (or an alpha record write) */
-            char env[64];
-            snprintf(env, sizeof env, "TANDEM_TEST_KILL_AT=%s:%d", labels[attempt % 4],
-                     1 + attempt / 4);
-            rc = run_to_end(&f, env);
-            if (rc == 128 + SIGKILL) in_commit++;
-        } else {
-            pid_t pid = start_run(&f, NULL, NULL, NULL);
-            /* short lives, so that the run needs many of them to finish */
-            double delay = rng_uniform(&s) * g_ref_seconds / 16;
-            struct timespec ts = {(time_t)delay, (long)((delay - (time_t)delay) * 1e9)};
-            nanosleep(&ts, NULL);
-            kill(pid, SIGKILL);
-            rc = wait_exit(pid);
-        }
-        if (rc == 128 + SIGKILL) kills++;
-        else if (rc == 0) finished = 1;
-        else {
-            char log[8192];
-            read_all(f.log, log, sizeof log);
-            CHECK(0, "attempt %d exited %d: %s", attempt, rc, log);
-        }
-    }
+    chaos_result cr;
+    chaos_loop(&f, 24, g_ref_seconds / 16, (uint64_t)time(NULL), &cr);
+    CHECK(!cr.bad_exit, "a life exited %d: %s", cr.bad_exit, cr.log);
+    int kills = cr.kills, in_commit = cr.in_commit, finished = cr.finished;
     printf("  %d SIGKILLs (%d inside commits by hook) before the run finished\n", kills, in_commit);
     CHECK(kills >= 20, "only %d kills landed", kills);
     CHECK(in_commit >= 6, "only %d kills inside commits", in_commit);
@@ -130,6 +104,21 @@ static void test_chaos_sigkill(void) {
     CHECK(strcmp(h, g_ref_hash) == 0, "chaos run ended elsewhere:\n%s\nvs uninterrupted:\n%s", h,
           g_ref_hash);
     fixture_close(&f);
+}
+
+/* The writer epoch in the (file) store's lease, 0 when there is none: it grows when a
+ * run has started and taken the lease. */
+static uint64_t lease_epoch(const fixture *f) {
+    char path[700];
+    static char buf[4096];
+    snprintf(path, sizeof path, "%s/lease", f->store);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return 0;
+    size_t n = fread(buf, 1, sizeof buf, fp);
+    fclose(fp);
+    rec_lease l;
+    tdm_err e;
+    return rec_lease_decode(buf, n, "lease", &l, &e) ? 0 : l.epoch;
 }
 
 static void test_sigterm_each_step_kind(void) {
@@ -164,8 +153,12 @@ static void test_sigterm_each_step_kind(void) {
     rng_stream s;
     rng_stream_init(&s, 11, RNG_TEST, 21, 0, 0);
     for (int i = 0; i < 5; i++) {
+        uint64_t before = lease_epoch(&f);
         pid_t pid = start_run(&f, NULL, NULL, NULL);
-        double delay = 0.1 * g_ref_seconds + rng_uniform(&s) * 0.3 * g_ref_seconds;
+        /* from when it holds the lease: a signal before main() is the loader's business */
+        double w0 = now_s();
+        while (lease_epoch(&f) == before && now_s() - w0 < 30) usleep(2000);
+        double delay = rng_uniform(&s) * 0.3 * g_ref_seconds;
         struct timespec ts = {(time_t)delay, (long)((delay - (time_t)delay) * 1e9)};
         nanosleep(&ts, NULL);
         double t0 = now_s();

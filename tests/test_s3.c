@@ -438,32 +438,10 @@ static void test_runner_chaos_on_s3(void) {
     char h[1024];
     CHECK(hash_of(&u, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0,
           "the S3 run ended elsewhere than the file-store run:\n%s\nvs\n%s", h, g_ref_hash);
-    rng_stream s;
-    rng_stream_init(&s, (uint64_t)time(NULL), RNG_TEST, 30, 0, 0);
-    static const char *const labels[] = {"blob", "manifest", "head", "alpha"};
-    int kills = 0, finished = 0;
-    for (int attempt = 0; attempt < 60 && kills < 24 && !finished; attempt++) {
-        int rc;
-        if (attempt < 8) {
-            char env[64];
-            snprintf(env, sizeof env, "TANDEM_TEST_KILL_AT=%s:%d", labels[attempt % 4], 1 + attempt / 4);
-            rc = run_to_end(&f, env);
-        } else {
-            pid_t pid = start_run(&f, NULL, NULL, NULL);
-            double delay = rng_uniform(&s) * secs / 12;
-            struct timespec ts = {(time_t)delay, (long)((delay - (time_t)delay) * 1e9)};
-            nanosleep(&ts, NULL);
-            kill(pid, SIGKILL);
-            rc = wait_exit(pid);
-        }
-        if (rc == 128 + SIGKILL) kills++;
-        else if (rc == 0) finished = 1;
-        else {
-            char log[8192];
-            read_all(f.log, log, sizeof log);
-            CHECK(0, "attempt %d exited %d: %s", attempt, rc, log);
-        }
-    }
+    chaos_result cr;
+    chaos_loop(&f, 24, secs / 12, (uint64_t)time(NULL), &cr);
+    CHECK(!cr.bad_exit, "a life exited %d: %s", cr.bad_exit, cr.log);
+    int kills = cr.kills, finished = cr.finished;
     printf("  S3 chaos: %d SIGKILLs (8 inside commits by hook); uninterrupted run %.2f s\n", kills, secs);
     CHECK(kills >= 20, "only %d kills landed", kills);
     CHECK(finished || run_to_end(&f, NULL) == 0, "final resume failed");
