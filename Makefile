@@ -152,6 +152,44 @@ $(shell mkdir -p $(BUILD)/rel && (echo 'cuda=$(HAVE_CUDA) arch=$(CUDA_ARCH)' | c
 $(BUILD)/rel/model/model.o $(BUILD)/rel/tests/test_gpu.o $(BUILD)/rel/bench/bench_gpu.o \
     $(GPU_OBJ): $(CUDA_STAMP)
 
+# The GPU simulator (gpu/sim/): gpu/*.cu built as host C++ against simulated CUDA,
+# WMMA and cuBLASLt headers, under ASan and UBSan, linked with the asan build: the
+# backend's own code runs on any machine. `make test-gpu-sim` runs tests/test_gpu.c on it
+# with the threads of each block scheduled forward, in reverse and at random.
+SIM_DIR      := $(BUILD)/sim
+SIM_CXXFLAGS := -std=c++20 -DTANDEM_GPU_SIM -DTANDEM_HAVE_CUDA -Igpu/sim/include -I. -g -O1 \
+                -Wall -Wextra -Werror -Wno-unknown-pragmas \
+                -fsanitize=address,undefined -fno-omit-frame-pointer \
+                -fno-sanitize-recover=undefined -MMD -MP
+SIM_OBJ := $(patsubst %.cu,$(SIM_DIR)/%.o,$(wildcard gpu/*.cu)) $(SIM_DIR)/gpu/sim/sim.o
+
+$(SIM_DIR)/gpu/%.o: gpu/%.cu
+	@mkdir -p $(dir $@)
+	$(CXX) $(SIM_CXXFLAGS) -x c++ -c $< -o $@
+
+$(SIM_DIR)/gpu/sim/sim.o: gpu/sim/sim.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(SIM_CXXFLAGS) -c $< -o $@
+
+$(SIM_DIR)/tests/test_gpu.o: tests/test_gpu.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS_asan) -DTANDEM_HAVE_CUDA -c $< -o $@
+
+$(SIM_DIR)/test_gpu: $(SIM_DIR)/tests/test_gpu.o $(SIM_OBJ) $(BUILD)/asan/libtandem.a
+	$(CC) $(LDFLAGS_asan) -o $@ $^ $(LDLIBS) -lstdc++
+
+$(SIM_DIR)/bench/bench_gpu.o: bench/bench_gpu.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS_asan) -DTANDEM_HAVE_CUDA -c $< -o $@
+
+$(SIM_DIR)/bench_gpu: $(SIM_DIR)/bench/bench_gpu.o $(SIM_OBJ) $(BUILD)/asan/libtandem.a
+	$(CC) $(LDFLAGS_asan) -o $@ $^ $(LDLIBS) -lstdc++
+
+test-gpu-sim:
+	@$(MAKE) --no-print-directory $(SIM_DIR)/test_gpu $(SIM_DIR)/bench_gpu
+	@bash tests/gpu_sim.sh
+
+
 # test_gpu lives outside build/rel/tests/ so that tests/run.sh (make test) never runs it.
 $(BUILD)/rel/gpu-tests/test_gpu: $(BUILD)/rel/tests/test_gpu.o $(BUILD)/rel/libtandem.a
 	@mkdir -p $(dir $@)
@@ -168,7 +206,7 @@ bench-gpu:
 	@$(MAKE) --no-print-directory tandem $(BUILD)/rel/bench/bench_gpu
 	@bash bench/gpu.sh
 
-.PHONY: test-gpu bench-gpu
+.PHONY: test-gpu bench-gpu test-gpu-sim
 
 clean:
 	rm -rf $(BUILD) tandem

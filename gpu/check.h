@@ -6,7 +6,7 @@
  *   CUBLAS_TRY(cublasLtMatmul(...), e);
  *   LAUNCH_TRY(kernel<<<...>>>(...), e);   checks cudaGetLastError() after the launch
  *
- * C++ only (included by gpu/*.cu).
+ * C++ only (included by the .cu files of gpu/).
  */
 #ifndef TANDEM_GPU_CHECK_H
 #define TANDEM_GPU_CHECK_H

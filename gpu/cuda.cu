@@ -117,7 +117,7 @@ static const char *const block_tensor_names[N_BLOCK_TENSORS] = {
 struct model_ctx {
     model_layout lay;
     int max_B, max_T, M;
-    int bf16;  /* precision: activations and matmul operands in bf16 */
+    int use_bf16; /* precision: activations and matmul operands in bf16 */
     int tile;  /* attention tile */
     int Vp;    /* vocab rounded up to 64: leading dimension of the logits */
     size_t lN; /* max_B * max_T: rows of the activation buffers */
@@ -626,7 +626,8 @@ static int cuda_forward(model_ctx *ctx, const float *params, const model_batch *
     ctx->T = T;
     memcpy(ctx->h_domain, batch->domain, (size_t)B * sizeof *ctx->h_domain);
     int rc = stage_batch(ctx, batch, e);
-    if (!rc) rc = ctx->bf16 ? forward_impl<bf16>(ctx, params, e) : forward_impl<float>(ctx, params, e);
+    if (!rc)
+        rc = ctx->use_bf16 ? forward_impl<bf16>(ctx, params, e) : forward_impl<float>(ctx, params, e);
     if (rc) return rc;
     size_t N = (size_t)B * T;
     CUDA_TRY(cudaMemcpyAsync(ctx->h_row_loss, ctx->row_loss, N * sizeof(double),
@@ -668,7 +669,7 @@ static int cuda_backward(model_ctx *ctx, const float *params, const double *coef
     /* from pageable memory: returns once h_g is staged, so h_g may be rewritten after */
     CUDA_TRY(cudaMemcpyAsync(ctx->row_g, ctx->h_g, (size_t)N * sizeof(float),
                              cudaMemcpyHostToDevice, ctx->stream), e);
-    return ctx->bf16 ? backward_impl<bf16>(ctx, params, grads, e)
+    return ctx->use_bf16 ? backward_impl<bf16>(ctx, params, grads, e)
                      : backward_impl<float>(ctx, params, grads, e);
 }
 
@@ -740,7 +741,7 @@ static void cuda_destroy(model_ctx *ctx) {
     void *bufs[] = {ctx->encoded, ctx->ln1, ctx->ln1_mean, ctx->ln1_rstd, ctx->qkv, ctx->atty,
                     ctx->lse, ctx->res2, ctx->ln2, ctx->ln2_mean, ctx->ln2_rstd, ctx->fch,
                     ctx->fch_gelu, ctx->res3, ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, ctx->logits,
-                    ctx->bf16 ? ctx->dlogits : NULL, ctx->row_max, ctx->row_inv, ctx->row_g,
+                    ctx->use_bf16 ? ctx->dlogits : NULL, ctx->row_max, ctx->row_inv, ctx->row_g,
                     ctx->row_loss, ctx->dres, ctx->dres_act, ctx->dln, ctx->datty, ctx->dqkv,
                     ctx->dfch, ctx->attD, ctx->part, ctx->norm_part, ctx->pbf, ctx->spans,
                     ctx->d_idx, ctx->lt_ws};
@@ -806,13 +807,17 @@ static model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int
                 cudaGetErrorString(cudaGetLastError()));
         return NULL;
     }
-    if (prop.major < TANDEM_CUDA_MIN_MAJOR) {
-        err_set(e, ERR_USAGE,
-                "CUDA device %d (%s) has compute capability %d.%d; this build has code for "
-                "compute capability %d.0 and newer only (rebuild with CUDA_ARCH=%d%d)",
-                dev, prop.name, prop.major, prop.minor, TANDEM_CUDA_MIN_MAJOR, prop.major,
-                prop.minor);
-        return NULL;
+    {
+        cudaError_t prc = gpu_attention_probe();
+        if (prc != cudaSuccess) {
+            cudaGetLastError();
+            err_set(e, ERR_USAGE,
+                    "CUDA device %d (%s, compute capability %d.%d) cannot run this build's "
+                    "kernels (%s): rebuild with CUDA_ARCH=%d%d, or use run.device=cpu",
+                    dev, prop.name, prop.major, prop.minor, cudaGetErrorString(prc), prop.major,
+                    prop.minor);
+            return NULL;
+        }
     }
     int hs = c->channels / c->heads;
     int tile = gpu_attention_pick_tile(hs, prec == PREC_BF16, prop.sharedMemPerBlockOptin);
@@ -841,7 +846,7 @@ static model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int
     ctx->max_B = max_B;
     ctx->max_T = max_T;
     ctx->M = n_domains;
-    ctx->bf16 = prec == PREC_BF16;
+    ctx->use_bf16 = prec == PREC_BF16;
     ctx->tile = tile;
     ctx->device = dev;
     ctx->lN = N;
@@ -850,8 +855,7 @@ static model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int
     ctx->Vp = (int)pad64(V);
     ctx->s_C = pad64(N * C), ctx->s_3C = pad64(N * 3 * C), ctx->s_4C = pad64(N * 4 * C);
     ctx->s_N = pad64(N), ctx->s_HN = pad64(N * H);
-    size_t A = ctx->bf16 ? sizeof(bf16) : sizeof(float); /* activation bytes */
-    int rc = 0;
+    size_t A = ctx->use_bf16 ? sizeof(bf16) : sizeof(float); /* activation bytes */
     {
         pthread_mutex_lock(&g_setup_mu);
         cudaError_t crc = gpu_attention_setup(prop.sharedMemPerBlockOptin);
@@ -932,13 +936,13 @@ static model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int
             {(void **)&ctx->lnf_mean, N * 4, "activations (ln_f mean)"},
             {(void **)&ctx->lnf_rstd, N * 4, "activations (ln_f rstd)"},
             {(void **)&ctx->logits, N * (size_t)ctx->Vp * 4, "the logits"},
-            {ctx->bf16 ? &ctx->dlogits : NULL, N * (size_t)ctx->Vp * 2, "the logits' gradient"},
+            {ctx->use_bf16 ? &ctx->dlogits : NULL, N * (size_t)ctx->Vp * 2, "the logits' gradient"},
             {(void **)&ctx->row_max, N * 4, "the loss rows"},
             {(void **)&ctx->row_inv, N * 4, "the loss rows"},
             {(void **)&ctx->row_g, N * 4, "the loss rows"},
             {(void **)&ctx->row_loss, N * 8, "the loss rows"},
             {(void **)&ctx->dres, N * C * 4, "gradients (residual)"},
-            {ctx->bf16 ? &ctx->dres_act : NULL, N * C * 2, "gradients (residual, bf16)"},
+            {ctx->use_bf16 ? &ctx->dres_act : NULL, N * C * 2, "gradients (residual, bf16)"},
             {(void **)&ctx->dln, N * C * 4, "gradients (LayerNorm)"},
             {&ctx->datty, N * C * A, "gradients (attention)"},
             {&ctx->dqkv, N * 3 * C * A, "gradients (qkv)"},
@@ -946,14 +950,13 @@ static model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int
             {(void **)&ctx->attD, N * H * 4, "gradients (attention rows)"},
             {(void **)&ctx->part, nchunks * 4 * C * 8, "partial sums"},
             {(void **)&ctx->norm_part, nnorm * 8, "partial sums"},
-            {ctx->bf16 ? (void **)&ctx->pbf : NULL, P * 2, "the bf16 copy of the parameters"},
+            {ctx->use_bf16 ? (void **)&ctx->pbf : NULL, P * 2, "the bf16 copy of the parameters"},
             {(void **)&ctx->spans, spans.size() * sizeof(gpu_span), "the AdamW work list"},
             {(void **)&ctx->d_idx, (5 * N + 1) * 4, "the batch"},
         };
         for (size_t i = 0; i < sizeof plan / sizeof *plan; i++)
-            if (plan[i].p && (rc = dev_alloc(ctx, plan[i].p, plan[i].bytes, plan[i].what, e)))
-                goto fail;
-        if (!ctx->bf16) ctx->dlogits = ctx->logits; /* in place */
+            if (plan[i].p && dev_alloc(ctx, plan[i].p, plan[i].bytes, plan[i].what, e)) goto fail;
+        if (!ctx->use_bf16) ctx->dlogits = ctx->logits; /* in place */
         if (cudaMemcpy(ctx->spans, spans.data(), spans.size() * sizeof(gpu_span),
                        cudaMemcpyHostToDevice) != cudaSuccess) {
             gpu_cuda_error(e, cudaGetLastError(), "cudaMemcpy(spans)", __FILE__, __LINE__);
@@ -982,7 +985,7 @@ fail:
 /* ------------------------------------------------------------------ extras (gpu/cuda.h) */
 
 extern "C" const char *model_cuda_precision(const model_ctx *ctx) {
-    return ctx && ctx->bf16 ? "bf16" : "fp32";
+    return ctx && ctx->use_bf16 ? "bf16" : "fp32";
 }
 
 extern "C" int model_cuda_attention_tile(const model_ctx *ctx) { return ctx ? ctx->tile : 0; }

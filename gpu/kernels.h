@@ -23,8 +23,22 @@ typedef __nv_bfloat16 bf16;
 #define GPU_ROW_CHUNK 64     /* rows per partial sum of a reduction over rows (as cpu.c) */
 #define GPU_NORM_CHUNK 65536 /* elements per partial sum of a norm (as cpu.c) */
 
-/* ---------------------------------------------------------------- device helpers */
-#ifdef __CUDACC__
+/* Kernel launches and dynamic shared memory go through these macros so that the same
+ * source also builds for gpu/sim/ (the host-side simulator the tests use where there is
+ * no GPU; TANDEM_GPU_SIM). */
+#ifdef TANDEM_GPU_SIM
+#define GPU_LAUNCH(kernel, grid, block, smem, stream, ...)                                  \
+    ((void)(stream), sim_launch(#kernel, kernel, dim3(grid), dim3(block), (size_t)(smem),     \
+                                __VA_ARGS__))
+#define GPU_DYNAMIC_SMEM(name) unsigned char *name = sim_dynamic_smem()
+#else
+#define GPU_LAUNCH(kernel, grid, block, smem, stream, ...)                                  \
+    kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+#define GPU_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
+#endif
+
+/* ---------------------------------------- device helpers */
+#if defined(__CUDACC__) || defined(TANDEM_GPU_SIM)
 __device__ __forceinline__ float to_f(float x) { return x; }
 __device__ __forceinline__ float to_f(bf16 x) { return __bfloat162float(x); }
 template <typename T> __device__ __forceinline__ T from_f(float x);
@@ -47,7 +61,7 @@ __device__ __forceinline__ float warp_max(float v) {
 }
 #endif
 
-/* ---------------------------------------------------------------- encoder (kernels_encoder.cu) */
+/* ---------------------------------------- encoder (kernels_encoder.cu) */
 /* out[N, C] = wte[inp[i]] + wpe[i % T] */
 cudaError_t gpu_encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe,
                                 int B, int T, int C, cudaStream_t s);
@@ -61,7 +75,7 @@ cudaError_t gpu_encoder_backward_wte(float *dwte, const float *dres, const int32
                                      const int32_t *start, const int32_t *pos, int nuniq, int C,
                                      cudaStream_t s);
 
-/* ---------------------------------------------------------------- LayerNorm (kernels_layernorm.cu) */
+/* ---------------------------------------- LayerNorm (kernels_layernorm.cu) */
 template <typename T>
 cudaError_t gpu_layernorm_forward(T *out, float *mean, float *rstd, const float *inp,
                                   const float *w, const float *b, int N, int C, cudaStream_t s);
@@ -73,7 +87,7 @@ cudaError_t gpu_layernorm_backward(float *dinp, T *copy, float *dw, float *db, d
                                    const float *rstd, const float *w, int N, int C,
                                    cudaStream_t s);
 
-/* ---------------------------------------------------------------- column sums (kernels_bias.cu) */
+/* ---------------------------------------- column sums (kernels_bias.cu) */
 /* out[C] = sum over rows of inp[N, C] (bias gradients), through part[nchunks][C] */
 template <typename T>
 cudaError_t gpu_column_sum(float *out, double *part, const T *inp, int N, int C, cudaStream_t s);
@@ -81,13 +95,13 @@ cudaError_t gpu_column_sum(float *out, double *part, const T *inp, int N, int C,
 cudaError_t gpu_combine_chunks(float *out, const double *part, int nchunks, size_t stride, int C,
                                cudaStream_t s);
 
-/* ---------------------------------------------------------------- GELU (kernels_gelu.cu) */
+/* ---------------------------------------- GELU (kernels_gelu.cu) */
 template <typename T> cudaError_t gpu_gelu_forward(T *out, const T *inp, size_t n, cudaStream_t s);
 /* dinout *= gelu'(inp), in place */
 template <typename T>
 cudaError_t gpu_gelu_backward(T *dinout, const T *inp, size_t n, cudaStream_t s);
 
-/* ---------------------------------------------------------------- cross-entropy (kernels_crossentropy.cu) */
+/* ---------------------------------------- cross-entropy (kernels_crossentropy.cu) */
 /* For each row i of logits[N, V] (leading dimension ld): row_max[i], row_inv[i] =
  * 1 / sum exp(x - max), row_loss[i] = log(sum) - (x[target] - max), in double. */
 cudaError_t gpu_crossentropy_forward(double *row_loss, float *row_max, float *row_inv,
@@ -101,7 +115,7 @@ cudaError_t gpu_crossentropy_backward(T *dlogits, size_t ldd, const float *logit
                                       const float *row_g, const int32_t *targets, int N, int V,
                                       cudaStream_t s);
 
-/* ---------------------------------------------------------------- attention (kernels_attention.cu) */
+/* ---------------------------------------- attention (kernels_attention.cu) */
 /* Fused causal attention, flash-style (online softmax), tiles of `tile` queries and keys
  * (64, 32 or 16) staged in shared memory. qkv[B, T, 3C] → out[B, T, C] and
  * lse[B, H, T] (log-sum-exp of each query row's scaled scores, for the backward). */
@@ -118,11 +132,14 @@ cudaError_t gpu_attention_backward(Act *dqkv, float *Dbuf, const Act *dout, cons
 /* The largest tile (64, 32, 16) whose kernels fit in smem_optin bytes of shared memory per
  * block for head size hs, or 0 when none does. */
 int gpu_attention_pick_tile(int hs, int is_bf16, size_t smem_optin);
+/* cudaSuccess when the current device can run this build's kernels (the build's
+ * CUDA_ARCH covers it); the bf16 attention kernel (WMMA) is the most demanding. */
+cudaError_t gpu_attention_probe(void);
 /* Raises the dynamic shared-memory limit of the attention kernels to smem_optin (once per
  * process and device is enough; idempotent). */
 cudaError_t gpu_attention_setup(size_t smem_optin);
 
-/* ---------------------------------------------------------------- optimisers, norms (kernels_optim.cu) */
+/* ---------------------------------------- optimisers, norms (kernels_optim.cu) */
 typedef struct gpu_span {
     unsigned long long off; /* first element */
     unsigned int n;         /* elements (≤ GPU_SPAN) */

@@ -126,9 +126,29 @@ static AttShape make_shape(int B, int T, int C, int H, int tile) {
 }
 
 /* dst[r][c] (ld) = src row t0 + r, column c of a [T, stride] matrix, zero outside
- * t < T, c < hs; r < tile, c < hsp. */
+ * t < T, c < hs; r < tile, c < hsp. With hs and C multiples of 16 bytes' worth of
+ * elements (GPT-2's shapes), in 16-byte loads: src rows start at multiples of C elements
+ * from a 256-byte aligned buffer, dst rows at multiples of ld (a multiple of 8 bf16 or 4
+ * floats) from a 128-byte aligned region. */
 template <typename T>
 __device__ void load_tile(T *dst, int ld, const T *src, int stride, int t0, const AttShape &d) {
+    const int VEC = 16 / (int)sizeof(T);
+    if (d.hs == d.hsp && d.C % VEC == 0) {
+        const int nv = d.hsp / VEC; /* vectors per row */
+        for (int idx = threadIdx.x; idx < d.tile * nv; idx += blockDim.x) {
+            int r = idx / nv, c = (idx % nv) * VEC, t = t0 + r;
+            uint4 v = make_uint4(0, 0, 0, 0); /* zero bits: 0.0 in float and bf16 */
+            const T *from = src + (size_t)t * stride + c;
+            T *to = dst + r * ld + c;
+#ifdef TANDEM_GPU_SIM
+            sim_check_align(from, 16, "load_tile source");
+            sim_check_align(to, 16, "load_tile destination");
+#endif
+            if (t < d.T) v = *(const uint4 *)from;
+            *(uint4 *)to = v;
+        }
+        return;
+    }
     for (int idx = threadIdx.x; idx < d.tile * d.hsp; idx += blockDim.x) {
         int r = idx / d.hsp, c = idx % d.hsp, t = t0 + r;
         dst[r * ld + c] = (t < d.T && c < d.hs) ? src[(size_t)t * stride + c] : from_f<T>(0.0f);
@@ -198,13 +218,13 @@ template <typename T> struct BwdSmem {
 template <typename T>
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_forward_kernel(T *out, float *lse, const T *qkv, AttShape d) {
-    extern __shared__ __align__(128) unsigned char smem[];
+    GPU_DYNAMIC_SMEM(smem);
     FwdSmem<T> sm;
     sm.carve(smem, d);
     const int ldx = ld_act<T>(d.hsp), ldp = ld_act<T>(d.tile), lds = ld_f32(d.tile),
               ldo = ld_f32(d.hsp);
-    const int qt = d.ntiles - 1 - (int)blockIdx.x; /* longest rows first */
-    const int b = blockIdx.y / d.H, h = blockIdx.y % d.H;
+    const int qt = d.ntiles - 1 - (int)blockIdx.y; /* longest rows first */
+    const int b = blockIdx.x / d.H, h = blockIdx.x % d.H;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const size_t row3 = (size_t)3 * d.C;
     const T *base = qkv + (size_t)b * d.T * row3 + (size_t)h * d.hs;
@@ -330,13 +350,13 @@ template <typename T>
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_backward_dkv_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse,
                                   const float *D, AttShape d) {
-    extern __shared__ __align__(128) unsigned char smem[];
+    GPU_DYNAMIC_SMEM(smem);
     BwdSmem<T> sm;
     sm.carve(smem, d, 2);
     const int ldx = ld_act<T>(d.hsp), ldp = ld_act<T>(d.tile), ldo = ld_f32(d.hsp);
-    const int kt = (int)blockIdx.x; /* the first key tiles see the most queries */
-    const int b = blockIdx.y / d.H, h = blockIdx.y % d.H;
-    const size_t row3 = (size_t)3 * d.C, bh = blockIdx.y;
+    const int kt = (int)blockIdx.y; /* the first key tiles see the most queries */
+    const int b = blockIdx.x / d.H, h = blockIdx.x % d.H;
+    const size_t row3 = (size_t)3 * d.C, bh = blockIdx.x;
     const T *base = qkv + (size_t)b * d.T * row3 + (size_t)h * d.hs;
     const T *obase = dout + (size_t)b * d.T * d.C + (size_t)h * d.hs;
     float *dK = sm.acc1, *dV = sm.acc2;
@@ -370,13 +390,13 @@ template <typename T>
 __global__ void __launch_bounds__(ATT_THREADS)
     attention_backward_dq_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse,
                                  const float *D, AttShape d) {
-    extern __shared__ __align__(128) unsigned char smem[];
+    GPU_DYNAMIC_SMEM(smem);
     BwdSmem<T> sm;
     sm.carve(smem, d, 1);
     const int ldx = ld_act<T>(d.hsp), ldp = ld_act<T>(d.tile), ldo = ld_f32(d.hsp);
-    const int qt = d.ntiles - 1 - (int)blockIdx.x; /* longest rows first */
-    const int b = blockIdx.y / d.H, h = blockIdx.y % d.H;
-    const size_t row3 = (size_t)3 * d.C, bh = blockIdx.y;
+    const int qt = d.ntiles - 1 - (int)blockIdx.y; /* longest rows first */
+    const int b = blockIdx.x / d.H, h = blockIdx.x % d.H;
+    const size_t row3 = (size_t)3 * d.C, bh = blockIdx.x;
     const T *base = qkv + (size_t)b * d.T * row3 + (size_t)h * d.hs;
     const T *obase = dout + (size_t)b * d.T * d.C + (size_t)h * d.hs;
     float *dQ = sm.acc1;
@@ -428,6 +448,11 @@ int gpu_attention_pick_tile(int hs, int is_bf16, size_t smem_optin) {
     return 0;
 }
 
+cudaError_t gpu_attention_probe(void) {
+    cudaFuncAttributes a;
+    return cudaFuncGetAttributes(&a, (const void *)attention_forward_kernel<bf16>);
+}
+
 cudaError_t gpu_attention_setup(size_t smem_optin) {
     const void *kernels[] = {
         (const void *)attention_forward_kernel<float>, (const void *)attention_forward_kernel<bf16>,
@@ -448,8 +473,10 @@ template <typename T>
 cudaError_t gpu_attention_forward(T *out, float *lse, const T *qkv, int B, int T_, int C, int H,
                                   int tile, cudaStream_t s) {
     AttShape d = make_shape(B, T_, C, H, tile);
-    dim3 grid((unsigned)d.ntiles, (unsigned)(B * H));
-    attention_forward_kernel<T><<<grid, ATT_THREADS, fwd_smem<T>(d), s>>>(out, lse, qkv, d);
+    /* x: (sequence, head), up to 2^31 - 1; y: tiles (T / 16 <= 4096 <= 65535), heaviest
+     * first since blocks start in linear order */
+    dim3 grid((unsigned)(B * H), (unsigned)d.ntiles);
+    GPU_LAUNCH(attention_forward_kernel<T>, grid, ATT_THREADS, fwd_smem<T>(d), s, out, lse, qkv, d);
     return cudaGetLastError();
 }
 
@@ -459,16 +486,18 @@ cudaError_t gpu_attention_backward(T *dqkv, float *Dbuf, const T *dout, const T 
                                    cudaStream_t s) {
     AttShape d = make_shape(B, T_, C, H, tile);
     int rows = B * H * T_, warps = 8;
-    attention_backward_d_kernel<T>
-        <<<(unsigned)((rows + warps - 1) / warps), warps * 32, 0, s>>>(Dbuf, dout, out, B, T_, C, H);
+    GPU_LAUNCH(attention_backward_d_kernel<T>, (unsigned)((rows + warps - 1) / warps), warps * 32,
+               0, s, Dbuf, dout, out, B, T_, C, H);
     cudaError_t rc = cudaGetLastError();
     if (rc != cudaSuccess) return rc;
-    dim3 grid((unsigned)d.ntiles, (unsigned)(B * H));
-    attention_backward_dkv_kernel<T>
-        <<<grid, ATT_THREADS, bwd_smem<T>(d, 2), s>>>(dqkv, dout, qkv, lse, Dbuf, d);
+    /* x: (sequence, head), up to 2^31 - 1; y: tiles (T / 16 <= 4096 <= 65535), heaviest
+     * first since blocks start in linear order */
+    dim3 grid((unsigned)(B * H), (unsigned)d.ntiles);
+    GPU_LAUNCH(attention_backward_dkv_kernel<T>, grid, ATT_THREADS, bwd_smem<T>(d, 2), s, dqkv, dout,
+               qkv, lse, Dbuf, d);
     if ((rc = cudaGetLastError()) != cudaSuccess) return rc;
-    attention_backward_dq_kernel<T>
-        <<<grid, ATT_THREADS, bwd_smem<T>(d, 1), s>>>(dqkv, dout, qkv, lse, Dbuf, d);
+    GPU_LAUNCH(attention_backward_dq_kernel<T>, grid, ATT_THREADS, bwd_smem<T>(d, 1), s, dqkv, dout,
+               qkv, lse, Dbuf, d);
     return cudaGetLastError();
 }
 

@@ -27,7 +27,8 @@ __global__ void combine_chunks_kernel(float *out, const double *part, int nchunk
 
 cudaError_t gpu_combine_chunks(float *out, const double *part, int nchunks, size_t stride, int C,
                                cudaStream_t s) {
-    combine_chunks_kernel<<<(unsigned)((C + 255) / 256), 256, 0, s>>>(out, part, nchunks, stride, C);
+    GPU_LAUNCH(combine_chunks_kernel, (unsigned)((C + 255) / 256), 256, 0, s, out, part, nchunks,
+               stride, C);
     return cudaGetLastError();
 }
 
@@ -35,7 +36,7 @@ template <typename T>
 cudaError_t gpu_column_sum(float *out, double *part, const T *inp, int N, int C, cudaStream_t s) {
     int nchunks = (N + GPU_ROW_CHUNK - 1) / GPU_ROW_CHUNK;
     dim3 grid((unsigned)((C + 255) / 256), (unsigned)nchunks);
-    column_sum_chunks_kernel<T><<<grid, 256, 0, s>>>(part, inp, N, C);
+    GPU_LAUNCH(column_sum_chunks_kernel<T>, grid, 256, 0, s, part, inp, N, C);
     cudaError_t rc = cudaGetLastError();
     if (rc != cudaSuccess) return rc;
     return gpu_combine_chunks(out, part, nchunks, (size_t)C, C, s);

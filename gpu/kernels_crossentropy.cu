@@ -44,8 +44,8 @@ __global__ void __launch_bounds__(CE_THREADS)
 cudaError_t gpu_crossentropy_forward(double *row_loss, float *row_max, float *row_inv,
                                      const float *logits, size_t ld, const int32_t *targets, int N,
                                      int V, cudaStream_t s) {
-    crossentropy_forward_kernel<<<(unsigned)N, CE_THREADS, 0, s>>>(row_loss, row_max, row_inv,
-                                                                  logits, ld, targets, V);
+    GPU_LAUNCH(crossentropy_forward_kernel, (unsigned)N, CE_THREADS, 0, s, row_loss, row_max,
+               row_inv, logits, ld, targets, V);
     return cudaGetLastError();
 }
 
@@ -70,8 +70,8 @@ cudaError_t gpu_crossentropy_backward(T *dlogits, size_t ldd, const float *logit
                                       const float *row_g, const int32_t *targets, int N, int V,
                                       cudaStream_t s) {
     dim3 grid((unsigned)N, (unsigned)((V + 255) / 256));
-    crossentropy_backward_kernel<T>
-        <<<grid, 256, 0, s>>>(dlogits, ldd, logits, ld, row_max, row_inv, row_g, targets, V);
+    GPU_LAUNCH(crossentropy_backward_kernel<T>, grid, 256, 0, s, dlogits, ldd, logits, ld, row_max,
+               row_inv, row_g, targets, V);
     return cudaGetLastError();
 }
 

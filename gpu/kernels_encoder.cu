@@ -21,7 +21,7 @@ cudaError_t gpu_encoder_forward(float *out, const int32_t *inp, const float *wte
                                 int B, int T, int C, cudaStream_t s) {
     size_t total = (size_t)B * T * C;
     unsigned blocks = (unsigned)((total + 255) / 256);
-    encoder_forward_kernel<<<blocks, 256, 0, s>>>(out, inp, wte, wpe, T, C, total);
+    GPU_LAUNCH(encoder_forward_kernel, blocks, 256, 0, s, out, inp, wte, wpe, T, C, total);
     return cudaGetLastError();
 }
 
@@ -44,7 +44,7 @@ cudaError_t gpu_encoder_backward_wpe(float *dwpe, const float *dres, int B, int 
                                      cudaStream_t s) {
     size_t total = (size_t)ctx * C;
     unsigned blocks = (unsigned)((total + 255) / 256);
-    encoder_backward_wpe_kernel<<<blocks, 256, 0, s>>>(dwpe, dres, B, T, C, ctx);
+    GPU_LAUNCH(encoder_backward_wpe_kernel, blocks, 256, 0, s, dwpe, dres, B, T, C, ctx);
     return cudaGetLastError();
 }
 
@@ -66,6 +66,6 @@ cudaError_t gpu_encoder_backward_wte(float *dwte, const float *dres, const int32
     if (nuniq <= 0) return cudaGetLastError();
     int threads = C < 256 ? ((C + 31) / 32) * 32 : 256;
     dim3 grid((unsigned)nuniq, (unsigned)((C + threads - 1) / threads));
-    encoder_backward_wte_kernel<<<grid, threads, 0, s>>>(dwte, dres, uniq, start, pos, C);
+    GPU_LAUNCH(encoder_backward_wte_kernel, grid, threads, 0, s, dwte, dres, uniq, start, pos, C);
     return cudaGetLastError();
 }

@@ -36,13 +36,13 @@ static unsigned grid_for(size_t n) {
 }
 
 template <typename T> cudaError_t gpu_gelu_forward(T *out, const T *inp, size_t n, cudaStream_t s) {
-    gelu_forward_kernel<T><<<grid_for(n), 256, 0, s>>>(out, inp, n);
+    GPU_LAUNCH(gelu_forward_kernel<T>, grid_for(n), 256, 0, s, out, inp, n);
     return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t gpu_gelu_backward(T *dinout, const T *inp, size_t n, cudaStream_t s) {
-    gelu_backward_kernel<T><<<grid_for(n), 256, 0, s>>>(dinout, inp, n);
+    GPU_LAUNCH(gelu_backward_kernel<T>, grid_for(n), 256, 0, s, dinout, inp, n);
     return cudaGetLastError();
 }
 

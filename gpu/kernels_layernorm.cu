@@ -41,7 +41,8 @@ template <typename T>
 cudaError_t gpu_layernorm_forward(T *out, float *mean, float *rstd, const float *inp,
                                   const float *w, const float *b, int N, int C, cudaStream_t s) {
     unsigned blocks = (unsigned)((N + LN_WARPS - 1) / LN_WARPS);
-    layernorm_forward_kernel<T><<<blocks, LN_WARPS * 32, 0, s>>>(out, mean, rstd, inp, w, b, N, C);
+    GPU_LAUNCH(layernorm_forward_kernel<T>, blocks, LN_WARPS * 32, 0, s, out, mean, rstd, inp, w, b,
+               N, C);
     return cudaGetLastError();
 }
 
@@ -98,11 +99,11 @@ cudaError_t gpu_layernorm_backward(float *dinp, T *copy, float *dw, float *db, d
                                    const float *rstd, const float *w, int N, int C,
                                    cudaStream_t s) {
     unsigned blocks = (unsigned)((N + LN_WARPS - 1) / LN_WARPS);
-    layernorm_backward_dx_kernel<T>
-        <<<blocks, LN_WARPS * 32, 0, s>>>(dinp, copy, dout, inp, mean, rstd, w, N, C);
+    GPU_LAUNCH(layernorm_backward_dx_kernel<T>, blocks, LN_WARPS * 32, 0, s, dinp, copy, dout, inp,
+               mean, rstd, w, N, C);
     int nchunks = (N + GPU_ROW_CHUNK - 1) / GPU_ROW_CHUNK;
     dim3 grid((unsigned)((C + 255) / 256), (unsigned)nchunks);
-    layernorm_backward_dwdb_kernel<<<grid, 256, 0, s>>>(part, dout, inp, mean, rstd, N, C);
+    GPU_LAUNCH(layernorm_backward_dwdb_kernel, grid, 256, 0, s, part, dout, inp, mean, rstd, N, C);
     cudaError_t rc = cudaGetLastError();
     if (rc != cudaSuccess) return rc;
     if ((rc = gpu_combine_chunks(dw, part, nchunks, 2 * (size_t)C, C, s)) != cudaSuccess) return rc;

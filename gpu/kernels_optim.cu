@@ -23,7 +23,7 @@ __global__ void sgd_kernel(float *p, const float *g, float lr, size_t n) {
 }
 
 cudaError_t gpu_sgd(float *p, const float *g, float lr, size_t n, cudaStream_t s) {
-    sgd_kernel<<<grid_for(n), 256, 0, s>>>(p, g, lr, n);
+    GPU_LAUNCH(sgd_kernel, grid_for(n), 256, 0, s, p, g, lr, n);
     return cudaGetLastError();
 }
 
@@ -48,8 +48,8 @@ __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, const
 cudaError_t gpu_adamw(float *p, const float *g, float *m, float *v, const gpu_span *spans,
                       int nspans, float decay_keep, float b1, float b2, float eps,
                       float step_size, float bc2_sqrt, cudaStream_t s) {
-    adamw_kernel<<<(unsigned)nspans, 256, 0, s>>>(p, g, m, v, spans, decay_keep, b1, b2, eps,
-                                                  step_size, bc2_sqrt);
+    GPU_LAUNCH(adamw_kernel, (unsigned)nspans, 256, 0, s, p, g, m, v, spans, decay_keep, b1, b2,
+               eps, step_size, bc2_sqrt);
     return cudaGetLastError();
 }
 
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(SUMSQ_THREADS)
 
 cudaError_t gpu_sumsq_chunks(double *part, const float *x, size_t n, cudaStream_t s) {
     size_t nchunks = (n + GPU_NORM_CHUNK - 1) / GPU_NORM_CHUNK;
-    sumsq_chunks_kernel<<<(unsigned)nchunks, SUMSQ_THREADS, 0, s>>>(part, x, n);
+    GPU_LAUNCH(sumsq_chunks_kernel, (unsigned)nchunks, SUMSQ_THREADS, 0, s, part, x, n);
     return cudaGetLastError();
 }
 
@@ -84,7 +84,7 @@ __global__ void scale_kernel(float *x, float a, size_t n) {
 }
 
 cudaError_t gpu_scale(float *x, float a, size_t n, cudaStream_t s) {
-    scale_kernel<<<grid_for(n), 256, 0, s>>>(x, a, n);
+    GPU_LAUNCH(scale_kernel, grid_for(n), 256, 0, s, x, a, n);
     return cudaGetLastError();
 }
 
@@ -95,6 +95,6 @@ __global__ void cast_bf16_kernel(bf16 *out, const float *in, size_t n) {
 }
 
 cudaError_t gpu_cast_bf16(bf16 *out, const float *in, size_t n, cudaStream_t s) {
-    cast_bf16_kernel<<<grid_for(n), 256, 0, s>>>(out, in, n);
+    GPU_LAUNCH(cast_bf16_kernel, grid_for(n), 256, 0, s, out, in, n);
     return cudaGetLastError();
 }

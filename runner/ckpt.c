@@ -725,6 +725,38 @@ int ckpt_drop_states_after(ckpt *c, uint64_t after, tdm_err *e) {
     return rc;
 }
 
+int ckpt_supersede_alpha_after(ckpt *c, uint64_t after, uint64_t change, int *moved, tdm_err *e) {
+    *moved = 0;
+    store_list l;
+    int rc = store_list_prefix(c->st, "alpha/", &l, e);
+    for (size_t i = 0; !rc && i < l.n; i++) {
+        const char *key = l.keys[i];
+        void *data = NULL;
+        size_t n = 0;
+        rc = store_get(c->st, key, &data, &n, NULL, e);
+        if (rc == STORE_NOT_FOUND) { /* moved by an earlier, interrupted call */
+            rc = 0;
+            continue;
+        }
+        if (rc) break;
+        rec_alpha a;
+        tdm_err de;
+        /* an unreadable record is left where it is: the replay rewrites it (reported) */
+        if (rec_alpha_decode(data, n, key, &a, &de) == 0 && a.seq > after) {
+            char dst[128];
+            snprintf(dst, sizeof dst, "superseded/%llu/%s", (unsigned long long)change, key);
+            rc = store_put(c->st, dst, data, n, STORE_OVERWRITE, e);
+            ckpt_test_hook("supersede");
+            if (!rc) rc = store_delete(c->st, key, e);
+            if (rc == STORE_NOT_FOUND) rc = 0;
+            if (!rc) (*moved)++;
+        }
+        free(data);
+    }
+    store_list_free(&l);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ α records */
 
 int ckpt_alpha_record(ckpt *c, const rec_alpha *a, sha256_digest *hash, tdm_err *e) {

@@ -82,6 +82,14 @@ int ckpt_alpha_record(ckpt *c, const rec_alpha *a, sha256_digest *hash, tdm_err 
  * those states belong to the old trajectory). */
 int ckpt_drop_states_after(ckpt *c, uint64_t after, tdm_err *e);
 
+/* Sets aside the α records of episodes whose α update took effect after run position
+ * `after` (record seq > after): each alpha/<t>.mp is copied to
+ * superseded/<change>/alpha/<t>.mp, then deleted, so that the replay under changed config
+ * writes its own records instead of failing the replay check. Nothing is lost: the old
+ * trajectory's records stay readable under superseded/. Idempotent (a crash midway is
+ * finished by the next call). *moved gets the number set aside. */
+int ckpt_supersede_alpha_after(ckpt *c, uint64_t after, uint64_t change, int *moved, tdm_err *e);
+
 /* Test hook; see the header comment. */
 void ckpt_test_hook(const char *label);
 

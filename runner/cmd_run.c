@@ -19,6 +19,7 @@ static void usage(FILE *f) {
             "  --store URL             where the run lives: file:///path or a directory\n"
             "                          (default: the config's `store`, else runs/<config name>)\n"
             "  --set key=value         override one config key (repeatable), e.g. --set tandem.K=3\n"
+            "  --precision fp32|bf16   compute precision (run.precision; bf16 needs run.device=cuda)\n"
             "  --allow-change k1,k2    resume although these pinned keys changed (recorded)\n"
             "  --quiet                 no progress output\n"
             "  --json                  progress as one JSON object per line (stderr)\n"
@@ -74,6 +75,23 @@ int cmd_run(int argc, char **argv) {
                 char **s = realloc(sets, (size_t)(nsets + 1) * sizeof *s);
                 if (!s) rc = err_set(&e, ERR_INTERNAL, "out of memory");
                 else (sets = s)[nsets++] = (char *)v;
+            }
+        } else if (!strcmp(f, "--precision")) {
+            rc = args_value(&it, &v, &e);
+            if (!rc) {
+                size_t n = strlen("run.precision=") + strlen(v) + 1;
+                char *kv = malloc(n), **s = realloc(sets, (size_t)(nsets + 1) * sizeof *s);
+                char **o2 = realloc(owned, (size_t)(nowned + 1) * sizeof *o2);
+                if (s) sets = s;
+                if (o2) owned = o2;
+                if (!kv || !s || !o2) {
+                    free(kv);
+                    rc = err_set(&e, ERR_INTERNAL, "out of memory");
+                } else {
+                    snprintf(kv, n, "run.precision=%s", v);
+                    owned[nowned++] = kv;
+                    sets[nsets++] = kv;
+                }
             }
         } else if (!strcmp(f, "--allow-change")) {
             rc = args_value(&it, &v, &e);

@@ -47,6 +47,7 @@ static const char *const preset_names[] = {"none",
                                            "sft-qwen2-0.5b",
                                            NULL};
 static const char *const device_names[] = {"cpu", "cuda", NULL};
+static const char *const precision_names[] = {"fp32", "bf16", NULL};
 static const char *const mixing_names[] = {"weight", "sample", "auto", NULL};
 static const char *const mixture_names[] = {"uniform", "natural", "file", NULL};
 static const char *const mode_names[] = {"tandem", "fixed", NULL};
@@ -56,6 +57,7 @@ static const char *const cloud_names[] = {"none", "gke", "eks", "aks", NULL};
 #define COUNT_NAMES(a) (sizeof(a) / sizeof(a)[0] - 1)
 _Static_assert(COUNT_NAMES(preset_names) == CONFIG_PRESET_COUNT, "preset names vs enum");
 _Static_assert(COUNT_NAMES(device_names) == CONFIG_DEVICE_CUDA + 1, "device names vs enum");
+_Static_assert(COUNT_NAMES(precision_names) == CONFIG_PRECISION_BF16 + 1, "precision names vs enum");
 _Static_assert(COUNT_NAMES(mixing_names) == CONFIG_MIXING_AUTO + 1, "mixing names vs enum");
 _Static_assert(COUNT_NAMES(mixture_names) == CONFIG_MIXTURE_FILE + 1, "mixture names vs enum");
 _Static_assert(COUNT_NAMES(mode_names) == CONFIG_MODE_FIXED + 1, "mode names vs enum");
@@ -327,7 +329,11 @@ static const key_def schema[] = {
     ENUM("run.mode", run.mode, "tandem", mode_names,
          "tandem: data-mixture optimisation; fixed: train with a fixed mixture (data.mixture), "
          "the paper's second stage"),
-    ENUM("run.device", run.device, "cpu", device_names, "compute backend"),
+    ENUM("run.device", run.device, "cpu", device_names,
+         "compute backend: cpu (OpenBLAS) or cuda (gpu/, builds made with nvcc)"),
+    ENUM("run.precision", run.precision, "fp32", precision_names,
+         "compute precision: fp32 everywhere, or bf16 matmul/attention inputs with fp32 "
+         "master weights, optimiser state and accumulation (cuda only)"),
     INT("run.threads", run.threads, "0", 0, INT_MAX, "CPU threads; 0 = all cores"),
     STR("data.dataset", data.dataset, NULL, F_PATH,
         "dataset YAML (DESIGN.md §7); a relative path is relative to the config file"),
@@ -1017,6 +1023,13 @@ static int check_all(const config *c, const origin *from, const char *path, tdm_
         return err_set(e, ERR_USAGE,
                        "optim.lr_min = %s%s exceeds optim.lr = %s%s: the schedule decays "
                        "from optim.lr down to optim.lr_min",
+                       va, oa, vb, ob);
+    }
+    if (c->run.precision == CONFIG_PRECISION_BF16 && c->run.device != CONFIG_DEVICE_CUDA) {
+        ORIGINS("run.precision", "run.device");
+        return err_set(e, ERR_USAGE,
+                       "run.precision = %s%s needs run.device = cuda (run.device = %s%s): the "
+                       "CPU backend computes in fp32 only",
                        va, oa, vb, ob);
     }
 #undef ORIGINS

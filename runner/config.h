@@ -52,6 +52,7 @@ enum config_preset {
     CONFIG_PRESET_COUNT
 };
 enum config_device { CONFIG_DEVICE_CPU, CONFIG_DEVICE_CUDA };
+enum config_precision { CONFIG_PRECISION_FP32, CONFIG_PRECISION_BF16 };
 /* auto: weight for TANDEM runs, sample for fixed-mixture training (DESIGN.md §2) */
 enum config_mixing { CONFIG_MIXING_WEIGHT, CONFIG_MIXING_SAMPLE, CONFIG_MIXING_AUTO };
 /* the mixture a TANDEM run starts from, or a fixed run trains with */
@@ -71,6 +72,7 @@ typedef struct config {
         int mode;      /* enum config_mode */
         uint64_t seed;
         int device;    /* enum config_device */
+        int precision; /* enum config_precision: compute precision of the CUDA backend */
         int threads;   /* 0 = all cores */
     } run;
     struct config_data {

@@ -43,7 +43,7 @@ static config_kv *find_kv(config_kv *kv, size_t n, const char *key) {
 /* Reads RUN and applies configs/0.mp, 1.mp, ... to its canonical form. *nchanges gets the
  * number of change records. STORE_NOT_FOUND when there is no RUN. */
 static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *nchanges,
-                       char *run_id, size_t cap, tdm_err *e) {
+                       uint64_t *last_change_seq, char *run_id, size_t cap, tdm_err *e) {
     void *data = NULL;
     size_t n = 0;
     int rc = store_get(st, "RUN", &data, &n, NULL, e);
@@ -75,6 +75,7 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *n
         rc = rec_change_decode(data, n, what, &ch, e);
         free(data);
         if (rc) break;
+        if (last_change_seq) *last_change_seq = ch.seq;
         for (size_t i = 0; i < ch.n && !rc; i++) {
             config_kv *t = find_kv(kv, nkv, ch.new_values[i].key);
             if (!t || strlen(ch.new_values[i].value) >= sizeof t->value)
@@ -98,7 +99,7 @@ int pin_read(store *st, config *cfg, char *run_id, size_t cap, tdm_err *e) {
     config_kv *kv;
     size_t n;
     uint64_t nch;
-    int rc = read_pinned(st, &kv, &n, &nch, run_id, cap, e);
+    int rc = read_pinned(st, &kv, &n, &nch, NULL, run_id, cap, e);
     if (rc == STORE_NOT_FOUND)
         return err_set(e, ERR_USAGE, "%s holds no run (no RUN object); check the store URL",
                        store_url(st));
@@ -173,9 +174,11 @@ int pin_run(store *st, const config *cfg, const char *const *domains, int M,
     config_kv *pinned;
     size_t npinned;
     uint64_t nchanges;
-    int rc = read_pinned(st, &pinned, &npinned, &nchanges, out->run_id, sizeof out->run_id, e);
+    int rc = read_pinned(st, &pinned, &npinned, &nchanges, &out->change_seq, out->run_id,
+                         sizeof out->run_id, e);
     if (rc == STORE_NOT_FOUND) return create_run(st, cfg, domains, M, out, e);
     if (rc) return rc;
+    out->nchanges = nchanges;
     config pc;
     rc = config_from_canonical(&pc, pinned, npinned, e);
     if (rc) {
@@ -246,6 +249,8 @@ int pin_run(store *st, const config *cfg, const char *const *domains, int M,
         }
         if (!rc) {
             out->changed = 1;
+            out->nchanges = nchanges + 1;
+            out->change_seq = at_seq;
             fprintf(stderr, "tandem: configuration change recorded as configs/%llu.mp:\n%s\n",
                     (unsigned long long)nchanges, list);
         }

@@ -21,6 +21,8 @@
 typedef struct pin_result {
     int created;       /* RUN was written now: a new run */
     int changed;       /* allowed keys changed and a change record was written */
+    uint64_t nchanges;   /* change records in the store (configs/0.mp ..), this one included */
+    uint64_t change_seq; /* the newest change's state position (when nchanges > 0) */
     char run_id[64];
 } pin_result;
 

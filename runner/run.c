@@ -11,6 +11,9 @@
 #include <unistd.h>
 
 #include "data/dataset.h"
+#ifdef TANDEM_HAVE_CUDA
+#include "gpu/cuda.h"
+#endif
 #include "model/model.h"
 #include "runner/ckpt.h"
 #include "runner/mixfile.h"
@@ -57,6 +60,7 @@ typedef struct run_ctx {
     dataset ds;
     model_layout lay;
     step_hparams hp;
+    const model_ops *ops; /* the backend run.device names */
     step_nets nets;
     step_state st;
     store *store;
@@ -224,6 +228,39 @@ static uint64_t attempt_number(void) {
     return v ? strtoull(v, NULL, 10) : 0;
 }
 
+/* Picks r->ops from run.device; for cuda, checks that a device is there and sets the
+ * compute precision of the workspaces about to be created. */
+static int select_backend(run_ctx *r, tdm_err *e) {
+    if (r->cfg.run.device == CONFIG_DEVICE_CPU) {
+        r->ops = &model_cpu_ops;
+        return 0;
+    }
+#ifdef TANDEM_HAVE_CUDA
+    char why[256] = "";
+    if (model_cuda_device_count(why, sizeof why) < 1)
+        return err_set(e, ERR_USAGE,
+                       "run.device = cuda but no CUDA device is usable here (%s): run on a GPU "
+                       "node, or --set run.device=cpu (needs --allow-change run.device on a "
+                       "pinned run)",
+                       why);
+    int rc = model_cuda_set_precision(r->cfg.run.precision == CONFIG_PRECISION_BF16 ? "bf16" : "fp32", e);
+    if (rc) return rc;
+    r->ops = &model_cuda_ops;
+    if (r->progress != PROGRESS_QUIET) {
+        char desc[512];
+        tdm_err de = {0};
+        if (model_cuda_describe(desc, sizeof desc, &de) == 0)
+            fprintf(stderr, "tandem: CUDA backend, %s, on %s\n",
+                    r->cfg.run.precision == CONFIG_PRECISION_BF16 ? "bf16" : "fp32", desc);
+    }
+    return 0;
+#else
+    return err_set(e, ERR_USAGE,
+                   "run.device = cuda: this build has no CUDA backend (nvcc was not found when "
+                   "tandem was built; see docs/gpu.md); use run.device = cpu");
+#endif
+}
+
 static int setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     int rc = config_load(&r->cfg, o->config_path, o->sets, o->nsets, e);
     if (rc) return rc;
@@ -232,8 +269,7 @@ static int setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     else if (r->cfg.store[0]) snprintf(url, sizeof url, "%s", r->cfg.store);
     else default_store(o->config_path, url, sizeof url);
     snprintf(r->cfg.store, sizeof r->cfg.store, "%s", url);
-    if (r->cfg.run.device != CONFIG_DEVICE_CPU)
-        return err_set(e, ERR_USAGE, "run.device = cuda: this build has no CUDA backend; use cpu");
+    if ((rc = select_backend(r, e))) return rc;
     if ((rc = dataset_load(&r->ds, r->cfg.data.dataset, e))) return rc;
     model_config mc = {.vocab = r->cfg.model.vocab ? r->cfg.model.vocab : r->ds.vocab,
                        .ctx = r->cfg.model.ctx, .layers = r->cfg.model.layers,
@@ -441,13 +477,25 @@ int run_main(const run_opts *o, tdm_err *e) {
     if (!rc)
         rc = pin_run(r->store, &r->cfg, r->names, dataset_n_domains(&r->ds), o->allow, o->nallow,
                      peek_head_seq(r->store), &pin, e);
-    if (!rc) rc = step_nets_create(&r->nets, &model_cpu_ops, &r->lay, &r->hp, r->st.M ? r->st.M : dataset_n_domains(&r->ds), r->cfg.run.threads, e);
+    if (!rc) rc = step_nets_create(&r->nets, r->ops, &r->lay, &r->hp, r->st.M ? r->st.M : dataset_n_domains(&r->ds), r->cfg.run.threads, e);
     if (!rc && !(r->ck = ckpt_open(r->store, &r->lay, (uint64_t)r->cfg.checkpoint.chunk_kib << 10, e)))
         rc = e->code;
     if (!rc) rc = ckpt_acquire(r->ck, attempt_number(), e);
     int resumed = 0;
     if (!rc) rc = load_or_init(r, &resumed, e);
-    if (!rc && pin.changed) rc = ckpt_drop_states_after(r->ck, r->seq, e);
+    /* Resuming at or before the newest config change: what lies beyond this state was
+     * computed under the old config. Checked on every resume, not only when the change
+     * is recorded, so that a kill between recording and cleaning up is finished later. */
+    if (!rc && pin.nchanges && r->seq <= pin.change_seq) {
+        int moved = 0;
+        rc = ckpt_drop_states_after(r->ck, r->seq, e);
+        if (!rc) rc = ckpt_supersede_alpha_after(r->ck, r->seq, pin.nchanges - 1, &moved, e);
+        if (!rc && moved)
+            fprintf(stderr, "tandem: %d alpha records computed under the previous config after "
+                    "run position %llu set aside under superseded/%llu/alpha/ (the replay "
+                    "writes new ones)\n", moved, (unsigned long long)r->seq,
+                    (unsigned long long)(pin.nchanges - 1));
+    }
     if (!rc) {
         char msg[512];
         if (r->next == NEXT_DONE)

@@ -7,8 +7,12 @@
  *   corruption   a flipped blob byte, a truncated manifest, a deleted HEAD: named, fallen
  *                back from, same end
  *   nondeterminism  a perturbed replay (test-only switch) exits 4 and overwrites nothing
- *   config       a changed pinned key is refused (exit 2) unless allowed (recorded)
+ *   config       a changed pinned key is refused (exit 2) unless allowed (recorded);
+ *                an allowed change after a SIGKILL sets the old trajectory's α records
+ *                aside (superseded/) instead of failing the replay check, even when the
+ *                set-aside itself is killed midway
  */
+#include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -450,6 +454,91 @@ static void test_pinned_config(void) {
     fixture_close(&f);
 }
 
+
+/* `tandem run CONFIG --store S --quiet` plus the NULL-terminated extra arguments, with
+ * one optional environment assignment; returns the exit status (stderr in f->log). */
+static int run_args(const fixture *f, const char *env_kv, ...) {
+    const char *argv[32] = {tandem_bin(), "run", f->config, "--store", f->store, "--quiet"};
+    int n = 6;
+    va_list ap;
+    va_start(ap, env_kv);
+    for (const char *a; n < 31 && (a = va_arg(ap, const char *));) argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(f->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 2);
+        if (env_kv) {
+            char kv[256];
+            snprintf(kv, sizeof kv, "%s", env_kv);
+            char *eq = strchr(kv, '=');
+            *eq = '\0';
+            setenv(kv, eq + 1, 1);
+        }
+        execv(tandem_bin(), (char *const *)argv);
+        _exit(127);
+    }
+    return wait_exit(pid);
+}
+
+static int count_files(const char *dir) {
+    char cmd[900];
+    snprintf(cmd, sizeof cmd, "ls '%s' 2>/dev/null | wc -l", dir);
+    FILE *p = popen(cmd, "r");
+    int n = -1;
+    if (p && fscanf(p, "%d", &n) != 1) n = -1;
+    if (p) pclose(p);
+    return n;
+}
+
+static int alpha_verify(const fixture *f, char *out, size_t cap) {
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "'%s' alpha '%s' --verify 2>&1", tandem_bin(), f->store);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    return WEXITSTATUS(pclose(p));
+}
+
+/* A run killed with α records beyond its last full state (commits every 5 episodes),
+ * resumed with an allowed change: the records the old config computed after that state
+ * are set aside under superseded/0/alpha/, the run finishes, and the α chain verifies.
+ * Then the same with the set-aside itself killed after its first copy: the next plain
+ * resume (the change is already recorded) finishes the job. */
+static void test_change_after_kill_supersedes_alpha(void) {
+    for (int variant = 0; variant < 2; variant++) {
+        fixture f;
+        CHECK(fixture_open(&f, "change") == 0, "fixture");
+        int rc = run_args(&f, "TANDEM_TEST_KILL_AT=alpha:9", "--set", "checkpoint.every_episodes=5", NULL);
+        CHECK(rc == 128 + SIGKILL, "setup run exit %d", rc);
+        char dir[900], log[8192], out[8192];
+        snprintf(dir, sizeof dir, "%s/alpha", f.store);
+        int before = count_files(dir);
+        CHECK(before == 8, "%d alpha records before the change (want 8: episodes 0..7)", before);
+        rc = run_args(&f, variant ? "TANDEM_TEST_KILL_AT=supersede:1" : NULL, "--set",
+                      "checkpoint.every_episodes=5", "--set", "tandem.K=3", "--allow-change",
+                      "tandem.K", NULL);
+        read_all(f.log, log, sizeof log);
+        if (variant == 0) {
+            CHECK(rc == 0, "allowed change after a kill: exit %d: %s", rc, log);
+        } else {
+            CHECK(rc == 128 + SIGKILL, "kill inside the set-aside: exit %d: %s", rc, log);
+            rc = run_args(&f, NULL, "--set", "checkpoint.every_episodes=5", "--set", "tandem.K=3", NULL);
+            read_all(f.log, log, sizeof log);
+            CHECK(rc == 0, "resume after a killed set-aside: exit %d: %s", rc, log);
+        }
+        snprintf(dir, sizeof dir, "%s/superseded/0/alpha", f.store);
+        int set_aside = count_files(dir);
+        /* the last full state is at episode 5's end; records 5..7 took effect after it */
+        CHECK(set_aside == 3, "variant %d: %d records set aside (want 3): %s", variant, set_aside, log);
+        rc = alpha_verify(&f, out, sizeof out);
+        CHECK(rc == 0 && strstr(out, "16 records"), "alpha --verify exit %d: %s", rc, out);
+        fixture_close(&f);
+    }
+}
+
 int main(void) {
     setup_corpus();
     RUN(test_uninterrupted_reference);
@@ -461,6 +550,7 @@ int main(void) {
     RUN(test_two_runners_fence_the_stale_one);
     RUN(test_fixed_mixture_training);
     RUN(test_pinned_config);
+    RUN(test_change_after_kill_supersedes_alpha);
     test_rmtree(g_corpus);
     return test_summary("test_runner");
 }

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# gpu.sh — the CUDA backend against PyTorch on this machine's GPU (make bench-gpu).
+#
+#   bash bench/gpu.sh            GPT-2 124M (12 x 768, 12 heads, vocab 50257; the presets'
+#                                "160M" shape) at T = 512 (batch 32) and T = 1024 (batch 16)
+#
+# For each: build/rel/bench/bench_gpu (tandem, bf16) and bench/gpu_torch.py (PyTorch eager,
+# bf16 autocast, scaled-dot-product attention) on the same model, batch and step (forward,
+# backward, clip, AdamW), in this run; then a table of tokens/s, ours/PyTorch and MFU
+# against the targets (>= 1.0x PyTorch, >= 40 % MFU in bf16), and the TANDEM episode cost
+# against vanilla training (bench_gpu --episode 1) beside the paper's (E + 2K + 2/3)/E.
+# Environment: GPU_BENCH_ITERS (default 20), GPU_BENCH_FP32=1 adds fp32 rows (ours and
+# PyTorch without autocast, TF32 off), PYTHON (default python3: the GPU machine's, with
+# torch), BENCH_GPU_BIN.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bin=${BENCH_GPU_BIN:-build/rel/bench/bench_gpu}
+py=${PYTHON:-python3}
+iters=${GPU_BENCH_ITERS:-20}
+[ -x "$bin" ] || { echo "gpu.sh: $bin not built; run 'make bench-gpu'" >&2; exit 2; }
+field() { sed -nE "s/.*[[:space:]]$1=([^[:space:]]+).*/\1/p" <<<"$2"; }
+
+if ! nvidia-smi >/dev/null 2>&1; then
+  echo "gpu.sh: SKIPPED: no NVIDIA GPU here (nvidia-smi fails); nothing was measured" >&2
+  exit 3
+fi
+if ! "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  echo "gpu.sh: $py has no CUDA-enabled torch; set PYTHON" >&2; exit 2
+fi
+echo "GPU:     $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1)"
+echo "PyTorch: $("$py" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)')"
+echo "Ours:    $bin (gpu/, cuBLASLt + fused flash-style attention)"
+echo
+
+model=(--layers 12 --channels 768 --heads 12 --vocab 50257)
+precisions=(bf16)
+[ "${GPU_BENCH_FP32:-0}" = 1 ] && precisions+=(fp32)
+rows=()
+for prec in "${precisions[@]}"; do
+  for cfg in "512 32" "1024 16"; do
+    read -r T B <<<"$cfg"
+    ours=$("$bin" "${model[@]}" --seq "$T" --batch "$B" --iters "$iters" --precision "$prec")
+    echo "$ours"
+    peak=$(field peak_tflops "$ours")
+    theirs=$("$py" bench/gpu_torch.py "${model[@]}" --seq "$T" --batch "$B" --iters "$iters" \
+             --precision "$prec" --peak-tflops "$peak")
+    echo "$theirs"
+    a=$(field tokens_per_s "$ours"); b=$(field tokens_per_s "$theirs")
+    ma=$(field mfu "$ours"); mb=$(field mfu "$theirs")
+    ratio=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+    verdict=$(awk -v r="$ratio" -v m="$ma" -v p="$prec" 'BEGIN {
+      s = (r >= 1.0 ? "ratio met" : "ratio MISSED");
+      if (p == "bf16") s = s (m >= 0.40 ? ", MFU met" : ", MFU MISSED");
+      print s }')
+    rows+=("$(printf '%-5s %5s %5s %12.0f %12.0f %7s %7.1f%% %7.1f%%   %s' "$prec" "$T" "$B" "$a" "$b" \
+             "$ratio" "$(awk -v m="$ma" 'BEGIN{print 100*m}')" "$(awk -v m="$mb" 'BEGIN{print 100*m}')" "$verdict")")
+  done
+done
+echo
+echo "GPT-2 124M, step = forward + backward + clip + AdamW; MFU against the peak printed above"
+printf '%-5s %5s %5s %12s %12s %7s %8s %8s   %s\n' prec T B "ours tok/s" "torch tok/s" ours/pt \
+  "MFU ours" "MFU pt" "targets (>= 1.0x, >= 40 % bf16)"
+for r in "${rows[@]}"; do echo "$r"; done
+
+echo
+ep=$("$bin" "${model[@]}" --seq 512 --batch 16 --iters 2 --warmup 1 --precision bf16 --episode 1 \
+     | grep '^bench_gpu_episode')
+echo "$ep"
+printf '%-34s %10s %10s %8s %s\n' "episode cost (bf16, T=512, B=16)" tandem vanilla ratio paper
+printf '%-34s %8.3f s %8.3f s %8s %s\n' "same number of u-steps" "$(field tandem_s "$ep")" \
+  "$(field vanilla_s "$ep")" "$(field ratio "$ep")" "$(field paper "$ep")"

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# carry.sh — packs the GPU binaries built here for a GPU machine that cannot build them
+# (no network to install libyaml, msgpack, libcurl, OpenBLAS development packages), and
+# unpacks them there. docs/gpu.md, "Verifying on a GPU", says when to use it.
+#
+#   bash gpu/carry.sh            here: build/gpucarry/bundle.tar.xz with build/rel/tandem,
+#                                build/rel/gpu-tests/test_gpu, build/rel/bench/bench_gpu
+#                                (debug info stripped) and the shared libraries they need
+#                                except glibc's, the C++ runtime and CUDA's (the GPU machine
+#                                has its own: CUDA 13 under /usr/local/cuda)
+#   bash gpu/carry.sh --unpack   there, in the repository root: the binaries back to their
+#                                build/rel paths and the libraries to build/gpucarry/lib;
+#                                then: export LD_LIBRARY_PATH=$PWD/build/gpucarry/lib
+#
+# The bundle lives under build/ (ignored by git), so the device tool carries it with
+# carry: ["build/gpucarry"].
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=build/gpucarry
+bins=(build/rel/tandem build/rel/gpu-tests/test_gpu build/rel/bench/bench_gpu)
+
+if [ "${1:-}" = "--unpack" ]; then
+  [ -f "$out/bundle.tar.xz" ] || { echo "carry.sh: no $out/bundle.tar.xz" >&2; exit 2; }
+  tar -xJf "$out/bundle.tar.xz"
+  echo "carry.sh: unpacked ${bins[*]} and $out/lib"
+  missing=$(LD_LIBRARY_PATH=$PWD/$out/lib ldd "${bins[@]}" 2>/dev/null | grep 'not found' | sort -u || true)
+  if [ -n "$missing" ]; then
+    echo "carry.sh: still missing on this machine:" >&2
+    echo "$missing" >&2
+    exit 1
+  fi
+  echo "carry.sh: all libraries resolve; now: export LD_LIBRARY_PATH=$PWD/$out/lib"
+  exit 0
+fi
+
+for b in "${bins[@]}"; do
+  [ -x "$b" ] || { echo "carry.sh: $b is not built: make tandem build/rel/gpu-tests/test_gpu build/rel/bench/bench_gpu" >&2; exit 2; }
+done
+if ! ldd build/rel/tandem | grep -q libcudart; then
+  echo "carry.sh: build/rel/tandem has no CUDA backend (built without nvcc)" >&2; exit 2
+fi
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/build/rel/gpu-tests" "$stage/build/rel/bench" "$stage/$out/lib"
+for b in "${bins[@]}"; do strip --strip-debug -o "$stage/$b" "$b"; done
+# every library the binaries load, minus glibc, the C++/GCC runtime and CUDA
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libresolv|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas)'
+ldd "${bins[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u | while read -r name path; do
+  [[ "$name" =~ $skip ]] && continue
+  cp -L "$path" "$stage/$out/lib/$name"
+done
+mkdir -p "$out"
+tar -C "$stage" -cJf "$out/bundle.tar.xz" build
+echo "carry.sh: $out/bundle.tar.xz ($(du -h "$out/bundle.tar.xz" | cut -f1)): ${bins[*]}, $(ls "$stage/$out/lib" | wc -l) libraries"

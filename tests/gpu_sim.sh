@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# gpu_sim.sh — tests/test_gpu.c against the GPU simulator (gpu/sim/), where there is no
+# GPU: `make test-gpu-sim`. Runs the suite with the threads of each simulated block
+# scheduled forward, in reverse and in a random order (a missing barrier changes results
+# between orders, and the bit-exact checks see it), plus the no-device path.
+# Quick mode: shorter SIGKILL runs (bf16 only), no 160M memory report, no runner-level
+# run (those need a real GPU). Prints one line "N passed, M failed" like tests/run.sh.
+set -u
+cd "$(dirname "$0")/.."
+bin=${TEST_GPU_SIM_BIN:-build/sim/test_gpu}
+[ -x "$bin" ] || { echo "gpu_sim.sh: $bin is not built; run 'make test-gpu-sim'" >&2; exit 2; }
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_error=1:detect_stack_use_after_return=0}"
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+export TEST_GPU_QUICK=1 TANDEM_ROOT="$PWD"
+passed=0; failed=0; fails=()
+# every case in forward order; the kernel-level cases again in reverse and random order
+kernel_cases=test_forward_backward_fp32,test_forward_backward_bf16,test_bit_identical_runs
+for order in forward reverse random; do
+  echo "== simulator, thread order $order"
+  log=$(mktemp)
+  cases=; [ "$order" = forward ] || cases=$kernel_cases
+  TEST_GPU_CASES=$cases TANDEM_GPU_SIM_ORDER=$order "$bin" 2>&1 | tee "$log"; st=${PIPESTATUS[0]}
+  line=$(grep -E '^test_gpu: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log" | tail -n 1)
+  rm -f "$log"
+  if [ -z "$line" ]; then failed=$((failed + 1)); fails+=("$order: no summary (exit $st)"); continue; fi
+  p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line"); f=$(sed -E 's/.*, ([0-9]+) failed.*/\1/' <<<"$line")
+  passed=$((passed + p)); failed=$((failed + f))
+  [ "$f" -gt 0 ] && fails+=("$order: $f failed")
+  [ "$f" -eq 0 ] && [ "$st" -ne 0 ] && { failed=$((failed + 1)); fails+=("$order: exit $st"); }
+done
+echo "== simulator without a device"
+out=$(TANDEM_GPU_SIM_NODEV=1 "$bin" 2>&1); st=$?
+echo "$out"
+if [ $st -eq 0 ] && grep -q '^SKIP: no CUDA device' <<<"$out" && grep -q ' 0 passed, 0 failed, ' <<<"$out"; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); fails+=("no-device run did not skip cleanly (exit $st)")
+fi
+for f in "${fails[@]+"${fails[@]}"}"; do echo "FAILED: $f"; done
+echo "gpu_sim: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

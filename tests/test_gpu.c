@@ -1,0 +1,1002 @@
+/* test_gpu.c — the CUDA backend (gpu/) against the CPU reference (model/cpu.c), on a GPU.
+ * Run by `make test-gpu` (tests/gpu_run.sh), never by `make test`.
+ *
+ *   ops          forward losses, every gradient tensor by name, SGD, AdamW, norm, scale,
+ *                copy, upload/download, zeroed alloc, clip — against model_cpu_ops
+ *   determinism  two workspaces, same inputs: the same bits (fp32 and bf16)
+ *   train step   forward, backward, clip, AdamW (the free phase's step) and the probe's
+ *                SGD step, several steps, against the CPU
+ *   state        commit on CUDA → load on CPU → train → commit → load on CUDA: tensors
+ *                intact at every hop
+ *   SIGKILL      a training process committing every step, killed with SIGKILL again and
+ *                again (at random and inside commits), resumed each time: the final
+ *                tensors are bit-identical to an uninterrupted run; then the same with
+ *                `tandem run --set run.device=cuda` when the runner selects the backend
+ *   memory       peak GPU memory of a 160M model's workspace, both twins and AdamW
+ *                (step_nets, as the runner allocates them), reported
+ *
+ * Tolerances (CPU float32 reference; the GPU sums in other orders, so fp32 is not
+ * bit-identical to the CPU, only close):
+ *   fp32  per-domain losses: relative 1e-5. Gradients: per tensor, max |gpu - cpu| <=
+ *         1e-4 x max |cpu| of that tensor (floored at 1e-3 of the largest gradient).
+ *         Optimiser ops on identical inputs: relative 1e-6 (SGD), 1e-5 (AdamW, as
+ *         test_model), 1e-12 (norm), bit-exact (scale, copy, upload/download).
+ *         Whole steps: losses relative 1e-5, gradient norms 1e-5, the first AdamW
+ *         update ||Δgpu - Δcpu|| / ||Δcpu|| <= 5e-3 (elements whose gradient is rounding
+ *         noise, e.g. the key bias's, get updates of either sign from Adam's
+ *         normalisation), the SGD update 1e-4.
+ *   bf16  per-domain losses: relative 1e-2. Gradients: per tensor ||gpu - cpu||_2 <=
+ *         2.5e-2 x ||cpu||_2 (floored at 1e-3 of the whole gradient's norm), whole
+ *         gradient 1e-2. Whole steps: losses relative 2e-2, gradient norms 5e-2, the SGD
+ *         update 5e-2 (AdamW's first update is mostly sign(g): not compared).
+ *   (Seen on the simulator, gpu/sim/, whose products are exact float arithmetic: fp32
+ *   gradients within 1e-6, bf16 within 6e-3 per tensor, 3e-3 whole.)
+ *   Determinism and the SIGKILL runs: bit-exact.
+ *
+ * Without a CUDA build or without a device every case is SKIPPED, and the summary says
+ * "0 passed, 0 failed, N skipped": a skip is never a pass.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "model/model.h"
+#include "tests/test.h"
+#include "util/rng.h"
+#ifdef TANDEM_HAVE_CUDA
+#include "gpu/cuda.h"
+#include "runner/ckpt.h"
+#include "steps/steps.h"
+#include "storage/records.h"
+#include "storage/store.h"
+#include "tests/corpus_fixture.h"
+#include "tests/runner_fixture.h"
+#endif
+
+static int g_skipped;
+
+#define N_CASES 10
+
+static int summary(void) {
+    printf("test_gpu: %d passed, %d failed, %d skipped\n", test_passed_, test_failed_, g_skipped);
+    return test_failed_ ? 1 : 0;
+}
+
+#ifdef TANDEM_HAVE_CUDA
+
+static int g_case_skipped;
+static char g_skip_why[512];
+
+/* Marks the current case skipped (with the reason) and returns from it. */
+#define SKIP_CASE(...)                                                                     \
+    do {                                                                                   \
+        snprintf(g_skip_why, sizeof g_skip_why, __VA_ARGS__);                              \
+        g_case_skipped = 1;                                                                \
+        return;                                                                            \
+    } while (0)
+
+/* TEST_GPU_CASES=name,name,... runs only those cases (the others are skipped) */
+static int selected(const char *name) {
+    const char *list = getenv("TEST_GPU_CASES");
+    if (!list || !*list) return 1;
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return 1;
+    return 0;
+}
+
+#define RUN_GPU(fn)                                                                        \
+    do {                                                                                   \
+        g_case_skipped = 0;                                                                \
+        test_case_failed_ = 0;                                                             \
+        if (selected(#fn)) fn();                                                           \
+        else snprintf(g_skip_why, sizeof g_skip_why, "not in TEST_GPU_CASES"), g_case_skipped = 1; \
+        if (test_case_failed_) {                                                           \
+            test_failed_++;                                                                \
+            printf("FAIL %s\n", #fn);                                                      \
+        } else if (g_case_skipped) {                                                       \
+            g_skipped++;                                                                   \
+            printf("SKIP %s: %s\n", #fn, g_skip_why);                                      \
+        } else {                                                                           \
+            test_passed_++;                                                                \
+            printf("PASS %s\n", #fn);                                                      \
+        }                                                                                  \
+        fflush(stdout);                                                                    \
+    } while (0)
+
+static const model_ops *CPU = &model_cpu_ops;
+static const model_ops *GPU = &model_cuda_ops;
+static char g_self[4096]; /* this binary, for child processes */
+
+/* ---------------------------------------------------------------- shapes and batches */
+
+typedef struct shape {
+    const char *name;
+    model_config cfg;
+    int B, T, M;
+    int32_t dom[8];
+    double coef[8];
+} shape;
+
+/* hs = 8 (padded to 16 in the attention tiles), 3 key tiles of 64 with a partial last
+ * one, vocab not a multiple of 64, a domain without sequences (coefficient 123 must not
+ * matter); and hs = 64 (the tensor-core path without padding), T = 130. */
+static const shape SHAPES[] = {
+    {"small-heads", {.vocab = 67, .ctx = 160, .layers = 2, .heads = 4, .channels = 32},
+     3, 150, 3, {0, 2, 0}, {0.7, 123.0, 1.9}},
+    {"gpt2-heads", {.vocab = 300, .ctx = 192, .layers = 1, .heads = 2, .channels = 128},
+     2, 130, 2, {0, 1}, {1.0, 0.5}},
+};
+#define N_SHAPES ((int)(sizeof SHAPES / sizeof *SHAPES))
+
+static void make_tokens(uint16_t *tok, int B, int T, int V, uint64_t seed) {
+    rng_stream s;
+    rng_stream_init(&s, seed, RNG_TEST, 40, 0, 0);
+    for (int i = 0; i < B * (T + 1); i++) tok[i] = (uint16_t)rng_below(&s, (uint64_t)V);
+}
+
+/* GPT-2 initialisation with LayerNorm gains and biases moved off 1 and 0 (as test_model) */
+static void init_perturbed(const model_layout *lay, float *p, uint64_t seed) {
+    model_init_params(lay, seed, p);
+    rng_stream s;
+    rng_stream_init(&s, seed, RNG_TEST, 41, 0, 0);
+    for (int i = 0; i < lay->n; i++) {
+        const model_tensor *t = &lay->t[i];
+        if (t->ndim != 1) continue;
+        for (size_t j = 0; j < t->numel; j++) p[t->offset + j] += (float)(0.1 * rng_normal(&s));
+    }
+}
+
+static int set_precision(const char *prec) {
+    tdm_err e;
+    if (model_cuda_set_precision(prec, &e)) {
+        fprintf(stderr, "  %s\n", e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* One forward and backward of `ops` in a fresh workspace: losses, token counts and the
+ * gradient (host). 0 or -1 with the message printed. */
+typedef struct fb {
+    double loss[8];
+    long ntok[8];
+    float *grad;
+} fb;
+
+static int forward_backward(const model_ops *ops, const model_layout *lay, const float *params,
+                            const shape *sh, const uint16_t *tok, fb *out) {
+    tdm_err e = {0};
+    model_batch b = {.B = sh->B, .T = sh->T, .tokens = tok, .domain = sh->dom};
+    model_ctx *ctx = ops->create(lay, sh->B, sh->T, sh->M, 1, &e);
+    if (!ctx) {
+        fprintf(stderr, "  %s create: %s\n", ops->name, e.msg);
+        return -1;
+    }
+    float *p = ops->alloc(ctx, lay->numel), *g = ops->alloc(ctx, lay->numel);
+    out->grad = malloc(lay->numel * sizeof(float));
+    int rc = p && g && out->grad ? 0 : err_set(&e, ERR_INTERNAL, "out of memory");
+    if (!rc) rc = ops->upload(ctx, p, params, lay->numel, &e);
+    if (!rc) rc = ops->forward(ctx, p, &b, out->loss, out->ntok, &e);
+    if (!rc) rc = ops->backward(ctx, p, sh->coef, g, &e);
+    if (!rc) rc = ops->download(ctx, out->grad, g, lay->numel, &e);
+    if (rc) fprintf(stderr, "  %s: %s\n", ops->name, e.msg);
+    if (p) ops->release(ctx, p);
+    if (g) ops->release(ctx, g);
+    ops->destroy(ctx);
+    return rc ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------- comparisons */
+
+/* Checks GPU losses and gradients against the CPU's under the precision's tolerances;
+ * prints the worst figures. 0 when within them. */
+static int compare_fb(const model_layout *lay, const shape *sh, const fb *c, const fb *g, int bf16) {
+    int bad = 0;
+    double worst_loss = 0;
+    for (int m = 0; m < sh->M; m++) {
+        if (c->ntok[m] != g->ntok[m]) {
+            fprintf(stderr, "  domain %d: %ld tokens on the GPU, %ld on the CPU\n", m, g->ntok[m],
+                    c->ntok[m]);
+            bad = 1;
+        }
+        if (c->ntok[m] == 0) {
+            if (g->loss[m] != 0.0) fprintf(stderr, "  absent domain %d has loss %g\n", m, g->loss[m]), bad = 1;
+            continue;
+        }
+        double rel = fabs(g->loss[m] - c->loss[m]) / fabs(c->loss[m]);
+        if (rel > worst_loss) worst_loss = rel;
+    }
+    double tol_loss = bf16 ? 1e-2 : 1e-5;
+    if (worst_loss > tol_loss || !(worst_loss == worst_loss)) {
+        fprintf(stderr, "  loss relative error %.3e > %.0e\n", worst_loss, tol_loss);
+        bad = 1;
+    }
+    double gmax = 0, gss = 0, dss = 0;
+    for (size_t i = 0; i < lay->numel; i++) {
+        gmax = fmax(gmax, fabs(c->grad[i]));
+        gss += (double)c->grad[i] * c->grad[i];
+        double d = (double)g->grad[i] - c->grad[i];
+        dss += d * d;
+    }
+    double worst = 0;
+    const char *worst_name = "";
+    for (int ti = 0; ti < lay->n; ti++) {
+        const model_tensor *t = &lay->t[ti];
+        double tmax = 0, dmax = 0, tss = 0, tdss = 0;
+        for (size_t j = 0; j < t->numel; j++) {
+            double cv = c->grad[t->offset + j], d = g->grad[t->offset + j] - cv;
+            if (!(d == d)) d = INFINITY; /* NaN never passes */
+            tmax = fmax(tmax, fabs(cv));
+            dmax = fmax(dmax, fabs(d));
+            tss += cv * cv;
+            tdss += d * d;
+        }
+        double err = bf16 ? sqrt(tdss) / fmax(sqrt(tss), 1e-3 * sqrt(gss))
+                          : dmax / fmax(tmax, 1e-3 * gmax);
+        double tol = bf16 ? 2.5e-2 : 1e-4;
+        if (err > worst) worst = err, worst_name = t->name;
+        if (err > tol) {
+            fprintf(stderr, "  %s: gradient error %.3e > %.0e (max |cpu| %.3e, max |diff| %.3e)\n",
+                    t->name, err, tol, tmax, dmax);
+            bad = 1;
+        }
+    }
+    double whole = sqrt(dss) / sqrt(gss);
+    if (bf16 && !(whole <= 1e-2)) {
+        fprintf(stderr, "  whole gradient: relative error %.3e > 1e-2\n", whole);
+        bad = 1;
+    }
+    printf("  %-11s %s: loss rel err %.2e, worst tensor %.2e (%s), whole gradient %.2e\n",
+           sh->name, bf16 ? "bf16" : "fp32", worst_loss, worst, worst_name, whole);
+    return bad;
+}
+
+static void forward_backward_against_cpu(int bf16) {
+    CHECK(set_precision(bf16 ? "bf16" : "fp32") == 0, "precision");
+    for (int si = 0; si < N_SHAPES; si++) {
+        const shape *sh = &SHAPES[si];
+        model_layout lay;
+        CHECK(model_layout_init(&lay, &sh->cfg, NULL) == 0, "layout");
+        float *params = malloc(lay.numel * sizeof(float));
+        init_perturbed(&lay, params, 3 + si);
+        uint16_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
+        make_tokens(tok, sh->B, sh->T, sh->cfg.vocab, 5 + si);
+        fb c, g;
+        memset(&c, 0, sizeof c);
+        memset(&g, 0, sizeof g);
+        int ok = forward_backward(CPU, &lay, params, sh, tok, &c) == 0 &&
+                 forward_backward(GPU, &lay, params, sh, tok, &g) == 0;
+        int bad = ok ? compare_fb(&lay, sh, &c, &g, bf16) : 1;
+        free(c.grad);
+        free(g.grad);
+        free(tok);
+        free(params);
+        model_layout_free(&lay);
+        CHECK(ok, "%s: a backend failed", sh->name);
+        CHECK(!bad, "%s: the GPU differs from the CPU beyond the tolerances above", sh->name);
+    }
+}
+
+static void test_forward_backward_fp32(void) { forward_backward_against_cpu(0); }
+static void test_forward_backward_bf16(void) { forward_backward_against_cpu(1); }
+
+/* ---------------------------------------------------------------- optimiser and buffer ops */
+
+static void test_buffer_and_optimiser_ops(void) {
+    CHECK(set_precision("fp32") == 0, "precision");
+    model_config cfg = {.vocab = 300, .ctx = 64, .layers = 3, .heads = 2, .channels = 64};
+    model_layout lay;
+    CHECK(model_layout_init(&lay, &cfg, NULL) == 0, "layout");
+    size_t n = lay.numel;
+    CHECK(n > 2 * 65536, "needs several norm chunks (%zu)", n);
+    tdm_err e = {0};
+    model_ctx *cc = CPU->create(&lay, 1, 4, 1, 1, &e);
+    model_ctx *gc = GPU->create(&lay, 1, 4, 1, 1, &e);
+    CHECK(cc && gc, "create: %s", e.msg);
+    float *h[4], *back = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
+    rng_stream s;
+    rng_stream_init(&s, 1, RNG_TEST, 42, 0, 0);
+    for (int k = 0; k < 4; k++) h[k] = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        h[0][i] = (float)rng_normal(&s);                /* params */
+        h[1][i] = (float)rng_normal(&s);                /* grads */
+        h[2][i] = (float)(0.1 * rng_normal(&s));        /* m */
+        h[3][i] = (float)(0.01 * rng_uniform(&s));      /* v */
+    }
+    float *cb[4], *gb[4];
+    for (int k = 0; k < 4; k++) {
+        cb[k] = CPU->alloc(cc, n);
+        gb[k] = GPU->alloc(gc, n);
+        CHECK(cb[k] && gb[k], "alloc");
+    }
+    /* a fresh buffer is zeroed */
+    CHECK(GPU->download(gc, back, gb[0], n, &e) == 0, "%s", e.msg);
+    for (size_t i = 0; i < n; i++) CHECK(back[i] == 0.0f, "alloc not zeroed at %zu", i);
+    /* upload/download and copy are exact */
+    for (int k = 0; k < 4; k++) {
+        CHECK(CPU->upload(cc, cb[k], h[k], n, &e) == 0 && GPU->upload(gc, gb[k], h[k], n, &e) == 0,
+              "%s", e.msg);
+    }
+    CHECK(GPU->download(gc, back, gb[1], n, &e) == 0, "%s", e.msg);
+    CHECK(memcmp(back, h[1], n * sizeof(float)) == 0, "upload/download changed bits");
+    float *tmp = GPU->alloc(gc, n);
+    CHECK(GPU->copy(gc, tmp, gb[1], n, &e) == 0, "%s", e.msg);
+    CHECK(GPU->download(gc, back, tmp, n, &e) == 0, "%s", e.msg);
+    CHECK(memcmp(back, h[1], n * sizeof(float)) == 0, "copy changed bits");
+    /* norm: both sum fixed chunks in double */
+    double nc = CPU->norm(cc, cb[1]), ng = GPU->norm(gc, gb[1]);
+    CHECK(fabs(ng - nc) <= 1e-12 * nc, "norm %.17g vs CPU %.17g", ng, nc);
+    /* scale: one rounding each, bit-exact */
+    CPU->scale(cc, cb[1], 0.37f);
+    GPU->scale(gc, gb[1], 0.37f);
+    CHECK(GPU->download(gc, back, gb[1], n, &e) == 0, "%s", e.msg);
+    CHECK(memcmp(back, cb[1], n * sizeof(float)) == 0, "scale differs from the CPU");
+    /* SGD */
+    CHECK(CPU->sgd(cc, cb[0], cb[1], 0.05f, &e) == 0 && GPU->sgd(gc, gb[0], gb[1], 0.05f, &e) == 0,
+          "%s", e.msg);
+    CHECK(GPU->download(gc, back, gb[0], n, &e) == 0, "%s", e.msg);
+    double sgd_worst = 0, worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)back[i] - cb[0][i]) /
+                     (fabs(cb[0][i]) + fabs(0.05 * cb[1][i]) + 1e-30);
+        sgd_worst = fmax(sgd_worst, err);
+    }
+    CHECK(sgd_worst <= 1e-6, "SGD differs from the CPU by %.2e relative", sgd_worst);
+    /* AdamW */
+    model_adamw hp = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                      .weight_decay = 0.1f, .step = 3};
+    CHECK(CPU->adamw(cc, cb[0], cb[1], cb[2], cb[3], &hp, &e) == 0, "%s", e.msg);
+    CHECK(GPU->adamw(gc, gb[0], gb[1], gb[2], gb[3], &hp, &e) == 0, "%s", e.msg);
+    worst = 0;
+    for (int k = 0; k < 4; k++) {
+        if (k == 1) continue;
+        CHECK(GPU->download(gc, back, gb[k], n, &e) == 0, "%s", e.msg);
+        for (size_t i = 0; i < n; i++)
+            worst = fmax(worst, fabs((double)back[i] - cb[k][i]) / (fabs(cb[k][i]) + 1e-3));
+    }
+    CHECK(worst <= 1e-5, "AdamW differs from the CPU by %.2e relative", worst);
+    double adam_worst = worst;
+    /* decay only on 2-D tensors: a bias with zero gradient and moments stays put */
+    const model_tensor *bias = model_layout_find(&lay, "h.0.attn.c_proj.bias");
+    const model_tensor *w = model_layout_find(&lay, "h.0.attn.c_proj.weight");
+    memset(want, 0, n * sizeof(float));
+    for (int k = 1; k < 4; k++) CHECK(GPU->upload(gc, gb[k], want, n, &e) == 0, "%s", e.msg);
+    CHECK(GPU->download(gc, want, gb[0], n, &e) == 0, "%s", e.msg);
+    hp.step = 1;
+    CHECK(GPU->adamw(gc, gb[0], gb[1], gb[2], gb[3], &hp, &e) == 0, "%s", e.msg);
+    CHECK(GPU->download(gc, back, gb[0], n, &e) == 0, "%s", e.msg);
+    CHECK(back[bias->offset] == want[bias->offset], "bias decayed");
+    CHECK(back[w->offset] != want[w->offset], "weight not decayed");
+    hp.step = 0;
+    CHECK(GPU->adamw(gc, gb[0], gb[1], gb[2], gb[3], &hp, &e) != 0, "step 0 must be rejected");
+    /* clipping through the backend's norm and scale */
+    CHECK(GPU->upload(gc, gb[1], h[1], n, &e) == 0, "%s", e.msg);
+    double before = model_clip_grads(GPU, gc, gb[1], 2.0);
+    CHECK(fabs(before - sqrt(nc * nc)) <= 1e-12 * nc, "clip returned %.17g, norm %.17g", before, nc);
+    double after = GPU->norm(gc, gb[1]);
+    CHECK(fabs(after - 2.0) < 1e-5, "norm after clipping %g", after);
+    printf("  norm %.17g (CPU %.17g); SGD %.1e, AdamW %.1e relative\n", ng, nc, sgd_worst, adam_worst);
+    GPU->release(gc, tmp);
+    for (int k = 0; k < 4; k++) {
+        CPU->release(cc, cb[k]);
+        GPU->release(gc, gb[k]);
+        free(h[k]);
+    }
+    CPU->destroy(cc);
+    GPU->destroy(gc);
+    free(back);
+    free(want);
+    model_layout_free(&lay);
+}
+
+/* ---------------------------------------------------------------- determinism */
+
+static void test_bit_identical_runs(void) {
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        CHECK(set_precision(bf16 ? "bf16" : "fp32") == 0, "precision");
+        for (int si = 0; si < N_SHAPES; si++) {
+            const shape *sh = &SHAPES[si];
+            model_layout lay;
+            CHECK(model_layout_init(&lay, &sh->cfg, NULL) == 0, "layout");
+            float *params = malloc(lay.numel * sizeof(float));
+            init_perturbed(&lay, params, 7);
+            uint16_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
+            make_tokens(tok, sh->B, sh->T, sh->cfg.vocab, 9);
+            fb r[2];
+            memset(r, 0, sizeof r);
+            int ok = forward_backward(GPU, &lay, params, sh, tok, &r[0]) == 0 &&
+                     forward_backward(GPU, &lay, params, sh, tok, &r[1]) == 0;
+            int same = ok && memcmp(r[0].loss, r[1].loss, sizeof r[0].loss) == 0 &&
+                       memcmp(r[0].grad, r[1].grad, lay.numel * sizeof(float)) == 0;
+            free(r[0].grad);
+            free(r[1].grad);
+            free(tok);
+            free(params);
+            model_layout_free(&lay);
+            CHECK(ok, "a run failed");
+            CHECK(same, "%s %s: two runs on the same inputs gave different bits", sh->name,
+                  bf16 ? "bf16" : "fp32");
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- a whole training step */
+
+static void whole_steps(int bf16) {
+    CHECK(set_precision(bf16 ? "bf16" : "fp32") == 0, "precision");
+    const shape *sh = &SHAPES[0];
+    model_layout lay;
+    CHECK(model_layout_init(&lay, &sh->cfg, NULL) == 0, "layout");
+    size_t P = lay.numel;
+    float *init = malloc(P * sizeof(float));
+    init_perturbed(&lay, init, 11);
+    uint16_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
+    model_batch b = {.B = sh->B, .T = sh->T, .tokens = tok, .domain = sh->dom};
+    enum { STEPS = 4 };
+    double loss[2][STEPS][8], gnorm[2][STEPS];
+    float *after1[2], *sgd[2];
+    tdm_err e = {0};
+    const model_ops *ops2[2] = {CPU, GPU};
+    for (int r = 0; r < 2; r++) {
+        const model_ops *ops = ops2[r];
+        model_ctx *ctx = ops->create(&lay, sh->B, sh->T, sh->M, 1, &e);
+        CHECK(ctx, "%s create: %s", ops->name, e.msg);
+        float *p = ops->alloc(ctx, P), *g = ops->alloc(ctx, P), *m = ops->alloc(ctx, P),
+              *v = ops->alloc(ctx, P);
+        CHECK(p && g && m && v, "alloc");
+        CHECK(ops->upload(ctx, p, init, P, &e) == 0, "%s", e.msg);
+        after1[r] = malloc(P * sizeof(float));
+        sgd[r] = malloc(P * sizeof(float));
+        for (int k = 0; k < STEPS; k++) {
+            make_tokens(tok, sh->B, sh->T, sh->cfg.vocab, 100 + k);
+            model_adamw hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                              .weight_decay = 0.01f, .step = k + 1};
+            CHECK(ops->forward(ctx, p, &b, loss[r][k], NULL, &e) == 0, "%s", e.msg);
+            CHECK(ops->backward(ctx, p, sh->coef, g, &e) == 0, "%s", e.msg);
+            gnorm[r][k] = model_clip_grads(ops, ctx, g, 1.0);
+            CHECK(ops->adamw(ctx, p, g, m, v, &hp, &e) == 0, "%s", e.msg);
+            if (k == 0) CHECK(ops->download(ctx, after1[r], p, P, &e) == 0, "%s", e.msg);
+        }
+        /* the probe's step: SGD from the initial parameters */
+        CHECK(ops->upload(ctx, p, init, P, &e) == 0, "%s", e.msg);
+        make_tokens(tok, sh->B, sh->T, sh->cfg.vocab, 200);
+        double l[8];
+        CHECK(ops->forward(ctx, p, &b, l, NULL, &e) == 0, "%s", e.msg);
+        CHECK(ops->backward(ctx, p, sh->coef, g, &e) == 0, "%s", e.msg);
+        CHECK(ops->sgd(ctx, p, g, 1e-2f, &e) == 0, "%s", e.msg);
+        CHECK(ops->download(ctx, sgd[r], p, P, &e) == 0, "%s", e.msg);
+        ops->release(ctx, p);
+        ops->release(ctx, g);
+        ops->release(ctx, m);
+        ops->release(ctx, v);
+        ops->destroy(ctx);
+    }
+    double tl = bf16 ? 2e-2 : 1e-5, tn = bf16 ? 5e-2 : 1e-5, wl = 0, wn = 0;
+    for (int k = 0; k < STEPS; k++) {
+        for (int m = 0; m < sh->M; m++)
+            if (loss[0][k][m] != 0) wl = fmax(wl, fabs(loss[1][k][m] - loss[0][k][m]) / loss[0][k][m]);
+        wn = fmax(wn, fabs(gnorm[1][k] - gnorm[0][k]) / gnorm[0][k]);
+    }
+    /* update errors, relative to the update */
+    double du = 0, uu = 0, ds = 0, us = 0;
+    for (size_t i = 0; i < P; i++) {
+        double dc = (double)after1[0][i] - init[i], dg = (double)after1[1][i] - init[i];
+        du += (dg - dc) * (dg - dc), uu += dc * dc;
+        double sc = (double)sgd[0][i] - init[i], sg = (double)sgd[1][i] - init[i];
+        ds += (sg - sc) * (sg - sc), us += sc * sc;
+    }
+    double adam_err = sqrt(du / uu), sgd_err = sqrt(ds / us);
+    printf("  %s: %d AdamW steps: losses %.2e, grad norms %.2e; first update %.2e; SGD update %.2e\n",
+           bf16 ? "bf16" : "fp32", STEPS, wl, wn, adam_err, sgd_err);
+    for (int r = 0; r < 2; r++) {
+        free(after1[r]);
+        free(sgd[r]);
+    }
+    free(init);
+    free(tok);
+    model_layout_free(&lay);
+    CHECK(wl <= tl, "losses along the steps differ by %.2e > %.0e", wl, tl);
+    CHECK(wn <= tn, "gradient norms differ by %.2e > %.0e", wn, tn);
+    CHECK(bf16 || adam_err <= 5e-3, "AdamW update differs by %.2e > 5e-3", adam_err);
+    CHECK(sgd_err <= (bf16 ? 5e-2 : 1e-4), "SGD update differs by %.2e", sgd_err);
+}
+
+static void test_training_steps_fp32(void) { whole_steps(0); }
+static void test_training_steps_bf16(void) { whole_steps(1); }
+
+/* ---------------------------------------------------------------- state round trip */
+
+static void make_rec(rec_state *r, uint64_t seq) {
+    memset(r, 0, sizeof *r);
+    r->seq = seq;
+    r->episode = 0;
+    snprintf(r->step, sizeof r->step, "free");
+    r->index = seq;
+    r->free_steps = seq;
+    r->seed = 1;
+    r->M = 2;
+    r->alpha[0] = r->alpha[1] = 0.5;
+}
+
+/* Commits dev[0..2] (buffers of ops/ctx) as state seq into url. */
+static int commit_state(const char *url, const model_layout *lay, const model_ops *ops,
+                        model_ctx *ctx, float *const dev[CKPT_TENSORS], uint64_t seq, tdm_err *e) {
+    store *st = store_open(url, e);
+    if (!st) return e->code;
+    ckpt *c = ckpt_open(st, lay, 1 << 20, e);
+    int rc = c ? 0 : e->code, found = 0;
+    rec_state rec;
+    if (!rc) rc = ckpt_acquire(c, 0, e);
+    if (!rc) rc = ckpt_load(c, &rec, &found, e);
+    if (!rc && found) rec_state_free(&rec);
+    make_rec(&rec, seq);
+    if (!rc) rc = ckpt_snapshot(c, &rec, ops, ctx, dev, 0, e);
+    if (!rc) rc = ckpt_release(c, e);
+    if (c) ckpt_close(c);
+    store_close(st);
+    return rc;
+}
+
+/* Loads url's newest state into host[0..2]; *seq its position (UINT64_MAX when none). */
+static int load_state(const char *url, const model_layout *lay, float *host[CKPT_TENSORS],
+                      uint64_t *seq, tdm_err *e) {
+    store *st = store_open(url, e);
+    if (!st) return e->code;
+    ckpt *c = ckpt_open(st, lay, 1 << 20, e);
+    int rc = c ? 0 : e->code, found = 0;
+    rec_state rec;
+    *seq = UINT64_MAX;
+    if (!rc) rc = ckpt_load(c, &rec, &found, e);
+    if (!rc && found) {
+        *seq = rec.seq;
+        rec_state_free(&rec);
+        for (int k = 0; k < CKPT_TENSORS; k++)
+            memcpy(host[k], ckpt_host(c, k), lay->numel * sizeof(float));
+    }
+    if (c) ckpt_close(c);
+    store_close(st);
+    return rc;
+}
+
+/* One free-phase step of ops on dev = {p, m, v}. */
+static int train_step(const model_ops *ops, model_ctx *ctx, float *const dev[3], float *g,
+                      const shape *sh, long step, uint16_t *tok, tdm_err *e) {
+    model_batch b = {.B = sh->B, .T = sh->T, .tokens = tok, .domain = sh->dom};
+    make_tokens(tok, sh->B, sh->T, sh->cfg.vocab, 1000 + (uint64_t)step);
+    model_adamw hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                      .weight_decay = 0.01f, .step = step};
+    double loss[8];
+    int rc = ops->forward(ctx, dev[0], &b, loss, NULL, e);
+    if (!rc) rc = ops->backward(ctx, dev[0], sh->coef, g, e);
+    if (!rc) model_clip_grads(ops, ctx, g, 1.0);
+    if (!rc) rc = ops->adamw(ctx, dev[0], g, dev[1], dev[2], &hp, e);
+    return rc;
+}
+
+static void test_state_round_trip_cuda_cpu_cuda(void) {
+    CHECK(set_precision("bf16") == 0, "precision");
+    const shape *sh = &SHAPES[0];
+    model_layout lay;
+    CHECK(model_layout_init(&lay, &sh->cfg, NULL) == 0, "layout");
+    size_t P = lay.numel;
+    tdm_err e = {0};
+    char *dir = test_tmpdir("gpustate");
+    char url[600];
+    snprintf(url, sizeof url, "file://%s/run", dir);
+    uint16_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
+    float *host[3], *got[3];
+    for (int k = 0; k < 3; k++) {
+        host[k] = malloc(P * sizeof(float));
+        got[k] = malloc(P * sizeof(float));
+    }
+    init_perturbed(&lay, host[0], 5);
+    memset(host[1], 0, P * sizeof(float));
+    memset(host[2], 0, P * sizeof(float));
+    /* CUDA: two steps, commit */
+    model_ctx *gc = GPU->create(&lay, sh->B, sh->T, sh->M, 1, &e);
+    CHECK(gc, "%s", e.msg);
+    float *gd[3], *gg = GPU->alloc(gc, P);
+    for (int k = 0; k < 3; k++) {
+        gd[k] = GPU->alloc(gc, P);
+        CHECK(GPU->upload(gc, gd[k], host[k], P, &e) == 0, "%s", e.msg);
+    }
+    for (long s = 1; s <= 2; s++) CHECK(train_step(GPU, gc, gd, gg, sh, s, tok, &e) == 0, "%s", e.msg);
+    for (int k = 0; k < 3; k++) CHECK(GPU->download(gc, host[k], gd[k], P, &e) == 0, "%s", e.msg);
+    CHECK(commit_state(url, &lay, GPU, gc, gd, 2, &e) == 0, "commit on CUDA: %s", e.msg);
+    /* CPU: load, check, one step, commit */
+    uint64_t seq;
+    CHECK(load_state(url, &lay, got, &seq, &e) == 0 && seq == 2, "load on CPU: %s", e.msg);
+    for (int k = 0; k < 3; k++)
+        CHECK(memcmp(got[k], host[k], P * sizeof(float)) == 0, "tensor %d changed CUDA → store", k);
+    model_ctx *cc = CPU->create(&lay, sh->B, sh->T, sh->M, 1, &e);
+    CHECK(cc, "%s", e.msg);
+    float *cd[3], *cg = CPU->alloc(cc, P);
+    for (int k = 0; k < 3; k++) {
+        cd[k] = CPU->alloc(cc, P);
+        CHECK(CPU->upload(cc, cd[k], got[k], P, &e) == 0, "%s", e.msg);
+    }
+    CHECK(train_step(CPU, cc, cd, cg, sh, 3, tok, &e) == 0, "%s", e.msg);
+    for (int k = 0; k < 3; k++) CHECK(CPU->download(cc, host[k], cd[k], P, &e) == 0, "%s", e.msg);
+    CHECK(commit_state(url, &lay, CPU, cc, cd, 3, &e) == 0, "commit on CPU: %s", e.msg);
+    /* CUDA: load, check, continue */
+    CHECK(load_state(url, &lay, got, &seq, &e) == 0 && seq == 3, "load: %s", e.msg);
+    for (int k = 0; k < 3; k++) {
+        CHECK(GPU->upload(gc, gd[k], got[k], P, &e) == 0, "%s", e.msg);
+        CHECK(GPU->download(gc, got[k], gd[k], P, &e) == 0, "%s", e.msg);
+        CHECK(memcmp(got[k], host[k], P * sizeof(float)) == 0, "tensor %d changed CPU → CUDA", k);
+    }
+    CHECK(train_step(GPU, gc, gd, gg, sh, 4, tok, &e) == 0, "continuing on CUDA: %s", e.msg);
+    for (int k = 0; k < 3; k++) {
+        CPU->release(cc, cd[k]);
+        GPU->release(gc, gd[k]);
+        free(host[k]);
+        free(got[k]);
+    }
+    CPU->release(cc, cg);
+    GPU->release(gc, gg);
+    CPU->destroy(cc);
+    GPU->destroy(gc);
+    free(tok);
+    test_rmtree(dir);
+    free(dir);
+    model_layout_free(&lay);
+}
+
+/* ---------------------------------------------------------------- SIGKILL and resume */
+
+/* steps of the killed runs: 30, or 6 in quick mode (TEST_GPU_QUICK=1: the simulator) */
+static int quick(void);
+static int kill_steps(void) { return quick() ? 6 : 30; }
+
+static int quick(void) {
+    const char *v = getenv("TEST_GPU_QUICK");
+    return v && *v && strcmp(v, "0");
+}
+
+/* the killed runs' model: hs = 64 on a GPU, the cheaper small-heads shape in quick mode */
+static const shape *kill_shape(void) { return &SHAPES[quick() ? 0 : 1]; }
+
+/* The child: trains kill_steps() free steps with the CUDA backend in precision `prec`,
+ * committing after every step, resuming from the store's newest state. Exit 0 when done. */
+static int child_train(const char *url, const char *prec) {
+    tdm_err e = {0};
+    if (set_precision(prec)) return 2;
+    const shape *sh = kill_shape();
+    model_layout lay;
+    if (model_layout_init(&lay, &sh->cfg, &e)) return 2;
+    size_t P = lay.numel;
+    float *host[3], *dev[3] = {0}, *g = NULL;
+    for (int k = 0; k < 3; k++) host[k] = calloc(P, sizeof(float));
+    uint16_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
+    model_ctx *ctx = NULL;
+    uint64_t seq;
+    int rc = load_state(url, &lay, host, &seq, &e);
+    if (!rc && seq == UINT64_MAX) {
+        seq = 0;
+        init_perturbed(&lay, host[0], 21);
+    }
+    if (!rc && !(ctx = GPU->create(&lay, sh->B, sh->T, sh->M, 1, &e))) rc = e.code;
+    if (!rc && !(g = GPU->alloc(ctx, P))) rc = err_set(&e, ERR_INTERNAL, "alloc");
+    for (int k = 0; !rc && k < 3; k++) {
+        if (!(dev[k] = GPU->alloc(ctx, P))) rc = err_set(&e, ERR_INTERNAL, "alloc");
+        else rc = GPU->upload(ctx, dev[k], host[k], P, &e);
+    }
+    for (uint64_t s = seq; !rc && s < (uint64_t)kill_steps(); s++) {
+        rc = train_step(GPU, ctx, dev, g, sh, (long)s + 1, tok, &e);
+        if (!rc) rc = commit_state(url, &lay, GPU, ctx, dev, s + 1, &e);
+    }
+    if (rc) fprintf(stderr, "child: %s\n", e.msg);
+    for (int k = 0; k < 3; k++) {
+        if (dev[k]) GPU->release(ctx, dev[k]);
+        free(host[k]);
+    }
+    if (g) GPU->release(ctx, g);
+    if (ctx) GPU->destroy(ctx);
+    free(tok);
+    model_layout_free(&lay);
+    return rc ? 1 : 0;
+}
+
+/* Runs `self --child-train url prec` with an optional environment entry; returns its pid. */
+static pid_t spawn_child(const char *url, const char *prec, const char *env_kv, const char *log) {
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    if (env_kv) putenv((char *)env_kv);
+    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+    }
+    execl(g_self, g_self, "--child-train", url, prec, (char *)NULL);
+    _exit(127);
+}
+
+static int wait_pid(pid_t pid) {
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static double mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void sigkill_resume(const char *prec) {
+    const shape *sh = kill_shape();
+    model_layout lay;
+    CHECK(model_layout_init(&lay, &sh->cfg, NULL) == 0, "layout");
+    size_t P = lay.numel;
+    tdm_err e = {0};
+    char *dir = test_tmpdir("gpukill");
+    char ref[600], chaos[600], log[700];
+    snprintf(ref, sizeof ref, "file://%s/ref", dir);
+    snprintf(chaos, sizeof chaos, "file://%s/chaos", dir);
+    snprintf(log, sizeof log, "%s/log.txt", dir);
+    double t0 = mono();
+    int rc = wait_pid(spawn_child(ref, prec, NULL, log));
+    double ref_s = mono() - t0;
+    CHECK(rc == 0, "uninterrupted run exited %d (log %s)", rc, log);
+    rng_stream s;
+    rng_stream_init(&s, (uint64_t)time(NULL), RNG_TEST, 43, 0, 0);
+    /* kills inside commits first: each process counts its own passages */
+    static const char *const hooks_long[] = {"TANDEM_TEST_KILL_AT=blob:7", "TANDEM_TEST_KILL_AT=manifest:5",
+                                             "TANDEM_TEST_KILL_AT=head:3", "TANDEM_TEST_KILL_AT=head:9"};
+    static const char *const hooks_quick[] = {"TANDEM_TEST_KILL_AT=blob:2", "TANDEM_TEST_KILL_AT=manifest:1",
+                                              "TANDEM_TEST_KILL_AT=head:1", "TANDEM_TEST_KILL_AT=head:2"};
+    const char *const *hooks = quick() ? hooks_quick : hooks_long;
+    int kills = 0, finished = 0, attempts = 0;
+    for (; attempts < 40 && !finished; attempts++) {
+        if (attempts < 4) {
+            rc = wait_pid(spawn_child(chaos, prec, hooks[attempts], log));
+        } else {
+            pid_t pid = spawn_child(chaos, prec, NULL, log);
+            double delay = (0.2 + 0.6 * rng_uniform(&s)) * ref_s;
+            struct timespec ts = {(time_t)delay, (long)((delay - (time_t)delay) * 1e9)};
+            nanosleep(&ts, NULL);
+            kill(pid, SIGKILL);
+            rc = wait_pid(pid);
+        }
+        if (rc == 128 + SIGKILL) kills++;
+        else if (rc == 0) finished = 1;
+        else CHECK(0, "attempt %d exited %d (log %s)", attempts, rc, log);
+    }
+    if (!finished) CHECK(wait_pid(spawn_child(chaos, prec, NULL, log)) == 0, "final resume failed");
+    float *a[3], *b[3];
+    for (int k = 0; k < 3; k++) {
+        a[k] = malloc(P * sizeof(float));
+        b[k] = malloc(P * sizeof(float));
+    }
+    uint64_t sa, sb;
+    CHECK(load_state(ref, &lay, a, &sa, &e) == 0 && load_state(chaos, &lay, b, &sb, &e) == 0,
+          "load: %s", e.msg);
+    printf("  %s: %d SIGKILLs in %d attempts (uninterrupted run %.1f s, %d steps)\n", prec, kills,
+           attempts, ref_s, kill_steps());
+    CHECK(sa == (uint64_t)kill_steps() && sb == (uint64_t)kill_steps(), "final positions %llu and %llu",
+          (unsigned long long)sa, (unsigned long long)sb);
+    CHECK(kills >= 4, "only %d kills landed", kills);
+    for (int k = 0; k < 3; k++)
+        CHECK(memcmp(a[k], b[k], P * sizeof(float)) == 0,
+              "%s: tensor %d after SIGKILLs and resumes differs from the uninterrupted run", prec, k);
+    for (int k = 0; k < 3; k++) {
+        free(a[k]);
+        free(b[k]);
+    }
+    test_rmtree(dir);
+    free(dir);
+    model_layout_free(&lay);
+}
+
+static void test_sigkill_resume_bit_exact(void) {
+    sigkill_resume("bf16");
+    if (test_case_failed_ || quick()) return; /* quick: bf16 only */
+    sigkill_resume("fp32");
+}
+
+/* The same through the runner: `tandem run --set run.device=cuda`, killed at random and
+ * inside commits, must end with the same `tandem hash` as an uninterrupted run. */
+static void fixture_close(fixture *f) {
+    test_rmtree(f->dir);
+    free(f->dir);
+}
+
+static int runner_fixture(fixture *f, const char *corpus, const char *tag) {
+    f->dir = test_tmpdir(tag);
+    snprintf(f->config, sizeof f->config, "%s/run.yaml", f->dir);
+    snprintf(f->store, sizeof f->store, "%s/store", f->dir);
+    snprintf(f->log, sizeof f->log, "%s/log.txt", f->dir);
+    char text[2048];
+    snprintf(text, sizeof text,
+             "run: {episodes: 12, seed: 3, device: cuda, precision: bf16}\n"
+             "data: {dataset: %s/dataset.yaml}\n"
+             "model: {layers: 2, channels: 64, heads: 2, ctx: 64}\n"
+             "train: {batch: 6, seq: 64}\n"
+             "tandem: {K: 2, E: 3, lr_alpha: 0.5}\n"
+             "optim: {lr: 3e-3}\n"
+             "checkpoint: {every_episodes: 1}\n",
+             corpus);
+    return write_file(f->config, text);
+}
+
+static void test_sigkill_resume_runner(void) {
+    if (quick()) SKIP_CASE("quick mode (TEST_GPU_QUICK)");
+    if (access(tandem_bin(), X_OK) != 0) SKIP_CASE("no tandem binary at %s", tandem_bin());
+    char *cdir = test_tmpdir("gpucorpus");
+    uint64_t tr[3] = {30000, 15000, 6000};
+    tdm_err e = {0};
+    CHECK(corpus_fixture(cdir, 3, tr, 3, 3000, NULL, &e) == 0, "corpus: %s", e.msg);
+    fixture f;
+    CHECK(runner_fixture(&f, cdir, "gpurun") == 0, "fixture");
+    double t0 = mono();
+    int rc = run_to_end(&f, NULL);
+    double ref_s = mono() - t0;
+    char log[8192];
+    read_all(f.log, log, sizeof log);
+    if (rc == 2 && (strstr(log, "no CUDA backend") || strstr(log, "run.device"))) {
+        fixture_close(&f);
+        test_rmtree(cdir);
+        free(cdir);
+        SKIP_CASE("the runner does not select the CUDA backend yet: %.200s", log);
+    }
+    CHECK(rc == 0, "uninterrupted run exited %d: %s", rc, log);
+    char ref_hash[1024];
+    CHECK(hash_of(&f, ref_hash, sizeof ref_hash) == 0, "hash: %s", ref_hash);
+    fixture_close(&f);
+    CHECK(runner_fixture(&f, cdir, "gpuchaos") == 0, "fixture");
+    rng_stream s;
+    rng_stream_init(&s, (uint64_t)time(NULL), RNG_TEST, 44, 0, 0);
+    static const char *const labels[] = {"blob", "manifest", "head", "alpha"};
+    int kills = 0, finished = 0;
+    for (int attempt = 0; attempt < 30 && kills < 10 && !finished; attempt++) {
+        if (attempt < 4) {
+            char env[64];
+            snprintf(env, sizeof env, "TANDEM_TEST_KILL_AT=%s:%d", labels[attempt], 2);
+            rc = run_to_end(&f, env);
+        } else {
+            pid_t pid = start_run(&f, NULL, NULL, NULL);
+            double delay = (0.1 + 0.4 * rng_uniform(&s)) * ref_s;
+            struct timespec ts = {(time_t)delay, (long)((delay - (time_t)delay) * 1e9)};
+            nanosleep(&ts, NULL);
+            kill(pid, SIGKILL);
+            rc = wait_exit(pid);
+        }
+        if (rc == 128 + SIGKILL) kills++;
+        else if (rc == 0) finished = 1;
+        else {
+            read_all(f.log, log, sizeof log);
+            CHECK(0, "attempt %d exited %d: %s", attempt, rc, log);
+        }
+    }
+    if (!finished) {
+        rc = run_to_end(&f, NULL);
+        read_all(f.log, log, sizeof log);
+        CHECK(rc == 0, "final resume exited %d: %s", rc, log);
+    }
+    char h[1024];
+    CHECK(hash_of(&f, h, sizeof h) == 0, "hash: %s", h);
+    printf("  runner: %d SIGKILLs; uninterrupted run %.1f s\n", kills, ref_s);
+    CHECK(kills >= 4, "only %d kills landed", kills);
+    CHECK(strcmp(h, ref_hash) == 0, "killed run ended elsewhere:\n%s\nvs uninterrupted:\n%s", h,
+          ref_hash);
+    fixture_close(&f);
+    test_rmtree(cdir);
+    free(cdir);
+}
+
+/* ---------------------------------------------------------------- memory of a 160M run */
+
+static void test_memory_160m(void) {
+    if (quick()) SKIP_CASE("quick mode (TEST_GPU_QUICK)");
+    /* the presets' shape (12 x 768, 12 heads), GPT-2's vocabulary, batch 64 + 5 validation
+     * sequences (5 domains), as step_nets_create allocates for the runner */
+    model_config cfg = {.vocab = 50257, .ctx = 1024, .layers = 12, .heads = 12, .channels = 768};
+    model_layout lay;
+    CHECK(model_layout_init(&lay, &cfg, NULL) == 0, "layout");
+    size_t P = lay.numel;
+    printf("  %-5s %5s %10s %12s %12s %12s %12s\n", "prec", "seq", "params", "6 x params",
+           "workspace", "peak (ours)", "device used");
+    int fitted_restricted = 0;
+    for (int bf16 = 1; bf16 >= 0; bf16--) {
+        for (int T = 512; T <= 1024; T *= 2) {
+            CHECK(set_precision(bf16 ? "bf16" : "fp32") == 0, "precision");
+            step_hparams hp = {.B = 64, .T = T, .V = 5};
+            step_nets n;
+            tdm_err e = {0};
+            if (step_nets_create(&n, GPU, &lay, &hp, 5, 0, &e)) {
+                printf("  %-5s %5d does not fit: %s\n", bf16 ? "bf16" : "fp32", T, e.msg);
+                continue;
+            }
+            /* one probe-sized step (B + V rows) and an AdamW step, so that the peak is real */
+            int rows = hp.B + hp.V;
+            uint16_t *tok = malloc((size_t)rows * (T + 1) * sizeof *tok);
+            int32_t *dom = malloc((size_t)rows * sizeof *dom);
+            make_tokens(tok, rows, T, cfg.vocab, 77);
+            for (int r = 0; r < rows; r++) dom[r] = r % 10;
+            model_batch b = {.B = rows, .T = T, .tokens = tok, .domain = dom};
+            float *host = malloc(P * sizeof(float));
+            model_init_params(&lay, 1, host);
+            double loss[10], coef[10];
+            for (int m = 0; m < 10; m++) coef[m] = 0.1;
+            model_adamw a = {.lr = 5e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                             .weight_decay = 0.01f, .step = 1};
+            int rc = n.ops->upload(n.ctx, n.u, host, P, &e);
+            if (!rc) rc = n.ops->forward(n.ctx, n.u, &b, loss, NULL, &e);
+            if (!rc) rc = n.ops->backward(n.ctx, n.u, coef, n.grad, &e);
+            if (!rc) rc = n.ops->adamw(n.ctx, n.u, n.grad, n.m, n.v, &a, &e);
+            if (!rc) rc = model_cuda_sync(n.ctx, &e);
+            model_cuda_mem mem = {0};
+            if (!rc) rc = model_cuda_memory(n.ctx, &mem, &e);
+            free(tok);
+            free(dom);
+            free(host);
+            if (!rc) {
+                double gib = 1024.0 * 1024 * 1024;
+                printf("  %-5s %5d %9.1fM %10.2f GiB %10.2f GiB %10.2f GiB %10.2f GiB (of %.1f)\n",
+                       bf16 ? "bf16" : "fp32", T, P / 1e6, 6.0 * P * 4 / gib,
+                       (mem.backend_peak - 6.0 * P * 4) / gib, mem.backend_peak / gib,
+                       mem.device_used / gib, mem.device_total / gib);
+                if (bf16 && T == 512) fitted_restricted = 1;
+                CHECK(loss[0] > 0 && loss[0] < 20, "loss %g", loss[0]);
+            } else {
+                printf("  %-5s %5d failed: %s\n", bf16 ? "bf16" : "fp32", T, e.msg);
+            }
+            step_nets_destroy(&n);
+        }
+    }
+    model_layout_free(&lay);
+    CHECK(fitted_restricted, "the data-restricted-160m shape (bf16, batch 64, seq 512) must fit");
+}
+
+/* ---------------------------------------------------------------- main */
+
+int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "--child-train")) return child_train(argv[2], argv[3]);
+    char why[256];
+    if (model_cuda_device_count(why, sizeof why) < 1) {
+        printf("SKIP: no CUDA device (%s): all %d cases skipped\n", why, N_CASES);
+        g_skipped = N_CASES;
+        return summary();
+    }
+    ssize_t k = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
+    if (k <= 0) {
+        fprintf(stderr, "test_gpu: cannot find its own binary\n");
+        return 1;
+    }
+    g_self[k] = '\0';
+    char desc[512];
+    tdm_err e;
+    if (model_cuda_describe(desc, sizeof desc, &e) == 0) printf("device: %s\n", desc);
+    RUN_GPU(test_forward_backward_fp32);
+    RUN_GPU(test_forward_backward_bf16);
+    RUN_GPU(test_buffer_and_optimiser_ops);
+    RUN_GPU(test_bit_identical_runs);
+    RUN_GPU(test_training_steps_fp32);
+    RUN_GPU(test_training_steps_bf16);
+    RUN_GPU(test_state_round_trip_cuda_cpu_cuda);
+    RUN_GPU(test_sigkill_resume_bit_exact);
+    RUN_GPU(test_sigkill_resume_runner);
+    RUN_GPU(test_memory_160m);
+    return summary();
+}
+
+#else /* no CUDA in this build */
+
+int main(void) {
+    (void)test_case_failed_;
+    printf("SKIP: this build has no CUDA backend (nvcc was not found when it was built): all %d "
+           "cases skipped\n", N_CASES);
+    g_skipped = N_CASES;
+    return summary();
+}
+
+#endif
