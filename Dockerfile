@@ -6,10 +6,10 @@
 #
 # Two stages on NVIDIA's CUDA images (Ubuntu 24.04): the build stage compiles tandem with
 # the repository's Makefile; the runtime stage holds the binary and its shared libraries.
-# The CUDA runtime is there for the GPU backend (gpu/, planned): today's tandem computes
-# on the CPU, so the image also runs on nodes without GPUs. Override the base with
-# --build-arg CUDA_VERSION=13.0.1 (CUDA 13 needs an NVIDIA driver >= 580 on the nodes;
-# 12.8 runs on >= 570).
+# The devel stage's nvcc compiles the GPU backend (gpu/, run.device=cuda); the runtime
+# stage's CUDA runtime and cuBLAS run it. With run.device=cpu the image also runs on nodes
+# without GPUs. The backend is developed against CUDA 13 (an NVIDIA driver >= 580 on the
+# nodes); override with --build-arg CUDA_VERSION=... at your own risk.
 #
 # tandem is the ENTRYPOINT in exec form, so in a container it is PID 1 and receives the
 # SIGTERM of a preemption itself (a shell in between would swallow it): it commits and
@@ -18,7 +18,7 @@
 # No container engine runs on the test machines: this file is checked for syntax and
 # conventions by tests/k8s/check_dockerfile.py (tests/cli_k8s.sh), not built there.
 
-ARG CUDA_VERSION=12.8.1
+ARG CUDA_VERSION=13.0.1
 ARG UBUNTU_VERSION=24.04
 
 FROM nvidia/cuda:${CUDA_VERSION}-devel-ubuntu${UBUNTU_VERSION} AS build
@@ -44,6 +44,7 @@ COPY model/ model/
 COPY steps/ steps/
 COPY storage/ storage/
 COPY runner/ runner/
+COPY gpu/ gpu/
 RUN make -j"$(nproc)" tandem && ./tandem --help >/dev/null
 
 FROM nvidia/cuda:${CUDA_VERSION}-runtime-ubuntu${UBUNTU_VERSION}
