@@ -81,7 +81,7 @@ deps-test:
 test: deps-test
 	@$(MAKE) --no-print-directory test-run
 
-test-run: tandem rel-tests asan-tests
+test-run: tandem rel-tests asan-tests $(BUILD)/sim/test_gpu
 	@bash tests/run.sh $(VARIANTS)
 
 demo: deps

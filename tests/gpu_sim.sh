@@ -5,6 +5,8 @@
 # between orders, and the bit-exact checks see it), plus the no-device path.
 # Quick mode: shorter SIGKILL runs (bf16 only), no 160M memory report, no runner-level
 # run (those need a real GPU). Prints one line "N passed, M failed" like tests/run.sh.
+# GPU_SIM_SUBSET=1 (what `make test` uses, ~2 min): the op-level cases and the state round
+# trip, threads in random order only, plus the no-device path.
 set -u
 cd "$(dirname "$0")/.."
 bin=${TEST_GPU_SIM_BIN:-build/sim/test_gpu}
@@ -16,10 +18,14 @@ export TEST_GPU_QUICK=1 TANDEM_ROOT="$PWD"
 passed=0; failed=0; fails=()
 # every case in forward order; the kernel-level cases again in reverse and random order
 kernel_cases=test_forward_backward_fp32,test_forward_backward_bf16,test_bit_identical_runs
-for order in forward reverse random; do
+orders="forward reverse random"
+subset=test_forward_backward_fp32,test_forward_backward_bf16,test_bit_identical_runs,test_buffer_and_optimiser_ops,test_state_round_trip_cuda_cpu_cuda
+[ "${GPU_SIM_SUBSET:-0}" = 1 ] && orders=random
+for order in $orders; do
   echo "== simulator, thread order $order"
   log=$(mktemp)
   cases=; [ "$order" = forward ] || cases=$kernel_cases
+  [ "${GPU_SIM_SUBSET:-0}" = 1 ] && cases=$subset
   TEST_GPU_CASES=$cases TANDEM_GPU_SIM_ORDER=$order "$bin" 2>&1 | tee "$log"; st=${PIPESTATUS[0]}
   line=$(grep -E '^test_gpu: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log" | tail -n 1)
   rm -f "$log"

@@ -42,6 +42,14 @@ for v in "$@"; do
     tally "$name" "$logdir/log" "$st"
   done
 done
+# The CUDA backend's own sources on the host-side GPU simulator (gpu/sim/, ASan build):
+# built by `make test` on every machine, nvcc or not; a subset (docs/gpu.md).
+if [ -x build/sim/test_gpu ]; then
+  echo "== sim/gpu_sim.sh (subset)"
+  GPU_SIM_SUBSET=1 bash tests/gpu_sim.sh >"$logdir/log" 2>&1; st=$?
+  cat "$logdir/log"
+  tally "sim/gpu_sim.sh" "$logdir/log" "$st"
+fi
 rm -rf "$logdir"
 for f in "${failures[@]+"${failures[@]}"}"; do echo "FAILED: $f"; done
 echo "$passed passed, $failed failed"
