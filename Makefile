@@ -34,7 +34,18 @@ LDFLAGS_rel  :=
 LDFLAGS_asan := -fsanitize=address,undefined
 LDLIBS := $(PKG_LIBS) -fopenmp -lm
 
-LAYERS   := util data model steps storage runner
+# Open MPI (the data-parallel transport, comm/comm_mpi.c) where pkg-config finds it, in the
+# rel build only (ASan and Open MPI's allocations don't mix); MPI= (empty) builds without.
+ifeq ($(origin MPI),undefined)
+MPI := $(shell pkg-config --exists ompi-c 2>/dev/null && echo ompi-c)
+endif
+ifneq ($(strip $(MPI)),)
+CFLAGS_rel += -DTANDEM_HAVE_MPI $(shell pkg-config --cflags $(MPI))
+MPI_LIBS := $(shell pkg-config --libs $(MPI))
+LIBS_rel := $(MPI_LIBS)
+endif
+
+LAYERS   := util data model steps storage comm runner
 LIB_SRC  := $(filter-out runner/main.c,$(foreach d,$(LAYERS),$(wildcard $(d)/*.c)))
 # tests/test_gpu.c is not in the default suite: `make test-gpu` builds and runs it (GPU section)
 TEST_SRC := $(filter-out tests/test_gpu.c,$(wildcard tests/test_*.c))
@@ -51,13 +62,13 @@ $(BUILD)/$(1)/libtandem.a: $$(patsubst %.c,$(BUILD)/$(1)/%.o,$$(LIB_SRC))
 	ar rcs $$@ $$^
 
 $(BUILD)/$(1)/tandem: $(BUILD)/$(1)/runner/main.o $(BUILD)/$(1)/libtandem.a
-	$$(CC) $$(LDFLAGS_$(1)) -o $$@ $$^ $$(LDLIBS)
+	$$(CC) $$(LDFLAGS_$(1)) -o $$@ $$^ $$(LDLIBS) $$(LIBS_$(1))
 
 $(BUILD)/$(1)/tests/%: $(BUILD)/$(1)/tests/%.o $(BUILD)/$(1)/libtandem.a
-	$$(CC) $$(LDFLAGS_$(1)) -o $$@ $$^ $$(LDLIBS)
+	$$(CC) $$(LDFLAGS_$(1)) -o $$@ $$^ $$(LDLIBS) $$(LIBS_$(1))
 
 $(BUILD)/$(1)/bench/%: $(BUILD)/$(1)/bench/%.o $(BUILD)/$(1)/libtandem.a
-	$$(CC) $$(LDFLAGS_$(1)) -o $$@ $$^ $$(LDLIBS)
+	$$(CC) $$(LDFLAGS_$(1)) -o $$@ $$^ $$(LDLIBS) $$(LIBS_$(1))
 
 $(1)-tests: $(BUILD)/$(1)/tandem $$(patsubst tests/%.c,$(BUILD)/$(1)/tests/%,$$(TEST_SRC))
 endef
@@ -145,12 +156,13 @@ else
 HAVE_CUDA :=
 endif
 
-# Objects whose code depends on TANDEM_HAVE_CUDA are rebuilt when it changes.
+# Objects whose code depends on TANDEM_HAVE_CUDA or TANDEM_HAVE_MPI are rebuilt when
+# either changes (nvcc or Open MPI installed or removed since the last build).
 CUDA_STAMP := $(BUILD)/rel/cuda-stamp
-$(shell mkdir -p $(BUILD)/rel && (echo 'cuda=$(HAVE_CUDA) arch=$(CUDA_ARCH)' | cmp -s - $(CUDA_STAMP) \
-          || echo 'cuda=$(HAVE_CUDA) arch=$(CUDA_ARCH)' > $(CUDA_STAMP)))
+$(shell mkdir -p $(BUILD)/rel && (echo 'cuda=$(HAVE_CUDA) arch=$(CUDA_ARCH) mpi=$(MPI)' | cmp -s - $(CUDA_STAMP) \
+          || echo 'cuda=$(HAVE_CUDA) arch=$(CUDA_ARCH) mpi=$(MPI)' > $(CUDA_STAMP)))
 $(BUILD)/rel/model/model.o $(BUILD)/rel/tests/test_gpu.o $(BUILD)/rel/bench/bench_gpu.o \
-    $(GPU_OBJ): $(CUDA_STAMP)
+    $(BUILD)/rel/runner/run.o $(BUILD)/rel/comm/comm_mpi.o $(GPU_OBJ): $(CUDA_STAMP)
 
 # The GPU simulator (gpu/sim/): gpu/*.cu built as host C++ against simulated CUDA,
 # WMMA and cuBLASLt headers, under ASan and UBSan, linked with the asan build: the
@@ -193,7 +205,7 @@ test-gpu-sim:
 # test_gpu lives outside build/rel/tests/ so that tests/run.sh (make test) never runs it.
 $(BUILD)/rel/gpu-tests/test_gpu: $(BUILD)/rel/tests/test_gpu.o $(BUILD)/rel/libtandem.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_rel) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS_rel) -o $@ $^ $(LDLIBS) $(LIBS_rel)
 
 # A skip is never a pass: without nvcc or without a GPU this prints SKIPPED and exits 0,
 # and test_gpu's summary counts its checks as skipped, never as passed. No deps step: GPU

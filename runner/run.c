@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm/comm.h"
 #include "data/dataset.h"
 #ifdef TANDEM_HAVE_CUDA
 #include "gpu/cuda.h"
@@ -61,6 +62,8 @@ typedef struct run_ctx {
     model_layout lay;
     step_hparams hp;
     const model_ops *ops; /* the backend run.device names */
+    comm *comm;           /* the ranks of a data-parallel run; rank 0 alone writes the store */
+    int rank;
     step_nets nets;
     step_state st;
     store *store;
@@ -174,6 +177,7 @@ static int from_record(run_ctx *r, const rec_state *rec, tdm_err *e) {
 }
 
 static int commit(run_ctx *r, int async, tdm_err *e) {
+    if (r->rank != 0) return 0; /* every rank holds the same state; one writes it */
     rec_state rec;
     to_record(r, &rec);
     float *dev[CKPT_TENSORS] = {r->nets.u, r->nets.m, r->nets.v};
@@ -356,8 +360,8 @@ static int alpha_step(run_ctx *r, tdm_err *e) {
     gethostname(a.host, sizeof a.host);
     a.host[sizeof a.host - 1] = '\0';
     a.attempt = attempt_number();
-    sha256_digest h;
-    rc = ckpt_alpha_record(r->ck, &a, &h, e);
+    sha256_digest h = {0};
+    rc = r->rank == 0 ? ckpt_alpha_record(r->ck, &a, &h, e) : 0;
     if (rc) return rc;
     r->alpha_head = h;
     r->alpha_records = r->st.episode + 1;
@@ -382,13 +386,18 @@ static void test_signal_hook(const char *kind) {
 
 /* Commits at a safe point on a signal and returns 75, or returns 0 to go on. */
 static int safe_point(run_ctx *r, tdm_err *e) {
-    if (!g_signal) return 0;
+    int stop = g_signal != 0;
+    /* a signal that reached any rank stops all of them here, at the same position */
+    int rc0 = comm_any(r->comm, stop, &stop, e);
+    if (rc0) return rc0;
+    if (!stop) return 0;
+    if (!g_signal) g_signal = SIGTERM; /* another rank's signal */
     char msg[160];
     snprintf(msg, sizeof msg, "tandem: signal %d: committing at run position %llu and exiting 75 "
              "(requeue to resume)", (int)g_signal, (unsigned long long)r->seq);
     progress_event(stderr, r->progress, "signal", msg);
     int rc = commit(r, 0, e);
-    if (!rc) rc = ckpt_release(r->ck, e);
+    if (!rc && r->ck) rc = ckpt_release(r->ck, e);
     return rc ? rc : RUN_EXIT_REQUEUE;
 }
 
@@ -404,7 +413,7 @@ static int loop(run_ctx *r, tdm_err *e) {
     long tokens = 0;
     while (r->next != NEXT_DONE) {
         if ((rc = safe_point(r, e))) return rc;
-        if (c->checkpoint.every_seconds > 0 &&
+        if (r->ck && c->checkpoint.every_seconds > 0 &&
             now_mono() - ckpt_last_commit_time(r->ck) >= c->checkpoint.every_seconds &&
             ckpt_last_commit_seq(r->ck) != r->seq)
             if ((rc = commit(r, 1, e))) return rc;
@@ -412,7 +421,10 @@ static int loop(run_ctx *r, tdm_err *e) {
         switch (r->next) {
         case NEXT_PROBE:
             rc = step_sync(&r->nets, e);
-            if (!rc) rc = step_probe(&r->hp, &r->ds, &r->nets, &r->st, &g_signal, e);
+            /* one rank alone must not abandon a probe the others go on with: with several
+             * ranks a signal waits for the safe point after the probe */
+            if (!rc) rc = step_probe(&r->hp, &r->ds, &r->nets, &r->st,
+                                     comm_world(r->comm) > 1 ? NULL : &g_signal, e);
             if (rc == STEP_ABANDONED) continue; /* the safe point commits and exits */
             if (rc) return rc;
             tokens += ((long)r->hp.K * (2 * r->hp.B + r->hp.V) + 2L * r->hp.B) * r->hp.T;
@@ -437,7 +449,7 @@ static int loop(run_ctx *r, tdm_err *e) {
                 r->st.episode++;
                 r->next = r->st.episode == T ? NEXT_DONE : first_step(r);
                 double now = now_mono(), dt = now - t_episode;
-                double last = ckpt_last_commit_time(r->ck);
+                double last = r->ck ? ckpt_last_commit_time(r->ck) : 0;
                 double per_step = (now - t_start) / (double)(r->seq + 1 - seq_start);
                 progress_line pl = {.episode = r->st.episode, .episodes = T, .seq = r->seq + 1,
                                     .M = M, .names = r->names, .loss = mean,
@@ -464,6 +476,70 @@ static int loop(run_ctx *r, tdm_err *e) {
     return commit(r, 0, e);
 }
 
+/* What every rank needs of rank 0's load: the position and the small state (the
+ * tensors follow separately). Same binary on every rank, so the bytes are the layout. */
+typedef struct rank0_view {
+    int rc, next, resumed;
+    uint64_t seq, index, alpha_records;
+    step_state st;
+    sha256_digest alpha_head;
+} rank0_view;
+
+/* Rank 0 pins the run, takes the lease and loads (or initialises) the state; then every
+ * rank receives the position, the step state and u, m, v from it. Collective. */
+static int load_everywhere(run_ctx *r, const run_opts *o, pin_result *pin, int *resumed,
+                           tdm_err *e) {
+    int rc = 0;
+    if (r->rank == 0) {
+        rc = pin_run(r->store, &r->cfg, r->names, dataset_n_domains(&r->ds), o->allow,
+                     o->nallow, peek_head_seq(r->store), pin, e);
+        if (!rc && !(r->ck = ckpt_open(r->store, &r->lay, (uint64_t)r->cfg.checkpoint.chunk_kib << 10, e)))
+            rc = e->code;
+        if (!rc) rc = ckpt_acquire(r->ck, attempt_number(), e);
+        if (!rc) rc = load_or_init(r, resumed, e);
+        /* Resuming at or before the newest config change: what lies beyond this state was
+         * computed under the old config. Checked on every resume, not only when the change
+         * is recorded, so that a kill between recording and cleaning up is finished later. */
+        if (!rc && pin->nchanges && r->seq <= pin->change_seq) {
+            int moved = 0;
+            rc = ckpt_drop_states_after(r->ck, r->seq, e);
+            if (!rc) rc = ckpt_supersede_alpha_after(r->ck, r->seq, pin->nchanges - 1, &moved, e);
+            if (!rc && moved)
+                fprintf(stderr, "tandem: %d alpha records computed under the previous config after "
+                        "run position %llu set aside under superseded/%llu/alpha/ (the replay "
+                        "writes new ones)\n", moved, (unsigned long long)r->seq,
+                        (unsigned long long)(pin->nchanges - 1));
+        }
+    }
+    if (comm_world(r->comm) == 1) return rc;
+    rank0_view v = {0};
+    if (r->rank == 0)
+        v = (rank0_view){.rc = rc, .next = r->next, .resumed = *resumed, .seq = r->seq,
+                         .index = r->index, .alpha_records = r->alpha_records, .st = r->st,
+                         .alpha_head = r->alpha_head};
+    tdm_err ce = {0};
+    int crc = comm_bcast(r->comm, &v, sizeof v, &ce);
+    if (!crc && v.rc && r->rank != 0)
+        crc = err_set(&ce, v.rc, "rank 0 could not load the run (exit %d; its log says why)", v.rc);
+    if (!crc && v.rc == 0) {
+        r->next = v.next, *resumed = v.resumed, r->seq = v.seq, r->index = v.index;
+        r->alpha_records = v.alpha_records, r->st = v.st, r->alpha_head = v.alpha_head;
+        size_t P = r->lay.numel;
+        float *host = malloc(P * sizeof *host);
+        float *dev[CKPT_TENSORS] = {r->nets.u, r->nets.m, r->nets.v};
+        if (!host) crc = err_set(&ce, ERR_INTERNAL, "out of memory");
+        for (int t = 0; !crc && t < CKPT_TENSORS; t++) {
+            if (r->rank == 0) crc = r->nets.ops->download(r->nets.ctx, host, dev[t], P, &ce);
+            if (!crc) crc = comm_bcast(r->comm, host, P * sizeof *host, &ce);
+            if (!crc && r->rank != 0) crc = r->nets.ops->upload(r->nets.ctx, dev[t], host, P, &ce);
+        }
+        free(host);
+    }
+    if (rc) return rc;
+    if (crc) *e = ce;
+    return crc;
+}
+
 int run_main(const run_opts *o, tdm_err *e) {
     run_ctx *r = calloc(1, sizeof *r);
     if (!r) return err_set(e, ERR_INTERNAL, "out of memory");
@@ -472,30 +548,33 @@ int run_main(const run_opts *o, tdm_err *e) {
      * container, be ignored until the grace period ends) — it is honoured as soon as
      * there is a state to commit */
     install_signals();
-    int rc = setup(r, o, e);
-    pin_result pin;
-    if (!rc)
-        rc = pin_run(r->store, &r->cfg, r->names, dataset_n_domains(&r->ds), o->allow, o->nallow,
-                     peek_head_seq(r->store), &pin, e);
-    if (!rc) rc = step_nets_create(&r->nets, r->ops, &r->lay, &r->hp, r->st.M ? r->st.M : dataset_n_domains(&r->ds), r->cfg.run.threads, e);
-    if (!rc && !(r->ck = ckpt_open(r->store, &r->lay, (uint64_t)r->cfg.checkpoint.chunk_kib << 10, e)))
-        rc = e->code;
-    if (!rc) rc = ckpt_acquire(r->ck, attempt_number(), e);
-    int resumed = 0;
-    if (!rc) rc = load_or_init(r, &resumed, e);
-    /* Resuming at or before the newest config change: what lies beyond this state was
-     * computed under the old config. Checked on every resume, not only when the change
-     * is recorded, so that a kill between recording and cleaning up is finished later. */
-    if (!rc && pin.nchanges && r->seq <= pin.change_seq) {
-        int moved = 0;
-        rc = ckpt_drop_states_after(r->ck, r->seq, e);
-        if (!rc) rc = ckpt_supersede_alpha_after(r->ck, r->seq, pin.nchanges - 1, &moved, e);
-        if (!rc && moved)
-            fprintf(stderr, "tandem: %d alpha records computed under the previous config after "
-                    "run position %llu set aside under superseded/%llu/alpha/ (the replay "
-                    "writes new ones)\n", moved, (unsigned long long)r->seq,
-                    (unsigned long long)(pin.nchanges - 1));
+    int rc = 0;
+    if (!(r->comm = comm_open(e))) rc = e->code;
+    r->rank = comm_rank(r->comm);
+    if (r->rank != 0) r->progress = PROGRESS_QUIET; /* one voice: rank 0's */
+    if (!rc) rc = setup(r, o, e);
+    if (!rc && comm_world(r->comm) > 1) {
+        if (r->cfg.run.device != CONFIG_DEVICE_CPU)
+            rc = err_set(e, ERR_USAGE, "run.device = cuda with %d ranks: the NCCL path is not "
+                         "built yet; data parallelism runs on the CPU (MPI) for now",
+                         comm_world(r->comm));
+        else if (r->hp.B < comm_world(r->comm))
+            rc = err_set(e, ERR_USAGE, "train.batch = %d is smaller than the %d ranks: every "
+                         "rank needs at least one row of the global batch",
+                         r->hp.B, comm_world(r->comm));
     }
+    pin_result pin = {0};
+    if (!rc) rc = step_nets_create(&r->nets, r->ops, &r->lay, &r->hp, r->st.M ? r->st.M : dataset_n_domains(&r->ds), r->cfg.run.threads, e);
+    r->nets.comm = r->comm;
+    if (r->comm && comm_world(r->comm) > 1) {
+        /* a rank that failed to set up must not leave the others waiting */
+        int bad = 0;
+        tdm_err ce = {0};
+        if (comm_any(r->comm, rc != 0, &bad, &ce)) rc = rc ? rc : (*e = ce, ce.code);
+        else if (bad && !rc) rc = err_set(e, ERR_USAGE, "another rank failed to start (its log says why)");
+    }
+    int resumed = 0;
+    if (!rc) rc = load_everywhere(r, o, &pin, &resumed, e);
     if (!rc) {
         char msg[512];
         if (r->next == NEXT_DONE)
@@ -509,21 +588,34 @@ int run_main(const run_opts *o, tdm_err *e) {
                      pin.run_id, store_url(r->store), r->cfg.run.episodes, r->cfg.tandem.K,
                      r->cfg.tandem.E, r->lay.numel, r->st.M);
         progress_event(stderr, r->progress, "start", msg);
+        if (comm_world(r->comm) > 1 && r->progress != PROGRESS_QUIET)
+            fprintf(stderr, "tandem: %d ranks (%s, %s transport); the global batch of %d rows is "
+                    "split across them\n", comm_world(r->comm), comm_source(r->comm),
+                    comm_backend(r->comm), r->hp.B);
     }
     if (!rc && r->next != NEXT_DONE) rc = loop(r, e); /* loop's first safe point sees a pending signal */
-    if (!rc) rc = ckpt_wait(r->ck, e);
-    if (!rc && !r->hp.fixed) rc = write_mixture(r, r->progress == PROGRESS_QUIET ? NULL : stdout, e);
-    if (!rc && r->hp.fixed && r->progress != PROGRESS_QUIET) {
-        printf("trained with the fixed mixture:");
-        for (int m = 0; m < r->st.M; m++) printf(" %s %.4f", r->names[m], r->st.alpha[m]);
-        printf("\n");
+    if (r->rank == 0) {
+        if (!rc) rc = ckpt_wait(r->ck, e);
+        if (!rc && !r->hp.fixed) rc = write_mixture(r, r->progress == PROGRESS_QUIET ? NULL : stdout, e);
+        if (!rc && r->hp.fixed && r->progress != PROGRESS_QUIET) {
+            printf("trained with the fixed mixture:");
+            for (int m = 0; m < r->st.M; m++) printf(" %s %.4f", r->names[m], r->st.alpha[m]);
+            printf("\n");
+        }
+        if (!rc) rc = ckpt_release(r->ck, e);
     }
-    if (!rc) rc = ckpt_release(r->ck, e);
     if (r->ck) {
         tdm_err ignore;
         ckpt_wait(r->ck, &ignore);
         ckpt_close(r->ck);
     }
+    /* A failed rank ends the job (the others may wait in a collective); a finished or
+     * requeued run ends with all ranks together. */
+    if (rc && rc != RUN_EXIT_REQUEUE && comm_world(r->comm) > 1) {
+        fprintf(stderr, "tandem run (rank %d): %s\n", r->rank, e->msg);
+        comm_abort(r->comm, rc);
+    }
+    comm_close(r->comm);
     if (r->nets.ctx) step_nets_destroy(&r->nets);
     if (r->store) store_close(r->store);
     model_layout_free(&r->lay);

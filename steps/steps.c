@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm.h"
 #include "steps/simplex.h"
 #include "util/rng.h"
 
@@ -43,6 +44,7 @@ void step_nets_destroy(step_nets *n) {
     }
     free(n->tokens);
     free(n->domain);
+    free(n->host_grad);
     memset(n, 0, sizeof *n);
 }
 
@@ -138,12 +140,68 @@ static int mixed_batch(const step_hparams *hp, const dataset *ds, step_nets *n, 
     return 0;
 }
 
-/* One SGD step of `params` on rows [0, rows) with coefficients coef. */
-static int sgd_step(const step_hparams *hp, step_nets *n, float *params, int rows,
+/* Forward of `params` on the batch rows [0, rows) (and with coef, the backward into
+ * n->grad), as one process would compute it over all rows: loss[0..nd) gets the mean
+ * token loss per domain id over the whole batch, and the gradient is that of
+ * sum_m coef[m] L^m. With several ranks each computes rows [rows r / R, rows (r+1) / R):
+ * its losses are weighted by its share of each domain's rows before the rank-order sum,
+ * and its backward coefficients are coef[m] n_rm / N_m, so that the summed gradient is
+ * the one-process gradient (up to the order of float additions). */
+static int dp_pass(const step_hparams *hp, step_nets *n, const float *params, int rows, int nd,
+                   const double *coef, double *loss, tdm_err *e) {
+    int R = comm_world(n->comm);
+    if (R == 1) {
+        model_batch b = {.B = rows, .T = hp->T, .tokens = n->tokens, .domain = n->domain};
+        int rc = n->ops->forward(n->ctx, params, &b, loss, NULL, e);
+        if (!rc && coef) rc = n->ops->backward(n->ctx, params, coef, n->grad, e);
+        return rc;
+    }
+    int r = comm_rank(n->comm);
+    int lo = (int)((long)rows * r / R), hi = (int)((long)rows * (r + 1) / R);
+    long total[2 * STEP_MAX_DOMAINS] = {0}, mine[2 * STEP_MAX_DOMAINS] = {0};
+    for (int i = 0; i < rows; i++) {
+        total[n->domain[i]]++;
+        if (i >= lo && i < hi) mine[n->domain[i]]++;
+    }
+    double part[2 * STEP_MAX_DOMAINS] = {0}, c[2 * STEP_MAX_DOMAINS] = {0};
+    int rc = 0;
+    if (hi > lo) {
+        model_batch b = {.B = hi - lo, .T = hp->T, .tokens = n->tokens + (size_t)lo * (hp->T + 1),
+                         .domain = n->domain + lo};
+        rc = n->ops->forward(n->ctx, params, &b, part, NULL, e);
+        for (int m = 0; m < nd; m++) {
+            double share = total[m] ? (double)mine[m] / (double)total[m] : 0;
+            part[m] = mine[m] ? part[m] * share : 0;
+            if (coef) c[m] = mine[m] ? coef[m] * share : 0;
+        }
+        if (!rc && coef) rc = n->ops->backward(n->ctx, params, c, n->grad, e);
+    } else if (coef) {
+        n->ops->scale(n->ctx, n->grad, 0.0f); /* no rows here: this rank adds nothing */
+    }
+    /* every rank takes part in the collectives even after a local error, so that none
+     * is left waiting; the error is returned after them */
+    tdm_err ce = {0};
+    int crc = comm_allreduce_f64(n->comm, part, (size_t)nd, &ce);
+    if (!crc && coef) {
+        size_t P = n->lay->numel;
+        if (!n->host_grad && !(n->host_grad = malloc(P * sizeof *n->host_grad)))
+            crc = err_set(&ce, ERR_INTERNAL, "out of memory for the gradient all-reduce");
+        if (!crc) crc = n->ops->download(n->ctx, n->host_grad, n->grad, P, &ce);
+        if (!crc) crc = comm_allreduce_f32(n->comm, n->host_grad, P, &ce);
+        if (!crc) crc = n->ops->upload(n->ctx, n->grad, n->host_grad, P, &ce);
+    }
+    if (!rc && crc) {
+        *e = ce;
+        rc = crc;
+    }
+    if (!rc) memcpy(loss, part, (size_t)nd * sizeof *loss);
+    return rc;
+}
+
+/* One SGD step of `params` on rows [0, rows) with coefficients coef over nd domain ids. */
+static int sgd_step(const step_hparams *hp, step_nets *n, float *params, int rows, int nd,
                     const double *coef, double *loss, tdm_err *e) {
-    model_batch b = {.B = rows, .T = hp->T, .tokens = n->tokens, .domain = n->domain};
-    int rc = n->ops->forward(n->ctx, params, &b, loss, NULL, e);
-    if (!rc) rc = n->ops->backward(n->ctx, params, coef, n->grad, e);
+    int rc = dp_pass(hp, n, params, rows, nd, coef, loss, e);
     if (!rc) rc = n->ops->sgd(n->ctx, params, n->grad, (float)hp->lr_probe, e);
     return rc;
 }
@@ -170,17 +228,16 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
             coef_w[M + m] = 1.0;
         }
         /* u' on Σ α_m L_train^m; w on Σ L_val^m + γ Σ α_m L_train^m, same train rows */
-        rc = sgd_step(hp, n, n->up, B, coef_u, loss, e);
-        if (!rc) rc = sgd_step(hp, n, n->w, B + hp->V, coef_w, loss, e);
+        rc = sgd_step(hp, n, n->up, B, M, coef_u, loss, e);
+        if (!rc) rc = sgd_step(hp, n, n->w, B + hp->V, 2 * M, coef_w, loss, e);
         if (rc) return rc;
     }
     /* one evaluation batch per domain from the train split, shared by both twins */
     int rc = sampler_batch_per_domain(ds, SPLIT_TRAIN, T, B, hp->seed, work.train, n->tokens,
                                       n->domain, e);
-    model_batch b = {.B = B, .T = T, .tokens = n->tokens, .domain = n->domain};
-    if (!rc) rc = n->ops->forward(n->ctx, n->w, &b, loss, NULL, e);
+    if (!rc) rc = dp_pass(hp, n, n->w, B, M, NULL, loss, e);
     if (!rc) memcpy(work.loss_w, loss, (size_t)M * sizeof *loss);
-    if (!rc) rc = n->ops->forward(n->ctx, n->up, &b, loss, NULL, e);
+    if (!rc) rc = dp_pass(hp, n, n->up, B, M, NULL, loss, e);
     if (!rc) memcpy(work.loss_u, loss, (size_t)M * sizeof *loss);
     if (!rc && hp->probe_carry) rc = n->ops->copy(n->ctx, n->u, n->up, n->lay->numel, e);
     if (rc) return rc;
@@ -219,9 +276,7 @@ int step_free(const step_hparams *hp, const dataset *ds, step_nets *n, step_stat
     step_state work = *s;
     int rc = mixed_batch(hp, ds, n, &work, (uint32_t)work.free_steps, PHASE_FREE,
                          (uint32_t)(work.free_steps >> 32), coef, e);
-    model_batch b = {.B = hp->B, .T = hp->T, .tokens = n->tokens, .domain = n->domain};
-    if (!rc) rc = n->ops->forward(n->ctx, n->u, &b, loss, NULL, e);
-    if (!rc) rc = n->ops->backward(n->ctx, n->u, coef, n->grad, e);
+    if (!rc) rc = dp_pass(hp, n, n->u, hp->B, s->M, coef, loss, e);
     if (rc) return rc;
     double norm = model_clip_grads(n->ops, n->ctx, n->grad, hp->clip);
     if (!isfinite(norm))

@@ -70,6 +70,11 @@ typedef struct step_nets {
     float *w, *up, *grad;   /* scratch: reference twin, probe copy u', one gradient */
     uint16_t *tokens;       /* host batch buffers: [B+V][T+1] */
     int32_t *domain;        /* [B+V] */
+    /* Data parallelism (NULL or one rank: none): every rank builds the same global batch
+     * and computes its own contiguous share of the rows; gradients and losses are summed
+     * across ranks in rank order (comm.h), so all ranks hold the same u, m, v, α. */
+    struct comm *comm;
+    float *host_grad; /* [numel] staging of the gradient for the all-reduce (ranks > 1) */
 } step_nets;
 
 /* Allocates the backend workspace and buffers for batches of hp->B x hp->T over M

@@ -1,0 +1,136 @@
+/* comm.c — rank detection and the backend dispatch of comm.h; the one-rank backend. */
+#include "comm/comm.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm_impl.h"
+
+/* A non-negative decimal int from variable `name`; -1 when unset, ERR_USAGE when bad. */
+static int env_int(const char *name, int *out, tdm_err *e) {
+    const char *v = getenv(name);
+    *out = -1;
+    if (!v) return 0;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < 0 || x > 1 << 20)
+        return err_set(e, ERR_USAGE, "environment variable %s = '%s' is not a rank or size", name, v);
+    *out = (int)x;
+    return 0;
+}
+
+int comm_detect(comm_info *out, tdm_err *e) {
+    memset(out, 0, sizeof *out);
+    out->world = 1;
+    snprintf(out->source, sizeof out->source, "single");
+    int rank, world, local, rc;
+    /* mpirun (Open MPI) */
+    if ((rc = env_int("OMPI_COMM_WORLD_SIZE", &world, e))) return rc;
+    if (world >= 1) {
+        if ((rc = env_int("OMPI_COMM_WORLD_RANK", &rank, e)) ||
+            (rc = env_int("OMPI_COMM_WORLD_LOCAL_RANK", &local, e)))
+            return rc;
+        snprintf(out->source, sizeof out->source, "mpirun");
+        goto check;
+    }
+    /* srun with a PMI plugin (srun --mpi=pmix): one task per rank of the job step */
+    if ((rc = env_int("SLURM_STEP_NUM_TASKS", &world, e))) return rc;
+    if (world > 1) {
+        if ((rc = env_int("SLURM_PROCID", &rank, e)) || (rc = env_int("SLURM_LOCALID", &local, e)))
+            return rc;
+        snprintf(out->source, sizeof out->source, "slurm");
+        goto check;
+    }
+    /* a Kubernetes Indexed Job: the pod's index, the configured number of pods */
+    if ((rc = env_int("TANDEM_WORLD_SIZE", &world, e))) return rc;
+    if (world > 1) {
+        if ((rc = env_int("JOB_COMPLETION_INDEX", &rank, e))) return rc;
+        if (rank < 0)
+            return err_set(e, ERR_USAGE, "TANDEM_WORLD_SIZE = %d but JOB_COMPLETION_INDEX is not "
+                           "set: an Indexed Job sets it for each pod", world);
+        local = 0;
+        snprintf(out->source, sizeof out->source, "kubernetes");
+        goto check;
+    }
+    return 0;
+check:
+    if (world < 1 || rank < 0 || rank >= world)
+        return err_set(e, ERR_USAGE, "rank %d of world size %d from the %s environment is "
+                       "inconsistent", rank, world, out->source);
+    out->rank = rank;
+    out->world = world;
+    out->local_rank = local < 0 ? 0 : local;
+    return 0;
+}
+
+comm *comm_open(tdm_err *e) {
+    comm *c = calloc(1, sizeof *c);
+    if (!c) {
+        err_set(e, ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    if (comm_detect(&c->info, e)) goto fail;
+    c->backend = "none";
+    if (c->info.world == 1) return c;
+    if (!comm_mpi_available()) {
+        err_set(e, ERR_USAGE,
+                "%d ranks (from the %s environment) but this tandem was built without MPI: "
+                "install libopenmpi-dev and rebuild (docs/distributed.md)",
+                c->info.world, c->info.source);
+        goto fail;
+    }
+    if (strcmp(c->info.source, "kubernetes") == 0) {
+        err_set(e, ERR_USAGE,
+                "%d ranks from a Kubernetes Indexed Job: the pods need an MPI launcher "
+                "(mpirun from a launcher pod, e.g. the MPI Operator); see docs/distributed.md",
+                c->info.world);
+        goto fail;
+    }
+    c->backend = "mpi";
+    if (comm_mpi_init(c, e)) goto fail;
+    return c;
+fail:
+    free(c);
+    return NULL;
+}
+
+int comm_rank(const comm *c) { return c ? c->info.rank : 0; }
+int comm_world(const comm *c) { return c ? c->info.world : 1; }
+int comm_local_rank(const comm *c) { return c ? c->info.local_rank : 0; }
+const char *comm_backend(const comm *c) { return c ? c->backend : "none"; }
+const char *comm_source(const comm *c) { return c ? c->info.source : "single"; }
+
+static int multi(const comm *c) { return c && c->info.world > 1; }
+
+int comm_allreduce_f32(comm *c, float *buf, size_t n, tdm_err *e) {
+    return multi(c) ? comm_mpi_allreduce(c, buf, n, 0, e) : 0;
+}
+
+int comm_allreduce_f64(comm *c, double *buf, size_t n, tdm_err *e) {
+    return multi(c) ? comm_mpi_allreduce(c, buf, n, 1, e) : 0;
+}
+
+int comm_bcast(comm *c, void *buf, size_t bytes, tdm_err *e) {
+    return multi(c) ? comm_mpi_bcast(c, buf, bytes, e) : 0;
+}
+
+int comm_any(comm *c, int local, int *any, tdm_err *e) {
+    if (multi(c)) return comm_mpi_any(c, local, any, e);
+    *any = local != 0;
+    return 0;
+}
+
+int comm_barrier(comm *c, tdm_err *e) { return multi(c) ? comm_mpi_barrier(c, e) : 0; }
+
+void comm_abort(comm *c, int code) {
+    if (multi(c)) comm_mpi_abort(c, code);
+}
+
+void comm_close(comm *c) {
+    if (!c) return;
+    if (multi(c)) comm_mpi_finalize(c);
+    free(c);
+}

@@ -1,0 +1,68 @@
+/* comm.h — collectives across the ranks of a data-parallel run.
+ *
+ * Every rank of a run executes the same episode schedule on the same global batch; each
+ * computes the forward and backward of its share of the batch rows, and the collectives
+ * here combine the shares. Backends: "none" (one rank: every collective is the identity)
+ * and "mpi" (Open MPI, CPU buffers; builds where pkg-config finds ompi-c).
+ *
+ * Determinism: comm_allreduce_* sums the ranks' contributions in rank order (0, 1, ..,
+ * R-1) for every element, whatever the transport does underneath, so every rank gets
+ * the same bits, and a rerun with the same world size gets the same bits again.
+ *
+ * Rank and world size come from the launcher's environment (comm_detect): mpirun
+ * (OMPI_COMM_WORLD_*), a PMI launch such as `srun --mpi=pmix` (PMIX_RANK with
+ * SLURM_STEP_NUM_TASKS), or a Kubernetes Indexed Job (JOB_COMPLETION_INDEX with
+ * TANDEM_WORLD_SIZE). No launcher variables: one rank.
+ */
+#ifndef TANDEM_COMM_H
+#define TANDEM_COMM_H
+
+#include <stddef.h>
+
+#include "util/err.h"
+
+typedef struct comm comm;
+
+typedef struct comm_info {
+    int rank, world, local_rank;
+    char source[48]; /* "single", "mpirun", "slurm+pmi", "kubernetes", ... */
+} comm_info;
+
+/* Reads rank, world size and local rank from the environment. ERR_USAGE naming the
+ * variables when they are inconsistent (rank outside [0, world), non-numbers). */
+int comm_detect(comm_info *out, tdm_err *e);
+
+/* Opens the collective layer for the detected ranks: "none" for one rank, else the
+ * transport the launcher provides. ERR_USAGE when several ranks are detected but this
+ * build has no transport for them (says which build or launcher to use). Returns NULL
+ * with e set on failure. */
+comm *comm_open(tdm_err *e);
+
+int comm_rank(const comm *c);
+int comm_world(const comm *c);
+int comm_local_rank(const comm *c);
+const char *comm_backend(const comm *c);
+const char *comm_source(const comm *c);
+
+/* buf[i] = sum over ranks of buf[i] on that rank, added in rank order; every rank gets
+ * the same result. */
+int comm_allreduce_f32(comm *c, float *buf, size_t n, tdm_err *e);
+int comm_allreduce_f64(comm *c, double *buf, size_t n, tdm_err *e);
+
+/* Copies `bytes` bytes of rank 0's buf to every other rank's buf. */
+int comm_bcast(comm *c, void *buf, size_t bytes, tdm_err *e);
+
+/* *any = 1 on every rank when `local` is nonzero on at least one rank: how ranks agree
+ * to stop at the same safe point when a signal reached only some of them. */
+int comm_any(comm *c, int local, int *any, tdm_err *e);
+
+int comm_barrier(comm *c, tdm_err *e);
+
+/* Ends the whole job at once with exit status `code` (a rank that failed while the
+ * others wait in a collective); returns only for one rank. */
+void comm_abort(comm *c, int code);
+
+/* Collective: every rank calls it at the end (MPI_Finalize waits for all). */
+void comm_close(comm *c);
+
+#endif
