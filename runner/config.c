@@ -392,6 +392,9 @@ static const key_def schema[] = {
     INT("cluster.nodes", cluster.nodes, "1", 1, 4096,
         "nodes of the job (Slurm --nodes; Kubernetes: 1 = a Job, more = an Indexed Job of that "
         "many pods and a headless Service)"),
+    INT("cluster.tasks_per_node", cluster.tasks_per_node, "1", 1, 256,
+        "ranks (tandem processes) per node for data parallelism (Slurm --ntasks-per-node; "
+        "launched by srun --mpi=pmix when the job has more than one rank)"),
     INT("cluster.gpus_per_node", cluster.gpus_per_node, "0", 0, 64,
         "GPUs per node (Slurm --gres=gpu[:TYPE]:N, Kubernetes nvidia.com/gpu); 0 = a CPU job, no "
         "GPU directives"),

@@ -116,6 +116,7 @@ typedef struct config {
     struct config_cluster {
         int nodes;
         int gpus_per_node;             /* 0 = a CPU job */
+        int tasks_per_node;            /* ranks (tandem processes) per node */
         char gpu_type[CONFIG_STR_MAX]; /* Slurm gres type; cloud GPU labels */
         int cpus_per_task;             /* 0 = the scheduler's default */
         char memory[CONFIG_STR_MAX];   /* "64G": digits and K, M, G or T */

@@ -136,12 +136,11 @@ static void common_warnings(FILE *warn, const manifest_opts *o) {
               c->cluster.gpus_per_node);
     if (c->cluster.gpus_per_node == 0 && c->run.device != CONFIG_DEVICE_CPU)
         warnf(warn, "run.device = cuda but cluster.gpus_per_node = 0: the job gets no GPU");
-    if (c->cluster.nodes > 1)
-        warnf(warn, "cluster.nodes = %d: this build of tandem runs on one node; every rank "
-                    "would run `tandem run` on the same store and fence the others out. The "
-                    "job passes TANDEM_WORLD_SIZE, TANDEM_COORDINATOR and the rank for the "
-                    "distributed backend",
-              c->cluster.nodes);
+    int ranks = c->cluster.nodes * c->cluster.tasks_per_node;
+    if (ranks > 1 && c->run.device != CONFIG_DEVICE_CPU)
+        warnf(warn, "%d ranks with run.device = cuda: the NCCL path is not built yet, so "
+                    "tandem refuses to start; data parallelism runs on the CPU (MPI) for now",
+              ranks);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -305,7 +304,7 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
             k->signal_lead_s);
     fprintf(out, "#SBATCH --job-name=%s\n", name);
     fprintf(out, "#SBATCH --nodes=%d\n", k->nodes);
-    fprintf(out, "#SBATCH --ntasks-per-node=1\n");
+    fprintf(out, "#SBATCH --ntasks-per-node=%d\n", k->tasks_per_node);
     if (k->cpus_per_task > 0) fprintf(out, "#SBATCH --cpus-per-task=%d\n", k->cpus_per_task);
     if (k->memory[0]) fprintf(out, "#SBATCH --mem=%s\n", k->memory);
     if (k->gpus_per_node > 0) {
@@ -357,7 +356,11 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
         fprintf(out, "export TANDEM_COORDINATOR\n");
     }
     fprintf(out, "\nlog \"running: $TANDEM run $CONFIG --store $STORE\"\n");
-    fprintf(out, "srun --nodes=%d --ntasks=%d --ntasks-per-node=1", k->nodes, k->nodes);
+    int ranks = k->nodes * k->tasks_per_node;
+    fprintf(out, "srun --nodes=%d --ntasks=%d --ntasks-per-node=%d", k->nodes, ranks,
+            k->tasks_per_node);
+    /* several ranks: Open MPI starts through Slurm's PMIx (docs/distributed.md) */
+    if (ranks > 1) fprintf(out, " --mpi=pmix");
     if (k->cpus_per_task > 0) fprintf(out, " --cpus-per-task=%d", k->cpus_per_task);
     fprintf(out, " \\\n  \"$TANDEM\" run \"$CONFIG\" --store \"$STORE\"");
     for (int i = 0; i < o->nsets; i++) { /* cluster.* only shaped this script */
@@ -501,6 +504,14 @@ int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     int rc = check_job_name(o, name, e);
     if (rc) return rc;
     common_warnings(warn, o);
+    if (k->nodes > 1)
+        warnf(warn, "cluster.nodes = %d: the pods of an Indexed Job have no MPI launcher of their "
+                    "own; tandem refuses to start several ranks without one (run mpirun from a "
+                    "launcher pod, e.g. the MPI Operator; docs/distributed.md)",
+              k->nodes);
+    if (k->tasks_per_node > 1)
+        warnf(warn, "cluster.tasks_per_node = %d is a Slurm setting: a pod runs one rank",
+              k->tasks_per_node);
     if (is_file_store(o->store_url))
         warnf(warn, "store %s is a file store: in a pod it lives on the container's own disk and "
                     "is lost with the pod unless the path is on a mounted volume; use an s3:// "

@@ -53,11 +53,11 @@ EOF
 # --- a build without MPI: refused clearly
 if ! "$bin" run --help 2>/dev/null | grep -q . ; then fail setup "tandem run --help"; finish; fi
 has_mpi=1
-out=$(OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_LOCAL_RANK=1 \
-      timeout 20 "$bin" run "$tmp/run.yaml" --store "$tmp/nompi" --quiet 2>&1 </dev/null); st=$?
-if grep -q 'built without MPI' <<<"$out"; then
-  has_mpi=0
-  if [ $st -eq 2 ] && [ ! -e "$tmp/nompi/RUN" ]; then
+ldd "$bin" 2>/dev/null | grep -q 'libmpi\.so' || has_mpi=0
+if [ $has_mpi = 0 ]; then
+  out=$(OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_LOCAL_RANK=1 \
+        timeout 20 "$bin" run "$tmp/run.yaml" --store "$tmp/nompi" --quiet 2>&1 </dev/null); st=$?
+  if [ $st -eq 2 ] && grep -q 'built without MPI' <<<"$out" && [ ! -e "$tmp/nompi/RUN" ]; then
     pass "a build without MPI refuses a 2-rank launch (exit 2, nothing written): ${out##*: }"
   else
     fail "a build without MPI: exit $st" "$out"

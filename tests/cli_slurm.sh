@@ -299,5 +299,35 @@ if [ $ok = 1 ] && wait_for 180 "job $jid completes" is_state COMPLETED; then
     fail "real Slurm preemptions" "${problems[@]}" "log:" "$(tail -n 30 "$log")"
   fi
 fi
+
+# --- C. a 2-task job: two ranks on the node, launched by srun --mpi=pmix (data parallel)
+if ! ldd "$bin" 2>/dev/null | grep -q 'libmpi\.so'; then
+  echo "SKIP 2-task Slurm job: this build has no MPI (the rel build has it); not counted"
+elif ! command -v mpirun >/dev/null; then
+  fail "2-task Slurm job" "mpirun missing: scripts/deps.sh test installs openmpi-bin"
+else
+  mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
+  if ! "${mpi[@]}" "$bin" run "$tmp/run.yaml" --store "$tmp/ref2" --quiet >"$tmp/ref2.log" 2>&1 ||
+     ! ref2=$("$bin" hash "$tmp/ref2"); then
+    fail "2-rank reference run (mpirun -np 2)" "$(tail -n 5 "$tmp/ref2.log")"
+  else
+    "$bin" manifest slurm "$tmp/run.yaml" --store "file://$tmp/store2" --set "cluster.workdir=$tmp" \
+      --set cluster.tasks_per_node=2 --set cluster.job_name=tandem-two --out "$tmp/two.sbatch" 2>"$tmp/two.err"
+    grep -qx -- '#SBATCH --ntasks-per-node=2' "$tmp/two.sbatch" && grep -q -- '--ntasks=2 --ntasks-per-node=2 --mpi=pmix' "$tmp/two.sbatch" \
+      || fail "2-task script" "$(grep -n 'ntasks\|^srun' "$tmp/two.sbatch")"
+    jid=$(cd "$tmp" && sbatch --parsable "$tmp/two.sbatch" 2>"$tmp/sbatch.err")
+    jid=${jid%%;*}
+    log="$tmp/tandem-two-$jid.out"
+    if [ -z "$jid" ]; then fail "sbatch (2 tasks)" "$(cat "$tmp/sbatch.err")"
+    elif wait_for 180 "2-task job $jid completes" is_state COMPLETED; then
+      got=$("$bin" hash "$tmp/store2" 2>&1)
+      if [ "$got" = "$ref2" ] && grep -q "2 ranks (slurm, mpi transport)" "$log"; then
+        pass "real Slurm, 2 tasks (srun --mpi=pmix): both ranks trained one run; final hashes equal the 2-rank mpirun run's"
+      else
+        fail "2-task Slurm job" "hash: $got" "want: $ref2" "log:" "$(tail -n 20 "$log")"
+      fi
+    fi
+  fi
+fi
 echo "  (took $(($(date +%s) - t_start)) s)"
 finish
