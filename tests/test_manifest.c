@@ -324,8 +324,8 @@ static void test_slurm_directives(void) {
     int untyped = u.rc == 0 && has_line(u.out, "#SBATCH --gres=gpu:8") && strstr(u.warn, "any GPU");
     int multi = x.rc == 0 && has_line(x.out, "#SBATCH --nodes=3") &&
                 has_line(x.out, "export TANDEM_WORLD_SIZE=3") &&
-                strstr(x.out, "head -n 1):29500\"") && strstr(x.warn, "cluster.nodes = 3") &&
-                strstr(x.out, "srun --nodes=3 --ntasks=3 --ntasks-per-node=1");
+                strstr(x.out, "head -n 1):29500\"") &&
+                strstr(x.out, "srun --nodes=3 --ntasks=3 --ntasks-per-node=1 --mpi=pmix");
     int warned = strstr(g.warn, "run.device = cpu") != NULL;
     if (!cpu_ok) fprintf(stderr, "%s\n", r.out);
     rendered_free(&r);
