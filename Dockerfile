@@ -43,6 +43,7 @@ COPY data/ data/
 COPY model/ model/
 COPY steps/ steps/
 COPY storage/ storage/
+COPY comm/ comm/
 COPY runner/ runner/
 COPY gpu/ gpu/
 RUN make -j"$(nproc)" tandem && ./tandem --help >/dev/null

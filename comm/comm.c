@@ -47,10 +47,12 @@ int comm_detect(comm_info *out, tdm_err *e) {
     /* a Kubernetes Indexed Job: the pod's index, the configured number of pods */
     if ((rc = env_int("TANDEM_WORLD_SIZE", &world, e))) return rc;
     if (world > 1) {
-        if ((rc = env_int("JOB_COMPLETION_INDEX", &rank, e))) return rc;
+        if ((rc = env_int("TANDEM_RANK", &rank, e))) return rc;
+        if (rank < 0 && (rc = env_int("JOB_COMPLETION_INDEX", &rank, e))) return rc;
         if (rank < 0)
-            return err_set(e, ERR_USAGE, "TANDEM_WORLD_SIZE = %d but JOB_COMPLETION_INDEX is not "
-                           "set: an Indexed Job sets it for each pod", world);
+            return err_set(e, ERR_USAGE, "TANDEM_WORLD_SIZE = %d but neither TANDEM_RANK nor "
+                           "JOB_COMPLETION_INDEX is set: an Indexed Job sets the latter for each "
+                           "pod", world);
         local = 0;
         snprintf(out->source, sizeof out->source, "kubernetes");
         goto check;
@@ -75,18 +77,28 @@ comm *comm_open(tdm_err *e) {
     if (comm_detect(&c->info, e)) goto fail;
     c->backend = "none";
     if (c->info.world == 1) return c;
+    /* the transport: TANDEM_TRANSPORT=mpi|tcp, else MPI where a launcher that speaks it
+     * started us (mpirun, srun --mpi=pmix) and tcp for Kubernetes pods */
+    const char *want = getenv("TANDEM_TRANSPORT");
+    if (want && strcmp(want, "mpi") && strcmp(want, "tcp")) {
+        err_set(e, ERR_USAGE, "TANDEM_TRANSPORT = '%s': expected mpi or tcp", want);
+        goto fail;
+    }
+    int use_tcp = want ? strcmp(want, "tcp") == 0 : strcmp(c->info.source, "kubernetes") == 0;
+    if (use_tcp) {
+        c->backend = "tcp";
+        if (comm_tcp_init(c, e)) {
+            comm_tcp_close(c, 0);
+            goto fail;
+        }
+        return c;
+    }
     if (!comm_mpi_available()) {
         err_set(e, ERR_USAGE,
                 "%d ranks (from the %s environment) but this tandem was built without MPI: "
-                "install libopenmpi-dev and rebuild (docs/distributed.md)",
+                "install libopenmpi-dev and rebuild, or use the tcp transport "
+                "(TANDEM_TRANSPORT=tcp with TANDEM_COORDINATOR=host:port; docs/distributed.md)",
                 c->info.world, c->info.source);
-        goto fail;
-    }
-    if (strcmp(c->info.source, "kubernetes") == 0) {
-        err_set(e, ERR_USAGE,
-                "%d ranks from a Kubernetes Indexed Job: the pods need an MPI launcher "
-                "(mpirun from a launcher pod, e.g. the MPI Operator); see docs/distributed.md",
-                c->info.world);
         goto fail;
     }
     c->backend = "mpi";
@@ -104,33 +116,43 @@ const char *comm_backend(const comm *c) { return c ? c->backend : "none"; }
 const char *comm_source(const comm *c) { return c ? c->info.source : "single"; }
 
 static int multi(const comm *c) { return c && c->info.world > 1; }
+static int is_tcp(const comm *c) { return c->backend[0] == 't'; }
 
 int comm_allreduce_f32(comm *c, float *buf, size_t n, tdm_err *e) {
-    return multi(c) ? comm_mpi_allreduce(c, buf, n, 0, e) : 0;
+    if (!multi(c)) return 0;
+    return is_tcp(c) ? comm_tcp_allreduce(c, buf, n, 0, e) : comm_mpi_allreduce(c, buf, n, 0, e);
 }
 
 int comm_allreduce_f64(comm *c, double *buf, size_t n, tdm_err *e) {
-    return multi(c) ? comm_mpi_allreduce(c, buf, n, 1, e) : 0;
+    if (!multi(c)) return 0;
+    return is_tcp(c) ? comm_tcp_allreduce(c, buf, n, 1, e) : comm_mpi_allreduce(c, buf, n, 1, e);
 }
 
 int comm_bcast(comm *c, void *buf, size_t bytes, tdm_err *e) {
-    return multi(c) ? comm_mpi_bcast(c, buf, bytes, e) : 0;
+    if (!multi(c)) return 0;
+    return is_tcp(c) ? comm_tcp_bcast(c, buf, bytes, e) : comm_mpi_bcast(c, buf, bytes, e);
 }
 
 int comm_any(comm *c, int local, int *any, tdm_err *e) {
-    if (multi(c)) return comm_mpi_any(c, local, any, e);
+    if (multi(c)) return is_tcp(c) ? comm_tcp_any(c, local, any, e) : comm_mpi_any(c, local, any, e);
     *any = local != 0;
     return 0;
 }
 
-int comm_barrier(comm *c, tdm_err *e) { return multi(c) ? comm_mpi_barrier(c, e) : 0; }
+int comm_barrier(comm *c, tdm_err *e) {
+    if (!multi(c)) return 0;
+    return is_tcp(c) ? comm_tcp_barrier(c, e) : comm_mpi_barrier(c, e);
+}
 
 void comm_abort(comm *c, int code) {
-    if (multi(c)) comm_mpi_abort(c, code);
+    if (!multi(c)) return;
+    if (is_tcp(c)) comm_tcp_close(c, 0); /* the others see the connection drop and end */
+    else comm_mpi_abort(c, code);
 }
 
 void comm_close(comm *c) {
     if (!c) return;
-    if (multi(c)) comm_mpi_finalize(c);
+    if (multi(c) && is_tcp(c)) comm_tcp_close(c, 1);
+    else if (multi(c)) comm_mpi_finalize(c);
     free(c);
 }

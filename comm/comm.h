@@ -2,8 +2,10 @@
  *
  * Every rank of a run executes the same episode schedule on the same global batch; each
  * computes the forward and backward of its share of the batch rows, and the collectives
- * here combine the shares. Backends: "none" (one rank: every collective is the identity)
- * and "mpi" (Open MPI, CPU buffers; builds where pkg-config finds ompi-c).
+ * here combine the shares. Backends: "none" (one rank: every collective is the identity),
+ * "mpi" (Open MPI, CPU buffers; builds where pkg-config finds ompi-c) and "tcp" (a star
+ * through rank 0 at TANDEM_COORDINATOR=host:port; every build). TANDEM_TRANSPORT=mpi|tcp
+ * chooses; by default MPI under mpirun and srun, tcp for Kubernetes pods.
  *
  * Determinism: comm_allreduce_* sums the ranks' contributions in rank order (0, 1, ..,
  * R-1) for every element, whatever the transport does underneath, so every rank gets
@@ -11,8 +13,8 @@
  *
  * Rank and world size come from the launcher's environment (comm_detect): mpirun
  * (OMPI_COMM_WORLD_*), a PMI launch such as `srun --mpi=pmix` (PMIX_RANK with
- * SLURM_STEP_NUM_TASKS), or a Kubernetes Indexed Job (JOB_COMPLETION_INDEX with
- * TANDEM_WORLD_SIZE). No launcher variables: one rank.
+ * SLURM_STEP_NUM_TASKS), or a Kubernetes Indexed Job (TANDEM_RANK or JOB_COMPLETION_INDEX
+ * with TANDEM_WORLD_SIZE). No launcher variables: one rank.
  */
 #ifndef TANDEM_COMM_H
 #define TANDEM_COMM_H
@@ -33,9 +35,9 @@ typedef struct comm_info {
 int comm_detect(comm_info *out, tdm_err *e);
 
 /* Opens the collective layer for the detected ranks: "none" for one rank, else the
- * transport the launcher provides. ERR_USAGE when several ranks are detected but this
- * build has no transport for them (says which build or launcher to use). Returns NULL
- * with e set on failure. */
+ * transport (connecting all ranks; tcp waits up to TANDEM_COMM_TIMEOUT_S for them).
+ * ERR_USAGE when several ranks are detected but the transport is missing or
+ * misconfigured (says what to install or set). Returns NULL with e set on failure. */
 comm *comm_open(tdm_err *e);
 
 int comm_rank(const comm *c);

@@ -1,4 +1,5 @@
-/* comm_impl.h — what comm.c needs of a transport (comm_mpi.c); not for other modules. */
+/* comm_impl.h — what comm.c needs of its transports (comm_mpi.c, comm_tcp.c); not for
+ * other modules. */
 #ifndef TANDEM_COMM_IMPL_H
 #define TANDEM_COMM_IMPL_H
 
@@ -6,7 +7,8 @@
 
 struct comm {
     comm_info info;
-    const char *backend; /* "none" or "mpi" */
+    const char *backend; /* "none", "mpi" or "tcp" */
+    void *impl;          /* the transport's own state */
 };
 
 /* Whether this build has the MPI transport. */
@@ -19,5 +21,14 @@ int comm_mpi_any(comm *c, int local, int *any, tdm_err *e);
 int comm_mpi_barrier(comm *c, tdm_err *e);
 void comm_mpi_abort(comm *c, int code);
 void comm_mpi_finalize(comm *c);
+
+/* The TCP star through rank 0 (TANDEM_COORDINATOR=host:port). */
+int comm_tcp_init(comm *c, tdm_err *e);
+int comm_tcp_allreduce(comm *c, void *buf, size_t n, int is_double, tdm_err *e);
+int comm_tcp_bcast(comm *c, void *buf, size_t bytes, tdm_err *e);
+int comm_tcp_any(comm *c, int local, int *any, tdm_err *e);
+int comm_tcp_barrier(comm *c, tdm_err *e);
+/* graceful: a barrier first (the normal end); else just drop the connections (abort). */
+void comm_tcp_close(comm *c, int graceful);
 
 #endif

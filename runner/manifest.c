@@ -504,11 +504,6 @@ int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     int rc = check_job_name(o, name, e);
     if (rc) return rc;
     common_warnings(warn, o);
-    if (k->nodes > 1)
-        warnf(warn, "cluster.nodes = %d: the pods of an Indexed Job have no MPI launcher of their "
-                    "own; tandem refuses to start several ranks without one (run mpirun from a "
-                    "launcher pod, e.g. the MPI Operator; docs/distributed.md)",
-              k->nodes);
     if (k->tasks_per_node > 1)
         warnf(warn, "cluster.tasks_per_node = %d is a Slurm setting: a pod runs one rank",
               k->tasks_per_node);

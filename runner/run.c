@@ -372,6 +372,10 @@ static int alpha_step(run_ctx *r, tdm_err *e) {
  * (probe, alpha, free) starts, so the suite can stop a run inside a chosen step kind. */
 static void test_signal_hook(const char *kind) {
     if (testhook_hit("TANDEM_TEST_SIGNAL_AT", kind)) raise(SIGTERM);
+    /* TANDEM_TEST_KILL_AT=free-step:n: a SIGKILL as the n-th free step starts (any rank) */
+    char label[32];
+    snprintf(label, sizeof label, "%s-step", kind);
+    if (testhook_hit("TANDEM_TEST_KILL_AT", label)) raise(SIGKILL);
     /* TANDEM_TEST_STEP_DELAY_MS slows every step, so that two runs overlap in time */
     static long delay_ms = -1;
     if (delay_ms < 0) {

@@ -1,0 +1,372 @@
+/* comm_tcp.c — the TCP transport of comm.h: a star through rank 0, for launchers without
+ * MPI (the pods of a Kubernetes Indexed Job; `TANDEM_TRANSPORT=tcp` anywhere).
+ *
+ * Rank 0 listens on the port of TANDEM_COORDINATOR=host:port; every other rank connects
+ * to it (retrying while rank 0 is not up yet) and introduces itself. A collective is one
+ * framed message per rank to rank 0 and one back: rank 0 adds the ranks' buffers in rank
+ * order (the same additions, in the same order, as comm_mpi.c: the bits do not depend on
+ * the transport) and sends the sum to everyone. Every message carries its operation and
+ * size, so ranks that call different collectives get an error instead of garbage.
+ *
+ * Every wait has a deadline: TANDEM_COMM_TIMEOUT_S (default 600 s) for a collective and
+ * for all ranks to arrive at the start. A rank that dies closes its socket and the
+ * others fail at once, naming it. Rank 0 moves R - 1 copies of every buffer each way,
+ * which suits the few CPU ranks this transport is for; many ranks want MPI. */
+#include "comm/comm_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { OP_HELLO = 1, OP_ALLREDUCE_F32, OP_ALLREDUCE_F64, OP_BCAST, OP_ANY };
+static const char *const OP_NAMES[] = {"?", "hello", "all-reduce", "all-reduce", "broadcast", "stop-flag agreement"};
+#define TCP_MAGIC 0x434d4454u /* "TDMC" */
+#define CHUNK ((size_t)1 << 20)
+
+typedef struct frame {
+    uint32_t magic, op;
+    uint64_t value; /* bytes that follow, or the value itself (hello, any) */
+} frame;
+
+typedef struct tcp {
+    int *fd;      /* rank 0: fd[r] for the other ranks r; others: fd[0] to rank 0 */
+    double timeout_s;
+    char coordinator[256];
+    char *scratch; /* CHUNK bytes: rank 0's receive buffer for the sums */
+} tcp;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static const char *peer_name(const comm *c, int peer, char *buf, size_t cap) {
+    if (peer == 0) snprintf(buf, cap, "rank 0 (the coordinator %s)", ((tcp *)c->impl)->coordinator);
+    else snprintf(buf, cap, "rank %d", peer);
+    return buf;
+}
+
+/* Waits for `events` on fd until the deadline; ETIMEDOUT when it passes. */
+static int wait_fd(int fd, short events, double deadline) {
+    for (;;) {
+        double left = deadline - now_s();
+        if (left <= 0) return ETIMEDOUT;
+        struct pollfd p = {.fd = fd, .events = events};
+        int n = poll(&p, 1, left > 1e6 ? 1000000000 : (int)(left * 1000) + 1);
+        if (n > 0) return 0;
+        if (n < 0 && errno != EINTR) return errno;
+    }
+}
+
+/* Sends or receives exactly n bytes with `peer`, by the deadline. */
+static int xfer(comm *c, int fd, int peer, void *buf, size_t n, int sending, double deadline,
+                tdm_err *e) {
+    char *p = buf, who[320];
+    while (n > 0) {
+        ssize_t k = sending ? send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) : recv(fd, p, n, MSG_DONTWAIT);
+        if (k > 0) {
+            p += k;
+            n -= (size_t)k;
+            continue;
+        }
+        if (k == 0)
+            return err_set(e, ERR_INTERNAL, "rank %d: %s closed the connection (it stopped or "
+                           "died; its log says why)", c->info.rank, peer_name(c, peer, who, sizeof who));
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return err_set(e, ERR_INTERNAL, "rank %d: connection to %s: %s", c->info.rank,
+                           peer_name(c, peer, who, sizeof who), strerror(errno));
+        int w = wait_fd(fd, sending ? POLLOUT : POLLIN, deadline);
+        if (w == ETIMEDOUT)
+            return err_set(e, ERR_INTERNAL, "rank %d: %s did not answer within %.0f s "
+                           "(TANDEM_COMM_TIMEOUT_S); is it still running?", c->info.rank,
+                           peer_name(c, peer, who, sizeof who), ((tcp *)c->impl)->timeout_s);
+        if (w) return err_set(e, ERR_INTERNAL, "rank %d: waiting for %s: %s", c->info.rank,
+                              peer_name(c, peer, who, sizeof who), strerror(w));
+    }
+    return 0;
+}
+
+static int send_frame(comm *c, int fd, int peer, uint32_t op, uint64_t value, double deadline, tdm_err *e) {
+    frame f = {TCP_MAGIC, op, value};
+    return xfer(c, fd, peer, &f, sizeof f, 1, deadline, e);
+}
+
+/* Receives a frame and checks that it is `op` (and, with want_value, that value). */
+static int recv_frame(comm *c, int fd, int peer, uint32_t op, uint64_t *value, int check_value,
+                      double deadline, tdm_err *e) {
+    frame f;
+    int rc = xfer(c, fd, peer, &f, sizeof f, 0, deadline, e);
+    if (rc) return rc;
+    char who[320];
+    if (f.magic != TCP_MAGIC)
+        return err_set(e, ERR_INTERNAL, "rank %d: %s sent something that is not tandem's protocol",
+                       c->info.rank, peer_name(c, peer, who, sizeof who));
+    if (f.op != op || (check_value && f.value != *value))
+        return err_set(e, ERR_INTERNAL,
+                       "rank %d: %s is in a %s of %llu bytes while this rank is in a %s of %llu: "
+                       "the ranks run different code or configs", c->info.rank,
+                       peer_name(c, peer, who, sizeof who),
+                       OP_NAMES[f.op < 6 ? f.op : 0], (unsigned long long)f.value,
+                       OP_NAMES[op], (unsigned long long)*value);
+    *value = f.value;
+    return 0;
+}
+
+static void set_socket_options(int fd) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+/* "host:port" → its parts; ERR_USAGE naming TANDEM_COORDINATOR otherwise. */
+static int parse_coordinator(const char *v, char *host, size_t cap, char *port, size_t pcap, tdm_err *e) {
+    const char *colon = v ? strrchr(v, ':') : NULL;
+    if (!v || !colon || colon == v || !colon[1] || (size_t)(colon - v) >= cap || strlen(colon + 1) >= pcap)
+        return err_set(e, ERR_USAGE, "TANDEM_COORDINATOR = '%s': the tcp transport needs host:port "
+                       "of rank 0 (the rendered Jobs set it)", v ? v : "");
+    snprintf(host, cap, "%.*s", (int)(colon - v), v);
+    snprintf(port, pcap, "%s", colon + 1);
+    return 0;
+}
+
+static int listen_all(comm *c, const char *port, double deadline, tdm_err *e) {
+    tcp *t = c->impl;
+    int R = c->info.world;
+    struct addrinfo hints = {.ai_family = AF_INET6, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    int lfd = -1, rc = 0;
+    /* IPv6 with v4-mapped addresses where the kernel has it, else IPv4 */
+    for (int fam = 0; fam < 2 && lfd < 0; fam++) {
+        hints.ai_family = fam == 0 ? AF_INET6 : AF_INET;
+        if (getaddrinfo(NULL, port, &hints, &ai) != 0) continue;
+        lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int one = 1, zero = 0;
+        if (lfd >= 0) setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (lfd >= 0 && fam == 0) setsockopt(lfd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+        if (lfd >= 0 && (bind(lfd, ai->ai_addr, ai->ai_addrlen) || listen(lfd, R))) {
+            rc = errno;
+            close(lfd);
+            lfd = -1;
+        }
+        freeaddrinfo(ai);
+    }
+    if (lfd < 0)
+        return err_set(e, ERR_USAGE, "rank 0: cannot listen on port %s of TANDEM_COORDINATOR: %s",
+                       port, strerror(rc ? rc : EADDRNOTAVAIL));
+    int arrived = 0;
+    while (!rc && arrived < R - 1) {
+        int w = wait_fd(lfd, POLLIN, deadline);
+        if (w == ETIMEDOUT) {
+            char missing[512] = "";
+            size_t len = 0;
+            for (int r = 1; r < R && len < sizeof missing - 16; r++)
+                if (t->fd[r] < 0) len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d", len ? ", " : "", r);
+            rc = err_set(e, ERR_INTERNAL, "rank 0: rank(s) %s of %d did not connect to port %s "
+                         "within %.0f s (TANDEM_COMM_TIMEOUT_S): are they running, with the "
+                         "same TANDEM_WORLD_SIZE and TANDEM_COORDINATOR?", missing, R, port, t->timeout_s);
+            break;
+        }
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0) continue;
+        set_socket_options(fd);
+        frame f;
+        tdm_err he = {0};
+        double hd = now_s() + 10 < deadline ? now_s() + 10 : deadline;
+        if (xfer(c, fd, 1, &f, sizeof f, 0, hd, &he) || f.magic != TCP_MAGIC || f.op != OP_HELLO) {
+            close(fd); /* not one of ours (a port scan, a health check): ignore it */
+            continue;
+        }
+        int r = (int)(f.value & 0xffffffffu), world = (int)(f.value >> 32);
+        if (world != R || r < 1 || r >= R || t->fd[r] >= 0) {
+            rc = err_set(e, ERR_USAGE, "rank 0: a process introduced itself as rank %d of %d, but "
+                         "this run has %d ranks%s", r, world, R,
+                         r >= 1 && r < R && t->fd[r] >= 0 ? " and that rank is already here" : "");
+            close(fd);
+            break;
+        }
+        t->fd[r] = fd;
+        arrived++;
+    }
+    close(lfd);
+    for (int r = 1; !rc && r < R; r++) rc = send_frame(c, t->fd[r], r, OP_HELLO, (uint64_t)R, deadline, e);
+    return rc;
+}
+
+static int connect_to_zero(comm *c, const char *host, const char *port, double deadline, tdm_err *e) {
+    tcp *t = c->impl;
+    const char *why = "no attempt";
+    int last = 0;
+    while (now_s() < deadline) {
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+        int g = getaddrinfo(host, port, &hints, &ai);
+        if (g != 0) {
+            why = gai_strerror(g); /* the pod's DNS name may not exist yet */
+        } else {
+            for (struct addrinfo *a = ai; a; a = a->ai_next) {
+                int fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                if (fd < 0) continue;
+                if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+                    set_socket_options(fd);
+                    t->fd[0] = fd;
+                    break;
+                }
+                last = errno;
+                why = NULL;
+                close(fd);
+            }
+            freeaddrinfo(ai);
+        }
+        if (t->fd[0] >= 0) break;
+        struct timespec ts = {0, 200 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (t->fd[0] < 0)
+        return err_set(e, ERR_INTERNAL, "rank %d: could not reach the coordinator %s:%s within "
+                       "%.0f s (TANDEM_COMM_TIMEOUT_S): %s", c->info.rank, host, port,
+                       t->timeout_s, why ? why : strerror(last));
+    uint64_t hello = (uint64_t)c->info.rank | (uint64_t)c->info.world << 32, world = (uint64_t)c->info.world;
+    int rc = send_frame(c, t->fd[0], 0, OP_HELLO, hello, deadline, e);
+    if (!rc) rc = recv_frame(c, t->fd[0], 0, OP_HELLO, &world, 1, deadline, e);
+    return rc;
+}
+
+int comm_tcp_init(comm *c, tdm_err *e) {
+    tcp *t = calloc(1, sizeof *t);
+    if (!t) return err_set(e, ERR_INTERNAL, "out of memory");
+    c->impl = t;
+    t->fd = malloc((size_t)c->info.world * sizeof *t->fd);
+    t->scratch = malloc(CHUNK);
+    if (!t->fd || !t->scratch) return err_set(e, ERR_INTERNAL, "out of memory");
+    for (int r = 0; r < c->info.world; r++) t->fd[r] = -1;
+    t->timeout_s = 600;
+    const char *v = getenv("TANDEM_COMM_TIMEOUT_S");
+    if (v) {
+        char *end;
+        double x = strtod(v, &end);
+        if (end == v || *end || !(x > 0))
+            return err_set(e, ERR_USAGE, "TANDEM_COMM_TIMEOUT_S = '%s' is not a positive number of seconds", v);
+        t->timeout_s = x;
+    }
+    char host[200], port[32];
+    int rc = parse_coordinator(getenv("TANDEM_COORDINATOR"), host, sizeof host, port, sizeof port, e);
+    if (rc) return rc;
+    snprintf(t->coordinator, sizeof t->coordinator, "%s:%s", host, port);
+    double deadline = now_s() + t->timeout_s;
+    return c->info.rank == 0 ? listen_all(c, port, deadline, e) : connect_to_zero(c, host, port, deadline, e);
+}
+
+/* Adds src (bytes of floats or doubles) into dst element by element: dst += src. */
+static void add_into(char *dst, const char *src, size_t bytes, int is_double) {
+    if (is_double) {
+        double *d = (double *)dst;
+        const double *s = (const double *)src;
+        for (size_t i = 0; i < bytes / sizeof *d; i++) d[i] += s[i];
+    } else {
+        float *d = (float *)dst;
+        const float *s = (const float *)src;
+        for (size_t i = 0; i < bytes / sizeof *d; i++) d[i] += s[i];
+    }
+}
+
+int comm_tcp_allreduce(comm *c, void *buf, size_t n, int is_double, tdm_err *e) {
+    tcp *t = c->impl;
+    int R = c->info.world, rc = 0;
+    uint32_t op = is_double ? OP_ALLREDUCE_F64 : OP_ALLREDUCE_F32;
+    uint64_t bytes = (uint64_t)n * (is_double ? sizeof(double) : sizeof(float));
+    double deadline = now_s() + t->timeout_s;
+    if (c->info.rank != 0) {
+        rc = send_frame(c, t->fd[0], 0, op, bytes, deadline, e);
+        if (!rc) rc = xfer(c, t->fd[0], 0, buf, bytes, 1, deadline, e);
+        if (!rc) rc = recv_frame(c, t->fd[0], 0, op, &bytes, 1, deadline, e);
+        if (!rc) rc = xfer(c, t->fd[0], 0, buf, bytes, 0, deadline, e);
+        return rc;
+    }
+    /* rank 0: buf (its own part) + rank 1's + rank 2's ...: the order of comm_mpi.c. The
+     * chunk size is a multiple of 8, so chunks never split an element. */
+    for (int r = 1; !rc && r < R; r++) {
+        uint64_t want = bytes;
+        rc = recv_frame(c, t->fd[r], r, op, &want, 1, deadline, e);
+        for (uint64_t off = 0; !rc && off < bytes; off += CHUNK) {
+            size_t len = bytes - off < CHUNK ? (size_t)(bytes - off) : CHUNK;
+            rc = xfer(c, t->fd[r], r, t->scratch, len, 0, deadline, e);
+            if (!rc) add_into((char *)buf + off, t->scratch, len, is_double);
+        }
+    }
+    for (int r = 1; !rc && r < R; r++) {
+        rc = send_frame(c, t->fd[r], r, op, bytes, deadline, e);
+        if (!rc) rc = xfer(c, t->fd[r], r, buf, bytes, 1, deadline, e);
+    }
+    return rc;
+}
+
+int comm_tcp_bcast(comm *c, void *buf, size_t bytes, tdm_err *e) {
+    tcp *t = c->impl;
+    double deadline = now_s() + t->timeout_s;
+    uint64_t b = bytes;
+    if (c->info.rank != 0) {
+        int rc = recv_frame(c, t->fd[0], 0, OP_BCAST, &b, 1, deadline, e);
+        return rc ? rc : xfer(c, t->fd[0], 0, buf, bytes, 0, deadline, e);
+    }
+    for (int r = 1; r < c->info.world; r++) {
+        int rc = send_frame(c, t->fd[r], r, OP_BCAST, b, deadline, e);
+        if (!rc) rc = xfer(c, t->fd[r], r, buf, bytes, 1, deadline, e);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int comm_tcp_any(comm *c, int local, int *any, tdm_err *e) {
+    tcp *t = c->impl;
+    double deadline = now_s() + t->timeout_s;
+    uint64_t v = local != 0;
+    int rc = 0;
+    if (c->info.rank != 0) {
+        rc = send_frame(c, t->fd[0], 0, OP_ANY, v, deadline, e);
+        if (!rc) rc = recv_frame(c, t->fd[0], 0, OP_ANY, &v, 0, deadline, e);
+        *any = v != 0;
+        return rc;
+    }
+    for (int r = 1; !rc && r < c->info.world; r++) {
+        uint64_t x = 0;
+        rc = recv_frame(c, t->fd[r], r, OP_ANY, &x, 0, deadline, e);
+        v |= x != 0;
+    }
+    for (int r = 1; !rc && r < c->info.world; r++) rc = send_frame(c, t->fd[r], r, OP_ANY, v, deadline, e);
+    *any = v != 0;
+    return rc;
+}
+
+int comm_tcp_barrier(comm *c, tdm_err *e) {
+    int any;
+    return comm_tcp_any(c, 0, &any, e);
+}
+
+/* Closes every connection: the other ranks fail at their next collective, naming this
+ * one, and end too. */
+void comm_tcp_close(comm *c, int graceful) {
+    tcp *t = c->impl;
+    if (!t) return;
+    if (graceful && t->fd) {
+        tdm_err ignore;
+        comm_tcp_barrier(c, &ignore); /* nobody leaves while another still needs it */
+    }
+    for (int r = 0; t->fd && r < c->info.world; r++)
+        if (t->fd[r] >= 0) close(t->fd[r]);
+    free(t->fd);
+    free(t->scratch);
+    free(t);
+    c->impl = NULL;
+}

@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# cli_parallel.sh — data-parallel runs (comm/): several `tandem run` ranks on one store.
+#
+#   TANDEM_BIN=build/rel/tandem bash tests/cli_parallel.sh
+#
+# A. The tcp transport (every build): two ranks started as a Kubernetes Indexed Job starts
+#    them (JOB_COMPLETION_INDEX, TANDEM_WORLD_SIZE, TANDEM_COORDINATOR on loopback):
+#   - against 1 rank on the same global batch: every α record (α_t, α_{t+1}, ℓ_u, ℓ_w) and
+#     the final per-domain test losses agree within tolerance (α 1e-6 absolute, losses
+#     1e-4 relative); they are not bit-identical (other float sums);
+#   - two 2-rank runs give identical final hashes (the rank-order all-reduce), also when
+#     rank 1 starts 2 s after rank 0;
+#   - a SIGTERM that reaches one rank only: both ranks stop at the same safe point, exit
+#     75, rank 0 has committed; the resumed run ends with the uninterrupted 2-rank hash;
+#   - a rank that never comes: rank 0 gives up after TANDEM_COMM_TIMEOUT_S naming it; a
+#     rank SIGKILLed mid-run: the other exits at once (non-zero) naming it.
+# B. MPI (builds with Open MPI: the rel build where it is installed):
+#   - `mpirun -np 2` ends with the same bits as the tcp transport;
+#   - chaos: one rank (chosen at random) SIGKILLed at 20 random moments, and rank 0
+#     killed inside commits; mpirun ends the others; restarted each time, the run ends
+#     with the uninterrupted 2-rank run's hashes, and the store verifies.
+#   A build without MPI refuses an mpirun-style launch with exit 2 naming the missing MPI.
+# Prints PASS/FAIL lines and "cli_parallel: N passed, M failed"; exits non-zero on failure.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+root=$PWD
+bin=${TANDEM_BIN:-./tandem}
+case $bin in /*) ;; *) bin=$root/$bin ;; esac
+passed=0
+failed=0
+pass() { passed=$((passed + 1)); echo "PASS $1"; }
+fail() {
+  failed=$((failed + 1)); echo "FAIL $1"; shift
+  for l in "$@"; do printf '  %s\n' "$l"; done
+}
+finish() {
+  echo "cli_parallel: $passed passed, $failed failed"
+  [ $failed -eq 0 ]
+  exit
+}
+py=/usr/bin/python3
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tandem-mpi-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+[ -x "$bin" ] || { fail setup "no tandem binary at $bin"; finish; }
+
+"$bin" gen-corpus --out "$tmp/corpus" --names web,code,math --train-tokens 30k,15k,6k \
+  --val-tokens 3k --test-tokens 3k --seed 5 >/dev/null 2>&1 || { fail setup "gen-corpus"; finish; }
+cat >"$tmp/run.yaml" <<EOF
+run: {episodes: 24, seed: 3, threads: 1}
+data: {dataset: $tmp/corpus/dataset.yaml}
+model: {layers: 2, channels: 32, heads: 2, ctx: 32}
+train: {batch: 6, seq: 32}
+tandem: {K: 2, E: 3, lr_alpha: 0.5}
+optim: {lr: 3e-3}
+checkpoint: {every_episodes: 2}
+EOF
+
+run1() { "$bin" run "$tmp/run.yaml" --store "$1" --quiet; }
+hash_of() { "$bin" hash "$1" 2>&1; }
+port=$((20000 + RANDOM % 30000))
+# tcp2 STORE [VAR=value ...]: rank 0 and rank 1 as an Indexed Job's pods would be, the
+# assignments for rank 1 only (TCP_DELAY_1=S starts rank 1 S seconds late; TCP_ONLY_0=1
+# starts rank 0 alone). Exit status: rank 0's; rank 1's in $st_1. Logs: $tmp/rank{0,1}.log
+tcp2() {
+  local store=$1; shift
+  port=$((port + 1))
+  local env0=(JOB_COMPLETION_INDEX=0 TANDEM_WORLD_SIZE=2 TANDEM_COORDINATOR=127.0.0.1:$port)
+  local env1=(JOB_COMPLETION_INDEX=1 TANDEM_WORLD_SIZE=2 TANDEM_COORDINATOR=localhost:$port)
+  local delay=0 only0=0 kv
+  for kv in "$@"; do
+    case $kv in TCP_DELAY_1=*) delay=${kv#*=} ;; TCP_ONLY_0=*) only0=1 ;; *) env1+=("$kv") ;; esac
+  done
+  env "${env0[@]}" "$bin" run "$tmp/run.yaml" --store "$store" --quiet >"$tmp/rank0.log" 2>&1 &
+  local p0=$! p1=
+  if [ $only0 = 0 ]; then
+    (sleep "$delay"; exec env "${env1[@]}" "$bin" run "$tmp/run.yaml" --store "$store" --quiet) >"$tmp/rank1.log" 2>&1 &
+    p1=$!
+  fi
+  wait $p0; local st0=$?
+  st_1=-1
+  if [ -n "$p1" ]; then wait $p1; st_1=$?; fi
+  return $st0
+}
+
+# --- A. tcp: 1 rank vs 2 ranks
+run1 "$tmp/one"; st1=$?
+tcp2 "$tmp/two"; st2=$?
+if [ $st1 -ne 0 ] || [ $st2 -ne 0 ] || [ $st_1 -ne 0 ]; then
+  fail "1-rank and 2-rank (tcp) runs" "exit $st1 / $st2 / $st_1" "$(tail -5 "$tmp/rank0.log")" "$(tail -5 "$tmp/rank1.log")"; finish
+fi
+"$bin" alpha "$tmp/one" --format csv >"$tmp/one.csv" && "$bin" alpha "$tmp/two" --format csv >"$tmp/two.csv"
+"$bin" eval "$tmp/one" >"$tmp/one.eval" 2>&1 && "$bin" eval "$tmp/two" >"$tmp/two.eval" 2>&1
+cmp_out=$("$py" - "$tmp" <<'PYEOF'
+import csv, sys
+d = sys.argv[1]
+a = list(csv.DictReader(open(d + "/one.csv"))); b = list(csv.DictReader(open(d + "/two.csv")))
+assert len(a) == len(b) == 72, (len(a), len(b))
+worst_a = max(abs(float(x[k]) - float(y[k])) for x, y in zip(a, b) for k in ("alpha", "alpha_next"))
+worst_l = max(abs(float(x[k]) - float(y[k])) / abs(float(x[k])) for x, y in zip(a, b) for k in ("loss_u", "loss_w"))
+def losses(p):
+    out = {}
+    for line in open(p):
+        f = line.split()
+        if len(f) == 4 and f[0] in ("web", "code", "math"): out[f[0]] = float(f[2])
+    return out
+la, lb = losses(d + "/one.eval"), losses(d + "/two.eval")
+assert len(la) == 3 and la.keys() == lb.keys(), (la, lb)
+worst_e = max(abs(la[k] - lb[k]) / la[k] for k in la)
+print(f"{worst_a:.2e} {worst_l:.2e} {worst_e:.2e}")
+sys.exit(0 if worst_a <= 1e-6 and worst_l <= 1e-4 and worst_e <= 1e-4 else 1)
+PYEOF
+); st=$?
+read -r wa wl we <<<"$cmp_out"
+if [ $st -eq 0 ]; then
+  pass "2 ranks (tcp) vs 1 rank, same global batch: alpha within $wa (<= 1e-6), probe losses within $wl, test losses within $we (<= 1e-4 relative)"
+else
+  fail "2 ranks vs 1 rank differ beyond tolerance" "$cmp_out"
+fi
+ref=$(hash_of "$tmp/two")
+tcp2 "$tmp/two-again" TCP_DELAY_1=2
+if [ "$(hash_of "$tmp/two-again")" = "$ref" ]; then pass "two 2-rank runs (the second with rank 1 started 2 s late): identical final hashes"
+else fail "two 2-rank runs ended with different hashes" "$(tail -3 "$tmp/rank0.log")" "$(tail -3 "$tmp/rank1.log")"; fi
+
+# --- a signal to one rank stops both at the same safe point
+tcp2 "$tmp/sig" TANDEM_TEST_SIGNAL_AT=free:20; st=$?
+status=$("$bin" status "$tmp/sig" 2>&1)
+if [ $st -eq 75 ] && [ $st_1 -eq 75 ] && grep -q 'at risk   0 steps' <<<"$status"; then
+  tcp2 "$tmp/sig"; st=$?
+  if [ $st -eq 0 ] && [ "$(hash_of "$tmp/sig")" = "$ref" ]; then
+    pass "SIGTERM to rank 1 only: both ranks exit 75 with the state committed; resumed: the uninterrupted hashes"
+  else
+    fail "resume after a one-rank SIGTERM: exit $st" "$(tail -5 "$tmp/rank0.log")"
+  fi
+else
+  fail "SIGTERM to rank 1 only: exits $st / $st_1 (want 75 / 75)" "$status" "$(tail -5 "$tmp/rank0.log")"
+fi
+
+# --- a rank that never comes, a rank that dies
+t0=$(date +%s)
+TANDEM_COMM_TIMEOUT_S=2 tcp2 "$tmp/alone" TCP_ONLY_0=1; st=$?
+el=$(($(date +%s) - t0))
+if [ $st -ne 0 ] && [ $st -ne 75 ] && [ $el -lt 30 ] && grep -q 'rank(s) 1 of 2 did not connect' "$tmp/rank0.log" && [ ! -e "$tmp/alone/HEAD" ]; then
+  pass "a rank that never comes: rank 0 gives up after TANDEM_COMM_TIMEOUT_S (exit $st, $el s), naming it, nothing committed"
+else
+  fail "a rank that never comes: exit $st after $el s" "$(tail -3 "$tmp/rank0.log")"
+fi
+tcp2 "$tmp/dies" TANDEM_TEST_KILL_AT=free-step:10; st=$?
+if [ $st -ne 0 ] && [ $st -ne 75 ] && [ $st_1 -eq 137 ] && grep -q 'rank 1 closed the connection' "$tmp/rank0.log"; then
+  pass "a rank SIGKILLed mid-run: rank 0 stops at once (exit $st) naming it"
+else
+  fail "a rank SIGKILLed mid-run: rank 0 exit $st, rank 1 exit $st_1" "$(tail -3 "$tmp/rank0.log")"
+fi
+
+# --- B. MPI
+has_mpi=1
+ldd "$bin" 2>/dev/null | grep -q 'libmpi\.so' || has_mpi=0
+if [ $has_mpi = 0 ]; then
+  out=$(OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_LOCAL_RANK=1 \
+        timeout 20 "$bin" run "$tmp/run.yaml" --store "$tmp/nompi" --quiet 2>&1 </dev/null); st=$?
+  if [ $st -eq 2 ] && grep -q 'built without MPI' <<<"$out" && [ ! -e "$tmp/nompi/RUN" ]; then
+    pass "a build without MPI refuses an mpirun launch (exit 2, nothing written)"
+  else
+    fail "a build without MPI: exit $st" "$out"
+  fi
+  echo "(this build has no MPI: the mpirun cases run with the rel build)"
+  finish
+fi
+command -v mpirun >/dev/null || { fail setup "the build has MPI but mpirun is missing (scripts/deps.sh test)"; finish; }
+mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
+[ "$(id -u)" = 0 ] || mpi=(mpirun --oversubscribe -np 2)
+run2() { "${mpi[@]}" "$bin" run "$tmp/run.yaml" --store "$1" --quiet >"$tmp/mpirun.log" 2>&1; }
+if run2 "$tmp/mpi" && [ "$(hash_of "$tmp/mpi")" = "$ref" ]; then
+  pass "mpirun -np 2: the same final hashes as the tcp transport (the same additions in the same order)"
+else
+  fail "mpirun -np 2 vs tcp" "$(hash_of "$tmp/mpi")" "$ref" "$(tail -5 "$tmp/mpirun.log")"
+fi
+
+# --- chaos: SIGKILL of one rank at random moments, restart of all
+t0=$(date +%s%N); TANDEM_TEST_STEP_DELAY_MS=40 run2 "$tmp/slow"; t1=$(date +%s%N)
+run2 "$tmp/slow"; t2=$(date +%s%N)   # finished already: the launch cost alone
+start_ms=$(( (t2 - t1) / 1000000 )); ref_ms=$(( (t1 - t0) / 1000000 - start_ms ))
+kills=0; inside=0; attempts=0; done_=0
+store=$tmp/chaos
+for hook in manifest:2 head:3; do   # rank 0 killed inside a commit (it alone commits)
+  TANDEM_TEST_KILL_AT=$hook "${mpi[@]}" "$bin" run "$tmp/run.yaml" --store "$store" --quiet >"$tmp/mpirun.log" 2>&1
+  [ -e "$store/HEAD" ] || [ -e "$store/RUN" ] && inside=$((inside + 1))
+done
+while [ $kills -lt 20 ] && [ $attempts -lt 60 ]; do
+  attempts=$((attempts + 1))
+  TANDEM_TEST_STEP_DELAY_MS=40 "${mpi[@]}" "$bin" run "$tmp/run.yaml" --store "$store" --quiet >"$tmp/mpirun.log" 2>&1 &
+  mp=$!
+  # from half the launch cost on, within 1.5 commit intervals (a commit every 2 of 24
+  # episodes): an attempt makes a little progress at most, so 20 kills land before the end
+  sleep "$(awk -v r=$RANDOM -v ms=$ref_ms -v s=$start_ms 'BEGIN{printf "%.3f", (0.5 * s + ms * 3 / 24 * r / 32768) / 1000}')"
+  kids=($(pgrep -P $mp))
+  if [ ${#kids[@]} -ge 2 ]; then
+    victim=${kids[$((RANDOM % ${#kids[@]}))]}
+    kill -9 "$victim" 2>/dev/null && kills=$((kills + 1))
+  fi
+  wait $mp; st=$?; [ -n "${CHAOS_DEBUG:-}" ] && echo "attempt $attempts kids ${#kids[@]} exit $st $("$bin" status "$store" 2>/dev/null | grep position)"
+  if [ $st -eq 0 ] && "$bin" status "$store" 2>/dev/null | grep -q 'step done'; then done_=1; break; fi
+done
+if [ $done_ = 0 ]; then
+  TANDEM_TEST_STEP_DELAY_MS=0 "${mpi[@]}" "$bin" run "$tmp/run.yaml" --store "$store" --quiet >"$tmp/mpirun.log" 2>&1
+fi
+got=$(hash_of "$store")
+if [ $kills -ge 20 ] && [ "$got" = "$ref" ] && [ "$(hash_of "$tmp/slow")" = "$ref" ]; then
+  pass "chaos: $kills SIGKILLs of a random rank (+$inside of rank 0 inside commits), restarted each time: identical final hashes"
+else
+  fail "chaos: $kills kills; final hash matches: $([ "$got" = "$ref" ] && echo yes || echo no)" "$got" "$(tail -5 "$tmp/mpirun.log")"
+fi
+"$bin" verify "$store" >/dev/null 2>&1 && "$bin" alpha "$store" --verify >/dev/null 2>&1 \
+  && pass "chaos store verifies: every blob, manifest and the alpha chain" \
+  || fail "chaos store does not verify" "$("$bin" verify "$store" 2>&1 | tail -3)"
+finish
