@@ -152,6 +152,25 @@ $(BUILD)/rel/tandem: LDLIBS += $(CUDA_LIBS)
 $(BUILD)/rel/tests/%: LDLIBS += $(CUDA_LIBS)
 $(BUILD)/rel/bench/%: LDLIBS += $(CUDA_LIBS)
 $(BUILD)/rel/gpu-tests/%: LDLIBS += $(CUDA_LIBS)
+
+# NCCL (GPU ranks' gradient all-reduce, comm/comm_nccl.cu) where nccl.h sits beside nvcc's
+# headers (CUDA 13 ships it) and libnccl.so is found; NCCL= (empty) builds without.
+ifeq ($(origin NCCL),undefined)
+NCCL := $(firstword $(dir $(wildcard $(CUDA_HOME)/lib/libnccl.so $(CUDA_HOME)/lib64/libnccl.so \
+           $(CUDA_HOME)/targets/x86_64-linux/lib/libnccl.so /usr/lib/x86_64-linux-gnu/libnccl.so)))
+ifeq ($(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h),)
+NCCL :=
+endif
+endif
+ifneq ($(strip $(NCCL)),)
+NCCL_OBJ := $(BUILD)/rel/comm/comm_nccl.o
+$(NCCL_OBJ): comm/comm_nccl.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+$(BUILD)/rel/libtandem.a: $(NCCL_OBJ)
+CFLAGS_rel += -DTANDEM_HAVE_NCCL
+CUDA_LIBS += -L$(NCCL) -Wl,-rpath,$(NCCL) -lnccl
+endif
 else
 HAVE_CUDA :=
 endif
@@ -159,10 +178,10 @@ endif
 # Objects whose code depends on TANDEM_HAVE_CUDA or TANDEM_HAVE_MPI are rebuilt when
 # either changes (nvcc or Open MPI installed or removed since the last build).
 CUDA_STAMP := $(BUILD)/rel/cuda-stamp
-$(shell mkdir -p $(BUILD)/rel && (echo 'cuda=$(HAVE_CUDA) arch=$(CUDA_ARCH) mpi=$(MPI)' | cmp -s - $(CUDA_STAMP) \
-          || echo 'cuda=$(HAVE_CUDA) arch=$(CUDA_ARCH) mpi=$(MPI)' > $(CUDA_STAMP)))
+$(shell mkdir -p $(BUILD)/rel && (echo 'cuda=$(HAVE_CUDA) arch=$(CUDA_ARCH) mpi=$(MPI) nccl=$(NCCL)' | cmp -s - $(CUDA_STAMP) \
+          || echo 'cuda=$(HAVE_CUDA) arch=$(CUDA_ARCH) mpi=$(MPI) nccl=$(NCCL)' > $(CUDA_STAMP)))
 $(BUILD)/rel/model/model.o $(BUILD)/rel/tests/test_gpu.o $(BUILD)/rel/bench/bench_gpu.o \
-    $(BUILD)/rel/runner/run.o $(BUILD)/rel/comm/comm_mpi.o $(GPU_OBJ): $(CUDA_STAMP)
+    $(BUILD)/rel/runner/run.o $(BUILD)/rel/comm/comm_mpi.o $(BUILD)/rel/comm/comm.o $(GPU_OBJ): $(CUDA_STAMP)
 
 # The GPU simulator (gpu/sim/): gpu/*.cu built as host C++ against simulated CUDA,
 # WMMA and cuBLASLt headers, under ASan and UBSan, linked with the asan build: the
@@ -213,6 +232,7 @@ $(BUILD)/rel/gpu-tests/test_gpu: $(BUILD)/rel/tests/test_gpu.o $(BUILD)/rel/libt
 test-gpu:
 	@$(MAKE) --no-print-directory tandem $(BUILD)/rel/gpu-tests/test_gpu
 	@bash tests/gpu_run.sh
+	@bash tests/gpu_nccl.sh
 
 bench-gpu:
 	@$(MAKE) --no-print-directory tandem $(BUILD)/rel/bench/bench_gpu

@@ -144,14 +144,45 @@ int comm_barrier(comm *c, tdm_err *e) {
     return is_tcp(c) ? comm_tcp_barrier(c, e) : comm_mpi_barrier(c, e);
 }
 
+int comm_enable_device(comm *c, tdm_err *e) {
+    /* TANDEM_NCCL_ONE_RANK=1 sends even one rank's gradients through NCCL: the check on
+     * a one-GPU machine that the device path changes no bit (tests/gpu_nccl.sh) */
+    const char *one = getenv("TANDEM_NCCL_ONE_RANK");
+    if (!c || (!multi(c) && !(one && strcmp(one, "1") == 0))) return 0;
+#ifdef TANDEM_HAVE_NCCL
+    return comm_nccl_enable(c, e);
+#else
+    return err_set(e, ERR_USAGE, "run.device = cuda with %d ranks needs NCCL, and this tandem "
+                   "was built without it (nccl.h was not found beside nvcc; docs/distributed.md)",
+                   c->info.world);
+#endif
+}
+
+int comm_has_device(const comm *c) { return c && c->nccl != NULL; }
+
+int comm_allreduce_device_f32(comm *c, float *dev, size_t n, tdm_err *e) {
+    if (!multi(c) && !c->nccl) return 0;
+#ifdef TANDEM_HAVE_NCCL
+    if (c->nccl) return comm_nccl_allreduce(c, dev, n, e);
+#endif
+    (void)dev, (void)n;
+    return err_set(e, ERR_INTERNAL, "device all-reduce without comm_enable_device");
+}
+
 void comm_abort(comm *c, int code) {
     if (!multi(c)) return;
+#ifdef TANDEM_HAVE_NCCL
+    comm_nccl_close(c, 1);
+#endif
     if (is_tcp(c)) comm_tcp_close(c, 0); /* the others see the connection drop and end */
     else comm_mpi_abort(c, code);
 }
 
 void comm_close(comm *c) {
     if (!c) return;
+#ifdef TANDEM_HAVE_NCCL
+    comm_nccl_close(c, 0);
+#endif
     if (multi(c) && is_tcp(c)) comm_tcp_close(c, 1);
     else if (multi(c)) comm_mpi_finalize(c);
     free(c);

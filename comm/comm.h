@@ -60,6 +60,18 @@ int comm_any(comm *c, int local, int *any, tdm_err *e);
 
 int comm_barrier(comm *c, tdm_err *e);
 
+/* GPU ranks: moves the gradient all-reduce onto NCCL (device buffers, the same rank-order
+ * sum on the device), selects this rank's GPU (its local rank modulo the devices) and
+ * sends NCCL's unique id over the host transport. Collective; call before the CUDA
+ * workspace is created. ERR_USAGE in a build without NCCL. One rank: nothing to do. */
+int comm_enable_device(comm *c, tdm_err *e);
+
+/* Whether comm_enable_device succeeded (device buffers go to comm_allreduce_device_f32). */
+int comm_has_device(const comm *c);
+
+/* comm_allreduce_f32 on a device buffer; returns when the sum is complete. */
+int comm_allreduce_device_f32(comm *c, float *dev, size_t n, tdm_err *e);
+
 /* Ends the whole job at once with exit status `code` (a rank that failed while the
  * others wait in a collective); returns only for one rank. */
 void comm_abort(comm *c, int code);

@@ -9,6 +9,7 @@ struct comm {
     comm_info info;
     const char *backend; /* "none", "mpi" or "tcp" */
     void *impl;          /* the transport's own state */
+    struct comm_nccl *nccl; /* GPU ranks: the device all-reduce (comm_nccl.cu) */
 };
 
 /* Whether this build has the MPI transport. */
@@ -30,5 +31,10 @@ int comm_tcp_any(comm *c, int local, int *any, tdm_err *e);
 int comm_tcp_barrier(comm *c, tdm_err *e);
 /* graceful: a barrier first (the normal end); else just drop the connections (abort). */
 void comm_tcp_close(comm *c, int graceful);
+
+/* comm_nccl.cu (builds with NCCL): see comm_enable_device in comm.h. */
+int comm_nccl_enable(comm *c, tdm_err *e);
+int comm_nccl_allreduce(comm *c, float *buf, size_t n, tdm_err *e);
+void comm_nccl_close(comm *c, int abort_it);
 
 #endif

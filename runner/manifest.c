@@ -136,11 +136,6 @@ static void common_warnings(FILE *warn, const manifest_opts *o) {
               c->cluster.gpus_per_node);
     if (c->cluster.gpus_per_node == 0 && c->run.device != CONFIG_DEVICE_CPU)
         warnf(warn, "run.device = cuda but cluster.gpus_per_node = 0: the job gets no GPU");
-    int ranks = c->cluster.nodes * c->cluster.tasks_per_node;
-    if (ranks > 1 && c->run.device != CONFIG_DEVICE_CPU)
-        warnf(warn, "%d ranks with run.device = cuda: the NCCL path is not built yet, so "
-                    "tandem refuses to start; data parallelism runs on the CPU (MPI) for now",
-              ranks);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -272,6 +267,11 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
         return err_set(e, ERR_USAGE, "the config path on the nodes must be absolute, not %.200s",
                        o->config_path);
     common_warnings(warn, o);
+    if (c->run.device != CONFIG_DEVICE_CPU && k->gpus_per_node > 0 &&
+        k->tasks_per_node != k->gpus_per_node)
+        warnf(warn, "cluster.tasks_per_node = %d with %d GPUs per node: each rank computes on one "
+                    "GPU (chosen by its local rank), so set them equal",
+              k->tasks_per_node, k->gpus_per_node);
     if (k->nodes > 1 && is_file_store(store))
         warnf(warn, "store %s with cluster.nodes = %d: every node must see the same directory "
                     "(shared storage); an s3:// store needs none",
@@ -507,6 +507,10 @@ int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     if (k->tasks_per_node > 1)
         warnf(warn, "cluster.tasks_per_node = %d is a Slurm setting: a pod runs one rank",
               k->tasks_per_node);
+    if (c->run.device != CONFIG_DEVICE_CPU && k->gpus_per_node > 1)
+        warnf(warn, "cluster.gpus_per_node = %d: a pod runs one rank, which computes on one GPU; "
+                    "ask for 1 and scale with cluster.nodes (pods)",
+              k->gpus_per_node);
     if (is_file_store(o->store_url))
         warnf(warn, "store %s is a file store: in a pod it lives on the container's own disk and "
                     "is lost with the pod unless the path is on a mounted volume; use an s3:// "

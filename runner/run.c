@@ -558,15 +558,13 @@ int run_main(const run_opts *o, tdm_err *e) {
     if (r->rank != 0) r->progress = PROGRESS_QUIET; /* one voice: rank 0's */
     if (!rc) rc = setup(r, o, e);
     if (!rc && comm_world(r->comm) > 1) {
-        if (r->cfg.run.device != CONFIG_DEVICE_CPU)
-            rc = err_set(e, ERR_USAGE, "run.device = cuda with %d ranks: the NCCL path is not "
-                         "built yet; data parallelism runs on the CPU (MPI) for now",
-                         comm_world(r->comm));
-        else if (r->hp.B < comm_world(r->comm))
+        if (r->hp.B < comm_world(r->comm))
             rc = err_set(e, ERR_USAGE, "train.batch = %d is smaller than the %d ranks: every "
                          "rank needs at least one row of the global batch",
                          r->hp.B, comm_world(r->comm));
     }
+    /* GPU ranks: one GPU each, gradients summed by NCCL (before the workspace exists) */
+    if (!rc && r->cfg.run.device == CONFIG_DEVICE_CUDA) rc = comm_enable_device(r->comm, e);
     pin_result pin = {0};
     if (!rc) rc = step_nets_create(&r->nets, r->ops, &r->lay, &r->hp, r->st.M ? r->st.M : dataset_n_domains(&r->ds), r->cfg.run.threads, e);
     r->nets.comm = r->comm;

@@ -150,7 +150,7 @@ static int mixed_batch(const step_hparams *hp, const dataset *ds, step_nets *n, 
 static int dp_pass(const step_hparams *hp, step_nets *n, const float *params, int rows, int nd,
                    const double *coef, double *loss, tdm_err *e) {
     int R = comm_world(n->comm);
-    if (R == 1) {
+    if (R == 1 && !comm_has_device(n->comm)) {
         model_batch b = {.B = rows, .T = hp->T, .tokens = n->tokens, .domain = n->domain};
         int rc = n->ops->forward(n->ctx, params, &b, loss, NULL, e);
         if (!rc && coef) rc = n->ops->backward(n->ctx, params, coef, n->grad, e);
@@ -182,7 +182,9 @@ static int dp_pass(const step_hparams *hp, step_nets *n, const float *params, in
      * is left waiting; the error is returned after them */
     tdm_err ce = {0};
     int crc = comm_allreduce_f64(n->comm, part, (size_t)nd, &ce);
-    if (!crc && coef) {
+    if (!crc && coef && comm_has_device(n->comm)) {
+        crc = comm_allreduce_device_f32(n->comm, n->grad, n->lay->numel, &ce);
+    } else if (!crc && coef) {
         size_t P = n->lay->numel;
         if (!n->host_grad && !(n->host_grad = malloc(P * sizeof *n->host_grad)))
             crc = err_set(&ce, ERR_INTERNAL, "out of memory for the gradient all-reduce");

@@ -1,0 +1,136 @@
+/* comm_nccl.cu — gradients summed across GPU ranks with NCCL (builds with nvcc and NCCL;
+ * TANDEM_HAVE_NCCL). The host transport of the run (MPI or tcp) stays in charge of the
+ * small collectives and carries NCCL's unique id from rank 0 to the others.
+ *
+ * The sum is the same reduce-scatter by hand as comm_mpi.c, on the device: grouped
+ * ncclSend/ncclRecv give rank j every rank's segment j, a kernel adds them in rank order
+ * (s = rank 0's + rank 1's + ... in float, no FMA: the bits of the CPU transports), and
+ * grouped send/recv hand the summed segments back to everyone. ncclAllReduce is not
+ * used: its order of additions belongs to NCCL's algorithm and topology.
+ *
+ * The device work is ordered by synchronising: the model's stream is drained before
+ * (cudaDeviceSynchronize) and the NCCL stream after, so the caller sees a finished sum. */
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+extern "C" {
+#include "comm/comm_impl.h"
+}
+
+struct comm_nccl {
+    ncclComm_t comm;
+    cudaStream_t stream;
+    float *tmp;       /* R x (segment) floats: every rank's copy of this rank's segment */
+    size_t tmp_elems;
+    int device;
+};
+
+static int cuda_fail(cudaError_t rc, const char *what, int line, tdm_err *e) {
+    return err_set(e, ERR_INTERNAL, "%s failed: %s (%s:%d)", what, cudaGetErrorString(rc), __FILE__, line);
+}
+static int nccl_fail(ncclResult_t rc, const char *what, int line, tdm_err *e) {
+    return err_set(e, ERR_INTERNAL, "NCCL %s failed: %s (%s:%d)", what, ncclGetErrorString(rc), __FILE__, line);
+}
+#define CUDA_OK(call, what)                                                                \
+    do {                                                                                   \
+        cudaError_t rc_ = (call);                                                          \
+        if (rc_ != cudaSuccess) return cuda_fail(rc_, what, __LINE__, e);                  \
+    } while (0)
+#define NCCL_OK(call, what)                                                                \
+    do {                                                                                   \
+        ncclResult_t rc_ = (call);                                                         \
+        if (rc_ != ncclSuccess) return nccl_fail(rc_, what, __LINE__, e);                  \
+    } while (0)
+
+static size_t seg_lo(size_t n, int r, int R) {
+    return (size_t)((unsigned __int128)n * (unsigned)r / (unsigned)R);
+}
+
+__global__ void sum_in_rank_order(const float *tmp, int R, size_t len, float *out) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < len;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float s = tmp[i];
+        for (int r = 1; r < R; r++) s = __fadd_rn(s, tmp[(size_t)r * len + i]);
+        out[i] = s;
+    }
+}
+
+extern "C" int comm_nccl_enable(comm *c, tdm_err *e) {
+    if (c->nccl) return 0;
+    int ndev = 0;
+    CUDA_OK(cudaGetDeviceCount(&ndev), "cudaGetDeviceCount");
+    if (ndev < 1) return err_set(e, ERR_USAGE, "rank %d: no CUDA device for NCCL", c->info.rank);
+    struct comm_nccl *n = (struct comm_nccl *)calloc(1, sizeof *n);
+    if (!n) return err_set(e, ERR_INTERNAL, "out of memory");
+    c->nccl = n;
+    /* one GPU per rank of a node: the launcher's local rank picks it */
+    n->device = c->info.local_rank % ndev;
+    CUDA_OK(cudaSetDevice(n->device), "cudaSetDevice");
+    ncclUniqueId id;
+    if (c->info.rank == 0) NCCL_OK(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    int rc = comm_bcast(c, &id, sizeof id, e);
+    if (rc) return rc;
+    NCCL_OK(ncclCommInitRank(&n->comm, c->info.world, id, c->info.rank), "ncclCommInitRank");
+    CUDA_OK(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    return 0;
+}
+
+extern "C" int comm_nccl_allreduce(comm *c, float *buf, size_t n, tdm_err *e) {
+    struct comm_nccl *g = c->nccl;
+    int R = c->info.world, me = c->info.rank;
+    size_t my_lo = seg_lo(n, me, R), my_len = seg_lo(n, me + 1, R) - my_lo;
+    if (g->tmp_elems < (size_t)R * my_len) {
+        cudaFree(g->tmp);
+        g->tmp = NULL;
+        g->tmp_elems = 0;
+        CUDA_OK(cudaMalloc((void **)&g->tmp, (size_t)R * my_len * sizeof(float) + 1), "cudaMalloc (all-reduce)");
+        g->tmp_elems = (size_t)R * my_len;
+    }
+    CUDA_OK(cudaDeviceSynchronize(), "waiting for the gradient");
+    /* 1. rank j receives segment j of every rank */
+    NCCL_OK(ncclGroupStart(), "group start");
+    for (int j = 0; j < R; j++) {
+        size_t lo = seg_lo(n, j, R), len = seg_lo(n, j + 1, R) - lo;
+        if (j == me) {
+            CUDA_OK(cudaMemcpyAsync(g->tmp + (size_t)me * my_len, buf + lo, len * sizeof(float),
+                                    cudaMemcpyDeviceToDevice, g->stream), "copy of the own segment");
+            continue;
+        }
+        NCCL_OK(ncclSend(buf + lo, len, ncclFloat, j, g->comm, g->stream), "send");
+        NCCL_OK(ncclRecv(g->tmp + (size_t)j * my_len, my_len, ncclFloat, j, g->comm, g->stream), "recv");
+    }
+    NCCL_OK(ncclGroupEnd(), "group end");
+    /* 2. the rank-order sum of this rank's segment, in place */
+    if (my_len) {
+        size_t blocks = (my_len + 255) / 256;
+        sum_in_rank_order<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, g->stream>>>(
+            g->tmp, R, my_len, buf + my_lo);
+        CUDA_OK(cudaGetLastError(), "sum kernel");
+    }
+    /* 3. every rank gets every summed segment */
+    NCCL_OK(ncclGroupStart(), "group start");
+    for (int j = 0; j < R; j++) {
+        if (j == me) continue;
+        size_t lo = seg_lo(n, j, R), len = seg_lo(n, j + 1, R) - lo;
+        NCCL_OK(ncclSend(buf + my_lo, my_len, ncclFloat, j, g->comm, g->stream), "send");
+        NCCL_OK(ncclRecv(buf + lo, len, ncclFloat, j, g->comm, g->stream), "recv");
+    }
+    NCCL_OK(ncclGroupEnd(), "group end");
+    CUDA_OK(cudaStreamSynchronize(g->stream), "waiting for the all-reduce");
+    return 0;
+}
+
+extern "C" void comm_nccl_close(comm *c, int abort_it) {
+    struct comm_nccl *g = c->nccl;
+    if (!g) return;
+    if (g->comm) {
+        if (abort_it) ncclCommAbort(g->comm);
+        else ncclCommDestroy(g->comm);
+    }
+    if (g->stream) cudaStreamDestroy(g->stream);
+    cudaFree(g->tmp);
+    free(g);
+    c->nccl = NULL;
+}
