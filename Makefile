@@ -131,7 +131,12 @@ endif
 CUDA_ARCH ?= 90
 ifneq ($(strip $(NVCC)),)
 HAVE_CUDA   := 1
+# where the toolkit really is (nvcc on PATH may be a wrapper script elsewhere): nvcc's TOP
+CUDA_HOME   := $(realpath $(shell $(NVCC) --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | \
+                 sed -n 's/^\#\$$ TOP=//p' | head -n 1))
+ifeq ($(CUDA_HOME),)
 CUDA_HOME   := $(patsubst %/bin/nvcc,%,$(NVCC))
+endif
 CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/targets/x86_64-linux/lib) \
                            $(CUDA_HOME)/lib64)
 NVCCFLAGS := -std=c++17 -O3 -lineinfo -I. -DTANDEM_HAVE_CUDA \
