@@ -171,19 +171,27 @@ int comm_allreduce_device_f32(comm *c, float *dev, size_t n, tdm_err *e) {
 
 void comm_abort(comm *c, int code) {
     if (!multi(c)) return;
-#ifdef TANDEM_HAVE_NCCL
-    comm_nccl_close(c, 1);
-#endif
+    /* the host transport first: NCCL's own abort may wait for the other ranks, and the
+     * process's exit frees NCCL anyway */
     if (is_tcp(c)) comm_tcp_close(c, 0); /* the others see the connection drop and end */
     else comm_mpi_abort(c, code);
 }
 
-void comm_close(comm *c) {
-    if (!c) return;
+int comm_close(comm *c) {
+    if (!c) return 0;
+    int rc = 0;
+    int aborted = multi(c) && is_tcp(c) && !c->impl; /* comm_abort dropped the connections */
+    if (multi(c) && !aborted) {
+        /* nobody leaves while another still needs it; NCCL is torn down only after all
+         * ranks got here (its destroy is collective in effect) */
+        tdm_err ignore;
+        rc = is_tcp(c) ? comm_tcp_barrier(c, &ignore) : comm_mpi_barrier(c, &ignore);
+    }
 #ifdef TANDEM_HAVE_NCCL
-    comm_nccl_close(c, 0);
+    if (!rc) comm_nccl_close(c, 0);
 #endif
-    if (multi(c) && is_tcp(c)) comm_tcp_close(c, 1);
+    if (multi(c) && is_tcp(c)) comm_tcp_close(c, 0);
     else if (multi(c)) comm_mpi_finalize(c);
     free(c);
+    return aborted ? 0 : rc;
 }

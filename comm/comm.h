@@ -76,7 +76,8 @@ int comm_allreduce_device_f32(comm *c, float *dev, size_t n, tdm_err *e);
  * others wait in a collective); returns only for one rank. */
 void comm_abort(comm *c, int code);
 
-/* Collective: every rank calls it at the end (MPI_Finalize waits for all). */
-void comm_close(comm *c);
+/* Collective: every rank calls it at the end; a barrier, then the transport is shut.
+ * Non-zero when the barrier failed: another rank went away instead of finishing. */
+int comm_close(comm *c);
 
 #endif

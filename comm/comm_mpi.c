@@ -32,9 +32,11 @@ int comm_mpi_init(comm *c, tdm_err *e) {
     int rank = -1, size = -1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (rank != c->info.rank || size != c->info.world)
-        return err_set(e, ERR_USAGE, "MPI says rank %d of %d but the %s environment says %d of %d",
-                       rank, size, c->info.source, c->info.rank, c->info.world);
+    if (rank != c->info.rank || size != c->info.world) {
+        fprintf(stderr, "tandem: MPI says rank %d of %d but the %s environment says %d of %d\n",
+                rank, size, c->info.source, c->info.rank, c->info.world);
+        MPI_Abort(MPI_COMM_WORLD, ERR_USAGE); /* the others may already wait for us */
+    }
     return 0;
 }
 
@@ -46,7 +48,7 @@ int comm_mpi_allreduce(comm *c, void *buf, size_t n, int is_double, tdm_err *e) 
     size_t es = is_double ? sizeof(double) : sizeof(float);
     /* pieces of at most 2^27 elements: every byte count below stays under INT_MAX */
     const size_t piece = (size_t)1 << 27;
-    size_t seg_max = piece / (size_t)R + 1;
+    size_t seg_max = (n < piece ? n : piece) / (size_t)R + 1; /* a few losses: a few bytes */
     char *tmp = malloc(seg_max * (size_t)R * es);
     int *scount = malloc(4 * (size_t)R * sizeof *scount);
     if (!tmp || !scount) {

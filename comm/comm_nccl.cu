@@ -9,11 +9,21 @@
  * used: its order of additions belongs to NCCL's algorithm and topology.
  *
  * The device work is ordered by synchronising: the model's stream is drained before
- * (cudaDeviceSynchronize) and the NCCL stream after, so the caller sees a finished sum. */
+ * (cudaDeviceSynchronize) and the NCCL stream after, so the caller sees a finished sum.
+ *
+ * NCCL's blocking calls have no deadline of their own: a watchdog thread ends the
+ * process (exit 1, said on stderr) when one of them outlasts TANDEM_COMM_TIMEOUT_S,
+ * which is what happens when another rank failed or died (a scheduler restarts the job;
+ * a rank stuck in NCCL forever would hold its GPUs instead). */
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 extern "C" {
 #include "comm/comm_impl.h"
@@ -44,6 +54,64 @@ static int nccl_fail(ncclResult_t rc, const char *what, int line, tdm_err *e) {
         if (rc_ != ncclSuccess) return nccl_fail(rc_, what, __LINE__, e);                  \
     } while (0)
 
+/* ------------------------------------------------------------------ the watchdog */
+static pthread_mutex_t wd_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wd_cv = PTHREAD_COND_INITIALIZER;
+static int wd_started, wd_armed, wd_rank;
+static double wd_timeout_s = 600;
+static struct timespec wd_deadline;
+static const char *wd_what;
+
+static void *wd_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&wd_mu);
+    for (;;) {
+        if (!wd_armed) {
+            pthread_cond_wait(&wd_cv, &wd_mu);
+            continue;
+        }
+        if (pthread_cond_timedwait(&wd_cv, &wd_mu, &wd_deadline) == ETIMEDOUT && wd_armed) {
+            fprintf(stderr, "tandem: rank %d: NCCL %s did not finish within %.0f s "
+                    "(TANDEM_COMM_TIMEOUT_S): another rank failed or hangs; exiting\n",
+                    wd_rank, wd_what, wd_timeout_s);
+            _exit(1);
+        }
+    }
+    return NULL;
+}
+
+static void wd_arm(const char *what) {
+    pthread_mutex_lock(&wd_mu);
+    clock_gettime(CLOCK_REALTIME, &wd_deadline);
+    double s = (double)wd_deadline.tv_sec + 1e-9 * (double)wd_deadline.tv_nsec + wd_timeout_s;
+    wd_deadline.tv_sec = (time_t)s;
+    wd_deadline.tv_nsec = (long)((s - (double)(time_t)s) * 1e9);
+    wd_what = what;
+    wd_armed = 1;
+    pthread_cond_signal(&wd_cv);
+    pthread_mutex_unlock(&wd_mu);
+}
+
+static void wd_disarm(void) {
+    pthread_mutex_lock(&wd_mu);
+    wd_armed = 0;
+    pthread_cond_signal(&wd_cv);
+    pthread_mutex_unlock(&wd_mu);
+}
+
+static int wd_start(int rank, tdm_err *e) {
+    if (wd_started) return 0;
+    const char *v = getenv("TANDEM_COMM_TIMEOUT_S");
+    if (v && atof(v) > 0) wd_timeout_s = atof(v);
+    wd_rank = rank;
+    pthread_t t;
+    if (pthread_create(&t, NULL, wd_main, NULL) != 0)
+        return err_set(e, ERR_INTERNAL, "cannot start the NCCL watchdog thread");
+    pthread_detach(t);
+    wd_started = 1;
+    return 0;
+}
+
 static size_t seg_lo(size_t n, int r, int R) {
     return (size_t)((unsigned __int128)n * (unsigned)r / (unsigned)R);
 }
@@ -57,25 +125,50 @@ __global__ void sum_in_rank_order(const float *tmp, int R, size_t len, float *ou
     }
 }
 
-extern "C" int comm_nccl_enable(comm *c, tdm_err *e) {
-    if (c->nccl) return 0;
+/* The local steps (device, unique id) first, then an agreement over the host transport,
+ * so that a rank whose GPU is missing does not leave the others in NCCL's init. */
+static int prepare(comm *c, struct comm_nccl *n, ncclUniqueId *id, tdm_err *e) {
     int ndev = 0;
     CUDA_OK(cudaGetDeviceCount(&ndev), "cudaGetDeviceCount");
     if (ndev < 1) return err_set(e, ERR_USAGE, "rank %d: no CUDA device for NCCL", c->info.rank);
-    struct comm_nccl *n = (struct comm_nccl *)calloc(1, sizeof *n);
-    if (!n) return err_set(e, ERR_INTERNAL, "out of memory");
-    c->nccl = n;
     /* one GPU per rank of a node: the launcher's local rank picks it */
     n->device = c->info.local_rank % ndev;
     CUDA_OK(cudaSetDevice(n->device), "cudaSetDevice");
-    ncclUniqueId id;
-    if (c->info.rank == 0) NCCL_OK(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    int rc = comm_bcast(c, &id, sizeof id, e);
-    if (rc) return rc;
-    NCCL_OK(ncclCommInitRank(&n->comm, c->info.world, id, c->info.rank), "ncclCommInitRank");
     CUDA_OK(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (c->info.rank == 0) NCCL_OK(ncclGetUniqueId(id), "ncclGetUniqueId");
+    return wd_start(c->info.rank, e);
+}
+
+extern "C" int comm_nccl_enable(comm *c, tdm_err *e) {
+    if (c->nccl) return 0;
+    struct comm_nccl *n = (struct comm_nccl *)calloc(1, sizeof *n);
+    if (!n) return err_set(e, ERR_INTERNAL, "out of memory");
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    tdm_err le;
+    memset(&le, 0, sizeof le);
+    int local = prepare(c, n, &id, &le), bad = 0;
+    int rc = comm_any(c, local != 0, &bad, e);
+    if (!rc && local) *e = le, rc = local;
+    if (!rc && bad) rc = err_set(e, ERR_INTERNAL, "another rank could not prepare its GPU for NCCL (its log says why)");
+    if (!rc) rc = comm_bcast(c, &id, sizeof id, e);
+    if (!rc) {
+        wd_arm("initialisation (ncclCommInitRank)");
+        ncclResult_t nr = ncclCommInitRank(&n->comm, c->info.world, id, c->info.rank);
+        wd_disarm();
+        if (nr != ncclSuccess) rc = nccl_fail(nr, "ncclCommInitRank", __LINE__, e);
+    }
+    if (rc) {
+        if (n->stream) cudaStreamDestroy(n->stream);
+        free(n);
+        return rc;
+    }
+    c->nccl = n; /* only a working communicator counts as enabled */
     return 0;
 }
+
+static int all_reduce_steps(comm *c, struct comm_nccl *g, float *buf, size_t n, size_t my_lo,
+                            size_t my_len, tdm_err *e);
 
 extern "C" int comm_nccl_allreduce(comm *c, float *buf, size_t n, tdm_err *e) {
     struct comm_nccl *g = c->nccl;
@@ -89,6 +182,16 @@ extern "C" int comm_nccl_allreduce(comm *c, float *buf, size_t n, tdm_err *e) {
         g->tmp_elems = (size_t)R * my_len;
     }
     CUDA_OK(cudaDeviceSynchronize(), "waiting for the gradient");
+    wd_arm("all-reduce");
+    int rc = all_reduce_steps(c, g, buf, n, my_lo, my_len, e);
+    wd_disarm();
+    return rc;
+}
+
+/* The three steps of comm_nccl_allreduce, enqueued and waited for. */
+static int all_reduce_steps(comm *c, struct comm_nccl *g, float *buf, size_t n, size_t my_lo,
+                            size_t my_len, tdm_err *e) {
+    int R = c->info.world, me = c->info.rank;
     /* 1. rank j receives segment j of every rank */
     NCCL_OK(ncclGroupStart(), "group start");
     for (int j = 0; j < R; j++) {

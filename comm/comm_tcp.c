@@ -28,8 +28,9 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { OP_HELLO = 1, OP_ALLREDUCE_F32, OP_ALLREDUCE_F64, OP_BCAST, OP_ANY };
-static const char *const OP_NAMES[] = {"?", "hello", "all-reduce", "all-reduce", "broadcast", "stop-flag agreement"};
+enum { OP_HELLO = 1, OP_ALLREDUCE_F32, OP_ALLREDUCE_F64, OP_BCAST, OP_ANY, OP_BARRIER };
+static const char *const OP_NAMES[] = {"?", "hello", "all-reduce", "all-reduce", "broadcast",
+                                       "stop-flag agreement", "barrier"};
 #define TCP_MAGIC 0x434d4454u /* "TDMC" */
 #define CHUNK ((size_t)1 << 20)
 
@@ -118,7 +119,7 @@ static int recv_frame(comm *c, int fd, int peer, uint32_t op, uint64_t *value, i
                        "rank %d: %s is in a %s of %llu bytes while this rank is in a %s of %llu: "
                        "the ranks run different code or configs", c->info.rank,
                        peer_name(c, peer, who, sizeof who),
-                       OP_NAMES[f.op < 6 ? f.op : 0], (unsigned long long)f.value,
+                       OP_NAMES[f.op < 7 ? f.op : 0], (unsigned long long)f.value,
                        OP_NAMES[op], (unsigned long long)*value);
     *value = f.value;
     return 0;
@@ -162,6 +163,10 @@ static int listen_all(comm *c, const char *port, double deadline, tdm_err *e) {
             lfd = -1;
         }
         freeaddrinfo(ai);
+    }
+    if (lfd >= 0) {
+        rc = 0; /* an IPv6 failure that IPv4 made up for */
+        fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK); /* accept never blocks */
     }
     if (lfd < 0)
         return err_set(e, ERR_USAGE, "rank 0: cannot listen on port %s of TANDEM_COORDINATOR: %s",
@@ -248,9 +253,9 @@ int comm_tcp_init(comm *c, tdm_err *e) {
     if (!t) return err_set(e, ERR_INTERNAL, "out of memory");
     c->impl = t;
     t->fd = malloc((size_t)c->info.world * sizeof *t->fd);
+    for (int r = 0; t->fd && r < c->info.world; r++) t->fd[r] = -1;
     t->scratch = malloc(CHUNK);
     if (!t->fd || !t->scratch) return err_set(e, ERR_INTERNAL, "out of memory");
-    for (int r = 0; r < c->info.world; r++) t->fd[r] = -1;
     t->timeout_s = 600;
     const char *v = getenv("TANDEM_COMM_TIMEOUT_S");
     if (v) {
@@ -328,40 +333,44 @@ int comm_tcp_bcast(comm *c, void *buf, size_t bytes, tdm_err *e) {
     return 0;
 }
 
-int comm_tcp_any(comm *c, int local, int *any, tdm_err *e) {
+/* OR of `local` over the ranks, as message `op` (a barrier is its own op, so that it
+ * never pairs with a stop-flag agreement on another rank). */
+static int or_all(comm *c, uint32_t op, int local, int *any, tdm_err *e) {
     tcp *t = c->impl;
     double deadline = now_s() + t->timeout_s;
     uint64_t v = local != 0;
     int rc = 0;
     if (c->info.rank != 0) {
-        rc = send_frame(c, t->fd[0], 0, OP_ANY, v, deadline, e);
-        if (!rc) rc = recv_frame(c, t->fd[0], 0, OP_ANY, &v, 0, deadline, e);
+        rc = send_frame(c, t->fd[0], 0, op, v, deadline, e);
+        if (!rc) rc = recv_frame(c, t->fd[0], 0, op, &v, 0, deadline, e);
         *any = v != 0;
         return rc;
     }
     for (int r = 1; !rc && r < c->info.world; r++) {
         uint64_t x = 0;
-        rc = recv_frame(c, t->fd[r], r, OP_ANY, &x, 0, deadline, e);
+        rc = recv_frame(c, t->fd[r], r, op, &x, 0, deadline, e);
         v |= x != 0;
     }
-    for (int r = 1; !rc && r < c->info.world; r++) rc = send_frame(c, t->fd[r], r, OP_ANY, v, deadline, e);
+    for (int r = 1; !rc && r < c->info.world; r++) rc = send_frame(c, t->fd[r], r, op, v, deadline, e);
     *any = v != 0;
     return rc;
 }
 
+int comm_tcp_any(comm *c, int local, int *any, tdm_err *e) { return or_all(c, OP_ANY, local, any, e); }
+
 int comm_tcp_barrier(comm *c, tdm_err *e) {
     int any;
-    return comm_tcp_any(c, 0, &any, e);
+    return or_all(c, OP_BARRIER, 0, &any, e);
 }
 
-/* Closes every connection: the other ranks fail at their next collective, naming this
- * one, and end too. */
+/* Closes every connection (after a barrier when graceful): the other ranks fail at
+ * their next collective, naming this one, and end too. */
 void comm_tcp_close(comm *c, int graceful) {
     tcp *t = c->impl;
     if (!t) return;
     if (graceful && t->fd) {
         tdm_err ignore;
-        comm_tcp_barrier(c, &ignore); /* nobody leaves while another still needs it */
+        comm_tcp_barrier(c, &ignore);
     }
     for (int r = 0; t->fd && r < c->info.world; r++)
         if (t->fd[r] >= 0) close(t->fd[r]);

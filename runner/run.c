@@ -388,6 +388,8 @@ static void test_signal_hook(const char *kind) {
     }
 }
 
+static int agree(run_ctx *r, int rc, const char *what, tdm_err *e);
+
 /* Commits at a safe point on a signal and returns 75, or returns 0 to go on. */
 static int safe_point(run_ctx *r, tdm_err *e) {
     int stop = g_signal != 0;
@@ -402,6 +404,8 @@ static int safe_point(run_ctx *r, tdm_err *e) {
     progress_event(stderr, r->progress, "signal", msg);
     int rc = commit(r, 0, e);
     if (!rc && r->ck) rc = ckpt_release(r->ck, e);
+    /* the others exit 75 only when rank 0's commit holds: "requeue me" must be true */
+    rc = agree(r, rc, "commit at the stop", e);
     return rc ? rc : RUN_EXIT_REQUEUE;
 }
 
@@ -544,6 +548,20 @@ static int load_everywhere(run_ctx *r, const run_opts *o, pin_result *pin, int *
     return crc;
 }
 
+/* Collective: every rank learns whether any rank failed (`rc` is this rank's result)
+ * and fails too, so that none goes on into a collective the failed one never enters. */
+static int agree(run_ctx *r, int rc, const char *what, tdm_err *e) {
+    if (!r->comm || comm_world(r->comm) == 1) return rc;
+    int bad = 0;
+    tdm_err ce = {0};
+    int failed = rc != 0 && rc != RUN_EXIT_REQUEUE;
+    if (comm_any(r->comm, failed, &bad, &ce)) return rc ? rc : (*e = ce, ce.code);
+    /* exit 1, not 2: for a scheduler this rank's failure is retryable (the other rank's
+     * own exit code says what happened) */
+    if (bad && !failed) return err_set(e, ERR_INTERNAL, "another rank failed to %s (its log says why)", what);
+    return rc;
+}
+
 int run_main(const run_opts *o, tdm_err *e) {
     run_ctx *r = calloc(1, sizeof *r);
     if (!r) return err_set(e, ERR_INTERNAL, "out of memory");
@@ -563,18 +581,21 @@ int run_main(const run_opts *o, tdm_err *e) {
                          "rank needs at least one row of the global batch",
                          r->hp.B, comm_world(r->comm));
     }
-    /* GPU ranks: one GPU each, gradients summed by NCCL (before the workspace exists) */
+    /* a rank that failed to set up must not leave the others waiting in a collective:
+     * every rank reaches each agreement, whatever happened before it */
+    rc = agree(r, rc, "set up", e);
+    /* GPU ranks: one GPU each, gradients summed by NCCL (before the workspace exists);
+     * collective, and it agrees on its own local steps before NCCL's */
     if (!rc && r->cfg.run.device == CONFIG_DEVICE_CUDA) rc = comm_enable_device(r->comm, e);
     pin_result pin = {0};
     if (!rc) rc = step_nets_create(&r->nets, r->ops, &r->lay, &r->hp, r->st.M ? r->st.M : dataset_n_domains(&r->ds), r->cfg.run.threads, e);
     r->nets.comm = r->comm;
-    if (r->comm && comm_world(r->comm) > 1) {
-        /* a rank that failed to set up must not leave the others waiting */
-        int bad = 0;
-        tdm_err ce = {0};
-        if (comm_any(r->comm, rc != 0, &bad, &ce)) rc = rc ? rc : (*e = ce, ce.code);
-        else if (bad && !rc) rc = err_set(e, ERR_USAGE, "another rank failed to start (its log says why)");
-    }
+    /* the staging buffer of the host all-reduce, now: a failure here is agreed on below,
+     * not discovered by one rank inside a collective */
+    if (!rc && comm_world(r->comm) > 1 && !comm_has_device(r->comm) &&
+        !(r->nets.host_grad = malloc(r->lay.numel * sizeof *r->nets.host_grad)))
+        rc = err_set(e, ERR_INTERNAL, "out of memory for the gradient all-reduce");
+    rc = agree(r, rc, "create its model workspace", e);
     int resumed = 0;
     if (!rc) rc = load_everywhere(r, o, &pin, &resumed, e);
     if (!rc) {
@@ -596,6 +617,7 @@ int run_main(const run_opts *o, tdm_err *e) {
                     comm_backend(r->comm), r->hp.B);
     }
     if (!rc && r->next != NEXT_DONE) rc = loop(r, e); /* loop's first safe point sees a pending signal */
+    int finished_loop = rc == 0; /* every rank is here then (failures abort below) */
     if (r->rank == 0) {
         if (!rc) rc = ckpt_wait(r->ck, e);
         if (!rc && !r->hp.fixed) rc = write_mixture(r, r->progress == PROGRESS_QUIET ? NULL : stdout, e);
@@ -606,6 +628,8 @@ int run_main(const run_opts *o, tdm_err *e) {
         }
         if (!rc) rc = ckpt_release(r->ck, e);
     }
+    /* the other ranks succeed only when rank 0's last commit and mixture hold */
+    if (finished_loop) rc = agree(r, rc, "finish the run", e);
     if (r->ck) {
         tdm_err ignore;
         ckpt_wait(r->ck, &ignore);
@@ -617,7 +641,9 @@ int run_main(const run_opts *o, tdm_err *e) {
         fprintf(stderr, "tandem run (rank %d): %s\n", r->rank, e->msg);
         comm_abort(r->comm, rc);
     }
-    comm_close(r->comm);
+    if (comm_close(r->comm) && (!rc || rc == RUN_EXIT_REQUEUE))
+        rc = err_set(e, ERR_INTERNAL, "another rank went away instead of finishing with this one "
+                     "(its log says why)");
     if (r->nets.ctx) step_nets_destroy(&r->nets);
     if (r->store) store_close(r->store);
     model_layout_free(&r->lay);

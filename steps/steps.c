@@ -185,11 +185,16 @@ static int dp_pass(const step_hparams *hp, step_nets *n, const float *params, in
     if (!crc && coef && comm_has_device(n->comm)) {
         crc = comm_allreduce_device_f32(n->comm, n->grad, n->lay->numel, &ce);
     } else if (!crc && coef) {
+        /* the runner allocated host_grad up front (a failure there is agreed on at start) */
         size_t P = n->lay->numel;
         if (!n->host_grad && !(n->host_grad = malloc(P * sizeof *n->host_grad)))
             crc = err_set(&ce, ERR_INTERNAL, "out of memory for the gradient all-reduce");
-        if (!crc) crc = n->ops->download(n->ctx, n->host_grad, n->grad, P, &ce);
+        tdm_err de = {0};
+        int drc = crc ? crc : n->ops->download(n->ctx, n->host_grad, n->grad, P, &de);
+        if (drc && !crc && n->host_grad) /* still take part, with nothing to add */
+            memset(n->host_grad, 0, P * sizeof *n->host_grad);
         if (!crc) crc = comm_allreduce_f32(n->comm, n->host_grad, P, &ce);
+        if (!crc && drc) crc = drc, ce = de;
         if (!crc) crc = n->ops->upload(n->ctx, n->grad, n->host_grad, P, &ce);
     }
     if (!rc && crc) {
