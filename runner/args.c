@@ -91,6 +91,12 @@ int args_u64(args_iter *it, uint64_t *out, tdm_err *e) {
     return 0;
 }
 
+int args_positional(args_iter *it, const char **slot, const char *what, tdm_err *e) {
+    if (*slot) return err_set(e, ERR_USAGE, "unexpected argument '%s' (one %s only)", it->value, what);
+    *slot = it->value;
+    return 0;
+}
+
 int args_double(args_iter *it, double min, double max, double *out, tdm_err *e) {
     const char *v = NULL;
     if (args_value(it, &v, e)) return ERR_USAGE;

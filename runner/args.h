@@ -25,6 +25,10 @@ void args_init(args_iter *it, int argc, char **argv, int first);
  * it->flag = "" and it->value = the word for a positional argument, 0 at the end. */
 int args_next(args_iter *it);
 
+/* Stores the current positional argument in *slot, which takes one word: a second one
+ * is ERR_USAGE "unexpected argument 'X' (one WHAT only)". */
+int args_positional(args_iter *it, const char **slot, const char *what, tdm_err *e);
+
 /* The current option's value: inline, or the next argument (consumed). */
 int args_value(args_iter *it, const char **out, tdm_err *e);
 int args_int(args_iter *it, long min, long max, long *out, tdm_err *e);

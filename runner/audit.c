@@ -6,21 +6,6 @@
 #include <string.h>
 #include <time.h>
 
-static int parse_index(const char *key, const char *prefix, uint64_t *out) {
-    size_t pl = strlen(prefix);
-    if (strncmp(key, prefix, pl) != 0) return -1;
-    const char *p = key + pl;
-    if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9')) return -1;
-    uint64_t v = 0;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (v > UINT64_MAX / 10 - 1) return -1;
-        v = v * 10 + (uint64_t)(*p - '0');
-    }
-    if (strcmp(p, ".mp") != 0) return -1;
-    *out = v;
-    return 0;
-}
-
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return (x > y) - (x < y);
@@ -33,7 +18,7 @@ static int list_indices(store *st, const char *prefix, uint64_t **out, size_t *n
     uint64_t *v = calloc(l.n ? l.n : 1, sizeof *v);
     size_t k = 0;
     for (size_t i = 0; v && i < l.n; i++)
-        if (parse_index(l.keys[i], prefix, &v[k]) == 0) k++;
+        if (rec_key_index(l.keys[i], prefix, &v[k]) == 0) k++;
     store_list_free(&l);
     if (!v) return err_set(e, ERR_INTERNAL, "out of memory");
     qsort(v, k, sizeof *v, cmp_u64);

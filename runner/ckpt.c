@@ -506,19 +506,6 @@ int ckpt_snapshot(ckpt *c, const rec_state *rec, const model_ops *ops, model_ctx
 
 /* ------------------------------------------------------------------ load */
 
-static int seq_of_key(const char *key, uint64_t *seq) {
-    const char *p = key + strlen("states/");
-    if (strncmp(key, "states/", 7) != 0 || *p < '0' || *p > '9') return -1;
-    uint64_t v = 0;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (v > UINT64_MAX / 10 - 1) return -1;
-        v = v * 10 + (uint64_t)(*p - '0');
-    }
-    if (strcmp(p, ".mp") != 0) return -1;
-    *seq = v;
-    return 0;
-}
-
 static int cmp_desc(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return (x < y) - (x > y);
@@ -648,7 +635,7 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
     uint64_t *seqs = calloc(l.n ? l.n : 1, sizeof *seqs);
     size_t ns = 0;
     for (size_t i = 0; seqs && i < l.n; i++)
-        if (seq_of_key(l.keys[i], &seqs[ns]) == 0) ns++;
+        if (rec_key_index(l.keys[i], "states/", &seqs[ns]) == 0) ns++;
     store_list_free(&l);
     if (!seqs) return err_set(e, ERR_INTERNAL, "out of memory");
     qsort(seqs, ns, sizeof *seqs, cmp_desc);
@@ -716,7 +703,7 @@ int ckpt_drop_states_after(ckpt *c, uint64_t after, tdm_err *e) {
     int rc = store_list_prefix(c->st, "states/", &l, e);
     for (size_t i = 0; !rc && i < l.n; i++) {
         uint64_t s;
-        if (seq_of_key(l.keys[i], &s) == 0 && s > after) {
+        if (rec_key_index(l.keys[i], "states/", &s) == 0 && s > after) {
             rc = store_delete(c->st, l.keys[i], e);
             if (rc == STORE_NOT_FOUND) rc = 0;
         }

@@ -112,8 +112,7 @@ int cmd_alpha(int argc, char **argv) {
     args_init(&it, argc, argv, 1);
     while (!rc && args_next(&it)) {
         if (!it.flag[0]) {
-            if (url) rc = err_set(&e, ERR_USAGE, "unexpected argument '%s'", it.value);
-            url = it.value;
+            rc = args_positional(&it, &url, "STORE", &e);
         } else if (!strcmp(it.flag, "--help")) {
             usage(stdout);
             return 0;

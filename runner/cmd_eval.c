@@ -69,8 +69,7 @@ int cmd_eval(int argc, char **argv) {
     args_init(&it, argc, argv, 1);
     while (!rc && args_next(&it)) {
         if (!it.flag[0]) {
-            if (url) rc = err_set(&e, ERR_USAGE, "unexpected argument '%s'", it.value);
-            url = it.value;
+            rc = args_positional(&it, &url, "STORE", &e);
         } else if (!strcmp(it.flag, "--help")) {
             printf("usage: tandem eval STORE [--split test|val|train] [--max-tokens N] [--json]\n");
             return 0;

@@ -66,8 +66,7 @@ int cmd_gc(int argc, char **argv) {
     args_init(&it, argc, argv, 1);
     while (!rc && args_next(&it)) {
         if (!it.flag[0]) {
-            if (url) rc = err_set(&e, ERR_USAGE, "unexpected argument '%s'", it.value);
-            url = it.value;
+            rc = args_positional(&it, &url, "STORE", &e);
         } else if (!strcmp(it.flag, "--help")) {
             printf("usage: tandem gc STORE --keep N [--dry-run] [--force]\n");
             return 0;

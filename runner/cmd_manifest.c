@@ -117,8 +117,7 @@ int cmd_manifest(int argc, char **argv) {
         const char *f = it.flag, *v = NULL;
         if (!*f) {
             if (!kind) kind = it.value;
-            else if (!config_path) config_path = it.value;
-            else rc = err_set(&e, ERR_USAGE, "unexpected argument '%s' (one CONFIG only)", it.value);
+            else rc = args_positional(&it, &config_path, "CONFIG", &e);
         } else if (!strcmp(f, "--help")) {
             usage(stdout);
             goto done;

@@ -19,8 +19,7 @@ int cmd_mixture(int argc, char **argv) {
     args_init(&it, argc, argv, 1);
     while (!rc && args_next(&it)) {
         if (!it.flag[0]) {
-            if (url) rc = err_set(&e, ERR_USAGE, "unexpected argument '%s'", it.value);
-            url = it.value;
+            rc = args_positional(&it, &url, "STORE", &e);
         } else if (!strcmp(it.flag, "--help")) {
             printf("usage: tandem mixture STORE [--last-fraction F] [--out FILE]\n"
                    "The mean alpha over the last F (default 0.1) of the episodes, as YAML.\n");

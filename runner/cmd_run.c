@@ -62,8 +62,7 @@ int cmd_run(int argc, char **argv) {
     while (!rc && args_next(&it)) {
         const char *f = it.flag, *v = NULL;
         if (!*f) {
-            if (o.config_path) rc = err_set(&e, ERR_USAGE, "unexpected argument '%s' (one CONFIG only)", it.value);
-            else o.config_path = it.value;
+            rc = args_positional(&it, &o.config_path, "CONFIG", &e);
         } else if (!strcmp(f, "--help")) {
             usage(stdout);
             goto out;

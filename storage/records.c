@@ -683,3 +683,18 @@ void rec_state_free(rec_state *s) {
     s->views = NULL;
     s->ntensors = s->nviews = 0;
 }
+
+int rec_key_index(const char *key, const char *prefix, uint64_t *out) {
+    size_t pl = strlen(prefix);
+    if (strncmp(key, prefix, pl) != 0) return -1;
+    const char *p = key + pl;
+    if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9')) return -1;
+    uint64_t v = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > UINT64_MAX / 10 - 1) return -1;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (strcmp(p, ".mp") != 0) return -1;
+    *out = v;
+    return 0;
+}

@@ -160,6 +160,10 @@ void rec_state_free(rec_state *s);
  * the hash chain, and what a replay must reproduce. */
 void rec_alpha_hash(const rec_alpha *a, sha256_digest *out);
 
+/* The number N of a key PREFIX<N>.mp ("states/12.mp", "alpha/3.mp"): decimal, no
+ * leading zeros, no overflow. 0 with *out set, -1 for any other key. */
+int rec_key_index(const char *key, const char *prefix, uint64_t *out);
+
 /* SHA-256 over "key=value\n" lines of a sorted config. */
 void rec_config_hash(const rec_kv *kv, size_t n, sha256_digest *out);
 

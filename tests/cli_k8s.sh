@@ -19,26 +19,17 @@
 # Prints PASS/FAIL lines and "cli_k8s: N passed, M failed"; exits non-zero on failure.
 set -u
 cd "$(dirname "$0")/.." || exit 1
-root=$PWD
-bin=${TANDEM_BIN:-./tandem}
-case $bin in /*) ;; *) bin=$root/$bin ;; esac
+SUITE=cli_k8s
+. tests/lib_cli.sh
 py=/usr/bin/python3
 schema=${TANDEM_K8S_SCHEMA:-$root/../shared/k8s/apis__batch__v1_openapi.json}
 validate=("$py" "$root/tests/k8s/validate.py" --schema "$schema")
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "PASS $1"; }
-fail() {
-  failed=$((failed + 1)); echo "FAIL $1"; shift
-  for l in "$@"; do printf '  %s\n' "$l"; done
-}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tandem-k8s-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 if [ ! -x "$bin" ] || [ ! -f "$schema" ] || ! "$py" -c 'import jsonschema, yaml' 2>/dev/null; then
   fail setup "needs $bin, $schema and python3-jsonschema, python3-yaml (scripts/deps.sh test)"
-  echo "cli_k8s: $passed passed, $failed failed"
-  exit 1
+  finish
 fi
 
 cat >"$tmp/run.yaml" <<'EOF'
@@ -235,5 +226,4 @@ out=$("$py" "$root/tests/k8s/check_dockerfile.py" "$root/Dockerfile" 2>&1) &&
   pass "Dockerfile: syntax and conventions (not built: no container engine here)" ||
   fail "Dockerfile" "$out"
 
-echo "cli_k8s: $passed passed, $failed failed"
-[ $failed -eq 0 ]
+finish

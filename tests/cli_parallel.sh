@@ -25,21 +25,8 @@
 # Prints PASS/FAIL lines and "cli_parallel: N passed, M failed"; exits non-zero on failure.
 set -u
 cd "$(dirname "$0")/.." || exit 1
-root=$PWD
-bin=${TANDEM_BIN:-./tandem}
-case $bin in /*) ;; *) bin=$root/$bin ;; esac
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "PASS $1"; }
-fail() {
-  failed=$((failed + 1)); echo "FAIL $1"; shift
-  for l in "$@"; do printf '  %s\n' "$l"; done
-}
-finish() {
-  echo "cli_parallel: $passed passed, $failed failed"
-  [ $failed -eq 0 ]
-  exit
-}
+SUITE=cli_parallel
+. tests/lib_cli.sh
 py=/usr/bin/python3
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tandem-mpi-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT

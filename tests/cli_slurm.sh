@@ -27,21 +27,8 @@
 # TANDEM_TEST_KEEP=1 keeps the scratch directory (job logs, Slurm's logs) for a look.
 set -u
 cd "$(dirname "$0")/.." || exit 1
-root=$PWD
-bin=${TANDEM_BIN:-./tandem}
-case $bin in /*) ;; *) bin=$root/$bin ;; esac
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "PASS $1"; }
-fail() {
-  failed=$((failed + 1)); echo "FAIL $1"; shift
-  for l in "$@"; do printf '  %s\n' "$l"; done
-}
-finish() {
-  echo "cli_slurm: $passed passed, $failed failed"
-  [ $failed -eq 0 ]
-  exit
-}
+SUITE=cli_slurm
+. tests/lib_cli.sh
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tandem-slurm-XXXXXX")
 chmod 755 "$tmp"
 slurm_dir=

@@ -37,9 +37,9 @@ static inline int write_file(const char *path, const char *text) {
     return fclose(f);
 }
 
-/* Starts `tandem run CONFIG --store STORE --quiet [extra]` with an optional "K=V"
- * environment entry; output goes to the fixture's log. */
-static inline pid_t start_run(const fixture *f, const char *env_kv, const char *extra1, const char *extra2) {
+/* Starts `tandem run CONFIG --store STORE --quiet EXTRA...` (extra: NULL-terminated, at
+ * most 16) with an optional "K=V" environment entry; output goes to the fixture's log. */
+static inline pid_t start_run_argv(const fixture *f, const char *env_kv, const char *const *extra) {
     pid_t pid = fork();
     if (pid != 0) return pid;
     if (env_kv) {
@@ -55,10 +55,15 @@ static inline pid_t start_run(const fixture *f, const char *env_kv, const char *
         dup2(fd, 2);
         close(fd);
     }
-    const char *argv[] = {tandem_bin(), "run", f->config, "--store", f->store, "--quiet",
-                          extra1, extra2, NULL};
+    const char *argv[24] = {tandem_bin(), "run", f->config, "--store", f->store, "--quiet"};
+    for (int i = 0; extra && extra[i] && i < 16; i++) argv[6 + i] = extra[i];
     execv(tandem_bin(), (char *const *)argv);
     _exit(127);
+}
+
+static inline pid_t start_run(const fixture *f, const char *env_kv, const char *extra1, const char *extra2) {
+    const char *extra[] = {extra1, extra1 ? extra2 : NULL, NULL};
+    return start_run_argv(f, env_kv, extra);
 }
 
 /* Exit code, or 128 + signal number. */
@@ -82,15 +87,23 @@ static inline int read_all(const char *path, char *buf, size_t cap) {
     return 0;
 }
 
-/* The output of `tandem hash STORE`. */
-static inline int hash_of(const fixture *f, char *out, size_t cap) {
-    char cmd[800];
-    snprintf(cmd, sizeof cmd, "'%s' hash '%s' 2>&1", tandem_bin(), f->store);
+/* Runs `tandem COMMAND STORE OPTIONS` (OPTIONS: shell words, may be "") into out (stdout
+ * and stderr); returns its exit status, -1 when it could not run. */
+static inline int tandem_on_store(const fixture *f, const char *command, const char *options,
+                                  char *out, size_t cap) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' %s '%s' %s 2>&1", tandem_bin(), command, f->store, options);
     FILE *p = popen(cmd, "r");
     if (!p) return -1;
     size_t n = fread(out, 1, cap - 1, p);
     out[n] = '\0';
-    return pclose(p) == 0 ? 0 : -1;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The output of `tandem hash STORE`. */
+static inline int hash_of(const fixture *f, char *out, size_t cap) {
+    return tandem_on_store(f, "hash", "", out, cap) == 0 ? 0 : -1;
 }
 
 

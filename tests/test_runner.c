@@ -421,6 +421,18 @@ static void test_fixed_mixture_training(void) {
     fixture_close(&c);
 }
 
+/* `tandem run CONFIG --store S --quiet` plus the NULL-terminated extra arguments, with
+ * one optional environment assignment; returns the exit status (output in f->log). */
+static int run_args(const fixture *f, const char *env_kv, ...) {
+    const char *extra[17] = {0};
+    int n = 0;
+    va_list ap;
+    va_start(ap, env_kv);
+    for (const char *a; n < 16 && (a = va_arg(ap, const char *));) extra[n++] = a;
+    va_end(ap);
+    return wait_exit(start_run_argv(f, env_kv, extra));
+}
+
 static void test_pinned_config(void) {
     fixture f;
     CHECK(fixture_open(&f, "pin") == 0, "fixture");
@@ -435,16 +447,7 @@ static void test_pinned_config(void) {
     read_all(f.log, log, sizeof log);
     CHECK(rc == 2 && strstr(log, "tandem.bogus"), "unknown key: exit %d: %s", rc, log);
     /* allowed: recorded, and the run goes on with K = 3 */
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(f.log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 2);
-        const char *argv[] = {tandem_bin(), "run", f.config, "--store", f.store, "--quiet",
-                              "--set", "tandem.K=3", "--allow-change", "tandem.K", NULL};
-        execv(tandem_bin(), (char *const *)argv);
-        _exit(127);
-    }
-    rc = wait_exit(pid);
+    rc = run_args(&f, NULL, "--set", "tandem.K=3", "--allow-change", "tandem.K", NULL);
     read_all(f.log, log, sizeof log);
     CHECK(rc == 0, "allowed change: exit %d: %s", rc, log);
     char path[800];
@@ -455,33 +458,6 @@ static void test_pinned_config(void) {
 }
 
 
-/* `tandem run CONFIG --store S --quiet` plus the NULL-terminated extra arguments, with
- * one optional environment assignment; returns the exit status (stderr in f->log). */
-static int run_args(const fixture *f, const char *env_kv, ...) {
-    const char *argv[32] = {tandem_bin(), "run", f->config, "--store", f->store, "--quiet"};
-    int n = 6;
-    va_list ap;
-    va_start(ap, env_kv);
-    for (const char *a; n < 31 && (a = va_arg(ap, const char *));) argv[n++] = a;
-    va_end(ap);
-    argv[n] = NULL;
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(f->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 2);
-        if (env_kv) {
-            char kv[256];
-            snprintf(kv, sizeof kv, "%s", env_kv);
-            char *eq = strchr(kv, '=');
-            *eq = '\0';
-            setenv(kv, eq + 1, 1);
-        }
-        execv(tandem_bin(), (char *const *)argv);
-        _exit(127);
-    }
-    return wait_exit(pid);
-}
-
 static int count_files(const char *dir) {
     char cmd[900];
     snprintf(cmd, sizeof cmd, "ls '%s' 2>/dev/null | wc -l", dir);
@@ -490,16 +466,6 @@ static int count_files(const char *dir) {
     if (p && fscanf(p, "%d", &n) != 1) n = -1;
     if (p) pclose(p);
     return n;
-}
-
-static int alpha_verify(const fixture *f, char *out, size_t cap) {
-    char cmd[800];
-    snprintf(cmd, sizeof cmd, "'%s' alpha '%s' --verify 2>&1", tandem_bin(), f->store);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    return WEXITSTATUS(pclose(p));
 }
 
 /* A run killed with α records beyond its last full state (commits every 5 episodes),
@@ -533,7 +499,7 @@ static void test_change_after_kill_supersedes_alpha(void) {
         int set_aside = count_files(dir);
         /* the last full state is at episode 5's end; records 5..7 took effect after it */
         CHECK(set_aside == 3, "variant %d: %d records set aside (want 3): %s", variant, set_aside, log);
-        rc = alpha_verify(&f, out, sizeof out);
+        rc = tandem_on_store(&f, "alpha", "--verify", out, sizeof out);
         CHECK(rc == 0 && strstr(out, "16 records"), "alpha --verify exit %d: %s", rc, out);
         fixture_close(&f);
     }
