@@ -6,8 +6,8 @@
 #
 # Two stages on NVIDIA's CUDA images (Ubuntu 24.04): the build stage compiles tandem with
 # the repository's Makefile; the runtime stage holds the binary and its shared libraries.
-# The devel stage's nvcc compiles the GPU backend (gpu/, run.device=cuda); the runtime
-# stage's CUDA runtime and cuBLAS run it. With run.device=cpu the image also runs on nodes
+# The devel stage's nvcc compiles the GPU backend (gpu/, run.device=cuda) into the plugin
+# tandem-cuda.so; the runtime stage's CUDA runtime, cuBLAS and NCCL run it. With run.device=cpu the image also runs on nodes
 # without GPUs. The backend is developed against CUDA 13 (an NVIDIA driver >= 580 on the
 # nodes); override with --build-arg CUDA_VERSION=... at your own risk.
 #
@@ -46,7 +46,7 @@ COPY storage/ storage/
 COPY comm/ comm/
 COPY runner/ runner/
 COPY gpu/ gpu/
-RUN make -j"$(nproc)" tandem && ./tandem --help >/dev/null
+RUN make -j"$(nproc)" tandem && ./tandem --help >/dev/null && test -f tandem-cuda.so
 
 FROM nvidia/cuda:${CUDA_VERSION}-runtime-ubuntu${UBUNTU_VERSION}
 ENV DEBIAN_FRONTEND=noninteractive
@@ -60,6 +60,9 @@ RUN apt-get update \
      || apt-get install -y --no-install-recommends libmsgpack-dev) \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/tandem /usr/local/bin/tandem
+# the CUDA backend, loaded when a run asks for run.device=cuda (tandem looks beside
+# itself and in ../lib/tandem/); the binary alone starts without the CUDA libraries
+COPY --from=build /src/tandem-cuda.so /usr/local/lib/tandem/tandem-cuda.so
 RUN /usr/local/bin/tandem --help >/dev/null
 # A relative store (runs/<config name>) lands here; use an s3:// store in Kubernetes.
 WORKDIR /work

@@ -46,7 +46,9 @@ LIBS_rel := $(MPI_LIBS)
 endif
 
 LAYERS   := util data model steps storage comm runner
-LIB_SRC  := $(filter-out runner/main.c,$(foreach d,$(LAYERS),$(wildcard $(d)/*.c)))
+# gpu/loader.c (plain C) finds the CUDA backend at run time; the backend itself (gpu/*.cu)
+# is the plugin tandem-cuda.so, built in the GPU section below
+LIB_SRC  := $(filter-out runner/main.c,$(foreach d,$(LAYERS),$(wildcard $(d)/*.c))) gpu/loader.c
 # tests/test_gpu.c is not in the default suite: `make test-gpu` builds and runs it (GPU section)
 TEST_SRC := $(filter-out tests/test_gpu.c,$(wildcard tests/test_*.c))
 BENCH_SRC := $(wildcard bench/*.c)
@@ -79,8 +81,6 @@ $(foreach v,$(VARIANTS),$(eval $(call variant_rules,$(v))))
 
 all: tandem
 
-tandem: $(BUILD)/rel/tandem
-	cp $< $@
 
 deps:
 	@bash scripts/deps.sh build
@@ -121,10 +121,14 @@ fuzz:
 
 # ---------------------------------------------------------------- GPU (CUDA) section
 # With nvcc (on PATH or in /usr/local/cuda), the rel build compiles gpu/*.cu (machine code
-# for sm_$(CUDA_ARCH) plus PTX, so newer GPUs run it too), defines TANDEM_HAVE_CUDA for the
-# C code (model_backend("cuda")) and links cudart, cuBLAS and cuBLASLt into ./tandem, the
-# rel tests and benchmarks. Nothing here needs a GPU to build. The asan build never has
-# CUDA (AddressSanitizer and the CUDA runtime don't mix). NVCC= (empty) builds without.
+# for sm_$(CUDA_ARCH) plus PTX, so newer GPUs run it too) into the plugin
+# $(BUILD)/rel/tandem-cuda.so, linked against cudart, cuBLAS, cuBLASLt and NCCL, and
+# defines TANDEM_HAVE_CUDA for the C code. ./tandem itself links none of the CUDA
+# libraries: it loads the plugin when a run asks for run.device=cuda (gpu/plugin.h says
+# why), so it starts in milliseconds and runs on CPU nodes without them. test_gpu and
+# bench_gpu link the plugin directly. Nothing here needs a GPU to build. The asan build
+# never has CUDA (AddressSanitizer and the CUDA runtime don't mix). NVCC= (empty) builds
+# without.
 ifeq ($(origin NVCC),undefined)
 NVCC := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 endif
@@ -139,24 +143,22 @@ CUDA_HOME   := $(patsubst %/bin/nvcc,%,$(NVCC))
 endif
 CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/targets/x86_64-linux/lib) \
                            $(CUDA_HOME)/lib64)
-NVCCFLAGS := -std=c++17 -O3 -lineinfo -I. -DTANDEM_HAVE_CUDA \
+NVCCFLAGS := -std=c++17 -O3 -lineinfo -I. -DTANDEM_HAVE_CUDA -Xcompiler -fPIC \
              -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) \
              -gencode arch=compute_$(CUDA_ARCH),code=compute_$(CUDA_ARCH) \
              -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -MMD -MP
 CUDA_LIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcublas -lcudart -lstdc++
 GPU_SRC   := $(wildcard gpu/*.cu)
 GPU_OBJ   := $(patsubst %.cu,$(BUILD)/rel/%.o,$(GPU_SRC))
+CUDA_PLUGIN := $(BUILD)/rel/tandem-cuda.so
 
 $(BUILD)/rel/gpu/%.o: gpu/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-$(BUILD)/rel/libtandem.a: $(GPU_OBJ)
 CFLAGS_rel += -DTANDEM_HAVE_CUDA
-$(BUILD)/rel/tandem: LDLIBS += $(CUDA_LIBS)
-$(BUILD)/rel/tests/%: LDLIBS += $(CUDA_LIBS)
-$(BUILD)/rel/bench/%: LDLIBS += $(CUDA_LIBS)
-$(BUILD)/rel/gpu-tests/%: LDLIBS += $(CUDA_LIBS)
+# the plugin calls back into tandem (err_set, model_layout_*, comm_bcast, ...): export them
+$(BUILD)/rel/tandem: LDFLAGS_rel += -rdynamic
 
 # NCCL (GPU ranks' gradient all-reduce, comm/comm_nccl.cu) where nccl.h sits beside nvcc's
 # headers (CUDA 13 ships it) and libnccl.so is found; NCCL= (empty) builds without.
@@ -171,22 +173,39 @@ ifneq ($(strip $(NCCL)),)
 NCCL_OBJ := $(BUILD)/rel/comm/comm_nccl.o
 $(NCCL_OBJ): comm/comm_nccl.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
-$(BUILD)/rel/libtandem.a: $(NCCL_OBJ)
-CFLAGS_rel += -DTANDEM_HAVE_NCCL
+	$(NVCC) $(NVCCFLAGS) -DTANDEM_HAVE_NCCL -c $< -o $@
+$(BUILD)/rel/gpu/plugin.o: NVCCFLAGS += -DTANDEM_HAVE_NCCL
 CUDA_LIBS += -L$(NCCL) -Wl,-rpath,$(NCCL) -lnccl
 endif
+
+$(CUDA_PLUGIN): $(GPU_OBJ) $(NCCL_OBJ)
+	$(CXX) -shared -Wl,-soname,tandem-cuda.so -o $@ $^ $(CUDA_LIBS)
+
+# the programs that carry the backend themselves: the plugin as a library they link
+# (found beside them through $$ORIGIN), so there is one copy of it in the process
+GPU_PROG_LIBS := $(CUDA_PLUGIN) -Wl,-rpath,'$$ORIGIN/..' $(CUDA_LIBS)
+$(BUILD)/rel/bench/bench_gpu: $(CUDA_PLUGIN)
+$(BUILD)/rel/bench/bench_gpu: LDLIBS += $(GPU_PROG_LIBS)
+$(BUILD)/rel/gpu-tests/test_gpu: $(CUDA_PLUGIN)
+$(BUILD)/rel/gpu-tests/test_gpu: LDLIBS += $(GPU_PROG_LIBS)
 else
 HAVE_CUDA :=
+CUDA_PLUGIN :=
 endif
+
+# ./tandem, and beside it the CUDA backend it loads on demand where nvcc exists
+tandem: $(BUILD)/rel/tandem $(CUDA_PLUGIN)
+	cp $< $@
+	$(if $(CUDA_PLUGIN),cp $(CUDA_PLUGIN) tandem-cuda.so)
 
 # Objects whose code depends on TANDEM_HAVE_CUDA or TANDEM_HAVE_MPI are rebuilt when
 # either changes (nvcc or Open MPI installed or removed since the last build).
 CUDA_STAMP := $(BUILD)/rel/cuda-stamp
-$(shell mkdir -p $(BUILD)/rel && (echo 'cuda=$(HAVE_CUDA) arch=$(CUDA_ARCH) mpi=$(MPI) nccl=$(NCCL)' | cmp -s - $(CUDA_STAMP) \
-          || echo 'cuda=$(HAVE_CUDA) arch=$(CUDA_ARCH) mpi=$(MPI) nccl=$(NCCL)' > $(CUDA_STAMP)))
+$(shell mkdir -p $(BUILD)/rel && (echo 'plugin=1 cuda=$(HAVE_CUDA) arch=$(CUDA_ARCH) mpi=$(MPI) nccl=$(NCCL)' | cmp -s - $(CUDA_STAMP) \
+          || echo 'plugin=1 cuda=$(HAVE_CUDA) arch=$(CUDA_ARCH) mpi=$(MPI) nccl=$(NCCL)' > $(CUDA_STAMP)))
 $(BUILD)/rel/model/model.o $(BUILD)/rel/tests/test_gpu.o $(BUILD)/rel/bench/bench_gpu.o \
-    $(BUILD)/rel/runner/run.o $(BUILD)/rel/comm/comm_mpi.o $(BUILD)/rel/comm/comm.o $(GPU_OBJ): $(CUDA_STAMP)
+    $(BUILD)/rel/runner/run.o $(BUILD)/rel/comm/comm_mpi.o $(BUILD)/rel/comm/comm.o \
+    $(BUILD)/rel/gpu/loader.o $(GPU_OBJ) $(NCCL_OBJ): $(CUDA_STAMP)
 
 # The GPU simulator (gpu/sim/): gpu/*.cu built as host C++ against simulated CUDA,
 # WMMA and cuBLASLt headers, under ASan and UBSan, linked with the asan build: the
@@ -246,7 +265,7 @@ bench-gpu:
 .PHONY: test-gpu bench-gpu test-gpu-sim
 
 clean:
-	rm -rf $(BUILD) tandem
+	rm -rf $(BUILD) tandem tandem-cuda.so
 
 .PHONY: all deps deps-test test test-run demo bench-cpu bench-ckpt bench-s3 bench-dmo fuzz clean $(addsuffix -tests,$(VARIANTS))
 

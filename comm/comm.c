@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "comm/comm_impl.h"
+#include "gpu/plugin.h"
 
 /* A non-negative decimal int from variable `name`; -1 when unset, ERR_USAGE when bad. */
 static int env_int(const char *name, int *out, tdm_err *e) {
@@ -149,22 +150,24 @@ int comm_enable_device(comm *c, tdm_err *e) {
      * a one-GPU machine that the device path changes no bit (tests/gpu_nccl.sh) */
     const char *one = getenv("TANDEM_NCCL_ONE_RANK");
     if (!c || (!multi(c) && !(one && strcmp(one, "1") == 0))) return 0;
-#ifdef TANDEM_HAVE_NCCL
-    return comm_nccl_enable(c, e);
-#else
-    return err_set(e, ERR_USAGE, "run.device = cuda with %d ranks needs NCCL, and this tandem "
-                   "was built without it (nccl.h was not found beside nvcc; docs/distributed.md)",
-                   c->info.world);
-#endif
+    const gpu_plugin *gpu = gpu_plugin_load(e);
+    if (!gpu) return e->code;
+    if (!gpu->nccl_enable)
+        return err_set(e, ERR_USAGE, "run.device = cuda with %d ranks needs NCCL, and this tandem "
+                       "was built without it (nccl.h was not found beside nvcc; docs/distributed.md)",
+                       c->info.world);
+    return gpu->nccl_enable(c, e);
 }
 
 int comm_has_device(const comm *c) { return c && c->nccl != NULL; }
 
 int comm_allreduce_device_f32(comm *c, float *dev, size_t n, tdm_err *e) {
     if (!multi(c) && !c->nccl) return 0;
-#ifdef TANDEM_HAVE_NCCL
-    if (c->nccl) return comm_nccl_allreduce(c, dev, n, e);
-#endif
+    if (c->nccl) {
+        tdm_err le = {0};
+        const gpu_plugin *gpu = gpu_plugin_load(&le); /* loaded: c->nccl came from it */
+        if (gpu && gpu->nccl_allreduce) return gpu->nccl_allreduce(c, dev, n, e);
+    }
     (void)dev, (void)n;
     return err_set(e, ERR_INTERNAL, "device all-reduce without comm_enable_device");
 }
@@ -187,9 +190,11 @@ int comm_close(comm *c) {
         tdm_err ignore;
         rc = is_tcp(c) ? comm_tcp_barrier(c, &ignore) : comm_mpi_barrier(c, &ignore);
     }
-#ifdef TANDEM_HAVE_NCCL
-    if (!rc) comm_nccl_close(c, 0);
-#endif
+    if (!rc && c->nccl) {
+        tdm_err le = {0};
+        const gpu_plugin *gpu = gpu_plugin_load(&le);
+        if (gpu && gpu->nccl_close) gpu->nccl_close(c, 0);
+    }
     if (multi(c) && is_tcp(c)) comm_tcp_close(c, 0);
     else if (multi(c)) comm_mpi_finalize(c);
     free(c);

@@ -4,10 +4,12 @@
 # unpacks them there. docs/gpu.md, "Verifying on a GPU", says when to use it.
 #
 #   bash gpu/carry.sh            here: build/gpucarry/bundle.tar.xz with build/rel/tandem,
+#                                its CUDA backend build/rel/tandem-cuda.so,
 #                                build/rel/gpu-tests/test_gpu, build/rel/bench/bench_gpu
 #                                (debug info stripped) and the shared libraries they need
-#                                except glibc's, the C++ runtime and CUDA's (the GPU machine
-#                                has its own: CUDA 13 under /usr/local/cuda)
+#                                except glibc's, the C++ runtime, CUDA's and NCCL's (the GPU
+#                                machine has its own: CUDA 13 under /usr/local/cuda, NCCL in
+#                                /usr/lib/x86_64-linux-gnu)
 #   bash gpu/carry.sh --unpack   there, in the repository root: the binaries back to their
 #                                build/rel paths and the libraries to build/gpucarry/lib;
 #                                then: export LD_LIBRARY_PATH=$PWD/build/gpucarry/lib
@@ -17,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=build/gpucarry
-bins=(build/rel/tandem build/rel/gpu-tests/test_gpu build/rel/bench/bench_gpu)
+bins=(build/rel/tandem build/rel/tandem-cuda.so build/rel/gpu-tests/test_gpu build/rel/bench/bench_gpu)
 
 if [ "${1:-}" = "--unpack" ]; then
   [ -f "$out/bundle.tar.xz" ] || { echo "carry.sh: no $out/bundle.tar.xz" >&2; exit 2; }
@@ -34,17 +36,14 @@ if [ "${1:-}" = "--unpack" ]; then
 fi
 
 for b in "${bins[@]}"; do
-  [ -x "$b" ] || { echo "carry.sh: $b is not built: make tandem build/rel/gpu-tests/test_gpu build/rel/bench/bench_gpu" >&2; exit 2; }
+  [ -x "$b" ] || { echo "carry.sh: $b is not built: make tandem build/rel/gpu-tests/test_gpu build/rel/bench/bench_gpu (with nvcc: the CUDA backend is tandem-cuda.so)" >&2; exit 2; }
 done
-if ! ldd build/rel/tandem | grep -q libcudart; then
-  echo "carry.sh: build/rel/tandem has no CUDA backend (built without nvcc)" >&2; exit 2
-fi
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/build/rel/gpu-tests" "$stage/build/rel/bench" "$stage/$out/lib"
 for b in "${bins[@]}"; do strip --strip-debug -o "$stage/$b" "$b"; done
 # every library the binaries load, minus glibc, the C++/GCC runtime and CUDA
-skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libresolv|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas)'
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libresolv|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libnccl|tandem-cuda)'
 ldd "${bins[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u | while read -r name path; do
   [[ "$name" =~ $skip ]] && continue
   cp -L "$path" "$stage/$out/lib/$name"

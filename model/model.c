@@ -2,6 +2,8 @@
  * GPT-2 initialisation, gradient clipping and the learning-rate schedule. */
 #include "model/model.h"
 
+#include "gpu/plugin.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,8 +124,10 @@ double model_lr_cosine(long step, long total, long warmup, double lr_max, double
 
 const model_ops *model_backend(const char *name) {
     if (strcmp(name, "cpu") == 0) return &model_cpu_ops;
-#ifdef TANDEM_HAVE_CUDA
-    if (strcmp(name, "cuda") == 0) return &model_cuda_ops;
-#endif
+    if (strcmp(name, "cuda") == 0) {
+        tdm_err e = {0};
+        const gpu_plugin *p = gpu_plugin_load(&e);
+        return p ? p->ops : NULL;
+    }
     return NULL;
 }

@@ -127,12 +127,14 @@ typedef struct model_ctx model_ctx; /* a backend's workspace */
 
 MODEL_OPS_DECLARE(model_ops, float)
 
-/* The backend called `name` ("cpu"; "cuda" where built), or NULL. */
+/* The backend called `name` ("cpu"; "cuda" where built: loaded on first use, see
+ * gpu/plugin.h), or NULL. */
 const model_ops *model_backend(const char *name);
 
 extern const model_ops model_cpu_ops;
 #ifdef TANDEM_HAVE_CUDA
-/* The CUDA backend (gpu/), in builds with nvcc: device buffers; see gpu/cuda.h. */
+/* The CUDA backend (gpu/), defined in tandem-cuda.so and in the programs that link the
+ * backend themselves; ./tandem reaches it through gpu_plugin_load(). */
 extern const model_ops model_cuda_ops;
 #endif
 

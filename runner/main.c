@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "runner/cmds.h"
+#include "runner/run.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -30,6 +31,8 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     const char *cmd = argv[1];
+    /* before anything else: a run can be preempted from its first millisecond */
+    if (!strcmp(cmd, "run")) run_signals_install();
     if (!strcmp(cmd, "gen-corpus")) return cmd_gen_corpus(argc - 1, argv + 1);
     if (!strcmp(cmd, "prep")) return cmd_prep(argc - 1, argv + 1);
     if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);

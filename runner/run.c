@@ -12,9 +12,7 @@
 
 #include "comm/comm.h"
 #include "data/dataset.h"
-#ifdef TANDEM_HAVE_CUDA
-#include "gpu/cuda.h"
-#endif
+#include "gpu/plugin.h"
 #include "model/model.h"
 #include "runner/ckpt.h"
 #include "runner/mixfile.h"
@@ -30,14 +28,22 @@ static volatile sig_atomic_t g_signal;
 
 static void on_signal(int sig) { g_signal = sig; }
 
-static void install_signals(void) {
+void run_signals_install(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
+    sigset_t stop;
+    sigemptyset(&stop);
+    int sigs[] = {SIGTERM, SIGINT, SIGUSR1};
+    for (int i = 0; i < 3; i++) {
+        sigaction(sigs[i], &sa, NULL);
+        sigaddset(&stop, sigs[i]);
+    }
+    /* a launcher may hand us these blocked (a careful one blocks them across fork and
+     * exec so that none is lost before this handler exists): a signal already pending
+     * is delivered to the handler here, and later ones are not held back for ever */
+    sigprocmask(SIG_UNBLOCK, &stop, NULL);
 }
 
 static double now_mono(void) {
@@ -239,30 +245,26 @@ static int select_backend(run_ctx *r, tdm_err *e) {
         r->ops = &model_cpu_ops;
         return 0;
     }
-#ifdef TANDEM_HAVE_CUDA
+    const gpu_plugin *gpu = gpu_plugin_load(e); /* loads tandem-cuda.so now, not at exec */
+    if (!gpu) return e->code;
     char why[256] = "";
-    if (model_cuda_device_count(why, sizeof why) < 1)
+    if (gpu->device_count(why, sizeof why) < 1)
         return err_set(e, ERR_USAGE,
                        "run.device = cuda but no CUDA device is usable here (%s): run on a GPU "
                        "node, or --set run.device=cpu (needs --allow-change run.device on a "
                        "pinned run)",
                        why);
-    int rc = model_cuda_set_precision(r->cfg.run.precision == CONFIG_PRECISION_BF16 ? "bf16" : "fp32", e);
+    int rc = gpu->set_precision(r->cfg.run.precision == CONFIG_PRECISION_BF16 ? "bf16" : "fp32", e);
     if (rc) return rc;
-    r->ops = &model_cuda_ops;
+    r->ops = gpu->ops;
     if (r->progress != PROGRESS_QUIET) {
         char desc[512];
         tdm_err de = {0};
-        if (model_cuda_describe(desc, sizeof desc, &de) == 0)
+        if (gpu->describe(desc, sizeof desc, &de) == 0)
             fprintf(stderr, "tandem: CUDA backend, %s, on %s\n",
                     r->cfg.run.precision == CONFIG_PRECISION_BF16 ? "bf16" : "fp32", desc);
     }
     return 0;
-#else
-    return err_set(e, ERR_USAGE,
-                   "run.device = cuda: this build has no CUDA backend (nvcc was not found when "
-                   "tandem was built; see docs/gpu.md); use run.device = cpu");
-#endif
 }
 
 static int setup(run_ctx *r, const run_opts *o, tdm_err *e) {
@@ -566,10 +568,11 @@ int run_main(const run_opts *o, tdm_err *e) {
     run_ctx *r = calloc(1, sizeof *r);
     if (!r) return err_set(e, ERR_INTERNAL, "out of memory");
     r->progress = o->progress;
-    /* from the very start: a preemption during setup must not kill us (or, as PID 1 in a
+    /* main() installed the handlers before parsing anything; again here for callers that
+     * are not main (tests): a preemption during setup must not kill us (or, as PID 1 in a
      * container, be ignored until the grace period ends) — it is honoured as soon as
      * there is a state to commit */
-    install_signals();
+    run_signals_install();
     int rc = 0;
     if (!(r->comm = comm_open(e))) rc = e->code;
     r->rank = comm_rank(r->comm);

@@ -27,6 +27,12 @@ typedef struct run_opts {
  * error code with e set). */
 int run_main(const run_opts *o, tdm_err *e);
 
+/* Catches SIGTERM, SIGINT and SIGUSR1 (a flag the run honours at its next safe point:
+ * commit, exit 75) and unblocks them. main() calls it first thing for `tandem run`, so
+ * that a preemption at any moment after exec's dynamic loading ends in exit 75, never in
+ * death by the signal; run_main calls it too. Idempotent. */
+void run_signals_install(void);
+
 /* The exit code for "committed after a signal, requeue me". */
 #define RUN_EXIT_REQUEUE 75
 

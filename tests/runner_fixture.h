@@ -38,10 +38,24 @@ static inline int write_file(const char *path, const char *text) {
 }
 
 /* Starts `tandem run CONFIG --store STORE --quiet EXTRA...` (extra: NULL-terminated, at
- * most 16) with an optional "K=V" environment entry; output goes to the fixture's log. */
-static inline pid_t start_run_argv(const fixture *f, const char *env_kv, const char *const *extra) {
+ * most 16) with an optional "K=V" environment entry; output goes to the fixture's log.
+ * block_stop: the child blocks SIGTERM, SIGINT and SIGUSR1 across exec, as a careful
+ * launcher does, so that a signal sent at any moment stays pending until tandem's
+ * handler takes it. */
+static inline pid_t start_run_full(const fixture *f, const char *env_kv, const char *const *extra,
+                                   int block_stop) {
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGUSR1);
+    /* blocked before fork, so that not even the child's first instruction can be hit */
+    if (block_stop) sigprocmask(SIG_BLOCK, &stop, &old);
     pid_t pid = fork();
-    if (pid != 0) return pid;
+    if (pid != 0) {
+        if (block_stop) sigprocmask(SIG_SETMASK, &old, NULL);
+        return pid;
+    }
     if (env_kv) {
         char kv[256];
         snprintf(kv, sizeof kv, "%s", env_kv);
@@ -59,6 +73,41 @@ static inline pid_t start_run_argv(const fixture *f, const char *env_kv, const c
     for (int i = 0; extra && extra[i] && i < 16; i++) argv[6 + i] = extra[i];
     execv(tandem_bin(), (char *const *)argv);
     _exit(127);
+}
+
+static inline pid_t start_run_argv(const fixture *f, const char *env_kv, const char *const *extra) {
+    return start_run_full(f, env_kv, extra, 0);
+}
+
+/* Whether process pid catches signal sig now (its SigCgt in /proc); -1 when it is gone. */
+static inline int catches_signal(pid_t pid, int sig) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *fp = fopen(path, "r");
+    if (!fp) return -1;
+    int r = -1;
+    while (fgets(line, sizeof line, fp))
+        if (strncmp(line, "SigCgt:", 7) == 0) {
+            unsigned long long mask = strtoull(line + 7, NULL, 16);
+            r = (int)((mask >> (sig - 1)) & 1);
+            break;
+        }
+    fclose(fp);
+    return r;
+}
+
+/* Waits (up to 60 s) until pid has installed its handler for sig: from then on, the
+ * signal is the program's to handle, whatever the machine's start-up speed. 0 when it
+ * has, -1 when the process ended or never did. */
+static inline int wait_catches(pid_t pid, int sig) {
+    double t0 = now_s();
+    while (now_s() - t0 < 60) {
+        int c = catches_signal(pid, sig);
+        if (c == 1) return 0;
+        if (c < 0) return -1;
+        usleep(500);
+    }
+    return -1;
 }
 
 static inline pid_t start_run(const fixture *f, const char *env_kv, const char *extra1, const char *extra2) {

@@ -3,7 +3,8 @@
  * path must end with the same final hashes (`tandem hash`) as the uninterrupted run.
  *
  *   chaos        SIGKILL at 20+ moments (random times, and inside commits by hook)
- *   SIGTERM      during each step kind: exit 75 quickly, a committed state, same end
+ *   SIGTERM      during each step kind: exit 75 quickly, a committed state, same end;
+ *                and at every moment of start-up, also pending across exec
  *   corruption   a flipped blob byte, a truncated manifest, a deleted HEAD: named, fallen
  *                back from, same end
  *   nondeterminism  a perturbed replay (test-only switch) exits 4 and overwrites nothing
@@ -181,6 +182,46 @@ static void test_sigterm_each_step_kind(void) {
     CHECK(rc == 0 && hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0,
           "after external SIGTERMs the run ended elsewhere (exit %d)", rc);
     fixture_close(&f);
+}
+
+/* A preemption at any moment of start-up (argument parsing, config, store open, lease,
+ * restore, the first steps) ends the run with exit 75, never with death by the signal;
+ * and each run, resumed, ends where the uninterrupted one does. Two launch styles:
+ *  - plain fork+exec, the signal timed from when the process catches SIGTERM (main's first
+ *    line): 0 ms to ~2 s in growing steps, SIGTERM, SIGINT and SIGUSR1 in turn;
+ *  - the signals blocked across fork and exec (a careful launcher), sent at once or a few
+ *    ms after fork: they wait pending through the dynamic loader for tandem's handler. */
+static void test_signal_during_startup(void) {
+    CHECK(g_ref_hash[0], "needs the reference run");
+    static const int sigs[] = {SIGTERM, SIGINT, SIGUSR1};
+    static const double delays_ms[] = {0, 0.2, 1, 2, 5, 10, 20, 40, 80, 160, 320, 640, 1000, 1500, 2000};
+    static const double pending_ms[] = {0, 0, 0.1, 0.5, 1, 3};
+    int n = (int)(sizeof delays_ms / sizeof delays_ms[0]), lives = n + 6, stopped = 0;
+    for (int i = 0; i < lives; i++) {
+        /* a fresh run each time, slowed (30 ms a step, 2.4 s in all) so that it is still
+         * running at the latest signal */
+        fixture f;
+        CHECK(fixture_open(&f, "startsig") == 0, "fixture");
+        int sig = sigs[i % 3], pending = i >= n;
+        double d = pending ? pending_ms[i - n] : delays_ms[i];
+        pid_t pid = start_run_full(&f, "TANDEM_TEST_STEP_DELAY_MS=30", NULL, pending);
+        if (!pending) CHECK(wait_catches(pid, sig) == 0, "run %d never caught signal %d", i, sig);
+        usleep((useconds_t)(d * 1000));
+        kill(pid, sig);
+        int rc = wait_exit(pid);
+        char log[4096];
+        read_all(f.log, log, sizeof log);
+        CHECK(rc == 75, "signal %d %.1f ms after %s: exit %d: %s", sig, d,
+              pending ? "fork, blocked across exec" : "the handler", rc, log);
+        stopped++;
+        rc = run_to_end(&f, NULL);
+        char h[1024];
+        CHECK(rc == 0 && hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0,
+              "after a start-up signal (%.1f ms) the run ended elsewhere (exit %d)", d, rc);
+        fixture_close(&f);
+    }
+    printf("  %d start-up signals (0-2000 ms after the handler, 0-3 ms after fork pending "
+           "across exec): all exit 75, all resumed to the reference hash\n", stopped);
 }
 
 /* HEAD's manifest, decoded. */
@@ -510,6 +551,7 @@ int main(void) {
     RUN(test_uninterrupted_reference);
     RUN(test_chaos_sigkill);
     RUN(test_sigterm_each_step_kind);
+    RUN(test_signal_during_startup);
     RUN(test_corruption_falls_back);
     RUN(test_nondeterministic_replay_is_detected);
     RUN(test_sample_mixing_time_policy);

@@ -526,6 +526,9 @@ static void test_secrets_never_leak(void) {
     /* a run that is signalled midway (so its cmdline can be read while alive), resumed, and
      * one that fails on a bad token */
     pid_t pid = start_run(&f, "TANDEM_TEST_STEP_DELAY_MS=5", NULL, NULL);
+    /* midway: from when the run catches SIGTERM (not after a fixed sleep from fork: a cold
+     * machine can take longer than any sleep to load a program), then a little more */
+    CHECK(wait_catches(pid, SIGTERM) == 0, "the run never installed its SIGTERM handler");
     usleep(300000);
     char cmdline[4096] = "";
     char path[64];
