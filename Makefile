@@ -7,7 +7,8 @@
 #   make bench-cpu  CPU backend vs PyTorch, same model, batch and threads
 #   make bench-ckpt commit stall/throughput vs memcpy/dd; episode cost vs vanilla
 #   make bench-s3   a ~1 GiB state to/from a loopback S3 server beside aws s3 cp
-#   make bench-dmo  TANDEM α* vs Uniform and Natural mixtures on a data-restricted corpus
+#   make bench-dmo  TANDEM α* vs Uniform and Natural on real text, 3 seeds (SIZE=cpu|abundant|gpu)
+#   make bench-dmo-synth  the same protocol on a generated corpus, in minutes
 #   make fuzz       libFuzzer on every store record decoder (FUZZ_SECONDS each, default 60)
 #   make test-gpu   the CUDA backend against the CPU reference on a GPU (says SKIPPED without one)
 #   make bench-gpu  CUDA backend vs PyTorch (bf16, SDPA) on a GPU: tokens/s, MFU, episode cost
@@ -115,6 +116,10 @@ bench-dmo: deps-test
 	@$(MAKE) --no-print-directory tandem
 	@bash bench/dmo.sh
 
+bench-dmo-synth: deps-test
+	@$(MAKE) --no-print-directory tandem
+	@bash bench/dmo_synth.sh
+
 fuzz:
 	@bash scripts/deps.sh fuzz
 	@bash tests/fuzz/run.sh
@@ -194,9 +199,10 @@ CUDA_PLUGIN :=
 endif
 
 # ./tandem, and beside it the CUDA backend it loads on demand where nvcc exists
+# (copied and renamed into place: a running ./tandem keeps its old file, no "Text file busy")
 tandem: $(BUILD)/rel/tandem $(CUDA_PLUGIN)
-	cp $< $@
-	$(if $(CUDA_PLUGIN),cp $(CUDA_PLUGIN) tandem-cuda.so)
+	cp $< $@.tmp && mv -f $@.tmp $@
+	$(if $(CUDA_PLUGIN),cp $(CUDA_PLUGIN) tandem-cuda.so.tmp && mv -f tandem-cuda.so.tmp tandem-cuda.so)
 
 # Objects whose code depends on TANDEM_HAVE_CUDA or TANDEM_HAVE_MPI are rebuilt when
 # either changes (nvcc or Open MPI installed or removed since the last build).
@@ -267,6 +273,6 @@ bench-gpu:
 clean:
 	rm -rf $(BUILD) tandem tandem-cuda.so
 
-.PHONY: all deps deps-test test test-run demo bench-cpu bench-ckpt bench-s3 bench-dmo fuzz clean $(addsuffix -tests,$(VARIANTS))
+.PHONY: all deps deps-test test test-run demo bench-cpu bench-ckpt bench-s3 bench-dmo bench-dmo-synth fuzz clean $(addsuffix -tests,$(VARIANTS))
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

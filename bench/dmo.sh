@@ -1,93 +1,118 @@
 #!/usr/bin/env bash
-# dmo.sh — `make bench-dmo`: the paper's data-restricted experiment at CPU scale.
+# dmo.sh — `make bench-dmo`: TANDEM's α* against Uniform and Natural on real text, the
+# paper's protocol (tandem compare) over several seeds.
 #
-# A generated corpus where two domains are large and two are small (the small ones are
-# repeated many times under uniform mixing, and barely seen under natural mixing). TANDEM
-# learns α* on it; then three final models train with Uniform, Natural and α* under the
-# same token budget, and each is evaluated on every domain's test split: perplexity per
-# domain and Average = exp(mean of the per-domain losses), as the paper reports.
+# The corpus is real text from Debian packages (bench/realtext/build.sh: KJV prose, newlib
+# C, man pages, Python, Perl POD, kernel docs), six domains whose train sizes span more
+# than 20×. Per seed s, `tandem compare` runs the TANDEM DMO (run.seed = s), then three
+# final models with the same token budget on Uniform, Natural and α* (seed s + 1000), and
+# evaluates them per domain on the test split. The table is mean ± sd over the seeds of
+# each domain's test perplexity and of Average = exp(mean per-domain loss), and TANDEM's
+# Average relative to each baseline (mean of the per-seed ratios).
 #
-# Environment: EPISODES (final and DMO runs, default 100), THREADS (default 0 = all),
-# LR_ALPHA (default 0.5: see below), KEEP=1 keeps the work directory.
+# SIZE (default cpu):
+#   cpu        data-restricted, on the CPU: small domains repeat many times under Uniform
+#              (their test loss stops improving or rises: the curve panel of the SVG)
+#   abundant   data-abundant: every domain larger than its share of the budget, nothing
+#              repeated under any of the three mixtures (TANDEM must not lose to Uniform)
+#   gpu        data-restricted on a GPU (run.device=cuda, bf16): a 6-layer 384-wide model
+#   smoke      a few minutes: the protocol end to end, no claim
+# SEEDS (default 1,2,3), THREADS (default 0 = all cores), WORK (default: a temporary
+# directory, removed; set it to keep the stores and resume an interrupted benchmark),
+# SET="k=v k=v" (extra --set for every run, e.g. SET="tandem.alpha_step=pgd").
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=$PWD/build/rel/tandem
-work=$(mktemp -d "${TMPDIR:-/tmp}/tandem-bench-dmo-XXXXXX")
-[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
-episodes=${EPISODES:-100}
+bin=$PWD/tandem
+[ -x "$bin" ] || { echo "bench-dmo: build tandem first (make tandem)" >&2; exit 2; }
+size=${SIZE:-cpu}
+seeds=${SEEDS:-1,2,3}
 threads=${THREADS:-0}
-# The paper's η_α = 4e-3 suits its 160M models' loss scale and thousands of episodes; a
-# 2-layer CPU model over 100 episodes needs a larger step for α to move measurably.
-lr_alpha=${LR_ALPHA:-0.05}
-floor=${FLOOR:-0}
-# By default every domain has the same entropy (SUCCESSORS=8 per context), so that size,
-# not difficulty, is what differs; SUCCESSORS=2,4,8,16 gives each its own.
-names=${NAMES:-small1,big1,small2,big2}
-sizes=${SIZES:-30k,1500k,8k,800k}
-successors=${SUCCESSORS:-8}   # the same entropy for every domain: only the sizes differ
+py=/usr/bin/python3
+if [ -n "${WORK:-}" ]; then
+  work=$WORK
+  mkdir -p "$work"
+else
+  work=$(mktemp -d "${TMPDIR:-/tmp}/tandem-bench-dmo-XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+fi
 
-"$bin" gen-corpus --out "$work/corpus" --names "$names" \
-  --train-tokens "$sizes" --successors "$successors" --val-tokens 8k --test-tokens 30k \
-  --seed 3 >"$work/corpus.log"
+# corpus: NAME=train bytes; val and test per domain
+case $size in
+  cpu)      train=prose=1500k,code=800k,man=200k,py=60k,perl=25k,kern=12k; val=8k; test=40k ;;
+  smoke)    train=prose=300k,code=100k,man=40k,py=20k,perl=10k,kern=5k; val=4k; test=10k ;;
+  abundant) train=prose=1000k,code=1000k,man=1000k,py=1000k,perl=1000k,kern=1000k; val=8k; test=40k ;;
+  gpu)      train=prose=4000k,code=2400k,man=1200k,py=400k,perl=200k,kern=120k; val=20k; test=60k ;;
+  *) echo "bench-dmo: SIZE=$size: use cpu, abundant, gpu or smoke" >&2; exit 2 ;;
+esac
+corpus=$work/corpus-$size
+if [ ! -f "$corpus/dataset.yaml" ]; then
+  bash bench/realtext/build.sh --out "$corpus" --train "$train" --val "$val" --test "$test" \
+    >"$work/corpus-$size.log"
+fi
+sed -n '/^domain /,/^(docs/p' "$work/corpus-$size.log"
 
-common() { # the model, batch and optimiser shared by every run
-  cat <<YAML
-data: {dataset: $work/corpus/dataset.yaml}
-model: {layers: 2, channels: 64, heads: 2, ctx: 64}
-train: {batch: 16, seq: 64}
-optim: {lr: 3e-3, lr_min: 3e-4, warmup: 20, schedule: cosine}
-checkpoint: {every_episodes: 0}
+# the model and budget of each size (the DMO's and every final run's)
+case $size in
+  cpu | abundant)
+    model="{layers: 3, channels: 128, heads: 4, ctx: 64}"; train_="{batch: 24, seq: 64}"
+    episodes=250; lr=3e-3; device=cpu ;;
+  smoke)
+    model="{layers: 2, channels: 64, heads: 2, ctx: 32}"; train_="{batch: 12, seq: 32}"
+    episodes=60; lr=3e-3; device=cpu ;;
+  gpu)
+    model="{layers: 6, channels: 384, heads: 6, ctx: 256}"; train_="{batch: 80, seq: 256}"
+    episodes=300; lr=1e-3; device=cuda ;;
+esac
+cat >"$work/$size.yaml" <<YAML
+run: {episodes: $episodes, seed: 1, device: $device, threads: $threads}
+data: {dataset: $corpus/dataset.yaml}
+model: $model
+train: $train_
+optim: {lr: $lr, lr_min: $(awk "BEGIN {print $lr / 10}"), warmup: 50}
+checkpoint: {every_episodes: $((episodes / 10))}
 YAML
-}
-{ echo "run: {episodes: $episodes, seed: 1, threads: $threads, mode: tandem}"
-  echo "tandem: {K: 5, E: 5, gamma: 1.0, lr_probe: 5e-2, lr_alpha: $lr_alpha, alpha_floor: $floor}"
-  common; } >"$work/dmo.yaml"
-t0=$(date +%s.%N)
-"$bin" run "$work/dmo.yaml" --store "$work/dmo" --quiet
-t1=$(date +%s.%N)
-"$bin" mixture "$work/dmo" --out "$work/mixture.yaml" >/dev/null
-echo "TANDEM DMO: $episodes episodes in $(printf '%.0f' "$(echo "$t1 - $t0" | bc -l)") s; alpha* ($work/mixture.yaml):"
-sed -n 's/^  /  /p' "$work/mixture.yaml"
+extra=()
+[ $device = cuda ] && extra+=(--precision bf16)
+for kv in ${SET:-}; do extra+=(--set "$kv"); done
 
-for mix in uniform natural tandem; do
-  { echo "run: {episodes: $episodes, seed: 2, threads: $threads, mode: fixed}"
-    echo "tandem: {E: 5}"
-    if [ "$mix" = tandem ]; then
-      echo "data: {dataset: $work/corpus/dataset.yaml, mixture: file, mixture_file: $work/mixture.yaml}"
-      common | grep -v '^data:'
-    else
-      echo "data: {dataset: $work/corpus/dataset.yaml, mixture: $mix}"
-      common | grep -v '^data:'
-    fi; } >"$work/final-$mix.yaml"
-  "$bin" run "$work/final-$mix.yaml" --store "$work/final-$mix" --quiet
-  "$bin" eval "$work/final-$mix" --json >"$work/eval-$mix.json"
+t0=$(date +%s)
+IFS=, read -ra seed_list <<<"$seeds"
+for s in "${seed_list[@]}"; do
+  ts=$(date +%s)
+  "$bin" compare "$work/$size.yaml" --store "$work/$size-s$s" --set "run.seed=$s" \
+    ${extra[@]+"${extra[@]}"} --json --quiet --curves --svg "$work/$size-s$s.svg" \
+    >"$work/$size-s$s.json"
+  echo "seed $s: $(( $(date +%s) - ts )) s ($work/$size-s$s.svg)"
 done
+echo "bench-dmo SIZE=$size: ${#seed_list[@]} seed(s) in $(( $(date +%s) - t0 )) s"
 
-/usr/bin/python3 - "$work" <<'PY'
-import json, math, re, sys
-work = sys.argv[1]
-ev = {m: json.load(open(f"{work}/eval-{m}.json")) for m in ("uniform", "natural", "tandem")}
-doms = list(ev["uniform"]["domains"])
-tokens = {}
-for line in open(f"{work}/corpus.log"):
-    m = re.match(r"(\w+): train (\d+)", line)
-    if m: tokens[m.group(1)] = int(m.group(2))
-total = sum(tokens.values())
-mix = {}
-for line in open(f"{work}/mixture.yaml"):
-    m = re.match(r"\s+(\w+): ([0-9.eE+-]+)", line)
-    if m: mix[m.group(1)] = float(m.group(2))
-print()
-print("final models, same token budget; test perplexity per domain (lower is better)")
-print(f"{'domain':10s} {'natural':>8s} {'alpha*':>8s} | {'Uniform':>9s} {'Natural':>9s} {'TANDEM':>9s}")
+$py - "$work" "$size" "$seeds" <<'PY'
+import json, math, statistics as st, sys
+work, size, seeds = sys.argv[1], sys.argv[2], [int(s) for s in sys.argv[3].split(",")]
+res = [json.load(open(f"{work}/{size}-s{s}.json")) for s in seeds]
+runs = ("uniform", "natural", "tandem")
+doms = list(res[0]["runs"]["uniform"]["test_loss"])
+def ms(xs):
+    return f"{st.mean(xs):8.3f} ± {st.stdev(xs):.3f}" if len(xs) > 1 else f"{xs[0]:8.3f}        "
+print(f"\nreal text, SIZE={size}, seeds {','.join(map(str, seeds))}: test perplexity (mean ± sd)")
+print(f"  {'domain':8s} {'natural':>8s} {'alpha*':>16s} | {'Uniform':>16s} {'Natural':>16s} {'TANDEM':>16s}")
 for d in doms:
-    print(f"{d:10s} {tokens[d]/total:8.4f} {mix[d]:8.4f} | " +
-          " ".join(f"{math.exp(ev[m]['domains'][d]['loss']):9.3f}" for m in ("uniform", "natural", "tandem")))
-print(f"{'Average':10s} {'':8s} {'':8s} | " + " ".join(f"{ev[m]['average_ppl']:9.3f}" for m in ("uniform", "natural", "tandem")))
-best = min(("uniform", "natural", "tandem"), key=lambda m: ev[m]["average_ppl"])
-small = [d for d in doms if d.startswith("small")]
-above = all(mix[d] > tokens[d] / total for d in small)
-print(f"\nlowest Average: {best}; small domains weighted above their natural share: {'yes' if above else 'no'}")
-if best != "tandem":
-    print("TANDEM did not win this run (reported as is; see docs/benchmarks.md for what was tried)")
+    nat = res[0]["runs"]["natural"]["mixture"][d]
+    a = [r["runs"]["tandem"]["mixture"][d] for r in res]
+    print(f"  {d:8s} {nat:8.4f} {ms(a)} | " +
+          " ".join(ms([math.exp(r["runs"][k]["test_loss"][d]) for r in res]) for k in runs))
+print(f"  {'Average':8s} {'':8s} {'':16s} | " + " ".join(ms([r["runs"][k]["average_ppl"] for r in res]) for k in runs))
+vu = [r["tandem_vs_uniform"] for r in res]
+vn = [r["tandem_vs_natural"] for r in res]
+pct = lambda xs: f"{100 * (st.mean(xs) - 1):+.2f} %" + (f" ± {100 * st.stdev(xs):.2f}" if len(xs) > 1 else "")
+print(f"\nTANDEM's Average vs Uniform: {pct(vu)}, vs Natural: {pct(vn)} (negative: TANDEM better)")
+rose = {}
+for r in res:
+    c = r["runs"]["uniform"]["curve"]
+    for d in doms:
+        ys = [p["test_loss"][d] for p in c]
+        if len(ys) >= 3 and min(ys) < ys[-1]:
+            rose[d] = rose.get(d, 0) + 1
+print("Uniform's test loss rose before the end on: " +
+      (", ".join(f"{d} ({n}/{len(res)} seeds)" for d, n in rose.items()) if rose else "no domain"))
 PY

@@ -174,18 +174,17 @@ int sampler_batch_per_domain(const dataset *ds, int split, int T, int B, uint64_
     int m_count = ds ? ds->n_domains : 0;
     if (m_count < 1 || m_count > DATASET_MAX_DOMAINS)
         return err_set(e, ERR_USAGE, "sampler: dataset has no domains");
-    if (B < 1 || B % m_count != 0)
+    if (B < m_count)
         return err_set(e, ERR_USAGE,
-                       "sampler: batch size B=%d must be a positive multiple of the %d domains "
-                       "(each batch holds B/M sequences per domain)",
+                       "sampler: batch size B=%d is smaller than the %d domains (each batch holds "
+                       "at least one sequence per domain)",
                        B, m_count);
     sampler_cursor next[DATASET_MAX_DOMAINS];
     memcpy(next, cursors, (size_t)m_count * sizeof *next);
-    int per = B / m_count;
-    size_t row_len = (size_t)T + 1;
+    int per = B / m_count, extra = B % m_count;
+    size_t row_len = (size_t)T + 1, row = 0;
     for (int m = 0; m < m_count; m++)
-        for (int j = 0; j < per; j++) {
-            size_t row = (size_t)m * (size_t)per + (size_t)j;
+        for (int j = 0; j < per + (m < extra); j++, row++) {
             int rc = sampler_next(ds, m, split, T, seed, &next[m], tokens + row * row_len, e);
             if (rc) return rc;
             domain_ids[row] = m;

@@ -56,11 +56,13 @@ int sampler_locate(const dataset *ds, int domain, int split, int T, uint64_t see
 int sampler_next(const dataset *ds, int domain, int split, int T, uint64_t seed,
                  sampler_cursor *cur, uint16_t *out, tdm_err *e);
 
-/* The `weight` mixing batch (DESIGN.md §2): B sequences, B/M from each of the dataset's M
- * domains in domain order (rows m*B/M .. (m+1)*B/M-1 come from domain m), taken from
- * `split`. Writes tokens[B][T+1] and domain_ids[B], and advances cursors[m] (one per
- * domain) by B/M. B not divisible by M → ERR_USAGE. All-or-nothing: on error no cursor
- * moves. */
+/* The `weight` mixing batch (DESIGN.md §2): B sequences from the dataset's M domains in
+ * domain order, ⌊B/M⌋ from each and one more from each of the first B mod M domains (the
+ * losses are per-domain means, so an uneven split changes no weight, only how many rows
+ * estimate each mean: the paper's batch of 128 over 7 domains is 19 + 6 × 18), taken
+ * from `split`. Writes tokens[B][T+1] and domain_ids[B], and advances each cursors[m] by
+ * its row count. B < M → ERR_USAGE (a domain without rows). All-or-nothing: on error no
+ * cursor moves. */
 int sampler_batch_per_domain(const dataset *ds, int split, int T, int B, uint64_t seed,
                              sampler_cursor *cursors, uint16_t *tokens, int32_t *domain_ids,
                              tdm_err *e);

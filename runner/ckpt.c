@@ -608,6 +608,27 @@ static int read_tensors(ckpt *c, const rec_state *r, char *why, size_t cap) {
     return -1;
 }
 
+int ckpt_load_seq(ckpt *c, uint64_t seq, rec_state *rec, tdm_err *e) {
+    memset(rec, 0, sizeof *rec);
+    char key[64], why[1200];
+    snprintf(key, sizeof key, "states/%llu.mp", (unsigned long long)seq);
+    void *data = NULL;
+    size_t n = 0;
+    int rc = store_get(c->st, key, &data, &n, NULL, e);
+    if (rc == STORE_NOT_FOUND)
+        return err_set(e, ERR_USAGE, "%s/%s does not exist (tandem status lists the kept states)",
+                       store_url(c->st), key);
+    if (rc) return rc;
+    rc = rec_state_decode(data, n, key, rec, e);
+    free(data);
+    if (rc) return rc;
+    if (!matches_layout(c, rec, why, sizeof why) || read_tensors(c, rec, why, sizeof why)) {
+        rec_state_free(rec);
+        return err_set(e, ERR_STORE, "%s/%s: %s", store_url(c->st), key, why);
+    }
+    return 0;
+}
+
 int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
     *found = 0;
     memset(rec, 0, sizeof *rec);

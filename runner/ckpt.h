@@ -60,6 +60,11 @@ float *ckpt_host(ckpt *c, int tensor);
  * ERR_STORE. */
 int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e);
 
+/* Loads exactly states/<seq>.mp (read-only use: evaluating a kept state), verified like
+ * ckpt_load but without falling back: ERR_USAGE when it does not exist, ERR_STORE when it
+ * does not verify. */
+int ckpt_load_seq(ckpt *c, uint64_t seq, rec_state *rec, tdm_err *e);
+
 /* Snapshots the state: waits for the previous write, copies `rec` and the three
  * device buffers (u, AdamW m, AdamW v) into host memory through ops->download, then
  * commits in the background (async = 1) or before returning (async = 0). */

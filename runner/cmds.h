@@ -31,4 +31,7 @@ int cmd_pin(int argc, char **argv);
 /* tandem eval: per-domain loss and perplexity of a run's newest state. */
 int cmd_eval(int argc, char **argv);
 
+/* tandem compare: the DMO, then Uniform, Natural and α* final runs, evaluated. */
+int cmd_compare(int argc, char **argv);
+
 #endif

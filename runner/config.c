@@ -52,6 +52,8 @@ static const char *const mixing_names[] = {"weight", "sample", "auto", NULL};
 static const char *const mixture_names[] = {"uniform", "natural", "file", NULL};
 static const char *const mode_names[] = {"tandem", "fixed", NULL};
 static const char *const schedule_names[] = {"cosine", "constant", NULL};
+static const char *const alpha_step_names[] = {"eg", "pgd", NULL};
+static const char *const val_loss_names[] = {"sum", "mean", NULL};
 static const char *const cloud_names[] = {"none", "gke", "eks", "aks", NULL};
 
 #define COUNT_NAMES(a) (sizeof(a) / sizeof(a)[0] - 1)
@@ -62,6 +64,8 @@ _Static_assert(COUNT_NAMES(mixing_names) == CONFIG_MIXING_AUTO + 1, "mixing name
 _Static_assert(COUNT_NAMES(mixture_names) == CONFIG_MIXTURE_FILE + 1, "mixture names vs enum");
 _Static_assert(COUNT_NAMES(mode_names) == CONFIG_MODE_FIXED + 1, "mode names vs enum");
 _Static_assert(COUNT_NAMES(schedule_names) == CONFIG_SCHEDULE_CONSTANT + 1, "schedule");
+_Static_assert(COUNT_NAMES(alpha_step_names) == CONFIG_ALPHA_PGD + 1, "alpha step");
+_Static_assert(COUNT_NAMES(val_loss_names) == CONFIG_VAL_MEAN + 1, "val loss");
 _Static_assert(COUNT_NAMES(cloud_names) == CONFIG_CLOUD_AKS + 1, "cloud");
 
 /* offsetof, plus a compile-time proof that the field has C type T: a row whose type tag
@@ -344,27 +348,41 @@ static const key_def schema[] = {
          "α at episode 0 (tandem) or throughout (fixed): uniform, natural (∝ train tokens "
          "per domain), or file (data.mixture_file)"),
     STR("data.mixture_file", data.mixture_file, "", F_PATH,
-        "mixture YAML written by `tandem mixture` (used when data.mixture = file); relative "
-        "to the config file"),
+        "used when data.mixture = file: a mixture YAML written by `tandem mixture`, or the store "
+        "of a finished TANDEM run (its α*, mixture.mp); a relative path is relative to the "
+        "config file"),
     INT("model.vocab", model.vocab, "0", 0, 65536, "vocabulary size; 0 = the dataset's"),
     INT("model.ctx", model.ctx, "64", 1, INT_MAX, "context length (learned positions)"),
     INT("model.layers", model.layers, "2", 1, INT_MAX, "transformer blocks"),
     INT("model.heads", model.heads, "2", 1, INT_MAX, "attention heads; must divide model.channels"),
     INT("model.channels", model.channels, "64", 1, INT_MAX, "model width C"),
     INT("train.batch", train.batch, "8", 1, INT_MAX,
-        "sequences per step (mixing=weight: a multiple of the number of domains)"),
+        "sequences per step (mixing=weight: ⌊B/M⌋ per domain, one more for the first B mod M)"),
     INT("train.seq", train.seq, "64", 1, INT_MAX, "tokens per sequence; at most model.ctx"),
     INT("tandem.K", tandem.K, "5", 1, INT_MAX, "probe steps per episode"),
     INT("tandem.E", tandem.E, "5", 1, INT_MAX, "free steps per episode"),
     INT("tandem.val_batch", tandem.val_batch, "0", 0, INT_MAX,
-        "validation sequences in each probe step of the w twin, a multiple of the number of "
-        "domains; 0 = one per domain (keeps an episode at the paper's (E + 2K + 2/3)/E cost)"),
+        "validation sequences in each probe step of the w twin, at least one per domain "
+        "(split as train.batch is); 0 = one per domain (keeps an episode at the paper's (E + 2K + 2/3)/E cost)"),
     FLT("tandem.gamma", tandem.gamma, "1.0", 0, false, INFINITY, false,
         "γ: weight of the α-weighted train loss in the w twin and in the α step"),
     FLT("tandem.lr_probe", tandem.lr_probe, "1e-2", 0, true, INFINITY, false,
         "η_K: SGD learning rate of both probe twins (constant)"),
+    ENUM("tandem.alpha_step", tandem.alpha_step, "eg", alpha_step_names,
+         "the α update: eg = exponentiated gradient with the loss differences normalised by "
+         "their size and a step of alpha_budget / episodes (needs no tuning); pgd = Algorithm "
+         "1's projected step α − η_α γ (ℓ_w − ℓ_u) with η_α = lr_alpha"),
+    FLT("tandem.alpha_budget", tandem.alpha_budget, "2", 0, false, INFINITY, false,
+        "c (alpha_step = eg): the most any α_m / α_j ratio can change, in log units, per unit "
+        "of normalised evidence over the whole run"),
     FLT("tandem.lr_alpha", tandem.lr_alpha, "4e-3", 0, false, INFINITY, false,
-        "η_α: step size of the α update"),
+        "η_α (alpha_step = pgd): step size of Algorithm 1's α update"),
+    INT("tandem.eval_batches", tandem.eval_batches, "1", 1, 1024,
+        "train batches (train.batch sequences each, the same rows per domain) on which the "
+        "probe evaluates both twins for ℓ_w and ℓ_u; 1 keeps the paper's episode cost"),
+    ENUM("tandem.val_loss", tandem.val_loss, "sum", val_loss_names,
+         "L_val(w) in the w twin's objective: sum of the domains' validation losses (the "
+         "paper's eq. 1) or their mean"),
     BOOL("tandem.probe_carry", tandem.probe_carry, "false",
          "free phase continues from the probe's u'_K instead of the synced u"),
     FLT("tandem.alpha_floor", tandem.alpha_floor, "0", 0, false, 1, true,
@@ -465,41 +483,41 @@ static const key_def schema[] = {
 
 /* Presets: "key=value" texts applied through the same parser as --set.
  *
- * The paper's own hyper-parameter table (Appendix C) was not available when these were
- * written. Known (DESIGN.md §2, the paper's defaults for data-restricted 160M): K=5, E=5,
- * γ=1, η_K=1e-2, η_E=5e-4, η_α=4e-3, weight decay 1e-2, clip 1.0, cosine; they are used
- * for every preset. ASSUMED (change here and in docs/config.md when the table is at
- * hand): model shapes (Pythia/GPT-2 style for 160M/410M/1B; a GPT-2 stand-in of
- * Qwen2-0.5B's width and depth, since our model is GPT-2), ctx, batch 64, seq 512/1024,
- * episodes 100/200, and for sft the rates η_E=1e-5, η_K=1e-3. vocab stays 0 (the
- * dataset's): Qwen2's 151936 exceeds the uint16 shards anyway. */
-#define PAPER_TANDEM                                                                       \
-    "tandem.K=5", "tandem.E=5", "tandem.gamma=1", "tandem.lr_alpha=4e-3",                  \
-        "optim.weight_decay=1e-2", "optim.clip=1.0", "optim.schedule=cosine"
-#define PAPER_RATES "tandem.lr_probe=1e-2", "optim.lr=5e-4"
-#define SHAPE_160M "model.layers=12", "model.channels=768", "model.heads=12", "model.ctx=1024"
+ * The paper's hyper-parameter table (tab:hyper_params, Appendix C), exactly: batch, η_E
+ * (optim.lr), η_K = η_u^K = η_w^K (tandem.lr_probe, SGD), η_α (tandem.lr_alpha), K, E, the
+ * total u-steps T·E (run.episodes = steps / E), context length (train.seq = model.ctx),
+ * γ = 1, weight decay 1e-2, clip 1.0, cosine. Where our model must differ (docs/config.md,
+ * "Presets"): the shapes are GPT-2 blocks of the Pythia/Qwen2 depth and width, and the
+ * vocabulary is the dataset's (model.vocab = 0). The α step itself is not in the table:
+ * tandem.alpha_step keeps its default (see docs/config.md); lr_alpha is Alg. 1's η_α for
+ * tandem.alpha_step = pgd. */
+#define PAPER_COMMON                                                                       \
+    "tandem.gamma=1", "tandem.lr_probe=1e-2", "optim.weight_decay=1e-2", "optim.clip=1.0", \
+        "optim.schedule=cosine", "model.vocab=0"
+#define SHAPE_160M "model.layers=12", "model.channels=768", "model.heads=12"
 
 static const char *const preset_none[] = {NULL};
+/* 40000 u-steps at E = 20: 2000 episodes */
 static const char *const preset_abundant_160m[] = {
-    PAPER_TANDEM, PAPER_RATES, SHAPE_160M, "model.vocab=0", "train.batch=64", "train.seq=1024",
-    "run.episodes=200", NULL};
-static const char *const preset_restricted_160m[] = {
-    PAPER_TANDEM, PAPER_RATES, SHAPE_160M, "model.vocab=0", "train.batch=64", "train.seq=512",
-    "run.episodes=100", NULL};
-static const char *const preset_restricted_410m[] = {
-    PAPER_TANDEM, PAPER_RATES, "model.layers=24", "model.channels=1024", "model.heads=16",
-    "model.ctx=1024", "model.vocab=0", "train.batch=64", "train.seq=512", "run.episodes=100",
+    PAPER_COMMON, SHAPE_160M, "train.batch=8", "train.seq=2048", "model.ctx=2048",
+    "optim.lr=5e-5", "tandem.lr_alpha=2e-3", "tandem.K=5", "tandem.E=20", "run.episodes=2000",
     NULL};
+/* 5000 u-steps at E = 5: 1000 episodes */
+#define PAPER_RESTRICTED                                                                   \
+    PAPER_COMMON, "train.batch=128", "train.seq=512", "model.ctx=512", "optim.lr=5e-4",    \
+        "tandem.lr_alpha=4e-3", "tandem.K=5", "tandem.E=5", "run.episodes=1000"
+static const char *const preset_restricted_160m[] = {PAPER_RESTRICTED, SHAPE_160M, NULL};
+static const char *const preset_restricted_410m[] = {
+    PAPER_RESTRICTED, "model.layers=24", "model.channels=1024", "model.heads=16", NULL};
 /* Pythia-1B's shape: 16 layers, width 2048, 8 heads (head size 256). */
 static const char *const preset_restricted_1b[] = {
-    PAPER_TANDEM, PAPER_RATES, "model.layers=16", "model.channels=2048", "model.heads=8",
-    "model.ctx=1024", "model.vocab=0", "train.batch=64", "train.seq=512", "run.episodes=100",
-    NULL};
-/* Qwen2-0.5B's depth and width (24 layers, 896, 14 heads); fine-tuning rates. */
+    PAPER_RESTRICTED, "model.layers=16", "model.channels=2048", "model.heads=8", NULL};
+/* Qwen2-0.5B's depth and width (24 layers, 896, 14 heads); 5000 u-steps at E = 10: 500
+ * episodes */
 static const char *const preset_sft_qwen2[] = {
-    PAPER_TANDEM, "tandem.lr_probe=1e-3", "optim.lr=1e-5", "model.layers=24",
-    "model.channels=896", "model.heads=14", "model.ctx=2048", "model.vocab=0", "train.batch=64",
-    "train.seq=512", "run.episodes=100", NULL};
+    PAPER_COMMON, "model.layers=24", "model.channels=896", "model.heads=14", "train.batch=32",
+    "train.seq=512", "model.ctx=512", "optim.lr=4e-6", "tandem.lr_alpha=4e-3", "tandem.K=10",
+    "tandem.E=10", "run.episodes=500", NULL};
 
 static const struct {
     const char *const *sets;
@@ -507,16 +525,20 @@ static const struct {
 } presets[] = {
     [CONFIG_PRESET_NONE] = {preset_none, "built-in defaults only"},
     [CONFIG_PRESET_DATA_ABUNDANT_160M] = {preset_abundant_160m,
-                                          "160M GPT (12×768, 12 heads), seq 1024, 200 episodes"},
+                                          "paper, data-abundant 160M: 12×768 GPT, batch 8 × 2048, "
+                                          "K 5, E 20, 40000 u-steps"},
     [CONFIG_PRESET_DATA_RESTRICTED_160M] = {preset_restricted_160m,
-                                            "160M GPT (12×768, 12 heads), seq 512, 100 episodes"},
+                                            "paper, data-restricted 160M: 12×768 GPT, batch 128 × "
+                                            "512, K = E = 5, 5000 u-steps"},
     [CONFIG_PRESET_DATA_RESTRICTED_410M] = {preset_restricted_410m,
-                                            "410M GPT (24×1024, 16 heads), seq 512, 100 episodes"},
+                                            "paper, data-restricted 410M: 24×1024 GPT, batch 128 × "
+                                            "512, K = E = 5, 5000 u-steps"},
     [CONFIG_PRESET_DATA_RESTRICTED_1B] = {preset_restricted_1b,
-                                          "1B GPT (16×2048, 8 heads), seq 512, 100 episodes"},
+                                          "paper, data-restricted 1B: 16×2048 GPT, batch 128 × 512, "
+                                          "K = E = 5, 5000 u-steps"},
     [CONFIG_PRESET_SFT_QWEN2_0_5B] = {preset_sft_qwen2,
-                                      "GPT-2 stand-in of Qwen2-0.5B (24×896, 14 heads), "
-                                      "ctx 2048, fine-tuning rates"},
+                                      "paper, SFT: a GPT-2 of Qwen2-0.5B's shape (24×896), batch "
+                                      "32 × 512, K = E = 10, 5000 u-steps"},
 };
 _Static_assert(sizeof presets / sizeof presets[0] == CONFIG_PRESET_COUNT, "a preset per name");
 
@@ -1078,7 +1100,8 @@ static int file_key(loader *L, const key_def *k, const ydoc_node *v, int line, t
     const char *text = v->value;
     char resolved[CONFIG_STR_MAX];
     const char *slash = strrchr(L->path, '/');
-    if ((k->flags & F_PATH) && text[0] && text[0] != '/' && slash) {
+    /* a URL (s3://..., file://...) is not relative to anything */
+    if ((k->flags & F_PATH) && text[0] && text[0] != '/' && slash && !strstr(text, "://")) {
         /* Lexical join, no realpath: the file need not exist yet, and "..": through a
          * symlinked directory must mean what the shell would make of it. */
         int dirlen = (int)(slash - L->path) + 1; /* keeps the '/' (also for "/x.yaml") */
@@ -1334,10 +1357,21 @@ int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e) 
         }
     }
     /* cluster.* keys are younger than some pinned runs and never change what a run
-     * computes: a missing one keeps its default (config_defaults above) */
-    for (size_t i = 0; i < NKEYS && !rc; i++)
-        if (!seen[i] && strncmp(schema[i].key, "cluster.", 8) != 0)
-            rc = err_set(e, ERR_USAGE, "canonical config: key '%s' is missing", schema[i].key);
+     * computes: a missing one keeps its default (config_defaults above). Younger keys
+     * that do change it take the value that runs pinned before them computed with. */
+    static const struct {
+        const char *key, *value;
+    } before_key[] = {
+        {"tandem.alpha_step", "pgd"}, {"tandem.alpha_budget", "2"}, {"tandem.val_loss", "sum"},
+        {"tandem.eval_batches", "1"}};
+    for (size_t i = 0; i < NKEYS && !rc; i++) {
+        if (seen[i] || strncmp(schema[i].key, "cluster.", 8) == 0) continue;
+        const char *old = NULL;
+        for (size_t j = 0; j < sizeof before_key / sizeof *before_key; j++)
+            if (strcmp(before_key[j].key, schema[i].key) == 0) old = before_key[j].value;
+        if (old) rc = set_key(tmp, &schema[i], old, false, "canonical config", e);
+        else rc = err_set(e, ERR_USAGE, "canonical config: key '%s' is missing", schema[i].key);
+    }
     if (!rc) rc = check_all(tmp, NULL, NULL, e);
     if (!rc) *c = *tmp;
     free(tmp);

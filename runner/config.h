@@ -57,6 +57,11 @@ enum config_precision { CONFIG_PRECISION_FP32, CONFIG_PRECISION_BF16 };
 enum config_mixing { CONFIG_MIXING_WEIGHT, CONFIG_MIXING_SAMPLE, CONFIG_MIXING_AUTO };
 /* the mixture a TANDEM run starts from, or a fixed run trains with */
 enum config_mixture { CONFIG_MIXTURE_UNIFORM, CONFIG_MIXTURE_NATURAL, CONFIG_MIXTURE_FILE };
+/* tandem.alpha_step: eg = the normalised exponentiated-gradient step (default); pgd =
+ * Algorithm 1's projected step with η_α (tandem.lr_alpha) */
+enum config_alpha_step { CONFIG_ALPHA_EG, CONFIG_ALPHA_PGD };
+/* tandem.val_loss: how w's objective adds the domains' validation losses */
+enum config_val_loss { CONFIG_VAL_SUM, CONFIG_VAL_MEAN };
 /* tandem: DMO episodes (probe, alpha, free); fixed: free steps only, α never moves */
 enum config_mode { CONFIG_MODE_TANDEM, CONFIG_MODE_FIXED };
 enum config_schedule { CONFIG_SCHEDULE_COSINE, CONFIG_SCHEDULE_CONSTANT };
@@ -94,7 +99,11 @@ typedef struct config {
         int val_batch; /* 0 = one sequence per domain */
         double gamma;
         double lr_probe; /* η_K */
-        double lr_alpha; /* η_α */
+        double lr_alpha; /* η_α (alpha_step = pgd) */
+        int alpha_step;  /* enum config_alpha_step */
+        double alpha_budget; /* c (alpha_step = eg): the step is c / episodes */
+        int val_loss;    /* enum config_val_loss */
+        int eval_batches; /* train batches of the probe's evaluation of the twins */
         bool probe_carry;
         double alpha_floor;
     } tandem;

@@ -11,6 +11,8 @@ static void usage(FILE *f) {
             "\n"
             "usage: tandem COMMAND [options]   (tandem COMMAND --help for each)\n"
             "  run          start or resume a TANDEM run (data-mixture optimisation)\n"
+            "  compare      the paper's protocol: the TANDEM run, then Uniform, Natural and alpha*\n"
+            "               final runs on the same budget, evaluated per domain (table, JSON, SVG)\n"
             "  hash         digests of a run's final state and alpha history\n"
             "  manifest     an sbatch script or Kubernetes Job that requeues on preemption\n"
             "  alpha        the alpha history: table, CSV, JSON, --verify, --plot FILE.svg\n"
@@ -32,7 +34,7 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     /* before anything else: a run can be preempted from its first millisecond */
-    if (!strcmp(cmd, "run")) run_signals_install();
+    if (!strcmp(cmd, "run") || !strcmp(cmd, "compare")) run_signals_install();
     if (!strcmp(cmd, "gen-corpus")) return cmd_gen_corpus(argc - 1, argv + 1);
     if (!strcmp(cmd, "prep")) return cmd_prep(argc - 1, argv + 1);
     if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
@@ -46,6 +48,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "gc")) return cmd_gc(argc - 1, argv + 1);
     if (!strcmp(cmd, "pin")) return cmd_pin(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(cmd, "compare")) return cmd_compare(argc - 1, argv + 1);
     fprintf(stderr, "tandem: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

@@ -5,10 +5,53 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "runner/args.h"
+#include "storage/records.h"
+#include "storage/store.h"
 #include "util/ydoc.h"
 
+/* α* from the mixture.mp of the finished TANDEM run in store `url`, by domain name. */
+static int store_mixture_read(const char *url, const dataset *ds, double *alpha, tdm_err *e) {
+    store *st = store_open(url, e);
+    if (!st) return e ? e->code : ERR_USAGE;
+    void *data = NULL;
+    size_t n = 0;
+    rec_mixture x;
+    int rc = store_get(st, "mixture.mp", &data, &n, NULL, e);
+    if (rc == STORE_NOT_FOUND)
+        rc = err_set(e, ERR_USAGE, "data.mixture_file = %s: that store holds no finished TANDEM run "
+                     "(no mixture.mp): run it to the end first (tandem run, or tandem compare)",
+                     url);
+    if (!rc) rc = rec_mixture_decode(data, n, "mixture.mp", &x, e);
+    free(data);
+    store_close(st);
+    int M = dataset_n_domains(ds);
+    if (!rc && x.M != M)
+        rc = err_set(e, ERR_USAGE, "%s/mixture.mp has %d domains but %s has %d", url, x.M, ds->path, M);
+    double sum = 0;
+    for (int j = 0; !rc && j < x.M; j++) {
+        int m = dataset_find_domain(ds, x.names[j]);
+        if (m < 0)
+            rc = err_set(e, ERR_USAGE, "%s/mixture.mp: domain '%s' is not in %s", url, x.names[j],
+                         ds->path);
+        else if (!isfinite(x.alpha[j]) || x.alpha[j] < 0)
+            rc = err_set(e, ERR_USAGE, "%s/mixture.mp: the weight of '%s' is not a number >= 0",
+                         url, x.names[j]);
+        else
+            alpha[m] = x.alpha[j], sum += x.alpha[j];
+    }
+    if (!rc && fabs(sum - 1) > 1e-6)
+        rc = err_set(e, ERR_USAGE, "%s/mixture.mp: the weights sum to %.9g, not 1", url, sum);
+    for (int m = 0; !rc && m < M; m++) alpha[m] /= sum;
+    return rc;
+}
+
 int mixture_file_read(const char *path, const dataset *ds, double *alpha, tdm_err *e) {
+    struct stat sb;
+    if (strstr(path, "://") || (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)))
+        return store_mixture_read(path, ds, alpha, e);
     ydoc_node *root = ydoc_parse_file(path, e);
     if (!root) return e ? e->code : ERR_USAGE;
     int rc = 0, M = dataset_n_domains(ds);

@@ -28,6 +28,8 @@ static volatile sig_atomic_t g_signal;
 
 static void on_signal(int sig) { g_signal = sig; }
 
+int run_signal_pending(void) { return g_signal; }
+
 void run_signals_install(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -105,6 +107,11 @@ static void fill_hparams(run_ctx *r) {
     h->lr_probe = c->tandem.lr_probe;
     h->lr_alpha = c->tandem.lr_alpha;
     h->alpha_floor = c->tandem.alpha_floor;
+    h->alpha_step = c->tandem.alpha_step == CONFIG_ALPHA_PGD ? STEP_ALPHA_PGD : STEP_ALPHA_EG;
+    h->alpha_budget = c->tandem.alpha_budget;
+    h->episodes = c->run.episodes;
+    h->val_mean = c->tandem.val_loss == CONFIG_VAL_MEAN;
+    h->eval_batches = c->tandem.eval_batches;
     h->probe_carry = c->tandem.probe_carry;
     int fixed = c->run.mode == CONFIG_MODE_FIXED;
     h->fixed = fixed;
@@ -354,7 +361,7 @@ static int alpha_step(run_ctx *r, tdm_err *e) {
     int rc = step_alpha(&hp, &r->st, a.alpha, e);
     if (rc) return rc;
     memcpy(a.alpha_next, r->st.alpha, sizeof a.alpha_next);
-    a.lr_alpha = hp.lr_alpha;
+    a.lr_alpha = step_alpha_rate(&hp);
     a.gamma = hp.gamma;
     a.seq = r->seq + 1;
     a.prev = r->alpha_head;
@@ -437,7 +444,7 @@ static int loop(run_ctx *r, tdm_err *e) {
                                      comm_world(r->comm) > 1 ? NULL : &g_signal, e);
             if (rc == STEP_ABANDONED) continue; /* the safe point commits and exits */
             if (rc) return rc;
-            tokens += ((long)r->hp.K * (2 * r->hp.B + r->hp.V) + 2L * r->hp.B) * r->hp.T;
+            tokens += ((long)r->hp.K * (2 * r->hp.B + r->hp.V) + 2L * r->hp.B * r->hp.eval_batches) * r->hp.T;
             r->next = NEXT_ALPHA;
             break;
         case NEXT_ALPHA:
@@ -623,8 +630,9 @@ int run_main(const run_opts *o, tdm_err *e) {
     int finished_loop = rc == 0; /* every rank is here then (failures abort below) */
     if (r->rank == 0) {
         if (!rc) rc = ckpt_wait(r->ck, e);
-        if (!rc && !r->hp.fixed) rc = write_mixture(r, r->progress == PROGRESS_QUIET ? NULL : stdout, e);
-        if (!rc && r->hp.fixed && r->progress != PROGRESS_QUIET) {
+        int summary = r->progress != PROGRESS_QUIET && !o->no_summary;
+        if (!rc && !r->hp.fixed) rc = write_mixture(r, summary ? stdout : NULL, e);
+        if (!rc && r->hp.fixed && summary) {
             printf("trained with the fixed mixture:");
             for (int m = 0; m < r->st.M; m++) printf(" %s %.4f", r->names[m], r->st.alpha[m]);
             printf("\n");

@@ -21,6 +21,7 @@ typedef struct run_opts {
     char *const *allow;    /* keys allowed to differ from the pinned config */
     int nallow;
     int progress; /* PROGRESS_TEXT, _JSON, _QUIET */
+    int no_summary; /* no closing summary (α moved, the mixture) on stdout: the caller's */
 } run_opts;
 
 /* Runs to completion or to a signal; returns the process exit code (0, 75, or an
@@ -32,6 +33,10 @@ int run_main(const run_opts *o, tdm_err *e);
  * that a preemption at any moment after exec's dynamic loading ends in exit 75, never in
  * death by the signal; run_main calls it too. Idempotent. */
 void run_signals_install(void);
+
+/* The signal that asked the process to stop (after run_signals_install), or 0: commands
+ * that chain runs (tandem compare) stop between them with exit 75. */
+int run_signal_pending(void);
 
 /* The exit code for "committed after a signal, requeue me". */
 #define RUN_EXIT_REQUEUE 75

@@ -336,9 +336,13 @@ typedef struct svgplot_layout {
     /* legend: `cols` × `rows` items of item_w × SVGPLOT_ROW_H at (lx, ly) */
     int has_legend, legend_right, cols, rows;
     double lx, ly, lw, lh, item_w;
+    int panel; /* index in a stack: keeps the clip path's id unique in the document */
 } svgplot_layout;
 
-static double svgplot_xval(const svgplot *p, size_t i) { return p->x ? p->x[i] : (double)i; }
+/* Bar charts place category i at x = i. */
+static double svgplot_xval(const svgplot *p, size_t i) {
+    return p->x && !p->categories ? p->x[i] : (double)i;
+}
 
 static int svgplot_valid(const svgplot *p, int s, size_t i) {
     return isfinite(svgplot_xval(p, i)) && isfinite(p->series[s].y[i]);
@@ -381,7 +385,10 @@ static int svgplot_fit(const svgplot *p, svgplot_layout *l, tdm_err *e) {
     if (xlo > xhi) xlo = 0, xhi = 1;
     if (!isfinite(xhi - xlo))
         return err_set(e, ERR_USAGE, "svgplot: x values span too wide a range to plot");
-    if (svgplot_degenerate(xlo, xhi)) svgplot_pad_constant(&xlo, &xhi, l->x_int);
+    if (p->categories) /* half a group of room on either side */
+        xlo = -0.5, xhi = (double)p->n - 0.5;
+    else if (svgplot_degenerate(xlo, xhi))
+        svgplot_pad_constant(&xlo, &xhi, l->x_int);
 
     double ylo, yhi;
     int auto_y = p->ymin == p->ymax; /* NaN bounds are unequal: refused below */
@@ -417,7 +424,7 @@ static int svgplot_fit(const svgplot *p, svgplot_layout *l, tdm_err *e) {
                                              SVGPLOT_NAME_MAX_CP, SVGPLOT_FONT_LEGEND));
     }
     l->item_w = SVGPLOT_SAMPLE_W + 6 + name_w + SVGPLOT_LEG_GAP;
-    l->markers = p->n <= SVGPLOT_MARKER_MAX_N;
+    l->markers = p->n <= SVGPLOT_MARKER_MAX_N && !p->categories;
 
     /* vertical: title, plot, tick labels, x label */
     l->T = svgplot_has(p->title) ? 50 : 20;
@@ -486,6 +493,12 @@ static int svgplot_fit(const svgplot *p, svgplot_layout *l, tdm_err *e) {
      * the labels touch (the step grows 1 → 2 → 5 → 10 until they fit) */
     l->ax.lo = xlo;
     l->ax.hi = xhi;
+    if (p->categories) { /* a tick per category, whatever its label's width */
+        svgplot_set_step(&l->ax, 1);
+        l->ax.k0 = 0;
+        l->ax.k1 = (long long)p->n - 1;
+        return 0;
+    }
     double xstep = svgplot_nice((xhi - xlo) / fmax(2, floor(l->pw / 90)));
     if (l->x_int && xstep < 1) xstep = 1;
     for (int tries = 0;; tries++) {
@@ -535,6 +548,16 @@ static void svgplot_emit_axes(svgplot_buf *b, const svgplot *p, const svgplot_la
                    SVGPLOT_FONT_TICK);
     for (long long k = l->ax.k0; k <= l->ax.k1; k++) {
         double v = svgplot_tick(&l->ax, k);
+        if (p->categories) {
+            double room = (l->pw - 2 * SVGPLOT_INSET) / (double)p->n - 4;
+            const char *name = p->categories[k] ? p->categories[k] : "";
+            svgplot_printf(b, "<text class=\"xtick\" x=\"%s\" y=\"%s\" text-anchor=\"middle\">",
+                           svgplot_px(svgplot_mapx(l, v)).s,
+                           svgplot_px(B + SVGPLOT_TICK_LEN + 15).s);
+            svgplot_text(b, name, svgplot_fit_cp(name, room, SVGPLOT_FONT_TICK));
+            svgplot_puts(b, "</text>\n");
+            continue;
+        }
         svgplot_printf(
             b, "<text class=\"xtick\" x=\"%s\" y=\"%s\" text-anchor=\"middle\">%s</text>\n",
             svgplot_px(svgplot_mapx(l, v)).s, svgplot_px(B + SVGPLOT_TICK_LEN + 15).s,
@@ -636,17 +659,49 @@ static void svgplot_emit_run(svgplot_buf *b, const svgplot *p, const svgplot_lay
     svgplot_puts(b, "\"/>\n");
 }
 
+/* The bars of series s: in each category a slot of 80 % of the group width, split among
+ * the series; a bar rises from the bottom of the plot to its value. */
+static void svgplot_emit_bars(svgplot_buf *b, const svgplot *p, const svgplot_layout *l, int s) {
+    double group = (l->pw - 2 * SVGPLOT_INSET) / (double)p->n;
+    double bw = 0.8 * group / (double)(p->nseries > 0 ? p->nseries : 1);
+    double base = l->T + l->ph;
+    for (size_t i = 0; i < p->n; i++) {
+        double v = p->series[s].y[i];
+        if (!isfinite(v)) continue;
+        double x = svgplot_mapx(l, (double)i) - 0.4 * group + s * bw;
+        double top = fmin(svgplot_mapy(l, v), base);
+        svgplot_printf(b,
+                       "<rect class=\"bar\" x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\" "
+                       "fill=\"%s\"><title>",
+                       svgplot_px(x).s, svgplot_px(top).s, svgplot_px(fmax(bw - 1, 1)).s,
+                       svgplot_px(base - top).s, svgplot_palette[s % SVGPLOT_NCOLOURS]);
+        svgplot_name(b, p, s, 0);
+        svgplot_puts(b, ", ");
+        svgplot_text(b, p->categories[i] ? p->categories[i] : "", 0);
+        svgplot_axis six = {.decimals = -1, .sig = 6}; /* the tick formatter: locale-proof */
+        svgplot_printf(b, ": %s</title></rect>\n", svgplot_ticktext(&six, v).s);
+    }
+}
+
 static void svgplot_emit_series(svgplot_buf *b, const svgplot *p, const svgplot_layout *l) {
+    char clip[32] = "svgplot-clip"; /* panels after the first: svgplot-clip-N */
+    if (l->panel) snprintf(clip, sizeof clip, "svgplot-clip-%d", l->panel);
     svgplot_printf(b,
-                   "<defs><clipPath id=\"svgplot-clip\"><rect x=\"%s\" y=\"%s\" "
+                   "<defs><clipPath id=\"%s\"><rect x=\"%s\" y=\"%s\" "
                    "width=\"%s\" height=\"%s\"/></clipPath></defs>\n",
-                   svgplot_px(l->L).s, svgplot_px(l->T).s, svgplot_px(l->pw).s,
+                   clip, svgplot_px(l->L).s, svgplot_px(l->T).s, svgplot_px(l->pw).s,
                    svgplot_px(l->ph).s);
-    svgplot_puts(b, "<g class=\"data\" clip-path=\"url(#svgplot-clip)\">\n");
+    svgplot_printf(b, "<g class=\"data\" clip-path=\"url(#%s)\">\n", clip);
     for (int s = 0; s < p->nseries; s++) {
-        svgplot_printf(b, "<g class=\"series\" id=\"series-%d\"><title>", s + 1);
+        svgplot_printf(b, "<g class=\"series\" id=\"series-%s%d\"><title>",
+                       l->panel ? "p" : "", l->panel ? l->panel * 1000 + s + 1 : s + 1);
         svgplot_name(b, p, s, 0);
         svgplot_puts(b, "</title>\n");
+        if (p->categories) {
+            svgplot_emit_bars(b, p, l, s);
+            svgplot_puts(b, "</g>\n");
+            continue;
+        }
         size_t i = 0;
         while (i < p->n) {
             if (!svgplot_valid(p, s, i)) {
@@ -701,7 +756,7 @@ static void svgplot_emit_legend(svgplot_buf *b, const svgplot *p, const svgplot_
     svgplot_puts(b, "</g>\n");
 }
 
-static void svgplot_emit_head(svgplot_buf *b, const svgplot *p, double W, double H) {
+static void svgplot_emit_head(svgplot_buf *b, const char *title, double W, double H) {
     svgplot_str w = svgplot_px(ceil(W)), h = svgplot_px(ceil(H));
     svgplot_puts(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     svgplot_printf(b,
@@ -709,7 +764,7 @@ static void svgplot_emit_head(svgplot_buf *b, const svgplot *p, double W, double
                    "height=\"%s\" viewBox=\"0 0 %s %s\" font-family=\"" SVGPLOT_FONTS "\">\n",
                    w.s, h.s, w.s, h.s);
     svgplot_puts(b, "<title>"); /* the browser's tab name */
-    svgplot_text(b, svgplot_has(p->title) ? p->title : "plot", 0);
+    svgplot_text(b, svgplot_has(title) ? title : "plot", 0);
     svgplot_puts(b, "</title>\n");
     svgplot_printf(b,
                    "<rect class=\"background\" x=\"0\" y=\"0\" width=\"%s\" height=\"%s\" "
@@ -733,9 +788,8 @@ static void svgplot_emit_title(svgplot_buf *b, const svgplot *p, double cx, doub
     svgplot_puts(b, "</text>\n");
 }
 
-/* n == 0: the frame of a plot with the message in its middle. */
+/* n == 0: the frame of a plot with the message in its middle (no document head). */
 static void svgplot_emit_empty(svgplot_buf *b, const svgplot *p, double W, double H) {
-    svgplot_emit_head(b, p, W, H);
     double T = svgplot_has(p->title) ? 50 : 20;
     svgplot_emit_title(b, p, W / 2, W);
     svgplot_printf(b,
@@ -751,57 +805,100 @@ static void svgplot_emit_empty(svgplot_buf *b, const svgplot *p, double W, doubl
                    "font-size=\"20\" fill=\"#666666\">",
                    svgplot_px(W / 2).s, svgplot_px(T + (H - T - SVGPLOT_EDGE - 30) / 2 + 7).s);
     svgplot_text(b, p->empty_text ? p->empty_text : "no episodes yet", 0);
-    svgplot_puts(b, "</text>\n</svg>\n");
+    svgplot_puts(b, "</text>\n");
 }
 
-char *svgplot_render(const svgplot *p, size_t *len, tdm_err *e) {
-    if (!p) {
-        err_set(e, ERR_INTERNAL, "svgplot: no plot given");
-        return NULL;
-    }
-    if (p->nseries < 0 || (p->nseries > 0 && !p->series)) {
-        err_set(e, ERR_INTERNAL, "svgplot: %d series but no series array", p->nseries);
-        return NULL;
-    }
+/* Checks the plot and lays it out as panel `panel` of a document: 0, or an error code
+ * with e set. */
+static int svgplot_prepare(const svgplot *p, int panel, svgplot_layout *l, tdm_err *e) {
+    if (!p) return err_set(e, ERR_INTERNAL, "svgplot: no plot given");
+    if (p->nseries < 0 || (p->nseries > 0 && !p->series))
+        return err_set(e, ERR_INTERNAL, "svgplot: %d series but no series array", p->nseries);
     if (p->n > 0)
         for (int s = 0; s < p->nseries; s++)
-            if (!p->series[s].y) {
-                err_set(e, ERR_INTERNAL, "svgplot: series %d has no values", s + 1);
-                return NULL;
-            }
-    svgplot_layout l = {0};
-    l.W = p->width ? p->width : SVGPLOT_DEFAULT_WIDTH;
-    l.H = p->height ? p->height : SVGPLOT_DEFAULT_HEIGHT;
-    if (l.W < 200 || l.H < 150 || l.W > 20000 || l.H > 20000) {
-        err_set(e, ERR_USAGE, "svgplot: size %dx%d is outside 200x150 .. 20000x20000", p->width,
-                p->height);
-        return NULL;
-    }
+            if (!p->series[s].y) return err_set(e, ERR_INTERNAL, "svgplot: series %d has no values", s + 1);
+    memset(l, 0, sizeof *l);
+    l->panel = panel;
+    l->W = p->width ? p->width : SVGPLOT_DEFAULT_WIDTH;
+    l->H = p->height ? p->height : SVGPLOT_DEFAULT_HEIGHT;
+    if (l->W < 200 || l->H < 150 || l->W > 20000 || l->H > 20000)
+        return err_set(e, ERR_USAGE, "svgplot: size %dx%d is outside 200x150 .. 20000x20000",
+                       p->width, p->height);
+    return p->n > 0 ? svgplot_fit(p, l, e) : 0;
+}
 
-    svgplot_buf b = {0};
+/* Everything of a prepared plot after the document head. */
+static void svgplot_emit_plot(svgplot_buf *b, const svgplot *p, const svgplot_layout *l) {
     if (p->n == 0) {
-        svgplot_emit_empty(&b, p, l.W, l.H);
-    } else {
-        if (svgplot_fit(p, &l, e) != 0) return NULL;
-        svgplot_emit_head(&b, p, l.W, l.H);
-        svgplot_printf(&b,
-                       "<rect class=\"plot-area\" x=\"%s\" y=\"%s\" width=\"%s\" "
-                       "height=\"%s\" fill=\"#ffffff\"/>\n",
-                       svgplot_px(l.L).s, svgplot_px(l.T).s, svgplot_px(l.pw).s,
-                       svgplot_px(l.ph).s);
-        svgplot_emit_title(&b, p, l.L + l.pw / 2, l.W);
-        svgplot_emit_axes(&b, p, &l);
-        svgplot_emit_series(&b, p, &l);
-        if (l.has_legend) svgplot_emit_legend(&b, p, &l);
-        svgplot_puts(&b, "</svg>\n");
+        svgplot_emit_empty(b, p, l->W, l->H);
+        return;
     }
-    if (b.oom) {
-        free(b.p);
+    svgplot_printf(b,
+                   "<rect class=\"plot-area\" x=\"%s\" y=\"%s\" width=\"%s\" "
+                   "height=\"%s\" fill=\"#ffffff\"/>\n",
+                   svgplot_px(l->L).s, svgplot_px(l->T).s, svgplot_px(l->pw).s,
+                   svgplot_px(l->ph).s);
+    svgplot_emit_title(b, p, l->L + l->pw / 2, l->W);
+    svgplot_emit_axes(b, p, l);
+    svgplot_emit_series(b, p, l);
+    if (l->has_legend) svgplot_emit_legend(b, p, l);
+}
+
+/* The finished buffer as the caller's string, or NULL with e set when it ran out of
+ * memory on the way. */
+static char *svgplot_finish(svgplot_buf *b, size_t *len, tdm_err *e) {
+    if (b->oom) {
+        free(b->p);
         err_set(e, ERR_INTERNAL, "svgplot: out of memory building the document");
         return NULL;
     }
-    if (len) *len = b.len;
-    return b.p;
+    if (len) *len = b->len;
+    return b->p;
+}
+
+char *svgplot_render(const svgplot *p, size_t *len, tdm_err *e) {
+    svgplot_layout l;
+    if (svgplot_prepare(p, 0, &l, e)) return NULL;
+    svgplot_buf b = {0};
+    svgplot_emit_head(&b, p->title, l.W, l.H);
+    svgplot_emit_plot(&b, p, &l);
+    svgplot_puts(&b, "</svg>\n");
+    return svgplot_finish(&b, len, e);
+}
+
+char *svgplot_render_stack(const svgplot *panels, int n, const char *title, size_t *len,
+                           tdm_err *e) {
+    if (n < 1 || !panels) {
+        err_set(e, ERR_INTERNAL, "svgplot: a stack needs at least one panel");
+        return NULL;
+    }
+    svgplot_layout *l = calloc((size_t)n, sizeof *l);
+    if (!l) {
+        err_set(e, ERR_INTERNAL, "svgplot: out of memory");
+        return NULL;
+    }
+    double W = 0, H = 0;
+    for (int i = 0; i < n; i++) {
+        if (svgplot_prepare(&panels[i], i, &l[i], e)) {
+            free(l);
+            return NULL;
+        }
+        W = fmax(W, l[i].W);
+        H += l[i].H;
+    }
+    svgplot_buf b = {0};
+    svgplot_emit_head(&b, title, W, H);
+    double y = 0;
+    for (int i = 0; i < n; i++) {
+        svgplot_printf(&b, "<g class=\"panel\" transform=\"translate(0 %s)\">\n",
+                       svgplot_px(y).s);
+        svgplot_emit_plot(&b, &panels[i], &l[i]);
+        svgplot_puts(&b, "</g>\n");
+        y += l[i].H;
+    }
+    svgplot_puts(&b, "</svg>\n");
+    free(l);
+    return svgplot_finish(&b, len, e);
 }
 
 int svgplot_write(const svgplot *p, FILE *out, tdm_err *e) {

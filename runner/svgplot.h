@@ -1,4 +1,5 @@
-/* svgplot.h — line plots as standalone SVG documents (`tandem alpha STORE --plot F.svg`).
+/* svgplot.h — line plots and grouped bar charts as standalone SVG documents (`tandem alpha
+ * STORE --plot F.svg`, `tandem compare --svg F.svg`).
  *
  * One call turns series y_k(x) into an SVG 1.1 file that a person opens in a browser:
  * a white background, axes with ticks at round steps (1, 2 or 5 × 10^k; whole numbers
@@ -55,6 +56,11 @@ typedef struct svgplot {
     int width, height;      /* pixels (0: SVGPLOT_DEFAULT_*); the height may grow for a
                              * legend that wraps below the plot */
     const char *empty_text; /* shown when n == 0; NULL: "no episodes yet" */
+    /* A bar chart instead of lines: n categories named categories[0..n) along x (x is
+     * ignored), one bar per series in each, side by side in series order, rising from the
+     * bottom of the y range; a NaN or ±Inf value draws no bar. The category names are
+     * tick labels (text.xtick), cut with "…" to the room of their group. */
+    const char *const *categories;
 } svgplot;
 
 /* Renders the plot as an SVG document: a malloc'd, NUL-terminated string the caller
@@ -67,5 +73,11 @@ char *svgplot_render(const svgplot *p, size_t *len, tdm_err *e);
 /* svgplot_render written to `out` (not closed; flushed). 0, or the error code with e set;
  * a failed write is ERR_INTERNAL with the system's reason. */
 int svgplot_write(const svgplot *p, FILE *out, tdm_err *e);
+
+/* Several plots stacked top to bottom in one document (each as svgplot_render would draw
+ * it, in a g.panel), as wide as the widest; `title` names the document (its <title>).
+ * The same contract and errors as svgplot_render, for every panel. */
+char *svgplot_render_stack(const svgplot *panels, int n, const char *title, size_t *len,
+                           tdm_err *e);
 
 #endif

@@ -53,15 +53,18 @@ int step_check(const step_hparams *hp, const dataset *ds, tdm_err *e) {
     if (M > STEP_MAX_DOMAINS)
         return err_set(e, ERR_USAGE, "%s has %d domains; at most %d are supported", ds->path, M,
                        STEP_MAX_DOMAINS);
-    /* weight mixing, and a TANDEM probe's evaluation batch, take B/M sequences per domain */
-    if (hp->B % M != 0 && (!hp->fixed || hp->mixing == STEP_MIX_WEIGHT))
+    /* weight mixing, and a TANDEM probe's evaluation batch, take at least one sequence per
+     * domain (⌊B/M⌋ each, one more for the first B mod M: sampler_batch_per_domain) */
+    if (hp->B < M && (!hp->fixed || hp->mixing == STEP_MIX_WEIGHT))
         return err_set(e, ERR_USAGE,
-                       "train.batch = %d must be a multiple of the %d domains of %s (every batch "
-                       "holds B/M sequences per domain)",
+                       "train.batch = %d is smaller than the %d domains of %s (every batch holds "
+                       "at least one sequence per domain; or use data.mixing = sample in a fixed "
+                       "run)",
                        hp->B, M, ds->path);
-    if (!hp->fixed && (hp->V < M || hp->V % M != 0))
+    if (!hp->fixed && hp->V < M)
         return err_set(e, ERR_USAGE,
-                       "tandem.val_batch = %d must be a positive multiple of the %d domains of %s",
+                       "tandem.val_batch = %d must be at least the %d domains of %s (one "
+                       "validation sequence per domain)",
                        hp->V, M, ds->path);
     if (hp->alpha_floor * M >= 1)
         return err_set(e, ERR_USAGE, "tandem.alpha_floor = %g times %d domains must be below 1",
@@ -232,20 +235,27 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
         for (int m = 0; m < M; m++) {
             coef_u[M + m] = 0;
             coef_w[m] = hp->gamma * coef_u[m];
-            coef_w[M + m] = 1.0;
+            coef_w[M + m] = hp->val_mean ? 1.0 / M : 1.0;
         }
-        /* u' on Σ α_m L_train^m; w on Σ L_val^m + γ Σ α_m L_train^m, same train rows */
+        /* u' on Σ α_m L_train^m; w on L_val + γ Σ α_m L_train^m, same train rows, with
+         * L_val = Σ_m L_val^m (the paper's eq. 1) or its mean over the M domains */
         rc = sgd_step(hp, n, n->up, B, M, coef_u, loss, e);
         if (!rc) rc = sgd_step(hp, n, n->w, B + hp->V, 2 * M, coef_w, loss, e);
         if (rc) return rc;
     }
-    /* one evaluation batch per domain from the train split, shared by both twins */
-    int rc = sampler_batch_per_domain(ds, SPLIT_TRAIN, T, B, hp->seed, work.train, n->tokens,
+    /* evaluation batches of B train sequences (the same rows per domain in each), shared
+     * by both twins; ℓ_w and ℓ_u are the per-domain means over them */
+    int rc = 0, nb = hp->eval_batches > 0 ? hp->eval_batches : 1;
+    memset(work.loss_w, 0, sizeof work.loss_w);
+    memset(work.loss_u, 0, sizeof work.loss_u);
+    for (int b = 0; b < nb && !rc; b++) {
+        rc = sampler_batch_per_domain(ds, SPLIT_TRAIN, T, B, hp->seed, work.train, n->tokens,
                                       n->domain, e);
-    if (!rc) rc = dp_pass(hp, n, n->w, B, M, NULL, loss, e);
-    if (!rc) memcpy(work.loss_w, loss, (size_t)M * sizeof *loss);
-    if (!rc) rc = dp_pass(hp, n, n->up, B, M, NULL, loss, e);
-    if (!rc) memcpy(work.loss_u, loss, (size_t)M * sizeof *loss);
+        if (!rc) rc = dp_pass(hp, n, n->w, B, M, NULL, loss, e);
+        for (int m = 0; !rc && m < M; m++) work.loss_w[m] += loss[m] / nb;
+        if (!rc) rc = dp_pass(hp, n, n->up, B, M, NULL, loss, e);
+        for (int m = 0; !rc && m < M; m++) work.loss_u[m] += loss[m] / nb;
+    }
     if (!rc && hp->probe_carry) rc = n->ops->copy(n->ctx, n->u, n->up, n->lay->numel, e);
     if (rc) return rc;
     for (int m = 0; m < M; m++)
@@ -259,15 +269,47 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
     return 0;
 }
 
+double step_alpha_rate(const step_hparams *hp) {
+    if (hp->alpha_step == STEP_ALPHA_PGD) return hp->lr_alpha;
+    return hp->episodes > 0 ? hp->alpha_budget / (double)hp->episodes : 0;
+}
+
+/* The eg step of step_alpha (see steps.h): out ∝ α exp(−η g), g the normalised Δ. */
+static void alpha_eg(const step_hparams *hp, const step_state *s, double *out) {
+    int M = s->M;
+    double d[STEP_MAX_DOMAINS], mean = 0, sq = 0;
+    for (int m = 0; m < M; m++) {
+        d[m] = hp->gamma * (s->loss_w[m] - s->loss_u[m]);
+        mean += d[m] / M;
+        sq += d[m] * d[m] / M;
+    }
+    double rms = sqrt(sq), eta = step_alpha_rate(hp);
+    /* a Δ of exactly 0 everywhere carries no evidence: α stays */
+    double scale = rms > 0 ? eta / rms : 0;
+    /* in log space relative to the largest weight, so that exp never overflows */
+    double logit[STEP_MAX_DOMAINS], top = -INFINITY;
+    for (int m = 0; m < M; m++) {
+        logit[m] = s->alpha[m] > 0 ? log(s->alpha[m]) - scale * (d[m] - mean) : -INFINITY;
+        if (logit[m] > top) top = logit[m];
+    }
+    double z = 0;
+    for (int m = 0; m < M; m++) z += out[m] = exp(logit[m] - top);
+    for (int m = 0; m < M; m++) out[m] /= z;
+}
+
 int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_err *e) {
     if (!s->have_losses)
         return err_set(e, ERR_INTERNAL, "alpha step of episode %llu without probe losses",
                        (unsigned long long)s->episode);
     int M = s->M;
     double v[STEP_MAX_DOMAINS], next[STEP_MAX_DOMAINS];
-    /* ℓ_w < ℓ_u: the extra validation data helped domain m more → its weight grows */
-    for (int m = 0; m < M; m++)
-        v[m] = s->alpha[m] - hp->lr_alpha * hp->gamma * (s->loss_w[m] - s->loss_u[m]);
+    if (hp->alpha_step == STEP_ALPHA_PGD) {
+        /* ℓ_w < ℓ_u: the extra validation data helped domain m more → its weight grows */
+        for (int m = 0; m < M; m++)
+            v[m] = s->alpha[m] - hp->lr_alpha * hp->gamma * (s->loss_w[m] - s->loss_u[m]);
+    } else {
+        alpha_eg(hp, s, v); /* on the simplex already; Π below only enforces the floor */
+    }
     v[0] += hp->alpha_perturb;
     int rc = simplex_project(v, M, hp->alpha_floor, next, e);
     if (rc) return rc;

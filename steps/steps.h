@@ -30,16 +30,23 @@
 #define STEP_MAX_DOMAINS 64
 
 enum { STEP_MIX_WEIGHT = 0, STEP_MIX_SAMPLE = 1 };
+/* The α update (step_alpha): normalised exponentiated gradient, or Alg. 1's projected step */
+enum { STEP_ALPHA_EG = 0, STEP_ALPHA_PGD = 1 };
 
 /* Returned by step_probe when `abandon` became set mid-probe: nothing changed. */
 #define STEP_ABANDONED (-10)
 
 typedef struct step_hparams {
-    int B, T;       /* sequences per batch (a multiple of M for weight mixing), tokens each */
+    int B, T;       /* sequences per batch (at least M for weight mixing), tokens each */
     int K, E;       /* probe length, free steps per episode */
-    int V;          /* validation sequences per probe step of w (a multiple of M) */
+    int V;          /* validation sequences per probe step of w (at least M) */
     double gamma;   /* γ: weight of the α-mixture train loss in w's objective */
     double lr_probe, lr_alpha, alpha_floor;
+    int alpha_step;      /* STEP_ALPHA_EG or STEP_ALPHA_PGD */
+    double alpha_budget; /* c of the eg step: its rate is c / episodes */
+    long episodes;       /* T, the run's episodes (the eg step's rate) */
+    int val_mean;        /* w's L_val: mean of the domains' losses (1) or their sum (0) */
+    int eval_batches;    /* B-row train batches the probe evaluates the twins on (0: 1) */
     int probe_carry; /* free phase continues from u'_K instead of u */
     int mixing;      /* STEP_MIX_WEIGHT or STEP_MIX_SAMPLE */
     int fixed;       /* fixed-mixture training: free steps only (no probe, so no val batches) */
@@ -100,9 +107,27 @@ int step_sync(step_nets *n, tdm_err *e);
 int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_state *s,
                const volatile sig_atomic_t *abandon, tdm_err *e);
 
-/* α ← Π(α − η_α γ (ℓ_w − ℓ_u)) in float64; requires have_losses (cleared). The previous
- * α is copied to alpha_before (may be NULL). */
+/* The α update from the probe's Δ = γ (ℓ_w − ℓ_u), in float64; requires have_losses
+ * (cleared). The previous α is copied to alpha_before (may be NULL).
+ *
+ *   pgd  α ← Π(α − η_α Δ), Algorithm 1 exactly (η_α = lr_alpha).
+ *   eg   α_m ← α_m exp(−η g_m) / Z with g = (Δ − mean Δ) / rms(Δ) and η = c / T
+ *        (c = alpha_budget, T = episodes), then Π with the floor if one is set.
+ *
+ * Why eg is the default: Δ's size follows the loss scale, the model, K and η_K, so no
+ * fixed η_α fits every run (the paper's 4e-3 barely moves α on small models; 0.3 starves
+ * domains on others). Dividing by rms(Δ) makes the step scale-free and bounds it:
+ * rms(g) ≤ 1, and g is small when every domain gains alike from the extra data (the
+ * Proposition's no-gap case, where uniform is a fixed point) and O(1) when domains
+ * disagree. η = c / T bounds what a whole run can do: a ratio α_m / α_j changes by at
+ * most c·max|g_m − g_j| in log units when the evidence points the same way every episode,
+ * while evidence that flips sign (noise) cancels out, its sum growing as √T only. The
+ * multiplicative step never sets a weight to 0. */
 int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_err *e);
+
+/* The rate the α step uses (recorded with every α record): lr_alpha for pgd, c / T
+ * for eg. */
+double step_alpha_rate(const step_hparams *hp);
 
 /* Per-step figures for progress output. */
 typedef struct step_report {

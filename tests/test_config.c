@@ -191,9 +191,9 @@ static void test_preset_then_file(void) {
     CHECK(load_yaml(&c, yaml, NULL, 0, &e) == 0, "load: %s", e.msg);
     CHECK(c.preset == CONFIG_PRESET_DATA_RESTRICTED_160M, "preset %d", c.preset);
     CHECK(c.model.layers == 3, "file beats preset: layers %d", c.model.layers);
-    CHECK(c.model.channels == 768 && c.model.heads == 12 && c.model.ctx == 1024,
+    CHECK(c.model.channels == 768 && c.model.heads == 12 && c.model.ctx == 512,
           "preset shape %d %d %d", c.model.channels, c.model.heads, c.model.ctx);
-    CHECK(c.train.batch == 64 && c.train.seq == 512 && c.run.episodes == 100, "preset train");
+    CHECK(c.train.batch == 128 && c.train.seq == 512 && c.run.episodes == 1000, "preset train");
     CHECK(c.tandem.K == 5 && c.optim.lr == 5e-4 && c.tandem.lr_probe == 1e-2, "paper values");
 
     /* --set preset replaces the file's preset at the preset layer: the file still wins
@@ -203,7 +203,9 @@ static void test_preset_then_file(void) {
     CHECK(c.preset == CONFIG_PRESET_SFT_QWEN2_0_5B, "preset %d", c.preset);
     CHECK(c.model.layers == 3 && c.model.heads == 7, "layers %d heads %d", c.model.layers,
           c.model.heads);
-    CHECK(c.optim.lr == 1e-5 && c.tandem.lr_probe == 1e-3 && c.model.ctx == 2048, "sft values");
+    CHECK(c.optim.lr == 4e-6 && c.tandem.lr_probe == 1e-2 && c.model.ctx == 512 &&
+              c.tandem.K == 10 && c.tandem.E == 10 && c.train.batch == 32,
+          "sft values");
 
     /* config_set preset: applies over everything present. */
     CHECK(config_set(&c, "preset", "data-restricted-410m", &e) == 0, "set: %s", e.msg);
@@ -212,35 +214,46 @@ static void test_preset_then_file(void) {
           "410m over: %d %d %d", c.model.layers, c.model.channels, c.model.heads);
 }
 
+/* Every preset holds the paper's table (tab:hyper_params) exactly: batch, η_E, η_K, η_α,
+ * K, E, total u-steps (episodes × E), context; γ, weight decay, clip, cosine for all. */
 static void test_every_preset_loads(void) {
-    static const char *names[] = {"none", "data-abundant-160m", "data-restricted-160m",
-                                  "data-restricted-410m", "data-restricted-1b", "sft-qwen2-0.5b"};
-    CHECK(sizeof names / sizeof *names == CONFIG_PRESET_COUNT, "names vs enum");
+    static const struct {
+        const char *name;
+        int batch, ctx, K, E, u_steps, layers, channels, heads;
+        double lr, lr_alpha;
+    } want[] = {
+        {"none", 8, 64, 5, 5, 100, 2, 64, 2, 5e-4, 4e-3}, /* the built-in defaults */
+        {"data-abundant-160m", 8, 2048, 5, 20, 40000, 12, 768, 12, 5e-5, 2e-3},
+        {"data-restricted-160m", 128, 512, 5, 5, 5000, 12, 768, 12, 5e-4, 4e-3},
+        {"data-restricted-410m", 128, 512, 5, 5, 5000, 24, 1024, 16, 5e-4, 4e-3},
+        {"data-restricted-1b", 128, 512, 5, 5, 5000, 16, 2048, 8, 5e-4, 4e-3},
+        {"sft-qwen2-0.5b", 32, 512, 10, 10, 5000, 24, 896, 14, 4e-6, 4e-3},
+    };
+    CHECK(sizeof want / sizeof *want == CONFIG_PRESET_COUNT, "a row per preset");
     for (int i = 0; i < CONFIG_PRESET_COUNT; i++) {
         char set[64];
-        snprintf(set, sizeof set, "preset=%s", names[i]);
+        snprintf(set, sizeof set, "preset=%s", want[i].name);
         char *sets[] = {set, "data.dataset=d.yaml"};
         config c;
         tdm_err e = {0};
-        CHECK(config_load(&c, NULL, sets, 2, &e) == 0, "%s: %s", names[i], e.msg);
-        CHECK(c.preset == i, "%s: preset %d", names[i], c.preset);
-        CHECK(c.model.channels % c.model.heads == 0 && c.train.seq <= c.model.ctx, "%s", names[i]);
+        CHECK(config_load(&c, NULL, sets, 2, &e) == 0, "%s: %s", want[i].name, e.msg);
+        CHECK(c.preset == i, "%s: preset %d", want[i].name, c.preset);
+        CHECK(c.model.channels % c.model.heads == 0 && c.train.seq <= c.model.ctx, "%s", want[i].name);
+        CHECK(c.train.batch == want[i].batch && c.train.seq == want[i].ctx &&
+                  c.model.ctx == want[i].ctx && c.tandem.K == want[i].K && c.tandem.E == want[i].E &&
+                  (long)c.run.episodes * c.tandem.E == want[i].u_steps &&
+                  c.model.layers == want[i].layers && c.model.channels == want[i].channels &&
+                  c.model.heads == want[i].heads && c.optim.lr == want[i].lr &&
+                  c.tandem.lr_alpha == want[i].lr_alpha,
+              "%s: batch %d seq %d ctx %d K %d E %d episodes %d shape %dx%d/%d lr %g lr_alpha %g",
+              want[i].name, c.train.batch, c.train.seq, c.model.ctx, c.tandem.K, c.tandem.E,
+              c.run.episodes, c.model.layers, c.model.channels, c.model.heads, c.optim.lr,
+              c.tandem.lr_alpha);
         if (i != CONFIG_PRESET_NONE)
-            CHECK(c.tandem.K == 5 && c.tandem.E == 5 && c.tandem.gamma == 1 &&
-                      c.tandem.lr_alpha == 4e-3 && c.optim.weight_decay == 1e-2 &&
+            CHECK(c.tandem.gamma == 1 && c.tandem.lr_probe == 1e-2 && c.optim.weight_decay == 1e-2 &&
                       c.optim.clip == 1.0 && c.optim.schedule == CONFIG_SCHEDULE_COSINE &&
-                      c.model.vocab == 0 && c.train.batch == 64,
-                  "%s: DESIGN §2 values", names[i]);
-        if (i == CONFIG_PRESET_DATA_ABUNDANT_160M)
-            CHECK(c.train.seq == 1024 && c.run.episodes == 200, "abundant");
-        if (i == CONFIG_PRESET_DATA_RESTRICTED_1B)
-            CHECK(c.model.layers == 16 && c.model.channels == 2048 && c.model.heads == 8, "1b");
-        if (i == CONFIG_PRESET_DATA_RESTRICTED_410M)
-            CHECK(c.model.layers == 24 && c.model.channels == 1024 && c.model.heads == 16, "410m");
-        if (i == CONFIG_PRESET_SFT_QWEN2_0_5B)
-            CHECK(c.model.layers == 24 && c.model.channels == 896 && c.model.heads == 14 &&
-                      c.optim.lr == 1e-5 && c.tandem.lr_probe == 1e-3,
-                  "sft");
+                      c.model.vocab == 0,
+                  "%s: the values common to every column", want[i].name);
     }
 }
 
@@ -408,6 +421,36 @@ static const char *kv_get(const config_kv *kv, size_t n, const char *key) {
     for (size_t i = 0; i < n; i++)
         if (strcmp(kv[i].key, key) == 0) return kv[i].value;
     return NULL;
+}
+
+/* A run pinned before tandem.alpha_step, alpha_budget, val_loss and eval_batches existed
+ * computed with Algorithm 1's step, the summed L_val and one evaluation batch: its
+ * canonical form, without those keys, loads as exactly that (not as today's defaults). */
+static void test_canonical_before_alpha_keys(void) {
+    char *sets[] = {"data.dataset=d.yaml", "tandem.lr_alpha=0.05"};
+    config a, b;
+    tdm_err e = {0};
+    CHECK(config_load(&a, NULL, sets, 2, &e) == 0, "%s", e.msg);
+    CHECK(a.tandem.alpha_step == CONFIG_ALPHA_EG && a.tandem.val_loss == CONFIG_VAL_SUM,
+          "today's defaults: eg, sum");
+    config_kv *kv = NULL;
+    size_t n = 0, k = 0;
+    CHECK(config_canonical(&a, &kv, &n, &e) == 0, "%s", e.msg);
+    static const char *const younger[] = {"tandem.alpha_step", "tandem.alpha_budget",
+                                          "tandem.val_loss", "tandem.eval_batches"};
+    for (size_t i = 0; i < n; i++) { /* drop the younger keys, keep the order */
+        int drop = 0;
+        for (size_t j = 0; j < 4; j++) drop |= !strcmp(kv[i].key, younger[j]);
+        if (!drop) kv[k++] = kv[i];
+    }
+    CHECK(k == n - 4, "the four keys were pinned (%zu of %zu left)", k, n);
+    int rc = config_from_canonical(&b, kv, k, &e);
+    free(kv);
+    CHECK(rc == 0, "an older pin loads: %s", e.msg);
+    CHECK(b.tandem.alpha_step == CONFIG_ALPHA_PGD && b.tandem.val_loss == CONFIG_VAL_SUM &&
+              b.tandem.eval_batches == 1 && b.tandem.lr_alpha == 0.05,
+          "older pin: step %d val %d eval %d lr %g", b.tandem.alpha_step, b.tandem.val_loss,
+          b.tandem.eval_batches, b.tandem.lr_alpha);
 }
 
 static void test_canonical_round_trip(void) {
@@ -629,6 +672,7 @@ int main(void) {
     RUN(test_missing_dataset);
     RUN(test_cross_field);
     RUN(test_canonical_round_trip);
+    RUN(test_canonical_before_alpha_keys);
     RUN(test_diff_lists_changed_keys);
     RUN(test_relative_dataset_path);
     RUN(test_shipped_configs);

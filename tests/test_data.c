@@ -527,11 +527,20 @@ static void test_sampler_batches_resume_bit_exact(void) {
     CHECK(memcmp(cur, end, sizeof cur) == 0, "cursors differ after resume");
     /* rows of different domains come from different sources */
     CHECK(memcmp(run[0][0], run[0][2], sizeof run[0][0]) != 0, "domains 0 and 1 equal");
-    /* B not divisible by M: error, cursors untouched */
-    CHECK(sampler_batch_per_domain(&ds, SPLIT_TRAIN, T, 5, 11, cur, &again[0][0], ids, &e) ==
-                  ERR_USAGE &&
-              strstr(e.msg, "B=5") && strstr(e.msg, "3 domains"),
+    /* B not divisible by M: ⌊B/M⌋ rows each, one more for the first B mod M domains, each
+     * domain's rows the ones its cursor gives next */
+    sampler_cursor c5[3];
+    memcpy(c5, cur, sizeof cur);
+    CHECK(sampler_batch_per_domain(&ds, SPLIT_TRAIN, T, 5, 11, c5, &again[0][0], ids, &e) == 0,
           "B=5: %s", e.msg);
+    CHECK(ids[0] == 0 && ids[1] == 0 && ids[2] == 1 && ids[3] == 1 && ids[4] == 2,
+          "B=5 rows: %d %d %d %d %d", ids[0], ids[1], ids[2], ids[3], ids[4]);
+    CHECK(c5[0].pos == cur[0].pos + 2 && c5[2].pos == cur[2].pos + 1, "B=5 cursors");
+    /* fewer rows than domains: error, cursors untouched */
+    CHECK(sampler_batch_per_domain(&ds, SPLIT_TRAIN, T, 2, 11, cur, &again[0][0], ids, &e) ==
+                  ERR_USAGE &&
+              strstr(e.msg, "B=2") && strstr(e.msg, "3 domains"),
+          "B=2: %s", e.msg);
     CHECK(memcmp(cur, end, sizeof cur) == 0, "cursors moved on error");
     /* an error in the last domain leaves the earlier domains' cursors in place */
     cur[2].pos = 1u << 30;

@@ -1,6 +1,7 @@
 /* test_steps.c — the simplex projection's edge cases and the TANDEM steps: the sign of
  * the α update, determinism of probe and free steps, abandonment, sample mixing. */
 #include <math.h>
+#include <string.h>
 
 #include "tests/corpus_fixture.h"
 #include "steps/simplex.h"
@@ -69,25 +70,91 @@ static void test_simplex_edge_cases(void) {
     }
 }
 
+/* Both α steps move weight toward the domain the extra validation data helped (ℓ_w < ℓ_u)
+ * and away from the one it hurt, stay on the simplex, and refuse a step without losses. */
 static void test_alpha_sign(void) {
-    step_hparams hp = {.lr_alpha = 0.1, .gamma = 1.0};
-    step_state s = {.M = 3, .have_losses = 1};
-    for (int m = 0; m < 3; m++) s.alpha[m] = 1.0 / 3;
-    /* domain 0: the extra validation data lowered its train loss more (ℓ_w < ℓ_u) */
-    s.loss_u[0] = 2.0, s.loss_w[0] = 1.5;
-    s.loss_u[1] = 2.0, s.loss_w[1] = 2.0;
-    s.loss_u[2] = 2.0, s.loss_w[2] = 2.4;
-    double before[3];
+    for (int kind = 0; kind < 2; kind++) {
+        step_hparams hp = {.lr_alpha = 0.1, .gamma = 1.0, .alpha_budget = 2, .episodes = 10,
+                           .alpha_step = kind ? STEP_ALPHA_PGD : STEP_ALPHA_EG};
+        step_state s = {.M = 3, .have_losses = 1};
+        for (int m = 0; m < 3; m++) s.alpha[m] = 1.0 / 3;
+        /* domain 0: the extra validation data lowered its train loss more (ℓ_w < ℓ_u) */
+        s.loss_u[0] = 2.0, s.loss_w[0] = 1.5;
+        s.loss_u[1] = 2.0, s.loss_w[1] = 2.0;
+        s.loss_u[2] = 2.0, s.loss_w[2] = 2.4;
+        double before[3];
+        tdm_err e = {0};
+        CHECK(step_alpha(&hp, &s, before, &e) == 0, "%s", e.msg);
+        CHECK(s.alpha[0] > before[0] && s.alpha[2] < before[2], "step %d sign: %g %g %g", kind,
+              s.alpha[0], s.alpha[1], s.alpha[2]);
+        CHECK(fabs(s.alpha[0] + s.alpha[1] + s.alpha[2] - 1) < 1e-15, "sums to 1");
+        CHECK(!s.have_losses, "losses consumed");
+        CHECK(step_alpha(&hp, &s, before, &e) != 0, "a second alpha step without a probe is refused");
+        s.have_losses = 1;
+        s.loss_w[1] = NAN;
+        CHECK(step_alpha(&hp, &s, before, &e) != 0, "step %d: NaN loss rejected", kind);
+        CHECK(step_alpha_rate(&hp) == (kind ? 0.1 : 0.2), "rate %g", step_alpha_rate(&hp));
+    }
+}
+
+/* One eg step from alpha with losses lu, lw (M domains); returns the new α in out. */
+static void eg_once(const step_hparams *hp, int M, const double *alpha, const double *lu,
+                    const double *lw, double *out) {
+    step_state s = {.M = M, .have_losses = 1};
+    memcpy(s.alpha, alpha, (size_t)M * sizeof *alpha);
+    memcpy(s.loss_u, lu, (size_t)M * sizeof *lu);
+    memcpy(s.loss_w, lw, (size_t)M * sizeof *lw);
     tdm_err e = {0};
-    CHECK(step_alpha(&hp, &s, before, &e) == 0, "%s", e.msg);
-    CHECK(s.alpha[0] > before[0] && s.alpha[2] < before[2], "sign: %g %g %g", s.alpha[0],
-          s.alpha[1], s.alpha[2]);
-    CHECK(fabs(s.alpha[0] + s.alpha[1] + s.alpha[2] - 1) < 1e-15, "sums to 1");
-    CHECK(!s.have_losses, "losses consumed");
-    CHECK(step_alpha(&hp, &s, before, &e) != 0, "a second alpha step without a probe is refused");
-    s.have_losses = 1;
-    s.loss_w[1] = NAN;
-    CHECK(step_alpha(&hp, &s, before, &e) != 0, "NaN loss rejected");
+    CHECK(step_alpha(hp, &s, NULL, &e) == 0, "%s", e.msg);
+    memcpy(out, s.alpha, (size_t)M * sizeof *out);
+}
+
+/* The eg step's contract (steps.h): scale-free, no move without disagreement, bounded per
+ * episode and per run, never 0; consistent evidence moves α, evidence that flips sign
+ * (noise) moves it far less. */
+static void test_alpha_eg_contract(void) {
+    enum { M = 4, T = 200 };
+    step_hparams hp = {.gamma = 1.0, .alpha_budget = 2, .episodes = T, .alpha_step = STEP_ALPHA_EG};
+    double a0[M] = {0.1, 0.2, 0.3, 0.4}, lu[M] = {2.0, 2.1, 1.9, 2.2}, lw[M] = {1.9, 2.15, 1.7, 2.2};
+    double x[M], y[M], lu2[M], lw2[M];
+    /* the same evidence on any loss scale gives the same step (to rounding) */
+    eg_once(&hp, M, a0, lu, lw, x);
+    for (int m = 0; m < M; m++) lu2[m] = 1000 * lu[m], lw2[m] = 1000 * lw[m];
+    eg_once(&hp, M, a0, lu2, lw2, y);
+    for (int m = 0; m < M; m++) CHECK(fabs(x[m] - y[m]) < 1e-14, "scale: %g vs %g", x[m], y[m]);
+    /* every domain helped alike (Δ equal): no disagreement, α stays */
+    for (int m = 0; m < M; m++) lw2[m] = lu[m] - 0.3;
+    eg_once(&hp, M, a0, lu, lw2, y);
+    for (int m = 0; m < M; m++) CHECK(fabs(y[m] - a0[m]) < 1e-15, "uniform Δ moved α: %g", y[m]);
+    /* Δ = 0 everywhere: no evidence, α stays */
+    eg_once(&hp, M, a0, lu, lu, y);
+    for (int m = 0; m < M; m++) CHECK(y[m] == a0[m] || fabs(y[m] - a0[m]) < 1e-15, "zero Δ");
+    /* one step changes no log-ratio by more than 2 η √M (|g_m| ≤ √M) */
+    double eta = hp.alpha_budget / T, bound = 2 * eta * sqrt((double)M) + 1e-12;
+    for (int m = 0; m < M; m++)
+        for (int j = 0; j < M; j++) {
+            double change = log(x[m] / x[j]) - log(a0[m] / a0[j]);
+            CHECK(fabs(change) <= bound, "log-ratio %d/%d moved %g > %g", m, j, change, bound);
+        }
+    /* a whole run of the most lopsided consistent evidence: bounded, and never 0 */
+    double c[M], n[M];
+    for (int m = 0; m < M; m++) c[m] = n[m] = 0.25;
+    double big[M] = {2, 2, 2, 2}, hurt[M] = {2, 2, 2, 3}; /* domain 3 always hurt */
+    rng_stream r;
+    rng_stream_init(&r, 3, RNG_TEST, 33, 0, 0);
+    for (int t = 0; t < T; t++) {
+        eg_once(&hp, M, c, big, hurt, c);
+        /* noise: the same magnitude, its sign drawn at random every episode */
+        double flip[M] = {2, 2, 2, rng_uniform(&r) < 0.5 ? 3 : 1};
+        eg_once(&hp, M, n, big, flip, n);
+    }
+    double drift_c = log(c[0] / c[3]), drift_n = fabs(log(n[0] / n[3]));
+    double run_bound = hp.alpha_budget * 2 * sqrt((double)M);
+    CHECK(c[3] > 0 && drift_c > 0 && drift_c <= run_bound + 1e-9,
+          "consistent evidence: log(α0/α3) = %g, bound %g", drift_c, run_bound);
+    CHECK(drift_n < 0.35 * drift_c, "noise moved α as far as evidence: %g vs %g", drift_n, drift_c);
+    printf("  eg over %d episodes: consistent evidence log(α0/α3) = %.3f (bound %.3f), random "
+           "sign %.3f; α3 %.4f\n", T, drift_c, run_bound, drift_n, c[3]);
 }
 
 typedef struct fixture {
@@ -106,7 +173,7 @@ static int fixture_open(fixture *f, int mixing) {
     model_config mc = {.vocab = 256, .ctx = 16, .layers = 1, .heads = 2, .channels = 16};
     CHECK_OR_RET(model_layout_init(&f->lay, &mc, &e) == 0, "%s", e.msg);
     f->hp = (step_hparams){.B = 4, .T = 16, .K = 2, .E = 2, .V = 2, .gamma = 1, .lr_probe = 1e-2,
-                           .lr_alpha = 0.5, .mixing = mixing, .lr = 1e-3, .lr_min = 1e-4,
+                           .lr_alpha = 0.5, .alpha_budget = 2, .episodes = 10, .mixing = mixing, .lr = 1e-3, .lr_min = 1e-4,
                            .total_free = 20, .cosine = 1, .weight_decay = 0.01, .clip = 1,
                            .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .seed = 5};
     CHECK_OR_RET(step_check(&f->hp, &f->ds, &e) == 0, "%s", e.msg);
@@ -204,15 +271,61 @@ static void test_probe_carry(void) {
     fixture_close(&f);
 }
 
+/* tandem.val_loss = mean weighs w's validation term by 1/M: u' is the same, w is not;
+ * tandem.eval_batches = 2 evaluates the twins on two batches: u and u' as before, the
+ * train cursors one batch further, the losses those of a larger sample. */
+static void test_probe_val_mean_and_eval_batches(void) {
+    fixture f;
+    if (fixture_open(&f, STEP_MIX_WEIGHT)) return;
+    tdm_err e = {0};
+    size_t P = f.lay.numel;
+    float *u0 = malloc(P * sizeof *u0), *w[3], *up[3];
+    step_state s[3];
+    for (int v = 0; v < 3; v++) {
+        w[v] = malloc(P * sizeof *w[v]);
+        up[v] = malloc(P * sizeof *up[v]);
+        f.hp.val_mean = v == 1;
+        f.hp.eval_batches = v == 2 ? 2 : 1;
+        step_nets n;
+        CHECK(step_nets_create(&n, &model_cpu_ops, &f.lay, &f.hp, 2, 1, &e) == 0, "%s", e.msg);
+        model_init_params(&f.lay, 9, u0);
+        n.ops->upload(n.ctx, n.u, u0, P, &e);
+        step_state_init(&s[v], &f.ds, 0);
+        CHECK(step_sync(&n, &e) == 0 && step_probe(&f.hp, &f.ds, &n, &s[v], NULL, &e) == 0, "%s", e.msg);
+        n.ops->download(n.ctx, w[v], n.w, P, &e);
+        n.ops->download(n.ctx, up[v], n.up, P, &e);
+        step_nets_destroy(&n);
+    }
+    CHECK(memcmp(up[0], up[1], P * sizeof *u0) == 0, "val_loss changed u'");
+    CHECK(memcmp(w[0], w[1], P * sizeof *u0) != 0, "val_loss = mean did not change w");
+    CHECK(s[0].loss_u[0] == s[1].loss_u[0] && s[0].loss_w[0] != s[1].loss_w[0],
+          "val_loss: ℓ_u %g %g, ℓ_w %g %g", s[0].loss_u[0], s[1].loss_u[0], s[0].loss_w[0],
+          s[1].loss_w[0]);
+    CHECK(memcmp(w[0], w[2], P * sizeof *u0) == 0 && memcmp(up[0], up[2], P * sizeof *u0) == 0,
+          "eval_batches changed the twins");
+    CHECK(s[2].train[0].pos == s[0].train[0].pos + (uint64_t)(f.hp.B / 2) &&
+              s[2].loss_u[0] != s[0].loss_u[0],
+          "eval_batches = 2: cursor %llu vs %llu, ℓ_u %g vs %g",
+          (unsigned long long)s[2].train[0].pos, (unsigned long long)s[0].train[0].pos,
+          s[2].loss_u[0], s[0].loss_u[0]);
+    for (int v = 0; v < 3; v++) free(w[v]), free(up[v]);
+    free(u0);
+    fixture_close(&f);
+}
+
 static void test_check_rejects_bad_batch(void) {
     fixture f;
     if (fixture_open(&f, STEP_MIX_WEIGHT)) return;
     tdm_err e = {0};
-    f.hp.B = 5;
+    f.hp.B = 1; /* fewer rows than the 2 domains */
     CHECK(step_check(&f.hp, &f.ds, &e) == ERR_USAGE && strstr(e.msg, "train.batch"), "%s", e.msg);
-    f.hp.B = 4;
-    f.hp.V = 3;
+    f.hp.B = 5; /* not a multiple: 3 + 2 rows, fine */
+    CHECK(step_check(&f.hp, &f.ds, &e) == 0, "B = 5 over 2 domains: %s", e.msg);
+    f.hp.V = 1;
     CHECK(step_check(&f.hp, &f.ds, &e) == ERR_USAGE && strstr(e.msg, "val_batch"), "%s", e.msg);
+    f.hp.V = 3;
+    CHECK(step_check(&f.hp, &f.ds, &e) == 0, "V = 3 over 2 domains: %s", e.msg);
+    f.hp.B = 4;
     f.hp.V = 2;
     f.hp.alpha_floor = 0.5;
     CHECK(step_check(&f.hp, &f.ds, &e) == ERR_USAGE && strstr(e.msg, "alpha_floor"), "%s", e.msg);
@@ -225,9 +338,11 @@ static void test_check_rejects_bad_batch(void) {
 int main(void) {
     RUN(test_simplex_edge_cases);
     RUN(test_alpha_sign);
+    RUN(test_alpha_eg_contract);
     RUN(test_episode_is_deterministic_weight);
     RUN(test_episode_is_deterministic_sample);
     RUN(test_probe_carry);
+    RUN(test_probe_val_mean_and_eval_batches);
     RUN(test_check_rejects_bad_batch);
     return test_summary("test_steps");
 }

@@ -1,0 +1,125 @@
+/* evaluate.c — held-out loss per domain; see evaluate.h. */
+#include "runner/evaluate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/dataset.h"
+#include "gpu/plugin.h"
+#include "model/model.h"
+#include "runner/ckpt.h"
+#include "runner/config.h"
+#include "runner/pin.h"
+
+/* Mean token loss of `params` on domain m's split, over at most max_tokens targets. */
+static int eval_domain(const model_ops *ops, model_ctx *ctx, const float *params, const dataset *ds,
+                       int m, int split, int B, int T, uint64_t max_tokens, double *loss,
+                       uint64_t *tokens, tdm_err *e) {
+    uint16_t *tok = malloc((size_t)B * (T + 1) * sizeof *tok);
+    int32_t *dom = malloc((size_t)B * sizeof *dom);
+    if (!tok || !dom) {
+        free(tok), free(dom);
+        return err_set(e, ERR_INTERNAL, "out of memory");
+    }
+    double sum = 0;
+    uint64_t count = 0;
+    size_t nsh = 0;
+    const shard *sh = dataset_shards(ds, m, split, &nsh);
+    int rows = 0, rc = 0;
+    double l[128];
+    long nt[128];
+    for (size_t s = 0; s < nsh && !rc && count < max_tokens; s++) {
+        for (size_t start = 0; start + (size_t)T + 1 <= sh[s].n && count < max_tokens; start += (size_t)T) {
+            memcpy(tok + (size_t)rows * (T + 1), sh[s].tok + start, (size_t)(T + 1) * sizeof *tok);
+            dom[rows++] = 0;
+            count += (uint64_t)T;
+            if (rows == B) {
+                model_batch b = {.B = rows, .T = T, .tokens = tok, .domain = dom};
+                if ((rc = ops->forward(ctx, params, &b, l, nt, e))) break;
+                sum += l[0] * (double)nt[0];
+                rows = 0;
+            }
+        }
+    }
+    if (!rc && rows) {
+        model_batch b = {.B = rows, .T = T, .tokens = tok, .domain = dom};
+        rc = ops->forward(ctx, params, &b, l, nt, e);
+        if (!rc) sum += l[0] * (double)nt[0];
+    }
+    free(tok);
+    free(dom);
+    if (rc) return rc;
+    if (count == 0)
+        return err_set(e, ERR_USAGE, "domain %s has no %s window of %d tokens", dataset_domain_name(ds, m),
+                       dataset_split_name(split), T + 1);
+    *loss = sum / (double)count;
+    *tokens = count;
+    return 0;
+}
+
+int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, eval_result *out,
+               tdm_err *e) {
+    memset(out, 0, sizeof *out);
+    const char *url = store_url(st);
+    config cfg;
+    dataset ds;
+    memset(&ds, 0, sizeof ds);
+    model_layout lay;
+    memset(&lay, 0, sizeof lay);
+    ckpt *ck = NULL;
+    model_ctx *ctx = NULL;
+    const model_ops *ops = &model_cpu_ops;
+    float *params = NULL;
+    int rc = pin_read(st, &cfg, out->run_id, sizeof out->run_id, e);
+    /* on the run's own device: a model trained on a GPU is evaluated there too */
+    if (!rc && cfg.run.device == CONFIG_DEVICE_CUDA) {
+        const gpu_plugin *gpu = gpu_plugin_load(e);
+        char why[256] = "";
+        if (!gpu) rc = e->code;
+        else if (gpu->device_count(why, sizeof why) < 1)
+            rc = err_set(e, ERR_USAGE, "%s was trained with run.device = cuda, and no CUDA device "
+                         "is usable here (%s): evaluate it on a GPU node", url, why);
+        else if (!(rc = gpu->set_precision(cfg.run.precision == CONFIG_PRECISION_BF16 ? "bf16" : "fp32", e)))
+            ops = gpu->ops;
+    }
+    if (!rc) rc = dataset_load(&ds, cfg.data.dataset, e);
+    if (!rc) {
+        model_config mc = {.vocab = cfg.model.vocab ? cfg.model.vocab : ds.vocab, .ctx = cfg.model.ctx,
+                           .layers = cfg.model.layers, .heads = cfg.model.heads, .channels = cfg.model.channels};
+        rc = model_layout_init(&lay, &mc, e);
+    }
+    rec_state rec;
+    memset(&rec, 0, sizeof rec);
+    int found = 0;
+    if (!rc && !(ck = ckpt_open(st, &lay, 64u << 20, e))) rc = e->code;
+    if (!rc && seq) rc = ckpt_load_seq(ck, *seq, &rec, e), found = !rc;
+    else if (!rc) rc = ckpt_load(ck, &rec, &found, e);
+    if (!rc && !found) rc = err_set(e, ERR_USAGE, "%s holds no committed state to evaluate", url);
+    int B = cfg.train.batch, T = cfg.train.seq, M = dataset_n_domains(&ds);
+    if (!rc && !(ctx = ops->create(&lay, B, T, 1, cfg.run.threads, e))) rc = e->code;
+    if (!rc && !(params = ops->alloc(ctx, lay.numel))) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    if (!rc) rc = ops->upload(ctx, params, ckpt_host(ck, 0), lay.numel, e);
+    for (int m = 0; !rc && m < M; m++) {
+        rc = eval_domain(ops, ctx, params, &ds, m, split, B, T, max_tokens, &out->loss[m],
+                         &out->tokens[m], e);
+        snprintf(out->names[m], REC_NAME_MAX, "%s", dataset_domain_name(&ds, m));
+    }
+    if (!rc) {
+        out->M = M;
+        out->seq = rec.seq;
+        snprintf(out->step, sizeof out->step, "%s", rec.step);
+        for (int m = 0; m < M; m++) out->mean_loss += out->loss[m] / M;
+        out->average_ppl = exp(out->mean_loss);
+    }
+    rec_state_free(&rec);
+    if (ctx) {
+        if (params) ops->release(ctx, params);
+        ops->destroy(ctx);
+    }
+    if (ck) ckpt_close(ck);
+    model_layout_free(&lay);
+    dataset_free(&ds);
+    return rc;
+}

@@ -1,0 +1,33 @@
+/* evaluate.h — the per-domain held-out loss of a run's state, as the paper reports it:
+ * every window of T+1 tokens of a domain's split at stride T, in order (no sampling),
+ * the mean token loss per domain, and Average = exp(mean of the per-domain losses).
+ * Used by `tandem eval` and `tandem compare`. */
+#ifndef TANDEM_RUNNER_EVALUATE_H
+#define TANDEM_RUNNER_EVALUATE_H
+
+#include <stdint.h>
+
+#include "storage/records.h"
+#include "storage/store.h"
+#include "util/err.h"
+
+typedef struct eval_result {
+    char run_id[64];
+    uint64_t seq;     /* the state evaluated */
+    char step[16];    /* its position's next step ("done" for a finished run) */
+    int M;
+    char names[REC_MAX_DOMAINS][REC_NAME_MAX];
+    double loss[REC_MAX_DOMAINS];     /* mean token loss (nats) */
+    uint64_t tokens[REC_MAX_DOMAINS]; /* targets scored */
+    double mean_loss, average_ppl;    /* Average = exp(mean_loss) */
+} eval_result;
+
+/* Evaluates the run in `st` (its pinned config says the model, dataset and batch shape)
+ * on `split` (SPLIT_TEST, ...), at most max_tokens targets per domain: the newest verified
+ * state, or states/<*seq>.mp when seq is not NULL. On the CPU with the run's thread
+ * count. ERR_USAGE when there is no such state or a domain has no window; store errors
+ * as they come. */
+int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, eval_result *out,
+               tdm_err *e);
+
+#endif

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# cli_compare.sh — `tandem compare CONFIG`: the DMO, then Uniform, Natural and α* final runs
+# on one budget, evaluated per domain.
+#
+#   TANDEM_BIN=build/rel/tandem bash tests/cli_compare.sh
+#
+#   - the result (--json) holds the three final runs with finite per-domain test losses;
+#     their mixtures are 1/M, the train-token shares, and the DMO's α* (its mixture.mp,
+#     which is also what `tandem mixture` prints); Average = exp(mean loss); every final run
+#     trained the same number of free steps with the final seed (run.seed + 1000), and each
+#     store is an ordinary run (`tandem eval` of it gives the same losses);
+#   - the same result as an uninterrupted compare after SIGTERMs at several moments (exit
+#     75 each time, then resumed) and after a SIGKILL;
+#   - --svg writes a well-formed SVG with the α panel, the bars and (--curves) the curve panel;
+#   - a second compare of a finished store reports at once and changes nothing;
+#   - --final-seed equal to run.seed, a missing CONFIG and an unknown option: exit 2.
+# Prints PASS/FAIL lines and "cli_compare: N passed, M failed"; exits non-zero on failure.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+SUITE=cli_compare
+. tests/lib_cli.sh
+py=/usr/bin/python3
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tandem-compare-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+[ -x "$bin" ] || { fail setup "no tandem binary at $bin"; finish; }
+
+"$bin" gen-corpus --out "$tmp/corpus" --names big,mid,small --train-tokens 30k,10k,3k \
+  --val-tokens 2k --test-tokens 4k --seed 4 >/dev/null 2>&1 || { fail setup "gen-corpus"; finish; }
+cat >"$tmp/c.yaml" <<EOF
+run: {episodes: 12, seed: 7, threads: 1}
+data: {dataset: $tmp/corpus/dataset.yaml}
+model: {layers: 1, channels: 32, heads: 2, ctx: 32}
+train: {batch: 5, seq: 32}
+tandem: {K: 2, E: 3}
+optim: {lr: 3e-3}
+checkpoint: {every_episodes: 3}
+EOF
+
+# the uninterrupted reference
+if "$bin" compare "$tmp/c.yaml" --store "$tmp/ref" --json --quiet --svg "$tmp/ref.svg" --curves \
+     >"$tmp/ref.json" 2>"$tmp/ref.err"; then
+  pass "compare ran to the end"
+else
+  fail "compare ran to the end" "$(cat "$tmp/ref.err")"; finish
+fi
+
+# what the result must say, checked against the stores themselves
+"$bin" mixture "$tmp/ref/dmo" --out "$tmp/mix.yaml" 2>/dev/null
+for r in uniform natural tandem; do "$bin" eval "$tmp/ref/$r" --json >"$tmp/eval-$r.json" 2>/dev/null; done
+if out=$($py - "$tmp" <<'PY' 2>&1
+import json, math, re, sys
+tmp = sys.argv[1]
+r = json.load(open(f"{tmp}/ref.json"))
+runs = r["runs"]
+assert set(runs) == {"uniform", "natural", "tandem"}, runs.keys()
+doms = ["big", "mid", "small"]
+tok = {"big": 30000, "mid": 10000, "small": 3000}
+mix = {}
+for line in open(f"{tmp}/mix.yaml"):
+    m = re.match(r"\s+(\w+): ([0-9.eE+-]+)", line)
+    if m: mix[m.group(1)] = float(m.group(2))
+for d in doms:
+    assert abs(runs["uniform"]["mixture"][d] - 1 / 3) < 1e-12, ("uniform", d)
+    assert abs(runs["natural"]["mixture"][d] - tok[d] / 43000) < 2e-3, ("natural", d, runs["natural"]["mixture"][d])
+    assert abs(runs["tandem"]["mixture"][d] - mix[d]) < 1e-12, ("alpha*", d)
+assert abs(sum(runs["tandem"]["mixture"].values()) - 1) < 1e-9
+assert max(abs(runs["tandem"]["mixture"][d] - 1 / 3) for d in doms) > 1e-3, "alpha* never moved"
+for k, v in runs.items():
+    ev = json.load(open(f"{tmp}/eval-{k}.json"))
+    for d in doms:
+        assert math.isfinite(v["test_loss"][d]) and v["test_loss"][d] > 0, (k, d)
+        assert v["test_loss"][d] == ev["domains"][d]["loss"], (k, d, "differs from tandem eval")
+    mean = sum(v["test_loss"].values()) / 3
+    assert abs(v["average_ppl"] - math.exp(mean)) < 1e-9 * v["average_ppl"], k
+    assert len(v["curve"]) >= 3 and v["curve"][-1]["test_loss"] == v["test_loss"], (k, "curve")
+assert r["final_seed"] == 1007 and r["dmo_seed"] == 7, r
+assert r["budget"]["free_steps"] == 36 and r["budget"]["tokens"] == 36 * 5 * 32, r["budget"]
+assert abs(r["tandem_vs_uniform"] - runs["tandem"]["average_ppl"] / runs["uniform"]["average_ppl"]) < 1e-12
+assert len(r["alpha"]) == 12, len(r["alpha"])
+print("ok")
+PY
+); then pass "the result matches the stores (mixtures, losses, Average, seed, budget)"
+else fail "the result matches the stores (mixtures, losses, Average, seed, budget)" "$out"; fi
+
+# every final run: the same steps, the final seed, a finished ordinary run
+ok=1; why=
+for r in uniform natural tandem; do
+  h=$("$bin" hash "$tmp/ref/$r" 2>&1)
+  grep -q "step done" <<<"$h" || { ok=0; why="$r: $h"; }
+  "$bin" verify "$tmp/ref/$r" >/dev/null 2>&1 || { ok=0; why="$r does not verify"; }
+done
+[ $ok = 1 ] && pass "each final run is a finished, verified run" || fail "each final run is a finished, verified run" "$why"
+
+if $py - "$tmp/ref.svg" <<'PY' >/dev/null 2>&1
+import sys, xml.etree.ElementTree as ET
+t = ET.parse(sys.argv[1]).getroot()
+ns = "{http://www.w3.org/2000/svg}"
+panels = [g for g in t.iter(ns + "g") if g.get("class") == "panel"]
+bars = [r for r in t.iter(ns + "rect") if r.get("class") == "bar"]
+assert len(panels) == 3, len(panels)
+assert len(bars) == 3 * 4, len(bars)  # 3 final runs x (3 domains + Average)
+PY
+then pass "--svg: three panels, 12 bars, well-formed"
+else fail "--svg: three panels, 12 bars, well-formed" "$($py -c "import xml.etree.ElementTree as E; E.parse('$tmp/ref.svg')" 2>&1 | tail -2)"; fi
+
+# preempted at several moments (inside the DMO, inside each final run, during evaluation):
+# exit 75 each time, and the resumed compare ends with the same numbers
+"$bin" compare "$tmp/c.yaml" --store "$tmp/ref" --json --quiet --svg "$tmp/again.svg" --curves \
+  >"$tmp/again.json" 2>&1
+cmp -s "$tmp/ref.json" "$tmp/again.json" && pass "a finished compare reports the same result again" \
+  || fail "a finished compare reports the same result again" "$(diff "$tmp/ref.json" "$tmp/again.json" | head -5)"
+
+strip() { $py -c "import json,sys; d=json.load(open(sys.argv[1])); d.pop('store'); [v.pop('store') for v in d['runs'].values()]; [v.pop('curve') for v in d['runs'].values()]; print(json.dumps(d, sort_keys=True))" "$1"; }
+stops=0; lives=0; bad=
+for delay in 0 0.4 0.8 1.2 1.6 2.0 2.4; do
+  TANDEM_TEST_STEP_DELAY_MS=20 "$bin" compare "$tmp/c.yaml" --store "$tmp/pre" --json --quiet \
+    >"$tmp/pre.json" 2>"$tmp/pre.err" &
+  pid=$!
+  wait_catches $pid
+  sleep "$delay"
+  kill -TERM $pid 2>/dev/null
+  wait $pid; st=$?
+  lives=$((lives + 1))
+  if [ $st = 75 ]; then stops=$((stops + 1))
+  elif [ $st != 0 ]; then bad="exit $st after ${delay}s: $(tail -3 "$tmp/pre.err")"; fi
+done
+# and one SIGKILL
+TANDEM_TEST_STEP_DELAY_MS=20 "$bin" compare "$tmp/c.yaml" --store "$tmp/pre" --json --quiet >/dev/null 2>&1 &
+pid=$!; sleep 0.5; kill -KILL $pid 2>/dev/null; wait $pid 2>/dev/null
+"$bin" compare "$tmp/c.yaml" --store "$tmp/pre" --json --quiet >"$tmp/pre.json" 2>"$tmp/pre.err"; st=$?
+if [ -z "$bad" ] && [ $st = 0 ] && [ $stops -ge 4 ] && [ "$(strip "$tmp/ref.json")" = "$(strip "$tmp/pre.json")" ]; then
+  pass "SIGTERM at $lives moments ($stops stopped with 75) and a SIGKILL, resumed: the same result"
+else
+  fail "SIGTERM at $lives moments ($stops stopped with 75) and a SIGKILL, resumed: the same result" \
+    "${bad:-final exit $st}" "$(tail -3 "$tmp/pre.err")"
+fi
+
+"$bin" compare "$tmp/c.yaml" --store "$tmp/x" --final-seed 7 >/dev/null 2>"$tmp/e1"; st1=$?
+"$bin" compare >/dev/null 2>"$tmp/e2"; st2=$?
+"$bin" compare "$tmp/c.yaml" --bogus >/dev/null 2>"$tmp/e3"; st3=$?
+if [ $st1 = 2 ] && grep -q "seeded independently" "$tmp/e1" && [ $st2 = 2 ] && grep -q CONFIG "$tmp/e2" \
+   && [ $st3 = 2 ] && grep -q -- "--bogus" "$tmp/e3" && [ ! -e "$tmp/x/dmo/HEAD" ]; then
+  pass "bad usage: exit 2 naming the problem, nothing run"
+else
+  fail "bad usage: exit 2 naming the problem, nothing run" "$st1 $(cat "$tmp/e1")" "$st2 $(cat "$tmp/e2")" "$st3 $(cat "$tmp/e3")"
+fi
+finish

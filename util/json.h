@@ -1,0 +1,19 @@
+/* json.h — writing JSON values to a stream, escaped whatever the text holds.
+ *
+ * Strings: `"`, `\` and every control character are escaped (\n, \t, ... or \u00XX),
+ * bytes that are not valid UTF-8 become U+FFFD, so any C string gives valid JSON.
+ * Numbers: the shortest %.17g form that reads back to the same double, with '.' whatever
+ * the locale; NaN and ±Inf (which JSON cannot hold) are written as null. */
+#ifndef TANDEM_UTIL_JSON_H
+#define TANDEM_UTIL_JSON_H
+
+#include <stdio.h>
+
+/* s as a JSON string (with its quotes); NULL as null. */
+void json_str(FILE *f, const char *s);
+/* v as a JSON number, or null when it is not finite. */
+void json_num(FILE *f, double v);
+/* `"key":` — json_str of the key and a colon. */
+void json_key(FILE *f, const char *key);
+
+#endif
