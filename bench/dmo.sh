@@ -22,7 +22,7 @@
 # SET="k=v k=v" (extra --set for every run, e.g. SET="tandem.alpha_step=pgd").
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=$PWD/tandem
+bin=${TANDEM:-$PWD/tandem} # TANDEM=path: another build (a frozen copy while you rebuild)
 [ -x "$bin" ] || { echo "bench-dmo: build tandem first (make tandem)" >&2; exit 2; }
 size=${SIZE:-cpu}
 seeds=${SEEDS:-1,2,3}
@@ -40,7 +40,7 @@ fi
 case $size in
   cpu)      train=prose=1500k,code=800k,man=200k,py=60k,perl=25k,kern=12k; val=8k; test=40k ;;
   smoke)    train=prose=300k,code=100k,man=40k,py=20k,perl=10k,kern=5k; val=4k; test=10k ;;
-  abundant) train=prose=1000k,code=1000k,man=1000k,py=1000k,perl=1000k,kern=1000k; val=8k; test=40k ;;
+  abundant) train=prose=4000k,code=2000k,man=1500k,py=1000k,perl=1000k,kern=1000k; val=8k; test=40k ;;
   gpu)      train=prose=4000k,code=2400k,man=1200k,py=400k,perl=200k,kern=120k; val=20k; test=60k ;;
   *) echo "bench-dmo: SIZE=$size: use cpu, abundant, gpu or smoke" >&2; exit 2 ;;
 esac

@@ -1,7 +1,7 @@
 /* cuda.h — what the CUDA backend offers beyond the model_ops table (C API).
  *
  * The backend itself is `model_cuda_ops` (declared in model/model.h when the build has
- * CUDA, i.e. TANDEM_HAVE_CUDA is defined), returned by model_backend("cuda"). Its
+ * CUDA, i.e. TANDEM_HAVE_CUDA is defined), reached through gpu_plugin_load() (plugin.h). Its
  * buffers are device pointers; only upload/download cross to the host.
  *
  * Precision. fp32 (the default) computes everything in float, matmuls in true fp32

@@ -18,7 +18,6 @@
 
 #include <stddef.h>
 
-#include "comm/comm.h"
 #include "model/model.h"
 #include "util/err.h"
 
@@ -32,6 +31,8 @@ extern "C" {
 
 #define GPU_PLUGIN_FILE "tandem-cuda.so"
 
+struct comm; /* comm/comm.h: the plugin's NCCL half works on the runner's ranks */
+
 typedef struct gpu_plugin {
     int abi;               /* GPU_PLUGIN_ABI of the plugin's build */
     size_t model_ops_size; /* sizeof(model_ops) there: a second guard on the layout */
@@ -41,9 +42,9 @@ typedef struct gpu_plugin {
     int (*set_precision)(const char *name, tdm_err *e);
     int (*describe)(char *buf, size_t cap, tdm_err *e);
     /* comm/comm_nccl.cu; NULL where the plugin was built without NCCL */
-    int (*nccl_enable)(comm *c, tdm_err *e);
-    int (*nccl_allreduce)(comm *c, float *buf, size_t n, tdm_err *e);
-    void (*nccl_close)(comm *c, int abort_it);
+    int (*nccl_enable)(struct comm *c, tdm_err *e);
+    int (*nccl_allreduce)(struct comm *c, float *buf, size_t n, tdm_err *e);
+    void (*nccl_close)(struct comm *c, int abort_it);
 } gpu_plugin;
 
 /* Defined by the plugin (gpu/plugin.cu): its table. */

@@ -2,8 +2,6 @@
  * GPT-2 initialisation, gradient clipping and the learning-rate schedule. */
 #include "model/model.h"
 
-#include "gpu/plugin.h"
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,10 +122,5 @@ double model_lr_cosine(long step, long total, long warmup, double lr_max, double
 
 const model_ops *model_backend(const char *name) {
     if (strcmp(name, "cpu") == 0) return &model_cpu_ops;
-    if (strcmp(name, "cuda") == 0) {
-        tdm_err e = {0};
-        const gpu_plugin *p = gpu_plugin_load(&e);
-        return p ? p->ops : NULL;
-    }
     return NULL;
 }

@@ -127,8 +127,8 @@ typedef struct model_ctx model_ctx; /* a backend's workspace */
 
 MODEL_OPS_DECLARE(model_ops, float)
 
-/* The backend called `name` ("cpu"; "cuda" where built: loaded on first use, see
- * gpu/plugin.h), or NULL. */
+/* The backend called `name` ("cpu"), or NULL. The CUDA backend lives in a plugin that a
+ * higher layer loads: gpu_plugin_load() (gpu/plugin.h). */
 const model_ops *model_backend(const char *name);
 
 extern const model_ops model_cpu_ops;

@@ -1,6 +1,7 @@
 /* audit.c — reading a run's history; see audit.h. */
 #include "runner/audit.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,41 @@ static int list_indices(store *st, const char *prefix, uint64_t **out, size_t *n
     *out = v;
     *n = k;
     return 0;
+}
+
+int audit_generation(store *st, uint64_t *gen, uint64_t *change_seq, tdm_err *e) {
+    *gen = *change_seq = 0;
+    for (uint64_t k = 0;; k++) {
+        char key[64];
+        snprintf(key, sizeof key, "configs/%llu.mp", (unsigned long long)k);
+        void *data = NULL;
+        size_t n = 0;
+        int rc = store_get(st, key, &data, &n, NULL, e);
+        if (rc == STORE_NOT_FOUND) return 0;
+        if (rc) return rc;
+        rec_change ch;
+        char what[600];
+        snprintf(what, sizeof what, "%s/%s", store_url(st), key);
+        rc = rec_change_decode(data, n, what, &ch, e);
+        free(data);
+        if (rc) return rc;
+        *gen = k + 1;
+        *change_seq = ch.seq;
+        rec_change_free(&ch);
+    }
+}
+
+void audit_mixture(const audit_chain *chain, double fraction, rec_mixture *x) {
+    size_t n = chain->n;
+    size_t k = (size_t)ceil(fraction * (double)n);
+    if (k < 1) k = 1;
+    if (k > n) k = n;
+    memset(x, 0, sizeof *x);
+    x->M = n ? chain->rec[0].M : 0;
+    x->first = n - k;
+    x->last = n ? n - 1 : 0;
+    for (size_t t = n - k; t < n; t++)
+        for (int m = 0; m < x->M; m++) x->alpha[m] += chain->rec[t].alpha_next[m] / (double)k;
 }
 
 int audit_state_seqs(store *st, uint64_t **seqs, size_t *n, tdm_err *e) {

@@ -35,6 +35,16 @@ int audit_head(store *st, rec_head *head, rec_state *state, int *have, tdm_err *
 /* Seq numbers of every states/<seq>.mp, ascending (caller frees). */
 int audit_state_seqs(store *st, uint64_t **seqs, size_t *n, tdm_err *e);
 
+/* The run's config generation (the number of configs/<n>.mp change records) and the run
+ * position of the newest change (0 when none): what ckpt_gen_belongs needs to tell a
+ * stale writer's objects from the run's. */
+int audit_generation(store *st, uint64_t *gen, uint64_t *change_seq, tdm_err *e);
+
+/* α* of a verified chain (chain->ok, n > 0): the mean of α_{t+1} over its last
+ * ceil(fraction · n) records (at least one), as the paper reports the learned mixture;
+ * x->M, x->alpha, x->first and x->last are set (names are the caller's). */
+void audit_mixture(const audit_chain *chain, double fraction, rec_mixture *x);
+
 /* Formats a unix time as "2026-11-22 23:10:00 UTC". */
 void audit_time(double t, char *out, size_t cap);
 

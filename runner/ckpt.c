@@ -40,6 +40,11 @@ struct ckpt {
     rec_state snap; /* scalars of the state being written */
     double last_time;
     uint64_t last_seq;
+    /* the config generation this writer computes under and where the newest change took
+     * effect (ckpt_set_generation); legacy: the run began before states and α records
+     * carried a generation and a self-digest, so this writer writes none either */
+    uint64_t gen, change_seq;
+    int legacy;
 };
 
 static double now_mono(void) {
@@ -64,13 +69,21 @@ static void *writer_main(void *arg);
 
 ckpt *ckpt_open(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_err *e) {
     ckpt *c = calloc(1, sizeof *c);
-    if (!c) goto oom;
+    if (!c) {
+        err_set(e, ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
     c->st = st;
     c->lay = lay;
     c->chunk_bytes = chunk_bytes / 4 * 4;
     if (c->chunk_bytes < 4) c->chunk_bytes = 4;
     c->last_seq = UINT64_MAX;
     c->last_time = now_mono();
+    if (gethostname(c->host_name, sizeof c->host_name) != 0) snprintf(c->host_name, sizeof c->host_name, "unknown");
+    c->host_name[sizeof c->host_name - 1] = '\0';
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    if (!lay) return c; /* the lease alone (tandem repair): no buffers, no writer thread */
     for (int t = 0; t < CKPT_TENSORS; t++) {
         if (!(c->host[t] = malloc(lay->numel * sizeof(float)))) goto oom;
         /* Touch every page now: a snapshot must cost a copy, not page faults. (A plain
@@ -78,13 +91,7 @@ ckpt *ckpt_open(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_er
         volatile char *p = (volatile char *)c->host[t];
         for (size_t b = 0; b < lay->numel * sizeof(float); b += 4096) p[b] = 0;
     }
-    if (gethostname(c->host_name, sizeof c->host_name) != 0) snprintf(c->host_name, sizeof c->host_name, "unknown");
-    c->host_name[sizeof c->host_name - 1] = '\0';
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->cv, NULL);
     if (pthread_create(&c->thread, NULL, writer_main, c) != 0) {
-        pthread_mutex_destroy(&c->mu);
-        pthread_cond_destroy(&c->cv);
         err_set(e, ERR_INTERNAL, "cannot start the checkpoint writer thread");
         goto fail;
     }
@@ -92,10 +99,13 @@ ckpt *ckpt_open(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_er
     return c;
 oom:
     err_set(e, ERR_INTERNAL, "out of memory for checkpoint buffers (3 x %zu parameters)",
-            lay->numel);
+            lay ? lay->numel : 0);
 fail:
-    if (c)
+    if (c) {
         for (int t = 0; t < CKPT_TENSORS; t++) free(c->host[t]);
+        pthread_mutex_destroy(&c->mu);
+        pthread_cond_destroy(&c->cv);
+    }
     free(c);
     return NULL;
 }
@@ -108,9 +118,9 @@ void ckpt_close(ckpt *c) {
         pthread_cond_broadcast(&c->cv);
         pthread_mutex_unlock(&c->mu);
         pthread_join(c->thread, NULL);
-        pthread_mutex_destroy(&c->mu);
-        pthread_cond_destroy(&c->cv);
     }
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
     rec_state_free(&c->snap);
     for (int t = 0; t < CKPT_TENSORS; t++) free(c->host[t]);
     free(c->known);
@@ -133,15 +143,52 @@ uint64_t ckpt_last_commit_seq(const ckpt *c) {
     return s;
 }
 
+/* ------------------------------------------------------------------ generations */
+
+void ckpt_set_generation(ckpt *c, uint64_t gen, uint64_t change_seq) {
+    c->gen = gen;
+    c->change_seq = change_seq;
+}
+
+/* Whether an object computed under generation `gen` at run position `seq` belongs to the
+ * run as it stands: the current generation, or an older one before the newest change
+ * took effect. Anything else was written by a writer that was fenced out or whose config
+ * was superseded (a stale writer still running, typically): never part of the run. */
+int ckpt_gen_belongs(int has_gen, uint64_t gen, uint64_t seq, uint64_t cur, uint64_t change_seq) {
+    if (!has_gen) return 1; /* written before generations existed */
+    if (gen == cur) return 1;
+    return gen < cur && seq <= change_seq;
+}
+
+static int gen_belongs(const ckpt *c, int has_gen, uint64_t gen, uint64_t seq) {
+    return ckpt_gen_belongs(has_gen, gen, seq, c->gen, c->change_seq);
+}
+
+/* Keeps a copy of an object that cannot be part of the run under
+ * quarantine/<epoch>/<key> (this writer's epoch: unique per writer life), says so, and
+ * leaves the original for the caller to replace. Nothing is deleted: an operator can look
+ * at what was set aside (docs/audit.md). */
+static int quarantine(ckpt *c, const char *key, const void *data, size_t n, const char *why,
+                      tdm_err *e) {
+    char dst[REC_KEY_MAX + 64];
+    snprintf(dst, sizeof dst, "quarantine/%llu/%s", (unsigned long long)c->epoch, key);
+    int rc = store_put(c->st, dst, data, n, STORE_OVERWRITE, e);
+    if (!rc)
+        fprintf(stderr, "tandem: %s/%s %s; kept aside as %s and replaced\n", store_url(c->st), key,
+                why, dst);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ lease */
 
-static int read_lease(ckpt *c, rec_lease *l, int *present, tdm_err *e) {
+/* Reads the lease into *l (*present = 0 when there is none) and its version into *ver. */
+static int fetch_lease(ckpt *c, rec_lease *l, int *present, store_version *ver, tdm_err *e) {
     void *data = NULL;
     size_t n = 0;
-    int rc = store_get(c->st, "lease", &data, &n, &c->lease_ver, e);
+    int rc = store_get(c->st, "lease", &data, &n, ver, e);
     *present = 0;
     if (rc == STORE_NOT_FOUND) {
-        c->lease_ver.v[0] = '\0';
+        ver->v[0] = '\0';
         return 0;
     }
     if (rc) return rc;
@@ -152,6 +199,10 @@ static int read_lease(ckpt *c, rec_lease *l, int *present, tdm_err *e) {
     if (rc) return rc;
     *present = 1;
     return 0;
+}
+
+static int read_lease(ckpt *c, rec_lease *l, int *present, tdm_err *e) {
+    return fetch_lease(c, l, present, &c->lease_ver, e);
 }
 
 static int write_lease(ckpt *c, int released, tdm_err *e) {
@@ -168,22 +219,22 @@ static int write_lease(ckpt *c, int released, tdm_err *e) {
     return rc;
 }
 
-/* The lease still carries our epoch; otherwise we were fenced out by a newer writer. */
+/* The lease still carries our epoch; otherwise we were fenced out by a newer writer.
+ * Called before every object a commit writes, from several upload threads at once:
+ * touches nothing of *c but reads. */
 static int check_lease(ckpt *c, tdm_err *e) {
     rec_lease l;
     int present;
-    store_version keep = c->lease_ver;
-    int rc = read_lease(c, &l, &present, e);
+    store_version ver;
+    int rc = fetch_lease(c, &l, &present, &ver, e);
     if (rc) return rc;
-    if (!present || l.epoch != c->epoch) {
-        c->lease_ver = keep;
+    if (!present || l.epoch != c->epoch)
         return err_set(e, ERR_STORE,
                        "%s: fenced out: the lease now belongs to writer epoch %llu (host %s, pid "
-                       "%llu); this writer (epoch %llu) stops without moving HEAD",
+                       "%llu); this writer (epoch %llu) stops without writing more",
                        store_url(c->st), present ? (unsigned long long)l.epoch : 0ULL,
                        present ? l.host : "?", present ? (unsigned long long)l.pid : 0ULL,
                        (unsigned long long)c->epoch);
-    }
     return 0;
 }
 
@@ -268,7 +319,9 @@ static int put_blob(ckpt *c, const sha256_digest *d, const void *data, size_t n,
     char key[80];
     blob_key(d, key);
     ckpt_test_hook("blob");
-    int rc = store_put(c->st, key, data, n, STORE_CREATE, e);
+    int rc = check_lease(c, e); /* a fenced-out writer writes nothing more */
+    if (rc) return rc;
+    rc = store_put(c->st, key, data, n, STORE_CREATE, e);
     if (rc != STORE_EXISTS) return rc;
     void *old = NULL;
     size_t on = 0;
@@ -382,6 +435,8 @@ static int commit(ckpt *c, tdm_err *e) {
         free(all);
         return rc;
     }
+    r->has_gen = !c->legacy;
+    r->gen = c->gen;
     size_t mn;
     void *manifest = rec_state_encode(r, &mn);
     sha256_digest msha;
@@ -389,7 +444,8 @@ static int commit(ckpt *c, tdm_err *e) {
     char key[64];
     snprintf(key, sizeof key, "states/%llu.mp", (unsigned long long)r->seq);
     ckpt_test_hook("manifest");
-    rc = store_put(c->st, key, manifest, mn, STORE_CREATE, e);
+    rc = check_lease(c, e);
+    if (!rc) rc = store_put(c->st, key, manifest, mn, STORE_CREATE, e);
     if (rc == STORE_EXISTS) {
         /* a replay of this position: the stored manifest must be ours, byte for byte */
         void *old = NULL;
@@ -399,9 +455,19 @@ static int commit(ckpt *c, tdm_err *e) {
             rec_state probe;
             tdm_err de;
             if (rec_state_decode(old, on, key, &probe, &de) != 0) {
-                fprintf(stderr, "tandem: %s/%s is corrupt (%s); rewriting it\n", store_url(c->st),
-                        key, de.msg);
-                rc = store_put(c->st, key, manifest, mn, STORE_OVERWRITE, e);
+                /* damaged (its own digest says so, or it does not decode): not evidence */
+                char why[1200];
+                snprintf(why, sizeof why, "is corrupt (%.1000s)", de.msg);
+                rc = quarantine(c, key, old, on, why, e);
+                if (!rc) rc = store_put(c->st, key, manifest, mn, STORE_OVERWRITE, e);
+            } else if (!gen_belongs(c, probe.has_gen, probe.gen, probe.seq)) {
+                char why[200];
+                snprintf(why, sizeof why, "was computed under config generation %llu by a "
+                         "writer that was fenced out or superseded (this run is at generation %llu)",
+                         (unsigned long long)probe.gen, (unsigned long long)c->gen);
+                rec_state_free(&probe);
+                rc = quarantine(c, key, old, on, why, e);
+                if (!rc) rc = store_put(c->st, key, manifest, mn, STORE_OVERWRITE, e);
             } else {
                 rec_state_free(&probe);
                 sha256_digest od;
@@ -663,7 +729,7 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
     if (head_missing && ns > 0)
         fprintf(stderr, "tandem: %s/HEAD is missing; looking for states by listing\n", url);
     for (size_t i = 0; i < ns; i++) {
-        char key[64], why[1200];
+        char key[64];
         snprintf(key, sizeof key, "states/%llu.mp", (unsigned long long)seqs[i]);
         rc = store_get(c->st, key, &data, &n, NULL, e);
         if (rc == STORE_NOT_FOUND) continue;
@@ -674,23 +740,40 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         sha256_digest d;
         sha256(data, n, &d);
         tdm_err de;
-        if (have_head && strcmp(head.state, key) == 0 && !sha256_equal(&d, &head.state_sha)) {
-            fprintf(stderr, "tandem: %s/%s does not match the SHA-256 that HEAD records (corrupt); "
-                    "falling back to an older state\n", url, key);
+        char why[1200];
+        why[0] = '\0';
+        if (have_head && strcmp(head.state, key) == 0 && !sha256_equal(&d, &head.state_sha))
+            snprintf(why, sizeof why, "does not match the SHA-256 that HEAD records (corrupt)");
+        else if (rec_state_decode(data, n, key, rec, &de) != 0)
+            snprintf(why, sizeof why, "cannot be used: %.1100s", de.msg);
+        else if (!gen_belongs(c, rec->has_gen, rec->gen, rec->seq)) {
+            snprintf(why, sizeof why, "was computed under config generation %llu by a writer that "
+                     "was fenced out or superseded (this run is at generation %llu)",
+                     (unsigned long long)rec->gen, (unsigned long long)c->gen);
+            rec_state_free(rec);
+        }
+        if (why[0]) {
+            /* the manifest itself is bad: keep a copy aside and take it out of states/, so
+             * that neither this load nor the replay that reaches its position trusts it */
+            tdm_err qe;
+            int qrc = quarantine(c, key, data, n, why, &qe);
+            if (!qrc) qrc = store_delete(c->st, key, &qe);
+            if (qrc && qrc != STORE_NOT_FOUND)
+                fprintf(stderr, "tandem: %s/%s %s, and could not be set aside (%s)\n", url, key,
+                        why, qe.msg);
+            fprintf(stderr, "tandem: falling back to an older state\n");
             free(data);
             continue;
         }
-        rc = rec_state_decode(data, n, key, rec, &de);
         free(data);
-        if (rc) {
-            fprintf(stderr, "tandem: %s/%s; falling back to an older state\n", url, de.msg);
-            continue;
-        }
         if (!matches_layout(c, rec, why, sizeof why) || read_tensors(c, rec, why, sizeof why)) {
             fprintf(stderr, "tandem: %s/%s: %s; falling back to an older state\n", url, key, why);
             rec_state_free(rec);
             continue;
         }
+        /* a run begun before states carried a generation goes on writing without one, so
+         * that its replays compare byte for byte with what it wrote then */
+        c->legacy = !rec->has_gen;
         /* every chunk of this state is now known to be stored intact */
         free(c->known);
         c->nknown = 0;
@@ -767,37 +850,91 @@ int ckpt_supersede_alpha_after(ckpt *c, uint64_t after, uint64_t change, int *mo
 
 /* ------------------------------------------------------------------ α records */
 
-int ckpt_alpha_record(ckpt *c, const rec_alpha *a, sha256_digest *hash, tdm_err *e) {
-    rec_alpha_hash(a, hash);
+int ckpt_check_chain(ckpt *c, uint64_t records, const sha256_digest *head, tdm_err *e) {
+    const char *url = store_url(c->st);
+    sha256_digest prev = {0};
+    for (uint64_t t = 0; t < records; t++) {
+        char key[64];
+        snprintf(key, sizeof key, "alpha/%llu.mp", (unsigned long long)t);
+        void *data = NULL;
+        size_t n = 0;
+        int rc = store_get(c->st, key, &data, &n, NULL, e);
+        const char *problem = NULL;
+        char why[1100];
+        rec_alpha a;
+        tdm_err de;
+        if (rc == STORE_NOT_FOUND) {
+            problem = "is missing: the audit trail has a hole";
+        } else if (rc) {
+            return rc;
+        } else if (rec_alpha_decode(data, n, key, &a, &de) != 0) {
+            snprintf(why, sizeof why, "is damaged (%.1000s)", de.msg);
+            problem = why;
+        } else if (a.t != t || !sha256_equal(&a.prev, &prev)) {
+            problem = "does not link to the record before it";
+        } else {
+            rec_alpha_hash(&a, &prev);
+            if (t + 1 == records && !sha256_equal(&prev, head))
+                problem = "is not the record the newest state vouches for";
+        }
+        free(data);
+        if (problem)
+            return err_set(e, ERR_STORE,
+                           "%s/%s %s, inside the part of the α chain that the newest state "
+                           "vouches for (%llu records). Restore it from a copy of the store, or "
+                           "run `tandem repair %s` (a dry run; then --apply) to roll the run back "
+                           "to before it",
+                           url, key, problem, (unsigned long long)records, url);
+    }
+    return 0;
+}
+
+int ckpt_alpha_record(ckpt *c, const rec_alpha *in, sha256_digest *hash, tdm_err *e) {
+    rec_alpha a = *in;
+    a.has_gen = !c->legacy;
+    a.gen = c->gen;
+    rec_alpha_hash(&a, hash);
     size_t n;
-    void *data = rec_alpha_encode(a, &n);
+    void *data = rec_alpha_encode(&a, &n);
     char key[64];
-    snprintf(key, sizeof key, "alpha/%llu.mp", (unsigned long long)a->t);
+    snprintf(key, sizeof key, "alpha/%llu.mp", (unsigned long long)a.t);
     ckpt_test_hook("alpha");
-    int rc = store_put(c->st, key, data, n, STORE_CREATE, e);
+    int rc = check_lease(c, e);
+    if (!rc) rc = store_put(c->st, key, data, n, STORE_CREATE, e);
     if (rc == STORE_EXISTS) {
         void *old = NULL;
         size_t on = 0;
         rc = store_get(c->st, key, &old, &on, NULL, e);
-        if (rc == 0) {
+        if (rc == STORE_NOT_FOUND) /* gone since: write ours */
+            rc = store_put(c->st, key, data, n, STORE_CREATE, e);
+        else if (rc == 0) {
             rec_alpha stored;
             tdm_err de;
+            sha256_digest sh;
             if (rec_alpha_decode(old, on, key, &stored, &de) != 0) {
-                fprintf(stderr, "tandem: %s/%s is unreadable (%s); rewriting it from the replay\n",
-                        store_url(c->st), key, de.msg);
-                rc = store_put(c->st, key, data, n, STORE_OVERWRITE, e);
+                /* damaged (its own digest says so, or it does not decode): re-derived */
+                char why[1200];
+                snprintf(why, sizeof why, "is corrupt (%.1000s)", de.msg);
+                rc = quarantine(c, key, old, on, why, e);
+                if (!rc) rc = store_put(c->st, key, data, n, STORE_OVERWRITE, e);
+            } else if (rec_alpha_hash(&stored, &sh), sha256_equal(&sh, hash)) {
+                rc = 0; /* the replay agrees */
+            } else if (!gen_belongs(c, stored.has_gen, stored.gen, stored.seq)) {
+                char why[200];
+                snprintf(why, sizeof why, "was computed under config generation %llu by a "
+                         "writer that was fenced out or superseded (this run is at generation %llu)",
+                         (unsigned long long)stored.gen, (unsigned long long)c->gen);
+                rc = quarantine(c, key, old, on, why, e);
+                if (!rc) rc = store_put(c->st, key, data, n, STORE_OVERWRITE, e);
             } else {
-                sha256_digest sh;
-                rec_alpha_hash(&stored, &sh);
-                if (!sha256_equal(&sh, hash)) {
-                    char h1[65], h2[65];
-                    sha256_hex(hash, h1);
-                    sha256_hex(&sh, h2);
-                    rc = err_set(e, ERR_NONDET,
-                                 "nondeterminism in episode %llu: the replay's alpha record "
-                                 "hashes to %s but %s/%s holds %s; nothing was overwritten",
-                                 (unsigned long long)a->t, h1, store_url(c->st), key, h2);
-                }
+                char h1[65], h2[65];
+                sha256_hex(hash, h1);
+                sha256_hex(&sh, h2);
+                rc = err_set(e, ERR_NONDET,
+                             "nondeterminism in episode %llu: the replay's alpha record "
+                             "hashes to %s but %s/%s holds %s (intact, same config); nothing was "
+                             "overwritten",
+                             (unsigned long long)a.t, h1, store_url(c->st), key, h2);
             }
         }
         free(old);

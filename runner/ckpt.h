@@ -38,7 +38,9 @@
 typedef struct ckpt ckpt;
 
 /* Opens checkpointing of a run whose parameter tensors follow `lay`, with blob chunks of
- * chunk_bytes. Allocates the host snapshot buffers (3 x numel floats). */
+ * chunk_bytes. Allocates the host snapshot buffers (3 x numel floats). lay == NULL opens
+ * the lease alone (acquire, release, the generation; no loads or commits): for commands
+ * that repair a store without holding a model. */
 ckpt *ckpt_open(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_err *e);
 /* Waits for a pending write, stops the writer thread, frees everything. */
 void ckpt_close(ckpt *c);
@@ -53,6 +55,20 @@ uint64_t ckpt_epoch(const ckpt *c);
 
 /* The host buffers a load fills and a snapshot copies into: [CKPT_TENSORS][numel]. */
 float *ckpt_host(ckpt *c, int tensor);
+
+/* The config generation this writer computes under (the number of recorded config
+ * changes) and the run position where the newest change took effect. States and α
+ * records carry the generation they were computed under: one that is neither the current
+ * generation nor an older one from before change_seq belongs to a writer that was fenced
+ * out or superseded, and is never used (loads skip it, replays replace it; both keep a
+ * copy under quarantine/<epoch>/). Call before ckpt_load. */
+void ckpt_set_generation(ckpt *c, uint64_t gen, uint64_t change_seq);
+
+/* The rule of ckpt_set_generation as a pure function (also for `tandem verify`): whether
+ * an object computed under (has_gen, gen) at run position seq belongs to a run at
+ * generation cur whose newest change took effect at change_seq. Objects without a
+ * generation (written before there were any) belong. */
+int ckpt_gen_belongs(int has_gen, uint64_t gen, uint64_t seq, uint64_t cur, uint64_t change_seq);
 
 /* Loads the newest verified state into *rec (scalars; caller frees with
  * rec_state_free) and the host buffers. *found = 0 when the store holds no usable
@@ -78,10 +94,21 @@ int ckpt_wait(ckpt *c, tdm_err *e);
 double ckpt_last_commit_time(const ckpt *c);
 uint64_t ckpt_last_commit_seq(const ckpt *c);
 
-/* Writes alpha/<t>.mp, or, when it exists (a replay), checks that the stored record has
- * the same hash: a different one is ERR_NONDET naming the episode and both hashes. An
- * undecodable stored record is replaced (reported). *hash gets the record's hash. */
+/* Writes alpha/<t>.mp (stamped with the writer's generation and a self-digest), or, when
+ * it exists (a replay), checks that the stored record has the same hash: a record that is
+ * damaged (its digest fails, or it does not decode) or was computed under another
+ * generation is kept aside under quarantine/ and replaced (reported); an intact one of
+ * the same generation with a different hash is ERR_NONDET naming the episode and both
+ * hashes. Every write is preceded by a lease check (ERR_STORE "fenced out"). *hash gets
+ * the record's hash. */
 int ckpt_alpha_record(ckpt *c, const rec_alpha *a, sha256_digest *hash, tdm_err *e);
+
+/* The part of the α chain a state vouches for (its alpha_records and alpha_head): every
+ * alpha/<t>.mp for t < records is present, intact (decodes, its self-digest holds), links
+ * to the one before and the last one hashes to head. ERR_STORE naming the hole or the
+ * damaged record and the repair otherwise: a run never goes on with a hole in its audit
+ * trail. Reads `records` small objects. */
+int ckpt_check_chain(ckpt *c, uint64_t records, const sha256_digest *head, tdm_err *e);
 
 /* Removes states/<seq>.mp for every seq > after (used when pinned config keys change:
  * those states belong to the old trajectory). */

@@ -45,20 +45,16 @@ int cmd_mixture(int argc, char **argv) {
         rc = err_set(&e, ERR_STORE, "%s: %s (run tandem alpha %s --verify)", url, c.problem, url);
     if (!rc && c.n == 0) rc = err_set(&e, ERR_USAGE, "%s has no alpha records yet", url);
     if (!rc) {
-        size_t k = (size_t)ceil(frac * (double)c.n);
-        if (k < 1) k = 1;
-        double mix[REC_MAX_DOMAINS] = {0};
-        int M = c.rec[0].M;
-        for (size_t t = c.n - k; t < c.n; t++)
-            for (int m = 0; m < M; m++) mix[m] += c.rec[t].alpha_next[m] / (double)k;
+        rec_mixture x;
+        audit_mixture(&c, frac, &x);
         FILE *f = out ? fopen(out, "w") : stdout;
         if (!f) rc = err_set(&e, ERR_USAGE, "cannot write %s", out);
         if (!rc) {
-            fprintf(f, "# mixture of run %s in %s: mean alpha after episodes %zu..%zu of %zu\n",
-                    run.run_id, url, c.n - k, c.n - 1, c.n);
+            fprintf(f, "# mixture of run %s in %s: mean alpha after episodes %llu..%llu of %zu\n",
+                    run.run_id, url, (unsigned long long)x.first, (unsigned long long)x.last, c.n);
             fprintf(f, "mixture:\n");
-            for (int m = 0; m < M; m++)
-                fprintf(f, "  %s: %.17g\n", m < run.M ? run.domains[m] : "?", mix[m]);
+            for (int m = 0; m < x.M; m++)
+                fprintf(f, "  %s: %.17g\n", m < run.M ? run.domains[m] : "?", x.alpha[m]);
             if (out && fclose(f)) rc = err_set(&e, ERR_USAGE, "cannot write %s", out);
         }
     }

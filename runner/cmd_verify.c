@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runner/audit.h"
+#include "runner/ckpt.h"
 #include "runner/cmds.h"
 
 typedef struct digest_set {
@@ -50,7 +51,9 @@ int cmd_verify(int argc, char **argv) {
     size_t ns = 0;
     digest_set good = {0}, referenced = {0};
     double bytes = 0;
-    int rc = audit_state_seqs(st, &seqs, &ns, &e);
+    uint64_t gen = 0, change_seq = 0;
+    int rc = audit_generation(st, &gen, &change_seq, &e);
+    if (!rc) rc = audit_state_seqs(st, &seqs, &ns, &e);
     /* HEAD must name a state that is there and matches */
     rec_head h;
     rec_state hs;
@@ -88,6 +91,13 @@ int cmd_verify(int argc, char **argv) {
             continue;
         }
         int state_ok = 1;
+        if (!ckpt_gen_belongs(s.has_gen, s.gen, s.seq, gen, change_seq)) {
+            printf("FAULT %s: computed under config generation %llu by a writer that was fenced "
+                   "out or superseded (the run is at generation %llu): a run never uses it\n",
+                   key, (unsigned long long)s.gen, (unsigned long long)gen);
+            faults++;
+            state_ok = 0;
+        }
         for (size_t t = 0; t < s.ntensors && !rc; t++) {
             const rec_tensor *rt = &s.tensors[t];
             uint64_t total = rt->shape[0] * 4;
@@ -128,6 +138,13 @@ int cmd_verify(int argc, char **argv) {
             printf("FAULT %s\n", c.problem);
             faults++;
         }
+        for (size_t t = 0; t < c.n; t++)
+            if (!ckpt_gen_belongs(c.rec[t].has_gen, c.rec[t].gen, c.rec[t].seq, gen, change_seq)) {
+                printf("FAULT alpha/%zu.mp: computed under config generation %llu by a writer "
+                       "that was fenced out or superseded (the run is at generation %llu)\n",
+                       t, (unsigned long long)c.rec[t].gen, (unsigned long long)gen);
+                faults++;
+            }
         printf("%-5s alpha chain: %zu records\n", c.ok ? "ok" : "BAD", c.n);
         store_list l;
         if (store_list_prefix(st, "blobs/", &l, &e) == 0) {

@@ -27,6 +27,7 @@ int cmd_status(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_pin(int argc, char **argv);
+int cmd_repair(int argc, char **argv); /* what a run cannot heal by itself (--apply) */
 
 /* tandem eval: per-domain loss and perplexity of a run's newest state. */
 int cmd_eval(int argc, char **argv);

@@ -20,6 +20,8 @@ static void usage(FILE *f) {
             "  status       where a run stands: position, commits, what a resume would lose\n"
             "  verify       re-hash every state, blob and alpha record of a store\n"
             "  gc           delete old states and unreferenced blobs (--keep N)\n"
+            "  repair       what a run cannot heal by itself: a broken alpha chain (dry run;\n"
+            "               --apply)\n"
             "  pin          keep a state from gc\n"
             "  eval         per-domain test loss and perplexity, and their Average\n"
             "  gen-corpus   write a synthetic multi-domain corpus and its dataset.yaml\n"
@@ -47,6 +49,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "verify")) return cmd_verify(argc - 1, argv + 1);
     if (!strcmp(cmd, "gc")) return cmd_gc(argc - 1, argv + 1);
     if (!strcmp(cmd, "pin")) return cmd_pin(argc - 1, argv + 1);
+    if (!strcmp(cmd, "repair")) return cmd_repair(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "compare")) return cmd_compare(argc - 1, argv + 1);
     fprintf(stderr, "tandem: unknown command '%s'\n", cmd);

@@ -14,6 +14,7 @@
 #include "data/dataset.h"
 #include "gpu/plugin.h"
 #include "model/model.h"
+#include "runner/audit.h"
 #include "runner/ckpt.h"
 #include "runner/mixfile.h"
 #include "runner/config.h"
@@ -197,46 +198,38 @@ static int commit(run_ctx *r, int async, tdm_err *e) {
     return ckpt_snapshot(r->ck, &rec, r->nets.ops, r->nets.ctx, dev, async, e);
 }
 
-/* α* = mean of α_{t+1} over the last `fraction` of the episodes (at least one), read back
- * from the α records, written to mixture.mp and printed. */
+/* α* = the mean of α_{t+1} over the last 10 % of the episodes, from the α records after
+ * the whole chain is verified (every record present and linked, the last one the one this
+ * run's state vouches for): written to mixture.mp and printed. A damaged audit trail is
+ * ERR_STORE naming the record and the repair. */
 static int write_mixture(run_ctx *r, FILE *out, tdm_err *e) {
-    uint64_t T = (uint64_t)r->cfg.run.episodes;
-    uint64_t k = (uint64_t)ceil(0.1 * (double)T);
-    if (k < 1) k = 1;
-    rec_mixture x = {.M = r->st.M, .first = T - k, .last = T - 1};
-    double first[STEP_MAX_DOMAINS] = {0};
-    for (uint64_t t = 0; t < T; t++) {
-        if (t != 0 && t < T - k) continue;
-        char key[64];
-        snprintf(key, sizeof key, "alpha/%llu.mp", (unsigned long long)t);
-        void *data = NULL;
-        size_t n = 0;
-        int rc = store_get(r->store, key, &data, &n, NULL, e);
-        if (rc == STORE_NOT_FOUND)
-            return err_set(e, ERR_STORE, "%s/%s is missing; the audit trail has a hole",
-                           store_url(r->store), key);
-        if (rc) return rc;
-        rec_alpha a;
-        rc = rec_alpha_decode(data, n, key, &a, e);
+    audit_chain c;
+    int rc = audit_chain_read(r->store, &c, e);
+    const char *url = store_url(r->store);
+    if (!rc && (!c.ok || c.n != r->alpha_records || (c.n && !sha256_equal(&c.hash[c.n - 1], &r->alpha_head))))
+        rc = err_set(e, ERR_STORE,
+                     "%s: the α chain does not verify at the end of the run (%s): the audit "
+                     "trail is damaged. Restore the record from a copy of the store, or run "
+                     "`tandem repair %s` (a dry run; then --apply) to roll the run back to "
+                     "before it",
+                     url, !c.ok ? c.problem : "it does not end where the final state says", url);
+    rec_mixture x;
+    if (!rc) {
+        audit_mixture(&c, 0.1, &x);
+        for (int m = 0; m < x.M; m++) snprintf(x.names[m], REC_NAME_MAX, "%s", r->names[m]);
+        size_t n;
+        void *data = rec_mixture_encode(&x, &n);
+        rc = store_put(r->store, "mixture.mp", data, n, STORE_OVERWRITE, e);
         free(data);
-        if (rc) return rc;
-        if (t == 0) memcpy(first, a.alpha, sizeof first);
-        if (t >= T - k)
-            for (int m = 0; m < x.M; m++) x.alpha[m] += a.alpha_next[m] / (double)k;
     }
-    for (int m = 0; m < x.M; m++) snprintf(x.names[m], REC_NAME_MAX, "%s", r->names[m]);
-    size_t n;
-    void *data = rec_mixture_encode(&x, &n);
-    int rc = store_put(r->store, "mixture.mp", data, n, STORE_OVERWRITE, e);
-    free(data);
-    if (rc) return rc;
-    if (out) {
+    if (!rc && out) {
         fprintf(out, "alpha moved (episode 0 -> final mixture, mean of episodes %llu..%llu):\n",
                 (unsigned long long)x.first, (unsigned long long)x.last);
         for (int m = 0; m < x.M; m++)
-            fprintf(out, "  %-12s %.4f -> %.4f\n", x.names[m], first[m], x.alpha[m]);
+            fprintf(out, "  %-12s %.4f -> %.4f\n", x.names[m], c.rec[0].alpha[m], x.alpha[m]);
     }
-    return 0;
+    audit_chain_free(&c);
+    return rc;
 }
 
 /* Attempt number for the lease record: Slurm's restart count when present. */
@@ -313,7 +306,8 @@ static int load_or_init(run_ctx *r, int *resumed, tdm_err *e) {
     size_t P = r->lay.numel;
     *resumed = found;
     if (found) {
-        rc = from_record(r, &rec, e);
+        rc = ckpt_check_chain(r->ck, rec.alpha_records, &rec.alpha_head, e);
+        if (!rc) rc = from_record(r, &rec, e);
         rec_state_free(&rec);
         float *dev[CKPT_TENSORS] = {r->nets.u, r->nets.m, r->nets.v};
         for (int t = 0; !rc && t < CKPT_TENSORS; t++)
@@ -513,6 +507,7 @@ static int load_everywhere(run_ctx *r, const run_opts *o, pin_result *pin, int *
         if (!rc && !(r->ck = ckpt_open(r->store, &r->lay, (uint64_t)r->cfg.checkpoint.chunk_kib << 10, e)))
             rc = e->code;
         if (!rc) rc = ckpt_acquire(r->ck, attempt_number(), e);
+        if (!rc) ckpt_set_generation(r->ck, pin->nchanges, pin->change_seq);
         if (!rc) rc = load_or_init(r, resumed, e);
         /* Resuming at or before the newest config change: what lies beyond this state was
          * computed under the old config. Checked on every resume, not only when the change

@@ -42,6 +42,35 @@ static void *finish(codec_writer *w, size_t *n) {
     return data;
 }
 
+/* The self-digest, always a record's last field: "self" → the SHA-256 of every byte
+ * before its 32-byte value (map header, fields, the key and the bin header included), so
+ * a record damaged anywhere no longer matches it. */
+static void put_self(codec_writer *w) {
+    static const uint8_t zero[SHA256_LEN];
+    codec_key(w, "self");
+    codec_bin(w, zero, SHA256_LEN);
+    sha256_digest d;
+    sha256(w->buf.data, w->buf.size - SHA256_LEN, &d);
+    memcpy((uint8_t *)w->buf.data + w->buf.size - SHA256_LEN, d.b, SHA256_LEN);
+}
+
+/* Checks the self-digest when the record has one (*has = 1): it must be the record's
+ * last 32 bytes and the SHA-256 of everything before them. ERR_STORE "corrupt" when not. */
+static int check_self(const void *data, size_t n, const codec_map_reader *r, int *has) {
+    const msgpack_object *f = codec_field(r, "self");
+    *has = f != NULL;
+    if (!f) return 0;
+    if (f->type != MSGPACK_OBJECT_BIN || f->via.bin.size != SHA256_LEN || n < SHA256_LEN ||
+        memcmp((const uint8_t *)data + n - SHA256_LEN, f->via.bin.ptr, SHA256_LEN) != 0)
+        return codec_field_error(r, "self", "is not the record's last 32 bytes (corrupt)");
+    sha256_digest d;
+    sha256(data, n - SHA256_LEN, &d);
+    if (memcmp(d.b, f->via.bin.ptr, SHA256_LEN) != 0)
+        return err_set(r->e, ERR_STORE, "%s: corrupt: its content does not match its own SHA-256",
+                       r->what);
+    return 0;
+}
+
 static int finite_all(const double *v, int n) {
     for (int i = 0; i < n; i++)
         if (!isfinite(v[i])) return 0;
@@ -300,7 +329,7 @@ void rec_change_free(rec_change *c) {
 
 /* The hashed part: every field but the meta map. */
 static void put_alpha_body(codec_writer *w, const rec_alpha *a, size_t extra) {
-    codec_map(w, 10 + extra);
+    codec_map(w, 10 + (a->has_gen ? 1 : 0) + extra);
     put_format(w);
     codec_key(w, "t");
     codec_u64(w, a->t);
@@ -320,6 +349,10 @@ static void put_alpha_body(codec_writer *w, const rec_alpha *a, size_t extra) {
     codec_u64(w, a->seq);
     codec_key(w, "prev");
     codec_bin(w, a->prev.b, SHA256_LEN);
+    if (a->has_gen) {
+        codec_key(w, "gen");
+        codec_u64(w, a->gen);
+    }
 }
 
 void rec_alpha_hash(const rec_alpha *a, sha256_digest *out) {
@@ -333,7 +366,7 @@ void rec_alpha_hash(const rec_alpha *a, sha256_digest *out) {
 void *rec_alpha_encode(const rec_alpha *a, size_t *n) {
     codec_writer w;
     codec_writer_init(&w);
-    put_alpha_body(&w, a, 1);
+    put_alpha_body(&w, a, a->has_gen ? 2 : 1);
     codec_key(&w, "meta");
     codec_map(&w, 3);
     codec_key(&w, "time");
@@ -342,20 +375,29 @@ void *rec_alpha_encode(const rec_alpha *a, size_t *n) {
     codec_str(&w, a->host);
     codec_key(&w, "attempt");
     codec_u64(&w, a->attempt);
+    if (a->has_gen) put_self(&w);
     return finish(&w, n);
 }
 
 int rec_alpha_decode(const void *data, size_t n, const char *what, rec_alpha *a, tdm_err *e) {
     static const char *const keys[] = {"format", "t", "alpha", "alpha_next", "loss_u",
                                        "loss_w", "lr_alpha", "gamma", "seq", "prev", "meta",
-                                       NULL};
+                                       "gen", "self", NULL};
     static const char *const meta_keys[] = {"time", "host", "attempt", NULL};
     memset(a, 0, sizeof *a);
     codec_parsed p;
     int rc = codec_parse(data, n, what, &p, e);
     if (rc) return rc;
     codec_map_reader r, m;
+    int has_self = 0;
     rc = open_record(&r, &p, what, keys, e);
+    if (!rc) rc = check_self(data, n, &r, &has_self);
+    if (!rc) {
+        a->has_gen = codec_field(&r, "gen") != NULL;
+        if (a->has_gen != has_self)
+            rc = codec_field_error(&r, "gen", "and 'self' must both be present or both absent");
+        if (!rc && a->has_gen) rc = codec_get_u64(&r, "gen", 0, UINT32_MAX, &a->gen);
+    }
     if (!rc) rc = codec_get_u64(&r, "t", 0, UINT32_MAX, &a->t);
     if (!rc) rc = get_domain_array(&r, "alpha", a->alpha, &a->M, 1);
     if (!rc) rc = get_domain_array(&r, "alpha_next", a->alpha_next, &a->M, 1);
@@ -464,7 +506,7 @@ static const char *const STEP_NAMES[] = {"probe", "alpha", "free", "done", NULL}
 void *rec_state_encode(const rec_state *s, size_t *n) {
     codec_writer w;
     codec_writer_init(&w);
-    codec_map(&w, 15 + (s->have_losses ? 2 : 0));
+    codec_map(&w, 15 + (s->have_losses ? 2 : 0) + (s->has_gen ? 2 : 0));
     put_format(&w);
     codec_key(&w, "seq");
     codec_u64(&w, s->seq);
@@ -528,6 +570,11 @@ void *rec_state_encode(const rec_state *s, size_t *n) {
     codec_bool(&w, s->have_losses);
     codec_key(&w, "M");
     codec_u64(&w, (uint64_t)s->M);
+    if (s->has_gen) {
+        codec_key(&w, "gen");
+        codec_u64(&w, s->gen);
+        put_self(&w);
+    }
     return finish(&w, n);
 }
 
@@ -620,14 +667,22 @@ int rec_state_decode(const void *data, size_t n, const char *what, rec_state *s,
     static const char *const keys[] = {"format", "seq", "episode", "step", "index",
                                        "free_steps", "seed", "alpha", "loss_u", "loss_w",
                                        "cursors", "alpha_records", "alpha_head", "views",
-                                       "tensors", "have_losses", "M", NULL};
+                                       "tensors", "have_losses", "M", "gen", "self", NULL};
     memset(s, 0, sizeof *s);
     codec_parsed p;
     int rc = codec_parse(data, n, what, &p, e);
     if (rc) return rc;
     codec_map_reader r;
     uint64_t M = 0;
+    int has_self = 0;
     rc = open_record(&r, &p, what, keys, e);
+    if (!rc) rc = check_self(data, n, &r, &has_self);
+    if (!rc) {
+        s->has_gen = codec_field(&r, "gen") != NULL;
+        if (s->has_gen != has_self)
+            rc = codec_field_error(&r, "gen", "and 'self' must both be present or both absent");
+        if (!rc && s->has_gen) rc = codec_get_u64(&r, "gen", 0, UINT32_MAX, &s->gen);
+    }
     if (!rc) rc = codec_get_u64(&r, "seq", 0, UINT64_MAX / 2, &s->seq);
     if (!rc) rc = codec_get_u64(&r, "episode", 0, UINT32_MAX, &s->episode);
     if (!rc) rc = codec_get_str(&r, "step", s->step, sizeof s->step);

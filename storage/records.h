@@ -98,6 +98,12 @@ typedef struct rec_state {
     uint64_t cursors[REC_MAX_DOMAINS][4]; /* train epoch, train pos, val epoch, val pos */
     uint64_t alpha_records;               /* α records in the chain so far */
     sha256_digest alpha_head;             /* hash of the last α record (zeros if none) */
+    /* Written by this version on (has_gen): the config generation the state was computed
+     * under (the number of recorded config changes, configs/<n>.mp), and a self-digest
+     * ("self": the SHA-256 of every byte before it) that the decoder checks, so that a
+     * damaged manifest is recognised on its own. Older manifests have neither. */
+    int has_gen;
+    uint64_t gen;
     size_t nviews;
     rec_view *views; /* owned */
     size_t ntensors;
@@ -112,6 +118,10 @@ typedef struct rec_alpha {
     double lr_alpha, gamma;
     uint64_t seq; /* run position at which α_{t+1} took effect */
     sha256_digest prev; /* hash of record t-1 (zeros for t = 0) */
+    /* as in rec_state (has_gen: a "gen" field in the hashed part and a "self" digest of
+     * the whole record after the meta part); older records have neither */
+    int has_gen;
+    uint64_t gen;
     /* meta: not hashed */
     double time; /* unix seconds */
     char host[REC_NAME_MAX];

@@ -1,0 +1,359 @@
+/* test_ledger.c — the store's guarantees under attack (file store): no fault strands a
+ * run, nothing a fenced-out writer writes becomes part of the run.
+ *
+ *   stale writer    writer A is frozen (SIGSTOP) mid-run, writer B takes the lease over
+ *                   with a changed config (--allow-change), A is let go at several
+ *                   moments: A exits 3 at its next write ("fenced out"), B finishes, a
+ *                   rerun reports the finished run, verify and alpha --verify pass, and
+ *                   no α record after the change comes from A's config
+ *   corrupt state   one byte flipped in the middle of the newest state (HEAD's, and one
+ *                   written but never reached by HEAD): the resume falls back, replays,
+ *                   keeps the bad copy under quarantine/ and ends with the uninterrupted
+ *                   run's hash
+ *   corrupt α       a byte flipped at several offsets of the newest α record past the last
+ *                   state (inside the hashed losses, the meta part, the digest), or the
+ *                   record deleted: the replay re-derives it, keeps the bad copy aside,
+ *                   and the run ends with the uninterrupted run's hash
+ *   chain hole      a record deleted or damaged inside the part of the chain the newest
+ *                   state vouches for: the run stops (exit 3) naming it and `tandem
+ *                   repair`; the repair's dry run changes nothing, --apply rolls the run
+ *                   back, and the replay ends with the uninterrupted run's hash
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "storage/records.h"
+#include "tests/corpus_fixture.h"
+#include "tests/runner_fixture.h"
+#include "tests/test.h"
+
+static char g_corpus[600];
+static char g_ref_hash[1024];
+
+static int fixture_open(fixture *f, const char *tag, int every) {
+    f->dir = test_tmpdir(tag);
+    snprintf(f->config, sizeof f->config, "%s/run.yaml", f->dir);
+    snprintf(f->store, sizeof f->store, "%s/store", f->dir);
+    snprintf(f->log, sizeof f->log, "%s/log.txt", f->dir);
+    char text[2048];
+    snprintf(text, sizeof text,
+             "run: {episodes: 16, seed: 3, threads: 1}\n"
+             "data: {dataset: %s/dataset.yaml}\n"
+             "model: {layers: 2, channels: 32, heads: 2, ctx: 32}\n"
+             "train: {batch: 6, seq: 32}\n"
+             "tandem: {K: 2, E: 3}\n"
+             "optim: {lr: 3e-3}\n"
+             "checkpoint: {every_episodes: %d}\n",
+             g_corpus, every);
+    return write_file(f->config, text);
+}
+
+static void fixture_close(fixture *f) {
+    test_rmtree(f->dir);
+    free(f->dir);
+}
+
+static int read_file(const char *path, unsigned char *buf, size_t cap, size_t *n) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return -1;
+    *n = fread(buf, 1, cap, fp);
+    fclose(fp);
+    return 0;
+}
+
+/* HEAD's seq and epoch (0 when unreadable). */
+static void head_of(const fixture *f, uint64_t *seq, uint64_t *epoch, char *state, size_t cap) {
+    char path[800];
+    static unsigned char buf[4096];
+    size_t n;
+    *seq = *epoch = 0;
+    if (state) state[0] = '\0';
+    snprintf(path, sizeof path, "%s/HEAD", f->store);
+    rec_head h;
+    tdm_err e;
+    if (read_file(path, buf, sizeof buf, &n) || rec_head_decode(buf, n, "HEAD", &h, &e)) return;
+    *seq = h.seq;
+    *epoch = h.epoch;
+    if (state) snprintf(state, cap, "%s", h.state);
+}
+
+static uint64_t lease_epoch(const fixture *f) {
+    char path[800];
+    static unsigned char buf[4096];
+    size_t n;
+    snprintf(path, sizeof path, "%s/lease", f->store);
+    rec_lease l;
+    tdm_err e;
+    if (read_file(path, buf, sizeof buf, &n) || rec_lease_decode(buf, n, "lease", &l, &e)) return 0;
+    return l.epoch;
+}
+
+static int flip_byte(const char *path, long off) {
+    int fd = open(path, O_RDWR);
+    if (fd < 0) return -1;
+    unsigned char b;
+    int ok = pread(fd, &b, 1, off) == 1;
+    b ^= 0x5a;
+    ok = ok && pwrite(fd, &b, 1, off) == 1;
+    close(fd);
+    return ok ? 0 : -1;
+}
+
+static long file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* Files under dir (recursively), counted. */
+static int count_files(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        char p[1200];
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        struct stat st;
+        if (stat(p, &st) == 0) n += S_ISDIR(st.st_mode) ? count_files(p) : 1;
+    }
+    closedir(d);
+    return n;
+}
+
+static void test_reference(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-ref", 1) == 0, "fixture");
+    int rc = run_to_end(&f, NULL);
+    char log[8192];
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "reference exit %d: %s", rc, log);
+    CHECK(hash_of(&f, g_ref_hash, sizeof g_ref_hash) == 0, "hash");
+    fixture_close(&f);
+}
+
+/* Writer A frozen at HEAD seq >= stop_at; B takes over with optim.lr changed (allowed);
+ * A let go `after_ms` after B holds the lease. */
+static void stale_writer_once(int stop_at, int after_ms, int *a_exit, int *b_exit, char *why,
+                              size_t cap) {
+    why[0] = '\0';
+    fixture f;
+    if (fixture_open(&f, "ledger-stale", 2)) {
+        snprintf(why, cap, "fixture");
+        return;
+    }
+    pid_t a = start_run(&f, "TANDEM_TEST_STEP_DELAY_MS=15", NULL, NULL);
+    uint64_t seq = 0, epoch = 0;
+    double t0 = now_s();
+    while (seq < (uint64_t)stop_at && now_s() - t0 < 60) {
+        head_of(&f, &seq, &epoch, NULL, 0);
+        usleep(1000);
+    }
+    kill(a, SIGSTOP);
+    uint64_t ea = lease_epoch(&f);
+    /* B: another log, the changed config */
+    fixture fb = f;
+    snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+    const char *extra[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
+    pid_t b = start_run_argv(&fb, "TANDEM_TEST_STEP_DELAY_MS=5", extra);
+    t0 = now_s();
+    while (lease_epoch(&f) <= ea && now_s() - t0 < 60) usleep(1000);
+    usleep((useconds_t)after_ms * 1000);
+    kill(a, SIGCONT);
+    *a_exit = wait_exit(a);
+    *b_exit = wait_exit(b);
+    char out[8192];
+    if (*b_exit == 0) {
+        /* the store is whole: a rerun reports the finished run; verify and the chain agree */
+        int again = wait_exit(start_run_argv(&fb, NULL, extra));
+        int v = tandem_on_store(&f, "verify", "", out, sizeof out);
+        int av = tandem_on_store(&f, "alpha", "--verify", out + 4096, sizeof out - 4096);
+        if (again != 0) snprintf(why, cap, "rerun after B exited %d", again);
+        else if (v != 0) snprintf(why, cap, "verify exit %d: %.1500s", v, out);
+        else if (av != 0) snprintf(why, cap, "alpha --verify exit %d: %.1500s", av, out + 4096);
+        /* no α record after the change was computed under A's config (generation 0) */
+        for (int t = 0; t < 16 && !why[0]; t++) {
+            char path[900];
+            static unsigned char buf[8192];
+            size_t n;
+            snprintf(path, sizeof path, "%s/alpha/%d.mp", f.store, t);
+            rec_alpha r;
+            tdm_err e;
+            if (read_file(path, buf, sizeof buf, &n) || rec_alpha_decode(buf, n, path, &r, &e)) {
+                snprintf(why, cap, "alpha/%d.mp missing or unreadable", t);
+                break;
+            }
+            if (r.has_gen && r.gen == 0 && r.seq > seq + 5)
+                snprintf(why, cap, "alpha/%d.mp (seq %llu) is from the old config", t,
+                         (unsigned long long)r.seq);
+        }
+    } else {
+        read_all(fb.log, out, sizeof out);
+        snprintf(why, cap, "B exited %d: %.2000s", *b_exit, out);
+    }
+    fixture_close(&f);
+}
+
+static void test_stale_writer_is_fenced(void) {
+    static const int stops[][2] = {{6, 0}, {12, 20}, {18, 60}, {24, 150}, {30, 300}, {40, 0}};
+    int n = (int)(sizeof stops / sizeof stops[0]), fenced = 0;
+    for (int i = 0; i < n; i++) {
+        int ra = -1, rb = -1;
+        char why[2400];
+        stale_writer_once(stops[i][0], stops[i][1], &ra, &rb, why, sizeof why);
+        CHECK(!why[0], "stop at seq %d, let go %d ms after the takeover: %s", stops[i][0],
+              stops[i][1], why);
+        CHECK(ra == 3 || ra == 0, "A exited %d (stop at %d)", ra, stops[i][0]);
+        fenced += ra == 3;
+    }
+    printf("  %d stale-writer timings: B finished and the store verifies every time; A fenced "
+           "out (exit 3) %d times, finished before its next write otherwise\n", n, fenced);
+    CHECK(fenced >= n - 1, "A was fenced only %d of %d times", fenced, n);
+}
+
+/* Stops a run at free step `at` (SIGTERM hook: exit 75, a committed state). */
+static int stop_at(fixture *f, int at) {
+    char env[64];
+    snprintf(env, sizeof env, "TANDEM_TEST_SIGNAL_AT=free:%d", at);
+    return run_to_end(f, env);
+}
+
+static void test_corrupt_newest_state_heals(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    for (int kind = 0; kind < 2; kind++) {
+        fixture f;
+        CHECK(fixture_open(&f, "ledger-state", 1) == 0, "fixture");
+        int rc;
+        char key[REC_KEY_MAX], path[1000];
+        uint64_t seq, ep;
+        if (kind == 0) { /* HEAD's own state */
+            rc = stop_at(&f, 14);
+            CHECK(rc == 75, "setup exit %d", rc);
+            head_of(&f, &seq, &ep, key, sizeof key);
+        } else { /* a state written, HEAD never moved to it: killed inside its commit */
+            rc = run_to_end(&f, "TANDEM_TEST_KILL_AT=head:4");
+            CHECK(rc == 128 + SIGKILL, "setup exit %d", rc);
+            uint64_t hs;
+            head_of(&f, &hs, &ep, NULL, 0);
+            /* the newest manifest on disk is past HEAD */
+            seq = 0;
+            for (uint64_t s = hs + 1; s < hs + 40; s++) {
+                snprintf(path, sizeof path, "%s/states/%llu.mp", f.store, (unsigned long long)s);
+                if (file_size(path) > 0) seq = s;
+            }
+            CHECK(seq > hs, "no state past HEAD (HEAD at %llu)", (unsigned long long)hs);
+            snprintf(key, sizeof key, "states/%llu.mp", (unsigned long long)seq);
+        }
+        snprintf(path, sizeof path, "%s/%s", f.store, key);
+        long size = file_size(path);
+        CHECK(size > 100 && flip_byte(path, size / 2) == 0, "flip %s", path);
+        rc = run_to_end(&f, NULL);
+        char log[16384];
+        read_all(f.log, log, sizeof log);
+        CHECK(rc == 0, "kind %d: resume exit %d: %s", kind, rc, log);
+        CHECK(strstr(log, key) && strstr(log, "quarantine/"),
+              "kind %d: the resume did not name %s and where it was kept:\n%s", kind, key, log);
+        char h[1024];
+        CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0,
+              "kind %d: ended elsewhere:\n%s", kind, h);
+        char q[900];
+        snprintf(q, sizeof q, "%s/quarantine", f.store);
+        CHECK(count_files(q) >= 1, "kind %d: nothing under quarantine/", kind);
+        fixture_close(&f);
+    }
+}
+
+static void test_corrupt_alpha_past_state_heals(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    /* offsets into the record: the map's first bytes, the hashed losses, the meta part
+     * near the end, the digest itself; -1: delete the record */
+    static const double where[] = {0.05, 0.35, 0.6, 0.85, 0.97, -1};
+    for (int i = 0; i < (int)(sizeof where / sizeof where[0]); i++) {
+        fixture f;
+        CHECK(fixture_open(&f, "ledger-alpha", 5) == 0, "fixture");
+        /* killed at free step 36 (episode 12): the last state is at episode 10, records
+         * 10 and 11 lie past it */
+        int rc = run_to_end(&f, "TANDEM_TEST_KILL_AT=free-step:36");
+        CHECK(rc == 128 + SIGKILL, "setup exit %d", rc);
+        char path[1000];
+        snprintf(path, sizeof path, "%s/alpha/11.mp", f.store);
+        long size = file_size(path);
+        CHECK(size > 100, "alpha/11.mp is there (%ld bytes)", size);
+        if (where[i] < 0) CHECK(unlink(path) == 0, "delete");
+        else CHECK(flip_byte(path, (long)(where[i] * size)) == 0, "flip");
+        rc = run_to_end(&f, NULL);
+        char log[16384];
+        read_all(f.log, log, sizeof log);
+        CHECK(rc == 0, "damage %d: resume exit %d: %s", i, rc, log);
+        char h[1024];
+        CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0,
+              "damage %d (offset %.2f): ended elsewhere:\n%s\nlog:\n%s", i, where[i], h, log);
+        char out[8192];
+        CHECK(tandem_on_store(&f, "alpha", "--verify", out, sizeof out) == 0, "chain: %s", out);
+        fixture_close(&f);
+    }
+}
+
+/* A hole, or a damaged record, inside the part of the chain the newest state vouches
+ * for: the run stops with exit 3 naming the record and `tandem repair`; the dry run plans
+ * and changes nothing; --apply sets aside what depends on the damage; the run then
+ * replays and ends with the uninterrupted run's hash, its chain whole. */
+static void test_chain_hole_stops_and_repairs(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    for (int kind = 0; kind < 2; kind++) {
+        fixture f;
+        CHECK(fixture_open(&f, "ledger-hole", 2) == 0, "fixture");
+        int rc = stop_at(&f, 30); /* exit 75 at episode 10, the state vouches for 10 records */
+        CHECK(rc == 75, "setup exit %d", rc);
+        char path[1000];
+        snprintf(path, sizeof path, "%s/alpha/4.mp", f.store);
+        if (kind == 0) CHECK(unlink(path) == 0, "delete alpha/4.mp");
+        else CHECK(flip_byte(path, file_size(path) / 3) == 0, "flip alpha/4.mp");
+        rc = run_to_end(&f, NULL);
+        char log[16384];
+        read_all(f.log, log, sizeof log);
+        CHECK(rc == 3 && strstr(log, "alpha/4.mp") && strstr(log, "tandem repair"),
+              "kind %d: the run went on (exit %d): %s", kind, rc, log);
+        char out[16384], after[1024];
+        rc = tandem_on_store(&f, "repair", "", out, sizeof out);
+        CHECK(rc == 0 && strstr(out, "alpha/4.mp") && strstr(out, "--apply"),
+              "kind %d: dry run exit %d: %s", kind, rc, out);
+        CHECK(access(path, F_OK) == (kind == 0 ? -1 : 0), "the dry run changed the store");
+        rc = tandem_on_store(&f, "repair", "--apply", out, sizeof out);
+        CHECK(rc == 0 && strstr(out, "quarantine/"), "kind %d: apply exit %d: %s", kind, rc, out);
+        rc = run_to_end(&f, NULL);
+        read_all(f.log, log, sizeof log);
+        CHECK(rc == 0, "kind %d: the repaired run exited %d: %s", kind, rc, log);
+        CHECK(hash_of(&f, after, sizeof after) == 0 && strcmp(after, g_ref_hash) == 0,
+              "kind %d: the repaired run ended elsewhere:\n%s", kind, after);
+        CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "kind %d: verify: %s", kind, out);
+        CHECK(tandem_on_store(&f, "repair", "", out, sizeof out) == 0 && strstr(out, "nothing to repair"),
+              "kind %d: a second repair found work: %s", kind, out);
+        fixture_close(&f);
+    }
+}
+
+int main(void) {
+    char *dir = test_tmpdir("ledger-corpus");
+    uint64_t tr[3] = {30000, 15000, 6000};
+    tdm_err e = {0};
+    if (corpus_fixture(dir, 3, tr, 3, 3000, NULL, &e)) {
+        fprintf(stderr, "corpus: %s\n", e.msg);
+        return 1;
+    }
+    snprintf(g_corpus, sizeof g_corpus, "%s", dir);
+    RUN(test_reference);
+    RUN(test_stale_writer_is_fenced);
+    RUN(test_corrupt_newest_state_heals);
+    RUN(test_corrupt_alpha_past_state_heals);
+    RUN(test_chain_hole_stops_and_repairs);
+    test_rmtree(dir);
+    free(dir);
+    return test_summary("test_ledger");
+}
