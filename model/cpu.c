@@ -83,7 +83,8 @@ static inline float exp_arg(float x) {
  * x = n ln2 + r with |r| <= ln2/2, e^r by Cephes' degree-6 polynomial (about 1 ulp), 2^n
  * through the exponent bits. */
 static inline float exp_core(float x) {
-    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
+    float t = x * 1.44269504088896341f + 12582912.0f; /* 1.5 * 2^23 + n: n in t's low bits */
+    float n = t - 12582912.0f;                         /* round to nearest */
     float r = x - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
@@ -93,10 +94,15 @@ static inline float exp_core(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     float y = p * r * r + r + 1.0f;
+    /* 2^n through the exponent bits, with n read from t's bits (t = 0x4B400000 + n as an
+     * integer, since |n| < 2^22) in unsigned arithmetic: a NaN input (a diverged model)
+     * then stays NaN (y is NaN) without the undefined float-to-int conversion of NaN or
+     * shift of a negative value, and the loops still vectorise */
     union {
-        int32_t i;
         float f;
-    } scale = {.i = ((int32_t)n + 127) << 23};
+        uint32_t u;
+    } tb = {.f = t}, scale;
+    scale.u = (tb.u - 0x4B400000u + 127u) << 23;
     return y * scale.f;
 }
 #endif
@@ -654,9 +660,20 @@ static model_ctx *cpu_create(const model_layout *lay, int max_B, int max_T, int 
         {&ctx->dres, N * C},         {&ctx->dln, N * C},           {&ctx->datty, N * C},
         {&ctx->dqkv, N * 3 * C},     {&ctx->dfch, N * 4 * C},
     };
+    ctx->datt_slots = omp_get_max_threads();
+    /* everything below, counted before any of it is allocated */
+    double need = (double)ctx->datt_slots * max_T * max_T * sizeof(real) +
+                  (double)((N + ROW_CHUNK - 1) / ROW_CHUNK) * 4 * C * sizeof *ctx->part +
+                  (double)N * sizeof *ctx->row_loss + (double)max_B * (max_T + 1) * sizeof *ctx->tokens;
+    for (size_t i = 0; i < sizeof plan / sizeof *plan; i++) need += (double)plan[i].n * sizeof(real);
+    char what[200];
+    snprintf(what, sizeof what, "the model workspace for batches of %d x %d tokens (%d layers, "
+             "%d channels, vocab %zu)", max_B, max_T, c->layers, c->channels, V);
+    if (model_memory_check(need, what, "lower train.batch (and tandem.val_batch), train.seq, "
+                           "model.layers, model.channels or model.vocab", e))
+        goto fail;
     for (size_t i = 0; i < sizeof plan / sizeof *plan; i++)
         if (!(*plan[i].p = cpu_alloc(ctx, plan[i].n))) goto oom;
-    ctx->datt_slots = omp_get_max_threads();
     if (!(ctx->datt = cpu_alloc(ctx, (size_t)ctx->datt_slots * max_T * max_T))) goto oom;
     size_t nchunks = (N + ROW_CHUNK - 1) / ROW_CHUNK;
     ctx->part = malloc(nchunks * 4 * C * sizeof *ctx->part);

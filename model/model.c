@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/rng.h"
 
@@ -23,6 +24,15 @@ int model_config_check(const model_config *c, tdm_err *e) {
         return err_set(e, ERR_USAGE, "model.heads = %d: must be >= 1 and divide model.channels = %d",
                        c->heads, c->channels);
     return 0;
+}
+
+int model_memory_check(double bytes, const char *what, const char *remedy, tdm_err *e) {
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || psize <= 0) return 0; /* unknown: let the allocation decide */
+    double phys = (double)pages * (double)psize;
+    if (bytes <= phys) return 0;
+    return err_set(e, ERR_USAGE, "%s needs %.1f GiB of memory, more than the %.1f GiB this machine "
+                   "has: %s", what, bytes / 1073741824.0, phys / 1073741824.0, remedy);
 }
 
 /* Appends one tensor to the table under construction. */

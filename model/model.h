@@ -42,6 +42,12 @@ typedef struct model_config {
 /* Checks ranges and divisibility; ERR_USAGE naming the bad field. */
 int model_config_check(const model_config *cfg, tdm_err *e);
 
+/* Refuses what cannot fit: 0 when `bytes` of host memory is at most this machine's
+ * physical memory, else ERR_USAGE "WHAT needs X GiB of memory, more than the Y GiB this
+ * machine has: REMEDY". Checked before allocating, so that a size at the configs' limits
+ * ends with that message instead of an allocation that the kernel kills later. */
+int model_memory_check(double bytes, const char *what, const char *remedy, tdm_err *e);
+
 #define MODEL_NAME_MAX 48
 
 typedef struct model_tensor {

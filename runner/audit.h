@@ -48,4 +48,32 @@ void audit_mixture(const audit_chain *chain, double fraction, rec_mixture *x);
 /* Formats a unix time as "2026-11-22 23:10:00 UTC". */
 void audit_time(double t, char *out, size_t cap);
 
+/* A lease unreleased for this long since its holder's last sign of life counts as
+ * stale even when nothing else proves the holder gone (24 hours: far beyond any episode
+ * or commit interval, during which a live writer writes an α record every episode). */
+#define AUDIT_LEASE_STALE_AGE_S (24.0 * 3600.0)
+
+enum { AUDIT_LEASE_NONE, AUDIT_LEASE_RELEASED, AUDIT_LEASE_HELD, AUDIT_LEASE_STALE };
+
+/* The writer lease and what can be said of its holder. */
+typedef struct audit_lease {
+    int state;        /* AUDIT_LEASE_*: NONE also for a lease that does not decode */
+    rec_lease lease;  /* when state != NONE */
+    double life;      /* the holder's last sign of life: the newest of the lease's time,
+                       * HEAD's commit time and the newest α record's time (unix s) */
+    double age;       /* now - life, seconds (>= 0) */
+    char why[256];    /* HELD/STALE: why, e.g. "no process 4242 on this host" */
+} audit_lease;
+
+/* Reads `lease` and judges an unreleased one. It is STALE only when that is proven: on
+ * the lease's own host (gethostname) its pid does not exist, or belongs to a process
+ * started after the lease was taken (the pid was reused); or, on any host, the holder
+ * shows no sign of life for AUDIT_LEASE_STALE_AGE_S. Otherwise it is HELD (the holder
+ * may be alive). Host names are taken to name machines (or containers) uniquely.
+ * Returns 0, or an ERR_* code when the store could not be read. */
+int audit_lease_read(store *st, audit_lease *out, tdm_err *e);
+
+/* "3h12m" / "45s" for a duration in seconds. */
+void audit_duration(double s, char *out, size_t cap);
+
 #endif

@@ -134,7 +134,7 @@ int cmd_alpha(int argc, char **argv) {
         usage(stderr);
         return rc;
     }
-    store *st = store_open(url, &e);
+    store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
     rec_run run;
     memset(&run, 0, sizeof run);
     audit_chain c;

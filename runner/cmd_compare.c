@@ -168,7 +168,7 @@ static int read_mixtures(compare_ctx *x, tdm_err *e) {
         x->mix[RUN_UNIFORM][m] = 1.0 / x->M;
         x->mix[RUN_NATURAL][m] = total > 0 ? (double)dataset_tokens(&x->ds, m, SPLIT_TRAIN) / total : 0;
     }
-    store *st = store_open(x->sub[0], e);
+    store *st = store_open_existing(x->sub[0], STORE_OPEN_READ_ONLY, e);
     if (!st) return e->code;
     void *data = NULL;
     size_t n = 0;
@@ -221,7 +221,7 @@ static int evaluate_all(compare_ctx *x, int curves, tdm_err *e) {
         if (x->progress != PROGRESS_QUIET)
             fprintf(stderr, "tandem compare: evaluating the %s model on the test split%s\n",
                     FINAL_NAME[f], curves ? " (and its kept states)" : "");
-        store *st = store_open(x->sub[1 + f], e);
+        store *st = store_open_existing(x->sub[1 + f], STORE_OPEN_READ_ONLY, e);
         if (!st) return e->code;
         rc = eval_store(st, SPLIT_TEST, UINT64_MAX, NULL, &x->ev[f], e);
         if (!rc && curves) rc = eval_curve(x, f, st, e);

@@ -45,7 +45,7 @@ int cmd_eval(int argc, char **argv) {
         if (!strcmp(split_name, dataset_split_name(s))) split = s;
     if (!rc && split < 0) rc = err_set(&e, ERR_USAGE, "--split %s: use test, val or train", split_name);
     if (!rc && !url) rc = err_set(&e, ERR_USAGE, "a STORE is required");
-    store *st = rc ? NULL : store_open(url, &e);
+    store *st = rc ? NULL : store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
     if (!rc && !st) rc = e.code;
     eval_result r;
     if (!rc) rc = eval_store(st, split, max_tokens, have_state ? &state_seq : NULL, &r, &e);

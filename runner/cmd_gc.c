@@ -8,7 +8,8 @@
  * pointing at a deleted blob, and a re-run finishes the job. α records, RUN, HEAD, the
  * lease and config changes are never touched. Because a running writer uploads blobs
  * before it writes their manifest, gc refuses to run while a writer holds the lease
- * (unless --force). */
+ * (unless --force), except a stale lease whose holder is provably gone (audit.h). gc and
+ * pin never create a store: a missing one is exit 3. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,20 +82,24 @@ int cmd_gc(int argc, char **argv) {
         }
     }
     if (!rc && (!url || keep < 0)) rc = err_set(&e, ERR_USAGE, "usage: tandem gc STORE --keep N [--dry-run]");
-    store *st = rc ? NULL : store_open(url, &e);
+    store *st = rc ? NULL : store_open_existing(url, STORE_OPEN_WRITABLE, &e);
     if (!rc && !st) rc = e.code;
-    /* a live writer could be between uploading blobs and writing their manifest */
+    /* a live writer could be between uploading blobs and writing their manifest; a lease
+     * whose holder is provably gone (audit_lease_read) does not stop gc */
     if (!rc && !force && !dry) {
-        void *data = NULL;
-        size_t n = 0;
-        rec_lease l;
-        if (store_get(st, "lease", &data, &n, NULL, &e) == 0 &&
-            rec_lease_decode(data, n, "lease", &l, &e) == 0 && !l.released)
+        audit_lease al;
+        rc = audit_lease_read(st, &al, &e);
+        const rec_lease *l = &al.lease;
+        if (!rc && al.state == AUDIT_LEASE_HELD)
             rc = err_set(&e, ERR_USAGE,
-                         "%s: a run holds the lease (epoch %llu, host %s, pid %llu): stop it first "
-                         "(its commits upload blobs before their manifest), or pass --force if it is dead",
-                         url, (unsigned long long)l.epoch, l.host, (unsigned long long)l.pid);
-        free(data);
+                         "%s: a run holds the lease (epoch %llu, host %s, pid %llu; %s): stop it "
+                         "first (its commits upload blobs before their manifest), or pass --force "
+                         "if it is dead",
+                         url, (unsigned long long)l->epoch, l->host, (unsigned long long)l->pid, al.why);
+        else if (!rc && al.state == AUDIT_LEASE_STALE)
+            printf("note: the lease of writer epoch %llu (host %s, pid %llu) is stale: %s; "
+                   "collecting\n",
+                   (unsigned long long)l->epoch, l->host, (unsigned long long)l->pid, al.why);
     }
     uint64_t *seqs = NULL, *pins = NULL, *keepv = NULL;
     size_t ns = 0, np = 0, nk = 0;
@@ -102,8 +107,8 @@ int cmd_gc(int argc, char **argv) {
     rec_head h;
     rec_state hs;
     int have = 0;
-    if (!rc) rc = audit_head(st, &h, &hs, &have, &e);
-    if (rc == ERR_STORE) err_prefix(&e, "refusing to collect garbage: "), rc = ERR_STORE;
+    if (!rc && (rc = audit_head(st, &h, &hs, &have, &e)) == ERR_STORE)
+        err_prefix(&e, "refusing to collect garbage: ");
     if (have) rec_state_free(&hs);
     if (!rc) {
         store_list l;
@@ -213,7 +218,7 @@ int cmd_pin(int argc, char **argv) {
         fprintf(stderr, "tandem pin: '%s' is not a state number (see tandem status)\n", argv[2]);
         return 2;
     }
-    store *st = store_open(argv[1], &e);
+    store *st = store_open_existing(argv[1], STORE_OPEN_WRITABLE, &e);
     if (!st) {
         fprintf(stderr, "tandem pin: %s\n", e.msg);
         return e.code;

@@ -20,7 +20,7 @@ int cmd_hash(int argc, char **argv) {
         return argc == 2 ? 0 : 2;
     }
     tdm_err e = {0};
-    store *st = store_open(argv[1], &e);
+    store *st = store_open_existing(argv[1], STORE_OPEN_READ_ONLY, &e);
     if (!st) {
         fprintf(stderr, "tandem hash: %s\n", e.msg);
         return e.code;

@@ -33,7 +33,7 @@ int cmd_mixture(int argc, char **argv) {
         }
     }
     if (!rc && !url) rc = err_set(&e, ERR_USAGE, "a STORE is required");
-    store *st = rc ? NULL : store_open(url, &e);
+    store *st = rc ? NULL : store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
     if (!rc && !st) rc = e.code;
     rec_run run;
     memset(&run, 0, sizeof run);

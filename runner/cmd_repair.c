@@ -103,7 +103,7 @@ int cmd_repair(int argc, char **argv) {
         }
     }
     if (!rc && !url) rc = err_set(&e, ERR_USAGE, "a STORE is required (see tandem repair --help)");
-    store *st = rc ? NULL : store_open(url, &e);
+    store *st = rc ? NULL : store_open_existing(url, apply ? STORE_OPEN_WRITABLE : STORE_OPEN_READ_ONLY, &e);
     if (!rc && !st) rc = e.code;
     plan p = {0};
     good_state *good = NULL;

@@ -1,7 +1,9 @@
-/* cmd_verify.c — `tandem verify STORE`: re-hashes every state manifest, every blob they
+/* cmd_verify.c — `tandem verify STORE`: checks the pinned config (RUN and the change
+ * records, as `tandem run` reads them), re-hashes every state manifest, every blob they
  * reference and every α record; reports each fault by name and exits 3 when there is
  * any. Blobs no manifest references are listed as orphans (left by an interrupted
- * commit or gc; `tandem gc` removes them), which is not a fault. */
+ * commit or gc; `tandem gc` removes them), which is not a fault. A store that is not
+ * there, or holds no run at all, is an error (exit 3), never "0 faults". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 #include "runner/audit.h"
 #include "runner/ckpt.h"
 #include "runner/cmds.h"
+#include "runner/pin.h"
 
 typedef struct digest_set {
     sha256_digest *d;
@@ -41,7 +44,7 @@ int cmd_verify(int argc, char **argv) {
     }
     const char *url = argv[1];
     tdm_err e = {0};
-    store *st = store_open(url, &e);
+    store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
     if (!st) {
         fprintf(stderr, "tandem verify: %s\n", e.msg);
         return e.code;
@@ -51,9 +54,27 @@ int cmd_verify(int argc, char **argv) {
     size_t ns = 0;
     digest_set good = {0}, referenced = {0};
     double bytes = 0;
+    /* the pin, judged exactly as `tandem run` judges it: a fault here is a run refused */
+    int health = PIN_OK;
+    int rc = pin_check(st, &health, &e);
+    if (!rc && health == PIN_NO_RUN) {
+        rc = err_set(&e, ERR_STORE, "%s holds no run: no RUN, HEAD, states or alpha records "
+                     "(check the store URL)", url);
+    } else if (!rc && health != PIN_OK) {
+        printf("FAULT %s\n", e.msg);
+        faults++;
+    } else if (!rc) {
+        printf("ok    RUN (pinned config)\n");
+    }
+    /* the config generation: states and α records of any other belong to a stale writer */
     uint64_t gen = 0, change_seq = 0;
-    int rc = audit_generation(st, &gen, &change_seq, &e);
-    if (!rc) rc = audit_state_seqs(st, &seqs, &ns, &e);
+    if (!rc) {
+        tdm_err ge;
+        if (audit_generation(st, &gen, &change_seq, &ge) && health == PIN_OK) {
+            printf("FAULT %s\n", ge.msg);
+            faults++;
+        }
+    }    if (!rc) rc = audit_state_seqs(st, &seqs, &ns, &e);
     /* HEAD must name a state that is there and matches */
     rec_head h;
     rec_state hs;

@@ -4,6 +4,7 @@
 
 #include "runner/cmds.h"
 #include "runner/run.h"
+#include "storage/s3_config.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -37,6 +38,9 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     /* before anything else: a run can be preempted from its first millisecond */
     if (!strcmp(cmd, "run") || !strcmp(cmd, "compare")) run_signals_install();
+    /* a secret in the environment is in this process's memory from exec on: no core file
+     * may hold it (s3_config_resolve does the same for a secret read from a file) */
+    if (s3_config_env_has_secret()) s3_config_no_core_dumps();
     if (!strcmp(cmd, "gen-corpus")) return cmd_gen_corpus(argc - 1, argv + 1);
     if (!strcmp(cmd, "prep")) return cmd_prep(argc - 1, argv + 1);
     if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);

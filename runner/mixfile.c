@@ -14,8 +14,9 @@
 
 /* α* from the mixture.mp of the finished TANDEM run in store `url`, by domain name. */
 static int store_mixture_read(const char *url, const dataset *ds, double *alpha, tdm_err *e) {
-    store *st = store_open(url, e);
-    if (!st) return e ? e->code : ERR_USAGE;
+    store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, e);
+    if (!st) /* a config error: the key names a store that is not there (or unreadable) */
+        return e ? err_prefix(e, "data.mixture_file = %s: ", url) : ERR_USAGE;
     void *data = NULL;
     size_t n = 0;
     rec_mixture x;

@@ -40,12 +40,79 @@ static config_kv *find_kv(config_kv *kv, size_t n, const char *key) {
     return NULL;
 }
 
+/* What a repair of RUN takes; appended to every message about a missing or damaged RUN. */
+#define RUN_REPAIR                                                                          \
+    "RUN (with configs/<n>.mp, the recorded changes) pins the configuration every state "   \
+    "and alpha record was computed with; no other object holds it, so it cannot be rebuilt " \
+    "and no run resumes without it: restore that object from a copy of this store "         \
+    "(a backup, or the store this one was copied from; then check with tandem "       \
+    "verify), or start the run over in a new store"
+
+int pin_run_state(store *st, int *has, char *found, size_t cap, tdm_err *e) {
+    static const char *const objects[] = {"HEAD", "mixture.mp"};
+    static const char *const prefixes[] = {"states/", "alpha/", "configs/", "superseded/"};
+    *has = 0;
+    found[0] = '\0';
+    for (size_t i = 0; i < sizeof objects / sizeof *objects; i++) {
+        int ex = 0;
+        int rc = store_exists(st, objects[i], &ex, e);
+        if (rc) return rc;
+        if (ex) {
+            snprintf(found, cap, "%s", objects[i]);
+            *has = 1;
+            return 0;
+        }
+    }
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes && !*has; i++) {
+        store_list l;
+        int rc = store_list_prefix(st, prefixes[i], &l, e);
+        if (rc) return rc;
+        if (l.n) {
+            snprintf(found, cap, "%s and %zu more under %s", l.keys[0], l.n - 1, prefixes[i]);
+            *has = 1;
+        }
+        store_list_free(&l);
+    }
+    return 0;
+}
+
+/* The error for a store without RUN: a run that lost its RUN (ERR_STORE, with the repair;
+ * *health PIN_MISSING) when the store holds run state, else "holds no run" (ERR_USAGE;
+ * PIN_NO_RUN). A store error is returned as it is. */
+static int missing_run(store *st, int *health, tdm_err *e) {
+    char found[300];
+    int has = 0;
+    int rc = pin_run_state(st, &has, found, sizeof found, e);
+    if (rc) return rc;
+    *health = has ? PIN_MISSING : PIN_NO_RUN;
+    if (has)
+        return err_set(e, ERR_STORE,
+                       "%s/RUN is missing, but the store holds a run (%s). " RUN_REPAIR,
+                       store_url(st), found);
+    return err_set(e, ERR_USAGE, "%s holds no run (no RUN object); check the store URL",
+                   store_url(st));
+}
+
+/* Re-labels a decode failure of RUN or of a change record (ERR_STORE in e) as a damaged
+ * pin, with the repair; *health PIN_DAMAGED. */
+static int damaged_run(store *st, int *health, tdm_err *e) {
+    char was[sizeof e->msg];
+    snprintf(was, sizeof was, "%s", e->msg);
+    *health = PIN_DAMAGED;
+    return err_set(e, ERR_STORE, "%.600s. The pinned configuration of the run in %s is damaged. "
+                   RUN_REPAIR, was, store_url(st));
+}
+
 /* Reads RUN and applies configs/0.mp, 1.mp, ... to its canonical form. *nchanges gets the
- * number of change records. STORE_NOT_FOUND when there is no RUN. */
+ * number of change records. STORE_NOT_FOUND when there is no RUN; ERR_STORE with
+ * *damaged = 1 when RUN or a change record is there but does not decode or verify (a
+ * store that could not be read leaves *damaged 0). */
 static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *nchanges,
-                       uint64_t *last_change_seq, char *run_id, size_t cap, tdm_err *e) {
+                       uint64_t *last_change_seq, char *run_id, size_t cap, int *damaged,
+                       tdm_err *e) {
     void *data = NULL;
     size_t n = 0;
+    *damaged = 0;
     int rc = store_get(st, "RUN", &data, &n, NULL, e);
     if (rc) return rc;
     char what[600];
@@ -53,13 +120,19 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *n
     rec_run run;
     rc = rec_run_decode(data, n, what, &run, e);
     free(data);
-    if (rc) return rc;
+    if (rc) {
+        *damaged = rc == ERR_STORE;
+        return rc;
+    }
     if (run_id) snprintf(run_id, cap, "%s", run.run_id);
     config_kv *kv = NULL;
     rc = from_rec(run.config, run.nconfig, &kv, e);
     size_t nkv = run.nconfig;
     rec_run_free(&run);
-    if (rc) return rc;
+    if (rc) {
+        *damaged = rc == ERR_STORE;
+        return rc;
+    }
     uint64_t k = 0;
     for (;; k++) {
         char key[64];
@@ -74,12 +147,17 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *n
         rec_change ch;
         rc = rec_change_decode(data, n, what, &ch, e);
         free(data);
-        if (rc) break;
+        if (rc) {
+            *damaged = rc == ERR_STORE;
+            break;
+        }
         if (last_change_seq) *last_change_seq = ch.seq;
         for (size_t i = 0; i < ch.n && !rc; i++) {
             config_kv *t = find_kv(kv, nkv, ch.new_values[i].key);
-            if (!t || strlen(ch.new_values[i].value) >= sizeof t->value)
+            if (!t || strlen(ch.new_values[i].value) >= sizeof t->value) {
                 rc = err_set(e, ERR_STORE, "%s: changes unknown key '%s'", what, ch.new_values[i].key);
+                *damaged = 1;
+            }
             else snprintf(t->value, sizeof t->value, "%s", ch.new_values[i].value);
         }
         rec_change_free(&ch);
@@ -95,33 +173,50 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *n
     return 0;
 }
 
-int pin_read(store *st, config *cfg, char *run_id, size_t cap, tdm_err *e) {
+/* pin_read, with the health of the pin in *health (PIN_OK when 0 is returned). */
+static int read_config(store *st, config *cfg, char *run_id, size_t cap, int *health, tdm_err *e) {
     config_kv *kv;
     size_t n;
     uint64_t nch;
-    int rc = read_pinned(st, &kv, &n, &nch, NULL, run_id, cap, e);
-    if (rc == STORE_NOT_FOUND)
-        return err_set(e, ERR_USAGE, "%s holds no run (no RUN object); check the store URL",
-                       store_url(st));
+    int damaged;
+    *health = PIN_OK;
+    int rc = read_pinned(st, &kv, &n, &nch, NULL, run_id, cap, &damaged, e);
+    if (rc == STORE_NOT_FOUND) return missing_run(st, health, e);
+    if (damaged) return damaged_run(st, health, e);
     if (rc) return rc;
     rc = config_from_canonical(cfg, kv, n, e);
-    if (rc) err_prefix(e, "%s/RUN: ", store_url(st)), e->code = ERR_STORE, rc = ERR_STORE;
     free(kv);
-    return rc;
+    if (rc) {
+        err_prefix(e, "%s/RUN: ", store_url(st));
+        return damaged_run(st, health, e);
+    }
+    return 0;
+}
+
+int pin_read(store *st, config *cfg, char *run_id, size_t cap, tdm_err *e) {
+    int health;
+    return read_config(st, cfg, run_id, cap, &health, e);
+}
+
+int pin_check(store *st, int *health, tdm_err *e) {
+    config cfg;
+    char id[64];
+    int rc = read_config(st, &cfg, id, sizeof id, health, e);
+    return *health == PIN_OK ? rc : 0;
 }
 
 int pin_read_run(store *st, rec_run *run, tdm_err *e) {
     void *data = NULL;
     size_t n = 0;
+    int health;
     int rc = store_get(st, "RUN", &data, &n, NULL, e);
-    if (rc == STORE_NOT_FOUND)
-        return err_set(e, ERR_USAGE, "%s holds no run (no RUN object); check the store URL",
-                       store_url(st));
+    if (rc == STORE_NOT_FOUND) return missing_run(st, &health, e);
     if (rc) return rc;
     char what[600];
     snprintf(what, sizeof what, "%s/RUN", store_url(st));
     rc = rec_run_decode(data, n, what, run, e);
     free(data);
+    if (rc == ERR_STORE) return damaged_run(st, &health, e);
     return rc;
 }
 
@@ -174,9 +269,20 @@ int pin_run(store *st, const config *cfg, const char *const *domains, int M,
     config_kv *pinned;
     size_t npinned;
     uint64_t nchanges;
+    int damaged;
     int rc = read_pinned(st, &pinned, &npinned, &nchanges, &out->change_seq, out->run_id,
-                         sizeof out->run_id, e);
-    if (rc == STORE_NOT_FOUND) return create_run(st, cfg, domains, M, out, e);
+                         sizeof out->run_id, &damaged, e);
+    if (rc == STORE_NOT_FOUND) {
+        /* a new run only where there is none: a store that holds a run's objects but lost
+         * its RUN must not silently become another run (with whatever config is given) */
+        char found[300];
+        int has = 0, health;
+        rc = pin_run_state(st, &has, found, sizeof found, e);
+        if (rc) return rc;
+        return has ? missing_run(st, &health, e) : create_run(st, cfg, domains, M, out, e);
+    }
+    int health;
+    if (damaged) return damaged_run(st, &health, e);
     if (rc) return rc;
     out->nchanges = nchanges;
     config pc;
@@ -184,8 +290,7 @@ int pin_run(store *st, const config *cfg, const char *const *domains, int M,
     if (rc) {
         free(pinned);
         err_prefix(e, "%s/RUN: ", store_url(st));
-        e->code = ERR_STORE;
-        return ERR_STORE;
+        return damaged_run(st, &health, e);
     }
     /* where the run lives is not part of what it is */
     snprintf(pc.store, sizeof pc.store, "%s", cfg->store);

@@ -7,6 +7,10 @@
  * change, in which case the change is recorded as configs/<n>.mp and the new values take
  * effect. The `store` and `cluster.*` keys are not compared: they say where the run is and
  * where it executes, not what it computes.
+ *
+ * RUN is write-once and nothing else holds the whole config, so a store that holds a run
+ * but whose RUN is missing or damaged is refused (ERR_STORE, naming RUN and the repair:
+ * restore it from a copy); it never becomes a new run.
  */
 #ifndef TANDEM_RUNNER_PIN_H
 #define TANDEM_RUNNER_PIN_H
@@ -32,10 +36,30 @@ typedef struct pin_result {
 int pin_run(store *st, const config *cfg, const char *const *domains, int M,
             char *const *allowed, int n_allowed, uint64_t at_seq, pin_result *out, tdm_err *e);
 
-/* The effective pinned config of an existing run (for commands that only read). */
+/* The effective pinned config of an existing run (for commands that only read).
+ * ERR_USAGE "holds no run" for a store without RUN or any other object of a run;
+ * ERR_STORE naming RUN and its repair when RUN is missing from a store that holds a run
+ * (HEAD, states/, alpha/, configs/, superseded/, mixture.mp), or when RUN or a change
+ * record does not decode, does not match its config_sha256, or holds a config that is
+ * not valid — exactly the cases in which pin_run refuses to go on. */
 int pin_read(store *st, config *cfg, char *run_id, size_t run_id_cap, tdm_err *e);
 
-/* RUN itself (for audits: run id, creation time, domain names); free with rec_run_free. */
+/* RUN itself (for audits: run id, creation time, domain names); free with rec_run_free.
+ * Errors as pin_read's for RUN (change records are not read). */
 int pin_read_run(store *st, rec_run *run, tdm_err *e);
+
+/* The health of the pin, judged as `tandem run` judges it (pin_read). */
+enum { PIN_OK = 0, PIN_NO_RUN, PIN_MISSING, PIN_DAMAGED };
+
+/* Sets *health to PIN_OK, PIN_NO_RUN (no RUN and nothing else of a run), PIN_MISSING (no
+ * RUN but objects of a run) or PIN_DAMAGED (RUN or a change record does not decode or
+ * verify), with e->msg saying what, and how to repair it, for all but PIN_OK. Returns
+ * non-zero only when the store itself failed (e set, *health PIN_OK). */
+int pin_check(store *st, int *health, tdm_err *e);
+
+/* *has = 1 when the store holds objects of a run besides RUN (HEAD, mixture.mp, anything
+ * under states/, alpha/, configs/ or superseded/), naming the first one found in `found`;
+ * 0 when it holds none. Returns 0, or an ERR_* code when the store could not be read. */
+int pin_run_state(store *st, int *has, char *found, size_t cap, tdm_err *e);
 
 #endif

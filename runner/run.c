@@ -286,6 +286,15 @@ static int setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     if ((rc = model_layout_init(&r->lay, &mc, e))) return rc;
     fill_hparams(r);
     if ((rc = step_check(&r->hp, &r->ds, e))) return rc;
+    /* the parameter-sized buffers: 3 host copies for commits, and on the CPU the 6 of the
+     * twins (u, m, v, w, u', grad); the workspace is checked by the backend */
+    char what[160];
+    snprintf(what, sizeof what, "a model of %zu parameters (model.layers = %d, model.channels = "
+             "%d, vocab %d)", r->lay.numel, mc.layers, mc.channels, mc.vocab);
+    double copies = r->cfg.run.device == CONFIG_DEVICE_CPU ? 9 : 3;
+    if ((rc = model_memory_check(copies * 4.0 * (double)r->lay.numel, what,
+                                 "lower model.layers, model.channels or model.vocab", e)))
+        return rc;
     for (int m = 0; m < dataset_n_domains(&r->ds); m++) r->names[m] = dataset_domain_name(&r->ds, m);
     if (!(r->store = store_open(url, e))) return e->code;
     return 0;
@@ -633,6 +642,14 @@ int run_main(const run_opts *o, tdm_err *e) {
             printf("\n");
         }
         if (!rc) rc = ckpt_release(r->ck, e);
+    }
+    /* A run that fails (exit 1, 3, 4) ends here, not killed: it gives the lease back, so
+     * that status and gc do not see a holder that is gone. A writer that was fenced out
+     * finds the lease no longer its own and writes nothing. */
+    if (rc && rc != RUN_EXIT_REQUEUE && r->rank == 0 && r->ck && ckpt_epoch(r->ck)) {
+        tdm_err ignore;
+        ckpt_wait(r->ck, &ignore);
+        ckpt_release(r->ck, &ignore);
     }
     /* the other ranks succeed only when rank 0's last commit and mixture hold */
     if (finished_loop) rc = agree(r, rc, "finish the run", e);

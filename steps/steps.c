@@ -240,7 +240,20 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
         /* u' on Σ α_m L_train^m; w on L_val + γ Σ α_m L_train^m, same train rows, with
          * L_val = Σ_m L_val^m (the paper's eq. 1) or its mean over the M domains */
         rc = sgd_step(hp, n, n->up, B, M, coef_u, loss, e);
-        if (!rc) rc = sgd_step(hp, n, n->w, B + hp->V, 2 * M, coef_w, loss, e);
+        if (rc) return rc;
+        /* the first step's losses are those of u itself (u' = u then): a u that is no longer
+         * finite diverged before this probe, in the free steps, not here */
+        for (int m = 0; k == 0 && m < M; m++)
+            if (!isfinite(loss[m]))
+                return err_set(e, ERR_INTERNAL,
+                               "probe of episode %llu: the model u is not finite at the start of "
+                               "the probe (its loss on domain %d is %g): it diverged in the free "
+                               "steps before; lower optim.lr%s",
+                               (unsigned long long)work.episode, m, loss[m],
+                               hp->probe_carry ? " (or tandem.lr_probe: tandem.probe_carry "
+                                                 "continues the free steps from the probe's u')"
+                                               : "");
+        rc = sgd_step(hp, n, n->w, B + hp->V, 2 * M, coef_w, loss, e);
         if (rc) return rc;
     }
     /* evaluation batches of B train sequences (the same rows per domain in each), shared
@@ -258,12 +271,29 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
     }
     if (!rc && hp->probe_carry) rc = n->ops->copy(n->ctx, n->u, n->up, n->lay->numel, e);
     if (rc) return rc;
+    /* which twin diverged names the key: u' takes SGD steps at lr_probe on the α-mixture
+     * alone; w also on γ times it, so w alone diverging points at γ when γ > 1 */
     for (int m = 0; m < M; m++)
-        if (!isfinite(work.loss_u[m]) || !isfinite(work.loss_w[m]))
+        if (!isfinite(work.loss_u[m]))
             return err_set(e, ERR_INTERNAL,
-                           "probe of episode %llu: a twin's loss on domain %d is not finite "
-                           "(diverged; lower tandem.lr_probe)",
-                           (unsigned long long)work.episode, m);
+                           "probe of episode %llu: the proxy twin u' diverged (its loss on domain "
+                           "%d is %g after %d SGD steps at tandem.lr_probe = %g): lower "
+                           "tandem.lr_probe",
+                           (unsigned long long)work.episode, m, work.loss_u[m], hp->K, hp->lr_probe);
+    for (int m = 0; m < M; m++)
+        if (!isfinite(work.loss_w[m])) {
+            if (hp->gamma > 1)
+                return err_set(e, ERR_INTERNAL,
+                               "probe of episode %llu: the reference twin w diverged (its loss on "
+                               "domain %d is %g) while u' did not: w's objective weighs the train "
+                               "loss by tandem.gamma = %g; lower tandem.gamma (or tandem.lr_probe)",
+                               (unsigned long long)work.episode, m, work.loss_w[m], hp->gamma);
+            return err_set(e, ERR_INTERNAL,
+                           "probe of episode %llu: the reference twin w diverged (its loss on "
+                           "domain %d is %g after %d SGD steps at tandem.lr_probe = %g): lower "
+                           "tandem.lr_probe",
+                           (unsigned long long)work.episode, m, work.loss_w[m], hp->K, hp->lr_probe);
+        }
     work.have_losses = 1;
     *s = work;
     return 0;
@@ -302,7 +332,7 @@ int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_
         return err_set(e, ERR_INTERNAL, "alpha step of episode %llu without probe losses",
                        (unsigned long long)s->episode);
     int M = s->M;
-    double v[STEP_MAX_DOMAINS], next[STEP_MAX_DOMAINS];
+    double v[STEP_MAX_DOMAINS] = {0}, next[STEP_MAX_DOMAINS];
     if (hp->alpha_step == STEP_ALPHA_PGD) {
         /* ℓ_w < ℓ_u: the extra validation data helped domain m more → its weight grows */
         for (int m = 0; m < M; m++)
@@ -311,8 +341,26 @@ int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_
         alpha_eg(hp, s, v); /* on the simplex already; Π below only enforces the floor */
     }
     v[0] += hp->alpha_perturb;
+    /* a step too large for double precision: Π of values like ±1e300 loses α in the
+     * rounding (and an infinite one has no projection); the key is the step's size */
+    const char *key = hp->alpha_step == STEP_ALPHA_PGD ? "tandem.lr_alpha" : "tandem.alpha_budget";
+    double rate = step_alpha_rate(hp);
+    for (int m = 0; m < M; m++)
+        if (!isfinite(v[m]))
+            return err_set(e, ERR_INTERNAL,
+                           "alpha step of episode %llu: the update of domain %d is not finite "
+                           "(step size %s = %g, tandem.gamma = %g): lower %s",
+                           (unsigned long long)s->episode, m, key, rate, hp->gamma, key);
     int rc = simplex_project(v, M, hp->alpha_floor, next, e);
     if (rc) return rc;
+    double sum = 0;
+    for (int m = 0; m < M; m++) sum += next[m];
+    if (!(fabs(sum - 1) <= 1e-6))
+        return err_set(e, ERR_INTERNAL,
+                       "alpha step of episode %llu: the update is too large to project onto the "
+                       "simplex in double precision (the weights sum to %g; step size %s = %g, "
+                       "tandem.gamma = %g): lower %s",
+                       (unsigned long long)s->episode, sum, key, rate, hp->gamma, key);
     if (alpha_before) memcpy(alpha_before, s->alpha, (size_t)M * sizeof *s->alpha);
     memcpy(s->alpha, next, (size_t)M * sizeof *next);
     s->have_losses = 0;
@@ -328,11 +376,24 @@ int step_free(const step_hparams *hp, const dataset *ds, step_nets *n, step_stat
     if (!rc) rc = dp_pass(hp, n, n->u, hp->B, s->M, coef, loss, e);
     if (rc) return rc;
     double norm = model_clip_grads(n->ops, n->ctx, n->grad, hp->clip);
-    if (!isfinite(norm))
-        return err_set(e, ERR_INTERNAL,
-                       "free step %llu: the gradient norm is not finite (diverged; lower optim.lr)",
-                       (unsigned long long)work.free_steps);
     double lr = step_lr(hp, work.free_steps);
+    if (!isfinite(norm)) {
+        /* AdamW's step is bounded by lr per weight, so u diverges through optim.lr, or
+         * through the decay when lr x weight_decay >= 1 (each step then scales u by
+         * 1 - lr wd, whose size is >= 1); a probe_carry run's u is also the probe's u' */
+        int decay = hp->weight_decay >= 1 && hp->lr * hp->weight_decay >= 1;
+        const char *key = !decay ? "optim.lr"
+                          : hp->lr > 1 ? "optim.weight_decay and optim.lr"
+                                       : "optim.weight_decay";
+        return err_set(e, ERR_INTERNAL,
+                       "free step %llu: the gradient norm is not finite: u diverged (optim.lr = "
+                       "%g, optim.weight_decay = %g%s); lower %s",
+                       (unsigned long long)work.free_steps, hp->lr, hp->weight_decay,
+                       hp->probe_carry ? ", and tandem.probe_carry continues from the probe's "
+                                         "u' (tandem.lr_probe)"
+                                       : "",
+                       key);
+    }
     model_adamw a = {.lr = (float)lr, .beta1 = (float)hp->beta1, .beta2 = (float)hp->beta2,
                      .eps = (float)hp->eps, .weight_decay = (float)hp->weight_decay,
                      .step = (long)work.free_steps + 1};

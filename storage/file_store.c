@@ -6,6 +6,10 @@
  * either the old object or the new one, plus at worst a stray ".tmp-*" file that
  * listings ignore. Compare-and-swap holds an exclusive flock on "<root>/.lock" while
  * it compares and renames; versions are the SHA-256 of the content.
+ *
+ * Permissions: one policy, whatever the umask: every file the store writes (objects,
+ * temporaries, .lock) is 0600 and every directory it creates (the root and its missing
+ * parents included) 0700. A run's store is private to its owner by default.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -26,6 +30,8 @@ typedef struct file_store {
 } file_store;
 
 #define TMP_PREFIX ".tmp-"
+#define FILE_MODE 0600
+#define DIR_MODE 0700
 
 static char *join(const char *a, const char *b) {
     size_t n = strlen(a) + strlen(b) + 2;
@@ -55,7 +61,8 @@ static char *write_temp(store *s, const char *key, const char *path, const void 
         free(tmp);
         return NULL;
     }
-    if (fileio_write_all(fd, data, n) || fsync(fd)) {
+    /* mkstemp's 0600 passes through the umask; the policy is exactly 0600 */
+    if (fchmod(fd, FILE_MODE) || fileio_write_all(fd, data, n) || fsync(fd)) {
         err_sys(e, ERR_STORE, errno, "%s: cannot write %s", s->url, key);
         close(fd);
         unlink(tmp);
@@ -75,7 +82,7 @@ static int fs_put(store *s, const char *key, const void *data, size_t n, int mod
     char *path = join(root_of(s), key);
     if (!path) return err_set(e, ERR_INTERNAL, "out of memory");
     int r = 0;
-    if (fileio_make_parents(path)) {
+    if (fileio_make_parents_mode(path, DIR_MODE)) {
         r = err_sys(e, ERR_STORE, errno, "%s: cannot create the directory of %s", s->url, key);
         goto out;
     }
@@ -163,9 +170,14 @@ static int fs_put_if(store *s, const char *key, const void *data, size_t n,
                      const store_version *expected, store_version *out, tdm_err *e) {
     char *lockpath = join(root_of(s), ".lock");
     if (!lockpath) return err_set(e, ERR_INTERNAL, "out of memory");
-    int fd = open(lockpath, O_RDWR | O_CREAT, 0666);
+    int fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, FILE_MODE);
     free(lockpath);
     if (fd < 0) return err_sys(e, ERR_STORE, errno, "%s: cannot open the lock file", s->url);
+    struct stat lst;
+    /* the lock file gets the policy's mode whatever the umask it was created under (one
+     * made by an older tandem as 0666 included; another user's is left alone) */
+    if (fstat(fd, &lst) == 0 && (lst.st_mode & 07777) != FILE_MODE && lst.st_uid == geteuid())
+        fchmod(fd, FILE_MODE);
     while (flock(fd, LOCK_EX)) {
         if (errno != EINTR) {
             int err = errno;
@@ -278,7 +290,19 @@ static const store_backend file_backend = {
     .close = fs_close,
 };
 
-store *file_store_open(const char *url, const char *path, tdm_err *e) {
+/* 1 when directory `root` holds an entry other than ".", "..", ".lock" and temporaries
+ * (any of those would be the store's or someone else's content), else 0. */
+static int has_content(const char *root) {
+    DIR *d = opendir(root);
+    if (!d) return 0;
+    int found = 0;
+    struct dirent *ent;
+    while (!found && (ent = readdir(d))) found = ent->d_name[0] != '.';
+    closedir(d);
+    return found;
+}
+
+store *file_store_open(const char *url, const char *path, int must_exist, int *absent, tdm_err *e) {
     store *s = calloc(1, sizeof *s);
     file_store *fs = calloc(1, sizeof *fs);
     char *root = strdup(path);
@@ -286,20 +310,30 @@ store *file_store_open(const char *url, const char *path, tdm_err *e) {
     if (!s || !fs || !root || !u) goto oom;
     size_t len = strlen(root);
     while (len > 1 && root[len - 1] == '/') root[--len] = '\0';
-    /* create the root (and its parents) so a new run needs no preparation */
-    char *probe = join(root, "x");
-    if (!probe) goto oom;
-    int mk = fileio_make_parents(probe);
-    free(probe);
     struct stat st;
-    if (mk || stat(root, &st) || !S_ISDIR(st.st_mode)) {
-        err_sys(e, ERR_STORE, errno ? errno : ENOTDIR,
-                "store %s: cannot use %s as a directory", url, root);
-        free(s);
-        free(fs);
-        free(root);
-        free(u);
-        return NULL;
+    if (must_exist) {
+        /* nothing is created: a missing or empty directory is no store */
+        int err = stat(root, &st) ? errno : 0;
+        if (err == ENOENT || err == ENOTDIR || (!err && S_ISDIR(st.st_mode) && !has_content(root))) {
+            if (absent) *absent = 1;
+            err_set(e, ERR_STORE, "no store at %s", url);
+            goto fail;
+        }
+        if (err || !S_ISDIR(st.st_mode)) {
+            err_sys(e, ERR_STORE, err ? err : ENOTDIR, "store %s: cannot use %s as a directory", url, root);
+            goto fail;
+        }
+    } else {
+        /* create the root (and its parents) so a new run needs no preparation */
+        char *probe = join(root, "x");
+        if (!probe) goto oom;
+        int mk = fileio_make_parents_mode(probe, DIR_MODE);
+        free(probe);
+        if (mk || stat(root, &st) || !S_ISDIR(st.st_mode)) {
+            err_sys(e, ERR_STORE, errno ? errno : ENOTDIR,
+                    "store %s: cannot use %s as a directory", url, root);
+            goto fail;
+        }
     }
     fs->root = root;
     s->b = &file_backend;
@@ -307,10 +341,11 @@ store *file_store_open(const char *url, const char *path, tdm_err *e) {
     s->impl = fs;
     return s;
 oom:
+    err_set(e, ERR_INTERNAL, "out of memory");
+fail:
     free(s);
     free(fs);
     free(root);
     free(u);
-    err_set(e, ERR_INTERNAL, "out of memory");
     return NULL;
 }

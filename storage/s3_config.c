@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 
 static const char *env(const char *name) {
     const char *v = getenv(name);
@@ -91,6 +93,20 @@ int s3_config_resolve(const char *url, s3_config *c, tdm_err *e) {
         if (plen >= sizeof c->prefix)
             return err_set(e, ERR_USAGE, "store URL %s: prefix too long", url);
         memcpy(c->prefix, p, plen);
+        /* HTTP clients remove "." and ".." segments from a URL path before sending it, S3
+         * does not: the request would go to another key than the one signed (and fail as
+         * SignatureDoesNotMatch, which reads like a credentials problem) */
+        for (const char *seg = c->prefix; *seg;) {
+            size_t len = strcspn(seg, "/");
+            if ((len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.'))
+                return err_set(e, ERR_USAGE,
+                               "store URL %s: the prefix has a '%.*s' segment; S3 keys are not "
+                               "paths (nothing resolves '.' or '..' in them): write the prefix "
+                               "without it",
+                               url, (int)len, seg);
+            seg += len;
+            if (*seg == '/') seg++;
+        }
     }
     const char *profile = env("AWS_PROFILE");
     if (!profile) profile = "default";
@@ -116,6 +132,7 @@ int s3_config_resolve(const char *url, s3_config *c, tdm_err *e) {
                        "AWS_SECRET_ACCESS_KEY, or add profile '%s' to %s",
                        url, profile, cred_file);
     }
+    s3_config_no_core_dumps(); /* the secret is in this process's memory now */
 
     const char *region = env("AWS_REGION");
     if (!region) region = env("AWS_DEFAULT_REGION");
@@ -168,6 +185,16 @@ int s3_config_resolve(const char *url, s3_config *c, tdm_err *e) {
     c->retries = (int)retries;
     c->timeout_s = timeout;
     return 0;
+}
+
+void s3_config_no_core_dumps(void) {
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    struct rlimit none = {0, 0};
+    setrlimit(RLIMIT_CORE, &none);
+}
+
+int s3_config_env_has_secret(void) {
+    return env("AWS_SECRET_ACCESS_KEY") || env("AWS_SESSION_TOKEN");
 }
 
 void s3_config_wipe(s3_config *c) {

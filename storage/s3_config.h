@@ -17,7 +17,8 @@
  *                listing page, default 1000, S3's maximum)
  *
  * Secrets live only in this struct's buffers and in the signing; s3_config_free wipes
- * them. No function here puts a secret into an error message.
+ * them. No function here puts a secret into an error message. A process that holds a
+ * secret cannot dump core (s3_config_no_core_dumps): a core file would hold the key.
  */
 #ifndef TANDEM_STORAGE_S3_CONFIG_H
 #define TANDEM_STORAGE_S3_CONFIG_H
@@ -48,5 +49,16 @@ int s3_config_resolve(const char *url, s3_config *c, tdm_err *e);
 
 /* Zeroes the secret buffers. */
 void s3_config_wipe(s3_config *c);
+
+/* Makes the calling process unable to write a core dump, for the rest of its life:
+ * prctl(PR_SET_DUMPABLE, 0) (no core, whatever the core_pattern, and /proc/PID/mem,
+ * environ and ptrace-attach are closed to unprivileged processes of the same user) and
+ * RLIMIT_CORE 0. s3_config_resolve calls it once credentials are loaded; main() calls it
+ * at start when the environment itself carries a secret. */
+void s3_config_no_core_dumps(void);
+
+/* 1 when AWS_SECRET_ACCESS_KEY or AWS_SESSION_TOKEN is set (non-empty) in the
+ * environment, else 0. */
+int s3_config_env_has_secret(void);
 
 #endif

@@ -80,6 +80,7 @@ typedef struct s3_resp {
     char etag[128];
     char meta_sha[SHA256_HEX_LEN + 1];
     char content_range[128];
+    char date[64]; /* the server's Date header (for a clock-skew diagnosis) */
     long long content_length;
     int uncertain; /* an earlier attempt got no definite answer: it may have been applied */
 } s3_resp;
@@ -135,12 +136,14 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
     s3_resp *r = ud;
     size_t len = sz * n;
     if (len > 5 && !strncasecmp(p, "HTTP/", 5)) { /* a new response (after a redirect/100) */
-        r->etag[0] = r->meta_sha[0] = r->content_range[0] = '\0';
+        r->etag[0] = r->meta_sha[0] = r->content_range[0] = r->date[0] = '\0';
         r->content_length = -1;
     } else if (len > 5 && !strncasecmp(p, "ETag:", 5)) {
         header_value(p, len, 5, r->etag, sizeof r->etag);
     } else if (len > strlen(META_SHA) + 1 && !strncasecmp(p, META_SHA ":", strlen(META_SHA) + 1)) {
         header_value(p, len, strlen(META_SHA) + 1, r->meta_sha, sizeof r->meta_sha);
+    } else if (len > 5 && !strncasecmp(p, "Date:", 5)) {
+        header_value(p, len, 5, r->date, sizeof r->date);
     } else if (len > 14 && !strncasecmp(p, "Content-Range:", 14)) {
         header_value(p, len, 14, r->content_range, sizeof r->content_range);
     } else if (len > 15 && !strncasecmp(p, "Content-Length:", 15)) {
@@ -171,6 +174,13 @@ static int on_seek(void *ud, curl_off_t off, int origin) {
     (void)off;
     (void)origin;
     return CURL_SEEKFUNC_CANTSEEK;
+}
+
+/* The local clock as requests are signed with it. TANDEM_TEST_CLOCK_OFFSET_S (test-only)
+ * shifts it, so that the suite can show what a skewed clock does. */
+static time_t s3_now(void) {
+    const char *v = getenv("TANDEM_TEST_CLOCK_OFFSET_S");
+    return time(NULL) + (time_t)(v ? strtol(v, NULL, 10) : 0);
 }
 
 /* The object's full key under the store prefix. */
@@ -217,7 +227,7 @@ static int attempt(s3_store *s, const s3_req *q, s3_resp *resp, char *why, size_
     for (size_t i = 0; i < q->nextra; i++)
         if (!strncasecmp(q->extra[i].name, "x-amz-", 6)) hs[nh++] = q->extra[i];
     char date[SIGV4_AMZ_DATE_LEN + 1];
-    sigv4_amz_date(time(NULL), date);
+    sigv4_amz_date(s3_now(), date);
     sigv4_request sr = {.method = q->method, .path = path, .query = q->query, .headers = hs,
                         .nheaders = nh, .payload_sha256_hex = payload_hash};
     sigv4_params sp = {.access_key = c->access_key, .secret_key = c->secret_key,
@@ -350,13 +360,48 @@ static int s3_do(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, voi
                    q->method, q->key ? q->key : "(bucket)", s->cfg.retries, why);
 }
 
-/* An error for a final non-2xx status: names the key, the status and S3's code. */
+/* The server's clock from an answer: its Date header (RFC 1123), else the ServerTime of
+ * a RequestTimeTooSkewed body (ISO 8601). 0 with *t set, -1 when neither is there. */
+static int server_time(const s3_resp *r, time_t *t) {
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *end = r->date[0] ? strptime(r->date, "%a, %d %b %Y %H:%M:%S", &tm) : NULL;
+    char iso[64] = "";
+    if (!end && r->body && r->len && s3_xml_first(r->body, r->len, "ServerTime", iso, sizeof iso)) {
+        memset(&tm, 0, sizeof tm);
+        end = strptime(iso, "%Y-%m-%dT%H:%M:%S", &tm);
+    }
+    if (!end) return -1;
+    *t = timegm(&tm);
+    return 0;
+}
+
+/* An error for a final non-2xx status: names the key, the status and S3's code, with a
+ * hint that matches the code (a skewed clock is not a credentials problem). */
 static int status_error(store *st, const s3_req *q, const s3_resp *r, tdm_err *e) {
     char code[128] = "";
     if (r->body && r->len) s3_xml_first(r->body, r->len, "Code", code, sizeof code);
+    const char *what = q->key ? q->key : "(list)";
+    if (!strcmp(code, "RequestTimeTooSkewed")) {
+        time_t server, local = s3_now();
+        if (server_time(r, &server) == 0)
+            return err_set(e, ERR_STORE,
+                           "%s: %s %s: HTTP %ld RequestTimeTooSkewed: this machine's clock is "
+                           "%+lld s off the server's (local %lld, server %lld, unix seconds); "
+                           "S3 refuses requests signed more than 15 minutes off its clock: fix "
+                           "this machine's clock (NTP: timedatectl, chronyc tracking), not the "
+                           "credentials",
+                           store_url(st), q->method, what, r->status,
+                           (long long)(local - server), (long long)local, (long long)server);
+        return err_set(e, ERR_STORE,
+                       "%s: %s %s: HTTP %ld RequestTimeTooSkewed: this machine's clock is too "
+                       "far from the server's (the answer did not say by how much): fix this "
+                       "machine's clock (NTP: timedatectl, chronyc tracking), not the credentials",
+                       store_url(st), q->method, what, r->status);
+    }
     const char *hint = r->status == 403 ? " (check the credentials and the bucket policy)" : "";
-    return err_set(e, ERR_STORE, "%s: %s %s: HTTP %ld %s%s", store_url(st), q->method,
-                   q->key ? q->key : "(list)", r->status, code, hint);
+    return err_set(e, ERR_STORE, "%s: %s %s: HTTP %ld %s%s", store_url(st), q->method, what,
+                   r->status, code, hint);
 }
 
 /* ------------------------------------------------------------------ verification */
@@ -922,7 +967,7 @@ static const store_backend s3_backend = {
     .close = s3_close,
 };
 
-store *s3_store_open(const char *url, tdm_err *e) {
+store *s3_store_open(const char *url, int must_exist, int *absent, tdm_err *e) {
     pthread_once(&curl_once, curl_init_once);
     store *st = calloc(1, sizeof *st);
     s3_store *s = calloc(1, sizeof *s);
@@ -946,14 +991,30 @@ store *s3_store_open(const char *url, tdm_err *e) {
     st->b = &s3_backend;
     st->url = u;
     st->impl = s;
-    /* reachability and credentials now, so a bad store fails at start, not at a commit */
-    s3_req q = {.method = "GET", .query = "list-type=2&max-keys=1"};
+    /* reachability and credentials now, so a bad store fails at start, not at a commit;
+     * for an existing store, the same request asks whether anything is under the prefix */
+    char query[1400] = "list-type=2&max-keys=1";
+    if (must_exist && s->cfg.prefix[0]) {
+        char full[1100];
+        snprintf(full, sizeof full, "%s/", s->cfg.prefix);
+        char *enc = sigv4_uri_encode(full, 0);
+        if (enc) snprintf(query, sizeof query, "list-type=2&max-keys=1&prefix=%s", enc);
+        free(enc);
+    }
+    s3_req q = {.method = "GET", .query = query};
     s3_resp r = {0};
     int rc = s3_do(s, &q, &r, NULL, NULL, e);
     if (!rc && r.status != 200) rc = status_error(st, &q, &r, e);
+    if (!rc && must_exist) {
+        char key[1100] = ""; /* S3 keys are at most 1024 bytes */
+        if (!r.body || !s3_xml_first(r.body, r.len, "Key", key, sizeof key)) {
+            if (absent) *absent = 1;
+            rc = err_set(e, ERR_STORE, "no store at %s", url);
+        }
+    }
     free(r.body);
     if (rc) {
-        err_prefix(e, "cannot use store %s: ", url);
+        if (!absent || !*absent) err_prefix(e, "cannot use store %s: ", url);
         store_close(st);
         return NULL;
     }

@@ -26,25 +26,48 @@ int store_key_valid(const char *key) {
     }
 }
 
-store *store_open(const char *url, tdm_err *e) {
-    if (!url || !*url) {
-        err_set(e, ERR_USAGE, "empty store URL (use file:///path or a directory path)");
-        return NULL;
-    }
+/* The backend of `url` and the path of a file store; ERR_USAGE for a malformed URL. */
+static int parse_url(const char *url, int *is_s3, const char **path, tdm_err *e) {
+    *is_s3 = 0;
+    *path = url;
+    if (!url || !*url)
+        return err_set(e, ERR_USAGE, "empty store URL (use file:///path or a directory path)");
     if (strncmp(url, "file://", 7) == 0) {
-        const char *path = url + 7;
-        if (!*path) {
-            err_set(e, ERR_USAGE, "store URL %s has no path (use file:///abs/path or file://rel/path)", url);
-            return NULL;
-        }
-        return file_store_open(url, path, e);
+        *path = url + 7;
+        if (!**path)
+            return err_set(e, ERR_USAGE,
+                           "store URL %s has no path (use file:///abs/path or file://rel/path)", url);
+        return 0;
     }
-    if (strncmp(url, "s3://", 5) == 0) return s3_store_open(url, e);
-    if (strstr(url, "://")) {
-        err_set(e, ERR_USAGE, "store URL %s: unsupported scheme (use file:// or s3://)", url);
-        return NULL;
+    if (strncmp(url, "s3://", 5) == 0) {
+        *is_s3 = 1;
+        return 0;
     }
-    return file_store_open(url, url, e);
+    if (strstr(url, "://"))
+        return err_set(e, ERR_USAGE, "store URL %s: unsupported scheme (use file:// or s3://)", url);
+    return 0;
+}
+
+store *store_open(const char *url, tdm_err *e) {
+    int is_s3;
+    const char *path;
+    if (parse_url(url, &is_s3, &path, e)) return NULL;
+    return is_s3 ? s3_store_open(url, 0, NULL, e) : file_store_open(url, path, 0, NULL, e);
+}
+
+store *store_open_existing(const char *url, int flags, tdm_err *e) {
+    int is_s3, absent = 0;
+    const char *path;
+    if (parse_url(url, &is_s3, &path, e)) return NULL;
+    store *s = is_s3 ? s3_store_open(url, 1, &absent, e) : file_store_open(url, path, 1, &absent, e);
+    if (!s && absent)
+        err_set(e, ERR_STORE,
+                "no store at %s: nothing is there (%s); check the URL (a run's store is made "
+                "by `tandem run CONFIG --store %s`)",
+                url, is_s3 ? "no object under that prefix" : "no such directory, or an empty one",
+                url);
+    if (s) s->read_only = (flags & STORE_OPEN_READ_ONLY) != 0;
+    return s;
 }
 
 void store_close(store *s) {
@@ -60,14 +83,22 @@ static int bad_key(store *s, const char *key, tdm_err *e) {
     return err_set(e, ERR_INTERNAL, "%s: invalid object key '%s'", s->url, key ? key : "(null)");
 }
 
+/* A write through a read-only handle is a bug in the command that opened it. */
+static int read_only(store *s, const char *key, tdm_err *e) {
+    return err_set(e, ERR_INTERNAL, "%s was opened read-only: refusing to write or delete %s",
+                   s->url, key ? key : "(null)");
+}
+
 int store_put(store *s, const char *key, const void *data, size_t n, int mode, tdm_err *e) {
     if (!store_key_valid(key)) return bad_key(s, key, e);
+    if (s->read_only) return read_only(s, key, e);
     return s->b->put(s, key, data, n, mode, e);
 }
 
 int store_put_if(store *s, const char *key, const void *data, size_t n,
                  const store_version *expected, store_version *out, tdm_err *e) {
     if (!store_key_valid(key)) return bad_key(s, key, e);
+    if (s->read_only) return read_only(s, key, e);
     return s->b->put_if(s, key, data, n, expected, out, e);
 }
 
@@ -107,6 +138,7 @@ int store_list_prefix(store *s, const char *prefix, store_list *out, tdm_err *e)
 
 int store_delete(store *s, const char *key, tdm_err *e) {
     if (!store_key_valid(key)) return bad_key(s, key, e);
+    if (s->read_only) return read_only(s, key, e);
     return s->b->del(s, key, e);
 }
 

@@ -44,8 +44,19 @@ typedef struct store_list {
 } store_list;
 
 /* Opens the store at `url`; creates the root if missing (file store). NULL with e set
- * (ERR_USAGE for a malformed URL, ERR_STORE when unreachable). */
+ * (ERR_USAGE for a malformed URL, ERR_STORE when unreachable). Only `tandem run` (and
+ * what creates a run) opens stores this way. */
 store *store_open(const char *url, tdm_err *e);
+
+/* Flags of store_open_existing. */
+enum { STORE_OPEN_WRITABLE = 0, STORE_OPEN_READ_ONLY = 1 };
+
+/* Opens the store at `url` only if it is there, creating nothing: a file store's root
+ * must be a directory holding at least one entry, an S3 store's prefix at least one
+ * object. A missing store is ERR_STORE "no store at URL" (with what to do); a malformed
+ * URL ERR_USAGE. With STORE_OPEN_READ_ONLY every write or delete through the handle is
+ * refused (ERR_INTERNAL): the commands that only read open stores this way. */
+store *store_open_existing(const char *url, int flags, tdm_err *e);
 void store_close(store *s);
 const char *store_url(const store *s);
 

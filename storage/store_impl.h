@@ -24,13 +24,17 @@ struct store {
     const store_backend *b;
     char *url;  /* as given, for messages */
     void *impl; /* the backend's own state */
+    int read_only; /* opened with STORE_OPEN_READ_ONLY: writes and deletes are refused */
 };
 
-/* Opens a file store rooted at the directory `path`. */
-store *file_store_open(const char *url, const char *path, tdm_err *e);
+/* Opens a file store rooted at the directory `path`: creates it (and its parents, 0700)
+ * when must_exist is 0; otherwise nothing is created, and a missing or empty root gives
+ * NULL with *absent set to 1 (when absent is given). */
+store *file_store_open(const char *url, const char *path, int must_exist, int *absent, tdm_err *e);
 
-/* Opens the s3:// store at `url` (storage/s3_store.c). */
-store *s3_store_open(const char *url, tdm_err *e);
+/* Opens the s3:// store at `url` (storage/s3_store.c); with must_exist, a prefix that
+ * holds no object at all is reported through *absent (NULL returned). */
+store *s3_store_open(const char *url, int must_exist, int *absent, tdm_err *e);
 
 /* Appends a key to a list (used by backends while listing). 0, or -1 when out of memory. */
 int store_list_append(store_list *l, const char *key);

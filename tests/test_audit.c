@@ -1,8 +1,12 @@
 /* test_audit.c — auditing a run from its store: `tandem alpha` (table, CSV, JSON,
  * --verify, --plot), `mixture`, `status`, `verify`, `gc` (killed midway, then resumed)
- * and `eval`, each driven through the binary ($TANDEM_BIN). */
+ * and `eval`, each driven through the binary ($TANDEM_BIN); RUN deleted, truncated or
+ * flipped (verify reports a fault exactly when run refuses, and no damage makes a new
+ * run); stale leases (a killed holder, a reused pid, a silent foreign host) in status
+ * and gc. */
 #include <math.h>
 #include <stdarg.h>
+#include <sys/stat.h>
 
 #include "storage/records.h"
 #include "tests/corpus_fixture.h"
@@ -234,6 +238,234 @@ static void test_eval_reports_average(void) {
     free(f.dir);
 }
 
+
+/* ------------------------------------------------------------------ RUN damage */
+
+static int file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) ? -1 : (int)st.st_size;
+}
+
+static int exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Restores the store from its copy STORE.orig. */
+static int restore(const fixture *f) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -a '%s.orig' '%s'", f->store, f->store, f->store);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* XORs byte `off` of RUN with 0x20 (truncate >= 0: cut RUN to that size instead; -2:
+ * delete it). */
+static int damage_run(const fixture *f, int off, int truncate_to) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/RUN", f->store);
+    if (truncate_to == -2) return unlink(path);
+    if (truncate_to >= 0) return truncate(path, truncate_to);
+    FILE *fp = fopen(path, "r+b");
+    if (!fp) return -1;
+    int c = fseek(fp, off, SEEK_SET) == 0 ? fgetc(fp) : EOF;
+    int rc = c == EOF || fseek(fp, off, SEEK_SET) || fputc(c ^ 0x20, fp) == EOF ? -1 : 0;
+    return fclose(fp) || rc ? -1 : 0;
+}
+
+/* Copies RUN's bytes (or notes its absence: n = -1). */
+static void run_bytes(const fixture *f, char *buf, int cap, int *n) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/RUN", f->store);
+    FILE *fp = fopen(path, "rb");
+    *n = fp ? (int)fread(buf, 1, (size_t)cap, fp) : -1;
+    if (fp) fclose(fp);
+}
+
+/* The store of a run stopped midway (HEAD, states, alpha records, a released lease),
+ * copied to STORE.orig. */
+static int stopped_run(fixture *f, const char *tag) {
+    if (fixture_audit(f, tag, 6)) return -1;
+    if (run_to_end(f, "TANDEM_TEST_SIGNAL_AT=free:5") != 75) return -1;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cp -a '%s' '%s.orig'", f->store, f->store);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_run_damage_verify_agrees_with_run(void) {
+    fixture f;
+    CHECK(stopped_run(&f, "rundmg") == 0, "stopped run");
+    char path[700];
+    snprintf(path, sizeof path, "%s/RUN", f.store);
+    int n = file_size(path);
+    CHECK(n > 100, "RUN is %d bytes", n);
+    /* every damage: -2 delete, >= 0 truncate to that size, -1 with an offset: a flip */
+    struct { int trunc, off; } cases[] = {
+        {-2, 0}, {0, 0}, {1, 0}, {n / 2, 0}, {n - 1, 0},
+        {-1, 0}, {-1, 1}, {-1, 5}, {-1, n / 8}, {-1, n / 4}, {-1, n / 3}, {-1, n / 2},
+        {-1, 2 * n / 3}, {-1, 3 * n / 4}, {-1, n - 40}, {-1, n - 9}, {-1, n - 2}, {-1, n - 1},
+        {-1, -1}, /* inside the run id (found below): a label, which both may accept */
+    };
+    static char orig[1 << 16];
+    int no;
+    run_bytes(&f, orig, sizeof orig, &no);
+    for (int k = 0; k + 4 < no; k++)
+        if (!memcmp(orig + k, "run-", 4)) {
+            cases[sizeof cases / sizeof *cases - 1].off = k + 5;
+            break;
+        }
+    CHECK(cases[sizeof cases / sizeof *cases - 1].off > 0, "no run id in RUN");
+    int refused = 0, accepted = 0;
+    static char log[16384], before[1 << 16], after[1 << 16];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char what[64];
+        if (cases[i].trunc == -2) snprintf(what, sizeof what, "RUN deleted");
+        else if (cases[i].trunc >= 0) snprintf(what, sizeof what, "RUN truncated to %d bytes", cases[i].trunc);
+        else snprintf(what, sizeof what, "RUN byte %d flipped", cases[i].off);
+        CHECK(restore(&f) == 0, "restore");
+        CHECK(damage_run(&f, cases[i].off, cases[i].trunc) == 0, "%s", what);
+        int nb, na;
+        run_bytes(&f, before, sizeof before, &nb);
+        int v = tandem_cmd(out, sizeof out, "verify '%s'", f.store);
+        int faulted = v == 3 && strstr(out, "FAULT") && strstr(out, "RUN");
+        CHECK(v == 0 || faulted, "%s: verify exit %d: %s", what, v, out);
+        int st = tandem_cmd(out, sizeof out, "status '%s'", f.store);
+        CHECK(st == (faulted ? 3 : 0), "%s: status exit %d, verify %d: %s", what, st, v, out);
+        CHECK(!faulted || strstr(out, "RUN       FAULT"), "%s: status does not say so: %s", what, out);
+        int r = run_to_end(&f, NULL);
+        read_all(f.log, log, sizeof log);
+        /* verify reports a fault exactly when run refuses */
+        CHECK(r == (faulted ? 3 : 0), "%s: run exit %d while verify exit %d: %s", what, r, v, log);
+        if (faulted) {
+            CHECK(strstr(log, "RUN") && strstr(log, "restore"), "%s: run's message: %s", what, log);
+            /* refused means untouched: no new RUN, no recorded change */
+            run_bytes(&f, after, sizeof after, &na);
+            CHECK(na == nb && (nb < 0 || memcmp(before, after, (size_t)nb) == 0),
+                  "%s: run changed RUN (%d -> %d bytes)", what, nb, na);
+            snprintf(path, sizeof path, "%s/configs", f.store);
+            CHECK(!exists(path), "%s: run recorded a config change", what);
+            refused++;
+        } else {
+            accepted++;
+        }
+        CHECK(cases[i].trunc == -1 || faulted, "%s passed verify: %s", what, out);
+    }
+    printf("  RUN damage: %d refused by verify and run alike, %d accepted by both (flips in "
+           "labels: run id, creation time, domain names)\n", refused, accepted);
+    CHECK(refused >= 12, "only %d of the damages were refused", refused);
+    test_rmtree(f.dir);
+    free(f.dir);
+}
+
+static void test_run_missing_is_never_a_new_run(void) {
+    fixture f;
+    CHECK(stopped_run(&f, "runmiss") == 0, "stopped run");
+    char path[700];
+    snprintf(path, sizeof path, "%s/RUN", f.store);
+    static char log[16384];
+    /* another config on a store that lost RUN: exit 3 naming RUN, not a config change
+     * (2), not nondeterminism (4), not a new run */
+    CHECK(unlink(path) == 0, "delete RUN");
+    int r = wait_exit(start_run(&f, NULL, "--set", "optim.lr=1e-3"));
+    read_all(f.log, log, sizeof log);
+    CHECK(r == 3 && strstr(log, "RUN is missing") && strstr(log, "restore"), "exit %d: %s", r, log);
+    snprintf(path, sizeof path, "%s/RUN", f.store);
+    CHECK(!exists(path), "a RUN was created");
+    snprintf(path, sizeof path, "%s/configs", f.store);
+    CHECK(!exists(path), "a config change was recorded");
+    /* restored from the copy, the run resumes and finishes */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cp '%s.orig/RUN' '%s/RUN'", f.store, f.store);
+    CHECK(system(cmd) == 0, "restore RUN");
+    CHECK(tandem_cmd(out, sizeof out, "verify '%s'", f.store) == 0, "verify after the repair: %s", out);
+    CHECK(run_to_end(&f, NULL) == 0, "resume after the repair");
+    /* a finished store without RUN: still no new run */
+    snprintf(cmd, sizeof cmd, "rm '%s/RUN'", f.store);
+    CHECK(system(cmd) == 0, "delete RUN");
+    r = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(r == 3 && strstr(log, "RUN is missing"), "finished store: exit %d: %s", r, log);
+    snprintf(path, sizeof path, "%s/RUN", f.store);
+    CHECK(!exists(path), "a RUN was created on the finished store");
+    CHECK(tandem_cmd(out, sizeof out, "verify '%s'", f.store) == 3 && strstr(out, "RUN is missing"),
+          "verify: %s", out);
+    test_rmtree(f.dir);
+    free(f.dir);
+}
+
+/* ------------------------------------------------------------------ stale leases */
+
+/* Replaces the store's lease with one of (host, pid, time), held. */
+static int write_lease(const fixture *f, const char *host, unsigned long long pid, double t) {
+    rec_lease l = {.epoch = 7, .pid = pid, .attempt = 0, .time = t, .released = 0};
+    snprintf(l.host, sizeof l.host, "%s", host);
+    size_t n;
+    void *data = rec_lease_encode(&l, &n);
+    char path[700];
+    snprintf(path, sizeof path, "%s/lease", f->store);
+    FILE *fp = fopen(path, "wb");
+    int rc = fp && fwrite(data, 1, n, fp) == n ? 0 : -1;
+    if (fp && fclose(fp)) rc = -1;
+    free(data);
+    return rc;
+}
+
+static void test_stale_lease(void) {
+    fixture f;
+    CHECK(fixture_audit(&f, "lease", 6) == 0, "fixture");
+    char host[256] = "";
+    gethostname(host, sizeof host);
+    host[63] = '\0';
+    /* a live holder: held, gc refuses */
+    pid_t pid = start_run(&f, "TANDEM_TEST_STEP_DELAY_MS=100", NULL, NULL);
+    double t0 = now_s();
+    int held = 0;
+    while (!held && now_s() - t0 < 60) {
+        usleep(100000);
+        held = tandem_cmd(out, sizeof out, "status '%s'", f.store) == 0 && strstr(out, "held since");
+    }
+    CHECK(held && strstr(out, "alive on this host"), "the live run's lease: %s", out);
+    CHECK(tandem_cmd(out, sizeof out, "gc '%s' --keep 1", f.store) == 2 && strstr(out, "holds the lease"),
+          "gc beside a live writer: %s", out);
+    /* killed: the holder is gone, provably (same host, no such pid) */
+    kill(pid, SIGKILL);
+    CHECK(wait_exit(pid) == 128 + SIGKILL, "kill");
+    char want[128];
+    snprintf(want, sizeof want, "no process %d on this host", (int)pid);
+    CHECK(tandem_cmd(out, sizeof out, "status '%s'", f.store) == 0 && strstr(out, "STALE") &&
+              strstr(out, want) && strstr(out, host) && strstr(out, "ago"),
+          "status after the kill: %s", out);
+    CHECK(tandem_cmd(out, sizeof out, "gc '%s' --keep 1", f.store) == 0 && strstr(out, "stale") &&
+              strstr(out, want), "gc after the kill: %s", out);
+    /* a pid that is alive but started after the lease was taken (this test's, with a
+     * lease from long before it started): reused, stale */
+    CHECK(write_lease(&f, host, (unsigned long long)getpid(), (double)time(NULL) - 1e9) == 0, "lease");
+    CHECK(tandem_cmd(out, sizeof out, "status '%s'", f.store) == 0 && strstr(out, "STALE") &&
+              strstr(out, "now another process"), "a reused pid: %s", out);
+    /* the same pid with a lease taken after it started: alive, held, however old */
+    CHECK(write_lease(&f, host, (unsigned long long)getpid(), (double)time(NULL)) == 0, "lease");
+    CHECK(tandem_cmd(out, sizeof out, "status '%s'", f.store) == 0 && strstr(out, "held since") &&
+              !strstr(out, "STALE"), "a live pid: %s", out);
+    /* another host: held while it may be alive, stale after a day without a sign of life */
+    fixture g;
+    CHECK(fixture_audit(&g, "lease2", 6) == 0, "fixture");
+    CHECK(run_to_end(&g, "TANDEM_TEST_KILL_AT=alpha:1") == 128 + SIGKILL, "killed before any record");
+    CHECK(write_lease(&g, "elsewhere.example", 4242, (double)time(NULL) - 600) == 0, "lease");
+    CHECK(tandem_cmd(out, sizeof out, "status '%s'", g.store) == 0 && strstr(out, "held since") &&
+              strstr(out, "elsewhere.example") && !strstr(out, "STALE"), "a recent foreign lease: %s", out);
+    CHECK(tandem_cmd(out, sizeof out, "gc '%s' --keep 1", g.store) == 2, "gc beside a foreign holder: %s", out);
+    CHECK(write_lease(&g, "elsewhere.example", 4242, (double)time(NULL) - 3 * 86400) == 0, "lease");
+    CHECK(tandem_cmd(out, sizeof out, "status '%s'", g.store) == 0 && strstr(out, "STALE") &&
+              strstr(out, "no sign of life"), "a silent foreign lease: %s", out);
+    CHECK(tandem_cmd(out, sizeof out, "gc '%s' --keep 1", g.store) == 0, "gc after a silent day: %s", out);
+    /* the next run takes a stale lease over and finishes */
+    CHECK(run_to_end(&f, NULL) == 0, "resume after a stale lease");
+    CHECK(tandem_cmd(out, sizeof out, "status '%s'", f.store) == 0 && strstr(out, "released"), "%s", out);
+    test_rmtree(f.dir);
+    free(f.dir);
+    test_rmtree(g.dir);
+    free(g.dir);
+}
+
 int main(void) {
     char *dir = test_tmpdir("audit-corpus");
     snprintf(g_corpus, sizeof g_corpus, "%s", dir);
@@ -249,6 +481,9 @@ int main(void) {
     RUN(test_status_and_verify);
     RUN(test_gc_killed_midway_loses_nothing);
     RUN(test_eval_reports_average);
+    RUN(test_run_damage_verify_agrees_with_run);
+    RUN(test_run_missing_is_never_a_new_run);
+    RUN(test_stale_lease);
     test_rmtree(g_corpus);
     return test_summary("test_audit");
 }

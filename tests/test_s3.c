@@ -12,9 +12,14 @@
  *   runner        the chaos test on S3 (SIGKILL at 20+ moments), a run under faults, and
  *                 two concurrent runners: all end with the file-store run's hashes
  *   secrets       the secret key and session token appear in no log line, error message,
- *                 process argument or stored object
+ *                 process argument or stored object; a process holding them cannot dump
+ *                 core (not dumpable, RLIMIT_CORE 0)
+ *   hints         a ".." or "." segment in the URL is refused up front; a skewed clock
+ *                 (RequestTimeTooSkewed) is reported with the offset, as a clock problem
  */
 #include <stdarg.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "storage/s3_config.h"
@@ -144,6 +149,46 @@ static void test_store_operations(void) {
           "fewer than 3 continuation pages in the request log");
 }
 
+/* An S3 prefix with no object under it is no store: store_open_existing and every
+ * read-only command say so (exit 3), and write nothing there. */
+static void test_open_existing(void) {
+    tdm_err e = {0};
+    char url[300];
+    snprintf(url, sizeof url, "s3://%s/never-written", getenv("TANDEM_S3_BUCKET"));
+    CHECK(store_open_existing(url, STORE_OPEN_READ_ONLY, &e) == NULL && e.code == ERR_STORE &&
+              strstr(e.msg, "no store at") && strstr(e.msg, "no object under that prefix"), "%s", e.msg);
+    const char *cmds[] = {"verify", "status", "hash", "alpha", "mixture", "eval", "gc --keep 1", "pin 4"};
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        char word[16];
+        snprintf(word, sizeof word, "%.*s", (int)strcspn(cmds[i], " "), cmds[i]);
+        const char *rest = cmds[i] + strlen(word);
+        int rc = sh("'%s' %s '%s' %s >'%s/out.txt' 2>&1", tandem_bin(), word, url, rest, g_dir);
+        char out[4096] = "", path[700];
+        snprintf(path, sizeof path, "%s/out.txt", g_dir);
+        read_all(path, out, sizeof out);
+        CHECK(rc == 3 && strstr(out, "no store at"), "%s: exit %d: %s", cmds[i], rc, out);
+    }
+    store *s = open_store("", &e);
+    CHECK(s, "%s", e.msg);
+    store_list l;
+    CHECK(store_list_prefix(s, "never-written", &l, &e) == 0 && l.n == 0, "a read wrote %zu objects", l.n);
+    store_list_free(&l);
+    store_close(s);
+    /* with one object the prefix is a store; read-only refuses writes */
+    s = open_store("opened", &e);
+    CHECK(s && store_put(s, "HEAD", "h", 1, STORE_OVERWRITE, &e) == 0, "%s", e.msg);
+    store_close(s);
+    snprintf(url, sizeof url, "s3://%s/opened", getenv("TANDEM_S3_BUCKET"));
+    s = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
+    CHECK(s, "an existing prefix: %s", e.msg);
+    CHECK(store_put(s, "x", "1", 1, STORE_OVERWRITE, &e) == ERR_INTERNAL, "read-only put");
+    store_close(s);
+    /* a prefix that only begins like an existing one is another store */
+    snprintf(url, sizeof url, "s3://%s/open", getenv("TANDEM_S3_BUCKET"));
+    CHECK(store_open_existing(url, STORE_OPEN_READ_ONLY, &e) == NULL && strstr(e.msg, "no store at"),
+          "s3://.../open is not s3://.../opened: %s", e.msg);
+}
+
 static void test_multipart_and_ranged_reads(void) {
     setenv("TANDEM_S3_PART_MIB", "5", 1);
     tdm_err e = {0};
@@ -235,9 +280,64 @@ static void test_config_resolution(void) {
     setenv("TANDEM_S3_PART_MIB", "2", 1);
     CHECK(s3_config_resolve("s3://my-bucket", &c, &e) == ERR_USAGE && strstr(e.msg, "5"), "%s", e.msg);
     unsetenv("TANDEM_S3_PART_MIB");
+    /* "." and ".." segments are refused up front (an HTTP client would resolve them and
+     * send another key than the one signed), not left to fail as a signature mismatch */
+    const char *dots[] = {"s3://my-bucket/a/../b", "s3://my-bucket/..", "s3://my-bucket/a/./b",
+                          "s3://my-bucket/runs/x/.."};
+    for (size_t i = 0; i < sizeof dots / sizeof *dots; i++) {
+        CHECK(s3_config_resolve(dots[i], &c, &e) == ERR_USAGE && strstr(e.msg, "segment") &&
+                  !strstr(e.msg, "credentials"), "%s: %s", dots[i], e.msg);
+    }
+    CHECK(s3_config_resolve("s3://my-bucket/a..b/.c/d.", &c, &e) == 0 && !strcmp(c.prefix, "a..b/.c/d."),
+          "dots inside a segment are plain characters: %s", e.msg);
     setenv("AWS_REGION", "us-east-1", 1);
     setenv("AWS_ENDPOINT_URL", ep, 1);
     s3_config_wipe(&c);
+}
+
+/* RequestTimeTooSkewed names the clock and the offset, not the credentials. */
+static void test_clock_skew_hint(void) {
+    const char *offsets[] = {"1200", "-1500"};
+    for (int i = 0; i < 2; i++) {
+        setenv("TANDEM_TEST_CLOCK_OFFSET_S", offsets[i], 1);
+        setenv("TANDEM_S3_RETRIES", "2", 1);
+        tdm_err e = {0};
+        store *s = open_store("skew", &e);
+        unsetenv("TANDEM_TEST_CLOCK_OFFSET_S");
+        unsetenv("TANDEM_S3_RETRIES");
+        if (s) store_close(s);
+        CHECK(!s && e.code == ERR_STORE, "a request %s s off was accepted", offsets[i]);
+        const char *at = strstr(e.msg, "clock is ");
+        CHECK(strstr(e.msg, "RequestTimeTooSkewed") && at && strstr(e.msg, "fix this machine's clock") &&
+                  !strstr(e.msg, "check the credentials"), "message: %s", e.msg);
+        long off = strtol(at + 9, NULL, 10), want = atol(offsets[i]);
+        CHECK(labs(off - want) <= 3, "the offset said is %ld s, not about %ld: %s", off, want, e.msg);
+    }
+    /* through the binary: a ".." in the URL is a usage error that says so */
+    char cmd[600], out[4096] = "";
+    snprintf(cmd, sizeof cmd, "'%s' status s3://%s/a/../b 2>&1", tandem_bin(), getenv("TANDEM_S3_BUCKET"));
+    FILE *p = popen(cmd, "r");
+    CHECK(p, "popen");
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2 && strstr(out, "'..' segment") && !strstr(out, "Signature"),
+          "status of an s3 URL with '..': %s", out);
+}
+
+/* A process holding a secret cannot dump core: not dumpable and RLIMIT_CORE 0, set as
+ * soon as the credentials are resolved (here: from a credentials file, in-process). */
+static void test_no_core_dumps(void) {
+    CHECK(prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) == 0 && prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 1,
+          "cannot make the test dumpable to start with");
+    s3_config c;
+    tdm_err e = {0};
+    CHECK(s3_config_resolve("s3://my-bucket/x", &c, &e) == 0, "%s", e.msg);
+    s3_config_wipe(&c);
+    struct rlimit rl;
+    CHECK(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0, "still dumpable after loading credentials");
+    CHECK(getrlimit(RLIMIT_CORE, &rl) == 0 && rl.rlim_cur == 0 && rl.rlim_max == 0,
+          "RLIMIT_CORE is %llu/%llu", (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max);
 }
 
 static void test_credentials(void) {
@@ -538,9 +638,17 @@ static void test_secrets_never_leak(void) {
     if (c) fclose(c);
     for (size_t i = 0; i < n; i++)
         if (!cmdline[i]) cmdline[i] = ' ';
+    /* a process that holds the secret can write no core file */
+    char limits[4096] = "";
+    snprintf(path, sizeof path, "/proc/%d/limits", (int)pid);
+    read_all(path, limits, sizeof limits);
+    char *core = strstr(limits, "Max core file size");
+    unsigned long long soft = 1, hard = 1;
+    int got = core ? sscanf(core + strlen("Max core file size"), "%llu %llu", &soft, &hard) : 0;
     kill(pid, SIGTERM);
     int rc = wait_exit(pid);
     CHECK(rc == 75 || rc == 0, "signalled run exited %d", rc);
+    CHECK(got == 2 && soft == 0 && hard == 0, "the run's core limit: %.200s", core ? core : limits);
     CHECK(n > 0 && strstr(cmdline, "run"), "could not read the command line");
     CHECK(!strstr(cmdline, sk) && !strstr(cmdline, tok), "the command line holds a credential");
     char logs[3][700];
@@ -597,11 +705,14 @@ int main(void) {
         return 1;
     }
     RUN(test_store_operations);
+    RUN(test_open_existing);
     RUN(test_multipart_and_ranged_reads);
     RUN(test_conditional_writes);
     RUN(test_store_without_conditional_writes);
     RUN(test_config_resolution);
     RUN(test_credentials);
+    RUN(test_clock_skew_hint);
+    RUN(test_no_core_dumps);
     RUN(test_awscli_interop);
     RUN(test_faults_store_level);
     RUN(test_reference_on_file_store);

@@ -165,6 +165,60 @@ static void test_unusable_root_is_an_error(void) {
     free(dir);
 }
 
+/* store_open_existing creates nothing: a missing or empty root is "no store"; a
+ * read-only handle refuses every write; a writable one works on an existing store. */
+static void test_open_existing_creates_nothing(void) {
+    char *dir = test_tmpdir("store");
+    char missing[700], empty[700];
+    snprintf(missing, sizeof missing, "%s/no/such/run", dir);
+    snprintf(empty, sizeof empty, "%s/empty", dir);
+    tdm_err e = {0};
+    int flags[2] = {STORE_OPEN_READ_ONLY, STORE_OPEN_WRITABLE};
+    for (int i = 0; i < 2; i++) {
+        CHECK(store_open_existing(missing, flags[i], &e) == NULL && e.code == ERR_STORE &&
+                  strstr(e.msg, "no store at") && strstr(e.msg, missing), "missing: %s", e.msg);
+        char url[720];
+        snprintf(url, sizeof url, "file://%s", missing);
+        CHECK(store_open_existing(url, flags[i], &e) == NULL && strstr(e.msg, "no store at"), "%s", e.msg);
+    }
+    struct stat st;
+    snprintf(missing, sizeof missing, "%s/no", dir);
+    CHECK(stat(missing, &st) != 0, "a read created %s", missing);
+    CHECK(mkdir(empty, 0700) == 0, "mkdir");
+    CHECK(store_open_existing(empty, STORE_OPEN_READ_ONLY, &e) == NULL && strstr(e.msg, "no store at"),
+          "an empty directory is no store: %s", e.msg);
+    char lock[720];
+    snprintf(lock, sizeof lock, "%s/.lock", empty);
+    CHECK(stat(lock, &st) != 0, "a read created .lock");
+    CHECK(store_open_existing("s3x://b/x", STORE_OPEN_READ_ONLY, &e) == NULL && e.code == ERR_USAGE,
+          "a bad scheme is a usage error");
+    /* a store with content: read-only refuses writes, nothing reaches the disk */
+    store *w = store_open(empty, &e);
+    CHECK(w, "%s", e.msg);
+    CHECK(store_put(w, "HEAD", "h", 1, STORE_OVERWRITE, &e) == 0, "%s", e.msg);
+    store_close(w);
+    store *r = store_open_existing(empty, STORE_OPEN_READ_ONLY, &e);
+    CHECK(r, "an existing store: %s", e.msg);
+    store_version none = {{0}};
+    CHECK(store_put(r, "x", "1", 1, STORE_OVERWRITE, &e) == ERR_INTERNAL && strstr(e.msg, "read-only"),
+          "read-only put: %s", e.msg);
+    CHECK(store_put_if(r, "y", "1", 1, &none, NULL, &e) == ERR_INTERNAL, "read-only put_if");
+    CHECK(store_delete(r, "HEAD", &e) == ERR_INTERNAL, "read-only delete");
+    void *data = NULL;
+    size_t n = 0;
+    CHECK(store_get(r, "HEAD", &data, &n, NULL, &e) == 0 && n == 1, "read-only get: %s", e.msg);
+    free(data);
+    store_close(r);
+    char x[720];
+    snprintf(x, sizeof x, "%s/x", empty);
+    CHECK(stat(x, &st) != 0 && stat(lock, &st) != 0, "a read-only handle wrote");
+    w = store_open_existing(empty, STORE_OPEN_WRITABLE, &e);
+    CHECK(w && store_put(w, "pins/3", "p", 1, STORE_OVERWRITE, &e) == 0, "writable existing: %s", e.msg);
+    store_close(w);
+    test_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     RUN(test_sha256_known_answers);
     RUN(test_key_rules);
@@ -172,5 +226,6 @@ int main(void) {
     RUN(test_create_only_and_cas);
     RUN(test_list_prefix_sorted_skips_temporaries);
     RUN(test_unusable_root_is_an_error);
+    RUN(test_open_existing_creates_nothing);
     return test_summary("test_store");
 }

@@ -45,12 +45,15 @@ int fileio_fsync_parent(const char *path) {
     return rc;
 }
 
-int fileio_make_parents(char *path) {
+/* mkdir -p of everything before path's last '/', with `mode`; `exact`: chmod each new
+ * directory to `mode` so that the umask has no say. */
+static int make_parents(char *path, mode_t mode, int exact) {
     for (char *p = path + 1; *p; p++) {
         if (*p != '/') continue;
         *p = '\0';
-        int rc = mkdir(path, 0777);
+        int rc = mkdir(path, mode);
         int err = errno;
+        if (rc == 0 && exact && chmod(path, mode)) rc = -1, err = errno;
         if (rc == 0) {
             fileio_fsync_parent(path); /* the new entry must survive a crash */
         } else if (err != EEXIST) {
@@ -62,3 +65,7 @@ int fileio_make_parents(char *path) {
     }
     return 0;
 }
+
+int fileio_make_parents(char *path) { return make_parents(path, 0777, 0); }
+
+int fileio_make_parents_mode(char *path, unsigned mode) { return make_parents(path, (mode_t)mode, 1); }

@@ -22,4 +22,8 @@ int fileio_fsync_parent(const char *path);
  * temporarily and restored. 0, or -1 with errno set. */
 int fileio_make_parents(char *path);
 
+/* Like fileio_make_parents, but each directory it creates gets exactly `mode` (chmod
+ * after mkdir, so the umask does not widen or narrow it); existing ones are left alone. */
+int fileio_make_parents_mode(char *path, unsigned mode);
+
 #endif

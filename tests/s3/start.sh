@@ -68,6 +68,9 @@ trap cleanup_on_fail EXIT
 
 # --- s3rver (Node; the legacy provider is needed for its DES continuation tokens)
 s3rver_js="$root/build/s3rver/node_modules/s3rver/bin/s3rver.js"
+# the log exists before the loop below reads it (the background job may open it late,
+# and a sed on a missing file would end this script under pipefail)
+: >"$dir/s3rver.log"
 node --openssl-legacy-provider "$s3rver_js" -d "$dir/data" -a 127.0.0.1 -p 0 \
   --no-vhost-buckets --configure-bucket "$bucket" \
   >"$dir/s3rver.log" 2>&1 </dev/null &

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# cli_store.sh — store hygiene through the binary: what reads never creates, what is
+# written is private, and extreme config values end with a clear error.
+#
+#   TANDEM_BIN=build/rel/tandem bash tests/cli_store.sh
+#
+#   - verify, status, hash, alpha, mixture, eval, gc and pin on a path that does not
+#     exist, on an empty directory and on a file:// URL of a missing path: exit 3 with
+#     "no store at URL", and nothing is created (not the path, not a .lock); the same
+#     for data.mixture_file naming a missing store (exit 3, naming the key); `tandem
+#     run` still creates its store, parents included;
+#   - under umask 000 a run's store holds only 0600 files and 0700 directories (the
+#     parents it created included), .lock too; under umask 077 the same;
+#   - extreme finite values (optim.lr=1e30, tandem.lr_probe=1e30, tandem.lr_alpha=1e300
+#     with the pgd step, tandem.gamma=1e300, optim.weight_decay=1e300, model and batch
+#     sizes at their limits) exit 1 or 2 with a message naming the key responsible, and
+#     no sanitizer report (the asan build runs this script too);
+#   - a run that diverges (exit 1) gives its lease back: status says released.
+# Prints PASS/FAIL lines and "cli_store: N passed, M failed"; exits non-zero on failure.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+SUITE=cli_store
+. tests/lib_cli.sh
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tandem-store-XXXXXX")
+trap 'chmod -R u+rwx "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+[ -x "$bin" ] || { fail setup "no tandem binary at $bin"; finish; }
+
+"$bin" gen-corpus --out "$tmp/corpus" --train-tokens 20k --val-tokens 3k --test-tokens 3k \
+  >/dev/null 2>&1 || { fail setup "gen-corpus"; finish; }
+cat >"$tmp/c.yaml" <<EOF
+run: {episodes: 3, seed: 7, threads: 1}
+data: {dataset: $tmp/corpus/dataset.yaml}
+model: {layers: 1, channels: 32, heads: 2, ctx: 32}
+train: {batch: 6, seq: 32}
+tandem: {K: 2, E: 2}
+optim: {lr: 3e-3}
+checkpoint: {every_episodes: 1, chunk_kib: 16}
+EOF
+
+# ---------------------------------------------------------------- reads create nothing
+mkdir -p "$tmp/empty"
+for target in "$tmp/no/such/store" "file://$tmp/no/such/store" "$tmp/empty"; do
+  for cmd in verify status hash alpha mixture eval "gc --keep 1" "gc --keep 1 --dry-run" "pin 4"; do
+    set -- $cmd
+    name=$1; shift
+    out=$("$bin" "$name" "$target" "$@" 2>&1); rc=$?
+    label="$name ${*:+$* }on ${target#"$tmp"/}"
+    if [ $rc -eq 3 ] && grep -q "no store at $target" <<<"$out"; then pass "$label: exit 3, no store"
+    else fail "$label: exit 3, no store" "exit $rc: $out"; fi
+  done
+done
+if [ ! -e "$tmp/no" ] && [ -z "$(ls -A "$tmp/empty")" ]; then pass "the reads created no path and no file"
+else fail "the reads created no path and no file" "$(find "$tmp/no" "$tmp/empty" 2>&1)"; fi
+
+out=$("$bin" run "$tmp/c.yaml" --store "$tmp/fixed" --quiet --set run.mode=fixed \
+      --set data.mixture=file --set "data.mixture_file=file://$tmp/no/mix" 2>&1); rc=$?
+if [ $rc -eq 3 ] && grep -q "data.mixture_file" <<<"$out" && grep -q "no store at" <<<"$out" \
+   && [ ! -e "$tmp/no" ]; then pass "a mixture_file naming a missing store: exit 3, named, nothing created"
+else fail "a mixture_file naming a missing store: exit 3, named, nothing created" "exit $rc: $out"; fi
+
+# ---------------------------------------------------------------- one permission policy
+for mask in 000 077; do
+  store="$tmp/perm$mask/a/b/store"
+  out=$( (umask $mask; "$bin" run "$tmp/c.yaml" --store "$store" --quiet) 2>&1); rc=$?
+  if [ $rc -ne 0 ]; then fail "umask $mask: run" "exit $rc: $out"; continue; fi
+  # a write by another command too (pins/ is a new directory)
+  (umask $mask; "$bin" pin "$store" 4 >/dev/null 2>&1)
+  bad=$(find "$tmp/perm$mask" \( -type f ! -perm 0600 \) -o \( -type d ! -perm 0700 \) \
+        -printf '%m %p\n')
+  nfiles=$(find "$store" -type f | wc -l)
+  if [ -z "$bad" ] && [ -f "$store/.lock" ] && [ -f "$store/pins/4" ] && [ "$nfiles" -gt 10 ]; then
+    pass "umask $mask: $nfiles files 0600 (.lock too), every directory 0700"
+  else
+    fail "umask $mask: files 0600, directories 0700" "${bad:-no .lock, pin or too few files ($nfiles)}"
+  fi
+done
+
+# ---------------------------------------------------------------- extreme values
+# KEY=VALUE...|expected exit codes|what the message must name
+cases=(
+  "optim.lr=1e30|1|lower optim.lr"
+  "tandem.lr_probe=1e30|1|lower tandem.lr_probe"
+  "tandem.alpha_step=pgd tandem.lr_alpha=1e300|1|lower tandem.lr_alpha"
+  "tandem.gamma=1e300|1|lower tandem.gamma"
+  "optim.weight_decay=1e300|1|lower optim.weight_decay"
+  "model.layers=1024 model.channels=65536 model.heads=1|2|model.layers"
+  "model.channels=65536 model.heads=65536|2|model.channels"
+  "train.batch=16777216|2|train.batch"
+  "train.batch=2147483647|2|train.batch"
+  "tandem.val_batch=2147483647|2|tandem.val_batch"
+  "tandem.val_batch=16777216|2|tandem.val_batch"
+  "model.vocab=65536 train.batch=1000000|2|train.batch"
+  "model.ctx=2147483647|2|model.ctx"
+)
+i=0
+for c in "${cases[@]}"; do
+  IFS='|' read -r kvs want key <<<"$c"
+  args=()
+  for kv in $kvs; do args+=(--set "$kv"); done
+  i=$((i + 1))
+  out=$("$bin" run "$tmp/c.yaml" --store "$tmp/x$i" --quiet "${args[@]}" 2>&1); rc=$?
+  if [ "$rc" = "$want" ] && grep -qF -- "$key" <<<"$out" && \
+     ! grep -qE "runtime error|AddressSanitizer|LeakSanitizer" <<<"$out"; then
+    pass "$kvs: exit $rc naming $key"
+  else
+    fail "$kvs: exit $want naming $key" "exit $rc: $(tail -c 600 <<<"$out")"
+  fi
+done
+
+# the diverged run gave its lease back (it ended: no holder is left behind)
+out=$("$bin" status "$tmp/x1" 2>&1)
+if grep -q "released" <<<"$out"; then pass "a diverged run released its lease"
+else fail "a diverged run released its lease" "$out"; fi
+
+finish
