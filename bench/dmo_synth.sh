@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# dmo.sh — `make bench-dmo`: the paper's data-restricted experiment at CPU scale.
+# dmo_synth.sh — `make bench-dmo-synth`: the protocol of bench/dmo.sh on a generated corpus,
+# in minutes (a smoke test of the pipeline; the claim is bench/dmo.sh's, on real text).
 #
 # A generated corpus where two domains are large and two are small (the small ones are
 # repeated many times under uniform mixing, and barely seen under natural mixing). TANDEM
@@ -8,7 +9,8 @@
 # domain and Average = exp(mean of the per-domain losses), as the paper reports.
 #
 # Environment: EPISODES (final and DMO runs, default 100), THREADS (default 0 = all),
-# LR_ALPHA (default 0.5: see below), KEEP=1 keeps the work directory.
+# LR_ALPHA (unset: the default α step; set: Algorithm 1's step with that η_α), FLOOR,
+# KEEP=1 keeps the work directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$PWD/build/rel/tandem
@@ -16,9 +18,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/tandem-bench-dmo-XXXXXX")
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
 episodes=${EPISODES:-100}
 threads=${THREADS:-0}
-# The paper's η_α = 4e-3 suits its 160M models' loss scale and thousands of episodes; a
-# 2-layer CPU model over 100 episodes needs a larger step for α to move measurably.
-lr_alpha=${LR_ALPHA:-0.05}
+# the default α step (eg) unless LR_ALPHA asks for Algorithm 1's projected step
+if [ -n "${LR_ALPHA:-}" ]; then step="alpha_step: pgd, lr_alpha: $LR_ALPHA"; else step="alpha_step: eg"; fi
 floor=${FLOOR:-0}
 # By default every domain has the same entropy (SUCCESSORS=8 per context), so that size,
 # not difficulty, is what differs; SUCCESSORS=2,4,8,16 gives each its own.
@@ -40,7 +41,7 @@ checkpoint: {every_episodes: 0}
 YAML
 }
 { echo "run: {episodes: $episodes, seed: 1, threads: $threads, mode: tandem}"
-  echo "tandem: {K: 5, E: 5, gamma: 1.0, lr_probe: 5e-2, lr_alpha: $lr_alpha, alpha_floor: $floor}"
+  echo "tandem: {K: 5, E: 5, gamma: 1.0, lr_probe: 5e-2, $step, alpha_floor: $floor}"
   common; } >"$work/dmo.yaml"
 t0=$(date +%s.%N)
 "$bin" run "$work/dmo.yaml" --store "$work/dmo" --quiet

@@ -728,17 +728,18 @@ static int set_key(config *c, const key_def *k, const char *text, bool quoted,
                                    : (float_syntax(text) ? " (a plain integer, no decimals or "
                                                            "exponent)"
                                                          : ""));
-        bool ok = r == 0;
-        long long v = 0;
-        if (ok && k->type == T_INT) {
-            ok = mag <= INT_MAX; /* every int range lies within [-INT_MAX, INT_MAX] */
-            v = neg ? -(long long)mag : (long long)mag;
-            ok = ok && v >= k->lo && v <= k->hi;
-        }
-        if (ok && k->type == T_U64) ok = !neg || mag == 0;
-        if (!ok)
-            return err_set(e, ERR_USAGE, "%s: %.200s is out of range: expected %s", where, text,
-                           exp);
+        /* which side of the range it missed: "too large" says more than "out of range" */
+        bool big = r == -2 || (!neg && k->type == T_INT && (mag > INT_MAX || (long long)mag > k->hi));
+        bool small = neg && mag != 0 &&
+                     (k->type == T_U64 || mag > INT_MAX || -(long long)mag < k->lo);
+        if (!big && !small && k->type == T_INT && !neg && (long long)mag < k->lo) small = true;
+        if (big)
+            return err_set(e, ERR_USAGE, "%s: %.200s is too large: expected %s (at most %llu)", where,
+                           text, exp,
+                           k->type == T_U64 ? (unsigned long long)UINT64_MAX : (unsigned long long)k->hi);
+        if (small)
+            return err_set(e, ERR_USAGE, "%s: %.200s is too small: expected %s", where, text, exp);
+        long long v = neg ? -(long long)mag : (long long)mag;
         if (k->type == T_INT) *(int *)field(c, k) = (int)v;
         else *(uint64_t *)field(c, k) = mag;
         return 0;

@@ -84,6 +84,7 @@ typedef struct run_ctx {
     uint64_t alpha_records;
     sha256_digest alpha_head;
     const char *names[STEP_MAX_DOMAINS];
+    int shortened; /* run.episodes lowered to where the run stands: commit it as done */
 } run_ctx;
 
 static void default_store(const char *config_path, char *out, size_t cap) {
@@ -305,6 +306,59 @@ static int first_step(const run_ctx *r) {
     return r->cfg.run.mode == CONFIG_MODE_FIXED ? NEXT_FREE : NEXT_PROBE;
 }
 
+/* A run.episodes changed since the state was written (allowed and recorded by pin_run):
+ * more episodes continue a run, finished or not; fewer end it at the new count if it has
+ * not gone past it, else it is refused. The cosine schedule and the eg α rate follow the
+ * new length from here on (the steps already taken keep the rates they had): said once. */
+static int fit_episodes(run_ctx *r, tdm_err *e) {
+    uint64_t T = (uint64_t)r->cfg.run.episodes, ep = r->st.episode;
+    int at_boundary = r->next == NEXT_DONE || (r->next == first_step(r) && r->index == 0);
+    if (ep > T || (ep == T && !at_boundary))
+        return err_set(e, ERR_USAGE,
+                       "run.episodes = %llu, but the run in %s has already done %llu episode%s%s: "
+                       "it can be extended, not cut below where it is (set run.episodes >= %llu)",
+                       (unsigned long long)T, store_url(r->store), (unsigned long long)ep,
+                       ep == 1 ? "" : "s", at_boundary ? "" : " and is inside the next",
+                       (unsigned long long)(at_boundary ? ep : ep + 1));
+    if (r->next == NEXT_DONE && ep < T) {
+        r->next = first_step(r);
+        r->index = 0;
+        if (r->progress != PROGRESS_QUIET)
+            fprintf(stderr, "tandem: extending the finished run from %llu to %llu episodes; from "
+                    "here on the learning rate follows the cosine over %llu episodes%s\n",
+                    (unsigned long long)ep, (unsigned long long)T, (unsigned long long)T,
+                    r->hp.fixed ? "" : " and the α step's rate is alpha_budget / run.episodes");
+    } else if (r->next != NEXT_DONE && ep == T) {
+        r->next = NEXT_DONE; /* shortened to exactly where it stands: ends with this state */
+        r->shortened = 1;
+    }
+    return 0;
+}
+
+/* fit_episodes' refusal, before anything is pinned: a lowered run.episodes that the run
+ * has already gone past is refused without recording the change (HEAD's state tells
+ * where the run stands; without a readable HEAD, fit_episodes still refuses later). */
+static int precheck_episodes(run_ctx *r, tdm_err *e) {
+    rec_head h;
+    rec_state s;
+    int have = 0;
+    tdm_err ignore;
+    if (audit_head(r->store, &h, &s, &have, &ignore) || !have) return 0;
+    uint64_t T = (uint64_t)r->cfg.run.episodes, ep = s.episode;
+    int boundary = !strcmp(s.step, "done") ||
+                   (!strcmp(s.step, r->cfg.run.mode == CONFIG_MODE_FIXED ? "free" : "probe") && s.index == 0);
+    rec_state_free(&s);
+    if (ep > T || (ep == T && !boundary))
+        return err_set(e, ERR_USAGE,
+                       "run.episodes = %llu, but the run in %s has already done %llu episode%s%s: "
+                       "it can be extended, not cut below where it is (set run.episodes >= %llu); "
+                       "nothing was changed",
+                       (unsigned long long)T, store_url(r->store), (unsigned long long)ep,
+                       ep == 1 ? "" : "s", boundary ? "" : " and is inside the next",
+                       (unsigned long long)(boundary ? ep : ep + 1));
+    return 0;
+}
+
 /* Loads the newest verified state into the nets, or initialises a new run. */
 static int load_or_init(run_ctx *r, int *resumed, tdm_err *e) {
     rec_state rec;
@@ -317,6 +371,7 @@ static int load_or_init(run_ctx *r, int *resumed, tdm_err *e) {
     if (found) {
         rc = ckpt_check_chain(r->ck, rec.alpha_records, &rec.alpha_head, e);
         if (!rc) rc = from_record(r, &rec, e);
+        if (!rc) rc = fit_episodes(r, e);
         rec_state_free(&rec);
         float *dev[CKPT_TENSORS] = {r->nets.u, r->nets.m, r->nets.v};
         for (int t = 0; !rc && t < CKPT_TENSORS; t++)
@@ -510,7 +565,8 @@ typedef struct rank0_view {
 static int load_everywhere(run_ctx *r, const run_opts *o, pin_result *pin, int *resumed,
                            tdm_err *e) {
     int rc = 0;
-    if (r->rank == 0) {
+    if (r->rank == 0) rc = precheck_episodes(r, e);
+    if (r->rank == 0 && !rc) {
         rc = pin_run(r->store, &r->cfg, r->names, dataset_n_domains(&r->ds), o->allow,
                      o->nallow, peek_head_seq(r->store), pin, e);
         if (!rc && !(r->ck = ckpt_open(r->store, &r->lay, (uint64_t)r->cfg.checkpoint.chunk_kib << 10, e)))
@@ -614,7 +670,11 @@ int run_main(const run_opts *o, tdm_err *e) {
     if (!rc) rc = load_everywhere(r, o, &pin, &resumed, e);
     if (!rc) {
         char msg[512];
-        if (r->next == NEXT_DONE)
+        if (r->shortened)
+            snprintf(msg, sizeof msg, "tandem: ending the run in %s (%s) at episode %llu: run.episodes "
+                     "was lowered to where it stands", store_url(r->store), pin.run_id,
+                     (unsigned long long)r->st.episode);
+        else if (r->next == NEXT_DONE)
             snprintf(msg, sizeof msg, "tandem: the run in %s (%s) is already finished", store_url(r->store), pin.run_id);
         else if (resumed)
             snprintf(msg, sizeof msg, "tandem: resuming %s in %s at episode %llu/%d (%s step, run position %llu)",
@@ -631,6 +691,7 @@ int run_main(const run_opts *o, tdm_err *e) {
                     comm_backend(r->comm), r->hp.B);
     }
     if (!rc && r->next != NEXT_DONE) rc = loop(r, e); /* loop's first safe point sees a pending signal */
+    else if (!rc && r->shortened && r->rank == 0) rc = commit(r, 0, e); /* the done state */
     int finished_loop = rc == 0; /* every rank is here then (failures abort below) */
     if (r->rank == 0) {
         if (!rc) rc = ckpt_wait(r->ck, e);

@@ -304,9 +304,9 @@ static void test_range_errors(void) {
         {"optim:\n  beta1: 1\n", "optim.beta1", "[0, 1)"},
         {"tandem:\n  alpha_floor: -0.1\n", "tandem.alpha_floor", "[0, 1)"},
         {"checkpoint:\n  chunk_kib: 65537\n", "checkpoint.chunk_kib", "4..65536"},
-        {"run:\n  seed: -1\n", "run.seed", "out of range"},
-        {"run:\n  seed: 18446744073709551616\n", "run.seed", "out of range"},
-        {"run:\n  episodes: 99999999999\n", "run.episodes", "out of range"},
+        {"run:\n  seed: -1\n", "run.seed", "too small"},
+        {"run:\n  seed: 18446744073709551616\n", "run.seed", "too large"},
+        {"run:\n  episodes: 99999999999\n", "run.episodes", "too large"},
         {"run:\n  threads: -1\n", "run.threads", ">= 0"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)

@@ -339,6 +339,83 @@ static void test_chain_hole_stops_and_repairs(void) {
     }
 }
 
+/* Runs `tandem run` on f with run.episodes = eps allowed to change, and an optional
+ * environment entry; returns the exit code. */
+static int run_episodes(fixture *f, int eps, const char *env_kv) {
+    char set[64];
+    snprintf(set, sizeof set, "run.episodes=%d", eps);
+    const char *extra[] = {"--set", set, "--allow-change", "run.episodes", NULL};
+    return wait_exit(start_run_argv(f, env_kv, extra));
+}
+
+/* The α record count of a `tandem hash` output ("alpha HEX N"), -1 when absent. */
+static int hash_records(const char *h) {
+    const char *a = strstr(h, "alpha ");
+    char hex[80];
+    int n;
+    return a && sscanf(a, "alpha %79s %d", hex, &n) == 2 ? n : -1;
+}
+
+static int count_configs(const fixture *f) {
+    char d[900];
+    snprintf(d, sizeof d, "%s/configs", f->store);
+    return count_files(d);
+}
+
+/* Extending a run (more run.episodes, allowed) continues it, finished or not, also after
+ * a SIGKILL in the middle of the extension, to the same bits every time; lowering it below
+ * where the run stands is refused before anything is recorded; lowering it to exactly
+ * where it stands ends the run there. */
+static void test_extend_and_shorten(void) {
+    fixture a, b;
+    CHECK(fixture_open(&a, "ledger-extend-a", 2) == 0 && fixture_open(&b, "ledger-extend-b", 2) == 0,
+          "fixtures");
+    char ha[1024], hb[1024], log[8192], out[8192];
+    CHECK(run_episodes(&a, 8, NULL) == 0 && run_episodes(&a, 12, NULL) == 0, "A: 8 then 12");
+    read_all(a.log, log, sizeof log);
+    CHECK(hash_of(&a, ha, sizeof ha) == 0 && strstr(ha, "step done") && hash_records(ha) == 12,
+          "A did not end at 12 episodes:\n%s\n%s", ha, log);
+    CHECK(run_episodes(&b, 8, NULL) == 0, "B: 8");
+    int rc = run_episodes(&b, 12, "TANDEM_TEST_KILL_AT=free-step:7"); /* inside the extension */
+    CHECK(rc == 128 + SIGKILL, "B's extension was not killed (exit %d)", rc);
+    rc = run_episodes(&b, 12, NULL);
+    read_all(b.log, log, sizeof log);
+    CHECK(rc == 0, "B's extension after the kill exited %d: %s", rc, log);
+    CHECK(hash_of(&b, hb, sizeof hb) == 0 && strcmp(ha, hb) == 0,
+          "a killed extension ended elsewhere:\n%s\nvs\n%s", hb, ha);
+    CHECK(tandem_on_store(&b, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    CHECK(tandem_on_store(&b, "status", "", out, sizeof out) == 0 && strstr(out, "episode 12/12"),
+          "status: %s", out);
+    /* lowering below where it stands: refused, nothing recorded, the run untouched */
+    int before = count_configs(&b);
+    rc = run_episodes(&b, 10, NULL);
+    read_all(b.log, log, sizeof log);
+    CHECK(rc == 2 && strstr(log, "run.episodes") && strstr(log, "nothing was changed"),
+          "lowering to 10 after 12: exit %d: %s", rc, log);
+    CHECK(count_configs(&b) == before && hash_of(&b, hb, sizeof hb) == 0 && !strcmp(ha, hb),
+          "the refused change left a trace");
+    fixture_close(&b);
+    /* a running run lowered: to a count ahead of it finishes there; to exactly where it
+     * stands ends it at once */
+    fixture c;
+    CHECK(fixture_open(&c, "ledger-shorten", 2) == 0, "fixture");
+    CHECK(stop_at(&c, 15) == 75, "stopped at episode 5"); /* free step 15 starts episode 5 */
+    CHECK(run_episodes(&c, 7, NULL) == 0 && hash_of(&c, hb, sizeof hb) == 0 && hash_records(hb) == 7,
+          "lowered to 7: %s", hb);
+    CHECK(run_episodes(&c, 7, NULL) == 0, "rerun");
+    fixture_close(&c);
+    fixture d;
+    CHECK(fixture_open(&d, "ledger-shorten-exact", 1) == 0, "fixture");
+    CHECK(stop_at(&d, 16) == 75, "stopped"); /* after episode 5's first free step */
+    rc = run_episodes(&d, 5, NULL);
+    read_all(d.log, log, sizeof log);
+    CHECK(rc == 2 && strstr(log, "inside the next"), "lowered into a started episode: exit %d: %s", rc, log);
+    CHECK(run_episodes(&d, 6, NULL) == 0 && hash_of(&d, hb, sizeof hb) == 0 && hash_records(hb) == 6,
+          "lowered to 6 from inside episode 5: %s", hb);
+    fixture_close(&d);
+    fixture_close(&a);
+}
+
 int main(void) {
     char *dir = test_tmpdir("ledger-corpus");
     uint64_t tr[3] = {30000, 15000, 6000};
@@ -353,6 +430,7 @@ int main(void) {
     RUN(test_corrupt_newest_state_heals);
     RUN(test_corrupt_alpha_past_state_heals);
     RUN(test_chain_hole_stops_and_repairs);
+    RUN(test_extend_and_shorten);
     test_rmtree(dir);
     free(dir);
     return test_summary("test_ledger");
