@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runner/retain.h"
 #include "storage/sha256.h"
 #include "util/testhook.h"
 
@@ -45,6 +46,7 @@ struct ckpt {
      * carried a generation and a self-digest, so this writer writes none either */
     uint64_t gen, change_seq;
     int legacy;
+    long keep; /* retention after each commit (ckpt_set_retention); 0 = keep all */
 };
 
 static double now_mono(void) {
@@ -144,6 +146,8 @@ uint64_t ckpt_last_commit_seq(const ckpt *c) {
 }
 
 /* ------------------------------------------------------------------ generations */
+
+void ckpt_set_retention(ckpt *c, long keep) { c->keep = keep; }
 
 void ckpt_set_generation(ckpt *c, uint64_t gen, uint64_t change_seq) {
     c->gen = gen;
@@ -384,6 +388,19 @@ static void *upload_main(void *arg) {
     return NULL;
 }
 
+/* checkpoint.keep after a commit: best effort (the commit holds either way; the next
+ * pass, or tandem gc, finishes what a failure leaves), and never by a writer that has
+ * lost the lease since. */
+static void retain_now(ckpt *c) {
+    if (c->keep <= 0) return;
+    tdm_err re;
+    retain_report rep;
+    ckpt_test_hook("retain");
+    if (check_lease(c, &re) == 0 && retain_after_commit(c->st, c->keep, &rep, &re) != 0)
+        fprintf(stderr, "tandem: keeping the newest %ld states after the commit failed (%s); the "
+                "commit holds, the next one tries again\n", c->keep, re.msg);
+}
+
 static int commit(ckpt *c, tdm_err *e) {
     rec_state *r = &c->snap;
     size_t nchunks = chunk_count(c), numel = c->lay->numel;
@@ -515,6 +532,7 @@ static int commit(ckpt *c, tdm_err *e) {
     c->last_time = now_mono();
     c->last_seq = r->seq;
     pthread_mutex_unlock(&c->mu);
+    retain_now(c);
     return 0;
 }
 

@@ -64,6 +64,11 @@ float *ckpt_host(ckpt *c, int tensor);
  * copy under quarantine/<epoch>/). Call before ckpt_load. */
 void ckpt_set_generation(ckpt *c, uint64_t gen, uint64_t change_seq);
 
+/* checkpoint.keep: after each commit the writer deletes the states beyond the newest
+ * `keep` (never HEAD's, never a pinned one) and the blobs only they used (runner/retain.h);
+ * 0 keeps everything. */
+void ckpt_set_retention(ckpt *c, long keep);
+
 /* The rule of ckpt_set_generation as a pure function (also for `tandem verify`): whether
  * an object computed under (has_gen, gen) at run position seq belongs to a run at
  * generation cur whose newest change took effect at change_seq. Objects without a

@@ -16,47 +16,8 @@
 
 #include "runner/args.h"
 #include "runner/audit.h"
-#include "runner/ckpt.h"
 #include "runner/cmds.h"
-
-static int read_state(store *st, uint64_t seq, rec_state *s, tdm_err *e) {
-    char key[64];
-    snprintf(key, sizeof key, "states/%llu.mp", (unsigned long long)seq);
-    void *data = NULL;
-    size_t n = 0;
-    int rc = store_get(st, key, &data, &n, NULL, e);
-    if (rc == STORE_NOT_FOUND) return err_set(e, ERR_STORE, "%s vanished during gc", key);
-    if (rc) return rc;
-    rc = rec_state_decode(data, n, key, s, e);
-    free(data);
-    return rc;
-}
-
-/* Every chunk of the state is present and hashes to its name. */
-static int state_verifies(store *st, uint64_t seq) {
-    rec_state s;
-    tdm_err e;
-    if (read_state(st, seq, &s, &e)) return 0;
-    int ok = 1;
-    for (size_t t = 0; ok && t < s.ntensors; t++)
-        for (size_t k = 0; ok && k < s.tensors[t].nchunks; k++) {
-            char hex[65], key[80];
-            sha256_hex(&s.tensors[t].chunks[k], hex);
-            snprintf(key, sizeof key, "blobs/%s", hex);
-            void *b = NULL;
-            size_t n = 0;
-            ok = store_get_verified(st, key, &s.tensors[t].chunks[k], &b, &n, &e) == 0;
-            free(b);
-        }
-    rec_state_free(&s);
-    return ok;
-}
-
-static int contains(const uint64_t *v, size_t n, uint64_t x) {
-    for (size_t i = 0; i < n; i++)
-        if (v[i] == x) return 1;
-    return 0;
-}
+#include "runner/retain.h"
 
 int cmd_gc(int argc, char **argv) {
     const char *url = NULL;
@@ -101,105 +62,13 @@ int cmd_gc(int argc, char **argv) {
                    "collecting\n",
                    (unsigned long long)l->epoch, l->host, (unsigned long long)l->pid, al.why);
     }
-    uint64_t *seqs = NULL, *pins = NULL, *keepv = NULL;
-    size_t ns = 0, np = 0, nk = 0;
-    if (!rc) rc = audit_state_seqs(st, &seqs, &ns, &e);
-    rec_head h;
-    rec_state hs;
-    int have = 0;
-    if (!rc && (rc = audit_head(st, &h, &hs, &have, &e)) == ERR_STORE)
-        err_prefix(&e, "refusing to collect garbage: ");
-    if (have) rec_state_free(&hs);
-    if (!rc) {
-        store_list l;
-        rc = store_list_prefix(st, "pins/", &l, &e);
-        pins = calloc(l.n + 1, sizeof *pins);
-        for (size_t i = 0; !rc && i < l.n; i++) {
-            char *end;
-            unsigned long long v = strtoull(l.keys[i] + 5, &end, 10);
-            if (!*end && end != l.keys[i] + 5) pins[np++] = v;
-        }
-        store_list_free(&l);
-    }
-    if (!rc) {
-        keepv = calloc(ns + np + 2, sizeof *keepv);
-        for (size_t i = ns > (size_t)keep ? ns - (size_t)keep : 0; i < ns; i++) keepv[nk++] = seqs[i];
-        if (have && !contains(keepv, nk, h.seq)) keepv[nk++] = h.seq;
-        for (size_t i = ns; have && i-- > 0;) /* newest verified state older than HEAD's */
-            if (seqs[i] < h.seq && state_verifies(st, seqs[i])) {
-                if (!contains(keepv, nk, seqs[i])) keepv[nk++] = seqs[i];
-                break;
-            }
-        for (size_t i = 0; i < np; i++)
-            if (contains(seqs, ns, pins[i]) && !contains(keepv, nk, pins[i])) keepv[nk++] = pins[i];
-    }
-    size_t deleted_states = 0, deleted_blobs = 0;
-    for (size_t i = 0; !rc && i < ns; i++) {
-        if (contains(keepv, nk, seqs[i])) continue;
-        char key[64];
-        snprintf(key, sizeof key, "states/%llu.mp", (unsigned long long)seqs[i]);
-        printf("%s %s\n", dry ? "would delete" : "delete", key);
-        if (!dry) {
-            ckpt_test_hook("gc");
-            int r = store_delete(st, key, &e);
-            if (r && r != STORE_NOT_FOUND) rc = r;
-        }
-        deleted_states++;
-    }
-    /* blobs referenced by what is kept; if a kept manifest cannot be read, keep all blobs */
-    sha256_digest *ref = NULL;
-    size_t nref = 0, capref = 0;
-    int keep_all_blobs = 0;
-    for (size_t i = 0; !rc && i < nk; i++) {
-        rec_state s;
-        tdm_err se;
-        if (read_state(st, keepv[i], &s, &se)) {
-            fprintf(stderr, "tandem gc: %s; keeping every blob\n", se.msg);
-            keep_all_blobs = 1;
-            break;
-        }
-        for (size_t t = 0; t < s.ntensors; t++)
-            for (size_t k = 0; k < s.tensors[t].nchunks; k++) {
-                if (nref == capref) {
-                    capref = capref ? 2 * capref : 256;
-                    ref = realloc(ref, capref * sizeof *ref);
-                    if (!ref) {
-                        rc = err_set(&e, ERR_INTERNAL, "out of memory");
-                        break;
-                    }
-                }
-                ref[nref++] = s.tensors[t].chunks[k];
-            }
-        rec_state_free(&s);
-    }
-    if (!rc && !keep_all_blobs) {
-        store_list l;
-        rc = store_list_prefix(st, "blobs/", &l, &e);
-        for (size_t i = 0; !rc && i < l.n; i++) {
-            sha256_digest d;
-            int used = 0;
-            if (sha256_parse_hex(l.keys[i] + 6, &d) == 0)
-                for (size_t j = 0; j < nref && !used; j++) used = sha256_equal(&ref[j], &d);
-            else used = 1; /* not ours to judge */
-            if (used) continue;
-            if (dry) printf("would delete %s\n", l.keys[i]);
-            else {
-                ckpt_test_hook("gc");
-                int r = store_delete(st, l.keys[i], &e);
-                if (r && r != STORE_NOT_FOUND) rc = r;
-            }
-            deleted_blobs++;
-        }
-        store_list_free(&l);
-    }
+    retain_report rep;
+    if (!rc) rc = retain_collect(st, keep, 1, dry, stdout, &rep, &e);
     if (!rc)
         printf("%s: %s %zu of %zu states and %zu blobs; kept %zu states (newest %ld, HEAD's, the "
                "previous verified one, %zu pinned); alpha records untouched\n",
-               url, dry ? "would delete" : "deleted", deleted_states, ns, deleted_blobs, nk, keep, np);
-    free(ref);
-    free(seqs);
-    free(pins);
-    free(keepv);
+               url, dry ? "would delete" : "deleted", rep.deleted_states, rep.states,
+               rep.deleted_blobs, rep.kept, keep, rep.pinned);
     if (st) store_close(st);
     if (rc) fprintf(stderr, "tandem gc: %s\n", e.msg);
     return rc;

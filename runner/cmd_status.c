@@ -38,6 +38,76 @@ static int print_lease(store *st, tdm_err *e) {
     return 0;
 }
 
+/* Bytes as people read them: kB, MB or GB (decimal units, as the store's tools show). */
+static void human_bytes(double b, char *out, size_t cap) {
+    if (b >= 1e9) snprintf(out, cap, "%.2f GB", b / 1e9);
+    else if (b >= 1e6) snprintf(out, cap, "%.1f MB", b / 1e6);
+    else snprintf(out, cap, "%.0f kB", b / 1e3);
+}
+
+/* The size line: full states kept and the bytes of one (3 tensors × the model's floats,
+ * from HEAD's manifest), the unique chunks they all reference (what the states cost in
+ * the store: unchanged chunks are shared) and the orphan blobs, if any. */
+static int print_size(store *st, const rec_state *head_state, tdm_err *e) {
+    uint64_t *seqs = NULL;
+    size_t ns = 0;
+    int rc = audit_state_seqs(st, &seqs, &ns, e);
+    if (rc) return rc;
+    double per_state = 0;
+    for (size_t t = 0; t < head_state->ntensors; t++) per_state += (double)head_state->tensors[t].shape[0] * 4;
+    sha256_digest *ref = NULL;
+    size_t nref = 0, cap = 0;
+    double unique = 0;
+    for (size_t i = 0; i < ns && !rc; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "states/%llu.mp", (unsigned long long)seqs[i]);
+        void *data = NULL;
+        size_t n = 0;
+        rec_state s;
+        tdm_err ie;
+        if (store_get(st, key, &data, &n, NULL, &ie)) continue;
+        int bad = rec_state_decode(data, n, key, &s, &ie);
+        free(data);
+        if (bad) continue;
+        for (size_t t = 0; t < s.ntensors; t++) {
+            uint64_t bytes = s.tensors[t].shape[0] * 4;
+            for (size_t k = 0; k < s.tensors[t].nchunks; k++) {
+                int seen = 0;
+                for (size_t j = 0; j < nref && !seen; j++) seen = sha256_equal(&ref[j], &s.tensors[t].chunks[k]);
+                if (seen) continue;
+                if (nref == cap) {
+                    cap = cap ? 2 * cap : 256;
+                    sha256_digest *r2 = realloc(ref, cap * sizeof *r2);
+                    if (!r2) break;
+                    ref = r2;
+                }
+                uint64_t off = k * s.tensors[t].chunk_bytes;
+                uint64_t l = bytes - off < s.tensors[t].chunk_bytes ? bytes - off : s.tensors[t].chunk_bytes;
+                ref[nref++] = s.tensors[t].chunks[k];
+                unique += (double)l;
+            }
+        }
+        rec_state_free(&s);
+    }
+    store_list l;
+    size_t orphans = 0, blobs = 0;
+    if (store_list_prefix(st, "blobs/", &l, e) == 0) {
+        blobs = l.n;
+        orphans = l.n > nref ? l.n - nref : 0;
+        store_list_free(&l);
+    }
+    char one[32], all[32];
+    human_bytes(per_state, one, sizeof one);
+    human_bytes(unique, all, sizeof all);
+    printf("size      %zu full state%s of %s each; their %zu chunks hold %s (unchanged chunks "
+           "are shared)\n", ns, ns == 1 ? "" : "s", one, nref, all);
+    if (orphans)
+        printf("          %zu blobs no state references (of %zu; tandem gc removes them)\n", orphans, blobs);
+    free(ref);
+    free(seqs);
+    return 0;
+}
+
 /* Status of a run whose pin is unusable: the fault, then HEAD and the lease as far as
  * they can be read. Returns ERR_STORE (what a resume would do). */
 static int print_damaged(store *st, const char *url, int health, const char *why, tdm_err *e) {
@@ -125,11 +195,12 @@ int cmd_status(int argc, char **argv) {
             for (int m = 0; m < s.M; m++) printf(" %s %.4f", m < run.M ? run.domains[m] : "?", s.alpha[m]);
             printf("\n");
             printf("finished  %s\n", !strcmp(s.step, "done") ? "yes" : "no");
+            rc = print_size(st, &s, &e);
         } else {
             printf("position  no full state committed yet\n");
         }
         printf("alpha log %zu records%s\n", c.n, c.ok ? "" : " (chain broken: run tandem alpha --verify)");
-        rc = print_lease(st, &e);
+        if (!rc) rc = print_lease(st, &e);
     }
     if (have) rec_state_free(&s);
     audit_chain_free(&c);

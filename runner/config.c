@@ -401,6 +401,10 @@ static const key_def schema[] = {
     FLT("optim.beta1", optim.beta1, "0.9", 0, false, 1, true, "AdamW β1"),
     FLT("optim.beta2", optim.beta2, "0.95", 0, false, 1, true, "AdamW β2"),
     FLT("optim.eps", optim.eps, "1e-8", 0, true, INFINITY, false, "AdamW ε"),
+    INT("checkpoint.keep", checkpoint.keep, "3", 0, INT_MAX,
+        "full states the writer keeps after each commit (the newest N, HEAD's, pinned ones and "
+        "the blobs they need; α records always stay); 0 = keep all. Not pinned: change it any "
+        "time"),
     INT("checkpoint.every_episodes", checkpoint.every_episodes, "5", 0, INT_MAX,
         "full state every N episodes; 0 = only on time, at the end or on a signal"),
     FLT("checkpoint.every_seconds", checkpoint.every_seconds, "0", 0, false, INFINITY, false,
@@ -1364,7 +1368,7 @@ int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e) 
         const char *key, *value;
     } before_key[] = {
         {"tandem.alpha_step", "pgd"}, {"tandem.alpha_budget", "2"}, {"tandem.val_loss", "sum"},
-        {"tandem.eval_batches", "1"}};
+        {"tandem.eval_batches", "1"}, {"checkpoint.keep", "0"}};
     for (size_t i = 0; i < NKEYS && !rc; i++) {
         if (seen[i] || strncmp(schema[i].key, "cluster.", 8) == 0) continue;
         const char *old = NULL;

@@ -115,6 +115,7 @@ typedef struct config {
         double weight_decay, clip, beta1, beta2, eps;
     } optim;
     struct config_checkpoint {
+        int keep; /* full states the writer keeps (0 = all) */
         int every_episodes;
         double every_seconds;
         int chunk_kib;

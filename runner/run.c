@@ -573,6 +573,7 @@ static int load_everywhere(run_ctx *r, const run_opts *o, pin_result *pin, int *
             rc = e->code;
         if (!rc) rc = ckpt_acquire(r->ck, attempt_number(), e);
         if (!rc) ckpt_set_generation(r->ck, pin->nchanges, pin->change_seq);
+        if (!rc) ckpt_set_retention(r->ck, r->cfg.checkpoint.keep);
         if (!rc) rc = load_or_init(r, resumed, e);
         /* Resuming at or before the newest config change: what lies beyond this state was
          * computed under the old config. Checked on every resume, not only when the change

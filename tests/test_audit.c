@@ -28,7 +28,7 @@ static int fixture_audit(fixture *f, const char *tag, int episodes) {
              "train: {batch: 6, seq: 32}\n"
              "tandem: {K: 2, E: 2, lr_alpha: 0.5}\n"
              "optim: {lr: 3e-3}\n"
-             "checkpoint: {every_episodes: 1, chunk_kib: 16}\n",
+             "checkpoint: {every_episodes: 1, chunk_kib: 16, keep: 0}\n",
              episodes, g_corpus);
     return write_file(f->config, text);
 }
