@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,11 @@ struct ckpt {
     uint64_t gen, change_seq;
     int legacy;
     long keep; /* retention after each commit (ckpt_set_retention); 0 = keep all */
+    /* throughput of this writer's last completed commit (bytes it wrote over the seconds
+     * the commit took, snapshot to HEAD), for ckpt_commit_estimate; 0 before any */
+    double rate;
+    atomic_int cancel; /* ckpt_cancel: the commit in flight stops before its next object */
+    double commit_started; /* monotonic time the pending commit began (0: none pending) */
 };
 
 static double now_mono(void) {
@@ -317,12 +323,29 @@ static int is_known(const ckpt *c, const sha256_digest *d) {
     return 0;
 }
 
+/* Test-only: TANDEM_TEST_BLOB_DELAY_MS slows every blob write, a throttled store. */
+static void blob_test_delay(void) {
+    static long ms = -1;
+    if (ms < 0) {
+        const char *v = getenv("TANDEM_TEST_BLOB_DELAY_MS");
+        ms = v ? atol(v) : 0;
+    }
+    if (ms > 0) {
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Stores one chunk unless it is already stored intact; repairs a corrupt copy. */
 static int put_blob(ckpt *c, const sha256_digest *d, const void *data, size_t n, tdm_err *e) {
     if (is_known(c, d)) return 0;
     char key[80];
     blob_key(d, key);
     ckpt_test_hook("blob");
+    blob_test_delay();
+    if (atomic_load(&c->cancel))
+        return err_set(e, ERR_STORE, "%s: the commit was given up (no time left before the stop)",
+                       store_url(c->st));
     int rc = check_lease(c, e); /* a fenced-out writer writes nothing more */
     if (rc) return rc;
     rc = store_put(c->st, key, data, n, STORE_CREATE, e);
@@ -531,6 +554,8 @@ static int commit(ckpt *c, tdm_err *e) {
     pthread_mutex_lock(&c->mu);
     c->last_time = now_mono();
     c->last_seq = r->seq;
+    if (c->commit_started > 0 && c->last_time > c->commit_started)
+        c->rate = (double)CKPT_TENSORS * (double)numel * 4.0 / (c->last_time - c->commit_started);
     pthread_mutex_unlock(&c->mu);
     retain_now(c);
     return 0;
@@ -555,6 +580,32 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
+double ckpt_commit_estimate(ckpt *c, double *inflight_out) {
+    double bytes = (double)CKPT_TENSORS * (double)c->lay->numel * 4.0;
+    pthread_mutex_lock(&c->mu);
+    double rate = c->rate > 0 ? c->rate : CKPT_UNMEASURED_RATE;
+    /* what is left of a commit in flight: its whole time minus what has passed, at least
+     * nothing */
+    double inflight = 0;
+    if (c->pending && c->commit_started > 0) {
+        inflight = bytes / rate - (now_mono() - c->commit_started);
+        if (inflight < 0) inflight = 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (inflight_out) *inflight_out = inflight;
+    return inflight + bytes / rate;
+}
+
+void ckpt_cancel(ckpt *c) {
+    atomic_store(&c->cancel, 1);
+    tdm_err ignore;
+    ckpt_wait(c, &ignore); /* the writer stops before its next object */
+    atomic_store(&c->cancel, 0);
+    pthread_mutex_lock(&c->mu);
+    c->result = 0; /* a given-up commit is not a failure of the run */
+    pthread_mutex_unlock(&c->mu);
+}
+
 int ckpt_wait(ckpt *c, tdm_err *e) {
     pthread_mutex_lock(&c->mu);
     while (c->pending) pthread_cond_wait(&c->cv, &c->mu);
@@ -568,6 +619,7 @@ int ckpt_snapshot(ckpt *c, const rec_state *rec, const model_ops *ops, model_ctx
                   float *const dev[CKPT_TENSORS], int async, tdm_err *e) {
     int rc = ckpt_wait(c, e);
     if (rc) return rc;
+    c->commit_started = now_mono();
     rec_state_free(&c->snap);
     c->snap = *rec;
     c->snap.views = NULL;

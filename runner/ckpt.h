@@ -95,6 +95,20 @@ int ckpt_snapshot(ckpt *c, const rec_state *rec, const model_ops *ops, model_ctx
 /* Waits for the background write; returns its result. */
 int ckpt_wait(ckpt *c, tdm_err *e);
 
+/* Throughput assumed before this writer has measured one commit of its own: what a slow
+ * object store does (bytes/s), so that an unmeasured estimate errs on the long side. */
+#define CKPT_UNMEASURED_RATE 50e6
+
+/* Seconds a full commit of this state would take now: what is left of one in flight plus
+ * a new one, at the throughput of this writer's last commit (CKPT_UNMEASURED_RATE before
+ * it has one); *inflight (may be NULL) gets the first part alone. For deciding whether a
+ * commit fits in a preemption's grace period. */
+double ckpt_commit_estimate(ckpt *c, double *inflight);
+
+/* Gives up the commit in flight: it stops before its next object (HEAD is not moved; what
+ * it uploaded stays as orphan blobs) and this returns once it has. */
+void ckpt_cancel(ckpt *c);
+
 /* Time (seconds, monotonic) and seq of the last completed commit; seq UINT64_MAX if none. */
 double ckpt_last_commit_time(const ckpt *c);
 uint64_t ckpt_last_commit_seq(const ckpt *c);

@@ -405,6 +405,11 @@ static const key_def schema[] = {
         "full states the writer keeps after each commit (the newest N, HEAD's, pinned ones and "
         "the blobs they need; α records always stay); 0 = keep all. Not pinned: change it any "
         "time"),
+    FLT("checkpoint.grace_s", checkpoint.grace_s, "0", 0, false, INFINITY, false,
+        "seconds from a stop signal to SIGKILL: on a signal a full state is committed only if "
+        "the measured commit throughput says it fits, else the last one stands (the resume "
+        "replays); 0 = the environment's TANDEM_GRACE_S (set by the rendered Slurm scripts and "
+        "Kubernetes Jobs), or always commit when unknown. Not pinned"),
     INT("checkpoint.every_episodes", checkpoint.every_episodes, "5", 0, INT_MAX,
         "full state every N episodes; 0 = only on time, at the end or on a signal"),
     FLT("checkpoint.every_seconds", checkpoint.every_seconds, "0", 0, false, INFINITY, false,
@@ -1368,7 +1373,8 @@ int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e) 
         const char *key, *value;
     } before_key[] = {
         {"tandem.alpha_step", "pgd"}, {"tandem.alpha_budget", "2"}, {"tandem.val_loss", "sum"},
-        {"tandem.eval_batches", "1"}, {"checkpoint.keep", "0"}};
+        {"tandem.eval_batches", "1"}, {"checkpoint.keep", "0"},
+        {"checkpoint.grace_s", "0"}};
     for (size_t i = 0; i < NKEYS && !rc; i++) {
         if (seen[i] || strncmp(schema[i].key, "cluster.", 8) == 0) continue;
         const char *old = NULL;

@@ -116,6 +116,7 @@ typedef struct config {
     } optim;
     struct config_checkpoint {
         int keep; /* full states the writer keeps (0 = all) */
+        double grace_s; /* seconds from a stop signal to SIGKILL; 0 = TANDEM_GRACE_S or unknown */
         int every_episodes;
         double every_seconds;
         int chunk_kib;

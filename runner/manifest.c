@@ -347,6 +347,14 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
         fputc('\n', out);
         p = end ? end + 1 : p + len;
     }
+    /* the time a stop may take: after the --signal warning, signal_lead_s until the time
+     * limit; after a preemption or scancel (TERM), Slurm's KillWait (30 s unless the
+     * cluster sets another): the shorter one, so that a commit that cannot fit is skipped */
+    fprintf(out, "# a stop commits a full state only if it fits before SIGKILL: Slurm's KillWait "
+                 "(30 s by default)\n# after a TERM, %d s after the --signal warning\n",
+            k->signal_lead_s);
+    fprintf(out, "export TANDEM_GRACE_S=\"${TANDEM_GRACE_S:-%d}\"\n",
+            k->signal_lead_s < 30 ? k->signal_lead_s : 30);
     if (k->nodes > 1) {
         fprintf(out, "# for the distributed backend: rank = SLURM_PROCID of each task\n");
         fprintf(out, "export TANDEM_WORLD_SIZE=%d\n", k->nodes);
@@ -652,8 +660,9 @@ int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     fprintf(out, ", \"run\", \"" MANIFEST_K8S_CONFIG_DIR "/config.yaml\", \"--store\", ");
     yq(out, o->store_url);
     fprintf(out, "]\n");
-    bool env = k->secret_name[0] || indexed || k->env[0];
-    if (env) fprintf(out, "        env:\n");
+    /* the grace period, so that a stop commits a full state only if it fits (run.c) */
+    fprintf(out, "        env:\n        - name: TANDEM_GRACE_S\n          value: \"%d\"\n",
+            k->grace_period_s);
     if (k->secret_name[0])
         fprintf(out, "        - name: AWS_SHARED_CREDENTIALS_FILE\n"
                      "          value: \"" MANIFEST_K8S_SECRET_DIR "/credentials\"\n"

@@ -467,6 +467,58 @@ static void test_retention_inside_the_run(void) {
     }
 }
 
+/* A stop signal when a full commit cannot fit in the grace period (a throttled store:
+ * every blob write slowed): exit 75 well inside the grace, without a new full state (the
+ * message says why), and the resume replays to the uninterrupted run's bits. With time
+ * enough, the stop commits as usual. */
+static void test_stop_within_the_grace(void) {
+    fixture ref, f;
+    CHECK(fixture_open(&ref, "ledger-grace-ref", 1) == 0 && fixture_open(&f, "ledger-grace", 1) == 0,
+          "fixtures");
+    /* small chunks, so that a commit is many slow writes */
+    const char *small[] = {"--set", "checkpoint.chunk_kib=4", NULL};
+    CHECK(wait_exit(start_run_argv(&ref, NULL, small)) == 0, "reference");
+    char href[1024], h[1024], log[8192];
+    CHECK(hash_of(&ref, href, sizeof href) == 0, "hash");
+    for (int tight = 1; tight >= 0; tight--) {
+        const char *extra[] = {"--set", "checkpoint.chunk_kib=4", "--set",
+                               tight ? "checkpoint.grace_s=3" : "checkpoint.grace_s=120", NULL};
+        setenv("TANDEM_TEST_BLOB_DELAY_MS", "60", 1);
+        pid_t pid = start_run_argv(&f, "TANDEM_TEST_STEP_DELAY_MS=20", extra);
+        unsetenv("TANDEM_TEST_BLOB_DELAY_MS");
+        uint64_t seq = 0, ep;
+        double t0 = now_s();
+        while (seq < (tight ? 20u : 45u) && now_s() - t0 < 120) { /* a commit measured */
+            head_of(&f, &seq, &ep, NULL, 0);
+            usleep(2000);
+        }
+        t0 = now_s();
+        kill(pid, SIGTERM);
+        int rc = wait_exit(pid);
+        double took = now_s() - t0;
+        read_all(f.log, log, sizeof log);
+        uint64_t after;
+        head_of(&f, &after, &ep, NULL, 0);
+        CHECK(rc == 75, "%s grace: exit %d: %s", tight ? "tight" : "ample", rc, log);
+        if (tight) {
+            CHECK(took < 3.0, "the stop took %.2f s, more than the 3 s grace", took);
+            CHECK(strstr(log, "grace period") && strstr(log, "stands"),
+                  "no word of the skipped commit: %s", log);
+        } else {
+            CHECK(!strstr(log, "grace period") && after > seq, "with 120 s the stop did not commit "
+                  "(HEAD %llu -> %llu): %s", (unsigned long long)seq, (unsigned long long)after, log);
+        }
+        printf("  %s grace: SIGTERM at HEAD %llu, exit 75 after %.2f s, HEAD at %llu\n",
+               tight ? "3 s" : "120 s", (unsigned long long)seq, took, (unsigned long long)after);
+    }
+    int rc = wait_exit(start_run_argv(&f, NULL, small));
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "resume: exit %d: %s", rc, log);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, href) == 0, "the resumed run ended elsewhere:\n%s", h);
+    fixture_close(&f);
+    fixture_close(&ref);
+}
+
 int main(void) {
     char *dir = test_tmpdir("ledger-corpus");
     uint64_t tr[3] = {30000, 15000, 6000};
@@ -483,6 +535,7 @@ int main(void) {
     RUN(test_chain_hole_stops_and_repairs);
     RUN(test_extend_and_shorten);
     RUN(test_retention_inside_the_run);
+    RUN(test_stop_within_the_grace);
     test_rmtree(dir);
     free(dir);
     return test_summary("test_ledger");
