@@ -69,7 +69,7 @@ data: {dataset: $corpus/dataset.yaml}
 model: $model
 train: $train_
 optim: {lr: $lr, lr_min: $(awk "BEGIN {print $lr / 10}"), warmup: 50}
-checkpoint: {every_episodes: $((episodes / 10))}
+checkpoint: {every_episodes: $((episodes / 10)), keep: 0}
 YAML
 extra=()
 [ $device = cuda ] && extra+=(--precision bf16)
