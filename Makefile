@@ -120,6 +120,13 @@ bench-dmo-synth: deps-test
 	@$(MAKE) --no-print-directory tandem
 	@bash bench/dmo_synth.sh
 
+# The chaos harness at ten times the bounded size that `make test` runs (tests/test_chaos.c;
+# the table of a run is in docs/reliability.md). CHAOS_SCALE and CHAOS_SEED override.
+chaos: deps-test
+	@$(MAKE) --no-print-directory tandem $(BUILD)/rel/tests/test_chaos
+	@CHAOS_SCALE=$${CHAOS_SCALE:-10} TANDEM_BIN=$(BUILD)/rel/tandem TANDEM_ROOT=$(CURDIR) \
+		$(BUILD)/rel/tests/test_chaos
+
 fuzz:
 	@bash scripts/deps.sh fuzz
 	@bash tests/fuzz/run.sh
@@ -273,6 +280,6 @@ bench-gpu:
 clean:
 	rm -rf $(BUILD) tandem tandem-cuda.so
 
-.PHONY: all deps deps-test test test-run demo bench-cpu bench-ckpt bench-s3 bench-dmo bench-dmo-synth fuzz clean $(addsuffix -tests,$(VARIANTS))
+.PHONY: all deps deps-test test test-run demo bench-cpu bench-ckpt bench-s3 bench-dmo bench-dmo-synth chaos fuzz clean $(addsuffix -tests,$(VARIANTS))
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -53,6 +53,18 @@ struct ckpt {
     double rate;
     atomic_int cancel; /* ckpt_cancel: the commit in flight stops before its next object */
     double commit_started; /* monotonic time the pending commit began (0: none pending) */
+    /* the state the last ckpt_load chose, and whether HEAD names it as it is; head_note
+     * says what was wrong with HEAD when that is news (empty when HEAD merely lags behind
+     * a state whose commit was cut off before HEAD moved) */
+    int loaded, head_current;
+    uint64_t loaded_seq;
+    char loaded_key[64];
+    sha256_digest loaded_sha;
+    char head_note[REC_KEY_MAX + 96];
+    /* states the last load found unusable although their manifests decode (a chunk
+     * missing or corrupt, another layout): not evidence for a replay that reaches them */
+    uint64_t *rejected;
+    size_t nrejected;
 };
 
 static double now_mono(void) {
@@ -69,6 +81,13 @@ static double now_wall(void) {
 
 void ckpt_test_hook(const char *label) {
     if (testhook_hit("TANDEM_TEST_KILL_AT", label)) raise(SIGKILL);
+}
+
+/* TANDEM_TEST_STOP_AT=label:n freezes the process (SIGSTOP) at the n-th passage of
+ * `label`: a writer stopped between its lease check and its write, for a test to take the
+ * run over meanwhile and then let it go (SIGCONT). */
+static void stop_hook(const char *label) {
+    if (testhook_hit("TANDEM_TEST_STOP_AT", label)) raise(SIGSTOP);
 }
 
 /* ------------------------------------------------------------------ open / close */
@@ -132,6 +151,7 @@ void ckpt_close(ckpt *c) {
     rec_state_free(&c->snap);
     for (int t = 0; t < CKPT_TENSORS; t++) free(c->host[t]);
     free(c->known);
+    free(c->rejected);
     free(c);
 }
 
@@ -187,6 +207,38 @@ static int quarantine(ckpt *c, const char *key, const void *data, size_t n, cons
         fprintf(stderr, "tandem: %s/%s %s; kept aside as %s and replaced\n", store_url(c->st), key,
                 why, dst);
     return rc;
+}
+
+static int check_lease(ckpt *c, tdm_err *e);
+
+/* Replaces `key`, which holds `old` (read at version *ver) that cannot be part of the run,
+ * by `data`: a copy of the old bytes is kept under quarantine/ first. Only while this
+ * writer holds the lease, and only if the object is still the one that was read
+ * (compare-and-swap): a writer let go after another took the run over never replaces what
+ * the new writer wrote. */
+static int replace_object(ckpt *c, const char *key, const void *old, size_t on,
+                          const store_version *ver, const char *why, const void *data, size_t n,
+                          tdm_err *e) {
+    int rc = check_lease(c, e);
+    if (!rc) rc = quarantine(c, key, old, on, why, e);
+    if (!rc) rc = store_put_if(c->st, key, data, n, ver, NULL, e);
+    if (rc == STORE_CONFLICT)
+        rc = err_set(e, ERR_STORE, "%s/%s changed while this writer (epoch %llu) replaced it: "
+                     "another writer is active; fenced out, this one stops without writing more",
+                     store_url(c->st), key, (unsigned long long)c->epoch);
+    return rc;
+}
+
+/* An object computed under a newer config generation than this writer's: another writer
+ * has taken the run over with a changed config, so this one is stale (or a change record
+ * was lost: verify says which). ERR_STORE; nothing is written. */
+static int newer_generation(ckpt *c, const char *key, uint64_t gen, tdm_err *e) {
+    return err_set(e, ERR_STORE,
+                   "%s/%s was computed under config generation %llu, newer than this writer's "
+                   "(%llu): another writer has taken the run over with a changed config, so this "
+                   "one is fenced out and stops without writing more (if no other writer exists, "
+                   "a configs/ change record is missing: run tandem verify)",
+                   store_url(c->st), key, (unsigned long long)gen, (unsigned long long)c->gen);
 }
 
 /* ------------------------------------------------------------------ lease */
@@ -485,29 +537,43 @@ static int commit(ckpt *c, tdm_err *e) {
     snprintf(key, sizeof key, "states/%llu.mp", (unsigned long long)r->seq);
     ckpt_test_hook("manifest");
     rc = check_lease(c, e);
+    if (!rc) stop_hook("manifest-put");
     if (!rc) rc = store_put(c->st, key, manifest, mn, STORE_CREATE, e);
     if (rc == STORE_EXISTS) {
         /* a replay of this position: the stored manifest must be ours, byte for byte */
         void *old = NULL;
         size_t on = 0;
-        rc = store_get(c->st, key, &old, &on, NULL, e);
-        if (rc == 0 && !(on == mn && memcmp(old, manifest, mn) == 0)) {
+        store_version ver;
+        rc = store_get(c->st, key, &old, &on, &ver, e);
+        if (rc == STORE_NOT_FOUND) /* gone since: write ours */
+            rc = store_put(c->st, key, manifest, mn, STORE_CREATE, e);
+        else if (rc == 0 && !(on == mn && memcmp(old, manifest, mn) == 0)) {
             rec_state probe;
             tdm_err de;
+            int rejected = 0;
+            for (size_t i = 0; i < c->nrejected; i++) rejected |= c->rejected[i] == r->seq;
             if (rec_state_decode(old, on, key, &probe, &de) != 0) {
                 /* damaged (its own digest says so, or it does not decode): not evidence */
                 char why[1200];
                 snprintf(why, sizeof why, "is corrupt (%.1000s)", de.msg);
-                rc = quarantine(c, key, old, on, why, e);
-                if (!rc) rc = store_put(c->st, key, manifest, mn, STORE_OVERWRITE, e);
+                rc = replace_object(c, key, old, on, &ver, why, manifest, mn, e);
+            } else if (probe.has_gen && !c->legacy && probe.gen > c->gen) {
+                rec_state_free(&probe);
+                rc = newer_generation(c, key, probe.gen, e);
             } else if (!gen_belongs(c, probe.has_gen, probe.gen, probe.seq)) {
                 char why[200];
                 snprintf(why, sizeof why, "was computed under config generation %llu by a "
                          "writer that was fenced out or superseded (this run is at generation %llu)",
                          (unsigned long long)probe.gen, (unsigned long long)c->gen);
                 rec_state_free(&probe);
-                rc = quarantine(c, key, old, on, why, e);
-                if (!rc) rc = store_put(c->st, key, manifest, mn, STORE_OVERWRITE, e);
+                rc = replace_object(c, key, old, on, &ver, why, manifest, mn, e);
+            } else if (rejected) {
+                /* the load found it unusable (a chunk missing or corrupt): what it says of
+                 * tensors nobody can read is no evidence of anything */
+                rec_state_free(&probe);
+                rc = replace_object(c, key, old, on, &ver,
+                                    "could not be loaded (a chunk it names is missing or "
+                                    "corrupt, see above)", manifest, mn, e);
             } else {
                 rec_state_free(&probe);
                 sha256_digest od;
@@ -798,6 +864,22 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
     qsort(seqs, ns, sizeof *seqs, cmp_desc);
     if (head_missing && ns > 0)
         fprintf(stderr, "tandem: %s/HEAD is missing; looking for states by listing\n", url);
+    /* whether HEAD names a state that is there (HEAD merely behind the newest state is
+     * the trace of a commit cut off before HEAD moved, not damage) */
+    int head_listed = 0;
+    for (size_t i = 0; have_head && i < ns; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "states/%llu.mp", (unsigned long long)seqs[i]);
+        head_listed |= strcmp(head.state, key) == 0 && head.seq == seqs[i];
+    }
+    free(c->rejected);
+    c->rejected = calloc(ns ? ns : 1, sizeof *c->rejected);
+    c->nrejected = 0;
+    c->loaded = 0;
+    if (!c->rejected) {
+        free(seqs);
+        return err_set(e, ERR_INTERNAL, "out of memory");
+    }
     for (size_t i = 0; i < ns; i++) {
         char key[64];
         snprintf(key, sizeof key, "states/%llu.mp", (unsigned long long)seqs[i]);
@@ -816,7 +898,22 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
             snprintf(why, sizeof why, "does not match the SHA-256 that HEAD records (corrupt)");
         else if (rec_state_decode(data, n, key, rec, &de) != 0)
             snprintf(why, sizeof why, "cannot be used: %.1100s", de.msg);
-        else if (!gen_belongs(c, rec->has_gen, rec->gen, rec->seq)) {
+        else if (rec->has_gen && rec->gen > c->gen) {
+            /* generations only grow and change records are never removed: a state of a
+             * generation the store has no record of means a change record was lost, and
+             * the run cannot know the config it was computed with */
+            uint64_t g = rec->gen;
+            rec_state_free(rec);
+            free(data);
+            free(seqs);
+            return err_set(e, ERR_STORE,
+                           "%s/%s was computed under config generation %llu, but the store "
+                           "records only %llu config changes: %s/configs/%llu.mp is missing. "
+                           "Restore it from a copy of the store (then check with tandem verify); "
+                           "the run cannot go on without the config it was computed with",
+                           url, key, (unsigned long long)g, (unsigned long long)c->gen, url,
+                           (unsigned long long)c->gen);
+        } else if (!gen_belongs(c, rec->has_gen, rec->gen, rec->seq)) {
             snprintf(why, sizeof why, "was computed under config generation %llu by a writer that "
                      "was fenced out or superseded (this run is at generation %llu)",
                      (unsigned long long)rec->gen, (unsigned long long)c->gen);
@@ -839,6 +936,7 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         if (!matches_layout(c, rec, why, sizeof why) || read_tensors(c, rec, why, sizeof why)) {
             fprintf(stderr, "tandem: %s/%s: %s; falling back to an older state\n", url, key, why);
             rec_state_free(rec);
+            c->rejected[c->nrejected++] = seqs[i];
             continue;
         }
         /* a run begun before states carried a generation goes on writing without one, so
@@ -856,6 +954,18 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         if (i > 0 || (have_head && head.seq != seqs[i]))
             fprintf(stderr, "tandem: resuming from %s (run position %llu)\n", key,
                     (unsigned long long)seqs[i]);
+        c->loaded = 1;
+        c->loaded_seq = seqs[i];
+        snprintf(c->loaded_key, sizeof c->loaded_key, "%s", key);
+        c->loaded_sha = d;
+        c->head_current = have_head && strcmp(head.state, key) == 0 && head.seq == seqs[i] &&
+                          sha256_equal(&head.state_sha, &d);
+        c->head_note[0] = '\0';
+        if (!have_head)
+            snprintf(c->head_note, sizeof c->head_note, "was %s", head_missing ? "missing" : "damaged");
+        else if (!c->head_current && !(head_listed && head.seq < seqs[i]))
+            snprintf(c->head_note, sizeof c->head_note, "named %.128s (run position %llu), which "
+                     "is not a state this run can use", head.state, (unsigned long long)head.seq);
         c->last_seq = seqs[i];
         c->last_time = now_mono();
         *found = 1;
@@ -866,9 +976,35 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
     if (ns > 0)
         return err_set(e, ERR_STORE,
                        "%s: none of its %zu states verifies (see the messages above); the run "
-                       "cannot be resumed — restore the store from a copy or start a new run in "
-                       "another store",
-                       url, ns);
+                       "cannot be resumed as it is. Restore the store from a copy, or run "
+                       "`tandem repair %s` (a dry run; then --apply) to set the unusable states "
+                       "aside, so that the run replays from its seed (bit for bit, checked "
+                       "against its alpha records)",
+                       url, ns, url);
+    return 0;
+}
+
+int ckpt_settle_head(ckpt *c, tdm_err *e) {
+    if (!c->loaded || c->head_current) return 0;
+    int rc = check_lease(c, e);
+    if (rc) return rc;
+    rec_head h = {.seq = c->loaded_seq, .state_sha = c->loaded_sha, .epoch = c->epoch,
+                  .time = now_wall(), .commits = c->commits};
+    snprintf(h.state, sizeof h.state, "%s", c->loaded_key);
+    size_t n;
+    void *data = rec_head_encode(&h, &n);
+    rc = store_put_if(c->st, "HEAD", data, n, &c->head_ver, &c->head_ver, e);
+    free(data);
+    if (rc == STORE_CONFLICT)
+        return err_set(e, ERR_STORE, "%s: fenced out: HEAD was moved by another writer; this "
+                       "writer (epoch %llu) stops without moving it",
+                       store_url(c->st), (unsigned long long)c->epoch);
+    if (rc) return rc;
+    if (c->head_note[0])
+        fprintf(stderr, "tandem: %s/HEAD %s; it now names %s (run position %llu), the newest "
+                "state that verifies\n", store_url(c->st), c->head_note, c->loaded_key,
+                (unsigned long long)c->loaded_seq);
+    c->head_current = 1;
     return 0;
 }
 
@@ -902,8 +1038,10 @@ int ckpt_supersede_alpha_after(ckpt *c, uint64_t after, uint64_t change, int *mo
         if (rc) break;
         rec_alpha a;
         tdm_err de;
-        /* an unreadable record is left where it is: the replay rewrites it (reported) */
-        if (rec_alpha_decode(data, n, key, &a, &de) == 0 && a.seq > after) {
+        /* an unreadable record is left where it is: the replay rewrites it (reported); one
+         * computed under the current generation already is the replay's own */
+        if (rec_alpha_decode(data, n, key, &a, &de) == 0 && a.seq > after &&
+            !(a.has_gen && !c->legacy && a.gen == c->gen)) {
             char dst[128];
             snprintf(dst, sizeof dst, "superseded/%llu/%s", (unsigned long long)change, key);
             rc = store_put(c->st, dst, data, n, STORE_OVERWRITE, e);
@@ -959,6 +1097,34 @@ int ckpt_check_chain(ckpt *c, uint64_t records, const sha256_digest *head, tdm_e
     return 0;
 }
 
+static int cmp_asc(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int ckpt_report_alpha_holes(ckpt *c, uint64_t records, tdm_err *e) {
+    store_list l;
+    int rc = store_list_prefix(c->st, "alpha/", &l, e);
+    if (rc) return rc;
+    uint64_t *ts = calloc(l.n ? l.n : 1, sizeof *ts);
+    size_t n = 0;
+    for (size_t i = 0; ts && i < l.n; i++)
+        if (rec_key_index(l.keys[i], "alpha/", &ts[n]) == 0 && ts[n] >= records) n++;
+    store_list_free(&l);
+    if (!ts) return err_set(e, ERR_INTERNAL, "out of memory");
+    qsort(ts, n, sizeof *ts, cmp_asc);
+    uint64_t want = records;
+    for (size_t i = 0; i < n; i++) {
+        for (; want < ts[i]; want++)
+            fprintf(stderr, "tandem: %s/alpha/%llu.mp is missing (a hole in the alpha chain past "
+                    "the newest state, which vouches for %llu records); the replay re-derives it\n",
+                    store_url(c->st), (unsigned long long)want, (unsigned long long)records);
+        want = ts[i] + 1;
+    }
+    free(ts);
+    return 0;
+}
+
 int ckpt_alpha_record(ckpt *c, const rec_alpha *in, sha256_digest *hash, tdm_err *e) {
     rec_alpha a = *in;
     a.has_gen = !c->legacy;
@@ -970,11 +1136,13 @@ int ckpt_alpha_record(ckpt *c, const rec_alpha *in, sha256_digest *hash, tdm_err
     snprintf(key, sizeof key, "alpha/%llu.mp", (unsigned long long)a.t);
     ckpt_test_hook("alpha");
     int rc = check_lease(c, e);
+    if (!rc) stop_hook("alpha-put");
     if (!rc) rc = store_put(c->st, key, data, n, STORE_CREATE, e);
     if (rc == STORE_EXISTS) {
         void *old = NULL;
         size_t on = 0;
-        rc = store_get(c->st, key, &old, &on, NULL, e);
+        store_version ver;
+        rc = store_get(c->st, key, &old, &on, &ver, e);
         if (rc == STORE_NOT_FOUND) /* gone since: write ours */
             rc = store_put(c->st, key, data, n, STORE_CREATE, e);
         else if (rc == 0) {
@@ -985,17 +1153,26 @@ int ckpt_alpha_record(ckpt *c, const rec_alpha *in, sha256_digest *hash, tdm_err
                 /* damaged (its own digest says so, or it does not decode): re-derived */
                 char why[1200];
                 snprintf(why, sizeof why, "is corrupt (%.1000s)", de.msg);
-                rc = quarantine(c, key, old, on, why, e);
-                if (!rc) rc = store_put(c->st, key, data, n, STORE_OVERWRITE, e);
+                rc = replace_object(c, key, old, on, &ver, why, data, n, e);
             } else if (rec_alpha_hash(&stored, &sh), sha256_equal(&sh, hash)) {
                 rc = 0; /* the replay agrees */
+            } else if (stored.has_gen && !c->legacy && stored.gen > c->gen) {
+                rc = newer_generation(c, key, stored.gen, e);
             } else if (!gen_belongs(c, stored.has_gen, stored.gen, stored.seq)) {
                 char why[200];
                 snprintf(why, sizeof why, "was computed under config generation %llu by a "
                          "writer that was fenced out or superseded (this run is at generation %llu)",
                          (unsigned long long)stored.gen, (unsigned long long)c->gen);
-                rc = quarantine(c, key, old, on, why, e);
-                if (!rc) rc = store_put(c->st, key, data, n, STORE_OVERWRITE, e);
+                rc = replace_object(c, key, old, on, &ver, why, data, n, e);
+            } else if (stored.t != a.t || stored.seq != a.seq || !sha256_equal(&stored.prev, &a.prev)) {
+                /* intact, but not a continuation of this run's verified chain (it links to
+                 * another record before it, or sits at another position): another run's
+                 * record, or one whose predecessor was itself replaced. The replay's
+                 * inputs are not the ones it was computed from, so it proves nothing */
+                rc = replace_object(c, key, old, on, &ver,
+                                    "does not continue this run's alpha chain (it links to "
+                                    "another record before it, or holds another run position)",
+                                    data, n, e);
             } else {
                 char h1[65], h2[65];
                 sha256_hex(hash, h1);

@@ -21,7 +21,9 @@
  *
  * Test hooks (environment, for the test suite only): TANDEM_TEST_KILL_AT=label:n raises
  * SIGKILL at the n-th passage of `label` (blob, manifest, head, alpha), to kill a run
- * inside a commit deterministically.
+ * inside a commit deterministically; TANDEM_TEST_STOP_AT=label:n raises SIGSTOP at the
+ * n-th passage of `label` (manifest-put, alpha-put: after the lease check, before the
+ * write), to freeze a writer exactly where a takeover can overtake it.
  */
 #ifndef TANDEM_RUNNER_CKPT_H
 #define TANDEM_RUNNER_CKPT_H
@@ -81,6 +83,14 @@ int ckpt_gen_belongs(int has_gen, uint64_t gen, uint64_t seq, uint64_t cur, uint
  * ERR_STORE. */
 int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e);
 
+/* After ckpt_load found a state (and the run accepted it): when HEAD does not name that
+ * state as it is — HEAD missing or damaged, naming a state that is gone or unusable, or
+ * behind it because a commit was cut off between its manifest and the HEAD move — moves
+ * HEAD to it (the lease checked, compare-and-swap), so that `tandem hash`, status and
+ * verify see the run where it is even when no commit follows (a finished run). Says so on
+ * stderr unless HEAD merely lagged behind. 0 when nothing needed doing. */
+int ckpt_settle_head(ckpt *c, tdm_err *e);
+
 /* Loads exactly states/<seq>.mp (read-only use: evaluating a kept state), verified like
  * ckpt_load but without falling back: ERR_USAGE when it does not exist, ERR_STORE when it
  * does not verify. */
@@ -128,6 +138,11 @@ int ckpt_alpha_record(ckpt *c, const rec_alpha *a, sha256_digest *hash, tdm_err 
  * damaged record and the repair otherwise: a run never goes on with a hole in its audit
  * trail. Reads `records` small objects. */
 int ckpt_check_chain(ckpt *c, uint64_t records, const sha256_digest *head, tdm_err *e);
+
+/* Reports (stderr) every α record missing between the part of the chain a state vouches
+ * for (`records`) and the newest record in the store: a hole past the state, which the
+ * replay re-derives, said out loud as verify says it. Store errors are returned. */
+int ckpt_report_alpha_holes(ckpt *c, uint64_t records, tdm_err *e);
 
 /* Removes states/<seq>.mp for every seq > after (used when pinned config keys change:
  * those states belong to the old trajectory). */

@@ -6,8 +6,11 @@
  * has a hole or a damaged record: the audit trail must never have holes, and the state
  * cannot be trusted without it. `tandem repair` plans, and with --apply carries out:
  *
- *   - every state manifest a run would never use (damaged, or computed under a config
- *     generation that does not belong to the run: a fenced-out writer's) is set aside;
+ *   - every state manifest a run would never use (damaged, naming a chunk that is missing
+ *     or corrupt, or computed under a config generation that does not belong to the run:
+ *     a fenced-out writer's) is set aside; a state of a generation the store has no
+ *     change record for (a lost configs/<n>.mp) is refused instead (exit 3: only the
+ *     record itself repairs that);
  *   - with the α chain broken at record t, every state that vouches for records ≥ t is set
  *     aside, and so are the records ≥ t: the run resumes from the newest state before the
  *     damage (or from the start) and re-derives them, bit for bit, by its deterministic
@@ -79,6 +82,37 @@ static int set_aside(store *st, uint64_t epoch, const char *key, tdm_err *e) {
     return rc == STORE_NOT_FOUND ? 0 : rc;
 }
 
+/* Whether a state cannot be loaded because a chunk it names is missing, corrupt or of the
+ * wrong size (*why says which); 0 when every chunk verifies. A store that cannot be read
+ * sets *rc (with e) and returns 0. */
+static int chunk_fault(store *st, const rec_state *s, char *why, size_t cap, int *rc, tdm_err *e) {
+    for (size_t t = 0; t < s->ntensors; t++) {
+        const rec_tensor *rt = &s->tensors[t];
+        uint64_t total = rt->shape[0] * 4;
+        for (int d = 1; d < rt->ndim; d++) total *= rt->shape[d];
+        for (size_t k = 0; k < rt->nchunks; k++) {
+            char hex[SHA256_HEX_LEN + 1], bkey[80];
+            sha256_hex(&rt->chunks[k], hex);
+            snprintf(bkey, sizeof bkey, "blobs/%s", hex);
+            void *b = NULL;
+            size_t bn = 0;
+            int r = store_get_verified(st, bkey, &rt->chunks[k], &b, &bn, e);
+            free(b);
+            uint64_t off = k * rt->chunk_bytes;
+            size_t want = (size_t)(total - off < rt->chunk_bytes ? total - off : rt->chunk_bytes);
+            if (r == 0 && bn == want) continue;
+            if (r && r != STORE_NOT_FOUND && r != STORE_CORRUPT) {
+                *rc = r;
+                return 0;
+            }
+            snprintf(why, cap, "cannot be loaded: %s (tensor %s chunk %zu) is %s", bkey, rt->name, k,
+                     r == STORE_NOT_FOUND ? "missing" : r == STORE_CORRUPT ? "corrupt" : "the wrong size");
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int cmd_repair(int argc, char **argv) {
     const char *url = NULL;
     int apply = 0, rc = 0;
@@ -134,12 +168,23 @@ int cmd_repair(int argc, char **argv) {
             snprintf(why, sizeof why, "damaged: %.300s", de.msg);
             rc = plan_add(&p, key, why) ? err_set(&e, ERR_INTERNAL, "out of memory") : 0;
         } else {
-            if (!ckpt_gen_belongs(s.has_gen, s.gen, s.seq, gen, change_seq)) {
+            if (s.has_gen && s.gen > gen) {
+                /* a lost change record: setting the state aside would resume under the old
+                 * config; only the record itself repairs this */
+                rc = err_set(&e, ERR_STORE,
+                             "%s: %s was computed under config generation %llu, but the store "
+                             "records only %llu config changes: configs/%llu.mp is missing. "
+                             "tandem repair cannot rebuild it: restore it from a copy of the store",
+                             url, key, (unsigned long long)s.gen, (unsigned long long)gen,
+                             (unsigned long long)gen);
+            } else if (!ckpt_gen_belongs(s.has_gen, s.gen, s.seq, gen, change_seq)) {
                 snprintf(why, sizeof why, "computed under config generation %llu by a writer that "
                          "was fenced out or superseded (the run is at generation %llu)",
                          (unsigned long long)s.gen, (unsigned long long)gen);
                 rc = plan_add(&p, key, why) ? err_set(&e, ERR_INTERNAL, "out of memory") : 0;
-            } else {
+            } else if (chunk_fault(st, &s, why, sizeof why, &rc, &e)) {
+                rc = plan_add(&p, key, why) ? err_set(&e, ERR_INTERNAL, "out of memory") : rc;
+            } else if (!rc) {
                 good_state *g = &good[ngood++];
                 g->seq = s.seq, g->alpha_records = s.alpha_records;
                 snprintf(g->key, sizeof g->key, "%s", key);

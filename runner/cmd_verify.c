@@ -74,17 +74,69 @@ int cmd_verify(int argc, char **argv) {
             printf("FAULT %s\n", ge.msg);
             faults++;
         }
-    }    if (!rc) rc = audit_state_seqs(st, &seqs, &ns, &e);
+    }
+    /* the pinned config, for the checks against it (seed, mode) */
+    config cfg;
+    rec_run run;
+    int have_cfg = 0;
+    memset(&run, 0, sizeof run);
+    if (!rc && health == PIN_OK) {
+        tdm_err pe;
+        have_cfg = pin_read(st, &cfg, NULL, 0, &pe) == 0 && pin_read_run(st, &run, &pe) == 0;
+    }
+    /* the lease: a run replaces one that does not decode (and says so) */
+    if (!rc) {
+        void *ld = NULL;
+        size_t ln = 0;
+        tdm_err le;
+        int lr = store_get(st, "lease", &ld, &ln, NULL, &le);
+        rec_lease l;
+        if (lr == 0 && rec_lease_decode(ld, ln, "lease", &l, &le) != 0) {
+            printf("FAULT %s (the next tandem run replaces it)\n", le.msg);
+            faults++;
+        } else if (lr && lr != STORE_NOT_FOUND) {
+            rc = lr, e = le;
+        }
+        free(ld);
+    }
+    if (!rc) rc = audit_state_seqs(st, &seqs, &ns, &e);
+    /* the seed the run's states were made with: when none was made with the pinned one,
+     * RUN is the odd one out; otherwise a state of another seed is another run's */
+    size_t seed_match = 0, seed_other = 0;
+    uint64_t other_seed = 0;
+    for (size_t i = 0; !rc && have_cfg && i < ns; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "states/%llu.mp", (unsigned long long)seqs[i]);
+        void *data = NULL;
+        size_t n = 0;
+        rec_state s;
+        tdm_err de;
+        if (store_get(st, key, &data, &n, NULL, &de) == 0 && rec_state_decode(data, n, key, &s, &de) == 0) {
+            if (s.seed == cfg.run.seed) seed_match++;
+            else seed_other++, other_seed = s.seed;
+            rec_state_free(&s);
+        }
+        free(data);
+    }
+    int run_seed_bad = have_cfg && seed_other && !seed_match;
+    if (run_seed_bad) {
+        printf("FAULT %s/RUN pins run.seed = %llu, but every state was made with seed %llu: RUN is "
+               "not this run's pin (another run's RUN, or a damaged one); restore it from a copy "
+               "of the store\n", url, (unsigned long long)cfg.run.seed, (unsigned long long)other_seed);
+        faults++;
+    }
     /* HEAD must name a state that is there and matches */
     rec_head h;
     rec_state hs;
     int have = 0;
+    char hs_step[16] = "";
     if (!rc) {
         tdm_err he;
         if (audit_head(st, &h, &hs, &have, &he)) {
             printf("FAULT %s\n", he.msg);
             faults++;
         } else if (have) {
+            snprintf(hs_step, sizeof hs_step, "%s", hs.step);
             rec_state_free(&hs);
         } else if (ns) {
             printf("FAULT %s: HEAD is missing although states exist\n", url);
@@ -112,7 +164,19 @@ int cmd_verify(int argc, char **argv) {
             continue;
         }
         int state_ok = 1;
-        if (!ckpt_gen_belongs(s.has_gen, s.gen, s.seq, gen, change_seq)) {
+        if (have_cfg && !run_seed_bad && s.seed != cfg.run.seed) {
+            printf("FAULT %s: made with seed %llu, not the run's %llu: another run's state\n", key,
+                   (unsigned long long)s.seed, (unsigned long long)cfg.run.seed);
+            faults++;
+            state_ok = 0;
+        }
+        if (s.has_gen && s.gen > gen && health == PIN_OK) {
+            printf("FAULT %s: computed under config generation %llu, but the store records %llu "
+                   "config changes: configs/%llu.mp is missing (restore it from a copy)\n", key,
+                   (unsigned long long)s.gen, (unsigned long long)gen, (unsigned long long)gen);
+            faults++;
+            state_ok = 0;
+        } else if (!ckpt_gen_belongs(s.has_gen, s.gen, s.seq, gen, change_seq)) {
             printf("FAULT %s: computed under config generation %llu by a writer that was fenced "
                    "out or superseded (the run is at generation %llu): a run never uses it\n",
                    key, (unsigned long long)s.gen, (unsigned long long)gen);
@@ -160,13 +224,47 @@ int cmd_verify(int argc, char **argv) {
             faults++;
         }
         for (size_t t = 0; t < c.n; t++)
-            if (!ckpt_gen_belongs(c.rec[t].has_gen, c.rec[t].gen, c.rec[t].seq, gen, change_seq)) {
+            if (c.rec[t].has_gen && c.rec[t].gen > gen && health == PIN_OK) {
+                printf("FAULT alpha/%zu.mp: computed under config generation %llu, but the store "
+                       "records %llu config changes: configs/%llu.mp is missing (restore it from a "
+                       "copy)\n", t, (unsigned long long)c.rec[t].gen, (unsigned long long)gen,
+                       (unsigned long long)gen);
+                faults++;
+            } else if (!ckpt_gen_belongs(c.rec[t].has_gen, c.rec[t].gen, c.rec[t].seq, gen, change_seq)) {
                 printf("FAULT alpha/%zu.mp: computed under config generation %llu by a writer "
                        "that was fenced out or superseded (the run is at generation %llu)\n",
                        t, (unsigned long long)c.rec[t].gen, (unsigned long long)gen);
                 faults++;
             }
         printf("%-5s alpha chain: %zu records\n", c.ok ? "ok" : "BAD", c.n);
+        /* mixture.mp of a finished TANDEM run: α* of the chain, as tandem run writes it */
+        int done = have && !strcmp(hs_step, "done");
+        if (have_cfg && c.ok && c.n && cfg.run.mode != CONFIG_MODE_FIXED) {
+            void *md = NULL;
+            size_t mn = 0;
+            tdm_err me;
+            int mr = store_get(st, "mixture.mp", &md, &mn, NULL, &me);
+            rec_mixture x;
+            audit_mixture(&c, 0.1, &x);
+            for (int m = 0; m < x.M; m++) snprintf(x.names[m], REC_NAME_MAX, "%s", m < run.M ? run.domains[m] : "?");
+            size_t wn;
+            void *want = rec_mixture_encode(&x, &wn);
+            if (mr == 0 && done && !(mn == wn && memcmp(md, want, wn) == 0)) {
+                printf("FAULT %s/mixture.mp does not hold the alpha* of the alpha chain (damaged): "
+                       "tandem run writes it again\n", url);
+                faults++;
+            } else if (mr == STORE_NOT_FOUND && done) {
+                printf("FAULT %s/mixture.mp is missing although the run is finished: tandem run "
+                       "writes it again\n", url);
+                faults++;
+            } else if (mr == 0 && done) {
+                printf("ok    mixture.mp\n");
+            } else if (mr && mr != STORE_NOT_FOUND) {
+                rc = mr, e = me;
+            }
+            free(want);
+            free(md);
+        }
         store_list l;
         if (store_list_prefix(st, "blobs/", &l, &e) == 0) {
             size_t orphans = 0;
@@ -182,6 +280,7 @@ int cmd_verify(int argc, char **argv) {
         if (faults) rc = err_set(&e, ERR_STORE, "%s: %ld faults (listed above)", url, faults);
     }
     audit_chain_free(&c);
+    rec_run_free(&run);
     free(seqs);
     free(good.d);
     free(referenced.d);

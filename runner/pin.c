@@ -133,6 +133,15 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *n
         *damaged = rc == ERR_STORE;
         return rc;
     }
+    /* RUN's own config must be valid before any change applies: otherwise the fault is
+     * RUN's, and a change record is blamed only for what it changed */
+    config probe;
+    if (config_from_canonical(&probe, kv, nkv, e)) {
+        err_prefix(e, "%s: ", what);
+        *damaged = 1;
+        free(kv);
+        return ERR_STORE;
+    }
     uint64_t k = 0;
     for (;; k++) {
         char key[64];
@@ -157,10 +166,22 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *n
             if (!t || strlen(ch.new_values[i].value) >= sizeof t->value) {
                 rc = err_set(e, ERR_STORE, "%s: changes unknown key '%s'", what, ch.new_values[i].key);
                 *damaged = 1;
+            } else if (strcmp(t->value, ch.old_values[i].value) != 0) {
+                /* a change starts from the config as the records before it left it */
+                rc = err_set(e, ERR_STORE, "%s: changes %s from '%.60s', but the pinned config "
+                             "held '%.60s' (the record is damaged, or not this run's)", what,
+                             t->key, ch.old_values[i].value, t->value);
+                *damaged = 1;
+            } else {
+                snprintf(t->value, sizeof t->value, "%s", ch.new_values[i].value);
             }
-            else snprintf(t->value, sizeof t->value, "%s", ch.new_values[i].value);
         }
         rec_change_free(&ch);
+        if (!rc && config_from_canonical(&probe, kv, nkv, e)) {
+            err_prefix(e, "%s: ", what);
+            rc = ERR_STORE;
+            *damaged = 1;
+        }
         if (rc) break;
     }
     if (rc) {
@@ -257,6 +278,53 @@ static int create_run(store *st, const config *cfg, const char *const *domains, 
     return 0;
 }
 
+/* The seed the run's states were made with: HEAD's state, else the newest state that
+ * decodes. 0 with *seed and the state's key in which; -1 when no state can be read. */
+static int states_seed(store *st, uint64_t *seed, char *which, size_t cap) {
+    void *data = NULL;
+    size_t n = 0;
+    tdm_err e;
+    rec_head h;
+    rec_state s;
+    if (store_get(st, "HEAD", &data, &n, NULL, &e) == 0 && rec_head_decode(data, n, "HEAD", &h, &e) == 0) {
+        free(data);
+        data = NULL;
+        if (store_get(st, h.state, &data, &n, NULL, &e) == 0 &&
+            rec_state_decode(data, n, h.state, &s, &e) == 0) {
+            free(data);
+            *seed = s.seed;
+            snprintf(which, cap, "%s", h.state);
+            rec_state_free(&s);
+            return 0;
+        }
+    }
+    free(data);
+    store_list l;
+    if (store_list_prefix(st, "states/", &l, &e)) return -1;
+    int found = -1;
+    uint64_t best = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        uint64_t q;
+        if (rec_key_index(l.keys[i], "states/", &q) || (found == 0 && q <= best)) continue;
+        data = NULL;
+        if (store_get(st, l.keys[i], &data, &n, NULL, &e) == 0 &&
+            rec_state_decode(data, n, l.keys[i], &s, &e) == 0) {
+            *seed = s.seed;
+            best = q;
+            snprintf(which, cap, "%s", l.keys[i]);
+            found = 0;
+            rec_state_free(&s);
+        }
+        free(data);
+    }
+    store_list_free(&l);
+    return found;
+}
+
+int pin_seed_mismatch(store *st, uint64_t pinned, uint64_t *seed, char *which, size_t cap) {
+    return states_seed(st, seed, which, cap) == 0 && *seed != pinned;
+}
+
 static int allowed_key(const char *key, char *const *allowed, int n) {
     for (int i = 0; i < n; i++)
         if (strcmp(allowed[i], key) == 0) return 1;
@@ -329,7 +397,18 @@ int pin_run(store *st, const config *cfg, const char *const *domains, int M,
                  keys[i], a ? a->value : "?", b ? b->value : "?");
         if (!allowed_key(keys[i], allowed, n_allowed)) refused = 1;
     }
-    if (refused) {
+    uint64_t made = 0;
+    char which[REC_KEY_MAX];
+    if (refused && pc.run.seed != cfg->run.seed &&
+        pin_seed_mismatch(st, pc.run.seed, &made, which, sizeof which) && made == cfg->run.seed) {
+        /* the states were made with the seed given, not the pinned one: RUN is the odd one
+         * out (another run's RUN put in its place, or a damaged one) */
+        rc = err_set(e, ERR_STORE,
+                     "%s/RUN pins run.seed = %llu, but the run's states were made with seed %llu "
+                     "(%s): RUN is not this run's pin (another run's RUN, or a damaged one). "
+                     RUN_REPAIR, store_url(st), (unsigned long long)pc.run.seed,
+                     (unsigned long long)made, which);
+    } else if (refused) {
         rc = err_set(e, ERR_USAGE,
                      "the run in %s was created with another configuration; these keys differ:\n%s\n"
                      "Resume with the pinned values, or pass --allow-change KEY[,KEY...] to change "

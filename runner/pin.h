@@ -10,7 +10,9 @@
  *
  * RUN is write-once and nothing else holds the whole config, so a store that holds a run
  * but whose RUN is missing or damaged is refused (ERR_STORE, naming RUN and the repair:
- * restore it from a copy); it never becomes a new run.
+ * restore it from a copy); it never becomes a new run. RUN's own config must be valid,
+ * each change record must start from the values the config held before it (its old
+ * values) and leave a valid config; a fault is blamed on the object that holds it.
  */
 #ifndef TANDEM_RUNNER_PIN_H
 #define TANDEM_RUNNER_PIN_H
@@ -56,6 +58,13 @@ enum { PIN_OK = 0, PIN_NO_RUN, PIN_MISSING, PIN_DAMAGED };
  * verify), with e->msg saying what, and how to repair it, for all but PIN_OK. Returns
  * non-zero only when the store itself failed (e set, *health PIN_OK). */
 int pin_check(store *st, int *health, tdm_err *e);
+
+/* 1 when the run's states were made with another seed than the pinned `pinned`: the
+ * seed of HEAD's state (else of the newest state that decodes) into *seed, that state's
+ * key into which. 0 when they agree or no state can be read. A RUN that pins another seed
+ * than its states is another run's (or damaged): pin_run refuses it (ERR_STORE) when the
+ * config given has the states' seed, and verify reports it. */
+int pin_seed_mismatch(store *st, uint64_t pinned, uint64_t *seed, char *which, size_t cap);
 
 /* *has = 1 when the store holds objects of a run besides RUN (HEAD, mixture.mp, anything
  * under states/, alpha/, configs/ or superseded/), naming the first one found in `found`;

@@ -207,8 +207,10 @@ static int commit(run_ctx *r, int async, tdm_err *e) {
 /* α* = the mean of α_{t+1} over the last 10 % of the episodes, from the α records after
  * the whole chain is verified (every record present and linked, the last one the one this
  * run's state vouches for): written to mixture.mp and printed. A damaged audit trail is
- * ERR_STORE naming the record and the repair. */
-static int write_mixture(run_ctx *r, FILE *out, tdm_err *e) {
+ * ERR_STORE naming the record and the repair. `again`: the run was finished before this
+ * process started, so mixture.mp should be there already: one that is missing or differs
+ * (damaged) is reported as it is rewritten. */
+static int write_mixture(run_ctx *r, FILE *out, int again, tdm_err *e) {
     audit_chain c;
     int rc = audit_chain_read(r->store, &c, e);
     const char *url = store_url(r->store);
@@ -225,7 +227,14 @@ static int write_mixture(run_ctx *r, FILE *out, tdm_err *e) {
         for (int m = 0; m < x.M; m++) snprintf(x.names[m], REC_NAME_MAX, "%s", r->names[m]);
         size_t n;
         void *data = rec_mixture_encode(&x, &n);
-        rc = store_put(r->store, "mixture.mp", data, n, STORE_OVERWRITE, e);
+        void *old = NULL;
+        size_t on = 0;
+        int got = again ? store_get(r->store, "mixture.mp", &old, &on, NULL, e) : 0;
+        if (again && (got == STORE_NOT_FOUND || (got == 0 && (on != n || memcmp(old, data, n)))))
+            fprintf(stderr, "tandem: %s/mixture.mp %s; written again from the alpha chain\n", url,
+                    got == STORE_NOT_FOUND ? "was missing" : "did not match the alpha chain (damaged)");
+        free(old);
+        rc = got && got != STORE_NOT_FOUND ? got : store_put(r->store, "mixture.mp", data, n, STORE_OVERWRITE, e);
         free(data);
     }
     if (!rc && out) {
@@ -282,7 +291,8 @@ static int setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     else default_store(o->config_path, url, sizeof url);
     snprintf(r->cfg.store, sizeof r->cfg.store, "%s", url);
     if ((rc = select_backend(r, e))) return rc;
-    if ((rc = dataset_load(&r->ds, r->cfg.data.dataset, e))) return rc;
+    /* the key names the file, so that a refusal points at the config line to fix */
+    if ((rc = dataset_load(&r->ds, r->cfg.data.dataset, e))) return err_prefix(e, "data.dataset: ");
     model_config mc = {.vocab = r->cfg.model.vocab ? r->cfg.model.vocab : r->ds.vocab,
                        .ctx = r->cfg.model.ctx, .layers = r->cfg.model.layers,
                        .heads = r->cfg.model.heads, .channels = r->cfg.model.channels};
@@ -375,8 +385,11 @@ static int load_or_init(run_ctx *r, int *resumed, tdm_err *e) {
     *resumed = found;
     if (found) {
         rc = ckpt_check_chain(r->ck, rec.alpha_records, &rec.alpha_head, e);
+        if (!rc) rc = ckpt_report_alpha_holes(r->ck, rec.alpha_records, e);
         if (!rc) rc = from_record(r, &rec, e);
         if (!rc) rc = fit_episodes(r, e);
+        /* HEAD names the state the run goes on from (a finished run commits no more) */
+        if (!rc) rc = ckpt_settle_head(r->ck, e);
         rec_state_free(&rec);
         float *dev[CKPT_TENSORS] = {r->nets.u, r->nets.m, r->nets.v};
         for (int t = 0; !rc && t < CKPT_TENSORS; t++)
@@ -738,13 +751,14 @@ int run_main(const run_opts *o, tdm_err *e) {
                     "split across them\n", comm_world(r->comm), comm_source(r->comm),
                     comm_backend(r->comm), r->hp.B);
     }
+    int was_done = !rc && r->next == NEXT_DONE;
     if (!rc && r->next != NEXT_DONE) rc = loop(r, e); /* loop's first safe point sees a pending signal */
     else if (!rc && r->shortened && r->rank == 0) rc = commit(r, 0, e); /* the done state */
     int finished_loop = rc == 0; /* every rank is here then (failures abort below) */
     if (r->rank == 0) {
         if (!rc) rc = ckpt_wait(r->ck, e);
         int summary = r->progress != PROGRESS_QUIET && !o->no_summary;
-        if (!rc && !r->hp.fixed) rc = write_mixture(r, summary ? stdout : NULL, e);
+        if (!rc && !r->hp.fixed) rc = write_mixture(r, summary ? stdout : NULL, was_done, e);
         if (!rc && r->hp.fixed && summary) {
             printf("trained with the fixed mixture:");
             for (int m = 0; m < r->st.M; m++) printf(" %s %.4f", r->names[m], r->st.alpha[m]);

@@ -42,6 +42,19 @@ static char *join(const char *a, const char *b) {
 
 static const char *root_of(store *s) { return ((file_store *)s->impl)->root; }
 
+/* A write that failed for lack of space (ENOSPC, EDQUOT): says what to do, since nothing
+ * is lost — the partial temporary is removed and the objects already there stand. */
+static int write_failed(store *s, const char *key, int err, tdm_err *e) {
+    err_sys(e, ERR_STORE, err, "%s: cannot write %s", s->url, key);
+    if (err == ENOSPC || err == EDQUOT) {
+        size_t len = strlen(e->msg);
+        snprintf(e->msg + len, sizeof e->msg - len,
+                 " (the store's file system is full: free space or raise the quota, then run "
+                 "again; the run resumes from its last full state and nothing committed is lost)");
+    }
+    return ERR_STORE;
+}
+
 /* Writes data to a fresh temporary file next to `path` and fsyncs it; returns the
  * temporary's path (caller frees) or NULL with e set. */
 static char *write_temp(store *s, const char *key, const char *path, const void *data, size_t n,
@@ -57,20 +70,21 @@ static char *write_temp(store *s, const char *key, const char *path, const void 
     snprintf(tmp, len, "%.*s/" TMP_PREFIX "XXXXXX", (int)dirlen, path);
     int fd = mkstemp(tmp);
     if (fd < 0) {
-        err_sys(e, ERR_STORE, errno, "%s: cannot create a temporary file for %s", s->url, key);
+        if (errno == ENOSPC || errno == EDQUOT) write_failed(s, key, errno, e);
+        else err_sys(e, ERR_STORE, errno, "%s: cannot create a temporary file for %s", s->url, key);
         free(tmp);
         return NULL;
     }
     /* mkstemp's 0600 passes through the umask; the policy is exactly 0600 */
     if (fchmod(fd, FILE_MODE) || fileio_write_all(fd, data, n) || fsync(fd)) {
-        err_sys(e, ERR_STORE, errno, "%s: cannot write %s", s->url, key);
+        write_failed(s, key, errno, e);
         close(fd);
         unlink(tmp);
         free(tmp);
         return NULL;
     }
     if (close(fd)) {
-        err_sys(e, ERR_STORE, errno, "%s: cannot write %s", s->url, key);
+        write_failed(s, key, errno, e);
         unlink(tmp);
         free(tmp);
         return NULL;
@@ -83,7 +97,8 @@ static int fs_put(store *s, const char *key, const void *data, size_t n, int mod
     if (!path) return err_set(e, ERR_INTERNAL, "out of memory");
     int r = 0;
     if (fileio_make_parents_mode(path, DIR_MODE)) {
-        r = err_sys(e, ERR_STORE, errno, "%s: cannot create the directory of %s", s->url, key);
+        if (errno == ENOSPC || errno == EDQUOT) r = write_failed(s, key, errno, e);
+        else r = err_sys(e, ERR_STORE, errno, "%s: cannot create the directory of %s", s->url, key);
         goto out;
     }
     char *tmp = write_temp(s, key, path, data, n, e);

@@ -98,7 +98,7 @@ static int get_domain_array(const codec_map_reader *r, const char *key, double *
 void *rec_head_encode(const rec_head *h, size_t *n) {
     codec_writer w;
     codec_writer_init(&w);
-    codec_map(&w, 7);
+    codec_map(&w, 8);
     put_format(&w);
     codec_key(&w, "seq");
     codec_u64(&w, h->seq);
@@ -112,18 +112,21 @@ void *rec_head_encode(const rec_head *h, size_t *n) {
     codec_f64(&w, h->time);
     codec_key(&w, "commits");
     codec_u64(&w, h->commits);
+    put_self(&w);
     return finish(&w, n);
 }
 
 int rec_head_decode(const void *data, size_t n, const char *what, rec_head *h, tdm_err *e) {
     static const char *const keys[] = {"format", "seq", "state", "sha256", "epoch", "time",
-                                       "commits", NULL};
+                                       "commits", "self", NULL};
     memset(h, 0, sizeof *h);
     codec_parsed p;
     int rc = codec_parse(data, n, what, &p, e);
     if (rc) return rc;
     codec_map_reader r;
+    int has_self = 0;
     rc = open_record(&r, &p, what, keys, e);
+    if (!rc) rc = check_self(data, n, &r, &has_self);
     if (!rc) rc = codec_get_u64(&r, "seq", 0, UINT64_MAX, &h->seq);
     if (!rc) rc = codec_get_str(&r, "state", h->state, sizeof h->state);
     if (!rc) rc = codec_get_digest(&r, "sha256", &h->state_sha);
@@ -279,7 +282,7 @@ void rec_run_free(rec_run *run) {
 void *rec_change_encode(const rec_change *c, size_t *n) {
     codec_writer w;
     codec_writer_init(&w);
-    codec_map(&w, 5);
+    codec_map(&w, 6);
     put_format(&w);
     codec_key(&w, "seq");
     codec_u64(&w, c->seq);
@@ -289,18 +292,21 @@ void *rec_change_encode(const rec_change *c, size_t *n) {
     put_kvs(&w, c->old_values, c->n);
     codec_key(&w, "new");
     put_kvs(&w, c->new_values, c->n);
+    put_self(&w);
     return finish(&w, n);
 }
 
 int rec_change_decode(const void *data, size_t n, const char *what, rec_change *c, tdm_err *e) {
-    static const char *const keys[] = {"format", "seq", "created", "old", "new", NULL};
+    static const char *const keys[] = {"format", "seq", "created", "old", "new", "self", NULL};
     memset(c, 0, sizeof *c);
     codec_parsed p;
     int rc = codec_parse(data, n, what, &p, e);
     if (rc) return rc;
     codec_map_reader r;
     size_t n_old = 0, n_new = 0;
+    int has_self = 0;
     rc = open_record(&r, &p, what, keys, e);
+    if (!rc) rc = check_self(data, n, &r, &has_self);
     if (!rc) rc = codec_get_u64(&r, "seq", 0, UINT64_MAX, &c->seq);
     if (!rc) rc = codec_get_u64(&r, "created", 0, UINT64_MAX, &c->created);
     if (!rc) rc = get_kvs(&r, "old", &c->old_values, &n_old);

@@ -12,6 +12,10 @@
  *   configs/<n>.mp rec_change   a recorded change of pinned config keys
  *   mixture.mp     rec_mixture  the final mixture α*: domain names, α*, episodes averaged
  *
+ * HEAD, change records, state manifests and α records written by this version end with a
+ * self-digest ("self": the SHA-256 of every byte before it), which the decoders check when
+ * it is there (older records have none), so that each is recognised as damaged on its own.
+ *
  * Every record is a map with "format": 1. Decoders are strict: unknown versions, unknown
  * or missing fields, wrong types and out-of-range values are ERR_STORE errors naming the
  * object (the `what` argument, normally its store key). Encoders are deterministic: the

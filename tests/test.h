@@ -37,8 +37,20 @@ static int test_passed_, test_failed_, test_case_failed_;
         }                                                                                  \
     } while (0)
 
+/* TEST_ONLY=name[,name...] runs only the cases named (while working on one; the suite
+ * always runs them all) */
+static inline int test_selected_(const char *name) {
+    const char *only = getenv("TEST_ONLY");
+    if (!only || !*only) return 1;
+    size_t n = strlen(name);
+    for (const char *p = only; (p = strstr(p, name)); p += n)
+        if ((p == only || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return 1;
+    return 0;
+}
+
 #define RUN(fn)                                                                            \
     do {                                                                                   \
+        if (!test_selected_(#fn)) break;                                                   \
         test_case_failed_ = 0;                                                             \
         fn();                                                                              \
         if (test_case_failed_) {                                                           \

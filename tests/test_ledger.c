@@ -519,6 +519,259 @@ static void test_stop_within_the_grace(void) {
     fixture_close(&ref);
 }
 
+/* ------------------------------------------------------------------ chaos regressions */
+
+/* A second config beside f's: the same run with seed 4 ("another run"). */
+static int other_config(const fixture *f, fixture *o, const char *tag) {
+    char text[4096];
+    if (read_all(f->config, text, sizeof text)) return -1;
+    char *at = strstr(text, "seed: 3");
+    if (!at) return -1;
+    at[6] = '4';
+    o->dir = test_tmpdir(tag);
+    snprintf(o->config, sizeof o->config, "%s/run.yaml", o->dir);
+    snprintf(o->store, sizeof o->store, "%s/store", o->dir);
+    snprintf(o->log, sizeof o->log, "%s/log.txt", o->dir);
+    return write_file(o->config, text);
+}
+
+static int copy_file(const char *from, const char *to) {
+    static unsigned char buf[1 << 20];
+    size_t n;
+    if (read_file(from, buf, sizeof buf, &n)) return -1;
+    FILE *fp = fopen(to, "wb");
+    if (!fp) return -1;
+    int ok = fwrite(buf, 1, n, fp) == n;
+    return fclose(fp) == 0 && ok ? 0 : -1;
+}
+
+/* Runs the life in env (NULL: to the end) with extra arguments; exit status. */
+static int life_args(fixture *f, const char *env, const char *const *extra) {
+    return wait_exit(start_run_argv(f, env, extra));
+}
+
+/* Killed between the final manifest and the HEAD move (a state every 2 episodes: the
+ * 8th commit is the final one), and a finished run whose HEAD is damaged: the rerun moves
+ * HEAD to the finished state, so the hash is the uninterrupted run's and verify is clean. */
+static void test_final_commit_cut_off(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    for (int kind = 0; kind < 2; kind++) {
+        fixture f;
+        CHECK(fixture_open(&f, "ledger-final", 2) == 0, "fixture");
+        int rc = kind == 0 ? run_to_end(&f, "TANDEM_TEST_KILL_AT=head:8") : run_to_end(&f, NULL);
+        CHECK(rc == (kind == 0 ? 128 + SIGKILL : 0), "setup exit %d", rc);
+        char path[900], log[8192], out[8192], h[1024];
+        if (kind == 1) { /* HEAD cut in half */
+            snprintf(path, sizeof path, "%s/HEAD", f.store);
+            CHECK(truncate(path, file_size(path) / 2) == 0, "truncate HEAD");
+        }
+        rc = run_to_end(&f, NULL);
+        read_all(f.log, log, sizeof log);
+        CHECK(rc == 0, "kind %d: rerun exit %d: %s", kind, rc, log);
+        CHECK(kind == 0 || strstr(log, "HEAD"), "kind %d: the rerun did not say HEAD was damaged: %s", kind, log);
+        CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0,
+              "kind %d: HEAD was left elsewhere:\n%s", kind, h);
+        CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "kind %d: verify: %s", kind, out);
+        fixture_close(&f);
+    }
+}
+
+/* Another run's α record past the newest state, and another run's manifest past HEAD
+ * (whose chunks this store lacks): neither is evidence of nondeterminism. The resume
+ * keeps each aside, re-derives it and ends at the uninterrupted run's hash. */
+static void test_foreign_objects_are_not_evidence(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    for (int kind = 0; kind < 2; kind++) {
+        fixture f, o;
+        CHECK(fixture_open(&f, "ledger-foreign", 4) == 0 && other_config(&f, &o, "ledger-other") == 0, "fixture");
+        const char *second = kind == 0 ? "TANDEM_TEST_KILL_AT=free-step:4" : "TANDEM_TEST_KILL_AT=head:1";
+        fixture *both[2] = {&f, &o};
+        for (int i = 0; i < 2; i++) {
+            int rc = run_to_end(both[i], "TANDEM_TEST_SIGNAL_AT=probe:9"); /* a state at episode 8 */
+            CHECK(rc == 75, "setup stop exit %d", rc);
+            rc = run_to_end(both[i], second);
+            CHECK(rc == 128 + SIGKILL, "setup kill exit %d", rc);
+        }
+        const char *key = kind == 0 ? "alpha/9.mp" : "states/60.mp";
+        char from[900], to[900], log[8192], h[1024];
+        snprintf(from, sizeof from, "%s/%s", o.store, key);
+        snprintf(to, sizeof to, "%s/%s", f.store, key);
+        CHECK(file_size(to) > 0 && copy_file(from, to) == 0, "swap %s", key);
+        int rc = run_to_end(&f, NULL);
+        read_all(f.log, log, sizeof log);
+        CHECK(rc == 0, "%s of another run: resume exit %d: %s", key, rc, log);
+        CHECK(strstr(log, key) && strstr(log, "quarantine/"), "%s was not reported kept aside: %s", key, log);
+        CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "%s: ended elsewhere:\n%s", key, h);
+        fixture_close(&o);
+        fixture_close(&f);
+    }
+}
+
+/* Another run's RUN in place of this run's: refused (exit 3) naming RUN and the repair,
+ * verify names it; the original RUN put back, the run goes on to the reference. */
+static void test_run_of_another_run(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f, o;
+    CHECK(fixture_open(&f, "ledger-run", 4) == 0 && other_config(&f, &o, "ledger-run-other") == 0, "fixture");
+    CHECK(stop_at(&f, 12) == 75 && stop_at(&o, 12) == 75, "setup");
+    char run[900], keep[900], other[900], log[8192], out[8192], h[1024];
+    snprintf(run, sizeof run, "%s/RUN", f.store);
+    snprintf(keep, sizeof keep, "%s/RUN.keep", f.dir);
+    snprintf(other, sizeof other, "%s/RUN", o.store);
+    CHECK(copy_file(run, keep) == 0 && copy_file(other, run) == 0, "swap RUN");
+    int rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 3 && strstr(log, "RUN pins run.seed = 4") && strstr(log, "restore"),
+          "another run's RUN: exit %d: %s", rc, log);
+    rc = tandem_on_store(&f, "verify", "", out, sizeof out);
+    CHECK(rc == 3 && strstr(out, "FAULT") && strstr(out, "RUN pins run.seed"), "verify exit %d: %s", rc, out);
+    CHECK(copy_file(keep, run) == 0, "restore RUN");
+    rc = run_to_end(&f, NULL);
+    CHECK(rc == 0 && hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "after the restore: exit %d:\n%s", rc, h);
+    fixture_close(&o);
+    fixture_close(&f);
+}
+
+/* A byte of the new value in configs/0.mp flipped (0.001 -> 0.002, still a valid lr):
+ * its self-digest gives it away: refused (exit 3) naming configs/0.mp, verify names it;
+ * restored, the run ends where an undamaged twin ends. */
+static void test_change_record_flip(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-change", 4) == 0, "fixture");
+    CHECK(stop_at(&f, 12) == 75, "setup stop");
+    const char *const change[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
+    int rc = life_args(&f, "TANDEM_TEST_KILL_AT=free-step:7", change);
+    CHECK(rc == 128 + SIGKILL, "setup change exit %d", rc);
+    char twin[900], path[900], keep[900], log[8192], out[8192], h1[1024], h2[1024];
+    snprintf(twin, sizeof twin, "cp -a '%s' '%s/twin'", f.store, f.dir);
+    CHECK(system(twin) == 0, "copy");
+    fixture t = f;
+    snprintf(t.store, sizeof t.store, "%s/twin", f.dir);
+    snprintf(t.log, sizeof t.log, "%s/log-twin.txt", f.dir);
+    CHECK(life_args(&t, NULL, change) == 0 && hash_of(&t, h1, sizeof h1) == 0, "the undamaged twin");
+    snprintf(path, sizeof path, "%s/configs/0.mp", f.store);
+    snprintf(keep, sizeof keep, "%s/configs-0.keep", f.dir);
+    CHECK(copy_file(path, keep) == 0, "keep");
+    static unsigned char buf[4096];
+    size_t n;
+    CHECK(read_file(path, buf, sizeof buf, &n) == 0, "read");
+    long at = -1;
+    for (size_t i = 0; i + 5 <= n; i++)
+        if (!memcmp(buf + i, "0.001", 5)) at = (long)i + 4;
+    int fd = at > 0 ? open(path, O_RDWR) : -1;
+    CHECK(fd >= 0 && pwrite(fd, "2", 1, at) == 1 && close(fd) == 0, "no new value 0.001 in configs/0.mp");
+    rc = life_args(&f, NULL, change);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 3 && strstr(log, "configs/0.mp") && strstr(log, "restore"), "flipped change record: exit %d: %s", rc, log);
+    rc = tandem_on_store(&f, "verify", "", out, sizeof out);
+    CHECK(rc == 3 && strstr(out, "configs/0.mp"), "verify exit %d: %s", rc, out);
+    CHECK(copy_file(keep, path) == 0, "restore");
+    rc = life_args(&f, NULL, change);
+    CHECK(rc == 0 && hash_of(&f, h2, sizeof h2) == 0 && strcmp(h1, h2) == 0, "after the restore: exit %d", rc);
+    fixture_close(&f);
+}
+
+/* A damaged lease and a damaged mixture.mp of a finished run: verify reports each; the
+ * rerun replaces them, says so, and verify is clean again. */
+static void test_lease_and_mixture_verified(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-mix", 4) == 0, "fixture");
+    CHECK(run_to_end(&f, NULL) == 0, "setup");
+    const char *keys[] = {"lease", "mixture.mp"};
+    for (int i = 0; i < 2; i++) {
+        char path[900], out[8192], log[8192];
+        snprintf(path, sizeof path, "%s/%s", f.store, keys[i]);
+        long size = file_size(path);
+        CHECK(size > 10 && flip_byte(path, i == 0 ? 0 : size / 2) == 0, "flip %s", keys[i]);
+        int rc = tandem_on_store(&f, "verify", "", out, sizeof out);
+        CHECK(rc == 3 && strstr(out, keys[i]), "verify of a damaged %s: exit %d: %s", keys[i], rc, out);
+        rc = run_to_end(&f, NULL);
+        read_all(f.log, log, sizeof log);
+        CHECK(rc == 0 && strstr(log, keys[i]), "%s: rerun exit %d: %s", keys[i], rc, log);
+        rc = tandem_on_store(&f, "verify", "", out, sizeof out);
+        CHECK(rc == 0, "%s: verify after the rerun: %s", keys[i], out);
+    }
+    fixture_close(&f);
+}
+
+/* An older state whose chunk is missing: verify names it, `tandem repair --apply` sets
+ * the state aside (before: "nothing to repair"), and verify is clean. */
+static void test_repair_sets_aside_unloadable_states(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-chunk", 2) == 0, "fixture");
+    CHECK(stop_at(&f, 30) == 75, "setup");
+    char path[900], out[16384];
+    static unsigned char buf[65536];
+    size_t n;
+    /* the oldest state kept (checkpoint.keep deletes older ones) */
+    char dir[900], oldest[64] = "";
+    snprintf(dir, sizeof dir, "%s/states", f.store);
+    DIR *d = opendir(dir);
+    CHECK(d, "%s", dir);
+    unsigned long long lo = ~0ull, q;
+    for (struct dirent *de; (de = readdir(d));)
+        if (sscanf(de->d_name, "%llu.mp", &q) == 1 && q < lo) lo = q;
+    closedir(d);
+    snprintf(oldest, sizeof oldest, "states/%llu.mp", lo);
+    snprintf(path, sizeof path, "%s/%s", f.store, oldest);
+    rec_state s;
+    tdm_err e;
+    CHECK(read_file(path, buf, sizeof buf, &n) == 0 && rec_state_decode(buf, n, oldest, &s, &e) == 0,
+          "decode %s", oldest);
+    char hex[SHA256_HEX_LEN + 1];
+    sha256_hex(&s.tensors[0].chunks[0], hex);
+    rec_state_free(&s);
+    snprintf(path, sizeof path, "%s/blobs/%s", f.store, hex);
+    CHECK(unlink(path) == 0, "delete %s", path);
+    int rc = tandem_on_store(&f, "verify", "", out, sizeof out);
+    CHECK(rc == 3 && strstr(out, hex), "verify exit %d: %s", rc, out);
+    rc = tandem_on_store(&f, "repair", "--apply", out, sizeof out);
+    CHECK(rc == 0 && strstr(out, oldest), "repair exit %d: %s", rc, out);
+    rc = tandem_on_store(&f, "verify", "", out, sizeof out);
+    CHECK(rc == 0, "verify after the repair: %s", out);
+    fixture_close(&f);
+}
+
+/* Whether pid is stopped (state T in /proc). */
+static int is_stopped(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (read_all(path, buf, sizeof buf)) return 0;
+    const char *close = strrchr(buf, ')');
+    return close && (close[2] == 'T' || close[2] == 't');
+}
+
+/* Writer A frozen between its lease check and the write of alpha/3.mp (before its first
+ * commit, so that no commit of its own is in flight: a process frozen inside the file
+ * store's compare-and-swap would hold its lock); writer B takes the run over with
+ * optim.lr changed and finishes; A let go must stop (exit 3) and leave B's records
+ * alone: the store verifies and a rerun reports the finished run. */
+static void test_frozen_writer_never_replaces(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-frozen", 5) == 0, "fixture");
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=alpha-put:4", NULL, NULL);
+    double t0 = now_s();
+    while (!is_stopped(a) && now_s() - t0 < 60) usleep(1000);
+    CHECK(is_stopped(a), "A never stopped at alpha-put:4");
+    fixture fb = f;
+    snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+    const char *const change[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
+    int rb = life_args(&fb, NULL, change);
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    char la[8192], lb[8192], out[8192], h1[1024], h2[1024];
+    read_all(f.log, la, sizeof la);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(rb == 0, "B exited %d: %s", rb, lb);
+    CHECK(ra == 3 && strstr(la, "fenced out"), "A exited %d: %s", ra, la);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    CHECK(tandem_on_store(&f, "alpha", "--verify", out, sizeof out) == 0, "alpha --verify: %s", out);
+    CHECK(hash_of(&f, h1, sizeof h1) == 0, "hash");
+    int again = life_args(&fb, NULL, change);
+    CHECK(again == 0 && hash_of(&f, h2, sizeof h2) == 0 && strcmp(h1, h2) == 0, "rerun exit %d", again);
+    fixture_close(&f);
+}
+
 int main(void) {
     char *dir = test_tmpdir("ledger-corpus");
     uint64_t tr[3] = {30000, 15000, 6000};
@@ -536,6 +789,13 @@ int main(void) {
     RUN(test_extend_and_shorten);
     RUN(test_retention_inside_the_run);
     RUN(test_stop_within_the_grace);
+    RUN(test_final_commit_cut_off);
+    RUN(test_foreign_objects_are_not_evidence);
+    RUN(test_run_of_another_run);
+    RUN(test_change_record_flip);
+    RUN(test_lease_and_mixture_verified);
+    RUN(test_repair_sets_aside_unloadable_states);
+    RUN(test_frozen_writer_never_replaces);
     test_rmtree(dir);
     free(dir);
     return test_summary("test_ledger");

@@ -11,7 +11,7 @@ Jobs run LANES at a time with run.threads = THREADS each.
   ablate.py --work DIR --base base.yaml --seeds 1,2,3 --variant NAME "k=v k=v" ... \\
             [--lanes 2] [--threads 1] [--alpha-window 0.1,0]
 """
-import argparse, json, math, os, statistics, subprocess, sys, threading, queue
+import argparse, itertools, json, math, os, statistics, subprocess, sys, threading, queue
 
 TANDEM = os.environ.get("TANDEM", os.path.join(os.path.dirname(__file__), "..", "..", "tandem"))
 
@@ -69,7 +69,13 @@ def main():
     seeds = [int(s) for s in a.seeds.split(",")]
     windows = [float(w) for w in a.alpha_window.split(",")]
     fsets = a.final_sets.split()
-    jobs = queue.Queue()
+    # finals before DMOs: a variant's final runs start as soon as its DMO ends, so an
+    # interrupted ablation leaves whole variants rather than many half-finished ones
+    jobs = queue.PriorityQueue()
+    order = itertools.count()
+
+    def put(prio, fn, args):
+        jobs.put((prio, next(order), fn, args))
     results = {}
     lock = threading.Lock()
 
@@ -89,19 +95,20 @@ def main():
         for w in windows:
             mix = mixture(a.work, st, w)
             tag = vname if len(windows) == 1 else f"{vname}@w{w}"
-            jobs.put((final, (seed, tag, ["data.mixture=file", f"data.mixture_file={mix}"])))
+            put(0, final, (seed, tag, ["data.mixture=file", f"data.mixture_file={mix}"]))
 
     for seed in seeds:
-        jobs.put((final, (seed, "uniform", ["data.mixture=uniform"])))
-        jobs.put((final, (seed, "natural", ["data.mixture=natural"])))
-        for vname, vsets in a.variant:
-            jobs.put((dmo, (seed, vname, vsets)))
+        put(0, final, (seed, "uniform", ["data.mixture=uniform"]))
+        put(0, final, (seed, "natural", ["data.mixture=natural"]))
+    for vname, vsets in a.variant:  # variant by variant, in the order given
+        for seed in seeds:
+            put(1, dmo, (seed, vname, vsets))
     errors = []
 
     def worker():
         while True:
             try:
-                fn, args = jobs.get(timeout=1)
+                _, _, fn, args = jobs.get(timeout=1)
             except queue.Empty:
                 if all(not t.busy for t in threads_):
                     return
