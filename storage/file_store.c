@@ -5,7 +5,10 @@
  * exists) onto the key, and the directory is fsync'ed. A crash at any moment leaves
  * either the old object or the new one, plus at worst a stray ".tmp-*" file that
  * listings ignore. Compare-and-swap holds an exclusive flock on "<root>/.lock" while
- * it compares and renames; versions are the SHA-256 of the content.
+ * it compares and renames; versions are the SHA-256 of the content. The lock is held
+ * for milliseconds; a holder that keeps it (a process frozen by SIGSTOP, a paused VM)
+ * is waited for at most TANDEM_STORE_LOCK_TIMEOUT_S seconds (default 120), saying so
+ * after 5, then the write fails naming the holder's pid: a clear error, not a hang.
  *
  * Permissions: one policy, whatever the umask: every file the store writes (objects,
  * temporaries, .lock) is 0600 and every directory it creates (the root and its missing
@@ -17,13 +20,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/file.h>
+#include <sys/sysmacros.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "storage/sha256.h"
 #include "storage/store_impl.h"
 #include "util/fileio.h"
+#include "util/testhook.h"
 
 typedef struct file_store {
     char *root;
@@ -181,6 +188,65 @@ static int fs_get(store *s, const char *key, void **data, size_t *n, store_versi
     return r;
 }
 
+/* The pid holding a flock on the file open as fd, from /proc/locks (0 when unknown). */
+static long lock_holder(int fd) {
+    struct stat st;
+    FILE *f = fopen("/proc/locks", "r");
+    if (!f || fstat(fd, &st)) {
+        if (f) fclose(f);
+        return 0;
+    }
+    char line[256];
+    long pid = 0;
+    while (!pid && fgets(line, sizeof line, f)) {
+        char kind[16], rw[16];
+        long p;
+        unsigned maj, min;
+        unsigned long ino;
+        /* "1: FLOCK  ADVISORY  WRITE 4242 08:01:1234567 0 EOF" (blocked waiters: "1: -> ...") */
+        if (sscanf(line, "%*d: %15s %*s %15s %ld %x:%x:%lu", kind, rw, &p, &maj, &min, &ino) == 6 &&
+            !strcmp(kind, "FLOCK") && ino == (unsigned long)st.st_ino && maj == major(st.st_dev) &&
+            min == minor(st.st_dev))
+            pid = p;
+    }
+    fclose(f);
+    return pid;
+}
+
+/* Takes the exclusive lock on fd, waiting at most the lock timeout (see the top). */
+static int lock_store(store *s, int fd, tdm_err *e) {
+    const char *v = getenv("TANDEM_STORE_LOCK_TIMEOUT_S");
+    double limit = v && *v ? atof(v) : 120;
+    struct timespec t0, now, nap = {0, 2 * 1000 * 1000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int said = 0;
+    for (;;) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return 0;
+        if (errno != EWOULDBLOCK && errno != EINTR)
+            return err_sys(e, ERR_STORE, errno, "%s: cannot lock the store", s->url);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double waited = (double)(now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9;
+        if (waited >= limit) {
+            long pid = lock_holder(fd);
+            char who[64] = "another process";
+            if (pid) snprintf(who, sizeof who, "process %ld", pid);
+            return err_set(e, ERR_STORE,
+                           "%s/.lock has been held by %s for %.0f s (TANDEM_STORE_LOCK_TIMEOUT_S): "
+                           "a writer frozen (stopped, or its machine paused) in the middle of a "
+                           "compare-and-swap. Nothing was written; end that process (or let it go "
+                           "on), then run again", s->url, who, waited);
+        }
+        if (!said && waited >= 5 && limit > 5) {
+            long pid = lock_holder(fd);
+            fprintf(stderr, "tandem: waiting for %s/.lock, held by %s%ld for 5 s (at most %.0f s)\n",
+                    s->url, pid ? "process " : "another process", pid, limit);
+            said = 1;
+        }
+        nanosleep(&nap, NULL);
+        if (nap.tv_nsec < 50 * 1000 * 1000) nap.tv_nsec *= 2;
+    }
+}
+
 static int fs_put_if(store *s, const char *key, const void *data, size_t n,
                      const store_version *expected, store_version *out, tdm_err *e) {
     char *lockpath = join(root_of(s), ".lock");
@@ -193,13 +259,12 @@ static int fs_put_if(store *s, const char *key, const void *data, size_t n,
      * made by an older tandem as 0666 included; another user's is left alone) */
     if (fstat(fd, &lst) == 0 && (lst.st_mode & 07777) != FILE_MODE && lst.st_uid == geteuid())
         fchmod(fd, FILE_MODE);
-    while (flock(fd, LOCK_EX)) {
-        if (errno != EINTR) {
-            int err = errno;
-            close(fd);
-            return err_sys(e, ERR_STORE, err, "%s: cannot lock the store", s->url);
-        }
+    if (lock_store(s, fd, e)) {
+        close(fd);
+        return ERR_STORE;
     }
+    /* a test freezes a writer here, holding the lock */
+    if (testhook_hit("TANDEM_TEST_STOP_AT", "store-lock")) raise(SIGSTOP);
     void *cur = NULL;
     size_t curn = 0;
     store_version curv = {{0}};

@@ -772,6 +772,39 @@ static void test_frozen_writer_never_replaces(void) {
     fixture_close(&f);
 }
 
+/* Writer A frozen while it holds the file store's lock (inside a compare-and-swap): B
+ * does not hang; it waits the lock timeout, then exits 3 naming .lock and A's pid, having
+ * written nothing. A let go finishes at the reference; B's rerun sees the finished run. */
+static void test_frozen_lock_holder(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-lock", 1) == 0, "fixture");
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=store-lock:3", NULL, NULL);
+    double t0 = now_s();
+    while (!is_stopped(a) && now_s() - t0 < 60) usleep(1000);
+    CHECK(is_stopped(a), "A never stopped holding the lock");
+    fixture fb = f;
+    snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+    t0 = now_s();
+    int rb = life_args(&fb, "TANDEM_STORE_LOCK_TIMEOUT_S=2", NULL);
+    double took = now_s() - t0;
+    char lb[8192], la[8192], pid[32], h[1024], out[8192];
+    read_all(fb.log, lb, sizeof lb);
+    snprintf(pid, sizeof pid, "process %d", (int)a);
+    printf("  B after %.1f s: %.300s", took, lb);
+    CHECK(rb == 3 && strstr(lb, ".lock") && strstr(lb, pid) && took < 30,
+          "B: exit %d after %.1f s (want 3, naming .lock and %s): %s", rb, took, pid, lb);
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    read_all(f.log, la, sizeof la);
+    CHECK(ra == 0, "A let go: exit %d: %s", ra, la);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "A ended elsewhere:\n%s", h);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    CHECK(life_args(&fb, NULL, NULL) == 0 && hash_of(&f, h, sizeof h) == 0 && !strcmp(h, g_ref_hash),
+          "B's rerun");
+    fixture_close(&f);
+}
+
 int main(void) {
     char *dir = test_tmpdir("ledger-corpus");
     uint64_t tr[3] = {30000, 15000, 6000};
@@ -796,6 +829,7 @@ int main(void) {
     RUN(test_lease_and_mixture_verified);
     RUN(test_repair_sets_aside_unloadable_states);
     RUN(test_frozen_writer_never_replaces);
+    RUN(test_frozen_lock_holder);
     test_rmtree(dir);
     free(dir);
     return test_summary("test_ledger");
