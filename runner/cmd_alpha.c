@@ -18,6 +18,7 @@
 #include "runner/cmds.h"
 #include "runner/pin.h"
 #include "runner/svgplot.h"
+#include "util/json.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: tandem alpha STORE [--format table|csv|json] [--verify] [--plot FILE.svg]\n");
@@ -35,38 +36,69 @@ static void print_table(const audit_chain *c, const rec_run *run) {
     }
 }
 
+/* A CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma, a quote or
+ * a line break (domain names are the user's). */
+static void csv_field(const char *v) {
+    if (!strpbrk(v, ",\"\r\n")) {
+        fputs(v, stdout);
+        return;
+    }
+    putchar('"');
+    for (; *v; v++) {
+        if (*v == '"') putchar('"');
+        putchar(*v);
+    }
+    putchar('"');
+}
+
 static void print_csv(const audit_chain *c, const rec_run *run) {
     printf("episode,domain,alpha,alpha_next,loss_u,loss_w,delta\n");
     for (size_t t = 0; t < c->n; t++) {
         const rec_alpha *a = &c->rec[t];
-        for (int m = 0; m < a->M; m++)
-            printf("%zu,%s,%.17g,%.17g,%.17g,%.17g,%.17g\n", t, m < run->M ? run->domains[m] : "?",
-                   a->alpha[m], a->alpha_next[m], a->loss_u[m], a->loss_w[m],
-                   a->loss_w[m] - a->loss_u[m]);
+        for (int m = 0; m < a->M; m++) {
+            printf("%zu,", t);
+            csv_field(m < run->M ? run->domains[m] : "?");
+            printf(",%.17g,%.17g,%.17g,%.17g,%.17g\n", a->alpha[m], a->alpha_next[m], a->loss_u[m],
+                   a->loss_w[m], a->loss_w[m] - a->loss_u[m]);
+        }
     }
 }
 
 static void json_map(const char *key, const double *v, int M, const rec_run *run) {
-    printf(",\"%s\":{", key);
-    for (int m = 0; m < M; m++)
-        printf("%s\"%s\":%.17g", m ? "," : "", m < run->M ? run->domains[m] : "?", v[m]);
+    printf(",");
+    json_key(stdout, key);
+    printf("{");
+    for (int m = 0; m < M; m++) {
+        if (m) printf(",");
+        json_key(stdout, m < run->M ? run->domains[m] : "?");
+        json_num(stdout, v[m]);
+    }
     printf("}");
 }
 
+/* Every string through util/json (domain names and host names are the user's: a quote or
+ * a control character in one must not break the document); non-finite numbers as null. */
 static void print_json(const audit_chain *c, const rec_run *run) {
     printf("[");
     for (size_t t = 0; t < c->n; t++) {
         const rec_alpha *a = &c->rec[t];
         char hex[65];
         sha256_hex(&c->hash[t], hex);
-        printf("%s\n{\"episode\":%zu,\"seq\":%llu,\"lr_alpha\":%.17g,\"gamma\":%.17g,\"hash\":\"%s\"",
-               t ? "," : "", t, (unsigned long long)a->seq, a->lr_alpha, a->gamma, hex);
+        printf("%s\n{\"episode\":%zu,\"seq\":%llu,\"lr_alpha\":", t ? "," : "", t,
+               (unsigned long long)a->seq);
+        json_num(stdout, a->lr_alpha);
+        printf(",\"gamma\":");
+        json_num(stdout, a->gamma);
+        printf(",\"hash\":\"%s\"", hex);
         json_map("alpha", a->alpha, a->M, run);
         json_map("alpha_next", a->alpha_next, a->M, run);
         json_map("loss_u", a->loss_u, a->M, run);
         json_map("loss_w", a->loss_w, a->M, run);
-        printf(",\"time\":%.3f,\"host\":\"%s\",\"attempt\":%llu}", a->time, a->host,
-               (unsigned long long)a->attempt);
+        printf(",\"time\":");
+        json_num(stdout, a->time);
+        printf(",\"host\":");
+        json_str(stdout, a->host);
+        printf(",\"attempt\":%llu}", (unsigned long long)a->attempt);
     }
     printf("\n]\n");
 }

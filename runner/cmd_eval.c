@@ -11,6 +11,7 @@
 #include "runner/args.h"
 #include "runner/cmds.h"
 #include "runner/evaluate.h"
+#include "util/json.h"
 
 int cmd_eval(int argc, char **argv) {
     const char *url = NULL, *split_name = "test";
@@ -52,12 +53,26 @@ int cmd_eval(int argc, char **argv) {
     if (!rc) {
         int M = r.M;
         if (json) {
-            printf("{\"run\":\"%s\",\"split\":\"%s\",\"seq\":%llu,\"domains\":{", r.run_id,
-                   split_name, (unsigned long long)r.seq);
-            for (int m = 0; m < M; m++)
-                printf("%s\"%s\":{\"loss\":%.17g,\"ppl\":%.17g,\"tokens\":%llu}", m ? "," : "",
-                       r.names[m], r.loss[m], exp(r.loss[m]), (unsigned long long)r.tokens[m]);
-            printf("},\"average_ppl\":%.17g,\"mean_loss\":%.17g}\n", r.average_ppl, r.mean_loss);
+            /* names through util/json: a domain's name is the user's */
+            printf("{\"run\":");
+            json_str(stdout, r.run_id);
+            printf(",\"split\":");
+            json_str(stdout, split_name);
+            printf(",\"seq\":%llu,\"domains\":{", (unsigned long long)r.seq);
+            for (int m = 0; m < M; m++) {
+                if (m) printf(",");
+                json_key(stdout, r.names[m]);
+                printf("{\"loss\":");
+                json_num(stdout, r.loss[m]);
+                printf(",\"ppl\":");
+                json_num(stdout, exp(r.loss[m]));
+                printf(",\"tokens\":%llu}", (unsigned long long)r.tokens[m]);
+            }
+            printf("},\"average_ppl\":");
+            json_num(stdout, r.average_ppl);
+            printf(",\"mean_loss\":");
+            json_num(stdout, r.mean_loss);
+            printf("}\n");
         } else {
             printf("%s (state %llu, step %s), %s split:\n", r.run_id, (unsigned long long)r.seq,
                    r.step, split_name);

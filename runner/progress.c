@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "util/json.h"
+
 static void duration(char *buf, size_t cap, double s) {
     if (s < 0 || !isfinite(s)) snprintf(buf, cap, "-");
     else if (s < 60) snprintf(buf, cap, "%.0fs", s);
@@ -10,20 +12,14 @@ static void duration(char *buf, size_t cap, double s) {
     else snprintf(buf, cap, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
 }
 
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void json_doubles(FILE *f, const char *key, const double *v, int M) {
-    fprintf(f, ",\"%s\":[", key);
-    for (int m = 0; m < M; m++) fprintf(f, "%s%.17g", m ? "," : "", v[m]);
+    fputc(',', f);
+    json_key(f, key);
+    fputc('[', f);
+    for (int m = 0; m < M; m++) {
+        if (m) fputc(',', f);
+        json_num(f, v[m]); /* a diverged loss (NaN, Inf) is null, not invalid JSON */
+    }
     fputc(']', f);
 }
 
@@ -36,15 +32,20 @@ void progress_print(FILE *f, int mode, const progress_line *p) {
         fprintf(f, ",\"domains\":[");
         for (int m = 0; m < p->M; m++) {
             if (m) fputc(',', f);
-            json_string(f, p->names[m]);
+            json_str(f, p->names[m]);
         }
         fputc(']', f);
         json_doubles(f, "loss", p->loss, p->M);
         json_doubles(f, "loss_u", p->loss_u, p->M);
         json_doubles(f, "loss_w", p->loss_w, p->M);
         json_doubles(f, "alpha", p->alpha, p->M);
-        fprintf(f, ",\"tokens_per_s\":%.1f,\"since_commit_s\":%.3f,\"eta_s\":%.1f}\n",
-                p->tokens_per_s, p->since_commit_s, p->eta_s);
+        fprintf(f, ",\"tokens_per_s\":");
+        json_num(f, p->tokens_per_s);
+        fprintf(f, ",\"since_commit_s\":");
+        json_num(f, p->since_commit_s);
+        fprintf(f, ",\"eta_s\":");
+        json_num(f, p->eta_s);
+        fprintf(f, "}\n");
         fflush(f);
         return;
     }
@@ -64,9 +65,9 @@ void progress_event(FILE *f, int mode, const char *event, const char *message) {
     if (mode == PROGRESS_QUIET) return;
     if (mode == PROGRESS_JSON) {
         fprintf(f, "{\"event\":");
-        json_string(f, event);
+        json_str(f, event);
         fprintf(f, ",\"message\":");
-        json_string(f, message);
+        json_str(f, message);
         fprintf(f, "}\n");
     } else {
         fprintf(f, "%s\n", message);
