@@ -15,7 +15,9 @@
 #     with the pgd step, tandem.gamma=1e300, optim.weight_decay=1e300, model and batch
 #     sizes at their limits) exit 1 or 2 with a message naming the key responsible, and
 #     no sanitizer report (the asan build runs this script too);
-#   - a run that diverges (exit 1) gives its lease back: status says released.
+#   - a run that diverges (exit 1) gives its lease back: status says released;
+#   - a host name holding a quote, a backslash, a comma and a control character (a UTS
+#     namespace; root only) leaves `alpha --format json` valid, holding it exactly.
 # Prints PASS/FAIL lines and "cli_store: N passed, M failed"; exits non-zero on failure.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -111,5 +113,23 @@ done
 out=$("$bin" status "$tmp/x1" 2>&1)
 if grep -q "released" <<<"$out"; then pass "a diverged run released its lease"
 else fail "a diverged run released its lease" "$out"; fi
+
+# ---------------------------------------------------------------- hostile text in JSON
+# A host name with a quote, a backslash, a comma and a control character (set in a UTS
+# namespace of its own; root only) lands in every alpha record: `alpha --format json`
+# must still be valid JSON holding it exactly.
+hostile='a"b\\c,d'$'\x01''e'
+if unshare --uts true 2>/dev/null; then
+  out=$(unshare --uts /bin/sh -c '/usr/bin/python3 -c "import socket,sys; socket.sethostname(sys.argv[1])" "$1" &&
+        exec "$2" run "$3" --store "$4" --quiet' sh "$hostile" "$bin" "$tmp/c.yaml" "$tmp/host" 2>&1); rc=$?
+  got=$("$bin" alpha "$tmp/host" --format json 2>&1 | /usr/bin/python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print("ok" if d and all(r["host"] == sys.argv[1] for r in d) else "host %r" % d[0]["host"])' "$hostile" 2>&1)
+  if [ $rc -eq 0 ] && [ "$got" = ok ]; then pass "a host name with quote, backslash, comma and a control character: alpha --format json is valid and holds it"
+  else fail "alpha --format json with a hostile host name" "run exit $rc: $out" "$got"; fi
+else
+  echo "SKIP hostile host name: no UTS namespace here (needs root)"
+fi
 
 finish
