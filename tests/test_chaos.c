@@ -63,6 +63,7 @@
 #include "storage/store.h"
 #include "tests/corpus_fixture.h"
 #include "tests/runner_fixture.h"
+#include "tests/s3_env.h"
 #include "tests/test.h"
 
 static int g_scale = 1;
@@ -208,27 +209,6 @@ static void print_table(void) {
 }
 
 /* ------------------------------------------------------------------ S3 server */
-
-/* Reads "export K='V'" lines of the server's env file into the environment. */
-static int load_env(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    char line[8192];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "export ", 7) != 0) continue;
-        char *k = line + 7, *eq = strchr(k, '=');
-        if (!eq) continue;
-        *eq = '\0';
-        char *v = eq + 1;
-        size_t n = strlen(v);
-        while (n && (v[n - 1] == '\n' || v[n - 1] == '\r')) v[--n] = '\0';
-        if (n >= 2 && v[0] == '\'' && v[n - 1] == '\'') v[n - 1] = '\0', v++;
-        setenv(k, v, 1);
-    }
-    fclose(f);
-    setenv("AWS_ENDPOINT_URL", getenv("TANDEM_S3_ENDPOINT"), 1);
-    return 0;
-}
 
 /* POSTs a JSON body to the proxy's control API; 0 when it answered 2xx. */
 static int control(const char *path, const char *json) {
@@ -1824,7 +1804,7 @@ int main(void) {
     if (sh("bash '%s/tests/s3/start.sh' '%s' > '%s/start.log' 2>&1", g_root, g_srv, g_tmp) == 0) {
         char envf[800];
         snprintf(envf, sizeof envf, "%s/env", g_srv);
-        g_s3_up = load_env(envf) == 0;
+        g_s3_up = s3_load_env(envf) == 0;
         unsetenv("TANDEM_S3_PART_MIB");
     } else {
         sh("cat '%s/start.log'", g_tmp);

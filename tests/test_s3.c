@@ -26,6 +26,7 @@
 #include "storage/store.h"
 #include "tests/corpus_fixture.h"
 #include "tests/runner_fixture.h"
+#include "tests/s3_env.h"
 #include "tests/test.h"
 #include "util/rng.h"
 
@@ -44,27 +45,6 @@ static int sh(const char *fmt, ...) {
     va_end(ap);
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-/* Reads "export K='V'" lines of the server's env file into the environment. */
-static int load_env(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    char line[8192];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "export ", 7) != 0) continue;
-        char *k = line + 7, *eq = strchr(k, '=');
-        if (!eq) continue;
-        *eq = '\0';
-        char *v = eq + 1;
-        size_t n = strlen(v);
-        while (n && (v[n - 1] == '\n' || v[n - 1] == '\r')) v[--n] = '\0';
-        if (n >= 2 && v[0] == '\'' && v[n - 1] == '\'') v[n - 1] = '\0', v++;
-        setenv(k, v, 1);
-    }
-    fclose(f);
-    setenv("AWS_ENDPOINT_URL", getenv("TANDEM_S3_ENDPOINT"), 1);
-    return 0;
 }
 
 /* POSTs a JSON body to the proxy's control API. */
@@ -695,7 +675,7 @@ int main(void) {
     }
     char envf[800];
     snprintf(envf, sizeof envf, "%s/env", srv);
-    load_env(envf);
+    s3_load_env(envf);
     unsetenv("TANDEM_S3_PART_MIB");
     snprintf(g_corpus, sizeof g_corpus, "%s/corpus", g_dir);
     uint64_t tr[3] = {30000, 15000, 6000};
