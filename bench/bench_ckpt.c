@@ -8,7 +8,11 @@
  * 2. The TANDEM episode cost against a vanilla run of the same number of u-steps, beside
  *    the paper's (E + 2K + 2/3)/E.
  *
+ * 3. A paper-size state (the 160M and 1B presets' shapes) committed and restored by
+ *    streaming: time, throughput beside dd, and the host memory each adds at its peak.
+ *
  * usage: bench_ckpt [--dir DIR] [--layers L] [--channels C] [--repeats N] [--threads N]
+ *                   [--stream-only 160m|1b|all] [--stream-store URL]
  */
 #include <math.h>
 #include <stdio.h>
@@ -21,11 +25,13 @@
 #include "model/model.h"
 #include "runner/args.h"
 #include "runner/ckpt.h"
+#include "runner/memplan.h"
 #include "steps/steps.h"
 #include "storage/store.h"
 #include "bench/bench_util.h"
 
 #define DIE(what, e) bench_die("bench_ckpt", what, e)
+#include "util/meminfo.h"
 #include "util/rng.h"
 
 /* Part 1: stall and throughput of full commits. */
@@ -123,6 +129,131 @@ static void bench_commit(const char *dir, int layers, int channels, int repeats,
     free(dd);
 }
 
+/* Part 3: a paper-size state (the 160M and 1B presets' shapes at GPT-NeoX's vocabulary of
+ * 50304) committed and restored through streaming (checkpoint.snapshot = stream) into
+ * `url`: chunks cross between the model's memory and the store one at a time, so the host
+ * needs no second copy of the state. The model's u, m, v are CPU buffers here, standing in
+ * for a GPU's. Figures: the commit's time and throughput beside dd of the same bytes
+ * (file stores), the restore's time, and the host memory each adds at its peak over the
+ * model's own (VmHWM after /proc/self/clear_refs), beside the copy a host snapshot holds. */
+typedef struct big_row {
+    const char *name;
+    model_config mc;
+} big_row;
+
+static uint64_t fingerprint(float *const dev[CKPT_TENSORS], size_t P) {
+    uint64_t h = 1469598103934665603ull;
+    for (int t = 0; t < CKPT_TENSORS; t++)
+        for (size_t i = 0; i < P; i += 997) {
+            uint32_t u;
+            memcpy(&u, &dev[t][i], 4);
+            h = (h ^ u) * 1099511628211ull;
+        }
+    return h;
+}
+
+static void bench_stream_row(const char *dir, const char *url, const big_row *row) {
+    model_layout lay;
+    tdm_err e = {0};
+    if (model_layout_init(&lay, &row->mc, &e)) DIE("layout", &e);
+    size_t P = lay.numel;
+    double bytes = 3.0 * P * 4, gib = 1073741824.0;
+    const char *src;
+    double avail = mem_available(&src);
+    if (avail > 0 && avail < bytes + 1.5 * gib) {
+        printf("%-6s %6.0fM params, state %5.2f GB: not run, the model's u, m, v need %.1f GiB and "
+               "%.1f GiB are available (%s)\n", row->name, P / 1e6, bytes / 1e9, bytes / gib,
+               avail / gib, src);
+        model_layout_free(&lay);
+        return;
+    }
+    const model_ops *ops = &model_cpu_ops;
+    model_ctx *ctx = ops->create(&lay, 1, 8, 1, 1, &e);
+    if (!ctx) DIE("model", &e);
+    float *dev[CKPT_TENSORS];
+    for (int t = 0; t < CKPT_TENSORS; t++) {
+        if (!(dev[t] = ops->alloc(ctx, P))) DIE("alloc", NULL);
+        uint32_t x = 2463534242u + (uint32_t)t;
+        for (size_t i = 0; i < P; i++) {
+            x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+            dev[t][i] = (float)(x >> 8) * 1e-7f;
+        }
+    }
+    uint64_t want = fingerprint(dev, P);
+    char where[1100];
+    if (url) snprintf(where, sizeof where, "%.1000s/%s", url, row->name);
+    else snprintf(where, sizeof where, "%.1000s/big-%s", dir, row->name);
+    store *st = store_open(where, &e);
+    if (!st) DIE("store", &e);
+    /* commit */
+    mem_reset_peak();
+    double rss0 = mem_rss();
+    ckpt *c = ckpt_open_stream(st, &lay, 64u << 20, ops, ctx, dev, &e);
+    if (!c || ckpt_acquire(c, 0, &e)) DIE("ckpt", &e);
+    rec_state rec = {.seq = 1, .M = 1, .alpha = {1.0}};
+    snprintf(rec.step, sizeof rec.step, "free");
+    double t0 = bench_now();
+    if (ckpt_snapshot(c, &rec, ops, ctx, dev, 1, &e) || ckpt_wait(c, &e)) DIE("commit", &e);
+    double commit_s = bench_now() - t0, commit_peak = mem_peak_rss() - rss0;
+    if (ckpt_release(c, &e)) DIE("release", &e);
+    ckpt_close(c);
+    /* the peer: dd of as many bytes to the same disk (file stores) */
+    double dd_rate = 0;
+    if (!url) {
+        char cmd[2400];
+        snprintf(cmd, sizeof cmd, "dd if=/dev/zero of='%.1000s/dd.bin' bs=64M count=%.0f conv=fsync "
+                 "status=none", dir, ceil(bytes / (64.0 * 1048576)));
+        t0 = bench_now();
+        if (system(cmd) != 0) DIE("dd", NULL);
+        dd_rate = ceil(bytes / (64.0 * 1048576)) * 64.0 * 1048576 / (bench_now() - t0);
+        snprintf(cmd, sizeof cmd, "%.1000s/dd.bin", dir);
+        unlink(cmd);
+    }
+    /* restore into zeroed tensors, from a cold page cache where the system lets us */
+    for (int t = 0; t < CKPT_TENSORS; t++) memset(dev[t], 0, P * sizeof(float));
+    sync();
+    FILE *dc = fopen("/proc/sys/vm/drop_caches", "w");
+    if (dc) fputs("3", dc), fclose(dc);
+    mem_reset_peak();
+    rss0 = mem_rss();
+    c = ckpt_open_stream(st, &lay, 64u << 20, ops, ctx, dev, &e);
+    rec_state got;
+    int found = 0;
+    t0 = bench_now();
+    if (!c || ckpt_load(c, &got, &found, &e) || !found) DIE("restore", &e);
+    double restore_s = bench_now() - t0, restore_peak = mem_peak_rss() - rss0;
+    rec_state_free(&got);
+    ckpt_close(c);
+    if (fingerprint(dev, P) != want) DIE("restore: the tensors differ from what was committed", NULL);
+    printf("%-6s %6.0fM params, state %5.2f GB: commit %6.1f s (%4.0f MB/s", row->name, P / 1e6,
+           bytes / 1e9, commit_s, bytes / commit_s / 1e6);
+    if (dd_rate > 0) printf(" = %.2f x dd's %.0f MB/s", bytes / commit_s / dd_rate, dd_rate / 1e6);
+    printf("), restore %6.1f s (%4.0f MB/s); host memory over the model's: +%.0f MiB at the "
+           "commit's peak, +%.0f MiB at the restore's (a host snapshot would hold +%.0f MiB)\n",
+           restore_s, bytes / restore_s / 1e6, commit_peak / 1048576, restore_peak / 1048576,
+           bytes / 1048576);
+    store_close(st);
+    if (!url) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%.1000s'", where + (strncmp(where, "file://", 7) ? 0 : 7));
+        if (system(cmd)) fprintf(stderr, "bench_ckpt: cleanup of %s failed\n", where);
+    }
+    for (int t = 0; t < CKPT_TENSORS; t++) ops->release(ctx, dev[t]);
+    ops->destroy(ctx);
+    model_layout_free(&lay);
+}
+
+static void bench_stream(const char *dir, const char *url, const char *only) {
+    static const big_row rows[] = {
+        {"160m", {.vocab = 50304, .ctx = 2048, .layers = 12, .heads = 12, .channels = 768}},
+        {"1b", {.vocab = 50304, .ctx = 2048, .layers = 16, .heads = 8, .channels = 2048}},
+    };
+    printf("streamed commits (checkpoint.snapshot = stream, 64 MiB chunks, %d I/O threads) into %s\n",
+           MEMPLAN_IO_THREADS, url ? url : "a file store on this disk");
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        if (!only || !strcmp(only, rows[i].name)) bench_stream_row(dir, url, &rows[i]);
+}
+
 /* Part 2: episodes against vanilla free steps from the same state. */
 static void bench_episode(const char *dir, int threads) {
     char out[1100];
@@ -178,8 +309,10 @@ static void bench_episode(const char *dir, int threads) {
 }
 
 int main(int argc, char **argv) {
-    const char *dir = NULL;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* rows as they come, also into a pipe */
+    const char *dir = NULL, *stream_url = NULL, *stream_only = NULL;
     long layers = 14, channels = 768, repeats = 3, threads = 0;
+    int parts = 7; /* 1: commit, 2: episode, 4: streamed paper-size states */
     args_iter it;
     args_init(&it, argc, argv, 1);
     tdm_err e = {0};
@@ -190,6 +323,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(it.flag, "--channels")) rc = args_int(&it, 12, 1 << 14, &channels, &e);
         else if (!strcmp(it.flag, "--repeats")) rc = args_int(&it, 1, 100, &repeats, &e);
         else if (!strcmp(it.flag, "--threads")) rc = args_int(&it, 0, 1024, &threads, &e);
+        else if (!strcmp(it.flag, "--stream-only")) rc = args_value(&it, &stream_only, &e), parts = 4;
+        else if (!strcmp(it.flag, "--stream-store")) rc = args_value(&it, &stream_url, &e);
         else rc = err_set(&e, ERR_USAGE, "unknown option %s", it.flag[0] ? it.flag : it.value);
         if (rc) DIE("arguments", &e);
     }
@@ -199,8 +334,9 @@ int main(int argc, char **argv) {
         if (!mkdtemp(tmp)) DIE("mkdtemp under build/", NULL);
         dir = tmp;
     }
-    bench_commit(dir, (int)layers, (int)channels, (int)repeats, (int)threads);
-    bench_episode(dir, (int)threads);
+    if (parts & 1) bench_commit(dir, (int)layers, (int)channels, (int)repeats, (int)threads);
+    if (parts & 2) bench_episode(dir, (int)threads);
+    if (parts & 4) bench_stream(dir, stream_url, stream_only && strcmp(stream_only, "all") ? stream_only : NULL);
     char cmd[1100];
     snprintf(cmd, sizeof cmd, "rm -rf '%.1000s'", dir);
     if (system(cmd)) fprintf(stderr, "bench_ckpt: cleanup of %s failed\n", dir);

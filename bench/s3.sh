@@ -11,3 +11,10 @@ set -a
 set +a
 export AWS_ENDPOINT_URL="$TANDEM_S3_ENDPOINT"
 build/rel/bench/bench_s3 "$@"
+# A paper-size state streamed (checkpoint.snapshot = stream) through the verifying proxy:
+# BENCH_S3_STREAM = 160m (default), 1b, all, or none.
+stream=${BENCH_S3_STREAM:-160m}
+if [ "$stream" != none ]; then
+  make --no-print-directory build/rel/bench/bench_ckpt >/dev/null
+  build/rel/bench/bench_ckpt --stream-only "$stream" --stream-store "s3://$TANDEM_S3_BUCKET/stream-bench"
+fi

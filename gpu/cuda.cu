@@ -776,6 +776,111 @@ extern "C" int model_cuda_device_count(char *why, size_t cap) {
 
 static pthread_mutex_t g_setup_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* One device buffer of the workspace: where its pointer goes, bytes, what it is for. A
+ * NULL slot is a buffer this precision does without. */
+struct ws_item {
+    void **p;
+    size_t bytes;
+    const char *what;
+};
+#define WS_ITEMS 36
+
+/* The shapes every buffer of a workspace for N = B x T rows follows. */
+static void set_dims(model_ctx *ctx, const model_config *c, size_t N) {
+    size_t C = (size_t)c->channels, H = (size_t)c->heads;
+    ctx->lN = N;
+    ctx->Vp = (int)pad64((size_t)c->vocab);
+    ctx->s_C = pad64(N * C), ctx->s_3C = pad64(N * 3 * C), ctx->s_4C = pad64(N * 4 * C);
+    ctx->s_N = pad64(N), ctx->s_HN = pad64(N * H);
+}
+
+/* The AdamW work list: spans of at most GPU_SPAN elements of one tensor. */
+static std::vector<gpu_span> adamw_spans(const model_layout *lay) {
+    std::vector<gpu_span> spans;
+    for (int i = 0; i < lay->n; i++) {
+        const model_tensor *t = &lay->t[i];
+        for (size_t o = 0; o < t->numel; o += GPU_SPAN) {
+            gpu_span sp;
+            sp.off = t->offset + o;
+            sp.n = (unsigned)(t->numel - o < GPU_SPAN ? t->numel - o : GPU_SPAN);
+            sp.decay = (unsigned)(t->decay != 0);
+            spans.push_back(sp);
+        }
+    }
+    return spans;
+}
+
+/* Every device buffer cuda_create allocates (besides the parameter-sized ones of
+ * cuda_alloc), from the dims set_dims put into ctx and its precision: one list for the
+ * allocation and for the estimate (cuda_workspace_bytes), so that the two cannot drift. */
+static void ws_plan(model_ctx *ctx, const model_config *c, size_t P, size_t nspans,
+                    ws_item plan[WS_ITEMS]) {
+    size_t N = ctx->lN, C = (size_t)c->channels, L = (size_t)c->layers, H = (size_t)c->heads;
+    size_t A = ctx->use_bf16 ? sizeof(bf16) : sizeof(float); /* activation bytes */
+    size_t nchunks = (N + GPU_ROW_CHUNK - 1) / GPU_ROW_CHUNK;
+    size_t nnorm = (P + GPU_NORM_CHUNK - 1) / GPU_NORM_CHUNK;
+    const ws_item list[WS_ITEMS] = {
+        {&ctx->lt_ws, LT_WORKSPACE, "the cuBLASLt workspace"},
+        {(void **)&ctx->encoded, N * C * 4, "activations (embeddings)"},
+        {&ctx->ln1, L * ctx->s_C * A, "activations (ln_1)"},
+        {(void **)&ctx->ln1_mean, L * ctx->s_N * 4, "activations (ln_1 mean)"},
+        {(void **)&ctx->ln1_rstd, L * ctx->s_N * 4, "activations (ln_1 rstd)"},
+        {&ctx->qkv, L * ctx->s_3C * A, "activations (qkv)"},
+        {&ctx->atty, L * ctx->s_C * A, "activations (attention output)"},
+        {(void **)&ctx->lse, L * ctx->s_HN * 4, "activations (attention lse)"},
+        {(void **)&ctx->res2, L * ctx->s_C * 4, "activations (residual)"},
+        {&ctx->ln2, L * ctx->s_C * A, "activations (ln_2)"},
+        {(void **)&ctx->ln2_mean, L * ctx->s_N * 4, "activations (ln_2 mean)"},
+        {(void **)&ctx->ln2_rstd, L * ctx->s_N * 4, "activations (ln_2 rstd)"},
+        {&ctx->fch, L * ctx->s_4C * A, "activations (mlp)"},
+        {&ctx->fch_gelu, L * ctx->s_4C * A, "activations (gelu)"},
+        {(void **)&ctx->res3, L * ctx->s_C * 4, "activations (block output)"},
+        {&ctx->lnf, N * C * A, "activations (ln_f)"},
+        {(void **)&ctx->lnf_mean, N * 4, "activations (ln_f mean)"},
+        {(void **)&ctx->lnf_rstd, N * 4, "activations (ln_f rstd)"},
+        {(void **)&ctx->logits, N * (size_t)ctx->Vp * 4, "the logits"},
+        {ctx->use_bf16 ? &ctx->dlogits : NULL, N * (size_t)ctx->Vp * 2, "the logits' gradient"},
+        {(void **)&ctx->row_max, N * 4, "the loss rows"},
+        {(void **)&ctx->row_inv, N * 4, "the loss rows"},
+        {(void **)&ctx->row_g, N * 4, "the loss rows"},
+        {(void **)&ctx->row_loss, N * 8, "the loss rows"},
+        {(void **)&ctx->dres, N * C * 4, "gradients (residual)"},
+        {ctx->use_bf16 ? &ctx->dres_act : NULL, N * C * 2, "gradients (residual, bf16)"},
+        {(void **)&ctx->dln, N * C * 4, "gradients (LayerNorm)"},
+        {&ctx->datty, N * C * A, "gradients (attention)"},
+        {&ctx->dqkv, N * 3 * C * A, "gradients (qkv)"},
+        {&ctx->dfch, N * 4 * C * A, "gradients (mlp)"},
+        {(void **)&ctx->attD, N * H * 4, "gradients (attention rows)"},
+        {(void **)&ctx->part, nchunks * 4 * C * 8, "partial sums"},
+        {(void **)&ctx->norm_part, nnorm * 8, "partial sums"},
+        {ctx->use_bf16 ? (void **)&ctx->pbf : NULL, P * 2, "the bf16 copy of the parameters"},
+        {(void **)&ctx->spans, nspans * sizeof(gpu_span), "the AdamW work list"},
+        {(void **)&ctx->d_idx, (5 * N + 1) * 4, "the batch"},
+    };
+    for (size_t i = 0; i < WS_ITEMS; i++) plan[i] = list[i];
+}
+
+/* model_ops.workspace_bytes: what cuda_create would allocate for these arguments at the
+ * precision it would take now (run.precision, else TANDEM_PRECISION, else fp32). */
+static double cuda_workspace_bytes(const model_layout *lay, int max_B, int max_T,
+                                   int n_domains, int threads) {
+    (void)n_domains;
+    (void)threads;
+    int prec;
+    tdm_err ignore;
+    if (next_precision(&prec, &ignore)) prec = PREC_FP32;
+    model_ctx probe = model_ctx();
+    probe.use_bf16 = prec == PREC_BF16;
+    set_dims(&probe, &lay->cfg, (size_t)max_B * max_T);
+    std::vector<gpu_span> spans = adamw_spans(lay);
+    ws_item plan[WS_ITEMS];
+    ws_plan(&probe, &lay->cfg, lay->numel, spans.size(), plan);
+    double bytes = 0;
+    for (size_t i = 0; i < WS_ITEMS; i++)
+        if (plan[i].p) bytes += (double)(plan[i].bytes ? plan[i].bytes : 4);
+    return bytes;
+}
+
 static model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int n_domains,
                               int threads, tdm_err *e) {
     (void)threads; /* the GPU does the work; host threads are not used */
@@ -849,13 +954,9 @@ static model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int
     ctx->use_bf16 = prec == PREC_BF16;
     ctx->tile = tile;
     ctx->device = dev;
-    ctx->lN = N;
-    size_t C = (size_t)c->channels, L = (size_t)c->layers, H = (size_t)c->heads;
+    set_dims(ctx, c, N);
+    size_t L = (size_t)c->layers;
     size_t V = (size_t)c->vocab, P = lay->numel;
-    ctx->Vp = (int)pad64(V);
-    ctx->s_C = pad64(N * C), ctx->s_3C = pad64(N * 3 * C), ctx->s_4C = pad64(N * 4 * C);
-    ctx->s_N = pad64(N), ctx->s_HN = pad64(N * H);
-    size_t A = ctx->use_bf16 ? sizeof(bf16) : sizeof(float); /* activation bytes */
     {
         pthread_mutex_lock(&g_setup_mu);
         cudaError_t crc = gpu_attention_setup(prop.sharedMemPerBlockOptin);
@@ -897,64 +998,12 @@ static model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int
                 goto fail;
         }
     {
-        size_t nchunks = (N + GPU_ROW_CHUNK - 1) / GPU_ROW_CHUNK;
         size_t nnorm = (P + GPU_NORM_CHUNK - 1) / GPU_NORM_CHUNK;
-        /* the AdamW work list: spans of at most GPU_SPAN elements of one tensor */
-        std::vector<gpu_span> spans;
-        for (int i = 0; i < ctx->lay.n; i++) {
-            const model_tensor *t = &ctx->lay.t[i];
-            for (size_t o = 0; o < t->numel; o += GPU_SPAN) {
-                gpu_span sp;
-                sp.off = t->offset + o;
-                sp.n = (unsigned)(t->numel - o < GPU_SPAN ? t->numel - o : GPU_SPAN);
-                sp.decay = (unsigned)(t->decay != 0);
-                spans.push_back(sp);
-            }
-        }
+        std::vector<gpu_span> spans = adamw_spans(&ctx->lay);
         ctx->nspans = (int)spans.size();
-        struct {
-            void **p;
-            size_t bytes;
-            const char *what;
-        } plan[] = {
-            {&ctx->lt_ws, LT_WORKSPACE, "the cuBLASLt workspace"},
-            {(void **)&ctx->encoded, N * C * 4, "activations (embeddings)"},
-            {&ctx->ln1, L * ctx->s_C * A, "activations (ln_1)"},
-            {(void **)&ctx->ln1_mean, L * ctx->s_N * 4, "activations (ln_1 mean)"},
-            {(void **)&ctx->ln1_rstd, L * ctx->s_N * 4, "activations (ln_1 rstd)"},
-            {&ctx->qkv, L * ctx->s_3C * A, "activations (qkv)"},
-            {&ctx->atty, L * ctx->s_C * A, "activations (attention output)"},
-            {(void **)&ctx->lse, L * ctx->s_HN * 4, "activations (attention lse)"},
-            {(void **)&ctx->res2, L * ctx->s_C * 4, "activations (residual)"},
-            {&ctx->ln2, L * ctx->s_C * A, "activations (ln_2)"},
-            {(void **)&ctx->ln2_mean, L * ctx->s_N * 4, "activations (ln_2 mean)"},
-            {(void **)&ctx->ln2_rstd, L * ctx->s_N * 4, "activations (ln_2 rstd)"},
-            {&ctx->fch, L * ctx->s_4C * A, "activations (mlp)"},
-            {&ctx->fch_gelu, L * ctx->s_4C * A, "activations (gelu)"},
-            {(void **)&ctx->res3, L * ctx->s_C * 4, "activations (block output)"},
-            {&ctx->lnf, N * C * A, "activations (ln_f)"},
-            {(void **)&ctx->lnf_mean, N * 4, "activations (ln_f mean)"},
-            {(void **)&ctx->lnf_rstd, N * 4, "activations (ln_f rstd)"},
-            {(void **)&ctx->logits, N * (size_t)ctx->Vp * 4, "the logits"},
-            {ctx->use_bf16 ? &ctx->dlogits : NULL, N * (size_t)ctx->Vp * 2, "the logits' gradient"},
-            {(void **)&ctx->row_max, N * 4, "the loss rows"},
-            {(void **)&ctx->row_inv, N * 4, "the loss rows"},
-            {(void **)&ctx->row_g, N * 4, "the loss rows"},
-            {(void **)&ctx->row_loss, N * 8, "the loss rows"},
-            {(void **)&ctx->dres, N * C * 4, "gradients (residual)"},
-            {ctx->use_bf16 ? &ctx->dres_act : NULL, N * C * 2, "gradients (residual, bf16)"},
-            {(void **)&ctx->dln, N * C * 4, "gradients (LayerNorm)"},
-            {&ctx->datty, N * C * A, "gradients (attention)"},
-            {&ctx->dqkv, N * 3 * C * A, "gradients (qkv)"},
-            {&ctx->dfch, N * 4 * C * A, "gradients (mlp)"},
-            {(void **)&ctx->attD, N * H * 4, "gradients (attention rows)"},
-            {(void **)&ctx->part, nchunks * 4 * C * 8, "partial sums"},
-            {(void **)&ctx->norm_part, nnorm * 8, "partial sums"},
-            {ctx->use_bf16 ? (void **)&ctx->pbf : NULL, P * 2, "the bf16 copy of the parameters"},
-            {(void **)&ctx->spans, spans.size() * sizeof(gpu_span), "the AdamW work list"},
-            {(void **)&ctx->d_idx, (5 * N + 1) * 4, "the batch"},
-        };
-        for (size_t i = 0; i < sizeof plan / sizeof *plan; i++)
+        ws_item plan[WS_ITEMS];
+        ws_plan(ctx, c, P, spans.size(), plan);
+        for (size_t i = 0; i < WS_ITEMS; i++)
             if (plan[i].p && dev_alloc(ctx, plan[i].p, plan[i].bytes, plan[i].what, e)) goto fail;
         if (!ctx->use_bf16) ctx->dlogits = ctx->logits; /* in place */
         if (cudaMemcpy(ctx->spans, spans.data(), spans.size() * sizeof(gpu_span),
@@ -989,6 +1038,14 @@ extern "C" const char *model_cuda_precision(const model_ctx *ctx) {
 }
 
 extern "C" int model_cuda_attention_tile(const model_ctx *ctx) { return ctx ? ctx->tile : 0; }
+
+extern "C" int model_cuda_free_memory(size_t *free_bytes, size_t *total, tdm_err *e) {
+    char why[256];
+    if (model_cuda_device_count(why, sizeof why) < 1)
+        return err_set(e, ERR_USAGE, "no CUDA device (%s)", why);
+    CUDA_TRY(cudaMemGetInfo(free_bytes, total), e);
+    return 0;
+}
 
 extern "C" int model_cuda_describe(char *buf, size_t cap, tdm_err *e) {
     char why[256];
@@ -1040,4 +1097,5 @@ extern "C" const model_ops model_cuda_ops = {
     cuda_adamw,    /* adamw */
     cuda_norm,     /* norm */
     cuda_scale,    /* scale */
+    cuda_workspace_bytes, /* workspace_bytes */
 };

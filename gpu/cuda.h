@@ -45,6 +45,10 @@ int model_cuda_device_count(char *why, size_t cap);
  * (sm_90, 132 SMs, 79.1 GiB), CUDA runtime 13.0, driver 13.0, cuBLASLt 130000". */
 int model_cuda_describe(char *buf, size_t cap, tdm_err *e);
 
+/* The current device's free and total bytes (cudaMemGetInfo), before any workspace
+ * exists: what the memory estimate printed at a run's start is checked against. */
+int model_cuda_free_memory(size_t *free_bytes, size_t *total, tdm_err *e);
+
 /* Memory of a CUDA workspace: bytes allocated through it now (workspace, activations and
  * every buffer from ops->alloc) and the most ever at once, and the device's used and
  * total bytes (cudaMemGetInfo: every process and context on the device). */

@@ -15,6 +15,7 @@ static const gpu_plugin TABLE = {
     model_cuda_device_count,
     model_cuda_set_precision,
     model_cuda_describe,
+    model_cuda_free_memory,
 #ifdef TANDEM_HAVE_NCCL
     comm_nccl_enable,
     comm_nccl_allreduce,

@@ -27,7 +27,7 @@ extern "C" {
 
 /* Bumped whenever the table or a type it passes (model_ops, struct comm, tdm_err) changes
  * shape: a plugin from another build is refused instead of called wrongly. */
-#define GPU_PLUGIN_ABI 1
+#define GPU_PLUGIN_ABI 2
 
 #define GPU_PLUGIN_FILE "tandem-cuda.so"
 
@@ -41,6 +41,7 @@ typedef struct gpu_plugin {
     int (*device_count)(char *why, size_t cap);
     int (*set_precision)(const char *name, tdm_err *e);
     int (*describe)(char *buf, size_t cap, tdm_err *e);
+    int (*free_memory)(size_t *free_bytes, size_t *total, tdm_err *e);
     /* comm/comm_nccl.cu; NULL where the plugin was built without NCCL */
     int (*nccl_enable)(struct comm *c, tdm_err *e);
     int (*nccl_allreduce)(struct comm *c, float *buf, size_t n, tdm_err *e);

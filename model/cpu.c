@@ -608,6 +608,53 @@ static int tensor_offset(const model_layout *lay, const char *name, size_t *off,
     return 0;
 }
 
+/* One activation or scratch buffer of the workspace: where its pointer goes, elements. */
+typedef struct ws_item {
+    real **p;
+    size_t n;
+} ws_item;
+#define WS_ITEMS 23
+
+/* The workspace's buffers for batches up to max_B x max_T; the slots point into ctx (any
+ * model_ctx serves when only counting). One list for cpu_create and the estimate. */
+static void ws_plan(model_ctx *ctx, const model_config *c, int max_B, int max_T,
+                    ws_item plan[WS_ITEMS]) {
+    size_t N = (size_t)max_B * max_T, C = (size_t)c->channels, L = (size_t)c->layers;
+    size_t H = (size_t)c->heads, V = (size_t)c->vocab, T = (size_t)max_T;
+    const ws_item list[WS_ITEMS] = {
+        {&ctx->encoded, N * C},      {&ctx->ln1, L * N * C},       {&ctx->ln1_mean, L * N},
+        {&ctx->ln1_rstd, L * N},     {&ctx->qkv, L * N * 3 * C},   {&ctx->att, L * N * H * T},
+        {&ctx->atty, L * N * C},     {&ctx->res2, L * N * C},      {&ctx->ln2, L * N * C},
+        {&ctx->ln2_mean, L * N},     {&ctx->ln2_rstd, L * N},      {&ctx->fch, L * N * 4 * C},
+        {&ctx->fch_gelu, L * N * 4 * C}, {&ctx->res3, L * N * C},  {&ctx->lnf, N * C},
+        {&ctx->lnf_mean, N},         {&ctx->lnf_rstd, N},          {&ctx->probs, N * V},
+        {&ctx->dres, N * C},         {&ctx->dln, N * C},           {&ctx->datty, N * C},
+        {&ctx->dqkv, N * 3 * C},     {&ctx->dfch, N * 4 * C},
+    };
+    memcpy(plan, list, sizeof list);
+}
+
+/* Bytes of the whole workspace with `slots` attention-gradient slots (one per thread):
+ * the plan, those slots, the partial sums, the loss rows and the batch. */
+static double ws_bytes(model_ctx *ctx, const model_config *c, int max_B, int max_T, int slots) {
+    ws_item plan[WS_ITEMS];
+    ws_plan(ctx, c, max_B, max_T, plan);
+    size_t N = (size_t)max_B * max_T, C = (size_t)c->channels;
+    double need = (double)slots * max_T * max_T * sizeof(real) +
+                  (double)((N + ROW_CHUNK - 1) / ROW_CHUNK) * 4 * C * sizeof *ctx->part +
+                  (double)N * sizeof *ctx->row_loss + (double)max_B * (max_T + 1) * sizeof *ctx->tokens;
+    for (size_t i = 0; i < WS_ITEMS; i++) need += (double)plan[i].n * sizeof(real);
+    return need;
+}
+
+static double cpu_workspace_bytes(const model_layout *lay, int max_B, int max_T, int n_domains,
+                                  int threads) {
+    (void)n_domains;
+    model_ctx probe;
+    memset(&probe, 0, sizeof probe);
+    return ws_bytes(&probe, &lay->cfg, max_B, max_T, threads > 0 ? threads : omp_get_max_threads());
+}
+
 static model_ctx *cpu_create(const model_layout *lay, int max_B, int max_T, int n_domains,
                              int threads, tdm_err *e) {
     const model_config *c = &lay->cfg;
@@ -632,7 +679,7 @@ static model_ctx *cpu_create(const model_layout *lay, int max_B, int max_T, int 
     ctx->max_T = max_T;
     ctx->M = n_domains;
     size_t N = (size_t)max_B * max_T, C = (size_t)c->channels, L = (size_t)c->layers;
-    size_t H = (size_t)c->heads, V = (size_t)c->vocab;
+    size_t V = (size_t)c->vocab;
     ctx->off_block = malloc(L * N_BLOCK_TENSORS * sizeof *ctx->off_block);
     if (!ctx->off_block) goto oom;
     if (tensor_offset(&ctx->lay, "wte", &ctx->off_wte, e) ||
@@ -647,32 +694,17 @@ static model_ctx *cpu_create(const model_layout *lay, int max_B, int max_T, int 
             if (tensor_offset(&ctx->lay, name, &ctx->off_block[l * N_BLOCK_TENSORS + k], e))
                 goto fail;
         }
-    struct {
-        real **p;
-        size_t n;
-    } plan[] = {
-        {&ctx->encoded, N * C},      {&ctx->ln1, L * N * C},       {&ctx->ln1_mean, L * N},
-        {&ctx->ln1_rstd, L * N},     {&ctx->qkv, L * N * 3 * C},   {&ctx->att, L * N * H * max_T},
-        {&ctx->atty, L * N * C},     {&ctx->res2, L * N * C},      {&ctx->ln2, L * N * C},
-        {&ctx->ln2_mean, L * N},     {&ctx->ln2_rstd, L * N},      {&ctx->fch, L * N * 4 * C},
-        {&ctx->fch_gelu, L * N * 4 * C}, {&ctx->res3, L * N * C},  {&ctx->lnf, N * C},
-        {&ctx->lnf_mean, N},         {&ctx->lnf_rstd, N},          {&ctx->probs, N * V},
-        {&ctx->dres, N * C},         {&ctx->dln, N * C},           {&ctx->datty, N * C},
-        {&ctx->dqkv, N * 3 * C},     {&ctx->dfch, N * 4 * C},
-    };
     ctx->datt_slots = omp_get_max_threads();
-    /* everything below, counted before any of it is allocated */
-    double need = (double)ctx->datt_slots * max_T * max_T * sizeof(real) +
-                  (double)((N + ROW_CHUNK - 1) / ROW_CHUNK) * 4 * C * sizeof *ctx->part +
-                  (double)N * sizeof *ctx->row_loss + (double)max_B * (max_T + 1) * sizeof *ctx->tokens;
-    for (size_t i = 0; i < sizeof plan / sizeof *plan; i++) need += (double)plan[i].n * sizeof(real);
+    ws_item plan[WS_ITEMS];
+    ws_plan(ctx, c, max_B, max_T, plan);
+    double need = ws_bytes(ctx, c, max_B, max_T, ctx->datt_slots);
     char what[200];
     snprintf(what, sizeof what, "the model workspace for batches of %d x %d tokens (%d layers, "
              "%d channels, vocab %zu)", max_B, max_T, c->layers, c->channels, V);
     if (model_memory_check(need, what, "lower train.batch (and tandem.val_batch), train.seq, "
                            "model.layers, model.channels or model.vocab", e))
         goto fail;
-    for (size_t i = 0; i < sizeof plan / sizeof *plan; i++)
+    for (size_t i = 0; i < WS_ITEMS; i++)
         if (!(*plan[i].p = cpu_alloc(ctx, plan[i].n))) goto oom;
     if (!(ctx->datt = cpu_alloc(ctx, (size_t)ctx->datt_slots * max_T * max_T))) goto oom;
     size_t nchunks = (N + ROW_CHUNK - 1) / ROW_CHUNK;
@@ -939,4 +971,5 @@ const OPS_TYPE OPS_NAME = {
     .adamw = cpu_adamw,
     .norm = cpu_norm,
     .scale = cpu_scale,
+    .workspace_bytes = cpu_workspace_bytes,
 };

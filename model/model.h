@@ -129,6 +129,11 @@ typedef struct model_ctx model_ctx; /* a backend's workspace */
         double (*norm)(model_ctx *ctx, const REAL *buf);                                      \
         /* buf *= s over a whole parameter-sized buffer. */                                   \
         void (*scale)(model_ctx *ctx, REAL *buf, float s);                                    \
+        /* Bytes create() would allocate for these arguments (its activations and scratch; \
+         * not the parameter-sized buffers of alloc): for the memory estimate printed      \
+         * before a run starts. Computed, never allocated; 0 when unknown. */              \
+        double (*workspace_bytes)(const model_layout *lay, int max_B, int max_T,             \
+                                  int n_domains, int threads);                               \
     } TYPE;
 
 MODEL_OPS_DECLARE(model_ops, float)

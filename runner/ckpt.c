@@ -65,6 +65,20 @@ struct ckpt {
      * missing or corrupt, another layout): not evidence for a replay that reaches them */
     uint64_t *rejected;
     size_t nrejected;
+    /* streaming (ckpt_open_stream): no host copy of the state; each chunk crosses between
+     * the backend's tensors and the store on its own, through a chunk-sized buffer per I/O
+     * thread. dev_mu: one transfer at a time (a backend's stream is not shared between
+     * threads) */
+    int stream;
+    const model_ops *ops;
+    model_ctx *ctx;
+    float *dev[CKPT_TENSORS];
+    pthread_mutex_t dev_mu;
+    /* ckpt_set_stop_check: asked before each chunk of a streamed commit */
+    int (*stop_fn)(void *arg, double seconds_left);
+    void *stop_arg;
+    atomic_ullong done_bytes; /* of the commit in flight */
+    atomic_int given_up;      /* the stop check gave the commit in flight up */
 };
 
 static double now_mono(void) {
@@ -94,7 +108,8 @@ static void stop_hook(const char *label) {
 
 static void *writer_main(void *arg);
 
-ckpt *ckpt_open(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_err *e) {
+/* What ckpt_open and ckpt_open_stream share: the struct, the lease fields, the locks. */
+static ckpt *open_common(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_err *e) {
     ckpt *c = calloc(1, sizeof *c);
     if (!c) {
         err_set(e, ERR_INTERNAL, "out of memory");
@@ -109,10 +124,31 @@ ckpt *ckpt_open(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_er
     if (gethostname(c->host_name, sizeof c->host_name) != 0) snprintf(c->host_name, sizeof c->host_name, "unknown");
     c->host_name[sizeof c->host_name - 1] = '\0';
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->dev_mu, NULL);
     pthread_cond_init(&c->cv, NULL);
-    if (!lay) return c; /* the lease alone (tandem repair): no buffers, no writer thread */
+    return c;
+}
+
+static void free_common(ckpt *c) {
+    pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->dev_mu);
+    pthread_cond_destroy(&c->cv);
+    for (int t = 0; t < CKPT_TENSORS; t++) free(c->host[t]);
+    free(c->known);
+    free(c->rejected);
+    free(c);
+}
+
+ckpt *ckpt_open(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_err *e) {
+    ckpt *c = open_common(st, lay, chunk_bytes, e);
+    if (!c || !lay) return c; /* the lease alone (tandem repair): no buffers, no writer thread */
     for (int t = 0; t < CKPT_TENSORS; t++) {
-        if (!(c->host[t] = malloc(lay->numel * sizeof(float)))) goto oom;
+        if (!(c->host[t] = malloc(lay->numel * sizeof(float)))) {
+            err_set(e, ERR_INTERNAL, "out of memory for checkpoint buffers (3 x %zu parameters); "
+                    "checkpoint.snapshot: stream commits without them", lay->numel);
+            free_common(c);
+            return NULL;
+        }
         /* Touch every page now: a snapshot must cost a copy, not page faults. (A plain
          * memset to 0 after malloc may be turned into calloc, which touches nothing.) */
         volatile char *p = (volatile char *)c->host[t];
@@ -120,21 +156,45 @@ ckpt *ckpt_open(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_er
     }
     if (pthread_create(&c->thread, NULL, writer_main, c) != 0) {
         err_set(e, ERR_INTERNAL, "cannot start the checkpoint writer thread");
-        goto fail;
+        free_common(c);
+        return NULL;
     }
     c->thread_started = 1;
     return c;
-oom:
-    err_set(e, ERR_INTERNAL, "out of memory for checkpoint buffers (3 x %zu parameters)",
-            lay ? lay->numel : 0);
-fail:
-    if (c) {
-        for (int t = 0; t < CKPT_TENSORS; t++) free(c->host[t]);
-        pthread_mutex_destroy(&c->mu);
-        pthread_cond_destroy(&c->cv);
-    }
-    free(c);
-    return NULL;
+}
+
+ckpt *ckpt_open_stream(store *st, const model_layout *lay, uint64_t chunk_bytes,
+                       const model_ops *ops, model_ctx *ctx, float *const dev[CKPT_TENSORS],
+                       tdm_err *e) {
+    ckpt *c = open_common(st, lay, chunk_bytes, e);
+    if (!c) return NULL;
+    c->stream = 1;
+    c->ops = ops;
+    c->ctx = ctx;
+    for (int t = 0; t < CKPT_TENSORS; t++) c->dev[t] = dev[t];
+    return c;
+}
+
+int ckpt_streaming(const ckpt *c) { return c->stream; }
+
+void ckpt_set_stop_check(ckpt *c, int (*stop)(void *arg, double seconds_left), void *arg) {
+    c->stop_fn = stop;
+    c->stop_arg = arg;
+}
+
+/* Streaming: whether the stop check wants the commit in flight given up, from the rest of
+ * its bytes at the throughput it has had so far (before its first chunk: the last
+ * commit's, or the unmeasured guess). Sets cancel, so that every I/O thread stops. */
+static int stream_should_stop(ckpt *c) {
+    if (!c->stream || !c->stop_fn) return 0;
+    double total = (double)CKPT_TENSORS * (double)c->lay->numel * 4.0;
+    double done = (double)atomic_load(&c->done_bytes);
+    double spent = now_mono() - c->commit_started;
+    double rate = done > 0 && spent > 0 ? done / spent : c->rate > 0 ? c->rate : CKPT_UNMEASURED_RATE;
+    if (!c->stop_fn(c->stop_arg, (total - done) / rate)) return 0;
+    atomic_store(&c->given_up, 1);
+    atomic_store(&c->cancel, 1);
+    return 1;
 }
 
 void ckpt_close(ckpt *c) {
@@ -146,13 +206,8 @@ void ckpt_close(ckpt *c) {
         pthread_mutex_unlock(&c->mu);
         pthread_join(c->thread, NULL);
     }
-    pthread_mutex_destroy(&c->mu);
-    pthread_cond_destroy(&c->cv);
     rec_state_free(&c->snap);
-    for (int t = 0; t < CKPT_TENSORS; t++) free(c->host[t]);
-    free(c->known);
-    free(c->rejected);
-    free(c);
+    free_common(c);
 }
 
 float *ckpt_host(ckpt *c, int tensor) { return c->host[tensor]; }
@@ -395,7 +450,7 @@ static int put_blob(ckpt *c, const sha256_digest *d, const void *data, size_t n,
     blob_key(d, key);
     ckpt_test_hook("blob");
     blob_test_delay();
-    if (atomic_load(&c->cancel))
+    if (atomic_load(&c->cancel) || stream_should_stop(c))
         return err_set(e, ERR_STORE, "%s: the commit was given up (no time left before the stop)",
                        store_url(c->st));
     int rc = check_lease(c, e); /* a fenced-out writer writes nothing more */
@@ -443,9 +498,21 @@ typedef struct upload_job {
     ckpt *c;
     rec_state *r;
     size_t nchunks, first, stride;
+    uint8_t *buf; /* streaming: this job's chunk buffer */
     int rc;
     tdm_err e;
 } upload_job;
+
+/* Streaming: chunk `k` of tensor `t` (len bytes at byte offset off) between the backend's
+ * tensor and buf, in the direction `down` (device to host) or up. */
+static int transfer(ckpt *c, int t, uint64_t off, size_t len, uint8_t *buf, int down, tdm_err *e) {
+    float *d = c->dev[t] + off / sizeof(float);
+    pthread_mutex_lock(&c->dev_mu);
+    int rc = down ? c->ops->download(c->ctx, (float *)buf, d, len / sizeof(float), e)
+                  : c->ops->upload(c->ctx, d, (const float *)buf, len / sizeof(float), e);
+    pthread_mutex_unlock(&c->dev_mu);
+    return rc;
+}
 
 static void *upload_main(void *arg) {
     upload_job *j = arg;
@@ -454,11 +521,16 @@ static void *upload_main(void *arg) {
     for (size_t i = j->first; i < total && !j->rc; i += j->stride) {
         size_t t = i / j->nchunks, k = i % j->nchunks;
         rec_tensor *rt = &j->r->tensors[t];
-        const uint8_t *base = (const uint8_t *)j->c->host[t];
         uint64_t off = k * j->c->chunk_bytes;
         size_t len = (size_t)(bytes - off < j->c->chunk_bytes ? bytes - off : j->c->chunk_bytes);
-        sha256(base + off, len, &rt->chunks[k]);
-        j->rc = put_blob(j->c, &rt->chunks[k], base + off, len, &j->e);
+        const uint8_t *data = (const uint8_t *)j->c->host[t] + off;
+        if (j->c->stream) {
+            if ((j->rc = transfer(j->c, (int)t, off, len, j->buf, 1, &j->e))) break;
+            data = j->buf;
+        }
+        sha256(data, len, &rt->chunks[k]);
+        j->rc = put_blob(j->c, &rt->chunks[k], data, len, &j->e);
+        atomic_fetch_add(&j->c->done_bytes, (unsigned long long)len);
     }
     return NULL;
 }
@@ -504,8 +576,14 @@ static int commit(ckpt *c, tdm_err *e) {
     upload_job jobs[IO_THREADS];
     pthread_t tids[IO_THREADS];
     int created[IO_THREADS] = {0};
+    uint8_t *bufs[IO_THREADS] = {0};
+    for (size_t w = 0; c->stream && !rc && w < nthreads; w++)
+        if (!(bufs[w] = malloc(c->chunk_bytes < (uint64_t)numel * 4 ? c->chunk_bytes
+                                                                    : (uint64_t)numel * 4)))
+            rc = err_set(e, ERR_INTERNAL, "out of memory for a checkpoint chunk buffer");
     for (size_t w = 0; !rc && w < nthreads; w++) {
-        jobs[w] = (upload_job){.c = c, .r = r, .nchunks = nchunks, .first = w, .stride = nthreads};
+        jobs[w] = (upload_job){.c = c, .r = r, .nchunks = nchunks, .first = w, .stride = nthreads,
+                               .buf = bufs[w]};
         if (w > 0) created[w] = pthread_create(&tids[w], NULL, upload_main, &jobs[w]) == 0;
     }
     if (!rc) {
@@ -521,6 +599,7 @@ static int commit(ckpt *c, tdm_err *e) {
                 break;
             }
     }
+    for (size_t w = 0; w < IO_THREADS; w++) free(bufs[w]);
     for (int t = 0; !rc && t < CKPT_TENSORS; t++)
         memcpy(all + t * nchunks, r->tensors[t].chunks, nchunks * sizeof *all);
     if (rc) {
@@ -691,7 +770,28 @@ int ckpt_snapshot(ckpt *c, const rec_state *rec, const model_ops *ops, model_ctx
     c->snap.views = NULL;
     c->snap.tensors = NULL;
     c->snap.nviews = c->snap.ntensors = 0;
-    for (int t = 0; t < CKPT_TENSORS; t++)
+    if (c->stream) {
+        /* no copy to take: the commit reads the tensors chunk by chunk, before returning */
+        c->ops = ops;
+        c->ctx = ctx;
+        for (int t = 0; t < CKPT_TENSORS; t++) c->dev[t] = dev[t];
+        atomic_store(&c->done_bytes, 0);
+        atomic_store(&c->given_up, 0);
+        rc = commit(c, e);
+        if (rc && atomic_load(&c->given_up)) {
+            /* not a failure: the stop came and the rest would not fit; nothing moved */
+            fprintf(stderr, "tandem: the streamed commit of run position %llu was given up for "
+                    "the stop (the rest would not finish in time); the last full state stands\n",
+                    (unsigned long long)c->snap.seq);
+            atomic_store(&c->cancel, 0);
+            atomic_store(&c->given_up, 0);
+            rc = 0;
+        }
+        c->result = rc;
+        if (rc) c->result_err = *e;
+        return rc;
+    }
+    for (int t = 0; !c->stream && t < CKPT_TENSORS; t++)
         if ((rc = ops->download(ctx, c->host[t], dev[t], c->lay->numel, e))) return rc;
     if (!async) {
         rc = commit(c, e);
@@ -774,7 +874,18 @@ static void *read_main(void *arg) {
             j->bad = i;
             break;
         }
-        memcpy((uint8_t *)j->c->host[t] + off, data, n);
+        if (j->c->stream) {
+            int urc = transfer(j->c, (int)t, off, n, data, 0, &e);
+            if (urc) {
+                snprintf(j->why, sizeof j->why, "tensor %s chunk %zu could not be copied to the "
+                         "model: %.900s", rt->name, k, e.msg);
+                free(data);
+                j->bad = i;
+                break;
+            }
+        } else {
+            memcpy((uint8_t *)j->c->host[t] + off, data, n);
+        }
         free(data);
     }
     return NULL;

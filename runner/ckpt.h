@@ -44,6 +44,25 @@ typedef struct ckpt ckpt;
  * the lease alone (acquire, release, the generation; no loads or commits): for commands
  * that repair a store without holding a model. */
 ckpt *ckpt_open(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_err *e);
+/* Opens checkpointing without host buffers: commits read the three tensors dev[] (u,
+ * AdamW m, v) of the backend chunk by chunk through ops->download, and loads write them
+ * back chunk by chunk through ops->upload, so host memory holds at most one chunk per I/O
+ * thread (4 x chunk_bytes) instead of a second full copy of the state. The price: a
+ * commit is synchronous (ckpt_snapshot returns when it is stored), so the training loop
+ * waits for the whole write. For states too large to copy into host memory
+ * (checkpoint.snapshot: stream). ckpt_host returns NULL. */
+ckpt *ckpt_open_stream(store *st, const model_layout *lay, uint64_t chunk_bytes,
+                       const model_ops *ops, model_ctx *ctx, float *const dev[CKPT_TENSORS],
+                       tdm_err *e);
+/* Whether `c` was opened by ckpt_open_stream. */
+int ckpt_streaming(const ckpt *c);
+/* Streaming: `stop` is asked before each chunk of a commit (from the I/O threads) with the
+ * seconds the rest of that commit would take at the throughput it has had so far; nonzero
+ * gives the commit up: no manifest is written, HEAD does not move, the chunks already
+ * stored stay as orphans (tandem gc), and ckpt_snapshot returns 0 saying so on stderr —
+ * the last full state stands. For a stop signal whose grace period the commit would
+ * outlast. NULL: never given up. */
+void ckpt_set_stop_check(ckpt *c, int (*stop)(void *arg, double seconds_left), void *arg);
 /* Waits for a pending write, stops the writer thread, frees everything. */
 void ckpt_close(ckpt *c);
 
@@ -55,7 +74,8 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e);
 int ckpt_release(ckpt *c, tdm_err *e);
 uint64_t ckpt_epoch(const ckpt *c);
 
-/* The host buffers a load fills and a snapshot copies into: [CKPT_TENSORS][numel]. */
+/* The host buffers a load fills and a snapshot copies into: [CKPT_TENSORS][numel]; NULL
+ * when streaming (a load then fills the device tensors directly). */
 float *ckpt_host(ckpt *c, int tensor);
 
 /* The config generation this writer computes under (the number of recorded config

@@ -51,6 +51,7 @@ static const char *const precision_names[] = {"fp32", "bf16", NULL};
 static const char *const mixing_names[] = {"weight", "sample", "auto", NULL};
 static const char *const mixture_names[] = {"uniform", "natural", "file", NULL};
 static const char *const mode_names[] = {"tandem", "fixed", NULL};
+static const char *const snapshot_names[] = {"auto", "host", "stream", NULL};
 static const char *const schedule_names[] = {"cosine", "constant", NULL};
 static const char *const alpha_step_names[] = {"eg", "pgd", NULL};
 static const char *const val_loss_names[] = {"sum", "mean", NULL};
@@ -416,6 +417,11 @@ static const key_def schema[] = {
         "full state at least every S seconds; 0 = off"),
     INT("checkpoint.chunk_kib", checkpoint.chunk_kib, "65536", 4, 65536,
         "tensor chunk size in the store, KiB (at most 64 MiB)"),
+    ENUM("checkpoint.snapshot", checkpoint.snapshot, "auto", snapshot_names,
+         "host = copy the state into host memory and write it in the background (the loop "
+         "waits for the copy only); stream = write it chunk by chunk from the model's memory "
+         "(no second copy in host memory; the loop waits for the write); auto = host when the "
+         "copy fits in the memory available, else stream. Not pinned"),
     INT("cluster.nodes", cluster.nodes, "1", 1, 4096,
         "nodes of the job (Slurm --nodes; Kubernetes: 1 = a Job, more = an Indexed Job of that "
         "many pods and a headless Service)"),
@@ -1374,7 +1380,7 @@ int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e) 
     } before_key[] = {
         {"tandem.alpha_step", "pgd"}, {"tandem.alpha_budget", "2"}, {"tandem.val_loss", "sum"},
         {"tandem.eval_batches", "1"}, {"checkpoint.keep", "0"},
-        {"checkpoint.grace_s", "0"}};
+        {"checkpoint.grace_s", "0"}, {"checkpoint.snapshot", "auto"}};
     for (size_t i = 0; i < NKEYS && !rc; i++) {
         if (seen[i] || strncmp(schema[i].key, "cluster.", 8) == 0) continue;
         const char *old = NULL;

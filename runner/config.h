@@ -52,6 +52,7 @@ enum config_preset {
     CONFIG_PRESET_COUNT
 };
 enum config_device { CONFIG_DEVICE_CPU, CONFIG_DEVICE_CUDA };
+enum config_snapshot { CONFIG_SNAPSHOT_AUTO, CONFIG_SNAPSHOT_HOST, CONFIG_SNAPSHOT_STREAM };
 enum config_precision { CONFIG_PRECISION_FP32, CONFIG_PRECISION_BF16 };
 /* auto: weight for TANDEM runs, sample for fixed-mixture training (DESIGN.md §2) */
 enum config_mixing { CONFIG_MIXING_WEIGHT, CONFIG_MIXING_SAMPLE, CONFIG_MIXING_AUTO };
@@ -120,6 +121,7 @@ typedef struct config {
         int every_episodes;
         double every_seconds;
         int chunk_kib;
+        int snapshot; /* enum config_snapshot */
     } checkpoint;
     /* Where a run executes, not what it computes: read by `tandem manifest` (runner/
      * manifest.h) and never compared when a run resumes (runner/pin.c). String values

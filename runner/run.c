@@ -17,6 +17,7 @@
 #include "runner/args.h"
 #include "runner/audit.h"
 #include "runner/ckpt.h"
+#include "runner/memplan.h"
 #include "runner/mixfile.h"
 #include "runner/config.h"
 #include "runner/pin.h"
@@ -90,6 +91,8 @@ typedef struct run_ctx {
     sha256_digest alpha_head;
     const char *names[STEP_MAX_DOMAINS];
     int shortened; /* run.episodes lowered to where the run stands: commit it as done */
+    const gpu_plugin *gpu; /* run.device = cuda: the loaded backend */
+    int streaming;         /* commits stream from the model's memory (memplan) */
 } run_ctx;
 
 static void default_store(const char *config_path, char *out, size_t cap) {
@@ -272,6 +275,7 @@ static int select_backend(run_ctx *r, tdm_err *e) {
     int rc = gpu->set_precision(r->cfg.run.precision == CONFIG_PRECISION_BF16 ? "bf16" : "fp32", e);
     if (rc) return rc;
     r->ops = gpu->ops;
+    r->gpu = gpu;
     if (r->progress != PROGRESS_QUIET) {
         char desc[512];
         tdm_err de = {0};
@@ -391,8 +395,9 @@ static int load_or_init(run_ctx *r, int *resumed, tdm_err *e) {
         /* HEAD names the state the run goes on from (a finished run commits no more) */
         if (!rc) rc = ckpt_settle_head(r->ck, e);
         rec_state_free(&rec);
+        /* streaming: the load wrote the tensors already */
         float *dev[CKPT_TENSORS] = {r->nets.u, r->nets.m, r->nets.v};
-        for (int t = 0; !rc && t < CKPT_TENSORS; t++)
+        for (int t = 0; !rc && !ckpt_streaming(r->ck) && t < CKPT_TENSORS; t++)
             rc = ops->upload(r->nets.ctx, dev[t], ckpt_host(r->ck, t), P, e);
         return rc;
     }
@@ -400,9 +405,14 @@ static int load_or_init(run_ctx *r, int *resumed, tdm_err *e) {
     if (r->cfg.data.mixture == CONFIG_MIXTURE_FILE &&
         (rc = mixture_file_read(r->cfg.data.mixture_file, &r->ds, r->st.alpha, e)))
         return rc;
-    float *host = ckpt_host(r->ck, 0);
+    /* streaming has no host buffers: u's initial values pass through a buffer of its own
+     * (one parameter-sized copy, before training starts, freed at once) */
+    float *host = ckpt_host(r->ck, 0), *own = NULL;
+    if (!host && !(host = own = malloc(P * sizeof *host)))
+        return err_set(e, ERR_INTERNAL, "out of memory for the initial parameters (%zu)", P);
     model_init_params(&r->lay, r->cfg.run.seed, host);
     rc = ops->upload(r->nets.ctx, r->nets.u, host, P, e);
+    free(own);
     r->seq = 0;
     r->next = first_step(r);
     r->index = 0;
@@ -489,6 +499,29 @@ static double env_grace(void) {
 #define GRACE_SAFETY 1.5
 #define GRACE_MARGIN_S 2.0
 
+/* The grace period of this run (checkpoint.grace_s, else TANDEM_GRACE_S), 0 when unknown. */
+static double grace_of(const run_ctx *r) {
+    return r->cfg.checkpoint.grace_s > 0 ? r->cfg.checkpoint.grace_s : env_grace();
+}
+
+/* Seconds since the first stop signal; 0 when none came. */
+static double since_signal(void) {
+    return g_signal_at.tv_sec || g_signal_at.tv_nsec
+               ? now_mono() - (g_signal_at.tv_sec + g_signal_at.tv_nsec * 1e-9)
+               : 0;
+}
+
+/* ckpt_set_stop_check for streamed commits, which the training loop waits for: once a stop
+ * signal has come, a commit whose rest would outlast the grace period (with the same
+ * headroom as safe_point's) is given up, so that the run still exits 75 in time instead of
+ * being killed in the middle of it. Without a known grace period a stop always commits. */
+static int stream_stop_check(void *arg, double seconds_left) {
+    const run_ctx *r = arg;
+    double grace = grace_of(r);
+    if (!g_signal || grace <= 0) return 0;
+    return seconds_left * GRACE_SAFETY > grace - since_signal() - GRACE_MARGIN_S;
+}
+
 /* Commits at a safe point on a signal and returns 75, or returns 0 to go on. */
 static int safe_point(run_ctx *r, tdm_err *e) {
     int stop = g_signal != 0;
@@ -500,10 +533,7 @@ static int safe_point(run_ctx *r, tdm_err *e) {
     /* the grace period: a full commit only if the measured throughput says it fits in
      * what is left of it; otherwise the last full state stands (the α records up to now are
      * already in the store) and the resume replays from it, bit-exact */
-    double grace = r->cfg.checkpoint.grace_s > 0 ? r->cfg.checkpoint.grace_s : env_grace();
-    double since = g_signal_at.tv_sec || g_signal_at.tv_nsec
-                       ? now_mono() - (g_signal_at.tv_sec + g_signal_at.tv_nsec * 1e-9)
-                       : 0;
+    double grace = grace_of(r), since = since_signal();
     double inflight = 0, need = r->ck ? ckpt_commit_estimate(r->ck, &inflight) : 0;
     double left = grace - since - GRACE_MARGIN_S;
     int full = grace <= 0 || need * GRACE_SAFETY <= left;
@@ -620,6 +650,9 @@ typedef struct rank0_view {
     sha256_digest alpha_head;
 } rank0_view;
 
+/* Floats per piece of the state's broadcast to the other ranks (64 MiB). */
+#define BCAST_PIECE ((size_t)16 << 20)
+
 /* Rank 0 pins the run, takes the lease and loads (or initialises) the state; then every
  * rank receives the position, the step state and u, m, v from it. Collective. */
 static int load_everywhere(run_ctx *r, const run_opts *o, pin_result *pin, int *resumed,
@@ -629,11 +662,16 @@ static int load_everywhere(run_ctx *r, const run_opts *o, pin_result *pin, int *
     if (r->rank == 0 && !rc) {
         rc = pin_run(r->store, &r->cfg, r->names, dataset_n_domains(&r->ds), o->allow,
                      o->nallow, peek_head_seq(r->store), pin, e);
-        if (!rc && !(r->ck = ckpt_open(r->store, &r->lay, (uint64_t)r->cfg.checkpoint.chunk_kib << 10, e)))
+        uint64_t chunk = (uint64_t)r->cfg.checkpoint.chunk_kib << 10;
+        float *dev[CKPT_TENSORS] = {r->nets.u, r->nets.m, r->nets.v};
+        if (!rc && !(r->ck = r->streaming ? ckpt_open_stream(r->store, &r->lay, chunk, r->nets.ops,
+                                                             r->nets.ctx, dev, e)
+                                          : ckpt_open(r->store, &r->lay, chunk, e)))
             rc = e->code;
         if (!rc) rc = ckpt_acquire(r->ck, attempt_number(), e);
         if (!rc) ckpt_set_generation(r->ck, pin->nchanges, pin->change_seq);
         if (!rc) ckpt_set_retention(r->ck, r->cfg.checkpoint.keep);
+        if (!rc && r->streaming) ckpt_set_stop_check(r->ck, stream_stop_check, r);
         if (!rc) rc = load_or_init(r, resumed, e);
         /* Resuming at or before the newest config change: what lies beyond this state was
          * computed under the old config. Checked on every resume, not only when the change
@@ -662,15 +700,19 @@ static int load_everywhere(run_ctx *r, const run_opts *o, pin_result *pin, int *
     if (!crc && v.rc == 0) {
         r->next = v.next, *resumed = v.resumed, r->seq = v.seq, r->index = v.index;
         r->alpha_records = v.alpha_records, r->st = v.st, r->alpha_head = v.alpha_head;
-        size_t P = r->lay.numel;
-        float *host = malloc(P * sizeof *host);
+        /* in pieces of at most BCAST_PIECE floats: no rank holds a host copy of the state */
+        size_t P = r->lay.numel, piece = P < BCAST_PIECE ? P : BCAST_PIECE;
+        float *host = malloc(piece * sizeof *host);
         float *dev[CKPT_TENSORS] = {r->nets.u, r->nets.m, r->nets.v};
         if (!host) crc = err_set(&ce, ERR_INTERNAL, "out of memory");
-        for (int t = 0; !crc && t < CKPT_TENSORS; t++) {
-            if (r->rank == 0) crc = r->nets.ops->download(r->nets.ctx, host, dev[t], P, &ce);
-            if (!crc) crc = comm_bcast(r->comm, host, P * sizeof *host, &ce);
-            if (!crc && r->rank != 0) crc = r->nets.ops->upload(r->nets.ctx, dev[t], host, P, &ce);
-        }
+        for (int t = 0; !crc && t < CKPT_TENSORS; t++)
+            for (size_t off = 0; !crc && off < P; off += piece) {
+                size_t n = P - off < piece ? P - off : piece;
+                if (r->rank == 0) crc = r->nets.ops->download(r->nets.ctx, host, dev[t] + off, n, &ce);
+                if (!crc) crc = comm_bcast(r->comm, host, n * sizeof *host, &ce);
+                if (!crc && r->rank != 0)
+                    crc = r->nets.ops->upload(r->nets.ctx, dev[t] + off, host, n, &ce);
+            }
         free(host);
     }
     if (rc) return rc;
@@ -690,6 +732,29 @@ static int agree(run_ctx *r, int rc, const char *what, tdm_err *e) {
      * own exit code says what happened) */
     if (bad && !failed) return err_set(e, ERR_INTERNAL, "another rank failed to %s (its log says why)", what);
     return rc;
+}
+
+/* The memory estimate (runner/memplan.h), before the workspace exists: printed by rank 0,
+ * checked by every rank against its own GPU and host; decides checkpoint.snapshot = auto. */
+static int plan_memory(run_ctx *r, tdm_err *e) {
+    size_t fr = 0, tot = 0;
+    if (r->gpu && r->gpu->free_memory && r->gpu->free_memory(&fr, &tot, e)) return e->code;
+    int rows = r->hp.B + r->hp.V > r->hp.B ? r->hp.B + r->hp.V : r->hp.B;
+    int M = r->st.M ? r->st.M : dataset_n_domains(&r->ds);
+    run_memplan m;
+    int rc = memplan_make(&m, &r->cfg, &r->lay, r->ops, rows, r->hp.T, 2 * M, comm_world(r->comm),
+                          (double)((uint64_t)r->cfg.checkpoint.chunk_kib << 10), (double)fr,
+                          (double)tot, e);
+    if (rc) return rc;
+    r->streaming = m.streaming;
+    if (r->rank == 0) {
+        char msg[1024];
+        memplan_describe(&m, msg, sizeof msg);
+        char line[1100];
+        snprintf(line, sizeof line, "tandem: %s", msg);
+        progress_event(stderr, r->progress, "memory", line);
+    }
+    return 0;
 }
 
 int run_main(const run_opts *o, tdm_err *e) {
@@ -719,6 +784,7 @@ int run_main(const run_opts *o, tdm_err *e) {
      * collective, and it agrees on its own local steps before NCCL's */
     if (!rc && r->cfg.run.device == CONFIG_DEVICE_CUDA) rc = comm_enable_device(r->comm, e);
     pin_result pin = {0};
+    if (!rc) rc = plan_memory(r, e);
     if (!rc) rc = step_nets_create(&r->nets, r->ops, &r->lay, &r->hp, r->st.M ? r->st.M : dataset_n_domains(&r->ds), r->cfg.run.threads, e);
     r->nets.comm = r->comm;
     /* the staging buffer of the host all-reduce, now: a failure here is agreed on below,

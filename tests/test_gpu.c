@@ -61,7 +61,7 @@
 
 static int g_skipped;
 
-#define N_CASES 10
+#define N_CASES 11
 
 static int summary(void) {
     printf("test_gpu: %d passed, %d failed, %d skipped\n", test_passed_, test_failed_, g_skipped);
@@ -286,6 +286,37 @@ static void forward_backward_against_cpu(int bf16) {
 
 static void test_forward_backward_fp32(void) { forward_backward_against_cpu(0); }
 static void test_forward_backward_bf16(void) { forward_backward_against_cpu(1); }
+
+/* ---------------------------------------------------------------- the memory estimate */
+
+/* model_ops.workspace_bytes, which the run prints and checks against the GPU's free memory
+ * before it allocates, is what create() then allocates, to the byte, in both precisions
+ * and for shapes with odd sizes (padding) and several AdamW spans. */
+static void test_workspace_estimate(void) {
+    static const model_config shapes[] = {
+        {.vocab = 300, .ctx = 64, .layers = 3, .heads = 2, .channels = 64},
+        {.vocab = 257, .ctx = 40, .layers = 1, .heads = 3, .channels = 48},
+    };
+    static const int batch[][2] = {{1, 4}, {5, 40}};
+    for (int bf16 = 0; bf16 <= 1; bf16++)
+        for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+            CHECK(set_precision(bf16 ? "bf16" : "fp32") == 0, "precision");
+            model_layout lay;
+            CHECK(model_layout_init(&lay, &shapes[k], NULL) == 0, "layout");
+            tdm_err e = {0};
+            int B = batch[k][0], T = batch[k][1];
+            double want = GPU->workspace_bytes(&lay, B, T, 3, 0);
+            model_ctx *gc = GPU->create(&lay, B, T, 3, 0, &e);
+            CHECK(gc, "create: %s", e.msg);
+            model_cuda_mem mem = {0};
+            CHECK(model_cuda_memory(gc, &mem, &e) == 0, "%s", e.msg);
+            CHECK(want > 0 && (double)mem.backend_now == want,
+                  "%s shape %zu: estimate %.0f bytes, create allocated %zu", bf16 ? "bf16" : "fp32",
+                  k, want, mem.backend_now);
+            GPU->destroy(gc);
+            model_layout_free(&lay);
+        }
+}
 
 /* ---------------------------------------------------------------- optimiser and buffer ops */
 
@@ -978,6 +1009,7 @@ int main(int argc, char **argv) {
     if (model_cuda_describe(desc, sizeof desc, &e) == 0) printf("device: %s\n", desc);
     RUN_GPU(test_forward_backward_fp32);
     RUN_GPU(test_forward_backward_bf16);
+    RUN_GPU(test_workspace_estimate);
     RUN_GPU(test_buffer_and_optimiser_ops);
     RUN_GPU(test_bit_identical_runs);
     RUN_GPU(test_training_steps_fp32);

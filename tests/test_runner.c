@@ -33,7 +33,8 @@ static char g_ref_hash[1024];
 static double g_ref_seconds;
 static int g_ref_steps;
 
-static int fixture_open(fixture *f, const char *tag) {
+/* The reference run's config with its checkpoint section replaced (NULL: the reference's). */
+static int fixture_open_ckpt(fixture *f, const char *tag, const char *checkpoint) {
     f->dir = test_tmpdir(tag);
     snprintf(f->config, sizeof f->config, "%s/run.yaml", f->dir);
     snprintf(f->store, sizeof f->store, "%s/store", f->dir);
@@ -46,10 +47,12 @@ static int fixture_open(fixture *f, const char *tag) {
              "train: {batch: 6, seq: 32}\n"
              "tandem: {K: 2, E: 3, lr_alpha: 0.5}\n"
              "optim: {lr: 3e-3}\n"
-             "checkpoint: {every_episodes: 1}\n",
-             g_corpus);
+             "checkpoint: %s\n",
+             g_corpus, checkpoint ? checkpoint : "{every_episodes: 1}");
     return write_file(f->config, text);
 }
+
+static int fixture_open(fixture *f, const char *tag) { return fixture_open_ckpt(f, tag, NULL); }
 
 static void fixture_close(fixture *f) {
     test_rmtree(f->dir);
@@ -546,6 +549,78 @@ static void test_change_after_kill_supersedes_alpha(void) {
     }
 }
 
+/* checkpoint.snapshot = stream (no host copy; chunks cross one by one between the model
+ * and the store): killed again and again, also inside its commits, the run ends on the
+ * reference's hashes — the same bytes as the host copy's background commits wrote. And
+ * auto streams when TANDEM_MEM_AVAILABLE leaves no room for the copy, says so, and ends
+ * there too; where even streaming cannot fit, the run is refused before it allocates
+ * (exit 2, naming what to lower) and the store is left untouched. */
+static void test_streaming_commits(void) {
+    /* 4 KiB chunks, so that every tensor crosses in many chunks at many offsets. The
+     * chunking is part of the manifests, so the reference here is a host-copy run of the
+     * same config; it also prints the estimate (model, workspace and the copy) */
+    fixture f;
+    CHECK(fixture_open_ckpt(&f, "stream-host", "{every_episodes: 1, chunk_kib: 4}") == 0, "fixture");
+    char cmd[2400], log[8192], h[1024], host_hash[1024];
+    snprintf(cmd, sizeof cmd, "TANDEM_MEM_AVAILABLE=1T %s run %s --store %s --set "
+             "checkpoint.snapshot=host --json >%s 2>&1", tandem_bin(), f.config, f.store, f.log);
+    int rc = system(cmd);
+    read_all(f.log, log, sizeof log);
+    CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "%s: %s", cmd, log);
+    const char *p = strstr(log, "memory: ~");
+    CHECK(p && strstr(log, "checkpoint copy"), "no memory estimate printed: %s", log);
+    double v = atof(p + 9);
+    const char *unit = strpbrk(p + 9, "KMG");
+    CHECK(v > 0 && unit, "estimate: %s", p);
+    double need = v * (unit[0] == 'G' ? 1073741824.0 : unit[0] == 'M' ? 1048576.0 : 1024.0);
+    CHECK(hash_of(&f, host_hash, sizeof host_hash) == 0, "hash: %s", host_hash);
+    CHECK(strstr(host_hash, "step done"), "%s", host_hash);
+    fixture_close(&f);
+
+    /* streaming, killed again and again (also inside its commits: blob, manifest, HEAD) */
+    CHECK(fixture_open_ckpt(&f, "stream", "{every_episodes: 1, chunk_kib: 4, snapshot: stream}") == 0,
+          "fixture");
+    chaos_result cr;
+    chaos_loop(&f, 12, g_ref_seconds / 16, (uint64_t)time(NULL) ^ 0x5eed, &cr);
+    CHECK(!cr.bad_exit, "a life exited %d: %s", cr.bad_exit, cr.log);
+    printf("  streaming: %d SIGKILLs (%d inside commits)\n", cr.kills, cr.in_commit);
+    CHECK(cr.in_commit >= 6, "only %d kills inside commits", cr.in_commit);
+    rc = cr.finished ? 0 : run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "final resume exited %d: %s", rc, log);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, host_hash) == 0,
+          "streamed run ended elsewhere:\n%s\nvs the host copy's:\n%s", h, host_hash);
+    fixture_close(&f);
+
+    /* auto with just the estimate available: the copy would leave less than auto keeps
+     * free, so it streams, says so, and ends on the same bytes */
+    CHECK(fixture_open_ckpt(&f, "auto", "{every_episodes: 1, chunk_kib: 4}") == 0, "fixture");
+    snprintf(cmd, sizeof cmd, "TANDEM_MEM_AVAILABLE=%.0f %s run %s --store %s >%s 2>&1", need,
+             tandem_bin(), f.config, f.store, f.log);
+    rc = system(cmd);
+    read_all(f.log, log, sizeof log);
+    CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "%s: %s", cmd, log);
+    CHECK(strstr(log, "commits stream chunk by chunk"), "auto did not stream at %.0f bytes: %s",
+          need, log);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, host_hash) == 0,
+          "auto-streamed run ended elsewhere:\n%s\nvs the host copy's:\n%s", h, host_hash);
+    /* far too little: refused before anything is allocated or written */
+    char store2[700];
+    snprintf(store2, sizeof store2, "%s-none", f.store);
+    snprintf(cmd, sizeof cmd, "TANDEM_MEM_AVAILABLE=64K %s run %s --store %s >%s 2>&1",
+             tandem_bin(), f.config, store2, f.log);
+    rc = system(cmd);
+    read_all(f.log, log, sizeof log);
+    CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "exit %d: %s", rc, log);
+    CHECK(strstr(log, "does not fit in this machine's memory") && strstr(log, "train.batch") &&
+              strstr(log, "model.layers"),
+          "%s", log);
+    char probe[800];
+    snprintf(probe, sizeof probe, "ls -A %s 2>/dev/null | grep -q .", store2);
+    CHECK(system(probe) != 0, "a refused run wrote into %s", store2);
+    fixture_close(&f);
+}
+
 int main(void) {
     setup_corpus();
     RUN(test_uninterrupted_reference);
@@ -559,6 +634,7 @@ int main(void) {
     RUN(test_fixed_mixture_training);
     RUN(test_pinned_config);
     RUN(test_change_after_kill_supersedes_alpha);
+    RUN(test_streaming_commits);
     test_rmtree(g_corpus);
     return test_summary("test_runner");
 }

@@ -1,0 +1,31 @@
+/* meminfo.h — how much memory this process may still use, and how much it has used.
+ *
+ * A run checks its memory estimate against these before it allocates anything, so that a
+ * model that cannot fit ends with a message naming the setting to lower instead of an
+ * allocation the kernel's OOM killer answers later (in a container: the cgroup's). */
+#ifndef TANDEM_UTIL_MEMINFO_H
+#define TANDEM_UTIL_MEMINFO_H
+
+/* Bytes this process may still allocate: the least of /proc/meminfo's MemAvailable and
+ * the room left under the cgroup's limit (v2 memory.max - memory.current, v1
+ * memory.limit_in_bytes - memory.usage_in_bytes). TANDEM_MEM_AVAILABLE (bytes, or a
+ * number with a K, M, G or T suffix, powers of 1024) overrides all of them: for a node
+ * shared with other jobs, and for tests. *source (may be NULL) names where the figure came
+ * from. 0 when nothing is known. */
+double mem_available(const char **source);
+
+/* This process's peak resident set size so far (VmHWM of /proc/self/status), bytes; 0
+ * when unknown. */
+double mem_peak_rss(void);
+
+/* This process's resident set size now (VmRSS), bytes; 0 when unknown. */
+double mem_rss(void);
+
+/* Resets the peak that mem_peak_rss reports to the current RSS (/proc/self/clear_refs,
+ * "5"), so that a benchmark can measure the peak of one phase. 0 on success. */
+int mem_reset_peak(void);
+
+/* Parses "12345", "64M", "1.5G" (powers of 1024) into bytes; -1 when it is not one. */
+double mem_parse_size(const char *s);
+
+#endif
