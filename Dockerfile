@@ -43,8 +43,10 @@ COPY data/ data/
 COPY model/ model/
 COPY steps/ steps/
 COPY storage/ storage/
+COPY ledger/ ledger/
 COPY comm/ comm/
 COPY runner/ runner/
+COPY cli/ cli/
 COPY gpu/ gpu/
 RUN make -j"$(nproc)" tandem && ./tandem --help >/dev/null && test -f tandem-cuda.so
 

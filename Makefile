@@ -46,10 +46,10 @@ MPI_LIBS := $(shell pkg-config --libs $(MPI))
 LIBS_rel := $(MPI_LIBS)
 endif
 
-LAYERS   := util data model steps storage comm runner
+LAYERS   := util data model steps storage ledger comm runner cli
 # gpu/loader.c (plain C) finds the CUDA backend at run time; the backend itself (gpu/*.cu)
 # is the plugin tandem-cuda.so, built in the GPU section below
-LIB_SRC  := $(filter-out runner/main.c,$(foreach d,$(LAYERS),$(wildcard $(d)/*.c))) gpu/loader.c
+LIB_SRC  := $(filter-out cli/main.c,$(foreach d,$(LAYERS),$(wildcard $(d)/*.c))) gpu/loader.c
 # tests/test_gpu.c is not in the default suite: `make test-gpu` builds and runs it (GPU section)
 TEST_SRC := $(filter-out tests/test_gpu.c,$(wildcard tests/test_*.c))
 BENCH_SRC := $(wildcard bench/*.c)
@@ -64,7 +64,7 @@ $(BUILD)/$(1)/libtandem.a: $$(patsubst %.c,$(BUILD)/$(1)/%.o,$$(LIB_SRC))
 	@rm -f $$@
 	ar rcs $$@ $$^
 
-$(BUILD)/$(1)/tandem: $(BUILD)/$(1)/runner/main.o $(BUILD)/$(1)/libtandem.a
+$(BUILD)/$(1)/tandem: $(BUILD)/$(1)/cli/main.o $(BUILD)/$(1)/libtandem.a
 	$$(CC) $$(LDFLAGS_$(1)) -o $$@ $$^ $$(LDLIBS) $$(LIBS_$(1))
 
 $(BUILD)/$(1)/tests/%: $(BUILD)/$(1)/tests/%.o $(BUILD)/$(1)/libtandem.a
@@ -211,6 +211,14 @@ tandem: $(BUILD)/rel/tandem $(CUDA_PLUGIN)
 	cp $< $@.tmp && mv -f $@.tmp $@
 	$(if $(CUDA_PLUGIN),cp $(CUDA_PLUGIN) tandem-cuda.so.tmp && mv -f tandem-cuda.so.tmp tandem-cuda.so)
 
+# `tandem --version` names the git revision: cli/version.o is rebuilt when it changes
+# (a stamp rewritten only when HEAD or the tree's cleanliness differs from the last build)
+GIT_REV := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo +dirty)
+GIT_STAMP := $(BUILD)/git-stamp
+$(shell mkdir -p $(BUILD) && (echo '$(GIT_REV)' | cmp -s - $(GIT_STAMP) || echo '$(GIT_REV)' > $(GIT_STAMP)))
+$(foreach v,$(VARIANTS),$(BUILD)/$(v)/cli/version.o): $(GIT_STAMP)
+$(foreach v,$(VARIANTS),$(BUILD)/$(v)/cli/version.o): BASE_CFLAGS += -DTANDEM_GIT_REV='"$(GIT_REV)"'
+
 # Objects whose code depends on TANDEM_HAVE_CUDA or TANDEM_HAVE_MPI are rebuilt when
 # either changes (nvcc or Open MPI installed or removed since the last build).
 CUDA_STAMP := $(BUILD)/rel/cuda-stamp
@@ -218,7 +226,7 @@ $(shell mkdir -p $(BUILD)/rel && (echo 'plugin=1 cuda=$(HAVE_CUDA) arch=$(CUDA_A
           || echo 'plugin=1 cuda=$(HAVE_CUDA) arch=$(CUDA_ARCH) mpi=$(MPI) nccl=$(NCCL)' > $(CUDA_STAMP)))
 $(BUILD)/rel/model/model.o $(BUILD)/rel/tests/test_gpu.o $(BUILD)/rel/bench/bench_gpu.o \
     $(BUILD)/rel/runner/run.o $(BUILD)/rel/comm/comm_mpi.o $(BUILD)/rel/comm/comm.o \
-    $(BUILD)/rel/gpu/loader.o $(GPU_OBJ) $(NCCL_OBJ): $(CUDA_STAMP)
+    $(BUILD)/rel/gpu/loader.o $(BUILD)/rel/cli/version.o $(GPU_OBJ) $(NCCL_OBJ): $(CUDA_STAMP)
 
 # The GPU simulator (gpu/sim/): gpu/*.cu built as host C++ against simulated CUDA,
 # WMMA and cuBLASLt headers, under ASan and UBSan, linked with the asan build: the

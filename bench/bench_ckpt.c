@@ -21,14 +21,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tests/corpus_fixture.h"
+#include "bench/bench_util.h"
+#include "ledger/ckpt.h"
 #include "model/model.h"
 #include "runner/args.h"
-#include "runner/ckpt.h"
-#include "runner/memplan.h"
 #include "steps/steps.h"
 #include "storage/store.h"
-#include "bench/bench_util.h"
+#include "tests/corpus_fixture.h"
 
 #define DIE(what, e) bench_die("bench_ckpt", what, e)
 #include "util/meminfo.h"
@@ -249,7 +248,7 @@ static void bench_stream(const char *dir, const char *url, const char *only) {
         {"1b", {.vocab = 50304, .ctx = 2048, .layers = 16, .heads = 8, .channels = 2048}},
     };
     printf("streamed commits (checkpoint.snapshot = stream, 64 MiB chunks, %d I/O threads) into %s\n",
-           MEMPLAN_IO_THREADS, url ? url : "a file store on this disk");
+           CKPT_IO_THREADS, url ? url : "a file store on this disk");
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
         if (!only || !strcmp(only, rows[i].name)) bench_stream_row(dir, url, &rows[i]);
 }

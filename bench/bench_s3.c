@@ -10,11 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench_util.h"
+#include "ledger/ckpt.h"
 #include "model/model.h"
 #include "runner/args.h"
-#include "runner/ckpt.h"
 #include "storage/store.h"
-#include "bench/bench_util.h"
 
 #define DIE(what, e) bench_die("bench_s3", what, e)
 #include "util/rng.h"

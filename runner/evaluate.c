@@ -8,8 +8,8 @@
 
 #include "data/dataset.h"
 #include "gpu/plugin.h"
+#include "ledger/ckpt.h"
 #include "model/model.h"
-#include "runner/ckpt.h"
 #include "runner/config.h"
 #include "runner/pin.h"
 

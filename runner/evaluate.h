@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "storage/records.h"
+#include "ledger/records.h"
 #include "storage/store.h"
 #include "util/err.h"
 

@@ -1,6 +1,7 @@
 /* memplan.c — the memory estimate of a run; see memplan.h. */
 #include "runner/memplan.h"
 
+#include "ledger/ckpt.h"
 #include "util/meminfo.h"
 
 #define GIB 1073741824.0
@@ -42,7 +43,7 @@ int memplan_make(run_memplan *m, const config *cfg, const model_layout *lay, con
     if (!m->on_gpu && ranks > 1) m->host_base += P4; /* the all-reduce's staging gradient */
     m->snapshot = 3 * P4;
     /* a chunk is never larger than a tensor */
-    m->stream = MEMPLAN_IO_THREADS * (chunk_bytes < P4 ? chunk_bytes : P4);
+    m->stream = CKPT_IO_THREADS * (chunk_bytes < P4 ? chunk_bytes : P4);
     m->host_avail = mem_available(&m->host_source);
     m->dev_free = dev_free;
     m->dev_total = dev_total;

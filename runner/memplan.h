@@ -5,7 +5,7 @@
  * and the host's available memory (util/meminfo.h: MemAvailable, the cgroup's limit) for
  * the rest. What does not fit ends the run before it allocates, with ERR_USAGE naming the
  * settings that lower each part. It also decides checkpoint.snapshot = auto: the host copy
- * of the state when it fits, else streaming (runner/ckpt.h, ckpt_open_stream). */
+ * of the state when it fits, else streaming (ledger/ckpt.h, ckpt_open_stream). */
 #ifndef TANDEM_RUNNER_MEMPLAN_H
 #define TANDEM_RUNNER_MEMPLAN_H
 
@@ -18,8 +18,6 @@
 /* Parameter-sized buffers of the twins on the backend: u, AdamW m and v, w, u', grad
  * (steps/steps.c step_nets_create). */
 #define MEMPLAN_TWIN_BUFFERS 6
-/* The checkpoint's I/O threads, each holding one chunk when streaming (runner/ckpt.c). */
-#define MEMPLAN_IO_THREADS 4
 
 typedef struct run_memplan {
     size_t params;     /* parameters of one network */
@@ -30,7 +28,7 @@ typedef struct run_memplan {
     double host_base;  /* host bytes besides the checkpoint's: on the CPU twins + workspace,
                         * and the all-reduce's staging gradient of a multi-rank CPU run */
     double snapshot;   /* the host copy of u, m, v that a background commit writes from */
-    double stream;     /* streaming instead: one chunk per I/O thread */
+    double stream;     /* streaming instead: one chunk per I/O thread (CKPT_IO_THREADS) */
     double host_avail; /* util/meminfo.h; 0 when unknown */
     const char *host_source;
     double dev_free, dev_total; /* the GPU's, when on_gpu */

@@ -7,8 +7,9 @@
 
 #include <sys/stat.h>
 
+#include "ledger/keys.h"
+#include "ledger/records.h"
 #include "runner/args.h"
-#include "storage/records.h"
 #include "storage/store.h"
 #include "util/ydoc.h"
 
@@ -20,12 +21,12 @@ static int store_mixture_read(const char *url, const dataset *ds, double *alpha,
     void *data = NULL;
     size_t n = 0;
     rec_mixture x;
-    int rc = store_get(st, "mixture.mp", &data, &n, NULL, e);
+    int rc = store_get(st, LEDGER_MIXTURE, &data, &n, NULL, e);
     if (rc == STORE_NOT_FOUND)
         rc = err_set(e, ERR_USAGE, "data.mixture_file = %s: that store holds no finished TANDEM run "
                      "(no mixture.mp): run it to the end first (tandem run, or tandem compare)",
                      url);
-    if (!rc) rc = rec_mixture_decode(data, n, "mixture.mp", &x, e);
+    if (!rc) rc = rec_mixture_decode(data, n, LEDGER_MIXTURE, &x, e);
     free(data);
     store_close(st);
     int M = dataset_n_domains(ds);

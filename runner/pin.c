@@ -7,7 +7,8 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "storage/records.h"
+#include "ledger/keys.h"
+#include "ledger/records.h"
 
 /* config_kv[] (fixed buffers) ↔ rec_kv[] (pointers into them). */
 static rec_kv *as_rec(config_kv *kv, size_t n) {
@@ -113,7 +114,7 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *n
     void *data = NULL;
     size_t n = 0;
     *damaged = 0;
-    int rc = store_get(st, "RUN", &data, &n, NULL, e);
+    int rc = store_get(st, LEDGER_RUN, &data, &n, NULL, e);
     if (rc) return rc;
     char what[600];
     snprintf(what, sizeof what, "%s/RUN", store_url(st));
@@ -145,7 +146,7 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *n
     uint64_t k = 0;
     for (;; k++) {
         char key[64];
-        snprintf(key, sizeof key, "configs/%llu.mp", (unsigned long long)k);
+        ledger_config_key(key, sizeof key, k);
         rc = store_get(st, key, &data, &n, NULL, e);
         if (rc == STORE_NOT_FOUND) {
             rc = 0;
@@ -230,7 +231,7 @@ int pin_read_run(store *st, rec_run *run, tdm_err *e) {
     void *data = NULL;
     size_t n = 0;
     int health;
-    int rc = store_get(st, "RUN", &data, &n, NULL, e);
+    int rc = store_get(st, LEDGER_RUN, &data, &n, NULL, e);
     if (rc == STORE_NOT_FOUND) return missing_run(st, &health, e);
     if (rc) return rc;
     char what[600];
@@ -265,7 +266,7 @@ static int create_run(store *st, const config *cfg, const char *const *domains, 
     rec_config_hash(run.config, n, &run.config_sha);
     size_t len;
     void *data = rec_run_encode(&run, &len);
-    rc = store_put(st, "RUN", data, len, STORE_CREATE, e);
+    rc = store_put(st, LEDGER_RUN, data, len, STORE_CREATE, e);
     free(data);
     free(run.config);
     free(kv);
@@ -286,7 +287,7 @@ static int states_seed(store *st, uint64_t *seed, char *which, size_t cap) {
     tdm_err e;
     rec_head h;
     rec_state s;
-    if (store_get(st, "HEAD", &data, &n, NULL, &e) == 0 && rec_head_decode(data, n, "HEAD", &h, &e) == 0) {
+    if (store_get(st, LEDGER_HEAD, &data, &n, NULL, &e) == 0 && rec_head_decode(data, n, LEDGER_HEAD, &h, &e) == 0) {
         free(data);
         data = NULL;
         if (store_get(st, h.state, &data, &n, NULL, &e) == 0 &&
@@ -300,12 +301,12 @@ static int states_seed(store *st, uint64_t *seed, char *which, size_t cap) {
     }
     free(data);
     store_list l;
-    if (store_list_prefix(st, "states/", &l, &e)) return -1;
+    if (store_list_prefix(st, LEDGER_STATES, &l, &e)) return -1;
     int found = -1;
     uint64_t best = 0;
     for (size_t i = 0; i < l.n; i++) {
         uint64_t q;
-        if (rec_key_index(l.keys[i], "states/", &q) || (found == 0 && q <= best)) continue;
+        if (ledger_key_index(l.keys[i], LEDGER_STATES, &q) || (found == 0 && q <= best)) continue;
         data = NULL;
         if (store_get(st, l.keys[i], &data, &n, NULL, &e) == 0 &&
             rec_state_decode(data, n, l.keys[i], &s, &e) == 0) {
@@ -430,7 +431,7 @@ int pin_run(store *st, const config *cfg, const char *const *domains, int M,
             size_t len;
             void *data = rec_change_encode(&ch, &len);
             char key[64];
-            snprintf(key, sizeof key, "configs/%llu.mp", (unsigned long long)nchanges);
+            ledger_config_key(key, sizeof key, nchanges);
             rc = store_put(st, key, data, len, STORE_CREATE, e);
             free(data);
             if (rc == STORE_EXISTS)

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "runner/config.h"
-#include "storage/records.h"
+#include "ledger/records.h"
 #include "storage/store.h"
 #include "util/err.h"
 

@@ -13,17 +13,18 @@
 #include "comm/comm.h"
 #include "data/dataset.h"
 #include "gpu/plugin.h"
+#include "ledger/audit.h"
+#include "ledger/ckpt.h"
+#include "ledger/keys.h"
+#include "ledger/records.h"
 #include "model/model.h"
 #include "runner/args.h"
-#include "runner/audit.h"
-#include "runner/ckpt.h"
+#include "runner/config.h"
 #include "runner/memplan.h"
 #include "runner/mixfile.h"
-#include "runner/config.h"
 #include "runner/pin.h"
 #include "runner/progress.h"
 #include "steps/steps.h"
-#include "storage/records.h"
 #include "storage/store.h"
 #include "util/testhook.h"
 
@@ -232,12 +233,12 @@ static int write_mixture(run_ctx *r, FILE *out, int again, tdm_err *e) {
         void *data = rec_mixture_encode(&x, &n);
         void *old = NULL;
         size_t on = 0;
-        int got = again ? store_get(r->store, "mixture.mp", &old, &on, NULL, e) : 0;
+        int got = again ? store_get(r->store, LEDGER_MIXTURE, &old, &on, NULL, e) : 0;
         if (again && (got == STORE_NOT_FOUND || (got == 0 && (on != n || memcmp(old, data, n)))))
             fprintf(stderr, "tandem: %s/mixture.mp %s; written again from the alpha chain\n", url,
                     got == STORE_NOT_FOUND ? "was missing" : "did not match the alpha chain (damaged)");
         free(old);
-        rc = got && got != STORE_NOT_FOUND ? got : store_put(r->store, "mixture.mp", data, n, STORE_OVERWRITE, e);
+        rc = got && got != STORE_NOT_FOUND ? got : store_put(r->store, LEDGER_MIXTURE, data, n, STORE_OVERWRITE, e);
         free(data);
     }
     if (!rc && out) {
@@ -428,7 +429,7 @@ static uint64_t peek_head_seq(store *st) {
     tdm_err e;
     rec_head h;
     uint64_t seq = 0;
-    if (store_get(st, "HEAD", &data, &n, NULL, &e) == 0 && rec_head_decode(data, n, "HEAD", &h, &e) == 0)
+    if (store_get(st, LEDGER_HEAD, &data, &n, NULL, &e) == 0 && rec_head_decode(data, n, LEDGER_HEAD, &h, &e) == 0)
         seq = h.seq;
     free(data);
     return seq;
@@ -470,17 +471,9 @@ static void test_signal_hook(const char *kind) {
     /* TANDEM_TEST_KILL_AT=free-step:n: a SIGKILL as the n-th free step starts (any rank) */
     char label[32];
     snprintf(label, sizeof label, "%s-step", kind);
-    if (testhook_hit("TANDEM_TEST_KILL_AT", label)) raise(SIGKILL);
+    testhook_kill_at(label);
     /* TANDEM_TEST_STEP_DELAY_MS slows every step, so that two runs overlap in time */
-    static long delay_ms = -1;
-    if (delay_ms < 0) {
-        const char *v = getenv("TANDEM_TEST_STEP_DELAY_MS");
-        delay_ms = v ? atol(v) : 0;
-    }
-    if (delay_ms > 0) {
-        struct timespec ts = {delay_ms / 1000, (delay_ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
-    }
+    testhook_sleep("TANDEM_TEST_STEP_DELAY_MS");
 }
 
 static int agree(run_ctx *r, int rc, const char *what, tdm_err *e);
@@ -807,6 +800,11 @@ int run_main(const run_opts *o, tdm_err *e) {
             snprintf(msg, sizeof msg, "tandem: resuming %s in %s at episode %llu/%d (%s step, run position %llu)",
                      pin.run_id, store_url(r->store), (unsigned long long)r->st.episode,
                      r->cfg.run.episodes, NEXT_NAMES[r->next], (unsigned long long)r->seq);
+        else if (r->cfg.run.mode == CONFIG_MODE_FIXED)
+            snprintf(msg, sizeof msg, "tandem: new run %s in %s: %d episodes of E=%d free steps on a "
+                     "fixed mixture, %zu parameters, %d domains",
+                     pin.run_id, store_url(r->store), r->cfg.run.episodes, r->cfg.tandem.E,
+                     r->lay.numel, r->st.M);
         else
             snprintf(msg, sizeof msg, "tandem: new run %s in %s: %d episodes of K=%d probe + E=%d free steps, %zu parameters, %d domains",
                      pin.run_id, store_url(r->store), r->cfg.run.episodes, r->cfg.tandem.K,

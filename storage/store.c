@@ -1,4 +1,5 @@
-/* store.c — URL dispatch, key rules and list helpers shared by the store backends. */
+/* store.c — the store interface's calls, key rules and list helpers shared by the
+ * backends. Opening (which backend a URL names) is storage/open.c. */
 #include "storage/store.h"
 
 #include <stdlib.h>
@@ -24,50 +25,6 @@ int store_key_valid(const char *key) {
               c == '.' || c == '_' || c == '-'))
             return 0;
     }
-}
-
-/* The backend of `url` and the path of a file store; ERR_USAGE for a malformed URL. */
-static int parse_url(const char *url, int *is_s3, const char **path, tdm_err *e) {
-    *is_s3 = 0;
-    *path = url;
-    if (!url || !*url)
-        return err_set(e, ERR_USAGE, "empty store URL (use file:///path or a directory path)");
-    if (strncmp(url, "file://", 7) == 0) {
-        *path = url + 7;
-        if (!**path)
-            return err_set(e, ERR_USAGE,
-                           "store URL %s has no path (use file:///abs/path or file://rel/path)", url);
-        return 0;
-    }
-    if (strncmp(url, "s3://", 5) == 0) {
-        *is_s3 = 1;
-        return 0;
-    }
-    if (strstr(url, "://"))
-        return err_set(e, ERR_USAGE, "store URL %s: unsupported scheme (use file:// or s3://)", url);
-    return 0;
-}
-
-store *store_open(const char *url, tdm_err *e) {
-    int is_s3;
-    const char *path;
-    if (parse_url(url, &is_s3, &path, e)) return NULL;
-    return is_s3 ? s3_store_open(url, 0, NULL, e) : file_store_open(url, path, 0, NULL, e);
-}
-
-store *store_open_existing(const char *url, int flags, tdm_err *e) {
-    int is_s3, absent = 0;
-    const char *path;
-    if (parse_url(url, &is_s3, &path, e)) return NULL;
-    store *s = is_s3 ? s3_store_open(url, 1, &absent, e) : file_store_open(url, path, 1, &absent, e);
-    if (!s && absent)
-        err_set(e, ERR_STORE,
-                "no store at %s: nothing is there (%s); check the URL (a run's store is made "
-                "by `tandem run CONFIG --store %s`)",
-                url, is_s3 ? "no object under that prefix" : "no such directory, or an empty one",
-                url);
-    if (s) s->read_only = (flags & STORE_OPEN_READ_ONLY) != 0;
-    return s;
 }
 
 void store_close(store *s) {

@@ -8,7 +8,7 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 
-#include "storage/records.h"
+#include "ledger/records.h"
 #include "tests/corpus_fixture.h"
 #include "tests/runner_fixture.h"
 #include "tests/test.h"

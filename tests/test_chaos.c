@@ -59,7 +59,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "storage/records.h"
+#include "ledger/keys.h"
+#include "ledger/records.h"
 #include "storage/store.h"
 #include "tests/corpus_fixture.h"
 #include "tests/runner_fixture.h"
@@ -878,7 +879,7 @@ static int final_commit(const fixture *f) {
     int found = 0;
     for (size_t i = 0; i < l.n; i++) {
         uint64_t q;
-        if (rec_key_index(l.keys[i], "states/", &q) == 0 && (!found || q > best)) best = q, found = 1;
+        if (ledger_key_index(l.keys[i], "states/", &q) == 0 && (!found || q > best)) best = q, found = 1;
     }
     store_list_free(&l);
     int e = 0;

@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "model/model.h"
-#include "runner/ckpt.h"
-#include "storage/records.h"
+#include "ledger/ckpt.h"
+#include "ledger/records.h"
 #include "storage/store.h"
 #include "tests/test.h"
 #include "util/rng.h"

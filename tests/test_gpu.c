@@ -51,9 +51,9 @@
 #include "util/rng.h"
 #ifdef TANDEM_HAVE_CUDA
 #include "gpu/cuda.h"
-#include "runner/ckpt.h"
+#include "ledger/ckpt.h"
+#include "ledger/records.h"
 #include "steps/steps.h"
-#include "storage/records.h"
 #include "storage/store.h"
 #include "tests/corpus_fixture.h"
 #include "tests/runner_fixture.h"

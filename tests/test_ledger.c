@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "storage/records.h"
+#include "ledger/records.h"
 #include "tests/corpus_fixture.h"
 #include "tests/runner_fixture.h"
 #include "tests/test.h"

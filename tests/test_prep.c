@@ -10,7 +10,7 @@
 #include "data/dataset.h"
 #include "data/prep.h"
 #include "data/shard.h"
-#include "runner/cmds.h"
+#include "cli/cmds.h"
 #include "tests/test.h"
 #include "util/rng.h"
 

@@ -3,8 +3,8 @@
  * a clean error or a valid record (run under ASan+UBSan by `make test`). */
 #include <math.h>
 
-#include "storage/codec.h"
-#include "storage/records.h"
+#include "ledger/codec.h"
+#include "ledger/records.h"
 #include "tests/test.h"
 #include "util/rng.h"
 

@@ -24,7 +24,7 @@
 
 #include "tests/corpus_fixture.h"
 #include "tests/runner_fixture.h"
-#include "storage/records.h"
+#include "ledger/records.h"
 #include "tests/test.h"
 #include "util/rng.h"
 

@@ -2,8 +2,10 @@
 #include "util/testhook.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct hook {
     const char *var; /* NULL: slot unused */
@@ -37,4 +39,17 @@ int testhook_hit(const char *var, const char *label) {
     int hit = h && h->target > 0 && strcmp(h->label, label) == 0 && ++h->count == h->target;
     pthread_mutex_unlock(&mu);
     return hit;
+}
+
+void testhook_kill_at(const char *label) {
+    if (testhook_hit("TANDEM_TEST_KILL_AT", label)) raise(SIGKILL);
+}
+
+void testhook_sleep(const char *var) {
+    const char *v = getenv(var);
+    long ms = v ? atol(v) : 0;
+    if (ms > 0) {
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
 }

@@ -9,4 +9,12 @@
 /* At most 4 distinct variables per process. */
 int testhook_hit(const char *var, const char *label);
 
+/* TANDEM_TEST_KILL_AT=label:n: SIGKILLs this process at the n-th passage of `label` (a
+ * crash at a chosen point of a commit, a retention pass, a step). */
+void testhook_kill_at(const char *label);
+
+/* `var` (an environment variable) = milliseconds: sleeps that long at every call (a
+ * throttled store, a slowed step); unset or 0: returns at once. */
+void testhook_sleep(const char *var);
+
 #endif

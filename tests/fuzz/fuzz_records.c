@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storage/records.h"
+#include "ledger/records.h"
 
 #define STR2(x) #x
 #define STR(x) STR2(x)

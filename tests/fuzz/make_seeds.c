@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "storage/records.h"
+#include "ledger/records.h"
 
 static void put(const char *dir, const char *type, void *data, size_t n) {
     char path[1024];

@@ -9,7 +9,7 @@ out=build/fuzz
 mkdir -p "$out"
 cflags="-std=c11 -g -O1 -D_GNU_SOURCE -I. $(pkg-config --cflags msgpack libcrypto)"
 libs="$(pkg-config --libs msgpack libcrypto) -lm"
-srcs="storage/records.c storage/codec.c storage/sha256.c util/err.c"
+srcs="ledger/records.c ledger/codec.c storage/sha256.c util/err.c"
 gcc $cflags tests/fuzz/make_seeds.c $srcs $libs -o "$out/make_seeds"
 "$out/make_seeds" "$out/seeds"
 types="head run state alpha lease change mixture"

@@ -1,0 +1,219 @@
+/* cmd_alpha.c — `tandem alpha STORE`: the α trajectory of a run, audited.
+ *
+ *   tandem alpha STORE                      a table: episode, domain, α_t, α_{t+1}, ℓ_u, ℓ_w, Δ
+ *   tandem alpha STORE --format csv|json    the same as CSV or JSON
+ *   tandem alpha STORE --verify             checks the hash chain and that every episode from
+ *                                           0 to the last is there; exit 3 naming the first
+ *                                           missing or altered record
+ *   tandem alpha STORE --plot FILE.svg      α_m(t) per domain, to open in a browser
+ *
+ * Δ = ℓ_w − ℓ_u: negative where the reference twin's extra validation data helped the
+ * domain more, which is where α grows. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ledger/audit.h"
+#include "runner/args.h"
+#include "cli/cmds.h"
+#include "runner/pin.h"
+#include "runner/svgplot.h"
+#include "util/json.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: tandem alpha STORE [--format table|csv|json] [--verify] [--plot FILE.svg]\n");
+}
+
+static void print_table(const audit_chain *c, const rec_run *run) {
+    printf("%7s  %-16s %10s %10s %10s %10s %10s\n", "episode", "domain", "alpha", "alpha_next",
+           "loss_u", "loss_w", "delta");
+    for (size_t t = 0; t < c->n; t++) {
+        const rec_alpha *a = &c->rec[t];
+        for (int m = 0; m < a->M; m++)
+            printf("%7zu  %-16s %10.6f %10.6f %10.5f %10.5f %+10.5f\n", t,
+                   m < run->M ? run->domains[m] : "?", a->alpha[m], a->alpha_next[m],
+                   a->loss_u[m], a->loss_w[m], a->loss_w[m] - a->loss_u[m]);
+    }
+}
+
+/* A CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma, a quote or
+ * a line break (domain names are the user's). */
+static void csv_field(const char *v) {
+    if (!strpbrk(v, ",\"\r\n")) {
+        fputs(v, stdout);
+        return;
+    }
+    putchar('"');
+    for (; *v; v++) {
+        if (*v == '"') putchar('"');
+        putchar(*v);
+    }
+    putchar('"');
+}
+
+static void print_csv(const audit_chain *c, const rec_run *run) {
+    printf("episode,domain,alpha,alpha_next,loss_u,loss_w,delta\n");
+    for (size_t t = 0; t < c->n; t++) {
+        const rec_alpha *a = &c->rec[t];
+        for (int m = 0; m < a->M; m++) {
+            printf("%zu,", t);
+            csv_field(m < run->M ? run->domains[m] : "?");
+            printf(",%.17g,%.17g,%.17g,%.17g,%.17g\n", a->alpha[m], a->alpha_next[m], a->loss_u[m],
+                   a->loss_w[m], a->loss_w[m] - a->loss_u[m]);
+        }
+    }
+}
+
+static void json_map(const char *key, const double *v, int M, const rec_run *run) {
+    printf(",");
+    json_key(stdout, key);
+    printf("{");
+    for (int m = 0; m < M; m++) {
+        if (m) printf(",");
+        json_key(stdout, m < run->M ? run->domains[m] : "?");
+        json_num(stdout, v[m]);
+    }
+    printf("}");
+}
+
+/* Every string through util/json (domain names and host names are the user's: a quote or
+ * a control character in one must not break the document); non-finite numbers as null. */
+static void print_json(const audit_chain *c, const rec_run *run) {
+    printf("[");
+    for (size_t t = 0; t < c->n; t++) {
+        const rec_alpha *a = &c->rec[t];
+        char hex[65];
+        sha256_hex(&c->hash[t], hex);
+        printf("%s\n{\"episode\":%zu,\"seq\":%llu,\"lr_alpha\":", t ? "," : "", t,
+               (unsigned long long)a->seq);
+        json_num(stdout, a->lr_alpha);
+        printf(",\"gamma\":");
+        json_num(stdout, a->gamma);
+        printf(",\"hash\":\"%s\"", hex);
+        json_map("alpha", a->alpha, a->M, run);
+        json_map("alpha_next", a->alpha_next, a->M, run);
+        json_map("loss_u", a->loss_u, a->M, run);
+        json_map("loss_w", a->loss_w, a->M, run);
+        printf(",\"time\":");
+        json_num(stdout, a->time);
+        printf(",\"host\":");
+        json_str(stdout, a->host);
+        printf(",\"attempt\":%llu}", (unsigned long long)a->attempt);
+    }
+    printf("\n]\n");
+}
+
+/* α_m(t) for t = 0..n: the start of each episode and, last, the α after the final one. */
+static int plot(const char *path, const audit_chain *c, const rec_run *run, const char *url,
+                tdm_err *e) {
+    size_t n = c->n ? c->n + 1 : 0;
+    int M = c->n ? c->rec[0].M : run->M;
+    double *x = calloc(n ? n : 1, sizeof *x), *y = calloc((n ? n : 1) * (size_t)(M ? M : 1), sizeof *y);
+    svgplot_series *s = calloc((size_t)(M ? M : 1), sizeof *s);
+    if (!x || !y || !s) {
+        free(x), free(y), free(s);
+        return err_set(e, ERR_INTERNAL, "out of memory");
+    }
+    for (size_t t = 0; t < n; t++) {
+        x[t] = (double)t;
+        for (int m = 0; m < M; m++)
+            y[(size_t)m * n + t] = t < c->n ? c->rec[t].alpha[m] : c->rec[t - 1].alpha_next[m];
+    }
+    for (int m = 0; m < M; m++) {
+        s[m].name = m < run->M ? run->domains[m] : "?";
+        s[m].y = y + (size_t)m * n;
+    }
+    char title[700];
+    snprintf(title, sizeof title, "Domain weights of %s (%s)", run->run_id, url);
+    svgplot p = {.title = title, .xlabel = "episode", .ylabel = "α (domain weight)", .x = x,
+                 .n = n, .series = s, .nseries = M, .ymin = 0, .ymax = 0};
+    FILE *f = fopen(path, "w");
+    int rc = 0;
+    if (!f) rc = err_set(e, ERR_USAGE, "cannot write %s", path);
+    if (!rc) rc = svgplot_write(&p, f, e);
+    if (f && fclose(f) && !rc) rc = err_set(e, ERR_USAGE, "cannot write %s", path);
+    free(x), free(y), free(s);
+    return rc;
+}
+
+int cmd_alpha(int argc, char **argv) {
+    const char *url = NULL, *format = "table", *plot_path = NULL;
+    int verify = 0, rc = 0;
+    tdm_err e = {0};
+    args_iter it;
+    args_init(&it, argc, argv, 1);
+    while (!rc && args_next(&it)) {
+        if (!it.flag[0]) {
+            rc = args_positional(&it, &url, "STORE", &e);
+        } else if (!strcmp(it.flag, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(it.flag, "--format")) {
+            rc = args_value(&it, &format, &e);
+            if (!rc && strcmp(format, "table") && strcmp(format, "csv") && strcmp(format, "json"))
+                rc = err_set(&e, ERR_USAGE, "--format %s: use table, csv or json", format);
+        } else if (!strcmp(it.flag, "--verify")) {
+            verify = 1;
+        } else if (!strcmp(it.flag, "--plot")) {
+            rc = args_value(&it, &plot_path, &e);
+        } else {
+            rc = err_set(&e, ERR_USAGE, "unknown option %s", it.flag);
+        }
+    }
+    if (!rc && !url) rc = err_set(&e, ERR_USAGE, "a STORE is required");
+    if (rc) {
+        fprintf(stderr, "tandem alpha: %s\n", e.msg);
+        usage(stderr);
+        return rc;
+    }
+    store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
+    rec_run run;
+    memset(&run, 0, sizeof run);
+    audit_chain c;
+    memset(&c, 0, sizeof c);
+    if (!st) rc = e.code;
+    if (!rc) rc = pin_read_run(st, &run, &e);
+    if (!rc) rc = audit_chain_read(st, &c, &e);
+    if (!rc && verify) {
+        if (!c.ok) {
+            rc = err_set(&e, ERR_STORE, "%s: %s; the chain is intact for episodes 0..%zu",
+                         url, c.problem, c.n ? c.n - 1 : 0);
+        } else {
+            /* the newest state must agree with the chain it claims */
+            rec_head h;
+            rec_state s;
+            int have = 0;
+            rc = audit_head(st, &h, &s, &have, &e);
+            if (!rc && have && s.alpha_records > 0) {
+                if (s.alpha_records > c.n)
+                    rc = err_set(&e, ERR_STORE, "%s: %s counts %llu alpha records but the store holds %zu",
+                                 url, h.state, (unsigned long long)s.alpha_records, c.n);
+                else if (!sha256_equal(&s.alpha_head, &c.hash[s.alpha_records - 1]))
+                    rc = err_set(&e, ERR_STORE,
+                                 "%s: alpha/%llu.mp was altered: its hash is not the one %s records",
+                                 url, (unsigned long long)s.alpha_records - 1, h.state);
+            }
+            if (have) rec_state_free(&s);
+            if (!rc) {
+                char hex[65] = "-";
+                if (c.n) sha256_hex(&c.hash[c.n - 1], hex);
+                printf("alpha chain verified: %zu records (episodes 0..%zu), head %s\n", c.n,
+                       c.n ? c.n - 1 : 0, hex);
+            }
+        }
+    } else if (!rc && !plot_path) {
+        if (!strcmp(format, "csv")) print_csv(&c, &run);
+        else if (!strcmp(format, "json")) print_json(&c, &run);
+        else print_table(&c, &run);
+        if (!c.ok) fprintf(stderr, "tandem alpha: warning: %s (listing stops there)\n", c.problem);
+    }
+    if (!rc && plot_path) {
+        rc = plot(plot_path, &c, &run, url, &e);
+        if (!rc) fprintf(stderr, "tandem alpha: wrote %s (%zu episodes, %d domains)\n", plot_path, c.n, run.M);
+    }
+    audit_chain_free(&c);
+    rec_run_free(&run);
+    if (st) store_close(st);
+    if (rc) fprintf(stderr, "tandem alpha: %s\n", e.msg);
+    return rc;
+}

@@ -1,0 +1,505 @@
+/* cmd_compare.c — `tandem compare CONFIG`: the paper's two-stage protocol in one command.
+ *
+ *   1. the TANDEM run of CONFIG (data-mixture optimisation) in STORE/dmo, which ends with
+ *      α* (the mean α of its last 10 % of episodes, mixture.mp);
+ *   2. three final runs of the same model on the same token budget (CONFIG's episodes × E
+ *      free steps of train.batch × train.seq tokens), each on a fixed mixture — Uniform in
+ *      STORE/uniform, Natural (∝ train tokens) in STORE/natural, α* in STORE/tandem — all
+ *      with one seed of their own (run.seed + 1000 unless --final-seed), so that the DMO
+ *      and the final models are seeded independently;
+ *   3. each final model's per-domain test loss (runner/evaluate.h) and the table of the
+ *      paper: perplexity per domain and Average = exp(mean loss), as text or --json;
+ *      --svg draws the α trajectories, the per-domain perplexity bars and, with --curves,
+ *      the Uniform model's test loss per domain at its kept states (the overfitting
+ *      picture of the data-restricted setting).
+ *
+ * Every run is an ordinary resumable run: a signal ends the command with exit 75 after
+ * the running one committed, and the same command resumes (finished runs report at
+ * once). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/dataset.h"
+#include "ledger/audit.h"
+#include "ledger/keys.h"
+#include "runner/args.h"
+#include "cli/cmds.h"
+#include "runner/config.h"
+#include "runner/evaluate.h"
+#include "runner/progress.h"
+#include "runner/run.h"
+#include "runner/svgplot.h"
+#include "storage/store.h"
+#include "util/json.h"
+
+enum { RUN_UNIFORM, RUN_NATURAL, RUN_TANDEM, NFINAL };
+static const char *const FINAL_KEY[NFINAL] = {"uniform", "natural", "tandem"};
+static const char *const FINAL_NAME[NFINAL] = {"Uniform", "Natural", "TANDEM"};
+#define CURVE_MAX 12 /* kept states evaluated per final run with --curves */
+
+typedef struct curve_point {
+    uint64_t seq;
+    double loss[REC_MAX_DOMAINS];
+} curve_point;
+
+typedef struct compare_ctx {
+    const char *config_path;
+    char url[CONFIG_STR_MAX + 16];                /* the compare's store (a prefix) */
+    char sub[1 + NFINAL][CONFIG_STR_MAX + 32];    /* dmo, uniform, natural, tandem */
+    char **sets;
+    int nsets;
+    char *const *allow;
+    int nallow;
+    int progress;
+    uint64_t final_seed;
+    config cfg;
+    dataset ds;
+    int M;
+    double mix[NFINAL][REC_MAX_DOMAINS]; /* the mixture each final run trains on */
+    eval_result ev[NFINAL];
+    curve_point curve[NFINAL][CURVE_MAX];
+    int ncurve[NFINAL];
+    audit_chain chain; /* the DMO's α records */
+} compare_ctx;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: tandem compare CONFIG [--store URL] [--set key=value ...] [--final-seed N]\n"
+            "                      [--allow-change k1,k2] [--json] [--svg FILE] [--curves] [--quiet]\n"
+            "\n"
+            "The paper's protocol in one command: the TANDEM run of CONFIG, then three final\n"
+            "runs of the same model on the same token budget with fixed mixtures (Uniform,\n"
+            "Natural, and TANDEM's alpha*), each evaluated per domain on the test split.\n"
+            "Each run lives in the store (STORE/dmo, STORE/uniform, STORE/natural, STORE/tandem)\n"
+            "and resumes like tandem run: after exit 75 run the same command again.\n"
+            "\n"
+            "  --store URL       where the four runs live (default: the config's store, else\n"
+            "                    runs/<config name>-compare)\n"
+            "  --set key=value   override a config key of every run (repeatable)\n"
+            "  --final-seed N    run.seed of the final runs (default: the config's + 1000)\n"
+            "  --allow-change    passed to every run (see tandem run --help)\n"
+            "  --json            the result as one JSON object on stdout\n"
+            "  --svg FILE        alpha trajectories and per-domain perplexity bars as SVG\n"
+            "  --curves          also evaluate up to %d kept states of each final run (test\n"
+            "                    loss over training; the SVG gets the Uniform run's panel)\n"
+            "  --quiet           no progress output\n"
+            "\n"
+            "Exit codes as tandem run: 0 done, 75 stopped by a signal (run it again), 2 config\n"
+            "or usage error, 3 store problem, 4 nondeterministic replay, 1 internal error.\n",
+            CURVE_MAX);
+}
+
+/* url + "/" + name, for file paths, file:// and s3:// alike. */
+static void join_url(const char *url, const char *name, char *out, size_t cap) {
+    size_t n = strlen(url);
+    while (n > 0 && url[n - 1] == '/') n--;
+    snprintf(out, cap, "%.*s/%s", (int)n, url, name);
+}
+
+/* The store of the comparison: --store, else the config's `store`, else
+ * runs/<config name>-compare. */
+static void compare_url(const char *config_path, const char *store_opt, const config *c,
+                        char *out, size_t cap) {
+    if (store_opt) {
+        snprintf(out, cap, "%s", store_opt);
+        return;
+    }
+    if (c->store[0]) {
+        snprintf(out, cap, "%s", c->store);
+        return;
+    }
+    const char *base = strrchr(config_path, '/');
+    base = base ? base + 1 : config_path;
+    const char *dot = strrchr(base, '.');
+    int len = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
+    snprintf(out, cap, "file://runs/%.*s-compare", len, base);
+}
+
+/* One run of the protocol through run_main, with `extra` --set values after the user's. */
+static int run_one(compare_ctx *x, const char *store_url, const char *const *extra, int nextra,
+                   tdm_err *e) {
+    char **sets = calloc((size_t)(x->nsets + nextra) + 1, sizeof *sets);
+    if (!sets) return err_set(e, ERR_INTERNAL, "out of memory");
+    for (int i = 0; i < x->nsets; i++) sets[i] = x->sets[i];
+    for (int i = 0; i < nextra; i++) sets[x->nsets + i] = (char *)extra[i];
+    run_opts o = {.config_path = x->config_path, .sets = sets, .nsets = x->nsets + nextra,
+                  .store_url = store_url, .allow = x->allow, .nallow = x->nallow,
+                  .progress = x->progress, .no_summary = 1};
+    int rc = run_main(&o, e);
+    free(sets);
+    return rc;
+}
+
+static void say(const compare_ctx *x, const char *fmt, const char *a, const char *b) {
+    if (x->progress == PROGRESS_QUIET) return;
+    fprintf(stderr, "tandem compare: ");
+    fprintf(stderr, fmt, a, b);
+    fputc('\n', stderr);
+}
+
+/* Runs (or resumes, or finds finished) the DMO and the three final runs in order. */
+static int run_all(compare_ctx *x, tdm_err *e) {
+    say(x, "1/4: the TANDEM run (data-mixture optimisation) in %s%s", x->sub[0], "");
+    const char *dmo[] = {"run.mode=tandem"};
+    int rc = run_one(x, x->sub[0], dmo, 1, e);
+    if (rc) return rc;
+    char seed[64], mixfile[CONFIG_STR_MAX + 64];
+    snprintf(seed, sizeof seed, "run.seed=%llu", (unsigned long long)x->final_seed);
+    snprintf(mixfile, sizeof mixfile, "data.mixture_file=%s", x->sub[0]);
+    for (int f = 0; f < NFINAL && !rc; f++) {
+        if (run_signal_pending()) return RUN_EXIT_REQUEUE;
+        char step[64];
+        snprintf(step, sizeof step, "%d/4: the final run on the %s mixture", f + 2, FINAL_NAME[f]);
+        say(x, "%s in %s", step, x->sub[1 + f]);
+        char mixture[64];
+        snprintf(mixture, sizeof mixture, "data.mixture=%s", f == RUN_TANDEM ? "file" : FINAL_KEY[f]);
+        const char *extra[] = {"run.mode=fixed", seed, mixture, mixfile};
+        rc = run_one(x, x->sub[1 + f], extra, f == RUN_TANDEM ? 4 : 3, e);
+    }
+    return rc;
+}
+
+/* The mixtures the final runs trained on, and the DMO's α chain. */
+static int read_mixtures(compare_ctx *x, tdm_err *e) {
+    double total = 0;
+    for (int m = 0; m < x->M; m++) total += (double)dataset_tokens(&x->ds, m, SPLIT_TRAIN);
+    for (int m = 0; m < x->M; m++) {
+        x->mix[RUN_UNIFORM][m] = 1.0 / x->M;
+        x->mix[RUN_NATURAL][m] = total > 0 ? (double)dataset_tokens(&x->ds, m, SPLIT_TRAIN) / total : 0;
+    }
+    store *st = store_open_existing(x->sub[0], STORE_OPEN_READ_ONLY, e);
+    if (!st) return e->code;
+    void *data = NULL;
+    size_t n = 0;
+    rec_mixture mx;
+    int rc = store_get(st, LEDGER_MIXTURE, &data, &n, NULL, e);
+    if (rc == STORE_NOT_FOUND) rc = err_set(e, ERR_STORE, "%s/mixture.mp is missing after the run", x->sub[0]);
+    if (!rc) rc = rec_mixture_decode(data, n, LEDGER_MIXTURE, &mx, e);
+    free(data);
+    for (int j = 0; !rc && j < mx.M; j++) {
+        int m = dataset_find_domain(&x->ds, mx.names[j]);
+        if (m >= 0) x->mix[RUN_TANDEM][m] = mx.alpha[j];
+    }
+    if (!rc) rc = audit_chain_read(st, &x->chain, e);
+    if (!rc && !x->chain.ok)
+        rc = err_set(e, ERR_STORE, "%s: %s (tandem alpha %s --verify)", x->sub[0], x->chain.problem,
+                     x->sub[0]);
+    store_close(st);
+    return rc;
+}
+
+/* Up to CURVE_MAX kept states of a final run, evenly spread, the last always included. */
+static int eval_curve(compare_ctx *x, int f, store *st, tdm_err *e) {
+    uint64_t *seqs = NULL;
+    size_t n = 0;
+    int rc = audit_state_seqs(st, &seqs, &n, e);
+    x->ncurve[f] = 0;
+    size_t pick = n < CURVE_MAX ? n : CURVE_MAX;
+    for (size_t k = 0; !rc && k < pick; k++) {
+        if (run_signal_pending()) {
+            rc = RUN_EXIT_REQUEUE;
+            break;
+        }
+        /* k-th of `pick` points over the n states: ends included */
+        size_t i = pick == 1 ? n - 1 : (size_t)((double)k * (double)(n - 1) / (double)(pick - 1) + 0.5);
+        eval_result r;
+        rc = eval_store(st, SPLIT_TEST, UINT64_MAX, &seqs[i], &r, e);
+        if (rc) break;
+        curve_point *p = &x->curve[f][x->ncurve[f]++];
+        p->seq = r.seq;
+        memcpy(p->loss, r.loss, sizeof p->loss);
+    }
+    free(seqs);
+    return rc;
+}
+
+static int evaluate_all(compare_ctx *x, int curves, tdm_err *e) {
+    int rc = 0;
+    for (int f = 0; f < NFINAL && !rc; f++) {
+        if (run_signal_pending()) return RUN_EXIT_REQUEUE;
+        if (x->progress != PROGRESS_QUIET)
+            fprintf(stderr, "tandem compare: evaluating the %s model on the test split%s\n",
+                    FINAL_NAME[f], curves ? " (and its kept states)" : "");
+        store *st = store_open_existing(x->sub[1 + f], STORE_OPEN_READ_ONLY, e);
+        if (!st) return e->code;
+        rc = eval_store(st, SPLIT_TEST, UINT64_MAX, NULL, &x->ev[f], e);
+        if (!rc && curves) rc = eval_curve(x, f, st, e);
+        store_close(st);
+    }
+    return rc;
+}
+
+static double pct(double a, double b) { return 100.0 * (a / b - 1.0); }
+
+/* The domains whose test loss in final run f's curve rose from its minimum to the end,
+ * as "name (min at state S -> final)" into out; their count. */
+static int overfit_domains(const compare_ctx *x, int f, char *out, size_t cap) {
+    out[0] = '\0';
+    int count = 0, n = x->ncurve[f];
+    if (n < 3) return 0;
+    size_t used = 0;
+    for (int m = 0; m < x->M; m++) {
+        int best = 0;
+        for (int i = 1; i < n; i++)
+            if (x->curve[f][i].loss[m] < x->curve[f][best].loss[m]) best = i;
+        if (best == n - 1) continue;
+        int w = snprintf(out + used, used < cap ? cap - used : 0, "%s%s (%.4f at state %llu, %.4f at the end)",
+                         count ? ", " : "", x->ev[f].names[m], x->curve[f][best].loss[m],
+                         (unsigned long long)x->curve[f][best].seq, x->curve[f][n - 1].loss[m]);
+        if (w > 0) used += (size_t)w;
+        if (used >= cap) used = cap - 1;
+        count++;
+    }
+    return count;
+}
+
+static void print_text(const compare_ctx *x, FILE *o) {
+    fprintf(o, "\nfinal models on the same budget (%d episodes x E = %d free steps of %d x %d "
+               "tokens, seed %llu); test perplexity per domain:\n",
+            x->cfg.run.episodes, x->cfg.tandem.E, x->cfg.train.batch, x->cfg.train.seq,
+            (unsigned long long)x->final_seed);
+    fprintf(o, "  %-14s %8s %8s | %10s %10s %10s\n", "domain", "natural", "alpha*", "Uniform",
+            "Natural", "TANDEM");
+    for (int m = 0; m < x->M; m++) {
+        fprintf(o, "  %-14s %8.4f %8.4f |", x->ev[0].names[m], x->mix[RUN_NATURAL][m],
+                x->mix[RUN_TANDEM][m]);
+        for (int f = 0; f < NFINAL; f++) fprintf(o, " %10.3f", exp(x->ev[f].loss[m]));
+        fputc('\n', o);
+    }
+    fprintf(o, "  %-14s %8s %8s |", "Average", "", "");
+    for (int f = 0; f < NFINAL; f++) fprintf(o, " %10.3f", x->ev[f].average_ppl);
+    fputc('\n', o);
+    double vu = pct(x->ev[RUN_TANDEM].average_ppl, x->ev[RUN_UNIFORM].average_ppl);
+    double vn = pct(x->ev[RUN_TANDEM].average_ppl, x->ev[RUN_NATURAL].average_ppl);
+    fprintf(o, "TANDEM's Average vs Uniform: %+.2f %%, vs Natural: %+.2f %% (negative: TANDEM "
+               "better)\n", vu, vn);
+    for (int f = 0; f < NFINAL; f++) {
+        char over[1024];
+        if (x->ncurve[f] >= 3 && overfit_domains(x, f, over, sizeof over))
+            fprintf(o, "%s: test loss rose before the end on %s\n", FINAL_NAME[f], over);
+        else if (x->ncurve[f] >= 3)
+            fprintf(o, "%s: no domain's test loss rose before the end (%d kept states)\n",
+                    FINAL_NAME[f], x->ncurve[f]);
+    }
+}
+
+static void json_losses(FILE *o, const compare_ctx *x, const double *loss) {
+    fputc('{', o);
+    for (int m = 0; m < x->M; m++) {
+        if (m) fputc(',', o);
+        json_key(o, x->ev[0].names[m]);
+        json_num(o, loss[m]);
+    }
+    fputc('}', o);
+}
+
+static void print_json(const compare_ctx *x, FILE *o) {
+    fputc('{', o);
+    json_key(o, "store");
+    json_str(o, x->url);
+    fputs(",", o);
+    json_key(o, "budget");
+    fprintf(o, "{\"episodes\":%d,\"free_steps\":%ld,\"tokens\":%ld}", x->cfg.run.episodes,
+            (long)x->cfg.run.episodes * x->cfg.tandem.E,
+            (long)x->cfg.run.episodes * x->cfg.tandem.E * x->cfg.train.batch * x->cfg.train.seq);
+    fprintf(o, ",\"dmo_seed\":%llu,\"final_seed\":%llu,", (unsigned long long)x->cfg.run.seed,
+            (unsigned long long)x->final_seed);
+    json_key(o, "runs");
+    fputc('{', o);
+    for (int f = 0; f < NFINAL; f++) {
+        if (f) fputc(',', o);
+        json_key(o, FINAL_KEY[f]);
+        fputc('{', o);
+        json_key(o, "store");
+        json_str(o, x->sub[1 + f]);
+        fputc(',', o);
+        json_key(o, "mixture");
+        json_losses(o, x, x->mix[f]);
+        fputc(',', o);
+        json_key(o, "test_loss");
+        json_losses(o, x, x->ev[f].loss);
+        fputc(',', o);
+        json_key(o, "average_ppl");
+        json_num(o, x->ev[f].average_ppl);
+        fputc(',', o);
+        json_key(o, "mean_loss");
+        json_num(o, x->ev[f].mean_loss);
+        fputc(',', o);
+        json_key(o, "curve");
+        fputc('[', o);
+        for (int i = 0; i < x->ncurve[f]; i++) {
+            fprintf(o, "%s{\"seq\":%llu,\"test_loss\":", i ? "," : "",
+                    (unsigned long long)x->curve[f][i].seq);
+            json_losses(o, x, x->curve[f][i].loss);
+            fputc('}', o);
+        }
+        fputs("]}", o);
+    }
+    fputs("},", o);
+    json_key(o, "tandem_vs_uniform");
+    json_num(o, x->ev[RUN_TANDEM].average_ppl / x->ev[RUN_UNIFORM].average_ppl);
+    fputc(',', o);
+    json_key(o, "tandem_vs_natural");
+    json_num(o, x->ev[RUN_TANDEM].average_ppl / x->ev[RUN_NATURAL].average_ppl);
+    fputc(',', o);
+    json_key(o, "alpha");
+    fputc('[', o);
+    for (size_t t = 0; t < x->chain.n; t++) {
+        if (t) fputc(',', o);
+        json_losses(o, x, x->chain.rec[t].alpha_next);
+    }
+    fputs("]}\n", o);
+}
+
+/* α trajectories, perplexity bars and (with curves) the Uniform run's test losses. */
+static int write_svg(const compare_ctx *x, const char *path, tdm_err *e) {
+    int M = x->M, rc = 0;
+    size_t n = x->chain.n + 1; /* α_0 and every α_{t+1} */
+    double *ay = calloc(n * (size_t)M, sizeof *ay);
+    double bars[NFINAL][REC_MAX_DOMAINS + 1];
+    double cy[REC_MAX_DOMAINS][CURVE_MAX], cx[CURVE_MAX];
+    svgplot_series as[REC_MAX_DOMAINS], bs[NFINAL], cs[REC_MAX_DOMAINS];
+    const char *cats[REC_MAX_DOMAINS + 1];
+    if (!ay) return err_set(e, ERR_INTERNAL, "out of memory");
+    for (size_t t = 0; t < n; t++)
+        for (int m = 0; m < M; m++)
+            ay[(size_t)m * n + t] = t == 0 ? (x->chain.n ? x->chain.rec[0].alpha[m] : 0)
+                                           : x->chain.rec[t - 1].alpha_next[m];
+    for (int m = 0; m < M; m++) {
+        as[m] = (svgplot_series){.name = x->ev[0].names[m], .y = ay + (size_t)m * n};
+        cats[m] = x->ev[0].names[m];
+    }
+    cats[M] = "Average";
+    for (int f = 0; f < NFINAL; f++) {
+        for (int m = 0; m < M; m++) bars[f][m] = exp(x->ev[f].loss[m]);
+        bars[f][M] = x->ev[f].average_ppl;
+        bs[f] = (svgplot_series){.name = FINAL_NAME[f], .y = bars[f]};
+    }
+    char t1[sizeof x->sub[0] + 64], t2[256], t3[128];
+    snprintf(t1, sizeof t1, "TANDEM: domain weights α over the episodes (%s)", x->sub[0]);
+    snprintf(t2, sizeof t2, "Test perplexity (TANDEM's Average %+.2f %% vs Uniform, %+.2f %% vs "
+             "Natural)",
+             pct(x->ev[RUN_TANDEM].average_ppl, x->ev[RUN_UNIFORM].average_ppl),
+             pct(x->ev[RUN_TANDEM].average_ppl, x->ev[RUN_NATURAL].average_ppl));
+    snprintf(t3, sizeof t3, "Uniform model: test loss per domain over training");
+    svgplot p[3] = {
+        {.title = t1, .xlabel = "episode", .ylabel = "α", .n = n, .series = as, .nseries = M},
+        {.title = t2, .ylabel = "perplexity", .n = (size_t)M + 1, .series = bs, .nseries = NFINAL,
+         .categories = cats},
+    };
+    int panels = 2;
+    int nc = x->ncurve[RUN_UNIFORM];
+    if (nc > 0) {
+        for (int i = 0; i < nc; i++) {
+            cx[i] = (double)x->curve[RUN_UNIFORM][i].seq;
+            for (int m = 0; m < M; m++) cy[m][i] = x->curve[RUN_UNIFORM][i].loss[m];
+        }
+        for (int m = 0; m < M; m++) cs[m] = (svgplot_series){.name = x->ev[0].names[m], .y = cy[m]};
+        p[2] = (svgplot){.title = t3, .xlabel = "run position (steps)", .ylabel = "test loss (nats)",
+                         .x = cx, .n = (size_t)nc, .series = cs, .nseries = M};
+        panels = 3;
+    }
+    size_t len = 0;
+    char *doc = svgplot_render_stack(p, panels, "tandem compare", &len, e);
+    if (!doc) rc = e->code;
+    FILE *f = rc ? NULL : fopen(path, "w");
+    if (!rc && !f) rc = err_set(e, ERR_USAGE, "cannot write %s", path);
+    if (f && fwrite(doc, 1, len, f) != len) rc = err_set(e, ERR_USAGE, "cannot write %s", path);
+    if (f && fclose(f) && !rc) rc = err_set(e, ERR_USAGE, "cannot write %s", path);
+    free(doc);
+    free(ay);
+    return rc;
+}
+
+int cmd_compare(int argc, char **argv) {
+    compare_ctx *x = calloc(1, sizeof *x);
+    if (!x) {
+        fprintf(stderr, "tandem compare: out of memory\n");
+        return ERR_INTERNAL;
+    }
+    x->progress = PROGRESS_TEXT;
+    const char *store_opt = NULL, *svg = NULL;
+    char **allow = NULL, *allow_copy = NULL;
+    int json = 0, curves = 0, have_seed = 0, rc = 0, nallow = 0;
+    tdm_err e = {0};
+    args_iter it;
+    args_init(&it, argc, argv, 1);
+    while (!rc && args_next(&it)) {
+        const char *f = it.flag, *v = NULL;
+        if (!*f) {
+            rc = args_positional(&it, &x->config_path, "CONFIG", &e);
+        } else if (!strcmp(f, "--help")) {
+            usage(stdout);
+            goto out;
+        } else if (!strcmp(f, "--store")) {
+            rc = args_value(&it, &store_opt, &e);
+        } else if (!strcmp(f, "--set")) {
+            rc = args_value(&it, &v, &e);
+            char **s = rc ? NULL : realloc(x->sets, (size_t)(x->nsets + 1) * sizeof *s);
+            if (!rc && !s) rc = err_set(&e, ERR_INTERNAL, "out of memory");
+            if (!rc) (x->sets = s)[x->nsets++] = (char *)v;
+        } else if (!strcmp(f, "--final-seed")) {
+            rc = args_u64(&it, &x->final_seed, &e);
+            have_seed = 1;
+        } else if (!strcmp(f, "--allow-change")) {
+            rc = args_value(&it, &v, &e);
+            if (!rc && !allow_copy && !(allow_copy = strdup(v))) rc = err_set(&e, ERR_INTERNAL, "out of memory");
+            for (char *tok = rc ? NULL : strtok(allow_copy, ","); tok; tok = strtok(NULL, ",")) {
+                char **a = realloc(allow, (size_t)(nallow + 1) * sizeof *a);
+                if (!a) {
+                    rc = err_set(&e, ERR_INTERNAL, "out of memory");
+                    break;
+                }
+                (allow = a)[nallow++] = tok;
+            }
+        } else if (!strcmp(f, "--json")) {
+            json = 1;
+        } else if (!strcmp(f, "--svg")) {
+            rc = args_value(&it, &svg, &e);
+        } else if (!strcmp(f, "--curves")) {
+            curves = 1;
+        } else if (!strcmp(f, "--quiet")) {
+            x->progress = PROGRESS_QUIET;
+        } else {
+            rc = err_set(&e, ERR_USAGE, "unknown option %s (see tandem compare --help)", f);
+        }
+    }
+    if (!rc && !x->config_path)
+        rc = err_set(&e, ERR_USAGE, "a CONFIG file is required (see tandem compare --help)");
+    x->allow = allow;
+    x->nallow = nallow;
+    if (!rc) rc = config_load(&x->cfg, x->config_path, x->sets, x->nsets, &e);
+    if (!rc) rc = dataset_load(&x->ds, x->cfg.data.dataset, &e);
+    if (!rc) {
+        x->M = dataset_n_domains(&x->ds);
+        if (!have_seed) x->final_seed = x->cfg.run.seed + 1000;
+        if (x->final_seed == x->cfg.run.seed)
+            rc = err_set(&e, ERR_USAGE, "--final-seed %llu equals run.seed: the final runs must be "
+                         "seeded independently of the DMO", (unsigned long long)x->final_seed);
+        compare_url(x->config_path, store_opt, &x->cfg, x->url, sizeof x->url);
+        static const char *const sub[1 + NFINAL] = {"dmo", "uniform", "natural", "tandem"};
+        for (int i = 0; i <= NFINAL; i++) join_url(x->url, sub[i], x->sub[i], sizeof x->sub[i]);
+    }
+    if (!rc) rc = run_all(x, &e);
+    if (!rc) rc = read_mixtures(x, &e);
+    if (!rc) rc = evaluate_all(x, curves, &e);
+    if (!rc && svg) rc = write_svg(x, svg, &e);
+    if (!rc) {
+        if (json) print_json(x, stdout);
+        else print_text(x, stdout);
+        if (svg && x->progress != PROGRESS_QUIET) fprintf(stderr, "tandem compare: wrote %s\n", svg);
+    }
+    if (rc == RUN_EXIT_REQUEUE && x->progress != PROGRESS_QUIET)
+        fprintf(stderr, "tandem compare: stopped by a signal; run the same command again to resume\n");
+    else if (rc) fprintf(stderr, "tandem compare: %s\n", e.msg);
+out:
+    audit_chain_free(&x->chain);
+    dataset_free(&x->ds);
+    free(x->sets);
+    free(allow);
+    free(allow_copy);
+    free(x);
+    return rc;
+}

@@ -1,0 +1,290 @@
+/* cmd_verify.c — `tandem verify STORE`: checks the pinned config (RUN and the change
+ * records, as `tandem run` reads them), re-hashes every state manifest, every blob they
+ * reference and every α record; reports each fault by name and exits 3 when there is
+ * any. Blobs no manifest references are listed as orphans (left by an interrupted
+ * commit or gc; `tandem gc` removes them), which is not a fault. A store that is not
+ * there, or holds no run at all, is an error (exit 3), never "0 faults". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ledger/audit.h"
+#include "ledger/ckpt.h"
+#include "ledger/keys.h"
+#include "cli/cmds.h"
+#include "runner/pin.h"
+
+typedef struct digest_set {
+    sha256_digest *d;
+    size_t n, cap;
+} digest_set;
+
+static int set_has(const digest_set *s, const sha256_digest *d) {
+    for (size_t i = 0; i < s->n; i++)
+        if (sha256_equal(&s->d[i], d)) return 1;
+    return 0;
+}
+
+static int set_add(digest_set *s, const sha256_digest *d) {
+    if (set_has(s, d)) return 0;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        sha256_digest *nd = realloc(s->d, cap * sizeof *nd);
+        if (!nd) return -1;
+        s->d = nd;
+        s->cap = cap;
+    }
+    s->d[s->n++] = *d;
+    return 0;
+}
+
+int cmd_verify(int argc, char **argv) {
+    if (argc != 2 || !strcmp(argv[1], "--help")) {
+        fprintf(argc == 2 ? stdout : stderr, "usage: tandem verify STORE\n");
+        return argc == 2 ? 0 : 2;
+    }
+    const char *url = argv[1];
+    tdm_err e = {0};
+    store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
+    if (!st) {
+        fprintf(stderr, "tandem verify: %s\n", e.msg);
+        return e.code;
+    }
+    long faults = 0;
+    uint64_t *seqs = NULL;
+    size_t ns = 0;
+    digest_set good = {0}, referenced = {0};
+    double bytes = 0;
+    /* the pin, judged exactly as `tandem run` judges it: a fault here is a run refused */
+    int health = PIN_OK;
+    int rc = pin_check(st, &health, &e);
+    if (!rc && health == PIN_NO_RUN) {
+        rc = err_set(&e, ERR_STORE, "%s holds no run: no RUN, HEAD, states or alpha records "
+                     "(check the store URL)", url);
+    } else if (!rc && health != PIN_OK) {
+        printf("FAULT %s\n", e.msg);
+        faults++;
+    } else if (!rc) {
+        printf("ok    RUN (pinned config)\n");
+    }
+    /* the config generation: states and α records of any other belong to a stale writer */
+    uint64_t gen = 0, change_seq = 0;
+    if (!rc) {
+        tdm_err ge;
+        if (audit_generation(st, &gen, &change_seq, &ge) && health == PIN_OK) {
+            printf("FAULT %s\n", ge.msg);
+            faults++;
+        }
+    }
+    /* the pinned config, for the checks against it (seed, mode) */
+    config cfg;
+    rec_run run;
+    int have_cfg = 0;
+    memset(&run, 0, sizeof run);
+    if (!rc && health == PIN_OK) {
+        tdm_err pe;
+        have_cfg = pin_read(st, &cfg, NULL, 0, &pe) == 0 && pin_read_run(st, &run, &pe) == 0;
+    }
+    /* the lease: a run replaces one that does not decode (and says so) */
+    if (!rc) {
+        void *ld = NULL;
+        size_t ln = 0;
+        tdm_err le;
+        int lr = store_get(st, LEDGER_LEASE, &ld, &ln, NULL, &le);
+        rec_lease l;
+        if (lr == 0 && rec_lease_decode(ld, ln, LEDGER_LEASE, &l, &le) != 0) {
+            printf("FAULT %s (the next tandem run replaces it)\n", le.msg);
+            faults++;
+        } else if (lr && lr != STORE_NOT_FOUND) {
+            rc = lr, e = le;
+        }
+        free(ld);
+    }
+    if (!rc) rc = audit_state_seqs(st, &seqs, &ns, &e);
+    /* the seed the run's states were made with: when none was made with the pinned one,
+     * RUN is the odd one out; otherwise a state of another seed is another run's */
+    size_t seed_match = 0, seed_other = 0;
+    uint64_t other_seed = 0;
+    for (size_t i = 0; !rc && have_cfg && i < ns; i++) {
+        char key[64];
+        ledger_state_key(key, sizeof key, seqs[i]);
+        void *data = NULL;
+        size_t n = 0;
+        rec_state s;
+        tdm_err de;
+        if (store_get(st, key, &data, &n, NULL, &de) == 0 && rec_state_decode(data, n, key, &s, &de) == 0) {
+            if (s.seed == cfg.run.seed) seed_match++;
+            else seed_other++, other_seed = s.seed;
+            rec_state_free(&s);
+        }
+        free(data);
+    }
+    int run_seed_bad = have_cfg && seed_other && !seed_match;
+    if (run_seed_bad) {
+        printf("FAULT %s/RUN pins run.seed = %llu, but every state was made with seed %llu: RUN is "
+               "not this run's pin (another run's RUN, or a damaged one); restore it from a copy "
+               "of the store\n", url, (unsigned long long)cfg.run.seed, (unsigned long long)other_seed);
+        faults++;
+    }
+    /* HEAD must name a state that is there and matches */
+    rec_head h;
+    rec_state hs;
+    int have = 0;
+    char hs_step[16] = "";
+    if (!rc) {
+        tdm_err he;
+        if (audit_head(st, &h, &hs, &have, &he)) {
+            printf("FAULT %s\n", he.msg);
+            faults++;
+        } else if (have) {
+            snprintf(hs_step, sizeof hs_step, "%s", hs.step);
+            rec_state_free(&hs);
+        } else if (ns) {
+            printf("FAULT %s: HEAD is missing although states exist\n", url);
+            faults++;
+        }
+    }
+    for (size_t i = 0; !rc && i < ns; i++) {
+        char key[64];
+        ledger_state_key(key, sizeof key, seqs[i]);
+        void *data = NULL;
+        size_t n = 0;
+        rc = store_get(st, key, &data, &n, NULL, &e);
+        if (rc == STORE_NOT_FOUND) {
+            rc = 0;
+            continue;
+        }
+        if (rc) break;
+        rec_state s;
+        tdm_err de;
+        int bad = rec_state_decode(data, n, key, &s, &de);
+        free(data);
+        if (bad) {
+            printf("FAULT %s\n", de.msg);
+            faults++;
+            continue;
+        }
+        int state_ok = 1;
+        if (have_cfg && !run_seed_bad && s.seed != cfg.run.seed) {
+            printf("FAULT %s: made with seed %llu, not the run's %llu: another run's state\n", key,
+                   (unsigned long long)s.seed, (unsigned long long)cfg.run.seed);
+            faults++;
+            state_ok = 0;
+        }
+        if (s.has_gen && s.gen > gen && health == PIN_OK) {
+            printf("FAULT %s: computed under config generation %llu, but the store records %llu "
+                   "config changes: configs/%llu.mp is missing (restore it from a copy)\n", key,
+                   (unsigned long long)s.gen, (unsigned long long)gen, (unsigned long long)gen);
+            faults++;
+            state_ok = 0;
+        } else if (!ckpt_gen_belongs(s.has_gen, s.gen, s.seq, gen, change_seq)) {
+            printf("FAULT %s: computed under config generation %llu by a writer that was fenced "
+                   "out or superseded (the run is at generation %llu): a run never uses it\n",
+                   key, (unsigned long long)s.gen, (unsigned long long)gen);
+            faults++;
+            state_ok = 0;
+        }
+        for (size_t t = 0; t < s.ntensors && !rc; t++) {
+            const rec_tensor *rt = &s.tensors[t];
+            uint64_t total = rt->shape[0] * 4;
+            for (int d = 1; d < rt->ndim; d++) total *= rt->shape[d];
+            for (size_t k = 0; k < rt->nchunks && !rc; k++) {
+                if (set_add(&referenced, &rt->chunks[k])) rc = err_set(&e, ERR_INTERNAL, "out of memory");
+                if (set_has(&good, &rt->chunks[k])) continue;
+                char bkey[80];
+                ledger_blob_key(bkey, sizeof bkey, &rt->chunks[k]);
+                void *b = NULL;
+                size_t bn = 0;
+                int r = store_get_verified(st, bkey, &rt->chunks[k], &b, &bn, &e);
+                uint64_t off = k * rt->chunk_bytes;
+                size_t want = (size_t)(total - off < rt->chunk_bytes ? total - off : rt->chunk_bytes);
+                free(b);
+                if (r == 0 && bn == want) {
+                    set_add(&good, &rt->chunks[k]);
+                    bytes += (double)bn;
+                } else if (r == 0 || r == STORE_NOT_FOUND || r == STORE_CORRUPT) {
+                    printf("FAULT %s: %s (tensor %s chunk %zu) is %s\n", key, bkey, rt->name, k,
+                           r == STORE_NOT_FOUND ? "missing" : r == STORE_CORRUPT ? "corrupt" : "the wrong size");
+                    faults++;
+                    state_ok = 0;
+                } else {
+                    rc = r;
+                }
+            }
+        }
+        rec_state_free(&s);
+        if (!rc) printf("%-5s %s\n", state_ok ? "ok" : "BAD", key);
+    }
+    audit_chain c;
+    memset(&c, 0, sizeof c);
+    if (!rc) rc = audit_chain_read(st, &c, &e);
+    if (!rc) {
+        if (!c.ok) {
+            printf("FAULT %s\n", c.problem);
+            faults++;
+        }
+        for (size_t t = 0; t < c.n; t++)
+            if (c.rec[t].has_gen && c.rec[t].gen > gen && health == PIN_OK) {
+                printf("FAULT alpha/%zu.mp: computed under config generation %llu, but the store "
+                       "records %llu config changes: configs/%llu.mp is missing (restore it from a "
+                       "copy)\n", t, (unsigned long long)c.rec[t].gen, (unsigned long long)gen,
+                       (unsigned long long)gen);
+                faults++;
+            } else if (!ckpt_gen_belongs(c.rec[t].has_gen, c.rec[t].gen, c.rec[t].seq, gen, change_seq)) {
+                printf("FAULT alpha/%zu.mp: computed under config generation %llu by a writer "
+                       "that was fenced out or superseded (the run is at generation %llu)\n",
+                       t, (unsigned long long)c.rec[t].gen, (unsigned long long)gen);
+                faults++;
+            }
+        printf("%-5s alpha chain: %zu records\n", c.ok ? "ok" : "BAD", c.n);
+        /* mixture.mp of a finished TANDEM run: α* of the chain, as tandem run writes it */
+        int done = have && !strcmp(hs_step, "done");
+        if (have_cfg && c.ok && c.n && cfg.run.mode != CONFIG_MODE_FIXED) {
+            void *md = NULL;
+            size_t mn = 0;
+            tdm_err me;
+            int mr = store_get(st, LEDGER_MIXTURE, &md, &mn, NULL, &me);
+            rec_mixture x;
+            audit_mixture(&c, 0.1, &x);
+            for (int m = 0; m < x.M; m++) snprintf(x.names[m], REC_NAME_MAX, "%s", m < run.M ? run.domains[m] : "?");
+            size_t wn;
+            void *want = rec_mixture_encode(&x, &wn);
+            if (mr == 0 && done && !(mn == wn && memcmp(md, want, wn) == 0)) {
+                printf("FAULT %s/mixture.mp does not hold the alpha* of the alpha chain (damaged): "
+                       "tandem run writes it again\n", url);
+                faults++;
+            } else if (mr == STORE_NOT_FOUND && done) {
+                printf("FAULT %s/mixture.mp is missing although the run is finished: tandem run "
+                       "writes it again\n", url);
+                faults++;
+            } else if (mr == 0 && done) {
+                printf("ok    mixture.mp\n");
+            } else if (mr && mr != STORE_NOT_FOUND) {
+                rc = mr, e = me;
+            }
+            free(want);
+            free(md);
+        }
+        store_list l;
+        if (store_list_prefix(st, LEDGER_BLOBS, &l, &e) == 0) {
+            size_t orphans = 0;
+            for (size_t i = 0; i < l.n; i++) {
+                sha256_digest d;
+                if (sha256_parse_hex(l.keys[i] + 6, &d) || !set_has(&referenced, &d)) orphans++;
+            }
+            if (orphans) printf("note  %zu orphan blobs (no manifest references them; tandem gc removes them)\n", orphans);
+            store_list_free(&l);
+        }
+        printf("%s: %zu states, %zu blobs (%.3f GB), %zu alpha records verified; %ld faults\n", url, ns,
+               good.n, bytes / 1e9, c.n, faults);
+        if (faults) rc = err_set(&e, ERR_STORE, "%s: %ld faults (listed above)", url, faults);
+    }
+    audit_chain_free(&c);
+    rec_run_free(&run);
+    free(seqs);
+    free(good.d);
+    free(referenced.d);
+    store_close(st);
+    if (rc) fprintf(stderr, "tandem verify: %s\n", e.msg);
+    return rc;
+}

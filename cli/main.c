@@ -1,0 +1,76 @@
+/* main.c — the tandem command line: the table of subcommands (cli/cmds.h) and dispatch.
+ *
+ * One row per command: its name, the line `tandem --help` shows, its handler, and
+ * whether it can be preempted (then the stop handlers go in before anything else, so a
+ * SIGTERM in the first millisecond ends in exit 75, never in death by the signal). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cmds.h"
+#include "cli/version.h"
+#include "runner/run.h"
+#include "storage/s3_config.h"
+
+typedef struct command {
+    const char *name;
+    const char *summary; /* lines of `tandem --help`, "\n" between them */
+    int (*handler)(int argc, char **argv);
+    int preemptible;
+} command;
+
+static const command COMMANDS[] = {
+    {"run", "start or resume a TANDEM run (data-mixture optimisation)", cmd_run, 1},
+    {"compare", "the paper's protocol: the TANDEM run, then Uniform, Natural and alpha*\n"
+                "final runs on the same budget, evaluated per domain (table, JSON, SVG)",
+     cmd_compare, 1},
+    {"train", "uniform-mixture training, the baseline (tandem run with run.mode=fixed)",
+     cmd_train, 1},
+    {"hash", "digests of a run's final state and alpha history", cmd_hash, 0},
+    {"manifest", "an sbatch script or Kubernetes Job that requeues on preemption", cmd_manifest, 0},
+    {"alpha", "the alpha history: table, CSV, JSON, --verify, --plot FILE.svg", cmd_alpha, 0},
+    {"mixture", "the final mixture (mean alpha of the last episodes) as YAML", cmd_mixture, 0},
+    {"status", "where a run stands: position, commits, what a resume would lose", cmd_status, 0},
+    {"verify", "re-hash every state, blob and alpha record of a store", cmd_verify, 0},
+    {"gc", "delete old states and unreferenced blobs (--keep N)", cmd_gc, 0},
+    {"repair", "what a run cannot heal by itself: a broken alpha chain (dry run;\n--apply)",
+     cmd_repair, 0},
+    {"pin", "keep a state from gc", cmd_pin, 0},
+    {"eval", "per-domain test loss and perplexity, and their Average", cmd_eval, 0},
+    {"gen-corpus", "write a synthetic multi-domain corpus and its dataset.yaml", cmd_gen_corpus, 0},
+    {"prep", "text files into byte-level train/val/test shards and dataset.yaml", cmd_prep, 0},
+    {"version", "the version, git revision and what this build can run on", cmd_version, 0},
+};
+#define NCOMMANDS (sizeof COMMANDS / sizeof *COMMANDS)
+
+static void usage(FILE *f) {
+    fprintf(f, "tandem — checkpointable TANDEM data-mixture optimisation for GPT models\n\n"
+               "usage: tandem COMMAND [options]   (tandem COMMAND --help for each)\n");
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        const char *s = COMMANDS[i].summary;
+        fprintf(f, "  %-12s ", COMMANDS[i].name);
+        for (const char *nl; (nl = strchr(s, '\n')); s = nl + 1) fprintf(f, "%.*s\n%15s", (int)(nl - s), s, "");
+        fprintf(f, "%s\n", s);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) return cmd_version(argc - 1, argv + 1);
+    const command *c = NULL;
+    for (size_t i = 0; i < NCOMMANDS && !c; i++)
+        if (!strcmp(argv[1], COMMANDS[i].name)) c = &COMMANDS[i];
+    if (!c) {
+        fprintf(stderr, "tandem: unknown command '%s'\n", argv[1]);
+        usage(stderr);
+        return 2;
+    }
+    /* before anything else: a run can be preempted from its first millisecond */
+    if (c->preemptible) run_signals_install();
+    /* a secret in the environment is in this process's memory from exec on: no core file
+     * may hold it (s3_config_resolve does the same for a secret read from a file) */
+    if (s3_config_env_has_secret()) s3_config_no_core_dumps();
+    return c->handler(argc - 1, argv + 1);
+}

@@ -1,0 +1,320 @@
+/* audit.c — reading a run's history; see audit.h. */
+#include "ledger/audit.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ledger/keys.h"
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int list_indices(store *st, const char *prefix, uint64_t **out, size_t *n, tdm_err *e) {
+    store_list l;
+    int rc = store_list_prefix(st, prefix, &l, e);
+    if (rc) return rc;
+    uint64_t *v = calloc(l.n ? l.n : 1, sizeof *v);
+    size_t k = 0;
+    for (size_t i = 0; v && i < l.n; i++)
+        if (ledger_key_index(l.keys[i], prefix, &v[k]) == 0) k++;
+    store_list_free(&l);
+    if (!v) return err_set(e, ERR_INTERNAL, "out of memory");
+    qsort(v, k, sizeof *v, cmp_u64);
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+int audit_generation(store *st, uint64_t *gen, uint64_t *change_seq, tdm_err *e) {
+    *gen = *change_seq = 0;
+    for (uint64_t k = 0;; k++) {
+        char key[64];
+        ledger_config_key(key, sizeof key, k);
+        void *data = NULL;
+        size_t n = 0;
+        int rc = store_get(st, key, &data, &n, NULL, e);
+        if (rc == STORE_NOT_FOUND) return 0;
+        if (rc) return rc;
+        rec_change ch;
+        char what[600];
+        snprintf(what, sizeof what, "%s/%s", store_url(st), key);
+        rc = rec_change_decode(data, n, what, &ch, e);
+        free(data);
+        if (rc) return rc;
+        *gen = k + 1;
+        *change_seq = ch.seq;
+        rec_change_free(&ch);
+    }
+}
+
+void audit_mixture(const audit_chain *chain, double fraction, rec_mixture *x) {
+    size_t n = chain->n;
+    size_t k = (size_t)ceil(fraction * (double)n);
+    if (k < 1) k = 1;
+    if (k > n) k = n;
+    memset(x, 0, sizeof *x);
+    x->M = n ? chain->rec[0].M : 0;
+    x->first = n - k;
+    x->last = n ? n - 1 : 0;
+    for (size_t t = n - k; t < n; t++)
+        for (int m = 0; m < x->M; m++) x->alpha[m] += chain->rec[t].alpha_next[m] / (double)k;
+}
+
+int audit_state_seqs(store *st, uint64_t **seqs, size_t *n, tdm_err *e) {
+    return list_indices(st, LEDGER_STATES, seqs, n, e);
+}
+
+void audit_chain_free(audit_chain *c) {
+    free(c->rec);
+    free(c->hash);
+    memset(c, 0, sizeof *c);
+}
+
+int audit_chain_read(store *st, audit_chain *c, tdm_err *e) {
+    memset(c, 0, sizeof *c);
+    uint64_t *ts;
+    size_t nt;
+    int rc = list_indices(st, LEDGER_ALPHA, &ts, &nt, e);
+    if (rc) return rc;
+    c->rec = calloc(nt ? nt : 1, sizeof *c->rec);
+    c->hash = calloc(nt ? nt : 1, sizeof *c->hash);
+    if (!c->rec || !c->hash) {
+        free(ts);
+        audit_chain_free(c);
+        return err_set(e, ERR_INTERNAL, "out of memory");
+    }
+    c->ok = 1;
+    for (size_t i = 0; i < nt && c->ok; i++) {
+        char key[64];
+        ledger_alpha_key(key, sizeof key, i);
+        if (ts[i] != i) {
+            c->ok = 0;
+            c->bad = i;
+            snprintf(c->problem, sizeof c->problem,
+                     "%s is missing (the chain has records up to alpha/%llu.mp)", key,
+                     (unsigned long long)ts[nt - 1]);
+            break;
+        }
+        void *data = NULL;
+        size_t n = 0;
+        rc = store_get(st, key, &data, &n, NULL, e);
+        if (rc == STORE_NOT_FOUND) {
+            c->ok = 0, c->bad = i;
+            snprintf(c->problem, sizeof c->problem, "%s is missing", key);
+            rc = 0;
+            break;
+        }
+        if (rc) break;
+        tdm_err de;
+        rec_alpha *a = &c->rec[i];
+        if (rec_alpha_decode(data, n, key, a, &de)) {
+            c->ok = 0, c->bad = i;
+            snprintf(c->problem, sizeof c->problem, "%.1000s", de.msg);
+        }
+        free(data);
+        if (!c->ok) break;
+        rec_alpha_hash(a, &c->hash[i]);
+        sha256_digest zero = {{0}};
+        const sha256_digest *want = i ? &c->hash[i - 1] : &zero;
+        if (a->t != i) {
+            c->ok = 0, c->bad = i;
+            snprintf(c->problem, sizeof c->problem, "%s claims to be episode %llu", key,
+                     (unsigned long long)a->t);
+        } else if (!sha256_equal(&a->prev, want)) {
+            c->ok = 0, c->bad = i ? i - 1 : 0;
+            snprintf(c->problem, sizeof c->problem,
+                     i ? "alpha/%zu.mp was altered: its hash is not the one alpha/%zu.mp links to"
+                       : "alpha/%zu.mp was altered: the first record must link to zeros (record %zu)",
+                     i ? i - 1 : 0, i);
+        } else if (i && (a->M != c->rec[i - 1].M ||
+                         memcmp(a->alpha, c->rec[i - 1].alpha_next, (size_t)a->M * sizeof(double)))) {
+            c->ok = 0, c->bad = i;
+            snprintf(c->problem, sizeof c->problem,
+                     "%s starts from another alpha than alpha/%zu.mp ended with", key, i - 1);
+        }
+        if (c->ok) c->n = i + 1;
+    }
+    free(ts);
+    return rc;
+}
+
+int audit_head(store *st, rec_head *head, rec_state *state, int *have, tdm_err *e) {
+    *have = 0;
+    memset(state, 0, sizeof *state);
+    void *data = NULL;
+    size_t n = 0;
+    int rc = store_get(st, LEDGER_HEAD, &data, &n, NULL, e);
+    if (rc == STORE_NOT_FOUND) return 0;
+    if (rc) return rc;
+    rc = rec_head_decode(data, n, LEDGER_HEAD, head, e);
+    free(data);
+    if (rc) return rc;
+    rc = store_get(st, head->state, &data, &n, NULL, e);
+    if (rc == STORE_NOT_FOUND)
+        return err_set(e, ERR_STORE, "%s: HEAD names %s, which is missing", store_url(st), head->state);
+    if (rc) return rc;
+    sha256_digest d;
+    sha256(data, n, &d);
+    if (!sha256_equal(&d, &head->state_sha)) {
+        free(data);
+        return err_set(e, ERR_STORE, "%s: %s does not match the SHA-256 in HEAD", store_url(st),
+                       head->state);
+    }
+    rc = rec_state_decode(data, n, head->state, state, e);
+    free(data);
+    if (!rc) *have = 1;
+    return rc;
+}
+
+void audit_time(double t, char *out, size_t cap) {
+    time_t s = (time_t)t;
+    struct tm tm;
+    if (t <= 0 || !gmtime_r(&s, &tm)) {
+        snprintf(out, cap, "-");
+        return;
+    }
+    strftime(out, cap, "%Y-%m-%d %H:%M:%S UTC", &tm);
+}
+
+void audit_duration(double s, char *out, size_t cap) {
+    if (!(s >= 0)) s = 0;
+    unsigned long long t = (unsigned long long)s;
+    if (t < 60) snprintf(out, cap, "%llus", t);
+    else if (t < 3600) snprintf(out, cap, "%llum%02llus", t / 60, t % 60);
+    else if (t < 86400) snprintf(out, cap, "%lluh%02llum", t / 3600, t / 60 % 60);
+    else snprintf(out, cap, "%llud%02lluh", t / 86400, t / 3600 % 24);
+}
+
+/* The wall-clock start time of process pid (from /proc: the boot time plus its start in
+ * clock ticks), and its command name. 0, or -1 when it cannot be read. */
+static int process_start(unsigned long long pid, double *start, char *comm, size_t cap) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%llu/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+    if (!open || !close || close < open) return -1;
+    snprintf(comm, cap, "%.*s", (int)(close - open - 1), open + 1);
+    /* after ") ": state is field 3; starttime is field 22 */
+    char *p = close + 2;
+    unsigned long long ticks = 0;
+    for (int field = 3; field < 22 && p; field++) {
+        p = strchr(p, ' ');
+        if (p) p++;
+    }
+    if (!p || sscanf(p, "%llu", &ticks) != 1) return -1;
+    f = fopen("/proc/stat", "r");
+    if (!f) return -1;
+    unsigned long long btime = 0;
+    int found = 0;
+    while (!found && fgets(buf, sizeof buf, f)) found = sscanf(buf, "btime %llu", &btime) == 1;
+    fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    if (!found || hz <= 0) return -1;
+    *start = (double)btime + (double)ticks / (double)hz;
+    return 0;
+}
+
+/* The time of the newest α record (its meta time), or 0 when there is none. */
+static int newest_alpha_time(store *st, double *t, tdm_err *e) {
+    uint64_t *ts;
+    size_t nt;
+    *t = 0;
+    int rc = list_indices(st, LEDGER_ALPHA, &ts, &nt, e);
+    if (rc) return rc;
+    if (nt) {
+        char key[64];
+        ledger_alpha_key(key, sizeof key, ts[nt - 1]);
+        void *data = NULL;
+        size_t n = 0;
+        rec_alpha a;
+        tdm_err de;
+        rc = store_get(st, key, &data, &n, NULL, e);
+        if (rc == STORE_NOT_FOUND) rc = 0;
+        else if (rc == 0 && rec_alpha_decode(data, n, key, &a, &de) == 0) *t = a.time;
+        free(data);
+    }
+    free(ts);
+    return rc;
+}
+
+int audit_lease_read(store *st, audit_lease *out, tdm_err *e) {
+    memset(out, 0, sizeof *out);
+    void *data = NULL;
+    size_t n = 0;
+    int rc = store_get(st, LEDGER_LEASE, &data, &n, NULL, e);
+    if (rc == STORE_NOT_FOUND) return 0;
+    if (rc) return rc;
+    tdm_err de;
+    int bad = rec_lease_decode(data, n, LEDGER_LEASE, &out->lease, &de);
+    free(data);
+    data = NULL;
+    if (bad) return 0; /* an undecodable lease fences nobody: the next run replaces it */
+    const rec_lease *l = &out->lease;
+    if (l->released) {
+        out->state = AUDIT_LEASE_RELEASED;
+        return 0;
+    }
+    /* the holder's last sign of life: it took the lease, moved HEAD, wrote α records */
+    out->life = l->time;
+    rec_head h;
+    rc = store_get(st, LEDGER_HEAD, &data, &n, NULL, e);
+    if (rc == 0 && rec_head_decode(data, n, LEDGER_HEAD, &h, &de) == 0 && h.time > out->life)
+        out->life = h.time;
+    free(data);
+    if (rc && rc != STORE_NOT_FOUND) return rc;
+    double at = 0;
+    if ((rc = newest_alpha_time(st, &at, e))) return rc;
+    if (at > out->life) out->life = at;
+    double now = (double)time(NULL);
+    out->age = now > out->life ? now - out->life : 0;
+    char host[256] = "";
+    gethostname(host, sizeof host);
+    host[REC_NAME_MAX - 1] = '\0'; /* as the writer recorded its name (ckpt.c) */
+    out->state = AUDIT_LEASE_HELD;
+    char age[32];
+    audit_duration(out->age, age, sizeof age);
+    int alive_here = 0;
+    if (strcmp(host, l->host) == 0) {
+        double start;
+        char comm[64];
+        int gone = l->pid == 0 || l->pid > (unsigned long long)INT32_MAX ||
+                   (kill((pid_t)l->pid, 0) != 0 && errno == ESRCH);
+        if (gone) {
+            out->state = AUDIT_LEASE_STALE;
+            snprintf(out->why, sizeof out->why, "no process %llu on this host",
+                     (unsigned long long)l->pid);
+        } else if (process_start(l->pid, &start, comm, sizeof comm) == 0 && start > l->time + 5) {
+            /* 5 s: the boot time is in whole seconds and may drift with the clock */
+            out->state = AUDIT_LEASE_STALE;
+            snprintf(out->why, sizeof out->why,
+                     "pid %llu on this host is now another process (%.32s, started after the "
+                     "lease was taken)", (unsigned long long)l->pid, comm);
+        } else {
+            alive_here = 1; /* alive (maybe stopped): never stale, however old */
+            snprintf(out->why, sizeof out->why, "pid %llu is alive on this host, last sign of "
+                     "life %s ago", (unsigned long long)l->pid, age);
+        }
+    } else {
+        snprintf(out->why, sizeof out->why, "held from host %.63s (this is %.63s), last sign of life "
+                 "%s ago", l->host, host, age);
+    }
+    if (out->state == AUDIT_LEASE_HELD && !alive_here && out->age > AUDIT_LEASE_STALE_AGE_S) {
+        out->state = AUDIT_LEASE_STALE;
+        snprintf(out->why, sizeof out->why,
+                 "no sign of life from host %.63s for %s (no lease, HEAD or alpha record written "
+                 "since; the limit is 24h)", l->host, age);
+    }
+    return 0;
+}

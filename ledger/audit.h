@@ -1,0 +1,79 @@
+/* audit.h — reading a run's history back from its store: the α records with their hash
+ * chain, HEAD and its state, RUN. Shared by `tandem alpha`, `mixture`, `status`,
+ * `verify`, `gc` and `eval`; nothing here writes. */
+#ifndef TANDEM_LEDGER_AUDIT_H
+#define TANDEM_LEDGER_AUDIT_H
+
+#include <stdint.h>
+
+#include "ledger/records.h"
+#include "storage/store.h"
+#include "util/err.h"
+
+/* The α records alpha/0.mp .. alpha/(n-1).mp, in order, with their hashes. */
+typedef struct audit_chain {
+    size_t n;
+    rec_alpha *rec;        /* [n] */
+    sha256_digest *hash;   /* [n]: rec_alpha_hash of each */
+    /* verification result (audit_chain_read fills it; the records before `bad` are good) */
+    int ok;                /* 1: complete and every link holds */
+    size_t bad;            /* first bad episode when !ok */
+    char problem[1024];    /* what is wrong with it, naming the object */
+} audit_chain;
+
+/* Reads every alpha/<t>.mp, in episode order, and checks the chain: episodes 0..last all
+ * present, each record decodes, record t's `prev` is the hash of record t-1 (zeros for
+ * t = 0), its α_t equals record t-1's α_{t+1}, and its episode number is t. Reading stops
+ * at the first bad record (chain->ok = 0, problem set); store errors are returned. */
+int audit_chain_read(store *st, audit_chain *chain, tdm_err *e);
+void audit_chain_free(audit_chain *chain);
+
+/* HEAD and the manifest it names (verified against HEAD's SHA-256). *have = 0 when the
+ * store has no HEAD. The state is freed with rec_state_free. */
+int audit_head(store *st, rec_head *head, rec_state *state, int *have, tdm_err *e);
+
+/* Seq numbers of every states/<seq>.mp, ascending (caller frees). */
+int audit_state_seqs(store *st, uint64_t **seqs, size_t *n, tdm_err *e);
+
+/* The run's config generation (the number of configs/<n>.mp change records) and the run
+ * position of the newest change (0 when none): what ckpt_gen_belongs needs to tell a
+ * stale writer's objects from the run's. */
+int audit_generation(store *st, uint64_t *gen, uint64_t *change_seq, tdm_err *e);
+
+/* α* of a verified chain (chain->ok, n > 0): the mean of α_{t+1} over its last
+ * ceil(fraction · n) records (at least one), as the paper reports the learned mixture;
+ * x->M, x->alpha, x->first and x->last are set (names are the caller's). */
+void audit_mixture(const audit_chain *chain, double fraction, rec_mixture *x);
+
+/* Formats a unix time as "2026-11-22 23:10:00 UTC". */
+void audit_time(double t, char *out, size_t cap);
+
+/* A lease unreleased for this long since its holder's last sign of life counts as
+ * stale even when nothing else proves the holder gone (24 hours: far beyond any episode
+ * or commit interval, during which a live writer writes an α record every episode). */
+#define AUDIT_LEASE_STALE_AGE_S (24.0 * 3600.0)
+
+enum { AUDIT_LEASE_NONE, AUDIT_LEASE_RELEASED, AUDIT_LEASE_HELD, AUDIT_LEASE_STALE };
+
+/* The writer lease and what can be said of its holder. */
+typedef struct audit_lease {
+    int state;        /* AUDIT_LEASE_*: NONE also for a lease that does not decode */
+    rec_lease lease;  /* when state != NONE */
+    double life;      /* the holder's last sign of life: the newest of the lease's time,
+                       * HEAD's commit time and the newest α record's time (unix s) */
+    double age;       /* now - life, seconds (>= 0) */
+    char why[256];    /* HELD/STALE: why, e.g. "no process 4242 on this host" */
+} audit_lease;
+
+/* Reads `lease` and judges an unreleased one. It is STALE only when that is proven: on
+ * the lease's own host (gethostname) its pid does not exist, or belongs to a process
+ * started after the lease was taken (the pid was reused); or, on any host, the holder
+ * shows no sign of life for AUDIT_LEASE_STALE_AGE_S. Otherwise it is HELD (the holder
+ * may be alive). Host names are taken to name machines (or containers) uniquely.
+ * Returns 0, or an ERR_* code when the store could not be read. */
+int audit_lease_read(store *st, audit_lease *out, tdm_err *e);
+
+/* "3h12m" / "45s" for a duration in seconds. */
+void audit_duration(double s, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,374 @@
+/* ckpt.c — opening and closing the checkpoint writer, the lease, config generations and
+ * setting objects aside; see ckpt.h. Commits are ckpt_commit.c, loads ckpt_load.c, the
+ * α records ckpt_alpha.c; ckpt_impl.h holds what they share. */
+#include "ledger/ckpt.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ledger/ckpt_impl.h"
+#include "ledger/keys.h"
+#include "ledger/retain.h"
+#include "storage/sha256.h"
+#include "util/testhook.h"
+
+const char *const ckpt_tensor_names[CKPT_TENSORS] = {"params", "adam_m", "adam_v"};
+double ckpt_now_mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+double ckpt_now_wall(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+
+/* TANDEM_TEST_STOP_AT=label:n freezes the process (SIGSTOP) at the n-th passage of
+ * `label`: a writer stopped between its lease check and its write, for a test to take the
+ * run over meanwhile and then let it go (SIGCONT). */
+void ckpt_stop_hook(const char *label) {
+    if (testhook_hit("TANDEM_TEST_STOP_AT", label)) raise(SIGSTOP);
+}
+
+/* ------------------------------------------------------------------ open / close */
+
+
+/* What ckpt_open and ckpt_open_stream share: the struct, the lease fields, the locks. */
+static ckpt *open_common(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_err *e) {
+    ckpt *c = calloc(1, sizeof *c);
+    if (!c) {
+        err_set(e, ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    c->st = st;
+    c->lay = lay;
+    c->chunk_bytes = chunk_bytes / 4 * 4;
+    if (c->chunk_bytes < 4) c->chunk_bytes = 4;
+    c->last_seq = UINT64_MAX;
+    c->last_time = ckpt_now_mono();
+    if (gethostname(c->host_name, sizeof c->host_name) != 0) snprintf(c->host_name, sizeof c->host_name, "unknown");
+    c->host_name[sizeof c->host_name - 1] = '\0';
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->dev_mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    return c;
+}
+
+static void free_common(ckpt *c) {
+    pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->dev_mu);
+    pthread_cond_destroy(&c->cv);
+    for (int t = 0; t < CKPT_TENSORS; t++) free(c->host[t]);
+    free(c->known);
+    free(c->rejected);
+    free(c);
+}
+
+ckpt *ckpt_open(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_err *e) {
+    ckpt *c = open_common(st, lay, chunk_bytes, e);
+    if (!c || !lay) return c; /* the lease alone (tandem repair): no buffers, no writer thread */
+    for (int t = 0; t < CKPT_TENSORS; t++) {
+        if (!(c->host[t] = malloc(lay->numel * sizeof(float)))) {
+            err_set(e, ERR_INTERNAL, "out of memory for checkpoint buffers (3 x %zu parameters); "
+                    "checkpoint.snapshot: stream commits without them", lay->numel);
+            free_common(c);
+            return NULL;
+        }
+        /* Touch every page now: a snapshot must cost a copy, not page faults. (A plain
+         * memset to 0 after malloc may be turned into calloc, which touches nothing.) */
+        volatile char *p = (volatile char *)c->host[t];
+        for (size_t b = 0; b < lay->numel * sizeof(float); b += 4096) p[b] = 0;
+    }
+    if (pthread_create(&c->thread, NULL, ckpt_writer_main, c) != 0) {
+        err_set(e, ERR_INTERNAL, "cannot start the checkpoint writer thread");
+        free_common(c);
+        return NULL;
+    }
+    c->thread_started = 1;
+    return c;
+}
+
+ckpt *ckpt_open_stream(store *st, const model_layout *lay, uint64_t chunk_bytes,
+                       const model_ops *ops, model_ctx *ctx, float *const dev[CKPT_TENSORS],
+                       tdm_err *e) {
+    ckpt *c = open_common(st, lay, chunk_bytes, e);
+    if (!c) return NULL;
+    c->stream = 1;
+    c->ops = ops;
+    c->ctx = ctx;
+    for (int t = 0; t < CKPT_TENSORS; t++) c->dev[t] = dev[t];
+    return c;
+}
+
+int ckpt_streaming(const ckpt *c) { return c->stream; }
+
+void ckpt_set_stop_check(ckpt *c, int (*stop)(void *arg, double seconds_left), void *arg) {
+    c->stop_fn = stop;
+    c->stop_arg = arg;
+}
+
+/* Streaming: whether the stop check wants the commit in flight given up, from the rest of
+ * its bytes at the throughput it has had so far (before its first chunk: the last
+ * commit's, or the unmeasured guess). Sets cancel, so that every I/O thread stops. */
+int ckpt_stream_should_stop(ckpt *c) {
+    if (!c->stream || !c->stop_fn) return 0;
+    double total = (double)CKPT_TENSORS * (double)c->lay->numel * 4.0;
+    double done = (double)atomic_load(&c->done_bytes);
+    double spent = ckpt_now_mono() - c->commit_started;
+    double rate = done > 0 && spent > 0 ? done / spent : c->rate > 0 ? c->rate : CKPT_UNMEASURED_RATE;
+    if (!c->stop_fn(c->stop_arg, (total - done) / rate)) return 0;
+    atomic_store(&c->given_up, 1);
+    atomic_store(&c->cancel, 1);
+    return 1;
+}
+
+void ckpt_close(ckpt *c) {
+    if (!c) return;
+    if (c->thread_started) {
+        pthread_mutex_lock(&c->mu);
+        c->quit = 1;
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        pthread_join(c->thread, NULL);
+    }
+    rec_state_free(&c->snap);
+    free_common(c);
+}
+
+float *ckpt_host(ckpt *c, int tensor) { return c->host[tensor]; }
+uint64_t ckpt_epoch(const ckpt *c) { return c->epoch; }
+double ckpt_last_commit_time(const ckpt *c) {
+    pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+    double t = c->last_time;
+    pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+    return t;
+}
+
+uint64_t ckpt_last_commit_seq(const ckpt *c) {
+    pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+    uint64_t s = c->last_seq;
+    pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+    return s;
+}
+
+/* ------------------------------------------------------------------ generations */
+
+void ckpt_set_retention(ckpt *c, long keep) { c->keep = keep; }
+
+void ckpt_set_generation(ckpt *c, uint64_t gen, uint64_t change_seq) {
+    c->gen = gen;
+    c->change_seq = change_seq;
+}
+
+/* Whether an object computed under generation `gen` at run position `seq` belongs to the
+ * run as it stands: the current generation, or an older one before the newest change
+ * took effect. Anything else was written by a writer that was fenced out or whose config
+ * was superseded (a stale writer still running, typically): never part of the run. */
+int ckpt_gen_belongs(int has_gen, uint64_t gen, uint64_t seq, uint64_t cur, uint64_t change_seq) {
+    if (!has_gen) return 1; /* written before generations existed */
+    if (gen == cur) return 1;
+    return gen < cur && seq <= change_seq;
+}
+
+int ckpt_belongs(const ckpt *c, int has_gen, uint64_t gen, uint64_t seq) {
+    return ckpt_gen_belongs(has_gen, gen, seq, c->gen, c->change_seq);
+}
+
+/* Keeps a copy of an object that cannot be part of the run under
+ * quarantine/<epoch>/<key> (this writer's epoch: unique per writer life), says so, and
+ * leaves the original for the caller to replace. Nothing is deleted: an operator can look
+ * at what was set aside (docs/audit.md). */
+int ckpt_quarantine(ckpt *c, const char *key, const void *data, size_t n, const char *why,
+                    tdm_err *e) {
+    char dst[REC_KEY_MAX + 64];
+    ledger_quarantine_key(dst, sizeof dst, c->epoch, key);
+    int rc = store_put(c->st, dst, data, n, STORE_OVERWRITE, e);
+    if (!rc)
+        fprintf(stderr, "tandem: %s/%s %s; kept aside as %s and replaced\n", store_url(c->st), key,
+                why, dst);
+    return rc;
+}
+
+
+/* Replaces `key`, which holds `old` (read at version *ver) that cannot be part of the run,
+ * by `data`: a copy of the old bytes is kept under quarantine/ first. Only while this
+ * writer holds the lease, and only if the object is still the one that was read
+ * (compare-and-swap): a writer let go after another took the run over never replaces what
+ * the new writer wrote. */
+int ckpt_replace_object(ckpt *c, const char *key, const void *old, size_t on,
+                        const store_version *ver, const char *why, const void *data, size_t n,
+                        tdm_err *e) {
+    int rc = ckpt_check_lease(c, e);
+    if (!rc) rc = ckpt_quarantine(c, key, old, on, why, e);
+    if (!rc) rc = store_put_if(c->st, key, data, n, ver, NULL, e);
+    if (rc == STORE_CONFLICT)
+        rc = err_set(e, ERR_STORE, "%s/%s changed while this writer (epoch %llu) replaced it: "
+                     "another writer is active; fenced out, this one stops without writing more",
+                     store_url(c->st), key, (unsigned long long)c->epoch);
+    return rc;
+}
+
+/* An object computed under a newer config generation than this writer's: another writer
+ * has taken the run over with a changed config, so this one is stale (or a change record
+ * was lost: verify says which). ERR_STORE; nothing is written. */
+int ckpt_newer_generation(ckpt *c, const char *key, uint64_t gen, tdm_err *e) {
+    return err_set(e, ERR_STORE,
+                   "%s/%s was computed under config generation %llu, newer than this writer's "
+                   "(%llu): another writer has taken the run over with a changed config, so this "
+                   "one is fenced out and stops without writing more (if no other writer exists, "
+                   "a configs/ change record is missing: run tandem verify)",
+                   store_url(c->st), key, (unsigned long long)gen, (unsigned long long)c->gen);
+}
+
+int ckpt_judge_stored(ckpt *c, const char *key, const void *old, size_t on,
+                      const store_version *ver, const char *damage, int has_gen, uint64_t gen,
+                      uint64_t seq, const void *data, size_t n, int *rc, tdm_err *e) {
+    char why[1200];
+    if (damage) {
+        snprintf(why, sizeof why, "is corrupt (%.1000s)", damage);
+        *rc = ckpt_replace_object(c, key, old, on, ver, why, data, n, e);
+        return 1;
+    }
+    if (has_gen && !c->legacy && gen > c->gen) {
+        *rc = ckpt_newer_generation(c, key, gen, e);
+        return 1;
+    }
+    if (!ckpt_belongs(c, has_gen, gen, seq)) {
+        snprintf(why, sizeof why, "was computed under config generation %llu by a writer that "
+                 "was fenced out or superseded (this run is at generation %llu)",
+                 (unsigned long long)gen, (unsigned long long)c->gen);
+        *rc = ckpt_replace_object(c, key, old, on, ver, why, data, n, e);
+        return 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ lease */
+
+/* Reads the lease into *l (*present = 0 when there is none) and its version into *ver. */
+static int fetch_lease(ckpt *c, rec_lease *l, int *present, store_version *ver, tdm_err *e) {
+    void *data = NULL;
+    size_t n = 0;
+    int rc = store_get(c->st, LEDGER_LEASE, &data, &n, ver, e);
+    *present = 0;
+    if (rc == STORE_NOT_FOUND) {
+        ver->v[0] = '\0';
+        return 0;
+    }
+    if (rc) return rc;
+    char what[600];
+    snprintf(what, sizeof what, "%s/lease", store_url(c->st));
+    rc = rec_lease_decode(data, n, what, l, e);
+    free(data);
+    if (rc) return rc;
+    *present = 1;
+    return 0;
+}
+
+static int read_lease(ckpt *c, rec_lease *l, int *present, tdm_err *e) {
+    return fetch_lease(c, l, present, &c->lease_ver, e);
+}
+
+static int write_lease(ckpt *c, int released, tdm_err *e) {
+    rec_lease l = {.epoch = c->epoch, .pid = (uint64_t)getpid(), .attempt = c->attempt,
+                   .time = ckpt_now_wall(), .released = released};
+    snprintf(l.host, sizeof l.host, "%s", c->host_name);
+    size_t n;
+    void *data = rec_lease_encode(&l, &n);
+    int rc = store_put_if(c->st, LEDGER_LEASE, data, n, &c->lease_ver, &c->lease_ver, e);
+    free(data);
+    if (rc == STORE_CONFLICT)
+        return err_set(e, ERR_STORE, "%s: another writer changed the lease at the same moment; "
+                       "only one tandem may run on a store", store_url(c->st));
+    return rc;
+}
+
+/* The lease still carries our epoch; otherwise we were fenced out by a newer writer.
+ * Called before every object a commit writes, from several upload threads at once:
+ * touches nothing of *c but reads. */
+int ckpt_check_lease(ckpt *c, tdm_err *e) {
+    rec_lease l;
+    int present;
+    store_version ver;
+    int rc = fetch_lease(c, &l, &present, &ver, e);
+    if (rc) return rc;
+    if (!present || l.epoch != c->epoch)
+        return err_set(e, ERR_STORE,
+                       "%s: fenced out: the lease now belongs to writer epoch %llu (host %s, pid "
+                       "%llu); this writer (epoch %llu) stops without writing more",
+                       store_url(c->st), present ? (unsigned long long)l.epoch : 0ULL,
+                       present ? l.host : "?", present ? (unsigned long long)l.pid : 0ULL,
+                       (unsigned long long)c->epoch);
+    return 0;
+}
+
+int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
+    rec_lease old;
+    int present;
+    c->attempt = attempt;
+    int rc = read_lease(c, &old, &present, e);
+    if (rc == ERR_STORE && strstr(e->msg, "/lease")) {
+        /* an undecodable lease is replaced: it only ever held a number */
+        fprintf(stderr, "tandem: %s; replacing it\n", e->msg);
+        present = 0;
+        old.epoch = 0;
+        void *d;
+        size_t n;
+        rc = store_get(c->st, LEDGER_LEASE, &d, &n, &c->lease_ver, e);
+        if (rc == 0) free(d);
+        if (rc == STORE_NOT_FOUND) rc = 0, c->lease_ver.v[0] = '\0';
+    }
+    if (rc) return rc;
+    if (present && !old.released)
+        fprintf(stderr,
+                "tandem: taking over the lease of writer epoch %llu (host %s, pid %llu, attempt "
+                "%llu) that did not release it; if that process is still alive it will be "
+                "fenced out at its next commit\n",
+                (unsigned long long)old.epoch, old.host, (unsigned long long)old.pid,
+                (unsigned long long)old.attempt);
+    c->epoch = (present ? old.epoch : 0) + 1;
+    rc = write_lease(c, 0, e);
+    if (rc) return rc;
+    /* Stamp HEAD with our epoch: HEAD's version changes, so an older writer's next
+     * compare-and-swap fails even if it checked the lease just before we took it. */
+    void *data = NULL;
+    size_t n = 0;
+    rc = store_get(c->st, LEDGER_HEAD, &data, &n, &c->head_ver, e);
+    if (rc == STORE_NOT_FOUND) {
+        c->head_ver.v[0] = '\0';
+        return 0;
+    }
+    if (rc) return rc;
+    rec_head h;
+    tdm_err ignore;
+    if (rec_head_decode(data, n, LEDGER_HEAD, &h, &ignore) == 0) {
+        c->commits = h.commits;
+        h.epoch = c->epoch;
+        size_t hn;
+        void *hd = rec_head_encode(&h, &hn);
+        rc = store_put_if(c->st, LEDGER_HEAD, hd, hn, &c->head_ver, &c->head_ver, e);
+        free(hd);
+        if (rc == STORE_CONFLICT)
+            rc = err_set(e, ERR_STORE, "%s: HEAD changed while taking the lease; another writer "
+                         "is active", store_url(c->st));
+    }
+    free(data);
+    return rc;
+}
+
+int ckpt_release(ckpt *c, tdm_err *e) {
+    if (c->epoch == 0) return 0;
+    int rc = ckpt_check_lease(c, e);
+    if (!rc) rc = write_lease(c, 1, e);
+    return rc;
+}

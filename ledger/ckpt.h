@@ -1,0 +1,183 @@
+/* ckpt.h — checkpoints of a run in its store: commit, verified load with fall-back,
+ * α records with their hash chain, the writer lease (DESIGN.md §5).
+ *
+ * Commit = upload the tensor chunks that are not already known to be stored (blobs are
+ * content-addressed by SHA-256, write-once) → write states/<seq>.mp (create-only) →
+ * move HEAD (compare-and-swap against the version this writer last saw). `seq` is the
+ * run position (steps completed), so a state's bytes depend only on where it is in the
+ * run: re-committing a position after a crash writes the same manifest, and a
+ * different one is nondeterminism (ERR_NONDET), never overwritten.
+ *
+ * Load = every state manifest, newest first, until one decodes and all its blobs
+ * verify; each one that fails is reported to stderr by name. HEAD is a pointer the
+ * commit keeps current; load does not trust it.
+ *
+ * Background writing: ckpt_submit() copies the tensors into host memory (the only
+ * stall of the training loop) and hands the copy to a writer thread; it first waits for
+ * the previous write. Errors of a background write are returned by the next
+ * ckpt_submit/ckpt_wait. Fencing: the writer holds the lease epoch it took at start; a
+ * commit whose lease was taken over fails with ERR_STORE ("fenced out") and moves
+ * nothing.
+ *
+ * Test hooks (environment, for the test suite only): TANDEM_TEST_KILL_AT=label:n raises
+ * SIGKILL at the n-th passage of `label` (blob, manifest, head, alpha), to kill a run
+ * inside a commit deterministically; TANDEM_TEST_STOP_AT=label:n raises SIGSTOP at the
+ * n-th passage of `label` (manifest-put, alpha-put: after the lease check, before the
+ * write), to freeze a writer exactly where a takeover can overtake it.
+ */
+#ifndef TANDEM_LEDGER_CKPT_H
+#define TANDEM_LEDGER_CKPT_H
+
+#include <stdint.h>
+
+#include "model/model.h"
+#include "ledger/records.h"
+#include "storage/store.h"
+#include "util/err.h"
+
+#define CKPT_TENSORS 3 /* params, adam_m, adam_v */
+/* Chunks are hashed and uploaded (and read back) by a few threads: hashing (~1.5 GB/s)
+ * and the store's writes (fsync-bound) then overlap, and chunk k's work never depends on
+ * another's. Streaming holds one chunk per thread in host memory. */
+#define CKPT_IO_THREADS 4
+
+typedef struct ckpt ckpt;
+
+/* Opens checkpointing of a run whose parameter tensors follow `lay`, with blob chunks of
+ * chunk_bytes. Allocates the host snapshot buffers (3 x numel floats). lay == NULL opens
+ * the lease alone (acquire, release, the generation; no loads or commits): for commands
+ * that repair a store without holding a model. */
+ckpt *ckpt_open(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_err *e);
+/* Opens checkpointing without host buffers: commits read the three tensors dev[] (u,
+ * AdamW m, v) of the backend chunk by chunk through ops->download, and loads write them
+ * back chunk by chunk through ops->upload, so host memory holds at most one chunk per I/O
+ * thread (4 x chunk_bytes) instead of a second full copy of the state. The price: a
+ * commit is synchronous (ckpt_snapshot returns when it is stored), so the training loop
+ * waits for the whole write. For states too large to copy into host memory
+ * (checkpoint.snapshot: stream). ckpt_host returns NULL. */
+ckpt *ckpt_open_stream(store *st, const model_layout *lay, uint64_t chunk_bytes,
+                       const model_ops *ops, model_ctx *ctx, float *const dev[CKPT_TENSORS],
+                       tdm_err *e);
+/* Whether `c` was opened by ckpt_open_stream. */
+int ckpt_streaming(const ckpt *c);
+/* Streaming: `stop` is asked before each chunk of a commit (from the I/O threads) with the
+ * seconds the rest of that commit would take at the throughput it has had so far; nonzero
+ * gives the commit up: no manifest is written, HEAD does not move, the chunks already
+ * stored stay as orphans (tandem gc), and ckpt_snapshot returns 0 saying so on stderr —
+ * the last full state stands. For a stop signal whose grace period the commit would
+ * outlast. NULL: never given up. */
+void ckpt_set_stop_check(ckpt *c, int (*stop)(void *arg, double seconds_left), void *arg);
+/* Waits for a pending write, stops the writer thread, frees everything. */
+void ckpt_close(ckpt *c);
+
+/* Takes the writer lease: epoch = previous epoch + 1, and stamps HEAD with it so that a
+ * writer holding an older epoch fails its next compare-and-swap. `attempt` is recorded
+ * (e.g. SLURM_RESTART_COUNT). Prints who held it before when it was not released. */
+int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e);
+/* Marks the lease released (best effort; the run is committed before). */
+int ckpt_release(ckpt *c, tdm_err *e);
+uint64_t ckpt_epoch(const ckpt *c);
+
+/* The host buffers a load fills and a snapshot copies into: [CKPT_TENSORS][numel]; NULL
+ * when streaming (a load then fills the device tensors directly). */
+float *ckpt_host(ckpt *c, int tensor);
+
+/* The config generation this writer computes under (the number of recorded config
+ * changes) and the run position where the newest change took effect. States and α
+ * records carry the generation they were computed under: one that is neither the current
+ * generation nor an older one from before change_seq belongs to a writer that was fenced
+ * out or superseded, and is never used (loads skip it, replays replace it; both keep a
+ * copy under quarantine/<epoch>/). Call before ckpt_load. */
+void ckpt_set_generation(ckpt *c, uint64_t gen, uint64_t change_seq);
+
+/* checkpoint.keep: after each commit the writer deletes the states beyond the newest
+ * `keep` (never HEAD's, never a pinned one) and the blobs only they used (ledger/retain.h);
+ * 0 keeps everything. */
+void ckpt_set_retention(ckpt *c, long keep);
+
+/* The rule of ckpt_set_generation as a pure function (also for `tandem verify`): whether
+ * an object computed under (has_gen, gen) at run position seq belongs to a run at
+ * generation cur whose newest change took effect at change_seq. Objects without a
+ * generation (written before there were any) belong. */
+int ckpt_gen_belongs(int has_gen, uint64_t gen, uint64_t seq, uint64_t cur, uint64_t change_seq);
+
+/* Loads the newest verified state into *rec (scalars; caller frees with
+ * rec_state_free) and the host buffers. *found = 0 when the store holds no usable
+ * state (then nothing is loaded). A run with manifests but none that verifies is
+ * ERR_STORE. */
+int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e);
+
+/* After ckpt_load found a state (and the run accepted it): when HEAD does not name that
+ * state as it is — HEAD missing or damaged, naming a state that is gone or unusable, or
+ * behind it because a commit was cut off between its manifest and the HEAD move — moves
+ * HEAD to it (the lease checked, compare-and-swap), so that `tandem hash`, status and
+ * verify see the run where it is even when no commit follows (a finished run). Says so on
+ * stderr unless HEAD merely lagged behind. 0 when nothing needed doing. */
+int ckpt_settle_head(ckpt *c, tdm_err *e);
+
+/* Loads exactly states/<seq>.mp (read-only use: evaluating a kept state), verified like
+ * ckpt_load but without falling back: ERR_USAGE when it does not exist, ERR_STORE when it
+ * does not verify. */
+int ckpt_load_seq(ckpt *c, uint64_t seq, rec_state *rec, tdm_err *e);
+
+/* Snapshots the state: waits for the previous write, copies `rec` and the three
+ * device buffers (u, AdamW m, AdamW v) into host memory through ops->download, then
+ * commits in the background (async = 1) or before returning (async = 0). */
+int ckpt_snapshot(ckpt *c, const rec_state *rec, const model_ops *ops, model_ctx *ctx,
+                  float *const dev[CKPT_TENSORS], int async, tdm_err *e);
+
+/* Waits for the background write; returns its result. */
+int ckpt_wait(ckpt *c, tdm_err *e);
+
+/* Throughput assumed before this writer has measured one commit of its own: what a slow
+ * object store does (bytes/s), so that an unmeasured estimate errs on the long side. */
+#define CKPT_UNMEASURED_RATE 50e6
+
+/* Seconds a full commit of this state would take now: what is left of one in flight plus
+ * a new one, at the throughput of this writer's last commit (CKPT_UNMEASURED_RATE before
+ * it has one); *inflight (may be NULL) gets the first part alone. For deciding whether a
+ * commit fits in a preemption's grace period. */
+double ckpt_commit_estimate(ckpt *c, double *inflight);
+
+/* Gives up the commit in flight: it stops before its next object (HEAD is not moved; what
+ * it uploaded stays as orphan blobs) and this returns once it has. */
+void ckpt_cancel(ckpt *c);
+
+/* Time (seconds, monotonic) and seq of the last completed commit; seq UINT64_MAX if none. */
+double ckpt_last_commit_time(const ckpt *c);
+uint64_t ckpt_last_commit_seq(const ckpt *c);
+
+/* Writes alpha/<t>.mp (stamped with the writer's generation and a self-digest), or, when
+ * it exists (a replay), checks that the stored record has the same hash: a record that is
+ * damaged (its digest fails, or it does not decode) or was computed under another
+ * generation is kept aside under quarantine/ and replaced (reported); an intact one of
+ * the same generation with a different hash is ERR_NONDET naming the episode and both
+ * hashes. Every write is preceded by a lease check (ERR_STORE "fenced out"). *hash gets
+ * the record's hash. */
+int ckpt_alpha_record(ckpt *c, const rec_alpha *a, sha256_digest *hash, tdm_err *e);
+
+/* The part of the α chain a state vouches for (its alpha_records and alpha_head): every
+ * alpha/<t>.mp for t < records is present, intact (decodes, its self-digest holds), links
+ * to the one before and the last one hashes to head. ERR_STORE naming the hole or the
+ * damaged record and the repair otherwise: a run never goes on with a hole in its audit
+ * trail. Reads `records` small objects. */
+int ckpt_check_chain(ckpt *c, uint64_t records, const sha256_digest *head, tdm_err *e);
+
+/* Reports (stderr) every α record missing between the part of the chain a state vouches
+ * for (`records`) and the newest record in the store: a hole past the state, which the
+ * replay re-derives, said out loud as verify says it. Store errors are returned. */
+int ckpt_report_alpha_holes(ckpt *c, uint64_t records, tdm_err *e);
+
+/* Removes states/<seq>.mp for every seq > after (used when pinned config keys change:
+ * those states belong to the old trajectory). */
+int ckpt_drop_states_after(ckpt *c, uint64_t after, tdm_err *e);
+
+/* Sets aside the α records of episodes whose α update took effect after run position
+ * `after` (record seq > after): each alpha/<t>.mp is copied to
+ * superseded/<change>/alpha/<t>.mp, then deleted, so that the replay under changed config
+ * writes its own records instead of failing the replay check. Nothing is lost: the old
+ * trajectory's records stay readable under superseded/. Idempotent (a crash midway is
+ * finished by the next call). *moved gets the number set aside. */
+int ckpt_supersede_alpha_after(ckpt *c, uint64_t after, uint64_t change, int *moved, tdm_err *e);
+
+#endif

@@ -1,0 +1,178 @@
+/* ckpt_alpha.c — the α records: written as they are computed, compared on a replay,
+ * hash-chained; the chain checked on a resume; records set aside after a config change; see ckpt.h. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ledger/ckpt_impl.h"
+#include "ledger/keys.h"
+#include "ledger/retain.h"
+#include "storage/sha256.h"
+#include "util/testhook.h"
+
+int ckpt_supersede_alpha_after(ckpt *c, uint64_t after, uint64_t change, int *moved, tdm_err *e) {
+    *moved = 0;
+    store_list l;
+    int rc = store_list_prefix(c->st, LEDGER_ALPHA, &l, e);
+    for (size_t i = 0; !rc && i < l.n; i++) {
+        const char *key = l.keys[i];
+        void *data = NULL;
+        size_t n = 0;
+        rc = store_get(c->st, key, &data, &n, NULL, e);
+        if (rc == STORE_NOT_FOUND) { /* moved by an earlier, interrupted call */
+            rc = 0;
+            continue;
+        }
+        if (rc) break;
+        rec_alpha a;
+        tdm_err de;
+        /* an unreadable record is left where it is: the replay rewrites it (reported); one
+         * computed under the current generation already is the replay's own */
+        if (rec_alpha_decode(data, n, key, &a, &de) == 0 && a.seq > after &&
+            !(a.has_gen && !c->legacy && a.gen == c->gen)) {
+            char dst[128];
+            ledger_superseded_key(dst, sizeof dst, change, key);
+            rc = store_put(c->st, dst, data, n, STORE_OVERWRITE, e);
+            testhook_kill_at("supersede");
+            if (!rc) rc = store_delete(c->st, key, e);
+            if (rc == STORE_NOT_FOUND) rc = 0;
+            if (!rc) (*moved)++;
+        }
+        free(data);
+    }
+    store_list_free(&l);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ α records */
+
+int ckpt_check_chain(ckpt *c, uint64_t records, const sha256_digest *head, tdm_err *e) {
+    const char *url = store_url(c->st);
+    sha256_digest prev = {0};
+    for (uint64_t t = 0; t < records; t++) {
+        char key[64];
+        ledger_alpha_key(key, sizeof key, t);
+        void *data = NULL;
+        size_t n = 0;
+        int rc = store_get(c->st, key, &data, &n, NULL, e);
+        const char *problem = NULL;
+        char why[1100];
+        rec_alpha a;
+        tdm_err de;
+        if (rc == STORE_NOT_FOUND) {
+            problem = "is missing: the audit trail has a hole";
+        } else if (rc) {
+            return rc;
+        } else if (rec_alpha_decode(data, n, key, &a, &de) != 0) {
+            snprintf(why, sizeof why, "is damaged (%.1000s)", de.msg);
+            problem = why;
+        } else if (a.t != t || !sha256_equal(&a.prev, &prev)) {
+            problem = "does not link to the record before it";
+        } else {
+            rec_alpha_hash(&a, &prev);
+            if (t + 1 == records && !sha256_equal(&prev, head))
+                problem = "is not the record the newest state vouches for";
+        }
+        free(data);
+        if (problem)
+            return err_set(e, ERR_STORE,
+                           "%s/%s %s, inside the part of the α chain that the newest state "
+                           "vouches for (%llu records). Restore it from a copy of the store, or "
+                           "run `tandem repair %s` (a dry run; then --apply) to roll the run back "
+                           "to before it",
+                           url, key, problem, (unsigned long long)records, url);
+    }
+    return 0;
+}
+
+static int cmp_asc(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int ckpt_report_alpha_holes(ckpt *c, uint64_t records, tdm_err *e) {
+    store_list l;
+    int rc = store_list_prefix(c->st, LEDGER_ALPHA, &l, e);
+    if (rc) return rc;
+    uint64_t *ts = calloc(l.n ? l.n : 1, sizeof *ts);
+    size_t n = 0;
+    for (size_t i = 0; ts && i < l.n; i++)
+        if (ledger_key_index(l.keys[i], LEDGER_ALPHA, &ts[n]) == 0 && ts[n] >= records) n++;
+    store_list_free(&l);
+    if (!ts) return err_set(e, ERR_INTERNAL, "out of memory");
+    qsort(ts, n, sizeof *ts, cmp_asc);
+    uint64_t want = records;
+    for (size_t i = 0; i < n; i++) {
+        for (; want < ts[i]; want++)
+            fprintf(stderr, "tandem: %s/alpha/%llu.mp is missing (a hole in the alpha chain past "
+                    "the newest state, which vouches for %llu records); the replay re-derives it\n",
+                    store_url(c->st), (unsigned long long)want, (unsigned long long)records);
+        want = ts[i] + 1;
+    }
+    free(ts);
+    return 0;
+}
+
+int ckpt_alpha_record(ckpt *c, const rec_alpha *in, sha256_digest *hash, tdm_err *e) {
+    rec_alpha a = *in;
+    a.has_gen = !c->legacy;
+    a.gen = c->gen;
+    rec_alpha_hash(&a, hash);
+    size_t n;
+    void *data = rec_alpha_encode(&a, &n);
+    char key[64];
+    ledger_alpha_key(key, sizeof key, a.t);
+    testhook_kill_at("alpha");
+    int rc = ckpt_check_lease(c, e);
+    if (!rc) ckpt_stop_hook("alpha-put");
+    if (!rc) rc = store_put(c->st, key, data, n, STORE_CREATE, e);
+    if (rc == STORE_EXISTS) {
+        void *old = NULL;
+        size_t on = 0;
+        store_version ver;
+        rc = store_get(c->st, key, &old, &on, &ver, e);
+        if (rc == STORE_NOT_FOUND) /* gone since: write ours */
+            rc = store_put(c->st, key, data, n, STORE_CREATE, e);
+        else if (rc == 0) {
+            rec_alpha stored;
+            tdm_err de;
+            sha256_digest sh;
+            /* damaged (its own digest says so, or it does not decode): re-derived */
+            int bad = rec_alpha_decode(old, on, key, &stored, &de) != 0;
+            if (!bad && (rec_alpha_hash(&stored, &sh), sha256_equal(&sh, hash))) {
+                rc = 0; /* the replay agrees */
+            } else if (ckpt_judge_stored(c, key, old, on, &ver, bad ? de.msg : NULL, stored.has_gen,
+                                         stored.gen, stored.seq, data, n, &rc, e)) {
+                /* settled: replaced, or fenced out */
+            } else if (stored.t != a.t || stored.seq != a.seq || !sha256_equal(&stored.prev, &a.prev)) {
+                /* intact, but not a continuation of this run's verified chain (it links to
+                 * another record before it, or sits at another position): another run's
+                 * record, or one whose predecessor was itself replaced. The replay's
+                 * inputs are not the ones it was computed from, so it proves nothing */
+                rc = ckpt_replace_object(c, key, old, on, &ver,
+                                         "does not continue this run's alpha chain (it links "
+                                         "to another record before it, or holds another run "
+                                         "position)",
+                                         data, n, e);
+            } else {
+                char h1[65], h2[65];
+                sha256_hex(hash, h1);
+                sha256_hex(&sh, h2);
+                rc = err_set(e, ERR_NONDET,
+                             "nondeterminism in episode %llu: the replay's alpha record "
+                             "hashes to %s but %s/%s holds %s (intact, same config); nothing was "
+                             "overwritten",
+                             (unsigned long long)a.t, h1, store_url(c->st), key, h2);
+            }
+        }
+        free(old);
+    }
+    free(data);
+    return rc;
+}

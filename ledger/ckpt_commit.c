@@ -1,0 +1,382 @@
+/* ckpt_commit.c — full commits: blobs (hashed and stored by a few threads), the manifest,
+ * HEAD by compare-and-swap; the background writer; snapshots and streaming; see ckpt.h. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ledger/ckpt_impl.h"
+#include "ledger/keys.h"
+#include "ledger/retain.h"
+#include "storage/sha256.h"
+#include "util/testhook.h"
+
+/* ------------------------------------------------------------------ blobs */
+
+void ckpt_blob_key(const sha256_digest *d, char key[8 + SHA256_HEX_LEN + 1]) {
+    ledger_blob_key(key, 8 + SHA256_HEX_LEN + 1, d);
+}
+
+static int is_known(const ckpt *c, const sha256_digest *d) {
+    for (size_t i = 0; i < c->nknown; i++)
+        if (sha256_equal(&c->known[i], d)) return 1;
+    return 0;
+}
+
+/* Stores one chunk unless it is already stored intact; repairs a corrupt copy.
+ * (TANDEM_TEST_BLOB_DELAY_MS slows every write: a throttled store, for the tests.) */
+static int put_blob(ckpt *c, const sha256_digest *d, const void *data, size_t n, tdm_err *e) {
+    if (is_known(c, d)) return 0;
+    char key[80];
+    ckpt_blob_key(d, key);
+    testhook_kill_at("blob");
+    testhook_sleep("TANDEM_TEST_BLOB_DELAY_MS");
+    if (atomic_load(&c->cancel) || ckpt_stream_should_stop(c))
+        return err_set(e, ERR_STORE, "%s: the commit was given up (no time left before the stop)",
+                       store_url(c->st));
+    int rc = ckpt_check_lease(c, e); /* a fenced-out writer writes nothing more */
+    if (rc) return rc;
+    rc = store_put(c->st, key, data, n, STORE_CREATE, e);
+    if (rc != STORE_EXISTS) return rc;
+    void *old = NULL;
+    size_t on = 0;
+    rc = store_get(c->st, key, &old, &on, NULL, e);
+    if (rc) return rc == STORE_NOT_FOUND ? store_put(c->st, key, data, n, STORE_CREATE, e) : rc;
+    sha256_digest od;
+    sha256(old, on, &od);
+    free(old);
+    if (sha256_equal(&od, d)) return 0;
+    fprintf(stderr, "tandem: %s/%s was corrupt (its content does not hash to its name); rewriting it\n",
+            store_url(c->st), key);
+    return store_put(c->st, key, data, n, STORE_OVERWRITE, e);
+}
+
+static size_t chunk_count(const ckpt *c) {
+    uint64_t bytes = (uint64_t)c->lay->numel * 4;
+    return (size_t)((bytes + c->chunk_bytes - 1) / c->chunk_bytes);
+}
+
+/* ------------------------------------------------------------------ commit */
+
+static int fill_views(rec_state *r, const model_layout *lay, tdm_err *e) {
+    r->nviews = (size_t)lay->n;
+    r->views = calloc(r->nviews, sizeof *r->views);
+    if (!r->views) return err_set(e, ERR_INTERNAL, "out of memory");
+    for (int i = 0; i < lay->n; i++) {
+        snprintf(r->views[i].name, REC_NAME_MAX, "%s", lay->t[i].name);
+        r->views[i].rows = (uint64_t)lay->t[i].shape[0];
+        r->views[i].cols = (uint64_t)lay->t[i].shape[1];
+        r->views[i].offset = lay->t[i].offset;
+    }
+    return 0;
+}
+
+
+typedef struct upload_job {
+    ckpt *c;
+    rec_state *r;
+    size_t nchunks, first, stride;
+    uint8_t *buf; /* streaming: this job's chunk buffer */
+    int rc;
+    tdm_err e;
+} upload_job;
+
+/* Streaming: chunk `k` of tensor `t` (len bytes at byte offset off) between the backend's
+ * tensor and buf, in the direction `down` (device to host) or up. */
+int ckpt_transfer(ckpt *c, int t, uint64_t off, size_t len, uint8_t *buf, int down, tdm_err *e) {
+    float *d = c->dev[t] + off / sizeof(float);
+    pthread_mutex_lock(&c->dev_mu);
+    int rc = down ? c->ops->download(c->ctx, (float *)buf, d, len / sizeof(float), e)
+                  : c->ops->upload(c->ctx, d, (const float *)buf, len / sizeof(float), e);
+    pthread_mutex_unlock(&c->dev_mu);
+    return rc;
+}
+
+static void *upload_main(void *arg) {
+    upload_job *j = arg;
+    uint64_t bytes = (uint64_t)j->c->lay->numel * 4;
+    size_t total = CKPT_TENSORS * j->nchunks;
+    for (size_t i = j->first; i < total && !j->rc; i += j->stride) {
+        size_t t = i / j->nchunks, k = i % j->nchunks;
+        rec_tensor *rt = &j->r->tensors[t];
+        uint64_t off = k * j->c->chunk_bytes;
+        size_t len = (size_t)(bytes - off < j->c->chunk_bytes ? bytes - off : j->c->chunk_bytes);
+        const uint8_t *data = (const uint8_t *)j->c->host[t] + off;
+        if (j->c->stream) {
+            if ((j->rc = ckpt_transfer(j->c, (int)t, off, len, j->buf, 1, &j->e))) break;
+            data = j->buf;
+        }
+        sha256(data, len, &rt->chunks[k]);
+        j->rc = put_blob(j->c, &rt->chunks[k], data, len, &j->e);
+        atomic_fetch_add(&j->c->done_bytes, (unsigned long long)len);
+    }
+    return NULL;
+}
+
+/* checkpoint.keep after a commit: best effort (the commit holds either way; the next
+ * pass, or tandem gc, finishes what a failure leaves), and never by a writer that has
+ * lost the lease since. */
+static void retain_now(ckpt *c) {
+    if (c->keep <= 0) return;
+    tdm_err re;
+    retain_report rep;
+    testhook_kill_at("retain");
+    if (ckpt_check_lease(c, &re) == 0 && retain_after_commit(c->st, c->keep, &rep, &re) != 0)
+        fprintf(stderr, "tandem: keeping the newest %ld states after the commit failed (%s); the "
+                "commit holds, the next one tries again\n", c->keep, re.msg);
+}
+
+static int commit(ckpt *c, tdm_err *e) {
+    rec_state *r = &c->snap;
+    size_t nchunks = chunk_count(c), numel = c->lay->numel;
+    int rc = fill_views(r, c->lay, e);
+    if (rc) return rc;
+    r->ntensors = CKPT_TENSORS;
+    r->tensors = calloc(CKPT_TENSORS, sizeof *r->tensors);
+    sha256_digest *all = calloc(CKPT_TENSORS * nchunks, sizeof *all);
+    if (!r->tensors || !all) {
+        free(all);
+        return err_set(e, ERR_INTERNAL, "out of memory");
+    }
+    for (int t = 0; t < CKPT_TENSORS && !rc; t++) {
+        rec_tensor *rt = &r->tensors[t];
+        snprintf(rt->name, sizeof rt->name, "%s", ckpt_tensor_names[t]);
+        snprintf(rt->dtype, sizeof rt->dtype, "f32");
+        rt->ndim = 1;
+        rt->shape[0] = numel;
+        rt->chunk_bytes = c->chunk_bytes;
+        rt->nchunks = nchunks;
+        rt->chunks = calloc(nchunks, sizeof *rt->chunks);
+        if (!rt->chunks) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    }
+    size_t total = CKPT_TENSORS * nchunks;
+    size_t nthreads = total < CKPT_IO_THREADS ? total : CKPT_IO_THREADS;
+    upload_job jobs[CKPT_IO_THREADS];
+    pthread_t tids[CKPT_IO_THREADS];
+    int created[CKPT_IO_THREADS] = {0};
+    uint8_t *bufs[CKPT_IO_THREADS] = {0};
+    for (size_t w = 0; c->stream && !rc && w < nthreads; w++)
+        if (!(bufs[w] = malloc(c->chunk_bytes < (uint64_t)numel * 4 ? c->chunk_bytes
+                                                                    : (uint64_t)numel * 4)))
+            rc = err_set(e, ERR_INTERNAL, "out of memory for a checkpoint chunk buffer");
+    for (size_t w = 0; !rc && w < nthreads; w++) {
+        jobs[w] = (upload_job){.c = c, .r = r, .nchunks = nchunks, .first = w, .stride = nthreads,
+                               .buf = bufs[w]};
+        if (w > 0) created[w] = pthread_create(&tids[w], NULL, upload_main, &jobs[w]) == 0;
+    }
+    if (!rc) {
+        upload_main(&jobs[0]);
+        for (size_t w = 1; w < nthreads; w++) {
+            if (created[w]) pthread_join(tids[w], NULL);
+            else upload_main(&jobs[w]); /* no thread: do its share here */
+        }
+        for (size_t w = 0; w < nthreads; w++)
+            if (jobs[w].rc) {
+                rc = jobs[w].rc;
+                if (e) *e = jobs[w].e;
+                break;
+            }
+    }
+    for (size_t w = 0; w < CKPT_IO_THREADS; w++) free(bufs[w]);
+    for (int t = 0; !rc && t < CKPT_TENSORS; t++)
+        memcpy(all + t * nchunks, r->tensors[t].chunks, nchunks * sizeof *all);
+    if (rc) {
+        free(all);
+        return rc;
+    }
+    r->has_gen = !c->legacy;
+    r->gen = c->gen;
+    size_t mn;
+    void *manifest = rec_state_encode(r, &mn);
+    sha256_digest msha;
+    sha256(manifest, mn, &msha);
+    char key[64];
+    ledger_state_key(key, sizeof key, r->seq);
+    testhook_kill_at("manifest");
+    rc = ckpt_check_lease(c, e);
+    if (!rc) ckpt_stop_hook("manifest-put");
+    if (!rc) rc = store_put(c->st, key, manifest, mn, STORE_CREATE, e);
+    if (rc == STORE_EXISTS) {
+        /* a replay of this position: the stored manifest must be ours, byte for byte */
+        void *old = NULL;
+        size_t on = 0;
+        store_version ver;
+        rc = store_get(c->st, key, &old, &on, &ver, e);
+        if (rc == STORE_NOT_FOUND) /* gone since: write ours */
+            rc = store_put(c->st, key, manifest, mn, STORE_CREATE, e);
+        else if (rc == 0 && !(on == mn && memcmp(old, manifest, mn) == 0)) {
+            rec_state probe;
+            tdm_err de;
+            int rejected = 0;
+            for (size_t i = 0; i < c->nrejected; i++) rejected |= c->rejected[i] == r->seq;
+            /* damaged (its own digest says so, or it does not decode): not evidence */
+            int bad = rec_state_decode(old, on, key, &probe, &de) != 0;
+            int has_gen = bad ? 0 : probe.has_gen;
+            uint64_t gen = bad ? 0 : probe.gen, seq = bad ? 0 : probe.seq;
+            if (!bad) rec_state_free(&probe);
+            if (ckpt_judge_stored(c, key, old, on, &ver, bad ? de.msg : NULL, has_gen, gen, seq,
+                                  manifest, mn, &rc, e)) {
+                /* settled: replaced, or fenced out */
+            } else if (rejected) {
+                /* the load found it unusable (a chunk missing or corrupt): what it says of
+                 * tensors nobody can read is no evidence of anything */
+                rc = ckpt_replace_object(c, key, old, on, &ver,
+                                         "could not be loaded (a chunk it names is missing or "
+                                         "corrupt, see above)",
+                                         manifest, mn, e);
+            } else {
+                sha256_digest od;
+                sha256(old, on, &od);
+                char h1[65], h2[65];
+                sha256_hex(&msha, h1);
+                sha256_hex(&od, h2);
+                rc = err_set(e, ERR_NONDET,
+                             "nondeterminism at run position %llu (episode %llu): the replayed "
+                             "state hashes to %s but %s holds %s; nothing was overwritten",
+                             (unsigned long long)r->seq, (unsigned long long)r->episode, h1, key,
+                             h2);
+            }
+        }
+        free(old);
+    }
+    if (!rc) {
+        testhook_kill_at("head");
+        rc = ckpt_check_lease(c, e);
+    }
+    if (!rc) {
+        rec_head h = {.seq = r->seq, .state_sha = msha, .epoch = c->epoch, .time = ckpt_now_wall(),
+                      .commits = c->commits + 1};
+        snprintf(h.state, sizeof h.state, "%s", key);
+        size_t hn;
+        void *hd = rec_head_encode(&h, &hn);
+        rc = store_put_if(c->st, LEDGER_HEAD, hd, hn, &c->head_ver, &c->head_ver, e);
+        free(hd);
+        if (rc == STORE_CONFLICT)
+            rc = err_set(e, ERR_STORE,
+                         "%s: fenced out: HEAD was moved by another writer; this writer (epoch "
+                         "%llu) stops without moving it",
+                         store_url(c->st), (unsigned long long)c->epoch);
+        if (!rc) c->commits++;
+    }
+    free(manifest);
+    if (rc) {
+        free(all);
+        return rc;
+    }
+    free(c->known);
+    c->known = all;
+    c->nknown = CKPT_TENSORS * nchunks;
+    pthread_mutex_lock(&c->mu);
+    c->last_time = ckpt_now_mono();
+    c->last_seq = r->seq;
+    if (c->commit_started > 0 && c->last_time > c->commit_started)
+        c->rate = (double)CKPT_TENSORS * (double)numel * 4.0 / (c->last_time - c->commit_started);
+    pthread_mutex_unlock(&c->mu);
+    retain_now(c);
+    return 0;
+}
+
+void *ckpt_writer_main(void *arg) {
+    ckpt *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!c->pending && !c->quit) pthread_cond_wait(&c->cv, &c->mu);
+        if (!c->pending) break;
+        pthread_mutex_unlock(&c->mu);
+        tdm_err e = {0};
+        int rc = commit(c, &e);
+        pthread_mutex_lock(&c->mu);
+        c->result = rc;
+        c->result_err = e;
+        c->pending = 0;
+        pthread_cond_broadcast(&c->cv);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+double ckpt_commit_estimate(ckpt *c, double *inflight_out) {
+    double bytes = (double)CKPT_TENSORS * (double)c->lay->numel * 4.0;
+    pthread_mutex_lock(&c->mu);
+    double rate = c->rate > 0 ? c->rate : CKPT_UNMEASURED_RATE;
+    /* what is left of a commit in flight: its whole time minus what has passed, at least
+     * nothing */
+    double inflight = 0;
+    if (c->pending && c->commit_started > 0) {
+        inflight = bytes / rate - (ckpt_now_mono() - c->commit_started);
+        if (inflight < 0) inflight = 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (inflight_out) *inflight_out = inflight;
+    return inflight + bytes / rate;
+}
+
+void ckpt_cancel(ckpt *c) {
+    atomic_store(&c->cancel, 1);
+    tdm_err ignore;
+    ckpt_wait(c, &ignore); /* the writer stops before its next object */
+    atomic_store(&c->cancel, 0);
+    pthread_mutex_lock(&c->mu);
+    c->result = 0; /* a given-up commit is not a failure of the run */
+    pthread_mutex_unlock(&c->mu);
+}
+
+int ckpt_wait(ckpt *c, tdm_err *e) {
+    pthread_mutex_lock(&c->mu);
+    while (c->pending) pthread_cond_wait(&c->cv, &c->mu);
+    int rc = c->result;
+    if (rc && e) *e = c->result_err;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int ckpt_snapshot(ckpt *c, const rec_state *rec, const model_ops *ops, model_ctx *ctx,
+                  float *const dev[CKPT_TENSORS], int async, tdm_err *e) {
+    int rc = ckpt_wait(c, e);
+    if (rc) return rc;
+    c->commit_started = ckpt_now_mono();
+    rec_state_free(&c->snap);
+    c->snap = *rec;
+    c->snap.views = NULL;
+    c->snap.tensors = NULL;
+    c->snap.nviews = c->snap.ntensors = 0;
+    if (c->stream) {
+        /* no copy to take: the commit reads the tensors chunk by chunk, before returning */
+        c->ops = ops;
+        c->ctx = ctx;
+        for (int t = 0; t < CKPT_TENSORS; t++) c->dev[t] = dev[t];
+        atomic_store(&c->done_bytes, 0);
+        atomic_store(&c->given_up, 0);
+        rc = commit(c, e);
+        if (rc && atomic_load(&c->given_up)) {
+            /* not a failure: the stop came and the rest would not fit; nothing moved */
+            fprintf(stderr, "tandem: the streamed commit of run position %llu was given up for "
+                    "the stop (the rest would not finish in time); the last full state stands\n",
+                    (unsigned long long)c->snap.seq);
+            atomic_store(&c->cancel, 0);
+            atomic_store(&c->given_up, 0);
+            rc = 0;
+        }
+        c->result = rc;
+        if (rc) c->result_err = *e;
+        return rc;
+    }
+    for (int t = 0; !c->stream && t < CKPT_TENSORS; t++)
+        if ((rc = ops->download(ctx, c->host[t], dev[t], c->lay->numel, e))) return rc;
+    if (!async) {
+        rc = commit(c, e);
+        c->result = rc;
+        if (rc) c->result_err = *e;
+        return rc;
+    }
+    pthread_mutex_lock(&c->mu);
+    c->pending = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}

@@ -1,0 +1,134 @@
+/* ckpt_impl.h — what the parts of the checkpoint writer share: the ckpt struct and the
+ * helpers that cross its files (ckpt.c: open, lease, generations, set-aside;
+ * ckpt_commit.c: blobs, commits, snapshots; ckpt_load.c: verified loads, HEAD;
+ * ckpt_alpha.c: the α records and their chain). Only ledger/ckpt*.c include it. */
+#ifndef TANDEM_LEDGER_CKPT_IMPL_H
+#define TANDEM_LEDGER_CKPT_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "ledger/ckpt.h"
+#include "ledger/records.h"
+#include "storage/sha256.h"
+#include "storage/store.h"
+
+struct ckpt {
+    store *st;
+    const model_layout *lay;
+    uint64_t chunk_bytes;
+    float *host[CKPT_TENSORS];
+    /* the lease and HEAD as this writer last saw them */
+    uint64_t epoch;
+    uint64_t commits; /* the run's full commits so far, as HEAD counts them */
+    store_version lease_ver, head_ver;
+    char host_name[REC_NAME_MAX];
+    uint64_t attempt;
+    /* chunks of the last committed or loaded state: known to be stored intact */
+    sha256_digest *known;
+    size_t nknown;
+    /* the writer thread and its one-slot queue */
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int pending, quit;
+    int result; /* of the last background write */
+    tdm_err result_err;
+    rec_state snap; /* scalars of the state being written */
+    double last_time;
+    uint64_t last_seq;
+    /* the config generation this writer computes under and where the newest change took
+     * effect (ckpt_set_generation); legacy: the run began before states and α records
+     * carried a generation and a self-digest, so this writer writes none either */
+    uint64_t gen, change_seq;
+    int legacy;
+    long keep; /* retention after each commit (ckpt_set_retention); 0 = keep all */
+    /* throughput of this writer's last completed commit (bytes it wrote over the seconds
+     * the commit took, snapshot to HEAD), for ckpt_commit_estimate; 0 before any */
+    double rate;
+    atomic_int cancel; /* ckpt_cancel: the commit in flight stops before its next object */
+    double commit_started; /* monotonic time the pending commit began (0: none pending) */
+    /* the state the last ckpt_load chose, and whether HEAD names it as it is; head_note
+     * says what was wrong with HEAD when that is news (empty when HEAD merely lags behind
+     * a state whose commit was cut off before HEAD moved) */
+    int loaded, head_current;
+    uint64_t loaded_seq;
+    char loaded_key[64];
+    sha256_digest loaded_sha;
+    char head_note[REC_KEY_MAX + 96];
+    /* states the last load found unusable although their manifests decode (a chunk
+     * missing or corrupt, another layout): not evidence for a replay that reaches them */
+    uint64_t *rejected;
+    size_t nrejected;
+    /* streaming (ckpt_open_stream): no host copy of the state; each chunk crosses between
+     * the backend's tensors and the store on its own, through a chunk-sized buffer per I/O
+     * thread. dev_mu: one transfer at a time (a backend's stream is not shared between
+     * threads) */
+    int stream;
+    const model_ops *ops;
+    model_ctx *ctx;
+    float *dev[CKPT_TENSORS];
+    pthread_mutex_t dev_mu;
+    /* ckpt_set_stop_check: asked before each chunk of a streamed commit */
+    int (*stop_fn)(void *arg, double seconds_left);
+    void *stop_arg;
+    atomic_ullong done_bytes; /* of the commit in flight */
+    atomic_int given_up;      /* the stop check gave the commit in flight up */
+};
+
+/* "params", "adam_m", "adam_v": the names of the three tensors in a manifest. */
+extern const char *const ckpt_tensor_names[CKPT_TENSORS];
+
+/* Clocks: monotonic (durations) and wall (records' timestamps), seconds. */
+double ckpt_now_mono(void);
+double ckpt_now_wall(void);
+
+/* TANDEM_TEST_STOP_AT=label:n: SIGSTOP at the n-th passage of `label` (ckpt.h). */
+void ckpt_stop_hook(const char *label);
+
+/* Streaming: whether the stop check gives the commit in flight up (then sets cancel). */
+int ckpt_stream_should_stop(ckpt *c);
+
+/* ckpt_gen_belongs for this writer's generation and change position. */
+int ckpt_belongs(const ckpt *c, int has_gen, uint64_t gen, uint64_t seq);
+
+/* Keeps a copy of `key` (data, n) under quarantine/<epoch>/ with the reason. */
+int ckpt_quarantine(ckpt *c, const char *key, const void *data, size_t n, const char *why,
+                    tdm_err *e);
+
+/* ERR_STORE "fenced out" unless this writer still holds the lease. */
+int ckpt_check_lease(ckpt *c, tdm_err *e);
+
+/* Replaces a damaged or stale object: a copy set aside, then a compare-and-swap against
+ * `ver` under the lease. */
+int ckpt_replace_object(ckpt *c, const char *key, const void *old, size_t on,
+                        const store_version *ver, const char *why, const void *data, size_t n,
+                        tdm_err *e);
+
+/* ERR_STORE "fenced out": `key` was written under a newer config generation. */
+int ckpt_newer_generation(ckpt *c, const char *key, uint64_t gen, tdm_err *e);
+
+/* A replay found an object at `key` (old, on; version ver) that is not what it computed
+ * (data, n). Settles the cases that do not depend on the object's kind: damaged (`damage`
+ * says how; NULL when it decodes) or written under another config generation (has_gen,
+ * gen at run position seq): a newer one fences this writer out, one that does not belong
+ * to this run's generations is set aside and replaced. Returns 1 with the outcome in *rc
+ * when it settled the case, 0 when the object is intact and belongs (the caller judges
+ * the difference: nondeterminism, or a kind-specific reason to replace). */
+int ckpt_judge_stored(ckpt *c, const char *key, const void *old, size_t on,
+                      const store_version *ver, const char *damage, int has_gen, uint64_t gen,
+                      uint64_t seq, const void *data, size_t n, int *rc, tdm_err *e);
+
+/* The background writer thread (ckpt_open starts it): one pending commit at a time. */
+void *ckpt_writer_main(void *arg);
+
+/* blobs/<hex of d>. */
+void ckpt_blob_key(const sha256_digest *d, char key[8 + SHA256_HEX_LEN + 1]);
+
+/* Streaming: len bytes at byte offset off of tensor t between the backend and buf,
+ * device to host when `down`. One transfer at a time (dev_mu). */
+int ckpt_transfer(ckpt *c, int t, uint64_t off, size_t len, uint8_t *buf, int down, tdm_err *e);
+
+#endif

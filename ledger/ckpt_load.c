@@ -1,0 +1,344 @@
+/* ckpt_load.c — verified loads (the newest state whose every chunk verifies, else an
+ * older one), HEAD settled to the state the run resumes from; see ckpt.h. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ledger/ckpt_impl.h"
+#include "ledger/keys.h"
+#include "ledger/retain.h"
+#include "storage/sha256.h"
+#include "util/testhook.h"
+
+/* ------------------------------------------------------------------ load */
+
+static int cmp_desc(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x < y) - (x > y);
+}
+
+/* Checks that a decoded manifest describes this model (the pinned config guarantees
+ * it unless the object is damaged). */
+static int matches_layout(const ckpt *c, const rec_state *r, char *why, size_t cap) {
+    if (r->ntensors != CKPT_TENSORS || r->nviews != (size_t)c->lay->n) {
+        snprintf(why, cap, "it has %zu tensors and %zu views, not 3 and %d", r->ntensors,
+                 r->nviews, c->lay->n);
+        return 0;
+    }
+    for (int t = 0; t < CKPT_TENSORS; t++) {
+        const rec_tensor *rt = &r->tensors[t];
+        if (strcmp(rt->name, ckpt_tensor_names[t]) || rt->ndim != 1 || rt->shape[0] != c->lay->numel) {
+            snprintf(why, cap, "tensor %d is %s with %llu elements, not %s with %zu", t, rt->name,
+                     (unsigned long long)rt->shape[0], ckpt_tensor_names[t], c->lay->numel);
+            return 0;
+        }
+    }
+    for (int i = 0; i < c->lay->n; i++) {
+        const rec_view *v = &r->views[i];
+        const model_tensor *mt = &c->lay->t[i];
+        if (strcmp(v->name, mt->name) || v->rows != (uint64_t)mt->shape[0] ||
+            v->cols != (uint64_t)mt->shape[1] || v->offset != mt->offset) {
+            snprintf(why, cap, "view %s does not match the model's tensor %s", v->name, mt->name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Reads and verifies every chunk of the three tensors into the host buffers. Chunks are
+ * fetched by CKPT_IO_THREADS threads (object stores serve parallel reads much faster);
+ * the first failure (by chunk order) is the one reported. */
+typedef struct read_job {
+    ckpt *c;
+    const rec_state *r;
+    size_t first, stride, total, nchunks;
+    size_t bad;       /* lowest failing chunk index seen by this job, or SIZE_MAX */
+    char why[1200];
+} read_job;
+
+static void *read_main(void *arg) {
+    read_job *j = arg;
+    tdm_err e;
+    for (size_t i = j->first; i < j->total && j->bad == SIZE_MAX; i += j->stride) {
+        size_t t = i / j->nchunks, k = i % j->nchunks;
+        const rec_tensor *rt = &j->r->tensors[t];
+        uint64_t bytes = rt->shape[0] * 4, off = k * rt->chunk_bytes;
+        size_t want = (size_t)(bytes - off < rt->chunk_bytes ? bytes - off : rt->chunk_bytes);
+        char bkey[80];
+        ckpt_blob_key(&rt->chunks[k], bkey);
+        void *data = NULL;
+        size_t n = 0;
+        int rc = store_get_verified(j->c->st, bkey, &rt->chunks[k], &data, &n, &e);
+        if (rc || n != want) {
+            snprintf(j->why, sizeof j->why, "%s (tensor %s chunk %zu) is %.500s", bkey, rt->name, k,
+                     rc == STORE_NOT_FOUND ? "missing"
+                     : rc == STORE_CORRUPT ? "corrupt: its content does not match its SHA-256"
+                     : rc ? e.msg : "corrupt: wrong size");
+            free(data);
+            j->bad = i;
+            break;
+        }
+        if (j->c->stream) {
+            int urc = ckpt_transfer(j->c, (int)t, off, n, data, 0, &e);
+            if (urc) {
+                snprintf(j->why, sizeof j->why, "tensor %s chunk %zu could not be copied to the "
+                         "model: %.900s", rt->name, k, e.msg);
+                free(data);
+                j->bad = i;
+                break;
+            }
+        } else {
+            memcpy((uint8_t *)j->c->host[t] + off, data, n);
+        }
+        free(data);
+    }
+    return NULL;
+}
+
+static int read_tensors(ckpt *c, const rec_state *r, char *why, size_t cap) {
+    size_t nchunks = r->tensors[0].nchunks;
+    for (int t = 1; t < CKPT_TENSORS; t++)
+        if (r->tensors[t].nchunks != nchunks) {
+            snprintf(why, cap, "its tensors are chunked differently");
+            return -1;
+        }
+    size_t total = CKPT_TENSORS * nchunks;
+    size_t nthreads = total < CKPT_IO_THREADS ? total : CKPT_IO_THREADS;
+    read_job jobs[CKPT_IO_THREADS];
+    pthread_t tids[CKPT_IO_THREADS];
+    int created[CKPT_IO_THREADS] = {0};
+    for (size_t w = 0; w < nthreads; w++) {
+        jobs[w] = (read_job){.c = c, .r = r, .first = w, .stride = nthreads, .total = total,
+                             .nchunks = nchunks, .bad = SIZE_MAX};
+        if (w > 0) created[w] = pthread_create(&tids[w], NULL, read_main, &jobs[w]) == 0;
+    }
+    if (nthreads) read_main(&jobs[0]);
+    for (size_t w = 1; w < nthreads; w++) {
+        if (created[w]) pthread_join(tids[w], NULL);
+        else read_main(&jobs[w]);
+    }
+    size_t worst = SIZE_MAX, at = 0;
+    for (size_t w = 0; w < nthreads; w++)
+        if (jobs[w].bad < worst) worst = jobs[w].bad, at = w;
+    if (worst == SIZE_MAX) return 0;
+    snprintf(why, cap, "%s", jobs[at].why);
+    return -1;
+}
+
+int ckpt_load_seq(ckpt *c, uint64_t seq, rec_state *rec, tdm_err *e) {
+    memset(rec, 0, sizeof *rec);
+    char key[64], why[1200];
+    ledger_state_key(key, sizeof key, seq);
+    void *data = NULL;
+    size_t n = 0;
+    int rc = store_get(c->st, key, &data, &n, NULL, e);
+    if (rc == STORE_NOT_FOUND)
+        return err_set(e, ERR_USAGE, "%s/%s does not exist (tandem status lists the kept states)",
+                       store_url(c->st), key);
+    if (rc) return rc;
+    rc = rec_state_decode(data, n, key, rec, e);
+    free(data);
+    if (rc) return rc;
+    if (!matches_layout(c, rec, why, sizeof why) || read_tensors(c, rec, why, sizeof why)) {
+        rec_state_free(rec);
+        return err_set(e, ERR_STORE, "%s/%s: %s", store_url(c->st), key, why);
+    }
+    return 0;
+}
+
+int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
+    *found = 0;
+    memset(rec, 0, sizeof *rec);
+    const char *url = store_url(c->st);
+    /* HEAD: its version is what our first compare-and-swap expects */
+    rec_head head;
+    int have_head = 0;
+    void *data = NULL;
+    size_t n = 0;
+    int rc = store_get(c->st, LEDGER_HEAD, &data, &n, &c->head_ver, e);
+    int head_missing = rc == STORE_NOT_FOUND;
+    if (head_missing) {
+        c->head_ver.v[0] = '\0';
+    } else if (rc) {
+        return rc;
+    } else {
+        tdm_err he;
+        if (rec_head_decode(data, n, LEDGER_HEAD, &head, &he) == 0) have_head = 1, c->commits = head.commits;
+        else fprintf(stderr, "tandem: %s/%s; looking for states by listing\n", url, he.msg);
+        free(data);
+    }
+    store_list l;
+    rc = store_list_prefix(c->st, LEDGER_STATES, &l, e);
+    if (rc) return rc;
+    uint64_t *seqs = calloc(l.n ? l.n : 1, sizeof *seqs);
+    size_t ns = 0;
+    for (size_t i = 0; seqs && i < l.n; i++)
+        if (ledger_key_index(l.keys[i], LEDGER_STATES, &seqs[ns]) == 0) ns++;
+    store_list_free(&l);
+    if (!seqs) return err_set(e, ERR_INTERNAL, "out of memory");
+    qsort(seqs, ns, sizeof *seqs, cmp_desc);
+    if (head_missing && ns > 0)
+        fprintf(stderr, "tandem: %s/HEAD is missing; looking for states by listing\n", url);
+    /* whether HEAD names a state that is there (HEAD merely behind the newest state is
+     * the trace of a commit cut off before HEAD moved, not damage) */
+    int head_listed = 0;
+    for (size_t i = 0; have_head && i < ns; i++) {
+        char key[64];
+        ledger_state_key(key, sizeof key, seqs[i]);
+        head_listed |= strcmp(head.state, key) == 0 && head.seq == seqs[i];
+    }
+    free(c->rejected);
+    c->rejected = calloc(ns ? ns : 1, sizeof *c->rejected);
+    c->nrejected = 0;
+    c->loaded = 0;
+    if (!c->rejected) {
+        free(seqs);
+        return err_set(e, ERR_INTERNAL, "out of memory");
+    }
+    for (size_t i = 0; i < ns; i++) {
+        char key[64];
+        ledger_state_key(key, sizeof key, seqs[i]);
+        rc = store_get(c->st, key, &data, &n, NULL, e);
+        if (rc == STORE_NOT_FOUND) continue;
+        if (rc) {
+            free(seqs);
+            return rc;
+        }
+        sha256_digest d;
+        sha256(data, n, &d);
+        tdm_err de;
+        char why[1200];
+        why[0] = '\0';
+        if (have_head && strcmp(head.state, key) == 0 && !sha256_equal(&d, &head.state_sha))
+            snprintf(why, sizeof why, "does not match the SHA-256 that HEAD records (corrupt)");
+        else if (rec_state_decode(data, n, key, rec, &de) != 0)
+            snprintf(why, sizeof why, "cannot be used: %.1100s", de.msg);
+        else if (rec->has_gen && rec->gen > c->gen) {
+            /* generations only grow and change records are never removed: a state of a
+             * generation the store has no record of means a change record was lost, and
+             * the run cannot know the config it was computed with */
+            uint64_t g = rec->gen;
+            rec_state_free(rec);
+            free(data);
+            free(seqs);
+            return err_set(e, ERR_STORE,
+                           "%s/%s was computed under config generation %llu, but the store "
+                           "records only %llu config changes: %s/configs/%llu.mp is missing. "
+                           "Restore it from a copy of the store (then check with tandem verify); "
+                           "the run cannot go on without the config it was computed with",
+                           url, key, (unsigned long long)g, (unsigned long long)c->gen, url,
+                           (unsigned long long)c->gen);
+        } else if (!ckpt_belongs(c, rec->has_gen, rec->gen, rec->seq)) {
+            snprintf(why, sizeof why, "was computed under config generation %llu by a writer that "
+                     "was fenced out or superseded (this run is at generation %llu)",
+                     (unsigned long long)rec->gen, (unsigned long long)c->gen);
+            rec_state_free(rec);
+        }
+        if (why[0]) {
+            /* the manifest itself is bad: keep a copy aside and take it out of states/, so
+             * that neither this load nor the replay that reaches its position trusts it */
+            tdm_err qe;
+            int qrc = ckpt_quarantine(c, key, data, n, why, &qe);
+            if (!qrc) qrc = store_delete(c->st, key, &qe);
+            if (qrc && qrc != STORE_NOT_FOUND)
+                fprintf(stderr, "tandem: %s/%s %s, and could not be set aside (%s)\n", url, key,
+                        why, qe.msg);
+            fprintf(stderr, "tandem: falling back to an older state\n");
+            free(data);
+            continue;
+        }
+        free(data);
+        if (!matches_layout(c, rec, why, sizeof why) || read_tensors(c, rec, why, sizeof why)) {
+            fprintf(stderr, "tandem: %s/%s: %s; falling back to an older state\n", url, key, why);
+            rec_state_free(rec);
+            c->rejected[c->nrejected++] = seqs[i];
+            continue;
+        }
+        /* a run begun before states carried a generation goes on writing without one, so
+         * that its replays compare byte for byte with what it wrote then */
+        c->legacy = !rec->has_gen;
+        /* every chunk of this state is now known to be stored intact */
+        free(c->known);
+        c->nknown = 0;
+        size_t total = 0; /* the state's own chunking, which may differ from this writer's */
+        for (int t = 0; t < CKPT_TENSORS; t++) total += rec->tensors[t].nchunks;
+        c->known = calloc(total ? total : 1, sizeof *c->known);
+        for (int t = 0; c->known && t < CKPT_TENSORS; t++)
+            for (size_t k = 0; k < rec->tensors[t].nchunks; k++)
+                c->known[c->nknown++] = rec->tensors[t].chunks[k];
+        if (i > 0 || (have_head && head.seq != seqs[i]))
+            fprintf(stderr, "tandem: resuming from %s (run position %llu)\n", key,
+                    (unsigned long long)seqs[i]);
+        c->loaded = 1;
+        c->loaded_seq = seqs[i];
+        snprintf(c->loaded_key, sizeof c->loaded_key, "%s", key);
+        c->loaded_sha = d;
+        c->head_current = have_head && strcmp(head.state, key) == 0 && head.seq == seqs[i] &&
+                          sha256_equal(&head.state_sha, &d);
+        c->head_note[0] = '\0';
+        if (!have_head)
+            snprintf(c->head_note, sizeof c->head_note, "was %s", head_missing ? "missing" : "damaged");
+        else if (!c->head_current && !(head_listed && head.seq < seqs[i]))
+            snprintf(c->head_note, sizeof c->head_note, "named %.128s (run position %llu), which "
+                     "is not a state this run can use", head.state, (unsigned long long)head.seq);
+        c->last_seq = seqs[i];
+        c->last_time = ckpt_now_mono();
+        *found = 1;
+        free(seqs);
+        return 0;
+    }
+    free(seqs);
+    if (ns > 0)
+        return err_set(e, ERR_STORE,
+                       "%s: none of its %zu states verifies (see the messages above); the run "
+                       "cannot be resumed as it is. Restore the store from a copy, or run "
+                       "`tandem repair %s` (a dry run; then --apply) to set the unusable states "
+                       "aside, so that the run replays from its seed (bit for bit, checked "
+                       "against its alpha records)",
+                       url, ns, url);
+    return 0;
+}
+
+int ckpt_settle_head(ckpt *c, tdm_err *e) {
+    if (!c->loaded || c->head_current) return 0;
+    int rc = ckpt_check_lease(c, e);
+    if (rc) return rc;
+    rec_head h = {.seq = c->loaded_seq, .state_sha = c->loaded_sha, .epoch = c->epoch,
+                  .time = ckpt_now_wall(), .commits = c->commits};
+    snprintf(h.state, sizeof h.state, "%s", c->loaded_key);
+    size_t n;
+    void *data = rec_head_encode(&h, &n);
+    rc = store_put_if(c->st, LEDGER_HEAD, data, n, &c->head_ver, &c->head_ver, e);
+    free(data);
+    if (rc == STORE_CONFLICT)
+        return err_set(e, ERR_STORE, "%s: fenced out: HEAD was moved by another writer; this "
+                       "writer (epoch %llu) stops without moving it",
+                       store_url(c->st), (unsigned long long)c->epoch);
+    if (rc) return rc;
+    if (c->head_note[0])
+        fprintf(stderr, "tandem: %s/HEAD %s; it now names %s (run position %llu), the newest "
+                "state that verifies\n", store_url(c->st), c->head_note, c->loaded_key,
+                (unsigned long long)c->loaded_seq);
+    c->head_current = 1;
+    return 0;
+}
+
+int ckpt_drop_states_after(ckpt *c, uint64_t after, tdm_err *e) {
+    store_list l;
+    int rc = store_list_prefix(c->st, LEDGER_STATES, &l, e);
+    for (size_t i = 0; !rc && i < l.n; i++) {
+        uint64_t s;
+        if (ledger_key_index(l.keys[i], LEDGER_STATES, &s) == 0 && s > after) {
+            rc = store_delete(c->st, l.keys[i], e);
+            if (rc == STORE_NOT_FOUND) rc = 0;
+        }
+    }
+    store_list_free(&l);
+    return rc;
+}

@@ -1,0 +1,180 @@
+/* records.h — the msgpack records of a run's store (DESIGN.md §5), version 1.
+ *
+ *   RUN            rec_run      run id, the pinned config (key → value text), its SHA-256,
+ *                               the domain names
+ *   HEAD           rec_head     seq, state key, the manifest's SHA-256, writer epoch, commit
+ *                               time and the run's commit count
+ *   states/<seq>.mp rec_state   everything between two steps except tensor bytes, plus a
+ *                               tensor table name → dtype, shape, chunk SHA-256s
+ *   alpha/<t>.mp   rec_alpha    α_t, α_{t+1}, ℓ_u, ℓ_w, η_α, γ, state seq, previous hash;
+ *                               plus a meta part (time, host, attempt) outside the hash
+ *   lease          rec_lease    writer epoch, host, pid, attempt, released flag
+ *   configs/<n>.mp rec_change   a recorded change of pinned config keys
+ *   mixture.mp     rec_mixture  the final mixture α*: domain names, α*, episodes averaged
+ *
+ * HEAD, change records, state manifests and α records written by this version end with a
+ * self-digest ("self": the SHA-256 of every byte before it), which the decoders check when
+ * it is there (older records have none), so that each is recognised as damaged on its own.
+ *
+ * Every record is a map with "format": 1. Decoders are strict: unknown versions, unknown
+ * or missing fields, wrong types and out-of-range values are ERR_STORE errors naming the
+ * object (the `what` argument, normally its store key). Encoders are deterministic: the
+ * same record gives the same bytes, which is what makes manifest hashes comparable
+ * across interrupted and uninterrupted runs.
+ */
+#ifndef TANDEM_LEDGER_RECORDS_H
+#define TANDEM_LEDGER_RECORDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage/sha256.h"
+#include "util/err.h"
+
+#define REC_FORMAT 1
+#define REC_MAX_DOMAINS 64
+#define REC_NAME_MAX 64
+#define REC_KEY_MAX 128
+#define REC_MAX_TENSORS 4096
+#define REC_MAX_DIMS 4
+
+typedef struct rec_head {
+    uint64_t seq;
+    char state[REC_KEY_MAX]; /* store key of the manifest */
+    sha256_digest state_sha;
+    uint64_t epoch;   /* writer epoch that moved HEAD here */
+    double time;      /* unix seconds of the commit */
+    uint64_t commits; /* full commits of the run so far, this one included */
+} rec_head;
+
+typedef struct rec_kv {
+    char *key;
+    char *value;
+} rec_kv;
+
+typedef struct rec_run {
+    char run_id[REC_NAME_MAX];
+    uint64_t created; /* unix seconds */
+    size_t nconfig;
+    rec_kv *config; /* sorted by key, owned */
+    sha256_digest config_sha;
+    int M;
+    char domains[REC_MAX_DOMAINS][REC_NAME_MAX]; /* the dataset's domain names, in order */
+} rec_run;
+
+typedef struct rec_change {
+    uint64_t seq;     /* state position at which the change applies */
+    uint64_t created; /* unix seconds */
+    size_t n;
+    rec_kv *old_values; /* key → previous value */
+    rec_kv *new_values; /* key → new value (same keys, same order) */
+} rec_change;
+
+/* One tensor stored as little-endian chunks of at most chunk_bytes. */
+typedef struct rec_tensor {
+    char name[REC_NAME_MAX];
+    char dtype[8]; /* "f32" */
+    int ndim;
+    uint64_t shape[REC_MAX_DIMS];
+    uint64_t chunk_bytes;
+    size_t nchunks;
+    sha256_digest *chunks; /* owned */
+} rec_tensor;
+
+/* A named view into the parameter tensor (the model's tensor table), so a state is
+ * self-describing and device-independent. */
+typedef struct rec_view {
+    char name[REC_NAME_MAX];
+    uint64_t rows, cols, offset;
+} rec_view;
+
+typedef struct rec_state {
+    uint64_t seq;        /* run position: steps completed since the start */
+    uint64_t episode;    /* t of the next step */
+    char step[16];       /* next step: "probe", "alpha", "free", "done" */
+    uint64_t index;      /* index of the next free step within the episode */
+    uint64_t free_steps; /* AdamW steps done (the LR schedule position) */
+    uint64_t seed;
+    int M;
+    double alpha[REC_MAX_DOMAINS];
+    int have_losses; /* probe done, alpha not yet: ℓ_u and ℓ_w pending */
+    double loss_u[REC_MAX_DOMAINS], loss_w[REC_MAX_DOMAINS];
+    uint64_t cursors[REC_MAX_DOMAINS][4]; /* train epoch, train pos, val epoch, val pos */
+    uint64_t alpha_records;               /* α records in the chain so far */
+    sha256_digest alpha_head;             /* hash of the last α record (zeros if none) */
+    /* Written by this version on (has_gen): the config generation the state was computed
+     * under (the number of recorded config changes, configs/<n>.mp), and a self-digest
+     * ("self": the SHA-256 of every byte before it) that the decoder checks, so that a
+     * damaged manifest is recognised on its own. Older manifests have neither. */
+    int has_gen;
+    uint64_t gen;
+    size_t nviews;
+    rec_view *views; /* owned */
+    size_t ntensors;
+    rec_tensor *tensors; /* owned */
+} rec_state;
+
+typedef struct rec_alpha {
+    uint64_t t;
+    int M;
+    double alpha[REC_MAX_DOMAINS], alpha_next[REC_MAX_DOMAINS];
+    double loss_u[REC_MAX_DOMAINS], loss_w[REC_MAX_DOMAINS];
+    double lr_alpha, gamma;
+    uint64_t seq; /* run position at which α_{t+1} took effect */
+    sha256_digest prev; /* hash of record t-1 (zeros for t = 0) */
+    /* as in rec_state (has_gen: a "gen" field in the hashed part and a "self" digest of
+     * the whole record after the meta part); older records have neither */
+    int has_gen;
+    uint64_t gen;
+    /* meta: not hashed */
+    double time; /* unix seconds */
+    char host[REC_NAME_MAX];
+    uint64_t attempt;
+} rec_alpha;
+
+typedef struct rec_lease {
+    uint64_t epoch;
+    char host[REC_NAME_MAX];
+    uint64_t pid;
+    uint64_t attempt;
+    double time;
+    int released;
+} rec_lease;
+
+typedef struct rec_mixture {
+    int M;
+    char names[REC_MAX_DOMAINS][REC_NAME_MAX];
+    double alpha[REC_MAX_DOMAINS];
+    uint64_t first, last; /* episodes whose α_{t+1} were averaged, inclusive */
+} rec_mixture;
+
+/* Encoders return a malloc'ed buffer (caller frees) and its size. */
+void *rec_head_encode(const rec_head *h, size_t *n);
+void *rec_run_encode(const rec_run *r, size_t *n);
+void *rec_change_encode(const rec_change *c, size_t *n);
+void *rec_state_encode(const rec_state *s, size_t *n);
+void *rec_alpha_encode(const rec_alpha *a, size_t *n);
+void *rec_lease_encode(const rec_lease *l, size_t *n);
+void *rec_mixture_encode(const rec_mixture *x, size_t *n);
+
+/* Decoders fill the record (zeroing it first); on failure nothing needs freeing. */
+int rec_head_decode(const void *data, size_t n, const char *what, rec_head *h, tdm_err *e);
+int rec_run_decode(const void *data, size_t n, const char *what, rec_run *r, tdm_err *e);
+int rec_change_decode(const void *data, size_t n, const char *what, rec_change *c, tdm_err *e);
+int rec_state_decode(const void *data, size_t n, const char *what, rec_state *s, tdm_err *e);
+int rec_alpha_decode(const void *data, size_t n, const char *what, rec_alpha *a, tdm_err *e);
+int rec_lease_decode(const void *data, size_t n, const char *what, rec_lease *l, tdm_err *e);
+int rec_mixture_decode(const void *data, size_t n, const char *what, rec_mixture *x, tdm_err *e);
+
+void rec_run_free(rec_run *r);
+void rec_change_free(rec_change *c);
+void rec_state_free(rec_state *s);
+
+/* SHA-256 of the canonical encoding of an α record without its meta part: the link of
+ * the hash chain, and what a replay must reproduce. */
+void rec_alpha_hash(const rec_alpha *a, sha256_digest *out);
+
+/* SHA-256 over "key=value\n" lines of a sorted config. */
+void rec_config_hash(const rec_kv *kv, size_t n, sha256_digest *out);
+
+#endif

@@ -1,0 +1,199 @@
+/* retain.c — the retention policy of tandem gc and checkpoint.keep; see retain.h. */
+#include "ledger/retain.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ledger/audit.h"
+#include "ledger/keys.h"
+#include "util/testhook.h"
+
+static int read_state(store *st, uint64_t seq, rec_state *s, tdm_err *e) {
+    char key[64];
+    ledger_state_key(key, sizeof key, seq);
+    void *data = NULL;
+    size_t n = 0;
+    int rc = store_get(st, key, &data, &n, NULL, e);
+    if (rc == STORE_NOT_FOUND) return err_set(e, ERR_STORE, "%s vanished during gc", key);
+    if (rc) return rc;
+    rc = rec_state_decode(data, n, key, s, e);
+    free(data);
+    return rc;
+}
+
+/* Every chunk of the state is present and hashes to its name. */
+static int state_verifies(store *st, uint64_t seq) {
+    rec_state s;
+    tdm_err e;
+    if (read_state(st, seq, &s, &e)) return 0;
+    int ok = 1;
+    for (size_t t = 0; ok && t < s.ntensors; t++)
+        for (size_t k = 0; ok && k < s.tensors[t].nchunks; k++) {
+            char key[80];
+            ledger_blob_key(key, sizeof key, &s.tensors[t].chunks[k]);
+            void *b = NULL;
+            size_t n = 0;
+            ok = store_get_verified(st, key, &s.tensors[t].chunks[k], &b, &n, &e) == 0;
+            free(b);
+        }
+    rec_state_free(&s);
+    return ok;
+}
+
+static int contains(const uint64_t *v, size_t n, uint64_t x) {
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == x) return 1;
+    return 0;
+}
+
+/* Adds the chunks of state seq to *ref (growing it); 0, or -1 when the manifest cannot
+ * be read (the caller then deletes no blob). */
+static int add_refs(store *st, uint64_t seq, sha256_digest **ref, size_t *n, size_t *cap, tdm_err *e) {
+    rec_state s;
+    if (read_state(st, seq, &s, e)) return -1;
+    int rc = 0;
+    for (size_t t = 0; !rc && t < s.ntensors; t++)
+        for (size_t k = 0; !rc && k < s.tensors[t].nchunks; k++) {
+            if (*n == *cap) {
+                size_t c = *cap ? 2 * *cap : 256;
+                sha256_digest *r = realloc(*ref, c * sizeof *r);
+                if (!r) {
+                    rc = -1;
+                    break;
+                }
+                *ref = r, *cap = c;
+            }
+            (*ref)[(*n)++] = s.tensors[t].chunks[k];
+        }
+    rec_state_free(&s);
+    return rc;
+}
+
+static int collect(store *st, long keep, int verify_fallback, int dry, int only_from_deleted,
+                   FILE *log, retain_report *out, tdm_err *e);
+
+int retain_collect(store *st, long keep, int verify_fallback, int dry, FILE *log,
+                   retain_report *out, tdm_err *e) {
+    return collect(st, keep, verify_fallback, dry, 0, log, out, e);
+}
+
+int retain_after_commit(store *st, long keep, retain_report *out, tdm_err *e) {
+    return collect(st, keep, 0, 0, 1, NULL, out, e);
+}
+
+/* retain_collect and retain_after_commit (only_from_deleted: the blobs of the deleted
+ * manifests, read before they go, are the only candidates). */
+static int collect(store *st, long keep, int verify_fallback, int dry, int only_from_deleted,
+                   FILE *log, retain_report *out, tdm_err *e) {
+    memset(out, 0, sizeof *out);
+    int rc = 0;
+    uint64_t *seqs = NULL, *pins = NULL, *keepv = NULL;
+    size_t ns = 0, np = 0, nk = 0;
+    if (!rc) rc = audit_state_seqs(st, &seqs, &ns, e);
+    rec_head h;
+    rec_state hs;
+    int have = 0;
+    if (!rc && (rc = audit_head(st, &h, &hs, &have, e)) == ERR_STORE)
+        err_prefix(e, "refusing to collect garbage: ");
+    if (have) rec_state_free(&hs);
+    if (!rc) {
+        store_list l;
+        rc = store_list_prefix(st, LEDGER_PINS, &l, e);
+        if (!rc) {
+            if (!(pins = calloc(l.n + 1, sizeof *pins))) rc = err_set(e, ERR_INTERNAL, "out of memory");
+            for (size_t i = 0; !rc && i < l.n; i++) {
+                uint64_t v;
+                if (ledger_key_index(l.keys[i], LEDGER_PINS, &v) == 0) pins[np++] = v;
+            }
+            store_list_free(&l);
+        }
+    }
+    if (!rc && !(keepv = calloc(ns + np + 2, sizeof *keepv))) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    if (!rc) {
+        /* never a state newer than HEAD: another writer's commit may be on its way there */
+        size_t below = ns;
+        while (have && below > 0 && seqs[below - 1] > h.seq) below--;
+        for (size_t i = below > (size_t)keep ? below - (size_t)keep : 0; i < below; i++) keepv[nk++] = seqs[i];
+        for (size_t i = below; i < ns; i++) keepv[nk++] = seqs[i];
+        if (have && !contains(keepv, nk, h.seq)) keepv[nk++] = h.seq;
+        for (size_t i = ns; verify_fallback && have && i-- > 0;) /* newest verified older state */
+            if (seqs[i] < h.seq && state_verifies(st, seqs[i])) {
+                if (!contains(keepv, nk, seqs[i])) keepv[nk++] = seqs[i];
+                break;
+            }
+        for (size_t i = 0; i < np; i++)
+            if (contains(seqs, ns, pins[i]) && !contains(keepv, nk, pins[i])) keepv[nk++] = pins[i];
+    }
+    size_t deleted_states = 0, deleted_blobs = 0;
+    /* the candidates' chunks, read before their manifests go (only_from_deleted) */
+    sha256_digest *cand = NULL;
+    size_t ncand = 0, capcand = 0;
+    int cand_ok = 1;
+    for (size_t i = 0; only_from_deleted && !rc && i < ns; i++)
+        if (!contains(keepv, nk, seqs[i])) {
+            tdm_err ce;
+            if (add_refs(st, seqs[i], &cand, &ncand, &capcand, &ce)) cand_ok = 0;
+        }
+    for (size_t i = 0; !rc && i < ns; i++) {
+        if (contains(keepv, nk, seqs[i])) continue;
+        char key[64];
+        ledger_state_key(key, sizeof key, seqs[i]);
+        if (log) fprintf(log, "%s %s\n", dry ? "would delete" : "delete", key);
+        if (!dry) {
+            testhook_kill_at("gc");
+            int r = store_delete(st, key, e);
+            if (r && r != STORE_NOT_FOUND) rc = r;
+        }
+        deleted_states++;
+    }
+    /* blobs referenced by what is kept; if a kept manifest cannot be read, keep all blobs */
+    sha256_digest *ref = NULL;
+    size_t nref = 0, capref = 0;
+    int keep_all_blobs = only_from_deleted && !cand_ok; /* a deleted manifest unreadable */
+    for (size_t i = 0; !rc && !keep_all_blobs && i < nk; i++) {
+        tdm_err se;
+        if (add_refs(st, keepv[i], &ref, &nref, &capref, &se)) {
+            if (log) fprintf(log, "%s; keeping every blob\n", se.msg);
+            keep_all_blobs = 1;
+        }
+    }
+    /* the candidates: the deleted manifests' chunks, or every blob in the store */
+    store_list l = {0};
+    if (!rc && !keep_all_blobs && !only_from_deleted) rc = store_list_prefix(st, LEDGER_BLOBS, &l, e);
+    size_t ncands = keep_all_blobs ? 0 : only_from_deleted ? ncand : l.n;
+    for (size_t i = 0; !rc && i < ncands; i++) {
+        sha256_digest d;
+        char key[80];
+        int used = 0;
+        if (only_from_deleted) {
+            d = cand[i];
+            ledger_blob_key(key, sizeof key, &d);
+        } else {
+            snprintf(key, sizeof key, "%s", l.keys[i]);
+            if (sha256_parse_hex(l.keys[i] + 6, &d)) continue; /* not ours to judge */
+        }
+        for (size_t j = 0; j < nref && !used; j++) used = sha256_equal(&ref[j], &d);
+        for (size_t j = 0; j < i && !used && only_from_deleted; j++) used = sha256_equal(&cand[j], &d);
+        if (used) continue; /* kept, or already deleted as an earlier candidate */
+        if (dry) {
+            if (log) fprintf(log, "would delete %s\n", key);
+        } else {
+            testhook_kill_at("gc");
+            int r = store_delete(st, key, e);
+            if (r && r != STORE_NOT_FOUND) rc = r;
+        }
+        deleted_blobs++;
+    }
+    if (!only_from_deleted) store_list_free(&l);
+    free(cand);
+    out->states = ns;
+    out->deleted_states = deleted_states;
+    out->deleted_blobs = deleted_blobs;
+    out->kept = nk;
+    out->pinned = np;
+    free(ref);
+    free(seqs);
+    free(pins);
+    free(keepv);
+    return rc;
+}
