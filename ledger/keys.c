@@ -42,8 +42,9 @@ int ledger_key_index(const char *key, const char *prefix, uint64_t *out) {
     if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9')) return -1;
     uint64_t v = 0;
     for (; *p >= '0' && *p <= '9'; p++) {
-        if (v > UINT64_MAX / 10 - 1) return -1;
-        v = v * 10 + (uint64_t)(*p - '0');
+        uint64_t digit = (uint64_t)(*p - '0');
+        if (v > (UINT64_MAX - digit) / 10) return -1; /* would overflow */
+        v = v * 10 + digit;
     }
     /* pins/<seq> alone has no suffix */
     if (strcmp(p, strcmp(prefix, LEDGER_PINS) == 0 ? "" : ".mp") != 0) return -1;

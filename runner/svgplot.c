@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/buf.h"
+
 /* ---- Look ---------------------------------------------------------------------------- */
 
 #define SVGPLOT_FONTS "DejaVu Sans, Verdana, Arial, Helvetica, sans-serif"
@@ -50,65 +52,8 @@ static const char *const svgplot_dashes[] = {
 
 /* ---- Output buffer ------------------------------------------------------------------- */
 
-typedef struct svgplot_buf {
-    char *p;
-    size_t len, cap;
-    int oom; /* sticky: later appends are dropped and the caller reports it once */
-} svgplot_buf;
-
-static void svgplot_put(svgplot_buf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (n >= SIZE_MAX / 4 - b->len) {
-        b->oom = 1;
-        return;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 16384;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (!q) {
-            b->oom = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void svgplot_puts(svgplot_buf *b, const char *s) { svgplot_put(b, s, strlen(s)); }
-
-/* printf into the buffer. Only for %s and integer conversions, which no locale changes;
- * real numbers are turned into text by svgplot_px / svgplot_ticktext first. */
-static void svgplot_printf(svgplot_buf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void svgplot_printf(svgplot_buf *b, const char *fmt, ...) {
-    char small[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        b->oom = 1;
-        return;
-    }
-    if ((size_t)n < sizeof small) {
-        svgplot_put(b, small, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = 1;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    svgplot_put(b, big, (size_t)n);
-    free(big);
-}
+/* util/buf.h's buf_printf is used only for %s and integer conversions, which no locale
+ * changes; real numbers are turned into text by svgplot_px / svgplot_ticktext first. */
 
 /* ---- Numbers as text ----------------------------------------------------------------- */
 
@@ -182,28 +127,28 @@ static size_t svgplot_cp_count(const char *s) {
 
 /* Appends s XML-escaped, each invalid byte replaced by U+FFFD so the document always
  * parses. max_cp > 0: at most max_cp characters, ending in "…" when s is cut. */
-static void svgplot_text(svgplot_buf *b, const char *s, size_t max_cp) {
+static void svgplot_text(buf_t *b, const char *s, size_t max_cp) {
     size_t total = svgplot_cp_count(s);
     size_t keep = (max_cp > 0 && total > max_cp) ? max_cp - 1 : total;
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < keep; i++) {
         size_t k = svgplot_utf8_len(u);
         if (k == 0) {
-            svgplot_puts(b, "\xEF\xBF\xBD");
+            buf_puts(b, "\xEF\xBF\xBD");
             u++;
             continue;
         }
         switch (*u) {
-        case '&': svgplot_puts(b, "&amp;"); break;
-        case '<': svgplot_puts(b, "&lt;"); break;
-        case '>': svgplot_puts(b, "&gt;"); break;
-        case '"': svgplot_puts(b, "&quot;"); break;
-        case '\'': svgplot_puts(b, "&apos;"); break;
-        default: svgplot_put(b, (const char *)u, k);
+        case '&': buf_puts(b, "&amp;"); break;
+        case '<': buf_puts(b, "&lt;"); break;
+        case '>': buf_puts(b, "&gt;"); break;
+        case '"': buf_puts(b, "&quot;"); break;
+        case '\'': buf_puts(b, "&apos;"); break;
+        default: buf_putn(b, (const char *)u, k);
         }
         u += k;
     }
-    if (keep < total) svgplot_puts(b, "\xE2\x80\xA6"); /* … */
+    if (keep < total) buf_puts(b, "\xE2\x80\xA6"); /* … */
 }
 
 /* Advance of one character in em (DejaVu Sans, rounded up within its class). */
@@ -512,128 +457,128 @@ static int svgplot_fit(const svgplot *p, svgplot_layout *l, tdm_err *e) {
 }
 
 /* Tick marks, grid lines and tick labels of both axes, then the axis lines. */
-static void svgplot_emit_axes(svgplot_buf *b, const svgplot *p, const svgplot_layout *l) {
+static void svgplot_emit_axes(buf_t *b, const svgplot *p, const svgplot_layout *l) {
     double B = l->T + l->ph, Rx = l->L + l->pw;
     double ax0 = svgplot_crisp(l->L), ay0 = svgplot_crisp(B);
 
-    svgplot_puts(b, "<g class=\"grid\" stroke=\"#e4e4e4\" stroke-width=\"1\">\n");
+    buf_puts(b, "<g class=\"grid\" stroke=\"#e4e4e4\" stroke-width=\"1\">\n");
     for (long long k = l->ax.k0; k <= l->ax.k1; k++) {
         double x = svgplot_crisp(svgplot_mapx(l, svgplot_tick(&l->ax, k)));
-        svgplot_printf(b, "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>\n", svgplot_px(x).s,
-                       svgplot_px(l->T).s, svgplot_px(x).s, svgplot_px(B).s);
+        buf_printf(b, "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>\n", svgplot_px(x).s,
+                   svgplot_px(l->T).s, svgplot_px(x).s, svgplot_px(B).s);
     }
     for (long long k = l->ay.k0; k <= l->ay.k1; k++) {
         double y = svgplot_crisp(svgplot_mapy(l, svgplot_tick(&l->ay, k)));
-        svgplot_printf(b, "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>\n",
-                       svgplot_px(l->L).s, svgplot_px(y).s, svgplot_px(Rx).s, svgplot_px(y).s);
+        buf_printf(b, "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>\n",
+                   svgplot_px(l->L).s, svgplot_px(y).s, svgplot_px(Rx).s, svgplot_px(y).s);
     }
-    svgplot_puts(b, "</g>\n");
+    buf_puts(b, "</g>\n");
 
-    svgplot_puts(b, "<g class=\"ticks\" stroke=\"#444444\" stroke-width=\"1\">\n");
+    buf_puts(b, "<g class=\"ticks\" stroke=\"#444444\" stroke-width=\"1\">\n");
     for (long long k = l->ax.k0; k <= l->ax.k1; k++) {
         double x = svgplot_crisp(svgplot_mapx(l, svgplot_tick(&l->ax, k)));
-        svgplot_printf(b, "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>\n", svgplot_px(x).s,
-                       svgplot_px(ay0).s, svgplot_px(x).s,
-                       svgplot_px(ay0 + SVGPLOT_TICK_LEN).s);
+        buf_printf(b, "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>\n", svgplot_px(x).s,
+                   svgplot_px(ay0).s, svgplot_px(x).s,
+                   svgplot_px(ay0 + SVGPLOT_TICK_LEN).s);
     }
     for (long long k = l->ay.k0; k <= l->ay.k1; k++) {
         double y = svgplot_crisp(svgplot_mapy(l, svgplot_tick(&l->ay, k)));
-        svgplot_printf(b, "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>\n",
-                       svgplot_px(ax0 - SVGPLOT_TICK_LEN).s, svgplot_px(y).s, svgplot_px(ax0).s,
-                       svgplot_px(y).s);
+        buf_printf(b, "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>\n",
+                   svgplot_px(ax0 - SVGPLOT_TICK_LEN).s, svgplot_px(y).s, svgplot_px(ax0).s,
+                   svgplot_px(y).s);
     }
-    svgplot_puts(b, "</g>\n");
+    buf_puts(b, "</g>\n");
 
-    svgplot_printf(b, "<g class=\"tick-labels\" font-size=\"%d\" fill=\"#333333\">\n",
-                   SVGPLOT_FONT_TICK);
+    buf_printf(b, "<g class=\"tick-labels\" font-size=\"%d\" fill=\"#333333\">\n",
+               SVGPLOT_FONT_TICK);
     for (long long k = l->ax.k0; k <= l->ax.k1; k++) {
         double v = svgplot_tick(&l->ax, k);
         if (p->categories) {
             double room = (l->pw - 2 * SVGPLOT_INSET) / (double)p->n - 4;
             const char *name = p->categories[k] ? p->categories[k] : "";
-            svgplot_printf(b, "<text class=\"xtick\" x=\"%s\" y=\"%s\" text-anchor=\"middle\">",
-                           svgplot_px(svgplot_mapx(l, v)).s,
-                           svgplot_px(B + SVGPLOT_TICK_LEN + 15).s);
+            buf_printf(b, "<text class=\"xtick\" x=\"%s\" y=\"%s\" text-anchor=\"middle\">",
+                       svgplot_px(svgplot_mapx(l, v)).s,
+                       svgplot_px(B + SVGPLOT_TICK_LEN + 15).s);
             svgplot_text(b, name, svgplot_fit_cp(name, room, SVGPLOT_FONT_TICK));
-            svgplot_puts(b, "</text>\n");
+            buf_puts(b, "</text>\n");
             continue;
         }
-        svgplot_printf(
-            b, "<text class=\"xtick\" x=\"%s\" y=\"%s\" text-anchor=\"middle\">%s</text>\n",
-            svgplot_px(svgplot_mapx(l, v)).s, svgplot_px(B + SVGPLOT_TICK_LEN + 15).s,
-            svgplot_ticktext(&l->ax, v).s);
+        buf_printf(
+        b, "<text class=\"xtick\" x=\"%s\" y=\"%s\" text-anchor=\"middle\">%s</text>\n",
+        svgplot_px(svgplot_mapx(l, v)).s, svgplot_px(B + SVGPLOT_TICK_LEN + 15).s,
+        svgplot_ticktext(&l->ax, v).s);
     }
     for (long long k = l->ay.k0; k <= l->ay.k1; k++) {
         double v = svgplot_tick(&l->ay, k);
-        svgplot_printf(
-            b, "<text class=\"ytick\" x=\"%s\" y=\"%s\" text-anchor=\"end\">%s</text>\n",
-            svgplot_px(l->L - SVGPLOT_TICK_LEN - 5).s, svgplot_px(svgplot_mapy(l, v) + 4).s,
-            svgplot_ticktext(&l->ay, v).s);
+        buf_printf(
+        b, "<text class=\"ytick\" x=\"%s\" y=\"%s\" text-anchor=\"end\">%s</text>\n",
+        svgplot_px(l->L - SVGPLOT_TICK_LEN - 5).s, svgplot_px(svgplot_mapy(l, v) + 4).s,
+        svgplot_ticktext(&l->ay, v).s);
     }
-    svgplot_puts(b, "</g>\n");
+    buf_puts(b, "</g>\n");
 
     /* left and bottom axis lines, drawn over the grid */
-    svgplot_printf(b,
-                   "<path class=\"axes\" d=\"M%s %sV%sH%s\" fill=\"none\" stroke=\"#444444\" "
-                   "stroke-width=\"1\"/>\n",
-                   svgplot_px(ax0).s, svgplot_px(l->T).s, svgplot_px(ay0).s, svgplot_px(Rx).s);
+    buf_printf(b,
+               "<path class=\"axes\" d=\"M%s %sV%sH%s\" fill=\"none\" stroke=\"#444444\" "
+               "stroke-width=\"1\"/>\n",
+               svgplot_px(ax0).s, svgplot_px(l->T).s, svgplot_px(ay0).s, svgplot_px(Rx).s);
 
     if (svgplot_has(p->xlabel)) {
-        svgplot_printf(b,
-                       "<text class=\"xlabel\" x=\"%s\" y=\"%s\" text-anchor=\"middle\" "
-                       "font-size=\"%d\" fill=\"#222222\">",
-                       svgplot_px(l->L + l->pw / 2).s,
-                       svgplot_px(B + SVGPLOT_TICK_LEN + 20 + 20).s, SVGPLOT_FONT_LABEL);
+        buf_printf(b,
+                   "<text class=\"xlabel\" x=\"%s\" y=\"%s\" text-anchor=\"middle\" "
+                   "font-size=\"%d\" fill=\"#222222\">",
+                   svgplot_px(l->L + l->pw / 2).s,
+                   svgplot_px(B + SVGPLOT_TICK_LEN + 20 + 20).s, SVGPLOT_FONT_LABEL);
         svgplot_text(b, p->xlabel, svgplot_fit_cp(p->xlabel, l->pw, SVGPLOT_FONT_LABEL));
-        svgplot_puts(b, "</text>\n");
+        buf_puts(b, "</text>\n");
     }
     if (svgplot_has(p->ylabel)) {
         svgplot_str x = svgplot_px(SVGPLOT_EDGE + 11), y = svgplot_px(l->T + l->ph / 2);
-        svgplot_printf(b,
-                       "<text class=\"ylabel\" x=\"%s\" y=\"%s\" text-anchor=\"middle\" "
-                       "font-size=\"%d\" fill=\"#222222\" transform=\"rotate(-90 %s %s)\">",
-                       x.s, y.s, SVGPLOT_FONT_LABEL, x.s, y.s);
+        buf_printf(b,
+                   "<text class=\"ylabel\" x=\"%s\" y=\"%s\" text-anchor=\"middle\" "
+                   "font-size=\"%d\" fill=\"#222222\" transform=\"rotate(-90 %s %s)\">",
+                   x.s, y.s, SVGPLOT_FONT_LABEL, x.s, y.s);
         svgplot_text(b, p->ylabel, svgplot_fit_cp(p->ylabel, l->ph, SVGPLOT_FONT_LABEL));
-        svgplot_puts(b, "</text>\n");
+        buf_puts(b, "</text>\n");
     }
 }
 
 /* Stroke attributes of series s (colour, width, dash pattern). */
-static void svgplot_stroke(svgplot_buf *b, int s) {
+static void svgplot_stroke(buf_t *b, int s) {
     const char *dash = svgplot_dashes[(s / SVGPLOT_NCOLOURS) % SVGPLOT_NDASHES];
-    svgplot_printf(b,
-                   " fill=\"none\" stroke=\"%s\" stroke-width=\"2\" stroke-linejoin=\"round\"",
-                   svgplot_palette[s % SVGPLOT_NCOLOURS]);
+    buf_printf(b,
+               " fill=\"none\" stroke=\"%s\" stroke-width=\"2\" stroke-linejoin=\"round\"",
+               svgplot_palette[s % SVGPLOT_NCOLOURS]);
     if (dash)
-        svgplot_printf(b, " stroke-dasharray=\"%s\"", dash);
+        buf_printf(b, " stroke-dasharray=\"%s\"", dash);
     else
-        svgplot_puts(b, " stroke-linecap=\"round\"");
+        buf_puts(b, " stroke-linecap=\"round\"");
 }
 
-static void svgplot_marker(svgplot_buf *b, int s, double x, double y) {
-    svgplot_printf(b,
-                   "<circle cx=\"%s\" cy=\"%s\" r=\"" SVGPLOT_MARKER_R "\" fill=\"%s\" "
-                   "stroke=\"#ffffff\" stroke-width=\"1\"/>\n",
-                   svgplot_px(x).s, svgplot_px(y).s, svgplot_palette[s % SVGPLOT_NCOLOURS]);
+static void svgplot_marker(buf_t *b, int s, double x, double y) {
+    buf_printf(b,
+               "<circle cx=\"%s\" cy=\"%s\" r=\"" SVGPLOT_MARKER_R "\" fill=\"%s\" "
+               "stroke=\"#ffffff\" stroke-width=\"1\"/>\n",
+               svgplot_px(x).s, svgplot_px(y).s, svgplot_palette[s % SVGPLOT_NCOLOURS]);
 }
 
-static void svgplot_name(svgplot_buf *b, const svgplot *p, int s, size_t max_cp) {
+static void svgplot_name(buf_t *b, const svgplot *p, int s, size_t max_cp) {
     const char *nm = p->series[s].name;
     if (svgplot_has(nm))
         svgplot_text(b, nm, max_cp);
     else
-        svgplot_printf(b, "series %d", s + 1);
+        buf_printf(b, "series %d", s + 1);
 }
 
 /* One polyline per unbroken run of valid points. Points sharing a pixel column are
  * thinned to the first, lowest, highest and last of them (in order), which draws the
  * same picture as all of them, so long runs do not make huge files. */
-static void svgplot_emit_run(svgplot_buf *b, const svgplot *p, const svgplot_layout *l, int s,
+static void svgplot_emit_run(buf_t *b, const svgplot *p, const svgplot_layout *l, int s,
                              size_t a, size_t end) {
     const double *y = p->series[s].y;
-    svgplot_puts(b, "<polyline");
+    buf_puts(b, "<polyline");
     svgplot_stroke(b, s);
-    svgplot_puts(b, " points=\"");
+    buf_puts(b, " points=\"");
     size_t written = 0;
     size_t i = a;
     while (i < end) {
@@ -647,21 +592,21 @@ static void svgplot_emit_run(svgplot_buf *b, const svgplot *p, const svgplot_lay
         size_t pick[4] = {first, lo < hi ? lo : hi, lo < hi ? hi : lo, last};
         for (int k = 0; k < 4; k++) {
             if (k > 0 && pick[k] == pick[k - 1]) continue; /* sorted: equal ones adjoin */
-            svgplot_printf(b, "%s%s,%s",
-                           written == 0  ? ""
-                           : written % 8 ? " "
-                                         : "\n",
-                           svgplot_px(svgplot_mapx(l, svgplot_xval(p, pick[k]))).s,
-                           svgplot_px(svgplot_mapy(l, y[pick[k]])).s);
+            buf_printf(b, "%s%s,%s",
+                       written == 0  ? ""
+                       : written % 8 ? " "
+                                     : "\n",
+                       svgplot_px(svgplot_mapx(l, svgplot_xval(p, pick[k]))).s,
+                       svgplot_px(svgplot_mapy(l, y[pick[k]])).s);
             written++;
         }
     }
-    svgplot_puts(b, "\"/>\n");
+    buf_puts(b, "\"/>\n");
 }
 
 /* The bars of series s: in each category a slot of 80 % of the group width, split among
  * the series; a bar rises from the bottom of the plot to its value. */
-static void svgplot_emit_bars(svgplot_buf *b, const svgplot *p, const svgplot_layout *l, int s) {
+static void svgplot_emit_bars(buf_t *b, const svgplot *p, const svgplot_layout *l, int s) {
     double group = (l->pw - 2 * SVGPLOT_INSET) / (double)p->n;
     double bw = 0.8 * group / (double)(p->nseries > 0 ? p->nseries : 1);
     double base = l->T + l->ph;
@@ -670,36 +615,36 @@ static void svgplot_emit_bars(svgplot_buf *b, const svgplot *p, const svgplot_la
         if (!isfinite(v)) continue;
         double x = svgplot_mapx(l, (double)i) - 0.4 * group + s * bw;
         double top = fmin(svgplot_mapy(l, v), base);
-        svgplot_printf(b,
-                       "<rect class=\"bar\" x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\" "
-                       "fill=\"%s\"><title>",
-                       svgplot_px(x).s, svgplot_px(top).s, svgplot_px(fmax(bw - 1, 1)).s,
-                       svgplot_px(base - top).s, svgplot_palette[s % SVGPLOT_NCOLOURS]);
+        buf_printf(b,
+                   "<rect class=\"bar\" x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\" "
+                   "fill=\"%s\"><title>",
+                   svgplot_px(x).s, svgplot_px(top).s, svgplot_px(fmax(bw - 1, 1)).s,
+                   svgplot_px(base - top).s, svgplot_palette[s % SVGPLOT_NCOLOURS]);
         svgplot_name(b, p, s, 0);
-        svgplot_puts(b, ", ");
+        buf_puts(b, ", ");
         svgplot_text(b, p->categories[i] ? p->categories[i] : "", 0);
         svgplot_axis six = {.decimals = -1, .sig = 6}; /* the tick formatter: locale-proof */
-        svgplot_printf(b, ": %s</title></rect>\n", svgplot_ticktext(&six, v).s);
+        buf_printf(b, ": %s</title></rect>\n", svgplot_ticktext(&six, v).s);
     }
 }
 
-static void svgplot_emit_series(svgplot_buf *b, const svgplot *p, const svgplot_layout *l) {
+static void svgplot_emit_series(buf_t *b, const svgplot *p, const svgplot_layout *l) {
     char clip[32] = "svgplot-clip"; /* panels after the first: svgplot-clip-N */
     if (l->panel) snprintf(clip, sizeof clip, "svgplot-clip-%d", l->panel);
-    svgplot_printf(b,
-                   "<defs><clipPath id=\"%s\"><rect x=\"%s\" y=\"%s\" "
-                   "width=\"%s\" height=\"%s\"/></clipPath></defs>\n",
-                   clip, svgplot_px(l->L).s, svgplot_px(l->T).s, svgplot_px(l->pw).s,
-                   svgplot_px(l->ph).s);
-    svgplot_printf(b, "<g class=\"data\" clip-path=\"url(#%s)\">\n", clip);
+    buf_printf(b,
+               "<defs><clipPath id=\"%s\"><rect x=\"%s\" y=\"%s\" "
+               "width=\"%s\" height=\"%s\"/></clipPath></defs>\n",
+               clip, svgplot_px(l->L).s, svgplot_px(l->T).s, svgplot_px(l->pw).s,
+               svgplot_px(l->ph).s);
+    buf_printf(b, "<g class=\"data\" clip-path=\"url(#%s)\">\n", clip);
     for (int s = 0; s < p->nseries; s++) {
-        svgplot_printf(b, "<g class=\"series\" id=\"series-%s%d\"><title>",
-                       l->panel ? "p" : "", l->panel ? l->panel * 1000 + s + 1 : s + 1);
+        buf_printf(b, "<g class=\"series\" id=\"series-%s%d\"><title>",
+                   l->panel ? "p" : "", l->panel ? l->panel * 1000 + s + 1 : s + 1);
         svgplot_name(b, p, s, 0);
-        svgplot_puts(b, "</title>\n");
+        buf_puts(b, "</title>\n");
         if (p->categories) {
             svgplot_emit_bars(b, p, l, s);
-            svgplot_puts(b, "</g>\n");
+            buf_puts(b, "</g>\n");
             continue;
         }
         size_t i = 0;
@@ -721,91 +666,91 @@ static void svgplot_emit_series(svgplot_buf *b, const svgplot *p, const svgplot_
                 if (svgplot_valid(p, s, k))
                     svgplot_marker(b, s, svgplot_mapx(l, svgplot_xval(p, k)),
                                    svgplot_mapy(l, p->series[s].y[k]));
-        svgplot_puts(b, "</g>\n");
+        buf_puts(b, "</g>\n");
     }
-    svgplot_puts(b, "</g>\n");
+    buf_puts(b, "</g>\n");
 }
 
-static void svgplot_emit_legend(svgplot_buf *b, const svgplot *p, const svgplot_layout *l) {
-    svgplot_printf(b, "<g class=\"legend\" font-size=\"%d\" fill=\"#222222\">\n",
-                   SVGPLOT_FONT_LEGEND);
-    svgplot_printf(b,
-                   "<rect class=\"legend-box\" x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\" "
-                   "fill=\"#ffffff\" stroke=\"#cccccc\" stroke-width=\"1\" rx=\"3\"/>\n",
-                   svgplot_px(svgplot_crisp(l->lx)).s, svgplot_px(svgplot_crisp(l->ly)).s,
-                   svgplot_px(floor(l->lw)).s, svgplot_px(floor(l->lh)).s);
+static void svgplot_emit_legend(buf_t *b, const svgplot *p, const svgplot_layout *l) {
+    buf_printf(b, "<g class=\"legend\" font-size=\"%d\" fill=\"#222222\">\n",
+               SVGPLOT_FONT_LEGEND);
+    buf_printf(b,
+               "<rect class=\"legend-box\" x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\" "
+               "fill=\"#ffffff\" stroke=\"#cccccc\" stroke-width=\"1\" rx=\"3\"/>\n",
+               svgplot_px(svgplot_crisp(l->lx)).s, svgplot_px(svgplot_crisp(l->ly)).s,
+               svgplot_px(floor(l->lw)).s, svgplot_px(floor(l->lh)).s);
     for (int s = 0; s < p->nseries; s++) {
         /* columns read top to bottom at the right; rows left to right when wrapped below */
         int col = l->legend_right ? s / l->rows : s % l->cols;
         int row = l->legend_right ? s % l->rows : s / l->cols;
         double x = l->lx + SVGPLOT_LEG_PAD + col * l->item_w;
         double y = l->ly + SVGPLOT_LEG_PAD + row * SVGPLOT_ROW_H + SVGPLOT_ROW_H / 2;
-        svgplot_puts(b, "<g class=\"legend-item\"><title>");
+        buf_puts(b, "<g class=\"legend-item\"><title>");
         svgplot_name(b, p, s, 0);
-        svgplot_puts(b, "</title>");
-        svgplot_printf(b, "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"", svgplot_px(x).s,
-                       svgplot_px(y).s, svgplot_px(x + SVGPLOT_SAMPLE_W).s, svgplot_px(y).s);
+        buf_puts(b, "</title>");
+        buf_printf(b, "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"", svgplot_px(x).s,
+                   svgplot_px(y).s, svgplot_px(x + SVGPLOT_SAMPLE_W).s, svgplot_px(y).s);
         svgplot_stroke(b, s);
-        svgplot_puts(b, "/>");
+        buf_puts(b, "/>");
         if (l->markers) svgplot_marker(b, s, x + SVGPLOT_SAMPLE_W / 2, y);
-        svgplot_printf(b, "<text x=\"%s\" y=\"%s\">", svgplot_px(x + SVGPLOT_SAMPLE_W + 6).s,
-                       svgplot_px(y + 4).s);
+        buf_printf(b, "<text x=\"%s\" y=\"%s\">", svgplot_px(x + SVGPLOT_SAMPLE_W + 6).s,
+                   svgplot_px(y + 4).s);
         svgplot_name(b, p, s, SVGPLOT_NAME_MAX_CP);
-        svgplot_puts(b, "</text></g>\n");
+        buf_puts(b, "</text></g>\n");
     }
-    svgplot_puts(b, "</g>\n");
+    buf_puts(b, "</g>\n");
 }
 
-static void svgplot_emit_head(svgplot_buf *b, const char *title, double W, double H) {
+static void svgplot_emit_head(buf_t *b, const char *title, double W, double H) {
     svgplot_str w = svgplot_px(ceil(W)), h = svgplot_px(ceil(H));
-    svgplot_puts(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    svgplot_printf(b,
-                   "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%s\" "
-                   "height=\"%s\" viewBox=\"0 0 %s %s\" font-family=\"" SVGPLOT_FONTS "\">\n",
-                   w.s, h.s, w.s, h.s);
-    svgplot_puts(b, "<title>"); /* the browser's tab name */
+    buf_puts(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    buf_printf(b,
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%s\" "
+               "height=\"%s\" viewBox=\"0 0 %s %s\" font-family=\"" SVGPLOT_FONTS "\">\n",
+               w.s, h.s, w.s, h.s);
+    buf_puts(b, "<title>"); /* the browser's tab name */
     svgplot_text(b, svgplot_has(title) ? title : "plot", 0);
-    svgplot_puts(b, "</title>\n");
-    svgplot_printf(b,
-                   "<rect class=\"background\" x=\"0\" y=\"0\" width=\"%s\" height=\"%s\" "
-                   "fill=\"#ffffff\"/>\n",
-                   w.s, h.s);
+    buf_puts(b, "</title>\n");
+    buf_printf(b,
+               "<rect class=\"background\" x=\"0\" y=\"0\" width=\"%s\" height=\"%s\" "
+               "fill=\"#ffffff\"/>\n",
+               w.s, h.s);
 }
 
 /* The title centred on cx where it fits, else moved (and if need be cut) to stay
  * inside the document of width W. */
-static void svgplot_emit_title(svgplot_buf *b, const svgplot *p, double cx, double W) {
+static void svgplot_emit_title(buf_t *b, const svgplot *p, double cx, double W) {
     if (!svgplot_has(p->title)) return;
     double avail = W - 2 * SVGPLOT_EDGE;
     size_t cut = svgplot_fit_cp(p->title, avail, SVGPLOT_FONT_TITLE);
     double half = svgplot_text_w(p->title, cut, SVGPLOT_FONT_TITLE) * 1.05 / 2; /* bold */
     cx = fmin(fmax(cx, SVGPLOT_EDGE + half), W - SVGPLOT_EDGE - half);
-    svgplot_printf(b,
-                   "<text class=\"title\" x=\"%s\" y=\"31\" text-anchor=\"middle\" "
-                   "font-size=\"%d\" font-weight=\"bold\" fill=\"#111111\">",
-                   svgplot_px(cx).s, SVGPLOT_FONT_TITLE);
+    buf_printf(b,
+               "<text class=\"title\" x=\"%s\" y=\"31\" text-anchor=\"middle\" "
+               "font-size=\"%d\" font-weight=\"bold\" fill=\"#111111\">",
+               svgplot_px(cx).s, SVGPLOT_FONT_TITLE);
     svgplot_text(b, p->title, cut);
-    svgplot_puts(b, "</text>\n");
+    buf_puts(b, "</text>\n");
 }
 
 /* n == 0: the frame of a plot with the message in its middle (no document head). */
-static void svgplot_emit_empty(svgplot_buf *b, const svgplot *p, double W, double H) {
+static void svgplot_emit_empty(buf_t *b, const svgplot *p, double W, double H) {
     double T = svgplot_has(p->title) ? 50 : 20;
     svgplot_emit_title(b, p, W / 2, W);
-    svgplot_printf(b,
-                   "<rect class=\"plot-area\" x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\" "
-                   "fill=\"#fafafa\" stroke=\"#cccccc\" stroke-width=\"1\" "
-                   "stroke-dasharray=\"6 4\"/>\n",
-                   svgplot_px(svgplot_crisp(SVGPLOT_EDGE + 40)).s,
-                   svgplot_px(svgplot_crisp(T)).s,
-                   svgplot_px(floor(W - 2 * SVGPLOT_EDGE - 80)).s,
-                   svgplot_px(floor(H - T - SVGPLOT_EDGE - 30)).s);
-    svgplot_printf(b,
-                   "<text class=\"empty\" x=\"%s\" y=\"%s\" text-anchor=\"middle\" "
-                   "font-size=\"20\" fill=\"#666666\">",
-                   svgplot_px(W / 2).s, svgplot_px(T + (H - T - SVGPLOT_EDGE - 30) / 2 + 7).s);
+    buf_printf(b,
+               "<rect class=\"plot-area\" x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\" "
+               "fill=\"#fafafa\" stroke=\"#cccccc\" stroke-width=\"1\" "
+               "stroke-dasharray=\"6 4\"/>\n",
+               svgplot_px(svgplot_crisp(SVGPLOT_EDGE + 40)).s,
+               svgplot_px(svgplot_crisp(T)).s,
+               svgplot_px(floor(W - 2 * SVGPLOT_EDGE - 80)).s,
+               svgplot_px(floor(H - T - SVGPLOT_EDGE - 30)).s);
+    buf_printf(b,
+               "<text class=\"empty\" x=\"%s\" y=\"%s\" text-anchor=\"middle\" "
+               "font-size=\"20\" fill=\"#666666\">",
+               svgplot_px(W / 2).s, svgplot_px(T + (H - T - SVGPLOT_EDGE - 30) / 2 + 7).s);
     svgplot_text(b, p->empty_text ? p->empty_text : "no episodes yet", 0);
-    svgplot_puts(b, "</text>\n");
+    buf_puts(b, "</text>\n");
 }
 
 /* Checks the plot and lays it out as panel `panel` of a document: 0, or an error code
@@ -828,16 +773,16 @@ static int svgplot_prepare(const svgplot *p, int panel, svgplot_layout *l, tdm_e
 }
 
 /* Everything of a prepared plot after the document head. */
-static void svgplot_emit_plot(svgplot_buf *b, const svgplot *p, const svgplot_layout *l) {
+static void svgplot_emit_plot(buf_t *b, const svgplot *p, const svgplot_layout *l) {
     if (p->n == 0) {
         svgplot_emit_empty(b, p, l->W, l->H);
         return;
     }
-    svgplot_printf(b,
-                   "<rect class=\"plot-area\" x=\"%s\" y=\"%s\" width=\"%s\" "
-                   "height=\"%s\" fill=\"#ffffff\"/>\n",
-                   svgplot_px(l->L).s, svgplot_px(l->T).s, svgplot_px(l->pw).s,
-                   svgplot_px(l->ph).s);
+    buf_printf(b,
+               "<rect class=\"plot-area\" x=\"%s\" y=\"%s\" width=\"%s\" "
+               "height=\"%s\" fill=\"#ffffff\"/>\n",
+               svgplot_px(l->L).s, svgplot_px(l->T).s, svgplot_px(l->pw).s,
+               svgplot_px(l->ph).s);
     svgplot_emit_title(b, p, l->L + l->pw / 2, l->W);
     svgplot_emit_axes(b, p, l);
     svgplot_emit_series(b, p, l);
@@ -846,23 +791,23 @@ static void svgplot_emit_plot(svgplot_buf *b, const svgplot *p, const svgplot_la
 
 /* The finished buffer as the caller's string, or NULL with e set when it ran out of
  * memory on the way. */
-static char *svgplot_finish(svgplot_buf *b, size_t *len, tdm_err *e) {
+static char *svgplot_finish(buf_t *b, size_t *len, tdm_err *e) {
     if (b->oom) {
         free(b->p);
         err_set(e, ERR_INTERNAL, "svgplot: out of memory building the document");
         return NULL;
     }
-    if (len) *len = b->len;
+    if (len) *len = b->n;
     return b->p;
 }
 
 char *svgplot_render(const svgplot *p, size_t *len, tdm_err *e) {
     svgplot_layout l;
     if (svgplot_prepare(p, 0, &l, e)) return NULL;
-    svgplot_buf b = {0};
+    buf_t b = {0};
     svgplot_emit_head(&b, p->title, l.W, l.H);
     svgplot_emit_plot(&b, p, &l);
-    svgplot_puts(&b, "</svg>\n");
+    buf_puts(&b, "</svg>\n");
     return svgplot_finish(&b, len, e);
 }
 
@@ -886,17 +831,17 @@ char *svgplot_render_stack(const svgplot *panels, int n, const char *title, size
         W = fmax(W, l[i].W);
         H += l[i].H;
     }
-    svgplot_buf b = {0};
+    buf_t b = {0};
     svgplot_emit_head(&b, title, W, H);
     double y = 0;
     for (int i = 0; i < n; i++) {
-        svgplot_printf(&b, "<g class=\"panel\" transform=\"translate(0 %s)\">\n",
-                       svgplot_px(y).s);
+        buf_printf(&b, "<g class=\"panel\" transform=\"translate(0 %s)\">\n",
+                   svgplot_px(y).s);
         svgplot_emit_plot(&b, &panels[i], &l[i]);
-        svgplot_puts(&b, "</g>\n");
+        buf_puts(&b, "</g>\n");
         y += l[i].H;
     }
-    svgplot_puts(&b, "</svg>\n");
+    buf_puts(&b, "</svg>\n");
     free(l);
     return svgplot_finish(&b, len, e);
 }

@@ -17,64 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/buf.h"
+
 #define ALGORITHM "AWS4-HMAC-SHA256"
 #define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 /* Longest credential we accept; real ones are far shorter, and HMAC() takes an int. */
 #define MAX_CRED_LEN 8192
-
-/* ---- growable string buffer ------------------------------------------------------ */
-
-typedef struct buf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} buf;
-
-/* Makes room for `add` more bytes plus a NUL; on failure sets oom and leaves b intact,
- * so callers write unconditionally and check oom once at the end. */
-static int buf_reserve(buf *b, size_t add) {
-    if (b->oom) return -1;
-    if (b->n + add + 1 <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->n + add + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-        b->oom = 1;
-        return -1;
-    }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-static void buf_putn(buf *b, const char *s, size_t n) {
-    if (buf_reserve(b, n) != 0) return;
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void buf_puts(buf *b, const char *s) { buf_putn(b, s, strlen(s)); }
-
-static void buf_putc(buf *b, char c) { buf_putn(b, &c, 1); }
-
-/* Hands the NUL-terminated contents to the caller (who frees them); NULL on oom. */
-static char *buf_take(buf *b) {
-    if (!b->oom && buf_reserve(b, 0) == 0) b->p[b->n] = '\0';
-    if (b->oom) {
-        free(b->p);
-        *b = (buf){0};
-        return NULL;
-    }
-    char *p = b->p;
-    *b = (buf){0};
-    return p;
-}
-
-static void buf_free(buf *b) {
-    free(b->p);
-    *b = (buf){0};
-}
 
 /* ---- character classes and percent-encoding -------------------------------------- */
 
@@ -95,7 +43,7 @@ static int hexval(unsigned char c) {
     return -1;
 }
 
-static void encode_into(buf *b, const char *s, size_t n, int keep_slash) {
+static void encode_into(buf_t *b, const char *s, size_t n, int keep_slash) {
     static const char hex[] = "0123456789ABCDEF";
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -112,8 +60,8 @@ static void encode_into(buf *b, const char *s, size_t n, int keep_slash) {
  * name or value): decoded, then encoded again, so "%7e", "~" and "%7E" all sign as "~"
  * and "a b" as "a%20b" — what the server computes from the bytes it receives. Returns
  * -1 on a malformed escape ("%zz", a lone '%'), which no server would accept either. */
-static int recode_into(buf *b, const char *s, size_t n, int keep_slash) {
-    buf raw = {0};
+static int recode_into(buf_t *b, const char *s, size_t n, int keep_slash) {
+    buf_t raw = {0};
     for (size_t i = 0; i < n; i++) {
         if (s[i] != '%') {
             buf_putc(&raw, s[i]);
@@ -138,7 +86,7 @@ static int recode_into(buf *b, const char *s, size_t n, int keep_slash) {
 }
 
 char *sigv4_uri_encode(const char *s, int keep_slash) {
-    buf b = {0};
+    buf_t b = {0};
     buf_reserve(&b, 0);
     encode_into(&b, s, strlen(s), keep_slash);
     return buf_take(&b);
@@ -233,7 +181,7 @@ typedef struct seg {
     size_t n;
 } seg;
 
-static int put_segment(buf *b, const char *s, size_t n, int double_encode) {
+static int put_segment(buf_t *b, const char *s, size_t n, int double_encode) {
     if (double_encode) {
         encode_into(b, s, n, 0);
         return 0;
@@ -245,7 +193,7 @@ static int put_segment(buf *b, const char *s, size_t n, int double_encode) {
  * of structure is kept ("//", "/./"): S3 keys may contain them and S3 signs them as
  * sent. With it, "." and empty segments go, ".." drops its parent, and a trailing '/'
  * stays when the path had one. */
-static int canonical_uri(buf *b, const char *path, int normalize, int double_encode,
+static int canonical_uri(buf_t *b, const char *path, int normalize, int double_encode,
                          tdm_err *e) {
     if (!path || !*path) path = "/";
     if (path[0] != '/')
@@ -379,7 +327,7 @@ static int parse_query(qlist *q, const char *query, int presign, tdm_err *e) {
         if (n) {
             const char *eq = memchr(s, '=', n);
             size_t nn = eq ? (size_t)(eq - s) : n;
-            buf name = {0}, value = {0};
+            buf_t name = {0}, value = {0};
             buf_reserve(&name, 0);
             buf_reserve(&value, 0);
             int bad = recode_into(&name, s, nn, 0);
@@ -541,7 +489,7 @@ static int collect_headers(hlist *h, const sigv4_request *r, const sigv4_params 
 }
 
 /* "name:v1,v2\n" lines into `canon`, "name;name2" into `signed_list`. */
-static void write_headers(const hlist *h, buf *canon, buf *signed_list) {
+static void write_headers(const hlist *h, buf_t *canon, buf_t *signed_list) {
     for (size_t i = 0; i < h->n; i++) {
         int first = i == 0 || strcmp(h->v[i].name, h->v[i - 1].name) != 0;
         int last = i + 1 == h->n || strcmp(h->v[i].name, h->v[i + 1].name) != 0;
@@ -625,7 +573,7 @@ static int sign_impl(const sigv4_request *r, const sigv4_params *p, int presign,
     memcpy(date8, p->amz_date, 8);
     date8[8] = '\0';
 
-    buf scope = {0}, uri = {0}, canon_h = {0}, signed_h = {0}, creq = {0}, sts = {0},
+    buf_t scope = {0}, uri = {0}, canon_h = {0}, signed_h = {0}, creq = {0}, sts = {0},
         tmp = {0};
     hlist h = {0};
     qlist q = {0};
