@@ -546,11 +546,10 @@ static int compute_signature(const sigv4_params *p, const char *date8, const cha
 
 /* ---- the signer ------------------------------------------------------------------ */
 
-/* Shared body of sigv4_sign and sigv4_presign; `presign` selects where the signature
- * goes (Authorization header, or query parameters). */
-static int sign_impl(const sigv4_request *r, const sigv4_params *p, int presign,
-                     long expires_s, sigv4_output *out, tdm_err *e) {
-    memset(out, 0, sizeof *out);
+/* Checks what sign_impl cannot sign: parameters, method, payload hash, expiry. Sets
+ * *payload to the payload hash to sign (the empty body's when the request gives none). */
+static int check_request(const sigv4_request *r, const sigv4_params *p, int presign,
+                         long expires_s, const char **payload, tdm_err *e) {
     if (!r || !p) return err_set(e, ERR_USAGE, "sigv4: no request or no parameters");
     int rc = validate_params(p, e);
     if (rc) return rc;
@@ -560,21 +559,157 @@ static int sign_impl(const sigv4_request *r, const sigv4_params *p, int presign,
         if (!is_tchar(*c))
             return err_set(e, ERR_USAGE, "sigv4: method '%.32s' is not an HTTP token",
                            r->method);
-    const char *payload = r->payload_sha256_hex ? r->payload_sha256_hex : EMPTY_SHA256;
-    if (!payload_hash_ok(payload))
+    *payload = r->payload_sha256_hex ? r->payload_sha256_hex : EMPTY_SHA256;
+    if (!payload_hash_ok(*payload))
         return err_set(e, ERR_USAGE, "sigv4: payload hash '%.80s' is neither 64 lowercase "
                                      "hex digits nor a token like UNSIGNED-PAYLOAD",
-                       payload);
+                       *payload);
     if (presign && (expires_s < 1 || expires_s > SIGV4_MAX_EXPIRES))
         return err_set(e, ERR_USAGE, "sigv4: presigned URLs live 1 to %d seconds, not %ld",
                        SIGV4_MAX_EXPIRES, expires_s);
+    return 0;
+}
+
+/* The presigned form's own query parameters, added to q before it is sorted: algorithm,
+ * credential (*cred: "<access key>/<scope>", encoded), date, expiry (*expires), signed
+ * headers and the session token unless it is left out of the signature. */
+static int add_presign_params(qlist *q, const sigv4_params *p, const buf_t *scope,
+                              const buf_t *signed_h, long expires_s, int has_token, char **cred,
+                              char **expires, tdm_err *e) {
+    buf_t tmp = {0};
+    buf_puts(&tmp, p->access_key);
+    buf_putc(&tmp, '/');
+    buf_putn(&tmp, scope->p ? scope->p : "", scope->n);
+    char *c = buf_take(&tmp);
+    *cred = c ? sigv4_uri_encode(c, 0) : NULL;
+    free(c);
+    char num[32];
+    snprintf(num, sizeof num, "%ld", expires_s);
+    *expires = strdup(num);
+    if (!*cred || !*expires || scope->oom || signed_h->oom)
+        return err_set(e, ERR_INTERNAL, "sigv4: out of memory");
+    int rc;
+    if ((rc = qlist_add(q, strdup("X-Amz-Algorithm"), strdup(ALGORITHM), e)) ||
+        (rc = qlist_add(q, strdup("X-Amz-Credential"), strdup(*cred), e)) ||
+        (rc = qlist_add(q, strdup("X-Amz-Date"), strdup(p->amz_date), e)) ||
+        (rc = qlist_add(q, strdup("X-Amz-Expires"), strdup(*expires), e)) ||
+        (rc = qlist_add(q, strdup("X-Amz-SignedHeaders"), sigv4_uri_encode(signed_h->p, 0), e)))
+        return rc;
+    if (has_token && !p->omit_session_token &&
+        (rc = qlist_add(q, strdup("X-Amz-Security-Token"), sigv4_uri_encode(p->session_token, 0),
+                        e)))
+        return rc;
+    return 0;
+}
+
+/* The canonical request: six lines; the header block ends with its own newline, so a
+ * blank line separates it from the signed-header list. */
+static void canonical_request(buf_t *creq, const char *method, const buf_t *uri, const qlist *q,
+                              const buf_t *canon_h, const buf_t *signed_h, const char *payload) {
+    buf_puts(creq, method);
+    buf_putc(creq, '\n');
+    buf_putn(creq, uri->p ? uri->p : "", uri->n);
+    buf_putc(creq, '\n');
+    for (size_t i = 0; i < q->n; i++) {
+        if (i) buf_putc(creq, '&');
+        buf_puts(creq, q->v[i].name);
+        buf_putc(creq, '=');
+        buf_puts(creq, q->v[i].value);
+    }
+    buf_putc(creq, '\n');
+    buf_putn(creq, canon_h->p ? canon_h->p : "", canon_h->n);
+    buf_putc(creq, '\n');
+    buf_putn(creq, signed_h->p ? signed_h->p : "", signed_h->n);
+    buf_putc(creq, '\n');
+    buf_puts(creq, payload);
+}
+
+/* The string to sign: algorithm, date, scope and the canonical request's SHA-256. */
+static void string_to_sign(buf_t *sts, const sigv4_params *p, const buf_t *scope,
+                           const buf_t *creq) {
+    sha256_digest d;
+    char creq_hex[SHA256_HEX_LEN + 1];
+    sha256(creq->p, creq->n, &d);
+    sha256_hex(&d, creq_hex);
+    buf_puts(sts, ALGORITHM "\n");
+    buf_puts(sts, p->amz_date);
+    buf_putc(sts, '\n');
+    buf_putn(sts, scope->p, scope->n);
+    buf_putc(sts, '\n');
+    buf_puts(sts, creq_hex);
+}
+
+/* The presigned URL's parameters into out->query, in the order AWS's suite prints them
+ * (any order verifies: the signature is over the sorted form). The token goes in even
+ * when it is left out of the signature. */
+static int finish_presigned(sigv4_output *out, const sigv4_params *p, const char *cred,
+                            const buf_t *signed_h, const char *expires, int has_token,
+                            tdm_err *e) {
+    buf_t tmp = {0};
+    buf_puts(&tmp, "X-Amz-Algorithm=" ALGORITHM "&X-Amz-Credential=");
+    buf_puts(&tmp, cred);
+    buf_puts(&tmp, "&X-Amz-Date=");
+    buf_puts(&tmp, p->amz_date);
+    buf_puts(&tmp, "&X-Amz-SignedHeaders=");
+    encode_into(&tmp, signed_h->p, signed_h->n, 0);
+    buf_puts(&tmp, "&X-Amz-Expires=");
+    buf_puts(&tmp, expires);
+    if (has_token) {
+        buf_puts(&tmp, "&X-Amz-Security-Token=");
+        encode_into(&tmp, p->session_token, strlen(p->session_token), 0);
+    }
+    buf_puts(&tmp, "&X-Amz-Signature=");
+    buf_puts(&tmp, out->signature);
+    if (!(out->query = buf_take(&tmp))) return err_set(e, ERR_INTERNAL, "sigv4: out of memory");
+    return 0;
+}
+
+/* The header form: the Authorization value, and the headers the caller adds (token,
+ * date, content hash when asked for, Authorization last), their values in one block. */
+static int finish_headers(sigv4_output *out, const sigv4_params *p, const buf_t *scope,
+                          const buf_t *signed_h, const char *payload, int has_token,
+                          tdm_err *e) {
+    buf_t tmp = {0};
+    buf_puts(&tmp, ALGORITHM " Credential=");
+    buf_puts(&tmp, p->access_key);
+    buf_putc(&tmp, '/');
+    buf_putn(&tmp, scope->p, scope->n);
+    buf_puts(&tmp, ", SignedHeaders=");
+    buf_putn(&tmp, signed_h->p, signed_h->n);
+    buf_puts(&tmp, ", Signature=");
+    buf_puts(&tmp, out->signature);
+    if (!(out->authorization = buf_take(&tmp)))
+        return err_set(e, ERR_INTERNAL, "sigv4: out of memory");
+    size_t tl = has_token ? strlen(p->session_token) : 0, pl = strlen(payload);
+    out->store_ = malloc(tl + 1 + SIGV4_AMZ_DATE_LEN + 1 + pl + 1);
+    if (!out->store_) return err_set(e, ERR_INTERNAL, "sigv4: out of memory");
+    char *tok = out->store_, *date = tok + tl + 1, *hash = date + SIGV4_AMZ_DATE_LEN + 1;
+    memcpy(tok, has_token ? p->session_token : "", tl + 1);
+    memcpy(date, p->amz_date, SIGV4_AMZ_DATE_LEN + 1);
+    memcpy(hash, payload, pl + 1);
+    /* Names spelled as AWS's suite spells them; HTTP names are case-insensitive. */
+    if (has_token) out->headers[out->nheaders++] = (sigv4_header){"X-Amz-Security-Token", tok};
+    out->headers[out->nheaders++] = (sigv4_header){"X-Amz-Date", date};
+    if (p->content_sha256_header)
+        out->headers[out->nheaders++] = (sigv4_header){"x-amz-content-sha256", hash};
+    out->headers[out->nheaders++] = (sigv4_header){"Authorization", out->authorization};
+    return 0;
+}
+
+/* Shared body of sigv4_sign and sigv4_presign; `presign` selects where the signature
+ * goes (Authorization header, or query parameters). */
+static int sign_impl(const sigv4_request *r, const sigv4_params *p, int presign,
+                     long expires_s, sigv4_output *out, tdm_err *e) {
+    memset(out, 0, sizeof *out);
+    const char *payload = NULL;
+    int rc = check_request(r, p, presign, expires_s, &payload, e);
+    if (rc) return rc;
     int has_token = p->session_token && *p->session_token;
     char date8[9];
     memcpy(date8, p->amz_date, 8);
     date8[8] = '\0';
 
-    buf_t scope = {0}, uri = {0}, canon_h = {0}, signed_h = {0}, creq = {0}, sts = {0},
-        tmp = {0};
+    buf_t scope = {0}, uri = {0}, canon_h = {0}, signed_h = {0}, creq = {0}, sts = {0};
     hlist h = {0};
     qlist q = {0};
     char *cred = NULL, *expires = NULL;
@@ -590,68 +725,16 @@ static int sign_impl(const sigv4_request *r, const sigv4_params *p, int presign,
     if ((rc = collect_headers(&h, r, p, payload, presign, has_token, e))) goto done;
     write_headers(&h, &canon_h, &signed_h);
     if ((rc = parse_query(&q, r->query, presign, e))) goto done;
-    if (presign) {
-        /* Credential = "<access key>/<scope>", the same string the header form uses. */
-        buf_puts(&tmp, p->access_key);
-        buf_putc(&tmp, '/');
-        buf_putn(&tmp, scope.p ? scope.p : "", scope.n);
-        char *c = buf_take(&tmp);
-        cred = c ? sigv4_uri_encode(c, 0) : NULL;
-        free(c);
-        char num[32];
-        snprintf(num, sizeof num, "%ld", expires_s);
-        expires = strdup(num);
-        if (!cred || !expires || scope.oom || signed_h.oom) {
-            rc = err_set(e, ERR_INTERNAL, "sigv4: out of memory");
-            goto done;
-        }
-        if ((rc = qlist_add(&q, strdup("X-Amz-Algorithm"), strdup(ALGORITHM), e)) ||
-            (rc = qlist_add(&q, strdup("X-Amz-Credential"), strdup(cred), e)) ||
-            (rc = qlist_add(&q, strdup("X-Amz-Date"), strdup(p->amz_date), e)) ||
-            (rc = qlist_add(&q, strdup("X-Amz-Expires"), strdup(expires), e)) ||
-            (rc = qlist_add(&q, strdup("X-Amz-SignedHeaders"),
-                            sigv4_uri_encode(signed_h.p, 0), e)))
-            goto done;
-        if (has_token && !p->omit_session_token &&
-            (rc = qlist_add(&q, strdup("X-Amz-Security-Token"),
-                            sigv4_uri_encode(p->session_token, 0), e)))
-            goto done;
-    }
+    if (presign && (rc = add_presign_params(&q, p, &scope, &signed_h, expires_s, has_token, &cred,
+                                            &expires, e)))
+        goto done;
     if (q.n) qsort(q.v, q.n, sizeof *q.v, qparam_cmp); /* q.v is NULL when empty */
-
-    /* Canonical request: six lines; the header block ends with its own newline, so
-     * a blank line separates it from the signed-header list. */
-    buf_puts(&creq, r->method);
-    buf_putc(&creq, '\n');
-    buf_putn(&creq, uri.p ? uri.p : "", uri.n);
-    buf_putc(&creq, '\n');
-    for (size_t i = 0; i < q.n; i++) {
-        if (i) buf_putc(&creq, '&');
-        buf_puts(&creq, q.v[i].name);
-        buf_putc(&creq, '=');
-        buf_puts(&creq, q.v[i].value);
-    }
-    buf_putc(&creq, '\n');
-    buf_putn(&creq, canon_h.p ? canon_h.p : "", canon_h.n);
-    buf_putc(&creq, '\n');
-    buf_putn(&creq, signed_h.p ? signed_h.p : "", signed_h.n);
-    buf_putc(&creq, '\n');
-    buf_puts(&creq, payload);
+    canonical_request(&creq, r->method, &uri, &q, &canon_h, &signed_h, payload);
     if (creq.oom || scope.oom || uri.oom || canon_h.oom || signed_h.oom) {
         rc = err_set(e, ERR_INTERNAL, "sigv4: out of memory");
         goto done;
     }
-
-    sha256_digest d;
-    char creq_hex[SHA256_HEX_LEN + 1];
-    sha256(creq.p, creq.n, &d);
-    sha256_hex(&d, creq_hex);
-    buf_puts(&sts, ALGORITHM "\n");
-    buf_puts(&sts, p->amz_date);
-    buf_putc(&sts, '\n');
-    buf_putn(&sts, scope.p, scope.n);
-    buf_putc(&sts, '\n');
-    buf_puts(&sts, creq_hex);
+    string_to_sign(&sts, p, &scope, &creq);
     if (sts.oom) {
         rc = err_set(e, ERR_INTERNAL, "sigv4: out of memory");
         goto done;
@@ -660,66 +743,13 @@ static int sign_impl(const sigv4_request *r, const sigv4_params *p, int presign,
         rc = err_set(e, ERR_INTERNAL, "sigv4: HMAC-SHA256 failed (OpenSSL; out of memory?)");
         goto done;
     }
-
-    if (presign) {
-        /* Order as AWS's suite prints it; any order verifies, the signature is over
-         * the sorted form. The token goes in even when omitted from the signature. */
-        buf_puts(&tmp, "X-Amz-Algorithm=" ALGORITHM "&X-Amz-Credential=");
-        buf_puts(&tmp, cred);
-        buf_puts(&tmp, "&X-Amz-Date=");
-        buf_puts(&tmp, p->amz_date);
-        buf_puts(&tmp, "&X-Amz-SignedHeaders=");
-        encode_into(&tmp, signed_h.p, signed_h.n, 0);
-        buf_puts(&tmp, "&X-Amz-Expires=");
-        buf_puts(&tmp, expires);
-        if (has_token) {
-            buf_puts(&tmp, "&X-Amz-Security-Token=");
-            encode_into(&tmp, p->session_token, strlen(p->session_token), 0);
-        }
-        buf_puts(&tmp, "&X-Amz-Signature=");
-        buf_puts(&tmp, out->signature);
-        if (!(out->query = buf_take(&tmp))) {
-            rc = err_set(e, ERR_INTERNAL, "sigv4: out of memory");
-            goto done;
-        }
-    } else {
-        buf_puts(&tmp, ALGORITHM " Credential=");
-        buf_puts(&tmp, p->access_key);
-        buf_putc(&tmp, '/');
-        buf_putn(&tmp, scope.p, scope.n);
-        buf_puts(&tmp, ", SignedHeaders=");
-        buf_putn(&tmp, signed_h.p, signed_h.n);
-        buf_puts(&tmp, ", Signature=");
-        buf_puts(&tmp, out->signature);
-        if (!(out->authorization = buf_take(&tmp))) {
-            rc = err_set(e, ERR_INTERNAL, "sigv4: out of memory");
-            goto done;
-        }
-        /* Values of the added headers live in one block: token, date, payload hash. */
-        size_t tl = has_token ? strlen(p->session_token) : 0, pl = strlen(payload);
-        out->store_ = malloc(tl + 1 + SIGV4_AMZ_DATE_LEN + 1 + pl + 1);
-        if (!out->store_) {
-            rc = err_set(e, ERR_INTERNAL, "sigv4: out of memory");
-            goto done;
-        }
-        char *tok = out->store_, *date = tok + tl + 1, *hash = date + SIGV4_AMZ_DATE_LEN + 1;
-        memcpy(tok, has_token ? p->session_token : "", tl + 1);
-        memcpy(date, p->amz_date, SIGV4_AMZ_DATE_LEN + 1);
-        memcpy(hash, payload, pl + 1);
-        /* Names spelled as AWS's suite spells them; HTTP names are case-insensitive. */
-        if (has_token) out->headers[out->nheaders++] = (sigv4_header){"X-Amz-Security-Token", tok};
-        out->headers[out->nheaders++] = (sigv4_header){"X-Amz-Date", date};
-        if (p->content_sha256_header)
-            out->headers[out->nheaders++] = (sigv4_header){"x-amz-content-sha256", hash};
-        out->headers[out->nheaders++] = (sigv4_header){"Authorization", out->authorization};
-    }
+    rc = presign ? finish_presigned(out, p, cred, &signed_h, expires, has_token, e)
+                 : finish_headers(out, p, &scope, &signed_h, payload, has_token, e);
+    if (rc) goto done;
     out->canonical_request = buf_take(&creq);
     out->string_to_sign = buf_take(&sts);
-    if (!out->canonical_request || !out->string_to_sign) {
+    if (!out->canonical_request || !out->string_to_sign)
         rc = err_set(e, ERR_INTERNAL, "sigv4: out of memory");
-        goto done;
-    }
-    rc = 0;
 
 done:
     if (rc) sigv4_output_free(out);
@@ -729,7 +759,6 @@ done:
     buf_free(&signed_h);
     buf_free(&creq);
     buf_free(&sts);
-    buf_free(&tmp);
     hlist_free(&h);
     qlist_free(&q);
     free(cred);
