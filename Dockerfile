@@ -48,6 +48,8 @@ COPY comm/ comm/
 COPY runner/ runner/
 COPY cli/ cli/
 COPY gpu/ gpu/
+COPY configs/presets/ configs/presets/
+COPY scripts/embed_presets.sh scripts/
 RUN make -j"$(nproc)" tandem && ./tandem --help >/dev/null && test -f tandem-cuda.so
 
 FROM nvidia/cuda:${CUDA_VERSION}-runtime-ubuntu${UBUNTU_VERSION}

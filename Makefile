@@ -60,7 +60,11 @@ $(BUILD)/$(1)/%.o: %.c
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(BASE_CFLAGS) $$(CFLAGS_$(1)) -c $$< -o $$@
 
-$(BUILD)/$(1)/libtandem.a: $$(patsubst %.c,$(BUILD)/$(1)/%.o,$$(LIB_SRC))
+$(BUILD)/$(1)/gen/presets.o: $(BUILD)/gen/presets.c
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(BASE_CFLAGS) $$(CFLAGS_$(1)) -c $$< -o $$@
+
+$(BUILD)/$(1)/libtandem.a: $$(patsubst %.c,$(BUILD)/$(1)/%.o,$$(LIB_SRC)) $(BUILD)/$(1)/gen/presets.o
 	@rm -f $$@
 	ar rcs $$@ $$^
 
@@ -210,6 +214,11 @@ endif
 tandem: $(BUILD)/rel/tandem $(CUDA_PLUGIN)
 	cp $< $@.tmp && mv -f $@.tmp $@
 	$(if $(CUDA_PLUGIN),cp $(CUDA_PLUGIN) tandem-cuda.so.tmp && mv -f tandem-cuda.so.tmp tandem-cuda.so)
+
+# The presets (configs/presets/*.yaml) embedded as data: runner/presets.h
+$(BUILD)/gen/presets.c: $(wildcard configs/presets/*.yaml) scripts/embed_presets.sh
+	@mkdir -p $(dir $@)
+	@bash scripts/embed_presets.sh $@
 
 # `tandem --version` names the git revision: cli/version.o is rebuilt when it changes
 # (a stamp rewritten only when HEAD or the tree's cleanliness differs from the last build)

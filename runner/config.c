@@ -10,6 +10,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "runner/cluster_check.h"
+#include "runner/presets.h"
 #include "util/ydoc.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -91,238 +93,6 @@ _Static_assert(COUNT_NAMES(cloud_names) == CONFIG_CLOUD_AKS + 1, "cloud");
 #define STRC(k, f, d, fl, chk, doc_)                                                       \
     {.key = k, .type = T_STRING, .off = FIELD(f, char *), .def = d, .flags = fl,          \
      .check = chk, .doc = doc_}
-
-/* ---------------------------------------------------------------------------------------
- * Formats of the cluster.* strings (they end up in sbatch directives, shell words and
- * Kubernetes objects, so they are checked when parsed, with the key and origin named)
- * ------------------------------------------------------------------------------------- */
-
-static bool is_alnum_ascii(int ch) {
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
-}
-
-static bool no_controls(const char *s) {
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || *s == 0x7f) return false;
-    return true;
-}
-
-/* A size with an optional binary unit: "64G", "512M", "1024" (Slurm: megabytes). */
-static bool check_size(const char *s, char *why, size_t n) {
-    const char *p = s;
-    while (*p >= '0' && *p <= '9') p++;
-    bool ok = !*s || (p > s && p - s <= 15 && s[0] != '0' &&
-                      (!*p || (strchr("KMGT", *p) && !p[1])));
-    if (!ok) snprintf(why, n, "expected a size: a positive integer with an optional unit K, M, G "
-                              "or T (binary, as Slurm's --mem: 64G; no unit = megabytes), got "
-                              "'%.100s'", s);
-    return ok;
-}
-
-/* digits, at least one */
-static const char *skip_digits(const char *p) {
-    if (*p < '0' || *p > '9') return NULL;
-    while (*p >= '0' && *p <= '9') p++;
-    return p;
-}
-
-/* Slurm's --time: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or UNLIMITED. */
-static bool check_slurm_time(const char *s, char *why, size_t n) {
-    bool ok = !*s || !strcmp(s, "UNLIMITED") || !strcmp(s, "INFINITE");
-    if (!ok) {
-        const char *p = skip_digits(s);
-        int colons = 0;
-        bool days = p && *p == '-';
-        if (days) p = skip_digits(p + 1);
-        while (p && *p == ':' && colons < 2) p = skip_digits(p + 1), colons++;
-        ok = p && !*p && (!days || colons <= 2);
-    }
-    if (!ok) snprintf(why, n, "expected a Slurm time limit: MINUTES, MM:SS, HH:MM:SS, D-HH, "
-                              "D-HH:MM or D-HH:MM:SS, got '%.100s'", s);
-    return ok;
-}
-
-/* A name for an #SBATCH line: letters, digits, '_', '.', '-'. */
-static bool check_slurm_name(const char *s, char *why, size_t n) {
-    bool ok = strlen(s) <= 256;
-    for (const char *p = s; ok && *p; p++) ok = is_alnum_ascii(*p) || strchr("_.-", *p);
-    if (!ok) snprintf(why, n, "expected letters, digits, '_', '.' or '-' (at most 256), got "
-                              "'%.100s'", s);
-    return ok;
-}
-
-/* The same, or a comma-separated list of them (partitions). */
-static bool check_slurm_list(const char *s, char *why, size_t n) {
-    bool ok = strlen(s) <= 256 && s[0] != ',' && (!*s || s[strlen(s) - 1] != ',');
-    for (const char *p = s; ok && *p; p++) ok = is_alnum_ascii(*p) || strchr("_.,-", *p);
-    if (!ok) snprintf(why, n, "expected names of letters, digits, '_', '.' and '-', separated by "
-                              "',' (at most 256), got '%.100s'", s);
-    return ok;
-}
-
-/* A DNS-1123 label (Kubernetes object names): [a-z0-9]([-a-z0-9]*[a-z0-9])?, <= 63. */
-static bool dns_label(const char *s, size_t len) {
-    if (len < 1 || len > 63 || s[0] == '-' || s[len - 1] == '-') return false;
-    for (size_t i = 0; i < len; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-            return false;
-    return true;
-}
-
-static bool check_dns_label(const char *s, char *why, size_t n) {
-    bool ok = !*s || dns_label(s, strlen(s));
-    if (!ok) snprintf(why, n, "expected a DNS label: at most 63 of a-z, 0-9 and '-', starting "
-                              "and ending with a letter or digit, got '%.100s'", s);
-    return ok;
-}
-
-/* A DNS-1123 subdomain: dot-separated labels, <= 253 (Secret and PVC names). */
-static bool dns_subdomain(const char *s, size_t len) {
-    if (len < 1 || len > 253) return false;
-    for (size_t i = 0; i < len;) {
-        size_t j = i;
-        while (j < len && s[j] != '.') j++;
-        if (!dns_label(s + i, j - i)) return false;
-        i = j + 1;
-        if (j < len && i == len) return false; /* trailing dot */
-    }
-    return true;
-}
-
-static bool check_dns_subdomain(const char *s, char *why, size_t n) {
-    bool ok = !*s || dns_subdomain(s, strlen(s));
-    if (!ok) snprintf(why, n, "expected a Kubernetes object name: at most 253 of a-z, 0-9, '-' "
-                              "and '.', got '%.100s'", s);
-    return ok;
-}
-
-/* A container image reference: no blanks, quotes or control characters. */
-static bool check_image(const char *s, char *why, size_t n) {
-    bool ok = strlen(s) <= 1024 && no_controls(s);
-    for (const char *p = s; ok && *p; p++) ok = !strchr(" \"'\\`$", *p);
-    if (!ok) snprintf(why, n, "expected an image reference (registry/name:tag or @sha256:...), "
-                              "without blanks or quotes");
-    return ok;
-}
-
-static bool check_path(const char *s, char *why, size_t n) {
-    bool ok = no_controls(s);
-    if (!ok) snprintf(why, n, "expected a path without control characters");
-    return ok;
-}
-
-/* A Kubernetes label name part: <= 63, alphanumeric at both ends, [-_.A-Za-z0-9] inside. */
-static bool label_name(const char *s, size_t len) {
-    if (len < 1 || len > 63 || !is_alnum_ascii(s[0]) || !is_alnum_ascii(s[len - 1])) return false;
-    for (size_t i = 0; i < len; i++)
-        if (!is_alnum_ascii(s[i]) && !strchr("-_.", s[i])) return false;
-    return true;
-}
-
-/* A label key: [DNS-subdomain "/"] name. */
-static bool label_key(const char *s, size_t len) {
-    const char *slash = memchr(s, '/', len);
-    if (!slash) return label_name(s, len);
-    size_t plen = (size_t)(slash - s);
-    return dns_subdomain(s, plen) && label_name(slash + 1, len - plen - 1);
-}
-
-static bool label_value(const char *s, size_t len) { return len == 0 || label_name(s, len); }
-
-/* "key=value,key2=value2": node labels. */
-static bool check_labels(const char *s, char *why, size_t n) {
-    bool ok = true;
-    for (const char *p = s; ok && *p;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        const char *eq = memchr(p, '=', len);
-        ok = eq && label_key(p, (size_t)(eq - p)) && label_value(eq + 1, len - (size_t)(eq - p) - 1);
-        if (!ok) snprintf(why, n, "expected node labels 'key=value,...' (Kubernetes label keys "
-                                  "and values), got '%.*s' in '%.100s'", (int)len, p, s);
-        p = end ? end + 1 : p + len;
-        if (ok && end && !*p) {
-            ok = false;
-            snprintf(why, n, "expected node labels 'key=value,...': a trailing ','");
-        }
-    }
-    return ok;
-}
-
-/* "key[=value][:Effect],...": tolerations. */
-static bool check_tolerations(const char *s, char *why, size_t n) {
-    bool ok = true;
-    for (const char *p = s; ok && *p;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        const char *colon = memchr(p, ':', len);
-        size_t kvlen = colon ? (size_t)(colon - p) : len;
-        const char *eq = memchr(p, '=', kvlen);
-        size_t klen = eq ? (size_t)(eq - p) : kvlen;
-        ok = label_key(p, klen) && (!eq || label_value(eq + 1, kvlen - klen - 1));
-        if (ok && colon) {
-            size_t elen = len - kvlen - 1;
-            ok = (elen == 10 && !strncmp(colon + 1, "NoSchedule", 10)) ||
-                 (elen == 16 && !strncmp(colon + 1, "PreferNoSchedule", 16)) ||
-                 (elen == 9 && !strncmp(colon + 1, "NoExecute", 9));
-        }
-        if (!ok) snprintf(why, n, "expected tolerations 'key[=value][:Effect],...' with Effect "
-                                  "NoSchedule, PreferNoSchedule or NoExecute, got '%.*s' in "
-                                  "'%.100s'", (int)len, p, s);
-        p = end ? end + 1 : p + len;
-        if (ok && end && !*p) {
-            ok = false;
-            snprintf(why, n, "expected tolerations 'key[=value][:Effect],...': a trailing ','");
-        }
-    }
-    return ok;
-}
-
-/* Names that hold credentials; they must come from a file or a Secret, never a config. */
-static bool secret_name(const char *name, size_t len) {
-    static const char *const bad[] = {"SECRET", "TOKEN", "PASSWORD", "PASSWD", "ACCESS_KEY",
-                                      "PRIVATE_KEY", "API_KEY", NULL};
-    char up[CONFIG_KEY_MAX * 2];
-    snprintf(up, sizeof up, "%.*s", (int)len, name);
-    for (char *c = up; *c; c++)
-        if (*c >= 'a' && *c <= 'z') *c = (char)(*c - 'a' + 'A');
-    for (int i = 0; bad[i]; i++)
-        if (strstr(up, bad[i])) return true;
-    return false;
-}
-
-/* "NAME=value,...": extra environment. Values are never echoed: a person may have pasted
- * a secret by mistake, and an error message ends up in logs. */
-static bool check_env(const char *s, char *why, size_t n) {
-    if (!no_controls(s)) {
-        snprintf(why, n, "expected 'NAME=value,...' without control characters");
-        return false;
-    }
-    for (const char *p = s; *p;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        const char *eq = memchr(p, '=', len);
-        size_t nlen = eq ? (size_t)(eq - p) : len;
-        bool ok = eq && nlen > 0 && nlen < CONFIG_KEY_MAX && !(p[0] >= '0' && p[0] <= '9');
-        for (size_t i = 0; ok && i < nlen; i++) ok = is_alnum_ascii(p[i]) || p[i] == '_';
-        if (!ok) {
-            snprintf(why, n, "expected 'NAME=value,...' with NAME of letters, digits and '_' "
-                             "(the entry at offset %d)", (int)(p - s));
-            return false;
-        }
-        if (secret_name(p, nlen)) {
-            snprintf(why, n, "'%.*s' looks like a credential: credentials never go into a config "
-                             "or a rendered job; use cluster.credentials_file (Slurm) or "
-                             "cluster.secret_name (Kubernetes)", (int)nlen, p);
-            return false;
-        }
-        p = end ? end + 1 : p + len;
-        if (end && !*p) {
-            snprintf(why, n, "expected 'NAME=value,...': a trailing ','");
-            return false;
-        }
-    }
-    return true;
-}
 
 /* In documentation order: section by section, as a config file is written. */
 static const key_def schema[] = {
@@ -431,38 +201,38 @@ static const key_def schema[] = {
     INT("cluster.gpus_per_node", cluster.gpus_per_node, "0", 0, 64,
         "GPUs per node (Slurm --gres=gpu[:TYPE]:N, Kubernetes nvidia.com/gpu); 0 = a CPU job, no "
         "GPU directives"),
-    STRC("cluster.gpu_type", cluster.gpu_type, "h100", 0, check_slurm_name,
+    STRC("cluster.gpu_type", cluster.gpu_type, "h100", 0, cluster_check_slurm_name,
          "GPU model: the Slurm gres type (\"\" = untyped) and, with cluster.cloud, the node "
          "labels selected (h100, h200, a100)"),
     INT("cluster.cpus_per_task", cluster.cpus_per_task, "0", 0, 4096,
         "CPU cores per node for tandem (Slurm --cpus-per-task, Kubernetes cpu request); 0 = the "
         "scheduler's default"),
-    STRC("cluster.memory", cluster.memory, "", 0, check_size,
+    STRC("cluster.memory", cluster.memory, "", 0, cluster_check_size,
          "memory per node: 64G, 512M (binary units; Slurm --mem, Kubernetes request and limit "
          "64Gi); \"\" = the scheduler's default"),
-    STRC("cluster.time_limit", cluster.time_limit, "", 0, check_slurm_time,
+    STRC("cluster.time_limit", cluster.time_limit, "", 0, cluster_check_slurm_time,
          "Slurm --time (MM, HH:MM:SS, D-HH:MM:SS), afresh after each requeue; \"\" = the "
          "partition's"),
-    STRC("cluster.partition", cluster.partition, "", 0, check_slurm_list,
+    STRC("cluster.partition", cluster.partition, "", 0, cluster_check_slurm_list,
          "Slurm --partition; \"\" = the default partition"),
-    STRC("cluster.account", cluster.account, "", 0, check_slurm_name,
+    STRC("cluster.account", cluster.account, "", 0, cluster_check_slurm_name,
          "Slurm --account; \"\" = the user's default"),
-    STRC("cluster.job_name", cluster.job_name, "", 0, check_dns_label,
+    STRC("cluster.job_name", cluster.job_name, "", 0, cluster_check_dns_label,
          "job name (Slurm --job-name, Kubernetes Job name: a DNS label); \"\" = from the config "
          "file's name"),
-    STRC("cluster.workdir", cluster.workdir, "", F_PATH, check_path,
+    STRC("cluster.workdir", cluster.workdir, "", F_PATH, cluster_check_path,
          "Slurm --chdir: where the job runs and writes its log (shared storage); \"\" = the "
          "directory tandem manifest runs in"),
-    STRC("cluster.tandem_binary", cluster.tandem_binary, "", F_PATH, check_path,
+    STRC("cluster.tandem_binary", cluster.tandem_binary, "", F_PATH, cluster_check_path,
          "tandem on the nodes; \"\" = Slurm: the absolute path of the tandem that renders; "
          "Kubernetes: /usr/local/bin/tandem (the image's)"),
-    STRC("cluster.credentials_file", cluster.credentials_file, "", F_PATH, check_path,
+    STRC("cluster.credentials_file", cluster.credentials_file, "", F_PATH, cluster_check_path,
          "Slurm: a file of AWS_* assignments (mode 600) that the batch script reads into "
          "tandem's environment; credentials never appear on a command line"),
     INT("cluster.signal_lead_s", cluster.signal_lead_s, "300", 1, 65535,
         "Slurm --signal=B:USR1@S: seconds before the time limit when the batch shell gets "
         "USR1, tandem commits and the job requeues itself"),
-    STRC("cluster.image", cluster.image, "", 0, check_image,
+    STRC("cluster.image", cluster.image, "", 0, cluster_check_image,
          "Kubernetes: the container image (see Dockerfile); required by tandem manifest k8s"),
     ENUM("cluster.cloud", cluster.cloud, "none", cloud_names,
          "Kubernetes node labels and tolerations for cluster.gpu_type and spot capacity on GKE, "
@@ -470,23 +240,23 @@ static const key_def schema[] = {
          "cluster.tolerations"),
     BOOL("cluster.spot", cluster.spot, "false",
          "Kubernetes: run on the spot (preemptible) nodes of cluster.cloud"),
-    STRC("cluster.node_selector", cluster.node_selector, "", 0, check_labels,
+    STRC("cluster.node_selector", cluster.node_selector, "", 0, cluster_check_labels,
          "extra Kubernetes node labels 'key=value,...'; they win over the cloud's"),
-    STRC("cluster.tolerations", cluster.tolerations, "", 0, check_tolerations,
+    STRC("cluster.tolerations", cluster.tolerations, "", 0, cluster_check_tolerations,
          "extra Kubernetes tolerations 'key[=value][:Effect],...' (no value: operator Exists; "
          "no effect: every effect)"),
     INT("cluster.grace_period_s", cluster.grace_period_s, "120", 0, 86400,
         "Kubernetes terminationGracePeriodSeconds, SIGTERM to SIGKILL: more than a commit takes "
         "(see docs/preemption.md)"),
-    STRC("cluster.secret_name", cluster.secret_name, "", 0, check_dns_subdomain,
+    STRC("cluster.secret_name", cluster.secret_name, "", 0, cluster_check_dns_subdomain,
          "Kubernetes Secret with AWS credentials as the files credentials (and optionally "
          "config) of ~/.aws, mounted read-only for tandem"),
     INT("cluster.backoff_limit", cluster.backoff_limit, "3", 0, 1000000,
         "Kubernetes: failed pods (preemptions and exit 75 not counted) before the Job fails; per "
         "index when cluster.nodes > 1"),
-    STRC("cluster.data_pvc", cluster.data_pvc, "", 0, check_dns_subdomain,
+    STRC("cluster.data_pvc", cluster.data_pvc, "", 0, cluster_check_dns_subdomain,
          "Kubernetes PersistentVolumeClaim with the corpus, mounted read-only at /data"),
-    STRC("cluster.env", cluster.env, "", F_NOECHO, check_env,
+    STRC("cluster.env", cluster.env, "", F_NOECHO, cluster_check_env,
          "extra environment of tandem 'NAME=value,...' (AWS_REGION, AWS_ENDPOINT_URL, "
          "TANDEM_S3_*); credentials are refused"),
     INT("cluster.coordinator_port", cluster.coordinator_port, "29500", 1, 65535,
@@ -496,66 +266,6 @@ static const key_def schema[] = {
 };
 #define NKEYS (sizeof schema / sizeof schema[0])
 
-/* Presets: "key=value" texts applied through the same parser as --set.
- *
- * The paper's hyper-parameter table (tab:hyper_params, Appendix C), exactly: batch, η_E
- * (optim.lr), η_K = η_u^K = η_w^K (tandem.lr_probe, SGD), η_α (tandem.lr_alpha), K, E, the
- * total u-steps T·E (run.episodes = steps / E), context length (train.seq = model.ctx),
- * γ = 1, weight decay 1e-2, clip 1.0, cosine. Where our model must differ (docs/config.md,
- * "Presets"): the shapes are GPT-2 blocks of the Pythia/Qwen2 depth and width, and the
- * vocabulary is the dataset's (model.vocab = 0). The α step itself is not in the table:
- * tandem.alpha_step keeps its default (see docs/config.md); lr_alpha is Alg. 1's η_α for
- * tandem.alpha_step = pgd. */
-#define PAPER_COMMON                                                                       \
-    "tandem.gamma=1", "tandem.lr_probe=1e-2", "optim.weight_decay=1e-2", "optim.clip=1.0", \
-        "optim.schedule=cosine", "model.vocab=0"
-#define SHAPE_160M "model.layers=12", "model.channels=768", "model.heads=12"
-
-static const char *const preset_none[] = {NULL};
-/* 40000 u-steps at E = 20: 2000 episodes */
-static const char *const preset_abundant_160m[] = {
-    PAPER_COMMON, SHAPE_160M, "train.batch=8", "train.seq=2048", "model.ctx=2048",
-    "optim.lr=5e-5", "tandem.lr_alpha=2e-3", "tandem.K=5", "tandem.E=20", "run.episodes=2000",
-    NULL};
-/* 5000 u-steps at E = 5: 1000 episodes */
-#define PAPER_RESTRICTED                                                                   \
-    PAPER_COMMON, "train.batch=128", "train.seq=512", "model.ctx=512", "optim.lr=5e-4",    \
-        "tandem.lr_alpha=4e-3", "tandem.K=5", "tandem.E=5", "run.episodes=1000"
-static const char *const preset_restricted_160m[] = {PAPER_RESTRICTED, SHAPE_160M, NULL};
-static const char *const preset_restricted_410m[] = {
-    PAPER_RESTRICTED, "model.layers=24", "model.channels=1024", "model.heads=16", NULL};
-/* Pythia-1B's shape: 16 layers, width 2048, 8 heads (head size 256). */
-static const char *const preset_restricted_1b[] = {
-    PAPER_RESTRICTED, "model.layers=16", "model.channels=2048", "model.heads=8", NULL};
-/* Qwen2-0.5B's depth and width (24 layers, 896, 14 heads); 5000 u-steps at E = 10: 500
- * episodes */
-static const char *const preset_sft_qwen2[] = {
-    PAPER_COMMON, "model.layers=24", "model.channels=896", "model.heads=14", "train.batch=32",
-    "train.seq=512", "model.ctx=512", "optim.lr=4e-6", "tandem.lr_alpha=4e-3", "tandem.K=10",
-    "tandem.E=10", "run.episodes=500", NULL};
-
-static const struct {
-    const char *const *sets;
-    const char *doc;
-} presets[] = {
-    [CONFIG_PRESET_NONE] = {preset_none, "built-in defaults only"},
-    [CONFIG_PRESET_DATA_ABUNDANT_160M] = {preset_abundant_160m,
-                                          "paper, data-abundant 160M: 12×768 GPT, batch 8 × 2048, "
-                                          "K 5, E 20, 40000 u-steps"},
-    [CONFIG_PRESET_DATA_RESTRICTED_160M] = {preset_restricted_160m,
-                                            "paper, data-restricted 160M: 12×768 GPT, batch 128 × "
-                                            "512, K = E = 5, 5000 u-steps"},
-    [CONFIG_PRESET_DATA_RESTRICTED_410M] = {preset_restricted_410m,
-                                            "paper, data-restricted 410M: 24×1024 GPT, batch 128 × "
-                                            "512, K = E = 5, 5000 u-steps"},
-    [CONFIG_PRESET_DATA_RESTRICTED_1B] = {preset_restricted_1b,
-                                          "paper, data-restricted 1B: 16×2048 GPT, batch 128 × 512, "
-                                          "K = E = 5, 5000 u-steps"},
-    [CONFIG_PRESET_SFT_QWEN2_0_5B] = {preset_sft_qwen2,
-                                      "paper, SFT: a GPT-2 of Qwen2-0.5B's shape (24×896), batch "
-                                      "32 × 512, K = E = 10, 5000 u-steps"},
-};
-_Static_assert(sizeof presets / sizeof presets[0] == CONFIG_PRESET_COUNT, "a preset per name");
 
 /* ---------------------------------------------------------------------------------------
  * Schema helpers
@@ -971,23 +681,66 @@ void config_defaults(config *c) {
 
 /* Applies preset `p` over `c`; records O_PRESET in `from` when given. A failure is a bug
  * in the preset table (ERR_INTERNAL). */
-static int apply_preset(config *c, int p, origin *from, tdm_err *e) {
-    for (const char *const *s = presets[p].sets; *s; s++) {
-        const char *eq = strchr(*s, '=');
-        char key[CONFIG_KEY_MAX];
-        snprintf(key, sizeof key, "%.*s", eq ? (int)(eq - *s) : 0, *s);
-        const key_def *k = eq ? find_key(key) : NULL;
-        if (!k)
-            return err_set(e, ERR_INTERNAL, "preset %s: bad entry '%s'", preset_names[p], *s);
-        char where[128];
-        snprintf(where, sizeof where, "preset %s: %s", preset_names[p], k->key);
-        if (set_key(c, k, eq + 1, false, where, e)) {
-            e->code = ERR_INTERNAL;
-            return ERR_INTERNAL;
+/* Presets: the YAML files of configs/presets/ (runner/presets.h), applied key by key
+ * through the same parser as --set. preset_names[] holds the enum's order; the files are
+ * found by name. */
+static const config_preset_src *preset_src(int p) {
+    for (const config_preset_src *s = config_preset_srcs; p > 0 && s->name; s++)
+        if (strcmp(s->name, preset_names[p]) == 0) return s;
+    return NULL; /* "none", or a name without a file (test_config catches that) */
+}
+
+/* Calls fn(key, value text, quoted, arg) for every "section: {key: value}" of preset p, in
+ * the file's order; stops at the first nonzero return. A preset file that is not such a
+ * map is ERR_INTERNAL (it is part of the build). */
+static int preset_each(int p, int (*fn)(const key_def *k, const ydoc_node *v, void *arg),
+                       void *arg, tdm_err *e) {
+    const config_preset_src *src = preset_src(p);
+    if (!src) return 0;
+    char name[96];
+    snprintf(name, sizeof name, "preset %s", preset_names[p]);
+    ydoc_node *root = ydoc_parse(src->text, src->len, name, e);
+    if (!root) return e->code = ERR_INTERNAL;
+    int rc = root->kind == YDOC_MAP ? 0 : err_set(e, ERR_INTERNAL, "%s: not a map of sections", name);
+    for (size_t i = 0; !rc && i < root->n; i++) {
+        const ydoc_node *sec = root->items[i];
+        if (sec->kind != YDOC_MAP)
+            rc = err_set(e, ERR_INTERNAL, "%s:%d: '%s' is not a section", name, sec->line, root->keys[i]);
+        for (size_t j = 0; !rc && j < sec->n; j++) {
+            char full[2 * CONFIG_KEY_MAX + 2];
+            snprintf(full, sizeof full, "%.*s.%.*s", CONFIG_KEY_MAX, root->keys[i], CONFIG_KEY_MAX,
+                     sec->keys[j]);
+            const key_def *k = find_key(full);
+            if (!k || sec->items[j]->kind != YDOC_SCALAR)
+                rc = err_set(e, ERR_INTERNAL, "%s:%d: '%s' is not a key with a value", name,
+                             sec->items[j]->line, full);
+            else
+                rc = fn(k, sec->items[j], arg);
         }
-        if (from) from[k - schema] = (origin){O_PRESET, 0};
     }
+    ydoc_free(root);
+    return rc;
+}
+
+typedef struct preset_apply {
+    config *c;
+    int p;
+    origin *from;
+    tdm_err *e;
+} preset_apply;
+
+static int apply_one(const key_def *k, const ydoc_node *v, void *arg) {
+    preset_apply *a = arg;
+    char where[128];
+    snprintf(where, sizeof where, "preset %s: %s", preset_names[a->p], k->key);
+    if (set_key(a->c, k, v->value, v->quoted != 0, where, a->e)) return a->e->code = ERR_INTERNAL;
+    if (a->from) a->from[k - schema] = (origin){O_PRESET, 0};
     return 0;
+}
+
+static int apply_preset(config *c, int p, origin *from, tdm_err *e) {
+    preset_apply a = {c, p, from, e};
+    return preset_each(p, apply_one, &a, e);
 }
 
 /* " (from file:line)" and the like, for naming both keys of a cross-field error. */
@@ -1453,10 +1206,29 @@ static void print_wrapped(FILE *f, const char *text, int indent, int width) {
 }
 
 /* A preset's assignments on one line, as a person would pass them to --set. */
+typedef struct preset_text {
+    char *buf;
+    size_t n;
+} preset_text;
+
+static int text_one(const key_def *k, const ydoc_node *v, void *arg) {
+    preset_text *t = arg;
+    append(t->buf, t->n, "%s%s=%s", t->buf[0] ? " " : "", k->key, v->value);
+    return 0;
+}
+
+/* Preset p's values as "key=value key=value ..." (for --help and docs/config.md). */
 static void preset_line(int p, char *buf, size_t n) {
     buf[0] = '\0';
-    for (const char *const *s = presets[p].sets; *s; s++)
-        append(buf, n, "%s%s", buf[0] ? " " : "", *s);
+    preset_text t = {buf, n};
+    tdm_err ignore;
+    preset_each(p, text_one, &t, &ignore);
+}
+
+/* Preset p's one line of documentation. */
+static const char *preset_doc(int p) {
+    const config_preset_src *src = preset_src(p);
+    return src ? src->doc : "built-in defaults only";
 }
 
 void config_print_help(FILE *f) {
@@ -1483,7 +1255,7 @@ void config_print_help(FILE *f) {
     fprintf(f, "\nPresets (applied after the defaults, before the file's keys; which values\n"
                "are assumptions is said in docs/config.md):\n");
     for (int p = 1; p < CONFIG_PRESET_COUNT; p++) {
-        fprintf(f, "  %s: %s\n", preset_names[p], presets[p].doc);
+        fprintf(f, "  %s: %s\n", preset_names[p], preset_doc(p));
         preset_line(p, line, sizeof line);
         print_wrapped(f, line, 6, 88);
     }
@@ -1502,7 +1274,7 @@ void config_print_markdown(FILE *f) {
     fprintf(f, "\n| preset | what | values |\n|---|---|---|\n");
     for (int p = 1; p < CONFIG_PRESET_COUNT; p++) {
         preset_line(p, line, sizeof line);
-        fprintf(f, "| `%s` | %s | `%s` |\n", preset_names[p], presets[p].doc, line);
+        fprintf(f, "| `%s` | %s | `%s` |\n", preset_names[p], preset_doc(p), line);
     }
 }
 

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "runner/config.h"
+#include "runner/presets.h"
 #include "tests/test.h"
 
 /* One directory for the whole file, removed at the end of main, so a failing CHECK (which
@@ -255,6 +256,33 @@ static void test_every_preset_loads(void) {
                       c.model.vocab == 0,
                   "%s: the values common to every column", want[i].name);
     }
+}
+
+/* The presets are the YAML files of configs/presets/ as built in: one file per preset
+ * but "none", no file that is not a preset, and the bytes built in are the file's. */
+static void test_presets_are_the_files(void) {
+    const char *root = getenv("TANDEM_ROOT");
+    size_t n = 0;
+    for (const config_preset_src *s = config_preset_srcs; s->name; s++, n++) {
+        char set[96], path[1024];
+        snprintf(set, sizeof set, "preset=%s", s->name);
+        char *sets[] = {set, "data.dataset=d.yaml"};
+        config c;
+        tdm_err e = {0};
+        CHECK(config_load(&c, NULL, sets, 2, &e) == 0 && c.preset != CONFIG_PRESET_NONE,
+              "built-in %s is not a preset name: %s", s->name, e.msg);
+        snprintf(path, sizeof path, "%s/configs/presets/%s.yaml", root && *root ? root : ".", s->name);
+        FILE *f = fopen(path, "rb");
+        CHECK(f, "%s: no such file", path);
+        static char buf[1 << 16];
+        size_t got = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        CHECK(got == s->len && memcmp(buf, s->text, got) == 0,
+              "%s differs from what the build holds: rebuild (make)", path);
+        CHECK(s->doc && *s->doc, "%s: no documentation line", s->name);
+    }
+    CHECK(n == CONFIG_PRESET_COUNT - 1, "%zu preset files built in for %d presets besides none", n,
+          CONFIG_PRESET_COUNT - 1);
 }
 
 static void test_type_errors(void) {
@@ -665,6 +693,7 @@ int main(void) {
     RUN(test_set_overrides_file_in_order);
     RUN(test_preset_then_file);
     RUN(test_every_preset_loads);
+    RUN(test_presets_are_the_files);
     RUN(test_type_errors);
     RUN(test_range_errors);
     RUN(test_set_errors);

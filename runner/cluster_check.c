@@ -1,0 +1,235 @@
+/* cluster_check.c — the formats of the cluster.* strings; see cluster_check.h. */
+#include "runner/cluster_check.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runner/config.h"
+
+static bool is_alnum_ascii(int ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+}
+
+static bool no_controls(const char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) return false;
+    return true;
+}
+
+/* A size with an optional binary unit: "64G", "512M", "1024" (Slurm: megabytes). */
+bool cluster_check_size(const char *s, char *why, size_t n) {
+    const char *p = s;
+    while (*p >= '0' && *p <= '9') p++;
+    bool ok = !*s || (p > s && p - s <= 15 && s[0] != '0' &&
+                      (!*p || (strchr("KMGT", *p) && !p[1])));
+    if (!ok) snprintf(why, n, "expected a size: a positive integer with an optional unit K, M, G "
+                              "or T (binary, as Slurm's --mem: 64G; no unit = megabytes), got "
+                              "'%.100s'", s);
+    return ok;
+}
+
+/* digits, at least one */
+static const char *skip_digits(const char *p) {
+    if (*p < '0' || *p > '9') return NULL;
+    while (*p >= '0' && *p <= '9') p++;
+    return p;
+}
+
+/* Slurm's --time: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or UNLIMITED. */
+bool cluster_check_slurm_time(const char *s, char *why, size_t n) {
+    bool ok = !*s || !strcmp(s, "UNLIMITED") || !strcmp(s, "INFINITE");
+    if (!ok) {
+        const char *p = skip_digits(s);
+        int colons = 0;
+        bool days = p && *p == '-';
+        if (days) p = skip_digits(p + 1);
+        while (p && *p == ':' && colons < 2) p = skip_digits(p + 1), colons++;
+        ok = p && !*p && (!days || colons <= 2);
+    }
+    if (!ok) snprintf(why, n, "expected a Slurm time limit: MINUTES, MM:SS, HH:MM:SS, D-HH, "
+                              "D-HH:MM or D-HH:MM:SS, got '%.100s'", s);
+    return ok;
+}
+
+/* A name for an #SBATCH line: letters, digits, '_', '.', '-'. */
+bool cluster_check_slurm_name(const char *s, char *why, size_t n) {
+    bool ok = strlen(s) <= 256;
+    for (const char *p = s; ok && *p; p++) ok = is_alnum_ascii(*p) || strchr("_.-", *p);
+    if (!ok) snprintf(why, n, "expected letters, digits, '_', '.' or '-' (at most 256), got "
+                              "'%.100s'", s);
+    return ok;
+}
+
+/* The same, or a comma-separated list of them (partitions). */
+bool cluster_check_slurm_list(const char *s, char *why, size_t n) {
+    bool ok = strlen(s) <= 256 && s[0] != ',' && (!*s || s[strlen(s) - 1] != ',');
+    for (const char *p = s; ok && *p; p++) ok = is_alnum_ascii(*p) || strchr("_.,-", *p);
+    if (!ok) snprintf(why, n, "expected names of letters, digits, '_', '.' and '-', separated by "
+                              "',' (at most 256), got '%.100s'", s);
+    return ok;
+}
+
+/* A DNS-1123 label (Kubernetes object names): [a-z0-9]([-a-z0-9]*[a-z0-9])?, <= 63. */
+static bool dns_label(const char *s, size_t len) {
+    if (len < 1 || len > 63 || s[0] == '-' || s[len - 1] == '-') return false;
+    for (size_t i = 0; i < len; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return false;
+    return true;
+}
+
+bool cluster_check_dns_label(const char *s, char *why, size_t n) {
+    bool ok = !*s || dns_label(s, strlen(s));
+    if (!ok) snprintf(why, n, "expected a DNS label: at most 63 of a-z, 0-9 and '-', starting "
+                              "and ending with a letter or digit, got '%.100s'", s);
+    return ok;
+}
+
+/* A DNS-1123 subdomain: dot-separated labels, <= 253 (Secret and PVC names). */
+static bool dns_subdomain(const char *s, size_t len) {
+    if (len < 1 || len > 253) return false;
+    for (size_t i = 0; i < len;) {
+        size_t j = i;
+        while (j < len && s[j] != '.') j++;
+        if (!dns_label(s + i, j - i)) return false;
+        i = j + 1;
+        if (j < len && i == len) return false; /* trailing dot */
+    }
+    return true;
+}
+
+bool cluster_check_dns_subdomain(const char *s, char *why, size_t n) {
+    bool ok = !*s || dns_subdomain(s, strlen(s));
+    if (!ok) snprintf(why, n, "expected a Kubernetes object name: at most 253 of a-z, 0-9, '-' "
+                              "and '.', got '%.100s'", s);
+    return ok;
+}
+
+/* A container image reference: no blanks, quotes or control characters. */
+bool cluster_check_image(const char *s, char *why, size_t n) {
+    bool ok = strlen(s) <= 1024 && no_controls(s);
+    for (const char *p = s; ok && *p; p++) ok = !strchr(" \"'\\`$", *p);
+    if (!ok) snprintf(why, n, "expected an image reference (registry/name:tag or @sha256:...), "
+                              "without blanks or quotes");
+    return ok;
+}
+
+bool cluster_check_path(const char *s, char *why, size_t n) {
+    bool ok = no_controls(s);
+    if (!ok) snprintf(why, n, "expected a path without control characters");
+    return ok;
+}
+
+/* A Kubernetes label name part: <= 63, alphanumeric at both ends, [-_.A-Za-z0-9] inside. */
+static bool label_name(const char *s, size_t len) {
+    if (len < 1 || len > 63 || !is_alnum_ascii(s[0]) || !is_alnum_ascii(s[len - 1])) return false;
+    for (size_t i = 0; i < len; i++)
+        if (!is_alnum_ascii(s[i]) && !strchr("-_.", s[i])) return false;
+    return true;
+}
+
+/* A label key: [DNS-subdomain "/"] name. */
+static bool label_key(const char *s, size_t len) {
+    const char *slash = memchr(s, '/', len);
+    if (!slash) return label_name(s, len);
+    size_t plen = (size_t)(slash - s);
+    return dns_subdomain(s, plen) && label_name(slash + 1, len - plen - 1);
+}
+
+static bool label_value(const char *s, size_t len) { return len == 0 || label_name(s, len); }
+
+/* "key=value,key2=value2": node labels. */
+bool cluster_check_labels(const char *s, char *why, size_t n) {
+    bool ok = true;
+    for (const char *p = s; ok && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        ok = eq && label_key(p, (size_t)(eq - p)) && label_value(eq + 1, len - (size_t)(eq - p) - 1);
+        if (!ok) snprintf(why, n, "expected node labels 'key=value,...' (Kubernetes label keys "
+                                  "and values), got '%.*s' in '%.100s'", (int)len, p, s);
+        p = end ? end + 1 : p + len;
+        if (ok && end && !*p) {
+            ok = false;
+            snprintf(why, n, "expected node labels 'key=value,...': a trailing ','");
+        }
+    }
+    return ok;
+}
+
+/* "key[=value][:Effect],...": tolerations. */
+bool cluster_check_tolerations(const char *s, char *why, size_t n) {
+    bool ok = true;
+    for (const char *p = s; ok && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *colon = memchr(p, ':', len);
+        size_t kvlen = colon ? (size_t)(colon - p) : len;
+        const char *eq = memchr(p, '=', kvlen);
+        size_t klen = eq ? (size_t)(eq - p) : kvlen;
+        ok = label_key(p, klen) && (!eq || label_value(eq + 1, kvlen - klen - 1));
+        if (ok && colon) {
+            size_t elen = len - kvlen - 1;
+            ok = (elen == 10 && !strncmp(colon + 1, "NoSchedule", 10)) ||
+                 (elen == 16 && !strncmp(colon + 1, "PreferNoSchedule", 16)) ||
+                 (elen == 9 && !strncmp(colon + 1, "NoExecute", 9));
+        }
+        if (!ok) snprintf(why, n, "expected tolerations 'key[=value][:Effect],...' with Effect "
+                                  "NoSchedule, PreferNoSchedule or NoExecute, got '%.*s' in "
+                                  "'%.100s'", (int)len, p, s);
+        p = end ? end + 1 : p + len;
+        if (ok && end && !*p) {
+            ok = false;
+            snprintf(why, n, "expected tolerations 'key[=value][:Effect],...': a trailing ','");
+        }
+    }
+    return ok;
+}
+
+/* Names that hold credentials; they must come from a file or a Secret, never a config. */
+static bool secret_name(const char *name, size_t len) {
+    static const char *const bad[] = {"SECRET", "TOKEN", "PASSWORD", "PASSWD", "ACCESS_KEY",
+                                      "PRIVATE_KEY", "API_KEY", NULL};
+    char up[CONFIG_KEY_MAX * 2];
+    snprintf(up, sizeof up, "%.*s", (int)len, name);
+    for (char *c = up; *c; c++)
+        if (*c >= 'a' && *c <= 'z') *c = (char)(*c - 'a' + 'A');
+    for (int i = 0; bad[i]; i++)
+        if (strstr(up, bad[i])) return true;
+    return false;
+}
+
+/* "NAME=value,...": extra environment. Values are never echoed: a person may have pasted
+ * a secret by mistake, and an error message ends up in logs. */
+bool cluster_check_env(const char *s, char *why, size_t n) {
+    if (!no_controls(s)) {
+        snprintf(why, n, "expected 'NAME=value,...' without control characters");
+        return false;
+    }
+    for (const char *p = s; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        size_t nlen = eq ? (size_t)(eq - p) : len;
+        bool ok = eq && nlen > 0 && nlen < CONFIG_KEY_MAX && !(p[0] >= '0' && p[0] <= '9');
+        for (size_t i = 0; ok && i < nlen; i++) ok = is_alnum_ascii(p[i]) || p[i] == '_';
+        if (!ok) {
+            snprintf(why, n, "expected 'NAME=value,...' with NAME of letters, digits and '_' "
+                             "(the entry at offset %d)", (int)(p - s));
+            return false;
+        }
+        if (secret_name(p, nlen)) {
+            snprintf(why, n, "'%.*s' looks like a credential: credentials never go into a config "
+                             "or a rendered job; use cluster.credentials_file (Slurm) or "
+                             "cluster.secret_name (Kubernetes)", (int)nlen, p);
+            return false;
+        }
+        p = end ? end + 1 : p + len;
+        if (end && !*p) {
+            snprintf(why, n, "expected 'NAME=value,...': a trailing ','");
+            return false;
+        }
+    }
+    return true;
+}

@@ -1,0 +1,48 @@
+/* cluster_check.h — the formats of the cluster.* strings of a config.
+ *
+ * Their values end up in sbatch directives, shell words and Kubernetes objects
+ * (runner/manifest.c renders them), so each is checked when the config is parsed, with
+ * the key and its origin named by the caller. Each check returns true when `s` is valid,
+ * else false with `why` set to "expected ..." (never echoing a value that could be a
+ * secret). */
+#ifndef TANDEM_RUNNER_CLUSTER_CHECK_H
+#define TANDEM_RUNNER_CLUSTER_CHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* A size with an optional binary unit: "64G", "512M", "1024" (Slurm: megabytes). */
+bool cluster_check_size(const char *s, char *why, size_t n);
+
+/* Slurm's --time: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or UNLIMITED. */
+bool cluster_check_slurm_time(const char *s, char *why, size_t n);
+
+/* A name for an #SBATCH line: letters, digits, '_', '.', '-'. */
+bool cluster_check_slurm_name(const char *s, char *why, size_t n);
+
+/* The same, or a comma-separated list of them (partitions). */
+bool cluster_check_slurm_list(const char *s, char *why, size_t n);
+
+/* A Kubernetes DNS label (RFC 1123): lowercase letters, digits, '-', at most 63. */
+bool cluster_check_dns_label(const char *s, char *why, size_t n);
+
+/* A Kubernetes DNS subdomain: dot-separated labels, at most 253. */
+bool cluster_check_dns_subdomain(const char *s, char *why, size_t n);
+
+/* A container image reference: no blanks, quotes or control characters. */
+bool cluster_check_image(const char *s, char *why, size_t n);
+
+/* An absolute path without blanks, quotes or control characters. */
+bool cluster_check_path(const char *s, char *why, size_t n);
+
+/* "key=value,key2=value2": node labels. */
+bool cluster_check_labels(const char *s, char *why, size_t n);
+
+/* "key[=value][:Effect],...": tolerations. */
+bool cluster_check_tolerations(const char *s, char *why, size_t n);
+
+/* "NAME=value,...": extra environment. Values are never echoed: a person may have pasted
+ * a secret by mistake, and an error message ends up in logs. */
+bool cluster_check_env(const char *s, char *why, size_t n);
+
+#endif
