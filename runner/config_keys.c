@@ -1,0 +1,238 @@
+/* config_keys.c — the schema table: every config key with its type, default, range,
+ * allowed values and documentation, in documentation order. Parsing and errors
+ * (config.c), --help and docs/config.md's table (config_doc.c) all come from it. */
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+
+#include "runner/cluster_check.h"
+#include "runner/config.h"
+#include "runner/config_impl.h"
+
+const char *const config_preset_names[] = {"none",
+                                           "data-abundant-160m",
+                                           "data-restricted-160m",
+                                           "data-restricted-410m",
+                                           "data-restricted-1b",
+                                           "sft-qwen2-0.5b",
+                                           NULL};
+static const char *const device_names[] = {"cpu", "cuda", NULL};
+static const char *const precision_names[] = {"fp32", "bf16", NULL};
+static const char *const mixing_names[] = {"weight", "sample", "auto", NULL};
+static const char *const mixture_names[] = {"uniform", "natural", "file", NULL};
+static const char *const mode_names[] = {"tandem", "fixed", NULL};
+static const char *const snapshot_names[] = {"auto", "host", "stream", NULL};
+static const char *const schedule_names[] = {"cosine", "constant", NULL};
+static const char *const alpha_step_names[] = {"eg", "pgd", NULL};
+static const char *const val_loss_names[] = {"sum", "mean", NULL};
+static const char *const cloud_names[] = {"none", "gke", "eks", "aks", NULL};
+
+#define COUNT_NAMES(a) (sizeof(a) / sizeof(a)[0] - 1)
+_Static_assert(COUNT_NAMES(config_preset_names) == CONFIG_PRESET_COUNT, "preset names vs enum");
+_Static_assert(COUNT_NAMES(device_names) == CONFIG_DEVICE_CUDA + 1, "device names vs enum");
+_Static_assert(COUNT_NAMES(precision_names) == CONFIG_PRECISION_BF16 + 1, "precision names vs enum");
+_Static_assert(COUNT_NAMES(mixing_names) == CONFIG_MIXING_AUTO + 1, "mixing names vs enum");
+_Static_assert(COUNT_NAMES(mixture_names) == CONFIG_MIXTURE_FILE + 1, "mixture names vs enum");
+_Static_assert(COUNT_NAMES(mode_names) == CONFIG_MODE_FIXED + 1, "mode names vs enum");
+_Static_assert(COUNT_NAMES(schedule_names) == CONFIG_SCHEDULE_CONSTANT + 1, "schedule");
+_Static_assert(COUNT_NAMES(alpha_step_names) == CONFIG_ALPHA_PGD + 1, "alpha step");
+_Static_assert(COUNT_NAMES(val_loss_names) == CONFIG_VAL_MEAN + 1, "val loss");
+_Static_assert(COUNT_NAMES(cloud_names) == CONFIG_CLOUD_AKS + 1, "cloud");
+
+/* offsetof, plus a compile-time proof that the field has C type T: a row whose type tag
+ * disagrees with its field would otherwise write an int over a double at run time. (The
+ * operand of _Generic is not evaluated; a mismatch selects a negative array size.) */
+#define FIELD(f, T)                                                                        \
+    (offsetof(config, f) + 0 * sizeof(char[_Generic(((config *)0)->f, T: 1, default: -1)]))
+
+#define INT(k, f, d, l, h, doc_)                                                           \
+    {.key = k, .type = T_INT, .off = FIELD(f, int), .def = d, .lo = l, .hi = h, .doc = doc_}
+#define U64(k, f, d, doc_)                                                                 \
+    {.key = k, .type = T_U64, .off = FIELD(f, uint64_t), .def = d, .lo = 0,               \
+     .hi = INFINITY, .doc = doc_}
+#define FLT(k, f, d, l, lopen, h, hopen, doc_)                                             \
+    {.key = k, .type = T_FLOAT, .off = FIELD(f, double), .def = d, .lo = l, .hi = h,      \
+     .lo_open = lopen, .hi_open = hopen, .doc = doc_}
+#define BOOL(k, f, d, doc_) {.key = k, .type = T_BOOL, .off = FIELD(f, bool), .def = d, .doc = doc_}
+#define ENUM(k, f, d, nm, doc_)                                                            \
+    {.key = k, .type = T_ENUM, .off = FIELD(f, int), .def = d, .names = nm, .doc = doc_}
+#define STR(k, f, d, fl, doc_)                                                             \
+    {.key = k, .type = T_STRING, .off = FIELD(f, char *), .def = d, .flags = fl, .doc = doc_}
+#define STRC(k, f, d, fl, chk, doc_)                                                       \
+    {.key = k, .type = T_STRING, .off = FIELD(f, char *), .def = d, .flags = fl,          \
+     .check = chk, .doc = doc_}
+
+/* In documentation order: section by section, as a config file is written. */
+const key_def config_schema[] = {
+    ENUM("preset", preset, "none", config_preset_names,
+         "named bundle of values applied before the file's keys (see Presets)"),
+    INT("run.episodes", run.episodes, "20", 1, INT_MAX,
+        "episodes T; each is sync, probe (K steps), alpha update, free (E steps)"),
+    U64("run.seed", run.seed, "1", "seed of every counter-based random stream (init, data order)"),
+    ENUM("run.mode", run.mode, "tandem", mode_names,
+         "tandem: data-mixture optimisation; fixed: train with a fixed mixture (data.mixture), "
+         "the paper's second stage"),
+    ENUM("run.device", run.device, "cpu", device_names,
+         "compute backend: cpu (OpenBLAS) or cuda (gpu/, builds made with nvcc)"),
+    ENUM("run.precision", run.precision, "fp32", precision_names,
+         "compute precision: fp32 everywhere, or bf16 matmul/attention inputs with fp32 "
+         "master weights, optimiser state and accumulation (cuda only)"),
+    INT("run.threads", run.threads, "0", 0, INT_MAX, "CPU threads; 0 = all cores"),
+    STR("data.dataset", data.dataset, NULL, F_PATH,
+        "dataset YAML (DESIGN.md §7); a relative path is relative to the config file"),
+    ENUM("data.mixing", data.mixing, "auto", mixing_names,
+         "weight: B/M sequences per domain, α-weighted loss; sample: each sequence's domain "
+         "drawn ∝ α; auto: weight for run.mode=tandem, sample for fixed"),
+    ENUM("data.mixture", data.mixture, "uniform", mixture_names,
+         "α at episode 0 (tandem) or throughout (fixed): uniform, natural (∝ train tokens "
+         "per domain), or file (data.mixture_file)"),
+    STR("data.mixture_file", data.mixture_file, "", F_PATH,
+        "used when data.mixture = file: a mixture YAML written by `tandem mixture`, or the store "
+        "of a finished TANDEM run (its α*, mixture.mp); a relative path is relative to the "
+        "config file"),
+    INT("model.vocab", model.vocab, "0", 0, 65536, "vocabulary size; 0 = the dataset's"),
+    INT("model.ctx", model.ctx, "64", 1, INT_MAX, "context length (learned positions)"),
+    INT("model.layers", model.layers, "2", 1, INT_MAX, "transformer blocks"),
+    INT("model.heads", model.heads, "2", 1, INT_MAX, "attention heads; must divide model.channels"),
+    INT("model.channels", model.channels, "64", 1, INT_MAX, "model width C"),
+    INT("train.batch", train.batch, "8", 1, 1 << 24,
+        "sequences per step (mixing=weight: ⌊B/M⌋ per domain, one more for the first B mod M)"),
+    INT("train.seq", train.seq, "64", 1, INT_MAX, "tokens per sequence; at most model.ctx"),
+    INT("tandem.K", tandem.K, "5", 1, INT_MAX, "probe steps per episode"),
+    INT("tandem.E", tandem.E, "5", 1, INT_MAX, "free steps per episode"),
+    INT("tandem.val_batch", tandem.val_batch, "0", 0, 1 << 24,
+        "validation sequences in each probe step of the w twin, at least one per domain "
+        "(split as train.batch is); 0 = one per domain (keeps an episode at the paper's (E + 2K + 2/3)/E cost)"),
+    FLT("tandem.gamma", tandem.gamma, "1.0", 0, false, INFINITY, false,
+        "γ: weight of the α-weighted train loss in the w twin and in the α step"),
+    FLT("tandem.lr_probe", tandem.lr_probe, "1e-2", 0, true, INFINITY, false,
+        "η_K: SGD learning rate of both probe twins (constant)"),
+    ENUM("tandem.alpha_step", tandem.alpha_step, "eg", alpha_step_names,
+         "the α update: eg = exponentiated gradient with the loss differences normalised by "
+         "their size and a step of alpha_budget / episodes (needs no tuning); pgd = Algorithm "
+         "1's projected step α − η_α γ (ℓ_w − ℓ_u) with η_α = lr_alpha"),
+    FLT("tandem.alpha_budget", tandem.alpha_budget, "2", 0, false, INFINITY, false,
+        "c (alpha_step = eg): the most any α_m / α_j ratio can change, in log units, per unit "
+        "of normalised evidence over the whole run"),
+    FLT("tandem.lr_alpha", tandem.lr_alpha, "4e-3", 0, false, INFINITY, false,
+        "η_α (alpha_step = pgd): step size of Algorithm 1's α update"),
+    INT("tandem.eval_batches", tandem.eval_batches, "1", 1, 1024,
+        "train batches (train.batch sequences each, the same rows per domain) on which the "
+        "probe evaluates both twins for ℓ_w and ℓ_u; 1 keeps the paper's episode cost"),
+    ENUM("tandem.val_loss", tandem.val_loss, "sum", val_loss_names,
+         "L_val(w) in the w twin's objective: sum of the domains' validation losses (the "
+         "paper's eq. 1) or their mean"),
+    BOOL("tandem.probe_carry", tandem.probe_carry, "false",
+         "free phase continues from the probe's u'_K instead of the synced u"),
+    FLT("tandem.alpha_floor", tandem.alpha_floor, "0", 0, false, 1, true,
+        "ε: lower bound of every α_m after the projection (needs ε·M < 1)"),
+    FLT("optim.lr", optim.lr, "5e-4", 0, true, INFINITY, false,
+        "η_E: AdamW peak learning rate of the free phase"),
+    FLT("optim.lr_min", optim.lr_min, "0", 0, false, INFINITY, false,
+        "final learning rate of the cosine schedule; at most optim.lr"),
+    INT("optim.warmup", optim.warmup, "0", 0, INT_MAX, "free steps of linear warm-up"),
+    ENUM("optim.schedule", optim.schedule, "cosine", schedule_names,
+         "learning-rate schedule over the run's T·E free steps"),
+    FLT("optim.weight_decay", optim.weight_decay, "1e-2", 0, false, INFINITY, false,
+        "AdamW decoupled weight decay (2-D tensors only)"),
+    FLT("optim.clip", optim.clip, "1.0", 0, false, INFINITY, false,
+        "global gradient-norm clip; 0 = off"),
+    FLT("optim.beta1", optim.beta1, "0.9", 0, false, 1, true, "AdamW β1"),
+    FLT("optim.beta2", optim.beta2, "0.95", 0, false, 1, true, "AdamW β2"),
+    FLT("optim.eps", optim.eps, "1e-8", 0, true, INFINITY, false, "AdamW ε"),
+    INT("checkpoint.keep", checkpoint.keep, "3", 0, INT_MAX,
+        "full states the writer keeps after each commit (the newest N, HEAD's, pinned ones and "
+        "the blobs they need; α records always stay); 0 = keep all. Not pinned: change it any "
+        "time"),
+    FLT("checkpoint.grace_s", checkpoint.grace_s, "0", 0, false, INFINITY, false,
+        "seconds from a stop signal to SIGKILL: on a signal a full state is committed only if "
+        "the measured commit throughput says it fits, else the last one stands (the resume "
+        "replays); 0 = the environment's TANDEM_GRACE_S (set by the rendered Slurm scripts and "
+        "Kubernetes Jobs), or always commit when unknown. Not pinned"),
+    INT("checkpoint.every_episodes", checkpoint.every_episodes, "5", 0, INT_MAX,
+        "full state every N episodes; 0 = only on time, at the end or on a signal"),
+    FLT("checkpoint.every_seconds", checkpoint.every_seconds, "0", 0, false, INFINITY, false,
+        "full state at least every S seconds; 0 = off"),
+    INT("checkpoint.chunk_kib", checkpoint.chunk_kib, "65536", 4, 65536,
+        "tensor chunk size in the store, KiB (at most 64 MiB)"),
+    ENUM("checkpoint.snapshot", checkpoint.snapshot, "auto", snapshot_names,
+         "host = copy the state into host memory and write it in the background (the loop "
+         "waits for the copy only); stream = write it chunk by chunk from the model's memory "
+         "(no second copy in host memory; the loop waits for the write); auto = host when the "
+         "copy fits in the memory available, else stream. Not pinned"),
+    INT("cluster.nodes", cluster.nodes, "1", 1, 4096,
+        "nodes of the job (Slurm --nodes; Kubernetes: 1 = a Job, more = an Indexed Job of that "
+        "many pods and a headless Service)"),
+    INT("cluster.tasks_per_node", cluster.tasks_per_node, "1", 1, 256,
+        "ranks (tandem processes) per node for data parallelism (Slurm --ntasks-per-node; "
+        "launched by srun --mpi=pmix when the job has more than one rank)"),
+    INT("cluster.gpus_per_node", cluster.gpus_per_node, "0", 0, 64,
+        "GPUs per node (Slurm --gres=gpu[:TYPE]:N, Kubernetes nvidia.com/gpu); 0 = a CPU job, no "
+        "GPU directives"),
+    STRC("cluster.gpu_type", cluster.gpu_type, "h100", 0, cluster_check_slurm_name,
+         "GPU model: the Slurm gres type (\"\" = untyped) and, with cluster.cloud, the node "
+         "labels selected (h100, h200, a100)"),
+    INT("cluster.cpus_per_task", cluster.cpus_per_task, "0", 0, 4096,
+        "CPU cores per node for tandem (Slurm --cpus-per-task, Kubernetes cpu request); 0 = the "
+        "scheduler's default"),
+    STRC("cluster.memory", cluster.memory, "", 0, cluster_check_size,
+         "memory per node: 64G, 512M (binary units; Slurm --mem, Kubernetes request and limit "
+         "64Gi); \"\" = the scheduler's default"),
+    STRC("cluster.time_limit", cluster.time_limit, "", 0, cluster_check_slurm_time,
+         "Slurm --time (MM, HH:MM:SS, D-HH:MM:SS), afresh after each requeue; \"\" = the "
+         "partition's"),
+    STRC("cluster.partition", cluster.partition, "", 0, cluster_check_slurm_list,
+         "Slurm --partition; \"\" = the default partition"),
+    STRC("cluster.account", cluster.account, "", 0, cluster_check_slurm_name,
+         "Slurm --account; \"\" = the user's default"),
+    STRC("cluster.job_name", cluster.job_name, "", 0, cluster_check_dns_label,
+         "job name (Slurm --job-name, Kubernetes Job name: a DNS label); \"\" = from the config "
+         "file's name"),
+    STRC("cluster.workdir", cluster.workdir, "", F_PATH, cluster_check_path,
+         "Slurm --chdir: where the job runs and writes its log (shared storage); \"\" = the "
+         "directory tandem manifest runs in"),
+    STRC("cluster.tandem_binary", cluster.tandem_binary, "", F_PATH, cluster_check_path,
+         "tandem on the nodes; \"\" = Slurm: the absolute path of the tandem that renders; "
+         "Kubernetes: /usr/local/bin/tandem (the image's)"),
+    STRC("cluster.credentials_file", cluster.credentials_file, "", F_PATH, cluster_check_path,
+         "Slurm: a file of AWS_* assignments (mode 600) that the batch script reads into "
+         "tandem's environment; credentials never appear on a command line"),
+    INT("cluster.signal_lead_s", cluster.signal_lead_s, "300", 1, 65535,
+        "Slurm --signal=B:USR1@S: seconds before the time limit when the batch shell gets "
+        "USR1, tandem commits and the job requeues itself"),
+    STRC("cluster.image", cluster.image, "", 0, cluster_check_image,
+         "Kubernetes: the container image (see Dockerfile); required by tandem manifest k8s"),
+    ENUM("cluster.cloud", cluster.cloud, "none", cloud_names,
+         "Kubernetes node labels and tolerations for cluster.gpu_type and spot capacity on GKE, "
+         "EKS (managed node groups) or AKS; none = only cluster.node_selector and "
+         "cluster.tolerations"),
+    BOOL("cluster.spot", cluster.spot, "false",
+         "Kubernetes: run on the spot (preemptible) nodes of cluster.cloud"),
+    STRC("cluster.node_selector", cluster.node_selector, "", 0, cluster_check_labels,
+         "extra Kubernetes node labels 'key=value,...'; they win over the cloud's"),
+    STRC("cluster.tolerations", cluster.tolerations, "", 0, cluster_check_tolerations,
+         "extra Kubernetes tolerations 'key[=value][:Effect],...' (no value: operator Exists; "
+         "no effect: every effect)"),
+    INT("cluster.grace_period_s", cluster.grace_period_s, "120", 0, 86400,
+        "Kubernetes terminationGracePeriodSeconds, SIGTERM to SIGKILL: more than a commit takes "
+        "(see docs/preemption.md)"),
+    STRC("cluster.secret_name", cluster.secret_name, "", 0, cluster_check_dns_subdomain,
+         "Kubernetes Secret with AWS credentials as the files credentials (and optionally "
+         "config) of ~/.aws, mounted read-only for tandem"),
+    INT("cluster.backoff_limit", cluster.backoff_limit, "3", 0, 1000000,
+        "Kubernetes: failed pods (preemptions and exit 75 not counted) before the Job fails; per "
+        "index when cluster.nodes > 1"),
+    STRC("cluster.data_pvc", cluster.data_pvc, "", 0, cluster_check_dns_subdomain,
+         "Kubernetes PersistentVolumeClaim with the corpus, mounted read-only at /data"),
+    STRC("cluster.env", cluster.env, "", F_NOECHO, cluster_check_env,
+         "extra environment of tandem 'NAME=value,...' (AWS_REGION, AWS_ENDPOINT_URL, "
+         "TANDEM_S3_*); credentials are refused"),
+    INT("cluster.coordinator_port", cluster.coordinator_port, "29500", 1, 65535,
+        "cluster.nodes > 1: the port of rank 0 given to every rank as TANDEM_COORDINATOR"),
+    STR("store", store, "", 0,
+        "run store URL (file:///path or s3://bucket/prefix); empty = the runner decides"),
+};
+const size_t config_nkeys = sizeof config_schema / sizeof config_schema[0];
+_Static_assert(sizeof config_schema / sizeof config_schema[0] <= CONFIG_NKEYS_MAX,
+               "CONFIG_NKEYS_MAX (config_impl.h) is too small for the schema");
