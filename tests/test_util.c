@@ -1,17 +1,125 @@
-/* test_util.c — the small shared pieces: util/buf (growable strings with a sticky
- * out-of-memory flag) and ledger/keys (the store's key names, spelled and parsed in one
- * place).
+/* test_util.c — the small shared pieces: the counter-based RNG, the YAML tree, util/buf
+ * (growable strings with a sticky out-of-memory flag) and ledger/keys (the store's key
+ * names, spelled and parsed in one place).
  *
  *   buf     appends of every kind, growth across many doublings, printf of long output,
  *           take hands over and empties, an impossible size sets oom for good
  *   keys    each key kind spelled as the store layout says; indices parsed back, and
  *           leading zeros, overflow, other suffixes, other prefixes refused
  */
+#include <math.h>
 #include <stdint.h>
 
 #include "ledger/keys.h"
 #include "tests/test.h"
 #include "util/buf.h"
+#include "util/rng.h"
+#include "util/ydoc.h"
+
+/* Known-answer vectors of Philox4x32-10 from the Random123 distribution (kat_vectors). */
+static void test_philox_known_answers(void) {
+    static const uint32_t cases[3][10] = {
+        {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
+        {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0x408f276d,
+         0x41c83b0e, 0xa20bc7c6, 0x6d5451fd},
+        {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, 0xd16cfe09,
+         0x94fdcceb, 0x5001e420, 0x24126ea1},
+    };
+    for (int i = 0; i < 3; i++) {
+        uint32_t out[4];
+        rng_philox(&cases[i][4], &cases[i][0], out);
+        for (int j = 0; j < 4; j++)
+            CHECK(out[j] == cases[i][6 + j], "case %d word %d: %08x != %08x", i, j, out[j],
+                  cases[i][6 + j]);
+    }
+}
+
+static void test_stream_coordinates_independent(void) {
+    rng_stream a, b, c;
+    rng_stream_init(&a, 42, RNG_TEST, 1, 2, 3);
+    rng_stream_init(&b, 42, RNG_TEST, 1, 2, 3);
+    rng_stream_init(&c, 42, RNG_TEST, 1, 2, 4);
+    int same_ac = 0;
+    for (int i = 0; i < 100; i++) {
+        uint32_t x = rng_u32(&a), y = rng_u32(&b), z = rng_u32(&c);
+        CHECK(x == y, "same key and counter must repeat (i=%d)", i);
+        same_ac += x == z;
+    }
+    CHECK(same_ac < 3, "different coordinates gave %d equal words of 100", same_ac);
+}
+
+static void test_uniform_and_normal_moments(void) {
+    rng_stream s;
+    rng_stream_init(&s, 7, RNG_TEST, 0, 0, 0);
+    double su = 0, sn = 0, sn2 = 0;
+    const int n = 200000;
+    for (int i = 0; i < n; i++) {
+        double u = rng_uniform(&s);
+        CHECK(u >= 0 && u < 1, "uniform out of range: %g", u);
+        su += u;
+        double z = rng_normal(&s);
+        sn += z;
+        sn2 += z * z;
+    }
+    CHECK(fabs(su / n - 0.5) < 0.005, "uniform mean %g", su / n);
+    CHECK(fabs(sn / n) < 0.01, "normal mean %g", sn / n);
+    CHECK(fabs(sn2 / n - 1) < 0.02, "normal variance %g", sn2 / n);
+}
+
+static void test_below_is_unbiased_and_in_range(void) {
+    rng_stream s;
+    rng_stream_init(&s, 9, RNG_TEST, 0, 0, 0);
+    int hist[3] = {0};
+    for (int i = 0; i < 30000; i++) {
+        uint64_t x = rng_below(&s, 3);
+        CHECK(x < 3, "rng_below(3) gave %llu", (unsigned long long)x);
+        hist[x]++;
+    }
+    for (int i = 0; i < 3; i++) CHECK(abs(hist[i] - 10000) < 500, "bucket %d: %d", i, hist[i]);
+    CHECK(rng_below(&s, 1) == 0, "rng_below(1) must be 0");
+}
+
+static void test_ydoc_tree_and_lines(void) {
+    const char *text = "name: demo\n"
+                       "sizes: [1, 2, 3]\n"
+                       "nested:\n"
+                       "  quoted: \"7\"\n"
+                       "  plain: 7\n";
+    tdm_err e = {0};
+    ydoc_node *root = ydoc_parse(text, strlen(text), "t.yaml", &e);
+    CHECK(root, "parse failed: %s", e.msg);
+    CHECK(root->kind == YDOC_MAP && root->n == 3, "root kind %d n %zu", root->kind, root->n);
+    const ydoc_node *sizes = ydoc_get(root, "sizes");
+    CHECK(sizes && sizes->kind == YDOC_SEQ && sizes->n == 3, "sizes");
+    CHECK(strcmp(sizes->items[2]->value, "3") == 0, "sizes[2]=%s", sizes->items[2]->value);
+    const ydoc_node *nested = ydoc_get(root, "nested");
+    CHECK(nested && nested->line == 4, "nested line %d", nested ? nested->line : -1);
+    CHECK(ydoc_get(nested, "quoted")->quoted == 1, "quoted flag");
+    CHECK(ydoc_get(nested, "plain")->quoted == 0, "plain flag");
+    CHECK(ydoc_get(nested, "plain")->line == 5, "line of plain");
+    CHECK(ydoc_get(root, "absent") == NULL, "absent key");
+    ydoc_free(root);
+}
+
+static void test_ydoc_rejections(void) {
+    const char *bad[] = {
+        "a: [1, 2\n",             /* syntax */
+        "a: 1\na: 2\n",           /* duplicate key */
+        "a: &x 1\nb: *x\n",       /* alias */
+        "a: 1\n---\nb: 2\n",      /* two documents */
+        "? [1, 2]\n: v\n",        /* non-scalar key */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        tdm_err e = {0};
+        ydoc_node *root = ydoc_parse(bad[i], strlen(bad[i]), "bad.yaml", &e);
+        CHECK(root == NULL, "case %zu accepted", i);
+        CHECK(e.code == ERR_USAGE, "case %zu code %d", i, e.code);
+        CHECK(strstr(e.msg, "bad.yaml:") != NULL, "case %zu message lacks file: %s", i, e.msg);
+    }
+    tdm_err e = {0};
+    CHECK(ydoc_parse_file("/nonexistent/x.yaml", &e) == NULL, "missing file");
+    CHECK(strstr(e.msg, "/nonexistent/x.yaml"), "message names the path: %s", e.msg);
+}
 
 static void test_buf(void) {
     buf_t b = {0};
@@ -79,6 +187,12 @@ static void test_keys(void) {
 }
 
 int main(void) {
+    RUN(test_philox_known_answers);
+    RUN(test_stream_coordinates_independent);
+    RUN(test_uniform_and_normal_moments);
+    RUN(test_below_is_unbiased_and_in_range);
+    RUN(test_ydoc_tree_and_lines);
+    RUN(test_ydoc_rejections);
     RUN(test_buf);
     RUN(test_keys);
     return test_summary("test_util");
