@@ -30,421 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "storage/s3_config.h"
+#include "storage/s3_impl.h"
 #include "storage/s3_xml.h"
-#include "storage/sha256.h"
-#include "storage/sigv4.h"
-#include "storage/store_impl.h"
-
-#define POOL_MAX 64
-#define SIGNED_BODY_MAX ((size_t)8 << 20)
-#define META_SHA "x-amz-meta-tandem-sha256"
-
-typedef struct s3_store {
-    s3_config cfg;
-    pthread_mutex_t mu;
-    CURL *pool[POOL_MAX];
-    int npool;
-    int conditional; /* -1 unknown, 0 ignored by the server, 1 honoured */
-    long requests, retries;
-} s3_store;
-
-/* ------------------------------------------------------------------ curl handles */
-
-static CURL *handle_take(s3_store *s) {
-    pthread_mutex_lock(&s->mu);
-    CURL *h = s->npool ? s->pool[--s->npool] : NULL;
-    pthread_mutex_unlock(&s->mu);
-    return h ? h : curl_easy_init();
-}
-
-static void handle_give(s3_store *s, CURL *h) {
-    pthread_mutex_lock(&s->mu);
-    if (s->npool < POOL_MAX) s->pool[s->npool++] = h, h = NULL;
-    pthread_mutex_unlock(&s->mu);
-    if (h) curl_easy_cleanup(h);
-}
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
-
-/* ------------------------------------------------------------------ one request */
-
-typedef struct s3_resp {
-    long status;
-    char *body; /* response body (malloc'd) unless `into` was given */
-    size_t len, cap;
-    char *into; /* write the body here instead (ranged GETs), at most into_cap bytes */
-    size_t into_cap;
-    int overflow;
-    char etag[128];
-    char meta_sha[SHA256_HEX_LEN + 1];
-    char content_range[128];
-    char date[64]; /* the server's Date header (for a clock-skew diagnosis) */
-    long long content_length;
-    int uncertain; /* an earlier attempt got no definite answer: it may have been applied */
-} s3_resp;
-
-typedef struct s3_req {
-    const char *method;
-    const char *key;   /* object key under the store prefix; NULL: the bucket itself */
-    const char *query; /* wire-form query, names and values encoded, sorted */
-    const void *body;
-    size_t body_len;
-    const char *body_sha_hex; /* known SHA-256 of the body, or NULL to compute/unsigned */
-    sigv4_header extra[6];    /* additional headers (signed when x-amz-*) */
-    size_t nextra;
-} s3_req;
-
-static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
-    s3_resp *r = ud;
-    size_t len = sz * n;
-    if (r->into) {
-        if (r->len + len > r->into_cap) {
-            r->overflow = 1;
-            return 0;
-        }
-        memcpy(r->into + r->len, p, len);
-        r->len += len;
-        return len;
-    }
-    if (r->len + len + 1 > r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 4096;
-        while (cap < r->len + len + 1) cap *= 2;
-        char *b = realloc(r->body, cap);
-        if (!b) return 0;
-        r->body = b;
-        r->cap = cap;
-    }
-    memcpy(r->body + r->len, p, len);
-    r->len += len;
-    r->body[r->len] = '\0';
-    return len;
-}
-
-static void header_value(const char *line, size_t n, size_t namelen, char *out, size_t cap) {
-    const char *v = line + namelen;
-    size_t vlen = n - namelen;
-    while (vlen && (*v == ' ' || *v == '\t')) v++, vlen--;
-    while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' ')) vlen--;
-    if (vlen >= cap) vlen = cap - 1;
-    memcpy(out, v, vlen);
-    out[vlen] = '\0';
-}
-
-static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
-    s3_resp *r = ud;
-    size_t len = sz * n;
-    if (len > 5 && !strncasecmp(p, "HTTP/", 5)) { /* a new response (after a redirect/100) */
-        r->etag[0] = r->meta_sha[0] = r->content_range[0] = r->date[0] = '\0';
-        r->content_length = -1;
-    } else if (len > 5 && !strncasecmp(p, "ETag:", 5)) {
-        header_value(p, len, 5, r->etag, sizeof r->etag);
-    } else if (len > strlen(META_SHA) + 1 && !strncasecmp(p, META_SHA ":", strlen(META_SHA) + 1)) {
-        header_value(p, len, strlen(META_SHA) + 1, r->meta_sha, sizeof r->meta_sha);
-    } else if (len > 5 && !strncasecmp(p, "Date:", 5)) {
-        header_value(p, len, 5, r->date, sizeof r->date);
-    } else if (len > 14 && !strncasecmp(p, "Content-Range:", 14)) {
-        header_value(p, len, 14, r->content_range, sizeof r->content_range);
-    } else if (len > 15 && !strncasecmp(p, "Content-Length:", 15)) {
-        char v[32];
-        header_value(p, len, 15, v, sizeof v);
-        r->content_length = atoll(v);
-    }
-    return len;
-}
-
-typedef struct body_src {
-    const char *p;
-    size_t left;
-} body_src;
-
-static size_t on_read(char *buf, size_t sz, size_t n, void *ud) {
-    body_src *b = ud;
-    size_t len = sz * n < b->left ? sz * n : b->left;
-    memcpy(buf, b->p, len);
-    b->p += len;
-    b->left -= len;
-    return len;
-}
-
-/* curl seeks back when it must resend a body (a reused connection that was closed). */
-static int on_seek(void *ud, curl_off_t off, int origin) {
-    (void)ud;
-    (void)off;
-    (void)origin;
-    return CURL_SEEKFUNC_CANTSEEK;
-}
-
-/* The local clock as requests are signed with it. TANDEM_TEST_CLOCK_OFFSET_S (test-only)
- * shifts it, so that the suite can show what a skewed clock does. */
-static time_t s3_now(void) {
-    const char *v = getenv("TANDEM_TEST_CLOCK_OFFSET_S");
-    return time(NULL) + (time_t)(v ? strtol(v, NULL, 10) : 0);
-}
-
-/* The object's full key under the store prefix. */
-static void object_key(const s3_store *s, const char *key, char *out, size_t cap) {
-    if (s->cfg.prefix[0]) snprintf(out, cap, "%s/%s", s->cfg.prefix, key);
-    else snprintf(out, cap, "%s", key);
-}
-
-/* One attempt: signs, sends, receives. Returns 0 with resp filled (any HTTP status), or
- * the curl error code (> 0). */
-static int attempt(s3_store *s, const s3_req *q, s3_resp *resp, char *why, size_t whycap) {
-    const s3_config *c = &s->cfg;
-    char okey[1400] = "";
-    if (q->key) object_key(s, q->key, okey, sizeof okey);
-    char *enc = sigv4_uri_encode(okey, 1);
-    if (!enc) {
-        snprintf(why, whycap, "out of memory");
-        return CURLE_OUT_OF_MEMORY;
-    }
-    char path[3200];
-    if (c->path_style) snprintf(path, sizeof path, "/%s%s%s", c->bucket, q->key ? "/" : "", enc);
-    else snprintf(path, sizeof path, "/%s", enc);
-    free(enc);
-    char url[5000];
-    const char *hostpart = strstr(c->base_url, "://") + 3;
-    const char *slash = strchr(hostpart, '/');
-    size_t originlen = slash ? (size_t)(slash - c->base_url) : strlen(c->base_url);
-    snprintf(url, sizeof url, "%.*s%s%s%s", (int)originlen, c->base_url, path,
-             q->query && *q->query ? "?" : "", q->query ? q->query : "");
-
-    char payload[SHA256_HEX_LEN + 1];
-    const char *payload_hash = NULL;
-    if (q->body_sha_hex) payload_hash = q->body_sha_hex;
-    else if (q->body && q->body_len > SIGNED_BODY_MAX) payload_hash = SIGV4_UNSIGNED_PAYLOAD;
-    else if (q->body) {
-        sha256_digest d;
-        sha256(q->body, q->body_len, &d);
-        sha256_hex(&d, payload);
-        payload_hash = payload;
-    }
-    sigv4_header hs[8];
-    size_t nh = 0;
-    hs[nh++] = (sigv4_header){"Host", c->host};
-    for (size_t i = 0; i < q->nextra; i++)
-        if (!strncasecmp(q->extra[i].name, "x-amz-", 6)) hs[nh++] = q->extra[i];
-    char date[SIGV4_AMZ_DATE_LEN + 1];
-    sigv4_amz_date(s3_now(), date);
-    sigv4_request sr = {.method = q->method, .path = path, .query = q->query, .headers = hs,
-                        .nheaders = nh, .payload_sha256_hex = payload_hash};
-    sigv4_params sp = {.access_key = c->access_key, .secret_key = c->secret_key,
-                       .session_token = c->session_token, .region = c->region, .service = "s3",
-                       .amz_date = date, .content_sha256_header = 1};
-    sigv4_output so;
-    tdm_err se;
-    if (sigv4_sign(&sr, &sp, &so, &se)) {
-        snprintf(why, whycap, "signing failed: %.200s", se.msg);
-        return CURLE_BAD_FUNCTION_ARGUMENT;
-    }
-    struct curl_slist *hl = NULL;
-    char line[8192];
-    for (size_t i = 0; i < nh; i++) {
-        snprintf(line, sizeof line, "%s: %s", hs[i].name, hs[i].value);
-        hl = curl_slist_append(hl, line);
-    }
-    for (size_t i = 0; i < q->nextra; i++)
-        if (strncasecmp(q->extra[i].name, "x-amz-", 6)) {
-            snprintf(line, sizeof line, "%s: %s", q->extra[i].name, q->extra[i].value);
-            hl = curl_slist_append(hl, line);
-        }
-    for (size_t i = 0; i < so.nheaders; i++) {
-        snprintf(line, sizeof line, "%s: %s", so.headers[i].name, so.headers[i].value);
-        hl = curl_slist_append(hl, line);
-    }
-    hl = curl_slist_append(hl, "Expect:"); /* no 100-continue round trip */
-    if (!q->body && (!strcmp(q->method, "PUT") || !strcmp(q->method, "POST")))
-        hl = curl_slist_append(hl, "Content-Length: 0");
-    volatile char *wipe = line;
-    for (size_t i = 0; i < sizeof line; i++) wipe[i] = 0;
-
-    CURL *h = handle_take(s);
-    curl_easy_reset(h);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, c->timeout_s);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    body_src src = {q->body, q->body_len};
-    if (!strcmp(q->method, "GET")) {
-        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
-    } else if (!strcmp(q->method, "HEAD")) {
-        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-    } else if (!strcmp(q->method, "PUT")) {
-        curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
-        curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
-        curl_easy_setopt(h, CURLOPT_READDATA, &src);
-        curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
-        curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)q->body_len);
-    } else if (!strcmp(q->method, "POST")) {
-        curl_easy_setopt(h, CURLOPT_POST, 1L);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, q->body ? (const char *)q->body : "");
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->body_len);
-    } else {
-        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, q->method);
-    }
-    resp->content_length = -1;
-    CURLcode rc = curl_easy_perform(h);
-    if (rc == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
-    else snprintf(why, whycap, "%s", curl_easy_strerror(rc));
-    curl_slist_free_all(hl);
-    sigv4_output_free(&so);
-    if (rc == CURLE_OK) handle_give(s, h);
-    else curl_easy_cleanup(h); /* do not reuse a connection in an unknown state */
-    return (int)rc;
-}
-
-static int retryable_status(long st) { return st == 429 || st == 500 || st == 502 || st == 503 || st == 504; }
-
-static void backoff(int attempt_no) {
-    double cap = 5.0, base = 0.05 * (double)(1u << (attempt_no < 16 ? attempt_no : 16));
-    if (base > cap) base = cap;
-    unsigned seed = (unsigned)(time(NULL) ^ (getpid() << 8) ^ (unsigned)attempt_no ^
-                               (unsigned)(size_t)pthread_self());
-    double d = base * ((double)rand_r(&seed) / RAND_MAX); /* full jitter */
-    struct timespec ts = {(time_t)d, (long)((d - (time_t)d) * 1e9)};
-    nanosleep(&ts, NULL);
-}
-
-static void resp_reset(s3_resp *r) {
-    char *into = r->into;
-    size_t cap = r->into_cap;
-    free(r->body);
-    memset(r, 0, sizeof *r);
-    r->into = into;
-    r->into_cap = cap;
-}
-
-/* Verification of a GET body: 0 when it matches what the headers promise. */
-typedef int (*verify_fn)(const s3_resp *r, void *ctx);
-
-/* Sends a request with retries. Returns 0 with the final response (a non-retryable
- * status, which may be an error status) in *r, or ERR_STORE when every attempt failed. */
-static int s3_do(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void *vctx,
-                 tdm_err *e) {
-    char why[512] = "";
-    for (int a = 0; a < s->cfg.retries; a++) {
-        if (a > 0) {
-            __atomic_add_fetch(&s->retries, 1, __ATOMIC_RELAXED);
-            backoff(a);
-        }
-        resp_reset(r);
-        r->uncertain = a > 0;
-        __atomic_add_fetch(&s->requests, 1, __ATOMIC_RELAXED);
-        int rc = attempt(s, q, r, why, sizeof why);
-        if (rc == CURLE_BAD_FUNCTION_ARGUMENT || rc == CURLE_OUT_OF_MEMORY) break;
-        if (rc) continue; /* reset, timeout, refused: retry */
-        if (retryable_status(r->status)) {
-            snprintf(why, sizeof why, "HTTP %ld", r->status);
-            continue;
-        }
-        if (r->overflow) {
-            snprintf(why, sizeof why, "the body is longer than announced");
-            continue;
-        }
-        if (verify && r->status / 100 == 2 && verify(r, vctx)) {
-            snprintf(why, sizeof why, "the body failed verification (truncated or corrupted)");
-            continue;
-        }
-        return 0;
-    }
-    return err_set(e, ERR_STORE, "%s: %s %s failed after %d attempts: %s", s->cfg.bucket,
-                   q->method, q->key ? q->key : "(bucket)", s->cfg.retries, why);
-}
-
-/* The server's clock from an answer: its Date header (RFC 1123), else the ServerTime of
- * a RequestTimeTooSkewed body (ISO 8601). 0 with *t set, -1 when neither is there. */
-static int server_time(const s3_resp *r, time_t *t) {
-    struct tm tm;
-    memset(&tm, 0, sizeof tm);
-    const char *end = r->date[0] ? strptime(r->date, "%a, %d %b %Y %H:%M:%S", &tm) : NULL;
-    char iso[64] = "";
-    if (!end && r->body && r->len && s3_xml_first(r->body, r->len, "ServerTime", iso, sizeof iso)) {
-        memset(&tm, 0, sizeof tm);
-        end = strptime(iso, "%Y-%m-%dT%H:%M:%S", &tm);
-    }
-    if (!end) return -1;
-    *t = timegm(&tm);
-    return 0;
-}
-
-/* An error for a final non-2xx status: names the key, the status and S3's code, with a
- * hint that matches the code (a skewed clock is not a credentials problem). */
-static int status_error(store *st, const s3_req *q, const s3_resp *r, tdm_err *e) {
-    char code[128] = "";
-    if (r->body && r->len) s3_xml_first(r->body, r->len, "Code", code, sizeof code);
-    const char *what = q->key ? q->key : "(list)";
-    if (!strcmp(code, "RequestTimeTooSkewed")) {
-        time_t server, local = s3_now();
-        if (server_time(r, &server) == 0)
-            return err_set(e, ERR_STORE,
-                           "%s: %s %s: HTTP %ld RequestTimeTooSkewed: this machine's clock is "
-                           "%+lld s off the server's (local %lld, server %lld, unix seconds); "
-                           "S3 refuses requests signed more than 15 minutes off its clock: fix "
-                           "this machine's clock (NTP: timedatectl, chronyc tracking), not the "
-                           "credentials",
-                           store_url(st), q->method, what, r->status,
-                           (long long)(local - server), (long long)local, (long long)server);
-        return err_set(e, ERR_STORE,
-                       "%s: %s %s: HTTP %ld RequestTimeTooSkewed: this machine's clock is too "
-                       "far from the server's (the answer did not say by how much): fix this "
-                       "machine's clock (NTP: timedatectl, chronyc tracking), not the credentials",
-                       store_url(st), q->method, what, r->status);
-    }
-    const char *hint = r->status == 403 ? " (check the credentials and the bucket policy)" : "";
-    return err_set(e, ERR_STORE, "%s: %s %s: HTTP %ld %s%s", store_url(st), q->method, what,
-                   r->status, code, hint);
-}
-
-/* ------------------------------------------------------------------ verification */
-
-typedef struct expect_len {
-    long long len; /* -1: unknown */
-} expect_len;
-
-static int hex_digest(const char *alg, const void *data, size_t n, char *hex, size_t cap) {
-    unsigned char md[64];
-    unsigned int mdlen = 0;
-    const EVP_MD *m = !strcmp(alg, "md5") ? EVP_md5() : EVP_sha256();
-    if (EVP_Digest(data, n, md, &mdlen, m, NULL) != 1 || cap < 2 * mdlen + 1) return -1;
-    for (unsigned i = 0; i < mdlen; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
-    return 0;
-}
-
-/* A whole-object GET: length as announced, then SHA-256 from our metadata, else the MD5
- * of a single-part ETag. */
-static int verify_whole(const s3_resp *r, void *ctx) {
-    const char *expect = ctx; /* the caller's expected SHA-256 hex, or NULL */
-    const char *data = r->into ? r->into : r->body;
-    size_t n = r->len;
-    if (r->content_length >= 0 && (size_t)r->content_length != n) return -1;
-    char hex[129];
-    if (expect && r->meta_sha[0] && strcasecmp(expect, r->meta_sha) != 0) return -2; /* another object */
-    if (expect || r->meta_sha[0]) {
-        if (hex_digest("sha256", data ? data : "", n, hex, sizeof hex)) return -1;
-        return strcasecmp(hex, expect ? expect : r->meta_sha) ? -1 : 0;
-    }
-    size_t el = strlen(r->etag);
-    if (el == 34 && r->etag[0] == '"' && !strchr(r->etag, '-')) {
-        if (hex_digest("md5", data ? data : "", n, hex, sizeof hex)) return -1;
-        return strncasecmp(hex, r->etag + 1, 32) ? -1 : 0;
-    }
-    return 0;
-}
-
-static int verify_len(const s3_resp *r, void *ctx) {
-    expect_len *x = ctx;
-    if (r->content_length >= 0 && (size_t)r->content_length != r->len) return -1;
-    return x && x->len >= 0 && (long long)r->len != x->len ? -1 : 0;
-}
 
 /* ------------------------------------------------------------------ objects */
 
@@ -458,7 +45,7 @@ static int put_single(store *st, const char *key, const void *data, size_t n, co
     if (if_none) q.extra[q.nextra++] = (sigv4_header){"If-None-Match", if_none};
     if (if_match) q.extra[q.nextra++] = (sigv4_header){"If-Match", if_match};
     if (n <= SIGNED_BODY_MAX) q.body_sha_hex = sha_hex; /* the object hash is the payload hash */
-    return s3_do(impl(st), &q, r, NULL, NULL, e);
+    return s3_request(impl(st), &q, r, NULL, NULL, e);
 }
 
 typedef struct part_job {
@@ -492,8 +79,8 @@ static void *part_worker(void *arg) {
                     .body_len = len};
         s3_resp r = {0};
         tdm_err e = {0};
-        int rc = s3_do(impl(j->st), &q, &r, NULL, NULL, &e);
-        if (!rc && r.status / 100 != 2) rc = status_error(j->st, &q, &r, &e);
+        int rc = s3_request(impl(j->st), &q, &r, NULL, NULL, &e);
+        if (!rc && r.status / 100 != 2) rc = s3_status_error(j->st, &q, &r, &e);
         if (!rc && !r.etag[0]) rc = err_set(&e, ERR_STORE, "%s: part %d of %s: no ETag in the answer", store_url(j->st), i + 1, j->key);
         if (!rc) snprintf(j->etags[i], 128, "%s", r.etag);
         free(r.body);
@@ -514,8 +101,8 @@ static int put_multipart(store *st, const char *key, const void *data, size_t n,
     s3_req q = {.method = "POST", .key = key, .query = "uploads="};
     q.extra[q.nextra++] = (sigv4_header){META_SHA, sha_hex};
     s3_resp r = {0};
-    int rc = s3_do(s, &q, &r, NULL, NULL, e);
-    if (!rc && r.status / 100 != 2) rc = status_error(st, &q, &r, e);
+    int rc = s3_request(s, &q, &r, NULL, NULL, e);
+    if (!rc && r.status / 100 != 2) rc = s3_status_error(st, &q, &r, e);
     char upload_id[1024];
     if (!rc && !(r.body && s3_xml_first(r.body, r.len, "UploadId", upload_id, sizeof upload_id)))
         rc = err_set(e, ERR_STORE, "%s: no UploadId in the answer to a multipart upload of %s",
@@ -563,7 +150,7 @@ static int put_multipart(store *st, const char *key, const void *data, size_t n,
             s3_req c = {.method = "POST", .key = key, .query = query, .body = xml, .body_len = used};
             if (if_none) c.extra[c.nextra++] = (sigv4_header){"If-None-Match", if_none};
             if (if_match) c.extra[c.nextra++] = (sigv4_header){"If-Match", if_match};
-            rc = s3_do(s, &c, out, NULL, NULL, e);
+            rc = s3_request(s, &c, out, NULL, NULL, e);
             /* S3 can answer 200 with an <Error> body for a failed completion */
             if (!rc && out->status == 200 && out->body && strstr(out->body, "<Error>")) {
                 char code[128] = "";
@@ -579,7 +166,7 @@ static int put_multipart(store *st, const char *key, const void *data, size_t n,
         s3_req a = {.method = "DELETE", .key = key, .query = query};
         s3_resp ar = {0};
         tdm_err ignore;
-        s3_do(s, &a, &ar, NULL, NULL, &ignore);
+        s3_request(s, &a, &ar, NULL, NULL, &ignore);
         free(ar.body);
     }
     free(j.etags);
@@ -603,14 +190,14 @@ static int head_object_meta(store *st, const char *key, int *present, store_vers
                             char *sha_hex, tdm_err *e) {
     s3_req q = {.method = "HEAD", .key = key};
     s3_resp r = {0};
-    int rc = s3_do(impl(st), &q, &r, NULL, NULL, e);
+    int rc = s3_request(impl(st), &q, &r, NULL, NULL, e);
     if (!rc) {
         if (r.status == 404) *present = 0;
         else if (r.status / 100 == 2) {
             *present = 1;
             if (ver) snprintf(ver->v, sizeof ver->v, "%s", r.etag);
             if (sha_hex) snprintf(sha_hex, SHA256_HEX_LEN + 1, "%s", r.meta_sha);
-        } else rc = status_error(st, &q, &r, e);
+        } else rc = s3_status_error(st, &q, &r, e);
     }
     free(r.body);
     return rc;
@@ -655,7 +242,7 @@ static int conditional_supported(store *st, tdm_err *e) {
     s3_req d = {.method = "DELETE", .key = key};
     s3_resp dr = {0};
     tdm_err ignore;
-    s3_do(s, &d, &dr, NULL, NULL, &ignore);
+    s3_request(s, &d, &dr, NULL, NULL, &ignore);
     free(dr.body);
     s->conditional = results[1] == 412;
     if (!s->conditional)
@@ -685,7 +272,7 @@ static int s3_put(store *st, const char *key, const void *data, size_t n, int mo
     if (!rc && r.status == 412) rc = STORE_EXISTS;
     else if (!rc && r.status / 100 != 2) {
         s3_req q = {.method = "PUT", .key = key};
-        rc = status_error(st, &q, &r, e);
+        rc = s3_status_error(st, &q, &r, e);
     }
     free(r.body);
     return rc;
@@ -715,7 +302,7 @@ static int s3_put_if(store *st, const char *key, const void *data, size_t n,
     if (!rc && r.status == 412) rc = STORE_CONFLICT;
     else if (!rc && r.status / 100 != 2) {
         s3_req q = {.method = "PUT", .key = key};
-        rc = status_error(st, &q, &r, e);
+        rc = s3_status_error(st, &q, &r, e);
     } else if (!rc && out) {
         if (r.etag[0]) snprintf(out->v, sizeof out->v, "%s", r.etag);
         else { /* some servers omit it on completion: ask */
@@ -751,8 +338,8 @@ static void *range_worker(void *arg) {
         s3_resp r = {.into = j->buf + off, .into_cap = len};
         expect_len x = {(long long)len};
         tdm_err e = {0};
-        int rc = s3_do(impl(j->st), &q, &r, verify_len, &x, &e);
-        if (!rc && r.status != 206) rc = status_error(j->st, &q, &r, &e);
+        int rc = s3_request(impl(j->st), &q, &r, s3_verify_len, &x, &e);
+        if (!rc && r.status != 206) rc = s3_status_error(j->st, &q, &r, &e);
         free(r.body);
         if (rc) {
             pthread_mutex_lock(&j->mu);
@@ -775,7 +362,7 @@ static int get_once(store *st, const char *key, const char *expect, void **data,
     s3_req q = {.method = "GET", .key = key};
     q.extra[q.nextra++] = (sigv4_header){"Range", range};
     s3_resp r = {0};
-    int rc = s3_do(s, &q, &r, verify_len, NULL, e);
+    int rc = s3_request(s, &q, &r, s3_verify_len, NULL, e);
     if (rc) return rc;
     if (r.status == 404) {
         free(r.body);
@@ -785,9 +372,9 @@ static int get_once(store *st, const char *key, const char *expect, void **data,
         free(r.body);
         s3_req whole = {.method = "GET", .key = key};
         s3_resp w = {0};
-        rc = s3_do(s, &whole, &w, verify_whole, (void *)expect, e);
+        rc = s3_request(s, &whole, &w, s3_verify_whole, (void *)expect, e);
         if (!rc && w.status == 404) rc = STORE_NOT_FOUND;
-        else if (!rc && w.status != 200) rc = status_error(st, &whole, &w, e);
+        else if (!rc && w.status != 200) rc = s3_status_error(st, &whole, &w, e);
         if (!rc) {
             *data = w.body ? w.body : calloc(1, 1);
             *n = w.len;
@@ -798,7 +385,7 @@ static int get_once(store *st, const char *key, const char *expect, void **data,
         return rc;
     }
     if (r.status != 200 && r.status != 206) {
-        rc = status_error(st, &q, &r, e);
+        rc = s3_status_error(st, &q, &r, e);
         free(r.body);
         return rc;
     }
@@ -835,7 +422,7 @@ static int get_once(store *st, const char *key, const char *expect, void **data,
         whole.len = total;
     }
     whole.content_length = (long long)total;
-    int v = verify_whole(&whole, (void *)expect);
+    int v = s3_verify_whole(&whole, (void *)expect);
     if (v) {
         free(whole.body);
         return v == -2 ? STORE_CORRUPT : -100; /* -100: the caller retries the whole read */
@@ -852,7 +439,7 @@ static int get_checked(store *st, const char *key, const char *expect, void **da
                        store_version *ver, tdm_err *e) {
     s3_store *s = impl(st);
     for (int a = 0; a < s->cfg.retries; a++) {
-        if (a > 0) backoff(a);
+        if (a > 0) s3_backoff(a);
         int rc = get_once(st, key, expect, data, n, ver, e);
         if (rc != -100) return rc;
         __atomic_add_fetch(&s->retries, 1, __ATOMIC_RELAXED);
@@ -899,7 +486,7 @@ static int on_key(void *ctx, const char *text) {
 static int s3_list(store *st, const char *prefix, store_list *out, tdm_err *e) {
     s3_store *s = impl(st);
     char full[1400];
-    object_key(s, prefix, full, sizeof full);
+    s3_object_key(s, prefix, full, sizeof full);
     if (!*prefix && s->cfg.prefix[0]) snprintf(full, sizeof full, "%s/", s->cfg.prefix);
     char *enc = sigv4_uri_encode(full, 0);
     char token[2048] = "";
@@ -917,8 +504,8 @@ static int s3_list(store *st, const char *prefix, store_list *out, tdm_err *e) {
         free(tenc);
         s3_req q = {.method = "GET", .query = query};
         s3_resp r = {0};
-        rc = s3_do(s, &q, &r, verify_len, NULL, e);
-        if (!rc && r.status != 200) rc = status_error(st, &q, &r, e);
+        rc = s3_request(s, &q, &r, s3_verify_len, NULL, e);
+        if (!rc && r.status != 200) rc = s3_status_error(st, &q, &r, e);
         if (!rc && (!r.body || !strstr(r.body, "ListBucketResult")))
             rc = err_set(e, ERR_STORE, "%s: the listing answer is not a ListBucketResult", store_url(st));
         if (!rc && s3_xml_each(r.body, r.len, "Key", on_key, &l) != 0)
@@ -939,9 +526,9 @@ static int s3_list(store *st, const char *prefix, store_list *out, tdm_err *e) {
 static int s3_del(store *st, const char *key, tdm_err *e) {
     s3_req q = {.method = "DELETE", .key = key};
     s3_resp r = {0};
-    int rc = s3_do(impl(st), &q, &r, NULL, NULL, e);
+    int rc = s3_request(impl(st), &q, &r, NULL, NULL, e);
     if (!rc && r.status == 404) rc = STORE_NOT_FOUND;
-    else if (!rc && r.status / 100 != 2) rc = status_error(st, &q, &r, e);
+    else if (!rc && r.status / 100 != 2) rc = s3_status_error(st, &q, &r, e);
     free(r.body);
     return rc; /* S3 answers 204 for absent keys too: absence is not always reported */
 }
@@ -968,7 +555,7 @@ static const store_backend s3_backend = {
 };
 
 store *s3_store_open(const char *url, int must_exist, int *absent, tdm_err *e) {
-    pthread_once(&curl_once, curl_init_once);
+    s3_curl_init();
     store *st = calloc(1, sizeof *st);
     s3_store *s = calloc(1, sizeof *s);
     char *u = strdup(url);
@@ -1003,8 +590,8 @@ store *s3_store_open(const char *url, int must_exist, int *absent, tdm_err *e) {
     }
     s3_req q = {.method = "GET", .query = query};
     s3_resp r = {0};
-    int rc = s3_do(s, &q, &r, NULL, NULL, e);
-    if (!rc && r.status != 200) rc = status_error(st, &q, &r, e);
+    int rc = s3_request(s, &q, &r, NULL, NULL, e);
+    if (!rc && r.status != 200) rc = s3_status_error(st, &q, &r, e);
     if (!rc && must_exist) {
         char key[1100] = ""; /* S3 keys are at most 1024 bytes */
         if (!r.body || !s3_xml_first(r.body, r.len, "Key", key, sizeof key)) {

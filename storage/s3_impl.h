@@ -1,0 +1,86 @@
+/* s3_impl.h — what the two halves of the s3:// store share: s3_request.c (curl
+ * handles, one signed request, retries with backoff, body verification) and s3_store.c
+ * (objects: put, conditional put, multipart, ranged get, list, delete; opening a store).
+ * Only those two include it. */
+#ifndef TANDEM_STORAGE_S3_IMPL_H
+#define TANDEM_STORAGE_S3_IMPL_H
+
+#include <curl/curl.h>
+#include <pthread.h>
+
+#include "storage/s3_config.h"
+#include "storage/sha256.h"
+#include "storage/sigv4.h"
+#include "storage/store_impl.h"
+
+#define POOL_MAX 64
+#define SIGNED_BODY_MAX ((size_t)8 << 20)
+#define META_SHA "x-amz-meta-tandem-sha256"
+
+typedef struct s3_store {
+    s3_config cfg;
+    pthread_mutex_t mu;
+    CURL *pool[POOL_MAX];
+    int npool;
+    int conditional; /* -1 unknown, 0 ignored by the server, 1 honoured */
+    long requests, retries;
+} s3_store;
+
+typedef struct s3_resp {
+    long status;
+    char *body; /* response body (malloc'd) unless `into` was given */
+    size_t len, cap;
+    char *into; /* write the body here instead (ranged GETs), at most into_cap bytes */
+    size_t into_cap;
+    int overflow;
+    char etag[128];
+    char meta_sha[SHA256_HEX_LEN + 1];
+    char content_range[128];
+    char date[64]; /* the server's Date header (for a clock-skew diagnosis) */
+    long long content_length;
+    int uncertain; /* an earlier attempt got no definite answer: it may have been applied */
+} s3_resp;
+
+typedef struct s3_req {
+    const char *method;
+    const char *key;   /* object key under the store prefix; NULL: the bucket itself */
+    const char *query; /* wire-form query, names and values encoded, sorted */
+    const void *body;
+    size_t body_len;
+    const char *body_sha_hex; /* known SHA-256 of the body, or NULL to compute/unsigned */
+    sigv4_header extra[6];    /* additional headers (signed when x-amz-*) */
+    size_t nextra;
+} s3_req;
+
+typedef int (*verify_fn)(const s3_resp *r, void *ctx);
+
+typedef struct expect_len {
+    long long len; /* -1: unknown */
+} expect_len;
+
+/* curl_global_init, once per process. */
+void s3_curl_init(void);
+
+/* Sends a request with retries. Returns 0 with the final response (a non-retryable
+ * status, which may be an error status) in *r, or ERR_STORE when every attempt failed. */
+int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void *vctx,
+               tdm_err *e);
+
+/* An error for a final non-2xx status: names the key, the status and S3's code, with a
+ * hint that matches the code (a skewed clock is not a credentials problem). */
+int s3_status_error(store *st, const s3_req *q, const s3_resp *r, tdm_err *e);
+
+/* A whole-object GET: length as announced, then SHA-256 from our metadata, else the MD5
+ * of a single-part ETag. */
+int s3_verify_whole(const s3_resp *r, void *ctx);
+
+/* A ranged GET's part: exactly the length asked for (ctx: an expect_len). */
+int s3_verify_len(const s3_resp *r, void *ctx);
+
+/* Sleeps before retry `attempt_no`: exponential backoff with full jitter. */
+void s3_backoff(int attempt_no);
+
+/* The object's full key under the store prefix. */
+void s3_object_key(const s3_store *s, const char *key, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,389 @@
+/* s3_request.c — one signed S3 request over libcurl, retried: the curl handle pool,
+ * signing (storage/sigv4.h), retries with exponential backoff and full jitter on 5xx,
+ * 429, connection failures, stalls and bodies that fail verification, and the checks of
+ * a response body against the SHA-256 tandem stores with each object; s3_store.c's
+ * header comment says why. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "storage/s3_impl.h"
+#include "storage/s3_xml.h"
+
+/* ------------------------------------------------------------------ curl handles */
+
+static CURL *handle_take(s3_store *s) {
+    pthread_mutex_lock(&s->mu);
+    CURL *h = s->npool ? s->pool[--s->npool] : NULL;
+    pthread_mutex_unlock(&s->mu);
+    return h ? h : curl_easy_init();
+}
+
+static void handle_give(s3_store *s, CURL *h) {
+    pthread_mutex_lock(&s->mu);
+    if (s->npool < POOL_MAX) s->pool[s->npool++] = h, h = NULL;
+    pthread_mutex_unlock(&s->mu);
+    if (h) curl_easy_cleanup(h);
+}
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+void s3_curl_init(void) { pthread_once(&curl_once, curl_init_once); }
+
+/* ------------------------------------------------------------------ one request */
+
+
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
+    s3_resp *r = ud;
+    size_t len = sz * n;
+    if (r->into) {
+        if (r->len + len > r->into_cap) {
+            r->overflow = 1;
+            return 0;
+        }
+        memcpy(r->into + r->len, p, len);
+        r->len += len;
+        return len;
+    }
+    if (r->len + len + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 4096;
+        while (cap < r->len + len + 1) cap *= 2;
+        char *b = realloc(r->body, cap);
+        if (!b) return 0;
+        r->body = b;
+        r->cap = cap;
+    }
+    memcpy(r->body + r->len, p, len);
+    r->len += len;
+    r->body[r->len] = '\0';
+    return len;
+}
+
+static void header_value(const char *line, size_t n, size_t namelen, char *out, size_t cap) {
+    const char *v = line + namelen;
+    size_t vlen = n - namelen;
+    while (vlen && (*v == ' ' || *v == '\t')) v++, vlen--;
+    while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' ')) vlen--;
+    if (vlen >= cap) vlen = cap - 1;
+    memcpy(out, v, vlen);
+    out[vlen] = '\0';
+}
+
+static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
+    s3_resp *r = ud;
+    size_t len = sz * n;
+    if (len > 5 && !strncasecmp(p, "HTTP/", 5)) { /* a new response (after a redirect/100) */
+        r->etag[0] = r->meta_sha[0] = r->content_range[0] = r->date[0] = '\0';
+        r->content_length = -1;
+    } else if (len > 5 && !strncasecmp(p, "ETag:", 5)) {
+        header_value(p, len, 5, r->etag, sizeof r->etag);
+    } else if (len > strlen(META_SHA) + 1 && !strncasecmp(p, META_SHA ":", strlen(META_SHA) + 1)) {
+        header_value(p, len, strlen(META_SHA) + 1, r->meta_sha, sizeof r->meta_sha);
+    } else if (len > 5 && !strncasecmp(p, "Date:", 5)) {
+        header_value(p, len, 5, r->date, sizeof r->date);
+    } else if (len > 14 && !strncasecmp(p, "Content-Range:", 14)) {
+        header_value(p, len, 14, r->content_range, sizeof r->content_range);
+    } else if (len > 15 && !strncasecmp(p, "Content-Length:", 15)) {
+        char v[32];
+        header_value(p, len, 15, v, sizeof v);
+        r->content_length = atoll(v);
+    }
+    return len;
+}
+
+typedef struct body_src {
+    const char *p;
+    size_t left;
+} body_src;
+
+static size_t on_read(char *buf, size_t sz, size_t n, void *ud) {
+    body_src *b = ud;
+    size_t len = sz * n < b->left ? sz * n : b->left;
+    memcpy(buf, b->p, len);
+    b->p += len;
+    b->left -= len;
+    return len;
+}
+
+/* curl seeks back when it must resend a body (a reused connection that was closed). */
+static int on_seek(void *ud, curl_off_t off, int origin) {
+    (void)ud;
+    (void)off;
+    (void)origin;
+    return CURL_SEEKFUNC_CANTSEEK;
+}
+
+/* The local clock as requests are signed with it. TANDEM_TEST_CLOCK_OFFSET_S (test-only)
+ * shifts it, so that the suite can show what a skewed clock does. */
+static time_t s3_now(void) {
+    const char *v = getenv("TANDEM_TEST_CLOCK_OFFSET_S");
+    return time(NULL) + (time_t)(v ? strtol(v, NULL, 10) : 0);
+}
+
+/* The object's full key under the store prefix. */
+void s3_object_key(const s3_store *s, const char *key, char *out, size_t cap) {
+    if (s->cfg.prefix[0]) snprintf(out, cap, "%s/%s", s->cfg.prefix, key);
+    else snprintf(out, cap, "%s", key);
+}
+
+/* One attempt: signs, sends, receives. Returns 0 with resp filled (any HTTP status), or
+ * the curl error code (> 0). */
+static int attempt(s3_store *s, const s3_req *q, s3_resp *resp, char *why, size_t whycap) {
+    const s3_config *c = &s->cfg;
+    char okey[1400] = "";
+    if (q->key) s3_object_key(s, q->key, okey, sizeof okey);
+    char *enc = sigv4_uri_encode(okey, 1);
+    if (!enc) {
+        snprintf(why, whycap, "out of memory");
+        return CURLE_OUT_OF_MEMORY;
+    }
+    char path[3200];
+    if (c->path_style) snprintf(path, sizeof path, "/%s%s%s", c->bucket, q->key ? "/" : "", enc);
+    else snprintf(path, sizeof path, "/%s", enc);
+    free(enc);
+    char url[5000];
+    const char *hostpart = strstr(c->base_url, "://") + 3;
+    const char *slash = strchr(hostpart, '/');
+    size_t originlen = slash ? (size_t)(slash - c->base_url) : strlen(c->base_url);
+    snprintf(url, sizeof url, "%.*s%s%s%s", (int)originlen, c->base_url, path,
+             q->query && *q->query ? "?" : "", q->query ? q->query : "");
+
+    char payload[SHA256_HEX_LEN + 1];
+    const char *payload_hash = NULL;
+    if (q->body_sha_hex) payload_hash = q->body_sha_hex;
+    else if (q->body && q->body_len > SIGNED_BODY_MAX) payload_hash = SIGV4_UNSIGNED_PAYLOAD;
+    else if (q->body) {
+        sha256_digest d;
+        sha256(q->body, q->body_len, &d);
+        sha256_hex(&d, payload);
+        payload_hash = payload;
+    }
+    sigv4_header hs[8];
+    size_t nh = 0;
+    hs[nh++] = (sigv4_header){"Host", c->host};
+    for (size_t i = 0; i < q->nextra; i++)
+        if (!strncasecmp(q->extra[i].name, "x-amz-", 6)) hs[nh++] = q->extra[i];
+    char date[SIGV4_AMZ_DATE_LEN + 1];
+    sigv4_amz_date(s3_now(), date);
+    sigv4_request sr = {.method = q->method, .path = path, .query = q->query, .headers = hs,
+                        .nheaders = nh, .payload_sha256_hex = payload_hash};
+    sigv4_params sp = {.access_key = c->access_key, .secret_key = c->secret_key,
+                       .session_token = c->session_token, .region = c->region, .service = "s3",
+                       .amz_date = date, .content_sha256_header = 1};
+    sigv4_output so;
+    tdm_err se;
+    if (sigv4_sign(&sr, &sp, &so, &se)) {
+        snprintf(why, whycap, "signing failed: %.200s", se.msg);
+        return CURLE_BAD_FUNCTION_ARGUMENT;
+    }
+    struct curl_slist *hl = NULL;
+    char line[8192];
+    for (size_t i = 0; i < nh; i++) {
+        snprintf(line, sizeof line, "%s: %s", hs[i].name, hs[i].value);
+        hl = curl_slist_append(hl, line);
+    }
+    for (size_t i = 0; i < q->nextra; i++)
+        if (strncasecmp(q->extra[i].name, "x-amz-", 6)) {
+            snprintf(line, sizeof line, "%s: %s", q->extra[i].name, q->extra[i].value);
+            hl = curl_slist_append(hl, line);
+        }
+    for (size_t i = 0; i < so.nheaders; i++) {
+        snprintf(line, sizeof line, "%s: %s", so.headers[i].name, so.headers[i].value);
+        hl = curl_slist_append(hl, line);
+    }
+    hl = curl_slist_append(hl, "Expect:"); /* no 100-continue round trip */
+    if (!q->body && (!strcmp(q->method, "PUT") || !strcmp(q->method, "POST")))
+        hl = curl_slist_append(hl, "Content-Length: 0");
+    volatile char *wipe = line;
+    for (size_t i = 0; i < sizeof line; i++) wipe[i] = 0;
+
+    CURL *h = handle_take(s);
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, c->timeout_s);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    body_src src = {q->body, q->body_len};
+    if (!strcmp(q->method, "GET")) {
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    } else if (!strcmp(q->method, "HEAD")) {
+        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    } else if (!strcmp(q->method, "PUT")) {
+        curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+        curl_easy_setopt(h, CURLOPT_READDATA, &src);
+        curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
+        curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)q->body_len);
+    } else if (!strcmp(q->method, "POST")) {
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, q->body ? (const char *)q->body : "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->body_len);
+    } else {
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, q->method);
+    }
+    resp->content_length = -1;
+    CURLcode rc = curl_easy_perform(h);
+    if (rc == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
+    else snprintf(why, whycap, "%s", curl_easy_strerror(rc));
+    curl_slist_free_all(hl);
+    sigv4_output_free(&so);
+    if (rc == CURLE_OK) handle_give(s, h);
+    else curl_easy_cleanup(h); /* do not reuse a connection in an unknown state */
+    return (int)rc;
+}
+
+static int retryable_status(long st) { return st == 429 || st == 500 || st == 502 || st == 503 || st == 504; }
+
+void s3_backoff(int attempt_no) {
+    double cap = 5.0, base = 0.05 * (double)(1u << (attempt_no < 16 ? attempt_no : 16));
+    if (base > cap) base = cap;
+    unsigned seed = (unsigned)(time(NULL) ^ (getpid() << 8) ^ (unsigned)attempt_no ^
+                               (unsigned)(size_t)pthread_self());
+    double d = base * ((double)rand_r(&seed) / RAND_MAX); /* full jitter */
+    struct timespec ts = {(time_t)d, (long)((d - (time_t)d) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+static void resp_reset(s3_resp *r) {
+    char *into = r->into;
+    size_t cap = r->into_cap;
+    free(r->body);
+    memset(r, 0, sizeof *r);
+    r->into = into;
+    r->into_cap = cap;
+}
+
+/* Verification of a GET body: 0 when it matches what the headers promise. */
+
+/* Sends a request with retries. Returns 0 with the final response (a non-retryable
+ * status, which may be an error status) in *r, or ERR_STORE when every attempt failed. */
+int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void *vctx,
+               tdm_err *e) {
+    char why[512] = "";
+    for (int a = 0; a < s->cfg.retries; a++) {
+        if (a > 0) {
+            __atomic_add_fetch(&s->retries, 1, __ATOMIC_RELAXED);
+            s3_backoff(a);
+        }
+        resp_reset(r);
+        r->uncertain = a > 0;
+        __atomic_add_fetch(&s->requests, 1, __ATOMIC_RELAXED);
+        int rc = attempt(s, q, r, why, sizeof why);
+        if (rc == CURLE_BAD_FUNCTION_ARGUMENT || rc == CURLE_OUT_OF_MEMORY) break;
+        if (rc) continue; /* reset, timeout, refused: retry */
+        if (retryable_status(r->status)) {
+            snprintf(why, sizeof why, "HTTP %ld", r->status);
+            continue;
+        }
+        if (r->overflow) {
+            snprintf(why, sizeof why, "the body is longer than announced");
+            continue;
+        }
+        if (verify && r->status / 100 == 2 && verify(r, vctx)) {
+            snprintf(why, sizeof why, "the body failed verification (truncated or corrupted)");
+            continue;
+        }
+        return 0;
+    }
+    return err_set(e, ERR_STORE, "%s: %s %s failed after %d attempts: %s", s->cfg.bucket,
+                   q->method, q->key ? q->key : "(bucket)", s->cfg.retries, why);
+}
+
+/* The server's clock from an answer: its Date header (RFC 1123), else the ServerTime of
+ * a RequestTimeTooSkewed body (ISO 8601). 0 with *t set, -1 when neither is there. */
+static int server_time(const s3_resp *r, time_t *t) {
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *end = r->date[0] ? strptime(r->date, "%a, %d %b %Y %H:%M:%S", &tm) : NULL;
+    char iso[64] = "";
+    if (!end && r->body && r->len && s3_xml_first(r->body, r->len, "ServerTime", iso, sizeof iso)) {
+        memset(&tm, 0, sizeof tm);
+        end = strptime(iso, "%Y-%m-%dT%H:%M:%S", &tm);
+    }
+    if (!end) return -1;
+    *t = timegm(&tm);
+    return 0;
+}
+
+/* An error for a final non-2xx status: names the key, the status and S3's code, with a
+ * hint that matches the code (a skewed clock is not a credentials problem). */
+int s3_status_error(store *st, const s3_req *q, const s3_resp *r, tdm_err *e) {
+    char code[128] = "";
+    if (r->body && r->len) s3_xml_first(r->body, r->len, "Code", code, sizeof code);
+    const char *what = q->key ? q->key : "(list)";
+    if (!strcmp(code, "RequestTimeTooSkewed")) {
+        time_t server, local = s3_now();
+        if (server_time(r, &server) == 0)
+            return err_set(e, ERR_STORE,
+                           "%s: %s %s: HTTP %ld RequestTimeTooSkewed: this machine's clock is "
+                           "%+lld s off the server's (local %lld, server %lld, unix seconds); "
+                           "S3 refuses requests signed more than 15 minutes off its clock: fix "
+                           "this machine's clock (NTP: timedatectl, chronyc tracking), not the "
+                           "credentials",
+                           store_url(st), q->method, what, r->status,
+                           (long long)(local - server), (long long)local, (long long)server);
+        return err_set(e, ERR_STORE,
+                       "%s: %s %s: HTTP %ld RequestTimeTooSkewed: this machine's clock is too "
+                       "far from the server's (the answer did not say by how much): fix this "
+                       "machine's clock (NTP: timedatectl, chronyc tracking), not the credentials",
+                       store_url(st), q->method, what, r->status);
+    }
+    const char *hint = r->status == 403 ? " (check the credentials and the bucket policy)" : "";
+    return err_set(e, ERR_STORE, "%s: %s %s: HTTP %ld %s%s", store_url(st), q->method, what,
+                   r->status, code, hint);
+}
+
+/* ------------------------------------------------------------------ verification */
+
+
+static int hex_digest(const char *alg, const void *data, size_t n, char *hex, size_t cap) {
+    unsigned char md[64];
+    unsigned int mdlen = 0;
+    const EVP_MD *m = !strcmp(alg, "md5") ? EVP_md5() : EVP_sha256();
+    if (EVP_Digest(data, n, md, &mdlen, m, NULL) != 1 || cap < 2 * mdlen + 1) return -1;
+    for (unsigned i = 0; i < mdlen; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    return 0;
+}
+
+/* A whole-object GET: length as announced, then SHA-256 from our metadata, else the MD5
+ * of a single-part ETag. */
+int s3_verify_whole(const s3_resp *r, void *ctx) {
+    const char *expect = ctx; /* the caller's expected SHA-256 hex, or NULL */
+    const char *data = r->into ? r->into : r->body;
+    size_t n = r->len;
+    if (r->content_length >= 0 && (size_t)r->content_length != n) return -1;
+    char hex[129];
+    if (expect && r->meta_sha[0] && strcasecmp(expect, r->meta_sha) != 0) return -2; /* another object */
+    if (expect || r->meta_sha[0]) {
+        if (hex_digest("sha256", data ? data : "", n, hex, sizeof hex)) return -1;
+        return strcasecmp(hex, expect ? expect : r->meta_sha) ? -1 : 0;
+    }
+    size_t el = strlen(r->etag);
+    if (el == 34 && r->etag[0] == '"' && !strchr(r->etag, '-')) {
+        if (hex_digest("md5", data ? data : "", n, hex, sizeof hex)) return -1;
+        return strncasecmp(hex, r->etag + 1, 32) ? -1 : 0;
+    }
+    return 0;
+}
+
+int s3_verify_len(const s3_resp *r, void *ctx) {
+    expect_len *x = ctx;
+    if (r->content_length >= 0 && (size_t)r->content_length != r->len) return -1;
+    return x && x->len >= 0 && (long long)r->len != x->len ? -1 : 0;
+}
