@@ -1,5 +1,6 @@
-/* cuda.cu — the CUDA backend of model.h: the ops table, the workspace, cuBLASLt matmuls,
- * and the forward and backward passes that chain the kernels of gpu/kernels_*.cu.
+/* cuda.cu — the CUDA backend of model.h: the ops table, cuBLASLt matmuls, the forward
+ * and backward passes that chain the kernels of gpu/kernels_*.cu, and the optimiser;
+ * cuda_setup.cu creates the workspace (gpu/cuda_impl.h).
  *
  * Same model, tensor layout, loss and optimiser semantics as the CPU reference
  * (model/cpu.c), layer for layer; see gpu/README.md for the map and docs/gpu.md for use.
@@ -20,26 +21,7 @@
  * reduction). The same GPU model, driver, CUDA and cuBLAS versions and configuration
  * therefore give the same bits.
  */
-#include <cublasLt.h>
-#include <cuda_runtime.h>
-#include <math.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include <new>
-#include <unordered_map>
-#include <vector>
-
-extern "C" {
-#include "gpu/cuda.h"
-#include "model/model.h"
-}
-#include "gpu/check.h"
-#include "gpu/kernels.h"
-
-#define LT_WORKSPACE (32u << 20) /* cuBLASLt workspace, fixed: part of what picks an algorithm */
+#include "gpu/cuda_impl.h"
 
 /* ------------------------------------------------------------------ errors */
 
@@ -55,7 +37,6 @@ int gpu_cublas_error(tdm_err *e, cublasStatus_t rc, const char *call, const char
 
 /* ------------------------------------------------------------------ precision */
 
-enum { PREC_UNSET = 0, PREC_FP32 = 1, PREC_BF16 = 2 };
 static int g_precision = PREC_UNSET; /* set by model_cuda_set_precision */
 
 static int parse_precision(const char *name) {
@@ -76,7 +57,7 @@ extern "C" int model_cuda_set_precision(const char *name, tdm_err *e) {
     return 0;
 }
 
-static int next_precision(int *prec, tdm_err *e) {
+int cuda_next_precision(int *prec, tdm_err *e) {
     if (g_precision != PREC_UNSET) {
         *prec = g_precision;
         return 0;
@@ -95,94 +76,14 @@ static int next_precision(int *prec, tdm_err *e) {
 
 extern "C" int model_cuda_next_precision(const char **name, tdm_err *e) {
     int p;
-    int rc = next_precision(&p, e);
+    int rc = cuda_next_precision(&p, e);
     if (rc) return rc;
     *name = p == PREC_BF16 ? "bf16" : "fp32";
     return 0;
 }
 
 /* ------------------------------------------------------------------ the workspace */
-
-/* The tensors of one transformer block, in model.h's order (as cpu.c). */
-enum {
-    LN1_W, LN1_B, QKV_W, QKV_B, ATTPROJ_W, ATTPROJ_B,
-    LN2_W, LN2_B, FC_W, FC_B, FCPROJ_W, FCPROJ_B, N_BLOCK_TENSORS
-};
-static const char *const block_tensor_names[N_BLOCK_TENSORS] = {
-    "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-    "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
-    "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias",
-};
-
-struct model_ctx {
-    model_layout lay;
-    int max_B, max_T, M;
-    int use_bf16; /* precision: activations and matmul operands in bf16 */
-    int tile;  /* attention tile */
-    int Vp;    /* vocab rounded up to 64: leading dimension of the logits */
-    size_t lN; /* max_B * max_T: rows of the activation buffers */
-    int device;
-    cudaStream_t stream;
-    cublasLtHandle_t lt;
-    void *lt_ws;
-    size_t off_wte, off_wpe, off_lnf_w, off_lnf_b;
-    size_t *off_block; /* [L][N_BLOCK_TENSORS] */
-    /* per-layer strides (elements), each a multiple of 64 so every layer's slice stays
-     * aligned like the first */
-    size_t s_C, s_3C, s_4C, s_N, s_HN;
-    /* forward activations; void * are of the activation type */
-    float *encoded;                     /* [N, C] */
-    void *ln1;                          /* [L][N, C] */
-    float *ln1_mean, *ln1_rstd;         /* [L][N] */
-    void *qkv;                          /* [L][N, 3C] */
-    void *atty;                         /* [L][N, C] */
-    float *lse;                         /* [L][B, H, T] */
-    float *res2;                        /* [L][N, C] */
-    void *ln2;                          /* [L][N, C] */
-    float *ln2_mean, *ln2_rstd;         /* [L][N] */
-    void *fch, *fch_gelu;               /* [L][N, 4C] */
-    float *res3;                        /* [L][N, C] */
-    void *lnf;                          /* [N, C] */
-    float *lnf_mean, *lnf_rstd;         /* [N] */
-    float *logits;                      /* [N, Vp] */
-    void *dlogits;                      /* [N, Vp]: bf16; in fp32 the logits buffer itself */
-    float *row_max, *row_inv, *row_g;   /* [N] */
-    double *row_loss;                   /* [N] */
-    /* backward scratch */
-    float *dres;                        /* [N, C] residual gradient */
-    void *dres_act;                     /* [N, C] its bf16 copy (bf16 only) */
-    float *dln;                         /* [N, C] */
-    void *datty;                        /* [N, C] */
-    void *dqkv;                         /* [N, 3C] */
-    void *dfch;                         /* [N, 4C] */
-    float *attD;                        /* [B, H, T] */
-    double *part;                       /* [ceil(N / GPU_ROW_CHUNK), 4C] */
-    double *norm_part;                  /* [ceil(P / GPU_NORM_CHUNK)] */
-    bf16 *pbf;                          /* [P] bf16 copy of the parameters (bf16 only) */
-    gpu_span *spans;                    /* AdamW work list */
-    int nspans;
-    /* the batch: device indices [inputs N | targets N | pos N | uniq N | start N+1] */
-    int32_t *d_idx, *h_idx;
-    int32_t *h_count;                   /* [V] counting sort */
-    float *h_g;                         /* [N] */
-    double *h_row_loss;                 /* [N] */
-    double *h_norm_part;
-    int32_t *h_domain;                  /* [max_B] */
-    long *ntok;                         /* [M] */
-    int B, T, nuniq;
-    const float *fwd_params;
-    int have_forward;
-    /* memory accounting */
-    std::unordered_map<void *, size_t> *sizes;
-    size_t bytes_now, bytes_peak;
-    /* an error from an op that cannot return one (scale, norm): reported by the next op */
-    int sticky;
-    tdm_err sticky_err;
-};
-
-static size_t pad64(size_t n) { return (n + 63) / 64 * 64; }
-
-static int dev_alloc(model_ctx *ctx, void **p, size_t bytes, const char *what, tdm_err *e) {
+int cuda_dev_alloc(model_ctx *ctx, void **p, size_t bytes, const char *what, tdm_err *e) {
     *p = NULL;
     if (bytes == 0) bytes = 4;
     cudaError_t rc = cudaMalloc(p, bytes);
@@ -203,7 +104,7 @@ static int dev_alloc(model_ctx *ctx, void **p, size_t bytes, const char *what, t
     return 0;
 }
 
-static void dev_free(model_ctx *ctx, void *p) {
+void cuda_dev_free(model_ctx *ctx, void *p) {
     if (!p) return;
     auto it = ctx->sizes->find(p);
     if (it != ctx->sizes->end()) {
@@ -213,7 +114,7 @@ static void dev_free(model_ctx *ctx, void *p) {
     cudaFree(p);
 }
 
-static int check_sticky(model_ctx *ctx, tdm_err *e) {
+int cuda_check_sticky(model_ctx *ctx, tdm_err *e) {
     if (!ctx->sticky) return 0;
     if (e) *e = ctx->sticky_err;
     return ERR_INTERNAL;
@@ -390,7 +291,7 @@ template <typename T> static inline T *L_(void *base, int l, size_t stride) {
 }
 
 static const float *block_param(const model_ctx *ctx, const float *base, int l, int k) {
-    return base + ctx->off_block[(size_t)l * N_BLOCK_TENSORS + k];
+    return base + ctx->off_block[(size_t)l * MODEL_BLOCK_TENSORS + k];
 }
 
 template <typename T> static int forward_impl(model_ctx *ctx, const float *params, tdm_err *e) {
@@ -405,7 +306,7 @@ template <typename T> static int forward_impl(model_ctx *ctx, const float *param
      * from the float parameters */
     const T *wp = BF ? (const T *)ctx->pbf : (const T *)params;
     if (BF) LAUNCH_TRY(gpu_cast_bf16(ctx->pbf, params, ctx->lay.numel, s), e);
-#define WT(k) (wp + ctx->off_block[(size_t)l * N_BLOCK_TENSORS + (k)]) /* T */
+#define WT(k) (wp + ctx->off_block[(size_t)l * MODEL_BLOCK_TENSORS + (k)]) /* T */
 #define WF(k) block_param(ctx, params, l, (k))                           /* float */
 
     LAUNCH_TRY(gpu_encoder_forward(ctx->encoded, inputs, params + ctx->off_wte,
@@ -420,18 +321,18 @@ template <typename T> static int forward_impl(model_ctx *ctx, const float *param
         float *lse = ctx->lse + l * ctx->s_HN;
         float *res2 = ctx->res2 + l * ctx->s_C, *res3 = ctx->res3 + l * ctx->s_C;
         int rc;
-        LAUNCH_TRY(gpu_layernorm_forward<T>(ln1, ln1m, ln1r, x, WF(LN1_W), WF(LN1_B), N, C, s), e);
-        if ((rc = mm_forward(ctx, qkv, AT, ln1, WT(QKV_W), WT(QKV_B), NULL, N, C, 3 * C, AT, e)))
+        LAUNCH_TRY(gpu_layernorm_forward<T>(ln1, ln1m, ln1r, x, WF(MODEL_LN1_W), WF(MODEL_LN1_B), N, C, s), e);
+        if ((rc = mm_forward(ctx, qkv, AT, ln1, WT(MODEL_QKV_W), WT(MODEL_QKV_B), NULL, N, C, 3 * C, AT, e)))
             return rc;
         LAUNCH_TRY(gpu_attention_forward<T>(atty, lse, qkv, B, T_, C, H, ctx->tile, s), e);
-        if ((rc = mm_forward(ctx, res2, CUDA_R_32F, atty, WT(ATTPROJ_W), WF(ATTPROJ_B), x, N, C,
+        if ((rc = mm_forward(ctx, res2, CUDA_R_32F, atty, WT(MODEL_ATTPROJ_W), WF(MODEL_ATTPROJ_B), x, N, C,
                              C, AT, e)))
             return rc;
-        LAUNCH_TRY(gpu_layernorm_forward<T>(ln2, ln2m, ln2r, res2, WF(LN2_W), WF(LN2_B), N, C, s), e);
-        if ((rc = mm_forward(ctx, fch, AT, ln2, WT(FC_W), WT(FC_B), NULL, N, C, 4 * C, AT, e)))
+        LAUNCH_TRY(gpu_layernorm_forward<T>(ln2, ln2m, ln2r, res2, WF(MODEL_LN2_W), WF(MODEL_LN2_B), N, C, s), e);
+        if ((rc = mm_forward(ctx, fch, AT, ln2, WT(MODEL_FC_W), WT(MODEL_FC_B), NULL, N, C, 4 * C, AT, e)))
             return rc;
         LAUNCH_TRY(gpu_gelu_forward<T>(fchg, fch, (size_t)N * 4 * C, s), e);
-        if ((rc = mm_forward(ctx, res3, CUDA_R_32F, fchg, WT(FCPROJ_W), WF(FCPROJ_B), res2, N,
+        if ((rc = mm_forward(ctx, res3, CUDA_R_32F, fchg, WT(MODEL_FCPROJ_W), WF(MODEL_FCPROJ_B), res2, N,
                              4 * C, C, AT, e)))
             return rc;
         x = res3;
@@ -493,30 +394,30 @@ template <typename T> static int backward_impl(model_ctx *ctx, const float *para
         float *ln1m = ctx->ln1_mean + l * ctx->s_N, *ln1r = ctx->ln1_rstd + l * ctx->s_N;
         float *ln2m = ctx->ln2_mean + l * ctx->s_N, *ln2r = ctx->ln2_rstd + l * ctx->s_N;
         float *lse = ctx->lse + l * ctx->s_HN, *res2 = ctx->res2 + l * ctx->s_C;
-#define WT(k) (wp + ctx->off_block[(size_t)l * N_BLOCK_TENSORS + (k)])
+#define WT(k) (wp + ctx->off_block[(size_t)l * MODEL_BLOCK_TENSORS + (k)])
 #define WF(k) block_param(ctx, params, l, (k))
-#define G(k) (grads + ctx->off_block[(size_t)l * N_BLOCK_TENSORS + (k)])
+#define G(k) (grads + ctx->off_block[(size_t)l * MODEL_BLOCK_TENSORS + (k)])
         /* MLP: res3 = res2 + c_proj(gelu(c_fc(ln_2(res2)))); dres holds d(res3) */
-        if ((rc = mm_dinp(ctx, dfch, AT, dres_act, WT(FCPROJ_W), N, 4 * C, C, AT, e))) return rc;
-        if ((rc = mm_dweight(ctx, G(FCPROJ_W), dres_act, C, fchg, N, 4 * C, C, AT, e))) return rc;
-        LAUNCH_TRY(gpu_column_sum<float>(G(FCPROJ_B), part, ctx->dres, N, C, s), e);
+        if ((rc = mm_dinp(ctx, dfch, AT, dres_act, WT(MODEL_FCPROJ_W), N, 4 * C, C, AT, e))) return rc;
+        if ((rc = mm_dweight(ctx, G(MODEL_FCPROJ_W), dres_act, C, fchg, N, 4 * C, C, AT, e))) return rc;
+        LAUNCH_TRY(gpu_column_sum<float>(G(MODEL_FCPROJ_B), part, ctx->dres, N, C, s), e);
         LAUNCH_TRY(gpu_gelu_backward<T>(dfch, fch, (size_t)N * 4 * C, s), e);
-        if ((rc = mm_dinp(ctx, ctx->dln, CUDA_R_32F, dfch, WT(FC_W), N, C, 4 * C, AT, e))) return rc;
-        if ((rc = mm_dweight(ctx, G(FC_W), dfch, 4 * C, ln2, N, C, 4 * C, AT, e))) return rc;
-        LAUNCH_TRY(gpu_column_sum<T>(G(FC_B), part, dfch, N, 4 * C, s), e);
-        LAUNCH_TRY(gpu_layernorm_backward<T>(ctx->dres, copy, G(LN2_W), G(LN2_B), part, ctx->dln,
-                                             res2, ln2m, ln2r, WF(LN2_W), N, C, s), e);
+        if ((rc = mm_dinp(ctx, ctx->dln, CUDA_R_32F, dfch, WT(MODEL_FC_W), N, C, 4 * C, AT, e))) return rc;
+        if ((rc = mm_dweight(ctx, G(MODEL_FC_W), dfch, 4 * C, ln2, N, C, 4 * C, AT, e))) return rc;
+        LAUNCH_TRY(gpu_column_sum<T>(G(MODEL_FC_B), part, dfch, N, 4 * C, s), e);
+        LAUNCH_TRY(gpu_layernorm_backward<T>(ctx->dres, copy, G(MODEL_LN2_W), G(MODEL_LN2_B), part, ctx->dln,
+                                             res2, ln2m, ln2r, WF(MODEL_LN2_W), N, C, s), e);
         /* attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))); dres holds d(res2) */
-        if ((rc = mm_dinp(ctx, datty, AT, dres_act, WT(ATTPROJ_W), N, C, C, AT, e))) return rc;
-        if ((rc = mm_dweight(ctx, G(ATTPROJ_W), dres_act, C, atty, N, C, C, AT, e))) return rc;
-        LAUNCH_TRY(gpu_column_sum<float>(G(ATTPROJ_B), part, ctx->dres, N, C, s), e);
+        if ((rc = mm_dinp(ctx, datty, AT, dres_act, WT(MODEL_ATTPROJ_W), N, C, C, AT, e))) return rc;
+        if ((rc = mm_dweight(ctx, G(MODEL_ATTPROJ_W), dres_act, C, atty, N, C, C, AT, e))) return rc;
+        LAUNCH_TRY(gpu_column_sum<float>(G(MODEL_ATTPROJ_B), part, ctx->dres, N, C, s), e);
         LAUNCH_TRY(gpu_attention_backward<T>(dqkv, ctx->attD, datty, qkv, atty, lse, B, T_, C, H,
                                              ctx->tile, s), e);
-        if ((rc = mm_dinp(ctx, ctx->dln, CUDA_R_32F, dqkv, WT(QKV_W), N, C, 3 * C, AT, e))) return rc;
-        if ((rc = mm_dweight(ctx, G(QKV_W), dqkv, 3 * C, ln1, N, C, 3 * C, AT, e))) return rc;
-        LAUNCH_TRY(gpu_column_sum<T>(G(QKV_B), part, dqkv, N, 3 * C, s), e);
-        LAUNCH_TRY(gpu_layernorm_backward<T>(ctx->dres, copy, G(LN1_W), G(LN1_B), part, ctx->dln,
-                                             x, ln1m, ln1r, WF(LN1_W), N, C, s), e);
+        if ((rc = mm_dinp(ctx, ctx->dln, CUDA_R_32F, dqkv, WT(MODEL_QKV_W), N, C, 3 * C, AT, e))) return rc;
+        if ((rc = mm_dweight(ctx, G(MODEL_QKV_W), dqkv, 3 * C, ln1, N, C, 3 * C, AT, e))) return rc;
+        LAUNCH_TRY(gpu_column_sum<T>(G(MODEL_QKV_B), part, dqkv, N, 3 * C, s), e);
+        LAUNCH_TRY(gpu_layernorm_backward<T>(ctx->dres, copy, G(MODEL_LN1_W), G(MODEL_LN1_B), part, ctx->dln,
+                                             x, ln1m, ln1r, WF(MODEL_LN1_W), N, C, s), e);
 #undef WT
 #undef WF
 #undef G
@@ -528,18 +429,17 @@ template <typename T> static int backward_impl(model_ctx *ctx, const float *para
 
 /* ------------------------------------------------------------------ the ops */
 
-static void cuda_destroy(model_ctx *ctx);
 
 static float *cuda_alloc(model_ctx *ctx, size_t n) {
     void *p;
     tdm_err e;
-    if (dev_alloc(ctx, &p, n * sizeof(float), "a parameter-sized buffer", &e)) {
+    if (cuda_dev_alloc(ctx, &p, n * sizeof(float), "a parameter-sized buffer", &e)) {
         fprintf(stderr, "tandem: cuda backend: %s\n", e.msg);
         return NULL;
     }
     if (cudaMemsetAsync(p, 0, n * sizeof(float), ctx->stream) != cudaSuccess ||
         cudaStreamSynchronize(ctx->stream) != cudaSuccess) {
-        dev_free(ctx, p);
+        cuda_dev_free(ctx, p);
         return NULL;
     }
     return (float *)p;
@@ -548,25 +448,25 @@ static float *cuda_alloc(model_ctx *ctx, size_t n) {
 static void cuda_release(model_ctx *ctx, float *buf) {
     if (!buf) return;
     cudaStreamSynchronize(ctx->stream);
-    dev_free(ctx, buf);
+    cuda_dev_free(ctx, buf);
 }
 
 static int cuda_upload(model_ctx *ctx, float *dst, const float *host, size_t n, tdm_err *e) {
-    if (check_sticky(ctx, e)) return ERR_INTERNAL;
+    if (cuda_check_sticky(ctx, e)) return ERR_INTERNAL;
     CUDA_TRY(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, ctx->stream), e);
     CUDA_TRY(cudaStreamSynchronize(ctx->stream), e);
     return 0;
 }
 
 static int cuda_download(model_ctx *ctx, float *host, const float *src, size_t n, tdm_err *e) {
-    if (check_sticky(ctx, e)) return ERR_INTERNAL;
+    if (cuda_check_sticky(ctx, e)) return ERR_INTERNAL;
     CUDA_TRY(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream), e);
     CUDA_TRY(cudaStreamSynchronize(ctx->stream), e);
     return 0;
 }
 
 static int cuda_copy(model_ctx *ctx, float *dst, const float *src, size_t n, tdm_err *e) {
-    if (check_sticky(ctx, e)) return ERR_INTERNAL;
+    if (cuda_check_sticky(ctx, e)) return ERR_INTERNAL;
     CUDA_TRY(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->stream), e);
     return 0;
 }
@@ -606,7 +506,7 @@ static int stage_batch(model_ctx *ctx, const model_batch *batch, tdm_err *e) {
 
 static int cuda_forward(model_ctx *ctx, const float *params, const model_batch *batch,
                         double *loss, long *ntok, tdm_err *e) {
-    if (check_sticky(ctx, e)) return ERR_INTERNAL;
+    if (cuda_check_sticky(ctx, e)) return ERR_INTERNAL;
     const model_config *cf = &ctx->lay.cfg;
     int B = batch->B, T = batch->T, V = cf->vocab, M = ctx->M;
     if (B < 1 || B > ctx->max_B || T < 1 || T > ctx->max_T)
@@ -654,7 +554,7 @@ static int cuda_forward(model_ctx *ctx, const float *params, const model_batch *
 
 static int cuda_backward(model_ctx *ctx, const float *params, const double *coef, float *grads,
                          tdm_err *e) {
-    if (check_sticky(ctx, e)) return ERR_INTERNAL;
+    if (cuda_check_sticky(ctx, e)) return ERR_INTERNAL;
     if (!ctx->have_forward)
         return err_set(e, ERR_INTERNAL, "model backward called without a forward pass");
     if (params != ctx->fwd_params)
@@ -674,14 +574,14 @@ static int cuda_backward(model_ctx *ctx, const float *params, const double *coef
 }
 
 static int cuda_sgd(model_ctx *ctx, float *params, const float *grads, float lr, tdm_err *e) {
-    if (check_sticky(ctx, e)) return ERR_INTERNAL;
+    if (cuda_check_sticky(ctx, e)) return ERR_INTERNAL;
     LAUNCH_TRY(gpu_sgd(params, grads, lr, ctx->lay.numel, ctx->stream), e);
     return 0;
 }
 
 static int cuda_adamw(model_ctx *ctx, float *params, const float *grads, float *m, float *v,
                       const model_adamw *hp, tdm_err *e) {
-    if (check_sticky(ctx, e)) return ERR_INTERNAL;
+    if (cuda_check_sticky(ctx, e)) return ERR_INTERNAL;
     if (hp->step < 1) return err_set(e, ERR_INTERNAL, "AdamW step must be >= 1 (got %ld)", hp->step);
     /* the scalars exactly as cpu.c derives them */
     double bc1 = 1.0 - pow(hp->beta1, (double)hp->step);
@@ -724,361 +624,6 @@ static void cuda_scale(model_ctx *ctx, float *buf, float a) {
         gpu_cuda_error(&e, rc, "gpu_scale", __FILE__, __LINE__);
         set_sticky(ctx, &e);
     }
-}
-
-/* ------------------------------------------------------------------ create, destroy */
-
-static int tensor_offset(const model_layout *lay, const char *name, size_t *off, tdm_err *e) {
-    const model_tensor *t = model_layout_find(lay, name);
-    if (!t) return err_set(e, ERR_INTERNAL, "model layout has no tensor %s", name);
-    *off = t->offset;
-    return 0;
-}
-
-static void cuda_destroy(model_ctx *ctx) {
-    if (!ctx) return;
-    if (ctx->stream) cudaStreamSynchronize(ctx->stream);
-    void *bufs[] = {ctx->encoded, ctx->ln1, ctx->ln1_mean, ctx->ln1_rstd, ctx->qkv, ctx->atty,
-                    ctx->lse, ctx->res2, ctx->ln2, ctx->ln2_mean, ctx->ln2_rstd, ctx->fch,
-                    ctx->fch_gelu, ctx->res3, ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, ctx->logits,
-                    ctx->use_bf16 ? ctx->dlogits : NULL, ctx->row_max, ctx->row_inv, ctx->row_g,
-                    ctx->row_loss, ctx->dres, ctx->dres_act, ctx->dln, ctx->datty, ctx->dqkv,
-                    ctx->dfch, ctx->attD, ctx->part, ctx->norm_part, ctx->pbf, ctx->spans,
-                    ctx->d_idx, ctx->lt_ws};
-    if (ctx->sizes)
-        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) dev_free(ctx, bufs[i]);
-    if (ctx->lt) cublasLtDestroy(ctx->lt);
-    if (ctx->stream) cudaStreamDestroy(ctx->stream);
-    free(ctx->off_block);
-    free(ctx->h_idx);
-    free(ctx->h_count);
-    free(ctx->h_g);
-    free(ctx->h_row_loss);
-    free(ctx->h_norm_part);
-    free(ctx->h_domain);
-    free(ctx->ntok);
-    delete ctx->sizes;
-    model_layout_free(&ctx->lay);
-    delete ctx;
-}
-
-extern "C" int model_cuda_device_count(char *why, size_t cap) {
-    int n = 0;
-    cudaError_t rc = cudaGetDeviceCount(&n);
-    if (rc != cudaSuccess) {
-        if (why) snprintf(why, cap, "%s", cudaGetErrorString(rc));
-        cudaGetLastError();
-        return 0;
-    }
-    if (n == 0 && why) snprintf(why, cap, "the driver reports no CUDA device");
-    return n;
-}
-
-static pthread_mutex_t g_setup_mu = PTHREAD_MUTEX_INITIALIZER;
-
-/* One device buffer of the workspace: where its pointer goes, bytes, what it is for. A
- * NULL slot is a buffer this precision does without. */
-struct ws_item {
-    void **p;
-    size_t bytes;
-    const char *what;
-};
-#define WS_ITEMS 36
-
-/* The shapes every buffer of a workspace for N = B x T rows follows. */
-static void set_dims(model_ctx *ctx, const model_config *c, size_t N) {
-    size_t C = (size_t)c->channels, H = (size_t)c->heads;
-    ctx->lN = N;
-    ctx->Vp = (int)pad64((size_t)c->vocab);
-    ctx->s_C = pad64(N * C), ctx->s_3C = pad64(N * 3 * C), ctx->s_4C = pad64(N * 4 * C);
-    ctx->s_N = pad64(N), ctx->s_HN = pad64(N * H);
-}
-
-/* The AdamW work list: spans of at most GPU_SPAN elements of one tensor. */
-static std::vector<gpu_span> adamw_spans(const model_layout *lay) {
-    std::vector<gpu_span> spans;
-    for (int i = 0; i < lay->n; i++) {
-        const model_tensor *t = &lay->t[i];
-        for (size_t o = 0; o < t->numel; o += GPU_SPAN) {
-            gpu_span sp;
-            sp.off = t->offset + o;
-            sp.n = (unsigned)(t->numel - o < GPU_SPAN ? t->numel - o : GPU_SPAN);
-            sp.decay = (unsigned)(t->decay != 0);
-            spans.push_back(sp);
-        }
-    }
-    return spans;
-}
-
-/* Every device buffer cuda_create allocates (besides the parameter-sized ones of
- * cuda_alloc), from the dims set_dims put into ctx and its precision: one list for the
- * allocation and for the estimate (cuda_workspace_bytes), so that the two cannot drift. */
-static void ws_plan(model_ctx *ctx, const model_config *c, size_t P, size_t nspans,
-                    ws_item plan[WS_ITEMS]) {
-    size_t N = ctx->lN, C = (size_t)c->channels, L = (size_t)c->layers, H = (size_t)c->heads;
-    size_t A = ctx->use_bf16 ? sizeof(bf16) : sizeof(float); /* activation bytes */
-    size_t nchunks = (N + GPU_ROW_CHUNK - 1) / GPU_ROW_CHUNK;
-    size_t nnorm = (P + GPU_NORM_CHUNK - 1) / GPU_NORM_CHUNK;
-    const ws_item list[WS_ITEMS] = {
-        {&ctx->lt_ws, LT_WORKSPACE, "the cuBLASLt workspace"},
-        {(void **)&ctx->encoded, N * C * 4, "activations (embeddings)"},
-        {&ctx->ln1, L * ctx->s_C * A, "activations (ln_1)"},
-        {(void **)&ctx->ln1_mean, L * ctx->s_N * 4, "activations (ln_1 mean)"},
-        {(void **)&ctx->ln1_rstd, L * ctx->s_N * 4, "activations (ln_1 rstd)"},
-        {&ctx->qkv, L * ctx->s_3C * A, "activations (qkv)"},
-        {&ctx->atty, L * ctx->s_C * A, "activations (attention output)"},
-        {(void **)&ctx->lse, L * ctx->s_HN * 4, "activations (attention lse)"},
-        {(void **)&ctx->res2, L * ctx->s_C * 4, "activations (residual)"},
-        {&ctx->ln2, L * ctx->s_C * A, "activations (ln_2)"},
-        {(void **)&ctx->ln2_mean, L * ctx->s_N * 4, "activations (ln_2 mean)"},
-        {(void **)&ctx->ln2_rstd, L * ctx->s_N * 4, "activations (ln_2 rstd)"},
-        {&ctx->fch, L * ctx->s_4C * A, "activations (mlp)"},
-        {&ctx->fch_gelu, L * ctx->s_4C * A, "activations (gelu)"},
-        {(void **)&ctx->res3, L * ctx->s_C * 4, "activations (block output)"},
-        {&ctx->lnf, N * C * A, "activations (ln_f)"},
-        {(void **)&ctx->lnf_mean, N * 4, "activations (ln_f mean)"},
-        {(void **)&ctx->lnf_rstd, N * 4, "activations (ln_f rstd)"},
-        {(void **)&ctx->logits, N * (size_t)ctx->Vp * 4, "the logits"},
-        {ctx->use_bf16 ? &ctx->dlogits : NULL, N * (size_t)ctx->Vp * 2, "the logits' gradient"},
-        {(void **)&ctx->row_max, N * 4, "the loss rows"},
-        {(void **)&ctx->row_inv, N * 4, "the loss rows"},
-        {(void **)&ctx->row_g, N * 4, "the loss rows"},
-        {(void **)&ctx->row_loss, N * 8, "the loss rows"},
-        {(void **)&ctx->dres, N * C * 4, "gradients (residual)"},
-        {ctx->use_bf16 ? &ctx->dres_act : NULL, N * C * 2, "gradients (residual, bf16)"},
-        {(void **)&ctx->dln, N * C * 4, "gradients (LayerNorm)"},
-        {&ctx->datty, N * C * A, "gradients (attention)"},
-        {&ctx->dqkv, N * 3 * C * A, "gradients (qkv)"},
-        {&ctx->dfch, N * 4 * C * A, "gradients (mlp)"},
-        {(void **)&ctx->attD, N * H * 4, "gradients (attention rows)"},
-        {(void **)&ctx->part, nchunks * 4 * C * 8, "partial sums"},
-        {(void **)&ctx->norm_part, nnorm * 8, "partial sums"},
-        {ctx->use_bf16 ? (void **)&ctx->pbf : NULL, P * 2, "the bf16 copy of the parameters"},
-        {(void **)&ctx->spans, nspans * sizeof(gpu_span), "the AdamW work list"},
-        {(void **)&ctx->d_idx, (5 * N + 1) * 4, "the batch"},
-    };
-    for (size_t i = 0; i < WS_ITEMS; i++) plan[i] = list[i];
-}
-
-/* model_ops.workspace_bytes: what cuda_create would allocate for these arguments at the
- * precision it would take now (run.precision, else TANDEM_PRECISION, else fp32). */
-static double cuda_workspace_bytes(const model_layout *lay, int max_B, int max_T,
-                                   int n_domains, int threads) {
-    (void)n_domains;
-    (void)threads;
-    int prec;
-    tdm_err ignore;
-    if (next_precision(&prec, &ignore)) prec = PREC_FP32;
-    model_ctx probe = model_ctx();
-    probe.use_bf16 = prec == PREC_BF16;
-    set_dims(&probe, &lay->cfg, (size_t)max_B * max_T);
-    std::vector<gpu_span> spans = adamw_spans(lay);
-    ws_item plan[WS_ITEMS];
-    ws_plan(&probe, &lay->cfg, lay->numel, spans.size(), plan);
-    double bytes = 0;
-    for (size_t i = 0; i < WS_ITEMS; i++)
-        if (plan[i].p) bytes += (double)(plan[i].bytes ? plan[i].bytes : 4);
-    return bytes;
-}
-
-static model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int n_domains,
-                              int threads, tdm_err *e) {
-    (void)threads; /* the GPU does the work; host threads are not used */
-    const model_config *c = &lay->cfg;
-    if (max_B < 1 || max_T < 1 || max_T > c->ctx || n_domains < 1) {
-        err_set(e, ERR_USAGE,
-                "model workspace: batch %d x %d with %d domains is invalid (need B >= 1, "
-                "1 <= T <= ctx = %d, domains >= 1)",
-                max_B, max_T, n_domains, c->ctx);
-        return NULL;
-    }
-    size_t N = (size_t)max_B * max_T;
-    if (N > (size_t)65535 * GPU_ROW_CHUNK) {
-        err_set(e, ERR_USAGE, "model workspace: batch %d x %d has more than %d rows, the CUDA "
-                "backend's limit", max_B, max_T, 65535 * GPU_ROW_CHUNK);
-        return NULL;
-    }
-    int prec;
-    if (next_precision(&prec, e)) return NULL;
-    char why[256];
-    if (model_cuda_device_count(why, sizeof why) < 1) {
-        err_set(e, ERR_USAGE, "no CUDA device (%s): use run.device=cpu", why);
-        return NULL;
-    }
-    int dev = 0;
-    cudaDeviceProp prop;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
-        err_set(e, ERR_USAGE, "no usable CUDA device (%s): use run.device=cpu",
-                cudaGetErrorString(cudaGetLastError()));
-        return NULL;
-    }
-    {
-        cudaError_t prc = gpu_attention_probe();
-        if (prc != cudaSuccess) {
-            cudaGetLastError();
-            err_set(e, ERR_USAGE,
-                    "CUDA device %d (%s, compute capability %d.%d) cannot run this build's "
-                    "kernels (%s): rebuild with CUDA_ARCH=%d%d, or use run.device=cpu",
-                    dev, prop.name, prop.major, prop.minor, cudaGetErrorString(prc), prop.major,
-                    prop.minor);
-            return NULL;
-        }
-    }
-    int hs = c->channels / c->heads;
-    int tile = gpu_attention_pick_tile(hs, prec == PREC_BF16, prop.sharedMemPerBlockOptin);
-    if (!tile) {
-        err_set(e, ERR_USAGE, "model.channels / model.heads = %d: head size too large for the "
-                "CUDA attention kernels (shared memory of %zu bytes per block)", hs,
-                (size_t)prop.sharedMemPerBlockOptin);
-        return NULL;
-    }
-    model_ctx *ctx = new (std::nothrow) model_ctx();
-    if (!ctx) {
-        err_set(e, ERR_INTERNAL, "out of memory for the model workspace");
-        return NULL;
-    }
-    ctx->sizes = new (std::nothrow) std::unordered_map<void *, size_t>();
-    if (!ctx->sizes) {
-        delete ctx;
-        err_set(e, ERR_INTERNAL, "out of memory for the model workspace");
-        return NULL;
-    }
-    if (model_layout_init(&ctx->lay, c, e)) {
-        delete ctx->sizes;
-        delete ctx;
-        return NULL;
-    }
-    ctx->max_B = max_B;
-    ctx->max_T = max_T;
-    ctx->M = n_domains;
-    ctx->use_bf16 = prec == PREC_BF16;
-    ctx->tile = tile;
-    ctx->device = dev;
-    set_dims(ctx, c, N);
-    size_t L = (size_t)c->layers;
-    size_t V = (size_t)c->vocab, P = lay->numel;
-    {
-        pthread_mutex_lock(&g_setup_mu);
-        cudaError_t crc = gpu_attention_setup(prop.sharedMemPerBlockOptin);
-        pthread_mutex_unlock(&g_setup_mu);
-        if (crc != cudaSuccess) {
-            gpu_cuda_error(e, crc, "gpu_attention_setup", __FILE__, __LINE__);
-            goto fail;
-        }
-    }
-    if (cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking) != cudaSuccess) {
-        ctx->stream = NULL;
-        err_set(e, ERR_INTERNAL, "cannot create a CUDA stream: %s",
-                cudaGetErrorString(cudaGetLastError()));
-        goto fail;
-    }
-    {
-        cublasStatus_t st = cublasLtCreate(&ctx->lt);
-        if (st != CUBLAS_STATUS_SUCCESS) {
-            ctx->lt = NULL;
-            gpu_cublas_error(e, st, "cublasLtCreate", __FILE__, __LINE__);
-            goto fail;
-        }
-    }
-    ctx->off_block = (size_t *)malloc(L * N_BLOCK_TENSORS * sizeof *ctx->off_block);
-    if (!ctx->off_block) {
-        err_set(e, ERR_INTERNAL, "out of memory");
-        goto fail;
-    }
-    if (tensor_offset(&ctx->lay, "wte", &ctx->off_wte, e) ||
-        tensor_offset(&ctx->lay, "wpe", &ctx->off_wpe, e) ||
-        tensor_offset(&ctx->lay, "ln_f.weight", &ctx->off_lnf_w, e) ||
-        tensor_offset(&ctx->lay, "ln_f.bias", &ctx->off_lnf_b, e))
-        goto fail;
-    for (size_t l = 0; l < L; l++)
-        for (int k = 0; k < N_BLOCK_TENSORS; k++) {
-            char name[MODEL_NAME_MAX];
-            snprintf(name, sizeof name, "h.%zu.%s", l, block_tensor_names[k]);
-            if (tensor_offset(&ctx->lay, name, &ctx->off_block[l * N_BLOCK_TENSORS + k], e))
-                goto fail;
-        }
-    {
-        size_t nnorm = (P + GPU_NORM_CHUNK - 1) / GPU_NORM_CHUNK;
-        std::vector<gpu_span> spans = adamw_spans(&ctx->lay);
-        ctx->nspans = (int)spans.size();
-        ws_item plan[WS_ITEMS];
-        ws_plan(ctx, c, P, spans.size(), plan);
-        for (size_t i = 0; i < WS_ITEMS; i++)
-            if (plan[i].p && dev_alloc(ctx, plan[i].p, plan[i].bytes, plan[i].what, e)) goto fail;
-        if (!ctx->use_bf16) ctx->dlogits = ctx->logits; /* in place */
-        if (cudaMemcpy(ctx->spans, spans.data(), spans.size() * sizeof(gpu_span),
-                       cudaMemcpyHostToDevice) != cudaSuccess) {
-            gpu_cuda_error(e, cudaGetLastError(), "cudaMemcpy(spans)", __FILE__, __LINE__);
-            goto fail;
-        }
-        ctx->h_idx = (int32_t *)malloc((5 * N + 1) * sizeof(int32_t));
-        ctx->h_count = (int32_t *)malloc(V * sizeof(int32_t));
-        ctx->h_g = (float *)malloc(N * sizeof(float));
-        ctx->h_row_loss = (double *)malloc(N * sizeof(double));
-        ctx->h_norm_part = (double *)malloc(nnorm * sizeof(double));
-        ctx->h_domain = (int32_t *)calloc((size_t)max_B, sizeof(int32_t));
-        ctx->ntok = (long *)calloc((size_t)n_domains, sizeof(long));
-        if (!ctx->h_idx || !ctx->h_count || !ctx->h_g || !ctx->h_row_loss || !ctx->h_norm_part ||
-            !ctx->h_domain || !ctx->ntok) {
-            err_set(e, ERR_INTERNAL, "out of memory for the model workspace (batch %d x %d)",
-                    max_B, max_T);
-            goto fail;
-        }
-    }
-    return ctx;
-fail:
-    cuda_destroy(ctx);
-    return NULL;
-}
-
-/* ------------------------------------------------------------------ extras (gpu/cuda.h) */
-
-extern "C" const char *model_cuda_precision(const model_ctx *ctx) {
-    return ctx && ctx->use_bf16 ? "bf16" : "fp32";
-}
-
-extern "C" int model_cuda_attention_tile(const model_ctx *ctx) { return ctx ? ctx->tile : 0; }
-
-extern "C" int model_cuda_free_memory(size_t *free_bytes, size_t *total, tdm_err *e) {
-    char why[256];
-    if (model_cuda_device_count(why, sizeof why) < 1)
-        return err_set(e, ERR_USAGE, "no CUDA device (%s)", why);
-    CUDA_TRY(cudaMemGetInfo(free_bytes, total), e);
-    return 0;
-}
-
-extern "C" int model_cuda_describe(char *buf, size_t cap, tdm_err *e) {
-    char why[256];
-    if (model_cuda_device_count(why, sizeof why) < 1)
-        return err_set(e, ERR_USAGE, "no CUDA device (%s)", why);
-    int dev = 0, rt = 0, drv = 0;
-    cudaDeviceProp prop;
-    CUDA_TRY(cudaGetDevice(&dev), e);
-    CUDA_TRY(cudaGetDeviceProperties(&prop, dev), e);
-    CUDA_TRY(cudaRuntimeGetVersion(&rt), e);
-    CUDA_TRY(cudaDriverGetVersion(&drv), e);
-    snprintf(buf, cap,
-             "%s (sm_%d%d, %d SMs, %.1f GiB), CUDA runtime %d.%d, driver %d.%d, cuBLASLt %zu",
-             prop.name, prop.major, prop.minor, prop.multiProcessorCount,
-             (double)prop.totalGlobalMem / (1024.0 * 1024 * 1024), rt / 1000, rt % 1000 / 10,
-             drv / 1000, drv % 1000 / 10, cublasLtGetVersion());
-    return 0;
-}
-
-extern "C" int model_cuda_memory(model_ctx *ctx, model_cuda_mem *out, tdm_err *e) {
-    size_t fr = 0, tot = 0;
-    CUDA_TRY(cudaMemGetInfo(&fr, &tot), e);
-    out->backend_now = ctx->bytes_now;
-    out->backend_peak = ctx->bytes_peak;
-    out->device_used = tot - fr;
-    out->device_total = tot;
-    return 0;
-}
-
-extern "C" int model_cuda_sync(model_ctx *ctx, tdm_err *e) {
-    if (check_sticky(ctx, e)) return ERR_INTERNAL;
-    CUDA_TRY(cudaStreamSynchronize(ctx->stream), e);
-    return 0;
 }
 
 /* positional: C++17 has no designated initialisers; the order is model.h's */

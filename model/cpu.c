@@ -145,16 +145,6 @@ static inline real max_lanes(const real *x, int n) {
     return m;
 }
 
-/* The tensors of one transformer block, in model.h's order. */
-enum {
-    LN1_W, LN1_B, QKV_W, QKV_B, ATTPROJ_W, ATTPROJ_B,
-    LN2_W, LN2_B, FC_W, FC_B, FCPROJ_W, FCPROJ_B, N_BLOCK_TENSORS
-};
-static const char *const block_tensor_names[N_BLOCK_TENSORS] = {
-    "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-    "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
-    "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias",
-};
 
 /* Per-layer activations are stored as [L][...] blocks; these index one layer. */
 struct model_ctx {
@@ -162,7 +152,7 @@ struct model_ctx {
     int max_B, max_T, M;
     /* tensor offsets, looked up by name once at create */
     size_t off_wte, off_wpe, off_lnf_w, off_lnf_b;
-    size_t *off_block;            /* [L][N_BLOCK_TENSORS] */
+    size_t *off_block;            /* [L][MODEL_BLOCK_TENSORS] */
     /* forward activations, N = max_B * max_T */
     real *encoded;                /* [N, C] */
     real *ln1, *ln1_mean, *ln1_rstd; /* [L, N, C], [L, N], [L, N] */
@@ -191,9 +181,9 @@ struct model_ctx {
     int have_forward;
 };
 
-/* Tensor k (LN1_W..FCPROJ_B) of block l inside a parameter-sized buffer. */
+/* Tensor k (MODEL_LN1_W..MODEL_FCPROJ_B) of block l inside a parameter-sized buffer. */
 static real *block_param(const model_ctx *ctx, const real *base, int l, int k) {
-    return (real *)base + ctx->off_block[(size_t)l * N_BLOCK_TENSORS + k];
+    return (real *)base + ctx->off_block[(size_t)l * MODEL_BLOCK_TENSORS + k];
 }
 
 /* out[c] = sum over chunks k of part[k * stride + c], added in chunk order (in place in
@@ -680,7 +670,7 @@ static model_ctx *cpu_create(const model_layout *lay, int max_B, int max_T, int 
     ctx->M = n_domains;
     size_t N = (size_t)max_B * max_T, C = (size_t)c->channels, L = (size_t)c->layers;
     size_t V = (size_t)c->vocab;
-    ctx->off_block = malloc(L * N_BLOCK_TENSORS * sizeof *ctx->off_block);
+    ctx->off_block = malloc(L * MODEL_BLOCK_TENSORS * sizeof *ctx->off_block);
     if (!ctx->off_block) goto oom;
     if (tensor_offset(&ctx->lay, "wte", &ctx->off_wte, e) ||
         tensor_offset(&ctx->lay, "wpe", &ctx->off_wpe, e) ||
@@ -688,10 +678,10 @@ static model_ctx *cpu_create(const model_layout *lay, int max_B, int max_T, int 
         tensor_offset(&ctx->lay, "ln_f.bias", &ctx->off_lnf_b, e))
         goto fail;
     for (size_t l = 0; l < L; l++)
-        for (int k = 0; k < N_BLOCK_TENSORS; k++) {
+        for (int k = 0; k < MODEL_BLOCK_TENSORS; k++) {
             char name[MODEL_NAME_MAX];
-            snprintf(name, sizeof name, "h.%zu.%s", l, block_tensor_names[k]);
-            if (tensor_offset(&ctx->lay, name, &ctx->off_block[l * N_BLOCK_TENSORS + k], e))
+            snprintf(name, sizeof name, "h.%zu.%s", l, model_block_tensor_names[k]);
+            if (tensor_offset(&ctx->lay, name, &ctx->off_block[l * MODEL_BLOCK_TENSORS + k], e))
                 goto fail;
         }
     ctx->datt_slots = omp_get_max_threads();
@@ -769,14 +759,14 @@ static int cpu_forward(model_ctx *ctx, const real *params, const model_batch *ba
         real *fch = ctx->fch + l * lN * 4 * C, *fchg = ctx->fch_gelu + l * lN * 4 * C;
         real *res3 = ctx->res3 + l * lN * C;
 #define W(k) block_param(ctx, params, l, k)
-        layernorm_forward(ln1, ln1m, ln1r, x, W(LN1_W), W(LN1_B), (int)N, C);
-        matmul_forward(qkv, ln1, W(QKV_W), W(QKV_B), NULL, (int)N, C, 3 * C);
+        layernorm_forward(ln1, ln1m, ln1r, x, W(MODEL_LN1_W), W(MODEL_LN1_B), (int)N, C);
+        matmul_forward(qkv, ln1, W(MODEL_QKV_W), W(MODEL_QKV_B), NULL, (int)N, C, 3 * C);
         attention_forward(atty, att, qkv, B, T, C, H);
-        matmul_forward(res2, atty, W(ATTPROJ_W), W(ATTPROJ_B), x, (int)N, C, C); /* + x */
-        layernorm_forward(ln2, ln2m, ln2r, res2, W(LN2_W), W(LN2_B), (int)N, C);
-        matmul_forward(fch, ln2, W(FC_W), W(FC_B), NULL, (int)N, C, 4 * C);
+        matmul_forward(res2, atty, W(MODEL_ATTPROJ_W), W(MODEL_ATTPROJ_B), x, (int)N, C, C); /* + x */
+        layernorm_forward(ln2, ln2m, ln2r, res2, W(MODEL_LN2_W), W(MODEL_LN2_B), (int)N, C);
+        matmul_forward(fch, ln2, W(MODEL_FC_W), W(MODEL_FC_B), NULL, (int)N, C, 4 * C);
         gelu_forward(fchg, fch, N * 4 * C);
-        matmul_forward(res3, fchg, W(FCPROJ_W), W(FCPROJ_B), res2, (int)N, 4 * C, C); /* + res2 */
+        matmul_forward(res3, fchg, W(MODEL_FCPROJ_W), W(MODEL_FCPROJ_B), res2, (int)N, 4 * C, C); /* + res2 */
 #undef W
         x = res3;
     }
@@ -854,18 +844,18 @@ static int cpu_backward(model_ctx *ctx, const real *params, const double *coef, 
 #define W(k) block_param(ctx, params, l, k)
 #define G(k) block_param(ctx, grads, l, k)
         /* MLP: res3 = res2 + c_proj(gelu(c_fc(ln_2(res2)))); dres holds d(res3) */
-        matmul_backward(ctx->dfch, G(FCPROJ_W), G(FCPROJ_B), part, ctx->dres, fchg, W(FCPROJ_W), N,
+        matmul_backward(ctx->dfch, G(MODEL_FCPROJ_W), G(MODEL_FCPROJ_B), part, ctx->dres, fchg, W(MODEL_FCPROJ_W), N,
                         4 * C, C);
         gelu_backward_inplace(ctx->dfch, fch, (size_t)N * 4 * C);
-        matmul_backward(ctx->dln, G(FC_W), G(FC_B), part, ctx->dfch, ln2, W(FC_W), N, C, 4 * C);
-        layernorm_backward(ctx->dres, G(LN2_W), G(LN2_B), part, ctx->dln, res2, ln2m, ln2r,
-                           W(LN2_W), N, C);
+        matmul_backward(ctx->dln, G(MODEL_FC_W), G(MODEL_FC_B), part, ctx->dfch, ln2, W(MODEL_FC_W), N, C, 4 * C);
+        layernorm_backward(ctx->dres, G(MODEL_LN2_W), G(MODEL_LN2_B), part, ctx->dln, res2, ln2m, ln2r,
+                           W(MODEL_LN2_W), N, C);
         /* attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))); dres now holds d(res2) */
-        matmul_backward(ctx->datty, G(ATTPROJ_W), G(ATTPROJ_B), part, ctx->dres, atty,
-                        W(ATTPROJ_W), N, C, C);
+        matmul_backward(ctx->datty, G(MODEL_ATTPROJ_W), G(MODEL_ATTPROJ_B), part, ctx->dres, atty,
+                        W(MODEL_ATTPROJ_W), N, C, C);
         attention_backward(ctx->dqkv, ctx->datt, ctx->datty, qkv, att, B, T, C, H);
-        matmul_backward(ctx->dln, G(QKV_W), G(QKV_B), part, ctx->dqkv, ln1, W(QKV_W), N, C, 3 * C);
-        layernorm_backward(ctx->dres, G(LN1_W), G(LN1_B), part, ctx->dln, x, ln1m, ln1r, W(LN1_W),
+        matmul_backward(ctx->dln, G(MODEL_QKV_W), G(MODEL_QKV_B), part, ctx->dqkv, ln1, W(MODEL_QKV_W), N, C, 3 * C);
+        layernorm_backward(ctx->dres, G(MODEL_LN1_W), G(MODEL_LN1_B), part, ctx->dln, x, ln1m, ln1r, W(MODEL_LN1_W),
                            N, C);
 #undef W
 #undef G

@@ -35,6 +35,12 @@ int model_memory_check(double bytes, const char *what, const char *remedy, tdm_e
                    "has: %s", what, bytes / 1073741824.0, phys / 1073741824.0, remedy);
 }
 
+const char *const model_block_tensor_names[MODEL_BLOCK_TENSORS] = {
+    "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+    "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+    "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias",
+};
+
 /* Appends one tensor to the table under construction. */
 static void add_tensor(model_layout *lay, const char *name, int rows, int cols) {
     model_tensor *t = &lay->t[lay->n++];
@@ -57,25 +63,21 @@ int model_layout_init(model_layout *lay, const model_config *cfg, tdm_err *e) {
     if (!lay->t) return err_set(e, ERR_INTERNAL, "out of memory for the tensor table");
     add_tensor(lay, "wte", cfg->vocab, C);
     add_tensor(lay, "wpe", cfg->ctx, C);
+    /* rows and columns of each block tensor (columns 0: a vector) */
+    const int shape[MODEL_BLOCK_TENSORS][2] = {
+        [MODEL_LN1_W] = {C, 0},         [MODEL_LN1_B] = {C, 0},
+        [MODEL_QKV_W] = {3 * C, C},     [MODEL_QKV_B] = {3 * C, 0},
+        [MODEL_ATTPROJ_W] = {C, C},     [MODEL_ATTPROJ_B] = {C, 0},
+        [MODEL_LN2_W] = {C, 0},         [MODEL_LN2_B] = {C, 0},
+        [MODEL_FC_W] = {4 * C, C},      [MODEL_FC_B] = {4 * C, 0},
+        [MODEL_FCPROJ_W] = {C, 4 * C},  [MODEL_FCPROJ_B] = {C, 0},
+    };
     char name[MODEL_NAME_MAX];
-    for (int l = 0; l < L; l++) {
-#define LAYER_TENSOR(suffix, rows, cols)                                                       \
-    snprintf(name, sizeof name, "h.%d.%s", l, suffix);                                       \
-    add_tensor(lay, name, rows, cols)
-        LAYER_TENSOR("ln_1.weight", C, 0);
-        LAYER_TENSOR("ln_1.bias", C, 0);
-        LAYER_TENSOR("attn.c_attn.weight", 3 * C, C);
-        LAYER_TENSOR("attn.c_attn.bias", 3 * C, 0);
-        LAYER_TENSOR("attn.c_proj.weight", C, C);
-        LAYER_TENSOR("attn.c_proj.bias", C, 0);
-        LAYER_TENSOR("ln_2.weight", C, 0);
-        LAYER_TENSOR("ln_2.bias", C, 0);
-        LAYER_TENSOR("mlp.c_fc.weight", 4 * C, C);
-        LAYER_TENSOR("mlp.c_fc.bias", 4 * C, 0);
-        LAYER_TENSOR("mlp.c_proj.weight", C, 4 * C);
-        LAYER_TENSOR("mlp.c_proj.bias", C, 0);
-#undef LAYER_TENSOR
-    }
+    for (int l = 0; l < L; l++)
+        for (int k = 0; k < MODEL_BLOCK_TENSORS; k++) {
+            snprintf(name, sizeof name, "h.%d.%s", l, model_block_tensor_names[k]);
+            add_tensor(lay, name, shape[k][0], shape[k][1]);
+        }
     add_tensor(lay, "ln_f.weight", C, 0);
     add_tensor(lay, "ln_f.bias", C, 0);
     return 0;

@@ -66,6 +66,16 @@ typedef struct model_layout {
     size_t numel; /* total parameters */
 } model_layout;
 
+/* The tensors of one transformer block, in layout order: their names follow "h.<l>."
+ * (model_block_tensor_names), and a backend finds block l's tensor k as
+ * "h.<l>.<name k>" in the layout. */
+enum {
+    MODEL_LN1_W, MODEL_LN1_B, MODEL_QKV_W, MODEL_QKV_B, MODEL_ATTPROJ_W, MODEL_ATTPROJ_B,
+    MODEL_LN2_W, MODEL_LN2_B, MODEL_FC_W, MODEL_FC_B, MODEL_FCPROJ_W, MODEL_FCPROJ_B,
+    MODEL_BLOCK_TENSORS
+};
+extern const char *const model_block_tensor_names[MODEL_BLOCK_TENSORS];
+
 /* Builds the tensor table for `cfg` (checked). The caller frees with model_layout_free. */
 int model_layout_init(model_layout *lay, const model_config *cfg, tdm_err *e);
 void model_layout_free(model_layout *lay);

@@ -1,0 +1,116 @@
+/* cuda_impl.h — what the CUDA backend's two files share: the workspace (struct
+ * model_ctx) and its memory accounting. cuda.cu holds the ops (matmuls, forward, backward,
+ * optimiser) and the ops table; cuda_setup.cu creates and destroys a workspace, plans
+ * and estimates its buffers, and answers gpu/cuda.h's questions about the device. */
+#ifndef TANDEM_GPU_CUDA_IMPL_H
+#define TANDEM_GPU_CUDA_IMPL_H
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+extern "C" {
+#include "gpu/cuda.h"
+#include "model/model.h"
+}
+#include "gpu/check.h"
+#include "gpu/kernels.h"
+
+#define LT_WORKSPACE (32u << 20) /* cuBLASLt workspace, fixed: part of what picks an algorithm */
+
+enum { PREC_UNSET = 0, PREC_FP32 = 1, PREC_BF16 = 2 };
+
+struct model_ctx {
+    model_layout lay;
+    int max_B, max_T, M;
+    int use_bf16; /* precision: activations and matmul operands in bf16 */
+    int tile;  /* attention tile */
+    int Vp;    /* vocab rounded up to 64: leading dimension of the logits */
+    size_t lN; /* max_B * max_T: rows of the activation buffers */
+    int device;
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *lt_ws;
+    size_t off_wte, off_wpe, off_lnf_w, off_lnf_b;
+    size_t *off_block; /* [L][MODEL_BLOCK_TENSORS] */
+    /* per-layer strides (elements), each a multiple of 64 so every layer's slice stays
+     * aligned like the first */
+    size_t s_C, s_3C, s_4C, s_N, s_HN;
+    /* forward activations; void * are of the activation type */
+    float *encoded;                     /* [N, C] */
+    void *ln1;                          /* [L][N, C] */
+    float *ln1_mean, *ln1_rstd;         /* [L][N] */
+    void *qkv;                          /* [L][N, 3C] */
+    void *atty;                         /* [L][N, C] */
+    float *lse;                         /* [L][B, H, T] */
+    float *res2;                        /* [L][N, C] */
+    void *ln2;                          /* [L][N, C] */
+    float *ln2_mean, *ln2_rstd;         /* [L][N] */
+    void *fch, *fch_gelu;               /* [L][N, 4C] */
+    float *res3;                        /* [L][N, C] */
+    void *lnf;                          /* [N, C] */
+    float *lnf_mean, *lnf_rstd;         /* [N] */
+    float *logits;                      /* [N, Vp] */
+    void *dlogits;                      /* [N, Vp]: bf16; in fp32 the logits buffer itself */
+    float *row_max, *row_inv, *row_g;   /* [N] */
+    double *row_loss;                   /* [N] */
+    /* backward scratch */
+    float *dres;                        /* [N, C] residual gradient */
+    void *dres_act;                     /* [N, C] its bf16 copy (bf16 only) */
+    float *dln;                         /* [N, C] */
+    void *datty;                        /* [N, C] */
+    void *dqkv;                         /* [N, 3C] */
+    void *dfch;                         /* [N, 4C] */
+    float *attD;                        /* [B, H, T] */
+    double *part;                       /* [ceil(N / GPU_ROW_CHUNK), 4C] */
+    double *norm_part;                  /* [ceil(P / GPU_NORM_CHUNK)] */
+    bf16 *pbf;                          /* [P] bf16 copy of the parameters (bf16 only) */
+    gpu_span *spans;                    /* AdamW work list */
+    int nspans;
+    /* the batch: device indices [inputs N | targets N | pos N | uniq N | start N+1] */
+    int32_t *d_idx, *h_idx;
+    int32_t *h_count;                   /* [V] counting sort */
+    float *h_g;                         /* [N] */
+    double *h_row_loss;                 /* [N] */
+    double *h_norm_part;
+    int32_t *h_domain;                  /* [max_B] */
+    long *ntok;                         /* [M] */
+    int B, T, nuniq;
+    const float *fwd_params;
+    int have_forward;
+    /* memory accounting */
+    std::unordered_map<void *, size_t> *sizes;
+    size_t bytes_now, bytes_peak;
+    /* an error from an op that cannot return one (scale, norm): reported by the next op */
+    int sticky;
+    tdm_err sticky_err;
+};
+
+static inline size_t pad64(size_t n) { return (n + 63) / 64 * 64; }
+
+/* The precision the next workspace takes: run.precision, else TANDEM_PRECISION, else
+ * fp32 (ERR_USAGE for a bad TANDEM_PRECISION). */
+int cuda_next_precision(int *prec, tdm_err *e);
+/* cudaMalloc counted in the workspace's bytes_now/bytes_peak; ERR_INTERNAL naming `what`
+ * and the device's free memory when it fails. */
+int cuda_dev_alloc(model_ctx *ctx, void **p, size_t bytes, const char *what, tdm_err *e);
+void cuda_dev_free(model_ctx *ctx, void *p);
+/* The error an op that cannot return one (scale, norm) left behind, for the next op. */
+int cuda_check_sticky(model_ctx *ctx, tdm_err *e);
+
+/* model_ops.create, .destroy and .workspace_bytes (cuda_setup.cu). */
+model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int n_domains, int threads,
+                       tdm_err *e);
+void cuda_destroy(model_ctx *ctx);
+double cuda_workspace_bytes(const model_layout *lay, int max_B, int max_T, int n_domains,
+                            int threads);
+
+#endif

@@ -1,0 +1,377 @@
+/* cuda_setup.cu — a CUDA workspace's life: the plan of its buffers (one list for the
+ * allocation and the estimate the runner prints before it starts), create and destroy,
+ * and gpu/cuda.h's questions about the device (precision, memory, description). */
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+extern "C" {
+#include "gpu/cuda.h"
+#include "model/model.h"
+}
+#include "gpu/check.h"
+#include "gpu/kernels.h"
+#include "gpu/cuda_impl.h"
+
+/* ------------------------------------------------------------------ create, destroy */
+
+static int tensor_offset(const model_layout *lay, const char *name, size_t *off, tdm_err *e) {
+    const model_tensor *t = model_layout_find(lay, name);
+    if (!t) return err_set(e, ERR_INTERNAL, "model layout has no tensor %s", name);
+    *off = t->offset;
+    return 0;
+}
+
+void cuda_destroy(model_ctx *ctx) {
+    if (!ctx) return;
+    if (ctx->stream) cudaStreamSynchronize(ctx->stream);
+    void *bufs[] = {ctx->encoded, ctx->ln1, ctx->ln1_mean, ctx->ln1_rstd, ctx->qkv, ctx->atty,
+                    ctx->lse, ctx->res2, ctx->ln2, ctx->ln2_mean, ctx->ln2_rstd, ctx->fch,
+                    ctx->fch_gelu, ctx->res3, ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, ctx->logits,
+                    ctx->use_bf16 ? ctx->dlogits : NULL, ctx->row_max, ctx->row_inv, ctx->row_g,
+                    ctx->row_loss, ctx->dres, ctx->dres_act, ctx->dln, ctx->datty, ctx->dqkv,
+                    ctx->dfch, ctx->attD, ctx->part, ctx->norm_part, ctx->pbf, ctx->spans,
+                    ctx->d_idx, ctx->lt_ws};
+    if (ctx->sizes)
+        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cuda_dev_free(ctx, bufs[i]);
+    if (ctx->lt) cublasLtDestroy(ctx->lt);
+    if (ctx->stream) cudaStreamDestroy(ctx->stream);
+    free(ctx->off_block);
+    free(ctx->h_idx);
+    free(ctx->h_count);
+    free(ctx->h_g);
+    free(ctx->h_row_loss);
+    free(ctx->h_norm_part);
+    free(ctx->h_domain);
+    free(ctx->ntok);
+    delete ctx->sizes;
+    model_layout_free(&ctx->lay);
+    delete ctx;
+}
+
+extern "C" int model_cuda_device_count(char *why, size_t cap) {
+    int n = 0;
+    cudaError_t rc = cudaGetDeviceCount(&n);
+    if (rc != cudaSuccess) {
+        if (why) snprintf(why, cap, "%s", cudaGetErrorString(rc));
+        cudaGetLastError();
+        return 0;
+    }
+    if (n == 0 && why) snprintf(why, cap, "the driver reports no CUDA device");
+    return n;
+}
+
+static pthread_mutex_t g_setup_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* One device buffer of the workspace: where its pointer goes, bytes, what it is for. A
+ * NULL slot is a buffer this precision does without. */
+struct ws_item {
+    void **p;
+    size_t bytes;
+    const char *what;
+};
+#define WS_ITEMS 36
+
+/* The shapes every buffer of a workspace for N = B x T rows follows. */
+static void set_dims(model_ctx *ctx, const model_config *c, size_t N) {
+    size_t C = (size_t)c->channels, H = (size_t)c->heads;
+    ctx->lN = N;
+    ctx->Vp = (int)pad64((size_t)c->vocab);
+    ctx->s_C = pad64(N * C), ctx->s_3C = pad64(N * 3 * C), ctx->s_4C = pad64(N * 4 * C);
+    ctx->s_N = pad64(N), ctx->s_HN = pad64(N * H);
+}
+
+/* The AdamW work list: spans of at most GPU_SPAN elements of one tensor. */
+static std::vector<gpu_span> adamw_spans(const model_layout *lay) {
+    std::vector<gpu_span> spans;
+    for (int i = 0; i < lay->n; i++) {
+        const model_tensor *t = &lay->t[i];
+        for (size_t o = 0; o < t->numel; o += GPU_SPAN) {
+            gpu_span sp;
+            sp.off = t->offset + o;
+            sp.n = (unsigned)(t->numel - o < GPU_SPAN ? t->numel - o : GPU_SPAN);
+            sp.decay = (unsigned)(t->decay != 0);
+            spans.push_back(sp);
+        }
+    }
+    return spans;
+}
+
+/* Every device buffer cuda_create allocates (besides the parameter-sized ones of
+ * cuda_alloc), from the dims set_dims put into ctx and its precision: one list for the
+ * allocation and for the estimate (cuda_workspace_bytes), so that the two cannot drift. */
+static void ws_plan(model_ctx *ctx, const model_config *c, size_t P, size_t nspans,
+                    ws_item plan[WS_ITEMS]) {
+    size_t N = ctx->lN, C = (size_t)c->channels, L = (size_t)c->layers, H = (size_t)c->heads;
+    size_t A = ctx->use_bf16 ? sizeof(bf16) : sizeof(float); /* activation bytes */
+    size_t nchunks = (N + GPU_ROW_CHUNK - 1) / GPU_ROW_CHUNK;
+    size_t nnorm = (P + GPU_NORM_CHUNK - 1) / GPU_NORM_CHUNK;
+    const ws_item list[WS_ITEMS] = {
+        {&ctx->lt_ws, LT_WORKSPACE, "the cuBLASLt workspace"},
+        {(void **)&ctx->encoded, N * C * 4, "activations (embeddings)"},
+        {&ctx->ln1, L * ctx->s_C * A, "activations (ln_1)"},
+        {(void **)&ctx->ln1_mean, L * ctx->s_N * 4, "activations (ln_1 mean)"},
+        {(void **)&ctx->ln1_rstd, L * ctx->s_N * 4, "activations (ln_1 rstd)"},
+        {&ctx->qkv, L * ctx->s_3C * A, "activations (qkv)"},
+        {&ctx->atty, L * ctx->s_C * A, "activations (attention output)"},
+        {(void **)&ctx->lse, L * ctx->s_HN * 4, "activations (attention lse)"},
+        {(void **)&ctx->res2, L * ctx->s_C * 4, "activations (residual)"},
+        {&ctx->ln2, L * ctx->s_C * A, "activations (ln_2)"},
+        {(void **)&ctx->ln2_mean, L * ctx->s_N * 4, "activations (ln_2 mean)"},
+        {(void **)&ctx->ln2_rstd, L * ctx->s_N * 4, "activations (ln_2 rstd)"},
+        {&ctx->fch, L * ctx->s_4C * A, "activations (mlp)"},
+        {&ctx->fch_gelu, L * ctx->s_4C * A, "activations (gelu)"},
+        {(void **)&ctx->res3, L * ctx->s_C * 4, "activations (block output)"},
+        {&ctx->lnf, N * C * A, "activations (ln_f)"},
+        {(void **)&ctx->lnf_mean, N * 4, "activations (ln_f mean)"},
+        {(void **)&ctx->lnf_rstd, N * 4, "activations (ln_f rstd)"},
+        {(void **)&ctx->logits, N * (size_t)ctx->Vp * 4, "the logits"},
+        {ctx->use_bf16 ? &ctx->dlogits : NULL, N * (size_t)ctx->Vp * 2, "the logits' gradient"},
+        {(void **)&ctx->row_max, N * 4, "the loss rows"},
+        {(void **)&ctx->row_inv, N * 4, "the loss rows"},
+        {(void **)&ctx->row_g, N * 4, "the loss rows"},
+        {(void **)&ctx->row_loss, N * 8, "the loss rows"},
+        {(void **)&ctx->dres, N * C * 4, "gradients (residual)"},
+        {ctx->use_bf16 ? &ctx->dres_act : NULL, N * C * 2, "gradients (residual, bf16)"},
+        {(void **)&ctx->dln, N * C * 4, "gradients (LayerNorm)"},
+        {&ctx->datty, N * C * A, "gradients (attention)"},
+        {&ctx->dqkv, N * 3 * C * A, "gradients (qkv)"},
+        {&ctx->dfch, N * 4 * C * A, "gradients (mlp)"},
+        {(void **)&ctx->attD, N * H * 4, "gradients (attention rows)"},
+        {(void **)&ctx->part, nchunks * 4 * C * 8, "partial sums"},
+        {(void **)&ctx->norm_part, nnorm * 8, "partial sums"},
+        {ctx->use_bf16 ? (void **)&ctx->pbf : NULL, P * 2, "the bf16 copy of the parameters"},
+        {(void **)&ctx->spans, nspans * sizeof(gpu_span), "the AdamW work list"},
+        {(void **)&ctx->d_idx, (5 * N + 1) * 4, "the batch"},
+    };
+    for (size_t i = 0; i < WS_ITEMS; i++) plan[i] = list[i];
+}
+
+/* model_ops.workspace_bytes: what cuda_create would allocate for these arguments at the
+ * precision it would take now (run.precision, else TANDEM_PRECISION, else fp32). */
+double cuda_workspace_bytes(const model_layout *lay, int max_B, int max_T,
+                                   int n_domains, int threads) {
+    (void)n_domains;
+    (void)threads;
+    int prec;
+    tdm_err ignore;
+    if (cuda_next_precision(&prec, &ignore)) prec = PREC_FP32;
+    model_ctx probe = model_ctx();
+    probe.use_bf16 = prec == PREC_BF16;
+    set_dims(&probe, &lay->cfg, (size_t)max_B * max_T);
+    std::vector<gpu_span> spans = adamw_spans(lay);
+    ws_item plan[WS_ITEMS];
+    ws_plan(&probe, &lay->cfg, lay->numel, spans.size(), plan);
+    double bytes = 0;
+    for (size_t i = 0; i < WS_ITEMS; i++)
+        if (plan[i].p) bytes += (double)(plan[i].bytes ? plan[i].bytes : 4);
+    return bytes;
+}
+
+model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int n_domains,
+                              int threads, tdm_err *e) {
+    (void)threads; /* the GPU does the work; host threads are not used */
+    const model_config *c = &lay->cfg;
+    if (max_B < 1 || max_T < 1 || max_T > c->ctx || n_domains < 1) {
+        err_set(e, ERR_USAGE,
+                "model workspace: batch %d x %d with %d domains is invalid (need B >= 1, "
+                "1 <= T <= ctx = %d, domains >= 1)",
+                max_B, max_T, n_domains, c->ctx);
+        return NULL;
+    }
+    size_t N = (size_t)max_B * max_T;
+    if (N > (size_t)65535 * GPU_ROW_CHUNK) {
+        err_set(e, ERR_USAGE, "model workspace: batch %d x %d has more than %d rows, the CUDA "
+                "backend's limit", max_B, max_T, 65535 * GPU_ROW_CHUNK);
+        return NULL;
+    }
+    int prec;
+    if (cuda_next_precision(&prec, e)) return NULL;
+    char why[256];
+    if (model_cuda_device_count(why, sizeof why) < 1) {
+        err_set(e, ERR_USAGE, "no CUDA device (%s): use run.device=cpu", why);
+        return NULL;
+    }
+    int dev = 0;
+    cudaDeviceProp prop;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+        err_set(e, ERR_USAGE, "no usable CUDA device (%s): use run.device=cpu",
+                cudaGetErrorString(cudaGetLastError()));
+        return NULL;
+    }
+    {
+        cudaError_t prc = gpu_attention_probe();
+        if (prc != cudaSuccess) {
+            cudaGetLastError();
+            err_set(e, ERR_USAGE,
+                    "CUDA device %d (%s, compute capability %d.%d) cannot run this build's "
+                    "kernels (%s): rebuild with CUDA_ARCH=%d%d, or use run.device=cpu",
+                    dev, prop.name, prop.major, prop.minor, cudaGetErrorString(prc), prop.major,
+                    prop.minor);
+            return NULL;
+        }
+    }
+    int hs = c->channels / c->heads;
+    int tile = gpu_attention_pick_tile(hs, prec == PREC_BF16, prop.sharedMemPerBlockOptin);
+    if (!tile) {
+        err_set(e, ERR_USAGE, "model.channels / model.heads = %d: head size too large for the "
+                "CUDA attention kernels (shared memory of %zu bytes per block)", hs,
+                (size_t)prop.sharedMemPerBlockOptin);
+        return NULL;
+    }
+    model_ctx *ctx = new (std::nothrow) model_ctx();
+    if (!ctx) {
+        err_set(e, ERR_INTERNAL, "out of memory for the model workspace");
+        return NULL;
+    }
+    ctx->sizes = new (std::nothrow) std::unordered_map<void *, size_t>();
+    if (!ctx->sizes) {
+        delete ctx;
+        err_set(e, ERR_INTERNAL, "out of memory for the model workspace");
+        return NULL;
+    }
+    if (model_layout_init(&ctx->lay, c, e)) {
+        delete ctx->sizes;
+        delete ctx;
+        return NULL;
+    }
+    ctx->max_B = max_B;
+    ctx->max_T = max_T;
+    ctx->M = n_domains;
+    ctx->use_bf16 = prec == PREC_BF16;
+    ctx->tile = tile;
+    ctx->device = dev;
+    set_dims(ctx, c, N);
+    size_t L = (size_t)c->layers;
+    size_t V = (size_t)c->vocab, P = lay->numel;
+    {
+        pthread_mutex_lock(&g_setup_mu);
+        cudaError_t crc = gpu_attention_setup(prop.sharedMemPerBlockOptin);
+        pthread_mutex_unlock(&g_setup_mu);
+        if (crc != cudaSuccess) {
+            gpu_cuda_error(e, crc, "gpu_attention_setup", __FILE__, __LINE__);
+            goto fail;
+        }
+    }
+    if (cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking) != cudaSuccess) {
+        ctx->stream = NULL;
+        err_set(e, ERR_INTERNAL, "cannot create a CUDA stream: %s",
+                cudaGetErrorString(cudaGetLastError()));
+        goto fail;
+    }
+    {
+        cublasStatus_t st = cublasLtCreate(&ctx->lt);
+        if (st != CUBLAS_STATUS_SUCCESS) {
+            ctx->lt = NULL;
+            gpu_cublas_error(e, st, "cublasLtCreate", __FILE__, __LINE__);
+            goto fail;
+        }
+    }
+    ctx->off_block = (size_t *)malloc(L * MODEL_BLOCK_TENSORS * sizeof *ctx->off_block);
+    if (!ctx->off_block) {
+        err_set(e, ERR_INTERNAL, "out of memory");
+        goto fail;
+    }
+    if (tensor_offset(&ctx->lay, "wte", &ctx->off_wte, e) ||
+        tensor_offset(&ctx->lay, "wpe", &ctx->off_wpe, e) ||
+        tensor_offset(&ctx->lay, "ln_f.weight", &ctx->off_lnf_w, e) ||
+        tensor_offset(&ctx->lay, "ln_f.bias", &ctx->off_lnf_b, e))
+        goto fail;
+    for (size_t l = 0; l < L; l++)
+        for (int k = 0; k < MODEL_BLOCK_TENSORS; k++) {
+            char name[MODEL_NAME_MAX];
+            snprintf(name, sizeof name, "h.%zu.%s", l, model_block_tensor_names[k]);
+            if (tensor_offset(&ctx->lay, name, &ctx->off_block[l * MODEL_BLOCK_TENSORS + k], e))
+                goto fail;
+        }
+    {
+        size_t nnorm = (P + GPU_NORM_CHUNK - 1) / GPU_NORM_CHUNK;
+        std::vector<gpu_span> spans = adamw_spans(&ctx->lay);
+        ctx->nspans = (int)spans.size();
+        ws_item plan[WS_ITEMS];
+        ws_plan(ctx, c, P, spans.size(), plan);
+        for (size_t i = 0; i < WS_ITEMS; i++)
+            if (plan[i].p && cuda_dev_alloc(ctx, plan[i].p, plan[i].bytes, plan[i].what, e)) goto fail;
+        if (!ctx->use_bf16) ctx->dlogits = ctx->logits; /* in place */
+        if (cudaMemcpy(ctx->spans, spans.data(), spans.size() * sizeof(gpu_span),
+                       cudaMemcpyHostToDevice) != cudaSuccess) {
+            gpu_cuda_error(e, cudaGetLastError(), "cudaMemcpy(spans)", __FILE__, __LINE__);
+            goto fail;
+        }
+        ctx->h_idx = (int32_t *)malloc((5 * N + 1) * sizeof(int32_t));
+        ctx->h_count = (int32_t *)malloc(V * sizeof(int32_t));
+        ctx->h_g = (float *)malloc(N * sizeof(float));
+        ctx->h_row_loss = (double *)malloc(N * sizeof(double));
+        ctx->h_norm_part = (double *)malloc(nnorm * sizeof(double));
+        ctx->h_domain = (int32_t *)calloc((size_t)max_B, sizeof(int32_t));
+        ctx->ntok = (long *)calloc((size_t)n_domains, sizeof(long));
+        if (!ctx->h_idx || !ctx->h_count || !ctx->h_g || !ctx->h_row_loss || !ctx->h_norm_part ||
+            !ctx->h_domain || !ctx->ntok) {
+            err_set(e, ERR_INTERNAL, "out of memory for the model workspace (batch %d x %d)",
+                    max_B, max_T);
+            goto fail;
+        }
+    }
+    return ctx;
+fail:
+    cuda_destroy(ctx);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ extras (gpu/cuda.h) */
+
+extern "C" const char *model_cuda_precision(const model_ctx *ctx) {
+    return ctx && ctx->use_bf16 ? "bf16" : "fp32";
+}
+
+extern "C" int model_cuda_attention_tile(const model_ctx *ctx) { return ctx ? ctx->tile : 0; }
+
+extern "C" int model_cuda_free_memory(size_t *free_bytes, size_t *total, tdm_err *e) {
+    char why[256];
+    if (model_cuda_device_count(why, sizeof why) < 1)
+        return err_set(e, ERR_USAGE, "no CUDA device (%s)", why);
+    CUDA_TRY(cudaMemGetInfo(free_bytes, total), e);
+    return 0;
+}
+
+extern "C" int model_cuda_describe(char *buf, size_t cap, tdm_err *e) {
+    char why[256];
+    if (model_cuda_device_count(why, sizeof why) < 1)
+        return err_set(e, ERR_USAGE, "no CUDA device (%s)", why);
+    int dev = 0, rt = 0, drv = 0;
+    cudaDeviceProp prop;
+    CUDA_TRY(cudaGetDevice(&dev), e);
+    CUDA_TRY(cudaGetDeviceProperties(&prop, dev), e);
+    CUDA_TRY(cudaRuntimeGetVersion(&rt), e);
+    CUDA_TRY(cudaDriverGetVersion(&drv), e);
+    snprintf(buf, cap,
+             "%s (sm_%d%d, %d SMs, %.1f GiB), CUDA runtime %d.%d, driver %d.%d, cuBLASLt %zu",
+             prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+             (double)prop.totalGlobalMem / (1024.0 * 1024 * 1024), rt / 1000, rt % 1000 / 10,
+             drv / 1000, drv % 1000 / 10, cublasLtGetVersion());
+    return 0;
+}
+
+extern "C" int model_cuda_memory(model_ctx *ctx, model_cuda_mem *out, tdm_err *e) {
+    size_t fr = 0, tot = 0;
+    CUDA_TRY(cudaMemGetInfo(&fr, &tot), e);
+    out->backend_now = ctx->bytes_now;
+    out->backend_peak = ctx->bytes_peak;
+    out->device_used = tot - fr;
+    out->device_total = tot;
+    return 0;
+}
+
+extern "C" int model_cuda_sync(model_ctx *ctx, tdm_err *e) {
+    if (cuda_check_sticky(ctx, e)) return ERR_INTERNAL;
+    CUDA_TRY(cudaStreamSynchronize(ctx->stream), e);
+    return 0;
+}
