@@ -94,6 +94,7 @@ typedef struct config {
     struct config_train {
         int batch; /* sequences per step */
         int seq;   /* tokens per sequence */
+        int micro_batch; /* rows per forward/backward pass; 0 = all at once */
     } train;
     struct config_tandem {
         int K, E;

@@ -99,6 +99,11 @@ const key_def config_schema[] = {
     INT("train.batch", train.batch, "8", 1, 1 << 24,
         "sequences per step (mixing=weight: ⌊B/M⌋ per domain, one more for the first B mod M)"),
     INT("train.seq", train.seq, "64", 1, INT_MAX, "tokens per sequence; at most model.ctx"),
+    INT("train.micro_batch", train.micro_batch, "0", 0, 1 << 24,
+        "sequences per forward/backward pass: each batch (the probe's validation rows included) "
+        "goes through in passes of at most this many rows whose gradients are summed, so the "
+        "activations' memory follows it while the batch stays; the result differs from one pass "
+        "only in the order of float additions (and is as deterministic); 0 = one pass"),
     INT("tandem.K", tandem.K, "5", 1, INT_MAX, "probe steps per episode"),
     INT("tandem.E", tandem.E, "5", 1, INT_MAX, "free steps per episode"),
     INT("tandem.val_batch", tandem.val_batch, "0", 0, 1 << 24,

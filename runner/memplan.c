@@ -14,7 +14,8 @@
 
 /* The sentence that says what lowers each part of a plan that does not fit. */
 static const char *REMEDY_WORKSPACE =
-    "lower train.batch or tandem.val_batch (rows) or train.seq (tokens each)";
+    "set train.micro_batch (rows per forward/backward pass: the activations shrink, the batch "
+    "stays), or lower train.batch or tandem.val_batch (rows) or train.seq (tokens each)";
 static const char *REMEDY_PARAMS = "lower model.layers or model.channels (or the vocabulary)";
 
 /* "1.25 GiB", "37.4 MiB", "512 KiB": a size as people read it. */
@@ -32,10 +33,15 @@ static size_text sz(double b) {
 int memplan_make(run_memplan *m, const config *cfg, const model_layout *lay, const model_ops *ops,
                  int rows, int seq, int n_domains, int ranks, double chunk_bytes,
                  double dev_free, double dev_total, tdm_err *e) {
-    *m = (run_memplan){.params = lay->numel, .rows = rows, .seq = seq};
+    /* micro-batches (train.micro_batch): the workspace holds one pass's rows, and one more
+     * buffer the pass's gradient (steps/steps.c) */
+    int micro = cfg->train.micro_batch > 0 && cfg->train.micro_batch < rows;
+    *m = (run_memplan){.params = lay->numel, .rows = micro ? cfg->train.micro_batch : rows,
+                       .seq = seq, .buffers = MEMPLAN_TWIN_BUFFERS + micro};
+    rows = m->rows;
     m->on_gpu = cfg->run.device == CONFIG_DEVICE_CUDA;
     double P4 = (double)lay->numel * sizeof(float);
-    m->twins = MEMPLAN_TWIN_BUFFERS * P4;
+    m->twins = m->buffers * P4;
     m->workspace = ops->workspace_bytes
                        ? ops->workspace_bytes(lay, rows, seq, n_domains, cfg->run.threads)
                        : 0;
@@ -47,9 +53,9 @@ int memplan_make(run_memplan *m, const config *cfg, const model_layout *lay, con
     m->host_avail = mem_available(&m->host_source);
     m->dev_free = dev_free;
     m->dev_total = dev_total;
-    char what[200];
-    snprintf(what, sizeof what, "%zu parameters (6 buffers: %s) and a workspace for %d x %d "
-             "tokens (%s)", lay->numel, sz(m->twins).s, rows, seq, sz(m->workspace).s);
+    char what[256];
+    snprintf(what, sizeof what, "%zu parameters (%d buffers: %s) and a workspace for %d x %d "
+             "tokens (%s)", lay->numel, m->buffers, sz(m->twins).s, rows, seq, sz(m->workspace).s);
     const char *first = m->workspace > m->twins ? REMEDY_WORKSPACE : REMEDY_PARAMS;
     const char *second = m->workspace > m->twins ? REMEDY_PARAMS : REMEDY_WORKSPACE;
     if (m->on_gpu && dev_total > 0 && m->twins + m->workspace + GPU_RESERVE > dev_free)
@@ -82,8 +88,8 @@ int memplan_make(run_memplan *m, const config *cfg, const model_layout *lay, con
 
 void memplan_describe(const run_memplan *m, char *buf, size_t cap) {
     char model[160], avail[120] = "";
-    snprintf(model, sizeof model, "%zu parameters x 6 buffers %s, workspace %s", m->params,
-             sz(m->twins).s, sz(m->workspace).s);
+    snprintf(model, sizeof model, "%zu parameters x %d buffers %s, workspace %s", m->params,
+             m->buffers, sz(m->twins).s, sz(m->workspace).s);
     double ck = m->streaming ? m->stream : m->snapshot;
     const char *ckname = m->streaming ? "checkpoint chunks" : "checkpoint copy";
     if (m->host_avail > 0)

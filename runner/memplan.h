@@ -21,9 +21,10 @@
 
 typedef struct run_memplan {
     size_t params;     /* parameters of one network */
-    int rows, seq;     /* the workspace's batch: rows x seq tokens */
+    int rows, seq;     /* the workspace's batch: rows x seq tokens (a micro-batch's rows) */
+    int buffers;       /* parameter-sized buffers on the backend: 6, 7 with micro-batches */
     int on_gpu;        /* the backend's buffers live on the GPU */
-    double twins;      /* the MEMPLAN_TWIN_BUFFERS parameter-sized buffers, bytes */
+    double twins;      /* the `buffers` parameter-sized buffers, bytes */
     double workspace;  /* the backend's activations and scratch (model_ops.workspace_bytes) */
     double host_base;  /* host bytes besides the checkpoint's: on the CPU twins + workspace,
                         * and the all-reduce's staging gradient of a multi-rank CPU run */

@@ -111,6 +111,7 @@ static void fill_hparams(run_ctx *r) {
     memset(h, 0, sizeof *h);
     h->B = c->train.batch;
     h->T = c->train.seq;
+    h->micro = c->train.micro_batch;
     h->K = c->tandem.K;
     h->V = c->tandem.val_batch ? c->tandem.val_batch : dataset_n_domains(&r->ds);
     h->E = c->tandem.E;

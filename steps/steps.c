@@ -18,11 +18,15 @@ int step_nets_create(step_nets *n, const model_ops *ops, const model_layout *lay
     n->ops = ops;
     n->lay = lay;
     int rows = hp->B + hp->V > hp->B ? hp->B + hp->V : hp->B;
-    n->ctx = ops->create(lay, rows, hp->T, 2 * M, threads, e);
+    /* micro-batches: the workspace holds one pass's rows, and a seventh buffer the pass's
+     * gradient */
+    n->micro = hp->micro > 0 && hp->micro < rows ? hp->micro : 0;
+    n->ctx = ops->create(lay, n->micro ? n->micro : rows, hp->T, 2 * M, threads, e);
     if (!n->ctx) return e ? e->code : ERR_INTERNAL;
     size_t P = lay->numel;
-    float **bufs[] = {&n->u, &n->m, &n->v, &n->w, &n->up, &n->grad};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+    float **bufs[] = {&n->u, &n->m, &n->v, &n->w, &n->up, &n->grad, &n->mgrad};
+    size_t nbufs = sizeof bufs / sizeof *bufs - (n->micro ? 0 : 1);
+    for (size_t i = 0; i < nbufs; i++)
         if (!(*bufs[i] = ops->alloc(n->ctx, P))) goto oom;
     n->tokens = malloc((size_t)rows * (hp->T + 1) * sizeof *n->tokens);
     n->domain = malloc((size_t)rows * sizeof *n->domain);
@@ -37,7 +41,7 @@ oom:
 
 void step_nets_destroy(step_nets *n) {
     if (n->ctx) {
-        float *bufs[] = {n->u, n->m, n->v, n->w, n->up, n->grad};
+        float *bufs[] = {n->u, n->m, n->v, n->w, n->up, n->grad, n->mgrad};
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
             if (bufs[i]) n->ops->release(n->ctx, bufs[i]);
         n->ops->destroy(n->ctx);
@@ -143,17 +147,53 @@ static int mixed_batch(const step_hparams *hp, const dataset *ds, step_nets *n, 
     return 0;
 }
 
+/* The forward (and with coef, the backward) of rows [lo, hi) of a batch of `rows` rows,
+ * as parts of the whole: part[m] gets this slice's mean token loss of domain m weighted by
+ * its share of the batch's rows of m, and n->grad the gradient of sum_m coef[m] times that
+ * share of L^m. With n->micro the slice goes through in passes of at most n->micro rows,
+ * each pass's gradient added into n->grad in row order (sgd with rate -1 adds exactly). */
+static int slice_pass(const step_hparams *hp, step_nets *n, const float *params, int rows,
+                      int lo, int hi, int nd, const double *coef, double *part, tdm_err *e) {
+    long total[2 * STEP_MAX_DOMAINS] = {0};
+    for (int i = 0; i < rows; i++) total[n->domain[i]]++;
+    memset(part, 0, (size_t)nd * sizeof *part);
+    if (hi <= lo) {
+        if (coef) n->ops->scale(n->ctx, n->grad, 0.0f); /* no rows here: nothing to add */
+        return 0;
+    }
+    int step = n->micro ? n->micro : hi - lo, rc = 0;
+    for (int a = lo; a < hi && !rc; a += step) {
+        int b = a + step < hi ? a + step : hi;
+        long mine[2 * STEP_MAX_DOMAINS] = {0};
+        for (int i = a; i < b; i++) mine[n->domain[i]]++;
+        double got[2 * STEP_MAX_DOMAINS] = {0}, c[2 * STEP_MAX_DOMAINS] = {0};
+        model_batch mb = {.B = b - a, .T = hp->T, .tokens = n->tokens + (size_t)a * (hp->T + 1),
+                          .domain = n->domain + a};
+        rc = n->ops->forward(n->ctx, params, &mb, got, NULL, e);
+        for (int m = 0; m < nd; m++) {
+            double share = total[m] ? (double)mine[m] / (double)total[m] : 0;
+            if (mine[m]) part[m] += got[m] * share;
+            if (coef) c[m] = mine[m] ? coef[m] * share : 0;
+        }
+        if (!rc && coef) rc = n->ops->backward(n->ctx, params, c, a == lo ? n->grad : n->mgrad, e);
+        if (!rc && coef && a != lo) rc = n->ops->sgd(n->ctx, n->grad, n->mgrad, -1.0f, e);
+    }
+    return rc;
+}
+
 /* Forward of `params` on the batch rows [0, rows) (and with coef, the backward into
  * n->grad), as one process would compute it over all rows: loss[0..nd) gets the mean
  * token loss per domain id over the whole batch, and the gradient is that of
  * sum_m coef[m] L^m. With several ranks each computes rows [rows r / R, rows (r+1) / R):
  * its losses are weighted by its share of each domain's rows before the rank-order sum,
  * and its backward coefficients are coef[m] n_rm / N_m, so that the summed gradient is
- * the one-process gradient (up to the order of float additions). */
+ * the one-process gradient (up to the order of float additions); micro-batches split a
+ * rank's rows the same way (slice_pass). */
 static int dp_pass(const step_hparams *hp, step_nets *n, const float *params, int rows, int nd,
                    const double *coef, double *loss, tdm_err *e) {
     int R = comm_world(n->comm);
     if (R == 1 && !comm_has_device(n->comm)) {
+        if (n->micro) return slice_pass(hp, n, params, rows, 0, rows, nd, coef, loss, e);
         model_batch b = {.B = rows, .T = hp->T, .tokens = n->tokens, .domain = n->domain};
         int rc = n->ops->forward(n->ctx, params, &b, loss, NULL, e);
         if (!rc && coef) rc = n->ops->backward(n->ctx, params, coef, n->grad, e);
@@ -161,26 +201,8 @@ static int dp_pass(const step_hparams *hp, step_nets *n, const float *params, in
     }
     int r = comm_rank(n->comm);
     int lo = (int)((long)rows * r / R), hi = (int)((long)rows * (r + 1) / R);
-    long total[2 * STEP_MAX_DOMAINS] = {0}, mine[2 * STEP_MAX_DOMAINS] = {0};
-    for (int i = 0; i < rows; i++) {
-        total[n->domain[i]]++;
-        if (i >= lo && i < hi) mine[n->domain[i]]++;
-    }
-    double part[2 * STEP_MAX_DOMAINS] = {0}, c[2 * STEP_MAX_DOMAINS] = {0};
-    int rc = 0;
-    if (hi > lo) {
-        model_batch b = {.B = hi - lo, .T = hp->T, .tokens = n->tokens + (size_t)lo * (hp->T + 1),
-                         .domain = n->domain + lo};
-        rc = n->ops->forward(n->ctx, params, &b, part, NULL, e);
-        for (int m = 0; m < nd; m++) {
-            double share = total[m] ? (double)mine[m] / (double)total[m] : 0;
-            part[m] = mine[m] ? part[m] * share : 0;
-            if (coef) c[m] = mine[m] ? coef[m] * share : 0;
-        }
-        if (!rc && coef) rc = n->ops->backward(n->ctx, params, c, n->grad, e);
-    } else if (coef) {
-        n->ops->scale(n->ctx, n->grad, 0.0f); /* no rows here: this rank adds nothing */
-    }
+    double part[2 * STEP_MAX_DOMAINS] = {0};
+    int rc = slice_pass(hp, n, params, rows, lo, hi, nd, coef, part, e);
     /* every rank takes part in the collectives even after a local error, so that none
      * is left waiting; the error is returned after them */
     tdm_err ce = {0};

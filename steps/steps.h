@@ -47,6 +47,7 @@ typedef struct step_hparams {
     long episodes;       /* T, the run's episodes (the eg step's rate) */
     int val_mean;        /* w's L_val: mean of the domains' losses (1) or their sum (0) */
     int eval_batches;    /* B-row train batches the probe evaluates the twins on (0: 1) */
+    int micro;           /* rows per forward/backward pass (0: all rows at once) */
     int probe_carry; /* free phase continues from u'_K instead of u */
     int mixing;      /* STEP_MIX_WEIGHT or STEP_MIX_SAMPLE */
     int fixed;       /* fixed-mixture training: free steps only (no probe, so no val batches) */
@@ -82,6 +83,8 @@ typedef struct step_nets {
      * across ranks in rank order (comm.h), so all ranks hold the same u, m, v, α. */
     struct comm *comm;
     float *host_grad; /* [numel] staging of the gradient for the all-reduce (ranks > 1) */
+    int micro;        /* rows per pass (hp->micro when it splits a batch; else 0) */
+    float *mgrad;     /* with micro: the gradient of one pass, added into grad */
 } step_nets;
 
 /* Allocates the backend workspace and buffers for batches of hp->B x hp->T over M

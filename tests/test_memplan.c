@@ -144,6 +144,20 @@ static void test_decisions(void) {
     layers = strstr(e.msg, "model.layers"), batch = strstr(e.msg, "train.batch");
     CHECK(layers && batch && batch < layers, "workspace dominates, so train.batch first: %s", e.msg);
 
+    CHECK(strstr(e.msg, "train.micro_batch") && strstr(e.msg, "train.micro_batch") < batch,
+          "the workspace's first knob is train.micro_batch: %s", e.msg);
+    /* micro-batches: the workspace is one pass's rows, and a seventh buffer holds a pass's
+     * gradient */
+    cfg.train.micro_batch = 3;
+    set_avail(1e12);
+    CHECK(memplan_make(&m, &cfg, &lay, &fake_ops, 8, 64, 4, 1, chunk, 0, 0, &e) == 0, "%s", e.msg);
+    CHECK(m.rows == 3 && m.buffers == 7 && m.twins == 7 * P4, "micro: rows %d buffers %d", m.rows,
+          m.buffers);
+    cfg.train.micro_batch = 8; /* as large as the batch: one pass */
+    CHECK(memplan_make(&m, &cfg, &lay, &fake_ops, 8, 64, 4, 1, chunk, 0, 0, &e) == 0 && m.rows == 8 &&
+              m.buffers == 6,
+          "micro = rows: %d %d", m.rows, m.buffers);
+    cfg.train.micro_batch = 0;
     /* a CPU run of several ranks stages the gradient on the host */
     set_avail(1e12);
     CHECK(memplan_make(&m, &cfg, &lay, &fake_ops, 8, 64, 4, 2, chunk, 0, 0, &e) == 0, "%s", e.msg);

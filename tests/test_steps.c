@@ -241,6 +241,58 @@ static void check_episode_deterministic(int mixing) {
 static void test_episode_is_deterministic_weight(void) { check_episode_deterministic(STEP_MIX_WEIGHT); }
 static void test_episode_is_deterministic_sample(void) { check_episode_deterministic(STEP_MIX_SAMPLE); }
 
+/* Micro-batches (train.micro_batch): the batch of B train + V val rows in passes of 1, 2
+ * and 3 rows gives the one-pass episode up to float summation order (losses, α and u
+ * within 1e-5), is itself deterministic, and the workspace holds only a pass's rows. */
+static void test_micro_batches(void) {
+    fixture f;
+    if (fixture_open(&f, STEP_MIX_WEIGHT)) return;
+    size_t P = f.lay.numel;
+    step_state one, s, again;
+    float *u1 = malloc(P * sizeof *u1), *um = malloc(P * sizeof *um), *u2 = malloc(P * sizeof *u2);
+    CHECK(run_episode(&f, &one, u1, 0) == 0, "one pass");
+    for (int micro = 1; micro <= 3; micro++) {
+        f.hp.micro = micro;
+        CHECK(run_episode(&f, &s, um, 0) == 0 && run_episode(&f, &again, u2, 0) == 0, "micro %d", micro);
+        CHECK(memcmp(&s, &again, sizeof s) == 0 && memcmp(um, u2, P * sizeof *um) == 0,
+              "micro %d: two identical episodes differ", micro);
+        double du = 0, scale = 0;
+        for (size_t i = 0; i < P; i++) {
+            du = fmax(du, fabs((double)um[i] - u1[i]));
+            scale = fmax(scale, fabs((double)u1[i]));
+        }
+        double dl = 0, da = 0;
+        for (int m = 0; m < one.M; m++) {
+            dl = fmax(dl, fabs(s.loss_u[m] - one.loss_u[m]) + fabs(s.loss_w[m] - one.loss_w[m]));
+            da = fmax(da, fabs(s.alpha[m] - one.alpha[m]));
+        }
+        printf("  micro-batch %d: |u - u_one| <= %.2e (|u| <= %.2f), losses %.2e, alpha %.2e\n",
+               micro, du, scale, dl, da);
+        CHECK(du <= 1e-5 * scale && dl < 1e-5 && da < 1e-5, "micro %d: %g %g %g", micro, du, dl, da);
+        CHECK(memcmp(s.train, one.train, sizeof s.train) == 0 && s.free_steps == one.free_steps,
+              "micro %d: the data cursors moved differently", micro);
+    }
+    /* the workspace a pass needs: rows of one pass, not of the batch */
+    tdm_err e = {0};
+    f.hp.micro = 2;
+    double ws_micro = model_cpu_ops.workspace_bytes(&f.lay, 2, f.hp.T, 4, 1);
+    double ws_all = model_cpu_ops.workspace_bytes(&f.lay, f.hp.B + f.hp.V, f.hp.T, 4, 1);
+    step_nets n;
+    CHECK(step_nets_create(&n, &model_cpu_ops, &f.lay, &f.hp, 2, 1, &e) == 0, "%s", e.msg);
+    CHECK(n.micro == 2 && n.mgrad != NULL && ws_micro < ws_all / 2, "micro nets: %d %p %g %g",
+          n.micro, (void *)n.mgrad, ws_micro, ws_all);
+    step_nets_destroy(&n);
+    /* a micro-batch as large as the batch is one pass */
+    f.hp.micro = f.hp.B + f.hp.V;
+    CHECK(step_nets_create(&n, &model_cpu_ops, &f.lay, &f.hp, 2, 1, &e) == 0, "%s", e.msg);
+    CHECK(n.micro == 0 && n.mgrad == NULL, "micro >= rows still split");
+    step_nets_destroy(&n);
+    free(u1);
+    free(um);
+    free(u2);
+    fixture_close(&f);
+}
+
 /* probe_carry: the free phase continues from u'_K, so u becomes the probe copy; without
  * it u is untouched by the probe. */
 static void test_probe_carry(void) {
@@ -342,6 +394,7 @@ int main(void) {
     RUN(test_episode_is_deterministic_weight);
     RUN(test_episode_is_deterministic_sample);
     RUN(test_probe_carry);
+    RUN(test_micro_batches);
     RUN(test_probe_val_mean_and_eval_batches);
     RUN(test_check_rejects_bad_batch);
     return test_summary("test_steps");
