@@ -500,17 +500,23 @@ static void k8s_labels(FILE *out, const char *indent, const char *name) {
     fputc('\n', out);
 }
 
-int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
+/* Everything the Kubernetes emitters read: the stream, the config, the names and the
+ * node selection worked out once. */
+typedef struct k8s_ctx {
+    FILE *out;
+    const manifest_opts *o;
+    const config *c;
+    const struct config_cluster *k;
+    const char *name, *cm, *tandem;
+    bool indexed;
+    const kv_list *sel;
+    const toleration_list *tol;
+} k8s_ctx;
+
+/* What a Kubernetes run may lose or miss, said before rendering. */
+static void k8s_warnings(FILE *warn, const manifest_opts *o) {
     const config *c = o->cfg;
     const struct config_cluster *k = &c->cluster;
-    if (!k->image[0])
-        return err_set(e, ERR_USAGE,
-                       "cluster.image is required for Kubernetes: the image built from the "
-                       "Dockerfile (e.g. --set cluster.image=registry.example/tandem:1.0)");
-    char name[128];
-    manifest_job_name(o, name, sizeof name);
-    int rc = check_job_name(o, name, e);
-    if (rc) return rc;
     common_warnings(warn, o);
     if (k->tasks_per_node > 1)
         warnf(warn, "cluster.tasks_per_node = %d is a Slurm setting: a pod runs one rank",
@@ -535,71 +541,158 @@ int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
         warnf(warn, "cluster.grace_period_s = %d: GKE stops a preempted spot node after 30 s, so "
                     "tandem gets at most ~25 s there (docs/preemption.md)",
               k->grace_period_s);
-    kv_list *sel = calloc(1, sizeof *sel);
-    toleration_list *tol = calloc(1, sizeof *tol);
-    if (!sel || !tol) {
-        free(sel);
-        free(tol);
-        return err_set(e, ERR_INTERNAL, "out of memory");
-    }
-    node_selection(warn, c, sel, tol);
-    const char *tandem = k->tandem_binary[0] ? k->tandem_binary : MANIFEST_K8S_TANDEM;
-    bool indexed = k->nodes > 1;
-    char cm[160];
-    snprintf(cm, sizeof cm, "%s-config", name);
+}
 
-    fprintf(out, "# tandem: Kubernetes objects rendered by `tandem manifest k8s` (docs/scheduling.md).\n");
-    if (o->rendered_from) {
-        fprintf(out, "#   rendered by: ");
-        comment_text(out, o->rendered_from);
-        fputc('\n', out);
+/* The comment at the top: how it was rendered, how to apply it, what preemption does. */
+static void k8s_header(const k8s_ctx *x) {
+    fprintf(x->out, "# tandem: Kubernetes objects rendered by `tandem manifest k8s` (docs/scheduling.md).\n");
+    if (x->o->rendered_from) {
+        fprintf(x->out, "#   rendered by: ");
+        comment_text(x->out, x->o->rendered_from);
+        fputc('\n', x->out);
     }
-    fprintf(out, "# Change the config and render again rather than editing this file. Apply with\n"
+    fprintf(x->out, "# Change the config and render again rather than editing this file. Apply with\n"
                  "#   kubectl apply -f FILE\n");
-    if (k->secret_name[0])
-        fprintf(out, "# after creating the Secret with the AWS credentials (files as in ~/.aws):\n"
+    if (x->k->secret_name[0])
+        fprintf(x->out, "# after creating the Secret with the AWS credentials (files as in ~/.aws):\n"
                      "#   kubectl create secret generic %s --from-file=credentials=$HOME/.aws/credentials\n",
-                k->secret_name);
-    fprintf(out, "# Preemption (docs/preemption.md): the pod gets SIGTERM, tandem commits within\n"
+                x->k->secret_name);
+    fprintf(x->out, "# Preemption (docs/preemption.md): the pod gets SIGTERM, tandem commits within\n"
                  "# terminationGracePeriodSeconds and exits 75; podFailurePolicy ignores exit 75 and\n"
                  "# disruptions (DisruptionTarget), so a replacement pod resumes from the store\n"
                  "# without using up the backoff limit; exit 2 (a config error) fails the Job.\n");
+}
 
-    /* the config, exactly as rendered (the --set values included) */
-    fprintf(out, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ");
-    yq(out, cm);
-    fputc('\n', out);
-    k8s_labels(out, "  ", name);
-    fprintf(out, "data:\n  config.yaml: |\n");
-    config_print_yaml(out, c, "    ");
+/* The ConfigMap: the config, exactly as rendered (the --set values included). */
+static void k8s_configmap(const k8s_ctx *x) {
+    fprintf(x->out, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ");
+    yq(x->out, x->cm);
+    fputc('\n', x->out);
+    k8s_labels(x->out, "  ", x->name);
+    fprintf(x->out, "data:\n  config.yaml: |\n");
+    config_print_yaml(x->out, x->c, "    ");
+}
 
-    if (indexed) {
-        fprintf(out, "---\n# Headless Service: DNS names <job>-<index>.<job> for the pods of the Indexed Job\n");
-        fprintf(out, "apiVersion: v1\nkind: Service\nmetadata:\n  name: ");
-        yq(out, name);
-        fputc('\n', out);
-        k8s_labels(out, "  ", name);
-        fprintf(out, "spec:\n  clusterIP: None\n  publishNotReadyAddresses: true\n  selector:\n"
-                     "    batch.kubernetes.io/job-name: ");
-        yq(out, name);
-        fprintf(out, "\n  ports:\n  - name: coordinator\n    port: %d\n    targetPort: %d\n"
-                     "    protocol: TCP\n",
-                k->coordinator_port, k->coordinator_port);
+/* The headless Service of an Indexed Job: DNS names for its pods. */
+static void k8s_service(const k8s_ctx *x) {
+    fprintf(x->out, "---\n# Headless Service: DNS names <job>-<index>.<job> for the pods of the Indexed Job\n");
+    fprintf(x->out, "apiVersion: v1\nkind: Service\nmetadata:\n  name: ");
+    yq(x->out, x->name);
+    fputc('\n', x->out);
+    k8s_labels(x->out, "  ", x->name);
+    fprintf(x->out, "spec:\n  clusterIP: None\n  publishNotReadyAddresses: true\n  selector:\n"
+                 "    batch.kubernetes.io/job-name: ");
+    yq(x->out, x->name);
+    fprintf(x->out, "\n  ports:\n  - name: coordinator\n    port: %d\n    targetPort: %d\n"
+                 "    protocol: TCP\n",
+            x->k->coordinator_port, x->k->coordinator_port);
+}
+
+/* The tandem container: image, command, environment, ports, resources, mounts. */
+static void k8s_container(const k8s_ctx *x) {
+    fprintf(x->out, "      containers:\n      - name: tandem\n        image: ");
+    yq(x->out, x->k->image);
+    fprintf(x->out, "\n        imagePullPolicy: IfNotPresent\n");
+    fprintf(x->out, "        # exec form: tandem is PID 1 and gets the SIGTERM itself\n        command: [");
+    yq(x->out, x->tandem);
+    fprintf(x->out, ", \"run\", \"" MANIFEST_K8S_CONFIG_DIR "/config.yaml\", \"--store\", ");
+    yq(x->out, x->o->store_url);
+    fprintf(x->out, "]\n");
+    /* the grace period, so that a stop commits a full state only if it fits (run.c) */
+    fprintf(x->out, "        env:\n        - name: TANDEM_GRACE_S\n          value: \"%d\"\n",
+            x->k->grace_period_s);
+    if (x->k->secret_name[0])
+        fprintf(x->out, "        - name: AWS_SHARED_CREDENTIALS_FILE\n"
+                     "          value: \"" MANIFEST_K8S_SECRET_DIR "/credentials\"\n"
+                     "        - name: AWS_CONFIG_FILE\n"
+                     "          value: \"" MANIFEST_K8S_SECRET_DIR "/config\"\n");
+    if (x->indexed) {
+        fprintf(x->out, "        - name: TANDEM_RANK\n          valueFrom:\n            fieldRef:\n"
+                     "              fieldPath: \"metadata.annotations['batch.kubernetes.io/"
+                     "job-completion-index']\"\n");
+        fprintf(x->out, "        - name: TANDEM_WORLD_SIZE\n          value: \"%d\"\n", x->k->nodes);
+        fprintf(x->out, "        - name: TANDEM_COORDINATOR\n          value: \"%s-0.%s:%d\"\n", x->name,
+                x->name, x->k->coordinator_port);
     }
+    for (const char *p = x->k->env; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        char value[CONFIG_STR_MAX];
+        snprintf(value, sizeof value, "%.*s", (int)(len - (size_t)(eq - p) - 1), eq + 1);
+        fprintf(x->out, "        - name: %.*s\n          value: ", (int)(eq - p), p);
+        yq(x->out, value);
+        fputc('\n', x->out);
+        p = end ? end + 1 : p + len;
+    }
+    if (x->indexed)
+        fprintf(x->out, "        ports:\n        - name: coordinator\n          containerPort: %d\n"
+                     "          protocol: TCP\n",
+                x->k->coordinator_port);
+    char mem[64] = "";
+    if (x->k->memory[0]) k8s_memory(x->k->memory, mem, sizeof mem);
+    if (x->k->cpus_per_task > 0 || mem[0] || x->k->gpus_per_node > 0) {
+        fprintf(x->out, "        resources:\n");
+        if (x->k->cpus_per_task > 0 || mem[0]) {
+            fprintf(x->out, "          requests:\n");
+            if (x->k->cpus_per_task > 0) fprintf(x->out, "            cpu: \"%d\"\n", x->k->cpus_per_task);
+            if (mem[0]) fprintf(x->out, "            memory: \"%s\"\n", mem);
+        }
+        if (mem[0] || x->k->gpus_per_node > 0) {
+            fprintf(x->out, "          limits:\n");
+            if (mem[0]) fprintf(x->out, "            memory: \"%s\"\n", mem);
+            if (x->k->gpus_per_node > 0)
+                fprintf(x->out, "            nvidia.com/gpu: \"%d\"\n", x->k->gpus_per_node);
+        }
+    }
+    fprintf(x->out, "        volumeMounts:\n        - name: config\n          mountPath: "
+                 "\"" MANIFEST_K8S_CONFIG_DIR "\"\n          readOnly: true\n");
+    if (x->k->secret_name[0])
+        fprintf(x->out, "        - name: aws\n          mountPath: \"" MANIFEST_K8S_SECRET_DIR "\"\n"
+                     "          readOnly: true\n");
+    if (x->k->data_pvc[0])
+        fprintf(x->out, "        - name: data\n          mountPath: \"" MANIFEST_K8S_DATA_DIR "\"\n"
+                     "          readOnly: true\n");
+    if (x->k->gpus_per_node > 0)
+        fprintf(x->out, "        - name: dshm # NCCL needs more than the default 64 MiB\n"
+                     "          mountPath: /dev/shm\n");
+}
 
-    fprintf(out, "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: ");
-    yq(out, name);
-    fputc('\n', out);
-    k8s_labels(out, "  ", name);
-    fprintf(out, "spec:\n");
-    if (indexed) {
-        fprintf(out, "  completionMode: Indexed\n  completions: %d\n  parallelism: %d\n", k->nodes,
-                k->nodes);
-        fprintf(out, "  backoffLimitPerIndex: %d\n  maxFailedIndexes: 0\n", k->backoff_limit);
+/* The pod's volumes: the config, the credentials, the data, /dev/shm for NCCL. */
+static void k8s_volumes(const k8s_ctx *x) {
+    fprintf(x->out, "      volumes:\n      - name: config\n        configMap:\n          name: ");
+    yq(x->out, x->cm);
+    fputc('\n', x->out);
+    if (x->k->secret_name[0]) {
+        fprintf(x->out, "      - name: aws\n        secret:\n          secretName: ");
+        yq(x->out, x->k->secret_name);
+        fprintf(x->out, "\n          defaultMode: 256 # 0400\n");
+    }
+    if (x->k->data_pvc[0]) {
+        fprintf(x->out, "      - name: data\n        persistentVolumeClaim:\n          claimName: ");
+        yq(x->out, x->k->data_pvc);
+        fprintf(x->out, "\n          readOnly: true\n");
+    }
+    if (x->k->gpus_per_node > 0)
+        fprintf(x->out, "      - name: dshm\n        emptyDir:\n          medium: Memory\n");
+}
+
+/* The Job: completions, the failure policy (exit 2 fails it, exit 75 and disruptions do
+ * not count), the pod template (k8s_container, k8s_volumes). */
+static void k8s_job(const k8s_ctx *x) {
+    fprintf(x->out, "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: ");
+    yq(x->out, x->name);
+    fputc('\n', x->out);
+    k8s_labels(x->out, "  ", x->name);
+    fprintf(x->out, "spec:\n");
+    if (x->indexed) {
+        fprintf(x->out, "  completionMode: Indexed\n  completions: %d\n  parallelism: %d\n", x->k->nodes,
+                x->k->nodes);
+        fprintf(x->out, "  backoffLimitPerIndex: %d\n  maxFailedIndexes: 0\n", x->k->backoff_limit);
     } else {
-        fprintf(out, "  completions: 1\n  parallelism: 1\n  backoffLimit: %d\n", k->backoff_limit);
+        fprintf(x->out, "  completions: 1\n  parallelism: 1\n  backoffLimit: %d\n", x->k->backoff_limit);
     }
-    fprintf(out, "  # a replacement pod starts only once the old one has stopped: never two writers\n"
+    fprintf(x->out, "  # a replacement pod starts only once the old one has stopped: never two writers\n"
                  "  podReplacementPolicy: Failed\n"
                  "  podFailurePolicy:\n"
                  "    rules:\n"
@@ -617,122 +710,74 @@ int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
                  "      onPodConditions:\n"
                  "      - type: DisruptionTarget\n"
                  "        status: \"True\"\n");
-    fprintf(out, "  template:\n    metadata:\n");
-    k8s_labels(out, "      ", name);
-    fprintf(out, "      annotations:\n"
+    fprintf(x->out, "  template:\n    metadata:\n");
+    k8s_labels(x->out, "      ", x->name);
+    fprintf(x->out, "      annotations:\n"
                  "        cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\"\n");
-    fprintf(out, "    spec:\n      restartPolicy: Never\n      terminationGracePeriodSeconds: %d\n"
+    fprintf(x->out, "    spec:\n      restartPolicy: Never\n      terminationGracePeriodSeconds: %d\n"
                  "      enableServiceLinks: false\n",
-            k->grace_period_s);
-    if (indexed) {
-        fprintf(out, "      subdomain: ");
-        yq(out, name);
-        fputc('\n', out);
+            x->k->grace_period_s);
+    if (x->indexed) {
+        fprintf(x->out, "      subdomain: ");
+        yq(x->out, x->name);
+        fputc('\n', x->out);
     }
-    if (sel->n) {
-        fprintf(out, "      nodeSelector:\n");
-        for (int i = 0; i < sel->n; i++) {
-            fprintf(out, "        %s: ", sel->key[i]);
-            yq(out, sel->value[i]);
-            fputc('\n', out);
+    if (x->sel->n) {
+        fprintf(x->out, "      nodeSelector:\n");
+        for (int i = 0; i < x->sel->n; i++) {
+            fprintf(x->out, "        %s: ", x->sel->key[i]);
+            yq(x->out, x->sel->value[i]);
+            fputc('\n', x->out);
         }
     }
-    if (tol->n) {
-        fprintf(out, "      tolerations:\n");
-        for (int i = 0; i < tol->n; i++) {
-            const toleration *t = &tol->t[i];
-            fprintf(out, "      - key: ");
-            yq(out, t->key);
-            fprintf(out, "\n        operator: %s\n", t->exists ? "Exists" : "Equal");
+    if (x->tol->n) {
+        fprintf(x->out, "      tolerations:\n");
+        for (int i = 0; i < x->tol->n; i++) {
+            const toleration *t = &x->tol->t[i];
+            fprintf(x->out, "      - key: ");
+            yq(x->out, t->key);
+            fprintf(x->out, "\n        operator: %s\n", t->exists ? "Exists" : "Equal");
             if (!t->exists) {
-                fprintf(out, "        value: ");
-                yq(out, t->value);
-                fputc('\n', out);
+                fprintf(x->out, "        value: ");
+                yq(x->out, t->value);
+                fputc('\n', x->out);
             }
-            if (t->effect[0]) fprintf(out, "        effect: %s\n", t->effect);
+            if (t->effect[0]) fprintf(x->out, "        effect: %s\n", t->effect);
         }
     }
-    fprintf(out, "      containers:\n      - name: tandem\n        image: ");
-    yq(out, k->image);
-    fprintf(out, "\n        imagePullPolicy: IfNotPresent\n");
-    fprintf(out, "        # exec form: tandem is PID 1 and gets the SIGTERM itself\n        command: [");
-    yq(out, tandem);
-    fprintf(out, ", \"run\", \"" MANIFEST_K8S_CONFIG_DIR "/config.yaml\", \"--store\", ");
-    yq(out, o->store_url);
-    fprintf(out, "]\n");
-    /* the grace period, so that a stop commits a full state only if it fits (run.c) */
-    fprintf(out, "        env:\n        - name: TANDEM_GRACE_S\n          value: \"%d\"\n",
-            k->grace_period_s);
-    if (k->secret_name[0])
-        fprintf(out, "        - name: AWS_SHARED_CREDENTIALS_FILE\n"
-                     "          value: \"" MANIFEST_K8S_SECRET_DIR "/credentials\"\n"
-                     "        - name: AWS_CONFIG_FILE\n"
-                     "          value: \"" MANIFEST_K8S_SECRET_DIR "/config\"\n");
-    if (indexed) {
-        fprintf(out, "        - name: TANDEM_RANK\n          valueFrom:\n            fieldRef:\n"
-                     "              fieldPath: \"metadata.annotations['batch.kubernetes.io/"
-                     "job-completion-index']\"\n");
-        fprintf(out, "        - name: TANDEM_WORLD_SIZE\n          value: \"%d\"\n", k->nodes);
-        fprintf(out, "        - name: TANDEM_COORDINATOR\n          value: \"%s-0.%s:%d\"\n", name,
-                name, k->coordinator_port);
+    k8s_container(x);
+    k8s_volumes(x);
+}
+
+int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
+    const config *c = o->cfg;
+    const struct config_cluster *k = &c->cluster;
+    if (!k->image[0])
+        return err_set(e, ERR_USAGE,
+                       "cluster.image is required for Kubernetes: the image built from the "
+                       "Dockerfile (e.g. --set cluster.image=registry.example/tandem:1.0)");
+    char name[128];
+    manifest_job_name(o, name, sizeof name);
+    int rc = check_job_name(o, name, e);
+    if (rc) return rc;
+    k8s_warnings(warn, o);
+    kv_list *sel = calloc(1, sizeof *sel);
+    toleration_list *tol = calloc(1, sizeof *tol);
+    if (!sel || !tol) {
+        free(sel);
+        free(tol);
+        return err_set(e, ERR_INTERNAL, "out of memory");
     }
-    for (const char *p = k->env; *p;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        const char *eq = memchr(p, '=', len);
-        char value[CONFIG_STR_MAX];
-        snprintf(value, sizeof value, "%.*s", (int)(len - (size_t)(eq - p) - 1), eq + 1);
-        fprintf(out, "        - name: %.*s\n          value: ", (int)(eq - p), p);
-        yq(out, value);
-        fputc('\n', out);
-        p = end ? end + 1 : p + len;
-    }
-    if (indexed)
-        fprintf(out, "        ports:\n        - name: coordinator\n          containerPort: %d\n"
-                     "          protocol: TCP\n",
-                k->coordinator_port);
-    char mem[64] = "";
-    if (k->memory[0]) k8s_memory(k->memory, mem, sizeof mem);
-    if (k->cpus_per_task > 0 || mem[0] || k->gpus_per_node > 0) {
-        fprintf(out, "        resources:\n");
-        if (k->cpus_per_task > 0 || mem[0]) {
-            fprintf(out, "          requests:\n");
-            if (k->cpus_per_task > 0) fprintf(out, "            cpu: \"%d\"\n", k->cpus_per_task);
-            if (mem[0]) fprintf(out, "            memory: \"%s\"\n", mem);
-        }
-        if (mem[0] || k->gpus_per_node > 0) {
-            fprintf(out, "          limits:\n");
-            if (mem[0]) fprintf(out, "            memory: \"%s\"\n", mem);
-            if (k->gpus_per_node > 0)
-                fprintf(out, "            nvidia.com/gpu: \"%d\"\n", k->gpus_per_node);
-        }
-    }
-    fprintf(out, "        volumeMounts:\n        - name: config\n          mountPath: "
-                 "\"" MANIFEST_K8S_CONFIG_DIR "\"\n          readOnly: true\n");
-    if (k->secret_name[0])
-        fprintf(out, "        - name: aws\n          mountPath: \"" MANIFEST_K8S_SECRET_DIR "\"\n"
-                     "          readOnly: true\n");
-    if (k->data_pvc[0])
-        fprintf(out, "        - name: data\n          mountPath: \"" MANIFEST_K8S_DATA_DIR "\"\n"
-                     "          readOnly: true\n");
-    if (k->gpus_per_node > 0)
-        fprintf(out, "        - name: dshm # NCCL needs more than the default 64 MiB\n"
-                     "          mountPath: /dev/shm\n");
-    fprintf(out, "      volumes:\n      - name: config\n        configMap:\n          name: ");
-    yq(out, cm);
-    fputc('\n', out);
-    if (k->secret_name[0]) {
-        fprintf(out, "      - name: aws\n        secret:\n          secretName: ");
-        yq(out, k->secret_name);
-        fprintf(out, "\n          defaultMode: 256 # 0400\n");
-    }
-    if (k->data_pvc[0]) {
-        fprintf(out, "      - name: data\n        persistentVolumeClaim:\n          claimName: ");
-        yq(out, k->data_pvc);
-        fprintf(out, "\n          readOnly: true\n");
-    }
-    if (k->gpus_per_node > 0)
-        fprintf(out, "      - name: dshm\n        emptyDir:\n          medium: Memory\n");
+    node_selection(warn, c, sel, tol);
+    char cm[160];
+    snprintf(cm, sizeof cm, "%s-config", name);
+    k8s_ctx x = {.out = out, .o = o, .c = c, .k = k, .name = name, .cm = cm,
+                 .tandem = k->tandem_binary[0] ? k->tandem_binary : MANIFEST_K8S_TANDEM,
+                 .indexed = k->nodes > 1, .sel = sel, .tol = tol};
+    k8s_header(&x);
+    k8s_configmap(&x);
+    if (x.indexed) k8s_service(&x);
+    k8s_job(&x);
     free(sel);
     free(tol);
     return ferror(out) ? err_set(e, ERR_INTERNAL, "writing the manifest failed") : 0;
