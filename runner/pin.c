@@ -9,6 +9,7 @@
 
 #include "ledger/keys.h"
 #include "ledger/records.h"
+#include "util/hex.h"
 
 /* config_kv[] (fixed buffers) ↔ rec_kv[] (pointers into them). */
 static rec_kv *as_rec(config_kv *kv, size_t n) {
@@ -256,8 +257,9 @@ static int create_run(store *st, const config *cfg, const char *const *domains, 
         uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
         memcpy(rnd, &t, sizeof rnd);
     }
-    snprintf(run.run_id, sizeof run.run_id, "run-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0],
-             rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+    char hex[2 * sizeof rnd + 1];
+    hex_lower(rnd, sizeof rnd, hex);
+    snprintf(run.run_id, sizeof run.run_id, "run-%s", hex);
     run.config = as_rec(kv, n);
     if (!run.config) {
         free(kv);

@@ -16,6 +16,7 @@
 
 #include "storage/s3_impl.h"
 #include "storage/s3_xml.h"
+#include "util/hex.h"
 
 /* ------------------------------------------------------------------ curl handles */
 
@@ -357,7 +358,7 @@ static int hex_digest(const char *alg, const void *data, size_t n, char *hex, si
     unsigned int mdlen = 0;
     const EVP_MD *m = !strcmp(alg, "md5") ? EVP_md5() : EVP_sha256();
     if (EVP_Digest(data, n, md, &mdlen, m, NULL) != 1 || cap < 2 * mdlen + 1) return -1;
-    for (unsigned i = 0; i < mdlen; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    hex_lower(md, mdlen, hex);
     return 0;
 }
 

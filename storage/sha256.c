@@ -1,5 +1,6 @@
 /* sha256.c — SHA-256 through OpenSSL's EVP interface. */
 #include "storage/sha256.h"
+#include "util/hex.h"
 
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -43,12 +44,7 @@ void sha256(const void *data, size_t n, sha256_digest *out) {
 }
 
 void sha256_hex(const sha256_digest *d, char out[SHA256_HEX_LEN + 1]) {
-    static const char hex[] = "0123456789abcdef";
-    for (int i = 0; i < SHA256_LEN; i++) {
-        out[2 * i] = hex[d->b[i] >> 4];
-        out[2 * i + 1] = hex[d->b[i] & 15];
-    }
-    out[SHA256_HEX_LEN] = '\0';
+    hex_lower(d->b, SHA256_LEN, out);
 }
 
 static int hexval(char c) {

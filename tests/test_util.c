@@ -13,6 +13,7 @@
 #include "ledger/keys.h"
 #include "tests/test.h"
 #include "util/buf.h"
+#include "util/hex.h"
 #include "util/rng.h"
 #include "util/ydoc.h"
 
@@ -151,6 +152,16 @@ static void test_buf(void) {
     buf_free(&b);
 }
 
+static void test_hex(void) {
+    char out[17];
+    const unsigned char b[8] = {0x00, 0x01, 0x7f, 0x80, 0xab, 0xcd, 0xef, 0xff};
+    hex_lower(b, 8, out);
+    CHECK(!strcmp(out, "00017f80abcdefff"), "%s", out);
+    out[0] = 'x';
+    hex_lower(b, 0, out);
+    CHECK(out[0] == '\0', "no bytes: an empty string");
+}
+
 static void test_keys(void) {
     char k[128];
     ledger_state_key(k, sizeof k, 12);
@@ -194,6 +205,7 @@ int main(void) {
     RUN(test_ydoc_tree_and_lines);
     RUN(test_ydoc_rejections);
     RUN(test_buf);
+    RUN(test_hex);
     RUN(test_keys);
     return test_summary("test_util");
 }
