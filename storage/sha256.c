@@ -1,11 +1,12 @@
 /* sha256.c — SHA-256 through OpenSSL's EVP interface. */
 #include "storage/sha256.h"
-#include "util/hex.h"
 
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "util/hex.h"
 
 struct sha256_ctx {
     EVP_MD_CTX *md;
