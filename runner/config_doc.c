@@ -96,18 +96,6 @@ void config_print_markdown(FILE *f) {
     }
 }
 
-/* A double-quoted YAML scalar (JSON escapes, which YAML reads the same way). */
-static void print_quoted(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", f);
-        else if (*p == '\t') fputs("\\t", f);
-        else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
 
 void config_print_yaml(FILE *f, const config *c, const char *indent) {
     char value[CONFIG_STR_MAX];
@@ -125,7 +113,7 @@ void config_print_yaml(FILE *f, const config *c, const char *indent) {
         }
         fprintf(f, "%s%s%s: ", indent, dot ? "  " : "", dot ? dot + 1 : k->key);
         if (k->type == T_STRING) {
-            print_quoted(f, (const char *)config_field(c, k));
+            ydoc_quote(f, (const char *)config_field(c, k));
         } else {
             config_format_value(c, k, value, sizeof value);
             fputs(value, f);

@@ -1,5 +1,6 @@
 /* manifest.c — sbatch scripts and Kubernetes objects from a run config; see manifest.h. */
 #include "runner/manifest.h"
+#include "util/ydoc.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -41,18 +42,6 @@ static void sh_word(FILE *f, const char *s) {
     fputc('\'', f);
 }
 
-/* A double-quoted YAML scalar with JSON escapes (YAML reads them the same way). */
-static void yq(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", f);
-        else if (*p == '\t') fputs("\\t", f);
-        else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
 
 /* Text for a comment line: control characters become '?'. */
 static void comment_text(FILE *f, const char *s) {
@@ -496,7 +485,7 @@ static void node_selection(FILE *warn, const config *c, kv_list *sel, toleration
 static void k8s_labels(FILE *out, const char *indent, const char *name) {
     fprintf(out, "%slabels:\n%s  app.kubernetes.io/name: tandem\n%s  app.kubernetes.io/instance: ",
             indent, indent, indent);
-    yq(out, name);
+    ydoc_quote(out, name);
     fputc('\n', out);
 }
 
@@ -566,7 +555,7 @@ static void k8s_header(const k8s_ctx *x) {
 /* The ConfigMap: the config, exactly as rendered (the --set values included). */
 static void k8s_configmap(const k8s_ctx *x) {
     fprintf(x->out, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ");
-    yq(x->out, x->cm);
+    ydoc_quote(x->out, x->cm);
     fputc('\n', x->out);
     k8s_labels(x->out, "  ", x->name);
     fprintf(x->out, "data:\n  config.yaml: |\n");
@@ -577,12 +566,12 @@ static void k8s_configmap(const k8s_ctx *x) {
 static void k8s_service(const k8s_ctx *x) {
     fprintf(x->out, "---\n# Headless Service: DNS names <job>-<index>.<job> for the pods of the Indexed Job\n");
     fprintf(x->out, "apiVersion: v1\nkind: Service\nmetadata:\n  name: ");
-    yq(x->out, x->name);
+    ydoc_quote(x->out, x->name);
     fputc('\n', x->out);
     k8s_labels(x->out, "  ", x->name);
     fprintf(x->out, "spec:\n  clusterIP: None\n  publishNotReadyAddresses: true\n  selector:\n"
                  "    batch.kubernetes.io/job-name: ");
-    yq(x->out, x->name);
+    ydoc_quote(x->out, x->name);
     fprintf(x->out, "\n  ports:\n  - name: coordinator\n    port: %d\n    targetPort: %d\n"
                  "    protocol: TCP\n",
             x->k->coordinator_port, x->k->coordinator_port);
@@ -591,12 +580,12 @@ static void k8s_service(const k8s_ctx *x) {
 /* The tandem container: image, command, environment, ports, resources, mounts. */
 static void k8s_container(const k8s_ctx *x) {
     fprintf(x->out, "      containers:\n      - name: tandem\n        image: ");
-    yq(x->out, x->k->image);
+    ydoc_quote(x->out, x->k->image);
     fprintf(x->out, "\n        imagePullPolicy: IfNotPresent\n");
     fprintf(x->out, "        # exec form: tandem is PID 1 and gets the SIGTERM itself\n        command: [");
-    yq(x->out, x->tandem);
+    ydoc_quote(x->out, x->tandem);
     fprintf(x->out, ", \"run\", \"" MANIFEST_K8S_CONFIG_DIR "/config.yaml\", \"--store\", ");
-    yq(x->out, x->o->store_url);
+    ydoc_quote(x->out, x->o->store_url);
     fprintf(x->out, "]\n");
     /* the grace period, so that a stop commits a full state only if it fits (run.c) */
     fprintf(x->out, "        env:\n        - name: TANDEM_GRACE_S\n          value: \"%d\"\n",
@@ -621,7 +610,7 @@ static void k8s_container(const k8s_ctx *x) {
         char value[CONFIG_STR_MAX];
         snprintf(value, sizeof value, "%.*s", (int)(len - (size_t)(eq - p) - 1), eq + 1);
         fprintf(x->out, "        - name: %.*s\n          value: ", (int)(eq - p), p);
-        yq(x->out, value);
+        ydoc_quote(x->out, value);
         fputc('\n', x->out);
         p = end ? end + 1 : p + len;
     }
@@ -661,16 +650,16 @@ static void k8s_container(const k8s_ctx *x) {
 /* The pod's volumes: the config, the credentials, the data, /dev/shm for NCCL. */
 static void k8s_volumes(const k8s_ctx *x) {
     fprintf(x->out, "      volumes:\n      - name: config\n        configMap:\n          name: ");
-    yq(x->out, x->cm);
+    ydoc_quote(x->out, x->cm);
     fputc('\n', x->out);
     if (x->k->secret_name[0]) {
         fprintf(x->out, "      - name: aws\n        secret:\n          secretName: ");
-        yq(x->out, x->k->secret_name);
+        ydoc_quote(x->out, x->k->secret_name);
         fprintf(x->out, "\n          defaultMode: 256 # 0400\n");
     }
     if (x->k->data_pvc[0]) {
         fprintf(x->out, "      - name: data\n        persistentVolumeClaim:\n          claimName: ");
-        yq(x->out, x->k->data_pvc);
+        ydoc_quote(x->out, x->k->data_pvc);
         fprintf(x->out, "\n          readOnly: true\n");
     }
     if (x->k->gpus_per_node > 0)
@@ -681,7 +670,7 @@ static void k8s_volumes(const k8s_ctx *x) {
  * not count), the pod template (k8s_container, k8s_volumes). */
 static void k8s_job(const k8s_ctx *x) {
     fprintf(x->out, "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: ");
-    yq(x->out, x->name);
+    ydoc_quote(x->out, x->name);
     fputc('\n', x->out);
     k8s_labels(x->out, "  ", x->name);
     fprintf(x->out, "spec:\n");
@@ -719,14 +708,14 @@ static void k8s_job(const k8s_ctx *x) {
             x->k->grace_period_s);
     if (x->indexed) {
         fprintf(x->out, "      subdomain: ");
-        yq(x->out, x->name);
+        ydoc_quote(x->out, x->name);
         fputc('\n', x->out);
     }
     if (x->sel->n) {
         fprintf(x->out, "      nodeSelector:\n");
         for (int i = 0; i < x->sel->n; i++) {
             fprintf(x->out, "        %s: ", x->sel->key[i]);
-            yq(x->out, x->sel->value[i]);
+            ydoc_quote(x->out, x->sel->value[i]);
             fputc('\n', x->out);
         }
     }
@@ -735,11 +724,11 @@ static void k8s_job(const k8s_ctx *x) {
         for (int i = 0; i < x->tol->n; i++) {
             const toleration *t = &x->tol->t[i];
             fprintf(x->out, "      - key: ");
-            yq(x->out, t->key);
+            ydoc_quote(x->out, t->key);
             fprintf(x->out, "\n        operator: %s\n", t->exists ? "Exists" : "Equal");
             if (!t->exists) {
                 fprintf(x->out, "        value: ");
-                yq(x->out, t->value);
+                ydoc_quote(x->out, t->value);
                 fputc('\n', x->out);
             }
             if (t->effect[0]) fprintf(x->out, "        effect: %s\n", t->effect);

@@ -247,3 +247,15 @@ const ydoc_node *ydoc_get(const ydoc_node *map, const char *key) {
         if (strcmp(map->keys[i], key) == 0) return map->items[i];
     return NULL;
 }
+
+void ydoc_quote(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p == '\t') fputs("\\t", f);
+        else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}

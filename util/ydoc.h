@@ -9,6 +9,7 @@
 #define TANDEM_UTIL_YDOC_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "util/err.h"
 
@@ -33,6 +34,10 @@ ydoc_node *ydoc_parse(const char *text, size_t len, const char *name, tdm_err *e
 ydoc_node *ydoc_parse_file(const char *path, tdm_err *e);
 
 void ydoc_free(ydoc_node *n);
+
+/* Writes `s` as a YAML double-quoted scalar: '"' and '\\' escaped, newline and tab as
+ * \n and \t, other control characters as \uXXXX; what any YAML parser reads back as s. */
+void ydoc_quote(FILE *f, const char *s);
 
 /* The value of `key` in map `map`, or NULL when absent (or `map` is not a map). */
 const ydoc_node *ydoc_get(const ydoc_node *map, const char *key);
