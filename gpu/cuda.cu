@@ -509,18 +509,8 @@ static int cuda_forward(model_ctx *ctx, const float *params, const model_batch *
     if (cuda_check_sticky(ctx, e)) return ERR_INTERNAL;
     const model_config *cf = &ctx->lay.cfg;
     int B = batch->B, T = batch->T, V = cf->vocab, M = ctx->M;
-    if (B < 1 || B > ctx->max_B || T < 1 || T > ctx->max_T)
-        return err_set(e, ERR_USAGE, "batch %d x %d exceeds the workspace %d x %d", B, T,
-                       ctx->max_B, ctx->max_T);
-    for (int b = 0; b < B; b++)
-        if (batch->domain[b] < 0 || batch->domain[b] >= M)
-            return err_set(e, ERR_USAGE, "batch sequence %d has domain %d, outside 0..%d", b,
-                           batch->domain[b], M - 1);
-    size_t ntokens = (size_t)B * (T + 1);
-    for (size_t i = 0; i < ntokens; i++)
-        if (batch->tokens[i] >= V)
-            return err_set(e, ERR_USAGE, "batch token %u at %zu is >= vocab %d", batch->tokens[i],
-                           i, V);
+    int brc = model_batch_check(batch, ctx->max_B, ctx->max_T, M, V, e);
+    if (brc) return brc;
     ctx->have_forward = 0;
     ctx->B = B;
     ctx->T = T;

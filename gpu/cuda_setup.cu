@@ -21,14 +21,6 @@ extern "C" {
 #include "gpu/kernels.h"
 #include "gpu/cuda_impl.h"
 
-/* ------------------------------------------------------------------ create, destroy */
-
-static int tensor_offset(const model_layout *lay, const char *name, size_t *off, tdm_err *e) {
-    const model_tensor *t = model_layout_find(lay, name);
-    if (!t) return err_set(e, ERR_INTERNAL, "model layout has no tensor %s", name);
-    *off = t->offset;
-    return 0;
-}
 
 void cuda_destroy(model_ctx *ctx) {
     if (!ctx) return;
@@ -280,18 +272,12 @@ model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int n_doma
         err_set(e, ERR_INTERNAL, "out of memory");
         goto fail;
     }
-    if (tensor_offset(&ctx->lay, "wte", &ctx->off_wte, e) ||
-        tensor_offset(&ctx->lay, "wpe", &ctx->off_wpe, e) ||
-        tensor_offset(&ctx->lay, "ln_f.weight", &ctx->off_lnf_w, e) ||
-        tensor_offset(&ctx->lay, "ln_f.bias", &ctx->off_lnf_b, e))
-        goto fail;
-    for (size_t l = 0; l < L; l++)
-        for (int k = 0; k < MODEL_BLOCK_TENSORS; k++) {
-            char name[MODEL_NAME_MAX];
-            snprintf(name, sizeof name, "h.%zu.%s", l, model_block_tensor_names[k]);
-            if (tensor_offset(&ctx->lay, name, &ctx->off_block[l * MODEL_BLOCK_TENSORS + k], e))
-                goto fail;
-        }
+    {
+        model_offsets off = {0, 0, 0, 0, ctx->off_block};
+        if (model_layout_offsets(&ctx->lay, &off, e)) goto fail;
+        ctx->off_wte = off.wte, ctx->off_wpe = off.wpe;
+        ctx->off_lnf_w = off.lnf_w, ctx->off_lnf_b = off.lnf_b;
+    }
     {
         size_t nnorm = (P + GPU_NORM_CHUNK - 1) / GPU_NORM_CHUNK;
         std::vector<gpu_span> spans = adamw_spans(&ctx->lay);

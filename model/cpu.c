@@ -590,13 +590,6 @@ static void cpu_destroy(model_ctx *ctx) {
     free(ctx);
 }
 
-/* The offset of tensor `name`; 0 with e set when the layout lacks it. */
-static int tensor_offset(const model_layout *lay, const char *name, size_t *off, tdm_err *e) {
-    const model_tensor *t = model_layout_find(lay, name);
-    if (!t) return err_set(e, ERR_INTERNAL, "model layout has no tensor %s", name);
-    *off = t->offset;
-    return 0;
-}
 
 /* One activation or scratch buffer of the workspace: where its pointer goes, elements. */
 typedef struct ws_item {
@@ -672,18 +665,12 @@ static model_ctx *cpu_create(const model_layout *lay, int max_B, int max_T, int 
     size_t V = (size_t)c->vocab;
     ctx->off_block = malloc(L * MODEL_BLOCK_TENSORS * sizeof *ctx->off_block);
     if (!ctx->off_block) goto oom;
-    if (tensor_offset(&ctx->lay, "wte", &ctx->off_wte, e) ||
-        tensor_offset(&ctx->lay, "wpe", &ctx->off_wpe, e) ||
-        tensor_offset(&ctx->lay, "ln_f.weight", &ctx->off_lnf_w, e) ||
-        tensor_offset(&ctx->lay, "ln_f.bias", &ctx->off_lnf_b, e))
-        goto fail;
-    for (size_t l = 0; l < L; l++)
-        for (int k = 0; k < MODEL_BLOCK_TENSORS; k++) {
-            char name[MODEL_NAME_MAX];
-            snprintf(name, sizeof name, "h.%zu.%s", l, model_block_tensor_names[k]);
-            if (tensor_offset(&ctx->lay, name, &ctx->off_block[l * MODEL_BLOCK_TENSORS + k], e))
-                goto fail;
-        }
+    {
+        model_offsets off = {.block = ctx->off_block};
+        if (model_layout_offsets(&ctx->lay, &off, e)) goto fail;
+        ctx->off_wte = off.wte, ctx->off_wpe = off.wpe;
+        ctx->off_lnf_w = off.lnf_w, ctx->off_lnf_b = off.lnf_b;
+    }
     ctx->datt_slots = omp_get_max_threads();
     ws_item plan[WS_ITEMS];
     ws_plan(ctx, c, max_B, max_T, plan);
@@ -728,18 +715,9 @@ static int cpu_forward(model_ctx *ctx, const real *params, const model_batch *ba
     const model_config *cf = &ctx->lay.cfg;
     int B = batch->B, T = batch->T, C = cf->channels, L = cf->layers, H = cf->heads;
     int V = cf->vocab, M = ctx->M;
-    if (B < 1 || B > ctx->max_B || T < 1 || T > ctx->max_T)
-        return err_set(e, ERR_USAGE, "batch %d x %d exceeds the workspace %d x %d", B, T,
-                       ctx->max_B, ctx->max_T);
-    for (int b = 0; b < B; b++)
-        if (batch->domain[b] < 0 || batch->domain[b] >= M)
-            return err_set(e, ERR_USAGE, "batch sequence %d has domain %d, outside 0..%d", b,
-                           batch->domain[b], M - 1);
+    int rc = model_batch_check(batch, ctx->max_B, ctx->max_T, M, V, e);
+    if (rc) return rc;
     size_t ntokens = (size_t)B * (T + 1);
-    for (size_t i = 0; i < ntokens; i++)
-        if (batch->tokens[i] >= V)
-            return err_set(e, ERR_USAGE, "batch token %u at %zu is >= vocab %d", batch->tokens[i],
-                           i, V);
     memcpy(ctx->tokens, batch->tokens, ntokens * sizeof *ctx->tokens);
     memcpy(ctx->domain, batch->domain, (size_t)B * sizeof *ctx->domain);
     ctx->B = B;

@@ -136,3 +136,42 @@ const model_ops *model_backend(const char *name) {
     if (strcmp(name, "cpu") == 0) return &model_cpu_ops;
     return NULL;
 }
+
+/* The offset of tensor `name`; ERR_INTERNAL when the layout lacks it. */
+static int tensor_offset(const model_layout *lay, const char *name, size_t *off, tdm_err *e) {
+    const model_tensor *t = model_layout_find(lay, name);
+    if (!t) return err_set(e, ERR_INTERNAL, "model layout has no tensor %s", name);
+    *off = t->offset;
+    return 0;
+}
+
+int model_layout_offsets(const model_layout *lay, model_offsets *out, tdm_err *e) {
+    int rc = tensor_offset(lay, "wte", &out->wte, e);
+    if (!rc) rc = tensor_offset(lay, "wpe", &out->wpe, e);
+    if (!rc) rc = tensor_offset(lay, "ln_f.weight", &out->lnf_w, e);
+    if (!rc) rc = tensor_offset(lay, "ln_f.bias", &out->lnf_b, e);
+    for (int l = 0; !rc && l < lay->cfg.layers; l++)
+        for (int k = 0; !rc && k < MODEL_BLOCK_TENSORS; k++) {
+            char name[MODEL_NAME_MAX];
+            snprintf(name, sizeof name, "h.%d.%s", l, model_block_tensor_names[k]);
+            rc = tensor_offset(lay, name, &out->block[(size_t)l * MODEL_BLOCK_TENSORS + k], e);
+        }
+    return rc;
+}
+
+int model_batch_check(const model_batch *b, int max_B, int max_T, int n_domains, int vocab,
+                      tdm_err *e) {
+    if (b->B < 1 || b->B > max_B || b->T < 1 || b->T > max_T)
+        return err_set(e, ERR_USAGE, "batch %d x %d exceeds the workspace %d x %d", b->B, b->T,
+                       max_B, max_T);
+    for (int i = 0; i < b->B; i++)
+        if (b->domain[i] < 0 || b->domain[i] >= n_domains)
+            return err_set(e, ERR_USAGE, "batch sequence %d has domain %d, outside 0..%d", i,
+                           b->domain[i], n_domains - 1);
+    size_t ntokens = (size_t)b->B * (b->T + 1);
+    for (size_t i = 0; i < ntokens; i++)
+        if (b->tokens[i] >= vocab)
+            return err_set(e, ERR_USAGE, "batch token %u at %zu is >= vocab %d", b->tokens[i], i,
+                           vocab);
+    return 0;
+}

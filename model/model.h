@@ -81,6 +81,16 @@ int model_layout_init(model_layout *lay, const model_config *cfg, tdm_err *e);
 void model_layout_free(model_layout *lay);
 const model_tensor *model_layout_find(const model_layout *lay, const char *name);
 
+/* Where a backend finds its tensors in a parameter-sized buffer: wte, wpe, ln_f and, for
+ * each block l and tensor k, block[l * MODEL_BLOCK_TENSORS + k] (block: lay's layers x
+ * MODEL_BLOCK_TENSORS entries, the caller's). ERR_INTERNAL naming a tensor the layout
+ * lacks (it cannot, for a layout from model_layout_init). */
+typedef struct model_offsets {
+    size_t wte, wpe, lnf_w, lnf_b;
+    size_t *block;
+} model_offsets;
+int model_layout_offsets(const model_layout *lay, model_offsets *out, tdm_err *e);
+
 /* GPT-2 initialisation into a host buffer of lay->numel floats: weights N(0, 0.02),
  * residual projections (c_proj) N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1.
  * Each tensor draws from its own counter-based stream, so the result depends only on
@@ -94,6 +104,11 @@ typedef struct model_batch {
     const uint16_t *tokens; /* [B][T+1] */
     const int32_t *domain;  /* [B] */
 } model_batch;
+
+/* Checks a batch against a workspace for max_B x max_T over n_domains domains of a
+ * vocabulary of `vocab`: ERR_USAGE naming the first row, domain or token out of range. */
+int model_batch_check(const model_batch *b, int max_B, int max_T, int n_domains, int vocab,
+                      tdm_err *e);
 
 typedef struct model_adamw {
     float lr, beta1, beta2, eps, weight_decay;
