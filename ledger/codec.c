@@ -255,30 +255,43 @@ int codec_get_digest(const codec_map_reader *r, const char *key, sha256_digest *
     return 0;
 }
 
+/* The array at `key` for codec_get_f64s/u64s: exactly cap items (got == NULL) or at most
+ * cap (then *got = its length). NULL with the field error in *rc otherwise. */
+static const msgpack_object *array_of(const codec_map_reader *r, const char *key, size_t cap,
+                                      size_t *got, int *rc) {
+    const msgpack_object *o = required(r, key);
+    *rc = ERR_STORE;
+    if (!o) return NULL;
+    if (o->type != MSGPACK_OBJECT_ARRAY) {
+        *rc = codec_field_error(r, key, "is not an array");
+        return NULL;
+    }
+    size_t n = o->via.array.size;
+    if (got ? n > cap : n != cap) {
+        *rc = codec_field_error(r, key, "has the wrong length");
+        return NULL;
+    }
+    if (got) *got = n;
+    *rc = 0;
+    return o;
+}
+
 int codec_get_f64s(const codec_map_reader *r, const char *key, double *out, size_t cap,
                    size_t *got) {
-    const msgpack_object *o = required(r, key);
-    if (!o) return ERR_STORE;
-    if (o->type != MSGPACK_OBJECT_ARRAY) return codec_field_error(r, key, "is not an array");
-    size_t n = o->via.array.size;
-    if (got ? n > cap : n != cap) return codec_field_error(r, key, "has the wrong length");
-    for (size_t i = 0; i < n; i++)
+    int rc;
+    const msgpack_object *o = array_of(r, key, cap, got, &rc);
+    for (size_t i = 0; o && i < o->via.array.size; i++)
         if (codec_obj_f64(&o->via.array.ptr[i], &out[i]))
             return codec_field_error(r, key, "holds a non-float");
-    if (got) *got = n;
-    return 0;
+    return rc;
 }
 
 int codec_get_u64s(const codec_map_reader *r, const char *key, uint64_t *out, size_t cap,
                    size_t *got) {
-    const msgpack_object *o = required(r, key);
-    if (!o) return ERR_STORE;
-    if (o->type != MSGPACK_OBJECT_ARRAY) return codec_field_error(r, key, "is not an array");
-    size_t n = o->via.array.size;
-    if (got ? n > cap : n != cap) return codec_field_error(r, key, "has the wrong length");
-    for (size_t i = 0; i < n; i++)
+    int rc;
+    const msgpack_object *o = array_of(r, key, cap, got, &rc);
+    for (size_t i = 0; o && i < o->via.array.size; i++)
         if (codec_obj_u64(&o->via.array.ptr[i], &out[i]))
             return codec_field_error(r, key, "holds a non-integer");
-    if (got) *got = n;
-    return 0;
+    return rc;
 }
