@@ -7,6 +7,7 @@
 #include "data/corpus.h"
 #include "data/dataset.h"
 #include "cli/cmds.h"
+#include "runner/args.h"
 
 static const char usage[] =
     "usage: tandem gen-corpus --out DIR [options]\n"
@@ -92,22 +93,19 @@ int cmd_gen_corpus(int argc, char **argv) {
     uint64_t train[DATASET_MAX_DOMAINS];
     int succ[DATASET_MAX_DOMAINS], succ_all[DATASET_MAX_DOMAINS], n_succ = 0;
     int n_names = 0, domains_given = 0, rc = 0;
-    for (int i = 1; i < argc && !rc; i++) {
-        const char *arg = argv[i];
-        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+    args_iter it;
+    args_init(&it, argc, argv, 1);
+    while (!rc && args_next(&it)) {
+        const char *flag = it.flag, *val = NULL;
+        if (!*flag) {
+            rc = bad(it.value, "unexpected argument");
+            break;
+        }
+        if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
             print_usage(stdout);
             free(names_buf);
             return 0;
         }
-        if (strncmp(arg, "--", 2) != 0) {
-            rc = bad(arg, "unexpected argument");
-            break;
-        }
-        /* --flag=value or --flag value */
-        char flag[32];
-        const char *eq = strchr(arg, '='), *val;
-        size_t fl = eq ? (size_t)(eq - arg) : strlen(arg);
-        snprintf(flag, sizeof flag, "%.*s", (int)(fl < sizeof flag ? fl : sizeof flag - 1), arg);
         static const char *const known[] = {"--out",          "--names",      "--train-tokens",
                                             "--domains",      "--val-tokens", "--test-tokens",
                                             "--shard-tokens", "--vocab",      "--seed",
@@ -119,11 +117,8 @@ int cmd_gen_corpus(int argc, char **argv) {
             rc = bad(flag, "unknown option");
             break;
         }
-        if (eq)
-            val = eq + 1;
-        else if (i + 1 < argc)
-            val = argv[++i];
-        else {
+        tdm_err ve;
+        if (args_value(&it, &val, &ve)) {
             rc = bad(flag, "missing value");
             break;
         }

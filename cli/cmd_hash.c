@@ -16,12 +16,11 @@
 #include "storage/store.h"
 
 int cmd_hash(int argc, char **argv) {
-    if (argc != 2 || !strcmp(argv[1], "--help")) {
-        fprintf(argc == 2 ? stdout : stderr, "usage: tandem hash STORE\n");
-        return argc == 2 ? 0 : 2;
-    }
+    const char *url;
+    int arc;
+    if (cli_one_store(argc, argv, "usage: tandem hash STORE", &url, &arc)) return arc;
     tdm_err e = {0};
-    store *st = store_open_existing(argv[1], STORE_OPEN_READ_ONLY, &e);
+    store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
     if (!st) {
         fprintf(stderr, "tandem hash: %s\n", e.msg);
         return e.code;
@@ -31,15 +30,15 @@ int cmd_hash(int argc, char **argv) {
     rec_head h;
     rec_state s;
     int rc = store_get(st, LEDGER_HEAD, &data, &n, NULL, &e);
-    if (rc == STORE_NOT_FOUND) rc = err_set(&e, ERR_STORE, "%s has no HEAD", argv[1]);
+    if (rc == STORE_NOT_FOUND) rc = err_set(&e, ERR_STORE, "%s has no HEAD", url);
     if (!rc) rc = rec_head_decode(data, n, LEDGER_HEAD, &h, &e);
     if (!rc) rc = store_get(st, h.state, &mdata, &mn, NULL, &e);
-    if (rc == STORE_NOT_FOUND) rc = err_set(&e, ERR_STORE, "%s: %s is missing", argv[1], h.state);
+    if (rc == STORE_NOT_FOUND) rc = err_set(&e, ERR_STORE, "%s: %s is missing", url, h.state);
     sha256_digest d;
     if (!rc) {
         sha256(mdata, mn, &d);
         if (!sha256_equal(&d, &h.state_sha))
-            rc = err_set(&e, ERR_STORE, "%s: %s does not match HEAD's SHA-256", argv[1], h.state);
+            rc = err_set(&e, ERR_STORE, "%s: %s does not match HEAD's SHA-256", url, h.state);
     }
     if (!rc) rc = rec_state_decode(mdata, mn, h.state, &s, &e);
     if (!rc) {

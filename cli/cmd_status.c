@@ -130,11 +130,9 @@ static int print_damaged(store *st, const char *url, int health, const char *why
 }
 
 int cmd_status(int argc, char **argv) {
-    if (argc != 2 || !strcmp(argv[1], "--help")) {
-        fprintf(argc == 2 ? stdout : stderr, "usage: tandem status STORE\n");
-        return argc == 2 ? 0 : 2;
-    }
-    const char *url = argv[1];
+    const char *url;
+    int arc;
+    if (cli_one_store(argc, argv, "usage: tandem status STORE", &url, &arc)) return arc;
     tdm_err e = {0};
     store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
     if (!st) {

@@ -39,11 +39,9 @@ static int set_add(digest_set *s, const sha256_digest *d) {
 }
 
 int cmd_verify(int argc, char **argv) {
-    if (argc != 2 || !strcmp(argv[1], "--help")) {
-        fprintf(argc == 2 ? stdout : stderr, "usage: tandem verify STORE\n");
-        return argc == 2 ? 0 : 2;
-    }
-    const char *url = argv[1];
+    const char *url;
+    int arc;
+    if (cli_one_store(argc, argv, "usage: tandem verify STORE", &url, &arc)) return arc;
     tdm_err e = {0};
     store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
     if (!st) {
