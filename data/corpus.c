@@ -291,9 +291,7 @@ static int write_split(const corpus_opts *o, const source *s, int m, int split, 
         if (n > o->shard_tokens) n = o->shard_tokens;
         chain_emit(&c, s, buf, (size_t)n);
         char file[64];
-        snprintf(file, sizeof file, "%s_%0*llu.bin", dataset_split_name(split),
-                 digits & 31, /* <= 20 anyway; the mask lets the compiler see it fits */
-                 (unsigned long long)k);
+        dataset_shard_name(split, k, digits, file);
         char *path = path_join(dir, file);
         if (!path) return err_set(e, ERR_INTERNAL, "out of memory");
         int rc = shard_write(path, buf, (size_t)n, e);

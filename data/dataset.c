@@ -296,3 +296,9 @@ const shard *dataset_shards(const dataset *ds, int domain, int split, size_t *n)
 uint64_t dataset_tokens(const dataset *ds, int domain, int split) {
     return ds->domains[domain].split[split].tokens;
 }
+
+void dataset_shard_name(int split, uint64_t index, int digits, char out[64]) {
+    /* digits <= 20 anyway; the mask lets the compiler see that the name fits */
+    snprintf(out, 64, "%s_%0*llu.bin", dataset_split_name(split), digits & 31,
+             (unsigned long long)index);
+}

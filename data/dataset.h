@@ -61,6 +61,11 @@ int dataset_name_ok(const char *name);
 /* "train", "val", "test", or "?" for anything else. */
 const char *dataset_split_name(int split);
 
+/* The file name of shard `index` of a split: "<split>_<index>.bin" with the index padded
+ * to `digits` (so that names sort in shard order), as gen-corpus and prep write them and
+ * dataset.yaml's globs ("<split>_*.bin") find them. */
+void dataset_shard_name(int split, uint64_t index, int digits, char out[64]);
+
 /* Accessors; domain and split must be in range (callers check against n_domains). */
 int dataset_n_domains(const dataset *ds);
 const char *dataset_domain_name(const dataset *ds, int domain);

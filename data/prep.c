@@ -606,8 +606,7 @@ static void prep_writer_abort(prep_writer *w) {
 static int prep_writer_open(prep_writer *w, tdm_err *e) {
     static atomic_uint counter;
     char file[64];
-    snprintf(file, sizeof file, "%s_%0*llu.bin", dataset_split_name(w->split), w->digits & 31,
-             (unsigned long long)w->next);
+    dataset_shard_name(w->split, w->next, w->digits, file);
     w->final = prep_join(w->dir, file);
     size_t tl = w->final ? strlen(w->final) + 48 : 0;
     w->tmp = w->final ? malloc(tl) : NULL;
