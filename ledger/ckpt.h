@@ -115,6 +115,12 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e);
  * stderr unless HEAD merely lagged behind. 0 when nothing needed doing. */
 int ckpt_settle_head(ckpt *c, tdm_err *e);
 
+/* Whether HEAD named the state the last ckpt_load chose, as it found HEAD (before
+ * ckpt_settle_head). 0 when HEAD lagged behind it: the commit of that state was cut off
+ * before HEAD moved, so nothing written after it (a finished run's mixture.mp) can be
+ * there yet. */
+int ckpt_head_named_loaded(const ckpt *c);
+
 /* Loads exactly states/<seq>.mp (read-only use: evaluating a kept state), verified like
  * ckpt_load but without falling back: ERR_USAGE when it does not exist, ERR_STORE when it
  * does not verify. */

@@ -54,6 +54,7 @@ struct ckpt {
      * says what was wrong with HEAD when that is news (empty when HEAD merely lags behind
      * a state whose commit was cut off before HEAD moved) */
     int loaded, head_current;
+    int head_at_load; /* head_current as the load found it (ckpt_settle_head moves HEAD) */
     uint64_t loaded_seq;
     char loaded_key[64];
     sha256_digest loaded_sha;

@@ -281,6 +281,7 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         c->loaded_sha = d;
         c->head_current = have_head && strcmp(head.state, key) == 0 && head.seq == seqs[i] &&
                           sha256_equal(&head.state_sha, &d);
+        c->head_at_load = c->head_current;
         c->head_note[0] = '\0';
         if (!have_head)
             snprintf(c->head_note, sizeof c->head_note, "was %s", head_missing ? "missing" : "damaged");
@@ -342,3 +343,5 @@ int ckpt_drop_states_after(ckpt *c, uint64_t after, tdm_err *e) {
     store_list_free(&l);
     return rc;
 }
+
+int ckpt_head_named_loaded(const ckpt *c) { return c->loaded && c->head_at_load; }

@@ -823,7 +823,11 @@ int run_main(const run_opts *o, tdm_err *e) {
     if (r->rank == 0) {
         if (!rc) rc = ckpt_wait(r->ck, e);
         int summary = r->progress != PROGRESS_QUIET && !o->no_summary;
-        if (!rc && !r->hp.fixed) rc = write_mixture(r, summary ? stdout : NULL, was_done, e);
+        /* a missing mixture.mp is news only when the finished state was committed whole
+         * (HEAD named it): a kill between its manifest and HEAD leaves no mixture yet, and
+         * tandem verify (which goes by HEAD) calls neither a fault */
+        if (!rc && !r->hp.fixed)
+            rc = write_mixture(r, summary ? stdout : NULL, was_done && ckpt_head_named_loaded(r->ck), e);
         if (!rc && r->hp.fixed && summary) {
             printf("trained with the fixed mixture:");
             for (int m = 0; m < r->st.M; m++) printf(" %s %.4f", r->names[m], r->st.alpha[m]);
