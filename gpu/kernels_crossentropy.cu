@@ -56,7 +56,12 @@ __global__ void crossentropy_backward_kernel(T *dlogits, size_t ldd, const float
                                              const float *row_g, const int32_t *targets, int V) {
     int row = blockIdx.x;
     int v = blockIdx.y * blockDim.x + threadIdx.x;
-    if (v >= V) return;
+    if (v >= V) {
+        /* the padding columns up to ldd: zero, so that a head matmul over ldd rows of
+         * weights adds nothing for them */
+        if ((size_t)v < ldd) dlogits[(size_t)row * ldd + v] = from_f<T>(0.0f);
+        return;
+    }
     float p = expf(logits[(size_t)row * ld + v] - row_max[row]) * row_inv[row];
     float g = row_g[row];
     float d = p * g;
@@ -69,7 +74,7 @@ cudaError_t gpu_crossentropy_backward(T *dlogits, size_t ldd, const float *logit
                                       const float *row_max, const float *row_inv,
                                       const float *row_g, const int32_t *targets, int N, int V,
                                       cudaStream_t s) {
-    dim3 grid((unsigned)N, (unsigned)((V + 255) / 256));
+    dim3 grid((unsigned)N, (unsigned)((ldd + 255) / 256)); /* every column of the ldd, padding too */
     GPU_LAUNCH(crossentropy_backward_kernel<T>, grid, 256, 0, s, dlogits, ldd, logits, ld, row_max,
                row_inv, row_g, targets, V);
     return cudaGetLastError();

@@ -303,17 +303,42 @@ void *ckpt_writer_main(void *arg) {
 double ckpt_commit_estimate(ckpt *c, double *inflight_out) {
     double bytes = (double)CKPT_TENSORS * (double)c->lay->numel * 4.0;
     pthread_mutex_lock(&c->mu);
-    double rate = c->rate > 0 ? c->rate : CKPT_UNMEASURED_RATE;
-    /* what is left of a commit in flight: its whole time minus what has passed, at least
-     * nothing */
+    double rate = c->rate;
+    /* what is left of a commit in flight, at the pace it has kept so far once it has
+     * written something (else at the last commit's, or the guess) */
     double inflight = 0;
     if (c->pending && c->commit_started > 0) {
-        inflight = bytes / rate - (ckpt_now_mono() - c->commit_started);
+        double done = (double)atomic_load(&c->done_bytes), spent = ckpt_now_mono() - c->commit_started;
+        double pace = done > 0 && spent > 0 ? done / spent : 0;
+        double r = pace > 0 ? pace : rate > 0 ? rate : c->unmeasured_rate;
+        inflight = (bytes - done) / r;
         if (inflight < 0) inflight = 0;
+        /* a first commit's pace is a measurement too: better than the guess */
+        if (rate <= 0) rate = pace;
     }
+    if (rate <= 0) rate = c->unmeasured_rate;
     pthread_mutex_unlock(&c->mu);
     if (inflight_out) *inflight_out = inflight;
     return inflight + bytes / rate;
+}
+
+int ckpt_rate_measured(ckpt *c) {
+    pthread_mutex_lock(&c->mu);
+    int measured = c->rate > 0 || (c->pending && atomic_load(&c->done_bytes) > 0);
+    pthread_mutex_unlock(&c->mu);
+    return measured;
+}
+
+void ckpt_settle(ckpt *c, double seconds) {
+    double until = ckpt_now_mono() + seconds;
+    pthread_mutex_lock(&c->mu);
+    while (c->pending && c->rate <= 0 && ckpt_now_mono() < until &&
+           !(atomic_load(&c->done_bytes) > 0 && ckpt_now_mono() - c->commit_started >= CKPT_SETTLE_PACE_S)) {
+        pthread_mutex_unlock(&c->mu);
+        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+        pthread_mutex_lock(&c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
 }
 
 void ckpt_cancel(ckpt *c) {
@@ -340,6 +365,7 @@ int ckpt_snapshot(ckpt *c, const rec_state *rec, const model_ops *ops, model_ctx
     int rc = ckpt_wait(c, e);
     if (rc) return rc;
     c->commit_started = ckpt_now_mono();
+    atomic_store(&c->done_bytes, 0);
     rec_state_free(&c->snap);
     c->snap = *rec;
     c->snap.views = NULL;

@@ -48,6 +48,9 @@ struct ckpt {
     /* throughput of this writer's last completed commit (bytes it wrote over the seconds
      * the commit took, snapshot to HEAD), for ckpt_commit_estimate; 0 before any */
     double rate;
+    /* the guess before any rate is measured: CKPT_UNMEASURED_RATE, or the test-only
+     * TANDEM_TEST_UNMEASURED_RATE (bytes/s) */
+    double unmeasured_rate;
     atomic_int cancel; /* ckpt_cancel: the commit in flight stops before its next object */
     double commit_started; /* monotonic time the pending commit began (0: none pending) */
     /* the state the last ckpt_load chose, and whether HEAD names it as it is; head_note

@@ -99,6 +99,9 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
+/* elements a thread draws at a time in model_init_params */
+#define INIT_PIECE ((size_t)1 << 20)
+
 void model_init_params(const model_layout *lay, uint64_t seed, float *host) {
     double proj_std = 0.02 / sqrt(2.0 * lay->cfg.layers);
     for (int i = 0; i < lay->n; i++) {
@@ -111,9 +114,18 @@ void model_init_params(const model_layout *lay, uint64_t seed, float *host) {
             continue;
         }
         double std = ends_with(t->name, "c_proj.weight") ? proj_std : 0.02;
-        rng_stream s;
-        rng_stream_init(&s, seed, RNG_MODEL_INIT, (uint32_t)i, 0, 0);
-        for (size_t j = 0; j < t->numel; j++) p[j] = (float)(std * rng_normal(&s));
+        /* value j is the j-th normal of the tensor's stream (one Philox block each), so
+         * pieces drawn in parallel give the values of one sequential pass: at 1B this is
+         * ~0.9G normals, most of a minute on one core before the first step */
+        long pieces = (long)((t->numel + INIT_PIECE - 1) / INIT_PIECE);
+#pragma omp parallel for schedule(static) if (pieces > 1)
+        for (long k = 0; k < pieces; k++) {
+            size_t lo = (size_t)k * INIT_PIECE, hi = lo + INIT_PIECE < t->numel ? lo + INIT_PIECE : t->numel;
+            rng_stream s;
+            rng_stream_init(&s, seed, RNG_MODEL_INIT, (uint32_t)i, 0, 0);
+            rng_stream_seek(&s, (uint32_t)lo);
+            for (size_t j = lo; j < hi; j++) p[j] = (float)(std * rng_normal(&s));
+        }
     }
 }
 

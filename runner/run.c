@@ -492,6 +492,7 @@ static double env_grace(void) {
  * releasing the lease and exiting. */
 #define GRACE_SAFETY 1.5
 #define GRACE_MARGIN_S 2.0
+#define GRACE_SETTLE_S 5.0
 
 /* The grace period of this run (checkpoint.grace_s, else TANDEM_GRACE_S), 0 when unknown. */
 static double grace_of(const run_ctx *r) {
@@ -530,6 +531,16 @@ static int safe_point(run_ctx *r, tdm_err *e) {
     double grace = grace_of(r), since = since_signal();
     double inflight = 0, need = r->ck ? ckpt_commit_estimate(r->ck, &inflight) : 0;
     double left = grace - since - GRACE_MARGIN_S;
+    if (grace > 0 && r->ck && inflight > 0 && left > 0 && !ckpt_rate_measured(r->ck)) {
+        /* a first commit in flight, judged by the guess alone: let it show its pace, or
+         * land, for a quarter of what is left (at most GRACE_SETTLE_S) before judging.
+         * Seen on an H100 node: a 1B state's first commit (11 GB at 1.4 GB/s, 8 s) given
+         * up at 30 s of grace because the guess (50 MB/s) said 433 s. */
+        ckpt_settle(r->ck, left / 4 < GRACE_SETTLE_S ? left / 4 : GRACE_SETTLE_S);
+        need = ckpt_commit_estimate(r->ck, &inflight);
+        since = since_signal();
+        left = grace - since - GRACE_MARGIN_S;
+    }
     int full = grace <= 0 || need * GRACE_SAFETY <= left;
     char msg[400];
     int rc = 0;
@@ -539,20 +550,25 @@ static int safe_point(run_ctx *r, tdm_err *e) {
         progress_event(stderr, r->progress, "signal", msg);
         rc = commit(r, 0, e);
     } else {
+        /* the commit in flight first: it lands if it fits (then it is the state that
+         * stands), else it is given up; the message names the state a resume starts from */
+        int landed = 0;
+        if (r->ck) {
+            if (inflight > 0 && inflight * GRACE_SAFETY <= left) landed = (rc = ckpt_wait(r->ck, e)) == 0;
+            else if (inflight > 0) ckpt_cancel(r->ck);
+            else rc = ckpt_wait(r->ck, e); /* none in flight: nothing to wait for */
+        }
         uint64_t last = r->ck ? ckpt_last_commit_seq(r->ck) : 0;
         snprintf(msg, sizeof msg, "tandem: signal %d: a full commit would take about %.1f s, more "
                  "than the %.1f s left of the %.0f s grace period: the last full state (run "
-                 "position %llu) stands, with the α records up to now; exiting 75 (the resume "
+                 "position %llu%s) stands, with the α records up to now; exiting 75 (the resume "
                  "replays from there, bit-exact)",
                  (int)g_signal, need, left > 0 ? left : 0, grace,
-                 (unsigned long long)(last == UINT64_MAX ? 0 : last));
+                 (unsigned long long)(last == UINT64_MAX ? 0 : last),
+                 landed ? ", the commit in flight, let land" : "");
         /* said even with --quiet: the state a resume starts from is not the newest */
         if (r->progress == PROGRESS_QUIET) fprintf(stderr, "%s\n", msg);
         else progress_event(stderr, r->progress, "signal", msg);
-        if (r->ck) {
-            if (inflight * GRACE_SAFETY <= left) rc = ckpt_wait(r->ck, e); /* it fits: let it land */
-            else ckpt_cancel(r->ck);
-        }
     }
     if (!rc && r->ck) rc = ckpt_release(r->ck, e);
     /* the others exit 75 only when rank 0's commit holds: "requeue me" must be true */

@@ -587,6 +587,44 @@ static void test_stop_within_the_grace(void) {
     fixture_close(&ref);
 }
 
+/* A stop during the writer's first commit, when nothing is measured yet: the guess
+ * (made hopeless here: 1 KB/s) must not decide alone. The commit in flight shows its pace
+ * (a blob store slowed to ~1.3 s for the whole state) and, fitting the 20 s grace, lands:
+ * exit 75 with HEAD on a state, not "the last full state stands" with none. (On an H100 a
+ * 1B run's first commit, 8 s at 1.4 GB/s, was given up because 50 MB/s said 433 s.) */
+static void test_a_first_commit_is_judged_by_its_pace(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-first-pace", 1) == 0, "fixture");
+    const char *extra[] = {"--set", "checkpoint.chunk_kib=4", "--set", "checkpoint.grace_s=20",
+                           "--set", "checkpoint.snapshot=host", NULL};
+    setenv("TANDEM_TEST_BLOB_DELAY_MS", "50", 1);
+    setenv("TANDEM_TEST_UNMEASURED_RATE", "1000", 1);
+    pid_t pid = start_run_argv(&f, "TANDEM_TEST_STEP_DELAY_MS=20", extra);
+    unsetenv("TANDEM_TEST_BLOB_DELAY_MS");
+    unsetenv("TANDEM_TEST_UNMEASURED_RATE");
+    char bd[900], log[8192];
+    snprintf(bd, sizeof bd, "%s/blobs", f.store);
+    uint64_t seq = 0, ep = 0;
+    double t0 = now_s();
+    while (count_files(bd) < 2 && now_s() - t0 < 60) usleep(2000); /* the first commit is writing */
+    head_of(&f, &seq, &ep, NULL, 0);
+    CHECK(seq == 0, "HEAD at %llu before the stop: the first commit was not in flight",
+          (unsigned long long)seq);
+    t0 = now_s();
+    kill(pid, SIGTERM);
+    int rc = wait_exit(pid);
+    double took = now_s() - t0;
+    read_all(f.log, log, sizeof log);
+    head_of(&f, &seq, &ep, NULL, 0);
+    CHECK(rc == 75, "exit %d: %s", rc, log);
+    CHECK(took < 18.0, "the stop took %.2f s of the 20 s grace", took);
+    CHECK(seq > 0, "no state landed: the first commit was given up by the guess: %s", log);
+    CHECK(!strstr(log, "stands"), "a commit that fit was given up: %s", log);
+    printf("  SIGTERM during the first commit (guess 1 KB/s, store ~1.3 s): exit 75 after "
+           "%.2f s, HEAD at run position %llu\n", took, (unsigned long long)seq);
+    fixture_close(&f);
+}
+
 /* ------------------------------------------------------------------ chaos regressions */
 
 /* A second config beside f's: the same run with seed 4 ("another run"). */
@@ -890,6 +928,7 @@ int main(void) {
     RUN(test_extend_and_shorten);
     RUN(test_retention_inside_the_run);
     RUN(test_stop_within_the_grace);
+    RUN(test_a_first_commit_is_judged_by_its_pace);
     RUN(test_kill_before_the_final_head);
     RUN(test_final_commit_cut_off);
     RUN(test_foreign_objects_are_not_evidence);

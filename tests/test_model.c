@@ -87,6 +87,48 @@ static void test_init_is_seeded_gpt2(void) {
     model_layout_free(&lay);
 }
 
+/* The initialisation is drawn in parallel pieces of 2^20 (model.c): every tensor must still
+ * hold its stream's normals in order, as one sequential pass draws them, whatever the
+ * thread count. wte here is 3 pieces and a part (50304 x 64 = 3.2M values). */
+static void test_init_pieces_equal_one_sequential_stream(void) {
+    model_config cfg = {.vocab = 50304, .ctx = 64, .layers = 1, .heads = 2, .channels = 64};
+    model_layout lay;
+    CHECK(model_layout_init(&lay, &cfg, NULL) == 0, "layout");
+    float *a = malloc(lay.numel * sizeof *a), *b = malloc(lay.numel * sizeof *b);
+    CHECK(a && b, "alloc");
+    model_init_params(&lay, 7, a);
+    memset(b, 0, lay.numel * sizeof *b);
+    for (int i = 0; i < lay.n; i++) {
+        const model_tensor *t = &lay.t[i];
+        if (t->ndim == 1) {
+            memcpy(b + t->offset, a + t->offset, t->numel * sizeof *b);
+            continue;
+        }
+        double std = strstr(t->name, "c_proj.weight") ? 0.02 / sqrt(2.0) : 0.02;
+        rng_stream s;
+        rng_stream_init(&s, 7, RNG_MODEL_INIT, (uint32_t)i, 0, 0);
+        for (size_t j = 0; j < t->numel; j++) b[t->offset + j] = (float)(std * rng_normal(&s));
+    }
+    size_t diff = 0, first = 0;
+    for (size_t j = 0; j < lay.numel; j++)
+        if (a[j] != b[j] && diff++ == 0) first = j;
+    CHECK(diff == 0, "%zu values differ from the sequential stream (first at %zu)", diff, first);
+    const model_tensor *wte = model_layout_find(&lay, "wte");
+    CHECK(wte->numel > 3 * ((size_t)1 << 20), "wte must span several pieces (%zu)", wte->numel);
+    /* and the seek itself: the j-th normal is the first after seeking to block j */
+    rng_stream s, t;
+    rng_stream_init(&s, 3, RNG_TEST, 4, 5, 6);
+    double want = 0;
+    for (int j = 0; j <= 1000; j++) want = rng_normal(&s);
+    rng_stream_init(&t, 3, RNG_TEST, 4, 5, 6);
+    (void)rng_u32(&t); /* a partly read block is dropped by the seek */
+    rng_stream_seek(&t, 1000);
+    CHECK(rng_normal(&t) == want, "normal 1000 after a seek");
+    free(a);
+    free(b);
+    model_layout_free(&lay);
+}
+
 /* Forward+backward twice in separate workspaces; the bits must match. */
 static void test_forward_backward_bit_identical(void) {
     model_config cfg = {.vocab = 64, .ctx = 32, .layers = 2, .heads = 4, .channels = 32};
@@ -384,6 +426,7 @@ static void test_bad_batches_are_rejected(void) {
 int main(void) {
     RUN(test_layout_table);
     RUN(test_init_is_seeded_gpt2);
+    RUN(test_init_pieces_equal_one_sequential_stream);
     RUN(test_forward_backward_bit_identical);
     RUN(test_backward_matches_finite_differences_f64);
     RUN(test_sgd_lowers_loss_on_a_fixed_batch);

@@ -48,6 +48,11 @@ void rng_stream_init(rng_stream *s, uint64_t seed, uint32_t purpose, uint32_t a,
     s->left = 0;
 }
 
+void rng_stream_seek(rng_stream *s, uint32_t block) {
+    s->ctr[3] = block;
+    s->left = 0;
+}
+
 uint32_t rng_u32(rng_stream *s) {
     if (s->left == 0) {
         rng_philox(s->key, s->ctr, s->buf);

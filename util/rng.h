@@ -35,6 +35,12 @@ typedef struct rng_stream {
 void rng_stream_init(rng_stream *s, uint64_t seed, uint32_t purpose, uint32_t a, uint32_t b,
                      uint32_t c);
 
+/* Moves a stream to the start of block `block` (words already buffered are dropped).
+ * rng_normal reads exactly one block per call from a stream at a block boundary, so the
+ * j-th normal of a stream is the first after rng_stream_seek(s, j): a long run of normals
+ * can be drawn in parallel pieces with the same values. */
+void rng_stream_seek(rng_stream *s, uint32_t block);
+
 uint32_t rng_u32(rng_stream *s);
 uint64_t rng_u64(rng_stream *s);
 /* Uniform in [0, 1) with 53 random bits. */

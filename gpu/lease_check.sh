@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# lease_check.sh — the GPU checks of one short device lease, as one command (docs/gpu.md,
+# "Verifying on a GPU"). Run on the GPU machine, in the repository root; it unpacks
+# build/gpucarry/bundle.tar.xz (gpu/carry.sh) itself when the binaries are not there.
+#
+#   test     test_gpu (GPU_TESTS_REQUIRED=1); with ckpt: beside it, on the host's CPUs and
+#            disk, bench_ckpt's 1B-size commit row (stall vs memcpy, write vs dd; ~30 GB of host)
+#   1b       the data-restricted-1b preset on the GPU in bf16 (909.7M parameters at
+#            vocabulary 50257, batch 128 x 512 in passes of 32): 2 episodes committing after
+#            each, the GPU's memory sampled by nvidia-smi every 200 ms (peak against the
+#            estimate the run prints); then the finished run extended by one episode
+#            (restores the 1B state onto the GPU)
+#   bench    bench/gpu.sh (tandem against PyTorch on the same GPU)
+#   stop     a new 1B run stopped by SIGTERM in its second episode with a 30 s grace (GKE
+#            spot): how long until the first episode, and until it exits 75
+#   profile  where bench_gpu's step spends its GPU time (GPT-2 124M, bf16, T 1024, B 16),
+#            per kernel: nsys where the machine has it, else ncu (gpu__time_duration)
+#
+# LEASE_PARTS picks them, in the order above (default "test ckpt 1b bench").
+# LEASE_BUDGET_S (default 450): a part that would not fit in what is left is skipped, and
+# the summary says so. Logs go to $OUT (the device tool's folder), or LEASE_OUT, or build/lease.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+budget=${LEASE_BUDGET_S:-450}
+out=${LEASE_OUT:-${OUT:-build/lease}}
+mkdir -p "$out"
+T=build/rel/tandem
+summary=()
+note() { summary+=("$*"); echo "lease_check: $*"; }
+left() { echo $((budget - SECONDS)); }
+parts=" ${LEASE_PARTS:-test ckpt 1b bench} "
+want() { [[ "$parts" == *" $1 "* ]]; }
+# prefixes each line with the seconds since $1 (SECONDS)
+stamp() { while IFS= read -r l; do printf '%7.1f %s\n' "$(awk -v s="$SECONDS" -v t="$1" 'BEGIN{print s-t}')" "$l"; done; }
+
+if [ -f build/gpucarry/bundle.tar.xz ] && [ ! -x "$T" ]; then
+  bash gpu/carry.sh --unpack || exit 2
+fi
+[ -d build/gpucarry/lib ] && export LD_LIBRARY_PATH=$PWD/build/gpucarry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader \
+  | tee "$out/device.txt" || { echo "lease_check: no GPU (nvidia-smi fails)" >&2; exit 3; }
+note "device: $(head -n 1 "$out/device.txt"); host $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+
+# the 1B preset's corpus and config in $1 (vocabulary 50257, 4 domains)
+make_1b() {
+  rm -rf "$1" && mkdir -p "$1"
+  "$T" gen-corpus --out "$1/c" --domains 4 --vocab 50257 --train-tokens 2M --val-tokens 100k \
+    --test-tokens 100k >"$out/corpus_1b.log" 2>&1 || note "1B corpus failed"
+  cat >"$1/r.yaml" <<'EOF'
+preset: data-restricted-1b
+run: {episodes: 2, device: cuda, precision: bf16}
+data: {dataset: c/dataset.yaml}
+checkpoint: {every_episodes: 1}
+EOF
+}
+w=build/lease-1b
+
+# --- test: test_gpu, and the 1B-size host commit row beside it --------------------------
+if want test; then
+  bc_dir=build/lease-bench-ckpt bc_pid=
+  if want ckpt; then
+    rm -rf "$bc_dir" && mkdir -p "$bc_dir"
+    timeout 300 build/rel/bench/bench_ckpt --commit-only --layers 16 --channels 2048 --repeats 2 \
+      --dir "$bc_dir" >"$out/bench_ckpt_1b.log" 2>&1 &
+    bc_pid=$!
+  fi
+  t0=$SECONDS
+  GPU_TESTS_REQUIRED=1 timeout 240 bash tests/gpu_run.sh >"$out/test_gpu.log" 2>&1
+  st=$?
+  note "test_gpu: exit $st in $((SECONDS - t0)) s: $(grep -E '^(GPU tests|GPU TESTS|test_gpu:)' "$out/test_gpu.log" | tail -n 1)"
+  if [ -n "$bc_pid" ]; then
+    wait "$bc_pid"
+    note "bench_ckpt 1B (exit $?): $(grep -E '^state:|stall vs memcpy|vs dd' "$out/bench_ckpt_1b.log" | tr -s ' ' | paste -sd ';')"
+    rm -rf "$bc_dir"
+  fi
+fi
+
+# --- 1b: the 1B preset on the GPU ---------------------------------------------------------
+if ! want 1b; then :
+elif [ "$(left)" -lt 150 ]; then
+  note "1B preset: SKIPPED ($(left) s left)"
+else
+  make_1b "$w"
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$out/gpu_mem_1b.csv" 2>/dev/null &
+  smi=$!
+  t0=$SECONDS
+  (cd "$w" && timeout $(( $(left) - 60 )) ../rel/tandem run r.yaml --store s 2>&1) | stamp "$t0" | tee "$out/run_1b.log"
+  st=${PIPESTATUS[0]}
+  note "1B run, 2 episodes: exit $st in $((SECONDS - t0)) s; $(grep -o 'memory: GPU ~[^(]*' "$out/run_1b.log" | head -n 1)"
+  if [ "$st" = 0 ] && [ "$(left)" -gt 90 ]; then
+    t0=$SECONDS
+    (cd "$w" && timeout $(( $(left) - 30 )) ../rel/tandem run r.yaml --store s --set run.episodes=3 \
+       --allow-change run.episodes 2>&1) | stamp "$t0" | tee "$out/run_1b_extend.log"
+    note "1B run extended to 3 episodes (restore onto the GPU): exit ${PIPESTATUS[0]} in $((SECONDS - t0)) s"
+  fi
+  kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
+  note "1B GPU memory peak (nvidia-smi, whole device): $(sort -n "$out/gpu_mem_1b.csv" | tail -n 1) MiB; idle before: $(cut -d, -f4 "$out/device.txt" | head -n 1)"
+  "$T" status "$w/s" >"$out/status_1b.txt" 2>&1 && note "1B store: $(grep -iE 'size|state' "$out/status_1b.txt" | head -n 3 | tr -s ' ' | paste -sd ';')"
+  rm -rf "$w"
+fi
+
+# --- bench: bench/gpu.sh --------------------------------------------------------------------
+if ! want bench; then :
+elif [ "$(left)" -lt 120 ]; then
+  note "bench/gpu.sh: SKIPPED ($(left) s left)"
+else
+  t0=$SECONDS
+  timeout $(( $(left) - 5 )) bash bench/gpu.sh >"$out/bench_gpu.log" 2>&1
+  note "bench/gpu.sh: exit $? in $((SECONDS - t0)) s"
+  sed -n '/^GPT-2 124M, step/,$p' "$out/bench_gpu.log"
+fi
+
+# --- stop: SIGTERM in a new 1B run's second episode, 30 s grace -----------------------------
+if ! want stop; then :
+elif [ "$(left)" -lt 100 ]; then
+  note "stop: SKIPPED ($(left) s left)"
+else
+  make_1b "$w"
+  t0=$SECONDS
+  (cd "$w" && ../rel/tandem run r.yaml --store s --set checkpoint.grace_s=30 2>&1; echo "tandem exited $?") \
+    | stamp "$t0" >"$out/stop_1b.log" &
+  until grep -q 'episode 1/2' "$out/stop_1b.log" 2>/dev/null || [ "$(left)" -lt 60 ]; do sleep 0.5; done
+  sleep 3
+  t1=$SECONDS
+  pkill -TERM -f 'rel/tandem run r.yaml'
+  wait
+  note "stop: first episode done at $(grep -m1 'episode 1/2' "$out/stop_1b.log" | awk '{print $1}') s; SIGTERM at $((t1 - t0)) s, ended $((SECONDS - t1)) s later"
+  note "stop: $(grep -iE 'signal|exit|commit|given up|stopp' "$out/stop_1b.log" | tail -n 4 | tr -s ' ' | paste -sd ';')"
+  note "stop: status: $("$T" status "$w/s" 2>&1 | grep -iE 'last full state|at risk' | tr -s ' ' | paste -sd ';')"
+  rm -rf "$w"
+fi
+
+# --- profile: the GPU time of a bench_gpu step, per kernel -----------------------------------
+if ! want profile; then :
+elif [ "$(left)" -lt 60 ]; then
+  note "profile: SKIPPED ($(left) s left)"
+else
+  pb=(build/rel/bench/bench_gpu --layers 12 --channels 768 --heads 12 --vocab 50257 --seq 1024
+      --batch 16 --precision bf16)
+  if command -v nsys >/dev/null; then
+    timeout $(( $(left) - 10 )) nsys profile -t cuda -o build/lease-prof --force-overwrite true \
+      "${pb[@]}" --iters 5 --warmup 2 >"$out/profile_run.log" 2>&1
+    nsys stats --report cuda_gpu_kern_sum --format csv build/lease-prof.nsys-rep \
+      >"$out/profile_kernels.csv" 2>>"$out/profile_run.log"
+    note "profile: nsys (exit $?): 7 steps, per kernel, in profile_kernels.csv"
+    head -n 20 "$out/profile_kernels.csv" | cut -c1-200
+  else
+    timeout $(( $(left) - 10 )) ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+      "${pb[@]}" --iters 2 --warmup 0 >"$out/profile_ncu.csv" 2>"$out/profile_run.log"
+    note "profile: ncu (exit $?): the second of two steps, per kernel, in profile_kernels.txt"
+    python3 gpu/ncu_table.py "$out/profile_ncu.csv" | tee "$out/profile_kernels.txt"
+  fi
+fi
+
+echo
+echo "=== lease_check summary ($SECONDS s) ==="
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
