@@ -14,15 +14,22 @@
 #include <string.h>
 
 #include "ledger/audit.h"
-#include "runner/args.h"
 #include "cli/cmds.h"
+#include "cli/opts.h"
 #include "runner/pin.h"
 #include "runner/svgplot.h"
 #include "util/json.h"
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: tandem alpha STORE [--format table|csv|json] [--verify] [--plot FILE.svg]\n");
-}
+static const cli_opt OPTS[] = {
+    {"--format", CLI_STR, NULL, "the listing as a table (default), CSV or JSON", "table|csv|json", 0, 0, NULL, NULL},
+    {"--verify", CLI_SWITCH, NULL, "check the hash chain and that no episode is missing (exit 3\n"
+                                   "naming the first missing or altered record)", NULL, 0, 0, NULL, NULL},
+    {"--plot", CLI_STR, "FILE.svg", "alpha_m(t) per domain as an SVG chart", NULL, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
+};
+static const cli_spec SPEC = {"alpha", "STORE", 1, 1, "a STORE is required",
+                              "The alpha trajectory of a run, audited: per episode and domain alpha_t,\n"
+                              "alpha_t+1, the twins' losses and their difference.", OPTS, NULL};
 
 static void print_table(const audit_chain *c, const rec_run *run) {
     printf("%7s  %-16s %10s %10s %10s %10s %10s\n", "episode", "domain", "alpha", "alpha_next",
@@ -136,36 +143,11 @@ static int plot(const char *path, const audit_chain *c, const rec_run *run, cons
     return rc;
 }
 
-int cmd_alpha(int argc, char **argv) {
-    const char *url = NULL, *format = "table", *plot_path = NULL;
-    int verify = 0, rc = 0;
+static int run_alpha(const cli_args *a) {
+    const char *url = a->arg[0], *format = cli_str(a, "--format", "table");
+    const char *plot_path = cli_str(a, "--plot", NULL);
+    int verify = cli_given(a, "--verify"), rc = 0;
     tdm_err e = {0};
-    args_iter it;
-    args_init(&it, argc, argv, 1);
-    while (!rc && args_next(&it)) {
-        if (!it.flag[0]) {
-            rc = args_positional(&it, &url, "STORE", &e);
-        } else if (!strcmp(it.flag, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(it.flag, "--format")) {
-            rc = args_value(&it, &format, &e);
-            if (!rc && strcmp(format, "table") && strcmp(format, "csv") && strcmp(format, "json"))
-                rc = err_set(&e, ERR_USAGE, "--format %s: use table, csv or json", format);
-        } else if (!strcmp(it.flag, "--verify")) {
-            verify = 1;
-        } else if (!strcmp(it.flag, "--plot")) {
-            rc = args_value(&it, &plot_path, &e);
-        } else {
-            rc = err_set(&e, ERR_USAGE, "unknown option %s", it.flag);
-        }
-    }
-    if (!rc && !url) rc = err_set(&e, ERR_USAGE, "a STORE is required");
-    if (rc) {
-        fprintf(stderr, "tandem alpha: %s\n", e.msg);
-        usage(stderr);
-        return rc;
-    }
     store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
     rec_run run;
     memset(&run, 0, sizeof run);
@@ -217,3 +199,5 @@ int cmd_alpha(int argc, char **argv) {
     if (rc) fprintf(stderr, "tandem alpha: %s\n", e.msg);
     return rc;
 }
+
+int cmd_alpha(int argc, char **argv) { return cli_run(&SPEC, run_alpha, argc, argv); }

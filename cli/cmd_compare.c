@@ -26,6 +26,7 @@
 #include "ledger/keys.h"
 #include "runner/args.h"
 #include "cli/cmds.h"
+#include "cli/opts.h"
 #include "runner/config.h"
 #include "runner/evaluate.h"
 #include "runner/progress.h"
@@ -64,32 +65,37 @@ typedef struct compare_ctx {
     audit_chain chain; /* the DMO's α records */
 } compare_ctx;
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: tandem compare CONFIG [--store URL] [--set key=value ...] [--final-seed N]\n"
-            "                      [--allow-change k1,k2] [--json] [--svg FILE] [--curves] [--quiet]\n"
-            "\n"
-            "The paper's protocol in one command: the TANDEM run of CONFIG, then three final\n"
-            "runs of the same model on the same token budget with fixed mixtures (Uniform,\n"
-            "Natural, and TANDEM's alpha*), each evaluated per domain on the test split.\n"
-            "Each run lives in the store (STORE/dmo, STORE/uniform, STORE/natural, STORE/tandem)\n"
-            "and resumes like tandem run: after exit 75 run the same command again.\n"
-            "\n"
-            "  --store URL       where the four runs live (default: the config's store, else\n"
-            "                    runs/<config name>-compare)\n"
-            "  --set key=value   override a config key of every run (repeatable)\n"
-            "  --final-seed N    run.seed of the final runs (default: the config's + 1000)\n"
-            "  --allow-change    passed to every run (see tandem run --help)\n"
-            "  --json            the result as one JSON object on stdout\n"
-            "  --svg FILE        alpha trajectories and per-domain perplexity bars as SVG\n"
-            "  --curves          also evaluate up to %d kept states of each final run (test\n"
-            "                    loss over training; the SVG gets the Uniform run's panel)\n"
-            "  --quiet           no progress output\n"
-            "\n"
-            "Exit codes as tandem run: 0 done, 75 stopped by a signal (run it again), 2 config\n"
-            "or usage error, 3 store problem, 4 nondeterministic replay, 1 internal error.\n",
-            CURVE_MAX);
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+static void compare_more_help(FILE *f) {
+    fprintf(f, "Exit codes as tandem run: 0 done, 75 stopped by a signal (run it again), 2 config\n"
+               "or usage error, 3 store problem, 4 nondeterministic replay, 1 internal error.\n");
 }
+
+static const cli_opt OPTS[] = {
+    {"--store", CLI_STR, "URL", "where the four runs live (default: the config's store, else\n"
+                                "runs/<config name>-compare)", NULL, 0, 0, NULL, NULL},
+    {"--set", CLI_LIST, "key=value", "override a config key of every run (repeatable)", NULL, 0, 0, NULL, NULL},
+    /* a uint64_t, which a CLI_INT row (a long) cannot hold: checked in run_compare */
+    {"--final-seed", CLI_STR, "N", "run.seed of the final runs (default: the config's + 1000)", NULL, 0, 0, NULL,
+     NULL},
+    {"--allow-change", CLI_LIST, "k1,k2", "passed to every run (see tandem run --help)", NULL, 0, 0, NULL, NULL},
+    {"--json", CLI_SWITCH, NULL, "the result as one JSON object on stdout", NULL, 0, 0, NULL, NULL},
+    {"--svg", CLI_STR, "FILE", "alpha trajectories and per-domain perplexity bars as SVG", NULL, 0, 0, NULL, NULL},
+    {"--curves", CLI_SWITCH, NULL, "also evaluate up to " STR(CURVE_MAX) " kept states of each final run (test\n"
+                                   "loss over training; the SVG gets the Uniform run's panel)", NULL, 0, 0, NULL, NULL},
+    {"--quiet", CLI_SWITCH, NULL, "no progress output", NULL, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
+};
+static const cli_spec SPEC = {
+    "compare", "CONFIG", 1, 1, "a CONFIG file is required (see tandem compare --help)",
+    "The paper's protocol in one command: the TANDEM run of CONFIG, then three final\n"
+    "runs of the same model on the same token budget with fixed mixtures (Uniform,\n"
+    "Natural, and TANDEM's alpha*), each evaluated per domain on the test split.\n"
+    "Each run lives in the store (STORE/dmo, STORE/uniform, STORE/natural, STORE/tandem)\n"
+    "and resumes like tandem run: after exit 75 run the same command again.",
+    OPTS, compare_more_help};
 
 /* url + "/" + name, for file paths, file:// and s3:// alike. */
 static void join_url(const char *url, const char *name, char *out, size_t cap) {
@@ -413,61 +419,44 @@ static int write_svg(const compare_ctx *x, const char *path, tdm_err *e) {
     return rc;
 }
 
-int cmd_compare(int argc, char **argv) {
+static int run_compare(const cli_args *a) {
     compare_ctx *x = calloc(1, sizeof *x);
     if (!x) {
         fprintf(stderr, "tandem compare: out of memory\n");
         return ERR_INTERNAL;
     }
-    x->progress = PROGRESS_TEXT;
-    const char *store_opt = NULL, *svg = NULL;
-    char **allow = NULL, *allow_copy = NULL;
-    int json = 0, curves = 0, have_seed = 0, rc = 0, nallow = 0;
+    x->config_path = a->arg[0];
+    x->sets = cli_list(a, "--set", &x->nsets);
+    x->progress = cli_given(a, "--quiet") ? PROGRESS_QUIET : PROGRESS_TEXT;
+    const char *store_opt = cli_str(a, "--store", NULL), *svg = cli_str(a, "--svg", NULL);
+    const char *seed_opt = cli_str(a, "--final-seed", NULL);
+    char **allow = NULL, **allow_copy = NULL;
+    int json = cli_given(a, "--json"), curves = cli_given(a, "--curves"), have_seed = seed_opt != NULL;
+    int rc = 0, nallow = 0, ncopy = 0;
     tdm_err e = {0};
-    args_iter it;
-    args_init(&it, argc, argv, 1);
-    while (!rc && args_next(&it)) {
-        const char *f = it.flag, *v = NULL;
-        if (!*f) {
-            rc = args_positional(&it, &x->config_path, "CONFIG", &e);
-        } else if (!strcmp(f, "--help")) {
-            usage(stdout);
-            goto out;
-        } else if (!strcmp(f, "--store")) {
-            rc = args_value(&it, &store_opt, &e);
-        } else if (!strcmp(f, "--set")) {
-            rc = args_value(&it, &v, &e);
-            char **s = rc ? NULL : realloc(x->sets, (size_t)(x->nsets + 1) * sizeof *s);
-            if (!rc && !s) rc = err_set(&e, ERR_INTERNAL, "out of memory");
-            if (!rc) (x->sets = s)[x->nsets++] = (char *)v;
-        } else if (!strcmp(f, "--final-seed")) {
-            rc = args_u64(&it, &x->final_seed, &e);
-            have_seed = 1;
-        } else if (!strcmp(f, "--allow-change")) {
-            rc = args_value(&it, &v, &e);
-            if (!rc && !allow_copy && !(allow_copy = strdup(v))) rc = err_set(&e, ERR_INTERNAL, "out of memory");
-            for (char *tok = rc ? NULL : strtok(allow_copy, ","); tok; tok = strtok(NULL, ",")) {
-                char **a = realloc(allow, (size_t)(nallow + 1) * sizeof *a);
-                if (!a) {
-                    rc = err_set(&e, ERR_INTERNAL, "out of memory");
-                    break;
-                }
-                (allow = a)[nallow++] = tok;
+    if (seed_opt && args_parse_u64(seed_opt, &x->final_seed)) {
+        fprintf(stderr, "tandem compare: --final-seed: '%s' is not a non-negative integer\n", seed_opt);
+        cli_usage(a->spec, stderr);
+        free(x);
+        return ERR_USAGE;
+    }
+    /* each --allow-change value is "k1,k2,...": the keys of all of them */
+    char **lists = cli_list(a, "--allow-change", &ncopy);
+    if (ncopy && !(allow_copy = calloc((size_t)ncopy, sizeof *allow_copy)))
+        rc = err_set(&e, ERR_INTERNAL, "out of memory");
+    for (int i = 0; !rc && i < ncopy; i++) {
+        if (!(allow_copy[i] = strdup(lists[i]))) rc = err_set(&e, ERR_INTERNAL, "out of memory");
+        char *save = NULL;
+        for (char *tok = rc ? NULL : strtok_r(allow_copy[i], ",", &save); tok;
+             tok = strtok_r(NULL, ",", &save)) {
+            char **l = realloc(allow, (size_t)(nallow + 1) * sizeof *l);
+            if (!l) {
+                rc = err_set(&e, ERR_INTERNAL, "out of memory");
+                break;
             }
-        } else if (!strcmp(f, "--json")) {
-            json = 1;
-        } else if (!strcmp(f, "--svg")) {
-            rc = args_value(&it, &svg, &e);
-        } else if (!strcmp(f, "--curves")) {
-            curves = 1;
-        } else if (!strcmp(f, "--quiet")) {
-            x->progress = PROGRESS_QUIET;
-        } else {
-            rc = err_set(&e, ERR_USAGE, "unknown option %s (see tandem compare --help)", f);
+            (allow = l)[nallow++] = tok;
         }
     }
-    if (!rc && !x->config_path)
-        rc = err_set(&e, ERR_USAGE, "a CONFIG file is required (see tandem compare --help)");
     x->allow = allow;
     x->nallow = nallow;
     if (!rc) rc = config_load(&x->cfg, x->config_path, x->sets, x->nsets, &e);
@@ -494,12 +483,13 @@ int cmd_compare(int argc, char **argv) {
     if (rc == RUN_EXIT_REQUEUE && x->progress != PROGRESS_QUIET)
         fprintf(stderr, "tandem compare: stopped by a signal; run the same command again to resume\n");
     else if (rc) fprintf(stderr, "tandem compare: %s\n", e.msg);
-out:
     audit_chain_free(&x->chain);
     dataset_free(&x->ds);
-    free(x->sets);
     free(allow);
+    for (int i = 0; allow_copy && i < ncopy; i++) free(allow_copy[i]);
     free(allow_copy);
     free(x);
     return rc;
 }
+
+int cmd_compare(int argc, char **argv) { return cli_run(&SPEC, run_compare, argc, argv); }

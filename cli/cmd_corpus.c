@@ -7,38 +7,53 @@
 #include "data/corpus.h"
 #include "data/dataset.h"
 #include "cli/cmds.h"
-#include "runner/args.h"
+#include "cli/opts.h"
 
-static const char usage[] =
-    "usage: tandem gen-corpus --out DIR [options]\n"
-    "\n"
+#define STR_(x) #x
+#define STR(x) STR_(x) /* a default as text, for --help */
+
+static const cli_opt OPTS[] = {
+    {"--out", CLI_STR, "DIR", "output directory (created if missing; required)", NULL, 0, 0, NULL, NULL},
+    {"--domains", CLI_STR, "N",
+     "number of domains, 1..64 (default " STR(CORPUS_DEFAULT_DOMAINS) ", or the number of --names)",
+     NULL, 0, 0, NULL, NULL},
+    {"--names", CLI_STR, "a,b,c", "domain names (default d0,d1,...)", NULL, 0, 0, NULL, NULL},
+    {"--train-tokens", CLI_STR, "N|N1,N2..",
+     "train tokens, one count for all domains or one per domain\n"
+     "(default " STR(CORPUS_DEFAULT_TRAIN) ")",
+     NULL, 0, 0, NULL, NULL},
+    {"--val-tokens", CLI_STR, "N", "val tokens per domain (default " STR(CORPUS_DEFAULT_VAL) ")",
+     NULL, 0, 0, NULL, NULL},
+    {"--test-tokens", CLI_STR, "N",
+     "test tokens per domain, 0 for no test split (default " STR(CORPUS_DEFAULT_TEST) ")",
+     NULL, 0, 0, NULL, NULL},
+    {"--shard-tokens", CLI_STR, "N", "most tokens per shard file (default " STR(CORPUS_DEFAULT_SHARD) ")",
+     NULL, 0, 0, NULL, NULL},
+    {"--vocab", CLI_STR, "V", "vocabulary size, 1..65536 (default " STR(CORPUS_DEFAULT_VOCAB) ")",
+     NULL, 0, 0, NULL, NULL},
+    {"--seed", CLI_STR, "S", "generator seed (default " STR(CORPUS_DEFAULT_SEED) ")", NULL, 0, 0, NULL, NULL},
+    {"--successors", CLI_STR, "B|B1,B2,..",
+     "successors per context (the entropy), one for all domains\n"
+     "or one per domain (default 2, 4, 8, ... by domain)",
+     NULL, 0, 0, NULL, NULL},
+    {"--order", CLI_STR, "K",
+     "Markov order, 1 or 2 (default " STR(CORPUS_DEFAULT_ORDER) "; order 2 needs a far\n"
+     "larger model and corpus to learn)",
+     NULL, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
+};
+
+static void more_help(FILE *f) {
+    fprintf(f, "Counts accept k, M, G suffixes (10M = 10000000). Prints one line per domain with its\n"
+               "entropy: the lowest loss (bits and nats per token) a model can reach on it.\n");
+}
+
+static const cli_spec SPEC = {
+    "gen-corpus", "", 0, 0, NULL,
     "Writes a synthetic multi-domain corpus: per domain a Markov source of its own\n"
     "entropy (2, 4, 8, ... successors per context), as llm.c token shards under DIR/<name>/\n"
-    "and DIR/dataset.yaml describing them. Same options, same bytes.\n"
-    "\n"
-    "  --out DIR                 output directory (created if missing)\n"
-    "  --domains N               number of domains, 1..64 (default %d, or the number of --names)\n"
-    "  --names a,b,c             domain names (default d0,d1,...)\n"
-    "  --train-tokens N|N1,N2..  train tokens, one count for all domains or one per domain\n"
-    "                            (default %d)\n"
-    "  --val-tokens N            val tokens per domain (default %d)\n"
-    "  --test-tokens N           test tokens per domain, 0 for no test split (default %d)\n"
-    "  --shard-tokens N          most tokens per shard file (default %d)\n"
-    "  --vocab V                 vocabulary size, 1..65536 (default %d)\n"
-    "  --seed S                  generator seed (default %d)\n"
-    "  --successors B|B1,B2,..   successors per context (the entropy), one for all domains\n"
-    "                            or one per domain (default 2, 4, 8, ... by domain)\n"
-    "  --order K                 Markov order, 1 or 2 (default %d; order 2 needs a far\n"
-    "                            larger model and corpus to learn)\n"
-    "\n"
-    "Counts accept k, M, G suffixes (10M = 10000000). Prints one line per domain with its\n"
-    "entropy: the lowest loss (bits and nats per token) a model can reach on it.\n";
-
-static void print_usage(FILE *f) {
-    fprintf(f, usage, CORPUS_DEFAULT_DOMAINS, CORPUS_DEFAULT_TRAIN, CORPUS_DEFAULT_VAL,
-            CORPUS_DEFAULT_TEST, CORPUS_DEFAULT_SHARD, CORPUS_DEFAULT_VOCAB, CORPUS_DEFAULT_SEED,
-            CORPUS_DEFAULT_ORDER);
-}
+    "and DIR/dataset.yaml describing them. Same options, same bytes.",
+    OPTS, more_help};
 
 /* Reports a bad argument naming its flag; returns the usage exit code. */
 static int bad(const char *flag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -86,97 +101,73 @@ static int split_list(char *s, char **items, int max) {
     }
 }
 
-int cmd_gen_corpus(int argc, char **argv) {
+/* The values are checked here, not by the rows: counts take k/M/G suffixes and comma lists
+ * (the messages name the option as before). */
+static int run_gen_corpus(const cli_args *a) {
     corpus_opts o;
     corpus_opts_init(&o);
     char *names_buf = NULL, *names[DATASET_MAX_DOMAINS];
     uint64_t train[DATASET_MAX_DOMAINS];
     int succ[DATASET_MAX_DOMAINS], succ_all[DATASET_MAX_DOMAINS], n_succ = 0;
     int n_names = 0, domains_given = 0, rc = 0;
-    args_iter it;
-    args_init(&it, argc, argv, 1);
-    while (!rc && args_next(&it)) {
-        const char *flag = it.flag, *val = NULL;
-        if (!*flag) {
-            rc = bad(it.value, "unexpected argument");
-            break;
-        }
-        if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
-            print_usage(stdout);
-            free(names_buf);
-            return 0;
-        }
-        static const char *const known[] = {"--out",          "--names",      "--train-tokens",
-                                            "--domains",      "--val-tokens", "--test-tokens",
-                                            "--shard-tokens", "--vocab",      "--seed",
-                                            "--order", "--successors"};
-        int is_known = 0;
-        for (size_t k = 0; k < sizeof known / sizeof *known; k++)
-            is_known |= !strcmp(flag, known[k]);
-        if (!is_known) {
-            rc = bad(flag, "unknown option");
-            break;
-        }
-        tdm_err ve;
-        if (args_value(&it, &val, &ve)) {
-            rc = bad(flag, "missing value");
-            break;
-        }
-        uint64_t v = 0;
-        if (!strcmp(flag, "--out")) {
-            if (!*val) rc = bad(flag, "empty directory name");
-            o.out = val;
-        } else if (!strcmp(flag, "--names")) {
-            free(names_buf);
-            names_buf = strdup(val);
-            if (!names_buf)
-                rc = bad(flag, "out of memory");
-            else if ((n_names = split_list(names_buf, names, DATASET_MAX_DOMAINS)) < 0)
-                rc = bad(flag, "'%s' is not a comma list of 1..64 non-empty names", val);
-        } else if (!strcmp(flag, "--train-tokens")) {
-            char *copy = strdup(val), *items[DATASET_MAX_DOMAINS];
-            int n = copy ? split_list(copy, items, DATASET_MAX_DOMAINS) : -1;
-            for (int k = 0; k < n && n > 0; k++)
-                if (parse_count(items[k], &train[k]) || train[k] == 0) n = -1;
-            free(copy);
-            if (n < 0) rc = bad(flag, "'%s' is not a count >= 1 or a comma list of them", val);
-            o.train_tokens = train;
-            o.n_train = n < 0 ? 0 : n;
-        } else if (!strcmp(flag, "--domains")) {
-            if (parse_count(val, &v) || v < 1 || v > DATASET_MAX_DOMAINS)
-                rc = bad(flag, "'%s' is not a number of domains in 1..64", val);
-            o.n_domains = (int)v;
-            domains_given = 1;
-        } else if (!strcmp(flag, "--val-tokens")) {
-            if (parse_count(val, &o.val_tokens) || o.val_tokens == 0)
-                rc = bad(flag, "'%s' is not a count >= 1", val);
-        } else if (!strcmp(flag, "--test-tokens")) {
-            if (parse_count(val, &o.test_tokens)) rc = bad(flag, "'%s' is not a count", val);
-        } else if (!strcmp(flag, "--shard-tokens")) {
-            if (parse_count(val, &o.shard_tokens) || o.shard_tokens == 0 ||
-                o.shard_tokens > 2147483647u)
-                rc = bad(flag, "'%s' is not a count in 1..2147483647", val);
-        } else if (!strcmp(flag, "--vocab")) {
-            if (parse_count(val, &v) || v < 1 || v > 65536)
-                rc = bad(flag, "'%s' is not a vocabulary size in 1..65536", val);
-            o.vocab = (int)v;
-        } else if (!strcmp(flag, "--successors")) {
-            char *copy = strdup(val), *items[DATASET_MAX_DOMAINS];
-            int n = copy ? split_list(copy, items, DATASET_MAX_DOMAINS) : -1;
-            for (int k = 0; k < n && n > 0; k++)
-                if (parse_count(items[k], &v) || v < 1 || v > 65536) n = -1;
-                else succ[k] = (int)v;
-            free(copy);
-            if (n < 0) rc = bad(flag, "'%s' is not a count >= 1 or a comma list of them", val);
-            n_succ = n < 0 ? 0 : n;
-        } else if (!strcmp(flag, "--order")) {
-            if (parse_count(val, &v) || v < 1 || v > 2) rc = bad(flag, "'%s' is not 1 or 2", val);
-            o.order = (int)v;
-        } else if (!strcmp(flag, "--seed")) {
-            if (parse_count(val, &o.seed))
-                rc = bad(flag, "'%s' is not a non-negative integer", val);
-        }
+    const char *val;
+    uint64_t v = 0;
+    if ((val = cli_str(a, "--out", NULL))) {
+        if (!*val) rc = bad("--out", "empty directory name");
+        o.out = val;
     }
+    if (!rc && (val = cli_str(a, "--names", NULL))) {
+        names_buf = strdup(val);
+        if (!names_buf)
+            rc = bad("--names", "out of memory");
+        else if ((n_names = split_list(names_buf, names, DATASET_MAX_DOMAINS)) < 0)
+            rc = bad("--names", "'%s' is not a comma list of 1..64 non-empty names", val);
+    }
+    if (!rc && (val = cli_str(a, "--train-tokens", NULL))) {
+        char *copy = strdup(val), *items[DATASET_MAX_DOMAINS];
+        int n = copy ? split_list(copy, items, DATASET_MAX_DOMAINS) : -1;
+        for (int k = 0; k < n && n > 0; k++)
+            if (parse_count(items[k], &train[k]) || train[k] == 0) n = -1;
+        free(copy);
+        if (n < 0) rc = bad("--train-tokens", "'%s' is not a count >= 1 or a comma list of them", val);
+        o.train_tokens = train;
+        o.n_train = n < 0 ? 0 : n;
+    }
+    if (!rc && (val = cli_str(a, "--domains", NULL))) {
+        if (parse_count(val, &v) || v < 1 || v > DATASET_MAX_DOMAINS)
+            rc = bad("--domains", "'%s' is not a number of domains in 1..64", val);
+        o.n_domains = (int)v;
+        domains_given = 1;
+    }
+    if (!rc && (val = cli_str(a, "--val-tokens", NULL)))
+        if (parse_count(val, &o.val_tokens) || o.val_tokens == 0)
+            rc = bad("--val-tokens", "'%s' is not a count >= 1", val);
+    if (!rc && (val = cli_str(a, "--test-tokens", NULL)))
+        if (parse_count(val, &o.test_tokens)) rc = bad("--test-tokens", "'%s' is not a count", val);
+    if (!rc && (val = cli_str(a, "--shard-tokens", NULL)))
+        if (parse_count(val, &o.shard_tokens) || o.shard_tokens == 0 || o.shard_tokens > 2147483647u)
+            rc = bad("--shard-tokens", "'%s' is not a count in 1..2147483647", val);
+    if (!rc && (val = cli_str(a, "--vocab", NULL))) {
+        if (parse_count(val, &v) || v < 1 || v > 65536)
+            rc = bad("--vocab", "'%s' is not a vocabulary size in 1..65536", val);
+        o.vocab = (int)v;
+    }
+    if (!rc && (val = cli_str(a, "--successors", NULL))) {
+        char *copy = strdup(val), *items[DATASET_MAX_DOMAINS];
+        int n = copy ? split_list(copy, items, DATASET_MAX_DOMAINS) : -1;
+        for (int k = 0; k < n && n > 0; k++)
+            if (parse_count(items[k], &v) || v < 1 || v > 65536) n = -1;
+            else succ[k] = (int)v;
+        free(copy);
+        if (n < 0) rc = bad("--successors", "'%s' is not a count >= 1 or a comma list of them", val);
+        n_succ = n < 0 ? 0 : n;
+    }
+    if (!rc && (val = cli_str(a, "--order", NULL))) {
+        if (parse_count(val, &v) || v < 1 || v > 2) rc = bad("--order", "'%s' is not 1 or 2", val);
+        o.order = (int)v;
+    }
+    if (!rc && (val = cli_str(a, "--seed", NULL)))
+        if (parse_count(val, &o.seed)) rc = bad("--seed", "'%s' is not a non-negative integer", val);
     if (!rc && !o.out) rc = bad("--out", "is required");
     if (!rc && n_names) {
         if (domains_given && o.n_domains != n_names) {
@@ -217,3 +208,5 @@ int cmd_gen_corpus(int argc, char **argv) {
     free(names_buf);
     return rc;
 }
+
+int cmd_gen_corpus(int argc, char **argv) { return cli_run(&SPEC, run_gen_corpus, argc, argv); }

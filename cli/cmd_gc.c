@@ -17,35 +17,41 @@
 #include "ledger/audit.h"
 #include "ledger/keys.h"
 #include "ledger/retain.h"
-#include "runner/args.h"
 #include "cli/cmds.h"
+#include "cli/opts.h"
+#include "runner/args.h"
 
-int cmd_gc(int argc, char **argv) {
-    const char *url = NULL;
-    long keep = -1;
-    int dry = 0, force = 0, rc = 0;
-    tdm_err e = {0};
-    args_iter it;
-    args_init(&it, argc, argv, 1);
-    while (!rc && args_next(&it)) {
-        if (!it.flag[0]) {
-            rc = args_positional(&it, &url, "STORE", &e);
-        } else if (!strcmp(it.flag, "--help")) {
-            printf("usage: tandem gc STORE --keep N [--dry-run] [--force]\n");
-            return 0;
-        } else if (!strcmp(it.flag, "--keep")) {
-            rc = args_int(&it, 1, 1L << 30, &keep, &e);
-        } else if (!strcmp(it.flag, "--dry-run")) {
-            dry = 1;
-        } else if (!strcmp(it.flag, "--force")) {
-            force = 1;
-        } else {
-            rc = err_set(&e, ERR_USAGE, "unknown option %s", it.flag);
-        }
+static const cli_opt GC_OPTS[] = {
+    {"--keep", CLI_INT, "N",
+     "keep the newest N states (required); HEAD's state, the\n"
+     "newest older one that verifies and pinned ones stay too",
+     NULL, 1, 1L << 30, NULL, NULL},
+    {"--dry-run", CLI_SWITCH, NULL, "print what would be deleted; delete nothing", NULL, 0, 0, NULL, NULL},
+    {"--force", CLI_SWITCH, NULL, "collect although a run holds the lease: only when its\n"
+                                  "writer is dead (a live one uploads blobs before their\n"
+                                  "manifest)", NULL, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
+};
+static const cli_spec GC_SPEC = {"gc", "STORE", 1, 1, "a STORE is required",
+                                 "Deletes old state manifests, then the blobs no kept manifest references\n"
+                                 "(safe to kill at any moment; a re-run finishes the job). Kept: the newest\n"
+                                 "N states, the state HEAD names, the newest older state that verifies and\n"
+                                 "every pinned state (tandem pin). Alpha records, RUN, HEAD, the lease and\n"
+                                 "config changes are never touched.",
+                                 GC_OPTS, NULL};
+
+static int run_gc(const cli_args *a) {
+    const char *url = a->arg[0];
+    if (!cli_given(a, "--keep")) {
+        fprintf(stderr, "tandem gc: --keep N is required\n");
+        cli_usage(a->spec, stderr);
+        return 2;
     }
-    if (!rc && (!url || keep < 0)) rc = err_set(&e, ERR_USAGE, "usage: tandem gc STORE --keep N [--dry-run]");
-    store *st = rc ? NULL : store_open_existing(url, STORE_OPEN_WRITABLE, &e);
-    if (!rc && !st) rc = e.code;
+    long keep = cli_int(a, "--keep", -1);
+    int dry = cli_given(a, "--dry-run") > 0, force = cli_given(a, "--force") > 0, rc = 0;
+    tdm_err e = {0};
+    store *st = store_open_existing(url, STORE_OPEN_WRITABLE, &e);
+    if (!st) rc = e.code;
     /* a live writer could be between uploading blobs and writing their manifest; a lease
      * whose holder is provably gone (audit_lease_read) does not stop gc */
     if (!rc && !force && !dry) {
@@ -75,20 +81,26 @@ int cmd_gc(int argc, char **argv) {
     return rc;
 }
 
-int cmd_pin(int argc, char **argv) {
-    int remove = argc == 4 && !strcmp(argv[3], "--remove");
-    if (!(argc == 3 || remove)) {
-        fprintf(stderr, "usage: tandem pin STORE SEQ [--remove]\n");
-        return 2;
-    }
+int cmd_gc(int argc, char **argv) { return cli_run(&GC_SPEC, run_gc, argc, argv); }
+
+static const cli_opt PIN_OPTS[] = {
+    {"--remove", CLI_SWITCH, NULL, "remove the pin: gc may delete the state again", NULL, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
+};
+static const cli_spec PIN_SPEC = {"pin", "STORE SEQ", 2, 2,
+                                  "a STORE and a state number SEQ are required (see tandem status)",
+                                  "Keeps state SEQ of STORE (pins/<SEQ>) from tandem gc.", PIN_OPTS, NULL};
+
+static int run_pin(const cli_args *a) {
+    const char *url = a->arg[0], *word = a->arg[1];
+    int remove = cli_given(a, "--remove") > 0;
     tdm_err e = {0};
-    char *end;
-    unsigned long long seq = strtoull(argv[2], &end, 10);
-    if (*end || end == argv[2]) {
-        fprintf(stderr, "tandem pin: '%s' is not a state number (see tandem status)\n", argv[2]);
+    uint64_t seq = 0;
+    if (args_parse_u64(word, &seq)) { /* digits only: "-5" is no state number */
+        fprintf(stderr, "tandem pin: '%s' is not a state number (see tandem status)\n", word);
         return 2;
     }
-    store *st = store_open_existing(argv[1], STORE_OPEN_WRITABLE, &e);
+    store *st = store_open_existing(url, STORE_OPEN_WRITABLE, &e);
     if (!st) {
         fprintf(stderr, "tandem pin: %s\n", e.msg);
         return e.code;
@@ -101,7 +113,7 @@ int cmd_pin(int argc, char **argv) {
         rc = store_delete(st, key, &e);
         if (rc == STORE_NOT_FOUND) rc = 0;
     } else if (!(rc = store_exists(st, skey, &ex, &e)) && !ex) {
-        rc = err_set(&e, ERR_USAGE, "%s has no %s", argv[1], skey);
+        rc = err_set(&e, ERR_USAGE, "%s has no %s", url, skey);
     } else if (!rc) {
         rc = store_put(st, key, "pinned\n", 7, STORE_OVERWRITE, &e);
     }
@@ -110,3 +122,5 @@ int cmd_pin(int argc, char **argv) {
     else printf("%s %s\n", remove ? "unpinned" : "pinned", skey);
     return rc;
 }
+
+int cmd_pin(int argc, char **argv) { return cli_run(&PIN_SPEC, run_pin, argc, argv); }

@@ -12,13 +12,15 @@
 #include "ledger/keys.h"
 #include "ledger/records.h"
 #include "cli/cmds.h"
+#include "cli/opts.h"
 #include "storage/sha256.h"
 #include "storage/store.h"
 
-int cmd_hash(int argc, char **argv) {
-    const char *url;
-    int arc;
-    if (cli_one_store(argc, argv, "usage: tandem hash STORE", &url, &arc)) return arc;
+/* one STORE and no options */
+static const cli_spec SPEC = {"hash", "STORE", 1, 1, "a STORE is required", NULL, NULL, NULL};
+
+static int run_hash(const cli_args *a) {
+    const char *url = a->arg[0];
     tdm_err e = {0};
     store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
     if (!st) {
@@ -55,3 +57,5 @@ int cmd_hash(int argc, char **argv) {
     if (rc) fprintf(stderr, "tandem hash: %s\n", e.msg);
     return rc;
 }
+
+int cmd_hash(int argc, char **argv) { return cli_run(&SPEC, run_hash, argc, argv); }

@@ -8,35 +8,37 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runner/args.h"
 #include "cli/cmds.h"
+#include "cli/opts.h"
 #include "runner/config.h"
 #include "runner/manifest.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: tandem manifest slurm|k8s CONFIG.yaml [--set key=value ...] [--store URL]\n"
-            "                                [--config-path PATH] [--out FILE]\n"
-            "\n"
-            "Renders what runs CONFIG on a cluster and requeues it on preemption (nothing is\n"
-            "submitted); the cluster.* keys of the config describe the cluster (tandem run\n"
-            "--help lists them; docs/scheduling.md explains them):\n"
-            "  slurm   an sbatch script: --requeue, --signal=B:USR1@cluster.signal_lead_s, traps\n"
-            "          that forward USR1/TERM to tandem, exit 75 -> scontrol requeue\n"
-            "  k8s     a ConfigMap with the config and a batch/v1 Job (an Indexed Job and a\n"
-            "          headless Service when cluster.nodes > 1) with a podFailurePolicy that\n"
-            "          ignores preemptions and exit 75\n"
-            "\n"
-            "  --set key=value     override a config key (repeatable); passed on to tandem run\n"
-            "  --store URL         where the run lives (default: the config's `store`, else\n"
-            "                      runs/<config name>, relative to the job's directory)\n"
-            "  --config-path PATH  Slurm: the config's path on the nodes (default: its absolute\n"
-            "                      path here; the nodes must see it)\n"
-            "  --out FILE          write FILE instead of standard output\n"
-            "\n"
-            "Warnings go to standard error. Exit codes: 0 rendered; 2 config or usage error;\n"
-            "1 internal error.\n");
+static void manifest_more_help(FILE *f) {
+    fprintf(f, "Warnings go to standard error. Exit codes: 0 rendered; 2 config or usage error;\n"
+               "1 internal error.\n");
 }
+
+static const cli_opt OPTS[] = {
+    {"--set", CLI_LIST, "key=value", "override a config key (repeatable); passed on to tandem run", NULL, 0, 0, NULL,
+     NULL},
+    {"--store", CLI_STR, "URL", "where the run lives (default: the config's `store`, else\n"
+                                "runs/<config name>, relative to the job's directory)", NULL, 0, 0, NULL, NULL},
+    {"--config-path", CLI_STR, "PATH", "Slurm: the config's path on the nodes (default: its absolute\n"
+                                       "path here; the nodes must see it)", NULL, 0, 0, NULL, NULL},
+    {"--out", CLI_STR, "FILE", "write FILE instead of standard output", NULL, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
+};
+static const cli_spec SPEC = {
+    "manifest", "slurm|k8s CONFIG.yaml", 1, 2, "a kind: expected slurm or k8s (see tandem manifest --help)",
+    "Renders what runs CONFIG on a cluster and requeues it on preemption (nothing is\n"
+    "submitted); the cluster.* keys of the config describe the cluster (tandem run\n"
+    "--help lists them; docs/scheduling.md explains them):\n"
+    "  slurm   an sbatch script: --requeue, --signal=B:USR1@cluster.signal_lead_s, traps\n"
+    "          that forward USR1/TERM to tandem, exit 75 -> scontrol requeue\n"
+    "  k8s     a ConfigMap with the config and a batch/v1 Job (an Indexed Job and a\n"
+    "          headless Service when cluster.nodes > 1) with a podFailurePolicy that\n"
+    "          ignores preemptions and exit 75",
+    OPTS, manifest_more_help};
 
 /* The config file's name without directory and extension (as `tandem run` names its
  * default store runs/<name>). */
@@ -104,48 +106,28 @@ static int render_to(const char *path, int kind_slurm, const manifest_opts *o, t
     return rc;
 }
 
-int cmd_manifest(int argc, char **argv) {
-    const char *kind = NULL, *config_path = NULL, *store = NULL, *node_config = NULL, *out = NULL;
-    char **sets = NULL;
+/* argc, argv: the command line as typed, quoted in the rendering's header. */
+static int run_manifest(const cli_args *a, int argc, char **argv) {
+    const char *kind = a->arg[0], *config_path = a->nargs > 1 ? a->arg[1] : NULL;
+    const char *store = cli_str(a, "--store", NULL), *node_config = cli_str(a, "--config-path", NULL);
+    const char *out = cli_str(a, "--out", NULL);
     int nsets = 0, rc = 0;
+    char **sets = cli_list(a, "--set", &nsets);
     tdm_err e = {0};
     config *cfg = NULL;
     char *cmdline = NULL;
-    args_iter it;
-    args_init(&it, argc, argv, 1);
-    while (!rc && args_next(&it)) {
-        const char *f = it.flag, *v = NULL;
-        if (!*f) {
-            if (!kind) kind = it.value;
-            else rc = args_positional(&it, &config_path, "CONFIG", &e);
-        } else if (!strcmp(f, "--help")) {
-            usage(stdout);
-            goto done;
-        } else if (!strcmp(f, "--store")) {
-            rc = args_value(&it, &store, &e);
-        } else if (!strcmp(f, "--config-path")) {
-            rc = args_value(&it, &node_config, &e);
-        } else if (!strcmp(f, "--out")) {
-            rc = args_value(&it, &out, &e);
-        } else if (!strcmp(f, "--set")) {
-            rc = args_value(&it, &v, &e);
-            if (!rc) {
-                char **s = realloc(sets, (size_t)(nsets + 1) * sizeof *s);
-                if (!s) rc = err_set(&e, ERR_INTERNAL, "out of memory");
-                else (sets = s)[nsets++] = (char *)v;
-            }
-        } else {
-            rc = err_set(&e, ERR_USAGE, "unknown option %s (see tandem manifest --help)", f);
-        }
-    }
-    if (!rc && (!kind || (strcmp(kind, "slurm") && strcmp(kind, "k8s"))))
-        rc = err_set(&e, ERR_USAGE, "%s%s%s: expected slurm or k8s (see tandem manifest --help)",
-                     kind ? "'" : "", kind ? kind : "a kind", kind ? "'" : "");
+    if (strcmp(kind, "slurm") && strcmp(kind, "k8s"))
+        rc = err_set(&e, ERR_USAGE, "'%s': expected slurm or k8s (see tandem manifest --help)", kind);
     if (!rc && !config_path)
         rc = err_set(&e, ERR_USAGE, "a CONFIG file is required (see tandem manifest --help)");
     if (!rc && node_config && node_config[0] != '/')
         rc = err_set(&e, ERR_USAGE, "--config-path %s: expected an absolute path", node_config);
-    if (!rc && !(cfg = malloc(sizeof *cfg))) rc = err_set(&e, ERR_INTERNAL, "out of memory");
+    if (rc) { /* the checks the rows cannot make: a usage error like the parser's */
+        fprintf(stderr, "tandem manifest: %s\n", e.msg);
+        cli_usage(a->spec, stderr);
+        return rc;
+    }
+    if (!(cfg = malloc(sizeof *cfg))) rc = err_set(&e, ERR_INTERNAL, "out of memory");
     if (!rc) rc = config_load(cfg, config_path, sets, nsets, &e);
     if (!rc) {
         char name[256], cwd[PATH_MAX], abs[PATH_MAX], self[PATH_MAX], url[CONFIG_STR_MAX + 300];
@@ -170,9 +152,18 @@ int cmd_manifest(int argc, char **argv) {
         rc = render_to(out, !strcmp(kind, "slurm"), &o, &e);
     }
     if (rc) fprintf(stderr, "tandem manifest: %s\n", e.msg);
-done:
     free(cmdline);
     free(cfg);
-    free(sets);
+    return rc;
+}
+
+/* Not cli_run: the rendering's header quotes the command line as it was typed, which the
+ * parsed options no longer hold (order, --name=value), so run_manifest gets argv too. */
+int cmd_manifest(int argc, char **argv) {
+    cli_args a;
+    int rc = cli_parse(&SPEC, argc, argv, &a);
+    if (rc == 0) rc = run_manifest(&a, argc, argv);
+    else if (rc < 0) rc = 0; /* --help */
+    cli_args_free(&a);
     return rc;
 }

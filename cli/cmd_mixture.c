@@ -6,35 +6,28 @@
 #include <string.h>
 
 #include "ledger/audit.h"
-#include "runner/args.h"
 #include "cli/cmds.h"
+#include "cli/opts.h"
 #include "runner/pin.h"
 
-int cmd_mixture(int argc, char **argv) {
-    const char *url = NULL, *out = NULL;
-    double frac = 0.1;
+static const cli_opt OPTS[] = {
+    {"--last-fraction", CLI_NUM, "F", "average over the last F of the episodes, 0 < F <= 1 (default 0.1)", NULL,
+     1e-9, 1, NULL, NULL},
+    {"--out", CLI_STR, "FILE", "write FILE instead of standard output", NULL, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
+};
+static const cli_spec SPEC = {"mixture", "STORE", 1, 1, "a STORE is required",
+                              "The mean alpha over the last F (default 0.1) of the episodes, as YAML (a config's\n"
+                              "data.mixture_file).",
+                              OPTS, NULL};
+
+static int run_mixture(const cli_args *a) {
+    const char *url = a->arg[0], *out = cli_str(a, "--out", NULL);
+    double frac = cli_num(a, "--last-fraction", 0.1);
     int rc = 0;
     tdm_err e = {0};
-    args_iter it;
-    args_init(&it, argc, argv, 1);
-    while (!rc && args_next(&it)) {
-        if (!it.flag[0]) {
-            rc = args_positional(&it, &url, "STORE", &e);
-        } else if (!strcmp(it.flag, "--help")) {
-            printf("usage: tandem mixture STORE [--last-fraction F] [--out FILE]\n"
-                   "The mean alpha over the last F (default 0.1) of the episodes, as YAML.\n");
-            return 0;
-        } else if (!strcmp(it.flag, "--last-fraction")) {
-            rc = args_double(&it, 1e-9, 1, &frac, &e);
-        } else if (!strcmp(it.flag, "--out")) {
-            rc = args_value(&it, &out, &e);
-        } else {
-            rc = err_set(&e, ERR_USAGE, "unknown option %s", it.flag);
-        }
-    }
-    if (!rc && !url) rc = err_set(&e, ERR_USAGE, "a STORE is required");
-    store *st = rc ? NULL : store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
-    if (!rc && !st) rc = e.code;
+    store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
+    if (!st) rc = e.code;
     rec_run run;
     memset(&run, 0, sizeof run);
     audit_chain c;
@@ -64,3 +57,5 @@ int cmd_mixture(int argc, char **argv) {
     if (rc) fprintf(stderr, "tandem mixture: %s\n", e.msg);
     return rc;
 }
+
+int cmd_mixture(int argc, char **argv) { return cli_run(&SPEC, run_mixture, argc, argv); }

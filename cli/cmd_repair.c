@@ -33,8 +33,8 @@
 #include "ledger/ckpt.h"
 #include "ledger/keys.h"
 #include "ledger/records.h"
-#include "runner/args.h"
 #include "cli/cmds.h"
+#include "cli/opts.h"
 #include "storage/store.h"
 
 typedef struct plan_item {
@@ -113,32 +113,25 @@ static int chunk_fault(store *st, const rec_state *s, char *why, size_t cap, int
     return 0;
 }
 
-int cmd_repair(int argc, char **argv) {
-    const char *url = NULL;
-    int apply = 0, rc = 0;
+static const cli_opt OPTS[] = {
+    {"--apply", CLI_SWITCH, NULL, "carry the plan out, holding the lease (a running\n"
+                                  "writer is fenced out); without it, a dry run", NULL, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
+};
+static const cli_spec SPEC = {"repair", "STORE", 1, 1, "a STORE is required (see tandem repair --help)",
+                              "Plans (and with --apply carries out) what a run cannot heal by itself: a hole\n"
+                              "or a damaged record in the alpha chain its newest state vouches for (the run\n"
+                              "is rolled back to the newest state before it and replays), states a run never\n"
+                              "uses, a missing or damaged HEAD. Everything removed is kept under\n"
+                              "quarantine/<epoch>/. Without --apply only the plan is printed.",
+                              OPTS, NULL};
+
+static int run_repair(const cli_args *a) {
+    const char *url = a->arg[0];
+    int apply = cli_given(a, "--apply") > 0, rc = 0;
     tdm_err e = {0};
-    args_iter it;
-    args_init(&it, argc, argv, 1);
-    while (!rc && args_next(&it)) {
-        if (!it.flag[0]) {
-            rc = args_positional(&it, &url, "STORE", &e);
-        } else if (!strcmp(it.flag, "--help")) {
-            printf("usage: tandem repair STORE [--apply]\n"
-                   "Plans (and with --apply carries out) what a run cannot heal by itself: a hole\n"
-                   "or a damaged record in the alpha chain its newest state vouches for (the run\n"
-                   "is rolled back to the newest state before it and replays), states a run never\n"
-                   "uses, a missing or damaged HEAD. Everything removed is kept under\n"
-                   "quarantine/<epoch>/. Without --apply only the plan is printed.\n");
-            return 0;
-        } else if (!strcmp(it.flag, "--apply")) {
-            apply = 1;
-        } else {
-            rc = err_set(&e, ERR_USAGE, "unknown option %s (see tandem repair --help)", it.flag);
-        }
-    }
-    if (!rc && !url) rc = err_set(&e, ERR_USAGE, "a STORE is required (see tandem repair --help)");
-    store *st = rc ? NULL : store_open_existing(url, apply ? STORE_OPEN_WRITABLE : STORE_OPEN_READ_ONLY, &e);
-    if (!rc && !st) rc = e.code;
+    store *st = store_open_existing(url, apply ? STORE_OPEN_WRITABLE : STORE_OPEN_READ_ONLY, &e);
+    if (!st) rc = e.code;
     plan p = {0};
     good_state *good = NULL;
     size_t ngood = 0;
@@ -292,3 +285,5 @@ int cmd_repair(int argc, char **argv) {
     if (rc) fprintf(stderr, "tandem repair: %s\n", e.msg);
     return rc;
 }
+
+int cmd_repair(int argc, char **argv) { return cli_run(&SPEC, run_repair, argc, argv); }

@@ -3,27 +3,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runner/args.h"
 #include "cli/cmds.h"
+#include "cli/opts.h"
 #include "runner/config.h"
 #include "runner/progress.h"
 #include "runner/run.h"
 
-static void usage(FILE *f) {
+static void run_more_help(FILE *f) {
     fprintf(f,
-            "usage: tandem run CONFIG.yaml [--store URL] [--set key=value ...] [options]\n"
-            "\n"
-            "Starts the TANDEM run described by CONFIG, or resumes the run its store already\n"
-            "holds: the same command the first time and after every preemption.\n"
-            "\n"
-            "  --store URL             where the run lives: file:///path or a directory\n"
-            "                          (default: the config's `store`, else runs/<config name>)\n"
-            "  --set key=value         override one config key (repeatable), e.g. --set tandem.K=3\n"
-            "  --precision fp32|bf16   compute precision (run.precision; bf16 needs run.device=cuda)\n"
-            "  --allow-change k1,k2    resume although these pinned keys changed (recorded)\n"
-            "  --quiet                 no progress output\n"
-            "  --json                  progress as one JSON object per line (stderr)\n"
-            "\n"
             "Exit codes: 0 finished; 75 stopped by SIGTERM/SIGINT/SIGUSR1 after committing\n"
             "(requeue to resume); 2 config or usage error; 3 store unreachable, corrupt or\n"
             "fenced out; 4 nondeterministic replay; 1 internal error.\n"
@@ -31,6 +18,23 @@ static void usage(FILE *f) {
             "Config keys:\n");
     config_print_help(f);
 }
+
+static const cli_opt OPTS[] = {
+    {"--store", CLI_STR, "URL", "where the run lives: file:///path or a directory\n"
+                                "(default: the config's `store`, else runs/<config name>)", NULL, 0, 0, NULL, NULL},
+    {"--set", CLI_LIST, "key=value", "override one config key (repeatable), e.g. --set tandem.K=3", NULL, 0, 0, NULL, NULL},
+    {"--precision", CLI_ALIAS, "fp32|bf16", "compute precision (run.precision; bf16 needs run.device=cuda)",
+     NULL, 0, 0, "--set", "run.precision="},
+    {"--allow-change", CLI_LIST, "k1,k2", "resume although these pinned keys changed (recorded)", NULL, 0, 0, NULL, NULL},
+    {"--quiet", CLI_SWITCH, NULL, "no progress output", NULL, 0, 0, NULL, NULL},
+    {"--json", CLI_SWITCH, NULL, "progress as one JSON object per line (stderr)", NULL, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
+};
+static const cli_spec SPEC = {"run", "CONFIG.yaml", 1, 1,
+                              "a CONFIG file is required (see tandem run --help)",
+                              "Starts the TANDEM run described by CONFIG, or resumes the run its store already\n"
+                              "holds: the same command the first time and after every preemption.",
+                              OPTS, run_more_help};
 
 /* Splits "a,b,c" into the list (pointers into a strdup'ed copy kept in *owned). */
 static int add_keys(const char *v, char ***list, int *n, char ***owned, int *nowned) {
@@ -52,71 +56,29 @@ static int add_keys(const char *v, char ***list, int *n, char ***owned, int *now
     return 0;
 }
 
-int cmd_run(int argc, char **argv) {
+static int run_run(const cli_args *a) {
     run_opts o = {.progress = PROGRESS_TEXT};
-    char **sets = NULL, **allow = NULL, **owned = NULL;
-    int nsets = 0, nallow = 0, nowned = 0, rc = 0;
+    char **allow = NULL, **owned = NULL;
+    int nallow = 0, nowned = 0, rc = 0, nlist = 0;
     tdm_err e = {0};
-    args_iter it;
-    args_init(&it, argc, argv, 1);
-    while (!rc && args_next(&it)) {
-        const char *f = it.flag, *v = NULL;
-        if (!*f) {
-            rc = args_positional(&it, &o.config_path, "CONFIG", &e);
-        } else if (!strcmp(f, "--help")) {
-            usage(stdout);
-            goto out;
-        } else if (!strcmp(f, "--store")) {
-            rc = args_value(&it, &o.store_url, &e);
-        } else if (!strcmp(f, "--set")) {
-            rc = args_value(&it, &v, &e);
-            if (!rc) {
-                char **s = realloc(sets, (size_t)(nsets + 1) * sizeof *s);
-                if (!s) rc = err_set(&e, ERR_INTERNAL, "out of memory");
-                else (sets = s)[nsets++] = (char *)v;
-            }
-        } else if (!strcmp(f, "--precision")) {
-            rc = args_value(&it, &v, &e);
-            if (!rc) {
-                size_t n = strlen("run.precision=") + strlen(v) + 1;
-                char *kv = malloc(n), **s = realloc(sets, (size_t)(nsets + 1) * sizeof *s);
-                char **o2 = realloc(owned, (size_t)(nowned + 1) * sizeof *o2);
-                if (s) sets = s;
-                if (o2) owned = o2;
-                if (!kv || !s || !o2) {
-                    free(kv);
-                    rc = err_set(&e, ERR_INTERNAL, "out of memory");
-                } else {
-                    snprintf(kv, n, "run.precision=%s", v);
-                    owned[nowned++] = kv;
-                    sets[nsets++] = kv;
-                }
-            }
-        } else if (!strcmp(f, "--allow-change")) {
-            rc = args_value(&it, &v, &e);
-            if (!rc && add_keys(v, &allow, &nallow, &owned, &nowned))
-                rc = err_set(&e, ERR_INTERNAL, "out of memory");
-        } else if (!strcmp(f, "--quiet")) {
-            o.progress = PROGRESS_QUIET;
-        } else if (!strcmp(f, "--json")) {
-            o.progress = PROGRESS_JSON;
-        } else {
-            rc = err_set(&e, ERR_USAGE, "unknown option %s (see tandem run --help)", f);
-        }
-    }
-    if (!rc && !o.config_path) rc = err_set(&e, ERR_USAGE, "a CONFIG file is required (see tandem run --help)");
+    o.config_path = a->arg[0];
+    o.store_url = cli_str(a, "--store", NULL);
+    o.sets = cli_list(a, "--set", &o.nsets);
+    char **lists = cli_list(a, "--allow-change", &nlist);
+    for (int i = 0; !rc && i < nlist; i++)
+        if (add_keys(lists[i], &allow, &nallow, &owned, &nowned)) rc = err_set(&e, ERR_INTERNAL, "out of memory");
+    if (cli_given(a, "--quiet")) o.progress = PROGRESS_QUIET;
+    if (cli_given(a, "--json")) o.progress = PROGRESS_JSON;
     if (!rc) {
-        o.sets = sets;
-        o.nsets = nsets;
         o.allow = allow;
         o.nallow = nallow;
         rc = run_main(&o, &e);
     }
     if (rc && rc != 75) fprintf(stderr, "tandem run: %s\n", e.msg);
-out:
     for (int i = 0; i < nowned; i++) free(owned[i]);
     free(owned);
-    free(sets);
     free(allow);
     return rc;
 }
+
+int cmd_run(int argc, char **argv) { return cli_run(&SPEC, run_run, argc, argv); }

@@ -13,6 +13,7 @@
 #include "ledger/audit.h"
 #include "ledger/keys.h"
 #include "cli/cmds.h"
+#include "cli/opts.h"
 #include "runner/pin.h"
 
 /* The lease line: holder, and held / released / stale with the reason. */
@@ -129,10 +130,11 @@ static int print_damaged(store *st, const char *url, int health, const char *why
                    url, health == PIN_MISSING ? "missing" : "damaged");
 }
 
-int cmd_status(int argc, char **argv) {
-    const char *url;
-    int arc;
-    if (cli_one_store(argc, argv, "usage: tandem status STORE", &url, &arc)) return arc;
+/* one STORE and no options */
+static const cli_spec SPEC = {"status", "STORE", 1, 1, "a STORE is required", NULL, NULL, NULL};
+
+static int run_status(const cli_args *a) {
+    const char *url = a->arg[0];
     tdm_err e = {0};
     store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
     if (!st) {
@@ -208,3 +210,5 @@ int cmd_status(int argc, char **argv) {
     if (rc) fprintf(stderr, "tandem status: %s\n", e.msg);
     return rc;
 }
+
+int cmd_status(int argc, char **argv) { return cli_run(&SPEC, run_status, argc, argv); }

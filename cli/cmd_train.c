@@ -9,30 +9,45 @@
 #include <string.h>
 
 #include "data/dataset.h"
-#include "runner/args.h"
 #include "cli/cmds.h"
+#include "cli/opts.h"
 #include "runner/evaluate.h"
 #include "runner/progress.h"
 #include "runner/run.h"
 #include "storage/store.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: tandem train --data DATASET.yaml [options]\n"
-            "Trains a GPT with every domain weighted equally (no TANDEM) and prints the\n"
-            "validation loss per domain. The same as `tandem run` with run.mode=fixed and\n"
-            "data.mixture=uniform: it resumes where it stopped when run again.\n"
-            "  --store URL      where the run lives (file://runs/train)\n"
-            "  --steps N        AdamW steps (300; rounded up to a multiple of --eval-every)\n"
-            "  --eval-every N   steps per episode: a progress line each (50)\n"
-            "  --batch B        sequences per step (8)\n"
-            "  --seq T          tokens per sequence (64)\n"
-            "  --layers L --channels C --heads H   model shape (2, 64, 2)\n"
-            "  --lr X --lr-min X --warmup N        AdamW schedule (3e-3, 3e-4, 10)\n"
-            "  --seed S --threads N                (1, all cores)\n"
-            "  --set key=value  any other config key (repeatable; see tandem run --help)\n"
-            "  --quiet          no progress lines\n");
-}
+/* The options below that are config keys (--data ... --threads) stay CLI_STR rows, not
+ * CLI_ALIAS rows of --set: they are applied with their defaults before every --set value,
+ * whatever the order on the command line (a --set of the same key wins), and --seq also
+ * sets model.ctx. */
+static const cli_opt OPTS[] = {
+    {"--data", CLI_STR, "DATASET.yaml", "the dataset (required; data.dataset)", NULL, 0, 0, NULL, NULL},
+    {"--store", CLI_STR, "URL", "where the run lives (file://runs/train)", NULL, 0, 0, NULL, NULL},
+    {"--steps", CLI_INT, "N", "AdamW steps (300; rounded up to a multiple of --eval-every)", NULL, 1, 1099511627776.0,
+     NULL, NULL},
+    {"--eval-every", CLI_INT, "N", "steps per episode: a progress line each (50)", NULL, 1, 1099511627776.0, NULL,
+     NULL},
+    {"--batch", CLI_STR, "B", "sequences per step (8)", NULL, 0, 0, NULL, NULL},
+    {"--seq", CLI_STR, "T", "tokens per sequence, and the model's context (64)", NULL, 0, 0, NULL, NULL},
+    {"--layers", CLI_STR, "L", "model shape: transformer blocks (2)", NULL, 0, 0, NULL, NULL},
+    {"--channels", CLI_STR, "C", "model shape: width (64)", NULL, 0, 0, NULL, NULL},
+    {"--heads", CLI_STR, "H", "model shape: attention heads (2)", NULL, 0, 0, NULL, NULL},
+    {"--lr", CLI_STR, "X", "AdamW schedule: peak learning rate (3e-3)", NULL, 0, 0, NULL, NULL},
+    {"--lr-min", CLI_STR, "X", "AdamW schedule: final learning rate (3e-4)", NULL, 0, 0, NULL, NULL},
+    {"--warmup", CLI_STR, "N", "AdamW schedule: steps of linear warm-up (10)", NULL, 0, 0, NULL, NULL},
+    {"--seed", CLI_STR, "S", "run.seed (1)", NULL, 0, 0, NULL, NULL},
+    {"--threads", CLI_STR, "N", "CPU threads (all cores)", NULL, 0, 0, NULL, NULL},
+    {"--set", CLI_LIST, "key=value", "any other config key (repeatable; see tandem run --help)", NULL, 0, 0, NULL,
+     NULL},
+    {"--quiet", CLI_SWITCH, NULL, "no progress lines", NULL, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
+};
+static const cli_spec SPEC = {"train", NULL, 0, 0, NULL,
+                              "Trains a GPT with every domain weighted equally (no TANDEM) and prints the\n"
+                              "validation loss per domain. The same as `tandem run` with run.mode=fixed and\n"
+                              "data.mixture=uniform: it resumes where it stopped when run again.\n"
+                              "--data DATASET.yaml is required.",
+                              OPTS, NULL};
 
 /* The options as "key=value" strings, in the order tandem run applies --set values. */
 typedef struct train_sets {
@@ -49,8 +64,8 @@ static int add(train_sets *s, tdm_err *e, const char *fmt, const char *v) {
     return 0;
 }
 
-int cmd_train(int argc, char **argv) {
-    /* flag, config key, default (NULL: the config's) */
+static int run_train(const cli_args *a) {
+    /* option, config key, default (NULL: the config's) */
     static const struct {
         const char *flag, *key, *def;
     } map[] = {
@@ -62,35 +77,19 @@ int cmd_train(int argc, char **argv) {
         {"--threads", "run.threads", NULL},
     };
     enum { NMAP = sizeof map / sizeof *map };
-    const char *val[NMAP] = {0}, *store_url = "file://runs/train";
-    long steps = 300, every = 50;
-    train_sets sets = {0}, user = {0};
-    run_opts o = {.progress = PROGRESS_TEXT};
+    const char *store_url = cli_str(a, "--store", "file://runs/train");
+    long steps = cli_int(a, "--steps", 300), every = cli_int(a, "--eval-every", 50);
+    int nuser = 0;
+    char **user = cli_list(a, "--set", &nuser);
+    train_sets sets = {0};
+    run_opts o = {.progress = cli_given(a, "--quiet") ? PROGRESS_QUIET : PROGRESS_TEXT};
     tdm_err e = {0};
-    args_iter it;
-    args_init(&it, argc, argv, 1);
     int rc = 0;
-    while (!rc && args_next(&it)) {
-        const char *f = it.flag, *v = NULL;
-        int known = 0;
-        for (int i = 0; i < NMAP && !known; i++)
-            if (!strcmp(f, map[i].flag)) known = 1, rc = args_value(&it, &val[i], &e);
-        if (known) continue;
-        if (!*f) rc = err_set(&e, ERR_USAGE, "unexpected argument '%s'", it.value);
-        else if (!strcmp(f, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(f, "--store")) rc = args_value(&it, &store_url, &e);
-        else if (!strcmp(f, "--steps")) rc = args_int(&it, 1, 1L << 40, &steps, &e);
-        else if (!strcmp(f, "--eval-every")) rc = args_int(&it, 1, 1L << 40, &every, &e);
-        else if (!strcmp(f, "--set")) {
-            rc = args_value(&it, &v, &e);
-            if (!rc) rc = add(&user, &e, "%s", v);
-        }
-        else if (!strcmp(f, "--quiet")) o.progress = PROGRESS_QUIET;
-        else rc = err_set(&e, ERR_USAGE, "unknown option %s (see tandem train --help)", f);
+    if (!cli_str(a, "--data", NULL)) {
+        fprintf(stderr, "tandem train: --data DATASET.yaml is required\n");
+        cli_usage(a->spec, stderr);
+        return ERR_USAGE;
     }
-    if (!rc && !val[0]) rc = err_set(&e, ERR_USAGE, "--data DATASET.yaml is required");
     /* steps = episodes x E: E = --eval-every, the episodes rounded up */
     long E = every < steps ? every : steps, episodes = (steps + E - 1) / E;
     char num[32];
@@ -101,14 +100,14 @@ int cmd_train(int argc, char **argv) {
     snprintf(num, sizeof num, "%ld", episodes);
     if (!rc) rc = add(&sets, &e, "run.episodes=%s", num);
     for (int i = 0; !rc && i < NMAP; i++) {
-        const char *v = val[i] ? val[i] : map[i].def;
+        const char *v = cli_str(a, map[i].flag, map[i].def);
         char fmt[64];
         snprintf(fmt, sizeof fmt, "%s=%%s", map[i].key);
         if (v) rc = add(&sets, &e, fmt, v);
     }
     /* the context follows the sequence length */
-    if (!rc) rc = add(&sets, &e, "model.ctx=%s", val[2] ? val[2] : map[2].def);
-    for (int i = 0; !rc && i < user.n; i++) rc = add(&sets, &e, "%s", user.kv[i]);
+    if (!rc) rc = add(&sets, &e, "model.ctx=%s", cli_str(a, "--seq", "64"));
+    for (int i = 0; !rc && i < nuser; i++) rc = add(&sets, &e, "%s", user[i]);
     if (!rc && episodes * E != steps && o.progress != PROGRESS_QUIET)
         fprintf(stderr, "tandem train: %ld steps rounded up to %ld (%ld episodes of %ld)\n", steps,
                 episodes * E, episodes, E);
@@ -131,6 +130,7 @@ int cmd_train(int argc, char **argv) {
     }
     if (rc && rc != 75) fprintf(stderr, "tandem train: %s\n", e.msg);
     for (int i = 0; i < sets.n; i++) free(sets.kv[i]);
-    for (int i = 0; i < user.n; i++) free(user.kv[i]);
     return rc;
 }
+
+int cmd_train(int argc, char **argv) { return cli_run(&SPEC, run_train, argc, argv); }

@@ -12,6 +12,7 @@
 #include "ledger/ckpt.h"
 #include "ledger/keys.h"
 #include "cli/cmds.h"
+#include "cli/opts.h"
 #include "runner/pin.h"
 
 typedef struct digest_set {
@@ -38,10 +39,11 @@ static int set_add(digest_set *s, const sha256_digest *d) {
     return 0;
 }
 
-int cmd_verify(int argc, char **argv) {
-    const char *url;
-    int arc;
-    if (cli_one_store(argc, argv, "usage: tandem verify STORE", &url, &arc)) return arc;
+/* one STORE and no options */
+static const cli_spec SPEC = {"verify", "STORE", 1, 1, "a STORE is required", NULL, NULL, NULL};
+
+static int run_verify(const cli_args *a) {
+    const char *url = a->arg[0];
     tdm_err e = {0};
     store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
     if (!st) {
@@ -286,3 +288,5 @@ int cmd_verify(int argc, char **argv) {
     if (rc) fprintf(stderr, "tandem verify: %s\n", e.msg);
     return rc;
 }
+
+int cmd_verify(int argc, char **argv) { return cli_run(&SPEC, run_verify, argc, argv); }

@@ -29,11 +29,6 @@ int cmd_gc(int argc, char **argv);
 int cmd_pin(int argc, char **argv);
 int cmd_repair(int argc, char **argv); /* what a run cannot heal by itself (--apply) */
 
-/* The one argument of `tandem CMD STORE` (hash, status, verify): 0 with *url set, or -1
- * with the exit code in *rc: 0 after printing `usage` for --help, 2 after saying what is
- * wrong and the usage on stderr. */
-int cli_one_store(int argc, char **argv, const char *usage, const char **url, int *rc);
-
 /* tandem eval: per-domain loss and perplexity of a run's newest state. */
 int cmd_eval(int argc, char **argv);
 

@@ -5,8 +5,8 @@
 
 #include <omp.h>
 #include <stdio.h>
-#include <string.h>
 
+#include "cli/opts.h"
 #include "util/json.h"
 
 #ifndef TANDEM_GIT_REV
@@ -23,18 +23,17 @@
 #define HAVE_CUDA 0
 #endif
 
-int cmd_version(int argc, char **argv) {
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--help")) {
-            printf("usage: tandem --version [--json]   (also: tandem version)\n");
-            return 0;
-        } else {
-            fprintf(stderr, "tandem version: unknown option %s\n", argv[i]);
-            return 2;
-        }
-    }
+static const cli_opt OPTS[] = {
+    {"--json", CLI_SWITCH, NULL, "the same as one JSON object", NULL, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
+};
+static const cli_spec SPEC = {"version", "", 0, 0, NULL,
+                              "The version, git revision and what this build can run on (CPU threads, MPI,\n"
+                              "CUDA). Also: tandem --version [--json].",
+                              OPTS, NULL};
+
+static int run_version(const cli_args *a) {
+    int json = cli_given(a, "--json") > 0;
     if (json) {
         printf("{\"version\": ");
         json_str(stdout, TANDEM_VERSION);
@@ -52,3 +51,6 @@ int cmd_version(int argc, char **argv) {
                                      : "no (built without nvcc)");
     return 0;
 }
+
+/* argv[0] is "version" or, from `tandem --version`, "--version": the parser skips it */
+int cmd_version(int argc, char **argv) { return cli_run(&SPEC, run_version, argc, argv); }

@@ -302,35 +302,23 @@ static int write_split(const corpus_opts *o, const source *s, int m, int split, 
 }
 
 static int write_yaml(const corpus_opts *o, char names[][DATASET_NAME_MAX + 1], tdm_err *e) {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) return err_set(e, ERR_INTERNAL, "out of memory");
-    fprintf(f,
-            "# dataset written by tandem gen-corpus (seed %llu): %d order-%d Markov domains.\n"
-            "# A domain's entropy is the lowest loss any model can reach on it.\n"
-            "vocab: %d\ndomains:\n",
-            (unsigned long long)o->seed, o->n_domains, o->order, o->vocab);
+    char header[256];
+    snprintf(header, sizeof header,
+             "# dataset written by tandem gen-corpus (seed %llu): %d order-%d Markov domains.\n"
+             "# A domain's entropy is the lowest loss any model can reach on it.\n",
+             (unsigned long long)o->seed, o->n_domains, o->order);
+    dataset_yaml_domain doms[DATASET_MAX_DOMAINS];
     for (int m = 0; m < o->n_domains; m++) {
         int b = domain_branching(o, m);
         double h = corpus_entropy_bits(b);
-        fprintf(f, "  - name: \"%s\"  # %d successors/context, entropy %.4f bits = %.4f nats\n",
-                names[m], b, h, h * M_LN2);
-        for (int s = 0; s < SPLIT_COUNT; s++) {
-            if (s == SPLIT_TEST && o->test_tokens == 0) continue;
-            const char *sn = dataset_split_name(s);
-            fprintf(f, "    %s: [\"%s/%s_*.bin\"]\n", sn, names[m], sn);
-        }
-    }
-    if (fclose(f) != 0) {
-        free(text);
-        return err_set(e, ERR_INTERNAL, "out of memory");
+        doms[m].name = names[m];
+        snprintf(doms[m].comment, sizeof doms[m].comment,
+                 "%d successors/context, entropy %.4f bits = %.4f nats", b, h, h * M_LN2);
     }
     char *path = path_join(o->out, "dataset.yaml");
-    int rc = path ? shard_atomic_write(path, text, len, NULL, 0, e)
+    int rc = path ? dataset_write_yaml(path, header, o->vocab, doms, o->n_domains, o->test_tokens > 0, e)
                   : err_set(e, ERR_INTERNAL, "out of memory");
     free(path);
-    free(text);
     return rc;
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/shard.h"
 #include "util/ydoc.h"
 
 static const char *const split_names[SPLIT_COUNT] = {"train", "val", "test"};
@@ -301,4 +302,30 @@ void dataset_shard_name(int split, uint64_t index, int digits, char out[64]) {
     /* digits <= 20 anyway; the mask lets the compiler see that the name fits */
     snprintf(out, 64, "%s_%0*llu.bin", dataset_split_name(split), digits & 31,
              (unsigned long long)index);
+}
+
+int dataset_write_yaml(const char *path, const char *header, int vocab,
+                       const dataset_yaml_domain *doms, int n, int with_test, tdm_err *e) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return err_set(e, ERR_INTERNAL, "out of memory");
+    fprintf(f, "%svocab: %d\ndomains:\n", header, vocab);
+    for (int m = 0; m < n; m++) {
+        /* names are checked by dataset_name_ok: no quote or backslash to escape */
+        fprintf(f, "  - name: \"%s\"%s%s\n", doms[m].name, doms[m].comment[0] ? "  # " : "",
+                doms[m].comment);
+        for (int s = 0; s < SPLIT_COUNT; s++) {
+            if (s == SPLIT_TEST && !with_test) continue;
+            const char *sn = dataset_split_name(s);
+            fprintf(f, "    %s: [\"%s/%s_*.bin\"]\n", sn, doms[m].name, sn);
+        }
+    }
+    if (fclose(f) != 0) {
+        free(text);
+        return err_set(e, ERR_INTERNAL, "out of memory");
+    }
+    int rc = shard_atomic_write(path, text, len, NULL, 0, e);
+    free(text);
+    return rc;
 }

@@ -66,6 +66,18 @@ const char *dataset_split_name(int split);
  * dataset.yaml's globs ("<split>_*.bin") find them. */
 void dataset_shard_name(int split, uint64_t index, int digits, char out[64]);
 
+/* One domain of a dataset.yaml being written: its name and a comment for its line. */
+typedef struct dataset_yaml_domain {
+    const char *name;
+    char comment[160];
+} dataset_yaml_domain;
+
+/* Writes DIR's dataset.yaml (atomically, at `path`) as gen-corpus and prep do: the
+ * `header` comment lines (each "# ...\n"), vocab, and per domain its train, val and (when
+ * with_test) test globs "<name>/<split>_*.bin". */
+int dataset_write_yaml(const char *path, const char *header, int vocab,
+                       const dataset_yaml_domain *doms, int n, int with_test, tdm_err *e);
+
 /* Accessors; domain and split must be in range (callers check against n_domains). */
 int dataset_n_domains(const dataset *ds);
 const char *dataset_domain_name(const dataset *ds, int domain);

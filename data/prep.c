@@ -865,34 +865,20 @@ static void prep_report(const prep_opts *o, const prep_dom *d) {
 
 static int prep_write_yaml(const prep_opts *o, const prep_dom *doms, int n_doms,
                            const char *path, tdm_err *e) {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) return prep_oom(e);
-    fprintf(f,
-            "# dataset written by tandem prep: byte-level tokens (each byte one token), files\n"
-            "# in sorted path order, each non-empty file followed by '\\n', cut into blocks of\n"
-            "# %llu bytes split %g/%g/%g by Philox with seed %llu.\n"
-            "vocab: %d\ndomains:\n",
-            (unsigned long long)o->block_bytes, o->split[0], o->split[1], o->split[2],
-            (unsigned long long)o->seed, PREP_VOCAB);
+    char header[400];
+    snprintf(header, sizeof header,
+             "# dataset written by tandem prep: byte-level tokens (each byte one token), files\n"
+             "# in sorted path order, each non-empty file followed by '\\n', cut into blocks of\n"
+             "# %llu bytes split %g/%g/%g by Philox with seed %llu.\n",
+             (unsigned long long)o->block_bytes, o->split[0], o->split[1], o->split[2],
+             (unsigned long long)o->seed);
+    dataset_yaml_domain yd[DATASET_MAX_DOMAINS];
     for (int m = 0; m < n_doms; m++) {
-        const prep_dom *d = &doms[m];
-        fprintf(f, "  - name: \"%s\"  # %zu files, %llu tokens\n", d->name, d->n_files,
-                (unsigned long long)d->bytes);
-        for (int s = 0; s < SPLIT_COUNT; s++) {
-            if (s == SPLIT_TEST && o->split[SPLIT_TEST] <= 0) continue;
-            const char *sn = dataset_split_name(s);
-            fprintf(f, "    %s: [\"%s/%s_*.bin\"]\n", sn, d->name, sn);
-        }
+        yd[m].name = doms[m].name;
+        snprintf(yd[m].comment, sizeof yd[m].comment, "%zu files, %llu tokens", doms[m].n_files,
+                 (unsigned long long)doms[m].bytes);
     }
-    if (fclose(f) != 0) {
-        free(text);
-        return prep_oom(e);
-    }
-    int rc = shard_atomic_write(path, text, len, NULL, 0, e);
-    free(text);
-    return rc;
+    return dataset_write_yaml(path, header, PREP_VOCAB, yd, n_doms, o->split[SPLIT_TEST] > 0, e);
 }
 
 /* ---- the run --------------------------------------------------------------------------- */

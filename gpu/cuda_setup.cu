@@ -168,17 +168,11 @@ double cuda_workspace_bytes(const model_layout *lay, int max_B, int max_T,
     return bytes;
 }
 
-model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int n_domains,
-                              int threads, tdm_err *e) {
+model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int n_domains, int threads,
+                       tdm_err *e) {
     (void)threads; /* the GPU does the work; host threads are not used */
     const model_config *c = &lay->cfg;
-    if (max_B < 1 || max_T < 1 || max_T > c->ctx || n_domains < 1) {
-        err_set(e, ERR_USAGE,
-                "model workspace: batch %d x %d with %d domains is invalid (need B >= 1, "
-                "1 <= T <= ctx = %d, domains >= 1)",
-                max_B, max_T, n_domains, c->ctx);
-        return NULL;
-    }
+    if (model_workspace_check(c, max_B, max_T, n_domains, e)) return NULL;
     size_t N = (size_t)max_B * max_T;
     if (N > (size_t)65535 * GPU_ROW_CHUNK) {
         err_set(e, ERR_USAGE, "model workspace: batch %d x %d has more than %d rows, the CUDA "

@@ -186,6 +186,17 @@ int ckpt_belongs(const ckpt *c, int has_gen, uint64_t gen, uint64_t seq) {
     return ckpt_gen_belongs(has_gen, gen, seq, c->gen, c->change_seq);
 }
 
+int ckpt_put_once(ckpt *c, const char *key, const void *data, size_t n, void **old, size_t *on,
+                  store_version *ver, tdm_err *e) {
+    *old = NULL;
+    *on = 0;
+    int rc = store_put(c->st, key, data, n, STORE_CREATE, e);
+    if (rc != STORE_EXISTS) return rc;
+    rc = store_get(c->st, key, old, on, ver, e);
+    if (rc == STORE_NOT_FOUND) return store_put(c->st, key, data, n, STORE_CREATE, e); /* gone since */
+    return rc ? rc : STORE_EXISTS;
+}
+
 /* Keeps a copy of an object that cannot be part of the run under
  * quarantine/<epoch>/<key> (this writer's epoch: unique per writer life), says so, and
  * leaves the original for the caller to replace. Nothing is deleted: an operator can look

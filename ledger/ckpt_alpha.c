@@ -131,45 +131,41 @@ int ckpt_alpha_record(ckpt *c, const rec_alpha *in, sha256_digest *hash, tdm_err
     testhook_kill_at("alpha");
     int rc = ckpt_check_lease(c, e);
     if (!rc) ckpt_stop_hook("alpha-put");
-    if (!rc) rc = store_put(c->st, key, data, n, STORE_CREATE, e);
+    void *old = NULL;
+    size_t on = 0;
+    store_version ver;
+    if (!rc) rc = ckpt_put_once(c, key, data, n, &old, &on, &ver, e);
     if (rc == STORE_EXISTS) {
-        void *old = NULL;
-        size_t on = 0;
-        store_version ver;
-        rc = store_get(c->st, key, &old, &on, &ver, e);
-        if (rc == STORE_NOT_FOUND) /* gone since: write ours */
-            rc = store_put(c->st, key, data, n, STORE_CREATE, e);
-        else if (rc == 0) {
-            rec_alpha stored;
-            tdm_err de;
-            sha256_digest sh;
-            /* damaged (its own digest says so, or it does not decode): re-derived */
-            int bad = rec_alpha_decode(old, on, key, &stored, &de) != 0;
-            if (!bad && (rec_alpha_hash(&stored, &sh), sha256_equal(&sh, hash))) {
-                rc = 0; /* the replay agrees */
-            } else if (ckpt_judge_stored(c, key, old, on, &ver, bad ? de.msg : NULL, stored.has_gen,
-                                         stored.gen, stored.seq, data, n, &rc, e)) {
-                /* settled: replaced, or fenced out */
-            } else if (stored.t != a.t || stored.seq != a.seq || !sha256_equal(&stored.prev, &a.prev)) {
-                /* intact, but not a continuation of this run's verified chain (it links to
-                 * another record before it, or sits at another position): another run's
-                 * record, or one whose predecessor was itself replaced. The replay's
-                 * inputs are not the ones it was computed from, so it proves nothing */
-                rc = ckpt_replace_object(c, key, old, on, &ver,
-                                         "does not continue this run's alpha chain (it links "
-                                         "to another record before it, or holds another run "
-                                         "position)",
-                                         data, n, e);
-            } else {
-                char h1[65], h2[65];
-                sha256_hex(hash, h1);
-                sha256_hex(&sh, h2);
-                rc = err_set(e, ERR_NONDET,
-                             "nondeterminism in episode %llu: the replay's alpha record "
-                             "hashes to %s but %s/%s holds %s (intact, same config); nothing was "
-                             "overwritten",
-                             (unsigned long long)a.t, h1, store_url(c->st), key, h2);
-            }
+        /* a replay of this episode: the stored record must be ours */
+        rec_alpha stored;
+        tdm_err de;
+        sha256_digest sh;
+        /* damaged (its own digest says so, or it does not decode): re-derived */
+        int bad = rec_alpha_decode(old, on, key, &stored, &de) != 0;
+        if (!bad && (rec_alpha_hash(&stored, &sh), sha256_equal(&sh, hash))) {
+            rc = 0; /* the replay agrees */
+        } else if (ckpt_judge_stored(c, key, old, on, &ver, bad ? de.msg : NULL, stored.has_gen,
+                                     stored.gen, stored.seq, data, n, &rc, e)) {
+            /* settled: replaced, or fenced out */
+        } else if (stored.t != a.t || stored.seq != a.seq || !sha256_equal(&stored.prev, &a.prev)) {
+            /* intact, but not a continuation of this run's verified chain (it links to
+             * another record before it, or sits at another position): another run's
+             * record, or one whose predecessor was itself replaced. The replay's
+             * inputs are not the ones it was computed from, so it proves nothing */
+            rc = ckpt_replace_object(c, key, old, on, &ver,
+                                     "does not continue this run's alpha chain (it links "
+                                     "to another record before it, or holds another run "
+                                     "position)",
+                                     data, n, e);
+        } else {
+            char h1[65], h2[65];
+            sha256_hex(hash, h1);
+            sha256_hex(&sh, h2);
+            rc = err_set(e, ERR_NONDET,
+                         "nondeterminism in episode %llu: the replay's alpha record "
+                         "hashes to %s but %s/%s holds %s (intact, same config); nothing was "
+                         "overwritten",
+                         (unsigned long long)a.t, h1, store_url(c->st), key, h2);
         }
         free(old);
     }

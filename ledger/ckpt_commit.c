@@ -41,12 +41,10 @@ static int put_blob(ckpt *c, const sha256_digest *d, const void *data, size_t n,
                        store_url(c->st));
     int rc = ckpt_check_lease(c, e); /* a fenced-out writer writes nothing more */
     if (rc) return rc;
-    rc = store_put(c->st, key, data, n, STORE_CREATE, e);
-    if (rc != STORE_EXISTS) return rc;
     void *old = NULL;
     size_t on = 0;
-    rc = store_get(c->st, key, &old, &on, NULL, e);
-    if (rc) return rc == STORE_NOT_FOUND ? store_put(c->st, key, data, n, STORE_CREATE, e) : rc;
+    rc = ckpt_put_once(c, key, data, n, &old, &on, NULL, e);
+    if (rc != STORE_EXISTS) return rc;
     sha256_digest od;
     sha256(old, on, &od);
     free(old);
@@ -200,16 +198,14 @@ static int commit(ckpt *c, tdm_err *e) {
     testhook_kill_at("manifest");
     rc = ckpt_check_lease(c, e);
     if (!rc) ckpt_stop_hook("manifest-put");
-    if (!rc) rc = store_put(c->st, key, manifest, mn, STORE_CREATE, e);
+    void *old = NULL;
+    size_t on = 0;
+    store_version ver;
+    if (!rc) rc = ckpt_put_once(c, key, manifest, mn, &old, &on, &ver, e);
     if (rc == STORE_EXISTS) {
         /* a replay of this position: the stored manifest must be ours, byte for byte */
-        void *old = NULL;
-        size_t on = 0;
-        store_version ver;
-        rc = store_get(c->st, key, &old, &on, &ver, e);
-        if (rc == STORE_NOT_FOUND) /* gone since: write ours */
-            rc = store_put(c->st, key, manifest, mn, STORE_CREATE, e);
-        else if (rc == 0 && !(on == mn && memcmp(old, manifest, mn) == 0)) {
+        rc = 0;
+        if (!(on == mn && memcmp(old, manifest, mn) == 0)) {
             rec_state probe;
             tdm_err de;
             int rejected = 0;

@@ -99,6 +99,14 @@ int ckpt_stream_should_stop(ckpt *c);
 int ckpt_belongs(const ckpt *c, int has_gen, uint64_t gen, uint64_t seq);
 
 /* Keeps a copy of `key` (data, n) under quarantine/<epoch>/ with the reason. */
+/* Creates `key` holding data, unless an object is there: then STORE_EXISTS with what is
+ * stored in *old (the caller frees it), *on and *ver (ver may be NULL). An object deleted
+ * between the put and the read is created after all (0). Other codes as store_put/get.
+ * The create-only write of every immutable object (blobs, manifests, alpha records), the
+ * caller judging what it finds. */
+int ckpt_put_once(ckpt *c, const char *key, const void *data, size_t n, void **old, size_t *on,
+                  store_version *ver, tdm_err *e);
+
 int ckpt_quarantine(ckpt *c, const char *key, const void *data, size_t n, const char *why,
                     tdm_err *e);
 

@@ -641,13 +641,7 @@ static double cpu_workspace_bytes(const model_layout *lay, int max_B, int max_T,
 static model_ctx *cpu_create(const model_layout *lay, int max_B, int max_T, int n_domains,
                              int threads, tdm_err *e) {
     const model_config *c = &lay->cfg;
-    if (max_B < 1 || max_T < 1 || max_T > c->ctx || n_domains < 1) {
-        err_set(e, ERR_USAGE,
-                "model workspace: batch %d x %d with %d domains is invalid (need B >= 1, "
-                "1 <= T <= ctx = %d, domains >= 1)",
-                max_B, max_T, n_domains, c->ctx);
-        return NULL;
-    }
+    if (model_workspace_check(c, max_B, max_T, n_domains, e)) return NULL;
     if (threads > 0) {
         omp_set_num_threads(threads);
         openblas_set_num_threads(threads);

@@ -171,6 +171,14 @@ int model_layout_offsets(const model_layout *lay, model_offsets *out, tdm_err *e
     return rc;
 }
 
+int model_workspace_check(const model_config *c, int max_B, int max_T, int n_domains, tdm_err *e) {
+    if (max_B >= 1 && max_T >= 1 && max_T <= c->ctx && n_domains >= 1) return 0;
+    return err_set(e, ERR_USAGE,
+                   "model workspace: batch %d x %d with %d domains is invalid (need B >= 1, "
+                   "1 <= T <= ctx = %d, domains >= 1)",
+                   max_B, max_T, n_domains, c->ctx);
+}
+
 int model_batch_check(const model_batch *b, int max_B, int max_T, int n_domains, int vocab,
                       tdm_err *e) {
     if (b->B < 1 || b->B > max_B || b->T < 1 || b->T > max_T)

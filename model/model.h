@@ -91,6 +91,10 @@ typedef struct model_offsets {
 } model_offsets;
 int model_layout_offsets(const model_layout *lay, model_offsets *out, tdm_err *e);
 
+/* The shape a backend's create() is asked for: B >= 1, 1 <= T <= ctx, domains >= 1;
+ * ERR_USAGE saying which is wrong otherwise. Both backends check with it first. */
+int model_workspace_check(const model_config *c, int max_B, int max_T, int n_domains, tdm_err *e);
+
 /* GPT-2 initialisation into a host buffer of lay->numel floats: weights N(0, 0.02),
  * residual projections (c_proj) N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1.
  * Each tensor draws from its own counter-based stream, so the result depends only on

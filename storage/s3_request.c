@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "storage/s3_impl.h"
+#include "util/buf.h"
 #include "storage/s3_xml.h"
 #include "util/hex.h"
 
@@ -55,17 +56,13 @@ static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
         r->len += len;
         return len;
     }
-    if (r->len + len + 1 > r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 4096;
-        while (cap < r->len + len + 1) cap *= 2;
-        char *b = realloc(r->body, cap);
-        if (!b) return 0;
-        r->body = b;
-        r->cap = cap;
-    }
-    memcpy(r->body + r->len, p, len);
-    r->len += len;
-    r->body[r->len] = '\0';
+    /* the body grows as a util/buf string (NUL-terminated for the XML readers) */
+    buf_t b = {.p = r->body, .n = r->len, .cap = r->cap};
+    buf_putn(&b, p, len);
+    if (b.oom) return 0; /* curl fails the transfer: "out of memory" reaches the caller */
+    r->body = b.p;
+    r->len = b.n;
+    r->cap = b.cap;
     return len;
 }
 

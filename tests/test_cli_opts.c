@@ -1,0 +1,151 @@
+/* test_cli_opts.c — the command line as rows (cli/opts.h): every kind of option, the
+ * forms a user types, every usage error, and --help drawn from the same rows. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/opts.h"
+#include "tests/test.h"
+
+static const cli_opt OPTS[] = {
+    {"--format", CLI_STR, NULL, "table, CSV or JSON", "table|csv|json", 0, 0, NULL, NULL},
+    {"--verify", CLI_SWITCH, NULL, "check the chain", NULL, 0, 0, NULL, NULL},
+    {"--keep", CLI_INT, "N", "states to keep\nsecond line", NULL, 1, 100, NULL, NULL},
+    {"--ratio", CLI_NUM, "X", "a number", NULL, 0, 1, NULL, NULL},
+    {"--set", CLI_LIST, "key=value", "override a key (repeatable)", NULL, 0, 0, NULL, NULL},
+    {"--precision", CLI_ALIAS, "fp32|bf16", "= --set run.precision=", NULL, 0, 0, "--set", "run.precision="},
+    {"--a-rather-long-option-name", CLI_STR, "VALUE", "help on the next line", NULL, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
+};
+static void more(FILE *f) { fprintf(f, "MORE HELP\n"); }
+static const cli_spec SPEC = {"demo", "STORE [SEQ]", 1, 2, "a STORE is required", "About it.", OPTS, more};
+
+/* Parses the words (NULL-terminated, after the command name) with stderr captured. */
+static int parse(cli_args *a, char *err, size_t cap, ...) {
+    char *argv[32] = {"demo"};
+    int argc = 1;
+    va_list ap;
+    va_start(ap, cap);
+    for (char *w; (w = va_arg(ap, char *)) && argc < 31;) argv[argc++] = w;
+    va_end(ap);
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *tmp = tmpfile();
+    dup2(fileno(tmp), 2);
+    int rc = cli_parse(&SPEC, argc, argv, a);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(tmp);
+    size_t n = fread(err, 1, cap - 1, tmp);
+    err[n] = '\0';
+    fclose(tmp);
+    return rc;
+}
+
+static void test_every_kind_and_form(void) {
+    cli_args a;
+    char err[1024];
+    int rc = parse(&a, err, sizeof err, "s3://b/run", "--format=csv", "--verify", "--keep", "7",
+                   "--set", "a=1", "--precision", "bf16", "--set=b=2", "--ratio", "0.25", "12", NULL);
+    CHECK(rc == 0, "rc %d: %s", rc, err);
+    CHECK(a.nargs == 2 && !strcmp(a.arg[0], "s3://b/run") && !strcmp(a.arg[1], "12"), "positionals");
+    CHECK(!strcmp(cli_str(&a, "--format", "table"), "csv"), "--format=csv");
+    CHECK(cli_given(&a, "--verify") == 1, "switch");
+    CHECK(cli_int(&a, "--keep", 0) == 7 && cli_num(&a, "--ratio", 0) == 0.25, "numbers");
+    int n = 0;
+    char **l = cli_list(&a, "--set", &n);
+    /* the alias keeps its place among the list's values */
+    CHECK(n == 3 && !strcmp(l[0], "a=1") && !strcmp(l[1], "run.precision=bf16") && !strcmp(l[2], "b=2"),
+          "list order: %d %s %s %s", n, n > 0 ? l[0] : "", n > 1 ? l[1] : "", n > 2 ? l[2] : "");
+    CHECK(!strcmp(cli_str(&a, "--a-rather-long-option-name", "dflt"), "dflt"), "default when absent");
+    cli_args_free(&a);
+    /* "--" ends the options: a store named like an option */
+    rc = parse(&a, err, sizeof err, "--", "--verify", NULL);
+    CHECK(rc == 0 && a.nargs == 1 && !strcmp(a.arg[0], "--verify") && !cli_given(&a, "--verify"),
+          "after --: rc %d", rc);
+    cli_args_free(&a);
+}
+
+static void test_usage_errors_say_what_is_wrong(void) {
+    struct {
+        const char *words[4];
+        const char *says;
+    } cases[] = {
+        {{"s", "--nope", NULL}, "unknown option --nope (see tandem demo --help)"},
+        {{"s", "--format", "xml", NULL}, "--format: 'xml' is not one of table|csv|json"},
+        {{"s", "--keep", "0", NULL}, "--keep: '0' is not an integer in 1..100"},
+        {{"s", "--keep", "9x", NULL}, "'9x' is not an integer"},
+        {{"s", "--keep=99999999999999999999", NULL}, "is not an integer in 1..100"},
+        {{"s", "--ratio", "nan", NULL}, "--ratio: 'nan' is not a number in 0..1"},
+        {{"s", "--verify=yes", NULL}, "--verify takes no value"},
+        {{"s", "--keep", NULL}, "--keep needs a value"},
+        {{"s", "1", "2", NULL}, "unexpected argument '2'"},
+        {{"--verify", NULL}, "a STORE is required"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cli_args a;
+        char err[1024];
+        const char **w = cases[i].words;
+        int rc = parse(&a, err, sizeof err, w[0], w[1], w[2], w[3], NULL);
+        CHECK(rc == 2, "case %zu: rc %d", i, rc);
+        CHECK(strstr(err, cases[i].says), "case %zu: stderr lacks '%s':\n%s", i, cases[i].says, err);
+        CHECK(strstr(err, "tandem demo: ") == err && strstr(err, "usage: tandem demo STORE [SEQ]"),
+              "case %zu: not 'tandem demo: ...' and the usage line:\n%s", i, err);
+        cli_args_free(&a);
+    }
+}
+
+static void test_help_comes_from_the_rows(void) {
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    cli_help(&SPEC, f);
+    fclose(f);
+    CHECK(strstr(text, "usage: tandem demo STORE [SEQ] [--format table|csv|json] [--verify] [--keep N] "
+                       "[--ratio X] [--set key=value ...] [--precision fp32|bf16 ...]"),
+          "usage line:\n%s", text);
+    CHECK(strstr(text, "\nAbout it.\n"), "about");
+    for (size_t i = 0; OPTS[i].name; i++)
+        CHECK(strstr(text, OPTS[i].name), "--help lacks %s", OPTS[i].name);
+    CHECK(strstr(text, "  --keep N                states to keep\n"
+                       "                          second line\n"),
+          "aligned help with its continuation:\n%s", text);
+    CHECK(strstr(text, "  --a-rather-long-option-name VALUE\n                          help on the next line"),
+          "a long name puts its help on the next line:\n%s", text);
+    CHECK(strstr(text, "MORE HELP"), "more_help");
+    free(text);
+    /* --help anywhere wins, and prints to stdout (exit 0 for the command) */
+    cli_args a;
+    char err[256];
+    fflush(stdout);
+    int saved = dup(1);
+    FILE *tmp = tmpfile();
+    dup2(fileno(tmp), 1);
+    int rc = parse(&a, err, sizeof err, "--keep", "0", "--help", NULL);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    fclose(tmp);
+    CHECK(rc == 2, "an error before --help still errs (rc %d)", rc);
+    cli_args_free(&a);
+    saved = dup(1);
+    tmp = tmpfile();
+    dup2(fileno(tmp), 1);
+    rc = parse(&a, err, sizeof err, "--help", "--keep", "0", NULL);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    fclose(tmp);
+    CHECK(rc == -1, "--help first: rc %d", rc);
+    cli_args_free(&a);
+}
+
+int main(void) {
+    RUN(test_every_kind_and_form);
+    RUN(test_usage_errors_say_what_is_wrong);
+    RUN(test_help_comes_from_the_rows);
+    return test_summary("test_cli_opts");
+}
