@@ -8,6 +8,7 @@
 #include "data/dataset.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
+#include "runner/args.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x) /* a default as text, for --help */
@@ -44,8 +45,9 @@ static const cli_opt OPTS[] = {
 };
 
 static void more_help(FILE *f) {
-    fprintf(f, "Counts accept k, M, G suffixes (10M = 10000000). Prints one line per domain with its\n"
-               "entropy: the lowest loss (bits and nats per token) a model can reach on it.\n");
+    fprintf(f, "Counts accept k, M, G (x1000) and Ki, Mi, Gi (x1024) suffixes (10M = 10000000).\n"
+               "Prints one line per domain with its entropy: the lowest loss (bits and nats per\n"
+               "token) a model can reach on it.\n");
 }
 
 static const cli_spec SPEC = {
@@ -65,27 +67,6 @@ static int bad(const char *flag, const char *fmt, ...) {
     fprintf(stderr, " (see tandem gen-corpus --help)\n");
     va_end(ap);
     return 2;
-}
-
-/* A decimal count with an optional k/M/G suffix; 0 on success. */
-static int parse_count(const char *s, uint64_t *out) {
-    uint64_t v = 0;
-    const char *p = s;
-    if (*p < '0' || *p > '9') return -1;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (v > (UINT64_MAX - 9) / 10) return -1;
-        v = v * 10 + (uint64_t)(*p - '0');
-    }
-    uint64_t mul = 1;
-    if (*p == 'k' || *p == 'K')
-        mul = 1000, p++;
-    else if (*p == 'M')
-        mul = 1000000, p++;
-    else if (*p == 'G')
-        mul = 1000000000, p++;
-    if (*p || v > UINT64_MAX / mul) return -1;
-    *out = v * mul;
-    return 0;
 }
 
 /* Splits a comma list in place into at most `max` items; -1 if more or one is empty. */
@@ -127,28 +108,28 @@ static int run_gen_corpus(const cli_args *a) {
         char *copy = strdup(val), *items[DATASET_MAX_DOMAINS];
         int n = copy ? split_list(copy, items, DATASET_MAX_DOMAINS) : -1;
         for (int k = 0; k < n && n > 0; k++)
-            if (parse_count(items[k], &train[k]) || train[k] == 0) n = -1;
+            if (args_parse_count(items[k], &train[k]) || train[k] == 0) n = -1;
         free(copy);
         if (n < 0) rc = bad("--train-tokens", "'%s' is not a count >= 1 or a comma list of them", val);
         o.train_tokens = train;
         o.n_train = n < 0 ? 0 : n;
     }
     if (!rc && (val = cli_str(a, "--domains", NULL))) {
-        if (parse_count(val, &v) || v < 1 || v > DATASET_MAX_DOMAINS)
+        if (args_parse_count(val, &v) || v < 1 || v > DATASET_MAX_DOMAINS)
             rc = bad("--domains", "'%s' is not a number of domains in 1..64", val);
         o.n_domains = (int)v;
         domains_given = 1;
     }
     if (!rc && (val = cli_str(a, "--val-tokens", NULL)))
-        if (parse_count(val, &o.val_tokens) || o.val_tokens == 0)
+        if (args_parse_count(val, &o.val_tokens) || o.val_tokens == 0)
             rc = bad("--val-tokens", "'%s' is not a count >= 1", val);
     if (!rc && (val = cli_str(a, "--test-tokens", NULL)))
-        if (parse_count(val, &o.test_tokens)) rc = bad("--test-tokens", "'%s' is not a count", val);
+        if (args_parse_count(val, &o.test_tokens)) rc = bad("--test-tokens", "'%s' is not a count", val);
     if (!rc && (val = cli_str(a, "--shard-tokens", NULL)))
-        if (parse_count(val, &o.shard_tokens) || o.shard_tokens == 0 || o.shard_tokens > 2147483647u)
+        if (args_parse_count(val, &o.shard_tokens) || o.shard_tokens == 0 || o.shard_tokens > 2147483647u)
             rc = bad("--shard-tokens", "'%s' is not a count in 1..2147483647", val);
     if (!rc && (val = cli_str(a, "--vocab", NULL))) {
-        if (parse_count(val, &v) || v < 1 || v > 65536)
+        if (args_parse_count(val, &v) || v < 1 || v > 65536)
             rc = bad("--vocab", "'%s' is not a vocabulary size in 1..65536", val);
         o.vocab = (int)v;
     }
@@ -156,18 +137,18 @@ static int run_gen_corpus(const cli_args *a) {
         char *copy = strdup(val), *items[DATASET_MAX_DOMAINS];
         int n = copy ? split_list(copy, items, DATASET_MAX_DOMAINS) : -1;
         for (int k = 0; k < n && n > 0; k++)
-            if (parse_count(items[k], &v) || v < 1 || v > 65536) n = -1;
+            if (args_parse_count(items[k], &v) || v < 1 || v > 65536) n = -1;
             else succ[k] = (int)v;
         free(copy);
         if (n < 0) rc = bad("--successors", "'%s' is not a count >= 1 or a comma list of them", val);
         n_succ = n < 0 ? 0 : n;
     }
     if (!rc && (val = cli_str(a, "--order", NULL))) {
-        if (parse_count(val, &v) || v < 1 || v > 2) rc = bad("--order", "'%s' is not 1 or 2", val);
+        if (args_parse_count(val, &v) || v < 1 || v > 2) rc = bad("--order", "'%s' is not 1 or 2", val);
         o.order = (int)v;
     }
     if (!rc && (val = cli_str(a, "--seed", NULL)))
-        if (parse_count(val, &o.seed)) rc = bad("--seed", "'%s' is not a non-negative integer", val);
+        if (args_parse_count(val, &o.seed)) rc = bad("--seed", "'%s' is not a non-negative integer", val);
     if (!rc && !o.out) rc = bad("--out", "is required");
     if (!rc && n_names) {
         if (domains_given && o.n_domains != n_names) {

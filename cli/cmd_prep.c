@@ -68,29 +68,6 @@ static void prep_free_inputs(prep_input *in, int n) {
     free(in);
 }
 
-/* A decimal count with an optional k/M/G (1000^n) or Ki/Mi/Gi (1024^n) suffix. */
-static int prep_parse_count(const char *s, uint64_t *out) {
-    uint64_t v = 0;
-    const char *p = s;
-    if (*p < '0' || *p > '9') return -1;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (v > (UINT64_MAX - 9) / 10) return -1;
-        v = v * 10 + (uint64_t)(*p - '0');
-    }
-    uint64_t mul = 1;
-    int bin = p[0] && p[1] == 'i';
-    if (*p == 'k' || *p == 'K')
-        mul = bin ? 1ull << 10 : 1000;
-    else if (*p == 'M')
-        mul = bin ? 1ull << 20 : 1000000;
-    else if (*p == 'G')
-        mul = bin ? 1ull << 30 : 1000000000;
-    if (mul > 1) p += 1 + bin;
-    if (*p || v > UINT64_MAX / mul) return -1;
-    *out = v * mul;
-    return 0;
-}
-
 /* "T,V" or "T,V,E" into split[3]; -1 on anything else. */
 static int prep_parse_split(const char *s, double split[3]) {
     char *copy = strdup(s);
@@ -146,10 +123,10 @@ static int run_prep(const cli_args *a) {
         rc = err_set(&e, ERR_USAGE,
                      "--split: '%s' is not train,val[,test] fractions such as 0.9,0.05,0.05", v);
     if (!rc && (v = cli_str(a, "--block-bytes", NULL)))
-        if (prep_parse_count(v, &o.block_bytes) || o.block_bytes == 0)
+        if (args_parse_count(v, &o.block_bytes) || o.block_bytes == 0)
             rc = err_set(&e, ERR_USAGE, "--block-bytes: '%s' is not a count >= 1", v);
     if (!rc && (v = cli_str(a, "--shard-tokens", NULL))) {
-        if (prep_parse_count(v, &u) || u == 0 || u > SHARD_MAX_TOKENS)
+        if (args_parse_count(v, &u) || u == 0 || u > SHARD_MAX_TOKENS)
             rc = err_set(&e, ERR_USAGE, "--shard-tokens: '%s' is not a count in 1..%u", v, SHARD_MAX_TOKENS);
         o.shard_tokens = u;
     }

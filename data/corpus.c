@@ -233,27 +233,11 @@ static int make_dirs(const char *path, tdm_err *e) {
 
 /* Whether `file` (a directory entry) is a shard this run writes. */
 static int is_planned(const corpus_opts *o, int m, const char *file, int *is_shard) {
-    *is_shard = 0;
-    size_t len = strlen(file);
-    for (int s = 0; s < SPLIT_COUNT; s++) {
-        const char *sn = dataset_split_name(s);
-        size_t pl = strlen(sn);
-        if (len < pl + 5 || strncmp(file, sn, pl) || file[pl] != '_' ||
-            strcmp(file + len - 4, ".bin"))
-            continue;
-        *is_shard = 1;
-        uint64_t shards = shard_count(o, split_count(o, m, s));
-        const char *num = file + pl + 1;
-        size_t nd = len - pl - 5;
-        if (nd != (size_t)shard_digits(shards)) return 0;
-        uint64_t v = 0;
-        for (size_t i = 0; i < nd; i++) {
-            if (num[i] < '0' || num[i] > '9') return 0;
-            v = v * 10 + (uint64_t)(num[i] - '0');
-        }
-        return v < shards;
-    }
-    return 0;
+    int s, nd;
+    uint64_t v;
+    if (!(*is_shard = dataset_shard_match(file, &s, &v, &nd))) return 0;
+    uint64_t shards = shard_count(o, split_count(o, m, s));
+    return nd == shard_digits(shards) && v < shards;
 }
 
 static int check_no_stale(const corpus_opts *o, int m, const char *dir, tdm_err *e) {

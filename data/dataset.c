@@ -329,3 +329,25 @@ int dataset_write_yaml(const char *path, const char *header, int vocab,
     free(text);
     return rc;
 }
+
+int dataset_shard_match(const char *file, int *split, uint64_t *index, int *digits) {
+    size_t len = strlen(file);
+    for (int s = 0; s < SPLIT_COUNT; s++) {
+        const char *sn = dataset_split_name(s);
+        size_t pl = strlen(sn);
+        if (len < pl + 5 || strncmp(file, sn, pl) || file[pl] != '_' || strcmp(file + len - 4, ".bin"))
+            continue;
+        *split = s;
+        const char *num = file + pl + 1;
+        size_t nd = len - pl - 5;
+        uint64_t v = 0;
+        *digits = nd > 0 && nd <= 19 ? (int)nd : 0;
+        for (size_t i = 0; *digits && i < nd; i++) {
+            if (num[i] < '0' || num[i] > '9') *digits = 0;
+            else v = v * 10 + (uint64_t)(num[i] - '0');
+        }
+        *index = v;
+        return 1;
+    }
+    return 0;
+}

@@ -65,6 +65,10 @@ const char *dataset_split_name(int split);
  * to `digits` (so that names sort in shard order), as gen-corpus and prep write them and
  * dataset.yaml's globs ("<split>_*.bin") find them. */
 void dataset_shard_name(int split, uint64_t index, int digits, char out[64]);
+/* Whether a file name looks like a shard of a split, "<split>_*.bin" as dataset.yaml's
+ * globs match it: 1 with *split set and, when the middle is all decimal digits (at most
+ * 19), *index and *digits (its length; else *digits = 0). For finding stale shards. */
+int dataset_shard_match(const char *file, int *split, uint64_t *index, int *digits);
 
 /* One domain of a dataset.yaml being written: its name and a comment for its line. */
 typedef struct dataset_yaml_domain {

@@ -510,26 +510,10 @@ static int prep_digits(uint64_t shards) {
 
 /* Whether `file` is a shard name (*is_shard) and one this run writes (the return). */
 static int prep_is_planned(const prep_dom *d, const char *file, int *is_shard) {
-    *is_shard = 0;
-    size_t len = strlen(file);
-    for (int s = 0; s < SPLIT_COUNT; s++) {
-        const char *sn = dataset_split_name(s);
-        size_t pl = strlen(sn);
-        if (len < pl + 5 || strncmp(file, sn, pl) || file[pl] != '_' ||
-            strcmp(file + len - 4, ".bin"))
-            continue;
-        *is_shard = 1;
-        const char *num = file + pl + 1;
-        size_t nd = len - pl - 5;
-        if (nd != (size_t)prep_digits(d->shards[s])) return 0;
-        uint64_t v = 0;
-        for (size_t i = 0; i < nd; i++) {
-            if (num[i] < '0' || num[i] > '9') return 0;
-            v = v * 10 + (uint64_t)(num[i] - '0');
-        }
-        return v < d->shards[s];
-    }
-    return 0;
+    int s, nd;
+    uint64_t v;
+    if (!(*is_shard = dataset_shard_match(file, &s, &v, &nd))) return 0;
+    return nd == prep_digits(d->shards[s]) && v < d->shards[s];
 }
 
 static int prep_check_stale(const prep_dom *d, tdm_err *e) {

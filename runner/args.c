@@ -62,6 +62,29 @@ int args_parse_u64(const char *s, uint64_t *out) {
     return 0;
 }
 
+int args_parse_count(const char *s, uint64_t *out) {
+    uint64_t v = 0;
+    const char *p = s;
+    if (*p < '0' || *p > '9') return -1;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        uint64_t d = (uint64_t)(*p - '0');
+        if (v > UINT64_MAX / 10 || (v == UINT64_MAX / 10 && d > UINT64_MAX % 10)) return -1;
+        v = v * 10 + d;
+    }
+    uint64_t mul = 1;
+    int bin = p[0] && p[1] == 'i';
+    if (*p == 'k' || *p == 'K')
+        mul = bin ? 1ull << 10 : 1000;
+    else if (*p == 'M')
+        mul = bin ? 1ull << 20 : 1000000;
+    else if (*p == 'G')
+        mul = bin ? 1ull << 30 : 1000000000;
+    if (mul > 1) p += 1 + bin;
+    if (*p || v > UINT64_MAX / mul) return -1;
+    *out = v * mul;
+    return 0;
+}
+
 int args_parse_double(const char *s, double *out) {
     if (!*s) return -1;
     char *end;

@@ -39,5 +39,8 @@ int args_double(args_iter *it, double min, double max, double *out, tdm_err *e);
 int args_parse_long(const char *s, long *out);
 int args_parse_u64(const char *s, uint64_t *out);
 int args_parse_double(const char *s, double *out);
+/* A decimal count with an optional suffix: k/K, M, G (1000^n) or Ki, Mi, Gi (1024^n)
+ * ("64Ki" = 65536); 0 on success, -1 on anything else or past 2^64 - 1. */
+int args_parse_count(const char *s, uint64_t *out);
 
 #endif

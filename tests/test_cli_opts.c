@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/opts.h"
+#include "runner/args.h"
 #include "tests/test.h"
 
 static const cli_opt OPTS[] = {
@@ -143,7 +144,29 @@ static void test_help_comes_from_the_rows(void) {
     cli_args_free(&a);
 }
 
+/* Counts with suffixes (gen-corpus, prep): the boundaries of uint64 and every suffix. */
+static void test_counts(void) {
+    struct {
+        const char *s;
+        int ok;
+        uint64_t v;
+    } cases[] = {
+        {"0", 1, 0}, {"10M", 1, 10000000}, {"1k", 1, 1000}, {"1K", 1, 1000}, {"64Ki", 1, 65536},
+        {"3Mi", 1, 3u << 20}, {"2Gi", 1, 2ull << 30}, {"5G", 1, 5000000000ull},
+        {"18446744073709551615", 1, UINT64_MAX}, {"18446744073709551616", 0, 0},
+        {"18446744073709552G", 0, 0}, {"", 0, 0}, {"-1", 0, 0}, {"+1", 0, 0}, {"1kb", 0, 0},
+        {"1Ti", 0, 0}, {"1i", 0, 0}, {"k", 0, 0}, {"1 k", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        uint64_t v = 12345;
+        int ok = args_parse_count(cases[i].s, &v) == 0;
+        CHECK(ok == cases[i].ok && (!ok || v == cases[i].v), "'%s': ok %d value %llu", cases[i].s, ok,
+              (unsigned long long)v);
+    }
+}
+
 int main(void) {
+    RUN(test_counts);
     RUN(test_every_kind_and_form);
     RUN(test_usage_errors_say_what_is_wrong);
     RUN(test_help_comes_from_the_rows);

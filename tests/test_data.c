@@ -752,7 +752,31 @@ static void test_cli_gen_corpus(void) {
     rm_rf(dir);
 }
 
+/* The names a stale-shard check recognises: what dataset.yaml's globs match, with the
+ * index read only from an all-digit middle. */
+static void test_shard_names_match_back(void) {
+    char name[64];
+    int split = -1, digits = -1;
+    uint64_t index = 0;
+    for (int s = 0; s < SPLIT_COUNT; s++) {
+        dataset_shard_name(s, 42, 4, name);
+        CHECK(dataset_shard_match(name, &split, &index, &digits) && split == s && index == 42 &&
+                  digits == 4,
+              "%s: split %d index %llu digits %d", name, split, (unsigned long long)index, digits);
+    }
+    CHECK(dataset_shard_match("val_x1.bin", &split, &index, &digits) && split == SPLIT_VAL && digits == 0,
+          "a non-digit middle is a shard-like name without an index");
+    CHECK(dataset_shard_match("train_12345678901234567890.bin", &split, &index, &digits) && digits == 0,
+          "20 digits: no index (it could overflow)");
+    CHECK(dataset_shard_match("train_.bin", &split, &index, &digits) && digits == 0,
+          "an empty middle matches the glob train_*.bin");
+    const char *no[] = {"train_1.bi", "trainx_1.bin", "test1.bin", "train_1.bin.tmp", "x"};
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+        CHECK(!dataset_shard_match(no[i], &split, &index, &digits), "'%s' is no shard name", no[i]);
+}
+
 int main(void) {
+    RUN(test_shard_names_match_back);
     RUN(test_shard_roundtrip);
     RUN(test_shard_rejections);
     RUN(test_dataset_loads_generated_corpus);
