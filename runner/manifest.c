@@ -221,6 +221,11 @@ static const char SLURM_WAIT[] =
     "  exit 75\n"
     "fi\n"
     "if [ \"$got_term\" = 1 ]; then log \"Slurm is ending job $SLURM_JOB_ID; not requeueing it here\"; fi\n"
+    "# 2 (config) and 5 (diverged) would fail the same way again: said, never requeued\n"
+    "case \"$rc\" in\n"
+    "  2) log \"config or usage error (exit 2): not requeueing; fix the config and submit again\" ;;\n"
+    "  5) log \"the run diverged (exit 5): not requeueing; change the key the message names\" ;;\n"
+    "esac\n"
     "exit \"$rc\"\n";
 
 int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
@@ -666,7 +671,7 @@ static void k8s_volumes(const k8s_ctx *x) {
         fprintf(x->out, "      - name: dshm\n        emptyDir:\n          medium: Memory\n");
 }
 
-/* The Job: completions, the failure policy (exit 2 fails it, exit 75 and disruptions do
+/* The Job: completions, the failure policy (exits 2 and 5 fail it, exit 75 and disruptions do
  * not count), the pod template (k8s_container, k8s_volumes). */
 static void k8s_job(const k8s_ctx *x) {
     fprintf(x->out, "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: ");
@@ -685,11 +690,11 @@ static void k8s_job(const k8s_ctx *x) {
                  "  podReplacementPolicy: Failed\n"
                  "  podFailurePolicy:\n"
                  "    rules:\n"
-                 "    - action: FailJob # 2: config or usage error, no retry can fix it\n"
+                 "    - action: FailJob # 2: config or usage error; 5: diverged. No retry can fix them\n"
                  "      onExitCodes:\n"
                  "        containerName: tandem\n"
                  "        operator: In\n"
-                 "        values: [2]\n"
+                 "        values: [2, 5]\n"
                  "    - action: Ignore # 75: committed after SIGTERM, requeue me\n"
                  "      onExitCodes:\n"
                  "        containerName: tandem\n"

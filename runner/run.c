@@ -851,7 +851,7 @@ int run_main(const run_opts *o, tdm_err *e) {
         }
         if (!rc) rc = ckpt_release(r->ck, e);
     }
-    /* A run that fails (exit 1, 3, 4) ends here, not killed: it gives the lease back, so
+    /* A run that fails (exit 1, 3, 4, 5) ends here, not killed: it gives the lease back, so
      * that status and gc do not see a holder that is gone. A writer that was fenced out
      * finds the lease no longer its own and writes nothing. */
     if (rc && rc != RUN_EXIT_REQUEUE && r->rank == 0 && r->ck && ckpt_epoch(r->ck)) {

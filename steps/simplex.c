@@ -18,7 +18,7 @@ int simplex_project(const double *v, int M, double floor, double *out, tdm_err *
                        floor, M);
     for (int i = 0; i < M; i++)
         if (!isfinite(v[i]))
-            return err_set(e, ERR_INTERNAL,
+            return err_set(e, ERR_DIVERGED,
                            "alpha update produced %s for domain %d (the losses diverged; lower "
                            "tandem.lr_probe or tandem.lr_alpha)",
                            isnan(v[i]) ? "NaN" : "Inf", i);

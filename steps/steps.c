@@ -267,7 +267,7 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
          * finite diverged before this probe, in the free steps, not here */
         for (int m = 0; k == 0 && m < M; m++)
             if (!isfinite(loss[m]))
-                return err_set(e, ERR_INTERNAL,
+                return err_set(e, ERR_DIVERGED,
                                "probe of episode %llu: the model u is not finite at the start of "
                                "the probe (its loss on domain %d is %g): it diverged in the free "
                                "steps before; lower optim.lr%s",
@@ -297,7 +297,7 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
      * alone; w also on γ times it, so w alone diverging points at γ when γ > 1 */
     for (int m = 0; m < M; m++)
         if (!isfinite(work.loss_u[m]))
-            return err_set(e, ERR_INTERNAL,
+            return err_set(e, ERR_DIVERGED,
                            "probe of episode %llu: the proxy twin u' diverged (its loss on domain "
                            "%d is %g after %d SGD steps at tandem.lr_probe = %g): lower "
                            "tandem.lr_probe",
@@ -305,12 +305,12 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
     for (int m = 0; m < M; m++)
         if (!isfinite(work.loss_w[m])) {
             if (hp->gamma > 1)
-                return err_set(e, ERR_INTERNAL,
+                return err_set(e, ERR_DIVERGED,
                                "probe of episode %llu: the reference twin w diverged (its loss on "
                                "domain %d is %g) while u' did not: w's objective weighs the train "
                                "loss by tandem.gamma = %g; lower tandem.gamma (or tandem.lr_probe)",
                                (unsigned long long)work.episode, m, work.loss_w[m], hp->gamma);
-            return err_set(e, ERR_INTERNAL,
+            return err_set(e, ERR_DIVERGED,
                            "probe of episode %llu: the reference twin w diverged (its loss on "
                            "domain %d is %g after %d SGD steps at tandem.lr_probe = %g): lower "
                            "tandem.lr_probe",
@@ -369,7 +369,7 @@ int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_
     double rate = step_alpha_rate(hp);
     for (int m = 0; m < M; m++)
         if (!isfinite(v[m]))
-            return err_set(e, ERR_INTERNAL,
+            return err_set(e, ERR_DIVERGED,
                            "alpha step of episode %llu: the update of domain %d is not finite "
                            "(step size %s = %g, tandem.gamma = %g): lower %s",
                            (unsigned long long)s->episode, m, key, rate, hp->gamma, key);
@@ -378,7 +378,7 @@ int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_
     double sum = 0;
     for (int m = 0; m < M; m++) sum += next[m];
     if (!(fabs(sum - 1) <= 1e-6))
-        return err_set(e, ERR_INTERNAL,
+        return err_set(e, ERR_DIVERGED,
                        "alpha step of episode %llu: the update is too large to project onto the "
                        "simplex in double precision (the weights sum to %g; step size %s = %g, "
                        "tandem.gamma = %g): lower %s",
@@ -407,7 +407,7 @@ int step_free(const step_hparams *hp, const dataset *ds, step_nets *n, step_stat
         const char *key = !decay ? "optim.lr"
                           : hp->lr > 1 ? "optim.weight_decay and optim.lr"
                                        : "optim.weight_decay";
-        return err_set(e, ERR_INTERNAL,
+        return err_set(e, ERR_DIVERGED,
                        "free step %llu: the gradient norm is not finite: u diverged (optim.lr = "
                        "%g, optim.weight_decay = %g%s); lower %s",
                        (unsigned long long)work.free_steps, hp->lr, hp->weight_decay,

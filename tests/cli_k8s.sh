@@ -97,7 +97,7 @@ absent() { # absent NAME FILE PATTERN...
 }
 expect "Job: restartPolicy Never, podFailurePolicy, limits, grace, exec form" \
   "$tmp/none-spotfalse-n1-g8.yaml" "restartPolicy: Never" "podReplacementPolicy: Failed" \
-  "backoffLimit: 3" "values: [2]" "values: [75]" "action: FailJob" "type: DisruptionTarget" \
+  "backoffLimit: 3" "values: [2, 5]" "values: [75]" "action: FailJob" "type: DisruptionTarget" \
   "terminationGracePeriodSeconds: 30" 'nvidia.com/gpu: "8"' \
   'command: ["/usr/local/bin/tandem", "run", "/etc/tandem/config.yaml", "--store", "s3://bucket/runs/a"]' \
   'secretName: "tandem-aws"' 'claimName: "tandem-corpus"' 'value: "/var/run/secrets/tandem-aws/credentials"'

@@ -20,6 +20,8 @@
 #    script requeues itself), started again, and runs to the end. The job log must show
 #    SLURM_RESTART_COUNT=2, both preemptions and no credential, and `tandem hash` of the
 #    store must equal the uninterrupted run's.
+#    D: a run that diverges (optim.lr = 1e30) fails its job with ExitCode 5:0 and is not
+#    requeued (Restarts=0; the log says why); A checks the same with the fake scontrol.
 #    B runs for every build variant (about 35 s each; TANDEM_SLURM_ASAN=0 skips it for
 #    the ASan build). It is skipped — counted neither passed nor failed, and said so —
 #    only when not root (slurmd must be root; CI runs as root).
@@ -184,6 +186,16 @@ else
   fail "fake resume (exit $st)" "$got" "want: $ref" "$(tail -n 5 "$tmp/fake.log")"
 fi
 grep -qF "$secret" "$tmp/fake.log" && fail "the job log shows the secret"
+: >"$tmp/fake-calls"
+render "$tmp/diverge.sbatch" --set optim.lr=1e30 --store "file://$tmp/store-div" ||
+  fail "render diverging" "$(cat "$tmp/diverge.sbatch.err")"
+FAKE_SLURM_LOG="$tmp/fake-calls" PATH="$fake:$PATH" SLURM_JOB_ID=4243 SLURM_RESTART_COUNT=0 \
+  bash "$tmp/diverge.sbatch" >"$tmp/fake-div.log" 2>&1; st=$?
+if [ $st -eq 5 ] && grep -q "diverged (exit 5): not requeueing" "$tmp/fake-div.log" && [ ! -s "$tmp/fake-calls" ]; then
+  pass "a diverging run: the script exits 5, says why, and does not requeue"
+else
+  fail "diverging run (script exit $st, want 5)" "$(tail -n 8 "$tmp/fake-div.log")" "calls: $(cat "$tmp/fake-calls")"
+fi
 chmod 644 "$tmp/creds.env"
 run_fake "$tmp/fake-mode.log" 0
 wait "$fake_pid"; st=$?
@@ -314,6 +326,23 @@ else
         fail "2-task Slurm job" "hash: $got" "want: $ref2" "log:" "$(tail -n 20 "$log")"
       fi
     fi
+  fi
+fi
+# --- D. a run that diverges: the job fails with exit 5, and nobody requeues it
+render "$tmp/div.sbatch" --set optim.lr=1e30 --store "file://$tmp/store-div2" --set cluster.job_name=tandem-div ||
+  fail "render diverging job" "$(cat "$tmp/div.sbatch.err")"
+jid=$(cd "$tmp" && sbatch --parsable "$tmp/div.sbatch" 2>"$tmp/sbatch.err")
+jid=${jid%%;*}
+log="$tmp/tandem-div-$jid.out"
+if [ -z "$jid" ]; then fail "sbatch (diverging)" "$(cat "$tmp/sbatch.err")"
+elif wait_for 120 "diverging job $jid ends" is_state FAILED; then
+  sleep 3 # a requeue, were there one, would show by now
+  exitcode=$(job_field "$jid" ExitCode) restarts=$(job_field "$jid" Restarts) state=$(job_field "$jid" JobState)
+  if [ "$exitcode" = "5:0" ] && [ "$restarts" = 0 ] && [ "$state" = FAILED ] &&
+     grep -q "diverged (exit 5): not requeueing" "$log" && grep -q "lower optim.lr" "$log"; then
+    pass "real Slurm: a diverging run fails its job with ExitCode 5:0, not requeued (Restarts=0)"
+  else
+    fail "diverging job" "state $state, ExitCode $exitcode, Restarts $restarts" "log:" "$(tail -n 10 "$log")"
   fi
 fi
 echo "  (took $(($(date +%s) - t_start)) s)"

@@ -15,7 +15,7 @@
 #     with the pgd step, tandem.gamma=1e300, optim.weight_decay=1e300, model and batch
 #     sizes at their limits) exit 1 or 2 with a message naming the key responsible, and
 #     no sanitizer report (the asan build runs this script too);
-#   - a run that diverges (exit 1) gives its lease back: status says released;
+#   - a run that diverges (exit 5) gives its lease back: status says released;
 #   - a host name holding a quote, a backslash, a comma and a control character (a UTS
 #     namespace; root only) leaves `alpha --format json` valid, holding it exactly.
 # Prints PASS/FAIL lines and "cli_store: N passed, M failed"; exits non-zero on failure.
@@ -80,11 +80,11 @@ done
 # ---------------------------------------------------------------- extreme values
 # KEY=VALUE...|expected exit codes|what the message must name
 cases=(
-  "optim.lr=1e30|1|lower optim.lr"
-  "tandem.lr_probe=1e30|1|lower tandem.lr_probe"
-  "tandem.alpha_step=pgd tandem.lr_alpha=1e300|1|lower tandem.lr_alpha"
-  "tandem.gamma=1e300|1|lower tandem.gamma"
-  "optim.weight_decay=1e300|1|lower optim.weight_decay"
+  "optim.lr=1e30|5|lower optim.lr"
+  "tandem.lr_probe=1e30|5|lower tandem.lr_probe"
+  "tandem.alpha_step=pgd tandem.lr_alpha=1e300|5|lower tandem.lr_alpha"
+  "tandem.gamma=1e300|5|lower tandem.gamma"
+  "optim.weight_decay=1e300|5|lower optim.weight_decay"
   "model.layers=1024 model.channels=65536 model.heads=1|2|model.layers"
   "model.channels=65536 model.heads=65536|2|model.channels"
   "train.batch=16777216|2|train.batch"

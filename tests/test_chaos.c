@@ -1461,8 +1461,8 @@ static void fuzz_config_case(row *r, int idx) {
     } else if (rc == 0 || (!done && rc == 75)) {
         cls = C_HEALED;
         why[0] = '\0';
-    } else if (rc == 1 && strstr(log, "diverged") && names_key_or_line(log)) {
-        /* a valid config whose run diverged: the documented exit 1, naming the key to lower
+    } else if (rc == 5 && strstr(log, "diverged") && names_key_or_line(log)) {
+        /* a valid config whose run diverged: the documented exit 5, naming the key to lower
          * (the run had begun, so its store exists) */
         cls = C_REFUSED;
         snprintf(why, sizeof why, "%.500s", log);

@@ -486,7 +486,7 @@ static void test_k8s_job_shape(void) {
             strstr(one.out, "restartPolicy: Never") && strstr(one.out, "backoffLimit: 5") &&
             strstr(one.out, "terminationGracePeriodSeconds: 90") &&
             strstr(one.out, "podReplacementPolicy: Failed") && strstr(one.out, "values: [75]") &&
-            strstr(one.out, "values: [2]") && strstr(one.out, "type: DisruptionTarget") &&
+            strstr(one.out, "values: [2, 5]") && strstr(one.out, "type: DisruptionTarget") &&
             strstr(one.out, "command: [\"/usr/local/bin/tandem\", \"run\", \"/etc/tandem/config.yaml\", "
                             "\"--store\", \"s3://b/p\"]") &&
             strstr(one.out, "secretName: \"aws\"") && !strstr(one.out, "nvidia.com/gpu") &&

@@ -17,6 +17,9 @@ enum {
     ERR_USAGE = 2,    /* bad configuration, arguments or input files */
     ERR_STORE = 3,    /* store unreachable, corrupt run, fenced out */
     ERR_NONDET = 4,   /* nondeterministic replay detected */
+    /* the run diverged: a loss, gradient or α is not finite. Deterministic, so a retry
+     * replays the same steps and diverges again: schedulers must not requeue it */
+    ERR_DIVERGED = 5,
 };
 
 typedef struct tdm_err {
