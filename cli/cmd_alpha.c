@@ -18,6 +18,7 @@
 #include "cli/opts.h"
 #include "runner/pin.h"
 #include "runner/svgplot.h"
+#include "util/csv.h"
 #include "util/json.h"
 
 static const cli_opt OPTS[] = {
@@ -43,28 +44,13 @@ static void print_table(const audit_chain *c, const rec_run *run) {
     }
 }
 
-/* A CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma, a quote or
- * a line break (domain names are the user's). */
-static void csv_field(const char *v) {
-    if (!strpbrk(v, ",\"\r\n")) {
-        fputs(v, stdout);
-        return;
-    }
-    putchar('"');
-    for (; *v; v++) {
-        if (*v == '"') putchar('"');
-        putchar(*v);
-    }
-    putchar('"');
-}
-
 static void print_csv(const audit_chain *c, const rec_run *run) {
     printf("episode,domain,alpha,alpha_next,loss_u,loss_w,delta\n");
     for (size_t t = 0; t < c->n; t++) {
         const rec_alpha *a = &c->rec[t];
         for (int m = 0; m < a->M; m++) {
             printf("%zu,", t);
-            csv_field(m < run->M ? run->domains[m] : "?");
+            csv_field(stdout, m < run->M ? run->domains[m] : "?");
             printf(",%.17g,%.17g,%.17g,%.17g,%.17g\n", a->alpha[m], a->alpha_next[m], a->loss_u[m],
                    a->loss_w[m], a->loss_w[m] - a->loss_u[m]);
         }

@@ -9,7 +9,8 @@
  * lease and config changes are never touched. Because a running writer uploads blobs
  * before it writes their manifest, gc refuses to run while a writer holds the lease
  * (unless --force), except a stale lease whose holder is provably gone (audit.h). gc and
- * pin never create a store: a missing one is exit 3. */
+ * pin never create a store: a missing one is exit 3. `gc --json`: the report as one JSON
+ * object on stdout (docs/json.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "runner/args.h"
+#include "util/json.h"
 
 static const cli_opt GC_OPTS[] = {
     {"--keep", CLI_INT, "N",
@@ -30,6 +32,7 @@ static const cli_opt GC_OPTS[] = {
     {"--force", CLI_SWITCH, NULL, "collect although a run holds the lease: only when its\n"
                                   "writer is dead (a live one uploads blobs before their\n"
                                   "manifest)", NULL, 0, 0, NULL, NULL},
+    {"--json", CLI_SWITCH, NULL, "one JSON object on stdout (docs/json.md)", NULL, 0, 0, NULL, NULL},
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
 static const cli_spec GC_SPEC = {"gc", "STORE", 1, 1, "a STORE is required",
@@ -40,24 +43,79 @@ static const cli_spec GC_SPEC = {"gc", "STORE", 1, 1, "a STORE is required",
                                  "config changes are never touched.",
                                  GC_OPTS, NULL};
 
-static int run_gc(const cli_args *a) {
-    const char *url = a->arg[0];
-    if (!cli_given(a, "--keep")) {
-        fprintf(stderr, "tandem gc: --keep N is required\n");
-        cli_usage(a->spec, stderr);
-        return 2;
+/* A line of retain_collect's log: 0 a state's deletion, 1 a blob's ("would delete KEY" or
+ * "delete KEY"; *key is KEY), 2 anything else, a note (*key is the line). */
+static int log_line(const char *line, const char **key) {
+    const char *k = !strncmp(line, "would delete ", 13) ? line + 13 : !strncmp(line, "delete ", 7) ? line + 7 : NULL;
+    int kind = !k ? 2 : !strncmp(k, LEDGER_STATES, strlen(LEDGER_STATES)) ? 0
+               : !strncmp(k, LEDGER_BLOBS, strlen(LEDGER_BLOBS))          ? 1
+                                                                          : 2;
+    *key = kind < 2 ? k : line;
+    return kind;
+}
+
+/* ,"deleted":{"states":[...],"blobs":[...]},"notes":[...] from retain_collect's log (a
+ * note goes to stderr too). */
+static void json_log(FILE *j, char *log) {
+    static const char *const heads[] = {",\"deleted\":{\"states\":[", "],\"blobs\":[", "]},\"notes\":["};
+    for (int kind = 0; kind < 3; kind++) {
+        fputs(heads[kind], j);
+        int n = 0;
+        for (char *p = log; p && *p;) {
+            size_t len = strcspn(p, "\n");
+            char end = p[len];
+            p[len] = '\0';
+            const char *key;
+            if (log_line(p, &key) == kind) {
+                if (n++) fputc(',', j);
+                json_str(j, key);
+                if (kind == 2) fprintf(stderr, "tandem gc: %s\n", key);
+            }
+            p[len] = end;
+            p += len + (end == '\n');
+        }
     }
-    long keep = cli_int(a, "--keep", -1);
-    int dry = cli_given(a, "--dry-run") > 0, force = cli_given(a, "--force") > 0, rc = 0;
+    fputc(']', j);
+}
+
+static const char *lease_state_name(int state) {
+    return state == AUDIT_LEASE_RELEASED ? "released" : state == AUDIT_LEASE_HELD ? "held"
+           : state == AUDIT_LEASE_STALE  ? "stale"
+                                         : "none";
+}
+
+/* gc itself; with j (--json) the report goes to j as members instead of stdout, and the
+ * error is left in *out for the caller's document (it is on stderr either way). */
+static int gc(const char *url, long keep, int dry, int force, FILE *j, tdm_err *out) {
+    int rc = 0;
     tdm_err e = {0};
+    if (j) {
+        fprintf(j, ",\"store\":");
+        json_str(j, url);
+        fprintf(j, ",\"keep\":%ld,\"dry_run\":%s,\"force\":%s", keep, dry ? "true" : "false",
+                force ? "true" : "false");
+    }
     store *st = store_open_existing(url, STORE_OPEN_WRITABLE, &e);
     if (!st) rc = e.code;
     /* a live writer could be between uploading blobs and writing their manifest; a lease
      * whose holder is provably gone (audit_lease_read) does not stop gc */
+    int lease_read = 0;
     if (!rc && !force && !dry) {
         audit_lease al;
         rc = audit_lease_read(st, &al, &e);
         const rec_lease *l = &al.lease;
+        if (!rc && j) { /* what gc judged the lease to be (a held one stops it) */
+            lease_read = 1;
+            fprintf(j, ",\"lease\":{\"state\":");
+            json_str(j, lease_state_name(al.state));
+            if (al.state != AUDIT_LEASE_NONE) {
+                fprintf(j, ",\"epoch\":%llu,\"host\":", (unsigned long long)l->epoch);
+                json_str(j, l->host);
+                fprintf(j, ",\"pid\":%llu,\"why\":", (unsigned long long)l->pid);
+                json_str(j, al.state == AUDIT_LEASE_RELEASED ? NULL : al.why);
+            }
+            fputc('}', j);
+        }
         if (!rc && al.state == AUDIT_LEASE_HELD)
             rc = err_set(&e, ERR_USAGE,
                          "%s: a run holds the lease (epoch %llu, host %s, pid %llu; %s): stop it "
@@ -65,19 +123,62 @@ static int run_gc(const cli_args *a) {
                          "if it is dead",
                          url, (unsigned long long)l->epoch, l->host, (unsigned long long)l->pid, al.why);
         else if (!rc && al.state == AUDIT_LEASE_STALE)
-            printf("note: the lease of writer epoch %llu (host %s, pid %llu) is stale: %s; "
-                   "collecting\n",
-                   (unsigned long long)l->epoch, l->host, (unsigned long long)l->pid, al.why);
+            fprintf(j ? stderr : stdout, /* with --json: the human line on stderr */
+                    "%snote: the lease of writer epoch %llu (host %s, pid %llu) is stale: %s; collecting\n",
+                    j ? "tandem gc: " : "", (unsigned long long)l->epoch, l->host, (unsigned long long)l->pid,
+                    al.why);
     }
+    if (j && !lease_read) fprintf(j, ",\"lease\":null");
     retain_report rep;
-    if (!rc) rc = retain_collect(st, keep, 1, dry, stdout, &rep, &e);
-    if (!rc)
+    char *log = NULL;
+    size_t loglen = 0;
+    FILE *logf = j ? open_memstream(&log, &loglen) : stdout;
+    if (!logf) rc = err_set(&e, ERR_INTERNAL, "out of memory");
+    if (!rc) {
+        rc = retain_collect(st, keep, 1, dry, logf, &rep, &e);
+        if (j) {
+            fclose(logf);
+            logf = NULL;
+            json_log(j, log); /* what was deleted (or would be), also when collecting failed */
+        }
+    }
+    if (logf && logf != stdout) fclose(logf);
+    free(log);
+    if (!rc && j)
+        fprintf(j, ",\"states\":%zu,\"deleted_states\":%zu,\"deleted_blobs\":%zu,\"kept_states\":%zu,"
+                "\"pinned\":%zu", rep.states, rep.deleted_states, rep.deleted_blobs, rep.kept, rep.pinned);
+    else if (!rc)
         printf("%s: %s %zu of %zu states and %zu blobs; kept %zu states (newest %ld, HEAD's, the "
                "previous verified one, %zu pinned); alpha records untouched\n",
                url, dry ? "would delete" : "deleted", rep.deleted_states, rep.states,
                rep.deleted_blobs, rep.kept, keep, rep.pinned);
     if (st) store_close(st);
     if (rc) fprintf(stderr, "tandem gc: %s\n", e.msg);
+    *out = e;
+    return rc;
+}
+
+static int run_gc(const cli_args *a) {
+    const char *url = a->arg[0];
+    int json = cli_given(a, "--json") > 0;
+    tdm_err e = {0};
+    if (!cli_given(a, "--keep")) {
+        fprintf(stderr, "tandem gc: --keep N is required\n");
+        cli_usage(a->spec, stderr);
+        if (json) json_document(stdout, 2, "--keep N is required", NULL);
+        return 2;
+    }
+    long keep = cli_int(a, "--keep", -1);
+    int dry = cli_given(a, "--dry-run") > 0, force = cli_given(a, "--force") > 0;
+    if (!json) return gc(url, keep, dry, force, NULL, &e);
+    char *body = NULL;
+    size_t len = 0;
+    FILE *j = open_memstream(&body, &len);
+    int rc = j ? gc(url, keep, dry, force, j, &e) : err_set(&e, ERR_INTERNAL, "out of memory");
+    if (!j) fprintf(stderr, "tandem gc: %s\n", e.msg);
+    if (j) fclose(j);
+    json_document(stdout, rc, e.msg, body);
+    free(body);
     return rc;
 }
 

@@ -4,7 +4,7 @@
  * through their chunk hashes, α, cursors and counters), its run position, and the hash
  * of the last α record with the record count (the head of the hash chain). Two runs that
  * print the same lines ended in bit-identical states with identical α histories; the
- * chaos tests compare exactly this. */
+ * chaos tests compare exactly this. `--json`: the same as one JSON object (docs/json.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,16 +15,22 @@
 #include "cli/opts.h"
 #include "storage/sha256.h"
 #include "storage/store.h"
+#include "util/json.h"
 
-/* one STORE and no options */
-static const cli_spec SPEC = {"hash", "STORE", 1, 1, "a STORE is required", NULL, NULL, NULL};
+static const cli_opt OPTS[] = {
+    {"--json", CLI_SWITCH, NULL, "one JSON object on stdout (docs/json.md)", NULL, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
+};
+static const cli_spec SPEC = {"hash", "STORE", 1, 1, "a STORE is required", NULL, OPTS, NULL};
 
 static int run_hash(const cli_args *a) {
     const char *url = a->arg[0];
+    int json = cli_given(a, "--json") > 0;
     tdm_err e = {0};
     store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
     if (!st) {
         fprintf(stderr, "tandem hash: %s\n", e.msg);
+        if (json) json_document(stdout, e.code, e.msg, NULL);
         return e.code;
     }
     void *data = NULL, *mdata = NULL;
@@ -47,14 +53,26 @@ static int run_hash(const cli_args *a) {
         char hex[65], ahex[65];
         sha256_hex(&d, hex);
         sha256_hex(&s.alpha_head, ahex);
-        printf("state %s\nseq %llu\nstep %s\nalpha %s %llu\n", hex, (unsigned long long)h.seq,
-               s.step, ahex, (unsigned long long)s.alpha_records);
+        if (json) {
+            printf("{\"store\":");
+            json_str(stdout, url);
+            printf(",\"state_key\":");
+            json_str(stdout, h.state);
+            printf(",\"state_sha256\":\"%s\",\"seq\":%llu,\"step\":", hex, (unsigned long long)h.seq);
+            json_str(stdout, s.step);
+            printf(",\"alpha_head_sha256\":\"%s\",\"alpha_records\":%llu}\n", ahex,
+                   (unsigned long long)s.alpha_records);
+        } else {
+            printf("state %s\nseq %llu\nstep %s\nalpha %s %llu\n", hex, (unsigned long long)h.seq,
+                   s.step, ahex, (unsigned long long)s.alpha_records);
+        }
         rec_state_free(&s);
     }
     free(data);
     free(mdata);
     store_close(st);
     if (rc) fprintf(stderr, "tandem hash: %s\n", e.msg);
+    if (rc && json) json_document(stdout, rc, e.msg, NULL);
     return rc;
 }
 

@@ -27,7 +27,9 @@ static const cli_opt OPTS[] = {
      NULL, 0, 0, "--set", "run.precision="},
     {"--allow-change", CLI_LIST, "k1,k2", "resume although these pinned keys changed (recorded)", NULL, 0, 0, NULL, NULL},
     {"--quiet", CLI_SWITCH, NULL, "no progress output", NULL, 0, 0, NULL, NULL},
-    {"--json", CLI_SWITCH, NULL, "progress as one JSON object per line (stderr)", NULL, 0, 0, NULL, NULL},
+    {"--json", CLI_SWITCH, NULL, "events as JSON lines on stdout (start, memory, episode, commit,\n"
+                                 "signal, error, end; each with its unix time: docs/json.md);\n"
+                                 "human text stays on stderr", NULL, 0, 0, NULL, NULL},
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
 static const cli_spec SPEC = {"run", "CONFIG.yaml", 1, 1,

@@ -4,7 +4,9 @@
  * what a resume would lose (steps since the last full state, as far as the α records
  * show progress beyond it); commits per hour; current α; the lease holder, and whether
  * that holder is provably gone (a stale lease). A store whose RUN is missing or damaged
- * is reported as such (what a resume would do: refuse, exit 3), with what is readable. */
+ * is reported as such (what a resume would do: refuse, exit 3), with what is readable.
+ * `--json`: the same facts as one JSON object on stdout (docs/json.md). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,12 +17,57 @@
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "runner/pin.h"
+#include "util/json.h"
 
-/* The lease line: holder, and held / released / stale with the reason. */
-static int print_lease(store *st, tdm_err *e) {
+/* ,"key":T,"key_iso":"2026-11-22T23:10:00Z" — a unix time and the same in ISO 8601 UTC
+ * (whole seconds; null when there is no time) */
+static void json_time(FILE *j, const char *key, double t) {
+    char k[64], iso[64];
+    time_t s = (time_t)t;
+    struct tm tm;
+    fputc(',', j);
+    json_key(j, key);
+    json_num(j, t > 0 ? t : NAN);
+    snprintf(k, sizeof k, "%s_iso", key);
+    fputc(',', j);
+    json_key(j, k);
+    if (t > 0 && gmtime_r(&s, &tm) && strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm)) json_str(j, iso);
+    else fputs("null", j);
+}
+
+static const char *lease_state_name(int state) {
+    return state == AUDIT_LEASE_RELEASED ? "released" : state == AUDIT_LEASE_HELD ? "held"
+           : state == AUDIT_LEASE_STALE  ? "stale"
+                                         : "none";
+}
+
+/* The lease line: holder, and held / released / stale with the reason; with j (--json)
+ * the member ,"lease":{...} written to j instead. */
+static int print_lease(store *st, FILE *j, tdm_err *e) {
     audit_lease al;
     int rc = audit_lease_read(st, &al, e);
     if (rc) return rc;
+    if (j) {
+        fprintf(j, ",\"lease\":{\"state\":");
+        json_str(j, lease_state_name(al.state));
+        if (al.state != AUDIT_LEASE_NONE) {
+            const rec_lease *l = &al.lease;
+            fprintf(j, ",\"epoch\":%llu,\"host\":", (unsigned long long)l->epoch);
+            json_str(j, l->host);
+            fprintf(j, ",\"pid\":%llu,\"attempt\":%llu", (unsigned long long)l->pid,
+                    (unsigned long long)l->attempt);
+            json_time(j, "time", l->time);
+            fprintf(j, ",\"why\":");
+            json_str(j, al.state == AUDIT_LEASE_RELEASED ? NULL : al.why);
+            /* the holder's last sign of life: judged for an unreleased lease only */
+            int judged = al.state == AUDIT_LEASE_HELD || al.state == AUDIT_LEASE_STALE;
+            json_time(j, "last_life", judged ? al.life : NAN);
+            fprintf(j, ",\"last_life_age_s\":");
+            json_num(j, judged ? al.age : NAN);
+        }
+        fputc('}', j);
+        return 0;
+    }
     if (al.state == AUDIT_LEASE_NONE) {
         printf("lease     none\n");
         return 0;
@@ -49,8 +96,9 @@ static void human_bytes(double b, char *out, size_t cap) {
 
 /* The size line: full states kept and the bytes of one (3 tensors × the model's floats,
  * from HEAD's manifest), the unique chunks they all reference (what the states cost in
- * the store: unchanged chunks are shared) and the orphan blobs, if any. */
-static int print_size(store *st, const rec_state *head_state, tdm_err *e) {
+ * the store: unchanged chunks are shared) and the orphan blobs, if any; with j (--json)
+ * the member ,"size":{...} written to j instead. */
+static int print_size(store *st, const rec_state *head_state, FILE *j, tdm_err *e) {
     uint64_t *seqs = NULL;
     size_t ns = 0;
     int rc = audit_state_seqs(st, &seqs, &ns, e);
@@ -98,6 +146,14 @@ static int print_size(store *st, const rec_state *head_state, tdm_err *e) {
         orphans = l.n > nref ? l.n - nref : 0;
         store_list_free(&l);
     }
+    if (j) {
+        fprintf(j, ",\"size\":{\"states\":%zu,\"state_bytes\":%llu,\"chunks\":%zu,\"chunk_bytes\":%llu,"
+                "\"blobs\":%zu,\"orphan_blobs\":%zu}", ns, (unsigned long long)per_state, nref,
+                (unsigned long long)unique, blobs, orphans);
+        free(ref);
+        free(seqs);
+        return 0;
+    }
     char one[32], all[32];
     human_bytes(per_state, one, sizeof one);
     human_bytes(unique, all, sizeof all);
@@ -111,34 +167,60 @@ static int print_size(store *st, const rec_state *head_state, tdm_err *e) {
 }
 
 /* Status of a run whose pin is unusable: the fault, then HEAD and the lease as far as
- * they can be read. Returns ERR_STORE (what a resume would do). */
-static int print_damaged(store *st, const char *url, int health, const char *why, tdm_err *e) {
-    printf("store     %s\n", url);
-    printf("RUN       FAULT: %s\n", why);
+ * they can be read (with j: as members written to j). Returns ERR_STORE (what a resume
+ * would do). */
+static int print_damaged(store *st, const char *url, int health, const char *why, FILE *j, tdm_err *e) {
+    if (j) {
+        fprintf(j, ",\"store\":");
+        json_str(j, url);
+        fprintf(j, ",\"run_health\":");
+        json_str(j, health == PIN_MISSING ? "missing" : "damaged");
+        fprintf(j, ",\"fault\":");
+        json_str(j, why);
+    } else {
+        printf("store     %s\n", url);
+        printf("RUN       FAULT: %s\n", why);
+    }
     rec_head h;
     rec_state s;
     int have = 0;
     tdm_err he;
     if (audit_head(st, &h, &s, &have, &he) == 0 && have) {
-        printf("position  episode %llu, next step %s (run position %llu), in %s\n",
-               (unsigned long long)s.episode, s.step, (unsigned long long)s.seq, h.state);
+        if (j) {
+            fprintf(j, ",\"position\":{\"episode\":%llu,\"next_step\":", (unsigned long long)s.episode);
+            json_str(j, s.step);
+            fprintf(j, ",\"seq\":%llu},\"commit\":{\"state\":", (unsigned long long)s.seq);
+            json_str(j, h.state);
+            json_time(j, "time", h.time);
+            fputc('}', j);
+        } else {
+            printf("position  episode %llu, next step %s (run position %llu), in %s\n",
+                   (unsigned long long)s.episode, s.step, (unsigned long long)s.seq, h.state);
+        }
         rec_state_free(&s);
+    } else if (j) {
+        fprintf(j, ",\"position\":null,\"commit\":null");
     }
-    int rc = print_lease(st, e);
+    int rc = print_lease(st, j, e);
     if (rc) return rc;
     return err_set(e, ERR_STORE, "%s: RUN is %s: tandem run refuses to resume it (see above)",
                    url, health == PIN_MISSING ? "missing" : "damaged");
 }
 
-/* one STORE and no options */
-static const cli_spec SPEC = {"status", "STORE", 1, 1, "a STORE is required", NULL, NULL, NULL};
+static const cli_opt OPTS[] = {
+    {"--json", CLI_SWITCH, NULL, "one JSON object on stdout (docs/json.md)", NULL, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
+};
+static const cli_spec SPEC = {"status", "STORE", 1, 1, "a STORE is required", NULL, OPTS, NULL};
 
-static int run_status(const cli_args *a) {
-    const char *url = a->arg[0];
+/* The command; with j (--json) every fact goes to j as members instead of to stdout, and
+ * the error is left in *out for the caller's document (it is on stderr either way). */
+static int status(const char *url, FILE *j, tdm_err *out) {
     tdm_err e = {0};
     store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
     if (!st) {
         fprintf(stderr, "tandem status: %s\n", e.msg);
+        *out = e;
         return e.code;
     }
     int health = PIN_OK;
@@ -146,9 +228,10 @@ static int run_status(const cli_args *a) {
     if (!rc && (health == PIN_MISSING || health == PIN_DAMAGED)) {
         char why[sizeof e.msg];
         snprintf(why, sizeof why, "%s", e.msg);
-        rc = print_damaged(st, url, health, why, &e);
+        rc = print_damaged(st, url, health, why, j, &e);
         store_close(st);
         fprintf(stderr, "tandem status: %s\n", e.msg);
+        *out = e;
         return rc;
     }
     if (!rc && health == PIN_NO_RUN) rc = e.code;
@@ -165,7 +248,54 @@ static int run_status(const cli_args *a) {
     if (!rc) rc = pin_read(st, &cfg, run_id, sizeof run_id, &e);
     if (!rc) rc = audit_chain_read(st, &c, &e);
     if (!rc) rc = audit_head(st, &h, &s, &have, &e);
-    if (!rc) {
+    if (!rc && j) {
+        char hex[65];
+        sha256_hex(&run.config_sha, hex);
+        uint64_t E = (uint64_t)cfg.tandem.E, T = (uint64_t)cfg.run.episodes;
+        uint64_t per_episode = cfg.run.mode == CONFIG_MODE_FIXED ? E : E + 2;
+        fprintf(j, ",\"run_id\":");
+        json_str(j, run.run_id);
+        json_time(j, "created", (double)run.created);
+        fprintf(j, ",\"store\":");
+        json_str(j, url);
+        fprintf(j, ",\"run_health\":\"ok\",\"config_sha256\":\"%s\",\"mode\":\"%s\"", hex,
+                cfg.run.mode == CONFIG_MODE_FIXED ? "fixed" : "tandem");
+        if (have) {
+            fprintf(j, ",\"position\":{\"episode\":%llu,\"episodes\":%llu,\"next_step\":",
+                    (unsigned long long)s.episode, (unsigned long long)T);
+            json_str(j, s.step);
+            if (!strcmp(s.step, "free")) fprintf(j, ",\"free_step\":%llu", (unsigned long long)s.index + 1);
+            else fprintf(j, ",\"free_step\":null");
+            fprintf(j, ",\"free_steps\":%llu,\"seq\":%llu,\"seq_total\":%llu}", (unsigned long long)E,
+                    (unsigned long long)s.seq, (unsigned long long)(T * per_episode));
+            double age = (double)time(NULL) - h.time;
+            if (age < 0) age = 0; /* whole-second clock against a fractional commit time */
+            fprintf(j, ",\"commit\":{\"state\":");
+            json_str(j, h.state);
+            json_time(j, "time", h.time);
+            fprintf(j, ",\"age_s\":");
+            json_num(j, age);
+            double hours = (h.time - (double)run.created) / 3600.0;
+            fprintf(j, "},\"commits\":%llu,\"commits_per_hour\":", (unsigned long long)h.commits);
+            json_num(j, hours > 0 ? (double)h.commits / hours : NAN);
+            uint64_t ahead = c.n ? c.rec[c.n - 1].seq : 0;
+            fprintf(j, ",\"at_risk_steps\":%llu,\"alpha_reach_seq\":%llu,\"alpha\":{",
+                    (unsigned long long)(ahead > s.seq ? ahead - s.seq : 0), (unsigned long long)ahead);
+            for (int m = 0; m < s.M; m++) {
+                if (m) fputc(',', j);
+                json_key(j, m < run.M ? run.domains[m] : "?");
+                json_num(j, s.alpha[m]);
+            }
+            fprintf(j, "},\"finished\":%s", !strcmp(s.step, "done") ? "true" : "false");
+            rc = print_size(st, &s, j, &e);
+        } else {
+            fprintf(j, ",\"position\":null,\"commit\":null,\"commits\":null,\"commits_per_hour\":null,"
+                       "\"at_risk_steps\":null,\"alpha_reach_seq\":null,\"alpha\":null,\"finished\":false,"
+                       "\"size\":null");
+        }
+        fprintf(j, ",\"alpha_records\":%zu,\"alpha_chain_ok\":%s", c.n, c.ok ? "true" : "false");
+        if (!rc) rc = print_lease(st, j, &e);
+    } else if (!rc) {
         char created[64], hex[65];
         audit_time((double)run.created, created, sizeof created);
         sha256_hex(&run.config_sha, hex);
@@ -196,18 +326,34 @@ static int run_status(const cli_args *a) {
             for (int m = 0; m < s.M; m++) printf(" %s %.4f", m < run.M ? run.domains[m] : "?", s.alpha[m]);
             printf("\n");
             printf("finished  %s\n", !strcmp(s.step, "done") ? "yes" : "no");
-            rc = print_size(st, &s, &e);
+            rc = print_size(st, &s, NULL, &e);
         } else {
             printf("position  no full state committed yet\n");
         }
         printf("alpha log %zu records%s\n", c.n, c.ok ? "" : " (chain broken: run tandem alpha --verify)");
-        if (!rc) rc = print_lease(st, &e);
+        if (!rc) rc = print_lease(st, NULL, &e);
     }
     if (have) rec_state_free(&s);
     audit_chain_free(&c);
     rec_run_free(&run);
     store_close(st);
     if (rc) fprintf(stderr, "tandem status: %s\n", e.msg);
+    *out = e;
+    return rc;
+}
+
+static int run_status(const cli_args *a) {
+    const char *url = a->arg[0];
+    tdm_err e = {0};
+    if (!cli_given(a, "--json")) return status(url, NULL, &e);
+    char *body = NULL;
+    size_t len = 0;
+    FILE *j = open_memstream(&body, &len);
+    int rc = j ? status(url, j, &e) : err_set(&e, ERR_INTERNAL, "out of memory");
+    if (!j) fprintf(stderr, "tandem status: %s\n", e.msg);
+    if (j) fclose(j);
+    json_document(stdout, rc, e.msg, body);
+    free(body);
     return rc;
 }
 

@@ -3,7 +3,9 @@
  * reference and every α record; reports each fault by name and exits 3 when there is
  * any. Blobs no manifest references are listed as orphans (left by an interrupted
  * commit or gc; `tandem gc` removes them), which is not a fault. A store that is not
- * there, or holds no run at all, is an error (exit 3), never "0 faults". */
+ * there, or holds no run at all, is an error (exit 3), never "0 faults". `--json`: the
+ * same report as one JSON object on stdout (docs/json.md). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "runner/pin.h"
+#include "util/json.h"
 
 typedef struct digest_set {
     sha256_digest *d;
@@ -39,15 +42,57 @@ static int set_add(digest_set *s, const sha256_digest *d) {
     return 0;
 }
 
-/* one STORE and no options */
-static const cli_spec SPEC = {"verify", "STORE", 1, 1, "a STORE is required", NULL, NULL, NULL};
+static const cli_opt OPTS[] = {
+    {"--json", CLI_SWITCH, NULL, "one JSON object on stdout (docs/json.md)", NULL, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
+};
+static const cli_spec SPEC = {"verify", "STORE", 1, 1, "a STORE is required", NULL, OPTS, NULL};
 
-static int run_verify(const cli_args *a) {
-    const char *url = a->arg[0];
+/* Where the report goes with --json (all NULL without): the object's other members, the
+ * fault messages and the per-state results, each entry after a comma. */
+typedef struct json_out {
+    FILE *body, *faults, *states;
+} json_out;
+
+/* A fault: "FAULT what" on stdout, or with --json the message added to the list. */
+static void fault(const json_out *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fault(const json_out *j, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (j->faults) {
+        char *msg = NULL;
+        fputc(',', j->faults);
+        if (vasprintf(&msg, fmt, ap) < 0) msg = NULL;
+        json_str(j->faults, msg ? msg : "(out of memory)");
+        free(msg);
+    } else {
+        printf("FAULT ");
+        vprintf(fmt, ap);
+        printf("\n");
+    }
+    va_end(ap);
+}
+
+/* A checked object's line, "ok    WHAT" or "BAD   WHAT"; with --json an entry
+ * {"key":WHAT,"ok":...} of the list, or nothing without one (a member says it). */
+static void checked(const json_out *j, FILE *list, int ok, const char *what) {
+    if (list) {
+        fprintf(list, ",{\"key\":");
+        json_str(list, what);
+        fprintf(list, ",\"ok\":%s}", ok ? "true" : "false");
+    } else if (!j->body) {
+        printf("%-5s %s\n", ok ? "ok" : "BAD", what);
+    }
+}
+
+/* The command; with --json the report goes to j's streams instead of stdout, and the error
+ * is left in *out for the caller's document (it is on stderr either way). */
+static int verify(const char *url, const json_out *j, tdm_err *out) {
     tdm_err e = {0};
     store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
     if (!st) {
         fprintf(stderr, "tandem verify: %s\n", e.msg);
+        *out = e;
         return e.code;
     }
     long faults = 0;
@@ -62,17 +107,18 @@ static int run_verify(const cli_args *a) {
         rc = err_set(&e, ERR_STORE, "%s holds no run: no RUN, HEAD, states or alpha records "
                      "(check the store URL)", url);
     } else if (!rc && health != PIN_OK) {
-        printf("FAULT %s\n", e.msg);
+        fault(j, "%s", e.msg);
         faults++;
     } else if (!rc) {
-        printf("ok    RUN (pinned config)\n");
+        checked(j, NULL, 1, "RUN (pinned config)");
     }
+    if (!rc && j->body) fprintf(j->body, ",\"run_pin_ok\":%s", health == PIN_OK ? "true" : "false");
     /* the config generation: states and α records of any other belong to a stale writer */
     uint64_t gen = 0, change_seq = 0;
     if (!rc) {
         tdm_err ge;
         if (audit_generation(st, &gen, &change_seq, &ge) && health == PIN_OK) {
-            printf("FAULT %s\n", ge.msg);
+            fault(j, "%s", ge.msg);
             faults++;
         }
     }
@@ -93,7 +139,7 @@ static int run_verify(const cli_args *a) {
         int lr = store_get(st, LEDGER_LEASE, &ld, &ln, NULL, &le);
         rec_lease l;
         if (lr == 0 && rec_lease_decode(ld, ln, LEDGER_LEASE, &l, &le) != 0) {
-            printf("FAULT %s (the next tandem run replaces it)\n", le.msg);
+            fault(j, "%s (the next tandem run replaces it)", le.msg);
             faults++;
         } else if (lr && lr != STORE_NOT_FOUND) {
             rc = lr, e = le;
@@ -121,9 +167,9 @@ static int run_verify(const cli_args *a) {
     }
     int run_seed_bad = have_cfg && seed_other && !seed_match;
     if (run_seed_bad) {
-        printf("FAULT %s/RUN pins run.seed = %llu, but every state was made with seed %llu: RUN is "
-               "not this run's pin (another run's RUN, or a damaged one); restore it from a copy "
-               "of the store\n", url, (unsigned long long)cfg.run.seed, (unsigned long long)other_seed);
+        fault(j, "%s/RUN pins run.seed = %llu, but every state was made with seed %llu: RUN is "
+              "not this run's pin (another run's RUN, or a damaged one); restore it from a copy "
+              "of the store", url, (unsigned long long)cfg.run.seed, (unsigned long long)other_seed);
         faults++;
     }
     /* HEAD must name a state that is there and matches */
@@ -134,13 +180,13 @@ static int run_verify(const cli_args *a) {
     if (!rc) {
         tdm_err he;
         if (audit_head(st, &h, &hs, &have, &he)) {
-            printf("FAULT %s\n", he.msg);
+            fault(j, "%s", he.msg);
             faults++;
         } else if (have) {
             snprintf(hs_step, sizeof hs_step, "%s", hs.step);
             rec_state_free(&hs);
         } else if (ns) {
-            printf("FAULT %s: HEAD is missing although states exist\n", url);
+            fault(j, "%s: HEAD is missing although states exist", url);
             faults++;
         }
     }
@@ -160,27 +206,27 @@ static int run_verify(const cli_args *a) {
         int bad = rec_state_decode(data, n, key, &s, &de);
         free(data);
         if (bad) {
-            printf("FAULT %s\n", de.msg);
+            fault(j, "%s", de.msg);
             faults++;
             continue;
         }
         int state_ok = 1;
         if (have_cfg && !run_seed_bad && s.seed != cfg.run.seed) {
-            printf("FAULT %s: made with seed %llu, not the run's %llu: another run's state\n", key,
-                   (unsigned long long)s.seed, (unsigned long long)cfg.run.seed);
+            fault(j, "%s: made with seed %llu, not the run's %llu: another run's state", key,
+                  (unsigned long long)s.seed, (unsigned long long)cfg.run.seed);
             faults++;
             state_ok = 0;
         }
         if (s.has_gen && s.gen > gen && health == PIN_OK) {
-            printf("FAULT %s: computed under config generation %llu, but the store records %llu "
-                   "config changes: configs/%llu.mp is missing (restore it from a copy)\n", key,
-                   (unsigned long long)s.gen, (unsigned long long)gen, (unsigned long long)gen);
+            fault(j, "%s: computed under config generation %llu, but the store records %llu "
+                  "config changes: configs/%llu.mp is missing (restore it from a copy)", key,
+                  (unsigned long long)s.gen, (unsigned long long)gen, (unsigned long long)gen);
             faults++;
             state_ok = 0;
         } else if (!ckpt_gen_belongs(s.has_gen, s.gen, s.seq, gen, change_seq)) {
-            printf("FAULT %s: computed under config generation %llu by a writer that was fenced "
-                   "out or superseded (the run is at generation %llu): a run never uses it\n",
-                   key, (unsigned long long)s.gen, (unsigned long long)gen);
+            fault(j, "%s: computed under config generation %llu by a writer that was fenced "
+                  "out or superseded (the run is at generation %llu): a run never uses it",
+                  key, (unsigned long long)s.gen, (unsigned long long)gen);
             faults++;
             state_ok = 0;
         }
@@ -203,8 +249,8 @@ static int run_verify(const cli_args *a) {
                     set_add(&good, &rt->chunks[k]);
                     bytes += (double)bn;
                 } else if (r == 0 || r == STORE_NOT_FOUND || r == STORE_CORRUPT) {
-                    printf("FAULT %s: %s (tensor %s chunk %zu) is %s\n", key, bkey, rt->name, k,
-                           r == STORE_NOT_FOUND ? "missing" : r == STORE_CORRUPT ? "corrupt" : "the wrong size");
+                    fault(j, "%s: %s (tensor %s chunk %zu) is %s", key, bkey, rt->name, k,
+                          r == STORE_NOT_FOUND ? "missing" : r == STORE_CORRUPT ? "corrupt" : "the wrong size");
                     faults++;
                     state_ok = 0;
                 } else {
@@ -213,30 +259,32 @@ static int run_verify(const cli_args *a) {
             }
         }
         rec_state_free(&s);
-        if (!rc) printf("%-5s %s\n", state_ok ? "ok" : "BAD", key);
+        if (!rc) checked(j, j->states, state_ok, key);
     }
     audit_chain c;
     memset(&c, 0, sizeof c);
     if (!rc) rc = audit_chain_read(st, &c, &e);
     if (!rc) {
         if (!c.ok) {
-            printf("FAULT %s\n", c.problem);
+            fault(j, "%s", c.problem);
             faults++;
         }
         for (size_t t = 0; t < c.n; t++)
             if (c.rec[t].has_gen && c.rec[t].gen > gen && health == PIN_OK) {
-                printf("FAULT alpha/%zu.mp: computed under config generation %llu, but the store "
-                       "records %llu config changes: configs/%llu.mp is missing (restore it from a "
-                       "copy)\n", t, (unsigned long long)c.rec[t].gen, (unsigned long long)gen,
-                       (unsigned long long)gen);
+                fault(j, "alpha/%zu.mp: computed under config generation %llu, but the store "
+                      "records %llu config changes: configs/%llu.mp is missing (restore it from a "
+                      "copy)", t, (unsigned long long)c.rec[t].gen, (unsigned long long)gen,
+                      (unsigned long long)gen);
                 faults++;
             } else if (!ckpt_gen_belongs(c.rec[t].has_gen, c.rec[t].gen, c.rec[t].seq, gen, change_seq)) {
-                printf("FAULT alpha/%zu.mp: computed under config generation %llu by a writer "
-                       "that was fenced out or superseded (the run is at generation %llu)\n",
-                       t, (unsigned long long)c.rec[t].gen, (unsigned long long)gen);
+                fault(j, "alpha/%zu.mp: computed under config generation %llu by a writer "
+                      "that was fenced out or superseded (the run is at generation %llu)",
+                      t, (unsigned long long)c.rec[t].gen, (unsigned long long)gen);
                 faults++;
             }
-        printf("%-5s alpha chain: %zu records\n", c.ok ? "ok" : "BAD", c.n);
+        if (j->body) fprintf(j->body, ",\"alpha_records\":%zu,\"alpha_chain_ok\":%s", c.n, c.ok ? "true" : "false");
+        else printf("%-5s alpha chain: %zu records\n", c.ok ? "ok" : "BAD", c.n);
+        int mixture_ok = -1; /* -1: not checked */
         /* mixture.mp of a finished TANDEM run: α* of the chain, as tandem run writes it */
         int done = have && !strcmp(hs_step, "done");
         if (have_cfg && c.ok && c.n && cfg.run.mode != CONFIG_MODE_FIXED) {
@@ -250,21 +298,25 @@ static int run_verify(const cli_args *a) {
             size_t wn;
             void *want = rec_mixture_encode(&x, &wn);
             if (mr == 0 && done && !(mn == wn && memcmp(md, want, wn) == 0)) {
-                printf("FAULT %s/mixture.mp does not hold the alpha* of the alpha chain (damaged): "
-                       "tandem run writes it again\n", url);
+                fault(j, "%s/mixture.mp does not hold the alpha* of the alpha chain (damaged): "
+                      "tandem run writes it again", url);
                 faults++;
+                mixture_ok = 0;
             } else if (mr == STORE_NOT_FOUND && done) {
-                printf("FAULT %s/mixture.mp is missing although the run is finished: tandem run "
-                       "writes it again\n", url);
+                fault(j, "%s/mixture.mp is missing although the run is finished: tandem run "
+                      "writes it again", url);
                 faults++;
+                mixture_ok = 0;
             } else if (mr == 0 && done) {
-                printf("ok    mixture.mp\n");
+                checked(j, NULL, 1, "mixture.mp");
+                mixture_ok = 1;
             } else if (mr && mr != STORE_NOT_FOUND) {
                 rc = mr, e = me;
             }
             free(want);
             free(md);
         }
+        if (j->body) fprintf(j->body, ",\"mixture_ok\":%s", mixture_ok < 0 ? "null" : mixture_ok ? "true" : "false");
         store_list l;
         if (store_list_prefix(st, LEDGER_BLOBS, &l, &e) == 0) {
             size_t orphans = 0;
@@ -272,11 +324,18 @@ static int run_verify(const cli_args *a) {
                 sha256_digest d;
                 if (sha256_parse_hex(l.keys[i] + 6, &d) || !set_has(&referenced, &d)) orphans++;
             }
-            if (orphans) printf("note  %zu orphan blobs (no manifest references them; tandem gc removes them)\n", orphans);
+            if (j->body) fprintf(j->body, ",\"orphan_blobs\":%zu", orphans);
+            else if (orphans) printf("note  %zu orphan blobs (no manifest references them; tandem gc removes them)\n", orphans);
             store_list_free(&l);
+        } else if (j->body) {
+            fprintf(j->body, ",\"orphan_blobs\":null");
         }
-        printf("%s: %zu states, %zu blobs (%.3f GB), %zu alpha records verified; %ld faults\n", url, ns,
-               good.n, bytes / 1e9, c.n, faults);
+        if (j->body)
+            fprintf(j->body, ",\"states\":%zu,\"blobs\":%zu,\"blob_bytes\":%llu,\"fault_count\":%ld", ns,
+                    good.n, (unsigned long long)bytes, faults);
+        else
+            printf("%s: %zu states, %zu blobs (%.3f GB), %zu alpha records verified; %ld faults\n", url, ns,
+                   good.n, bytes / 1e9, c.n, faults);
         if (faults) rc = err_set(&e, ERR_STORE, "%s: %ld faults (listed above)", url, faults);
     }
     audit_chain_free(&c);
@@ -286,6 +345,43 @@ static int run_verify(const cli_args *a) {
     free(referenced.d);
     store_close(st);
     if (rc) fprintf(stderr, "tandem verify: %s\n", e.msg);
+    *out = e;
+    return rc;
+}
+
+/* A memory stream's text after closing it: "" when there is none. */
+static char *close_stream(FILE *f, char **buf) {
+    if (f) fclose(f);
+    return *buf ? *buf : "";
+}
+
+static int run_verify(const cli_args *a) {
+    const char *url = a->arg[0];
+    tdm_err e = {0};
+    json_out j = {0};
+    if (!cli_given(a, "--json")) return verify(url, &j, &e);
+    char *body = NULL, *faults = NULL, *states = NULL;
+    size_t nb = 0, nf = 0, ns = 0;
+    j.body = open_memstream(&body, &nb);
+    j.faults = open_memstream(&faults, &nf);
+    j.states = open_memstream(&states, &ns);
+    int rc = j.body && j.faults && j.states ? verify(url, &j, &e) : err_set(&e, ERR_INTERNAL, "out of memory");
+    if (!(j.body && j.faults && j.states)) fprintf(stderr, "tandem verify: %s\n", e.msg);
+    const char *b = close_stream(j.body, &body), *f = close_stream(j.faults, &faults);
+    const char *s = close_stream(j.states, &states);
+    /* the object: the error first when there is one, then what was found */
+    printf("{");
+    if (rc) {
+        json_error_member(stdout, rc, e.msg);
+        printf(",");
+    }
+    printf("\"store\":");
+    json_str(stdout, url);
+    printf(",\"ok\":%s%s,\"faults\":[%s],\"state_checks\":[%s]}\n", rc ? "false" : "true", b,
+           *f ? f + 1 : "", *s ? s + 1 : "");
+    free(body);
+    free(faults);
+    free(states);
     return rc;
 }
 

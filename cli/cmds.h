@@ -22,6 +22,7 @@ int cmd_manifest(int argc, char **argv); /* tandem manifest slurm|k8s (runner/ma
 
 /* Audit and retention (ledger/audit.h): alpha, mixture, status, verify, gc, pin. */
 int cmd_alpha(int argc, char **argv);
+int cmd_metrics(int argc, char **argv); /* what each episode measured (ledger/metrics.h) */
 int cmd_mixture(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_verify(int argc, char **argv);

@@ -28,6 +28,8 @@ static const command COMMANDS[] = {
     {"hash", "digests of a run's final state and alpha history", cmd_hash, 0},
     {"manifest", "an sbatch script or Kubernetes Job that requeues on preemption", cmd_manifest, 0},
     {"alpha", "the alpha history: table, CSV, JSON, --verify, --plot FILE.svg", cmd_alpha, 0},
+    {"metrics", "what each episode measured: table, CSV, JSON lines, --plot, --tensorboard",
+     cmd_metrics, 0},
     {"mixture", "the final mixture (mean alpha of the last episodes) as YAML", cmd_mixture, 0},
     {"status", "where a run stands: position, commits, what a resume would lose", cmd_status, 0},
     {"verify", "re-hash every state, blob and alpha record of a store", cmd_verify, 0},

@@ -156,6 +156,13 @@ double ckpt_last_commit_time(const ckpt *c) {
     return t;
 }
 
+double ckpt_last_commit_seconds(const ckpt *c) {
+    pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+    double t = c->last_seconds;
+    pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+    return t;
+}
+
 uint64_t ckpt_last_commit_seq(const ckpt *c) {
     pthread_mutex_lock((pthread_mutex_t *)&c->mu);
     uint64_t s = c->last_seq;

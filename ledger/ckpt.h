@@ -162,6 +162,8 @@ void ckpt_cancel(ckpt *c);
 
 /* Time (seconds, monotonic) and seq of the last completed commit; seq UINT64_MAX if none. */
 double ckpt_last_commit_time(const ckpt *c);
+/* Seconds the last completed commit of this writer took, snapshot to HEAD (0: none). */
+double ckpt_last_commit_seconds(const ckpt *c);
 uint64_t ckpt_last_commit_seq(const ckpt *c);
 
 /* Writes alpha/<t>.mp (stamped with the writer's generation and a self-digest), or, when

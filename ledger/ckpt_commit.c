@@ -270,8 +270,10 @@ static int commit(ckpt *c, tdm_err *e) {
     pthread_mutex_lock(&c->mu);
     c->last_time = ckpt_now_mono();
     c->last_seq = r->seq;
-    if (c->commit_started > 0 && c->last_time > c->commit_started)
-        c->rate = (double)CKPT_TENSORS * (double)numel * 4.0 / (c->last_time - c->commit_started);
+    if (c->commit_started > 0 && c->last_time > c->commit_started) {
+        c->last_seconds = c->last_time - c->commit_started;
+        c->rate = (double)CKPT_TENSORS * (double)numel * 4.0 / c->last_seconds;
+    }
     pthread_mutex_unlock(&c->mu);
     retain_now(c);
     return 0;

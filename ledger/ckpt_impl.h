@@ -48,6 +48,7 @@ struct ckpt {
     /* throughput of this writer's last completed commit (bytes it wrote over the seconds
      * the commit took, snapshot to HEAD), for ckpt_commit_estimate; 0 before any */
     double rate;
+    double last_seconds; /* how long the last completed commit took, snapshot to HEAD */
     /* the guess before any rate is measured: CKPT_UNMEASURED_RATE, or the test-only
      * TANDEM_TEST_UNMEASURED_RATE (bytes/s) */
     double unmeasured_rate;

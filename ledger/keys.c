@@ -12,6 +12,10 @@ void ledger_alpha_key(char *buf, size_t cap, uint64_t t) {
     snprintf(buf, cap, LEDGER_ALPHA "%llu.mp", (unsigned long long)t);
 }
 
+void ledger_metrics_key(char *buf, size_t cap, uint64_t t) {
+    snprintf(buf, cap, LEDGER_METRICS "%llu.mp", (unsigned long long)t);
+}
+
 void ledger_config_key(char *buf, size_t cap, uint64_t n) {
     snprintf(buf, cap, LEDGER_CONFIGS "%llu.mp", (unsigned long long)n);
 }

@@ -7,6 +7,7 @@
  *   states/<seq>.mp              a full state's manifest (rec_state), by run position
  *   blobs/<sha-256 hex>          a chunk of a tensor, named by its content
  *   alpha/<t>.mp                 the α record of episode t (rec_alpha), hash-chained
+ *   metrics/<t>.mp               what episode t measured (rec_metrics, ledger/metrics.h)
  *   configs/<n>.mp               the n-th recorded config change (rec_config_change)
  *   pins/<seq>                   a state kept out of retention (tandem gc --pin)
  *   superseded/<n>/<key>         α records set aside by config change n
@@ -29,6 +30,7 @@
 #define LEDGER_STATES "states/"
 #define LEDGER_BLOBS "blobs/"
 #define LEDGER_ALPHA "alpha/"
+#define LEDGER_METRICS "metrics/"
 #define LEDGER_CONFIGS "configs/"
 #define LEDGER_PINS "pins/"
 #define LEDGER_SUPERSEDED "superseded/"
@@ -38,6 +40,7 @@
  * except for the set-aside keys, which hold another key: give them its length + 48). */
 void ledger_state_key(char *buf, size_t cap, uint64_t seq);
 void ledger_alpha_key(char *buf, size_t cap, uint64_t t);
+void ledger_metrics_key(char *buf, size_t cap, uint64_t t);
 void ledger_config_key(char *buf, size_t cap, uint64_t n);
 void ledger_pin_key(char *buf, size_t cap, uint64_t seq);
 void ledger_blob_key(char *buf, size_t cap, const sha256_digest *d);

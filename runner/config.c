@@ -895,7 +895,7 @@ int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e) 
         {"tandem.alpha_step", "pgd"}, {"tandem.alpha_budget", "2"}, {"tandem.val_loss", "sum"},
         {"tandem.eval_batches", "1"}, {"checkpoint.keep", "0"},
         {"checkpoint.grace_s", "0"}, {"checkpoint.snapshot", "auto"},
-        {"train.micro_batch", "0"}};
+        {"train.micro_batch", "0"}, {"log.tensorboard", ""}};
     for (size_t i = 0; i < config_nkeys && !rc; i++) {
         if (seen[i] || strncmp(config_schema[i].key, "cluster.", 8) == 0) continue;
         const char *old = NULL;

@@ -124,6 +124,10 @@ typedef struct config {
         int chunk_kib;
         int snapshot; /* enum config_snapshot */
     } checkpoint;
+    /* What the run reports beside its store; never compared when a run resumes. */
+    struct config_log {
+        char tensorboard[CONFIG_STR_MAX]; /* TensorBoard event files' directory; "" = none */
+    } log;
     /* Where a run executes, not what it computes: read by `tandem manifest` (runner/
      * manifest.h) and never compared when a run resumes (runner/pin.c). String values
      * are checked for their format when parsed; "" means "not set / the default". */

@@ -166,6 +166,11 @@ const key_def config_schema[] = {
          "waits for the copy only); stream = write it chunk by chunk from the model's memory "
          "(no second copy in host memory; the loop waits for the write); auto = host when the "
          "copy fits in the memory available, else stream. Not pinned"),
+    STR("log.tensorboard", log.tensorboard, "", 0,
+        "directory for TensorBoard event files of each episode's metrics (created if missing; "
+        "a new file per start of the run, holding the episodes not logged before); empty = "
+        "none. `tandem metrics STORE --tensorboard DIR` writes the whole history any time. Not "
+        "pinned"),
     INT("cluster.nodes", cluster.nodes, "1", 1, 4096,
         "nodes of the job (Slurm --nodes; Kubernetes: 1 = a Job, more = an Indexed Job of that "
         "many pods and a headless Service)"),

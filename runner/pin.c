@@ -369,13 +369,15 @@ int pin_run(store *st, const config *cfg, const char *const *domains, int M,
     size_t nk = 0;
     rc = config_diff(&pc, cfg, &keys, &nk, e);
     /* cluster.* says where the run executes (nodes, image, scheduler), not what it
-     * computes: a requeue onto other hardware settings is not a config change; nor is how
+     * computes: a requeue onto other hardware settings is not a config change; nor is
+     * where it logs (log.*), how
      * many old states the writer keeps (checkpoint.keep), how long a stop may take
      * (checkpoint.grace_s) or how a commit reaches the store (checkpoint.snapshot: the
      * same bytes either way) */
     size_t kept = 0;
     for (size_t i = 0; !rc && i < nk; i++)
-        if (strncmp(keys[i], "cluster.", 8) != 0 && strcmp(keys[i], "checkpoint.keep") != 0 &&
+        if (strncmp(keys[i], "cluster.", 8) != 0 && strncmp(keys[i], "log.", 4) != 0 &&
+            strcmp(keys[i], "checkpoint.keep") != 0 &&
             strcmp(keys[i], "checkpoint.grace_s") != 0 &&
             strcmp(keys[i], "checkpoint.snapshot") != 0)
             keys[kept++] = keys[i];

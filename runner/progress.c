@@ -2,8 +2,23 @@
 #include "runner/progress.h"
 
 #include <math.h>
+#include <time.h>
 
 #include "util/json.h"
+
+/* `{"event":EVENT,"time":T` on stdout: the head of every JSON event (the caller closes) */
+static void json_begin(const char *event) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    fprintf(stdout, "{\"event\":");
+    json_str(stdout, event);
+    fprintf(stdout, ",\"time\":%lld.%03ld", (long long)ts.tv_sec, ts.tv_nsec / 1000000);
+}
+
+static void json_end(void) {
+    fprintf(stdout, "}\n");
+    fflush(stdout);
+}
 
 static void duration(char *buf, size_t cap, double s) {
     if (s < 0 || !isfinite(s)) snprintf(buf, cap, "-");
@@ -26,7 +41,9 @@ static void json_doubles(FILE *f, const char *key, const double *v, int M) {
 void progress_print(FILE *f, int mode, const progress_line *p) {
     if (mode == PROGRESS_QUIET) return;
     if (mode == PROGRESS_JSON) {
-        fprintf(f, "{\"event\":\"episode\",\"episode\":%llu,\"episodes\":%llu,\"seq\":%llu",
+        f = stdout;
+        json_begin("episode");
+        fprintf(f, ",\"episode\":%llu,\"episodes\":%llu,\"seq\":%llu",
                 (unsigned long long)p->episode, (unsigned long long)p->episodes,
                 (unsigned long long)p->seq);
         fprintf(f, ",\"domains\":[");
@@ -45,8 +62,7 @@ void progress_print(FILE *f, int mode, const progress_line *p) {
         json_num(f, p->since_commit_s);
         fprintf(f, ",\"eta_s\":");
         json_num(f, p->eta_s);
-        fprintf(f, "}\n");
-        fflush(f);
+        json_end();
         return;
     }
     char since[32], eta[32];
@@ -64,13 +80,46 @@ void progress_print(FILE *f, int mode, const progress_line *p) {
 void progress_event(FILE *f, int mode, const char *event, const char *message) {
     if (mode == PROGRESS_QUIET) return;
     if (mode == PROGRESS_JSON) {
-        fprintf(f, "{\"event\":");
-        json_str(f, event);
-        fprintf(f, ",\"message\":");
-        json_str(f, message);
-        fprintf(f, "}\n");
-    } else {
-        fprintf(f, "%s\n", message);
+        json_begin(event);
+        fprintf(stdout, ",\"message\":");
+        json_str(stdout, message);
+        json_end();
+        return;
     }
+    fprintf(f, "%s\n", message);
     fflush(f);
+}
+
+void progress_commit(int mode, uint64_t seq, const char *state) {
+    if (mode != PROGRESS_JSON) return;
+    json_begin("commit");
+    fprintf(stdout, ",\"seq\":%llu,\"state\":", (unsigned long long)seq);
+    json_str(stdout, state);
+    json_end();
+}
+
+void progress_error(int mode, int code, const char *message) {
+    if (mode != PROGRESS_JSON) return;
+    json_begin("error");
+    fprintf(stdout, ",\"code\":%d,\"message\":", code);
+    json_str(stdout, message);
+    json_end();
+}
+
+void progress_end(int mode, int code, uint64_t episode, uint64_t episodes, uint64_t seq, int M,
+                  const char *const *names, const double *mixture) {
+    if (mode != PROGRESS_JSON) return;
+    json_begin("end");
+    fprintf(stdout, ",\"code\":%d,\"episode\":%llu,\"episodes\":%llu,\"seq\":%llu", code,
+            (unsigned long long)episode, (unsigned long long)episodes, (unsigned long long)seq);
+    if (mixture) {
+        fprintf(stdout, ",\"mixture\":{");
+        for (int m = 0; m < M; m++) {
+            if (m) fputc(',', stdout);
+            json_key(stdout, names[m]);
+            json_num(stdout, mixture[m]);
+        }
+        fputc('}', stdout);
+    }
+    json_end();
 }

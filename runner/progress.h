@@ -1,4 +1,6 @@
-/* progress.h — one line per episode on stderr: plain text, JSON lines, or nothing. */
+/* progress.h — what a run reports as it goes: one text line per episode on stderr, or
+ * JSON lines on stdout (`tandem run --json`: every event an object with "event" and
+ * "time", unix seconds; docs/json.md), or nothing. Human text always goes to stderr. */
 #ifndef TANDEM_RUNNER_PROGRESS_H
 #define TANDEM_RUNNER_PROGRESS_H
 
@@ -21,9 +23,21 @@ typedef struct progress_line {
     double eta_s;
 } progress_line;
 
+/* The episode line: text to f, or an "episode" event on stdout. */
 void progress_print(FILE *f, int mode, const progress_line *p);
 
-/* Prints a message in the selected mode: text as is, JSON as {"event": ..., "message": ...}. */
+/* A message: text to f as is, or {"event": EVENT, "time": T, "message": ...} on stdout. */
 void progress_event(FILE *f, int mode, const char *event, const char *message);
+
+/* JSON only (text shows commits in the episode line): a full state landed. */
+void progress_commit(int mode, uint64_t seq, const char *state);
+
+/* JSON only: the run failed with exit `code` (the text goes to stderr as always). */
+void progress_error(int mode, int code, const char *message);
+
+/* JSON only, last: the exit code, where the run stands and, when the run finished, the
+ * final mixture (mixture NULL otherwise). */
+void progress_end(int mode, int code, uint64_t episode, uint64_t episodes, uint64_t seq, int M,
+                  const char *const *names, const double *mixture);
 
 #endif

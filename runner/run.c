@@ -16,11 +16,13 @@
 #include "ledger/audit.h"
 #include "ledger/ckpt.h"
 #include "ledger/keys.h"
+#include "ledger/metrics.h"
 #include "ledger/records.h"
 #include "model/model.h"
 #include "runner/args.h"
 #include "runner/config.h"
 #include "runner/memplan.h"
+#include "runner/metrics_log.h"
 #include "runner/mixfile.h"
 #include "runner/pin.h"
 #include "runner/progress.h"
@@ -94,7 +96,22 @@ typedef struct run_ctx {
     int shortened; /* run.episodes lowered to where the run stands: commit it as done */
     const gpu_plugin *gpu; /* run.device = cuda: the loaded backend */
     int streaming;         /* commits stream from the model's memory (memplan) */
+    uint64_t reported_commit; /* the newest state a "commit" event named (--json) */
+    int have_mixture;         /* the final mixture was written: mixture holds it */
+    double mixture[STEP_MAX_DOMAINS];
+    tfevents *tb; /* log.tensorboard: the event file of this life (rank 0) */
 } run_ctx;
+
+/* --json: a "commit" event for a full state that landed since the last one reported */
+static void report_commit(run_ctx *r) {
+    if (r->progress != PROGRESS_JSON || !r->ck) return;
+    uint64_t s = ckpt_last_commit_seq(r->ck);
+    if (s == UINT64_MAX || s == r->reported_commit) return;
+    r->reported_commit = s;
+    char key[64];
+    ledger_state_key(key, sizeof key, s);
+    progress_commit(r->progress, s, key);
+}
 
 static void default_store(const char *config_path, char *out, size_t cap) {
     char *copy = strdup(config_path ? config_path : "run");
@@ -242,6 +259,10 @@ static int write_mixture(run_ctx *r, FILE *out, int again, tdm_err *e) {
         rc = got && got != STORE_NOT_FOUND ? got : store_put(r->store, LEDGER_MIXTURE, data, n, STORE_OVERWRITE, e);
         free(data);
     }
+    if (!rc) {
+        r->have_mixture = 1;
+        for (int m = 0; m < x.M && m < STEP_MAX_DOMAINS; m++) r->mixture[m] = x.alpha[m];
+    }
     if (!rc && out) {
         fprintf(out, "alpha moved (episode 0 -> final mixture, mean of episodes %llu..%llu):\n",
                 (unsigned long long)x.first, (unsigned long long)x.last);
@@ -318,6 +339,12 @@ static int setup(run_ctx *r, const run_opts *o, tdm_err *e) {
                                  "lower model.layers, model.channels or model.vocab", e)))
         return rc;
     for (int m = 0; m < dataset_n_domains(&r->ds); m++) r->names[m] = dataset_domain_name(&r->ds, m);
+    if (r->rank == 0 && r->cfg.log.tensorboard[0] && !(r->tb = tfevents_open(r->cfg.log.tensorboard, e))) {
+        /* asked for and impossible: said before the store is touched, naming the key */
+        char why[sizeof e->msg];
+        snprintf(why, sizeof why, "%s", e->msg);
+        return err_set(e, ERR_USAGE, "log.tensorboard: %s (fix the path or leave the key empty)", why);
+    }
     if (!(r->store = store_open(url, e))) return e->code;
     return 0;
 }
@@ -581,7 +608,8 @@ static int loop(run_ctx *r, tdm_err *e) {
     int M = r->st.M, rc = 0;
     uint64_t T = (uint64_t)c->run.episodes, E = (uint64_t)c->tandem.E;
     uint64_t steps_total = T * (r->hp.fixed ? E : E + 2);
-    double loss_sum[STEP_MAX_DOMAINS] = {0};
+    double loss_sum[STEP_MAX_DOMAINS] = {0}, grad_sum = 0, lr_last = 0;
+    tdm_err te = {0};
     int loss_n = 0; /* free steps summed: fewer than E in an episode resumed midway */
     double t_episode = now_mono(), t_start = t_episode;
     uint64_t seq_start = r->seq;
@@ -615,10 +643,17 @@ static int loop(run_ctx *r, tdm_err *e) {
             if ((rc = step_free(&r->hp, &r->ds, &r->nets, &r->st, &rep, e))) return rc;
             tokens += rep.tokens;
             for (int m = 0; m < M; m++) loss_sum[m] += rep.loss[m];
+            grad_sum += rep.grad_norm;
+            lr_last = rep.lr;
             loss_n++;
             if (++r->index == E) {
                 double mean[STEP_MAX_DOMAINS];
                 for (int m = 0; m < M; m++) mean[m] = loss_sum[m] / loss_n, loss_sum[m] = 0;
+                rec_metrics row = {.t = r->st.episode, .seq = r->seq + 1, .M = M,
+                                   .has_probe = !r->hp.fixed, .lr = lr_last,
+                                   .lr_alpha = r->hp.fixed ? 0 : step_alpha_rate(&r->hp),
+                                   .grad_norm = grad_sum / loss_n, .free_steps = (uint64_t)loss_n};
+                grad_sum = 0;
                 loss_n = 0;
                 r->index = 0;
                 r->st.episode++;
@@ -634,6 +669,29 @@ static int loop(run_ctx *r, tdm_err *e) {
                                     .since_commit_s = last > 0 ? now - last : -1,
                                     .eta_s = per_step * (double)(steps_total - (r->seq + 1))};
                 progress_print(stderr, r->progress, &pl);
+                report_commit(r);
+                /* the episode's row, before any state after it is committed (metrics.h) */
+                memcpy(row.loss, mean, sizeof row.loss);
+                memcpy(row.loss_u, r->st.loss_u, sizeof row.loss_u);
+                memcpy(row.loss_w, r->st.loss_w, sizeof row.loss_w);
+                memcpy(row.alpha, r->st.alpha, sizeof row.alpha);
+                row.tokens_per_s = pl.tokens_per_s;
+                row.episode_s = dt;
+                row.commit_s = r->ck ? ckpt_last_commit_seconds(r->ck) : 0;
+                row.time = now_wall();
+                gethostname(row.host, sizeof row.host);
+                row.host[sizeof row.host - 1] = '\0';
+                row.attempt = attempt_number();
+                int fresh = 0;
+                if (r->rank == 0 && r->ck && (rc = ckpt_metrics_record(r->ck, &row, &fresh, e))) return rc;
+                /* the live TensorBoard log: rows this life wrote (a replayed episode's row
+                 * was logged by the life that wrote it) */
+                if (fresh && r->tb && metrics_log_tfevents(r->tb, &row, r->names, &te)) {
+                    fprintf(stderr, "tandem: log.tensorboard: %s; the run goes on without it "
+                            "(tandem metrics --tensorboard writes the history later)\n", te.msg);
+                    tfevents_close(r->tb);
+                    r->tb = NULL;
+                }
                 t_episode = now;
                 tokens = 0;
             }
@@ -805,6 +863,7 @@ int run_main(const run_opts *o, tdm_err *e) {
     rc = agree(r, rc, "create its model workspace", e);
     int resumed = 0;
     if (!rc) rc = load_everywhere(r, o, &pin, &resumed, e);
+    r->reported_commit = r->ck ? ckpt_last_commit_seq(r->ck) : UINT64_MAX; /* news from here on */
     if (!rc) {
         char msg[512];
         if (r->shortened)
@@ -838,7 +897,9 @@ int run_main(const run_opts *o, tdm_err *e) {
     int finished_loop = rc == 0; /* every rank is here then (failures abort below) */
     if (r->rank == 0) {
         if (!rc) rc = ckpt_wait(r->ck, e);
-        int summary = r->progress != PROGRESS_QUIET && !o->no_summary;
+        /* the closing text on stdout; with --json stdout holds JSON alone (the end event
+         * carries the mixture) */
+        int summary = r->progress == PROGRESS_TEXT && !o->no_summary;
         /* a missing mixture.mp is news only when the finished state was committed whole
          * (HEAD named it): a kill between its manifest and HEAD leaves no mixture yet, and
          * tandem verify (which goes by HEAD) calls neither a fault */
@@ -850,6 +911,7 @@ int run_main(const run_opts *o, tdm_err *e) {
             printf("\n");
         }
         if (!rc) rc = ckpt_release(r->ck, e);
+        report_commit(r);
     }
     /* A run that fails (exit 1, 3, 4, 5) ends here, not killed: it gives the lease back, so
      * that status and gc do not see a holder that is gone. A writer that was fenced out
@@ -875,6 +937,12 @@ int run_main(const run_opts *o, tdm_err *e) {
     if (comm_close(r->comm) && (!rc || rc == RUN_EXIT_REQUEUE))
         rc = err_set(e, ERR_INTERNAL, "another rank went away instead of finishing with this one "
                      "(its log says why)");
+    if (r->rank == 0 && r->progress == PROGRESS_JSON) {
+        if (rc && rc != RUN_EXIT_REQUEUE) progress_error(r->progress, rc, e->msg);
+        progress_end(r->progress, rc, r->st.episode, (uint64_t)(r->cfg.run.episodes > 0 ? r->cfg.run.episodes : 0),
+                     r->seq, r->st.M, r->names, r->have_mixture ? r->mixture : NULL);
+    }
+    tfevents_close(r->tb);
     if (r->nets.ctx) step_nets_destroy(&r->nets);
     if (r->store) store_close(r->store);
     model_layout_free(&r->lay);

@@ -132,6 +132,47 @@ else
   echo "SKIP hostile host name: no UTS namespace here (needs root)"
 fi
 
+# ---------------------------------------------------------------- run --json
+# stdout holds JSON lines alone (each an event with a unix time), stderr no JSON; a
+# finished run ends with "end" carrying the mixture, a diverged one with "error" code 5.
+check_events() { # check_events FILE WANT_CODE: prints ok or what is wrong
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, sys
+try:
+    ev = [json.loads(l) for l in open(sys.argv[1])]
+except Exception as x:
+    print("stdout is not JSON lines:", x); sys.exit()
+want = int(sys.argv[2])
+names = [e.get("event") for e in ev]
+bad = []
+if not all(isinstance(e.get("time"), (int, float)) and e["time"] > 1.6e9 for e in ev): bad.append("time")
+if [e["time"] for e in ev] != sorted(e["time"] for e in ev): bad.append("time order")
+if not names or names[0] != "memory" or "start" not in names or names[-1] != "end": bad.append("order")
+end = ev[-1] if ev else {}
+if end.get("code") != want: bad.append("end code %r" % end.get("code"))
+if want == 0:
+    if [e["episode"] for e in ev if e["event"] == "episode"] != [1, 2, 3]: bad.append("episodes")
+    if names.count("commit") < 2: bad.append("commits")
+    mix = end.get("mixture") or {}
+    if len(mix) != 3 or abs(sum(mix.values()) - 1) > 1e-9: bad.append("mixture %r" % mix)
+else:
+    err = [e for e in ev if e["event"] == "error"]
+    if len(err) != 1 or err[0].get("code") != want or "lower optim.lr" not in err[0].get("message", ""):
+        bad.append("error %r" % err)
+print("ok" if not bad else "%s: %r" % (bad, names))
+PY
+}
+"$bin" run "$tmp/c.yaml" --store "$tmp/json" --json >"$tmp/json.out" 2>"$tmp/json.err"; rc=$?
+got=$(check_events "$tmp/json.out" 0)
+if [ $rc -eq 0 ] && [ "$got" = ok ] && ! grep -q '^{' "$tmp/json.err"; then
+  pass "run --json: events on stdout only (memory, start, 3 episodes, commits, end with the mixture)"
+else fail "run --json" "exit $rc: $got" "stderr: $(head -c 300 "$tmp/json.err")"; fi
+"$bin" run "$tmp/c.yaml" --store "$tmp/json-div" --json --set optim.lr=1e30 >"$tmp/div.out" 2>"$tmp/div.err"; rc=$?
+got=$(check_events "$tmp/div.out" 5)
+if [ $rc -eq 5 ] && [ "$got" = ok ] && grep -q "lower optim.lr" "$tmp/div.err"; then
+  pass "run --json, diverged: exit 5, an error event with code 5 and the message, then end"
+else fail "run --json, diverged" "exit $rc: $got" "stderr: $(head -c 300 "$tmp/div.err")"; fi
+
 # ---------------------------------------------------------------- --version
 # The version line names this checkout's revision (the build's, when the tree is git);
 # --json is one valid object; an unknown option is a usage error.

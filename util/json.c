@@ -69,3 +69,16 @@ void json_key(FILE *f, const char *key) {
     json_str(f, key);
     fputc(':', f);
 }
+
+void json_error_member(FILE *f, int code, const char *msg) {
+    fprintf(f, "\"error\":{\"code\":%d,\"message\":", code & 0xff);
+    json_str(f, msg);
+    fputc('}', f);
+}
+
+void json_document(FILE *f, int code, const char *msg, const char *body) {
+    fputc('{', f);
+    if (code) json_error_member(f, code, msg);
+    if (body && *body) fputs(code ? body : body + 1, f);
+    fputs("}\n", f);
+}

@@ -16,4 +16,11 @@ void json_num(FILE *f, double v);
 /* `"key":` — json_str of the key and a colon. */
 void json_key(FILE *f, const char *key);
 
+/* `"error":{"code":N,"message":MSG}` with N = code & 0xff (the exit status): the member a
+ * --json document of a failed command starts with (docs/json.md). */
+void json_error_member(FILE *f, int code, const char *msg);
+/* A whole --json document and its newline: {ERROR, MEMBERS} — the error member when code
+ * is not 0, then `body`: members each after a comma (",\"a\":1,\"b\":2"), or NULL/"". */
+void json_document(FILE *f, int code, const char *msg, const char *body);
+
 #endif

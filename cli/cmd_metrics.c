@@ -1,0 +1,208 @@
+/* cmd_metrics.c — `tandem metrics STORE`: what each episode measured (ledger/metrics.h),
+ * as it survived every preemption: a table, CSV or JSON lines; an SVG of the free-phase
+ * losses; or TensorBoard event files. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cmds.h"
+#include "cli/opts.h"
+#include "ledger/metrics.h"
+#include "runner/metrics_log.h"
+#include "runner/pin.h"
+#include "runner/svgplot.h"
+#include "util/csv.h"
+#include "util/json.h"
+
+static const cli_opt OPTS[] = {
+    {"--format", CLI_STR, NULL, "a table (default), CSV or JSON lines (one object per episode)",
+     "table|csv|jsonl", 0, 0, NULL, NULL},
+    {"--plot", CLI_STR, "FILE.svg", "the free-phase loss per domain over the episodes", NULL, 0, 0,
+     NULL, NULL},
+    {"--tensorboard", CLI_STR, "DIR", "write every row as TensorBoard scalars into a new event file\n"
+                                      "in DIR (tensorboard --logdir DIR; wandb sync --sync-tensorboard)",
+     NULL, 0, 0, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
+};
+static const cli_spec SPEC = {
+    "metrics", "STORE", 1, 1, "a STORE is required",
+    "What each episode of a run measured, committed with the episode so that no preemption\n"
+    "loses or repeats a row: the free-phase loss, the probe's losses of both twins and alpha\n"
+    "per domain, the learning rates, the gradient norm, tokens/s, the episode's and the last\n"
+    "commit's seconds, and when and where it ran (docs/metrics.md).",
+    OPTS, NULL};
+
+static void iso_time(double t, char out[32]) {
+    time_t s = (time_t)t;
+    struct tm tm;
+    if (!isfinite(t) || !gmtime_r(&s, &tm) || !strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(out, 32, "-");
+}
+
+static void print_table(const rec_metrics *rows, size_t n, const rec_run *run) {
+    int M = run->M;
+    printf("%7s %7s", "episode", "seq");
+    for (int d = 0; d < M; d++) printf(" %10.10s", run->domains[d]);
+    printf(" |");
+    for (int d = 0; d < M; d++) printf(" %8.8s", run->domains[d]);
+    printf(" %10s %9s %10s %8s %8s  %s\n", "lr", "grad", "tok/s", "ep s", "commit s", "time");
+    printf("%15s", "");
+    for (int d = 0; d < M; d++) printf(" %10s", d == 0 ? "loss" : "");
+    printf(" |");
+    for (int d = 0; d < M; d++) printf(" %8s", d == 0 ? "alpha" : "");
+    printf("\n");
+    for (size_t i = 0; i < n; i++) {
+        const rec_metrics *m = &rows[i];
+        char when[32];
+        iso_time(m->time, when);
+        printf("%7llu %7llu", (unsigned long long)m->t, (unsigned long long)m->seq);
+        for (int d = 0; d < M; d++) printf(" %10.5f", d < m->M ? m->loss[d] : NAN);
+        printf(" |");
+        for (int d = 0; d < M; d++) printf(" %8.4f", d < m->M ? m->alpha[d] : NAN);
+        printf(" %10.3g %9.4g %10.0f %8.2f %8.2f  %s %s\n", m->lr, m->grad_norm, m->tokens_per_s,
+               m->episode_s, m->commit_s, when, m->host);
+    }
+}
+
+static void print_csv(const rec_metrics *rows, size_t n, const rec_run *run) {
+    static const char *const per[] = {"loss", "loss_u", "loss_w", "alpha"};
+    printf("episode,seq,time,host,attempt,lr,lr_alpha,grad_norm,free_steps,tokens_per_s,episode_s,"
+           "commit_s");
+    for (int k = 0; k < 4; k++)
+        for (int d = 0; d < run->M; d++) {
+            char col[200];
+            snprintf(col, sizeof col, "%s_%s", per[k], run->domains[d]);
+            putchar(',');
+            csv_field(stdout, col);
+        }
+    putchar('\n');
+    for (size_t i = 0; i < n; i++) {
+        const rec_metrics *m = &rows[i];
+        printf("%llu,%llu,%.3f,", (unsigned long long)m->t, (unsigned long long)m->seq, m->time);
+        csv_field(stdout, m->host);
+        printf(",%llu,%.17g,%.17g,%.17g,%llu,%.17g,%.17g,%.17g", (unsigned long long)m->attempt,
+               m->lr, m->lr_alpha, m->grad_norm, (unsigned long long)m->free_steps,
+               m->tokens_per_s, m->episode_s, m->commit_s);
+        const double *v[] = {m->loss, m->loss_u, m->loss_w, m->alpha};
+        for (int k = 0; k < 4; k++)
+            for (int d = 0; d < run->M; d++) {
+                if ((k == 1 || k == 2) && !m->has_probe) printf(",");
+                else printf(",%.17g", d < m->M ? v[k][d] : NAN);
+            }
+        putchar('\n');
+    }
+}
+
+static void json_domains(const char *key, const double *v, const rec_metrics *m, const rec_run *run) {
+    printf(",");
+    json_key(stdout, key);
+    printf("{");
+    for (int d = 0; d < m->M && d < run->M; d++) {
+        if (d) printf(",");
+        json_key(stdout, run->domains[d]);
+        json_num(stdout, v[d]);
+    }
+    printf("}");
+}
+
+static void print_jsonl(const rec_metrics *rows, size_t n, const rec_run *run) {
+    for (size_t i = 0; i < n; i++) {
+        const rec_metrics *m = &rows[i];
+        char when[32];
+        iso_time(m->time, when);
+        printf("{\"episode\":%llu,\"seq\":%llu,\"time\":", (unsigned long long)m->t,
+               (unsigned long long)m->seq);
+        json_num(stdout, m->time);
+        printf(",\"time_iso\":");
+        json_str(stdout, when);
+        printf(",\"host\":");
+        json_str(stdout, m->host);
+        printf(",\"attempt\":%llu", (unsigned long long)m->attempt);
+        const char *names[METRICS_SCALARS];
+        double values[METRICS_SCALARS];
+        metrics_scalars(m, names, values);
+        for (int k = 0; k < METRICS_SCALARS; k++) {
+            printf(",");
+            json_key(stdout, names[k]);
+            json_num(stdout, values[k]);
+        }
+        printf(",\"free_steps\":%llu", (unsigned long long)m->free_steps);
+        json_domains("loss", m->loss, m, run);
+        if (m->has_probe) {
+            json_domains("loss_u", m->loss_u, m, run);
+            json_domains("loss_w", m->loss_w, m, run);
+        }
+        json_domains("alpha", m->alpha, m, run);
+        printf("}\n");
+    }
+}
+
+static int plot(const char *path, const rec_metrics *rows, size_t n, const rec_run *run,
+                const char *url, tdm_err *e) {
+    int M = run->M;
+    double *x = calloc(n ? n : 1, sizeof *x), *y = calloc((n ? n : 1) * (size_t)(M ? M : 1), sizeof *y);
+    svgplot_series *s = calloc((size_t)(M ? M : 1), sizeof *s);
+    int rc = 0;
+    if (!x || !y || !s) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; !rc && i < n; i++) {
+        x[i] = (double)rows[i].t;
+        for (int d = 0; d < M; d++) y[(size_t)d * n + i] = d < rows[i].M ? rows[i].loss[d] : NAN;
+    }
+    for (int d = 0; !rc && d < M; d++) {
+        s[d].name = run->domains[d];
+        s[d].y = y + (size_t)d * n;
+    }
+    char title[700];
+    snprintf(title, sizeof title, "Free-phase train loss of %s (%s)", run->run_id, url);
+    svgplot p = {.title = title, .xlabel = "episode", .ylabel = "loss (nats/token)", .x = x,
+                 .n = n, .series = s, .nseries = M};
+    FILE *f = rc ? NULL : fopen(path, "w");
+    if (!rc && !f) rc = err_set(e, ERR_USAGE, "cannot write %s", path);
+    if (!rc) rc = svgplot_write(&p, f, e);
+    if (f && fclose(f) && !rc) rc = err_set(e, ERR_USAGE, "cannot write %s", path);
+    free(x), free(y), free(s);
+    return rc;
+}
+
+static int run_metrics(const cli_args *a) {
+    const char *url = a->arg[0], *format = cli_str(a, "--format", "table");
+    const char *svg = cli_str(a, "--plot", NULL), *tb = cli_str(a, "--tensorboard", NULL);
+    tdm_err e = {0};
+    rec_run run;
+    memset(&run, 0, sizeof run);
+    rec_metrics *rows = NULL;
+    size_t n = 0, skipped = 0;
+    store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
+    int rc = st ? 0 : e.code;
+    if (!rc) rc = pin_read_run(st, &run, &e);
+    if (!rc) rc = ledger_metrics_read(st, &rows, &n, &skipped, &e);
+    if (!rc && n == 0)
+        fprintf(stderr, "tandem metrics: %s holds no metrics rows (no episode has finished, or the "
+                "run was made by a tandem before metrics were kept: tandem alpha shows its history)\n",
+                url);
+    if (!rc && !svg && !tb) {
+        if (!strcmp(format, "csv")) print_csv(rows, n, &run);
+        else if (!strcmp(format, "jsonl")) print_jsonl(rows, n, &run);
+        else print_table(rows, n, &run);
+    }
+    if (!rc && svg && !(rc = plot(svg, rows, n, &run, url, &e)))
+        fprintf(stderr, "tandem metrics: wrote %s (%zu episodes, %d domains)\n", svg, n, run.M);
+    if (!rc && tb) {
+        const char *names[REC_MAX_DOMAINS];
+        for (int d = 0; d < run.M; d++) names[d] = run.domains[d];
+        tfevents *w = tfevents_open(tb, &e);
+        if (!w) rc = e.code;
+        for (size_t i = 0; !rc && i < n; i++) rc = metrics_log_tfevents(w, &rows[i], names, &e);
+        if (!rc) fprintf(stderr, "tandem metrics: wrote %s (%zu episodes)\n", tfevents_path(w), n);
+        tfevents_close(w);
+    }
+    free(rows);
+    rec_run_free(&run);
+    if (st) store_close(st);
+    if (rc) fprintf(stderr, "tandem metrics: %s\n", e.msg);
+    return rc;
+}
+
+int cmd_metrics(int argc, char **argv) { return cli_run(&SPEC, run_metrics, argc, argv); }

@@ -1,0 +1,58 @@
+/* metrics.h — what each episode measured, kept in the run's store so that it survives
+ * preemption: metrics/<t>.mp, one row per episode, written by the run at the episode's
+ * end (before any state that follows it is committed).
+ *
+ * A resume replays the episodes after its state bit for bit; their rows are already
+ * there, and the first row written for an episode stands (its timings are the ones that
+ * happened), so a run killed any number of times has exactly one row per episode: none
+ * lost, none twice. A row of an older config generation (a run changed with
+ * --allow-change resumes from before it) is replaced. Rows are not part of the audit
+ * trail (the α chain is): a damaged one is rewritten, and `tandem metrics` skips one it
+ * cannot read, saying so.
+ */
+#ifndef TANDEM_LEDGER_METRICS_H
+#define TANDEM_LEDGER_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ledger/ckpt.h"
+#include "ledger/records.h"
+#include "storage/store.h"
+
+typedef struct rec_metrics {
+    uint64_t t;   /* episode, 0-based */
+    uint64_t seq; /* run position at its end */
+    uint64_t gen; /* config generation it was computed under */
+    int M;
+    double loss[REC_MAX_DOMAINS];   /* mean free-phase train loss per domain */
+    int has_probe;                  /* run.mode tandem: the probe's figures below */
+    double loss_u[REC_MAX_DOMAINS]; /* the probe's evaluation of u' and w */
+    double loss_w[REC_MAX_DOMAINS];
+    double alpha[REC_MAX_DOMAINS];  /* the mixture of this episode's free steps */
+    double lr;                      /* free-phase learning rate of its last step */
+    double lr_alpha;                /* α step size (0 in fixed mode) */
+    double grad_norm;               /* mean free-step gradient norm, before clipping */
+    uint64_t free_steps;            /* free steps measured (fewer than E: resumed midway) */
+    double tokens_per_s;            /* every forward pass of the episode (probe included) */
+    double episode_s;               /* wall seconds the episode took */
+    double commit_s;                /* the last full commit before it: seconds (0: none) */
+    double time;                    /* unix seconds at its end */
+    char host[REC_NAME_MAX];
+    uint64_t attempt;               /* Slurm's restart count when known */
+} rec_metrics;
+
+void *rec_metrics_encode(const rec_metrics *m, size_t *n);
+/* Strict, as every record decoder (ledger/records.h); `what` names the object. */
+int rec_metrics_decode(const void *data, size_t n, const char *what, rec_metrics *m, tdm_err *e);
+
+/* Writes episode m->t's row under the writer's lease unless a row of the current
+ * generation is there (the first stands); m->gen is set to the writer's, *fresh (may be
+ * NULL) to whether this call wrote it. ERR_STORE when this writer was fenced out. */
+int ckpt_metrics_record(ckpt *c, rec_metrics *m, int *fresh, tdm_err *e);
+
+/* Every readable row of the store, in episode order (*rows: caller frees); *skipped
+ * counts rows that could not be read (said on stderr, naming each). */
+int ledger_metrics_read(store *st, rec_metrics **rows, size_t *n, size_t *skipped, tdm_err *e);
+
+#endif

@@ -1,0 +1,232 @@
+/* test_metrics.c — what each episode measured survives preemption (ledger/metrics.h):
+ * one row per episode in the store, none lost and none twice, whatever kills the run;
+ * `tandem metrics` in every format; TensorBoard event files checked by an independent
+ * reader (tests/metrics/tfcheck.py: its own CRC-32C and protobuf decoding). */
+#include <dirent.h>
+#include <stdarg.h>
+#include <glob.h>
+#include <sys/stat.h>
+
+#include "data/corpus.h"
+#include "tests/corpus_fixture.h"
+#include "tests/runner_fixture.h"
+#include "tests/test.h"
+
+static char g_corpus[600];
+static const int EPISODES = 12;
+
+/* A run of EPISODES episodes; with_tb: log.tensorboard = its dir/tb. */
+static int fixture_make(fixture *f, const char *tag, int with_tb) {
+    f->dir = test_tmpdir(tag);
+    snprintf(f->config, sizeof f->config, "%s/run.yaml", f->dir);
+    snprintf(f->store, sizeof f->store, "%s/store", f->dir);
+    snprintf(f->log, sizeof f->log, "%s/log.txt", f->dir);
+    char text[2048];
+    snprintf(text, sizeof text,
+             "run: {episodes: %d, seed: 5, threads: 1}\n"
+             "data: {dataset: %s/dataset.yaml}\n"
+             "model: {layers: 2, channels: 32, heads: 2, ctx: 32}\n"
+             "train: {batch: 6, seq: 32}\n"
+             "tandem: {K: 2, E: 3}\n"
+             "optim: {lr: 3e-3}\n"
+             "checkpoint: {every_episodes: 1}\n"
+             "log: {tensorboard: \"%s%s\"}\n",
+             EPISODES, g_corpus, with_tb ? f->dir : "", with_tb ? "/tb" : "");
+    return write_file(f->config, text);
+}
+
+static void fixture_done(fixture *f) {
+    test_rmtree(f->dir);
+    free(f->dir);
+}
+
+/* Runs a shell command; its first output line into out. */
+static int sh_line(char *out, size_t cap, const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    out[0] = '\0';
+    if (!fgets(out, (int)cap, p)) out[0] = '\0';
+    out[strcspn(out, "\n")] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* `tandem metrics STORE --format jsonl` into PATH; its exit code. */
+static int metrics_jsonl(const fixture *f, const char *path) {
+    char line[256];
+    return sh_line(line, sizeof line, "'%s' metrics '%s' --format jsonl >'%s' 2>'%s.err'; echo $?",
+                   tandem_bin(), f->store, path, path) == 0 ? atoi(line) : -1;
+}
+
+static void tfcheck(const char *jsonl, const char *files, int subset, char *out, size_t cap) {
+    sh_line(out, cap, "/usr/bin/python3 '%s/tests/metrics/tfcheck.py' %s '%s' %s 2>&1",
+            getenv("TANDEM_ROOT") ? getenv("TANDEM_ROOT") : ".", subset ? "--subset" : "", jsonl,
+            files);
+}
+
+static void same_rows(const char *a, const char *b, const char *keys, char *out, size_t cap) {
+    sh_line(out, cap, "/usr/bin/python3 '%s/tests/metrics/same_rows.py' '%s' '%s' %d %s 2>&1 | tail -n 1",
+            getenv("TANDEM_ROOT") ? getenv("TANDEM_ROOT") : ".", a, b, EPISODES, keys ? keys : "");
+}
+
+static char g_ref_jsonl[700];
+static double g_ref_seconds;
+
+/* The uninterrupted run: one row per episode, its live TensorBoard log equal to them, and
+ * the export equal too. */
+static void test_uninterrupted_rows_and_tensorboard(void) {
+    fixture f;
+    CHECK(fixture_make(&f, "metrics-ref", 0) == 0, "fixture");
+    char tb[700], tb2[700], out[1024], log[8192];
+    snprintf(tb, sizeof tb, "log.tensorboard=%s/tb", f.dir);
+    const char *extra[] = {"--set", tb, NULL};
+    double t0 = now_s();
+    int rc = wait_exit(start_run_argv(&f, NULL, extra));
+    g_ref_seconds = now_s() - t0;
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "reference run: exit %d: %s", rc, log);
+    snprintf(g_ref_jsonl, sizeof g_ref_jsonl, "%s/metrics-ref.jsonl", g_corpus); /* outlives f */
+    CHECK(metrics_jsonl(&f, g_ref_jsonl) == 0, "tandem metrics --format jsonl");
+    same_rows(g_ref_jsonl, g_ref_jsonl, NULL, out, sizeof out);
+    CHECK(!strcmp(out, "ok"), "rows of the reference: %s", out);
+    snprintf(tb, sizeof tb, "%s/tb/events.out.tfevents.*", f.dir);
+    tfcheck(g_ref_jsonl, tb, 0, out, sizeof out);
+    /* 3 domains x (loss, loss_u, loss_w, alpha) + 6 scalars, per episode */
+    char want[32];
+    snprintf(want, sizeof want, "ok %d", EPISODES * (3 * 4 + 6));
+    CHECK(!strcmp(out, want), "the live TensorBoard log: %s (want %s)", out, want);
+    snprintf(tb2, sizeof tb2, "%s/export", f.dir);
+    CHECK(sh_line(out, sizeof out, "'%s' metrics '%s' --tensorboard '%s' >/dev/null 2>&1; echo $?",
+                  tandem_bin(), f.store, tb2) == 0 && !strcmp(out, "0"),
+          "export: exit %s", out);
+    snprintf(tb2, sizeof tb2, "%s/export/events.out.tfevents.*", f.dir);
+    tfcheck(g_ref_jsonl, tb2, 0, out, sizeof out);
+    CHECK(!strcmp(out, want), "the exported TensorBoard file: %s", out);
+    /* a byte flipped in the data: the reader (and TensorBoard) must notice */
+    glob_t g;
+    CHECK(glob(tb2, 0, NULL, &g) == 0 && g.gl_pathc == 1, "one exported file");
+    FILE *fp = fopen(g.gl_pathv[0], "r+b");
+    CHECK(fp && fseek(fp, 60, SEEK_SET) == 0, "open the export");
+    int c = fgetc(fp);
+    fseek(fp, 60, SEEK_SET);
+    fputc(c ^ 0x20, fp);
+    fclose(fp);
+    tfcheck(g_ref_jsonl, g.gl_pathv[0], 0, out, sizeof out);
+    CHECK(strstr(out, "CRC mismatch"), "a flipped byte went unnoticed: %s", out);
+    globfree(&g);
+    /* the CSV: a header and one line per episode; the table: one line per episode */
+    CHECK(sh_line(out, sizeof out, "'%s' metrics '%s' --format csv | wc -l", tandem_bin(), f.store) == 0 &&
+              atoi(out) == EPISODES + 1, "csv lines: %s", out);
+    CHECK(sh_line(out, sizeof out, "'%s' metrics '%s' --format csv | head -n 1", tandem_bin(), f.store) == 0 &&
+              strstr(out, "episode,seq,time,host") && strstr(out, "alpha_d2"), "csv header: %s", out);
+    char svg[700];
+    snprintf(svg, sizeof svg, "%s/loss.svg", f.dir);
+    CHECK(sh_line(out, sizeof out, "'%s' metrics '%s' --plot '%s' >/dev/null 2>&1; grep -c '<polyline' '%s'",
+                  tandem_bin(), f.store, svg, svg) == 0 && atoi(out) >= 3, "plot polylines: %s", out);
+    fixture_done(&f);
+}
+
+/* Killed again and again (also right before a row is written), then SIGTERM in the
+ * middle: still exactly one row per episode; the SIGKILL-only run's rows equal the
+ * uninterrupted run's in every deterministic field; the live logs of all the lives
+ * together hold each scalar at most once. */
+static void test_rows_survive_kills(void) {
+    fixture f;
+    char tb[700], out[1024], jsonl[700], log[8192];
+    CHECK(fixture_make(&f, "metrics-chaos", 1) == 0, "fixture with log.tensorboard");
+    int rc = run_to_end(&f, "TANDEM_TEST_KILL_AT=metrics:3");
+    CHECK(rc == 128 + SIGKILL, "killed at the 3rd row: exit %d", rc);
+    chaos_result cr;
+    chaos_loop(&f, 10, g_ref_seconds / 6, 0x3e7c5, &cr);
+    CHECK(!cr.bad_exit, "a life exited %d: %s", cr.bad_exit, cr.log);
+    rc = cr.finished ? 0 : run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "final life: exit %d: %s", rc, log);
+    snprintf(jsonl, sizeof jsonl, "%s/rows.jsonl", f.dir);
+    CHECK(metrics_jsonl(&f, jsonl) == 0, "tandem metrics");
+    same_rows(g_ref_jsonl, jsonl, NULL, out, sizeof out);
+    CHECK(!strcmp(out, "ok"), "after %d kills: %s", cr.kills + 1, out);
+    snprintf(tb, sizeof tb, "%s/tb/events.out.tfevents.*", f.dir);
+    tfcheck(jsonl, tb, 1, out, sizeof out);
+    CHECK(!strncmp(out, "ok ", 3), "the live logs of %d lives: %s", cr.kills + 2, out);
+    printf("  %d SIGKILLs (%d inside commits): %d rows, equal to the uninterrupted run's; live "
+           "logs %s scalars\n", cr.kills + 1, cr.in_commit, EPISODES, out + 3);
+    fixture_done(&f);
+
+    /* SIGTERM inside an episode: the resumed life finishes that episode with fewer free
+     * steps measured (free_steps says so), and still one row per episode */
+    CHECK(fixture_make(&f, "metrics-term", 0) == 0, "fixture");
+    pid_t pid = start_run(&f, "TANDEM_TEST_STEP_DELAY_MS=5", NULL, NULL);
+    usleep((useconds_t)(g_ref_seconds * 0.4e6));
+    kill(pid, SIGTERM);
+    rc = wait_exit(pid);
+    CHECK(rc == 75 || rc == 0, "SIGTERM: exit %d", rc);
+    CHECK(run_to_end(&f, NULL) == 0, "resume");
+    snprintf(jsonl, sizeof jsonl, "%s/rows.jsonl", f.dir);
+    CHECK(metrics_jsonl(&f, jsonl) == 0, "tandem metrics");
+    same_rows(g_ref_jsonl, jsonl, "alpha,lr_alpha", out, sizeof out);
+    CHECK(!strcmp(out, "ok"), "after a SIGTERM: %s", out);
+    fixture_done(&f);
+}
+
+/* A fixed-mixture run has no probe: its rows hold no twins' losses, and alpha stays the
+ * mixture; a damaged row is skipped by `tandem metrics` (said, exit 0); an impossible
+ * log.tensorboard is refused before the store is touched. */
+static void test_fixed_mode_damage_and_bad_paths(void) {
+    fixture f;
+    CHECK(fixture_make(&f, "metrics-fixed", 0) == 0, "fixture");
+    const char *extra[] = {"--set", "run.mode=fixed", "--set", "run.episodes=3", NULL};
+    int rc = wait_exit(start_run_argv(&f, NULL, extra));
+    CHECK(rc == 0, "fixed run: exit %d", rc);
+    char jsonl[700], out[1024];
+    snprintf(jsonl, sizeof jsonl, "%s/rows.jsonl", f.dir);
+    CHECK(metrics_jsonl(&f, jsonl) == 0, "tandem metrics");
+    CHECK(sh_line(out, sizeof out,
+                  "/usr/bin/python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])];"
+                  "print(\"ok\" if len(r)==3 and all(\"loss_u\" not in x and x[\"lr_alpha\"]==0 and "
+                  "abs(sum(x[\"alpha\"].values())-1)<1e-12 and x[\"alpha\"]==r[0][\"alpha\"] for x in r) "
+                  "else r)' '%s'", jsonl) == 0 && !strcmp(out, "ok"),
+          "fixed-mode rows: %.300s", out);
+    char row[900];
+    snprintf(row, sizeof row, "%s/metrics/1.mp", f.store);
+    CHECK(write_file(row, "not a record") == 0, "damage a row");
+    CHECK(sh_line(out, sizeof out, "'%s' metrics '%s' --format jsonl 2>&1 >/dev/null | head -n 1; ",
+                  tandem_bin(), f.store) == 0 && strstr(out, "metrics/1.mp skipped"),
+          "a damaged row is not named: %s", out);
+    CHECK(sh_line(out, sizeof out, "'%s' metrics '%s' --format jsonl 2>/dev/null | wc -l", tandem_bin(),
+                  f.store) == 0 && atoi(out) == 2, "rows around the damaged one: %s", out);
+    fixture_done(&f);
+
+    CHECK(fixture_make(&f, "metrics-badtb", 0) == 0, "fixture");
+    char bad[800], log[8192];
+    snprintf(bad, sizeof bad, "log.tensorboard=%s", f.config); /* a file, not a directory */
+    const char *extra2[] = {"--set", bad, NULL};
+    rc = wait_exit(start_run_argv(&f, NULL, extra2));
+    read_all(f.log, log, sizeof log);
+    struct stat st;
+    CHECK(rc == 2 && strstr(log, "log.tensorboard"), "exit %d: %s", rc, log);
+    CHECK(stat(f.store, &st) != 0, "the store was created although the run was refused");
+    fixture_done(&f);
+}
+
+int main(void) {
+    char *dir = test_tmpdir("metrics-corpus");
+    uint64_t tr[3] = {30000, 15000, 6000};
+    tdm_err e = {0};
+    if (corpus_fixture(dir, 3, tr, 3, 3000, NULL, &e)) {
+        fprintf(stderr, "corpus: %s\n", e.msg);
+        return 1;
+    }
+    snprintf(g_corpus, sizeof g_corpus, "%s", dir);
+    RUN(test_uninterrupted_rows_and_tensorboard);
+    RUN(test_rows_survive_kills);
+    RUN(test_fixed_mode_damage_and_bad_paths);
+    test_rmtree(dir);
+    free(dir);
+    return test_summary("test_metrics");
+}

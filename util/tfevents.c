@@ -1,0 +1,169 @@
+/* tfevents.c — TensorBoard event files; see tfevents.h. */
+#include "util/tfevents.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/buf.h"
+
+struct tfevents {
+    FILE *f;
+    char path[4200];
+};
+
+uint32_t tfevents_crc32c(const void *data, size_t n) {
+    static uint32_t table[256];
+    static int ready;
+    if (!ready) { /* idempotent: racing threads compute the same table */
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++) c = c & 1 ? 0x82f63b78u ^ (c >> 1) : c >> 1;
+            table[i] = c;
+        }
+        ready = 1;
+    }
+    const unsigned char *p = data;
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) c = table[(c ^ p[i]) & 0xff] ^ (c >> 8);
+    return c ^ 0xffffffffu;
+}
+
+uint32_t tfevents_masked_crc(const void *data, size_t n) {
+    uint32_t c = tfevents_crc32c(data, n);
+    return ((c >> 15) | (c << 17)) + 0xa282ead8u;
+}
+
+/* protocol buffer pieces */
+static void varint(buf_t *b, uint64_t v) {
+    while (v >= 0x80) {
+        buf_putc(b, (char)(v | 0x80));
+        v >>= 7;
+    }
+    buf_putc(b, (char)v);
+}
+static void le(buf_t *b, uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; i++) buf_putc(b, (char)(v >> (8 * i)));
+}
+static void field_bytes(buf_t *b, int field, const void *data, size_t n) {
+    varint(b, (uint64_t)field << 3 | 2);
+    varint(b, n);
+    buf_putn(b, data, n);
+}
+
+/* Event{wall_time, step} with either file_version or the summary bytes. */
+static int record(tfevents *w, double wall, int64_t step, const char *version, const buf_t *summary,
+                  tdm_err *e) {
+    buf_t ev = {0};
+    uint64_t bits;
+    memcpy(&bits, &wall, sizeof bits);
+    varint(&ev, 1 << 3 | 1); /* wall_time: fixed64 */
+    le(&ev, bits, 8);
+    varint(&ev, 2 << 3 | 0); /* step: varint (two's complement for a negative) */
+    varint(&ev, (uint64_t)step);
+    if (version) field_bytes(&ev, 3, version, strlen(version));
+    if (summary) field_bytes(&ev, 5, summary->p ? summary->p : "", summary->n);
+    if (ev.oom) {
+        buf_free(&ev);
+        return err_set(e, ERR_INTERNAL, "out of memory for an event");
+    }
+    unsigned char head[12];
+    uint64_t n = ev.n;
+    for (int i = 0; i < 8; i++) head[i] = (unsigned char)(n >> (8 * i));
+    uint32_t hc = tfevents_masked_crc(head, 8), dc = tfevents_masked_crc(ev.p, ev.n);
+    for (int i = 0; i < 4; i++) head[8 + i] = (unsigned char)(hc >> (8 * i));
+    unsigned char tail[4];
+    for (int i = 0; i < 4; i++) tail[i] = (unsigned char)(dc >> (8 * i));
+    int ok = fwrite(head, 1, 12, w->f) == 12 && fwrite(ev.p, 1, ev.n, w->f) == ev.n &&
+             fwrite(tail, 1, 4, w->f) == 4;
+    buf_free(&ev);
+    return ok ? 0 : err_sys(e, ERR_USAGE, errno, "cannot write %s", w->path);
+}
+
+/* mkdir -p */
+static int make_dirs(const char *dir, tdm_err *e) {
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
+        return err_set(e, ERR_USAGE, "log.tensorboard: the path is too long");
+    for (char *s = p + 1;; s++) {
+        if (*s == '/' || !*s) {
+            char c = *s;
+            *s = '\0';
+            if (mkdir(p, 0755) != 0 && errno != EEXIST)
+                return err_sys(e, ERR_USAGE, errno, "cannot create the TensorBoard directory %s", p);
+            if (!c) break;
+            *s = c;
+        }
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return err_set(e, ERR_USAGE, "%s is not a directory (TensorBoard log directory)", dir);
+    return 0;
+}
+
+tfevents *tfevents_open(const char *dir, tdm_err *e) {
+    if (!dir || !*dir) {
+        err_set(e, ERR_USAGE, "no TensorBoard directory given");
+        return NULL;
+    }
+    if (make_dirs(dir, e)) return NULL;
+    tfevents *w = calloc(1, sizeof *w);
+    if (!w) {
+        err_set(e, ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    char host[256] = "localhost";
+    gethostname(host, sizeof host);
+    host[sizeof host - 1] = '\0';
+    for (char *h = host; *h; h++)
+        if (*h == '/') *h = '_';
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%lld.%s.%d", dir, (long long)ts.tv_sec,
+             host, (int)getpid());
+    w->f = fopen(w->path, "wbx"); /* never append to another writer's file */
+    if (!w->f) {
+        err_sys(e, ERR_USAGE, errno, "cannot create %s", w->path);
+        free(w);
+        return NULL;
+    }
+    if (record(w, (double)ts.tv_sec + ts.tv_nsec * 1e-9, 0, "brain.Event:2", NULL, e) ||
+        tfevents_flush(w, e)) {
+        tfevents_close(w);
+        return NULL;
+    }
+    return w;
+}
+
+int tfevents_scalar(tfevents *w, const char *tag, int64_t step, double wall_time, double value,
+                    tdm_err *e) {
+    buf_t v = {0}, s = {0};
+    field_bytes(&v, 1, tag, strlen(tag));
+    float f = (float)value;
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    varint(&v, 2 << 3 | 5); /* simple_value: fixed32 */
+    le(&v, bits, 4);
+    field_bytes(&s, 1, v.p, v.n); /* Summary.value */
+    int rc = v.oom || s.oom ? err_set(e, ERR_INTERNAL, "out of memory for an event")
+                            : record(w, wall_time, step, NULL, &s, e);
+    buf_free(&v);
+    buf_free(&s);
+    return rc;
+}
+
+int tfevents_flush(tfevents *w, tdm_err *e) {
+    return fflush(w->f) == 0 ? 0 : err_sys(e, ERR_USAGE, errno, "cannot write %s", w->path);
+}
+
+const char *tfevents_path(const tfevents *w) { return w->path; }
+
+void tfevents_close(tfevents *w) {
+    if (!w) return;
+    if (w->f) fclose(w->f);
+    free(w);
+}
