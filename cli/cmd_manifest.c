@@ -12,6 +12,7 @@
 #include "cli/opts.h"
 #include "runner/config.h"
 #include "runner/manifest.h"
+#include "runner/sweep.h"
 
 static void manifest_more_help(FILE *f) {
     fprintf(f, "Warnings go to standard error. Exit codes: 0 rendered; 2 config or usage error;\n"
@@ -25,6 +26,9 @@ static const cli_opt OPTS[] = {
                                 "runs/<config name>, relative to the job's directory)", NULL, 0, 0, NULL, NULL},
     {"--config-path", CLI_STR, "PATH", "Slurm: the config's path on the nodes (default: its absolute\n"
                                        "path here; the nodes must see it)", NULL, 0, 0, NULL, NULL},
+    {"--sweep", CLI_LIST, "key=v1,v2,..", "a study: one Slurm job array / Kubernetes Indexed Job of\n"
+                                           "every combination of the values, each point its own run\n"
+                                           "in STORE/<key=value,...> (repeatable)", NULL, 0, 0, NULL, NULL},
     {"--out", CLI_STR, "FILE", "write FILE instead of standard output", NULL, 0, 0, NULL, NULL},
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
@@ -127,8 +131,34 @@ static int run_manifest(const cli_args *a, int argc, char **argv) {
         cli_usage(a->spec, stderr);
         return rc;
     }
+    int nsweeps = 0;
+    char **sweeps = cli_list(a, "--sweep", &nsweeps);
+    sweep sw;
+    memset(&sw, 0, sizeof sw);
     if (!(cfg = malloc(sizeof *cfg))) rc = err_set(&e, ERR_INTERNAL, "out of memory");
     if (!rc) rc = config_load(cfg, config_path, sets, nsets, &e);
+    if (!rc && nsweeps > 0) rc = sweep_parse(&sw, sweeps, nsweeps, &e);
+    /* every point must load: a bad value is said now, not by a task hours later */
+    for (size_t i = 0; !rc && i < sw.npoints; i++) {
+        char (*point)[512] = calloc((size_t)sw.nkeys, sizeof *point);
+        char **all = calloc((size_t)(nsets + sw.nkeys), sizeof *all);
+        config *pc = malloc(sizeof *pc);
+        if (!point || !all || !pc) rc = err_set(&e, ERR_INTERNAL, "out of memory");
+        if (!rc) {
+            sweep_point_sets(&sw, i, point, sizeof *point);
+            for (int j = 0; j < nsets; j++) all[j] = sets[j];
+            for (int k = 0; k < sw.nkeys; k++) all[nsets + k] = point[k];
+            if ((rc = config_load(pc, config_path, all, nsets + sw.nkeys, &e))) {
+                char label[2048], why[sizeof e.msg];
+                sweep_label(&sw, i, label, sizeof label);
+                snprintf(why, sizeof why, "%s", e.msg);
+                err_set(&e, rc, "--sweep point %zu (%s): %s", i, label, why);
+            }
+        }
+        free(point);
+        free(all);
+        free(pc);
+    }
     if (!rc) {
         char name[256], cwd[PATH_MAX], abs[PATH_MAX], self[PATH_MAX], url[CONFIG_STR_MAX + 300];
         config_name(config_path, name, sizeof name);
@@ -148,12 +178,16 @@ static int run_manifest(const cli_args *a, int argc, char **argv) {
                            .nsets = nsets,
                            .tandem_binary = self[0] ? self : NULL,
                            .workdir = cwd,
-                           .rendered_from = cmdline};
+                           .rendered_from = cmdline,
+                           .sweep = &sw,
+                           .sweep_texts = sweeps,
+                           .nsweeps = nsweeps};
         rc = render_to(out, !strcmp(kind, "slurm"), &o, &e);
     }
     if (rc) fprintf(stderr, "tandem manifest: %s\n", e.msg);
     free(cmdline);
     free(cfg);
+    sweep_free(&sw);
     return rc;
 }
 

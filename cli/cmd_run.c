@@ -8,6 +8,7 @@
 #include "runner/config.h"
 #include "runner/progress.h"
 #include "runner/run.h"
+#include "runner/sweep.h"
 
 static void run_more_help(FILE *f) {
     fprintf(f,
@@ -26,6 +27,12 @@ static const cli_opt OPTS[] = {
     {"--precision", CLI_ALIAS, "fp32|bf16", "compute precision (run.precision; bf16 needs run.device=cuda)",
      NULL, 0, 0, "--set", "run.precision="},
     {"--allow-change", CLI_LIST, "k1,k2", "resume although these pinned keys changed (recorded)", NULL, 0, 0, NULL, NULL},
+    {"--sweep", CLI_LIST, "key=v1,v2,..", "run one point of a study: the points are every combination\n"
+                                           "of the swept values, each in STORE/<key=value,...>\n"
+                                           "(repeatable; docs/scheduling.md, \"Sweeps\")", NULL, 0, 0, NULL, NULL},
+    {"--point", CLI_INT, "I", "the point of the --sweep to run (default: TANDEM_POINT, else\n"
+                              "SLURM_ARRAY_TASK_ID, else JOB_COMPLETION_INDEX)", NULL, 0,
+     SWEEP_MAX_POINTS - 1, NULL, NULL},
     {"--quiet", CLI_SWITCH, NULL, "no progress output", NULL, 0, 0, NULL, NULL},
     {"--json", CLI_SWITCH, NULL, "events as JSON lines on stdout (start, memory, episode, commit,\n"
                                  "signal, error, end; each with its unix time: docs/json.md);\n"
@@ -71,6 +78,34 @@ static int run_run(const cli_args *a) {
         if (add_keys(lists[i], &allow, &nallow, &owned, &nowned)) rc = err_set(&e, ERR_INTERNAL, "out of memory");
     if (cli_given(a, "--quiet")) o.progress = PROGRESS_QUIET;
     if (cli_given(a, "--json")) o.progress = PROGRESS_JSON;
+    /* a sweep point: its settings after every --set, its own store under the study's */
+    int nsweep = 0;
+    char **sweeps = cli_list(a, "--sweep", &nsweep);
+    sweep sw;
+    memset(&sw, 0, sizeof sw);
+    char label[2048], (*point)[512] = NULL, **sets = NULL;
+    size_t at = 0;
+    if (!rc && nsweep > 0) rc = sweep_parse(&sw, sweeps, nsweep, &e);
+    if (!rc && nsweep > 0) rc = sweep_point_index(&sw, cli_given(a, "--point") ? cli_int(a, "--point", 0) : -1, &at, &e);
+    if (!rc && nsweep == 0 && cli_given(a, "--point"))
+        rc = err_set(&e, ERR_USAGE, "--point without --sweep: there is no study to pick a point of");
+    if (!rc && nsweep > 0) {
+        point = calloc((size_t)sw.nkeys, sizeof *point);
+        sets = calloc((size_t)(o.nsets + sw.nkeys), sizeof *sets);
+        if (!point || !sets) rc = err_set(&e, ERR_INTERNAL, "out of memory");
+    }
+    if (!rc && nsweep > 0) {
+        sweep_point_sets(&sw, at, point, sizeof *point);
+        for (int i = 0; i < o.nsets; i++) sets[i] = o.sets[i];
+        for (int k = 0; k < sw.nkeys; k++) sets[o.nsets + k] = point[k];
+        o.sets = sets;
+        o.nsets += sw.nkeys;
+        sweep_label(&sw, at, label, sizeof label);
+        o.store_suffix = label;
+        if (o.progress != PROGRESS_QUIET)
+            fprintf(stderr, "tandem: sweep point %zu of %zu (0..%zu): %s, in its own store .../%s\n", at,
+                    sw.npoints, sw.npoints - 1, label, label);
+    }
     if (!rc) {
         o.allow = allow;
         o.nallow = nallow;
@@ -80,6 +115,9 @@ static int run_run(const cli_args *a) {
     for (int i = 0; i < nowned; i++) free(owned[i]);
     free(owned);
     free(allow);
+    free(point);
+    free(sets);
+    sweep_free(&sw);
     return rc;
 }
 

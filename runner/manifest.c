@@ -1,5 +1,7 @@
 /* manifest.c — sbatch scripts and Kubernetes objects from a run config; see manifest.h. */
 #include "runner/manifest.h"
+
+#include "runner/sweep.h"
 #include "util/ydoc.h"
 
 #include <stdarg.h>
@@ -296,6 +298,18 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
                  "# script requeues the job. The restarted job (SLURM_RESTART_COUNT + 1) runs the same\n"
                  "# `tandem run`, which resumes from the store. By hand: scancel --signal=USR1 --batch JOB.\n",
             k->signal_lead_s);
+    const sweep *sw = o->nsweeps > 0 ? o->sweep : NULL;
+    if (sw) {
+        fprintf(out, "#\n# Sweep (docs/scheduling.md): %zu points; array task i runs point i, each its own\n"
+                     "# run in STORE/<point>, requeued on its own:\n", sw->npoints);
+        for (size_t i = 0; i < sw->npoints; i++) {
+            char label[2048];
+            sweep_label(sw, i, label, sizeof label);
+            fprintf(out, "#   %zu  ", i);
+            comment_text(out, label);
+            fputc('\n', out);
+        }
+    }
     fprintf(out, "#SBATCH --job-name=%s\n", name);
     fprintf(out, "#SBATCH --nodes=%d\n", k->nodes);
     fprintf(out, "#SBATCH --ntasks-per-node=%d\n", k->tasks_per_node);
@@ -309,15 +323,19 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     if (k->partition[0]) fprintf(out, "#SBATCH --partition=%s\n", k->partition);
     if (k->account[0]) fprintf(out, "#SBATCH --account=%s\n", k->account);
     fprintf(out, "#SBATCH --chdir=%s\n", workdir);
-    fprintf(out, "#SBATCH --output=%%x-%%j.out\n");
+    if (sw) fprintf(out, "#SBATCH --array=0-%zu\n", sw->npoints - 1);
+    fprintf(out, sw ? "#SBATCH --output=%%x-%%A_%%a.out\n" : "#SBATCH --output=%%x-%%j.out\n");
     fprintf(out, "#SBATCH --open-mode=append\n");
     fprintf(out, "#SBATCH --requeue\n");
     fprintf(out, "#SBATCH --signal=B:USR1@%d\n", k->signal_lead_s);
-    fprintf(out, "#SBATCH --dependency=singleton\n");
+    /* one job of this name at a time (two writers would fence each other out); the tasks
+     * of an array share the name, so there singleton would run the points one by one */
+    if (!sw) fprintf(out, "#SBATCH --dependency=singleton\n");
     fprintf(out, "\nset -u\n");
     fputs(SLURM_FUNCTIONS, out);
-    fprintf(out, "\nlog \"start: job ${SLURM_JOB_ID:-?} SLURM_RESTART_COUNT=${SLURM_RESTART_COUNT:-0} "
-                 "on $(hostname), nodes ${SLURM_JOB_NODELIST:-?}\"\n");
+    fprintf(out, "\nlog \"start: job ${SLURM_JOB_ID:-?}%s SLURM_RESTART_COUNT=${SLURM_RESTART_COUNT:-0} "
+                 "on $(hostname), nodes ${SLURM_JOB_NODELIST:-?}\"\n",
+            sw ? " (array task ${SLURM_ARRAY_TASK_ID:-?})" : "");
     fprintf(out, "TANDEM=");
     sh_word(out, tandem);
     fprintf(out, "\nCONFIG=");
@@ -369,6 +387,10 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
         if (strncmp(o->sets[i], "cluster.", 8) == 0) continue;
         fprintf(out, " \\\n  --set ");
         sh_word(out, o->sets[i]);
+    }
+    for (int i = 0; sw && i < o->nsweeps; i++) { /* tandem takes its point from SLURM_ARRAY_TASK_ID */
+        fprintf(out, " \\\n  --sweep ");
+        sh_word(out, o->sweep_texts[i]);
     }
     fprintf(out, " &\n");
     fputs(SLURM_WAIT, out);
@@ -503,6 +525,7 @@ typedef struct k8s_ctx {
     const struct config_cluster *k;
     const char *name, *cm, *tandem;
     bool indexed;
+    const sweep *sw; /* a sweep: an Indexed Job of its points (cluster.nodes = 1) */
     const kv_list *sel;
     const toleration_list *tol;
 } k8s_ctx;
@@ -591,6 +614,10 @@ static void k8s_container(const k8s_ctx *x) {
     ydoc_quote(x->out, x->tandem);
     fprintf(x->out, ", \"run\", \"" MANIFEST_K8S_CONFIG_DIR "/config.yaml\", \"--store\", ");
     ydoc_quote(x->out, x->o->store_url);
+    for (int i = 0; x->sw && i < x->o->nsweeps; i++) { /* the point: TANDEM_POINT below */
+        fprintf(x->out, ", \"--sweep\", ");
+        ydoc_quote(x->out, x->o->sweep_texts[i]);
+    }
     fprintf(x->out, "]\n");
     /* the grace period, so that a stop commits a full state only if it fits (run.c) */
     fprintf(x->out, "        env:\n        - name: TANDEM_GRACE_S\n          value: \"%d\"\n",
@@ -600,6 +627,10 @@ static void k8s_container(const k8s_ctx *x) {
                      "          value: \"" MANIFEST_K8S_SECRET_DIR "/credentials\"\n"
                      "        - name: AWS_CONFIG_FILE\n"
                      "          value: \"" MANIFEST_K8S_SECRET_DIR "/config\"\n");
+    if (x->sw)
+        fprintf(x->out, "        - name: TANDEM_POINT\n          valueFrom:\n            fieldRef:\n"
+                     "              fieldPath: \"metadata.annotations['batch.kubernetes.io/"
+                     "job-completion-index']\"\n");
     if (x->indexed) {
         fprintf(x->out, "        - name: TANDEM_RANK\n          valueFrom:\n            fieldRef:\n"
                      "              fieldPath: \"metadata.annotations['batch.kubernetes.io/"
@@ -683,6 +714,10 @@ static void k8s_job(const k8s_ctx *x) {
         fprintf(x->out, "  completionMode: Indexed\n  completions: %d\n  parallelism: %d\n", x->k->nodes,
                 x->k->nodes);
         fprintf(x->out, "  backoffLimitPerIndex: %d\n  maxFailedIndexes: 0\n", x->k->backoff_limit);
+    } else if (x->sw) { /* a sweep: index i runs point i; each point has its own retries */
+        fprintf(x->out, "  completionMode: Indexed\n  completions: %zu\n  parallelism: %zu\n",
+                x->sw->npoints, x->sw->npoints);
+        fprintf(x->out, "  backoffLimitPerIndex: %d\n", x->k->backoff_limit);
     } else {
         fprintf(x->out, "  completions: 1\n  parallelism: 1\n  backoffLimit: %d\n", x->k->backoff_limit);
     }
@@ -690,7 +725,7 @@ static void k8s_job(const k8s_ctx *x) {
                  "  podReplacementPolicy: Failed\n"
                  "  podFailurePolicy:\n"
                  "    rules:\n"
-                 "    - action: FailJob # 2: config or usage error; 5: diverged. No retry can fix them\n"
+                 "    - action: %s # 2: config or usage error; 5: diverged. No retry can fix them\n"
                  "      onExitCodes:\n"
                  "        containerName: tandem\n"
                  "        operator: In\n"
@@ -703,7 +738,8 @@ static void k8s_job(const k8s_ctx *x) {
                  "    - action: Ignore # preemption, eviction, node drain\n"
                  "      onPodConditions:\n"
                  "      - type: DisruptionTarget\n"
-                 "        status: \"True\"\n");
+                 "        status: \"True\"\n",
+            x->sw ? "FailIndex" : "FailJob"); /* a sweep: that point alone fails */
     fprintf(x->out, "  template:\n    metadata:\n");
     k8s_labels(x->out, "      ", x->name);
     fprintf(x->out, "      annotations:\n"
@@ -754,6 +790,11 @@ int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     manifest_job_name(o, name, sizeof name);
     int rc = check_job_name(o, name, e);
     if (rc) return rc;
+    const sweep *sw = o->nsweeps > 0 ? o->sweep : NULL;
+    if (sw && k->nodes > 1)
+        return err_set(e, ERR_USAGE, "--sweep with cluster.nodes = %d: on Kubernetes a sweep is an "
+                       "Indexed Job whose index is the point; sweep runs of one pod each (set "
+                       "cluster.nodes = 1) or render one job per point", k->nodes);
     k8s_warnings(warn, o);
     kv_list *sel = calloc(1, sizeof *sel);
     toleration_list *tol = calloc(1, sizeof *tol);
@@ -767,7 +808,7 @@ int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     snprintf(cm, sizeof cm, "%s-config", name);
     k8s_ctx x = {.out = out, .o = o, .c = c, .k = k, .name = name, .cm = cm,
                  .tandem = k->tandem_binary[0] ? k->tandem_binary : MANIFEST_K8S_TANDEM,
-                 .indexed = k->nodes > 1, .sel = sel, .tol = tol};
+                 .indexed = k->nodes > 1, .sw = sw, .sel = sel, .tol = tol};
     k8s_header(&x);
     k8s_configmap(&x);
     if (x.indexed) k8s_service(&x);

@@ -10,6 +10,11 @@
  * commits at its next safe point and exits 75 ("requeue me"); 2 is a config or usage
  * error that no retry can fix.
  *
+ * Sweeps (runner/sweep.h): a Slurm job array (--array=0-N-1, task i = point i) or a
+ * Kubernetes Indexed Job (completion index i = point i, FailIndex on 2 and 5 so that one
+ * bad point does not stop the others), tandem run getting the --sweep texts and finding
+ * its point from SLURM_ARRAY_TASK_ID or TANDEM_POINT.
+ *
  * Slurm: one script for one node or several (--nodes): --requeue, --open-mode=append,
  * --signal=B:USR1@cluster.signal_lead_s, traps that forward USR1 and TERM to the srun step
  * as USR1 (srun turns a TERM into SIGKILL of its tasks), a wait loop that survives the
@@ -49,6 +54,9 @@ typedef struct manifest_opts {
     const char *tandem_binary; /* Slurm: tandem when cluster.tandem_binary is "" */
     const char *workdir;       /* Slurm: --chdir when cluster.workdir is "" */
     const char *rendered_from; /* the command line, for the header comment (may be NULL) */
+    const struct sweep *sweep; /* --sweep: one job of many points (NULL or none: one run) */
+    char *const *sweep_texts;  /* the --sweep texts as given, passed on to tandem run */
+    int nsweeps;
 } manifest_opts;
 
 /* The job name: cluster.job_name, else "tandem-" + the config name made a DNS label

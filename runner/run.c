@@ -316,6 +316,13 @@ static int setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     if (o->store_url) snprintf(url, sizeof url, "%s", o->store_url);
     else if (r->cfg.store[0]) snprintf(url, sizeof url, "%s", r->cfg.store);
     else default_store(o->config_path, url, sizeof url);
+    if (o->store_suffix) { /* a sweep point: its own run under the study's store */
+        size_t n = strlen(url);
+        while (n > 0 && url[n - 1] == '/') url[--n] = '\0';
+        if (n + 1 + strlen(o->store_suffix) >= sizeof url)
+            return err_set(e, ERR_USAGE, "store %s: too long with the sweep point %s", url, o->store_suffix);
+        snprintf(url + n, sizeof url - n, "/%s", o->store_suffix);
+    }
     snprintf(r->cfg.store, sizeof r->cfg.store, "%s", url);
     if ((rc = select_backend(r, e))) return rc;
     /* the key names the file, so that a refusal points at the config line to fix */

@@ -18,6 +18,7 @@ typedef struct run_opts {
     char *const *sets; /* "key=value" overrides */
     int nsets;
     const char *store_url; /* NULL: the config's store, else file://runs/<config name> */
+    const char *store_suffix; /* a sweep point's label: the run lives in STORE/<suffix> */
     char *const *allow;    /* keys allowed to differ from the pinned config */
     int nallow;
     int progress; /* PROGRESS_TEXT, _JSON, _QUIET */

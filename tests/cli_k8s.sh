@@ -121,6 +121,24 @@ absent "on-demand: no spot selector" "$tmp/gke-spotfalse-n1-g8.yaml" "gke-spot"
   >"$tmp/override.yaml" 2>/dev/null
 expect "cluster.node_selector wins over the cloud's label" "$tmp/override.yaml" \
   'cloud.google.com/gke-accelerator: "nvidia-h100-mega-80gb"' 'pool: "a"'
+# a sweep: one Indexed Job of the points, validated like the rest; a bad point is refused
+"$bin" manifest k8s "$tmp/run.yaml" --store s3://b/study --sweep run.seed=1,2,3 \
+  --sweep tandem.lr_alpha=2e-3,4e-3 >"$tmp/sweep.yaml" 2>/dev/null
+out=$("${validate[@]}" "$tmp/sweep.yaml" 2>&1); st=$?
+if [ $st -eq 0 ]; then pass "a sweep's Indexed Job validates"; else fail "sweep validates" "$out"; fi
+expect "a sweep: 6 indexes, each its point (TANDEM_POINT), FailIndex on 2 and 5" "$tmp/sweep.yaml" \
+  "completionMode: Indexed" "completions: 6" "parallelism: 6" "backoffLimitPerIndex: 3" \
+  "action: FailIndex" "name: TANDEM_POINT" "job-completion-index" \
+  '"--store", "s3://b/study", "--sweep", "run.seed=1,2,3", "--sweep", "tandem.lr_alpha=2e-3,4e-3"]'
+absent "a sweep: no coordinator, no Service, no failed-index limit" "$tmp/sweep.yaml" \
+  "TANDEM_WORLD_SIZE" "kind: Service" "maxFailedIndexes"
+out=$("$bin" manifest k8s "$tmp/run.yaml" --store s3://b/p --sweep optim.lr=1e-3,-2 2>&1 >/dev/null); st=$?
+if [ $st -eq 2 ] && grep -q "sweep point 1 (optim.lr=-2)" <<<"$out" && grep -q "optim.lr" <<<"$out"; then
+  pass "a sweep point that does not load: exit 2 naming the point and the key"
+else fail "bad sweep point" "exit $st: $out"; fi
+out=$("$bin" manifest k8s "$tmp/run.yaml" --store s3://b/p --set cluster.nodes=2 --sweep run.seed=1,2 2>&1 >/dev/null); st=$?
+if [ $st -eq 2 ] && grep -q "cluster.nodes" <<<"$out"; then pass "a sweep of multi-pod runs: exit 2"
+else fail "sweep with nodes 2" "exit $st: $out"; fi
 absent "no credentials in the rendered objects" "$tmp/none-spotfalse-n1-g8.yaml" \
   "AWS_SECRET_ACCESS_KEY" "AWS_ACCESS_KEY_ID" "AWS_SESSION_TOKEN"
 

@@ -20,6 +20,8 @@
 #    script requeues itself), started again, and runs to the end. The job log must show
 #    SLURM_RESTART_COUNT=2, both preemptions and no credential, and `tandem hash` of the
 #    store must equal the uninterrupted run's.
+#    E: a sweep (--sweep run.seed=3,4) as a 2-task job array: task 0 requeued by a USR1
+#    resumes its own point; both points end on the hashes of direct runs of their seeds.
 #    D: a run that diverges (optim.lr = 1e30) fails its job with ExitCode 5:0 and is not
 #    requeued (Restarts=0; the log says why); A checks the same with the fake scontrol.
 #    B runs for every build variant (about 35 s each; TANDEM_SLURM_ASAN=0 skips it for
@@ -343,6 +345,47 @@ elif wait_for 120 "diverging job $jid ends" is_state FAILED; then
     pass "real Slurm: a diverging run fails its job with ExitCode 5:0, not requeued (Restarts=0)"
   else
     fail "diverging job" "state $state, ExitCode $exitcode, Restarts $restarts" "log:" "$(tail -n 10 "$log")"
+  fi
+fi
+# --- E. a sweep: a job array of two points; one task requeued by a USR1 resumes its point
+if ! "$bin" run "$tmp/run.yaml" --store "$tmp/ref-seed4" --set run.seed=4 --quiet >"$tmp/ref4.log" 2>&1 ||
+   ! ref4=$("$bin" hash "$tmp/ref-seed4"); then
+  fail "seed-4 reference run" "$(tail -n 5 "$tmp/ref4.log")"
+else
+  render "$tmp/sweep.sbatch" --store "file://$tmp/study" --set cluster.job_name=tandem-sweep \
+    --sweep run.seed=3,4 || fail "render sweep" "$(cat "$tmp/sweep.sbatch.err")"
+  grep -qx -- '#SBATCH --array=0-1' "$tmp/sweep.sbatch" || fail "sweep script" "no --array=0-1"
+  arr=$(cd "$tmp" && TANDEM_TEST_STEP_DELAY_MS=100 sbatch --parsable "$tmp/sweep.sbatch" 2>"$tmp/sbatch.err")
+  arr=${arr%%;*}
+  t0_store="$tmp/study/run.seed=3"
+  seq0() { "$bin" hash "$t0_store" 2>/dev/null | sed -n 's/^seq //p'; }
+  progressed0() { local s; s=$(seq0); [ -n "$s" ] && [ "$s" -gt "$1" ]; }
+  if [ -z "$arr" ]; then fail "sbatch (sweep)" "$(cat "$tmp/sbatch.err")"
+  else
+    jid="${arr}_0"
+    log="$tmp/tandem-sweep-${arr}_0.out"
+    ok=1
+    wait_for 60 "array task 0 runs" is_running_try 0 && wait_for 60 "task 0 commits" progressed0 -1 || ok=0
+    if [ $ok = 1 ]; then
+      scancel --signal=USR1 --batch "$jid" # the task's script requeues the task itself
+      start_now && wait_for 60 "task 0 runs again (Restarts=1)" is_running_try 1 || ok=0
+    fi
+    done_all() { [ "$(job_field "${arr}_0" JobState)" = COMPLETED ] && [ "$(job_field "${arr}_1" JobState)" = COMPLETED ]; }
+    if [ $ok = 1 ] && wait_for 180 "both points complete" done_all; then
+      got3=$("$bin" hash "$tmp/study/run.seed=3" 2>&1)
+      got4=$("$bin" hash "$tmp/study/run.seed=4" 2>&1)
+      problems=()
+      [ "$got3" = "$ref" ] || problems+=("point 0 (seed 3) ended elsewhere:" "$got3" "want:" "$ref")
+      [ "$got4" = "$ref4" ] || problems+=("point 1 (seed 4) ended elsewhere:" "$got4" "want:" "$ref4")
+      grep -q "requeued job" "$log" && grep -q "sweep point 0 of 2" "$log" && grep -q "resuming run-" "$log" ||
+        problems+=("task 0's log lacks the requeue, its point or the resume")
+      [ "$(job_field "${arr}_1" Restarts)" = 0 ] || problems+=("task 1 was requeued too")
+      if [ ${#problems[@]} -eq 0 ]; then
+        pass "real Slurm: a 2-point job array; task 0 requeued by USR1 resumed its own point; both end on their direct runs' hashes"
+      else
+        fail "sweep job array" "${problems[@]}" "log:" "$(tail -n 20 "$log")"
+      fi
+    fi
   fi
 fi
 echo "  (took $(($(date +%s) - t_start)) s)"

@@ -8,6 +8,7 @@
 
 #include "cli/opts.h"
 #include "runner/args.h"
+#include "runner/sweep.h"
 #include "tests/test.h"
 
 static const cli_opt OPTS[] = {
@@ -165,7 +166,59 @@ static void test_counts(void) {
     }
 }
 
+/* Sweeps: the product in order (the first key slowest), the labels, the point from the
+ * scheduler's environment, and every refusal. */
+static void test_sweeps(void) {
+    char *texts[] = {"run.seed=1,2,3", "tandem.lr_alpha=2e-3,4e-3"};
+    sweep s;
+    tdm_err e = {0};
+    CHECK(sweep_parse(&s, texts, 2, &e) == 0 && s.npoints == 6, "parse: %s", e.msg);
+    char sets[2][512], label[256];
+    sweep_point_sets(&s, 3, sets, sizeof sets[0]);
+    CHECK(!strcmp(sets[0], "run.seed=2") && !strcmp(sets[1], "tandem.lr_alpha=4e-3"), "point 3: %s %s",
+          sets[0], sets[1]);
+    sweep_label(&s, 5, label, sizeof label);
+    CHECK(!strcmp(label, "run.seed=3,tandem.lr_alpha=4e-3"), "label 5: %s", label);
+    size_t at = 99;
+    unsetenv("TANDEM_POINT");
+    unsetenv("JOB_COMPLETION_INDEX");
+    setenv("SLURM_ARRAY_TASK_ID", "4", 1);
+    CHECK(sweep_point_index(&s, -1, &at, &e) == 0 && at == 4, "from SLURM_ARRAY_TASK_ID: %zu %s", at, e.msg);
+    setenv("TANDEM_POINT", "1", 1);
+    CHECK(sweep_point_index(&s, -1, &at, &e) == 0 && at == 1, "TANDEM_POINT first: %zu", at);
+    CHECK(sweep_point_index(&s, 2, &at, &e) == 0 && at == 2, "--point wins: %zu", at);
+    setenv("TANDEM_POINT", "6", 1);
+    CHECK(sweep_point_index(&s, -1, &at, &e) == ERR_USAGE && strstr(e.msg, "0..5"), "out of range: %s", e.msg);
+    unsetenv("TANDEM_POINT");
+    unsetenv("SLURM_ARRAY_TASK_ID");
+    CHECK(sweep_point_index(&s, -1, &at, &e) == ERR_USAGE && strstr(e.msg, "--point"), "none: %s", e.msg);
+    sweep_free(&s);
+    char *path[] = {"data.dataset=a/b.yaml,c d.yaml"};
+    CHECK(sweep_parse(&s, path, 1, &e) == 0, "a path value: %s", e.msg);
+    sweep_label(&s, 1, label, sizeof label);
+    CHECK(!strcmp(label, "data.dataset=c_d.yaml"), "no '/' or blank in a label: %s", label);
+    sweep_label(&s, 0, label, sizeof label);
+    CHECK(!strcmp(label, "data.dataset=a_b.yaml"), "label 0: %s", label);
+    sweep_free(&s);
+    struct {
+        char *t[2];
+        int n;
+        const char *says;
+    } bad[] = {
+        {{"run.seed"}, 1, "expected key=value1"},    {{"=1,2"}, 1, "expected key=value1"},
+        {{"run.seed=1,,2"}, 1, "an empty value"},    {{"run.seed=1,1"}, 1, "the value 1 twice"},
+        {{"cluster.nodes=1,2"}, 1, "where a run lives"}, {{"store=a,b"}, 1, "where a run lives"},
+        {{"run.seed=1,2", "run.seed=3"}, 2, "swept twice"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK(sweep_parse(&s, bad[i].t, bad[i].n, &e) == ERR_USAGE && strstr(e.msg, bad[i].says),
+              "case %zu: %s", i, e.msg);
+        sweep_free(&s);
+    }
+}
+
 int main(void) {
+    RUN(test_sweeps);
     RUN(test_counts);
     RUN(test_every_kind_and_form);
     RUN(test_usage_errors_say_what_is_wrong);

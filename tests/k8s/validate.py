@@ -58,7 +58,8 @@ SEMANTIC_RULES = [
     "tolerations: Exists has no value, an empty key needs Exists, a known effect, "
     "tolerationSeconds only with NoExecute",
     "nodeSelector keys and values are valid labels",
-    "an Indexed Job's subdomain names a headless Service of the same file, selecting its pods",
+    "an Indexed Job whose pods are ranks of one run (TANDEM_WORLD_SIZE) has a subdomain naming "
+    "a headless Service of the same file, selecting its pods",
     "configMap volumes name a ConfigMap of the same file",
 ]
 
@@ -318,7 +319,11 @@ def check_job_semantics(job, rep, services, configmaps):
             add(f"spec.template.spec.nodeSelector.{k}", f"'{v}' is not a valid label value")
 
     sub = pod.get("subdomain")
-    if mode == "Indexed" and (spec.get("completions") or 0) > 1:
+    # pods that reach each other (ranks of one run: TANDEM_WORLD_SIZE) need DNS names; the
+    # independent pods of a sweep do not
+    talks = any(e.get("name") == "TANDEM_WORLD_SIZE"
+                for c in pod.get("containers") or [] for e in c.get("env") or [])
+    if mode == "Indexed" and (spec.get("completions") or 0) > 1 and (talks or sub):
         if not sub:
             add("spec.template.spec.subdomain",
                 "an Indexed Job of several pods needs a subdomain (a headless Service)")

@@ -1,0 +1,103 @@
+/* sweep.c — settings studies as job arrays; see sweep.h. */
+#include "runner/sweep.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/args.h"
+
+void sweep_free(sweep *s) {
+    for (int k = 0; k < s->nkeys; k++) {
+        free(s->key[k]); /* the values point into the same allocation */
+        free(s->val[k]);
+    }
+    memset(s, 0, sizeof *s);
+}
+
+int sweep_parse(sweep *s, char *const *texts, int n, tdm_err *e) {
+    memset(s, 0, sizeof *s);
+    s->npoints = n > 0 ? 1 : 0;
+    if (n > SWEEP_MAX_KEYS)
+        return err_set(e, ERR_USAGE, "--sweep: at most %d keys (%d given)", SWEEP_MAX_KEYS, n);
+    for (int k = 0; k < n; k++) {
+        const char *t = texts[k], *eq = strchr(t, '=');
+        if (!eq || eq == t || !eq[1])
+            return err_set(e, ERR_USAGE, "--sweep %s: expected key=value1,value2,...", t);
+        char *copy = strdup(t);
+        if (!copy) return err_set(e, ERR_INTERNAL, "out of memory");
+        copy[eq - t] = '\0';
+        s->key[s->nkeys++] = copy;
+        if (!strncmp(copy, "cluster.", 8) || !strcmp(copy, "store"))
+            return err_set(e, ERR_USAGE, "--sweep %s: %s says where a run lives or executes, the "
+                           "same for every point; render one job per value instead", t, copy);
+        for (int j = 0; j < k; j++)
+            if (!strcmp(s->key[j], copy))
+                return err_set(e, ERR_USAGE, "--sweep: %s is swept twice; give its values in one "
+                               "--sweep %s=a,b,...", copy, copy);
+        int cnt = 1;
+        for (const char *p = eq + 1; *p; p++) cnt += *p == ',';
+        if (!(s->val[k] = calloc((size_t)cnt, sizeof *s->val[k])))
+            return err_set(e, ERR_INTERNAL, "out of memory");
+        char *v = copy + (eq - t) + 1;
+        for (int i = 0; i < cnt; i++) {
+            char *comma = strchr(v, ',');
+            if (comma) *comma = '\0';
+            if (!*v) return err_set(e, ERR_USAGE, "--sweep %s: an empty value", t);
+            for (int j = 0; j < i; j++)
+                if (!strcmp(s->val[k][j], v))
+                    return err_set(e, ERR_USAGE, "--sweep %s: the value %s twice", t, v);
+            s->val[k][i] = v;
+            v = comma ? comma + 1 : v + strlen(v);
+        }
+        s->nvals[k] = cnt;
+        if (s->npoints * (size_t)cnt > SWEEP_MAX_POINTS)
+            return err_set(e, ERR_USAGE, "--sweep: more than %d points; split the study",
+                           SWEEP_MAX_POINTS);
+        s->npoints *= (size_t)cnt;
+    }
+    return 0;
+}
+
+/* The value index of key k at point i (the first key varies slowest). */
+static int value_at(const sweep *s, size_t i, int k) {
+    size_t stride = 1;
+    for (int j = s->nkeys - 1; j > k; j--) stride *= (size_t)s->nvals[j];
+    return (int)((i / stride) % (size_t)s->nvals[k]);
+}
+
+void sweep_point_sets(const sweep *s, size_t i, char (*sets)[512], size_t cap) {
+    for (int k = 0; k < s->nkeys; k++) snprintf(sets[k], cap, "%s=%s", s->key[k], s->val[k][value_at(s, i, k)]);
+}
+
+void sweep_label(const sweep *s, size_t i, char *out, size_t cap) {
+    size_t n = 0;
+    out[0] = '\0';
+    for (int k = 0; k < s->nkeys && n < cap; k++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%s=%s", k ? "," : "", s->key[k],
+                              s->val[k][value_at(s, i, k)]);
+    for (char *p = out; *p; p++)
+        if (*p == '/' || *p == ' ') *p = '_';
+}
+
+int sweep_point_index(const sweep *s, long given, size_t *out, tdm_err *e) {
+    const char *from = "--point", *env = NULL;
+    long v = given;
+    if (v < 0) {
+        const char *names[] = {"TANDEM_POINT", "SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX"};
+        for (int i = 0; i < 3 && !env; i++)
+            if (getenv(names[i]) && *getenv(names[i])) env = getenv(names[i]), from = names[i];
+        if (!env)
+            return err_set(e, ERR_USAGE, "--sweep without --point, and none of TANDEM_POINT, "
+                           "SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX is set: which of the %zu "
+                           "points? (--point 0..%zu)",
+                           s->npoints, s->npoints - 1);
+        if (args_parse_long(env, &v)) v = -1;
+    }
+    if (v < 0 || (size_t)v >= s->npoints) {
+        if (env) return err_set(e, ERR_USAGE, "%s = %s: the sweep has points 0..%zu", from, env, s->npoints - 1);
+        return err_set(e, ERR_USAGE, "--point %ld: the sweep has points 0..%zu", v, s->npoints - 1);
+    }
+    *out = (size_t)v;
+    return 0;
+}
