@@ -153,6 +153,7 @@ typedef struct config {
         char tolerations[CONFIG_STR_MAX];   /* "key[=value][:Effect],..." */
         int grace_period_s;
         char secret_name[CONFIG_STR_MAX];
+        char service_account[CONFIG_STR_MAX]; /* Kubernetes: IRSA / Pod Identity, "" = none */
         int backoff_limit;
         char data_pvc[CONFIG_STR_MAX];
         char env[CONFIG_STR_MAX]; /* "NAME=value,..." */

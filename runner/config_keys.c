@@ -230,6 +230,10 @@ const key_def config_schema[] = {
     STRC("cluster.secret_name", cluster.secret_name, "", 0, cluster_check_dns_subdomain,
          "Kubernetes Secret with AWS credentials as the files credentials (and optionally "
          "config) of ~/.aws, mounted read-only for tandem"),
+    STRC("cluster.service_account", cluster.service_account, "", 0, cluster_check_dns_subdomain,
+         "Kubernetes ServiceAccount of the pods: on EKS annotated with an IAM role (IRSA) or "
+         "bound by Pod Identity, so that tandem gets temporary credentials through the web "
+         "identity the platform injects (no keys in a Secret)"),
     INT("cluster.backoff_limit", cluster.backoff_limit, "3", 0, 1000000,
         "Kubernetes: failed pods (preemptions and exit 75 not counted) before the Job fails; per "
         "index when cluster.nodes > 1"),

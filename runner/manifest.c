@@ -547,9 +547,9 @@ static void k8s_warnings(FILE *warn, const manifest_opts *o) {
                     "is lost with the pod unless the path is on a mounted volume; use an s3:// "
                     "store (--store s3://bucket/prefix)",
               o->store_url);
-    else if (!k->secret_name[0])
-        warnf(warn, "no cluster.secret_name: tandem in the pod finds AWS credentials only if the "
-                    "image provides them");
+    else if (!k->secret_name[0] && !k->service_account[0])
+        warnf(warn, "no cluster.secret_name and no cluster.service_account: tandem in the pod "
+                    "finds AWS credentials only if the image provides them");
     if (c->data.dataset[0] != '/')
         warnf(warn, "data.dataset = %s is relative: in the pod it resolves against %s; give the "
                     "absolute path of the corpus in the image or under %s (cluster.data_pvc)",
@@ -747,6 +747,11 @@ static void k8s_job(const k8s_ctx *x) {
     fprintf(x->out, "    spec:\n      restartPolicy: Never\n      terminationGracePeriodSeconds: %d\n"
                  "      enableServiceLinks: false\n",
             x->k->grace_period_s);
+    if (x->k->service_account[0]) { /* IRSA / Pod Identity: the platform injects the web identity */
+        fprintf(x->out, "      serviceAccountName: ");
+        ydoc_quote(x->out, x->k->service_account);
+        fputc('\n', x->out);
+    }
     if (x->indexed) {
         fprintf(x->out, "      subdomain: ");
         ydoc_quote(x->out, x->name);

@@ -1,5 +1,6 @@
 /* s3_config.c — endpoint, region and credentials of an s3:// store; see s3_config.h. */
 #include "storage/s3_config.h"
+#include "storage/s3_creds.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -116,29 +117,44 @@ int s3_config_resolve(const char *url, s3_config *c, tdm_err *e) {
     if (strcmp(profile, "default") == 0) copy(section, sizeof section, "default");
     else snprintf(section, sizeof section, "profile %s", profile);
 
-    /* credentials: the environment wins as a pair, else the profile */
-    const char *ak = env("AWS_ACCESS_KEY_ID"), *sk = env("AWS_SECRET_ACCESS_KEY");
-    if (ak && sk) {
-        copy(c->access_key, sizeof c->access_key, ak);
-        copy(c->secret_key, sizeof c->secret_key, sk);
-        const char *tok = env("AWS_SESSION_TOKEN");
-        if (tok) copy(c->session_token, sizeof c->session_token, tok);
-    } else if (ini_lookup(cred_file, profile, "aws_access_key_id", c->access_key, sizeof c->access_key) &&
-               ini_lookup(cred_file, profile, "aws_secret_access_key", c->secret_key, sizeof c->secret_key)) {
-        ini_lookup(cred_file, profile, "aws_session_token", c->session_token, sizeof c->session_token);
-    } else {
-        return err_set(e, ERR_USAGE,
-                       "store %s: no AWS credentials: set AWS_ACCESS_KEY_ID and "
-                       "AWS_SECRET_ACCESS_KEY, or add profile '%s' to %s",
-                       url, profile, cred_file);
-    }
-    s3_config_no_core_dumps(); /* the secret is in this process's memory now */
-
     const char *region = env("AWS_REGION");
     if (!region) region = env("AWS_DEFAULT_REGION");
     if (region) copy(c->region, sizeof c->region, region);
     else if (!ini_lookup(conf_file, section, "region", c->region, sizeof c->region))
         copy(c->region, sizeof c->region, "us-east-1");
+
+    /* credentials, in the AWS chain's order: the environment as a pair, the profile's
+     * keys, the profile's web identity, the environment's web identity */
+    const char *ak = env("AWS_ACCESS_KEY_ID"), *sk = env("AWS_SECRET_ACCESS_KEY");
+    char wtok[1024] = "";
+    if (ak && sk) {
+        copy(c->access_key, sizeof c->access_key, ak);
+        copy(c->secret_key, sizeof c->secret_key, sk);
+        const char *tok = env("AWS_SESSION_TOKEN");
+        if (tok) copy(c->session_token, sizeof c->session_token, tok);
+        copy(c->creds_source, sizeof c->creds_source, "the environment (AWS_ACCESS_KEY_ID)");
+    } else if (ini_lookup(cred_file, profile, "aws_access_key_id", c->access_key, sizeof c->access_key) &&
+               ini_lookup(cred_file, profile, "aws_secret_access_key", c->secret_key, sizeof c->secret_key)) {
+        ini_lookup(cred_file, profile, "aws_session_token", c->session_token, sizeof c->session_token);
+        snprintf(c->creds_source, sizeof c->creds_source, "profile '%.200s' of %.1000s", profile, cred_file);
+    } else if ((ini_lookup(conf_file, section, "web_identity_token_file", wtok, sizeof wtok) &&
+                ini_lookup(conf_file, section, "role_arn", c->role_arn, sizeof c->role_arn)) ||
+               (env("AWS_WEB_IDENTITY_TOKEN_FILE") && env("AWS_ROLE_ARN"))) {
+        int from_profile = wtok[0] != '\0';
+        const char *tf = from_profile ? wtok : env("AWS_WEB_IDENTITY_TOKEN_FILE"), *ra = env("AWS_ROLE_ARN");
+        copy(c->token_file, sizeof c->token_file, tf ? tf : "");
+        if (!from_profile) copy(c->role_arn, sizeof c->role_arn, ra ? ra : "");
+        int rc = s3_creds_web_identity_init(c, from_profile ? profile : NULL, e);
+        if (!rc) rc = s3_creds_web_identity_fetch(c, e);
+        if (rc) return rc;
+    } else {
+        return err_set(e, ERR_USAGE,
+                       "store %s: no AWS credentials: set AWS_ACCESS_KEY_ID and "
+                       "AWS_SECRET_ACCESS_KEY, add profile '%s' to %s, or give a web identity "
+                       "(AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN, as EKS IRSA sets them)",
+                       url, profile, cred_file);
+    }
+    s3_config_no_core_dumps(); /* the secret is in this process's memory now */
 
     const char *ep = env("AWS_ENDPOINT_URL_S3");
     if (!ep) ep = env("AWS_ENDPOINT_URL");

@@ -3,7 +3,11 @@
  *
  *   credentials  AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN), else the
  *                shared credentials file (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials)
- *                section AWS_PROFILE (default "default")
+ *                section AWS_PROFILE (default "default"), else web identity — the
+ *                profile's web_identity_token_file + role_arn in the config file, or
+ *                AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN (EKS IRSA): temporary
+ *                credentials from STS AssumeRoleWithWebIdentity, refreshed before they
+ *                expire (s3_creds.h)
  *   region       AWS_REGION, AWS_DEFAULT_REGION, else `region` of the profile in the config
  *                file (AWS_CONFIG_FILE or ~/.aws/config), else us-east-1
  *   endpoint     AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else `endpoint_url` of the profile,
@@ -38,6 +42,11 @@ typedef struct s3_config {
     char access_key[256];
     char secret_key[256];
     char session_token[4096]; /* "" when none */
+    /* temporary credentials (s3_creds.h): their source, for messages, and their lifetime */
+    int web_identity;          /* from STS AssumeRoleWithWebIdentity (IRSA) */
+    char creds_source[1400];   /* "the environment", "profile X of F", "web identity (...)" */
+    char role_arn[512], token_file[1024], session_name[72], sts_endpoint[1024];
+    double obtained, expires;  /* unix seconds; expires 0: never */
     size_t part_bytes;
     int concurrency, retries, list_max;
     long timeout_s;

@@ -20,6 +20,7 @@
 typedef struct s3_store {
     s3_config cfg;
     pthread_mutex_t mu;
+    pthread_mutex_t creds_mu; /* the credentials while they are refreshed (s3_creds.h) */
     CURL *pool[POOL_MAX];
     int npool;
     int conditional; /* -1 unknown, 0 ignored by the server, 1 honoured */

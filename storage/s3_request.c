@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "storage/s3_impl.h"
+#include "storage/s3_creds.h"
 #include "util/buf.h"
 #include "storage/s3_xml.h"
 #include "util/hex.h"
@@ -136,7 +137,7 @@ void s3_object_key(const s3_store *s, const char *key, char *out, size_t cap) {
 /* One attempt: signs, sends, receives. Returns 0 with resp filled (any HTTP status), or
  * the curl error code (> 0). */
 static int attempt(s3_store *s, const s3_req *q, s3_resp *resp, char *why, size_t whycap) {
-    const s3_config *c = &s->cfg;
+    s3_config *c = &s->cfg; /* not const: temporary credentials are refreshed */
     char okey[1400] = "";
     if (q->key) s3_object_key(s, q->key, okey, sizeof okey);
     char *enc = sigv4_uri_encode(okey, 1);
@@ -174,12 +175,22 @@ static int attempt(s3_store *s, const s3_req *q, s3_resp *resp, char *why, size_
     sigv4_amz_date(s3_now(), date);
     sigv4_request sr = {.method = q->method, .path = path, .query = q->query, .headers = hs,
                         .nheaders = nh, .payload_sha256_hex = payload_hash};
-    sigv4_params sp = {.access_key = c->access_key, .secret_key = c->secret_key,
-                       .session_token = c->session_token, .region = c->region, .service = "s3",
-                       .amz_date = date, .content_sha256_header = 1};
-    sigv4_output so;
+    /* the credentials of this moment: temporary ones are refreshed before they expire */
+    char ak[256], sk[256], tok[4096];
     tdm_err se;
-    if (sigv4_sign(&sr, &sp, &so, &se)) {
+    if (s3_creds_current(c, &s->creds_mu, ak, sizeof ak, sk, sizeof sk, tok, sizeof tok, &se)) {
+        snprintf(why, whycap, "credentials: %.400s", se.msg);
+        return CURLE_LOGIN_DENIED;
+    }
+    sigv4_params sp = {.access_key = ak, .secret_key = sk, .session_token = tok,
+                       .region = c->region, .service = "s3", .amz_date = date,
+                       .content_sha256_header = 1};
+    sigv4_output so;
+    int signed_rc = sigv4_sign(&sr, &sp, &so, &se);
+    volatile char *wk = sk, *wt = tok;
+    for (size_t i = 0; i < sizeof sk; i++) wk[i] = 0;
+    for (size_t i = 0; i < sizeof tok; i++) wt[i] = 0;
+    if (signed_rc) {
         snprintf(why, whycap, "signing failed: %.200s", se.msg);
         return CURLE_BAD_FUNCTION_ARGUMENT;
     }
@@ -283,6 +294,9 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
         r->uncertain = a > 0;
         __atomic_add_fetch(&s->requests, 1, __ATOMIC_RELAXED);
         int rc = attempt(s, q, r, why, sizeof why);
+        if (rc == CURLE_LOGIN_DENIED) /* the credentials' source refused: one clear error */
+            return err_set(e, ERR_STORE, "%s: %s %s: %s", s->cfg.bucket, q->method,
+                           q->key ? q->key : "(bucket)", why);
         if (rc == CURLE_BAD_FUNCTION_ARGUMENT || rc == CURLE_OUT_OF_MEMORY) break;
         if (rc) continue; /* reset, timeout, refused: retry */
         if (retryable_status(r->status)) {

@@ -538,6 +538,7 @@ static void s3_close(store *st) {
     if (!s) return;
     for (int i = 0; i < s->npool; i++) curl_easy_cleanup(s->pool[i]);
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->creds_mu);
     s3_config_wipe(&s->cfg);
     free(s);
 }
@@ -574,6 +575,7 @@ store *s3_store_open(const char *url, int must_exist, int *absent, tdm_err *e) {
         return NULL;
     }
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->creds_mu, NULL);
     s->conditional = -1;
     st->b = &s3_backend;
     st->url = u;

@@ -121,6 +121,13 @@ absent "on-demand: no spot selector" "$tmp/gke-spotfalse-n1-g8.yaml" "gke-spot"
   >"$tmp/override.yaml" 2>/dev/null
 expect "cluster.node_selector wins over the cloud's label" "$tmp/override.yaml" \
   'cloud.google.com/gke-accelerator: "nvidia-h100-mega-80gb"' 'pool: "a"'
+# IRSA / Pod Identity: a ServiceAccount instead of a Secret of keys
+"$bin" manifest k8s "$tmp/run.yaml" --store s3://b/p --set cluster.service_account=tandem-irsa \
+  --set cluster.secret_name= >"$tmp/irsa.yaml" 2>/dev/null
+out=$("${validate[@]}" "$tmp/irsa.yaml" 2>&1); st=$?
+if [ $st -eq 0 ]; then pass "an IRSA Job validates"; else fail "IRSA validates" "$out"; fi
+expect "IRSA: the pods run as the ServiceAccount" "$tmp/irsa.yaml" 'serviceAccountName: "tandem-irsa"'
+absent "IRSA: no Secret of keys mounted" "$tmp/irsa.yaml" "secretName:" "AWS_SHARED_CREDENTIALS_FILE"
 # a sweep: one Indexed Job of the points, validated like the rest; a bad point is refused
 "$bin" manifest k8s "$tmp/run.yaml" --store s3://b/study --sweep run.seed=1,2,3 \
   --sweep tandem.lr_alpha=2e-3,4e-3 >"$tmp/sweep.yaml" 2>/dev/null

@@ -532,6 +532,73 @@ static void test_runner_chaos_on_s3(void) {
     free(u.dir);
 }
 
+/* EKS IRSA: no keys, a web identity token file and a role; tandem exchanges the token with
+ * STS (the proxy's loopback STS, AssumeRoleWithWebIdentity's wire format) for credentials
+ * that expire every 3 s, so a run of several seconds must refresh them again and again
+ * (the S3 side refuses an expired key with 400 ExpiredToken and checks the session token).
+ * The run ends on the file-store run's hashes; no token or secret reaches the log. Then
+ * the token is revoked mid-run: one clear error naming the source, exit 3, few STS calls. */
+static void test_web_identity_refreshed_during_a_run(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f;
+    CHECK(runner_fixture(&f, "s3irsa", 1) == 0, "fixture");
+    char tokfile[700], sts[700], ak[256], sk[256], log[16384], h[1024];
+    const char *token = "eyJhbGciOiJSUzI1NiJ9.irsa-test-token-4f1c0b.signature";
+    snprintf(tokfile, sizeof tokfile, "%s/token", f.dir);
+    CHECK(write_file(tokfile, token) == 0, "token file");
+    chmod(tokfile, 0600);
+    CHECK(control("/sts/config", "{\"token\": \"eyJhbGciOiJSUzI1NiJ9.irsa-test-token-4f1c0b.signature\", "
+                                 "\"role_arn\": \"arn:aws:iam::123456789012:role/tandem\", \"duration_s\": 3}") == 0,
+          "configure the STS");
+    long issued0 = counter("sts_issued");
+    snprintf(ak, sizeof ak, "%s", getenv("AWS_ACCESS_KEY_ID"));
+    snprintf(sk, sizeof sk, "%s", getenv("AWS_SECRET_ACCESS_KEY"));
+    snprintf(sts, sizeof sts, "%s/sts", getenv("TANDEM_S3_CONTROL"));
+    unsetenv("AWS_ACCESS_KEY_ID");
+    unsetenv("AWS_SECRET_ACCESS_KEY");
+    unsetenv("AWS_SESSION_TOKEN");
+    setenv("AWS_WEB_IDENTITY_TOKEN_FILE", tokfile, 1);
+    setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/tandem", 1);
+    setenv("AWS_ENDPOINT_URL_STS", sts, 1);
+    double t0 = now_s();
+    int rc = run_to_end(&f, "TANDEM_TEST_STEP_DELAY_MS=120");
+    double secs = now_s() - t0;
+    read_all(f.log, log, sizeof log);
+    long issued = counter("sts_issued") - issued0;
+    CHECK(rc == 0, "exit %d after %.1f s: %s", rc, secs, log);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere:\n%s", h);
+    CHECK(secs > 6 && issued >= 3, "%.1f s and only %ld credentials issued: no refresh was needed", secs, issued);
+    CHECK(!strstr(log, token) && !strstr(log, "ASIA") && !strstr(log, "irsa-test-token"),
+          "the log shows the token or a key: %s", log);
+    printf("  web identity: %.1f s run, %ld credentials of 3 s each issued, final hashes equal\n", secs, issued);
+
+    /* revoked: the STS now expects another token; the next refresh is refused */
+    pid_t pid;
+    fixture g;
+    CHECK(runner_fixture(&g, "s3irsa-revoked", 1) == 0, "fixture");
+    pid = start_run(&g, "TANDEM_TEST_STEP_DELAY_MS=120", NULL, NULL);
+    usleep(1500 * 1000);
+    long calls0 = counter("sts_calls");
+    control("/sts/config", "{\"token\": \"another-token\", \"duration_s\": 3}");
+    rc = wait_exit(pid);
+    long calls = counter("sts_calls") - calls0;
+    read_all(g.log, log, sizeof log);
+    CHECK(rc == 3, "a revoked token: exit %d: %s", rc, log);
+    CHECK(strstr(log, "web identity") && strstr(log, "InvalidIdentityToken") && strstr(log, tokfile),
+          "the error does not name the source and STS's code: %s", log);
+    CHECK(calls >= 1 && calls <= 8, "%ld STS calls after the revocation (a retry storm?)", calls);
+    CHECK(!strstr(log, token), "the log shows the token");
+    unsetenv("AWS_WEB_IDENTITY_TOKEN_FILE");
+    unsetenv("AWS_ROLE_ARN");
+    unsetenv("AWS_ENDPOINT_URL_STS");
+    setenv("AWS_ACCESS_KEY_ID", ak, 1);
+    setenv("AWS_SECRET_ACCESS_KEY", sk, 1);
+    test_rmtree(f.dir);
+    free(f.dir);
+    test_rmtree(g.dir);
+    free(g.dir);
+}
+
 static void test_runner_under_faults(void) {
     CHECK(g_ref_hash[0], "needs the reference");
     fixture f;
@@ -697,6 +764,7 @@ int main(void) {
     RUN(test_faults_store_level);
     RUN(test_reference_on_file_store);
     RUN(test_runner_chaos_on_s3);
+    RUN(test_web_identity_refreshed_during_a_run);
     RUN(test_runner_under_faults);
     RUN(test_two_runners_on_s3);
     RUN(test_secrets_never_leak);

@@ -179,9 +179,78 @@ class Credentials:
         with open(path) as f:
             data = json.load(f)
         self.keys = {}
+        self.expiry = {}  # access key -> unix time after which it is refused (ExpiredToken)
         for ent in data["credentials"]:
             self.keys[ent["access_key"]] = (ent["secret_key"], ent.get("session_token"))
         self.region = data.get("region", "us-east-1")
+
+
+class Sts:
+    """A loopback STS for AssumeRoleWithWebIdentity (the wire format of
+    https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRoleWithWebIdentity.html):
+    a form POST answered with the Credentials XML. Configured over the control port
+    (POST /sts/config {"token", "role_arn", "duration_s"}); each answer issues a new
+    identity that the S3 side accepts until it expires (then 400 ExpiredToken)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.token = None
+        self.role_arn = None
+        self.duration = 900.0
+        self.calls = self.issued = self.refused = 0
+
+    def configure(self, doc):
+        with self.lock:
+            self.token = doc.get("token")
+            self.role_arn = doc.get("role_arn")
+            self.duration = float(doc.get("duration_s", 900))
+
+    def snapshot(self):
+        with self.lock:
+            return {"sts_calls": self.calls, "sts_issued": self.issued, "sts_refused": self.refused}
+
+    def answer(self, creds, form):
+        """(status, xml) for a request's form fields."""
+        def err(status, code, msg):
+            with self.lock:
+                self.refused += 1
+            return status, ("<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+                            f"<Error><Type>Sender</Type><Code>{code}</Code><Message>{html.escape(msg)}"
+                            "</Message></Error><RequestId>tandem-test</RequestId></ErrorResponse>")
+        with self.lock:
+            self.calls += 1
+            token, role, duration = self.token, self.role_arn, self.duration
+        if form.get("Action") != "AssumeRoleWithWebIdentity" or form.get("Version") != "2011-06-15":
+            return err(400, "InvalidAction", "expected Action=AssumeRoleWithWebIdentity, Version=2011-06-15")
+        for f in ("RoleArn", "RoleSessionName", "WebIdentityToken"):
+            if not form.get(f):
+                return err(400, "MissingParameter", f"{f} is required")
+        if not re.fullmatch(r"[\w+=,.@-]{2,64}", form["RoleSessionName"]):
+            return err(400, "ValidationError", "RoleSessionName does not match [\\w+=,.@-]{2,64}")
+        if token is None or form["WebIdentityToken"] != token:
+            return err(400, "InvalidIdentityToken", "The web identity token is not valid")
+        if role is not None and form["RoleArn"] != role:
+            return err(403, "AccessDenied", "Not authorized to perform sts:AssumeRoleWithWebIdentity")
+        ak = "ASIA" + binascii.hexlify(os.urandom(8)).decode().upper()
+        sk = base64.b64encode(os.urandom(30)).decode()
+        st = base64.b64encode(os.urandom(96)).decode()
+        expires = time.time() + duration
+        creds.keys[ak] = (sk, st)
+        creds.expiry[ak] = expires
+        with self.lock:
+            self.issued += 1
+        exp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires))
+        return 200, ("<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+                     "<AssumeRoleWithWebIdentityResult>"
+                     "<SubjectFromWebIdentityToken>system:serviceaccount:ml:tandem</SubjectFromWebIdentityToken>"
+                     "<Audience>sts.amazonaws.com</Audience>"
+                     f"<AssumedRoleUser><Arn>{html.escape(form['RoleArn'])}/{form['RoleSessionName']}</Arn>"
+                     "<AssumedRoleId>AROATEST:tandem</AssumedRoleId></AssumedRoleUser>"
+                     f"<Credentials><SessionToken>{st}</SessionToken><SecretAccessKey>{sk}</SecretAccessKey>"
+                     f"<Expiration>{exp}</Expiration><AccessKeyId>{ak}</AccessKeyId></Credentials>"
+                     "<Provider>oidc.test</Provider></AssumeRoleWithWebIdentityResult>"
+                     "<ResponseMetadata><RequestId>tandem-test</RequestId></ResponseMetadata>"
+                     "</AssumeRoleWithWebIdentityResponse>")
 
 
 def verify_sigv4(cfg, method, raw_path, raw_query, headers, now=None):
@@ -272,6 +341,9 @@ def verify_sigv4(cfg, method, raw_path, raw_query, headers, now=None):
         raise S3Err(403, "InvalidAccessKeyId", "The AWS Access Key Id you provided does not "
                     "exist in our records.", AWSAccessKeyId=access_key)
     secret, want_token = cfg.creds.keys[access_key]
+    expiry = cfg.creds.expiry.get(access_key)
+    if expiry is not None and now > expiry:
+        raise S3Err(400, "ExpiredToken", "The provided token has expired.")
     if want_token is not None and token != want_token:
         raise S3Err(403, "InvalidToken", "The provided token is malformed or otherwise invalid.")
     if want_token is None and token is not None:
@@ -1638,6 +1710,7 @@ class ControlHandler(http.server.BaseHTTPRequestHandler):
         c = self.cfg
         out = c.faults.snapshot()
         out.update(c.stats.snapshot())
+        out.update(c.sts.snapshot())
         return out
 
     def do_GET(self):
@@ -1652,6 +1725,19 @@ class ControlHandler(http.server.BaseHTTPRequestHandler):
         path = self.path.split("?")[0].rstrip("/")
         raw = self._body()
         try:
+            if path == "/sts":  # the loopback STS (a form POST, as AWS's)
+                form = {k: v for k, v in split_query(raw.decode("utf-8", "replace"))}
+                status, xml = self.cfg.sts.answer(self.cfg.creds, form)
+                data = xml.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "text/xml")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return None
+            if path == "/sts/config":
+                self.cfg.sts.configure(json.loads(raw or b"{}"))
+                return self._reply(200, self._state())
             if path == "/faults":
                 doc = json.loads(raw or b"{}")
                 self.cfg.faults.configure(doc)
@@ -1734,6 +1820,7 @@ def main():
         with open(a.faults) as f:
             cfg.faults.configure(json.load(f))
     cfg.stats = Stats()
+    cfg.sts = Sts()
     cfg.locks = KeyLocks()
     cfg.etags = EtagMap(os.path.join(a.data_dir, ".tandem-proxy-etags.json"))
     cfg.log = JsonLog(a.log)

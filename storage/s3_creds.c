@@ -1,0 +1,180 @@
+/* s3_creds.c — web identity credentials and their refresh; see s3_creds.h. */
+#include "storage/s3_creds.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "storage/s3_xml.h"
+#include "util/buf.h"
+
+static double now_wall(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int s3_creds_web_identity_init(s3_config *c, const char *profile, tdm_err *e) {
+    c->web_identity = 1;
+    const char *name = getenv("AWS_ROLE_SESSION_NAME");
+    if (name && *name) {
+        snprintf(c->session_name, sizeof c->session_name, "%s", name);
+    } else {
+        char host[64] = "host";
+        gethostname(host, sizeof host);
+        host[sizeof host - 1] = '\0';
+        snprintf(c->session_name, sizeof c->session_name, "tandem-%.40s-%d", host, (int)getpid());
+    }
+    /* STS allows [\w+=,.@-] in a session name, at most 64 characters */
+    c->session_name[64] = '\0';
+    for (char *p = c->session_name; *p; p++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+=,.@-", *p)) *p = '-';
+    const char *ep = getenv("AWS_ENDPOINT_URL_STS");
+    const char *legacy = getenv("AWS_STS_REGIONAL_ENDPOINTS");
+    if (ep && *ep) snprintf(c->sts_endpoint, sizeof c->sts_endpoint, "%s", ep);
+    else if (legacy && !strcmp(legacy, "legacy")) snprintf(c->sts_endpoint, sizeof c->sts_endpoint, "https://sts.amazonaws.com");
+    else snprintf(c->sts_endpoint, sizeof c->sts_endpoint, "https://sts.%s.amazonaws.com", c->region);
+    size_t n = strlen(c->sts_endpoint);
+    while (n && c->sts_endpoint[n - 1] == '/') c->sts_endpoint[--n] = '\0';
+    snprintf(c->creds_source, sizeof c->creds_source,
+             "web identity (role %.300s, token file %.500s%s%.200s%s, STS %.300s)", c->role_arn,
+             c->token_file, profile ? ", profile '" : "", profile ? profile : "", profile ? "'" : "",
+             c->sts_endpoint);
+    if (!c->role_arn[0] || !c->token_file[0])
+        return err_set(e, ERR_USAGE, "%s: the role ARN and the token file must both be set", c->creds_source);
+    return 0;
+}
+
+static size_t on_data(char *p, size_t sz, size_t n, void *ud) {
+    buf_t *b = ud;
+    buf_putn(b, p, sz * n);
+    return b->oom ? 0 : sz * n;
+}
+
+/* "2026-11-26T15:00:00Z" (fraction allowed) as unix seconds; 0 when it does not parse. */
+static double iso_time(const char *s) {
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    if (!strptime(s, "%Y-%m-%dT%H:%M:%S", &tm)) return 0;
+    return (double)timegm(&tm);
+}
+
+static void wipe(char *p, size_t n) {
+    volatile char *v = p;
+    for (size_t i = 0; i < n; i++) v[i] = 0;
+}
+
+int s3_creds_web_identity_fetch(s3_config *c, tdm_err *e) {
+    /* the token: read afresh each time (the platform rotates the file) */
+    FILE *f = fopen(c->token_file, "r");
+    if (!f)
+        return err_sys(e, ERR_USAGE, errno, "%s: cannot read the token file", c->creds_source);
+    char token[8192];
+    size_t tn = fread(token, 1, sizeof token - 1, f);
+    fclose(f);
+    token[tn] = '\0';
+    while (tn && (token[tn - 1] == '\n' || token[tn - 1] == '\r' || token[tn - 1] == ' ')) token[--tn] = '\0';
+    if (!tn) return err_set(e, ERR_USAGE, "%s: the token file is empty", c->creds_source);
+    CURL *h = curl_easy_init();
+    if (!h) return err_set(e, ERR_INTERNAL, "curl_easy_init failed");
+    char *role = curl_easy_escape(h, c->role_arn, 0), *sess = curl_easy_escape(h, c->session_name, 0);
+    char *tok = curl_easy_escape(h, token, (int)tn);
+    wipe(token, sizeof token);
+    buf_t form = {0};
+    buf_printf(&form, "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=%s&RoleSessionName=%s"
+               "&WebIdentityToken=%s", role ? role : "", sess ? sess : "", tok ? tok : "");
+    if (tok) {
+        wipe(tok, strlen(tok));
+        curl_free(tok);
+    }
+    curl_free(role);
+    curl_free(sess);
+    int rc = form.oom ? err_set(e, ERR_INTERNAL, "out of memory") : 0;
+    char url[1100];
+    snprintf(url, sizeof url, "%s/", c->sts_endpoint);
+    long status = 0;
+    buf_t body = {0};
+    char why[300] = "";
+    for (int attempt = 0; !rc && attempt < 3; attempt++) {
+        if (attempt) {
+            struct timespec ts = {0, 200 * 1000 * 1000 * (long)attempt};
+            nanosleep(&ts, NULL);
+        }
+        buf_free(&body);
+        curl_easy_reset(h);
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, form.p);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)form.n);
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
+        CURLcode cc = curl_easy_perform(h);
+        status = 0;
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        if (cc != CURLE_OK) snprintf(why, sizeof why, "%s", curl_easy_strerror(cc));
+        else if (status >= 500) snprintf(why, sizeof why, "HTTP %ld", status);
+        else break; /* an answer: a refusal is not retried */
+        status = 0;
+    }
+    if (form.p) wipe(form.p, form.n);
+    buf_free(&form);
+    curl_easy_cleanup(h);
+    if (!rc && status == 0)
+        rc = err_set(e, ERR_STORE, "%s: STS could not be reached (%s, 3 attempts)", c->creds_source, why);
+    const char *xml = body.p ? body.p : "";
+    if (!rc && status != 200) {
+        char code[128] = "?", msg[400] = "";
+        s3_xml_first(xml, body.n, "Code", code, sizeof code);
+        s3_xml_first(xml, body.n, "Message", msg, sizeof msg);
+        rc = err_set(e, ERR_STORE, "%s: STS refused the token: HTTP %ld %s%s%s (an expired or revoked "
+                     "token, or a role that does not trust this identity: check the role's trust "
+                     "policy and the service account's annotation)",
+                     c->creds_source, status, code, msg[0] ? ": " : "", msg);
+    }
+    char ak[256] = "", sk[256] = "", st[4096] = "", exp[64] = "";
+    if (!rc && !(s3_xml_first(xml, body.n, "AccessKeyId", ak, sizeof ak) &&
+                 s3_xml_first(xml, body.n, "SecretAccessKey", sk, sizeof sk) &&
+                 s3_xml_first(xml, body.n, "SessionToken", st, sizeof st) &&
+                 s3_xml_first(xml, body.n, "Expiration", exp, sizeof exp)))
+        rc = err_set(e, ERR_STORE, "%s: STS's answer lacks the credentials (AccessKeyId, "
+                     "SecretAccessKey, SessionToken, Expiration)", c->creds_source);
+    double expires = rc ? 0 : iso_time(exp);
+    if (!rc && expires <= 0)
+        rc = err_set(e, ERR_STORE, "%s: STS's Expiration '%.60s' is not a time", c->creds_source, exp);
+    if (!rc) {
+        snprintf(c->access_key, sizeof c->access_key, "%s", ak);
+        snprintf(c->secret_key, sizeof c->secret_key, "%s", sk);
+        snprintf(c->session_token, sizeof c->session_token, "%s", st);
+        c->obtained = now_wall();
+        c->expires = expires;
+    }
+    wipe(sk, sizeof sk);
+    wipe(st, sizeof st);
+    if (body.p) wipe(body.p, body.n);
+    buf_free(&body);
+    return rc;
+}
+
+int s3_creds_current(s3_config *c, pthread_mutex_t *mu, char *ak, size_t akcap, char *sk,
+                     size_t skcap, char *tok, size_t tokcap, tdm_err *e) {
+    int rc = 0;
+    pthread_mutex_lock(mu);
+    if (c->web_identity && c->expires > 0) {
+        double left = c->expires - now_wall(), life = c->expires - c->obtained;
+        double margin = life / 3 < 300 ? life / 3 : 300;
+        if (left <= margin) rc = s3_creds_web_identity_fetch(c, e);
+    }
+    if (!rc) {
+        snprintf(ak, akcap, "%s", c->access_key);
+        snprintf(sk, skcap, "%s", c->secret_key);
+        snprintf(tok, tokcap, "%s", c->session_token);
+    }
+    pthread_mutex_unlock(mu);
+    return rc;
+}
