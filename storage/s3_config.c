@@ -148,11 +148,18 @@ int s3_config_resolve(const char *url, s3_config *c, tdm_err *e) {
         if (!rc) rc = s3_creds_web_identity_fetch(c, e);
         if (rc) return rc;
     } else {
-        return err_set(e, ERR_USAGE,
-                       "store %s: no AWS credentials: set AWS_ACCESS_KEY_ID and "
-                       "AWS_SECRET_ACCESS_KEY, add profile '%s' to %s, or give a web identity "
-                       "(AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN, as EKS IRSA sets them)",
-                       url, profile, cred_file);
+        int rc = s3_creds_container(c, e);
+        if (rc == 1) rc = s3_creds_imds(c, e);
+        if (rc == 1)
+            return err_set(e, ERR_USAGE,
+                           "store %s: no AWS credentials: set AWS_ACCESS_KEY_ID and "
+                           "AWS_SECRET_ACCESS_KEY, add profile '%s' to %s, give a web identity "
+                           "(AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN, as EKS IRSA sets them) "
+                           "or container credentials (AWS_CONTAINER_CREDENTIALS_FULL_URI); no EC2 "
+                           "instance role answered%s",
+                           url, profile, cred_file,
+                           env("AWS_EC2_METADATA_DISABLED") ? " (AWS_EC2_METADATA_DISABLED)" : "");
+        if (rc) return rc;
     }
     s3_config_no_core_dumps(); /* the secret is in this process's memory now */
 

@@ -7,7 +7,9 @@
  *                profile's web_identity_token_file + role_arn in the config file, or
  *                AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN (EKS IRSA): temporary
  *                credentials from STS AssumeRoleWithWebIdentity, refreshed before they
- *                expire (s3_creds.h)
+ *                expire (s3_creds.h); else container credentials (ECS, EKS Pod Identity:
+ *                AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or _FULL_URI); else the EC2
+ *                instance role (IMDSv2) unless AWS_EC2_METADATA_DISABLED=true
  *   region       AWS_REGION, AWS_DEFAULT_REGION, else `region` of the profile in the config
  *                file (AWS_CONFIG_FILE or ~/.aws/config), else us-east-1
  *   endpoint     AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else `endpoint_url` of the profile,
@@ -44,6 +46,8 @@ typedef struct s3_config {
     char session_token[4096]; /* "" when none */
     /* temporary credentials (s3_creds.h): their source, for messages, and their lifetime */
     int web_identity;          /* from STS AssumeRoleWithWebIdentity (IRSA) */
+    int from_endpoint;         /* 1: container credentials, 2: EC2 instance metadata (IMDSv2) */
+    char creds_url[1100];      /* the container credentials URL, or the IMDS endpoint */
     char creds_source[1400];   /* "the environment", "profile X of F", "web identity (...)" */
     char role_arn[512], token_file[1024], session_name[72], sts_endpoint[1024];
     double obtained, expires;  /* unix seconds; expires 0: never */

@@ -6,11 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "storage/s3_xml.h"
 #include "util/buf.h"
+#include "util/json_read.h"
 
 static double now_wall(void) {
     struct timespec ts;
@@ -161,14 +163,185 @@ int s3_creds_web_identity_fetch(s3_config *c, tdm_err *e) {
     return rc;
 }
 
+/* One HTTP request for the credential endpoints: method, url, up to two headers, the
+ * body into *body; returns the status (0: nothing answered, with why). */
+static long http(const char *method, const char *url, const char *h1, const char *h2, long timeout_s,
+                 buf_t *body, char *why, size_t whycap) {
+    CURL *h = curl_easy_init();
+    if (!h) return snprintf(why, whycap, "curl_easy_init failed"), 0;
+    struct curl_slist *hl = NULL;
+    if (h1) hl = curl_slist_append(hl, h1);
+    if (h2) hl = curl_slist_append(hl, h2);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    if (!strcmp(method, "PUT")) {
+        curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)0);
+    }
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, timeout_s);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, timeout_s * 2);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, body);
+    CURLcode cc = curl_easy_perform(h);
+    long status = 0;
+    if (cc == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    else snprintf(why, whycap, "%s", curl_easy_strerror(cc));
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(h);
+    return status;
+}
+
+/* AccessKeyId, SecretAccessKey, Token, Expiration of a JSON answer into c. */
+static int take_json(s3_config *c, const buf_t *body, tdm_err *e) {
+    char ak[256] = "", sk[256] = "", st[4096] = "", exp[64] = "";
+    const char *t = body->p ? body->p : "";
+    int rc = 0;
+    if (!(json_read_string(t, body->n, "AccessKeyId", ak, sizeof ak) &&
+          json_read_string(t, body->n, "SecretAccessKey", sk, sizeof sk) &&
+          json_read_string(t, body->n, "Token", st, sizeof st) &&
+          json_read_string(t, body->n, "Expiration", exp, sizeof exp)))
+        rc = err_set(e, ERR_STORE, "%s: the answer lacks AccessKeyId, SecretAccessKey, Token or "
+                     "Expiration", c->creds_source);
+    double expires = rc ? 0 : iso_time(exp);
+    if (!rc && expires <= 0)
+        rc = err_set(e, ERR_STORE, "%s: Expiration '%.60s' is not a time", c->creds_source, exp);
+    if (!rc) {
+        snprintf(c->access_key, sizeof c->access_key, "%s", ak);
+        snprintf(c->secret_key, sizeof c->secret_key, "%s", sk);
+        snprintf(c->session_token, sizeof c->session_token, "%s", st);
+        c->obtained = now_wall();
+        c->expires = expires;
+    }
+    wipe(sk, sizeof sk);
+    wipe(st, sizeof st);
+    return rc;
+}
+
+/* Whether http://HOST... may carry the container's token without TLS: a loopback, or
+ * the ECS / EKS Pod Identity agent's link-local addresses (AWS's rule). */
+static int container_host_ok(const char *url) {
+    if (!strncmp(url, "https://", 8)) return 1;
+    if (strncmp(url, "http://", 7)) return 0;
+    const char *h = url + 7;
+    const char *ok[] = {"127.", "localhost:", "localhost/", "[::1]", "169.254.170.2:", "169.254.170.2/",
+                        "169.254.170.23:", "169.254.170.23/", "[fd00:ec2::23]"};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
+        if (!strncmp(h, ok[i], strlen(ok[i]))) return 1;
+    return !strcmp(h, "localhost") || !strcmp(h, "169.254.170.2") || !strcmp(h, "169.254.170.23");
+}
+
+int s3_creds_container(s3_config *c, tdm_err *e) {
+    const char *rel = getenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+    const char *full = getenv("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+    if (!c->creds_url[0]) {
+        if (rel && *rel) snprintf(c->creds_url, sizeof c->creds_url, "http://169.254.170.2%s", rel);
+        else if (full && *full) snprintf(c->creds_url, sizeof c->creds_url, "%s", full);
+        else return 1;
+        snprintf(c->creds_source, sizeof c->creds_source, "container credentials (%.1000s)", c->creds_url);
+        if (!container_host_ok(c->creds_url))
+            return err_set(e, ERR_USAGE, "%s: plain http is allowed only to a loopback address or the "
+                           "ECS/EKS agent (169.254.170.2, 169.254.170.23); use https", c->creds_source);
+        c->from_endpoint = 1;
+    }
+    char auth[4096] = "", line[4200] = "";
+    const char *tf = getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"), *tv = getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN");
+    if (tf && *tf) {
+        FILE *f = fopen(tf, "r");
+        if (!f)
+            return err_sys(e, ERR_USAGE, errno, "%s: cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE %s",
+                           c->creds_source, tf);
+        size_t n = fread(auth, 1, sizeof auth - 1, f);
+        fclose(f);
+        auth[n] = '\0';
+        while (n && (auth[n - 1] == '\n' || auth[n - 1] == '\r')) auth[--n] = '\0';
+    } else if (tv && *tv) {
+        snprintf(auth, sizeof auth, "%s", tv);
+    }
+    if (auth[0]) snprintf(line, sizeof line, "Authorization: %s", auth);
+    wipe(auth, sizeof auth);
+    buf_t body = {0};
+    char why[300] = "";
+    long status = 0;
+    for (int attempt = 0; attempt < 3 && (status == 0 || status >= 500); attempt++) {
+        if (attempt) nanosleep(&(struct timespec){0, 200 * 1000 * 1000 * (long)attempt}, NULL);
+        buf_free(&body);
+        status = http("GET", c->creds_url, line[0] ? line : NULL, NULL, 5, &body, why, sizeof why);
+    }
+    wipe(line, sizeof line);
+    int rc = status == 0 ? err_set(e, ERR_STORE, "%s: no answer (%s, 3 attempts)", c->creds_source, why)
+             : status != 200 ? err_set(e, ERR_STORE, "%s: HTTP %ld (the token or the association was refused)",
+                                       c->creds_source, status)
+                             : take_json(c, &body, e);
+    if (body.p) wipe(body.p, body.n);
+    buf_free(&body);
+    return rc;
+}
+
+int s3_creds_imds(s3_config *c, tdm_err *e) {
+    const char *off = getenv("AWS_EC2_METADATA_DISABLED");
+    if (off && !strcasecmp(off, "true")) return 1;
+    const char *ep = getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+    int first = !c->creds_url[0];
+    if (first) {
+        snprintf(c->creds_url, sizeof c->creds_url, "%s", ep && *ep ? ep : "http://169.254.169.254");
+        size_t n = strlen(c->creds_url);
+        while (n && c->creds_url[n - 1] == '/') c->creds_url[--n] = '\0';
+        snprintf(c->creds_source, sizeof c->creds_source, "the EC2 instance role (IMDSv2 at %.1000s)", c->creds_url);
+    }
+    char url[1300], why[300] = "", tok[512] = "", hdr[600], role[256] = "";
+    buf_t body = {0};
+    snprintf(url, sizeof url, "%s/latest/api/token", c->creds_url);
+    /* off EC2 nothing answers: one short try when looking, a few when refreshing */
+    long t = first ? 1 : 3, status = http("PUT", url, "X-aws-ec2-metadata-token-ttl-seconds: 21600", NULL, t,
+                                          &body, why, sizeof why);
+    if (status == 0 && first) {
+        buf_free(&body);
+        c->creds_url[0] = '\0';
+        return 1;
+    }
+    int rc = status != 200 || !body.n || body.n >= sizeof tok
+                 ? err_set(e, ERR_STORE, "%s: no session token (HTTP %ld%s%s)", c->creds_source, status,
+                           why[0] ? ", " : "", why)
+                 : 0;
+    if (!rc) memcpy(tok, body.p, body.n), tok[body.n] = '\0';
+    buf_free(&body);
+    snprintf(hdr, sizeof hdr, "X-aws-ec2-metadata-token: %s", tok);
+    wipe(tok, sizeof tok);
+    snprintf(url, sizeof url, "%s/latest/meta-data/iam/security-credentials/", c->creds_url);
+    if (!rc && (status = http("GET", url, hdr, NULL, t, &body, why, sizeof why)) != 200)
+        rc = err_set(e, ERR_STORE, "%s: no instance role (HTTP %ld): attach an instance profile", c->creds_source,
+                     status);
+    if (!rc) {
+        size_t n = strcspn(body.p ? body.p : "", "\r\n");
+        if (!n || n >= sizeof role) rc = err_set(e, ERR_STORE, "%s: no instance role in the answer", c->creds_source);
+        else memcpy(role, body.p, n), role[n] = '\0';
+    }
+    buf_free(&body);
+    snprintf(url, sizeof url, "%s/latest/meta-data/iam/security-credentials/%s", c->creds_url, role);
+    if (!rc && (status = http("GET", url, hdr, NULL, t, &body, why, sizeof why)) != 200)
+        rc = err_set(e, ERR_STORE, "%s: role %s: HTTP %ld", c->creds_source, role, status);
+    if (!rc) rc = take_json(c, &body, e);
+    wipe(hdr, sizeof hdr);
+    if (body.p) wipe(body.p, body.n);
+    buf_free(&body);
+    if (!rc) c->from_endpoint = 2;
+    return rc;
+}
+
 int s3_creds_current(s3_config *c, pthread_mutex_t *mu, char *ak, size_t akcap, char *sk,
                      size_t skcap, char *tok, size_t tokcap, tdm_err *e) {
     int rc = 0;
     pthread_mutex_lock(mu);
-    if (c->web_identity && c->expires > 0) {
+    if ((c->web_identity || c->from_endpoint) && c->expires > 0) {
         double left = c->expires - now_wall(), life = c->expires - c->obtained;
         double margin = life / 3 < 300 ? life / 3 : 300;
-        if (left <= margin) rc = s3_creds_web_identity_fetch(c, e);
+        if (left <= margin)
+            rc = c->web_identity ? s3_creds_web_identity_fetch(c, e)
+                 : c->from_endpoint == 1 ? s3_creds_container(c, e)
+                                         : s3_creds_imds(c, e);
+        if (rc == 1) rc = err_set(e, ERR_STORE, "%s: no longer answers", c->creds_source);
     }
     if (!rc) {
         snprintf(ak, akcap, "%s", c->access_key);

@@ -9,6 +9,9 @@
  * https://sts.amazonaws.com) — so the token never sits in a URL. The answer's XML gives
  * the credentials and their Expiration.
  *
+ * Container credentials and the EC2 instance role (IMDSv2) come as JSON from an HTTP
+ * endpoint and expire the same way; they are refreshed the same way.
+ *
  * s3_creds_current, called before every signed request, hands out the credentials and
  * fetches new ones first when a third of their lifetime (at most 5 minutes) is left, one
  * thread at a time, so a commit never signs with a key that ages during it — between the
@@ -34,6 +37,21 @@ int s3_creds_web_identity_init(s3_config *c, const char *profile, tdm_err *e);
  * obtained, expires). ERR_USAGE for a token file that cannot be read, ERR_STORE for an
  * STS refusal or an STS that cannot be reached. */
 int s3_creds_web_identity_fetch(s3_config *c, tdm_err *e);
+
+/* Container credentials (ECS task roles, EKS Pod Identity): a GET of
+ * AWS_CONTAINER_CREDENTIALS_FULL_URI (https, or http to a loopback or the ECS/EKS agent's
+ * address) or http://169.254.170.2 + AWS_CONTAINER_CREDENTIALS_RELATIVE_URI, with the
+ * Authorization header from AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE (read each time) or
+ * _TOKEN; JSON AccessKeyId, SecretAccessKey, Token, Expiration. 0 with them in c, 1 when
+ * no container endpoint is configured, else an error code. */
+int s3_creds_container(s3_config *c, tdm_err *e);
+
+/* The EC2 instance role through IMDSv2 (AWS_EC2_METADATA_SERVICE_ENDPOINT, else
+ * http://169.254.169.254): PUT /latest/api/token, then the role's name and its credentials
+ * under /latest/meta-data/iam/security-credentials/ with the token; short timeouts, one
+ * try (off EC2 nothing answers). 0 with them in c, 1 when disabled
+ * (AWS_EC2_METADATA_DISABLED=true) or nothing answers, else an error code. */
+int s3_creds_imds(s3_config *c, tdm_err *e);
 
 /* The credentials to sign with now, copied out under mu (refreshed first when they near
  * their expiry). 0, or an error code with e naming the source. */

@@ -599,6 +599,88 @@ static void test_web_identity_refreshed_during_a_run(void) {
     free(g.dir);
 }
 
+/* One run on credentials from an HTTP endpoint that expire every 3 s: env holds the
+ * variables to set for it ("K=V" pairs, NULL-terminated); `counter_name` counts what the
+ * endpoint issued. The run must end on the file-store run's hashes with several refreshes
+ * and no key in its log. */
+static void run_on_endpoint_credentials(const char *tag, const char *const *env, const char *counter_name) {
+    fixture f;
+    CHECK(runner_fixture(&f, tag, 1) == 0, "fixture");
+    char ak[256], sk[256], log[16384], h[1024];
+    snprintf(ak, sizeof ak, "%s", getenv("AWS_ACCESS_KEY_ID"));
+    snprintf(sk, sizeof sk, "%s", getenv("AWS_SECRET_ACCESS_KEY"));
+    unsetenv("AWS_ACCESS_KEY_ID");
+    unsetenv("AWS_SECRET_ACCESS_KEY");
+    for (int i = 0; env[i]; i++) {
+        char kv[1200];
+        snprintf(kv, sizeof kv, "%s", env[i]);
+        char *eq = strchr(kv, '=');
+        *eq = '\0';
+        if (eq[1]) setenv(kv, eq + 1, 1);
+        else unsetenv(kv);
+    }
+    long issued0 = counter(counter_name);
+    double t0 = now_s();
+    int rc = run_to_end(&f, "TANDEM_TEST_STEP_DELAY_MS=120");
+    double secs = now_s() - t0;
+    long issued = counter(counter_name) - issued0;
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "%s: exit %d after %.1f s: %s", tag, rc, secs, log);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "%s ended elsewhere:\n%s", tag, h);
+    CHECK(secs > 6 && issued >= 3, "%s: %.1f s and %ld credentials issued: no refresh", tag, secs, issued);
+    CHECK(!strstr(log, "ASIA"), "%s: the log shows a key: %s", tag, log);
+    printf("  %s: %.1f s run, %ld credentials of 3 s each, final hashes equal\n", tag, secs, issued);
+    setenv("AWS_ACCESS_KEY_ID", ak, 1);
+    setenv("AWS_SECRET_ACCESS_KEY", sk, 1);
+    test_rmtree(f.dir);
+    free(f.dir);
+}
+
+/* ECS / EKS Pod Identity container credentials (a token file for the Authorization
+ * header) and the EC2 instance role through IMDSv2, both on loopback endpoints that
+ * follow AWS's wire formats; a refused container token is one clear error (exit 3). */
+static void test_container_and_instance_credentials(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    char tokfile[700], full[700], imds[700];
+    snprintf(tokfile, sizeof tokfile, "%s/pod-identity-token", g_dir);
+    CHECK(write_file(tokfile, "pod-identity-token-7d2e\n") == 0, "token file");
+    CHECK(control("/sts/config", "{\"duration_s\": 3, \"container_token\": \"pod-identity-token-7d2e\", "
+                                 "\"imds_role\": \"tandem-node\"}") == 0, "configure the endpoints");
+    char e1[800], e2[800], e3[800];
+    snprintf(full, sizeof full, "%s/container-creds", getenv("TANDEM_S3_CONTROL"));
+    snprintf(e1, sizeof e1, "AWS_CONTAINER_CREDENTIALS_FULL_URI=%s", full);
+    snprintf(e2, sizeof e2, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=%s", tokfile);
+    const char *cont[] = {e1, e2, NULL};
+    run_on_endpoint_credentials("s3pod", cont, "container_issued");
+    /* a token the endpoint refuses: exit 3 naming the source, promptly */
+    fixture g;
+    CHECK(runner_fixture(&g, "s3pod-refused", 1) == 0, "fixture");
+    CHECK(write_file(tokfile, "not-the-token") == 0, "token file");
+    char ak[256], sk[256], log[8192];
+    snprintf(ak, sizeof ak, "%s", getenv("AWS_ACCESS_KEY_ID"));
+    snprintf(sk, sizeof sk, "%s", getenv("AWS_SECRET_ACCESS_KEY"));
+    unsetenv("AWS_ACCESS_KEY_ID");
+    unsetenv("AWS_SECRET_ACCESS_KEY");
+    int rc = run_to_end(&g, NULL);
+    read_all(g.log, log, sizeof log);
+    CHECK(rc == 3 && strstr(log, "container credentials") && strstr(log, "401"),
+          "a refused container token: exit %d: %s", rc, log);
+    CHECK(!strstr(log, "not-the-token"), "the log shows the token");
+    setenv("AWS_ACCESS_KEY_ID", ak, 1);
+    setenv("AWS_SECRET_ACCESS_KEY", sk, 1);
+    unsetenv("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+    unsetenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
+    test_rmtree(g.dir);
+    free(g.dir);
+    /* the instance role */
+    snprintf(imds, sizeof imds, "%s", getenv("TANDEM_S3_CONTROL"));
+    snprintf(e3, sizeof e3, "AWS_EC2_METADATA_SERVICE_ENDPOINT=%s", imds);
+    const char *inst[] = {e3, "AWS_EC2_METADATA_DISABLED=", NULL};
+    run_on_endpoint_credentials("s3imds", inst, "imds_issued");
+    unsetenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+    setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+}
+
 static void test_runner_under_faults(void) {
     CHECK(g_ref_hash[0], "needs the reference");
     fixture f;
@@ -765,6 +847,7 @@ int main(void) {
     RUN(test_reference_on_file_store);
     RUN(test_runner_chaos_on_s3);
     RUN(test_web_identity_refreshed_during_a_run);
+    RUN(test_container_and_instance_credentials);
     RUN(test_runner_under_faults);
     RUN(test_two_runners_on_s3);
     RUN(test_secrets_never_leak);

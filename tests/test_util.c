@@ -14,6 +14,7 @@
 #include "tests/test.h"
 #include "util/buf.h"
 #include "util/hex.h"
+#include "util/json_read.h"
 #include "util/rng.h"
 #include "util/ydoc.h"
 
@@ -197,7 +198,30 @@ static void test_keys(void) {
         CHECK(ledger_key_index(bad[i][0], bad[i][1], &n) == -1, "%s accepted", bad[i][0]);
 }
 
+/* The credential endpoints' JSON: the wanted field among nested values, escapes and
+ * surrogate pairs decoded; malformed text, a non-string value or a short buffer refused. */
+static void test_json_read(void) {
+    const char *doc = "{ \"Code\": \"Success\", \"n\": -1.5e3, \"ok\": true, \"z\": null,\n"
+                      "  \"nested\": {\"AccessKeyId\": \"WRONG\", \"a\": [1, {\"b\": \"}\"}]},\n"
+                      "  \"AccessKeyId\": \"ASIA\\u0041\\\"q\\\\\", \"Token\": \"\\ud83d\\ude00x\" }";
+    char out[64];
+    CHECK(json_read_string(doc, strlen(doc), "AccessKeyId", out, sizeof out) && !strcmp(out, "ASIAA\"q\\"),
+          "top-level field, escapes: '%s'", out);
+    CHECK(json_read_string(doc, strlen(doc), "Token", out, sizeof out) && !strcmp(out, "\xf0\x9f\x98\x80x"),
+          "a surrogate pair as UTF-8");
+    CHECK(json_read_string(doc, strlen(doc), "Code", out, sizeof out) && !strcmp(out, "Success"), "Code");
+    CHECK(!json_read_string(doc, strlen(doc), "n", out, sizeof out), "a number is not a string");
+    CHECK(!json_read_string(doc, strlen(doc), "b", out, sizeof out), "nested keys are not top-level");
+    CHECK(!json_read_string(doc, strlen(doc), "Token", out, 4), "too long for the buffer");
+    const char *bad[] = {"", "[]", "{\"a\":\"x\"", "{\"a\":\"x\"} trailing", "{\"a\" \"x\"}",
+                         "{\"a\":\"\\q\"}", "{\"a\":\"\\udc00\"}", "{\"a\":\"x\",}", "{a:\"x\"}"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECK(!json_read_string(bad[i], strlen(bad[i]), "a", out, sizeof out), "malformed %zu accepted: %s", i,
+              bad[i]);
+}
+
 int main(void) {
+    RUN(test_json_read);
     RUN(test_philox_known_answers);
     RUN(test_stream_coordinates_independent);
     RUN(test_uniform_and_normal_moments);

@@ -199,15 +199,37 @@ class Sts:
         self.duration = 900.0
         self.calls = self.issued = self.refused = 0
 
+    container_token = None   # the Authorization value the container endpoint wants
+    imds_role = None         # the instance role IMDS names (None: no instance profile)
+    container_issued = imds_issued = 0
+
     def configure(self, doc):
         with self.lock:
-            self.token = doc.get("token")
-            self.role_arn = doc.get("role_arn")
-            self.duration = float(doc.get("duration_s", 900))
+            self.token = doc.get("token", self.token)
+            self.role_arn = doc.get("role_arn", self.role_arn)
+            self.duration = float(doc.get("duration_s", self.duration))
+            self.container_token = doc.get("container_token", self.container_token)
+            self.imds_role = doc.get("imds_role", self.imds_role)
+            self.imds_tokens = getattr(self, "imds_tokens", set())
 
     def snapshot(self):
         with self.lock:
-            return {"sts_calls": self.calls, "sts_issued": self.issued, "sts_refused": self.refused}
+            return {"sts_calls": self.calls, "sts_issued": self.issued, "sts_refused": self.refused,
+                    "container_issued": self.container_issued, "imds_issued": self.imds_issued}
+
+    def issue_json(self, creds):
+        """New credentials as the container endpoint and IMDS give them (JSON)."""
+        ak = "ASIA" + binascii.hexlify(os.urandom(8)).decode().upper()
+        sk = base64.b64encode(os.urandom(30)).decode()
+        st = base64.b64encode(os.urandom(96)).decode()
+        with self.lock:
+            expires = time.time() + self.duration
+        creds.keys[ak] = (sk, st)
+        creds.expiry[ak] = expires
+        return json.dumps({"Code": "Success", "Type": "AWS-HMAC", "AccessKeyId": ak,
+                           "SecretAccessKey": sk, "Token": st,
+                           "LastUpdated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           "Expiration": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires))})
 
     def answer(self, creds, form):
         """(status, xml) for a request's form fields."""
@@ -1713,8 +1735,36 @@ class ControlHandler(http.server.BaseHTTPRequestHandler):
         out.update(c.sts.snapshot())
         return out
 
+    def _text(self, status, text, ctype="application/json"):
+        data = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def do_GET(self):
         path = self.path.split("?")[0].rstrip("/")
+        sts = self.cfg.sts
+        if path == "/container-creds":  # ECS / EKS Pod Identity container credentials
+            if sts.container_token is None or self.headers.get("Authorization") != sts.container_token:
+                return self._text(401, '{"Code": "Unauthorized"}')
+            with sts.lock:
+                sts.container_issued += 1
+            return self._text(200, sts.issue_json(self.cfg.creds))
+        if path.startswith("/latest/meta-data/iam/security-credentials"):  # IMDSv2
+            if self.headers.get("X-aws-ec2-metadata-token") not in getattr(sts, "imds_tokens", set()):
+                return self._text(401, "", "text/plain")
+            rest = path[len("/latest/meta-data/iam/security-credentials"):].strip("/")
+            if sts.imds_role is None:
+                return self._text(404, "", "text/plain")
+            if not rest:
+                return self._text(200, sts.imds_role, "text/plain")
+            if rest != sts.imds_role:
+                return self._text(404, "", "text/plain")
+            with sts.lock:
+                sts.imds_issued += 1
+            return self._text(200, sts.issue_json(self.cfg.creds))
         if path in ("", "/health"):
             return self._reply(200, {"ok": True})
         if path in ("/faults", "/counters"):
@@ -1725,6 +1775,15 @@ class ControlHandler(http.server.BaseHTTPRequestHandler):
         path = self.path.split("?")[0].rstrip("/")
         raw = self._body()
         try:
+            if path == "/latest/api/token" and self.command == "PUT":  # IMDSv2's session token
+                if not self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
+                    return self._text(400, "", "text/plain")
+                tok = base64.b64encode(os.urandom(24)).decode()
+                sts = self.cfg.sts
+                if not hasattr(sts, "imds_tokens"):
+                    sts.imds_tokens = set()
+                sts.imds_tokens.add(tok)
+                return self._text(200, tok, "text/plain")
             if path == "/sts":  # the loopback STS (a form POST, as AWS's)
                 form = {k: v for k, v in split_query(raw.decode("utf-8", "replace"))}
                 status, xml = self.cfg.sts.answer(self.cfg.creds, form)
