@@ -137,6 +137,11 @@ int s3_config_resolve(const char *url, s3_config *c, tdm_err *e) {
                ini_lookup(cred_file, profile, "aws_secret_access_key", c->secret_key, sizeof c->secret_key)) {
         ini_lookup(cred_file, profile, "aws_session_token", c->session_token, sizeof c->session_token);
         snprintf(c->creds_source, sizeof c->creds_source, "profile '%.200s' of %.1000s", profile, cred_file);
+    } else if (ini_lookup(conf_file, section, "credential_process", c->process, sizeof c->process) ||
+               ini_lookup(cred_file, profile, "credential_process", c->process, sizeof c->process)) {
+        snprintf(c->creds_source, sizeof c->creds_source, "credential_process of profile '%.200s'", profile);
+        int rc = s3_creds_process(c, e);
+        if (rc) return rc;
     } else if ((ini_lookup(conf_file, section, "web_identity_token_file", wtok, sizeof wtok) &&
                 ini_lookup(conf_file, section, "role_arn", c->role_arn, sizeof c->role_arn)) ||
                (env("AWS_WEB_IDENTITY_TOKEN_FILE") && env("AWS_ROLE_ARN"))) {

@@ -8,6 +8,9 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <signal.h>
+#include <sys/select.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "storage/s3_xml.h"
@@ -330,6 +333,83 @@ int s3_creds_imds(s3_config *c, tdm_err *e) {
     return rc;
 }
 
+int s3_creds_process(s3_config *c, tdm_err *e) {
+    int fds[2];
+    if (pipe(fds) != 0) return err_sys(e, ERR_INTERNAL, errno, "%s: pipe", c->creds_source);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return err_sys(e, ERR_INTERNAL, errno, "%s: fork", c->creds_source);
+    }
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execl("/bin/sh", "sh", "-c", c->process, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    buf_t out = {0};
+    char chunk[4096];
+    double deadline = now_wall() + 60;
+    int timed_out = 0;
+    for (;;) {
+        struct timeval tv = {1, 0};
+        fd_set rs;
+        FD_ZERO(&rs);
+        FD_SET(fds[0], &rs);
+        int ready = select(fds[0] + 1, &rs, NULL, NULL, &tv);
+        if (ready > 0) {
+            ssize_t k = read(fds[0], chunk, sizeof chunk);
+            if (k <= 0) break;
+            buf_putn(&out, chunk, (size_t)k);
+            if (out.n > (1u << 20)) break; /* no credentials are that long */
+        } else if (ready < 0 && errno != EINTR) {
+            break;
+        }
+        if (now_wall() > deadline) {
+            timed_out = 1;
+            kill(pid, SIGKILL);
+            break;
+        }
+    }
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    wipe(chunk, sizeof chunk);
+    int rc = 0;
+    double version = 0;
+    const char *t = out.p ? out.p : "";
+    if (timed_out) rc = err_set(e, ERR_STORE, "%s: the command ran past 60 s", c->creds_source);
+    else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        rc = err_set(e, ERR_STORE, "%s: the command failed (exit %d)", c->creds_source,
+                     WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    else if (!json_read_number(t, out.n, "Version", &version) || version != 1)
+        rc = err_set(e, ERR_STORE, "%s: the output is not a JSON object with \"Version\": 1", c->creds_source);
+    char ak[256] = "", sk[256] = "", st[4096] = "", exp[64] = "";
+    if (!rc && !(json_read_string(t, out.n, "AccessKeyId", ak, sizeof ak) &&
+                 json_read_string(t, out.n, "SecretAccessKey", sk, sizeof sk)))
+        rc = err_set(e, ERR_STORE, "%s: the output lacks AccessKeyId or SecretAccessKey", c->creds_source);
+    if (!rc) json_read_string(t, out.n, "SessionToken", st, sizeof st);
+    double expires = 0;
+    if (!rc && json_read_string(t, out.n, "Expiration", exp, sizeof exp) && (expires = iso_time(exp)) <= 0)
+        rc = err_set(e, ERR_STORE, "%s: Expiration '%.60s' is not a time", c->creds_source, exp);
+    if (!rc) {
+        snprintf(c->access_key, sizeof c->access_key, "%s", ak);
+        snprintf(c->secret_key, sizeof c->secret_key, "%s", sk);
+        snprintf(c->session_token, sizeof c->session_token, "%s", st);
+        c->obtained = now_wall();
+        c->expires = expires;
+        c->from_endpoint = 3;
+    }
+    wipe(sk, sizeof sk);
+    wipe(st, sizeof st);
+    if (out.p) wipe(out.p, out.n);
+    buf_free(&out);
+    return rc;
+}
+
 int s3_creds_current(s3_config *c, pthread_mutex_t *mu, char *ak, size_t akcap, char *sk,
                      size_t skcap, char *tok, size_t tokcap, tdm_err *e) {
     int rc = 0;
@@ -340,6 +420,7 @@ int s3_creds_current(s3_config *c, pthread_mutex_t *mu, char *ak, size_t akcap, 
         if (left <= margin)
             rc = c->web_identity ? s3_creds_web_identity_fetch(c, e)
                  : c->from_endpoint == 1 ? s3_creds_container(c, e)
+                 : c->from_endpoint == 3 ? s3_creds_process(c, e)
                                          : s3_creds_imds(c, e);
         if (rc == 1) rc = err_set(e, ERR_STORE, "%s: no longer answers", c->creds_source);
     }

@@ -53,6 +53,13 @@ int s3_creds_container(s3_config *c, tdm_err *e);
  * (AWS_EC2_METADATA_DISABLED=true) or nothing answers, else an error code. */
 int s3_creds_imds(s3_config *c, tdm_err *e);
 
+/* A profile's credential_process: c->process run by /bin/sh -c (its stderr passes
+ * through, its stdout is read and never shown): JSON with "Version": 1, AccessKeyId,
+ * SecretAccessKey, and optionally SessionToken and Expiration (then it is run again before
+ * they expire). A command that fails, hangs past 60 s or prints anything else is one
+ * error naming the profile. */
+int s3_creds_process(s3_config *c, tdm_err *e);
+
 /* The credentials to sign with now, copied out under mu (refreshed first when they near
  * their expiry). 0, or an error code with e naming the source. */
 int s3_creds_current(s3_config *c, pthread_mutex_t *mu, char *ak, size_t akcap, char *sk,

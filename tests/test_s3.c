@@ -672,6 +672,37 @@ static void test_container_and_instance_credentials(void) {
     unsetenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
     test_rmtree(g.dir);
     free(g.dir);
+    /* a profile's credential_process (it mints through the same endpoint) */
+    char conf[700], text[1400], e4[800], e5[800];
+    snprintf(conf, sizeof conf, "%s/process-config", g_dir);
+    snprintf(text, sizeof text, "[profile proc]\ncredential_process = sh %s/tests/s3/cred_process.sh\n"
+             "[profile broken]\ncredential_process = sh -c 'echo no-json; exit 0'\n", g_root);
+    CHECK(write_file(conf, text) == 0 && write_file(tokfile, "pod-identity-token-7d2e") == 0, "config file");
+    char saved_conf[700];
+    snprintf(saved_conf, sizeof saved_conf, "%s", getenv("AWS_CONFIG_FILE") ? getenv("AWS_CONFIG_FILE") : "");
+    snprintf(e4, sizeof e4, "AWS_CONFIG_FILE=%s", conf);
+    snprintf(e5, sizeof e5, "TANDEM_TEST_CREDS_TOKEN=pod-identity-token-7d2e");
+    const char *proc[] = {e4, e5, "AWS_PROFILE=proc", NULL};
+    run_on_endpoint_credentials("s3process", proc, "container_issued");
+    fixture p;
+    CHECK(runner_fixture(&p, "s3process-broken", 1) == 0, "fixture");
+    snprintf(ak, sizeof ak, "%s", getenv("AWS_ACCESS_KEY_ID"));
+    snprintf(sk, sizeof sk, "%s", getenv("AWS_SECRET_ACCESS_KEY"));
+    unsetenv("AWS_ACCESS_KEY_ID");
+    unsetenv("AWS_SECRET_ACCESS_KEY");
+    setenv("AWS_PROFILE", "broken", 1);
+    rc = run_to_end(&p, NULL);
+    read_all(p.log, log, sizeof log);
+    CHECK(rc == 3 && strstr(log, "credential_process of profile 'broken'") && strstr(log, "Version"),
+          "a process printing no credentials: exit %d: %s", rc, log);
+    setenv("AWS_ACCESS_KEY_ID", ak, 1);
+    setenv("AWS_SECRET_ACCESS_KEY", sk, 1);
+    unsetenv("AWS_PROFILE");
+    unsetenv("TANDEM_TEST_CREDS_TOKEN");
+    if (saved_conf[0]) setenv("AWS_CONFIG_FILE", saved_conf, 1);
+    else unsetenv("AWS_CONFIG_FILE");
+    test_rmtree(p.dir);
+    free(p.dir);
     /* the instance role */
     snprintf(imds, sizeof imds, "%s", getenv("TANDEM_S3_CONTROL"));
     snprintf(e3, sizeof e3, "AWS_EC2_METADATA_SERVICE_ENDPOINT=%s", imds);

@@ -211,6 +211,9 @@ static void test_json_read(void) {
           "a surrogate pair as UTF-8");
     CHECK(json_read_string(doc, strlen(doc), "Code", out, sizeof out) && !strcmp(out, "Success"), "Code");
     CHECK(!json_read_string(doc, strlen(doc), "n", out, sizeof out), "a number is not a string");
+    double v = 0;
+    CHECK(json_read_number(doc, strlen(doc), "n", &v) && v == -1500, "a number: %g", v);
+    CHECK(!json_read_number(doc, strlen(doc), "Code", &v), "a string is not a number");
     CHECK(!json_read_string(doc, strlen(doc), "b", out, sizeof out), "nested keys are not top-level");
     CHECK(!json_read_string(doc, strlen(doc), "Token", out, 4), "too long for the buffer");
     const char *bad[] = {"", "[]", "{\"a\":\"x\"", "{\"a\":\"x\"} trailing", "{\"a\" \"x\"}",

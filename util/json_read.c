@@ -1,6 +1,7 @@
 /* json_read.c — one string field of a JSON object; see json_read.h. */
 #include "util/json_read.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct rd {
@@ -115,7 +116,10 @@ static int skip(rd *r, int depth) {
     return r->p > s ? 0 : -1;
 }
 
-int json_read_string(const char *text, size_t n, const char *key, char *out, size_t cap) {
+/* Walks the object text[0..n): on the top-level `key` calls take(r, ctx) at its value
+ * (which must consume it; nonzero: refused). 1 when found and taken, 0 otherwise or when
+ * text is not exactly one object. */
+static int find(const char *text, size_t n, const char *key, int (*take)(rd *r, void *ctx), void *ctx) {
     rd r = {text, text + n};
     char k[256];
     int found = 0;
@@ -129,8 +133,8 @@ int json_read_string(const char *text, size_t n, const char *key, char *out, siz
         ws(&r);
         if (r.p >= r.end || *r.p++ != ':') return 0;
         ws(&r);
-        if (!found && !strcmp(k, key) && r.p < r.end && *r.p == '"') {
-            if (str(&r, out, cap)) return 0;
+        if (!found && !strcmp(k, key)) {
+            if (take(&r, ctx)) return 0;
             found = 1;
         } else if (skip(&r, 0)) {
             return 0;
@@ -144,4 +148,34 @@ int json_read_string(const char *text, size_t n, const char *key, char *out, siz
     r.p++;
     ws(&r);
     return found && r.p == r.end; /* one object and nothing after it */
+}
+
+typedef struct str_out {
+    char *out;
+    size_t cap;
+} str_out;
+
+static int take_str(rd *r, void *ctx) {
+    str_out *o = ctx;
+    return r->p < r->end && *r->p == '"' ? str(r, o->out, o->cap) : -1;
+}
+
+static int take_num(rd *r, void *ctx) {
+    if (r->p >= r->end || !(*r->p == '-' || (*r->p >= '0' && *r->p <= '9'))) return -1;
+    char buf[64];
+    size_t k = 0;
+    while (r->p < r->end && k < sizeof buf - 1 && strchr("+-.eE0123456789", *r->p)) buf[k++] = *r->p++;
+    buf[k] = '\0';
+    char *end;
+    *(double *)ctx = strtod(buf, &end);
+    return *end ? -1 : 0;
+}
+
+int json_read_string(const char *text, size_t n, const char *key, char *out, size_t cap) {
+    str_out o = {out, cap};
+    return find(text, n, key, take_str, &o);
+}
+
+int json_read_number(const char *text, size_t n, const char *key, double *out) {
+    return find(text, n, key, take_num, out);
 }

@@ -13,4 +13,7 @@
  * JSON object. */
 int json_read_string(const char *text, size_t n, const char *key, char *out, size_t cap);
 
+/* The same for a number value. */
+int json_read_number(const char *text, size_t n, const char *key, double *out);
+
 #endif
