@@ -293,7 +293,7 @@ int s3_creds_imds(s3_config *c, tdm_err *e) {
         while (n && c->creds_url[n - 1] == '/') c->creds_url[--n] = '\0';
         snprintf(c->creds_source, sizeof c->creds_source, "the EC2 instance role (IMDSv2 at %.1000s)", c->creds_url);
     }
-    char url[1300], why[300] = "", tok[512] = "", hdr[600], role[256] = "";
+    char url[1600], why[300] = "", tok[512] = "", hdr[600], role[256] = "";
     buf_t body = {0};
     snprintf(url, sizeof url, "%s/latest/api/token", c->creds_url);
     /* off EC2 nothing answers: one short try when looking, a few when refreshing */
