@@ -154,6 +154,7 @@ typedef struct config {
         int grace_period_s;
         char secret_name[CONFIG_STR_MAX];
         char service_account[CONFIG_STR_MAX]; /* Kubernetes: IRSA / Pod Identity, "" = none */
+        bool secret_as_env;                   /* the Secret's keys as env, not mounted files */
         int backoff_limit;
         char data_pvc[CONFIG_STR_MAX];
         char env[CONFIG_STR_MAX]; /* "NAME=value,..." */

@@ -230,6 +230,10 @@ const key_def config_schema[] = {
     STRC("cluster.secret_name", cluster.secret_name, "", 0, cluster_check_dns_subdomain,
          "Kubernetes Secret with AWS credentials as the files credentials (and optionally "
          "config) of ~/.aws, mounted read-only for tandem"),
+    BOOL("cluster.secret_as_env", cluster.secret_as_env, "false",
+         "Kubernetes: take the keys AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and (optional) "
+         "AWS_SESSION_TOKEN of cluster.secret_name as environment variables (secretKeyRef) "
+         "instead of mounting it as ~/.aws files"),
     STRC("cluster.service_account", cluster.service_account, "", 0, cluster_check_dns_subdomain,
          "Kubernetes ServiceAccount of the pods: on EKS annotated with an IAM role (IRSA) or "
          "bound by Pod Identity, so that tandem gets temporary credentials through the web "

@@ -570,7 +570,12 @@ static void k8s_header(const k8s_ctx *x) {
     }
     fprintf(x->out, "# Change the config and render again rather than editing this file. Apply with\n"
                  "#   kubectl apply -f FILE\n");
-    if (x->k->secret_name[0])
+    if (x->k->secret_name[0] && x->k->secret_as_env)
+        fprintf(x->out, "# after creating the Secret with the AWS keys (read as environment variables):\n"
+                     "#   kubectl create secret generic %s --from-literal=AWS_ACCESS_KEY_ID=... \\\n"
+                     "#     --from-literal=AWS_SECRET_ACCESS_KEY=...\n",
+                x->k->secret_name);
+    else if (x->k->secret_name[0])
         fprintf(x->out, "# after creating the Secret with the AWS credentials (files as in ~/.aws):\n"
                      "#   kubectl create secret generic %s --from-file=credentials=$HOME/.aws/credentials\n",
                 x->k->secret_name);
@@ -622,11 +627,20 @@ static void k8s_container(const k8s_ctx *x) {
     /* the grace period, so that a stop commits a full state only if it fits (run.c) */
     fprintf(x->out, "        env:\n        - name: TANDEM_GRACE_S\n          value: \"%d\"\n",
             x->k->grace_period_s);
-    if (x->k->secret_name[0])
+    const bool mounted = x->k->secret_name[0] && !x->k->secret_as_env;
+    if (mounted)
         fprintf(x->out, "        - name: AWS_SHARED_CREDENTIALS_FILE\n"
                      "          value: \"" MANIFEST_K8S_SECRET_DIR "/credentials\"\n"
                      "        - name: AWS_CONFIG_FILE\n"
                      "          value: \"" MANIFEST_K8S_SECRET_DIR "/config\"\n");
+    static const char *const env_keys[] = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"};
+    for (int i = 0; x->k->secret_name[0] && x->k->secret_as_env && i < 3; i++) {
+        fprintf(x->out, "        - name: %s\n          valueFrom:\n            secretKeyRef:\n"
+                     "              name: ", env_keys[i]);
+        ydoc_quote(x->out, x->k->secret_name);
+        fprintf(x->out, "\n              key: %s\n%s", env_keys[i],
+                i == 2 ? "              optional: true\n" : "");
+    }
     if (x->sw)
         fprintf(x->out, "        - name: TANDEM_POINT\n          valueFrom:\n            fieldRef:\n"
                      "              fieldPath: \"metadata.annotations['batch.kubernetes.io/"
@@ -672,7 +686,7 @@ static void k8s_container(const k8s_ctx *x) {
     }
     fprintf(x->out, "        volumeMounts:\n        - name: config\n          mountPath: "
                  "\"" MANIFEST_K8S_CONFIG_DIR "\"\n          readOnly: true\n");
-    if (x->k->secret_name[0])
+    if (x->k->secret_name[0] && !x->k->secret_as_env)
         fprintf(x->out, "        - name: aws\n          mountPath: \"" MANIFEST_K8S_SECRET_DIR "\"\n"
                      "          readOnly: true\n");
     if (x->k->data_pvc[0])
@@ -688,7 +702,7 @@ static void k8s_volumes(const k8s_ctx *x) {
     fprintf(x->out, "      volumes:\n      - name: config\n        configMap:\n          name: ");
     ydoc_quote(x->out, x->cm);
     fputc('\n', x->out);
-    if (x->k->secret_name[0]) {
+    if (x->k->secret_name[0] && !x->k->secret_as_env) {
         fprintf(x->out, "      - name: aws\n        secret:\n          secretName: ");
         ydoc_quote(x->out, x->k->secret_name);
         fprintf(x->out, "\n          defaultMode: 256 # 0400\n");

@@ -128,6 +128,13 @@ out=$("${validate[@]}" "$tmp/irsa.yaml" 2>&1); st=$?
 if [ $st -eq 0 ]; then pass "an IRSA Job validates"; else fail "IRSA validates" "$out"; fi
 expect "IRSA: the pods run as the ServiceAccount" "$tmp/irsa.yaml" 'serviceAccountName: "tandem-irsa"'
 absent "IRSA: no Secret of keys mounted" "$tmp/irsa.yaml" "secretName:" "AWS_SHARED_CREDENTIALS_FILE"
+# the Secret's keys as environment variables instead of mounted files
+"$bin" manifest k8s "$tmp/run.yaml" --store s3://b/p --set cluster.secret_as_env=true >"$tmp/senv.yaml" 2>/dev/null
+out=$("${validate[@]}" "$tmp/senv.yaml" 2>&1); st=$?
+if [ $st -eq 0 ]; then pass "a Job with the Secret as env validates"; else fail "secret as env validates" "$out"; fi
+expect "the Secret's keys as env (secretKeyRef; the session token optional)" "$tmp/senv.yaml" \
+  "secretKeyRef:" "key: AWS_ACCESS_KEY_ID" "key: AWS_SECRET_ACCESS_KEY" "key: AWS_SESSION_TOKEN" "optional: true"
+absent "the Secret as env: no mounted ~/.aws" "$tmp/senv.yaml" "secretName:" "AWS_SHARED_CREDENTIALS_FILE"
 # a sweep: one Indexed Job of the points, validated like the rest; a bad point is refused
 "$bin" manifest k8s "$tmp/run.yaml" --store s3://b/study --sweep run.seed=1,2,3 \
   --sweep tandem.lr_alpha=2e-3,4e-3 >"$tmp/sweep.yaml" 2>/dev/null
