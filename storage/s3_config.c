@@ -137,6 +137,32 @@ int s3_config_resolve(const char *url, s3_config *c, tdm_err *e) {
                ini_lookup(cred_file, profile, "aws_secret_access_key", c->secret_key, sizeof c->secret_key)) {
         ini_lookup(cred_file, profile, "aws_session_token", c->session_token, sizeof c->session_token);
         snprintf(c->creds_source, sizeof c->creds_source, "profile '%.200s' of %.1000s", profile, cred_file);
+    } else if (ini_lookup(conf_file, section, "role_arn", c->role_arn, sizeof c->role_arn) &&
+               !ini_lookup(conf_file, section, "web_identity_token_file", wtok, sizeof wtok)) {
+        /* a role assumed with another profile's keys, or the platform's credentials */
+        char src[300] = "", how[64] = "";
+        ini_lookup(conf_file, section, "external_id", c->external_id, sizeof c->external_id);
+        if (ini_lookup(conf_file, section, "source_profile", src, sizeof src)) {
+            if (!ini_lookup(cred_file, src, "aws_access_key_id", c->src_ak, sizeof c->src_ak) ||
+                !ini_lookup(cred_file, src, "aws_secret_access_key", c->src_sk, sizeof c->src_sk))
+                return err_set(e, ERR_USAGE, "store %s: profile '%s' assumes %s with source_profile '%s', "
+                               "which has no keys in %s (a chain of roles is not supported)",
+                               url, profile, c->role_arn, src, cred_file);
+            ini_lookup(cred_file, src, "aws_session_token", c->src_tok, sizeof c->src_tok);
+            c->assume_role = 1;
+        } else if (ini_lookup(conf_file, section, "credential_source", how, sizeof how)) {
+            c->assume_role = !strcmp(how, "EcsContainer") ? 2 : !strcmp(how, "Ec2InstanceMetadata") ? 3
+                             : !strcmp(how, "Environment") ? 4 : 0;
+            if (!c->assume_role)
+                return err_set(e, ERR_USAGE, "store %s: profile '%s': credential_source = %s: expected "
+                               "EcsContainer, Ec2InstanceMetadata or Environment", url, profile, how);
+        } else {
+            return err_set(e, ERR_USAGE, "store %s: profile '%s' has role_arn but neither source_profile "
+                           "nor credential_source", url, profile);
+        }
+        int rc = s3_creds_assume_role_init(c, profile, src[0] ? src : NULL, e);
+        if (!rc) rc = s3_creds_assume_role(c, e);
+        if (rc) return rc;
     } else if (ini_lookup(conf_file, section, "credential_process", c->process, sizeof c->process) ||
                ini_lookup(cred_file, profile, "credential_process", c->process, sizeof c->process)) {
         snprintf(c->creds_source, sizeof c->creds_source, "credential_process of profile '%.200s'", profile);
@@ -227,6 +253,10 @@ int s3_config_env_has_secret(void) {
 
 void s3_config_wipe(s3_config *c) {
     volatile char *p;
+    p = c->src_sk;
+    for (size_t i = 0; i < sizeof c->src_sk; i++) p[i] = 0;
+    p = c->src_tok;
+    for (size_t i = 0; i < sizeof c->src_tok; i++) p[i] = 0;
     p = c->secret_key;
     for (size_t i = 0; i < sizeof c->secret_key; i++) p[i] = 0;
     p = c->session_token;

@@ -3,7 +3,8 @@
  *
  *   credentials  AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN), else the
  *                shared credentials file (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials)
- *                section AWS_PROFILE (default "default"), else the profile's
+ *                section AWS_PROFILE (default "default"), else the profile's role_arn
+ *                (STS AssumeRole with source_profile / credential_source), its
  *                credential_process, else web identity — the
  *                profile's web_identity_token_file + role_arn in the config file, or
  *                AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN (EKS IRSA): temporary
@@ -50,6 +51,11 @@ typedef struct s3_config {
     int from_endpoint;         /* 1: container credentials, 2: EC2 instance metadata (IMDSv2),
                                 * 3: the profile's credential_process */
     char process[1024];        /* credential_process: the command (run by /bin/sh -c) */
+    /* role_arn + source_profile / credential_source: STS AssumeRole signed with the source
+     * credentials (assume_role: 1 static keys of source_profile, 2 EcsContainer,
+     * 3 Ec2InstanceMetadata, 4 Environment) */
+    int assume_role;
+    char src_ak[256], src_sk[256], src_tok[4096], external_id[256];
     char creds_url[1100];      /* the container credentials URL, or the IMDS endpoint */
     char creds_source[1400];   /* "the environment", "profile X of F", "web identity (...)" */
     char role_arn[512], token_file[1024], session_name[72], sts_endpoint[1024];

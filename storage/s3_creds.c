@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "storage/s3_xml.h"
+#include "storage/sha256.h"
+#include "storage/sigv4.h"
 #include "util/buf.h"
 #include "util/json_read.h"
 
@@ -23,8 +25,8 @@ static double now_wall(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int s3_creds_web_identity_init(s3_config *c, const char *profile, tdm_err *e) {
-    c->web_identity = 1;
+/* The session name and the STS endpoint, for web identity and AssumeRole. */
+static void sts_common(s3_config *c) {
     const char *name = getenv("AWS_ROLE_SESSION_NAME");
     if (name && *name) {
         snprintf(c->session_name, sizeof c->session_name, "%s", name);
@@ -45,6 +47,11 @@ int s3_creds_web_identity_init(s3_config *c, const char *profile, tdm_err *e) {
     else snprintf(c->sts_endpoint, sizeof c->sts_endpoint, "https://sts.%s.amazonaws.com", c->region);
     size_t n = strlen(c->sts_endpoint);
     while (n && c->sts_endpoint[n - 1] == '/') c->sts_endpoint[--n] = '\0';
+}
+
+int s3_creds_web_identity_init(s3_config *c, const char *profile, tdm_err *e) {
+    c->web_identity = 1;
+    sts_common(c);
     snprintf(c->creds_source, sizeof c->creds_source,
              "web identity (role %.300s, token file %.500s%s%.200s%s, STS %.300s)", c->role_arn,
              c->token_file, profile ? ", profile '" : "", profile ? profile : "", profile ? "'" : "",
@@ -72,6 +79,8 @@ static void wipe(char *p, size_t n) {
     volatile char *v = p;
     for (size_t i = 0; i < n; i++) v[i] = 0;
 }
+
+static int sts_answer(s3_config *c, int rc, long status, const char *why, buf_t *body, tdm_err *e);
 
 int s3_creds_web_identity_fetch(s3_config *c, tdm_err *e) {
     /* the token: read afresh each time (the platform rotates the file) */
@@ -130,23 +139,32 @@ int s3_creds_web_identity_fetch(s3_config *c, tdm_err *e) {
     if (form.p) wipe(form.p, form.n);
     buf_free(&form);
     curl_easy_cleanup(h);
+    return sts_answer(c, rc, status, why, &body, e);
+}
+
+/* STS's answer (status 0: it could not be reached, why says how) into c's credentials;
+ * frees body. */
+static int sts_answer(s3_config *c, int rc, long status, const char *why, buf_t *body, tdm_err *e) {
     if (!rc && status == 0)
         rc = err_set(e, ERR_STORE, "%s: STS could not be reached (%s, 3 attempts)", c->creds_source, why);
-    const char *xml = body.p ? body.p : "";
+    const char *xml = body->p ? body->p : "";
     if (!rc && status != 200) {
         char code[128] = "?", msg[400] = "";
-        s3_xml_first(xml, body.n, "Code", code, sizeof code);
-        s3_xml_first(xml, body.n, "Message", msg, sizeof msg);
-        rc = err_set(e, ERR_STORE, "%s: STS refused the token: HTTP %ld %s%s%s (an expired or revoked "
-                     "token, or a role that does not trust this identity: check the role's trust "
-                     "policy and the service account's annotation)",
-                     c->creds_source, status, code, msg[0] ? ": " : "", msg);
+        s3_xml_first(xml, body->n, "Code", code, sizeof code);
+        s3_xml_first(xml, body->n, "Message", msg, sizeof msg);
+        rc = err_set(e, ERR_STORE, "%s: STS refused: HTTP %ld %s%s%s (%s)", c->creds_source, status, code,
+                     msg[0] ? ": " : "", msg,
+                     c->web_identity ? "an expired or revoked token, or a role that does not trust this "
+                                       "identity: check the role's trust policy and the service "
+                                       "account's annotation"
+                                     : "the source credentials may not assume the role: check the "
+                                       "role's trust policy and the source's permissions");
     }
     char ak[256] = "", sk[256] = "", st[4096] = "", exp[64] = "";
-    if (!rc && !(s3_xml_first(xml, body.n, "AccessKeyId", ak, sizeof ak) &&
-                 s3_xml_first(xml, body.n, "SecretAccessKey", sk, sizeof sk) &&
-                 s3_xml_first(xml, body.n, "SessionToken", st, sizeof st) &&
-                 s3_xml_first(xml, body.n, "Expiration", exp, sizeof exp)))
+    if (!rc && !(s3_xml_first(xml, body->n, "AccessKeyId", ak, sizeof ak) &&
+                 s3_xml_first(xml, body->n, "SecretAccessKey", sk, sizeof sk) &&
+                 s3_xml_first(xml, body->n, "SessionToken", st, sizeof st) &&
+                 s3_xml_first(xml, body->n, "Expiration", exp, sizeof exp)))
         rc = err_set(e, ERR_STORE, "%s: STS's answer lacks the credentials (AccessKeyId, "
                      "SecretAccessKey, SessionToken, Expiration)", c->creds_source);
     double expires = rc ? 0 : iso_time(exp);
@@ -161,9 +179,123 @@ int s3_creds_web_identity_fetch(s3_config *c, tdm_err *e) {
     }
     wipe(sk, sizeof sk);
     wipe(st, sizeof st);
-    if (body.p) wipe(body.p, body.n);
-    buf_free(&body);
+    if (body->p) wipe(body->p, body->n);
+    buf_free(body);
     return rc;
+}
+
+int s3_creds_assume_role_init(s3_config *c, const char *profile, const char *source_profile, tdm_err *e) {
+    sts_common(c);
+    static const char *const how[] = {"", "", "EcsContainer", "Ec2InstanceMetadata", "Environment"};
+    snprintf(c->creds_source, sizeof c->creds_source, "role %.300s of profile '%.200s' (%s%.200s%s, STS %.300s)",
+             c->role_arn, profile, source_profile ? "source_profile '" : "credential_source ",
+             source_profile ? source_profile : how[c->assume_role], source_profile ? "'" : "", c->sts_endpoint);
+    (void)e;
+    return 0;
+}
+
+int s3_creds_assume_role(s3_config *c, tdm_err *e) {
+    /* the source credentials of this moment */
+    s3_config *src = calloc(1, sizeof *src);
+    if (!src) return err_set(e, ERR_INTERNAL, "out of memory");
+    int rc = 0;
+    if (c->assume_role == 1) {
+        snprintf(src->access_key, sizeof src->access_key, "%s", c->src_ak);
+        snprintf(src->secret_key, sizeof src->secret_key, "%s", c->src_sk);
+        snprintf(src->session_token, sizeof src->session_token, "%s", c->src_tok);
+    } else if (c->assume_role == 4) {
+        const char *ak = getenv("AWS_ACCESS_KEY_ID"), *sk = getenv("AWS_SECRET_ACCESS_KEY"), *tk = getenv("AWS_SESSION_TOKEN");
+        if (!ak || !sk) rc = err_set(e, ERR_USAGE, "%s: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set", c->creds_source);
+        else {
+            snprintf(src->access_key, sizeof src->access_key, "%s", ak);
+            snprintf(src->secret_key, sizeof src->secret_key, "%s", sk);
+            snprintf(src->session_token, sizeof src->session_token, "%s", tk ? tk : "");
+        }
+    } else {
+        snprintf(src->region, sizeof src->region, "%s", c->region);
+        rc = c->assume_role == 2 ? s3_creds_container(src, e) : s3_creds_imds(src, e);
+        if (rc == 1) rc = err_set(e, ERR_STORE, "%s: the credential source did not answer", c->creds_source);
+    }
+    /* the signed POST */
+    const char *hp = strstr(c->sts_endpoint, "://");
+    hp = hp ? hp + 3 : c->sts_endpoint;
+    const char *slash = strchr(hp, '/');
+    char host[512], path[1024];
+    snprintf(host, sizeof host, "%.*s", (int)(slash ? (size_t)(slash - hp) : strlen(hp)), hp);
+    snprintf(path, sizeof path, "%s/", slash ? slash : "");
+    CURL *h = rc ? NULL : curl_easy_init();
+    if (!rc && !h) rc = err_set(e, ERR_INTERNAL, "curl_easy_init failed");
+    buf_t form = {0}, body = {0};
+    if (!rc) {
+        char *role = curl_easy_escape(h, c->role_arn, 0), *sess = curl_easy_escape(h, c->session_name, 0);
+        char *ext = c->external_id[0] ? curl_easy_escape(h, c->external_id, 0) : NULL;
+        buf_printf(&form, "Action=AssumeRole&Version=2011-06-15&RoleArn=%s&RoleSessionName=%s%s%s",
+                   role ? role : "", sess ? sess : "", ext ? "&ExternalId=" : "", ext ? ext : "");
+        curl_free(role);
+        curl_free(sess);
+        curl_free(ext);
+        if (form.oom) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    }
+    long status = 0;
+    char why[300] = "";
+    for (int attempt = 0; !rc && attempt < 3; attempt++) {
+        if (attempt) nanosleep(&(struct timespec){0, 200 * 1000 * 1000 * (long)attempt}, NULL);
+        sha256_digest d;
+        char hex[SHA256_HEX_LEN + 1], date[SIGV4_AMZ_DATE_LEN + 1];
+        sha256(form.p, form.n, &d);
+        sha256_hex(&d, hex);
+        sigv4_amz_date(time(NULL), date);
+        sigv4_header hs[] = {{"Host", host}, {"Content-Type", "application/x-www-form-urlencoded; charset=utf-8"}};
+        sigv4_request sr = {.method = "POST", .path = path, .query = NULL, .headers = hs, .nheaders = 2,
+                            .payload_sha256_hex = hex};
+        sigv4_params sp = {.access_key = src->access_key, .secret_key = src->secret_key,
+                           .session_token = src->session_token, .region = c->region, .service = "sts",
+                           .amz_date = date, .content_sha256_header = 1};
+        sigv4_output so;
+        tdm_err se;
+        if (sigv4_sign(&sr, &sp, &so, &se)) {
+            rc = err_set(e, ERR_USAGE, "%s: signing failed: %.200s", c->creds_source, se.msg);
+            break;
+        }
+        struct curl_slist *hl = NULL;
+        char line[8192];
+        for (size_t i = 0; i < 2; i++) {
+            snprintf(line, sizeof line, "%s: %s", hs[i].name, hs[i].value);
+            hl = curl_slist_append(hl, line);
+        }
+        for (size_t i = 0; i < so.nheaders; i++) {
+            snprintf(line, sizeof line, "%s: %s", so.headers[i].name, so.headers[i].value);
+            hl = curl_slist_append(hl, line);
+        }
+        wipe(line, sizeof line);
+        sigv4_output_free(&so);
+        char url[1100];
+        snprintf(url, sizeof url, "%s/", c->sts_endpoint);
+        buf_free(&body);
+        curl_easy_reset(h);
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, form.p);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)form.n);
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
+        CURLcode cc = curl_easy_perform(h);
+        curl_slist_free_all(hl);
+        status = 0;
+        if (cc == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        else snprintf(why, sizeof why, "%s", curl_easy_strerror(cc));
+        if (cc == CURLE_OK && status < 500) break;
+        if (cc == CURLE_OK) snprintf(why, sizeof why, "HTTP %ld", status);
+        status = 0;
+    }
+    if (h) curl_easy_cleanup(h);
+    buf_free(&form);
+    s3_config_wipe(src);
+    free(src);
+    return sts_answer(c, rc, status, why, &body, e);
 }
 
 /* One HTTP request for the credential endpoints: method, url, up to two headers, the
@@ -414,11 +546,12 @@ int s3_creds_current(s3_config *c, pthread_mutex_t *mu, char *ak, size_t akcap, 
                      size_t skcap, char *tok, size_t tokcap, tdm_err *e) {
     int rc = 0;
     pthread_mutex_lock(mu);
-    if ((c->web_identity || c->from_endpoint) && c->expires > 0) {
+    if ((c->web_identity || c->assume_role || c->from_endpoint) && c->expires > 0) {
         double left = c->expires - now_wall(), life = c->expires - c->obtained;
         double margin = life / 3 < 300 ? life / 3 : 300;
         if (left <= margin)
             rc = c->web_identity ? s3_creds_web_identity_fetch(c, e)
+                 : c->assume_role ? s3_creds_assume_role(c, e)
                  : c->from_endpoint == 1 ? s3_creds_container(c, e)
                  : c->from_endpoint == 3 ? s3_creds_process(c, e)
                                          : s3_creds_imds(c, e);

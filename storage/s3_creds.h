@@ -60,6 +60,13 @@ int s3_creds_imds(s3_config *c, tdm_err *e);
  * error naming the profile. */
 int s3_creds_process(s3_config *c, tdm_err *e);
 
+/* A profile's role_arn assumed through STS AssumeRole, signed (SigV4, service "sts") with
+ * the source credentials: source_profile's keys, or credential_source's (the container
+ * endpoint, the instance role, the environment — fetched afresh at each assume). Same
+ * endpoint, session name, refresh and errors as web identity; external_id is passed. */
+int s3_creds_assume_role_init(s3_config *c, const char *profile, const char *source_profile, tdm_err *e);
+int s3_creds_assume_role(s3_config *c, tdm_err *e);
+
 /* The credentials to sign with now, copied out under mu (refreshed first when they near
  * their expiry). 0, or an error code with e naming the source. */
 int s3_creds_current(s3_config *c, pthread_mutex_t *mu, char *ak, size_t akcap, char *sk,

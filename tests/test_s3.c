@@ -712,6 +712,60 @@ static void test_container_and_instance_credentials(void) {
     setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
 }
 
+/* A profile's role_arn with source_profile: STS AssumeRole signed with the source's keys
+ * (the test STS verifies that signature like S3's), 3 s credentials refreshed during a
+ * whole run; a role the source may not assume is one error (exit 3, AccessDenied). */
+static void test_assumed_role(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    char conf[700], creds[700], text[1600], sts[700], e1[800], e2[800], e3[800];
+    snprintf(conf, sizeof conf, "%s/assume-config", g_dir);
+    snprintf(creds, sizeof creds, "%s/assume-credentials", g_dir);
+    snprintf(text, sizeof text, "[base]\naws_access_key_id = %s\naws_secret_access_key = %s\n",
+             getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY"));
+    CHECK(write_file(creds, text) == 0, "credentials file");
+    chmod(creds, 0600);
+    CHECK(write_file(conf, "[profile assumed]\nrole_arn = arn:aws:iam::123456789012:role/tandem\n"
+                           "source_profile = base\n"
+                           "[profile other]\nrole_arn = arn:aws:iam::123456789012:role/not-yours\n"
+                           "source_profile = base\n") == 0, "config file");
+    CHECK(control("/sts/config", "{\"role_arn\": \"arn:aws:iam::123456789012:role/tandem\", \"duration_s\": 3}") == 0,
+          "configure the STS");
+    char saved_conf[700], saved_creds[700];
+    snprintf(saved_conf, sizeof saved_conf, "%s", getenv("AWS_CONFIG_FILE") ? getenv("AWS_CONFIG_FILE") : "");
+    snprintf(saved_creds, sizeof saved_creds, "%s",
+             getenv("AWS_SHARED_CREDENTIALS_FILE") ? getenv("AWS_SHARED_CREDENTIALS_FILE") : "");
+    snprintf(sts, sizeof sts, "%s/sts", getenv("TANDEM_S3_CONTROL"));
+    snprintf(e1, sizeof e1, "AWS_CONFIG_FILE=%s", conf);
+    snprintf(e2, sizeof e2, "AWS_SHARED_CREDENTIALS_FILE=%s", creds);
+    snprintf(e3, sizeof e3, "AWS_ENDPOINT_URL_STS=%s", sts);
+    const char *env[] = {e1, e2, e3, "AWS_PROFILE=assumed", NULL};
+    run_on_endpoint_credentials("s3assume", env, "sts_assumed");
+    fixture g;
+    CHECK(runner_fixture(&g, "s3assume-refused", 1) == 0, "fixture");
+    char ak[256], sk[256], log[8192];
+    snprintf(ak, sizeof ak, "%s", getenv("AWS_ACCESS_KEY_ID"));
+    snprintf(sk, sizeof sk, "%s", getenv("AWS_SECRET_ACCESS_KEY"));
+    unsetenv("AWS_ACCESS_KEY_ID");
+    unsetenv("AWS_SECRET_ACCESS_KEY");
+    setenv("AWS_PROFILE", "other", 1);
+    int rc = run_to_end(&g, NULL);
+    read_all(g.log, log, sizeof log);
+    CHECK(rc == 3 && strstr(log, "role arn:aws:iam::123456789012:role/not-yours") && strstr(log, "AccessDenied") &&
+              strstr(log, "source_profile 'base'"),
+          "a role the source may not assume: exit %d: %s", rc, log);
+    CHECK(!strstr(log, sk), "the log shows the source's secret");
+    setenv("AWS_ACCESS_KEY_ID", ak, 1);
+    setenv("AWS_SECRET_ACCESS_KEY", sk, 1);
+    unsetenv("AWS_PROFILE");
+    unsetenv("AWS_ENDPOINT_URL_STS");
+    if (saved_conf[0]) setenv("AWS_CONFIG_FILE", saved_conf, 1);
+    else unsetenv("AWS_CONFIG_FILE");
+    if (saved_creds[0]) setenv("AWS_SHARED_CREDENTIALS_FILE", saved_creds, 1);
+    else unsetenv("AWS_SHARED_CREDENTIALS_FILE");
+    test_rmtree(g.dir);
+    free(g.dir);
+}
+
 static void test_runner_under_faults(void) {
     CHECK(g_ref_hash[0], "needs the reference");
     fixture f;
@@ -879,6 +933,7 @@ int main(void) {
     RUN(test_runner_chaos_on_s3);
     RUN(test_web_identity_refreshed_during_a_run);
     RUN(test_container_and_instance_credentials);
+    RUN(test_assumed_role);
     RUN(test_runner_under_faults);
     RUN(test_two_runners_on_s3);
     RUN(test_secrets_never_leak);

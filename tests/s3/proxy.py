@@ -215,7 +215,31 @@ class Sts:
     def snapshot(self):
         with self.lock:
             return {"sts_calls": self.calls, "sts_issued": self.issued, "sts_refused": self.refused,
+                    "sts_assumed": getattr(self, "assumed", 0),
                     "container_issued": self.container_issued, "imds_issued": self.imds_issued}
+
+    def assume_role(self, creds, form, caller):
+        """(status, xml) for a verified AssumeRole by the access key `caller`."""
+        with self.lock:
+            self.calls += 1
+            role = self.role_arn
+        if not form.get("RoleArn") or not form.get("RoleSessionName"):
+            return 400, "<ErrorResponse><Error><Code>MissingParameter</Code></Error></ErrorResponse>"
+        if role is not None and form["RoleArn"] != role:
+            with self.lock:
+                self.refused += 1
+            return 403, ("<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code><Message>"
+                         f"User {html.escape(caller)} is not authorized to perform: sts:AssumeRole"
+                         "</Message></Error></ErrorResponse>")
+        d = json.loads(self.issue_json(creds))
+        with self.lock:
+            self.issued += 1
+            self.assumed = getattr(self, "assumed", 0) + 1
+        return 200, ("<AssumeRoleResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><AssumeRoleResult>"
+                     f"<AssumedRoleUser><Arn>{html.escape(form['RoleArn'])}</Arn><AssumedRoleId>AROA:x</AssumedRoleId></AssumedRoleUser>"
+                     f"<Credentials><AccessKeyId>{d['AccessKeyId']}</AccessKeyId><SecretAccessKey>{d['SecretAccessKey']}"
+                     f"</SecretAccessKey><SessionToken>{d['Token']}</SessionToken><Expiration>{d['Expiration']}"
+                     "</Expiration></Credentials></AssumeRoleResult></AssumeRoleResponse>")
 
     def issue_json(self, creds):
         """New credentials as the container endpoint and IMDS give them (JSON)."""
@@ -275,7 +299,7 @@ class Sts:
                      "</AssumeRoleWithWebIdentityResponse>")
 
 
-def verify_sigv4(cfg, method, raw_path, raw_query, headers, now=None):
+def verify_sigv4(cfg, method, raw_path, raw_query, headers, now=None, want_service="s3"):
     """Returns the access key on success, raises S3Err otherwise."""
     now = time.time() if now is None else now
     pairs = split_query(raw_query)
@@ -380,7 +404,7 @@ def verify_sigv4(cfg, method, raw_path, raw_query, headers, now=None):
         raise S3Err(400, "AuthorizationHeaderMalformed",
                     f"The authorization header is malformed; the region '{region}' is wrong; "
                     f"expecting '{cfg.creds.region}'", Region=cfg.creds.region)
-    if service != "s3":
+    if service != want_service:
         raise S3Err(400, "AuthorizationHeaderMalformed", "The authorization header is "
                     f"malformed; incorrect service \"{service}\". This endpoint belongs to \"s3\".")
     req_time = calendar.timegm(time.strptime(amz_date, "%Y%m%dT%H%M%SZ"))
@@ -1786,7 +1810,18 @@ class ControlHandler(http.server.BaseHTTPRequestHandler):
                 return self._text(200, tok, "text/plain")
             if path == "/sts":  # the loopback STS (a form POST, as AWS's)
                 form = {k: v for k, v in split_query(raw.decode("utf-8", "replace"))}
-                status, xml = self.cfg.sts.answer(self.cfg.creds, form)
+                if form.get("Action") == "AssumeRole":  # signed with the caller's keys
+                    try:
+                        raw_path, _, raw_query = self.path.partition("?")
+                        caller = verify_sigv4(self.cfg, "POST", raw_path, raw_query, self.headers,
+                                              want_service="sts")
+                        if hashlib.sha256(raw).hexdigest() != self.headers.get("X-Amz-Content-SHA256"):
+                            raise S3Err(400, "XAmzContentSHA256Mismatch", "body hash")
+                        status, xml = self.cfg.sts.assume_role(self.cfg.creds, form, caller)
+                    except S3Err as err:
+                        status, xml = err.status, f"<ErrorResponse><Error><Code>{err.code}</Code></Error></ErrorResponse>"
+                else:
+                    status, xml = self.cfg.sts.answer(self.cfg.creds, form)
                 data = xml.encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "text/xml")
