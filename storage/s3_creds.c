@@ -80,6 +80,93 @@ static void wipe(char *p, size_t n) {
     for (size_t i = 0; i < n; i++) v[i] = 0;
 }
 
+/* Makes (ak, sk, st) the current credentials of c, valid until `expires` (wall seconds;
+ * 0: no expiry), and wipes the caller's copies of the secret and the token. */
+static void creds_set(s3_config *c, const char *ak, char *sk, size_t skcap, char *st, size_t stcap, double expires) {
+    snprintf(c->access_key, sizeof c->access_key, "%s", ak);
+    snprintf(c->secret_key, sizeof c->secret_key, "%s", sk);
+    snprintf(c->session_token, sizeof c->session_token, "%s", st);
+    c->obtained = now_wall();
+    c->expires = expires;
+    wipe(sk, skcap);
+    wipe(st, stcap);
+}
+
+/* POSTs `form` to c's STS endpoint, up to 3 attempts 200 and 400 ms apart; only a
+ * transport error or a 5xx is tried again (a refusal is an answer). With src, each attempt
+ * is SigV4-signed afresh with src's credentials (AssumeRole); without, it goes unsigned
+ * (AssumeRoleWithWebIdentity: the token in the form is the proof). On return *status is
+ * STS's last status (0: it never answered, why says how) and *body its answer, which the
+ * caller frees; the return is 0, or an error for what is not STS's doing (signing, memory). */
+static int sts_post(const s3_config *c, const s3_config *src, const buf_t *form, long *status, char *why,
+                    size_t whycap, buf_t *body, tdm_err *e) {
+    const char *hp = strstr(c->sts_endpoint, "://");
+    hp = hp ? hp + 3 : c->sts_endpoint;
+    const char *slash = strchr(hp, '/');
+    char host[512], path[1024], url[1100];
+    snprintf(host, sizeof host, "%.*s", (int)(slash ? (size_t)(slash - hp) : strlen(hp)), hp);
+    snprintf(path, sizeof path, "%s/", slash ? slash : "");
+    snprintf(url, sizeof url, "%s/", c->sts_endpoint);
+    *status = 0;
+    CURL *h = curl_easy_init();
+    if (!h) return err_set(e, ERR_INTERNAL, "curl_easy_init failed");
+    int rc = 0;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if (attempt) nanosleep(&(struct timespec){0, 200 * 1000 * 1000 * (long)attempt}, NULL);
+        struct curl_slist *hl = NULL;
+        if (src) {
+            sha256_digest d;
+            char hex[SHA256_HEX_LEN + 1], date[SIGV4_AMZ_DATE_LEN + 1], line[8192];
+            sha256(form->p, form->n, &d);
+            sha256_hex(&d, hex);
+            sigv4_amz_date(time(NULL), date);
+            sigv4_header hs[] = {{"Host", host}, {"Content-Type", "application/x-www-form-urlencoded; charset=utf-8"}};
+            sigv4_request sr = {.method = "POST", .path = path, .query = NULL, .headers = hs, .nheaders = 2,
+                                .payload_sha256_hex = hex};
+            sigv4_params sp = {.access_key = src->access_key, .secret_key = src->secret_key,
+                               .session_token = src->session_token, .region = c->region, .service = "sts",
+                               .amz_date = date, .content_sha256_header = 1};
+            sigv4_output so;
+            tdm_err se;
+            if (sigv4_sign(&sr, &sp, &so, &se)) {
+                rc = err_set(e, ERR_USAGE, "%s: signing failed: %.200s", c->creds_source, se.msg);
+                break;
+            }
+            for (size_t i = 0; i < 2; i++) {
+                snprintf(line, sizeof line, "%s: %s", hs[i].name, hs[i].value);
+                hl = curl_slist_append(hl, line);
+            }
+            for (size_t i = 0; i < so.nheaders; i++) {
+                snprintf(line, sizeof line, "%s: %s", so.headers[i].name, so.headers[i].value);
+                hl = curl_slist_append(hl, line);
+            }
+            wipe(line, sizeof line);
+            sigv4_output_free(&so);
+        }
+        buf_free(body);
+        curl_easy_reset(h);
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        if (hl) curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, form->p);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)form->n);
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, body);
+        CURLcode cc = curl_easy_perform(h);
+        curl_slist_free_all(hl);
+        *status = 0;
+        if (cc == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+        else snprintf(why, whycap, "%s", curl_easy_strerror(cc));
+        if (cc == CURLE_OK && *status < 500) break; /* an answer */
+        if (cc == CURLE_OK) snprintf(why, whycap, "HTTP %ld", *status);
+        *status = 0;
+    }
+    curl_easy_cleanup(h);
+    return rc;
+}
+
 static int sts_answer(s3_config *c, int rc, long status, const char *why, buf_t *body, tdm_err *e);
 
 int s3_creds_web_identity_fetch(s3_config *c, tdm_err *e) {
@@ -107,38 +194,14 @@ int s3_creds_web_identity_fetch(s3_config *c, tdm_err *e) {
     }
     curl_free(role);
     curl_free(sess);
+    curl_easy_cleanup(h);
     int rc = form.oom ? err_set(e, ERR_INTERNAL, "out of memory") : 0;
-    char url[1100];
-    snprintf(url, sizeof url, "%s/", c->sts_endpoint);
     long status = 0;
     buf_t body = {0};
     char why[300] = "";
-    for (int attempt = 0; !rc && attempt < 3; attempt++) {
-        if (attempt) {
-            struct timespec ts = {0, 200 * 1000 * 1000 * (long)attempt};
-            nanosleep(&ts, NULL);
-        }
-        buf_free(&body);
-        curl_easy_reset(h);
-        curl_easy_setopt(h, CURLOPT_URL, url);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, form.p);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)form.n);
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
-        curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
-        CURLcode cc = curl_easy_perform(h);
-        status = 0;
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-        if (cc != CURLE_OK) snprintf(why, sizeof why, "%s", curl_easy_strerror(cc));
-        else if (status >= 500) snprintf(why, sizeof why, "HTTP %ld", status);
-        else break; /* an answer: a refusal is not retried */
-        status = 0;
-    }
+    if (!rc) rc = sts_post(c, NULL, &form, &status, why, sizeof why, &body, e);
     if (form.p) wipe(form.p, form.n);
     buf_free(&form);
-    curl_easy_cleanup(h);
     return sts_answer(c, rc, status, why, &body, e);
 }
 
@@ -170,13 +233,7 @@ static int sts_answer(s3_config *c, int rc, long status, const char *why, buf_t 
     double expires = rc ? 0 : iso_time(exp);
     if (!rc && expires <= 0)
         rc = err_set(e, ERR_STORE, "%s: STS's Expiration '%.60s' is not a time", c->creds_source, exp);
-    if (!rc) {
-        snprintf(c->access_key, sizeof c->access_key, "%s", ak);
-        snprintf(c->secret_key, sizeof c->secret_key, "%s", sk);
-        snprintf(c->session_token, sizeof c->session_token, "%s", st);
-        c->obtained = now_wall();
-        c->expires = expires;
-    }
+    if (!rc) creds_set(c, ak, sk, sizeof sk, st, sizeof st, expires);
     wipe(sk, sizeof sk);
     wipe(st, sizeof st);
     if (body->p) wipe(body->p, body->n);
@@ -216,16 +273,9 @@ int s3_creds_assume_role(s3_config *c, tdm_err *e) {
         rc = c->assume_role == 2 ? s3_creds_container(src, e) : s3_creds_imds(src, e);
         if (rc == 1) rc = err_set(e, ERR_STORE, "%s: the credential source did not answer", c->creds_source);
     }
-    /* the signed POST */
-    const char *hp = strstr(c->sts_endpoint, "://");
-    hp = hp ? hp + 3 : c->sts_endpoint;
-    const char *slash = strchr(hp, '/');
-    char host[512], path[1024];
-    snprintf(host, sizeof host, "%.*s", (int)(slash ? (size_t)(slash - hp) : strlen(hp)), hp);
-    snprintf(path, sizeof path, "%s/", slash ? slash : "");
+    buf_t form = {0}, body = {0};
     CURL *h = rc ? NULL : curl_easy_init();
     if (!rc && !h) rc = err_set(e, ERR_INTERNAL, "curl_easy_init failed");
-    buf_t form = {0}, body = {0};
     if (!rc) {
         char *role = curl_easy_escape(h, c->role_arn, 0), *sess = curl_easy_escape(h, c->session_name, 0);
         char *ext = c->external_id[0] ? curl_easy_escape(h, c->external_id, 0) : NULL;
@@ -236,62 +286,10 @@ int s3_creds_assume_role(s3_config *c, tdm_err *e) {
         curl_free(ext);
         if (form.oom) rc = err_set(e, ERR_INTERNAL, "out of memory");
     }
+    if (h) curl_easy_cleanup(h);
     long status = 0;
     char why[300] = "";
-    for (int attempt = 0; !rc && attempt < 3; attempt++) {
-        if (attempt) nanosleep(&(struct timespec){0, 200 * 1000 * 1000 * (long)attempt}, NULL);
-        sha256_digest d;
-        char hex[SHA256_HEX_LEN + 1], date[SIGV4_AMZ_DATE_LEN + 1];
-        sha256(form.p, form.n, &d);
-        sha256_hex(&d, hex);
-        sigv4_amz_date(time(NULL), date);
-        sigv4_header hs[] = {{"Host", host}, {"Content-Type", "application/x-www-form-urlencoded; charset=utf-8"}};
-        sigv4_request sr = {.method = "POST", .path = path, .query = NULL, .headers = hs, .nheaders = 2,
-                            .payload_sha256_hex = hex};
-        sigv4_params sp = {.access_key = src->access_key, .secret_key = src->secret_key,
-                           .session_token = src->session_token, .region = c->region, .service = "sts",
-                           .amz_date = date, .content_sha256_header = 1};
-        sigv4_output so;
-        tdm_err se;
-        if (sigv4_sign(&sr, &sp, &so, &se)) {
-            rc = err_set(e, ERR_USAGE, "%s: signing failed: %.200s", c->creds_source, se.msg);
-            break;
-        }
-        struct curl_slist *hl = NULL;
-        char line[8192];
-        for (size_t i = 0; i < 2; i++) {
-            snprintf(line, sizeof line, "%s: %s", hs[i].name, hs[i].value);
-            hl = curl_slist_append(hl, line);
-        }
-        for (size_t i = 0; i < so.nheaders; i++) {
-            snprintf(line, sizeof line, "%s: %s", so.headers[i].name, so.headers[i].value);
-            hl = curl_slist_append(hl, line);
-        }
-        wipe(line, sizeof line);
-        sigv4_output_free(&so);
-        char url[1100];
-        snprintf(url, sizeof url, "%s/", c->sts_endpoint);
-        buf_free(&body);
-        curl_easy_reset(h);
-        curl_easy_setopt(h, CURLOPT_URL, url);
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, form.p);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)form.n);
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
-        curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
-        CURLcode cc = curl_easy_perform(h);
-        curl_slist_free_all(hl);
-        status = 0;
-        if (cc == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-        else snprintf(why, sizeof why, "%s", curl_easy_strerror(cc));
-        if (cc == CURLE_OK && status < 500) break;
-        if (cc == CURLE_OK) snprintf(why, sizeof why, "HTTP %ld", status);
-        status = 0;
-    }
-    if (h) curl_easy_cleanup(h);
+    if (!rc) rc = sts_post(c, src, &form, &status, why, sizeof why, &body, e);
     buf_free(&form);
     s3_config_wipe(src);
     free(src);
@@ -342,13 +340,7 @@ static int take_json(s3_config *c, const buf_t *body, tdm_err *e) {
     double expires = rc ? 0 : iso_time(exp);
     if (!rc && expires <= 0)
         rc = err_set(e, ERR_STORE, "%s: Expiration '%.60s' is not a time", c->creds_source, exp);
-    if (!rc) {
-        snprintf(c->access_key, sizeof c->access_key, "%s", ak);
-        snprintf(c->secret_key, sizeof c->secret_key, "%s", sk);
-        snprintf(c->session_token, sizeof c->session_token, "%s", st);
-        c->obtained = now_wall();
-        c->expires = expires;
-    }
+    if (!rc) creds_set(c, ak, sk, sizeof sk, st, sizeof st, expires);
     wipe(sk, sizeof sk);
     wipe(st, sizeof st);
     return rc;
@@ -528,11 +520,7 @@ int s3_creds_process(s3_config *c, tdm_err *e) {
     if (!rc && json_read_string(t, out.n, "Expiration", exp, sizeof exp) && (expires = iso_time(exp)) <= 0)
         rc = err_set(e, ERR_STORE, "%s: Expiration '%.60s' is not a time", c->creds_source, exp);
     if (!rc) {
-        snprintf(c->access_key, sizeof c->access_key, "%s", ak);
-        snprintf(c->secret_key, sizeof c->secret_key, "%s", sk);
-        snprintf(c->session_token, sizeof c->session_token, "%s", st);
-        c->obtained = now_wall();
-        c->expires = expires;
+        creds_set(c, ak, sk, sizeof sk, st, sizeof st, expires);
         c->from_endpoint = 3;
     }
     wipe(sk, sizeof sk);
