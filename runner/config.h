@@ -209,6 +209,12 @@ int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e);
  * malloc'd array (NULL when *n == 0) of pointers to static strings: free(*keys) only. */
 int config_diff(const config *a, const config *b, const char ***keys, size_t *n, tdm_err *e);
 
+/* Whether a change of `key` on resume changes what the run computes (pin.c refuses
+ * those): false for the cluster.* and log.* sections and the keys flagged F_UNPINNED in
+ * the schema (checkpoint.keep, checkpoint.grace_s, checkpoint.snapshot); true otherwise,
+ * unknown keys included. */
+bool config_key_pinned(const char *key);
+
 /* The schema as plain-text help (for `tandem run --help`): every key with its type,
  * range, default and meaning, then the presets. */
 void config_print_help(FILE *f);

@@ -15,6 +15,7 @@ typedef enum { T_INT, T_U64, T_FLOAT, T_BOOL, T_ENUM, T_STRING } key_type;
 enum {
     F_PATH = 1,   /* a path: relative values from a file resolve against its directory */
     F_NOECHO = 2, /* errors never repeat the value (it may hold a pasted secret) */
+    F_UNPINNED = 4, /* not part of what a run computes: a resume may change it (pin.c) */
 };
 
 typedef struct key_def {

@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "runner/cluster_check.h"
 #include "runner/config.h"
@@ -46,17 +47,22 @@ _Static_assert(COUNT_NAMES(cloud_names) == CONFIG_CLOUD_AKS + 1, "cloud");
 #define FIELD(f, T)                                                                        \
     (offsetof(config, f) + 0 * sizeof(char[_Generic(((config *)0)->f, T: 1, default: -1)]))
 
-#define INT(k, f, d, l, h, doc_)                                                           \
-    {.key = k, .type = T_INT, .off = FIELD(f, int), .def = d, .lo = l, .hi = h, .doc = doc_}
+#define INTF(k, f, d, l, h, fl, doc_)                                                      \
+    {.key = k, .type = T_INT, .off = FIELD(f, int), .def = d, .lo = l, .hi = h, .flags = fl, \
+     .doc = doc_}
+#define INT(k, f, d, l, h, doc_) INTF(k, f, d, l, h, 0, doc_)
 #define U64(k, f, d, doc_)                                                                 \
     {.key = k, .type = T_U64, .off = FIELD(f, uint64_t), .def = d, .lo = 0,               \
      .hi = INFINITY, .doc = doc_}
-#define FLT(k, f, d, l, lopen, h, hopen, doc_)                                             \
+#define FLTF(k, f, d, l, lopen, h, hopen, fl, doc_)                                        \
     {.key = k, .type = T_FLOAT, .off = FIELD(f, double), .def = d, .lo = l, .hi = h,      \
-     .lo_open = lopen, .hi_open = hopen, .doc = doc_}
+     .lo_open = lopen, .hi_open = hopen, .flags = fl, .doc = doc_}
+#define FLT(k, f, d, l, lopen, h, hopen, doc_) FLTF(k, f, d, l, lopen, h, hopen, 0, doc_)
 #define BOOL(k, f, d, doc_) {.key = k, .type = T_BOOL, .off = FIELD(f, bool), .def = d, .doc = doc_}
-#define ENUM(k, f, d, nm, doc_)                                                            \
-    {.key = k, .type = T_ENUM, .off = FIELD(f, int), .def = d, .names = nm, .doc = doc_}
+#define ENUMF(k, f, d, nm, fl, doc_)                                                       \
+    {.key = k, .type = T_ENUM, .off = FIELD(f, int), .def = d, .names = nm, .flags = fl,  \
+     .doc = doc_}
+#define ENUM(k, f, d, nm, doc_) ENUMF(k, f, d, nm, 0, doc_)
 #define STR(k, f, d, fl, doc_)                                                             \
     {.key = k, .type = T_STRING, .off = FIELD(f, char *), .def = d, .flags = fl, .doc = doc_}
 #define STRC(k, f, d, fl, chk, doc_)                                                       \
@@ -146,11 +152,11 @@ const key_def config_schema[] = {
     FLT("optim.beta1", optim.beta1, "0.9", 0, false, 1, true, "AdamW β1"),
     FLT("optim.beta2", optim.beta2, "0.95", 0, false, 1, true, "AdamW β2"),
     FLT("optim.eps", optim.eps, "1e-8", 0, true, INFINITY, false, "AdamW ε"),
-    INT("checkpoint.keep", checkpoint.keep, "3", 0, INT_MAX,
+    INTF("checkpoint.keep", checkpoint.keep, "3", 0, INT_MAX, F_UNPINNED,
         "full states the writer keeps after each commit (the newest N, HEAD's, pinned ones and "
         "the blobs they need; α records always stay); 0 = keep all. Not pinned: change it any "
         "time"),
-    FLT("checkpoint.grace_s", checkpoint.grace_s, "0", 0, false, INFINITY, false,
+    FLTF("checkpoint.grace_s", checkpoint.grace_s, "0", 0, false, INFINITY, false, F_UNPINNED,
         "seconds from a stop signal to SIGKILL: on a signal a full state is committed only if "
         "the measured commit throughput says it fits, else the last one stands (the resume "
         "replays); 0 = the environment's TANDEM_GRACE_S (set by the rendered Slurm scripts and "
@@ -161,12 +167,12 @@ const key_def config_schema[] = {
         "full state at least every S seconds; 0 = off"),
     INT("checkpoint.chunk_kib", checkpoint.chunk_kib, "65536", 4, 65536,
         "tensor chunk size in the store, KiB (at most 64 MiB)"),
-    ENUM("checkpoint.snapshot", checkpoint.snapshot, "auto", snapshot_names,
+    ENUMF("checkpoint.snapshot", checkpoint.snapshot, "auto", snapshot_names, F_UNPINNED,
          "host = copy the state into host memory and write it in the background (the loop "
          "waits for the copy only); stream = write it chunk by chunk from the model's memory "
          "(no second copy in host memory; the loop waits for the write); auto = host when the "
          "copy fits in the memory available, else stream. Not pinned"),
-    STR("log.tensorboard", log.tensorboard, "", 0,
+    STR("log.tensorboard", log.tensorboard, "", F_UNPINNED,
         "directory for TensorBoard event files of each episode's metrics (created if missing; "
         "a new file per start of the run, holding the episodes not logged before); empty = "
         "none. `tandem metrics STORE --tensorboard DIR` writes the whole history any time. Not "
@@ -254,3 +260,15 @@ const key_def config_schema[] = {
 const size_t config_nkeys = sizeof config_schema / sizeof config_schema[0];
 _Static_assert(sizeof config_schema / sizeof config_schema[0] <= CONFIG_NKEYS_MAX,
                "CONFIG_NKEYS_MAX (config_impl.h) is too small for the schema");
+
+/* Sections that say where and how a run executes (nodes, image, scheduler; where it
+ * logs), never what it computes: every key in them is unpinned, present and future. */
+static const char *const unpinned_sections[] = {"cluster.", "log."};
+
+bool config_key_pinned(const char *key) {
+    for (size_t i = 0; i < sizeof unpinned_sections / sizeof *unpinned_sections; i++)
+        if (!strncmp(key, unpinned_sections[i], strlen(unpinned_sections[i]))) return false;
+    for (size_t i = 0; i < config_nkeys; i++)
+        if (!strcmp(config_schema[i].key, key)) return !(config_schema[i].flags & F_UNPINNED);
+    return true;
+}

@@ -368,18 +368,12 @@ int pin_run(store *st, const config *cfg, const char *const *domains, int M,
     const char **keys = NULL;
     size_t nk = 0;
     rc = config_diff(&pc, cfg, &keys, &nk, e);
-    /* cluster.* says where the run executes (nodes, image, scheduler), not what it
-     * computes: a requeue onto other hardware settings is not a config change; nor is
-     * where it logs (log.*), how
-     * many old states the writer keeps (checkpoint.keep), how long a stop may take
-     * (checkpoint.grace_s) or how a commit reaches the store (checkpoint.snapshot: the
-     * same bytes either way) */
+    /* what says where or how the run executes, not what it computes, may change on a
+     * resume (a requeue onto other hardware, another log directory, retention, the grace
+     * or how a commit reaches the store: the same bytes either way); the schema says which */
     size_t kept = 0;
     for (size_t i = 0; !rc && i < nk; i++)
-        if (strncmp(keys[i], "cluster.", 8) != 0 && strncmp(keys[i], "log.", 4) != 0 &&
-            strcmp(keys[i], "checkpoint.keep") != 0 &&
-            strcmp(keys[i], "checkpoint.grace_s") != 0 &&
-            strcmp(keys[i], "checkpoint.snapshot") != 0)
+        if (config_key_pinned(keys[i]))
             keys[kept++] = keys[i];
     nk = kept;
     if (rc || nk == 0) {

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "runner/config.h"
+#include "runner/config_impl.h"
 #include "runner/presets.h"
 #include "tests/test.h"
 
@@ -686,6 +687,33 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
     return remove(p);
 }
 
+
+/* Which keys a resume may change comes from the schema: the cluster and log sections and
+ * the rows flagged F_UNPINNED, each of which says "Not pinned" in its documentation (and
+ * no other row does), so the docs cannot promise what pin.c refuses. */
+static void test_pinned_keys_from_the_schema(void) {
+    CHECK(config_key_pinned("model.layers") && config_key_pinned("checkpoint.every_episodes") &&
+              config_key_pinned("run.seed") && config_key_pinned("no.such.key"),
+          "a key that changes what the run computes is unpinned");
+    CHECK(!config_key_pinned("checkpoint.keep") && !config_key_pinned("checkpoint.grace_s") &&
+              !config_key_pinned("checkpoint.snapshot") && !config_key_pinned("log.tensorboard") &&
+              !config_key_pinned("cluster.nodes") && !config_key_pinned("cluster.image"),
+          "a key of where/how the run executes is pinned");
+    int unpinned = 0;
+    for (size_t i = 0; i < config_nkeys; i++) {
+        const key_def *k = &config_schema[i];
+        if (!strncmp(k->key, "cluster.", 8)) {
+            CHECK(!config_key_pinned(k->key), "%s is pinned", k->key);
+            continue;
+        }
+        int says = strstr(k->doc, "Not pinned") != NULL;
+        CHECK(says == !config_key_pinned(k->key), "%s: pinned %d but its doc %s \"Not pinned\"", k->key,
+              config_key_pinned(k->key), says ? "says" : "does not say");
+        unpinned += says;
+    }
+    CHECK(unpinned == 4, "%d keys outside cluster.* are unpinned, expected 4", unpinned);
+}
+
 int main(void) {
     tmp = test_tmpdir("config");
     RUN(test_defaults);
@@ -703,6 +731,7 @@ int main(void) {
     RUN(test_canonical_round_trip);
     RUN(test_canonical_before_alpha_keys);
     RUN(test_diff_lists_changed_keys);
+    RUN(test_pinned_keys_from_the_schema);
     RUN(test_relative_dataset_path);
     RUN(test_shipped_configs);
     RUN(test_docs_in_sync);
