@@ -62,7 +62,12 @@ static ckpt *open_common(store *st, const model_layout *lay, uint64_t chunk_byte
     c->host_name[sizeof c->host_name - 1] = '\0';
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->dev_mu, NULL);
-    pthread_cond_init(&c->cv, NULL);
+    /* on the monotonic clock, so ckpt_settle's timed waits ignore wall-clock steps */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cv, &ca);
+    pthread_condattr_destroy(&ca);
     return c;
 }
 

@@ -111,7 +111,12 @@ static void *upload_main(void *arg) {
         }
         sha256(data, len, &rt->chunks[k]);
         j->rc = put_blob(j->c, &rt->chunks[k], data, len, &j->e);
-        atomic_fetch_add(&j->c->done_bytes, (unsigned long long)len);
+        if (atomic_fetch_add(&j->c->done_bytes, (unsigned long long)len) == 0) {
+            /* the commit's first bytes: a stop waiting in ckpt_settle can now judge its pace */
+            pthread_mutex_lock(&j->c->mu);
+            pthread_cond_broadcast(&j->c->cv);
+            pthread_mutex_unlock(&j->c->mu);
+        }
     }
     return NULL;
 }
@@ -330,11 +335,15 @@ int ckpt_rate_measured(ckpt *c) {
 void ckpt_settle(ckpt *c, double seconds) {
     double until = ckpt_now_mono() + seconds;
     pthread_mutex_lock(&c->mu);
-    while (c->pending && c->rate <= 0 && ckpt_now_mono() < until &&
-           !(atomic_load(&c->done_bytes) > 0 && ckpt_now_mono() - c->commit_started >= CKPT_SETTLE_PACE_S)) {
-        pthread_mutex_unlock(&c->mu);
-        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
-        pthread_mutex_lock(&c->mu);
+    for (;;) {
+        double now = ckpt_now_mono(), pace_at = c->commit_started + CKPT_SETTLE_PACE_S;
+        if (!c->pending || c->rate > 0 || now >= until) break;
+        if (atomic_load(&c->done_bytes) > 0 && now >= pace_at) break;
+        /* woken by the commit's end or its first bytes (both broadcast cv), else at the
+         * pace mark or the end of the wait, whichever comes first */
+        double wake = now < pace_at && pace_at < until ? pace_at : until;
+        struct timespec ts = {(time_t)wake, (long)((wake - (double)(time_t)wake) * 1e9)};
+        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
     }
     pthread_mutex_unlock(&c->mu);
 }

@@ -2,6 +2,7 @@
 #include "util/tfevents.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,20 +17,23 @@ struct tfevents {
     char path[4200];
 };
 
-uint32_t tfevents_crc32c(const void *data, size_t n) {
-    static uint32_t table[256];
-    static int ready;
-    if (!ready) { /* idempotent: racing threads compute the same table */
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++) c = c & 1 ? 0x82f63b78u ^ (c >> 1) : c >> 1;
-            table[i] = c;
-        }
-        ready = 1;
+/* CRC-32C (Castagnoli, reflected 0x82f63b78) by bytes; built once for all threads. */
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_table_build(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0x82f63b78u ^ (c >> 1) : c >> 1;
+        crc_table[i] = c;
     }
+}
+
+uint32_t tfevents_crc32c(const void *data, size_t n) {
+    pthread_once(&crc_once, crc_table_build);
     const unsigned char *p = data;
     uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < n; i++) c = table[(c ^ p[i]) & 0xff] ^ (c >> 8);
+    for (size_t i = 0; i < n; i++) c = crc_table[(c ^ p[i]) & 0xff] ^ (c >> 8);
     return c ^ 0xffffffffu;
 }
 
