@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/test.h"
+
 static inline const char *tandem_bin(void) {
     const char *b = getenv("TANDEM_BIN");
     return b && *b ? b : "./tandem";
@@ -29,6 +31,22 @@ typedef struct fixture {
     char *dir;
     char config[600], store[600], log[600];
 } fixture;
+
+/* A fresh fixture below a new scratch directory named after `tag`: its config path
+ * (DIR/run.yaml, not yet written), its store (DIR/STORE; NULL: "store") and its log
+ * (DIR/log.txt). fixture_done removes the directory and frees it. */
+static inline void fixture_init(fixture *f, const char *tag, const char *store) {
+    f->dir = test_tmpdir(tag);
+    snprintf(f->config, sizeof f->config, "%s/run.yaml", f->dir);
+    snprintf(f->store, sizeof f->store, "%s/%s", f->dir, store ? store : "store");
+    snprintf(f->log, sizeof f->log, "%s/log.txt", f->dir);
+}
+
+static inline void fixture_done(fixture *f) {
+    test_rmtree(f->dir);
+    free(f->dir);
+    f->dir = NULL;
+}
 
 static inline int write_file(const char *path, const char *text) {
     FILE *f = fopen(path, "w");

@@ -836,11 +836,6 @@ static void test_sigkill_resume_bit_exact(void) {
 
 /* The same through the runner: `tandem run --set run.device=cuda`, killed at random and
  * inside commits, must end with the same `tandem hash` as an uninterrupted run. */
-static void fixture_close(fixture *f) {
-    test_rmtree(f->dir);
-    free(f->dir);
-}
-
 static int runner_fixture(fixture *f, const char *corpus, const char *tag) {
     f->dir = test_tmpdir(tag);
     snprintf(f->config, sizeof f->config, "%s/run.yaml", f->dir);
@@ -874,7 +869,7 @@ static void test_sigkill_resume_runner(void) {
     char log[8192];
     read_all(f.log, log, sizeof log);
     if (rc == 2 && (strstr(log, "no CUDA backend") || strstr(log, "run.device"))) {
-        fixture_close(&f);
+        fixture_done(&f);
         test_rmtree(cdir);
         free(cdir);
         SKIP_CASE("the runner does not select the CUDA backend yet: %.200s", log);
@@ -882,7 +877,7 @@ static void test_sigkill_resume_runner(void) {
     CHECK(rc == 0, "uninterrupted run exited %d: %s", rc, log);
     char ref_hash[1024];
     CHECK(hash_of(&f, ref_hash, sizeof ref_hash) == 0, "hash: %s", ref_hash);
-    fixture_close(&f);
+    fixture_done(&f);
     CHECK(runner_fixture(&f, cdir, "gpuchaos") == 0, "fixture");
     rng_stream s;
     rng_stream_init(&s, (uint64_t)time(NULL), RNG_TEST, 44, 0, 0);
@@ -919,7 +914,7 @@ static void test_sigkill_resume_runner(void) {
     CHECK(kills >= 4, "only %d kills landed", kills);
     CHECK(strcmp(h, ref_hash) == 0, "killed run ended elsewhere:\n%s\nvs uninterrupted:\n%s", h,
           ref_hash);
-    fixture_close(&f);
+    fixture_done(&f);
     test_rmtree(cdir);
     free(cdir);
 }

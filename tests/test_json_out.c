@@ -24,10 +24,7 @@ static char g_corpus[600];
 /* A run of `episodes` episodes (E = 2: 4 steps each) whose store is `store` below the
  * fixture's directory (NULL: "store"). */
 static int fixture_json(fixture *f, const char *tag, int episodes, const char *store) {
-    f->dir = test_tmpdir(tag);
-    snprintf(f->config, sizeof f->config, "%s/run.yaml", f->dir);
-    snprintf(f->store, sizeof f->store, "%s/%s", f->dir, store ? store : "store");
-    snprintf(f->log, sizeof f->log, "%s/log.txt", f->dir);
+    fixture_init(f, tag, store);
     char text[2048];
     snprintf(text, sizeof text,
              "run: {episodes: %d, seed: 7, threads: 1}\n"
@@ -39,11 +36,6 @@ static int fixture_json(fixture *f, const char *tag, int episodes, const char *s
              "checkpoint: {every_episodes: 1, chunk_kib: 16, keep: 0}\n",
              episodes, g_corpus);
     return write_file(f->config, text);
-}
-
-static void fixture_done(fixture *f) {
-    test_rmtree(f->dir);
-    free(f->dir);
 }
 
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})

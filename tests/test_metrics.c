@@ -17,10 +17,7 @@ static const int EPISODES = 12;
 
 /* A run of EPISODES episodes; with_tb: log.tensorboard = its dir/tb. */
 static int fixture_make(fixture *f, const char *tag, int with_tb) {
-    f->dir = test_tmpdir(tag);
-    snprintf(f->config, sizeof f->config, "%s/run.yaml", f->dir);
-    snprintf(f->store, sizeof f->store, "%s/store", f->dir);
-    snprintf(f->log, sizeof f->log, "%s/log.txt", f->dir);
+    fixture_init(f, tag, NULL);
     char text[2048];
     snprintf(text, sizeof text,
              "run: {episodes: %d, seed: 5, threads: 1}\n"
@@ -33,11 +30,6 @@ static int fixture_make(fixture *f, const char *tag, int with_tb) {
              "log: {tensorboard: \"%s%s\"}\n",
              EPISODES, g_corpus, with_tb ? f->dir : "", with_tb ? "/tb" : "");
     return write_file(f->config, text);
-}
-
-static void fixture_done(fixture *f) {
-    test_rmtree(f->dir);
-    free(f->dir);
 }
 
 /* Runs a shell command; its first output line into out. */
