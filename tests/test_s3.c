@@ -538,49 +538,205 @@ static void test_runner_chaos_on_s3(void) {
  * (the S3 side refuses an expired key with 400 ExpiredToken and checks the session token).
  * The run ends on the file-store run's hashes; no token or secret reaches the log. Then
  * the token is revoked mid-run: one clear error naming the source, exit 3, few STS calls. */
-static void test_web_identity_refreshed_during_a_run(void) {
-    CHECK(g_ref_hash[0], "needs the reference");
+/* A run's environment for one credential source: "K=V" sets, "K=" unsets; the static
+ * keys of the test (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) are
+ * always taken away, so the run must find its credentials through that source. The
+ * variables are set in this process only across the fork, then restored. */
+typedef struct cred_source {
+    const char *tag, *env[6], *counter; /* counter: what the endpoint issued to this source */
     fixture f;
-    CHECK(runner_fixture(&f, "s3irsa", 1) == 0, "fixture");
-    char tokfile[700], sts[700], ak[256], sk[256], log[16384], h[1024];
+    pid_t pid;
+    double t0;
+    long issued0;
+} cred_source;
+
+static pid_t start_with_env(const fixture *f, const char *const *env, const char *delay_kv) {
+    const char *fixed[] = {"AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_SESSION_TOKEN="};
+    const char *all[12];
+    int n = 0;
+    for (int i = 0; i < 3; i++) all[n++] = fixed[i];
+    for (int i = 0; env[i] && n < 12; i++) all[n++] = env[i];
+    char name[12][128], *old[12];
+    for (int i = 0; i < n; i++) {
+        snprintf(name[i], sizeof name[i], "%.*s", (int)(strchr(all[i], '=') - all[i]), all[i]);
+        const char *v = getenv(name[i]);
+        old[i] = v ? strdup(v) : NULL;
+        const char *nv = strchr(all[i], '=') + 1;
+        if (*nv) setenv(name[i], nv, 1);
+        else unsetenv(name[i]);
+    }
+    pid_t pid = start_run(f, delay_kv, NULL, NULL);
+    for (int i = n - 1; i >= 0; i--) { /* in reverse: a name given twice gets its first value back */
+        if (old[i]) setenv(name[i], old[i], 1);
+        else unsetenv(name[i]);
+        free(old[i]);
+    }
+    return pid;
+}
+
+/* Whole runs on temporary credentials that expire every 3 s, one per source of the chain,
+ * side by side against the signature-verifying S3 server (which refuses an expired key
+ * with 400 ExpiredToken): web identity (IRSA, STS AssumeRoleWithWebIdentity), ECS / EKS
+ * Pod Identity container credentials (a token file for the Authorization header), a
+ * profile's credential_process, the EC2 instance role through IMDSv2, and a profile's
+ * role_arn with source_profile (STS AssumeRole signed with the source's keys, verified by
+ * the test STS like S3's). Each must end on the file-store run's hashes after several
+ * refreshes, with no key or token in its log. */
+static void test_temporary_credentials_during_runs(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
     const char *token = "eyJhbGciOiJSUzI1NiJ9.irsa-test-token-4f1c0b.signature";
-    snprintf(tokfile, sizeof tokfile, "%s/token", f.dir);
-    CHECK(write_file(tokfile, token) == 0, "token file");
+    char tokfile[700], podtok[700], proc_conf[700], assume_conf[700], assume_creds[700], text[1600];
+    snprintf(tokfile, sizeof tokfile, "%s/irsa-token", g_dir);
+    snprintf(podtok, sizeof podtok, "%s/pod-identity-token", g_dir);
+    snprintf(proc_conf, sizeof proc_conf, "%s/process-config", g_dir);
+    snprintf(assume_conf, sizeof assume_conf, "%s/assume-config", g_dir);
+    snprintf(assume_creds, sizeof assume_creds, "%s/assume-credentials", g_dir);
+    CHECK(write_file(tokfile, token) == 0 && write_file(podtok, "pod-identity-token-7d2e\n") == 0, "token files");
     chmod(tokfile, 0600);
-    CHECK(control("/sts/config", "{\"token\": \"eyJhbGciOiJSUzI1NiJ9.irsa-test-token-4f1c0b.signature\", "
-                                 "\"role_arn\": \"arn:aws:iam::123456789012:role/tandem\", \"duration_s\": 3}") == 0,
-          "configure the STS");
-    long issued0 = counter("sts_issued");
+    snprintf(text, sizeof text, "[profile proc]\ncredential_process = sh %s/tests/s3/cred_process.sh\n", g_root);
+    CHECK(write_file(proc_conf, text) == 0, "config file");
+    snprintf(text, sizeof text, "[base]\naws_access_key_id = %s\naws_secret_access_key = %s\n",
+             getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY"));
+    CHECK(write_file(assume_creds, text) == 0, "credentials file");
+    chmod(assume_creds, 0600);
+    CHECK(write_file(assume_conf, "[profile assumed]\nrole_arn = arn:aws:iam::123456789012:role/tandem\n"
+                                  "source_profile = base\n") == 0, "config file");
+    char ctl[800];
+    snprintf(ctl, sizeof ctl, "{\"token\": \"%s\", \"role_arn\": \"arn:aws:iam::123456789012:role/tandem\", "
+             "\"duration_s\": 3, \"container_token\": \"pod-identity-token-7d2e\", \"imds_role\": \"tandem-node\"}",
+             token);
+    CHECK(control("/sts/config", ctl) == 0, "configure the endpoints");
+    const char *control_url = getenv("TANDEM_S3_CONTROL");
+    char w1[800], w2[800], c1[800], c2[800], p1[800], i1[800], a1[800], a2[800];
+    snprintf(w1, sizeof w1, "AWS_WEB_IDENTITY_TOKEN_FILE=%s", tokfile);
+    snprintf(w2, sizeof w2, "AWS_ENDPOINT_URL_STS=%s/sts", control_url);
+    snprintf(c1, sizeof c1, "AWS_CONTAINER_CREDENTIALS_FULL_URI=%s/container-creds", control_url);
+    snprintf(c2, sizeof c2, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=%s", podtok);
+    snprintf(p1, sizeof p1, "AWS_CONFIG_FILE=%s", proc_conf);
+    snprintf(i1, sizeof i1, "AWS_EC2_METADATA_SERVICE_ENDPOINT=%s", control_url);
+    snprintf(a1, sizeof a1, "AWS_CONFIG_FILE=%s", assume_conf);
+    snprintf(a2, sizeof a2, "AWS_SHARED_CREDENTIALS_FILE=%s", assume_creds);
+    cred_source src[] = {
+        {.tag = "s3irsa", .env = {w1, "AWS_ROLE_ARN=arn:aws:iam::123456789012:role/tandem", w2}, .counter = "sts_issued"},
+        {.tag = "s3pod", .env = {c1, c2}, .counter = "container_issued"},
+        {.tag = "s3process", .env = {p1, "AWS_PROFILE=proc", "TANDEM_TEST_CREDS_TOKEN=pod-identity-token-7d2e"},
+         .counter = "process_issued"},
+        {.tag = "s3imds", .env = {i1, "AWS_EC2_METADATA_DISABLED="}, .counter = "imds_issued"},
+        {.tag = "s3assume", .env = {a1, a2, w2, "AWS_PROFILE=assumed"}, .counter = "sts_assumed"},
+    };
+    enum { NSRC = sizeof src / sizeof *src };
+    long assumed0 = counter("sts_assumed");
+    for (int i = 0; i < NSRC; i++) {
+        CHECK(runner_fixture(&src[i].f, src[i].tag, 1) == 0, "fixture");
+        src[i].issued0 = counter(src[i].counter);
+        src[i].t0 = now_s();
+        src[i].pid = start_with_env(&src[i].f, src[i].env, "TANDEM_TEST_STEP_DELAY_MS=120");
+        CHECK(src[i].pid > 0, "%s: fork", src[i].tag);
+    }
+    int rc[NSRC];
+    double secs[NSRC];
+    for (int i = 0; i < NSRC; i++) {
+        rc[i] = wait_exit(src[i].pid);
+        secs[i] = now_s() - src[i].t0;
+    }
+    long assumed = counter("sts_assumed") - assumed0;
+    for (int i = 0; i < NSRC; i++) {
+        char log[16384], h[1024];
+        read_all(src[i].f.log, log, sizeof log);
+        long issued = counter(src[i].counter) - src[i].issued0;
+        if (i == 0) issued -= assumed; /* sts_issued counts AssumeRole's answers too */
+        CHECK(rc[i] == 0, "%s: exit %d after %.1f s: %s", src[i].tag, rc[i], secs[i], log);
+        CHECK(hash_of(&src[i].f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "%s ended elsewhere:\n%s",
+              src[i].tag, h);
+        CHECK(secs[i] > 6 && issued >= 3, "%s: %.1f s and %ld credentials issued: no refresh was needed",
+              src[i].tag, secs[i], issued);
+        CHECK(!strstr(log, "ASIA") && !strstr(log, "irsa-test-token") && !strstr(log, "pod-identity-token"),
+              "%s: the log shows a key or a token: %s", src[i].tag, log);
+        printf("  %s: %.1f s run, %ld credentials of 3 s each issued, final hashes equal\n", src[i].tag, secs[i],
+               issued);
+    }
+    for (int i = 0; i < NSRC; i++) fixture_done(&src[i].f);
+}
+
+/* Temporary credentials are refreshed between the parts of one multipart upload: parts go
+ * up one at a time, each held 1.2 s by the server after it checked the signature, on web
+ * identity credentials that live 3 s, so the 5-part upload outlives two of them. Every
+ * part must be signed with credentials still valid when it is sent (the server refuses an
+ * expired key with 400 ExpiredToken; a refused part fails the upload). */
+static void test_refresh_between_multipart_parts(void) {
+    const char *token = "eyJhbGciOiJSUzI1NiJ9.irsa-test-token-4f1c0b.signature";
+    char tokfile[700], ctl[400], sts[700], ak[256], sk[256];
+    snprintf(tokfile, sizeof tokfile, "%s/irsa-token-multipart", g_dir);
+    CHECK(write_file(tokfile, token) == 0, "token file");
+    snprintf(ctl, sizeof ctl, "{\"token\": \"%s\", \"role_arn\": \"arn:aws:iam::123456789012:role/tandem\", "
+             "\"duration_s\": 3}", token);
+    CHECK(control("/sts/config", ctl) == 0, "configure the STS");
+    CHECK(control("/faults", "{\"rules\": [{\"fault\": \"stall\", \"methods\": [\"PUT\"], "
+                             "\"path_regex\": \"partNumber=\", \"stall_seconds\": 1.2}]}") == 0, "stall rule");
     snprintf(ak, sizeof ak, "%s", getenv("AWS_ACCESS_KEY_ID"));
     snprintf(sk, sizeof sk, "%s", getenv("AWS_SECRET_ACCESS_KEY"));
     snprintf(sts, sizeof sts, "%s/sts", getenv("TANDEM_S3_CONTROL"));
     unsetenv("AWS_ACCESS_KEY_ID");
     unsetenv("AWS_SECRET_ACCESS_KEY");
-    unsetenv("AWS_SESSION_TOKEN");
     setenv("AWS_WEB_IDENTITY_TOKEN_FILE", tokfile, 1);
     setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/tandem", 1);
     setenv("AWS_ENDPOINT_URL_STS", sts, 1);
+    setenv("TANDEM_S3_PART_MIB", "5", 1);
+    setenv("TANDEM_S3_CONCURRENCY", "1", 1);
+    tdm_err e = {0};
+    long issued0 = counter("sts_issued");
+    store *s = open_store("multipart-refresh", &e);
+    size_t n = (23u << 20) + 777; /* 5 parts */
+    unsigned char *b = random_bytes(n, 9);
     double t0 = now_s();
-    int rc = run_to_end(&f, "TANDEM_TEST_STEP_DELAY_MS=120");
+    int rc = s ? store_put(s, "big", b, n, STORE_CREATE, &e) : -1;
     double secs = now_s() - t0;
-    read_all(f.log, log, sizeof log);
     long issued = counter("sts_issued") - issued0;
-    CHECK(rc == 0, "exit %d after %.1f s: %s", rc, secs, log);
-    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere:\n%s", h);
-    CHECK(secs > 6 && issued >= 3, "%.1f s and only %ld credentials issued: no refresh was needed", secs, issued);
-    CHECK(!strstr(log, token) && !strstr(log, "ASIA") && !strstr(log, "irsa-test-token"),
-          "the log shows the token or a key: %s", log);
-    printf("  web identity: %.1f s run, %ld credentials of 3 s each issued, final hashes equal\n", secs, issued);
+    void *d = NULL;
+    size_t got = 0;
+    store_version v;
+    int grc = rc == 0 ? store_get(s, "big", &d, &got, &v, &e) : -1;
+    int same = grc == 0 && got == n && memcmp(d, b, n) == 0;
+    free(d);
+    free(b);
+    if (s) store_close(s);
+    control("/faults", "{\"rules\": []}");
+    setenv("AWS_ACCESS_KEY_ID", ak, 1);
+    setenv("AWS_SECRET_ACCESS_KEY", sk, 1);
+    unsetenv("AWS_WEB_IDENTITY_TOKEN_FILE");
+    unsetenv("AWS_ROLE_ARN");
+    unsetenv("AWS_ENDPOINT_URL_STS");
+    unsetenv("TANDEM_S3_PART_MIB");
+    unsetenv("TANDEM_S3_CONCURRENCY");
+    CHECK(rc == 0, "the upload failed after %.1f s: %s", secs, e.msg);
+    CHECK(same, "the object read back differs");
+    CHECK(secs > 6 && issued >= 3, "%.1f s, %ld credentials issued: the upload did not outlive a credential", secs,
+          issued);
+    printf("  a 5-part upload of %.1f s on 3 s credentials: %ld issued, the object read back equal\n", secs, issued);
+}
 
-    /* revoked: the STS now expects another token; the next refresh is refused */
-    pid_t pid;
+/* A revoked web identity: the STS now expects another token; the run's next refresh is
+ * refused and the run ends with one clear error (exit 3) naming the source and STS's
+ * code, after a handful of STS calls, not a retry storm. */
+static void test_web_identity_revoked(void) {
+    const char *token = "eyJhbGciOiJSUzI1NiJ9.irsa-test-token-4f1c0b.signature";
+    char tokfile[700], w1[800], w2[800], log[16384];
+    snprintf(tokfile, sizeof tokfile, "%s/irsa-token", g_dir);
+    CHECK(write_file(tokfile, token) == 0, "token file");
+    char ctl[400];
+    snprintf(ctl, sizeof ctl, "{\"token\": \"%s\", \"role_arn\": \"arn:aws:iam::123456789012:role/tandem\", "
+             "\"duration_s\": 3}", token);
+    CHECK(control("/sts/config", ctl) == 0, "configure the STS");
+    snprintf(w1, sizeof w1, "AWS_WEB_IDENTITY_TOKEN_FILE=%s", tokfile);
+    snprintf(w2, sizeof w2, "AWS_ENDPOINT_URL_STS=%s/sts", getenv("TANDEM_S3_CONTROL"));
+    const char *env[] = {w1, "AWS_ROLE_ARN=arn:aws:iam::123456789012:role/tandem", w2, NULL};
     fixture g;
     CHECK(runner_fixture(&g, "s3irsa-revoked", 1) == 0, "fixture");
-    pid = start_run(&g, "TANDEM_TEST_STEP_DELAY_MS=120", NULL, NULL);
+    pid_t pid = start_with_env(&g, env, "TANDEM_TEST_STEP_DELAY_MS=120");
     usleep(1500 * 1000);
     long calls0 = counter("sts_calls");
     control("/sts/config", "{\"token\": \"another-token\", \"duration_s\": 3}");
-    rc = wait_exit(pid);
+    int rc = wait_exit(pid);
     long calls = counter("sts_calls") - calls0;
     read_all(g.log, log, sizeof log);
     CHECK(rc == 3, "a revoked token: exit %d: %s", rc, log);
@@ -588,182 +744,63 @@ static void test_web_identity_refreshed_during_a_run(void) {
           "the error does not name the source and STS's code: %s", log);
     CHECK(calls >= 1 && calls <= 8, "%ld STS calls after the revocation (a retry storm?)", calls);
     CHECK(!strstr(log, token), "the log shows the token");
-    unsetenv("AWS_WEB_IDENTITY_TOKEN_FILE");
-    unsetenv("AWS_ROLE_ARN");
-    unsetenv("AWS_ENDPOINT_URL_STS");
-    setenv("AWS_ACCESS_KEY_ID", ak, 1);
-    setenv("AWS_SECRET_ACCESS_KEY", sk, 1);
-    test_rmtree(f.dir);
-    free(f.dir);
-    test_rmtree(g.dir);
-    free(g.dir);
+    fixture_done(&g);
 }
 
-/* One run on credentials from an HTTP endpoint that expire every 3 s: env holds the
- * variables to set for it ("K=V" pairs, NULL-terminated); `counter_name` counts what the
- * endpoint issued. The run must end on the file-store run's hashes with several refreshes
- * and no key in its log. */
-static void run_on_endpoint_credentials(const char *tag, const char *const *env, const char *counter_name) {
-    fixture f;
-    CHECK(runner_fixture(&f, tag, 1) == 0, "fixture");
-    char ak[256], sk[256], log[16384], h[1024];
-    snprintf(ak, sizeof ak, "%s", getenv("AWS_ACCESS_KEY_ID"));
-    snprintf(sk, sizeof sk, "%s", getenv("AWS_SECRET_ACCESS_KEY"));
-    unsetenv("AWS_ACCESS_KEY_ID");
-    unsetenv("AWS_SECRET_ACCESS_KEY");
-    for (int i = 0; env[i]; i++) {
-        char kv[1200];
-        snprintf(kv, sizeof kv, "%s", env[i]);
-        char *eq = strchr(kv, '=');
-        *eq = '\0';
-        if (eq[1]) setenv(kv, eq + 1, 1);
-        else unsetenv(kv);
-    }
-    long issued0 = counter(counter_name);
-    double t0 = now_s();
-    int rc = run_to_end(&f, "TANDEM_TEST_STEP_DELAY_MS=120");
-    double secs = now_s() - t0;
-    long issued = counter(counter_name) - issued0;
-    read_all(f.log, log, sizeof log);
-    CHECK(rc == 0, "%s: exit %d after %.1f s: %s", tag, rc, secs, log);
-    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "%s ended elsewhere:\n%s", tag, h);
-    CHECK(secs > 6 && issued >= 3, "%s: %.1f s and %ld credentials issued: no refresh", tag, secs, issued);
-    CHECK(!strstr(log, "ASIA"), "%s: the log shows a key: %s", tag, log);
-    printf("  %s: %.1f s run, %ld credentials of 3 s each, final hashes equal\n", tag, secs, issued);
-    setenv("AWS_ACCESS_KEY_ID", ak, 1);
-    setenv("AWS_SECRET_ACCESS_KEY", sk, 1);
-    test_rmtree(f.dir);
-    free(f.dir);
-}
-
-/* ECS / EKS Pod Identity container credentials (a token file for the Authorization
- * header) and the EC2 instance role through IMDSv2, both on loopback endpoints that
- * follow AWS's wire formats; a refused container token is one clear error (exit 3). */
-static void test_container_and_instance_credentials(void) {
-    CHECK(g_ref_hash[0], "needs the reference");
-    char tokfile[700], full[700], imds[700];
-    snprintf(tokfile, sizeof tokfile, "%s/pod-identity-token", g_dir);
-    CHECK(write_file(tokfile, "pod-identity-token-7d2e\n") == 0, "token file");
-    CHECK(control("/sts/config", "{\"duration_s\": 3, \"container_token\": \"pod-identity-token-7d2e\", "
-                                 "\"imds_role\": \"tandem-node\"}") == 0, "configure the endpoints");
-    char e1[800], e2[800], e3[800];
-    snprintf(full, sizeof full, "%s/container-creds", getenv("TANDEM_S3_CONTROL"));
-    snprintf(e1, sizeof e1, "AWS_CONTAINER_CREDENTIALS_FULL_URI=%s", full);
-    snprintf(e2, sizeof e2, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=%s", tokfile);
-    const char *cont[] = {e1, e2, NULL};
-    run_on_endpoint_credentials("s3pod", cont, "container_issued");
-    /* a token the endpoint refuses: exit 3 naming the source, promptly */
+/* Refusals from the other sources are one clear error each (exit 3) naming the source:
+ * a container token the endpoint refuses (401), a credential_process that prints no
+ * credentials, a role the source profile may not assume (STS AccessDenied). */
+static void test_refused_credentials(void) {
+    char podtok[700], conf[700], creds[700], text[1600], c1[800], c2[800], p1[800], a1[800], a2[800], w2[800];
+    char log[8192];
+    snprintf(podtok, sizeof podtok, "%s/pod-identity-token-refused", g_dir);
+    CHECK(write_file(podtok, "not-the-token") == 0, "token file");
+    CHECK(control("/sts/config", "{\"container_token\": \"pod-identity-token-7d2e\", "
+                                 "\"role_arn\": \"arn:aws:iam::123456789012:role/tandem\"}") == 0,
+          "configure the endpoints");
+    snprintf(c1, sizeof c1, "AWS_CONTAINER_CREDENTIALS_FULL_URI=%s/container-creds", getenv("TANDEM_S3_CONTROL"));
+    snprintf(c2, sizeof c2, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=%s", podtok);
+    const char *pod[] = {c1, c2, NULL};
     fixture g;
     CHECK(runner_fixture(&g, "s3pod-refused", 1) == 0, "fixture");
-    CHECK(write_file(tokfile, "not-the-token") == 0, "token file");
-    char ak[256], sk[256], log[8192];
-    snprintf(ak, sizeof ak, "%s", getenv("AWS_ACCESS_KEY_ID"));
-    snprintf(sk, sizeof sk, "%s", getenv("AWS_SECRET_ACCESS_KEY"));
-    unsetenv("AWS_ACCESS_KEY_ID");
-    unsetenv("AWS_SECRET_ACCESS_KEY");
-    int rc = run_to_end(&g, NULL);
+    int rc = wait_exit(start_with_env(&g, pod, NULL));
     read_all(g.log, log, sizeof log);
     CHECK(rc == 3 && strstr(log, "container credentials") && strstr(log, "401"),
           "a refused container token: exit %d: %s", rc, log);
     CHECK(!strstr(log, "not-the-token"), "the log shows the token");
-    setenv("AWS_ACCESS_KEY_ID", ak, 1);
-    setenv("AWS_SECRET_ACCESS_KEY", sk, 1);
-    unsetenv("AWS_CONTAINER_CREDENTIALS_FULL_URI");
-    unsetenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
-    test_rmtree(g.dir);
-    free(g.dir);
-    /* a profile's credential_process (it mints through the same endpoint) */
-    char conf[700], text[1400], e4[800], e5[800];
-    snprintf(conf, sizeof conf, "%s/process-config", g_dir);
-    snprintf(text, sizeof text, "[profile proc]\ncredential_process = sh %s/tests/s3/cred_process.sh\n"
-             "[profile broken]\ncredential_process = sh -c 'echo no-json; exit 0'\n", g_root);
-    CHECK(write_file(conf, text) == 0 && write_file(tokfile, "pod-identity-token-7d2e") == 0, "config file");
-    char saved_conf[700];
-    snprintf(saved_conf, sizeof saved_conf, "%s", getenv("AWS_CONFIG_FILE") ? getenv("AWS_CONFIG_FILE") : "");
-    snprintf(e4, sizeof e4, "AWS_CONFIG_FILE=%s", conf);
-    snprintf(e5, sizeof e5, "TANDEM_TEST_CREDS_TOKEN=pod-identity-token-7d2e");
-    const char *proc[] = {e4, e5, "AWS_PROFILE=proc", NULL};
-    run_on_endpoint_credentials("s3process", proc, "container_issued");
-    fixture p;
-    CHECK(runner_fixture(&p, "s3process-broken", 1) == 0, "fixture");
-    snprintf(ak, sizeof ak, "%s", getenv("AWS_ACCESS_KEY_ID"));
-    snprintf(sk, sizeof sk, "%s", getenv("AWS_SECRET_ACCESS_KEY"));
-    unsetenv("AWS_ACCESS_KEY_ID");
-    unsetenv("AWS_SECRET_ACCESS_KEY");
-    setenv("AWS_PROFILE", "broken", 1);
-    rc = run_to_end(&p, NULL);
-    read_all(p.log, log, sizeof log);
+    fixture_done(&g);
+
+    snprintf(conf, sizeof conf, "%s/broken-process-config", g_dir);
+    CHECK(write_file(conf, "[profile broken]\ncredential_process = sh -c 'echo no-json; exit 0'\n") == 0, "config");
+    snprintf(p1, sizeof p1, "AWS_CONFIG_FILE=%s", conf);
+    const char *proc[] = {p1, "AWS_PROFILE=broken", NULL};
+    CHECK(runner_fixture(&g, "s3process-broken", 1) == 0, "fixture");
+    rc = wait_exit(start_with_env(&g, proc, NULL));
+    read_all(g.log, log, sizeof log);
     CHECK(rc == 3 && strstr(log, "credential_process of profile 'broken'") && strstr(log, "Version"),
           "a process printing no credentials: exit %d: %s", rc, log);
-    setenv("AWS_ACCESS_KEY_ID", ak, 1);
-    setenv("AWS_SECRET_ACCESS_KEY", sk, 1);
-    unsetenv("AWS_PROFILE");
-    unsetenv("TANDEM_TEST_CREDS_TOKEN");
-    if (saved_conf[0]) setenv("AWS_CONFIG_FILE", saved_conf, 1);
-    else unsetenv("AWS_CONFIG_FILE");
-    test_rmtree(p.dir);
-    free(p.dir);
-    /* the instance role */
-    snprintf(imds, sizeof imds, "%s", getenv("TANDEM_S3_CONTROL"));
-    snprintf(e3, sizeof e3, "AWS_EC2_METADATA_SERVICE_ENDPOINT=%s", imds);
-    const char *inst[] = {e3, "AWS_EC2_METADATA_DISABLED=", NULL};
-    run_on_endpoint_credentials("s3imds", inst, "imds_issued");
-    unsetenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
-    setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
-}
+    fixture_done(&g);
 
-/* A profile's role_arn with source_profile: STS AssumeRole signed with the source's keys
- * (the test STS verifies that signature like S3's), 3 s credentials refreshed during a
- * whole run; a role the source may not assume is one error (exit 3, AccessDenied). */
-static void test_assumed_role(void) {
-    CHECK(g_ref_hash[0], "needs the reference");
-    char conf[700], creds[700], text[1600], sts[700], e1[800], e2[800], e3[800];
-    snprintf(conf, sizeof conf, "%s/assume-config", g_dir);
-    snprintf(creds, sizeof creds, "%s/assume-credentials", g_dir);
+    snprintf(conf, sizeof conf, "%s/other-config", g_dir);
+    snprintf(creds, sizeof creds, "%s/other-credentials", g_dir);
     snprintf(text, sizeof text, "[base]\naws_access_key_id = %s\naws_secret_access_key = %s\n",
              getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY"));
     CHECK(write_file(creds, text) == 0, "credentials file");
     chmod(creds, 0600);
-    CHECK(write_file(conf, "[profile assumed]\nrole_arn = arn:aws:iam::123456789012:role/tandem\n"
-                           "source_profile = base\n"
-                           "[profile other]\nrole_arn = arn:aws:iam::123456789012:role/not-yours\n"
+    CHECK(write_file(conf, "[profile other]\nrole_arn = arn:aws:iam::123456789012:role/not-yours\n"
                            "source_profile = base\n") == 0, "config file");
-    CHECK(control("/sts/config", "{\"role_arn\": \"arn:aws:iam::123456789012:role/tandem\", \"duration_s\": 3}") == 0,
-          "configure the STS");
-    char saved_conf[700], saved_creds[700];
-    snprintf(saved_conf, sizeof saved_conf, "%s", getenv("AWS_CONFIG_FILE") ? getenv("AWS_CONFIG_FILE") : "");
-    snprintf(saved_creds, sizeof saved_creds, "%s",
-             getenv("AWS_SHARED_CREDENTIALS_FILE") ? getenv("AWS_SHARED_CREDENTIALS_FILE") : "");
-    snprintf(sts, sizeof sts, "%s/sts", getenv("TANDEM_S3_CONTROL"));
-    snprintf(e1, sizeof e1, "AWS_CONFIG_FILE=%s", conf);
-    snprintf(e2, sizeof e2, "AWS_SHARED_CREDENTIALS_FILE=%s", creds);
-    snprintf(e3, sizeof e3, "AWS_ENDPOINT_URL_STS=%s", sts);
-    const char *env[] = {e1, e2, e3, "AWS_PROFILE=assumed", NULL};
-    run_on_endpoint_credentials("s3assume", env, "sts_assumed");
-    fixture g;
+    snprintf(a1, sizeof a1, "AWS_CONFIG_FILE=%s", conf);
+    snprintf(a2, sizeof a2, "AWS_SHARED_CREDENTIALS_FILE=%s", creds);
+    snprintf(w2, sizeof w2, "AWS_ENDPOINT_URL_STS=%s/sts", getenv("TANDEM_S3_CONTROL"));
+    const char *other[] = {a1, a2, w2, "AWS_PROFILE=other", NULL};
     CHECK(runner_fixture(&g, "s3assume-refused", 1) == 0, "fixture");
-    char ak[256], sk[256], log[8192];
-    snprintf(ak, sizeof ak, "%s", getenv("AWS_ACCESS_KEY_ID"));
-    snprintf(sk, sizeof sk, "%s", getenv("AWS_SECRET_ACCESS_KEY"));
-    unsetenv("AWS_ACCESS_KEY_ID");
-    unsetenv("AWS_SECRET_ACCESS_KEY");
-    setenv("AWS_PROFILE", "other", 1);
-    int rc = run_to_end(&g, NULL);
+    rc = wait_exit(start_with_env(&g, other, NULL));
     read_all(g.log, log, sizeof log);
     CHECK(rc == 3 && strstr(log, "role arn:aws:iam::123456789012:role/not-yours") && strstr(log, "AccessDenied") &&
               strstr(log, "source_profile 'base'"),
           "a role the source may not assume: exit %d: %s", rc, log);
-    CHECK(!strstr(log, sk), "the log shows the source's secret");
-    setenv("AWS_ACCESS_KEY_ID", ak, 1);
-    setenv("AWS_SECRET_ACCESS_KEY", sk, 1);
-    unsetenv("AWS_PROFILE");
-    unsetenv("AWS_ENDPOINT_URL_STS");
-    if (saved_conf[0]) setenv("AWS_CONFIG_FILE", saved_conf, 1);
-    else unsetenv("AWS_CONFIG_FILE");
-    if (saved_creds[0]) setenv("AWS_SHARED_CREDENTIALS_FILE", saved_creds, 1);
-    else unsetenv("AWS_SHARED_CREDENTIALS_FILE");
-    test_rmtree(g.dir);
-    free(g.dir);
+    CHECK(!strstr(log, getenv("AWS_SECRET_ACCESS_KEY")), "the log shows the source's secret");
+    fixture_done(&g);
 }
 
 static void test_runner_under_faults(void) {
@@ -931,9 +968,10 @@ int main(void) {
     RUN(test_faults_store_level);
     RUN(test_reference_on_file_store);
     RUN(test_runner_chaos_on_s3);
-    RUN(test_web_identity_refreshed_during_a_run);
-    RUN(test_container_and_instance_credentials);
-    RUN(test_assumed_role);
+    RUN(test_temporary_credentials_during_runs);
+    RUN(test_web_identity_revoked);
+    RUN(test_refresh_between_multipart_parts);
+    RUN(test_refused_credentials);
     RUN(test_runner_under_faults);
     RUN(test_two_runners_on_s3);
     RUN(test_secrets_never_leak);

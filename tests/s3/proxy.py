@@ -201,7 +201,7 @@ class Sts:
 
     container_token = None   # the Authorization value the container endpoint wants
     imds_role = None         # the instance role IMDS names (None: no instance profile)
-    container_issued = imds_issued = 0
+    container_issued = imds_issued = process_issued = 0
 
     def configure(self, doc):
         with self.lock:
@@ -216,7 +216,8 @@ class Sts:
         with self.lock:
             return {"sts_calls": self.calls, "sts_issued": self.issued, "sts_refused": self.refused,
                     "sts_assumed": getattr(self, "assumed", 0),
-                    "container_issued": self.container_issued, "imds_issued": self.imds_issued}
+                    "container_issued": self.container_issued, "imds_issued": self.imds_issued,
+                    "process_issued": self.process_issued}
 
     def assume_role(self, creds, form, caller):
         """(status, xml) for a verified AssumeRole by the access key `caller`."""
@@ -1773,8 +1774,11 @@ class ControlHandler(http.server.BaseHTTPRequestHandler):
         if path == "/container-creds":  # ECS / EKS Pod Identity container credentials
             if sts.container_token is None or self.headers.get("Authorization") != sts.container_token:
                 return self._text(401, '{"Code": "Unauthorized"}')
-            with sts.lock:
-                sts.container_issued += 1
+            with sts.lock:  # ?via=process: minted for tests/s3/cred_process.sh
+                if "via=process" in self.path:
+                    sts.process_issued += 1
+                else:
+                    sts.container_issued += 1
             return self._text(200, sts.issue_json(self.cfg.creds))
         if path.startswith("/latest/meta-data/iam/security-credentials"):  # IMDSv2
             if self.headers.get("X-aws-ec2-metadata-token") not in getattr(sts, "imds_tokens", set()):
