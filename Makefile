@@ -191,6 +191,7 @@ $(NCCL_OBJ): comm/comm_nccl.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -DTANDEM_HAVE_NCCL -c $< -o $@
 $(BUILD)/rel/gpu/plugin.o: NVCCFLAGS += -DTANDEM_HAVE_NCCL
+$(BUILD)/rel/cli/version.o: BASE_CFLAGS += -DTANDEM_PLUGIN_NCCL
 CUDA_LIBS += -L$(NCCL) -Wl,-rpath,$(NCCL) -lnccl
 endif
 

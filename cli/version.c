@@ -22,6 +22,12 @@
 #else
 #define HAVE_CUDA 0
 #endif
+/* the CUDA plugin of this build was linked with NCCL (the Makefile found it) */
+#if defined(TANDEM_HAVE_CUDA) && defined(TANDEM_PLUGIN_NCCL)
+#define HAVE_NCCL 1
+#else
+#define HAVE_NCCL 0
+#endif
 
 static const cli_opt OPTS[] = {
     {"--json", CLI_SWITCH, NULL, "the same as one JSON object", NULL, 0, 0, NULL, NULL},
@@ -29,7 +35,7 @@ static const cli_opt OPTS[] = {
 };
 static const cli_spec SPEC = {"version", "", 0, 0, NULL,
                               "The version, git revision and what this build can run on (CPU threads, MPI,\n"
-                              "CUDA). Also: tandem --version [--json].",
+                              "CUDA, NCCL). Also: tandem --version [--json].",
                               OPTS, NULL};
 
 static int run_version(const cli_args *a) {
@@ -39,16 +45,19 @@ static int run_version(const cli_args *a) {
         json_str(stdout, TANDEM_VERSION);
         printf(", \"git\": ");
         json_str(stdout, TANDEM_GIT_REV);
-        printf(", \"cpu\": {\"blas\": \"openblas\", \"threads\": %d}, \"mpi\": %s, \"cuda\": %s}\n",
-               omp_get_max_threads(), HAVE_MPI ? "true" : "false", HAVE_CUDA ? "true" : "false");
+        printf(", \"cpu\": {\"blas\": \"openblas\", \"threads\": %d}, \"mpi\": %s, \"cuda\": %s, \"nccl\": %s}\n",
+               omp_get_max_threads(), HAVE_MPI ? "true" : "false", HAVE_CUDA ? "true" : "false",
+               HAVE_NCCL ? "true" : "false");
         return 0;
     }
     printf("tandem %s (git %s)\n", TANDEM_VERSION, TANDEM_GIT_REV);
     printf("  cpu:  OpenBLAS + OpenMP, %d threads here\n", omp_get_max_threads());
     printf("  mpi:  %s\n", HAVE_MPI ? "yes (Open MPI ranks)" : "no (ranks over TCP only)");
-    printf("  cuda: %s\n", HAVE_CUDA ? "yes (the plugin tandem-cuda.so, loaded for run.device=cuda; "
-                                       "NCCL inside it)"
+    printf("  cuda: %s\n", HAVE_CUDA ? "yes (the plugin tandem-cuda.so, loaded for run.device=cuda)"
                                      : "no (built without nvcc)");
+    printf("  nccl: %s\n", HAVE_NCCL ? "yes (inside the CUDA plugin: GPU ranks all-reduce over NCCL)"
+                            : HAVE_CUDA ? "no (the plugin was built without NCCL: GPU ranks use MPI or TCP)"
+                                        : "no (no CUDA plugin)");
     return 0;
 }
 

@@ -178,15 +178,16 @@ else fail "run --json, diverged" "exit $rc: $got" "stderr: $(head -c 300 "$tmp/d
 # --json is one valid object; an unknown option is a usage error.
 out=$("$bin" --version 2>&1); rc=$?
 rev=$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-if [ $rc -eq 0 ] && [[ "$out" == "tandem "*"(git $rev"* ]] && [[ "$out" == *"cuda:"* ]]; then
+if [ $rc -eq 0 ] && [[ "$out" == "tandem "*"(git $rev"* ]] && [[ "$out" == *"cuda:"* ]] && [[ "$out" == *"nccl:"* ]]; then
   pass "tandem --version names the revision $rev and the backends"
 else fail "tandem --version" "exit $rc: $out" "want git $rev"; fi
 got=$("$bin" version --json 2>&1 | /usr/bin/python3 -c '
 import json, sys
 d = json.load(sys.stdin)
-ok = set(d) >= {"version", "git", "cpu", "mpi", "cuda"} and d["git"].startswith(sys.argv[1])
+ok = set(d) >= {"version", "git", "cpu", "mpi", "cuda", "nccl"} and d["git"].startswith(sys.argv[1])
+ok = ok and all(isinstance(d[k], bool) for k in ("mpi", "cuda", "nccl")) and (d["cuda"] or not d["nccl"])
 print("ok" if ok else repr(d))' "$rev" 2>&1)
-if [ "$got" = ok ]; then pass "tandem version --json is one object with version, git, cpu, mpi, cuda"
+if [ "$got" = ok ]; then pass "tandem version --json is one object with version, git, cpu, mpi, cuda, nccl"
 else fail "tandem version --json" "$got"; fi
 "$bin" --version --bogus >/dev/null 2>&1; rc=$?
 if [ $rc -eq 2 ]; then pass "tandem --version --bogus: exit 2"; else fail "tandem --version --bogus" "exit $rc"; fi
