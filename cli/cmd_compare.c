@@ -32,6 +32,7 @@
 #include "runner/progress.h"
 #include "runner/run.h"
 #include "runner/svgplot.h"
+#include "runner/sweep.h"
 #include "storage/store.h"
 #include "util/json.h"
 
@@ -86,6 +87,12 @@ static const cli_opt OPTS[] = {
     {"--curves", CLI_SWITCH, NULL, "also evaluate up to " STR(CURVE_MAX) " kept states of each final run (test\n"
                                    "loss over training; the SVG gets the Uniform run's panel)", NULL, 0, 0, NULL, NULL},
     {"--quiet", CLI_SWITCH, NULL, "no progress output", NULL, 0, 0, NULL, NULL},
+    {"--only", CLI_STR, "dmo|final", "run one part and stop, for cluster jobs (tandem manifest\n"
+                                        "--compare): dmo = the TANDEM run; final = the final run of\n"
+                                        "point --point (0 Uniform, 1 Natural, 2 TANDEM; else from\n"
+                                        "TANDEM_POINT, SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX)",
+     "dmo|final", 0, 0, NULL, NULL},
+    {"--point", CLI_INT, "I", "with --only final: which final run (0..2)", NULL, 0, NFINAL - 1, NULL, NULL},
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
 static const cli_spec SPEC = {
@@ -165,6 +172,45 @@ static int run_all(compare_ctx *x, tdm_err *e) {
         rc = run_one(x, x->sub[1 + f], extra, f == RUN_TANDEM ? 4 : 3, e);
     }
     return rc;
+}
+
+/* --only: the DMO alone, or final run `point` alone (for the TANDEM mixture the DMO must
+ * have finished: its α* is that run's mixture), then stop without evaluating; a later
+ * `tandem compare` finds the runs finished and reports. */
+static int run_only(compare_ctx *x, const char *only, long point, tdm_err *e) {
+    if (!strcmp(only, "dmo")) {
+        say(x, "the TANDEM run (data-mixture optimisation) in %s%s", x->sub[0], "");
+        const char *dmo[] = {"run.mode=tandem"};
+        int rc = run_one(x, x->sub[0], dmo, 1, e);
+        if (!rc) say(x, "the DMO run is finished in %s; the final runs next (tandem manifest ... --compare "
+                        "finals, or tandem compare%s)", x->sub[0], "");
+        return rc;
+    }
+    sweep sw = {.npoints = NFINAL};
+    size_t f;
+    int rc = sweep_point_index(&sw, point, &f, e);
+    if (rc) return rc;
+    if (f == RUN_TANDEM) { /* α* must exist: the DMO run has finished */
+        store *st = store_open_existing(x->sub[0], STORE_OPEN_READ_ONLY, e);
+        void *data = NULL;
+        size_t n = 0;
+        char why[sizeof e->msg];
+        rc = st ? store_get(st, LEDGER_MIXTURE, &data, &n, NULL, e) : ERR_STORE;
+        snprintf(why, sizeof why, "%s", !st ? "no run there yet" : rc == STORE_NOT_FOUND ? "no mixture.mp yet" : e->msg);
+        free(data);
+        if (st) store_close(st);
+        if (rc)
+            return err_set(e, ERR_USAGE, "the final run on the TANDEM mixture needs the DMO run's alpha*, "
+                           "and %s has none (%s): run `tandem compare CONFIG --only dmo` (or its job) to "
+                           "the end first", x->sub[0], why);
+    }
+    char seed[64], mixfile[CONFIG_STR_MAX + 64], mixture[64];
+    snprintf(seed, sizeof seed, "run.seed=%llu", (unsigned long long)x->final_seed);
+    snprintf(mixfile, sizeof mixfile, "data.mixture_file=%s", x->sub[0]);
+    snprintf(mixture, sizeof mixture, "data.mixture=%s", f == RUN_TANDEM ? "file" : FINAL_KEY[f]);
+    say(x, "the final run on the %s mixture in %s", FINAL_NAME[f], x->sub[1 + f]);
+    const char *extra[] = {"run.mode=fixed", seed, mixture, mixfile};
+    return run_one(x, x->sub[1 + f], extra, f == RUN_TANDEM ? 4 : 3, e);
 }
 
 /* The mixtures the final runs trained on, and the DMO's α chain. */
@@ -471,6 +517,15 @@ static int run_compare(const cli_args *a) {
         static const char *const sub[1 + NFINAL] = {"dmo", "uniform", "natural", "tandem"};
         for (int i = 0; i <= NFINAL; i++) join_url(x->url, sub[i], x->sub[i], sizeof x->sub[i]);
     }
+    const char *only = cli_str(a, "--only", NULL);
+    long point = cli_given(a, "--point") ? cli_int(a, "--point", -1) : -1;
+    if (!rc && point >= 0 && !(only && !strcmp(only, "final")))
+        rc = err_set(&e, ERR_USAGE, "--point is for --only final");
+    if (!rc && only) {
+        rc = run_only(x, only, point, &e);
+        if (!rc && (json || svg)) fprintf(stderr, "tandem compare: --only: no result to report yet\n");
+        goto done;
+    }
     if (!rc) rc = run_all(x, &e);
     if (!rc) rc = read_mixtures(x, &e);
     if (!rc) rc = evaluate_all(x, curves, &e);
@@ -480,6 +535,7 @@ static int run_compare(const cli_args *a) {
         else print_text(x, stdout);
         if (svg && x->progress != PROGRESS_QUIET) fprintf(stderr, "tandem compare: wrote %s\n", svg);
     }
+done:
     if (rc == RUN_EXIT_REQUEUE && x->progress != PROGRESS_QUIET)
         fprintf(stderr, "tandem compare: stopped by a signal; run the same command again to resume\n");
     else if (rc) fprintf(stderr, "tandem compare: %s\n", e.msg);

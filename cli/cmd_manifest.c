@@ -11,6 +11,7 @@
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "runner/config.h"
+#include "runner/args.h"
 #include "runner/manifest.h"
 #include "runner/sweep.h"
 
@@ -29,6 +30,14 @@ static const cli_opt OPTS[] = {
     {"--sweep", CLI_LIST, "key=v1,v2,..", "a study: one Slurm job array / Kubernetes Indexed Job of\n"
                                            "every combination of the values, each point its own run\n"
                                            "in STORE/<key=value,...> (repeatable)", NULL, 0, 0, NULL, NULL},
+    {"--compare", CLI_STR, "dmo|finals", "the job(s) of `tandem compare CONFIG` instead of a run: dmo =\n"
+                                          "its TANDEM run; finals = its three final runs (Uniform,\n"
+                                          "Natural, TANDEM's alpha*) as one job array / Indexed Job,\n"
+                                          "to submit once the DMO has finished; then `tandem compare\n"
+                                          "CONFIG --store STORE` reports (default STORE: the config's\n"
+                                          "store, else runs/<config name>-compare)",
+     "dmo|finals", 0, 0, NULL, NULL},
+    {"--final-seed", CLI_STR, "N", "with --compare: passed on to tandem compare", NULL, 0, 0, NULL, NULL},
     {"--out", CLI_STR, "FILE", "write FILE instead of standard output", NULL, 0, 0, NULL, NULL},
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
@@ -133,13 +142,31 @@ static int run_manifest(const cli_args *a, int argc, char **argv) {
     }
     int nsweeps = 0;
     char **sweeps = cli_list(a, "--sweep", &nsweeps);
+    const char *compare = cli_str(a, "--compare", NULL), *final_seed = cli_str(a, "--final-seed", NULL);
+    uint64_t seed_value;
+    if (compare && nsweeps > 0)
+        rc = err_set(&e, ERR_USAGE, "--compare and --sweep: a comparison's runs are its own (sweep "
+                     "run.seed by rendering one comparison per seed, each with its own --store)");
+    else if (final_seed && !compare)
+        rc = err_set(&e, ERR_USAGE, "--final-seed is for --compare");
+    else if (final_seed && args_parse_u64(final_seed, &seed_value))
+        rc = err_set(&e, ERR_USAGE, "--final-seed: '%s' is not a non-negative integer", final_seed);
+    if (rc) {
+        fprintf(stderr, "tandem manifest: %s\n", e.msg);
+        cli_usage(a->spec, stderr);
+        return rc;
+    }
     sweep sw;
     memset(&sw, 0, sizeof sw);
     if (!(cfg = malloc(sizeof *cfg))) rc = err_set(&e, ERR_INTERNAL, "out of memory");
     if (!rc) rc = config_load(cfg, config_path, sets, nsets, &e);
     if (!rc && nsweeps > 0) rc = sweep_parse(&sw, sweeps, nsweeps, &e);
+    /* --compare finals: three points, numbered for the array; tandem compare --only final
+     * finds its point as tandem run --sweep does */
+    static const char *const finals[] = {"uniform", "natural", "tandem"};
+    if (compare && !strcmp(compare, "finals")) sw.npoints = 3;
     /* every point must load: a bad value is said now, not by a task hours later */
-    for (size_t i = 0; !rc && i < sw.npoints; i++) {
+    for (size_t i = 0; !rc && nsweeps > 0 && i < sw.npoints; i++) {
         char (*point)[512] = calloc((size_t)sw.nkeys, sizeof *point);
         char **all = calloc((size_t)(nsets + sw.nkeys), sizeof *all);
         config *pc = malloc(sizeof *pc);
@@ -168,8 +195,17 @@ static int run_manifest(const cli_args *a, int argc, char **argv) {
         self[n > 0 ? n : 0] = '\0';
         if (store) snprintf(url, sizeof url, "%s", store);
         else if (cfg->store[0]) snprintf(url, sizeof url, "%s", cfg->store);
-        else snprintf(url, sizeof url, "file://runs/%s", name);
+        else snprintf(url, sizeof url, "file://runs/%s%s", name, compare ? "-compare" : "");
         cmdline = command_line(argc, argv);
+        const char *args[4];
+        int nargs = 0;
+        if (compare) { /* the jobs' names say which part of the comparison they run */
+            args[nargs++] = "--only";
+            args[nargs++] = strcmp(compare, "dmo") ? "final" : "dmo";
+            if (final_seed) args[nargs++] = "--final-seed", args[nargs++] = final_seed;
+            size_t n = strlen(name);
+            snprintf(name + n, sizeof name - n, "-%s", compare);
+        }
         manifest_opts o = {.cfg = cfg,
                            .config_path = node_config ? node_config : abs,
                            .config_name = name,
@@ -181,7 +217,11 @@ static int run_manifest(const cli_args *a, int argc, char **argv) {
                            .rendered_from = cmdline,
                            .sweep = &sw,
                            .sweep_texts = sweeps,
-                           .nsweeps = nsweeps};
+                           .nsweeps = nsweeps,
+                           .command = compare ? "compare" : NULL,
+                           .command_args = args,
+                           .ncommand_args = nargs,
+                           .point_names = compare ? finals : NULL};
         rc = render_to(out, !strcmp(kind, "slurm"), &o, &e);
     }
     if (rc) fprintf(stderr, "tandem manifest: %s\n", e.msg);

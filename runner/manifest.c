@@ -11,6 +11,19 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+/* The sweep of the job (NULL: one run), and point i's name as the comments show it. */
+static const sweep *job_points(const manifest_opts *o) {
+    return o->sweep && o->sweep->npoints > 0 && (o->nsweeps > 0 || o->command) ? o->sweep : NULL;
+}
+
+static void point_name(const manifest_opts *o, size_t i, char *out, size_t cap) {
+    if (o->point_names) snprintf(out, cap, "%s", o->point_names[i]);
+    else sweep_label(o->sweep, i, out, cap);
+}
+
+/* The tandem command each task runs ("run" unless the options name another). */
+static const char *task_command(const manifest_opts *o) { return o->command ? o->command : "run"; }
+
 /* ---------------------------------------------------------------------------------------
  * Text helpers
  * ------------------------------------------------------------------------------------- */
@@ -298,13 +311,14 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
                  "# script requeues the job. The restarted job (SLURM_RESTART_COUNT + 1) runs the same\n"
                  "# `tandem run`, which resumes from the store. By hand: scancel --signal=USR1 --batch JOB.\n",
             k->signal_lead_s);
-    const sweep *sw = o->nsweeps > 0 ? o->sweep : NULL;
+    const sweep *sw = job_points(o);
     if (sw) {
-        fprintf(out, "#\n# Sweep (docs/scheduling.md): %zu points; array task i runs point i, each its own\n"
-                     "# run in STORE/<point>, requeued on its own:\n", sw->npoints);
+        fprintf(out, "#\n# %s (docs/scheduling.md): %zu points; array task i runs point i, each its own\n"
+                     "# run in STORE/<point>, requeued on its own:\n",
+                o->command ? "Array" : "Sweep", sw->npoints);
         for (size_t i = 0; i < sw->npoints; i++) {
             char label[2048];
-            sweep_label(sw, i, label, sizeof label);
+            point_name(o, i, label, sizeof label);
             fprintf(out, "#   %zu  ", i);
             comment_text(out, label);
             fputc('\n', out);
@@ -375,14 +389,14 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
                 k->coordinator_port);
         fprintf(out, "export TANDEM_COORDINATOR\n");
     }
-    fprintf(out, "\nlog \"running: $TANDEM run $CONFIG --store $STORE\"\n");
+    fprintf(out, "\nlog \"running: $TANDEM %s $CONFIG --store $STORE\"\n", task_command(o));
     int ranks = k->nodes * k->tasks_per_node;
     fprintf(out, "srun --nodes=%d --ntasks=%d --ntasks-per-node=%d", k->nodes, ranks,
             k->tasks_per_node);
     /* several ranks: Open MPI starts through Slurm's PMIx (docs/distributed.md) */
     if (ranks > 1) fprintf(out, " --mpi=pmix");
     if (k->cpus_per_task > 0) fprintf(out, " --cpus-per-task=%d", k->cpus_per_task);
-    fprintf(out, " \\\n  \"$TANDEM\" run \"$CONFIG\" --store \"$STORE\"");
+    fprintf(out, " \\\n  \"$TANDEM\" %s \"$CONFIG\" --store \"$STORE\"", task_command(o));
     for (int i = 0; i < o->nsets; i++) { /* cluster.* only shaped this script */
         if (strncmp(o->sets[i], "cluster.", 8) == 0) continue;
         fprintf(out, " \\\n  --set ");
@@ -391,6 +405,10 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     for (int i = 0; sw && i < o->nsweeps; i++) { /* tandem takes its point from SLURM_ARRAY_TASK_ID */
         fprintf(out, " \\\n  --sweep ");
         sh_word(out, o->sweep_texts[i]);
+    }
+    for (int i = 0; i < o->ncommand_args; i++) {
+        fputc(' ', out);
+        sh_word(out, o->command_args[i]);
     }
     fprintf(out, " &\n");
     fputs(SLURM_WAIT, out);
@@ -617,11 +635,15 @@ static void k8s_container(const k8s_ctx *x) {
     fprintf(x->out, "\n        imagePullPolicy: IfNotPresent\n");
     fprintf(x->out, "        # exec form: tandem is PID 1 and gets the SIGTERM itself\n        command: [");
     ydoc_quote(x->out, x->tandem);
-    fprintf(x->out, ", \"run\", \"" MANIFEST_K8S_CONFIG_DIR "/config.yaml\", \"--store\", ");
+    fprintf(x->out, ", \"%s\", \"" MANIFEST_K8S_CONFIG_DIR "/config.yaml\", \"--store\", ", task_command(x->o));
     ydoc_quote(x->out, x->o->store_url);
     for (int i = 0; x->sw && i < x->o->nsweeps; i++) { /* the point: TANDEM_POINT below */
         fprintf(x->out, ", \"--sweep\", ");
         ydoc_quote(x->out, x->o->sweep_texts[i]);
+    }
+    for (int i = 0; i < x->o->ncommand_args; i++) {
+        fprintf(x->out, ", ");
+        ydoc_quote(x->out, x->o->command_args[i]);
     }
     fprintf(x->out, "]\n");
     /* the grace period, so that a stop commits a full state only if it fits (run.c) */
@@ -809,7 +831,7 @@ int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     manifest_job_name(o, name, sizeof name);
     int rc = check_job_name(o, name, e);
     if (rc) return rc;
-    const sweep *sw = o->nsweeps > 0 ? o->sweep : NULL;
+    const sweep *sw = job_points(o);
     if (sw && k->nodes > 1)
         return err_set(e, ERR_USAGE, "--sweep with cluster.nodes = %d: on Kubernetes a sweep is an "
                        "Indexed Job whose index is the point; sweep runs of one pod each (set "

@@ -57,6 +57,14 @@ typedef struct manifest_opts {
     const struct sweep *sweep; /* --sweep: one job of many points (NULL or none: one run) */
     char *const *sweep_texts;  /* the --sweep texts as given, passed on to tandem run */
     int nsweeps;
+    /* What each task runs: NULL = `tandem run CONFIG --store STORE` (+ --set, --sweep);
+     * else `tandem COMMAND CONFIG --store STORE` + --set + command_args, e.g. the final
+     * runs of `tandem compare` (command "compare", args "--only final"), where `sweep`
+     * only numbers the points and point_names[i] names point i's store under STORE. */
+    const char *command;
+    const char *const *command_args;
+    int ncommand_args;
+    const char *const *point_names;
 } manifest_opts;
 
 /* The job name: cluster.job_name, else "tandem-" + the config name made a DNS label

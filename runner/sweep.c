@@ -88,15 +88,15 @@ int sweep_point_index(const sweep *s, long given, size_t *out, tdm_err *e) {
         for (int i = 0; i < 3 && !env; i++)
             if (getenv(names[i]) && *getenv(names[i])) env = getenv(names[i]), from = names[i];
         if (!env)
-            return err_set(e, ERR_USAGE, "--sweep without --point, and none of TANDEM_POINT, "
+            return err_set(e, ERR_USAGE, "no --point, and none of TANDEM_POINT, "
                            "SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX is set: which of the %zu "
                            "points? (--point 0..%zu)",
                            s->npoints, s->npoints - 1);
         if (args_parse_long(env, &v)) v = -1;
     }
     if (v < 0 || (size_t)v >= s->npoints) {
-        if (env) return err_set(e, ERR_USAGE, "%s = %s: the sweep has points 0..%zu", from, env, s->npoints - 1);
-        return err_set(e, ERR_USAGE, "--point %ld: the sweep has points 0..%zu", v, s->npoints - 1);
+        if (env) return err_set(e, ERR_USAGE, "%s = %s: the points are 0..%zu", from, env, s->npoints - 1);
+        return err_set(e, ERR_USAGE, "--point %ld: the points are 0..%zu", v, s->npoints - 1);
     }
     *out = (size_t)v;
     return 0;

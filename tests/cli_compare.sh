@@ -13,6 +13,8 @@
 #     75 each time, then resumed) and after a SIGKILL;
 #   - --svg writes a well-formed SVG with the α panel, the bars and (--curves) the curve panel;
 #   - a second compare of a finished store reports at once and changes nothing;
+#   - in parts (--only dmo, then --only final per array point, as the job array of
+#     `tandem manifest slurm CONFIG --compare finals` runs them): the same result;
 #   - --final-seed equal to run.seed, a missing CONFIG and an unknown option: exit 2.
 # Prints PASS/FAIL lines and "cli_compare: N passed, M failed"; exits non-zero on failure.
 set -u
@@ -134,6 +136,32 @@ else
   fail "SIGTERM at $lives moments ($stops stopped with 75) and a SIGKILL, resumed: the same result" \
     "${bad:-final exit $st}" "$(tail -3 "$tmp/pre.err")"
 fi
+
+# the comparison in parts, as cluster jobs run it (tandem manifest --compare dmo|finals):
+# the DMO alone, then each final run as an array task finding its point in
+# SLURM_ARRAY_TASK_ID, TANDEM_POINT or --point; the TANDEM final before the DMO has
+# finished is refused (exit 2, nothing run); a plain compare then reports the same result
+"$bin" compare "$tmp/c.yaml" --store "$tmp/parts" --only final --point 2 --quiet 2>"$tmp/p0.err"; st0=$?
+"$bin" compare "$tmp/c.yaml" --store "$tmp/parts" --only dmo --quiet 2>"$tmp/p1.err"; st1=$?
+SLURM_ARRAY_TASK_ID=0 "$bin" compare "$tmp/c.yaml" --store "$tmp/parts" --only final --quiet 2>>"$tmp/p1.err"; st2=$?
+TANDEM_POINT=1 "$bin" compare "$tmp/c.yaml" --store "$tmp/parts" --only final --quiet 2>>"$tmp/p1.err"; st3=$?
+"$bin" compare "$tmp/c.yaml" --store "$tmp/parts" --only final --point 2 --quiet 2>>"$tmp/p1.err"; st4=$?
+ls "$tmp/parts" >"$tmp/parts.ls" 2>&1
+"$bin" compare "$tmp/c.yaml" --store "$tmp/parts" --json --quiet >"$tmp/parts.json" 2>>"$tmp/p1.err"; st5=$?
+if [ $st0 = 2 ] && grep -q "needs the DMO run's alpha\*" "$tmp/p0.err" && [ "$st1$st2$st3$st4$st5" = 00000 ] \
+   && [ "$(strip "$tmp/ref.json")" = "$(strip "$tmp/parts.json")" ]; then
+  pass "in parts (--only dmo, then --only final per array point): the same result"
+else
+  fail "in parts (--only dmo, then --only final per array point): the same result" \
+    "exits $st0 $st1 $st2 $st3 $st4 $st5" "$(cat "$tmp/p0.err")" "$(tail -3 "$tmp/p1.err")"
+fi
+"$bin" manifest slurm "$tmp/c.yaml" --store "$tmp/parts" --compare finals --final-seed 1007 \
+  >"$tmp/finals.sbatch" 2>/dev/null; st=$?
+if [ $st = 0 ] && grep -qx -- '#SBATCH --array=0-2' "$tmp/finals.sbatch" \
+   && grep -q -- '"$TANDEM" compare "$CONFIG" --store "$STORE" --only final --final-seed 1007' "$tmp/finals.sbatch" \
+   && grep -q -- '--job-name=tandem-c-finals' "$tmp/finals.sbatch" && grep -qx '#   2  tandem' "$tmp/finals.sbatch"; then
+  pass "manifest --compare finals: one job array of the three final runs"
+else fail "manifest --compare finals" "exit $st" "$(grep -n 'array\|compare' "$tmp/finals.sbatch" | head -5)"; fi
 
 "$bin" compare "$tmp/c.yaml" --store "$tmp/x" --final-seed 7 >/dev/null 2>"$tmp/e1"; st1=$?
 "$bin" compare >/dev/null 2>"$tmp/e2"; st2=$?

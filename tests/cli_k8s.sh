@@ -135,6 +135,18 @@ if [ $st -eq 0 ]; then pass "a Job with the Secret as env validates"; else fail 
 expect "the Secret's keys as env (secretKeyRef; the session token optional)" "$tmp/senv.yaml" \
   "secretKeyRef:" "key: AWS_ACCESS_KEY_ID" "key: AWS_SECRET_ACCESS_KEY" "key: AWS_SESSION_TOKEN" "optional: true"
 absent "the Secret as env: no mounted ~/.aws" "$tmp/senv.yaml" "secretName:" "AWS_SHARED_CREDENTIALS_FILE"
+# tandem compare's final runs as one Indexed Job (after its DMO job), validated the same way
+"$bin" manifest k8s "$tmp/run.yaml" --store s3://b/cmp --compare finals >"$tmp/finals.yaml" 2>/dev/null
+out=$("${validate[@]}" "$tmp/finals.yaml" 2>&1); st=$?
+if [ $st -eq 0 ]; then pass "compare's final runs as an Indexed Job validate"; else fail "compare finals validate" "$out"; fi
+expect "compare finals: 3 indexes running tandem compare --only final, FailIndex" "$tmp/finals.yaml" \
+  "completionMode: Indexed" "completions: 3" "action: FailIndex" "TANDEM_POINT" \
+  '"compare", "/etc/tandem/config.yaml", "--store", "s3://b/cmp", "--only", "final"]'
+"$bin" manifest k8s "$tmp/run.yaml" --store s3://b/cmp --compare dmo >"$tmp/cmpdmo.yaml" 2>/dev/null
+out=$("${validate[@]}" "$tmp/cmpdmo.yaml" 2>&1); st=$?
+if [ $st -eq 0 ] && grep -q '"--only", "dmo"]' "$tmp/cmpdmo.yaml" && ! grep -q "completionMode" "$tmp/cmpdmo.yaml"; then
+  pass "compare's DMO as one Job validates"
+else fail "compare dmo job" "$out"; fi
 # a sweep: one Indexed Job of the points, validated like the rest; a bad point is refused
 "$bin" manifest k8s "$tmp/run.yaml" --store s3://b/study --sweep run.seed=1,2,3 \
   --sweep tandem.lr_alpha=2e-3,4e-3 >"$tmp/sweep.yaml" 2>/dev/null
