@@ -23,34 +23,47 @@ tally() { # tally NAME LOGFILE STATUS
   elif [ "$3" -ne 0 ]; then failed=$((failed + 1)); failures+=("$1 (exit $3)"); fi
 }
 
+# Seconds each binary or script took, printed at the end longest first, so the suite's
+# time (kept near 20 min on 2 cores) can be watched in every CI log.
+times=()
+timing() { times+=("$((SECONDS - $2)) $1"); }
+
 logdir=$(mktemp -d)
 for v in "$@"; do
   for t in build/"$v"/tests/test_*; do
     [ -x "$t" ] || continue
     name="$v/$(basename "$t")"
     echo "== $name"
+    t0=$SECONDS
     TANDEM_BIN="build/$v/tandem" "$t" >"$logdir/log" 2>&1; st=$?
     cat "$logdir/log"
     tally "$name" "$logdir/log" "$st"
+    timing "$name" "$t0"
   done
   for s in tests/cli_*.sh; do
     [ -f "$s" ] || continue
     name="$v/$(basename "$s")"
     echo "== $name"
+    t0=$SECONDS
     TANDEM_BIN="build/$v/tandem" bash "$s" >"$logdir/log" 2>&1; st=$?
     cat "$logdir/log"
     tally "$name" "$logdir/log" "$st"
+    timing "$name" "$t0"
   done
 done
 # The CUDA backend's own sources on the host-side GPU simulator (gpu/sim/, ASan build):
 # built by `make test` on every machine, nvcc or not; a subset (docs/gpu.md).
 if [ -x build/sim/test_gpu ]; then
   echo "== sim/gpu_sim.sh (subset)"
+  t0=$SECONDS
   GPU_SIM_SUBSET=1 bash tests/gpu_sim.sh >"$logdir/log" 2>&1; st=$?
   cat "$logdir/log"
   tally "sim/gpu_sim.sh" "$logdir/log" "$st"
+  timing "sim/gpu_sim.sh" "$t0"
 fi
 rm -rf "$logdir"
+echo "-- seconds per test (longest first; whole run ${SECONDS} s):"
+printf '%s\n' "${times[@]+"${times[@]}"}" | sort -rn | head -n 15 | sed 's/^/   /'
 for f in "${failures[@]+"${failures[@]}"}"; do echo "FAILED: $f"; done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
