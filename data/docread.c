@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -35,7 +36,7 @@ typedef struct dr_in {
 
 static int dr_suffix(const char *s, size_t n, const char *suf) {
     size_t l = strlen(suf);
-    return n >= l && !memcmp(s + n - l, suf, l);
+    return n >= l && !strncasecmp(s + n - l, suf, l); /* "A.JSONL.GZ" too */
 }
 
 /* Compression from the last suffix, format from the one before it. */

@@ -1,6 +1,6 @@
 /* docread.h — the documents of one input file of `tandem prep`.
  *
- * The name decides how a file is read: a ".gz" suffix is gunzipped (zlib; concatenated
+ * The name decides how a file is read (suffixes in any case): a ".gz" suffix is gunzipped (zlib; concatenated
  * members too), ".zst" decompressed (libzstd; concatenated frames too), and the name
  * without that suffix decides the format:
  *   - ".jsonl": one JSON object per line, the document is its string field `field`

@@ -707,10 +707,11 @@ static int prep_plan(const prep_opts *o, prep_dom *d, tdm_err *e) {
         prep_reasons(st, why, sizeof why, &n);
         free(p.toks.v);
         return err_set(e, ERR_USAGE,
-                       "domain '%s' has %" PRIu64 " document%s from %zu file%s (left out: %s); "
-                       "train, val%s each need one: %s",
+                       "domain '%s' has %" PRIu64 " document%s from %zu file%s%s%s (left out: "
+                       "%s); train, val%s each need one: %s",
                        d->name, st->docs, prep_plural(st->docs), d->list.n,
-                       prep_plural(d->list.n), n ? why : "nothing",
+                       prep_plural(d->list.n), d->list.n == 1 ? " " : "",
+                       d->list.n == 1 ? d->list.files[0].path : "", n ? why : "nothing",
                        required == 3 ? " and test" : "",
                        st->docs == 0 ? "give it text files, .jsonl or .json with the field "
                                        "--text-field names (see the messages above)"

@@ -769,6 +769,7 @@ static void test_prep_json_files(void) {
                             "  {\"other\": 1},\n  \"not an object\",\n  {\"text\": \"three\"}\n]\n");
     put_text(dir, "b.json", "{\"text\": \"single\"}");
     put_text(dir, "c.json", "[{\"text\": \"fine\"},\n{\"text\": \"broken\"\n");
+    put_text(dir, "d.JSON", "{\"text\": \"upper-case suffix\"}"); /* still JSON */
     prep_input in[] = {{"web", dir}};
     prep_stats st[DATASET_MAX_DOMAINS];
     memout warn;
@@ -776,8 +777,8 @@ static void test_prep_json_files(void) {
     char *sub = join(dir, "in");
     CHECK(mkdir(sub, 0777) == 0, "mkdir");
     /* inputs in a subdirectory, so that out/ is not inside the input */
-    const char *names[] = {"a.json", "b.json", "c.json"};
-    for (int i = 0; i < 3; i++) {
+    const char *names[] = {"a.json", "b.json", "c.json", "d.JSON"};
+    for (int i = 0; i < 4; i++) {
         char *from = join(dir, names[i]), *to = join(sub, names[i]);
         CHECK(rename(from, to) == 0, "rename");
         free(from), free(to);
@@ -785,11 +786,11 @@ static void test_prep_json_files(void) {
     in[0].path = sub;
     CHECK(run_one(dir, "1", in, 1, st, &warn, &e) == 0, "%s", e.msg);
     docs want = {0};
-    add_strs(&want, "one\0two\nlines\0three\0single\0");
+    add_strs(&want, "one\0two\nlines\0three\0single\0upper-case suffix\0");
     int ok = check_out(dir, "1", &want) == 0;
     free_docs(&want);
     CHECK(ok, "documents misplaced or wrong");
-    CHECK(st[0].docs == 4 && st[0].files_used == 2 && st[0].skipped[TEXTSRC_BAD_JSON] == 2 &&
+    CHECK(st[0].docs == 5 && st[0].files_used == 3 && st[0].skipped[TEXTSRC_BAD_JSON] == 2 &&
               st[0].skipped[TEXTSRC_NO_FIELD] == 1,
           "docs %llu, bad JSON %llu, no field %llu", (unsigned long long)st[0].docs,
           (unsigned long long)st[0].skipped[TEXTSRC_BAD_JSON],
@@ -1064,7 +1065,7 @@ static void test_prep_bad_json_reported(void) {
     prep_input inb[] = {{"web", pb}};
     int rc = run_one(dir, "2", inb, 1, st, NULL, &e);
     CHECK(rc == ERR_USAGE && strstr(e.msg, "domain 'web' has 0 documents from 1 file") &&
-              strstr(e.msg, "left out: 2 bad JSON, 1 no text field") &&
+              strstr(e.msg, "all_bad.jsonl (left out: 2 bad JSON, 1 no text field)") &&
               strstr(e.msg, "--text-field"),
           "rc %d: %s", rc, e.msg);
     free(p), free(pb);
