@@ -815,11 +815,19 @@ static void test_prep_compressed(void) {
         CHECK(mkdir(sub[i], 0777) == 0, "mkdir");
     }
     make_jsonl(sub[0], "a.jsonl", 50, 41, NULL);
-    free(make_file(sub[0], "b.txt", 70000, 42, 0)); /* several reads' worth */
+    free(make_file(sub[0], "b.txt", 1500000, 42, 0)); /* more than one 1 MiB read */
     put_text(sub[0], "c.json", "[{\"text\": \"j1\"}, {\"text\": \"j2\"}]");
-    const char *files[] = {"a.jsonl", "b.txt", "c.json"};
+    /* 3 MB that compress to a few KiB: one compressed read fills the output buffer */
+    size_t rn = 3000000;
+    char *rep = malloc(rn);
+    CHECK(rep, "malloc");
+    for (size_t i = 0; i < rn; i++) rep[i] = i % 32 == 31 ? '\n' : (char)('a' + i % 32 % 26);
+    char *rp = join(sub[0], "d.txt");
+    CHECK(write_bytes(rp, rep, rn) == 0, "write");
+    free(rep), free(rp);
+    const char *files[] = {"a.jsonl", "b.txt", "c.json", "d.txt"};
     for (int z = 1; z < 3; z++)
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < 4; i++) {
             char *src = join(sub[0], files[i]);
             char name[64];
             snprintf(name, sizeof name, "%s.%s", files[i], kinds[z]);
@@ -834,7 +842,9 @@ static void test_prep_compressed(void) {
         CHECK(run_one(dir, kinds[z], in, 1, st[z], NULL, &e) == 0, "%s: %s", kinds[z], e.msg);
     }
     char *o0 = join(dir, "outplain"), *o1 = join(dir, "outgz"), *o2 = join(dir, "outzst");
-    CHECK(st[0][0].docs == 53 && st[1][0].docs == 53 && st[2][0].docs == 53, "documents %llu %llu %llu",
+    CHECK(st[0][0].docs == 54 && st[1][0].docs == 54 && st[2][0].docs == 54 &&
+              st[2][0].text_bytes == st[0][0].text_bytes && st[0][0].text_bytes > 4500000,
+          "documents %llu %llu %llu",
           (unsigned long long)st[0][0].docs, (unsigned long long)st[1][0].docs,
           (unsigned long long)st[2][0].docs);
     CHECK(same_tree(o0, o1, 1), "gzip inputs gave other shards");
