@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/docread.h"
 #include "data/prep.h"
 #include "data/shard.h"
 #include "runner/args.h"
@@ -15,57 +16,94 @@
 
 static const cli_opt OPTS[] = {
     {"--domain", CLI_LIST, "NAME=PATH",
-     "a text file or a directory of them for domain NAME; repeat it\n"
-     "to add paths to a domain or to add domains (at most 64).\n"
-     "Directories are walked recursively, reading regular files\n"
-     "only; symlinks and special files inside are skipped (counted\n"
-     "in the summary), never followed. NAME: 1..64 of [A-Za-z0-9_.-]\n"
-     "(required)",
+     "text for domain NAME; repeat it to add paths to a domain or to\n"
+     "add domains (at most 64). PATH: a file, a directory (walked\n"
+     "recursively, regular files only; symlinks and special files\n"
+     "inside are counted, never followed) or a quoted glob that tandem\n"
+     "expands ('py=src/**/*.py': ** is any depth). NAME: 1..64 of\n"
+     "[A-Za-z0-9_.-] (required)",
+     NULL, 0, 0, NULL, NULL},
+    {"--exclude", CLI_LIST, "NAME=GLOB",
+     "leave out domain NAME's files that GLOB matches anywhere in\n"
+     "their path ('py=*.pyc', 'py=tests', 'web=/abs/path/**'); repeat it",
+     NULL, 0, 0, NULL, NULL},
+    {"--text-field", CLI_STR, "F",
+     "the string field of a .jsonl/.json record that is its text\n"
+     "(default " PREP_DEFAULT_TEXT_FIELD ")",
      NULL, 0, 0, NULL, NULL},
     {"--out", CLI_STR, "DIR", "output directory (created if missing; required)", NULL, 0, 0, NULL, NULL},
     {"--split", CLI_STR, "T,V[,E]",
-     "train,val,test fractions, each >= 0, summing to 1; train and\n"
-     "val > 0; test 0 or left out: no test split (default 0.9,0.05,0.05)",
-     NULL, 0, 0, NULL, NULL},
-    {"--block-bytes", CLI_STR, "N",
-     "bytes per block, the unit the split assigns (default " STR(PREP_DEFAULT_BLOCK_BYTES) ")",
+     "train,val,test fractions of the documents, each >= 0, summing\n"
+     "to 1; train and val > 0; test 0 or left out: no test split\n"
+     "(default 0.9,0.05,0.05)",
      NULL, 0, 0, NULL, NULL},
     {"--shard-tokens", CLI_STR, "N", "most tokens per shard file (default " STR(PREP_DEFAULT_SHARD_TOKENS) ")",
      NULL, 0, 0, NULL, NULL},
-    {"--seed", CLI_STR, "S", "seed of the block assignment (default " STR(PREP_DEFAULT_SEED) ")",
+    {"--seed", CLI_STR, "S", "seed of the document split (default " STR(PREP_DEFAULT_SEED) ")",
      NULL, 0, 0, NULL, NULL},
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
 
 static void more_help(FILE *f) {
     fprintf(f,
-            "A domain's text is its files in sorted path order, each non-empty file followed by\n"
-            "one '\\n' (empty files add nothing), cut into blocks of --block-bytes. Block k of the\n"
-            "m-th domain (in order of first --domain) goes to train, val or test by a Philox hash\n"
-            "of (seed, m, k) against the cumulative fractions; each split holds its blocks in\n"
-            "order, so the three splits partition the text. A split with a fraction > 0 that the\n"
-            "hash gives no block (a small domain) gets the block whose hash lies nearest its\n"
-            "range; a domain with fewer blocks than such splits is refused, naming the bytes it\n"
-            "needs. Refused before anything is written: missing or unreadable paths, the same\n"
-            "file twice, bad names or fractions, an --out inside an input directory, and shards\n"
-            "in DIR/<NAME>/ that this run would not overwrite.\n"
+            "Formats by name: *.jsonl (a JSON object per line), *.json (an object or an array\n"
+            "of objects): the document is the record's --text-field string, escapes decoded;\n"
+            "any other file is plain text, one document. Any of them may be .gz or .zst.\n"
+            "Left out, counted and reported (stderr, the first %d per reason with file:line):\n"
+            "binary files (a NUL byte or non-UTF-8 bytes in the first %d bytes), invalid\n"
+            "UTF-8, bad JSON lines, records without the field, empty files, unreadable files,\n"
+            "corrupt compressed streams, excluded files, symlinks inside directories.\n"
             "\n"
-            "Counts accept k, M, G (x1000) and Ki, Mi, Gi (x1024) suffixes. Prints one line per\n"
-            "domain (files, tokens, and tokens, blocks and shards per split); progress lines for\n"
-            "domains over 256 MiB go to stderr.\n");
+            "A domain's documents come in sorted path order, each followed by one '\\n' (the\n"
+            "byte-level end-of-text). Document k of domain NAME goes to train, val or test by a\n"
+            "Philox hash of (seed, NAME, k) against the cumulative fractions, so the order of\n"
+            "the arguments does not matter. A split with a fraction > 0 that the hash gives no\n"
+            "document (a small domain) gets the document whose hash lies nearest its range; a\n"
+            "domain with fewer documents than such splits is refused. Refused before anything\n"
+            "is written: missing paths, globs matching nothing, the same file twice, bad names\n"
+            "or fractions, an --out inside an input directory, and shards in DIR/<NAME>/ that\n"
+            "this run would not overwrite.\n"
+            "\n"
+            "Counts accept k, M, G (x1000) and Ki, Mi, Gi (x1024) suffixes. Prints a table\n"
+            "(files, documents, text bytes, tokens, and per split documents/tokens/shards) and\n"
+            "what was left out per domain; progress lines for long inputs go to stderr.\n",
+            PREP_ISSUES_SHOWN, TEXTSRC_SNIFF_BYTES);
 }
 
 static const cli_spec SPEC = {
     "prep", "", 0, 0, NULL,
-    "Turns text files into a dataset for any text without a tokenizer download: a\n"
-    "byte-level tokenizer (vocab 256, each byte is one token; any bytes, UTF-8 or not),\n"
-    "per domain train/val/test llm.c token shards under DIR/<NAME>/ and DIR/dataset.yaml\n"
-    "describing them. Same inputs and options, same bytes.",
+    "Turns text files, JSON lines and JSON records (plain, .gz or .zst) into a dataset\n"
+    "without a tokenizer download: a byte-level tokenizer (vocab 256, each byte of the\n"
+    "UTF-8 text is one token), per domain train/val/test llm.c token shards under\n"
+    "DIR/<NAME>/ and DIR/dataset.yaml describing them. Same inputs and options, same\n"
+    "bytes.",
     OPTS, more_help};
 
 static void prep_free_inputs(prep_input *in, int n) {
-    for (int i = 0; i < n; i++) free((char *)in[i].name);
+    for (int i = 0; i < n && in; i++) free((char *)in[i].name);
     free(in);
+}
+
+/* The NAME=VALUE values of list option `opt` into a new array (*out, *n); the name part
+ * is copied, the value points into the argument. */
+static int prep_pairs(const cli_args *a, const char *opt, const char *what, prep_input **out,
+                      int *n, tdm_err *e) {
+    int nv = 0;
+    char **vals = cli_list(a, opt, &nv);
+    *out = NULL;
+    *n = 0;
+    if (nv && !(*out = calloc((size_t)nv, sizeof **out)))
+        return err_set(e, ERR_INTERNAL, "out of memory");
+    for (int i = 0; i < nv; i++) {
+        const char *v = vals[i], *eq = strchr(v, '=');
+        if (!eq || eq == v || !eq[1])
+            return err_set(e, ERR_USAGE, "%s: '%s' is not %s", opt, v, what);
+        char *name = strndup(v, (size_t)(eq - v));
+        if (!name) return err_set(e, ERR_INTERNAL, "out of memory");
+        (*out)[*n].name = name;
+        (*out)[(*n)++].path = eq + 1;
+    }
+    return 0;
 }
 
 /* "T,V" or "T,V,E" into split[3]; -1 on anything else. */
@@ -87,33 +125,21 @@ static int prep_parse_split(const char *s, double split[3]) {
     return 0;
 }
 
-/* The values are checked here, not by the rows: NAME=PATH pairs, split fractions, counts
- * with k/M/G/Ki/Mi/Gi suffixes and a 64-bit seed (the messages as before). */
+/* The values are checked here, not by the rows: NAME=PATH and NAME=GLOB pairs, split
+ * fractions, counts with k/M/G/Ki/Mi/Gi suffixes and a 64-bit seed. */
 static int run_prep(const cli_args *a) {
     prep_opts o;
     prep_opts_init(&o);
-    prep_input *inputs = NULL;
-    int n_inputs = 0, ndomain = 0, rc = 0;
+    prep_input *inputs = NULL, *excludes = NULL;
+    int n_inputs = 0, n_excludes = 0, rc = 0;
     tdm_err e = {0};
     const char *v;
     uint64_t u = 0;
-    char **domains = cli_list(a, "--domain", &ndomain);
-    if (ndomain && !(inputs = calloc((size_t)ndomain, sizeof *inputs)))
-        rc = err_set(&e, ERR_INTERNAL, "out of memory");
-    for (int i = 0; !rc && i < ndomain; i++) {
-        v = domains[i];
-        const char *eq = strchr(v, '=');
-        if (!eq || eq == v || !eq[1]) {
-            rc = err_set(&e, ERR_USAGE, "--domain: '%s' is not NAME=PATH", v);
-            break;
-        }
-        char *name = strndup(v, (size_t)(eq - v));
-        if (!name) {
-            rc = err_set(&e, ERR_INTERNAL, "out of memory");
-            break;
-        }
-        inputs[n_inputs].name = name;
-        inputs[n_inputs++].path = eq + 1;
+    rc = prep_pairs(a, "--domain", "NAME=PATH", &inputs, &n_inputs, &e);
+    if (!rc) rc = prep_pairs(a, "--exclude", "NAME=GLOB", &excludes, &n_excludes, &e);
+    if (!rc && (v = cli_str(a, "--text-field", NULL))) {
+        if (!*v) rc = err_set(&e, ERR_USAGE, "--text-field: empty field name");
+        o.text_field = v;
     }
     if (!rc && (v = cli_str(a, "--out", NULL))) {
         if (!*v) rc = err_set(&e, ERR_USAGE, "--out: empty directory name");
@@ -122,9 +148,6 @@ static int run_prep(const cli_args *a) {
     if (!rc && (v = cli_str(a, "--split", NULL)) && prep_parse_split(v, o.split))
         rc = err_set(&e, ERR_USAGE,
                      "--split: '%s' is not train,val[,test] fractions such as 0.9,0.05,0.05", v);
-    if (!rc && (v = cli_str(a, "--block-bytes", NULL)))
-        if (args_parse_count(v, &o.block_bytes) || o.block_bytes == 0)
-            rc = err_set(&e, ERR_USAGE, "--block-bytes: '%s' is not a count >= 1", v);
     if (!rc && (v = cli_str(a, "--shard-tokens", NULL))) {
         if (args_parse_count(v, &u) || u == 0 || u > SHARD_MAX_TOKENS)
             rc = err_set(&e, ERR_USAGE, "--shard-tokens: '%s' is not a count in 1..%u", v, SHARD_MAX_TOKENS);
@@ -137,10 +160,13 @@ static int run_prep(const cli_args *a) {
     if (rc) {
         fprintf(stderr, "tandem prep: %s (see tandem prep --help)\n", e.msg);
         prep_free_inputs(inputs, n_inputs);
+        prep_free_inputs(excludes, n_excludes);
         return rc;
     }
     o.inputs = inputs;
     o.n_inputs = n_inputs;
+    o.excludes = excludes;
+    o.n_excludes = n_excludes;
     if (prep_run(&o, &e)) {
         fprintf(stderr, "tandem %s\n", e.msg); /* the message starts "prep: " */
         rc = e.code;
@@ -148,6 +174,7 @@ static int run_prep(const cli_args *a) {
         printf("wrote %s/dataset.yaml\n", o.out);
     }
     prep_free_inputs(inputs, n_inputs);
+    prep_free_inputs(excludes, n_excludes);
     return rc;
 }
 

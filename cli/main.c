@@ -39,7 +39,9 @@ static const command COMMANDS[] = {
     {"pin", "keep a state from gc", cmd_pin, 0},
     {"eval", "per-domain test loss and perplexity, and their Average", cmd_eval, 0},
     {"gen-corpus", "write a synthetic multi-domain corpus and its dataset.yaml", cmd_gen_corpus, 0},
-    {"prep", "text files into byte-level train/val/test shards and dataset.yaml", cmd_prep, 0},
+    {"prep", "text, .jsonl and .json (plain, .gz or .zst) into byte-level shards and\n"
+             "dataset.yaml",
+     cmd_prep, 0},
     {"version", "the version, git revision and what this build can run on", cmd_version, 0},
 };
 #define NCOMMANDS (sizeof COMMANDS / sizeof *COMMANDS)

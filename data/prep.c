@@ -1,7 +1,9 @@
-/* prep.c — text files into byte-level train/val/test shards behind `tandem prep`. */
+/* prep.c — documents into byte-level train/val/test shards behind `tandem prep`: the
+ * plan (two passes), the document split, the encoder, the shard writer, the summary. */
 #include "data/prep.h"
 
 #include <dirent.h>
+#include <inttypes.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "data/dataset.h"
+#include "data/docread.h"
 #include "data/shard.h"
 #include "util/fileio.h"
 #include "util/rng.h"
@@ -24,21 +27,21 @@
 #error "data/prep.c writes little-endian shards from host integers; port it before building here"
 #endif
 
-#define PREP_READ_BYTES (1u << 20)    /* read buffer */
-#define PREP_WRITE_TOKENS (1u << 18)  /* per-split token buffer (512 KiB) */
-#define PREP_MAX_BLOCK_BYTES (1ull << 40)
+#define PREP_WRITE_TOKENS (1u << 18) /* per-split token buffer (512 KiB) */
 
-/* ---- options and the block assignment ------------------------------------------------ */
+
+/* ---- options and the document split ------------------------------------------------- */
 
 void prep_opts_init(prep_opts *o) {
     memset(o, 0, sizeof *o);
     o->split[SPLIT_TRAIN] = 0.9;
     o->split[SPLIT_VAL] = 0.05;
     o->split[SPLIT_TEST] = 0.05;
-    o->block_bytes = PREP_DEFAULT_BLOCK_BYTES;
+    o->text_field = PREP_DEFAULT_TEXT_FIELD;
     o->shard_tokens = PREP_DEFAULT_SHARD_TOKENS;
     o->seed = PREP_DEFAULT_SEED;
     o->report = stdout;
+    o->warnings = stderr;
     o->progress = stderr;
     o->progress_bytes = PREP_DEFAULT_PROGRESS_BYTES;
 }
@@ -64,10 +67,15 @@ int prep_check_split(const double f[3], tdm_err *e) {
     return 0;
 }
 
-static double prep_block_u(uint64_t seed, int domain, uint64_t block) {
+uint32_t prep_domain_key(const char *name) {
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 16777619u;
+    return h;
+}
+
+static double prep_doc_u(uint64_t seed, uint32_t key, uint64_t doc) {
     rng_stream r;
-    rng_stream_init(&r, seed, PREP_RNG_PURPOSE, (uint32_t)domain, (uint32_t)block,
-                    (uint32_t)(block >> 32));
+    rng_stream_init(&r, seed, PREP_RNG_PURPOSE, key, (uint32_t)doc, (uint32_t)(doc >> 32));
     return rng_uniform(&r);
 }
 
@@ -85,37 +93,68 @@ static int prep_split_of_u(double u, const double f[3]) {
     return SPLIT_TEST;
 }
 
-int prep_block_split(uint64_t seed, int domain, uint64_t block, const double f[3]) {
-    return prep_split_of_u(prep_block_u(seed, domain, block), f);
+int prep_doc_split(uint64_t seed, const char *domain, uint64_t doc, const double f[3]) {
+    return prep_split_of_u(prep_doc_u(seed, prep_domain_key(domain), doc), f);
 }
 
-/* ---- domains and their files ---------------------------------------------------------- */
+/* ---- documents to tokens: the one place a tokenizer plugs in -------------------------- */
 
-typedef struct prep_file {
-    char *path;
-    uint64_t size;
-    dev_t dev;
-    ino_t ino;
-} prep_file;
+/* A growable token vector (what a tokenizer's encode would append to). */
+typedef struct prep_toks {
+    uint32_t *v;
+    size_t n, cap;
+} prep_toks;
+
+static int prep_oom(tdm_err *e) {
+    return err_set(e, ERR_INTERNAL, "out of memory");
+}
+
+/* Sets out to the tokens of a piece of a document's text; `end` closes the document and
+ * adds the end-of-text separator. Byte-level: each byte is its own token and the
+ * separator is the byte PREP_SEPARATOR, so pieces encode independently. A subword
+ * tokenizer (data/tokenizer.h) goes here and only here: it keeps the pieces of the open
+ * document, and at `end` calls tokenizer_encode on the whole text and appends its
+ * end-of-text id; everything downstream (counts, split, shards) sees only tokens. */
+static int prep_encode(const char *p, size_t n, int end, prep_toks *out, tdm_err *e) {
+    size_t need = n + (end != 0);
+    if (need > out->cap) {
+        size_t nc = out->cap ? out->cap : 4096;
+        while (nc < need) nc *= 2;
+        uint32_t *nv = realloc(out->v, nc * sizeof *nv);
+        if (!nv) return prep_oom(e);
+        out->v = nv;
+        out->cap = nc;
+    }
+    for (size_t i = 0; i < n; i++) out->v[i] = (unsigned char)p[i];
+    if (end) out->v[n] = PREP_SEPARATOR;
+    out->n = need;
+    return 0;
+}
+
+/* ---- domains ---------------------------------------------------------------------------- */
+
+typedef struct prep_filestat {
+    uint64_t docs, tokens; /* from the first pass; docs 0: the file is not read again */
+} prep_filestat;
 
 typedef struct prep_dom {
     const char *name;
-    int index;
-    prep_file *files;
-    size_t n_files, cap;
-    uint64_t n_empty, n_skipped; /* empty files; symlinks and special files in directories */
-    uint64_t bytes;              /* the stream: text plus separators */
-    uint64_t n_blocks, last_len; /* last_len: bytes of the final (maybe short) block */
-    uint64_t split_blocks[SPLIT_COUNT], split_bytes[SPLIT_COUNT], shards[SPLIT_COUNT];
-    int n_moved; /* small-domain rescues: block moved[i] goes to moved_to[i] */
-    uint64_t moved[SPLIT_COUNT];
+    uint32_t key;
+    textsrc_list list;
+    prep_filestat *fs; /* per file of list */
+    const char **ex;   /* its excludes */
+    int n_ex;
+    prep_stats st;
+    uint64_t shown[TEXTSRC_N_REASONS]; /* issues printed per reason */
+    uint64_t moved[SPLIT_COUNT];       /* small-domain rescues: document moved[i] */
     int moved_to[SPLIT_COUNT], moved_from[SPLIT_COUNT];
     char *dir;
 } prep_dom;
 
 static void prep_dom_free(prep_dom *d) {
-    for (size_t i = 0; i < d->n_files; i++) free(d->files[i].path);
-    free(d->files);
+    textsrc_list_free(&d->list);
+    free(d->fs);
+    free(d->ex);
     free(d->dir);
     memset(d, 0, sizeof *d);
 }
@@ -128,8 +167,8 @@ static char *prep_join(const char *a, const char *b) {
     return p;
 }
 
-static int prep_oom(tdm_err *e) {
-    return err_set(e, ERR_INTERNAL, "out of memory");
+static const char *prep_plural(uint64_t n) {
+    return n == 1 ? "" : "s";
 }
 
 static int prep_check_opts(const prep_opts *o, tdm_err *e) {
@@ -137,11 +176,10 @@ static int prep_check_opts(const prep_opts *o, tdm_err *e) {
         return err_set(e, ERR_USAGE, "no output directory (--out DIR)");
     if (o->n_inputs < 1 || !o->inputs)
         return err_set(e, ERR_USAGE, "no input: give at least one --domain NAME=PATH");
+    if (!o->text_field || !o->text_field[0])
+        return err_set(e, ERR_USAGE, "empty JSON text field name (--text-field)");
     int rc = prep_check_split(o->split, e);
     if (rc) return rc;
-    if (o->block_bytes < 1 || o->block_bytes > PREP_MAX_BLOCK_BYTES)
-        return err_set(e, ERR_USAGE, "block bytes %llu is outside 1..%llu (--block-bytes)",
-                       (unsigned long long)o->block_bytes, PREP_MAX_BLOCK_BYTES);
     if (o->shard_tokens < 1 || o->shard_tokens > SHARD_MAX_TOKENS)
         return err_set(e, ERR_USAGE, "shard tokens %llu is outside 1..%u (--shard-tokens)",
                        (unsigned long long)o->shard_tokens, SHARD_MAX_TOKENS);
@@ -152,7 +190,8 @@ static int prep_check_opts(const prep_opts *o, tdm_err *e) {
     return 0;
 }
 
-/* Maps each input to its domain (first appearance order); names are checked here. */
+/* Maps each input to its domain (first appearance order) and gives each domain its
+ * excludes; names are checked here. */
 static int prep_group(const prep_opts *o, prep_dom *doms, int *n_doms, int *dom_of,
                       tdm_err *e) {
     for (int i = 0; i < o->n_inputs; i++) {
@@ -177,207 +216,36 @@ static int prep_group(const prep_opts *o, prep_dom *doms, int *n_doms, int *dom_
                 return err_set(e, ERR_USAGE, "more than %d domains (at '%s')",
                                DATASET_MAX_DOMAINS, n);
             doms[m].name = n;
-            doms[m].index = m;
+            doms[m].key = prep_domain_key(n);
+            doms[m].st.name = n;
             (*n_doms)++;
         }
         dom_of[i] = m;
     }
+    for (int i = 0; i < o->n_excludes; i++) {
+        const char *n = o->excludes[i].name, *g = o->excludes[i].path;
+        int m = 0;
+        while (m < *n_doms && strcmp(doms[m].name, n ? n : "")) m++;
+        if (m == *n_doms)
+            return err_set(e, ERR_USAGE,
+                           "--exclude '%s=%s': no --domain is named '%s' (give NAME=GLOB for a "
+                           "domain of this run)",
+                           n ? n : "", g ? g : "", n ? n : "");
+        if (!g || !g[0]) return err_set(e, ERR_USAGE, "--exclude for domain '%s': empty glob", n);
+        const char **nx = realloc(doms[m].ex, (size_t)(doms[m].n_ex + 1) * sizeof *nx);
+        if (!nx) return prep_oom(e);
+        nx[doms[m].n_ex++] = g;
+        doms[m].ex = nx;
+    }
     return 0;
-}
-
-/* Opens `path` to prove it readable and records it. Takes ownership of `path`. */
-static int prep_add_file(prep_dom *d, char *path, int nofollow, tdm_err *e) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (nofollow ? O_NOFOLLOW : 0));
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        int rc = err_sys(e, ERR_USAGE, errno,
-                         "domain '%s': cannot read %s (make it readable or leave it out)",
-                         d->name, path);
-        if (fd >= 0) close(fd);
-        free(path);
-        return rc;
-    }
-    close(fd);
-    if (!S_ISREG(st.st_mode)) { /* replaced since it was listed */
-        int rc = err_set(e, ERR_USAGE, "domain '%s': %s is not a regular file", d->name, path);
-        free(path);
-        return rc;
-    }
-    if (d->n_files == d->cap) {
-        size_t nc = d->cap ? 2 * d->cap : 64;
-        prep_file *nf = realloc(d->files, nc * sizeof *nf);
-        if (!nf) {
-            free(path);
-            return prep_oom(e);
-        }
-        d->files = nf;
-        d->cap = nc;
-    }
-    prep_file *f = &d->files[d->n_files++];
-    f->path = path;
-    f->size = (uint64_t)st.st_size;
-    f->dev = st.st_dev;
-    f->ino = st.st_ino;
-    if (f->size == 0) d->n_empty++;
-    return 0;
-}
-
-static int prep_cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Adds every regular file below `dir`; symlinks and special files are counted, not
- * followed. The directory is read whole and closed before descending, so the depth of
- * the tree does not cost open descriptors. */
-static int prep_walk(prep_dom *d, const char *dir, tdm_err *e) {
-    DIR *dp = opendir(dir);
-    if (!dp)
-        return err_sys(e, ERR_USAGE, errno,
-                       "domain '%s': cannot read directory %s (fix its permissions or leave "
-                       "it out)",
-                       d->name, dir);
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    int rc = 0;
-    for (;;) {
-        errno = 0;
-        struct dirent *de = readdir(dp);
-        if (!de) {
-            if (errno)
-                rc = err_sys(e, ERR_USAGE, errno, "domain '%s': cannot list directory %s",
-                             d->name, dir);
-            break;
-        }
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        if (n == cap) {
-            size_t nc = cap ? 2 * cap : 32;
-            char **nn = realloc(names, nc * sizeof *nn);
-            if (!nn) {
-                rc = prep_oom(e);
-                break;
-            }
-            names = nn;
-            cap = nc;
-        }
-        if (!(names[n] = strdup(de->d_name))) {
-            rc = prep_oom(e);
-            break;
-        }
-        n++;
-    }
-    closedir(dp);
-    if (!rc && n) qsort(names, n, sizeof *names, prep_cmp_str);
-    for (size_t i = 0; !rc && i < n; i++) {
-        char *child = prep_join(dir, names[i]);
-        struct stat st;
-        if (!child) rc = prep_oom(e);
-        else if (lstat(child, &st) != 0)
-            rc = err_sys(e, ERR_USAGE, errno, "domain '%s': cannot stat %s", d->name, child);
-        else if (S_ISDIR(st.st_mode))
-            rc = prep_walk(d, child, e);
-        else if (S_ISREG(st.st_mode)) {
-            rc = prep_add_file(d, child, 1, e);
-            child = NULL; /* owned by the domain now, or freed */
-        } else
-            d->n_skipped++;
-        free(child);
-    }
-    for (size_t i = 0; i < n; i++) free(names[i]);
-    free(names);
-    return rc;
-}
-
-/* Canonical absolute form of `path`, which need not exist: realpath of its longest
- * existing prefix, then the rest with ".", ".." and repeated slashes resolved. */
-static char *prep_canon(const char *path) {
-    size_t len = strlen(path), cut = len;
-    char *base = NULL;
-    for (;;) {
-        char *pre = strndup(path, cut);
-        if (!pre) return NULL;
-        base = realpath(cut ? pre : (path[0] == '/' ? "/" : "."), NULL);
-        free(pre);
-        if (base || cut == 0) break;
-        while (cut > 0 && path[cut - 1] != '/') cut--;
-        while (cut > 0 && path[cut - 1] == '/') cut--;
-    }
-    if (!base) return NULL;
-    size_t n = strlen(base) + (len - cut) + 2;
-    char *out = malloc(n);
-    if (!out) {
-        free(base);
-        return NULL;
-    }
-    size_t o = strlen(base);
-    memcpy(out, base, o + 1);
-    free(base);
-    if (o == 1) o = 0; /* "/": components append as "/x" */
-    for (const char *p = path + cut; *p;) {
-        while (*p == '/') p++;
-        const char *q = p;
-        while (*q && *q != '/') q++;
-        size_t cl = (size_t)(q - p);
-        if (cl == 0 || (cl == 1 && p[0] == '.')) {
-            /* nothing: "//" or "." */
-        } else if (cl == 2 && p[0] == '.' && p[1] == '.') {
-            while (o > 0 && out[o - 1] != '/') o--;
-            if (o > 0) o--;
-        } else {
-            out[o++] = '/';
-            memcpy(out + o, p, cl);
-            o += cl;
-        }
-        p = q;
-    }
-    if (o == 0) out[o++] = '/';
-    out[o] = '\0';
-    return out;
-}
-
-/* Whether canonical path `child` is `parent` or below it. */
-static int prep_within(const char *child, const char *parent) {
-    size_t n = strlen(parent);
-    if (n == 1 && parent[0] == '/') return 1;
-    return !strncmp(child, parent, n) && (child[n] == '\0' || child[n] == '/');
-}
-
-/* Adds one --domain path: a regular file, or a directory walked recursively. */
-static int prep_list_input(prep_dom *d, const char *path, const char *out_canon, tdm_err *e) {
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return err_sys(e, ERR_USAGE, errno, "domain '%s': cannot use %s (check the path)",
-                       d->name, path);
-    char *p = strdup(path);
-    if (!p) return prep_oom(e);
-    if (S_ISREG(st.st_mode)) return prep_add_file(d, p, 0, e);
-    if (!S_ISDIR(st.st_mode)) {
-        free(p);
-        return err_set(e, ERR_USAGE,
-                       "domain '%s': %s is neither a regular file nor a directory; give "
-                       "text files or directories of them",
-                       d->name, path);
-    }
-    char *in_canon = realpath(path, NULL);
-    int rc = 0;
-    if (!in_canon)
-        rc = err_sys(e, ERR_USAGE, errno, "domain '%s': cannot resolve %s", d->name, path);
-    else if (out_canon && prep_within(out_canon, in_canon))
-        rc = err_set(e, ERR_USAGE,
-                     "output directory %s is inside input directory %s of domain '%s': prep "
-                     "would read its own shards next time; choose an --out outside the inputs",
-                     out_canon, path, d->name);
-    free(in_canon);
-    if (!rc) rc = prep_walk(d, p, e);
-    free(p);
-    return rc;
 }
 
 static int prep_cmp_file(const void *a, const void *b) {
-    return strcmp(((const prep_file *)a)->path, ((const prep_file *)b)->path);
+    return strcmp(((const textsrc_file *)a)->path, ((const textsrc_file *)b)->path);
 }
 
 typedef struct prep_ref {
-    const prep_file *f;
+    const textsrc_file *f;
     int dom;
 } prep_ref;
 
@@ -393,13 +261,13 @@ static int prep_cmp_ref(const void *a, const void *b) {
  * two domains) would make a validation loss partly a training loss. */
 static int prep_check_duplicates(const prep_dom *doms, int n_doms, tdm_err *e) {
     size_t n = 0;
-    for (int m = 0; m < n_doms; m++) n += doms[m].n_files;
+    for (int m = 0; m < n_doms; m++) n += doms[m].list.n;
     if (n < 2) return 0;
     prep_ref *r = malloc(n * sizeof *r);
     if (!r) return prep_oom(e);
     size_t k = 0;
     for (int m = 0; m < n_doms; m++)
-        for (size_t i = 0; i < doms[m].n_files; i++) r[k++] = (prep_ref){&doms[m].files[i], m};
+        for (size_t i = 0; i < doms[m].list.n; i++) r[k++] = (prep_ref){&doms[m].list.files[i], m};
     qsort(r, n, sizeof *r, prep_cmp_ref);
     int rc = 0;
     for (size_t i = 1; !rc && i < n; i++) {
@@ -420,84 +288,6 @@ static int prep_check_duplicates(const prep_dom *doms, int n_doms, tdm_err *e) {
     return rc;
 }
 
-/* ---- the plan: blocks per split, the small-domain rescue, shard counts ---------------- */
-
-static int prep_assigned(const prep_dom *d, uint64_t seed, const double f[3], uint64_t k) {
-    for (int i = 0; i < d->n_moved; i++)
-        if (d->moved[i] == k) return d->moved_to[i];
-    return prep_block_split(seed, d->index, k, f);
-}
-
-static uint64_t prep_ceil_div(uint64_t a, uint64_t b) {
-    return a / b + (a % b != 0);
-}
-
-static const char *prep_plural(uint64_t n) {
-    return n == 1 ? "" : "s";
-}
-
-static int prep_plan(const prep_opts *o, prep_dom *d, tdm_err *e) {
-    const double *f = o->split;
-    uint64_t B = o->block_bytes;
-    int required = 2 + (f[SPLIT_TEST] > 0);
-    d->bytes = 0;
-    for (size_t i = 0; i < d->n_files; i++)
-        d->bytes += d->files[i].size + (d->files[i].size > 0); /* text + separator */
-    if (d->bytes == 0)
-        return err_set(e, ERR_USAGE,
-                       "domain '%s' has no text (%zu file%s, %llu empty): give it non-empty "
-                       "files",
-                       d->name, d->n_files, prep_plural(d->n_files),
-                       (unsigned long long)d->n_empty);
-    d->n_blocks = prep_ceil_div(d->bytes, B);
-    d->last_len = d->bytes - (d->n_blocks - 1) * B;
-    if (d->n_blocks < (uint64_t)required) {
-        uint64_t need = (uint64_t)(required - 1) * B + 1;
-        uint64_t fit = (d->bytes - 1) / (uint64_t)(required - 1); /* largest B that works */
-        char hint[96] = "";
-        if (fit >= 1)
-            snprintf(hint, sizeof hint, " or lower --block-bytes to %llu or less",
-                     (unsigned long long)fit);
-        return err_set(e, ERR_USAGE,
-                       "domain '%s' has %llu bytes of text and separators, %llu block%s of "
-                       "%llu bytes; it needs at least %llu bytes so that train, val%s each get "
-                       "a block: add text%s",
-                       d->name, (unsigned long long)d->bytes, (unsigned long long)d->n_blocks,
-                       prep_plural(d->n_blocks), (unsigned long long)B,
-                       (unsigned long long)need, required == 3 ? " and test" : "", hint);
-    }
-    uint64_t *cnt = d->split_blocks;
-    for (uint64_t k = 0; k < d->n_blocks; k++) cnt[prep_block_split(o->seed, d->index, k, f)]++;
-    static const int order[SPLIT_COUNT] = {SPLIT_VAL, SPLIT_TEST, SPLIT_TRAIN};
-    for (int i = 0; i < SPLIT_COUNT; i++) {
-        int s = order[i];
-        if (f[s] <= 0 || cnt[s] > 0) continue;
-        double lo, hi, best_d = INFINITY;
-        prep_interval(f, s, &lo, &hi);
-        uint64_t best = 0;
-        int best_from = -1;
-        for (uint64_t k = 0; k < d->n_blocks; k++) {
-            int t = prep_assigned(d, o->seed, f, k);
-            if (cnt[t] < 2) continue; /* the donor keeps a block */
-            double u = prep_block_u(o->seed, d->index, k);
-            double dist = u < lo ? lo - u : u >= hi ? u - hi : 0;
-            if (dist < best_d) best_d = dist, best = k, best_from = t;
-        }
-        if (best_from < 0) /* cannot happen: n_blocks >= required */
-            return err_set(e, ERR_INTERNAL, "domain '%s': no block to move to %s", d->name,
-                           dataset_split_name(s));
-        d->moved[d->n_moved] = best;
-        d->moved_from[d->n_moved] = best_from;
-        d->moved_to[d->n_moved++] = s;
-        cnt[best_from]--;
-        cnt[s]++;
-    }
-    for (int s = 0; s < SPLIT_COUNT; s++) d->split_bytes[s] = cnt[s] * B;
-    d->split_bytes[prep_assigned(d, o->seed, f, d->n_blocks - 1)] -= B - d->last_len;
-    for (int s = 0; s < SPLIT_COUNT; s++)
-        d->shards[s] = prep_ceil_div(d->split_bytes[s], o->shard_tokens);
-    return 0;
-}
 
 /* ---- stale shards (as in data/corpus.c) ------------------------------------------------ */
 
@@ -513,7 +303,7 @@ static int prep_is_planned(const prep_dom *d, const char *file, int *is_shard) {
     int s, nd;
     uint64_t v;
     if (!(*is_shard = dataset_shard_match(file, &s, &v, &nd))) return 0;
-    return nd == prep_digits(d->shards[s]) && v < d->shards[s];
+    return nd == prep_digits(d->st.shards[s]) && v < d->st.shards[s];
 }
 
 static int prep_check_stale(const prep_dom *d, tdm_err *e) {
@@ -652,15 +442,16 @@ static int prep_writer_close(prep_writer *w, tdm_err *e) {
     return 0;
 }
 
-/* Appends n byte tokens, opening and completing shards as they fill. */
-static int prep_writer_put(prep_writer *w, const unsigned char *p, size_t n, tdm_err *e) {
+/* Appends n tokens (each < the vocab, checked by the caller), opening and completing
+ * shards as they fill. */
+static int prep_writer_put(prep_writer *w, const uint32_t *p, size_t n, tdm_err *e) {
     while (n > 0) {
         int rc = 0;
         if (w->fd < 0 && (rc = prep_writer_open(w, e))) return rc;
         uint64_t take = n, room = w->shard_tokens - w->in_shard;
         if (take > room) take = room;
         if (take > PREP_WRITE_TOKENS - w->nbuf) take = PREP_WRITE_TOKENS - w->nbuf;
-        for (uint64_t i = 0; i < take; i++) w->buf[w->nbuf + i] = p[i];
+        for (uint64_t i = 0; i < take; i++) w->buf[w->nbuf + i] = (uint16_t)p[i];
         w->nbuf += take;
         w->in_shard += take;
         w->total += take;
@@ -672,112 +463,284 @@ static int prep_writer_put(prep_writer *w, const unsigned char *p, size_t n, tdm
     return 0;
 }
 
-/* ---- streaming a domain ---------------------------------------------------------------- */
 
-typedef struct prep_stream {
+/* ---- what is left out: counted always, the first few of each reason printed ------------ */
+
+typedef struct prep_pass prep_pass;
+
+/* Counts one left-out thing of the domain and prints it while few of its reason were. */
+static void prep_count_issue(const prep_opts *o, prep_dom *d, int reason, const char *path,
+                             uint64_t line, const char *what) {
+    d->st.skipped[reason]++;
+    /* excluded files, symlinks and empty files are choices or harmless: counted only */
+    if (reason == TEXTSRC_EXCLUDED || reason == TEXTSRC_SPECIAL || reason == TEXTSRC_EMPTY) return;
+    if (!o->warnings || d->shown[reason] >= PREP_ISSUES_SHOWN) return;
+    d->shown[reason]++;
+    if (line) fprintf(o->warnings, "prep: %s: %s:%" PRIu64 ": %s\n", d->name, path, line, what);
+    else fprintf(o->warnings, "prep: %s: %s: %s\n", d->name, path, what);
+}
+
+typedef struct prep_listctx {
     const prep_opts *o;
-    const prep_dom *d;
-    prep_writer *w[SPLIT_COUNT];
-    uint64_t pos;        /* stream bytes emitted */
-    uint64_t block;      /* current block */
-    uint64_t left;       /* bytes left in it */
-    int cur;             /* its split */
-    uint64_t next_report; /* stream position of the next progress line, 0: none */
-} prep_stream;
+    prep_dom *d;
+} prep_listctx;
 
-static void prep_progress(prep_stream *st) {
-    const prep_dom *d = st->d;
-    while (st->next_report && st->pos >= st->next_report) {
-        fprintf(st->o->progress,
-                "prep: %s: %llu of %llu bytes (%.0f%%); train %llu, val %llu, test %llu "
-                "tokens so far\n",
-                d->name, (unsigned long long)st->pos, (unsigned long long)d->bytes,
-                100.0 * (double)st->pos / (double)d->bytes,
-                (unsigned long long)st->w[SPLIT_TRAIN]->total,
-                (unsigned long long)st->w[SPLIT_VAL]->total,
-                (unsigned long long)st->w[SPLIT_TEST]->total);
-        fflush(st->o->progress);
-        st->next_report += st->o->progress_bytes;
-        if (st->next_report >= d->bytes) st->next_report = 0;
+static void prep_list_issue(void *ctx, int reason, const char *path, uint64_t line,
+                            const char *what) {
+    prep_listctx *c = ctx;
+    prep_count_issue(c->o, c->d, reason, path, line, what);
+}
+
+/* "2 binary, 1 bad JSON" for the reasons counted (n of them), into buf. */
+static void prep_reasons(const prep_stats *st, char *buf, size_t cap, int *n) {
+    size_t o = 0;
+    buf[0] = '\0';
+    *n = 0;
+    for (int r = 0; r < TEXTSRC_N_REASONS; r++) {
+        if (!st->skipped[r]) continue;
+        int k = snprintf(buf + o, cap - o, "%s%" PRIu64 " %s", *n ? ", " : "", st->skipped[r],
+                         textsrc_reason_name(r));
+        if (k < 0 || (size_t)k >= cap - o) break;
+        o += (size_t)k;
+        (*n)++;
     }
 }
 
-/* Sends stream bytes to the split of the block they fall in. */
-static int prep_emit(prep_stream *st, const unsigned char *p, size_t n, tdm_err *e) {
-    const prep_dom *d = st->d;
-    while (n > 0) {
-        if (st->pos >= d->bytes)
-            return err_set(e, ERR_INTERNAL, "domain '%s': more bytes than planned", d->name);
-        size_t take = n < st->left ? n : (size_t)st->left;
-        int rc = prep_writer_put(st->w[st->cur], p, take, e);
-        if (rc) return rc;
-        p += take;
-        n -= take;
-        st->pos += take;
-        st->left -= take;
-        if (st->left == 0 && st->pos < d->bytes) {
-            st->block++;
-            st->left = d->bytes - st->pos < st->o->block_bytes ? d->bytes - st->pos
-                                                                 : st->o->block_bytes;
-            st->cur = prep_assigned(d, st->o->seed, st->o->split, st->block);
-        }
+/* ---- the passes over a domain's files ---------------------------------------------------- */
+
+/* The counters a pass keeps; restored to a file's start when the file is dropped. */
+typedef struct prep_count {
+    uint64_t k; /* documents so far = the next document's index */
+    uint64_t text_bytes, tokens, split_docs[SPLIT_COUNT], split_tokens[SPLIT_COUNT];
+} prep_count;
+
+struct prep_pass {
+    const prep_opts *o;
+    prep_dom *d;
+    int mode; /* PREP_SCAN: counts and reports; PREP_RECOUNT: counts; PREP_WRITE: writes */
+    prep_count c;
+    prep_toks toks;
+    int open, cur;           /* a document is open, and its split */
+    uint64_t doc_tokens, doc_bytes;
+    prep_writer *w;          /* PREP_WRITE: one per split */
+    size_t file;             /* index of the file being read */
+    uint64_t read, next_mark; /* progress: bytes read (scan) or tokens written (write) */
+};
+
+enum { PREP_SCAN, PREP_RECOUNT, PREP_WRITE };
+
+static int prep_assigned(const prep_dom *d, uint64_t seed, const double f[3], uint64_t k) {
+    for (int i = 0; i < d->st.n_moved; i++)
+        if (d->moved[i] == k) return d->moved_to[i];
+    return prep_split_of_u(prep_doc_u(seed, d->key, k), f);
+}
+
+static void prep_progress_line(prep_pass *p) {
+    const prep_opts *o = p->o;
+    if (!o->progress || !o->progress_bytes || p->read < p->next_mark) return;
+    const prep_dom *d = p->d;
+    if (p->mode == PREP_SCAN)
+        fprintf(o->progress,
+                "prep: %s: reading: %" PRIu64 " bytes read, file %zu of %zu, %" PRIu64
+                " documents so far\n",
+                d->name, p->read, p->file + 1, d->list.n, p->c.k);
+    else if (p->mode == PREP_WRITE)
+        fprintf(o->progress,
+                "prep: %s: writing: %" PRIu64 " of %" PRIu64 " tokens (%.0f%%); train %" PRIu64
+                ", val %" PRIu64 ", test %" PRIu64 " so far\n",
+                d->name, p->read, d->st.tokens, 100.0 * (double)p->read / (double)d->st.tokens,
+                p->w[SPLIT_TRAIN].total, p->w[SPLIT_VAL].total, p->w[SPLIT_TEST].total);
+    fflush(o->progress);
+    p->next_mark = (p->read / o->progress_bytes + 1) * o->progress_bytes;
+}
+
+static void prep_on_read(void *ctx, uint64_t bytes) {
+    prep_pass *p = ctx;
+    if (p->mode != PREP_SCAN) return;
+    p->read += bytes;
+    prep_progress_line(p);
+}
+
+/* Tokens of the open document: counted, and written to its split in PREP_WRITE. */
+static int prep_put(prep_pass *p, const prep_toks *t, tdm_err *e) {
+    p->doc_tokens += t->n;
+    if (p->mode != PREP_WRITE || !t->n) return 0;
+    for (size_t i = 0; i < t->n; i++)
+        if (t->v[i] >= PREP_VOCAB)
+            return err_set(e, ERR_INTERNAL, "token %u >= vocab %d", (unsigned)t->v[i], PREP_VOCAB);
+    int rc = prep_writer_put(&p->w[p->cur], t->v, t->n, e);
+    p->read += t->n;
+    prep_progress_line(p);
+    return rc;
+}
+
+static int prep_on_text(void *ctx, const char *s, size_t n, tdm_err *e) {
+    prep_pass *p = ctx;
+    if (!p->open) {
+        p->open = 1;
+        p->cur = prep_assigned(p->d, p->o->seed, p->o->split, p->c.k);
+        p->doc_tokens = p->doc_bytes = 0;
     }
-    prep_progress(st);
+    p->doc_bytes += n;
+    int rc = prep_encode(s, n, 0, &p->toks, e);
+    return rc ? rc : prep_put(p, &p->toks, e);
+}
+
+static int prep_on_end(void *ctx, int keep, tdm_err *e) {
+    prep_pass *p = ctx;
+    if (!p->open) return 0;
+    p->open = 0;
+    if (!keep) {
+        if (p->mode == PREP_WRITE && p->doc_tokens) /* the scan kept it: the file changed */
+            return err_set(e, ERR_USAGE,
+                           "domain '%s': %s changed since it was first read (a document "
+                           "became invalid); rerun when the inputs are stable",
+                           p->d->name, p->d->list.files[p->file].path);
+        return 0;
+    }
+    int rc = prep_encode("", 0, 1, &p->toks, e);
+    if (!rc) rc = prep_put(p, &p->toks, e);
+    if (rc) return rc;
+    p->c.k++;
+    p->c.text_bytes += p->doc_bytes;
+    p->c.tokens += p->doc_tokens;
+    p->c.split_docs[p->cur]++;
+    p->c.split_tokens[p->cur] += p->doc_tokens;
     return 0;
 }
 
-/* Streams one file (exactly the size planned for it) into the domain's stream. */
-static int prep_stream_file(prep_stream *st, const prep_file *f, unsigned char *buf,
-                            tdm_err *e) {
-    const char *dn = st->d->name;
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return err_sys(e, ERR_USAGE, errno, "domain '%s': cannot open %s", dn, f->path);
-    struct stat sb;
+static void prep_on_issue(void *ctx, int reason, const char *path, uint64_t line,
+                          const char *what) {
+    prep_pass *p = ctx;
+    if (p->mode == PREP_SCAN) prep_count_issue(p->o, p->d, reason, path, line, what);
+}
+
+/* One pass over the domain's files. The scan records each file's documents and tokens;
+ * the later passes read only files that gave documents and must find the same. */
+static int prep_pass_run(prep_pass *p, tdm_err *e) {
+    prep_dom *d = p->d;
+    docread_sink sink = {p, prep_on_text, prep_on_end, {p, prep_on_issue}, prep_on_read};
+    p->next_mark = p->o->progress_bytes;
     int rc = 0;
-    if (fstat(fd, &sb) != 0)
-        rc = err_sys(e, ERR_USAGE, errno, "domain '%s': cannot stat %s", dn, f->path);
-    else if (sb.st_dev != f->dev || sb.st_ino != f->ino || (uint64_t)sb.st_size != f->size)
-        rc = err_set(e, ERR_USAGE,
-                     "domain '%s': %s changed since prep listed it (%llu bytes then, %llu now); "
-                     "rerun when the inputs are stable",
-                     dn, f->path, (unsigned long long)f->size, (unsigned long long)sb.st_size);
-#ifdef POSIX_FADV_SEQUENTIAL
-    if (!rc) posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-#endif
-    uint64_t got = 0;
-    while (!rc && got <= f->size) {
-        /* one read past the planned size to see that the file did not grow */
-        size_t want = f->size - got < PREP_READ_BYTES ? (size_t)(f->size - got) : PREP_READ_BYTES;
-        if (want == 0) want = 1;
-        ssize_t r = read(fd, buf, want);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            rc = err_sys(e, ERR_USAGE, errno, "domain '%s': cannot read %s", dn, f->path);
-        } else if (r == 0) {
-            if (got < f->size)
-                rc = err_set(e, ERR_USAGE,
-                             "domain '%s': %s shrank while being read (%llu of %llu bytes); "
-                             "rerun when the inputs are stable",
-                             dn, f->path, (unsigned long long)got, (unsigned long long)f->size);
-            break;
-        } else if (got == f->size) {
+    for (size_t i = 0; !rc && i < d->list.n; i++) {
+        if (p->mode != PREP_SCAN && d->fs[i].docs == 0) continue;
+        p->file = i;
+        prep_count before = p->c;
+        int dropped = 0;
+        rc = docread_file(&d->list.files[i], p->o->text_field, &sink, &dropped, e);
+        if (rc) break;
+        uint64_t docs = p->c.k - before.k, tokens = p->c.tokens - before.tokens;
+        if (p->mode == PREP_SCAN) {
+            if (dropped) p->c = before, docs = tokens = 0;
+            d->fs[i] = (prep_filestat){docs, tokens};
+        } else if (dropped || docs != d->fs[i].docs || tokens != d->fs[i].tokens) {
             rc = err_set(e, ERR_USAGE,
-                         "domain '%s': %s grew while being read (planned %llu bytes); rerun "
-                         "when the inputs are stable",
-                         dn, f->path, (unsigned long long)f->size);
-        } else {
-            got += (uint64_t)r;
-            rc = prep_emit(st, buf, (size_t)r, e);
+                         "domain '%s': %s changed since it was first read (%" PRIu64
+                         " documents and %" PRIu64 " tokens then, %" PRIu64 " and %" PRIu64
+                         " now); rerun when the inputs are stable",
+                         d->name, d->list.files[i].path, d->fs[i].docs, d->fs[i].tokens, docs,
+                         tokens);
         }
-    }
-    close(fd);
-    if (!rc && f->size > 0) {
-        static const unsigned char sep = PREP_SEPARATOR;
-        rc = prep_emit(st, &sep, 1, e);
     }
     return rc;
 }
+
+/* ---- the plan: documents per split, the small-domain rescue, shard counts ------------- */
+
+static uint64_t prep_ceil_div(uint64_t a, uint64_t b) {
+    return a / b + (a % b != 0);
+}
+
+/* Moves a document into each split with a fraction > 0 that the hash gave none. */
+static int prep_rescue(const prep_opts *o, prep_dom *d, uint64_t cnt[SPLIT_COUNT], tdm_err *e) {
+    const double *f = o->split;
+    static const int order[SPLIT_COUNT] = {SPLIT_VAL, SPLIT_TEST, SPLIT_TRAIN};
+    for (int i = 0; i < SPLIT_COUNT; i++) {
+        int s = order[i];
+        if (f[s] <= 0 || cnt[s] > 0) continue;
+        double lo, hi, best_d = INFINITY;
+        prep_interval(f, s, &lo, &hi);
+        uint64_t best = 0;
+        int best_from = -1;
+        for (uint64_t k = 0; k < d->st.docs; k++) {
+            int t = prep_assigned(d, o->seed, f, k);
+            if (cnt[t] < 2) continue; /* the donor keeps a document */
+            double u = prep_doc_u(o->seed, d->key, k);
+            double dist = u < lo ? lo - u : u >= hi ? u - hi : 0;
+            if (dist < best_d) best_d = dist, best = k, best_from = t;
+        }
+        if (best_from < 0) /* cannot happen: docs >= required */
+            return err_set(e, ERR_INTERNAL, "domain '%s': no document to move to %s", d->name,
+                           dataset_split_name(s));
+        int n = d->st.n_moved++;
+        d->moved[n] = best;
+        d->moved_from[n] = best_from;
+        d->moved_to[n] = s;
+        cnt[best_from]--;
+        cnt[s]++;
+    }
+    return 0;
+}
+
+/* The scan, then the plan: the counts per split and their shards. */
+static int prep_plan(const prep_opts *o, prep_dom *d, tdm_err *e) {
+    prep_stats *st = &d->st;
+    st->files = d->list.n;
+    for (size_t i = 0; i < d->list.n; i++) st->input_bytes += d->list.files[i].size;
+    if (d->list.n && !(d->fs = calloc(d->list.n, sizeof *d->fs))) return prep_oom(e);
+    prep_pass p = {.o = o, .d = d, .mode = PREP_SCAN};
+    int rc = prep_pass_run(&p, e);
+    for (int r = 0; !rc && o->warnings && r < TEXTSRC_N_REASONS; r++)
+        if (d->shown[r] && st->skipped[r] > d->shown[r])
+            fprintf(o->warnings, "prep: %s: ... and %" PRIu64 " more left out as %s\n", d->name,
+                    st->skipped[r] - d->shown[r], textsrc_reason_name(r));
+    if (rc) {
+        free(p.toks.v);
+        return rc;
+    }
+    st->docs = p.c.k;
+    for (size_t i = 0; i < d->list.n; i++) st->files_used += d->fs[i].docs > 0;
+    int required = 2 + (o->split[SPLIT_TEST] > 0);
+    if (st->docs < (uint64_t)required) {
+        char why[400];
+        int n;
+        prep_reasons(st, why, sizeof why, &n);
+        free(p.toks.v);
+        return err_set(e, ERR_USAGE,
+                       "domain '%s' has %" PRIu64 " document%s from %zu file%s%s%s (left out: "
+                       "%s); train, val%s each need one: %s",
+                       d->name, st->docs, prep_plural(st->docs), d->list.n,
+                       prep_plural(d->list.n), d->list.n == 1 ? " " : "",
+                       d->list.n == 1 ? d->list.files[0].path : "", n ? why : "nothing",
+                       required == 3 ? " and test" : "",
+                       st->docs == 0 ? "give it text files, .jsonl or .json with the field "
+                                       "--text-field names (see the messages above)"
+                                     : "add documents, or give --split with test 0");
+    }
+    uint64_t cnt[SPLIT_COUNT];
+    memcpy(cnt, p.c.split_docs, sizeof cnt);
+    rc = prep_rescue(o, d, cnt, e);
+    if (!rc && st->n_moved) {
+        /* the moved documents' tokens are known only by reading them again; small
+         * domains only (a large one gives every split documents) */
+        prep_pass again = {.o = o, .d = d, .mode = PREP_RECOUNT, .toks = p.toks};
+        rc = prep_pass_run(&again, e);
+        p.toks = again.toks;
+        p.c = again.c;
+    }
+    free(p.toks.v);
+    if (rc) return rc;
+    st->text_bytes = p.c.text_bytes;
+    st->tokens = p.c.tokens;
+    for (int s = 0; s < SPLIT_COUNT; s++) {
+        st->split_docs[s] = p.c.split_docs[s];
+        st->split_tokens[s] = p.c.split_tokens[s];
+        st->shards[s] = prep_ceil_div(st->split_tokens[s], o->shard_tokens);
+    }
+    return 0;
+}
+
+/* ---- writing a domain ------------------------------------------------------------------ */
 
 static int prep_make_dir(const char *dir, tdm_err *e) {
     char *p = prep_join(dir, "");
@@ -792,58 +755,70 @@ static int prep_make_dir(const char *dir, tdm_err *e) {
     return rc;
 }
 
-static int prep_domain(const prep_opts *o, prep_dom *d, prep_writer *w, unsigned char *buf,
-                       tdm_err *e) {
+
+static int prep_domain(const prep_opts *o, prep_dom *d, prep_writer *w, tdm_err *e) {
     int rc = prep_make_dir(d->dir, e);
     if (rc) return rc;
-    prep_stream st = {.o = o, .d = d};
-    for (int s = 0; s < SPLIT_COUNT; s++) {
-        prep_writer_init(&w[s], d->dir, s, d->shards[s], o->shard_tokens);
-        st.w[s] = &w[s];
-    }
-    st.left = d->bytes < o->block_bytes ? d->bytes : o->block_bytes;
-    st.cur = prep_assigned(d, o->seed, o->split, 0);
-    if (o->progress && o->progress_bytes && d->bytes > o->progress_bytes)
-        st.next_report = o->progress_bytes;
-    for (size_t i = 0; !rc && i < d->n_files; i++) rc = prep_stream_file(&st, &d->files[i], buf, e);
+    for (int s = 0; s < SPLIT_COUNT; s++)
+        prep_writer_init(&w[s], d->dir, s, d->st.shards[s], o->shard_tokens);
+    prep_pass p = {.o = o, .d = d, .mode = PREP_WRITE, .w = w};
+    rc = prep_pass_run(&p, e);
+    free(p.toks.v);
     for (int s = 0; !rc && s < SPLIT_COUNT; s++)
         if (w[s].fd >= 0) rc = prep_writer_close(&w[s], e);
     for (int s = 0; !rc && s < SPLIT_COUNT; s++)
-        if (w[s].total != d->split_bytes[s] || w[s].next != d->shards[s])
+        if (w[s].total != d->st.split_tokens[s] || w[s].next != d->st.shards[s])
             rc = err_set(e, ERR_INTERNAL,
                          "domain '%s' %s: wrote %llu tokens in %llu shards, planned %llu in %llu",
                          d->name, dataset_split_name(s), (unsigned long long)w[s].total,
-                         (unsigned long long)w[s].next, (unsigned long long)d->split_bytes[s],
-                         (unsigned long long)d->shards[s]);
+                         (unsigned long long)w[s].next, (unsigned long long)d->st.split_tokens[s],
+                         (unsigned long long)d->st.shards[s]);
     for (int s = 0; s < SPLIT_COUNT; s++) prep_writer_abort(&w[s]);
     return rc;
 }
 
-/* ---- output: summary lines and dataset.yaml ------------------------------------------- */
+/* ---- output: the summary table and dataset.yaml ---------------------------------------- */
 
-static void prep_report(const prep_opts *o, const prep_dom *d) {
+/* One row per domain, then per domain what was left out and any rescue. */
+static void prep_report(const prep_opts *o, const prep_dom *doms, int n_doms) {
     if (!o->report) return;
     FILE *f = o->report;
-    fprintf(f, "%s: %zu file%s (%llu empty", d->name, d->n_files, prep_plural(d->n_files),
-            (unsigned long long)d->n_empty);
-    if (d->n_skipped)
-        fprintf(f, ", %llu symlink%s/special file%s skipped", (unsigned long long)d->n_skipped,
-                prep_plural(d->n_skipped), prep_plural(d->n_skipped));
-    fprintf(f, "), %llu tokens in %llu block%s of %llu bytes:", (unsigned long long)d->bytes,
-            (unsigned long long)d->n_blocks, prep_plural(d->n_blocks),
-            (unsigned long long)o->block_bytes);
-    for (int s = 0; s < SPLIT_COUNT; s++) {
-        if (s == SPLIT_TEST && o->split[SPLIT_TEST] <= 0) continue;
-        fprintf(f, "%s %s %llu (%llu block%s, %llu shard%s)", s ? "," : "",
-                dataset_split_name(s), (unsigned long long)d->split_bytes[s],
-                (unsigned long long)d->split_blocks[s], prep_plural(d->split_blocks[s]),
-                (unsigned long long)d->shards[s], prep_plural(d->shards[s]));
-    }
-    for (int i = 0; i < d->n_moved; i++)
-        fprintf(f, "; the hash gave %s no block, so block %llu moved there from %s",
-                dataset_split_name(d->moved_to[i]), (unsigned long long)d->moved[i],
-                dataset_split_name(d->moved_from[i]));
+    int wn = 6;
+    for (int m = 0; m < n_doms; m++)
+        if ((int)strlen(doms[m].name) > wn) wn = (int)strlen(doms[m].name);
+    fprintf(f, "%-*s %7s %9s %13s %13s", wn, "domain", "files", "documents", "text bytes",
+            "tokens");
+    int last = o->split[SPLIT_TEST] > 0 ? SPLIT_TEST : SPLIT_VAL; /* no padding after it */
+    for (int s = 0; s <= last; s++)
+        fprintf(f, "  %-*s%s", s == last ? 0 : 26, dataset_split_name(s),
+                s == last ? " (documents/tokens/shards)" : "");
     fputc('\n', f);
+    for (int m = 0; m < n_doms; m++) {
+        const prep_stats *st = &doms[m].st;
+        fprintf(f, "%-*s %7" PRIu64 " %9" PRIu64 " %13" PRIu64 " %13" PRIu64, wn, st->name,
+                st->files_used, st->docs, st->text_bytes, st->tokens);
+        for (int s = 0; s <= last; s++) {
+            char cell[80];
+            snprintf(cell, sizeof cell, "%" PRIu64 "/%" PRIu64 "/%" PRIu64, st->split_docs[s],
+                     st->split_tokens[s], st->shards[s]);
+            fprintf(f, "  %-*s", s == last ? 0 : 26, cell);
+        }
+        fputc('\n', f);
+    }
+    for (int m = 0; m < n_doms; m++) {
+        const prep_dom *d = &doms[m];
+        char why[400];
+        int n;
+        prep_reasons(&d->st, why, sizeof why, &n);
+        fprintf(f, "%s: %" PRIu64 " of %" PRIu64 " file%s gave documents; left out: %s\n",
+                d->name, d->st.files_used, d->st.files, prep_plural(d->st.files),
+                n ? why : "nothing");
+        for (int i = 0; i < d->st.n_moved; i++)
+            fprintf(f, "%s: the hash gave %s no document, so document %" PRIu64
+                       " moved there from %s\n",
+                    d->name, dataset_split_name(d->moved_to[i]), d->moved[i],
+                    dataset_split_name(d->moved_from[i]));
+    }
     fflush(f);
 }
 
@@ -851,16 +826,16 @@ static int prep_write_yaml(const prep_opts *o, const prep_dom *doms, int n_doms,
                            const char *path, tdm_err *e) {
     char header[400];
     snprintf(header, sizeof header,
-             "# dataset written by tandem prep: byte-level tokens (each byte one token), files\n"
-             "# in sorted path order, each non-empty file followed by '\\n', cut into blocks of\n"
-             "# %llu bytes split %g/%g/%g by Philox with seed %llu.\n",
-             (unsigned long long)o->block_bytes, o->split[0], o->split[1], o->split[2],
-             (unsigned long long)o->seed);
+             "# dataset written by tandem prep: byte-level tokens (each byte one token), one\n"
+             "# document per text file or JSON record, each followed by '\\n', in sorted path\n"
+             "# order; documents split %g/%g/%g by Philox with seed %llu.\n",
+             o->split[0], o->split[1], o->split[2], (unsigned long long)o->seed);
     dataset_yaml_domain yd[DATASET_MAX_DOMAINS];
     for (int m = 0; m < n_doms; m++) {
         yd[m].name = doms[m].name;
-        snprintf(yd[m].comment, sizeof yd[m].comment, "%zu files, %llu tokens", doms[m].n_files,
-                 (unsigned long long)doms[m].bytes);
+        snprintf(yd[m].comment, sizeof yd[m].comment, "%llu files, %llu documents, %llu tokens",
+                 (unsigned long long)doms[m].st.files_used, (unsigned long long)doms[m].st.docs,
+                 (unsigned long long)doms[m].st.tokens);
     }
     return dataset_write_yaml(path, header, PREP_VOCAB, yd, n_doms, o->split[SPLIT_TEST] > 0, e);
 }
@@ -872,12 +847,11 @@ int prep_run(const prep_opts *o, tdm_err *e) {
     memset(doms, 0, sizeof doms);
     int n_doms = 0, *dom_of = NULL;
     char *out_canon = NULL, *yaml = NULL;
-    unsigned char *buf = NULL;
     prep_writer *w = NULL;
     int rc = prep_check_opts(o, e);
     if (!rc) {
         dom_of = malloc((size_t)o->n_inputs * sizeof *dom_of);
-        out_canon = prep_canon(o->out);
+        out_canon = textsrc_canon(o->out);
         yaml = prep_join(o->out, "dataset.yaml");
         if (!dom_of || !yaml) rc = prep_oom(e);
         else if (!out_canon)
@@ -885,35 +859,36 @@ int prep_run(const prep_opts *o, tdm_err *e) {
     }
     if (!rc) rc = prep_group(o, doms, &n_doms, dom_of, e);
     /* Every check before the first write, so a refused run leaves nothing behind. */
-    for (int i = 0; !rc && i < o->n_inputs; i++)
-        rc = prep_list_input(&doms[dom_of[i]], o->inputs[i].path, out_canon, e);
+    for (int i = 0; !rc && i < o->n_inputs; i++) {
+        prep_dom *d = &doms[dom_of[i]];
+        prep_listctx lc = {o, d};
+        textsrc_issues is = {&lc, prep_list_issue};
+        rc = textsrc_add(&d->list, d->name, o->inputs[i].path, d->ex, d->n_ex, out_canon, &is, e);
+    }
     for (int m = 0; !rc && m < n_doms; m++)
-        if (doms[m].n_files > 1)
-            qsort(doms[m].files, doms[m].n_files, sizeof *doms[m].files, prep_cmp_file);
+        if (doms[m].list.n > 1)
+            qsort(doms[m].list.files, doms[m].list.n, sizeof *doms[m].list.files, prep_cmp_file);
     if (!rc) rc = prep_check_duplicates(doms, n_doms, e);
     for (int m = 0; !rc && m < n_doms; m++) rc = prep_plan(o, &doms[m], e);
     for (int m = 0; !rc && m < n_doms; m++) {
         doms[m].dir = prep_join(o->out, doms[m].name);
         rc = doms[m].dir ? prep_check_stale(&doms[m], e) : prep_oom(e);
     }
-    if (!rc) {
-        buf = malloc(PREP_READ_BYTES);
-        w = malloc(SPLIT_COUNT * sizeof *w);
-        if (!buf || !w) rc = prep_oom(e);
-    }
+    if (!rc && !(w = malloc(SPLIT_COUNT * sizeof *w))) rc = prep_oom(e);
     /* From here on the output changes: first retire the old description. */
     if (!rc && unlink(yaml) != 0 && errno != ENOENT)
         rc = err_sys(e, ERR_USAGE, errno, "cannot remove the old %s", yaml);
-    for (int m = 0; !rc && m < n_doms; m++) {
-        rc = prep_domain(o, &doms[m], w, buf, e);
-        if (!rc) prep_report(o, &doms[m]);
-    }
+    for (int m = 0; !rc && m < n_doms; m++) rc = prep_domain(o, &doms[m], w, e);
     if (!rc) rc = prep_write_yaml(o, doms, n_doms, yaml, e);
+    if (!rc) prep_report(o, doms, n_doms);
+    if (!rc && o->stats) {
+        for (int m = 0; m < n_doms; m++) o->stats[m] = doms[m].st;
+        if (o->n_stats) *o->n_stats = n_doms;
+    }
     for (int m = 0; m < n_doms; m++) prep_dom_free(&doms[m]);
     free(dom_of);
     free(out_canon);
     free(yaml);
-    free(buf);
     free(w);
     if (rc && e) err_prefix(e, "prep: ");
     return rc;

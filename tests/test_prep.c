@@ -1,4 +1,5 @@
-/* test_prep.c — `tandem prep`: byte-level shards from text trees (data/prep.h, its CLI). */
+/* test_prep.c — `tandem prep`: byte-level shards from text, JSON lines and JSON records,
+ * plain or compressed (data/prep.h, data/textsrc.h, data/docread.h, data/jsonl.h, the CLI). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -6,10 +7,16 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
 
 #include "data/dataset.h"
+#include "data/docread.h"
+#include "data/jsonl.h"
 #include "data/prep.h"
 #include "data/shard.h"
+#include "data/textsrc.h"
+#include "data/utf8.h"
 #include "cli/cmds.h"
 #include "tests/test.h"
 #include "util/rng.h"
@@ -78,6 +85,7 @@ static void quiet_opts(prep_opts *o, const char *out, const prep_input *in, int 
     o->inputs = in;
     o->n_inputs = n;
     o->report = NULL;
+    o->warnings = NULL;
     o->progress = NULL;
 }
 
@@ -95,58 +103,6 @@ static unsigned char *split_bytes(const dataset *ds, int m, int s, size_t *len) 
     return b;
 }
 
-/* The split rule of prep.h computed here from util/rng.h, not through prep.c. */
-static int expected_split(uint64_t seed, int m, uint64_t k, const double f[3]) {
-    rng_stream r;
-    rng_stream_init(&r, seed, PREP_RNG_PURPOSE, (uint32_t)m, (uint32_t)k, (uint32_t)(k >> 32));
-    double u = rng_uniform(&r);
-    if (u < f[0]) return SPLIT_TRAIN;
-    if (f[2] == 0 || u < f[0] + f[1]) return SPLIT_VAL;
-    return SPLIT_TEST;
-}
-
-/* Checks that the three splits of domain m partition `stream` block by block in the
- * order the hash assigns. Returns the number of blocks, or -1 (after a failed CHECK). */
-static int check_partition(const dataset *ds, int m, const unsigned char *stream, size_t len,
-                           size_t block, uint64_t seed, const double f[3]) {
-    unsigned char *sp[SPLIT_COUNT];
-    size_t sl[SPLIT_COUNT], off[SPLIT_COUNT] = {0};
-    for (int s = 0; s < SPLIT_COUNT; s++) sp[s] = split_bytes(ds, m, s, &sl[s]);
-    int bad = 0, k = 0;
-    for (size_t pos = 0; pos < len && !bad; pos += block, k++) {
-        size_t n = len - pos < block ? len - pos : block;
-        int s = expected_split(seed, m, (uint64_t)k, f);
-        if (prep_block_split(seed, m, (uint64_t)k, f) != s) {
-            fprintf(stderr, "  domain %d block %d: prep_block_split disagrees with the rule\n", m,
-                    k);
-            bad = 1;
-        } else if (off[s] + n > sl[s] || memcmp(sp[s] + off[s], stream + pos, n)) {
-            fprintf(stderr, "  domain %d block %d is not next in %s (at %zu of %zu)\n", m, k,
-                    dataset_split_name(s), off[s], sl[s]);
-            bad = 1;
-        }
-        off[s] += n;
-    }
-    for (int s = 0; s < SPLIT_COUNT && !bad; s++)
-        if (off[s] != sl[s]) {
-            fprintf(stderr, "  domain %d %s: %zu bytes of blocks, %zu tokens in shards\n", m,
-                    dataset_split_name(s), off[s], sl[s]);
-            bad = 1;
-        }
-    for (int s = 0; s < SPLIT_COUNT; s++) free(sp[s]);
-    CHECK_OR_RET(!bad, "domain %d does not partition its stream", m);
-    return k;
-}
-
-/* Appends the stream contribution of one file: its bytes, then '\n' unless empty. */
-static void append(unsigned char **st, size_t *len, const unsigned char *b, size_t n) {
-    *st = realloc(*st, *len + n + 1);
-    if (!*st) abort();
-    memcpy(*st + *len, b, n);
-    *len += n;
-    if (n) (*st)[(*len)++] = '\n';
-}
-
 static int count_tmp_files(const char *dir) {
     DIR *d = opendir(dir);
     int n = 0;
@@ -155,57 +111,214 @@ static int count_tmp_files(const char *dir) {
     return n;
 }
 
-/* ---- the byte stream, the partition, the dataset ----------------------------------- */
+/* Writes text (NUL-terminated) at dir/rel. */
+static void put_text(const char *dir, const char *rel, const char *text) {
+    char *p = join(dir, rel);
+    if (write_bytes(p, text, strlen(text))) abort();
+    free(p);
+}
 
-/* Two domains over a tree with several files, a subdirectory, an empty file, a symlink
- * and non-UTF-8 bytes; domain b is given twice (a file, then a directory). */
-static void test_prep_partitions_the_stream(void) {
+/* Compresses src into dst: gzip (zlib) or zstd. */
+static int compress_file(const char *src, const char *dst, int zst) {
+    size_t n;
+    unsigned char *b = read_all(src, &n);
+    if (!b) return -1;
+    int rc = -1;
+    if (!zst) {
+        gzFile g = gzopen(dst, "wb9");
+        if (g && (n == 0 || gzwrite(g, b, (unsigned)n) == (int)n)) rc = 0;
+        if (g && gzclose(g) != Z_OK) rc = -1;
+    } else {
+        /* with a checksum, so that flipped bytes are found for sure */
+        size_t cap = ZSTD_compressBound(n);
+        void *z = malloc(cap);
+        ZSTD_CCtx *c = ZSTD_createCCtx();
+        if (z && c && !ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1))) {
+            size_t zn = ZSTD_compress2(c, z, cap, b, n);
+            if (!ZSTD_isError(zn)) rc = write_bytes(dst, z, zn);
+        }
+        ZSTD_freeCCtx(c);
+        free(z);
+    }
+    free(b);
+    return rc;
+}
+
+/* The split rule of prep.h computed here from util/rng.h and FNV-1a, not through prep.c. */
+static int expected_split(uint64_t seed, const char *name, uint64_t k, const double f[3]) {
+    uint32_t key = 2166136261u;
+    for (const char *c = name; *c; c++) key = (key ^ (unsigned char)*c) * 16777619u;
+    rng_stream r;
+    rng_stream_init(&r, seed, PREP_RNG_PURPOSE, key, (uint32_t)k, (uint32_t)(k >> 32));
+    double u = rng_uniform(&r);
+    if (u < f[0]) return SPLIT_TRAIN;
+    if (f[2] == 0 || u < f[0] + f[1]) return SPLIT_VAL;
+    return SPLIT_TEST;
+}
+
+/* A domain's expected documents, in order. */
+typedef struct docs {
+    char **p;
+    size_t *n;
+    int count;
+} docs;
+
+static void add_doc(docs *d, const void *p, size_t n) {
+    d->p = realloc(d->p, (size_t)(d->count + 1) * sizeof *d->p);
+    d->n = realloc(d->n, (size_t)(d->count + 1) * sizeof *d->n);
+    if (!d->p || !d->n) abort();
+    d->p[d->count] = malloc(n + 1);
+    memcpy(d->p[d->count], p, n);
+    d->n[d->count++] = n;
+}
+
+static void add_str(docs *d, const char *s) {
+    add_doc(d, s, strlen(s));
+}
+
+static void free_docs(docs *d) {
+    for (int i = 0; i < d->count; i++) free(d->p[i]);
+    free(d->p), free(d->n);
+    memset(d, 0, sizeof *d);
+}
+
+/* Checks that domain m's splits hold exactly its documents, each followed by '\n', in
+ * order, each in the split the rule gives (no rescue). Returns 0, or -1 after a failed
+ * CHECK. */
+static int check_docs(const dataset *ds, int m, const docs *want, uint64_t seed,
+                      const double f[3]) {
+    unsigned char *sp[SPLIT_COUNT];
+    size_t sl[SPLIT_COUNT], off[SPLIT_COUNT] = {0};
+    for (int s = 0; s < SPLIT_COUNT; s++) sp[s] = split_bytes(ds, m, s, &sl[s]);
+    const char *name = ds->domains[m].name;
+    int bad = 0;
+    for (int k = 0; k < want->count && !bad; k++) {
+        int s = expected_split(seed, name, (uint64_t)k, f);
+        size_t n = want->n[k];
+        if (prep_doc_split(seed, name, (uint64_t)k, f) != s) {
+            fprintf(stderr, "  %s doc %d: prep_doc_split disagrees with the rule\n", name, k);
+            bad = 1;
+        } else if (off[s] + n + 1 > sl[s] || memcmp(sp[s] + off[s], want->p[k], n) ||
+                   sp[s][off[s] + n] != '\n') {
+            fprintf(stderr, "  %s doc %d (%zu bytes) is not next in %s (at %zu of %zu)\n", name,
+                    k, n, dataset_split_name(s), off[s], sl[s]);
+            bad = 1;
+        }
+        off[s] += n + 1;
+    }
+    for (int s = 0; s < SPLIT_COUNT && !bad; s++)
+        if (off[s] != sl[s]) {
+            fprintf(stderr, "  %s %s: %zu bytes of documents, %zu tokens in shards\n", name,
+                    dataset_split_name(s), off[s], sl[s]);
+            bad = 1;
+        }
+    for (int s = 0; s < SPLIT_COUNT; s++) free(sp[s]);
+    CHECK_OR_RET(!bad, "domain %s does not hold its documents", name);
+    return 0;
+}
+
+/* A memory stream for warnings or the report. */
+typedef struct memout {
+    FILE *f;
+    char *buf;
+    size_t len;
+} memout;
+
+static FILE *memout_open(memout *m) {
+    m->buf = NULL;
+    m->len = 0;
+    m->f = open_memstream(&m->buf, &m->len);
+    if (!m->f) abort();
+    return m->f;
+}
+
+/* Closes the stream; m->buf holds the text (free it). */
+static const char *memout_close(memout *m) {
+    fclose(m->f);
+    m->f = NULL;
+    return m->buf ? m->buf : "";
+}
+
+/* Occurrences of needle in hay. */
+static int count_of(const char *hay, const char *needle) {
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p++) n++;
+    return n;
+}
+
+/* Random printable text (no '\n'-only guarantee), seeded, into out[0..n). */
+static void rand_text(char *out, size_t n, uint64_t seed) {
+    rng_stream r;
+    rng_stream_init(&r, seed, RNG_TEST, 9, 0, 0);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x = rng_u32(&r);
+        out[i] = x % 61 == 0 ? ' ' : (char)('a' + x % 26);
+    }
+}
+
+/* Writes a .jsonl of n records {"text": "..."} of 20..119 random letters each, and adds
+ * them to d. */
+static void make_jsonl(const char *dir, const char *rel, int n, uint64_t seed, docs *d) {
+    char *p = join(dir, rel);
+    FILE *f = fopen(p, "wb");
+    if (!f) abort();
+    for (int i = 0; i < n; i++) {
+        char t[128];
+        size_t len = 20 + (size_t)((seed * 31 + (uint64_t)i * 7) % 100);
+        rand_text(t, len, seed * 100000 + (uint64_t)i);
+        fprintf(f, "{\"id\": %d, \"text\": \"%.*s\"}\n", i, (int)len, t);
+        if (d) add_doc(d, t, len);
+    }
+    fclose(f);
+    free(p);
+}
+
+/* ---- the documents, the partition, the dataset ------------------------------------- */
+
+/* Two domains over a tree: text files, a .jsonl, a subdirectory, an empty file, a
+ * symlink and a binary file; domain b is given twice (a file, then a directory). */
+static void test_prep_partitions_the_documents(void) {
     char *dir = test_tmpdir("prep");
     char *in = join(dir, "in"), *a = join(in, "a"), *bdir = join(in, "bdir");
     char *sub = join(a, "sub"), *out = join(dir, "out");
     CHECK(mkdir(in, 0777) == 0 && mkdir(a, 0777) == 0 && mkdir(sub, 0777) == 0 &&
               mkdir(bdir, 0777) == 0,
           "mkdir");
-    /* names chosen so that byte order differs from creation order and from a per-level
-     * walk: "sub.txt" < "sub/..." since '.' < '/' */
-    unsigned char *x = make_file(a, "x.txt", 5000, 1, 0);
+    docs da = {0}, db = {0};
+    /* sorted path order: docs.jsonl, empty.txt, sub.txt, sub/y.txt, sub/z.bin, x.txt
+     * ("sub.txt" < "sub/..." since '.' < '/') */
+    make_jsonl(a, "docs.jsonl", 40, 3, &da);
     unsigned char *subtxt = make_file(a, "sub.txt", 1234, 2, 0);
     unsigned char *y = make_file(a, "sub/y.txt", 7001, 3, 0);
-    unsigned char *z = make_file(a, "sub/z.bin", 3000, 4, 1); /* any byte, 0 and 255 too */
-    unsigned char *emp = make_file(a, "empty.txt", 0, 5, 0);
+    free(make_file(a, "sub/z.bin", 3000, 4, 1)); /* any byte: binary, left out */
+    free(make_file(a, "empty.txt", 0, 5, 0));
+    unsigned char *x = make_file(a, "x.txt", 5000, 1, 0);
+    add_doc(&da, subtxt, 1234), add_doc(&da, y, 7001), add_doc(&da, x, 5000);
     char *link = join(a, "zz-link.txt");
     CHECK(symlink("x.txt", link) == 0, "symlink: %s", strerror(errno));
     unsigned char *b1 = make_file(in, "b.txt", 2500, 6, 0);
-    unsigned char *b2 = make_file(bdir, "c.txt", 4100, 7, 1);
+    free(make_file(bdir, "c.txt", 4100, 7, 1)); /* binary */
     unsigned char *b3 = make_file(bdir, "a.txt", 900, 8, 0);
+    add_doc(&db, b1, 2500), add_doc(&db, b3, 900);
+    make_jsonl(bdir, "d.jsonl", 30, 9, &db);
 
     char *pb = join(in, "b.txt");
     prep_input inputs[] = {{"alpha", a}, {"b", pb}, {"b", bdir}};
     prep_opts o;
     quiet_opts(&o, out, inputs, 3);
     o.split[0] = 0.6, o.split[1] = 0.2, o.split[2] = 0.2;
-    o.block_bytes = 700;
-    o.shard_tokens = 1000; /* several shards per split, cutting through blocks */
+    o.shard_tokens = 1000; /* several shards per split, cutting through documents */
     o.seed = 11;
-    char *rep_path = join(dir, "report.txt");
-    o.report = fopen(rep_path, "w+");
-    CHECK(o.report, "report file");
+    prep_stats st[DATASET_MAX_DOMAINS];
+    int n_st = 0;
+    o.stats = st, o.n_stats = &n_st;
+    memout rep, warn;
+    o.report = memout_open(&rep);
+    o.warnings = memout_open(&warn);
     tdm_err e = {0};
     int rc = prep_run(&o, &e);
-    fclose(o.report);
+    const char *rtext = memout_close(&rep), *wtext = memout_close(&warn);
     CHECK(rc == 0, "prep: %s", e.msg);
-
-    /* the streams, built here in the documented order */
-    unsigned char *sa = NULL, *sb = NULL;
-    size_t la = 0, lb = 0;
-    append(&sa, &la, emp, 0);        /* a/empty.txt */
-    append(&sa, &la, subtxt, 1234);  /* a/sub.txt */
-    append(&sa, &la, y, 7001);       /* a/sub/y.txt */
-    append(&sa, &la, z, 3000);       /* a/sub/z.bin */
-    append(&sa, &la, x, 5000);       /* a/x.txt; the symlink is skipped */
-    append(&sb, &lb, b1, 2500);      /* in/b.txt */
-    append(&sb, &lb, b3, 900);       /* in/bdir/a.txt */
-    append(&sb, &lb, b2, 4100);      /* in/bdir/c.txt */
 
     char *yaml = join(out, "dataset.yaml");
     dataset ds;
@@ -213,9 +326,8 @@ static void test_prep_partitions_the_stream(void) {
     CHECK(rc == 0, "dataset_load: %s", e.msg);
     int shape = ds.vocab == 256 && ds.n_domains == 2 && !strcmp(ds.domains[0].name, "alpha") &&
                 !strcmp(ds.domains[1].name, "b");
-    int ka = shape ? check_partition(&ds, 0, sa, la, 700, 11, o.split) : -1;
-    int kb = shape ? check_partition(&ds, 1, sb, lb, 700, 11, o.split) : -1;
-    /* shards are full except each split's last */
+    int ka = shape ? check_docs(&ds, 0, &da, 11, o.split) : -1;
+    int kb = shape ? check_docs(&ds, 1, &db, 11, o.split) : -1;
     int full = 1;
     for (int m = 0; shape && m < 2; m++)
         for (int s = 0; s < SPLIT_COUNT; s++) {
@@ -224,65 +336,77 @@ static void test_prep_partitions_the_stream(void) {
             for (size_t i = 0; i + 1 < n; i++) full &= sh[i].n == 1000;
             full &= n >= 1 && sh[n - 1].n >= 1 && sh[n - 1].n <= 1000;
         }
-    uint64_t tokens_a = shape ? dataset_tokens(&ds, 0, 0) + dataset_tokens(&ds, 0, 1) +
-                                    dataset_tokens(&ds, 0, 2)
-                              : 0;
     dataset_free(&ds);
     CHECK(shape, "dataset shape: vocab %d, %d domains", ds.vocab, ds.n_domains);
-    CHECK(ka == (int)((la + 699) / 700) && kb == (int)((lb + 699) / 700), "blocks %d %d", ka, kb);
-    CHECK(tokens_a == la && la == 16239, "domain alpha: %llu tokens, stream %zu",
-          (unsigned long long)tokens_a, la);
+    CHECK(ka == 0 && kb == 0, "documents misplaced");
     CHECK(full, "a shard other than a split's last is not full");
+    /* the summary's numbers */
+    uint64_t text_a = 0;
+    for (int k = 0; k < da.count; k++) text_a += da.n[k];
+    CHECK(n_st == 2 && st[0].files == 6 && st[0].files_used == 4 && st[0].docs == 43 &&
+              st[0].text_bytes == text_a && st[0].tokens == text_a + 43 &&
+              st[0].skipped[TEXTSRC_BINARY] == 1 && st[0].skipped[TEXTSRC_EMPTY] == 1 &&
+              st[0].skipped[TEXTSRC_SPECIAL] == 1 && st[0].n_moved == 0,
+          "alpha stats: %d domains, files %llu used %llu docs %llu bytes %llu tokens %llu",
+          n_st, (unsigned long long)st[0].files, (unsigned long long)st[0].files_used,
+          (unsigned long long)st[0].docs, (unsigned long long)st[0].text_bytes,
+          (unsigned long long)st[0].tokens);
+    CHECK(st[1].docs == 32 && st[1].files == 4 && st[1].skipped[TEXTSRC_BINARY] == 1 &&
+              st[1].split_docs[0] + st[1].split_docs[1] + st[1].split_docs[2] == 32 &&
+              st[1].split_tokens[0] + st[1].split_tokens[1] + st[1].split_tokens[2] ==
+                  st[1].tokens,
+          "b stats");
+    char row[200];
+    snprintf(row, sizeof row, "alpha        4        43 %13llu %13llu  %llu/%llu/%llu",
+             (unsigned long long)text_a, (unsigned long long)(text_a + 43),
+             (unsigned long long)st[0].split_docs[0], (unsigned long long)st[0].split_tokens[0],
+             (unsigned long long)st[0].shards[0]);
+    CHECK(strstr(rtext, "domain ") && strstr(rtext, row) &&
+              strstr(rtext, "alpha: 4 of 6 files gave documents; left out: 1 binary, 1 empty, "
+                            "1 symlink/special\n") &&
+              strstr(rtext, "b: 3 of 4 files gave documents; left out: 1 binary\n") &&
+              !strstr(rtext, "moved"),
+          "report:\n%s(want row '%s')", rtext, row);
+    CHECK(strstr(wtext, "prep: alpha: ") && strstr(wtext, "sub/z.bin: ") && strstr(wtext, "(binary, left out)") &&
+              count_of(wtext, "\n") == 2,
+          "warnings:\n%s", wtext);
     char *adir = join(out, "alpha");
     CHECK(count_tmp_files(adir) == 0, "temporary files left in %s", adir);
-    size_t rl;
-    char *rep = (char *)read_all(rep_path, &rl);
-    CHECK(rep, "report");
-    rep = realloc(rep, rl + 1);
-    rep[rl] = '\0';
-    int rep_ok = strstr(rep, "alpha: 5 files (1 empty, 1 symlink/special file skipped), 16239 "
-                             "tokens in 24 blocks of 700 bytes: train ") != NULL &&
-                 strstr(rep, "\nb: 3 files (0 empty), 7503 tokens in 11 blocks") != NULL &&
-                 !strstr(rep, "moved");
-    CHECK(rep_ok, "report:\n%s", rep);
-    free(rep);
-    free(x), free(subtxt), free(y), free(z), free(emp), free(b1), free(b2), free(b3);
-    free(sa), free(sb), free(link), free(pb), free(yaml), free(rep_path), free(adir);
+    free(rep.buf), free(warn.buf);
+    free(x), free(subtxt), free(y), free(b1), free(b3);
+    free_docs(&da), free_docs(&db);
+    free(link), free(pb), free(yaml), free(adir);
     free(in), free(a), free(bdir), free(sub), free(out);
     test_rmtree(dir);
     free(dir);
 }
 
-/* ~2 MB of random text: the fractions hold; with test 0 there is no test split. */
+/* 4000 documents: the fractions hold (of documents); with test 0 there is no test split. */
 static void test_prep_fractions_and_no_test(void) {
     char *dir = test_tmpdir("prepfrac");
-    unsigned char *big = make_file(dir, "big.txt", 2000000, 21, 0);
-    char *path = join(dir, "big.txt"), *out = join(dir, "out"), *out2 = join(dir, "out2");
+    docs d = {0};
+    make_jsonl(dir, "big.jsonl", 4000, 21, &d);
+    char *path = join(dir, "big.jsonl"), *out = join(dir, "out"), *out2 = join(dir, "out2");
     prep_input in[] = {{"big", path}};
     prep_opts o;
     quiet_opts(&o, out, in, 1);
-    o.block_bytes = 1024;
     o.seed = 5;
+    prep_stats st[DATASET_MAX_DOMAINS];
+    o.stats = st;
     tdm_err e = {0};
     CHECK(prep_run(&o, &e) == 0, "%s", e.msg);
     char *yaml = join(out, "dataset.yaml");
     dataset ds;
     CHECK(dataset_load(&ds, yaml, &e) == 0, "%s", e.msg);
-    double total = 2000001.0;
-    double ft = (double)dataset_tokens(&ds, 0, SPLIT_TRAIN) / total;
-    double fv = (double)dataset_tokens(&ds, 0, SPLIT_VAL) / total;
-    double fe = (double)dataset_tokens(&ds, 0, SPLIT_TEST) / total;
-    unsigned char *stream = NULL;
-    size_t sl = 0;
-    append(&stream, &sl, big, 2000000);
-    int k = check_partition(&ds, 0, stream, sl, 1024, 5, o.split);
+    int k = check_docs(&ds, 0, &d, 5, o.split);
     dataset_free(&ds);
-    CHECK(k == 1954, "blocks %d", k);
-    CHECK(ft > 0.85 && ft < 0.95, "train fraction %.4f not within 0.9 +- 0.05", ft);
-    CHECK(fv > 0.03 && fv < 0.07 && fe > 0.03 && fe < 0.07, "val %.4f test %.4f", fv, fe);
-    CHECK(ft + fv + fe > 0.999999 && ft + fv + fe < 1.000001, "splits lose bytes");
+    CHECK(k == 0, "documents misplaced");
+    double ft = (double)st[0].split_docs[0] / 4000, fv = (double)st[0].split_docs[1] / 4000,
+           fe = (double)st[0].split_docs[2] / 4000;
+    CHECK(ft > 0.88 && ft < 0.92, "train fraction %.4f not within 0.9 +- 0.02", ft);
+    CHECK(fv > 0.035 && fv < 0.065 && fe > 0.035 && fe < 0.065, "val %.4f test %.4f", fv, fe);
 
-    /* test 0: no test shards, no test key, and train+val is the whole stream */
+    /* test 0: no test shards, no test key, and train+val is every document */
     o.out = out2;
     o.split[0] = 0.8, o.split[1] = 0.2, o.split[2] = 0;
     CHECK(prep_run(&o, &e) == 0, "%s", e.msg);
@@ -295,22 +419,20 @@ static void test_prep_fractions_and_no_test(void) {
     free(y);
     CHECK(!has_test, "a test split was described with fraction 0");
     CHECK(dataset_load(&ds, yaml, &e) == 0, "%s", e.msg);
-    uint64_t tr = dataset_tokens(&ds, 0, SPLIT_TRAIN), va = dataset_tokens(&ds, 0, SPLIT_VAL);
     size_t ntest = ds.domains[0].split[SPLIT_TEST].n_shards;
-    k = check_partition(&ds, 0, stream, sl, 1024, 5, o.split);
+    k = check_docs(&ds, 0, &d, 5, o.split);
     dataset_free(&ds);
-    CHECK(ntest == 0 && tr + va == 2000001, "test shards %zu, train+val %llu", ntest,
-          (unsigned long long)(tr + va));
-    CHECK(k == 1954, "blocks %d", k);
-    CHECK((double)tr / 2000001.0 > 0.75 && (double)tr / 2000001.0 < 0.85, "train %llu",
-          (unsigned long long)tr);
+    CHECK(ntest == 0 && k == 0 && st[0].split_docs[0] + st[0].split_docs[1] == 4000,
+          "test shards %zu", ntest);
+    double f2 = (double)st[0].split_docs[0] / 4000;
+    CHECK(f2 > 0.77 && f2 < 0.83, "train %.4f", f2);
     char *stale = join(out2, "big/test_000.bin");
     CHECK(!exists(stale), "a test shard was written");
-    free(stale), free(stream), free(big), free(path), free(out), free(out2), free(yaml);
+    free(stale), free(path), free(out), free(out2), free(yaml);
+    free_docs(&d);
     test_rmtree(dir);
     free(dir);
 }
-
 /* Lists regular files below root (relative paths, sorted) into a newline-joined string. */
 static void list_files(const char *root, const char *rel, char **acc, size_t *len) {
     char *p = *rel ? join(root, rel) : strdup(root);
@@ -346,37 +468,18 @@ static void list_files(const char *root, const char *rel, char **acc, size_t *le
     free(p);
 }
 
-/* Same inputs and options, same bytes; another seed, another assignment. */
-static void test_prep_deterministic_and_seeded(void) {
-    char *dir = test_tmpdir("prepdet");
-    char *in = join(dir, "in");
-    CHECK(mkdir(in, 0777) == 0, "mkdir");
-    free(make_file(in, "one.txt", 90000, 31, 0));
-    free(make_file(in, "two.txt", 50000, 32, 1));
-    char *outs[3] = {join(dir, "o1"), join(dir, "o2"), join(dir, "o3")};
-    prep_input inputs[] = {{"web", in}, {"code", in}};
-    prep_opts o;
-    tdm_err e = {0};
-    /* the same files in two domains are refused (below); one domain here */
-    for (int i = 0; i < 3; i++) {
-        quiet_opts(&o, outs[i], inputs, 1);
-        o.block_bytes = 2048;
-        o.shard_tokens = 50000;
-        o.seed = i == 2 ? 8 : 7;
-        CHECK(prep_run(&o, &e) == 0, "run %d: %s", i, e.msg);
-    }
+/* Whether every file below two output directories has the same bytes (and the same
+ * names). With `skip_yaml`, dataset.yaml is not compared. */
+static int same_tree(const char *o1, const char *o2, int skip_yaml) {
     char *l1 = NULL, *l2 = NULL;
     size_t n1 = 0, n2 = 0;
-    list_files(outs[0], "", &l1, &n1);
-    list_files(outs[1], "", &l2, &n2);
-    CHECK(l1 && l2 && n1 == n2 && !strcmp(l1, l2), "file lists differ:\n%s---\n%s", l1, l2);
-    CHECK(strstr(l1, "web/train_000.bin\nweb/train_001.bin\nweb/train_002.bin\n") &&
-              strstr(l1, "web/val_000.bin") && strstr(l1, "dataset.yaml"),
-          "files:\n%s", l1);
-    int same = 1;
+    list_files(o1, "", &l1, &n1);
+    list_files(o2, "", &l2, &n2);
+    int same = l1 && l2 && n1 == n2 && !strcmp(l1, l2);
     for (char *p = l1, *nl; same && (nl = strchr(p, '\n')); p = nl + 1) {
         *nl = '\0';
-        char *fa = join(outs[0], p), *fb = join(outs[1], p);
+        if (skip_yaml && !strcmp(p, "dataset.yaml")) continue;
+        char *fa = join(o1, p), *fb = join(o2, p);
         size_t la, lb;
         unsigned char *a = read_all(fa, &la), *b = read_all(fb, &lb);
         if (!a || !b || la != lb || memcmp(a, b, la)) {
@@ -386,58 +489,96 @@ static void test_prep_deterministic_and_seeded(void) {
         free(a), free(b), free(fa), free(fb);
     }
     free(l1), free(l2);
-    CHECK(same, "two runs with the same inputs wrote different bytes");
+    return same;
+}
+
+/* Same inputs and options, same bytes; the order of the arguments does not matter;
+ * another seed, another split. */
+static void test_prep_deterministic_and_seeded(void) {
+    char *dir = test_tmpdir("prepdet");
+    char *in = join(dir, "in"), *in2 = join(dir, "in2");
+    CHECK(mkdir(in, 0777) == 0 && mkdir(in2, 0777) == 0, "mkdir");
+    free(make_file(in, "one.txt", 9000, 31, 0));
+    make_jsonl(in, "two.jsonl", 300, 32, NULL);
+    make_jsonl(in2, "three.jsonl", 200, 33, NULL);
+    char *one = join(in, "one.txt"), *two = join(in, "two.jsonl");
+    char *outs[4] = {join(dir, "o1"), join(dir, "o2"), join(dir, "o3"), join(dir, "o4")};
+    prep_input fwd[] = {{"web", one}, {"web", two}, {"code", in2}};
+    prep_input rev[] = {{"code", in2}, {"web", two}, {"web", one}};
+    prep_opts o;
+    tdm_err e = {0};
+    for (int i = 0; i < 4; i++) {
+        quiet_opts(&o, outs[i], i == 3 ? rev : fwd, 3);
+        o.shard_tokens = 5000;
+        o.seed = i == 2 ? 8 : 7;
+        CHECK(prep_run(&o, &e) == 0, "run %d: %s", i, e.msg);
+    }
+    CHECK(same_tree(outs[0], outs[1], 0), "two runs with the same inputs wrote different bytes");
+    /* the arguments reversed: the same shards (dataset.yaml lists the domains in the
+     * order given, so only it differs) */
+    CHECK(same_tree(outs[0], outs[3], 1), "reordered arguments changed the shards");
+    char *l1 = NULL;
+    size_t n1 = 0;
+    list_files(outs[0], "", &l1, &n1);
+    CHECK(l1 && strstr(l1, "web/train_000.bin\nweb/train_001.bin\n") &&
+              strstr(l1, "web/val_000.bin") && strstr(l1, "code/test_000.bin") &&
+              strstr(l1, "dataset.yaml"),
+          "files:\n%s", l1);
+    free(l1);
     /* the same run again over its own output: it overwrites, nothing is stale */
-    quiet_opts(&o, outs[0], inputs, 1);
-    o.block_bytes = 2048;
-    o.shard_tokens = 50000;
+    quiet_opts(&o, outs[0], fwd, 3);
+    o.shard_tokens = 5000;
     o.seed = 7;
     CHECK(prep_run(&o, &e) == 0, "rerun into the same --out: %s", e.msg);
 
-    /* seed 8: the hash assigns differently, and the val shard holds other text */
+    /* seed 8: the hash splits differently, and the val shard holds other text */
     int differ = 0;
     for (uint64_t k = 0; k < 70; k++)
-        differ += prep_block_split(7, 0, k, o.split) != prep_block_split(8, 0, k, o.split);
-    CHECK(differ > 0, "seeds 7 and 8 assign all 70 blocks alike");
+        differ += prep_doc_split(7, "web", k, o.split) != prep_doc_split(8, "web", k, o.split);
+    CHECK(differ > 0, "seeds 7 and 8 split all 70 documents alike");
     char *v1 = join(outs[0], "web/val_000.bin"), *v3 = join(outs[2], "web/val_000.bin");
     size_t la, lb;
     unsigned char *a = read_all(v1, &la), *b = read_all(v3, &lb);
     int val_same = a && b && la == lb && !memcmp(a, b, la);
     free(a), free(b), free(v1), free(v3);
     CHECK(!val_same, "seed 8 gave the same val shard as seed 7");
-    /* the domain index is a coordinate too */
+    /* the domain's name is a coordinate too */
     differ = 0;
     for (uint64_t k = 0; k < 70; k++)
-        differ += prep_block_split(7, 0, k, o.split) != prep_block_split(7, 1, k, o.split);
-    CHECK(differ > 0, "domains 0 and 1 assign all 70 blocks alike");
-    for (int i = 0; i < 3; i++) free(outs[i]);
-    free(in);
+        differ += prep_doc_split(7, "web", k, o.split) != prep_doc_split(7, "code", k, o.split);
+    CHECK(differ > 0, "domains web and code split all 70 documents alike");
+    for (int i = 0; i < 4; i++) free(outs[i]);
+    free(in), free(in2), free(one), free(two);
     test_rmtree(dir);
     free(dir);
 }
 
-/* A small domain: the hash gives val (and test) no block, so the nearest blocks move. */
+/* A small domain: the hash gives val (and test) no document, so the nearest move. */
 static void test_prep_small_domain(void) {
     char *dir = test_tmpdir("prepsmall");
-    /* three blocks of 100 with distinct contents: 100 'a', 100 'b', 99 'c' + '\n' */
-    char text[300];
-    memset(text, 'a', 100), memset(text + 100, 'b', 100), memset(text + 200, 'c', 99);
-    char *path = join(dir, "t.txt");
-    CHECK(write_bytes(path, text, 299) == 0, "write");
+    /* three documents with distinct contents: 100 'a', 100 'b', 99 'c' */
+    char text[100];
+    memset(text, 'a', 100);
+    char *pa = join(dir, "a.txt"), *pb = join(dir, "b.txt"), *pc = join(dir, "c.txt");
+    CHECK(write_bytes(pa, text, 100) == 0, "write");
+    memset(text, 'b', 100);
+    CHECK(write_bytes(pb, text, 100) == 0, "write");
+    memset(text, 'c', 99);
+    CHECK(write_bytes(pc, text, 99) == 0, "write");
     const double f[3] = {0.9, 0.05, 0.05};
-    /* a seed where the hash alone puts all three blocks in train */
+    /* a seed where the hash alone puts all three documents in train */
     uint64_t seed = 0;
     for (;; seed++) {
         int all = 1;
-        for (uint64_t k = 0; k < 3; k++) all &= prep_block_split(seed, 0, k, f) == SPLIT_TRAIN;
+        for (uint64_t k = 0; k < 3; k++) all &= prep_doc_split(seed, "tiny", k, f) == SPLIT_TRAIN;
         if (all) break;
     }
-    /* the rule: val takes the train block with u nearest [0.9, 0.95), then test the
-     * remaining one nearest [0.95, 1) — both from above, so the largest u */
+    /* the rule: val takes the train document with u nearest [0.9, 0.95), then test the
+     * remaining one nearest [0.95, 1): both from above, so the largest u */
     double u[3];
     for (int k = 0; k < 3; k++) {
         rng_stream r;
-        rng_stream_init(&r, seed, PREP_RNG_PURPOSE, 0, (uint32_t)k, 0);
+        rng_stream_init(&r, seed, PREP_RNG_PURPOSE, prep_domain_key("tiny"), (uint32_t)k, 0);
         u[k] = rng_uniform(&r);
     }
     int kv = 0;
@@ -447,16 +588,15 @@ static void test_prep_small_domain(void) {
     for (int k = 0; k < 3; k++)
         if (k != kv && (kt < 0 || u[k] > u[kt])) kt = k;
     char *out = join(dir, "out");
-    prep_input in[] = {{"tiny", path}};
+    prep_input in[] = {{"tiny", pc}, {"tiny", pa}, {"tiny", pb}};
     prep_opts o;
-    quiet_opts(&o, out, in, 1);
-    o.block_bytes = 100;
+    quiet_opts(&o, out, in, 3);
     o.seed = seed;
-    char *rep_path = join(dir, "rep.txt");
-    o.report = fopen(rep_path, "w");
+    memout rep;
+    o.report = memout_open(&rep);
     tdm_err e = {0};
     int rc = prep_run(&o, &e);
-    fclose(o.report);
+    const char *rtext = memout_close(&rep);
     CHECK(rc == 0, "%s", e.msg);
     char *yaml = join(out, "dataset.yaml");
     dataset ds;
@@ -467,40 +607,522 @@ static void test_prep_small_domain(void) {
     unsigned char *tr = split_bytes(&ds, 0, SPLIT_TRAIN, &ltr);
     dataset_free(&ds);
     const char want[3] = {'a', 'b', 'c'};
-    int ok = lv >= 100 && lt >= 100 && ltr >= 100 && v[0] == want[kv] && t[0] == want[kt] &&
-             lv + lt + ltr == 300;
+    const size_t wlen[3] = {101, 101, 100};
     int kr = 3 - kv - kt;
-    ok = ok && tr[0] == want[kr];
+    int ok = lv == wlen[kv] && lt == wlen[kt] && ltr == wlen[kr] && v[0] == want[kv] &&
+             t[0] == want[kt] && tr[0] == want[kr] && v[lv - 1] == '\n';
     free(v), free(t), free(tr);
-    CHECK(ok, "val got %zu bytes, test %zu, train %zu; expected blocks %d/%d/%d", lv, lt, ltr, kv,
-          kt, kr);
-    size_t rl;
-    char *rep = (char *)read_all(rep_path, &rl);
-    CHECK(rep, "report");
-    rep = realloc(rep, rl + 1);
-    rep[rl] = '\0';
-    char says[96];
-    snprintf(says, sizeof says, "the hash gave val no block, so block %d moved there from train",
-             kv);
-    int rep_ok = strstr(rep, says) != NULL;
-    free(rep);
-    CHECK(rep_ok, "report does not tell of the move: %s", says);
+    CHECK(ok, "val got %zu bytes, test %zu, train %zu; expected documents %d/%d/%d", lv, lt,
+          ltr, kv, kt, kr);
+    char says[120];
+    snprintf(says, sizeof says,
+             "tiny: the hash gave val no document, so document %d moved there from train", kv);
+    CHECK(strstr(rtext, says), "report does not tell of the move: %s\n%s", says, rtext);
+    free(rep.buf);
 
-    /* two blocks cannot feed three splits: an error naming the domain and the bytes */
-    o.block_bytes = 150;
+    /* two documents cannot feed three splits: an error naming the domain */
+    o.n_inputs = 2;
     o.report = NULL;
     char *out2 = join(dir, "out2");
     o.out = out2;
     rc = prep_run(&o, &e);
-    CHECK(rc == ERR_USAGE && strstr(e.msg, "domain 'tiny'") &&
-              strstr(e.msg, "needs at least 301 bytes") &&
-              strstr(e.msg, "--block-bytes to 149 or less"),
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "domain 'tiny' has 2 documents from 2 files") &&
+              strstr(e.msg, "train, val and test each need one") &&
+              strstr(e.msg, "--split with test 0"),
           "rc %d: %s", rc, e.msg);
     CHECK(!exists(out2), "a refused run created %s", out2);
     /* ... but two splits can: test 0 */
     o.split[0] = 0.9, o.split[1] = 0.1, o.split[2] = 0;
-    CHECK(prep_run(&o, &e) == 0, "two blocks, two splits: %s", e.msg);
-    free(path), free(out), free(out2), free(yaml), free(rep_path);
+    CHECK(prep_run(&o, &e) == 0, "two documents, two splits: %s", e.msg);
+    free(pa), free(pb), free(pc), free(out), free(out2), free(yaml);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* Runs prep over `in` (n inputs) into dir/out<tag>, one domain, split 0.5/0.5, and loads
+ * its documents in order (train and val interleaved back by the rule). Returns 0. */
+static int run_one(const char *dir, const char *tag, const prep_input *in, int n,
+                   prep_stats *st, memout *warn, tdm_err *e) {
+    char name[64];
+    snprintf(name, sizeof name, "out%s", tag);
+    char *out = join(dir, name);
+    prep_opts o;
+    quiet_opts(&o, out, in, n);
+    o.split[0] = 0.5, o.split[1] = 0.5, o.split[2] = 0;
+    o.stats = st;
+    if (warn) o.warnings = memout_open(warn);
+    int rc = prep_run(&o, e);
+    if (warn) memout_close(warn);
+    free(out);
+    return rc;
+}
+
+/* Checks dir/out<tag> (run by run_one) against the documents expected. */
+static int check_out(const char *dir, const char *tag, const docs *want) {
+    char name[80];
+    snprintf(name, sizeof name, "out%s/dataset.yaml", tag);
+    char *yaml = join(dir, name);
+    dataset ds;
+    tdm_err e = {0};
+    int rc = dataset_load(&ds, yaml, &e);
+    free(yaml);
+    CHECK_OR_RET(rc == 0, "%s", e.msg);
+    const double f[3] = {0.5, 0.5, 0};
+    rc = check_docs(&ds, 0, want, 1, f);
+    dataset_free(&ds);
+    return rc;
+}
+
+/* The documents of a NUL-free list "a\0b\0\0" (ends with an empty string). */
+static void add_strs(docs *d, const char *list) {
+    for (const char *p = list; *p; p += strlen(p) + 1) add_str(d, p);
+}
+
+/* .jsonl: the text field with every escape decoded, CRLF lines, blank lines, a line
+ * without the field, another field name; and the JSON reader's edges directly. */
+static void test_prep_jsonl_fields(void) {
+    char *dir = test_tmpdir("prepjsonl");
+    put_text(dir, "a.jsonl",
+             "{\"id\": 1, \"text\": \"caf\\u00e9 \\ud83d\\ude00 \\\"q\\\" a\\\\b \\/ tab\\tnl\\n\"}\r\n"
+             "\r\n"
+             "{\"meta\": {\"text\": \"nested, not this\"}, \"text\": \"second\", \"text\": \"dup\"}\n"
+             "{\"id\": 3}\n"
+             "  {\"text\": \"\\u4e2d\\u6587 raw \xc3\xa9\", \"n\": [1, -2.5e3, true, null]}  \n"
+             "{\"text\": 7}\n"
+             "{\"text\": \"no newline at the end\"}");
+    char *pa = join(dir, "a.jsonl");
+    prep_input in[] = {{"web", pa}};
+    prep_stats st[DATASET_MAX_DOMAINS];
+    memout warn;
+    tdm_err e = {0};
+    CHECK(run_one(dir, "1", in, 1, st, &warn, &e) == 0, "%s", e.msg);
+    docs want = {0};
+    add_strs(&want, "caf\xc3\xa9 \xf0\x9f\x98\x80 \"q\" a\\b / tab\tnl\n\0"
+                    "second\0"
+                    "\xe4\xb8\xad\xe6\x96\x87 raw \xc3\xa9\0"
+                    "no newline at the end\0");
+    CHECK(check_out(dir, "1", &want) == 0, "documents misplaced or wrong");
+    uint64_t tb = 0;
+    for (int k = 0; k < want.count; k++) tb += want.n[k];
+    free_docs(&want);
+    CHECK(st[0].docs == 4 && st[0].skipped[TEXTSRC_NO_FIELD] == 2 && st[0].text_bytes == tb &&
+              st[0].tokens == tb + 4,
+          "docs %llu, no field %llu", (unsigned long long)st[0].docs,
+          (unsigned long long)st[0].skipped[TEXTSRC_NO_FIELD]);
+    CHECK(strstr(warn.buf, "prep: web: ") && strstr(warn.buf, "a.jsonl:4: no string \"text\" field") &&
+              strstr(warn.buf, "a.jsonl:6: no string \"text\" field"),
+          "warnings:\n%s", warn.buf);
+    free(warn.buf);
+    /* --text-field: another key */
+    put_text(dir, "b.jsonl", "{\"content\": \"x1\", \"text\": \"no\"}\n{\"content\": \"x2\"}\n"
+                             "{\"content\": \"x3\"}\n");
+    char *pb = join(dir, "b.jsonl"), *out2 = join(dir, "out2");
+    prep_input inb[] = {{"web", pb}};
+    prep_opts o;
+    quiet_opts(&o, out2, inb, 1);
+    o.text_field = "content";
+    o.stats = st;
+    CHECK(prep_run(&o, &e) == 0 && st[0].docs == 3 && st[0].text_bytes == 6, "%s", e.msg);
+    /* the reader's edges */
+    buf_t b = {0};
+    jsonl_result r;
+    CHECK(jsonl_record("{\"text\":\"\\ud800x\"}", 18, "text", &b, &r) == JSONL_BAD_UTF8,
+          "lone surrogate: %d", r.status);
+    CHECK(jsonl_record("{\"text\":\"a\"} x", 15, "text", &b, &r) == JSONL_SYNTAX, "trailing");
+    CHECK(jsonl_record("{\"text\":\"a\",}", 13, "text", &b, &r) == JSONL_SYNTAX, "comma");
+    CHECK(jsonl_record("{\"text\":\"a\tb\"}", 14, "text", &b, &r) == JSONL_SYNTAX, "raw tab");
+    CHECK(jsonl_record("[1]", 3, "text", &b, &r) == JSONL_NOT_OBJECT, "array");
+    CHECK(jsonl_record("{\"text\":\"\xe9t\xe9\"}", 14, "text", &b, &r) == JSONL_BAD_UTF8,
+          "latin-1 bytes: %d", r.status);
+    CHECK(jsonl_record("{\"text\":\"ok\",\"x\":\"\xff\"}", 21, "text", &b, &r) == JSONL_OK &&
+              b.n == 2,
+          "bad bytes outside the field: %d", r.status);
+    char deep[700];
+    size_t dn = 0;
+    dn += (size_t)sprintf(deep, "{\"a\":");
+    for (int i = 0; i < 300; i++) deep[dn++] = '[';
+    for (int i = 0; i < 300; i++) deep[dn++] = ']';
+    deep[dn++] = '}';
+    CHECK(jsonl_record(deep, dn, "text", &b, &r) == JSONL_SYNTAX && !strcmp(r.why, "nested too deep"),
+          "deep: %d", r.status);
+    buf_free(&b);
+    /* UTF-8 rules */
+    static const char *bad[] = {"\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xf5"};
+    for (int i = 0; i < 5; i++) {
+        utf8_state u = {0};
+        CHECK(utf8_scan(&u, (const unsigned char *)bad[i], strlen(bad[i])) < strlen(bad[i]),
+              "invalid UTF-8 %d accepted", i);
+    }
+    utf8_state u = {0};
+    CHECK(utf8_scan(&u, (const unsigned char *)"\xf0\x9f", 2) == 2 && !utf8_done(&u) &&
+              utf8_scan(&u, (const unsigned char *)"\x98\x80", 2) == 2 && utf8_done(&u),
+          "a character split across pieces");
+    free(pa), free(pb), free(out2);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* .json: an array of records and a single object; a syntax error drops the whole file. */
+static void test_prep_json_files(void) {
+    char *dir = test_tmpdir("prepjson");
+    put_text(dir, "a.json", "[\n  {\"text\": \"one\"},\n  {\"text\": \"two\\nlines\"},\n"
+                            "  {\"other\": 1},\n  \"not an object\",\n  {\"text\": \"three\"}\n]\n");
+    put_text(dir, "b.json", "{\"text\": \"single\"}");
+    put_text(dir, "c.json", "[{\"text\": \"fine\"},\n{\"text\": \"broken\"\n");
+    put_text(dir, "d.JSON", "{\"text\": \"upper-case suffix\"}"); /* still JSON */
+    prep_input in[] = {{"web", dir}};
+    prep_stats st[DATASET_MAX_DOMAINS];
+    memout warn;
+    tdm_err e = {0};
+    char *sub = join(dir, "in");
+    CHECK(mkdir(sub, 0777) == 0, "mkdir");
+    /* inputs in a subdirectory, so that out/ is not inside the input */
+    const char *names[] = {"a.json", "b.json", "c.json", "d.JSON"};
+    for (int i = 0; i < 4; i++) {
+        char *from = join(dir, names[i]), *to = join(sub, names[i]);
+        CHECK(rename(from, to) == 0, "rename");
+        free(from), free(to);
+    }
+    in[0].path = sub;
+    CHECK(run_one(dir, "1", in, 1, st, &warn, &e) == 0, "%s", e.msg);
+    docs want = {0};
+    add_strs(&want, "one\0two\nlines\0three\0single\0upper-case suffix\0");
+    int ok = check_out(dir, "1", &want) == 0;
+    free_docs(&want);
+    CHECK(ok, "documents misplaced or wrong");
+    CHECK(st[0].docs == 5 && st[0].files_used == 3 && st[0].skipped[TEXTSRC_BAD_JSON] == 2 &&
+              st[0].skipped[TEXTSRC_NO_FIELD] == 1,
+          "docs %llu, bad JSON %llu, no field %llu", (unsigned long long)st[0].docs,
+          (unsigned long long)st[0].skipped[TEXTSRC_BAD_JSON],
+          (unsigned long long)st[0].skipped[TEXTSRC_NO_FIELD]);
+    CHECK(strstr(warn.buf, "a.json:4: no string \"text\" field") &&
+              strstr(warn.buf, "a.json:5: bad JSON record: not a JSON object") &&
+              strstr(warn.buf, "c.json:3: bad JSON: ") &&
+              strstr(warn.buf, "(the whole file is left out)"),
+          "warnings:\n%s", warn.buf);
+    free(warn.buf), free(sub);
+    test_rmtree(dir);
+    free(dir);
+}
+/* gzip and zstd inputs give the same shards as the plain files; corrupt and truncated
+ * streams are reported and left out whole. */
+static void test_prep_compressed(void) {
+    char *dir = test_tmpdir("prepz");
+    const char *kinds[] = {"plain", "gz", "zst"};
+    char *sub[3];
+    for (int i = 0; i < 3; i++) {
+        sub[i] = join(dir, kinds[i]);
+        CHECK(mkdir(sub[i], 0777) == 0, "mkdir");
+    }
+    make_jsonl(sub[0], "a.jsonl", 50, 41, NULL);
+    free(make_file(sub[0], "b.txt", 1500000, 42, 0)); /* more than one 1 MiB read */
+    put_text(sub[0], "c.json", "[{\"text\": \"j1\"}, {\"text\": \"j2\"}]");
+    /* 3 MB that compress to a few KiB: one compressed read fills the output buffer */
+    size_t rn = 3000000;
+    char *rep = malloc(rn);
+    CHECK(rep, "malloc");
+    for (size_t i = 0; i < rn; i++) rep[i] = i % 32 == 31 ? '\n' : (char)('a' + i % 32 % 26);
+    char *rp = join(sub[0], "d.txt");
+    CHECK(write_bytes(rp, rep, rn) == 0, "write");
+    free(rep), free(rp);
+    const char *files[] = {"a.jsonl", "b.txt", "c.json", "d.txt"};
+    for (int z = 1; z < 3; z++)
+        for (int i = 0; i < 4; i++) {
+            char *src = join(sub[0], files[i]);
+            char name[64];
+            snprintf(name, sizeof name, "%s.%s", files[i], kinds[z]);
+            char *dst = join(sub[z], name);
+            CHECK(compress_file(src, dst, z == 2) == 0, "compress %s", dst);
+            free(src), free(dst);
+        }
+    prep_stats st[3][DATASET_MAX_DOMAINS];
+    tdm_err e = {0};
+    for (int z = 0; z < 3; z++) {
+        prep_input in[] = {{"web", sub[z]}};
+        CHECK(run_one(dir, kinds[z], in, 1, st[z], NULL, &e) == 0, "%s: %s", kinds[z], e.msg);
+    }
+    char *o0 = join(dir, "outplain"), *o1 = join(dir, "outgz"), *o2 = join(dir, "outzst");
+    CHECK(st[0][0].docs == 54 && st[1][0].docs == 54 && st[2][0].docs == 54 &&
+              st[2][0].text_bytes == st[0][0].text_bytes && st[0][0].text_bytes > 4500000,
+          "documents %llu %llu %llu",
+          (unsigned long long)st[0][0].docs, (unsigned long long)st[1][0].docs,
+          (unsigned long long)st[2][0].docs);
+    CHECK(same_tree(o0, o1, 1), "gzip inputs gave other shards");
+    CHECK(same_tree(o0, o2, 1), "zstd inputs gave other shards");
+    CHECK(st[1][0].input_bytes < st[0][0].input_bytes, "input bytes are the compressed sizes");
+
+    /* damaged streams: a truncated gzip, flipped zstd bytes, a truncated zstd, a .gz that
+     * is not gzip; each file is left out whole, the rest is kept */
+    char *bad = join(dir, "bad");
+    CHECK(mkdir(bad, 0777) == 0, "mkdir");
+    make_jsonl(bad, "ok.jsonl", 10, 43, NULL);
+    size_t n;
+    char *pg = join(sub[1], "a.jsonl.gz"), *pz = join(sub[2], "b.txt.zst");
+    unsigned char *g = read_all(pg, &n);
+    char *t1 = join(bad, "trunc.jsonl.gz");
+    CHECK(g && write_bytes(t1, g, n / 2) == 0, "write");
+    free(g);
+    unsigned char *z = read_all(pz, &n);
+    char *t2 = join(bad, "trunc.txt.zst"), *t3 = join(bad, "flip.txt.zst");
+    CHECK(z && write_bytes(t2, z, n - 7) == 0, "write");
+    for (size_t i = n / 3; i < n / 3 + 16; i++) z[i] ^= 0x5a;
+    CHECK(write_bytes(t3, z, n) == 0, "write");
+    free(z);
+    put_text(bad, "plain.txt.gz", "this is not gzip data\n");
+    prep_input inb[] = {{"web", bad}};
+    memout warn;
+    CHECK(run_one(dir, "bad", inb, 1, st[0], &warn, &e) == 0, "%s", e.msg);
+    CHECK(st[0][0].docs == 10 && st[0][0].files_used == 1 &&
+              st[0][0].skipped[TEXTSRC_CORRUPT] == 4,
+          "docs %llu, corrupt %llu:\n%s", (unsigned long long)st[0][0].docs,
+          (unsigned long long)st[0][0].skipped[TEXTSRC_CORRUPT], warn.buf);
+    CHECK(strstr(warn.buf, "trunc.jsonl.gz: gzip: ") && strstr(warn.buf, "trunc.txt.zst: zstd: truncated") &&
+              strstr(warn.buf, "flip.txt.zst: zstd: ") &&
+              strstr(warn.buf, "plain.txt.gz: not gzip data") &&
+              count_of(warn.buf, "(the file is left out)") == 4,
+          "warnings:\n%s", warn.buf);
+    free(warn.buf);
+    for (int i = 0; i < 3; i++) free(sub[i]);
+    free(o0), free(o1), free(o2), free(bad), free(pg), free(pz), free(t1), free(t2), free(t3);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* Quoted globs expanded by tandem ("**" any depth), excludes, and the match rules. */
+static void test_prep_globs(void) {
+    char *dir = test_tmpdir("prepglob");
+    char *cwd = getcwd(NULL, 0);
+    CHECK(cwd && chdir(dir) == 0, "chdir");
+    CHECK(mkdir("src", 0777) == 0 && mkdir("src/pkg", 0777) == 0 &&
+              mkdir("src/pkg/tests", 0777) == 0 && mkdir("src/.hidden", 0777) == 0 &&
+              mkdir("src/pkg/deep", 0777) == 0,
+          "mkdir");
+    put_text(".", "src/a.py", "A\n");
+    put_text(".", "src/pkg/b.py", "B\n");
+    put_text(".", "src/pkg/deep/c.py", "C\n");
+    put_text(".", "src/pkg/tests/test_b.py", "T\n");
+    put_text(".", "src/.hidden/h.py", "H\n");
+    put_text(".", "src/pkg/notes.txt", "N\n");
+    CHECK(write_bytes("src/pkg/b.pyc", "\x42\x0d\x0d\x0a\0\0\0\0", 8) == 0, "write");
+    prep_input in[] = {{"py", "src/**/*.py"}};
+    prep_input ex[] = {{"py", "tests"}};
+    prep_opts o;
+    quiet_opts(&o, "out", in, 1);
+    o.excludes = ex, o.n_excludes = 1;
+    o.split[0] = 0.5, o.split[1] = 0.5, o.split[2] = 0;
+    prep_stats st[DATASET_MAX_DOMAINS];
+    o.stats = st;
+    tdm_err e = {0};
+    CHECK(prep_run(&o, &e) == 0, "%s", e.msg);
+    dataset ds;
+    CHECK(dataset_load(&ds, "out/dataset.yaml", &e) == 0, "%s", e.msg);
+    docs want = {0};
+    add_strs(&want, "A\n\0B\n\0C\n\0"); /* src/a.py, src/pkg/b.py, src/pkg/deep/c.py */
+    int ok = check_docs(&ds, 0, &want, 1, o.split) == 0;
+    dataset_free(&ds);
+    free_docs(&want);
+    CHECK(ok, "the glob took other files");
+    CHECK(st[0].files == 3 && st[0].skipped[TEXTSRC_EXCLUDED] == 1, "files %llu, excluded %llu",
+          (unsigned long long)st[0].files, (unsigned long long)st[0].skipped[TEXTSRC_EXCLUDED]);
+    /* a directory takes everything but what is excluded; the .pyc is binary */
+    prep_input in2[] = {{"py", "src"}};
+    prep_input ex2[] = {{"py", "*.txt"}, {"py", "pkg/tests"}};
+    quiet_opts(&o, "out2", in2, 1);
+    o.excludes = ex2, o.n_excludes = 2;
+    o.split[0] = 0.5, o.split[1] = 0.5, o.split[2] = 0;
+    o.stats = st;
+    CHECK(prep_run(&o, &e) == 0, "%s", e.msg);
+    CHECK(st[0].files == 5 && st[0].docs == 4 && st[0].skipped[TEXTSRC_BINARY] == 1 &&
+              st[0].skipped[TEXTSRC_EXCLUDED] == 2,
+          "files %llu docs %llu binary %llu excluded %llu", (unsigned long long)st[0].files,
+          (unsigned long long)st[0].docs, (unsigned long long)st[0].skipped[TEXTSRC_BINARY],
+          (unsigned long long)st[0].skipped[TEXTSRC_EXCLUDED]);
+    /* a glob that matches nothing, an exclude for no domain */
+    prep_input none[] = {{"py", "src/**/*.rs"}};
+    quiet_opts(&o, "out3", none, 1);
+    int rc = prep_run(&o, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "glob 'src/**/*.rs' matches no file") &&
+              strstr(e.msg, "quote it"),
+          "%s", e.msg);
+    prep_input exw[] = {{"web", "*.txt"}};
+    quiet_opts(&o, "out3", in, 1);
+    o.excludes = exw, o.n_excludes = 1;
+    rc = prep_run(&o, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "no --domain is named 'web'"), "%s", e.msg);
+    CHECK(!exists("out3"), "a refused run wrote output");
+    /* the rules themselves */
+    CHECK(textsrc_match("src/**/*.py", "src/a.py") && textsrc_match("src/**/*.py", "src/x/y/z.py") &&
+              !textsrc_match("src/**/*.py", "src/.h/z.py") && !textsrc_match("src/*.py", "src/x/a.py") &&
+              !textsrc_match("*.py", "src/a.py") && textsrc_match("*.py", "a.py") &&
+              !textsrc_match("*.py", ".a.py") && textsrc_match("/abs/**", "/abs/q/r") &&
+              !textsrc_match("abs/**", "/abs/q") && textsrc_match("d[0-9]/?.c", "d7/x.c"),
+          "include rule");
+    CHECK(textsrc_excluded("tests", "src/tests/a.py") && textsrc_excluded("*.pyc", "a/b/c.pyc") &&
+              textsrc_excluded("pkg/tests", "src/pkg/tests/x") &&
+              !textsrc_excluded("pkg/tests", "src/tests/x") &&
+              textsrc_excluded("**/gen/*.py", "src/gen/a.py") &&
+              !textsrc_excluded("/src/x", "a/src/x") && !textsrc_excluded("test", "tests/a"),
+          "exclude rule");
+    CHECK(chdir(cwd) == 0, "chdir back");
+    free(cwd);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* The binary rule and invalid UTF-8 in text files. */
+static void test_prep_binary_and_utf8(void) {
+    char *dir = test_tmpdir("prepbin");
+    char *in = join(dir, "in");
+    CHECK(mkdir(in, 0777) == 0, "mkdir");
+    char big[12000];
+    rand_text(big, sizeof big, 51);
+    for (size_t i = 100; i < sizeof big; i += 100) big[i] = '\n';
+    char *p;
+    /* a NUL early: binary */
+    big[50] = '\0';
+    p = join(in, "nul.txt");
+    CHECK(write_bytes(p, big, 9000) == 0, "write");
+    free(p);
+    big[50] = 'x';
+    /* Latin-1 early: binary */
+    big[60] = (char)0xe9;
+    p = join(in, "latin1.txt");
+    CHECK(write_bytes(p, big, 9000) == 0, "write");
+    free(p);
+    big[60] = 'x';
+    /* Latin-1 after the sniff window: invalid UTF-8, on line 101 (a '\n' every 100) */
+    big[10050] = (char)0xe9;
+    p = join(in, "late.txt");
+    CHECK(write_bytes(p, big, 12000) == 0, "write");
+    free(p);
+    big[10050] = 'x';
+    /* a character cut by the end of the file */
+    memcpy(big + 998, "\xe2\x82", 2);
+    p = join(in, "cut.txt");
+    CHECK(write_bytes(p, big, 1000) == 0, "write");
+    free(p);
+    /* a NUL after the window is valid UTF-8 and stays: a document */
+    big[998] = big[999] = 'y';
+    big[9500] = '\0';
+    p = join(in, "latenul.txt");
+    CHECK(write_bytes(p, big, 10000) == 0, "write");
+    free(p);
+    /* a 4-byte character across the 8 KiB window's end is fine */
+    big[9500] = 'z';
+    memcpy(big + 8190, "\xf0\x9f\x98\x80", 4);
+    p = join(in, "edge.txt");
+    CHECK(write_bytes(p, big, 9000) == 0, "write");
+    free(p);
+    put_text(in, "ok.txt", "plain text\n");
+    prep_input inp[] = {{"t", in}};
+    prep_stats st[DATASET_MAX_DOMAINS];
+    memout warn;
+    tdm_err e = {0};
+    CHECK(run_one(dir, "1", inp, 1, st, &warn, &e) == 0, "%s", e.msg);
+    CHECK(st[0].docs == 3 && st[0].skipped[TEXTSRC_BINARY] == 2 &&
+              st[0].skipped[TEXTSRC_BAD_UTF8] == 2 && st[0].files == 7 &&
+              st[0].text_bytes == 10000 + 9000 + 11,
+          "docs %llu binary %llu utf8 %llu bytes %llu:\n%s", (unsigned long long)st[0].docs,
+          (unsigned long long)st[0].skipped[TEXTSRC_BINARY],
+          (unsigned long long)st[0].skipped[TEXTSRC_BAD_UTF8],
+          (unsigned long long)st[0].text_bytes, warn.buf);
+    CHECK(strstr(warn.buf, "nul.txt: a NUL byte at byte 50 (binary, left out)") &&
+              strstr(warn.buf, "latin1.txt: bytes that are not UTF-8 at byte 60") &&
+              strstr(warn.buf, "late.txt:101: bytes that are not UTF-8") &&
+              strstr(warn.buf, "cut.txt:10: the file ends inside a UTF-8 character"),
+          "warnings:\n%s", warn.buf);
+    free(warn.buf);
+    free(in);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* Broken JSON lines: each reported with file:line up to PREP_ISSUES_SHOWN, then a count;
+ * invalid UTF-8 inside a JSON string too; never fatal while documents remain. */
+static void test_prep_bad_json_reported(void) {
+    char *dir = test_tmpdir("prepbadjson");
+    char *p = join(dir, "x.jsonl");
+    FILE *f = fopen(p, "wb");
+    CHECK(f, "open");
+    for (int i = 1; i <= 20; i++) {
+        if (i % 3 == 0) fprintf(f, "{\"text\": \"unterminated\n");
+        else if (i == 10) fprintf(f, "{\"text\": \"bad \xff byte\"}\n");
+        else fprintf(f, "{\"text\": \"line %d\"}\n", i);
+    }
+    fclose(f);
+    prep_input in[] = {{"web", p}};
+    prep_stats st[DATASET_MAX_DOMAINS];
+    memout warn;
+    tdm_err e = {0};
+    CHECK(run_one(dir, "1", in, 1, st, &warn, &e) == 0, "%s", e.msg);
+    /* lines 3, 6, ..., 18 are broken (6), line 10 has a bad byte, 13 documents remain */
+    CHECK(st[0].docs == 13 && st[0].skipped[TEXTSRC_BAD_JSON] == 6 &&
+              st[0].skipped[TEXTSRC_BAD_UTF8] == 1,
+          "docs %llu bad %llu utf8 %llu", (unsigned long long)st[0].docs,
+          (unsigned long long)st[0].skipped[TEXTSRC_BAD_JSON],
+          (unsigned long long)st[0].skipped[TEXTSRC_BAD_UTF8]);
+    CHECK(strstr(warn.buf, "x.jsonl:3: bad JSON line: unterminated string") &&
+              strstr(warn.buf, "x.jsonl:15: bad JSON line") &&
+              !strstr(warn.buf, "x.jsonl:18:") &&
+              strstr(warn.buf, "x.jsonl:10: invalid UTF-8 in the text field") &&
+              strstr(warn.buf, "prep: web: ... and 1 more left out as bad JSON\n") &&
+              count_of(warn.buf, "bad JSON line") == PREP_ISSUES_SHOWN,
+          "warnings:\n%s", warn.buf);
+    free(warn.buf);
+    /* nothing left at all: fatal, naming what was left out */
+    put_text(dir, "all_bad.jsonl", "{\n[\n{\"id\": 1}\n");
+    char *pb = join(dir, "all_bad.jsonl");
+    prep_input inb[] = {{"web", pb}};
+    int rc = run_one(dir, "2", inb, 1, st, NULL, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "domain 'web' has 0 documents from 1 file") &&
+              strstr(e.msg, "all_bad.jsonl (left out: 2 bad JSON, 1 no text field)") &&
+              strstr(e.msg, "--text-field"),
+          "rc %d: %s", rc, e.msg);
+    free(p), free(pb);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* Edges: an empty file, a document larger than a shard, CRLF text kept as it is. */
+static void test_prep_boundaries(void) {
+    char *dir = test_tmpdir("prepedge");
+    char *in = join(dir, "in");
+    CHECK(mkdir(in, 0777) == 0, "mkdir");
+    put_text(in, "a_empty.txt", "");
+    put_text(in, "b_crlf.txt", "one\r\ntwo\r\n");
+    unsigned char *big = make_file(in, "c_big.txt", 5000, 61, 0);
+    put_text(in, "d_small.txt", "small");
+    put_text(in, "e_empty.jsonl", "\n\n");
+    prep_input inp[] = {{"t", in}};
+    char *out = join(dir, "out");
+    prep_opts o;
+    quiet_opts(&o, out, inp, 1);
+    o.split[0] = 0.5, o.split[1] = 0.5, o.split[2] = 0;
+    o.shard_tokens = 1000;
+    prep_stats st[DATASET_MAX_DOMAINS];
+    o.stats = st;
+    tdm_err e = {0};
+    CHECK(prep_run(&o, &e) == 0, "%s", e.msg);
+    dataset ds;
+    char *yaml = join(out, "dataset.yaml");
+    CHECK(dataset_load(&ds, yaml, &e) == 0, "%s", e.msg);
+    docs want = {0};
+    add_str(&want, "one\r\ntwo\r\n");
+    add_doc(&want, big, 5000);
+    add_str(&want, "small");
+    int ok = check_docs(&ds, 0, &want, 1, o.split) == 0;
+    int s_big = expected_split(1, "t", 1, o.split);
+    size_t nsh = 0;
+    dataset_shards(&ds, 0, s_big, &nsh);
+    dataset_free(&ds);
+    free_docs(&want);
+    CHECK(ok, "documents");
+    CHECK(nsh >= 5, "a 5001-token document over shards of 1000: %zu shards", nsh);
+    CHECK(st[0].docs == 3 && st[0].skipped[TEXTSRC_EMPTY] == 2 && st[0].files == 5 &&
+              st[0].files_used == 3,
+          "docs %llu empty %llu", (unsigned long long)st[0].docs,
+          (unsigned long long)st[0].skipped[TEXTSRC_EMPTY]);
+    free(big), free(in), free(out), free(yaml);
     test_rmtree(dir);
     free(dir);
 }
@@ -512,7 +1134,7 @@ typedef struct {
     prep_input in[3];
     int n;
     double split[3];
-    uint64_t block, shard;
+    uint64_t shard;
     const char *out; /* relative to the test dir; NULL: "out" */
     const char *says[3];
 } reject_case;
@@ -525,42 +1147,45 @@ static void test_prep_rejections(void) {
           "mkdir");
     free(make_file(".", "in/a.txt", 5000, 41, 0));
     free(make_file(".", "in/sub/b.txt", 5000, 42, 0));
+    free(make_file(".", "in/c.txt", 5000, 45, 0));
     free(make_file(".", "blank.txt", 0, 43, 0));
     free(make_file(".", "outfile", 10, 44, 0));
     CHECK(link("in/a.txt", "hard.txt") == 0, "link");
     CHECK(mkfifo("fifo", 0666) == 0, "mkfifo");
     reject_case cases[] = {
-        {"missing path", {{"web", "in/nope.txt"}}, 1, {0}, 0, 0, NULL,
+        {"missing path", {{"web", "in/nope.txt"}}, 1, {0}, 0, NULL,
          {"domain 'web'", "in/nope.txt", "No such file"}},
-        {"bad name", {{"we b", "in"}}, 1, {0}, 0, 0, NULL, {"'we b'", "[A-Za-z0-9_.-]", ""}},
-        {"slash name", {{"a/b", "in"}}, 1, {0}, 0, 0, NULL, {"'a/b'", "", ""}},
-        {"dot-dot name", {{"..", "in"}}, 1, {0}, 0, 0, NULL, {"'..'", "not . or ..", ""}},
-        {"case clash", {{"web", "in/a.txt"}, {"Web", "in/sub"}}, 2, {0}, 0, 0, NULL,
+        {"bad name", {{"we b", "in"}}, 1, {0}, 0, NULL, {"'we b'", "[A-Za-z0-9_.-]", ""}},
+        {"slash name", {{"a/b", "in"}}, 1, {0}, 0, NULL, {"'a/b'", "", ""}},
+        {"dot-dot name", {{"..", "in"}}, 1, {0}, 0, NULL, {"'..'", "not . or ..", ""}},
+        {"case clash", {{"web", "in/a.txt"}, {"Web", "in/sub"}}, 2, {0}, 0, NULL,
          {"'web' and 'Web'", "only in case", ""}},
-        {"same file twice in a domain", {{"web", "in"}, {"web", "in/a.txt"}}, 2, {0}, 0, 0, NULL,
+        {"same file twice in a domain", {{"web", "in"}, {"web", "in/a.txt"}}, 2, {0}, 0, NULL,
          {"domain 'web'", "in/a.txt is given twice", ""}},
-        {"same file in two domains", {{"web", "in/sub"}, {"code", "in/sub/b.txt"}}, 2, {0}, 0, 0,
+        {"same file in two domains", {{"web", "in/sub"}, {"code", "in/sub/b.txt"}}, 2, {0}, 0,
          NULL, {"in/sub/b.txt (domain 'web')", "(domain 'code') are the same file", ""}},
-        {"hard link", {{"web", "in/a.txt"}, {"code", "hard.txt"}}, 2, {0}, 0, 0, NULL,
+        {"hard link", {{"web", "in/a.txt"}, {"code", "hard.txt"}}, 2, {0}, 0, NULL,
          {"hard.txt", "in/a.txt", "same file"}},
-        {"sum not 1", {{"web", "in"}}, 1, {0.9, 0.05, 0.1}, 0, 0, NULL,
+        {"sum not 1", {{"web", "in"}}, 1, {0.9, 0.05, 0.1}, 0, NULL,
          {"0.9,0.05,0.1", "sum to 1.05", "not 1"}},
-        {"val 0", {{"web", "in"}}, 1, {1, 0, 0}, 0, 0, NULL, {"train and val", "> 0", ""}},
-        {"negative", {{"web", "in"}}, 1, {1.1, 0.1, -0.2}, 0, 0, NULL,
+        {"val 0", {{"web", "in"}}, 1, {1, 0, 0}, 0, NULL, {"train and val", "> 0", ""}},
+        {"negative", {{"web", "in"}}, 1, {1.1, 0.1, -0.2}, 0, NULL,
          {"train = 1.1", "[0, 1]", ""}},
-        {"block too large", {{"web", "in"}}, 1, {0}, 1ull << 41, 0, NULL,
-         {"block bytes 2199023255552 is outside 1..", "--block-bytes", ""}},
-        {"shard tokens", {{"web", "in"}}, 1, {0}, 0, 3000000000u, NULL,
+        {"shard tokens", {{"web", "in"}}, 1, {0}, 3000000000u, NULL,
          {"shard tokens 3000000000", "--shard-tokens", ""}},
-        {"no text", {{"web", "blank.txt"}, {"web", "empty"}}, 2, {0}, 0, 0, NULL,
-         {"domain 'web' has no text", "1 file, 1 empty", ""}},
-        {"fifo", {{"web", "fifo"}}, 1, {0}, 0, 0, NULL,
-         {"domain 'web'", "fifo is neither a regular file nor a directory", ""}},
-        {"out inside input", {{"web", "in"}}, 1, {0}, 0, 0, "in/sub/new/out",
+        {"no text", {{"web", "blank.txt"}, {"web", "empty"}}, 2, {0}, 0, NULL,
+         {"domain 'web' has 0 documents from 1 file", "left out: 1 empty", ""}},
+        {"glob matches nothing", {{"web", "in/**/*.md"}}, 1, {0}, 0, NULL,
+         {"domain 'web'", "glob 'in/**/*.md' matches no file", ""}},
+        {"glob in a missing directory", {{"web", "nodir/*.txt"}}, 1, {0}, 0, NULL,
+         {"glob 'nodir/*.txt'", "nodir is not a directory", ""}},
+        {"fifo", {{"web", "fifo"}}, 1, {0}, 0, NULL,
+         {"domain 'web'", "fifo is neither a regular file nor a directory", "quoted glob"}},
+        {"out inside input", {{"web", "in"}}, 1, {0}, 0, "in/sub/new/out",
          {"is inside input directory in of domain 'web'", "outside the inputs", ""}},
-        {"out is a file", {{"web", "in"}}, 1, {0}, 0, 0, "outfile",
+        {"out is a file", {{"web", "in"}}, 1, {0}, 0, "outfile",
          {"output outfile", "not a directory", ""}},
-        {"no inputs", {{NULL, NULL}}, 0, {0}, 0, 0, NULL, {"--domain NAME=PATH", "", ""}},
+        {"no inputs", {{NULL, NULL}}, 0, {0}, 0, NULL, {"--domain NAME=PATH", "", ""}},
     };
     size_t nc = sizeof cases / sizeof *cases;
     for (size_t i = 0; i < nc; i++) {
@@ -569,7 +1194,6 @@ static void test_prep_rejections(void) {
         quiet_opts(&o, c->out ? c->out : "out", c->in, c->n);
         if (c->split[0] || c->split[1] || c->split[2]) memcpy(o.split, c->split, sizeof o.split);
         if (c->shard) o.shard_tokens = c->shard;
-        if (c->block) o.block_bytes = c->block;
         tdm_err e = {0};
         int rc = prep_run(&o, &e);
         CHECK(rc == ERR_USAGE, "%s: rc %d (%s)", c->what, rc, e.msg);
@@ -580,13 +1204,13 @@ static void test_prep_rejections(void) {
         CHECK(!exists("out") && !exists("in/sub/new"), "%s: a refused run wrote output",
               c->what);
     }
-    /* block bytes 0 (the CLI refuses it before, see test_cli_prep) */
+    /* an empty text field name (the CLI refuses it before, see test_cli_prep) */
     prep_input one[] = {{"web", "in"}};
     prep_opts o;
     quiet_opts(&o, "out", one, 1);
-    o.block_bytes = 0;
+    o.text_field = "";
     tdm_err e = {0};
-    CHECK(prep_run(&o, &e) == ERR_USAGE && strstr(e.msg, "block bytes 0 is outside"), "%s",
+    CHECK(prep_run(&o, &e) == ERR_USAGE && strstr(e.msg, "empty JSON text field name"), "%s",
           e.msg);
     /* more than 64 domains */
     prep_input many[65];
@@ -602,7 +1226,6 @@ static void test_prep_rejections(void) {
     /* stale shards: many small train shards, then a run that writes fewer */
     prep_input in[] = {{"web", "in"}};
     quiet_opts(&o, "out", in, 1);
-    o.block_bytes = 512;
     o.shard_tokens = 1000;
     CHECK(prep_run(&o, &e) == 0, "first run: %s", e.msg);
     CHECK(exists("out/web/train_005.bin"), "expected at least 6 train shards");
@@ -610,7 +1233,7 @@ static void test_prep_rejections(void) {
     unsigned char *y0 = read_all("out/dataset.yaml", &yl0);
     o.shard_tokens = 100000;
     int rc = prep_run(&o, &e);
-    CHECK(rc == ERR_USAGE && strstr(e.msg, "out/web/train_001.bin and ") &&
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "out/web/") && strstr(e.msg, "_001.bin and ") &&
               strstr(e.msg, "other shards are from an earlier dataset") &&
               strstr(e.msg, "remove them or choose another --out"),
           "stale: rc %d: %s", rc, e.msg);
@@ -629,12 +1252,13 @@ static void test_prep_rejections(void) {
     free(dir);
 }
 
-/* Unreadable file and directory. Permission bits do not stop root, so as root the check
- * runs in a child that drops to nobody; if it cannot, the case says so and passes. */
+/* Unreadable file and directory: left out, counted and reported, not fatal. Permission
+ * bits do not stop root, so as root the check runs in a child that drops to nobody; if
+ * it cannot, the case says so and passes. */
 static void test_prep_unreadable(void) {
     char *dir = test_tmpdir("prepperm");
     CHECK(chmod(dir, 0755) == 0, "chmod");
-    char *in = join(dir, "in"), *locked = join(dir, "in/locked"), *out = join(dir, "out");
+    char *in = join(dir, "in"), *locked = join(dir, "in/locked");
     CHECK(mkdir(in, 0755) == 0 && mkdir(locked, 0755) == 0, "mkdir");
     free(make_file(in, "ok.txt", 1000, 51, 0));
     free(make_file(in, "secret.txt", 1000, 52, 0));
@@ -645,6 +1269,10 @@ static void test_prep_unreadable(void) {
         CHECK(chmod(secret, round == 0 ? 0 : 0644) == 0 &&
                   chmod(locked, round == 0 ? 0755 : 0) == 0,
               "chmod");
+        char oname[16];
+        snprintf(oname, sizeof oname, "out%d", round);
+        char *out = join(dir, oname);
+        CHECK(mkdir(out, 0777) == 0 && chmod(out, 0777) == 0, "mkdir out");
         int fds[2];
         CHECK(pipe(fds) == 0, "pipe");
         fflush(NULL);
@@ -657,78 +1285,98 @@ static void test_prep_unreadable(void) {
             prep_input inputs[] = {{"web", in}};
             prep_opts o;
             quiet_opts(&o, out, inputs, 1);
+            o.split[0] = 0.5, o.split[1] = 0.5, o.split[2] = 0;
+            prep_stats st[DATASET_MAX_DOMAINS];
+            o.stats = st;
+            char msg[1024] = "";
+            o.warnings = fmemopen(msg, sizeof msg - 1, "w");
             tdm_err e = {0};
             int rc = prep_run(&o, &e);
+            fclose(o.warnings);
+            uint64_t skipped = rc ? 0 : st[0].skipped[TEXTSRC_UNREADABLE];
+            uint64_t docs = rc ? 0 : st[0].docs;
+            if (rc) snprintf(msg, sizeof msg, "%s", e.msg);
             if (write(fds[1], &rc, sizeof rc) != (ssize_t)sizeof rc ||
-                write(fds[1], e.msg, sizeof e.msg) != (ssize_t)sizeof e.msg)
+                write(fds[1], &skipped, sizeof skipped) != (ssize_t)sizeof skipped ||
+                write(fds[1], &docs, sizeof docs) != (ssize_t)sizeof docs ||
+                write(fds[1], msg, sizeof msg) != (ssize_t)sizeof msg)
                 _exit(3);
             _exit(0);
         }
         close(fds[1]);
         int rc = -1, status = 0;
-        tdm_err got = {0};
-        char *msg = got.msg;
+        uint64_t skipped = 0, docs = 0;
+        char msg[1024] = "";
         ssize_t r1 = read(fds[0], &rc, sizeof rc);
-        ssize_t r2 = r1 == (ssize_t)sizeof rc ? read(fds[0], msg, sizeof got.msg) : 0;
+        ssize_t r2 = r1 == (ssize_t)sizeof rc ? read(fds[0], &skipped, sizeof skipped) : 0;
+        ssize_t r3 = r2 == (ssize_t)sizeof skipped ? read(fds[0], &docs, sizeof docs) : 0;
+        ssize_t r4 = r3 == (ssize_t)sizeof docs ? read(fds[0], msg, sizeof msg) : 0;
         close(fds[0]);
         waitpid(pid, &status, 0);
+        free(out);
         if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
             printf("  (cannot run as an unprivileged user here: unreadable-path checks "
                    "not run)\n");
             break;
         }
-        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0 && r2 == (ssize_t)sizeof got.msg,
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0 && r4 == (ssize_t)sizeof msg,
               "child failed (status %d)", status);
-        msg[sizeof got.msg - 1] = '\0';
+        msg[sizeof msg - 1] = '\0';
+        CHECK(rc == 0 && skipped == 1 && docs == 2, "round %d: rc %d, unreadable %llu, docs %llu: %s",
+              round, rc, (unsigned long long)skipped, (unsigned long long)docs, msg);
         if (round == 0)
-            CHECK(rc == ERR_USAGE && strstr(msg, "domain 'web': cannot read ") &&
-                      strstr(msg, "secret.txt") &&
-                      strstr(msg, "make it readable or leave it out") &&
-                      strstr(msg, "Permission denied"),
-                  "unreadable file: rc %d: %s", rc, msg);
+            CHECK(strstr(msg, "prep: web: ") && strstr(msg, "secret.txt: cannot open: Permission denied"),
+                  "unreadable file: %s", msg);
         else
-            CHECK(rc == ERR_USAGE && strstr(msg, "cannot read directory ") &&
-                      strstr(msg, "in/locked") && strstr(msg, "Permission denied"),
-                  "unreadable directory: rc %d: %s", rc, msg);
-        CHECK(!exists(out), "a refused run wrote output");
+            CHECK(strstr(msg, "in/locked: cannot read directory: Permission denied"),
+                  "unreadable directory: %s", msg);
     }
     chmod(locked, 0755);
-    free(in), free(locked), free(out), free(secret), free(okp);
+    free(in), free(locked), free(secret), free(okp);
     test_rmtree(dir);
     free(dir);
 }
 
-/* Progress lines for a domain larger than progress_bytes, one per mark passed. */
+/* Progress lines while reading and while writing, on a domain larger than the mark. */
 static void test_prep_progress(void) {
     char *dir = test_tmpdir("prepprog");
     free(make_file(dir, "big.txt", 300000, 61, 0));
-    char *path = join(dir, "big.txt"), *out = join(dir, "out"), *pp = join(dir, "progress.txt");
-    prep_input in[] = {{"big", path}};
+    make_jsonl(dir, "more.jsonl", 20, 62, NULL);
+    char *path = join(dir, "big.txt"), *p2 = join(dir, "more.jsonl");
+    char *out = join(dir, "out");
+    prep_input in[] = {{"big", path}, {"big", p2}};
     prep_opts o;
-    quiet_opts(&o, out, in, 1);
-    o.progress = fopen(pp, "w");
+    quiet_opts(&o, out, in, 2);
+    memout prog;
+    o.progress = memout_open(&prog);
     o.progress_bytes = 4096;
     tdm_err e = {0};
     int rc = prep_run(&o, &e);
-    fclose(o.progress);
+    const char *text = memout_close(&prog);
     CHECK(rc == 0, "%s", e.msg);
-    size_t len;
-    char *text = (char *)read_all(pp, &len);
-    CHECK(text, "progress file");
-    int lines = 0, good = 1;
-    for (char *p = text; p < text + len;) {
-        char *nl = memchr(p, '\n', (size_t)(text + len - p));
+    int reading = 0, writing = 0, good = 1;
+    for (const char *p = text; *p;) {
+        const char *nl = strchr(p, '\n');
         if (!nl) break;
-        *nl = '\0';
-        lines++;
-        good &= !strncmp(p, "prep: big: ", 11) && strstr(p, " of 300001 bytes (") &&
-                strstr(p, "tokens so far") && strstr(p, "; train ");
+        char line[300];
+        snprintf(line, sizeof line, "%.*s", (int)(nl - p), p);
+        if (strstr(line, ": reading: ")) {
+            reading++;
+            good &= !strncmp(line, "prep: big: reading: ", 20) && strstr(line, " bytes read, file ") &&
+                    strstr(line, " of 2, ") && strstr(line, " documents so far");
+        } else if (strstr(line, ": writing: ")) {
+            writing++;
+            good &= !strncmp(line, "prep: big: writing: ", 20) && strstr(line, " tokens (") &&
+                    strstr(line, "; train ");
+        } else {
+            good = 0;
+        }
         p = nl + 1;
     }
-    free(text);
-    CHECK(lines == 300000 / 4096 && good, "%d progress lines (want %d), well formed %d", lines,
-          300000 / 4096, good);
-    free(path), free(out), free(pp);
+    CHECK(reading >= 1 && writing >= 1 && good, "%d reading lines, %d writing, well formed %d:\n%s",
+          reading, writing, good, text);
+    free(prog.buf);
+    free(path), free(p2), free(out);
     test_rmtree(dir);
     free(dir);
 }
@@ -739,35 +1387,34 @@ static void test_cli_prep(void) {
     char *dir = test_tmpdir("prepcli");
     char *in = join(dir, "in"), *out = join(dir, "out");
     CHECK(mkdir(in, 0777) == 0, "mkdir");
-    free(make_file(in, "a.txt", 30000, 71, 0));
+    unsigned char *abytes = make_file(in, "a.txt", 30000, 71, 0);
+    put_text(in, "notes.md", "left out by --exclude\n");
+    docs dw = {0};
+    add_doc(&dw, abytes, 30000);
+    free(abytes);
+    make_jsonl(in, "b.jsonl", 30, 73, &dw);
     free(make_file(dir, "b.txt", 20000, 72, 0));
-    char *b = join(dir, "b.txt");
-    char dom_a[4200], dom_b[4200];
+    free(make_file(dir, "b2.txt", 100, 74, 0));
+    char dom_a[4200], dom_b[4200], ex[] = "web=*.md";
     snprintf(dom_a, sizeof dom_a, "web=%s", in);
-    snprintf(dom_b, sizeof dom_b, "--domain=code=%s", b);
+    snprintf(dom_b, sizeof dom_b, "--domain=code=%s/b*.txt", dir); /* tandem expands it */
     char *ok[] = {"prep", "--domain", dom_a, dom_b, "--out", out, "--split", "0.8,0.2",
-                  "--block-bytes", "1Ki", "--shard-tokens", "10k", "--seed", "9"};
-    CHECK(cmd_prep(14, ok) == 0, "valid arguments refused");
+                  "--exclude", ex, "--text-field", "text", "--shard-tokens", "10k", "--seed", "9"};
+    CHECK(cmd_prep(16, ok) == 0, "valid arguments refused");
     char *yaml = join(out, "dataset.yaml");
     dataset ds;
     tdm_err e = {0};
     CHECK(dataset_load(&ds, yaml, &e) == 0, "%s", e.msg);
     const double f[3] = {0.8, 0.2, 0};
-    unsigned char *stream = NULL;
-    size_t sl = 0;
-    size_t al;
-    char *pa = join(in, "a.txt");
-    unsigned char *abytes = read_all(pa, &al);
-    append(&stream, &sl, abytes, al);
-    int k = check_partition(&ds, 0, stream, sl, 1024, 9, f);
+    int k = check_docs(&ds, 0, &dw, 9, f);
     size_t nsh;
     const shard *sh = dataset_shards(&ds, 0, SPLIT_TRAIN, &nsh);
     int good = ds.n_domains == 2 && !strcmp(ds.domains[1].name, "code") &&
                ds.domains[0].split[SPLIT_TEST].n_shards == 0 && nsh >= 2 && sh[0].n == 10000 &&
-               dataset_tokens(&ds, 1, SPLIT_TRAIN) + dataset_tokens(&ds, 1, SPLIT_VAL) == 20001;
+               dataset_tokens(&ds, 1, SPLIT_TRAIN) + dataset_tokens(&ds, 1, SPLIT_VAL) == 20102;
     dataset_free(&ds);
-    free(stream), free(abytes), free(pa);
-    CHECK(k == 30, "blocks %d", k);
+    free_docs(&dw);
+    CHECK(k == 0, "documents misplaced");
     CHECK(good, "the dataset does not match the arguments");
     char *help[] = {"prep", "--help"};
     CHECK(cmd_prep(2, help) == 0, "--help");
@@ -781,17 +1428,21 @@ static void test_cli_prep(void) {
     char *bad5[] = {"prep", "--domain", dom_a, "--out", out2, "--split", "0.5,0.5,0.5"};
     char *bad6[] = {"prep", "--domain", dom_a, "--out", out2, "--split", "0.9,x"};
     char *bad7[] = {"prep", "--domain", dom_a, "--out", out2, "--split", "1"};
-    char *bad8[] = {"prep", "--domain", dom_a, "--out", out2, "--block-bytes", "0"};
+    char *bad8[] = {"prep", "--domain", dom_a, "--out", out2, "--block-bytes", "1"}; /* gone */
     char *bad9[] = {"prep", "--domain", dom_a, "--out", out2, "--shard-tokens", "3G"};
     char *bad10[] = {"prep", "--domain", dom_a, "--out", out2, "--frobnicate", "1"};
     char *bad11[] = {"prep", "--domain", dom_a, "--out", out2, "stray"};
     char *bad12[] = {"prep", "--domain", "web=/nonexistent/tandem-prep", "--out", out2};
     char *bad13[] = {"prep", "--domain", dom_a, "--out", out2, "--seed", "-1"};
     char *bad14[] = {"prep", "--domain", dom_a, "--out"};
+    char *bad15[] = {"prep", "--domain", dom_a, "--out", out2, "--exclude", "noequals"};
+    char *bad16[] = {"prep", "--domain", dom_a, "--out", out2, "--text-field", ""};
+    char *bad17[] = {"prep", "--domain", dom_a, "--out", out2, "--exclude", "other=*.md"};
+    char *bad18[] = {"prep", "--domain", "web=/nonexistent/tandem-prep/**/*.txt", "--out", out2};
     char **bads[] = {bad1, bad2, bad3, bad4, bad5, bad6, bad7, bad8, bad9, bad10, bad11, bad12,
-                     bad13, bad14};
-    int argcs[] = {3, 3, 5, 5, 7, 7, 7, 7, 7, 7, 6, 5, 7, 4};
-    for (int i = 0; i < 14; i++) CHECK(cmd_prep(argcs[i], bads[i]) == 2, "bad case %d", i + 1);
+                     bad13, bad14, bad15, bad16, bad17, bad18};
+    int argcs[] = {3, 3, 5, 5, 7, 7, 7, 7, 7, 7, 6, 5, 7, 4, 7, 7, 7, 5};
+    for (int i = 0; i < 18; i++) CHECK(cmd_prep(argcs[i], bads[i]) == 2, "bad case %d", i + 1);
     CHECK(!exists(out2), "a refused command wrote %s", out2);
     /* through the binary and its dispatch, when run.sh says where it is */
     const char *bin = getenv("TANDEM_BIN");
@@ -805,16 +1456,23 @@ static void test_cli_prep(void) {
         CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s prep without --domain: status %d", bin,
               st);
     }
-    free(in), free(out), free(out2), free(b), free(yaml);
+    free(in), free(out), free(out2), free(yaml);
     test_rmtree(dir);
     free(dir);
 }
 
 int main(void) {
-    RUN(test_prep_partitions_the_stream);
+    RUN(test_prep_partitions_the_documents);
     RUN(test_prep_fractions_and_no_test);
     RUN(test_prep_deterministic_and_seeded);
     RUN(test_prep_small_domain);
+    RUN(test_prep_jsonl_fields);
+    RUN(test_prep_json_files);
+    RUN(test_prep_compressed);
+    RUN(test_prep_globs);
+    RUN(test_prep_binary_and_utf8);
+    RUN(test_prep_bad_json_reported);
+    RUN(test_prep_boundaries);
     RUN(test_prep_rejections);
     RUN(test_prep_unreadable);
     RUN(test_prep_progress);

@@ -18,8 +18,8 @@
 #   DIR/dataset.yaml                         tandem's dataset (docs/data.md)
 #   DIR/packages.txt                         the package versions the text came from
 #
-# `tandem prep` is not used: it splits one stream by fractions of fixed-size blocks,
-# while this benchmark wants exact byte targets per split and whole documents; the shards
+# `tandem prep` is not used: it splits whole documents by a seeded hash against fractions,
+# while this benchmark wants exact byte targets per split; the shards
 # are written in the same format and layout (realtext.py, Debian's /usr/bin/python3,
 # standard library only). DIR is replaced whole on a rebuild, so the same command gives
 # the same bytes (idempotent); a non-empty DIR this script did not make is refused.

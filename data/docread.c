@@ -1,0 +1,393 @@
+/* docread.c — documents of one file: decompression and formats (docread.h). */
+#include "data/docread.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "data/jsonl.h"
+#include "data/utf8.h"
+#include "util/buf.h"
+
+#define DR_BUF (1u << 20) /* decompressed bytes per read */
+
+enum { DR_PLAIN, DR_JSONL, DR_JSON };
+enum { DR_RAW, DR_GZ, DR_ZST };
+
+/* ---- the decompressed byte stream of a file ------------------------------------------- */
+
+typedef struct dr_in {
+    int fd, comp;
+    gzFile gz;
+    ZSTD_DCtx *z;
+    unsigned char *zbuf;
+    ZSTD_inBuffer zin;
+    size_t zret;      /* the last ZSTD_decompressStream result: 0 at a frame's end */
+    int raw_eof, zfull;
+    int first;        /* no byte read yet (gzip: check that it is gzip at all) */
+} dr_in;
+
+static int dr_suffix(const char *s, size_t n, const char *suf) {
+    size_t l = strlen(suf);
+    return n >= l && !strncasecmp(s + n - l, suf, l); /* "A.JSONL.GZ" too */
+}
+
+/* Compression from the last suffix, format from the one before it. */
+static void dr_kind(const char *path, int *fmt, int *comp) {
+    size_t n = strlen(path);
+    *comp = DR_RAW;
+    if (dr_suffix(path, n, ".gz")) *comp = DR_GZ, n -= 3;
+    else if (dr_suffix(path, n, ".zst")) *comp = DR_ZST, n -= 4;
+    *fmt = dr_suffix(path, n, ".jsonl") ? DR_JSONL : dr_suffix(path, n, ".json") ? DR_JSON : DR_PLAIN;
+}
+
+static void dr_close(dr_in *in) {
+    if (in->gz) gzclose(in->gz); /* closes fd too */
+    else if (in->fd >= 0) close(in->fd);
+    ZSTD_freeDCtx(in->z);
+    free(in->zbuf);
+    memset(in, 0, sizeof *in);
+    in->fd = -1;
+}
+
+/* Reads up to n decompressed bytes: the count, 0 at the end, or -1 with *reason
+ * (TEXTSRC_UNREADABLE or TEXTSRC_CORRUPT) and why filled in. */
+static long dr_read(dr_in *in, unsigned char *buf, size_t n, int *reason, char *why, size_t wl) {
+    if (in->comp == DR_RAW) {
+        for (;;) {
+            ssize_t r = read(in->fd, buf, n);
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0) {
+                *reason = TEXTSRC_UNREADABLE;
+                snprintf(why, wl, "read error: %s", strerror(errno));
+                return -1;
+            }
+            return (long)r;
+        }
+    }
+    if (in->comp == DR_GZ) {
+        int r = gzread(in->gz, buf, (unsigned)n);
+        int zerr = 0;
+        const char *msg = gzerror(in->gz, &zerr);
+        if (r > 0 && in->first && gzdirect(in->gz)) {
+            *reason = TEXTSRC_CORRUPT;
+            snprintf(why, wl, "not gzip data (a .gz name on an uncompressed file?)");
+            return -1;
+        }
+        in->first = 0;
+        if (r < 0 || (zerr != Z_OK && zerr != Z_STREAM_END)) {
+            *reason = zerr == Z_ERRNO ? TEXTSRC_UNREADABLE : TEXTSRC_CORRUPT;
+            snprintf(why, wl, "gzip: %s", zerr == Z_ERRNO ? strerror(errno) : msg);
+            return -1;
+        }
+        return r;
+    }
+    for (;;) {
+        if (in->zin.pos == in->zin.size && !in->raw_eof && !in->zfull) {
+            ssize_t r = read(in->fd, in->zbuf, ZSTD_DStreamInSize());
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0) {
+                *reason = TEXTSRC_UNREADABLE;
+                snprintf(why, wl, "read error: %s", strerror(errno));
+                return -1;
+            }
+            if (r == 0) in->raw_eof = 1;
+            in->zin = (ZSTD_inBuffer){in->zbuf, (size_t)r, 0};
+        }
+        if (in->zin.pos < in->zin.size || in->zfull) {
+            ZSTD_outBuffer out = {buf, n, 0};
+            size_t ret = ZSTD_decompressStream(in->z, &out, &in->zin);
+            if (ZSTD_isError(ret)) {
+                *reason = TEXTSRC_CORRUPT;
+                snprintf(why, wl, "zstd: %s", ZSTD_getErrorName(ret));
+                return -1;
+            }
+            in->zret = ret;
+            in->zfull = out.pos == n;
+            if (out.pos) return (long)out.pos;
+            continue;
+        }
+        if (in->zret != 0) {
+            *reason = TEXTSRC_CORRUPT;
+            snprintf(why, wl, "zstd: truncated stream (the file ends inside a frame)");
+            return -1;
+        }
+        return 0;
+    }
+}
+
+/* ---- one file --------------------------------------------------------------------------- */
+
+typedef struct dr {
+    const textsrc_file *f;
+    const char *field;
+    const docread_sink *s;
+    dr_in in;
+    unsigned char *buf;
+    uint64_t docs; /* documents ended with keep */
+    uint64_t records; /* .jsonl lines that are not blank */
+    int open_doc;  /* text() was called since the last end() */
+    int fmt;
+    tdm_err *e;
+} dr;
+
+static void dr_issue(dr *d, int reason, uint64_t line, const char *what) {
+    if (d->s->issues.fn) d->s->issues.fn(d->s->issues.ctx, reason, d->f->path, line, what);
+}
+
+static int dr_text(dr *d, const char *p, size_t n) {
+    d->open_doc = 1;
+    return d->s->text(d->s->ctx, p, n, d->e);
+}
+
+static int dr_end(dr *d, int keep) {
+    d->open_doc = 0;
+    if (keep) d->docs++;
+    return d->s->end(d->s->ctx, keep, d->e);
+}
+
+static long dr_next(dr *d, unsigned char *buf, size_t n, int *reason, char *why, size_t wl) {
+    long r = dr_read(&d->in, buf, n, reason, why, wl);
+    if (r > 0 && d->s->progress) d->s->progress(d->s->ctx, (uint64_t)r);
+    return r;
+}
+
+static uint64_t dr_lines(const unsigned char *p, size_t n) {
+    uint64_t k = 0;
+    for (const unsigned char *q = p; (q = memchr(q, '\n', n - (size_t)(q - p))); q++) k++;
+    return k;
+}
+
+/* A plain text file: one document, checked by the binary rule while it streams. */
+static int dr_plain(dr *d, int *fail, char *why, size_t wl) {
+    size_t have = 0;
+    long r = 1;
+    while (have < TEXTSRC_SNIFF_BYTES && r > 0) {
+        r = dr_next(d, d->buf + have, DR_BUF - have, fail, why, wl);
+        if (r > 0) have += (size_t)r;
+    }
+    if (r < 0) return 0;
+    if (have == 0) {
+        dr_issue(d, TEXTSRC_EMPTY, 0, "no text");
+        return 0;
+    }
+    size_t win = have < TEXTSRC_SNIFF_BYTES ? have : TEXTSRC_SNIFF_BYTES;
+    const unsigned char *nul = memchr(d->buf, 0, win);
+    utf8_state u = {0};
+    size_t bad = utf8_scan(&u, d->buf, have);
+    if (nul || bad < win) {
+        snprintf(why, wl, "%s at byte %zu (binary, left out)",
+                 nul ? "a NUL byte" : "bytes that are not UTF-8", nul ? (size_t)(nul - d->buf) : bad);
+        dr_issue(d, TEXTSRC_BINARY, 0, why);
+        return 0;
+    }
+    uint64_t line = 1;
+    int rc = 0;
+    for (;;) {
+        if (bad < have) {
+            snprintf(why, wl, "bytes that are not UTF-8 (the file is left out)");
+            dr_issue(d, TEXTSRC_BAD_UTF8, line + dr_lines(d->buf, bad), why);
+            return d->open_doc ? dr_end(d, 0) : 0;
+        }
+        if ((rc = dr_text(d, (const char *)d->buf, have))) return rc;
+        line += dr_lines(d->buf, have);
+        r = dr_next(d, d->buf, DR_BUF, fail, why, wl);
+        if (r < 0) return dr_end(d, 0);
+        if (r == 0) break;
+        have = (size_t)r;
+        bad = utf8_scan(&u, d->buf, have);
+    }
+    if (!utf8_done(&u)) {
+        dr_issue(d, TEXTSRC_BAD_UTF8, line, "the file ends inside a UTF-8 character (left out)");
+        return dr_end(d, 0);
+    }
+    return dr_end(d, 1);
+}
+
+/* One record's outcome: a document, or an issue at `line`. */
+static int dr_record(dr *d, const jsonl_result *r, const char *text, size_t len, uint64_t line) {
+    char what[200];
+    switch (r->status) {
+    case JSONL_OK:
+        if (len == 0) {
+            snprintf(what, sizeof what, "the \"%s\" field is empty", d->field);
+            dr_issue(d, TEXTSRC_EMPTY, line, what);
+            return 0;
+        }
+        {
+            int rc = dr_text(d, text, len);
+            return rc ? rc : dr_end(d, 1);
+        }
+    case JSONL_SYNTAX:
+    case JSONL_NOT_OBJECT:
+        if (d->fmt == DR_JSONL)
+            snprintf(what, sizeof what, "bad JSON line: %s (at byte %zu)", r->why, r->at + 1);
+        else
+            snprintf(what, sizeof what, "bad JSON record: %s", r->why);
+        dr_issue(d, TEXTSRC_BAD_JSON, line, what);
+        return 0;
+    case JSONL_NO_FIELD:
+        snprintf(what, sizeof what, "no string \"%s\" field (see --text-field)", d->field);
+        dr_issue(d, TEXTSRC_NO_FIELD, line, what);
+        return 0;
+    case JSONL_BAD_UTF8:
+        dr_issue(d, TEXTSRC_BAD_UTF8, line, "invalid UTF-8 in the text field");
+        return 0;
+    default:
+        return err_set(d->e, ERR_INTERNAL, "out of memory");
+    }
+}
+
+static int dr_jsonl_line(dr *d, buf_t *line, buf_t *out, uint64_t lineno) {
+    size_t i = 0;
+    while (i < line->n && strchr(" \t\r", line->p[i])) i++;
+    if (i == line->n) return 0; /* blank */
+    d->records++;
+    jsonl_result r;
+    jsonl_record(line->p, line->n, d->field, out, &r);
+    return dr_record(d, &r, out->p, out->n, lineno);
+}
+
+/* A .jsonl file: a record per line. */
+static int dr_jsonl(dr *d, int *fail, char *why, size_t wl) {
+    buf_t line = {0}, out = {0};
+    uint64_t lineno = 0;
+    int rc = 0;
+    for (;;) {
+        long r = dr_next(d, d->buf, DR_BUF, fail, why, wl);
+        if (r <= 0) {
+            if (r == 0 && line.n) rc = dr_jsonl_line(d, &line, &out, ++lineno);
+            break;
+        }
+        const unsigned char *p = d->buf, *end = d->buf + r;
+        while (!rc && p < end) {
+            const unsigned char *nl = memchr(p, '\n', (size_t)(end - p));
+            const unsigned char *stop = nl ? nl : end;
+            buf_putn(&line, (const char *)p, (size_t)(stop - p));
+            if (line.oom) rc = err_set(d->e, ERR_INTERNAL, "out of memory");
+            p = stop;
+            if (nl && !rc) {
+                p++;
+                rc = dr_jsonl_line(d, &line, &out, ++lineno);
+                line.n = 0;
+            }
+        }
+        if (rc) break;
+    }
+    if (!rc && *fail < 0 && !d->records) dr_issue(d, TEXTSRC_EMPTY, 0, "no records (blank lines only)");
+    buf_free(&line);
+    buf_free(&out);
+    return rc;
+}
+
+typedef struct dr_json_ctx {
+    dr *d;
+    const char *s;
+    size_t off;     /* the offset line was counted to */
+    uint64_t line;
+    int rc;
+} dr_json_ctx;
+
+static int dr_json_record(void *ctx, const jsonl_result *r, const char *text, size_t len) {
+    dr_json_ctx *c = ctx;
+    c->line += dr_lines((const unsigned char *)c->s + c->off, r->at - c->off);
+    c->off = r->at;
+    return c->rc = dr_record(c->d, r, text, len, c->line);
+}
+
+/* A .json file: read whole, checked, then its records. */
+static int dr_json(dr *d, int *fail, char *why, size_t wl) {
+    buf_t all = {0}, out = {0};
+    long r;
+    while ((r = dr_next(d, d->buf, DR_BUF, fail, why, wl)) > 0)
+        buf_putn(&all, (const char *)d->buf, (size_t)r);
+    int rc = 0;
+    if (all.oom) rc = err_set(d->e, ERR_INTERNAL, "out of memory");
+    else if (r == 0 && all.n == 0) dr_issue(d, TEXTSRC_EMPTY, 0, "no text");
+    else if (r == 0) {
+        dr_json_ctx c = {d, all.p, 0, 1, 0};
+        jsonl_result res;
+        int st = jsonl_each(all.p, all.n, d->field, &out, dr_json_record, &c, &res);
+        if (st == JSONL_SYNTAX && !c.rc) {
+            uint64_t line = 1 + dr_lines((const unsigned char *)all.p, res.at);
+            char what[200];
+            snprintf(what, sizeof what, "bad JSON: %s (the whole file is left out)", res.why);
+            dr_issue(d, TEXTSRC_BAD_JSON, line, what);
+        } else if (st == JSONL_OOM) {
+            rc = err_set(d->e, ERR_INTERNAL, "out of memory");
+        } else {
+            rc = c.rc;
+        }
+    }
+    buf_free(&all);
+    buf_free(&out);
+    return rc;
+}
+
+int docread_file(const textsrc_file *f, const char *field, const docread_sink *s,
+                 int *dropped, tdm_err *e) {
+    dr d = {.f = f, .field = field, .s = s, .e = e};
+    d.in.fd = -1;
+    *dropped = 0;
+    int fmt, comp;
+    dr_kind(f->path, &fmt, &comp);
+    d.fmt = fmt;
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    char why[300];
+    if (fd < 0) {
+        snprintf(why, sizeof why, "cannot open: %s", strerror(errno));
+        dr_issue(&d, TEXTSRC_UNREADABLE, 0, why);
+        return 0;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_dev != f->dev || st.st_ino != f->ino ||
+        (uint64_t)st.st_size != f->size) {
+        close(fd);
+        return err_set(e, ERR_USAGE,
+                       "%s changed since prep listed it (%llu bytes then); rerun when the inputs "
+                       "are stable",
+                       f->path, (unsigned long long)f->size);
+    }
+    if (f->size == 0) {
+        close(fd);
+        dr_issue(&d, TEXTSRC_EMPTY, 0, "empty file");
+        return 0;
+    }
+#ifdef POSIX_FADV_SEQUENTIAL
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+    d.in.fd = fd;
+    d.in.comp = comp;
+    d.in.first = 1;
+    int rc = 0;
+    if (comp == DR_GZ && !(d.in.gz = gzdopen(fd, "rb"))) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    if (!rc && comp == DR_GZ) gzbuffer(d.in.gz, 1u << 17);
+    if (!rc && comp == DR_ZST &&
+        (!(d.in.z = ZSTD_createDCtx()) || !(d.in.zbuf = malloc(ZSTD_DStreamInSize()))))
+        rc = err_set(e, ERR_INTERNAL, "out of memory");
+    if (!rc && !(d.buf = malloc(DR_BUF))) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    int fail = -1;
+    why[0] = '\0';
+    if (!rc) {
+        if (fmt == DR_JSONL) rc = dr_jsonl(&d, &fail, why, sizeof why);
+        else if (fmt == DR_JSON) rc = dr_json(&d, &fail, why, sizeof why);
+        else rc = dr_plain(&d, &fail, why, sizeof why);
+    }
+    if (!rc && fail >= 0) { /* the file could not be read through: none of it counts */
+        char msg[340];
+        snprintf(msg, sizeof msg, "%s (the file is left out)", why);
+        dr_issue(&d, fail, 0, msg);
+        if (d.open_doc) rc = dr_end(&d, 0);
+        *dropped = d.docs > 0;
+    }
+    dr_close(&d.in);
+    free(d.buf);
+    return rc;
+}
