@@ -319,7 +319,9 @@ static int cmd(const fixture *f, const char *command, const char *options, char 
     return tandem_on_store(f, command, options, out, cap);
 }
 
-/* The run's store is whole: verify and alpha --verify exit 0. */
+/* The run's store is whole: verify and alpha --verify exit 0, and its metrics rows are one
+ * per episode and agree with its α records (tests/metrics/rows_match_alpha.py): no row a
+ * killed, stale or replaced writer left behind, no hole, no duplicate. */
 static int store_clean(const fixture *f, char *why, size_t cap) {
     char out[16384];
     int v = cmd(f, "verify", "", out, sizeof out);
@@ -330,6 +332,20 @@ static int store_clean(const fixture *f, char *why, size_t cap) {
     v = cmd(f, "alpha", "--verify", out, sizeof out);
     if (v) {
         snprintf(why, cap, "alpha --verify exit %d: %.1500s", v, out);
+        return 0;
+    }
+    char sh_cmd[4096];
+    snprintf(sh_cmd, sizeof sh_cmd,
+             "'%s' metrics '%s' --format jsonl > '%s/rows.jsonl' 2>&1 && '%s' alpha '%s' --format json > "
+             "'%s/alpha.json' 2>&1 && /usr/bin/python3 '%s/tests/metrics/rows_match_alpha.py' '%s/rows.jsonl' "
+             "'%s/alpha.json' 2>&1",
+             tandem_bin(), f->store, f->dir, tandem_bin(), f->store, f->dir, g_root, f->dir, f->dir);
+    FILE *p = popen(sh_cmd, "r");
+    size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[n] = '\0';
+    if (p) pclose(p);
+    if (strcmp(out, "ok\n") != 0) {
+        snprintf(why, cap, "metrics rows: %.1500s", n ? out : "tandem metrics or alpha failed");
         return 0;
     }
     return 1;
@@ -1079,12 +1095,14 @@ static void stale_case(row *r, int s3, int stop_at, int after_ms, int changed) {
          * holder or let it go on, run again). A has been let go since: the run again must
          * finish where it should */
         int again = life(&fb, NULL, extra);
+        char lr[4096] = "";
+        read_all(fb.log, lr, sizeof lr);
         cls = again == 0 && store_clean(&f, why, sizeof why) &&
                       (changed || (hash_of(&f, hb, sizeof hb) == 0 && !strcmp(hb, g_ref16)))
                   ? C_REFUSED
                   : C_STRANDED;
-        snprintf(why, sizeof why, "B exited 3 waiting for the lock A held (rerun %d): %.2000s",
-                 again, lb);
+        snprintf(why, sizeof why, "B exited 3 waiting for the lock A held (rerun %d): %.2000s%s%.1500s",
+                 again, lb, again ? "\n  the rerun said: " : "", again ? lr : "");
     } else {
         snprintf(why, sizeof why, "B exited %d: %.3000s\nA exited %d: %.1500s", rb, lb, ra, la);
         cls = C_STRANDED;
