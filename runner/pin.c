@@ -335,7 +335,7 @@ static int allowed_key(const char *key, char *const *allowed, int n) {
 }
 
 int pin_run(store *st, const config *cfg, const char *const *domains, int M,
-            char *const *allowed, int n_allowed, uint64_t at_seq, pin_result *out, tdm_err *e) {
+            char *const *allowed, int n_allowed, pin_result *out, tdm_err *e) {
     memset(out, 0, sizeof *out);
     config_kv *pinned;
     size_t npinned;
@@ -416,38 +416,56 @@ int pin_run(store *st, const config *cfg, const char *const *domains, int M,
                      "them (the change is recorded in the store)",
                      store_url(st), list);
     } else {
-        rec_change ch = {.seq = at_seq, .created = (uint64_t)time(NULL), .n = nk};
-        ch.old_values = calloc(nk, sizeof *ch.old_values);
-        ch.new_values = calloc(nk, sizeof *ch.new_values);
-        for (size_t i = 0; ch.old_values && ch.new_values && i < nk; i++) {
+        /* owned copies: written by pin_record_change once the lease is held */
+        rec_change *ch = &out->pending;
+        ch->old_values = calloc(nk, sizeof *ch->old_values);
+        ch->new_values = calloc(nk, sizeof *ch->new_values);
+        ch->n = ch->old_values && ch->new_values ? nk : 0;
+        for (size_t i = 0; i < ch->n; i++) {
             config_kv *a = find_kv(pinned, npinned, keys[i]), *b = find_kv(now, nnow, keys[i]);
-            ch.old_values[i] = (rec_kv){a->key, a->value};
-            ch.new_values[i] = (rec_kv){b->key, b->value};
+            ch->old_values[i] = (rec_kv){strdup(a->key), strdup(a->value)};
+            ch->new_values[i] = (rec_kv){strdup(b->key), strdup(b->value)};
+            if (!ch->old_values[i].key || !ch->old_values[i].value || !ch->new_values[i].key ||
+                !ch->new_values[i].value)
+                rc = err_set(e, ERR_INTERNAL, "out of memory");
         }
-        if (!ch.old_values || !ch.new_values) rc = err_set(e, ERR_INTERNAL, "out of memory");
-        if (!rc) {
-            size_t len;
-            void *data = rec_change_encode(&ch, &len);
-            char key[64];
-            ledger_config_key(key, sizeof key, nchanges);
-            rc = store_put(st, key, data, len, STORE_CREATE, e);
-            free(data);
-            if (rc == STORE_EXISTS)
-                rc = err_set(e, ERR_STORE, "%s: another writer recorded a config change at the "
-                             "same moment", store_url(st));
+        if (!ch->n) {
+            free(ch->old_values);
+            free(ch->new_values);
+            memset(ch, 0, sizeof *ch);
+            rc = err_set(e, ERR_INTERNAL, "out of memory");
         }
-        if (!rc) {
-            out->changed = 1;
-            out->nchanges = nchanges + 1;
-            out->change_seq = at_seq;
-            fprintf(stderr, "tandem: configuration change recorded as configs/%llu.mp:\n%s\n",
-                    (unsigned long long)nchanges, list);
-        }
-        free(ch.old_values);
-        free(ch.new_values);
+        snprintf(out->pending_list, sizeof out->pending_list, "%s", list);
+        if (rc) pin_result_free(out);
     }
     free(now);
     free(keys);
     free(pinned);
     return rc;
 }
+
+int pin_record_change(store *st, pin_result *out, uint64_t at_seq, tdm_err *e) {
+    if (!out->pending.n) return 0;
+    out->pending.seq = at_seq;
+    out->pending.created = (uint64_t)time(NULL);
+    size_t len;
+    void *data = rec_change_encode(&out->pending, &len);
+    char key[64];
+    ledger_config_key(key, sizeof key, out->nchanges);
+    int rc = data ? store_put(st, key, data, len, STORE_CREATE, e) : err_set(e, ERR_INTERNAL, "out of memory");
+    free(data);
+    if (rc == STORE_EXISTS)
+        rc = err_set(e, ERR_STORE, "%s: another writer recorded a config change at the same moment",
+                     store_url(st));
+    if (!rc) {
+        fprintf(stderr, "tandem: configuration change recorded as configs/%llu.mp:\n%s\n",
+                (unsigned long long)out->nchanges, out->pending_list);
+        out->changed = 1;
+        out->nchanges++;
+        out->change_seq = at_seq;
+        rec_change_free(&out->pending);
+    }
+    return rc;
+}
+
+void pin_result_free(pin_result *out) { rec_change_free(&out->pending); }

@@ -26,17 +26,29 @@
 
 typedef struct pin_result {
     int created;       /* RUN was written now: a new run */
-    int changed;       /* allowed keys changed and a change record was written */
-    uint64_t nchanges;   /* change records in the store (configs/0.mp ..), this one included */
+    int changed;       /* allowed keys changed and the change record was written */
+    uint64_t nchanges;   /* change records in the store (configs/0.mp ..), a recorded one included */
     uint64_t change_seq; /* the newest change's state position (when nchanges > 0) */
     char run_id[64];
+    rec_change pending;  /* allowed keys differ: the record pin_record_change writes (n > 0) */
+    char pending_list[2048]; /* its keys, "  key: old -> new" lines, for the message */
 } pin_result;
 
 /* Creates RUN from `cfg` and the dataset's domain names, or checks `cfg` against the
- * pinned config. `allowed` lists keys that may change (n_allowed of them). `at_seq` is
- * recorded with a change. */
+ * pinned config. `allowed` lists keys that may change (n_allowed of them). A change of
+ * allowed keys is not written here: it is left in out->pending for pin_record_change,
+ * which the caller calls once it holds the lease — a writer that records a change and
+ * then fails to take the run over would leave a change record no writer made, under
+ * which the states the live writer goes on committing look superseded. Free *out with
+ * pin_result_free. */
 int pin_run(store *st, const config *cfg, const char *const *domains, int M,
-            char *const *allowed, int n_allowed, uint64_t at_seq, pin_result *out, tdm_err *e);
+            char *const *allowed, int n_allowed, pin_result *out, tdm_err *e);
+
+/* Writes out->pending (when it holds keys) as configs/<nchanges>.mp applying at state
+ * position `at_seq` (HEAD's, read after the lease was taken), and counts it in
+ * out->nchanges / change_seq. ERR_STORE when another writer recorded a change there. */
+int pin_record_change(store *st, pin_result *out, uint64_t at_seq, tdm_err *e);
+void pin_result_free(pin_result *out);
 
 /* The effective pinned config of an existing run (for commands that only read).
  * ERR_USAGE "holds no run" for a store without RUN or any other object of a run;

@@ -736,7 +736,7 @@ static int load_everywhere(run_ctx *r, const run_opts *o, pin_result *pin, int *
     if (r->rank == 0) rc = precheck_episodes(r, e);
     if (r->rank == 0 && !rc) {
         rc = pin_run(r->store, &r->cfg, r->names, dataset_n_domains(&r->ds), o->allow,
-                     o->nallow, peek_head_seq(r->store), pin, e);
+                     o->nallow, pin, e);
         uint64_t chunk = (uint64_t)r->cfg.checkpoint.chunk_kib << 10;
         float *dev[CKPT_TENSORS] = {r->nets.u, r->nets.m, r->nets.v};
         if (!rc && !(r->ck = r->streaming ? ckpt_open_stream(r->store, &r->lay, chunk, r->nets.ops,
@@ -744,6 +744,9 @@ static int load_everywhere(run_ctx *r, const run_opts *o, pin_result *pin, int *
                                           : ckpt_open(r->store, &r->lay, chunk, e)))
             rc = e->code;
         if (!rc) rc = ckpt_acquire(r->ck, attempt_number(), e);
+        /* a config change is recorded by the writer that holds the lease, at HEAD as it
+         * stands now that no other writer can move it */
+        if (!rc) rc = pin_record_change(r->store, pin, peek_head_seq(r->store), e);
         if (!rc) ckpt_set_generation(r->ck, pin->nchanges, pin->change_seq);
         if (!rc) ckpt_set_retention(r->ck, r->cfg.checkpoint.keep);
         if (!rc && r->streaming) ckpt_set_stop_check(r->ck, stream_stop_check, r);
@@ -949,6 +952,7 @@ int run_main(const run_opts *o, tdm_err *e) {
         progress_end(r->progress, rc, r->st.episode, (uint64_t)(r->cfg.run.episodes > 0 ? r->cfg.run.episodes : 0),
                      r->seq, r->st.M, r->names, r->have_mixture ? r->mixture : NULL);
     }
+    pin_result_free(&pin);
     tfevents_close(r->tb);
     if (r->nets.ctx) step_nets_destroy(&r->nets);
     if (r->store) store_close(r->store);

@@ -911,6 +911,43 @@ static void test_frozen_lock_holder(void) {
     fixture_close(&f);
 }
 
+/* The same frozen lock holder, and B comes with a changed config (allowed): B must not
+ * record the change before it holds the lease. It cannot take the lease (the lock), so
+ * configs/0.mp must not exist after its refusal; A, let go, finishes as the run's writer,
+ * and B's rerun then records the change at the finished HEAD and ends on A's hashes.
+ * (Recording first left a change no writer made: A's states after it looked superseded,
+ * were set aside one by one, and the run was stranded until a repair.) */
+static void test_frozen_lock_holder_and_a_config_change(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-lockchange", 1) == 0, "fixture");
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=store-lock:3", NULL, NULL);
+    double t0 = now_s();
+    while (!is_stopped(a) && now_s() - t0 < 60) usleep(1000);
+    CHECK(is_stopped(a), "A never stopped holding the lock");
+    fixture fb = f;
+    snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+    const char *const change[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
+    int rb = wait_exit(start_run_full(&fb, "TANDEM_STORE_LOCK_TIMEOUT_S=2", change, 0));
+    char lb[8192], la[8192], h[1024], out[8192], cfg0[900];
+    read_all(fb.log, lb, sizeof lb);
+    snprintf(cfg0, sizeof cfg0, "%s/configs/0.mp", f.store);
+    int recorded = access(cfg0, F_OK) == 0;
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    read_all(f.log, la, sizeof la);
+    CHECK(rb == 3 && strstr(lb, ".lock"), "B: exit %d (want 3, naming .lock): %s", rb, lb);
+    CHECK(!recorded, "B recorded the config change without holding the lease: %s", lb);
+    CHECK(ra == 0, "A let go: exit %d: %s", ra, la);
+    int again = wait_exit(start_run_full(&fb, NULL, change, 0));
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(again == 0, "B's rerun with the change: exit %d: %s", again, lb);
+    CHECK(access(cfg0, F_OK) == 0, "the rerun did not record the change: %s", lb);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "the run ended elsewhere:\n%s", h);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+}
+
 int main(void) {
     char *dir = test_tmpdir("ledger-corpus");
     uint64_t tr[3] = {30000, 15000, 6000};
@@ -938,6 +975,7 @@ int main(void) {
     RUN(test_repair_sets_aside_unloadable_states);
     RUN(test_frozen_writer_never_replaces);
     RUN(test_frozen_lock_holder);
+    RUN(test_frozen_lock_holder_and_a_config_change);
     test_rmtree(dir);
     free(dir);
     return test_summary("test_ledger");
