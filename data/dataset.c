@@ -229,8 +229,8 @@ static int parse_tokenizer(dataset *ds, const ydoc_node *root, tdm_err *e) {
         char *end = NULL;
         errno = 0;
         long x = eot->kind == YDOC_SCALAR ? strtol(eot->value, &end, 10) : -1;
-        if (eot->kind != YDOC_SCALAR || eot->quoted || end == eot->value || *end || errno || x < 0 ||
-            x >= ds->vocab)
+        if (eot->kind != YDOC_SCALAR || eot->quoted || end == eot->value || *end || errno ||
+            x < 0 || x >= ds->vocab)
             return err_set(e, ERR_USAGE, "%s:%d: eot must be a token id in 0..%d (below vocab %d)",
                            path, eot->line, ds->vocab - 1, ds->vocab);
         ds->eot = (int)x;
@@ -401,8 +401,9 @@ int dataset_write_yaml_meta(const char *path, const char *header, const dataset_
         return err_set(e, ERR_USAGE, "%s: vocab %d is outside 1..%d", path, meta->vocab,
                        SHARD_VOCAB_MAX);
     if (tk[0] && !dataset_tokenizer_ok(tk))
-        return err_set(e, ERR_USAGE, "%s: tokenizer '%s' is not 1..%d characters of [A-Za-z0-9_.:/@+-]",
-                       path, tk, DATASET_TOKENIZER_MAX - 1);
+        return err_set(e, ERR_USAGE,
+                       "%s: tokenizer '%s' is not 1..%d characters of [A-Za-z0-9_.:/@+-]", path,
+                       tk, DATASET_TOKENIZER_MAX - 1);
     if (sha[0] && !sha256_hex_ok(sha))
         return err_set(e, ERR_USAGE, "%s: tokenizer_sha256 '%s' is not 64 hex digits", path, sha);
     if (meta->eot < -1 || meta->eot >= meta->vocab)

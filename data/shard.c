@@ -185,7 +185,8 @@ static int atomic_begin(const char *path, atomic_file *f, tdm_err *e) {
     f->tmp = malloc(tlen);
     if (!f->tmp) return err_set(e, ERR_INTERNAL, "%s: out of memory", path);
     for (int tries = 0; tries < 100 && f->fd < 0; tries++) {
-        snprintf(f->tmp, tlen, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&counter, 1));
+        snprintf(f->tmp, tlen, "%s.tmp.%ld.%u", path, (long)getpid(),
+                 atomic_fetch_add(&counter, 1));
         f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (f->fd < 0 && errno != EEXIST) break;
     }
@@ -208,7 +209,8 @@ static int atomic_append(const char *path, atomic_file *f, const void *p, size_t
  * and fsyncs the directory; otherwise (or when any of that fails) removes it. Returns the
  * first error. */
 static int atomic_end(const char *path, atomic_file *f, int rc, tdm_err *e) {
-    if (!rc && fsync(f->fd) != 0) rc = err_sys(e, ERR_INTERNAL, errno, "%s: cannot fsync %s", path, f->tmp);
+    if (!rc && fsync(f->fd) != 0)
+        rc = err_sys(e, ERR_INTERNAL, errno, "%s: cannot fsync %s", path, f->tmp);
     if (close(f->fd) != 0 && !rc)
         rc = err_sys(e, ERR_INTERNAL, errno, "%s: cannot close %s", path, f->tmp);
     if (!rc && rename(f->tmp, path) != 0)
@@ -276,8 +278,9 @@ int shard_write_tokens(const char *path, const uint32_t *tok, size_t n, int voca
     if (rc) return rc;
     size_t bad = first_bad32(tok, n, (uint32_t)vocab);
     if (bad < n)
-        return err_set(e, ERR_USAGE, "%s: token %lu at position %zu is >= vocab %d; nothing written",
-                       path, (unsigned long)tok[bad], bad, vocab);
+        return err_set(e, ERR_USAGE,
+                       "%s: token %lu at position %zu is >= vocab %d; nothing written", path,
+                       (unsigned long)tok[bad], bad, vocab);
     int width = shard_width_for(vocab);
     unsigned char header[SHARD_HEADER_BYTES];
     make_header(header, width, n);

@@ -8,15 +8,16 @@
  *   magic 20240801, version 7: uint32 tokens ("llama-3": vocabularies that do not fit
  *                              uint16, Llama-3's 128k, Qwen2's 152k),
  *
- * and, read only, magic 20240520 with version 2 and uint32 tokens (the "version 2" some
- * tools write for the same purpose). So shards written by llm.c's data scripts are read
- * unchanged and ours feed llm.c.
+ * and, read only, magic 20240520 with version 2 and uint32 tokens (a "version 2" that
+ * tools following issue 18's wording may write; llm.c itself never does). So shards
+ * written by llm.c's data scripts are read unchanged and ours feed llm.c.
+ *
  * Readers map the file read-only and validate it completely before use (a corrupt shard
  * must fail at load, not as a wrong loss hours later): magic, version, count against the
- * file size, and every token < vocab. Tokens leave a shard as uint32 whatever its
- * version (shard_token, shard_copy). Writers replace the file atomically and pick the
- * narrowest version the vocabulary allows (shard_write_tokens), so byte-level and
- * GPT-2-sized datasets stay readable by every llm.c version.
+ * file size, and every token < vocab. Tokens leave a shard as uint32 whatever its format
+ * (shard_token, shard_copy). Writers replace the file atomically and pick the narrowest
+ * format the vocabulary allows (shard_write_tokens), so byte-level and GPT-2-sized
+ * datasets stay readable by llm.c's GPT-2 trainer, which reads uint16 shards only.
  *
  * The largest vocabulary is SHARD_VOCAB_MAX = 2^24 (MODEL_VOCAB_MAX, the same bound, is
  * checked for models): 64 times the largest real tokenizer's (~256k), while the GPU
@@ -57,9 +58,9 @@ typedef struct shard {
 
 /* Maps `path` read-only into `s` and validates it: header size, magic and version (one of
  * the formats above), count against the file size, and every token < vocab
- * (1..SHARD_VOCAB_MAX; a uint16 shard loads into any larger vocabulary). On failure returns ERR_USAGE
- * (ERR_INTERNAL for out-of-memory) with a message naming the file and the problem, and
- * leaves `s` zeroed. On success the caller releases it with shard_close. */
+ * (1..SHARD_VOCAB_MAX; a uint16 shard loads into any larger vocabulary). On failure
+ * returns ERR_USAGE (ERR_INTERNAL for out-of-memory) with a message naming the file and
+ * the problem, and leaves `s` zeroed. On success the caller releases it with shard_close. */
 int shard_open(shard *s, const char *path, int vocab, tdm_err *e);
 
 /* Unmaps and frees; safe on a zeroed or already closed shard. */
