@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
     size_t n = lay.numel;
     float *host = malloc(n * sizeof *host);
     size_t ntok = (size_t)o.batch * (size_t)(o.seq + 1);
-    uint16_t *tokens = malloc(ntok * sizeof *tokens);
+    uint32_t *tokens = malloc(ntok * sizeof *tokens);
     int32_t *domain = calloc((size_t)o.batch, sizeof *domain); /* one domain */
     if (!host || !tokens || !domain) {
         fprintf(stderr, "bench_cpu: out of memory\n");
@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
     model_init_params(&lay, 1, host);
     rng_stream s;
     rng_stream_init(&s, 1, RNG_TEST, 0, 0, 0);
-    for (size_t i = 0; i < ntok; i++) tokens[i] = (uint16_t)rng_below(&s, (uint64_t)o.vocab);
+    for (size_t i = 0; i < ntok; i++) tokens[i] = (uint32_t)rng_below(&s, (uint64_t)o.vocab);
     model_batch batch = {.B = o.batch, .T = o.seq, .tokens = tokens, .domain = domain};
 
     const model_ops *ops = &model_cpu_ops;

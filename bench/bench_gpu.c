@@ -86,13 +86,13 @@ static void bench_step(const opts *o, const char *desc) {
     size_t n = lay.numel;
     int B = (int)o->batch, T = (int)o->seq;
     float *host = malloc(n * sizeof *host);
-    uint16_t *tok = malloc((size_t)B * (T + 1) * sizeof *tok);
+    uint32_t *tok = malloc((size_t)B * (T + 1) * sizeof *tok);
     int32_t *dom = calloc((size_t)B, sizeof *dom);
     if (!host || !tok || !dom) die("host memory", NULL);
     model_init_params(&lay, 1, host);
     rng_stream s;
     rng_stream_init(&s, 1, RNG_TEST, 0, 0, 0);
-    for (size_t i = 0; i < (size_t)B * (T + 1); i++) tok[i] = (uint16_t)rng_below(&s, (uint64_t)o->vocab);
+    for (size_t i = 0; i < (size_t)B * (T + 1); i++) tok[i] = (uint32_t)rng_below(&s, (uint64_t)o->vocab);
     model_batch batch = {.B = B, .T = T, .tokens = tok, .domain = dom};
     model_ctx *ctx = ops->create(&lay, B, T, 1, 0, &e);
     if (!ctx) die("workspace", &e);

@@ -171,9 +171,87 @@ static int parse_vocab(const char *path, const ydoc_node *v, int *out, tdm_err *
     errno = 0;
     long x = v->kind == YDOC_SCALAR ? strtol(v->value, &end, 10) : 0;
     if (v->kind != YDOC_SCALAR || v->quoted || end == v->value || *end || errno || x < 1 ||
-        x > 65536)
-        return err_set(e, ERR_USAGE, "%s:%d: vocab must be an integer in 1..65536", path, v->line);
+        x > SHARD_VOCAB_MAX)
+        return err_set(e, ERR_USAGE, "%s:%d: vocab must be an integer in 1..%d", path, v->line,
+                       SHARD_VOCAB_MAX);
     *out = (int)x;
+    return 0;
+}
+
+int dataset_tokenizer_ok(const char *kind) {
+    size_t len = strlen(kind);
+    if (len == 0 || len >= DATASET_TOKENIZER_MAX) return 0;
+    for (const char *p = kind; *p; p++) {
+        char c = *p;
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 (c && strchr("_.:/@+-", c));
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+/* 64 hex digits, either case. */
+static int sha256_hex_ok(const char *h) {
+    size_t i = 0;
+    for (; h[i]; i++)
+        if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f') ||
+              (h[i] >= 'A' && h[i] <= 'F')))
+            return 0;
+    return i == 64;
+}
+
+/* The optional keys tokenizer, tokenizer_sha256 and eot (after vocab, which eot needs). */
+static int parse_tokenizer(dataset *ds, const ydoc_node *root, tdm_err *e) {
+    const char *path = ds->path;
+    const ydoc_node *t = ydoc_get(root, "tokenizer"), *h = ydoc_get(root, "tokenizer_sha256"),
+                    *eot = ydoc_get(root, "eot");
+    ds->eot = -1;
+    if (t) {
+        if (t->kind != YDOC_SCALAR || !dataset_tokenizer_ok(t->value))
+            return err_set(e, ERR_USAGE,
+                           "%s:%d: tokenizer must be a string of 1..%d characters of "
+                           "[A-Za-z0-9_.:/@+-] (e.g. byte, hf-bpe:gpt2, tiktoken:cl100k)",
+                           path, t->line, DATASET_TOKENIZER_MAX - 1);
+        snprintf(ds->tokenizer, sizeof ds->tokenizer, "%s", t->value);
+    }
+    if (h) {
+        if (h->kind != YDOC_SCALAR || !sha256_hex_ok(h->value))
+            return err_set(e, ERR_USAGE,
+                           "%s:%d: tokenizer_sha256 must be a SHA-256 digest: 64 hex digits",
+                           path, h->line);
+        for (int i = 0; i < 64; i++) {
+            char c = h->value[i];
+            ds->tokenizer_sha256[i] = (char)(c >= 'A' && c <= 'F' ? c - 'A' + 'a' : c);
+        }
+        ds->tokenizer_sha256[64] = '\0';
+    }
+    if (eot) {
+        char *end = NULL;
+        errno = 0;
+        long x = eot->kind == YDOC_SCALAR ? strtol(eot->value, &end, 10) : -1;
+        if (eot->kind != YDOC_SCALAR || eot->quoted || end == eot->value || *end || errno ||
+            x < 0 || x >= ds->vocab)
+            return err_set(e, ERR_USAGE, "%s:%d: eot must be a token id in 0..%d (below vocab %d)",
+                           path, eot->line, ds->vocab - 1, ds->vocab);
+        ds->eot = (int)x;
+    }
+    return 0;
+}
+
+int dataset_model_vocab(const dataset *ds, int config_vocab, int *vocab, tdm_err *e) {
+    if (config_vocab == 0) {
+        *vocab = ds->vocab;
+        return 0;
+    }
+    if (config_vocab < ds->vocab)
+        return err_set(e, ERR_USAGE,
+                       "model.vocab = %d is smaller than the vocabulary %d of the dataset %s%s%s%s "
+                       "(its token ids go up to %d, which the model could not embed): set "
+                       "model.vocab = 0 to take the dataset's, or at least %d, or train on a "
+                       "dataset made with the model's tokenizer",
+                       config_vocab, ds->vocab, ds->path, ds->tokenizer[0] ? " (tokenizer " : "",
+                       ds->tokenizer, ds->tokenizer[0] ? ")" : "", ds->vocab - 1, ds->vocab);
+    *vocab = config_vocab;
     return 0;
 }
 
@@ -226,10 +304,15 @@ static int load_tree(dataset *ds, const ydoc_node *root, tdm_err *e) {
         return err_set(e, ERR_USAGE, "%s:%d: expected a map with 'vocab' and 'domains'", path,
                        root->line);
     for (size_t k = 0; k < root->n; k++)
-        if (strcmp(root->keys[k], "vocab") && strcmp(root->keys[k], "domains"))
-            return err_set(e, ERR_USAGE, "%s:%d: unknown key '%s' (expected vocab, domains)", path,
-                           root->items[k]->line, root->keys[k]);
+        if (strcmp(root->keys[k], "vocab") && strcmp(root->keys[k], "domains") &&
+            strcmp(root->keys[k], "tokenizer") && strcmp(root->keys[k], "tokenizer_sha256") &&
+            strcmp(root->keys[k], "eot"))
+            return err_set(e, ERR_USAGE,
+                           "%s:%d: unknown key '%s' (expected vocab, domains, tokenizer, "
+                           "tokenizer_sha256, eot)",
+                           path, root->items[k]->line, root->keys[k]);
     int rc = parse_vocab(path, ydoc_get(root, "vocab"), &ds->vocab, e);
+    if (!rc) rc = parse_tokenizer(ds, root, e);
     if (rc) return rc;
     const ydoc_node *doms = ydoc_get(root, "domains");
     if (!doms) return err_set(e, ERR_USAGE, "%s: missing 'domains' list", path);
@@ -306,11 +389,36 @@ void dataset_shard_name(int split, uint64_t index, int digits, char out[64]) {
 
 int dataset_write_yaml(const char *path, const char *header, int vocab,
                        const dataset_yaml_domain *doms, int n, int with_test, tdm_err *e) {
+    dataset_yaml_meta meta = {.vocab = vocab, .eot = -1};
+    return dataset_write_yaml_meta(path, header, &meta, doms, n, with_test, e);
+}
+
+int dataset_write_yaml_meta(const char *path, const char *header, const dataset_yaml_meta *meta,
+                            const dataset_yaml_domain *doms, int n, int with_test, tdm_err *e) {
+    const char *tk = meta->tokenizer ? meta->tokenizer : "";
+    const char *sha = meta->tokenizer_sha256 ? meta->tokenizer_sha256 : "";
+    if (meta->vocab < 1 || meta->vocab > SHARD_VOCAB_MAX)
+        return err_set(e, ERR_USAGE, "%s: vocab %d is outside 1..%d", path, meta->vocab,
+                       SHARD_VOCAB_MAX);
+    if (tk[0] && !dataset_tokenizer_ok(tk))
+        return err_set(e, ERR_USAGE,
+                       "%s: tokenizer '%s' is not 1..%d characters of [A-Za-z0-9_.:/@+-]", path,
+                       tk, DATASET_TOKENIZER_MAX - 1);
+    if (sha[0] && !sha256_hex_ok(sha))
+        return err_set(e, ERR_USAGE, "%s: tokenizer_sha256 '%s' is not 64 hex digits", path, sha);
+    if (meta->eot < -1 || meta->eot >= meta->vocab)
+        return err_set(e, ERR_USAGE, "%s: eot %d is not a token id below vocab %d", path, meta->eot,
+                       meta->vocab);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) return err_set(e, ERR_INTERNAL, "out of memory");
-    fprintf(f, "%svocab: %d\ndomains:\n", header, vocab);
+    fprintf(f, "%svocab: %d\n", header, meta->vocab);
+    /* quoted: a kind like "byte" or one with ':' stays a plain string to any YAML reader */
+    if (tk[0]) fprintf(f, "tokenizer: \"%s\"\n", tk);
+    if (sha[0]) fprintf(f, "tokenizer_sha256: \"%s\"\n", sha);
+    if (meta->eot >= 0) fprintf(f, "eot: %d\n", meta->eot);
+    fprintf(f, "domains:\n");
     for (int m = 0; m < n; m++) {
         /* names are checked by dataset_name_ok: no quote or backslash to escape */
         fprintf(f, "  - name: \"%s\"%s%s\n", doms[m].name, doms[m].comment[0] ? "  # " : "",

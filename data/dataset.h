@@ -2,7 +2,11 @@
  *
  * Described by a YAML file (DESIGN.md §7):
  *
- *   vocab: 256                      # 1..65536; every token must be below it
+ *   vocab: 256                      # 1..2^24; every token must be below it
+ *   tokenizer: "byte"               # optional: what made the tokens ("byte",
+ *                                   #   "hf-bpe:gpt2", "tiktoken:cl100k", ...)
+ *   tokenizer_sha256: 3b1f...       # optional: SHA-256 (64 hex digits) of its files
+ *   eot: 50256                      # optional: the end-of-text token id, < vocab
  *   domains:                        # 1..64 domains, in the order α is indexed
  *     - name: web                   # unique, [A-Za-z0-9_.-]{1,64}
  *       train: [web/train_*.bin]    # glob(3) patterns (a list or one string), relative
@@ -12,7 +16,12 @@
  * Each pattern must match at least one file; matches are taken in sorted order, pattern
  * after pattern. No file may appear twice in a dataset (a val shard that is also a train
  * shard would make L_val, which DMO optimises, a training loss). Loading opens and
- * validates every shard; the dataset then holds the read-only mappings.
+ * validates every shard; the dataset then holds the read-only mappings. Shards may be
+ * uint16 or uint32 (data/shard.h), mixed; above vocab 65536 only uint32 ones hold the ids.
+ *
+ * The tokenizer keys are recorded, not interpreted: they say which tokenizer the ids
+ * belong to, so that a model and a dataset of different tokenizers are not mixed by
+ * accident (a vocabulary size is a weak witness of that).
  */
 #ifndef TANDEM_DATA_DATASET_H
 #define TANDEM_DATA_DATASET_H
@@ -39,9 +48,14 @@ typedef struct dataset_domain {
     dataset_split split[SPLIT_COUNT];
 } dataset_domain;
 
+#define DATASET_TOKENIZER_MAX 128 /* bytes of a tokenizer kind, NUL included */
+
 typedef struct dataset {
     char *path; /* the YAML file it was loaded from */
     int vocab;
+    char tokenizer[DATASET_TOKENIZER_MAX]; /* "tokenizer:", "" when absent */
+    char tokenizer_sha256[65];             /* "tokenizer_sha256:" in lowercase hex, or "" */
+    int eot;                               /* "eot:", -1 when absent */
     int n_domains;
     dataset_domain *domains;
 } dataset;
@@ -78,9 +92,33 @@ typedef struct dataset_yaml_domain {
 
 /* Writes DIR's dataset.yaml (atomically, at `path`) as gen-corpus and prep do: the
  * `header` comment lines (each "# ...\n"), vocab, and per domain its train, val and (when
- * with_test) test globs "<name>/<split>_*.bin". */
+ * with_test) test globs "<name>/<split>_*.bin". No tokenizer keys (dataset_write_yaml_meta
+ * writes them). */
 int dataset_write_yaml(const char *path, const char *header, int vocab,
                        const dataset_yaml_domain *doms, int n, int with_test, tdm_err *e);
+
+/* What a dataset.yaml says about its tokens besides the domains. */
+typedef struct dataset_yaml_meta {
+    int vocab;
+    const char *tokenizer;        /* NULL or "" for none; else as dataset_tokenizer_ok */
+    const char *tokenizer_sha256; /* NULL or "" for none; else 64 hex digits */
+    int eot;                      /* -1 for none; else 0..vocab-1 */
+} dataset_yaml_meta;
+
+/* dataset_write_yaml with the optional tokenizer, tokenizer_sha256 and eot keys after
+ * vocab. Values dataset_load would refuse are refused here (ERR_USAGE), before writing. */
+int dataset_write_yaml_meta(const char *path, const char *header, const dataset_yaml_meta *meta,
+                            const dataset_yaml_domain *doms, int n, int with_test, tdm_err *e);
+
+/* Whether `kind` is a tokenizer string dataset.yaml accepts: 1..DATASET_TOKENIZER_MAX-1
+ * bytes of [A-Za-z0-9_.:/@+-] (e.g. "byte", "hf-bpe:gpt2", "tiktoken:cl100k"). */
+int dataset_tokenizer_ok(const char *kind);
+
+/* The vocabulary of a model trained on `ds`: config_vocab (the config's model.vocab) when
+ * it is set, else (0) the dataset's. A set vocabulary may be larger than the dataset's
+ * (rows never seen as inputs: padding) but not smaller: ERR_USAGE naming both, the
+ * dataset.yaml and what to do. */
+int dataset_model_vocab(const dataset *ds, int config_vocab, int *vocab, tdm_err *e);
 
 /* Accessors; domain and split must be in range (callers check against n_domains). */
 int dataset_n_domains(const dataset *ds);

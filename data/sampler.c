@@ -152,14 +152,14 @@ int sampler_locate(const dataset *ds, int domain, int split, int T, uint64_t see
 }
 
 int sampler_next(const dataset *ds, int domain, int split, int T, uint64_t seed,
-                 sampler_cursor *cur, uint16_t *out, tdm_err *e) {
+                 sampler_cursor *cur, uint32_t *out, tdm_err *e) {
     sampler_cursor c = *cur;
     size_t si;
     uint64_t off, w;
     int rc = locate(ds, domain, split, T, seed, &c, &si, &off, &w, e);
     if (rc) return rc;
     const shard *sh = &ds->domains[domain].split[split].shards[si];
-    memcpy(out, sh->tok + off, ((size_t)T + 1) * sizeof *out);
+    shard_copy(sh, (size_t)off, (size_t)T + 1, out);
     if (++c.pos == w) {
         c.epoch++;
         c.pos = 0;
@@ -169,7 +169,7 @@ int sampler_next(const dataset *ds, int domain, int split, int T, uint64_t seed,
 }
 
 int sampler_batch_per_domain(const dataset *ds, int split, int T, int B, uint64_t seed,
-                             sampler_cursor *cursors, uint16_t *tokens, int32_t *domain_ids,
+                             sampler_cursor *cursors, uint32_t *tokens, int32_t *domain_ids,
                              tdm_err *e) {
     int m_count = ds ? ds->n_domains : 0;
     if (m_count < 1 || m_count > DATASET_MAX_DOMAINS)

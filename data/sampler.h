@@ -54,7 +54,7 @@ int sampler_locate(const dataset *ds, int domain, int split, int T, uint64_t see
 /* Copies the next window (T+1 tokens) into out and advances *cur. On error *cur and out
  * are unchanged. */
 int sampler_next(const dataset *ds, int domain, int split, int T, uint64_t seed,
-                 sampler_cursor *cur, uint16_t *out, tdm_err *e);
+                 sampler_cursor *cur, uint32_t *out, tdm_err *e);
 
 /* The `weight` mixing batch (DESIGN.md §2): B sequences from the dataset's M domains in
  * domain order, ⌊B/M⌋ from each and one more from each of the first B mod M domains (the
@@ -64,7 +64,7 @@ int sampler_next(const dataset *ds, int domain, int split, int T, uint64_t seed,
  * its row count. B < M → ERR_USAGE (a domain without rows). All-or-nothing: on error no
  * cursor moves. */
 int sampler_batch_per_domain(const dataset *ds, int split, int T, int B, uint64_t seed,
-                             sampler_cursor *cursors, uint16_t *tokens, int32_t *domain_ids,
+                             sampler_cursor *cursors, uint32_t *tokens, int32_t *domain_ids,
                              tdm_err *e);
 
 #endif

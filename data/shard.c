@@ -35,21 +35,32 @@ static void write_le32(unsigned char *p, int32_t x) {
     p[3] = (unsigned char)(v >> 24);
 }
 
-/* Checks the mapped header against the file size; the count must account for every byte
- * so that truncation and appended garbage are both caught. */
-static int check_header(const char *path, const unsigned char *map, uint64_t size, tdm_err *e) {
+/* Bytes per token of a (magic, version); 0 for a format this reader does not know. */
+static unsigned token_bytes(int32_t magic, int32_t version) {
+    if (magic == SHARD_MAGIC)
+        return version == SHARD_VERSION ? 2 : version == SHARD_VERSION_ALT_U32 ? 4 : 0;
+    return magic == SHARD_MAGIC_U32 && version == SHARD_VERSION_U32 ? 4 : 0;
+}
+
+/* Checks the mapped header against the file size and sets *width; the count must account
+ * for every byte so that truncation and appended garbage are both caught. */
+static int check_header(const char *path, const unsigned char *map, uint64_t size,
+                        unsigned *width_out, tdm_err *e) {
     int32_t magic = read_le32(map), version = read_le32(map + 4), count = read_le32(map + 8);
-    if (magic != SHARD_MAGIC)
-        return err_set(e, ERR_USAGE, "%s: bad magic %d (expected %d): not an llm.c token shard",
-                       path, magic, SHARD_MAGIC);
-    if (version != SHARD_VERSION)
+    if (magic != SHARD_MAGIC && magic != SHARD_MAGIC_U32)
         return err_set(e, ERR_USAGE,
-                       "%s: shard version %d is not supported (expected %d, uint16 tokens; "
-                       "version 2 is llm.c's uint32 format, re-export with uint16 tokens)",
-                       path, version, SHARD_VERSION);
+                       "%s: bad magic %d (expected %d or %d): not an llm.c token shard", path,
+                       magic, SHARD_MAGIC, SHARD_MAGIC_U32);
+    unsigned width = token_bytes(magic, version);
+    if (!width)
+        return err_set(e, ERR_USAGE,
+                       "%s: shard version %d is not supported with magic %d (magic %d: version "
+                       "1, uint16 tokens, or 2, uint32; magic %d: version %d, uint32); rewrite "
+                       "the shard in one of them",
+                       path, version, magic, SHARD_MAGIC, SHARD_MAGIC_U32, SHARD_VERSION_U32);
     if (count < 0)
         return err_set(e, ERR_USAGE, "%s: header has a negative token count %d", path, count);
-    uint64_t want = SHARD_HEADER_BYTES + 2 * (uint64_t)count;
+    uint64_t want = SHARD_HEADER_BYTES + width * (uint64_t)count;
     if (size < want)
         return err_set(e, ERR_USAGE,
                        "%s: header announces %d tokens (%llu bytes) but the file has %llu "
@@ -60,13 +71,28 @@ static int check_header(const char *path, const unsigned char *map, uint64_t siz
                        "%s: %llu trailing bytes after the %d tokens the header announces; "
                        "the shard is corrupt or was appended to",
                        path, (unsigned long long)(size - want), count);
+    *width_out = width;
     return 0;
+}
+
+/* Index of the first token >= vocab, or n when every token is below it. */
+static size_t first_bad16(const uint16_t *tok, size_t n, uint32_t vocab) {
+    if (vocab > 65535) return n; /* every uint16 is below it */
+    for (size_t i = 0; i < n; i++)
+        if (tok[i] >= vocab) return i;
+    return n;
+}
+
+static size_t first_bad32(const uint32_t *tok, size_t n, uint32_t vocab) {
+    for (size_t i = 0; i < n; i++)
+        if (tok[i] >= vocab) return i;
+    return n;
 }
 
 int shard_open(shard *s, const char *path, int vocab, tdm_err *e) {
     memset(s, 0, sizeof *s);
-    if (vocab < 1 || vocab > 65536)
-        return err_set(e, ERR_USAGE, "%s: vocab %d is outside 1..65536", path, vocab);
+    if (vocab < 1 || vocab > SHARD_VOCAB_MAX)
+        return err_set(e, ERR_USAGE, "%s: vocab %d is outside 1..%d", path, vocab, SHARD_VOCAB_MAX);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return err_sys(e, ERR_USAGE, errno, "%s: cannot open shard", path);
     struct stat st;
@@ -95,31 +121,33 @@ int shard_open(shard *s, const char *path, int vocab, tdm_err *e) {
     int map_errno = errno;
     close(fd); /* the mapping keeps the file alive */
     if (map == MAP_FAILED) return err_sys(e, ERR_USAGE, map_errno, "%s: cannot mmap shard", path);
-    int rc = check_header(path, map, size, e);
+    unsigned width = 0;
+    int rc = check_header(path, map, size, &width, e);
     if (rc) {
         munmap(map, (size_t)size);
         return rc;
     }
-    const uint16_t *tok = (const uint16_t *)((const unsigned char *)map + SHARD_HEADER_BYTES);
-    size_t n = (size_t)((size - SHARD_HEADER_BYTES) / 2);
-    if (vocab < 65536) {
-        for (size_t i = 0; i < n; i++) {
-            if (tok[i] >= vocab) {
-                rc = err_set(e, ERR_USAGE,
-                             "%s: token %u at position %zu is >= vocab %d (shard made for "
-                             "another tokenizer? fix the dataset's vocab)",
-                             path, tok[i], i, vocab);
-                munmap(map, (size_t)size);
-                return rc;
-            }
-        }
+    const void *body = (const unsigned char *)map + SHARD_HEADER_BYTES;
+    size_t n = (size_t)((size - SHARD_HEADER_BYTES) / width);
+    size_t bad = width == 2 ? first_bad16(body, n, (uint32_t)vocab)
+                            : first_bad32(body, n, (uint32_t)vocab);
+    if (bad < n) {
+        uint32_t t = width == 2 ? ((const uint16_t *)body)[bad] : ((const uint32_t *)body)[bad];
+        rc = err_set(e, ERR_USAGE,
+                     "%s: token %lu at position %zu is >= vocab %d (shard made for another "
+                     "tokenizer? fix the dataset's vocab)",
+                     path, (unsigned long)t, bad, vocab);
+        munmap(map, (size_t)size);
+        return rc;
     }
     s->path = strdup(path);
     if (!s->path) {
         munmap(map, (size_t)size);
         return err_set(e, ERR_INTERNAL, "%s: out of memory", path);
     }
-    s->tok = tok;
+    s->width = (int)width;
+    if (width == 2) s->tok = body;
+    else s->tok32 = body;
     s->n = n;
     s->map = map;
     s->map_len = (size_t)size;
@@ -142,52 +170,131 @@ static int sync_dir_of(const char *path, tdm_err *e) {
     return 0;
 }
 
-int shard_atomic_write(const char *path, const void *head, size_t head_len, const void *body,
-                       size_t body_len, tdm_err *e) {
-    /* A unique name (pid + counter) opened with O_EXCL instead of mkstemp, so the file gets
-     * the usual 0666 & ~umask mode rather than mkstemp's 0600. */
+/* An atomic write in progress: the temporary file beside `path` (tmp, fd). */
+typedef struct atomic_file {
+    char *tmp;
+    int fd;
+} atomic_file;
+
+/* Creates the temporary file. A unique name (pid + counter) opened with O_EXCL instead of
+ * mkstemp, so the file gets the usual 0666 & ~umask mode rather than mkstemp's 0600. */
+static int atomic_begin(const char *path, atomic_file *f, tdm_err *e) {
     static atomic_uint counter;
     size_t tlen = strlen(path) + 48;
-    char *tmp = malloc(tlen);
-    if (!tmp) return err_set(e, ERR_INTERNAL, "%s: out of memory", path);
-    int fd = -1;
-    for (int tries = 0; tries < 100 && fd < 0; tries++) {
-        snprintf(tmp, tlen, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&counter, 1));
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
+    f->fd = -1;
+    f->tmp = malloc(tlen);
+    if (!f->tmp) return err_set(e, ERR_INTERNAL, "%s: out of memory", path);
+    for (int tries = 0; tries < 100 && f->fd < 0; tries++) {
+        snprintf(f->tmp, tlen, "%s.tmp.%ld.%u", path, (long)getpid(),
+                 atomic_fetch_add(&counter, 1));
+        f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (f->fd < 0 && errno != EEXIST) break;
     }
-    if (fd < 0) {
-        int rc = err_sys(e, ERR_USAGE, errno, "%s: cannot create temporary file %s", path, tmp);
-        free(tmp);
+    if (f->fd < 0) {
+        int rc = err_sys(e, ERR_USAGE, errno, "%s: cannot create temporary file %s", path, f->tmp);
+        free(f->tmp);
+        f->tmp = NULL;
         return rc;
     }
-    int rc = 0;
-    if (fileio_write_all(fd, head, head_len) != 0 || fileio_write_all(fd, body, body_len) != 0)
-        rc = err_sys(e, ERR_INTERNAL, errno, "%s: cannot write %s", path, tmp);
-    else if (fsync(fd) != 0)
-        rc = err_sys(e, ERR_INTERNAL, errno, "%s: cannot fsync %s", path, tmp);
-    if (close(fd) != 0 && !rc)
-        rc = err_sys(e, ERR_INTERNAL, errno, "%s: cannot close %s", path, tmp);
-    if (!rc && rename(tmp, path) != 0)
-        rc = err_sys(e, ERR_USAGE, errno, "%s: cannot rename %s over it", path, tmp);
-    if (rc) {
-        unlink(tmp);
-        free(tmp);
-        return rc;
-    }
-    free(tmp);
+    return 0;
+}
+
+static int atomic_append(const char *path, atomic_file *f, const void *p, size_t len, tdm_err *e) {
+    if (fileio_write_all(f->fd, p, len) != 0)
+        return err_sys(e, ERR_INTERNAL, errno, "%s: cannot write %s", path, f->tmp);
+    return 0;
+}
+
+/* Ends the write: when rc is 0 fsyncs, closes and renames the temporary file over `path`
+ * and fsyncs the directory; otherwise (or when any of that fails) removes it. Returns the
+ * first error. */
+static int atomic_end(const char *path, atomic_file *f, int rc, tdm_err *e) {
+    if (!rc && fsync(f->fd) != 0)
+        rc = err_sys(e, ERR_INTERNAL, errno, "%s: cannot fsync %s", path, f->tmp);
+    if (close(f->fd) != 0 && !rc)
+        rc = err_sys(e, ERR_INTERNAL, errno, "%s: cannot close %s", path, f->tmp);
+    if (!rc && rename(f->tmp, path) != 0)
+        rc = err_sys(e, ERR_USAGE, errno, "%s: cannot rename %s over it", path, f->tmp);
+    if (rc) unlink(f->tmp);
+    free(f->tmp);
+    f->tmp = NULL;
+    f->fd = -1;
+    if (rc) return rc;
     return sync_dir_of(path, e);
 }
 
-int shard_write(const char *path, const uint16_t *tok, size_t n, tdm_err *e) {
+int shard_atomic_write(const char *path, const void *head, size_t head_len, const void *body,
+                       size_t body_len, tdm_err *e) {
+    atomic_file f;
+    int rc = atomic_begin(path, &f, e);
+    if (rc) return rc;
+    rc = atomic_append(path, &f, head, head_len, e);
+    if (!rc) rc = atomic_append(path, &f, body, body_len, e);
+    return atomic_end(path, &f, rc, e);
+}
+
+/* The header of a shard of n tokens of `width` bytes, in llm.c's format for that width. */
+static void make_header(unsigned char header[SHARD_HEADER_BYTES], int width, size_t n) {
+    memset(header, 0, SHARD_HEADER_BYTES);
+    write_le32(header, width == 2 ? SHARD_MAGIC : SHARD_MAGIC_U32);
+    write_le32(header + 4, width == 2 ? SHARD_VERSION : SHARD_VERSION_U32);
+    write_le32(header + 8, (int32_t)n);
+}
+
+static int check_count(const char *path, size_t n, tdm_err *e) {
     if (n > SHARD_MAX_TOKENS)
         return err_set(e, ERR_USAGE,
                        "%s: %zu tokens exceed the %u a shard's int32 count can hold; split "
                        "into more shards",
                        path, n, SHARD_MAX_TOKENS);
-    unsigned char header[SHARD_HEADER_BYTES] = {0};
-    write_le32(header, SHARD_MAGIC);
-    write_le32(header + 4, SHARD_VERSION);
-    write_le32(header + 8, (int32_t)n);
+    return 0;
+}
+
+int shard_write(const char *path, const uint16_t *tok, size_t n, tdm_err *e) {
+    int rc = check_count(path, n, e);
+    if (rc) return rc;
+    unsigned char header[SHARD_HEADER_BYTES];
+    make_header(header, 2, n);
     return shard_atomic_write(path, header, sizeof header, tok, n * sizeof *tok, e);
+}
+
+int shard_width_for(int vocab) {
+    return vocab <= 65536 ? 2 : 4;
+}
+
+void shard_copy(const shard *s, size_t off, size_t n, uint32_t *out) {
+    if (s->tok32) {
+        memcpy(out, s->tok32 + off, n * sizeof *out);
+        return;
+    }
+    const uint16_t *in = s->tok + off;
+    for (size_t i = 0; i < n; i++) out[i] = in[i];
+}
+
+int shard_write_tokens(const char *path, const uint32_t *tok, size_t n, int vocab, tdm_err *e) {
+    if (vocab < 1 || vocab > SHARD_VOCAB_MAX)
+        return err_set(e, ERR_USAGE, "%s: vocab %d is outside 1..%d", path, vocab, SHARD_VOCAB_MAX);
+    int rc = check_count(path, n, e);
+    if (rc) return rc;
+    size_t bad = first_bad32(tok, n, (uint32_t)vocab);
+    if (bad < n)
+        return err_set(e, ERR_USAGE,
+                       "%s: token %lu at position %zu is >= vocab %d; nothing written", path,
+                       (unsigned long)tok[bad], bad, vocab);
+    int width = shard_width_for(vocab);
+    unsigned char header[SHARD_HEADER_BYTES];
+    make_header(header, width, n);
+    if (width == 4) return shard_atomic_write(path, header, sizeof header, tok, n * sizeof *tok, e);
+    /* uint16: narrowed through a small buffer rather than a uint16 copy of the shard */
+    atomic_file f;
+    if ((rc = atomic_begin(path, &f, e))) return rc;
+    rc = atomic_append(path, &f, header, sizeof header, e);
+    uint16_t buf[4096];
+    for (size_t i = 0; i < n && !rc;) {
+        size_t k = n - i < 4096 ? n - i : 4096;
+        for (size_t j = 0; j < k; j++) buf[j] = (uint16_t)tok[i + j];
+        rc = atomic_append(path, &f, buf, k * sizeof *buf, e);
+        i += k;
+    }
+    return atomic_end(path, &f, rc, e);
 }

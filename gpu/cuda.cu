@@ -490,8 +490,9 @@ static int stage_batch(model_ctx *ctx, const model_batch *batch, tdm_err *e) {
     int32_t *start = in + 4 * (size_t)N, *cnt = ctx->h_count;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            in[b * T + t] = batch->tokens[(size_t)b * (T + 1) + t];
-            tg[b * T + t] = batch->tokens[(size_t)b * (T + 1) + t + 1];
+            /* tokens < vocab <= MODEL_VOCAB_MAX (checked by model_batch_check): exact in int32 */
+            in[b * T + t] = (int32_t)batch->tokens[(size_t)b * (T + 1) + t];
+            tg[b * T + t] = (int32_t)batch->tokens[(size_t)b * (T + 1) + t + 1];
         }
     /* counting sort of the rows by input token, stable: rows in increasing order */
     memset(cnt, 0, (size_t)V * sizeof *cnt);

@@ -49,24 +49,29 @@ cudaError_t gpu_crossentropy_forward(double *row_loss, float *row_max, float *ro
     return cudaGetLastError();
 }
 
-/* grid (rows, column blocks): rows can exceed gridDim.y's 65535 */
+/* grid (rows, column blocks): rows can exceed gridDim.y's 65535, so they go on x; the
+ * columns (up to MODEL_VOCAB_MAX padded to 64, more than 65535 blocks of 256) are strided
+ * over at most CE_BACK_BLOCKS_Y blocks */
+#define CE_BACK_BLOCKS_Y 65535u
 template <typename T>
 __global__ void crossentropy_backward_kernel(T *dlogits, size_t ldd, const float *logits, size_t ld,
                                              const float *row_max, const float *row_inv,
                                              const float *row_g, const int32_t *targets, int V) {
     int row = blockIdx.x;
-    int v = blockIdx.y * blockDim.x + threadIdx.x;
-    if (v >= V) {
-        /* the padding columns up to ldd: zero, so that a head matmul over ldd rows of
-         * weights adds nothing for them */
-        if ((size_t)v < ldd) dlogits[(size_t)row * ldd + v] = from_f<T>(0.0f);
-        return;
+    for (size_t v = (size_t)blockIdx.y * blockDim.x + threadIdx.x; v < ldd;
+         v += (size_t)gridDim.y * blockDim.x) {
+        if (v >= (size_t)V) {
+            /* the padding columns up to ldd: zero, so that a head matmul over ldd rows of
+             * weights adds nothing for them */
+            dlogits[(size_t)row * ldd + v] = from_f<T>(0.0f);
+            continue;
+        }
+        float p = expf(logits[(size_t)row * ld + v] - row_max[row]) * row_inv[row];
+        float g = row_g[row];
+        float d = p * g;
+        if ((int)v == targets[row]) d -= g;
+        dlogits[(size_t)row * ldd + v] = from_f<T>(d);
     }
-    float p = expf(logits[(size_t)row * ld + v] - row_max[row]) * row_inv[row];
-    float g = row_g[row];
-    float d = p * g;
-    if (v == targets[row]) d -= g;
-    dlogits[(size_t)row * ldd + v] = from_f<T>(d);
 }
 
 template <typename T>
@@ -74,7 +79,8 @@ cudaError_t gpu_crossentropy_backward(T *dlogits, size_t ldd, const float *logit
                                       const float *row_max, const float *row_inv,
                                       const float *row_g, const int32_t *targets, int N, int V,
                                       cudaStream_t s) {
-    dim3 grid((unsigned)N, (unsigned)((ldd + 255) / 256)); /* every column of the ldd, padding too */
+    size_t cols = (ldd + 255) / 256; /* every column of the ldd, padding too */
+    dim3 grid((unsigned)N, (unsigned)(cols < CE_BACK_BLOCKS_Y ? cols : CE_BACK_BLOCKS_Y));
     GPU_LAUNCH(crossentropy_backward_kernel<T>, grid, 256, 0, s, dlogits, ldd, logits, ld, row_max,
                row_inv, row_g, targets, V);
     return cudaGetLastError();

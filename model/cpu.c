@@ -175,7 +175,7 @@ struct model_ctx {
     double *part;                 /* [N / ROW_CHUNK rounded up, 4C] partial sums over rows */
     /* the last forward's batch (copied, so backward needs nothing from the caller) */
     int B, T;
-    uint16_t *tokens;             /* [max_B, max_T + 1] */
+    uint32_t *tokens;             /* [max_B, max_T + 1] */
     int32_t *domain;              /* [max_B] */
     long *ntok;                   /* [M] */
     int have_forward;
@@ -211,7 +211,7 @@ static void gemm_set(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K
 /* ---------------------------------------------------------------- forward layers */
 
 /* out[N, C] = wte[tokens] + wpe[position]; tokens are rows of T+1 (last is a target). */
-static void encoder_forward(real *out, const uint16_t *tokens, const real *wte, const real *wpe,
+static void encoder_forward(real *out, const uint32_t *tokens, const real *wte, const real *wpe,
                             int B, int T, int C) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < B * T; i++) {
@@ -353,7 +353,7 @@ static HOT double softmax_crossentropy_row(real *p, int target, int V) {
 }
 
 /* probs[N, V] holds logits on entry and softmax on exit; row_loss[i] = -log p(target). */
-static void softmax_crossentropy_forward(real *probs, double *row_loss, const uint16_t *tokens,
+static void softmax_crossentropy_forward(real *probs, double *row_loss, const uint32_t *tokens,
                                          int B, int T, int V) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < B * T; i++) {
@@ -534,7 +534,7 @@ static void gelu_backward_inplace(real *dinout, const real *inp, size_t n) {
 
 /* dwte[V, C] += scatter of dres rows by input token; dwpe[ctx, C] = sums over the batch
  * (rows ≥ T zeroed). Parallel over column blocks so each element has one writer. */
-static void encoder_backward(real *dwte, real *dwpe, const real *dres, const uint16_t *tokens,
+static void encoder_backward(real *dwte, real *dwpe, const real *dres, const uint32_t *tokens,
                              int B, int T, int C, int ctx) {
     enum { BLOCK = 64 };
     int nblocks = (C + BLOCK - 1) / BLOCK;

@@ -11,9 +11,8 @@
 #include "util/rng.h"
 
 int model_config_check(const model_config *c, tdm_err *e) {
-    if (c->vocab < 2 || c->vocab > 65536)
-        return err_set(e, ERR_USAGE, "model.vocab = %d: must be in 2..65536 (shards hold uint16 tokens)",
-                       c->vocab);
+    if (c->vocab < 2 || c->vocab > MODEL_VOCAB_MAX)
+        return err_set(e, ERR_USAGE, "model.vocab = %d: must be in 2..%d", c->vocab, MODEL_VOCAB_MAX);
     if (c->ctx < 1 || c->ctx > 1 << 16)
         return err_set(e, ERR_USAGE, "model.ctx = %d: must be in 1..65536", c->ctx);
     if (c->layers < 1 || c->layers > 1024)
@@ -190,8 +189,8 @@ int model_batch_check(const model_batch *b, int max_B, int max_T, int n_domains,
                            b->domain[i], n_domains - 1);
     size_t ntokens = (size_t)b->B * (b->T + 1);
     for (size_t i = 0; i < ntokens; i++)
-        if (b->tokens[i] >= vocab)
-            return err_set(e, ERR_USAGE, "batch token %u at %zu is >= vocab %d", b->tokens[i], i,
-                           vocab);
+        if (b->tokens[i] >= (uint32_t)vocab)
+            return err_set(e, ERR_USAGE, "batch token %lu at %zu is >= vocab %d",
+                           (unsigned long)b->tokens[i], i, vocab);
     return 0;
 }

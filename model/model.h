@@ -31,8 +31,13 @@
 
 #include "util/err.h"
 
+/* The largest vocabulary: 2^24, as data/shard.h's SHARD_VOCAB_MAX (tokens are uint32 from
+ * the shards to the backends; the bound keeps the CUDA backend's per-batch counting sort
+ * over the vocabulary small and its int arithmetic on the padded vocabulary exact). */
+#define MODEL_VOCAB_MAX 16777216
+
 typedef struct model_config {
-    int vocab;    /* V: token ids are < vocab (≤ 65536: shards hold uint16) */
+    int vocab;    /* V: token ids are < vocab (≤ MODEL_VOCAB_MAX) */
     int ctx;      /* maximum sequence length (rows of wpe) */
     int layers;   /* L */
     int heads;    /* H; channels % heads == 0 */
@@ -105,7 +110,7 @@ void model_init_params(const model_layout *lay, uint64_t seed, float *host);
  * domain[b] in [0, n_domains) says which domain's loss the sequence counts towards. */
 typedef struct model_batch {
     int B, T;
-    const uint16_t *tokens; /* [B][T+1] */
+    const uint32_t *tokens; /* [B][T+1] */
     const int32_t *domain;  /* [B] */
 } model_batch;
 

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "model/model.h"
 #include "runner/cluster_check.h"
 #include "runner/config.h"
 #include "runner/config_impl.h"
@@ -97,7 +98,8 @@ const key_def config_schema[] = {
         "used when data.mixture = file: a mixture YAML written by `tandem mixture`, or the store "
         "of a finished TANDEM run (its α*, mixture.mp); a relative path is relative to the "
         "config file"),
-    INT("model.vocab", model.vocab, "0", 0, 65536, "vocabulary size; 0 = the dataset's"),
+    INT("model.vocab", model.vocab, "0", 0, MODEL_VOCAB_MAX,
+        "vocabulary size; 0 = the dataset's; never below the dataset's (above: padding rows)"),
     INT("model.ctx", model.ctx, "64", 1, INT_MAX, "context length (learned positions)"),
     INT("model.layers", model.layers, "2", 1, INT_MAX, "transformer blocks"),
     INT("model.heads", model.heads, "2", 1, INT_MAX, "attention heads; must divide model.channels"),

@@ -17,7 +17,7 @@
 static int eval_domain(const model_ops *ops, model_ctx *ctx, const float *params, const dataset *ds,
                        int m, int split, int B, int T, uint64_t max_tokens, double *loss,
                        uint64_t *tokens, tdm_err *e) {
-    uint16_t *tok = malloc((size_t)B * (T + 1) * sizeof *tok);
+    uint32_t *tok = malloc((size_t)B * (T + 1) * sizeof *tok);
     int32_t *dom = malloc((size_t)B * sizeof *dom);
     if (!tok || !dom) {
         free(tok), free(dom);
@@ -32,7 +32,7 @@ static int eval_domain(const model_ops *ops, model_ctx *ctx, const float *params
     long nt[128];
     for (size_t s = 0; s < nsh && !rc && count < max_tokens; s++) {
         for (size_t start = 0; start + (size_t)T + 1 <= sh[s].n && count < max_tokens; start += (size_t)T) {
-            memcpy(tok + (size_t)rows * (T + 1), sh[s].tok + start, (size_t)(T + 1) * sizeof *tok);
+            shard_copy(&sh[s], start, (size_t)T + 1, tok + (size_t)rows * (T + 1));
             dom[rows++] = 0;
             count += (uint64_t)T;
             if (rows == B) {
@@ -86,9 +86,10 @@ int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, e
     }
     if (!rc) rc = dataset_load(&ds, cfg.data.dataset, e);
     if (!rc) {
-        model_config mc = {.vocab = cfg.model.vocab ? cfg.model.vocab : ds.vocab, .ctx = cfg.model.ctx,
-                           .layers = cfg.model.layers, .heads = cfg.model.heads, .channels = cfg.model.channels};
-        rc = model_layout_init(&lay, &mc, e);
+        model_config mc = {.ctx = cfg.model.ctx, .layers = cfg.model.layers, .heads = cfg.model.heads,
+                           .channels = cfg.model.channels};
+        rc = dataset_model_vocab(&ds, cfg.model.vocab, &mc.vocab, e);
+        if (!rc) rc = model_layout_init(&lay, &mc, e);
     }
     rec_state rec;
     memset(&rec, 0, sizeof rec);

@@ -327,12 +327,9 @@ static int setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     if ((rc = select_backend(r, e))) return rc;
     /* the key names the file, so that a refusal points at the config line to fix */
     if ((rc = dataset_load(&r->ds, r->cfg.data.dataset, e))) return err_prefix(e, "data.dataset: ");
-    model_config mc = {.vocab = r->cfg.model.vocab ? r->cfg.model.vocab : r->ds.vocab,
-                       .ctx = r->cfg.model.ctx, .layers = r->cfg.model.layers,
+    model_config mc = {.ctx = r->cfg.model.ctx, .layers = r->cfg.model.layers,
                        .heads = r->cfg.model.heads, .channels = r->cfg.model.channels};
-    if (mc.vocab < r->ds.vocab)
-        return err_set(e, ERR_USAGE, "model.vocab = %d is smaller than the vocab %d of %s",
-                       mc.vocab, r->ds.vocab, r->ds.path);
+    if ((rc = dataset_model_vocab(&r->ds, r->cfg.model.vocab, &mc.vocab, e))) return rc;
     if ((rc = model_layout_init(&r->lay, &mc, e))) return rc;
     fill_hparams(r);
     if ((rc = step_check(&r->hp, &r->ds, e))) return rc;

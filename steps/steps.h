@@ -76,7 +76,7 @@ typedef struct step_nets {
     const model_layout *lay;
     float *u, *m, *v;       /* persistent: proxy parameters and AdamW moments */
     float *w, *up, *grad;   /* scratch: reference twin, probe copy u', one gradient */
-    uint16_t *tokens;       /* host batch buffers: [B+V][T+1] */
+    uint32_t *tokens;       /* host batch buffers: [B+V][T+1] */
     int32_t *domain;        /* [B+V] */
     /* Data parallelism (NULL or one rank: none): every rank builds the same global batch
      * and computes its own contiguous share of the rows; gradients and losses are summed

@@ -328,7 +328,7 @@ static void test_range_errors(void) {
         const char *a, *b;
     } cases[] = {
         {"tandem:\n  K: 0\n", "tandem.K", ">= 1"},
-        {"model:\n  vocab: 70000\n", "model.vocab", "0..65536"},
+        {"model:\n  vocab: 16777217\n", "model.vocab", "0..16777216"},
         {"tandem:\n  lr_probe: 0\n", "tandem.lr_probe", "> 0"},
         {"optim:\n  beta1: 1\n", "optim.beta1", "[0, 1)"},
         {"tandem:\n  alpha_floor: -0.1\n", "tandem.alpha_floor", "[0, 1)"},

@@ -45,17 +45,19 @@ static int write_text(const char *path, const char *text) {
     return write_bytes(path, text, strlen(text));
 }
 
-/* A raw shard image: header fields as given, then `n` tokens 0,1,2,.. (mod 200). */
+/* A raw shard image: header fields as given, then `n` tokens 0,1,2,.. (mod 200), as
+ * uint32 for the uint32 formats (version 7, or 2), else as uint16. */
 static unsigned char *raw_shard(int32_t magic, int32_t version, int32_t count, size_t n,
                                 size_t *len) {
-    *len = SHARD_HEADER_BYTES + 2 * n;
+    size_t w = version == 7 || version == 2 ? 4 : 2;
+    *len = SHARD_HEADER_BYTES + w * n;
     unsigned char *b = calloc(1, *len);
     if (!b) abort();
     int32_t h[3] = {magic, version, count};
     memcpy(b, h, sizeof h); /* the test host is little-endian, like shard.c requires */
     for (size_t i = 0; i < n; i++) {
-        uint16_t t = (uint16_t)(i % 200);
-        memcpy(b + SHARD_HEADER_BYTES + 2 * i, &t, 2);
+        uint32_t t = (uint32_t)(i % 200);
+        memcpy(b + SHARD_HEADER_BYTES + w * i, &t, w); /* little-endian: the low bytes */
     }
     return b;
 }
@@ -148,7 +150,15 @@ static void test_shard_rejections(void) {
     } cases[] = {
         {"short.bin", SHARD_MAGIC, 1, 0, 0, 100, "shorter than"},
         {"magic.bin", 12345, 1, 5, 5, 0, "bad magic 12345"},
-        {"version.bin", SHARD_MAGIC, 2, 5, 5, 0, "version 2"},
+        {"version.bin", SHARD_MAGIC, 3, 5, 5, 0, "shard version 3 is not supported"},
+        {"v7magic.bin", SHARD_MAGIC, 7, 5, 5, 0, "shard version 7 is not supported with magic"},
+        {"u32v1.bin", SHARD_MAGIC_U32, 1, 5, 5, 0, "shard version 1 is not supported with magic"},
+        {"u32v3.bin", SHARD_MAGIC_U32, 3, 5, 5, 0, "shard version 3 is not supported"},
+        {"u32longer.bin", SHARD_MAGIC_U32, 7, 10, 9, 0, "truncated"},
+        {"u32shorter.bin", SHARD_MAGIC_U32, 7, 4, 5, 0, "4 trailing bytes"},
+        {"u32half.bin", SHARD_MAGIC_U32, 7, 5, 5, SHARD_HEADER_BYTES + 18, "truncated"},
+        {"u32vocab.bin", SHARD_MAGIC_U32, 7, 150, 150, 0, "token 100 at position 100 is >= vocab 100"},
+        {"v2vocab.bin", SHARD_MAGIC, 2, 150, 150, 0, "token 100 at position 100 is >= vocab 100"},
         {"longer.bin", SHARD_MAGIC, 1, 10, 5, 0, "truncated"},
         {"shorter.bin", SHARD_MAGIC, 1, 3, 5, 0, "4 trailing bytes"},
         {"negative.bin", SHARD_MAGIC, 1, -1, 0, 0, "negative"},
@@ -169,7 +179,8 @@ static void test_shard_rejections(void) {
         CHECK(rc == ERR_USAGE, "%s: rc %d (%s)", cases[i].name, rc, e.msg);
         CHECK(named, "%s: message does not name the file: %s", cases[i].name, e.msg);
         CHECK(says, "%s: message lacks '%s': %s", cases[i].name, cases[i].says, e.msg);
-        CHECK(s.map == NULL && s.tok == NULL && s.n == 0, "%s: shard not zeroed", cases[i].name);
+        CHECK(s.map == NULL && s.tok == NULL && s.tok32 == NULL && s.n == 0,
+              "%s: shard not zeroed", cases[i].name);
     }
     /* the same bytes pass when the vocabulary is large enough, so the check is the vocab */
     char *path = join(dir, "vocab.bin");
@@ -178,11 +189,94 @@ static void test_shard_rejections(void) {
     CHECK(shard_open(&s, path, 200, &e) == 0, "vocab 200 should accept: %s", e.msg);
     shard_close(&s);
     free(path);
+    const char *wide[] = {"u32vocab.bin", "v2vocab.bin"}; /* llm.c's llama-3 format, version 2 */
+    for (int i = 0; i < 2; i++) {
+        path = join(dir, wide[i]);
+        CHECK(shard_open(&s, path, 200, &e) == 0, "%s, vocab 200 should accept: %s", wide[i], e.msg);
+        CHECK(s.width == 4 && s.tok32 && s.n == 150 && shard_token(&s, 149) == 149,
+              "%s read back: %d %zu", wide[i], s.width, s.n);
+        shard_close(&s);
+        free(path);
+    }
     path = join(dir, "missing.bin");
     CHECK(shard_open(&s, path, 256, &e) == ERR_USAGE && strstr(e.msg, path), "missing: %s", e.msg);
     free(path);
     CHECK(shard_open(&s, dir, 256, &e) == ERR_USAGE && strstr(e.msg, "not a regular file"),
           "directory: %s", e.msg);
+    rm_rf(dir);
+}
+
+/* shard_write_tokens writes llm.c's uint32 format (magic 20240801, version 7) above
+ * uint16's vocabulary and the uint16 one (20240520, version 1) up to it; both read back
+ * token for token; the vocabulary bound is exact on both sides. */
+static void test_shard_v2_roundtrip(void) {
+    char *dir = test_tmpdir("shardv2");
+    char *path = join(dir, "w.bin"), *narrow = join(dir, "n.bin"), *bad = join(dir, "bad.bin");
+    enum { N = 3000, V = 70000 };
+    static uint32_t tok[N], back[N];
+    for (int i = 0; i < N; i++) tok[i] = (uint32_t)(((uint64_t)i * 104729u) % V);
+    tok[17] = V - 1; /* the largest id the vocabulary allows */
+    tok[18] = 65536; /* the first one uint16 cannot hold */
+    tdm_err e = {0};
+    CHECK(shard_width_for(V) == 4 && shard_width_for(65536) == 2 && shard_width_for(256) == 2,
+          "widths for 70000/65536/256: %d %d %d", shard_width_for(V), shard_width_for(65536),
+          shard_width_for(256));
+    CHECK(shard_write_tokens(path, tok, N, V, &e) == 0, "write v2: %s", e.msg);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && st.st_size == SHARD_HEADER_BYTES + 4 * N, "v2 size %lld",
+          (long long)st.st_size);
+    shard s;
+    CHECK(shard_open(&s, path, V, &e) == 0, "open v2: %s", e.msg);
+    const int32_t *h = s.map;
+    CHECK(h[0] == 20240801 && h[1] == 7 && h[2] == N && h[3] == 0 && h[255] == 0,
+          "uint32 header %d %d %d", h[0], h[1], h[2]);
+    CHECK(s.width == 4 && s.tok == NULL && s.tok32 && s.n == N, "uint32 shard %d %zu", s.width, s.n);
+    shard_copy(&s, 0, N, back);
+    CHECK(memcmp(back, tok, sizeof tok) == 0 && shard_token(&s, 17) == V - 1 &&
+              shard_token(&s, 18) == 65536,
+          "v2 tokens differ");
+    shard_copy(&s, 10, 9, back);
+    CHECK(back[7] == V - 1 && back[8] == 65536, "v2 copy at an offset: %u %u", back[7], back[8]);
+    shard_close(&s);
+    /* token = vocab - 1 is the largest accepted: one vocab less refuses it, naming the file */
+    CHECK(shard_open(&s, path, V - 1, &e) == ERR_USAGE && strstr(e.msg, path) &&
+              strstr(e.msg, "token 69999 at position 17 is >= vocab 69999"),
+          "v2 at vocab 69999: %s", e.msg);
+    CHECK(s.map == NULL && s.tok32 == NULL && s.n == 0, "refused shard not zeroed");
+    /* a token = vocab is refused by the writer too, and nothing is written */
+    tok[5] = V;
+    CHECK(shard_write_tokens(bad, tok, N, V, &e) == ERR_USAGE && strstr(e.msg, bad) &&
+              strstr(e.msg, "token 70000 at position 5"),
+          "write token = vocab: %s", e.msg);
+    CHECK(access(bad, F_OK) != 0, "a refused shard was written");
+    CHECK(shard_write_tokens(bad, tok, N, SHARD_VOCAB_MAX + 1, &e) == ERR_USAGE &&
+              strstr(e.msg, "16777216"),
+          "vocab above the bound: %s", e.msg);
+    CHECK(shard_open(&s, path, SHARD_VOCAB_MAX + 1, &e) == ERR_USAGE, "open above the bound");
+    /* vocab 65536 fits version 1: 2 bytes a token, the old reader's layout */
+    for (int i = 0; i < N; i++) tok[i] = (uint32_t)(((uint64_t)i * 7919u) % 65536);
+    tok[3] = 65535;
+    CHECK(shard_write_tokens(narrow, tok, N, 65536, &e) == 0, "write v1: %s", e.msg);
+    CHECK(stat(narrow, &st) == 0 && st.st_size == SHARD_HEADER_BYTES + 2 * N, "v1 size %lld",
+          (long long)st.st_size);
+    CHECK(shard_open(&s, narrow, 65536, &e) == 0, "open v1: %s", e.msg);
+    CHECK(s.width == 2 && s.tok && s.tok32 == NULL && ((const int32_t *)s.map)[0] == 20240520 &&
+              ((const int32_t *)s.map)[1] == 1,
+          "uint16 shard %d", s.width);
+    shard_copy(&s, 0, N, back);
+    CHECK(memcmp(back, tok, sizeof tok) == 0 && s.tok[3] == 65535, "v1 tokens differ");
+    shard_close(&s);
+    /* a version-1 shard loads into a larger vocabulary (all its ids are below it) */
+    CHECK(shard_open(&s, narrow, V, &e) == 0 && s.n == N, "v1 at vocab 70000: %s", e.msg);
+    shard_close(&s);
+    int entries = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *de; d && (de = readdir(d));) entries += de->d_name[0] != '.';
+    if (d) closedir(d);
+    CHECK(entries == 2, "directory holds %d entries, expected w.bin and n.bin", entries);
+    free(path);
+    free(narrow);
+    free(bad);
     rm_rf(dir);
 }
 
@@ -271,7 +365,7 @@ static void test_dataset_errors(void) {
         {"vocab: 256\ndomains:\n  - name: \"w b\"\n    train: [web/train_*.bin]\n"
          "    val: [web/val_*.bin]\n",
          {"dataset.yaml:3:", "'w b'", "[A-Za-z0-9_.-]"}},
-        {"vocab: 0\ndomains: []\n", {"dataset.yaml:1:", "vocab", "1..65536"}},
+        {"vocab: 0\ndomains: []\n", {"dataset.yaml:1:", "vocab", "1..16777216"}},
         {"vocab: 256\ndomain:\n  - name: web\n", {"dataset.yaml:", "unknown key 'domain'", ""}},
         {"vocab: 256\ndomains: []\n", {"dataset.yaml:2:", "1..64 domains", ""}},
         {"vocab: 256\ndomains:\n  - name: web\n    train: [web/big.bin]\n"
@@ -286,6 +380,89 @@ static void test_dataset_errors(void) {
             CHECK(strstr(e.msg, cases[i].says[k]), "case %zu: message lacks \"%s\": %s", i,
                   cases[i].says[k], e.msg);
     }
+    free(web);
+    rm_rf(dir);
+}
+
+/* tokenizer, tokenizer_sha256 and eot: optional, validated, written and read back; the
+ * model-vocabulary rule against a dataset of vocab 70000 in version-2 shards. */
+static void test_dataset_tokenizer_keys(void) {
+    char *dir = test_tmpdir("dstok");
+    char *web = join(dir, "web");
+    CHECK(mkdir(web, 0777) == 0, "mkdir");
+    enum { N = 400, V = 70000 };
+    static uint32_t tok[N];
+    for (int i = 0; i < N; i++) tok[i] = (uint32_t)(65000 + i * 11) % V;
+    const char *files[] = {"web/train_0.bin", "web/val_0.bin"};
+    tdm_err e = {0};
+    for (int i = 0; i < 2; i++) {
+        char *p = join(dir, files[i]);
+        CHECK(shard_write_tokens(p, tok, N, V, &e) == 0, "write %s: %s", files[i], e.msg);
+        free(p);
+    }
+    static const char sha[] = "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08";
+    dataset_yaml_domain dom = {.name = "web", .comment = "one domain"};
+    dataset_yaml_meta meta = {.vocab = V, .tokenizer = "hf-bpe:gpt2", .tokenizer_sha256 = sha,
+                              .eot = V - 1};
+    char *yaml = join(dir, "dataset.yaml");
+    CHECK(dataset_write_yaml_meta(yaml, "# test\n", &meta, &dom, 1, 0, &e) == 0, "write: %s", e.msg);
+    dataset ds;
+    CHECK(dataset_load(&ds, yaml, &e) == 0, "load: %s", e.msg);
+    CHECK(ds.vocab == V && strcmp(ds.tokenizer, "hf-bpe:gpt2") == 0 && ds.eot == V - 1 &&
+              strcmp(ds.tokenizer_sha256,
+                     "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08") == 0,
+          "read back: vocab %d tokenizer '%s' eot %d sha %s", ds.vocab, ds.tokenizer, ds.eot,
+          ds.tokenizer_sha256);
+    size_t n;
+    const shard *sh = dataset_shards(&ds, 0, SPLIT_TRAIN, &n);
+    CHECK(n == 1 && sh[0].width == 4 && shard_token(&sh[0], 100) == tok[100] && tok[100] > 65535,
+          "v2 shard in the dataset");
+    /* the model's vocabulary: the dataset's by default, larger allowed, smaller refused */
+    int v = -1;
+    CHECK(dataset_model_vocab(&ds, 0, &v, &e) == 0 && v == V, "default: %d", v);
+    CHECK(dataset_model_vocab(&ds, V + 30, &v, &e) == 0 && v == V + 30, "padding: %d", v);
+    CHECK(dataset_model_vocab(&ds, 50257, &v, &e) == ERR_USAGE && strstr(e.msg, "50257") &&
+              strstr(e.msg, "70000") && strstr(e.msg, yaml) && strstr(e.msg, "hf-bpe:gpt2") &&
+              strstr(e.msg, "model.vocab = 0"),
+          "smaller: %s", e.msg);
+    dataset_free(&ds);
+    /* dataset_write_yaml (no tokenizer) still writes a file without the keys */
+    CHECK(dataset_write_yaml(yaml, "", V, &dom, 1, 0, &e) == 0, "plain write: %s", e.msg);
+    CHECK(dataset_load(&ds, yaml, &e) == 0 && ds.tokenizer[0] == '\0' &&
+              ds.tokenizer_sha256[0] == '\0' && ds.eot == -1,
+          "absent keys: %s", e.msg);
+    dataset_free(&ds);
+    /* refusals, in the loader and (before writing) in the writer */
+    meta.eot = V;
+    CHECK(dataset_write_yaml_meta(yaml, "", &meta, &dom, 1, 0, &e) == ERR_USAGE &&
+              strstr(e.msg, "eot 70000"),
+          "writer eot: %s", e.msg);
+    meta.eot = -1, meta.tokenizer = "hf bpe";
+    CHECK(dataset_write_yaml_meta(yaml, "", &meta, &dom, 1, 0, &e) == ERR_USAGE &&
+              strstr(e.msg, "'hf bpe'"),
+          "writer tokenizer: %s", e.msg);
+    const char *body = "domains:\n  - name: web\n    train: [web/train_*.bin]\n    val: [web/val_*.bin]\n";
+    struct {
+        const char *head, *says;
+    } cases[] = {
+        {"vocab: 70000\neot: 70000\n", "eot must be a token id in 0..69999"},
+        {"vocab: 70000\neot: \"5\"\n", "eot must be"},
+        {"vocab: 70000\ntokenizer_sha256: abc\n", "64 hex digits"},
+        {"vocab: 70000\ntokenizer: [byte]\n", "tokenizer must be a string"},
+        {"vocab: 70000\ntokenizer: \"a b\"\n", "tokenizer must be a string"},
+        {"vocab: 65536\n", "token 65539 at position 49 is >= vocab 65536"}, /* ids above it */
+        {"vocab: 70000\ntokeniser: byte\n", "unknown key 'tokeniser'"},
+    };
+    char text[512];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(text, sizeof text, "%s%s", cases[i].head, body);
+        err_clear(&e);
+        int rc = load_text(dir, text, &e);
+        CHECK(rc == ERR_USAGE && strstr(e.msg, cases[i].says), "case %zu: rc %d: %s", i, rc, e.msg);
+    }
+    snprintf(text, sizeof text, "vocab: 70000\ntokenizer: tiktoken:cl100k\neot: 0\n%s", body);
+    CHECK(load_text(dir, text, &e) == 0, "plain tokenizer scalar: %s", e.msg);
+    free(yaml);
     free(web);
     rm_rf(dir);
 }
@@ -336,6 +513,14 @@ static int make_dataset(const char *dir, const size_t *sizes, int n, dataset *ds
     return rc;
 }
 
+/* Whether out[0..n) are the tokens of `sh` from `off` on (any shard version). */
+static int is_slice(const uint32_t *out, const shard *sh, uint64_t off, size_t n) {
+    if (off + n > sh->n) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (out[i] != shard_token(sh, (size_t)off + i)) return 0;
+    return 1;
+}
+
 static void test_sampler_epoch_visits_every_window_once(void) {
     char *dir = test_tmpdir("samp");
     const size_t sizes[] = {1000, 777, 50, 17, 300};
@@ -369,12 +554,12 @@ static void test_sampler_epoch_visits_every_window_once(void) {
                   (unsigned long long)k);
             sampler_cursor c = cur;
             CHECK(sampler_locate(&ds, 0, SPLIT_TRAIN, T, 5, &c, &si, &off, &e) == 0, "%s", e.msg);
-            uint16_t out[T + 1];
+            uint32_t out[T + 1];
             CHECK(sampler_next(&ds, 0, SPLIT_TRAIN, T, 5, &cur, out, &e) == 0, "%s", e.msg);
             const shard *sh = &ds.domains[0].split[SPLIT_TRAIN].shards[si];
             CHECK(off % T == shift && off + T + 1 <= sh->n, "window %llu+%d in shard of %zu",
                   (unsigned long long)off, T + 1, sh->n);
-            CHECK(memcmp(out, sh->tok + off, sizeof out) == 0, "not a slice of shard %zu", si);
+            CHECK(is_slice(out, sh, off, T + 1), "not a slice of shard %zu", si);
             uint64_t g = base[si] + (off - shift) / T;
             CHECK(g < w && !seen[g], "window %llu visited twice", (unsigned long long)g);
             seen[g] = 1;
@@ -419,7 +604,7 @@ static void test_sampler_epochs_and_seeds_differ(void) {
     CHECK(same02 < 4, "seeds 1 and 2 agree on %d of 32 positions", same02);
     /* same inputs, same answer */
     sampler_cursor a = {3, 17}, b = {3, 17};
-    uint16_t x[T + 1], y[T + 1];
+    uint32_t x[T + 1], y[T + 1];
     for (int k = 0; k < 50; k++) {
         CHECK(sampler_next(&ds, 0, SPLIT_TRAIN, T, 9, &a, x, &e) == 0, "%s", e.msg);
         CHECK(sampler_next(&ds, 0, SPLIT_TRAIN, T, 9, &b, y, &e) == 0, "%s", e.msg);
@@ -441,10 +626,10 @@ static void test_sampler_skips_empty_epochs(void) {
     uint64_t last_epoch = 0;
     int skipped = 0;
     for (int k = 0; k < 6; k++) {
-        uint16_t out[T + 1];
+        uint32_t out[T + 1];
         sampler_cursor before = c;
         CHECK(sampler_next(&ds, 0, SPLIT_TRAIN, T, 3, &c, out, &e) == 0, "%s", e.msg);
-        CHECK(memcmp(out, ds.domains[0].split[SPLIT_TRAIN].shards[0].tok, sizeof out) == 0,
+        CHECK(is_slice(out, &ds.domains[0].split[SPLIT_TRAIN].shards[0], 0, T + 1),
               "step %d: not the only window", k);
         CHECK(c.pos == 0 && c.epoch > before.epoch, "cursor did not move to a later epoch");
         uint64_t used = c.epoch - 1; /* the epoch the window came from */
@@ -454,7 +639,7 @@ static void test_sampler_skips_empty_epochs(void) {
     }
     CHECK(skipped > 0, "no epoch was skipped in 6 samples at T=%d", T);
     sampler_cursor bad = {0, 5};
-    uint16_t out[T + 1];
+    uint32_t out[T + 1];
     CHECK(sampler_next(&ds, 0, SPLIT_TRAIN, T, 3, &bad, out, &e) == ERR_USAGE &&
               strstr(e.msg, "cursor") && bad.pos == 5,
           "bad cursor: %s", e.msg);
@@ -469,7 +654,7 @@ static void test_sampler_too_short_split(void) {
     tdm_err e = {0};
     CHECK(make_dataset(dir, sizes, 2, &ds, &e) == 0, "dataset: %s", e.msg);
     sampler_cursor c = {0, 0};
-    uint16_t out[200];
+    uint32_t out[200];
     CHECK(sampler_next(&ds, 0, SPLIT_VAL, 16, 1, &c, out, &e) == ERR_USAGE, "val accepted");
     CHECK(strstr(e.msg, "domain 'x' val") && strstr(e.msg, "T+1 = 17") &&
               strstr(e.msg, "hold 10 tokens"),
@@ -503,7 +688,7 @@ static void test_sampler_batches_resume_bit_exact(void) {
     enum { B = 6, T = 32, STEPS = 120, SAVE = 37 };
     /* 5000 train tokens / 32 ≈ 155 windows per epoch, so 120 steps × 2 per domain cross an
      * epoch boundary */
-    static uint16_t run[STEPS][B][T + 1];
+    static uint32_t run[STEPS][B][T + 1];
     int32_t ids[B];
     sampler_cursor cur[3] = {{0, 0}, {0, 0}, {0, 0}}, saved[3];
     for (int s = 0; s < STEPS; s++) {
@@ -518,7 +703,7 @@ static void test_sampler_batches_resume_bit_exact(void) {
     sampler_cursor end[3];
     memcpy(end, cur, sizeof cur);
     memcpy(cur, saved, sizeof cur);
-    static uint16_t again[B][T + 1];
+    static uint32_t again[B][T + 1];
     for (int s = SAVE; s < STEPS; s++) {
         CHECK(sampler_batch_per_domain(&ds, SPLIT_TRAIN, T, B, 11, cur, &again[0][0], ids, &e) == 0,
               "%s", e.msg);
@@ -779,8 +964,10 @@ int main(void) {
     RUN(test_shard_names_match_back);
     RUN(test_shard_roundtrip);
     RUN(test_shard_rejections);
+    RUN(test_shard_v2_roundtrip);
     RUN(test_dataset_loads_generated_corpus);
     RUN(test_dataset_errors);
+    RUN(test_dataset_tokenizer_keys);
     RUN(test_dataset_dir_with_glob_characters);
     RUN(test_sampler_epoch_visits_every_window_once);
     RUN(test_sampler_epochs_and_seeds_differ);

@@ -258,9 +258,9 @@ static void test_round_trip_foreign_cpu_foreign(void) {
 
     /* one training step on the CPU from the loaded state, and from the original values */
     int B = 2, T = 8, M = 2;
-    uint16_t tok[2 * 9];
+    uint32_t tok[2 * 9];
     int32_t dom[2] = {0, 1};
-    for (int i = 0; i < B * (T + 1); i++) tok[i] = (uint16_t)((i * 7 + 3) % TINY.vocab);
+    for (int i = 0; i < B * (T + 1); i++) tok[i] = (uint32_t)((i * 7 + 3) % TINY.vocab);
     model_batch batch = {.B = B, .T = T, .tokens = tok, .domain = dom};
     double coef[2] = {0.4, 0.6}, loss[2];
     model_adamw hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,

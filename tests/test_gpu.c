@@ -126,19 +126,23 @@ typedef struct shape {
 
 /* hs = 8 (padded to 16 in the attention tiles), 3 key tiles of 64 with a partial last
  * one, vocab not a multiple of 64, a domain without sequences (coefficient 123 must not
- * matter); and hs = 64 (the tensor-core path without padding), T = 130. */
+ * matter); hs = 64 (the tensor-core path without padding), T = 130; and a vocabulary
+ * above 65536 (Llama-3/Qwen2-sized tokenizers). */
 static const shape SHAPES[] = {
     {"small-heads", {.vocab = 67, .ctx = 160, .layers = 2, .heads = 4, .channels = 32},
      3, 150, 3, {0, 2, 0}, {0.7, 123.0, 1.9}},
     {"gpt2-heads", {.vocab = 300, .ctx = 192, .layers = 1, .heads = 2, .channels = 128},
      2, 130, 2, {0, 1}, {1.0, 0.5}},
+    /* token ids above uint16 (uint32 from the batch to the device), a padded vocabulary */
+    {"wide-vocab", {.vocab = 70000, .ctx = 8, .layers = 1, .heads = 2, .channels = 16},
+     1, 4, 1, {0}, {1.0}},
 };
 #define N_SHAPES ((int)(sizeof SHAPES / sizeof *SHAPES))
 
-static void make_tokens(uint16_t *tok, int B, int T, int V, uint64_t seed) {
+static void make_tokens(uint32_t *tok, int B, int T, int V, uint64_t seed) {
     rng_stream s;
     rng_stream_init(&s, seed, RNG_TEST, 40, 0, 0);
-    for (int i = 0; i < B * (T + 1); i++) tok[i] = (uint16_t)rng_below(&s, (uint64_t)V);
+    for (int i = 0; i < B * (T + 1); i++) tok[i] = (uint32_t)rng_below(&s, (uint64_t)V);
 }
 
 /* GPT-2 initialisation with LayerNorm gains and biases moved off 1 and 0 (as test_model) */
@@ -171,7 +175,7 @@ typedef struct fb {
 } fb;
 
 static int forward_backward(const model_ops *ops, const model_layout *lay, const float *params,
-                            const shape *sh, const uint16_t *tok, fb *out) {
+                            const shape *sh, const uint32_t *tok, fb *out) {
     tdm_err e = {0};
     model_batch b = {.B = sh->B, .T = sh->T, .tokens = tok, .domain = sh->dom};
     model_ctx *ctx = ops->create(lay, sh->B, sh->T, sh->M, 1, &e);
@@ -266,7 +270,7 @@ static void forward_backward_against_cpu(int bf16) {
         CHECK(model_layout_init(&lay, &sh->cfg, NULL) == 0, "layout");
         float *params = malloc(lay.numel * sizeof(float));
         init_perturbed(&lay, params, 3 + si);
-        uint16_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
+        uint32_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
         make_tokens(tok, sh->B, sh->T, sh->cfg.vocab, 5 + si);
         fb c, g;
         memset(&c, 0, sizeof c);
@@ -438,7 +442,7 @@ static void test_bit_identical_runs(void) {
             CHECK(model_layout_init(&lay, &sh->cfg, NULL) == 0, "layout");
             float *params = malloc(lay.numel * sizeof(float));
             init_perturbed(&lay, params, 7);
-            uint16_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
+            uint32_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
             make_tokens(tok, sh->B, sh->T, sh->cfg.vocab, 9);
             fb r[2];
             memset(r, 0, sizeof r);
@@ -468,7 +472,7 @@ static void whole_steps(int bf16) {
     size_t P = lay.numel;
     float *init = malloc(P * sizeof(float));
     init_perturbed(&lay, init, 11);
-    uint16_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
+    uint32_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
     model_batch b = {.B = sh->B, .T = sh->T, .tokens = tok, .domain = sh->dom};
     enum { STEPS = 4 };
     double loss[2][STEPS][8], gnorm[2][STEPS];
@@ -598,7 +602,7 @@ static int load_state(const char *url, const model_layout *lay, float *host[CKPT
 
 /* One free-phase step of ops on dev = {p, m, v}. */
 static int train_step(const model_ops *ops, model_ctx *ctx, float *const dev[3], float *g,
-                      const shape *sh, long step, uint16_t *tok, tdm_err *e) {
+                      const shape *sh, long step, uint32_t *tok, tdm_err *e) {
     model_batch b = {.B = sh->B, .T = sh->T, .tokens = tok, .domain = sh->dom};
     make_tokens(tok, sh->B, sh->T, sh->cfg.vocab, 1000 + (uint64_t)step);
     model_adamw hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
@@ -621,7 +625,7 @@ static void test_state_round_trip_cuda_cpu_cuda(void) {
     char *dir = test_tmpdir("gpustate");
     char url[600];
     snprintf(url, sizeof url, "file://%s/run", dir);
-    uint16_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
+    uint32_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
     float *host[3], *got[3];
     for (int k = 0; k < 3; k++) {
         host[k] = malloc(P * sizeof(float));
@@ -705,7 +709,7 @@ static int child_train(const char *url, const char *prec) {
     size_t P = lay.numel;
     float *host[3], *dev[3] = {0}, *g = NULL;
     for (int k = 0; k < 3; k++) host[k] = calloc(P, sizeof(float));
-    uint16_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
+    uint32_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
     model_ctx *ctx = NULL;
     uint64_t seq;
     int rc = load_state(url, &lay, host, &seq, &e);
@@ -944,7 +948,7 @@ static void test_memory_160m(void) {
             }
             /* one probe-sized step (B + V rows) and an AdamW step, so that the peak is real */
             int rows = hp.B + hp.V;
-            uint16_t *tok = malloc((size_t)rows * (T + 1) * sizeof *tok);
+            uint32_t *tok = malloc((size_t)rows * (T + 1) * sizeof *tok);
             int32_t *dom = malloc((size_t)rows * sizeof *dom);
             make_tokens(tok, rows, T, cfg.vocab, 77);
             for (int r = 0; r < rows; r++) dom[r] = r % 10;

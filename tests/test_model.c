@@ -11,10 +11,10 @@
 static const model_config TINY = {.vocab = 16, .ctx = 8, .layers = 2, .heads = 2, .channels = 8};
 
 /* Random tokens [B][T+1] < V and domains b % M. */
-static void make_batch(uint16_t *tok, int32_t *dom, int B, int T, int V, int M, uint64_t seed) {
+static void make_batch(uint32_t *tok, int32_t *dom, int B, int T, int V, int M, uint64_t seed) {
     rng_stream s;
     rng_stream_init(&s, seed, RNG_TEST, 1, 0, 0);
-    for (int i = 0; i < B * (T + 1); i++) tok[i] = (uint16_t)rng_below(&s, (uint64_t)V);
+    for (int i = 0; i < B * (T + 1); i++) tok[i] = (uint32_t)rng_below(&s, (uint64_t)V);
     for (int b = 0; b < B; b++) dom[b] = b % M;
 }
 
@@ -56,8 +56,12 @@ static void test_layout_table(void) {
     CHECK(model_layout_init(&lay, &bad, &e) == ERR_USAGE, "heads not dividing channels");
     CHECK(strstr(e.msg, "model.heads"), "message names the key: %s", e.msg);
     bad = TINY;
-    bad.vocab = 70000;
-    CHECK(model_layout_init(&lay, &bad, &e) == ERR_USAGE && strstr(e.msg, "model.vocab"), "vocab");
+    bad.vocab = MODEL_VOCAB_MAX + 1;
+    CHECK(model_layout_init(&lay, &bad, &e) == ERR_USAGE && strstr(e.msg, "model.vocab") &&
+              strstr(e.msg, "2..16777216"),
+          "vocab: %s", e.msg);
+    bad.vocab = 152064; /* Qwen2's padded vocabulary: above uint16 */
+    CHECK(model_config_check(&bad, &e) == 0, "vocab 152064: %s", e.msg);
 }
 
 static void test_init_is_seeded_gpt2(void) {
@@ -137,7 +141,7 @@ static void test_forward_backward_bit_identical(void) {
     CHECK(model_layout_init(&lay, &cfg, NULL) == 0, "layout");
     const model_ops *ops = &model_cpu_ops;
     tdm_err e = {0};
-    uint16_t tok[6 * 33];
+    uint32_t tok[6 * 33];
     int32_t dom[6];
     make_batch(tok, dom, B, T, cfg.vocab, M, 5);
     model_batch batch = {.B = B, .T = T, .tokens = tok, .domain = dom};
@@ -194,7 +198,7 @@ static void test_backward_matches_finite_differences_f64(void) {
     tdm_err e = {0};
     model_ctx *ctx = ops->create(&lay, B, T, M, 1, &e);
     CHECK(ctx, "create: %s", e.msg);
-    uint16_t tok[4 * 7];
+    uint32_t tok[4 * 7];
     int32_t dom[4] = {0, 2, 0, 2}; /* domain 1 absent: its coefficient must not matter */
     make_batch(tok, dom, B, T, TINY.vocab, M, 11);
     dom[0] = 0, dom[1] = 2, dom[2] = 0, dom[3] = 2;
@@ -257,7 +261,7 @@ static void test_sgd_lowers_loss_on_a_fixed_batch(void) {
     tdm_err e = {0};
     model_ctx *ctx = ops->create(&lay, B, T, M, 0, &e);
     CHECK(ctx, "%s", e.msg);
-    uint16_t tok[4 * 9];
+    uint32_t tok[4 * 9];
     int32_t dom[4];
     make_batch(tok, dom, B, T, TINY.vocab, M, 21);
     model_batch batch = {.B = B, .T = T, .tokens = tok, .domain = dom};
@@ -402,7 +406,7 @@ static void test_bad_batches_are_rejected(void) {
     model_ctx *ctx = ops->create(&lay, 2, 4, 2, 0, &e);
     CHECK(ctx, "%s", e.msg);
     float *p = ops->alloc(ctx, lay.numel);
-    uint16_t tok[3 * 5] = {0};
+    uint32_t tok[3 * 5] = {0};
     int32_t dom[3] = {0, 1, 0};
     double loss[2];
     model_batch b = {.B = 3, .T = 4, .tokens = tok, .domain = dom};
@@ -423,6 +427,63 @@ static void test_bad_batches_are_rejected(void) {
     model_layout_free(&lay);
 }
 
+/* Token ids above 65535 select their own embedding rows and targets: the loss of a batch
+ * of ids x + 65536 under parameters P equals (up to summation order) the loss of ids x
+ * under P with the rows x and x + 65536 of wte swapped, and differs from the loss of ids x
+ * under P (which is what ids truncated to 16 bits would give). */
+static void test_wide_token_ids(void) {
+    model_config cfg = {.vocab = 70000, .ctx = 8, .layers = 1, .heads = 2, .channels = 8};
+    enum { B = 2, T = 4, M = 1, LO = 1000 };
+    model_layout lay;
+    CHECK(model_layout_init(&lay, &cfg, NULL) == 0, "layout");
+    const model_ops *ops = &model_cpu_ops;
+    tdm_err e = {0};
+    uint32_t lo[B * (T + 1)], hi[B * (T + 1)];
+    int32_t dom[B] = {0, 0};
+    for (int i = 0; i < B * (T + 1); i++) lo[i] = (uint32_t)(i * 37 % LO), hi[i] = lo[i] + 65536;
+    hi[3] = 69999; /* vocab - 1 */
+    lo[3] = 69999 - 65536;
+    float *host = malloc(lay.numel * sizeof *host), *swapped = malloc(lay.numel * sizeof *swapped);
+    CHECK(host && swapped, "out of memory");
+    init_perturbed(&lay, host, 9);
+    const model_tensor *wte = model_layout_find(&lay, "wte");
+    CHECK(wte && wte->shape[0] == 70000, "wte");
+    for (size_t i = 0; i < wte->numel; i++) host[wte->offset + i] *= 50; /* logits far from flat */
+    memcpy(swapped, host, lay.numel * sizeof *host);
+    const size_t C = (size_t)cfg.channels;
+    for (size_t x = 0; x < 70000 - 65536; x++) {
+        float *a = swapped + wte->offset + x * C, *b = swapped + wte->offset + (x + 65536) * C;
+        for (size_t c = 0; c < C; c++) {
+            float t = a[c];
+            a[c] = b[c], b[c] = t;
+        }
+    }
+    model_ctx *ctx = ops->create(&lay, B, T, M, 1, &e);
+    CHECK(ctx, "create: %s", e.msg);
+    float *p = ops->alloc(ctx, lay.numel);
+    double l_hi, l_lo, l_swap;
+    model_batch bh = {.B = B, .T = T, .tokens = hi, .domain = dom};
+    model_batch bl = {.B = B, .T = T, .tokens = lo, .domain = dom};
+    ops->upload(ctx, p, host, lay.numel, &e);
+    CHECK(ops->forward(ctx, p, &bh, &l_hi, NULL, &e) == 0, "forward hi: %s", e.msg);
+    CHECK(ops->forward(ctx, p, &bl, &l_lo, NULL, &e) == 0, "forward lo: %s", e.msg);
+    ops->upload(ctx, p, swapped, lay.numel, &e);
+    CHECK(ops->forward(ctx, p, &bl, &l_swap, NULL, &e) == 0, "forward swapped: %s", e.msg);
+    CHECK(fabs(l_hi - l_swap) < 1e-5 * fabs(l_hi), "ids > 65535: loss %.9g, swapped rows %.9g", l_hi,
+          l_swap);
+    CHECK(fabs(l_hi - l_lo) > 1e-2, "ids > 65535 behave like their low 16 bits: %.9g vs %.9g", l_hi,
+          l_lo);
+    hi[6] = 70000;
+    CHECK(ops->forward(ctx, p, &bh, &l_hi, NULL, &e) == ERR_USAGE &&
+              strstr(e.msg, "token 70000 at 6 is >= vocab 70000"),
+          "token = vocab: %s", e.msg);
+    ops->release(ctx, p);
+    ops->destroy(ctx);
+    free(host);
+    free(swapped);
+    model_layout_free(&lay);
+}
+
 int main(void) {
     RUN(test_layout_table);
     RUN(test_init_is_seeded_gpt2);
@@ -434,5 +495,6 @@ int main(void) {
     RUN(test_clip_and_norm);
     RUN(test_lr_cosine_schedule);
     RUN(test_bad_batches_are_rejected);
+    RUN(test_wide_token_ids);
     return test_summary("test_model");
 }

@@ -24,7 +24,9 @@
 
 #include "tests/corpus_fixture.h"
 #include "tests/runner_fixture.h"
+#include "data/shard.h"
 #include "ledger/records.h"
+#include "model/model.h"
 #include "tests/test.h"
 #include "util/rng.h"
 
@@ -621,6 +623,143 @@ static void test_streaming_commits(void) {
     fixture_close(&f);
 }
 
+/* ---- a vocabulary above uint16 -------------------------------------------------------- */
+
+/* A 2-domain dataset of vocab 70000 in llm.c's uint32 shards, nearly all ids > 65535
+ * (69999 and 0 included), under dir. 0, or -1 with the reason on stderr. */
+static int wide_dataset(const char *dir) {
+    enum { V = 70000, NTRAIN = 4000, NVAL = 1500 };
+    static uint32_t tok[NTRAIN];
+    const char *names[2] = {"lo", "hi"};
+    dataset_yaml_domain doms[2];
+    tdm_err e = {0};
+    rng_stream s;
+    for (int m = 0; m < 2; m++) {
+        memset(&doms[m], 0, sizeof doms[m]);
+        doms[m].name = names[m];
+        char path[700];
+        snprintf(path, sizeof path, "%s/%s", dir, names[m]);
+        if (mkdir(path, 0777) != 0) return -1;
+        for (int split = 0; split < 2; split++) {
+            int n = split ? NVAL : NTRAIN;
+            rng_stream_init(&s, 77, RNG_TEST, (uint64_t)m, (uint64_t)split, 0);
+            /* a learnable chain: each id is followed by one of 4 successors */
+            uint32_t t = 65536;
+            for (int i = 0; i < n; i++) {
+                tok[i] = t;
+                t = 65536 + (uint32_t)(((t - 65536) * 37 + 11 * (m + 1) + rng_below(&s, 4)) % 4464);
+            }
+            tok[5] = V - 1, tok[9] = 0;
+            char shard_path[800];
+            snprintf(shard_path, sizeof shard_path, "%s/%s_000.bin", path, split ? "val" : "train");
+            if (shard_write_tokens(shard_path, tok, (size_t)n, V, &e)) {
+                fprintf(stderr, "  %s\n", e.msg);
+                return -1;
+            }
+        }
+    }
+    char yaml[700];
+    snprintf(yaml, sizeof yaml, "%s/dataset.yaml", dir);
+    dataset_yaml_meta meta = {.vocab = V, .tokenizer = "test:wide", .eot = 0};
+    if (dataset_write_yaml_meta(yaml, "", &meta, doms, 2, 0, &e)) {
+        fprintf(stderr, "  %s\n", e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int wide_fixture(fixture *f, const char *tag, const char *data_dir, const char *extra) {
+    f->dir = test_tmpdir(tag);
+    snprintf(f->config, sizeof f->config, "%s/run.yaml", f->dir);
+    snprintf(f->store, sizeof f->store, "%s/store", f->dir);
+    snprintf(f->log, sizeof f->log, "%s/log.txt", f->dir);
+    char text[2048];
+    snprintf(text, sizeof text,
+             "%s"
+             "run: {episodes: 6, seed: 5, threads: 1}\n"
+             "data: {dataset: %s/dataset.yaml}\n"
+             "model: {layers: 1, channels: 16, heads: 2, ctx: 8}\n"
+             "train: {batch: 2, seq: 8}\n"
+             "tandem: {K: 2, E: 2, lr_alpha: 0.5}\n"
+             "optim: {lr: 3e-3}\n"
+             "checkpoint: {every_episodes: 1}\n",
+             extra ? extra : "", data_dir);
+    return write_file(f->config, text);
+}
+
+/* Training on ids above 65535 (vocab 70000, model.vocab left to the dataset): the run
+ * ends, SIGKILLed lives resume bit-exact; a model.vocab below the dataset's is refused
+ * naming both; above it runs (padding); a preset's model takes the dataset's vocab. */
+static void test_wide_vocabulary(void) {
+    char *data = test_tmpdir("wide-data");
+    CHECK(wide_dataset(data) == 0, "dataset");
+    fixture ref;
+    CHECK(wide_fixture(&ref, "wide-ref", data, NULL) == 0, "fixture");
+    double t0 = now_s();
+    int rc = run_to_end(&ref, NULL);
+    double secs = now_s() - t0;
+    char log[8192], href[1024], h[1024];
+    read_all(ref.log, log, sizeof log);
+    CHECK(rc == 0, "reference exit %d: %s", rc, log);
+    CHECK(hash_of(&ref, href, sizeof href) == 0 && strstr(href, "step done"), "hash: %s", href);
+
+    fixture f;
+    CHECK(wide_fixture(&f, "wide-kill", data, NULL) == 0, "fixture");
+    chaos_result cr;
+    chaos_loop(&f, 10, secs / 3, (uint64_t)time(NULL), &cr);
+    CHECK(!cr.bad_exit, "a life exited %d: %s", cr.bad_exit, cr.log);
+    printf("  %d SIGKILLs (%d inside commits) on the vocab-70000 run\n", cr.kills, cr.in_commit);
+    CHECK(cr.kills >= 4, "only %d kills landed", cr.kills);
+    rc = cr.finished ? 0 : run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "final resume exited %d: %s", rc, log);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, href) == 0,
+          "killed run ended elsewhere:\n%s\nvs uninterrupted:\n%s", h, href);
+    fixture_close(&f);
+
+    /* model.vocab below the dataset's: exit 2 before the store is touched */
+    CHECK(wide_fixture(&f, "wide-small", data, NULL) == 0, "fixture");
+    rc = wait_exit(start_run(&f, NULL, "--set", "model.vocab=50257"));
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 2, "model.vocab 50257 < 70000 accepted (exit %d): %s", rc, log);
+    CHECK(strstr(log, "model.vocab = 50257") && strstr(log, "vocabulary 70000") &&
+              strstr(log, "dataset.yaml") && strstr(log, "test:wide") &&
+              strstr(log, "model.vocab = 0"),
+          "message: %s", log);
+    struct stat st;
+    CHECK(stat(f.store, &st) != 0, "a refused run created its store");
+    /* above it: padding rows, the run trains */
+    const char *pad[] = {"--set", "model.vocab=70016", "--set", "run.episodes=1", NULL};
+    rc = wait_exit(start_run_argv(&f, NULL, pad));
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "model.vocab 70016 > 70000: exit %d: %s", rc, log);
+    fixture_close(&f);
+
+    /* a preset (model.vocab = 0) builds its model at the dataset's vocabulary: the memory
+     * plan names the parameter count of 12 x 768 at vocab 70000 (refused at 64 KiB) */
+    CHECK(wide_fixture(&f, "wide-preset", data, NULL) == 0, "fixture");
+    model_config pc = {.vocab = 70000, .ctx = 512, .layers = 12, .heads = 12, .channels = 768};
+    model_layout lay;
+    CHECK(model_layout_init(&lay, &pc, NULL) == 0, "layout");
+    char want[64];
+    snprintf(want, sizeof want, "%zu parameters", lay.numel);
+    model_layout_free(&lay);
+    /* the file's train/model keys would override the preset's shape: drop them */
+    char text[1024];
+    snprintf(text, sizeof text,
+             "preset: data-restricted-160m\nrun: {threads: 1}\ndata: {dataset: %s/dataset.yaml}\n",
+             data);
+    CHECK(write_file(f.config, text) == 0, "config");
+    rc = run_to_end(&f, "TANDEM_MEM_AVAILABLE=64K");
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 2 && strstr(log, want), "preset at vocab 70000: exit %d, wanted '%s': %s", rc, want,
+          log);
+    fixture_close(&f);
+    fixture_close(&ref);
+    test_rmtree(data);
+    free(data);
+}
+
 int main(void) {
     setup_corpus();
     RUN(test_uninterrupted_reference);
@@ -635,6 +774,7 @@ int main(void) {
     RUN(test_pinned_config);
     RUN(test_change_after_kill_supersedes_alpha);
     RUN(test_streaming_commits);
+    RUN(test_wide_vocabulary);
     test_rmtree(g_corpus);
     return test_summary("test_runner");
 }

@@ -146,7 +146,7 @@ static int read_all(FILE *f, void *p, size_t size, size_t n) {
 
 /* Writes the exchange file (format in tests/torch_ref.py) in host byte order, which the
  * caller has checked is little-endian. */
-static int write_input(const char *path, const tcase *c, const uint16_t *tokens,
+static int write_input(const char *path, const tcase *c, const uint32_t *tokens,
                        const float *params, size_t n_params) {
     FILE *f = fopen(path, "wb");
     if (!f) return -1;
@@ -174,7 +174,7 @@ static int write_input(const char *path, const tcase *c, const uint16_t *tokens,
 
 /* Runs tests/torch_ref.py on the case and reads its answer into *ans (buffers of n floats
  * allocated here). Returns 0, or -1 with the reason on stderr. */
-static int ask_torch(const tcase *c, const uint16_t *tokens, const float *params, size_t n,
+static int ask_torch(const tcase *c, const uint32_t *tokens, const float *params, size_t n,
                      torch_answer *ans) {
     char *dir = test_tmpdir("torch");
     size_t plen = strlen(dir) + 16, slen = strlen(repo_root()) + 32;
@@ -384,13 +384,13 @@ static void run_case(const tcase *c) {
     const size_t n = lay.numel;
     const int M = c->M, B = c->B, T = c->T;
     float *params = malloc(n * sizeof *params), *got = malloc(n * sizeof *got);
-    uint16_t *tokens = malloc((size_t)B * (size_t)(T + 1) * sizeof *tokens);
+    uint32_t *tokens = malloc((size_t)B * (size_t)(T + 1) * sizeof *tokens);
     CHECK(params && tokens && got, "out of memory");
     make_params(c, &lay, params);
     rng_stream s;
     rng_stream_init(&s, c->seed, RNG_TEST, 2, 0, 0);
     for (int i = 0; i < B * (T + 1); i++)
-        tokens[i] = (uint16_t)rng_below(&s, (uint64_t)c->cfg.vocab);
+        tokens[i] = (uint32_t)rng_below(&s, (uint64_t)c->cfg.vocab);
 
     torch_answer ref;
     CHECK(ask_torch(c, tokens, params, n, &ref) == 0, "no answer from PyTorch (see above)");
