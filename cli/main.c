@@ -40,6 +40,8 @@ static const command COMMANDS[] = {
     {"eval", "per-domain test loss and perplexity, and their Average", cmd_eval, 0},
     {"gen-corpus", "write a synthetic multi-domain corpus and its dataset.yaml", cmd_gen_corpus, 0},
     {"prep", "text files into byte-level train/val/test shards and dataset.yaml", cmd_prep, 0},
+    {"tokenize", "token ids (or --count) of text files with a tokenizer.json or tiktoken file",
+     cmd_tokenize, 0},
     {"version", "the version, git revision and what this build can run on", cmd_version, 0},
 };
 #define NCOMMANDS (sizeof COMMANDS / sizeof *COMMANDS)
