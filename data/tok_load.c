@@ -304,11 +304,13 @@ static int load_model(tokenizer *t, const char *path, const tjson *model, uint32
                          shown(v->key, v->keylen, buf));
             break;
         }
+        size_t have;
+        int taken = bpe_token(&t->m, (uint32_t)id, &have) != NULL;
         int r = bpe_set_token(&t->m, (uint32_t)id, tok, (size_t)k, 1);
         if (r < 0) rc = err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
         else if (r)
-            rc = err_set(e, ERR_USAGE, "tokenizer %s: model.vocab[\"%s\"]: id %lld is used twice", path,
-                         shown(v->key, v->keylen, buf), (long long)id);
+            rc = err_set(e, ERR_USAGE, "tokenizer %s: model.vocab[\"%s\"]: %s", path, shown(v->key, v->keylen, buf),
+                         taken ? "its id is another token's too" : "the same bytes appear twice");
         if ((uint32_t)id > *maxid) *maxid = (uint32_t)id;
     }
     free(tok);
