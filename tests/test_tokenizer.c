@@ -214,6 +214,15 @@ static void test_merge_order(void) {
           e.msg);
     buf_free(&b);
     tokenizer_free(t);
+    /* ByteLevel add_prefix_space: a space before text that does not start with one */
+    json = tiny_json(merges, 5, "{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_regex\":true}", "[]");
+    t = load_text("aps.json", json, strlen(json), NULL, &e);
+    free(json);
+    CHECK(t, "load: %s", e.msg);
+    int aps = encode_eq(t, "abc", (uint32_t[]){' ', 258}, 2) && encode_eq(t, " abc", (uint32_t[]){' ', 258}, 2) &&
+              encode_eq(t, "\nabc", (uint32_t[]){' ', '\n', 258}, 3);
+    tokenizer_free(t);
+    CHECK(aps, "add_prefix_space");
 }
 
 /* The naive merge loop (the definition): repeatedly merge the leftmost pair of lowest
