@@ -60,9 +60,16 @@ static uint64_t hash_pair(uint64_t k) {
     return k;
 }
 
+/* A slot keeps the hash's low bits beside the id, so a probe past other tokens rarely
+ * has to read their bytes (the lookups are most of the encoding time). */
+typedef struct map_slot {
+    uint32_t id; /* BPE_NONE: empty */
+    uint32_t h;
+} map_slot;
+
 struct bpe_map {
-    uint32_t *slot; /* id, or BPE_NONE */
-    size_t cap, n;  /* cap a power of two */
+    map_slot *slot;
+    size_t cap, n; /* cap a power of two */
 };
 
 typedef struct pair_slot {
@@ -82,19 +89,24 @@ const char *bpe_token(const bpe *m, uint32_t id, size_t *n) {
     return m->blob + (m->entry[id] >> 24);
 }
 
-static size_t map_find(const bpe *m, const char *s, size_t n) {
+/* The slot of byte string s[0..n) (hash h): its own, or the empty one it would take. */
+static size_t map_find(const bpe *m, const char *s, size_t n, uint64_t h) {
     const bpe_map *mp = m->bytes;
-    size_t mask = mp->cap - 1, i = (size_t)hash_bytes(s, n) & mask;
+    size_t mask = mp->cap - 1, i = (size_t)h & mask;
+    uint32_t h32 = (uint32_t)(h >> 32);
     for (;; i = (i + 1) & mask) {
-        uint32_t id = mp->slot[i];
+        uint32_t id = mp->slot[i].id;
         if (id == BPE_NONE) return i;
+        if (mp->slot[i].h != h32) continue;
         size_t tn = 0;
         const char *t = bpe_token(m, id, &tn);
         if (tn == n && !memcmp(t, s, n)) return i;
     }
 }
 
-uint32_t bpe_lookup(const bpe *m, const char *s, size_t n) { return m->bytes->slot[map_find(m, s, n)]; }
+uint32_t bpe_lookup(const bpe *m, const char *s, size_t n) {
+    return m->bytes->slot[map_find(m, s, n, hash_bytes(s, n))].id;
+}
 
 static int map_grow(bpe *m) {
     bpe_map *mp = m->bytes, old = *mp;
@@ -107,10 +119,10 @@ static int map_grow(bpe *m) {
     memset(mp->slot, 0xFF, cap * sizeof *mp->slot);
     mp->cap = cap;
     for (size_t i = 0; i < old.cap; i++) {
-        if (old.slot[i] == BPE_NONE) continue;
+        if (old.slot[i].id == BPE_NONE) continue;
         size_t tn = 0;
-        const char *t = bpe_token(m, old.slot[i], &tn);
-        mp->slot[map_find(m, t, tn)] = old.slot[i];
+        const char *t = bpe_token(m, old.slot[i].id, &tn);
+        mp->slot[map_find(m, t, tn, hash_bytes(t, tn))] = old.slot[i];
     }
     free(old.slot);
     return 0;
@@ -144,11 +156,11 @@ int bpe_init(bpe *m) {
     m->pairs = calloc(1, sizeof *m->pairs);
     if (!m->bytes || !m->pairs) goto fail;
     m->bytes->cap = 1024;
-    m->bytes->slot = malloc(m->bytes->cap * sizeof(uint32_t));
+    m->bytes->slot = malloc(m->bytes->cap * sizeof(map_slot));
     m->pairs->cap = 1024;
     m->pairs->slot = malloc(m->pairs->cap * sizeof(pair_slot));
     if (!m->bytes->slot || !m->pairs->slot) goto fail;
-    memset(m->bytes->slot, 0xFF, m->bytes->cap * sizeof(uint32_t));
+    memset(m->bytes->slot, 0xFF, m->bytes->cap * sizeof(map_slot));
     for (size_t i = 0; i < m->pairs->cap; i++) m->pairs->slot[i].rank = BPE_NONE;
     for (int b = 0; b < 256; b++) m->byte_id[b] = BPE_NONE;
     return 0;
@@ -179,9 +191,10 @@ int bpe_set_token(bpe *m, uint32_t id, const char *s, size_t n, int mergeable) {
         m->nids = (uint32_t)cap;
     }
     if (m->entry[id] != NO_ENTRY) return 1;
+    uint64_t h = hash_bytes(s, n);
     if (mergeable) {
         if ((m->bytes->n + 1) * 2 > m->bytes->cap && map_grow(m)) return -1;
-        if (m->bytes->slot[map_find(m, s, n)] != BPE_NONE) return 1;
+        if (m->bytes->slot[map_find(m, s, n, h)].id != BPE_NONE) return 1;
     }
     if (m->blob_cap - m->blob_n < n) {
         size_t cap = m->blob_cap ? m->blob_cap : 1 << 16;
@@ -195,7 +208,7 @@ int bpe_set_token(bpe *m, uint32_t id, const char *s, size_t n, int mergeable) {
     m->entry[id] = (uint64_t)m->blob_n << 24 | n;
     m->blob_n += n;
     if (mergeable) {
-        m->bytes->slot[map_find(m, s, n)] = id;
+        m->bytes->slot[map_find(m, s, n, h)] = (map_slot){id, (uint32_t)(h >> 32)};
         m->bytes->n++;
     }
     return 0;
@@ -362,14 +375,24 @@ done:
 
 int bpe_encode_piece(const bpe *m, const char *s, size_t n, bpe_cache *cache, tok_ids *out) {
     if (n == 1) return tok_ids_append(out, &m->byte_id[(unsigned char)s[0]], 1);
-    if (m->whole_first) {
-        uint32_t id = bpe_lookup(m, s, n);
-        if (id != BPE_NONE) return tok_ids_append(out, &id, 1);
-    }
+    /* the memo first: it answers most pieces, whole-token ones included */
     cache_slot *slot = NULL;
+    uint64_t h = hash_bytes(s, n);
     if (cache && n <= CACHE_KEY) {
-        slot = &cache->slot[hash_bytes(s, n) & (CACHE_SLOTS - 1)];
+        slot = &cache->slot[(h >> 40) & (CACHE_SLOTS - 1)];
         if (slot->klen == n && !memcmp(slot->key, s, n)) return tok_ids_append(out, slot->ids, slot->nids);
+    }
+    if (m->whole_first) {
+        uint32_t id = m->bytes->slot[map_find(m, s, n, h)].id;
+        if (id != BPE_NONE) {
+            if (slot) {
+                slot->klen = (uint8_t)n;
+                slot->nids = 1;
+                memcpy(slot->key, s, n);
+                slot->ids[0] = id;
+            }
+            return tok_ids_append(out, &id, 1);
+        }
     }
     if (n > SHORT) {
         uint32_t *ids = malloc(n * sizeof *ids);
