@@ -405,8 +405,10 @@ int tokenizer_load_json(tokenizer *t, const char *path, const char *data, size_t
     uint32_t maxid = 0;
     const tjson *norm = tjson_get(root, "normalizer");
     if (root->type != TJ_OBJ) rc = err_set(e, ERR_USAGE, "tokenizer %s: not a JSON object", path);
-    else if (norm && norm->type != TJ_NULL)
-        rc = err_set(e, ERR_USAGE, "tokenizer %s: normalizer must be null (normalizers are not supported)", path);
+    else if (norm && norm->type != TJ_NULL) {
+        if (is_str(tjson_get(norm, "type"), "NFC")) t->nfc = 1;
+        else rc = err_set(e, ERR_USAGE, "tokenizer %s: normalizer must be null or NFC (others are not supported)", path);
+    }
     if (!rc) rc = load_pretok(t, path, tjson_get(root, "pre_tokenizer"), e);
     if (!rc) rc = load_model(t, path, tjson_get(root, "model"), &maxid, e);
     if (!rc) rc = load_added(t, path, tjson_get(root, "added_tokens"), &maxid, e);

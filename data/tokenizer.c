@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/nfc.h"
 #include "data/tokenizer_impl.h"
 #include "storage/sha256.h"
 
@@ -70,7 +71,7 @@ int tokenizer_load(const char *path, const char *pattern, tokenizer **out, tdm_e
             !((pretok_pattern)want == PRETOK_CL100K && t->pat == PRETOK_LLAMA3))
             rc = err_set(e, ERR_USAGE, "tokenizer %s: its pre_tokenizer is %s, not the %s asked for",
                          path, pretok_name(t->pat), pattern);
-        if (!rc) snprintf(t->kind, sizeof t->kind, "hf-bpe:%s", pretok_name(t->pat));
+        if (!rc) snprintf(t->kind, sizeof t->kind, "hf-bpe:%s%s", pretok_name(t->pat), t->nfc ? "+nfc" : "");
     } else if (want < 0) {
         rc = err_set(e, ERR_USAGE,
                      "tokenizer %s: not a tokenizer.json, and a tiktoken ranks file needs a pattern "
@@ -124,17 +125,29 @@ static int encode_range(const tokenizer *t, const char *text, size_t n, size_t f
     return 0;
 }
 
-/* The text to encode: text itself, or (ByteLevel add_prefix_space) a copy with a space
- * in front, in *owned (free it). NULL when out of memory. */
+/* The text to encode, as the pipeline has it before pre-tokenization: text itself, or a
+ * copy in *owned (free it) normalized to NFC (normalizer NFC) and/or with a space in front
+ * (ByteLevel add_prefix_space), in that order, as Hugging Face applies them. NULL when out
+ * of memory. */
 static const char *prefixed(const tokenizer *t, const char *text, size_t *n, char **owned) {
     *owned = NULL;
+    if (t->nfc) {
+        if (nfc_normalize(text, *n, owned, n)) return NULL;
+        if (*owned) text = *owned;
+    }
     if (!t->add_prefix_space || *n == 0 || text[0] == ' ') return text;
-    *owned = malloc(*n + 1);
-    if (!*owned) return NULL;
-    (*owned)[0] = ' ';
-    memcpy(*owned + 1, text, *n);
+    char *p = malloc(*n + 1);
+    if (!p) {
+        free(*owned);
+        *owned = NULL;
+        return NULL;
+    }
+    p[0] = ' ';
+    memcpy(p + 1, text, *n);
+    free(*owned);
+    *owned = p;
     ++*n;
-    return *owned;
+    return p;
 }
 
 int tokenizer_encode(const tokenizer *t, const char *text, size_t n, tok_ids *out, tdm_err *e) {

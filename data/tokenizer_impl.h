@@ -11,6 +11,7 @@ struct tokenizer {
     bpe m;
     pretok_pattern pat;
     int add_prefix_space; /* ByteLevel's: a space before text that does not start with one */
+    int nfc;              /* normalizer NFC: text is normalized before pre-tokenization */
     uint32_t vocab;
     int64_t eot;
     uint32_t *added; /* the added / special tokens' ids (their bytes are in m) */

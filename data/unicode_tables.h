@@ -5,6 +5,7 @@
 #ifndef TANDEM_DATA_UNICODE_TABLES_H
 #define TANDEM_DATA_UNICODE_TABLES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum {
@@ -19,6 +20,17 @@ enum {
 extern const char unicode_tables_version[];
 extern const uint16_t unicode_stage1[0x110000 >> 8];
 extern const uint8_t unicode_stage2[][256];
+
+/* NFC data (data/nfc.c), each sorted by its first column: {code point, canonical
+ * combining class} for the classes that are not 0; {code point, first, second or 0}
+ * canonical decompositions (one level, Hangul excluded); {first, second, composite} the
+ * primary composites. */
+extern const uint32_t unicode_ccc[][2];
+extern const size_t unicode_nccc;
+extern const uint32_t unicode_decomp[][3];
+extern const size_t unicode_ndecomp;
+extern const uint32_t unicode_comp[][3];
+extern const size_t unicode_ncomp;
 
 /* The UNI_* flags of code point cp (0 for cp > 0x10FFFF). */
 static inline unsigned unicode_flags(uint32_t cp) {

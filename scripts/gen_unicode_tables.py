@@ -10,6 +10,8 @@ identical blocks shared). The flags:
   WS \\s     Unicode White_Space (the Rust regex / Oniguruma meaning, not JavaScript's,
              which adds U+FEFF and drops U+0085)
   UP [\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]   LO [\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]  (o200k's classes)
+Then the NFC data: canonical combining classes, canonical decompositions and primary
+composites (sorted arrays, binary-searched by data/nfc.c; Hangul is algorithmic there).
 The Unicode version is that of the Python that ran this (printed into the file); the
 reference engines (Rust regex, Node's ICU) may know newer code points.
 """
@@ -65,6 +67,40 @@ def main():
             out.write("        " + ",".join(str(v) for v in blk[i:i + 32]) + ",\n")
         out.write("    },\n")
     out.write("};\n")
+    nfc_tables(out)
+
+
+def nfc_tables(out):
+    """The NFC data (data/nfc.c): canonical combining classes, canonical decompositions
+    (one level; applied recursively) and the primary composites (pairs that NFC
+    recomposes: composition exclusions left out by asking unicodedata itself)."""
+    ccc, dec, comp = [], [], []
+    for cp in range(0x110000):
+        ch = chr(cp)
+        c = unicodedata.combining(ch)
+        if c:
+            ccc.append((cp, c))
+        d = unicodedata.decomposition(ch)
+        if not d or d.startswith('<') or 0xAC00 <= cp <= 0xD7A3:
+            continue
+        parts = [int(x, 16) for x in d.split()]
+        assert len(parts) in (1, 2)
+        dec.append((cp, parts[0], parts[1] if len(parts) == 2 else 0))
+        if len(parts) == 2 and unicodedata.normalize('NFC', chr(parts[0]) + chr(parts[1])) == ch:
+            comp.append((parts[0], parts[1], cp))
+    comp.sort()
+    out.write("\nconst uint32_t unicode_ccc[][2] = {\n")
+    for i in range(0, len(ccc), 6):
+        out.write("    " + " ".join("{0x%X,%d}," % e for e in ccc[i:i + 6]) + "\n")
+    out.write("};\nconst size_t unicode_nccc = %d;\n" % len(ccc))
+    out.write("\nconst uint32_t unicode_decomp[][3] = {\n")
+    for i in range(0, len(dec), 4):
+        out.write("    " + " ".join("{0x%X,0x%X,0x%X}," % e for e in dec[i:i + 4]) + "\n")
+    out.write("};\nconst size_t unicode_ndecomp = %d;\n" % len(dec))
+    out.write("\nconst uint32_t unicode_comp[][3] = {\n")
+    for i in range(0, len(comp), 4):
+        out.write("    " + " ".join("{0x%X,0x%X,0x%X}," % e for e in comp[i:i + 4]) + "\n")
+    out.write("};\nconst size_t unicode_ncomp = %d;\n" % len(comp))
 
 
 main()

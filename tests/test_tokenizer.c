@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "data/nfc.h"
 #include "data/pretok.h"
 #include "data/tokenizer.h"
 #include "storage/sha256.h"
@@ -101,6 +102,35 @@ static void test_pretok_edges(void) {
         CHECK(pretok_from_regex(pretok_regex(p), strlen(pretok_regex(p))) == p, "regex of %s", pretok_name(p));
     CHECK(pretok_from_regex("\\s+", 3) == -1, "an unknown regex matched");
     CHECK(pretok_from_name("r50k") == PRETOK_GPT2 && pretok_from_name("nope") == -1, "names");
+}
+
+/* NFC against Python's unicodedata.normalize (Unicode 14.0) on the cases that exercise
+ * each step: composition, singletons, Hangul, reordering, exclusions, blocking. */
+static void test_nfc(void) {
+    static const char *const cases[][2] = {
+        {"e\xcc\x81", "\xc3\xa9"},
+        {"\xe2\x84\xab", "\xc3\x85"},                         /* Angstrom sign: a singleton */
+        {"\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", "\xea\xb0\x81"}, /* Hangul L V T */
+        {"a\xcc\x82\xcc\xa3", "\xe1\xba\xad"},              /* reordered, then composed twice */
+        {"\xcd\x84", "\xcc\x88\xcc\x81"},                    /* U+0344: excluded, decomposes */
+        {"A\xcc\x8a\xcc\x81x", "\xc7\xbax"},
+        {"\xe1\xba\x9b\xcc\xa3", "\xe1\xba\x9b\xcc\xa3"},
+        {"\xe0\xa5\x98", "\xe0\xa4\x95\xe0\xa4\xbc"},      /* a composition exclusion */
+        {"\xef\xac\x81", "\xef\xac\x81"},                    /* compatibility only: kept */
+        {"e\xcc\x81\xcc\x81", "\xc3\xa9\xcc\x81"},          /* the second mark is blocked */
+        {"\xff\xcc\x81", "\xff\xcc\x81"},                    /* a bad byte blocks, kept */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *out;
+        size_t n;
+        CHECK(!nfc_normalize(cases[i][0], strlen(cases[i][0]), &out, &n) && out, "case %zu", i);
+        int ok = n == strlen(cases[i][1]) && !memcmp(out, cases[i][1], n);
+        free(out);
+        CHECK(ok, "case %zu: NFC differs", i);
+    }
+    char *out;
+    size_t n;
+    CHECK(!nfc_normalize("caf\xc3\xa9 plain", 11, &out, &n) && !out, "text below U+0300 is returned as it is");
 }
 
 /* GPT-2's byte-level code point of byte b. */
@@ -339,7 +369,7 @@ static void test_hostile_json(void) {
         {"[\"\\u0061\",\"\\u0062\"]", "\"\\u0061\\u0062\"", "is not two tokens"},
         {"\"merges\":[", "\"merges\":{}, \"x\":[", "model.merges is an object"},
         {"\"type\":\"BPE\"", "\"type\":\"WordPiece\"", "model.type"},
-        {"\"normalizer\":null", "\"normalizer\":{\"type\":\"NFC\"}", "normalizer"},
+        {"\"normalizer\":null", "\"normalizer\":{\"type\":\"NFKC\"}", "normalizer must be null or NFC"},
         {"\"use_regex\":true", "\"use_regex\":false", "use_regex"},
         {"\"id\":1000", "\"id\":99999999999999", "added_tokens[0]"},
         {"\"id\":1000", "\"id\":97", "added_tokens[0] \"<|endoftext|>\": id 97"},
@@ -749,6 +779,7 @@ static void test_agree_hf(void) {
     CHECK(!agree("hf-gpt2", "gpt2.json", NULL, &n), "gpt2.json");
     CHECK(!agree("hf-qwen2", "qwen2.json", NULL, &n), "qwen2.json");
     CHECK(!agree("hf-llama3", "llama3.json", NULL, &n), "llama3.json");
+    CHECK(!agree("hf-qwen2-nfc", "qwen2-nfc.json", NULL, &n), "qwen2-nfc.json");
 }
 
 /* encode_parallel and encode_docs give exactly encode's ids */
@@ -835,6 +866,7 @@ int main(void) {
     if (getenv("TANDEM_ROOT")) ROOT = getenv("TANDEM_ROOT");
     TMP = test_tmpdir("tok");
     RUN(test_pretok_edges);
+    RUN(test_nfc);
     RUN(test_merge_order);
     RUN(test_merge_random);
     RUN(test_hostile_json);

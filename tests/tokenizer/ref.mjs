@@ -7,6 +7,7 @@
 //        gpt2.json   HF byte-level BPE, pre_tokenizer ByteLevel (GPT-2's regex)
 //        qwen2.json  HF, Split(Qwen2's regex) + ByteLevel, cl100k's vocabulary
 //        llama3.json HF, Split(Llama-3's regex) + ByteLevel, cl100k's, ignore_merges
+//        qwen2-nfc.json  qwen2.json with Qwen2's normalizer NFC
 //   node ref.mjs encode SPEC IN OUT  IN: documents as "LENGTH\n" + that many bytes,
 //        repeated; OUT: one line of ids per document. SPEC: tiktoken:gpt2|cl100k|o200k
 //        or hf:FILE.json
@@ -117,6 +118,9 @@ function doExport(dir) {
   fs.writeFileSync(path.join(dir, "gpt2.json"), JSON.stringify(hfJson(gpt2, gpt2pre, false)));
   fs.writeFileSync(path.join(dir, "qwen2.json"), JSON.stringify(hfJson(cl100k, split(REGEX.qwen2), false)));
   fs.writeFileSync(path.join(dir, "llama3.json"), JSON.stringify(hfJson(cl100k, split(REGEX.llama3), true)));
+  const nfc = hfJson(cl100k, split(REGEX.qwen2), false);
+  nfc.normalizer = { type: "NFC" }; // as Qwen2's own tokenizer.json has it
+  fs.writeFileSync(path.join(dir, "qwen2-nfc.json"), JSON.stringify(nfc));
 }
 
 // encode(text) -> ids for a SPEC
