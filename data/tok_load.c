@@ -9,7 +9,9 @@
 #include "data/tok_json.h"
 #include "data/tokenizer_impl.h"
 
-#define MAX_ID 0x7FFFFFFEu /* ids stay below 2^31 - 1 */
+/* Ids stay below 2^24: the largest vocabularies are ~10^6, and an id sizes the decode
+ * table, so a hostile 2e9 must be an error, not a 16 GB allocation. */
+#define MAX_ID 0xFFFFFFu
 
 /* ---- tiktoken ranks ---- */
 

@@ -40,7 +40,8 @@ typedef struct tokenizer tokenizer;
 int tokenizer_load(const char *path, const char *pattern, tokenizer **out, tdm_err *e);
 void tokenizer_free(tokenizer *t);
 
-/* Ids are 0..vocab-1 (added and special tokens included; a few may be unused). */
+/* Ids are 0..vocab-1 (added and special tokens included; a few may be unused); files
+ * with ids of 2^24 or more are refused. */
 uint32_t tokenizer_vocab(const tokenizer *t);
 /* The end-of-text token (<|endoftext|>, Llama-3's <|end_of_text|>, or </s>), -1 if none. */
 int64_t tokenizer_eot(const tokenizer *t);

@@ -358,6 +358,7 @@ static void test_hostile_json(void) {
         {"\"\\u0061\":97", "\"\\u0061\":\"97\"", "model.vocab[\"a\"] is not an id"},
         {"\"\\u0061\":97", "\"\\u0061\":1e300", "model.vocab[\"a\"] is not an id"},
         {"\"\\u0061\":97", "\"\\u0061\":-1", "model.vocab[\"a\"] is not an id"},
+        {"\"\\u0061\":97", "\"\\u0061\":2000000000", "model.vocab[\"a\"] is not an id (an integer 0..16777215)"},
         {"\"\\u0061\":97", "\"\\u0061\":97.5", "model.vocab[\"a\"] is not an id"},
         {"\"\\u0061\":97", "\"\\u0062\":97", "model.vocab[\"b\"]: the same bytes appear twice"},
         {"\"\\u0061\":97", "\"\\u0061\":98", "model.vocab[\"b\"]: its id is another token's too"},
@@ -448,6 +449,7 @@ static void test_hostile_ranks(void) {
         {"!!!! 300\n", "line 258"},
         {"YWI= 3\n", "appears twice"},
         {"YWJj 99999999999999\n", "too large"},
+        {"YWJj 16777216\n", "rank 16777216 is too large"},
         {"YWJj\n", "line 258"},
         {"YWJj 12x\n", "line 258"},
         {"YWJj 50256\n", "puts <|endoftext|> there"},
@@ -767,7 +769,7 @@ static void test_agree_tiktoken(void) {
     if (!REF[0]) return;
     build_corpus();
     size_t n;
-    CHECK(!agree("tiktoken:gpt2", "gpt2.tiktoken", "gpt2", &n) && n > 100000, "gpt2");
+    CHECK(!agree("tiktoken:gpt2", "gpt2.tiktoken", "gpt2", &n) && n > 50000, "gpt2");
     CHECK(!agree("tiktoken:cl100k", "cl100k.tiktoken", "cl100k", &n), "cl100k");
     CHECK(!agree("tiktoken:o200k", "o200k.tiktoken", "o200k", &n), "o200k");
 }
