@@ -20,6 +20,11 @@ PKGS=(js-tiktoken@1.0.21 @huggingface/tokenizers@0.2.0)
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || {
   echo "tokenizer setup: node/npm missing (bash tests/s3/setup.sh installs them)" >&2; exit 77; }
 
+mkdir -p "$PREFIX"
+# one setup at a time (the rel and asan tests, a bench, another checkout's run)
+exec 9>"$PREFIX/.lock"
+flock 9
+
 have() { grep -Eq "\"version\": \"$2\"" "$PREFIX/node_modules/$1/package.json" 2>/dev/null; }
 if ! have js-tiktoken 1.0.21 || ! have @huggingface/tokenizers 0.2.0; then
   echo "tokenizer setup: npm install ${PKGS[*]} into $PREFIX" >&2
