@@ -36,8 +36,16 @@ typedef struct ch {
     size_t len;
 } ch;
 
-static ch at(const char *t, size_t n, size_t i) {
+/* The character at i; ASCII (most of any text) without the decoder's call. */
+static inline ch at(const char *t, size_t n, size_t i) {
     ch c;
+    unsigned char b = (unsigned char)t[i];
+    if (b < 0x80) {
+        c.cp = b;
+        c.len = 1;
+        c.fl = unicode_stage2[0][b]; /* code points 0..255 are the table's first block */
+        return c;
+    }
     c.cp = pretok_utf8(t, n, i, &c.len);
     c.fl = c.cp == BAD ? 0 : unicode_flags(c.cp);
     return c;
