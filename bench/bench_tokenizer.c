@@ -69,7 +69,8 @@ int main(int argc, char **argv) {
     free(text);
     tokenizer_free(t);
     if (tok1 != tokn) {
-        fprintf(stderr, "bench_tokenizer: %zu tokens on 1 thread, %zu on %d\n", tok1, tokn, threads);
+        fprintf(stderr, "bench_tokenizer: %zu tokens on 1 thread, %zu on %d\n", tok1, tokn,
+                threads);
         return 1;
     }
     return 0;

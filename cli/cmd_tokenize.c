@@ -12,17 +12,27 @@
 #include "data/tokenizer.h"
 
 static const cli_opt OPTS[] = {
-    {"--tokenizer", CLI_STR, "PATH", "a tokenizer.json (byte-level BPE) or a tiktoken ranks file", NULL, 0, 0, NULL,
+    {"--tokenizer", CLI_STR, "PATH",
+     "(required) a tokenizer.json (byte-level BPE) or a tiktoken ranks file", NULL, 0, 0, NULL,
      NULL},
     {"--pattern", CLI_STR, "P",
-     "the pre-tokenizer of a ranks file: gpt2|r50k|cl100k|o200k|llama3|qwen2\n(a tokenizer.json says its own)", NULL,
-     0, 0, NULL, NULL},
+     "the pre-tokenizer of a ranks file: gpt2|r50k|cl100k|o200k|llama3|qwen2\n(a tokenizer.json "
+     "says its own)",
+     NULL, 0, 0, NULL, NULL},
     {"--threads", CLI_INT, "N", "encoding threads (default: all cores)", NULL, 1, 1024, NULL, NULL},
-    {"--count", CLI_SWITCH, NULL, "print the number of tokens of each file, not the ids", NULL, 0, 0, NULL, NULL},
+    {"--count", CLI_SWITCH, NULL, "print the number of tokens of each file, not the ids", NULL, 0,
+     0, NULL, NULL},
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
-static const cli_spec SPEC = {"tokenize", "FILE...", 1, CLI_MAX_ARGS, "a FILE is required",
-                              "Encodes ordinary text: special tokens written in a file are not matched.", OPTS, NULL};
+static const cli_spec SPEC = {
+    "tokenize",
+    "FILE...",
+    1,
+    CLI_MAX_ARGS,
+    "a FILE is required",
+    "Encodes ordinary text: special tokens written in a file are not matched.",
+    OPTS,
+    NULL};
 
 /* The whole of path in *data (malloc'd), *n. 0 or ERR_USAGE. */
 static int slurp(const char *path, char **data, size_t *n, tdm_err *e) {
@@ -42,7 +52,8 @@ static int slurp(const char *path, char **data, size_t *n, tdm_err *e) {
     fclose(f);
     if (!buf || bad) {
         free(buf);
-        return err_set(e, bad ? ERR_USAGE : ERR_INTERNAL, "%s: %s", path, bad ? "read error" : "out of memory");
+        return err_set(e, bad ? ERR_USAGE : ERR_INTERNAL, "%s: %s", path,
+                       bad ? "read error" : "out of memory");
     }
     *data = buf;
     *n = len;

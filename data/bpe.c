@@ -302,7 +302,9 @@ typedef struct cand {
     uint32_t rank, pos;
 } cand;
 
-static inline int cand_less(cand a, cand b) { return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos); }
+static inline int cand_less(cand a, cand b) {
+    return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos);
+}
 
 static void heap_push(cand *h, size_t *hn, cand c) {
     size_t i = (*hn)++;
@@ -336,7 +338,8 @@ static cand heap_pop(cand *h, size_t *hn) {
  * a min-heap, stale ones skipped when popped (the pair at pos no longer has that rank).
  * Writes the result to out. 0 or -1 (no memory). */
 static int merge_long(const bpe *m, const uint32_t *start, size_t n, tok_ids *out) {
-    uint32_t *id = malloc(n * sizeof *id), *nx = malloc(n * sizeof *nx), *pv = malloc(n * sizeof *pv);
+    uint32_t *id = malloc(n * sizeof *id), *nx = malloc(n * sizeof *nx),
+             *pv = malloc(n * sizeof *pv);
     cand *h = malloc(n * 3 * sizeof *h); /* n-1 initial + at most 2 per merge */
     int rc = -1;
     if (!id || !nx || !pv || !h) goto done;
@@ -353,7 +356,8 @@ static int merge_long(const bpe *m, const uint32_t *start, size_t n, tok_ids *ou
     while (hn) {
         cand c = heap_pop(h, &hn);
         uint32_t i = c.pos, j = nx[i], res;
-        if (id[i] == BPE_NONE || j == BPE_NONE || pair_rank(m, id[i], id[j], &res) != c.rank) continue;
+        if (id[i] == BPE_NONE || j == BPE_NONE || pair_rank(m, id[i], id[j], &res) != c.rank)
+            continue;
         id[i] = res;
         id[j] = BPE_NONE;
         nx[i] = nx[j];
@@ -380,7 +384,8 @@ int bpe_encode_piece(const bpe *m, const char *s, size_t n, bpe_cache *cache, to
     uint64_t h = hash_bytes(s, n);
     if (cache && n <= CACHE_KEY) {
         slot = &cache->slot[(h >> 40) & (CACHE_SLOTS - 1)];
-        if (slot->klen == n && !memcmp(slot->key, s, n)) return tok_ids_append(out, slot->ids, slot->nids);
+        if (slot->klen == n && !memcmp(slot->key, s, n))
+            return tok_ids_append(out, slot->ids, slot->nids);
     }
     if (m->whole_first) {
         uint32_t id = m->bytes->slot[map_find(m, s, n, h)].id;

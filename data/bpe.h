@@ -26,18 +26,18 @@ void tok_ids_free(tok_ids *x);
 
 #define BPE_NONE UINT32_MAX
 
-typedef struct bpe_map bpe_map; /* byte string -> id (opaque) */
+typedef struct bpe_map bpe_map;     /* byte string -> id (opaque) */
 typedef struct bpe_pairs bpe_pairs; /* (left, right) -> (rank, id) (opaque) */
 
 typedef struct bpe {
-    uint32_t nids;      /* ids 0..nids-1 have a decode entry slot */
-    char *blob;         /* every token's bytes */
+    uint32_t nids; /* ids 0..nids-1 have a decode entry slot */
+    char *blob;    /* every token's bytes */
     size_t blob_n, blob_cap;
-    uint64_t *entry;    /* per id: offset << 24 | length, or UINT64_MAX: no token */
-    bpe_map *bytes;     /* the mergeable tokens (not the added ones) by bytes */
+    uint64_t *entry; /* per id: offset << 24 | length, or UINT64_MAX: no token */
+    bpe_map *bytes;  /* the mergeable tokens (not the added ones) by bytes */
     bpe_pairs *pairs;
     uint32_t byte_id[256]; /* the token of each single byte */
-    int whole_first;    /* a piece that is a token is that token (tiktoken, ignore_merges) */
+    int whole_first;       /* a piece that is a token is that token (tiktoken, ignore_merges) */
 } bpe;
 
 /* An empty model; 0 or -1 (no memory). Free with bpe_free. */

@@ -11,7 +11,15 @@
 #include "data/unicode_tables.h"
 
 #define RAW 0x80000000u /* an invalid byte, kept: RAW | byte */
-enum { SBASE = 0xAC00, LBASE = 0x1100, VBASE = 0x1161, TBASE = 0x11A7, LCOUNT = 19, VCOUNT = 21, TCOUNT = 28 };
+enum {
+    SBASE = 0xAC00,
+    LBASE = 0x1100,
+    VBASE = 0x1161,
+    TBASE = 0x11A7,
+    LCOUNT = 19,
+    VCOUNT = 21,
+    TCOUNT = 28
+};
 #define NCOUNT (VCOUNT * TCOUNT)
 #define SCOUNT (LCOUNT * NCOUNT)
 
@@ -20,8 +28,10 @@ static unsigned ccc(uint32_t cp) {
     size_t lo = 0, hi = unicode_nccc;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (unicode_ccc[mid][0] < cp) lo = mid + 1;
-        else hi = mid;
+        if (unicode_ccc[mid][0] < cp)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo < unicode_nccc && unicode_ccc[lo][0] == cp ? unicode_ccc[lo][1] : 0;
 }
@@ -30,8 +40,10 @@ static const uint32_t *decomp(uint32_t cp) {
     size_t lo = 0, hi = unicode_ndecomp;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (unicode_decomp[mid][0] < cp) lo = mid + 1;
-        else hi = mid;
+        if (unicode_decomp[mid][0] < cp)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo < unicode_ndecomp && unicode_decomp[lo][0] == cp ? unicode_decomp[lo] : NULL;
 }
@@ -40,15 +52,20 @@ static const uint32_t *decomp(uint32_t cp) {
 static uint32_t compose(uint32_t a, uint32_t b) {
     if (a >= LBASE && a < LBASE + LCOUNT && b >= VBASE && b < VBASE + VCOUNT)
         return SBASE + ((a - LBASE) * VCOUNT + (b - VBASE)) * TCOUNT;
-    if (a >= SBASE && a < SBASE + SCOUNT && (a - SBASE) % TCOUNT == 0 && b > TBASE && b < TBASE + TCOUNT)
+    if (a >= SBASE && a < SBASE + SCOUNT && (a - SBASE) % TCOUNT == 0 && b > TBASE &&
+        b < TBASE + TCOUNT)
         return a + (b - TBASE);
     size_t lo = 0, hi = unicode_ncomp;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (unicode_comp[mid][0] < a || (unicode_comp[mid][0] == a && unicode_comp[mid][1] < b)) lo = mid + 1;
-        else hi = mid;
+        if (unicode_comp[mid][0] < a || (unicode_comp[mid][0] == a && unicode_comp[mid][1] < b))
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    return lo < unicode_ncomp && unicode_comp[lo][0] == a && unicode_comp[lo][1] == b ? unicode_comp[lo][2] : 0;
+    return lo < unicode_ncomp && unicode_comp[lo][0] == a && unicode_comp[lo][1] == b
+               ? unicode_comp[lo][2]
+               : 0;
 }
 
 /* Appends the full canonical decomposition of cp to v (room checked by the caller: a
@@ -75,7 +92,8 @@ static size_t put_utf8(char *o, uint32_t cp) {
     if (cp < 0x80) return o[0] = (char)cp, 1;
     if (cp < 0x800) return o[0] = (char)(0xC0 | cp >> 6), o[1] = (char)(0x80 | (cp & 63)), 2;
     if (cp < 0x10000)
-        return o[0] = (char)(0xE0 | cp >> 12), o[1] = (char)(0x80 | ((cp >> 6) & 63)), o[2] = (char)(0x80 | (cp & 63)), 3;
+        return o[0] = (char)(0xE0 | cp >> 12), o[1] = (char)(0x80 | ((cp >> 6) & 63)),
+               o[2] = (char)(0x80 | (cp & 63)), 3;
     o[0] = (char)(0xF0 | cp >> 18), o[1] = (char)(0x80 | ((cp >> 12) & 63));
     o[2] = (char)(0x80 | ((cp >> 6) & 63)), o[3] = (char)(0x80 | (cp & 63));
     return 4;
@@ -133,8 +151,10 @@ int nfc_normalize(const char *text, size_t n, char **out, size_t *outn) {
                 continue;
             }
         }
-        if (c == 0) starter = cp & RAW ? SIZE_MAX : w, last = 0;
-        else last = c;
+        if (c == 0)
+            starter = cp & RAW ? SIZE_MAX : w, last = 0;
+        else
+            last = c;
         v[w++] = cp;
     }
     char *o = malloc(w * 4 + 1);

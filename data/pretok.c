@@ -16,10 +16,14 @@ unsigned pretok_utf8(const char *text, size_t n, size_t i, size_t *len) {
     *len = 1;
     if (c < 0x80) return c;
     unsigned cp, need, min;
-    if (c >= 0xC2 && c <= 0xDF) cp = c & 0x1F, need = 1, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF) cp = c & 0x0F, need = 2, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4) cp = c & 0x07, need = 3, min = 0x10000;
-    else return BAD;
+    if (c >= 0xC2 && c <= 0xDF)
+        cp = c & 0x1F, need = 1, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF)
+        cp = c & 0x0F, need = 2, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4)
+        cp = c & 0x07, need = 3, min = 0x10000;
+    else
+        return BAD;
     if (left <= need) return BAD;
     for (unsigned k = 1; k <= need; k++) {
         if ((s[k] & 0xC0) != 0x80) return BAD;
@@ -106,9 +110,9 @@ static size_t space_piece(const char *t, size_t n, size_t i, int nl) {
         k += c.len;
     }
     if (nl && have_nl) return last_nl;
-    if (k == n) return k;     /* (?!\S) holds at the end of the text */
+    if (k == n) return k;      /* (?!\S) holds at the end of the text */
     if (last > i) return last; /* give the last space back: it is followed by a space */
-    return k;                 /* one space before a non-space: plain \s+ */
+    return k;                  /* one space before a non-space: plain \s+ */
 }
 
 static size_t gpt2(const char *t, size_t n, size_t i) {
@@ -130,8 +134,10 @@ static size_t gpt2(const char *t, size_t n, size_t i) {
 /* ` ?[^\s\p{L}\p{N}]+` followed by `[\r\n]*` (or `[\r\n/]*` for o200k): the end or 0. */
 static size_t punct_piece(const char *t, size_t n, size_t i, ch c0, int slash) {
     size_t j = i;
-    if (c0.cp == ' ' && i + 1 < n && IS_OTHER(at(t, n, i + 1).fl)) j = i + 1;
-    else if (!IS_OTHER(c0.fl)) return 0;
+    if (c0.cp == ' ' && i + 1 < n && IS_OTHER(at(t, n, i + 1).fl))
+        j = i + 1;
+    else if (!IS_OTHER(c0.fl))
+        return 0;
     j = run_other(t, n, j);
     while (j < n && (t[j] == '\r' || t[j] == '\n' || (slash && t[j] == '/'))) j++;
     return j;
@@ -255,9 +261,10 @@ int pretok_from_name(const char *name) {
     static const struct {
         const char *name;
         pretok_pattern p;
-    } more[] = {{"r50k", PRETOK_GPT2},       {"r50k_base", PRETOK_GPT2}, {"p50k", PRETOK_GPT2},
-                {"p50k_base", PRETOK_GPT2},  {"cl100k_base", PRETOK_CL100K},
-                {"o200k_base", PRETOK_O200K}, {"llama-3", PRETOK_LLAMA3}, {"qwen", PRETOK_QWEN2}};
+    } more[] = {{"r50k", PRETOK_GPT2},          {"r50k_base", PRETOK_GPT2},
+                {"p50k", PRETOK_GPT2},          {"p50k_base", PRETOK_GPT2},
+                {"cl100k_base", PRETOK_CL100K}, {"o200k_base", PRETOK_O200K},
+                {"llama-3", PRETOK_LLAMA3},     {"qwen", PRETOK_QWEN2}};
     for (int p = 0; p < PRETOK_COUNT; p++)
         if (!strcmp(name, NAMES[p])) return p;
     for (size_t k = 0; k < sizeof more / sizeof *more; k++)

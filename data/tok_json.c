@@ -67,10 +67,14 @@ static int hex4(const char *p, unsigned *out) {
     for (int i = 0; i < 4; i++) {
         char c = p[i];
         v <<= 4;
-        if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
-        else return -1;
+        if (c >= '0' && c <= '9')
+            v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (unsigned)(c - 'A' + 10);
+        else
+            return -1;
     }
     *out = v;
     return 0;
@@ -118,7 +122,8 @@ static int parse_string(parser *ps, const char **out, uint32_t *len) {
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             }
             /* a \uXXXX is 6 source bytes and at most 3 UTF-8 bytes; a pair is 12 and 4 */
-            if (cp < 0x80) dst[n++] = (char)cp;
+            if (cp < 0x80)
+                dst[n++] = (char)cp;
             else if (cp < 0x800) {
                 dst[n++] = (char)(0xC0 | (cp >> 6));
                 dst[n++] = (char)(0x80 | (cp & 63));
@@ -216,8 +221,10 @@ static int parse_number(parser *ps, tjson *v) {
     const char *q = ps->p;
     if (q < ps->end && *q == '-') q++;
     if (q >= ps->end || *q < '0' || *q > '9') return fail(ps, "unexpected character");
-    if (*q == '0') q++;
-    else while (q < ps->end && *q >= '0' && *q <= '9') q++;
+    if (*q == '0')
+        q++;
+    else
+        while (q < ps->end && *q >= '0' && *q <= '9') q++;
     if (q < ps->end && *q == '.') {
         q++;
         if (q >= ps->end || *q < '0' || *q > '9') return fail(ps, "bad number");
@@ -251,7 +258,8 @@ static int parse_number(parser *ps, tjson *v) {
 
 static int literal(parser *ps, const char *word, tjson_type t, tjson *v) {
     size_t n = strlen(word);
-    if ((size_t)(ps->end - ps->p) < n || memcmp(ps->p, word, n)) return fail(ps, "unexpected character");
+    if ((size_t)(ps->end - ps->p) < n || memcmp(ps->p, word, n))
+        return fail(ps, "unexpected character");
     ps->p += n;
     v->type = t;
     return 0;

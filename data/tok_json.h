@@ -17,13 +17,13 @@ typedef enum { TJ_NULL, TJ_FALSE, TJ_TRUE, TJ_NUM, TJ_STR, TJ_ARR, TJ_OBJ } tjso
 
 typedef struct tjson {
     tjson_type type;
-    uint32_t n;        /* TJ_STR: bytes; TJ_ARR, TJ_OBJ: members */
-    const char *key;   /* the member's key when inside an object (NUL-terminated too) */
+    uint32_t n;      /* TJ_STR: bytes; TJ_ARR, TJ_OBJ: members */
+    const char *key; /* the member's key when inside an object (NUL-terminated too) */
     uint32_t keylen;
     union {
-        double num;          /* TJ_NUM */
-        const char *s;       /* TJ_STR (NUL-terminated too) */
-        struct tjson *kids;  /* TJ_ARR, TJ_OBJ: n members */
+        double num;         /* TJ_NUM */
+        const char *s;      /* TJ_STR (NUL-terminated too) */
+        struct tjson *kids; /* TJ_ARR, TJ_OBJ: n members */
     } u;
 } tjson;
 

@@ -23,13 +23,15 @@ typedef struct special {
 } special;
 
 static const special SPECIALS_GPT2[] = {{"<|endoftext|>", 50256}, {NULL, 0}};
-static const special SPECIALS_CL100K[] = {{"<|endoftext|>", 100257}, {"<|fim_prefix|>", 100258},
-                                          {"<|fim_middle|>", 100259}, {"<|fim_suffix|>", 100260},
+static const special SPECIALS_CL100K[] = {{"<|endoftext|>", 100257},   {"<|fim_prefix|>", 100258},
+                                          {"<|fim_middle|>", 100259},  {"<|fim_suffix|>", 100260},
                                           {"<|endofprompt|>", 100276}, {NULL, 0}};
-static const special SPECIALS_O200K[] = {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}, {NULL, 0}};
-static const special SPECIALS_LLAMA3[] = {{"<|end_of_text|>", 128001}, {"<|begin_of_text|>", 128000}, {NULL, 0}};
-static const special SPECIALS_QWEN2[] = {{"<|endoftext|>", 151643}, {"<|im_start|>", 151644},
-                                         {"<|im_end|>", 151645}, {NULL, 0}};
+static const special SPECIALS_O200K[] = {
+    {"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}, {NULL, 0}};
+static const special SPECIALS_LLAMA3[] = {
+    {"<|end_of_text|>", 128001}, {"<|begin_of_text|>", 128000}, {NULL, 0}};
+static const special SPECIALS_QWEN2[] = {
+    {"<|endoftext|>", 151643}, {"<|im_start|>", 151644}, {"<|im_end|>", 151645}, {NULL, 0}};
 
 static int b64val(unsigned char c) {
     if (c >= 'A' && c <= 'Z') return c - 'A';
@@ -55,7 +57,8 @@ static long b64decode(const char *s, size_t n, char *out) {
                 return -1;
             }
         }
-        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        uint32_t w =
+            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
         out[o++] = (char)(w >> 16);
         if (pad < 2) out[o++] = (char)(w >> 8);
         if (pad < 1) out[o++] = (char)w;
@@ -63,7 +66,8 @@ static long b64decode(const char *s, size_t n, char *out) {
     return (long)o;
 }
 
-int tokenizer_load_tiktoken(tokenizer *t, const char *path, const char *data, size_t n, tdm_err *e) {
+int tokenizer_load_tiktoken(tokenizer *t, const char *path, const char *data, size_t n,
+                            tdm_err *e) {
     char *tok = malloc(n / 4 * 3 + 3);
     if (!tok) return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
     size_t line = 0, ntok = 0;
@@ -93,14 +97,19 @@ int tokenizer_load_tiktoken(tokenizer *t, const char *path, const char *data, si
             }
         }
         if (k <= 0 || !stop) {
-            rc = err_set(e, ERR_USAGE, "tokenizer %s line %zu: expected \"BASE64TOKEN RANK\"", path, line);
+            rc = err_set(e, ERR_USAGE, "tokenizer %s line %zu: expected \"BASE64TOKEN RANK\"", path,
+                         line);
         } else if (rank > MAX_ID) {
-            rc = err_set(e, ERR_USAGE, "tokenizer %s line %zu: rank %llu is too large", path, line, rank);
+            rc = err_set(e, ERR_USAGE, "tokenizer %s line %zu: rank %llu is too large", path, line,
+                         rank);
         } else {
             int r = bpe_set_token(&t->m, (uint32_t)rank, tok, (size_t)k, 1);
-            if (r < 0) rc = err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
-            else if (r) rc = err_set(e, ERR_USAGE, "tokenizer %s line %zu: rank %llu or its token appears twice",
-                                     path, line, rank);
+            if (r < 0)
+                rc = err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+            else if (r)
+                rc = err_set(e, ERR_USAGE,
+                             "tokenizer %s line %zu: rank %llu or its token appears twice", path,
+                             line, rank);
             if (rank > maxid) maxid = (uint32_t)rank;
             ntok++;
         }
@@ -111,7 +120,8 @@ int tokenizer_load_tiktoken(tokenizer *t, const char *path, const char *data, si
     if (!ntok) return err_set(e, ERR_USAGE, "tokenizer %s: no ranks", path);
     int b = bpe_check_bytes(&t->m);
     if (b) return err_set(e, ERR_USAGE, "tokenizer %s: no token for the byte 0x%02x", path, b - 1);
-    if (bpe_derive_merges(&t->m)) return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+    if (bpe_derive_merges(&t->m))
+        return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
     t->m.whole_first = 1; /* tiktoken looks a whole piece up before merging */
     const special *sp = t->pat == PRETOK_GPT2     ? SPECIALS_GPT2
                         : t->pat == PRETOK_O200K  ? SPECIALS_O200K
@@ -126,7 +136,8 @@ int tokenizer_load_tiktoken(tokenizer *t, const char *path, const char *data, si
         int r = bpe_set_token(&t->m, sp[k].id, sp[k].content, strlen(sp[k].content), 0);
         if (r < 0) return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
         if (r)
-            return err_set(e, ERR_USAGE, "tokenizer %s: rank %u is taken, but the %s family puts %s there", path,
+            return err_set(e, ERR_USAGE,
+                           "tokenizer %s: rank %u is taken, but the %s family puts %s there", path,
                            sp[k].id, pretok_name(t->pat), sp[k].content);
         t->added[t->nadded++] = sp[k].id;
         if (sp[k].id > maxid) maxid = sp[k].id;
@@ -148,7 +159,8 @@ static void bytelevel_init(bytelevel *bl) {
     for (int c = 0; c < 324; c++) bl->cp_byte[c] = -1;
     int extra = 0;
     for (int b = 0; b < 256; b++) {
-        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        int printable =
+            (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
         bl->cp_byte[printable ? b : 256 + extra++] = b;
     }
 }
@@ -172,9 +184,12 @@ static const char *shown(const char *s, size_t n, char buf[200]) {
     size_t o = 0;
     for (size_t i = 0; i < n && i < 40; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') o += (size_t)snprintf(buf + o, 200 - o, "\\%c", c);
-        else if (c < 0x20 || c == 0x7F) o += (size_t)snprintf(buf + o, 200 - o, "\\x%02x", c);
-        else buf[o++] = (char)c;
+        if (c == '"' || c == '\\')
+            o += (size_t)snprintf(buf + o, 200 - o, "\\%c", c);
+        else if (c < 0x20 || c == 0x7F)
+            o += (size_t)snprintf(buf + o, 200 - o, "\\x%02x", c);
+        else
+            buf[o++] = (char)c;
     }
     if (n > 40) o += (size_t)snprintf(buf + o, 200 - o, "...");
     buf[o] = '\0';
@@ -215,62 +230,77 @@ static int load_pretok(tokenizer *t, const char *path, const tjson *pt, tdm_err 
     if (is_str(type, "ByteLevel")) {
         int use_regex = as_bool(pt, "use_regex", 1), aps = as_bool(pt, "add_prefix_space", 1);
         if (use_regex != 1)
-            return err_set(e, ERR_USAGE, "tokenizer %s: pre_tokenizer.use_regex must be true for a lone ByteLevel", path);
-        if (aps < 0) return err_set(e, ERR_USAGE, "tokenizer %s: pre_tokenizer.add_prefix_space is not a boolean", path);
+            return err_set(
+                e, ERR_USAGE,
+                "tokenizer %s: pre_tokenizer.use_regex must be true for a lone ByteLevel", path);
+        if (aps < 0)
+            return err_set(e, ERR_USAGE,
+                           "tokenizer %s: pre_tokenizer.add_prefix_space is not a boolean", path);
         t->pat = PRETOK_GPT2;
         t->add_prefix_space = aps;
         return 0;
     }
     const tjson *seq = tjson_get(pt, "pretokenizers");
     if (!is_str(type, "Sequence") || !seq || seq->type != TJ_ARR || seq->n != 2)
-        return err_set(e, ERR_USAGE,
-                       "tokenizer %s: pre_tokenizer must be ByteLevel or a Sequence of Split and ByteLevel "
-                       "(the byte-level BPE families)",
-                       path);
+        return err_set(
+            e, ERR_USAGE,
+            "tokenizer %s: pre_tokenizer must be ByteLevel or a Sequence of Split and ByteLevel "
+            "(the byte-level BPE families)",
+            path);
     const tjson *split = &seq->u.kids[0], *bl = &seq->u.kids[1];
     const tjson *re = tjson_get(tjson_get(split, "pattern"), "Regex");
     static const char *const isolated[] = {"Isolated", NULL};
     if (!is_str(tjson_get(split, "type"), "Split") || !re || re->type != TJ_STR ||
         !str_is(tjson_get(split, "behavior"), isolated) || as_bool(split, "invert", 0) != 0)
-        return err_set(e, ERR_USAGE,
-                       "tokenizer %s: pre_tokenizer.pretokenizers[0] must be a Split with a pattern.Regex, "
-                       "behavior Isolated, invert false",
-                       path);
+        return err_set(
+            e, ERR_USAGE,
+            "tokenizer %s: pre_tokenizer.pretokenizers[0] must be a Split with a pattern.Regex, "
+            "behavior Isolated, invert false",
+            path);
     int p = pretok_from_regex(re->u.s, re->n);
     char buf[200];
     if (p < 0)
-        return err_set(e, ERR_USAGE,
-                       "tokenizer %s: pre_tokenizer.pretokenizers[0].pattern.Regex \"%s\" is not one of the "
-                       "known patterns (GPT-2, cl100k/Llama-3, Qwen2, o200k)",
-                       path, shown(re->u.s, re->n, buf));
+        return err_set(
+            e, ERR_USAGE,
+            "tokenizer %s: pre_tokenizer.pretokenizers[0].pattern.Regex \"%s\" is not one of the "
+            "known patterns (GPT-2, cl100k/Llama-3, Qwen2, o200k)",
+            path, shown(re->u.s, re->n, buf));
     if (!is_str(tjson_get(bl, "type"), "ByteLevel") || as_bool(bl, "use_regex", 1) != 0 ||
         as_bool(bl, "add_prefix_space", 1) != 0)
-        return err_set(e, ERR_USAGE,
-                       "tokenizer %s: pre_tokenizer.pretokenizers[1] must be a ByteLevel with use_regex "
-                       "false and add_prefix_space false",
-                       path);
+        return err_set(
+            e, ERR_USAGE,
+            "tokenizer %s: pre_tokenizer.pretokenizers[1] must be a ByteLevel with use_regex "
+            "false and add_prefix_space false",
+            path);
     t->pat = (pretok_pattern)p;
     return 0;
 }
 
 /* model: BPE with vocab, merges and the options byte-level tokenizers use. */
-static int load_model(tokenizer *t, const char *path, const tjson *model, uint32_t *maxid, tdm_err *e) {
+static int load_model(tokenizer *t, const char *path, const tjson *model, uint32_t *maxid,
+                      tdm_err *e) {
     static const char *const bpe_type[] = {"BPE", NULL}, *const empty[] = {"", NULL};
     if (!model || model->type != TJ_OBJ)
-        return err_set(e, ERR_USAGE, "tokenizer %s: model is %s, expected an object", path, tjson_type_name(model));
+        return err_set(e, ERR_USAGE, "tokenizer %s: model is %s, expected an object", path,
+                       tjson_type_name(model));
     if (!str_is(tjson_get(model, "type"), bpe_type))
         return err_set(e, ERR_USAGE, "tokenizer %s: model.type must be \"BPE\"", path);
     if (!str_is(tjson_get(model, "continuing_subword_prefix"), empty) ||
         !str_is(tjson_get(model, "end_of_word_suffix"), empty))
-        return err_set(e, ERR_USAGE,
-                       "tokenizer %s: model.continuing_subword_prefix / end_of_word_suffix are not supported", path);
+        return err_set(
+            e, ERR_USAGE,
+            "tokenizer %s: model.continuing_subword_prefix / end_of_word_suffix are not supported",
+            path);
     const tjson *dropout = tjson_get(model, "dropout");
     if (dropout && dropout->type != TJ_NULL && !(dropout->type == TJ_NUM && dropout->u.num == 0))
         return err_set(e, ERR_USAGE, "tokenizer %s: model.dropout is not supported", path);
-    int ignore_merges = as_bool(model, "ignore_merges", 0), byte_fallback = as_bool(model, "byte_fallback", 0);
+    int ignore_merges = as_bool(model, "ignore_merges", 0),
+        byte_fallback = as_bool(model, "byte_fallback", 0);
     if (ignore_merges < 0 || byte_fallback != 0)
-        return err_set(e, ERR_USAGE,
-                       "tokenizer %s: model.ignore_merges must be a boolean and model.byte_fallback false", path);
+        return err_set(
+            e, ERR_USAGE,
+            "tokenizer %s: model.ignore_merges must be a boolean and model.byte_fallback false",
+            path);
     t->m.whole_first = ignore_merges;
 
     bytelevel bl;
@@ -279,7 +309,8 @@ static int load_model(tokenizer *t, const char *path, const tjson *model, uint32
     char buf2[200];
     const tjson *vocab = tjson_get(model, "vocab");
     if (!vocab || vocab->type != TJ_OBJ)
-        return err_set(e, ERR_USAGE, "tokenizer %s: model.vocab is %s, expected an object", path, tjson_type_name(vocab));
+        return err_set(e, ERR_USAGE, "tokenizer %s: model.vocab is %s, expected an object", path,
+                       tjson_type_name(vocab));
     char *tok = NULL;
     size_t tokcap = 0;
     int rc = 0;
@@ -287,7 +318,8 @@ static int load_model(tokenizer *t, const char *path, const tjson *model, uint32
         const tjson *v = &vocab->u.kids[i];
         int64_t id = as_id(v);
         if (id < 0) {
-            rc = err_set(e, ERR_USAGE, "tokenizer %s: model.vocab[\"%s\"] is not an id (an integer 0..%u)", path,
+            rc = err_set(e, ERR_USAGE,
+                         "tokenizer %s: model.vocab[\"%s\"] is not an id (an integer 0..%u)", path,
                          shown(v->key, v->keylen, buf), MAX_ID);
             break;
         }
@@ -302,23 +334,28 @@ static int load_model(tokenizer *t, const char *path, const tjson *model, uint32
         }
         long k = bytelevel_decode(&bl, v->key, v->keylen, tok);
         if (k <= 0) {
-            rc = err_set(e, ERR_USAGE, "tokenizer %s: model.vocab[\"%s\"] is not a byte-level token", path,
-                         shown(v->key, v->keylen, buf));
+            rc =
+                err_set(e, ERR_USAGE, "tokenizer %s: model.vocab[\"%s\"] is not a byte-level token",
+                        path, shown(v->key, v->keylen, buf));
             break;
         }
         size_t have;
         int taken = bpe_token(&t->m, (uint32_t)id, &have) != NULL;
         int r = bpe_set_token(&t->m, (uint32_t)id, tok, (size_t)k, 1);
-        if (r < 0) rc = err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+        if (r < 0)
+            rc = err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
         else if (r)
-            rc = err_set(e, ERR_USAGE, "tokenizer %s: model.vocab[\"%s\"]: %s", path, shown(v->key, v->keylen, buf),
+            rc = err_set(e, ERR_USAGE, "tokenizer %s: model.vocab[\"%s\"]: %s", path,
+                         shown(v->key, v->keylen, buf),
                          taken ? "its id is another token's too" : "the same bytes appear twice");
         if ((uint32_t)id > *maxid) *maxid = (uint32_t)id;
     }
     free(tok);
     if (rc) return rc;
     int b = bpe_check_bytes(&t->m);
-    if (b) return err_set(e, ERR_USAGE, "tokenizer %s: model.vocab has no token for the byte 0x%02x", path, b - 1);
+    if (b)
+        return err_set(e, ERR_USAGE, "tokenizer %s: model.vocab has no token for the byte 0x%02x",
+                       path, b - 1);
 
     const tjson *merges = tjson_get(model, "merges");
     if (!merges || merges->type != TJ_ARR)
@@ -331,15 +368,19 @@ static int load_model(tokenizer *t, const char *path, const tjson *model, uint32
         if (mg->type == TJ_STR) { /* "left right" */
             const char *sp = memchr(mg->u.s, ' ', mg->n);
             if (!sp || memchr(sp + 1, ' ', mg->n - (size_t)(sp + 1 - mg->u.s)))
-                return err_set(e, ERR_USAGE, "tokenizer %s: model.merges[%u] \"%s\" is not two tokens", path, i,
+                return err_set(e, ERR_USAGE,
+                               "tokenizer %s: model.merges[%u] \"%s\" is not two tokens", path, i,
                                shown(mg->u.s, mg->n, buf));
             part[0] = mg->u.s, plen[0] = (size_t)(sp - mg->u.s);
             part[1] = sp + 1, plen[1] = mg->n - plen[0] - 1;
-        } else if (mg->type == TJ_ARR && mg->n == 2 && mg->u.kids[0].type == TJ_STR && mg->u.kids[1].type == TJ_STR) {
+        } else if (mg->type == TJ_ARR && mg->n == 2 && mg->u.kids[0].type == TJ_STR &&
+                   mg->u.kids[1].type == TJ_STR) {
             for (int k = 0; k < 2; k++) part[k] = mg->u.kids[k].u.s, plen[k] = mg->u.kids[k].n;
         } else {
-            return err_set(e, ERR_USAGE, "tokenizer %s: model.merges[%u] is %s, expected \"a b\" or [\"a\", \"b\"]",
-                           path, i, tjson_type_name(mg));
+            return err_set(
+                e, ERR_USAGE,
+                "tokenizer %s: model.merges[%u] is %s, expected \"a b\" or [\"a\", \"b\"]", path, i,
+                tjson_type_name(mg));
         }
         char *both = malloc(plen[0] + plen[1] + 1);
         if (!both) return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
@@ -360,20 +401,23 @@ static int load_model(tokenizer *t, const char *path, const tjson *model, uint32
             continue;
         }
         if (which == 2)
-            return err_set(e, ERR_USAGE, "tokenizer %s: model.merges[%u]: \"%s\"+\"%s\" is not in model.vocab", path, i,
-                           shown(part[0], plen[0], buf), shown(part[1], plen[1], buf2));
+            return err_set(e, ERR_USAGE,
+                           "tokenizer %s: model.merges[%u]: \"%s\"+\"%s\" is not in model.vocab",
+                           path, i, shown(part[0], plen[0], buf), shown(part[1], plen[1], buf2));
         int bad = which < 0 ? (k0 <= 0 ? 0 : 1) : which;
-        return err_set(e, ERR_USAGE, "tokenizer %s: model.merges[%u]: \"%s\" is not in model.vocab", path, i,
-                       shown(part[bad], plen[bad], buf));
+        return err_set(e, ERR_USAGE, "tokenizer %s: model.merges[%u]: \"%s\" is not in model.vocab",
+                       path, i, shown(part[bad], plen[bad], buf));
     }
     return 0;
 }
 
 /* added_tokens: [{id, content, ...}]; an id the vocab has must carry the same bytes. */
-static int load_added(tokenizer *t, const char *path, const tjson *added, uint32_t *maxid, tdm_err *e) {
+static int load_added(tokenizer *t, const char *path, const tjson *added, uint32_t *maxid,
+                      tdm_err *e) {
     if (!added || added->type == TJ_NULL) return 0;
     if (added->type != TJ_ARR)
-        return err_set(e, ERR_USAGE, "tokenizer %s: added_tokens is %s, expected an array", path, tjson_type_name(added));
+        return err_set(e, ERR_USAGE, "tokenizer %s: added_tokens is %s, expected an array", path,
+                       tjson_type_name(added));
     t->added = malloc((added->n ? added->n : 1) * sizeof *t->added);
     if (!t->added) return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
     char buf[200];
@@ -381,17 +425,19 @@ static int load_added(tokenizer *t, const char *path, const tjson *added, uint32
         const tjson *a = &added->u.kids[i], *c = tjson_get(a, "content");
         int64_t id = as_id(tjson_get(a, "id"));
         if (id < 0 || !c || c->type != TJ_STR || c->n == 0)
-            return err_set(e, ERR_USAGE,
-                           "tokenizer %s: added_tokens[%u] needs an \"id\" (an integer 0..%u) and a non-empty "
-                           "\"content\" string",
-                           path, i, MAX_ID);
+            return err_set(
+                e, ERR_USAGE,
+                "tokenizer %s: added_tokens[%u] needs an \"id\" (an integer 0..%u) and a non-empty "
+                "\"content\" string",
+                path, i, MAX_ID);
         int r = bpe_set_token(&t->m, (uint32_t)id, c->u.s, c->n, 0);
         if (r < 0) return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
         size_t k;
         const char *have = bpe_token(&t->m, (uint32_t)id, &k);
         if (r && (k != c->n || memcmp(have, c->u.s, k)))
-            return err_set(e, ERR_USAGE, "tokenizer %s: added_tokens[%u] \"%s\": id %lld is another token's", path, i,
-                           shown(c->u.s, c->n, buf), (long long)id);
+            return err_set(e, ERR_USAGE,
+                           "tokenizer %s: added_tokens[%u] \"%s\": id %lld is another token's",
+                           path, i, shown(c->u.s, c->n, buf), (long long)id);
         t->added[t->nadded++] = (uint32_t)id;
         if ((uint32_t)id > *maxid) *maxid = (uint32_t)id;
     }
@@ -406,10 +452,15 @@ int tokenizer_load_json(tokenizer *t, const char *path, const char *data, size_t
     int rc = 0;
     uint32_t maxid = 0;
     const tjson *norm = tjson_get(root, "normalizer");
-    if (root->type != TJ_OBJ) rc = err_set(e, ERR_USAGE, "tokenizer %s: not a JSON object", path);
+    if (root->type != TJ_OBJ)
+        rc = err_set(e, ERR_USAGE, "tokenizer %s: not a JSON object", path);
     else if (norm && norm->type != TJ_NULL) {
-        if (is_str(tjson_get(norm, "type"), "NFC")) t->nfc = 1;
-        else rc = err_set(e, ERR_USAGE, "tokenizer %s: normalizer must be null or NFC (others are not supported)", path);
+        if (is_str(tjson_get(norm, "type"), "NFC"))
+            t->nfc = 1;
+        else
+            rc = err_set(e, ERR_USAGE,
+                         "tokenizer %s: normalizer must be null or NFC (others are not supported)",
+                         path);
     }
     if (!rc) rc = load_pretok(t, path, tjson_get(root, "pre_tokenizer"), e);
     if (!rc) rc = load_model(t, path, tjson_get(root, "model"), &maxid, e);

@@ -46,9 +46,10 @@ int tokenizer_load(const char *path, const char *pattern, tokenizer **out, tdm_e
     *out = NULL;
     int want = -1;
     if (pattern && (want = pretok_from_name(pattern)) < 0)
-        return err_set(e, ERR_USAGE,
-                       "tokenizer %s: unknown pattern \"%s\" (gpt2, r50k, cl100k, llama3, qwen2, o200k)",
-                       path, pattern);
+        return err_set(
+            e, ERR_USAGE,
+            "tokenizer %s: unknown pattern \"%s\" (gpt2, r50k, cl100k, llama3, qwen2, o200k)", path,
+            pattern);
     char *data = NULL;
     size_t n = 0;
     int rc = read_all(path, &data, &n, e);
@@ -69,14 +70,18 @@ int tokenizer_load(const char *path, const char *pattern, tokenizer **out, tdm_e
         rc = tokenizer_load_json(t, path, data, n, e);
         if (!rc && want >= 0 && (pretok_pattern)want != t->pat &&
             !((pretok_pattern)want == PRETOK_CL100K && t->pat == PRETOK_LLAMA3))
-            rc = err_set(e, ERR_USAGE, "tokenizer %s: its pre_tokenizer is %s, not the %s asked for",
-                         path, pretok_name(t->pat), pattern);
-        if (!rc) snprintf(t->kind, sizeof t->kind, "hf-bpe:%s%s", pretok_name(t->pat), t->nfc ? "+nfc" : "");
+            rc =
+                err_set(e, ERR_USAGE, "tokenizer %s: its pre_tokenizer is %s, not the %s asked for",
+                        path, pretok_name(t->pat), pattern);
+        if (!rc)
+            snprintf(t->kind, sizeof t->kind, "hf-bpe:%s%s", pretok_name(t->pat),
+                     t->nfc ? "+nfc" : "");
     } else if (want < 0) {
-        rc = err_set(e, ERR_USAGE,
-                     "tokenizer %s: not a tokenizer.json, and a tiktoken ranks file needs a pattern "
-                     "(--pattern gpt2|cl100k|o200k|llama3|qwen2)",
-                     path);
+        rc =
+            err_set(e, ERR_USAGE,
+                    "tokenizer %s: not a tokenizer.json, and a tiktoken ranks file needs a pattern "
+                    "(--pattern gpt2|cl100k|o200k|llama3|qwen2)",
+                    path);
     } else {
         t->pat = (pretok_pattern)want;
         rc = tokenizer_load_tiktoken(t, path, data, n, e);
@@ -189,7 +194,8 @@ int tokenizer_encode_parallel(const tokenizer *t, const char *text, size_t n, in
     int oom = !cut;
     if (cut) {
         cut[ncut++] = 0;
-        for (size_t p = next_cut(text, n, target); p < n; p = next_cut(text, n, p + target)) cut[ncut++] = p;
+        for (size_t p = next_cut(text, n, target); p < n; p = next_cut(text, n, p + target))
+            cut[ncut++] = p;
         cut[ncut] = n;
     }
     tok_ids *parts = oom ? NULL : calloc(ncut, sizeof *parts);
@@ -247,8 +253,10 @@ int tokenizer_decode(const tokenizer *t, const uint32_t *ids, size_t n, buf_t *o
     for (size_t i = 0; i < n; i++) {
         size_t k;
         const char *s = bpe_token(&t->m, ids[i], &k);
-        if (!s) return err_set(e, ERR_USAGE, "tokenizer: id %u (at %zu) is not a token of this %s vocabulary",
-                               ids[i], i, t->kind);
+        if (!s)
+            return err_set(e, ERR_USAGE,
+                           "tokenizer: id %u (at %zu) is not a token of this %s vocabulary", ids[i],
+                           i, t->kind);
         buf_putn(out, s, k);
     }
     return out->oom ? err_set(e, ERR_INTERNAL, "tokenizer: out of memory") : 0;

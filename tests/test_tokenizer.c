@@ -61,27 +61,32 @@ static char *pieces(pretok_pattern p, const char *text) {
     return buf_take(&b);
 }
 
-#define CHECK_PIECES(p, text, want)                                                         \
-    do {                                                                                    \
-        char *got_ = pieces(p, text);                                                       \
-        int ok_ = got_ && !strcmp(got_, want);                                              \
-        if (!ok_) fprintf(stderr, "  %s: got [%s] want [%s]\n", pretok_name(p), got_, want); \
-        free(got_);                                                                         \
-        CHECK(ok_, "pieces of %s", #text);                                                  \
+#define CHECK_PIECES(p, text, want)                                                                \
+    do {                                                                                           \
+        char *got_ = pieces(p, text);                                                              \
+        int ok_ = got_ && !strcmp(got_, want);                                                     \
+        if (!ok_) fprintf(stderr, "  %s: got [%s] want [%s]\n", pretok_name(p), got_, want);       \
+        free(got_);                                                                                \
+        CHECK(ok_, "pieces of %s", #text);                                                         \
     } while (0)
 
 /* Expectations checked against the references' own regexes (JavaScript RegExp with the
  * patterns js-tiktoken ships) when written. */
 static void test_pretok_edges(void) {
     CHECK_PIECES(PRETOK_GPT2, "Hello world", "Hello| world");
-    CHECK_PIECES(PRETOK_GPT2, "a  b", "a| | b"); /* \s+(?!\S) gives the last space back */
+    CHECK_PIECES(PRETOK_GPT2, "a  b", "a| | b");    /* \s+(?!\S) gives the last space back */
     CHECK_PIECES(PRETOK_GPT2, "a   \n", "a|   \n"); /* at the end (?!\S) holds */
     CHECK_PIECES(PRETOK_GPT2, "x \n y", "x| \n| y");
     CHECK_PIECES(PRETOK_GPT2, "I'M I'm don't", "I|'|M| I|'m| don|'t"); /* GPT-2: lower case only */
     CHECK_PIECES(PRETOK_GPT2, " 123abc...", " 123|abc|...");
     CHECK_PIECES(PRETOK_GPT2, "\t\tx", "\t|\t|x");
-    CHECK_PIECES(PRETOK_GPT2, "\xc7\x85" "emo \xca\xb0" "a e\xcc\x81x \xc2\xbd\xe2\x85\xab",
-                 "\xc7\x85" "emo| \xca\xb0" "a| e|\xcc\x81|x| \xc2\xbd\xe2\x85\xab");
+    CHECK_PIECES(PRETOK_GPT2,
+                 "\xc7\x85"
+                 "emo \xca\xb0"
+                 "a e\xcc\x81x \xc2\xbd\xe2\x85\xab",
+                 "\xc7\x85"
+                 "emo| \xca\xb0"
+                 "a| e|\xcc\x81|x| \xc2\xbd\xe2\x85\xab");
     CHECK_PIECES(PRETOK_CL100K, "\t\tx", "\t|\tx");
     CHECK_PIECES(PRETOK_CL100K, "I'M fine", "I|'M| fine");
     CHECK_PIECES(PRETOK_CL100K, "12345", "123|45");
@@ -94,12 +99,17 @@ static void test_pretok_edges(void) {
     CHECK_PIECES(PRETOK_O200K, "HelloWorld", "Hello|World");
     CHECK_PIECES(PRETOK_O200K, "HELLOworld ABC don't a//b\n", "HELLOworld| ABC| don't| a|//|b|\n");
     CHECK_PIECES(PRETOK_O200K, "x.\n/y", "x|.\n/|y");
-    CHECK_PIECES(PRETOK_O200K, "e\xcc\x81x \xc3\x89" "COLEs", "e\xcc\x81x| \xc3\x89" "COLEs");
+    CHECK_PIECES(PRETOK_O200K,
+                 "e\xcc\x81x \xc3\x89"
+                 "COLEs",
+                 "e\xcc\x81x| \xc3\x89"
+                 "COLEs");
     /* invalid UTF-8: each bad byte is one "other" character */
     CHECK_PIECES(PRETOK_GPT2, "a\xff\xfe b", "a|\xff\xfe| b");
     /* the known regex sources map to their matchers, an unknown one to none */
     for (int p = 0; p < PRETOK_COUNT; p++)
-        CHECK(pretok_from_regex(pretok_regex(p), strlen(pretok_regex(p))) == p, "regex of %s", pretok_name(p));
+        CHECK(pretok_from_regex(pretok_regex(p), strlen(pretok_regex(p))) == p, "regex of %s",
+              pretok_name(p));
     CHECK(pretok_from_regex("\\s+", 3) == -1, "an unknown regex matched");
     CHECK(pretok_from_name("r50k") == PRETOK_GPT2 && pretok_from_name("nope") == -1, "names");
 }
@@ -109,16 +119,16 @@ static void test_pretok_edges(void) {
 static void test_nfc(void) {
     static const char *const cases[][2] = {
         {"e\xcc\x81", "\xc3\xa9"},
-        {"\xe2\x84\xab", "\xc3\x85"},                         /* Angstrom sign: a singleton */
+        {"\xe2\x84\xab", "\xc3\x85"},                             /* Angstrom sign: a singleton */
         {"\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", "\xea\xb0\x81"}, /* Hangul L V T */
-        {"a\xcc\x82\xcc\xa3", "\xe1\xba\xad"},              /* reordered, then composed twice */
-        {"\xcd\x84", "\xcc\x88\xcc\x81"},                    /* U+0344: excluded, decomposes */
+        {"a\xcc\x82\xcc\xa3", "\xe1\xba\xad"}, /* reordered, then composed twice */
+        {"\xcd\x84", "\xcc\x88\xcc\x81"},      /* U+0344: excluded, decomposes */
         {"A\xcc\x8a\xcc\x81x", "\xc7\xbax"},
         {"\xe1\xba\x9b\xcc\xa3", "\xe1\xba\x9b\xcc\xa3"},
-        {"\xe0\xa5\x98", "\xe0\xa4\x95\xe0\xa4\xbc"},      /* a composition exclusion */
-        {"\xef\xac\x81", "\xef\xac\x81"},                    /* compatibility only: kept */
-        {"e\xcc\x81\xcc\x81", "\xc3\xa9\xcc\x81"},          /* the second mark is blocked */
-        {"\xff\xcc\x81", "\xff\xcc\x81"},                    /* a bad byte blocks, kept */
+        {"\xe0\xa5\x98", "\xe0\xa4\x95\xe0\xa4\xbc"}, /* a composition exclusion */
+        {"\xef\xac\x81", "\xef\xac\x81"},             /* compatibility only: kept */
+        {"e\xcc\x81\xcc\x81", "\xc3\xa9\xcc\x81"},    /* the second mark is blocked */
+        {"\xff\xcc\x81", "\xff\xcc\x81"},             /* a bad byte blocks, kept */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char *out;
@@ -130,7 +140,8 @@ static void test_nfc(void) {
     }
     char *out;
     size_t n;
-    CHECK(!nfc_normalize("caf\xc3\xa9 plain", 11, &out, &n) && !out, "text below U+0300 is returned as it is");
+    CHECK(!nfc_normalize("caf\xc3\xa9 plain", 11, &out, &n) && !out,
+          "text below U+0300 is returned as it is");
 }
 
 /* GPT-2's byte-level code point of byte b. */
@@ -151,7 +162,9 @@ static void put_bl(buf_t *b, const char *s, size_t n) {
  * JSON; `added`: the added_tokens JSON. */
 static char *tiny_json(const char *const *merges, size_t nm, const char *pre, const char *added) {
     buf_t b = {0};
-    buf_printf(&b, "{\"version\":\"1.0\",\"normalizer\":null,\"pre_tokenizer\":%s,\"added_tokens\":%s,", pre, added);
+    buf_printf(&b,
+               "{\"version\":\"1.0\",\"normalizer\":null,\"pre_tokenizer\":%s,\"added_tokens\":%s,",
+               pre, added);
     buf_puts(&b, "\"model\":{\"type\":\"BPE\",\"dropout\":null,\"vocab\":{");
     for (int c = 0; c < 256; c++) {
         char ch = (char)c;
@@ -182,7 +195,8 @@ static char *tiny_json(const char *const *merges, size_t nm, const char *pre, co
 #define GPT2_PRE "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}"
 #define EOT_ADDED "[{\"id\":1000,\"content\":\"<|endoftext|>\",\"special\":true}]"
 
-static tokenizer *load_text(const char *name, const char *text, size_t n, const char *pattern, tdm_err *e) {
+static tokenizer *load_text(const char *name, const char *text, size_t n, const char *pattern,
+                            tdm_err *e) {
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", TMP, name);
     if (write_file(path, text, n)) return NULL;
@@ -240,16 +254,18 @@ static void test_merge_order(void) {
     CHECK(!tokenizer_decode(t, (uint32_t[]){258, 1000}, 2, &b, &e), "%s", e.msg);
     CHECK(b.n == 16 && !memcmp(b.p, "abc<|endoftext|>", 16), "decode");
     buf_free(&b);
-    CHECK(tokenizer_decode(t, (uint32_t[]){999}, 1, &b, &e) == ERR_USAGE && strstr(e.msg, "999"), "unused id: %s",
-          e.msg);
+    CHECK(tokenizer_decode(t, (uint32_t[]){999}, 1, &b, &e) == ERR_USAGE && strstr(e.msg, "999"),
+          "unused id: %s", e.msg);
     buf_free(&b);
     tokenizer_free(t);
     /* ByteLevel add_prefix_space: a space before text that does not start with one */
-    json = tiny_json(merges, 5, "{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_regex\":true}", "[]");
+    json = tiny_json(merges, 5,
+                     "{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_regex\":true}", "[]");
     t = load_text("aps.json", json, strlen(json), NULL, &e);
     free(json);
     CHECK(t, "load: %s", e.msg);
-    int aps = encode_eq(t, "abc", (uint32_t[]){' ', 258}, 2) && encode_eq(t, " abc", (uint32_t[]){' ', 258}, 2) &&
+    int aps = encode_eq(t, "abc", (uint32_t[]){' ', 258}, 2) &&
+              encode_eq(t, " abc", (uint32_t[]){' ', 258}, 2) &&
               encode_eq(t, "\nabc", (uint32_t[]){' ', '\n', 258}, 3);
     tokenizer_free(t);
     CHECK(aps, "add_prefix_space");
@@ -257,7 +273,8 @@ static void test_merge_order(void) {
 
 /* The naive merge loop (the definition): repeatedly merge the leftmost pair of lowest
  * rank. parts hold ids; merges are id pairs (l[k], r[k]) -> 256 + k. */
-static size_t naive_bpe(uint32_t *parts, size_t n, const uint32_t *l, const uint32_t *r, size_t nm) {
+static size_t naive_bpe(uint32_t *parts, size_t n, const uint32_t *l, const uint32_t *r,
+                        size_t nm) {
     for (;;) {
         size_t best = SIZE_MAX, bk = SIZE_MAX;
         for (size_t i = 0; i + 1 < n; i++)
@@ -313,7 +330,8 @@ static void test_merge_random(void) {
             size_t n = 1 + rnd() % 300;
             char text[301];
             uint32_t parts[300];
-            for (size_t i = 0; i < n; i++) text[i] = (char)('a' + rnd() % 3), parts[i] = (uint8_t)text[i];
+            for (size_t i = 0; i < n; i++)
+                text[i] = (char)('a' + rnd() % 3), parts[i] = (uint8_t)text[i];
             text[n] = '\0';
             size_t k = naive_bpe(parts, n, l, r, nm);
             int ok = encode_eq(t, text, parts, k);
@@ -358,7 +376,8 @@ static void test_hostile_json(void) {
         {"\"\\u0061\":97", "\"\\u0061\":\"97\"", "model.vocab[\"a\"] is not an id"},
         {"\"\\u0061\":97", "\"\\u0061\":1e300", "model.vocab[\"a\"] is not an id"},
         {"\"\\u0061\":97", "\"\\u0061\":-1", "model.vocab[\"a\"] is not an id"},
-        {"\"\\u0061\":97", "\"\\u0061\":2000000000", "model.vocab[\"a\"] is not an id (an integer 0..16777215)"},
+        {"\"\\u0061\":97", "\"\\u0061\":2000000000",
+         "model.vocab[\"a\"] is not an id (an integer 0..16777215)"},
         {"\"\\u0061\":97", "\"\\u0061\":97.5", "model.vocab[\"a\"] is not an id"},
         {"\"\\u0061\":97", "\"\\u0062\":97", "model.vocab[\"b\"]: the same bytes appear twice"},
         {"\"\\u0061\":97", "\"\\u0061\":98", "model.vocab[\"b\"]: its id is another token's too"},
@@ -370,7 +389,8 @@ static void test_hostile_json(void) {
         {"[\"\\u0061\",\"\\u0062\"]", "\"\\u0061\\u0062\"", "is not two tokens"},
         {"\"merges\":[", "\"merges\":{}, \"x\":[", "model.merges is an object"},
         {"\"type\":\"BPE\"", "\"type\":\"WordPiece\"", "model.type"},
-        {"\"normalizer\":null", "\"normalizer\":{\"type\":\"NFKC\"}", "normalizer must be null or NFC"},
+        {"\"normalizer\":null", "\"normalizer\":{\"type\":\"NFKC\"}",
+         "normalizer must be null or NFC"},
         {"\"use_regex\":true", "\"use_regex\":false", "use_regex"},
         {"\"id\":1000", "\"id\":99999999999999", "added_tokens[0]"},
         {"\"id\":1000", "\"id\":97", "added_tokens[0] \"<|endoftext|>\": id 97"},
@@ -381,16 +401,18 @@ static void test_hostile_json(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char *bad = replace(good, cases[i].from, cases[i].to);
-        int changed = strcmp(bad, good) != 0, ok = changed && bad_load(bad, strlen(bad), NULL, cases[i].want);
+        int changed = strcmp(bad, good) != 0,
+            ok = changed && bad_load(bad, strlen(bad), NULL, cases[i].want);
         free(bad);
         CHECK(ok, "case %zu (%s -> %s)", i, cases[i].from, cases[i].to);
     }
     /* an unknown Split regex, and one pattern the file does not have */
-    char *seq = tiny_json(merges, 1,
-                          "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
-                          "\"\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
-                          "\"add_prefix_space\":false,\"use_regex\":false}]}",
-                          "[]");
+    char *seq = tiny_json(
+        merges, 1,
+        "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+        "\"\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
+        "\"add_prefix_space\":false,\"use_regex\":false}]}",
+        "[]");
     int ok = bad_load(seq, strlen(seq), NULL, "pattern.Regex \"\\\\s+\" is not one of");
     free(seq);
     CHECK(ok, "unknown regex");
@@ -441,8 +463,10 @@ static void test_hostile_ranks(void) {
     CHECK(tokenizer_eot(t) == 50256 && tokenizer_vocab(t) == 50257, "eot/vocab");
     CHECK(!strcmp(tokenizer_kind(t), "tiktoken:gpt2"), "kind");
     tokenizer_free(t);
-    CHECK(!load_text("ok.tiktoken", b.p, b.n, NULL, &e) && strstr(e.msg, "needs a pattern"), "no pattern");
-    CHECK(!load_text("ok.tiktoken", b.p, b.n, "nope", &e) && strstr(e.msg, "unknown pattern"), "bad pattern");
+    CHECK(!load_text("ok.tiktoken", b.p, b.n, NULL, &e) && strstr(e.msg, "needs a pattern"),
+          "no pattern");
+    CHECK(!load_text("ok.tiktoken", b.p, b.n, "nope", &e) && strstr(e.msg, "unknown pattern"),
+          "bad pattern");
     struct {
         const char *line, *want;
     } cases[] = {
@@ -477,11 +501,13 @@ static void test_roundtrip(void) {
     for (int i = 0; i < 200; i++) {
         char text[512];
         size_t n = rnd() % sizeof text;
-        for (size_t k = 0; k < n; k++) text[k] = rnd() % 4 ? "abc \n\t'\xc3\xa9\xe4"[rnd() % 10] : (char)rnd();
+        for (size_t k = 0; k < n; k++)
+            text[k] = rnd() % 4 ? "abc \n\t'\xc3\xa9\xe4"[rnd() % 10] : (char)rnd();
         tok_ids ids = {0};
         buf_t b = {0};
-        int ok = !tokenizer_encode(t, text, n, &ids, &e) && !tokenizer_decode(t, ids.v, ids.n, &b, &e) &&
-                 b.n == n && (!n || !memcmp(b.p, text, n));
+        int ok = !tokenizer_encode(t, text, n, &ids, &e) &&
+                 !tokenizer_decode(t, ids.v, ids.n, &b, &e) && b.n == n &&
+                 (!n || !memcmp(b.p, text, n));
         tok_ids_free(&ids);
         buf_free(&b);
         if (!ok) tokenizer_free(t);
@@ -517,10 +543,13 @@ static void docs_free(docs *d) {
 static void put_cp(buf_t *b, unsigned cp) {
     char u[4];
     size_t k;
-    if (cp < 0x80) u[0] = (char)cp, k = 1;
-    else if (cp < 0x800) u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 63)), k = 2;
+    if (cp < 0x80)
+        u[0] = (char)cp, k = 1;
+    else if (cp < 0x800)
+        u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 63)), k = 2;
     else if (cp < 0x10000)
-        u[0] = (char)(0xE0 | cp >> 12), u[1] = (char)(0x80 | ((cp >> 6) & 63)), u[2] = (char)(0x80 | (cp & 63)), k = 3;
+        u[0] = (char)(0xE0 | cp >> 12), u[1] = (char)(0x80 | ((cp >> 6) & 63)),
+        u[2] = (char)(0x80 | (cp & 63)), k = 3;
     else
         u[0] = (char)(0xF0 | cp >> 18), u[1] = (char)(0x80 | ((cp >> 12) & 63)),
         u[2] = (char)(0x80 | ((cp >> 6) & 63)), u[3] = (char)(0x80 | (cp & 63)), k = 4;
@@ -531,21 +560,86 @@ static void put_cp(buf_t *b, unsigned cp) {
  * ours agree): Latin-1 letters, Greek, Cyrillic, Arabic, Devanagari, Hiragana, CJK,
  * Hangul, emoji, math symbols, Arabic-Indic and fullwidth digits, combining accents. */
 static const unsigned RANGES[][2] = {
-    {0xC0, 0xFF},     {0x391, 0x3C9},   {0x410, 0x44F},   {0x621, 0x64A},   {0x905, 0x939},
+    {0xC0, 0xFF},     {0x391, 0x3C9},   {0x410, 0x44F},   {0x621, 0x64A},     {0x905, 0x939},
     {0x3041, 0x3096}, {0x4E00, 0x9FA5}, {0xAC00, 0xD7A3}, {0x1F600, 0x1F64F}, {0x2200, 0x22FF},
-    {0x660, 0x669},   {0xFF10, 0xFF19}, {0x300, 0x36F},   {0x2160, 0x2188}, {0x1C4, 0x1CC},
+    {0x660, 0x669},   {0xFF10, 0xFF19}, {0x300, 0x36F},   {0x2160, 0x2188},   {0x1C4, 0x1CC},
 };
 
 static const char *const WORDS[] = {
-    "the", "The", "THE", "tokenizer", "naïve", "café", "Ünïcödé", "straße", "Ελληνικά", "Привет", "мир",
-    "中文", "日本語のテキスト", "한국어", "العربية", "हिन्दी", "🎉", "👩‍💻", "½", "³", "x²", "e\xcc\x81",
-    "don't", "DON'T", "I'M", "we'LL", "it's", "You'Re", "they've", "'s", "''", "'", "int", "main()",
-    "{", "}", "->", "==", "!=", "/*", "*/", "//", "#include", "<stdio.h>", "0x1F", "3.14159", "1e-9",
-    "2024", "123456789012", "٣٤٥", "１２３", "Ⅻ", "ǅemo", "ʰa", "...", "!!!", "?!", "--", "—", "«", "»",
-    "\"quoted\"", "(paren)", "[1]", "a_b", "CamelCase", "snake_case", "HTTPServer", "iPhone", "ÉCOLE",
+    "the",
+    "The",
+    "THE",
+    "tokenizer",
+    "naïve",
+    "café",
+    "Ünïcödé",
+    "straße",
+    "Ελληνικά",
+    "Привет",
+    "мир",
+    "中文",
+    "日本語のテキスト",
+    "한국어",
+    "العربية",
+    "हिन्दी",
+    "🎉",
+    "👩‍💻",
+    "½",
+    "³",
+    "x²",
+    "e\xcc\x81",
+    "don't",
+    "DON'T",
+    "I'M",
+    "we'LL",
+    "it's",
+    "You'Re",
+    "they've",
+    "'s",
+    "''",
+    "'",
+    "int",
+    "main()",
+    "{",
+    "}",
+    "->",
+    "==",
+    "!=",
+    "/*",
+    "*/",
+    "//",
+    "#include",
+    "<stdio.h>",
+    "0x1F",
+    "3.14159",
+    "1e-9",
+    "2024",
+    "123456789012",
+    "٣٤٥",
+    "１２３",
+    "Ⅻ",
+    "ǅemo",
+    "ʰa",
+    "...",
+    "!!!",
+    "?!",
+    "--",
+    "—",
+    "«",
+    "»",
+    "\"quoted\"",
+    "(paren)",
+    "[1]",
+    "a_b",
+    "CamelCase",
+    "snake_case",
+    "HTTPServer",
+    "iPhone",
+    "ÉCOLE",
 };
-static const char *const SEPS[] = {" ", " ", " ", "  ", "   ", "\t", "\n", "\r\n", " \n", "\n\n", "  \n  ",
-                                   "\t\t", " \t ", "\xc2\xa0", "\xe3\x80\x80", "\xe2\x80\x89", "\n    ", ""};
+static const char *const SEPS[] = {
+    " ",    " ",      " ",    "  ",   "   ",      "\t",           "\n",           "\r\n",   " \n",
+    "\n\n", "  \n  ", "\t\t", " \t ", "\xc2\xa0", "\xe3\x80\x80", "\xe2\x80\x89", "\n    ", ""};
 
 /* A generated document: words of many scripts, random code points, digit runs and the
  * whitespace mixes the lookahead cases turn on. */
@@ -560,7 +654,8 @@ static void gen_doc(buf_t *b, size_t target) {
         } else if (r < 9) {
             for (unsigned k = 1 + rnd() % 9; k--;) buf_putc(b, (char)('0' + rnd() % 10));
         } else {
-            for (unsigned k = 1 + rnd() % 4; k--;) buf_putc(b, "!@#$%^&*()-=+[]{};:,.<>/?|~`'\""[rnd() % 30]);
+            for (unsigned k = 1 + rnd() % 4; k--;)
+                buf_putc(b, "!@#$%^&*()-=+[]{};:,.<>/?|~`'\""[rnd() % 30]);
         }
         buf_puts(b, SEPS[rnd() % (sizeof SEPS / sizeof *SEPS)]);
     }
@@ -582,11 +677,14 @@ static int comparable(const char *s, size_t n) {
     return 1;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 /* Up to `max` regular files of dir whose names end in `suffix` (sorted), each at most
  * `cap` bytes, added to d while d->bytes < budget. */
-static void add_dir(docs *d, const char *dir, const char *suffix, size_t max, size_t cap, size_t budget) {
+static void add_dir(docs *d, const char *dir, const char *suffix, size_t max, size_t cap,
+                    size_t budget) {
     DIR *dp = opendir(dir);
     if (!dp) return;
     char *names[4096];
@@ -594,7 +692,8 @@ static void add_dir(docs *d, const char *dir, const char *suffix, size_t max, si
     struct dirent *de;
     while ((de = readdir(dp)) && nn < 4096) {
         size_t l = strlen(de->d_name), sl = strlen(suffix);
-        if (de->d_name[0] != '.' && l >= sl && !strcmp(de->d_name + l - sl, suffix)) names[nn++] = strdup(de->d_name);
+        if (de->d_name[0] != '.' && l >= sl && !strcmp(de->d_name + l - sl, suffix))
+            names[nn++] = strdup(de->d_name);
     }
     closedir(dp);
     qsort(names, nn, sizeof *names, cmp_str);
@@ -605,8 +704,8 @@ static void add_dir(docs *d, const char *dir, const char *suffix, size_t max, si
         struct stat st;
         size_t n;
         char *s;
-        if (added < max && d->bytes < budget && !stat(path, &st) && S_ISREG(st.st_mode) && st.st_size > 0 &&
-            (size_t)st.st_size <= cap && (s = read_file(path, &n))) {
+        if (added < max && d->bytes < budget && !stat(path, &st) && S_ISREG(st.st_mode) &&
+            st.st_size > 0 && (size_t)st.st_size <= cap && (s = read_file(path, &n))) {
             if (comparable(s, n)) docs_add(d, s, n), added++;
             free(s);
         }
@@ -664,9 +763,12 @@ static void setup_ref(void) {
     char cmd[4400];
     snprintf(cmd, sizeof cmd, "cd '%s' && bash tests/tokenizer/setup.sh >/dev/null", ROOT);
     int rc = run_cmd(cmd);
-    if (rc == 0) snprintf(REF, sizeof REF, "%s/build/tokref", ROOT);
-    else if (rc == 77) printf("SKIP reference cases: npm/node unavailable (tests/tokenizer/setup.sh)\n");
-    else fprintf(stderr, "  tests/tokenizer/setup.sh failed (exit %d)\n", rc);
+    if (rc == 0)
+        snprintf(REF, sizeof REF, "%s/build/tokref", ROOT);
+    else if (rc == 77)
+        printf("SKIP reference cases: npm/node unavailable (tests/tokenizer/setup.sh)\n");
+    else
+        fprintf(stderr, "  tests/tokenizer/setup.sh failed (exit %d)\n", rc);
 }
 
 /* Compares our encoding of CORPUS with the reference's (SPEC of ref.mjs) for the
@@ -710,15 +812,17 @@ static int agree(const char *spec, const char *file, const char *pattern, size_t
     if (stat(out, &st)) {
         char tmp[4500];
         snprintf(tmp, sizeof tmp, "%s.tmp", out);
-        snprintf(cmd, sizeof cmd, "mkdir -p '%s/cache' && node '%s/ref.mjs' encode '%s' '%s' '%s' && mv '%s' '%s'", REF,
-                 REF, rs, in, tmp, tmp, out);
+        snprintf(cmd, sizeof cmd,
+                 "mkdir -p '%s/cache' && node '%s/ref.mjs' encode '%s' '%s' '%s' && mv '%s' '%s'",
+                 REF, REF, rs, in, tmp, tmp, out);
         CHECK_OR_RET(run_cmd(cmd) == 0, "%s failed", cmd);
     }
     tdm_err e = {0};
     tokenizer *t = NULL;
     CHECK_OR_RET(!tokenizer_load(path, pattern, &t, &e), "load %s: %s", path, e.msg);
     tok_ids *ours = calloc(CORPUS.count, sizeof *ours);
-    int rc = tokenizer_encode_docs(t, CORPUS.count, (const char *const *)CORPUS.p, CORPUS.n, 2, ours, &e);
+    int rc = tokenizer_encode_docs(t, CORPUS.count, (const char *const *)CORPUS.p, CORPUS.n, 2,
+                                   ours, &e);
     char *ref = read_file(out, &n);
     size_t mism = 0, total = 0;
     char *line = ref;
@@ -743,9 +847,10 @@ static int agree(const char *spec, const char *file, const char *pattern, size_t
             if (!mism) {
                 buf_t b = {0};
                 size_t from = bad > 3 ? bad - 3 : 0;
-                tokenizer_decode(t, ours[d].v + from, (bad + 3 < ours[d].n ? bad + 3 : ours[d].n) - from, &b, &e);
-                fprintf(stderr, "  %s: document %zu differs at token %zu (ours near: [%s])\n", spec, d, bad,
-                        b.p ? b.p : "");
+                tokenizer_decode(t, ours[d].v + from,
+                                 (bad + 3 < ours[d].n ? bad + 3 : ours[d].n) - from, &b, &e);
+                fprintf(stderr, "  %s: document %zu differs at token %zu (ours near: [%s])\n", spec,
+                        d, bad, b.p ? b.p : "");
                 buf_free(&b);
             }
             mism++;
@@ -757,11 +862,13 @@ static int agree(const char *spec, const char *file, const char *pattern, size_t
     free(ours);
     free(ref);
     tokenizer_free(t);
-    printf("  agreement %-16s %s: %zu documents (%zu generated, %zu real files, %zu bytes), %zu tokens, %zu "
+    printf("  agreement %-16s %s: %zu documents (%zu generated, %zu real files, %zu bytes), %zu "
+           "tokens, %zu "
            "mismatches\n",
            spec, file, CORPUS.count, N_GEN, N_REAL, CORPUS.bytes, total, mism);
     *ntok = total;
-    CHECK_OR_RET(!rc && ref && mism == 0, "%s: %zu of %zu documents differ", spec, mism, CORPUS.count);
+    CHECK_OR_RET(!rc && ref && mism == 0, "%s: %zu of %zu documents differ", spec, mism,
+                 CORPUS.count);
     return 0;
 }
 
@@ -824,8 +931,10 @@ static void test_cli(void) {
     snprintf(out, sizeof out, "%s/cli.out", TMP);
     const char *s = "Hello world, it's 2024!\n  Ünïcödé  \n";
     CHECK(!write_file(text, s, strlen(s)), "write");
-    snprintf(cmd, sizeof cmd, "'%s' tokenize --tokenizer '%s/files/cl100k.tiktoken' --pattern cl100k '%s' '%s' >'%s'",
-             bin, REF, text, text, out);
+    snprintf(
+        cmd, sizeof cmd,
+        "'%s' tokenize --tokenizer '%s/files/cl100k.tiktoken' --pattern cl100k '%s' '%s' >'%s'",
+        bin, REF, text, text, out);
     CHECK(run_cmd(cmd) == 0, "%s", cmd);
     char path[4400];
     snprintf(path, sizeof path, "%s/files/cl100k.tiktoken", REF);
@@ -843,8 +952,10 @@ static void test_cli(void) {
     char *got = read_file(out, &n);
     int ok = got && n == want.n && !memcmp(got, want.p, n);
     free(got);
-    snprintf(cmd, sizeof cmd, "'%s' tokenize --tokenizer '%s/files/cl100k.tiktoken' --pattern cl100k --count '%s' >'%s'",
-             bin, REF, text, out);
+    snprintf(
+        cmd, sizeof cmd,
+        "'%s' tokenize --tokenizer '%s/files/cl100k.tiktoken' --pattern cl100k --count '%s' >'%s'",
+        bin, REF, text, out);
     int rc = run_cmd(cmd);
     got = read_file(out, &n);
     char line[4600];
