@@ -53,7 +53,29 @@ function byteLevel() {
   return map;
 }
 
+const derived = new Map(); // ranks object -> {vocab, merges}: derived once per vocabulary
+
 function hfJson(r, pre, ignoreMerges) {
+  if (!derived.has(r)) derived.set(r, derive(r));
+  const { vocab, merges } = derived.get(r);
+  const eot = r.special_tokens["<|endoftext|>"];
+  return {
+    version: "1.0",
+    truncation: null,
+    padding: null,
+    added_tokens: [{ id: eot, content: "<|endoftext|>", single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }],
+    normalizer: null,
+    pre_tokenizer: pre,
+    post_processor: null,
+    decoder: { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true },
+    model: {
+      type: "BPE", dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null,
+      fuse_unk: false, byte_fallback: false, ignore_merges: ignoreMerges, vocab, merges,
+    },
+  };
+}
+
+function derive(r) {
   const bl = byteLevel();
   const ranks = ranksOf(r);
   const rank = new Map(); // "b,b,b" -> rank
@@ -82,22 +104,7 @@ function hfJson(r, pre, ignoreMerges) {
     if (parts.length === 2) merges.push([rk, [str(parts[0]), str(parts[1])]]);
   }
   merges.sort((a, b) => a[0] - b[0]);
-  const eot = r.special_tokens["<|endoftext|>"];
-  return {
-    version: "1.0",
-    truncation: null,
-    padding: null,
-    added_tokens: [{ id: eot, content: "<|endoftext|>", single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }],
-    normalizer: null,
-    pre_tokenizer: pre,
-    post_processor: null,
-    decoder: { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true },
-    model: {
-      type: "BPE", dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null,
-      fuse_unk: false, byte_fallback: false, ignore_merges: ignoreMerges,
-      vocab, merges: merges.map((m) => m[1]),
-    },
-  };
+  return { vocab, merges: merges.map((m) => m[1]) };
 }
 
 function split(re) {
