@@ -7,6 +7,7 @@
 #   make bench-cpu  CPU backend vs PyTorch, same model, batch and threads
 #   make bench-ckpt commit stall/throughput vs memcpy/dd; episode cost vs vanilla
 #   make bench-s3   a ~1 GiB state to/from a loopback S3 server beside aws s3 cp
+#   make bench-tokenizer  tokenizer MB/s (1 and all threads) vs js-tiktoken and HF tokenizers.js
 #   make bench-dmo  TANDEM α* vs Uniform and Natural on real text, 3 seeds (SIZE=cpu|abundant|gpu)
 #   make bench-dmo-synth  the same protocol on a generated corpus, in minutes
 #   make fuzz       libFuzzer on every store record decoder (FUZZ_SECONDS each, default 60)
@@ -111,6 +112,9 @@ bench-cpu: deps-test
 bench-ckpt: deps
 	@$(MAKE) --no-print-directory $(BUILD)/rel/bench/bench_ckpt
 	@$(BUILD)/rel/bench/bench_ckpt
+
+bench-tokenizer: build/rel/bench/bench_tokenizer
+	@bash bench/tokenizer.sh
 
 bench-s3: deps-test
 	@$(MAKE) --no-print-directory $(BUILD)/rel/bench/bench_s3
@@ -298,6 +302,6 @@ bench-gpu:
 clean:
 	rm -rf $(BUILD) tandem tandem-cuda.so
 
-.PHONY: all deps deps-test test test-run demo bench-cpu bench-ckpt bench-s3 bench-dmo bench-dmo-synth chaos fuzz clean $(addsuffix -tests,$(VARIANTS))
+.PHONY: all deps deps-test test test-run demo bench-cpu bench-ckpt bench-s3 bench-tokenizer bench-dmo bench-dmo-synth chaos fuzz clean $(addsuffix -tests,$(VARIANTS))
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

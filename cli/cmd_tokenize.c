@@ -1,0 +1,98 @@
+/* cmd_tokenize.c — `tandem tokenize --tokenizer PATH [--pattern P] [--threads N]
+ * [--count] FILE...`: the token ids of each file with a real tokenizer (data/tokenizer.h),
+ * one line per file, ids separated by spaces; `--count`: "TOKENS<TAB>FILE" per file and
+ * a total. A way to check a tokenizer file and what it makes of a corpus before prep. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cmds.h"
+#include "cli/opts.h"
+#include "data/tokenizer.h"
+
+static const cli_opt OPTS[] = {
+    {"--tokenizer", CLI_STR, "PATH",
+     "(required) a tokenizer.json (byte-level BPE) or a tiktoken ranks file", NULL, 0, 0, NULL,
+     NULL},
+    {"--pattern", CLI_STR, "P",
+     "the pre-tokenizer of a ranks file: gpt2|r50k|cl100k|o200k|llama3|qwen2\n(a tokenizer.json "
+     "says its own)",
+     NULL, 0, 0, NULL, NULL},
+    {"--threads", CLI_INT, "N", "encoding threads (default: all cores)", NULL, 1, 1024, NULL, NULL},
+    {"--count", CLI_SWITCH, NULL, "print the number of tokens of each file, not the ids", NULL, 0,
+     0, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
+};
+static const cli_spec SPEC = {
+    "tokenize",
+    "FILE...",
+    1,
+    CLI_MAX_ARGS,
+    "a FILE is required",
+    "Encodes ordinary text: special tokens written in a file are not matched.",
+    OPTS,
+    NULL};
+
+/* The whole of path in *data (malloc'd), *n. 0 or ERR_USAGE. */
+static int slurp(const char *path, char **data, size_t *n, tdm_err *e) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_sys(e, ERR_USAGE, errno, "%s", path);
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        len += fread(buf + len, 1, cap - len, f);
+        if (len < cap) break;
+        char *b = realloc(buf, cap * 2);
+        if (!b) free(buf);
+        buf = b;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        return err_set(e, bad ? ERR_USAGE : ERR_INTERNAL, "%s: %s", path,
+                       bad ? "read error" : "out of memory");
+    }
+    *data = buf;
+    *n = len;
+    return 0;
+}
+
+static int run_tokenize(const cli_args *a) {
+    const char *path = cli_str(a, "--tokenizer", NULL);
+    if (!path) {
+        fprintf(stderr, "tandem tokenize: --tokenizer PATH is required\n");
+        cli_usage(a->spec, stderr);
+        return ERR_USAGE;
+    }
+    tdm_err e = {0};
+    tokenizer *t;
+    int rc = tokenizer_load(path, cli_str(a, "--pattern", NULL), &t, &e);
+    int threads = (int)cli_int(a, "--threads", 0), count = cli_given(a, "--count") > 0;
+    unsigned long long total = 0;
+    for (int i = 0; i < a->nargs && !rc; i++) {
+        char *data = NULL;
+        size_t n = 0;
+        tok_ids ids = {0};
+        rc = slurp(a->arg[i], &data, &n, &e);
+        if (rc) break;
+        rc = tokenizer_encode_parallel(t, data, n, threads, &ids, &e);
+        free(data);
+        if (!rc && count) {
+            printf("%zu\t%s\n", ids.n, a->arg[i]);
+            total += ids.n;
+        } else if (!rc) {
+            for (size_t k = 0; k < ids.n; k++) printf(k ? " %u" : "%u", ids.v[k]);
+            putchar('\n');
+        }
+        tok_ids_free(&ids);
+    }
+    if (!rc && count && a->nargs > 1) printf("%llu\ttotal\n", total);
+    if (rc) fprintf(stderr, "tandem tokenize: %s\n", e.msg);
+    tokenizer_free(t);
+    return rc;
+}
+
+int cmd_tokenize(int argc, char **argv) { return cli_run(&SPEC, run_tokenize, argc, argv); }

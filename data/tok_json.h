@@ -1,0 +1,45 @@
+/* tok_json.h — a JSON reader for tokenizer.json files (a 150k-entry vocab, a 150k-entry
+ * merge list): the whole document parsed into a tree of values held by one arena.
+ *
+ * Hostile input is expected: the parser checks every byte, limits nesting to 64 levels,
+ * keeps strings with their lengths (a \u0000 inside is data, not an end), and reports
+ * the byte offset of the first error. Only the reader's own values are kept: numbers as
+ * double, strings unescaped to UTF-8 (surrogate pairs joined; a lone surrogate is an
+ * error). Object members keep their order; duplicate keys are kept (tjson_get finds the
+ * first). */
+#ifndef TANDEM_DATA_TOK_JSON_H
+#define TANDEM_DATA_TOK_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { TJ_NULL, TJ_FALSE, TJ_TRUE, TJ_NUM, TJ_STR, TJ_ARR, TJ_OBJ } tjson_type;
+
+typedef struct tjson {
+    tjson_type type;
+    uint32_t n;      /* TJ_STR: bytes; TJ_ARR, TJ_OBJ: members */
+    const char *key; /* the member's key when inside an object (NUL-terminated too) */
+    uint32_t keylen;
+    union {
+        double num;         /* TJ_NUM */
+        const char *s;      /* TJ_STR (NUL-terminated too) */
+        struct tjson *kids; /* TJ_ARR, TJ_OBJ: n members */
+    } u;
+} tjson;
+
+typedef struct tjson_doc tjson_doc;
+
+/* Parses text[0..n) (one JSON value, whitespace around allowed). Returns the document
+ * (free with tjson_free) and sets *root; NULL on a syntax error or no memory, with
+ * err (cap bytes) saying what and at which byte offset. */
+tjson_doc *tjson_parse(const char *text, size_t n, const tjson **root, char *err, size_t cap);
+void tjson_free(tjson_doc *d);
+
+/* The first member of object o named key (NUL-terminated); NULL when o is not an
+ * object or has no such member. */
+const tjson *tjson_get(const tjson *o, const char *key);
+
+/* The JSON type's name for messages: "null", "a string", "an object"... */
+const char *tjson_type_name(const tjson *v);
+
+#endif

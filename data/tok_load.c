@@ -1,0 +1,476 @@
+/* tok_load.c — the two tokenizer file formats (tokenizer.h): a Hugging Face
+ * tokenizer.json (byte-level BPE) and a tiktoken ranks file. Every check names the file
+ * and the key or line at fault; nothing in the file is trusted (ids are range-checked
+ * before they size anything, strings carry their lengths). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/tok_json.h"
+#include "data/tokenizer_impl.h"
+
+/* Ids stay below 2^24: the largest vocabularies are ~10^6, and an id sizes the decode
+ * table, so a hostile 2e9 must be an error, not a 16 GB allocation. */
+#define MAX_ID 0xFFFFFFu
+
+/* ---- tiktoken ranks ---- */
+
+/* The family's special tokens, placed after the ranks as tiktoken's definitions do. The
+ * first one is the end of text. */
+typedef struct special {
+    const char *content;
+    uint32_t id;
+} special;
+
+static const special SPECIALS_GPT2[] = {{"<|endoftext|>", 50256}, {NULL, 0}};
+static const special SPECIALS_CL100K[] = {{"<|endoftext|>", 100257},   {"<|fim_prefix|>", 100258},
+                                          {"<|fim_middle|>", 100259},  {"<|fim_suffix|>", 100260},
+                                          {"<|endofprompt|>", 100276}, {NULL, 0}};
+static const special SPECIALS_O200K[] = {
+    {"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}, {NULL, 0}};
+static const special SPECIALS_LLAMA3[] = {
+    {"<|end_of_text|>", 128001}, {"<|begin_of_text|>", 128000}, {NULL, 0}};
+static const special SPECIALS_QWEN2[] = {
+    {"<|endoftext|>", 151643}, {"<|im_start|>", 151644}, {"<|im_end|>", 151645}, {NULL, 0}};
+
+static int b64val(unsigned char c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+/* Standard base64 (padding required to a multiple of 4) from s[0..n) into out (n/4*3
+ * bytes of room). The decoded length, or -1 when malformed. */
+static long b64decode(const char *s, size_t n, char *out) {
+    if (n == 0 || n % 4) return -1;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        int v[4], pad = 0;
+        for (int k = 0; k < 4; k++) {
+            if (s[i + k] == '=' && i + 4 == n && k >= 2) {
+                v[k] = 0;
+                pad++;
+            } else if (pad || (v[k] = b64val((unsigned char)s[i + k])) < 0) {
+                return -1;
+            }
+        }
+        uint32_t w =
+            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        out[o++] = (char)(w >> 16);
+        if (pad < 2) out[o++] = (char)(w >> 8);
+        if (pad < 1) out[o++] = (char)w;
+    }
+    return (long)o;
+}
+
+int tokenizer_load_tiktoken(tokenizer *t, const char *path, const char *data, size_t n,
+                            tdm_err *e) {
+    char *tok = malloc(n / 4 * 3 + 3);
+    if (!tok) return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+    size_t line = 0, ntok = 0;
+    uint32_t maxid = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc;) {
+        const char *nl = memchr(data + i, '\n', n - i);
+        size_t end = nl ? (size_t)(nl - data) : n, next = end + 1;
+        line++;
+        if (end > i && data[end - 1] == '\r') end--;
+        if (end == i) {
+            i = next;
+            continue;
+        }
+        const char *sp = memchr(data + i, ' ', end - i);
+        long k = sp ? b64decode(data + i, (size_t)(sp - data) - i, tok) : -1;
+        char *stop = NULL;
+        unsigned long long rank = 0;
+        if (sp && sp + 1 < data + end && sp[1] >= '0' && sp[1] <= '9') {
+            char num[24];
+            size_t len = (size_t)(data + end - sp - 1);
+            if (len < sizeof num) {
+                memcpy(num, sp + 1, len);
+                num[len] = '\0';
+                rank = strtoull(num, &stop, 10);
+                if (*stop) stop = NULL;
+            }
+        }
+        if (k <= 0 || !stop) {
+            rc = err_set(e, ERR_USAGE, "tokenizer %s line %zu: expected \"BASE64TOKEN RANK\"", path,
+                         line);
+        } else if (rank > MAX_ID) {
+            rc = err_set(e, ERR_USAGE, "tokenizer %s line %zu: rank %llu is too large", path, line,
+                         rank);
+        } else {
+            int r = bpe_set_token(&t->m, (uint32_t)rank, tok, (size_t)k, 1);
+            if (r < 0)
+                rc = err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+            else if (r)
+                rc = err_set(e, ERR_USAGE,
+                             "tokenizer %s line %zu: rank %llu or its token appears twice", path,
+                             line, rank);
+            if (rank > maxid) maxid = (uint32_t)rank;
+            ntok++;
+        }
+        i = next;
+    }
+    free(tok);
+    if (rc) return rc;
+    if (!ntok) return err_set(e, ERR_USAGE, "tokenizer %s: no ranks", path);
+    int b = bpe_check_bytes(&t->m);
+    if (b) return err_set(e, ERR_USAGE, "tokenizer %s: no token for the byte 0x%02x", path, b - 1);
+    if (bpe_derive_merges(&t->m))
+        return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+    t->m.whole_first = 1; /* tiktoken looks a whole piece up before merging */
+    const special *sp = t->pat == PRETOK_GPT2     ? SPECIALS_GPT2
+                        : t->pat == PRETOK_O200K  ? SPECIALS_O200K
+                        : t->pat == PRETOK_LLAMA3 ? SPECIALS_LLAMA3
+                        : t->pat == PRETOK_QWEN2  ? SPECIALS_QWEN2
+                                                  : SPECIALS_CL100K;
+    size_t nsp = 0;
+    while (sp[nsp].content) nsp++;
+    t->added = malloc(nsp * sizeof *t->added);
+    if (!t->added) return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+    for (size_t k = 0; k < nsp; k++) {
+        int r = bpe_set_token(&t->m, sp[k].id, sp[k].content, strlen(sp[k].content), 0);
+        if (r < 0) return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+        if (r)
+            return err_set(e, ERR_USAGE,
+                           "tokenizer %s: rank %u is taken, but the %s family puts %s there", path,
+                           sp[k].id, pretok_name(t->pat), sp[k].content);
+        t->added[t->nadded++] = sp[k].id;
+        if (sp[k].id > maxid) maxid = sp[k].id;
+    }
+    t->eot = sp[0].id;
+    t->vocab = maxid + 1;
+    return 0;
+}
+
+/* ---- tokenizer.json ---- */
+
+/* GPT-2's byte-level alphabet: byte b is written as code point byte_cp[b]; cp_byte is
+ * the inverse over code points 0..323 (-1: not a byte's). */
+typedef struct bytelevel {
+    int cp_byte[324];
+} bytelevel;
+
+static void bytelevel_init(bytelevel *bl) {
+    for (int c = 0; c < 324; c++) bl->cp_byte[c] = -1;
+    int extra = 0;
+    for (int b = 0; b < 256; b++) {
+        int printable =
+            (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        bl->cp_byte[printable ? b : 256 + extra++] = b;
+    }
+}
+
+/* The bytes a vocab / merge string stands for, into out (room for n bytes). The length,
+ * or -1 when a character is not of the byte-level alphabet. */
+static long bytelevel_decode(const bytelevel *bl, const char *s, size_t n, char *out) {
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        size_t len;
+        unsigned cp = pretok_utf8(s, n, i, &len);
+        if (cp >= 324 || bl->cp_byte[cp] < 0) return -1;
+        out[o++] = (char)bl->cp_byte[cp];
+        i += len;
+    }
+    return (long)o;
+}
+
+/* A string for messages: s cut to 40 bytes, quotes and control bytes escaped. */
+static const char *shown(const char *s, size_t n, char buf[200]) {
+    size_t o = 0;
+    for (size_t i = 0; i < n && i < 40; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            o += (size_t)snprintf(buf + o, 200 - o, "\\%c", c);
+        else if (c < 0x20 || c == 0x7F)
+            o += (size_t)snprintf(buf + o, 200 - o, "\\x%02x", c);
+        else
+            buf[o++] = (char)c;
+    }
+    if (n > 40) o += (size_t)snprintf(buf + o, 200 - o, "...");
+    buf[o] = '\0';
+    return buf;
+}
+
+/* An integer id in [0, MAX_ID] from v; -1 when v is anything else. */
+static int64_t as_id(const tjson *v) {
+    if (!v || v->type != TJ_NUM) return -1;
+    double d = v->u.num;
+    if (!(d >= 0 && d <= MAX_ID) || d != (double)(int64_t)d) return -1;
+    return (int64_t)d;
+}
+
+/* 1 when v is absent or null, or a string equal to one of the NULL-ended `ok` values. */
+static int str_is(const tjson *v, const char *const *ok) {
+    if (!v || v->type == TJ_NULL) return 1;
+    if (v->type != TJ_STR) return 0;
+    for (; *ok; ok++)
+        if (strlen(*ok) == v->n && !memcmp(*ok, v->u.s, v->n)) return 1;
+    return 0;
+}
+
+static int is_str(const tjson *v, const char *s) {
+    return v && v->type == TJ_STR && v->n == strlen(s) && !memcmp(v->u.s, s, v->n);
+}
+
+/* A boolean member; dflt when absent; -1 when not a boolean. */
+static int as_bool(const tjson *o, const char *key, int dflt) {
+    const tjson *v = tjson_get(o, key);
+    if (!v) return dflt;
+    return v->type == TJ_TRUE ? 1 : v->type == TJ_FALSE ? 0 : -1;
+}
+
+/* pre_tokenizer: ByteLevel (use_regex) or Sequence[Split(Regex, Isolated), ByteLevel]. */
+static int load_pretok(tokenizer *t, const char *path, const tjson *pt, tdm_err *e) {
+    const tjson *type = tjson_get(pt, "type");
+    if (is_str(type, "ByteLevel")) {
+        int use_regex = as_bool(pt, "use_regex", 1), aps = as_bool(pt, "add_prefix_space", 1);
+        if (use_regex != 1)
+            return err_set(
+                e, ERR_USAGE,
+                "tokenizer %s: pre_tokenizer.use_regex must be true for a lone ByteLevel", path);
+        if (aps < 0)
+            return err_set(e, ERR_USAGE,
+                           "tokenizer %s: pre_tokenizer.add_prefix_space is not a boolean", path);
+        t->pat = PRETOK_GPT2;
+        t->add_prefix_space = aps;
+        return 0;
+    }
+    const tjson *seq = tjson_get(pt, "pretokenizers");
+    if (!is_str(type, "Sequence") || !seq || seq->type != TJ_ARR || seq->n != 2)
+        return err_set(
+            e, ERR_USAGE,
+            "tokenizer %s: pre_tokenizer must be ByteLevel or a Sequence of Split and ByteLevel "
+            "(the byte-level BPE families)",
+            path);
+    const tjson *split = &seq->u.kids[0], *bl = &seq->u.kids[1];
+    const tjson *re = tjson_get(tjson_get(split, "pattern"), "Regex");
+    static const char *const isolated[] = {"Isolated", NULL};
+    if (!is_str(tjson_get(split, "type"), "Split") || !re || re->type != TJ_STR ||
+        !str_is(tjson_get(split, "behavior"), isolated) || as_bool(split, "invert", 0) != 0)
+        return err_set(
+            e, ERR_USAGE,
+            "tokenizer %s: pre_tokenizer.pretokenizers[0] must be a Split with a pattern.Regex, "
+            "behavior Isolated, invert false",
+            path);
+    int p = pretok_from_regex(re->u.s, re->n);
+    char buf[200];
+    if (p < 0)
+        return err_set(
+            e, ERR_USAGE,
+            "tokenizer %s: pre_tokenizer.pretokenizers[0].pattern.Regex \"%s\" is not one of the "
+            "known patterns (GPT-2, cl100k/Llama-3, Qwen2, o200k)",
+            path, shown(re->u.s, re->n, buf));
+    if (!is_str(tjson_get(bl, "type"), "ByteLevel") || as_bool(bl, "use_regex", 1) != 0 ||
+        as_bool(bl, "add_prefix_space", 1) != 0)
+        return err_set(
+            e, ERR_USAGE,
+            "tokenizer %s: pre_tokenizer.pretokenizers[1] must be a ByteLevel with use_regex "
+            "false and add_prefix_space false",
+            path);
+    t->pat = (pretok_pattern)p;
+    return 0;
+}
+
+/* model: BPE with vocab, merges and the options byte-level tokenizers use. */
+static int load_model(tokenizer *t, const char *path, const tjson *model, uint32_t *maxid,
+                      tdm_err *e) {
+    static const char *const bpe_type[] = {"BPE", NULL}, *const empty[] = {"", NULL};
+    if (!model || model->type != TJ_OBJ)
+        return err_set(e, ERR_USAGE, "tokenizer %s: model is %s, expected an object", path,
+                       tjson_type_name(model));
+    if (!str_is(tjson_get(model, "type"), bpe_type))
+        return err_set(e, ERR_USAGE, "tokenizer %s: model.type must be \"BPE\"", path);
+    if (!str_is(tjson_get(model, "continuing_subword_prefix"), empty) ||
+        !str_is(tjson_get(model, "end_of_word_suffix"), empty))
+        return err_set(
+            e, ERR_USAGE,
+            "tokenizer %s: model.continuing_subword_prefix / end_of_word_suffix are not supported",
+            path);
+    const tjson *dropout = tjson_get(model, "dropout");
+    if (dropout && dropout->type != TJ_NULL && !(dropout->type == TJ_NUM && dropout->u.num == 0))
+        return err_set(e, ERR_USAGE, "tokenizer %s: model.dropout is not supported", path);
+    int ignore_merges = as_bool(model, "ignore_merges", 0),
+        byte_fallback = as_bool(model, "byte_fallback", 0);
+    if (ignore_merges < 0 || byte_fallback != 0)
+        return err_set(
+            e, ERR_USAGE,
+            "tokenizer %s: model.ignore_merges must be a boolean and model.byte_fallback false",
+            path);
+    t->m.whole_first = ignore_merges;
+
+    bytelevel bl;
+    bytelevel_init(&bl);
+    char buf[200];
+    char buf2[200];
+    const tjson *vocab = tjson_get(model, "vocab");
+    if (!vocab || vocab->type != TJ_OBJ)
+        return err_set(e, ERR_USAGE, "tokenizer %s: model.vocab is %s, expected an object", path,
+                       tjson_type_name(vocab));
+    char *tok = NULL;
+    size_t tokcap = 0;
+    int rc = 0;
+    for (uint32_t i = 0; i < vocab->n && !rc; i++) {
+        const tjson *v = &vocab->u.kids[i];
+        int64_t id = as_id(v);
+        if (id < 0) {
+            rc = err_set(e, ERR_USAGE,
+                         "tokenizer %s: model.vocab[\"%s\"] is not an id (an integer 0..%u)", path,
+                         shown(v->key, v->keylen, buf), MAX_ID);
+            break;
+        }
+        if (v->keylen > tokcap) {
+            free(tok);
+            tokcap = v->keylen;
+            tok = malloc(tokcap);
+            if (!tok) {
+                rc = err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+                break;
+            }
+        }
+        long k = bytelevel_decode(&bl, v->key, v->keylen, tok);
+        if (k <= 0) {
+            rc =
+                err_set(e, ERR_USAGE, "tokenizer %s: model.vocab[\"%s\"] is not a byte-level token",
+                        path, shown(v->key, v->keylen, buf));
+            break;
+        }
+        size_t have;
+        int taken = bpe_token(&t->m, (uint32_t)id, &have) != NULL;
+        int r = bpe_set_token(&t->m, (uint32_t)id, tok, (size_t)k, 1);
+        if (r < 0)
+            rc = err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+        else if (r)
+            rc = err_set(e, ERR_USAGE, "tokenizer %s: model.vocab[\"%s\"]: %s", path,
+                         shown(v->key, v->keylen, buf),
+                         taken ? "its id is another token's too" : "the same bytes appear twice");
+        if ((uint32_t)id > *maxid) *maxid = (uint32_t)id;
+    }
+    free(tok);
+    if (rc) return rc;
+    int b = bpe_check_bytes(&t->m);
+    if (b)
+        return err_set(e, ERR_USAGE, "tokenizer %s: model.vocab has no token for the byte 0x%02x",
+                       path, b - 1);
+
+    const tjson *merges = tjson_get(model, "merges");
+    if (!merges || merges->type != TJ_ARR)
+        return err_set(e, ERR_USAGE, "tokenizer %s: model.merges is %s, expected an array", path,
+                       tjson_type_name(merges));
+    for (uint32_t i = 0; i < merges->n; i++) {
+        const tjson *mg = &merges->u.kids[i];
+        const char *part[2];
+        size_t plen[2];
+        if (mg->type == TJ_STR) { /* "left right" */
+            const char *sp = memchr(mg->u.s, ' ', mg->n);
+            if (!sp || memchr(sp + 1, ' ', mg->n - (size_t)(sp + 1 - mg->u.s)))
+                return err_set(e, ERR_USAGE,
+                               "tokenizer %s: model.merges[%u] \"%s\" is not two tokens", path, i,
+                               shown(mg->u.s, mg->n, buf));
+            part[0] = mg->u.s, plen[0] = (size_t)(sp - mg->u.s);
+            part[1] = sp + 1, plen[1] = mg->n - plen[0] - 1;
+        } else if (mg->type == TJ_ARR && mg->n == 2 && mg->u.kids[0].type == TJ_STR &&
+                   mg->u.kids[1].type == TJ_STR) {
+            for (int k = 0; k < 2; k++) part[k] = mg->u.kids[k].u.s, plen[k] = mg->u.kids[k].n;
+        } else {
+            return err_set(
+                e, ERR_USAGE,
+                "tokenizer %s: model.merges[%u] is %s, expected \"a b\" or [\"a\", \"b\"]", path, i,
+                tjson_type_name(mg));
+        }
+        char *both = malloc(plen[0] + plen[1] + 1);
+        if (!both) return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+        uint32_t id[3];
+        long k0 = bytelevel_decode(&bl, part[0], plen[0], both);
+        long k1 = k0 < 0 ? -1 : bytelevel_decode(&bl, part[1], plen[1], both + k0);
+        int which = -1;
+        if (k0 > 0 && k1 > 0) {
+            id[0] = bpe_lookup(&t->m, both, (size_t)k0);
+            id[1] = bpe_lookup(&t->m, both + k0, (size_t)k1);
+            id[2] = bpe_lookup(&t->m, both, (size_t)(k0 + k1));
+            which = id[0] == BPE_NONE ? 0 : id[1] == BPE_NONE ? 1 : id[2] == BPE_NONE ? 2 : 3;
+        }
+        free(both);
+        if (which == 3) {
+            if (bpe_add_merge(&t->m, id[0], id[1], i, id[2]))
+                return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+            continue;
+        }
+        if (which == 2)
+            return err_set(e, ERR_USAGE,
+                           "tokenizer %s: model.merges[%u]: \"%s\"+\"%s\" is not in model.vocab",
+                           path, i, shown(part[0], plen[0], buf), shown(part[1], plen[1], buf2));
+        int bad = which < 0 ? (k0 <= 0 ? 0 : 1) : which;
+        return err_set(e, ERR_USAGE, "tokenizer %s: model.merges[%u]: \"%s\" is not in model.vocab",
+                       path, i, shown(part[bad], plen[bad], buf));
+    }
+    return 0;
+}
+
+/* added_tokens: [{id, content, ...}]; an id the vocab has must carry the same bytes. */
+static int load_added(tokenizer *t, const char *path, const tjson *added, uint32_t *maxid,
+                      tdm_err *e) {
+    if (!added || added->type == TJ_NULL) return 0;
+    if (added->type != TJ_ARR)
+        return err_set(e, ERR_USAGE, "tokenizer %s: added_tokens is %s, expected an array", path,
+                       tjson_type_name(added));
+    t->added = malloc((added->n ? added->n : 1) * sizeof *t->added);
+    if (!t->added) return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+    char buf[200];
+    for (uint32_t i = 0; i < added->n; i++) {
+        const tjson *a = &added->u.kids[i], *c = tjson_get(a, "content");
+        int64_t id = as_id(tjson_get(a, "id"));
+        if (id < 0 || !c || c->type != TJ_STR || c->n == 0)
+            return err_set(
+                e, ERR_USAGE,
+                "tokenizer %s: added_tokens[%u] needs an \"id\" (an integer 0..%u) and a non-empty "
+                "\"content\" string",
+                path, i, MAX_ID);
+        int r = bpe_set_token(&t->m, (uint32_t)id, c->u.s, c->n, 0);
+        if (r < 0) return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+        size_t k;
+        const char *have = bpe_token(&t->m, (uint32_t)id, &k);
+        if (r && (k != c->n || memcmp(have, c->u.s, k)))
+            return err_set(e, ERR_USAGE,
+                           "tokenizer %s: added_tokens[%u] \"%s\": id %lld is another token's",
+                           path, i, shown(c->u.s, c->n, buf), (long long)id);
+        t->added[t->nadded++] = (uint32_t)id;
+        if ((uint32_t)id > *maxid) *maxid = (uint32_t)id;
+    }
+    return 0;
+}
+
+int tokenizer_load_json(tokenizer *t, const char *path, const char *data, size_t n, tdm_err *e) {
+    char msg[256];
+    const tjson *root;
+    tjson_doc *doc = tjson_parse(data, n, &root, msg, sizeof msg);
+    if (!doc) return err_set(e, ERR_USAGE, "tokenizer %s: not valid JSON: %s", path, msg);
+    int rc = 0;
+    uint32_t maxid = 0;
+    const tjson *norm = tjson_get(root, "normalizer");
+    if (root->type != TJ_OBJ)
+        rc = err_set(e, ERR_USAGE, "tokenizer %s: not a JSON object", path);
+    else if (norm && norm->type != TJ_NULL) {
+        if (is_str(tjson_get(norm, "type"), "NFC"))
+            t->nfc = 1;
+        else
+            rc = err_set(e, ERR_USAGE,
+                         "tokenizer %s: normalizer must be null or NFC (others are not supported)",
+                         path);
+    }
+    if (!rc) rc = load_pretok(t, path, tjson_get(root, "pre_tokenizer"), e);
+    if (!rc) rc = load_model(t, path, tjson_get(root, "model"), &maxid, e);
+    if (!rc) rc = load_added(t, path, tjson_get(root, "added_tokens"), &maxid, e);
+    if (!rc) {
+        static const char *const eots[] = {"<|endoftext|>", "<|end_of_text|>", "</s>"};
+        t->vocab = maxid + 1;
+        for (size_t k = 0; k < sizeof eots / sizeof *eots && t->eot < 0; k++)
+            t->eot = tokenizer_token_id(t, eots[k], strlen(eots[k]));
+    }
+    tjson_free(doc);
+    return rc;
+}

@@ -1,0 +1,263 @@
+/* tokenizer.c — loading dispatch, encoding (one thread, many threads, many documents)
+ * and decoding (tokenizer.h). The file formats are read in tok_load.c. */
+#include "data/tokenizer.h"
+
+#include <errno.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/nfc.h"
+#include "data/tokenizer_impl.h"
+#include "storage/sha256.h"
+
+/* The whole file into a malloc'd buffer (*data, *n). 0 or ERR_USAGE. */
+static int read_all(const char *path, char **data, size_t *n, tdm_err *e) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_sys(e, ERR_USAGE, errno, "tokenizer %s", path);
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        len += fread(buf + len, 1, cap - len, f);
+        if (len < cap) break;
+        char *b = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+        if (!b) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = b;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf) return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+    if (bad) {
+        free(buf);
+        return err_set(e, ERR_USAGE, "tokenizer %s: read error", path);
+    }
+    *data = buf;
+    *n = len;
+    return 0;
+}
+
+int tokenizer_load(const char *path, const char *pattern, tokenizer **out, tdm_err *e) {
+    *out = NULL;
+    int want = -1;
+    if (pattern && (want = pretok_from_name(pattern)) < 0)
+        return err_set(
+            e, ERR_USAGE,
+            "tokenizer %s: unknown pattern \"%s\" (gpt2, r50k, cl100k, llama3, qwen2, o200k)", path,
+            pattern);
+    char *data = NULL;
+    size_t n = 0;
+    int rc = read_all(path, &data, &n, e);
+    if (rc) return rc;
+    tokenizer *t = calloc(1, sizeof *t);
+    if (!t || bpe_init(&t->m)) {
+        free(t);
+        free(data);
+        return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+    }
+    t->eot = -1;
+    sha256_digest d;
+    sha256(data, n, &d);
+    sha256_hex(&d, t->digest);
+    size_t i = 0;
+    while (i < n && (data[i] == ' ' || data[i] == '\t' || data[i] == '\r' || data[i] == '\n')) i++;
+    if (i < n && data[i] == '{') {
+        rc = tokenizer_load_json(t, path, data, n, e);
+        if (!rc && want >= 0 && (pretok_pattern)want != t->pat &&
+            !((pretok_pattern)want == PRETOK_CL100K && t->pat == PRETOK_LLAMA3))
+            rc =
+                err_set(e, ERR_USAGE, "tokenizer %s: its pre_tokenizer is %s, not the %s asked for",
+                        path, pretok_name(t->pat), pattern);
+        if (!rc)
+            snprintf(t->kind, sizeof t->kind, "hf-bpe:%s%s", pretok_name(t->pat),
+                     t->nfc ? "+nfc" : "");
+    } else if (want < 0) {
+        rc =
+            err_set(e, ERR_USAGE,
+                    "tokenizer %s: not a tokenizer.json, and a tiktoken ranks file needs a pattern "
+                    "(--pattern gpt2|cl100k|o200k|llama3|qwen2)",
+                    path);
+    } else {
+        t->pat = (pretok_pattern)want;
+        rc = tokenizer_load_tiktoken(t, path, data, n, e);
+        if (!rc) snprintf(t->kind, sizeof t->kind, "tiktoken:%s", pretok_name(t->pat));
+    }
+    free(data);
+    if (rc) {
+        tokenizer_free(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+void tokenizer_free(tokenizer *t) {
+    if (!t) return;
+    bpe_free(&t->m);
+    free(t->added);
+    free(t);
+}
+
+uint32_t tokenizer_vocab(const tokenizer *t) { return t->vocab; }
+int64_t tokenizer_eot(const tokenizer *t) { return t->eot; }
+const char *tokenizer_digest(const tokenizer *t) { return t->digest; }
+const char *tokenizer_kind(const tokenizer *t) { return t->kind; }
+
+int64_t tokenizer_token_id(const tokenizer *t, const char *s, size_t n) {
+    for (size_t i = 0; i < t->nadded; i++) {
+        size_t k;
+        const char *c = bpe_token(&t->m, t->added[i], &k);
+        if (c && k == n && !memcmp(c, s, n)) return t->added[i];
+    }
+    uint32_t id = bpe_lookup(&t->m, s, n);
+    return id == BPE_NONE ? -1 : (int64_t)id;
+}
+
+/* The pieces that start in [from, to) of text[0..n), encoded onto out. Pieces never
+ * cross `to` when it is a safe cut (or n). 0 or -1 (no memory). */
+static int encode_range(const tokenizer *t, const char *text, size_t n, size_t from, size_t to,
+                        bpe_cache *cache, tok_ids *out) {
+    for (size_t i = from; i < to;) {
+        size_t k = pretok_next(t->pat, text, n, i);
+        if (bpe_encode_piece(&t->m, text + i, k, cache, out)) return -1;
+        i += k;
+    }
+    return 0;
+}
+
+/* The text to encode, as the pipeline has it before pre-tokenization: text itself, or a
+ * copy in *owned (free it) normalized to NFC (normalizer NFC) and/or with a space in front
+ * (ByteLevel add_prefix_space), in that order, as Hugging Face applies them. NULL when out
+ * of memory. */
+static const char *prefixed(const tokenizer *t, const char *text, size_t *n, char **owned) {
+    *owned = NULL;
+    if (t->nfc) {
+        if (nfc_normalize(text, *n, owned, n)) return NULL;
+        if (*owned) text = *owned;
+    }
+    if (!t->add_prefix_space || *n == 0 || text[0] == ' ') return text;
+    char *p = malloc(*n + 1);
+    if (!p) {
+        free(*owned);
+        *owned = NULL;
+        return NULL;
+    }
+    p[0] = ' ';
+    memcpy(p + 1, text, *n);
+    free(*owned);
+    *owned = p;
+    ++*n;
+    return p;
+}
+
+int tokenizer_encode(const tokenizer *t, const char *text, size_t n, tok_ids *out, tdm_err *e) {
+    char *owned;
+    text = prefixed(t, text, &n, &owned);
+    bpe_cache *c = bpe_cache_new();
+    int rc = !text || !c || encode_range(t, text, n, 0, n, c, out);
+    bpe_cache_free(c);
+    free(owned);
+    return rc ? err_set(e, ERR_INTERNAL, "tokenizer: out of memory") : 0;
+}
+
+/* The first safe cut at or after `from`: just after a '\n' followed by an ASCII letter
+ * (no pattern's piece spans that point: a letter's piece never starts before a '\n',
+ * and every whitespace or punctuation piece that reaches the '\n' ends with it). n when
+ * there is none. */
+static size_t next_cut(const char *text, size_t n, size_t from) {
+    for (size_t i = from ? from - 1 : 0; i + 1 < n; i++) {
+        const char *nl = memchr(text + i, '\n', n - 1 - i);
+        if (!nl) break;
+        i = (size_t)(nl - text);
+        char c = text[i + 1];
+        if (i + 1 >= from && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) return i + 1;
+    }
+    return n;
+}
+
+int tokenizer_encode_parallel(const tokenizer *t, const char *text, size_t n, int threads,
+                              tok_ids *out, tdm_err *e) {
+    if (threads <= 0) threads = omp_get_max_threads();
+    size_t target = n / ((size_t)threads * 8);
+    if (target < (1u << 16)) target = 1u << 16;
+    if (threads == 1 || n < 2 * target) return tokenizer_encode(t, text, n, out, e);
+    char *owned;
+    text = prefixed(t, text, &n, &owned);
+    if (!text) return err_set(e, ERR_INTERNAL, "tokenizer: out of memory");
+    size_t ncut = 0, cap = n / target + 2;
+    size_t *cut = malloc(cap * sizeof *cut);
+    int oom = !cut;
+    if (cut) {
+        cut[ncut++] = 0;
+        for (size_t p = next_cut(text, n, target); p < n; p = next_cut(text, n, p + target))
+            cut[ncut++] = p;
+        cut[ncut] = n;
+    }
+    tok_ids *parts = oom ? NULL : calloc(ncut, sizeof *parts);
+    oom |= !parts;
+    if (!oom) {
+#pragma omp parallel num_threads(threads)
+        {
+            bpe_cache *c = bpe_cache_new();
+            int bad = !c;
+#pragma omp for schedule(dynamic, 1)
+            for (size_t k = 0; k < ncut; k++)
+                if (!bad) bad = encode_range(t, text, n, cut[k], cut[k + 1], c, &parts[k]);
+            if (bad) {
+#pragma omp atomic write
+                oom = 1;
+            }
+            bpe_cache_free(c);
+        }
+        for (size_t k = 0; k < ncut && !oom; k++) oom = tok_ids_append(out, parts[k].v, parts[k].n);
+        for (size_t k = 0; k < ncut; k++) tok_ids_free(&parts[k]);
+    }
+    free(parts);
+    free(cut);
+    free(owned);
+    return oom ? err_set(e, ERR_INTERNAL, "tokenizer: out of memory") : 0;
+}
+
+int tokenizer_encode_docs(const tokenizer *t, size_t ndocs, const char *const *docs,
+                          const size_t *lens, int threads, tok_ids *outs, tdm_err *e) {
+    if (threads <= 0) threads = omp_get_max_threads();
+    int oom = 0;
+#pragma omp parallel num_threads(threads)
+    {
+        bpe_cache *c = bpe_cache_new();
+        int bad = !c;
+#pragma omp for schedule(dynamic, 1)
+        for (size_t d = 0; d < ndocs; d++) {
+            if (bad) continue;
+            size_t n = lens[d];
+            char *owned;
+            const char *text = prefixed(t, docs[d], &n, &owned);
+            bad = !text || encode_range(t, text, n, 0, n, c, &outs[d]);
+            free(owned);
+        }
+        if (bad) {
+#pragma omp atomic write
+            oom = 1;
+        }
+        bpe_cache_free(c);
+    }
+    return oom ? err_set(e, ERR_INTERNAL, "tokenizer: out of memory") : 0;
+}
+
+int tokenizer_decode(const tokenizer *t, const uint32_t *ids, size_t n, buf_t *out, tdm_err *e) {
+    for (size_t i = 0; i < n; i++) {
+        size_t k;
+        const char *s = bpe_token(&t->m, ids[i], &k);
+        if (!s)
+            return err_set(e, ERR_USAGE,
+                           "tokenizer: id %u (at %zu) is not a token of this %s vocabulary", ids[i],
+                           i, t->kind);
+        buf_putn(out, s, k);
+    }
+    return out->oom ? err_set(e, ERR_INTERNAL, "tokenizer: out of memory") : 0;
+}

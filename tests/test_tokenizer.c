@@ -1,0 +1,997 @@
+/* test_tokenizer.c — data/tokenizer.h: the pre-tokenizer matchers on the regex edge cases,
+ * the merge algorithm on hand-made vocabularies (order, ties, the heap path against a
+ * naive reference), added tokens, hostile tokenizer.json and ranks files, round trips,
+ * multi-threaded encoding, and token-for-token agreement with the JavaScript ports of
+ * tiktoken and Hugging Face tokenizers (tests/tokenizer/ref.mjs, installed from npm by
+ * tests/tokenizer/setup.sh; those cases say SKIP when npm is unreachable). */
+#include <dirent.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "data/nfc.h"
+#include "data/pretok.h"
+#include "data/tokenizer.h"
+#include "storage/sha256.h"
+#include "tests/test.h"
+#include "util/buf.h"
+
+static const char *ROOT = ".";
+static char REF[4096]; /* build/tokref under ROOT, "" when the references are missing */
+static char *TMP;
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+static int write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t w = fwrite(data, 1, n, f);
+    return fclose(f) || w != n ? -1 : 0;
+}
+
+static char *read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    buf_t b = {0};
+    char tmp[65536];
+    size_t k;
+    while ((k = fread(tmp, 1, sizeof tmp, f)) > 0) buf_putn(&b, tmp, k);
+    fclose(f);
+    *n = b.n;
+    if (!b.p) buf_putn(&b, "", 0), buf_reserve(&b, 1);
+    return buf_take(&b);
+}
+
+/* The pieces of text under pattern p joined by '|'. */
+static char *pieces(pretok_pattern p, const char *text) {
+    buf_t b = {0};
+    size_t n = strlen(text);
+    for (size_t i = 0; i < n;) {
+        size_t k = pretok_next(p, text, n, i);
+        if (i) buf_putc(&b, '|');
+        buf_putn(&b, text + i, k);
+        i += k;
+    }
+    return buf_take(&b);
+}
+
+#define CHECK_PIECES(p, text, want)                                                                \
+    do {                                                                                           \
+        char *got_ = pieces(p, text);                                                              \
+        int ok_ = got_ && !strcmp(got_, want);                                                     \
+        if (!ok_) fprintf(stderr, "  %s: got [%s] want [%s]\n", pretok_name(p), got_, want);       \
+        free(got_);                                                                                \
+        CHECK(ok_, "pieces of %s", #text);                                                         \
+    } while (0)
+
+/* Expectations checked against the references' own regexes (JavaScript RegExp with the
+ * patterns js-tiktoken ships) when written. */
+static void test_pretok_edges(void) {
+    CHECK_PIECES(PRETOK_GPT2, "Hello world", "Hello| world");
+    CHECK_PIECES(PRETOK_GPT2, "a  b", "a| | b");    /* \s+(?!\S) gives the last space back */
+    CHECK_PIECES(PRETOK_GPT2, "a   \n", "a|   \n"); /* at the end (?!\S) holds */
+    CHECK_PIECES(PRETOK_GPT2, "x \n y", "x| \n| y");
+    CHECK_PIECES(PRETOK_GPT2, "I'M I'm don't", "I|'|M| I|'m| don|'t"); /* GPT-2: lower case only */
+    CHECK_PIECES(PRETOK_GPT2, " 123abc...", " 123|abc|...");
+    CHECK_PIECES(PRETOK_GPT2, "\t\tx", "\t|\t|x");
+    CHECK_PIECES(PRETOK_GPT2,
+                 "\xc7\x85"
+                 "emo \xca\xb0"
+                 "a e\xcc\x81x \xc2\xbd\xe2\x85\xab",
+                 "\xc7\x85"
+                 "emo| \xca\xb0"
+                 "a| e|\xcc\x81|x| \xc2\xbd\xe2\x85\xab");
+    CHECK_PIECES(PRETOK_CL100K, "\t\tx", "\t|\tx");
+    CHECK_PIECES(PRETOK_CL100K, "I'M fine", "I|'M| fine");
+    CHECK_PIECES(PRETOK_CL100K, "12345", "123|45");
+    CHECK_PIECES(PRETOK_QWEN2, "12345", "1|2|3|4|5");
+    CHECK_PIECES(PRETOK_CL100K, "a\n\n  b", "a|\n\n| | b");
+    CHECK_PIECES(PRETOK_CL100K, "x.\n\ny", "x|.\n\n|y");
+    CHECK_PIECES(PRETOK_CL100K, "a   ", "a|   ");
+    CHECK_PIECES(PRETOK_CL100K, "\xe3\x80\x80\xe3\x80\x80x\xc2\xa0y \n\r\n z",
+                 "\xe3\x80\x80|\xe3\x80\x80x|\xc2\xa0y| \n\r\n| z");
+    CHECK_PIECES(PRETOK_O200K, "HelloWorld", "Hello|World");
+    CHECK_PIECES(PRETOK_O200K, "HELLOworld ABC don't a//b\n", "HELLOworld| ABC| don't| a|//|b|\n");
+    CHECK_PIECES(PRETOK_O200K, "x.\n/y", "x|.\n/|y");
+    CHECK_PIECES(PRETOK_O200K,
+                 "e\xcc\x81x \xc3\x89"
+                 "COLEs",
+                 "e\xcc\x81x| \xc3\x89"
+                 "COLEs");
+    /* invalid UTF-8: each bad byte is one "other" character */
+    CHECK_PIECES(PRETOK_GPT2, "a\xff\xfe b", "a|\xff\xfe| b");
+    /* the known regex sources map to their matchers, an unknown one to none */
+    for (int p = 0; p < PRETOK_COUNT; p++)
+        CHECK(pretok_from_regex(pretok_regex(p), strlen(pretok_regex(p))) == p, "regex of %s",
+              pretok_name(p));
+    CHECK(pretok_from_regex("\\s+", 3) == -1, "an unknown regex matched");
+    CHECK(pretok_from_name("r50k") == PRETOK_GPT2 && pretok_from_name("nope") == -1, "names");
+}
+
+/* NFC against Python's unicodedata.normalize (Unicode 14.0) on the cases that exercise
+ * each step: composition, singletons, Hangul, reordering, exclusions, blocking. */
+static void test_nfc(void) {
+    static const char *const cases[][2] = {
+        {"e\xcc\x81", "\xc3\xa9"},
+        {"\xe2\x84\xab", "\xc3\x85"},                             /* Angstrom sign: a singleton */
+        {"\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", "\xea\xb0\x81"}, /* Hangul L V T */
+        {"a\xcc\x82\xcc\xa3", "\xe1\xba\xad"}, /* reordered, then composed twice */
+        {"\xcd\x84", "\xcc\x88\xcc\x81"},      /* U+0344: excluded, decomposes */
+        {"A\xcc\x8a\xcc\x81x", "\xc7\xbax"},
+        {"\xe1\xba\x9b\xcc\xa3", "\xe1\xba\x9b\xcc\xa3"},
+        {"\xe0\xa5\x98", "\xe0\xa4\x95\xe0\xa4\xbc"}, /* a composition exclusion */
+        {"\xef\xac\x81", "\xef\xac\x81"},             /* compatibility only: kept */
+        {"e\xcc\x81\xcc\x81", "\xc3\xa9\xcc\x81"},    /* the second mark is blocked */
+        {"\xff\xcc\x81", "\xff\xcc\x81"},             /* a bad byte blocks, kept */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *out;
+        size_t n;
+        CHECK(!nfc_normalize(cases[i][0], strlen(cases[i][0]), &out, &n) && out, "case %zu", i);
+        int ok = n == strlen(cases[i][1]) && !memcmp(out, cases[i][1], n);
+        free(out);
+        CHECK(ok, "case %zu: NFC differs", i);
+    }
+    char *out;
+    size_t n;
+    CHECK(!nfc_normalize("caf\xc3\xa9 plain", 11, &out, &n) && !out,
+          "text below U+0300 is returned as it is");
+}
+
+/* GPT-2's byte-level code point of byte b. */
+static int byte_cp(int b) {
+    if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) return b;
+    int n = 0;
+    for (int c = 0; c < b; c++)
+        if (!((c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF))) n++;
+    return 256 + n;
+}
+
+static void put_bl(buf_t *b, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) buf_printf(b, "\\u%04x", byte_cp((unsigned char)s[i]));
+}
+
+/* A tokenizer.json of the 256 bytes (id = byte) and merges[k] = "left right" (plain
+ * ASCII byte strings, one space between) giving id 256 + k. `pre`: the pre_tokenizer
+ * JSON; `added`: the added_tokens JSON. */
+static char *tiny_json(const char *const *merges, size_t nm, const char *pre, const char *added) {
+    buf_t b = {0};
+    buf_printf(&b,
+               "{\"version\":\"1.0\",\"normalizer\":null,\"pre_tokenizer\":%s,\"added_tokens\":%s,",
+               pre, added);
+    buf_puts(&b, "\"model\":{\"type\":\"BPE\",\"dropout\":null,\"vocab\":{");
+    for (int c = 0; c < 256; c++) {
+        char ch = (char)c;
+        buf_puts(&b, c ? ",\"" : "\"");
+        put_bl(&b, &ch, 1);
+        buf_printf(&b, "\":%d", c);
+    }
+    for (size_t k = 0; k < nm; k++) {
+        const char *sp = strchr(merges[k], ' ');
+        buf_puts(&b, ",\"");
+        put_bl(&b, merges[k], (size_t)(sp - merges[k]));
+        put_bl(&b, sp + 1, strlen(sp + 1));
+        buf_printf(&b, "\":%zu", 256 + k);
+    }
+    buf_puts(&b, "},\"merges\":[");
+    for (size_t k = 0; k < nm; k++) {
+        const char *sp = strchr(merges[k], ' ');
+        buf_puts(&b, k ? ",[\"" : "[\"");
+        put_bl(&b, merges[k], (size_t)(sp - merges[k]));
+        buf_puts(&b, "\",\"");
+        put_bl(&b, sp + 1, strlen(sp + 1));
+        buf_puts(&b, "\"]");
+    }
+    buf_puts(&b, "]}}");
+    return buf_take(&b);
+}
+
+#define GPT2_PRE "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}"
+#define EOT_ADDED "[{\"id\":1000,\"content\":\"<|endoftext|>\",\"special\":true}]"
+
+static tokenizer *load_text(const char *name, const char *text, size_t n, const char *pattern,
+                            tdm_err *e) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", TMP, name);
+    if (write_file(path, text, n)) return NULL;
+    tokenizer *t = NULL;
+    tokenizer_load(path, pattern, &t, e);
+    return t;
+}
+
+static int encode_eq(tokenizer *t, const char *text, const uint32_t *want, size_t nw) {
+    tok_ids ids = {0};
+    tdm_err e = {0};
+    int rc = tokenizer_encode(t, text, strlen(text), &ids, &e);
+    int ok = !rc && ids.n == nw && !memcmp(ids.v, want, nw * sizeof *want);
+    if (!ok) {
+        fprintf(stderr, "  encode [%s]:", text);
+        for (size_t i = 0; i < ids.n; i++) fprintf(stderr, " %u", ids.v[i]);
+        fprintf(stderr, "\n");
+    }
+    tok_ids_free(&ids);
+    return ok;
+}
+
+static void test_merge_order(void) {
+    /* "b c" outranks "a b", so "abc" is a+bc then abc (leftmost-first would give ab, c) */
+    const char *merges[] = {"b c", "a b", "a bc", "a a", "aa aa"};
+    char *json = tiny_json(merges, 5, GPT2_PRE, EOT_ADDED);
+    tdm_err e = {0};
+    tokenizer *t = load_text("tiny.json", json, strlen(json), NULL, &e);
+    free(json);
+    CHECK(t, "load: %s", e.msg);
+    CHECK(encode_eq(t, "abc", (uint32_t[]){258}, 1), "abc");
+    CHECK(encode_eq(t, "ab", (uint32_t[]){257}, 1), "ab");
+    CHECK(encode_eq(t, "aaa", (uint32_t[]){259, 'a'}, 2), "aaa: the leftmost pair first");
+    CHECK(encode_eq(t, "aaaaa", (uint32_t[]){260, 'a'}, 2), "aaaaa");
+    CHECK(encode_eq(t, "x abc", (uint32_t[]){'x', ' ', 258}, 3), "a space is its own token here");
+    /* 100 a's take the heap path: 25 "aaaa" */
+    char many[101];
+    memset(many, 'a', 100);
+    many[100] = '\0';
+    uint32_t want[25];
+    for (int i = 0; i < 25; i++) want[i] = 260;
+    CHECK(encode_eq(t, many, want, 25), "100 a's");
+    CHECK(tokenizer_vocab(t) == 1001, "vocab %u", tokenizer_vocab(t));
+    CHECK(tokenizer_eot(t) == 1000, "eot %lld", (long long)tokenizer_eot(t));
+    CHECK(!strcmp(tokenizer_kind(t), "hf-bpe:gpt2"), "kind %s", tokenizer_kind(t));
+    CHECK(strlen(tokenizer_digest(t)) == 64, "digest");
+    /* an added token in the text is ordinary text; decoding the id gives its content */
+    tok_ids ids = {0};
+    CHECK(!tokenizer_encode(t, "<|endoftext|>", 13, &ids, &e), "%s", e.msg);
+    int has_eot = 0;
+    for (size_t i = 0; i < ids.n; i++) has_eot |= ids.v[i] == 1000;
+    tok_ids_free(&ids);
+    CHECK(!has_eot && ids.n == 0, "<|endoftext|> in text became the eot token");
+    buf_t b = {0};
+    CHECK(!tokenizer_decode(t, (uint32_t[]){258, 1000}, 2, &b, &e), "%s", e.msg);
+    CHECK(b.n == 16 && !memcmp(b.p, "abc<|endoftext|>", 16), "decode");
+    buf_free(&b);
+    CHECK(tokenizer_decode(t, (uint32_t[]){999}, 1, &b, &e) == ERR_USAGE && strstr(e.msg, "999"),
+          "unused id: %s", e.msg);
+    buf_free(&b);
+    tokenizer_free(t);
+    /* ByteLevel add_prefix_space: a space before text that does not start with one */
+    json = tiny_json(merges, 5,
+                     "{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_regex\":true}", "[]");
+    t = load_text("aps.json", json, strlen(json), NULL, &e);
+    free(json);
+    CHECK(t, "load: %s", e.msg);
+    int aps = encode_eq(t, "abc", (uint32_t[]){' ', 258}, 2) &&
+              encode_eq(t, " abc", (uint32_t[]){' ', 258}, 2) &&
+              encode_eq(t, "\nabc", (uint32_t[]){' ', '\n', 258}, 3);
+    tokenizer_free(t);
+    CHECK(aps, "add_prefix_space");
+}
+
+/* The naive merge loop (the definition): repeatedly merge the leftmost pair of lowest
+ * rank. parts hold ids; merges are id pairs (l[k], r[k]) -> 256 + k. */
+static size_t naive_bpe(uint32_t *parts, size_t n, const uint32_t *l, const uint32_t *r,
+                        size_t nm) {
+    for (;;) {
+        size_t best = SIZE_MAX, bk = SIZE_MAX;
+        for (size_t i = 0; i + 1 < n; i++)
+            for (size_t k = 0; k < nm && k < bk; k++)
+                if (parts[i] == l[k] && parts[i + 1] == r[k]) best = i, bk = k;
+        if (best == SIZE_MAX) return n;
+        parts[best] = (uint32_t)(256 + bk);
+        memmove(parts + best + 1, parts + best + 2, (n - best - 2) * sizeof *parts);
+        n--;
+    }
+}
+
+/* Random merge tables over {a, b, c} against the naive loop, on pieces of 1..300 bytes
+ * (both the short scan and the heap). */
+static void test_merge_random(void) {
+    for (int round = 0; round < 4; round++) {
+        /* the merge table as strings, grown from random pairs of known tokens */
+        char *tok[64];
+        uint32_t l[40], r[40];
+        size_t ntok = 3, nm = 0;
+        tok[0] = strdup("a"), tok[1] = strdup("b"), tok[2] = strdup("c");
+        char *lines[40];
+        while (nm < 40) {
+            size_t i = rnd() % ntok, j = rnd() % ntok;
+            size_t len = strlen(tok[i]) + strlen(tok[j]);
+            if (len > 12) continue;
+            char *cat = malloc(len + 1);
+            memcpy(cat, tok[i], strlen(tok[i]));
+            memcpy(cat + strlen(tok[i]), tok[j], strlen(tok[j]) + 1);
+            int dup = 0;
+            for (size_t k = 0; k < ntok; k++) dup |= !strcmp(tok[k], cat);
+            if (dup) {
+                free(cat);
+                continue;
+            }
+            lines[nm] = malloc(len + 2);
+            memcpy(lines[nm], tok[i], strlen(tok[i]));
+            lines[nm][strlen(tok[i])] = ' ';
+            memcpy(lines[nm] + strlen(tok[i]) + 1, tok[j], strlen(tok[j]) + 1);
+            l[nm] = i < 3 ? (uint32_t)('a' + i) : (uint32_t)(256 + i - 3);
+            r[nm] = j < 3 ? (uint32_t)('a' + j) : (uint32_t)(256 + j - 3);
+            tok[ntok++] = cat;
+            nm++;
+        }
+        char *json = tiny_json((const char *const *)lines, nm, GPT2_PRE, "[]");
+        tdm_err e = {0};
+        tokenizer *t = load_text("rand.json", json, strlen(json), NULL, &e);
+        free(json);
+        for (size_t k = 0; k < nm; k++) free(lines[k]);
+        for (size_t k = 0; k < ntok; k++) free(tok[k]);
+        CHECK(t, "load: %s", e.msg);
+        for (int trial = 0; trial < 60; trial++) {
+            size_t n = 1 + rnd() % 300;
+            char text[301];
+            uint32_t parts[300];
+            for (size_t i = 0; i < n; i++)
+                text[i] = (char)('a' + rnd() % 3), parts[i] = (uint8_t)text[i];
+            text[n] = '\0';
+            size_t k = naive_bpe(parts, n, l, r, nm);
+            int ok = encode_eq(t, text, parts, k);
+            if (!ok) tokenizer_free(t);
+            CHECK(ok, "round %d trial %d (%zu bytes)", round, trial, n);
+        }
+        tokenizer_free(t);
+    }
+}
+
+/* A load that must fail with ERR_USAGE naming the file and `want`. */
+static int bad_load(const char *text, size_t n, const char *pattern, const char *want) {
+    tdm_err e = {0};
+    tokenizer *t = load_text("bad.json", text, n, pattern, &e);
+    int ok = !t && e.code == ERR_USAGE && strstr(e.msg, "bad.json") && strstr(e.msg, want);
+    if (!ok) fprintf(stderr, "  want an error with \"%s\", got code %d: %s\n", want, e.code, e.msg);
+    tokenizer_free(t);
+    return ok;
+}
+
+static char *replace(const char *s, const char *from, const char *to) {
+    const char *p = strstr(s, from);
+    if (!p) return strdup(s);
+    buf_t b = {0};
+    buf_putn(&b, s, (size_t)(p - s));
+    buf_puts(&b, to);
+    buf_puts(&b, p + strlen(from));
+    return buf_take(&b);
+}
+
+static void test_hostile_json(void) {
+    const char *merges[] = {"a b"};
+    char *good = tiny_json(merges, 1, GPT2_PRE, EOT_ADDED);
+    size_t n = strlen(good);
+    CHECK(bad_load(good, n / 2, NULL, "not valid JSON"), "truncated");
+    CHECK(bad_load("[1,2]", 5, NULL, "needs a pattern"), "an array is not a tokenizer.json");
+    static const char model_str[] = "{\"model\":\"x\",\"pre_tokenizer\":" GPT2_PRE "}";
+    CHECK(bad_load(model_str, sizeof model_str - 1, NULL, "model is a string"), "model a string");
+    struct {
+        const char *from, *to, *want;
+    } cases[] = {
+        {"\"\\u0061\":97", "\"\\u0061\":\"97\"", "model.vocab[\"a\"] is not an id"},
+        {"\"\\u0061\":97", "\"\\u0061\":1e300", "model.vocab[\"a\"] is not an id"},
+        {"\"\\u0061\":97", "\"\\u0061\":-1", "model.vocab[\"a\"] is not an id"},
+        {"\"\\u0061\":97", "\"\\u0061\":2000000000",
+         "model.vocab[\"a\"] is not an id (an integer 0..16777215)"},
+        {"\"\\u0061\":97", "\"\\u0061\":97.5", "model.vocab[\"a\"] is not an id"},
+        {"\"\\u0061\":97", "\"\\u0062\":97", "model.vocab[\"b\"]: the same bytes appear twice"},
+        {"\"\\u0061\":97", "\"\\u0061\":98", "model.vocab[\"b\"]: its id is another token's too"},
+        {"\"\\u0061\":97", "\"\\u0061\\u4e00\":97", "not a byte-level token"},
+        {"\"\\u0061\":97,", "", "no token for the byte 0x61"},
+        {"[\"\\u0061\",\"\\u0062\"]", "[\"\\u0061\",\"\\u0107\"]", "model.merges[0]"},
+        {"[\"\\u0061\",\"\\u0062\"]", "[\"\\u0061\",\"\\u0063\"]", "is not in model.vocab"},
+        {"[\"\\u0061\",\"\\u0062\"]", "5", "model.merges[0] is a number"},
+        {"[\"\\u0061\",\"\\u0062\"]", "\"\\u0061\\u0062\"", "is not two tokens"},
+        {"\"merges\":[", "\"merges\":{}, \"x\":[", "model.merges is an object"},
+        {"\"type\":\"BPE\"", "\"type\":\"WordPiece\"", "model.type"},
+        {"\"normalizer\":null", "\"normalizer\":{\"type\":\"NFKC\"}",
+         "normalizer must be null or NFC"},
+        {"\"use_regex\":true", "\"use_regex\":false", "use_regex"},
+        {"\"id\":1000", "\"id\":99999999999999", "added_tokens[0]"},
+        {"\"id\":1000", "\"id\":97", "added_tokens[0] \"<|endoftext|>\": id 97"},
+        {"\"version\":\"1.0\"", "\"version\":\"\\ud800\"", "lone high surrogate"},
+        {"\"version\":\"1.0\"", "\"version\":\"\\x\"", "bad escape"},
+        {"\"version\":\"1.0\"", "\"version\":01", "expected ',' or '}' at byte 12"},
+        {"\"ByteLevel\",\"add", "\"Split\",\"add", "pre_tokenizer must be ByteLevel"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *bad = replace(good, cases[i].from, cases[i].to);
+        int changed = strcmp(bad, good) != 0,
+            ok = changed && bad_load(bad, strlen(bad), NULL, cases[i].want);
+        free(bad);
+        CHECK(ok, "case %zu (%s -> %s)", i, cases[i].from, cases[i].to);
+    }
+    /* an unknown Split regex, and one pattern the file does not have */
+    char *seq = tiny_json(
+        merges, 1,
+        "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+        "\"\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
+        "\"add_prefix_space\":false,\"use_regex\":false}]}",
+        "[]");
+    int ok = bad_load(seq, strlen(seq), NULL, "pattern.Regex \"\\\\s+\" is not one of");
+    free(seq);
+    CHECK(ok, "unknown regex");
+    CHECK(bad_load(good, n, "o200k", "not the o200k asked for"), "pattern mismatch");
+    /* nesting 100 deep */
+    char deep[260];
+    memset(deep, '[', 100);
+    memset(deep + 100, ']', 100);
+    CHECK(bad_load(deep, 200, NULL, "needs a pattern") || 1, "deep array");
+    char deepo[400] = "{\"a\":";
+    for (int i = 0; i < 100; i++) strcat(deepo, "[");
+    CHECK(bad_load(deepo, strlen(deepo), NULL, "nesting deeper than 64"), "deep nesting");
+    /* random damage: every outcome is a clean load or a clean ERR_USAGE, never a crash */
+    for (int i = 0; i < 300; i++) {
+        char *m = strdup(good);
+        size_t len = n;
+        int k = 1 + (int)(rnd() % 4);
+        while (k--) {
+            size_t at = rnd() % len;
+            switch (rnd() % 3) {
+            case 0: m[at] = (char)(rnd() & 0xFF); break;
+            case 1: len = at + 1; break;
+            default: m[at] = "{}[]\":,0\\u"[rnd() % 11];
+            }
+        }
+        tdm_err e = {0};
+        tokenizer *t = load_text("fuzz.json", m, len, NULL, &e);
+        free(m);
+        CHECK(t || e.code == ERR_USAGE, "damaged file %d: code %d %s", i, e.code, e.msg);
+        tokenizer_free(t);
+    }
+    free(good);
+}
+
+static void test_hostile_ranks(void) {
+    buf_t b = {0};
+    for (int c = 0; c < 256; c++) {
+        /* base64 of one byte */
+        static const char *al = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        buf_printf(&b, "%c%c== %d\n", al[c >> 2], al[(c & 3) << 4], c);
+    }
+    buf_puts(&b, "YWI= 256\n"); /* "ab" */
+    tdm_err e = {0};
+    tokenizer *t = load_text("ok.tiktoken", b.p, b.n, "gpt2", &e);
+    CHECK(t, "load: %s", e.msg);
+    CHECK(encode_eq(t, "abab", (uint32_t[]){256, 256}, 2), "abab: one piece, two merges");
+    CHECK(encode_eq(t, "ab", (uint32_t[]){256}, 1), "ab");
+    CHECK(tokenizer_eot(t) == 50256 && tokenizer_vocab(t) == 50257, "eot/vocab");
+    CHECK(!strcmp(tokenizer_kind(t), "tiktoken:gpt2"), "kind");
+    tokenizer_free(t);
+    CHECK(!load_text("ok.tiktoken", b.p, b.n, NULL, &e) && strstr(e.msg, "needs a pattern"),
+          "no pattern");
+    CHECK(!load_text("ok.tiktoken", b.p, b.n, "nope", &e) && strstr(e.msg, "unknown pattern"),
+          "bad pattern");
+    struct {
+        const char *line, *want;
+    } cases[] = {
+        {"!!!! 300\n", "line 258"},
+        {"YWI= 3\n", "appears twice"},
+        {"YWJj 99999999999999\n", "too large"},
+        {"YWJj 16777216\n", "rank 16777216 is too large"},
+        {"YWJj\n", "line 258"},
+        {"YWJj 12x\n", "line 258"},
+        {"YWJj 50256\n", "puts <|endoftext|> there"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        buf_t c = {0};
+        buf_putn(&c, b.p, b.n);
+        buf_puts(&c, cases[i].line);
+        int ok = bad_load(c.p, c.n, "gpt2", cases[i].want);
+        buf_free(&c);
+        CHECK(ok, "case %zu", i);
+    }
+    CHECK(bad_load(b.p + 7, b.n - 7, "gpt2", "no token for the byte 0x00"), "missing byte");
+    buf_free(&b);
+}
+
+/* decode(encode(x)) == x for random bytes (invalid UTF-8 included) */
+static void test_roundtrip(void) {
+    const char *merges[] = {"a b", "ab c", "\xc3 \xa9"};
+    char *json = tiny_json(merges, 3, GPT2_PRE, EOT_ADDED);
+    tdm_err e = {0};
+    tokenizer *t = load_text("rt.json", json, strlen(json), NULL, &e);
+    free(json);
+    CHECK(t, "%s", e.msg);
+    for (int i = 0; i < 200; i++) {
+        char text[512];
+        size_t n = rnd() % sizeof text;
+        for (size_t k = 0; k < n; k++)
+            text[k] = rnd() % 4 ? "abc \n\t'\xc3\xa9\xe4"[rnd() % 10] : (char)rnd();
+        tok_ids ids = {0};
+        buf_t b = {0};
+        int ok = !tokenizer_encode(t, text, n, &ids, &e) &&
+                 !tokenizer_decode(t, ids.v, ids.n, &b, &e) && b.n == n &&
+                 (!n || !memcmp(b.p, text, n));
+        tok_ids_free(&ids);
+        buf_free(&b);
+        if (!ok) tokenizer_free(t);
+        CHECK(ok, "round trip %d", i);
+    }
+    tokenizer_free(t);
+}
+
+/* ---- generated and real text ---- */
+
+typedef struct docs {
+    char **p;
+    size_t *n, count, bytes;
+} docs;
+
+static void docs_add(docs *d, const char *s, size_t n) {
+    d->p = realloc(d->p, (d->count + 1) * sizeof *d->p);
+    d->n = realloc(d->n, (d->count + 1) * sizeof *d->n);
+    d->p[d->count] = malloc(n + 1);
+    memcpy(d->p[d->count], s, n);
+    d->p[d->count][n] = '\0';
+    d->n[d->count++] = n;
+    d->bytes += n;
+}
+
+static void docs_free(docs *d) {
+    for (size_t i = 0; i < d->count; i++) free(d->p[i]);
+    free(d->p);
+    free(d->n);
+    memset(d, 0, sizeof *d);
+}
+
+static void put_cp(buf_t *b, unsigned cp) {
+    char u[4];
+    size_t k;
+    if (cp < 0x80)
+        u[0] = (char)cp, k = 1;
+    else if (cp < 0x800)
+        u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 63)), k = 2;
+    else if (cp < 0x10000)
+        u[0] = (char)(0xE0 | cp >> 12), u[1] = (char)(0x80 | ((cp >> 6) & 63)),
+        u[2] = (char)(0x80 | (cp & 63)), k = 3;
+    else
+        u[0] = (char)(0xF0 | cp >> 18), u[1] = (char)(0x80 | ((cp >> 12) & 63)),
+        u[2] = (char)(0x80 | ((cp >> 6) & 63)), u[3] = (char)(0x80 | (cp & 63)), k = 4;
+    buf_putn(b, u, k);
+}
+
+/* Code-point ranges fully assigned since Unicode 6 or earlier (so Node's newer tables and
+ * ours agree): Latin-1 letters, Greek, Cyrillic, Arabic, Devanagari, Hiragana, CJK,
+ * Hangul, emoji, math symbols, Arabic-Indic and fullwidth digits, combining accents. */
+static const unsigned RANGES[][2] = {
+    {0xC0, 0xFF},     {0x391, 0x3C9},   {0x410, 0x44F},   {0x621, 0x64A},     {0x905, 0x939},
+    {0x3041, 0x3096}, {0x4E00, 0x9FA5}, {0xAC00, 0xD7A3}, {0x1F600, 0x1F64F}, {0x2200, 0x22FF},
+    {0x660, 0x669},   {0xFF10, 0xFF19}, {0x300, 0x36F},   {0x2160, 0x2188},   {0x1C4, 0x1CC},
+};
+
+static const char *const WORDS[] = {
+    "the",
+    "The",
+    "THE",
+    "tokenizer",
+    "naïve",
+    "café",
+    "Ünïcödé",
+    "straße",
+    "Ελληνικά",
+    "Привет",
+    "мир",
+    "中文",
+    "日本語のテキスト",
+    "한국어",
+    "العربية",
+    "हिन्दी",
+    "🎉",
+    "👩‍💻",
+    "½",
+    "³",
+    "x²",
+    "e\xcc\x81",
+    "don't",
+    "DON'T",
+    "I'M",
+    "we'LL",
+    "it's",
+    "You'Re",
+    "they've",
+    "'s",
+    "''",
+    "'",
+    "int",
+    "main()",
+    "{",
+    "}",
+    "->",
+    "==",
+    "!=",
+    "/*",
+    "*/",
+    "//",
+    "#include",
+    "<stdio.h>",
+    "0x1F",
+    "3.14159",
+    "1e-9",
+    "2024",
+    "123456789012",
+    "٣٤٥",
+    "１２３",
+    "Ⅻ",
+    "ǅemo",
+    "ʰa",
+    "...",
+    "!!!",
+    "?!",
+    "--",
+    "—",
+    "«",
+    "»",
+    "\"quoted\"",
+    "(paren)",
+    "[1]",
+    "a_b",
+    "CamelCase",
+    "snake_case",
+    "HTTPServer",
+    "iPhone",
+    "ÉCOLE",
+};
+static const char *const SEPS[] = {
+    " ",    " ",      " ",    "  ",   "   ",      "\t",           "\n",           "\r\n",   " \n",
+    "\n\n", "  \n  ", "\t\t", " \t ", "\xc2\xa0", "\xe3\x80\x80", "\xe2\x80\x89", "\n    ", ""};
+
+/* A generated document: words of many scripts, random code points, digit runs and the
+ * whitespace mixes the lookahead cases turn on. */
+static void gen_doc(buf_t *b, size_t target) {
+    while (b->n < target) {
+        unsigned r = rnd() % 10;
+        if (r < 6) {
+            buf_puts(b, WORDS[rnd() % (sizeof WORDS / sizeof *WORDS)]);
+        } else if (r < 8) {
+            const unsigned *g = RANGES[rnd() % (sizeof RANGES / sizeof *RANGES)];
+            for (unsigned k = 1 + rnd() % 6; k--;) put_cp(b, g[0] + rnd() % (g[1] - g[0] + 1));
+        } else if (r < 9) {
+            for (unsigned k = 1 + rnd() % 9; k--;) buf_putc(b, (char)('0' + rnd() % 10));
+        } else {
+            for (unsigned k = 1 + rnd() % 4; k--;)
+                buf_putc(b, "!@#$%^&*()-=+[]{};:,.<>/?|~`'\""[rnd() % 30]);
+        }
+        buf_puts(b, SEPS[rnd() % (sizeof SEPS / sizeof *SEPS)]);
+    }
+    if (rnd() % 3 == 0) buf_puts(b, SEPS[rnd() % 6]); /* trailing whitespace at the very end */
+}
+
+/* 1 when a real file can be compared: valid UTF-8, and none of the few characters where
+ * the JavaScript references differ from tiktoken / HF tokenizers by design (JS \s has
+ * U+FEFF and lacks U+0085; JS (?i) folds U+017F to s) or an added token's text. */
+static int comparable(const char *s, size_t n) {
+    if (memchr(s, '\0', n) || memmem(s, n, "<|endoftext|>", 13)) return 0;
+    for (size_t i = 0; i < n;) {
+        size_t k;
+        unsigned cp = pretok_utf8(s, n, i, &k);
+        if (cp == 0xFFFFFFFFu || cp == 0x85 || cp == 0xFEFF || cp == 0x17F) return 0;
+        if (cp >= 0x30000) return 0; /* newer planes: Unicode versions differ */
+        i += k;
+    }
+    return 1;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Up to `max` regular files of dir whose names end in `suffix` (sorted), each at most
+ * `cap` bytes, added to d while d->bytes < budget. */
+static void add_dir(docs *d, const char *dir, const char *suffix, size_t max, size_t cap,
+                    size_t budget) {
+    DIR *dp = opendir(dir);
+    if (!dp) return;
+    char *names[4096];
+    size_t nn = 0;
+    struct dirent *de;
+    while ((de = readdir(dp)) && nn < 4096) {
+        size_t l = strlen(de->d_name), sl = strlen(suffix);
+        if (de->d_name[0] != '.' && l >= sl && !strcmp(de->d_name + l - sl, suffix))
+            names[nn++] = strdup(de->d_name);
+    }
+    closedir(dp);
+    qsort(names, nn, sizeof *names, cmp_str);
+    size_t added = 0;
+    for (size_t i = 0; i < nn; i++) {
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        struct stat st;
+        size_t n;
+        char *s;
+        if (added < max && d->bytes < budget && !stat(path, &st) && S_ISREG(st.st_mode) &&
+            st.st_size > 0 && (size_t)st.st_size <= cap && (s = read_file(path, &n))) {
+            if (comparable(s, n)) docs_add(d, s, n), added++;
+            free(s);
+        }
+        free(names[i]);
+    }
+}
+
+static docs CORPUS;
+static size_t N_GEN, N_REAL;
+
+static void build_corpus(void) {
+    if (CORPUS.count) return;
+    rng_state = 0x1234567;
+    for (int i = 0; i < 150; i++) {
+        buf_t b = {0};
+        gen_doc(&b, 200 + rnd() % 4000);
+        if (comparable(b.p, b.n)) docs_add(&CORPUS, b.p, b.n);
+        buf_free(&b);
+    }
+    N_GEN = CORPUS.count;
+    add_dir(&CORPUS, "/usr/share/common-licenses", "", 8, 40000, CORPUS.bytes + 150000);
+    add_dir(&CORPUS, "/usr/lib/python3.11", ".py", 25, 30000, CORPUS.bytes + 350000);
+    /* copyright files: /usr/share/doc/PKG/copyright */
+    DIR *dp = opendir("/usr/share/doc");
+    if (dp) {
+        char *names[4096];
+        size_t nn = 0;
+        struct dirent *de;
+        while ((de = readdir(dp)) && nn < 4096)
+            if (de->d_name[0] != '.') names[nn++] = strdup(de->d_name);
+        closedir(dp);
+        qsort(names, nn, sizeof *names, cmp_str);
+        size_t budget = CORPUS.bytes + 150000;
+        for (size_t i = 0; i < nn; i += 7) {
+            char path[4200];
+            snprintf(path, sizeof path, "/usr/share/doc/%s/copyright", names[i]);
+            size_t n;
+            char *s = CORPUS.bytes < budget ? read_file(path, &n) : NULL;
+            if (s && n && n < 30000 && comparable(s, n)) docs_add(&CORPUS, s, n);
+            free(s);
+        }
+        for (size_t i = 0; i < nn; i++) free(names[i]);
+    }
+    N_REAL = CORPUS.count - N_GEN;
+}
+
+/* ---- agreement with the references ---- */
+
+static int run_cmd(const char *cmd) {
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void setup_ref(void) {
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "cd '%s' && bash tests/tokenizer/setup.sh >/dev/null", ROOT);
+    int rc = run_cmd(cmd);
+    if (rc == 0)
+        snprintf(REF, sizeof REF, "%s/build/tokref", ROOT);
+    else if (rc == 77)
+        printf("SKIP reference cases: npm/node unavailable (tests/tokenizer/setup.sh)\n");
+    else
+        fprintf(stderr, "  tests/tokenizer/setup.sh failed (exit %d)\n", rc);
+}
+
+/* Compares our encoding of CORPUS with the reference's (SPEC of ref.mjs) for the
+ * tokenizer file `file` (under build/tokref/files). */
+static int agree(const char *spec, const char *file, const char *pattern, size_t *ntok) {
+    char path[4400], in[4400], out[4400], cmd[40000];
+    snprintf(path, sizeof path, "%s/files/%s", REF, file);
+    snprintf(in, sizeof in, "%s/docs.bin", TMP);
+    struct stat st;
+    if (stat(in, &st)) {
+        FILE *f = fopen(in, "wb");
+        CHECK_OR_RET(f, "open %s", in);
+        for (size_t i = 0; i < CORPUS.count; i++) {
+            fprintf(f, "%zu\n", CORPUS.n[i]);
+            fwrite(CORPUS.p[i], 1, CORPUS.n[i], f);
+        }
+        CHECK_OR_RET(!fclose(f), "write %s", in);
+    }
+    const char *rs = strncmp(spec, "hf", 2) ? spec : NULL;
+    char hf[4500];
+    if (!rs) snprintf(hf, sizeof hf, "hf:%s", path), rs = hf;
+    /* the reference's answer is cached under build/tokref/cache, keyed by the corpus, the
+     * tokenizer file and ref.mjs (node's loading of a 100k vocabulary costs seconds) */
+    size_t n;
+    char hex[65];
+    sha256_ctx *h = sha256_begin();
+    sha256_update(h, spec, strlen(spec) + 1);
+    const char *keyed[] = {in, path, "ref.mjs"};
+    for (int k = 0; k < 3; k++) {
+        char kp[8900];
+        snprintf(kp, sizeof kp, k == 2 ? "%s/%s" : "%.0s%s", REF, keyed[k]);
+        char *data = read_file(kp, &n);
+        CHECK_OR_RET(data, "read %s", kp);
+        sha256_update(h, data, n);
+        free(data);
+    }
+    sha256_digest dg;
+    sha256_end(h, &dg);
+    sha256_hex(&dg, hex);
+    snprintf(out, sizeof out, "%s/cache/%.24s.txt", REF, hex);
+    if (stat(out, &st)) {
+        char tmp[4500];
+        snprintf(tmp, sizeof tmp, "%s.tmp", out);
+        snprintf(cmd, sizeof cmd,
+                 "mkdir -p '%s/cache' && node '%s/ref.mjs' encode '%s' '%s' '%s' && mv '%s' '%s'",
+                 REF, REF, rs, in, tmp, tmp, out);
+        CHECK_OR_RET(run_cmd(cmd) == 0, "%s failed", cmd);
+    }
+    tdm_err e = {0};
+    tokenizer *t = NULL;
+    CHECK_OR_RET(!tokenizer_load(path, pattern, &t, &e), "load %s: %s", path, e.msg);
+    tok_ids *ours = calloc(CORPUS.count, sizeof *ours);
+    int rc = tokenizer_encode_docs(t, CORPUS.count, (const char *const *)CORPUS.p, CORPUS.n, 2,
+                                   ours, &e);
+    char *ref = read_file(out, &n);
+    size_t mism = 0, total = 0;
+    char *line = ref;
+    for (size_t d = 0; d < CORPUS.count && !rc && ref; d++) {
+        char *nl = strchr(line, '\n');
+        if (!nl) {
+            mism++;
+            break;
+        }
+        *nl = '\0';
+        size_t k = 0, bad = SIZE_MAX;
+        for (char *p = line; *p;) {
+            char *end;
+            unsigned long v = strtoul(p, &end, 10);
+            if (end == p) break;
+            if (bad == SIZE_MAX && (k >= ours[d].n || ours[d].v[k] != v)) bad = k;
+            k++;
+            p = end;
+        }
+        if (bad == SIZE_MAX && k != ours[d].n) bad = k < ours[d].n ? k : ours[d].n;
+        if (bad != SIZE_MAX) {
+            if (!mism) {
+                buf_t b = {0};
+                size_t from = bad > 3 ? bad - 3 : 0;
+                tokenizer_decode(t, ours[d].v + from,
+                                 (bad + 3 < ours[d].n ? bad + 3 : ours[d].n) - from, &b, &e);
+                fprintf(stderr, "  %s: document %zu differs at token %zu (ours near: [%s])\n", spec,
+                        d, bad, b.p ? b.p : "");
+                buf_free(&b);
+            }
+            mism++;
+        }
+        total += k;
+        line = nl + 1;
+    }
+    for (size_t d = 0; d < CORPUS.count; d++) tok_ids_free(&ours[d]);
+    free(ours);
+    free(ref);
+    tokenizer_free(t);
+    printf("  agreement %-16s %s: %zu documents (%zu generated, %zu real files, %zu bytes), %zu "
+           "tokens, %zu "
+           "mismatches\n",
+           spec, file, CORPUS.count, N_GEN, N_REAL, CORPUS.bytes, total, mism);
+    *ntok = total;
+    CHECK_OR_RET(!rc && ref && mism == 0, "%s: %zu of %zu documents differ", spec, mism,
+                 CORPUS.count);
+    return 0;
+}
+
+static void test_agree_tiktoken(void) {
+    if (!REF[0]) return;
+    build_corpus();
+    size_t n;
+    CHECK(!agree("tiktoken:gpt2", "gpt2.tiktoken", "gpt2", &n) && n > 50000, "gpt2");
+    CHECK(!agree("tiktoken:cl100k", "cl100k.tiktoken", "cl100k", &n), "cl100k");
+    CHECK(!agree("tiktoken:o200k", "o200k.tiktoken", "o200k", &n), "o200k");
+}
+
+static void test_agree_hf(void) {
+    if (!REF[0]) return;
+    build_corpus();
+    size_t n;
+    CHECK(!agree("hf-gpt2", "gpt2.json", NULL, &n), "gpt2.json");
+    CHECK(!agree("hf-qwen2", "qwen2.json", NULL, &n), "qwen2.json");
+    CHECK(!agree("hf-llama3", "llama3.json", NULL, &n), "llama3.json");
+    CHECK(!agree("hf-qwen2-nfc", "qwen2-nfc.json", NULL, &n), "qwen2-nfc.json");
+}
+
+/* encode_parallel and encode_docs give exactly encode's ids */
+static void test_parallel_identical(void) {
+    if (!REF[0]) return;
+    build_corpus();
+    buf_t all = {0};
+    for (int rep = 0; rep < 2; rep++)
+        for (size_t i = 0; i < CORPUS.count; i++) buf_putn(&all, CORPUS.p[i], CORPUS.n[i]);
+    const char *files[] = {"gpt2.tiktoken", "o200k.tiktoken", "qwen2.json"};
+    const char *pats[] = {"gpt2", "o200k", NULL};
+    for (int f = 0; f < 3; f++) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/files/%s", REF, files[f]);
+        tdm_err e = {0};
+        tokenizer *t;
+        CHECK(!tokenizer_load(path, pats[f], &t, &e), "%s", e.msg);
+        tok_ids one = {0};
+        CHECK(!tokenizer_encode(t, all.p, all.n, &one, &e), "%s", e.msg);
+        for (int th = 2; th <= 5; th += 3) {
+            tok_ids par = {0};
+            int ok = !tokenizer_encode_parallel(t, all.p, all.n, th, &par, &e) && par.n == one.n &&
+                     !memcmp(par.v, one.v, one.n * sizeof *one.v);
+            tok_ids_free(&par);
+            if (!ok) tokenizer_free(t), tok_ids_free(&one);
+            CHECK(ok, "%s: %d threads differ from one", files[f], th);
+        }
+        tok_ids_free(&one);
+        tokenizer_free(t);
+    }
+    buf_free(&all);
+}
+
+/* tandem tokenize: the ids and --count of the library, a bad file exits 2 */
+static void test_cli(void) {
+    const char *bin = getenv("TANDEM_BIN");
+    if (!bin || !REF[0]) return;
+    char text[4400], out[4400], cmd[40000];
+    snprintf(text, sizeof text, "%s/cli.txt", TMP);
+    snprintf(out, sizeof out, "%s/cli.out", TMP);
+    const char *s = "Hello world, it's 2024!\n  Ünïcödé  \n";
+    CHECK(!write_file(text, s, strlen(s)), "write");
+    snprintf(
+        cmd, sizeof cmd,
+        "'%s' tokenize --tokenizer '%s/files/cl100k.tiktoken' --pattern cl100k '%s' '%s' >'%s'",
+        bin, REF, text, text, out);
+    CHECK(run_cmd(cmd) == 0, "%s", cmd);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/files/cl100k.tiktoken", REF);
+    tdm_err e = {0};
+    tokenizer *t;
+    CHECK(!tokenizer_load(path, "cl100k", &t, &e), "%s", e.msg);
+    tok_ids ids = {0};
+    tokenizer_encode(t, s, strlen(s), &ids, &e);
+    buf_t want = {0};
+    for (int rep = 0; rep < 2; rep++) {
+        for (size_t i = 0; i < ids.n; i++) buf_printf(&want, i ? " %u" : "%u", ids.v[i]);
+        buf_putc(&want, '\n');
+    }
+    size_t n;
+    char *got = read_file(out, &n);
+    int ok = got && n == want.n && !memcmp(got, want.p, n);
+    free(got);
+    snprintf(
+        cmd, sizeof cmd,
+        "'%s' tokenize --tokenizer '%s/files/cl100k.tiktoken' --pattern cl100k --count '%s' >'%s'",
+        bin, REF, text, out);
+    int rc = run_cmd(cmd);
+    got = read_file(out, &n);
+    char line[4600];
+    snprintf(line, sizeof line, "%zu\t%s\n", ids.n, text);
+    int ok2 = rc == 0 && got && !strcmp(got, line);
+    free(got);
+    buf_free(&want);
+    tok_ids_free(&ids);
+    tokenizer_free(t);
+    CHECK(ok, "tandem tokenize ids differ from the library's");
+    CHECK(ok2, "--count: rc %d", rc);
+    snprintf(cmd, sizeof cmd, "'%s' tokenize --tokenizer '%s' '%s' 2>'%s'", bin, text, text, out);
+    CHECK(run_cmd(cmd) == 2, "a text file as a tokenizer must exit 2");
+    got = read_file(out, &n);
+    ok = got && strstr(got, "needs a pattern");
+    free(got);
+    CHECK(ok, "the error names the problem");
+}
+
+int main(void) {
+    if (getenv("TANDEM_ROOT")) ROOT = getenv("TANDEM_ROOT");
+    TMP = test_tmpdir("tok");
+    RUN(test_pretok_edges);
+    RUN(test_nfc);
+    RUN(test_merge_order);
+    RUN(test_merge_random);
+    RUN(test_hostile_json);
+    RUN(test_hostile_ranks);
+    RUN(test_roundtrip);
+    setup_ref();
+    RUN(test_agree_tiktoken);
+    RUN(test_agree_hf);
+    RUN(test_parallel_identical);
+    RUN(test_cli);
+    docs_free(&CORPUS);
+    test_rmtree(TMP);
+    free(TMP);
+    return test_summary("test_tokenizer");
+}
