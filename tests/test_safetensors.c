@@ -1,0 +1,308 @@
+/* test_safetensors.c — model/safetensors.h against an independent implementation of the
+ * format (tests/models/st_ref.py: numpy and the standard library):
+ *   - files it writes (F32, BF16, F16 and I64 tensors, metadata; a folder of two shards
+ *     with model.safetensors.index.json) read back with every value equal, bit for bit,
+ *     to the float32 values it meant (F16 subnormals, the largest half, -0; a BF16 tie);
+ *   - files tandem writes (F32 and BF16, metadata with quotes) check out in its reader:
+ *     8-byte alignment, offsets that tile the data, BF16 bits rounded to nearest even;
+ *   - broken files and folders are refused with a message naming the file and the
+ *     problem (truncated anywhere, a header length past the file, not an object, an
+ *     unknown dtype, a size mismatch, overlapping ranges, a hole, trailing bytes, a name
+ *     twice, an index naming a missing tensor or file), and a few hundred random damages
+ *     of a header never crash the reader (the ASan build runs this too). */
+#include <math.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "model/safetensors.h"
+#include "tests/test.h"
+#include "util/rng.h"
+
+static char g_dir[600], g_root[600];
+
+static int sh(const char *cmd, char *out, size_t cap) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int read_bytes(const char *path, unsigned char **data, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *data = malloc(len > 0 ? (size_t)len : 1);
+    *n = fread(*data, 1, (size_t)(len > 0 ? len : 0), f);
+    fclose(f);
+    return 0;
+}
+
+static int write_bytes(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    fwrite(data, 1, n, f);
+    return fclose(f);
+}
+
+/* Every float tensor of s against DIR/expect/<name>.f32, bit for bit. */
+static int matches_expect(const st_set *s, const char *name) {
+    const st_tensor *t = safetensors_find(s, name);
+    CHECK_OR_RET(t, "no tensor %s", name);
+    char path[900];
+    snprintf(path, sizeof path, "%s/expect/%s.f32", g_dir, name);
+    unsigned char *want;
+    size_t n;
+    CHECK_OR_RET(read_bytes(path, &want, &n) == 0 && n == t->numel * 4, "%s: %zu expected bytes for %llu values",
+                 name, n, (unsigned long long)t->numel);
+    float *got = malloc(t->numel * 4);
+    tdm_err e = {0};
+    int rc = safetensors_to_f32(t, got, &e);
+    int same = rc == 0 && memcmp(got, want, n) == 0;
+    free(got);
+    free(want);
+    CHECK_OR_RET(rc == 0, "%s", e.msg);
+    CHECK_OR_RET(same, "%s: values differ from st_ref.py's", name);
+    return 0;
+}
+
+static void test_reads_the_reference_writer(void) {
+    char path[800];
+    snprintf(path, sizeof path, "%s/one.safetensors", g_dir);
+    st_set *s;
+    tdm_err e = {0};
+    CHECK(safetensors_open(path, &s, &e) == 0, "%s", e.msg);
+    CHECK(safetensors_count(s) == 4, "%zu tensors", safetensors_count(s));
+    const st_tensor *t = safetensors_find(s, "model.embed_tokens.weight");
+    CHECK(t && t->dtype == ST_F32 && t->ndim == 2 && t->shape[0] == 3 && t->shape[1] == 4, "embed shape");
+    t = safetensors_find(s, "norm.weight");
+    CHECK(t && t->dtype == ST_F16 && t->numel == 6, "f16 tensor");
+    t = safetensors_find(s, "position_ids");
+    CHECK(t && t->dtype == ST_I64 && t->numel == 2, "i64 tensor");
+    float f2[2];
+    CHECK(safetensors_to_f32(t, f2, &e) != 0 && strstr(e.msg, "I64") && strstr(e.msg, "position_ids"),
+          "an I64 tensor converted to float: %s", e.msg);
+    CHECK(safetensors_meta(s, "format") && !strcmp(safetensors_meta(s, "format"), "pt"), "metadata");
+    CHECK(!safetensors_find(s, "missing"), "a missing name was found");
+    const char *names[] = {"model.embed_tokens.weight", "layers.0.q_proj.bias", "norm.weight"};
+    for (int i = 0; i < 3; i++)
+        if (matches_expect(s, names[i])) {
+            safetensors_close(s);
+            return;
+        }
+    /* a few values spelled out: the largest half and a subnormal */
+    float v[6];
+    safetensors_to_f32(safetensors_find(s, "norm.weight"), v, &e);
+    CHECK(v[4] == 65504.0f && v[3] > 5.9e-8f && v[3] < 6.0e-8f && signbit(v[5]), "f16 specials: %g %g %g", v[4], v[3],
+          v[5]);
+    safetensors_close(s);
+}
+
+static void test_sharded_folder(void) {
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/sharded", g_dir);
+    st_set *s;
+    tdm_err e = {0};
+    CHECK(safetensors_open(dir, &s, &e) == 0, "%s", e.msg);
+    CHECK(safetensors_count(s) == 3, "%zu tensors", safetensors_count(s));
+    CHECK(strstr(safetensors_find(s, "c.weight")->file, "00002"), "c.weight's file");
+    int bad = matches_expect(s, "a.weight") || matches_expect(s, "b.bias") || matches_expect(s, "c.weight");
+    safetensors_close(s);
+    if (bad) return;
+    /* an index naming a tensor that is not in its file, then a file that is not there */
+    char idx[900], text[1200];
+    snprintf(idx, sizeof idx, "%s/model.safetensors.index.json", dir);
+    unsigned char *orig;
+    size_t n;
+    CHECK(read_bytes(idx, &orig, &n) == 0, "index");
+    snprintf(text, sizeof text, "{\"weight_map\": {\"a.weight\": \"model-00002-of-00002.safetensors\", "
+                                "\"b.bias\": \"model-00001-of-00002.safetensors\"}}");
+    write_bytes(idx, text, strlen(text));
+    int rc = safetensors_open(dir, &s, &e);
+    CHECK(rc != 0 && strstr(e.msg, "a.weight") && strstr(e.msg, "model.safetensors.index.json"),
+          "an index naming the wrong file: %d %s", rc, e.msg);
+    snprintf(text, sizeof text, "{\"weight_map\": {\"a.weight\": \"model-00003-of-00002.safetensors\"}}");
+    write_bytes(idx, text, strlen(text));
+    rc = safetensors_open(dir, &s, &e);
+    CHECK(rc != 0 && strstr(e.msg, "model-00003-of-00002.safetensors"), "an index naming a missing file: %s", e.msg);
+    snprintf(text, sizeof text, "{\"weight_map\": {\"a.weight\": \"../one.safetensors\"}}");
+    write_bytes(idx, text, strlen(text));
+    rc = safetensors_open(dir, &s, &e);
+    CHECK(rc != 0 && strstr(e.msg, "not a file name in the folder"), "an index leaving the folder: %s", e.msg);
+    write_bytes(idx, orig, n);
+    free(orig);
+    /* the same tensor in two shards */
+    char dup[700];
+    snprintf(dup, sizeof dup, "%s/dup", g_dir);
+    mkdir(dup, 0755);
+    char cmd[6000], out[256];
+    snprintf(cmd, sizeof cmd, "cp '%s'/*.safetensors '%s'/ && cp '%s/model-00001-of-00002.safetensors' "
+             "'%s/model-00003-of-00003.safetensors' && printf '%%s' '{\"weight_map\": {\"a.weight\": "
+             "\"model-00001-of-00002.safetensors\", \"c.weight\": \"model-00002-of-00002.safetensors\", \"x\": "
+             "\"model-00003-of-00003.safetensors\"}}' > '%s/model.safetensors.index.json'",
+             dir, dup, dir, dup, dup);
+    CHECK(sh(cmd, out, sizeof out) == 0, "copy");
+    rc = safetensors_open(dup, &s, &e);
+    CHECK(rc != 0 && strstr(e.msg, "given twice"), "a tensor in two shards: %s", e.msg);
+}
+
+static void test_the_reference_reads_ours(void) {
+    rng_stream r;
+    rng_stream_init(&r, 3, RNG_TEST, 1, 0, 0);
+    float a[2 * 3 * 5], b[9];
+    for (int i = 0; i < 30; i++) a[i] = (float)(rng_uniform(&r) * 8 - 4);
+    for (int i = 0; i < 9; i++) b[i] = (float)(rng_uniform(&r) * 1000 - 500);
+    b[0] = 1.00390625f;  /* halfway between two bfloat16: rounds to even (1.0) */
+    b[1] = 1.01171875f;  /* halfway, rounds up to even (1.015625) */
+    b[2] = -0.0f;
+    char inputs[700], path[800], cmd[2400], out[4096];
+    snprintf(inputs, sizeof inputs, "%s/ours-in", g_dir);
+    mkdir(inputs, 0755);
+    snprintf(path, sizeof path, "%s/a\"q.f32", inputs);
+    write_bytes(path, a, sizeof a);
+    snprintf(path, sizeof path, "%s/layers.1.b.f32", inputs);
+    write_bytes(path, b, sizeof b);
+    st_out t[] = {{"a\"q", ST_F32, 3, {2, 3, 5}, a}, {"layers.1.b", ST_BF16, 1, {9}, b}};
+    const char *meta[] = {"format", "pt", "made by", "tandem \"test\"\n"};
+    snprintf(path, sizeof path, "%s/ours.safetensors", g_dir);
+    tdm_err e = {0};
+    CHECK(safetensors_write(path, t, 2, meta, 2, &e) == 0, "%s", e.msg);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/st_ref.py' read '%s' '%s' 2>&1", g_root, path, inputs);
+    int rc = sh(cmd, out, sizeof out);
+    CHECK(rc == 0 && !strcmp(out, "ok\n"), "st_ref.py read: %s", out);
+    CHECK(safetensors_f32_to_bf16(1.00390625f) == 0x3f80 && safetensors_f32_to_bf16(1.01171875f) == 0x3f82,
+          "bf16 ties: %04x %04x", safetensors_f32_to_bf16(1.00390625f), safetensors_f32_to_bf16(1.01171875f));
+    /* and back through our own reader */
+    st_set *s;
+    CHECK(safetensors_open(path, &s, &e) == 0, "%s", e.msg);
+    float back[30];
+    CHECK(safetensors_to_f32(safetensors_find(s, "a\"q"), back, &e) == 0 && !memcmp(back, a, sizeof a), "f32 round trip");
+    CHECK(safetensors_to_f32(safetensors_find(s, "layers.1.b"), back, &e) == 0 && back[0] == 1.0f &&
+              back[1] == 1.015625f && signbit(back[2]),
+          "bf16 read back: %g %g", back[0], back[1]);
+    CHECK(safetensors_meta(s, "made by") && !strcmp(safetensors_meta(s, "made by"), "tandem \"test\"\n"), "metadata");
+    safetensors_close(s);
+    /* refused descriptions */
+    st_out twice[] = {{"x", ST_F32, 1, {1}, a}, {"x", ST_F32, 1, {1}, a}};
+    CHECK(safetensors_write(path, twice, 2, NULL, 0, &e) != 0 && strstr(e.msg, "twice"), "a name twice: %s", e.msg);
+    st_out f16[] = {{"x", ST_F16, 1, {1}, a}};
+    CHECK(safetensors_write(path, f16, 1, NULL, 0, &e) != 0, "F16 output");
+}
+
+/* The file with its 8-byte length replaced and the header text replaced. */
+static void write_with_header(const char *path, const char *json, const unsigned char *body, size_t nbody) {
+    size_t hn = strlen(json);
+    unsigned char *f = malloc(8 + hn + nbody);
+    for (int i = 0; i < 8; i++) f[i] = (unsigned char)((uint64_t)hn >> (8 * i));
+    memcpy(f + 8, json, hn);
+    memcpy(f + 8 + hn, body, nbody);
+    write_bytes(path, f, 8 + hn + nbody);
+    free(f);
+}
+
+static void test_broken_files_are_refused(void) {
+    char path[800];
+    snprintf(path, sizeof path, "%s/broken.safetensors", g_dir);
+    unsigned char body[64] = {0};
+    struct {
+        const char *json, *want;
+        size_t nbody;
+    } cases[] = {
+        {"[1, 2]", "not an object", 0},
+        {"{\"t\": {\"dtype\": \"Q4\", \"shape\": [1], \"data_offsets\": [0, 4]}}", "unknown dtype", 4},
+        {"{\"t\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 4]}}", "4 bytes for 2", 4},
+        {"{\"t\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 8]}}", "run past the data", 4},
+        {"{\"t\": {\"dtype\": \"F32\", \"shape\": [-1], \"data_offsets\": [0, 4]}}", "shape[0]", 4},
+        {"{\"t\": {\"dtype\": \"F32\", \"shape\": [1.5], \"data_offsets\": [0, 4]}}", "shape[0]", 4},
+        {"{\"t\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 0]}}", "data_offsets", 4},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, "
+         "\"b\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}", "overlaps", 8},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}", "a hole", 8},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}", "trailing bytes", 8},
+        {"{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}, "
+         "\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}", "given twice", 8},
+        {"{\"__metadata__\": {\"n\": 1}}", "not a string", 0},
+        {"{\"t\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]", "not JSON", 4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        write_with_header(path, cases[i].json, body, cases[i].nbody);
+        st_set *s = NULL;
+        tdm_err e = {0};
+        int rc = safetensors_open(path, &s, &e);
+        CHECK(rc != 0 && !s && strstr(e.msg, cases[i].want) && strstr(e.msg, "broken.safetensors"),
+              "case %zu (%s): rc %d, message: %s", i, cases[i].json, rc, e.msg);
+    }
+    /* a header length past the end, and every truncation of a good file */
+    char good[800];
+    snprintf(good, sizeof good, "%s/one.safetensors", g_dir);
+    unsigned char *g;
+    size_t n;
+    CHECK(read_bytes(good, &g, &n) == 0, "read");
+    for (size_t cut = 0; cut < n; cut += (cut < 16 ? 1 : 7)) {
+        write_bytes(path, g, cut);
+        st_set *s = NULL;
+        tdm_err e = {0};
+        int rc = safetensors_open(path, &s, &e);
+        if (rc == 0) safetensors_close(s);
+        CHECK(rc != 0 && strstr(e.msg, "broken.safetensors"), "the file cut at %zu of %zu bytes was accepted", cut, n);
+    }
+    /* random damage inside the header: refused or read, never a crash */
+    rng_stream r;
+    rng_stream_init(&r, 11, RNG_TEST, 2, 0, 0);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | g[i];
+    int refused = 0;
+    for (int k = 0; k < 300; k++) {
+        unsigned char *d = malloc(n);
+        memcpy(d, g, n);
+        int flips = 1 + (int)rng_below(&r, 4);
+        for (int f = 0; f < flips; f++) d[8 + rng_below(&r, hlen)] = (unsigned char)rng_below(&r, 256);
+        write_bytes(path, d, n);
+        free(d);
+        st_set *s = NULL;
+        tdm_err e = {0};
+        if (safetensors_open(path, &s, &e) == 0) {
+            for (size_t i = 0; i < safetensors_count(s); i++) {
+                const st_tensor *t = safetensors_at(s, i);
+                float *v = malloc(t->numel * 4 + 4);
+                safetensors_to_f32(t, v, &e);
+                free(v);
+            }
+            safetensors_close(s);
+        } else {
+            refused++;
+        }
+    }
+    free(g);
+    printf("  300 damaged headers: %d refused, the rest read (no crash)\n", refused);
+    CHECK(refused > 100, "only %d of 300 damaged headers refused", refused);
+    st_set *s;
+    tdm_err e = {0};
+    CHECK(safetensors_open(g_dir, &s, &e) != 0 && strstr(e.msg, "model.safetensors"), "a folder without a model: %s",
+          e.msg);
+}
+
+int main(void) {
+    const char *root = getenv("TANDEM_ROOT");
+    snprintf(g_root, sizeof g_root, "%s", root && *root ? root : ".");
+    char *dir = test_tmpdir("safetensors");
+    snprintf(g_dir, sizeof g_dir, "%s", dir);
+    free(dir);
+    char cmd[1600], out[512];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/st_ref.py' write '%s' 2>&1", g_root, g_dir);
+    if (sh(cmd, out, sizeof out) != 0 || strcmp(out, "ok\n")) {
+        printf("FAIL test_safetensors_setup: st_ref.py write: %s\ntest_safetensors: 0 passed, 1 failed\n", out);
+        return 1;
+    }
+    RUN(test_reads_the_reference_writer);
+    RUN(test_sharded_folder);
+    RUN(test_the_reference_reads_ours);
+    RUN(test_broken_files_are_refused);
+    test_rmtree(g_dir);
+    return test_summary("test_safetensors");
+}
