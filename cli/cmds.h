@@ -9,6 +9,8 @@
 /* tandem gen-corpus: writes a synthetic multi-domain corpus (data/corpus.h). */
 int cmd_gen_corpus(int argc, char **argv);
 int cmd_prep(int argc, char **argv); /* tandem prep: text into a byte-level dataset (data/prep.h) */
+/* tandem inspect: a Hugging Face model folder as tandem reads it (model/hf_config.h). */
+int cmd_inspect(int argc, char **argv);
 /* tandem tokenize: token ids or counts of files with a real tokenizer (data/tokenizer.h). */
 int cmd_tokenize(int argc, char **argv);
 

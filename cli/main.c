@@ -42,6 +42,8 @@ static const command COMMANDS[] = {
     {"prep", "text, .jsonl and .json (plain, .gz or .zst) into byte-level shards and\n"
              "dataset.yaml",
      cmd_prep, 0},
+    {"inspect", "a Hugging Face model folder (Qwen2, Llama): architecture, weights, checks",
+     cmd_inspect, 0},
     {"tokenize", "token ids (or --count) of text files with a tokenizer.json or tiktoken file",
      cmd_tokenize, 0},
     {"version", "the version, git revision and what this build can run on", cmd_version, 0},

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "model/hf_config.h"
 #include "model/safetensors.h"
 #include "tests/test.h"
 #include "util/rng.h"
@@ -287,6 +288,103 @@ static void test_broken_files_are_refused(void) {
           e.msg);
 }
 
+/* A small folder made by st_ref.py hf TYPE TIED: the arch, the parameter count (as the
+ * script counts it), and the weights checked. */
+static long make_hf(const char *dir, const char *type, int tied) {
+    char cmd[1600], out[256];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/st_ref.py' hf '%s' %s %d 2>&1", g_root, dir, type,
+             tied);
+    return sh(cmd, out, sizeof out) == 0 ? atol(out) : -1;
+}
+
+static int set_config(const char *dir, const char *edit) {
+    char cmd[2400], out[512];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c 'import json,sys; p=sys.argv[1]+\"/config.json\"; "
+             "c=json.load(open(p)); %s; json.dump(c, open(p, \"w\"))' '%s' 2>&1", edit, dir);
+    return sh(cmd, out, sizeof out);
+}
+
+static void test_hf_folders(void) {
+    char q[700], l[700];
+    snprintf(q, sizeof q, "%s/hf-qwen2", g_dir);
+    snprintf(l, sizeof l, "%s/hf-llama", g_dir);
+    long nq = make_hf(q, "qwen2", 1), nl = make_hf(l, "llama", 0);
+    CHECK(nq > 0 && nl > 0, "st_ref.py hf");
+    hf_arch a;
+    st_set *s;
+    tdm_err e = {0};
+    CHECK(hf_arch_read(q, &a, &e) == 0, "%s", e.msg);
+    CHECK(a.qkv_bias && a.tied && a.kv_heads == 2 && a.head_dim == 8 && a.rope_theta == 1e6, "qwen2 arch");
+    CHECK((long)hf_arch_params(&a) == nq, "qwen2: %llu parameters, the script counts %ld",
+          (unsigned long long)hf_arch_params(&a), nq);
+    CHECK(safetensors_open(q, &s, &e) == 0 && hf_arch_check_weights(&a, s, &e) == 0, "%s", e.msg);
+    safetensors_close(s);
+    CHECK(hf_arch_read(l, &a, &e) == 0 && !a.qkv_bias && !a.tied, "llama arch: %s", e.msg);
+    CHECK((long)hf_arch_params(&a) == nl, "llama: %llu parameters, the script counts %ld",
+          (unsigned long long)hf_arch_params(&a), nl);
+    CHECK(safetensors_open(l, &s, &e) == 0 && hf_arch_check_weights(&a, s, &e) == 0, "%s", e.msg);
+    safetensors_close(s);
+    /* Qwen2-0.5B as published (config.json of Qwen/Qwen2-0.5B): 494,032,768 parameters */
+    char big[700];
+    snprintf(big, sizeof big, "%s/qwen2-0.5b", g_dir);
+    mkdir(big, 0755);
+    char path[800];
+    snprintf(path, sizeof path, "%s/config.json", big);
+    FILE *f = fopen(path, "w");
+    fputs("{\"architectures\": [\"Qwen2ForCausalLM\"], \"hidden_act\": \"silu\", \"hidden_size\": 896, "
+          "\"intermediate_size\": 4864, \"max_position_embeddings\": 131072, \"model_type\": \"qwen2\", "
+          "\"num_attention_heads\": 14, \"num_hidden_layers\": 24, \"num_key_value_heads\": 2, "
+          "\"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000.0, \"sliding_window\": 131072, "
+          "\"tie_word_embeddings\": true, \"torch_dtype\": \"bfloat16\", \"use_sliding_window\": false, "
+          "\"vocab_size\": 151936}", f);
+    fclose(f);
+    CHECK(hf_arch_read(big, &a, &e) == 0, "%s", e.msg);
+    CHECK(hf_arch_params(&a) == 494032768ull, "Qwen2-0.5B: %llu parameters", (unsigned long long)hf_arch_params(&a));
+    /* configs that do not describe the weights, or what is not implemented */
+    struct {
+        const char *dir, *edit, *want;
+    } bad[] = {
+        {q, "c[\"tie_word_embeddings\"]=False", "lm_head.weight is missing"},
+        {l, "c[\"tie_word_embeddings\"]=True", "lm_head.weight is not part"},
+        {l, "c[\"intermediate_size\"]=64", "implies [64, 32]"},
+        {l, "c[\"model_type\"]=\"gpt2\"", "model_type \"gpt2\""},
+        {l, "c[\"rope_scaling\"]={\"rope_type\": \"llama3\"}", "rope_scaling"},
+        {l, "c[\"num_key_value_heads\"]=3", "multiple of num_key_value_heads"},
+        {l, "del c[\"vocab_size\"]", "\"vocab_size\" is missing"},
+        {l, "c[\"hidden_act\"]=\"gelu\"", "silu"},
+        {q, "c[\"use_sliding_window\"]=True", "sliding-window"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char keep[900], cmd[2000], out[64];
+        snprintf(keep, sizeof keep, "%s/config.json", bad[i].dir);
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s.keep'", keep, keep);
+        sh(cmd, out, sizeof out);
+        CHECK(set_config(bad[i].dir, bad[i].edit) == 0, "edit %s", bad[i].edit);
+        int rc = hf_arch_read(bad[i].dir, &a, &e);
+        if (!rc && safetensors_open(bad[i].dir, &s, &e) == 0) {
+            rc = hf_arch_check_weights(&a, s, &e);
+            safetensors_close(s);
+        }
+        CHECK(rc != 0 && strstr(e.msg, bad[i].want), "%s: rc %d, message: %s", bad[i].edit, rc, e.msg);
+        snprintf(cmd, sizeof cmd, "mv '%s.keep' '%s'", keep, keep);
+        sh(cmd, out, sizeof out);
+    }
+    /* the command: JSON with the count, and exit 2 naming the problem */
+    const char *bin = getenv("TANDEM_BIN");
+    if (bin && *bin) {
+        char cmd[2000], out[4096];
+        snprintf(cmd, sizeof cmd, "'%s' inspect '%s' --json | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); "
+                 "print(d[\"params\"], d[\"tensors\"], d[\"dtypes\"][\"BF16\"][\"tensors\"], d[\"tied\"])'", bin, q);
+        char want[128];
+        snprintf(want, sizeof want, "%ld 26 26 True\n", nq);
+        CHECK(sh(cmd, out, sizeof out) == 0 && !strcmp(out, want), "tandem inspect --json: %s (want %s)", out, want);
+        set_config(l, "c[\"intermediate_size\"]=64");
+        snprintf(cmd, sizeof cmd, "'%s' inspect '%s' 2>&1", bin, l);
+        int rc = sh(cmd, out, sizeof out);
+        CHECK(rc == 2 && strstr(out, "mlp.gate_proj.weight"), "tandem inspect of a mismatch: exit %d: %s", rc, out);
+    }
+}
+
 int main(void) {
     const char *root = getenv("TANDEM_ROOT");
     snprintf(g_root, sizeof g_root, "%s", root && *root ? root : ".");
@@ -303,6 +401,7 @@ int main(void) {
     RUN(test_sharded_folder);
     RUN(test_the_reference_reads_ours);
     RUN(test_broken_files_are_refused);
+    RUN(test_hf_folders);
     test_rmtree(g_dir);
     return test_summary("test_safetensors");
 }

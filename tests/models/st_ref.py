@@ -5,6 +5,11 @@
   st_ref.py write DIR   DIR/one.safetensors (F32, BF16, F16 and I64 tensors, metadata),
                         DIR/sharded/ (two shards and model.safetensors.index.json), and
                         for every float tensor DIR/expect/<name>.f32: its values as float32
+  st_ref.py hf DIR TYPE TIED
+                        a small Hugging Face folder of model_type TYPE (qwen2 or llama),
+                        tie_word_embeddings TIED (0/1): config.json and model.safetensors
+                        with random BF16 weights named as transformers names them;
+                        prints the parameter count
   st_ref.py read FILE INPUTS
                         checks a file tandem wrote: the 8-byte length, 8-byte alignment,
                         offsets that tile the data, and each tensor's bytes against the
@@ -119,8 +124,42 @@ def cmd_read(path, inputs):
     return "ok"
 
 
+def cmd_hf(d, typ, tied):
+    V, C, L, H, KV, I = 300, 32, 2, 4, 2, 48
+    D = C // H
+    cfg = {"architectures": ["Qwen2ForCausalLM" if typ == "qwen2" else "LlamaForCausalLM"], "model_type": typ,
+           "vocab_size": V, "hidden_size": C, "num_hidden_layers": L, "num_attention_heads": H,
+           "num_key_value_heads": KV, "intermediate_size": I, "max_position_embeddings": 128,
+           "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "hidden_act": "silu", "tie_word_embeddings": tied,
+           "torch_dtype": "bfloat16", "rope_scaling": None, "use_sliding_window": False}
+    rng = np.random.default_rng(5)
+    shapes = [("model.embed_tokens.weight", (V, C))]
+    for l in range(L):
+        p = "model.layers.%d." % l
+        shapes += [(p + "input_layernorm.weight", (C,)),
+                   (p + "self_attn.q_proj.weight", (H * D, C)), (p + "self_attn.k_proj.weight", (KV * D, C)),
+                   (p + "self_attn.v_proj.weight", (KV * D, C)), (p + "self_attn.o_proj.weight", (C, H * D)),
+                   (p + "post_attention_layernorm.weight", (C,)), (p + "mlp.gate_proj.weight", (I, C)),
+                   (p + "mlp.up_proj.weight", (I, C)), (p + "mlp.down_proj.weight", (C, I))]
+        if typ == "qwen2":
+            shapes += [(p + "self_attn.q_proj.bias", (H * D,)), (p + "self_attn.k_proj.bias", (KV * D,)),
+                       (p + "self_attn.v_proj.bias", (KV * D,))]
+    shapes.append(("model.norm.weight", (C,)))
+    if not tied:
+        shapes.append(("lm_head.weight", (V, C)))
+    os.makedirs(d, exist_ok=True)
+    with open(d + "/config.json", "w") as f:
+        json.dump(cfg, f, indent=2)
+    write_file(d + "/model.safetensors",
+               [(n, "BF16", bf16_bits((rng.standard_normal(sh) * 0.02).astype(np.float32))) for n, sh in shapes],
+               {"format": "pt"})
+    print(sum(int(np.prod(sh)) for _, sh in shapes))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "write":
         cmd_write(sys.argv[2])
+    elif sys.argv[1] == "hf":
+        cmd_hf(sys.argv[2], sys.argv[3], sys.argv[4] == "1")
     else:
         print(cmd_read(sys.argv[2], sys.argv[3]))

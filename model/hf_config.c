@@ -1,0 +1,202 @@
+/* hf_config.c — a Hugging Face Llama / Qwen2 folder's config.json and weights; see
+ * hf_config.h. */
+#include "model/hf_config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/tok_json.h"
+#include "model/model.h"
+#include "util/buf.h"
+
+/* An integer member in [lo, hi] into *out; dflt when absent (dflt < 0: required). */
+static int int_key(const tjson *root, const char *path, const char *key, long dflt, long lo, long hi, int *out,
+                   tdm_err *e) {
+    const tjson *v = tjson_get(root, key);
+    if (!v || v->type == TJ_NULL) {
+        if (dflt < 0) return err_set(e, ERR_USAGE, "%s: \"%s\" is missing", path, key);
+        *out = (int)dflt;
+        return 0;
+    }
+    if (v->type != TJ_NUM || v->u.num != floor(v->u.num) || v->u.num < (double)lo || v->u.num > (double)hi)
+        return err_set(e, ERR_USAGE, "%s: \"%s\" must be an integer in %ld..%ld", path, key, lo, hi);
+    *out = (int)v->u.num;
+    return 0;
+}
+
+static int num_key(const tjson *root, const char *path, const char *key, double dflt, double *out, tdm_err *e) {
+    const tjson *v = tjson_get(root, key);
+    if (!v || v->type == TJ_NULL) {
+        *out = dflt;
+        return 0;
+    }
+    if (v->type != TJ_NUM || !(v->u.num > 0) || !isfinite(v->u.num))
+        return err_set(e, ERR_USAGE, "%s: \"%s\" must be a positive number", path, key);
+    *out = v->u.num;
+    return 0;
+}
+
+static int bool_key(const tjson *root, const char *key, int dflt) {
+    const tjson *v = tjson_get(root, key);
+    return !v ? dflt : v->type == TJ_TRUE;
+}
+
+int hf_arch_read(const char *dir, hf_arch *a, tdm_err *e) {
+    memset(a, 0, sizeof *a);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return err_sys(e, ERR_USAGE, errno, "%s: cannot open (a Hugging Face model folder holds config.json and "
+                       "model.safetensors)", path);
+    buf_t text = {0};
+    char chunk[16384];
+    size_t k;
+    while ((k = fread(chunk, 1, sizeof chunk, fp)) > 0 && text.n < (8u << 20)) buf_putn(&text, chunk, k);
+    fclose(fp);
+    if (text.oom) {
+        buf_free(&text);
+        return err_set(e, ERR_INTERNAL, "out of memory");
+    }
+    char why[256];
+    const tjson *root;
+    tjson_doc *doc = tjson_parse(text.p ? text.p : "", text.n, &root, why, sizeof why);
+    buf_free(&text);
+    if (!doc) return err_set(e, ERR_USAGE, "%s: not JSON: %s", path, why);
+    int rc = 0;
+    const tjson *mt = tjson_get(root, "model_type");
+    if (root->type != TJ_OBJ) rc = err_set(e, ERR_USAGE, "%s: not a JSON object", path);
+    else if (!mt || mt->type != TJ_STR)
+        rc = err_set(e, ERR_USAGE, "%s: no \"model_type\" string", path);
+    else if (strcmp(mt->u.s, "qwen2") && strcmp(mt->u.s, "llama"))
+        rc = err_set(e, ERR_USAGE, "%s: model_type \"%.40s\": tandem loads the Qwen2 and Llama families "
+                     "(model_type qwen2 or llama)", path, mt->u.s);
+    if (!rc) snprintf(a->model_type, sizeof a->model_type, "%s", mt->u.s);
+    int big = 1 << 30;
+    if (!rc) rc = int_key(root, path, "vocab_size", -1, 1, MODEL_VOCAB_MAX, &a->vocab, e);
+    if (!rc) rc = int_key(root, path, "hidden_size", -1, 1, 1 << 20, &a->channels, e);
+    if (!rc) rc = int_key(root, path, "num_hidden_layers", -1, 1, 4096, &a->layers, e);
+    if (!rc) rc = int_key(root, path, "num_attention_heads", -1, 1, 4096, &a->heads, e);
+    if (!rc) rc = int_key(root, path, "num_key_value_heads", a->heads, 1, a->heads, &a->kv_heads, e);
+    if (!rc) rc = int_key(root, path, "intermediate_size", -1, 1, big, &a->intermediate, e);
+    if (!rc) rc = int_key(root, path, "max_position_embeddings", 2048, 1, big, &a->max_positions, e);
+    if (!rc && a->channels % a->heads && !tjson_get(root, "head_dim"))
+        rc = err_set(e, ERR_USAGE, "%s: hidden_size %d is not divisible by num_attention_heads %d", path, a->channels,
+                     a->heads);
+    if (!rc) rc = int_key(root, path, "head_dim", a->channels / a->heads, 2, 1 << 16, &a->head_dim, e);
+    if (!rc && a->head_dim % 2) rc = err_set(e, ERR_USAGE, "%s: head_dim %d is odd (RoPE rotates pairs)", path, a->head_dim);
+    if (!rc && a->heads % a->kv_heads)
+        rc = err_set(e, ERR_USAGE, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", path,
+                     a->heads, a->kv_heads);
+    if (!rc) rc = num_key(root, path, "rope_theta", 10000.0, &a->rope_theta, e);
+    if (!rc) rc = num_key(root, path, "rms_norm_eps", 1e-6, &a->rms_eps, e);
+    const tjson *act = tjson_get(root, "hidden_act");
+    if (!rc && act && (act->type != TJ_STR || strcmp(act->u.s, "silu")))
+        rc = err_set(e, ERR_USAGE, "%s: hidden_act must be \"silu\" (SwiGLU)", path);
+    const tjson *scaling = tjson_get(root, "rope_scaling");
+    if (!rc && scaling && scaling->type != TJ_NULL)
+        rc = err_set(e, ERR_USAGE, "%s: rope_scaling is set: scaled RoPE (long-context variants) is not "
+                     "implemented; use the base model", path);
+    if (!rc && bool_key(root, "use_sliding_window", 0))
+        rc = err_set(e, ERR_USAGE, "%s: use_sliding_window is true: sliding-window attention is not implemented", path);
+    if (!rc) {
+        a->tied = bool_key(root, "tie_word_embeddings", 0);
+        a->qkv_bias = !strcmp(a->model_type, "qwen2") || bool_key(root, "attention_bias", 0);
+        const tjson *dt = tjson_get(root, "torch_dtype");
+        if (dt && dt->type == TJ_STR) snprintf(a->torch_dtype, sizeof a->torch_dtype, "%.15s", dt->u.s);
+    }
+    tjson_free(doc);
+    return rc;
+}
+
+int hf_arch_each_tensor(const hf_arch *a, int (*fn)(const char *name, int64_t rows, int64_t cols, void *arg),
+                        void *arg) {
+    int64_t C = a->channels, D = a->head_dim, Hq = (int64_t)a->heads * D, Hk = (int64_t)a->kv_heads * D;
+    int64_t I = a->intermediate, V = a->vocab;
+    char name[128];
+    int rc = fn("model.embed_tokens.weight", V, C, arg);
+    static const char *const proj[3] = {"q", "k", "v"};
+    for (int l = 0; !rc && l < a->layers; l++) {
+        snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
+        rc = fn(name, C, 0, arg);
+        for (int p = 0; !rc && p < 3; p++) {
+            snprintf(name, sizeof name, "model.layers.%d.self_attn.%s_proj.weight", l, proj[p]);
+            rc = fn(name, p ? Hk : Hq, C, arg);
+            if (!rc && a->qkv_bias) {
+                snprintf(name, sizeof name, "model.layers.%d.self_attn.%s_proj.bias", l, proj[p]);
+                rc = fn(name, p ? Hk : Hq, 0, arg);
+            }
+        }
+        if (!rc) snprintf(name, sizeof name, "model.layers.%d.self_attn.o_proj.weight", l), rc = fn(name, C, Hq, arg);
+        if (!rc)
+            snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", l), rc = fn(name, C, 0, arg);
+        if (!rc) snprintf(name, sizeof name, "model.layers.%d.mlp.gate_proj.weight", l), rc = fn(name, I, C, arg);
+        if (!rc) snprintf(name, sizeof name, "model.layers.%d.mlp.up_proj.weight", l), rc = fn(name, I, C, arg);
+        if (!rc) snprintf(name, sizeof name, "model.layers.%d.mlp.down_proj.weight", l), rc = fn(name, C, I, arg);
+    }
+    if (!rc) rc = fn("model.norm.weight", C, 0, arg);
+    if (!rc && !a->tied) rc = fn("lm_head.weight", V, C, arg);
+    return rc;
+}
+
+static int count_one(const char *name, int64_t rows, int64_t cols, void *arg) {
+    (void)name;
+    *(uint64_t *)arg += (uint64_t)rows * (uint64_t)(cols ? cols : 1);
+    return 0;
+}
+
+uint64_t hf_arch_params(const hf_arch *a) {
+    uint64_t n = 0;
+    hf_arch_each_tensor(a, count_one, &n);
+    return n;
+}
+
+typedef struct check_ctx {
+    const st_set *s;
+    tdm_err *e;
+    size_t found;
+} check_ctx;
+
+static int check_one(const char *name, int64_t rows, int64_t cols, void *arg) {
+    check_ctx *x = arg;
+    const st_tensor *t = safetensors_find(x->s, name);
+    if (!t) return err_set(x->e, ERR_USAGE, "tensor %s is missing from the weights", name);
+    int ok = cols ? t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols : t->ndim == 1 && t->shape[0] == rows;
+    if (!ok) {
+        char want[64], got[96] = "";
+        snprintf(want, sizeof want, cols ? "[%lld, %lld]" : "[%lld]", (long long)rows, (long long)cols);
+        for (int k = 0; k < t->ndim; k++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", k ? ", " : "", (long long)t->shape[k]);
+        return err_set(x->e, ERR_USAGE, "%s: tensor %s has shape [%s], config.json implies %s", t->file, name, got,
+                       want);
+    }
+    if (t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16)
+        return err_set(x->e, ERR_USAGE, "%s: tensor %s is %s; F32, BF16 or F16 weights are loaded", t->file, name,
+                       safetensors_dtype_name(t->dtype));
+    x->found++;
+    return 0;
+}
+
+static int is_name(const char *name, int64_t rows, int64_t cols, void *arg) {
+    (void)rows, (void)cols;
+    return !strcmp(name, (const char *)arg);
+}
+
+int hf_arch_check_weights(const hf_arch *a, const st_set *s, tdm_err *e) {
+    check_ctx x = {.s = s, .e = e};
+    int rc = hf_arch_each_tensor(a, check_one, &x);
+    /* anything else is a tensor the architecture does not have (a sign of another
+     * architecture or a config.json that does not belong to the weights) */
+    for (size_t i = 0; !rc && x.found != safetensors_count(s) && i < safetensors_count(s); i++) {
+        const st_tensor *t = safetensors_at(s, i);
+        if (strstr(t->name, "rotary_emb.inv_freq")) continue; /* recomputed from rope_theta */
+        if (!hf_arch_each_tensor(a, is_name, (void *)t->name))
+            rc = err_set(e, ERR_USAGE, "%s: tensor %s is not part of the %s architecture config.json describes%s",
+                         t->file, t->name, a->model_type,
+                         !strcmp(t->name, "lm_head.weight") ? " (tie_word_embeddings is true)" : "");
+    }
+    return rc;
+}
