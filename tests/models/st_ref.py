@@ -5,10 +5,11 @@
   st_ref.py write DIR   DIR/one.safetensors (F32, BF16, F16 and I64 tensors, metadata),
                         DIR/sharded/ (two shards and model.safetensors.index.json), and
                         for every float tensor DIR/expect/<name>.f32: its values as float32
-  st_ref.py hf DIR TYPE TIED
+  st_ref.py hf DIR TYPE TIED [SCALE]
                         a small Hugging Face folder of model_type TYPE (qwen2 or llama),
                         tie_word_embeddings TIED (0/1): config.json and model.safetensors
-                        with random BF16 weights named as transformers names them;
+                        with random BF16 weights (N(0, SCALE^2), default 0.02; norm
+                        weights near 1) named as transformers names them;
                         prints the parameter count
   st_ref.py read FILE INPUTS
                         checks a file tandem wrote: the 8-byte length, 8-byte alignment,
@@ -124,7 +125,7 @@ def cmd_read(path, inputs):
     return "ok"
 
 
-def cmd_hf(d, typ, tied):
+def cmd_hf(d, typ, tied, scale=0.02):
     V, C, L, H, KV, I = 300, 32, 2, 4, 2, 48
     D = C // H
     cfg = {"architectures": ["Qwen2ForCausalLM" if typ == "qwen2" else "LlamaForCausalLM"], "model_type": typ,
@@ -150,8 +151,11 @@ def cmd_hf(d, typ, tied):
     os.makedirs(d, exist_ok=True)
     with open(d + "/config.json", "w") as f:
         json.dump(cfg, f, indent=2)
-    write_file(d + "/model.safetensors",
-               [(n, "BF16", bf16_bits((rng.standard_normal(sh) * 0.02).astype(np.float32))) for n, sh in shapes],
+    def value(n, sh):  # norm weights near 1, the rest N(0, scale^2)
+        if n.endswith("norm.weight") or n.endswith("layernorm.weight"):
+            return (1 + 0.1 * rng.standard_normal(sh)).astype(np.float32)
+        return (rng.standard_normal(sh) * scale).astype(np.float32)
+    write_file(d + "/model.safetensors", [(n, "BF16", bf16_bits(value(n, sh))) for n, sh in shapes],
                {"format": "pt"})
     print(sum(int(np.prod(sh)) for _, sh in shapes))
 
@@ -160,6 +164,6 @@ if __name__ == "__main__":
     if sys.argv[1] == "write":
         cmd_write(sys.argv[2])
     elif sys.argv[1] == "hf":
-        cmd_hf(sys.argv[2], sys.argv[3], sys.argv[4] == "1")
+        cmd_hf(sys.argv[2], sys.argv[3], sys.argv[4] == "1", float(sys.argv[5]) if len(sys.argv) > 5 else 0.02)
     else:
         print(cmd_read(sys.argv[2], sys.argv[3]))

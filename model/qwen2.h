@@ -1,0 +1,49 @@
+/* qwen2.h — the Qwen2 / Llama architecture (model/hf_config.h) on the CPU, fp32: the
+ * reference the SFT setting starts from. This file holds the weights loaded from a
+ * Hugging Face folder and the forward pass (logits and the mean cross-entropy); the
+ * backward pass and the model_ops backend built on them come next (docs/models.md).
+ *
+ * Forward, for a batch of B rows of T input tokens (HF's Qwen2ForCausalLM / LlamaForCausalLM):
+ *   x = embed[tokens]                                               [B*T, C]
+ *   per layer: h = rmsnorm(x) * w_in;  q, k, v = h Wq^T (+bq), h Wk^T (+bk), h Wv^T (+bv)
+ *              q, k rotated by RoPE (HF's rotate_half pairing: dims i and i + D/2,
+ *              angle t * theta^(-2i/D) for position t = 0..T-1)
+ *              attention per query head h over key/value head h / (H/Hkv), causal,
+ *              softmax(q k^T / sqrt(D)) v;  x += attn Wo^T
+ *              h = rmsnorm(x) * w_post;  x += (silu(h Wg^T) * (h Wu^T)) Wd^T
+ *   logits = (rmsnorm(x) * w_norm) E^T   (E = lm_head, or embed when tied)
+ * rmsnorm(x) = x / sqrt(mean(x^2) + eps).
+ */
+#ifndef TANDEM_MODEL_QWEN2_H
+#define TANDEM_MODEL_QWEN2_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/hf_config.h"
+#include "util/err.h"
+
+typedef struct qwen2_layer {
+    const float *ln_in, *wq, *bq, *wk, *bk, *wv, *bv, *wo, *ln_post, *wg, *wu, *wd; /* b*: NULL without biases */
+} qwen2_layer;
+
+typedef struct qwen2_model {
+    hf_arch a;
+    float *params; /* every tensor in hf_arch_each_tensor order, float32 */
+    size_t numel;
+    const float *embed, *norm, *head; /* head == embed when tied */
+    qwen2_layer *layer;
+} qwen2_model;
+
+/* Loads DIR (config.json, safetensors; checked as `tandem inspect` checks) into *m,
+ * converting the weights to float32. Free with qwen2_free. */
+int qwen2_load(const char *dir, qwen2_model *m, tdm_err *e);
+void qwen2_free(qwen2_model *m);
+
+/* Forward pass over tokens [B][T+1] (inputs tokens[b][0..T-1], targets tokens[b][1..T]):
+ * logits [B*T][V] into `logits` when not NULL, and the mean cross-entropy over the B*T
+ * targets into *loss. ERR_USAGE for a token >= vocab or T > max_position_embeddings. */
+int qwen2_forward(const qwen2_model *m, const uint32_t *tokens, int B, int T, float *logits, double *loss,
+                  tdm_err *e);
+
+#endif

@@ -1,0 +1,95 @@
+/* test_qwen2.c — the Qwen2 / Llama forward pass on the CPU (model/qwen2.h) against
+ * PyTorch (tests/models/qwen2_ref.py: the same architecture written as transformers
+ * computes it, on the same folder read by its own safetensors reader): logits and the
+ * mean cross-entropy of small random models (weights N(0, 0.3^2) in BF16, so that every
+ * nonlinearity matters) — a Qwen2 (grouped-query attention 4/2, q/k/v biases, tied
+ * embeddings) and a Llama (no biases, an untied lm_head) — equal within float32 rounding.
+ * A token at the vocabulary and a sequence past max_position_embeddings are refused. */
+#include <math.h>
+#include <stdint.h>
+#include <sys/wait.h>
+
+#include "model/qwen2.h"
+#include "tests/test.h"
+#include "util/rng.h"
+
+static char g_dir[600], g_root[600];
+
+static int sh(const char *cmd, char *out, size_t cap) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A folder of `type`, its forward pass here and in PyTorch: the largest logit difference
+ * relative to the largest logit, and both losses. */
+static void against_torch(const char *type, int tied) {
+    enum { B = 3, T = 9 };
+    char dir[700], cmd[3000], out[256], toks[800], lpath[800];
+    snprintf(dir, sizeof dir, "%s/%s-%d", g_dir, type, tied);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/st_ref.py' hf '%s' %s %d 0.3 2>&1", g_root, dir,
+             type, tied);
+    CHECK(sh(cmd, out, sizeof out) == 0, "st_ref.py hf: %s", out);
+    qwen2_model m;
+    tdm_err e = {0};
+    CHECK(qwen2_load(dir, &m, &e) == 0, "%s", e.msg);
+    uint32_t tok[B * (T + 1)];
+    rng_stream r;
+    rng_stream_init(&r, 17, RNG_TEST, (uint32_t)tied, 0, 0);
+    for (int i = 0; i < B * (T + 1); i++) tok[i] = (uint32_t)rng_below(&r, (uint64_t)m.a.vocab);
+    snprintf(toks, sizeof toks, "%s/tokens.u32", dir);
+    FILE *f = fopen(toks, "wb");
+    fwrite(tok, sizeof tok, 1, f);
+    fclose(f);
+    size_t nl = (size_t)B * T * m.a.vocab;
+    float *lg = malloc(nl * sizeof *lg), *ref = malloc(nl * sizeof *ref);
+    double loss = 0;
+    int rc = qwen2_forward(&m, tok, B, T, lg, &loss, &e);
+    snprintf(lpath, sizeof lpath, "%s/ref.f32", dir);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/qwen2_ref.py' '%s' '%s' %d %d '%s' 2>&1", g_root, dir,
+             toks, B, T, lpath);
+    int prc = sh(cmd, out, sizeof out);
+    double ref_loss = atof(out);
+    f = fopen(lpath, "rb");
+    size_t got = f ? fread(ref, sizeof *ref, nl, f) : 0;
+    if (f) fclose(f);
+    double maxdiff = 0, maxabs = 0;
+    for (size_t i = 0; i < nl && got == nl; i++) {
+        maxdiff = fmax(maxdiff, fabs((double)lg[i] - ref[i]));
+        maxabs = fmax(maxabs, fabs((double)ref[i]));
+    }
+    free(lg);
+    free(ref);
+    /* refusals */
+    uint32_t bad[2 * 3] = {1, 2, 3, 4, 5, (uint32_t)m.a.vocab};
+    int rbad = qwen2_forward(&m, bad, 2, 2, NULL, &loss, &e);
+    int rlong = qwen2_forward(&m, tok, 1, m.a.max_positions + 1, NULL, &loss, &e);
+    qwen2_free(&m);
+    CHECK(rc == 0, "forward: %s", e.msg);
+    CHECK(prc == 0 && got == nl, "qwen2_ref.py: %s", out);
+    printf("  %s%s: logits max |diff| %.3g (largest logit %.3g), loss %.7f vs torch %.7f\n", type,
+           tied ? " (tied)" : "", maxdiff, maxabs, loss, ref_loss);
+    CHECK(maxabs > 1, "the logits are too small to tell anything (%.3g)", maxabs);
+    CHECK(maxdiff <= 2e-5 * maxabs, "logits differ from torch's by %.3g (largest %.3g)", maxdiff, maxabs);
+    CHECK(fabs(loss - ref_loss) <= 1e-5 * fabs(ref_loss), "loss %.9f vs torch %.9f", loss, ref_loss);
+    CHECK(rbad == ERR_USAGE && rlong == ERR_USAGE, "a token at the vocabulary (%d) or too long a sequence (%d) passed",
+          rbad, rlong);
+}
+
+static void test_qwen2_against_torch(void) { against_torch("qwen2", 1); }
+static void test_llama_against_torch(void) { against_torch("llama", 0); }
+
+int main(void) {
+    const char *root = getenv("TANDEM_ROOT");
+    snprintf(g_root, sizeof g_root, "%s", root && *root ? root : ".");
+    char *dir = test_tmpdir("qwen2");
+    snprintf(g_dir, sizeof g_dir, "%s", dir);
+    free(dir);
+    RUN(test_qwen2_against_torch);
+    RUN(test_llama_against_torch);
+    test_rmtree(g_dir);
+    return test_summary("test_qwen2");
+}
