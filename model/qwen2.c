@@ -89,14 +89,16 @@ void qwen2_free(qwen2_model *m) {
 
 /* ---- layers --------------------------------------------------------------------------- */
 
-/* out[N, C] = x / sqrt(mean(x^2) + eps) * w */
-static void rmsnorm_forward(float *out, const float *x, const float *w, int N, int C, double eps) {
+/* out[N, C] = x / sqrt(mean(x^2) + eps) * w; the reciprocal root of each row into
+ * rstd[N] when not NULL (the backward pass needs it) */
+static void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C, double eps) {
 #pragma omp parallel for
     for (int i = 0; i < N; i++) {
         const float *xi = x + (size_t)i * C;
         double ss = 0;
         for (int c = 0; c < C; c++) ss += (double)xi[c] * xi[c];
         float r = (float)(1.0 / sqrt(ss / C + eps));
+        if (rstd) rstd[i] = r;
         for (int c = 0; c < C; c++) out[(size_t)i * C + c] = xi[c] * r * w[c];
     }
 }
@@ -132,9 +134,9 @@ static void rope_forward(float *x, int B, int T, int heads, int D, double theta)
 }
 
 /* out[B*T, H*D]: causal attention of query head h over key/value head h / (H / Hkv);
- * q [B*T, H*D], k and v [B*T, Hkv*D] */
-static void attention_forward(float *out, const float *q, const float *k, const float *v, int B, int T, int H,
-                              int Hkv, int D) {
+ * q [B*T, H*D], k and v [B*T, Hkv*D]; the softmax weights into probs when not NULL */
+static void attention_forward(float *out, float *probs, const float *q, const float *k, const float *v, int B,
+                              int T, int H, int Hkv, int D) {
     int group = H / Hkv;
     float scale = (float)(1.0 / sqrt((double)D));
 #pragma omp parallel
@@ -157,6 +159,10 @@ static void attention_forward(float *out, const float *q, const float *k, const 
                     double sum = 0;
                     for (int s = 0; s <= t; s++) sum += p[s] = expf(p[s] - mx);
                     float *ot = out + ((size_t)(b * T + t) * H + h) * D;
+                    if (probs) { /* [B][H][T][T], the row's causal part; the rest zero */
+                        float *pr = probs + (((size_t)b * H + h) * T + t) * T;
+                        for (int s = 0; s < T; s++) pr[s] = s <= t ? (float)(p[s] / sum) : 0.0f;
+                    }
                     for (int i = 0; i < D; i++) ot[i] = 0;
                     for (int s = 0; s <= t; s++) {
                         const float *vs = v + ((size_t)(b * T + s) * Hkv + g) * D;
@@ -168,10 +174,10 @@ static void attention_forward(float *out, const float *q, const float *k, const 
     }
 }
 
-/* g[N, F] = silu(g) * u */
-static void swiglu_forward(float *g, const float *u, size_t n) {
+/* act[N, F] = silu(g) * u (act may be g) */
+static void swiglu_forward(float *act, const float *g, const float *u, size_t n) {
 #pragma omp parallel for
-    for (size_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    for (size_t i = 0; i < n; i++) act[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
 /* ---- the pass ------------------------------------------------------------------------- */
@@ -198,25 +204,25 @@ int qwen2_forward(const qwen2_model *m, const uint32_t *tokens, int B, int T, fl
         memcpy(x + r * C, m->embed + (size_t)tokens[(r / T) * (T + 1) + r % T] * C, (size_t)C * sizeof *x);
     for (int l = 0; !rc && l < a->layers; l++) {
         const qwen2_layer *L = &m->layer[l];
-        rmsnorm_forward(h, x, L->ln_in, (int)N, C, a->rms_eps);
+        rmsnorm_forward(h, NULL, x, L->ln_in, (int)N, C, a->rms_eps);
         linear_forward(q, h, L->wq, L->bq, (int)N, C, (int)QD);
         linear_forward(k, h, L->wk, L->bk, (int)N, C, (int)KD);
         linear_forward(v, h, L->wv, L->bv, (int)N, C, (int)KD);
         rope_forward(q, B, T, H, D, a->rope_theta);
         rope_forward(k, B, T, Hkv, D, a->rope_theta);
-        attention_forward(att, q, k, v, B, T, H, Hkv, D);
+        attention_forward(att, NULL, q, k, v, B, T, H, Hkv, D);
         /* x += att Wo^T */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, C, (int)QD, 1.0f, att, (int)QD, L->wo, (int)QD,
                     1.0f, x, C);
-        rmsnorm_forward(h, x, L->ln_post, (int)N, C, a->rms_eps);
+        rmsnorm_forward(h, NULL, x, L->ln_post, (int)N, C, a->rms_eps);
         linear_forward(g, h, L->wg, NULL, (int)N, C, F);
         linear_forward(u, h, L->wu, NULL, (int)N, C, F);
-        swiglu_forward(g, u, N * (size_t)F);
+        swiglu_forward(g, g, u, N * (size_t)F);
         /* x += act Wd^T */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, C, F, 1.0f, g, F, L->wd, F, 1.0f, x, C);
     }
     if (!rc) {
-        rmsnorm_forward(h, x, m->norm, (int)N, C, a->rms_eps);
+        rmsnorm_forward(h, NULL, x, m->norm, (int)N, C, a->rms_eps);
         linear_forward(lg, h, m->head, NULL, (int)N, C, V);
         double total = 0;
 #pragma omp parallel for reduction(+ : total)
@@ -233,5 +239,233 @@ int qwen2_forward(const qwen2_model *m, const uint32_t *tokens, int B, int T, fl
     }
     free(x), free(h), free(q), free(k), free(v), free(att), free(g), free(u);
     if (!logits) free(lg);
+    return rc;
+}
+
+/* ---- the backward pass ---------------------------------------------------------------- */
+
+/* What the backward pass needs of one layer's forward. */
+typedef struct layer_tape {
+    float *x_in, *h1, *r1, *q, *k, *v, *p, *att, *x_mid, *h2, *r2, *g, *u, *act;
+} layer_tape;
+
+/* dx[N, C] += rmsnorm backward of dy through y = x * r * w; dw[C] += sum_n dy * x * r */
+static void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *r, const float *w,
+                             int N, int C) {
+    for (int i = 0; i < N; i++) { /* sequential over rows: dw is shared */
+        const float *xi = x + (size_t)i * C, *dyi = dy + (size_t)i * C;
+        double dot = 0;
+        for (int c = 0; c < C; c++) {
+            dot += (double)dyi[c] * w[c] * xi[c];
+            dw[c] += dyi[c] * xi[c] * r[i];
+        }
+        float coef = (float)(dot * r[i] * r[i] * r[i] / C);
+        for (int c = 0; c < C; c++) dx[(size_t)i * C + c] += dyi[c] * w[c] * r[i] - xi[c] * coef;
+    }
+}
+
+/* Given dout[N, O] of out = in W^T + b: dW[O, K] += dout^T in, db[O] += sum dout, and
+ * din[N, K] = dout W (overwritten when beta 0, added when beta 1) */
+static void linear_backward(float *din, float beta, float *dw, float *db, const float *dout, const float *in,
+                            const float *w, int N, int K, int O) {
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, K, N, 1.0f, dout, O, in, K, 1.0f, dw, K);
+    if (db)
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < O; o++) db[o] += dout[(size_t)n * O + o];
+    if (din) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, K, O, 1.0f, dout, O, w, K, beta, din, K);
+}
+
+/* The rotation's transpose on dx[B*T, heads*D] in place (the gradient before RoPE) */
+static void rope_backward(float *dx, int B, int T, int heads, int D, double theta) {
+    int half = D / 2;
+#pragma omp parallel for
+    for (int r = 0; r < B * T; r++) {
+        int t = r % T;
+        for (int h = 0; h < heads; h++) {
+            float *v = dx + ((size_t)r * heads + h) * D;
+            for (int i = 0; i < half; i++) {
+                float inv = (float)(1.0 / pow(theta, (double)(2 * i) / D));
+                float ang = (float)t * inv;
+                float c = cosf(ang), s = sinf(ang);
+                float da = v[i], db = v[i + half];
+                v[i] = da * c + db * s;
+                v[i + half] = db * c - da * s;
+            }
+        }
+    }
+}
+
+/* dq[B*T, H*D], dk and dv [B*T, Hkv*D] (zeroed here) from datt through the causal
+ * softmax attention; parallel over (row, key/value head), so that the query heads that
+ * share a key/value head add into it one after another */
+static void attention_backward(float *dq, float *dk, float *dv, const float *datt, const float *q, const float *k,
+                               const float *v, const float *probs, int B, int T, int H, int Hkv, int D) {
+    int group = H / Hkv;
+    float scale = (float)(1.0 / sqrt((double)D));
+    memset(dk, 0, (size_t)B * T * Hkv * D * sizeof *dk);
+    memset(dv, 0, (size_t)B * T * Hkv * D * sizeof *dv);
+#pragma omp parallel
+    {
+        float *dp = malloc((size_t)T * sizeof *dp);
+#pragma omp for collapse(2)
+        for (int b = 0; b < B; b++)
+            for (int g = 0; g < Hkv; g++)
+                for (int h = g * group; h < (g + 1) * group; h++)
+                    for (int t = 0; t < T; t++) {
+                        const float *pr = probs + (((size_t)b * H + h) * T + t) * T;
+                        const float *dot = datt + ((size_t)(b * T + t) * H + h) * D;
+                        const float *qt = q + ((size_t)(b * T + t) * H + h) * D;
+                        float *dqt = dq + ((size_t)(b * T + t) * H + h) * D;
+                        double sum = 0;
+                        for (int s = 0; s <= t; s++) {
+                            const float *vs = v + ((size_t)(b * T + s) * Hkv + g) * D;
+                            float acc = 0;
+                            for (int i = 0; i < D; i++) acc += dot[i] * vs[i];
+                            dp[s] = acc;
+                            sum += (double)pr[s] * acc;
+                            float *dvs = dv + ((size_t)(b * T + s) * Hkv + g) * D;
+                            for (int i = 0; i < D; i++) dvs[i] += pr[s] * dot[i];
+                        }
+                        for (int i = 0; i < D; i++) dqt[i] = 0;
+                        for (int s = 0; s <= t; s++) {
+                            float ds = pr[s] * (dp[s] - (float)sum) * scale;
+                            const float *ks = k + ((size_t)(b * T + s) * Hkv + g) * D;
+                            float *dks = dk + ((size_t)(b * T + s) * Hkv + g) * D;
+                            for (int i = 0; i < D; i++) {
+                                dqt[i] += ds * ks[i];
+                                dks[i] += ds * qt[i];
+                            }
+                        }
+                    }
+        free(dp);
+    }
+}
+
+int qwen2_forward_backward(const qwen2_model *m, const uint32_t *tokens, int B, int T, float *grad, double *loss,
+                           tdm_err *e) {
+    const hf_arch *a = &m->a;
+    int C = a->channels, H = a->heads, Hkv = a->kv_heads, D = a->head_dim, F = a->intermediate, V = a->vocab;
+    int L = a->layers;
+    if (B < 1 || T < 1 || T > a->max_positions)
+        return err_set(e, ERR_USAGE, "a batch of %d x %d tokens (at most %d positions)", B, T, a->max_positions);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t <= T; t++)
+            if (tokens[(size_t)b * (T + 1) + t] >= (uint32_t)V)
+                return err_set(e, ERR_USAGE, "row %d, position %d: token %u >= vocab %d", b, t,
+                               tokens[(size_t)b * (T + 1) + t], V);
+    size_t N = (size_t)B * T, QD = (size_t)H * D, KD = (size_t)Hkv * D, P = (size_t)B * H * T * T;
+    /* the tape: every layer's activations, then the final norm and the probabilities */
+    size_t per = N * (4 * (size_t)C + 2 + 2 * QD + 2 * KD + 3 * (size_t)F) + P;
+    size_t total = (size_t)L * per + N * (2 * (size_t)C + 1) + N * (size_t)V;
+    float *mem = calloc(total, sizeof *mem);
+    layer_tape *tp = calloc((size_t)L, sizeof *tp);
+    if (!mem || !tp) {
+        free(mem);
+        free(tp);
+        return err_set(e, ERR_INTERNAL, "out of memory for the activations (%zu floats)", total);
+    }
+    float *at = mem;
+#define TAKE(n) (at += (n), at - (n))
+    for (int l = 0; l < L; l++) {
+        layer_tape *t = &tp[l];
+        t->x_in = TAKE(N * C), t->h1 = TAKE(N * C), t->r1 = TAKE(N), t->q = TAKE(N * QD), t->k = TAKE(N * KD);
+        t->v = TAKE(N * KD), t->p = TAKE(P), t->att = TAKE(N * QD), t->x_mid = TAKE(N * C), t->h2 = TAKE(N * C);
+        t->r2 = TAKE(N), t->g = TAKE(N * F), t->u = TAKE(N * F), t->act = TAKE(N * F);
+    }
+    float *x_last = TAKE(N * C), *hf = TAKE(N * C), *rf = TAKE(N), *probs = TAKE(N * V);
+#undef TAKE
+    /* forward, keeping what the backward pass reads */
+    float *x = tp[0].x_in;
+    for (size_t r = 0; r < N; r++)
+        memcpy(x + r * C, m->embed + (size_t)tokens[(r / T) * (T + 1) + r % T] * C, (size_t)C * sizeof *x);
+    for (int l = 0; l < L; l++) {
+        const qwen2_layer *W = &m->layer[l];
+        layer_tape *t = &tp[l];
+        rmsnorm_forward(t->h1, t->r1, t->x_in, W->ln_in, (int)N, C, a->rms_eps);
+        linear_forward(t->q, t->h1, W->wq, W->bq, (int)N, C, (int)QD);
+        linear_forward(t->k, t->h1, W->wk, W->bk, (int)N, C, (int)KD);
+        linear_forward(t->v, t->h1, W->wv, W->bv, (int)N, C, (int)KD);
+        rope_forward(t->q, B, T, H, D, a->rope_theta);
+        rope_forward(t->k, B, T, Hkv, D, a->rope_theta);
+        attention_forward(t->att, t->p, t->q, t->k, t->v, B, T, H, Hkv, D);
+        memcpy(t->x_mid, t->x_in, N * C * sizeof *x);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, C, (int)QD, 1.0f, t->att, (int)QD, W->wo, (int)QD,
+                    1.0f, t->x_mid, C);
+        rmsnorm_forward(t->h2, t->r2, t->x_mid, W->ln_post, (int)N, C, a->rms_eps);
+        linear_forward(t->g, t->h2, W->wg, NULL, (int)N, C, F);
+        linear_forward(t->u, t->h2, W->wu, NULL, (int)N, C, F);
+        swiglu_forward(t->act, t->g, t->u, N * (size_t)F);
+        float *next = l + 1 < L ? tp[l + 1].x_in : x_last;
+        memcpy(next, t->x_mid, N * C * sizeof *x);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, C, F, 1.0f, t->act, F, W->wd, F, 1.0f, next, C);
+    }
+    rmsnorm_forward(hf, rf, x_last, m->norm, (int)N, C, a->rms_eps);
+    linear_forward(probs, hf, m->head, NULL, (int)N, C, V);
+    /* the loss, and dlogits = (softmax - onehot) / N in place of the logits */
+    double tot = 0;
+#pragma omp parallel for reduction(+ : tot)
+    for (size_t r = 0; r < N; r++) {
+        float *row = probs + r * V;
+        float mx = row[0];
+        for (int c = 1; c < V; c++) mx = row[c] > mx ? row[c] : mx;
+        double sum = 0;
+        for (int c = 0; c < V; c++) sum += exp((double)row[c] - mx);
+        uint32_t target = tokens[(r / T) * (T + 1) + r % T + 1];
+        tot += log(sum) + mx - row[target];
+        for (int c = 0; c < V; c++) row[c] = (float)(exp((double)row[c] - mx) / sum / (double)N);
+        row[target] -= (float)(1.0 / (double)N);
+    }
+    if (loss) *loss = tot / (double)N;
+    /* backward: the gradient buffer laid out as the weights */
+    memset(grad, 0, m->numel * sizeof *grad);
+    qwen2_model gv = *m;
+    gv.layer = calloc((size_t)L, sizeof *gv.layer);
+    float *dx = malloc(N * C * sizeof *dx), *dh = malloc(N * C * sizeof *dh), *dq = malloc(N * QD * sizeof *dq);
+    float *dk = malloc(N * KD * sizeof *dk), *dv = malloc(N * KD * sizeof *dv), *datt = malloc(N * QD * sizeof *datt);
+    float *dg = malloc(N * F * sizeof *dg), *du = malloc(N * F * sizeof *du);
+    int rc = 0;
+    if (!gv.layer || !dx || !dh || !dq || !dk || !dv || !datt || !dg || !du)
+        rc = err_set(e, ERR_INTERNAL, "out of memory");
+    if (!rc) {
+        point_ctx pc = {&gv, grad};
+        hf_arch_each_tensor(a, point_one, &pc);
+        if (a->tied) gv.head = gv.embed;
+        /* logits = hf head^T */
+        linear_backward(dh, 0.0f, (float *)gv.head, NULL, probs, hf, m->head, (int)N, C, V);
+        memset(dx, 0, N * C * sizeof *dx);
+        rmsnorm_backward(dx, (float *)gv.norm, dh, x_last, rf, m->norm, (int)N, C);
+    }
+    for (int l = L - 1; !rc && l >= 0; l--) {
+        const qwen2_layer *W = &m->layer[l];
+        qwen2_layer *G = &gv.layer[l];
+        layer_tape *t = &tp[l];
+        /* next = x_mid + act Wd^T: dx flows to x_mid as is; dact = dx Wd */
+        linear_backward(dg, 0.0f, (float *)G->wd, NULL, dx, t->act, W->wd, (int)N, F, C);
+        for (size_t i = 0; i < N * (size_t)F; i++) { /* act = silu(g) * u */
+            float s = 1.0f / (1.0f + expf(-t->g[i]));
+            float dact = dg[i];
+            du[i] = dact * t->g[i] * s;
+            dg[i] = dact * t->u[i] * s * (1.0f + t->g[i] * (1.0f - s));
+        }
+        linear_backward(dh, 0.0f, (float *)G->wg, NULL, dg, t->h2, W->wg, (int)N, C, F);
+        linear_backward(dh, 1.0f, (float *)G->wu, NULL, du, t->h2, W->wu, (int)N, C, F);
+        rmsnorm_backward(dx, (float *)G->ln_post, dh, t->x_mid, t->r2, W->ln_post, (int)N, C);
+        /* x_mid = x_in + att Wo^T */
+        linear_backward(datt, 0.0f, (float *)G->wo, NULL, dx, t->att, W->wo, (int)N, (int)QD, C);
+        attention_backward(dq, dk, dv, datt, t->q, t->k, t->v, t->p, B, T, H, Hkv, D);
+        rope_backward(dq, B, T, H, D, a->rope_theta);
+        rope_backward(dk, B, T, Hkv, D, a->rope_theta);
+        linear_backward(dh, 0.0f, (float *)G->wq, (float *)G->bq, dq, t->h1, W->wq, (int)N, C, (int)QD);
+        linear_backward(dh, 1.0f, (float *)G->wk, (float *)G->bk, dk, t->h1, W->wk, (int)N, C, (int)KD);
+        linear_backward(dh, 1.0f, (float *)G->wv, (float *)G->bv, dv, t->h1, W->wv, (int)N, C, (int)KD);
+        rmsnorm_backward(dx, (float *)G->ln_in, dh, t->x_in, t->r1, W->ln_in, (int)N, C);
+    }
+    for (size_t r = 0; !rc && r < N; r++) { /* x = embed[inputs] */
+        float *de = (float *)gv.embed + (size_t)tokens[(r / T) * (T + 1) + r % T] * C;
+        for (int c = 0; c < C; c++) de[c] += dx[r * C + c];
+    }
+    free(gv.layer), free(dx), free(dh), free(dq), free(dk), free(dv), free(datt), free(dg), free(du);
+    free(mem);
+    free(tp);
     return rc;
 }

@@ -1,7 +1,7 @@
 /* qwen2.h — the Qwen2 / Llama architecture (model/hf_config.h) on the CPU, fp32: the
  * reference the SFT setting starts from. This file holds the weights loaded from a
- * Hugging Face folder and the forward pass (logits and the mean cross-entropy); the
- * backward pass and the model_ops backend built on them come next (docs/models.md).
+ * Hugging Face folder, the forward pass (logits and the mean cross-entropy) and its
+ * backward pass; the model_ops backend built on them comes next (docs/models.md).
  *
  * Forward, for a batch of B rows of T input tokens (HF's Qwen2ForCausalLM / LlamaForCausalLM):
  *   x = embed[tokens]                                               [B*T, C]
@@ -45,5 +45,13 @@ void qwen2_free(qwen2_model *m);
  * targets into *loss. ERR_USAGE for a token >= vocab or T > max_position_embeddings. */
 int qwen2_forward(const qwen2_model *m, const uint32_t *tokens, int B, int T, float *logits, double *loss,
                   tdm_err *e);
+
+/* The same pass and its backward: the gradient of the mean cross-entropy with respect to
+ * every weight into grad[numel], laid out as m->params (hf_arch_each_tensor order; with
+ * tied embeddings the head's part is added to the embedding's). Keeps every layer's
+ * activations (and B*H*T*T attention weights) for the backward pass: the reference, not
+ * the fast path. */
+int qwen2_forward_backward(const qwen2_model *m, const uint32_t *tokens, int B, int T, float *grad, double *loss,
+                           tdm_err *e);
 
 #endif

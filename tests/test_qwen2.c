@@ -3,7 +3,9 @@
  * computes it, on the same folder read by its own safetensors reader): logits and the
  * mean cross-entropy of small random models (weights N(0, 0.3^2) in BF16, so that every
  * nonlinearity matters) — a Qwen2 (grouped-query attention 4/2, q/k/v biases, tied
- * embeddings) and a Llama (no biases, an untied lm_head) — equal within float32 rounding.
+ * embeddings) and a Llama (no biases, an untied lm_head) — equal within float32 rounding;
+ * and the gradient of the loss with respect to every weight against autograd's, tensor
+ * by tensor.
  * A token at the vocabulary and a sequence past max_position_embeddings are refused. */
 #include <math.h>
 #include <stdint.h>
@@ -13,7 +15,7 @@
 #include "tests/test.h"
 #include "util/rng.h"
 
-static char g_dir[600], g_root[600];
+static char g_dir[500], g_root[500];
 
 static int sh(const char *cmd, char *out, size_t cap) {
     FILE *p = popen(cmd, "r");
@@ -24,11 +26,37 @@ static int sh(const char *cmd, char *out, size_t cap) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+typedef struct grad_walk {
+    const float *got, *want;
+    size_t *off;
+    double *worst;
+    char *name;
+    size_t cap;
+} grad_walk;
+
+/* One tensor's gradient: max |got - want| / max |want| (the worst so far kept). */
+static int grad_compare(const char *name, int64_t rows, int64_t cols, void *arg) {
+    grad_walk *w = arg;
+    size_t n = (size_t)rows * (size_t)(cols ? cols : 1);
+    double diff = 0, big = 0;
+    for (size_t i = 0; i < n; i++) {
+        diff = fmax(diff, fabs((double)w->got[*w->off + i] - w->want[*w->off + i]));
+        big = fmax(big, fabs((double)w->want[*w->off + i]));
+    }
+    *w->off += n;
+    double rel = big > 0 ? diff / big : diff;
+    if (rel > *w->worst || !w->name[0]) {
+        *w->worst = rel;
+        snprintf(w->name, w->cap, "%s", name);
+    }
+    return 0;
+}
+
 /* A folder of `type`, its forward pass here and in PyTorch: the largest logit difference
  * relative to the largest logit, and both losses. */
 static void against_torch(const char *type, int tied) {
     enum { B = 3, T = 9 };
-    char dir[700], cmd[3000], out[256], toks[800], lpath[800];
+    char dir[600], cmd[4000], out[256], toks[700], lpath[700];
     snprintf(dir, sizeof dir, "%s/%s-%d", g_dir, type, tied);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/st_ref.py' hf '%s' %s %d 0.3 2>&1", g_root, dir,
              type, tied);
@@ -46,11 +74,15 @@ static void against_torch(const char *type, int tied) {
     fclose(f);
     size_t nl = (size_t)B * T * m.a.vocab;
     float *lg = malloc(nl * sizeof *lg), *ref = malloc(nl * sizeof *ref);
-    double loss = 0;
+    double loss = 0, loss2 = 0;
     int rc = qwen2_forward(&m, tok, B, T, lg, &loss, &e);
+    float *grad = malloc(m.numel * sizeof *grad), *gref = malloc(m.numel * sizeof *gref);
+    int grc = qwen2_forward_backward(&m, tok, B, T, grad, &loss2, &e);
+    char gpath[700];
     snprintf(lpath, sizeof lpath, "%s/ref.f32", dir);
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/qwen2_ref.py' '%s' '%s' %d %d '%s' 2>&1", g_root, dir,
-             toks, B, T, lpath);
+    snprintf(gpath, sizeof gpath, "%s/grad.f32", dir);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/qwen2_ref.py' '%s' '%s' %d %d '%s' '%s' 2>&1", g_root,
+             dir, toks, B, T, lpath, gpath);
     int prc = sh(cmd, out, sizeof out);
     double ref_loss = atof(out);
     f = fopen(lpath, "rb");
@@ -63,10 +95,23 @@ static void against_torch(const char *type, int tied) {
     }
     free(lg);
     free(ref);
+    /* the gradient, tensor by tensor: the largest difference relative to the tensor's
+     * largest gradient */
+    f = fopen(gpath, "rb");
+    size_t ggot = f ? fread(gref, sizeof *gref, m.numel, f) : 0;
+    if (f) fclose(f);
+    double worst = 0;
+    char worst_name[128] = "";
+    size_t off = 0;
+    grad_walk gw = {grad, gref, &off, &worst, worst_name, sizeof worst_name};
+    if (ggot == m.numel && grc == 0) hf_arch_each_tensor(&m.a, grad_compare, &gw);
+    free(grad);
+    free(gref);
     /* refusals */
     uint32_t bad[2 * 3] = {1, 2, 3, 4, 5, (uint32_t)m.a.vocab};
     int rbad = qwen2_forward(&m, bad, 2, 2, NULL, &loss, &e);
     int rlong = qwen2_forward(&m, tok, 1, m.a.max_positions + 1, NULL, &loss, &e);
+    size_t m_numel = m.numel;
     qwen2_free(&m);
     CHECK(rc == 0, "forward: %s", e.msg);
     CHECK(prc == 0 && got == nl, "qwen2_ref.py: %s", out);
@@ -75,6 +120,11 @@ static void against_torch(const char *type, int tied) {
     CHECK(maxabs > 1, "the logits are too small to tell anything (%.3g)", maxabs);
     CHECK(maxdiff <= 2e-5 * maxabs, "logits differ from torch's by %.3g (largest %.3g)", maxdiff, maxabs);
     CHECK(fabs(loss - ref_loss) <= 1e-5 * fabs(ref_loss), "loss %.9f vs torch %.9f", loss, ref_loss);
+    CHECK(grc == 0 && ggot == m_numel, "backward: %s (torch gave %zu of %zu values)", e.msg, ggot, m_numel);
+    printf("  %s: gradients of all %zu weights: worst relative difference %.3g (%s)\n", type, m_numel, worst,
+           worst_name);
+    CHECK(loss2 == loss, "the backward pass's loss %.9f differs from the forward's %.9f", loss2, loss);
+    CHECK(worst <= 1e-4, "gradient of %s differs from autograd's by %.3g of its largest value", worst_name, worst);
     CHECK(rbad == ERR_USAGE && rlong == ERR_USAGE, "a token at the vocabulary (%d) or too long a sequence (%d) passed",
           rbad, rlong);
 }

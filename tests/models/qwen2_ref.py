@@ -1,10 +1,13 @@
 #!/usr/bin/python3
-"""qwen2_ref.py DIR TOKENS B T OUT — the Qwen2 / Llama forward pass in PyTorch, written as
+"""qwen2_ref.py DIR TOKENS B T OUT [GRADS] — the Qwen2 / Llama forward pass in PyTorch, written as
 transformers' Qwen2ForCausalLM / LlamaForCausalLM compute it (RMSNorm in float32,
 rotate_half RoPE, repeat_kv for grouped-query attention, a causal softmax, SwiGLU), on the
 folder's config.json and safetensors weights read by this file's own reader. TOKENS holds
 B rows of T+1 uint32 tokens (inputs 0..T-1, targets 1..T). Writes the logits [B*T, V] as
-float32 to OUT and prints the mean cross-entropy. For tests/test_safetensors.c."""
+float32 to OUT and prints the mean cross-entropy; with GRADS, autograd's gradient of that
+loss with respect to every weight, float32, concatenated in tandem's order (the embedding,
+then per layer input_layernorm, q (weight, bias), k, v, o, post_attention_layernorm, gate,
+up, down; the final norm; lm_head when untied). For tests/test_qwen2.c."""
 import json
 import struct
 import sys
@@ -51,6 +54,8 @@ def main():
     d, tok_path, B, T, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
     cfg = json.load(open(d + "/config.json"))
     w = read_safetensors(d + "/model.safetensors")
+    for t in w.values():
+        t.requires_grad_(True)
     C, H = cfg["hidden_size"], cfg["num_attention_heads"]
     KV = cfg.get("num_key_value_heads", H)
     D = cfg.get("head_dim", C // H)
@@ -91,8 +96,23 @@ def main():
     loss = F.cross_entropy(logits, tgt.reshape(-1))
     logits.detach().numpy().astype("<f4").tofile(out)
     print("%.9f" % loss.item())
+    if len(sys.argv) > 6:
+        loss.backward()
+        names = ["model.embed_tokens.weight"]
+        for l in range(cfg["num_hidden_layers"]):
+            p = "model.layers.%d." % l
+            names.append(p + "input_layernorm.weight")
+            for proj in ("q", "k", "v"):
+                names.append(p + "self_attn.%s_proj.weight" % proj)
+                if bias:
+                    names.append(p + "self_attn.%s_proj.bias" % proj)
+            names += [p + "self_attn.o_proj.weight", p + "post_attention_layernorm.weight",
+                      p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", p + "mlp.down_proj.weight"]
+        names.append("model.norm.weight")
+        if not cfg.get("tie_word_embeddings", False):
+            names.append("lm_head.weight")
+        np.concatenate([w[n].grad.numpy().astype("<f4").ravel() for n in names]).tofile(sys.argv[6])
 
 
 if __name__ == "__main__":
-    with torch.no_grad():
-        main()
+    main()
