@@ -3,6 +3,9 @@
 #include "model/qwen2.h"
 
 #include <cblas.h>
+#include <errno.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -467,5 +470,61 @@ int qwen2_forward_backward(const qwen2_model *m, const uint32_t *tokens, int B, 
     free(gv.layer), free(dx), free(dh), free(dq), free(dk), free(dv), free(datt), free(dg), free(du);
     free(mem);
     free(tp);
+    return rc;
+}
+
+/* ---- export --------------------------------------------------------------------------- */
+
+typedef struct save_ctx {
+    st_out *t;
+    size_t n;
+    const float *at;
+    st_dtype dtype;
+    char (*names)[128];
+} save_ctx;
+
+static int save_one(const char *name, int64_t rows, int64_t cols, void *arg) {
+    save_ctx *x = arg;
+    st_out *o = &x->t[x->n];
+    snprintf(x->names[x->n], sizeof x->names[x->n], "%s", name);
+    *o = (st_out){.name = x->names[x->n], .dtype = x->dtype, .ndim = cols ? 2 : 1, .shape = {rows, cols},
+                  .data = x->at};
+    x->at += rows * (cols ? cols : 1);
+    x->n++;
+    return 0;
+}
+
+int qwen2_save(const qwen2_model *m, const float *params, const char *dir, st_dtype dtype, tdm_err *e) {
+    const hf_arch *a = &m->a;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) return err_sys(e, ERR_USAGE, errno, "%s: cannot create", dir);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return err_sys(e, ERR_USAGE, errno, "%s: cannot create", path);
+    fprintf(f,
+            "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n  \"vocab_size\": %d,\n"
+            "  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
+            "  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n  \"intermediate_size\": %d,\n"
+            "  \"max_position_embeddings\": %d,\n  \"rope_theta\": %.17g,\n  \"rms_norm_eps\": %.17g,\n"
+            "  \"hidden_act\": \"silu\",\n  \"tie_word_embeddings\": %s,\n  \"attention_bias\": %s,\n"
+            "  \"rope_scaling\": null,\n  \"use_sliding_window\": false,\n  \"torch_dtype\": \"%s\"\n}\n",
+            strcmp(a->model_type, "qwen2") ? "LlamaForCausalLM" : "Qwen2ForCausalLM", a->model_type, a->vocab,
+            a->channels, a->layers, a->heads, a->kv_heads, a->head_dim, a->intermediate, a->max_positions, a->rope_theta,
+            a->rms_eps, a->tied ? "true" : "false", a->qkv_bias ? "true" : "false",
+            dtype == ST_BF16 ? "bfloat16" : "float32");
+    if (fclose(f) != 0) return err_sys(e, ERR_USAGE, errno, "%s: write failed", path);
+    size_t nt = 3 + (size_t)a->layers * 12; /* embed, norm, lm_head; 12 per layer at most */
+    st_out *t = calloc(nt, sizeof *t);
+    char (*names)[128] = calloc(nt, sizeof *names);
+    int rc = t && names ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
+    if (!rc) {
+        save_ctx x = {t, 0, params, dtype, names};
+        hf_arch_each_tensor(a, save_one, &x);
+        const char *meta[] = {"format", "pt", "written_by", "tandem"};
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        rc = safetensors_write(path, t, x.n, meta, 2, e);
+    }
+    free(t);
+    free(names);
     return rc;
 }

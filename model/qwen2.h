@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "model/hf_config.h"
+#include "model/safetensors.h"
 #include "util/err.h"
 
 typedef struct qwen2_layer {
@@ -45,6 +46,12 @@ void qwen2_free(qwen2_model *m);
  * targets into *loss. ERR_USAGE for a token >= vocab or T > max_position_embeddings. */
 int qwen2_forward(const qwen2_model *m, const uint32_t *tokens, int B, int T, float *logits, double *loss,
                   tdm_err *e);
+
+/* Writes weights `params` (m->numel floats laid out as m->params, e.g. a trained u) as a
+ * Hugging Face folder DIR (created if missing): config.json describing m's architecture
+ * (the keys transformers reads for Qwen2/Llama) and model.safetensors with HF's tensor
+ * names, stored as `dtype` (ST_F32 or ST_BF16). What qwen2_load and PyTorch read back. */
+int qwen2_save(const qwen2_model *m, const float *params, const char *dir, st_dtype dtype, tdm_err *e);
 
 /* The same pass and its backward: the gradient of the mean cross-entropy with respect to
  * every weight into grad[numel], laid out as m->params (hf_arch_each_tensor order; with

@@ -132,6 +132,68 @@ static void against_torch(const char *type, int tied) {
 static void test_qwen2_against_torch(void) { against_torch("qwen2", 1); }
 static void test_llama_against_torch(void) { against_torch("llama", 0); }
 
+/* Export: weights after one SGD step (as a trained u would be) written as a folder, F32:
+ * qwen2_load reads back the same bits, and PyTorch's forward on the written folder gives
+ * the logits this forward gives on those weights. BF16 export of the original (BF16)
+ * weights is lossless: the same bits again. */
+static void test_export_round_trip(void) {
+    enum { B = 2, T = 6 };
+    char src[600], out[600], cmd[4000], res[256], toks[700], lpath[700];
+    snprintf(src, sizeof src, "%s/llama-0", g_dir);
+    qwen2_model m, back;
+    tdm_err e = {0};
+    CHECK(qwen2_load(src, &m, &e) == 0, "%s", e.msg);
+    uint32_t tok[B * (T + 1)];
+    for (int i = 0; i < B * (T + 1); i++) tok[i] = (uint32_t)((i * 37 + 11) % m.a.vocab);
+    float *grad = malloc(m.numel * sizeof *grad);
+    double loss;
+    CHECK(qwen2_forward_backward(&m, tok, B, T, grad, &loss, &e) == 0, "%s", e.msg);
+    for (size_t i = 0; i < m.numel; i++) m.params[i] -= 0.5f * grad[i];
+    free(grad);
+    snprintf(out, sizeof out, "%s/export-f32", g_dir);
+    CHECK(qwen2_save(&m, m.params, out, ST_F32, &e) == 0, "%s", e.msg);
+    CHECK(qwen2_load(out, &back, &e) == 0, "reading the export back: %s", e.msg);
+    int same = back.numel == m.numel && !memcmp(back.params, m.params, m.numel * sizeof *m.params) && back.a.tied == m.a.tied &&
+               back.a.kv_heads == m.a.kv_heads && back.a.rope_theta == m.a.rope_theta;
+    qwen2_free(&back);
+    CHECK(same, "the F32 export read back differs");
+    size_t nl = (size_t)B * T * m.a.vocab;
+    float *lg = malloc(nl * sizeof *lg), *ref = malloc(nl * sizeof *ref);
+    CHECK(qwen2_forward(&m, tok, B, T, lg, &loss, &e) == 0, "%s", e.msg);
+    snprintf(toks, sizeof toks, "%s/tokens.u32", out);
+    FILE *f = fopen(toks, "wb");
+    fwrite(tok, sizeof tok, 1, f);
+    fclose(f);
+    snprintf(lpath, sizeof lpath, "%s/ref.f32", out);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/qwen2_ref.py' '%s' '%s' %d %d '%s' 2>&1", g_root, out,
+             toks, B, T, lpath);
+    int prc = sh(cmd, res, sizeof res);
+    f = fopen(lpath, "rb");
+    size_t got = f ? fread(ref, sizeof *ref, nl, f) : 0;
+    if (f) fclose(f);
+    double diff = 0, big = 0;
+    for (size_t i = 0; i < nl && got == nl; i++) {
+        diff = fmax(diff, fabs((double)lg[i] - ref[i]));
+        big = fmax(big, fabs((double)ref[i]));
+    }
+    free(lg);
+    free(ref);
+    CHECK(prc == 0 && got == nl, "PyTorch on the export: %s", res);
+    CHECK(diff <= 2e-5 * big && big > 1, "PyTorch's logits on the export differ by %.3g (largest %.3g)", diff, big);
+    qwen2_free(&m);
+    /* BF16 of BF16 weights: lossless */
+    CHECK(qwen2_load(src, &m, &e) == 0, "%s", e.msg);
+    snprintf(out, sizeof out, "%s/export-bf16", g_dir);
+    CHECK(qwen2_save(&m, m.params, out, ST_BF16, &e) == 0, "%s", e.msg);
+    CHECK(qwen2_load(out, &back, &e) == 0, "%s", e.msg);
+    same = !memcmp(back.params, m.params, m.numel * sizeof *m.params);
+    qwen2_free(&back);
+    qwen2_free(&m);
+    CHECK(same, "the BF16 export of BF16 weights read back differs");
+    printf("  export: F32 after an SGD step read back bit for bit, PyTorch's logits on it within %.2g; BF16 lossless\n",
+           diff);
+}
+
 int main(void) {
     const char *root = getenv("TANDEM_ROOT");
     snprintf(g_root, sizeof g_root, "%s", root && *root ? root : ".");
@@ -140,6 +202,7 @@ int main(void) {
     free(dir);
     RUN(test_qwen2_against_torch);
     RUN(test_llama_against_torch);
+    RUN(test_export_round_trip);
     test_rmtree(g_dir);
     return test_summary("test_qwen2");
 }
