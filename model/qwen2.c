@@ -183,6 +183,33 @@ static void swiglu_forward(float *act, const float *g, const float *u, size_t n)
     for (size_t i = 0; i < n; i++) act[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+/* The mean cross-entropy of logits[N, V] against the targets (tokens [N/T][T+1], target
+ * of row r: its next token), each row's loss computed in parallel and summed in row
+ * order, so the result does not depend on the threads. With grad, the logits are
+ * replaced by d(mean)/d(logits) = (softmax - onehot) / N. -1 when out of memory. */
+static double crossentropy(float *logits, const uint32_t *tokens, size_t N, int T, int V, int grad) {
+    double *row_loss = malloc(N * sizeof *row_loss);
+    if (!row_loss) return -1;
+#pragma omp parallel for
+    for (size_t r = 0; r < N; r++) {
+        float *row = logits + r * V;
+        float mx = row[0];
+        for (int c = 1; c < V; c++) mx = row[c] > mx ? row[c] : mx;
+        double sum = 0;
+        for (int c = 0; c < V; c++) sum += exp((double)row[c] - mx);
+        uint32_t target = tokens[(r / T) * (T + 1) + r % T + 1];
+        row_loss[r] = log(sum) + mx - row[target];
+        if (grad) {
+            for (int c = 0; c < V; c++) row[c] = (float)(exp((double)row[c] - mx) / sum / (double)N);
+            row[target] -= (float)(1.0 / (double)N);
+        }
+    }
+    double total = 0;
+    for (size_t r = 0; r < N; r++) total += row_loss[r];
+    free(row_loss);
+    return total / (double)N;
+}
+
 /* ---- the pass ------------------------------------------------------------------------- */
 
 int qwen2_forward(const qwen2_model *m, const uint32_t *tokens, int B, int T, float *logits, double *loss,
@@ -227,18 +254,9 @@ int qwen2_forward(const qwen2_model *m, const uint32_t *tokens, int B, int T, fl
     if (!rc) {
         rmsnorm_forward(h, NULL, x, m->norm, (int)N, C, a->rms_eps);
         linear_forward(lg, h, m->head, NULL, (int)N, C, V);
-        double total = 0;
-#pragma omp parallel for reduction(+ : total)
-        for (size_t r = 0; r < N; r++) {
-            const float *row = lg + r * V;
-            float mx = row[0];
-            for (int c = 1; c < V; c++) mx = row[c] > mx ? row[c] : mx;
-            double sum = 0;
-            for (int c = 0; c < V; c++) sum += exp((double)row[c] - mx);
-            uint32_t target = tokens[(r / T) * (T + 1) + r % T + 1];
-            total += log(sum) + mx - row[target];
-        }
-        if (loss) *loss = total / (double)N;
+        double mean = crossentropy(lg, tokens, N, T, V, 0);
+        if (mean < 0) rc = err_set(e, ERR_INTERNAL, "out of memory");
+        else if (loss) *loss = mean;
     }
     free(x), free(h), free(q), free(k), free(v), free(att), free(g), free(u);
     if (!logits) free(lg);
@@ -405,20 +423,13 @@ int qwen2_forward_backward(const qwen2_model *m, const uint32_t *tokens, int B, 
     rmsnorm_forward(hf, rf, x_last, m->norm, (int)N, C, a->rms_eps);
     linear_forward(probs, hf, m->head, NULL, (int)N, C, V);
     /* the loss, and dlogits = (softmax - onehot) / N in place of the logits */
-    double tot = 0;
-#pragma omp parallel for reduction(+ : tot)
-    for (size_t r = 0; r < N; r++) {
-        float *row = probs + r * V;
-        float mx = row[0];
-        for (int c = 1; c < V; c++) mx = row[c] > mx ? row[c] : mx;
-        double sum = 0;
-        for (int c = 0; c < V; c++) sum += exp((double)row[c] - mx);
-        uint32_t target = tokens[(r / T) * (T + 1) + r % T + 1];
-        tot += log(sum) + mx - row[target];
-        for (int c = 0; c < V; c++) row[c] = (float)(exp((double)row[c] - mx) / sum / (double)N);
-        row[target] -= (float)(1.0 / (double)N);
+    double mean = crossentropy(probs, tokens, N, T, V, 1);
+    if (mean < 0) {
+        free(mem);
+        free(tp);
+        return err_set(e, ERR_INTERNAL, "out of memory");
     }
-    if (loss) *loss = tot / (double)N;
+    if (loss) *loss = mean;
     /* backward: the gradient buffer laid out as the weights */
     memset(grad, 0, m->numel * sizeof *grad);
     qwen2_model gv = *m;
