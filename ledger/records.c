@@ -512,7 +512,7 @@ static const char *const STEP_NAMES[] = {"probe", "alpha", "free", "done", NULL}
 void *rec_state_encode(const rec_state *s, size_t *n) {
     codec_writer w;
     codec_writer_init(&w);
-    codec_map(&w, 15 + (s->have_losses ? 2 : 0) + (s->has_gen ? 2 : 0));
+    codec_map(&w, 15 + (s->have_losses ? 2 : 0) + (s->has_gen ? 2 : 0) + (s->has_episode ? 5 : 0));
     put_format(&w);
     codec_key(&w, "seq");
     codec_u64(&w, s->seq);
@@ -576,6 +576,18 @@ void *rec_state_encode(const rec_state *s, size_t *n) {
     codec_bool(&w, s->have_losses);
     codec_key(&w, "M");
     codec_u64(&w, (uint64_t)s->M);
+    if (s->has_episode) {
+        codec_key(&w, "ep_loss_u");
+        codec_f64s(&w, s->ep_loss_u, (size_t)s->M);
+        codec_key(&w, "ep_loss_w");
+        codec_f64s(&w, s->ep_loss_w, (size_t)s->M);
+        codec_key(&w, "ep_free_loss");
+        codec_f64s(&w, s->ep_free_loss, (size_t)s->M);
+        codec_key(&w, "ep_grad");
+        codec_f64(&w, s->ep_grad);
+        codec_key(&w, "ep_free_n");
+        codec_u64(&w, s->ep_free_n);
+    }
     if (s->has_gen) {
         codec_key(&w, "gen");
         codec_u64(&w, s->gen);
@@ -673,7 +685,8 @@ int rec_state_decode(const void *data, size_t n, const char *what, rec_state *s,
     static const char *const keys[] = {"format", "seq", "episode", "step", "index",
                                        "free_steps", "seed", "alpha", "loss_u", "loss_w",
                                        "cursors", "alpha_records", "alpha_head", "views",
-                                       "tensors", "have_losses", "M", "gen", "self", NULL};
+                                       "tensors", "have_losses", "M", "gen", "self", "ep_loss_u",
+                                       "ep_loss_w", "ep_free_loss", "ep_grad", "ep_free_n", NULL};
     memset(s, 0, sizeof *s);
     codec_parsed p;
     int rc = codec_parse(data, n, what, &p, e);
@@ -725,6 +738,25 @@ int rec_state_decode(const void *data, size_t n, const char *what, rec_state *s,
                 if (codec_obj_u64(&row->via.array.ptr[k], &s->cursors[m][k]))
                     rc = codec_field_error(&r, "cursors", "holds a non-integer");
         }
+    }
+    if (!rc) {
+        static const char *const ep[] = {"ep_loss_u", "ep_loss_w", "ep_free_loss", "ep_grad", "ep_free_n"};
+        int present = 0;
+        for (int k = 0; k < 5; k++) present += codec_field(&r, ep[k]) != NULL;
+        s->has_episode = present == 5;
+        if (present && present != 5)
+            rc = codec_field_error(&r, "ep_loss_u", "and the other ep_* fields must all be present or all absent");
+        else if (present && strcmp(s->step, "free"))
+            rc = codec_field_error(&r, "ep_loss_u", "is present outside the free phase");
+        if (!rc && s->has_episode) rc = get_domain_array(&r, "ep_loss_u", s->ep_loss_u, &s->M, 0);
+        if (!rc && s->has_episode) rc = get_domain_array(&r, "ep_loss_w", s->ep_loss_w, &s->M, 0);
+        if (!rc && s->has_episode) rc = get_domain_array(&r, "ep_free_loss", s->ep_free_loss, &s->M, 0);
+        if (!rc && s->has_episode) rc = codec_get_f64(&r, "ep_grad", &s->ep_grad);
+        if (!rc && s->has_episode) rc = codec_get_u64(&r, "ep_free_n", 0, UINT32_MAX, &s->ep_free_n);
+        if (!rc && s->has_episode && s->ep_free_n != s->index)
+            rc = codec_field_error(&r, "ep_free_n", "is not the number of free steps the episode has done (index)");
+        if (!rc && s->has_episode && !isfinite(s->ep_grad))
+            rc = codec_field_error(&r, "ep_grad", "is NaN or Inf");
     }
     if (!rc) rc = codec_get_u64(&r, "alpha_records", 0, UINT32_MAX, &s->alpha_records);
     if (!rc) rc = codec_get_digest(&r, "alpha_head", &s->alpha_head);

@@ -108,6 +108,15 @@ typedef struct rec_state {
      * damaged manifest is recognised on its own. Older manifests have neither. */
     int has_gen;
     uint64_t gen;
+    /* In the free phase of an episode (has_episode; absent at episode boundaries and in
+     * older manifests): what the episode's metrics row needs that the steps after a resume
+     * cannot recompute — the probe's losses (loss_u and loss_w are gone once the α step
+     * used them; zeros in fixed mode), the sums of the free steps done so far (per-domain
+     * loss, gradient norm) and how many they are (free_n). */
+    int has_episode;
+    double ep_loss_u[REC_MAX_DOMAINS], ep_loss_w[REC_MAX_DOMAINS], ep_free_loss[REC_MAX_DOMAINS];
+    double ep_grad;
+    uint64_t ep_free_n;
     size_t nviews;
     rec_view *views; /* owned */
     size_t ntensors;

@@ -84,6 +84,10 @@ typedef struct run_ctx {
     int rank;
     step_nets nets;
     step_state st;
+    /* the episode's free phase so far, for its metrics row: per-domain loss and gradient
+     * norm sums over ep_n free steps (kept in the state record across a resume) */
+    double ep_loss[STEP_MAX_DOMAINS], ep_grad;
+    int ep_n;
     store *store;
     ckpt *ck;
     int progress;
@@ -182,6 +186,16 @@ static void to_record(const run_ctx *r, rec_state *rec) {
     }
     rec->alpha_records = r->alpha_records;
     rec->alpha_head = r->alpha_head;
+    /* inside an episode's free phase: what its metrics row needs (absent at boundaries,
+     * so a state between episodes is encoded as before) */
+    rec->has_episode = r->next == NEXT_FREE && (r->index > 0 || !r->hp.fixed);
+    if (rec->has_episode) {
+        memcpy(rec->ep_loss_u, r->st.loss_u, sizeof rec->ep_loss_u);
+        memcpy(rec->ep_loss_w, r->st.loss_w, sizeof rec->ep_loss_w);
+        memcpy(rec->ep_free_loss, r->ep_loss, sizeof rec->ep_free_loss);
+        rec->ep_grad = r->ep_grad;
+        rec->ep_free_n = (uint64_t)r->ep_n;
+    }
 }
 
 static int from_record(run_ctx *r, const rec_state *rec, tdm_err *e) {
@@ -206,6 +220,18 @@ static int from_record(run_ctx *r, const rec_state *rec, tdm_err *e) {
     r->st.have_losses = rec->have_losses;
     memcpy(r->st.loss_u, rec->loss_u, sizeof r->st.loss_u);
     memcpy(r->st.loss_w, rec->loss_w, sizeof r->st.loss_w);
+    /* mid-episode: the probe's losses and the free sums, for the episode's row (a manifest
+     * of an older version has none: that row then covers the steps after the resume) */
+    memset(r->ep_loss, 0, sizeof r->ep_loss);
+    r->ep_grad = 0;
+    r->ep_n = 0;
+    if (rec->has_episode) {
+        memcpy(r->st.loss_u, rec->ep_loss_u, sizeof r->st.loss_u);
+        memcpy(r->st.loss_w, rec->ep_loss_w, sizeof r->st.loss_w);
+        memcpy(r->ep_loss, rec->ep_free_loss, sizeof r->ep_loss);
+        r->ep_grad = rec->ep_grad;
+        r->ep_n = (int)rec->ep_free_n;
+    }
     for (int m = 0; m < rec->M; m++) {
         r->st.train[m] = (sampler_cursor){rec->cursors[m][0], rec->cursors[m][1]};
         r->st.val[m] = (sampler_cursor){rec->cursors[m][2], rec->cursors[m][3]};
@@ -612,9 +638,8 @@ static int loop(run_ctx *r, tdm_err *e) {
     int M = r->st.M, rc = 0;
     uint64_t T = (uint64_t)c->run.episodes, E = (uint64_t)c->tandem.E;
     uint64_t steps_total = T * (r->hp.fixed ? E : E + 2);
-    double loss_sum[STEP_MAX_DOMAINS] = {0}, grad_sum = 0, lr_last = 0;
+    double lr_last = 0;
     tdm_err te = {0};
-    int loss_n = 0; /* free steps summed: fewer than E in an episode resumed midway */
     double t_episode = now_mono(), t_start = t_episode;
     uint64_t seq_start = r->seq;
     long tokens = 0;
@@ -646,19 +671,20 @@ static int loop(run_ctx *r, tdm_err *e) {
             step_report rep;
             if ((rc = step_free(&r->hp, &r->ds, &r->nets, &r->st, &rep, e))) return rc;
             tokens += rep.tokens;
-            for (int m = 0; m < M; m++) loss_sum[m] += rep.loss[m];
-            grad_sum += rep.grad_norm;
+            for (int m = 0; m < M; m++) r->ep_loss[m] += rep.loss[m];
+            r->ep_grad += rep.grad_norm;
             lr_last = rep.lr;
-            loss_n++;
+            r->ep_n++;
             if (++r->index == E) {
                 double mean[STEP_MAX_DOMAINS];
-                for (int m = 0; m < M; m++) mean[m] = loss_sum[m] / loss_n, loss_sum[m] = 0;
+                int loss_n = r->ep_n; /* E, or fewer after resuming an older version's state */
+                for (int m = 0; m < M; m++) mean[m] = r->ep_loss[m] / loss_n, r->ep_loss[m] = 0;
                 rec_metrics row = {.t = r->st.episode, .seq = r->seq + 1, .M = M,
                                    .has_probe = !r->hp.fixed, .lr = lr_last,
                                    .lr_alpha = r->hp.fixed ? 0 : step_alpha_rate(&r->hp),
-                                   .grad_norm = grad_sum / loss_n, .free_steps = (uint64_t)loss_n};
-                grad_sum = 0;
-                loss_n = 0;
+                                   .grad_norm = r->ep_grad / loss_n, .free_steps = (uint64_t)loss_n};
+                r->ep_grad = 0;
+                r->ep_n = 0;
                 r->index = 0;
                 r->st.episode++;
                 r->next = r->st.episode == T ? NEXT_DONE : first_step(r);

@@ -150,19 +150,27 @@ static void test_rows_survive_kills(void) {
            "logs %s scalars\n", cr.kills + 1, cr.in_commit, EPISODES, out + 3);
     fixture_done(&f);
 
-    /* SIGTERM inside an episode: the resumed life finishes that episode with fewer free
-     * steps measured (free_steps says so), and still one row per episode */
+    /* SIGTERMs inside episodes: each stop commits mid-episode (often in the free phase,
+     * after the alpha step has used the probe's losses); the state carries what the
+     * episode's row needs, so the rows equal the uninterrupted run's in every
+     * deterministic field, the twins' losses and the free-phase means included */
     CHECK(fixture_make(&f, "metrics-term", 0) == 0, "fixture");
-    pid_t pid = start_run(&f, "TANDEM_TEST_STEP_DELAY_MS=5", NULL, NULL);
-    usleep((useconds_t)(g_ref_seconds * 0.4e6));
-    kill(pid, SIGTERM);
-    rc = wait_exit(pid);
-    CHECK(rc == 75 || rc == 0, "SIGTERM: exit %d", rc);
+    int stops = 0;
+    for (int i = 1; i <= 4; i++) {
+        pid_t pid = start_run(&f, "TANDEM_TEST_STEP_DELAY_MS=5", NULL, NULL);
+        usleep((useconds_t)(g_ref_seconds * 0.25e6));
+        kill(pid, SIGTERM);
+        rc = wait_exit(pid);
+        CHECK(rc == 75 || rc == 0, "SIGTERM %d: exit %d", i, rc);
+        stops += rc == 75;
+    }
     CHECK(run_to_end(&f, NULL) == 0, "resume");
     snprintf(jsonl, sizeof jsonl, "%s/rows.jsonl", f.dir);
     CHECK(metrics_jsonl(&f, jsonl) == 0, "tandem metrics");
-    same_rows(g_ref_jsonl, jsonl, "alpha,lr_alpha", out, sizeof out);
-    CHECK(!strcmp(out, "ok"), "after a SIGTERM: %s", out);
+    same_rows(g_ref_jsonl, jsonl, NULL, out, sizeof out);
+    CHECK(!strcmp(out, "ok"), "after %d SIGTERMs: %s", stops, out);
+    CHECK(stops >= 2, "only %d of 4 lives were stopped mid-run", stops);
+    printf("  %d SIGTERMs mid-run: the rows equal the uninterrupted run's\n", stops);
     fixture_done(&f);
 }
 
