@@ -1,0 +1,108 @@
+/* prep_encode.c — prep's subword tokenizer glue (prep_encode.h). */
+#include "data/prep_encode.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/shard.h"
+
+int prep_tok_load(const prep_opts *o, prep_tok *k, tdm_err *e) {
+    memset(k, 0, sizeof *k);
+    k->vocab = PREP_VOCAB;
+    k->eot = PREP_SEPARATOR;
+    k->threads = o->threads;
+    k->chunk = o->chunk_bytes ? o->chunk_bytes : PREP_ENC_CHUNK;
+    if (!o->tokenizer) {
+        if (o->pattern || o->eot_token)
+            return err_set(e, ERR_USAGE, "%s needs --tokenizer FILE (byte-level has no choice)",
+                           o->pattern ? "--pattern" : "--eot-token");
+        return 0;
+    }
+    int rc = tokenizer_load(o->tokenizer, o->pattern, &k->t, e);
+    if (rc) return rc;
+    int64_t eot = tokenizer_eot(k->t);
+    if (o->eot_token) {
+        eot = tokenizer_token_id(k->t, o->eot_token, strlen(o->eot_token));
+        if (eot < 0)
+            rc = err_set(e, ERR_USAGE,
+                         "--eot-token \"%s\" is not a token of tokenizer %s; name one of its "
+                         "added tokens or a token's exact text",
+                         o->eot_token, o->tokenizer);
+    } else if (eot < 0) {
+        rc = err_set(e, ERR_USAGE,
+                     "tokenizer %s has no end-of-text token (<|endoftext|>, <|end_of_text|> or "
+                     "</s>) to put between documents; name one with --eot-token STRING",
+                     o->tokenizer);
+    }
+    if (!rc && tokenizer_vocab(k->t) > SHARD_VOCAB_MAX)
+        rc = err_set(e, ERR_USAGE, "tokenizer %s: vocab %u is above the %d shards hold",
+                     o->tokenizer, (unsigned)tokenizer_vocab(k->t), SHARD_VOCAB_MAX);
+    if (rc) {
+        prep_tok_free(k);
+        return rc;
+    }
+    k->vocab = tokenizer_vocab(k->t);
+    k->eot = (uint32_t)eot;
+    return 0;
+}
+
+void prep_tok_free(prep_tok *k) {
+    tokenizer_free(k->t);
+    k->t = NULL;
+}
+
+/* Encodes the buffer up to `cut` (its length or a safe cut) onto out and keeps the rest. */
+static int prep_enc_part(prep_enc *x, size_t cut, tok_ids *out, tdm_err *e) {
+    int rc = tokenizer_encode_head(x->k->t, x->buf, x->len, cut, !x->started, x->k->threads,
+                                   out, e);
+    if (rc) return rc;
+    x->started = 1;
+    memmove(x->buf, x->buf + cut, x->len - cut);
+    x->len -= cut;
+    return 0;
+}
+
+int prep_enc_text(prep_enc *x, const char *p, size_t n, tok_ids *out, tdm_err *e) {
+    out->n = 0;
+    if (x->len + n > x->cap) {
+        size_t nc = x->cap ? x->cap : 1 << 16;
+        while (nc < x->len + n) nc *= 2;
+        char *nb = realloc(x->buf, nc);
+        if (!nb) return err_set(e, ERR_INTERNAL, "out of memory (a document's text)");
+        x->buf = nb;
+        x->cap = nc;
+    }
+    memcpy(x->buf + x->len, p, n);
+    x->len += n;
+    if (x->len < x->k->chunk || x->len < x->next_try) return 0;
+    /* The last safe cut: everything before it encodes as in the whole document. With
+     * none, wait for another chunk rather than rescan the same text on every piece. */
+    size_t cut = tokenizer_safe_cut(x->k->t, x->buf, x->len);
+    if (cut == 0) {
+        x->next_try = x->len + x->k->chunk;
+        return 0;
+    }
+    x->next_try = 0;
+    return prep_enc_part(x, cut, out, e);
+}
+
+int prep_enc_end(prep_enc *x, tok_ids *out, tdm_err *e) {
+    out->n = 0;
+    int rc = x->len ? prep_enc_part(x, x->len, out, e) : 0;
+    if (!rc && tok_ids_append(out, &x->k->eot, 1))
+        rc = err_set(e, ERR_INTERNAL, "out of memory");
+    prep_enc_drop(x);
+    return rc;
+}
+
+void prep_enc_drop(prep_enc *x) {
+    x->len = x->next_try = 0;
+    x->started = 0;
+}
+
+void prep_enc_free(prep_enc *x) {
+    free(x->buf);
+    x->buf = NULL;
+    x->len = x->cap = x->next_try = 0;
+    x->started = 0;
+}
