@@ -985,18 +985,18 @@ static void test_safe_cut(void) {
     tokenizer_free(t);
     if (!ok) buf_free(&text);
     CHECK(ok, "tiny tokenizer: parts differ from the whole (%d cuts)", n);
-    /* the real families (and Qwen2's NFC), when the reference files are there */
+    /* the real families (cl100k's pattern is Llama-3's; Qwen2's with NFC), when the
+     * reference files are there */
     if (REF[0]) {
         build_corpus();
         for (size_t i = 0; i < CORPUS.count; i++) buf_putn(&text, CORPUS.p[i], CORPUS.n[i]);
-        const char *files[] = {"gpt2.tiktoken", "cl100k.tiktoken", "o200k.tiktoken", "llama3.json",
-                               "qwen2-nfc.json"};
-        const char *pats[] = {"gpt2", "cl100k", "o200k", NULL, NULL};
-        for (int f = 0; f < 5; f++) {
+        const char *files[] = {"gpt2.tiktoken", "o200k.tiktoken", "llama3.json", "qwen2-nfc.json"};
+        const char *pats[] = {"gpt2", "o200k", NULL, NULL};
+        for (int f = 0; f < 4; f++) {
             char path[4400];
             snprintf(path, sizeof path, "%s/files/%s", REF, files[f]);
             CHECK(!tokenizer_load(path, pats[f], &t, &e), "%s", e.msg);
-            ok = !heads_agree(t, text.p, text.n, 6, &n) && n >= 5;
+            ok = !heads_agree(t, text.p, text.n, 3, &n) && n == 3;
             tokenizer_free(t);
             if (!ok) buf_free(&text);
             CHECK(ok, "%s: parts differ from the whole (%d cuts)", files[f], n);
