@@ -53,8 +53,10 @@ void prep_tok_free(prep_tok *k) {
 
 /* Encodes the buffer up to `cut` (its length or a safe cut) onto out and keeps the rest. */
 static int prep_enc_part(prep_enc *x, size_t cut, tok_ids *out, tdm_err *e) {
+    if (!x->cache && !(x->cache = bpe_cache_new()))
+        return err_set(e, ERR_INTERNAL, "out of memory");
     int rc = tokenizer_encode_head(x->k->t, x->buf, x->len, cut, !x->started, x->k->threads,
-                                   out, e);
+                                   x->cache, out, e);
     if (rc) return rc;
     x->started = 1;
     memmove(x->buf, x->buf + cut, x->len - cut);
@@ -102,6 +104,8 @@ void prep_enc_drop(prep_enc *x) {
 
 void prep_enc_free(prep_enc *x) {
     free(x->buf);
+    bpe_cache_free(x->cache);
+    x->cache = NULL;
     x->buf = NULL;
     x->len = x->cap = x->next_try = 0;
     x->started = 0;

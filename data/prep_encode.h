@@ -37,6 +37,7 @@ typedef struct prep_enc {
     size_t len, cap;
     size_t next_try;     /* buffered length at which to look for a safe cut again */
     int started;         /* a part of the open document has been encoded */
+    bpe_cache *cache;    /* kept across documents (NULL until the first) */
 } prep_enc;
 
 /* Appends n bytes of the open document's text and sets out to the ids that are final

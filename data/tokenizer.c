@@ -231,9 +231,9 @@ static const char *prepared(const tokenizer *t, const char *text, size_t *n, siz
 
 /* The pieces of text[0..n) that start before `cut` (n or a safe cut), encoded onto out
  * on `threads` threads: the prefix is cut further at safe cuts into parts encoded
- * concurrently and appended in order. */
+ * concurrently and appended in order. `cache` (NULL: a new one) serves one thread. */
 static int encode_cut(const tokenizer *t, const char *text, size_t n, size_t cut, int start,
-                      int threads, tok_ids *out, tdm_err *e) {
+                      int threads, bpe_cache *cache, tok_ids *out, tdm_err *e) {
     if (threads <= 0) threads = omp_get_max_threads();
     char *owned;
     text = prepared(t, text, &n, &cut, start, &owned);
@@ -242,9 +242,9 @@ static int encode_cut(const tokenizer *t, const char *text, size_t n, size_t cut
     if (target < (1u << 16)) target = 1u << 16;
     int oom = 0;
     if (threads == 1 || cut < 2 * target) {
-        bpe_cache *c = bpe_cache_new();
+        bpe_cache *c = cache ? cache : bpe_cache_new();
         oom = !c || encode_range(t, text, n, 0, cut, c, out);
-        bpe_cache_free(c);
+        if (c != cache) bpe_cache_free(c);
         free(owned);
         return oom ? err_set(e, ERR_INTERNAL, "tokenizer: out of memory") : 0;
     }
@@ -284,13 +284,13 @@ static int encode_cut(const tokenizer *t, const char *text, size_t n, size_t cut
 
 int tokenizer_encode_parallel(const tokenizer *t, const char *text, size_t n, int threads,
                               tok_ids *out, tdm_err *e) {
-    return encode_cut(t, text, n, n, 1, threads, out, e);
+    return encode_cut(t, text, n, n, 1, threads, NULL, out, e);
 }
 
 int tokenizer_encode_head(const tokenizer *t, const char *text, size_t n, size_t cut, int start,
-                          int threads, tok_ids *out, tdm_err *e) {
+                          int threads, bpe_cache *cache, tok_ids *out, tdm_err *e) {
     if (cut > n) return err_set(e, ERR_INTERNAL, "tokenizer: cut %zu past the text's %zu bytes", cut, n);
-    return encode_cut(t, text, n, cut, start, threads, out, e);
+    return encode_cut(t, text, n, cut, start, threads, cache, out, e);
 }
 
 int tokenizer_encode_docs(const tokenizer *t, size_t ndocs, const char *const *docs,

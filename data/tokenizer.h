@@ -74,9 +74,11 @@ size_t tokenizer_safe_cut(const tokenizer *t, const char *text, size_t n);
  * safe cut (the rest, text[cut..n), is only looked at, as the patterns' lookahead does),
  * on `threads` threads as tokenizer_encode_parallel. `start`: 1 when text[0] starts the
  * text (a tokenizer.json's add_prefix_space puts its space there), 0 when the text
- * continues one whose earlier part an earlier call encoded. 0, or ERR_INTERNAL. */
+ * continues one whose earlier part an earlier call encoded. `cache`: NULL, or a
+ * bpe_cache_new() the caller keeps for many calls from one thread (a fresh cache per
+ * call makes short texts, one after another, several times slower). 0, or ERR_INTERNAL. */
 int tokenizer_encode_head(const tokenizer *t, const char *text, size_t n, size_t cut, int start,
-                          int threads, tok_ids *out, tdm_err *e);
+                          int threads, bpe_cache *cache, tok_ids *out, tdm_err *e);
 
 /* Many documents at once: outs[i] gets the ids of docs[i][0..lens[i]) appended (each
  * document encoded on its own, as by tokenizer_encode). */

@@ -930,6 +930,7 @@ static int heads_agree(tokenizer *t, const char *T, size_t n, int tries, int *nc
     if (tokenizer_encode(t, T, n, &whole, &e)) return -1;
     int bad = 0;
     *ncuts = 0;
+    bpe_cache *cache = bpe_cache_new(); /* kept across calls, as prep keeps it */
     for (int k = 1; k <= tries && !bad; k++) {
         size_t c = tokenizer_safe_cut(t, T, n / (size_t)(tries + 1) * (size_t)k);
         if (c == 0) continue;
@@ -938,13 +939,14 @@ static int heads_agree(tokenizer *t, const char *T, size_t n, int tries, int *nc
         (*ncuts)++;
         tok_ids parts = {0};
         int th = k % 2 ? 1 : 3;
-        bad = tokenizer_encode_head(t, T, n, c, 1, th, &parts, &e) ||
-              tokenizer_encode_head(t, T + c, n - c, n - c, 0, th, &parts, &e) ||
+        bad = tokenizer_encode_head(t, T, n, c, 1, th, NULL, &parts, &e) ||
+              tokenizer_encode_head(t, T + c, n - c, n - c, 0, th, cache, &parts, &e) ||
               parts.n != whole.n || memcmp(parts.v, whole.v, whole.n * sizeof *whole.v);
         if (bad) fprintf(stderr, "  cut at %zu of %zu: %zu ids, whole %zu\n", c, n, parts.n, whole.n);
         tok_ids_free(&parts);
     }
     tok_ids_free(&whole);
+    bpe_cache_free(cache);
     return bad ? -1 : 0;
 }
 
@@ -967,8 +969,8 @@ static void test_safe_cut(void) {
     CHECK(ok, "safe cuts %zu %zu %zu %zu %zu, want 10 7 7 0 0", c1, c2, c3, c4, c5);
     tok_ids a = {0}, b = {0};
     ok = !tokenizer_encode(t, "abc", 3, &a, &e) && a.n == 2 && a.v[0] == ' ' && a.v[1] == 257 &&
-         !tokenizer_encode_head(t, "abc", 3, 3, 0, 1, &b, &e) && b.n == 1 && b.v[0] == 257 &&
-         tokenizer_encode_head(t, "abc", 3, 4, 1, 1, &b, &e) == ERR_INTERNAL;
+         !tokenizer_encode_head(t, "abc", 3, 3, 0, 1, NULL, &b, &e) && b.n == 1 && b.v[0] == 257 &&
+         tokenizer_encode_head(t, "abc", 3, 4, 1, 1, NULL, &b, &e) == ERR_INTERNAL;
     tok_ids_free(&a);
     tok_ids_free(&b);
     if (!ok) tokenizer_free(t);
