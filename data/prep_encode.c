@@ -78,13 +78,17 @@ int prep_enc_text(prep_enc *x, const char *p, size_t n, tok_ids *out, tdm_err *e
     x->len += n;
     if (x->len < x->k->chunk || x->len < x->next_try) return 0;
     /* The last safe cut: everything before it encodes as in the whole document. With
-     * none, wait for another chunk rather than rescan the same text on every piece. */
-    size_t cut = tokenizer_safe_cut(x->k->t, x->buf, x->len);
+     * none, wait for another chunk, and then look only at the text that came since (a
+     * cut needs a '\n' and the byte after it, so from the last byte looked at), so that
+     * a long document without cuts costs linear time. */
+    size_t cut = tokenizer_safe_cut(x->k->t, x->buf + x->scanned, x->len - x->scanned);
     if (cut == 0) {
         x->next_try = x->len + x->k->chunk;
+        x->scanned = x->len - 1;
         return 0;
     }
-    x->next_try = 0;
+    cut += x->scanned;
+    x->next_try = x->scanned = 0;
     return prep_enc_part(x, cut, out, e);
 }
 
@@ -98,7 +102,7 @@ int prep_enc_end(prep_enc *x, tok_ids *out, tdm_err *e) {
 }
 
 void prep_enc_drop(prep_enc *x) {
-    x->len = x->next_try = 0;
+    x->len = x->next_try = x->scanned = 0;
     x->started = 0;
 }
 
@@ -107,6 +111,6 @@ void prep_enc_free(prep_enc *x) {
     bpe_cache_free(x->cache);
     x->cache = NULL;
     x->buf = NULL;
-    x->len = x->cap = x->next_try = 0;
+    x->len = x->cap = x->next_try = x->scanned = 0;
     x->started = 0;
 }

@@ -36,6 +36,7 @@ typedef struct prep_enc {
     char *buf;           /* text of the open document not yet encoded */
     size_t len, cap;
     size_t next_try;     /* buffered length at which to look for a safe cut again */
+    size_t scanned;      /* buf[0..scanned] holds no safe cut (0: nothing known) */
     int started;         /* a part of the open document has been encoded */
     bpe_cache *cache;    /* kept across documents (NULL until the first) */
 } prep_enc;

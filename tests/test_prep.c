@@ -1728,7 +1728,7 @@ static int docs_for_splits(const char *name, const double f[3], int at_least) {
     }
 }
 
-/* A document of 3 MiB (a stretch of it without any safe cut) encoded in parts of 64 KiB on
+/* A document of 3.6 MB (2.3 MB of it without any safe cut) encoded in parts of 64 KiB on
  * 2 threads gives tokenizer_encode's ids of the whole text; the tokenizer adds a prefix
  * space, which only the document's first part gets. */
 static void test_prep_tokenizer_chunked(void) {
@@ -1741,9 +1741,11 @@ static void test_prep_tokenizer_chunked(void) {
     docs dw = {0};
     for (int i = 0; i < n; i++) {
         size_t l1, l2;
-        char *a = word_text(i ? 500 : 2600000, 70 + (uint64_t)i, &l1);
-        char *b = word_text(i ? 300 : 200000, 90 + (uint64_t)i, &l2);
-        size_t flat = i ? 100 : 300000; /* no '\n': longer than a part, no safe cut */
+        char *a = word_text(i ? 500 : 1000000, 70 + (uint64_t)i, &l1);
+        char *b = word_text(i ? 300 : 300000, 90 + (uint64_t)i, &l2);
+        /* no '\n', so no safe cut, over more than two of docread's 1 MiB reads: a part
+         * boundary is looked for and not found, then found in the text after it */
+        size_t flat = i ? 100 : 2300000;
         char *t = malloc(l1 + flat + l2);
         if (!t) abort();
         memcpy(t, a, l1);
