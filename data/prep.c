@@ -534,6 +534,7 @@ struct prep_pass {
     prep_count c;
     prep_toks toks;
     prep_enc enc;            /* the open document's encoder state (enc.k: the tokenizer) */
+    prep_batch batch;        /* short documents that ended, not yet encoded (threads != 1) */
     int open, cur;           /* a document is open, and its split */
     uint64_t doc_tokens, doc_bytes;
     prep_writer *w;          /* PREP_WRITE: one per split */
@@ -589,6 +590,27 @@ static int prep_put(prep_pass *p, const prep_toks *t, tdm_err *e) {
     return rc;
 }
 
+/* Encodes the batched documents and emits them in order, as prep_on_end would have; the
+ * open document's split and token count are kept. */
+static int prep_flush(prep_pass *p, tdm_err *e) {
+    prep_batch *b = &p->batch;
+    if (!b->n) return 0;
+    int rc = prep_batch_encode(b, p->enc.k, e);
+    int cur = p->cur;
+    uint64_t doc_tokens = p->doc_tokens;
+    for (size_t i = 0; !rc && i < b->n; i++) {
+        p->cur = b->split[i];
+        p->doc_tokens = 0;
+        rc = prep_put(p, &b->ids[i], e);
+        p->c.tokens += p->doc_tokens;
+        p->c.split_tokens[p->cur] += p->doc_tokens;
+    }
+    p->cur = cur;
+    p->doc_tokens = doc_tokens;
+    prep_batch_clear(b);
+    return rc;
+}
+
 static int prep_on_text(void *ctx, const char *s, size_t n, tdm_err *e) {
     prep_pass *p = ctx;
     if (!p->open) {
@@ -598,6 +620,7 @@ static int prep_on_text(void *ctx, const char *s, size_t n, tdm_err *e) {
     }
     p->doc_bytes += n;
     int rc = prep_encode(&p->enc, s, n, 0, &p->toks, e);
+    if (!rc && p->toks.n) rc = prep_flush(p, e); /* earlier documents' tokens come first */
     return rc ? rc : prep_put(p, &p->toks, e);
 }
 
@@ -614,7 +637,21 @@ static int prep_on_end(void *ctx, int keep, tdm_err *e) {
                            p->d->name, p->d->list.files[p->file].path);
         return 0;
     }
-    int rc = prep_encode(&p->enc, "", 0, 1, &p->toks, e);
+    int rc;
+    if (p->enc.k->t && p->enc.k->threads != 1 && !p->enc.started) {
+        /* a short document, whole in the buffer: encoded with others on many threads, its
+         * tokens counted when the batch is (prep_flush) */
+        rc = prep_batch_add(&p->batch, p->enc.buf, p->enc.len, p->cur, e);
+        prep_enc_drop(&p->enc);
+        if (!rc && p->batch.bytes >= PREP_BATCH_BYTES) rc = prep_flush(p, e);
+        if (rc) return rc;
+        p->c.k++;
+        p->c.text_bytes += p->doc_bytes;
+        p->c.split_docs[p->cur]++;
+        return 0;
+    }
+    rc = prep_encode(&p->enc, "", 0, 1, &p->toks, e);
+    if (!rc) rc = prep_flush(p, e);
     if (!rc) rc = prep_put(p, &p->toks, e);
     if (rc) return rc;
     p->c.k++;
@@ -644,6 +681,7 @@ static int prep_pass_run(prep_pass *p, tdm_err *e) {
         prep_count before = p->c;
         int dropped = 0;
         rc = docread_file(&d->list.files[i], p->o->text_field, &sink, &dropped, e);
+        if (!rc) rc = prep_flush(p, e); /* the file's documents all counted */
         if (rc) break;
         uint64_t docs = p->c.k - before.k, tokens = p->c.tokens - before.tokens;
         if (p->mode == PREP_SCAN) {
@@ -713,6 +751,7 @@ static int prep_plan(const prep_opts *o, const prep_tok *k, prep_dom *d, tdm_err
     if (rc) {
         free(p.toks.v);
         prep_enc_free(&p.enc);
+        prep_batch_free(&p.batch);
         return rc;
     }
     st->docs = p.c.k;
@@ -724,6 +763,7 @@ static int prep_plan(const prep_opts *o, const prep_tok *k, prep_dom *d, tdm_err
         prep_reasons(st, why, sizeof why, &n);
         free(p.toks.v);
         prep_enc_free(&p.enc);
+        prep_batch_free(&p.batch);
         return err_set(e, ERR_USAGE,
                        "domain '%s' has %" PRIu64 " document%s from %zu file%s%s%s (left out: "
                        "%s); train, val%s each need one: %s",
@@ -741,14 +781,17 @@ static int prep_plan(const prep_opts *o, const prep_tok *k, prep_dom *d, tdm_err
     if (!rc && st->n_moved) {
         /* the moved documents' tokens are known only by reading them again; small
          * domains only (a large one gives every split documents) */
-        prep_pass again = {.o = o, .d = d, .mode = PREP_RECOUNT, .toks = p.toks, .enc = p.enc};
+        prep_pass again = {.o = o, .d = d, .mode = PREP_RECOUNT, .toks = p.toks, .enc = p.enc,
+                           .batch = p.batch};
         rc = prep_pass_run(&again, e);
         p.toks = again.toks;
         p.enc = again.enc;
+        p.batch = again.batch;
         p.c = again.c;
     }
     free(p.toks.v);
     prep_enc_free(&p.enc);
+    prep_batch_free(&p.batch);
     if (rc) return rc;
     st->text_bytes = p.c.text_bytes;
     st->tokens = p.c.tokens;
@@ -786,6 +829,7 @@ static int prep_domain(const prep_opts *o, const prep_tok *k, prep_dom *d, prep_
     rc = prep_pass_run(&p, e);
     free(p.toks.v);
     prep_enc_free(&p.enc);
+    prep_batch_free(&p.batch);
     for (int s = 0; !rc && s < SPLIT_COUNT; s++)
         if (w[s].fd >= 0) rc = prep_writer_close(&w[s], e);
     for (int s = 0; !rc && s < SPLIT_COUNT; s++)

@@ -114,3 +114,66 @@ void prep_enc_free(prep_enc *x) {
     x->len = x->cap = x->next_try = x->scanned = 0;
     x->started = 0;
 }
+
+int prep_batch_add(prep_batch *b, const char *s, size_t n, int split, tdm_err *e) {
+    if (b->n + 2 > b->ncap) {
+        size_t nc = b->ncap ? b->ncap * 2 : 256;
+        size_t *no = realloc(b->off, nc * sizeof *no);
+        if (no) b->off = no;
+        int *ns = no ? realloc(b->split, nc * sizeof *ns) : NULL;
+        if (ns) b->split = ns;
+        tok_ids *ni = ns ? realloc(b->ids, nc * sizeof *ni) : NULL;
+        if (!ni) return err_set(e, ERR_INTERNAL, "out of memory");
+        memset(ni + b->ncap, 0, (nc - b->ncap) * sizeof *ni);
+        b->ids = ni;
+        b->ncap = nc;
+    }
+    if (b->bytes + n > b->cap) {
+        size_t nc = b->cap ? b->cap : 1 << 16;
+        while (nc < b->bytes + n) nc *= 2;
+        char *nt = realloc(b->text, nc);
+        if (!nt) return err_set(e, ERR_INTERNAL, "out of memory");
+        b->text = nt;
+        b->cap = nc;
+    }
+    memcpy(b->text + b->bytes, s, n);
+    b->off[b->n] = b->bytes;
+    b->split[b->n++] = split;
+    b->bytes += n;
+    b->off[b->n] = b->bytes;
+    return 0;
+}
+
+int prep_batch_encode(prep_batch *b, const prep_tok *k, tdm_err *e) {
+    if (!b->n) return 0;
+    const char **docs = malloc(b->n * sizeof *docs);
+    size_t *lens = malloc(b->n * sizeof *lens);
+    int rc = 0;
+    if (!docs || !lens) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; !rc && i < b->n; i++) {
+        docs[i] = b->text + b->off[i];
+        lens[i] = b->off[i + 1] - b->off[i];
+        b->ids[i].n = 0;
+    }
+    if (!rc)
+        rc = tokenizer_encode_docs(k->t, b->n, (const char *const *)docs, lens, k->threads, b->ids,
+                                   e);
+    for (size_t i = 0; !rc && i < b->n; i++)
+        if (tok_ids_append(&b->ids[i], &k->eot, 1)) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    free(docs);
+    free(lens);
+    return rc;
+}
+
+void prep_batch_clear(prep_batch *b) {
+    b->n = b->bytes = 0;
+}
+
+void prep_batch_free(prep_batch *b) {
+    for (size_t i = 0; i < b->ncap; i++) tok_ids_free(&b->ids[i]);
+    free(b->text);
+    free(b->off);
+    free(b->split);
+    free(b->ids);
+    memset(b, 0, sizeof *b);
+}

@@ -50,4 +50,27 @@ int prep_enc_end(prep_enc *x, tok_ids *out, tdm_err *e);
 void prep_enc_drop(prep_enc *x);
 void prep_enc_free(prep_enc *x);
 
+#define PREP_BATCH_BYTES (4u << 20) /* short documents' text gathered per batch */
+
+/* Short documents (each whole in a prep_enc buffer when it ends) gathered to be encoded
+ * together on k->threads threads (tokenizer_encode_docs): many threads on documents too
+ * short to be cut. The caller emits their ids in order, so the output stays the one of
+ * a single thread. */
+typedef struct prep_batch {
+    char *text;       /* the documents' texts, end to end */
+    size_t bytes, cap;
+    size_t *off;      /* document i is text[off[i]..off[i + 1]) */
+    int *split;       /* and goes to this split */
+    tok_ids *ids;     /* after prep_batch_encode: its ids, the end-of-text id last */
+    size_t n, ncap;
+} prep_batch;
+
+/* Appends a document's text and split. 0 or ERR_INTERNAL. */
+int prep_batch_add(prep_batch *b, const char *s, size_t n, int split, tdm_err *e);
+/* Encodes every document of the batch into ids[i] (replacing what was there). */
+int prep_batch_encode(prep_batch *b, const prep_tok *k, tdm_err *e);
+/* Empties the batch, keeping its memory. */
+void prep_batch_clear(prep_batch *b);
+void prep_batch_free(prep_batch *b);
+
 #endif

@@ -1730,7 +1730,8 @@ static int docs_for_splits(const char *name, const double f[3], int at_least) {
 
 /* A document of 3.6 MB (2.3 MB of it without any safe cut) encoded in parts of 64 KiB on
  * 2 threads gives tokenizer_encode's ids of the whole text; the tokenizer adds a prefix
- * space, which only the document's first part gets. */
+ * space, which only the document's first part gets. The short documents before it are
+ * encoded as a batch and still come first. */
 static void test_prep_tokenizer_chunked(void) {
     char *dir = test_tmpdir("preptokch");
     char *in = join(dir, "in"), *out = join(dir, "out"), *tj = join(dir, "tok.json");
@@ -1741,11 +1742,12 @@ static void test_prep_tokenizer_chunked(void) {
     docs dw = {0};
     for (int i = 0; i < n; i++) {
         size_t l1, l2;
-        char *a = word_text(i ? 500 : 1000000, 70 + (uint64_t)i, &l1);
-        char *b = word_text(i ? 300 : 300000, 90 + (uint64_t)i, &l2);
+        int large = i == n - 1; /* last: the short ones before it wait in a batch */
+        char *a = word_text(large ? 1000000 : 500, 70 + (uint64_t)i, &l1);
+        char *b = word_text(large ? 300000 : 300, 90 + (uint64_t)i, &l2);
         /* no '\n', so no safe cut, over more than two of docread's 1 MiB reads: a part
          * boundary is looked for and not found, then found in the text after it */
-        size_t flat = i ? 100 : 2300000;
+        size_t flat = large ? 2300000 : 100;
         char *t = malloc(l1 + flat + l2);
         if (!t) abort();
         memcpy(t, a, l1);
@@ -1759,6 +1761,26 @@ static void test_prep_tokenizer_chunked(void) {
         add_doc(&dw, t, l1 + flat + l2);
         free(a), free(b), free(t);
     }
+    /* a .jsonl whose short records wait in a batch when a long one, read whole, is cut
+     * into parts: the batch goes out first */
+    char *jp = join(in, "mix.jsonl");
+    FILE *jf = fopen(jp, "wb");
+    CHECK(jf, "open %s", jp);
+    for (int r = 0; r < 25; r++) {
+        size_t l;
+        char *t = word_text(r == 12 ? 400000 : 200, 200 + (uint64_t)r, &l);
+        fputs("{\"text\": \"", jf);
+        for (size_t j = 0; j < l; j++) {
+            if (t[j] == '\n') fputs("\\n", jf);
+            else if (t[j] == '"' || t[j] == '\\') fputc('\\', jf), fputc(t[j], jf);
+            else fputc(t[j], jf);
+        }
+        fputs("\"}\n", jf);
+        add_doc(&dw, t, l);
+        free(t);
+    }
+    fclose(jf);
+    free(jp);
     prep_input pi = {"big", in};
     prep_opts o;
     quiet_opts(&o, out, &pi, 1);
