@@ -52,7 +52,9 @@
  * tokenizer, tokenizer_sha256 and eot, by dataset_write_yaml_meta). Shards
  * are streamed to a temporary file and renamed into place once complete and fsynced, so
  * memory stays a few MiB whatever the input size (a .jsonl line and a .json file are
- * held whole). Every check (options, paths, duplicate files, document counts, stale
+ * held whole; with a tokenizer also the tokenizer, about 4 MiB of the open document's
+ * text and a 4 MiB batch of short documents, and a document without a safe cut whole).
+ * Every check (options, paths, duplicate files, document counts, stale
  * shards) runs before the first write; an existing out/dataset.yaml is removed before the
  * first shard is written and rewritten last, so a run that fails half-way never leaves a
  * dataset.yaml naming a mix of old and new shards.
