@@ -41,6 +41,22 @@ static const cli_opt OPTS[] = {
      NULL, 0, 0, NULL, NULL},
     {"--seed", CLI_STR, "S", "seed of the document split (default " STR(PREP_DEFAULT_SEED) ")",
      NULL, 0, 0, NULL, NULL},
+    {"--tokenizer", CLI_STR, "FILE",
+     "encode with this tokenizer instead of bytes: a Hugging Face\n"
+     "tokenizer.json (byte-level BPE) or a tiktoken ranks file; each\n"
+     "document is followed by its end-of-text id (default: byte-level)",
+     NULL, 0, 0, NULL, NULL},
+    {"--pattern", CLI_STR, "P",
+     "the pre-tokenizer of a ranks file: gpt2|r50k|cl100k|o200k|llama3|\n"
+     "qwen2 (a tokenizer.json says its own)",
+     NULL, 0, 0, NULL, NULL},
+    {"--eot-token", CLI_STR, "STRING",
+     "the token put after each document, by its text (an added token\n"
+     "such as '<|im_end|>'); required when the tokenizer has no\n"
+     "<|endoftext|>, <|end_of_text|> or </s>",
+     NULL, 0, 0, NULL, NULL},
+    {"--threads", CLI_INT, "N", "encoding threads with --tokenizer (default: all cores); the\n"
+     "tokens do not depend on it", NULL, 1, 1024, NULL, NULL},
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
 
@@ -55,9 +71,14 @@ static void more_help(FILE *f) {
             "corrupt compressed streams, excluded files, symlinks inside directories.\n"
             "\n"
             "A domain's documents come in sorted path order, each followed by one '\\n' (the\n"
-            "byte-level end-of-text). Document k of domain NAME goes to train, val or test by a\n"
-            "Philox hash of (seed, NAME, k) against the cumulative fractions, so the order of\n"
-            "the arguments does not matter. A split with a fraction > 0 that the hash gives no\n"
+            "byte-level end-of-text) or, with --tokenizer, by the tokenizer's end-of-text id\n"
+            "(a document is encoded whole, as `tandem tokenize` would). Shards hold uint16\n"
+            "tokens (llm.c's 20240520 format) up to vocab 65536, uint32 ones (20240801) above;\n"
+            "with --tokenizer, dataset.yaml also records tokenizer, tokenizer_sha256 and eot.\n"
+            "\n"
+            "Document k of domain NAME goes to train, val or test by a Philox hash of (seed,\n"
+            "NAME, k) against the cumulative fractions, so the order of the arguments does\n"
+            "not matter. A split with a fraction > 0 that the hash gives no\n"
             "document (a small domain) gets the document whose hash lies nearest its range; a\n"
             "domain with fewer documents than such splits is refused. Refused before anything\n"
             "is written: missing paths, globs matching nothing, the same file twice, bad names\n"
@@ -72,11 +93,11 @@ static void more_help(FILE *f) {
 
 static const cli_spec SPEC = {
     "prep", "", 0, 0, NULL,
-    "Turns text files, JSON lines and JSON records (plain, .gz or .zst) into a dataset\n"
-    "without a tokenizer download: a byte-level tokenizer (vocab 256, each byte of the\n"
-    "UTF-8 text is one token), per domain train/val/test llm.c token shards under\n"
-    "DIR/<NAME>/ and DIR/dataset.yaml describing them. Same inputs and options, same\n"
-    "bytes.",
+    "Turns text files, JSON lines and JSON records (plain, .gz or .zst) into a dataset:\n"
+    "tokens of a byte-level tokenizer (vocab 256, each byte of the UTF-8 text is one\n"
+    "token; no download) or of --tokenizer FILE, per domain train/val/test llm.c token\n"
+    "shards under DIR/<NAME>/ and DIR/dataset.yaml describing them. Same inputs and\n"
+    "options, same bytes (whatever --threads).",
     OPTS, more_help};
 
 static void prep_free_inputs(prep_input *in, int n) {
@@ -155,6 +176,19 @@ static int run_prep(const cli_args *a) {
     }
     if (!rc && (v = cli_str(a, "--seed", NULL)) && args_parse_u64(v, &o.seed))
         rc = err_set(&e, ERR_USAGE, "--seed: '%s' is not a non-negative integer", v);
+    if (!rc && (v = cli_str(a, "--tokenizer", NULL))) {
+        if (!*v) rc = err_set(&e, ERR_USAGE, "--tokenizer: empty file name");
+        o.tokenizer = v;
+    }
+    if (!rc && (v = cli_str(a, "--pattern", NULL))) o.pattern = v;
+    if (!rc && (v = cli_str(a, "--eot-token", NULL))) {
+        if (!*v) rc = err_set(&e, ERR_USAGE, "--eot-token: empty token");
+        o.eot_token = v;
+    }
+    if (!rc && (o.pattern || o.eot_token) && !o.tokenizer)
+        rc = err_set(&e, ERR_USAGE, "%s needs --tokenizer FILE",
+                     o.pattern ? "--pattern" : "--eot-token");
+    o.threads = (int)cli_int(a, "--threads", 0);
     if (!rc && !n_inputs) rc = err_set(&e, ERR_USAGE, "--domain NAME=PATH is required");
     if (!rc && !o.out) rc = err_set(&e, ERR_USAGE, "--out DIR is required");
     if (rc) {

@@ -17,17 +17,18 @@
 
 #include "data/dataset.h"
 #include "data/docread.h"
+#include "data/prep_encode.h"
 #include "data/shard.h"
 #include "util/fileio.h"
 #include "util/rng.h"
 
-/* Tokens are written from host uint16 values, which is only llm.c's little-endian format
+/* Tokens are written from host uint16/uint32 values, which is only llm.c's little-endian format
  * on a little-endian host (as data/shard.c requires too). */
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "data/prep.c writes little-endian shards from host integers; port it before building here"
 #endif
 
-#define PREP_WRITE_TOKENS (1u << 18) /* per-split token buffer (512 KiB) */
+#define PREP_WRITE_TOKENS (1u << 18) /* per-split token buffer (512 KiB or 1 MiB) */
 
 
 /* ---- options and the document split ------------------------------------------------- */
@@ -99,23 +100,23 @@ int prep_doc_split(uint64_t seed, const char *domain, uint64_t doc, const double
 
 /* ---- documents to tokens: the one place a tokenizer plugs in -------------------------- */
 
-/* A growable token vector (what a tokenizer's encode would append to). */
-typedef struct prep_toks {
-    uint32_t *v;
-    size_t n, cap;
-} prep_toks;
+/* A growable token vector (what a tokenizer's encode appends to). */
+typedef tok_ids prep_toks;
 
 static int prep_oom(tdm_err *e) {
     return err_set(e, ERR_INTERNAL, "out of memory");
 }
 
-/* Sets out to the tokens of a piece of a document's text; `end` closes the document and
- * adds the end-of-text separator. Byte-level: each byte is its own token and the
- * separator is the byte PREP_SEPARATOR, so pieces encode independently. A subword
- * tokenizer (data/tokenizer.h) goes here and only here: it keeps the pieces of the open
- * document, and at `end` calls tokenizer_encode on the whole text and appends its
- * end-of-text id; everything downstream (counts, split, shards) sees only tokens. */
-static int prep_encode(const char *p, size_t n, int end, prep_toks *out, tdm_err *e) {
+/* Sets out to the tokens of a piece of a document's text that are final; `end` closes
+ * the document and adds the end-of-text separator. Byte-level (x->k->t NULL): each byte
+ * is its own token and the separator is the byte PREP_SEPARATOR, so pieces encode
+ * independently. With a tokenizer (prep_encode.c) the pieces are buffered and encoded
+ * at safe cuts, the result being tokenizer_encode of the whole text, then its end-of-text
+ * id. Everything downstream (counts, split, shards) sees only tokens, and both passes
+ * encode through here, so they count the same tokens. */
+static int prep_encode(prep_enc *x, const char *p, size_t n, int end, prep_toks *out,
+                       tdm_err *e) {
+    if (x->k->t) return end ? prep_enc_end(x, out, e) : prep_enc_text(x, p, n, out, e);
     size_t need = n + (end != 0);
     if (need > out->cap) {
         size_t nc = out->cap ? out->cap : 4096;
@@ -341,10 +342,13 @@ static int prep_check_stale(const prep_dom *d, tdm_err *e) {
 
 /* Writes one split's shards: each goes to a temporary file beside its final name (header
  * first as zeros, then tokens as they come), and on completion gets its header, an fsync,
- * the rename onto its name and an fsync of the directory. */
+ * the rename onto its name and an fsync of the directory. The format is the one
+ * shard_write_tokens picks for the vocabulary (shard_width_for): uint16 tokens under
+ * SHARD_MAGIC/SHARD_VERSION up to 65536, else uint32 under SHARD_MAGIC_U32/_VERSION_U32. */
 typedef struct prep_writer {
     const char *dir;
     int split, digits;
+    int width; /* bytes per token: 2 or 4 */
     uint64_t shard_tokens;
     uint64_t next;     /* number of the next shard to open */
     uint64_t in_shard; /* tokens in the open shard */
@@ -352,13 +356,17 @@ typedef struct prep_writer {
     int fd;            /* open shard, or -1 */
     char *tmp, *final;
     size_t nbuf;
-    uint16_t buf[PREP_WRITE_TOKENS];
+    union {
+        uint16_t u16[PREP_WRITE_TOKENS];
+        uint32_t u32[PREP_WRITE_TOKENS];
+    } buf;
 } prep_writer;
 
 static void prep_writer_init(prep_writer *w, const char *dir, int split, uint64_t shards,
-                             uint64_t shard_tokens) {
+                             uint64_t shard_tokens, uint32_t vocab) {
     w->dir = dir;
     w->split = split;
+    w->width = shard_width_for((int)vocab);
     w->digits = prep_digits(shards);
     w->shard_tokens = shard_tokens;
     w->next = w->in_shard = w->total = 0;
@@ -407,7 +415,7 @@ static int prep_writer_open(prep_writer *w, tdm_err *e) {
 }
 
 static int prep_writer_flush(prep_writer *w, tdm_err *e) {
-    if (w->nbuf && fileio_write_all(w->fd, w->buf, w->nbuf * sizeof *w->buf) != 0)
+    if (w->nbuf && fileio_write_all(w->fd, &w->buf, w->nbuf * (size_t)w->width) != 0)
         return err_sys(e, ERR_INTERNAL, errno, "%s: cannot write %s", w->final, w->tmp);
     w->nbuf = 0;
     return 0;
@@ -417,7 +425,9 @@ static int prep_writer_flush(prep_writer *w, tdm_err *e) {
 static int prep_writer_close(prep_writer *w, tdm_err *e) {
     int rc = prep_writer_flush(w, e);
     if (rc) return rc;
-    int32_t header[SHARD_HEADER_INTS] = {SHARD_MAGIC, SHARD_VERSION, (int32_t)w->in_shard};
+    int32_t header[SHARD_HEADER_INTS] = {w->width == 2 ? SHARD_MAGIC : SHARD_MAGIC_U32,
+                                         w->width == 2 ? SHARD_VERSION : SHARD_VERSION_U32,
+                                         (int32_t)w->in_shard};
     const unsigned char *h = (const unsigned char *)header;
     for (size_t off = 0; off < sizeof header;) {
         ssize_t n = pwrite(w->fd, h + off, sizeof header - off, (off_t)off);
@@ -451,7 +461,10 @@ static int prep_writer_put(prep_writer *w, const uint32_t *p, size_t n, tdm_err 
         uint64_t take = n, room = w->shard_tokens - w->in_shard;
         if (take > room) take = room;
         if (take > PREP_WRITE_TOKENS - w->nbuf) take = PREP_WRITE_TOKENS - w->nbuf;
-        for (uint64_t i = 0; i < take; i++) w->buf[w->nbuf + i] = (uint16_t)p[i];
+        if (w->width == 2)
+            for (uint64_t i = 0; i < take; i++) w->buf.u16[w->nbuf + i] = (uint16_t)p[i];
+        else
+            memcpy(w->buf.u32 + w->nbuf, p, take * sizeof *p);
         w->nbuf += take;
         w->in_shard += take;
         w->total += take;
@@ -520,6 +533,8 @@ struct prep_pass {
     int mode; /* PREP_SCAN: counts and reports; PREP_RECOUNT: counts; PREP_WRITE: writes */
     prep_count c;
     prep_toks toks;
+    prep_enc enc;            /* the open document's encoder state (enc.k: the tokenizer) */
+    prep_batch batch;        /* short documents that ended, not yet encoded (threads != 1) */
     int open, cur;           /* a document is open, and its split */
     uint64_t doc_tokens, doc_bytes;
     prep_writer *w;          /* PREP_WRITE: one per split */
@@ -566,11 +581,33 @@ static int prep_put(prep_pass *p, const prep_toks *t, tdm_err *e) {
     p->doc_tokens += t->n;
     if (p->mode != PREP_WRITE || !t->n) return 0;
     for (size_t i = 0; i < t->n; i++)
-        if (t->v[i] >= PREP_VOCAB)
-            return err_set(e, ERR_INTERNAL, "token %u >= vocab %d", (unsigned)t->v[i], PREP_VOCAB);
+        if (t->v[i] >= p->enc.k->vocab)
+            return err_set(e, ERR_INTERNAL, "token %u >= vocab %u", (unsigned)t->v[i],
+                           (unsigned)p->enc.k->vocab);
     int rc = prep_writer_put(&p->w[p->cur], t->v, t->n, e);
     p->read += t->n;
     prep_progress_line(p);
+    return rc;
+}
+
+/* Encodes the batched documents and emits them in order, as prep_on_end would have; the
+ * open document's split and token count are kept. */
+static int prep_flush(prep_pass *p, tdm_err *e) {
+    prep_batch *b = &p->batch;
+    if (!b->n) return 0;
+    int rc = prep_batch_encode(b, p->enc.k, e);
+    int cur = p->cur;
+    uint64_t doc_tokens = p->doc_tokens;
+    for (size_t i = 0; !rc && i < b->n; i++) {
+        p->cur = b->split[i];
+        p->doc_tokens = 0;
+        rc = prep_put(p, &b->ids[i], e);
+        p->c.tokens += p->doc_tokens;
+        p->c.split_tokens[p->cur] += p->doc_tokens;
+    }
+    p->cur = cur;
+    p->doc_tokens = doc_tokens;
+    prep_batch_clear(b);
     return rc;
 }
 
@@ -582,7 +619,8 @@ static int prep_on_text(void *ctx, const char *s, size_t n, tdm_err *e) {
         p->doc_tokens = p->doc_bytes = 0;
     }
     p->doc_bytes += n;
-    int rc = prep_encode(s, n, 0, &p->toks, e);
+    int rc = prep_encode(&p->enc, s, n, 0, &p->toks, e);
+    if (!rc && p->toks.n) rc = prep_flush(p, e); /* earlier documents' tokens come first */
     return rc ? rc : prep_put(p, &p->toks, e);
 }
 
@@ -591,6 +629,7 @@ static int prep_on_end(void *ctx, int keep, tdm_err *e) {
     if (!p->open) return 0;
     p->open = 0;
     if (!keep) {
+        prep_enc_drop(&p->enc);
         if (p->mode == PREP_WRITE && p->doc_tokens) /* the scan kept it: the file changed */
             return err_set(e, ERR_USAGE,
                            "domain '%s': %s changed since it was first read (a document "
@@ -598,7 +637,21 @@ static int prep_on_end(void *ctx, int keep, tdm_err *e) {
                            p->d->name, p->d->list.files[p->file].path);
         return 0;
     }
-    int rc = prep_encode("", 0, 1, &p->toks, e);
+    int rc;
+    if (p->enc.k->t && p->enc.k->threads != 1 && !p->enc.started) {
+        /* a short document, whole in the buffer: encoded with others on many threads, its
+         * tokens counted when the batch is (prep_flush) */
+        rc = prep_batch_add(&p->batch, p->enc.buf, p->enc.len, p->cur, e);
+        prep_enc_drop(&p->enc);
+        if (!rc && p->batch.bytes >= PREP_BATCH_BYTES) rc = prep_flush(p, e);
+        if (rc) return rc;
+        p->c.k++;
+        p->c.text_bytes += p->doc_bytes;
+        p->c.split_docs[p->cur]++;
+        return 0;
+    }
+    rc = prep_encode(&p->enc, "", 0, 1, &p->toks, e);
+    if (!rc) rc = prep_flush(p, e);
     if (!rc) rc = prep_put(p, &p->toks, e);
     if (rc) return rc;
     p->c.k++;
@@ -628,6 +681,7 @@ static int prep_pass_run(prep_pass *p, tdm_err *e) {
         prep_count before = p->c;
         int dropped = 0;
         rc = docread_file(&d->list.files[i], p->o->text_field, &sink, &dropped, e);
+        if (!rc) rc = prep_flush(p, e); /* the file's documents all counted */
         if (rc) break;
         uint64_t docs = p->c.k - before.k, tokens = p->c.tokens - before.tokens;
         if (p->mode == PREP_SCAN) {
@@ -683,12 +737,12 @@ static int prep_rescue(const prep_opts *o, prep_dom *d, uint64_t cnt[SPLIT_COUNT
 }
 
 /* The scan, then the plan: the counts per split and their shards. */
-static int prep_plan(const prep_opts *o, prep_dom *d, tdm_err *e) {
+static int prep_plan(const prep_opts *o, const prep_tok *k, prep_dom *d, tdm_err *e) {
     prep_stats *st = &d->st;
     st->files = d->list.n;
     for (size_t i = 0; i < d->list.n; i++) st->input_bytes += d->list.files[i].size;
     if (d->list.n && !(d->fs = calloc(d->list.n, sizeof *d->fs))) return prep_oom(e);
-    prep_pass p = {.o = o, .d = d, .mode = PREP_SCAN};
+    prep_pass p = {.o = o, .d = d, .mode = PREP_SCAN, .enc = {.k = k}};
     int rc = prep_pass_run(&p, e);
     for (int r = 0; !rc && o->warnings && r < TEXTSRC_N_REASONS; r++)
         if (d->shown[r] && st->skipped[r] > d->shown[r])
@@ -696,6 +750,8 @@ static int prep_plan(const prep_opts *o, prep_dom *d, tdm_err *e) {
                     st->skipped[r] - d->shown[r], textsrc_reason_name(r));
     if (rc) {
         free(p.toks.v);
+        prep_enc_free(&p.enc);
+        prep_batch_free(&p.batch);
         return rc;
     }
     st->docs = p.c.k;
@@ -706,6 +762,8 @@ static int prep_plan(const prep_opts *o, prep_dom *d, tdm_err *e) {
         int n;
         prep_reasons(st, why, sizeof why, &n);
         free(p.toks.v);
+        prep_enc_free(&p.enc);
+        prep_batch_free(&p.batch);
         return err_set(e, ERR_USAGE,
                        "domain '%s' has %" PRIu64 " document%s from %zu file%s%s%s (left out: "
                        "%s); train, val%s each need one: %s",
@@ -723,12 +781,17 @@ static int prep_plan(const prep_opts *o, prep_dom *d, tdm_err *e) {
     if (!rc && st->n_moved) {
         /* the moved documents' tokens are known only by reading them again; small
          * domains only (a large one gives every split documents) */
-        prep_pass again = {.o = o, .d = d, .mode = PREP_RECOUNT, .toks = p.toks};
+        prep_pass again = {.o = o, .d = d, .mode = PREP_RECOUNT, .toks = p.toks, .enc = p.enc,
+                           .batch = p.batch};
         rc = prep_pass_run(&again, e);
         p.toks = again.toks;
+        p.enc = again.enc;
+        p.batch = again.batch;
         p.c = again.c;
     }
     free(p.toks.v);
+    prep_enc_free(&p.enc);
+    prep_batch_free(&p.batch);
     if (rc) return rc;
     st->text_bytes = p.c.text_bytes;
     st->tokens = p.c.tokens;
@@ -756,14 +819,17 @@ static int prep_make_dir(const char *dir, tdm_err *e) {
 }
 
 
-static int prep_domain(const prep_opts *o, prep_dom *d, prep_writer *w, tdm_err *e) {
+static int prep_domain(const prep_opts *o, const prep_tok *k, prep_dom *d, prep_writer *w,
+                       tdm_err *e) {
     int rc = prep_make_dir(d->dir, e);
     if (rc) return rc;
     for (int s = 0; s < SPLIT_COUNT; s++)
-        prep_writer_init(&w[s], d->dir, s, d->st.shards[s], o->shard_tokens);
-    prep_pass p = {.o = o, .d = d, .mode = PREP_WRITE, .w = w};
+        prep_writer_init(&w[s], d->dir, s, d->st.shards[s], o->shard_tokens, k->vocab);
+    prep_pass p = {.o = o, .d = d, .mode = PREP_WRITE, .w = w, .enc = {.k = k}};
     rc = prep_pass_run(&p, e);
     free(p.toks.v);
+    prep_enc_free(&p.enc);
+    prep_batch_free(&p.batch);
     for (int s = 0; !rc && s < SPLIT_COUNT; s++)
         if (w[s].fd >= 0) rc = prep_writer_close(&w[s], e);
     for (int s = 0; !rc && s < SPLIT_COUNT; s++)
@@ -822,14 +888,23 @@ static void prep_report(const prep_opts *o, const prep_dom *doms, int n_doms) {
     fflush(f);
 }
 
-static int prep_write_yaml(const prep_opts *o, const prep_dom *doms, int n_doms,
-                           const char *path, tdm_err *e) {
-    char header[400];
-    snprintf(header, sizeof header,
-             "# dataset written by tandem prep: byte-level tokens (each byte one token), one\n"
-             "# document per text file or JSON record, each followed by '\\n', in sorted path\n"
-             "# order; documents split %g/%g/%g by Philox with seed %llu.\n",
-             o->split[0], o->split[1], o->split[2], (unsigned long long)o->seed);
+static int prep_write_yaml(const prep_opts *o, const prep_tok *k, const prep_dom *doms,
+                           int n_doms, const char *path, tdm_err *e) {
+    char header[600];
+    if (!k->t)
+        snprintf(header, sizeof header,
+                 "# dataset written by tandem prep: byte-level tokens (each byte one token), one\n"
+                 "# document per text file or JSON record, each followed by '\\n', in sorted path\n"
+                 "# order; documents split %g/%g/%g by Philox with seed %llu.\n",
+                 o->split[0], o->split[1], o->split[2], (unsigned long long)o->seed);
+    else
+        snprintf(header, sizeof header,
+                 "# dataset written by tandem prep: %s tokens (the tokenizer file's SHA-256\n"
+                 "# below), one document per text file or JSON record, each followed by the\n"
+                 "# end-of-text id %u, in sorted path order; documents split %g/%g/%g by Philox\n"
+                 "# with seed %llu.\n",
+                 tokenizer_kind(k->t), (unsigned)k->eot, o->split[0], o->split[1], o->split[2],
+                 (unsigned long long)o->seed);
     dataset_yaml_domain yd[DATASET_MAX_DOMAINS];
     for (int m = 0; m < n_doms; m++) {
         yd[m].name = doms[m].name;
@@ -837,7 +912,12 @@ static int prep_write_yaml(const prep_opts *o, const prep_dom *doms, int n_doms,
                  (unsigned long long)doms[m].st.files_used, (unsigned long long)doms[m].st.docs,
                  (unsigned long long)doms[m].st.tokens);
     }
-    return dataset_write_yaml(path, header, PREP_VOCAB, yd, n_doms, o->split[SPLIT_TEST] > 0, e);
+    if (!k->t) /* byte-level: the file as before tokenizers, byte for byte */
+        return dataset_write_yaml(path, header, PREP_VOCAB, yd, n_doms,
+                                  o->split[SPLIT_TEST] > 0, e);
+    dataset_yaml_meta meta = {(int)k->vocab, tokenizer_kind(k->t), tokenizer_digest(k->t),
+                              (int)k->eot};
+    return dataset_write_yaml_meta(path, header, &meta, yd, n_doms, o->split[SPLIT_TEST] > 0, e);
 }
 
 /* ---- the run --------------------------------------------------------------------------- */
@@ -869,7 +949,9 @@ int prep_run(const prep_opts *o, tdm_err *e) {
         if (doms[m].list.n > 1)
             qsort(doms[m].list.files, doms[m].list.n, sizeof *doms[m].list.files, prep_cmp_file);
     if (!rc) rc = prep_check_duplicates(doms, n_doms, e);
-    for (int m = 0; !rc && m < n_doms; m++) rc = prep_plan(o, &doms[m], e);
+    prep_tok k = {0};
+    if (!rc) rc = prep_tok_load(o, &k, e);
+    for (int m = 0; !rc && m < n_doms; m++) rc = prep_plan(o, &k, &doms[m], e);
     for (int m = 0; !rc && m < n_doms; m++) {
         doms[m].dir = prep_join(o->out, doms[m].name);
         rc = doms[m].dir ? prep_check_stale(&doms[m], e) : prep_oom(e);
@@ -878,8 +960,9 @@ int prep_run(const prep_opts *o, tdm_err *e) {
     /* From here on the output changes: first retire the old description. */
     if (!rc && unlink(yaml) != 0 && errno != ENOENT)
         rc = err_sys(e, ERR_USAGE, errno, "cannot remove the old %s", yaml);
-    for (int m = 0; !rc && m < n_doms; m++) rc = prep_domain(o, &doms[m], w, e);
-    if (!rc) rc = prep_write_yaml(o, doms, n_doms, yaml, e);
+    for (int m = 0; !rc && m < n_doms; m++) rc = prep_domain(o, &k, &doms[m], w, e);
+    if (!rc) rc = prep_write_yaml(o, &k, doms, n_doms, yaml, e);
+    prep_tok_free(&k);
     if (!rc) prep_report(o, doms, n_doms);
     if (!rc && o->stats) {
         for (int m = 0; m < n_doms; m++) o->stats[m] = doms[m].st;

@@ -19,12 +19,14 @@
  * as "prep: NAME: PATH:LINE: what", then one line with the count of the rest. Fatal: a
  * domain left with fewer documents than splits to fill, and every usage error below.
  *
- * Tokens: documents become tokens at one place (prep.c, prep_encode). The tokenizer here
- * is byte-level, vocab 256: every byte of a document's UTF-8 text is one token, and each
- * document is followed by the end-of-text separator, which for byte-level datasets is
- * the byte PREP_SEPARATOR ('\n'), a token like any other (vocab 256 has no room for a
- * dedicated id). A subword tokenizer would encode the whole document there and append
- * its own end-of-text id instead.
+ * Tokens: documents become tokens at one place (prep.c, prep_encode). By default the
+ * tokenizer is byte-level, vocab 256: every byte of a document's UTF-8 text is one token,
+ * and each document is followed by the end-of-text separator, which for byte-level
+ * datasets is the byte PREP_SEPARATOR ('\n'), a token like any other (vocab 256 has no
+ * room for a dedicated id). With `tokenizer` (data/tokenizer.h; data/prep_encode.h) the
+ * document's whole text is encoded as tokenizer_encode would (in parts cut at safe
+ * points, so memory stays bounded), then its end-of-text id follows (tokenizer_eot, or
+ * the token `eot_token` names; neither: a usage error). The vocab is the tokenizer's.
  *
  * Split: documents are the unit. Document k of a domain (k counts the documents kept, in
  * the order above, from 0) draws u = Philox(seed, PREP_RNG_PURPOSE; prep_domain_key(name),
@@ -45,10 +47,14 @@
  *
  * Output under `out`, in gen-corpus's layout: per domain <name>/train_NNN.bin, val_NNN.bin
  * and test_NNN.bin (llm.c shards of at most shard_tokens tokens, numbered with enough
- * digits, at least 3, to sort) and out/dataset.yaml (vocab: 256, quoted globs). Shards
+ * digits, at least 3, to sort; uint16 up to vocab 65536, else llm.c's uint32 format, as
+ * shard_width_for says) and out/dataset.yaml (vocab, quoted globs; with a tokenizer also
+ * tokenizer, tokenizer_sha256 and eot, by dataset_write_yaml_meta). Shards
  * are streamed to a temporary file and renamed into place once complete and fsynced, so
  * memory stays a few MiB whatever the input size (a .jsonl line and a .json file are
- * held whole). Every check (options, paths, duplicate files, document counts, stale
+ * held whole; with a tokenizer also the tokenizer, about 4 MiB of the open document's
+ * text and a 4 MiB batch of short documents, and a document without a safe cut whole).
+ * Every check (options, paths, duplicate files, document counts, stale
  * shards) runs before the first write; an existing out/dataset.yaml is removed before the
  * first shard is written and rewritten last, so a run that fails half-way never leaves a
  * dataset.yaml naming a mix of old and new shards.
@@ -99,6 +105,13 @@ typedef struct prep_opts {
     const prep_input *excludes; /* n_excludes (name, glob): each name must be a domain's */
     int n_excludes;
     const char *text_field; /* the JSON key of a record's text */
+    const char *tokenizer;  /* NULL: byte-level; else a tokenizer.json or tiktoken ranks
+                               file (data/tokenizer.h) */
+    const char *pattern;    /* its pre-tokenizer (tokenizer_load), or NULL */
+    const char *eot_token;  /* NULL: the tokenizer's end-of-text token; else this token */
+    int threads;            /* encoding threads for a tokenizer (<= 0: all cores) */
+    size_t chunk_bytes;     /* a document's text buffered before a part of it is encoded
+                               (0: PREP_ENC_CHUNK, data/prep_encode.h); tests make it small */
     double split[3]; /* train, val, test fractions: sum 1, each >= 0, train and val > 0 */
     uint64_t shard_tokens; /* 1..SHARD_MAX_TOKENS */
     uint64_t seed;
@@ -137,7 +150,9 @@ int prep_doc_split(uint64_t seed, const char *domain, uint64_t doc, const double
  * across domains, or through a hard link), an output directory inside an input directory,
  * a domain with fewer documents than splits to fill (the message counts what was left out
  * and why), bad fractions, and shards in a domain directory that this run would not
- * overwrite (the dataset's globs would pick them up). A file that changes between the
+ * overwrite (the dataset's globs would pick them up), a tokenizer that does not load, one
+ * without an end-of-text token when eot_token is NULL, an eot_token that is not one of its
+ * tokens, and pattern or eot_token without a tokenizer. A file that changes between the
  * two passes is an error too. */
 int prep_run(const prep_opts *o, tdm_err *e);
 

@@ -180,23 +180,82 @@ static size_t next_cut(const char *text, size_t n, size_t from) {
     return n;
 }
 
-int tokenizer_encode_parallel(const tokenizer *t, const char *text, size_t n, int threads,
-                              tok_ids *out, tdm_err *e) {
+size_t tokenizer_safe_cut(const tokenizer *t, const char *text, size_t n) {
+    (void)t; /* one rule serves every pattern pretok knows */
+    for (size_t c = n ? n - 1 : 0; c > 0; c--) {
+        char l = text[c];
+        if (text[c - 1] == '\n' && ((l >= 'a' && l <= 'z') || (l >= 'A' && l <= 'Z'))) return c;
+    }
+    return 0;
+}
+
+/* The text to encode for encode_cut: as prefixed(), with the position `cut` of the
+ * original mapped into it (*cut), the prefix space only when `start`. NFC is applied to
+ * [0, cut) and [cut, n) on their own, which is NFC of the whole when cut is a safe cut
+ * (an ASCII letter after a '\n' is a starter that composes with nothing before it). NULL
+ * when out of memory. */
+static const char *prepared(const tokenizer *t, const char *text, size_t *n, size_t *cut,
+                            int start, char **owned) {
+    *owned = NULL;
+    int pre = start && t->add_prefix_space;
+    if (!t->nfc) {
+        if (!pre || *n == 0 || text[0] == ' ') return text;
+        char *p = malloc(*n + 1);
+        if (!p) return NULL;
+        p[0] = ' ';
+        memcpy(p + 1, text, *n);
+        ++*n;
+        ++*cut;
+        return *owned = p;
+    }
+    char *h = NULL, *tl = NULL;
+    size_t hn = *cut, tn = *n - *cut;
+    if (nfc_normalize(text, *cut, &h, &hn) || nfc_normalize(text + *cut, *n - *cut, &tl, &tn)) {
+        free(h);
+        return NULL;
+    }
+    const char *hs = h ? h : text, *ts = tl ? tl : text + *cut;
+    size_t sp = pre && hn + tn > 0 && (hn ? hs[0] : ts[0]) != ' ';
+    char *p = malloc(sp + hn + tn + 1);
+    if (p) {
+        p[0] = ' ';
+        memcpy(p + sp, hs, hn);
+        memcpy(p + sp + hn, ts, tn);
+        *n = sp + hn + tn;
+        *cut = sp + hn;
+    }
+    free(h);
+    free(tl);
+    return *owned = p;
+}
+
+/* The pieces of text[0..n) that start before `cut` (n or a safe cut), encoded onto out
+ * on `threads` threads: the prefix is cut further at safe cuts into parts encoded
+ * concurrently and appended in order. `cache` (NULL: a new one) serves one thread. */
+static int encode_cut(const tokenizer *t, const char *text, size_t n, size_t cut, int start,
+                      int threads, bpe_cache *cache, tok_ids *out, tdm_err *e) {
     if (threads <= 0) threads = omp_get_max_threads();
-    size_t target = n / ((size_t)threads * 8);
-    if (target < (1u << 16)) target = 1u << 16;
-    if (threads == 1 || n < 2 * target) return tokenizer_encode(t, text, n, out, e);
     char *owned;
-    text = prefixed(t, text, &n, &owned);
+    text = prepared(t, text, &n, &cut, start, &owned);
     if (!text) return err_set(e, ERR_INTERNAL, "tokenizer: out of memory");
-    size_t ncut = 0, cap = n / target + 2;
-    size_t *cut = malloc(cap * sizeof *cut);
-    int oom = !cut;
-    if (cut) {
-        cut[ncut++] = 0;
-        for (size_t p = next_cut(text, n, target); p < n; p = next_cut(text, n, p + target))
-            cut[ncut++] = p;
-        cut[ncut] = n;
+    size_t target = cut / ((size_t)threads * 8);
+    if (target < (1u << 16)) target = 1u << 16;
+    int oom = 0;
+    if (threads == 1 || cut < 2 * target) {
+        bpe_cache *c = cache ? cache : bpe_cache_new();
+        oom = !c || encode_range(t, text, n, 0, cut, c, out);
+        if (c != cache) bpe_cache_free(c);
+        free(owned);
+        return oom ? err_set(e, ERR_INTERNAL, "tokenizer: out of memory") : 0;
+    }
+    size_t ncut = 0, cap = cut / target + 2;
+    size_t *cuts = malloc(cap * sizeof *cuts);
+    oom = !cuts;
+    if (cuts) {
+        cuts[ncut++] = 0;
+        for (size_t p = next_cut(text, cut, target); p < cut; p = next_cut(text, cut, p + target))
+            cuts[ncut++] = p;
+        cuts[ncut] = cut;
     }
     tok_ids *parts = oom ? NULL : calloc(ncut, sizeof *parts);
     oom |= !parts;
@@ -207,7 +266,7 @@ int tokenizer_encode_parallel(const tokenizer *t, const char *text, size_t n, in
             int bad = !c;
 #pragma omp for schedule(dynamic, 1)
             for (size_t k = 0; k < ncut; k++)
-                if (!bad) bad = encode_range(t, text, n, cut[k], cut[k + 1], c, &parts[k]);
+                if (!bad) bad = encode_range(t, text, n, cuts[k], cuts[k + 1], c, &parts[k]);
             if (bad) {
 #pragma omp atomic write
                 oom = 1;
@@ -218,9 +277,20 @@ int tokenizer_encode_parallel(const tokenizer *t, const char *text, size_t n, in
         for (size_t k = 0; k < ncut; k++) tok_ids_free(&parts[k]);
     }
     free(parts);
-    free(cut);
+    free(cuts);
     free(owned);
     return oom ? err_set(e, ERR_INTERNAL, "tokenizer: out of memory") : 0;
+}
+
+int tokenizer_encode_parallel(const tokenizer *t, const char *text, size_t n, int threads,
+                              tok_ids *out, tdm_err *e) {
+    return encode_cut(t, text, n, n, 1, threads, NULL, out, e);
+}
+
+int tokenizer_encode_head(const tokenizer *t, const char *text, size_t n, size_t cut, int start,
+                          int threads, bpe_cache *cache, tok_ids *out, tdm_err *e) {
+    if (cut > n) return err_set(e, ERR_INTERNAL, "tokenizer: cut %zu past the text's %zu bytes", cut, n);
+    return encode_cut(t, text, n, cut, start, threads, cache, out, e);
 }
 
 int tokenizer_encode_docs(const tokenizer *t, size_t ndocs, const char *const *docs,

@@ -62,6 +62,24 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t n, tok_ids *ou
 int tokenizer_encode_parallel(const tokenizer *t, const char *text, size_t n, int threads,
                               tok_ids *out, tdm_err *e);
 
+/* Long texts in parts, so that a document need not be held whole: a safe cut c of a
+ * text (0 < c < n, just after a '\n' that an ASCII letter follows) is a point that no
+ * pre-tokenizer piece spans and where NFC composes nothing across, so
+ *   encode(T) == encode_head(T, n, c, start 1) ++ encode_head(T + c, n - c, n - c, start 0).
+ * tokenizer_safe_cut returns the last safe cut of text[0..n), 0 when there is none (the
+ * caller then needs more text, or the whole of it). */
+size_t tokenizer_safe_cut(const tokenizer *t, const char *text, size_t n);
+
+/* Appends the ids of the pieces of text[0..n) that start before `cut`, which is n or a
+ * safe cut (the rest, text[cut..n), is only looked at, as the patterns' lookahead does),
+ * on `threads` threads as tokenizer_encode_parallel. `start`: 1 when text[0] starts the
+ * text (a tokenizer.json's add_prefix_space puts its space there), 0 when the text
+ * continues one whose earlier part an earlier call encoded. `cache`: NULL, or a
+ * bpe_cache_new() the caller keeps for many calls from one thread (a fresh cache per
+ * call makes short texts, one after another, several times slower). 0, or ERR_INTERNAL. */
+int tokenizer_encode_head(const tokenizer *t, const char *text, size_t n, size_t cut, int start,
+                          int threads, bpe_cache *cache, tok_ids *out, tdm_err *e);
+
 /* Many documents at once: outs[i] gets the ids of docs[i][0..lens[i]) appended (each
  * document encoded on its own, as by tokenizer_encode). */
 int tokenizer_encode_docs(const tokenizer *t, size_t ndocs, const char *const *docs,

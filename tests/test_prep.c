@@ -1,8 +1,11 @@
 /* test_prep.c — `tandem prep`: byte-level shards from text, JSON lines and JSON records,
- * plain or compressed (data/prep.h, data/textsrc.h, data/docread.h, data/jsonl.h, the CLI). */
+ * plain or compressed (data/prep.h, data/textsrc.h, data/docread.h, data/jsonl.h, the CLI),
+ * and the shards of a subword tokenizer (--tokenizer: data/prep_encode.c). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -16,7 +19,9 @@
 #include "data/prep.h"
 #include "data/shard.h"
 #include "data/textsrc.h"
+#include "data/tokenizer.h"
 #include "data/utf8.h"
+#include "util/buf.h"
 #include "cli/cmds.h"
 #include "tests/test.h"
 #include "util/rng.h"
@@ -1381,6 +1386,654 @@ static void test_prep_progress(void) {
     free(dir);
 }
 
+/* ---- --tokenizer ----------------------------------------------------------------- */
+
+/* The code point GPT-2's byte-level alphabet writes byte b as. */
+static int byte_cp(int b) {
+    if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) return b;
+    int n = 0;
+    for (int c = 0; c < b; c++)
+        if (!((c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF))) n++;
+    return 256 + n;
+}
+
+static void put_bl(FILE *f, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) fprintf(f, "\\u%04x", byte_cp((unsigned char)s[i]));
+}
+
+/* Writes a byte-level BPE tokenizer.json at path: the 256 bytes (id = byte), merges[k] =
+ * "left right" (ASCII, one space between) as id 256 + k, and, when eot, the added token
+ * <|endoftext|> as id 256 + nm. `prefix_space`: ByteLevel's add_prefix_space. */
+static void write_tok_json(const char *path, const char *const *merges, size_t nm, int eot,
+                           int prefix_space) {
+    FILE *f = fopen(path, "wb");
+    if (!f) abort();
+    fprintf(f, "{\"version\":\"1.0\",\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"ByteLevel\","
+               "\"add_prefix_space\":%s,\"use_regex\":true},\"added_tokens\":[",
+            prefix_space ? "true" : "false");
+    if (eot) fprintf(f, "{\"id\":%zu,\"content\":\"<|endoftext|>\",\"special\":true}", 256 + nm);
+    fprintf(f, "],\"model\":{\"type\":\"BPE\",\"dropout\":null,\"vocab\":{");
+    for (int c = 0; c < 256; c++) {
+        char ch = (char)c;
+        fputs(c ? ",\"" : "\"", f);
+        put_bl(f, &ch, 1);
+        fprintf(f, "\":%d", c);
+    }
+    for (size_t k = 0; k < nm; k++) {
+        const char *sp = strchr(merges[k], ' ');
+        fputs(",\"", f);
+        put_bl(f, merges[k], (size_t)(sp - merges[k]));
+        put_bl(f, sp + 1, strlen(sp + 1));
+        fprintf(f, "\":%zu", 256 + k);
+    }
+    fputs("},\"merges\":[", f);
+    for (size_t k = 0; k < nm; k++) {
+        const char *sp = strchr(merges[k], ' ');
+        fputs(k ? ",[\"" : "[\"", f);
+        put_bl(f, merges[k], (size_t)(sp - merges[k]));
+        fputs("\",\"", f);
+        put_bl(f, sp + 1, strlen(sp + 1));
+        fputs("\"]", f);
+    }
+    fputs("]}}", f);
+    if (fclose(f)) abort();
+}
+
+static const char *const MERGES[] = {"t h", "th e", "i n", "a n", "e r", "o n", "r e", "in g",
+                                     "an d", "e n", "o r", "a t"};
+#define N_MERGES (sizeof MERGES / sizeof *MERGES)
+
+/* Seeded English-like text of about n bytes: words, spaces, newlines, some UTF-8. */
+static char *word_text(size_t n, uint64_t seed, size_t *len) {
+    static const char *const W[] = {"the", "and", "then", "ring", "other", "in", "at", "on",
+                                    "Tandem", "mixture", "caf\xc3\xa9", "\xe4\xb8\xad\xe6\x96\x87",
+                                    "42", "it's", "x", "--", "(a)", "\"q\""};
+    rng_stream r;
+    rng_stream_init(&r, seed, RNG_TEST, 11, 0, 0);
+    char *b = malloc(n + 64);
+    if (!b) abort();
+    size_t k = 0;
+    while (k < n) {
+        uint32_t x = rng_u32(&r);
+        const char *w = W[x % 18];
+        size_t wl = strlen(w);
+        memcpy(b + k, w, wl);
+        k += wl;
+        uint32_t sep = (x >> 8) % 16;
+        b[k++] = sep == 0 ? '\n' : sep == 1 ? '.' : ' ';
+        if (sep == 1) b[k++] = '\n';
+        if (sep == 2) b[k++] = ' ';
+    }
+    *len = k;
+    return b;
+}
+
+/* Checks domain m's splits: exactly tokenizer_encode(doc) + eot per document, in order,
+ * in the split the rule gives, and each segment decoding back to its document's text
+ * (after the space of add_prefix_space when `prefix`). Sets *big when a token >= 65536
+ * was seen. 0, or -1 after a failed CHECK. */
+static int check_tok_docs(const dataset *ds, int m, const docs *want, tokenizer *t, uint32_t eot,
+                          uint64_t seed, const double f[3], int prefix, int *big) {
+    uint32_t *sp[SPLIT_COUNT];
+    size_t sl[SPLIT_COUNT], off[SPLIT_COUNT] = {0};
+    for (int s = 0; s < SPLIT_COUNT; s++) {
+        size_t n_sh, total = 0, k = 0;
+        const shard *sh = dataset_shards(ds, m, s, &n_sh);
+        for (size_t i = 0; i < n_sh; i++) total += sh[i].n;
+        sp[s] = malloc((total ? total : 1) * sizeof *sp[s]);
+        if (!sp[s]) abort();
+        for (size_t i = 0; i < n_sh; k += sh[i].n, i++) shard_copy(&sh[i], 0, sh[i].n, sp[s] + k);
+        sl[s] = total;
+        for (size_t i = 0; i < total; i++) *big |= sp[s][i] >= 65536;
+    }
+    int bad = 0;
+    tdm_err e = {0};
+    for (int k = 0; k < want->count && !bad; k++) {
+        int s = expected_split(seed, ds->domains[m].name, (uint64_t)k, f);
+        tok_ids ids = {0};
+        buf_t dec = {0};
+        if (tokenizer_encode(t, want->p[k], want->n[k], &ids, &e)) abort();
+        size_t n = ids.n;
+        if (off[s] + n + 1 > sl[s] || memcmp(sp[s] + off[s], ids.v, n * sizeof *ids.v) ||
+            sp[s][off[s] + n] != eot) {
+            fprintf(stderr, "  doc %d (%zu tokens) is not next in %s (at %zu of %zu)\n", k, n,
+                    dataset_split_name(s), off[s], sl[s]);
+            bad = 1;
+        } else if (tokenizer_decode(t, sp[s] + off[s], n, &dec, &e) ||
+                   (prefix && want->p[k][0] != ' ' && (dec.n < 1 || dec.p[0] != ' ')) ||
+                   dec.n - (size_t)(prefix && want->p[k][0] != ' ') != want->n[k] ||
+                   memcmp(dec.p + (prefix && want->p[k][0] != ' '), want->p[k], want->n[k])) {
+            fprintf(stderr, "  doc %d does not decode to its text\n", k);
+            bad = 1;
+        }
+        off[s] += n + 1;
+        tok_ids_free(&ids);
+        buf_free(&dec);
+    }
+    for (int s = 0; s < SPLIT_COUNT && !bad; s++)
+        if (off[s] != sl[s]) {
+            fprintf(stderr, "  %s: %zu tokens of documents, %zu in shards\n", dataset_split_name(s),
+                    off[s], sl[s]);
+            bad = 1;
+        }
+    for (int s = 0; s < SPLIT_COUNT; s++) free(sp[s]);
+    CHECK_OR_RET(!bad, "domain %s does not hold its documents' tokens", ds->domains[m].name);
+    return 0;
+}
+
+/* The magic of a shard file's header. */
+static int32_t shard_magic(const char *path) {
+    size_t n;
+    unsigned char *b = read_all(path, &n);
+    int32_t m = -1;
+    if (b && n >= 4) memcpy(&m, b, 4);
+    free(b);
+    return m;
+}
+
+/* Whether two files have the same bytes. */
+static int same_file(const char *a, const char *b) {
+    size_t na, nb;
+    unsigned char *x = read_all(a, &na), *y = read_all(b, &nb);
+    int same = x && y && na == nb && !memcmp(x, y, na);
+    free(x), free(y);
+    return same;
+}
+
+/* Documents of text files and a .jsonl through a small tokenizer.json: the tokens, their
+ * decoding, dataset.yaml's keys, the uint16 format, the summary's token counts; the same
+ * bytes on 1 and 3 threads. */
+static void test_prep_tokenizer(void) {
+    char *dir = test_tmpdir("preptok");
+    char *in = join(dir, "in"), *out = join(dir, "out"), *out1 = join(dir, "out1");
+    char *tj = join(dir, "tokenizer.json");
+    CHECK(mkdir(in, 0777) == 0, "mkdir");
+    write_tok_json(tj, MERGES, N_MERGES, 1, 0);
+    docs dw = {0};
+    for (int i = 0; i < 4; i++) {
+        char name[32];
+        size_t n;
+        char *t = word_text(1000 + 900 * (size_t)i, 30 + (uint64_t)i, &n);
+        snprintf(name, sizeof name, "d%d.txt", i);
+        char *p = join(in, name);
+        if (write_bytes(p, t, n)) abort();
+        free(p);
+        add_doc(&dw, t, n);
+        free(t);
+    }
+    make_jsonl(in, "z.jsonl", 40, 31, &dw);
+    prep_input pi = {"web", in};
+    prep_stats st[2];
+    int nst = 0;
+    memout rep;
+    prep_opts o;
+    quiet_opts(&o, out, &pi, 1);
+    o.tokenizer = tj;
+    o.split[0] = 0.6, o.split[1] = 0.2, o.split[2] = 0.2;
+    o.shard_tokens = 700;
+    o.threads = 3;
+    o.stats = st;
+    o.n_stats = &nst;
+    o.report = memout_open(&rep);
+    tdm_err e = {0};
+    int rc = prep_run(&o, &e);
+    const char *table = memout_close(&rep);
+    char tokstr[32];
+    snprintf(tokstr, sizeof tokstr, " %" PRIu64 " ", st[0].tokens);
+    int in_table = strstr(table, tokstr) != NULL;
+    free(rep.buf);
+    CHECK(rc == 0, "%s", e.msg);
+    tokenizer *t = NULL;
+    CHECK(tokenizer_load(tj, NULL, &t, &e) == 0, "%s", e.msg);
+    char *yaml = join(out, "dataset.yaml");
+    dataset ds;
+    rc = dataset_load(&ds, yaml, &e);
+    if (rc) tokenizer_free(t);
+    CHECK(rc == 0, "%s", e.msg);
+    int big = 0;
+    int k = check_tok_docs(&ds, 0, &dw, t, 256 + N_MERGES, 1, o.split, 0, &big);
+    uint64_t in_shards = 0;
+    for (int s = 0; s < SPLIT_COUNT; s++) in_shards += dataset_tokens(&ds, 0, s);
+    int keys = ds.vocab == (int)(256 + N_MERGES + 1) && ds.eot == (int)(256 + N_MERGES) &&
+               !strcmp(ds.tokenizer, "hf-bpe:gpt2") &&
+               !strcmp(ds.tokenizer_sha256, tokenizer_digest(t)) &&
+               ds.domains[0].split[SPLIT_TRAIN].n_shards >= 2;
+    uint64_t text = 0;
+    for (int i = 0; i < dw.count; i++) text += dw.n[i];
+    dataset_free(&ds);
+    tokenizer_free(t);
+    CHECK(k == 0, "documents misplaced");
+    CHECK(keys, "dataset.yaml: vocab, eot, tokenizer, tokenizer_sha256 or shards wrong");
+    CHECK(nst == 1 && st[0].docs == (uint64_t)dw.count && st[0].text_bytes == text &&
+              st[0].tokens == in_shards && st[0].tokens < text,
+          "stats: %" PRIu64 " docs, %" PRIu64 " bytes, %" PRIu64 " tokens (%" PRIu64
+          " in shards)",
+          st[0].docs, st[0].text_bytes, st[0].tokens, in_shards);
+    CHECK(in_table, "the summary's tokens column is not %s", tokstr);
+    char *sh0 = join(out, "web/train_000.bin");
+    CHECK(shard_magic(sh0) == SHARD_MAGIC, "vocab %zu: not a uint16 shard", 256 + N_MERGES + 1);
+    /* one thread: the same bytes */
+    o.out = out1;
+    o.threads = 1;
+    o.stats = NULL;
+    o.report = NULL;
+    CHECK(prep_run(&o, &e) == 0, "%s", e.msg);
+    const char *files[] = {"dataset.yaml", "web/train_000.bin", "web/train_001.bin",
+                           "web/val_000.bin", "web/test_000.bin"};
+    for (int i = 0; i < 5; i++) {
+        char *a = join(out, files[i]), *b = join(out1, files[i]);
+        int same = same_file(a, b);
+        free(a), free(b);
+        CHECK(same, "%s differs between 3 threads and 1", files[i]);
+    }
+    free_docs(&dw);
+    free(in), free(out), free(out1), free(tj), free(yaml), free(sh0);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* A tiktoken ranks file whose tokens reach past 65535 (Qwen2's specials put the
+ * end-of-text at 151643): uint32 shards in llm.c's 20240801 format that read back. */
+static void test_prep_tokenizer_u32(void) {
+    char *dir = test_tmpdir("preptok32");
+    char *in = join(dir, "in"), *out = join(dir, "out"), *rf = join(dir, "ranks.tiktoken");
+    CHECK(mkdir(in, 0777) == 0, "mkdir");
+    /* the 256 bytes, then merged tokens at ranks 70000.. (base64 by hand) */
+    FILE *f = fopen(rf, "wb");
+    CHECK(f, "open");
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const char *toks[] = {"th", "the", "in", "an", "ing", "and", "er", " the", " an", " and"};
+    for (int i = 0; i < 256 + 10; i++) {
+        unsigned char v[8];
+        size_t n = 1;
+        if (i < 256) v[0] = (unsigned char)i;
+        else n = strlen(toks[i - 256]), memcpy(v, toks[i - 256], n);
+        char enc[16];
+        size_t o = 0;
+        for (size_t j = 0; j < n; j += 3) {
+            uint32_t w = (uint32_t)v[j] << 16 | (j + 1 < n ? (uint32_t)v[j + 1] << 8 : 0) |
+                         (j + 2 < n ? v[j + 2] : 0);
+            enc[o++] = b64[w >> 18 & 63];
+            enc[o++] = b64[w >> 12 & 63];
+            enc[o++] = j + 1 < n ? b64[w >> 6 & 63] : '=';
+            enc[o++] = j + 2 < n ? b64[w & 63] : '=';
+        }
+        fprintf(f, "%.*s %d\n", (int)o, enc, i < 256 ? i : 70000 + i - 256);
+    }
+    fclose(f);
+    /* enough documents that the hash gives each split one (no rescue to account for) */
+    const double fr[3] = {0.5, 0.3, 0.2};
+    int ndocs = 3, placed[SPLIT_COUNT] = {0};
+    for (;; ndocs++) {
+        memset(placed, 0, sizeof placed);
+        for (int j = 0; j < ndocs; j++) placed[expected_split(1, "w", (uint64_t)j, fr)]++;
+        if (placed[0] && placed[1] && placed[2]) break;
+    }
+    docs dw = {0};
+    for (int i = 0; i < ndocs; i++) {
+        char name[32];
+        size_t n;
+        char *t = word_text(1500, 50 + (uint64_t)i, &n);
+        snprintf(name, sizeof name, "%03d.txt", i);
+        char *p = join(in, name);
+        if (write_bytes(p, t, n)) abort();
+        free(p);
+        add_doc(&dw, t, n);
+        free(t);
+    }
+    prep_input pi = {"w", in};
+    prep_opts o;
+    quiet_opts(&o, out, &pi, 1);
+    o.tokenizer = rf;
+    o.pattern = "qwen2";
+    memcpy(o.split, fr, sizeof fr);
+    o.shard_tokens = 1000;
+    tdm_err e = {0};
+    CHECK(prep_run(&o, &e) == 0, "%s", e.msg);
+    tokenizer *t = NULL;
+    CHECK(tokenizer_load(rf, "qwen2", &t, &e) == 0, "%s", e.msg);
+    char *yaml = join(out, "dataset.yaml");
+    dataset ds;
+    int rc = dataset_load(&ds, yaml, &e);
+    if (rc) tokenizer_free(t);
+    CHECK(rc == 0, "%s", e.msg);
+    int big = 0;
+    size_t n_sh;
+    const shard *sh = dataset_shards(&ds, 0, SPLIT_TRAIN, &n_sh);
+    int wide = n_sh >= 1 && sh[0].width == 4 && sh[0].tok32 != NULL;
+    int vocab = ds.vocab, eot = ds.eot;
+    int keys = vocab == 151646 && eot == 151643 && !strcmp(ds.tokenizer, "tiktoken:qwen2");
+    int k = check_tok_docs(&ds, 0, &dw, t, 151643, 1, o.split, 0, &big);
+    dataset_free(&ds);
+    tokenizer_free(t);
+    CHECK(k == 0, "documents misplaced");
+    CHECK(wide, "vocab 151646: the shards are not uint32");
+    CHECK(keys, "dataset.yaml: vocab %d eot %d", vocab, eot);
+    CHECK(big, "no token >= 65536 reached a shard");
+    char *sh0 = join(out, "w/train_000.bin");
+    CHECK(shard_magic(sh0) == SHARD_MAGIC_U32, "not llm.c's uint32 magic");
+    free_docs(&dw);
+    free(in), free(out), free(rf), free(yaml), free(sh0);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* The smallest number of documents >= at_least for which the hash alone gives every split
+ * with a fraction > 0 a document of domain `name` (seed 1): no rescue to account for. */
+static int docs_for_splits(const char *name, const double f[3], int at_least) {
+    for (int n = at_least;; n++) {
+        int placed[SPLIT_COUNT] = {0};
+        for (int j = 0; j < n; j++) placed[expected_split(1, name, (uint64_t)j, f)]++;
+        if (placed[0] && placed[1] && (placed[2] || f[2] == 0)) return n;
+    }
+}
+
+/* A document of 3.6 MB (2.3 MB of it without any safe cut) encoded in parts of 64 KiB on
+ * 2 threads gives tokenizer_encode's ids of the whole text; the tokenizer adds a prefix
+ * space, which only the document's first part gets. The short documents before it are
+ * encoded as a batch and still come first. */
+static void test_prep_tokenizer_chunked(void) {
+    char *dir = test_tmpdir("preptokch");
+    char *in = join(dir, "in"), *out = join(dir, "out"), *tj = join(dir, "tok.json");
+    CHECK(mkdir(in, 0777) == 0, "mkdir");
+    write_tok_json(tj, MERGES, N_MERGES, 1, 1);
+    const double f[3] = {0.5, 0.5, 0};
+    int n = docs_for_splits("big", f, 2);
+    docs dw = {0};
+    for (int i = 0; i < n; i++) {
+        size_t l1, l2;
+        int large = i == n - 1; /* last: the short ones before it wait in a batch */
+        char *a = word_text(large ? 1000000 : 500, 70 + (uint64_t)i, &l1);
+        char *b = word_text(large ? 300000 : 300, 90 + (uint64_t)i, &l2);
+        /* no '\n', so no safe cut, over more than two of docread's 1 MiB reads: a part
+         * boundary is looked for and not found, then found in the text after it */
+        size_t flat = large ? 2300000 : 100;
+        char *t = malloc(l1 + flat + l2);
+        if (!t) abort();
+        memcpy(t, a, l1);
+        for (size_t j = 0; j < flat; j++) t[l1 + j] = "the and "[j % 8];
+        memcpy(t + l1 + flat, b, l2);
+        char name[32];
+        snprintf(name, sizeof name, "%03d.txt", i);
+        char *p = join(in, name);
+        if (write_bytes(p, t, l1 + flat + l2)) abort();
+        free(p);
+        add_doc(&dw, t, l1 + flat + l2);
+        free(a), free(b), free(t);
+    }
+    /* a .jsonl whose short records wait in a batch when a long one, read whole, is cut
+     * into parts: the batch goes out first */
+    char *jp = join(in, "mix.jsonl");
+    FILE *jf = fopen(jp, "wb");
+    CHECK(jf, "open %s", jp);
+    for (int r = 0; r < 25; r++) {
+        size_t l;
+        char *t = word_text(r == 12 ? 400000 : 200, 200 + (uint64_t)r, &l);
+        fputs("{\"text\": \"", jf);
+        for (size_t j = 0; j < l; j++) {
+            if (t[j] == '\n') fputs("\\n", jf);
+            else if (t[j] == '"' || t[j] == '\\') fputc('\\', jf), fputc(t[j], jf);
+            else fputc(t[j], jf);
+        }
+        fputs("\"}\n", jf);
+        add_doc(&dw, t, l);
+        free(t);
+    }
+    fclose(jf);
+    free(jp);
+    prep_input pi = {"big", in};
+    prep_opts o;
+    quiet_opts(&o, out, &pi, 1);
+    memcpy(o.split, f, sizeof f);
+    o.tokenizer = tj;
+    o.threads = 2;
+    o.chunk_bytes = 64 << 10;
+    tdm_err e = {0};
+    CHECK(prep_run(&o, &e) == 0, "%s", e.msg);
+    tokenizer *t = NULL;
+    CHECK(tokenizer_load(tj, NULL, &t, &e) == 0, "%s", e.msg);
+    char *yaml = join(out, "dataset.yaml");
+    dataset ds;
+    int rc = dataset_load(&ds, yaml, &e);
+    if (rc) tokenizer_free(t);
+    CHECK(rc == 0, "%s", e.msg);
+    int big = 0, k = check_tok_docs(&ds, 0, &dw, t, 256 + N_MERGES, 1, o.split, 1, &big);
+    dataset_free(&ds);
+    tokenizer_free(t);
+    free_docs(&dw);
+    CHECK(k == 0, "the chunked encoding differs from the whole document's");
+    free(in), free(out), free(tj), free(yaml);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* A tokenizer without an end-of-text token needs --eot-token; option misuse is refused
+ * before anything is written. */
+static void test_prep_tokenizer_eot(void) {
+    char *dir = test_tmpdir("preptokeot");
+    char *in = join(dir, "in"), *out = join(dir, "out"), *tj = join(dir, "noeot.json");
+    CHECK(mkdir(in, 0777) == 0, "mkdir");
+    write_tok_json(tj, MERGES, N_MERGES, 0, 0);
+    const double f[3] = {0.5, 0.5, 0};
+    int n = docs_for_splits("d", f, 2);
+    docs dw = {0};
+    for (int i = 0; i < n; i++) {
+        size_t l;
+        char *t = word_text(300, 110 + (uint64_t)i, &l);
+        char name[32];
+        snprintf(name, sizeof name, "%03d.txt", i);
+        char *p = join(in, name);
+        if (write_bytes(p, t, l)) abort();
+        free(p);
+        add_doc(&dw, t, l);
+        free(t);
+    }
+    prep_input pi = {"d", in};
+    prep_opts o;
+    quiet_opts(&o, out, &pi, 1);
+    memcpy(o.split, f, sizeof f);
+    o.tokenizer = tj;
+    tdm_err e = {0};
+    int rc = prep_run(&o, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "no end-of-text token") && strstr(e.msg, "--eot-token"),
+          "no eot: rc %d, %s", rc, e.msg);
+    o.eot_token = "<|nope|>";
+    rc = prep_run(&o, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "<|nope|>"), "a bad --eot-token: rc %d, %s", rc, e.msg);
+    o.tokenizer = NULL;
+    rc = prep_run(&o, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "--tokenizer"), "--eot-token alone: rc %d, %s", rc, e.msg);
+    o.eot_token = NULL;
+    o.pattern = "gpt2";
+    rc = prep_run(&o, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "--tokenizer"), "--pattern alone: rc %d, %s", rc, e.msg);
+    o.tokenizer = tj;
+    o.pattern = "o200k";
+    rc = prep_run(&o, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "o200k"), "a pattern the file contradicts: rc %d, %s",
+          rc, e.msg);
+    CHECK(!exists(out), "a refused run wrote %s", out);
+    /* a token named by its text: here the byte '\n' */
+    o.pattern = NULL;
+    o.eot_token = "\n";
+    CHECK(prep_run(&o, &e) == 0, "%s", e.msg);
+    tokenizer *t = NULL;
+    CHECK(tokenizer_load(tj, NULL, &t, &e) == 0, "%s", e.msg);
+    char *yaml = join(out, "dataset.yaml");
+    dataset ds;
+    rc = dataset_load(&ds, yaml, &e);
+    if (rc) tokenizer_free(t);
+    CHECK(rc == 0, "%s", e.msg);
+    int big = 0, k = check_tok_docs(&ds, 0, &dw, t, '\n', 1, o.split, 0, &big);
+    int vocab = ds.vocab, eot = ds.eot;
+    dataset_free(&ds);
+    tokenizer_free(t);
+    free_docs(&dw);
+    CHECK(k == 0, "documents misplaced");
+    CHECK(vocab == (int)(256 + N_MERGES) && eot == '\n', "vocab %d eot %d", vocab, eot);
+    free(in), free(out), free(tj), free(yaml);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* With the tokenizer test's reference files (tests/tokenizer/setup.sh; skipped without
+ * them): GPT-2's ranks on real text, every document decoding back to one of the files. */
+static void test_prep_tokenizer_gpt2(void) {
+    const char *root = getenv("TANDEM_ROOT");
+    char ranks[4200];
+    snprintf(ranks, sizeof ranks, "%s/build/tokref/files/gpt2.tiktoken", root ? root : ".");
+    const char *src = "/usr/share/common-licenses";
+    if (!exists(ranks) || !exists(src)) {
+        printf("SKIP test_prep_tokenizer_gpt2: no %s or %s\n", ranks, src);
+        return;
+    }
+    char *dir = test_tmpdir("preptokgpt2");
+    char *out = join(dir, "out");
+    prep_input pi = {"lic", src};
+    prep_stats st[1];
+    int nst = 0;
+    prep_opts o;
+    quiet_opts(&o, out, &pi, 1);
+    o.tokenizer = ranks;
+    o.pattern = "gpt2";
+    o.split[0] = 0.8, o.split[1] = 0.2, o.split[2] = 0;
+    o.threads = 2;
+    o.stats = st;
+    o.n_stats = &nst;
+    tdm_err e = {0};
+    CHECK(prep_run(&o, &e) == 0, "%s", e.msg);
+    tokenizer *t = NULL;
+    CHECK(tokenizer_load(ranks, "gpt2", &t, &e) == 0, "%s", e.msg);
+    char *yaml = join(out, "dataset.yaml");
+    dataset ds;
+    int rc = dataset_load(&ds, yaml, &e);
+    if (rc) tokenizer_free(t);
+    CHECK(rc == 0, "%s", e.msg);
+    /* the regular files of src, to find each decoded document among */
+    docs files = {0};
+    DIR *dp = opendir(src);
+    for (struct dirent *de; dp && (de = readdir(dp));) {
+        char *p = join(src, de->d_name);
+        struct stat sb;
+        size_t n;
+        unsigned char *b = lstat(p, &sb) == 0 && S_ISREG(sb.st_mode) ? read_all(p, &n) : NULL;
+        if (b && n) add_doc(&files, b, n);
+        free(b), free(p);
+    }
+    if (dp) closedir(dp);
+    uint64_t found = 0, bytes = 0;
+    int bad = 0;
+    for (int s = 0; s < SPLIT_COUNT && !bad; s++) {
+        size_t n_sh;
+        const shard *sh = dataset_shards(&ds, 0, s, &n_sh);
+        tok_ids doc = {0};
+        for (size_t i = 0; i < n_sh && !bad; i++)
+            for (size_t j = 0; j < sh[i].n && !bad; j++) {
+                uint32_t id = shard_token(&sh[i], j);
+                if (id != 50256) {
+                    if (tok_ids_append(&doc, &id, 1)) abort();
+                    continue;
+                }
+                buf_t b = {0};
+                bad = tokenizer_decode(t, doc.v, doc.n, &b, &e) != 0;
+                int hit = 0;
+                for (int f = 0; f < files.count && !bad && !hit; f++)
+                    hit = files.n[f] == b.n && !memcmp(files.p[f], b.p, b.n);
+                if (!hit) {
+                    fprintf(stderr, "  %s: a document of %zu bytes is none of the files\n",
+                            dataset_split_name(s), b.n);
+                    bad = 1;
+                }
+                found++;
+                bytes += b.n;
+                doc.n = 0;
+                buf_free(&b);
+            }
+        if (doc.n) bad = 1; /* every document ends with the end-of-text id */
+        tok_ids_free(&doc);
+    }
+    int vocab = ds.vocab, eot = ds.eot, u16 = ds.domains[0].split[0].shards[0].width == 2;
+    dataset_free(&ds);
+    tokenizer_free(t);
+    free_docs(&files);
+    CHECK(!bad, "the shards do not decode to the files");
+    CHECK(nst == 1 && found == st[0].docs && bytes == st[0].text_bytes && found >= 5,
+          "%" PRIu64 " documents (%" PRIu64 " bytes) decoded, prep kept %" PRIu64, found, bytes,
+          st[0].docs);
+    CHECK(vocab == 50257 && eot == 50256 && u16, "vocab %d eot %d", vocab, eot);
+    free(out), free(yaml);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* `tandem run` trains on a dataset prep made with a tokenizer of vocab V: model.vocab
+ * unset takes V (the first losses are near ln V, an untrained model's). */
+static void test_prep_tokenizer_run(void) {
+    const char *bin = getenv("TANDEM_BIN");
+    if (!bin || !*bin) {
+        printf("SKIP test_prep_tokenizer_run: no TANDEM_BIN\n");
+        return;
+    }
+    char *dir = test_tmpdir("preptokrun");
+    char *in = join(dir, "in"), *out = join(dir, "out"), *tj = join(dir, "tok.json");
+    CHECK(mkdir(in, 0777) == 0, "mkdir");
+    write_tok_json(tj, MERGES, N_MERGES, 1, 0);
+    const double f[3] = {0.5, 0.5, 0};
+    int n = docs_for_splits("a", f, 2);
+    for (int i = 0; i < n; i++) {
+        size_t l;
+        char *t = word_text(3000, 130 + (uint64_t)i, &l);
+        char name[32];
+        snprintf(name, sizeof name, "%03d.txt", i);
+        char *p = join(in, name);
+        if (write_bytes(p, t, l)) abort();
+        free(p), free(t);
+    }
+    char cmd[20000];
+    snprintf(cmd, sizeof cmd,
+             "'%s' prep --domain 'a=%s' --out '%s' --tokenizer '%s' --split 0.5,0.5 "
+             ">/dev/null 2>'%s/prep.err'",
+             bin, in, out, tj, dir);
+    int st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "tandem prep --tokenizer: status %d", st);
+    char *cfg = join(dir, "c.yaml");
+    FILE *f2 = fopen(cfg, "w");
+    CHECK(f2, "config");
+    fprintf(f2,
+            "run: {episodes: 2, seed: 1, threads: 1}\n"
+            "data: {dataset: %s/dataset.yaml}\n"
+            "model: {layers: 1, channels: 16, heads: 2, ctx: 16}\n"
+            "train: {batch: 2, seq: 16}\n"
+            "tandem: {K: 2, E: 1}\n",
+            out);
+    fclose(f2);
+    snprintf(cmd, sizeof cmd, "'%s' run '%s' --store '%s/store' --json >'%s/run.json' 2>&1", bin,
+             cfg, dir, dir);
+    st = system(cmd);
+    char *rj = join(dir, "run.json");
+    size_t len;
+    char *txt = (char *)read_all(rj, &len);
+    int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0 && txt;
+    double loss = 0;
+    int episodes = 0;
+    if (txt) {
+        txt[len ? len - 1 : 0] = '\0';
+        episodes = count_of(txt, "\"event\":\"episode\"");
+        const char *l = strstr(txt, "\"loss\":[");
+        if (l) loss = strtod(l + 8, NULL);
+    }
+    double lnv = log(256.0 + N_MERGES + 1);
+    if (!ok || episodes != 2 || fabs(loss - lnv) > 0.5) fprintf(stderr, "%s\n", txt ? txt : "");
+    free(txt);
+    CHECK(ok, "tandem run: status %d", st);
+    CHECK(episodes == 2, "%d episodes", episodes);
+    CHECK(fabs(loss - lnv) < 0.5, "first loss %g, ln(vocab %zu) = %g", loss, 256 + N_MERGES + 1,
+          lnv);
+    free(in), free(out), free(tj), free(cfg), free(rj);
+    test_rmtree(dir);
+    free(dir);
+}
+
 /* ---- CLI -------------------------------------------------------------------------- */
 
 static void test_cli_prep(void) {
@@ -1439,10 +2092,14 @@ static void test_cli_prep(void) {
     char *bad16[] = {"prep", "--domain", dom_a, "--out", out2, "--text-field", ""};
     char *bad17[] = {"prep", "--domain", dom_a, "--out", out2, "--exclude", "other=*.md"};
     char *bad18[] = {"prep", "--domain", "web=/nonexistent/tandem-prep/**/*.txt", "--out", out2};
-    char **bads[] = {bad1, bad2, bad3, bad4, bad5, bad6, bad7, bad8, bad9, bad10, bad11, bad12,
-                     bad13, bad14, bad15, bad16, bad17, bad18};
-    int argcs[] = {3, 3, 5, 5, 7, 7, 7, 7, 7, 7, 6, 5, 7, 4, 7, 7, 7, 5};
-    for (int i = 0; i < 18; i++) CHECK(cmd_prep(argcs[i], bads[i]) == 2, "bad case %d", i + 1);
+    char *bad19[] = {"prep", "--domain", dom_a, "--out", out2, "--pattern", "gpt2"};
+    char *bad20[] = {"prep", "--domain", dom_a, "--out", out2, "--tokenizer", "/nonexistent/t.json"};
+    char *bad21[] = {"prep", "--domain", dom_a, "--out", out2, "--eot-token", "\n"};
+    char *bad22[] = {"prep", "--domain", dom_a, "--out", out2, "--threads", "0"};
+    char **bads[] = {bad1, bad2, bad3, bad4, bad5, bad6, bad7, bad8, bad9, bad10, bad11,
+                     bad12, bad13, bad14, bad15, bad16, bad17, bad18, bad19, bad20, bad21, bad22};
+    int argcs[] = {3, 3, 5, 5, 7, 7, 7, 7, 7, 7, 6, 5, 7, 4, 7, 7, 7, 5, 7, 7, 7, 7};
+    for (int i = 0; i < 22; i++) CHECK(cmd_prep(argcs[i], bads[i]) == 2, "bad case %d", i + 1);
     CHECK(!exists(out2), "a refused command wrote %s", out2);
     /* through the binary and its dispatch, when run.sh says where it is */
     const char *bin = getenv("TANDEM_BIN");
@@ -1477,5 +2134,11 @@ int main(void) {
     RUN(test_prep_unreadable);
     RUN(test_prep_progress);
     RUN(test_cli_prep);
+    RUN(test_prep_tokenizer);
+    RUN(test_prep_tokenizer_u32);
+    RUN(test_prep_tokenizer_chunked);
+    RUN(test_prep_tokenizer_eot);
+    RUN(test_prep_tokenizer_gpt2);
+    RUN(test_prep_tokenizer_run);
     return test_summary("test_prep");
 }

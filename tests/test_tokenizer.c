@@ -922,6 +922,91 @@ static void test_parallel_identical(void) {
     buf_free(&all);
 }
 
+/* Whether encode(T) == encode_head(T, n, c, 1) ++ encode_head(T + c, n - c, n - c, 0)
+ * for up to `tries` safe cuts c of T spread over it, on 1 and 3 threads; 0 or -1. */
+static int heads_agree(tokenizer *t, const char *T, size_t n, int tries, int *ncuts) {
+    tdm_err e = {0};
+    tok_ids whole = {0};
+    if (tokenizer_encode(t, T, n, &whole, &e)) return -1;
+    int bad = 0;
+    *ncuts = 0;
+    bpe_cache *cache = bpe_cache_new(); /* kept across calls, as prep keeps it */
+    for (int k = 1; k <= tries && !bad; k++) {
+        size_t c = tokenizer_safe_cut(t, T, n / (size_t)(tries + 1) * (size_t)k);
+        if (c == 0) continue;
+        /* a safe cut: just after a '\n', before an ASCII letter, and the last one */
+        if (T[c - 1] != '\n' || !((T[c] | 32) >= 'a' && (T[c] | 32) <= 'z')) return -1;
+        (*ncuts)++;
+        tok_ids parts = {0};
+        int th = k % 2 ? 1 : 3;
+        bad = tokenizer_encode_head(t, T, n, c, 1, th, NULL, &parts, &e) ||
+              tokenizer_encode_head(t, T + c, n - c, n - c, 0, th, cache, &parts, &e) ||
+              parts.n != whole.n || memcmp(parts.v, whole.v, whole.n * sizeof *whole.v);
+        if (bad) fprintf(stderr, "  cut at %zu of %zu: %zu ids, whole %zu\n", c, n, parts.n, whole.n);
+        tok_ids_free(&parts);
+    }
+    tok_ids_free(&whole);
+    bpe_cache_free(cache);
+    return bad ? -1 : 0;
+}
+
+/* tokenizer_safe_cut and tokenizer_encode_head: the rule, and parts that encode as the
+ * whole (with add_prefix_space, whose space goes only before the first part) */
+static void test_safe_cut(void) {
+    const char *merges[] = {"a b", "ab c", "\n a"};
+    const char *pre_sp = "{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_regex\":true}";
+    char *json = tiny_json(merges, 3, pre_sp, EOT_ADDED);
+    tdm_err e = {0};
+    tokenizer *t = load_text("cut.json", json, strlen(json), NULL, &e);
+    free(json);
+    CHECK(t, "%s", e.msg);
+    const char *s = "ab\n1x \nab\nZ";
+    size_t c1 = tokenizer_safe_cut(t, s, strlen(s)), c2 = tokenizer_safe_cut(t, s, 10);
+    size_t c3 = tokenizer_safe_cut(t, s, 8), c4 = tokenizer_safe_cut(t, "abc\n", 4);
+    size_t c5 = tokenizer_safe_cut(t, s, 0);
+    int ok = c1 == 10 && c2 == 7 && c3 == 7 && c4 == 0 && c5 == 0;
+    if (!ok) tokenizer_free(t);
+    CHECK(ok, "safe cuts %zu %zu %zu %zu %zu, want 10 7 7 0 0", c1, c2, c3, c4, c5);
+    tok_ids a = {0}, b = {0};
+    ok = !tokenizer_encode(t, "abc", 3, &a, &e) && a.n == 2 && a.v[0] == ' ' && a.v[1] == 257 &&
+         !tokenizer_encode_head(t, "abc", 3, 3, 0, 1, NULL, &b, &e) && b.n == 1 && b.v[0] == 257 &&
+         tokenizer_encode_head(t, "abc", 3, 4, 1, 1, NULL, &b, &e) == ERR_INTERNAL;
+    tok_ids_free(&a);
+    tok_ids_free(&b);
+    if (!ok) tokenizer_free(t);
+    CHECK(ok, "the prefix space goes before the first part only");
+    buf_t text = {0};
+    rng_state = 0xC075;
+    for (int i = 0; i < 3000; i++) {
+        static const char *const bits[] = {"abc", " ", "\n", "\n\n", "  \n", "x", "A", "'s",
+                                           "\xc3\xa9", "1", " \n ", "\t", "ab", ".\n"};
+        buf_puts(&text, bits[rnd() % 14]);
+    }
+    int n = 0;
+    ok = !heads_agree(t, text.p, text.n, 40, &n) && n >= 20;
+    tokenizer_free(t);
+    if (!ok) buf_free(&text);
+    CHECK(ok, "tiny tokenizer: parts differ from the whole (%d cuts)", n);
+    /* the real families (cl100k's pattern is Llama-3's; Qwen2's with NFC), when the
+     * reference files are there */
+    if (REF[0]) {
+        build_corpus();
+        for (size_t i = 0; i < CORPUS.count; i++) buf_putn(&text, CORPUS.p[i], CORPUS.n[i]);
+        const char *files[] = {"gpt2.tiktoken", "o200k.tiktoken", "llama3.json", "qwen2-nfc.json"};
+        const char *pats[] = {"gpt2", "o200k", NULL, NULL};
+        for (int f = 0; f < 4; f++) {
+            char path[4400];
+            snprintf(path, sizeof path, "%s/files/%s", REF, files[f]);
+            CHECK(!tokenizer_load(path, pats[f], &t, &e), "%s", e.msg);
+            ok = !heads_agree(t, text.p, text.n, 3, &n) && n == 3;
+            tokenizer_free(t);
+            if (!ok) buf_free(&text);
+            CHECK(ok, "%s: parts differ from the whole (%d cuts)", files[f], n);
+        }
+    }
+    buf_free(&text);
+}
+
 /* tandem tokenize: the ids and --count of the library, a bad file exits 2 */
 static void test_cli(void) {
     const char *bin = getenv("TANDEM_BIN");
@@ -989,6 +1074,7 @@ int main(void) {
     RUN(test_agree_tiktoken);
     RUN(test_agree_hf);
     RUN(test_parallel_identical);
+    RUN(test_safe_cut);
     RUN(test_cli);
     docs_free(&CORPUS);
     test_rmtree(TMP);
