@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/tok_json.h"
+#include "util/json_tree.h"
 #include "data/tokenizer_impl.h"
 
 /* Ids stay below 2^24: the largest vocabularies are ~10^6, and an id sizes the decode

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/tok_json.h"
+#include "util/json_tree.h"
 #include "model/model.h"
 #include "util/buf.h"
 

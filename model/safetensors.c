@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "data/tok_json.h"
+#include "util/json_tree.h"
 #include "util/buf.h"
 #include "util/fileio.h"
 

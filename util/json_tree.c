@@ -1,8 +1,8 @@
-/* tok_json.c — the tokenizer.json reader (tok_json.h): a recursive-descent parser into
+/* json_tree.c — the JSON tree reader (json_tree.h): a recursive-descent parser into
  * arena-held values. Members of a container are collected on a shared scratch stack and
  * copied to the arena once the container closes, so the tree costs one allocation per
  * arena chunk, not one per value. */
-#include "data/tok_json.h"
+#include "util/json_tree.h"
 
 #include <stdio.h>
 #include <stdlib.h>

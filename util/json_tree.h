@@ -1,5 +1,6 @@
-/* tok_json.h — a JSON reader for tokenizer.json files (a 150k-entry vocab, a 150k-entry
- * merge list): the whole document parsed into a tree of values held by one arena.
+/* json_tree.h — a JSON reader for whole documents, large ones included: tokenizer.json (a
+ * 150k-entry vocab, a 150k-entry merge list), safetensors headers, config.json. The
+ * document is parsed into a tree of values held by one arena.
  *
  * Hostile input is expected: the parser checks every byte, limits nesting to 64 levels,
  * keeps strings with their lengths (a \u0000 inside is data, not an end), and reports
@@ -7,8 +8,8 @@
  * double, strings unescaped to UTF-8 (surrogate pairs joined; a lone surrogate is an
  * error). Object members keep their order; duplicate keys are kept (tjson_get finds the
  * first). */
-#ifndef TANDEM_DATA_TOK_JSON_H
-#define TANDEM_DATA_TOK_JSON_H
+#ifndef TANDEM_UTIL_JSON_TREE_H
+#define TANDEM_UTIL_JSON_TREE_H
 
 #include <stddef.h>
 #include <stdint.h>
