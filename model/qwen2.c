@@ -115,24 +115,34 @@ static void linear_forward(float *out, const float *in, const float *w, const fl
         for (int o = 0; o < O; o++) out[(size_t)i * O + o] += b[o];
 }
 
-/* x[B*T, heads*D] rotated in place: position t = row % T; pairs (i, i + D/2) */
-static void rope_forward(float *x, int B, int T, int heads, int D, double theta) {
+/* x[B*T, heads*D] rotated in place by RoPE: position t = row % T, pairs (i, i + D/2),
+ * angle t * theta^(-2i/D); sign -1 rotates back (the transpose: the backward pass). The
+ * angles of a row are computed once for all its heads. */
+static void rope_rotate(float *x, int B, int T, int heads, int D, double theta, float sign) {
     int half = D / 2;
-#pragma omp parallel for
-    for (int r = 0; r < B * T; r++) {
-        int t = r % T;
-        for (int h = 0; h < heads; h++) {
-            float *v = x + ((size_t)r * heads + h) * D;
+#pragma omp parallel
+    {
+        float *cs = malloc((size_t)D * sizeof *cs); /* cos in [0, half), sign * sin after */
+#pragma omp for
+        for (int r = 0; r < B * T; r++) {
+            int t = r % T;
             for (int i = 0; i < half; i++) {
                 /* as HF computes it: inv_freq in float32, the angle t * inv_freq in float32 */
                 float inv = (float)(1.0 / pow(theta, (double)(2 * i) / D));
                 float ang = (float)t * inv;
-                float c = cosf(ang), s = sinf(ang);
-                float a = v[i], b = v[i + half];
-                v[i] = a * c - b * s;
-                v[i + half] = b * c + a * s;
+                cs[i] = cosf(ang);
+                cs[half + i] = sign * sinf(ang);
+            }
+            for (int h = 0; h < heads; h++) {
+                float *v = x + ((size_t)r * heads + h) * D;
+                for (int i = 0; i < half; i++) {
+                    float a = v[i], b = v[i + half], c = cs[i], sn = cs[half + i];
+                    v[i] = a * c - b * sn;
+                    v[i + half] = b * c + a * sn;
+                }
             }
         }
+        free(cs);
     }
 }
 
@@ -238,8 +248,8 @@ int qwen2_forward(const qwen2_model *m, const uint32_t *tokens, int B, int T, fl
         linear_forward(q, h, L->wq, L->bq, (int)N, C, (int)QD);
         linear_forward(k, h, L->wk, L->bk, (int)N, C, (int)KD);
         linear_forward(v, h, L->wv, L->bv, (int)N, C, (int)KD);
-        rope_forward(q, B, T, H, D, a->rope_theta);
-        rope_forward(k, B, T, Hkv, D, a->rope_theta);
+        rope_rotate(q, B, T, H, D, a->rope_theta, 1.0f);
+        rope_rotate(k, B, T, Hkv, D, a->rope_theta, 1.0f);
         attention_forward(att, NULL, q, k, v, B, T, H, Hkv, D);
         /* x += att Wo^T */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, C, (int)QD, 1.0f, att, (int)QD, L->wo, (int)QD,
@@ -294,26 +304,6 @@ static void linear_backward(float *din, float beta, float *dw, float *db, const 
         for (int n = 0; n < N; n++)
             for (int o = 0; o < O; o++) db[o] += dout[(size_t)n * O + o];
     if (din) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, K, O, 1.0f, dout, O, w, K, beta, din, K);
-}
-
-/* The rotation's transpose on dx[B*T, heads*D] in place (the gradient before RoPE) */
-static void rope_backward(float *dx, int B, int T, int heads, int D, double theta) {
-    int half = D / 2;
-#pragma omp parallel for
-    for (int r = 0; r < B * T; r++) {
-        int t = r % T;
-        for (int h = 0; h < heads; h++) {
-            float *v = dx + ((size_t)r * heads + h) * D;
-            for (int i = 0; i < half; i++) {
-                float inv = (float)(1.0 / pow(theta, (double)(2 * i) / D));
-                float ang = (float)t * inv;
-                float c = cosf(ang), s = sinf(ang);
-                float da = v[i], db = v[i + half];
-                v[i] = da * c + db * s;
-                v[i + half] = db * c - da * s;
-            }
-        }
-    }
 }
 
 /* dq[B*T, H*D], dk and dv [B*T, Hkv*D] (zeroed here) from datt through the causal
@@ -406,8 +396,8 @@ int qwen2_forward_backward(const qwen2_model *m, const uint32_t *tokens, int B, 
         linear_forward(t->q, t->h1, W->wq, W->bq, (int)N, C, (int)QD);
         linear_forward(t->k, t->h1, W->wk, W->bk, (int)N, C, (int)KD);
         linear_forward(t->v, t->h1, W->wv, W->bv, (int)N, C, (int)KD);
-        rope_forward(t->q, B, T, H, D, a->rope_theta);
-        rope_forward(t->k, B, T, Hkv, D, a->rope_theta);
+        rope_rotate(t->q, B, T, H, D, a->rope_theta, 1.0f);
+        rope_rotate(t->k, B, T, Hkv, D, a->rope_theta, 1.0f);
         attention_forward(t->att, t->p, t->q, t->k, t->v, B, T, H, Hkv, D);
         memcpy(t->x_mid, t->x_in, N * C * sizeof *x);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, C, (int)QD, 1.0f, t->att, (int)QD, W->wo, (int)QD,
@@ -467,8 +457,8 @@ int qwen2_forward_backward(const qwen2_model *m, const uint32_t *tokens, int B, 
         /* x_mid = x_in + att Wo^T */
         linear_backward(datt, 0.0f, (float *)G->wo, NULL, dx, t->att, W->wo, (int)N, (int)QD, C);
         attention_backward(dq, dk, dv, datt, t->q, t->k, t->v, t->p, B, T, H, Hkv, D);
-        rope_backward(dq, B, T, H, D, a->rope_theta);
-        rope_backward(dk, B, T, Hkv, D, a->rope_theta);
+        rope_rotate(dq, B, T, H, D, a->rope_theta, -1.0f);
+        rope_rotate(dk, B, T, Hkv, D, a->rope_theta, -1.0f);
         linear_backward(dh, 0.0f, (float *)G->wq, (float *)G->bq, dq, t->h1, W->wq, (int)N, C, (int)QD);
         linear_backward(dh, 1.0f, (float *)G->wk, (float *)G->bk, dk, t->h1, W->wk, (int)N, C, (int)KD);
         linear_backward(dh, 1.0f, (float *)G->wv, (float *)G->bv, dv, t->h1, W->wv, (int)N, C, (int)KD);
