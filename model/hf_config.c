@@ -11,6 +11,7 @@
 #include "util/json_tree.h"
 #include "model/model.h"
 #include "util/buf.h"
+#include "util/fileio.h"
 
 /* An integer member in [lo, hi] into *out; dflt when absent (dflt < 0: required). */
 static int int_key(const tjson *root, const char *path, const char *key, long dflt, long lo, long hi, int *out,
@@ -48,18 +49,12 @@ int hf_arch_read(const char *dir, hf_arch *a, tdm_err *e) {
     memset(a, 0, sizeof *a);
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return err_sys(e, ERR_USAGE, errno, "%s: cannot open (a Hugging Face model folder holds config.json and "
-                       "model.safetensors)", path);
     buf_t text = {0};
-    char chunk[16384];
-    size_t k;
-    while ((k = fread(chunk, 1, sizeof chunk, fp)) > 0 && text.n < (8u << 20)) buf_putn(&text, chunk, k);
-    fclose(fp);
-    if (text.oom) {
+    if (fileio_read_all(path, &text, 8u << 20)) {
+        int err = errno;
         buf_free(&text);
-        return err_set(e, ERR_INTERNAL, "out of memory");
+        return err_sys(e, err == ENOMEM ? ERR_INTERNAL : ERR_USAGE, err,
+                       "%s: cannot read (a Hugging Face model folder holds config.json and model.safetensors)", path);
     }
     char why[256];
     const tjson *root;

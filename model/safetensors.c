@@ -221,16 +221,11 @@ static int sort_unique(st_set *s, tdm_err *e) {
 
 /* The folder's index: every tensor it names must be in the file it names. */
 static int open_index(st_set *s, const char *dir, const char *index, tdm_err *e) {
-    FILE *fp = fopen(index, "rb");
-    if (!fp) return err_sys(e, ERR_USAGE, errno, "%s: cannot open", index);
     buf_t text = {0};
-    char chunk[65536];
-    size_t k;
-    while ((k = fread(chunk, 1, sizeof chunk, fp)) > 0) buf_putn(&text, chunk, k);
-    fclose(fp);
-    if (text.oom) {
+    if (fileio_read_all(index, &text, ST_MAX_HEADER)) {
+        int err = errno;
         buf_free(&text);
-        return err_set(e, ERR_INTERNAL, "out of memory");
+        return err_sys(e, err == ENOMEM ? ERR_INTERNAL : ERR_USAGE, err, "%s: cannot read", index);
     }
     char why[256];
     const tjson *root;

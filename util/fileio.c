@@ -1,7 +1,10 @@
 /* fileio.c — durable-write primitives; see fileio.h. */
 #include "util/fileio.h"
 
+#include "util/buf.h"
+
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,3 +72,19 @@ static int make_parents(char *path, mode_t mode, int exact) {
 int fileio_make_parents(char *path) { return make_parents(path, 0777, 0); }
 
 int fileio_make_parents_mode(char *path, unsigned mode) { return make_parents(path, (mode_t)mode, 1); }
+
+int fileio_read_all(const char *path, buf_t *out, size_t max) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    char chunk[65536];
+    size_t k, total = 0;
+    int rc = 0;
+    while (!rc && (k = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if ((total += k) > max) errno = EFBIG, rc = -1;
+        else buf_putn(out, chunk, k);
+    }
+    if (!rc && ferror(f)) rc = -1;
+    fclose(f);
+    if (!rc && out->oom) errno = ENOMEM, rc = -1;
+    return rc;
+}

@@ -26,4 +26,9 @@ int fileio_make_parents(char *path);
  * after mkdir, so the umask does not widen or narrow it); existing ones are left alone. */
 int fileio_make_parents_mode(char *path, unsigned mode);
 
+struct buf_t;
+/* Appends the whole file at `path` to `out` (util/buf.h), at most `max` bytes of it. 0, or
+ * -1 with errno set (EFBIG: longer than max; ENOMEM: out of memory). */
+int fileio_read_all(const char *path, struct buf_t *out, size_t max);
+
 #endif
