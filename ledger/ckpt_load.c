@@ -254,6 +254,23 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
             continue;
         }
         free(data);
+        /* A state past HEAD (its commit was cut off before HEAD moved) was never the run's
+         * committed position: when the α records it vouches for are not all there, the run
+         * goes back to an older state and the replay re-derives them, as verify (going by
+         * HEAD) expects. Inside HEAD's part of the chain a hole stays a refusal (the
+         * resume's chain check). A chaos case found the run refusing here while verify
+         * was clean. */
+        tdm_err ce;
+        if (have_head && head_listed && seqs[i] > head.seq &&
+            ckpt_check_chain(c, rec->alpha_records, &rec->alpha_head, &ce) != 0) {
+            fprintf(stderr, "tandem: %s/%s lies past HEAD (a commit cut off before HEAD moved) and "
+                    "vouches for %llu α records, not all of them there or intact; falling back to "
+                    "an older state (the replay re-derives them)\n",
+                    url, key, (unsigned long long)rec->alpha_records);
+            rec_state_free(rec);
+            c->rejected[c->nrejected++] = seqs[i];
+            continue;
+        }
         if (!matches_layout(c, rec, why, sizeof why) || read_tensors(c, rec, why, sizeof why)) {
             fprintf(stderr, "tandem: %s/%s: %s; falling back to an older state\n", url, key, why);
             rec_state_free(rec);

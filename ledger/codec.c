@@ -295,3 +295,32 @@ int codec_get_u64s(const codec_map_reader *r, const char *key, uint64_t *out, si
             return codec_field_error(r, key, "holds a non-integer");
     return rc;
 }
+
+/* The self-digest, always a record's last field: "self" → the SHA-256 of every byte
+ * before its 32-byte value (map header, fields, the key and the bin header included), so
+ * a record damaged anywhere no longer matches it. */
+void codec_put_self(codec_writer *w) {
+    static const uint8_t zero[SHA256_LEN];
+    codec_key(w, "self");
+    codec_bin(w, zero, SHA256_LEN);
+    sha256_digest d;
+    sha256(w->buf.data, w->buf.size - SHA256_LEN, &d);
+    memcpy((uint8_t *)w->buf.data + w->buf.size - SHA256_LEN, d.b, SHA256_LEN);
+}
+
+/* Checks the self-digest when the record has one (*has = 1): it must be the record's
+ * last 32 bytes and the SHA-256 of everything before them. ERR_STORE "corrupt" when not. */
+int codec_check_self(const void *data, size_t n, const codec_map_reader *r, int *has) {
+    const msgpack_object *f = codec_field(r, "self");
+    *has = f != NULL;
+    if (!f) return 0;
+    if (f->type != MSGPACK_OBJECT_BIN || f->via.bin.size != SHA256_LEN || n < SHA256_LEN ||
+        memcmp((const uint8_t *)data + n - SHA256_LEN, f->via.bin.ptr, SHA256_LEN) != 0)
+        return codec_field_error(r, "self", "is not the record's last 32 bytes (corrupt)");
+    sha256_digest d;
+    sha256(data, n - SHA256_LEN, &d);
+    if (memcmp(d.b, f->via.bin.ptr, SHA256_LEN) != 0)
+        return err_set(r->e, ERR_STORE, "%s: corrupt: its content does not match its own SHA-256",
+                       r->what);
+    return 0;
+}

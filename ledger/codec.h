@@ -86,4 +86,12 @@ int codec_field_error(const codec_map_reader *r, const char *key, const char *pr
 int codec_obj_u64(const msgpack_object *o, uint64_t *out);
 int codec_obj_f64(const msgpack_object *o, double *out);
 
+/* The self-digest, a sealed record's last field: "self" → the SHA-256 of every byte
+ * before its 32-byte value, so a record damaged anywhere no longer matches it.
+ * codec_put_self appends it (the map header must count it); codec_check_self checks it
+ * when the record has one (*has = 1) and fails ERR_STORE "corrupt" when it does not
+ * match. */
+void codec_put_self(codec_writer *w);
+int codec_check_self(const void *data, size_t n, const codec_map_reader *r, int *has);
+
 #endif

@@ -13,7 +13,7 @@
 void *rec_metrics_encode(const rec_metrics *m, size_t *n) {
     codec_writer w;
     codec_writer_init(&w);
-    codec_map(&w, 16 + (m->has_probe ? 2 : 0));
+    codec_map(&w, 17 + (m->has_probe ? 2 : 0)); /* self included */
     codec_key(&w, "format");
     codec_u64(&w, REC_FORMAT);
     codec_key(&w, "t");
@@ -52,6 +52,7 @@ void *rec_metrics_encode(const rec_metrics *m, size_t *n) {
     codec_str(&w, m->host);
     codec_key(&w, "attempt");
     codec_u64(&w, m->attempt);
+    codec_put_self(&w); /* a row damaged anywhere reads as damaged, never as other figures */
     void *data = codec_writer_take(&w, n);
     codec_writer_free(&w);
     return data;
@@ -71,14 +72,16 @@ int rec_metrics_decode(const void *data, size_t n, const char *what, rec_metrics
     static const char *const keys[] = {"format", "t", "seq", "gen", "loss", "loss_u", "loss_w",
                                        "alpha", "lr", "lr_alpha", "grad_norm", "free_steps",
                                        "tokens_per_s", "episode_s", "commit_s", "time", "host",
-                                       "attempt", NULL};
+                                       "attempt", "self", NULL};
     memset(m, 0, sizeof *m);
     codec_parsed p;
     int rc = codec_parse(data, n, what, &p, e);
     if (rc) return rc;
     codec_map_reader r;
     uint64_t format = 0;
+    int has_self = 0; /* rows of tandem before 2026-11-27 have none */
     rc = codec_open_map(&r, p.root, what, keys, e);
+    if (!rc) rc = codec_check_self(data, n, &r, &has_self);
     if (!rc) rc = codec_get_u64(&r, "format", REC_FORMAT, REC_FORMAT, &format);
     if (!rc) rc = codec_get_u64(&r, "t", 0, UINT32_MAX, &m->t);
     if (!rc) rc = codec_get_u64(&r, "seq", 0, UINT64_MAX, &m->seq);

@@ -7,8 +7,9 @@
  * happened), so a run killed any number of times has exactly one row per episode: none
  * lost, none twice. A row of an older config generation (a run changed with
  * --allow-change resumes from before it) is replaced. Rows are not part of the audit
- * trail (the α chain is): a damaged one is rewritten, and `tandem metrics` skips one it
- * cannot read, saying so.
+ * trail (the α chain is), but each is sealed with its own SHA-256 (codec_put_self), so
+ * a damaged row reads as damaged, never as other figures: it is rewritten when the run
+ * passes its episode, and `tandem metrics` skips one it cannot read, saying so.
  */
 #ifndef TANDEM_LEDGER_METRICS_H
 #define TANDEM_LEDGER_METRICS_H

@@ -42,35 +42,6 @@ static void *finish(codec_writer *w, size_t *n) {
     return data;
 }
 
-/* The self-digest, always a record's last field: "self" → the SHA-256 of every byte
- * before its 32-byte value (map header, fields, the key and the bin header included), so
- * a record damaged anywhere no longer matches it. */
-static void put_self(codec_writer *w) {
-    static const uint8_t zero[SHA256_LEN];
-    codec_key(w, "self");
-    codec_bin(w, zero, SHA256_LEN);
-    sha256_digest d;
-    sha256(w->buf.data, w->buf.size - SHA256_LEN, &d);
-    memcpy((uint8_t *)w->buf.data + w->buf.size - SHA256_LEN, d.b, SHA256_LEN);
-}
-
-/* Checks the self-digest when the record has one (*has = 1): it must be the record's
- * last 32 bytes and the SHA-256 of everything before them. ERR_STORE "corrupt" when not. */
-static int check_self(const void *data, size_t n, const codec_map_reader *r, int *has) {
-    const msgpack_object *f = codec_field(r, "self");
-    *has = f != NULL;
-    if (!f) return 0;
-    if (f->type != MSGPACK_OBJECT_BIN || f->via.bin.size != SHA256_LEN || n < SHA256_LEN ||
-        memcmp((const uint8_t *)data + n - SHA256_LEN, f->via.bin.ptr, SHA256_LEN) != 0)
-        return codec_field_error(r, "self", "is not the record's last 32 bytes (corrupt)");
-    sha256_digest d;
-    sha256(data, n - SHA256_LEN, &d);
-    if (memcmp(d.b, f->via.bin.ptr, SHA256_LEN) != 0)
-        return err_set(r->e, ERR_STORE, "%s: corrupt: its content does not match its own SHA-256",
-                       r->what);
-    return 0;
-}
-
 static int finite_all(const double *v, int n) {
     for (int i = 0; i < n; i++)
         if (!isfinite(v[i])) return 0;
@@ -112,7 +83,7 @@ void *rec_head_encode(const rec_head *h, size_t *n) {
     codec_f64(&w, h->time);
     codec_key(&w, "commits");
     codec_u64(&w, h->commits);
-    put_self(&w);
+    codec_put_self(&w);
     return finish(&w, n);
 }
 
@@ -126,7 +97,7 @@ int rec_head_decode(const void *data, size_t n, const char *what, rec_head *h, t
     codec_map_reader r;
     int has_self = 0;
     rc = open_record(&r, &p, what, keys, e);
-    if (!rc) rc = check_self(data, n, &r, &has_self);
+    if (!rc) rc = codec_check_self(data, n, &r, &has_self);
     if (!rc) rc = codec_get_u64(&r, "seq", 0, UINT64_MAX, &h->seq);
     if (!rc) rc = codec_get_str(&r, "state", h->state, sizeof h->state);
     if (!rc) rc = codec_get_digest(&r, "sha256", &h->state_sha);
@@ -292,7 +263,7 @@ void *rec_change_encode(const rec_change *c, size_t *n) {
     put_kvs(&w, c->old_values, c->n);
     codec_key(&w, "new");
     put_kvs(&w, c->new_values, c->n);
-    put_self(&w);
+    codec_put_self(&w);
     return finish(&w, n);
 }
 
@@ -306,7 +277,7 @@ int rec_change_decode(const void *data, size_t n, const char *what, rec_change *
     size_t n_old = 0, n_new = 0;
     int has_self = 0;
     rc = open_record(&r, &p, what, keys, e);
-    if (!rc) rc = check_self(data, n, &r, &has_self);
+    if (!rc) rc = codec_check_self(data, n, &r, &has_self);
     if (!rc) rc = codec_get_u64(&r, "seq", 0, UINT64_MAX, &c->seq);
     if (!rc) rc = codec_get_u64(&r, "created", 0, UINT64_MAX, &c->created);
     if (!rc) rc = get_kvs(&r, "old", &c->old_values, &n_old);
@@ -381,7 +352,7 @@ void *rec_alpha_encode(const rec_alpha *a, size_t *n) {
     codec_str(&w, a->host);
     codec_key(&w, "attempt");
     codec_u64(&w, a->attempt);
-    if (a->has_gen) put_self(&w);
+    if (a->has_gen) codec_put_self(&w);
     return finish(&w, n);
 }
 
@@ -397,7 +368,7 @@ int rec_alpha_decode(const void *data, size_t n, const char *what, rec_alpha *a,
     codec_map_reader r, m;
     int has_self = 0;
     rc = open_record(&r, &p, what, keys, e);
-    if (!rc) rc = check_self(data, n, &r, &has_self);
+    if (!rc) rc = codec_check_self(data, n, &r, &has_self);
     if (!rc) {
         a->has_gen = codec_field(&r, "gen") != NULL;
         if (a->has_gen != has_self)
@@ -475,7 +446,7 @@ int rec_lease_decode(const void *data, size_t n, const char *what, rec_lease *l,
 void *rec_mixture_encode(const rec_mixture *x, size_t *n) {
     codec_writer w;
     codec_writer_init(&w);
-    codec_map(&w, 5);
+    codec_map(&w, 6);
     put_format(&w);
     codec_key(&w, "names");
     codec_array(&w, (size_t)x->M);
@@ -486,17 +457,20 @@ void *rec_mixture_encode(const rec_mixture *x, size_t *n) {
     codec_u64(&w, x->first);
     codec_key(&w, "last");
     codec_u64(&w, x->last);
+    codec_put_self(&w); /* read by other runs (training.mixture): damage must not pass as α* */
     return finish(&w, n);
 }
 
 int rec_mixture_decode(const void *data, size_t n, const char *what, rec_mixture *x, tdm_err *e) {
-    static const char *const keys[] = {"format", "names", "alpha", "first", "last", NULL};
+    static const char *const keys[] = {"format", "names", "alpha", "first", "last", "self", NULL};
     memset(x, 0, sizeof *x);
     codec_parsed p;
     int rc = codec_parse(data, n, what, &p, e);
     if (rc) return rc;
     codec_map_reader r;
+    int has_self = 0; /* mixture.mp of tandem before 2026-11-27 has none */
     rc = open_record(&r, &p, what, keys, e);
+    if (!rc) rc = codec_check_self(data, n, &r, &has_self);
     if (!rc) rc = get_domain_array(&r, "alpha", x->alpha, &x->M, 1);
     if (!rc) rc = get_names(&r, "names", x->names, &x->M);
     if (!rc) rc = codec_get_u64(&r, "first", 0, UINT32_MAX, &x->first);
@@ -591,7 +565,7 @@ void *rec_state_encode(const rec_state *s, size_t *n) {
     if (s->has_gen) {
         codec_key(&w, "gen");
         codec_u64(&w, s->gen);
-        put_self(&w);
+        codec_put_self(&w);
     }
     return finish(&w, n);
 }
@@ -695,7 +669,7 @@ int rec_state_decode(const void *data, size_t n, const char *what, rec_state *s,
     uint64_t M = 0;
     int has_self = 0;
     rc = open_record(&r, &p, what, keys, e);
-    if (!rc) rc = check_self(data, n, &r, &has_self);
+    if (!rc) rc = codec_check_self(data, n, &r, &has_self);
     if (!rc) {
         s->has_gen = codec_field(&r, "gen") != NULL;
         if (s->has_gen != has_self)

@@ -8,6 +8,9 @@
 #include <sys/stat.h>
 
 #include "data/corpus.h"
+#include "ledger/metrics.h"
+#include "util/buf.h"
+#include "util/fileio.h"
 #include "tests/corpus_fixture.h"
 #include "tests/runner_fixture.h"
 #include "tests/test.h"
@@ -194,6 +197,26 @@ static void test_fixed_mode_damage_and_bad_paths(void) {
           "fixed-mode rows: %.300s", out);
     char row[900];
     snprintf(row, sizeof row, "%s/metrics/1.mp", f.store);
+    /* a row damaged anywhere reads as damaged, never as other figures (the chaos pass
+     * found a flipped byte inside α read as a different α): every byte flipped in turn */
+    buf_t b = {0};
+    CHECK(fileio_read_all(row, &b, 1 << 20) == 0 && b.n > 100, "read %s", row);
+    uint8_t *bytes = (uint8_t *)b.p;
+    size_t n = b.n;
+    rec_metrics good, got;
+    tdm_err de = {0};
+    CHECK(bytes && rec_metrics_decode(bytes, n, row, &good, &de) == 0, "the row reads: %s", de.msg);
+    size_t accepted = 0;
+    for (size_t i = 0; bytes && i < n; i++) {
+        for (int bit = 0; bit < 8; bit += 3) {
+            bytes[i] ^= (uint8_t)(1u << bit);
+            if (rec_metrics_decode(bytes, n, row, &got, &de) == 0) accepted++;
+            bytes[i] ^= (uint8_t)(1u << bit);
+        }
+    }
+    printf("  a row of %zu bytes, 3 bits of each flipped in turn: %zu read as a row\n", n, accepted);
+    CHECK(accepted == 0, "%zu damaged copies of %s were read as rows", accepted, row);
+    free(bytes);
     CHECK(write_file(row, "not a record") == 0, "damage a row");
     CHECK(sh_line(out, sizeof out, "'%s' metrics '%s' --format jsonl 2>&1 >/dev/null | head -n 1; ",
                   tandem_bin(), f.store) == 0 && strstr(out, "metrics/1.mp skipped"),
