@@ -36,6 +36,7 @@ int cmd_repair(int argc, char **argv); /* what a run cannot heal by itself (--ap
 
 /* tandem eval: per-domain loss and perplexity of a run's newest state. */
 int cmd_eval(int argc, char **argv);
+int cmd_export(int argc, char **argv); /* a run's u as a Hugging Face folder (runner/export.h) */
 
 /* tandem compare: the DMO, then Uniform, Natural and α* final runs, evaluated. */
 int cmd_compare(int argc, char **argv);

@@ -38,6 +38,7 @@ static const command COMMANDS[] = {
      cmd_repair, 0},
     {"pin", "keep a state from gc", cmd_pin, 0},
     {"eval", "per-domain test loss and perplexity, and their Average", cmd_eval, 0},
+    {"export", "a run's u as a Hugging Face model folder (safetensors) for transformers", cmd_export, 0},
     {"gen-corpus", "write a synthetic multi-domain corpus and its dataset.yaml", cmd_gen_corpus, 0},
     {"prep", "text, .jsonl and .json (plain, .gz or .zst) into byte-level shards and\n"
              "dataset.yaml",

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "model/qwen2.h"
 
 #ifdef MODEL_CPU_DOUBLE
 #include "model/cpu64.h"
@@ -179,6 +180,10 @@ struct model_ctx {
     int32_t *domain;              /* [max_B] */
     long *ntok;                   /* [M] */
     int have_forward;
+    /* the Llama / Qwen2 family (lay.cfg.arch == MODEL_ARCH_HF): its tape replaces every
+     * GPT-2 buffer above but the batch, row_loss and ntok (float build only) */
+    qwen2_tape *hf;
+    double *row_scale;            /* [N] the backward's d(objective)/d(row loss) */
 };
 
 /* Tensor k (MODEL_LN1_W..MODEL_FCPROJ_B) of block l inside a parameter-sized buffer. */
@@ -586,6 +591,8 @@ static void cpu_destroy(model_ctx *ctx) {
     free(ctx->tokens);
     free(ctx->domain);
     free(ctx->ntok);
+    qwen2_tape_free(ctx->hf);
+    free(ctx->row_scale);
     model_layout_free(&ctx->lay);
     free(ctx);
 }
@@ -633,10 +640,76 @@ static double ws_bytes(model_ctx *ctx, const model_config *c, int max_B, int max
 static double cpu_workspace_bytes(const model_layout *lay, int max_B, int max_T, int n_domains,
                                   int threads) {
     (void)n_domains;
+    if (lay->cfg.arch == MODEL_ARCH_HF)
+        return qwen2_tape_bytes(&lay->cfg.hf, max_B, max_T) +
+               (double)max_B * max_T * (sizeof(double) * 2) + (double)max_B * (max_T + 1) * sizeof(uint32_t);
     model_ctx probe;
     memset(&probe, 0, sizeof probe);
     return ws_bytes(&probe, &lay->cfg, max_B, max_T, threads > 0 ? threads : omp_get_max_threads());
 }
+
+/* The HF family's workspace: the tape (model/qwen2.h) and the batch. Frees ctx on
+ * failure (0 or the error code). The double build runs GPT-2 only. */
+static int hf_create(model_ctx *ctx, tdm_err *e) {
+    int rc = 0;
+#ifdef MODEL_CPU_DOUBLE
+    rc = err_set(e, ERR_USAGE, "the " BACKEND_NAME " backend runs GPT-2 models only");
+#else
+    const model_config *c = &ctx->lay.cfg;
+    size_t N = (size_t)ctx->max_B * ctx->max_T;
+    char what[200];
+    snprintf(what, sizeof what, "the model workspace for batches of %d x %d tokens (%s, %d layers, "
+             "%d channels, vocab %d)", ctx->max_B, ctx->max_T, c->hf.model_type, c->layers, c->channels, c->vocab);
+    rc = model_memory_check(cpu_workspace_bytes(&ctx->lay, ctx->max_B, ctx->max_T, ctx->M, 0), what,
+                            "lower train.batch (or set train.micro_batch), tandem.val_batch or train.seq", e);
+    if (!rc && !(ctx->hf = qwen2_tape_create(&c->hf, ctx->max_B, ctx->max_T, e))) rc = e->code;
+    if (!rc) {
+        ctx->row_loss = calloc(N, sizeof *ctx->row_loss);
+        ctx->row_scale = calloc(N, sizeof *ctx->row_scale);
+        ctx->tokens = calloc((size_t)ctx->max_B * (ctx->max_T + 1), sizeof *ctx->tokens);
+        ctx->domain = calloc((size_t)ctx->max_B, sizeof *ctx->domain);
+        ctx->ntok = calloc((size_t)ctx->M, sizeof *ctx->ntok);
+        if (!ctx->row_loss || !ctx->row_scale || !ctx->tokens || !ctx->domain || !ctx->ntok)
+            rc = err_set(e, ERR_INTERNAL, "out of memory for the model workspace");
+    }
+#endif
+    if (rc) cpu_destroy(ctx);
+    return rc;
+}
+
+/* loss[m] (and ntok[m] when not NULL): the mean of the last forward's row losses of
+ * domain m's sequences, summed in row order; ctx->ntok[m] their count. */
+static int domain_means(model_ctx *ctx, double *loss, long *ntok, tdm_err *e) {
+    int M = ctx->M, T = ctx->T;
+    size_t N = (size_t)ctx->B * T;
+    double *sum = calloc((size_t)M, sizeof *sum);
+    if (!sum) return err_set(e, ERR_INTERNAL, "out of memory");
+    for (int m = 0; m < M; m++) ctx->ntok[m] = 0;
+    for (size_t i = 0; i < N; i++) {
+        int m = ctx->domain[i / T];
+        sum[m] += ctx->row_loss[i];
+        ctx->ntok[m]++;
+    }
+    for (int m = 0; m < M; m++) {
+        loss[m] = ctx->ntok[m] ? sum[m] / ctx->ntok[m] : 0.0;
+        if (ntok) ntok[m] = ctx->ntok[m];
+    }
+    free(sum);
+    ctx->have_forward = 1;
+    return 0;
+}
+
+#ifndef MODEL_CPU_DOUBLE
+/* The HF family's backward: row r of domain m weighs coef[m] / ntok[m], as GPT-2's. */
+static int hf_backward(model_ctx *ctx, const real *params, const double *coef, real *grads, tdm_err *e) {
+    size_t N = (size_t)ctx->B * ctx->T;
+    for (size_t i = 0; i < N; i++) {
+        int m = ctx->domain[i / ctx->T];
+        ctx->row_scale[i] = coef[m] / (double)ctx->ntok[m];
+    }
+    return qwen2_tape_backward(ctx->hf, params, ctx->row_scale, grads, e);
+}
+#endif
 
 static model_ctx *cpu_create(const model_layout *lay, int max_B, int max_T, int n_domains,
                              int threads, tdm_err *e) {
@@ -655,6 +728,7 @@ static model_ctx *cpu_create(const model_layout *lay, int max_B, int max_T, int 
     ctx->max_B = max_B;
     ctx->max_T = max_T;
     ctx->M = n_domains;
+    if (c->arch == MODEL_ARCH_HF) return hf_create(ctx, e) ? NULL : ctx;
     size_t N = (size_t)max_B * max_T, C = (size_t)c->channels, L = (size_t)c->layers;
     size_t V = (size_t)c->vocab;
     ctx->off_block = malloc(L * MODEL_BLOCK_TENSORS * sizeof *ctx->off_block);
@@ -716,6 +790,13 @@ static int cpu_forward(model_ctx *ctx, const real *params, const model_batch *ba
     memcpy(ctx->domain, batch->domain, (size_t)B * sizeof *ctx->domain);
     ctx->B = B;
     ctx->T = T;
+    ctx->have_forward = 0;
+#ifndef MODEL_CPU_DOUBLE
+    if (ctx->hf) {
+        rc = qwen2_tape_forward(ctx->hf, params, ctx->tokens, B, T, ctx->row_loss, e);
+        return rc ? rc : domain_means(ctx, loss, ntok, e);
+    }
+#endif
     size_t N = (size_t)B * T;
     size_t lN = (size_t)ctx->max_B * ctx->max_T; /* per-layer stride of the activation blocks */
     const real *wte = params + ctx->off_wte;
@@ -747,23 +828,7 @@ static int cpu_forward(model_ctx *ctx, const real *params, const model_batch *ba
     /* logits[N, V] = lnf @ wte^T (tied head, no bias) */
     gemm_set(CblasNoTrans, CblasTrans, (int)N, V, C, 1, ctx->lnf, C, wte, C, ctx->probs, V);
     softmax_crossentropy_forward(ctx->probs, ctx->row_loss, ctx->tokens, B, T, V);
-
-    /* per-domain means, summed in row order */
-    double *sum = calloc((size_t)M, sizeof *sum);
-    if (!sum) return err_set(e, ERR_INTERNAL, "out of memory");
-    for (int m = 0; m < M; m++) ctx->ntok[m] = 0;
-    for (size_t i = 0; i < N; i++) {
-        int m = ctx->domain[i / T];
-        sum[m] += ctx->row_loss[i];
-        ctx->ntok[m]++;
-    }
-    for (int m = 0; m < M; m++) {
-        loss[m] = ctx->ntok[m] ? sum[m] / ctx->ntok[m] : 0.0;
-        if (ntok) ntok[m] = ctx->ntok[m];
-    }
-    free(sum);
-    ctx->have_forward = 1;
-    return 0;
+    return domain_means(ctx, loss, ntok, e);
 }
 
 static int cpu_backward(model_ctx *ctx, const real *params, const double *coef, real *grads,
@@ -771,6 +836,9 @@ static int cpu_backward(model_ctx *ctx, const real *params, const double *coef, 
     if (!ctx->have_forward)
         return err_set(e, ERR_INTERNAL, "model backward called without a forward pass");
     ctx->have_forward = 0; /* probs are overwritten by dlogits below */
+#ifndef MODEL_CPU_DOUBLE
+    if (ctx->hf) return hf_backward(ctx, params, coef, grads, e);
+#endif
     const model_config *cf = &ctx->lay.cfg;
     int B = ctx->B, T = ctx->T, C = cf->channels, L = cf->layers, H = cf->heads, V = cf->vocab;
     int N = B * T;

@@ -10,7 +10,25 @@
 
 #include "util/rng.h"
 
+void model_config_hf(model_config *c, const hf_arch *a, int ctx) {
+    memset(c, 0, sizeof *c);
+    c->arch = MODEL_ARCH_HF;
+    c->hf = *a;
+    c->vocab = a->vocab, c->layers = a->layers, c->heads = a->heads, c->channels = a->channels;
+    c->ctx = ctx;
+}
+
 int model_config_check(const model_config *c, tdm_err *e) {
+    if (c->arch == MODEL_ARCH_HF) {
+        /* the architecture was checked when its config.json was read (hf_arch_read) */
+        if (c->ctx < 1 || c->ctx > c->hf.max_positions)
+            return err_set(e, ERR_USAGE, "model.ctx = %d: the model takes sequences of 1..%d tokens "
+                           "(max_position_embeddings of its config.json)", c->ctx, c->hf.max_positions);
+        if (c->hf.vocab < 2 || c->hf.vocab > MODEL_VOCAB_MAX)
+            return err_set(e, ERR_USAGE, "vocab_size = %d: must be in 2..%d", c->hf.vocab, MODEL_VOCAB_MAX);
+        return 0;
+    }
+    if (c->arch != MODEL_ARCH_GPT2) return err_set(e, ERR_INTERNAL, "model architecture %d is unknown", c->arch);
     if (c->vocab < 2 || c->vocab > MODEL_VOCAB_MAX)
         return err_set(e, ERR_USAGE, "model.vocab = %d: must be in 2..%d", c->vocab, MODEL_VOCAB_MAX);
     if (c->ctx < 1 || c->ctx > 1 << 16)
@@ -53,10 +71,33 @@ static void add_tensor(model_layout *lay, const char *name, int rows, int cols) 
     lay->numel += t->numel;
 }
 
+static int count_tensor(const char *name, int64_t rows, int64_t cols, void *arg) {
+    (void)name, (void)rows, (void)cols;
+    (*(int *)arg)++;
+    return 0;
+}
+
+static int add_hf_tensor(const char *name, int64_t rows, int64_t cols, void *arg) {
+    add_tensor(arg, name, (int)rows, (int)cols);
+    return 0;
+}
+
+/* The HF family's table: HF's names, hf_arch_each_tensor's order (what model/qwen2.c
+ * reads and qwen2_save writes) */
+static int layout_hf(model_layout *lay, tdm_err *e) {
+    int n = 0;
+    hf_arch_each_tensor(&lay->cfg.hf, count_tensor, &n);
+    if (!(lay->t = calloc((size_t)n, sizeof *lay->t)))
+        return err_set(e, ERR_INTERNAL, "out of memory for the tensor table");
+    hf_arch_each_tensor(&lay->cfg.hf, add_hf_tensor, lay);
+    return 0;
+}
+
 int model_layout_init(model_layout *lay, const model_config *cfg, tdm_err *e) {
     memset(lay, 0, sizeof *lay);
     if (model_config_check(cfg, e)) return e ? e->code : ERR_USAGE;
     lay->cfg = *cfg;
+    if (cfg->arch == MODEL_ARCH_HF) return layout_hf(lay, e);
     int L = cfg->layers, C = cfg->channels;
     lay->t = calloc((size_t)(4 + 12 * L), sizeof *lay->t);
     if (!lay->t) return err_set(e, ERR_INTERNAL, "out of memory for the tensor table");
@@ -108,11 +149,13 @@ void model_init_params(const model_layout *lay, uint64_t seed, float *host) {
         float *p = host + t->offset;
         if (t->ndim == 1) {
             /* LayerNorm gains start at 1, every bias and LayerNorm shift at 0. */
-            float v = (strstr(t->name, "ln_") && ends_with(t->name, ".weight")) ? 1.0f : 0.0f;
+            float v = ((strstr(t->name, "ln_") || ends_with(t->name, "norm.weight")) &&
+                       ends_with(t->name, ".weight")) ? 1.0f : 0.0f;
             for (size_t j = 0; j < t->numel; j++) p[j] = v;
             continue;
         }
-        double std = ends_with(t->name, "c_proj.weight") ? proj_std : 0.02;
+        double std = ends_with(t->name, "c_proj.weight") || ends_with(t->name, "o_proj.weight") ||
+                             ends_with(t->name, "down_proj.weight") ? proj_std : 0.02;
         /* value j is the j-th normal of the tensor's stream (one Philox block each), so
          * pieces drawn in parallel give the values of one sequential pass: at 1B this is
          * ~0.9G normals, most of a minute on one core before the first step */
@@ -157,6 +200,9 @@ static int tensor_offset(const model_layout *lay, const char *name, size_t *off,
 }
 
 int model_layout_offsets(const model_layout *lay, model_offsets *out, tdm_err *e) {
+    if (lay->cfg.arch != MODEL_ARCH_GPT2)
+        return err_set(e, ERR_USAGE, "this backend runs GPT-2 models only: the Llama / Qwen2 family "
+                       "(model.init: hf:DIR) runs on run.device = cpu (docs/models.md)");
     int rc = tensor_offset(lay, "wte", &out->wte, e);
     if (!rc) rc = tensor_offset(lay, "wpe", &out->wpe, e);
     if (!rc) rc = tensor_offset(lay, "ln_f.weight", &out->lnf_w, e);

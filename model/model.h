@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/hf_config.h"
 #include "util/err.h"
 
 /* The largest vocabulary: 2^24, as data/shard.h's SHARD_VOCAB_MAX (tokens are uint32 from
@@ -36,13 +37,28 @@
  * over the vocabulary small and its int arithmetic on the padded vocabulary exact). */
 #define MODEL_VOCAB_MAX 16777216
 
+/* The architectures a layout describes: GPT-2 (above; the default, arch 0) or the
+ * Llama / Qwen2 family of a Hugging Face folder (model/hf_config.h: RMSNorm, RoPE,
+ * grouped-query attention, SwiGLU, optional QKV biases and untied head), whose tensors
+ * keep HF's names and hf_arch_each_tensor's order. The CPU backend runs both (the family
+ * through model/qwen2.h's tape); the CUDA backend runs GPT-2. */
+enum { MODEL_ARCH_GPT2 = 0, MODEL_ARCH_HF = 1 };
+
 typedef struct model_config {
     int vocab;    /* V: token ids are < vocab (≤ MODEL_VOCAB_MAX) */
-    int ctx;      /* maximum sequence length (rows of wpe) */
+    int ctx;      /* maximum sequence length (rows of wpe; for the HF family the longest
+                     sequence a workspace takes, at most max_position_embeddings) */
     int layers;   /* L */
     int heads;    /* H; channels % heads == 0 */
     int channels; /* C */
+    int arch;     /* MODEL_ARCH_GPT2, or MODEL_ARCH_HF: then `hf` is the architecture and
+                     vocab, layers, heads, channels are set from it (model_config_hf) */
+    hf_arch hf;
 } model_config;
+
+/* A config for the HF architecture a (its vocabulary, depth, heads and width) with
+ * sequences up to ctx tokens. */
+void model_config_hf(model_config *c, const hf_arch *a, int ctx);
 
 /* Checks ranges and divisibility; ERR_USAGE naming the bad field. */
 int model_config_check(const model_config *cfg, tdm_err *e);
@@ -53,7 +69,7 @@ int model_config_check(const model_config *cfg, tdm_err *e);
  * ends with that message instead of an allocation that the kernel kills later. */
 int model_memory_check(double bytes, const char *what, const char *remedy, tdm_err *e);
 
-#define MODEL_NAME_MAX 48
+#define MODEL_NAME_MAX 64 /* HF names: "model.layers.123.post_attention_layernorm.weight" */
 
 typedef struct model_tensor {
     char name[MODEL_NAME_MAX];
@@ -88,8 +104,9 @@ const model_tensor *model_layout_find(const model_layout *lay, const char *name)
 
 /* Where a backend finds its tensors in a parameter-sized buffer: wte, wpe, ln_f and, for
  * each block l and tensor k, block[l * MODEL_BLOCK_TENSORS + k] (block: lay's layers x
- * MODEL_BLOCK_TENSORS entries, the caller's). ERR_INTERNAL naming a tensor the layout
- * lacks (it cannot, for a layout from model_layout_init). */
+ * MODEL_BLOCK_TENSORS entries, the caller's). GPT-2 layouts only: ERR_USAGE for an HF
+ * family layout (a backend without it says so through this), ERR_INTERNAL naming a
+ * tensor the layout lacks (it cannot, for a layout from model_layout_init). */
 typedef struct model_offsets {
     size_t wte, wpe, lnf_w, lnf_b;
     size_t *block;
@@ -101,7 +118,9 @@ int model_layout_offsets(const model_layout *lay, model_offsets *out, tdm_err *e
 int model_workspace_check(const model_config *c, int max_B, int max_T, int n_domains, tdm_err *e);
 
 /* GPT-2 initialisation into a host buffer of lay->numel floats: weights N(0, 0.02),
- * residual projections (c_proj) N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1.
+ * residual projections (c_proj; o_proj and down_proj in the HF family) N(0,
+ * 0.02/sqrt(2L)), biases 0, LayerNorm and RMSNorm weights 1. (An HF-family run starts
+ * from its folder's weights instead: runner/model_init.h.)
  * Each tensor draws from its own counter-based stream, so the result depends only on
  * (seed, config). */
 void model_init_params(const model_layout *lay, uint64_t seed, float *host);

@@ -193,92 +193,7 @@ static void swiglu_forward(float *act, const float *g, const float *u, size_t n)
     for (size_t i = 0; i < n; i++) act[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-/* The mean cross-entropy of logits[N, V] against the targets (tokens [N/T][T+1], target
- * of row r: its next token), each row's loss computed in parallel and summed in row
- * order, so the result does not depend on the threads. With grad, the logits are
- * replaced by d(mean)/d(logits) = (softmax - onehot) / N. -1 when out of memory. */
-static double crossentropy(float *logits, const uint32_t *tokens, size_t N, int T, int V, int grad) {
-    double *row_loss = malloc(N * sizeof *row_loss);
-    if (!row_loss) return -1;
-#pragma omp parallel for
-    for (size_t r = 0; r < N; r++) {
-        float *row = logits + r * V;
-        float mx = row[0];
-        for (int c = 1; c < V; c++) mx = row[c] > mx ? row[c] : mx;
-        double sum = 0;
-        for (int c = 0; c < V; c++) sum += exp((double)row[c] - mx);
-        uint32_t target = tokens[(r / T) * (T + 1) + r % T + 1];
-        row_loss[r] = log(sum) + mx - row[target];
-        if (grad) {
-            for (int c = 0; c < V; c++) row[c] = (float)(exp((double)row[c] - mx) / sum / (double)N);
-            row[target] -= (float)(1.0 / (double)N);
-        }
-    }
-    double total = 0;
-    for (size_t r = 0; r < N; r++) total += row_loss[r];
-    free(row_loss);
-    return total / (double)N;
-}
-
-/* ---- the pass ------------------------------------------------------------------------- */
-
-int qwen2_forward(const qwen2_model *m, const uint32_t *tokens, int B, int T, float *logits, double *loss,
-                  tdm_err *e) {
-    const hf_arch *a = &m->a;
-    int C = a->channels, H = a->heads, Hkv = a->kv_heads, D = a->head_dim, F = a->intermediate, V = a->vocab;
-    if (B < 1 || T < 1 || T > a->max_positions)
-        return err_set(e, ERR_USAGE, "a batch of %d x %d tokens (at most %d positions)", B, T, a->max_positions);
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t <= T; t++)
-            if (tokens[(size_t)b * (T + 1) + t] >= (uint32_t)V)
-                return err_set(e, ERR_USAGE, "row %d, position %d: token %u >= vocab %d", b, t,
-                               tokens[(size_t)b * (T + 1) + t], V);
-    size_t N = (size_t)B * T, QD = (size_t)H * D, KD = (size_t)Hkv * D;
-    float *x = malloc(N * C * sizeof *x), *h = malloc(N * C * sizeof *h), *q = malloc(N * QD * sizeof *q);
-    float *k = malloc(N * KD * sizeof *k), *v = malloc(N * KD * sizeof *v), *att = malloc(N * QD * sizeof *att);
-    float *g = malloc(N * (size_t)F * sizeof *g), *u = malloc(N * (size_t)F * sizeof *u);
-    float *lg = logits ? logits : malloc(N * (size_t)V * sizeof *lg);
-    int rc = 0;
-    if (!x || !h || !q || !k || !v || !att || !g || !u || !lg) rc = err_set(e, ERR_INTERNAL, "out of memory");
-    for (size_t r = 0; !rc && r < N; r++) /* x = embed[inputs] */
-        memcpy(x + r * C, m->embed + (size_t)tokens[(r / T) * (T + 1) + r % T] * C, (size_t)C * sizeof *x);
-    for (int l = 0; !rc && l < a->layers; l++) {
-        const qwen2_layer *L = &m->layer[l];
-        rmsnorm_forward(h, NULL, x, L->ln_in, (int)N, C, a->rms_eps);
-        linear_forward(q, h, L->wq, L->bq, (int)N, C, (int)QD);
-        linear_forward(k, h, L->wk, L->bk, (int)N, C, (int)KD);
-        linear_forward(v, h, L->wv, L->bv, (int)N, C, (int)KD);
-        rope_rotate(q, B, T, H, D, a->rope_theta, 1.0f);
-        rope_rotate(k, B, T, Hkv, D, a->rope_theta, 1.0f);
-        attention_forward(att, NULL, q, k, v, B, T, H, Hkv, D);
-        /* x += att Wo^T */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, C, (int)QD, 1.0f, att, (int)QD, L->wo, (int)QD,
-                    1.0f, x, C);
-        rmsnorm_forward(h, NULL, x, L->ln_post, (int)N, C, a->rms_eps);
-        linear_forward(g, h, L->wg, NULL, (int)N, C, F);
-        linear_forward(u, h, L->wu, NULL, (int)N, C, F);
-        swiglu_forward(g, g, u, N * (size_t)F);
-        /* x += act Wd^T */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, C, F, 1.0f, g, F, L->wd, F, 1.0f, x, C);
-    }
-    if (!rc) {
-        rmsnorm_forward(h, NULL, x, m->norm, (int)N, C, a->rms_eps);
-        linear_forward(lg, h, m->head, NULL, (int)N, C, V);
-        double mean = crossentropy(lg, tokens, N, T, V, 0);
-        if (mean < 0) rc = err_set(e, ERR_INTERNAL, "out of memory");
-        else if (loss) *loss = mean;
-    }
-    free(x), free(h), free(q), free(k), free(v), free(att), free(g), free(u);
-    if (!logits) free(lg);
-    return rc;
-}
-
-/* ---- the backward pass ---------------------------------------------------------------- */
-
-/* What the backward pass needs of one layer's forward. */
-typedef struct layer_tape {
-    float *x_in, *h1, *r1, *q, *k, *v, *p, *att, *x_mid, *h2, *r2, *g, *u, *act;
-} layer_tape;
+/* ---- backward layers ------------------------------------------------------------------ */
 
 /* dx[N, C] += rmsnorm backward of dy through y = x * r * w; dw[C] += sum_n dy * x * r */
 static void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *r, const float *w,
@@ -352,125 +267,266 @@ static void attention_backward(float *dq, float *dk, float *dv, const float *dat
     }
 }
 
-int qwen2_forward_backward(const qwen2_model *m, const uint32_t *tokens, int B, int T, float *grad, double *loss,
-                           tdm_err *e) {
-    const hf_arch *a = &m->a;
+/* ---- the tape: one workspace for a forward pass and its backward ---------------------- */
+
+/* What the backward pass needs of one layer's forward. */
+typedef struct layer_tape {
+    float *x_in, *h1, *r1, *q, *k, *v, *p, *att, *x_mid, *h2, *r2, *g, *u, *act;
+} layer_tape;
+
+struct qwen2_tape {
+    hf_arch a;
+    int max_B, max_T;
+    int B, T, have_forward;     /* the last forward's shape; whether backward may follow */
+    float *mem;                 /* every float array below, one allocation */
+    layer_tape *lt;             /* [layers], arrays sized for max_B x max_T */
+    float *x_last, *hf, *rf;    /* [N, C], [N, C], [N]: the final norm's input, output, 1/rms */
+    float *logits;              /* [N, V]; the backward turns them into dlogits */
+    float *dx, *dh, *dq, *dk, *dv, *datt, *dg, *du; /* backward scratch */
+    uint32_t *tokens;           /* [max_B][max_T + 1]: the last forward's */
+    qwen2_layer *wl, *gl;       /* per-layer pointers into params and into grad */
+};
+
+/* Floats of the tape for batches up to B x T. */
+static size_t tape_floats(const hf_arch *a, int B, int T) {
+    size_t N = (size_t)B * T, C = (size_t)a->channels, F = (size_t)a->intermediate;
+    size_t QD = (size_t)a->heads * a->head_dim, KD = (size_t)a->kv_heads * a->head_dim;
+    size_t P = (size_t)B * a->heads * T * T;
+    size_t per = N * (4 * C + 2 + 2 * QD + 2 * KD + 3 * F) + P;
+    size_t scratch = N * (2 * C + 2 * QD + 2 * KD + 2 * F);
+    return (size_t)a->layers * per + N * (2 * C + 1) + N * (size_t)a->vocab + scratch;
+}
+
+double qwen2_tape_bytes(const hf_arch *a, int max_B, int max_T) {
+    return 4.0 * (double)tape_floats(a, max_B, max_T) + 4.0 * max_B * (max_T + 1.0) +
+           2.0 * a->layers * sizeof(qwen2_layer) + a->layers * sizeof(layer_tape);
+}
+
+void qwen2_tape_free(qwen2_tape *t) {
+    if (!t) return;
+    free(t->mem), free(t->lt), free(t->tokens), free(t->wl), free(t->gl);
+    free(t);
+}
+
+qwen2_tape *qwen2_tape_create(const hf_arch *a, int max_B, int max_T, tdm_err *e) {
+    if (max_B < 1 || max_T < 1 || max_T > a->max_positions) {
+        err_set(e, ERR_USAGE, "a workspace for batches of %d x %d tokens (at most %d positions)", max_B, max_T,
+                a->max_positions);
+        return NULL;
+    }
+    qwen2_tape *t = calloc(1, sizeof *t);
+    size_t total = tape_floats(a, max_B, max_T);
+    if (t) {
+        t->a = *a, t->max_B = max_B, t->max_T = max_T;
+        t->mem = malloc(total * sizeof *t->mem);
+        t->lt = calloc((size_t)a->layers, sizeof *t->lt);
+        t->tokens = calloc((size_t)max_B * (max_T + 1), sizeof *t->tokens);
+        t->wl = calloc((size_t)a->layers, sizeof *t->wl);
+        t->gl = calloc((size_t)a->layers, sizeof *t->gl);
+    }
+    if (!t || !t->mem || !t->lt || !t->tokens || !t->wl || !t->gl) {
+        qwen2_tape_free(t);
+        err_set(e, ERR_INTERNAL, "out of memory for the activations (%zu floats)", total);
+        return NULL;
+    }
+    size_t N = (size_t)max_B * max_T, C = (size_t)a->channels, F = (size_t)a->intermediate;
+    size_t QD = (size_t)a->heads * a->head_dim, KD = (size_t)a->kv_heads * a->head_dim;
+    size_t P = (size_t)max_B * a->heads * max_T * max_T;
+    float *at = t->mem;
+#define TAKE(n) (at += (n), at - (n))
+    for (int l = 0; l < a->layers; l++) {
+        layer_tape *x = &t->lt[l];
+        x->x_in = TAKE(N * C), x->h1 = TAKE(N * C), x->r1 = TAKE(N), x->q = TAKE(N * QD), x->k = TAKE(N * KD);
+        x->v = TAKE(N * KD), x->p = TAKE(P), x->att = TAKE(N * QD), x->x_mid = TAKE(N * C), x->h2 = TAKE(N * C);
+        x->r2 = TAKE(N), x->g = TAKE(N * F), x->u = TAKE(N * F), x->act = TAKE(N * F);
+    }
+    t->x_last = TAKE(N * C), t->hf = TAKE(N * C), t->rf = TAKE(N), t->logits = TAKE(N * (size_t)a->vocab);
+    t->dx = TAKE(N * C), t->dh = TAKE(N * C), t->dq = TAKE(N * QD), t->datt = TAKE(N * QD);
+    t->dk = TAKE(N * KD), t->dv = TAKE(N * KD), t->dg = TAKE(N * F), t->du = TAKE(N * F);
+#undef TAKE
+    return t;
+}
+
+/* m: a view of `buf` (laid out as the weights) with the tape's per-layer array `layers` */
+static void view(const hf_arch *a, const float *buf, qwen2_layer *layers, qwen2_model *m) {
+    memset(m, 0, sizeof *m);
+    m->a = *a;
+    m->layer = layers;
+    point_ctx x = {m, buf};
+    hf_arch_each_tensor(a, point_one, &x);
+    if (a->tied) m->head = m->embed;
+}
+
+/* ERR_USAGE for a batch the tape cannot take or a token outside the vocabulary */
+static int check_batch(const qwen2_tape *t, const uint32_t *tokens, int B, int T, tdm_err *e) {
+    if (B < 1 || T < 1 || B > t->max_B || T > t->max_T)
+        return err_set(e, ERR_USAGE, "a batch of %d x %d tokens (the workspace takes %d x %d, at most %d positions)",
+                       B, T, t->max_B, t->max_T, t->a.max_positions);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i <= T; i++)
+            if (tokens[(size_t)b * (T + 1) + i] >= (uint32_t)t->a.vocab)
+                return err_set(e, ERR_USAGE, "row %d, position %d: token %u >= vocab %d", b, i,
+                               tokens[(size_t)b * (T + 1) + i], t->a.vocab);
+    return 0;
+}
+
+int qwen2_tape_forward(qwen2_tape *t, const float *params, const uint32_t *tokens, int B, int T, double *row_loss,
+                       tdm_err *e) {
+    const hf_arch *a = &t->a;
     int C = a->channels, H = a->heads, Hkv = a->kv_heads, D = a->head_dim, F = a->intermediate, V = a->vocab;
     int L = a->layers;
-    if (B < 1 || T < 1 || T > a->max_positions)
-        return err_set(e, ERR_USAGE, "a batch of %d x %d tokens (at most %d positions)", B, T, a->max_positions);
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t <= T; t++)
-            if (tokens[(size_t)b * (T + 1) + t] >= (uint32_t)V)
-                return err_set(e, ERR_USAGE, "row %d, position %d: token %u >= vocab %d", b, t,
-                               tokens[(size_t)b * (T + 1) + t], V);
-    size_t N = (size_t)B * T, QD = (size_t)H * D, KD = (size_t)Hkv * D, P = (size_t)B * H * T * T;
-    /* the tape: every layer's activations, then the final norm and the probabilities */
-    size_t per = N * (4 * (size_t)C + 2 + 2 * QD + 2 * KD + 3 * (size_t)F) + P;
-    size_t total = (size_t)L * per + N * (2 * (size_t)C + 1) + N * (size_t)V;
-    float *mem = calloc(total, sizeof *mem);
-    layer_tape *tp = calloc((size_t)L, sizeof *tp);
-    if (!mem || !tp) {
-        free(mem);
-        free(tp);
-        return err_set(e, ERR_INTERNAL, "out of memory for the activations (%zu floats)", total);
-    }
-    float *at = mem;
-#define TAKE(n) (at += (n), at - (n))
+    int rc = check_batch(t, tokens, B, T, e);
+    if (rc) return rc;
+    t->B = B, t->T = T, t->have_forward = 0;
+    memcpy(t->tokens, tokens, (size_t)B * (T + 1) * sizeof *tokens);
+    qwen2_model m;
+    view(a, params, t->wl, &m);
+    size_t N = (size_t)B * T, QD = (size_t)H * D, KD = (size_t)Hkv * D;
+    float *x = t->lt[0].x_in;
+    for (size_t r = 0; r < N; r++) /* x = embed[inputs] */
+        memcpy(x + r * C, m.embed + (size_t)tokens[(r / T) * (T + 1) + r % T] * C, (size_t)C * sizeof *x);
     for (int l = 0; l < L; l++) {
-        layer_tape *t = &tp[l];
-        t->x_in = TAKE(N * C), t->h1 = TAKE(N * C), t->r1 = TAKE(N), t->q = TAKE(N * QD), t->k = TAKE(N * KD);
-        t->v = TAKE(N * KD), t->p = TAKE(P), t->att = TAKE(N * QD), t->x_mid = TAKE(N * C), t->h2 = TAKE(N * C);
-        t->r2 = TAKE(N), t->g = TAKE(N * F), t->u = TAKE(N * F), t->act = TAKE(N * F);
-    }
-    float *x_last = TAKE(N * C), *hf = TAKE(N * C), *rf = TAKE(N), *probs = TAKE(N * V);
-#undef TAKE
-    /* forward, keeping what the backward pass reads */
-    float *x = tp[0].x_in;
-    for (size_t r = 0; r < N; r++)
-        memcpy(x + r * C, m->embed + (size_t)tokens[(r / T) * (T + 1) + r % T] * C, (size_t)C * sizeof *x);
-    for (int l = 0; l < L; l++) {
-        const qwen2_layer *W = &m->layer[l];
-        layer_tape *t = &tp[l];
-        rmsnorm_forward(t->h1, t->r1, t->x_in, W->ln_in, (int)N, C, a->rms_eps);
-        linear_forward(t->q, t->h1, W->wq, W->bq, (int)N, C, (int)QD);
-        linear_forward(t->k, t->h1, W->wk, W->bk, (int)N, C, (int)KD);
-        linear_forward(t->v, t->h1, W->wv, W->bv, (int)N, C, (int)KD);
-        rope_rotate(t->q, B, T, H, D, a->rope_theta, 1.0f);
-        rope_rotate(t->k, B, T, Hkv, D, a->rope_theta, 1.0f);
-        attention_forward(t->att, t->p, t->q, t->k, t->v, B, T, H, Hkv, D);
-        memcpy(t->x_mid, t->x_in, N * C * sizeof *x);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, C, (int)QD, 1.0f, t->att, (int)QD, W->wo, (int)QD,
-                    1.0f, t->x_mid, C);
-        rmsnorm_forward(t->h2, t->r2, t->x_mid, W->ln_post, (int)N, C, a->rms_eps);
-        linear_forward(t->g, t->h2, W->wg, NULL, (int)N, C, F);
-        linear_forward(t->u, t->h2, W->wu, NULL, (int)N, C, F);
-        swiglu_forward(t->act, t->g, t->u, N * (size_t)F);
-        float *next = l + 1 < L ? tp[l + 1].x_in : x_last;
-        memcpy(next, t->x_mid, N * C * sizeof *x);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, C, F, 1.0f, t->act, F, W->wd, F, 1.0f, next, C);
-    }
-    rmsnorm_forward(hf, rf, x_last, m->norm, (int)N, C, a->rms_eps);
-    linear_forward(probs, hf, m->head, NULL, (int)N, C, V);
-    /* the loss, and dlogits = (softmax - onehot) / N in place of the logits */
-    double mean = crossentropy(probs, tokens, N, T, V, 1);
-    if (mean < 0) {
-        free(mem);
-        free(tp);
-        return err_set(e, ERR_INTERNAL, "out of memory");
-    }
-    if (loss) *loss = mean;
-    /* backward: the gradient buffer laid out as the weights */
-    memset(grad, 0, m->numel * sizeof *grad);
-    qwen2_model gv = *m;
-    gv.layer = calloc((size_t)L, sizeof *gv.layer);
-    float *dx = malloc(N * C * sizeof *dx), *dh = malloc(N * C * sizeof *dh), *dq = malloc(N * QD * sizeof *dq);
-    float *dk = malloc(N * KD * sizeof *dk), *dv = malloc(N * KD * sizeof *dv), *datt = malloc(N * QD * sizeof *datt);
-    float *dg = malloc(N * F * sizeof *dg), *du = malloc(N * F * sizeof *du);
-    int rc = 0;
-    if (!gv.layer || !dx || !dh || !dq || !dk || !dv || !datt || !dg || !du)
-        rc = err_set(e, ERR_INTERNAL, "out of memory");
-    if (!rc) {
-        point_ctx pc = {&gv, grad};
-        hf_arch_each_tensor(a, point_one, &pc);
-        if (a->tied) gv.head = gv.embed;
-        /* logits = hf head^T */
-        linear_backward(dh, 0.0f, (float *)gv.head, NULL, probs, hf, m->head, (int)N, C, V);
-        memset(dx, 0, N * C * sizeof *dx);
-        rmsnorm_backward(dx, (float *)gv.norm, dh, x_last, rf, m->norm, (int)N, C);
-    }
-    for (int l = L - 1; !rc && l >= 0; l--) {
-        const qwen2_layer *W = &m->layer[l];
-        qwen2_layer *G = &gv.layer[l];
-        layer_tape *t = &tp[l];
-        /* next = x_mid + act Wd^T: dx flows to x_mid as is; dact = dx Wd */
-        linear_backward(dg, 0.0f, (float *)G->wd, NULL, dx, t->act, W->wd, (int)N, F, C);
-        for (size_t i = 0; i < N * (size_t)F; i++) { /* act = silu(g) * u */
-            float s = 1.0f / (1.0f + expf(-t->g[i]));
-            float dact = dg[i];
-            du[i] = dact * t->g[i] * s;
-            dg[i] = dact * t->u[i] * s * (1.0f + t->g[i] * (1.0f - s));
-        }
-        linear_backward(dh, 0.0f, (float *)G->wg, NULL, dg, t->h2, W->wg, (int)N, C, F);
-        linear_backward(dh, 1.0f, (float *)G->wu, NULL, du, t->h2, W->wu, (int)N, C, F);
-        rmsnorm_backward(dx, (float *)G->ln_post, dh, t->x_mid, t->r2, W->ln_post, (int)N, C);
+        const qwen2_layer *W = &m.layer[l];
+        layer_tape *p = &t->lt[l];
+        rmsnorm_forward(p->h1, p->r1, p->x_in, W->ln_in, (int)N, C, a->rms_eps);
+        linear_forward(p->q, p->h1, W->wq, W->bq, (int)N, C, (int)QD);
+        linear_forward(p->k, p->h1, W->wk, W->bk, (int)N, C, (int)KD);
+        linear_forward(p->v, p->h1, W->wv, W->bv, (int)N, C, (int)KD);
+        rope_rotate(p->q, B, T, H, D, a->rope_theta, 1.0f);
+        rope_rotate(p->k, B, T, Hkv, D, a->rope_theta, 1.0f);
+        attention_forward(p->att, p->p, p->q, p->k, p->v, B, T, H, Hkv, D);
         /* x_mid = x_in + att Wo^T */
-        linear_backward(datt, 0.0f, (float *)G->wo, NULL, dx, t->att, W->wo, (int)N, (int)QD, C);
-        attention_backward(dq, dk, dv, datt, t->q, t->k, t->v, t->p, B, T, H, Hkv, D);
+        memcpy(p->x_mid, p->x_in, N * C * sizeof *x);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, C, (int)QD, 1.0f, p->att, (int)QD, W->wo, (int)QD,
+                    1.0f, p->x_mid, C);
+        rmsnorm_forward(p->h2, p->r2, p->x_mid, W->ln_post, (int)N, C, a->rms_eps);
+        linear_forward(p->g, p->h2, W->wg, NULL, (int)N, C, F);
+        linear_forward(p->u, p->h2, W->wu, NULL, (int)N, C, F);
+        swiglu_forward(p->act, p->g, p->u, N * (size_t)F);
+        /* next = x_mid + act Wd^T */
+        float *next = l + 1 < L ? t->lt[l + 1].x_in : t->x_last;
+        memcpy(next, p->x_mid, N * C * sizeof *x);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, C, F, 1.0f, p->act, F, W->wd, F, 1.0f, next, C);
+    }
+    rmsnorm_forward(t->hf, t->rf, t->x_last, m.norm, (int)N, C, a->rms_eps);
+    linear_forward(t->logits, t->hf, m.head, NULL, (int)N, C, V);
+    /* each row's cross-entropy against its next token, rows in parallel */
+#pragma omp parallel for
+    for (size_t r = 0; r < N; r++) {
+        const float *row = t->logits + r * V;
+        float mx = row[0];
+        for (int c = 1; c < V; c++) mx = row[c] > mx ? row[c] : mx;
+        double sum = 0;
+        for (int c = 0; c < V; c++) sum += exp((double)row[c] - mx);
+        row_loss[r] = log(sum) + mx - row[tokens[(r / T) * (T + 1) + r % T + 1]];
+    }
+    t->have_forward = 1;
+    return 0;
+}
+
+const float *qwen2_tape_logits(const qwen2_tape *t) { return t->have_forward ? t->logits : NULL; }
+
+int qwen2_tape_backward(qwen2_tape *t, const float *params, const double *row_scale, float *grad, tdm_err *e) {
+    if (!t->have_forward) return err_set(e, ERR_INTERNAL, "qwen2 backward called without a forward pass");
+    t->have_forward = 0; /* the logits become dlogits below */
+    const hf_arch *a = &t->a;
+    int B = t->B, T = t->T, C = a->channels, H = a->heads, Hkv = a->kv_heads, D = a->head_dim;
+    int F = a->intermediate, V = a->vocab, L = a->layers;
+    size_t N = (size_t)B * T, QD = (size_t)H * D, KD = (size_t)Hkv * D;
+    const uint32_t *tokens = t->tokens;
+    qwen2_model m, gv;
+    view(a, params, t->wl, &m);
+    memset(grad, 0, (size_t)hf_arch_params(a) * sizeof *grad);
+    view(a, grad, t->gl, &gv);
+    /* dlogits = scale_r (softmax - onehot), the gradient of sum_r scale_r * loss_r */
+#pragma omp parallel for
+    for (size_t r = 0; r < N; r++) {
+        float *row = t->logits + r * V;
+        float mx = row[0];
+        for (int c = 1; c < V; c++) mx = row[c] > mx ? row[c] : mx;
+        double sum = 0;
+        for (int c = 0; c < V; c++) sum += exp((double)row[c] - mx);
+        double s = row_scale[r];
+        for (int c = 0; c < V; c++) row[c] = (float)(exp((double)row[c] - mx) / sum * s);
+        row[tokens[(r / T) * (T + 1) + r % T + 1]] -= (float)s;
+    }
+    float *dx = t->dx, *dh = t->dh, *dq = t->dq, *dk = t->dk, *dv = t->dv, *datt = t->datt, *dg = t->dg, *du = t->du;
+    /* logits = hf head^T */
+    linear_backward(dh, 0.0f, (float *)gv.head, NULL, t->logits, t->hf, m.head, (int)N, C, V);
+    memset(dx, 0, N * C * sizeof *dx);
+    rmsnorm_backward(dx, (float *)gv.norm, dh, t->x_last, t->rf, m.norm, (int)N, C);
+    for (int l = L - 1; l >= 0; l--) {
+        const qwen2_layer *W = &m.layer[l];
+        qwen2_layer *G = &gv.layer[l];
+        layer_tape *p = &t->lt[l];
+        /* next = x_mid + act Wd^T: dx flows to x_mid as is; dact = dx Wd */
+        linear_backward(dg, 0.0f, (float *)G->wd, NULL, dx, p->act, W->wd, (int)N, F, C);
+#pragma omp parallel for
+        for (size_t i = 0; i < N * (size_t)F; i++) { /* act = silu(g) * u */
+            float sg = 1.0f / (1.0f + expf(-p->g[i]));
+            float dact = dg[i];
+            du[i] = dact * p->g[i] * sg;
+            dg[i] = dact * p->u[i] * sg * (1.0f + p->g[i] * (1.0f - sg));
+        }
+        linear_backward(dh, 0.0f, (float *)G->wg, NULL, dg, p->h2, W->wg, (int)N, C, F);
+        linear_backward(dh, 1.0f, (float *)G->wu, NULL, du, p->h2, W->wu, (int)N, C, F);
+        rmsnorm_backward(dx, (float *)G->ln_post, dh, p->x_mid, p->r2, W->ln_post, (int)N, C);
+        /* x_mid = x_in + att Wo^T */
+        linear_backward(datt, 0.0f, (float *)G->wo, NULL, dx, p->att, W->wo, (int)N, (int)QD, C);
+        attention_backward(dq, dk, dv, datt, p->q, p->k, p->v, p->p, B, T, H, Hkv, D);
         rope_rotate(dq, B, T, H, D, a->rope_theta, -1.0f);
         rope_rotate(dk, B, T, Hkv, D, a->rope_theta, -1.0f);
-        linear_backward(dh, 0.0f, (float *)G->wq, (float *)G->bq, dq, t->h1, W->wq, (int)N, C, (int)QD);
-        linear_backward(dh, 1.0f, (float *)G->wk, (float *)G->bk, dk, t->h1, W->wk, (int)N, C, (int)KD);
-        linear_backward(dh, 1.0f, (float *)G->wv, (float *)G->bv, dv, t->h1, W->wv, (int)N, C, (int)KD);
-        rmsnorm_backward(dx, (float *)G->ln_in, dh, t->x_in, t->r1, W->ln_in, (int)N, C);
+        linear_backward(dh, 0.0f, (float *)G->wq, (float *)G->bq, dq, p->h1, W->wq, (int)N, C, (int)QD);
+        linear_backward(dh, 1.0f, (float *)G->wk, (float *)G->bk, dk, p->h1, W->wk, (int)N, C, (int)KD);
+        linear_backward(dh, 1.0f, (float *)G->wv, (float *)G->bv, dv, p->h1, W->wv, (int)N, C, (int)KD);
+        rmsnorm_backward(dx, (float *)G->ln_in, dh, p->x_in, p->r1, W->ln_in, (int)N, C);
     }
-    for (size_t r = 0; !rc && r < N; r++) { /* x = embed[inputs] */
+    for (size_t r = 0; r < N; r++) { /* x = embed[inputs], rows in order */
         float *de = (float *)gv.embed + (size_t)tokens[(r / T) * (T + 1) + r % T] * C;
         for (int c = 0; c < C; c++) de[c] += dx[r * C + c];
     }
-    free(gv.layer), free(dx), free(dh), free(dq), free(dk), free(dv), free(datt), free(dg), free(du);
-    free(mem);
-    free(tp);
+    return 0;
+}
+
+/* ---- the reference entry points (one batch, the mean over every target) ---------------- */
+
+/* A tape for one B x T pass of m's forward; the row losses into a fresh array. */
+static int one_pass(const qwen2_model *m, const uint32_t *tokens, int B, int T, qwen2_tape **tp, double **rows,
+                    double *loss, tdm_err *e) {
+    *rows = NULL;
+    if (B < 1 || T < 1 || T > m->a.max_positions)
+        return err_set(e, ERR_USAGE, "a batch of %d x %d tokens (at most %d positions)", B, T, m->a.max_positions);
+    if (!(*tp = qwen2_tape_create(&m->a, B, T, e))) return e->code;
+    size_t N = (size_t)B * T;
+    if (!(*rows = malloc(N * sizeof **rows))) return err_set(e, ERR_INTERNAL, "out of memory");
+    int rc = qwen2_tape_forward(*tp, m->params, tokens, B, T, *rows, e);
+    double total = 0;
+    for (size_t r = 0; !rc && r < N; r++) total += (*rows)[r]; /* row order: thread-independent */
+    if (!rc && loss) *loss = total / (double)N;
+    return rc;
+}
+
+int qwen2_forward(const qwen2_model *m, const uint32_t *tokens, int B, int T, float *logits, double *loss,
+                  tdm_err *e) {
+    qwen2_tape *t = NULL;
+    double *rows = NULL;
+    int rc = one_pass(m, tokens, B, T, &t, &rows, loss, e);
+    if (!rc && logits) memcpy(logits, t->logits, (size_t)B * T * m->a.vocab * sizeof *logits);
+    free(rows);
+    qwen2_tape_free(t);
+    return rc;
+}
+
+int qwen2_forward_backward(const qwen2_model *m, const uint32_t *tokens, int B, int T, float *grad, double *loss,
+                           tdm_err *e) {
+    qwen2_tape *t = NULL;
+    double *rows = NULL;
+    int rc = one_pass(m, tokens, B, T, &t, &rows, loss, e);
+    size_t N = (size_t)B * T;
+    for (size_t r = 0; !rc && r < N; r++) rows[r] = 1.0 / (double)N; /* d(mean)/d(row loss) */
+    if (!rc) rc = qwen2_tape_backward(t, m->params, rows, grad, e);
+    free(rows);
+    qwen2_tape_free(t);
     return rc;
 }
 

@@ -1,7 +1,9 @@
 /* qwen2.h — the Qwen2 / Llama architecture (model/hf_config.h) on the CPU, fp32: the
  * reference the SFT setting starts from. This file holds the weights loaded from a
- * Hugging Face folder, the forward pass (logits and the mean cross-entropy) and its
- * backward pass; the model_ops backend built on them comes next (docs/models.md).
+ * Hugging Face folder, the forward pass (per-row cross-entropy) and its backward pass
+ * through a tape (a workspace that keeps every layer's activations), and export back to
+ * a folder. The CPU backend (model/cpu.c) runs a model_layout of this family through the
+ * tape; qwen2_forward / qwen2_forward_backward are the one-batch reference entry points.
  *
  * Forward, for a batch of B rows of T input tokens (HF's Qwen2ForCausalLM / LlamaForCausalLM):
  *   x = embed[tokens]                                               [B*T, C]
@@ -53,11 +55,32 @@ int qwen2_forward(const qwen2_model *m, const uint32_t *tokens, int B, int T, fl
  * names, stored as `dtype` (ST_F32 or ST_BF16). What qwen2_load and PyTorch read back. */
 int qwen2_save(const qwen2_model *m, const float *params, const char *dir, st_dtype dtype, tdm_err *e);
 
+/* The tape: a workspace for forward passes of up to max_B x max_T tokens (max_T at most
+ * max_position_embeddings) of architecture a, and the backward pass of the last one.
+ * Parameters and gradients are buffers of hf_arch_params(a) floats laid out in
+ * hf_arch_each_tensor order. Deterministic: each output is computed by one thread in a
+ * fixed order, and the reductions over rows run in row order (the large gemms, as in the
+ * GPT-2 backend, for a given thread count). */
+typedef struct qwen2_tape qwen2_tape;
+qwen2_tape *qwen2_tape_create(const hf_arch *a, int max_B, int max_T, tdm_err *e);
+void qwen2_tape_free(qwen2_tape *t);
+/* Bytes qwen2_tape_create allocates for these arguments (computed, not allocated). */
+double qwen2_tape_bytes(const hf_arch *a, int max_B, int max_T);
+/* Forward over tokens [B][T+1]: each target's cross-entropy into row_loss[B*T] (row
+ * b*T + t: target tokens[b][t+1]); the logits stay in the tape (qwen2_tape_logits) until
+ * the backward. ERR_USAGE for a batch larger than the tape or a token >= vocab. */
+int qwen2_tape_forward(qwen2_tape *t, const float *params, const uint32_t *tokens, int B, int T, double *row_loss,
+                       tdm_err *e);
+/* [B*T][V] logits of the last forward; NULL after a backward (it overwrites them). */
+const float *qwen2_tape_logits(const qwen2_tape *t);
+/* The gradient of sum_r row_scale[r] * row_loss[r] for the last forward (same params)
+ * into grad (overwritten; tied embeddings get both parts). Once per forward. */
+int qwen2_tape_backward(qwen2_tape *t, const float *params, const double *row_scale, float *grad, tdm_err *e);
+
 /* The same pass and its backward: the gradient of the mean cross-entropy with respect to
  * every weight into grad[numel], laid out as m->params (hf_arch_each_tensor order; with
  * tied embeddings the head's part is added to the embedding's). Keeps every layer's
- * activations (and B*H*T*T attention weights) for the backward pass: the reference, not
- * the fast path. */
+ * activations (and B*H*T*T attention weights) for the backward pass (a tape). */
 int qwen2_forward_backward(const qwen2_model *m, const uint32_t *tokens, int B, int T, float *grad, double *loss,
                            tdm_err *e);
 

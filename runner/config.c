@@ -627,15 +627,21 @@ static int file_key(loader *L, const key_def *k, const ydoc_node *v, int line, t
         return err_set(e, ERR_USAGE,
                        "%s: has no value; give one, or delete the line to get the default%s%s%s",
                        where, k->def ? " (" : "", k->def ? k->def : "", k->def ? ")" : "");
-    const char *text = v->value;
+    const char *text = v->value, *path = text;
     char resolved[CONFIG_STR_MAX];
     const char *slash = strrchr(L->path, '/');
+    int scheme = 0; /* bytes of "scheme:" before the path (F_SCHEME_PATH) */
+    if ((k->flags & F_SCHEME_PATH) && strchr(text, ':')) {
+        scheme = (int)(strchr(text, ':') - text) + 1;
+        path = text + scheme;
+    }
     /* a URL (s3://..., file://...) is not relative to anything */
-    if ((k->flags & F_PATH) && text[0] && text[0] != '/' && slash && !strstr(text, "://")) {
+    if ((k->flags & (F_PATH | F_SCHEME_PATH)) && (scheme || !(k->flags & F_SCHEME_PATH)) && path[0] &&
+        path[0] != '/' && slash && !strstr(text, "://")) {
         /* Lexical join, no realpath: the file need not exist yet, and "..": through a
          * symlinked directory must mean what the shell would make of it. */
         int dirlen = (int)(slash - L->path) + 1; /* keeps the '/' (also for "/x.yaml") */
-        int len = snprintf(resolved, sizeof resolved, "%.*s%s", dirlen, L->path, text);
+        int len = snprintf(resolved, sizeof resolved, "%.*s%.*s%s", scheme, text, dirlen, L->path, path);
         if (len < 0 || (size_t)len >= sizeof resolved)
             return err_set(e, ERR_USAGE,
                            "%s: the path resolved against %.*s is longer than %d bytes", where,
@@ -895,7 +901,7 @@ int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e) 
         {"tandem.alpha_step", "pgd"}, {"tandem.alpha_budget", "2"}, {"tandem.val_loss", "sum"},
         {"tandem.eval_batches", "1"}, {"checkpoint.keep", "0"},
         {"checkpoint.grace_s", "0"}, {"checkpoint.snapshot", "auto"},
-        {"train.micro_batch", "0"}, {"log.tensorboard", ""}};
+        {"train.micro_batch", "0"}, {"log.tensorboard", ""}, {"model.init", "random"}};
     for (size_t i = 0; i < config_nkeys && !rc; i++) {
         if (seen[i] || strncmp(config_schema[i].key, "cluster.", 8) == 0) continue;
         const char *old = NULL;

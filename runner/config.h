@@ -90,6 +90,7 @@ typedef struct config {
     struct config_model {
         int vocab; /* 0 = the dataset's */
         int ctx, layers, heads, channels;
+        char init[CONFIG_STR_MAX]; /* "random", or "hf:DIR" (runner/model_source.h) */
     } model;
     struct config_train {
         int batch; /* sequences per step */

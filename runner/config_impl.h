@@ -16,6 +16,7 @@ enum {
     F_PATH = 1,   /* a path: relative values from a file resolve against its directory */
     F_NOECHO = 2, /* errors never repeat the value (it may hold a pasted secret) */
     F_UNPINNED = 4, /* not part of what a run computes: a resume may change it (pin.c) */
+    F_SCHEME_PATH = 8, /* "scheme:path": the path after the first ':' resolves as F_PATH's */
 };
 
 typedef struct key_def {

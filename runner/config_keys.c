@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "runner/model_source.h"
 #include "runner/cluster_check.h"
 #include "runner/config.h"
 #include "runner/config_impl.h"
@@ -104,6 +105,11 @@ const key_def config_schema[] = {
     INT("model.layers", model.layers, "2", 1, INT_MAX, "transformer blocks"),
     INT("model.heads", model.heads, "2", 1, INT_MAX, "attention heads; must divide model.channels"),
     INT("model.channels", model.channels, "64", 1, INT_MAX, "model width C"),
+    STRC("model.init", model.init, "random", F_SCHEME_PATH, model_source_check,
+         "random: a GPT-2 of the model.* shape, initialised from run.seed; hf:DIR: a Hugging Face "
+         "folder of the Llama / Qwen2 family (config.json + safetensors, docs/models.md), whose "
+         "architecture and weights are the initial u (model.layers, heads, channels are then "
+         "unused; model.ctx bounds the sequences); a relative DIR is relative to the config file"),
     INT("train.batch", train.batch, "8", 1, 1 << 24,
         "sequences per step (mixing=weight: ⌊B/M⌋ per domain, one more for the first B mod M)"),
     INT("train.seq", train.seq, "64", 1, INT_MAX, "tokens per sequence; at most model.ctx"),

@@ -1,5 +1,6 @@
 /* evaluate.c — held-out loss per domain; see evaluate.h. */
 #include "runner/evaluate.h"
+#include "runner/model_source.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -86,9 +87,8 @@ int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, e
     }
     if (!rc) rc = dataset_load(&ds, cfg.data.dataset, e);
     if (!rc) {
-        model_config mc = {.ctx = cfg.model.ctx, .layers = cfg.model.layers, .heads = cfg.model.heads,
-                           .channels = cfg.model.channels};
-        rc = dataset_model_vocab(&ds, cfg.model.vocab, &mc.vocab, e);
+        model_config mc;
+        rc = model_source_config(&cfg, &ds, &mc, e);
         if (!rc) rc = model_layout_init(&lay, &mc, e);
     }
     rec_state rec;

@@ -23,6 +23,7 @@
 #include "runner/config.h"
 #include "runner/memplan.h"
 #include "runner/metrics_log.h"
+#include "runner/model_source.h"
 #include "runner/mixfile.h"
 #include "runner/pin.h"
 #include "runner/progress.h"
@@ -350,23 +351,29 @@ static int setup(run_ctx *r, const run_opts *o, tdm_err *e) {
         snprintf(url + n, sizeof url - n, "/%s", o->store_suffix);
     }
     snprintf(r->cfg.store, sizeof r->cfg.store, "%s", url);
+    if ((rc = model_source_preset_check(&r->cfg, e))) return rc;
+    if (model_source_hf_dir(&r->cfg) && r->cfg.run.device != CONFIG_DEVICE_CPU)
+        return err_set(e, ERR_USAGE, "model.init = %s: the Llama / Qwen2 family runs on run.device = cpu; the "
+                       "CUDA backend runs GPT-2 models only (docs/models.md)", r->cfg.model.init);
     if ((rc = select_backend(r, e))) return rc;
     /* the key names the file, so that a refusal points at the config line to fix */
     if ((rc = dataset_load(&r->ds, r->cfg.data.dataset, e))) return err_prefix(e, "data.dataset: ");
-    model_config mc = {.ctx = r->cfg.model.ctx, .layers = r->cfg.model.layers,
-                       .heads = r->cfg.model.heads, .channels = r->cfg.model.channels};
-    if ((rc = dataset_model_vocab(&r->ds, r->cfg.model.vocab, &mc.vocab, e))) return rc;
+    model_config mc;
+    if ((rc = model_source_config(&r->cfg, &r->ds, &mc, e))) return rc;
     if ((rc = model_layout_init(&r->lay, &mc, e))) return rc;
     fill_hparams(r);
     if ((rc = step_check(&r->hp, &r->ds, e))) return rc;
     /* the parameter-sized buffers: 3 host copies for commits, and on the CPU the 6 of the
      * twins (u, m, v, w, u', grad); the workspace is checked by the backend */
     char what[160];
-    snprintf(what, sizeof what, "a model of %zu parameters (model.layers = %d, model.channels = "
-             "%d, vocab %d)", r->lay.numel, mc.layers, mc.channels, mc.vocab);
+    snprintf(what, sizeof what, "a model of %zu parameters (%s = %d, %s = %d, vocab %d)", r->lay.numel,
+             mc.arch == MODEL_ARCH_HF ? "layers" : "model.layers", mc.layers,
+             mc.arch == MODEL_ARCH_HF ? "hidden_size" : "model.channels", mc.channels, mc.vocab);
     double copies = r->cfg.run.device == CONFIG_DEVICE_CPU ? 9 : 3;
     if ((rc = model_memory_check(copies * 4.0 * (double)r->lay.numel, what,
-                                 "lower model.layers, model.channels or model.vocab", e)))
+                                 mc.arch == MODEL_ARCH_HF ? "run it on a machine with more memory"
+                                                          : "lower model.layers, model.channels or model.vocab",
+                                 e)))
         return rc;
     for (int m = 0; m < dataset_n_domains(&r->ds); m++) r->names[m] = dataset_domain_name(&r->ds, m);
     if (r->rank == 0 && r->cfg.log.tensorboard[0] && !(r->tb = tfevents_open(r->cfg.log.tensorboard, e))) {
@@ -469,8 +476,8 @@ static int load_or_init(run_ctx *r, int *resumed, tdm_err *e) {
     float *host = ckpt_host(r->ck, 0), *own = NULL;
     if (!host && !(host = own = malloc(P * sizeof *host)))
         return err_set(e, ERR_INTERNAL, "out of memory for the initial parameters (%zu)", P);
-    model_init_params(&r->lay, r->cfg.run.seed, host);
-    rc = ops->upload(r->nets.ctx, r->nets.u, host, P, e);
+    rc = model_source_weights(&r->cfg, &r->lay, host, e);
+    if (!rc) rc = ops->upload(r->nets.ctx, r->nets.u, host, P, e);
     free(own);
     r->seq = 0;
     r->next = first_step(r);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 static int test_passed_, test_failed_, test_case_failed_;
 
@@ -88,6 +89,17 @@ static inline void test_rmtree(const char *dir) {
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%.4096s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "  cleanup of %s failed\n", dir);
+}
+
+/* Runs shell command `cmd`, its output (at most cap - 1 bytes) into out; its exit status,
+ * -1 when it could not run or did not exit. */
+static inline int test_sh(const char *cmd, char *out, size_t cap) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 #endif

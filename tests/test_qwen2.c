@@ -11,20 +11,13 @@
 #include <stdint.h>
 #include <sys/wait.h>
 
+#include "model/cpu64.h"
+#include "model/model.h"
 #include "model/qwen2.h"
 #include "tests/test.h"
 #include "util/rng.h"
 
 static char g_dir[500], g_root[500];
-
-static int sh(const char *cmd, char *out, size_t cap) {
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 typedef struct grad_walk {
     const float *got, *want;
@@ -60,7 +53,7 @@ static void against_torch(const char *type, int tied) {
     snprintf(dir, sizeof dir, "%s/%s-%d", g_dir, type, tied);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/st_ref.py' hf '%s' %s %d 0.3 2>&1", g_root, dir,
              type, tied);
-    CHECK(sh(cmd, out, sizeof out) == 0, "st_ref.py hf: %s", out);
+    CHECK(test_sh(cmd, out, sizeof out) == 0, "st_ref.py hf: %s", out);
     qwen2_model m;
     tdm_err e = {0};
     CHECK(qwen2_load(dir, &m, &e) == 0, "%s", e.msg);
@@ -83,7 +76,7 @@ static void against_torch(const char *type, int tied) {
     snprintf(gpath, sizeof gpath, "%s/grad.f32", dir);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/qwen2_ref.py' '%s' '%s' %d %d '%s' '%s' 2>&1", g_root,
              dir, toks, B, T, lpath, gpath);
-    int prc = sh(cmd, out, sizeof out);
+    int prc = test_sh(cmd, out, sizeof out);
     double ref_loss = atof(out);
     f = fopen(lpath, "rb");
     size_t got = f ? fread(ref, sizeof *ref, nl, f) : 0;
@@ -167,7 +160,7 @@ static void test_export_round_trip(void) {
     snprintf(lpath, sizeof lpath, "%s/ref.f32", out);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/qwen2_ref.py' '%s' '%s' %d %d '%s' 2>&1", g_root, out,
              toks, B, T, lpath);
-    int prc = sh(cmd, res, sizeof res);
+    int prc = test_sh(cmd, res, sizeof res);
     f = fopen(lpath, "rb");
     size_t got = f ? fread(ref, sizeof *ref, nl, f) : 0;
     if (f) fclose(f);
@@ -194,6 +187,71 @@ static void test_export_round_trip(void) {
            diff);
 }
 
+/* The CPU backend (model_cpu_ops) on an HF-family layout: per-domain losses equal the
+ * reference's mean over each domain's rows, the backward of coef[0] loss[0] + coef[1]
+ * loss[1] equals the same combination of the reference's gradients, two passes give the
+ * same bits, the layout keeps HF's names (2-D tensors decay, the rest not) and the
+ * double build refuses the family. */
+static void test_backend_per_domain(void) {
+    enum { B = 3, T = 7 };
+    char src[600];
+    snprintf(src, sizeof src, "%s/qwen2-1", g_dir);
+    qwen2_model m;
+    tdm_err e = {0};
+    CHECK(qwen2_load(src, &m, &e) == 0, "%s", e.msg);
+    model_config mc;
+    model_config_hf(&mc, &m.a, T);
+    model_layout lay;
+    CHECK(model_layout_init(&lay, &mc, &e) == 0, "%s", e.msg);
+    CHECK(lay.numel == m.numel, "layout of %zu parameters, the folder %zu", lay.numel, m.numel);
+    int decay_ok = 1;
+    for (int i = 0; i < lay.n; i++) decay_ok &= lay.t[i].decay == (lay.t[i].ndim == 2);
+    CHECK(decay_ok && !strcmp(lay.t[0].name, "model.embed_tokens.weight") &&
+              model_layout_find(&lay, "model.layers.1.self_attn.k_proj.bias") != NULL,
+          "layout names or decay flags");
+    uint32_t tok[B * (T + 1)];
+    for (int i = 0; i < B * (T + 1); i++) tok[i] = (uint32_t)((i * 53 + 7) % m.a.vocab);
+    int32_t dom[B] = {0, 1, 0};
+    model_batch batch = {.B = B, .T = T, .tokens = tok, .domain = dom};
+    model_ctx *ctx = model_cpu_ops.create(&lay, B, T, 2, 0, &e);
+    CHECK(ctx != NULL, "create: %s", e.msg);
+    float *grad = malloc(m.numel * sizeof *grad), *grad2 = malloc(m.numel * sizeof *grad2);
+    double loss[2], loss2[2], coef[2] = {0.7, 0.3};
+    long ntok[2];
+    CHECK(model_cpu_ops.forward(ctx, m.params, &batch, loss, ntok, &e) == 0, "%s", e.msg);
+    CHECK(model_cpu_ops.backward(ctx, m.params, coef, grad, &e) == 0, "%s", e.msg);
+    CHECK(model_cpu_ops.forward(ctx, m.params, &batch, loss2, NULL, &e) == 0 &&
+              model_cpu_ops.backward(ctx, m.params, coef, grad2, &e) == 0, "%s", e.msg);
+    int same = loss[0] == loss2[0] && loss[1] == loss2[1] && !memcmp(grad, grad2, m.numel * sizeof *grad);
+    /* the reference: domain 0 is rows 0 and 2, domain 1 row 1 */
+    uint32_t t0[2 * (T + 1)], t1[T + 1];
+    memcpy(t0, tok, sizeof t1);
+    memcpy(t0 + T + 1, tok + 2 * (T + 1), sizeof t1);
+    memcpy(t1, tok + T + 1, sizeof t1);
+    double r0, r1;
+    float *g0 = malloc(m.numel * sizeof *g0), *g1 = malloc(m.numel * sizeof *g1);
+    CHECK(qwen2_forward_backward(&m, t0, 2, T, g0, &r0, &e) == 0 && qwen2_forward_backward(&m, t1, 1, T, g1, &r1, &e) == 0,
+          "%s", e.msg);
+    double diff = 0, big = 0;
+    for (size_t i = 0; i < m.numel; i++) {
+        double want = coef[0] * g0[i] + coef[1] * g1[i];
+        diff = fmax(diff, fabs(grad[i] - want));
+        big = fmax(big, fabs(want));
+    }
+    printf("  cpu backend, qwen2 layout: domain losses %.7f %.7f (reference %.7f %.7f), gradient of the "
+           "0.7/0.3 mix within %.2g of the largest\n", loss[0], loss[1], r0, r1, diff / big);
+    CHECK(ntok[0] == 2 * T && ntok[1] == T, "token counts %ld %ld", ntok[0], ntok[1]);
+    CHECK(fabs(loss[0] - r0) <= 1e-6 * r0 && fabs(loss[1] - r1) <= 1e-6 * r1, "domain losses differ");
+    CHECK(big > 0 && diff <= 1e-5 * big, "the coef-weighted gradient differs by %.3g of %.3g", diff, big);
+    CHECK(same, "two passes gave different bits");
+    model_cpu_ops.destroy(ctx);
+    e.msg[0] = 0;
+    CHECK(model_cpu64_ops.create(&lay, B, T, 2, 0, &e) == NULL && strstr(e.msg, "GPT-2"), "cpu64: %s", e.msg);
+    free(grad), free(grad2), free(g0), free(g1);
+    model_layout_free(&lay);
+    qwen2_free(&m);
+}
+
 int main(void) {
     const char *root = getenv("TANDEM_ROOT");
     snprintf(g_root, sizeof g_root, "%s", root && *root ? root : ".");
@@ -203,6 +261,7 @@ int main(void) {
     RUN(test_qwen2_against_torch);
     RUN(test_llama_against_torch);
     RUN(test_export_round_trip);
+    RUN(test_backend_per_domain);
     test_rmtree(g_dir);
     return test_summary("test_qwen2");
 }

@@ -23,15 +23,6 @@
 
 static char g_dir[600], g_root[600];
 
-static int sh(const char *cmd, char *out, size_t cap) {
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static int read_bytes(const char *path, unsigned char **data, size_t *n) {
     FILE *f = fopen(path, "rb");
     if (!f) return -1;
@@ -147,7 +138,7 @@ static void test_sharded_folder(void) {
              "\"model-00001-of-00002.safetensors\", \"c.weight\": \"model-00002-of-00002.safetensors\", \"x\": "
              "\"model-00003-of-00003.safetensors\"}}' > '%s/model.safetensors.index.json'",
              dir, dup, dir, dup, dup);
-    CHECK(sh(cmd, out, sizeof out) == 0, "copy");
+    CHECK(test_sh(cmd, out, sizeof out) == 0, "copy");
     rc = safetensors_open(dup, &s, &e);
     CHECK(rc != 0 && strstr(e.msg, "given twice"), "a tensor in two shards: %s", e.msg);
 }
@@ -174,7 +165,7 @@ static void test_the_reference_reads_ours(void) {
     tdm_err e = {0};
     CHECK(safetensors_write(path, t, 2, meta, 2, &e) == 0, "%s", e.msg);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/st_ref.py' read '%s' '%s' 2>&1", g_root, path, inputs);
-    int rc = sh(cmd, out, sizeof out);
+    int rc = test_sh(cmd, out, sizeof out);
     CHECK(rc == 0 && !strcmp(out, "ok\n"), "st_ref.py read: %s", out);
     CHECK(safetensors_f32_to_bf16(1.00390625f) == 0x3f80 && safetensors_f32_to_bf16(1.01171875f) == 0x3f82,
           "bf16 ties: %04x %04x", safetensors_f32_to_bf16(1.00390625f), safetensors_f32_to_bf16(1.01171875f));
@@ -294,14 +285,14 @@ static long make_hf(const char *dir, const char *type, int tied) {
     char cmd[1600], out[256];
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/st_ref.py' hf '%s' %s %d 2>&1", g_root, dir, type,
              tied);
-    return sh(cmd, out, sizeof out) == 0 ? atol(out) : -1;
+    return test_sh(cmd, out, sizeof out) == 0 ? atol(out) : -1;
 }
 
 static int set_config(const char *dir, const char *edit) {
     char cmd[2400], out[512];
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c 'import json,sys; p=sys.argv[1]+\"/config.json\"; "
              "c=json.load(open(p)); %s; json.dump(c, open(p, \"w\"))' '%s' 2>&1", edit, dir);
-    return sh(cmd, out, sizeof out);
+    return test_sh(cmd, out, sizeof out);
 }
 
 static void test_hf_folders(void) {
@@ -358,7 +349,7 @@ static void test_hf_folders(void) {
         char keep[900], cmd[2000], out[64];
         snprintf(keep, sizeof keep, "%s/config.json", bad[i].dir);
         snprintf(cmd, sizeof cmd, "cp '%s' '%s.keep'", keep, keep);
-        sh(cmd, out, sizeof out);
+        test_sh(cmd, out, sizeof out);
         CHECK(set_config(bad[i].dir, bad[i].edit) == 0, "edit %s", bad[i].edit);
         int rc = hf_arch_read(bad[i].dir, &a, &e);
         if (!rc && safetensors_open(bad[i].dir, &s, &e) == 0) {
@@ -367,7 +358,7 @@ static void test_hf_folders(void) {
         }
         CHECK(rc != 0 && strstr(e.msg, bad[i].want), "%s: rc %d, message: %s", bad[i].edit, rc, e.msg);
         snprintf(cmd, sizeof cmd, "mv '%s.keep' '%s'", keep, keep);
-        sh(cmd, out, sizeof out);
+        test_sh(cmd, out, sizeof out);
     }
     /* the command: JSON with the count, and exit 2 naming the problem */
     const char *bin = getenv("TANDEM_BIN");
@@ -377,10 +368,10 @@ static void test_hf_folders(void) {
                  "print(d[\"params\"], d[\"tensors\"], d[\"dtypes\"][\"BF16\"][\"tensors\"], d[\"tied\"])'", bin, q);
         char want[128];
         snprintf(want, sizeof want, "%ld 26 26 True\n", nq);
-        CHECK(sh(cmd, out, sizeof out) == 0 && !strcmp(out, want), "tandem inspect --json: %s (want %s)", out, want);
+        CHECK(test_sh(cmd, out, sizeof out) == 0 && !strcmp(out, want), "tandem inspect --json: %s (want %s)", out, want);
         set_config(l, "c[\"intermediate_size\"]=64");
         snprintf(cmd, sizeof cmd, "'%s' inspect '%s' 2>&1", bin, l);
-        int rc = sh(cmd, out, sizeof out);
+        int rc = test_sh(cmd, out, sizeof out);
         CHECK(rc == 2 && strstr(out, "mlp.gate_proj.weight"), "tandem inspect of a mismatch: exit %d: %s", rc, out);
     }
 }
@@ -393,7 +384,7 @@ int main(void) {
     free(dir);
     char cmd[1600], out[512];
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/st_ref.py' write '%s' 2>&1", g_root, g_dir);
-    if (sh(cmd, out, sizeof out) != 0 || strcmp(out, "ok\n")) {
+    if (test_sh(cmd, out, sizeof out) != 0 || strcmp(out, "ok\n")) {
         printf("FAIL test_safetensors_setup: st_ref.py write: %s\ntest_safetensors: 0 passed, 1 failed\n", out);
         return 1;
     }

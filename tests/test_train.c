@@ -10,16 +10,6 @@
 #include "tests/runner_fixture.h"
 #include "tests/test.h"
 
-/* Runs `cmd` (stdout and stderr into out); its exit code, or -1. */
-static int sh(const char *cmd, char *out, size_t cap) {
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void test_train_is_a_fixed_uniform_run(void) {
     char *dir = test_tmpdir("train");
     uint64_t train_tokens = 60000;
@@ -29,7 +19,7 @@ static void test_train_is_a_fixed_uniform_run(void) {
     const char *opts = "--steps 240 --eval-every 40 --batch 6 --seq 32 --channels 32 --threads 1";
     snprintf(cmd, sizeof cmd, "'%s' train --data %s/dataset.yaml --store %s/train %s 2>&1",
              tandem_bin(), dir, dir, opts);
-    int rc = sh(cmd, out, sizeof out);
+    int rc = test_sh(cmd, out, sizeof out);
     CHECK(rc == 0, "exit %d: %s", rc, out);
     /* every domain learnt, the low-entropy ones most (the fixture's domains are ordered by
      * entropy) */
@@ -60,25 +50,25 @@ static void test_train_is_a_fixed_uniform_run(void) {
              dir);
     CHECK(write_file(cfg, text) == 0, "config");
     snprintf(cmd, sizeof cmd, "'%s' run %s --store %s/run --quiet 2>&1", tandem_bin(), cfg, dir);
-    CHECK(sh(cmd, out, sizeof out) == 0, "tandem run: %s", out);
+    CHECK(test_sh(cmd, out, sizeof out) == 0, "tandem run: %s", out);
     snprintf(cmd, sizeof cmd, "'%s' hash %s/train 2>&1", tandem_bin(), dir);
-    CHECK(sh(cmd, h1, sizeof h1) == 0, "%s", h1);
+    CHECK(test_sh(cmd, h1, sizeof h1) == 0, "%s", h1);
     snprintf(cmd, sizeof cmd, "'%s' hash %s/run 2>&1", tandem_bin(), dir);
-    CHECK(sh(cmd, h2, sizeof h2) == 0, "%s", h2);
+    CHECK(test_sh(cmd, h2, sizeof h2) == 0, "%s", h2);
     CHECK(strstr(h1, "step done") && strcmp(h1, h2) == 0, "tandem train:\n%s\ntandem run:\n%s", h1, h2);
     /* again: the run is finished, nothing changes, the losses are printed again */
     snprintf(cmd, sizeof cmd, "'%s' train --data %s/dataset.yaml --store %s/train %s 2>&1",
              tandem_bin(), dir, dir, opts);
-    CHECK(sh(cmd, out, sizeof out) == 0 && strstr(out, "already finished") &&
+    CHECK(test_sh(cmd, out, sizeof out) == 0 && strstr(out, "already finished") &&
               strstr(out, "validation loss per domain"),
           "%s", out);
     snprintf(cmd, sizeof cmd, "'%s' hash %s/train 2>&1", tandem_bin(), dir);
-    CHECK(sh(cmd, h2, sizeof h2) == 0 && strcmp(h1, h2) == 0, "the finished run changed: %s", h2);
+    CHECK(test_sh(cmd, h2, sizeof h2) == 0 && strcmp(h1, h2) == 0, "the finished run changed: %s", h2);
     /* usage errors */
     snprintf(cmd, sizeof cmd, "'%s' train --steps 10 2>&1", tandem_bin());
-    CHECK(sh(cmd, out, sizeof out) == 2 && strstr(out, "--data"), "%s", out);
+    CHECK(test_sh(cmd, out, sizeof out) == 2 && strstr(out, "--data"), "%s", out);
     snprintf(cmd, sizeof cmd, "'%s' train --data %s/dataset.yaml --bogus 2>&1", tandem_bin(), dir);
-    CHECK(sh(cmd, out, sizeof out) == 2 && strstr(out, "--bogus"), "%s", out);
+    CHECK(test_sh(cmd, out, sizeof out) == 2 && strstr(out, "--bogus"), "%s", out);
     test_rmtree(dir);
     free(dir);
 }

@@ -1,0 +1,41 @@
+/* model_source.h — where a run's model comes from (model.init): a GPT-2 of the model.*
+ * shape initialised from run.seed ("random"), or a Hugging Face folder of the Llama /
+ * Qwen2 family ("hf:DIR": its config.json is the architecture, its safetensors the
+ * initial u). One place for the run, `tandem eval` and `tandem export` to build the same
+ * model_config from a config.
+ */
+#ifndef TANDEM_RUNNER_MODEL_SOURCE_H
+#define TANDEM_RUNNER_MODEL_SOURCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "data/dataset.h"
+#include "model/model.h"
+#include "runner/config.h"
+#include "util/err.h"
+
+/* The config check of model.init: "random" or "hf:" followed by a folder. */
+bool model_source_check(const char *value, char *why, size_t n);
+
+/* DIR of model.init = hf:DIR, or NULL for "random". */
+const char *model_source_hf_dir(const config *cfg);
+
+/* The architecture the run trains, for the dataset ds: GPT-2 from model.* (vocabulary
+ * from the dataset unless model.vocab says more), or the folder's config.json. ERR_USAGE,
+ * naming the key or the file, for a folder that is not a model of the family, a
+ * vocabulary below the dataset's, a model.vocab that contradicts the folder, a dataset
+ * made with another tokenizer than the folder's tokenizer.json (when both are recorded),
+ * or a model.ctx past max_position_embeddings. */
+int model_source_config(const config *cfg, const dataset *ds, model_config *mc, tdm_err *e);
+
+/* u's initial values into host[lay->numel]: GPT-2's initialisation from run.seed, or the
+ * folder's weights (converted to float32; checked against lay). */
+int model_source_weights(const config *cfg, const model_layout *lay, float *host, tdm_err *e);
+
+/* The preset that fine-tunes a pretrained model (sft-qwen2-0.5b) without model.init: hf:DIR is
+ * ERR_USAGE saying what to download and about how much memory the run needs; 0
+ * otherwise. */
+int model_source_preset_check(const config *cfg, tdm_err *e);
+
+#endif

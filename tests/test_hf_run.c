@@ -1,0 +1,297 @@
+/* test_hf_run.c — runs of the Llama / Qwen2 family (model.init: hf:DIR, runner/
+ * model_source.h) and `tandem export` (runner/export.h), end to end through ./tandem:
+ *   - the folder's weights are the run's initial u: a run whose steps cannot move a
+ *     weight (learning rates of 1e-30) exports the folder's weights bit for bit, with its
+ *     tokenizer files, and the export starts a run again (model.init: hf:EXPORT,
+ *     relative to the config file);
+ *   - SIGKILLs (inside commits and at random) resume bit-exact, and the export of the
+ *     finished run is its u, bit for bit;
+ *   - a GPT-2 run's export is a GPT2LMHeadModel folder: PyTorch computing GPT-2 as
+ *     transformers does (tests/models/gpt2_hf_ref.py, Conv1D weights) gets the loss the
+ *     CPU backend gets on the run's u;
+ *   - refusals (exit 2, before the store is made): the CUDA backend, a missing folder, a
+ *     vocabulary below the dataset's, a dataset of another tokenizer, a contradicting
+ *     model.vocab, a bad model.init, and the sft-qwen2-0.5b preset without a folder.
+ * The tiny models come from tests/models/st_ref.py (PyTorch-free safetensors writer). */
+#include <math.h>
+#include <sys/stat.h>
+
+#include "ledger/ckpt.h"
+#include "model/model.h"
+#include "model/qwen2.h"
+#include "model/safetensors.h"
+#include "storage/store.h"
+#include "tests/corpus_fixture.h"
+#include "tests/runner_fixture.h"
+#include "tests/test.h"
+
+static char g_corpus[600], g_root[600], g_hf[700];
+
+/* A run of the HF model `init` ("hf:DIR"; NULL: a GPT-2 of 2 x 32); `steps` holds its
+ * tandem: and optim: lines (NULL: K = E = 2, lr 3e-3). */
+static int hf_fixture(fixture *f, const char *tag, const char *init, const char *steps) {
+    fixture_init(f, tag, NULL);
+    char text[4096];
+    snprintf(text, sizeof text,
+             "run: {episodes: 5, seed: 5, threads: 1}\n"
+             "data: {dataset: %s/dataset.yaml}\n"
+             "model: {ctx: 16, layers: 2, channels: 32, heads: 2%s%s%s}\n"
+             "train: {batch: 4, seq: 16}\n"
+             "checkpoint: {every_episodes: 1}\n"
+             "%s",
+             g_corpus, init ? ", init: \"" : "", init ? init : "", init ? "\"" : "",
+             steps ? steps : "tandem: {K: 2, E: 2}\noptim: {lr: 3e-3}\n");
+    return write_file(f->config, text);
+}
+
+/* u of the newest state of f's store, for a model of config mc, into a fresh buffer. */
+static float *state_u(const fixture *f, const model_config *mc, size_t *numel) {
+    tdm_err e = {0};
+    model_layout lay;
+    if (model_layout_init(&lay, mc, &e)) return NULL;
+    store *st = store_open(f->store, &e);
+    ckpt *ck = st ? ckpt_open(st, &lay, 64u << 20, &e) : NULL;
+    rec_state rec;
+    int found = 0;
+    float *u = NULL;
+    if (ck && ckpt_load(ck, &rec, &found, &e) == 0 && found) {
+        u = malloc(lay.numel * sizeof *u);
+        if (u) memcpy(u, ckpt_host(ck, 0), lay.numel * sizeof *u);
+        *numel = lay.numel;
+        rec_state_free(&rec);
+    }
+    if (!u) fprintf(stderr, "  state_u: %s\n", e.msg);
+    if (ck) ckpt_close(ck);
+    if (st) store_close(st);
+    model_layout_free(&lay);
+    return u;
+}
+
+/* `tandem export STORE --out DIR OPTIONS`: its exit status, output into out. */
+static int export_to(const fixture *f, const char *dir, const char *options, char *out, size_t cap) {
+    char opts[1200];
+    snprintf(opts, sizeof opts, "--out '%s' %s", dir, options);
+    return tandem_on_store(f, "export", opts, out, cap);
+}
+
+static int same_file(const char *a, const char *b) {
+    char cmd[4400], out[64];
+    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", a, b);
+    return test_sh(cmd, out, sizeof out) == 0;
+}
+
+static void test_initial_weights_and_export(void) {
+    fixture f;
+    char init[800], out[8192], exp[700], log[8192];
+    snprintf(init, sizeof init, "hf:%s", g_hf);
+    CHECK(hf_fixture(&f, "hf-init", init,
+                     "optim: {lr: 1e-30, weight_decay: 0}\ntandem: {K: 2, E: 2, lr_probe: 1e-30}\n") == 0,
+          "fixture");
+    int rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "exit %d: %s", rc, log);
+    snprintf(exp, sizeof exp, "%s/exp", f.dir);
+    rc = export_to(&f, exp, "--json", out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "\"arch\":\"qwen2\"") && strstr(out, "\"tokenizer_files\":1"), "export: exit %d: %s",
+          rc, out);
+    qwen2_model src, got;
+    tdm_err e = {0};
+    CHECK(qwen2_load(g_hf, &src, &e) == 0, "%s", e.msg);
+    int loaded = qwen2_load(exp, &got, &e) == 0;
+    int same = loaded && got.numel == src.numel && !memcmp(got.params, src.params, src.numel * sizeof *src.params);
+    size_t numel = src.numel;
+    qwen2_free(&src);
+    if (loaded) qwen2_free(&got);
+    CHECK(loaded, "the export does not load: %s", e.msg);
+    CHECK(same, "a run that cannot move a weight exported other weights than its folder's");
+    char a[800], b[800];
+    snprintf(a, sizeof a, "%s/tokenizer.json", g_hf);
+    snprintf(b, sizeof b, "%s/tokenizer.json", exp);
+    CHECK(same_file(a, b), "tokenizer.json was not copied");
+    printf("  %zu weights of the folder are the run's initial u, exported bit for bit\n", numel);
+    /* the export as a model.init, relative to the config file */
+    fixture g;
+    CHECK(hf_fixture(&g, "hf-reinit", "hf:exp", NULL) == 0, "fixture");
+    snprintf(a, sizeof a, "cp -r '%s' '%s/exp'", exp, g.dir);
+    CHECK(test_sh(a, out, sizeof out) == 0, "copy: %s", out);
+    rc = run_to_end(&g, NULL);
+    read_all(g.log, log, sizeof log);
+    CHECK(rc == 0, "a run from the export: exit %d: %s", rc, log);
+    fixture_done(&g);
+    fixture_done(&f);
+}
+
+static void test_kills_resume_bit_exact(void) {
+    fixture ref, f;
+    char init[800], log[8192], href[1024], h[1024], out[4096], exp[700];
+    snprintf(init, sizeof init, "hf:%s", g_hf);
+    CHECK(hf_fixture(&ref, "hf-ref", init, NULL) == 0, "fixture");
+    double t0 = now_s();
+    int rc = run_to_end(&ref, NULL);
+    double secs = now_s() - t0;
+    read_all(ref.log, log, sizeof log);
+    CHECK(rc == 0, "reference exit %d: %s", rc, log);
+    CHECK(hash_of(&ref, href, sizeof href) == 0 && strstr(href, "step done"), "hash: %s", href);
+    CHECK(hf_fixture(&f, "hf-kill", init, NULL) == 0, "fixture");
+    chaos_result cr;
+    chaos_loop(&f, 10, secs / 3, (uint64_t)time(NULL), &cr);
+    CHECK(!cr.bad_exit, "a life exited %d: %s", cr.bad_exit, cr.log);
+    CHECK(cr.kills >= 5, "only %d kills landed", cr.kills);
+    rc = cr.finished ? 0 : run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "final resume exited %d: %s", rc, log);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, href) == 0, "killed run ended elsewhere:\n%s\nvs\n%s", h, href);
+    printf("  qwen2 run: %d SIGKILLs (%d inside commits), ended on the uninterrupted run's hash\n", cr.kills,
+           cr.in_commit);
+    /* the export is the run's u, and its BF16 export the rounding of it */
+    snprintf(exp, sizeof exp, "%s/exp", f.dir);
+    CHECK(export_to(&f, exp, "", out, sizeof out) == 0 && strstr(out, "F32"), "export: %s", out);
+    qwen2_model m;
+    tdm_err e = {0};
+    CHECK(qwen2_load(exp, &m, &e) == 0, "%s", e.msg);
+    model_config mc;
+    model_config_hf(&mc, &m.a, 16);
+    size_t n = 0;
+    float *u = state_u(&f, &mc, &n);
+    int same = u && n == m.numel && !memcmp(u, m.params, n * sizeof *u);
+    free(u);
+    qwen2_free(&m);
+    CHECK(same, "the export is not the run's u");
+    snprintf(exp, sizeof exp, "%s/exp16", f.dir);
+    CHECK(export_to(&f, exp, "--dtype bf16", out, sizeof out) == 0 && strstr(out, "BF16"), "export bf16: %s", out);
+    CHECK(qwen2_load(exp, &m, &e) == 0, "%s", e.msg);
+    qwen2_free(&m);
+    fixture_done(&f);
+    fixture_done(&ref);
+}
+
+static void test_gpt2_export_in_torch(void) {
+    enum { B = 2, T = 16 };
+    fixture f;
+    char log[8192], out[4096], exp[700], toks[800], cmd[4400];
+    CHECK(hf_fixture(&f, "gpt2-export", NULL, NULL) == 0, "fixture");
+    int rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "exit %d: %s", rc, log);
+    snprintf(exp, sizeof exp, "%s/exp", f.dir);
+    CHECK(export_to(&f, exp, "", out, sizeof out) == 0 && strstr(out, "gpt2"), "export: %s", out);
+    dataset ds;
+    tdm_err e = {0};
+    char path[700];
+    snprintf(path, sizeof path, "%s/dataset.yaml", g_corpus);
+    CHECK(dataset_load(&ds, path, &e) == 0, "%s", e.msg);
+    model_config mc = {.vocab = ds.vocab, .ctx = T, .layers = 2, .heads = 2, .channels = 32};
+    dataset_free(&ds);
+    size_t n = 0;
+    float *u = state_u(&f, &mc, &n);
+    CHECK(u, "no state");
+    uint32_t tok[B * (T + 1)];
+    for (int i = 0; i < B * (T + 1); i++) tok[i] = (uint32_t)((i * 29 + 3) % mc.vocab);
+    int32_t dom[B] = {0, 0};
+    model_batch batch = {.B = B, .T = T, .tokens = tok, .domain = dom};
+    model_layout lay;
+    CHECK(model_layout_init(&lay, &mc, &e) == 0, "%s", e.msg);
+    model_ctx *ctx = model_cpu_ops.create(&lay, B, T, 1, 1, &e);
+    double loss = 0;
+    rc = ctx ? model_cpu_ops.forward(ctx, u, &batch, &loss, NULL, &e) : e.code;
+    if (ctx) model_cpu_ops.destroy(ctx);
+    model_layout_free(&lay);
+    free(u);
+    CHECK(rc == 0, "forward: %s", e.msg);
+    snprintf(toks, sizeof toks, "%s/tokens.u32", f.dir);
+    FILE *fp = fopen(toks, "wb");
+    CHECK(fp && fwrite(tok, sizeof tok, 1, fp) == 1 && fclose(fp) == 0, "tokens");
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/gpt2_hf_ref.py' '%s' '%s' %d %d 2>&1", g_root, exp, toks,
+             B, T);
+    rc = test_sh(cmd, out, sizeof out);
+    double ref = atof(out);
+    printf("  GPT-2 export: PyTorch (HF GPT-2, Conv1D) loss %.7f, the CPU backend on u %.7f\n", ref, loss);
+    CHECK(rc == 0, "gpt2_hf_ref.py: %s", out);
+    CHECK(fabs(ref - loss) <= 1e-5 * loss, "PyTorch's loss on the export %.9f differs from %.9f", ref, loss);
+    fixture_done(&f);
+}
+
+/* exit 2 with `want` in the log, and no store made */
+static int refused(const fixture *f, const char *const *extra, const char *want, char *log, size_t cap) {
+    int rc = wait_exit(start_run_argv(f, NULL, extra));
+    read_all(f->log, log, cap);
+    struct stat st;
+    return rc == 2 && strstr(log, want) && stat(f->store, &st) != 0 ? 0 : -1;
+}
+
+static void test_refusals(void) {
+    fixture f;
+    char init[800], log[8192];
+    snprintf(init, sizeof init, "hf:%s", g_hf);
+    CHECK(hf_fixture(&f, "hf-refuse", init, NULL) == 0, "fixture");
+    const char *cuda[] = {"--set", "run.device=cuda", NULL};
+    CHECK(refused(&f, cuda, "run.device = cpu", log, sizeof log) == 0, "cuda: %s", log);
+    const char *vocab[] = {"--set", "model.vocab=512", NULL};
+    CHECK(refused(&f, vocab, "vocab_size 300", log, sizeof log) == 0, "model.vocab: %s", log);
+    const char *none[] = {"--set", "model.init=hf:/no/such/folder", NULL};
+    CHECK(refused(&f, none, "/no/such/folder/config.json", log, sizeof log) == 0, "missing folder: %s", log);
+    const char *bad[] = {"--set", "model.init=pretrained", NULL};
+    CHECK(refused(&f, bad, "expected random, or hf:DIR", log, sizeof log) == 0, "bad value: %s", log);
+    fixture_done(&f);
+
+    /* a dataset above the model's vocabulary, and one of another tokenizer */
+    char *wide = test_tmpdir("hf-wide");
+    corpus_opts co;
+    corpus_opts_init(&co);
+    uint64_t tr[2] = {4000, 4000};
+    co.out = wide, co.n_domains = 2, co.train_tokens = tr, co.n_train = 2, co.val_tokens = 1000;
+    co.test_tokens = 0, co.report = NULL, co.vocab = 512;
+    tdm_err e = {0};
+    CHECK(corpus_generate(&co, &e) == 0, "%s", e.msg);
+    CHECK(hf_fixture(&f, "hf-refuse2", init, NULL) == 0, "fixture");
+    char set[800];
+    snprintf(set, sizeof set, "data.dataset=%s/dataset.yaml", wide);
+    const char *wider[] = {"--set", set, NULL};
+    CHECK(refused(&f, wider, "more than the vocab_size 300", log, sizeof log) == 0, "vocabulary: %s", log);
+    char cmd[4400], out[256];
+    snprintf(cmd, sizeof cmd, "cd '%s' && printf 'tokenizer: \"hf:other\"\\ntokenizer_sha256: %064d\\n' >> "
+             "'%s/dataset.yaml'", g_corpus, 7, g_corpus);
+    CHECK(test_sh(cmd, out, sizeof out) == 0, "dataset.yaml: %s", out);
+    int rc = refused(&f, NULL, "was tokenised with hf:other", log, sizeof log);
+    snprintf(cmd, sizeof cmd, "sed -i '/^tokenizer/d' '%s/dataset.yaml'", g_corpus); /* as it was */
+    test_sh(cmd, out, sizeof out);
+    CHECK(rc == 0, "another tokenizer: %s", log);
+    test_rmtree(wide);
+    free(wide);
+    fixture_done(&f);
+
+    /* the SFT preset wants a folder, and says what it needs */
+    fixture_init(&f, "hf-preset", NULL);
+    char text[1024];
+    snprintf(text, sizeof text, "preset: sft-qwen2-0.5b\nrun: {threads: 1}\ndata: {dataset: %s/dataset.yaml}\n",
+             g_corpus);
+    CHECK(write_file(f.config, text) == 0, "config");
+    CHECK(refused(&f, NULL, "model.init: hf:DIR", log, sizeof log) == 0 && strstr(log, "GiB"), "preset: %s", log);
+    fixture_done(&f);
+}
+
+int main(void) {
+    const char *root = getenv("TANDEM_ROOT");
+    snprintf(g_root, sizeof g_root, "%s", root && *root ? root : ".");
+    char *dir = test_tmpdir("hf-run");
+    snprintf(g_corpus, sizeof g_corpus, "%s/corpus", dir);
+    snprintf(g_hf, sizeof g_hf, "%s/qwen2", dir);
+    uint64_t tr[3] = {20000, 10000, 5000};
+    tdm_err e = {0};
+    char cmd[4400], out[512];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 '%s/tests/models/st_ref.py' hf '%s' qwen2 1 0.05 2>&1 && "
+             "printf '{\"model\": {\"type\": \"BPE\"}, \"note\": \"a stand-in\"}\\n' > '%s/tokenizer.json'",
+             g_root, g_hf, g_hf);
+    if (corpus_fixture(g_corpus, 3, tr, 3, 2000, NULL, &e) || test_sh(cmd, out, sizeof out) != 0) {
+        fprintf(stderr, "setup: %s %s\n", e.msg, out);
+        return 1;
+    }
+    RUN(test_initial_weights_and_export);
+    RUN(test_kills_resume_bit_exact);
+    RUN(test_gpt2_export_in_torch);
+    RUN(test_refusals);
+    test_rmtree(dir);
+    free(dir);
+    return test_summary("test_hf_run");
+}
