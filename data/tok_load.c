@@ -1,11 +1,16 @@
-/* tok_load.c — the two tokenizer file formats (tokenizer.h): a Hugging Face
- * tokenizer.json (byte-level BPE) and a tiktoken ranks file. Every check names the file
+/* tok_load.c — tokenizer_load (tokenizer.h): the file read, told apart and loaded from
+ * its two formats, a Hugging Face tokenizer.json (byte-level BPE) and a tiktoken ranks
+ * file (the loaders fill t, t->m initialised and the rest zero, from the file's bytes). Every check names the file
  * and the key or line at fault; nothing in the file is trusted (ids are range-checked
  * before they size anything, strings carry their lengths). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "storage/sha256.h"
+#include "util/buf.h"
+#include "util/fileio.h"
 #include "util/json_tree.h"
 #include "data/tokenizer_impl.h"
 
@@ -66,7 +71,7 @@ static long b64decode(const char *s, size_t n, char *out) {
     return (long)o;
 }
 
-int tokenizer_load_tiktoken(tokenizer *t, const char *path, const char *data, size_t n,
+static int load_tiktoken(tokenizer *t, const char *path, const char *data, size_t n,
                             tdm_err *e) {
     char *tok = malloc(n / 4 * 3 + 3);
     if (!tok) return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
@@ -444,7 +449,7 @@ static int load_added(tokenizer *t, const char *path, const tjson *added, uint32
     return 0;
 }
 
-int tokenizer_load_json(tokenizer *t, const char *path, const char *data, size_t n, tdm_err *e) {
+static int load_json(tokenizer *t, const char *path, const char *data, size_t n, tdm_err *e) {
     char msg[256];
     const tjson *root;
     tjson_doc *doc = tjson_parse(data, n, &root, msg, sizeof msg);
@@ -473,4 +478,65 @@ int tokenizer_load_json(tokenizer *t, const char *path, const char *data, size_t
     }
     tjson_free(doc);
     return rc;
+}
+
+/* ---- the dispatch ---- */
+
+int tokenizer_load(const char *path, const char *pattern, tokenizer **out, tdm_err *e) {
+    *out = NULL;
+    int want = -1;
+    if (pattern && (want = pretok_from_name(pattern)) < 0)
+        return err_set(
+            e, ERR_USAGE,
+            "tokenizer %s: unknown pattern \"%s\" (gpt2, r50k, cl100k, llama3, qwen2, o200k)", path,
+            pattern);
+    buf_t file = {0};
+    if (fileio_read_all(path, &file, (size_t)1 << 32) != 0) {
+        free(file.p);
+        return errno == ENOMEM ? err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path)
+                               : err_sys(e, ERR_USAGE, errno, "tokenizer %s", path);
+    }
+    char *data = file.p;
+    size_t n = file.n;
+    int rc = 0;
+    tokenizer *t = calloc(1, sizeof *t);
+    if (!t || bpe_init(&t->m)) {
+        free(t);
+        free(data);
+        return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+    }
+    t->eot = -1;
+    sha256_digest d;
+    sha256(data, n, &d);
+    sha256_hex(&d, t->digest);
+    size_t i = 0;
+    while (i < n && (data[i] == ' ' || data[i] == '\t' || data[i] == '\r' || data[i] == '\n')) i++;
+    if (i < n && data[i] == '{') {
+        rc = load_json(t, path, data, n, e);
+        if (!rc && want >= 0 && (pretok_pattern)want != t->pat &&
+            !((pretok_pattern)want == PRETOK_CL100K && t->pat == PRETOK_LLAMA3))
+            rc =
+                err_set(e, ERR_USAGE, "tokenizer %s: its pre_tokenizer is %s, not the %s asked for",
+                        path, pretok_name(t->pat), pattern);
+        if (!rc)
+            snprintf(t->kind, sizeof t->kind, "hf-bpe:%s%s", pretok_name(t->pat),
+                     t->nfc ? "+nfc" : "");
+    } else if (want < 0) {
+        rc =
+            err_set(e, ERR_USAGE,
+                    "tokenizer %s: not a tokenizer.json, and a tiktoken ranks file needs a pattern "
+                    "(--pattern gpt2|cl100k|o200k|llama3|qwen2)",
+                    path);
+    } else {
+        t->pat = (pretok_pattern)want;
+        rc = load_tiktoken(t, path, data, n, e);
+        if (!rc) snprintf(t->kind, sizeof t->kind, "tiktoken:%s", pretok_name(t->pat));
+    }
+    free(data);
+    if (rc) {
+        tokenizer_free(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
 }

@@ -1,8 +1,7 @@
-/* tokenizer.c — loading dispatch, encoding (one thread, many threads, many documents)
- * and decoding (tokenizer.h). The file formats are read in tok_load.c. */
+/* tokenizer.c — encoding (one thread, many threads, many documents) and decoding
+ * (tokenizer.h). Loading (the dispatch and the two file formats) is tok_load.c's. */
 #include "data/tokenizer.h"
 
-#include <errno.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,91 +9,6 @@
 
 #include "data/nfc.h"
 #include "data/tokenizer_impl.h"
-#include "storage/sha256.h"
-
-/* The whole file into a malloc'd buffer (*data, *n). 0 or ERR_USAGE. */
-static int read_all(const char *path, char **data, size_t *n, tdm_err *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_sys(e, ERR_USAGE, errno, "tokenizer %s", path);
-    size_t cap = 1 << 20, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        len += fread(buf + len, 1, cap - len, f);
-        if (len < cap) break;
-        char *b = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-        if (!b) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = b;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf) return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
-    if (bad) {
-        free(buf);
-        return err_set(e, ERR_USAGE, "tokenizer %s: read error", path);
-    }
-    *data = buf;
-    *n = len;
-    return 0;
-}
-
-int tokenizer_load(const char *path, const char *pattern, tokenizer **out, tdm_err *e) {
-    *out = NULL;
-    int want = -1;
-    if (pattern && (want = pretok_from_name(pattern)) < 0)
-        return err_set(
-            e, ERR_USAGE,
-            "tokenizer %s: unknown pattern \"%s\" (gpt2, r50k, cl100k, llama3, qwen2, o200k)", path,
-            pattern);
-    char *data = NULL;
-    size_t n = 0;
-    int rc = read_all(path, &data, &n, e);
-    if (rc) return rc;
-    tokenizer *t = calloc(1, sizeof *t);
-    if (!t || bpe_init(&t->m)) {
-        free(t);
-        free(data);
-        return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
-    }
-    t->eot = -1;
-    sha256_digest d;
-    sha256(data, n, &d);
-    sha256_hex(&d, t->digest);
-    size_t i = 0;
-    while (i < n && (data[i] == ' ' || data[i] == '\t' || data[i] == '\r' || data[i] == '\n')) i++;
-    if (i < n && data[i] == '{') {
-        rc = tokenizer_load_json(t, path, data, n, e);
-        if (!rc && want >= 0 && (pretok_pattern)want != t->pat &&
-            !((pretok_pattern)want == PRETOK_CL100K && t->pat == PRETOK_LLAMA3))
-            rc =
-                err_set(e, ERR_USAGE, "tokenizer %s: its pre_tokenizer is %s, not the %s asked for",
-                        path, pretok_name(t->pat), pattern);
-        if (!rc)
-            snprintf(t->kind, sizeof t->kind, "hf-bpe:%s%s", pretok_name(t->pat),
-                     t->nfc ? "+nfc" : "");
-    } else if (want < 0) {
-        rc =
-            err_set(e, ERR_USAGE,
-                    "tokenizer %s: not a tokenizer.json, and a tiktoken ranks file needs a pattern "
-                    "(--pattern gpt2|cl100k|o200k|llama3|qwen2)",
-                    path);
-    } else {
-        t->pat = (pretok_pattern)want;
-        rc = tokenizer_load_tiktoken(t, path, data, n, e);
-        if (!rc) snprintf(t->kind, sizeof t->kind, "tiktoken:%s", pretok_name(t->pat));
-    }
-    free(data);
-    if (rc) {
-        tokenizer_free(t);
-        return rc;
-    }
-    *out = t;
-    return 0;
-}
 
 void tokenizer_free(tokenizer *t) {
     if (!t) return;

@@ -20,9 +20,4 @@ struct tokenizer {
     char kind[48];
 };
 
-/* The loaders: fill t (t->m initialised, the rest zero) from the file's bytes. 0 or an
- * error naming `path`. */
-int tokenizer_load_json(tokenizer *t, const char *path, const char *data, size_t n, tdm_err *e);
-int tokenizer_load_tiktoken(tokenizer *t, const char *path, const char *data, size_t n, tdm_err *e);
-
 #endif
