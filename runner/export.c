@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "data/dataset.h"
 #include "ledger/ckpt.h"
@@ -70,6 +71,11 @@ int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype
     else if (!rc) rc = ckpt_load(ck, &rec, &found, e);
     if (!rc && !found) rc = err_set(e, ERR_USAGE, "%s holds no committed state to export", store_url(st));
     const float *u = rc ? NULL : ckpt_host(ck, 0);
+    char index[CONFIG_STR_MAX + 64];
+    snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
+    if (!rc && access(index, F_OK) == 0) /* loaders read the shards it names, not our file */
+        rc = err_set(e, ERR_USAGE, "%s holds model.safetensors.index.json (a sharded model): the export's "
+                     "model.safetensors would be ignored beside it; export into a new folder", dir);
     if (!rc && mc.arch == MODEL_ARCH_HF) {
         qwen2_model m = {.a = mc.hf}; /* qwen2_save reads the architecture only */
         rc = qwen2_save(&m, u, dir, dtype, e);

@@ -161,6 +161,12 @@ static void test_kills_resume_bit_exact(void) {
     CHECK(export_to(&f, exp, "--dtype bf16", out, sizeof out) == 0 && strstr(out, "BF16"), "export bf16: %s", out);
     CHECK(qwen2_load(exp, &m, &e) == 0, "%s", e.msg);
     qwen2_free(&m);
+    /* a sharded folder's index would shadow the export: refused, nothing written */
+    char idx[800];
+    snprintf(idx, sizeof idx, "%s/model.safetensors.index.json", exp);
+    CHECK(write_file(idx, "{\"weight_map\": {}}\n") == 0, "index");
+    int rc2 = export_to(&f, exp, "", out, sizeof out);
+    CHECK(rc2 == 2 && strstr(out, "model.safetensors.index.json"), "export beside an index: exit %d: %s", rc2, out);
     fixture_done(&f);
     fixture_done(&ref);
 }
