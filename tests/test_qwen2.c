@@ -45,11 +45,43 @@ static int grad_compare(const char *name, int64_t rows, int64_t cols, void *arg)
     return 0;
 }
 
+/* PyTorch's forward (tests/models/qwen2_ref.py) on folder `dir` for tokens [B][T+1]: the
+ * logits into ref[B*T*V] (*got: how many were read) and, when grad_path is not NULL,
+ * autograd's gradient written there; its output (the loss) into out. Its exit status. */
+static int torch_forward(const char *dir, const uint32_t *tok, int B, int T, float *ref, size_t nl, size_t *got,
+                         const char *grad_path, char *out, size_t cap) {
+    char toks[700], lpath[700], cmd[4000];
+    snprintf(toks, sizeof toks, "%s/tokens.u32", dir);
+    snprintf(lpath, sizeof lpath, "%s/ref.f32", dir);
+    FILE *f = fopen(toks, "wb");
+    if (!f || fwrite(tok, sizeof *tok, (size_t)B * (T + 1), f) != (size_t)B * (T + 1)) {
+        if (f) fclose(f);
+        return -1;
+    }
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/qwen2_ref.py' '%s' '%s' %d %d '%s'%s%s%s 2>&1",
+             g_root, dir, toks, B, T, lpath, grad_path ? " '" : "", grad_path ? grad_path : "", grad_path ? "'" : "");
+    int rc = test_sh(cmd, out, cap);
+    f = fopen(lpath, "rb");
+    *got = f ? fread(ref, sizeof *ref, nl, f) : 0;
+    if (f) fclose(f);
+    return rc;
+}
+
+/* max |a - b| and max |b| over n values */
+static void max_diff(const float *a, const float *b, size_t n, double *diff, double *big) {
+    *diff = 0, *big = 0;
+    for (size_t i = 0; i < n; i++) {
+        *diff = fmax(*diff, fabs((double)a[i] - b[i]));
+        *big = fmax(*big, fabs((double)b[i]));
+    }
+}
+
 /* A folder of `type`, its forward pass here and in PyTorch: the largest logit difference
  * relative to the largest logit, and both losses. */
 static void against_torch(const char *type, int tied) {
     enum { B = 3, T = 9 };
-    char dir[600], cmd[4000], out[256], toks[700], lpath[700];
+    char dir[600], cmd[4000], out[256];
     snprintf(dir, sizeof dir, "%s/%s-%d", g_dir, type, tied);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/st_ref.py' hf '%s' %s %d 0.3 2>&1", g_root, dir,
              type, tied);
@@ -61,10 +93,6 @@ static void against_torch(const char *type, int tied) {
     rng_stream r;
     rng_stream_init(&r, 17, RNG_TEST, (uint32_t)tied, 0, 0);
     for (int i = 0; i < B * (T + 1); i++) tok[i] = (uint32_t)rng_below(&r, (uint64_t)m.a.vocab);
-    snprintf(toks, sizeof toks, "%s/tokens.u32", dir);
-    FILE *f = fopen(toks, "wb");
-    fwrite(tok, sizeof tok, 1, f);
-    fclose(f);
     size_t nl = (size_t)B * T * m.a.vocab;
     float *lg = malloc(nl * sizeof *lg), *ref = malloc(nl * sizeof *ref);
     double loss = 0, loss2 = 0;
@@ -72,25 +100,17 @@ static void against_torch(const char *type, int tied) {
     float *grad = malloc(m.numel * sizeof *grad), *gref = malloc(m.numel * sizeof *gref);
     int grc = qwen2_forward_backward(&m, tok, B, T, grad, &loss2, &e);
     char gpath[700];
-    snprintf(lpath, sizeof lpath, "%s/ref.f32", dir);
     snprintf(gpath, sizeof gpath, "%s/grad.f32", dir);
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/qwen2_ref.py' '%s' '%s' %d %d '%s' '%s' 2>&1", g_root,
-             dir, toks, B, T, lpath, gpath);
-    int prc = test_sh(cmd, out, sizeof out);
+    size_t got = 0;
+    int prc = torch_forward(dir, tok, B, T, ref, nl, &got, gpath, out, sizeof out);
     double ref_loss = atof(out);
-    f = fopen(lpath, "rb");
-    size_t got = f ? fread(ref, sizeof *ref, nl, f) : 0;
-    if (f) fclose(f);
     double maxdiff = 0, maxabs = 0;
-    for (size_t i = 0; i < nl && got == nl; i++) {
-        maxdiff = fmax(maxdiff, fabs((double)lg[i] - ref[i]));
-        maxabs = fmax(maxabs, fabs((double)ref[i]));
-    }
+    if (got == nl) max_diff(lg, ref, nl, &maxdiff, &maxabs);
     free(lg);
     free(ref);
     /* the gradient, tensor by tensor: the largest difference relative to the tensor's
      * largest gradient */
-    f = fopen(gpath, "rb");
+    FILE *f = fopen(gpath, "rb");
     size_t ggot = f ? fread(gref, sizeof *gref, m.numel, f) : 0;
     if (f) fclose(f);
     double worst = 0;
@@ -131,7 +151,7 @@ static void test_llama_against_torch(void) { against_torch("llama", 0); }
  * weights is lossless: the same bits again. */
 static void test_export_round_trip(void) {
     enum { B = 2, T = 6 };
-    char src[600], out[600], cmd[4000], res[256], toks[700], lpath[700];
+    char src[600], out[600], res[256];
     snprintf(src, sizeof src, "%s/llama-0", g_dir);
     qwen2_model m, back;
     tdm_err e = {0};
@@ -153,22 +173,10 @@ static void test_export_round_trip(void) {
     size_t nl = (size_t)B * T * m.a.vocab;
     float *lg = malloc(nl * sizeof *lg), *ref = malloc(nl * sizeof *ref);
     CHECK(qwen2_forward(&m, tok, B, T, lg, &loss, &e) == 0, "%s", e.msg);
-    snprintf(toks, sizeof toks, "%s/tokens.u32", out);
-    FILE *f = fopen(toks, "wb");
-    fwrite(tok, sizeof tok, 1, f);
-    fclose(f);
-    snprintf(lpath, sizeof lpath, "%s/ref.f32", out);
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/qwen2_ref.py' '%s' '%s' %d %d '%s' 2>&1", g_root, out,
-             toks, B, T, lpath);
-    int prc = test_sh(cmd, res, sizeof res);
-    f = fopen(lpath, "rb");
-    size_t got = f ? fread(ref, sizeof *ref, nl, f) : 0;
-    if (f) fclose(f);
+    size_t got = 0;
+    int prc = torch_forward(out, tok, B, T, ref, nl, &got, NULL, res, sizeof res);
     double diff = 0, big = 0;
-    for (size_t i = 0; i < nl && got == nl; i++) {
-        diff = fmax(diff, fabs((double)lg[i] - ref[i]));
-        big = fmax(big, fabs((double)ref[i]));
-    }
+    if (got == nl) max_diff(lg, ref, nl, &diff, &big);
     free(lg);
     free(ref);
     CHECK(prc == 0 && got == nl, "PyTorch on the export: %s", res);
