@@ -98,7 +98,7 @@ deps-test:
 test: deps-test
 	@$(MAKE) --no-print-directory test-run
 
-test-run: tandem rel-tests asan-tests $(BUILD)/sim/test_gpu
+test-run: tandem rel-tests asan-tests $(BUILD)/sim/test_gpu $(BUILD)/sim/test_gpu_hf
 	@bash tests/run.sh $(VARIANTS)
 
 demo: deps
@@ -209,6 +209,14 @@ $(BUILD)/rel/bench/bench_gpu: $(CUDA_PLUGIN)
 $(BUILD)/rel/bench/bench_gpu: LDLIBS += $(GPU_PROG_LIBS)
 $(BUILD)/rel/gpu-tests/test_gpu: $(CUDA_PLUGIN)
 $(BUILD)/rel/gpu-tests/test_gpu: LDLIBS += $(GPU_PROG_LIBS)
+# the Llama / Qwen2 kernels against CPU references (tests/test_gpu_hf.cu): the kernels'
+# object and the CUDA runtime only, no libtandem
+$(BUILD)/rel/tests/test_gpu_hf.o: tests/test_gpu_hf.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+$(BUILD)/rel/gpu-tests/test_gpu_hf: $(BUILD)/rel/tests/test_gpu_hf.o $(BUILD)/rel/gpu/kernels_hf.o
+	@mkdir -p $(dir $@)
+	$(CXX) -o $@ $^ -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart
 else
 HAVE_CUDA :=
 CUDA_PLUGIN :=
@@ -268,6 +276,15 @@ $(SIM_DIR)/tests/test_gpu.o: tests/test_gpu.c
 $(SIM_DIR)/test_gpu: $(SIM_DIR)/tests/test_gpu.o $(SIM_OBJ) $(BUILD)/asan/libtandem.a
 	$(CC) $(LDFLAGS_asan) -o $@ $^ $(LDLIBS) -lstdc++
 
+# tests/test_gpu_hf.cu (kernels_hf.cu against CPU references) is C++ and needs only its
+# kernels and the simulator
+$(SIM_DIR)/tests/test_gpu_hf.o: tests/test_gpu_hf.cu
+	@mkdir -p $(dir $@)
+	$(CXX) $(SIM_CXXFLAGS) -x c++ -c $< -o $@
+
+$(SIM_DIR)/test_gpu_hf: $(SIM_DIR)/tests/test_gpu_hf.o $(SIM_DIR)/gpu/kernels_hf.o $(SIM_DIR)/gpu/sim/sim.o
+	$(CXX) -fsanitize=address,undefined -o $@ $^
+
 $(SIM_DIR)/bench/bench_gpu.o: bench/bench_gpu.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS_asan) -DTANDEM_HAVE_CUDA -c $< -o $@
@@ -276,7 +293,7 @@ $(SIM_DIR)/bench_gpu: $(SIM_DIR)/bench/bench_gpu.o $(SIM_OBJ) $(BUILD)/asan/libt
 	$(CC) $(LDFLAGS_asan) -o $@ $^ $(LDLIBS) -lstdc++
 
 test-gpu-sim:
-	@$(MAKE) --no-print-directory $(SIM_DIR)/test_gpu $(SIM_DIR)/bench_gpu
+	@$(MAKE) --no-print-directory $(SIM_DIR)/test_gpu $(SIM_DIR)/test_gpu_hf $(SIM_DIR)/bench_gpu
 	@bash tests/gpu_sim.sh
 
 
@@ -289,8 +306,10 @@ $(BUILD)/rel/gpu-tests/test_gpu: $(BUILD)/rel/tests/test_gpu.o $(BUILD)/rel/libt
 # and test_gpu's summary counts its checks as skipped, never as passed. No deps step: GPU
 # machines are often offline (docs/gpu.md says how to run binaries built elsewhere).
 test-gpu:
-	@$(MAKE) --no-print-directory tandem $(BUILD)/rel/gpu-tests/test_gpu
+	@$(MAKE) --no-print-directory tandem $(BUILD)/rel/gpu-tests/test_gpu \
+	    $(if $(HAVE_CUDA),$(BUILD)/rel/gpu-tests/test_gpu_hf)
 	@bash tests/gpu_run.sh
+	@$(if $(HAVE_CUDA),$(BUILD)/rel/gpu-tests/test_gpu_hf)
 	@bash tests/gpu_nccl.sh
 
 bench-gpu:

@@ -139,6 +139,49 @@ cudaError_t gpu_attention_probe(void);
  * process and device is enough; idempotent). */
 cudaError_t gpu_attention_setup(size_t smem_optin);
 
+/* ---------------------------------------- Llama / Qwen2 layers (kernels_hf.cu) */
+/* The layers of model/qwen2.c, fp32 only (bf16 not yet). N = B*T rows, C channels,
+ * H query heads and Hkv key/value heads (H a multiple of Hkv) of D dimensions, F the MLP
+ * width. Not yet used by cuda.cu's model_ops. */
+
+/* out[N, C] = x * rstd * w with rstd[N] = 1 / sqrt(mean(x^2) + eps) per row of inp[N, C]
+ * (rstd may be NULL when the backward pass will not follow) */
+cudaError_t gpu_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N,
+                                int C, double eps, cudaStream_t s);
+/* Backward of out = inp * rstd * w given dy[N, C]: dx[N, C] += d(inp) and
+ * dw[C] += sum over rows of dy * inp * rstd, the rows summed in chunks of GPU_ROW_CHUNK
+ * into part[nchunks][C] (double; nchunks = ceil(N / GPU_ROW_CHUNK)) combined in chunk
+ * order: deterministic. Both add, as qwen2.c's rmsnorm_backward. */
+cudaError_t gpu_rmsnorm_backward(float *dx, float *dw, double *part, const float *dy,
+                                 const float *inp, const float *rstd, const float *w, int N,
+                                 int C, cudaStream_t s);
+/* x[B*T, heads*D] rotated in place by RoPE (HF's rotate_half: dims i and i + D/2 of each
+ * head, position t = row % T, angle t * theta^(-2i/D) with inv_freq and the angle in
+ * float, as qwen2.c's rope_rotate); sign +1 forward, -1 the transpose (backward). D even,
+ * at most 12288. */
+cudaError_t gpu_rope_rotate(float *x, int B, int T, int heads, int D, double theta, float sign,
+                            cudaStream_t s);
+/* act[n] = silu(g) * u, elementwise (act may be g or u) */
+cudaError_t gpu_swiglu_forward(float *act, const float *g, const float *u, size_t n,
+                               cudaStream_t s);
+/* From dact[n]: du = dact g sigmoid(g), dg = dact u sigmoid(g) (1 + g (1 - sigmoid(g)));
+ * dg may be dact (in place), du may not alias g or u */
+cudaError_t gpu_swiglu_backward(float *dg, float *du, const float *dact, const float *g,
+                                const float *u, size_t n, cudaStream_t s);
+/* Causal attention, query head h over key/value head h / (H / Hkv): q[B*T, H*D],
+ * k and v [B*T, Hkv*D] → out[B*T, H*D], and the softmax probabilities
+ * probs[B][H][T][T] (required; zeros past the diagonal) for the backward pass. */
+cudaError_t gpu_gqa_attention_forward(float *out, float *probs, const float *q, const float *k,
+                                      const float *v, int B, int T, int H, int Hkv, int D,
+                                      cudaStream_t s);
+/* From datt[B*T, H*D] (d out) and the forward's inputs and probs: dq[B*T, H*D], dk and
+ * dv [B*T, Hkv*D], all overwritten; ds[B][H][T][T] is scratch (d scores). dk and dv sum
+ * the group's query heads and positions in a fixed order, one writer per element. */
+cudaError_t gpu_gqa_attention_backward(float *dq, float *dk, float *dv, float *ds,
+                                       const float *datt, const float *q, const float *k,
+                                       const float *v, const float *probs, int B, int T, int H,
+                                       int Hkv, int D, cudaStream_t s);
+
 /* ---------------------------------------- optimisers, norms (kernels_optim.cu) */
 typedef struct gpu_span {
     unsigned long long off; /* first element */

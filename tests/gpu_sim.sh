@@ -6,7 +6,8 @@
 # Quick mode: shorter SIGKILL runs (bf16 only), no 160M memory report, no runner-level
 # run (those need a real GPU). Prints one line "N passed, M failed" like tests/run.sh.
 # GPU_SIM_SUBSET=1 (what `make test` uses, ~2 min): the op-level cases and the state round
-# trip, threads in random order only, plus the no-device path.
+# trip, threads in random order only, plus the no-device path. In both modes
+# tests/test_gpu_hf.cu (build/sim/test_gpu_hf, beside $bin) runs in all three orders.
 set -u
 cd "$(dirname "$0")/.."
 bin=${TEST_GPU_SIM_BIN:-build/sim/test_gpu}
@@ -42,6 +43,37 @@ if [ $st -eq 0 ] && grep -q '^SKIP: no CUDA device' <<<"$out" && grep -q ' 0 pas
   passed=$((passed + 1))
 else
   failed=$((failed + 1)); fails+=("no-device run did not skip cleanly (exit $st)")
+fi
+# tests/test_gpu_hf.cu (the Llama / Qwen2 kernels, under a second): every thread order in
+# both modes, and the digest of all its outputs must be the same bits in each
+hf_bin=${TEST_GPU_HF_SIM_BIN:-$(dirname "$bin")/test_gpu_hf}
+if [ ! -x "$hf_bin" ]; then
+  failed=$((failed + 1)); fails+=("$hf_bin is not built")
+else
+  digests=
+  for order in forward reverse random; do
+    echo "== test_gpu_hf, thread order $order"
+    out=$(TANDEM_GPU_SIM_ORDER=$order "$hf_bin" 2>&1); st=$?
+    echo "$out"
+    line=$(grep -E '^test_gpu_hf: [0-9]+ passed, [0-9]+ failed$' <<<"$out" | tail -n 1)
+    if [ -z "$line" ]; then failed=$((failed + 1)); fails+=("test_gpu_hf $order: no summary (exit $st)"); continue; fi
+    p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line"); f=$(sed -E 's/.*, ([0-9]+) failed.*/\1/' <<<"$line")
+    passed=$((passed + p)); failed=$((failed + f))
+    [ "$f" -gt 0 ] && fails+=("test_gpu_hf $order: $f failed")
+    [ "$f" -eq 0 ] && [ "$st" -ne 0 ] && { failed=$((failed + 1)); fails+=("test_gpu_hf $order: exit $st"); }
+    digests+="$(sed -n 's/^test_gpu_hf: digest //p' <<<"$out")"$'\n'
+  done
+  if [ "$(sort -u <<<"$digests" | grep -c .)" -eq 1 ]; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1)); fails+=("test_gpu_hf: outputs differ between thread orders: $(tr '\n' ' ' <<<"$digests")")
+  fi
+  out=$(TANDEM_GPU_SIM_NODEV=1 "$hf_bin" 2>&1); st=$?
+  if [ $st -eq 0 ] && grep -q '^SKIP: no CUDA device' <<<"$out" && grep -q ' 0 passed, 0 failed$' <<<"$out"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1)); fails+=("test_gpu_hf: no-device run did not skip cleanly (exit $st)")
+  fi
 fi
 for f in "${fails[@]+"${fails[@]}"}"; do echo "FAILED: $f"; done
 echo "gpu_sim: $passed passed, $failed failed"
