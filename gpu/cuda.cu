@@ -157,7 +157,7 @@ static const char *type_name(cudaDataType_t t) { return t == CUDA_R_16BF ? "bf16
 /* Column-major D[m x n] (ld ldd, type dtype) = op(A) op(B) (+ C, when C is not NULL,
  * beta = 1) (+ bias[m], type dtype), A and B of type abtype, fp32 accumulate. op(A) is
  * m x k (A stored k x m when ta), op(B) k x n (B stored n x k when tb). */
-static int lt_matmul(model_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+int cuda_lt_matmul(model_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                      const void *A, int64_t lda, const void *B, int64_t ldb, cudaDataType_t abtype,
                      void *D, int64_t ldd, cudaDataType_t dtype, const void *C, const void *bias,
                      tdm_err *e) {
@@ -264,23 +264,23 @@ out:
 /* Row-major matmuls of a linear layer with W[OC, IC] (torch.nn.Linear's layout). */
 
 /* out[N, OC] = inp[N, IC] W^T (+ bias[OC]) (+ resid[N, OC]) */
-static int mm_forward(model_ctx *ctx, void *out, cudaDataType_t otype, const void *inp,
+int cuda_mm_forward(model_ctx *ctx, void *out, cudaDataType_t otype, const void *inp,
                       const void *W, const void *bias, const float *resid, int N, int IC, int OC,
                       cudaDataType_t at, tdm_err *e) {
-    return lt_matmul(ctx, true, false, OC, N, IC, W, IC, inp, IC, at, out, OC, otype, resid, bias, e);
+    return cuda_lt_matmul(ctx, true, false, OC, N, IC, W, IC, inp, IC, at, out, OC, otype, resid, bias, e);
 }
 
 /* dinp[N, IC] = dout[N, OC] W (overwritten) */
-static int mm_dinp(model_ctx *ctx, void *dinp, cudaDataType_t dtype, const void *dout,
+int cuda_mm_dinp(model_ctx *ctx, void *dinp, cudaDataType_t dtype, const void *dout,
                    const void *W, int N, int IC, int OC, cudaDataType_t at, tdm_err *e) {
-    return lt_matmul(ctx, false, false, IC, N, OC, W, IC, dout, OC, at, dinp, IC, dtype, NULL,
+    return cuda_lt_matmul(ctx, false, false, IC, N, OC, W, IC, dout, OC, at, dinp, IC, dtype, NULL,
                      NULL, e);
 }
 
 /* dW[OC, IC] = dout[N, OC]^T inp[N, IC] (float, overwritten); ld_dout is dout's row length */
-static int mm_dweight(model_ctx *ctx, float *dW, const void *dout, int64_t ld_dout,
+int cuda_mm_dweight(model_ctx *ctx, float *dW, const void *dout, int64_t ld_dout,
                       const void *inp, int N, int IC, int OC, cudaDataType_t at, tdm_err *e) {
-    return lt_matmul(ctx, false, true, IC, OC, N, inp, IC, dout, ld_dout, at, dW, IC, CUDA_R_32F,
+    return cuda_lt_matmul(ctx, false, true, IC, OC, N, inp, IC, dout, ld_dout, at, dW, IC, CUDA_R_32F,
                      NULL, NULL, e);
 }
 
@@ -332,17 +332,17 @@ template <typename T> static int forward_impl(model_ctx *ctx, const float *param
         float *res2 = ctx->res2 + l * ctx->s_C, *res3 = ctx->res3 + l * ctx->s_C;
         int rc;
         LAUNCH_TRY(gpu_layernorm_forward<T>(ln1, ln1m, ln1r, x, WF(MODEL_LN1_W), WF(MODEL_LN1_B), N, C, s), e);
-        if ((rc = mm_forward(ctx, qkv, AT, ln1, WT(MODEL_QKV_W), WT(MODEL_QKV_B), NULL, N, C, 3 * C, AT, e)))
+        if ((rc = cuda_mm_forward(ctx, qkv, AT, ln1, WT(MODEL_QKV_W), WT(MODEL_QKV_B), NULL, N, C, 3 * C, AT, e)))
             return rc;
         LAUNCH_TRY(gpu_attention_forward<T>(atty, lse, qkv, B, T_, C, H, ctx->tile, s), e);
-        if ((rc = mm_forward(ctx, res2, CUDA_R_32F, atty, WT(MODEL_ATTPROJ_W), WF(MODEL_ATTPROJ_B), x, N, C,
+        if ((rc = cuda_mm_forward(ctx, res2, CUDA_R_32F, atty, WT(MODEL_ATTPROJ_W), WF(MODEL_ATTPROJ_B), x, N, C,
                              C, AT, e)))
             return rc;
         LAUNCH_TRY(gpu_layernorm_forward<T>(ln2, ln2m, ln2r, res2, WF(MODEL_LN2_W), WF(MODEL_LN2_B), N, C, s), e);
-        if ((rc = mm_forward(ctx, fch, AT, ln2, WT(MODEL_FC_W), WT(MODEL_FC_B), NULL, N, C, 4 * C, AT, e)))
+        if ((rc = cuda_mm_forward(ctx, fch, AT, ln2, WT(MODEL_FC_W), WT(MODEL_FC_B), NULL, N, C, 4 * C, AT, e)))
             return rc;
         LAUNCH_TRY(gpu_gelu_forward<T>(fchg, fch, (size_t)N * 4 * C, s), e);
-        if ((rc = mm_forward(ctx, res3, CUDA_R_32F, fchg, WT(MODEL_FCPROJ_W), WF(MODEL_FCPROJ_B), res2, N,
+        if ((rc = cuda_mm_forward(ctx, res3, CUDA_R_32F, fchg, WT(MODEL_FCPROJ_W), WF(MODEL_FCPROJ_B), res2, N,
                              4 * C, C, AT, e)))
             return rc;
         x = res3;
@@ -355,7 +355,7 @@ template <typename T> static int forward_impl(model_ctx *ctx, const float *param
                e);
     /* logits[N, V] (ld Vp) = lnf wte^T: the tied head, no bias (over head_rows(): the
      * columns past V are never read) */
-    int rc = lt_matmul(ctx, true, false, head_rows(ctx), N, C, wp + ctx->off_wte, C, lnf, C, AT, ctx->logits,
+    int rc = cuda_lt_matmul(ctx, true, false, head_rows(ctx), N, C, wp + ctx->off_wte, C, lnf, C, AT, ctx->logits,
                        ctx->Vp, CUDA_R_32F, NULL, NULL, e);
     if (rc) return rc;
     LAUNCH_TRY(gpu_crossentropy_forward(ctx->row_loss, ctx->row_max, ctx->row_inv, ctx->logits,
@@ -386,11 +386,11 @@ template <typename T> static int backward_impl(model_ctx *ctx, const float *para
                                             ctx->row_max, ctx->row_inv, ctx->row_g, targets, N, V,
                                             s), e);
     /* head: dlnf[N, C] = dlogits wte; dwte[V, C] = dlogits^T lnf (first contribution) */
-    if ((rc = lt_matmul(ctx, false, false, C, N, head_rows(ctx), wp + ctx->off_wte, C, dlogits, ctx->Vp, AT,
+    if ((rc = cuda_lt_matmul(ctx, false, false, C, N, head_rows(ctx), wp + ctx->off_wte, C, dlogits, ctx->Vp, AT,
                         ctx->dln, C, CUDA_R_32F, NULL, NULL, e)))
         return rc;
     float *dwte = grads + ctx->off_wte;
-    if ((rc = mm_dweight(ctx, dwte, dlogits, ctx->Vp, lnf, N, C, V, AT, e))) return rc;
+    if ((rc = cuda_mm_dweight(ctx, dwte, dlogits, ctx->Vp, lnf, N, C, V, AT, e))) return rc;
     CUDA_TRY(cudaMemsetAsync(ctx->dres, 0, (size_t)N * C * sizeof(float), s), e);
     const float *xlast = L > 0 ? ctx->res3 + (L - 1) * ctx->s_C : ctx->encoded;
     LAUNCH_TRY(gpu_layernorm_backward<T>(ctx->dres, copy, grads + ctx->off_lnf_w,
@@ -409,23 +409,23 @@ template <typename T> static int backward_impl(model_ctx *ctx, const float *para
 #define WF(k) block_param(ctx, params, l, (k))
 #define G(k) (grads + ctx->off_block[(size_t)l * MODEL_BLOCK_TENSORS + (k)])
         /* MLP: res3 = res2 + c_proj(gelu(c_fc(ln_2(res2)))); dres holds d(res3) */
-        if ((rc = mm_dinp(ctx, dfch, AT, dres_act, WT(MODEL_FCPROJ_W), N, 4 * C, C, AT, e))) return rc;
-        if ((rc = mm_dweight(ctx, G(MODEL_FCPROJ_W), dres_act, C, fchg, N, 4 * C, C, AT, e))) return rc;
+        if ((rc = cuda_mm_dinp(ctx, dfch, AT, dres_act, WT(MODEL_FCPROJ_W), N, 4 * C, C, AT, e))) return rc;
+        if ((rc = cuda_mm_dweight(ctx, G(MODEL_FCPROJ_W), dres_act, C, fchg, N, 4 * C, C, AT, e))) return rc;
         LAUNCH_TRY(gpu_column_sum<float>(G(MODEL_FCPROJ_B), part, ctx->dres, N, C, s), e);
         LAUNCH_TRY(gpu_gelu_backward<T>(dfch, fch, (size_t)N * 4 * C, s), e);
-        if ((rc = mm_dinp(ctx, ctx->dln, CUDA_R_32F, dfch, WT(MODEL_FC_W), N, C, 4 * C, AT, e))) return rc;
-        if ((rc = mm_dweight(ctx, G(MODEL_FC_W), dfch, 4 * C, ln2, N, C, 4 * C, AT, e))) return rc;
+        if ((rc = cuda_mm_dinp(ctx, ctx->dln, CUDA_R_32F, dfch, WT(MODEL_FC_W), N, C, 4 * C, AT, e))) return rc;
+        if ((rc = cuda_mm_dweight(ctx, G(MODEL_FC_W), dfch, 4 * C, ln2, N, C, 4 * C, AT, e))) return rc;
         LAUNCH_TRY(gpu_column_sum<T>(G(MODEL_FC_B), part, dfch, N, 4 * C, s), e);
         LAUNCH_TRY(gpu_layernorm_backward<T>(ctx->dres, copy, G(MODEL_LN2_W), G(MODEL_LN2_B), part, ctx->dln,
                                              res2, ln2m, ln2r, WF(MODEL_LN2_W), N, C, s), e);
         /* attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))); dres holds d(res2) */
-        if ((rc = mm_dinp(ctx, datty, AT, dres_act, WT(MODEL_ATTPROJ_W), N, C, C, AT, e))) return rc;
-        if ((rc = mm_dweight(ctx, G(MODEL_ATTPROJ_W), dres_act, C, atty, N, C, C, AT, e))) return rc;
+        if ((rc = cuda_mm_dinp(ctx, datty, AT, dres_act, WT(MODEL_ATTPROJ_W), N, C, C, AT, e))) return rc;
+        if ((rc = cuda_mm_dweight(ctx, G(MODEL_ATTPROJ_W), dres_act, C, atty, N, C, C, AT, e))) return rc;
         LAUNCH_TRY(gpu_column_sum<float>(G(MODEL_ATTPROJ_B), part, ctx->dres, N, C, s), e);
         LAUNCH_TRY(gpu_attention_backward<T>(dqkv, ctx->attD, datty, qkv, atty, lse, B, T_, C, H,
                                              ctx->tile, s), e);
-        if ((rc = mm_dinp(ctx, ctx->dln, CUDA_R_32F, dqkv, WT(MODEL_QKV_W), N, C, 3 * C, AT, e))) return rc;
-        if ((rc = mm_dweight(ctx, G(MODEL_QKV_W), dqkv, 3 * C, ln1, N, C, 3 * C, AT, e))) return rc;
+        if ((rc = cuda_mm_dinp(ctx, ctx->dln, CUDA_R_32F, dqkv, WT(MODEL_QKV_W), N, C, 3 * C, AT, e))) return rc;
+        if ((rc = cuda_mm_dweight(ctx, G(MODEL_QKV_W), dqkv, 3 * C, ln1, N, C, 3 * C, AT, e))) return rc;
         LAUNCH_TRY(gpu_column_sum<T>(G(MODEL_QKV_B), part, dqkv, N, 3 * C, s), e);
         LAUNCH_TRY(gpu_layernorm_backward<T>(ctx->dres, copy, G(MODEL_LN1_W), G(MODEL_LN1_B), part, ctx->dln,
                                              x, ln1m, ln1r, WF(MODEL_LN1_W), N, C, s), e);
@@ -529,7 +529,8 @@ static int cuda_forward(model_ctx *ctx, const float *params, const model_batch *
     memcpy(ctx->h_domain, batch->domain, (size_t)B * sizeof *ctx->h_domain);
     int rc = stage_batch(ctx, batch, e);
     if (!rc)
-        rc = ctx->use_bf16 ? forward_impl<bf16>(ctx, params, e) : forward_impl<float>(ctx, params, e);
+        rc = ctx->hf ? cuda_hf_forward(ctx, params, e)
+                     : ctx->use_bf16 ? forward_impl<bf16>(ctx, params, e) : forward_impl<float>(ctx, params, e);
     if (rc) return rc;
     size_t N = (size_t)B * T;
     CUDA_TRY(cudaMemcpyAsync(ctx->h_row_loss, ctx->row_loss, N * sizeof(double),
@@ -571,6 +572,7 @@ static int cuda_backward(model_ctx *ctx, const float *params, const double *coef
     /* from pageable memory: returns once h_g is staged, so h_g may be rewritten after */
     CUDA_TRY(cudaMemcpyAsync(ctx->row_g, ctx->h_g, (size_t)N * sizeof(float),
                              cudaMemcpyHostToDevice, ctx->stream), e);
+    if (ctx->hf) return cuda_hf_backward(ctx, params, grads, e);
     return ctx->use_bf16 ? backward_impl<bf16>(ctx, params, grads, e)
                      : backward_impl<float>(ctx, params, grads, e);
 }

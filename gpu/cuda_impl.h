@@ -92,6 +92,9 @@ struct model_ctx {
     /* an error from an op that cannot return one (scale, norm): reported by the next op */
     int sticky;
     tdm_err sticky_err;
+    /* the Llama / Qwen2 family (lay.cfg.arch == MODEL_ARCH_HF): its activations and
+     * offsets (cuda_hf.cu); NULL for GPT-2, whose buffers are the ones above */
+    struct cuda_hf *hf;
 };
 
 static inline size_t pad64(size_t n) { return (n + 63) / 64 * 64; }
@@ -105,6 +108,32 @@ int cuda_dev_alloc(model_ctx *ctx, void **p, size_t bytes, const char *what, tdm
 void cuda_dev_free(model_ctx *ctx, void *p);
 /* The error an op that cannot return one (scale, norm) left behind, for the next op. */
 int cuda_check_sticky(model_ctx *ctx, tdm_err *e);
+
+/* The matmuls (cuda.cu). Column-major D[m x n] (ld ldd, type dtype) = op(A) op(B) (+ C
+ * when C is not NULL, beta 1; C may be D) (+ bias[m]), A and B of type abtype, fp32
+ * accumulate; op(A) is m x k (A stored k x m when ta), op(B) k x n (stored n x k when tb). */
+int cuda_lt_matmul(model_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A, int64_t lda,
+                   const void *B, int64_t ldb, cudaDataType_t abtype, void *D, int64_t ldd, cudaDataType_t dtype,
+                   const void *C, const void *bias, tdm_err *e);
+/* Row-major, W[OC, IC] as torch.nn.Linear: out[N, OC] = inp W^T (+ bias) (+ resid) */
+int cuda_mm_forward(model_ctx *ctx, void *out, cudaDataType_t otype, const void *inp, const void *W,
+                    const void *bias, const float *resid, int N, int IC, int OC, cudaDataType_t at, tdm_err *e);
+/* dinp[N, IC] = dout[N, OC] W (overwritten) */
+int cuda_mm_dinp(model_ctx *ctx, void *dinp, cudaDataType_t dtype, const void *dout, const void *W, int N, int IC,
+                 int OC, cudaDataType_t at, tdm_err *e);
+/* dW[OC, IC] = dout[N, OC]^T inp[N, IC] (float, overwritten); ld_dout is dout's row length */
+int cuda_mm_dweight(model_ctx *ctx, float *dW, const void *dout, int64_t ld_dout, const void *inp, int N, int IC,
+                    int OC, cudaDataType_t at, tdm_err *e);
+
+/* The Llama / Qwen2 family (cuda_hf.cu), fp32: the device buffers of a workspace for
+ * ctx->lN rows (besides the host ones cuda_create makes for every layout; ctx->hf set),
+ * their bytes for the estimate, their release, and the passes over the staged batch
+ * (d_idx, as cuda.cu stages it for GPT-2). */
+int cuda_hf_alloc(model_ctx *ctx, size_t nspans, tdm_err *e);
+double cuda_hf_workspace_bytes(const model_layout *lay, int max_B, int max_T, size_t nspans);
+void cuda_hf_free(model_ctx *ctx);
+int cuda_hf_forward(model_ctx *ctx, const float *params, tdm_err *e);
+int cuda_hf_backward(model_ctx *ctx, const float *params, float *grads, tdm_err *e);
 
 /* model_ops.create, .destroy and .workspace_bytes (cuda_setup.cu). */
 model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int n_domains, int threads,

@@ -32,8 +32,10 @@ void cuda_destroy(model_ctx *ctx) {
                     ctx->row_loss, ctx->dres, ctx->dres_act, ctx->dln, ctx->datty, ctx->dqkv,
                     ctx->dfch, ctx->attD, ctx->part, ctx->norm_part, ctx->pbf, ctx->spans,
                     ctx->d_idx, ctx->lt_ws};
-    if (ctx->sizes)
+    if (ctx->sizes) {
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cuda_dev_free(ctx, bufs[i]);
+        cuda_hf_free(ctx);
+    }
     if (ctx->lt) cublasLtDestroy(ctx->lt);
     if (ctx->stream) cudaStreamDestroy(ctx->stream);
     free(ctx->off_block);
@@ -153,6 +155,8 @@ double cuda_workspace_bytes(const model_layout *lay, int max_B, int max_T,
                                    int n_domains, int threads) {
     (void)n_domains;
     (void)threads;
+    if (lay->cfg.arch == MODEL_ARCH_HF)
+        return cuda_hf_workspace_bytes(lay, max_B, max_T, adamw_spans(lay).size());
     int prec;
     tdm_err ignore;
     if (cuda_next_precision(&prec, &ignore)) prec = PREC_FP32;
@@ -205,9 +209,15 @@ model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int n_doma
             return NULL;
         }
     }
-    int hs = c->channels / c->heads;
-    int tile = gpu_attention_pick_tile(hs, prec == PREC_BF16, prop.sharedMemPerBlockOptin);
-    if (!tile) {
+    int hf = c->arch == MODEL_ARCH_HF;
+    if (hf && prec == PREC_BF16) {
+        err_set(e, ERR_USAGE, "run.precision = bf16: the CUDA backend runs the Llama / Qwen2 family in fp32 "
+                "only so far (run.precision = fp32)");
+        return NULL;
+    }
+    int hs = hf ? 0 : c->channels / c->heads;
+    int tile = hf ? 0 : gpu_attention_pick_tile(hs, prec == PREC_BF16, prop.sharedMemPerBlockOptin);
+    if (!tile && !hf) {
         err_set(e, ERR_USAGE, "model.channels / model.heads = %d: head size too large for the "
                 "CUDA attention kernels (shared memory of %zu bytes per block)", hs,
                 (size_t)prop.sharedMemPerBlockOptin);
@@ -266,7 +276,7 @@ model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int n_doma
         err_set(e, ERR_INTERNAL, "out of memory");
         goto fail;
     }
-    {
+    if (!hf) {
         model_offsets off = {0, 0, 0, 0, ctx->off_block};
         if (model_layout_offsets(&ctx->lay, &off, e)) goto fail;
         ctx->off_wte = off.wte, ctx->off_wpe = off.wpe;
@@ -276,11 +286,15 @@ model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int n_doma
         size_t nnorm = (P + GPU_NORM_CHUNK - 1) / GPU_NORM_CHUNK;
         std::vector<gpu_span> spans = adamw_spans(&ctx->lay);
         ctx->nspans = (int)spans.size();
-        ws_item plan[WS_ITEMS];
-        ws_plan(ctx, c, P, spans.size(), plan);
-        for (size_t i = 0; i < WS_ITEMS; i++)
-            if (plan[i].p && cuda_dev_alloc(ctx, plan[i].p, plan[i].bytes, plan[i].what, e)) goto fail;
-        if (!ctx->use_bf16) ctx->dlogits = ctx->logits; /* in place */
+        if (hf) {
+            if (cuda_hf_alloc(ctx, spans.size(), e)) goto fail;
+        } else {
+            ws_item plan[WS_ITEMS];
+            ws_plan(ctx, c, P, spans.size(), plan);
+            for (size_t i = 0; i < WS_ITEMS; i++)
+                if (plan[i].p && cuda_dev_alloc(ctx, plan[i].p, plan[i].bytes, plan[i].what, e)) goto fail;
+            if (!ctx->use_bf16) ctx->dlogits = ctx->logits; /* in place */
+        }
         if (cudaMemcpy(ctx->spans, spans.data(), spans.size() * sizeof(gpu_span),
                        cudaMemcpyHostToDevice) != cudaSuccess) {
             gpu_cuda_error(e, cudaGetLastError(), "cudaMemcpy(spans)", __FILE__, __LINE__);

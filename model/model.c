@@ -201,8 +201,8 @@ static int tensor_offset(const model_layout *lay, const char *name, size_t *off,
 
 int model_layout_offsets(const model_layout *lay, model_offsets *out, tdm_err *e) {
     if (lay->cfg.arch != MODEL_ARCH_GPT2)
-        return err_set(e, ERR_USAGE, "this backend runs GPT-2 models only: the Llama / Qwen2 family "
-                       "(model.init: hf:DIR) runs on run.device = cpu (docs/models.md)");
+        return err_set(e, ERR_USAGE, "model_layout_offsets: a layout of the Llama / Qwen2 family has "
+                       "no GPT-2 blocks");
     int rc = tensor_offset(lay, "wte", &out->wte, e);
     if (!rc) rc = tensor_offset(lay, "wpe", &out->wpe, e);
     if (!rc) rc = tensor_offset(lay, "ln_f.weight", &out->lnf_w, e);

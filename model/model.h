@@ -40,8 +40,8 @@
 /* The architectures a layout describes: GPT-2 (above; the default, arch 0) or the
  * Llama / Qwen2 family of a Hugging Face folder (model/hf_config.h: RMSNorm, RoPE,
  * grouped-query attention, SwiGLU, optional QKV biases and untied head), whose tensors
- * keep HF's names and hf_arch_each_tensor's order. The CPU backend runs both (the family
- * through model/qwen2.h's tape); the CUDA backend runs GPT-2. */
+ * keep HF's names and hf_arch_each_tensor's order. Both backends run both: the CPU's the
+ * family through model/qwen2.h's tape, the CUDA backend in fp32 (gpu/cuda_hf.cu). */
 enum { MODEL_ARCH_GPT2 = 0, MODEL_ARCH_HF = 1 };
 
 typedef struct model_config {
@@ -105,8 +105,8 @@ const model_tensor *model_layout_find(const model_layout *lay, const char *name)
 /* Where a backend finds its tensors in a parameter-sized buffer: wte, wpe, ln_f and, for
  * each block l and tensor k, block[l * MODEL_BLOCK_TENSORS + k] (block: lay's layers x
  * MODEL_BLOCK_TENSORS entries, the caller's). GPT-2 layouts only: ERR_USAGE for an HF
- * family layout (a backend without it says so through this), ERR_INTERNAL naming a
- * tensor the layout lacks (it cannot, for a layout from model_layout_init). */
+ * family layout, ERR_INTERNAL naming a tensor the layout lacks (it cannot, for a layout
+ * from model_layout_init). */
 typedef struct model_offsets {
     size_t wte, wpe, lnf_w, lnf_b;
     size_t *block;

@@ -352,9 +352,6 @@ static int setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     }
     snprintf(r->cfg.store, sizeof r->cfg.store, "%s", url);
     if ((rc = model_source_preset_check(&r->cfg, e))) return rc;
-    if (model_source_hf_dir(&r->cfg) && r->cfg.run.device != CONFIG_DEVICE_CPU)
-        return err_set(e, ERR_USAGE, "model.init = %s: the Llama / Qwen2 family runs on run.device = cpu; the "
-                       "CUDA backend runs GPT-2 models only (docs/models.md)", r->cfg.model.init);
     if ((rc = select_backend(r, e))) return rc;
     /* the key names the file, so that a refusal points at the config line to fix */
     if ((rc = dataset_load(&r->ds, r->cfg.data.dataset, e))) return err_prefix(e, "data.dataset: ");

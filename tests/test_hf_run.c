@@ -9,7 +9,7 @@
  *   - a GPT-2 run's export is a GPT2LMHeadModel folder: PyTorch computing GPT-2 as
  *     transformers does (tests/models/gpt2_hf_ref.py, Conv1D weights) gets the loss the
  *     CPU backend gets on the run's u;
- *   - refusals (exit 2, before the store is made): the CUDA backend, a missing folder, a
+ *   - refusals (exit 2, before the store is made): no CUDA device, a missing folder, a
  *     vocabulary below the dataset's, a dataset of another tokenizer, a contradicting
  *     model.vocab, a bad model.init, and the sft-qwen2-0.5b preset without a folder.
  * The tiny models come from tests/models/st_ref.py (PyTorch-free safetensors writer). */
@@ -230,8 +230,10 @@ static void test_refusals(void) {
     char init[800], log[8192];
     snprintf(init, sizeof init, "hf:%s", g_hf);
     CHECK(hf_fixture(&f, "hf-refuse", init, NULL) == 0, "fixture");
-    const char *cuda[] = {"--set", "run.device=cuda", NULL};
-    CHECK(refused(&f, cuda, "run.device = cpu", log, sizeof log) == 0, "cuda: %s", log);
+    /* the CUDA backend runs the family in fp32 (tests/test_gpu.c test_hf_family); bf16 is
+     * refused where a device exists, and here there is none: exit 2 either way */
+    const char *cuda[] = {"--set", "run.device=cuda", "--set", "run.precision=bf16", NULL};
+    CHECK(refused(&f, cuda, "run.device = cuda", log, sizeof log) == 0, "cuda: %s", log);
     const char *vocab[] = {"--set", "model.vocab=512", NULL};
     CHECK(refused(&f, vocab, "vocab_size 300", log, sizeof log) == 0, "model.vocab: %s", log);
     const char *none[] = {"--set", "model.init=hf:/no/such/folder", NULL};
