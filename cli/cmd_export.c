@@ -63,6 +63,9 @@ static int run_export(const cli_args *a) {
                (unsigned long long)r.seq, r.step, r.arch, r.params, dtype == ST_BF16 ? "BF16" : "F32",
                r.copied ? ", with the source folder's tokenizer files" : "");
     }
+    if (!rc && strcmp(r.arch, "gpt2") && !r.copied)
+        fprintf(stderr, "tandem export: the run's model.init folder has no tokenizer files: copy its tokenizer "
+                "into %s before loading it with AutoTokenizer\n", out);
     if (st) store_close(st);
     if (rc) fprintf(stderr, "tandem export: %s\n", e.msg);
     return rc;

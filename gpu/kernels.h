@@ -142,7 +142,7 @@ cudaError_t gpu_attention_setup(size_t smem_optin);
 /* ---------------------------------------- Llama / Qwen2 layers (kernels_hf.cu) */
 /* The layers of model/qwen2.c, fp32 only (bf16 not yet). N = B*T rows, C channels,
  * H query heads and Hkv key/value heads (H a multiple of Hkv) of D dimensions, F the MLP
- * width. Not yet used by cuda.cu's model_ops. */
+ * width. Used by cuda_hf.cu (the family's passes). */
 
 /* out[N, C] = x * rstd * w with rstd[N] = 1 / sqrt(mean(x^2) + eps) per row of inp[N, C]
  * (rstd may be NULL when the backward pass will not follow) */

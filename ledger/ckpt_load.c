@@ -264,9 +264,9 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         if (have_head && head_listed && seqs[i] > head.seq &&
             ckpt_check_chain(c, rec->alpha_records, &rec->alpha_head, &ce) != 0) {
             fprintf(stderr, "tandem: %s/%s lies past HEAD (a commit cut off before HEAD moved) and "
-                    "vouches for %llu α records, not all of them there or intact; falling back to "
-                    "an older state (the replay re-derives them)\n",
-                    url, key, (unsigned long long)rec->alpha_records);
+                    "vouches for %llu α records, not all of them there or intact (%.600s); falling "
+                    "back to an older state (the replay re-derives them)\n",
+                    url, key, (unsigned long long)rec->alpha_records, ce.msg);
             rec_state_free(rec);
             c->rejected[c->nrejected++] = seqs[i];
             continue;

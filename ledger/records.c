@@ -479,6 +479,53 @@ int rec_mixture_decode(const void *data, size_t n, const char *what, rec_mixture
     return rc;
 }
 
+int rec_mixture_same(const void *stored, size_t n, const rec_mixture *want) {
+    rec_mixture got;
+    tdm_err e;
+    if (rec_mixture_decode(stored, n, "mixture.mp", &got, &e) || got.M != want->M || got.first != want->first ||
+        got.last != want->last)
+        return 0;
+    for (int m = 0; m < got.M; m++)
+        if (strcmp(got.names[m], want->names[m]) || memcmp(&got.alpha[m], &want->alpha[m], sizeof got.alpha[m]))
+            return 0;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ model.mp */
+
+void *rec_model_encode(const rec_model *m, size_t *n) {
+    codec_writer w;
+    codec_writer_init(&w);
+    codec_map(&w, 5);
+    put_format(&w);
+    codec_key(&w, "init");
+    codec_str(&w, m->init);
+    codec_key(&w, "config_sha256");
+    codec_bin(&w, m->config_sha.b, SHA256_LEN);
+    codec_key(&w, "weights_sha256");
+    codec_bin(&w, m->weights_sha.b, SHA256_LEN);
+    codec_put_self(&w);
+    return finish(&w, n);
+}
+
+int rec_model_decode(const void *data, size_t n, const char *what, rec_model *m, tdm_err *e) {
+    static const char *const keys[] = {"format", "init", "config_sha256", "weights_sha256", "self", NULL};
+    memset(m, 0, sizeof *m);
+    codec_parsed p;
+    int rc = codec_parse(data, n, what, &p, e);
+    if (rc) return rc;
+    codec_map_reader r;
+    int has_self = 0;
+    rc = open_record(&r, &p, what, keys, e);
+    if (!rc) rc = codec_check_self(data, n, &r, &has_self);
+    if (!rc && !has_self) rc = codec_field_error(&r, "self", "is missing");
+    if (!rc) rc = codec_get_str(&r, "init", m->init, sizeof m->init);
+    if (!rc) rc = codec_get_digest(&r, "config_sha256", &m->config_sha);
+    if (!rc) rc = codec_get_digest(&r, "weights_sha256", &m->weights_sha);
+    codec_parsed_free(&p);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ state manifests */
 
 static const char *const STEP_NAMES[] = {"probe", "alpha", "free", "done", NULL};

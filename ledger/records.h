@@ -174,6 +174,22 @@ int rec_state_decode(const void *data, size_t n, const char *what, rec_state *s,
 int rec_alpha_decode(const void *data, size_t n, const char *what, rec_alpha *a, tdm_err *e);
 int rec_lease_decode(const void *data, size_t n, const char *what, rec_lease *l, tdm_err *e);
 int rec_mixture_decode(const void *data, size_t n, const char *what, rec_mixture *x, tdm_err *e);
+/* Whether the stored bytes hold exactly `want` (decoded and compared field by field, α
+ * bit for bit): so that a mixture.mp written before the self-digest, which encodes to
+ * other bytes, still counts as the same. */
+int rec_mixture_same(const void *stored, size_t n, const rec_mixture *want);
+
+/* model.mp: the Hugging Face folder a run of the Llama / Qwen2 family started from
+ * (model.init: hf:DIR), pinned by content so that a resume, a replay from the seed or an
+ * evaluation cannot silently use another model under the same path. Sealed. */
+typedef struct rec_model {
+    char init[4096];             /* model.init as pinned ("hf:DIR") */
+    sha256_digest config_sha;    /* DIR/config.json */
+    sha256_digest weights_sha;   /* the weights: every .safetensors file of DIR and the index, by name */
+} rec_model;
+
+void *rec_model_encode(const rec_model *m, size_t *n);
+int rec_model_decode(const void *data, size_t n, const char *what, rec_model *m, tdm_err *e);
 
 void rec_run_free(rec_run *r);
 void rec_change_free(rec_change *c);

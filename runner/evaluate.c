@@ -9,6 +9,7 @@
 
 #include "data/dataset.h"
 #include "gpu/plugin.h"
+#include "ledger/audit.h"
 #include "ledger/ckpt.h"
 #include "model/model.h"
 #include "runner/config.h"
@@ -74,6 +75,7 @@ int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, e
     const model_ops *ops = &model_cpu_ops;
     float *params = NULL;
     int rc = pin_read(st, &cfg, out->run_id, sizeof out->run_id, e);
+    if (!rc) rc = model_source_pin(st, &cfg, 0, e); /* the model.init folder is still the run's */
     /* on the run's own device: a model trained on a GPU is evaluated there too */
     if (!rc && cfg.run.device == CONFIG_DEVICE_CUDA) {
         const gpu_plugin *gpu = gpu_plugin_load(e);
@@ -95,6 +97,10 @@ int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, e
     memset(&rec, 0, sizeof rec);
     int found = 0;
     if (!rc && !(ck = ckpt_open(st, &lay, 64u << 20, e))) rc = e->code;
+    /* the run's config generation: states made after an allowed config change carry it */
+    uint64_t gen = 0, change_seq = 0;
+    if (!rc) rc = audit_generation(st, &gen, &change_seq, e);
+    if (!rc) ckpt_set_generation(ck, gen, change_seq);
     if (!rc && seq) rc = ckpt_load_seq(ck, *seq, &rec, e), found = !rc;
     else if (!rc) rc = ckpt_load(ck, &rec, &found, e);
     if (!rc && !found) rc = err_set(e, ERR_USAGE, "%s holds no committed state to evaluate", url);

@@ -2,12 +2,14 @@
 #include "runner/export.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "data/dataset.h"
+#include "ledger/audit.h"
 #include "ledger/ckpt.h"
 #include "model/gpt2_export.h"
 #include "model/model.h"
@@ -30,8 +32,9 @@ static int copy_side_file(const char *src, const char *dst, const char *name, in
     snprintf(to, sizeof to, "%s/%s", dst, name);
     buf_t b = {0};
     if (fileio_read_all(from, &b, (size_t)1 << 30) != 0) {
+        int err = errno;
         free(b.p);
-        return errno == ENOENT ? 0 : err_sys(e, ERR_USAGE, errno, "%s: cannot read", from);
+        return err == ENOENT ? 0 : err_sys(e, ERR_USAGE, err, "%s: cannot read", from);
     }
     FILE *f = fopen(to, "wb");
     int ok = f && fwrite(b.p, 1, b.n, f) == b.n;
@@ -54,23 +57,34 @@ int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype
     memset(&rec, 0, sizeof rec);
     int found = 0;
     int rc = pin_read(st, &cfg, out->run_id, sizeof out->run_id, e);
+    if (!rc) rc = model_source_pin(st, &cfg, 0, e); /* the model.init folder is still the run's */
     const char *src = rc ? NULL : model_source_hf_dir(&cfg);
-    if (!rc) rc = dataset_load(&ds, cfg.data.dataset, e);
-    if (rc == ERR_USAGE && src) { /* the folder alone says an HF model's shape */
-        rc = 0;
-        memset(&ds, 0, sizeof ds);
-        ds.vocab = 2;
-    } else if (rc) {
-        err_prefix(e, "data.dataset (the GPT-2 run's vocabulary): ");
+    if (!rc) {
+        rc = dataset_load(&ds, cfg.data.dataset, e);
+        if (rc == ERR_USAGE && src) { /* the folder alone says an HF model's shape */
+            rc = 0;
+            memset(&ds, 0, sizeof ds);
+            ds.vocab = 2;
+        } else if (rc) {
+            err_prefix(e, "data.dataset (the GPT-2 run's vocabulary): ");
+        }
     }
     model_config mc;
     if (!rc) rc = model_source_config(&cfg, &ds, &mc, e);
     if (!rc) rc = model_layout_init(&lay, &mc, e);
     if (!rc && !(ck = ckpt_open(st, &lay, 64u << 20, e))) rc = e->code;
+    /* the run's config generation: states made after an allowed config change carry it */
+    uint64_t gen = 0, change_seq = 0;
+    if (!rc) rc = audit_generation(st, &gen, &change_seq, e);
+    if (!rc) ckpt_set_generation(ck, gen, change_seq);
     if (!rc && seq) rc = ckpt_load_seq(ck, *seq, &rec, e), found = !rc;
     else if (!rc) rc = ckpt_load(ck, &rec, &found, e);
     if (!rc && !found) rc = err_set(e, ERR_USAGE, "%s holds no committed state to export", store_url(st));
     const float *u = rc ? NULL : ckpt_host(ck, 0);
+    char rs[PATH_MAX], rd[PATH_MAX];
+    if (!rc && src && realpath(src, rs) && realpath(dir, rd) && !strcmp(rs, rd))
+        rc = err_set(e, ERR_USAGE, "--out %s is the run's model.init folder: exporting there would replace the "
+                     "pretrained weights the run starts from; export into a new folder", dir);
     char index[CONFIG_STR_MAX + 64];
     snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
     if (!rc && access(index, F_OK) == 0) /* loaders read the shards it names, not our file */

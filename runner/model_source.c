@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dirent.h>
+
+#include "ledger/keys.h"
+#include "ledger/records.h"
 #include "model/hf_config.h"
 #include "model/qwen2.h"
 #include "storage/sha256.h"
@@ -36,8 +40,12 @@ static int same_tokenizer(const dataset *ds, const char *dir, tdm_err *e) {
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     buf_t b = {0};
     if (fileio_read_all(path, &b, (size_t)1 << 30) != 0) {
+        int err = errno;
         free(b.p);
-        return errno == ENOENT ? 0 : err_sys(e, ERR_USAGE, errno, "model.init: %s: cannot read", path);
+        if (err != ENOENT) return err_sys(e, ERR_USAGE, err, "model.init: %s: cannot read", path);
+        fprintf(stderr, "tandem: %s has no tokenizer.json: whether the dataset %s (tokenizer %s) was made with "
+                "the model's tokenizer cannot be checked\n", dir, ds->path, ds->tokenizer[0] ? ds->tokenizer : "?");
+        return 0;
     }
     sha256_digest d;
     char hex[SHA256_HEX_LEN + 1];
@@ -73,6 +81,10 @@ int model_source_config(const config *cfg, const dataset *ds, model_config *mc, 
                        "with the model's tokenizer (tandem prep --tokenizer %s/tokenizer.json)",
                        ds->path, ds->vocab, ds->vocab - 1, a.vocab, dir, dir);
     if ((rc = same_tokenizer(ds, dir, e))) return rc;
+    if (cfg->model.layers != a.layers || cfg->model.channels != a.channels || cfg->model.heads != a.heads)
+        fprintf(stderr, "tandem: model.init = hf:%s: the model is the folder's (%d layers, hidden %d, %d heads); "
+                "model.layers = %d, model.channels = %d, model.heads = %d are not used\n", dir, a.layers, a.channels,
+                a.heads, cfg->model.layers, cfg->model.channels, cfg->model.heads);
     model_config_hf(mc, &a, cfg->model.ctx);
     rc = model_config_check(mc, e);
     return rc ? err_prefix(e, "model.init: ") : 0;
@@ -115,5 +127,110 @@ int model_source_preset_check(const config *cfg, tdm_err *e) {
                    "(%.0fM parameters x 9 buffers, and the activations of %d x %d tokens per pass: "
                    "train.micro_batch)",
                    bytes / 1073741824.0, params / 1e6, rows, cfg->train.seq);
+}
+
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Adds file `path` to c in pieces (no whole copy of a many-GB file); 0 or errno. */
+static int hash_file(sha256_ctx *c, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return errno;
+    static char piece[1 << 20];
+    size_t k;
+    while ((k = fread(piece, 1, sizeof piece, f)) > 0) sha256_update(c, piece, k);
+    int err = ferror(f) ? EIO : 0;
+    fclose(f);
+    return err;
+}
+
+/* The digests model.mp pins: config.json, and the weights' files in name order (each
+ * name, a NUL, its bytes). ERR_USAGE naming the file that cannot be read. */
+static int folder_digests(const char *dir, sha256_digest *config_sha, sha256_digest *weights_sha, tdm_err *e) {
+    char path[CONFIG_STR_MAX + 300];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    sha256_ctx *c = sha256_begin();
+    int err = hash_file(c, path);
+    sha256_end(c, config_sha);
+    if (err) return err_sys(e, ERR_USAGE, err, "model.init: %s: cannot read", path);
+    DIR *d = opendir(dir);
+    if (!d) return err_sys(e, ERR_USAGE, errno, "model.init: %s: cannot list", dir);
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    int rc = 0;
+    while (!rc && (de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        int weights = (len > 12 && !strcmp(de->d_name + len - 12, ".safetensors")) ||
+                      !strcmp(de->d_name, "model.safetensors.index.json");
+        if (!weights) continue;
+        if (n == cap) {
+            char **g = realloc(names, (cap = cap ? 2 * cap : 16) * sizeof *names);
+            if (!g) rc = err_set(e, ERR_INTERNAL, "out of memory");
+            else names = g;
+        }
+        if (!rc && !(names[n++] = strdup(de->d_name))) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    }
+    closedir(d);
+    if (!rc) qsort(names, n, sizeof *names, cmp_names);
+    c = sha256_begin();
+    for (size_t i = 0; !rc && i < n; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        sha256_update(c, names[i], strlen(names[i]) + 1);
+        if ((err = hash_file(c, path))) rc = err_sys(e, ERR_USAGE, err, "model.init: %s: cannot read", path);
+    }
+    sha256_end(c, weights_sha);
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return rc;
+}
+
+int model_source_pin(store *st, const config *cfg, int write, tdm_err *e) {
+    const char *dir = model_source_hf_dir(cfg);
+    if (!dir) return 0;
+    rec_model now;
+    memset(&now, 0, sizeof now);
+    snprintf(now.init, sizeof now.init, "%s", cfg->model.init);
+    int rc = folder_digests(dir, &now.config_sha, &now.weights_sha, e);
+    if (rc) return rc;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        void *data = NULL;
+        size_t n = 0;
+        rc = store_get(st, LEDGER_MODEL, &data, &n, NULL, e);
+        rec_model was;
+        tdm_err de;
+        if (rc == 0 && rec_model_decode(data, n, LEDGER_MODEL, &was, &de) == 0) {
+            free(data);
+            int same_config = sha256_equal(&was.config_sha, &now.config_sha);
+            if (same_config && sha256_equal(&was.weights_sha, &now.weights_sha)) return 0;
+            char want[SHA256_HEX_LEN + 1];
+            sha256_hex(same_config ? &was.weights_sha : &was.config_sha, want);
+            return err_set(e, ERR_USAGE,
+                           "model.init: %s is not the model this run started from (%s): its %s changed "
+                           "since (%s/%s pins sha256 %.12s... of them). A resume or a replay would compute "
+                           "with another model: restore the folder, or point model.init at a copy of the "
+                           "original",
+                           dir, was.init, same_config ? "weights (*.safetensors)" : "config.json", store_url(st),
+                           LEDGER_MODEL, want);
+        }
+        if (rc == 0) { /* damaged: said, and replaced by the folder's digests when writing */
+            free(data);
+            fprintf(stderr, "tandem: %s/%s could not be read (%s)%s\n", store_url(st), LEDGER_MODEL, de.msg,
+                    write ? "; written again from the folder" : "");
+            if (!write) return 0;
+            size_t len;
+            void *enc = rec_model_encode(&now, &len);
+            rc = store_put(st, LEDGER_MODEL, enc, len, STORE_OVERWRITE, e);
+            free(enc);
+            return rc;
+        }
+        if (rc != STORE_NOT_FOUND) return rc;
+        if (!write) return 0; /* a run from before model.mp, or not started */
+        size_t len;
+        void *enc = rec_model_encode(&now, &len);
+        rc = store_put(st, LEDGER_MODEL, enc, len, STORE_CREATE, e);
+        free(enc);
+        if (rc != STORE_EXISTS) return rc; /* written, or an error; else another writer's: compare */
+    }
+    return rc;
 }
 

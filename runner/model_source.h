@@ -13,6 +13,7 @@
 #include "data/dataset.h"
 #include "model/model.h"
 #include "runner/config.h"
+#include "storage/store.h"
 #include "util/err.h"
 
 /* The config check of model.init: "random" or "hf:" followed by a folder. */
@@ -32,6 +33,13 @@ int model_source_config(const config *cfg, const dataset *ds, model_config *mc, 
 /* u's initial values into host[lay->numel]: GPT-2's initialisation from run.seed, or the
  * folder's weights (converted to float32; checked against lay). */
 int model_source_weights(const config *cfg, const model_layout *lay, float *host, tdm_err *e);
+
+/* With model.init = hf:DIR: DIR's config.json and weights (every *.safetensors and the
+ * index, by name) hashed and compared with the store's model.mp; when the store has none
+ * and `write`, it is written (the first run). ERR_USAGE naming the file when they differ:
+ * another model under the same path would make a resume or a replay compute something
+ * else. A damaged model.mp is said and, with `write`, written again. 0 for random. */
+int model_source_pin(store *st, const config *cfg, int write, tdm_err *e);
 
 /* The preset that fine-tunes a pretrained model (sft-qwen2-0.5b) without model.init: hf:DIR is
  * ERR_USAGE saying what to download and about how much memory the run needs; 0

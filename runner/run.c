@@ -279,11 +279,14 @@ static int write_mixture(run_ctx *r, FILE *out, int again, tdm_err *e) {
         void *old = NULL;
         size_t on = 0;
         int got = again ? store_get(r->store, LEDGER_MIXTURE, &old, &on, NULL, e) : 0;
-        if (again && (got == STORE_NOT_FOUND || (got == 0 && (on != n || memcmp(old, data, n)))))
+        /* the same α* stays as it is (also one written before mixture.mp was sealed) */
+        int same = again && got == 0 && rec_mixture_same(old, on, &x);
+        if (again && !same && (got == STORE_NOT_FOUND || got == 0))
             fprintf(stderr, "tandem: %s/mixture.mp %s; written again from the alpha chain\n", url,
                     got == STORE_NOT_FOUND ? "was missing" : "did not match the alpha chain (damaged)");
         free(old);
-        rc = got && got != STORE_NOT_FOUND ? got : store_put(r->store, LEDGER_MIXTURE, data, n, STORE_OVERWRITE, e);
+        if (got && got != STORE_NOT_FOUND) rc = got;
+        else if (!same) rc = store_put(r->store, LEDGER_MIXTURE, data, n, STORE_OVERWRITE, e);
         free(data);
     }
     if (!rc) {
@@ -352,6 +355,11 @@ static int setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     }
     snprintf(r->cfg.store, sizeof r->cfg.store, "%s", url);
     if ((rc = model_source_preset_check(&r->cfg, e))) return rc;
+    /* said before the store is made (the CUDA backend would refuse it at create, after) */
+    if (model_source_hf_dir(&r->cfg) && r->cfg.run.device == CONFIG_DEVICE_CUDA &&
+        r->cfg.run.precision == CONFIG_PRECISION_BF16)
+        return err_set(e, ERR_USAGE, "run.precision = bf16: the CUDA backend runs the Llama / Qwen2 family "
+                       "(model.init = %s) in fp32 only so far; set run.precision: fp32", r->cfg.model.init);
     if ((rc = select_backend(r, e))) return rc;
     /* the key names the file, so that a refusal points at the config line to fix */
     if ((rc = dataset_load(&r->ds, r->cfg.data.dataset, e))) return err_prefix(e, "data.dataset: ");
@@ -764,6 +772,8 @@ static int load_everywhere(run_ctx *r, const run_opts *o, pin_result *pin, int *
     if (r->rank == 0 && !rc) {
         rc = pin_run(r->store, &r->cfg, r->names, dataset_n_domains(&r->ds), o->allow,
                      o->nallow, pin, e);
+        /* the model.init folder is the one the run started from (pinned by content) */
+        if (!rc) rc = model_source_pin(r->store, &r->cfg, 1, e);
         uint64_t chunk = (uint64_t)r->cfg.checkpoint.chunk_kib << 10;
         float *dev[CKPT_TENSORS] = {r->nets.u, r->nets.m, r->nets.v};
         if (!rc && !(r->ck = r->streaming ? ckpt_open_stream(r->store, &r->lay, chunk, r->nets.ops,

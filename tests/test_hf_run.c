@@ -217,6 +217,61 @@ static void test_gpt2_export_in_torch(void) {
     fixture_done(&f);
 }
 
+/* The folder is pinned by content (model.mp): after a run, a changed config.json or
+ * changed weights under the same path are refused by the run, eval and export (exit 2,
+ * naming what changed), and the run goes on once the folder is restored; a damaged
+ * model.mp is said and written again; eval and export read a run extended with
+ * --allow-change; export refuses to write into the folder itself. */
+static void test_model_folder_pinned(void) {
+    fixture f;
+    char cmd[4400], out[8192], log[8192], p[800], b[820];
+    CHECK(hf_fixture(&f, "hf-pin", "hf:model", NULL) == 0, "fixture");
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s/model'", g_hf, f.dir);
+    CHECK(test_sh(cmd, out, sizeof out) == 0, "copy: %s", out);
+    int rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "exit %d: %s", rc, log);
+    snprintf(p, sizeof p, "%s/model.mp", f.store);
+    struct stat sb;
+    CHECK(stat(p, &sb) == 0, "no model.mp in the store");
+    const char *what[2] = {"config.json", "weights"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(p, sizeof p, "%s/model/%s", f.dir, k == 0 ? "config.json" : "model.safetensors");
+        snprintf(b, sizeof b, "%s.orig", p);
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s' && %s", p, b,
+                 k == 0 ? "sed -i 's/\\(\"rope_theta\": *\\)[0-9.e+]*/\\1123.0/' " : "printf 'x' >> ");
+        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), "'%s'", p);
+        CHECK(test_sh(cmd, out, sizeof out) == 0, "change %s: %s", what[k], out);
+        CHECK(!same_file(p, b), "%s did not change", what[k]);
+        rc = wait_exit(start_run_argv(&f, NULL, NULL));
+        read_all(f.log, log, sizeof log);
+        CHECK(rc == 2 && strstr(log, "not the model this run started from") && strstr(log, what[k]),
+              "a changed %s: exit %d: %s", what[k], rc, log);
+        rc = tandem_on_store(&f, "eval", "--split val", out, sizeof out);
+        CHECK(rc == 2 && strstr(out, what[k]), "eval with a changed %s: exit %d: %s", what[k], rc, out);
+        snprintf(cmd, sizeof cmd, "mv '%s' '%s'", b, p);
+        CHECK(test_sh(cmd, out, sizeof out) == 0, "restore: %s", out);
+    }
+    rc = tandem_on_store(&f, "eval", "--split val", out, sizeof out);
+    CHECK(rc == 0, "eval with the folder restored: exit %d: %s", rc, out);
+    snprintf(p, sizeof p, "%s/model.mp", f.store);
+    CHECK(write_file(p, "damaged") == 0, "damage model.mp");
+    const char *more[] = {"--set", "run.episodes=6", "--allow-change", "run.episodes", NULL};
+    rc = wait_exit(start_run_argv(&f, NULL, more));
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0 && strstr(log, "model.mp could not be read"), "a damaged model.mp: exit %d: %s", rc, log);
+    /* states after an allowed config change (run.episodes above) carry its generation:
+     * eval and export read them (they refused them before, calling configs/0.mp missing) */
+    rc = tandem_on_store(&f, "eval", "--split val", out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "Average"), "eval after a config change: exit %d: %s", rc, out);
+    snprintf(p, sizeof p, "%s/model", f.dir);
+    rc = export_to(&f, p, "", out, sizeof out);
+    CHECK(rc == 2 && strstr(out, "model.init folder"), "export into the model folder: exit %d: %s", rc, out);
+    printf("  model.mp: a changed config.json and changed weights refused by run and eval, the restored folder "
+           "accepted, a damaged model.mp written again\n");
+    fixture_done(&f);
+}
+
 /* exit 2 with `want` in the log, and no store made */
 static int refused(const fixture *f, const char *const *extra, const char *want, char *log, size_t cap) {
     int rc = wait_exit(start_run_argv(f, NULL, extra));
@@ -232,7 +287,9 @@ static void test_refusals(void) {
     CHECK(hf_fixture(&f, "hf-refuse", init, NULL) == 0, "fixture");
     /* the CUDA backend runs the family in fp32 (tests/test_gpu.c test_hf_family); bf16 is
      * refused where a device exists, and here there is none: exit 2 either way */
-    const char *cuda[] = {"--set", "run.device=cuda", "--set", "run.precision=bf16", NULL};
+    const char *bf16[] = {"--set", "run.device=cuda", "--set", "run.precision=bf16", NULL};
+    CHECK(refused(&f, bf16, "fp32 only", log, sizeof log) == 0, "cuda bf16: %s", log);
+    const char *cuda[] = {"--set", "run.device=cuda", NULL};
     CHECK(refused(&f, cuda, "run.device = cuda", log, sizeof log) == 0, "cuda: %s", log);
     const char *vocab[] = {"--set", "model.vocab=512", NULL};
     CHECK(refused(&f, vocab, "vocab_size 300", log, sizeof log) == 0, "model.vocab: %s", log);
@@ -298,6 +355,7 @@ int main(void) {
     RUN(test_initial_weights_and_export);
     RUN(test_kills_resume_bit_exact);
     RUN(test_gpt2_export_in_torch);
+    RUN(test_model_folder_pinned);
     RUN(test_refusals);
     test_rmtree(dir);
     free(dir);

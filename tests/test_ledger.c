@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ledger/codec.h"
 #include "ledger/records.h"
 #include "tests/corpus_fixture.h"
 #include "tests/runner_fixture.h"
@@ -847,6 +848,44 @@ static void test_lease_and_mixture_verified(void) {
         rc = tandem_on_store(&f, "verify", "", out, sizeof out);
         CHECK(rc == 0, "%s: verify after the rerun: %s", keys[i], out);
     }
+    /* a mixture.mp of a tandem before the self-digest (the same α*, unsealed): verify
+     * and a rerun take it as it is */
+    char path[900], out[8192], log[8192];
+    static unsigned char buf[4096];
+    size_t n = 0;
+    rec_mixture x;
+    tdm_err e;
+    snprintf(path, sizeof path, "%s/mixture.mp", f.store);
+    CHECK(read_file(path, buf, sizeof buf, &n) == 0 && rec_mixture_decode(buf, n, "mixture.mp", &x, &e) == 0,
+          "read mixture.mp");
+    codec_writer w;
+    codec_writer_init(&w);
+    codec_map(&w, 5);
+    codec_key(&w, "format");
+    codec_u64(&w, REC_FORMAT);
+    codec_key(&w, "names");
+    codec_array(&w, (size_t)x.M);
+    for (int m = 0; m < x.M; m++) codec_str(&w, x.names[m]);
+    codec_key(&w, "alpha");
+    codec_f64s(&w, x.alpha, (size_t)x.M);
+    codec_key(&w, "first");
+    codec_u64(&w, x.first);
+    codec_key(&w, "last");
+    codec_u64(&w, x.last);
+    size_t ln;
+    void *legacy = codec_writer_take(&w, &ln);
+    codec_writer_free(&w);
+    FILE *fp = fopen(path, "wb");
+    int wrote = fp && fwrite(legacy, 1, ln, fp) == ln;
+    if (fp) fclose(fp);
+    free(legacy);
+    CHECK(wrote && ln < n, "write the unsealed mixture.mp");
+    int rc = tandem_on_store(&f, "verify", "", out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "ok    mixture.mp"), "verify of an unsealed mixture.mp: exit %d: %s", rc, out);
+    rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0 && !strstr(log, "mixture.mp"), "rerun over an unsealed mixture.mp: exit %d: %s", rc, log);
+    CHECK(file_size(path) == (long)ln, "the unsealed mixture.mp was rewritten");
     fixture_close(&f);
 }
 

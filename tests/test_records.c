@@ -306,6 +306,10 @@ static int dec_mixture(const void *d, size_t n, tdm_err *e) {
     rec_mixture x;
     return rec_mixture_decode(d, n, "mixture.mp", &x, e);
 }
+static int dec_model(const void *d, size_t n, tdm_err *e) {
+    rec_model m;
+    return rec_model_decode(d, n, "model.mp", &m, e);
+}
 static int dec_metrics(const void *d, size_t n, tdm_err *e) {
     rec_metrics m;
     return rec_metrics_decode(d, n, "metrics/3.mp", &m, e);
@@ -362,6 +366,17 @@ static void test_truncated_and_mutated_inputs(void) {
     snprintf(m.host, sizeof m.host, "node7");
     buf = rec_metrics_encode(&m, &n);
     r = mutate_all_sealed(buf, n, dec_metrics, "metrics row", 1);
+    free(buf);
+    rec_model md = {.init = "hf:/models/qwen2-0.5b"};
+    sha256("config", 6, &md.config_sha);
+    sha256("weights", 7, &md.weights_sha);
+    buf = rec_model_encode(&md, &n);
+    rec_model back;
+    tdm_err e;
+    CHECK(rec_model_decode(buf, n, "model.mp", &back, &e) == 0 && !strcmp(back.init, md.init) &&
+              sha256_equal(&back.config_sha, &md.config_sha) && sha256_equal(&back.weights_sha, &md.weights_sha),
+          "model.mp round trip: %s", e.msg);
+    r = mutate_all_sealed(buf, n, dec_model, "model.mp", 1);
     free(buf);
 }
 
