@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,11 +119,12 @@ static void linear_forward(float *out, const float *in, const float *w, const fl
 /* x[B*T, heads*D] rotated in place by RoPE: position t = row % T, pairs (i, i + D/2),
  * angle t * theta^(-2i/D); sign -1 rotates back (the transpose: the backward pass). The
  * angles of a row are computed once for all its heads. */
-static void rope_rotate(float *x, int B, int T, int heads, int D, double theta, float sign) {
+static void rope_rotate(float *x, int B, int T, int heads, int D, double theta, float sign, float *scratch,
+                        size_t stride) {
     int half = D / 2;
 #pragma omp parallel
     {
-        float *cs = malloc((size_t)D * sizeof *cs); /* cos in [0, half), sign * sin after */
+        float *cs = scratch + (size_t)omp_get_thread_num() * stride; /* cos in [0, half), sign * sin after */
 #pragma omp for
         for (int r = 0; r < B * T; r++) {
             int t = r % T;
@@ -142,19 +144,18 @@ static void rope_rotate(float *x, int B, int T, int heads, int D, double theta, 
                 }
             }
         }
-        free(cs);
     }
 }
 
 /* out[B*T, H*D]: causal attention of query head h over key/value head h / (H / Hkv);
  * q [B*T, H*D], k and v [B*T, Hkv*D]; the softmax weights into probs when not NULL */
 static void attention_forward(float *out, float *probs, const float *q, const float *k, const float *v, int B,
-                              int T, int H, int Hkv, int D) {
+                              int T, int H, int Hkv, int D, float *scratch, size_t stride) {
     int group = H / Hkv;
     float scale = (float)(1.0 / sqrt((double)D));
 #pragma omp parallel
     {
-        float *p = malloc((size_t)T * sizeof *p);
+        float *p = scratch + (size_t)omp_get_thread_num() * stride;
 #pragma omp for collapse(2)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++)
@@ -183,7 +184,6 @@ static void attention_forward(float *out, float *probs, const float *q, const fl
                         for (int i = 0; i < D; i++) ot[i] += w * vs[i];
                     }
                 }
-        free(p);
     }
 }
 
@@ -225,14 +225,15 @@ static void linear_backward(float *din, float beta, float *dw, float *db, const 
  * softmax attention; parallel over (row, key/value head), so that the query heads that
  * share a key/value head add into it one after another */
 static void attention_backward(float *dq, float *dk, float *dv, const float *datt, const float *q, const float *k,
-                               const float *v, const float *probs, int B, int T, int H, int Hkv, int D) {
+                               const float *v, const float *probs, int B, int T, int H, int Hkv, int D,
+                               float *scratch, size_t stride) {
     int group = H / Hkv;
     float scale = (float)(1.0 / sqrt((double)D));
     memset(dk, 0, (size_t)B * T * Hkv * D * sizeof *dk);
     memset(dv, 0, (size_t)B * T * Hkv * D * sizeof *dv);
 #pragma omp parallel
     {
-        float *dp = malloc((size_t)T * sizeof *dp);
+        float *dp = scratch + (size_t)omp_get_thread_num() * stride;
 #pragma omp for collapse(2)
         for (int b = 0; b < B; b++)
             for (int g = 0; g < Hkv; g++)
@@ -263,7 +264,6 @@ static void attention_backward(float *dq, float *dk, float *dv, const float *dat
                             }
                         }
                     }
-        free(dp);
     }
 }
 
@@ -285,7 +285,25 @@ struct qwen2_tape {
     float *dx, *dh, *dq, *dk, *dv, *datt, *dg, *du; /* backward scratch */
     uint32_t *tokens;           /* [max_B][max_T + 1]: the last forward's */
     qwen2_layer *wl, *gl;       /* per-layer pointers into params and into grad */
+    float *scratch;             /* [slots][stride]: a row of one thread (RoPE angles, scores) */
+    int slots;                  /* threads it has room for */
+    size_t stride;              /* max(head_dim, max_T) */
 };
+
+/* The per-thread rows for a parallel region of up to omp_get_max_threads() threads (grown
+ * when the thread count rose since the tape was made); NULL with e set when out of memory. */
+static float *tape_scratch(qwen2_tape *t, tdm_err *e) {
+    int want = omp_get_max_threads();
+    if (want > t->slots) {
+        float *g = realloc(t->scratch, (size_t)want * t->stride * sizeof *g);
+        if (!g) {
+            err_set(e, ERR_INTERNAL, "out of memory for %d threads' scratch", want);
+            return NULL;
+        }
+        t->scratch = g, t->slots = want;
+    }
+    return t->scratch;
+}
 
 /* Floats of the tape for batches up to B x T. */
 static size_t tape_floats(const hf_arch *a, int B, int T) {
@@ -298,13 +316,15 @@ static size_t tape_floats(const hf_arch *a, int B, int T) {
 }
 
 double qwen2_tape_bytes(const hf_arch *a, int max_B, int max_T) {
+    double stride = a->head_dim > max_T ? a->head_dim : max_T; /* the threads' scratch rows */
     return 4.0 * (double)tape_floats(a, max_B, max_T) + 4.0 * max_B * (max_T + 1.0) +
-           2.0 * a->layers * sizeof(qwen2_layer) + a->layers * sizeof(layer_tape);
+           2.0 * a->layers * sizeof(qwen2_layer) + a->layers * sizeof(layer_tape) +
+           4.0 * omp_get_max_threads() * stride;
 }
 
 void qwen2_tape_free(qwen2_tape *t) {
     if (!t) return;
-    free(t->mem), free(t->lt), free(t->tokens), free(t->wl), free(t->gl);
+    free(t->mem), free(t->lt), free(t->tokens), free(t->wl), free(t->gl), free(t->scratch);
     free(t);
 }
 
@@ -323,8 +343,11 @@ qwen2_tape *qwen2_tape_create(const hf_arch *a, int max_B, int max_T, tdm_err *e
         t->tokens = calloc((size_t)max_B * (max_T + 1), sizeof *t->tokens);
         t->wl = calloc((size_t)a->layers, sizeof *t->wl);
         t->gl = calloc((size_t)a->layers, sizeof *t->gl);
+        t->stride = (size_t)(a->head_dim > max_T ? a->head_dim : max_T);
+        t->slots = omp_get_max_threads();
+        t->scratch = malloc((size_t)t->slots * t->stride * sizeof *t->scratch);
     }
-    if (!t || !t->mem || !t->lt || !t->tokens || !t->wl || !t->gl) {
+    if (!t || !t->mem || !t->lt || !t->tokens || !t->wl || !t->gl || !t->scratch) {
         qwen2_tape_free(t);
         err_set(e, ERR_INTERNAL, "out of memory for the activations (%zu floats)", total);
         return NULL;
@@ -377,6 +400,9 @@ int qwen2_tape_forward(qwen2_tape *t, const float *params, const uint32_t *token
     int L = a->layers;
     int rc = check_batch(t, tokens, B, T, e);
     if (rc) return rc;
+    float *sc = tape_scratch(t, e);
+    if (!sc) return e->code;
+    size_t st = t->stride;
     t->B = B, t->T = T, t->have_forward = 0;
     memcpy(t->tokens, tokens, (size_t)B * (T + 1) * sizeof *tokens);
     qwen2_model m;
@@ -392,9 +418,9 @@ int qwen2_tape_forward(qwen2_tape *t, const float *params, const uint32_t *token
         linear_forward(p->q, p->h1, W->wq, W->bq, (int)N, C, (int)QD);
         linear_forward(p->k, p->h1, W->wk, W->bk, (int)N, C, (int)KD);
         linear_forward(p->v, p->h1, W->wv, W->bv, (int)N, C, (int)KD);
-        rope_rotate(p->q, B, T, H, D, a->rope_theta, 1.0f);
-        rope_rotate(p->k, B, T, Hkv, D, a->rope_theta, 1.0f);
-        attention_forward(p->att, p->p, p->q, p->k, p->v, B, T, H, Hkv, D);
+        rope_rotate(p->q, B, T, H, D, a->rope_theta, 1.0f, sc, st);
+        rope_rotate(p->k, B, T, Hkv, D, a->rope_theta, 1.0f, sc, st);
+        attention_forward(p->att, p->p, p->q, p->k, p->v, B, T, H, Hkv, D, sc, st);
         /* x_mid = x_in + att Wo^T */
         memcpy(p->x_mid, p->x_in, N * C * sizeof *x);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, C, (int)QD, 1.0f, p->att, (int)QD, W->wo, (int)QD,
@@ -428,6 +454,9 @@ const float *qwen2_tape_logits(const qwen2_tape *t) { return t->have_forward ? t
 
 int qwen2_tape_backward(qwen2_tape *t, const float *params, const double *row_scale, float *grad, tdm_err *e) {
     if (!t->have_forward) return err_set(e, ERR_INTERNAL, "qwen2 backward called without a forward pass");
+    float *sc = tape_scratch(t, e);
+    if (!sc) return e->code;
+    size_t st = t->stride;
     t->have_forward = 0; /* the logits become dlogits below */
     const hf_arch *a = &t->a;
     int B = t->B, T = t->T, C = a->channels, H = a->heads, Hkv = a->kv_heads, D = a->head_dim;
@@ -473,9 +502,9 @@ int qwen2_tape_backward(qwen2_tape *t, const float *params, const double *row_sc
         rmsnorm_backward(dx, (float *)G->ln_post, dh, p->x_mid, p->r2, W->ln_post, (int)N, C);
         /* x_mid = x_in + att Wo^T */
         linear_backward(datt, 0.0f, (float *)G->wo, NULL, dx, p->att, W->wo, (int)N, (int)QD, C);
-        attention_backward(dq, dk, dv, datt, p->q, p->k, p->v, p->p, B, T, H, Hkv, D);
-        rope_rotate(dq, B, T, H, D, a->rope_theta, -1.0f);
-        rope_rotate(dk, B, T, Hkv, D, a->rope_theta, -1.0f);
+        attention_backward(dq, dk, dv, datt, p->q, p->k, p->v, p->p, B, T, H, Hkv, D, sc, st);
+        rope_rotate(dq, B, T, H, D, a->rope_theta, -1.0f, sc, st);
+        rope_rotate(dk, B, T, Hkv, D, a->rope_theta, -1.0f, sc, st);
         linear_backward(dh, 0.0f, (float *)G->wq, (float *)G->bq, dq, p->h1, W->wq, (int)N, C, (int)QD);
         linear_backward(dh, 1.0f, (float *)G->wk, (float *)G->bk, dk, p->h1, W->wk, (int)N, C, (int)KD);
         linear_backward(dh, 1.0f, (float *)G->wv, (float *)G->bv, dv, p->h1, W->wv, (int)N, C, (int)KD);
