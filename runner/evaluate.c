@@ -1,6 +1,5 @@
 /* evaluate.c — held-out loss per domain; see evaluate.h. */
 #include "runner/evaluate.h"
-#include "runner/model_source.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -9,11 +8,10 @@
 
 #include "data/dataset.h"
 #include "gpu/plugin.h"
-#include "ledger/audit.h"
 #include "ledger/ckpt.h"
 #include "model/model.h"
 #include "runner/config.h"
-#include "runner/pin.h"
+#include "runner/run_state.h"
 
 /* Mean token loss of `params` on domain m's split, over at most max_tokens targets. */
 static int eval_domain(const model_ops *ops, model_ctx *ctx, const float *params, const dataset *ds,
@@ -65,68 +63,45 @@ int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, e
                tdm_err *e) {
     memset(out, 0, sizeof *out);
     const char *url = store_url(st);
-    config cfg;
-    dataset ds;
-    memset(&ds, 0, sizeof ds);
-    model_layout lay;
-    memset(&lay, 0, sizeof lay);
-    ckpt *ck = NULL;
+    run_state rs;
     model_ctx *ctx = NULL;
     const model_ops *ops = &model_cpu_ops;
     float *params = NULL;
-    int rc = pin_read(st, &cfg, out->run_id, sizeof out->run_id, e);
-    if (!rc) rc = model_source_pin(st, &cfg, 0, e); /* the model.init folder is still the run's */
+    int rc = run_state_config(st, &rs, e);
+    const config *cfg = &rs.cfg;
+    snprintf(out->run_id, sizeof out->run_id, "%s", rs.run_id);
     /* on the run's own device: a model trained on a GPU is evaluated there too */
-    if (!rc && cfg.run.device == CONFIG_DEVICE_CUDA) {
+    if (!rc && cfg->run.device == CONFIG_DEVICE_CUDA) {
         const gpu_plugin *gpu = gpu_plugin_load(e);
         char why[256] = "";
         if (!gpu) rc = e->code;
         else if (gpu->device_count(why, sizeof why) < 1)
             rc = err_set(e, ERR_USAGE, "%s was trained with run.device = cuda, and no CUDA device "
                          "is usable here (%s): evaluate it on a GPU node", url, why);
-        else if (!(rc = gpu->set_precision(cfg.run.precision == CONFIG_PRECISION_BF16 ? "bf16" : "fp32", e)))
+        else if (!(rc = gpu->set_precision(cfg->run.precision == CONFIG_PRECISION_BF16 ? "bf16" : "fp32", e)))
             ops = gpu->ops;
     }
-    if (!rc) rc = dataset_load(&ds, cfg.data.dataset, e);
-    if (!rc) {
-        model_config mc;
-        rc = model_source_config(&cfg, &ds, &mc, e);
-        if (!rc) rc = model_layout_init(&lay, &mc, e);
-    }
-    rec_state rec;
-    memset(&rec, 0, sizeof rec);
-    int found = 0;
-    if (!rc && !(ck = ckpt_open(st, &lay, 64u << 20, e))) rc = e->code;
-    /* the run's config generation: states made after an allowed config change carry it */
-    uint64_t gen = 0, change_seq = 0;
-    if (!rc) rc = audit_generation(st, &gen, &change_seq, e);
-    if (!rc) ckpt_set_generation(ck, gen, change_seq);
-    if (!rc && seq) rc = ckpt_load_seq(ck, *seq, &rec, e), found = !rc;
-    else if (!rc) rc = ckpt_load(ck, &rec, &found, e);
-    if (!rc && !found) rc = err_set(e, ERR_USAGE, "%s holds no committed state to evaluate", url);
-    int B = cfg.train.batch, T = cfg.train.seq, M = dataset_n_domains(&ds);
-    if (!rc && !(ctx = ops->create(&lay, B, T, 1, cfg.run.threads, e))) rc = e->code;
-    if (!rc && !(params = ops->alloc(ctx, lay.numel))) rc = err_set(e, ERR_INTERNAL, "out of memory");
-    if (!rc) rc = ops->upload(ctx, params, ckpt_host(ck, 0), lay.numel, e);
+    if (!rc) rc = run_state_load(st, seq, 0, "evaluate", &rs, e);
+    int B = cfg->train.batch, T = cfg->train.seq, M = dataset_n_domains(&rs.ds);
+    if (!rc && !(ctx = ops->create(&rs.lay, B, T, 1, cfg->run.threads, e))) rc = e->code;
+    if (!rc && !(params = ops->alloc(ctx, rs.lay.numel))) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    if (!rc) rc = ops->upload(ctx, params, ckpt_host(rs.ck, 0), rs.lay.numel, e);
     for (int m = 0; !rc && m < M; m++) {
-        rc = eval_domain(ops, ctx, params, &ds, m, split, B, T, max_tokens, &out->loss[m],
+        rc = eval_domain(ops, ctx, params, &rs.ds, m, split, B, T, max_tokens, &out->loss[m],
                          &out->tokens[m], e);
-        snprintf(out->names[m], REC_NAME_MAX, "%s", dataset_domain_name(&ds, m));
+        snprintf(out->names[m], REC_NAME_MAX, "%s", dataset_domain_name(&rs.ds, m));
     }
     if (!rc) {
         out->M = M;
-        out->seq = rec.seq;
-        snprintf(out->step, sizeof out->step, "%s", rec.step);
+        out->seq = rs.rec.seq;
+        snprintf(out->step, sizeof out->step, "%s", rs.rec.step);
         for (int m = 0; m < M; m++) out->mean_loss += out->loss[m] / M;
         out->average_ppl = exp(out->mean_loss);
     }
-    rec_state_free(&rec);
     if (ctx) {
         if (params) ops->release(ctx, params);
         ops->destroy(ctx);
     }
-    if (ck) ckpt_close(ck);
-    model_layout_free(&lay);
-    dataset_free(&ds);
+    run_state_close(&rs);
     return rc;
 }

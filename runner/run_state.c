@@ -1,0 +1,47 @@
+/* run_state.c — a run's committed state opened read-only; see run_state.h. */
+#include "runner/run_state.h"
+
+#include <string.h>
+
+#include "ledger/audit.h"
+#include "runner/model_source.h"
+#include "runner/pin.h"
+
+int run_state_config(store *st, run_state *rs, tdm_err *e) {
+    memset(rs, 0, sizeof *rs);
+    int rc = pin_read(st, &rs->cfg, rs->run_id, sizeof rs->run_id, e);
+    if (!rc) rc = model_source_pin(st, &rs->cfg, 0, e); /* the model.init folder is still the run's */
+    return rc;
+}
+
+int run_state_load(store *st, const uint64_t *seq, int dataset_optional, const char *verb, run_state *rs,
+                   tdm_err *e) {
+    int rc = dataset_load(&rs->ds, rs->cfg.data.dataset, e);
+    if (rc == ERR_USAGE && dataset_optional && model_source_hf_dir(&rs->cfg)) {
+        rc = 0; /* the folder alone says an HF model's shape */
+        memset(&rs->ds, 0, sizeof rs->ds);
+        rs->ds.vocab = 2;
+    } else if (rc && dataset_optional) {
+        err_prefix(e, "data.dataset (the GPT-2 run's vocabulary): ");
+    }
+    if (!rc) rc = model_source_config(&rs->cfg, &rs->ds, &rs->mc, e);
+    if (!rc) rc = model_layout_init(&rs->lay, &rs->mc, e);
+    if (!rc && !(rs->ck = ckpt_open(st, &rs->lay, 64u << 20, e))) rc = e->code;
+    /* the run's config generation: states made after an allowed config change carry it */
+    uint64_t gen = 0, change_seq = 0;
+    if (!rc) rc = audit_generation(st, &gen, &change_seq, e);
+    if (!rc) ckpt_set_generation(rs->ck, gen, change_seq);
+    int found = 0;
+    if (!rc && seq) rc = ckpt_load_seq(rs->ck, *seq, &rs->rec, e), found = !rc;
+    else if (!rc) rc = ckpt_load(rs->ck, &rs->rec, &found, e);
+    if (!rc && !found) rc = err_set(e, ERR_USAGE, "%s holds no committed state to %s", store_url(st), verb);
+    return rc;
+}
+
+void run_state_close(run_state *rs) {
+    rec_state_free(&rs->rec);
+    if (rs->ck) ckpt_close(rs->ck);
+    model_layout_free(&rs->lay);
+    dataset_free(&rs->ds);
+    rs->ck = NULL;
+}
