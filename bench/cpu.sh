@@ -35,6 +35,14 @@ echo "PyTorch: $("$py" -c 'import torch; print(torch.__version__)')"
 echo "Ours:    $bin (model/cpu.c, OpenBLAS $(pkg-config --modversion openblas 2>/dev/null || echo '?'))"
 echo
 
+# Both sides compute with the same OpenBLAS kernels: on a CPU this OpenBLAS does not know,
+# tandem picks them itself (model/blas_core.c), and PyTorch gets the same choice here.
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+  core=$(build/rel/tandem version --json 2>/dev/null | sed -n 's/.*"blas_core": "\([A-Za-z0-9]*\)".*/\1/p')
+  [ -n "$core" ] && export OPENBLAS_CORETYPE="$core"
+fi
+echo "OpenBLAS kernels: ${OPENBLAS_CORETYPE:-OpenBLAS's own choice} (both sides)"
+
 threads_list=(1)
 [ "$ncpu" -gt 1 ] && threads_list+=("$ncpu")
 

@@ -8,6 +8,7 @@
 
 #include "cli/cmds.h"
 #include "cli/version.h"
+#include "model/blas_core.h"
 #include "runner/run.h"
 #include "storage/s3_config.h"
 
@@ -63,6 +64,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    blas_core_reexec(argv); /* before any work: OpenBLAS's kernels on CPUs it does not know */
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

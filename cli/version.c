@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "cli/opts.h"
+#include "model/blas_core.h"
 #include "util/json.h"
 
 #ifndef TANDEM_GIT_REV
@@ -45,13 +46,16 @@ static int run_version(const cli_args *a) {
         json_str(stdout, TANDEM_VERSION);
         printf(", \"git\": ");
         json_str(stdout, TANDEM_GIT_REV);
-        printf(", \"cpu\": {\"blas\": \"openblas\", \"threads\": %d}, \"mpi\": %s, \"cuda\": %s, \"nccl\": %s}\n",
+        printf(", \"cpu\": {\"blas\": \"openblas\", \"blas_core\": ");
+        json_str(stdout, blas_core_name());
+        printf(", \"threads\": %d}, \"mpi\": %s, \"cuda\": %s, \"nccl\": %s}\n",
                omp_get_max_threads(), HAVE_MPI ? "true" : "false", HAVE_CUDA ? "true" : "false",
                HAVE_NCCL ? "true" : "false");
         return 0;
     }
     printf("tandem %s (git %s)\n", TANDEM_VERSION, TANDEM_GIT_REV);
-    printf("  cpu:  OpenBLAS + OpenMP, %d threads here\n", omp_get_max_threads());
+    printf("  cpu:  OpenBLAS (%s kernels) + OpenMP, %d threads here\n", blas_core_name(),
+           omp_get_max_threads());
     printf("  mpi:  %s\n", HAVE_MPI ? "yes (Open MPI ranks)" : "no (ranks over TCP only)");
     printf("  cuda: %s\n", HAVE_CUDA ? "yes (the plugin tandem-cuda.so, loaded for run.device=cuda)"
                                      : "no (built without nvcc)");

@@ -192,4 +192,17 @@ else fail "tandem version --json" "$got"; fi
 "$bin" --version --bogus >/dev/null 2>&1; rc=$?
 if [ $rc -eq 2 ]; then pass "tandem --version --bogus: exit 2"; else fail "tandem --version --bogus" "exit $rc"; fi
 
+# ---------------------------------------------------------------- OpenBLAS kernels
+# On a CPU with AVX2 or AVX-512 that this OpenBLAS does not know, tandem must not compute
+# with the generic Prescott kernels (2-3.5x slower; model/blas_core.c); a user's
+# OPENBLAS_CORETYPE is kept as given.
+core=$(env -u OPENBLAS_CORETYPE "$bin" version --json | sed -n 's/.*"blas_core": "\([A-Za-z0-9]*\)".*/\1/p')
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+  if [ -n "$core" ] && [ "$core" != Prescott ]; then pass "OpenBLAS runs its $core kernels on this AVX2 CPU"
+  else fail "OpenBLAS kernels on an AVX2 CPU" "got '$core'"; fi
+else pass "OpenBLAS kernels: no AVX2 here, OpenBLAS's own choice ($core)"; fi
+core=$(OPENBLAS_CORETYPE=Prescott "$bin" version --json | sed -n 's/.*"blas_core": "\([A-Za-z0-9]*\)".*/\1/p')
+if [ "$core" = Prescott ]; then pass "OPENBLAS_CORETYPE set by the user is kept"
+else fail "OPENBLAS_CORETYPE=Prescott" "got '$core'"; fi
+
 finish

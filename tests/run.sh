@@ -8,6 +8,12 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_err
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export TANDEM_ROOT="$PWD"
+# the OpenBLAS kernels tandem picks on this CPU (model/blas_core.c), for the test binaries
+# too: they compare their own sums with tandem's, bit for bit
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ -x build/rel/tandem ]; then
+  core=$(build/rel/tandem version --json 2>/dev/null | sed -n 's/.*"blas_core": "\([A-Za-z0-9]*\)".*/\1/p')
+  [ -n "$core" ] && export OPENBLAS_CORETYPE="$core"
+fi
 
 passed=0; failed=0; failures=()
 tally() { # tally NAME LOGFILE STATUS

@@ -1,0 +1,43 @@
+/* blas_core.c — OpenBLAS on CPUs newer than itself.
+ *
+ * Debian bookworm's OpenBLAS (0.3.21, built with DYNAMIC_ARCH) picks its kernels by the
+ * CPU's family and model. A CPU it does not know — Intel's Sapphire and Emerald Rapids
+ * (family 6, models 0x8F and 0xCF), newer AMD parts — gets its generic Prescott (SSE3)
+ * kernels, although the CPU has AVX-512: sgemm, ~85 % of a CPU step, then runs 2-3.5x
+ * slower than with the SkylakeX kernels (measured on an Emerald Rapids VM, the 3-layer
+ * bench-dmo model; docs/benchmarks.md). OpenBLAS reads OPENBLAS_CORETYPE when the library
+ * loads, before main(), so the only documented way to choose for it is to set the
+ * variable and exec again. A user's own OPENBLAS_CORETYPE is always left alone. */
+#include "model/blas_core.h"
+
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *blas_core_name(void) { return openblas_get_corename(); }
+
+const char *blas_core_better(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (getenv("OPENBLAS_CORETYPE")) return NULL;
+    const char *now = openblas_get_corename();
+    if (!now || strcasecmp(now, "Prescott") != 0) return NULL;
+    __builtin_cpu_init();
+    /* __builtin_cpu_supports also checks that the OS saves the wide registers (XCR0) */
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
+    return NULL;
+}
+
+void blas_core_reexec(char **argv) {
+    const char *core = blas_core_better();
+    if (!core || setenv("OPENBLAS_CORETYPE", core, 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    /* no /proc, or exec refused: carry on with OpenBLAS's choice rather than fail, and
+     * unset the variable so that this process and its children (tandem compare's runs)
+     * compute with the same kernels, hence the same bits */
+    unsetenv("OPENBLAS_CORETYPE");
+}

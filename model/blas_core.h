@@ -1,0 +1,19 @@
+/* blas_core.h — the OpenBLAS kernel set this CPU should use (see blas_core.c). */
+#ifndef TANDEM_MODEL_BLAS_CORE_H
+#define TANDEM_MODEL_BLAS_CORE_H
+
+/* The OpenBLAS core type to force on this CPU, or NULL when OpenBLAS's own choice stands:
+ * OPENBLAS_CORETYPE is already set, or OpenBLAS recognised the CPU (its choice is not the
+ * Prescott fallback), or the CPU has neither AVX-512 nor AVX2 with FMA. */
+const char *blas_core_better(void);
+
+/* Called first thing in main(): when blas_core_better() names a core, sets
+ * OPENBLAS_CORETYPE to it and re-executes this program with the same arguments (OpenBLAS
+ * reads the variable once, when the library loads, before main). Returns only when there
+ * is nothing to do or the re-exec failed (then the run goes on with OpenBLAS's choice). */
+void blas_core_reexec(char **argv);
+
+/* The core OpenBLAS runs with in this process ("SkylakeX", "Prescott", ...). */
+const char *blas_core_name(void);
+
+#endif
