@@ -1,32 +1,43 @@
 #!/usr/bin/env bash
-# dmo.sh — `make bench-dmo`: TANDEM's α* against Uniform and Natural on real text, the
-# paper's protocol (tandem compare) over several seeds.
+# dmo.sh — `make bench-dmo`: TANDEM's α* against Uniform, Natural and UniMax on real text,
+# in three data regimes, with the defaults, over several seeds.
 #
-# The corpus is real text from Debian packages (bench/realtext/build.sh: KJV prose, newlib
-# C, man pages, Python, Perl POD, kernel docs), six domains whose train sizes span more
-# than 20×. Per seed s, `tandem compare` runs the TANDEM DMO (run.seed = s), then three
-# final models with the same token budget on Uniform, Natural and α* (seed s + 1000), and
-# evaluates them per domain on the test split. The table is mean ± sd over the seeds of
-# each domain's test perplexity and of Average = exp(mean per-domain loss), and TANDEM's
-# Average relative to each baseline (mean of the per-seed ratios).
+# Each regime is a corpus of real text from Debian packages (bench/realtext/build.sh), five
+# domains of very unequal sizes, and one token budget for every run; what changes is how
+# often the budget repeats each domain:
 #
-# SIZE (default cpu):
-#   cpu        data-restricted, on the CPU: small domains repeat many times under Uniform
-#              (their test loss stops improving or rises: the curve panel of the SVG)
-#   abundant   data-abundant: every domain larger than its share of the budget, nothing
-#              repeated under any of the three mixtures (TANDEM must not lose to Uniform)
-#   gpu        data-restricted on a GPU (run.device=cuda, bf16): a 6-layer 384-wide model
-#   smoke      a few minutes: the protocol end to end, no claim
-# SEEDS (default 1,2,3), THREADS (default 0 = all cores), WORK (default: a temporary
-# directory, removed; set it to keep the stores and resume an interrupted benchmark),
-# SET="k=v k=v" (extra --set for every run, e.g. SET="tandem.alpha_step=pgd").
+#   abundant  every domain under 1 epoch even with Uniform (nothing repeats; the paper's
+#             Proposition: Uniform is a fixed point, TANDEM must not lose to it)
+#   paper     the budget ~1.3 epochs of the corpus, the small domains 4-9x under Uniform
+#             (the paper's data-restricted SlimPajama setting)
+#   heavy     the budget ~6 epochs of the corpus, the small domains 33-50x under Uniform
+#             (repetition-heavy: Uniform overfits them, its test loss rises; Natural wins)
+#
+# Per regime bench/dmo/study.py runs, for each DMO seed, the TANDEM run (defaults: nothing
+# of the α step is set) and one α* final run per final seed, and for each final seed the
+# Uniform, Natural and UniMax final runs; every final run is evaluated per domain on the
+# test split. The table: per-domain test perplexity, Average = exp(mean loss) mean ± sd,
+# the ratios of seed means, the epochs each mixture gave each domain, and α*. The summary
+# checks the bar: TANDEM ≤ 1.005 × the better of Uniform and Natural in every regime, and
+# ≤ 0.98 × both in the paper's.
+#
+#   SIZE       cpu (default): a 3-layer 128-wide GPT, context 64, 250 episodes of 25 x 64
+#              tokens (2.0M tokens per run), 2 lanes of 1 thread — about 35 min a regime
+#              on 2 cores; gpu: 6 x 384, context 256, bf16 on a GPU (run.device=cuda);
+#              smoke: a few minutes, the pipeline end to end, no claim
+#   REGIMES    default "abundant paper heavy"
+#   DMO_SEEDS, FINAL_SEEDS   default 1,2,3 and 1,2,3
+#   LANES, THREADS           parallel runs and threads each (default 2 and 1 on the CPU)
+#   WORK       keep the stores there (an interrupted bench resumes); default a temporary
+#              directory, removed
+#   SET="k=v k=v"  extra --set for the TANDEM runs (an ablation: SET="tandem.alpha_step=pgd")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${TANDEM:-$PWD/tandem} # TANDEM=path: another build (a frozen copy while you rebuild)
 [ -x "$bin" ] || { echo "bench-dmo: build tandem first (make tandem)" >&2; exit 2; }
+export TANDEM=$bin
 size=${SIZE:-cpu}
-seeds=${SEEDS:-1,2,3}
-threads=${THREADS:-0}
+regimes=${REGIMES:-abundant paper heavy}
 py=/usr/bin/python3
 if [ -n "${WORK:-}" ]; then
   work=$WORK
@@ -36,83 +47,86 @@ else
   trap 'rm -rf "$work"' EXIT
 fi
 
-# corpus: NAME=train bytes; val and test per domain
+# the model and budget of each size (every run of every regime)
 case $size in
-  cpu)      train=prose=1500k,code=800k,man=200k,py=60k,perl=25k,kern=12k; val=8k; test=40k ;;
-  smoke)    train=prose=300k,code=100k,man=40k,py=20k,perl=10k,kern=5k; val=4k; test=10k ;;
-  abundant) train=prose=4000k,code=2000k,man=1500k,py=1000k,perl=1000k,kern=1000k; val=8k; test=40k ;;
-  gpu)      train=prose=4000k,code=2400k,man=1200k,py=400k,perl=200k,kern=120k; val=20k; test=60k ;;
-  *) echo "bench-dmo: SIZE=$size: use cpu, abundant, gpu or smoke" >&2; exit 2 ;;
-esac
-corpus=$work/corpus-$size
-if [ ! -f "$corpus/dataset.yaml" ]; then
-  bash bench/realtext/build.sh --out "$corpus" --train "$train" --val "$val" --test "$test" \
-    >"$work/corpus-$size.log"
-fi
-sed -n '/^domain /,/^(docs/p' "$work/corpus-$size.log"
-
-# the model and budget of each size (the DMO's and every final run's)
-case $size in
-  cpu | abundant)
-    model="{layers: 3, channels: 128, heads: 4, ctx: 64}"; train_="{batch: 24, seq: 64}"
-    episodes=250; lr=3e-3; device=cpu ;;
+  cpu)
+    model="{layers: 3, channels: 128, heads: 4, ctx: 64}"; train_="{batch: 25, seq: 64}"
+    episodes=250; lr=3e-3; device=cpu; lanes=${LANES:-2}; threads=${THREADS:-1}; scale=1 ;;
   smoke)
-    model="{layers: 2, channels: 64, heads: 2, ctx: 32}"; train_="{batch: 12, seq: 32}"
-    episodes=60; lr=3e-3; device=cpu ;;
+    model="{layers: 2, channels: 64, heads: 2, ctx: 32}"; train_="{batch: 10, seq: 32}"
+    episodes=40; lr=3e-3; device=cpu; lanes=${LANES:-2}; threads=${THREADS:-1}; scale=0 ;;
   gpu)
     model="{layers: 6, channels: 384, heads: 6, ctx: 256}"; train_="{batch: 80, seq: 256}"
-    episodes=300; lr=1e-3; device=cuda ;;
+    episodes=300; lr=1e-3; device=cuda; lanes=${LANES:-1}; threads=${THREADS:-0}; scale=3 ;;
+  *) echo "bench-dmo: SIZE=$size: use cpu, gpu or smoke" >&2; exit 2 ;;
 esac
-cat >"$work/$size.yaml" <<YAML
+
+# corpus per regime and size: train bytes per domain (five sources, the small ones
+# different in each regime), val and test per domain. The budget is episodes x 5 x batch
+# x seq tokens: 2.0M (cpu), 12.8k (smoke), 30.7M (gpu).
+corpus_of() { # REGIME -> "train val test"
+  case $size:$1 in
+    cpu:abundant)   echo "prose=2400k,code=1200k,man=800k,kern=500k,fortune=420k 8k 40k" ;;
+    cpu:paper)      echo "prose=900k,code=400k,man=100k,kern=60k,fortune=45k 8k 40k" ;;
+    cpu:heavy)      echo "code=200k,man=100k,prose=12k,kern=10k,fortune=8k 8k 40k" ;;
+    smoke:abundant) echo "prose=60k,code=40k,man=30k,kern=25k,fortune=20k 4k 8k" ;;
+    smoke:paper)    echo "prose=30k,code=20k,man=5k,kern=3k,fortune=2k 4k 8k" ;;
+    smoke:heavy)    echo "code=2k,man=1500,prose=600,kern=500,fortune=400 2k 8k" ;;
+    gpu:abundant)   echo "go=14000k,kern=8000k,py=7000k,code=7000k,man=6500k 40k 60k" ;;
+    gpu:paper)      echo "go=12000k,kern=8000k,man=1800k,py=1000k,perl=650k 40k 60k" ;;
+    gpu:heavy)      echo "go=3000k,kern=1500k,man=200k,perl=150k,fortune=120k 40k 60k" ;;
+  esac
+}
+
+t0=$(date +%s)
+for r in $regimes; do
+  spec=$(corpus_of "$r")
+  [ -n "$spec" ] || { echo "bench-dmo: REGIMES: unknown regime '$r' (abundant, paper, heavy)" >&2; exit 2; }
+  read -r train val test <<<"$spec"
+  corpus=$work/corpus-$size-$r
+  if [ ! -f "$corpus/dataset.yaml" ]; then
+    bash bench/realtext/build.sh --out "$corpus" --train "$train" --val "$val" --test "$test" \
+      >"$work/corpus-$size-$r.log"
+  fi
+  echo "== regime $r (SIZE=$size): corpus $corpus"
+  sed -n '/^domain /,/^(docs/p' "$work/corpus-$size-$r.log"
+  cat >"$work/$size-$r.yaml" <<YAML
 run: {episodes: $episodes, seed: 1, device: $device, threads: $threads}
 data: {dataset: $corpus/dataset.yaml}
 model: $model
 train: $train_
 optim: {lr: $lr, lr_min: $(awk "BEGIN {print $lr / 10}"), warmup: 50}
-checkpoint: {every_episodes: $((episodes / 10)), keep: 0}
+checkpoint: {every_episodes: $((episodes / 5)), keep: 2}
 YAML
-extra=()
-[ $device = cuda ] && extra+=(--precision bf16)
-for kv in ${SET:-}; do extra+=(--set "$kv"); done
-
-t0=$(date +%s)
-IFS=, read -ra seed_list <<<"$seeds"
-for s in "${seed_list[@]}"; do
-  ts=$(date +%s)
-  "$bin" compare "$work/$size.yaml" --store "$work/$size-s$s" --set "run.seed=$s" \
-    ${extra[@]+"${extra[@]}"} --json --quiet --curves --svg "$work/$size-s$s.svg" \
-    >"$work/$size-s$s.json"
-  echo "seed $s: $(( $(date +%s) - ts )) s ($work/$size-s$s.svg)"
+  [ $device = cuda ] && sed -i 's/^run: {/run: {precision: bf16, /' "$work/$size-$r.yaml"
+  variant=()
+  [ -n "${SET:-}" ] && variant=(--variant tandem "$SET")
+  tr=$(date +%s)
+  $py bench/dmo/study.py --work "$work/$size-$r" --base "$work/$size-$r.yaml" \
+    --dmo-seeds "${DMO_SEEDS:-1,2,3}" --final-seeds "${FINAL_SEEDS:-1,2,3}" \
+    --lanes "$lanes" --threads "$threads" --curves --json "$work/$size-$r.json" \
+    --title "regime $r (SIZE=$size): test perplexity, DMO seeds ${DMO_SEEDS:-1,2,3} x final seeds ${FINAL_SEEDS:-1,2,3}" \
+    ${variant[@]+"${variant[@]}"} | grep -v '^  final-\|^  dmo-'
+  echo "regime $r: $(( $(date +%s) - tr )) s"
 done
-echo "bench-dmo SIZE=$size: ${#seed_list[@]} seed(s) in $(( $(date +%s) - t0 )) s"
-
-$py - "$work" "$size" "$seeds" <<'PY'
-import json, math, statistics as st, sys
-work, size, seeds = sys.argv[1], sys.argv[2], [int(s) for s in sys.argv[3].split(",")]
-res = [json.load(open(f"{work}/{size}-s{s}.json")) for s in seeds]
-runs = ("uniform", "natural", "tandem")
-doms = list(res[0]["runs"]["uniform"]["test_loss"])
-def ms(xs):
-    return f"{st.mean(xs):8.3f} ± {st.stdev(xs):.3f}" if len(xs) > 1 else f"{xs[0]:8.3f}        "
-print(f"\nreal text, SIZE={size}, seeds {','.join(map(str, seeds))}: test perplexity (mean ± sd)")
-print(f"  {'domain':8s} {'natural':>8s} {'alpha*':>16s} | {'Uniform':>16s} {'Natural':>16s} {'TANDEM':>16s}")
-for d in doms:
-    nat = res[0]["runs"]["natural"]["mixture"][d]
-    a = [r["runs"]["tandem"]["mixture"][d] for r in res]
-    print(f"  {d:8s} {nat:8.4f} {ms(a)} | " +
-          " ".join(ms([math.exp(r["runs"][k]["test_loss"][d]) for r in res]) for k in runs))
-print(f"  {'Average':8s} {'':8s} {'':16s} | " + " ".join(ms([r["runs"][k]["average_ppl"] for r in res]) for k in runs))
-vu = [r["tandem_vs_uniform"] for r in res]
-vn = [r["tandem_vs_natural"] for r in res]
-pct = lambda xs: f"{100 * (st.mean(xs) - 1):+.2f} %" + (f" ± {100 * st.stdev(xs):.2f}" if len(xs) > 1 else "")
-print(f"\nTANDEM's Average vs Uniform: {pct(vu)}, vs Natural: {pct(vn)} (negative: TANDEM better)")
-rose = {}
-for r in res:
-    c = r["runs"]["uniform"]["curve"]
-    for d in doms:
-        ys = [p["test_loss"][d] for p in c]
-        if len(ys) >= 3 and min(ys) < ys[-1]:
-            rose[d] = rose.get(d, 0) + 1
-print("Uniform's test loss rose before the end on: " +
-      (", ".join(f"{d} ({n}/{len(res)} seeds)" for d, n in rose.items()) if rose else "no domain"))
+echo
+echo "bench-dmo SIZE=$size: $(( $(date +%s) - t0 )) s in all"
+$py - "$work" "$size" $regimes <<'PY'
+import json, sys
+work, size, regimes = sys.argv[1], sys.argv[2], sys.argv[3:]
+print(f"\nsummary (Average test perplexity, mean over seeds; TANDEM = the defaults):")
+print(f"  {'regime':9s} {'Uniform':>9s} {'Natural':>9s} {'UniMax':>9s} {'TANDEM':>9s}  {'vs best U/N':>11s} {'vs UniMax':>9s}  bar")
+ok = True
+for r in regimes:
+    res = json.load(open(f"{work}/{size}-{r}.json"))["mixtures"]
+    t = res.get("tandem")
+    if not t:
+        print(f"  {r:9s} (no TANDEM result)"); ok = False; continue
+    u, n, x = (res[k]["average"][0] for k in ("uniform", "natural", "unimax"))
+    bar = 0.98 if r == "paper" else 1.005  # the paper's regime: 2 % ahead of both
+    good = t["vs_best"] <= bar
+    ok &= good
+    print(f"  {r:9s} {u:9.4f} {n:9.4f} {x:9.4f} {t['average'][0]:9.4f}  {t['vs_best']:11.4f} {t['vs_unimax']:9.4f}  "
+          f"{'holds' if good else 'MISSED'} (<= {bar})")
+print("the bar " + ("holds in every regime" if ok else "is missed somewhere (see above)"))
 PY

@@ -1,6 +1,8 @@
 /* cmd_alpha.c — `tandem alpha STORE`: the α trajectory of a run, audited.
  *
- *   tandem alpha STORE                      a table: episode, domain, α_t, α_{t+1}, ℓ_u, ℓ_w, Δ
+ *   tandem alpha STORE                      a table: episode, domain, α_t, α_{t+1}, ℓ_u, ℓ_w, Δ,
+ *                                           and the tokens and epochs of the domain u had
+ *                                           trained on when α_{t+1} was chosen
  *   tandem alpha STORE --format csv|json    the same as CSV or JSON
  *   tandem alpha STORE --verify             checks the hash chain and that every episode from
  *                                           0 to the last is there; exit 3 naming the first
@@ -9,10 +11,12 @@
  *
  * Δ = ℓ_w − ℓ_u: negative where the reference twin's extra validation data helped the
  * domain more, which is where α grows. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/dataset.h"
 #include "ledger/audit.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
@@ -32,27 +36,61 @@ static const cli_spec SPEC = {"alpha", "STORE", 1, 1, "a STORE is required",
                               "The alpha trajectory of a run, audited: per episode and domain alpha_t,\n"
                               "alpha_t+1, the twins' losses and their difference.", OPTS, NULL};
 
-static void print_table(const audit_chain *c, const rec_run *run) {
-    printf("%7s  %-16s %10s %10s %10s %10s %10s\n", "episode", "domain", "alpha", "alpha_next",
-           "loss_u", "loss_w", "delta");
+/* The epochs a record's seen[m] tokens are: 0 < tokens[m] (the run's dataset could be
+ * read), else NAN. */
+static double epochs_of(const rec_alpha *a, int m, const double *tokens) {
+    return a->has_seen && tokens[m] > 0 ? a->seen[m] / tokens[m] : NAN;
+}
+
+/* The train tokens per domain of the run's pinned dataset (data.dataset), by domain name;
+ * 0 where it cannot be read (moved, another machine): the epochs are then left out. */
+static void train_tokens(const rec_run *run, double *tokens) {
+    for (int m = 0; m < REC_MAX_DOMAINS; m++) tokens[m] = 0;
+    const char *path = NULL;
+    for (size_t i = 0; i < run->nconfig; i++)
+        if (!strcmp(run->config[i].key, "data.dataset")) path = run->config[i].value;
+    dataset ds;
+    tdm_err e;
+    if (!path || dataset_load(&ds, path, &e)) return;
+    for (int m = 0; m < run->M; m++) {
+        int d = dataset_find_domain(&ds, run->domains[m]);
+        if (d >= 0) tokens[m] = (double)dataset_tokens(&ds, d, SPLIT_TRAIN);
+    }
+    dataset_free(&ds);
+}
+
+static void print_table(const audit_chain *c, const rec_run *run, const double *tokens) {
+    printf("%7s  %-16s %10s %10s %10s %10s %10s %12s %8s\n", "episode", "domain", "alpha",
+           "alpha_next", "loss_u", "loss_w", "delta", "seen", "epochs");
     for (size_t t = 0; t < c->n; t++) {
         const rec_alpha *a = &c->rec[t];
-        for (int m = 0; m < a->M; m++)
-            printf("%7zu  %-16s %10.6f %10.6f %10.5f %10.5f %+10.5f\n", t,
+        for (int m = 0; m < a->M; m++) {
+            printf("%7zu  %-16s %10.6f %10.6f %10.5f %10.5f %+10.5f", t,
                    m < run->M ? run->domains[m] : "?", a->alpha[m], a->alpha_next[m],
                    a->loss_u[m], a->loss_w[m], a->loss_w[m] - a->loss_u[m]);
+            if (a->has_seen) printf(" %12.0f", a->seen[m]);
+            else printf(" %12s", "-");
+            double ep = epochs_of(a, m, tokens);
+            if (!isnan(ep)) printf(" %8.3f\n", ep);
+            else printf(" %8s\n", "-");
+        }
     }
 }
 
-static void print_csv(const audit_chain *c, const rec_run *run) {
-    printf("episode,domain,alpha,alpha_next,loss_u,loss_w,delta\n");
+static void print_csv(const audit_chain *c, const rec_run *run, const double *tokens) {
+    printf("episode,domain,alpha,alpha_next,loss_u,loss_w,delta,seen,epochs\n");
     for (size_t t = 0; t < c->n; t++) {
         const rec_alpha *a = &c->rec[t];
         for (int m = 0; m < a->M; m++) {
             printf("%zu,", t);
             csv_field(stdout, m < run->M ? run->domains[m] : "?");
-            printf(",%.17g,%.17g,%.17g,%.17g,%.17g\n", a->alpha[m], a->alpha_next[m], a->loss_u[m],
+            printf(",%.17g,%.17g,%.17g,%.17g,%.17g", a->alpha[m], a->alpha_next[m], a->loss_u[m],
                    a->loss_w[m], a->loss_w[m] - a->loss_u[m]);
+            double ep = epochs_of(a, m, tokens);
+            if (a->has_seen) printf(",%.17g", a->seen[m]);
+            else printf(",");
+            if (!isnan(ep)) printf(",%.17g\n", ep);
+            else printf(",\n");
         }
     }
 }
@@ -71,7 +109,7 @@ static void json_map(const char *key, const double *v, int M, const rec_run *run
 
 /* Every string through util/json (domain names and host names are the user's: a quote or
  * a control character in one must not break the document); non-finite numbers as null. */
-static void print_json(const audit_chain *c, const rec_run *run) {
+static void print_json(const audit_chain *c, const rec_run *run, const double *tokens) {
     printf("[");
     for (size_t t = 0; t < c->n; t++) {
         const rec_alpha *a = &c->rec[t];
@@ -87,6 +125,16 @@ static void print_json(const audit_chain *c, const rec_run *run) {
         json_map("alpha_next", a->alpha_next, a->M, run);
         json_map("loss_u", a->loss_u, a->M, run);
         json_map("loss_w", a->loss_w, a->M, run);
+        if (a->has_seen) {
+            double ep[REC_MAX_DOMAINS];
+            int known = 1;
+            for (int m = 0; m < a->M; m++) {
+                ep[m] = epochs_of(a, m, tokens);
+                known &= !isnan(ep[m]);
+            }
+            json_map("seen", a->seen, a->M, run);
+            if (known) json_map("epochs", ep, a->M, run);
+        }
         printf(",\"time\":");
         json_num(stdout, a->time);
         printf(",\"host\":");
@@ -170,9 +218,11 @@ static int run_alpha(const cli_args *a) {
             }
         }
     } else if (!rc && !plot_path) {
-        if (!strcmp(format, "csv")) print_csv(&c, &run);
-        else if (!strcmp(format, "json")) print_json(&c, &run);
-        else print_table(&c, &run);
+        double tokens[REC_MAX_DOMAINS];
+        train_tokens(&run, tokens);
+        if (!strcmp(format, "csv")) print_csv(&c, &run, tokens);
+        else if (!strcmp(format, "json")) print_json(&c, &run, tokens);
+        else print_table(&c, &run, tokens);
         if (!c.ok) fprintf(stderr, "tandem alpha: warning: %s (listing stops there)\n", c.problem);
     }
     if (!rc && plot_path) {

@@ -2,13 +2,15 @@
  *
  *   1. the TANDEM run of CONFIG (data-mixture optimisation) in STORE/dmo, which ends with
  *      α* (the mean α of its last 10 % of episodes, mixture.mp);
- *   2. three final runs of the same model on the same token budget (CONFIG's episodes × E
+ *   2. four final runs of the same model on the same token budget (CONFIG's episodes × E
  *      free steps of train.batch × train.seq tokens), each on a fixed mixture — Uniform in
- *      STORE/uniform, Natural (∝ train tokens) in STORE/natural, α* in STORE/tandem — all
- *      with one seed of their own (run.seed + 1000 unless --final-seed), so that the DMO
- *      and the final models are seeded independently;
+ *      STORE/uniform, Natural (∝ train tokens) in STORE/natural, α* in STORE/tandem and
+ *      UniMax (the strongest simple baseline, steps/mixture.h) in STORE/unimax — all with
+ *      one seed of their own (run.seed + 1000 unless --final-seed), so that the DMO and the
+ *      final models are seeded independently;
  *   3. each final model's per-domain test loss (runner/evaluate.h) and the table of the
- *      paper: perplexity per domain and Average = exp(mean loss), as text or --json;
+ *      paper: perplexity per domain and Average = exp(mean loss), with the epochs of each
+ *      domain every final run trained on, as text or --json;
  *      --svg draws the α trajectories, the per-domain perplexity bars and, with --curves,
  *      the Uniform model's test loss per domain at its kept states (the overfitting
  *      picture of the data-restricted setting).
@@ -36,9 +38,13 @@
 #include "storage/store.h"
 #include "util/json.h"
 
-enum { RUN_UNIFORM, RUN_NATURAL, RUN_TANDEM, NFINAL };
-static const char *const FINAL_KEY[NFINAL] = {"uniform", "natural", "tandem"};
-static const char *const FINAL_NAME[NFINAL] = {"Uniform", "Natural", "TANDEM"};
+/* The final runs by point number (cluster jobs run them as array indices: UniMax, the
+ * youngest, is last so that the first three kept their numbers) */
+enum { RUN_UNIFORM, RUN_NATURAL, RUN_TANDEM, RUN_UNIMAX, NFINAL };
+static const char *const FINAL_KEY[NFINAL] = {"uniform", "natural", "tandem", "unimax"};
+static const char *const FINAL_NAME[NFINAL] = {"Uniform", "Natural", "TANDEM", "UniMax"};
+/* the order of the columns: the baselines, then TANDEM */
+static const int SHOWN[NFINAL] = {RUN_UNIFORM, RUN_NATURAL, RUN_UNIMAX, RUN_TANDEM};
 #define CURVE_MAX 12 /* kept states evaluated per final run with --curves */
 
 typedef struct curve_point {
@@ -49,7 +55,7 @@ typedef struct curve_point {
 typedef struct compare_ctx {
     const char *config_path;
     char url[CONFIG_STR_MAX + 16];                /* the compare's store (a prefix) */
-    char sub[1 + NFINAL][CONFIG_STR_MAX + 32];    /* dmo, uniform, natural, tandem */
+    char sub[1 + NFINAL][CONFIG_STR_MAX + 32];    /* dmo, uniform, natural, tandem, unimax */
     char **sets;
     int nsets;
     char *const *allow;
@@ -59,7 +65,8 @@ typedef struct compare_ctx {
     config cfg;
     dataset ds;
     int M;
-    double mix[NFINAL][REC_MAX_DOMAINS]; /* the mixture each final run trains on */
+    double mix[NFINAL][REC_MAX_DOMAINS]; /* the mixture each final run trained on */
+    double epochs[NFINAL][REC_MAX_DOMAINS]; /* epochs of each domain it saw (NAN: unknown) */
     eval_result ev[NFINAL];
     curve_point curve[NFINAL][CURVE_MAX];
     int ncurve[NFINAL];
@@ -75,7 +82,7 @@ static void compare_more_help(FILE *f) {
 }
 
 static const cli_opt OPTS[] = {
-    {"--store", CLI_STR, "URL", "where the four runs live (default: the config's store, else\n"
+    {"--store", CLI_STR, "URL", "where the five runs live (default: the config's store, else\n"
                                 "runs/<config name>-compare)", NULL, 0, 0, NULL, NULL},
     {"--set", CLI_LIST, "key=value", "override a config key of every run (repeatable)", NULL, 0, 0, NULL, NULL},
     /* a uint64_t, which a CLI_INT row (a long) cannot hold: checked in run_compare */
@@ -89,19 +96,20 @@ static const cli_opt OPTS[] = {
     {"--quiet", CLI_SWITCH, NULL, "no progress output", NULL, 0, 0, NULL, NULL},
     {"--only", CLI_STR, "dmo|final", "run one part and stop, for cluster jobs (tandem manifest\n"
                                         "--compare): dmo = the TANDEM run; final = the final run of\n"
-                                        "point --point (0 Uniform, 1 Natural, 2 TANDEM; else from\n"
+                                        "point --point (0 Uniform, 1 Natural, 2 TANDEM, 3 UniMax; else from\n"
                                         "TANDEM_POINT, SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX)",
      "dmo|final", 0, 0, NULL, NULL},
-    {"--point", CLI_INT, "I", "with --only final: which final run (0..2)", NULL, 0, NFINAL - 1, NULL, NULL},
+    {"--point", CLI_INT, "I", "with --only final: which final run (0..3)", NULL, 0, NFINAL - 1, NULL, NULL},
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
 static const cli_spec SPEC = {
     "compare", "CONFIG", 1, 1, "a CONFIG file is required (see tandem compare --help)",
-    "The paper's protocol in one command: the TANDEM run of CONFIG, then three final\n"
+    "The paper's protocol in one command: the TANDEM run of CONFIG, then four final\n"
     "runs of the same model on the same token budget with fixed mixtures (Uniform,\n"
-    "Natural, and TANDEM's alpha*), each evaluated per domain on the test split.\n"
-    "Each run lives in the store (STORE/dmo, STORE/uniform, STORE/natural, STORE/tandem)\n"
-    "and resumes like tandem run: after exit 75 run the same command again.",
+    "Natural, TANDEM's alpha* and UniMax: no domain past data.unimax_epochs epochs),\n"
+    "each evaluated per domain on the test split, with the epochs each saw of each domain.\n"
+    "Each run lives in the store (STORE/dmo, STORE/uniform, STORE/natural, STORE/tandem,\n"
+    "STORE/unimax) and resumes like tandem run: after exit 75 run the same command again.",
     OPTS, compare_more_help};
 
 /* url + "/" + name, for file paths, file:// and s3:// alike. */
@@ -152,9 +160,9 @@ static void say(const compare_ctx *x, const char *fmt, const char *a, const char
     fputc('\n', stderr);
 }
 
-/* Runs (or resumes, or finds finished) the DMO and the three final runs in order. */
+/* Runs (or resumes, or finds finished) the DMO and the four final runs in order. */
 static int run_all(compare_ctx *x, tdm_err *e) {
-    say(x, "1/4: the TANDEM run (data-mixture optimisation) in %s%s", x->sub[0], "");
+    say(x, "1/5: the TANDEM run (data-mixture optimisation) in %s%s", x->sub[0], "");
     const char *dmo[] = {"run.mode=tandem"};
     int rc = run_one(x, x->sub[0], dmo, 1, e);
     if (rc) return rc;
@@ -164,7 +172,8 @@ static int run_all(compare_ctx *x, tdm_err *e) {
     for (int f = 0; f < NFINAL && !rc; f++) {
         if (run_signal_pending()) return RUN_EXIT_REQUEUE;
         char step[64];
-        snprintf(step, sizeof step, "%d/4: the final run on the %s mixture", f + 2, FINAL_NAME[f]);
+        snprintf(step, sizeof step, "%d/%d: the final run on the %s mixture", f + 2, NFINAL + 1,
+                 FINAL_NAME[f]);
         say(x, "%s in %s", step, x->sub[1 + f]);
         char mixture[64];
         snprintf(mixture, sizeof mixture, "data.mixture=%s", f == RUN_TANDEM ? "file" : FINAL_KEY[f]);
@@ -213,32 +222,33 @@ static int run_only(compare_ctx *x, const char *only, long point, tdm_err *e) {
     return run_one(x, x->sub[1 + f], extra, f == RUN_TANDEM ? 4 : 3, e);
 }
 
-/* The mixtures the final runs trained on, and the DMO's α chain. */
+/* The mixtures the final runs trained on and the epochs of each domain they saw, from
+ * each run's final state (what it did, caps and all), and the DMO's α chain. */
 static int read_mixtures(compare_ctx *x, tdm_err *e) {
-    double total = 0;
-    for (int m = 0; m < x->M; m++) total += (double)dataset_tokens(&x->ds, m, SPLIT_TRAIN);
-    for (int m = 0; m < x->M; m++) {
-        x->mix[RUN_UNIFORM][m] = 1.0 / x->M;
-        x->mix[RUN_NATURAL][m] = total > 0 ? (double)dataset_tokens(&x->ds, m, SPLIT_TRAIN) / total : 0;
+    int rc = 0;
+    for (int f = 0; f < NFINAL && !rc; f++) {
+        store *st = store_open_existing(x->sub[1 + f], STORE_OPEN_READ_ONLY, e);
+        if (!st) return e->code;
+        rec_head h;
+        rec_state s;
+        int have = 0;
+        rc = audit_head(st, &h, &s, &have, e);
+        if (!rc && !have) rc = err_set(e, ERR_STORE, "%s has no state after its run", x->sub[1 + f]);
+        for (int m = 0; !rc && m < x->M; m++) {
+            double tokens = (double)dataset_tokens(&x->ds, m, SPLIT_TRAIN);
+            x->mix[f][m] = s.alpha[m];
+            x->epochs[f][m] = s.has_seen && tokens > 0 ? s.seen[m] / tokens : NAN;
+        }
+        if (have) rec_state_free(&s);
+        store_close(st);
     }
-    store *st = store_open_existing(x->sub[0], STORE_OPEN_READ_ONLY, e);
-    if (!st) return e->code;
-    void *data = NULL;
-    size_t n = 0;
-    rec_mixture mx;
-    int rc = store_get(st, LEDGER_MIXTURE, &data, &n, NULL, e);
-    if (rc == STORE_NOT_FOUND) rc = err_set(e, ERR_STORE, "%s/mixture.mp is missing after the run", x->sub[0]);
-    if (!rc) rc = rec_mixture_decode(data, n, LEDGER_MIXTURE, &mx, e);
-    free(data);
-    for (int j = 0; !rc && j < mx.M; j++) {
-        int m = dataset_find_domain(&x->ds, mx.names[j]);
-        if (m >= 0) x->mix[RUN_TANDEM][m] = mx.alpha[j];
-    }
+    store *st = rc ? NULL : store_open_existing(x->sub[0], STORE_OPEN_READ_ONLY, e);
+    if (!rc && !st) return e->code;
     if (!rc) rc = audit_chain_read(st, &x->chain, e);
     if (!rc && !x->chain.ok)
         rc = err_set(e, ERR_STORE, "%s: %s (tandem alpha %s --verify)", x->sub[0], x->chain.problem,
                      x->sub[0]);
-    store_close(st);
+    if (st) store_close(st);
     return rc;
 }
 
@@ -312,22 +322,35 @@ static void print_text(const compare_ctx *x, FILE *o) {
                "tokens, seed %llu); test perplexity per domain:\n",
             x->cfg.run.episodes, x->cfg.tandem.E, x->cfg.train.batch, x->cfg.train.seq,
             (unsigned long long)x->final_seed);
-    fprintf(o, "  %-14s %8s %8s | %10s %10s %10s\n", "domain", "natural", "alpha*", "Uniform",
-            "Natural", "TANDEM");
+    fprintf(o, "  %-14s %8s %8s %8s |", "domain", "natural", "unimax", "alpha*");
+    for (int i = 0; i < NFINAL; i++) fprintf(o, " %10s", FINAL_NAME[SHOWN[i]]);
+    fputc('\n', o);
     for (int m = 0; m < x->M; m++) {
-        fprintf(o, "  %-14s %8.4f %8.4f |", x->ev[0].names[m], x->mix[RUN_NATURAL][m],
-                x->mix[RUN_TANDEM][m]);
-        for (int f = 0; f < NFINAL; f++) fprintf(o, " %10.3f", exp(x->ev[f].loss[m]));
+        fprintf(o, "  %-14s %8.4f %8.4f %8.4f |", x->ev[0].names[m], x->mix[RUN_NATURAL][m],
+                x->mix[RUN_UNIMAX][m], x->mix[RUN_TANDEM][m]);
+        for (int i = 0; i < NFINAL; i++) fprintf(o, " %10.3f", exp(x->ev[SHOWN[i]].loss[m]));
         fputc('\n', o);
     }
-    fprintf(o, "  %-14s %8s %8s |", "Average", "", "");
-    for (int f = 0; f < NFINAL; f++) fprintf(o, " %10.3f", x->ev[f].average_ppl);
+    fprintf(o, "  %-14s %8s %8s %8s |", "Average", "", "", "");
+    for (int i = 0; i < NFINAL; i++) fprintf(o, " %10.3f", x->ev[SHOWN[i]].average_ppl);
     fputc('\n', o);
+    /* repetition made visible: how often each final run saw each domain's train tokens */
+    fprintf(o, "epochs of each domain's train tokens in each final run:\n");
+    fprintf(o, "  %-14s %8s %8s %8s |", "domain", "", "", "");
+    for (int i = 0; i < NFINAL; i++) fprintf(o, " %10s", FINAL_NAME[SHOWN[i]]);
+    fputc('\n', o);
+    for (int m = 0; m < x->M; m++) {
+        fprintf(o, "  %-14s %8s %8s %8s |", x->ev[0].names[m], "", "", "");
+        for (int i = 0; i < NFINAL; i++) fprintf(o, " %10.2f", x->epochs[SHOWN[i]][m]);
+        fputc('\n', o);
+    }
     double vu = pct(x->ev[RUN_TANDEM].average_ppl, x->ev[RUN_UNIFORM].average_ppl);
     double vn = pct(x->ev[RUN_TANDEM].average_ppl, x->ev[RUN_NATURAL].average_ppl);
-    fprintf(o, "TANDEM's Average vs Uniform: %+.2f %%, vs Natural: %+.2f %% (negative: TANDEM "
-               "better)\n", vu, vn);
-    for (int f = 0; f < NFINAL; f++) {
+    double vx = pct(x->ev[RUN_TANDEM].average_ppl, x->ev[RUN_UNIMAX].average_ppl);
+    fprintf(o, "TANDEM's Average vs Uniform: %+.2f %%, vs Natural: %+.2f %%, vs UniMax: %+.2f %% "
+               "(negative: TANDEM better)\n", vu, vn, vx);
+    for (int i = 0; i < NFINAL; i++) {
+        int f = SHOWN[i];
         char over[1024];
         if (x->ncurve[f] >= 3 && overfit_domains(x, f, over, sizeof over))
             fprintf(o, "%s: test loss rose before the end on %s\n", FINAL_NAME[f], over);
@@ -370,6 +393,9 @@ static void print_json(const compare_ctx *x, FILE *o) {
         json_key(o, "mixture");
         json_losses(o, x, x->mix[f]);
         fputc(',', o);
+        json_key(o, "epochs");
+        json_losses(o, x, x->epochs[f]);
+        fputc(',', o);
         json_key(o, "test_loss");
         json_losses(o, x, x->ev[f].loss);
         fputc(',', o);
@@ -395,6 +421,9 @@ static void print_json(const compare_ctx *x, FILE *o) {
     fputc(',', o);
     json_key(o, "tandem_vs_natural");
     json_num(o, x->ev[RUN_TANDEM].average_ppl / x->ev[RUN_NATURAL].average_ppl);
+    fputc(',', o);
+    json_key(o, "tandem_vs_unimax");
+    json_num(o, x->ev[RUN_TANDEM].average_ppl / x->ev[RUN_UNIMAX].average_ppl);
     fputc(',', o);
     json_key(o, "alpha");
     fputc('[', o);
@@ -424,17 +453,19 @@ static int write_svg(const compare_ctx *x, const char *path, tdm_err *e) {
         cats[m] = x->ev[0].names[m];
     }
     cats[M] = "Average";
-    for (int f = 0; f < NFINAL; f++) {
-        for (int m = 0; m < M; m++) bars[f][m] = exp(x->ev[f].loss[m]);
-        bars[f][M] = x->ev[f].average_ppl;
-        bs[f] = (svgplot_series){.name = FINAL_NAME[f], .y = bars[f]};
+    for (int i = 0; i < NFINAL; i++) {
+        int f = SHOWN[i];
+        for (int m = 0; m < M; m++) bars[i][m] = exp(x->ev[f].loss[m]);
+        bars[i][M] = x->ev[f].average_ppl;
+        bs[i] = (svgplot_series){.name = FINAL_NAME[f], .y = bars[i]};
     }
     char t1[sizeof x->sub[0] + 64], t2[256], t3[128];
     snprintf(t1, sizeof t1, "TANDEM: domain weights α over the episodes (%s)", x->sub[0]);
     snprintf(t2, sizeof t2, "Test perplexity (TANDEM's Average %+.2f %% vs Uniform, %+.2f %% vs "
-             "Natural)",
+             "Natural, %+.2f %% vs UniMax)",
              pct(x->ev[RUN_TANDEM].average_ppl, x->ev[RUN_UNIFORM].average_ppl),
-             pct(x->ev[RUN_TANDEM].average_ppl, x->ev[RUN_NATURAL].average_ppl));
+             pct(x->ev[RUN_TANDEM].average_ppl, x->ev[RUN_NATURAL].average_ppl),
+             pct(x->ev[RUN_TANDEM].average_ppl, x->ev[RUN_UNIMAX].average_ppl));
     snprintf(t3, sizeof t3, "Uniform model: test loss per domain over training");
     svgplot p[3] = {
         {.title = t1, .xlabel = "episode", .ylabel = "α", .n = n, .series = as, .nseries = M},
@@ -514,7 +545,7 @@ static int run_compare(const cli_args *a) {
             rc = err_set(&e, ERR_USAGE, "--final-seed %llu equals run.seed: the final runs must be "
                          "seeded independently of the DMO", (unsigned long long)x->final_seed);
         compare_url(x->config_path, store_opt, &x->cfg, x->url, sizeof x->url);
-        static const char *const sub[1 + NFINAL] = {"dmo", "uniform", "natural", "tandem"};
+        static const char *const sub[1 + NFINAL] = {"dmo", "uniform", "natural", "tandem", "unimax"};
         for (int i = 0; i <= NFINAL; i++) join_url(x->url, sub[i], x->sub[i], sizeof x->sub[i]);
     }
     const char *only = cli_str(a, "--only", NULL);

@@ -31,8 +31,8 @@ static const cli_opt OPTS[] = {
                                            "every combination of the values, each point its own run\n"
                                            "in STORE/<key=value,...> (repeatable)", NULL, 0, 0, NULL, NULL},
     {"--compare", CLI_STR, "dmo|finals", "the job(s) of `tandem compare CONFIG` instead of a run: dmo =\n"
-                                          "its TANDEM run; finals = its three final runs (Uniform,\n"
-                                          "Natural, TANDEM's alpha*) as one job array / Indexed Job,\n"
+                                          "its TANDEM run; finals = its four final runs (Uniform,\n"
+                                          "Natural, TANDEM's alpha*, UniMax) as one job array / Indexed Job,\n"
                                           "to submit once the DMO has finished; then `tandem compare\n"
                                           "CONFIG --store STORE` reports (default STORE: the config's\n"
                                           "store, else runs/<config name>-compare)",
@@ -161,10 +161,10 @@ static int run_manifest(const cli_args *a, int argc, char **argv) {
     if (!(cfg = malloc(sizeof *cfg))) rc = err_set(&e, ERR_INTERNAL, "out of memory");
     if (!rc) rc = config_load(cfg, config_path, sets, nsets, &e);
     if (!rc && nsweeps > 0) rc = sweep_parse(&sw, sweeps, nsweeps, &e);
-    /* --compare finals: three points, numbered for the array; tandem compare --only final
+    /* --compare finals: four points, numbered for the array; tandem compare --only final
      * finds its point as tandem run --sweep does */
-    static const char *const finals[] = {"uniform", "natural", "tandem"};
-    if (compare && !strcmp(compare, "finals")) sw.npoints = 3;
+    static const char *const finals[] = {"uniform", "natural", "tandem", "unimax"};
+    if (compare && !strcmp(compare, "finals")) sw.npoints = 4;
     /* every point must load: a bad value is said now, not by a task hours later */
     for (size_t i = 0; !rc && nsweeps > 0 && i < sw.npoints; i++) {
         char (*point)[512] = calloc((size_t)sw.nkeys, sizeof *point);

@@ -47,11 +47,15 @@ static void print_table(const rec_metrics *rows, size_t n, const rec_run *run) {
     for (int d = 0; d < M; d++) printf(" %10.10s", run->domains[d]);
     printf(" |");
     for (int d = 0; d < M; d++) printf(" %8.8s", run->domains[d]);
+    printf(" |");
+    for (int d = 0; d < M; d++) printf(" %7.7s", run->domains[d]);
     printf(" %10s %9s %10s %8s %8s  %s\n", "lr", "grad", "tok/s", "ep s", "commit s", "time");
     printf("%15s", "");
     for (int d = 0; d < M; d++) printf(" %10s", d == 0 ? "loss" : "");
     printf(" |");
     for (int d = 0; d < M; d++) printf(" %8s", d == 0 ? "alpha" : "");
+    printf(" |");
+    for (int d = 0; d < M; d++) printf(" %7s", d == 0 ? "epochs" : "");
     printf("\n");
     for (size_t i = 0; i < n; i++) {
         const rec_metrics *m = &rows[i];
@@ -61,16 +65,20 @@ static void print_table(const rec_metrics *rows, size_t n, const rec_run *run) {
         for (int d = 0; d < M; d++) printf(" %10.5f", d < m->M ? m->loss[d] : NAN);
         printf(" |");
         for (int d = 0; d < M; d++) printf(" %8.4f", d < m->M ? m->alpha[d] : NAN);
+        printf(" |");
+        for (int d = 0; d < M; d++)
+            if (m->has_seen && d < m->M) printf(" %7.3g", m->epochs[d]);
+            else printf(" %7s", "-");
         printf(" %10.3g %9.4g %10.0f %8.2f %8.2f  %s %s\n", m->lr, m->grad_norm, m->tokens_per_s,
                m->episode_s, m->commit_s, when, m->host);
     }
 }
 
 static void print_csv(const rec_metrics *rows, size_t n, const rec_run *run) {
-    static const char *const per[] = {"loss", "loss_u", "loss_w", "alpha"};
+    static const char *const per[] = {"loss", "loss_u", "loss_w", "alpha", "seen", "epochs"};
     printf("episode,seq,time,host,attempt,lr,lr_alpha,grad_norm,free_steps,tokens_per_s,episode_s,"
            "commit_s");
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 6; k++)
         for (int d = 0; d < run->M; d++) {
             char col[200];
             snprintf(col, sizeof col, "%s_%s", per[k], run->domains[d]);
@@ -85,10 +93,10 @@ static void print_csv(const rec_metrics *rows, size_t n, const rec_run *run) {
         printf(",%llu,%.17g,%.17g,%.17g,%llu,%.17g,%.17g,%.17g", (unsigned long long)m->attempt,
                m->lr, m->lr_alpha, m->grad_norm, (unsigned long long)m->free_steps,
                m->tokens_per_s, m->episode_s, m->commit_s);
-        const double *v[] = {m->loss, m->loss_u, m->loss_w, m->alpha};
-        for (int k = 0; k < 4; k++)
+        const double *v[] = {m->loss, m->loss_u, m->loss_w, m->alpha, m->seen, m->epochs};
+        for (int k = 0; k < 6; k++)
             for (int d = 0; d < run->M; d++) {
-                if ((k == 1 || k == 2) && !m->has_probe) printf(",");
+                if (((k == 1 || k == 2) && !m->has_probe) || (k >= 4 && !m->has_seen)) printf(",");
                 else printf(",%.17g", d < m->M ? v[k][d] : NAN);
             }
         putchar('\n');
@@ -135,6 +143,10 @@ static void print_jsonl(const rec_metrics *rows, size_t n, const rec_run *run) {
             json_domains("loss_w", m->loss_w, m, run);
         }
         json_domains("alpha", m->alpha, m, run);
+        if (m->has_seen) {
+            json_domains("seen", m->seen, m, run);
+            json_domains("epochs", m->epochs, m, run);
+        }
         printf("}\n");
     }
 }

@@ -142,8 +142,15 @@ int ckpt_alpha_record(ckpt *c, const rec_alpha *in, sha256_digest *hash, tdm_err
         sha256_digest sh;
         /* damaged (its own digest says so, or it does not decode): re-derived */
         int bad = rec_alpha_decode(old, on, key, &stored, &de) != 0;
+        rec_alpha plain = a; /* ours as a version before "seen" wrote it */
+        plain.has_seen = 0;
+        sha256_digest ph;
+        rec_alpha_hash(&plain, &ph);
         if (!bad && (rec_alpha_hash(&stored, &sh), sha256_equal(&sh, hash))) {
             rc = 0; /* the replay agrees */
+        } else if (!bad && !stored.has_seen && sha256_equal(&sh, &ph)) {
+            rc = 0; /* it agrees with a record written before tokens seen were recorded: */
+            *hash = sh; /* that record stays, and the chain goes on from its hash */
         } else if (ckpt_judge_stored(c, key, old, on, &ver, bad ? de.msg : NULL, stored.has_gen,
                                      stored.gen, stored.seq, data, n, &rc, e)) {
             /* settled: replaced, or fenced out */

@@ -210,7 +210,18 @@ static int commit(ckpt *c, tdm_err *e) {
     if (rc == STORE_EXISTS) {
         /* a replay of this position: the stored manifest must be ours, byte for byte */
         rc = 0;
-        if (!(on == mn && memcmp(old, manifest, mn) == 0)) {
+        /* or as a version before "seen" wrote it: that manifest stays, HEAD names it */
+        size_t pn = 0;
+        void *plain = NULL;
+        if (r->has_seen && !(on == mn && memcmp(old, manifest, mn) == 0)) {
+            rec_state q = *r;
+            q.has_seen = 0;
+            plain = rec_state_encode(&q, &pn);
+            if (pn == on && memcmp(old, plain, pn) == 0) sha256(old, on, &msha);
+            else pn = 0;
+        }
+        free(plain);
+        if (!pn && !(on == mn && memcmp(old, manifest, mn) == 0)) {
             rec_state probe;
             tdm_err de;
             int rejected = 0;

@@ -31,6 +31,9 @@ typedef struct rec_metrics {
     double loss_u[REC_MAX_DOMAINS]; /* the probe's evaluation of u' and w */
     double loss_w[REC_MAX_DOMAINS];
     double alpha[REC_MAX_DOMAINS];  /* the mixture of this episode's free steps */
+    int has_seen;                   /* rows of this version on: the two below */
+    double seen[REC_MAX_DOMAINS];   /* tokens of each domain u has trained on, at its end */
+    double epochs[REC_MAX_DOMAINS]; /* the same in epochs of the domain's train tokens */
     double lr;                      /* free-phase learning rate of its last step */
     double lr_alpha;                /* α step size (0 in fixed mode) */
     double grad_norm;               /* mean free-step gradient norm, before clipping */

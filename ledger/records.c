@@ -64,6 +64,14 @@ static int get_domain_array(const codec_map_reader *r, const char *key, double *
     return 0;
 }
 
+/* The tokens seen per domain: a domain-indexed array of finite values ≥ 0. */
+static int get_seen(const codec_map_reader *r, double *out, int *M) {
+    int rc = get_domain_array(r, "seen", out, M, 0);
+    for (int m = 0; !rc && m < *M; m++)
+        if (out[m] < 0) rc = codec_field_error(r, "seen", "holds a negative count");
+    return rc;
+}
+
 /* ------------------------------------------------------------------ HEAD */
 
 void *rec_head_encode(const rec_head *h, size_t *n) {
@@ -306,7 +314,7 @@ void rec_change_free(rec_change *c) {
 
 /* The hashed part: every field but the meta map. */
 static void put_alpha_body(codec_writer *w, const rec_alpha *a, size_t extra) {
-    codec_map(w, 10 + (a->has_gen ? 1 : 0) + extra);
+    codec_map(w, 10 + (a->has_gen ? 1 : 0) + (a->has_seen ? 1 : 0) + extra);
     put_format(w);
     codec_key(w, "t");
     codec_u64(w, a->t);
@@ -329,6 +337,10 @@ static void put_alpha_body(codec_writer *w, const rec_alpha *a, size_t extra) {
     if (a->has_gen) {
         codec_key(w, "gen");
         codec_u64(w, a->gen);
+    }
+    if (a->has_seen) {
+        codec_key(w, "seen");
+        codec_f64s(w, a->seen, (size_t)a->M);
     }
 }
 
@@ -359,7 +371,7 @@ void *rec_alpha_encode(const rec_alpha *a, size_t *n) {
 int rec_alpha_decode(const void *data, size_t n, const char *what, rec_alpha *a, tdm_err *e) {
     static const char *const keys[] = {"format", "t", "alpha", "alpha_next", "loss_u",
                                        "loss_w", "lr_alpha", "gamma", "seq", "prev", "meta",
-                                       "gen", "self", NULL};
+                                       "gen", "self", "seen", NULL};
     static const char *const meta_keys[] = {"time", "host", "attempt", NULL};
     memset(a, 0, sizeof *a);
     codec_parsed p;
@@ -380,6 +392,8 @@ int rec_alpha_decode(const void *data, size_t n, const char *what, rec_alpha *a,
     if (!rc) rc = get_domain_array(&r, "alpha_next", a->alpha_next, &a->M, 1);
     if (!rc) rc = get_domain_array(&r, "loss_u", a->loss_u, &a->M, 0);
     if (!rc) rc = get_domain_array(&r, "loss_w", a->loss_w, &a->M, 0);
+    if (!rc && (a->has_seen = codec_field(&r, "seen") != NULL))
+        rc = get_seen(&r, a->seen, &a->M);
     if (!rc) rc = codec_get_f64(&r, "lr_alpha", &a->lr_alpha);
     if (!rc) rc = codec_get_f64(&r, "gamma", &a->gamma);
     if (!rc && (!isfinite(a->lr_alpha) || !isfinite(a->gamma)))
@@ -533,7 +547,8 @@ static const char *const STEP_NAMES[] = {"probe", "alpha", "free", "done", NULL}
 void *rec_state_encode(const rec_state *s, size_t *n) {
     codec_writer w;
     codec_writer_init(&w);
-    codec_map(&w, 15 + (s->have_losses ? 2 : 0) + (s->has_gen ? 2 : 0) + (s->has_episode ? 5 : 0));
+    codec_map(&w, 15 + (s->have_losses ? 2 : 0) + (s->has_gen ? 2 : 0) + (s->has_episode ? 5 : 0) +
+                      (s->has_seen ? 1 : 0));
     put_format(&w);
     codec_key(&w, "seq");
     codec_u64(&w, s->seq);
@@ -608,6 +623,10 @@ void *rec_state_encode(const rec_state *s, size_t *n) {
         codec_f64(&w, s->ep_grad);
         codec_key(&w, "ep_free_n");
         codec_u64(&w, s->ep_free_n);
+    }
+    if (s->has_seen) {
+        codec_key(&w, "seen");
+        codec_f64s(&w, s->seen, (size_t)s->M);
     }
     if (s->has_gen) {
         codec_key(&w, "gen");
@@ -707,7 +726,8 @@ int rec_state_decode(const void *data, size_t n, const char *what, rec_state *s,
                                        "free_steps", "seed", "alpha", "loss_u", "loss_w",
                                        "cursors", "alpha_records", "alpha_head", "views",
                                        "tensors", "have_losses", "M", "gen", "self", "ep_loss_u",
-                                       "ep_loss_w", "ep_free_loss", "ep_grad", "ep_free_n", NULL};
+                                       "ep_loss_w", "ep_free_loss", "ep_grad", "ep_free_n", "seen",
+                                       NULL};
     memset(s, 0, sizeof *s);
     codec_parsed p;
     int rc = codec_parse(data, n, what, &p, e);
@@ -779,6 +799,7 @@ int rec_state_decode(const void *data, size_t n, const char *what, rec_state *s,
         if (!rc && s->has_episode && !isfinite(s->ep_grad))
             rc = codec_field_error(&r, "ep_grad", "is NaN or Inf");
     }
+    if (!rc && (s->has_seen = codec_field(&r, "seen") != NULL)) rc = get_seen(&r, s->seen, &s->M);
     if (!rc) rc = codec_get_u64(&r, "alpha_records", 0, UINT32_MAX, &s->alpha_records);
     if (!rc) rc = codec_get_digest(&r, "alpha_head", &s->alpha_head);
     if (!rc) rc = decode_views(&r, s);

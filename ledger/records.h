@@ -117,6 +117,11 @@ typedef struct rec_state {
     double ep_loss_u[REC_MAX_DOMAINS], ep_loss_w[REC_MAX_DOMAINS], ep_free_loss[REC_MAX_DOMAINS];
     double ep_grad;
     uint64_t ep_free_n;
+    /* Written by this version on (has_seen): the tokens of each domain u has trained on
+     * (steps_state's seen; what data.max_epochs caps). Older manifests have none: a run
+     * resumed from one counts from zero. */
+    int has_seen;
+    double seen[REC_MAX_DOMAINS];
     size_t nviews;
     rec_view *views; /* owned */
     size_t ntensors;
@@ -135,6 +140,10 @@ typedef struct rec_alpha {
      * the whole record after the meta part); older records have neither */
     int has_gen;
     uint64_t gen;
+    /* has_seen: the tokens of each domain u had trained on when α_{t+1} was chosen (in the
+     * hashed part; older records have none) */
+    int has_seen;
+    double seen[REC_MAX_DOMAINS];
     /* meta: not hashed */
     double time; /* unix seconds */
     char host[REC_NAME_MAX];

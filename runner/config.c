@@ -901,7 +901,8 @@ int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e) 
         {"tandem.alpha_step", "pgd"}, {"tandem.alpha_budget", "2"}, {"tandem.val_loss", "sum"},
         {"tandem.eval_batches", "1"}, {"checkpoint.keep", "0"},
         {"checkpoint.grace_s", "0"}, {"checkpoint.snapshot", "auto"},
-        {"train.micro_batch", "0"}, {"log.tensorboard", ""}, {"model.init", "random"}};
+        {"train.micro_batch", "0"}, {"log.tensorboard", ""}, {"model.init", "random"},
+        {"data.unimax_epochs", "4"}, {"data.max_epochs", ""}};
     for (size_t i = 0; i < config_nkeys && !rc; i++) {
         if (seen[i] || strncmp(config_schema[i].key, "cluster.", 8) == 0) continue;
         const char *old = NULL;

@@ -57,7 +57,12 @@ enum config_precision { CONFIG_PRECISION_FP32, CONFIG_PRECISION_BF16 };
 /* auto: weight for TANDEM runs, sample for fixed-mixture training (DESIGN.md §2) */
 enum config_mixing { CONFIG_MIXING_WEIGHT, CONFIG_MIXING_SAMPLE, CONFIG_MIXING_AUTO };
 /* the mixture a TANDEM run starts from, or a fixed run trains with */
-enum config_mixture { CONFIG_MIXTURE_UNIFORM, CONFIG_MIXTURE_NATURAL, CONFIG_MIXTURE_FILE };
+enum config_mixture {
+    CONFIG_MIXTURE_UNIFORM,
+    CONFIG_MIXTURE_NATURAL,
+    CONFIG_MIXTURE_FILE,
+    CONFIG_MIXTURE_UNIMAX /* steps/mixture.h; N = data.unimax_epochs */
+};
 /* tandem.alpha_step: eg = the normalised exponentiated-gradient step (default); pgd =
  * Algorithm 1's projected step with η_α (tandem.lr_alpha) */
 enum config_alpha_step { CONFIG_ALPHA_EG, CONFIG_ALPHA_PGD };
@@ -86,6 +91,8 @@ typedef struct config {
         int mixing;                   /* enum config_mixing */
         int mixture;                  /* enum config_mixture */
         char mixture_file[CONFIG_STR_MAX]; /* `tandem mixture` YAML when mixture = file */
+        double unimax_epochs;              /* N of UniMax (mixture = unimax) */
+        char max_epochs[CONFIG_STR_MAX];   /* per-domain caps, runner/domain_caps.h */
     } data;
     struct config_model {
         int vocab; /* 0 = the dataset's */

@@ -10,6 +10,7 @@
 #include "model/model.h"
 #include "runner/model_source.h"
 #include "runner/cluster_check.h"
+#include "runner/domain_caps.h"
 #include "runner/config.h"
 #include "runner/config_impl.h"
 
@@ -23,7 +24,7 @@ const char *const config_preset_names[] = {"none",
 static const char *const device_names[] = {"cpu", "cuda", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", NULL};
 static const char *const mixing_names[] = {"weight", "sample", "auto", NULL};
-static const char *const mixture_names[] = {"uniform", "natural", "file", NULL};
+static const char *const mixture_names[] = {"uniform", "natural", "file", "unimax", NULL};
 static const char *const mode_names[] = {"tandem", "fixed", NULL};
 static const char *const snapshot_names[] = {"auto", "host", "stream", NULL};
 static const char *const schedule_names[] = {"cosine", "constant", NULL};
@@ -36,7 +37,7 @@ _Static_assert(COUNT_NAMES(config_preset_names) == CONFIG_PRESET_COUNT, "preset 
 _Static_assert(COUNT_NAMES(device_names) == CONFIG_DEVICE_CUDA + 1, "device names vs enum");
 _Static_assert(COUNT_NAMES(precision_names) == CONFIG_PRECISION_BF16 + 1, "precision names vs enum");
 _Static_assert(COUNT_NAMES(mixing_names) == CONFIG_MIXING_AUTO + 1, "mixing names vs enum");
-_Static_assert(COUNT_NAMES(mixture_names) == CONFIG_MIXTURE_FILE + 1, "mixture names vs enum");
+_Static_assert(COUNT_NAMES(mixture_names) == CONFIG_MIXTURE_UNIMAX + 1, "mixture names vs enum");
 _Static_assert(COUNT_NAMES(mode_names) == CONFIG_MODE_FIXED + 1, "mode names vs enum");
 _Static_assert(COUNT_NAMES(schedule_names) == CONFIG_SCHEDULE_CONSTANT + 1, "schedule");
 _Static_assert(COUNT_NAMES(alpha_step_names) == CONFIG_ALPHA_PGD + 1, "alpha step");
@@ -94,11 +95,21 @@ const key_def config_schema[] = {
          "drawn ∝ α; auto: weight for run.mode=tandem, sample for fixed"),
     ENUM("data.mixture", data.mixture, "uniform", mixture_names,
          "α at episode 0 (tandem) or throughout (fixed): uniform, natural (∝ train tokens "
-         "per domain), or file (data.mixture_file)"),
+         "per domain), file (data.mixture_file), or unimax (the budget spread evenly with no "
+         "domain repeated more than data.unimax_epochs epochs, the surplus to the others; "
+         "natural when the whole corpus must repeat more)"),
     STR("data.mixture_file", data.mixture_file, "", F_PATH,
         "used when data.mixture = file: a mixture YAML written by `tandem mixture`, or the store "
         "of a finished TANDEM run (its α*, mixture.mp); a relative path is relative to the "
         "config file"),
+    FLT("data.unimax_epochs", data.unimax_epochs, "4", 0, true, INFINITY, false,
+        "N of data.mixture = unimax: the most epochs of a domain's train tokens UniMax plans "
+        "for (Muennighoff et al. 2023: up to ~4 repetitions are worth almost as much as new "
+        "data)"),
+    STRC("data.max_epochs", data.max_epochs, "", 0, domain_caps_check,
+         "caps: NAME=EPOCHS,... (a domain, or * for every domain not named): u never trains on "
+         "more than that many epochs of the domain's train tokens over the run; α, α* and the "
+         "final runs stay within them (docs/dmo.md); \"\" = none"),
     INT("model.vocab", model.vocab, "0", 0, MODEL_VOCAB_MAX,
         "vocabulary size; 0 = the dataset's; never below the dataset's (above: padding rows)"),
     INT("model.ctx", model.ctx, "64", 1, INT_MAX, "context length (learned positions)"),

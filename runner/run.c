@@ -21,12 +21,15 @@
 #include "model/model.h"
 #include "runner/args.h"
 #include "runner/config.h"
+#include "runner/domain_caps.h"
 #include "runner/memplan.h"
 #include "runner/metrics_log.h"
 #include "runner/model_source.h"
 #include "runner/mixfile.h"
 #include "runner/pin.h"
 #include "runner/progress.h"
+#include "steps/mixture.h"
+#include "steps/simplex.h"
 #include "steps/steps.h"
 #include "storage/store.h"
 #include "util/testhook.h"
@@ -165,6 +168,38 @@ static void fill_hparams(run_ctx *r) {
     h->seed = c->run.seed;
 }
 
+/* data.max_epochs: the caps in tokens and the box they put on α (steps/mixture.h), for a
+ * budget of the tokens u trains on over the planned run (the probe's steps too when they
+ * carry into u). Refused when the caps cannot hold that budget; under sample mixing in
+ * whole rows of train.seq tokens, since a row is never split. */
+static int setup_caps(run_ctx *r, tdm_err *e) {
+    step_hparams *h = &r->hp;
+    int M = dataset_n_domains(&r->ds);
+    double epochs[STEP_MAX_DOMAINS], tokens[STEP_MAX_DOMAINS];
+    int rc = domain_caps_resolve(r->cfg.data.max_epochs, &r->ds, epochs, e);
+    if (rc < 0 || rc > 1) return rc;
+    h->has_caps = rc;
+    double steps = (double)h->episodes * (h->E + (h->probe_carry && !h->fixed ? h->K : 0));
+    double budget = steps * h->B * h->T, room = 0, rows = 0;
+    for (int m = 0; m < M; m++) {
+        tokens[m] = (double)dataset_tokens(&r->ds, m, SPLIT_TRAIN);
+        h->cap[m] = isfinite(epochs[m]) ? epochs[m] * tokens[m] : INFINITY;
+        room += h->cap[m];
+        rows += floor(h->cap[m] / h->T);
+    }
+    mixture_alpha_bounds(tokens, M, budget, epochs, h->alpha_hi);
+    if (!h->has_caps) return 0;
+    if (room < budget || (h->mixing == STEP_MIX_SAMPLE && rows < steps * h->B))
+        return err_set(e, ERR_USAGE,
+                       "data.max_epochs = %s: the caps let u see %.4g tokens in all, but the run "
+                       "trains on %.4g (run.episodes x (tandem.E%s) x train.batch x train.seq%s): "
+                       "raise the caps, cap fewer domains, or lower run.episodes",
+                       r->cfg.data.max_epochs, room, budget,
+                       h->probe_carry && !h->fixed ? " + tandem.K, with probe_carry" : "",
+                       h->mixing == STEP_MIX_SAMPLE ? ", in whole sequences" : "");
+    return 0;
+}
+
 /* The scalars of the state as a manifest record (views and tensors are the ckpt's). */
 static void to_record(const run_ctx *r, rec_state *rec) {
     memset(rec, 0, sizeof *rec);
@@ -187,6 +222,8 @@ static void to_record(const run_ctx *r, rec_state *rec) {
     }
     rec->alpha_records = r->alpha_records;
     rec->alpha_head = r->alpha_head;
+    rec->has_seen = 1;
+    memcpy(rec->seen, r->st.seen, sizeof rec->seen);
     /* inside an episode's free phase: what its metrics row needs (absent at boundaries,
      * so a state between episodes is encoded as before) */
     rec->has_episode = r->next == NEXT_FREE && (r->index > 0 || !r->hp.fixed);
@@ -219,6 +256,7 @@ static int from_record(run_ctx *r, const rec_state *rec, tdm_err *e) {
     r->st.free_steps = rec->free_steps;
     memcpy(r->st.alpha, rec->alpha, sizeof r->st.alpha);
     r->st.have_losses = rec->have_losses;
+    if (rec->has_seen) memcpy(r->st.seen, rec->seen, sizeof r->st.seen);
     memcpy(r->st.loss_u, rec->loss_u, sizeof r->st.loss_u);
     memcpy(r->st.loss_w, rec->loss_w, sizeof r->st.loss_w);
     /* mid-episode: the probe's losses and the free sums, for the episode's row (a manifest
@@ -367,6 +405,7 @@ static int setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     if ((rc = model_source_config(&r->cfg, &r->ds, &mc, e))) return rc;
     if ((rc = model_layout_init(&r->lay, &mc, e))) return rc;
     fill_hparams(r);
+    if ((rc = setup_caps(r, e))) return rc;
     if ((rc = step_check(&r->hp, &r->ds, e))) return rc;
     /* the parameter-sized buffers: 3 host copies for commits, and on the CPU the 6 of the
      * twins (u, m, v, w, u', grad); the workspace is checked by the backend */
@@ -449,6 +488,37 @@ static int precheck_episodes(run_ctx *r, tdm_err *e) {
     return 0;
 }
 
+/* The α a new run starts from (or, fixed, trains with), after uniform, natural or the file:
+ * UniMax computed for the run's free-step budget, and any mixture moved into the caps' box
+ * (said, since the run then starts from another mixture than the one asked for). */
+static int initial_mixture(run_ctx *r, tdm_err *e) {
+    step_hparams *h = &r->hp;
+    int M = r->st.M;
+    double tokens[STEP_MAX_DOMAINS], epochs[STEP_MAX_DOMAINS];
+    for (int m = 0; m < M; m++) {
+        tokens[m] = (double)dataset_tokens(&r->ds, m, SPLIT_TRAIN);
+        epochs[m] = h->cap[m] / tokens[m]; /* INFINITY where uncapped */
+    }
+    int rc = 0;
+    if (r->cfg.data.mixture == CONFIG_MIXTURE_UNIMAX) {
+        double budget = (double)h->episodes * h->E * h->B * h->T;
+        rc = mixture_unimax(tokens, M, budget, r->cfg.data.unimax_epochs, epochs, r->st.alpha, e);
+        if (rc) return rc;
+    }
+    if (!h->has_caps) return 0;
+    double in[STEP_MAX_DOMAINS];
+    memcpy(in, r->st.alpha, (size_t)M * sizeof *in);
+    rc = simplex_project_box(in, M, 0, h->alpha_hi, r->st.alpha, e);
+    if (rc) return rc;
+    double moved = 0;
+    for (int m = 0; m < M; m++) moved = fmax(moved, fabs(in[m] - r->st.alpha[m]));
+    if (moved > 1e-12 && r->progress != PROGRESS_QUIET && r->rank == 0)
+        fprintf(stderr, "tandem: data.max_epochs: the %s mixture gives some domain more than its cap "
+                        "allows over %d episodes; starting from the nearest mixture within the caps\n",
+                r->cfg.data.mixture == CONFIG_MIXTURE_FILE ? "file's" : "starting", r->cfg.run.episodes);
+    return 0;
+}
+
 /* Loads the newest verified state into the nets, or initialises a new run. */
 static int load_or_init(run_ctx *r, int *resumed, tdm_err *e) {
     rec_state rec;
@@ -476,6 +546,7 @@ static int load_or_init(run_ctx *r, int *resumed, tdm_err *e) {
     if (r->cfg.data.mixture == CONFIG_MIXTURE_FILE &&
         (rc = mixture_file_read(r->cfg.data.mixture_file, &r->ds, r->st.alpha, e)))
         return rc;
+    if ((rc = initial_mixture(r, e))) return rc;
     /* streaming has no host buffers: u's initial values pass through a buffer of its own
      * (one parameter-sized copy, before training starts, freed at once) */
     float *host = ckpt_host(r->ck, 0), *own = NULL;
@@ -512,6 +583,8 @@ static int alpha_step(run_ctx *r, tdm_err *e) {
     a.M = r->st.M;
     memcpy(a.loss_u, r->st.loss_u, sizeof a.loss_u);
     memcpy(a.loss_w, r->st.loss_w, sizeof a.loss_w);
+    a.has_seen = 1;
+    memcpy(a.seen, r->st.seen, sizeof a.seen);
     step_hparams hp = r->hp;
     const char *perturb = getenv("TANDEM_TEST_PERTURB_EPISODE"); /* test-only switch */
     if (perturb && strtoull(perturb, NULL, 10) == r->st.episode) hp.alpha_perturb = 1e-9;
@@ -717,6 +790,11 @@ static int loop(run_ctx *r, tdm_err *e) {
                 memcpy(row.loss_u, r->st.loss_u, sizeof row.loss_u);
                 memcpy(row.loss_w, r->st.loss_w, sizeof row.loss_w);
                 memcpy(row.alpha, r->st.alpha, sizeof row.alpha);
+                row.has_seen = 1;
+                for (int m = 0; m < M; m++) {
+                    row.seen[m] = r->st.seen[m];
+                    row.epochs[m] = r->st.seen[m] / (double)dataset_tokens(&r->ds, m, SPLIT_TRAIN);
+                }
                 row.tokens_per_s = pl.tokens_per_s;
                 row.episode_s = dt;
                 row.commit_s = r->ck ? ckpt_last_commit_seconds(r->ck) : 0;

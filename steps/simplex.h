@@ -15,4 +15,13 @@
  * untouched. out may alias v. */
 int simplex_project(const double *v, int M, double floor, double *out, tdm_err *e);
 
+/* The same projection with an upper bound per entry as well: argmin ||α − v||² over
+ * {floor ≤ α_m ≤ hi[m], Σα = 1} (the domains' caps, data.max_epochs). α_m = clip(v_m − θ,
+ * floor, hi[m]) for the one θ where the sum is 1: Σ clip(v − θ) is piecewise linear and
+ * non-increasing in θ, with breaks at v_m − hi[m] and v_m − floor, so θ is found exactly
+ * on the segment between two breaks. hi == NULL, or every hi[m] ≥ 1, is simplex_project
+ * itself (the same bits). Needs floor ≤ hi[m] and Σ hi ≥ 1 (ERR_USAGE otherwise). */
+int simplex_project_box(const double *v, int M, double floor, const double *hi, double *out,
+                        tdm_err *e);
+
 #endif

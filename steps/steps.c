@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "steps/mixture.h"
 #include "steps/simplex.h"
 #include "util/rng.h"
 
@@ -105,28 +106,78 @@ double step_lr(const step_hparams *hp, uint64_t free_steps) {
     return model_lr_cosine((long)free_steps, hp->total_free, hp->warmup, hp->lr, hp->lr_min);
 }
 
-/* Fills rows [0, B) of the batch buffers with train sequences mixed by α and sets
- * coef[m] so that sum_m coef[m] L^m is the α-mixture loss: weight mixing takes B/M
- * sequences per domain and coef = α; sample mixing draws each row's domain ∝ α from the
- * stream (seed, RNG_MIX_SAMPLE; a, phase, k) and coef[m] = n_m / B (the plain mean). */
-static int mixed_batch(const step_hparams *hp, const dataset *ds, step_nets *n, step_state *s,
-                       uint32_t a, uint32_t phase, uint32_t k, double *coef, tdm_err *e) {
-    int M = s->M, B = hp->B, T = hp->T;
-    if (hp->mixing == STEP_MIX_WEIGHT) {
-        for (int m = 0; m < M; m++) coef[m] = s->alpha[m];
-        return sampler_batch_per_domain(ds, SPLIT_TRAIN, T, B, hp->seed, s->train, n->tokens,
-                                        n->domain, e);
-    }
-    int count[STEP_MAX_DOMAINS] = {0};
-    rng_stream r;
-    rng_stream_init(&r, hp->seed, RNG_MIX_SAMPLE, a, phase, k);
-    for (int i = 0; i < B; i++) {
-        double u = rng_uniform(&r), c = 0;
+/* The domain of a sample-mixing row from the uniform draw u: the first m with u below the
+ * running sum of α, the last domain taking what rounding leaves — or, with caps, the same
+ * over the domains that still have room for a row of T tokens (rows already given to each
+ * in this batch counted), α renormalised over them (`capped`: a batch that trains u in a
+ * run with caps). -1 when no domain has room. */
+static int draw_domain(const step_hparams *hp, const step_state *s, int capped, const int *count,
+                       double u) {
+    int M = s->M;
+    if (!capped) {
+        double c = 0;
         int m = 0;
         for (; m < M - 1; m++) {
             c += s->alpha[m];
             if (u < c) break;
         }
+        return m;
+    }
+    int open[STEP_MAX_DOMAINS], n = 0;
+    double total = 0;
+    for (int m = 0; m < M; m++)
+        if (s->seen[m] + (double)(count[m] + 1) * hp->T <= hp->cap[m]) {
+            open[n++] = m;
+            total += s->alpha[m];
+        }
+    if (n == 0) return -1;
+    if (!(total > 0)) { /* only zero-weight domains have room: the one with the most */
+        int best = open[0];
+        for (int i = 1; i < n; i++)
+            if (hp->cap[open[i]] - s->seen[open[i]] > hp->cap[best] - s->seen[best]) best = open[i];
+        return best;
+    }
+    double target = u * total, c = 0;
+    for (int i = 0; i < n - 1; i++) {
+        c += s->alpha[open[i]];
+        if (target < c) return open[i];
+    }
+    return open[n - 1];
+}
+
+/* Fills rows [0, B) of the batch buffers with train sequences mixed by α and sets
+ * coef[m] so that sum_m coef[m] L^m is the α-mixture loss: weight mixing takes B/M
+ * sequences per domain and coef = α; sample mixing draws each row's domain ∝ α from the
+ * stream (seed, RNG_MIX_SAMPLE; a, phase, k) and coef[m] = n_m / B (the plain mean).
+ * `trains_u`: the batch trains u (a free step, or a probe step whose u' becomes u): its
+ * tokens count in s->seen and the caps apply (step_free's contract). */
+static int mixed_batch(const step_hparams *hp, const dataset *ds, step_nets *n, step_state *s,
+                       uint32_t a, uint32_t phase, uint32_t k, int trains_u, double *coef,
+                       tdm_err *e) {
+    int M = s->M, B = hp->B, T = hp->T;
+    double bt = (double)B * T;
+    if (hp->mixing == STEP_MIX_WEIGHT) {
+        for (int m = 0; m < M; m++) {
+            coef[m] = s->alpha[m];
+            /* cut to the cap: only when α left the caps' box (a run extended past its
+             * planned budget, a mixture file); the gradient then weighs less than 1 */
+            if (trains_u && hp->has_caps && s->seen[m] + coef[m] * bt > hp->cap[m])
+                coef[m] = hp->cap[m] > s->seen[m] ? (hp->cap[m] - s->seen[m]) / bt : 0;
+        }
+        int rc = sampler_batch_per_domain(ds, SPLIT_TRAIN, T, B, hp->seed, s->train, n->tokens,
+                                          n->domain, e);
+        for (int m = 0; !rc && trains_u && m < M; m++) s->seen[m] += coef[m] * bt;
+        return rc;
+    }
+    int count[STEP_MAX_DOMAINS] = {0};
+    rng_stream r;
+    rng_stream_init(&r, hp->seed, RNG_MIX_SAMPLE, a, phase, k);
+    for (int i = 0; i < B; i++) {
+        int m = draw_domain(hp, s, trains_u && hp->has_caps, count, rng_uniform(&r));
+        if (m < 0)
+            return err_set(e, ERR_USAGE,
+                           "every domain has reached its cap (data.max_epochs) before the run's "
+                           "end: raise the caps or lower run.episodes");
         count[m]++;
     }
     sampler_cursor keep[STEP_MAX_DOMAINS];
@@ -144,6 +195,7 @@ static int mixed_batch(const step_hparams *hp, const dataset *ds, step_nets *n, 
             n->domain[row] = m;
         }
     }
+    for (int m = 0; trains_u && m < M; m++) s->seen[m] += (double)count[m] * T;
     return 0;
 }
 
@@ -248,7 +300,7 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
         /* rows [0, B): train, mixed by α; rows [B, B+V): val, V/M per domain, scored as
          * domains M..2M-1 so one forward gives w both of its loss terms */
         int rc = mixed_batch(hp, ds, n, &work, (uint32_t)work.episode, PHASE_PROBE, (uint32_t)k,
-                             coef_u, e);
+                             hp->probe_carry, coef_u, e);
         if (!rc)
             rc = sampler_batch_per_domain(ds, SPLIT_VAL, T, hp->V, hp->seed, work.val,
                                           n->tokens + (size_t)B * (T + 1), n->domain + B, e);
@@ -373,7 +425,9 @@ int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_
                            "alpha step of episode %llu: the update of domain %d is not finite "
                            "(step size %s = %g, tandem.gamma = %g): lower %s",
                            (unsigned long long)s->episode, m, key, rate, hp->gamma, key);
-    int rc = simplex_project(v, M, hp->alpha_floor, next, e);
+    /* the caps' box too (data.max_epochs): α_m ≤ alpha_hi[m] at every step keeps u within
+     * them over the planned run, and α* (a mean of such α) within them in a final run */
+    int rc = simplex_project_box(v, M, hp->alpha_floor, hp->has_caps ? hp->alpha_hi : NULL, next, e);
     if (rc) return rc;
     double sum = 0;
     for (int m = 0; m < M; m++) sum += next[m];
@@ -394,7 +448,7 @@ int step_free(const step_hparams *hp, const dataset *ds, step_nets *n, step_stat
     double coef[2 * STEP_MAX_DOMAINS] = {0}, loss[2 * STEP_MAX_DOMAINS];
     step_state work = *s;
     int rc = mixed_batch(hp, ds, n, &work, (uint32_t)work.free_steps, PHASE_FREE,
-                         (uint32_t)(work.free_steps >> 32), coef, e);
+                         (uint32_t)(work.free_steps >> 32), 1, coef, e);
     if (!rc) rc = dp_pass(hp, n, n->u, hp->B, s->M, coef, loss, e);
     if (rc) return rc;
     double norm = model_clip_grads(n->ops, n->ctx, n->grad, hp->clip);

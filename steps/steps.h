@@ -58,6 +58,11 @@ typedef struct step_hparams {
     double weight_decay, clip, beta1, beta2, eps;
     uint64_t seed;
     double alpha_perturb; /* test-only: added to the pre-projection α; 0 in real runs */
+    /* Caps (data.max_epochs; steps/mixture.h): cap[m] the most tokens of domain m that u
+     * may train on over the whole run (INFINITY: no cap), alpha_hi[m] the largest α_m they
+     * allow for the run's budget (1: none); has_caps when some domain has a cap. */
+    int has_caps;
+    double cap[STEP_MAX_DOMAINS], alpha_hi[STEP_MAX_DOMAINS];
 } step_hparams;
 
 typedef struct step_state {
@@ -68,6 +73,11 @@ typedef struct step_state {
     int have_losses; /* probe done and alpha not yet */
     double loss_u[STEP_MAX_DOMAINS], loss_w[STEP_MAX_DOMAINS];
     sampler_cursor train[STEP_MAX_DOMAINS], val[STEP_MAX_DOMAINS];
+    /* Tokens of each domain that u has trained on (free steps, and the probe's steps with
+     * probe_carry), counted as their weight in the gradient: under sample mixing a row of
+     * domain m is T tokens, under weight mixing the batch gives domain m α_m·B·T (its rows
+     * are B/M, each weighing α_m·M). seen[m] / train tokens = epochs of domain m. */
+    double seen[STEP_MAX_DOMAINS];
 } step_state;
 
 typedef struct step_nets {
@@ -139,7 +149,10 @@ typedef struct step_report {
     long tokens; /* tokens processed (forward passes) */
 } step_report;
 
-/* One AdamW step of u on the α-mixture; advances free_steps. */
+/* One AdamW step of u on the α-mixture; advances free_steps and seen. With caps, a domain
+ * never goes past cap[m] tokens: under sample mixing a row whose domain has no room left
+ * is drawn again among the domains that have (∝ α, from the same random number), under
+ * weight mixing the domain's coefficient is cut to what is left. */
 int step_free(const step_hparams *hp, const dataset *ds, step_nets *n, step_state *s,
               step_report *r, tdm_err *e);
 

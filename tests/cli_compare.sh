@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# cli_compare.sh — `tandem compare CONFIG`: the DMO, then Uniform, Natural and α* final runs
-# on one budget, evaluated per domain.
+# cli_compare.sh — `tandem compare CONFIG`: the DMO, then Uniform, Natural, α* and UniMax
+# final runs on one budget, evaluated per domain.
 #
 #   TANDEM_BIN=build/rel/tandem bash tests/cli_compare.sh
 #
-#   - the result (--json) holds the three final runs with finite per-domain test losses;
-#     their mixtures are 1/M, the train-token shares, and the DMO's α* (its mixture.mp,
-#     which is also what `tandem mixture` prints); Average = exp(mean loss); every final run
+#   - the result (--json) holds the four final runs with finite per-domain test losses;
+#     their mixtures are 1/M, the train-token shares, the DMO's α* (its mixture.mp, which
+#     is also what `tandem mixture` prints) and UniMax's (data.unimax_epochs = 0.5 here, so
+#     that the small domain is capped); Average = exp(mean loss); the epochs each run saw
+#     of each domain add up to its budget in whole sequences; every final run
 #     trained the same number of free steps with the final seed (run.seed + 1000), and each
 #     store is an ordinary run (`tandem eval` of it gives the same losses);
 #   - the same result as an uninterrupted compare after SIGTERMs at several moments (exit
@@ -30,7 +32,7 @@ trap 'rm -rf "$tmp"' EXIT
   --val-tokens 2k --test-tokens 4k --seed 4 >/dev/null 2>&1 || { fail setup "gen-corpus"; finish; }
 cat >"$tmp/c.yaml" <<EOF
 run: {episodes: 12, seed: 7, threads: 1}
-data: {dataset: $tmp/corpus/dataset.yaml}
+data: {dataset: $tmp/corpus/dataset.yaml, unimax_epochs: 0.5}
 model: {layers: 1, channels: 32, heads: 2, ctx: 32}
 train: {batch: 5, seq: 32}
 tandem: {K: 2, E: 3}
@@ -48,13 +50,13 @@ fi
 
 # what the result must say, checked against the stores themselves
 "$bin" mixture "$tmp/ref/dmo" --out "$tmp/mix.yaml" 2>/dev/null
-for r in uniform natural tandem; do "$bin" eval "$tmp/ref/$r" --json >"$tmp/eval-$r.json" 2>/dev/null; done
+for r in uniform natural tandem unimax; do "$bin" eval "$tmp/ref/$r" --json >"$tmp/eval-$r.json" 2>/dev/null; done
 if out=$($py - "$tmp" <<'PY' 2>&1
 import json, math, re, sys
 tmp = sys.argv[1]
 r = json.load(open(f"{tmp}/ref.json"))
 runs = r["runs"]
-assert set(runs) == {"uniform", "natural", "tandem"}, runs.keys()
+assert set(runs) == {"uniform", "natural", "tandem", "unimax"}, runs.keys()
 doms = ["big", "mid", "small"]
 tok = {"big": 30000, "mid": 10000, "small": 3000}
 mix = {}
@@ -65,6 +67,15 @@ for d in doms:
     assert abs(runs["uniform"]["mixture"][d] - 1 / 3) < 1e-12, ("uniform", d)
     assert abs(runs["natural"]["mixture"][d] - tok[d] / 43000) < 2e-3, ("natural", d, runs["natural"]["mixture"][d])
     assert abs(runs["tandem"]["mixture"][d] - mix[d]) < 1e-12, ("alpha*", d)
+# UniMax, 0.5 epochs: small gets 1500 of the 5760 tokens, big and mid share the rest
+want = {"big": 2130 / 5760, "mid": 2130 / 5760, "small": 1500 / 5760}
+for d in doms:
+    assert abs(runs["unimax"]["mixture"][d] - want[d]) < 1e-12, ("unimax", d, runs["unimax"]["mixture"][d])
+# epochs: whole sequences of 32 tokens, adding up to the budget (sample mixing)
+for k, v in runs.items():
+    seen = [v["epochs"][d] * tok[d] for d in doms]
+    assert all(abs(x - 32 * round(x / 32)) < 1e-6 for x in seen), (k, seen)
+    assert abs(sum(seen) - 36 * 5 * 32) < 1e-6, (k, seen)
 assert abs(sum(runs["tandem"]["mixture"].values()) - 1) < 1e-9
 assert max(abs(runs["tandem"]["mixture"][d] - 1 / 3) for d in doms) > 1e-3, "alpha* never moved"
 for k, v in runs.items():
@@ -86,7 +97,7 @@ else fail "the result matches the stores (mixtures, losses, Average, seed, budge
 
 # every final run: the same steps, the final seed, a finished ordinary run
 ok=1; why=
-for r in uniform natural tandem; do
+for r in uniform natural tandem unimax; do
   h=$("$bin" hash "$tmp/ref/$r" 2>&1)
   grep -q "step done" <<<"$h" || { ok=0; why="$r: $h"; }
   "$bin" verify "$tmp/ref/$r" >/dev/null 2>&1 || { ok=0; why="$r does not verify"; }
@@ -100,10 +111,10 @@ ns = "{http://www.w3.org/2000/svg}"
 panels = [g for g in t.iter(ns + "g") if g.get("class") == "panel"]
 bars = [r for r in t.iter(ns + "rect") if r.get("class") == "bar"]
 assert len(panels) == 3, len(panels)
-assert len(bars) == 3 * 4, len(bars)  # 3 final runs x (3 domains + Average)
+assert len(bars) == 4 * 4, len(bars)  # 4 final runs x (3 domains + Average)
 PY
-then pass "--svg: three panels, 12 bars, well-formed"
-else fail "--svg: three panels, 12 bars, well-formed" "$($py -c "import xml.etree.ElementTree as E; E.parse('$tmp/ref.svg')" 2>&1 | tail -2)"; fi
+then pass "--svg: three panels, 16 bars, well-formed"
+else fail "--svg: three panels, 16 bars, well-formed" "$($py -c "import xml.etree.ElementTree as E; E.parse('$tmp/ref.svg')" 2>&1 | tail -2)"; fi
 
 # preempted at several moments (inside the DMO, inside each final run, during evaluation):
 # exit 75 each time, and the resumed compare ends with the same numbers
@@ -146,21 +157,24 @@ fi
 SLURM_ARRAY_TASK_ID=0 "$bin" compare "$tmp/c.yaml" --store "$tmp/parts" --only final --quiet 2>>"$tmp/p1.err"; st2=$?
 TANDEM_POINT=1 "$bin" compare "$tmp/c.yaml" --store "$tmp/parts" --only final --quiet 2>>"$tmp/p1.err"; st3=$?
 "$bin" compare "$tmp/c.yaml" --store "$tmp/parts" --only final --point 2 --quiet 2>>"$tmp/p1.err"; st4=$?
+"$bin" compare "$tmp/c.yaml" --store "$tmp/parts" --only final --point 3 --quiet 2>>"$tmp/p1.err"; st6=$?
+[ -f "$tmp/parts/unimax/HEAD" ] || st6="no-unimax-run"
 ls "$tmp/parts" >"$tmp/parts.ls" 2>&1
 "$bin" compare "$tmp/c.yaml" --store "$tmp/parts" --json --quiet >"$tmp/parts.json" 2>>"$tmp/p1.err"; st5=$?
-if [ $st0 = 2 ] && grep -q "needs the DMO run's alpha\*" "$tmp/p0.err" && [ "$st1$st2$st3$st4$st5" = 00000 ] \
+if [ $st0 = 2 ] && grep -q "needs the DMO run's alpha\*" "$tmp/p0.err" && [ "$st1$st2$st3$st4$st5$st6" = 000000 ] \
    && [ "$(strip "$tmp/ref.json")" = "$(strip "$tmp/parts.json")" ]; then
   pass "in parts (--only dmo, then --only final per array point): the same result"
 else
   fail "in parts (--only dmo, then --only final per array point): the same result" \
-    "exits $st0 $st1 $st2 $st3 $st4 $st5" "$(cat "$tmp/p0.err")" "$(tail -3 "$tmp/p1.err")"
+    "exits $st0 $st1 $st2 $st3 $st4 $st5 $st6" "$(cat "$tmp/p0.err")" "$(tail -3 "$tmp/p1.err")"
 fi
 "$bin" manifest slurm "$tmp/c.yaml" --store "$tmp/parts" --compare finals --final-seed 1007 \
   >"$tmp/finals.sbatch" 2>/dev/null; st=$?
-if [ $st = 0 ] && grep -qx -- '#SBATCH --array=0-2' "$tmp/finals.sbatch" \
+if [ $st = 0 ] && grep -qx -- '#SBATCH --array=0-3' "$tmp/finals.sbatch" \
    && grep -q -- '"$TANDEM" compare "$CONFIG" --store "$STORE" --only final --final-seed 1007' "$tmp/finals.sbatch" \
-   && grep -q -- '--job-name=tandem-c-finals' "$tmp/finals.sbatch" && grep -qx '#   2  tandem' "$tmp/finals.sbatch"; then
-  pass "manifest --compare finals: one job array of the three final runs"
+   && grep -q -- '--job-name=tandem-c-finals' "$tmp/finals.sbatch" && grep -qx '#   2  tandem' "$tmp/finals.sbatch" \
+   && grep -qx '#   3  unimax' "$tmp/finals.sbatch"; then
+  pass "manifest --compare finals: one job array of the four final runs"
 else fail "manifest --compare finals" "exit $st" "$(grep -n 'array\|compare' "$tmp/finals.sbatch" | head -5)"; fi
 
 "$bin" compare "$tmp/c.yaml" --store "$tmp/x" --final-seed 7 >/dev/null 2>"$tmp/e1"; st1=$?

@@ -139,8 +139,8 @@ absent "the Secret as env: no mounted ~/.aws" "$tmp/senv.yaml" "secretName:" "AW
 "$bin" manifest k8s "$tmp/run.yaml" --store s3://b/cmp --compare finals >"$tmp/finals.yaml" 2>/dev/null
 out=$("${validate[@]}" "$tmp/finals.yaml" 2>&1); st=$?
 if [ $st -eq 0 ]; then pass "compare's final runs as an Indexed Job validate"; else fail "compare finals validate" "$out"; fi
-expect "compare finals: 3 indexes running tandem compare --only final, FailIndex" "$tmp/finals.yaml" \
-  "completionMode: Indexed" "completions: 3" "action: FailIndex" "TANDEM_POINT" \
+expect "compare finals: 4 indexes running tandem compare --only final, FailIndex" "$tmp/finals.yaml" \
+  "completionMode: Indexed" "completions: 4" "action: FailIndex" "TANDEM_POINT" \
   '"compare", "/etc/tandem/config.yaml", "--store", "s3://b/cmp", "--only", "final"]'
 "$bin" manifest k8s "$tmp/run.yaml" --store s3://b/cmp --compare dmo >"$tmp/cmpdmo.yaml" 2>/dev/null
 out=$("${validate[@]}" "$tmp/cmpdmo.yaml" 2>&1); st=$?

@@ -66,7 +66,7 @@ static void test_alpha_listing_and_mixture(void) {
     CHECK(count_lines(out) == 1 + 10 * 3, "table rows: %d", count_lines(out));
     CHECK(strstr(out, "d0") && strstr(out, "d2") && strstr(out, "loss_w"), "table: %.300s", out);
     CHECK(tandem_cmd(out, sizeof out, "alpha '%s' --format csv", f.store) == 0, "csv");
-    CHECK(!strncmp(out, "episode,domain,alpha,alpha_next,loss_u,loss_w,delta\n", 52), "csv header");
+    CHECK(!strncmp(out, "episode,domain,alpha,alpha_next,loss_u,loss_w,delta,seen,epochs\n", 64), "csv header");
     CHECK(count_lines(out) == 31, "csv rows %d", count_lines(out));
     /* the mixture is the mean alpha_next of the last 10 % (1 episode of 10) */
     double want[3] = {0};

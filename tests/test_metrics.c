@@ -91,9 +91,9 @@ static void test_uninterrupted_rows_and_tensorboard(void) {
     CHECK(!strcmp(out, "ok"), "rows of the reference: %s", out);
     snprintf(tb, sizeof tb, "%s/tb/events.out.tfevents.*", f.dir);
     tfcheck(g_ref_jsonl, tb, 0, out, sizeof out);
-    /* 3 domains x (loss, loss_u, loss_w, alpha) + 6 scalars, per episode */
+    /* 3 domains x (loss, loss_u, loss_w, alpha, epochs) + 6 scalars, per episode */
     char want[32];
-    snprintf(want, sizeof want, "ok %d", EPISODES * (3 * 4 + 6));
+    snprintf(want, sizeof want, "ok %d", EPISODES * (3 * 5 + 6));
     CHECK(!strcmp(out, want), "the live TensorBoard log: %s (want %s)", out, want);
     snprintf(tb2, sizeof tb2, "%s/export", f.dir);
     CHECK(sh_line(out, sizeof out, "'%s' metrics '%s' --tensorboard '%s' >/dev/null 2>&1; echo $?",

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "tests/corpus_fixture.h"
+#include "steps/mixture.h"
 #include "steps/simplex.h"
 #include "steps/steps.h"
 #include "tests/test.h"
@@ -157,6 +158,94 @@ static void test_alpha_eg_contract(void) {
            "sign %.3f; α3 %.4f\n", T, drift_c, run_bound, drift_n, c[3]);
 }
 
+/* KKT conditions of the projection onto {lo ≤ α ≤ hi, Σα = 1}: one θ with α_i = v_i − θ
+ * where lo < α_i < hi_i, v_i − lo ≤ θ where α_i = lo, v_i − hi_i ≥ θ where α_i = hi_i. */
+static int is_box_projection(const double *v, const double *a, int M, double lo, const double *hi) {
+    double s = 0, theta = NAN, tlo = -INFINITY, thi = INFINITY;
+    for (int i = 0; i < M; i++) {
+        s += a[i];
+        if (a[i] < lo - 1e-15 || a[i] > hi[i] + 1e-15) return 0;
+        if (a[i] > lo + 1e-12 && a[i] < hi[i] - 1e-12) {
+            double t = v[i] - a[i];
+            if (isnan(theta)) theta = t;
+            else if (fabs(theta - t) > 1e-12) return 0;
+        } else if (a[i] <= lo + 1e-12) {
+            tlo = fmax(tlo, v[i] - lo); /* θ ≥ this */
+        } else {
+            thi = fmin(thi, v[i] - hi[i]); /* θ ≤ this */
+        }
+    }
+    if (fabs(s - 1) > 1e-12) return 0;
+    if (isnan(theta)) return tlo <= thi + 1e-12;
+    return tlo <= theta + 1e-12 && theta <= thi + 1e-12;
+}
+
+/* The projection with upper bounds (the caps' box): KKT on random inputs, bounds that do
+ * not bind give simplex_project's bits, bounds that cannot hold the mass are refused. */
+static void test_simplex_box(void) {
+    tdm_err e = {0};
+    rng_stream r;
+    rng_stream_init(&r, 11, RNG_TEST, 1, 0, 0);
+    int checked = 0;
+    for (int trial = 0; trial < 400; trial++) {
+        int M = 1 + (int)(rng_uniform(&r) * 9);
+        double v[10], hi[10], out[10], room = 0;
+        double lo = trial % 3 == 0 ? 0.01 : 0;
+        for (int m = 0; m < M; m++) {
+            v[m] = (rng_uniform(&r) - 0.3) * (trial % 2 ? 3 : 0.5);
+            hi[m] = lo + rng_uniform(&r) * (trial % 4 == 1 ? 0.3 : 1.2);
+            room += hi[m];
+        }
+        if (room < 1 || lo * M >= 1) continue;
+        CHECK(simplex_project_box(v, M, lo, hi, out, &e) == 0, "trial %d: %s", trial, e.msg);
+        CHECK(is_box_projection(v, out, M, lo, hi), "trial %d (M %d): not the box projection", trial, M);
+        checked++;
+    }
+    CHECK(checked > 150, "only %d random cases", checked);
+    double v[3] = {0.7, 0.2, 0.4}, a[3], b[3], none[3] = {1, 1, 1};
+    CHECK(simplex_project_box(v, 3, 0, none, a, &e) == 0 && simplex_project(v, 3, 0, b, &e) == 0 &&
+              memcmp(a, b, sizeof a) == 0,
+          "bounds of 1 are simplex_project itself");
+    double tight[3] = {0.2, 0.3, 0.4};
+    CHECK(simplex_project_box(v, 3, 0, tight, a, &e) == ERR_USAGE && strstr(e.msg, "data.max_epochs"),
+          "caps holding 0.9 of the mass: %s", e.msg);
+    double capped[3] = {0.1, 1, 1};
+    CHECK(simplex_project_box(v, 3, 0, capped, a, &e) == 0 && fabs(a[0] - 0.1) < 1e-15 &&
+              fabs(a[1] + a[2] - 0.9) < 1e-12 && fabs((v[1] - a[1]) - (v[2] - a[2])) < 1e-12,
+          "one binding cap: %g %g %g", a[0], a[1], a[2]);
+}
+
+/* UniMax: uniform while every domain has the data, capped domains at N epochs and their
+ * surplus to the rest, Natural when the corpus repeats more than N times, and user caps
+ * that hold in every case. */
+static void test_unimax(void) {
+    tdm_err e = {0};
+    double tok[3] = {1000, 100, 10}, a[3];
+    CHECK(mixture_unimax(tok, 3, 30, 4, NULL, a, &e) == 0, "%s", e.msg);
+    CHECK(fabs(a[0] - 1.0 / 3) < 1e-15 && fabs(a[1] - 1.0 / 3) < 1e-15 && fabs(a[2] - 1.0 / 3) < 1e-15,
+          "abundant: uniform, got %g %g %g", a[0], a[1], a[2]);
+    CHECK(mixture_unimax(tok, 3, 300, 4, NULL, a, &e) == 0, "%s", e.msg);
+    CHECK(fabs(a[2] - 40.0 / 300) < 1e-15 && fabs(a[0] - 130.0 / 300) < 1e-15 &&
+              fabs(a[1] - 130.0 / 300) < 1e-15,
+          "the small domain at 4 epochs, the rest shared: %g %g %g", a[0], a[1], a[2]);
+    CHECK(mixture_unimax(tok, 3, 1000, 4, NULL, a, &e) == 0, "%s", e.msg);
+    CHECK(fabs(a[2] - 0.04) < 1e-15 && fabs(a[1] - 0.4) < 1e-15 && fabs(a[0] - 0.56) < 1e-15,
+          "two capped: %g %g %g", a[0], a[1], a[2]);
+    CHECK(mixture_unimax(tok, 3, 11100, 4, NULL, a, &e) == 0, "%s", e.msg);
+    for (int m = 0; m < 3; m++)
+        CHECK(fabs(a[m] - tok[m] / 1110) < 1e-12, "10 epochs of the corpus: natural, got %g", a[m]);
+    double cap[3] = {INFINITY, INFINITY, 2}; /* 2 epochs of the small one at most */
+    CHECK(mixture_unimax(tok, 3, 11100, 4, cap, a, &e) == 0, "%s", e.msg);
+    CHECK(fabs(a[2] * 11100 - 20) < 1e-9 && fabs(a[0] / a[1] - 10) < 1e-9,
+          "a user cap under Natural: %g %g %g", a[0], a[1], a[2]);
+    double all[3] = {1, 1, 1};
+    CHECK(mixture_unimax(tok, 3, 2000, 4, all, a, &e) == ERR_USAGE && strstr(e.msg, "data.max_epochs"),
+          "caps holding 1110 of 2000 tokens: %s", e.msg);
+    double hi[3];
+    CHECK(mixture_alpha_bounds(tok, 3, 300, cap, hi) == 1 && hi[0] == 1 && fabs(hi[2] - 20.0 / 300) < 1e-15,
+          "bounds: %g %g %g", hi[0], hi[1], hi[2]);
+}
+
 typedef struct fixture {
     char *dir;
     dataset ds;
@@ -239,6 +328,66 @@ static void check_episode_deterministic(int mixing) {
 }
 
 static void test_episode_is_deterministic_weight(void) { check_episode_deterministic(STEP_MIX_WEIGHT); }
+
+/* Caps (data.max_epochs): over a whole run of episodes no domain's seen tokens pass its
+ * cap, under either mixing, also when α starts outside the caps' box (a mixture file, a
+ * run extended past its budget) so that the batches themselves must stop the domain; α
+ * stays in the box after every α step; seen counts exactly the tokens trained on. */
+static void check_caps_hold(int mixing) {
+    fixture f;
+    if (fixture_open(&f, mixing)) return;
+    tdm_err e = {0};
+    step_nets n;
+    CHECK(step_nets_create(&n, &model_cpu_ops, &f.lay, &f.hp, 2, 1, &e) == 0, "%s", e.msg);
+    float *host = malloc(f.lay.numel * sizeof *host);
+    model_init_params(&f.lay, 9, host);
+    n.ops->upload(n.ctx, n.u, host, f.lay.numel, &e);
+    double budget = (double)f.hp.episodes * f.hp.E * f.hp.B * f.hp.T;
+    f.hp.has_caps = 1;
+    f.hp.cap[0] = INFINITY;
+    f.hp.cap[1] = 0.2 * budget; /* domain 1 may take a fifth of the run */
+    f.hp.alpha_hi[0] = 1;
+    f.hp.alpha_hi[1] = 0.2;
+    step_state s;
+    step_state_init(&s, &f.ds, 0);
+    s.alpha[0] = 0.1; /* outside the box: domain 1 asks for 0.9 */
+    s.alpha[1] = 0.9;
+    double total = 0;
+    int steps = 0, ok = 1, boxed = 1;
+    for (long t = 0; t < f.hp.episodes && ok; t++) {
+        if (t > 0) { /* from the second episode on, α comes from the α step */
+            ok &= step_sync(&n, &e) == 0 && step_probe(&f.hp, &f.ds, &n, &s, NULL, &e) == 0 &&
+                  step_alpha(&f.hp, &s, NULL, &e) == 0;
+            boxed &= s.alpha[1] <= 0.2 + 1e-15;
+        }
+        for (int i = 0; ok && i < f.hp.E; i++) {
+            step_report r;
+            double before = s.seen[0] + s.seen[1];
+            ok &= step_free(&f.hp, &f.ds, &n, &s, &r, &e) == 0;
+            total += s.seen[0] + s.seen[1] - before;
+            steps++;
+            CHECK(s.seen[1] <= f.hp.cap[1] + 1e-9, "step %d: domain 1 saw %g > cap %g", steps, s.seen[1],
+                  f.hp.cap[1]);
+        }
+    }
+    CHECK(ok, "run: %s", e.msg);
+    CHECK(boxed, "alpha left the caps' box");
+    CHECK(s.seen[1] > 0.9 * f.hp.cap[1], "domain 1 got %g of its %g: the cap was not used", s.seen[1],
+          f.hp.cap[1]);
+    if (mixing == STEP_MIX_SAMPLE) /* every row a whole sequence of one domain */
+        CHECK(fabs(total - budget) < 1e-6 && fmod(s.seen[1], f.hp.T) == 0, "sample: %g of %g", total, budget);
+    else /* the weights of the cut steps are lost, never given to another domain */
+        CHECK(total <= budget + 1e-6 && total > 0.5 * budget, "weight: %g of %g", total, budget);
+    printf("  %s mixing: domain 1 saw %.0f tokens (cap %.0f), domain 0 %.0f; final alpha %.3f %.3f\n",
+           mixing == STEP_MIX_SAMPLE ? "sample" : "weight", s.seen[1], f.hp.cap[1], s.seen[0],
+           s.alpha[0], s.alpha[1]);
+    free(host);
+    step_nets_destroy(&n);
+    fixture_close(&f);
+}
+
+static void test_caps_hold_weight(void) { check_caps_hold(STEP_MIX_WEIGHT); }
+static void test_caps_hold_sample(void) { check_caps_hold(STEP_MIX_SAMPLE); }
 static void test_episode_is_deterministic_sample(void) { check_episode_deterministic(STEP_MIX_SAMPLE); }
 
 /* Micro-batches (train.micro_batch): the batch of B train + V val rows in passes of 1, 2
@@ -389,6 +538,10 @@ static void test_check_rejects_bad_batch(void) {
 
 int main(void) {
     RUN(test_simplex_edge_cases);
+    RUN(test_simplex_box);
+    RUN(test_unimax);
+    RUN(test_caps_hold_weight);
+    RUN(test_caps_hold_sample);
     RUN(test_alpha_sign);
     RUN(test_alpha_eg_contract);
     RUN(test_episode_is_deterministic_weight);

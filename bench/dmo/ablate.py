@@ -60,6 +60,9 @@ def main():
     ap.add_argument("--base", required=True)
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--variant", nargs=2, action="append", default=[], metavar=("NAME", "SETS"))
+    ap.add_argument("--fixed", nargs=2, action="append", default=[], metavar=("NAME", "SETS"),
+                    help="another fixed-mixture baseline beside Uniform and Natural (e.g. unimax "
+                         "\"data.mixture=unimax\"), trained with the final runs' seeds")
     ap.add_argument("--lanes", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--alpha-window", default="0.1")
@@ -100,6 +103,8 @@ def main():
     for seed in seeds:
         put(0, final, (seed, "uniform", ["data.mixture=uniform"]))
         put(0, final, (seed, "natural", ["data.mixture=natural"]))
+        for fname, fs in a.fixed:
+            put(0, final, (seed, fname, fs.split()))
     for vname, vsets in a.variant:  # variant by variant, in the order given
         for seed in seeds:
             put(1, dmo, (seed, vname, vsets))
@@ -131,14 +136,14 @@ def main():
         t.start()
     for t in threads_:
         t.join()
-    report(results, seeds, [v for v, _ in a.variant], windows)
+    report(results, seeds, [f for f, _ in a.fixed] + [v for v, _ in a.variant], windows, len(a.fixed))
     if errors:
         sys.exit(1)
 
 
-def report(results, seeds, variants, windows):
-    names = ["uniform", "natural"]
-    for v in variants:
+def report(results, seeds, variants, windows, nfixed=0):
+    names = ["uniform", "natural"] + variants[:nfixed]
+    for v in variants[nfixed:]:
         names += [v] if len(windows) == 1 else [f"{v}@w{w}" for w in windows]
     doms = None
     for k, ev in results.items():

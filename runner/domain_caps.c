@@ -1,0 +1,109 @@
+/* domain_caps.c — parsing data.max_epochs; see domain_caps.h. */
+#include "runner/domain_caps.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runner/args.h"
+
+#define ITEM_MAX 160
+
+/* Splits item "NAME=EPOCHS" (no commas) into name and value; 0 when well-formed. */
+static int split_item(const char *item, size_t len, char *name, size_t cap, double *epochs) {
+    const char *eq = memchr(item, '=', len);
+    if (!eq || eq == item || (size_t)(eq - item) >= cap || len - (size_t)(eq - item) - 1 >= 64) return -1;
+    memcpy(name, item, (size_t)(eq - item));
+    name[eq - item] = '\0';
+    char num[64];
+    size_t nl = len - (size_t)(eq - item) - 1;
+    memcpy(num, eq + 1, nl);
+    num[nl] = '\0';
+    if (args_parse_double(num, epochs) || !isfinite(*epochs) || !(*epochs > 0)) return -1;
+    return 0;
+}
+
+/* Calls fn for every item of s; stops at the first non-zero return. */
+static int each_item(const char *s, int (*fn)(const char *name, double epochs, void *arg), void *arg,
+                     int *bad) {
+    *bad = 0;
+    for (const char *p = s; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char name[ITEM_MAX];
+        double epochs;
+        if (split_item(p, len, name, sizeof name, &epochs)) {
+            *bad = 1;
+            return -1;
+        }
+        int rc = fn ? fn(name, epochs, arg) : 0;
+        if (rc) return rc;
+        if (!end) break;
+        p = end + 1;
+        if (!*p) { /* a trailing comma */
+            *bad = 1;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+bool domain_caps_check(const char *s, char *why, size_t n) {
+    int bad;
+    each_item(s, NULL, NULL, &bad);
+    if (bad)
+        snprintf(why, n, "expected a list NAME=EPOCHS,... (a domain of the dataset or *, and a "
+                         "number of epochs above 0), or \"\" for none");
+    return !bad;
+}
+
+typedef struct resolve_ctx {
+    const dataset *ds;
+    double *cap;
+    int named[64 + 1]; /* per domain; [M] = "*" */
+    double star;
+    tdm_err *e;
+} resolve_ctx;
+
+static int resolve_one(const char *name, double epochs, void *arg) {
+    resolve_ctx *x = arg;
+    int M = dataset_n_domains(x->ds);
+    int m = strcmp(name, "*") ? dataset_find_domain(x->ds, name) : M;
+    if (m < 0) {
+        char list[512] = "";
+        for (int j = 0; j < M; j++) {
+            size_t l = strlen(list);
+            snprintf(list + l, sizeof list - l, "%s%s", j ? ", " : "", dataset_domain_name(x->ds, j));
+        }
+        return err_set(x->e, ERR_USAGE,
+                       "data.max_epochs names the domain '%s', which %s does not have (its domains: "
+                       "%s; * caps every domain not named)",
+                       name, x->ds->path, list);
+    }
+    if (x->named[m])
+        return err_set(x->e, ERR_USAGE, "data.max_epochs names '%s' twice", m == M ? "*" : name);
+    x->named[m] = 1;
+    if (m == M) x->star = epochs;
+    else x->cap[m] = epochs;
+    return 0;
+}
+
+int domain_caps_resolve(const char *s, const dataset *ds, double *cap, tdm_err *e) {
+    int M = dataset_n_domains(ds);
+    if (M > 64) return err_set(e, ERR_USAGE, "data.max_epochs: at most 64 domains");
+    resolve_ctx x = {.ds = ds, .cap = cap, .star = INFINITY, .e = e};
+    memset(x.named, 0, sizeof x.named);
+    for (int m = 0; m < M; m++) cap[m] = INFINITY;
+    int bad, rc = each_item(s, resolve_one, &x, &bad);
+    if (bad)
+        return err_set(e, ERR_USAGE,
+                       "data.max_epochs: expected a list NAME=EPOCHS,... (a domain or *, and a "
+                       "number above 0)");
+    if (rc) return rc;
+    int any = 0;
+    for (int m = 0; m < M; m++) {
+        if (!x.named[m]) cap[m] = x.star;
+        any |= isfinite(cap[m]);
+    }
+    return any;
+}

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# cli_caps.sh — data.max_epochs (a cap on the epochs a run's u sees of a domain) and
+# data.mixture = unimax, through the tandem binary.
+#
+#   TANDEM_BIN=build/rel/tandem bash tests/cli_caps.sh
+#
+#   - a fixed run (sample mixing) whose Uniform mixture would give the small domain 4x its
+#     cap: every metrics row, the final state and `tandem compare`-style epochs stay within
+#     the cap, and the capped domain still gets close to it (the cap binds, it is not
+#     starved);
+#   - a TANDEM run (weight mixing, α moving): every α record's α_{t+1} within the caps' box,
+#     every row's epochs within the cap;
+#   - both killed with SIGKILL at several free steps and resumed: the same final hash as the
+#     uninterrupted run, and the caps held in every row of every life;
+#   - unimax: the mixture of the run's state is UniMax's (computed here by hand);
+#   - the cap is pinned: changing it on a run is refused (exit 2) unless --allow-change;
+#   - bad values (an unknown domain, caps that cannot hold the budget, a malformed list):
+#     exit 2 naming the key, nothing written.
+# Prints PASS/FAIL lines and "cli_caps: N passed, M failed"; exits non-zero on failure.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+SUITE=cli_caps
+. tests/lib_cli.sh
+py=/usr/bin/python3
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tandem-caps-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+[ -x "$bin" ] || { fail setup "no tandem binary at $bin"; finish; }
+
+"$bin" gen-corpus --out "$tmp/corpus" --names big,mid,small --train-tokens 30k,10k,2k \
+  --val-tokens 2k --test-tokens 2k --seed 3 >/dev/null 2>&1 || { fail setup "gen-corpus"; finish; }
+# budget 24 episodes x 3 free steps x 6 x 32 = 13824 tokens: Uniform would give small 4608
+# tokens (2.3 epochs); the cap allows 0.6 epochs = 1200 tokens
+cat >"$tmp/c.yaml" <<EOF
+run: {episodes: 24, seed: 5, threads: 1}
+data: {dataset: $tmp/corpus/dataset.yaml, max_epochs: "small=0.6"}
+model: {layers: 1, channels: 32, heads: 2, ctx: 32}
+train: {batch: 6, seq: 32}
+tandem: {K: 2, E: 3}
+optim: {lr: 3e-3}
+checkpoint: {every_episodes: 4}
+EOF
+
+# caps_held STORE: every metrics row's small epochs ≤ 0.6, and the last one ≥ 0.5
+caps_held() {
+  "$bin" metrics "$1" --format jsonl 2>/dev/null | $py -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin if l.strip()]
+assert len(rows) == 24, len(rows)
+worst = max(r["epochs"]["small"] for r in rows)
+assert worst <= 0.6 + 1e-9, worst
+assert rows[-1]["epochs"]["small"] >= 0.5, rows[-1]["epochs"]
+assert all(abs(r["seen"]["small"] - 2000 * r["epochs"]["small"]) < 1e-6 for r in rows)
+print("ok %.4f" % worst)'
+}
+
+for mode in fixed tandem; do
+  "$bin" run "$tmp/c.yaml" --store "$tmp/$mode" --set run.mode=$mode --quiet 2>"$tmp/$mode.err"; st=$?
+  got=$(caps_held "$tmp/$mode" 2>&1)
+  if [ $st = 0 ] && [[ $got == ok* ]]; then
+    pass "$mode run: the small domain's epochs stay within its cap in every row (${got#ok }, cap 0.6)"
+  else fail "$mode run: caps held" "exit $st: $(tail -2 "$tmp/$mode.err")" "$got"; fi
+done
+
+# a TANDEM run's α records: α_{t+1} of small never above the box 1200 / 13824
+got=$("$bin" alpha "$tmp/tandem" --format json 2>/dev/null | $py -c '
+import json, sys
+recs = json.load(sys.stdin)
+hi = 1200 / 13824
+worst = max(r["alpha_next"]["small"] for r in recs)
+assert len(recs) == 24 and worst <= hi + 1e-12, (len(recs), worst, hi)
+assert all("epochs" in r and r["epochs"]["small"] <= 0.6 + 1e-9 for r in recs)
+print("ok %.5f" % worst)' 2>&1)
+if [[ $got == ok* ]]; then pass "tandem run: every alpha record within the caps' box (max ${got#ok }, box 0.08681)"
+else fail "tandem run: alpha within the box" "$got"; fi
+
+# killed at free steps, resumed: the uninterrupted run's hash, caps held throughout
+for mode in fixed tandem; do
+  ref=$("$bin" hash "$tmp/$mode" 2>/dev/null | head -1)
+  lives=0; kills=0
+  for n in 7 19 31 50; do
+    (TANDEM_TEST_KILL_AT=free-step:$n "$bin" run "$tmp/c.yaml" --store "$tmp/$mode-k" --set run.mode=$mode \
+      --quiet >/dev/null 2>&1) 2>/dev/null; st=$?
+    lives=$((lives + 1)); [ $st = 137 ] && kills=$((kills + 1))
+  done
+  "$bin" run "$tmp/c.yaml" --store "$tmp/$mode-k" --set run.mode=$mode --quiet >/dev/null 2>"$tmp/$mode-k.err"; st=$?
+  got=$(caps_held "$tmp/$mode-k" 2>&1)
+  again=$("$bin" hash "$tmp/$mode-k" 2>/dev/null | head -1)
+  if [ $st = 0 ] && [ $kills -ge 3 ] && [ -n "$ref" ] && [ "$ref" = "$again" ] && [[ $got == ok* ]]; then
+    pass "$mode run killed $kills times (SIGKILL) and resumed: the same hash, the cap held"
+  else fail "$mode run: SIGKILL and resume" "exit $st, kills $kills" "$ref" "$again" "$got"; fi
+done
+
+# unimax: 0.5 epochs for a budget of 13824 tokens: small 1000 tokens, mid and big share
+# the rest (6412 each; mid's bound 5000 binds: mid 5000, big 7824)
+"$bin" run "$tmp/c.yaml" --store "$tmp/umx" --set run.mode=fixed --set data.mixture=unimax \
+  --set data.unimax_epochs=0.5 --set data.max_epochs= --quiet 2>"$tmp/umx.err"; st=$?
+got=$("$bin" metrics "$tmp/umx" --format jsonl 2>/dev/null | head -1 | $py -c '
+import json, sys
+a = json.loads(sys.stdin.readline())["alpha"]
+want = {"big": 7824 / 13824, "mid": 5000 / 13824, "small": 1000 / 13824}
+assert all(abs(a[d] - want[d]) < 1e-12 for d in want), a
+print("ok")' 2>&1)
+if [ $st = 0 ] && [ "$got" = ok ]; then pass "data.mixture = unimax trains on UniMax's mixture (0.566, 0.362, 0.072)"
+else fail "unimax mixture" "exit $st $(tail -2 "$tmp/umx.err")" "$got"; fi
+
+# pinned: another cap on the finished run is a config change
+"$bin" run "$tmp/c.yaml" --store "$tmp/fixed" --set run.mode=fixed --set data.max_epochs=small=0.9 \
+  --quiet >/dev/null 2>"$tmp/pin.err"; st=$?
+if [ $st = 2 ] && grep -q "data.max_epochs" "$tmp/pin.err"; then pass "a changed cap on a pinned run: exit 2 naming data.max_epochs"
+else fail "changed cap refused" "exit $st: $(cat "$tmp/pin.err")"; fi
+
+# bad values: exit 2 naming the key, no store made
+bad() { # NAME VALUE WANT
+  "$bin" run "$tmp/c.yaml" --store "$tmp/bad" --set "data.max_epochs=$2" --quiet >/dev/null 2>"$tmp/bad.err"; st=$?
+  if [ $st = 2 ] && grep -q "data.max_epochs" "$tmp/bad.err" && grep -q -- "$3" "$tmp/bad.err" && [ ! -e "$tmp/bad/HEAD" ]; then
+    pass "$1: exit 2 ($(head -c 150 "$tmp/bad.err" | tr '\n' ' ')...)"
+  else fail "$1" "exit $st: $(cat "$tmp/bad.err")"; fi
+}
+bad "a domain the dataset lacks" "tiny=2" "tiny"
+bad "caps that cannot hold the budget" "*=0.1" "raise the caps"
+bad "a malformed list" "small=,big=2" "NAME=EPOCHS"
+bad "a domain named twice" "small=1,small=2" "twice"
+bad "a cap of zero" "small=0" "above 0"
+finish
