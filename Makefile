@@ -8,7 +8,8 @@
 #   make bench-ckpt commit stall/throughput vs memcpy/dd; episode cost vs vanilla
 #   make bench-s3   a ~1 GiB state to/from a loopback S3 server beside aws s3 cp
 #   make bench-tokenizer  tokenizer MB/s (1 and all threads) vs js-tiktoken and HF tokenizers.js
-#   make bench-dmo  TANDEM α* vs Uniform and Natural on real text, 3 seeds (SIZE=cpu|abundant|gpu)
+#   make bench-dmo  TANDEM α* vs Uniform, Natural and UniMax on real text in three data regimes,
+#                   3 DMO x 3 final seeds (SIZE=cpu|gpu|smoke, REGIMES="abundant paper heavy")
 #   make bench-dmo-synth  the same protocol on a generated corpus, in minutes
 #   make fuzz       libFuzzer on every store record decoder (FUZZ_SECONDS each, default 60)
 #   make test-gpu   the CUDA backend against the CPU reference on a GPU (says SKIPPED without one)

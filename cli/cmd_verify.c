@@ -4,7 +4,9 @@
  * any. Blobs no manifest references are listed as orphans (left by an interrupted
  * commit or gc; `tandem gc` removes them), which is not a fault. A store that is not
  * there, or holds no run at all, is an error (exit 3), never "0 faults". `--json`: the
- * same report as one JSON object on stdout (docs/json.md). */
+ * same report as one JSON object on stdout (docs/json.md). Metrics rows (metrics/) are
+ * not part of the audit trail: one that cannot be read is a note, not a fault (a run
+ * writes it again when it passes that episode, `tandem metrics` skips it). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include "ledger/audit.h"
 #include "ledger/ckpt.h"
 #include "ledger/keys.h"
+#include "ledger/metrics.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "runner/pin.h"
@@ -83,6 +86,41 @@ static void checked(const json_out *j, FILE *list, int ok, const char *what) {
     } else if (!j->body) {
         printf("%-5s %s\n", ok ? "ok" : "BAD", what);
     }
+}
+
+/* Metrics rows that cannot be read (damaged, cut, another run's bytes): one "note" line
+ * each, or with --json the list "damaged_metrics" of their keys. A store error stops it. */
+static int note_damaged_rows(store *st, const json_out *j, tdm_err *e) {
+    store_list l;
+    int rc = store_list_prefix(st, LEDGER_METRICS, &l, e);
+    if (rc) return rc == STORE_NOT_FOUND ? 0 : rc;
+    if (j->body) fprintf(j->body, ",\"damaged_metrics\":[");
+    int n = 0;
+    for (size_t i = 0; !rc && i < l.n; i++) {
+        void *data = NULL;
+        size_t len = 0;
+        tdm_err de;
+        rec_metrics m;
+        int got = store_get(st, l.keys[i], &data, &len, NULL, &de);
+        if (got == STORE_NOT_FOUND) continue; /* deleted meanwhile */
+        if (got) {
+            rc = got, *e = de;
+        } else if (rec_metrics_decode(data, len, l.keys[i], &m, &de)) {
+            if (j->body) {
+                if (n) fputc(',', j->body);
+                json_str(j->body, l.keys[i]);
+            } else {
+                printf("note  %s cannot be read (%s): metrics rows are not part of the audit trail; "
+                       "a run writes it again when it passes that episode, tandem metrics skips it\n",
+                       l.keys[i], de.msg);
+            }
+            n++;
+        }
+        free(data);
+    }
+    if (j->body) fprintf(j->body, "]");
+    store_list_free(&l);
+    return rc;
 }
 
 /* The command; with --json the report goes to j's streams instead of stdout, and the error
@@ -314,6 +352,7 @@ static int verify(const char *url, const json_out *j, tdm_err *out) {
             free(md);
         }
         if (j->body) fprintf(j->body, ",\"mixture_ok\":%s", mixture_ok < 0 ? "null" : mixture_ok ? "true" : "false");
+        if (!rc) rc = note_damaged_rows(st, j, &e);
         store_list l;
         if (store_list_prefix(st, LEDGER_BLOBS, &l, &e) == 0) {
             size_t orphans = 0;

@@ -93,11 +93,12 @@ const key_def config_schema[] = {
     ENUM("data.mixing", data.mixing, "auto", mixing_names,
          "weight: B/M sequences per domain, α-weighted loss; sample: each sequence's domain "
          "drawn ∝ α; auto: weight for run.mode=tandem, sample for fixed"),
-    ENUM("data.mixture", data.mixture, "uniform", mixture_names,
-         "α at episode 0 (tandem) or throughout (fixed): uniform, natural (∝ train tokens "
-         "per domain), file (data.mixture_file), or unimax (the budget spread evenly with no "
-         "domain repeated more than data.unimax_epochs epochs, the surplus to the others; "
-         "natural when the whole corpus must repeat more)"),
+    ENUM("data.mixture", data.mixture, "unimax", mixture_names,
+         "α at episode 0 (tandem) or throughout (fixed): unimax (the budget spread evenly with "
+         "no domain repeated more than data.unimax_epochs epochs, the surplus to the others; "
+         "uniform when data is abundant, natural when the whole corpus must repeat more: the "
+         "DMO starts from what repetition allows, docs/dmo.md), uniform, natural (∝ train "
+         "tokens per domain), or file (data.mixture_file)"),
     STR("data.mixture_file", data.mixture_file, "", F_PATH,
         "used when data.mixture = file: a mixture YAML written by `tandem mixture`, or the store "
         "of a finished TANDEM run (its α*, mixture.mp); a relative path is relative to the "

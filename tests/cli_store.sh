@@ -192,6 +192,20 @@ else fail "tandem version --json" "$got"; fi
 "$bin" --version --bogus >/dev/null 2>&1; rc=$?
 if [ $rc -eq 2 ]; then pass "tandem --version --bogus: exit 2"; else fail "tandem --version --bogus" "exit $rc"; fi
 
+# ---------------------------------------------------------------- a damaged metrics row
+# Metrics rows are not part of the audit trail: verify notes one that cannot be read (exit
+# 0, its key in damaged_metrics), tandem metrics skips it (the chaos harness checks that a
+# run passing the episode again writes it again, and that verify's note agrees with it).
+"$bin" run "$tmp/c.yaml" --store "$tmp/rows" --quiet >/dev/null 2>&1
+head -c 40 "$tmp/rows/metrics/1.mp" >"$tmp/cut" && mv "$tmp/cut" "$tmp/rows/metrics/1.mp"
+out=$("$bin" verify "$tmp/rows" 2>&1); rc=$?
+js=$("$bin" verify "$tmp/rows" --json 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["damaged_metrics"])')
+if [ $rc = 0 ] && grep -q "^note  metrics/1.mp cannot be read" <<<"$out" && [ "$js" = "['metrics/1.mp']" ]; then
+  pass "verify notes a damaged metrics row (exit 0, damaged_metrics $js)"
+else fail "verify and a damaged metrics row" "exit $rc: $out" "json: $js"; fi
+n=$("$bin" metrics "$tmp/rows" --format jsonl 2>/dev/null | wc -l)
+if [ "$n" = 2 ]; then pass "tandem metrics skips the damaged row (2 of 3 rows)"; else fail "metrics skips the damaged row" "$n rows"; fi
+
 # ---------------------------------------------------------------- OpenBLAS kernels
 # On a CPU with AVX2 or AVX-512 that this OpenBLAS does not know, tandem must not compute
 # with the generic Prescott kernels (2-3.5x slower; model/blas_core.c); a user's

@@ -84,7 +84,8 @@ static void test_defaults(void) {
     CHECK(c.train.batch == 8 && c.train.seq == 64, "train");
     CHECK(c.tandem.K == 5 && c.tandem.E == 5 && c.tandem.gamma == 1.0 &&
               c.tandem.lr_probe == 1e-2 && c.tandem.lr_alpha == 4e-3 && !c.tandem.probe_carry &&
-              c.tandem.alpha_floor == 0 && c.data.mixture == CONFIG_MIXTURE_UNIFORM &&
+              c.tandem.alpha_floor == 0 && c.data.mixture == CONFIG_MIXTURE_UNIMAX &&
+                  c.data.unimax_epochs == 4 && !c.data.max_epochs[0] &&
                   c.data.mixing == CONFIG_MIXING_AUTO && c.run.mode == CONFIG_MODE_TANDEM,
           "tandem");
     CHECK(c.optim.lr == 5e-4 && c.optim.lr_min == 0 && c.optim.warmup == 0 &&

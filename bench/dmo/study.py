@@ -12,7 +12,7 @@ once); LANES jobs at a time with run.threads = THREADS each.
 
   study.py --work DIR --base base.yaml [--dmo-seeds 1,2,3] [--final-seeds 1,2,3] \\
            [--variant NAME "k=v k=v"]... [--fixed NAME "k=v ..."]... [--lanes 2] \\
-           [--threads 1] [--alpha-window 0.1] [--curves] [--json OUT]
+           [--threads 1] [--alpha-window 0.1[,0,...]] [--curves] [--json OUT]
 
 Without --variant the study has one, "tandem", with the config's own settings. --curves
 keeps every state of the Uniform runs and evaluates them: whether Uniform's test loss
@@ -102,6 +102,7 @@ def study(a):
     dmo_seeds = [int(s) for s in a.dmo_seeds.split(",")]
     final_seeds = [int(s) for s in a.final_seeds.split(",")]
     variants = a.variant or [("tandem", "")]
+    windows = [float(w) for w in a.alpha_window.split(",")]
     fixed = BASELINES + [(n, s) for n, s in a.fixed]
     jobs, order, lock = queue.PriorityQueue(), itertools.count(), threading.Lock()
     finals, alphas, curves, errors = {}, {}, {}, []
@@ -126,12 +127,15 @@ def study(a):
     def dmo(vname, vsets, dseed):
         name = f"dmo-{vname}-s{dseed}"
         st = tandem_run(a.work, name, a.base, [f"run.seed={dseed}", "run.mode=tandem"] + vsets.split(), a.threads)
-        mix = mixture_file(a.work, st, a.alpha_window)
-        with lock:
-            alphas[(vname, dseed)] = read_mixture(mix)
-        print(f"  {name}: alpha* " + " ".join(f"{k} {v:.3f}" for k, v in alphas[(vname, dseed)].items()), flush=True)
-        for f in final_seeds:
-            put(0, final, (vname, f, ["data.mixture=file", f"data.mixture_file={mix}"], dseed))
+        for w in windows:  # α* taken from the trajectory in each way asked: one variant each
+            tag = vname if len(windows) == 1 else f"{vname}@w{w:g}"
+            mix = mixture_file(a.work, st, w)
+            with lock:
+                alphas[(tag, dseed)] = read_mixture(mix)
+            print(f"  {name}: alpha* ({tag}) " + " ".join(f"{k} {v:.3f}" for k, v in alphas[(tag, dseed)].items()),
+                  flush=True)
+            for f in final_seeds:
+                put(0, final, (tag, f, ["data.mixture=file", f"data.mixture_file={mix}"], dseed))
 
     # DMOs first (each frees its finals as it ends), baselines fill the lanes meanwhile
     for vname, vsets in variants:
@@ -167,7 +171,8 @@ def study(a):
         t.start()
     for t in lanes:
         t.join()
-    return summarise(finals, alphas, curves, [n for n, _ in fixed], [v for v, _ in variants]), errors
+    tags = [v if len(windows) == 1 else f"{v}@w{w:g}" for v, _ in variants for w in windows]
+    return summarise(finals, alphas, curves, [n for n, _ in fixed], tags), errors
 
 
 def ms(xs):
@@ -257,7 +262,10 @@ def main():
     ap.add_argument("--fixed", nargs=2, action="append", default=[], metavar=("NAME", "SETS"))
     ap.add_argument("--lanes", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--alpha-window", type=float, default=0.1)
+    ap.add_argument("--alpha-window", default="0.1",
+                    help="the fraction of the last episodes whose mean α is α* (tandem mixture "
+                         "--last-fraction; 0: the last α alone); several, comma-separated, make "
+                         "one variant each (NAME@wFRACTION)")
     ap.add_argument("--curves", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--title", default="")
