@@ -66,20 +66,27 @@ static void usage(FILE *f) {
 int main(int argc, char **argv) {
     blas_core_reexec(argv); /* before any work: OpenBLAS's kernels on CPUs it does not know */
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        blas_core_reexec_unblock();
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    if (!strcmp(argv[1], "--version")) return cmd_version(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "--version")) {
+        blas_core_reexec_unblock();
+        return cmd_version(argc - 1, argv + 1);
+    }
     const command *c = NULL;
     for (size_t i = 0; i < NCOMMANDS && !c; i++)
         if (!strcmp(argv[1], COMMANDS[i].name)) c = &COMMANDS[i];
     if (!c) {
+        blas_core_reexec_unblock();
         fprintf(stderr, "tandem: unknown command '%s'\n", argv[1]);
         usage(stderr);
         return 2;
     }
-    /* before anything else: a run can be preempted from its first millisecond */
+    /* before anything else: a run can be preempted from its first millisecond (a stop
+     * signal held across the BLAS re-exec is delivered to the handler now) */
     if (c->preemptible) run_signals_install();
+    blas_core_reexec_unblock();
     /* a secret in the environment is in this process's memory from exec on: no core file
      * may hold it (s3_config_resolve does the same for a secret read from a file) */
     if (s3_config_env_has_secret()) s3_config_no_core_dumps();

@@ -11,6 +11,8 @@
 #include "model/blas_core.h"
 
 #include <cblas.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -32,12 +34,50 @@ const char *blas_core_better(void) {
     return NULL;
 }
 
+/* The stop signals a run catches (runner/run.c): held across the exec so that one sent
+ * in the meantime waits for the handler instead of killing the process. */
+static const int STOP_SIGNALS[] = {SIGTERM, SIGINT, SIGUSR1};
+#define REEXEC_BLOCKED "TANDEM_REEXEC_BLOCKED"
+
 void blas_core_reexec(char **argv) {
     const char *core = blas_core_better();
     if (!core || setenv("OPENBLAS_CORETYPE", core, 1) != 0) return;
+    /* block the stop signals that are not blocked already (a signal mask survives exec,
+     * a handler does not), and tell the new image which ones to let go again */
+    sigset_t want, old;
+    sigemptyset(&want);
+    char list[64] = "";
+    sigprocmask(SIG_BLOCK, NULL, &old);
+    for (size_t i = 0; i < sizeof STOP_SIGNALS / sizeof *STOP_SIGNALS; i++)
+        if (!sigismember(&old, STOP_SIGNALS[i])) {
+            sigaddset(&want, STOP_SIGNALS[i]);
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", list[0] ? "," : "",
+                     STOP_SIGNALS[i]);
+        }
+    setenv(REEXEC_BLOCKED, list, 1);
+    sigprocmask(SIG_BLOCK, &want, NULL);
     execv("/proc/self/exe", argv);
     /* no /proc, or exec refused: carry on with OpenBLAS's choice rather than fail, and
      * unset the variable so that this process and its children (tandem compare's runs)
      * compute with the same kernels, hence the same bits */
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    unsetenv(REEXEC_BLOCKED);
     unsetenv("OPENBLAS_CORETYPE");
+}
+
+void blas_core_reexec_unblock(void) {
+    const char *list = getenv(REEXEC_BLOCKED);
+    if (!list) return;
+    sigset_t set;
+    sigemptyset(&set);
+    for (const char *p = list; *p;) {
+        char *end;
+        long sig = strtol(p, &end, 10);
+        if (end == p) break;
+        for (size_t i = 0; i < sizeof STOP_SIGNALS / sizeof *STOP_SIGNALS; i++)
+            if (sig == STOP_SIGNALS[i]) sigaddset(&set, (int)sig);
+        p = *end == ',' ? end + 1 : end;
+    }
+    unsetenv(REEXEC_BLOCKED); /* children start from the mask as the launcher gave it */
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
 }

@@ -10,8 +10,15 @@ const char *blas_core_better(void);
 /* Called first thing in main(): when blas_core_better() names a core, sets
  * OPENBLAS_CORETYPE to it and re-executes this program with the same arguments (OpenBLAS
  * reads the variable once, when the library loads, before main). Returns only when there
- * is nothing to do or the re-exec failed (then the run goes on with OpenBLAS's choice). */
+ * is nothing to do or the re-exec failed (then the run goes on with OpenBLAS's choice).
+ * SIGTERM, SIGINT and SIGUSR1 are blocked across the exec, so that a stop signal sent
+ * then waits (pending) for the new image's handler: a run's "exit 75 from the first
+ * millisecond" holds through the re-exec. */
 void blas_core_reexec(char **argv);
+
+/* In the new image, once the stop handlers are installed (or at once for a command that
+ * does not catch them): unblocks the signals blas_core_reexec blocked, and only those. */
+void blas_core_reexec_unblock(void);
 
 /* The core OpenBLAS runs with in this process ("SkylakeX", "Prescott", ...). */
 const char *blas_core_name(void);
