@@ -58,10 +58,16 @@ static void sh_word(FILE *f, const char *s) {
 }
 
 
-/* Text for a comment line: control characters become '?'. */
+/* Text for a comment line: control characters become '?', and so do the Unicode line
+ * breaks of YAML 1.1 (NEL, U+2028, U+2029) and the other C1 controls, which would end the
+ * comment there and start a YAML line of the value's choosing (ydoc_break_char). */
 static void comment_text(FILE *f, const char *s) {
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        unsigned cp;
+        size_t n = ydoc_break_char(p, &cp);
+        if (n) p += n - 1;
+        fputc(n || *p < 0x20 || *p == 0x7f ? '?' : *p, f);
+    }
 }
 
 static bool is_file_store(const char *url) {

@@ -16,6 +16,10 @@
 # 5. manifests/job.yaml and manifests/indexed-job.yaml are exactly what the command in
 #    their header renders now, and they validate.
 # 6. The Dockerfile passes tests/k8s/check_dockerfile.py (no engine runs here).
+# 7. Hostile values (tests/k8s/hostile.py): text with YAML 1.1's Unicode line breaks
+#    (NEL, U+2028, U+2029), newlines, quotes and YAML-shaped payloads in --set strings, a
+#    --sweep value, the store URL and the config's file name: every render is refused or
+#    parses (PyYAML) as exactly the ConfigMap and the Job, values read back as given.
 # Prints PASS/FAIL lines and "cli_k8s: N passed, M failed"; exits non-zero on failure.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -264,6 +268,12 @@ for f in manifests/job.yaml manifests/indexed-job.yaml; do
   fi
   out=$("${validate[@]}" "$f" 2>&1) && pass "$f validates" || fail "$f does not validate" "$out"
 done
+
+# --- 7. hostile values: no value escapes its place in the YAML
+mkdir -p "$tmp/hostile"
+out=$("$py" "$root/tests/k8s/hostile.py" "$bin" "$tmp/run.yaml" "$tmp/hostile" 2>&1)
+if [[ $out == ok* ]]; then pass "hostile values (Unicode line breaks, YAML payloads) in ${out#ok } renders: none escapes"
+else fail "hostile values escape the manifest" "$out"; fi
 
 # --- 6. the Dockerfile
 out=$("$py" "$root/tests/k8s/check_dockerfile.py" "$root/Dockerfile" 2>&1) &&

@@ -248,10 +248,30 @@ const ydoc_node *ydoc_get(const ydoc_node *map, const char *key) {
     return NULL;
 }
 
+/* The length of a UTF-8 sequence at p that YAML 1.1 parsers (PyYAML, go-yaml) take as a
+ * line break or that is a C1 control — U+0080..U+009F (NEL, U+0085, among them), U+2028
+ * LINE SEPARATOR, U+2029 PARAGRAPH SEPARATOR — with its code point in *cp; 0 otherwise. */
+size_t ydoc_break_char(const unsigned char *p, unsigned *cp) {
+    if (p[0] == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F) {
+        *cp = p[1];
+        return 2;
+    }
+    if (p[0] == 0xE2 && p[1] == 0x80 && (p[2] == 0xA8 || p[2] == 0xA9)) {
+        *cp = 0x2000u + (p[2] - 0x80u);
+        return 3;
+    }
+    return 0;
+}
+
 void ydoc_quote(FILE *f, const char *s) {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        unsigned cp;
+        size_t n = ydoc_break_char(p, &cp);
+        if (n) {
+            fprintf(f, "\\u%04x", cp); /* a YAML 1.1 line break even inside quotes */
+            p += n - 1;
+        } else if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
         else if (*p == '\n') fputs("\\n", f);
         else if (*p == '\t') fputs("\\t", f);
         else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\u%04x", *p);

@@ -39,6 +39,12 @@ void ydoc_free(ydoc_node *n);
  * \n and \t, other control characters as \uXXXX; what any YAML parser reads back as s. */
 void ydoc_quote(FILE *f, const char *s);
 
+/* The length (2 or 3) of the UTF-8 sequence at p when it encodes a C1 control (U+0080..
+ * U+009F, NEL U+0085 among them), U+2028 or U+2029 — characters YAML 1.1 parsers (PyYAML,
+ * go-yaml as kubectl uses it) read as line breaks, even in a comment or a block scalar —
+ * with the code point in *cp; 0 otherwise. ydoc_quote escapes them as \uXXXX. */
+size_t ydoc_break_char(const unsigned char *p, unsigned *cp);
+
 /* The value of `key` in map `map`, or NULL when absent (or `map` is not a map). */
 const ydoc_node *ydoc_get(const ydoc_node *map, const char *key);
 
