@@ -135,7 +135,7 @@ static void compare_url(const char *config_path, const char *store_opt, const co
     base = base ? base + 1 : config_path;
     const char *dot = strrchr(base, '.');
     int len = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
-    snprintf(out, cap, "file://runs/%.*s-compare", len, base);
+    snprintf(out, cap, "file://./runs/%.*s-compare", len, base);
 }
 
 /* One run of the protocol through run_main, with `extra` --set values after the user's. */

@@ -10,6 +10,7 @@
 
 #include "cli/cmds.h"
 #include "cli/opts.h"
+#include "storage/url.h"
 #include "runner/config.h"
 #include "runner/args.h"
 #include "runner/manifest.h"
@@ -195,8 +196,10 @@ static int run_manifest(const cli_args *a, int argc, char **argv) {
         self[n > 0 ? n : 0] = '\0';
         if (store) snprintf(url, sizeof url, "%s", store);
         else if (cfg->store[0]) snprintf(url, sizeof url, "%s", cfg->store);
-        else snprintf(url, sizeof url, "file://runs/%s%s", name, compare ? "-compare" : "");
+        else snprintf(url, sizeof url, "file://./runs/%s%s", name, compare ? "-compare" : "");
         cmdline = command_line(argc, argv);
+        store_url_parts su; /* a URL that means something else is refused as tandem run would */
+        if (store_url_parse(url, &su, &e)) rc = e.code;
         const char *args[4];
         int nargs = 0;
         if (compare) { /* the jobs' names say which part of the comparison they run */
@@ -222,7 +225,7 @@ static int run_manifest(const cli_args *a, int argc, char **argv) {
                            .command_args = args,
                            .ncommand_args = nargs,
                            .point_names = compare ? finals : NULL};
-        rc = render_to(out, !strcmp(kind, "slurm"), &o, &e);
+        if (!rc) rc = render_to(out, !strcmp(kind, "slurm"), &o, &e);
     }
     if (rc) fprintf(stderr, "tandem manifest: %s\n", e.msg);
     free(cmdline);

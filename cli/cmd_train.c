@@ -22,7 +22,7 @@
  * sets model.ctx. */
 static const cli_opt OPTS[] = {
     {"--data", CLI_STR, "DATASET.yaml", "the dataset (required; data.dataset)", NULL, 0, 0, NULL, NULL},
-    {"--store", CLI_STR, "URL", "where the run lives (file://runs/train)", NULL, 0, 0, NULL, NULL},
+    {"--store", CLI_STR, "URL", "where the run lives (default file://./runs/train)", NULL, 0, 0, NULL, NULL},
     {"--steps", CLI_INT, "N", "AdamW steps (300; rounded up to a multiple of --eval-every)", NULL, 1, 1099511627776.0,
      NULL, NULL},
     {"--eval-every", CLI_INT, "N", "steps per episode: a progress line each (50)", NULL, 1, 1099511627776.0, NULL,
@@ -77,7 +77,7 @@ static int run_train(const cli_args *a) {
         {"--threads", "run.threads", NULL},
     };
     enum { NMAP = sizeof map / sizeof *map };
-    const char *store_url = cli_str(a, "--store", "file://runs/train");
+    const char *store_url = cli_str(a, "--store", "file://./runs/train");
     long steps = cli_int(a, "--steps", 300), every = cli_int(a, "--eval-every", 50);
     int nuser = 0;
     char **user = cli_list(a, "--set", &nuser);

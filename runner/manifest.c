@@ -2,6 +2,7 @@
 #include "runner/manifest.h"
 
 #include "runner/sweep.h"
+#include "storage/url.h"
 #include "util/ydoc.h"
 
 #include <stdarg.h>
@@ -70,8 +71,12 @@ static void comment_text(FILE *f, const char *s) {
     }
 }
 
+/* A file store (storage/url.h): a directory path or a file URL, not s3:// (a URL that does
+ * not parse is no file store either; rendering it refuses below). */
 static bool is_file_store(const char *url) {
-    return strncmp(url, "file://", 7) == 0 || !strstr(url, "://");
+    store_url_parts u;
+    tdm_err e;
+    return store_url_parse(url, &u, &e) == 0 && u.kind == STORE_URL_FILE;
 }
 
 /* `p` made absolute against `base` (lexically; `p` may not exist here). False when the
@@ -263,15 +268,21 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
         !abs_path(workdir, k->credentials_file, creds, sizeof creds))
         return err_set(e, ERR_USAGE, "cluster.workdir, cluster.tandem_binary or "
                                      "cluster.credentials_file: the absolute path is too long");
-    /* a relative file store means relative to where the job runs */
-    const char *sp = strncmp(o->store_url, "file://", 7) == 0 ? o->store_url + 7 : o->store_url;
-    if (is_file_store(o->store_url) && sp[0] != '/') {
+    /* a relative file store means relative to where the job runs; a URL that means
+     * something else (file://HOST/..., s3:/x) is refused here as tandem run would */
+    store_url_parts su;
+    if (store_url_parse(o->store_url, &su, e)) return e->code;
+    const char *sp = su.kind == STORE_URL_FILE ? su.path : o->store_url;
+    while (su.kind == STORE_URL_FILE && sp[0] == '.' && sp[1] == '/') sp += 2; /* ./runs/x */
+    if (su.kind == STORE_URL_FILE && sp[0] != '/') {
         char path[2 * CONFIG_STR_MAX + 16];
         if (!abs_path(workdir, sp, path, sizeof path))
             return err_set(e, ERR_USAGE, "store %.200s: the absolute path is too long", sp);
         snprintf(store, sizeof store, "file://%s", path);
+    } else if (su.kind == STORE_URL_FILE) {
+        snprintf(store, sizeof store, "file://%s", sp); /* file:///ABS */
     } else {
-        snprintf(store, sizeof store, "%s", o->store_url);
+        snprintf(store, sizeof store, "%s", su.canon);
     }
     if (!directive_safe(workdir))
         return err_set(e, ERR_USAGE,

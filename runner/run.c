@@ -126,7 +126,7 @@ static void default_store(const char *config_path, char *out, size_t cap) {
     char *base = copy ? basename(copy) : "run";
     char *dot = strrchr(base, '.');
     if (dot && dot != base) *dot = '\0';
-    snprintf(out, cap, "file://runs/%s", base);
+    snprintf(out, cap, "file://./runs/%s", base);
     free(copy);
 }
 

@@ -352,7 +352,7 @@ static void test_slurm_words(void) {
                     sets, 2, &e) == 0,
           "%s", e.msg);
     CHECK(write_text(tpath("aws.env"), "AWS_SECRET_ACCESS_KEY=never-in-a-script\n") == 0, "creds");
-    manifest_opts o = opts(c, "file://runs/x");
+    manifest_opts o = opts(c, "file://./runs/x");
     o.sets = sets;
     o.nsets = 2;
     rendered r, s, p, bad;

@@ -5,6 +5,7 @@
 
 #include "storage/sha256.h"
 #include "storage/store.h"
+#include "storage/url.h"
 #include "tests/test.h"
 
 static void test_sha256_known_answers(void) {
@@ -219,6 +220,74 @@ static void test_open_existing_creates_nothing(void) {
     free(dir);
 }
 
+/* Store URLs as RFC 8089 and S3 URLs read them: what each form names, and the forms that
+ * mean something else refused with the URL that was probably meant; the file store a run
+ * makes from file:/ABS is at /ABS, and a refused URL creates nothing anywhere. */
+static void test_store_urls(void) {
+    char host[256] = "";
+    gethostname(host, sizeof host);
+    host[sizeof host - 1] = '\0';
+    char on_host[400];
+    snprintf(on_host, sizeof on_host, "file://%s/srv/r", host);
+    static const struct {
+        const char *url;
+        int kind;         /* -1: refused */
+        const char *want; /* the path or canonical URL; for refusals a part of the message */
+    } cases[] = {
+        {"file:///srv/r", STORE_URL_FILE, "/srv/r"},
+        {"file:/srv/r", STORE_URL_FILE, "/srv/r"},
+        {"file://localhost/srv/r", STORE_URL_FILE, "/srv/r"},
+        {"FILE://LOCALHOST/srv/r", STORE_URL_FILE, "/srv/r"},
+        {"file://./runs/x", STORE_URL_FILE, "./runs/x"},
+        {"file://../runs/x", STORE_URL_FILE, "../runs/x"},
+        {"runs/x", STORE_URL_FILE, "runs/x"},
+        {"/srv/r", STORE_URL_FILE, "/srv/r"},
+        {"./a:b", STORE_URL_FILE, "./a:b"},
+        {"s3://bucket/x", STORE_URL_S3, "s3://bucket/x"},
+        {"S3://bucket/x", STORE_URL_S3, "s3://bucket/x"},
+        {"file://runs/x", -1, "did you mean file://./runs/x (relative to here) or file:///runs/x"},
+        {"file://otherhost/srv/r", -1, "names the host 'otherhost'"},
+        {"file:relative", -1, "did you mean file://./relative?"},
+        {"file://", -1, "has no path"},
+        {"s3:/bucket/x", -1, "did you mean s3://bucket/x?"},
+        {"s3:bucket/x", -1, "did you mean s3://bucket/x?"},
+        {"s3://", -1, "names no bucket"},
+        {"gs://bucket/x", -1, "unsupported scheme 'gs://'"},
+        {"a:b/c", -1, "./a:b/c"},
+        {"", -1, "empty store URL"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        store_url_parts u;
+        tdm_err e = {0};
+        int rc = store_url_parse(cases[i].url, &u, &e);
+        if (cases[i].kind < 0)
+            CHECK(rc == ERR_USAGE && strstr(e.msg, cases[i].want), "%s: rc %d, %s", cases[i].url, rc, e.msg);
+        else
+            CHECK(rc == 0 && u.kind == cases[i].kind &&
+                      !strcmp(u.kind == STORE_URL_FILE ? u.path : u.canon, cases[i].want),
+                  "%s: rc %d, kind %d, %s (%s)", cases[i].url, rc, u.kind, u.canon, e.msg);
+    }
+    store_url_parts u;
+    tdm_err e = {0};
+    CHECK(host[0] && store_url_parse(on_host, &u, &e) == 0 && !strcmp(u.path, "/srv/r"),
+          "this host's name: %s", e.msg);
+    /* file:/ABS makes the store at /ABS, not at ./file:/ABS */
+    char *dir = test_tmpdir("urls");
+    char url[700], where[720];
+    snprintf(url, sizeof url, "file:%s/one", dir);
+    store *s = store_open(url, &e);
+    CHECK(s && store_put(s, "HEAD", "h", 1, STORE_OVERWRITE, &e) == 0, "file:/ABS: %s", e.msg);
+    if (s) store_close(s);
+    snprintf(where, sizeof where, "%s/one/HEAD", dir);
+    struct stat st;
+    CHECK(stat(where, &st) == 0, "file:%s/one did not make %s", dir, where);
+    CHECK(stat("file:", &st) != 0, "a directory 'file:' was made here");
+    CHECK(store_open("s3:/bucket/x", &e) == NULL && e.code == ERR_USAGE && stat("s3:", &st) != 0,
+          "s3:/bucket/x: refused, nothing made");
+    test_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     RUN(test_sha256_known_answers);
     RUN(test_key_rules);
@@ -227,5 +296,6 @@ int main(void) {
     RUN(test_list_prefix_sorted_skips_temporaries);
     RUN(test_unusable_root_is_an_error);
     RUN(test_open_existing_creates_nothing);
+    RUN(test_store_urls);
     return test_summary("test_store");
 }
