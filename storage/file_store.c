@@ -10,9 +10,16 @@
  * is waited for at most TANDEM_STORE_LOCK_TIMEOUT_S seconds (default 120), saying so
  * after 5, then the write fails naming the holder's pid: a clear error, not a hang.
  *
- * Permissions: one policy, whatever the umask: every file the store writes (objects,
- * temporaries, .lock) is 0600 and every directory it creates (the root and its missing
- * parents included) 0700. A run's store is private to its owner by default.
+ * Permissions follow the umask, as git and other Unix tools do: every file the store
+ * writes (objects, temporaries, .lock) is 0666 & ~umask, every directory it creates (the
+ * root and its missing parents included) 0777 & ~umask — so a team shares a store with
+ * umask 007 and a group (docs/running.md); credentials never go into a store.
+ *
+ * Nothing outside the store is opened for writing or changed: .lock is opened with
+ * O_NOFOLLOW, and a write refuses a key whose directories below the root include a
+ * symbolic link or something that is not a directory (the root itself may be a link: it
+ * is the user's choice of where the store lives). Renames and unlinks act on the entry,
+ * never on what a link points to.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -34,11 +41,10 @@
 
 typedef struct file_store {
     char *root;
+    unsigned file_mode; /* 0666 & ~umask, read when the store was opened */
 } file_store;
 
 #define TMP_PREFIX ".tmp-"
-#define FILE_MODE 0600
-#define DIR_MODE 0700
 
 static char *join(const char *a, const char *b) {
     size_t n = strlen(a) + strlen(b) + 2;
@@ -48,6 +54,30 @@ static char *join(const char *a, const char *b) {
 }
 
 static const char *root_of(store *s) { return ((file_store *)s->impl)->root; }
+static unsigned file_mode(store *s) { return ((file_store *)s->impl)->file_mode; }
+
+/* ERR_STORE when a directory of `key` below the root (states/ of states/4.mp, every level
+ * of quarantine/3/states/4.mp) is a symbolic link or not a directory: a write there would
+ * land outside the store. Missing ones are fine (the write makes them). */
+static int key_dirs_plain(store *s, const char *key, tdm_err *e) {
+    char *path = join(root_of(s), key);
+    if (!path) return err_set(e, ERR_INTERNAL, "out of memory");
+    size_t base = strlen(root_of(s)) + 1;
+    int r = 0;
+    for (char *p = path + base; *p && !r; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        struct stat st;
+        if (lstat(path, &st) == 0 && (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode)))
+            r = err_set(e, ERR_STORE,
+                        "%s: %s is %s, not a directory of the store: tandem writes nothing outside its "
+                        "store (remove it, then run again)",
+                        s->url, path, S_ISLNK(st.st_mode) ? "a symbolic link" : "a file");
+        *p = '/';
+    }
+    free(path);
+    return r;
+}
 
 /* A write that failed for lack of space (ENOSPC, EDQUOT): says what to do, since nothing
  * is lost — the partial temporary is removed and the objects already there stand. */
@@ -82,8 +112,8 @@ static char *write_temp(store *s, const char *key, const char *path, const void 
         free(tmp);
         return NULL;
     }
-    /* mkstemp's 0600 passes through the umask; the policy is exactly 0600 */
-    if (fchmod(fd, FILE_MODE) || fileio_write_all(fd, data, n) || fsync(fd)) {
+    /* mkstemp makes it 0600: the store's files follow the umask (0666 & ~umask) */
+    if (fchmod(fd, file_mode(s)) || fileio_write_all(fd, data, n) || fsync(fd)) {
         write_failed(s, key, errno, e);
         close(fd);
         unlink(tmp);
@@ -102,8 +132,9 @@ static char *write_temp(store *s, const char *key, const char *path, const void 
 static int fs_put(store *s, const char *key, const void *data, size_t n, int mode, tdm_err *e) {
     char *path = join(root_of(s), key);
     if (!path) return err_set(e, ERR_INTERNAL, "out of memory");
-    int r = 0;
-    if (fileio_make_parents_mode(path, DIR_MODE)) {
+    int r = key_dirs_plain(s, key, e);
+    if (r) goto out;
+    if (fileio_make_parents(path)) {
         if (errno == ENOSPC || errno == EDQUOT) r = write_failed(s, key, errno, e);
         else r = err_sys(e, ERR_STORE, errno, "%s: cannot create the directory of %s", s->url, key);
         goto out;
@@ -251,14 +282,18 @@ static int fs_put_if(store *s, const char *key, const void *data, size_t n,
                      const store_version *expected, store_version *out, tdm_err *e) {
     char *lockpath = join(root_of(s), ".lock");
     if (!lockpath) return err_set(e, ERR_INTERNAL, "out of memory");
-    int fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, FILE_MODE);
+    /* never through a link: a .lock pointing elsewhere must not be created or changed */
+    int fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
     free(lockpath);
+    if (fd < 0 && errno == ELOOP)
+        return err_set(e, ERR_STORE, "%s: .lock is a symbolic link: tandem opens nothing outside its "
+                                     "store for writing (remove the link, then run again)", s->url);
     if (fd < 0) return err_sys(e, ERR_STORE, errno, "%s: cannot open the lock file", s->url);
     struct stat lst;
-    /* the lock file gets the policy's mode whatever the umask it was created under (one
-     * made by an older tandem as 0666 included; another user's is left alone) */
-    if (fstat(fd, &lst) == 0 && (lst.st_mode & 07777) != FILE_MODE && lst.st_uid == geteuid())
-        fchmod(fd, FILE_MODE);
+    if (fstat(fd, &lst) == 0 && !S_ISREG(lst.st_mode)) {
+        close(fd);
+        return err_set(e, ERR_STORE, "%s: .lock is not a regular file (remove it, then run again)", s->url);
+    }
     if (lock_store(s, fd, e)) {
         close(fd);
         return ERR_STORE;
@@ -340,9 +375,10 @@ static int fs_list(store *s, const char *prefix, store_list *out, tdm_err *e) {
 }
 
 static int fs_del(store *s, const char *key, tdm_err *e) {
+    int r = key_dirs_plain(s, key, e); /* a file through a linked directory is not ours */
+    if (r) return r;
     char *path = join(root_of(s), key);
     if (!path) return err_set(e, ERR_INTERNAL, "out of memory");
-    int r = 0;
     if (unlink(path)) {
         if (errno == ENOENT || errno == ENOTDIR) r = STORE_NOT_FOUND;
         else r = err_sys(e, ERR_STORE, errno, "%s: cannot delete %s", s->url, key);
@@ -407,7 +443,7 @@ store *file_store_open(const char *url, const char *path, int must_exist, int *a
         /* create the root (and its parents) so a new run needs no preparation */
         char *probe = join(root, "x");
         if (!probe) goto oom;
-        int mk = fileio_make_parents_mode(probe, DIR_MODE);
+        int mk = fileio_make_parents(probe);
         free(probe);
         if (mk || stat(root, &st) || !S_ISDIR(st.st_mode)) {
             err_sys(e, ERR_STORE, errno ? errno : ENOTDIR,
@@ -416,6 +452,7 @@ store *file_store_open(const char *url, const char *path, int must_exist, int *a
         }
     }
     fs->root = root;
+    fs->file_mode = 0666u & ~fileio_umask();
     s->b = &file_backend;
     s->url = u;
     s->impl = fs;

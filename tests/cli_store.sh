@@ -9,8 +9,12 @@
 #     "no store at URL", and nothing is created (not the path, not a .lock); the same
 #     for data.mixture_file naming a missing store (exit 3, naming the key); `tandem
 #     run` still creates its store, parents included;
-#   - under umask 000 a run's store holds only 0600 files and 0700 directories (the
-#     parents it created included), .lock too; under umask 077 the same;
+#   - permissions follow the umask: under umask 077, 027 and 000 a run's store holds files
+#     0600, 0640, 0666 and directories 0700, 0750, 0777 (the parents it created and .lock
+#     included), and a record written after a chmod of the store is not made private again;
+#   - nothing outside the store is written or changed: a .lock that is a symbolic link, or
+#     a store directory (states/) that is one, is refused (exit 3, named) and the link's
+#     target keeps its bytes and its mode;
 #   - extreme finite values (optim.lr=1e30, tandem.lr_probe=1e30, tandem.lr_alpha=1e300
 #     with the pgd step, tandem.gamma=1e300, optim.weight_decay=1e300, model and batch
 #     sizes at their limits) exit 1 or 2 with a message naming the key responsible, and
@@ -60,22 +64,52 @@ if [ $rc -eq 3 ] && grep -q "data.mixture_file" <<<"$out" && grep -q "no store a
    && [ ! -e "$tmp/no" ]; then pass "a mixture_file naming a missing store: exit 3, named, nothing created"
 else fail "a mixture_file naming a missing store: exit 3, named, nothing created" "exit $rc: $out"; fi
 
-# ---------------------------------------------------------------- one permission policy
-for mask in 000 077; do
+# ---------------------------------------------------------------- permissions follow the umask
+for mm in 077:0600:0700 027:0640:0750 000:0666:0777; do
+  IFS=: read -r mask fmode dmode <<<"$mm"
   store="$tmp/perm$mask/a/b/store"
   out=$( (umask $mask; "$bin" run "$tmp/c.yaml" --store "$store" --quiet) 2>&1); rc=$?
   if [ $rc -ne 0 ]; then fail "umask $mask: run" "exit $rc: $out"; continue; fi
   # a write by another command too (pins/ is a new directory)
   (umask $mask; "$bin" pin "$store" 4 >/dev/null 2>&1)
-  bad=$(find "$tmp/perm$mask" \( -type f ! -perm 0600 \) -o \( -type d ! -perm 0700 \) \
+  bad=$(find "$tmp/perm$mask" \( -type f ! -perm "$fmode" \) -o \( -type d ! -perm "$dmode" \) \
         -printf '%m %p\n')
   nfiles=$(find "$store" -type f | wc -l)
   if [ -z "$bad" ] && [ -f "$store/.lock" ] && [ -f "$store/pins/4" ] && [ "$nfiles" -gt 10 ]; then
-    pass "umask $mask: $nfiles files 0600 (.lock too), every directory 0700"
+    pass "umask $mask: $nfiles files $fmode (.lock too), every directory $dmode"
   else
-    fail "umask $mask: files 0600, directories 0700" "${bad:-no .lock, pin or too few files ($nfiles)}"
+    fail "umask $mask: files $fmode, directories $dmode" "${bad:-no .lock, pin or too few files ($nfiles)}"
   fi
 done
+# a team's store: made under 077, opened to the group, extended under 007: the new
+# records are group-readable (not private again)
+store="$tmp/team"
+(umask 077; "$bin" run "$tmp/c.yaml" --store "$store" --quiet >/dev/null 2>&1)
+chmod -R g+rwX "$store"
+(umask 007; "$bin" run "$tmp/c.yaml" --store "$store" --set run.episodes=4 --allow-change run.episodes \
+   --quiet >/dev/null 2>&1); rc=$?
+m=$(stat -c %a "$store/alpha/3.mp" 2>/dev/null)
+if [ $rc = 0 ] && [ "$m" = 660 ]; then pass "a store shared after a chmod: a new record is 660 under umask 007"
+else fail "a shared store's new record" "exit $rc, alpha/3.mp mode ${m:-missing}"; fi
+
+# ---------------------------------------------------------------- nothing outside the store
+echo "keep me" >"$tmp/outside"; chmod 644 "$tmp/outside"
+store="$tmp/lnk"
+"$bin" run "$tmp/c.yaml" --store "$store" --quiet --set run.episodes=2 >/dev/null 2>&1
+rm -f "$store/.lock"; ln -s "$tmp/outside" "$store/.lock"
+out=$("$bin" run "$tmp/c.yaml" --store "$store" --set run.episodes=3 --allow-change run.episodes --quiet 2>&1); rc=$?
+if [ $rc = 3 ] && grep -q ".lock is a symbolic link" <<<"$out" && [ "$(cat "$tmp/outside")" = "keep me" ] \
+   && [ "$(stat -c %a "$tmp/outside")" = 644 ]; then
+  pass "a .lock that is a symbolic link: exit 3, named; its target untouched (644, same bytes)"
+else fail "a .lock symlink" "exit $rc: $out" "target: $(stat -c '%a %s' "$tmp/outside")"; fi
+rm -f "$store/.lock"
+mkdir -p "$tmp/elsewhere"; mv "$store/states" "$tmp/elsewhere/states"; ln -s "$tmp/elsewhere/states" "$store/states"
+before=$(ls "$tmp/elsewhere/states" | sort | tr '\n' ' ')
+out=$("$bin" run "$tmp/c.yaml" --store "$store" --set run.episodes=3 --allow-change run.episodes --quiet 2>&1); rc=$?
+after=$(ls "$tmp/elsewhere/states" | sort | tr '\n' ' ')
+if [ $rc = 3 ] && grep -q "is a symbolic link, not a directory of the store" <<<"$out" && [ "$before" = "$after" ]; then
+  pass "states/ a symbolic link out of the store: exit 3, named; nothing written there"
+else fail "states/ symlink" "exit $rc: $out" "before: $before" "after: $after"; fi
 
 # ---------------------------------------------------------------- extreme values
 # KEY=VALUE...|expected exit codes|what the message must name

@@ -71,6 +71,19 @@ static int make_parents(char *path, mode_t mode, int exact) {
 
 int fileio_make_parents(char *path) { return make_parents(path, 0777, 0); }
 
+unsigned fileio_umask(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned um = 0;
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f)) found = sscanf(line, "Umask: %o", &um) == 1;
+    if (f) fclose(f);
+    if (found) return um & 0777;
+    mode_t old = umask(022); /* Linux before 4.7: no Umask line */
+    umask(old);
+    return (unsigned)old & 0777;
+}
+
 int fileio_make_parents_mode(char *path, unsigned mode) { return make_parents(path, (mode_t)mode, 1); }
 
 int fileio_read_all(const char *path, buf_t *out, size_t max) {

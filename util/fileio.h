@@ -22,6 +22,10 @@ int fileio_fsync_parent(const char *path);
  * temporarily and restored. 0, or -1 with errno set. */
 int fileio_make_parents(char *path);
 
+/* The process's umask, read without changing it (/proc/self/status; else umask(2) twice,
+ * which is only safe before threads start). */
+unsigned fileio_umask(void);
+
 /* Like fileio_make_parents, but each directory it creates gets exactly `mode` (chmod
  * after mkdir, so the umask does not widen or narrow it); existing ones are left alone. */
 int fileio_make_parents_mode(char *path, unsigned mode);
