@@ -378,6 +378,8 @@ static int select_backend(run_ctx *r, tdm_err *e) {
 }
 
 static int setup(run_ctx *r, const run_opts *o, tdm_err *e) {
+    /* test-only: TANDEM_TEST_SIGNAL_AT=setup:1, a SIGTERM as start-up begins */
+    if (testhook_hit("TANDEM_TEST_SIGNAL_AT", "setup")) raise(SIGTERM);
     int rc = config_load(&r->cfg, o->config_path, o->sets, o->nsets, e);
     if (rc) return rc;
     char url[CONFIG_STR_MAX];
@@ -988,6 +990,17 @@ int run_main(const run_opts *o, tdm_err *e) {
     rc = agree(r, rc, "create its model workspace", e);
     int resumed = 0;
     if (!rc) rc = load_everywhere(r, o, &pin, &resumed, e);
+    /* A stop signal during start-up is always a requeue: a read the signal interrupted (a
+     * config or shard on NFS or FUSE: EINTR), or anything else that failed meanwhile, is
+     * not a config error to fail the job for good on (exit 2 would, under a Job's
+     * podFailurePolicy); a real error shows again at the next start. Nothing was written
+     * but what a commit writes whole. */
+    if (rc && rc != RUN_EXIT_REQUEUE && rc != ERR_NONDET && rc != ERR_DIVERGED && run_signal_pending()) {
+        if (r->rank == 0 && r->progress != PROGRESS_QUIET)
+            fprintf(stderr, "tandem: stopped by a signal during start-up (%s); nothing was lost: run "
+                    "again to resume\n", e->msg);
+        rc = RUN_EXIT_REQUEUE;
+    }
     r->reported_commit = r->ck ? ckpt_last_commit_seq(r->ck) : UINT64_MAX; /* news from here on */
     if (!rc) {
         char msg[512];

@@ -20,6 +20,9 @@
 #     sizes at their limits) exit 1 or 2 with a message naming the key responsible, and
 #     no sanitizer report (the asan build runs this script too);
 #   - a run that diverges (exit 5) gives its lease back: status says released;
+#   - a config or a shard that is a FIFO is refused at once (exit 2, "not a regular file"),
+#     never blocking the start; a stop signal during start-up is a requeue (exit 75) even
+#     when start-up then fails (a config error shows at the next start);
 #   - a host name holding a quote, a backslash, a comma and a control character (a UTS
 #     namespace; root only) leaves `alpha --format json` valid, holding it exactly.
 # Prints PASS/FAIL lines and "cli_store: N passed, M failed"; exits non-zero on failure.
@@ -63,6 +66,24 @@ out=$("$bin" run "$tmp/c.yaml" --store "$tmp/fixed" --quiet --set run.mode=fixed
 if [ $rc -eq 3 ] && grep -q "data.mixture_file" <<<"$out" && grep -q "no store at" <<<"$out" \
    && [ ! -e "$tmp/no" ]; then pass "a mixture_file naming a missing store: exit 3, named, nothing created"
 else fail "a mixture_file naming a missing store: exit 3, named, nothing created" "exit $rc: $out"; fi
+
+# ---------------------------------------------------------------- start-up: FIFOs and signals
+mkfifo "$tmp/fifo.yaml"
+out=$(timeout 20 "$bin" run "$tmp/fifo.yaml" --store "$tmp/ff" --quiet 2>&1); rc=$?
+if [ $rc = 2 ] && grep -q "not a regular file" <<<"$out"; then pass "a config that is a FIFO: exit 2 at once"
+else fail "a FIFO config" "exit $rc: $out"; fi
+cp -r "$tmp/corpus" "$tmp/fifocorpus"
+shard=$(ls "$tmp"/fifocorpus/*/train_000.bin | head -1)
+rm "$shard"; mkfifo "$shard"
+sed "s|$tmp/corpus|$tmp/fifocorpus|" "$tmp/c.yaml" >"$tmp/cf.yaml"
+out=$(timeout 20 "$bin" run "$tmp/cf.yaml" --store "$tmp/ff" --quiet 2>&1); rc=$?
+if [ $rc = 2 ] && grep -q "not a regular file" <<<"$out"; then pass "a shard that is a FIFO: exit 2 at once, named"
+else fail "a FIFO shard" "exit $rc: $out"; fi
+out=$(TANDEM_TEST_SIGNAL_AT=setup:1 "$bin" run "$tmp/c.yaml" --store "$tmp/sig" --set 'data.max_epochs=*=0.001' 2>&1); rc=$?
+out2=$("$bin" run "$tmp/c.yaml" --store "$tmp/sig" --set 'data.max_epochs=*=0.001' --quiet 2>&1); rc2=$?
+if [ $rc = 75 ] && grep -q "stopped by a signal during start-up" <<<"$out" && [ $rc2 = 2 ]; then
+  pass "SIGTERM during a start-up that fails: exit 75 (requeue), the config error at the next start (exit 2)"
+else fail "a signal during start-up" "exit $rc: $out" "then exit $rc2: $out2"; fi
 
 # ---------------------------------------------------------------- permissions follow the umask
 for mm in 077:0600:0700 027:0640:0750 000:0666:0777; do

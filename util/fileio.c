@@ -86,9 +86,30 @@ unsigned fileio_umask(void) {
 
 int fileio_make_parents_mode(char *path, unsigned mode) { return make_parents(path, (mode_t)mode, 1); }
 
+int fileio_open_regular(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int err = S_ISREG(st.st_mode) ? errno : EINVAL;
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 int fileio_read_all(const char *path, buf_t *out, size_t max) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
+    int fd = fileio_open_regular(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        int err = errno;
+        if (fd >= 0) close(fd);
+        errno = err;
+        return -1;
+    }
     char chunk[65536];
     size_t k, total = 0;
     int rc = 0;

@@ -22,6 +22,12 @@ int fileio_fsync_parent(const char *path);
  * temporarily and restored. 0, or -1 with errno set. */
 int fileio_make_parents(char *path);
 
+/* Opens `path` for reading only if it is a regular file, never blocking on the way: a FIFO
+ * (or a device) would block open() until a writer came — a config or shard that is one
+ * is refused at once instead (errno EINVAL, return -1). The descriptor is blocking again
+ * for the reads. -1 with errno set otherwise (ENOENT, EACCES, ...). */
+int fileio_open_regular(const char *path);
+
 /* The process's umask, read without changing it (/proc/self/status; else umask(2) twice,
  * which is only safe before threads start). */
 unsigned fileio_umask(void);

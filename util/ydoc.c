@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <yaml.h>
+
+#include "util/fileio.h"
 
 typedef struct {
     yaml_parser_t parser;
@@ -200,9 +203,16 @@ fail:
 }
 
 ydoc_node *ydoc_parse_file(const char *path, tdm_err *e) {
-    FILE *f = fopen(path, "rb");
+    /* a FIFO or device is refused before it can block the open (fileio_open_regular) */
+    int fd = fileio_open_regular(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
-        err_sys(e, ERR_USAGE, errno, "cannot open %s", path);
+        if (fd < 0 && errno == EINVAL)
+            err_set(e, ERR_USAGE, "%s is not a regular file (a FIFO, a device or a directory?): give "
+                                  "the path of a file", path);
+        else
+            err_sys(e, ERR_USAGE, errno, "cannot open %s", path);
+        if (fd >= 0) close(fd);
         return NULL;
     }
     char *buf = NULL;
