@@ -137,6 +137,13 @@ static int verify(const char *url, const json_out *j, tdm_err *out) {
     uint64_t *seqs = NULL;
     size_t ns = 0;
     digest_set good = {0}, referenced = {0};
+    /* what each state vouches for of the α chain (checked once the chain is read) */
+    typedef struct vouch {
+        uint64_t seq, records;
+        sha256_digest head;
+    } vouch;
+    vouch *vouches = NULL;
+    size_t nv = 0;
     double bytes = 0;
     /* the pin, judged exactly as `tandem run` judges it: a fault here is a run refused */
     int health = PIN_OK;
@@ -215,6 +222,7 @@ static int verify(const char *url, const json_out *j, tdm_err *out) {
     rec_state hs;
     int have = 0;
     char hs_step[16] = "";
+    uint64_t head_seq = 0;
     if (!rc) {
         tdm_err he;
         if (audit_head(st, &h, &hs, &have, &he)) {
@@ -222,6 +230,7 @@ static int verify(const char *url, const json_out *j, tdm_err *out) {
             faults++;
         } else if (have) {
             snprintf(hs_step, sizeof hs_step, "%s", hs.step);
+            head_seq = h.seq;
             rec_state_free(&hs);
         } else if (ns) {
             fault(j, "%s: HEAD is missing although states exist", url);
@@ -249,6 +258,8 @@ static int verify(const char *url, const json_out *j, tdm_err *out) {
             continue;
         }
         int state_ok = 1;
+        vouch *nvp = realloc(vouches, (nv + 1) * sizeof *vouches);
+        if (nvp) (vouches = nvp)[nv++] = (vouch){s.seq, s.alpha_records, s.alpha_head};
         if (have_cfg && !run_seed_bad && s.seed != cfg.run.seed) {
             fault(j, "%s: made with seed %llu, not the run's %llu: another run's state", key,
                   (unsigned long long)s.seed, (unsigned long long)cfg.run.seed);
@@ -320,12 +331,37 @@ static int verify(const char *url, const json_out *j, tdm_err *out) {
                       t, (unsigned long long)c.rec[t].gen, (unsigned long long)gen);
                 faults++;
             }
+        /* a state vouches for the first N records and the hash of the last: one that the
+         * chain does not hold (a record missing at its end, or not the one it names) cannot
+         * be resumed from; a run falls back to a state the chain holds, or replays from the
+         * seed, and writes the records again (issue 26: verify called this clean) */
+        int short_chain = 0;
+        for (size_t i = 0; i < nv; i++) {
+            uint64_t want = vouches[i].records;
+            if (!want || (want <= c.n && sha256_equal(&c.hash[want - 1], &vouches[i].head))) continue;
+            /* a state past HEAD (a commit cut off before HEAD moved) is not the run's
+             * position: the run passes over it and re-derives what it lacks, no fault */
+            if (have && vouches[i].seq > head_seq) continue;
+            if (!c.ok && want > c.n) continue; /* the broken link is reported above */
+            char key[64];
+            ledger_state_key(key, sizeof key, vouches[i].seq);
+            if (want > c.n)
+                fault(j, "%s vouches for %llu alpha records but the chain holds %zu: alpha/%zu.mp is "
+                      "missing; tandem run falls back to an older state (or replays from the seed) and "
+                      "writes it again", key, (unsigned long long)want, c.n, c.n);
+            else
+                fault(j, "%s vouches for another alpha/%llu.mp than the store holds; tandem run falls "
+                      "back to an older state (or replays from the seed) and checks it", key,
+                      (unsigned long long)want - 1);
+            faults++;
+            short_chain = 1;
+        }
         if (j->body) fprintf(j->body, ",\"alpha_records\":%zu,\"alpha_chain_ok\":%s", c.n, c.ok ? "true" : "false");
         else printf("%-5s alpha chain: %zu records\n", c.ok ? "ok" : "BAD", c.n);
         int mixture_ok = -1; /* -1: not checked */
         /* mixture.mp of a finished TANDEM run: α* of the chain, as tandem run writes it */
         int done = have && !strcmp(hs_step, "done");
-        if (have_cfg && c.ok && c.n && cfg.run.mode != CONFIG_MODE_FIXED) {
+        if (have_cfg && c.ok && c.n && !short_chain && cfg.run.mode != CONFIG_MODE_FIXED) {
             void *md = NULL;
             size_t mn = 0;
             tdm_err me;
@@ -376,6 +412,7 @@ static int verify(const char *url, const json_out *j, tdm_err *out) {
     }
     audit_chain_free(&c);
     rec_run_free(&run);
+    free(vouches);
     free(seqs);
     free(good.d);
     free(referenced.d);

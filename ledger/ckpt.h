@@ -120,6 +120,9 @@ int ckpt_settle_head(ckpt *c, tdm_err *e);
  * before HEAD moved, so nothing written after it (a finished run's mixture.mp) can be
  * there yet. */
 int ckpt_head_named_loaded(const ckpt *c);
+/* Whether the last ckpt_load found states but none it could resume from, so that the run
+ * replays from its seed (the store's α records check the replay). */
+int ckpt_seed_replay(const ckpt *c);
 
 /* Loads exactly states/<seq>.mp (read-only use: evaluating a kept state), verified like
  * ckpt_load but without falling back: ERR_USAGE when it does not exist, ERR_STORE when it

@@ -67,6 +67,7 @@ struct ckpt {
      * missing or corrupt, another layout): not evidence for a replay that reaches them */
     uint64_t *rejected;
     size_t nrejected;
+    int seed_replay; /* the load found states but none usable: the run replays from its seed */
     /* streaming (ckpt_open_stream): no host copy of the state; each chunk crosses between
      * the backend's tensors and the store on its own, through a chunk-sized buffer per I/O
      * thread. dev_mu: one transfer at a time (a backend's stream is not shared between

@@ -152,6 +152,25 @@ int ckpt_load_seq(ckpt *c, uint64_t seq, rec_state *rec, tdm_err *e) {
     return 0;
 }
 
+/* Whether a run with no usable state can be replayed from its seed: only when no config
+ * change was ever recorded (a replay would compute the whole run under today's config) and
+ * its α records are of this version's kind (a run begun before generations wrote records
+ * a replay would not reproduce byte for byte). */
+static int ckpt_seed_replay_ok(ckpt *c) {
+    if (c->gen != 0) return 0;
+    void *data = NULL;
+    size_t n = 0;
+    tdm_err e;
+    char key[64];
+    ledger_alpha_key(key, sizeof key, 0);
+    int rc = store_get(c->st, key, &data, &n, NULL, &e);
+    if (rc == STORE_NOT_FOUND) return 1; /* a fixed run, or none yet */
+    rec_alpha a;
+    int ok = rc == 0 && (rec_alpha_decode(data, n, key, &a, &e) != 0 || a.has_gen);
+    free(data);
+    return ok;
+}
+
 int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
     *found = 0;
     memset(rec, 0, sizeof *rec);
@@ -197,6 +216,7 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
     c->rejected = calloc(ns ? ns : 1, sizeof *c->rejected);
     c->nrejected = 0;
     c->loaded = 0;
+    c->seed_replay = 0;
     if (!c->rejected) {
         free(seqs);
         return err_set(e, ERR_INTERNAL, "out of memory");
@@ -254,19 +274,22 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
             continue;
         }
         free(data);
-        /* A state past HEAD (its commit was cut off before HEAD moved) was never the run's
-         * committed position: when the α records it vouches for are not all there, the run
-         * goes back to an older state and the replay re-derives them, as verify (going by
-         * HEAD) expects. Inside HEAD's part of the chain a hole stays a refusal (the
-         * resume's chain check). A chaos case found the run refusing here while verify
-         * was clean. */
+        /* A state whose α records are not all there or intact cannot be resumed from (the
+         * run would go on from a chain with a hole). The run goes back to an older state
+         * whose chain holds, or to the seed, and the replay re-derives the missing records
+         * while it checks the ones that are there against its own (exit 4 on any
+         * difference) — as verify, which reports the hole, expects. For a state past HEAD
+         * (a commit cut off before HEAD moved) this is not even damage. Issue 26: a deleted
+         * last record used to strand the run (exit 3, and repair had nothing to do). */
         tdm_err ce;
-        if (have_head && head_listed && seqs[i] > head.seq &&
-            ckpt_check_chain(c, rec->alpha_records, &rec->alpha_head, &ce) != 0) {
-            fprintf(stderr, "tandem: %s/%s lies past HEAD (a commit cut off before HEAD moved) and "
-                    "vouches for %llu α records, not all of them there or intact (%.600s); falling "
-                    "back to an older state (the replay re-derives them)\n",
-                    url, key, (unsigned long long)rec->alpha_records, ce.msg);
+        if (ckpt_check_chain(c, rec->alpha_records, &rec->alpha_head, &ce) != 0) {
+            int past = have_head && head_listed && seqs[i] > head.seq;
+            char *advice = strstr(ce.msg, ", inside the part of the"); /* the refusal's advice */
+            if (advice) *advice = '\0';
+            fprintf(stderr, "tandem: %s/%s %svouches for %llu α records, not all of them there or "
+                    "intact (%.600s); falling back to an older state (the replay re-derives them)\n",
+                    url, key, past ? "lies past HEAD (a commit cut off before HEAD moved) and " : "",
+                    (unsigned long long)rec->alpha_records, ce.msg);
             rec_state_free(rec);
             c->rejected[c->nrejected++] = seqs[i];
             continue;
@@ -312,14 +335,35 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         return 0;
     }
     free(seqs);
+    /* HEAD there (or damaged) but no state listed: every state was deleted */
+    int lost = ns == 0 && !head_missing;
+    if ((ns > 0 || lost) && ckpt_seed_replay_ok(c)) {
+        /* no state to resume from, but the run's whole trajectory follows from its pinned
+         * config and seed: replay it from the start, bit for bit, checked against the α
+         * records that are there (a difference is exit 4, nothing overwritten) */
+        if (lost)
+            fprintf(stderr, "tandem: %s: HEAD %s%s, but no state is there (deleted); replaying the run "
+                    "from its seed, checked against its alpha records\n", url,
+                    have_head ? "names " : "is damaged", have_head ? head.state : "");
+        else
+            fprintf(stderr, "tandem: %s: none of its %zu states can be resumed from (see above); "
+                    "replaying the run from its seed, checked against its alpha records\n", url, ns);
+        c->seed_replay = 1;
+        return 0;
+    }
+    if (lost)
+        return err_set(e, ERR_STORE,
+                       "%s: HEAD is there but no state is (deleted), and the run cannot be replayed "
+                       "from its seed (%s). Restore the states from a copy of the store",
+                       url, c->gen ? "its config was changed along the way" : "it was begun by an "
+                       "older tandem whose records a replay would not reproduce");
     if (ns > 0)
         return err_set(e, ERR_STORE,
-                       "%s: none of its %zu states verifies (see the messages above); the run "
-                       "cannot be resumed as it is. Restore the store from a copy, or run "
-                       "`tandem repair %s` (a dry run; then --apply) to set the unusable states "
-                       "aside, so that the run replays from its seed (bit for bit, checked "
-                       "against its alpha records)",
-                       url, ns, url);
+                       "%s: none of its %zu states verifies (see the messages above), and the run "
+                       "cannot be replayed from its seed (%s). Restore the store from a copy, or "
+                       "run `tandem repair %s` (a dry run; then --apply)",
+                       url, ns, c->gen ? "its config was changed along the way" : "it was begun by an "
+                       "older tandem whose records a replay would not reproduce", url);
     return 0;
 }
 
@@ -362,3 +406,5 @@ int ckpt_drop_states_after(ckpt *c, uint64_t after, tdm_err *e) {
 }
 
 int ckpt_head_named_loaded(const ckpt *c) { return c->loaded && c->head_at_load; }
+
+int ckpt_seed_replay(const ckpt *c) { return c->seed_replay; }

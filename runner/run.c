@@ -1014,6 +1014,10 @@ int run_main(const run_opts *o, tdm_err *e) {
             snprintf(msg, sizeof msg, "tandem: resuming %s in %s at episode %llu/%d (%s step, run position %llu)",
                      pin.run_id, store_url(r->store), (unsigned long long)r->st.episode,
                      r->cfg.run.episodes, NEXT_NAMES[r->next], (unsigned long long)r->seq);
+        else if (r->ck && ckpt_seed_replay(r->ck))
+            snprintf(msg, sizeof msg, "tandem: replaying %s in %s from its seed (%d episodes), bit for "
+                     "bit, checked against its alpha records", pin.run_id, store_url(r->store),
+                     r->cfg.run.episodes);
         else if (r->cfg.run.mode == CONFIG_MODE_FIXED)
             snprintf(msg, sizeof msg, "tandem: new run %s in %s: %d episodes of E=%d free steps on a "
                      "fixed mixture, %zu parameters, %d domains",
