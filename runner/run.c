@@ -490,6 +490,18 @@ static int precheck_episodes(run_ctx *r, tdm_err *e) {
     return 0;
 }
 
+/* Sets a parameter-sized buffer of the backend to zeros, a MiB of zeros at a time. */
+static int zero_tensor(run_ctx *r, float *buf, tdm_err *e) {
+    size_t P = r->lay.numel, step = (size_t)1 << 18;
+    float *z = calloc(step < P ? step : P ? P : 1, sizeof *z);
+    if (!z) return err_set(e, ERR_INTERNAL, "out of memory");
+    int rc = 0;
+    for (size_t at = 0; !rc && at < P; at += step)
+        rc = r->nets.ops->upload(r->nets.ctx, buf + at, z, P - at < step ? P - at : step, e);
+    free(z);
+    return rc;
+}
+
 /* The α a new run starts from (or, fixed, trains with), after uniform, natural or the file:
  * UniMax computed for the run's free-step budget, and any mixture moved into the caps' box
  * (said, since the run then starts from another mixture than the one asked for). */
@@ -557,6 +569,10 @@ static int load_or_init(run_ctx *r, int *resumed, tdm_err *e) {
     rc = model_source_weights(&r->cfg, &r->lay, host, e);
     if (!rc) rc = ops->upload(r->nets.ctx, r->nets.u, host, P, e);
     free(own);
+    /* AdamW's moments start at zero — written here, not assumed: a replay from the seed
+     * comes after a load that streamed an unusable state's tensors into them */
+    if (!rc) rc = zero_tensor(r, r->nets.m, e);
+    if (!rc) rc = zero_tensor(r, r->nets.v, e);
     r->seq = 0;
     r->next = first_step(r);
     r->index = 0;
