@@ -41,7 +41,7 @@ if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
   core=$(build/rel/tandem version --json 2>/dev/null | sed -n 's/.*"blas_core": "\([A-Za-z0-9]*\)".*/\1/p')
   [ -n "$core" ] && export OPENBLAS_CORETYPE="$core"
 fi
-echo "OpenBLAS kernels: ${OPENBLAS_CORETYPE:-OpenBLAS's own choice} (both sides)"
+echo "OpenBLAS kernels: ${OPENBLAS_CORETYPE:-detected by OpenBLAS} (both sides)"
 
 threads_list=(1)
 [ "$ncpu" -gt 1 ] && threads_list+=("$ncpu")
