@@ -71,7 +71,7 @@ corpus_of() { # REGIME -> "train val test"
     cpu:heavy)      echo "code=200k,man=100k,prose=12k,kern=10k,fortune=8k 8k 40k" ;;
     smoke:abundant) echo "prose=60k,code=40k,man=30k,kern=25k,fortune=20k 4k 8k" ;;
     smoke:paper)    echo "prose=30k,code=20k,man=5k,kern=3k,fortune=2k 4k 8k" ;;
-    smoke:heavy)    echo "code=2k,man=1500,prose=600,kern=500,fortune=400 2k 8k" ;;
+    smoke:heavy)    echo "code=4k,prose=3k,kern=1200,fortune=800,go=1000 2k 8k" ;;
     gpu:abundant)   echo "go=14000k,kern=8000k,py=7000k,code=7000k,man=6500k 40k 60k" ;;
     gpu:paper)      echo "go=12000k,kern=8000k,man=1800k,py=1000k,perl=650k 40k 60k" ;;
     gpu:heavy)      echo "go=3000k,kern=1500k,man=200k,perl=150k,fortune=120k 40k 60k" ;;
