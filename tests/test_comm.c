@@ -13,6 +13,9 @@
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -111,10 +114,24 @@ static int rank_main(int r, const char *port, size_t n) {
     return rc;
 }
 
+/* A loopback port nobody listens on now: the kernel's choice for a socket bound to port 0
+ * (a port computed from the pid fell inside the ephemeral range and could be in use). */
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t n = sizeof a;
+    int port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &n) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0) close(fd);
+    return port ? port : 30000 + (int)(getpid() % 2000);
+}
+
 static void test_tcp_collectives(void) {
     clear_env();
     char port[16];
-    snprintf(port, sizeof port, "%d", 30000 + (int)(getpid() % 20000));
+    snprintf(port, sizeof port, "%d", free_port());
     /* 2^27 / 3 elements per piece would be slow here; pieces are a transport detail, the
      * chunking of rank 0's receive (1 MiB) is what several chunks exercise */
     size_t n = 300001;
@@ -156,7 +173,7 @@ static void test_tcp_errors(void) {
     /* rank 0 alone: gives up after the timeout, naming the missing rank */
     setenv("TANDEM_RANK", "0", 1);
     char v[64];
-    snprintf(v, sizeof v, "127.0.0.1:%d", 30000 + (int)((getpid() + 7) % 20000));
+    snprintf(v, sizeof v, "127.0.0.1:%d", free_port());
     setenv("TANDEM_COORDINATOR", v, 1);
     setenv("TANDEM_COMM_TIMEOUT_S", "0.5", 1);
     c = comm_open(&e);
