@@ -45,6 +45,9 @@ COPY steps/ steps/
 COPY storage/ storage/
 COPY ledger/ ledger/
 COPY comm/ comm/
+COPY config/ config/
+COPY report/ report/
+COPY deploy/ deploy/
 COPY runner/ runner/
 COPY cli/ cli/
 COPY gpu/ gpu/

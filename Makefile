@@ -48,7 +48,7 @@ MPI_LIBS := $(shell pkg-config --libs $(MPI))
 LIBS_rel := $(MPI_LIBS)
 endif
 
-LAYERS   := util data model steps storage ledger comm runner cli
+LAYERS   := util data model steps storage ledger comm config report deploy runner cli
 # gpu/loader.c (plain C) finds the CUDA backend at run time; the backend itself (gpu/*.cu)
 # is the plugin tandem-cuda.so, built in the GPU section below
 LIB_SRC  := $(filter-out cli/main.c,$(foreach d,$(LAYERS),$(wildcard $(d)/*.c))) gpu/loader.c
@@ -229,7 +229,7 @@ tandem: $(BUILD)/rel/tandem $(CUDA_PLUGIN)
 	cp $< $@.tmp && mv -f $@.tmp $@
 	$(if $(CUDA_PLUGIN),cp $(CUDA_PLUGIN) tandem-cuda.so.tmp && mv -f tandem-cuda.so.tmp tandem-cuda.so)
 
-# The presets (configs/presets/*.yaml) embedded as data: runner/presets.h
+# The presets (configs/presets/*.yaml) embedded as data: config/presets.h
 $(BUILD)/gen/presets.c: $(wildcard configs/presets/*.yaml) scripts/embed_presets.sh
 	@mkdir -p $(dir $@)
 	@bash scripts/embed_presets.sh $@

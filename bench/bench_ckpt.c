@@ -28,7 +28,7 @@
 #include "bench/bench_util.h"
 #include "ledger/ckpt.h"
 #include "model/model.h"
-#include "runner/args.h"
+#include "util/args.h"
 #include "steps/steps.h"
 #include "storage/store.h"
 #include "tests/corpus_fixture.h"

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "model/model.h"
-#include "runner/args.h"
+#include "util/args.h"
 #include "util/rng.h"
 #ifdef TANDEM_HAVE_CUDA
 #include "gpu/cuda.h"

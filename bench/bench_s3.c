@@ -13,7 +13,7 @@
 #include "bench/bench_util.h"
 #include "ledger/ckpt.h"
 #include "model/model.h"
-#include "runner/args.h"
+#include "util/args.h"
 #include "storage/store.h"
 
 #define DIE(what, e) bench_die("bench_s3", what, e)

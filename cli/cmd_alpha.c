@@ -20,8 +20,8 @@
 #include "ledger/audit.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
-#include "runner/pin.h"
-#include "runner/svgplot.h"
+#include "config/run_config.h"
+#include "report/svgplot.h"
 #include "util/csv.h"
 #include "util/json.h"
 
@@ -188,7 +188,7 @@ static int run_alpha(const cli_args *a) {
     audit_chain c;
     memset(&c, 0, sizeof c);
     if (!st) rc = e.code;
-    if (!rc) rc = pin_read_run(st, &run, &e);
+    if (!rc) rc = run_config_read_run(st, &run, &e);
     if (!rc) rc = audit_chain_read(st, &c, &e);
     if (!rc && verify) {
         if (!c.ok) {

@@ -8,7 +8,7 @@
 #include "data/dataset.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
-#include "runner/args.h"
+#include "util/args.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x) /* a default as text, for --help */

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "data/dataset.h"
-#include "runner/args.h"
+#include "util/args.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "runner/evaluate.h"

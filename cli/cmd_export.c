@@ -6,7 +6,7 @@
 
 #include "cli/cmds.h"
 #include "cli/opts.h"
-#include "runner/args.h"
+#include "util/args.h"
 #include "runner/export.h"
 #include "util/json.h"
 

@@ -20,7 +20,7 @@
 #include "ledger/retain.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
-#include "runner/args.h"
+#include "util/args.h"
 #include "util/json.h"
 
 static const cli_opt GC_OPTS[] = {

@@ -1,5 +1,5 @@
 /* cmd_manifest.c — `tandem manifest slurm|k8s CONFIG`: command-line front end of
- * runner/manifest.h. */
+ * deploy/manifest.h. */
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -11,10 +11,10 @@
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "storage/url.h"
-#include "runner/config.h"
-#include "runner/args.h"
-#include "runner/manifest.h"
-#include "runner/sweep.h"
+#include "config/config.h"
+#include "util/args.h"
+#include "deploy/manifest.h"
+#include "deploy/sweep.h"
 
 static void manifest_more_help(FILE *f) {
     fprintf(f, "Warnings go to standard error. Exit codes: 0 rendered; 2 config or usage error;\n"

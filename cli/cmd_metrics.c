@@ -10,9 +10,9 @@
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "ledger/metrics.h"
-#include "runner/metrics_log.h"
-#include "runner/pin.h"
-#include "runner/svgplot.h"
+#include "report/metrics_log.h"
+#include "config/run_config.h"
+#include "report/svgplot.h"
 #include "util/csv.h"
 #include "util/json.h"
 
@@ -188,7 +188,7 @@ static int run_metrics(const cli_args *a) {
     size_t n = 0, skipped = 0;
     store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
     int rc = st ? 0 : e.code;
-    if (!rc) rc = pin_read_run(st, &run, &e);
+    if (!rc) rc = run_config_read_run(st, &run, &e);
     if (!rc) rc = ledger_metrics_read(st, &rows, &n, &skipped, &e);
     if (!rc && n == 0)
         fprintf(stderr, "tandem metrics: %s holds no metrics rows (no episode has finished, or the "

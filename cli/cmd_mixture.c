@@ -10,7 +10,7 @@
 #include "ledger/audit.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
-#include "runner/pin.h"
+#include "config/run_config.h"
 #include "util/json.h"
 
 static const cli_opt OPTS[] = {
@@ -59,7 +59,7 @@ static int run_mixture(const cli_args *a) {
     memset(&run, 0, sizeof run);
     audit_chain c;
     memset(&c, 0, sizeof c);
-    if (!rc) rc = pin_read_run(st, &run, &e);
+    if (!rc) rc = run_config_read_run(st, &run, &e);
     if (!rc) rc = audit_chain_read(st, &c, &e);
     if (!rc && !c.ok)
         rc = err_set(&e, ERR_STORE, "%s: %s (run tandem alpha %s --verify)", url, c.problem, url);

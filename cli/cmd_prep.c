@@ -7,7 +7,7 @@
 #include "data/docread.h"
 #include "data/prep.h"
 #include "data/shard.h"
-#include "runner/args.h"
+#include "util/args.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
 

@@ -5,10 +5,10 @@
 
 #include "cli/cmds.h"
 #include "cli/opts.h"
-#include "runner/config.h"
-#include "runner/progress.h"
+#include "config/config.h"
+#include "report/progress.h"
 #include "runner/run.h"
-#include "runner/sweep.h"
+#include "deploy/sweep.h"
 
 static void run_more_help(FILE *f) {
     fprintf(f,

@@ -16,7 +16,7 @@
 #include "ledger/keys.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
-#include "runner/pin.h"
+#include "config/run_config.h"
 #include "util/json.h"
 
 /* ,"key":T,"key_iso":"2026-11-22T23:10:00Z" — a unix time and the same in ISO 8601 UTC
@@ -174,7 +174,7 @@ static int print_damaged(store *st, const char *url, int health, const char *why
         fprintf(j, ",\"store\":");
         json_str(j, url);
         fprintf(j, ",\"run_health\":");
-        json_str(j, health == PIN_MISSING ? "missing" : "damaged");
+        json_str(j, health == RUN_CONFIG_MISSING ? "missing" : "damaged");
         fprintf(j, ",\"fault\":");
         json_str(j, why);
     } else {
@@ -204,7 +204,7 @@ static int print_damaged(store *st, const char *url, int health, const char *why
     int rc = print_lease(st, j, e);
     if (rc) return rc;
     return err_set(e, ERR_STORE, "%s: RUN is %s: tandem run refuses to resume it (see above)",
-                   url, health == PIN_MISSING ? "missing" : "damaged");
+                   url, health == RUN_CONFIG_MISSING ? "missing" : "damaged");
 }
 
 static const cli_opt OPTS[] = {
@@ -223,9 +223,9 @@ static int status(const char *url, FILE *j, tdm_err *out) {
         *out = e;
         return e.code;
     }
-    int health = PIN_OK;
-    int rc = pin_check(st, &health, &e);
-    if (!rc && (health == PIN_MISSING || health == PIN_DAMAGED)) {
+    int health = RUN_CONFIG_OK;
+    int rc = run_config_check(st, &health, &e);
+    if (!rc && (health == RUN_CONFIG_MISSING || health == RUN_CONFIG_DAMAGED)) {
         char why[sizeof e.msg];
         snprintf(why, sizeof why, "%s", e.msg);
         rc = print_damaged(st, url, health, why, j, &e);
@@ -234,7 +234,7 @@ static int status(const char *url, FILE *j, tdm_err *out) {
         *out = e;
         return rc;
     }
-    if (!rc && health == PIN_NO_RUN) rc = e.code;
+    if (!rc && health == RUN_CONFIG_NO_RUN) rc = e.code;
     rec_run run;
     memset(&run, 0, sizeof run);
     audit_chain c;
@@ -242,10 +242,10 @@ static int status(const char *url, FILE *j, tdm_err *out) {
     rec_head h;
     rec_state s;
     int have = 0;
-    if (!rc) rc = pin_read_run(st, &run, &e);
+    if (!rc) rc = run_config_read_run(st, &run, &e);
     config cfg;
     char run_id[64];
-    if (!rc) rc = pin_read(st, &cfg, run_id, sizeof run_id, &e);
+    if (!rc) rc = run_config_read(st, &cfg, run_id, sizeof run_id, &e);
     if (!rc) rc = audit_chain_read(st, &c, &e);
     if (!rc) rc = audit_head(st, &h, &s, &have, &e);
     if (!rc && j) {

@@ -12,7 +12,7 @@
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "runner/evaluate.h"
-#include "runner/progress.h"
+#include "report/progress.h"
 #include "runner/run.h"
 #include "storage/store.h"
 

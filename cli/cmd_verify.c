@@ -18,7 +18,7 @@
 #include "ledger/metrics.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
-#include "runner/pin.h"
+#include "config/run_config.h"
 #include "util/json.h"
 
 typedef struct digest_set {
@@ -146,23 +146,23 @@ static int verify(const char *url, const json_out *j, tdm_err *out) {
     size_t nv = 0;
     double bytes = 0;
     /* the pin, judged exactly as `tandem run` judges it: a fault here is a run refused */
-    int health = PIN_OK;
-    int rc = pin_check(st, &health, &e);
-    if (!rc && health == PIN_NO_RUN) {
+    int health = RUN_CONFIG_OK;
+    int rc = run_config_check(st, &health, &e);
+    if (!rc && health == RUN_CONFIG_NO_RUN) {
         rc = err_set(&e, ERR_STORE, "%s holds no run: no RUN, HEAD, states or alpha records "
                      "(check the store URL)", url);
-    } else if (!rc && health != PIN_OK) {
+    } else if (!rc && health != RUN_CONFIG_OK) {
         fault(j, "%s", e.msg);
         faults++;
     } else if (!rc) {
         checked(j, NULL, 1, "RUN (pinned config)");
     }
-    if (!rc && j->body) fprintf(j->body, ",\"run_pin_ok\":%s", health == PIN_OK ? "true" : "false");
+    if (!rc && j->body) fprintf(j->body, ",\"run_pin_ok\":%s", health == RUN_CONFIG_OK ? "true" : "false");
     /* the config generation: states and α records of any other belong to a stale writer */
     uint64_t gen = 0, change_seq = 0;
     if (!rc) {
         tdm_err ge;
-        if (audit_generation(st, &gen, &change_seq, &ge) && health == PIN_OK) {
+        if (audit_generation(st, &gen, &change_seq, &ge) && health == RUN_CONFIG_OK) {
             fault(j, "%s", ge.msg);
             faults++;
         }
@@ -172,9 +172,9 @@ static int verify(const char *url, const json_out *j, tdm_err *out) {
     rec_run run;
     int have_cfg = 0;
     memset(&run, 0, sizeof run);
-    if (!rc && health == PIN_OK) {
+    if (!rc && health == RUN_CONFIG_OK) {
         tdm_err pe;
-        have_cfg = pin_read(st, &cfg, NULL, 0, &pe) == 0 && pin_read_run(st, &run, &pe) == 0;
+        have_cfg = run_config_read(st, &cfg, NULL, 0, &pe) == 0 && run_config_read_run(st, &run, &pe) == 0;
     }
     /* the lease: a run replaces one that does not decode (and says so) */
     if (!rc) {
@@ -266,7 +266,7 @@ static int verify(const char *url, const json_out *j, tdm_err *out) {
             faults++;
             state_ok = 0;
         }
-        if (s.has_gen && s.gen > gen && health == PIN_OK) {
+        if (s.has_gen && s.gen > gen && health == RUN_CONFIG_OK) {
             fault(j, "%s: computed under config generation %llu, but the store records %llu "
                   "config changes: configs/%llu.mp is missing (restore it from a copy)", key,
                   (unsigned long long)s.gen, (unsigned long long)gen, (unsigned long long)gen);
@@ -319,7 +319,7 @@ static int verify(const char *url, const json_out *j, tdm_err *out) {
             faults++;
         }
         for (size_t t = 0; t < c.n; t++)
-            if (c.rec[t].has_gen && c.rec[t].gen > gen && health == PIN_OK) {
+            if (c.rec[t].has_gen && c.rec[t].gen > gen && health == RUN_CONFIG_OK) {
                 fault(j, "alpha/%zu.mp: computed under config generation %llu, but the store "
                       "records %llu config changes: configs/%llu.mp is missing (restore it from a "
                       "copy)", t, (unsigned long long)c.rec[t].gen, (unsigned long long)gen,

@@ -22,7 +22,7 @@ int cmd_run(int argc, char **argv);
 
 /* tandem hash: the final-state and α-chain digests of a store. */
 int cmd_hash(int argc, char **argv);
-int cmd_manifest(int argc, char **argv); /* tandem manifest slurm|k8s (runner/manifest.h) */
+int cmd_manifest(int argc, char **argv); /* tandem manifest slurm|k8s (deploy/manifest.h) */
 
 /* Audit and retention (ledger/audit.h): alpha, mixture, status, verify, gc, pin. */
 int cmd_alpha(int argc, char **argv);

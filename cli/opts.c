@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runner/args.h"
+#include "util/args.h"
 
 static int nopts(const cli_spec *s) {
     int n = 0;

@@ -10,7 +10,7 @@
 #include "gpu/plugin.h"
 #include "ledger/ckpt.h"
 #include "model/model.h"
-#include "runner/config.h"
+#include "config/config.h"
 #include "runner/run_state.h"
 
 /* Mean token loss of `params` on domain m's split, over at most max_tokens targets. */

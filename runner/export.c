@@ -11,7 +11,7 @@
 #include "model/gpt2_export.h"
 #include "model/model.h"
 #include "model/qwen2.h"
-#include "runner/config.h"
+#include "config/config.h"
 #include "runner/model_source.h"
 #include "runner/run_state.h"
 #include "util/buf.h"

@@ -12,7 +12,7 @@
 #include <stdio.h>
 
 #include "model/model.h"
-#include "runner/config.h"
+#include "config/config.h"
 #include "util/err.h"
 
 /* Parameter-sized buffers of the twins on the backend: u, AdamW m and v, w, u', grad

@@ -9,7 +9,7 @@
 
 #include "ledger/keys.h"
 #include "ledger/records.h"
-#include "runner/args.h"
+#include "util/args.h"
 #include "storage/store.h"
 #include "util/ydoc.h"
 

@@ -19,13 +19,6 @@
 
 #define HF_SCHEME "hf:"
 
-bool model_source_check(const char *value, char *why, size_t n) {
-    if (!strcmp(value, "random")) return true;
-    if (!strncmp(value, HF_SCHEME, strlen(HF_SCHEME)) && value[strlen(HF_SCHEME)]) return true;
-    snprintf(why, n, "expected random, or hf:DIR (a Hugging Face model folder), got '%.200s'", value);
-    return false;
-}
-
 const char *model_source_hf_dir(const config *cfg) {
     const char *v = cfg->model.init;
     return strncmp(v, HF_SCHEME, strlen(HF_SCHEME)) ? NULL : v + strlen(HF_SCHEME);
@@ -184,7 +177,7 @@ static int folder_digests(const char *dir, sha256_digest *config_sha, sha256_dig
     return rc;
 }
 
-int model_source_pin(store *st, const config *cfg, int write, tdm_err *e) {
+int model_source_fingerprint(store *st, const config *cfg, int write, tdm_err *e) {
     const char *dir = model_source_hf_dir(cfg);
     if (!dir) return 0;
     rec_model now;

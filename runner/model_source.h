@@ -12,12 +12,9 @@
 
 #include "data/dataset.h"
 #include "model/model.h"
-#include "runner/config.h"
+#include "config/config.h"
 #include "storage/store.h"
 #include "util/err.h"
-
-/* The config check of model.init: "random" or "hf:" followed by a folder. */
-bool model_source_check(const char *value, char *why, size_t n);
 
 /* DIR of model.init = hf:DIR, or NULL for "random". */
 const char *model_source_hf_dir(const config *cfg);
@@ -39,7 +36,7 @@ int model_source_weights(const config *cfg, const model_layout *lay, float *host
  * and `write`, it is written (the first run). ERR_USAGE naming the file when they differ:
  * another model under the same path would make a resume or a replay compute something
  * else. A damaged model.mp is said and, with `write`, written again. 0 for random. */
-int model_source_pin(store *st, const config *cfg, int write, tdm_err *e);
+int model_source_fingerprint(store *st, const config *cfg, int write, tdm_err *e);
 
 /* The preset that fine-tunes a pretrained model (sft-qwen2-0.5b) without model.init: hf:DIR is
  * ERR_USAGE saying what to download and about how much memory the run needs; 0

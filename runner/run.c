@@ -19,15 +19,15 @@
 #include "ledger/metrics.h"
 #include "ledger/records.h"
 #include "model/model.h"
-#include "runner/args.h"
-#include "runner/config.h"
-#include "runner/domain_caps.h"
+#include "util/args.h"
+#include "config/config.h"
+#include "config/domain_caps.h"
 #include "runner/memplan.h"
-#include "runner/metrics_log.h"
+#include "report/metrics_log.h"
 #include "runner/model_source.h"
 #include "runner/mixfile.h"
-#include "runner/pin.h"
-#include "runner/progress.h"
+#include "config/run_config.h"
+#include "report/progress.h"
 #include "steps/mixture.h"
 #include "steps/simplex.h"
 #include "steps/steps.h"
@@ -437,7 +437,7 @@ static int first_step(const run_ctx *r) {
     return r->cfg.run.mode == CONFIG_MODE_FIXED ? NEXT_FREE : NEXT_PROBE;
 }
 
-/* A run.episodes changed since the state was written (allowed and recorded by pin_run):
+/* A run.episodes changed since the state was written (allowed and recorded by run_config_open):
  * more episodes continue a run, finished or not; fewer end it at the new count if it has
  * not gone past it, else it is refused. The cosine schedule and the eg α rate follow the
  * new length from here on (the steps already taken keep the rates they had): said once. */
@@ -861,15 +861,15 @@ typedef struct rank0_view {
 
 /* Rank 0 pins the run, takes the lease and loads (or initialises) the state; then every
  * rank receives the position, the step state and u, m, v from it. Collective. */
-static int load_everywhere(run_ctx *r, const run_opts *o, pin_result *pin, int *resumed,
+static int load_everywhere(run_ctx *r, const run_opts *o, run_config_result *pin, int *resumed,
                            tdm_err *e) {
     int rc = 0;
     if (r->rank == 0) rc = precheck_episodes(r, e);
     if (r->rank == 0 && !rc) {
-        rc = pin_run(r->store, &r->cfg, r->names, dataset_n_domains(&r->ds), o->allow,
+        rc = run_config_open(r->store, &r->cfg, r->names, dataset_n_domains(&r->ds), o->allow,
                      o->nallow, pin, e);
         /* the model.init folder is the one the run started from (pinned by content) */
-        if (!rc) rc = model_source_pin(r->store, &r->cfg, 1, e);
+        if (!rc) rc = model_source_fingerprint(r->store, &r->cfg, 1, e);
         uint64_t chunk = (uint64_t)r->cfg.checkpoint.chunk_kib << 10;
         float *dev[CKPT_TENSORS] = {r->nets.u, r->nets.m, r->nets.v};
         if (!rc && !(r->ck = r->streaming ? ckpt_open_stream(r->store, &r->lay, chunk, r->nets.ops,
@@ -879,7 +879,7 @@ static int load_everywhere(run_ctx *r, const run_opts *o, pin_result *pin, int *
         if (!rc) rc = ckpt_acquire(r->ck, attempt_number(), e);
         /* a config change is recorded by the writer that holds the lease, at HEAD as it
          * stands now that no other writer can move it */
-        if (!rc) rc = pin_record_change(r->store, pin, peek_head_seq(r->store), e);
+        if (!rc) rc = run_config_record_change(r->store, pin, peek_head_seq(r->store), e);
         if (!rc) ckpt_set_generation(r->ck, pin->nchanges, pin->change_seq);
         if (!rc) ckpt_set_retention(r->ck, r->cfg.checkpoint.keep);
         if (!rc && r->streaming) ckpt_set_stop_check(r->ck, stream_stop_check, r);
@@ -994,7 +994,7 @@ int run_main(const run_opts *o, tdm_err *e) {
     /* GPU ranks: one GPU each, gradients summed by NCCL (before the workspace exists);
      * collective, and it agrees on its own local steps before NCCL's */
     if (!rc && r->cfg.run.device == CONFIG_DEVICE_CUDA) rc = comm_enable_device(r->comm, e);
-    pin_result pin = {0};
+    run_config_result pin = {0};
     if (!rc) rc = plan_memory(r, e);
     if (!rc) rc = step_nets_create(&r->nets, r->ops, &r->lay, &r->hp, r->st.M ? r->st.M : dataset_n_domains(&r->ds), r->cfg.run.threads, e);
     r->nets.comm = r->comm;
@@ -1100,7 +1100,7 @@ int run_main(const run_opts *o, tdm_err *e) {
         progress_end(r->progress, rc, r->st.episode, (uint64_t)(r->cfg.run.episodes > 0 ? r->cfg.run.episodes : 0),
                      r->seq, r->st.M, r->names, r->have_mixture ? r->mixture : NULL);
     }
-    pin_result_free(&pin);
+    run_config_result_free(&pin);
     tfevents_close(r->tb);
     if (r->nets.ctx) step_nets_destroy(&r->nets);
     if (r->store) store_close(r->store);

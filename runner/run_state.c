@@ -5,12 +5,12 @@
 
 #include "ledger/audit.h"
 #include "runner/model_source.h"
-#include "runner/pin.h"
+#include "config/run_config.h"
 
 int run_state_config(store *st, run_state *rs, tdm_err *e) {
     memset(rs, 0, sizeof *rs);
-    int rc = pin_read(st, &rs->cfg, rs->run_id, sizeof rs->run_id, e);
-    if (!rc) rc = model_source_pin(st, &rs->cfg, 0, e); /* the model.init folder is still the run's */
+    int rc = run_config_read(st, &rs->cfg, rs->run_id, sizeof rs->run_id, e);
+    if (!rc) rc = model_source_fingerprint(st, &rs->cfg, 0, e); /* the model.init folder is still the run's */
     return rc;
 }
 

@@ -11,7 +11,7 @@
 #include "data/dataset.h"
 #include "ledger/ckpt.h"
 #include "model/model.h"
-#include "runner/config.h"
+#include "config/config.h"
 #include "storage/store.h"
 
 typedef struct run_state {
@@ -24,7 +24,7 @@ typedef struct run_state {
     rec_state rec;
 } run_state;
 
-/* The pinned config of the run in st and the model.init folder checked (model_source_pin).
+/* The pinned config of the run in st and the model.init folder checked (model_source_fingerprint).
  * *rs is zeroed first; run_state_close frees it whatever happened. */
 int run_state_config(store *st, run_state *rs, tdm_err *e);
 

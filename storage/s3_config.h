@@ -65,10 +65,6 @@ typedef struct s3_config {
     long timeout_s;
 } s3_config;
 
-/* Parses `url` (s3://bucket[/prefix]) and resolves everything else from the environment
- * and the AWS files. ERR_USAGE naming what is missing or malformed. */
-int s3_config_resolve(const char *url, s3_config *c, tdm_err *e);
-
 /* Zeroes the secret buffers. */
 void s3_config_wipe(s3_config *c);
 

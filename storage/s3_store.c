@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "storage/s3_impl.h"
+#include "storage/s3_resolve.h"
 #include "storage/s3_xml.h"
 
 /* ------------------------------------------------------------------ objects */

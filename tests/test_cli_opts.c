@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include "cli/opts.h"
-#include "runner/args.h"
-#include "runner/sweep.h"
+#include "util/args.h"
+#include "deploy/sweep.h"
 #include "tests/test.h"
 
 static const cli_opt OPTS[] = {

@@ -5,9 +5,9 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "runner/config.h"
-#include "runner/config_impl.h"
-#include "runner/presets.h"
+#include "config/config.h"
+#include "config/config_impl.h"
+#include "config/presets.h"
 #include "tests/test.h"
 
 /* One directory for the whole file, removed at the end of main, so a failing CHECK (which
@@ -691,7 +691,7 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
 
 /* Which keys a resume may change comes from the schema: the cluster and log sections and
  * the rows flagged F_UNPINNED, each of which says "Not pinned" in its documentation (and
- * no other row does), so the docs cannot promise what pin.c refuses. */
+ * no other row does), so the docs cannot promise what run_config.c refuses. */
 static void test_pinned_keys_from_the_schema(void) {
     CHECK(config_key_pinned("model.layers") && config_key_pinned("checkpoint.every_episodes") &&
               config_key_pinned("run.seed") && config_key_pinned("no.such.key"),

@@ -1,5 +1,5 @@
 /* test_manifest.c — the cluster section of the config and the renderers of `tandem
- * manifest` (runner/manifest.h), without a scheduler: formats of the cluster.* strings
+ * manifest` (deploy/manifest.h), without a scheduler: formats of the cluster.* strings
  * (each error names its key, a credential is never echoed), runs pinned before the
  * section existed still load, config_print_yaml loads back bit for bit, and the sbatch
  * script and Kubernetes objects hold what the config asks for and nothing it did not.
@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "runner/config.h"
-#include "runner/manifest.h"
+#include "config/config.h"
+#include "deploy/manifest.h"
 #include "tests/test.h"
 
 static char *tmp;

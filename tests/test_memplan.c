@@ -16,7 +16,7 @@ size_t __sanitizer_get_current_allocated_bytes(void); /* libasan; gcc ships no h
 #endif
 
 #include "model/model.h"
-#include "runner/config.h"
+#include "config/config.h"
 #include "runner/memplan.h"
 #include "tests/test.h"
 #include "util/meminfo.h"

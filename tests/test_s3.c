@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "storage/s3_config.h"
+#include "storage/s3_resolve.h"
 #include "storage/store.h"
 #include "tests/corpus_fixture.h"
 #include "tests/runner_fixture.h"

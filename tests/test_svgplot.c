@@ -1,4 +1,4 @@
-/* test_svgplot.c — the SVG line plots of runner/svgplot.h.
+/* test_svgplot.c — the SVG line plots of report/svgplot.h.
  *
  * Structural checks on the generated text (well-formed XML by Debian's /usr/bin/python3
  * and xml.dom.minidom, escaped names, one polyline per series, ticks at round steps, the
@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runner/svgplot.h"
+#include "report/svgplot.h"
 #include "tests/test.h"
 
 #define PYTHON "/usr/bin/python3"

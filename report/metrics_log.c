@@ -1,5 +1,5 @@
 /* metrics_log.c — a metrics row as TensorBoard scalars; see metrics_log.h. */
-#include "runner/metrics_log.h"
+#include "report/metrics_log.h"
 
 #include <stdio.h>
 

@@ -1,13 +1,13 @@
 /* config_impl.h — what the config's files share: the schema table's row type, the
  * table, and the helpers that derive text from it (config.c: parsing, checking,
  * canonical form; config_doc.c: --help, docs/config.md's tables, YAML output). */
-#ifndef TANDEM_RUNNER_CONFIG_IMPL_H
-#define TANDEM_RUNNER_CONFIG_IMPL_H
+#ifndef TANDEM_CONFIG_CONFIG_IMPL_H
+#define TANDEM_CONFIG_CONFIG_IMPL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "runner/config.h"
+#include "config/config.h"
 #include "util/ydoc.h"
 
 typedef enum { T_INT, T_U64, T_FLOAT, T_BOOL, T_ENUM, T_STRING } key_type;
@@ -15,7 +15,7 @@ typedef enum { T_INT, T_U64, T_FLOAT, T_BOOL, T_ENUM, T_STRING } key_type;
 enum {
     F_PATH = 1,   /* a path: relative values from a file resolve against its directory */
     F_NOECHO = 2, /* errors never repeat the value (it may hold a pasted secret) */
-    F_UNPINNED = 4, /* not part of what a run computes: a resume may change it (pin.c) */
+    F_UNPINNED = 4, /* not part of what a run computes: a resume may change it (run_config.c) */
     F_SCHEME_PATH = 8, /* "scheme:path": the path after the first ':' resolves as F_PATH's */
 };
 

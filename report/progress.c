@@ -1,5 +1,5 @@
 /* progress.c — per-episode progress lines; see progress.h. */
-#include "runner/progress.h"
+#include "report/progress.h"
 
 #include <math.h>
 #include <time.h>

@@ -1,5 +1,5 @@
 /* args.c — option scanning; see args.h. */
-#include "runner/args.h"
+#include "util/args.h"
 
 #include <errno.h>
 #include <math.h>

@@ -4,8 +4,8 @@
  * Tags, at step = the episode (0-based): loss/<domain> (free phase), loss_u/<domain> and
  * loss_w/<domain> (the probe's twins, tandem mode), alpha/<domain>, and lr, lr_alpha,
  * grad_norm, tokens_per_s, episode_s, commit_s. wall_time is the row's time. */
-#ifndef TANDEM_RUNNER_METRICS_LOG_H
-#define TANDEM_RUNNER_METRICS_LOG_H
+#ifndef TANDEM_REPORT_METRICS_LOG_H
+#define TANDEM_REPORT_METRICS_LOG_H
 
 #include "ledger/metrics.h"
 #include "util/tfevents.h"

@@ -1,11 +1,11 @@
 /* sweep.c — settings studies as job arrays; see sweep.h. */
-#include "runner/sweep.h"
+#include "deploy/sweep.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "runner/args.h"
+#include "util/args.h"
 
 void sweep_free(sweep *s) {
     for (int k = 0; k < s->nkeys; k++) {

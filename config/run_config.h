@@ -1,4 +1,4 @@
-/* pin.h — the run's pinned configuration (RUN and configs/<n>.mp in the store).
+/* run_config.h — the configuration a run was created with (RUN and configs/<n>.mp in the store).
  *
  * A run's configuration is fixed when the run is created: RUN holds its canonical form
  * (every key → exact value text) and that form's SHA-256. A resume compares the config it
@@ -14,73 +14,73 @@
  * each change record must start from the values the config held before it (its old
  * values) and leave a valid config; a fault is blamed on the object that holds it.
  */
-#ifndef TANDEM_RUNNER_PIN_H
-#define TANDEM_RUNNER_PIN_H
+#ifndef TANDEM_CONFIG_RUN_CONFIG_H
+#define TANDEM_CONFIG_RUN_CONFIG_H
 
 #include <stdint.h>
 
-#include "runner/config.h"
+#include "config/config.h"
 #include "ledger/records.h"
 #include "storage/store.h"
 #include "util/err.h"
 
-typedef struct pin_result {
+typedef struct run_config_result {
     int created;       /* RUN was written now: a new run */
     int changed;       /* allowed keys changed and the change record was written */
     uint64_t nchanges;   /* change records in the store (configs/0.mp ..), a recorded one included */
     uint64_t change_seq; /* the newest change's state position (when nchanges > 0) */
     char run_id[64];
-    rec_change pending;  /* allowed keys differ: the record pin_record_change writes (n > 0) */
+    rec_change pending;  /* allowed keys differ: the record run_config_record_change writes (n > 0) */
     char pending_list[2048]; /* its keys, "  key: old -> new" lines, for the message */
-} pin_result;
+} run_config_result;
 
 /* Creates RUN from `cfg` and the dataset's domain names, or checks `cfg` against the
  * pinned config. `allowed` lists keys that may change (n_allowed of them). A change of
- * allowed keys is not written here: it is left in out->pending for pin_record_change,
+ * allowed keys is not written here: it is left in out->pending for run_config_record_change,
  * which the caller calls once it holds the lease — a writer that records a change and
  * then fails to take the run over would leave a change record no writer made, under
  * which the states the live writer goes on committing look superseded. Free *out with
- * pin_result_free. */
-int pin_run(store *st, const config *cfg, const char *const *domains, int M,
-            char *const *allowed, int n_allowed, pin_result *out, tdm_err *e);
+ * run_config_result_free. */
+int run_config_open(store *st, const config *cfg, const char *const *domains, int M,
+            char *const *allowed, int n_allowed, run_config_result *out, tdm_err *e);
 
 /* Writes out->pending (when it holds keys) as configs/<nchanges>.mp applying at state
  * position `at_seq` (HEAD's, read after the lease was taken), and counts it in
  * out->nchanges / change_seq. ERR_STORE when another writer recorded a change there. */
-int pin_record_change(store *st, pin_result *out, uint64_t at_seq, tdm_err *e);
-void pin_result_free(pin_result *out);
+int run_config_record_change(store *st, run_config_result *out, uint64_t at_seq, tdm_err *e);
+void run_config_result_free(run_config_result *out);
 
 /* The effective pinned config of an existing run (for commands that only read).
  * ERR_USAGE "holds no run" for a store without RUN or any other object of a run;
  * ERR_STORE naming RUN and its repair when RUN is missing from a store that holds a run
  * (HEAD, states/, alpha/, configs/, superseded/, mixture.mp), or when RUN or a change
  * record does not decode, does not match its config_sha256, or holds a config that is
- * not valid — exactly the cases in which pin_run refuses to go on. */
-int pin_read(store *st, config *cfg, char *run_id, size_t run_id_cap, tdm_err *e);
+ * not valid — exactly the cases in which run_config_open refuses to go on. */
+int run_config_read(store *st, config *cfg, char *run_id, size_t run_id_cap, tdm_err *e);
 
 /* RUN itself (for audits: run id, creation time, domain names); free with rec_run_free.
- * Errors as pin_read's for RUN (change records are not read). */
-int pin_read_run(store *st, rec_run *run, tdm_err *e);
+ * Errors as run_config_read's for RUN (change records are not read). */
+int run_config_read_run(store *st, rec_run *run, tdm_err *e);
 
-/* The health of the pin, judged as `tandem run` judges it (pin_read). */
-enum { PIN_OK = 0, PIN_NO_RUN, PIN_MISSING, PIN_DAMAGED };
+/* The health of the pin, judged as `tandem run` judges it (run_config_read). */
+enum { RUN_CONFIG_OK = 0, RUN_CONFIG_NO_RUN, RUN_CONFIG_MISSING, RUN_CONFIG_DAMAGED };
 
-/* Sets *health to PIN_OK, PIN_NO_RUN (no RUN and nothing else of a run), PIN_MISSING (no
- * RUN but objects of a run) or PIN_DAMAGED (RUN or a change record does not decode or
- * verify), with e->msg saying what, and how to repair it, for all but PIN_OK. Returns
- * non-zero only when the store itself failed (e set, *health PIN_OK). */
-int pin_check(store *st, int *health, tdm_err *e);
+/* Sets *health to RUN_CONFIG_OK, RUN_CONFIG_NO_RUN (no RUN and nothing else of a run), RUN_CONFIG_MISSING (no
+ * RUN but objects of a run) or RUN_CONFIG_DAMAGED (RUN or a change record does not decode or
+ * verify), with e->msg saying what, and how to repair it, for all but RUN_CONFIG_OK. Returns
+ * non-zero only when the store itself failed (e set, *health RUN_CONFIG_OK). */
+int run_config_check(store *st, int *health, tdm_err *e);
 
 /* 1 when the run's states were made with another seed than the pinned `pinned`: the
  * seed of HEAD's state (else of the newest state that decodes) into *seed, that state's
  * key into which. 0 when they agree or no state can be read. A RUN that pins another seed
- * than its states is another run's (or damaged): pin_run refuses it (ERR_STORE) when the
+ * than its states is another run's (or damaged): run_config_open refuses it (ERR_STORE) when the
  * config given has the states' seed, and verify reports it. */
-int pin_seed_mismatch(store *st, uint64_t pinned, uint64_t *seed, char *which, size_t cap);
+int run_config_seed_mismatch(store *st, uint64_t pinned, uint64_t *seed, char *which, size_t cap);
 
 /* *has = 1 when the store holds objects of a run besides RUN (HEAD, mixture.mp, anything
  * under states/, alpha/, configs/ or superseded/), naming the first one found in `found`;
  * 0 when it holds none. Returns 0, or an ERR_* code when the store could not be read. */
-int pin_run_state(store *st, int *has, char *found, size_t cap, tdm_err *e);
+int run_config_run_state(store *st, int *has, char *found, size_t cap, tdm_err *e);
 
 #endif

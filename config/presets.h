@@ -2,10 +2,10 @@
  *
  * Each is a YAML file under configs/presets/ in the config's own sections, embedded into
  * the binary at build time (scripts/embed_presets.sh writes build/gen/presets.c), so the
- * file a user reads is the bundle tandem applies. runner/config.c applies them and
+ * file a user reads is the bundle tandem applies. config/config.c applies them and
  * derives --help's and docs/config.md's preset table from them. */
-#ifndef TANDEM_RUNNER_PRESETS_H
-#define TANDEM_RUNNER_PRESETS_H
+#ifndef TANDEM_CONFIG_PRESETS_H
+#define TANDEM_CONFIG_PRESETS_H
 
 #include <stddef.h>
 

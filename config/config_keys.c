@@ -4,15 +4,16 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "model/model.h"
-#include "runner/model_source.h"
-#include "runner/cluster_check.h"
-#include "runner/domain_caps.h"
-#include "runner/config.h"
-#include "runner/config_impl.h"
+#include "config/cluster_check.h"
+#include "config/domain_caps.h"
+#include "config/config.h"
+#include "config/config_impl.h"
 
 const char *const config_preset_names[] = {"none",
                                            "data-abundant-160m",
@@ -31,6 +32,14 @@ static const char *const schedule_names[] = {"cosine", "constant", NULL};
 static const char *const alpha_step_names[] = {"eg", "pgd", NULL};
 static const char *const val_loss_names[] = {"sum", "mean", NULL};
 static const char *const cloud_names[] = {"none", "gke", "eks", "aks", NULL};
+
+/* model.init: "random", or "hf:" followed by a folder (runner/model_source.c reads it). */
+static bool model_init_check(const char *value, char *why, size_t n) {
+    if (!strcmp(value, "random")) return true;
+    if (!strncmp(value, "hf:", 3) && value[3]) return true;
+    snprintf(why, n, "expected random, or hf:DIR (a Hugging Face model folder), got '%.200s'", value);
+    return false;
+}
 
 #define COUNT_NAMES(a) (sizeof(a) / sizeof(a)[0] - 1)
 _Static_assert(COUNT_NAMES(config_preset_names) == CONFIG_PRESET_COUNT, "preset names vs enum");
@@ -117,7 +126,7 @@ const key_def config_schema[] = {
     INT("model.layers", model.layers, "2", 1, INT_MAX, "transformer blocks"),
     INT("model.heads", model.heads, "2", 1, INT_MAX, "attention heads; must divide model.channels"),
     INT("model.channels", model.channels, "64", 1, INT_MAX, "model width C"),
-    STRC("model.init", model.init, "random", F_SCHEME_PATH, model_source_check,
+    STRC("model.init", model.init, "random", F_SCHEME_PATH, model_init_check,
          "random: a GPT-2 of the model.* shape, initialised from run.seed; hf:DIR: a Hugging Face "
          "folder of the Llama / Qwen2 family (config.json + safetensors, docs/models.md), whose "
          "architecture and weights are the initial u (model.layers, heads, channels are then "

@@ -1,11 +1,11 @@
 /* domain_caps.c — parsing data.max_epochs; see domain_caps.h. */
-#include "runner/domain_caps.h"
+#include "config/domain_caps.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "runner/args.h"
+#include "util/args.h"
 
 #define ITEM_MAX 160
 

@@ -1,7 +1,7 @@
 /* manifest.c — sbatch scripts and Kubernetes objects from a run config; see manifest.h. */
-#include "runner/manifest.h"
+#include "deploy/manifest.h"
 
-#include "runner/sweep.h"
+#include "deploy/sweep.h"
 #include "storage/url.h"
 #include "util/ydoc.h"
 

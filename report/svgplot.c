@@ -4,7 +4,7 @@
  * error in the input) in three steps: fit the ranges, lay out margins and legend from
  * estimated text widths, then emit grid, axes, series and legend in painting order.
  */
-#include "runner/svgplot.h"
+#include "report/svgplot.h"
 
 #include <errno.h>
 #include <math.h>

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runner/config.h"
-#include "runner/config_impl.h"
+#include "config/config.h"
+#include "config/config_impl.h"
 
 /* Prints the words of `text` after `indent` spaces, wrapped before column `width`. */
 static void print_wrapped(FILE *f, const char *text, int indent, int width) {

@@ -27,8 +27,8 @@
  * bit) is what a run pins in its store; a resumed run rebuilds the pinned config with
  * config_from_canonical and compares it with config_diff.
  */
-#ifndef TANDEM_RUNNER_CONFIG_H
-#define TANDEM_RUNNER_CONFIG_H
+#ifndef TANDEM_CONFIG_CONFIG_H
+#define TANDEM_CONFIG_CONFIG_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -92,7 +92,7 @@ typedef struct config {
         int mixture;                  /* enum config_mixture */
         char mixture_file[CONFIG_STR_MAX]; /* `tandem mixture` YAML when mixture = file */
         double unimax_epochs;              /* N of UniMax (mixture = unimax) */
-        char max_epochs[CONFIG_STR_MAX];   /* per-domain caps, runner/domain_caps.h */
+        char max_epochs[CONFIG_STR_MAX];   /* per-domain caps, config/domain_caps.h */
     } data;
     struct config_model {
         int vocab; /* 0 = the dataset's */
@@ -137,7 +137,7 @@ typedef struct config {
         char tensorboard[CONFIG_STR_MAX]; /* TensorBoard event files' directory; "" = none */
     } log;
     /* Where a run executes, not what it computes: read by `tandem manifest` (runner/
-     * manifest.h) and never compared when a run resumes (runner/pin.c). String values
+     * manifest.h) and never compared when a run resumes (config/run_config.c). String values
      * are checked for their format when parsed; "" means "not set / the default". */
     struct config_cluster {
         int nodes;
@@ -217,7 +217,7 @@ int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e);
  * malloc'd array (NULL when *n == 0) of pointers to static strings: free(*keys) only. */
 int config_diff(const config *a, const config *b, const char ***keys, size_t *n, tdm_err *e);
 
-/* Whether a change of `key` on resume changes what the run computes (pin.c refuses
+/* Whether a change of `key` on resume changes what the run computes (run_config.c refuses
  * those): false for the cluster.* and log.* sections and the keys flagged F_UNPINNED in
  * the schema (checkpoint.keep, checkpoint.grace_s, checkpoint.snapshot); true otherwise,
  * unknown keys included. */

@@ -9,8 +9,8 @@
  * its point from --point, else TANDEM_POINT (the rendered Jobs set it from the completion
  * index), else SLURM_ARRAY_TASK_ID, else JOB_COMPLETION_INDEX.
  */
-#ifndef TANDEM_RUNNER_SWEEP_H
-#define TANDEM_RUNNER_SWEEP_H
+#ifndef TANDEM_DEPLOY_SWEEP_H
+#define TANDEM_DEPLOY_SWEEP_H
 
 #include <stddef.h>
 

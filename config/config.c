@@ -1,5 +1,5 @@
 /* config.c — the config_schema table and everything derived from it (see config.h). */
-#include "runner/config.h"
+#include "config/config.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -10,9 +10,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "runner/cluster_check.h"
-#include "runner/config_impl.h"
-#include "runner/presets.h"
+#include "config/cluster_check.h"
+#include "config/config_impl.h"
+#include "config/presets.h"
 #include "util/ydoc.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -436,7 +436,7 @@ void config_defaults(config *c) {
 
 /* Applies preset `p` over `c`; records O_PRESET in `from` when given. A failure is a bug
  * in the preset table (ERR_INTERNAL). */
-/* Presets: the YAML files of configs/presets/ (runner/presets.h), applied key by key
+/* Presets: the YAML files of configs/presets/ (config/presets.h), applied key by key
  * through the same parser as --set. config_preset_names[] holds the enum's order; the files are
  * found by name. */
 static const config_preset_src *preset_src(int p) {

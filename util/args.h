@@ -3,8 +3,8 @@
  * Options are `--flag value` or `--flag=value`; `--flag` alone for switches. Values are
  * converted strictly (whole string, range-checked); errors are ERR_USAGE naming the flag.
  */
-#ifndef TANDEM_RUNNER_ARGS_H
-#define TANDEM_RUNNER_ARGS_H
+#ifndef TANDEM_UTIL_ARGS_H
+#define TANDEM_UTIL_ARGS_H
 
 #include <stdint.h>
 

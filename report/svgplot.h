@@ -28,8 +28,8 @@
  * rect.legend-box, g.series (one per series, holding its polylines and markers),
  * g.legend-item, text.xtick / text.ytick (tick labels).
  */
-#ifndef TANDEM_RUNNER_SVGPLOT_H
-#define TANDEM_RUNNER_SVGPLOT_H
+#ifndef TANDEM_REPORT_SVGPLOT_H
+#define TANDEM_REPORT_SVGPLOT_H
 
 #include <stddef.h>
 #include <stdio.h>

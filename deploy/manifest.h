@@ -1,7 +1,7 @@
 /* manifest.h — a run config → a Slurm batch script or Kubernetes objects that requeue on
  * preemption (`tandem manifest slurm|k8s CONFIG`; docs/scheduling.md).
  *
- * Both renderers read the cluster.* section of the config (runner/config.h) and write
+ * Both renderers read the cluster.* section of the config (config/config.h) and write
  * text only: nothing is submitted. The output is a pure function of the options — no
  * time stamps, no host names — so a checked-in example stays byte-identical to what
  * `tandem manifest` renders from its config (tests/cli_k8s.sh, tests/cli_slurm.sh).
@@ -10,7 +10,7 @@
  * commits at its next safe point and exits 75 ("requeue me"); 2 is a config or usage
  * error that no retry can fix.
  *
- * Sweeps (runner/sweep.h): a Slurm job array (--array=0-N-1, task i = point i) or a
+ * Sweeps (deploy/sweep.h): a Slurm job array (--array=0-N-1, task i = point i) or a
  * Kubernetes Indexed Job (completion index i = point i, FailIndex on 2 and 5 so that one
  * bad point does not stop the others), tandem run getting the --sweep texts and finding
  * its point from SLURM_ARRAY_TASK_ID or TANDEM_POINT.
@@ -30,12 +30,12 @@
  * credentials mounted from a Secret, node selection for the GPU and spot capacity on
  * GKE, EKS and AKS, and tandem as PID 1 in exec form.
  */
-#ifndef TANDEM_RUNNER_MANIFEST_H
-#define TANDEM_RUNNER_MANIFEST_H
+#ifndef TANDEM_DEPLOY_MANIFEST_H
+#define TANDEM_DEPLOY_MANIFEST_H
 
 #include <stdio.h>
 
-#include "runner/config.h"
+#include "config/config.h"
 #include "util/err.h"
 
 /* Where the image's tandem lives (Dockerfile) and where the pod sees its config. */

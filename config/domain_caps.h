@@ -5,8 +5,8 @@
  * or "*" (every domain not named), EPOCHS a positive number; "" = no caps. In YAML:
  *   data: {max_epochs: "kern=4,fortune=4"}     or  --set data.max_epochs='*=8,prose=2'
  */
-#ifndef TANDEM_RUNNER_DOMAIN_CAPS_H
-#define TANDEM_RUNNER_DOMAIN_CAPS_H
+#ifndef TANDEM_CONFIG_DOMAIN_CAPS_H
+#define TANDEM_CONFIG_DOMAIN_CAPS_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,11 +1,11 @@
 /* cluster_check.c — the formats of the cluster.* strings; see cluster_check.h. */
-#include "runner/cluster_check.h"
+#include "config/cluster_check.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "runner/config.h"
+#include "config/config.h"
 
 static bool is_alnum_ascii(int ch) {
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');

@@ -1,8 +1,8 @@
 /* progress.h — what a run reports as it goes: one text line per episode on stderr, or
  * JSON lines on stdout (`tandem run --json`: every event an object with "event" and
  * "time", unix seconds; docs/json.md), or nothing. Human text always goes to stderr. */
-#ifndef TANDEM_RUNNER_PROGRESS_H
-#define TANDEM_RUNNER_PROGRESS_H
+#ifndef TANDEM_REPORT_PROGRESS_H
+#define TANDEM_REPORT_PROGRESS_H
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
-/* pin.c — the pinned configuration of a run; see pin.h. */
-#include "runner/pin.h"
+/* run_config.c — the configuration a run was created with and its recorded changes; see run_config.h. */
+#include "config/run_config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +50,7 @@ static config_kv *find_kv(config_kv *kv, size_t n, const char *key) {
     "(a backup, or the store this one was copied from; then check with tandem "       \
     "verify), or start the run over in a new store"
 
-int pin_run_state(store *st, int *has, char *found, size_t cap, tdm_err *e) {
+int run_config_run_state(store *st, int *has, char *found, size_t cap, tdm_err *e) {
     static const char *const objects[] = {"HEAD", "mixture.mp"};
     static const char *const prefixes[] = {"states/", "alpha/", "configs/", "superseded/"};
     *has = 0;
@@ -79,14 +79,14 @@ int pin_run_state(store *st, int *has, char *found, size_t cap, tdm_err *e) {
 }
 
 /* The error for a store without RUN: a run that lost its RUN (ERR_STORE, with the repair;
- * *health PIN_MISSING) when the store holds run state, else "holds no run" (ERR_USAGE;
- * PIN_NO_RUN). A store error is returned as it is. */
+ * *health RUN_CONFIG_MISSING) when the store holds run state, else "holds no run" (ERR_USAGE;
+ * RUN_CONFIG_NO_RUN). A store error is returned as it is. */
 static int missing_run(store *st, int *health, tdm_err *e) {
     char found[300];
     int has = 0;
-    int rc = pin_run_state(st, &has, found, sizeof found, e);
+    int rc = run_config_run_state(st, &has, found, sizeof found, e);
     if (rc) return rc;
-    *health = has ? PIN_MISSING : PIN_NO_RUN;
+    *health = has ? RUN_CONFIG_MISSING : RUN_CONFIG_NO_RUN;
     if (has)
         return err_set(e, ERR_STORE,
                        "%s/RUN is missing, but the store holds a run (%s). " RUN_REPAIR,
@@ -96,11 +96,11 @@ static int missing_run(store *st, int *health, tdm_err *e) {
 }
 
 /* Re-labels a decode failure of RUN or of a change record (ERR_STORE in e) as a damaged
- * pin, with the repair; *health PIN_DAMAGED. */
+ * pin, with the repair; *health RUN_CONFIG_DAMAGED. */
 static int damaged_run(store *st, int *health, tdm_err *e) {
     char was[sizeof e->msg];
     snprintf(was, sizeof was, "%s", e->msg);
-    *health = PIN_DAMAGED;
+    *health = RUN_CONFIG_DAMAGED;
     return err_set(e, ERR_STORE, "%.600s. The pinned configuration of the run in %s is damaged. "
                    RUN_REPAIR, was, store_url(st));
 }
@@ -196,13 +196,13 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *n
     return 0;
 }
 
-/* pin_read, with the health of the pin in *health (PIN_OK when 0 is returned). */
+/* run_config_read, with the health of the pin in *health (RUN_CONFIG_OK when 0 is returned). */
 static int read_config(store *st, config *cfg, char *run_id, size_t cap, int *health, tdm_err *e) {
     config_kv *kv;
     size_t n;
     uint64_t nch;
     int damaged;
-    *health = PIN_OK;
+    *health = RUN_CONFIG_OK;
     int rc = read_pinned(st, &kv, &n, &nch, NULL, run_id, cap, &damaged, e);
     if (rc == STORE_NOT_FOUND) return missing_run(st, health, e);
     if (damaged) return damaged_run(st, health, e);
@@ -216,19 +216,19 @@ static int read_config(store *st, config *cfg, char *run_id, size_t cap, int *he
     return 0;
 }
 
-int pin_read(store *st, config *cfg, char *run_id, size_t cap, tdm_err *e) {
+int run_config_read(store *st, config *cfg, char *run_id, size_t cap, tdm_err *e) {
     int health;
     return read_config(st, cfg, run_id, cap, &health, e);
 }
 
-int pin_check(store *st, int *health, tdm_err *e) {
+int run_config_check(store *st, int *health, tdm_err *e) {
     config cfg;
     char id[64];
     int rc = read_config(st, &cfg, id, sizeof id, health, e);
-    return *health == PIN_OK ? rc : 0;
+    return *health == RUN_CONFIG_OK ? rc : 0;
 }
 
-int pin_read_run(store *st, rec_run *run, tdm_err *e) {
+int run_config_read_run(store *st, rec_run *run, tdm_err *e) {
     void *data = NULL;
     size_t n = 0;
     int health;
@@ -244,7 +244,7 @@ int pin_read_run(store *st, rec_run *run, tdm_err *e) {
 }
 
 static int create_run(store *st, const config *cfg, const char *const *domains, int M,
-                      pin_result *out, tdm_err *e) {
+                      run_config_result *out, tdm_err *e) {
     config_kv *kv;
     size_t n;
     int rc = config_canonical(cfg, &kv, &n, e);
@@ -324,7 +324,7 @@ static int states_seed(store *st, uint64_t *seed, char *which, size_t cap) {
     return found;
 }
 
-int pin_seed_mismatch(store *st, uint64_t pinned, uint64_t *seed, char *which, size_t cap) {
+int run_config_seed_mismatch(store *st, uint64_t pinned, uint64_t *seed, char *which, size_t cap) {
     return states_seed(st, seed, which, cap) == 0 && *seed != pinned;
 }
 
@@ -334,8 +334,8 @@ static int allowed_key(const char *key, char *const *allowed, int n) {
     return 0;
 }
 
-int pin_run(store *st, const config *cfg, const char *const *domains, int M,
-            char *const *allowed, int n_allowed, pin_result *out, tdm_err *e) {
+int run_config_open(store *st, const config *cfg, const char *const *domains, int M,
+            char *const *allowed, int n_allowed, run_config_result *out, tdm_err *e) {
     memset(out, 0, sizeof *out);
     config_kv *pinned;
     size_t npinned;
@@ -348,7 +348,7 @@ int pin_run(store *st, const config *cfg, const char *const *domains, int M,
          * its RUN must not silently become another run (with whatever config is given) */
         char found[300];
         int has = 0, health;
-        rc = pin_run_state(st, &has, found, sizeof found, e);
+        rc = run_config_run_state(st, &has, found, sizeof found, e);
         if (rc) return rc;
         return has ? missing_run(st, &health, e) : create_run(st, cfg, domains, M, out, e);
     }
@@ -401,7 +401,7 @@ int pin_run(store *st, const config *cfg, const char *const *domains, int M,
     uint64_t made = 0;
     char which[REC_KEY_MAX];
     if (refused && pc.run.seed != cfg->run.seed &&
-        pin_seed_mismatch(st, pc.run.seed, &made, which, sizeof which) && made == cfg->run.seed) {
+        run_config_seed_mismatch(st, pc.run.seed, &made, which, sizeof which) && made == cfg->run.seed) {
         /* the states were made with the seed given, not the pinned one: RUN is the odd one
          * out (another run's RUN put in its place, or a damaged one) */
         rc = err_set(e, ERR_STORE,
@@ -416,7 +416,7 @@ int pin_run(store *st, const config *cfg, const char *const *domains, int M,
                      "them (the change is recorded in the store)",
                      store_url(st), list);
     } else {
-        /* owned copies: written by pin_record_change once the lease is held */
+        /* owned copies: written by run_config_record_change once the lease is held */
         rec_change *ch = &out->pending;
         ch->old_values = calloc(nk, sizeof *ch->old_values);
         ch->new_values = calloc(nk, sizeof *ch->new_values);
@@ -436,7 +436,7 @@ int pin_run(store *st, const config *cfg, const char *const *domains, int M,
             rc = err_set(e, ERR_INTERNAL, "out of memory");
         }
         snprintf(out->pending_list, sizeof out->pending_list, "%s", list);
-        if (rc) pin_result_free(out);
+        if (rc) run_config_result_free(out);
     }
     free(now);
     free(keys);
@@ -444,7 +444,7 @@ int pin_run(store *st, const config *cfg, const char *const *domains, int M,
     return rc;
 }
 
-int pin_record_change(store *st, pin_result *out, uint64_t at_seq, tdm_err *e) {
+int run_config_record_change(store *st, run_config_result *out, uint64_t at_seq, tdm_err *e) {
     if (!out->pending.n) return 0;
     out->pending.seq = at_seq;
     out->pending.created = (uint64_t)time(NULL);
@@ -468,4 +468,4 @@ int pin_record_change(store *st, pin_result *out, uint64_t at_seq, tdm_err *e) {
     return rc;
 }
 
-void pin_result_free(pin_result *out) { rec_change_free(&out->pending); }
+void run_config_result_free(run_config_result *out) { rec_change_free(&out->pending); }

@@ -1,12 +1,12 @@
 /* cluster_check.h — the formats of the cluster.* strings of a config.
  *
  * Their values end up in sbatch directives, shell words and Kubernetes objects
- * (runner/manifest.c renders them), so each is checked when the config is parsed, with
+ * (deploy/manifest.c renders them), so each is checked when the config is parsed, with
  * the key and its origin named by the caller. Each check returns true when `s` is valid,
  * else false with `why` set to "expected ..." (never echoing a value that could be a
  * secret). */
-#ifndef TANDEM_RUNNER_CLUSTER_CHECK_H
-#define TANDEM_RUNNER_CLUSTER_CHECK_H
+#ifndef TANDEM_CONFIG_CLUSTER_CHECK_H
+#define TANDEM_CONFIG_CLUSTER_CHECK_H
 
 #include <stdbool.h>
 #include <stddef.h>
