@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ledger/keys.h"
+#include "ledger/read.h"
 #include "ledger/records.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
@@ -33,13 +34,12 @@ static int run_hash(const cli_args *a) {
         if (json) json_document(stdout, e.code, e.msg, NULL);
         return e.code;
     }
-    void *data = NULL, *mdata = NULL;
-    size_t n = 0, mn = 0;
+    void *mdata = NULL;
+    size_t mn = 0;
     rec_head h;
     rec_state s;
-    int rc = store_get(st, LEDGER_HEAD, &data, &n, NULL, &e);
+    int rc = ledger_read(st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &e);
     if (rc == STORE_NOT_FOUND) rc = err_set(&e, ERR_STORE, "%s has no HEAD", url);
-    if (!rc) rc = rec_head_decode(data, n, LEDGER_HEAD, &h, &e);
     if (!rc) rc = store_get(st, h.state, &mdata, &mn, NULL, &e);
     if (rc == STORE_NOT_FOUND) rc = err_set(&e, ERR_STORE, "%s: %s is missing", url, h.state);
     sha256_digest d;
@@ -48,7 +48,8 @@ static int run_hash(const cli_args *a) {
         if (!sha256_equal(&d, &h.state_sha))
             rc = err_set(&e, ERR_STORE, "%s: %s does not match HEAD's SHA-256", url, h.state);
     }
-    if (!rc) rc = rec_state_decode(mdata, mn, h.state, &s, &e);
+    if (!rc) rc = ledger_decode(REC_KIND_STATE, mdata, mn, h.state, &s, &e);
+    if (rc == STORE_CORRUPT) rc = ERR_STORE; /* e says which record and why */
     if (!rc) {
         char hex[65], ahex[65];
         sha256_hex(&d, hex);
@@ -68,7 +69,6 @@ static int run_hash(const cli_args *a) {
         }
         rec_state_free(&s);
     }
-    free(data);
     free(mdata);
     store_close(st);
     if (rc) fprintf(stderr, "tandem hash: %s\n", e.msg);

@@ -32,6 +32,7 @@
 #include "ledger/audit.h"
 #include "ledger/ckpt.h"
 #include "ledger/keys.h"
+#include "ledger/read.h"
 #include "ledger/records.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
@@ -157,7 +158,7 @@ static int run_repair(const cli_args *a) {
         rec_state s;
         tdm_err de;
         char why[400];
-        if (rec_state_decode(data, n, key, &s, &de) != 0) {
+        if (ledger_decode(REC_KIND_STATE, data, n, key, &s, &de) != 0) {
             snprintf(why, sizeof why, "damaged: %.300s", de.msg);
             rc = plan_add(&p, key, why) ? err_set(&e, ERR_INTERNAL, "out of memory") : 0;
         } else {

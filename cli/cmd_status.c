@@ -14,6 +14,7 @@
 
 #include "ledger/audit.h"
 #include "ledger/keys.h"
+#include "ledger/read.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "config/run_config.h"
@@ -111,14 +112,9 @@ static int print_size(store *st, const rec_state *head_state, FILE *j, tdm_err *
     for (size_t i = 0; i < ns && !rc; i++) {
         char key[64];
         ledger_state_key(key, sizeof key, seqs[i]);
-        void *data = NULL;
-        size_t n = 0;
         rec_state s;
         tdm_err ie;
-        if (store_get(st, key, &data, &n, NULL, &ie)) continue;
-        int bad = rec_state_decode(data, n, key, &s, &ie);
-        free(data);
-        if (bad) continue;
+        if (ledger_read(st, REC_KIND_STATE, key, NULL, &s, &ie)) continue;
         for (size_t t = 0; t < s.ntensors; t++) {
             uint64_t bytes = s.tensors[t].shape[0] * 4;
             for (size_t k = 0; k < s.tensors[t].nchunks; k++) {

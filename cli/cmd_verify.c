@@ -16,6 +16,7 @@
 #include "ledger/ckpt.h"
 #include "ledger/keys.h"
 #include "ledger/metrics.h"
+#include "ledger/read.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "config/run_config.h"
@@ -97,15 +98,11 @@ static int note_damaged_rows(store *st, const json_out *j, tdm_err *e) {
     if (j->body) fprintf(j->body, ",\"damaged_metrics\":[");
     int n = 0;
     for (size_t i = 0; !rc && i < l.n; i++) {
-        void *data = NULL;
-        size_t len = 0;
         tdm_err de;
         rec_metrics m;
-        int got = store_get(st, l.keys[i], &data, &len, NULL, &de);
+        int got = ledger_read(st, REC_KIND_METRICS, l.keys[i], NULL, &m, &de);
         if (got == STORE_NOT_FOUND) continue; /* deleted meanwhile */
-        if (got) {
-            rc = got, *e = de;
-        } else if (rec_metrics_decode(data, len, l.keys[i], &m, &de)) {
+        if (got == STORE_CORRUPT) {
             if (j->body) {
                 if (n) fputc(',', j->body);
                 json_str(j->body, l.keys[i]);
@@ -115,8 +112,9 @@ static int note_damaged_rows(store *st, const json_out *j, tdm_err *e) {
                        l.keys[i], de.msg);
             }
             n++;
+        } else if (got) {
+            rc = got, *e = de;
         }
-        free(data);
     }
     if (j->body) fprintf(j->body, "]");
     store_list_free(&l);
@@ -178,18 +176,15 @@ static int verify(const char *url, const json_out *j, tdm_err *out) {
     }
     /* the lease: a run replaces one that does not decode (and says so) */
     if (!rc) {
-        void *ld = NULL;
-        size_t ln = 0;
         tdm_err le;
-        int lr = store_get(st, LEDGER_LEASE, &ld, &ln, NULL, &le);
         rec_lease l;
-        if (lr == 0 && rec_lease_decode(ld, ln, LEDGER_LEASE, &l, &le) != 0) {
+        int lr = ledger_read(st, REC_KIND_LEASE, LEDGER_LEASE, NULL, &l, &le);
+        if (lr == STORE_CORRUPT) {
             fault(j, "%s (the next tandem run replaces it)", le.msg);
             faults++;
         } else if (lr && lr != STORE_NOT_FOUND) {
             rc = lr, e = le;
         }
-        free(ld);
     }
     if (!rc) rc = audit_state_seqs(st, &seqs, &ns, &e);
     /* the seed the run's states were made with: when none was made with the pinned one,
@@ -199,16 +194,13 @@ static int verify(const char *url, const json_out *j, tdm_err *out) {
     for (size_t i = 0; !rc && have_cfg && i < ns; i++) {
         char key[64];
         ledger_state_key(key, sizeof key, seqs[i]);
-        void *data = NULL;
-        size_t n = 0;
         rec_state s;
         tdm_err de;
-        if (store_get(st, key, &data, &n, NULL, &de) == 0 && rec_state_decode(data, n, key, &s, &de) == 0) {
+        if (ledger_read(st, REC_KIND_STATE, key, NULL, &s, &de) == 0) {
             if (s.seed == cfg.run.seed) seed_match++;
             else seed_other++, other_seed = s.seed;
             rec_state_free(&s);
         }
-        free(data);
     }
     int run_seed_bad = have_cfg && seed_other && !seed_match;
     if (run_seed_bad) {
@@ -240,22 +232,18 @@ static int verify(const char *url, const json_out *j, tdm_err *out) {
     for (size_t i = 0; !rc && i < ns; i++) {
         char key[64];
         ledger_state_key(key, sizeof key, seqs[i]);
-        void *data = NULL;
-        size_t n = 0;
-        rc = store_get(st, key, &data, &n, NULL, &e);
-        if (rc == STORE_NOT_FOUND) {
-            rc = 0;
-            continue;
-        }
-        if (rc) break;
         rec_state s;
         tdm_err de;
-        int bad = rec_state_decode(data, n, key, &s, &de);
-        free(data);
-        if (bad) {
+        int got = ledger_read(st, REC_KIND_STATE, key, NULL, &s, &de);
+        if (got == STORE_NOT_FOUND) continue;
+        if (got == STORE_CORRUPT) {
             fault(j, "%s", de.msg);
             faults++;
             continue;
+        }
+        if (got) {
+            rc = got, e = de;
+            break;
         }
         int state_ok = 1;
         vouch *nvp = realloc(vouches, (nv + 1) * sizeof *vouches);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "ledger/keys.h"
+#include "ledger/read.h"
 #include "ledger/records.h"
 #include "util/hex.h"
 
@@ -112,20 +113,13 @@ static int damaged_run(store *st, int *health, tdm_err *e) {
 static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *nchanges,
                        uint64_t *last_change_seq, char *run_id, size_t cap, int *damaged,
                        tdm_err *e) {
-    void *data = NULL;
-    size_t n = 0;
     *damaged = 0;
-    int rc = store_get(st, LEDGER_RUN, &data, &n, NULL, e);
-    if (rc) return rc;
     char what[600];
     snprintf(what, sizeof what, "%s/RUN", store_url(st));
     rec_run run;
-    rc = rec_run_decode(data, n, what, &run, e);
-    free(data);
-    if (rc) {
-        *damaged = rc == ERR_STORE;
-        return rc;
-    }
+    int rc = ledger_read(st, REC_KIND_RUN, LEDGER_RUN, what, &run, e);
+    if (rc == STORE_CORRUPT) *damaged = 1, rc = ERR_STORE;
+    if (rc) return rc;
     if (run_id) snprintf(run_id, cap, "%s", run.run_id);
     config_kv *kv = NULL;
     rc = from_rec(run.config, run.nconfig, &kv, e);
@@ -148,20 +142,15 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *n
     for (;; k++) {
         char key[64];
         ledger_config_key(key, sizeof key, k);
-        rc = store_get(st, key, &data, &n, NULL, e);
+        snprintf(what, sizeof what, "%s/%s", store_url(st), key);
+        rec_change ch;
+        rc = ledger_read(st, REC_KIND_CHANGE, key, what, &ch, e);
         if (rc == STORE_NOT_FOUND) {
             rc = 0;
             break;
         }
+        if (rc == STORE_CORRUPT) *damaged = 1, rc = ERR_STORE;
         if (rc) break;
-        snprintf(what, sizeof what, "%s/%s", store_url(st), key);
-        rec_change ch;
-        rc = rec_change_decode(data, n, what, &ch, e);
-        free(data);
-        if (rc) {
-            *damaged = rc == ERR_STORE;
-            break;
-        }
         if (last_change_seq) *last_change_seq = ch.seq;
         for (size_t i = 0; i < ch.n && !rc; i++) {
             config_kv *t = find_kv(kv, nkv, ch.new_values[i].key);
@@ -229,17 +218,12 @@ int run_config_check(store *st, int *health, tdm_err *e) {
 }
 
 int run_config_read_run(store *st, rec_run *run, tdm_err *e) {
-    void *data = NULL;
-    size_t n = 0;
     int health;
-    int rc = store_get(st, LEDGER_RUN, &data, &n, NULL, e);
-    if (rc == STORE_NOT_FOUND) return missing_run(st, &health, e);
-    if (rc) return rc;
     char what[600];
     snprintf(what, sizeof what, "%s/RUN", store_url(st));
-    rc = rec_run_decode(data, n, what, run, e);
-    free(data);
-    if (rc == ERR_STORE) return damaged_run(st, &health, e);
+    int rc = ledger_read(st, REC_KIND_RUN, LEDGER_RUN, what, run, e);
+    if (rc == STORE_NOT_FOUND) return missing_run(st, &health, e);
+    if (rc == STORE_CORRUPT) return damaged_run(st, &health, e);
     return rc;
 }
 
@@ -284,24 +268,16 @@ static int create_run(store *st, const config *cfg, const char *const *domains, 
 /* The seed the run's states were made with: HEAD's state, else the newest state that
  * decodes. 0 with *seed and the state's key in which; -1 when no state can be read. */
 static int states_seed(store *st, uint64_t *seed, char *which, size_t cap) {
-    void *data = NULL;
-    size_t n = 0;
     tdm_err e;
     rec_head h;
     rec_state s;
-    if (store_get(st, LEDGER_HEAD, &data, &n, NULL, &e) == 0 && rec_head_decode(data, n, LEDGER_HEAD, &h, &e) == 0) {
-        free(data);
-        data = NULL;
-        if (store_get(st, h.state, &data, &n, NULL, &e) == 0 &&
-            rec_state_decode(data, n, h.state, &s, &e) == 0) {
-            free(data);
-            *seed = s.seed;
-            snprintf(which, cap, "%s", h.state);
-            rec_state_free(&s);
-            return 0;
-        }
+    if (ledger_read(st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &e) == 0 &&
+        ledger_read(st, REC_KIND_STATE, h.state, NULL, &s, &e) == 0) {
+        *seed = s.seed;
+        snprintf(which, cap, "%s", h.state);
+        rec_state_free(&s);
+        return 0;
     }
-    free(data);
     store_list l;
     if (store_list_prefix(st, LEDGER_STATES, &l, &e)) return -1;
     int found = -1;
@@ -309,16 +285,13 @@ static int states_seed(store *st, uint64_t *seed, char *which, size_t cap) {
     for (size_t i = 0; i < l.n; i++) {
         uint64_t q;
         if (ledger_key_index(l.keys[i], LEDGER_STATES, &q) || (found == 0 && q <= best)) continue;
-        data = NULL;
-        if (store_get(st, l.keys[i], &data, &n, NULL, &e) == 0 &&
-            rec_state_decode(data, n, l.keys[i], &s, &e) == 0) {
+        if (ledger_read(st, REC_KIND_STATE, l.keys[i], NULL, &s, &e) == 0) {
             *seed = s.seed;
             best = q;
             snprintf(which, cap, "%s", l.keys[i]);
             found = 0;
             rec_state_free(&s);
         }
-        free(data);
     }
     store_list_free(&l);
     return found;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "ledger/keys.h"
+#include "ledger/read.h"
 #include "ledger/records.h"
 #include "util/args.h"
 #include "storage/store.h"
@@ -18,16 +19,13 @@ static int store_mixture_read(const char *url, const dataset *ds, double *alpha,
     store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, e);
     if (!st) /* a config error: the key names a store that is not there (or unreadable) */
         return e ? err_prefix(e, "data.mixture_file = %s: ", url) : ERR_USAGE;
-    void *data = NULL;
-    size_t n = 0;
     rec_mixture x;
-    int rc = store_get(st, LEDGER_MIXTURE, &data, &n, NULL, e);
+    int rc = ledger_read(st, REC_KIND_MIXTURE, LEDGER_MIXTURE, NULL, &x, e);
     if (rc == STORE_NOT_FOUND)
         rc = err_set(e, ERR_USAGE, "data.mixture_file = %s: that store holds no finished TANDEM run "
                      "(no mixture.mp): run it to the end first (tandem run, or tandem compare)",
                      url);
-    if (!rc) rc = rec_mixture_decode(data, n, LEDGER_MIXTURE, &x, e);
-    free(data);
+    if (rc == STORE_CORRUPT) rc = ERR_STORE; /* e names mixture.mp and what is wrong */
     store_close(st);
     int M = dataset_n_domains(ds);
     if (!rc && x.M != M)

@@ -10,6 +10,7 @@
 #include <dirent.h>
 
 #include "ledger/keys.h"
+#include "ledger/read.h"
 #include "ledger/records.h"
 #include "model/hf_config.h"
 #include "model/qwen2.h"
@@ -186,13 +187,10 @@ int model_source_fingerprint(store *st, const config *cfg, int write, tdm_err *e
     int rc = folder_digests(dir, &now.config_sha, &now.weights_sha, e);
     if (rc) return rc;
     for (int attempt = 0; attempt < 2; attempt++) {
-        void *data = NULL;
-        size_t n = 0;
-        rc = store_get(st, LEDGER_MODEL, &data, &n, NULL, e);
         rec_model was;
         tdm_err de;
-        if (rc == 0 && rec_model_decode(data, n, LEDGER_MODEL, &was, &de) == 0) {
-            free(data);
+        rc = ledger_read(st, REC_KIND_MODEL, LEDGER_MODEL, NULL, &was, &de);
+        if (rc == 0) {
             int same_config = sha256_equal(&was.config_sha, &now.config_sha);
             if (same_config && sha256_equal(&was.weights_sha, &now.weights_sha)) return 0;
             char want[SHA256_HEX_LEN + 1];
@@ -205,8 +203,7 @@ int model_source_fingerprint(store *st, const config *cfg, int write, tdm_err *e
                            dir, was.init, same_config ? "weights (*.safetensors)" : "config.json", store_url(st),
                            LEDGER_MODEL, want);
         }
-        if (rc == 0) { /* damaged: said, and replaced by the folder's digests when writing */
-            free(data);
+        if (rc == STORE_CORRUPT) { /* damaged: said, and replaced by the folder's digests when writing */
             fprintf(stderr, "tandem: %s/%s could not be read (%s)%s\n", store_url(st), LEDGER_MODEL, de.msg,
                     write ? "; written again from the folder" : "");
             if (!write) return 0;
@@ -216,7 +213,10 @@ int model_source_fingerprint(store *st, const config *cfg, int write, tdm_err *e
             free(enc);
             return rc;
         }
-        if (rc != STORE_NOT_FOUND) return rc;
+        if (rc != STORE_NOT_FOUND) {
+            if (e) *e = de;
+            return rc;
+        }
         if (!write) return 0; /* a run from before model.mp, or not started */
         size_t len;
         void *enc = rec_model_encode(&now, &len);

@@ -17,6 +17,7 @@
 #include "ledger/ckpt.h"
 #include "ledger/keys.h"
 #include "ledger/metrics.h"
+#include "ledger/read.h"
 #include "ledger/records.h"
 #include "model/model.h"
 #include "util/args.h"
@@ -583,15 +584,9 @@ static int load_or_init(run_ctx *r, int *resumed, tdm_err *e) {
 
 /* Seq of HEAD if readable, else 0: only labels a recorded config change. */
 static uint64_t peek_head_seq(store *st) {
-    void *data = NULL;
-    size_t n = 0;
     tdm_err e;
     rec_head h;
-    uint64_t seq = 0;
-    if (store_get(st, LEDGER_HEAD, &data, &n, NULL, &e) == 0 && rec_head_decode(data, n, LEDGER_HEAD, &h, &e) == 0)
-        seq = h.seq;
-    free(data);
-    return seq;
+    return ledger_read(st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &e) ? 0 : h.seq;
 }
 
 static int alpha_step(run_ctx *r, tdm_err *e) {

@@ -5,6 +5,7 @@
 
 #include "ledger/codec.h"
 #include "ledger/metrics.h"
+#include "ledger/read.h"
 #include "ledger/records.h"
 #include "tests/test.h"
 #include "util/rng.h"
@@ -380,6 +381,54 @@ static void test_truncated_and_mutated_inputs(void) {
     free(buf);
 }
 
+/* ledger_read: the one call that reads a record — each kind through its own decoder,
+ * a missing object, a damaged one (named, with the decoder's reason) and a record of
+ * another kind told apart. */
+static void test_ledger_read(void) {
+    char *dir = test_tmpdir("ledger-read");
+    tdm_err e = {0};
+    store *st = store_open(dir, &e);
+    CHECK(st, "%s", e.msg);
+    if (!st) return;
+    rec_head h = {.seq = 7, .epoch = 2, .time = 1.6e9, .commits = 3}, hb;
+    snprintf(h.state, sizeof h.state, "states/7.mp");
+    rec_alpha a, ab;
+    sample_alpha(&a);
+    rec_state s, sb;
+    sample_state(&s);
+    size_t n;
+    void *buf = rec_head_encode(&h, &n);
+    CHECK(store_put(st, "HEAD", buf, n, STORE_OVERWRITE, &e) == 0, "%s", e.msg);
+    free(buf);
+    buf = rec_alpha_encode(&a, &n);
+    CHECK(store_put(st, "alpha/0.mp", buf, n, STORE_OVERWRITE, &e) == 0, "%s", e.msg);
+    free(buf);
+    buf = rec_state_encode(&s, &n);
+    CHECK(store_put(st, "states/7.mp", buf, n, STORE_OVERWRITE, &e) == 0, "%s", e.msg);
+    ((unsigned char *)buf)[n / 2] ^= 0x5a;
+    CHECK(store_put(st, "states/8.mp", buf, n, STORE_OVERWRITE, &e) == 0, "%s", e.msg);
+    free(buf);
+
+    CHECK(ledger_read(st, REC_KIND_HEAD, "HEAD", NULL, &hb, &e) == 0 && hb.seq == 7 && hb.commits == 3 &&
+              !strcmp(hb.state, "states/7.mp"), "HEAD: %s", e.msg);
+    CHECK(ledger_read(st, REC_KIND_ALPHA, "alpha/0.mp", NULL, &ab, &e) == 0 && ab.t == a.t && ab.M == a.M,
+          "alpha: %s", e.msg);
+    CHECK(ledger_read(st, REC_KIND_STATE, "states/7.mp", NULL, &sb, &e) == 0 && sb.seq == 17 && sb.ntensors == 1,
+          "state: %s", e.msg);
+    if (sb.ntensors) rec_state_free(&sb);
+    CHECK(ledger_read(st, REC_KIND_HEAD, "states/9.mp", NULL, &hb, &e) == STORE_NOT_FOUND, "missing: %d", e.code);
+    memset(&e, 0, sizeof e);
+    CHECK(ledger_read(st, REC_KIND_STATE, "states/8.mp", "the damaged one", &sb, &e) == STORE_CORRUPT &&
+              strstr(e.msg, "the damaged one"), "damaged: '%s'", e.msg);
+    memset(&e, 0, sizeof e);
+    CHECK(ledger_read(st, REC_KIND_HEAD, "alpha/0.mp", NULL, &hb, &e) == STORE_CORRUPT && strstr(e.msg, "alpha/0.mp"),
+          "an alpha record read as HEAD: '%s'", e.msg);
+    rec_state_free(&s);
+    store_close(st);
+    test_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     RUN(test_head_round_trip);
     RUN(test_state_round_trip);
@@ -387,5 +436,6 @@ int main(void) {
     RUN(test_run_and_change_round_trip);
     RUN(test_strict_rejections);
     RUN(test_truncated_and_mutated_inputs);
+    RUN(test_ledger_read);
     return test_summary("test_records");
 }

@@ -67,6 +67,7 @@ def main():
     ap.add_argument("--svg")
     ap.add_argument("--split", default="val")
     ap.add_argument("--every", type=int, default=1, help="evaluate every N-th kept state")
+    ap.add_argument("--title", help="the run's name in the first panel's title (default: the store's last path part)")
     a = ap.parse_args()
     rows = [json.loads(l) for l in out_of([TANDEM, "metrics", a.store, "--format", "jsonl"]).splitlines() if l.strip()]
     by_seq = {r["seq"]: r for r in rows}
@@ -89,7 +90,7 @@ def main():
     if a.svg and pts:
         xs = [p[0] for p in pts]
         w, h = 760, 260
-        body = panel(0, 0, w, h, f"α over the episodes ({a.store})", xs, [[p[1][d] for p in pts] for d in doms], doms, "α")
+        body = panel(0, 0, w, h, f"α over the episodes ({a.title or os.path.basename(a.store.rstrip('/'))})", xs, [[p[1][d] for p in pts] for d in doms], doms, "α")
         body += panel(0, h, w, h, f"{a.split} loss per domain at the kept states", xs,
                       [[p[2][d] for p in pts] for d in doms], doms, "nats")
         if all(p[3] for p in pts):
