@@ -27,6 +27,7 @@
 
 #include "bench/bench_util.h"
 #include "ledger/ckpt.h"
+#include "runner/ckpt_model.h"
 #include "model/model.h"
 #include "util/args.h"
 #include "steps/steps.h"
@@ -39,6 +40,7 @@
 
 /* Part 1: stall and throughput of full commits. */
 static void bench_commit(const char *dir, int layers, int channels, int repeats, int threads) {
+    ckpt_model_io cio;
     /* the heads do not change the state's size: any count that divides the width */
     int heads = channels % 12 == 0 ? 12 : channels % 8 == 0 ? 8 : 1;
     model_config mc = {.vocab = 256, .ctx = 64, .layers = layers, .heads = heads, .channels = channels};
@@ -62,7 +64,7 @@ static void bench_commit(const char *dir, int layers, int channels, int repeats,
     snprintf(url, sizeof url, "%.1000s/store", dir);
     store *st = store_open(url, &e);
     if (!st) DIE("store", &e);
-    ckpt *c = ckpt_open(st, &lay, 64u << 20, &e);
+    ckpt *c = ckpt_model_open(st, &lay, 64u << 20, &e);
     if (!c || ckpt_acquire(c, 0, &e)) DIE("ckpt", &e);
     /* the peers: a copy of the same bytes into touched memory, and dd of them */
     float *copy[CKPT_TENSORS];
@@ -100,7 +102,7 @@ static void bench_commit(const char *dir, int layers, int channels, int repeats,
         for (int t = 0; t < CKPT_TENSORS; t++) memcpy(copy[t], dev[t], P * sizeof(float));
         mem[r] = bench_now() - t0;
         t0 = bench_now();
-        if (ckpt_snapshot(c, &rec, ops, ctx, dev, 1, &e)) DIE("snapshot", &e);
+        if (ckpt_snapshot(c, &rec, ckpt_io_of(&cio, ops, ctx), dev, 1, &e)) DIE("snapshot", &e);
         double t1 = bench_now();
         if (ckpt_wait(c, &e)) DIE("commit", &e);
         double t2 = bench_now();
@@ -158,6 +160,7 @@ static uint64_t fingerprint(float *const dev[CKPT_TENSORS], size_t P) {
 }
 
 static void bench_stream_row(const char *dir, const char *url, const big_row *row) {
+    ckpt_model_io cio;
     model_layout lay;
     tdm_err e = {0};
     if (model_layout_init(&lay, &row->mc, &e)) DIE("layout", &e);
@@ -193,12 +196,13 @@ static void bench_stream_row(const char *dir, const char *url, const big_row *ro
     /* commit */
     mem_reset_peak();
     double rss0 = mem_rss();
-    ckpt *c = ckpt_open_stream(st, &lay, 64u << 20, ops, ctx, dev, &e);
+    ckpt_model_io_init(&cio, ops, ctx);
+    ckpt *c = ckpt_model_open_stream(st, &lay, 64u << 20, &cio, dev, &e);
     if (!c || ckpt_acquire(c, 0, &e)) DIE("ckpt", &e);
     rec_state rec = {.seq = 1, .M = 1, .alpha = {1.0}};
     snprintf(rec.step, sizeof rec.step, "free");
     double t0 = bench_now();
-    if (ckpt_snapshot(c, &rec, ops, ctx, dev, 1, &e) || ckpt_wait(c, &e)) DIE("commit", &e);
+    if (ckpt_snapshot(c, &rec, ckpt_io_of(&cio, ops, ctx), dev, 1, &e) || ckpt_wait(c, &e)) DIE("commit", &e);
     double commit_s = bench_now() - t0, commit_peak = mem_peak_rss() - rss0;
     if (ckpt_release(c, &e)) DIE("release", &e);
     ckpt_close(c);
@@ -221,7 +225,7 @@ static void bench_stream_row(const char *dir, const char *url, const big_row *ro
     if (dc) fputs("3", dc), fclose(dc);
     mem_reset_peak();
     rss0 = mem_rss();
-    c = ckpt_open_stream(st, &lay, 64u << 20, ops, ctx, dev, &e);
+    c = ckpt_model_open_stream(st, &lay, 64u << 20, &cio, dev, &e);
     rec_state got;
     int found = 0;
     t0 = bench_now();

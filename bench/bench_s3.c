@@ -12,6 +12,7 @@
 
 #include "bench/bench_util.h"
 #include "ledger/ckpt.h"
+#include "runner/ckpt_model.h"
 #include "model/model.h"
 #include "util/args.h"
 #include "storage/store.h"
@@ -20,6 +21,7 @@
 #include "util/rng.h"
 
 int main(int argc, char **argv) {
+    ckpt_model_io cio;
     long layers = 12, channels = 768, repeats = 3;
     args_iter it;
     args_init(&it, argc, argv, 1);
@@ -68,11 +70,11 @@ int main(int argc, char **argv) {
         snprintf(url, sizeof url, "s3://%s/bench-%d", bucket, r);
         store *st = store_open(url, &e);
         if (!st) DIE("store", &e);
-        ckpt *c = ckpt_open(st, &lay, 64u << 20, &e);
+        ckpt *c = ckpt_model_open(st, &lay, 64u << 20, &e);
         if (!c || ckpt_acquire(c, 0, &e)) DIE("ckpt", &e);
         rec_state rec = {.seq = 1, .M = 1, .alpha = {1.0}};
         snprintf(rec.step, sizeof rec.step, "free");
-        if (ckpt_snapshot(c, &rec, ops, ctx, dev, 1, &e)) DIE("snapshot", &e);
+        if (ckpt_snapshot(c, &rec, ckpt_io_of(&cio, ops, ctx), dev, 1, &e)) DIE("snapshot", &e);
         double t0 = bench_now();
         if (ckpt_wait(c, &e)) DIE("commit", &e);
         up[r] = bytes / (bench_now() - t0);
@@ -81,7 +83,7 @@ int main(int argc, char **argv) {
         /* restore: open the store, take the lease, load and verify, upload to the model */
         t0 = bench_now();
         st = store_open(url, &e);
-        c = st ? ckpt_open(st, &lay, 64u << 20, &e) : NULL;
+        c = st ? ckpt_model_open(st, &lay, 64u << 20, &e) : NULL;
         if (!c || ckpt_acquire(c, 1, &e)) DIE("reopen", &e);
         rec_state got;
         int found = 0;

@@ -44,14 +44,22 @@ void ckpt_stop_hook(const char *label) {
 
 
 /* What ckpt_open and ckpt_open_stream share: the struct, the lease fields, the locks. */
-static ckpt *open_common(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_err *e) {
+static ckpt *open_common(store *st, const ckpt_layout *lay, uint64_t chunk_bytes, tdm_err *e) {
     ckpt *c = calloc(1, sizeof *c);
-    if (!c) {
+    rec_view *views = lay && lay->nviews > 0 ? malloc((size_t)lay->nviews * sizeof *views) : NULL;
+    if (!c || (lay && lay->nviews > 0 && !views)) {
+        free(c);
+        free(views);
         err_set(e, ERR_INTERNAL, "out of memory");
         return NULL;
     }
     c->st = st;
-    c->lay = lay;
+    if (lay) {
+        if (views) memcpy(views, lay->views, (size_t)lay->nviews * sizeof *views);
+        c->lay_own = *lay;
+        c->lay_own.views = views;
+        c->lay = &c->lay_own;
+    }
     c->chunk_bytes = chunk_bytes / 4 * 4;
     if (c->chunk_bytes < 4) c->chunk_bytes = 4;
     c->last_seq = UINT64_MAX;
@@ -76,12 +84,13 @@ static void free_common(ckpt *c) {
     pthread_mutex_destroy(&c->dev_mu);
     pthread_cond_destroy(&c->cv);
     for (int t = 0; t < CKPT_TENSORS; t++) free(c->host[t]);
+    free((void *)c->lay_own.views);
     free(c->known);
     free(c->rejected);
     free(c);
 }
 
-ckpt *ckpt_open(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_err *e) {
+ckpt *ckpt_open(store *st, const ckpt_layout *lay, uint64_t chunk_bytes, tdm_err *e) {
     ckpt *c = open_common(st, lay, chunk_bytes, e);
     if (!c || !lay) return c; /* the lease alone (tandem repair): no buffers, no writer thread */
     for (int t = 0; t < CKPT_TENSORS; t++) {
@@ -105,14 +114,12 @@ ckpt *ckpt_open(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_er
     return c;
 }
 
-ckpt *ckpt_open_stream(store *st, const model_layout *lay, uint64_t chunk_bytes,
-                       const model_ops *ops, model_ctx *ctx, float *const dev[CKPT_TENSORS],
-                       tdm_err *e) {
+ckpt *ckpt_open_stream(store *st, const ckpt_layout *lay, uint64_t chunk_bytes,
+                       const ckpt_tensor_io *io, float *const dev[CKPT_TENSORS], tdm_err *e) {
     ckpt *c = open_common(st, lay, chunk_bytes, e);
     if (!c) return NULL;
     c->stream = 1;
-    c->ops = ops;
-    c->ctx = ctx;
+    c->io = *io;
     for (int t = 0; t < CKPT_TENSORS; t++) c->dev[t] = dev[t];
     return c;
 }

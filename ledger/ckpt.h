@@ -30,7 +30,6 @@
 
 #include <stdint.h>
 
-#include "model/model.h"
 #include "ledger/records.h"
 #include "storage/store.h"
 #include "util/err.h"
@@ -43,21 +42,42 @@
 
 typedef struct ckpt ckpt;
 
-/* Opens checkpointing of a run whose parameter tensors follow `lay`, with blob chunks of
- * chunk_bytes. Allocates the host snapshot buffers (3 x numel floats). lay == NULL opens
+/* ------------------------------------------------------------------ what the ledger
+ * knows of the model: sizes and names, and a way to move chunks (redis's rio.h shape).
+ * The ledger never includes model/: runner/ckpt_model.c builds these from a backend. */
+
+/* The three tensors (u, AdamW m, AdamW v) hold numel floats each; views name the
+ * parameter tensors inside them (written into every manifest, checked on load). */
+typedef struct ckpt_layout {
+    size_t numel;
+    int nviews;
+    const rec_view *views;
+} ckpt_layout;
+
+/* Moves n floats between a backend tensor and host memory: download from the backend's
+ * src into host, upload from host into the backend's dst. 0 or an ERR_* code with e set. */
+typedef struct ckpt_tensor_io {
+    void *ctx;
+    int (*download)(void *ctx, float *host, const float *src, size_t n, tdm_err *e);
+    int (*upload)(void *ctx, float *dst, const float *host, size_t n, tdm_err *e);
+} ckpt_tensor_io;
+
+/* ------------------------------------------------------------------ open and close */
+
+/* Opens checkpointing of a run whose parameter tensors follow `lay` (copied), with blob
+ * chunks of chunk_bytes. Allocates the host snapshot buffers (3 x numel floats). lay == NULL opens
  * the lease alone (acquire, release, the generation; no loads or commits): for commands
  * that repair a store without holding a model. */
-ckpt *ckpt_open(store *st, const model_layout *lay, uint64_t chunk_bytes, tdm_err *e);
+ckpt *ckpt_open(store *st, const ckpt_layout *lay, uint64_t chunk_bytes, tdm_err *e);
 /* Opens checkpointing without host buffers: commits read the three tensors dev[] (u,
- * AdamW m, v) of the backend chunk by chunk through ops->download, and loads write them
- * back chunk by chunk through ops->upload, so host memory holds at most one chunk per I/O
+ * AdamW m, v) of the backend chunk by chunk through io->download, and loads write them
+ * back chunk by chunk through io->upload (io is copied; io->ctx must outlive c), so host memory holds at most one chunk per I/O
  * thread (4 x chunk_bytes) instead of a second full copy of the state. The price: a
  * commit is synchronous (ckpt_snapshot returns when it is stored), so the training loop
  * waits for the whole write. For states too large to copy into host memory
  * (checkpoint.snapshot: stream). ckpt_host returns NULL. */
-ckpt *ckpt_open_stream(store *st, const model_layout *lay, uint64_t chunk_bytes,
-                       const model_ops *ops, model_ctx *ctx, float *const dev[CKPT_TENSORS],
-                       tdm_err *e);
+ckpt *ckpt_open_stream(store *st, const ckpt_layout *lay, uint64_t chunk_bytes,
+                       const ckpt_tensor_io *io, float *const dev[CKPT_TENSORS], tdm_err *e);
 /* Whether `c` was opened by ckpt_open_stream. */
 int ckpt_streaming(const ckpt *c);
 /* Streaming: `stop` is asked before each chunk of a commit (from the I/O threads) with the
@@ -130,10 +150,10 @@ int ckpt_seed_replay(const ckpt *c);
 int ckpt_load_seq(ckpt *c, uint64_t seq, rec_state *rec, tdm_err *e);
 
 /* Snapshots the state: waits for the previous write, copies `rec` and the three
- * device buffers (u, AdamW m, AdamW v) into host memory through ops->download, then
+ * device buffers (u, AdamW m, AdamW v) into host memory through io->download, then
  * commits in the background (async = 1) or before returning (async = 0). */
-int ckpt_snapshot(ckpt *c, const rec_state *rec, const model_ops *ops, model_ctx *ctx,
-                  float *const dev[CKPT_TENSORS], int async, tdm_err *e);
+int ckpt_snapshot(ckpt *c, const rec_state *rec, const ckpt_tensor_io *io, float *const dev[CKPT_TENSORS],
+                  int async, tdm_err *e);
 
 /* Waits for the background write; returns its result. */
 int ckpt_wait(ckpt *c, tdm_err *e);

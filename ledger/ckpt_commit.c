@@ -61,16 +61,11 @@ static size_t chunk_count(const ckpt *c) {
 
 /* ------------------------------------------------------------------ commit */
 
-static int fill_views(rec_state *r, const model_layout *lay, tdm_err *e) {
-    r->nviews = (size_t)lay->n;
-    r->views = calloc(r->nviews, sizeof *r->views);
+static int fill_views(rec_state *r, const ckpt_layout *lay, tdm_err *e) {
+    r->nviews = (size_t)lay->nviews;
+    r->views = calloc(r->nviews ? r->nviews : 1, sizeof *r->views);
     if (!r->views) return err_set(e, ERR_INTERNAL, "out of memory");
-    for (int i = 0; i < lay->n; i++) {
-        snprintf(r->views[i].name, REC_NAME_MAX, "%s", lay->t[i].name);
-        r->views[i].rows = (uint64_t)lay->t[i].shape[0];
-        r->views[i].cols = (uint64_t)lay->t[i].shape[1];
-        r->views[i].offset = lay->t[i].offset;
-    }
+    if (r->nviews) memcpy(r->views, lay->views, r->nviews * sizeof *r->views);
     return 0;
 }
 
@@ -89,8 +84,8 @@ typedef struct upload_job {
 int ckpt_transfer(ckpt *c, int t, uint64_t off, size_t len, uint8_t *buf, int down, tdm_err *e) {
     float *d = c->dev[t] + off / sizeof(float);
     pthread_mutex_lock(&c->dev_mu);
-    int rc = down ? c->ops->download(c->ctx, (float *)buf, d, len / sizeof(float), e)
-                  : c->ops->upload(c->ctx, d, (const float *)buf, len / sizeof(float), e);
+    int rc = down ? c->io.download(c->io.ctx, (float *)buf, d, len / sizeof(float), e)
+                  : c->io.upload(c->io.ctx, d, (const float *)buf, len / sizeof(float), e);
     pthread_mutex_unlock(&c->dev_mu);
     return rc;
 }
@@ -378,8 +373,8 @@ int ckpt_wait(ckpt *c, tdm_err *e) {
     return rc;
 }
 
-int ckpt_snapshot(ckpt *c, const rec_state *rec, const model_ops *ops, model_ctx *ctx,
-                  float *const dev[CKPT_TENSORS], int async, tdm_err *e) {
+int ckpt_snapshot(ckpt *c, const rec_state *rec, const ckpt_tensor_io *io, float *const dev[CKPT_TENSORS],
+                  int async, tdm_err *e) {
     int rc = ckpt_wait(c, e);
     if (rc) return rc;
     c->commit_started = ckpt_now_mono();
@@ -391,8 +386,7 @@ int ckpt_snapshot(ckpt *c, const rec_state *rec, const model_ops *ops, model_ctx
     c->snap.nviews = c->snap.ntensors = 0;
     if (c->stream) {
         /* no copy to take: the commit reads the tensors chunk by chunk, before returning */
-        c->ops = ops;
-        c->ctx = ctx;
+        c->io = *io;
         for (int t = 0; t < CKPT_TENSORS; t++) c->dev[t] = dev[t];
         atomic_store(&c->done_bytes, 0);
         atomic_store(&c->given_up, 0);
@@ -411,7 +405,7 @@ int ckpt_snapshot(ckpt *c, const rec_state *rec, const model_ops *ops, model_ctx
         return rc;
     }
     for (int t = 0; !c->stream && t < CKPT_TENSORS; t++)
-        if ((rc = ops->download(ctx, c->host[t], dev[t], c->lay->numel, e))) return rc;
+        if ((rc = io->download(io->ctx, c->host[t], dev[t], c->lay->numel, e))) return rc;
     if (!async) {
         rc = commit(c, e);
         c->result = rc;

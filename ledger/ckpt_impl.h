@@ -16,7 +16,8 @@
 
 struct ckpt {
     store *st;
-    const model_layout *lay;
+    const ckpt_layout *lay; /* &lay_own, or NULL (the lease alone) */
+    ckpt_layout lay_own;    /* a copy of the caller's, views included (owned) */
     uint64_t chunk_bytes;
     float *host[CKPT_TENSORS];
     /* the lease and HEAD as this writer last saw them */
@@ -73,8 +74,7 @@ struct ckpt {
      * thread. dev_mu: one transfer at a time (a backend's stream is not shared between
      * threads) */
     int stream;
-    const model_ops *ops;
-    model_ctx *ctx;
+    ckpt_tensor_io io;
     float *dev[CKPT_TENSORS];
     pthread_mutex_t dev_mu;
     /* ckpt_set_stop_check: asked before each chunk of a streamed commit */

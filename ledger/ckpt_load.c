@@ -26,9 +26,9 @@ static int cmp_desc(const void *a, const void *b) {
 /* Checks that a decoded manifest describes this model (the pinned config guarantees
  * it unless the object is damaged). */
 static int matches_layout(const ckpt *c, const rec_state *r, char *why, size_t cap) {
-    if (r->ntensors != CKPT_TENSORS || r->nviews != (size_t)c->lay->n) {
+    if (r->ntensors != CKPT_TENSORS || r->nviews != (size_t)c->lay->nviews) {
         snprintf(why, cap, "it has %zu tensors and %zu views, not 3 and %d", r->ntensors,
-                 r->nviews, c->lay->n);
+                 r->nviews, c->lay->nviews);
         return 0;
     }
     for (int t = 0; t < CKPT_TENSORS; t++) {
@@ -39,11 +39,10 @@ static int matches_layout(const ckpt *c, const rec_state *r, char *why, size_t c
             return 0;
         }
     }
-    for (int i = 0; i < c->lay->n; i++) {
+    for (int i = 0; i < c->lay->nviews; i++) {
         const rec_view *v = &r->views[i];
-        const model_tensor *mt = &c->lay->t[i];
-        if (strcmp(v->name, mt->name) || v->rows != (uint64_t)mt->shape[0] ||
-            v->cols != (uint64_t)mt->shape[1] || v->offset != mt->offset) {
+        const rec_view *mt = &c->lay->views[i];
+        if (strcmp(v->name, mt->name) || v->rows != mt->rows || v->cols != mt->cols || v->offset != mt->offset) {
             snprintf(why, cap, "view %s does not match the model's tensor %s", v->name, mt->name);
             return 0;
         }

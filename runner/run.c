@@ -23,6 +23,7 @@
 #include "util/args.h"
 #include "config/config.h"
 #include "config/domain_caps.h"
+#include "runner/ckpt_model.h"
 #include "runner/memplan.h"
 #include "report/metrics_log.h"
 #include "runner/model_source.h"
@@ -95,6 +96,7 @@ typedef struct run_ctx {
     int ep_n;
     store *store;
     ckpt *ck;
+    ckpt_model_io ck_io; /* the backend's transfers as the ledger moves chunks */
     int progress;
     uint64_t seq;
     int next;
@@ -289,7 +291,8 @@ static int commit(run_ctx *r, int async, tdm_err *e) {
     rec_state rec;
     to_record(r, &rec);
     float *dev[CKPT_TENSORS] = {r->nets.u, r->nets.m, r->nets.v};
-    return ckpt_snapshot(r->ck, &rec, r->nets.ops, r->nets.ctx, dev, async, e);
+    ckpt_model_io_init(&r->ck_io, r->nets.ops, r->nets.ctx);
+    return ckpt_snapshot(r->ck, &rec, &r->ck_io.io, dev, async, e);
 }
 
 /* α* = the mean of α_{t+1} over the last 10 % of the episodes, from the α records after
@@ -867,9 +870,9 @@ static int load_everywhere(run_ctx *r, const run_opts *o, run_config_result *pin
         if (!rc) rc = model_source_fingerprint(r->store, &r->cfg, 1, e);
         uint64_t chunk = (uint64_t)r->cfg.checkpoint.chunk_kib << 10;
         float *dev[CKPT_TENSORS] = {r->nets.u, r->nets.m, r->nets.v};
-        if (!rc && !(r->ck = r->streaming ? ckpt_open_stream(r->store, &r->lay, chunk, r->nets.ops,
-                                                             r->nets.ctx, dev, e)
-                                          : ckpt_open(r->store, &r->lay, chunk, e)))
+        ckpt_model_io_init(&r->ck_io, r->nets.ops, r->nets.ctx);
+        if (!rc && !(r->ck = r->streaming ? ckpt_model_open_stream(r->store, &r->lay, chunk, &r->ck_io, dev, e)
+                                          : ckpt_model_open(r->store, &r->lay, chunk, e)))
             rc = e->code;
         if (!rc) rc = ckpt_acquire(r->ck, attempt_number(), e);
         /* a config change is recorded by the writer that holds the lease, at HEAD as it

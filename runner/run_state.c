@@ -1,5 +1,6 @@
 /* run_state.c — a run's committed state opened read-only; see run_state.h. */
 #include "runner/run_state.h"
+#include "runner/ckpt_model.h"
 
 #include <string.h>
 
@@ -26,7 +27,7 @@ int run_state_load(store *st, const uint64_t *seq, int dataset_optional, const c
     }
     if (!rc) rc = model_source_config(&rs->cfg, &rs->ds, &rs->mc, e);
     if (!rc) rc = model_layout_init(&rs->lay, &rs->mc, e);
-    if (!rc && !(rs->ck = ckpt_open(st, &rs->lay, 64u << 20, e))) rc = e->code;
+    if (!rc && !(rs->ck = ckpt_model_open(st, &rs->lay, 64u << 20, e))) rc = e->code;
     /* the run's config generation: states made after an allowed config change carry it */
     uint64_t gen = 0, change_seq = 0;
     if (!rc) rc = audit_generation(st, &gen, &change_seq, e);

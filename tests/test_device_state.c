@@ -15,6 +15,7 @@
 
 #include "model/model.h"
 #include "ledger/ckpt.h"
+#include "runner/ckpt_model.h"
 #include "ledger/records.h"
 #include "storage/store.h"
 #include "tests/test.h"
@@ -103,7 +104,8 @@ static int commit_through(const model_ops *ops, const char *url, const model_lay
                           float *const t[CKPT_TENSORS], uint64_t seq, tdm_err *e) {
     store *st = store_open(url, e);
     if (!st) return e->code;
-    ckpt *c = ckpt_open(st, lay, 4096, e);
+    ckpt_model_io cio;
+    ckpt *c = ckpt_model_open(st, lay, 4096, e);
     int rc = c ? 0 : e->code;
     float *dev[CKPT_TENSORS] = {0};
     for (int k = 0; !rc && k < CKPT_TENSORS; k++) {
@@ -117,7 +119,7 @@ static int commit_through(const model_ops *ops, const char *url, const model_lay
     if (!rc) rc = ckpt_load(c, &rec, &found, e);
     if (!rc && found) rec_state_free(&rec);
     make_rec(&rec, seq);
-    if (!rc) rc = ckpt_snapshot(c, &rec, ops, NULL, dev, 0, e);
+    if (!rc) rc = ckpt_snapshot(c, &rec, ckpt_io_of(&cio, ops, NULL), dev, 0, e);
     if (!rc) rc = ckpt_release(c, e);
     for (int k = 0; k < CKPT_TENSORS; k++)
         if (dev[k]) ops->release(NULL, dev[k]);
@@ -132,7 +134,7 @@ static int load_through(const model_ops *ops, const char *url, const model_layou
                         float *out[CKPT_TENSORS], uint64_t *seq, tdm_err *e) {
     store *st = store_open(url, e);
     if (!st) return e->code;
-    ckpt *c = ckpt_open(st, lay, 4096, e);
+    ckpt *c = ckpt_model_open(st, lay, 4096, e);
     int rc = c ? 0 : e->code, found = 0;
     rec_state rec;
     if (!rc) rc = ckpt_load(c, &rec, &found, e);

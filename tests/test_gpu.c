@@ -52,6 +52,7 @@
 #ifdef TANDEM_HAVE_CUDA
 #include "gpu/cuda.h"
 #include "ledger/ckpt.h"
+#include "runner/ckpt_model.h"
 #include "ledger/records.h"
 #include "steps/steps.h"
 #include "storage/store.h"
@@ -620,14 +621,15 @@ static int commit_state(const char *url, const model_layout *lay, const model_op
                         model_ctx *ctx, float *const dev[CKPT_TENSORS], uint64_t seq, tdm_err *e) {
     store *st = store_open(url, e);
     if (!st) return e->code;
-    ckpt *c = ckpt_open(st, lay, 1 << 20, e);
+    ckpt_model_io cio;
+    ckpt *c = ckpt_model_open(st, lay, 1 << 20, e);
     int rc = c ? 0 : e->code, found = 0;
     rec_state rec;
     if (!rc) rc = ckpt_acquire(c, 0, e);
     if (!rc) rc = ckpt_load(c, &rec, &found, e);
     if (!rc && found) rec_state_free(&rec);
     make_rec(&rec, seq);
-    if (!rc) rc = ckpt_snapshot(c, &rec, ops, ctx, dev, 0, e);
+    if (!rc) rc = ckpt_snapshot(c, &rec, ckpt_io_of(&cio, ops, ctx), dev, 0, e);
     if (!rc) rc = ckpt_release(c, e);
     if (c) ckpt_close(c);
     store_close(st);
@@ -639,7 +641,7 @@ static int load_state(const char *url, const model_layout *lay, float *host[CKPT
                       uint64_t *seq, tdm_err *e) {
     store *st = store_open(url, e);
     if (!st) return e->code;
-    ckpt *c = ckpt_open(st, lay, 1 << 20, e);
+    ckpt *c = ckpt_model_open(st, lay, 1 << 20, e);
     int rc = c ? 0 : e->code, found = 0;
     rec_state rec;
     *seq = UINT64_MAX;

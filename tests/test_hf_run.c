@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "ledger/ckpt.h"
+#include "runner/ckpt_model.h"
 #include "model/model.h"
 #include "model/qwen2.h"
 #include "model/safetensors.h"
@@ -50,7 +51,7 @@ static float *state_u(const fixture *f, const model_config *mc, size_t *numel) {
     model_layout lay;
     if (model_layout_init(&lay, mc, &e)) return NULL;
     store *st = store_open(f->store, &e);
-    ckpt *ck = st ? ckpt_open(st, &lay, 64u << 20, &e) : NULL;
+    ckpt *ck = st ? ckpt_model_open(st, &lay, 64u << 20, &e) : NULL;
     rec_state rec;
     int found = 0;
     float *u = NULL;
