@@ -1,8 +1,12 @@
-/* cmd_mixture.c — `tandem mixture STORE [--last-fraction 0.1] [--out FILE]`: the final
- * mixture α* — the mean of α over the last fraction of the episodes, as the paper reports
- * it — as a YAML file that a fixed-mixture training config takes (data.mixture_file).
- * `--json`: the mixture as one JSON object on stdout (docs/json.md); with --out the YAML
- * still goes to FILE. */
+/* cmd_mixture.c — `tandem mixture STORE [--last-fraction 0.1] [--format F] [--out FILE]`:
+ * the final mixture α* — the mean of α over the last fraction of the episodes, as the
+ * paper reports it — in the form another trainer takes (docs/audit.md):
+ *   yaml      a YAML file for a fixed-mixture config (data.mixture_file), the default
+ *   json      the JSON object of docs/json.md
+ *   megatron  Megatron-LM's --data-path value: "W1 PREFIX1 W2 PREFIX2 ..." (--prefix)
+ *   hf        the probabilities list of Hugging Face datasets' interleave_datasets, in the
+ *             dataset's domain order
+ * `--json`: the JSON object on stdout as well (with --out, FILE gets the format). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,41 +20,103 @@
 static const cli_opt OPTS[] = {
     {"--last-fraction", CLI_NUM, "F", "average over the last F of the episodes, 0 < F <= 1 (default 0.1)", NULL,
      1e-9, 1, NULL, NULL},
+    {"--format", CLI_STR, NULL,
+     "yaml (default: a config's data.mixture_file), json, megatron (--data-path's weights and\n"
+     "prefixes) or hf (interleave_datasets' probabilities, in the dataset's domain order)",
+     "yaml|json|megatron|hf", 0, 0, NULL, NULL},
+    {"--prefix", CLI_STR, "TEMPLATE",
+     "--format megatron: each domain's data prefix, {domain} replaced by its name (default {domain})", NULL, 0,
+     0, NULL, NULL},
     {"--out", CLI_STR, "FILE", "write FILE instead of standard output", NULL, 0, 0, NULL, NULL},
     {"--json", CLI_SWITCH, NULL, "one JSON object on stdout (docs/json.md)", NULL, 0, 0, NULL, NULL},
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
 static const cli_spec SPEC = {"mixture", "STORE", 1, 1, "a STORE is required",
-                              "The mean alpha over the last F (default 0.1) of the episodes, as YAML (a config's\n"
-                              "data.mixture_file).",
+                              "The mean alpha over the last F (default 0.1) of the episodes: as YAML (a config's\n"
+                              "data.mixture_file), JSON, Megatron-LM's --data-path or the probabilities of\n"
+                              "Hugging Face datasets' interleave_datasets.",
                               OPTS, NULL};
 
 /* The mixture as one JSON object on stdout (every name through util/json: a domain's name
  * and the store URL are the user's). */
-static void print_json(const rec_mixture *x, const rec_run *run, const char *url, const audit_chain *c,
+static void print_json(FILE *f, const rec_mixture *x, const rec_run *run, const char *url, const audit_chain *c,
                        double frac, const char *out) {
-    printf("{\"run_id\":");
-    json_str(stdout, run->run_id);
-    printf(",\"store\":");
-    json_str(stdout, url);
-    printf(",\"last_fraction\":");
-    json_num(stdout, frac);
-    printf(",\"first_episode\":%llu,\"last_episode\":%llu,\"episodes\":%zu,\"mixture\":{",
-           (unsigned long long)x->first, (unsigned long long)x->last, c->n);
+    fprintf(f, "{\"run_id\":");
+    json_str(f, run->run_id);
+    fprintf(f, ",\"store\":");
+    json_str(f, url);
+    fprintf(f, ",\"last_fraction\":");
+    json_num(f, frac);
+    fprintf(f, ",\"first_episode\":%llu,\"last_episode\":%llu,\"episodes\":%zu,\"mixture\":{",
+            (unsigned long long)x->first, (unsigned long long)x->last, c->n);
     for (int m = 0; m < x->M; m++) {
-        if (m) printf(",");
-        json_key(stdout, m < run->M ? run->domains[m] : "?");
-        json_num(stdout, x->alpha[m]);
+        if (m) fprintf(f, ",");
+        json_key(f, m < run->M ? run->domains[m] : "?");
+        json_num(f, x->alpha[m]);
     }
-    printf("},\"out\":");
-    json_str(stdout, out);
-    printf("}\n");
+    fprintf(f, "},\"out\":");
+    json_str(f, out);
+    fprintf(f, "}\n");
+}
+
+/* Megatron-LM's --data-path: "W1 PREFIX1 W2 PREFIX2 ..." on one line (Megatron normalises
+ * the weights). A prefix is the template with {domain} replaced; a name or a prefix with
+ * white space would split into two arguments: ERR_USAGE. */
+static int megatron_line(const rec_mixture *x, const rec_run *run, const char *tmpl, char *line, size_t cap,
+                         tdm_err *e) {
+    size_t at = 0;
+    line[0] = '\0';
+    for (int m = 0; m < x->M; m++) {
+        const char *name = m < run->M ? run->domains[m] : "?";
+        char prefix[512];
+        size_t n = 0;
+        for (const char *p = tmpl; *p && n + 1 < sizeof prefix;) {
+            if (!strncmp(p, "{domain}", 8)) {
+                n += (size_t)snprintf(prefix + n, sizeof prefix - n, "%s", name);
+                if (n >= sizeof prefix) n = sizeof prefix - 1;
+                p += 8;
+            } else {
+                prefix[n++] = *p++;
+            }
+        }
+        prefix[n] = '\0';
+        if (strpbrk(prefix, " \t\n\r\v\f"))
+            return err_set(e, ERR_USAGE, "--format megatron: the prefix of domain '%s' ('%s') holds white space, "
+                           "which Megatron's --data-path would split; give --prefix a template without it", name,
+                           prefix);
+        at += (size_t)snprintf(line + at, cap - at, "%s%.17g %s", m ? " " : "", x->alpha[m], prefix);
+        if (at >= cap) return err_set(e, ERR_USAGE, "--format megatron: the prefixes are too long");
+    }
+    return 0;
+}
+
+/* interleave_datasets' probabilities: a JSON (and Python) list in the dataset's domain
+ * order, scaled to sum to 1 as numpy's sampling requires. */
+static void print_hf(FILE *f, const rec_mixture *x) {
+    double sum = 0;
+    for (int m = 0; m < x->M; m++) sum += x->alpha[m];
+    fprintf(f, "[");
+    for (int m = 0; m < x->M; m++) fprintf(f, "%s%.17g", m ? ", " : "", sum > 0 ? x->alpha[m] / sum : x->alpha[m]);
+    fprintf(f, "]\n");
+}
+
+static void print_yaml(FILE *f, const rec_mixture *x, const rec_run *run, const char *url, const audit_chain *c) {
+    fprintf(f, "# mixture of run %s in %s: mean alpha after episodes %llu..%llu of %zu\n", run->run_id, url,
+            (unsigned long long)x->first, (unsigned long long)x->last, c->n);
+    fprintf(f, "mixture:\n");
+    for (int m = 0; m < x->M; m++) fprintf(f, "  %s: %.17g\n", m < run->M ? run->domains[m] : "?", x->alpha[m]);
 }
 
 static int run_mixture(const cli_args *a) {
     const char *url = a->arg[0], *out = cli_str(a, "--out", NULL);
     double frac = cli_num(a, "--last-fraction", 0.1);
+    const char *format = cli_str(a, "--format", "yaml");
     int json = cli_given(a, "--json") > 0;
+    if (json && !out && cli_given(a, "--format") && strcmp(format, "json")) {
+        fprintf(stderr, "tandem mixture: --json prints the JSON object on stdout, where --format %s would go: "
+                "give --out FILE for the %s, or leave one out\n", format, format);
+        return ERR_USAGE;
+    }
     int rc = 0;
     tdm_err e = {0};
     store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
@@ -67,17 +133,21 @@ static int run_mixture(const cli_args *a) {
     if (!rc) {
         rec_mixture x;
         audit_mixture(&c, frac, &x);
-        FILE *f = out ? fopen(out, "w") : json ? NULL : stdout;
+        /* the Megatron line first: a refused one leaves no FILE behind */
+        static char line[REC_MAX_DOMAINS * 600];
+        if (!strcmp(format, "megatron"))
+            rc = megatron_line(&x, &run, cli_str(a, "--prefix", "{domain}"), line, sizeof line, &e);
+        /* --json alone: the object replaces the format on stdout (as before --format) */
+        FILE *f = rc ? NULL : out ? fopen(out, "w") : json ? NULL : stdout;
         if (out && !f) rc = err_set(&e, ERR_USAGE, "cannot write %s", out);
         if (!rc && f) {
-            fprintf(f, "# mixture of run %s in %s: mean alpha after episodes %llu..%llu of %zu\n",
-                    run.run_id, url, (unsigned long long)x.first, (unsigned long long)x.last, c.n);
-            fprintf(f, "mixture:\n");
-            for (int m = 0; m < x.M; m++)
-                fprintf(f, "  %s: %.17g\n", m < run.M ? run.domains[m] : "?", x.alpha[m]);
+            if (!strcmp(format, "json")) print_json(f, &x, &run, url, &c, frac, out);
+            else if (!strcmp(format, "megatron")) fprintf(f, "%s\n", line);
+            else if (!strcmp(format, "hf")) print_hf(f, &x);
+            else print_yaml(f, &x, &run, url, &c);
             if (out && fclose(f)) rc = err_set(&e, ERR_USAGE, "cannot write %s", out);
         }
-        if (!rc && json) print_json(&x, &run, url, &c, frac, out);
+        if (!rc && json) print_json(stdout, &x, &run, url, &c, frac, out);
     }
     audit_chain_free(&c);
     rec_run_free(&run);

@@ -309,6 +309,30 @@ static void test_mixture_json(void) {
     CHECK(json_cmd(&f, ARGS("mixture", f.store, "--out", yaml, "--json"), 0,
                    "assert d['out'] == a[0] and open(a[0]).read() == open(a[1]).read(), d\n", ARGS(yaml, plain)) == 0,
           "mixture --out --json");
+    /* the forms other trainers take, checked against the same object: Megatron's
+     * --data-path pairs, interleave_datasets' probabilities, --format json */
+    char meg[700], hf[700], fj[700], bad[700];
+    CHECK(text_to(&f, "meg.txt", ARGS("mixture", f.store, "--format", "megatron", "--prefix", "/data/{domain}_text_document"),
+                  meg, sizeof meg) == 0, "--format megatron");
+    CHECK(text_to(&f, "hf.txt", ARGS("mixture", f.store, "--format", "hf"), hf, sizeof hf) == 0, "--format hf");
+    CHECK(text_to(&f, "fj.txt", ARGS("mixture", f.store, "--format", "json"), fj, sizeof fj) == 0, "--format json");
+    CHECK(json_cmd(&f, ARGS("mixture", f.store, "--json"), 0,
+                   "w = list(d['mixture'].values())\n"
+                   "t = open(a[0]).read().split()\n"
+                   "assert [float(x) for x in t[0::2]] == w, (t, w)\n"
+                   "assert t[1::2] == ['/data/%s_text_document' % n for n in d['mixture']], t\n"
+                   "p = json.load(open(a[1]))\n"
+                   "assert len(p) == 3 and abs(sum(p) - 1) < 1e-15 and all(abs(x - y / sum(w)) < 1e-16 for x, y in zip(p, w)), p\n"
+                   "assert json.load(open(a[2])) == d, a[2]\n",
+                   ARGS(meg, hf, fj)) == 0, "mixture formats");
+    /* refused before anything is written: a prefix Megatron would split, --json where the
+     * format would go */
+    snprintf(bad, sizeof bad, "%s/bad.txt", f.dir);
+    char errout[700];
+    CHECK(text_to(&f, "bad-run.txt", ARGS("mixture", f.store, "--format", "megatron", "--prefix", "my {domain}", "--out", bad),
+                  errout, sizeof errout) == 2 && access(bad, F_OK) != 0, "a prefix with a space: exit 2, no file");
+    CHECK(text_to(&f, "bad-json.txt", ARGS("mixture", f.store, "--format", "hf", "--json"), errout, sizeof errout) == 2,
+          "--json with --format hf and no --out: exit 2");
     fixture_done(&f);
 }
 
