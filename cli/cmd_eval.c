@@ -16,7 +16,7 @@
 
 static const cli_opt OPTS[] = {
     {"--split", CLI_STR, NULL, "the split to evaluate (default test)", "test|val|train", 0, 0, NULL, NULL},
-    {"--max-tokens", CLI_STR, "N", "at most N target tokens per domain (default all)", NULL, 0, 0, NULL, NULL},
+    {"--max-tokens", CLI_STR, "N", "at most N target tokens per domain, in whole windows of train.seq (default all)", NULL, 0, 0, NULL, NULL},
     {"--state", CLI_STR, "SEQ", "evaluate the kept state states/SEQ.mp instead of the newest", NULL, 0, 0, NULL, NULL},
     {"--json", CLI_SWITCH, NULL, "the result as one JSON object on stdout", NULL, 0, 0, NULL, NULL},
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
@@ -41,6 +41,9 @@ static int run_eval(const cli_args *a) {
     int json = cli_given(a, "--json"), have_state = cli_given(a, "--state") > 0;
     tdm_err e = {0};
     int rc = u64_opt(a, "--max-tokens", &max_tokens, &e);
+    if (!rc && max_tokens == 0)
+        rc = err_set(&e, ERR_USAGE, "--max-tokens 0 would evaluate nothing: give the most target tokens per "
+                     "domain to evaluate (whole windows of train.seq), or leave it out for all");
     if (!rc) rc = u64_opt(a, "--state", &state_seq, &e);
     if (rc) {
         fprintf(stderr, "tandem eval: %s\n", e.msg);

@@ -144,8 +144,10 @@ static int print_size(store *st, const rec_state *head_state, FILE *j, tdm_err *
     }
     if (j) {
         fprintf(j, ",\"size\":{\"states\":%zu,\"state_bytes\":%llu,\"chunks\":%zu,\"chunk_bytes\":%llu,"
-                "\"blobs\":%zu,\"orphan_blobs\":%zu}", ns, (unsigned long long)per_state, nref,
+                "\"blobs\":%zu,\"orphan_blobs\":%zu,\"state_seqs\":[", ns, (unsigned long long)per_state, nref,
                 (unsigned long long)unique, blobs, orphans);
+        for (size_t i = 0; i < ns; i++) fprintf(j, "%s%llu", i ? "," : "", (unsigned long long)seqs[i]);
+        fprintf(j, "]}");
         free(ref);
         free(seqs);
         return 0;
@@ -155,6 +157,20 @@ static int print_size(store *st, const rec_state *head_state, FILE *j, tdm_err *
     human_bytes(unique, all, sizeof all);
     printf("size      %zu full state%s of %s each; their %zu chunks hold %s (unchanged chunks "
            "are shared)\n", ns, ns == 1 ? "" : "s", one, nref, all);
+    /* the kept states by run position: what export --state and eval --state take (the
+     * first and the newest few when there are many) */
+    if (ns) {
+        printf("          at run positions");
+        for (size_t i = 0; i < ns; i++) {
+            if (ns > 12 && i == 4) {
+                printf(" ... (%zu more)", ns - 8);
+                i = ns - 5;
+                continue;
+            }
+            printf("%s %llu", i ? "," : "", (unsigned long long)seqs[i]);
+        }
+        printf(" (tandem export/eval --state SEQ)\n");
+    }
     if (orphans)
         printf("          %zu blobs no state references (of %zu; tandem gc removes them)\n", orphans, blobs);
     free(ref);

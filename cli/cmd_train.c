@@ -115,6 +115,7 @@ static int run_train(const cli_args *a) {
         o.sets = sets.kv;
         o.nsets = sets.n;
         o.store_url = store_url;
+        o.store_defaulted = !cli_given(a, "--store");
         rc = run_main(&o, &e);
     }
     if (!rc) {

@@ -307,8 +307,8 @@ static int allowed_key(const char *key, char *const *allowed, int n) {
     return 0;
 }
 
-int run_config_open(store *st, const config *cfg, const char *const *domains, int M,
-            char *const *allowed, int n_allowed, run_config_result *out, tdm_err *e) {
+int run_config_open(store *st, const config *cfg, const char *const *domains, int M, char *const *allowed,
+                    int n_allowed, int store_defaulted, run_config_result *out, tdm_err *e) {
     memset(out, 0, sizeof *out);
     config_kv *pinned;
     size_t npinned;
@@ -382,6 +382,12 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
                      "(%s): RUN is not this run's pin (another run's RUN, or a damaged one). "
                      RUN_REPAIR, store_url(st), (unsigned long long)pc.run.seed,
                      (unsigned long long)made, which);
+    } else if (refused && store_defaulted) {
+        rc = err_set(e, ERR_USAGE,
+                     "%s, the default store, holds a run created with another configuration; these "
+                     "keys differ:\n%s\nGive this run a store of its own with --store URL (e.g. "
+                     "--store file://./runs/NAME), or resume that run with its pinned values",
+                     store_url(st), list);
     } else if (refused) {
         rc = err_set(e, ERR_USAGE,
                      "the run in %s was created with another configuration; these keys differ:\n%s\n"

@@ -40,9 +40,10 @@ typedef struct run_config_result {
  * which the caller calls once it holds the lease — a writer that records a change and
  * then fails to take the run over would leave a change record no writer made, under
  * which the states the live writer goes on committing look superseded. Free *out with
- * run_config_result_free. */
-int run_config_open(store *st, const config *cfg, const char *const *domains, int M,
-            char *const *allowed, int n_allowed, run_config_result *out, tdm_err *e);
+ * run_config_result_free. store_defaulted: the store is a default nobody named, so a
+ * refusal suggests a store of its own (--store) rather than --allow-change. */
+int run_config_open(store *st, const config *cfg, const char *const *domains, int M, char *const *allowed,
+                    int n_allowed, int store_defaulted, run_config_result *out, tdm_err *e);
 
 /* Writes out->pending (when it holds keys) as configs/<nchanges>.mp applying at state
  * position `at_seq` (HEAD's, read after the lease was taken), and counts it in

@@ -485,8 +485,9 @@ typedef struct prep_pass prep_pass;
 static void prep_count_issue(const prep_opts *o, prep_dom *d, int reason, const char *path,
                              uint64_t line, const char *what) {
     d->st.skipped[reason]++;
-    /* excluded files, symlinks and empty files are choices or harmless: counted only */
-    if (reason == TEXTSRC_EXCLUDED || reason == TEXTSRC_SPECIAL || reason == TEXTSRC_EMPTY) return;
+    /* excluded and empty files are choices or harmless: counted only; a symlink that was
+     * not followed is named (a user who linked a corpus in expects it read) */
+    if (reason == TEXTSRC_EXCLUDED || reason == TEXTSRC_EMPTY) return;
     if (!o->warnings || d->shown[reason] >= PREP_ISSUES_SHOWN) return;
     d->shown[reason]++;
     if (line) fprintf(o->warnings, "prep: %s: %s:%" PRIu64 ": %s\n", d->name, path, line, what);

@@ -138,8 +138,9 @@ int ckpt_load_seq(ckpt *c, uint64_t seq, rec_state *rec, tdm_err *e) {
     size_t n = 0;
     int rc = store_get(c->st, key, &data, &n, NULL, e);
     if (rc == STORE_NOT_FOUND)
-        return err_set(e, ERR_USAGE, "%s/%s does not exist (tandem status lists the kept states)",
-                       store_url(c->st), key);
+        return err_set(e, ERR_USAGE, "%s/%s does not exist: `tandem status %s` lists the run positions of the "
+                       "kept states",
+                       store_url(c->st), key, store_url(c->st));
     if (rc) return rc;
     rc = rec_state_decode(data, n, key, rec, e);
     free(data);

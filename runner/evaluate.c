@@ -13,7 +13,8 @@
 #include "config/config.h"
 #include "runner/run_state.h"
 
-/* Mean token loss of `params` on domain m's split, over at most max_tokens targets. */
+/* Mean token loss of `params` on domain m's split, over whole windows of T targets, at most
+ * max_tokens of them in all. */
 static int eval_domain(const model_ops *ops, model_ctx *ctx, const float *params, const dataset *ds,
                        int m, int split, int B, int T, uint64_t max_tokens, double *loss,
                        uint64_t *tokens, tdm_err *e) {
@@ -30,8 +31,10 @@ static int eval_domain(const model_ops *ops, model_ctx *ctx, const float *params
     int rows = 0, rc = 0;
     double l[128];
     long nt[128];
-    for (size_t s = 0; s < nsh && !rc && count < max_tokens; s++) {
-        for (size_t start = 0; start + (size_t)T + 1 <= sh[s].n && count < max_tokens; start += (size_t)T) {
+    for (size_t s = 0; s < nsh && !rc && count + (uint64_t)T <= max_tokens; s++) {
+        /* whole windows of T targets, never past max_tokens */
+        for (size_t start = 0; start + (size_t)T + 1 <= sh[s].n && count + (uint64_t)T <= max_tokens;
+             start += (size_t)T) {
             shard_copy(&sh[s], start, (size_t)T + 1, tok + (size_t)rows * (T + 1));
             dom[rows++] = 0;
             count += (uint64_t)T;
@@ -81,6 +84,10 @@ int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, e
         else if (!(rc = gpu->set_precision(cfg->run.precision == CONFIG_PRECISION_BF16 ? "bf16" : "fp32", e)))
             ops = gpu->ops;
     }
+    if (!rc && max_tokens < (uint64_t)cfg->train.seq)
+        rc = err_set(e, ERR_USAGE, "--max-tokens %llu is less than one window of this run (train.seq = %d "
+                     "targets): evaluation takes whole windows, so give at least %d",
+                     (unsigned long long)max_tokens, cfg->train.seq, cfg->train.seq);
     if (!rc) rc = run_state_load(st, seq, 0, "evaluate", &rs, e);
     int B = cfg->train.batch, T = cfg->train.seq, M = dataset_n_domains(&rs.ds);
     if (!rc && !(ctx = ops->create(&rs.lay, B, T, 1, cfg->run.threads, e))) rc = e->code;

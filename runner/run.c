@@ -864,8 +864,9 @@ static int load_everywhere(run_ctx *r, const run_opts *o, run_config_result *pin
     int rc = 0;
     if (r->rank == 0) rc = precheck_episodes(r, e);
     if (r->rank == 0 && !rc) {
-        rc = run_config_open(r->store, &r->cfg, r->names, dataset_n_domains(&r->ds), o->allow,
-                     o->nallow, pin, e);
+        int defaulted = o->store_defaulted || (!o->store_url && !r->cfg.store[0]);
+        rc = run_config_open(r->store, &r->cfg, r->names, dataset_n_domains(&r->ds), o->allow, o->nallow,
+                             defaulted, pin, e);
         /* the model.init folder is the one the run started from (pinned by content) */
         if (!rc) rc = model_source_fingerprint(r->store, &r->cfg, 1, e);
         uint64_t chunk = (uint64_t)r->cfg.checkpoint.chunk_kib << 10;

@@ -18,6 +18,8 @@ typedef struct run_opts {
     char *const *sets; /* "key=value" overrides */
     int nsets;
     const char *store_url; /* NULL: the config's store, else file://runs/<config name> */
+    int store_defaulted;   /* store_url is the command's default, not the user's: a refusal
+                            * for a reused store says --store, not --allow-change */
     const char *store_suffix; /* a sweep point's label: the run lives in STORE/<suffix> */
     char *const *allow;    /* keys allowed to differ from the pinned config */
     int nallow;

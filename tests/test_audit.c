@@ -234,6 +234,24 @@ static void test_eval_reports_average(void) {
              tandem_bin(), f.store);
     CHECK(system(cmd) == 0, "Average is not exp(mean loss): %s", out);
     CHECK(tandem_cmd(out, sizeof out, "eval '%s' --split nope", f.store) == 2, "bad split accepted");
+    /* --max-tokens N: at most N targets per domain, in whole windows of train.seq (32) */
+    snprintf(cmd, sizeof cmd, "'%s' eval '%s' --split val --max-tokens 70 --json | /usr/bin/python3 -c 'import json,sys; "
+             "d=json.load(sys.stdin); t=[v[\"tokens\"] for v in d[\"domains\"].values()]; assert t==[64,64,64], t'",
+             tandem_bin(), f.store);
+    CHECK(system(cmd) == 0, "--max-tokens 70 did not take two windows of 32 per domain");
+    CHECK(tandem_cmd(out, sizeof out, "eval '%s' --max-tokens 0", f.store) == 2 && strstr(out, "evaluate nothing"),
+          "--max-tokens 0: %s", out);
+    CHECK(tandem_cmd(out, sizeof out, "eval '%s' --max-tokens 31", f.store) == 2 && strstr(out, "train.seq = 32"),
+          "--max-tokens below one window: %s", out);
+    /* the kept states by run position, and where a missing one sends the user */
+    CHECK(tandem_cmd(out, sizeof out, "status '%s'", f.store) == 0 && strstr(out, "at run positions"), "status: %s", out);
+    snprintf(cmd, sizeof cmd, "'%s' status '%s' --json | /usr/bin/python3 -c 'import json,sys,os; d=json.load(sys.stdin); "
+             "s=sorted(int(n[:-3]) for n in os.listdir(sys.argv[1] + \"/states\")); "
+             "assert d[\"size\"][\"state_seqs\"]==s and len(s)==4, (d[\"size\"], s)' '%s'",
+             tandem_bin(), f.store, f.store);
+    CHECK(system(cmd) == 0, "status --json does not list the kept states");
+    CHECK(tandem_cmd(out, sizeof out, "eval '%s' --state 3", f.store) == 2 && strstr(out, "tandem status"),
+          "a missing --state: %s", out);
     test_rmtree(f.dir);
     free(f.dir);
 }

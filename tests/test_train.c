@@ -3,6 +3,7 @@
  * validation loss below ln V, the low-entropy domains most; the alias is exactly
  * `tandem run` with run.mode = fixed (the same final bytes); a second call finds the run
  * finished; a missing --data is a usage error. */
+#include <limits.h>
 #include <math.h>
 #include <sys/wait.h>
 
@@ -64,6 +65,17 @@ static void test_train_is_a_fixed_uniform_run(void) {
           "%s", out);
     snprintf(cmd, sizeof cmd, "'%s' hash %s/train 2>&1", tandem_bin(), dir);
     CHECK(test_sh(cmd, h2, sizeof h2) == 0 && strcmp(h1, h2) == 0, "the finished run changed: %s", h2);
+    /* the default store reused by another training: the refusal says --store, not
+     * --allow-change (a new user's second `tandem train` is a new run, not a resume) */
+    char bin[PATH_MAX], cmd2[PATH_MAX + 2048];
+    CHECK(realpath(tandem_bin(), bin) != NULL, "realpath %s", tandem_bin());
+    const char *tiny = "--steps 4 --eval-every 2 --batch 6 --seq 32 --channels 32 --threads 1";
+    snprintf(cmd2, sizeof cmd2, "cd '%s' && '%s' train --data dataset.yaml %s 2>&1", dir, bin, tiny);
+    CHECK(test_sh(cmd2, out, sizeof out) == 0, "first default-store training: %s", out);
+    snprintf(cmd2, sizeof cmd2, "cd '%s' && '%s' train --data dataset.yaml %s --lr 1e-3 2>&1", dir, bin, tiny);
+    CHECK(test_sh(cmd2, out, sizeof out) == 2 && strstr(out, "default store") && strstr(out, "--store URL") &&
+              strstr(out, "optim.lr") && !strstr(out, "--allow-change"),
+          "a reused default store: %s", out);
     /* usage errors */
     snprintf(cmd, sizeof cmd, "'%s' train --steps 10 2>&1", tandem_bin());
     CHECK(test_sh(cmd, out, sizeof out) == 2 && strstr(out, "--data"), "%s", out);
