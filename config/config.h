@@ -40,6 +40,8 @@
 #define CONFIG_STR_MAX 4096 /* bytes of a string value, NUL included */
 #define CONFIG_KEY_MAX 64   /* bytes of a key name, NUL included */
 
+/* ------------------------------------------------------ the typed configuration */
+
 /* Enum-valued keys are stored as these ints; the order matches the value lists of the
  * schema (config.c checks the counts at compile time). */
 enum config_preset {
@@ -176,6 +178,8 @@ typedef struct config_kv {
     char value[CONFIG_STR_MAX];
 } config_kv;
 
+/* ----------------------------- building a config: defaults, preset, file, --set */
+
 /* Sets every key to its built-in default (data.dataset, which has none, to ""). Never
  * fails; the result does not pass config_check until data.dataset is set. */
 void config_defaults(config *c);
@@ -200,6 +204,8 @@ int config_set(config *c, const char *key, const char *value, tdm_err *e);
  * re-checks every key's range (a struct filled by hand may hold anything). */
 int config_check(const config *c, tdm_err *e);
 
+/* ------------------------------------------ the canonical form: what a run pins */
+
 /* The canonical form: one entry per key, all keys (defaults included), sorted by key
  * (strcmp), value texts such that config_from_canonical gives back the same struct bit
  * for bit. `*out` is malloc'd; the caller frees it with free(). */
@@ -222,6 +228,8 @@ int config_diff(const config *a, const config *b, const char ***keys, size_t *n,
  * the schema (checkpoint.keep, checkpoint.grace_s, checkpoint.snapshot); true otherwise,
  * unknown keys included. */
 bool config_key_pinned(const char *key);
+
+/* ------------------------------------- the schema written out: help, docs, YAML */
 
 /* The schema as plain-text help (for `tandem run --help`): every key with its type,
  * range, default and meaning, then the presets. */

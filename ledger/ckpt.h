@@ -71,7 +71,8 @@ typedef struct ckpt_tensor_io {
 ckpt *ckpt_open(store *st, const ckpt_layout *lay, uint64_t chunk_bytes, tdm_err *e);
 /* Opens checkpointing without host buffers: commits read the three tensors dev[] (u,
  * AdamW m, v) of the backend chunk by chunk through io->download, and loads write them
- * back chunk by chunk through io->upload (io is copied; io->ctx must outlive c), so host memory holds at most one chunk per I/O
+ * back chunk by chunk through io->upload (io is copied; io->ctx must outlive c), so
+ * host memory holds at most one chunk per I/O
  * thread (4 x chunk_bytes) instead of a second full copy of the state. The price: a
  * commit is synchronous (ckpt_snapshot returns when it is stored), so the training loop
  * waits for the whole write. For states too large to copy into host memory
@@ -90,6 +91,8 @@ void ckpt_set_stop_check(ckpt *c, int (*stop)(void *arg, double seconds_left), v
 /* Waits for a pending write, stops the writer thread, frees everything. */
 void ckpt_close(ckpt *c);
 
+/* ------------------------------------------------------------------ the writer lease */
+
 /* Takes the writer lease: epoch = previous epoch + 1, and stamps HEAD with it so that a
  * writer holding an older epoch fails its next compare-and-swap. `attempt` is recorded
  * (e.g. SLURM_RESTART_COUNT). Prints who held it before when it was not released. */
@@ -101,6 +104,8 @@ uint64_t ckpt_epoch(const ckpt *c);
 /* The host buffers a load fills and a snapshot copies into: [CKPT_TENSORS][numel]; NULL
  * when streaming (a load then fills the device tensors directly). */
 float *ckpt_host(ckpt *c, int tensor);
+
+/* ---------------------------------------------------------- generations and retention */
 
 /* The config generation this writer computes under (the number of recorded config
  * changes) and the run position where the newest change took effect. States and α
@@ -120,6 +125,8 @@ void ckpt_set_retention(ckpt *c, long keep);
  * generation cur whose newest change took effect at change_seq. Objects without a
  * generation (written before there were any) belong. */
 int ckpt_gen_belongs(int has_gen, uint64_t gen, uint64_t seq, uint64_t cur, uint64_t change_seq);
+
+/* ------------------------------------------------------------------ loading a state */
 
 /* Loads the newest verified state into *rec (scalars; caller frees with
  * rec_state_free) and the host buffers. *found = 0 when the store holds no usable
@@ -149,6 +156,8 @@ int ckpt_seed_replay(const ckpt *c);
  * does not verify. */
 int ckpt_load_seq(ckpt *c, uint64_t seq, rec_state *rec, tdm_err *e);
 
+/* ------------------------------------------------------------------ committing a state */
+
 /* Snapshots the state: waits for the previous write, copies `rec` and the three
  * device buffers (u, AdamW m, AdamW v) into host memory through io->download, then
  * commits in the background (async = 1) or before returning (async = 0). */
@@ -157,6 +166,8 @@ int ckpt_snapshot(ckpt *c, const rec_state *rec, const ckpt_tensor_io *io, float
 
 /* Waits for the background write; returns its result. */
 int ckpt_wait(ckpt *c, tdm_err *e);
+
+/* ---------------------------------------------------- the grace decision: a commit's cost now */
 
 /* Throughput assumed before this writer has measured one commit of its own: what a slow
  * object store does (bytes/s), so that an unmeasured estimate errs on the long side. */
@@ -189,6 +200,8 @@ double ckpt_last_commit_time(const ckpt *c);
 double ckpt_last_commit_seconds(const ckpt *c);
 uint64_t ckpt_last_commit_seq(const ckpt *c);
 
+/* -------------------------------------------------- the alpha records and their chain */
+
 /* Writes alpha/<t>.mp (stamped with the writer's generation and a self-digest), or, when
  * it exists (a replay), checks that the stored record has the same hash: a record that is
  * damaged (its digest fails, or it does not decode) or was computed under another
@@ -209,6 +222,8 @@ int ckpt_check_chain(ckpt *c, uint64_t records, const sha256_digest *head, tdm_e
  * for (`records`) and the newest record in the store: a hole past the state, which the
  * replay re-derives, said out loud as verify says it. Store errors are returned. */
 int ckpt_report_alpha_holes(ckpt *c, uint64_t records, tdm_err *e);
+
+/* ------------------------------------------------ a config change: the old trajectory */
 
 /* Removes states/<seq>.mp for every seq > after (used when pinned config keys change:
  * those states belong to the old trajectory). */

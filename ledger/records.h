@@ -38,6 +38,8 @@
 #define REC_MAX_TENSORS 4096
 #define REC_MAX_DIMS 4
 
+/* ------------------------------------------------------------------ the records */
+
 typedef struct rec_head {
     uint64_t seq;
     char state[REC_KEY_MAX]; /* store key of the manifest */
@@ -167,6 +169,8 @@ typedef struct rec_mixture {
 } rec_mixture;
 
 /* Encoders return a malloc'ed buffer (caller frees) and its size. */
+/* -------------------------------------------------------- encoding and decoding */
+
 void *rec_head_encode(const rec_head *h, size_t *n);
 void *rec_run_encode(const rec_run *r, size_t *n);
 void *rec_change_encode(const rec_change *c, size_t *n);
