@@ -76,10 +76,7 @@ typedef struct compare_ctx {
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-static void compare_more_help(FILE *f) {
-    fprintf(f, "Exit codes as tandem run: 0 done, 75 stopped by a signal (run it again), 2 config\n"
-               "or usage error, 3 store problem, 4 nondeterministic replay, 1 internal error.\n");
-}
+static void compare_more_help(FILE *f) { cli_run_exit_codes(f); }
 
 static const cli_opt OPTS[] = {
     {"--store", CLI_STR, "URL", "where the five runs live (default: the config's store, else\n"

@@ -20,6 +20,7 @@
 #include "ledger/retain.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
+#include "config/run_config.h"
 #include "util/args.h"
 #include "util/json.h"
 
@@ -97,6 +98,7 @@ static int gc(const char *url, long keep, int dry, int force, FILE *j, tdm_err *
     }
     store *st = store_open_existing(url, STORE_OPEN_WRITABLE, &e);
     if (!st) rc = e.code;
+    if (!rc) rc = run_config_require_run(st, &e);
     /* a live writer could be between uploading blobs and writing their manifest; a lease
      * whose holder is provably gone (audit_lease_read) does not stop gc */
     int lease_read = 0;
@@ -209,8 +211,9 @@ static int run_pin(const cli_args *a) {
     char key[64], skey[64];
     ledger_pin_key(key, sizeof key, seq);
     ledger_state_key(skey, sizeof skey, seq);
-    int ex = 0, rc = 0;
-    if (remove) {
+    int ex = 0, rc = run_config_require_run(st, &e);
+    if (rc) {
+    } else if (remove) {
         rc = store_delete(st, key, &e);
         if (rc == STORE_NOT_FOUND) rc = 0;
     } else if (!(rc = store_exists(st, skey, &ex, &e)) && !ex) {

@@ -36,6 +36,7 @@
 #include "ledger/records.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
+#include "config/run_config.h"
 #include "storage/store.h"
 
 typedef struct plan_item {
@@ -133,6 +134,7 @@ static int run_repair(const cli_args *a) {
     tdm_err e = {0};
     store *st = store_open_existing(url, apply ? STORE_OPEN_WRITABLE : STORE_OPEN_READ_ONLY, &e);
     if (!st) rc = e.code;
+    if (!rc) rc = run_config_require_run(st, &e);
     plan p = {0};
     good_state *good = NULL;
     size_t ngood = 0;

@@ -10,13 +10,17 @@
 #include "runner/run.h"
 #include "deploy/sweep.h"
 
-static void run_more_help(FILE *f) {
+void cli_run_exit_codes(FILE *f) {
     fprintf(f,
             "Exit codes: 0 finished; 75 stopped by SIGTERM/SIGINT/SIGUSR1 after committing\n"
             "(requeue to resume); 2 config or usage error; 3 store unreachable, corrupt or\n"
-            "fenced out; 4 nondeterministic replay; 1 internal error.\n"
-            "\n"
-            "Config keys:\n");
+            "fenced out; 4 nondeterministic replay; 5 diverged (a loss, gradient or alpha not\n"
+            "finite: a retry diverges again, do not requeue); 1 internal error.\n");
+}
+
+static void run_more_help(FILE *f) {
+    cli_run_exit_codes(f);
+    fprintf(f, "\nConfig keys:\n");
     config_print_help(f);
 }
 

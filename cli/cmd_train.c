@@ -47,7 +47,7 @@ static const cli_spec SPEC = {"train", NULL, 0, 0, NULL,
                               "validation loss per domain. The same as `tandem run` with run.mode=fixed and\n"
                               "data.mixture=uniform: it resumes where it stopped when run again.\n"
                               "--data DATASET.yaml is required.",
-                              OPTS, NULL};
+                              OPTS, cli_run_exit_codes};
 
 /* The options as "key=value" strings, in the order tandem run applies --set values. */
 typedef struct train_sets {

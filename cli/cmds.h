@@ -6,6 +6,8 @@
 #ifndef TANDEM_CLI_CMDS_H
 #define TANDEM_CLI_CMDS_H
 
+#include <stdio.h>
+
 /* tandem gen-corpus: writes a synthetic multi-domain corpus (data/corpus.h). */
 int cmd_gen_corpus(int argc, char **argv);
 int cmd_prep(int argc, char **argv); /* tandem prep: text into a byte-level dataset (data/prep.h) */
@@ -40,5 +42,8 @@ int cmd_export(int argc, char **argv); /* a run's u as a Hugging Face folder (ru
 
 /* tandem compare: the DMO, then Uniform, Natural and α* final runs, evaluated. */
 int cmd_compare(int argc, char **argv);
+
+/* The exit codes of a command that runs training (run, train, compare), for --help. */
+void cli_run_exit_codes(FILE *f);
 
 #endif

@@ -80,8 +80,10 @@ int run_config_run_state(store *st, int *has, char *found, size_t cap, tdm_err *
 }
 
 /* The error for a store without RUN: a run that lost its RUN (ERR_STORE, with the repair;
- * *health RUN_CONFIG_MISSING) when the store holds run state, else "holds no run" (ERR_USAGE;
- * RUN_CONFIG_NO_RUN). A store error is returned as it is. */
+ * *health RUN_CONFIG_MISSING) when the store holds run state, else "holds no run"
+ * (RUN_CONFIG_NO_RUN; ERR_STORE as well: a path that holds no run is exit 3 for every
+ * command, whether it is missing, empty or holds something else). A store error is
+ * returned as it is. */
 static int missing_run(store *st, int *health, tdm_err *e) {
     char found[300];
     int has = 0;
@@ -92,7 +94,7 @@ static int missing_run(store *st, int *health, tdm_err *e) {
         return err_set(e, ERR_STORE,
                        "%s/RUN is missing, but the store holds a run (%s). " RUN_REPAIR,
                        store_url(st), found);
-    return err_set(e, ERR_USAGE, "%s holds no run (no RUN object); check the store URL",
+    return err_set(e, ERR_STORE, "%s holds no run (no RUN object); check the store URL",
                    store_url(st));
 }
 
@@ -215,6 +217,14 @@ int run_config_check(store *st, int *health, tdm_err *e) {
     char id[64];
     int rc = read_config(st, &cfg, id, sizeof id, health, e);
     return *health == RUN_CONFIG_OK ? rc : 0;
+}
+
+int run_config_require_run(store *st, tdm_err *e) {
+    int health;
+    tdm_err ce;
+    int rc = run_config_check(st, &health, &ce);
+    if (rc || health == RUN_CONFIG_NO_RUN) *e = ce;
+    return rc ? rc : health == RUN_CONFIG_NO_RUN ? ce.code : 0;
 }
 
 int run_config_read_run(store *st, rec_run *run, tdm_err *e) {

@@ -72,6 +72,11 @@ enum { RUN_CONFIG_OK = 0, RUN_CONFIG_NO_RUN, RUN_CONFIG_MISSING, RUN_CONFIG_DAMA
  * non-zero only when the store itself failed (e set, *health RUN_CONFIG_OK). */
 int run_config_check(store *st, int *health, tdm_err *e);
 
+/* For commands that work on damaged runs too (gc, pin, repair): ERR_STORE "holds no run"
+ * when the store holds nothing of a run (RUN_CONFIG_NO_RUN), as every command says it;
+ * 0 otherwise (a missing or damaged RUN is the command's to judge), or the store's error. */
+int run_config_require_run(store *st, tdm_err *e);
+
 /* 1 when the run's states were made with another seed than the pinned `pinned`: the
  * seed of HEAD's state (else of the newest state that decodes) into *seed, that state's
  * key into which. 0 when they agree or no state can be read. A RUN that pins another seed

@@ -427,6 +427,40 @@ static int write_lease(const fixture *f, const char *host, unsigned long long pi
     return rc;
 }
 
+/* One rule for "no run here": a missing path, an empty folder and a folder that holds
+ * something else are exit 3 for every command that reads a run, and none of them writes. */
+static void test_no_run_is_exit_3_everywhere(void) {
+    char *dir = test_tmpdir("norun");
+    char other[700], empty[700], missing[700], outdir[760];
+    snprintf(other, sizeof other, "%s/other", dir);
+    snprintf(empty, sizeof empty, "%s/empty", dir);
+    snprintf(missing, sizeof missing, "%s/missing", dir);
+    snprintf(outdir, sizeof outdir, "%s/export", dir);
+    CHECK(mkdir(other, 0777) == 0 && mkdir(empty, 0777) == 0, "mkdir");
+    char note[760];
+    snprintf(note, sizeof note, "%s/notes.txt", other);
+    CHECK(write_file(note, "not a run\n") == 0, "write");
+    static const char *const cmds[][2] = {{"status", ""}, {"verify", ""},      {"hash", ""},
+                                          {"alpha", ""},  {"mixture", ""},     {"metrics", ""},
+                                          {"eval", ""},   {"gc", " --keep 1"}, {"pin", " 4"},
+                                          {"repair", ""}, {"repair", " --apply"}};
+    const char *paths[] = {other, empty, missing};
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
+        for (int p = 0; p < 3; p++) {
+            int rc = tandem_cmd(out, sizeof out, "%s '%s'%s", cmds[i][0], paths[p], cmds[i][1]);
+            CHECK(rc == 3, "tandem %s%s on %s: exit %d (want 3): %s", cmds[i][0], cmds[i][1], paths[p], rc, out);
+        }
+    int rc = tandem_cmd(out, sizeof out, "export '%s' --out '%s'", other, outdir);
+    CHECK(rc == 3 && access(outdir, F_OK) != 0, "export of a folder without a run: exit %d: %s", rc, out);
+    CHECK(access(missing, F_OK) != 0, "a read created %s", missing);
+    char ls[1600], listing[256];
+    snprintf(ls, sizeof ls, "ls -A '%s'; ls -A '%s'", other, empty);
+    CHECK(test_sh(ls, listing, sizeof listing) == 0 && !strcmp(listing, "notes.txt\n"), "the folders changed: %s",
+          listing);
+    test_rmtree(dir);
+    free(dir);
+}
+
 static void test_stale_lease(void) {
     fixture f;
     CHECK(fixture_audit(&f, "lease", 6) == 0, "fixture");
@@ -501,6 +535,7 @@ int main(void) {
     RUN(test_eval_reports_average);
     RUN(test_run_damage_verify_agrees_with_run);
     RUN(test_run_missing_is_never_a_new_run);
+    RUN(test_no_run_is_exit_3_everywhere);
     RUN(test_stale_lease);
     test_rmtree(g_corpus);
     return test_summary("test_audit");
