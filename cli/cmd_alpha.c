@@ -27,6 +27,7 @@
 
 static const cli_opt OPTS[] = {
     {"--format", CLI_STR, NULL, "the listing as a table (default), CSV or JSON", "table|csv|json", 0, 0, NULL, NULL},
+    {"--json", CLI_SWITCH, NULL, "the same as --format json", NULL, 0, 0, NULL, NULL},
     {"--verify", CLI_SWITCH, NULL, "check the hash chain and that no episode is missing (exit 3\n"
                                    "naming the first missing or altered record)", NULL, 0, 0, NULL, NULL},
     {"--plot", CLI_STR, "FILE.svg", "alpha_m(t) per domain as an SVG chart", NULL, 0, 0, NULL, NULL},
@@ -178,8 +179,12 @@ static int plot(const char *path, const audit_chain *c, const rec_run *run, cons
 }
 
 static int run_alpha(const cli_args *a) {
-    const char *url = a->arg[0], *format = cli_str(a, "--format", "table");
+    const char *url = a->arg[0], *format = cli_json(a) ? "json" : cli_str(a, "--format", "table");
     const char *plot_path = cli_str(a, "--plot", NULL);
+    if (cli_given(a, "--json") && cli_given(a, "--format") && strcmp(cli_str(a, "--format", ""), "json")) {
+        fprintf(stderr, "tandem alpha: --json and --format %s disagree: give one\n", cli_str(a, "--format", ""));
+        return ERR_USAGE;
+    }
     int verify = cli_given(a, "--verify"), rc = 0;
     tdm_err e = {0};
     store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
@@ -233,6 +238,7 @@ static int run_alpha(const cli_args *a) {
     rec_run_free(&run);
     if (st) store_close(st);
     if (rc) fprintf(stderr, "tandem alpha: %s\n", e.msg);
+    if (rc && !strcmp(format, "json")) json_document(stdout, rc, e.msg, NULL); /* docs/json.md */
     return rc;
 }
 

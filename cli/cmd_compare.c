@@ -87,6 +87,7 @@ static const cli_opt OPTS[] = {
      NULL},
     {"--allow-change", CLI_LIST, "k1,k2", "passed to every run (see tandem run --help)", NULL, 0, 0, NULL, NULL},
     {"--json", CLI_SWITCH, NULL, "the result as one JSON object on stdout", NULL, 0, 0, NULL, NULL},
+    CLI_FORMAT_TABLE_JSON,
     {"--svg", CLI_STR, "FILE", "alpha trajectories and per-domain perplexity bars as SVG", NULL, 0, 0, NULL, NULL},
     {"--curves", CLI_SWITCH, NULL, "also evaluate up to " STR(CURVE_MAX) " kept states of each final run (test\n"
                                    "loss over training; the SVG gets the Uniform run's panel)", NULL, 0, 0, NULL, NULL},
@@ -505,7 +506,7 @@ static int run_compare(const cli_args *a) {
     const char *store_opt = cli_str(a, "--store", NULL), *svg = cli_str(a, "--svg", NULL);
     const char *seed_opt = cli_str(a, "--final-seed", NULL);
     char **allow = NULL, **allow_copy = NULL;
-    int json = cli_given(a, "--json"), curves = cli_given(a, "--curves"), have_seed = seed_opt != NULL;
+    int json = cli_json(a), curves = cli_given(a, "--curves"), have_seed = seed_opt != NULL;
     int rc = 0, nallow = 0, ncopy = 0;
     tdm_err e = {0};
     if (seed_opt && args_parse_u64(seed_opt, &x->final_seed)) {

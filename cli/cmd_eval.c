@@ -19,6 +19,7 @@ static const cli_opt OPTS[] = {
     {"--max-tokens", CLI_STR, "N", "at most N target tokens per domain, in whole windows of train.seq (default all)", NULL, 0, 0, NULL, NULL},
     {"--state", CLI_STR, "SEQ", "evaluate the kept state states/SEQ.mp instead of the newest", NULL, 0, 0, NULL, NULL},
     {"--json", CLI_SWITCH, NULL, "the result as one JSON object on stdout", NULL, 0, 0, NULL, NULL},
+    CLI_FORMAT_TABLE_JSON,
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
 static const cli_spec SPEC = {"eval", "STORE", 1, 1, "a STORE is required",
@@ -38,7 +39,7 @@ static int u64_opt(const cli_args *a, const char *name, uint64_t *out, tdm_err *
 static int run_eval(const cli_args *a) {
     const char *url = a->arg[0], *split_name = cli_str(a, "--split", "test");
     uint64_t max_tokens = UINT64_MAX, state_seq = 0;
-    int json = cli_given(a, "--json"), have_state = cli_given(a, "--state") > 0;
+    int json = cli_json(a), have_state = cli_given(a, "--state") > 0;
     tdm_err e = {0};
     int rc = u64_opt(a, "--max-tokens", &max_tokens, &e);
     if (!rc && max_tokens == 0)
@@ -48,6 +49,7 @@ static int run_eval(const cli_args *a) {
     if (rc) {
         fprintf(stderr, "tandem eval: %s\n", e.msg);
         cli_usage(a->spec, stderr);
+        if (json) json_document(stdout, rc, e.msg, NULL);
         return rc;
     }
     int split = -1;
@@ -93,6 +95,7 @@ static int run_eval(const cli_args *a) {
     }
     if (st) store_close(st);
     if (rc) fprintf(stderr, "tandem eval: %s\n", e.msg);
+    if (rc && json) json_document(stdout, rc, e.msg, NULL); /* docs/json.md: the error object */
     return rc;
 }
 

@@ -17,6 +17,7 @@ static const cli_opt OPTS[] = {
     {"--dtype", CLI_STR, NULL, "how the weights are stored (default f32: exactly u; bf16 halves the size)",
      "f32|bf16", 0, 0, NULL, NULL},
     {"--json", CLI_SWITCH, NULL, "the result as one JSON object on stdout", NULL, 0, 0, NULL, NULL},
+    CLI_FORMAT_TABLE_JSON,
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
 static const cli_spec SPEC = {"export", "STORE", 1, 1, "a STORE is required",
@@ -29,7 +30,7 @@ static const cli_spec SPEC = {"export", "STORE", 1, 1, "a STORE is required",
 static int run_export(const cli_args *a) {
     const char *url = a->arg[0], *out = cli_str(a, "--out", NULL), *dt = cli_str(a, "--dtype", "f32");
     uint64_t seq = 0;
-    int have_state = cli_given(a, "--state") > 0, json = cli_given(a, "--json");
+    int have_state = cli_given(a, "--state") > 0, json = cli_json(a);
     tdm_err e = {0};
     int rc = 0;
     if (!out) rc = err_set(&e, ERR_USAGE, "--out DIR is required: the folder to write");
@@ -39,6 +40,7 @@ static int run_export(const cli_args *a) {
     if (rc) {
         fprintf(stderr, "tandem export: %s\n", e.msg);
         cli_usage(a->spec, stderr);
+        if (json) json_document(stdout, rc, e.msg, NULL);
         return rc;
     }
     st_dtype dtype = strcmp(dt, "bf16") ? ST_F32 : ST_BF16;
@@ -68,6 +70,7 @@ static int run_export(const cli_args *a) {
                 "into %s before loading it with AutoTokenizer\n", out);
     if (st) store_close(st);
     if (rc) fprintf(stderr, "tandem export: %s\n", e.msg);
+    if (rc && json) json_document(stdout, rc, e.msg, NULL); /* docs/json.md: the error object */
     return rc;
 }
 

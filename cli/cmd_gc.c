@@ -34,6 +34,7 @@ static const cli_opt GC_OPTS[] = {
                                   "writer is dead (a live one uploads blobs before their\n"
                                   "manifest)", NULL, 0, 0, NULL, NULL},
     {"--json", CLI_SWITCH, NULL, "one JSON object on stdout (docs/json.md)", NULL, 0, 0, NULL, NULL},
+    CLI_FORMAT_TABLE_JSON,
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
 static const cli_spec GC_SPEC = {"gc", "STORE", 1, 1, "a STORE is required",
@@ -162,7 +163,7 @@ static int gc(const char *url, long keep, int dry, int force, FILE *j, tdm_err *
 
 static int run_gc(const cli_args *a) {
     const char *url = a->arg[0];
-    int json = cli_given(a, "--json") > 0;
+    int json = cli_json(a);
     tdm_err e = {0};
     if (!cli_given(a, "--keep")) {
         fprintf(stderr, "tandem gc: --keep N is required\n");

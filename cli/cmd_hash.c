@@ -20,13 +20,14 @@
 
 static const cli_opt OPTS[] = {
     {"--json", CLI_SWITCH, NULL, "one JSON object on stdout (docs/json.md)", NULL, 0, 0, NULL, NULL},
+    CLI_FORMAT_TABLE_JSON,
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
 static const cli_spec SPEC = {"hash", "STORE", 1, 1, "a STORE is required", NULL, OPTS, NULL};
 
 static int run_hash(const cli_args *a) {
     const char *url = a->arg[0];
-    int json = cli_given(a, "--json") > 0;
+    int json = cli_json(a);
     tdm_err e = {0};
     store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
     if (!st) {

@@ -14,6 +14,7 @@
 
 static const cli_opt OPTS[] = {
     {"--json", CLI_SWITCH, NULL, "one JSON object on stdout", NULL, 0, 0, NULL, NULL},
+    CLI_FORMAT_TABLE_JSON,
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
 static const cli_spec SPEC = {"inspect", "DIR", 1, 1, "a model folder DIR is required (config.json, model.safetensors)",
@@ -24,7 +25,7 @@ static const cli_spec SPEC = {"inspect", "DIR", 1, 1, "a model folder DIR is req
 
 static int run_inspect(const cli_args *a) {
     const char *dir = a->arg[0];
-    int json = cli_given(a, "--json") > 0;
+    int json = cli_json(a);
     tdm_err e = {0};
     hf_arch h;
     st_set *s = NULL;

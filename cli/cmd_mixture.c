@@ -153,7 +153,7 @@ static int run_mixture(const cli_args *a) {
     rec_run_free(&run);
     if (st) store_close(st);
     if (rc) fprintf(stderr, "tandem mixture: %s\n", e.msg);
-    if (rc && json) json_document(stdout, rc, e.msg, NULL);
+    if (rc && (json || !strcmp(format, "json"))) json_document(stdout, rc, e.msg, NULL);
     return rc;
 }
 

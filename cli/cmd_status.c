@@ -221,6 +221,7 @@ static int print_damaged(store *st, const char *url, int health, const char *why
 
 static const cli_opt OPTS[] = {
     {"--json", CLI_SWITCH, NULL, "one JSON object on stdout (docs/json.md)", NULL, 0, 0, NULL, NULL},
+    CLI_FORMAT_TABLE_JSON,
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
 static const cli_spec SPEC = {"status", "STORE", 1, 1, "a STORE is required", NULL, OPTS, NULL};
@@ -357,7 +358,7 @@ static int status(const char *url, FILE *j, tdm_err *out) {
 static int run_status(const cli_args *a) {
     const char *url = a->arg[0];
     tdm_err e = {0};
-    if (!cli_given(a, "--json")) return status(url, NULL, &e);
+    if (!cli_json(a)) return status(url, NULL, &e);
     char *body = NULL;
     size_t len = 0;
     FILE *j = open_memstream(&body, &len);

@@ -48,6 +48,7 @@ static int set_add(digest_set *s, const sha256_digest *d) {
 
 static const cli_opt OPTS[] = {
     {"--json", CLI_SWITCH, NULL, "one JSON object on stdout (docs/json.md)", NULL, 0, 0, NULL, NULL},
+    CLI_FORMAT_TABLE_JSON,
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
 static const cli_spec SPEC = {"verify", "STORE", 1, 1, "a STORE is required", NULL, OPTS, NULL};
@@ -420,7 +421,7 @@ static int run_verify(const cli_args *a) {
     const char *url = a->arg[0];
     tdm_err e = {0};
     json_out j = {0};
-    if (!cli_given(a, "--json")) return verify(url, &j, &e);
+    if (!cli_json(a)) return verify(url, &j, &e);
     char *body = NULL, *faults = NULL, *states = NULL;
     size_t nb = 0, nf = 0, ns = 0;
     j.body = open_memstream(&body, &nb);

@@ -208,6 +208,15 @@ int cli_parse(const cli_spec *s, int argc, char **argv, cli_args *a) {
         }
         if (take(a, i, v, err, sizeof err)) goto bad;
     }
+    {
+        /* --json and the generic --format row name one choice: they must not disagree */
+        int jf = find(s, "--json", 6), ff = find(s, "--format", 8);
+        if (jf >= 0 && ff >= 0 && s->opts[ff].choices && !strcmp(s->opts[ff].choices, "table|json") &&
+            a->count[jf] && a->count[ff] && strcmp(a->value[ff], "json")) {
+            snprintf(err, sizeof err, "--json and --format %s disagree: give one", a->value[ff]);
+            goto bad;
+        }
+    }
     if (a->nargs < s->min_args) {
         snprintf(err, sizeof err, "%s", s->missing ? s->missing : "missing arguments");
         goto bad;
@@ -233,6 +242,11 @@ void cli_args_free(cli_args *a) {
     for (int i = 0; i < a->nowned; i++) free(a->owned[i]);
     free(a->owned);
     memset(a, 0, sizeof *a);
+}
+
+int cli_json(const cli_args *a) {
+    int jf = find(a->spec, "--json", 6), ff = find(a->spec, "--format", 8);
+    return (jf >= 0 && a->count[jf] > 0) || (ff >= 0 && a->value[ff] && !strcmp(a->value[ff], "json"));
 }
 
 int cli_given(const cli_args *a, const char *name) { return a->count[must_find(a, name)]; }

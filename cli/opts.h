@@ -75,6 +75,14 @@ void cli_help(const cli_spec *spec, FILE *f);
 /* The usage line alone: "usage: tandem NAME ARGS [--opt METAVAR] ..." */
 void cli_usage(const cli_spec *spec, FILE *f);
 
+/* The --format row of a command whose report is a table or one JSON object: --format
+ * json is the same as --json (the parser refuses the two when they disagree). */
+#define CLI_FORMAT_TABLE_JSON                                                                         \
+    {"--format", CLI_STR, NULL, "table (default) or json; --format json is --json", "table|json", 0, 0, NULL, NULL}
+
+/* Whether the command reports JSON: --json given, or --format json. */
+int cli_json(const struct cli_args *a);
+
 /* Lookups by option name (a name not in the spec is a programming error: abort). */
 int cli_given(const cli_args *a, const char *name);                 /* times given */
 const char *cli_str(const cli_args *a, const char *name, const char *dflt);

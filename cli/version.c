@@ -32,6 +32,7 @@
 
 static const cli_opt OPTS[] = {
     {"--json", CLI_SWITCH, NULL, "the same as one JSON object", NULL, 0, 0, NULL, NULL},
+    CLI_FORMAT_TABLE_JSON,
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
 static const cli_spec SPEC = {"version", "", 0, 0, NULL,
@@ -40,7 +41,7 @@ static const cli_spec SPEC = {"version", "", 0, 0, NULL,
                               OPTS, NULL};
 
 static int run_version(const cli_args *a) {
-    int json = cli_given(a, "--json") > 0;
+    int json = cli_json(a);
     if (json) {
         printf("{\"version\": ");
         json_str(stdout, TANDEM_VERSION);

@@ -452,6 +452,38 @@ static void test_hostile_strings(void) {
 
 /* Every failure after the arguments: one object, error.code the exit status, which is
  * the one without --json. */
+/* One output flag: every reporting command takes --format json as --json (the same
+ * bytes, on a finished run and on a missing store), and refuses the two disagreeing. */
+static void test_format_json_is_json(void) {
+    fixture f;
+    CHECK(fixture_json(&f, "json-format", 4, NULL) == 0, "fixture");
+    CHECK(run_to_end(&f, NULL) == 0, "run");
+    char missing[700], p1[800], p2[800], e1[800], e2[800];
+    snprintf(missing, sizeof missing, "%s/no/such/store", f.dir);
+    snprintf(p1, sizeof p1, "%s/a.json", f.dir), snprintf(p2, sizeof p2, "%s/b.json", f.dir);
+    snprintf(e1, sizeof e1, "%s/a.err", f.dir), snprintf(e2, sizeof e2, "%s/b.err", f.dir);
+    static const char *const cmds[] = {"status", "verify", "hash", "eval", "alpha", "mixture"};
+    const char *where[] = {f.store, missing};
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
+        for (int w = 0; w < 2; w++) {
+            int r1 = tandem_to(ARGS(cmds[i], where[w], "--json"), p1, e1);
+            int r2 = tandem_to(ARGS(cmds[i], where[w], "--format", "json"), p2, e2);
+            static char b1[1 << 16], b2[1 << 16];
+            int same = r1 == r2 && read_all(p1, b1, sizeof b1) == 0 && read_all(p2, b2, sizeof b2) == 0 && (b1[0] == '{' || b1[0] == '[') &&
+                       !strcmp(b1, b2);
+            /* status and hash print times and ages: the same keys, then, not the same bytes */
+            if (!same && r1 == r2 && w == 0 && (!strcmp(cmds[i], "status") || !strcmp(cmds[i], "eval")))
+                same = py_check(p1, "e = json.load(open(a[0]))\nassert set(d) == set(e), (set(d) ^ set(e))\n",
+                                ARGS(p2)) == 0;
+            CHECK(same, "tandem %s %s: --json (exit %d) and --format json (exit %d) differ", cmds[i],
+                  w ? "(missing)" : "", r1, r2);
+        }
+    CHECK(tandem_to(ARGS("status", f.store, "--json", "--format", "table"), p1, e1) == 2 &&
+              read_all(e1, g_text, sizeof g_text) == 0 && strstr(g_text, "disagree"),
+          "--json with --format table accepted");
+    fixture_done(&f);
+}
+
 static void test_errors_json(void) {
     fixture f;
     CHECK(fixture_json(&f, "json-errors", 4, NULL) == 0, "fixture");
@@ -508,6 +540,7 @@ int main(void) {
     RUN(test_mixture_json);
     RUN(test_gc_json);
     RUN(test_hostile_strings);
+    RUN(test_format_json_is_json);
     RUN(test_errors_json);
     test_rmtree(g_corpus);
     return test_summary("test_json_out");
