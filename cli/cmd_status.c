@@ -14,6 +14,7 @@
 
 #include "ledger/audit.h"
 #include "ledger/keys.h"
+#include "ledger/metrics.h"
 #include "ledger/read.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
@@ -93,6 +94,57 @@ static void human_bytes(double b, char *out, size_t cap) {
     if (b >= 1e9) snprintf(out, cap, "%.2f GB", b / 1e9);
     else if (b >= 1e6) snprintf(out, cap, "%.1f MB", b / 1e6);
     else snprintf(out, cap, "%.0f kB", b / 1e3);
+}
+
+/* How fast the run goes, from its newest metrics rows (at most SPEED_ROWS, read one by one:
+ * a long run's thousands of rows are not all fetched): mean tokens/s and seconds per
+ * episode, the episodes the rows reach, and the time left to run.episodes at that pace.
+ * *n = 0 when no row can be read (not a fault: rows are not part of the audit trail). */
+#define SPEED_ROWS 10
+typedef struct run_speed {
+    int n;
+    double tokens_per_s, episode_s, eta_s;
+    uint64_t reached; /* episodes the newest row says are done */
+} run_speed;
+
+static void read_speed(store *st, uint64_t episodes, run_speed *sp) {
+    memset(sp, 0, sizeof *sp);
+    store_list l;
+    tdm_err e;
+    if (store_list_prefix(st, LEDGER_METRICS, &l, &e)) return;
+    uint64_t idx[SPEED_ROWS];
+    int k = 0;
+    for (size_t i = 0; i < l.n; i++) { /* the SPEED_ROWS largest indices, descending */
+        uint64_t t;
+        if (ledger_key_index(l.keys[i], LEDGER_METRICS, &t)) continue;
+        if (k == SPEED_ROWS && t <= idx[k - 1]) continue;
+        int at = k < SPEED_ROWS ? k++ : k - 1;
+        idx[at] = t;
+        for (int j = at; j > 0 && idx[j] > idx[j - 1]; j--) {
+            uint64_t x = idx[j];
+            idx[j] = idx[j - 1], idx[j - 1] = x;
+        }
+    }
+    store_list_free(&l);
+    for (int i = 0; i < k; i++) {
+        char key[64];
+        rec_metrics m;
+        ledger_metrics_key(key, sizeof key, idx[i]);
+        if (ledger_read(st, REC_KIND_METRICS, key, NULL, &m, &e)) continue;
+        if (!(m.tokens_per_s > 0) || !(m.episode_s > 0)) continue;
+        sp->tokens_per_s += m.tokens_per_s, sp->episode_s += m.episode_s, sp->n++;
+        if (m.t + 1 > sp->reached) sp->reached = m.t + 1;
+    }
+    if (!sp->n) return;
+    sp->tokens_per_s /= sp->n, sp->episode_s /= sp->n;
+    sp->eta_s = episodes > sp->reached ? (double)(episodes - sp->reached) * sp->episode_s : 0;
+}
+
+/* "3 h 12 min", "4 min 5 s", "12 s" */
+static void human_seconds(double s, char *out, size_t cap) {
+    if (s >= 3600) snprintf(out, cap, "%.0f h %.0f min", floor(s / 3600), floor(fmod(s, 3600) / 60));
+    else if (s >= 60) snprintf(out, cap, "%.0f min %.0f s", floor(s / 60), floor(fmod(s, 60)));
+    else snprintf(out, cap, "%.0f s", s);
 }
 
 /* The size line: full states kept and the bytes of one (3 tensors × the model's floats,
@@ -300,11 +352,24 @@ static int status(const char *url, FILE *j, tdm_err *out) {
                 json_num(j, s.alpha[m]);
             }
             fprintf(j, "},\"finished\":%s", !strcmp(s.step, "done") ? "true" : "false");
+            run_speed sp;
+            read_speed(st, T, &sp);
+            if (sp.n) {
+                fprintf(j, ",\"speed\":{\"tokens_per_s\":");
+                json_num(j, sp.tokens_per_s);
+                fprintf(j, ",\"episode_s\":");
+                json_num(j, sp.episode_s);
+                fprintf(j, ",\"episodes_measured\":%d,\"eta_s\":", sp.n);
+                json_num(j, strcmp(s.step, "done") ? sp.eta_s : 0);
+                fprintf(j, "}");
+            } else {
+                fprintf(j, ",\"speed\":null");
+            }
             rc = print_size(st, &s, j, &e);
         } else {
             fprintf(j, ",\"position\":null,\"commit\":null,\"commits\":null,\"commits_per_hour\":null,"
                        "\"at_risk_steps\":null,\"alpha_reach_seq\":null,\"alpha\":null,\"finished\":false,"
-                       "\"size\":null");
+                       "\"speed\":null,\"size\":null");
         }
         fprintf(j, ",\"alpha_records\":%zu,\"alpha_chain_ok\":%s", c.n, c.ok ? "true" : "false");
         if (!rc) rc = print_lease(st, j, &e);
@@ -335,6 +400,16 @@ static int status(const char *url, FILE *j, tdm_err *out) {
             uint64_t ahead = c.n ? c.rec[c.n - 1].seq : 0;
             printf("at risk   %llu steps since the last full state (alpha records reach run position %llu)\n",
                    (unsigned long long)(ahead > s.seq ? ahead - s.seq : 0), (unsigned long long)ahead);
+            run_speed sp;
+            read_speed(st, T, &sp);
+            if (sp.n) {
+                char eta[64];
+                human_seconds(sp.eta_s, eta, sizeof eta);
+                printf("speed     %.0f tokens/s, %.2f s per episode (mean of the last %d episodes)", sp.tokens_per_s,
+                       sp.episode_s, sp.n);
+                if (strcmp(s.step, "done")) printf("; about %s to go at that pace", eta);
+                printf("\n");
+            }
             printf("alpha    ");
             for (int m = 0; m < s.M; m++) printf(" %s %.4f", m < run.M ? run.domains[m] : "?", s.alpha[m]);
             printf("\n");

@@ -188,6 +188,9 @@ static void test_status_json(void) {
                    "assert s['states'] == int(a[2]) and s['state_bytes'] > 0 and s['orphan_blobs'] == 0, s\n"
                    "assert s['chunks'] == s['blobs'] > 0 and s['chunk_bytes'] >= s['state_bytes'], s\n"
                    "assert d['alpha_records'] == 4 and d['alpha_chain_ok'] is True\n"
+                   "v = d['speed']\n"
+                   "assert v['episodes_measured'] == 4 and v['tokens_per_s'] > 0 and v['episode_s'] > 0, v\n"
+                   "assert v['eta_s'] == 0, v\n"
                    "l = d['lease']\n"
                    "assert l['state'] == 'released' and l['why'] is None and l['epoch'] >= 1, l\n"
                    "assert isinstance(l['pid'], int) and l['host'] and l['last_life'] is None, l\n",
@@ -198,6 +201,8 @@ static void test_status_json(void) {
     CHECK(run_to_end(&g, "TANDEM_TEST_SIGNAL_AT=free:7") == 75, "stopped run");
     CHECK(text_to(&g, "status.txt", ARGS("status", g.store), textp, sizeof textp) == 0, "status text");
     CHECK(read_all(textp, g_text, sizeof g_text) == 0, "read");
+    CHECK(strstr(g_text, "speed     ") && strstr(g_text, "tokens/s") && strstr(g_text, "to go at that pace"),
+          "no speed line: %s", g_text);
     char *at = strstr(g_text, "next step free ");
     unsigned free_step = 0, episode = 0;
     CHECK(at && sscanf(at, "next step free %u/2", &free_step) == 1, "text: %s", g_text);
@@ -211,7 +216,9 @@ static void test_status_json(void) {
                    "assert p['episode'] == int(a[0]) == 3 and p['episodes'] == 8, p\n"
                    "assert p['next_step'] == 'free' and p['free_step'] == int(a[1]), p\n"
                    "assert p['seq'] < p['seq_total'] == 32 and d['finished'] is False, d\n"
-                   "assert d['lease']['state'] == 'released', d['lease']\n",
+                   "assert d['lease']['state'] == 'released', d['lease']\n"
+                   "v = d['speed']\n"
+                   "assert v['episodes_measured'] == 3 and abs(v['eta_s'] - 5 * v['episode_s']) < 1e-9 * v['eta_s'], v\n",
                    ARGS(ep, fs)) == 0, "status --json of a stopped run");
     fixture_done(&f);
     fixture_done(&g);
