@@ -75,10 +75,10 @@ static void print_table(const rec_metrics *rows, size_t n, const rec_run *run) {
 }
 
 static void print_csv(const rec_metrics *rows, size_t n, const rec_run *run) {
-    static const char *const per[] = {"loss", "loss_u", "loss_w", "alpha", "seen", "epochs"};
+    static const char *const per[] = {"loss", "loss_u", "loss_w", "alpha", "seen", "epochs", "val"};
     printf("episode,seq,time,host,attempt,lr,lr_alpha,grad_norm,free_steps,tokens_per_s,episode_s,"
            "commit_s");
-    for (int k = 0; k < 6; k++)
+    for (int k = 0; k < 7; k++)
         for (int d = 0; d < run->M; d++) {
             char col[200];
             snprintf(col, sizeof col, "%s_%s", per[k], run->domains[d]);
@@ -93,10 +93,12 @@ static void print_csv(const rec_metrics *rows, size_t n, const rec_run *run) {
         printf(",%llu,%.17g,%.17g,%.17g,%llu,%.17g,%.17g,%.17g", (unsigned long long)m->attempt,
                m->lr, m->lr_alpha, m->grad_norm, (unsigned long long)m->free_steps,
                m->tokens_per_s, m->episode_s, m->commit_s);
-        const double *v[] = {m->loss, m->loss_u, m->loss_w, m->alpha, m->seen, m->epochs};
-        for (int k = 0; k < 6; k++)
+        const double *v[] = {m->loss, m->loss_u, m->loss_w, m->alpha, m->seen, m->epochs, m->val};
+        for (int k = 0; k < 7; k++)
             for (int d = 0; d < run->M; d++) {
-                if (((k == 1 || k == 2) && !m->has_probe) || (k >= 4 && !m->has_seen)) printf(",");
+                if (((k == 1 || k == 2) && !m->has_probe) || ((k == 4 || k == 5) && !m->has_seen) ||
+                    (k == 6 && !m->has_val))
+                    printf(",");
                 else printf(",%.17g", d < m->M ? v[k][d] : NAN);
             }
         putchar('\n');
@@ -146,6 +148,10 @@ static void print_jsonl(const rec_metrics *rows, size_t n, const rec_run *run) {
         if (m->has_seen) {
             json_domains("seen", m->seen, m, run);
             json_domains("epochs", m->epochs, m, run);
+        }
+        if (m->has_val) {
+            json_domains("val", m->val, m, run);
+            printf(",\"val_tokens\":%llu", (unsigned long long)m->val_tokens);
         }
         printf("}\n");
     }

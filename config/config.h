@@ -137,6 +137,8 @@ typedef struct config {
     /* What the run reports beside its store; never compared when a run resumes. */
     struct config_log {
         char tensorboard[CONFIG_STR_MAX]; /* TensorBoard event files' directory; "" = none */
+        int val_every;                    /* u's validation loss every N episodes; 0 = never */
+        int val_tokens;                   /* at most this many targets per domain for it */
     } log;
     /* Where a run executes, not what it computes: read by `tandem manifest` (runner/
      * manifest.h) and never compared when a run resumes (config/run_config.c). String values

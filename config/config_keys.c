@@ -206,6 +206,13 @@ const key_def config_schema[] = {
         "a new file per start of the run, holding the episodes not logged before); empty = "
         "none. `tandem metrics STORE --tensorboard DIR` writes the whole history any time. Not "
         "pinned"),
+    INTF("log.val_every", log.val_every, "0", 0, INT_MAX, F_UNPINNED,
+         "every N episodes (and at the last), u's validation loss per domain, evaluated as "
+         "`tandem eval --split val --max-tokens log.val_tokens` would, into the episode's "
+         "metrics row and TensorBoard (val/DOMAIN); 0 = never. Not pinned"),
+    INTF("log.val_tokens", log.val_tokens, "8192", 1, INT_MAX, F_UNPINNED,
+         "at most this many target tokens per domain for log.val_every (whole windows of "
+         "train.seq). Not pinned"),
     INT("cluster.nodes", cluster.nodes, "1", 1, 4096,
         "nodes of the job (Slurm --nodes; Kubernetes: 1 = a Job, more = an Indexed Job of that "
         "many pods and a headless Service)"),

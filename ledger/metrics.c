@@ -13,7 +13,7 @@
 void *rec_metrics_encode(const rec_metrics *m, size_t *n) {
     codec_writer w;
     codec_writer_init(&w);
-    codec_map(&w, 17 + (m->has_probe ? 2 : 0) + (m->has_seen ? 2 : 0)); /* self included */
+    codec_map(&w, 17 + (m->has_probe ? 2 : 0) + (m->has_seen ? 2 : 0) + (m->has_val ? 2 : 0)); /* self included */
     codec_key(&w, "format");
     codec_u64(&w, REC_FORMAT);
     codec_key(&w, "t");
@@ -37,6 +37,12 @@ void *rec_metrics_encode(const rec_metrics *m, size_t *n) {
         codec_f64s(&w, m->seen, (size_t)m->M);
         codec_key(&w, "epochs");
         codec_f64s(&w, m->epochs, (size_t)m->M);
+    }
+    if (m->has_val) {
+        codec_key(&w, "val");
+        codec_f64s(&w, m->val, (size_t)m->M);
+        codec_key(&w, "val_tokens");
+        codec_u64(&w, m->val_tokens);
     }
     codec_key(&w, "lr");
     codec_f64(&w, m->lr);
@@ -78,7 +84,7 @@ int rec_metrics_decode(const void *data, size_t n, const char *what, rec_metrics
     static const char *const keys[] = {"format", "t", "seq", "gen", "loss", "loss_u", "loss_w",
                                        "alpha", "lr", "lr_alpha", "grad_norm", "free_steps",
                                        "tokens_per_s", "episode_s", "commit_s", "time", "host",
-                                       "attempt", "self", "seen", "epochs", NULL};
+                                       "attempt", "self", "seen", "epochs", "val", "val_tokens", NULL};
     memset(m, 0, sizeof *m);
     codec_parsed p;
     int rc = codec_parse(data, n, what, &p, e);
@@ -100,6 +106,9 @@ int rec_metrics_decode(const void *data, size_t n, const char *what, rec_metrics
     m->has_seen = !rc && codec_field(&r, "seen") != NULL;
     if (!rc && m->has_seen) rc = get_domains(&r, "seen", m->seen, &m->M);
     if (!rc && m->has_seen) rc = get_domains(&r, "epochs", m->epochs, &m->M);
+    m->has_val = !rc && codec_field(&r, "val") != NULL;
+    if (!rc && m->has_val) rc = get_domains(&r, "val", m->val, &m->M);
+    if (!rc && m->has_val) rc = codec_get_u64(&r, "val_tokens", 1, UINT64_MAX, &m->val_tokens);
     if (!rc) rc = codec_get_f64(&r, "lr", &m->lr);
     if (!rc) rc = codec_get_f64(&r, "lr_alpha", &m->lr_alpha);
     if (!rc) rc = codec_get_f64(&r, "grad_norm", &m->grad_norm);

@@ -34,6 +34,9 @@ typedef struct rec_metrics {
     int has_seen;                   /* rows of this version on: the two below */
     double seen[REC_MAX_DOMAINS];   /* tokens of each domain u has trained on, at its end */
     double epochs[REC_MAX_DOMAINS]; /* the same in epochs of the domain's train tokens */
+    int has_val;                    /* log.val_every: the two below */
+    double val[REC_MAX_DOMAINS];    /* u's validation loss per domain at the episode's end */
+    uint64_t val_tokens;            /* targets per domain it was measured on (the least) */
     double lr;                      /* free-phase learning rate of its last step */
     double lr_alpha;                /* α step size (0 in fixed mode) */
     double grad_norm;               /* mean free-step gradient norm, before clipping */

@@ -29,6 +29,8 @@ int metrics_log_tfevents(tfevents *w, const rec_metrics *m, const char *const *n
         if (!rc) rc = tfevents_scalar(w, tag, step, m->time, m->alpha[d], e);
         snprintf(tag, sizeof tag, "epochs/%s", names[d]);
         if (!rc && m->has_seen) rc = tfevents_scalar(w, tag, step, m->time, m->epochs[d], e);
+        snprintf(tag, sizeof tag, "val/%s", names[d]);
+        if (!rc && m->has_val) rc = tfevents_scalar(w, tag, step, m->time, m->val[d], e);
     }
     const char *tags[METRICS_SCALARS];
     double values[METRICS_SCALARS];

@@ -62,6 +62,14 @@ static int eval_domain(const model_ops *ops, model_ctx *ctx, const float *params
     return 0;
 }
 
+int eval_params(const model_ops *ops, model_ctx *ctx, const float *params, const dataset *ds, int split, int B,
+                int T, uint64_t max_tokens, double *loss, uint64_t *tokens, tdm_err *e) {
+    int rc = 0;
+    for (int m = 0; !rc && m < dataset_n_domains(ds); m++)
+        rc = eval_domain(ops, ctx, params, ds, m, split, B, T, max_tokens, &loss[m], &tokens[m], e);
+    return rc;
+}
+
 int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, eval_result *out,
                tdm_err *e) {
     memset(out, 0, sizeof *out);
@@ -93,11 +101,8 @@ int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, e
     if (!rc && !(ctx = ops->create(&rs.lay, B, T, 1, cfg->run.threads, e))) rc = e->code;
     if (!rc && !(params = ops->alloc(ctx, rs.lay.numel))) rc = err_set(e, ERR_INTERNAL, "out of memory");
     if (!rc) rc = ops->upload(ctx, params, ckpt_host(rs.ck, 0), rs.lay.numel, e);
-    for (int m = 0; !rc && m < M; m++) {
-        rc = eval_domain(ops, ctx, params, &rs.ds, m, split, B, T, max_tokens, &out->loss[m],
-                         &out->tokens[m], e);
-        snprintf(out->names[m], REC_NAME_MAX, "%s", dataset_domain_name(&rs.ds, m));
-    }
+    if (!rc) rc = eval_params(ops, ctx, params, &rs.ds, split, B, T, max_tokens, out->loss, out->tokens, e);
+    for (int m = 0; !rc && m < M; m++) snprintf(out->names[m], REC_NAME_MAX, "%s", dataset_domain_name(&rs.ds, m));
     if (!rc) {
         out->M = M;
         out->seq = rs.rec.seq;

@@ -7,7 +7,9 @@
 
 #include <stdint.h>
 
+#include "data/dataset.h"
 #include "ledger/records.h"
+#include "model/model.h"
 #include "storage/store.h"
 #include "util/err.h"
 
@@ -29,5 +31,11 @@ typedef struct eval_result {
  * as they come. */
 int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, eval_result *out,
                tdm_err *e);
+
+/* The per-domain loss of `params` (a tensor of ctx's backend) on ds's split, as eval_store
+ * computes it for a state (whole windows, at most max_tokens targets per domain): for a
+ * run evaluating its own u (log.val_every). ERR_USAGE when a domain has no window. */
+int eval_params(const model_ops *ops, model_ctx *ctx, const float *params, const dataset *ds, int split, int B,
+                int T, uint64_t max_tokens, double *loss, uint64_t *tokens, tdm_err *e);
 
 #endif

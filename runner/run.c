@@ -24,6 +24,7 @@
 #include "config/config.h"
 #include "config/domain_caps.h"
 #include "runner/ckpt_model.h"
+#include "runner/evaluate.h"
 #include "runner/memplan.h"
 #include "report/metrics_log.h"
 #include "runner/model_source.h"
@@ -111,6 +112,7 @@ typedef struct run_ctx {
     int have_mixture;         /* the final mixture was written: mixture holds it */
     double mixture[STEP_MAX_DOMAINS];
     tfevents *tb; /* log.tensorboard: the event file of this life (rank 0) */
+    int val_off;  /* log.val_every failed once (said): not tried again in this life */
 } run_ctx;
 
 /* --json: a "commit" event for a full state that landed since the last one reported */
@@ -818,6 +820,23 @@ static int loop(run_ctx *r, tdm_err *e) {
                 gethostname(row.host, sizeof row.host);
                 row.host[sizeof row.host - 1] = '\0';
                 row.attempt = attempt_number();
+                /* log.val_every: u's validation loss, as `tandem eval --split val` measures a
+                 * state (rank 0 alone writes rows; a forward pass changes no state) */
+                if (r->rank == 0 && c->log.val_every > 0 && !r->val_off &&
+                    (r->st.episode % (uint64_t)c->log.val_every == 0 || r->st.episode == T)) {
+                    uint64_t vt[STEP_MAX_DOMAINS];
+                    tdm_err ve;
+                    if (eval_params(r->nets.ops, r->nets.ctx, r->nets.u, &r->ds, SPLIT_VAL, r->hp.B, r->hp.T,
+                                    (uint64_t)c->log.val_tokens, row.val, vt, &ve) == 0) {
+                        row.has_val = 1;
+                        row.val_tokens = vt[0];
+                        for (int m = 1; m < M; m++)
+                            if (vt[m] < row.val_tokens) row.val_tokens = vt[m];
+                    } else {
+                        fprintf(stderr, "tandem: log.val_every: %s; the run goes on without it\n", ve.msg);
+                        r->val_off = 1;
+                    }
+                }
                 int fresh = 0;
                 if (r->rank == 0 && r->ck && (rc = ckpt_metrics_record(r->ck, &row, &fresh, e))) return rc;
                 /* the live TensorBoard log: rows this life wrote (a replayed episode's row
@@ -828,7 +847,7 @@ static int loop(run_ctx *r, tdm_err *e) {
                     tfevents_close(r->tb);
                     r->tb = NULL;
                 }
-                t_episode = now;
+                t_episode = now_mono(); /* the next episode's time, without this one's row */
                 tokens = 0;
             }
             break;

@@ -712,7 +712,7 @@ static void test_pinned_keys_from_the_schema(void) {
               config_key_pinned(k->key), says ? "says" : "does not say");
         unpinned += says;
     }
-    CHECK(unpinned == 4, "%d keys outside cluster.* are unpinned, expected 4", unpinned);
+    CHECK(unpinned == 6, "%d keys outside cluster.* are unpinned, expected 6", unpinned);
 }
 
 int main(void) {

@@ -237,6 +237,41 @@ static void test_fixed_mode_damage_and_bad_paths(void) {
     fixture_done(&f);
 }
 
+/* log.val_every: every 4th episode's row (and the last's) carries u's validation loss —
+ * exactly what `tandem eval --split val --max-tokens log.val_tokens` says of that state —
+ * and TensorBoard has it as val/DOMAIN; rows in between have none. */
+static void test_validation_every_n(void) {
+    fixture f;
+    CHECK(fixture_make(&f, "metrics-val", 0) == 0, "fixture");
+    char tb[700], out[4096], log[8192], jl[800];
+    snprintf(tb, sizeof tb, "log.tensorboard=%s/tb", f.dir);
+    const char *extra[] = {"--set", tb, "--set", "log.val_every=5", "--set", "log.val_tokens=70", NULL};
+    int rc = wait_exit(start_run_argv(&f, NULL, extra));
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "run: exit %d: %s", rc, log);
+    snprintf(jl, sizeof jl, "%s/rows.jsonl", f.dir);
+    CHECK(metrics_jsonl(&f, jl) == 0, "tandem metrics --format jsonl");
+    /* episodes 5 and 10 (t = 4, 9) and the last (t = 11); 70 tokens: two windows of 32 */
+    CHECK(sh_line(out, sizeof out,
+                  "'%s' eval '%s' --split val --max-tokens 70 --json | /usr/bin/python3 -c 'import json,sys\n"
+                  "e = json.load(sys.stdin)\n"
+                  "rows = [json.loads(l) for l in open(sys.argv[1])]\n"
+                  "have = [r[\"episode\"] for r in rows if \"val\" in r]\n"
+                  "assert have == [4, 9, 11], have\n"
+                  "last = rows[-1]\n"
+                  "assert last[\"val_tokens\"] == 64, last\n"
+                  "assert {d: v[\"loss\"] for d, v in e[\"domains\"].items()} == last[\"val\"], (e, last[\"val\"])\n"
+                  "print(\"ok\")' '%s' 2>&1 | tail -n 1",
+                  tandem_bin(), f.store, jl) == 0 && !strcmp(out, "ok"),
+          "validation rows: %s", out);
+    snprintf(tb, sizeof tb, "%s/tb/events.out.tfevents.*", f.dir);
+    tfcheck(jl, tb, 0, out, sizeof out);
+    char want[32];
+    snprintf(want, sizeof want, "ok %d", EPISODES * (3 * 5 + 6) + 3 * 3);
+    CHECK(!strcmp(out, want), "TensorBoard with val/: %s (want %s)", out, want);
+    fixture_done(&f);
+}
+
 int main(void) {
     char *dir = test_tmpdir("metrics-corpus");
     uint64_t tr[3] = {30000, 15000, 6000};
@@ -249,6 +284,7 @@ int main(void) {
     RUN(test_uninterrupted_rows_and_tensorboard);
     RUN(test_rows_survive_kills);
     RUN(test_fixed_mode_damage_and_bad_paths);
+    RUN(test_validation_every_n);
     test_rmtree(dir);
     free(dir);
     return test_summary("test_metrics");

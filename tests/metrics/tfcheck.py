@@ -7,7 +7,7 @@ Reads each event file as TensorFlow's record format — uint64 length, masked CR
 the length, data, masked CRC-32C of the data — with its own CRC-32C (bitwise, from the
 Castagnoli polynomial) and its own protocol-buffer decoder, checks that the first record
 of each file is file_version "brain.Event:2", and that the scalars (tag, step) equal the
-rows of `tandem metrics --format jsonl` (as float32; loss, loss_u, loss_w, alpha, epochs per domain): every row's every tag exactly once
+rows of `tandem metrics --format jsonl` (as float32; loss, loss_u, loss_w, alpha, epochs, val per domain): every row's every tag exactly once
 over all the files (with --subset: at most once — a live log killed between a row and its
 event may miss that one). It imports nothing of tandem's."""
 import json
@@ -97,7 +97,7 @@ def main():
         step = r["episode"]
         for k in ("lr", "lr_alpha", "grad_norm", "tokens_per_s", "episode_s", "commit_s"):
             want[(k, step)] = r[k]
-        for group in ("loss", "loss_u", "loss_w", "alpha", "epochs"):
+        for group in ("loss", "loss_u", "loss_w", "alpha", "epochs", "val"):
             for d, v in (r.get(group) or {}).items():
                 want[("%s/%s" % (group, d), step)] = v
     got = {}
