@@ -149,6 +149,14 @@ static void print_jsonl(const rec_metrics *rows, size_t n, const rec_run *run) {
             json_domains("seen", m->seen, m, run);
             json_domains("epochs", m->epochs, m, run);
         }
+        if (m->n_steps) {
+            printf(",\"step_first\":%llu,\"step_loss\":[", (unsigned long long)m->step_first);
+            for (int i = 0; i < m->n_steps; i++) {
+                if (i) printf(",");
+                json_num(stdout, m->step_loss[i]);
+            }
+            printf("]");
+        }
         if (m->has_val) {
             json_domains("val", m->val, m, run);
             printf(",\"val_tokens\":%llu", (unsigned long long)m->val_tokens);

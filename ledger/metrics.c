@@ -13,7 +13,8 @@
 void *rec_metrics_encode(const rec_metrics *m, size_t *n) {
     codec_writer w;
     codec_writer_init(&w);
-    codec_map(&w, 17 + (m->has_probe ? 2 : 0) + (m->has_seen ? 2 : 0) + (m->has_val ? 2 : 0)); /* self included */
+    codec_map(&w, 17 + (m->has_probe ? 2 : 0) + (m->has_seen ? 2 : 0) + (m->has_val ? 2 : 0) +
+                      (m->n_steps ? 2 : 0)); /* self included */
     codec_key(&w, "format");
     codec_u64(&w, REC_FORMAT);
     codec_key(&w, "t");
@@ -37,6 +38,12 @@ void *rec_metrics_encode(const rec_metrics *m, size_t *n) {
         codec_f64s(&w, m->seen, (size_t)m->M);
         codec_key(&w, "epochs");
         codec_f64s(&w, m->epochs, (size_t)m->M);
+    }
+    if (m->n_steps) {
+        codec_key(&w, "step_loss");
+        codec_f64s(&w, m->step_loss, (size_t)m->n_steps);
+        codec_key(&w, "step_first");
+        codec_u64(&w, m->step_first);
     }
     if (m->has_val) {
         codec_key(&w, "val");
@@ -84,7 +91,8 @@ int rec_metrics_decode(const void *data, size_t n, const char *what, rec_metrics
     static const char *const keys[] = {"format", "t", "seq", "gen", "loss", "loss_u", "loss_w",
                                        "alpha", "lr", "lr_alpha", "grad_norm", "free_steps",
                                        "tokens_per_s", "episode_s", "commit_s", "time", "host",
-                                       "attempt", "self", "seen", "epochs", "val", "val_tokens", NULL};
+                                       "attempt", "self", "seen", "epochs", "val", "val_tokens",
+                                       "step_loss", "step_first", NULL};
     memset(m, 0, sizeof *m);
     codec_parsed p;
     int rc = codec_parse(data, n, what, &p, e);
@@ -106,6 +114,13 @@ int rec_metrics_decode(const void *data, size_t n, const char *what, rec_metrics
     m->has_seen = !rc && codec_field(&r, "seen") != NULL;
     if (!rc && m->has_seen) rc = get_domains(&r, "seen", m->seen, &m->M);
     if (!rc && m->has_seen) rc = get_domains(&r, "epochs", m->epochs, &m->M);
+    if (!rc && codec_field(&r, "step_loss")) {
+        size_t got = 0;
+        rc = codec_get_f64s(&r, "step_loss", m->step_loss, METRICS_MAX_STEPS, &got);
+        if (!rc && got < 1) rc = codec_field_error(&r, "step_loss", "is empty");
+        if (!rc) rc = codec_get_u64(&r, "step_first", 1, UINT64_MAX, &m->step_first);
+        m->n_steps = rc ? 0 : (int)got;
+    }
     m->has_val = !rc && codec_field(&r, "val") != NULL;
     if (!rc && m->has_val) rc = get_domains(&r, "val", m->val, &m->M);
     if (!rc && m->has_val) rc = codec_get_u64(&r, "val_tokens", 1, UINT64_MAX, &m->val_tokens);

@@ -21,6 +21,10 @@
 #include "ledger/records.h"
 #include "storage/store.h"
 
+/* Per-step losses a row holds at most: an episode of more free steps records its first
+ * METRICS_MAX_STEPS (the per-episode figures cover them all). */
+#define METRICS_MAX_STEPS 256
+
 typedef struct rec_metrics {
     uint64_t t;   /* episode, 0-based */
     uint64_t seq; /* run position at its end */
@@ -34,6 +38,9 @@ typedef struct rec_metrics {
     int has_seen;                   /* rows of this version on: the two below */
     double seen[REC_MAX_DOMAINS];   /* tokens of each domain u has trained on, at its end */
     double epochs[REC_MAX_DOMAINS]; /* the same in epochs of the domain's train tokens */
+    int n_steps;                    /* per-step train losses recorded (0: none) */
+    uint64_t step_first;            /* the AdamW step count after the first of them */
+    double step_loss[METRICS_MAX_STEPS]; /* each free step's mixture loss, Σ_m α_m·ℓ_m */
     int has_val;                    /* log.val_every: the two below */
     double val[REC_MAX_DOMAINS];    /* u's validation loss per domain at the episode's end */
     uint64_t val_tokens;            /* targets per domain it was measured on (the least) */

@@ -32,6 +32,9 @@ int metrics_log_tfevents(tfevents *w, const rec_metrics *m, const char *const *n
         snprintf(tag, sizeof tag, "val/%s", names[d]);
         if (!rc && m->has_val) rc = tfevents_scalar(w, tag, step, m->time, m->val[d], e);
     }
+    /* each free step's loss on the AdamW step axis (its own tag: the others are per episode) */
+    for (int i = 0; !rc && i < m->n_steps; i++)
+        rc = tfevents_scalar(w, "train_loss_step", (int64_t)(m->step_first + (uint64_t)i), m->time, m->step_loss[i], e);
     const char *tags[METRICS_SCALARS];
     double values[METRICS_SCALARS];
     metrics_scalars(m, tags, values);

@@ -113,6 +113,10 @@ typedef struct run_ctx {
     double mixture[STEP_MAX_DOMAINS];
     tfevents *tb; /* log.tensorboard: the event file of this life (rank 0) */
     int val_off;  /* log.val_every failed once (said): not tried again in this life */
+    /* the episode's free steps this life ran: each one's mixture loss, for the row */
+    double step_loss[METRICS_MAX_STEPS];
+    int step_n;
+    uint64_t step_first; /* the AdamW step count after the first of them */
 } run_ctx;
 
 /* --json: a "commit" event for a full state that landed since the last one reported */
@@ -774,7 +778,10 @@ static int loop(run_ctx *r, tdm_err *e) {
             step_report rep;
             if ((rc = step_free(&r->hp, &r->ds, &r->nets, &r->st, &rep, e))) return rc;
             tokens += rep.tokens;
-            for (int m = 0; m < M; m++) r->ep_loss[m] += rep.loss[m];
+            double mix = 0;
+            for (int m = 0; m < M; m++) r->ep_loss[m] += rep.loss[m], mix += r->st.alpha[m] * rep.loss[m];
+            if (r->step_n == 0) r->step_first = r->st.free_steps;
+            if (r->step_n < METRICS_MAX_STEPS) r->step_loss[r->step_n++] = mix;
             r->ep_grad += rep.grad_norm;
             lr_last = rep.lr;
             r->ep_n++;
@@ -813,6 +820,10 @@ static int loop(run_ctx *r, tdm_err *e) {
                     row.seen[m] = r->st.seen[m];
                     row.epochs[m] = r->st.seen[m] / (double)dataset_tokens(&r->ds, m, SPLIT_TRAIN);
                 }
+                row.n_steps = r->step_n;
+                row.step_first = r->step_first;
+                memcpy(row.step_loss, r->step_loss, (size_t)r->step_n * sizeof *r->step_loss);
+                r->step_n = 0;
                 row.tokens_per_s = pl.tokens_per_s;
                 row.episode_s = dt;
                 row.commit_s = r->ck ? ckpt_last_commit_seconds(r->ck) : 0;

@@ -91,10 +91,23 @@ static void test_uninterrupted_rows_and_tensorboard(void) {
     CHECK(!strcmp(out, "ok"), "rows of the reference: %s", out);
     snprintf(tb, sizeof tb, "%s/tb/events.out.tfevents.*", f.dir);
     tfcheck(g_ref_jsonl, tb, 0, out, sizeof out);
-    /* 3 domains x (loss, loss_u, loss_w, alpha, epochs) + 6 scalars, per episode */
+    /* 3 domains x (loss, loss_u, loss_w, alpha, epochs) + 6 scalars + 3 steps, per episode */
     char want[32];
-    snprintf(want, sizeof want, "ok %d", EPISODES * (3 * 5 + 6));
+    snprintf(want, sizeof want, "ok %d", EPISODES * (3 * 5 + 6 + 3));
     CHECK(!strcmp(out, want), "the live TensorBoard log: %s (want %s)", out, want);
+    /* each free step's loss: 3 per row on the AdamW step axis, their mean the α-weighted
+     * mean of the row's per-domain losses */
+    CHECK(sh_line(out, sizeof out,
+                  "/usr/bin/python3 -c 'import json,sys\n"
+                  "rows = [json.loads(l) for l in open(sys.argv[1])]\n"
+                  "for r in rows:\n"
+                  "    s = r[\"step_loss\"]\n"
+                  "    assert len(s) == 3 and r[\"step_first\"] == 3 * r[\"episode\"] + 1, r\n"
+                  "    w = sum(r[\"alpha\"][d] * r[\"loss\"][d] for d in r[\"loss\"])\n"
+                  "    assert abs(sum(s) / 3 - w) < 1e-12 * w, (s, w)\n"
+                  "print(\"ok\")' '%s' 2>&1 | tail -n 1",
+                  g_ref_jsonl) == 0 && !strcmp(out, "ok"),
+          "per-step losses: %s", out);
     snprintf(tb2, sizeof tb2, "%s/export", f.dir);
     CHECK(sh_line(out, sizeof out, "'%s' metrics '%s' --tensorboard '%s' >/dev/null 2>&1; echo $?",
                   tandem_bin(), f.store, tb2) == 0 && !strcmp(out, "0"),
@@ -267,7 +280,7 @@ static void test_validation_every_n(void) {
     snprintf(tb, sizeof tb, "%s/tb/events.out.tfevents.*", f.dir);
     tfcheck(jl, tb, 0, out, sizeof out);
     char want[32];
-    snprintf(want, sizeof want, "ok %d", EPISODES * (3 * 5 + 6) + 3 * 3);
+    snprintf(want, sizeof want, "ok %d", EPISODES * (3 * 5 + 6 + 3) + 3 * 3);
     CHECK(!strcmp(out, want), "TensorBoard with val/: %s (want %s)", out, want);
     fixture_done(&f);
 }
