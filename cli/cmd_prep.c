@@ -10,6 +10,7 @@
 #include "util/args.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
+#include "report/progress.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x) /* a default as text, for --help */
@@ -88,7 +89,8 @@ static void more_help(FILE *f) {
             "\n"
             "Counts accept k, M, G (x1000) and Ki, Mi, Gi (x1024) suffixes. Prints a table\n"
             "(files, documents, text bytes, tokens, and per split documents/tokens/shards) and\n"
-            "what was left out per domain; progress lines for long inputs go to stderr.\n",
+            "what was left out per domain; progress lines for long inputs go to stderr when it is a\n"
+            "terminal.\n",
             PREP_ISSUES_SHOWN, TEXTSRC_SNIFF_BYTES);
 }
 
@@ -152,6 +154,7 @@ static int prep_parse_split(const char *s, double split[3]) {
 static int run_prep(const cli_args *a) {
     prep_opts o;
     prep_opts_init(&o);
+    if (!progress_on_terminal()) o.progress = NULL; /* a log or a pipe gets the table alone */
     prep_input *inputs = NULL, *excludes = NULL;
     int n_inputs = 0, n_excludes = 0, rc = 0;
     tdm_err e = {0};

@@ -1,6 +1,10 @@
 /* progress.c — per-episode progress lines; see progress.h. */
 #include "report/progress.h"
 
+#include <unistd.h>
+
+#include <stdarg.h>
+
 #include <math.h>
 #include <time.h>
 
@@ -122,4 +126,23 @@ void progress_end(int mode, int code, uint64_t episode, uint64_t episodes, uint6
         fputc('}', stdout);
     }
     json_end();
+}
+
+int progress_on_terminal(void) { return isatty(STDERR_FILENO); }
+
+void progress_tty(const char *fmt, ...) {
+    if (!progress_on_terminal()) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputc('\r', stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs("\033[K", stderr);
+    va_end(ap);
+    fflush(stderr);
+}
+
+void progress_tty_end(void) {
+    if (!progress_on_terminal()) return;
+    fputs("\r\033[K", stderr);
+    fflush(stderr);
 }

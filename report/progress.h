@@ -40,4 +40,12 @@ void progress_error(int mode, int code, const char *message);
 void progress_end(int mode, int code, uint64_t episode, uint64_t episodes, uint64_t seq, int M,
                   const char *const *names, const double *mixture);
 
+/* Progress of long commands (eval, prep) is for a person watching: shown only when
+ * standard error is a terminal, so logs and pipes get the results alone. */
+int progress_on_terminal(void);
+/* A status line that the next one replaces ("\r...\033[K" on stderr), when stderr is a
+ * terminal; nothing otherwise. progress_tty_end clears it. */
+void progress_tty(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void progress_tty_end(void);
+
 #endif

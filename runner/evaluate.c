@@ -1,5 +1,6 @@
 /* evaluate.c — held-out loss per domain; see evaluate.h. */
 #include "runner/evaluate.h"
+#include "report/progress.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -64,9 +65,13 @@ static int eval_domain(const model_ops *ops, model_ctx *ctx, const float *params
 
 int eval_params(const model_ops *ops, model_ctx *ctx, const float *params, const dataset *ds, int split, int B,
                 int T, uint64_t max_tokens, double *loss, uint64_t *tokens, tdm_err *e) {
-    int rc = 0;
-    for (int m = 0; !rc && m < dataset_n_domains(ds); m++)
+    int rc = 0, M = dataset_n_domains(ds);
+    for (int m = 0; !rc && m < M; m++) {
+        progress_tty("evaluating %s on the %s split (domain %d of %d)", dataset_domain_name(ds, m),
+                     dataset_split_name(split), m + 1, M);
         rc = eval_domain(ops, ctx, params, ds, m, split, B, T, max_tokens, &loss[m], &tokens[m], e);
+    }
+    progress_tty_end();
     return rc;
 }
 

@@ -234,6 +234,17 @@ static void test_eval_reports_average(void) {
              tandem_bin(), f.store);
     CHECK(system(cmd) == 0, "Average is not exp(mean loss): %s", out);
     CHECK(tandem_cmd(out, sizeof out, "eval '%s' --split nope", f.store) == 2, "bad split accepted");
+    /* progress on a terminal only: under script(1) stderr is a terminal and the status
+     * line shows; through a pipe it does not */
+    char bin[2048], bin_raw[4096];
+    CHECK(realpath(tandem_bin(), bin_raw) != NULL && strlen(bin_raw) < sizeof bin, "realpath");
+    snprintf(bin, sizeof bin, "%.2000s", bin_raw);
+    snprintf(cmd, sizeof cmd, "script -qec \"'%s' eval '%s' --split val\" /dev/null 2>&1 | grep -c 'evaluating d1 on the val split'",
+             bin, f.store);
+    CHECK(test_sh(cmd, out, 64) == 0 && atoi(out) >= 1, "no progress on a terminal: %s", out);
+    CHECK(tandem_cmd(out, sizeof out, "eval '%s' --split val", f.store) == 0 && !strstr(out, "evaluating") &&
+              !strchr(out, '\r'),
+          "progress went to a pipe: %s", out);
     /* --max-tokens N: at most N targets per domain, in whole windows of train.seq (32) */
     snprintf(cmd, sizeof cmd, "'%s' eval '%s' --split val --max-tokens 70 --json | /usr/bin/python3 -c 'import json,sys; "
              "d=json.load(sys.stdin); t=[v[\"tokens\"] for v in d[\"domains\"].values()]; assert t==[64,64,64], t'",
