@@ -63,11 +63,16 @@ static int run_export(const cli_args *a) {
     } else if (!rc) {
         printf("%s: u of %s (state %llu, step %s): %s, %zu parameters as %s%s\n", out, r.run_id,
                (unsigned long long)r.seq, r.step, r.arch, r.params, dtype == ST_BF16 ? "BF16" : "F32",
-               r.copied ? ", with the source folder's tokenizer files" : "");
+               !r.copied                ? ""
+               : strcmp(r.arch, "gpt2") ? ", with the source folder's tokenizer files"
+                                        : ", with the byte-level tokenizer of its dataset (tokenizer.json)");
     }
     if (!rc && strcmp(r.arch, "gpt2") && !r.copied)
         fprintf(stderr, "tandem export: the run's model.init folder has no tokenizer files: copy its tokenizer "
                 "into %s before loading it with AutoTokenizer\n", out);
+    if (!rc && !strcmp(r.arch, "gpt2") && !r.copied)
+        fprintf(stderr, "tandem export: the dataset was made with a tokenizer other than bytes: copy that "
+                "tokenizer's files into %s before loading it with AutoTokenizer\n", out);
     if (st) store_close(st);
     if (rc) fprintf(stderr, "tandem export: %s\n", e.msg);
     if (rc && json) json_document(stdout, rc, e.msg, NULL); /* docs/json.md: the error object */

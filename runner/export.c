@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "data/tok_export.h"
 #include "model/gpt2_export.h"
 #include "model/model.h"
 #include "model/qwen2.h"
@@ -67,6 +68,10 @@ int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype
     } else if (!rc) {
         rc = gpt2_save(&rs.lay, u, dir, dtype, e);
         snprintf(out->arch, sizeof out->arch, "gpt2");
+        /* a byte-level dataset's tokenizer as HF files (one of another tokenizer is the
+         * user's to copy: the dataset records which, not where) */
+        int bytes = !strcmp(rs.ds.tokenizer, "byte") || (!rs.ds.tokenizer[0] && rs.ds.vocab == 256);
+        if (!rc && bytes && !(rc = tok_export_byte_level(dir, rs.cfg.model.ctx, e))) out->copied = 2;
     }
     if (!rc) {
         out->seq = rs.rec.seq;

@@ -18,7 +18,8 @@ typedef struct export_result {
     char step[16];       /* its position's next step ("done" for a finished run) */
     char arch[32];       /* "gpt2", "qwen2", "llama", ... */
     size_t params;       /* parameters written */
-    int copied;          /* tokenizer files copied from the source folder */
+    int copied;          /* tokenizer files written: copied from the source folder, or a
+                          * byte-level dataset's tokenizer.json and tokenizer_config.json */
 } export_result;
 
 /* Writes u of the run in `st` — its newest verified state, or states/<*seq>.mp when seq

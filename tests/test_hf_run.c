@@ -16,6 +16,7 @@
 #include <math.h>
 #include <sys/stat.h>
 
+#include "data/tokenizer.h"
 #include "ledger/ckpt.h"
 #include "runner/ckpt_model.h"
 #include "model/model.h"
@@ -182,6 +183,21 @@ static void test_gpt2_export_in_torch(void) {
     CHECK(rc == 0, "exit %d: %s", rc, log);
     snprintf(exp, sizeof exp, "%s/exp", f.dir);
     CHECK(export_to(&f, exp, "", out, sizeof out) == 0 && strstr(out, "gpt2"), "export: %s", out);
+    /* the byte-level dataset's tokenizer beside the weights: its ids are the text's bytes */
+    {
+        char tj[800];
+        snprintf(tj, sizeof tj, "%s/tokenizer.json", exp);
+        tokenizer *tk = NULL;
+        tdm_err te = {0};
+        CHECK(tokenizer_load(tj, NULL, &tk, &te) == 0, "the exported tokenizer.json: %s", te.msg);
+        static const char text[] = "Hello, w\xc3\xb6rld \"quoted\" \\ tab\there\n\x01\xff";
+        tok_ids ids = {0};
+        int ok = tk && tokenizer_encode(tk, text, sizeof text - 1, &ids, &te) == 0 && ids.n == sizeof text - 1;
+        for (size_t i = 0; ok && i < ids.n; i++) ok = ids.v[i] == (uint32_t)(unsigned char)text[i];
+        CHECK(ok && tokenizer_vocab(tk) == 256, "byte-level ids differ from the bytes (%zu ids)", ids.n);
+        tok_ids_free(&ids);
+        tokenizer_free(tk);
+    }
     dataset ds;
     tdm_err e = {0};
     char path[700];
