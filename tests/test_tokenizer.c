@@ -11,6 +11,7 @@
 
 #include "data/nfc.h"
 #include "data/pretok.h"
+#include "data/tok_export.h"
 #include "data/tokenizer.h"
 #include "storage/sha256.h"
 #include "tests/test.h"
@@ -889,6 +890,15 @@ static void test_agree_hf(void) {
     CHECK(!agree("hf-qwen2", "qwen2.json", NULL, &n), "qwen2.json");
     CHECK(!agree("hf-llama3", "llama3.json", NULL, &n), "llama3.json");
     CHECK(!agree("hf-qwen2-nfc", "qwen2-nfc.json", NULL, &n), "qwen2-nfc.json");
+    /* the byte-level tokenizer `tandem export` writes beside a GPT-2 run's weights */
+    char dir[4400], from[4500], to[4500];
+    snprintf(dir, sizeof dir, "%s/bytes-export", TMP);
+    snprintf(from, sizeof from, "%s/tokenizer.json", dir);
+    snprintf(to, sizeof to, "%s/files/bytes.json", REF);
+    tdm_err e = {0};
+    CHECK(mkdir(dir, 0777) == 0 && tok_export_byte_level(dir, 64, &e) == 0 && rename(from, to) == 0,
+          "export the byte-level tokenizer: %s", e.msg);
+    CHECK(!agree("hf-bytes", "bytes.json", NULL, &n), "bytes.json");
 }
 
 /* encode_parallel and encode_docs give exactly encode's ids */
