@@ -5,24 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "data/bytelevel.h"
+#include "data/utf8.h"
 #include "util/json.h"
-
-/* GPT-2's bytes_to_unicode: the printable Latin-1 bytes stand for themselves, the others
- * (controls, space, ...) for U+0100 onwards in byte order. The ByteLevel pre-tokenizer
- * maps each byte of the text to this character before the model looks it up. */
-static unsigned byte_char(unsigned b) {
-    if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) return b;
-    unsigned n = 0;
-    for (unsigned c = 0; c < b; c++)
-        if (!((c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF))) n++;
-    return 256 + n;
-}
-
-/* cp (< 0x800) as UTF-8 into out (NUL-terminated). */
-static void utf8(unsigned cp, char out[4]) {
-    if (cp < 0x80) out[0] = (char)cp, out[1] = 0;
-    else out[0] = (char)(0xC0 | (cp >> 6)), out[1] = (char)(0x80 | (cp & 0x3F)), out[2] = 0;
-}
 
 static int finish(FILE *f, const char *path, tdm_err *e) {
     int bad = ferror(f);
@@ -42,9 +27,11 @@ int tok_export_byte_level(const char *dir, int ctx, tdm_err *e) {
                "\"dropout\":null,\"unk_token\":null,\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,"
                "\"fuse_unk\":false,\"byte_fallback\":false,\"ignore_merges\":false,\"vocab\":{",
             byte_level, byte_level);
+    unsigned cp[256];
+    bytelevel_alphabet(cp);
     for (unsigned b = 0; b < 256; b++) {
-        char ch[4];
-        utf8(byte_char(b), ch);
+        char ch[5];
+        ch[utf8_put(cp[b], ch)] = '\0';
         if (b) fputc(',', f);
         json_key(f, ch);
         fprintf(f, "%u", b);
@@ -54,8 +41,8 @@ int tok_export_byte_level(const char *dir, int ctx, tdm_err *e) {
     if (rc) return rc;
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
     if (!(f = fopen(path, "w"))) return err_set(e, ERR_USAGE, "cannot write %s: %s", path, strerror(errno));
-    char eos[4];
-    utf8(byte_char('\n'), eos);
+    char eos[5];
+    eos[utf8_put(cp['\n'], eos)] = '\0';
     fprintf(f, "{\"tokenizer_class\":\"PreTrainedTokenizerFast\",\"model_max_length\":%d,\"eos_token\":", ctx);
     json_str(f, eos);
     fprintf(f, ",\"clean_up_tokenization_spaces\":false}\n");

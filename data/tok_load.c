@@ -12,6 +12,7 @@
 #include "util/buf.h"
 #include "util/fileio.h"
 #include "util/json_tree.h"
+#include "data/bytelevel.h"
 #include "data/tokenizer_impl.h"
 
 /* Ids stay below 2^24: the largest vocabularies are ~10^6, and an id sizes the decode
@@ -157,17 +158,14 @@ static int load_tiktoken(tokenizer *t, const char *path, const char *data, size_
 /* GPT-2's byte-level alphabet: byte b is written as code point byte_cp[b]; cp_byte is
  * the inverse over code points 0..323 (-1: not a byte's). */
 typedef struct bytelevel {
-    int cp_byte[324];
+    int cp_byte[BYTELEVEL_MAX_CP];
 } bytelevel;
 
 static void bytelevel_init(bytelevel *bl) {
-    for (int c = 0; c < 324; c++) bl->cp_byte[c] = -1;
-    int extra = 0;
-    for (int b = 0; b < 256; b++) {
-        int printable =
-            (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-        bl->cp_byte[printable ? b : 256 + extra++] = b;
-    }
+    unsigned cp[256];
+    bytelevel_alphabet(cp);
+    for (int c = 0; c < BYTELEVEL_MAX_CP; c++) bl->cp_byte[c] = -1;
+    for (int b = 0; b < 256; b++) bl->cp_byte[cp[b]] = b;
 }
 
 /* The bytes a vocab / merge string stands for, into out (room for n bytes). The length,
@@ -177,7 +175,7 @@ static long bytelevel_decode(const bytelevel *bl, const char *s, size_t n, char 
     for (size_t i = 0; i < n;) {
         size_t len;
         unsigned cp = pretok_utf8(s, n, i, &len);
-        if (cp >= 324 || bl->cp_byte[cp] < 0) return -1;
+        if (cp >= BYTELEVEL_MAX_CP || bl->cp_byte[cp] < 0) return -1;
         out[o++] = (char)bl->cp_byte[cp];
         i += len;
     }

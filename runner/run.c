@@ -297,8 +297,7 @@ static int commit(run_ctx *r, int async, tdm_err *e) {
     rec_state rec;
     to_record(r, &rec);
     float *dev[CKPT_TENSORS] = {r->nets.u, r->nets.m, r->nets.v};
-    ckpt_model_io_init(&r->ck_io, r->nets.ops, r->nets.ctx);
-    return ckpt_snapshot(r->ck, &rec, &r->ck_io.io, dev, async, e);
+    return ckpt_snapshot(r->ck, &rec, &r->ck_io.io, dev, async, e); /* ck_io: set when ck was opened */
 }
 
 /* α* = the mean of α_{t+1} over the last 10 % of the episodes, from the α records after
