@@ -19,6 +19,10 @@
  * commit whose lease was taken over fails with ERR_STORE ("fenced out") and moves
  * nothing.
  *
+ * A run goes through the front door, ledger/ledger.h, which orders these calls (the
+ * resume, the commit policy, the grace decision); the commands that read or repair a store
+ * (verify, eval, export, repair) use this layer directly.
+ *
  * Test hooks (environment, for the test suite only): TANDEM_TEST_KILL_AT=label:n raises
  * SIGKILL at the n-th passage of `label` (blob, manifest, head, alpha), to kill a run
  * inside a commit deterministically; TANDEM_TEST_STOP_AT=label:n raises SIGSTOP at the

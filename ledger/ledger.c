@@ -1,0 +1,253 @@
+/* ledger.c — the front door of a run's checkpointing; see ledger.h. The order of a resume
+ * and the grace policy live here; ckpt*.c do each step. */
+#include "ledger/ledger.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ledger/audit.h"
+#include "ledger/keys.h"
+#include "ledger/metrics.h"
+
+struct ledger {
+    store *st;
+    ckpt *ck;
+    ckpt_tensor_io io;
+    float *dev[CKPT_TENSORS];
+    size_t numel;
+    long every_episodes;
+    double every_seconds, grace;
+    const volatile sig_atomic_t *stop_flag;
+    const struct timespec *stop_at;
+    ledger_generation gen;
+    int found; /* ledger_resume found a state (its tensors are in the host buffers) */
+};
+
+/* Headroom on the estimate (a commit can be slower than the last one), time kept for
+ * releasing the lease and exiting, and the most a stop waits for a first commit in flight
+ * to show its pace. */
+#define LEDGER_GRACE_SAFETY 1.5
+#define LEDGER_GRACE_MARGIN_S 2.0
+#define LEDGER_GRACE_SETTLE_S 5.0
+
+static double now_mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Seconds since the first stop signal; 0 when none came. */
+static double since_stop(const ledger *l) {
+    const struct timespec *at = l->stop_at;
+    if (!at || (!at->tv_sec && !at->tv_nsec)) return 0;
+    return now_mono() - (at->tv_sec + at->tv_nsec * 1e-9);
+}
+
+/* The stop check of streamed commits, which the training loop waits for: once a stop
+ * signal has come, a commit whose rest would outlast the grace period (with ledger_stop's
+ * headroom) is given up, so that the run still exits 75 in time instead of being killed in
+ * the middle of it. Without a known grace period a stop always commits. */
+static int stream_stop_check(void *arg, double seconds_left) {
+    const ledger *l = arg;
+    if (!l->stop_flag || !*l->stop_flag || l->grace <= 0) return 0;
+    return seconds_left * LEDGER_GRACE_SAFETY > l->grace - since_stop(l) - LEDGER_GRACE_MARGIN_S;
+}
+
+ledger *ledger_open(store *st, const ledger_opts *o, tdm_err *e) {
+    ledger *l = calloc(1, sizeof *l);
+    if (!l) {
+        err_set(e, ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    l->st = st;
+    l->io = *o->io;
+    memcpy(l->dev, o->dev, sizeof l->dev);
+    l->numel = o->layout->numel;
+    l->every_episodes = o->every_episodes;
+    l->every_seconds = o->every_seconds;
+    l->grace = o->grace_s;
+    l->stop_flag = o->stop_flag;
+    l->stop_at = o->stop_at;
+    l->ck = o->streaming ? ckpt_open_stream(st, o->layout, o->chunk_bytes, &l->io, l->dev, e)
+                         : ckpt_open(st, o->layout, o->chunk_bytes, e);
+    if (!l->ck) {
+        free(l);
+        return NULL;
+    }
+    if (ckpt_acquire(l->ck, o->attempt, e)) {
+        ckpt_close(l->ck);
+        free(l);
+        return NULL;
+    }
+    ckpt_set_retention(l->ck, o->keep);
+    if (o->streaming) ckpt_set_stop_check(l->ck, stream_stop_check, l);
+    return l;
+}
+
+void ledger_close(ledger *l, int failed) {
+    if (!l) return;
+    tdm_err ignore;
+    ckpt_wait(l->ck, &ignore);
+    if (failed && ckpt_epoch(l->ck)) ckpt_release(l->ck, &ignore);
+    ckpt_close(l->ck);
+    free(l);
+}
+
+int ledger_resume(ledger *l, const ledger_generation *g, rec_state *rec, ledger_resumed *out, tdm_err *e) {
+    memset(out, 0, sizeof *out);
+    l->gen = *g;
+    ckpt_set_generation(l->ck, g->nchanges, g->change_seq);
+    int found = 0;
+    int rc = ckpt_load(l->ck, rec, &found, e);
+    if (rc) return rc;
+    out->found = l->found = found;
+    out->seed_replay = ckpt_seed_replay(l->ck);
+    out->head_named = found && ckpt_head_named_loaded(l->ck);
+    if (!found) return 0;
+    rc = ckpt_check_chain(l->ck, rec->alpha_records, &rec->alpha_head, e);
+    if (!rc) rc = ckpt_report_alpha_holes(l->ck, rec->alpha_records, e);
+    if (rc) rec_state_free(rec);
+    return rc;
+}
+
+float *ledger_host(ledger *l) { return ckpt_host(l->ck, 0); }
+
+int ledger_start(ledger *l, uint64_t seq, tdm_err *e) {
+    int rc = 0;
+    if (l->found) {
+        /* HEAD names the state the run goes on from (a finished run commits no more) */
+        rc = ckpt_settle_head(l->ck, e);
+        /* streaming: the load wrote the tensors already */
+        for (int t = 0; !rc && !ckpt_streaming(l->ck) && t < CKPT_TENSORS; t++)
+            rc = l->io.upload(l->io.ctx, l->dev[t], ckpt_host(l->ck, t), l->numel, e);
+    }
+    /* Resuming at or before the newest config change: what lies beyond this state was
+     * computed under the old config. Checked on every resume, not only when the change is
+     * recorded, so that a kill between recording and cleaning up is finished later. */
+    if (!rc && l->gen.nchanges && seq <= l->gen.change_seq) {
+        int moved = 0;
+        rc = ckpt_drop_states_after(l->ck, seq, e);
+        if (!rc) rc = ckpt_supersede_alpha_after(l->ck, seq, l->gen.nchanges - 1, &moved, e);
+        if (!rc && moved)
+            fprintf(stderr, "tandem: %d alpha records computed under the previous config after "
+                    "run position %llu set aside under superseded/%llu/alpha/ (the replay "
+                    "writes new ones)\n", moved, (unsigned long long)seq,
+                    (unsigned long long)(l->gen.nchanges - 1));
+    }
+    return rc;
+}
+
+int ledger_save(ledger *l, const rec_state *rec, ledger_save_when when, tdm_err *e) {
+    int due = when == LEDGER_SAVE_NOW;
+    if (when == LEDGER_SAVE_TICK)
+        due = l->every_seconds > 0 && now_mono() - ckpt_last_commit_time(l->ck) >= l->every_seconds &&
+              ckpt_last_commit_seq(l->ck) != rec->seq;
+    else if (when == LEDGER_SAVE_EPISODE)
+        due = l->every_episodes > 0 && rec->episode % (uint64_t)l->every_episodes == 0;
+    if (!due) return 0;
+    return ckpt_snapshot(l->ck, rec, &l->io, l->dev, when != LEDGER_SAVE_NOW, e);
+}
+
+/* The decision of ledger_stop (act 0): the estimate of a full commit against what is left
+ * of the grace period. A first commit in flight, judged by the guess alone, first gets a
+ * quarter of what is left (at most LEDGER_GRACE_SETTLE_S) to show its pace or land. Seen
+ * on an H100 node: a 1B state's first commit (11 GB at 1.4 GB/s, 8 s) given up at 30 s of
+ * grace because the guess (50 MB/s) said 433 s. */
+static void stop_plan(ledger *l, ledger_stop_plan *p, double *inflight) {
+    memset(p, 0, sizeof *p);
+    p->grace = l->grace;
+    *inflight = 0;
+    p->need = ckpt_commit_estimate(l->ck, inflight);
+    p->left = l->grace - since_stop(l) - LEDGER_GRACE_MARGIN_S;
+    if (l->grace > 0 && *inflight > 0 && p->left > 0 && !ckpt_rate_measured(l->ck)) {
+        ckpt_settle(l->ck, p->left / 4 < LEDGER_GRACE_SETTLE_S ? p->left / 4 : LEDGER_GRACE_SETTLE_S);
+        p->need = ckpt_commit_estimate(l->ck, inflight);
+        p->left = l->grace - since_stop(l) - LEDGER_GRACE_MARGIN_S;
+    }
+    p->full = l->grace <= 0 || p->need * LEDGER_GRACE_SAFETY <= p->left;
+}
+
+int ledger_stop(ledger *l, const rec_state *rec, ledger_stop_plan *p, int act, tdm_err *e) {
+    if (!act) {
+        double inflight;
+        stop_plan(l, p, &inflight);
+        return 0;
+    }
+    int rc = 0;
+    if (p->full) {
+        rc = ckpt_snapshot(l->ck, rec, &l->io, l->dev, 0, e);
+    } else {
+        /* the commit in flight first: it lands if it fits (then it is the state that
+         * stands), else it is given up */
+        double inflight = 0;
+        ckpt_commit_estimate(l->ck, &inflight);
+        if (inflight > 0 && inflight * LEDGER_GRACE_SAFETY <= p->left) p->landed = (rc = ckpt_wait(l->ck, e)) == 0;
+        else if (inflight > 0) ckpt_cancel(l->ck);
+        else rc = ckpt_wait(l->ck, e); /* none in flight: nothing to wait for */
+        uint64_t last = ckpt_last_commit_seq(l->ck);
+        p->last_seq = last == UINT64_MAX ? 0 : last;
+    }
+    if (!rc) rc = ckpt_release(l->ck, e);
+    return rc;
+}
+
+int ledger_alpha(ledger *l, const rec_alpha *a, sha256_digest *hash, tdm_err *e) {
+    return ckpt_alpha_record(l->ck, a, hash, e);
+}
+
+int ledger_metrics(ledger *l, rec_metrics *row, int *fresh, tdm_err *e) {
+    row->commit_s = ckpt_last_commit_seconds(l->ck);
+    return ckpt_metrics_record(l->ck, row, fresh, e);
+}
+
+ledger_commit_info ledger_last_commit(const ledger *l) {
+    return (ledger_commit_info){.seq = ckpt_last_commit_seq(l->ck), .time = ckpt_last_commit_time(l->ck)};
+}
+
+/* mixture.mp from the verified α chain (ledger_finish's f->mixture). */
+static int seal_mixture(ledger *l, const ledger_final *f, ledger_mixture *out, tdm_err *e) {
+    audit_chain c;
+    int rc = audit_chain_read(l->st, &c, e);
+    const char *url = store_url(l->st);
+    if (!rc && (!c.ok || c.n != f->alpha_records ||
+                (c.n && !sha256_equal(&c.hash[c.n - 1], &f->alpha_head))))
+        rc = err_set(e, ERR_STORE,
+                     "%s: the α chain does not verify at the end of the run (%s): the audit "
+                     "trail is damaged. Restore the record from a copy of the store, or run "
+                     "`tandem repair %s` (a dry run; then --apply) to roll the run back to "
+                     "before it",
+                     url, !c.ok ? c.problem : "it does not end where the final state says", url);
+    rec_mixture *x = &out->x;
+    if (!rc) {
+        audit_mixture(&c, 0.1, x);
+        for (int m = 0; m < x->M; m++) {
+            snprintf(x->names[m], REC_NAME_MAX, "%s", f->names[m]);
+            out->start[m] = c.n ? c.rec[0].alpha[m] : x->alpha[m];
+        }
+        size_t n;
+        void *data = rec_mixture_encode(x, &n);
+        void *old = NULL;
+        size_t on = 0;
+        int got = f->again ? store_get(l->st, LEDGER_MIXTURE, &old, &on, NULL, e) : 0;
+        /* the same α* stays as it is (also one written before mixture.mp was sealed) */
+        int same = f->again && got == 0 && rec_mixture_same(old, on, x);
+        if (f->again && !same && (got == STORE_NOT_FOUND || got == 0))
+            fprintf(stderr, "tandem: %s/mixture.mp %s; written again from the alpha chain\n", url,
+                    got == STORE_NOT_FOUND ? "was missing" : "did not match the alpha chain (damaged)");
+        free(old);
+        if (!data) rc = err_set(e, ERR_INTERNAL, "out of memory encoding mixture.mp");
+        else if (got && got != STORE_NOT_FOUND) rc = got;
+        else if (!same) rc = store_put(l->st, LEDGER_MIXTURE, data, n, STORE_OVERWRITE, e);
+        free(data);
+    }
+    audit_chain_free(&c);
+    return rc;
+}
+
+int ledger_finish(ledger *l, const ledger_final *f, ledger_mixture *out, tdm_err *e) {
+    int rc = ckpt_wait(l->ck, e);
+    if (!rc && f && f->mixture) rc = seal_mixture(l, f, out, e);
+    if (!rc) rc = ckpt_release(l->ck, e);
+    return rc;
+}

@@ -1,0 +1,199 @@
+/* run_load.c — the start of a run: the ledger opened (lease, config change recorded),
+ * the newest verified state loaded or a new run initialised, and every rank given rank
+ * 0's state. */
+#include "runner/run_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ledger/keys.h"
+#include "ledger/read.h"
+#include "report/progress.h"
+#include "runner/mixfile.h"
+#include "runner/model_source.h"
+#include "steps/mixture.h"
+#include "steps/simplex.h"
+#include "util/args.h"
+
+/* Sets a parameter-sized buffer of the backend to zeros, a MiB of zeros at a time. */
+static int zero_tensor(run_ctx *r, float *buf, tdm_err *e) {
+    size_t P = r->lay.numel, step = (size_t)1 << 18;
+    float *z = calloc(step < P ? step : P ? P : 1, sizeof *z);
+    if (!z) return err_set(e, ERR_INTERNAL, "out of memory");
+    int rc = 0;
+    for (size_t at = 0; !rc && at < P; at += step)
+        rc = r->nets.ops->upload(r->nets.ctx, buf + at, z, P - at < step ? P - at : step, e);
+    free(z);
+    return rc;
+}
+
+/* The α a new run starts from (or, fixed, trains with), after uniform, natural or the file:
+ * UniMax computed for the run's free-step budget, and any mixture moved into the caps' box
+ * (said, since the run then starts from another mixture than the one asked for). */
+static int initial_mixture(run_ctx *r, tdm_err *e) {
+    step_hparams *h = &r->hp;
+    int M = r->st.M;
+    double tokens[STEP_MAX_DOMAINS], epochs[STEP_MAX_DOMAINS];
+    for (int m = 0; m < M; m++) {
+        tokens[m] = (double)dataset_tokens(&r->ds, m, SPLIT_TRAIN);
+        epochs[m] = h->cap[m] / tokens[m]; /* INFINITY where uncapped */
+    }
+    int rc = 0;
+    if (r->cfg.data.mixture == CONFIG_MIXTURE_UNIMAX) {
+        double budget = (double)h->episodes * h->E * h->B * h->T;
+        rc = mixture_unimax(tokens, M, budget, r->cfg.data.unimax_epochs, epochs, r->st.alpha, e);
+        if (rc) return rc;
+    }
+    if (!h->has_caps) return 0;
+    double in[STEP_MAX_DOMAINS];
+    memcpy(in, r->st.alpha, (size_t)M * sizeof *in);
+    rc = simplex_project_box(in, M, 0, h->alpha_hi, r->st.alpha, e);
+    if (rc) return rc;
+    double moved = 0;
+    for (int m = 0; m < M; m++) moved = fmax(moved, fabs(in[m] - r->st.alpha[m]));
+    if (moved > 1e-12 && r->progress != PROGRESS_QUIET && r->rank == 0)
+        fprintf(stderr, "tandem: data.max_epochs: the %s mixture gives some domain more than its cap "
+                        "allows over %d episodes; starting from the nearest mixture within the caps\n",
+                r->cfg.data.mixture == CONFIG_MIXTURE_FILE ? "file's" : "starting", r->cfg.run.episodes);
+    return 0;
+}
+
+/* Loads the newest verified state into the nets (ledger_resume, ledger_start), or
+ * initialises a new run. */
+static int load_or_init(run_ctx *r, const ledger_generation *g, ledger_resumed *res, tdm_err *e) {
+    rec_state rec;
+    int rc = ledger_resume(r->ld, g, &rec, res, e);
+    if (rc) return rc;
+    if (res->found) {
+        rc = run_from_record(r, &rec, e);
+        if (!rc) rc = run_fit_episodes(r, e);
+        rec_state_free(&rec);
+        return rc ? rc : ledger_start(r->ld, r->seq, e);
+    }
+    const model_ops *ops = r->nets.ops;
+    size_t P = r->lay.numel;
+    step_state_init(&r->st, &r->ds, r->cfg.data.mixture == CONFIG_MIXTURE_NATURAL);
+    if (r->cfg.data.mixture == CONFIG_MIXTURE_FILE &&
+        (rc = mixture_file_read(r->cfg.data.mixture_file, &r->ds, r->st.alpha, e)))
+        return rc;
+    if ((rc = initial_mixture(r, e))) return rc;
+    /* streaming has no host buffers: u's initial values pass through a buffer of its own
+     * (one parameter-sized copy, before training starts, freed at once) */
+    float *host = ledger_host(r->ld), *own = NULL;
+    if (!host && !(host = own = malloc(P * sizeof *host)))
+        return err_set(e, ERR_INTERNAL, "out of memory for the initial parameters (%zu)", P);
+    rc = model_source_weights(&r->cfg, &r->lay, host, e);
+    if (!rc) rc = ops->upload(r->nets.ctx, r->nets.u, host, P, e);
+    free(own);
+    /* AdamW's moments start at zero — written here, not assumed: a replay from the seed
+     * comes after a load that streamed an unusable state's tensors into them */
+    if (!rc) rc = zero_tensor(r, r->nets.m, e);
+    if (!rc) rc = zero_tensor(r, r->nets.v, e);
+    r->seq = 0;
+    r->next = run_first_step(r);
+    r->index = 0;
+    r->alpha_records = 0;
+    memset(&r->alpha_head, 0, sizeof r->alpha_head);
+    return rc ? rc : ledger_start(r->ld, r->seq, e);
+}
+
+/* Seq of HEAD if readable, else 0: only labels a recorded config change. */
+static uint64_t peek_head_seq(store *st) {
+    tdm_err e;
+    rec_head h;
+    return ledger_read(st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &e) ? 0 : h.seq;
+}
+
+/* The grace period (seconds from the stop signal to SIGKILL) the scheduler set in the
+ * environment (TANDEM_GRACE_S, which the rendered Slurm scripts and Kubernetes Jobs set),
+ * or 0 when unknown: then a stop always commits a full state. */
+static double env_grace(void) {
+    const char *v = getenv("TANDEM_GRACE_S");
+    double g = 0;
+    return v && !args_parse_double(v, &g) && g > 0 ? g : 0;
+}
+
+/* The grace period of this run (checkpoint.grace_s, else TANDEM_GRACE_S), 0 when unknown. */
+static double grace_of(const run_ctx *r) {
+    return r->cfg.checkpoint.grace_s > 0 ? r->cfg.checkpoint.grace_s : env_grace();
+}
+
+/* What every rank needs of rank 0's load: the position and the small state (the
+ * tensors follow separately). Same binary on every rank, so the bytes are the layout. */
+typedef struct rank0_view {
+    int rc, next, resumed;
+    uint64_t seq, index, alpha_records;
+    step_state st;
+    sha256_digest alpha_head;
+} rank0_view;
+
+/* Floats per piece of the state's broadcast to the other ranks (64 MiB). */
+#define BCAST_PIECE ((size_t)16 << 20)
+
+/* Rank 0 pins the run, takes the lease and loads (or initialises) the state; then every
+ * rank receives the position, the step state and u, m, v from it. Collective. */
+int run_load_everywhere(run_ctx *r, const run_opts *o, run_config_result *pin, ledger_resumed *res,
+                           tdm_err *e) {
+    int rc = 0;
+    if (r->rank == 0) rc = run_precheck_episodes(r, e);
+    if (r->rank == 0 && !rc) {
+        int defaulted = o->store_defaulted || (!o->store_url && !r->cfg.store[0]);
+        rc = run_config_open(r->store, &r->cfg, r->names, dataset_n_domains(&r->ds), o->allow, o->nallow,
+                             defaulted, pin, e);
+        /* the model.init folder is the one the run started from (pinned by content) */
+        if (!rc) rc = model_source_fingerprint(r->store, &r->cfg, 1, e);
+        ckpt_layout cl = {0};
+        ckpt_model_io_init(&r->ck_io, r->nets.ops, r->nets.ctx);
+        if (!rc) rc = ckpt_model_layout(&r->lay, &cl, e);
+        if (!rc) {
+            ledger_opts lo = {.layout = &cl, .chunk_bytes = (uint64_t)r->cfg.checkpoint.chunk_kib << 10,
+                              .streaming = r->streaming, .io = &r->ck_io.io,
+                              .dev = {r->nets.u, r->nets.m, r->nets.v}, .attempt = run_attempt_number(),
+                              .keep = r->cfg.checkpoint.keep,
+                              .every_episodes = r->cfg.checkpoint.every_episodes,
+                              .every_seconds = r->cfg.checkpoint.every_seconds, .grace_s = grace_of(r),
+                              .stop_flag = &run_stop_signal, .stop_at = &run_stop_at};
+            if (!(r->ld = ledger_open(r->store, &lo, e))) rc = e->code;
+        }
+        ckpt_model_layout_free(&cl);
+        /* a config change is recorded by the writer that holds the lease, at HEAD as it
+         * stands now that no other writer can move it */
+        if (!rc) rc = run_config_record_change(r->store, pin, peek_head_seq(r->store), e);
+        ledger_generation g = {.nchanges = pin->nchanges, .change_seq = pin->change_seq};
+        if (!rc) rc = load_or_init(r, &g, res, e);
+    }
+    if (comm_world(r->comm) == 1) return rc;
+    rank0_view v = {0};
+    if (r->rank == 0)
+        v = (rank0_view){.rc = rc, .next = r->next, .resumed = res->found, .seq = r->seq,
+                         .index = r->index, .alpha_records = r->alpha_records, .st = r->st,
+                         .alpha_head = r->alpha_head};
+    tdm_err ce = {0};
+    int crc = comm_bcast(r->comm, &v, sizeof v, &ce);
+    if (!crc && v.rc && r->rank != 0)
+        crc = err_set(&ce, v.rc, "rank 0 could not load the run (exit %d; its log says why)", v.rc);
+    if (!crc && v.rc == 0) {
+        r->next = v.next, res->found = v.resumed, r->seq = v.seq, r->index = v.index;
+        r->alpha_records = v.alpha_records, r->st = v.st, r->alpha_head = v.alpha_head;
+        /* in pieces of at most BCAST_PIECE floats: no rank holds a host copy of the state */
+        size_t P = r->lay.numel, piece = P < BCAST_PIECE ? P : BCAST_PIECE;
+        float *host = malloc(piece * sizeof *host);
+        float *dev[CKPT_TENSORS] = {r->nets.u, r->nets.m, r->nets.v};
+        if (!host) crc = err_set(&ce, ERR_INTERNAL, "out of memory");
+        for (int t = 0; !crc && t < CKPT_TENSORS; t++)
+            for (size_t off = 0; !crc && off < P; off += piece) {
+                size_t n = P - off < piece ? P - off : piece;
+                if (r->rank == 0) crc = r->nets.ops->download(r->nets.ctx, host, dev[t] + off, n, &ce);
+                if (!crc) crc = comm_bcast(r->comm, host, n * sizeof *host, &ce);
+                if (!crc && r->rank != 0)
+                    crc = r->nets.ops->upload(r->nets.ctx, dev[t] + off, host, n, &ce);
+            }
+        free(host);
+    }
+    if (rc) return rc;
+    if (crc) *e = ce;
+    return crc;
+}
+

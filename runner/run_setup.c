@@ -1,0 +1,205 @@
+/* run_setup.c — what `tandem run` does before its first step: the config loaded, the
+ * store chosen, the backend picked, the data and the model laid out, the memory planned. */
+#include "runner/run_impl.h"
+
+#include <libgen.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/domain_caps.h"
+#include "report/progress.h"
+#include "runner/memplan.h"
+#include "runner/model_source.h"
+#include "steps/mixture.h"
+#include "util/testhook.h"
+
+static void default_store(const char *config_path, char *out, size_t cap) {
+    char *copy = strdup(config_path ? config_path : "run");
+    char *base = copy ? basename(copy) : "run";
+    char *dot = strrchr(base, '.');
+    if (dot && dot != base) *dot = '\0';
+    snprintf(out, cap, "file://./runs/%s", base);
+    free(copy);
+}
+
+static void fill_hparams(run_ctx *r) {
+    const config *c = &r->cfg;
+    step_hparams *h = &r->hp;
+    memset(h, 0, sizeof *h);
+    h->B = c->train.batch;
+    h->T = c->train.seq;
+    h->micro = c->train.micro_batch;
+    h->K = c->tandem.K;
+    h->V = c->tandem.val_batch ? c->tandem.val_batch : dataset_n_domains(&r->ds);
+    h->E = c->tandem.E;
+    h->gamma = c->tandem.gamma;
+    h->lr_probe = c->tandem.lr_probe;
+    h->lr_alpha = c->tandem.lr_alpha;
+    h->alpha_floor = c->tandem.alpha_floor;
+    h->alpha_step = c->tandem.alpha_step == CONFIG_ALPHA_PGD ? STEP_ALPHA_PGD : STEP_ALPHA_EG;
+    h->alpha_budget = c->tandem.alpha_budget;
+    h->episodes = c->run.episodes;
+    h->val_mean = c->tandem.val_loss == CONFIG_VAL_MEAN;
+    h->eval_batches = c->tandem.eval_batches;
+    h->probe_carry = c->tandem.probe_carry;
+    int fixed = c->run.mode == CONFIG_MODE_FIXED;
+    h->fixed = fixed;
+    h->mixing = c->data.mixing == CONFIG_MIXING_SAMPLE || (c->data.mixing == CONFIG_MIXING_AUTO && fixed)
+                    ? STEP_MIX_SAMPLE
+                    : STEP_MIX_WEIGHT;
+    h->lr = c->optim.lr;
+    h->lr_min = c->optim.lr_min;
+    h->warmup = c->optim.warmup;
+    h->total_free = (long)c->run.episodes * c->tandem.E;
+    h->cosine = c->optim.schedule == CONFIG_SCHEDULE_COSINE;
+    h->weight_decay = c->optim.weight_decay;
+    h->clip = c->optim.clip;
+    h->beta1 = c->optim.beta1;
+    h->beta2 = c->optim.beta2;
+    h->eps = c->optim.eps;
+    h->seed = c->run.seed;
+}
+
+/* data.max_epochs: the caps in tokens and the box they put on α (steps/mixture.h), for a
+ * budget of the tokens u trains on over the planned run (the probe's steps too when they
+ * carry into u). Refused when the caps cannot hold that budget; under sample mixing in
+ * whole rows of train.seq tokens, since a row is never split. */
+static int setup_caps(run_ctx *r, tdm_err *e) {
+    step_hparams *h = &r->hp;
+    int M = dataset_n_domains(&r->ds);
+    double epochs[STEP_MAX_DOMAINS], tokens[STEP_MAX_DOMAINS];
+    int rc = domain_caps_resolve(r->cfg.data.max_epochs, &r->ds, epochs, e);
+    if (rc < 0 || rc > 1) return rc;
+    h->has_caps = rc;
+    double steps = (double)h->episodes * (h->E + (h->probe_carry && !h->fixed ? h->K : 0));
+    double budget = steps * h->B * h->T, room = 0, rows = 0;
+    for (int m = 0; m < M; m++) {
+        tokens[m] = (double)dataset_tokens(&r->ds, m, SPLIT_TRAIN);
+        h->cap[m] = isfinite(epochs[m]) ? epochs[m] * tokens[m] : INFINITY;
+        room += h->cap[m];
+        rows += floor(h->cap[m] / h->T);
+    }
+    mixture_alpha_bounds(tokens, M, budget, epochs, h->alpha_hi);
+    if (!h->has_caps) return 0;
+    if (room < budget || (h->mixing == STEP_MIX_SAMPLE && rows < steps * h->B))
+        return err_set(e, ERR_USAGE,
+                       "data.max_epochs = %s: the caps let u see %.4g tokens in all, but the run "
+                       "trains on %.4g (run.episodes x (tandem.E%s) x train.batch x train.seq%s): "
+                       "raise the caps, cap fewer domains, or lower run.episodes",
+                       r->cfg.data.max_epochs, room, budget,
+                       h->probe_carry && !h->fixed ? " + tandem.K, with probe_carry" : "",
+                       h->mixing == STEP_MIX_SAMPLE ? ", in whole sequences" : "");
+    return 0;
+}
+
+/* Picks r->ops from run.device; for cuda, checks that a device is there and sets the
+ * compute precision of the workspaces about to be created. */
+static int select_backend(run_ctx *r, tdm_err *e) {
+    if (r->cfg.run.device == CONFIG_DEVICE_CPU) {
+        r->ops = &model_cpu_ops;
+        return 0;
+    }
+    const gpu_plugin *gpu = gpu_plugin_load(e); /* loads tandem-cuda.so now, not at exec */
+    if (!gpu) return e->code;
+    char why[256] = "";
+    if (gpu->device_count(why, sizeof why) < 1)
+        return err_set(e, ERR_USAGE,
+                       "run.device = cuda but no CUDA device is usable here (%s): run on a GPU "
+                       "node, or --set run.device=cpu (needs --allow-change run.device on a "
+                       "pinned run)",
+                       why);
+    int rc = gpu->set_precision(r->cfg.run.precision == CONFIG_PRECISION_BF16 ? "bf16" : "fp32", e);
+    if (rc) return rc;
+    r->ops = gpu->ops;
+    r->gpu = gpu;
+    if (r->progress != PROGRESS_QUIET) {
+        char desc[512];
+        tdm_err de = {0};
+        if (gpu->describe(desc, sizeof desc, &de) == 0)
+            fprintf(stderr, "tandem: CUDA backend, %s, on %s\n",
+                    r->cfg.run.precision == CONFIG_PRECISION_BF16 ? "bf16" : "fp32", desc);
+    }
+    return 0;
+}
+
+int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
+    /* test-only: TANDEM_TEST_SIGNAL_AT=setup:1, a SIGTERM as start-up begins */
+    if (testhook_hit("TANDEM_TEST_SIGNAL_AT", "setup")) raise(SIGTERM);
+    int rc = config_load(&r->cfg, o->config_path, o->sets, o->nsets, e);
+    if (rc) return rc;
+    char url[CONFIG_STR_MAX];
+    if (o->store_url) snprintf(url, sizeof url, "%s", o->store_url);
+    else if (r->cfg.store[0]) snprintf(url, sizeof url, "%s", r->cfg.store);
+    else default_store(o->config_path, url, sizeof url);
+    if (o->store_suffix) { /* a sweep point: its own run under the study's store */
+        size_t n = strlen(url);
+        while (n > 0 && url[n - 1] == '/') url[--n] = '\0';
+        if (n + 1 + strlen(o->store_suffix) >= sizeof url)
+            return err_set(e, ERR_USAGE, "store %s: too long with the sweep point %s", url, o->store_suffix);
+        snprintf(url + n, sizeof url - n, "/%s", o->store_suffix);
+    }
+    snprintf(r->cfg.store, sizeof r->cfg.store, "%s", url);
+    if ((rc = model_source_preset_check(&r->cfg, e))) return rc;
+    /* said before the store is made (the CUDA backend would refuse it at create, after) */
+    if (model_source_hf_dir(&r->cfg) && r->cfg.run.device == CONFIG_DEVICE_CUDA &&
+        r->cfg.run.precision == CONFIG_PRECISION_BF16)
+        return err_set(e, ERR_USAGE, "run.precision = bf16: the CUDA backend runs the Llama / Qwen2 family "
+                       "(model.init = %s) in fp32 only so far; set run.precision: fp32", r->cfg.model.init);
+    if ((rc = select_backend(r, e))) return rc;
+    /* the key names the file, so that a refusal points at the config line to fix */
+    if ((rc = dataset_load(&r->ds, r->cfg.data.dataset, e))) return err_prefix(e, "data.dataset: ");
+    model_config mc;
+    if ((rc = model_source_config(&r->cfg, &r->ds, &mc, e))) return rc;
+    if ((rc = model_layout_init(&r->lay, &mc, e))) return rc;
+    fill_hparams(r);
+    if ((rc = setup_caps(r, e))) return rc;
+    if ((rc = step_check(&r->hp, &r->ds, e))) return rc;
+    /* the parameter-sized buffers: 3 host copies for commits, and on the CPU the 6 of the
+     * twins (u, m, v, w, u', grad); the workspace is checked by the backend */
+    char what[160];
+    snprintf(what, sizeof what, "a model of %zu parameters (%s = %d, %s = %d, vocab %d)", r->lay.numel,
+             mc.arch == MODEL_ARCH_HF ? "layers" : "model.layers", mc.layers,
+             mc.arch == MODEL_ARCH_HF ? "hidden_size" : "model.channels", mc.channels, mc.vocab);
+    double copies = r->cfg.run.device == CONFIG_DEVICE_CPU ? 9 : 3;
+    if ((rc = model_memory_check(copies * 4.0 * (double)r->lay.numel, what,
+                                 mc.arch == MODEL_ARCH_HF ? "run it on a machine with more memory"
+                                                          : "lower model.layers, model.channels or model.vocab",
+                                 e)))
+        return rc;
+    for (int m = 0; m < dataset_n_domains(&r->ds); m++) r->names[m] = dataset_domain_name(&r->ds, m);
+    if (r->rank == 0 && r->cfg.log.tensorboard[0] && !(r->tb = tfevents_open(r->cfg.log.tensorboard, e))) {
+        /* asked for and impossible: said before the store is touched, naming the key */
+        char why[sizeof e->msg];
+        snprintf(why, sizeof why, "%s", e->msg);
+        return err_set(e, ERR_USAGE, "log.tensorboard: %s (fix the path or leave the key empty)", why);
+    }
+    if (!(r->store = store_open(url, e))) return e->code;
+    return 0;
+}
+
+/* The memory estimate (runner/memplan.h), before the workspace exists: printed by rank 0,
+ * checked by every rank against its own GPU and host; decides checkpoint.snapshot = auto. */
+int run_plan_memory(run_ctx *r, tdm_err *e) {
+    size_t fr = 0, tot = 0;
+    if (r->gpu && r->gpu->free_memory && r->gpu->free_memory(&fr, &tot, e)) return e->code;
+    int rows = r->hp.B + r->hp.V > r->hp.B ? r->hp.B + r->hp.V : r->hp.B;
+    int M = r->st.M ? r->st.M : dataset_n_domains(&r->ds);
+    run_memplan m;
+    int rc = memplan_make(&m, &r->cfg, &r->lay, r->ops, rows, r->hp.T, 2 * M, comm_world(r->comm),
+                          (double)((uint64_t)r->cfg.checkpoint.chunk_kib << 10), (double)fr,
+                          (double)tot, e);
+    if (rc) return rc;
+    r->streaming = m.streaming;
+    if (r->rank == 0) {
+        char msg[1024];
+        memplan_describe(&m, msg, sizeof msg);
+        char line[1100];
+        snprintf(line, sizeof line, "tandem: %s", msg);
+        progress_event(stderr, r->progress, "memory", line);
+    }
+    return 0;
+}
+
