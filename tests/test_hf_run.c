@@ -399,6 +399,51 @@ static void test_gpt2_init_round_trip(void) {
     fixture_done(&f);
 }
 
+/* A GPT-2 folder named as the Hub's original GPT-2 files are (no prefix, the causal-mask
+ * buffers beside the weights; tests/models/gpt2_hf_ref.py write), of another vocabulary,
+ * 4 heads, 32 positions of which the model keeps 16, in F32, BF16 and F16: the CPU
+ * backend on what gpt2_load reads gets the loss PyTorch computes from the file as
+ * transformers does. */
+static void test_gpt2_hub_folder_in_torch(void) {
+    enum { B = 2, T = 16, V = 300 };
+    static const char *const dtypes[] = {"F32", "BF16", "F16"};
+    char dir[800], toks[800], cmd[4400], out[4096];
+    uint32_t tok[B * (T + 1)];
+    for (int i = 0; i < B * (T + 1); i++) tok[i] = (uint32_t)((i * 37 + 11) % V);
+    snprintf(toks, sizeof toks, "%s/hub-tokens.u32", g_tmp);
+    FILE *fp = fopen(toks, "wb");
+    CHECK(fp && fwrite(tok, sizeof tok, 1, fp) == 1 && fclose(fp) == 0, "tokens");
+    model_config mc = {.vocab = V, .ctx = T, .layers = 2, .heads = 4, .channels = 32};
+    for (int d = 0; d < 3; d++) {
+        snprintf(dir, sizeof dir, "%s/hub-%s", g_tmp, dtypes[d]);
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/gpt2_hf_ref.py' write '%s' %d 32 2 4 32 %s 3 2>&1",
+                 g_root, dir, V, dtypes[d]);
+        CHECK(test_sh(cmd, out, sizeof out) == 0, "write: %s", out);
+        tdm_err e = {0};
+        model_layout lay;
+        CHECK(model_layout_init(&lay, &mc, &e) == 0, "%s", e.msg);
+        float *w = malloc(lay.numel * sizeof *w);
+        int rc = w ? gpt2_load(dir, &lay, w, &e) : -1;
+        double loss = 0;
+        model_ctx *ctx = rc ? NULL : model_cpu_ops.create(&lay, B, T, 1, 1, &e);
+        int32_t dom[B] = {0, 0};
+        model_batch batch = {.B = B, .T = T, .tokens = tok, .domain = dom};
+        if (!rc) rc = ctx ? model_cpu_ops.forward(ctx, w, &batch, &loss, NULL, &e) : -1;
+        if (ctx) model_cpu_ops.destroy(ctx);
+        model_layout_free(&lay);
+        free(w);
+        CHECK(rc == 0, "%s: %s", dtypes[d], e.msg);
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/gpt2_hf_ref.py' '%s' '%s' %d %d 2>&1", g_root,
+                 dir, toks, B, T);
+        rc = test_sh(cmd, out, sizeof out);
+        double ref = atof(out);
+        CHECK(rc == 0, "gpt2_hf_ref.py: %s", out);
+        printf("  a Hub-named GPT-2 folder (%s): PyTorch loss %.7f, the CPU backend on what gpt2_load reads %.7f\n",
+               dtypes[d], ref, loss);
+        CHECK(fabs(ref - loss) <= 1e-5 * loss, "%s: PyTorch's loss %.9f differs from %.9f", dtypes[d], ref, loss);
+    }
+}
+
 /* A copy of the GPT-2 export under dir/name with `sh` (run in the copy) applied. */
 static int gpt2_variant(const fixture *f, const char *name, const char *sh) {
     char cmd[4400], out[1024];
@@ -607,6 +652,7 @@ int main(void) {
     RUN(test_gpt2_export_in_torch);
     RUN(test_gpt2_init_round_trip);
     RUN(test_gpt2_init_refusals);
+    RUN(test_gpt2_hub_folder_in_torch);
     RUN(test_model_folder_pinned);
     RUN(test_refusals);
     free(g_gpt2_u);
