@@ -401,9 +401,9 @@ static void test_gpt2_init_round_trip(void) {
 
 /* A GPT-2 folder named as the Hub's original GPT-2 files are (no prefix, the causal-mask
  * buffers beside the weights; tests/models/gpt2_hf_ref.py write), of another vocabulary,
- * 4 heads, 32 positions of which the model keeps 16, in F32, BF16 and F16: the CPU
- * backend on what gpt2_load reads gets the loss PyTorch computes from the file as
- * transformers does. */
+ * 4 heads, 32 positions of which the model keeps 16, in F32, BF16 and F16: `tandem
+ * inspect` describes it, and the CPU backend on what gpt2_load reads gets the loss
+ * PyTorch computes from the file as transformers does. */
 static void test_gpt2_hub_folder_in_torch(void) {
     enum { B = 2, T = 16, V = 300 };
     static const char *const dtypes[] = {"F32", "BF16", "F16"};
@@ -419,6 +419,10 @@ static void test_gpt2_hub_folder_in_torch(void) {
         snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/gpt2_hf_ref.py' write '%s' %d 32 2 4 32 %s 3 2>&1",
                  g_root, dir, V, dtypes[d]);
         CHECK(test_sh(cmd, out, sizeof out) == 0, "write: %s", out);
+        snprintf(cmd, sizeof cmd, "'%s' inspect '%s' --json 2>&1", tandem_bin(), dir);
+        CHECK(test_sh(cmd, out, sizeof out) == 0 && strstr(out, "\"model_type\":\"gpt2\"") &&
+                  strstr(out, "\"params\":36096") && strstr(out, dtypes[d]),
+              "tandem inspect of a GPT-2 folder: %s", out);
         tdm_err e = {0};
         model_layout lay;
         CHECK(model_layout_init(&lay, &mc, &e) == 0, "%s", e.msg);
@@ -487,6 +491,11 @@ static void test_gpt2_init_refusals(void) {
         snprintf(set, sizeof set, "model.init=hf:%s", dir);
         const char *extra[] = {"--set", set, NULL};
         CHECK(refused(&f, extra, v[i].want, log, sizeof log) == 0, "%s: %s", v[i].name, log);
+        if (!v[i].rewrite) continue; /* the weights' refusals are tandem inspect's too */
+        char cmd[2000];
+        snprintf(cmd, sizeof cmd, "'%s' inspect '%s' 2>&1", tandem_bin(), dir);
+        int rc = test_sh(cmd, log, sizeof log);
+        CHECK(rc == 2 && strstr(log, v[i].want), "tandem inspect %s: exit %d: %s", v[i].name, rc, log);
     }
     const char *ctx[] = {"--set", "model.ctx=32", NULL};
     CHECK(refused(&f, ctx, "n_positions 16", log, sizeof log) == 0, "model.ctx: %s", log);
