@@ -169,7 +169,7 @@ static int check_shape(const st_tensor *t, const int64_t want[2], tdm_err *e) {
 }
 
 /* Our tensor mt from s (under prefix), checked, into host + mt->offset (host NULL: only
- * checked); tmp holds positions * C floats or mt->numel, whichever is more. */
+ * checked); tmp holds positions * C floats, or mt->numel for a Conv1D weight. */
 static int load_tensor(const st_set *s, const char *dir, const char *prefix, const model_tensor *mt, int positions,
                        float *host, float *tmp, tdm_err *e) {
     char name[MODEL_NAME_MAX + 32];
@@ -212,8 +212,7 @@ static int is_mask_buffer(const char *rest) {
 
 /* Every tensor of s that is not one of lay's (under prefix) must be a mask buffer or an
  * lm_head.weight equal to the loaded wte (its values compared only when host). */
-static int check_rest(const st_set *s, const char *prefix, const model_layout *lay, const float *host, float *tmp,
-                      tdm_err *e) {
+static int check_rest(const st_set *s, const char *prefix, const model_layout *lay, const float *host, tdm_err *e) {
     size_t plen = strlen(prefix);
     const model_tensor *wte = model_layout_find(lay, "wte");
     for (size_t i = 0; i < safetensors_count(s); i++) {
@@ -225,10 +224,13 @@ static int check_rest(const st_set *s, const char *prefix, const model_layout *l
             int rc = check_shape(t, want, e);
             if (!rc && t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16)
                 rc = err_set(e, ERR_USAGE, "%s: tensor %s is %s", t->file, t->name, safetensors_dtype_name(t->dtype));
-            if (!rc && host) rc = safetensors_to_f32(t, tmp, e);
-            if (!rc && host && memcmp(tmp, host + wte->offset, wte->numel * sizeof *tmp))
+            float *head = !rc && host ? malloc(wte->numel * sizeof *head) : NULL;
+            if (!rc && host && !head) rc = err_set(e, ERR_INTERNAL, "out of memory for lm_head.weight");
+            if (!rc && host) rc = safetensors_to_f32(t, head, e);
+            if (!rc && host && memcmp(head, host + wte->offset, wte->numel * sizeof *head))
                 rc = err_set(e, ERR_USAGE, "%s: lm_head.weight differs from %swte.weight: tandem's GPT-2 ties its "
                              "head to the token embedding, and an untied head cannot be loaded", t->file, prefix);
+            free(head);
             if (rc) return rc;
             continue;
         }
@@ -266,13 +268,13 @@ int gpt2_load(const char *dir, const model_layout *lay, float *host, tdm_err *e)
         return err_set(e, ERR_USAGE, "%s: the weights hold neither transformer.wte.weight nor wte.weight: not a "
                        "GPT-2 checkpoint", dir);
     }
-    size_t big = (size_t)g.positions * (size_t)g.channels;
+    size_t big = (size_t)g.positions * (size_t)g.channels; /* wpe, or the largest Conv1D weight */
     for (int i = 0; i < lay->n; i++)
-        if (lay->t[i].numel > big) big = lay->t[i].numel;
+        if (lay->t[i].ndim == 2 && strcmp(lay->t[i].name, "wte") && lay->t[i].numel > big) big = lay->t[i].numel;
     float *tmp = host ? malloc(big * sizeof *tmp) : NULL;
     if (host && !tmp) rc = err_set(e, ERR_INTERNAL, "out of memory for a tensor of %zu values", big);
     for (int i = 0; !rc && i < lay->n; i++) rc = load_tensor(s, dir, prefix, &lay->t[i], g.positions, host, tmp, e);
-    if (!rc) rc = check_rest(s, prefix, lay, host, tmp, e);
+    if (!rc) rc = check_rest(s, prefix, lay, host, e);
     free(tmp);
     safetensors_close(s);
     return rc;
