@@ -520,6 +520,40 @@ static void test_gpt2_init_refusals(void) {
     fixture_done(&f);
 }
 
+/* A dataset of a recorded tokenizer (tokenizer_sha256) and a GPT-2 folder: refused while
+ * the folder's tokenizer.json is another file; once it is the dataset's, the run goes
+ * and its export carries the folder's tokenizer files (not the byte-level ones). */
+static void test_gpt2_init_bpe_dataset(void) {
+    CHECK(g_gpt2_exp[0], "needs test_gpt2_init_round_trip's export");
+    fixture f;
+    char cmd[4400], out[4096], log[8192], a[900], b[900];
+    CHECK(hf_fixture(&f, "gpt2-bpe", "hf:bpe", NULL) == 0, "fixture");
+    CHECK(gpt2_variant(&f, "bpe", "printf '{\"model\": {\"type\": \"BPE\"}, \"note\": \"a stand-in\"}\\n' > "
+                                  "tokenizer.json && rm tokenizer_config.json") == 0, "variant");
+    snprintf(cmd, sizeof cmd, "cp '%s/dataset.yaml' '%s/dataset.yaml.orig' && printf 'tokenizer: \"hf:stand-in\"\\n"
+             "tokenizer_sha256: %064d\\n' >> '%s/dataset.yaml'", g_corpus, g_corpus, 7, g_corpus);
+    CHECK(test_sh(cmd, out, sizeof out) == 0, "dataset.yaml: %s", out);
+    int rc = refused(&f, NULL, "was tokenised with hf:stand-in", log, sizeof log);
+    snprintf(cmd, sizeof cmd, "sed -i \"s/^tokenizer_sha256: .*/tokenizer_sha256: $(sha256sum '%s/bpe/tokenizer.json' "
+             "| cut -c1-64)/\" '%s/dataset.yaml'", f.dir, g_corpus);
+    int rc2 = test_sh(cmd, out, sizeof out);
+    int rc3 = rc2 ? -1 : run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    snprintf(a, sizeof a, "%s/exp", f.dir);
+    int rc4 = rc3 ? -1 : export_to(&f, a, "--json", out, sizeof out);
+    snprintf(cmd, sizeof cmd, "mv '%s/dataset.yaml.orig' '%s/dataset.yaml'", g_corpus, g_corpus); /* as it was */
+    test_sh(cmd, b, sizeof b);
+    CHECK(rc == 0, "another tokenizer: %s", log);
+    CHECK(rc2 == 0 && rc3 == 0, "a run with the folder's tokenizer: exit %d: %s", rc3, log);
+    CHECK(rc4 == 0 && strstr(out, "\"tokenizer_files\":1"), "export: exit %d: %s", rc4, out);
+    snprintf(a, sizeof a, "%s/exp/tokenizer.json", f.dir);
+    snprintf(b, sizeof b, "%s/bpe/tokenizer.json", f.dir);
+    CHECK(same_file(a, b), "the export's tokenizer.json is not the folder's");
+    printf("  a dataset of a recorded tokenizer: refused beside another tokenizer.json, run beside its own, "
+           "exported with the folder's tokenizer files\n");
+    fixture_done(&f);
+}
+
 /* The folder is pinned by content (model.mp): after a run, a changed config.json or
  * changed weights under the same path are refused by the run, eval and export (exit 2,
  * naming what changed), and the run goes on once the folder is restored; a damaged
@@ -662,6 +696,7 @@ int main(void) {
     RUN(test_gpt2_init_round_trip);
     RUN(test_gpt2_init_refusals);
     RUN(test_gpt2_hub_folder_in_torch);
+    RUN(test_gpt2_init_bpe_dataset);
     RUN(test_model_folder_pinned);
     RUN(test_refusals);
     free(g_gpt2_u);
