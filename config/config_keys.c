@@ -128,9 +128,10 @@ const key_def config_schema[] = {
     INT("model.channels", model.channels, "64", 1, INT_MAX, "model width C"),
     STRC("model.init", model.init, "random", F_SCHEME_PATH, model_init_check,
          "random: a GPT-2 of the model.* shape, initialised from run.seed; hf:DIR: a Hugging Face "
-         "folder of the Llama / Qwen2 family (config.json + safetensors, docs/models.md), whose "
-         "architecture and weights are the initial u (model.layers, heads, channels are then "
-         "unused; model.ctx bounds the sequences); a relative DIR is relative to the config file"),
+         "folder (config.json + safetensors, docs/models.md) of the Llama / Qwen2 family or a GPT-2 "
+         "(GPT2LMHeadModel: an exported run, GPT-2 itself), whose architecture and weights are the "
+         "initial u (model.layers, heads, channels are then unused; model.ctx bounds the sequences); "
+         "a relative DIR is relative to the config file"),
     INT("train.batch", train.batch, "8", 1, 1 << 24,
         "sequences per step (mixing=weight: ⌊B/M⌋ per domain, one more for the first B mod M)"),
     INT("train.seq", train.seq, "64", 1, INT_MAX, "tokens per sequence; at most model.ctx"),

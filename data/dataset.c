@@ -238,6 +238,10 @@ static int parse_tokenizer(dataset *ds, const ydoc_node *root, tdm_err *e) {
     return 0;
 }
 
+int dataset_byte_level(const dataset *ds) {
+    return !strcmp(ds->tokenizer, "byte") || (!ds->tokenizer[0] && ds->vocab == 256);
+}
+
 int dataset_model_vocab(const dataset *ds, int config_vocab, int *vocab, tdm_err *e) {
     if (config_vocab == 0) {
         *vocab = ds->vocab;

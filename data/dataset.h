@@ -114,6 +114,10 @@ int dataset_write_yaml_meta(const char *path, const char *header, const dataset_
  * bytes of [A-Za-z0-9_.:/@+-] (e.g. "byte", "hf-bpe:gpt2", "tiktoken:cl100k"). */
 int dataset_tokenizer_ok(const char *kind);
 
+/* Whether the dataset's ids are bytes (token b is byte b): tokenizer "byte", or no
+ * tokenizer key and a vocabulary of 256 (what `tandem prep` makes without --tokenizer). */
+int dataset_byte_level(const dataset *ds);
+
 /* The vocabulary of a model trained on `ds`: config_vocab (the config's model.vocab) when
  * it is set, else (0) the dataset's. A set vocabulary may be larger than the dataset's
  * (rows never seen as inputs: padding) but not smaller: ERR_USAGE naming both, the

@@ -68,7 +68,7 @@ int hf_arch_read(const char *dir, hf_arch *a, tdm_err *e) {
         rc = err_set(e, ERR_USAGE, "%s: no \"model_type\" string", path);
     else if (strcmp(mt->u.s, "qwen2") && strcmp(mt->u.s, "llama"))
         rc = err_set(e, ERR_USAGE, "%s: model_type \"%.40s\": tandem loads the Qwen2 and Llama families "
-                     "(model_type qwen2 or llama)", path, mt->u.s);
+                     "(model_type qwen2 or llama) here, and a GPT-2 (gpt2) as model.init of a run", path, mt->u.s);
     if (!rc) snprintf(a->model_type, sizeof a->model_type, "%s", mt->u.s);
     int big = 1 << 30;
     if (!rc) rc = int_key(root, path, "vocab_size", -1, 1, MODEL_VOCAB_MAX, &a->vocab, e);

@@ -119,8 +119,9 @@ int model_workspace_check(const model_config *c, int max_B, int max_T, int n_dom
 
 /* GPT-2 initialisation into a host buffer of lay->numel floats: weights N(0, 0.02),
  * residual projections (c_proj; o_proj and down_proj in the HF family) N(0,
- * 0.02/sqrt(2L)), biases 0, LayerNorm and RMSNorm weights 1. (An HF-family run starts
- * from its folder's weights instead: runner/model_init.h.)
+ * 0.02/sqrt(2L)), biases 0, LayerNorm and RMSNorm weights 1. (A run with model.init:
+ * hf:DIR starts from its folder's weights instead, of either architecture:
+ * runner/model_source.h.)
  * Each tensor draws from its own counter-based stream, so the result depends only on
  * (seed, config). */
 void model_init_params(const model_layout *lay, uint64_t seed, float *host);

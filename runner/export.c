@@ -68,10 +68,14 @@ int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype
     } else if (!rc) {
         rc = gpt2_save(&rs.lay, u, dir, dtype, e);
         snprintf(out->arch, sizeof out->arch, "gpt2");
-        /* a byte-level dataset's tokenizer as HF files (one of another tokenizer is the
-         * user's to copy: the dataset records which, not where) */
-        int bytes = !strcmp(rs.ds.tokenizer, "byte") || (!rs.ds.tokenizer[0] && rs.ds.vocab == 256);
-        if (!rc && bytes && !(rc = tok_export_byte_level(dir, rs.cfg.model.ctx, e))) out->copied = 2;
+        /* a byte-level dataset's tokenizer as HF files; a run from a GPT-2 folder (of
+         * GPT-2's own tokenizer, say) takes that folder's files; a dataset of another
+         * tokenizer records which, not where: its files are the user's to copy */
+        if (!rc && dataset_byte_level(&rs.ds)) {
+            if (!(rc = tok_export_byte_level(dir, rs.cfg.model.ctx, e))) out->copied = 2;
+        } else if (!rc && src) {
+            for (int i = 0; !rc && SIDE_FILES[i]; i++) rc = copy_side_file(src, dir, SIDE_FILES[i], &out->copied, e);
+        }
     }
     if (!rc) {
         out->seq = rs.rec.seq;

@@ -8,10 +8,13 @@
 #include <string.h>
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include "ledger/keys.h"
 #include "ledger/read.h"
 #include "ledger/records.h"
+#include "data/tokenizer.h"
+#include "model/gpt2_import.h"
 #include "model/hf_config.h"
 #include "model/qwen2.h"
 #include "storage/sha256.h"
@@ -55,6 +58,76 @@ static int same_tokenizer(const dataset *ds, const char *dir, tdm_err *e) {
                    hex, path);
 }
 
+/* A byte-level dataset (token b is byte b: `tandem prep` without --tokenizer) with the
+ * folder's tokenizer: its tokenizer.json must encode each byte b as the one token b (what
+ * `tandem export` writes for such a run); a BPE tokenizer (GPT-2's: byte 'a' is token 64)
+ * would read the bytes as other text. No tokenizer.json: refused when vocab.json says the
+ * folder has a BPE tokenizer, else said that it cannot be checked. */
+static int byte_tokens_match(const dataset *ds, const char *dir, tdm_err *e) {
+    if (!dataset_byte_level(ds)) return 0;
+    char path[CONFIG_STR_MAX + 32];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    if (access(path, F_OK) != 0) {
+        char vocab[CONFIG_STR_MAX + 32];
+        snprintf(vocab, sizeof vocab, "%s/vocab.json", dir);
+        if (access(vocab, F_OK) == 0)
+            return err_set(e, ERR_USAGE, "data.dataset: %s is byte-level (token b is byte b), but the model of %s "
+                           "has a BPE tokenizer (%s): it was trained on that tokenizer's ids; prep the corpus "
+                           "with the model's tokenizer (tandem prep --tokenizer ...)", ds->path, dir, vocab);
+        fprintf(stderr, "tandem: %s has no tokenizer.json: whether the byte-level dataset %s suits the model "
+                "cannot be checked\n", dir, ds->path);
+        return 0;
+    }
+    tokenizer *tk = NULL;
+    tdm_err te = {0};
+    if (tokenizer_load(path, NULL, &tk, &te) != 0)
+        return err_set(e, ERR_USAGE, "model.init: %s (the model's tokenizer, checked against the byte-level "
+                       "dataset %s): %s", path, ds->path, te.msg);
+    int rc = 0;
+    for (int b = 0; !rc && b < 256; b++) {
+        char c = (char)b;
+        tok_ids ids = {0};
+        rc = tokenizer_encode(tk, &c, 1, &ids, &te) ? err_set(e, ERR_USAGE, "model.init: %s: %s", path, te.msg) : 0;
+        if (!rc && (ids.n != 1 || ids.v[0] != (uint32_t)b))
+            rc = err_set(e, ERR_USAGE, "data.dataset: %s is byte-level (token b is byte b), but %s encodes byte "
+                         "0x%02x as %s %u: the model was trained on another tokenizer's ids (a BPE such as "
+                         "GPT-2's); prep the corpus with the model's tokenizer (tandem prep --tokenizer %s)",
+                         ds->path, path, b, ids.n == 1 ? "token" : "tokens starting with",
+                         ids.n ? ids.v[0] : 0, path);
+        tok_ids_free(&ids);
+    }
+    tokenizer_free(tk);
+    return rc;
+}
+
+/* model_source_config for a GPT-2 folder: the folder's shape, model.ctx positions. */
+static int gpt2_config(const config *cfg, const dataset *ds, const char *dir, model_config *mc, tdm_err *e) {
+    gpt2_hf g;
+    int rc = gpt2_hf_read(dir, &g, e);
+    if (rc) return err_prefix(e, "model.init: ");
+    if (cfg->model.vocab && cfg->model.vocab != g.vocab)
+        return err_set(e, ERR_USAGE, "model.vocab = %d, but the GPT-2 of %s/config.json has vocab_size %d: leave "
+                       "model.vocab at 0 (the folder decides)", cfg->model.vocab, dir, g.vocab);
+    if (ds->vocab > g.vocab)
+        return err_set(e, ERR_USAGE, "data.dataset: %s has a vocabulary of %d (token ids up to %d), more than the "
+                       "vocab_size %d of %s/config.json: the corpus was tokenised for another model; prep it "
+                       "with the model's tokenizer (tandem prep --tokenizer %s/tokenizer.json)",
+                       ds->path, ds->vocab, ds->vocab - 1, g.vocab, dir, dir);
+    if ((rc = byte_tokens_match(ds, dir, e))) return rc;
+    if ((rc = same_tokenizer(ds, dir, e))) return rc;
+    if (cfg->model.layers != g.layers || cfg->model.channels != g.channels || cfg->model.heads != g.heads)
+        fprintf(stderr, "tandem: model.init = hf:%s: the model is the folder's GPT-2 (%d layers, n_embd %d, %d "
+                "heads); model.layers = %d, model.channels = %d, model.heads = %d are not used\n", dir, g.layers,
+                g.channels, g.heads, cfg->model.layers, cfg->model.channels, cfg->model.heads);
+    rc = gpt2_hf_model_config(&g, dir, cfg->model.ctx, mc, e);
+    model_layout lay; /* the weights' names, shapes and dtypes, before anything is made */
+    if (!rc && !(rc = model_layout_init(&lay, mc, e))) {
+        rc = gpt2_load(dir, &lay, NULL, e);
+        model_layout_free(&lay);
+    }
+    return rc ? err_prefix(e, "model.init: ") : 0;
+}
+
 int model_source_config(const config *cfg, const dataset *ds, model_config *mc, tdm_err *e) {
     const char *dir = model_source_hf_dir(cfg);
     memset(mc, 0, sizeof *mc);
@@ -63,6 +136,7 @@ int model_source_config(const config *cfg, const dataset *ds, model_config *mc, 
                              .channels = cfg->model.channels};
         return dataset_model_vocab(ds, cfg->model.vocab, &mc->vocab, e);
     }
+    if (gpt2_hf_is(dir)) return gpt2_config(cfg, ds, dir, mc, e);
     hf_arch a;
     int rc = hf_arch_read(dir, &a, e);
     if (rc) return err_prefix(e, "model.init: ");
@@ -89,6 +163,10 @@ int model_source_weights(const config *cfg, const model_layout *lay, float *host
     if (!dir) {
         model_init_params(lay, cfg->run.seed, host);
         return 0;
+    }
+    if (lay->cfg.arch == MODEL_ARCH_GPT2) { /* a GPT2LMHeadModel folder (model_source_config) */
+        int rc = gpt2_load(dir, lay, host, e);
+        return rc ? err_prefix(e, "model.init: ") : 0;
     }
     qwen2_model m;
     int rc = qwen2_load(dir, &m, e);

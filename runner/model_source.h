@@ -1,8 +1,9 @@
 /* model_source.h — where a run's model comes from (model.init): a GPT-2 of the model.*
- * shape initialised from run.seed ("random"), or a Hugging Face folder of the Llama /
- * Qwen2 family ("hf:DIR": its config.json is the architecture, its safetensors the
- * initial u). One place for the run, `tandem eval` and `tandem export` to build the same
- * model_config from a config.
+ * shape initialised from run.seed ("random"), or a Hugging Face folder ("hf:DIR": its
+ * config.json is the architecture, its safetensors the initial u) of the Llama / Qwen2
+ * family or a GPT-2 (GPT2LMHeadModel, model/gpt2_import.h: the GPT-2 model, the
+ * folder's shape). One place for the run, `tandem eval` and `tandem export` to build the
+ * same model_config from a config.
  */
 #ifndef TANDEM_RUNNER_MODEL_SOURCE_H
 #define TANDEM_RUNNER_MODEL_SOURCE_H
@@ -21,10 +22,12 @@ const char *model_source_hf_dir(const config *cfg);
 
 /* The architecture the run trains, for the dataset ds: GPT-2 from model.* (vocabulary
  * from the dataset unless model.vocab says more), or the folder's config.json. ERR_USAGE,
- * naming the key or the file, for a folder that is not a model of the family, a
+ * naming the key or the file, for a folder that is not a model of either family, a
  * vocabulary below the dataset's, a model.vocab that contradicts the folder, a dataset
  * made with another tokenizer than the folder's tokenizer.json (when both are recorded),
- * or a model.ctx past max_position_embeddings. */
+ * a byte-level dataset beside a tokenizer that does not map byte b to token b, or a
+ * model.ctx past max_position_embeddings (n_positions). A GPT-2 folder's weights are
+ * checked here too (names, shapes, dtypes), before a run makes its store. */
 int model_source_config(const config *cfg, const dataset *ds, model_config *mc, tdm_err *e);
 
 /* u's initial values into host[lay->numel]: GPT-2's initialisation from run.seed, or the

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "config/domain_caps.h"
+#include "model/gpt2_import.h"
 #include "report/progress.h"
 #include "runner/memplan.h"
 #include "runner/model_source.h"
@@ -145,7 +146,7 @@ int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     if ((rc = model_source_preset_check(&r->cfg, e))) return rc;
     /* said before the store is made (the CUDA backend would refuse it at create, after) */
     if (model_source_hf_dir(&r->cfg) && r->cfg.run.device == CONFIG_DEVICE_CUDA &&
-        r->cfg.run.precision == CONFIG_PRECISION_BF16)
+        r->cfg.run.precision == CONFIG_PRECISION_BF16 && !gpt2_hf_is(model_source_hf_dir(&r->cfg)))
         return err_set(e, ERR_USAGE, "run.precision = bf16: the CUDA backend runs the Llama / Qwen2 family "
                        "(model.init = %s) in fp32 only so far; set run.precision: fp32", r->cfg.model.init);
     if ((rc = select_backend(r, e))) return rc;
@@ -160,12 +161,13 @@ int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     /* the parameter-sized buffers: 3 host copies for commits, and on the CPU the 6 of the
      * twins (u, m, v, w, u', grad); the workspace is checked by the backend */
     char what[160];
+    int from_folder = model_source_hf_dir(&r->cfg) != NULL;
     snprintf(what, sizeof what, "a model of %zu parameters (%s = %d, %s = %d, vocab %d)", r->lay.numel,
-             mc.arch == MODEL_ARCH_HF ? "layers" : "model.layers", mc.layers,
-             mc.arch == MODEL_ARCH_HF ? "hidden_size" : "model.channels", mc.channels, mc.vocab);
+             from_folder ? "layers" : "model.layers", mc.layers, from_folder ? "width" : "model.channels",
+             mc.channels, mc.vocab);
     double copies = r->cfg.run.device == CONFIG_DEVICE_CPU ? 9 : 3;
     if ((rc = model_memory_check(copies * 4.0 * (double)r->lay.numel, what,
-                                 mc.arch == MODEL_ARCH_HF ? "run it on a machine with more memory"
+                                 from_folder ? "run it on a machine with more memory"
                                                           : "lower model.layers, model.channels or model.vocab",
                                  e)))
         return rc;

@@ -19,6 +19,8 @@
 #include "data/tokenizer.h"
 #include "ledger/ckpt.h"
 #include "runner/ckpt_model.h"
+#include "model/gpt2_export.h"
+#include "model/gpt2_import.h"
 #include "model/model.h"
 #include "model/qwen2.h"
 #include "model/safetensors.h"
@@ -27,7 +29,9 @@
 #include "tests/runner_fixture.h"
 #include "tests/test.h"
 
-static char g_corpus[600], g_root[600], g_hf[700];
+static char g_corpus[600], g_root[600], g_hf[700], g_tmp[600];
+
+static int refused(const fixture *f, const char *const *extra, const char *want, char *log, size_t cap);
 
 /* A run of the HF model `init` ("hf:DIR"; NULL: a GPT-2 of 2 x 32); `steps` holds its
  * tandem: and optim: lines (NULL: K = E = 2, lr 3e-3). */
@@ -234,6 +238,322 @@ static void test_gpt2_export_in_torch(void) {
     fixture_done(&f);
 }
 
+/* ---- model.init: hf:DIR with a GPT-2 folder (model/gpt2_import.h) ---------------------- */
+
+static char g_gpt2_exp[800]; /* a finished GPT-2 run's F32 export (test_gpt2_init_round_trip) */
+static float *g_gpt2_u;      /* that run's u */
+static model_config g_gpt2_mc;
+
+/* src/model.safetensors rewritten as dst/model.safetensors: without tensor `drop`, with
+ * the two dims of tensor `swap` exchanged, the names without "transformer." (strip), and
+ * with `extras` the causal-mask buffer h.0.attn.bias [1, 1, 16, 16] and lm_head.weight
+ * (wte with head_delta added to its first value). 0, or -1 with the error said. */
+static int rewrite_weights(const char *src, const char *dst, const char *drop, const char *swap, int strip,
+                           int extras, float head_delta) {
+    tdm_err e = {0};
+    st_set *s = NULL;
+    if (safetensors_open(src, &s, &e)) return fprintf(stderr, "  rewrite: %s\n", e.msg), -1;
+    size_t n = safetensors_count(s), k = 0;
+    st_out *t = calloc(n + 2, sizeof *t);
+    float **vals = calloc(n + 2, sizeof *vals);
+    char (*names)[96] = calloc(n + 2, sizeof *names);
+    int rc = t && vals && names ? 0 : -1;
+    const float *wte = NULL;
+    size_t wte_n = 0;
+    for (size_t i = 0; !rc && i < n; i++) {
+        const st_tensor *x = safetensors_at(s, i);
+        if (drop && !strcmp(x->name, drop)) continue;
+        if (!(vals[k] = malloc(x->numel * sizeof(float))) || safetensors_to_f32(x, vals[k], &e)) rc = -1;
+        const char *name = strip && !strncmp(x->name, "transformer.", 12) ? x->name + 12 : x->name;
+        snprintf(names[k], sizeof names[k], "%s", name);
+        t[k] = (st_out){.name = names[k], .dtype = ST_F32, .ndim = x->ndim, .data = vals[k]};
+        for (int d = 0; d < x->ndim; d++) t[k].shape[d] = x->shape[d];
+        if (swap && !strcmp(x->name, swap)) t[k].shape[0] = x->shape[1], t[k].shape[1] = x->shape[0];
+        if (strstr(x->name, "wte.weight")) wte = vals[k], wte_n = x->numel;
+        k++;
+    }
+    if (!rc && extras && wte) {
+        float *mask = vals[k] = malloc(16 * 16 * sizeof *mask);
+        for (int i = 0; mask && i < 16 * 16; i++) mask[i] = i % 16 <= i / 16;
+        snprintf(names[k], sizeof names[k], "%sh.0.attn.bias", strip ? "" : "transformer.");
+        t[k] = (st_out){.name = names[k], .dtype = ST_F32, .ndim = 4, .shape = {1, 1, 16, 16}, .data = mask};
+        k++;
+        float *head = vals[k] = malloc(wte_n * sizeof *head);
+        if (head) memcpy(head, wte, wte_n * sizeof *head), head[0] += head_delta;
+        snprintf(names[k], sizeof names[k], "lm_head.weight");
+        t[k] = (st_out){.name = names[k], .dtype = ST_F32, .ndim = 2, .shape = {g_gpt2_mc.vocab, g_gpt2_mc.channels},
+                        .data = head};
+        k++;
+        rc = mask && head ? 0 : -1;
+    }
+    char path[900];
+    snprintf(path, sizeof path, "%s/model.safetensors", dst);
+    if (!rc && safetensors_write(path, t, k, NULL, 0, &e)) rc = -1;
+    if (rc) fprintf(stderr, "  rewrite: %s\n", e.msg);
+    for (size_t i = 0; vals && i < n + 2; i++) free(vals[i]);
+    free(vals), free(names), free(t);
+    safetensors_close(s);
+    return rc;
+}
+
+/* dir's weights as gpt2_load reads them into g_gpt2_mc's layout: a fresh buffer, or NULL
+ * with the error in *e. */
+static float *gpt2_weights(const char *dir, tdm_err *e) {
+    model_layout lay;
+    if (model_layout_init(&lay, &g_gpt2_mc, e)) return NULL;
+    float *host = malloc(lay.numel * sizeof *host);
+    if (host && gpt2_load(dir, &lay, host, e)) free(host), host = NULL;
+    model_layout_free(&lay);
+    return host;
+}
+
+/* A GPT-2 run's export is a model.init: the folder's weights are what gpt2_load gives
+ * (bit for bit the run's u; a BF16 export its rounding, written back byte for byte), a
+ * run from it whose steps cannot move a weight ends on the same u, and its export is the
+ * first export's bytes (weights, config.json, tokenizer.json); the same weights without
+ * the "transformer." prefix, with the mask buffer and a tied lm_head load the same. */
+static void test_gpt2_init_round_trip(void) {
+    fixture f, g;
+    char log[8192], out[8192], exp16[700], a[900], b[900];
+    CHECK(hf_fixture(&f, "gpt2-src", NULL, NULL) == 0, "fixture");
+    int rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "exit %d: %s", rc, log);
+    snprintf(g_gpt2_exp, sizeof g_gpt2_exp, "%s/gpt2-exp", g_tmp); /* kept for the refusals */
+    CHECK(export_to(&f, g_gpt2_exp, "", out, sizeof out) == 0, "export: %s", out);
+    dataset ds;
+    tdm_err e = {0};
+    snprintf(a, sizeof a, "%s/dataset.yaml", g_corpus);
+    CHECK(dataset_load(&ds, a, &e) == 0, "%s", e.msg);
+    g_gpt2_mc = (model_config){.vocab = ds.vocab, .ctx = 16, .layers = 2, .heads = 2, .channels = 32};
+    dataset_free(&ds);
+    size_t n = 0;
+    CHECK((g_gpt2_u = state_u(&f, &g_gpt2_mc, &n)) != NULL, "no state");
+    float *w = gpt2_weights(g_gpt2_exp, &e);
+    int same = w && !memcmp(w, g_gpt2_u, n * sizeof *w);
+    free(w);
+    CHECK(same, "gpt2_load of the export is not the run's u: %s", e.msg);
+
+    /* BF16: the rounding of u, and written again the same bytes */
+    snprintf(exp16, sizeof exp16, "%s/exp16", f.dir);
+    CHECK(export_to(&f, exp16, "--dtype bf16", out, sizeof out) == 0, "export bf16: %s", out);
+    CHECK((w = gpt2_weights(exp16, &e)) != NULL, "bf16: %s", e.msg);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &w[i], 4);
+        bad += bits != (uint32_t)safetensors_f32_to_bf16(g_gpt2_u[i]) << 16;
+    }
+    model_layout lay;
+    CHECK(model_layout_init(&lay, &g_gpt2_mc, &e) == 0, "%s", e.msg);
+    snprintf(a, sizeof a, "%s/again16", f.dir);
+    rc = gpt2_save(&lay, w, a, ST_BF16, &e);
+    model_layout_free(&lay);
+    free(w);
+    CHECK(bad == 0, "%zu of %zu BF16 weights are not the rounding of u", bad, n);
+    CHECK(rc == 0, "%s", e.msg);
+    snprintf(a, sizeof a, "%s/again16/model.safetensors", f.dir);
+    snprintf(b, sizeof b, "%s/model.safetensors", exp16);
+    CHECK(same_file(a, b), "the BF16 weights loaded and saved again differ from the BF16 export");
+
+    /* a run from the export (relative to its config) starts from it and, unable to move
+     * a weight, exports the same bytes */
+    CHECK(hf_fixture(&g, "gpt2-reinit", "hf:exp",
+                     "optim: {lr: 1e-30, weight_decay: 0}\ntandem: {K: 2, E: 2, lr_probe: 1e-30}\n") == 0,
+          "fixture");
+    snprintf(a, sizeof a, "cp -r '%s' '%s/exp'", g_gpt2_exp, g.dir);
+    CHECK(test_sh(a, out, sizeof out) == 0, "copy: %s", out);
+    rc = run_to_end(&g, NULL);
+    read_all(g.log, log, sizeof log);
+    CHECK(rc == 0, "a run from the GPT-2 export: exit %d: %s", rc, log);
+    float *u2 = state_u(&g, &g_gpt2_mc, &n);
+    same = u2 && !memcmp(u2, g_gpt2_u, n * sizeof *u2);
+    free(u2);
+    CHECK(same, "the run from the export ended on another u");
+    snprintf(a, sizeof a, "%s/exp2", g.dir);
+    CHECK(export_to(&g, a, "", out, sizeof out) == 0, "export: %s", out);
+    static const char *const files[] = {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(a, sizeof a, "%s/exp2/%s", g.dir, files[i]);
+        snprintf(b, sizeof b, "%s/%s", g_gpt2_exp, files[i]);
+        CHECK(same_file(a, b), "%s of the second export differs from the first's", files[i]);
+    }
+    fixture_done(&g);
+
+    /* the Hub's naming: no prefix, the mask buffer, a stored lm_head equal to wte */
+    snprintf(a, sizeof a, "%s/plain", f.dir);
+    char cmd[3000];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s/config.json' '%s/'", a, g_gpt2_exp, a);
+    CHECK(test_sh(cmd, out, sizeof out) == 0, "%s", out);
+    CHECK(rewrite_weights(g_gpt2_exp, a, NULL, NULL, 1, 1, 0.0f) == 0, "rewrite");
+    w = gpt2_weights(a, &e);
+    same = w && !memcmp(w, g_gpt2_u, n * sizeof *w);
+    free(w);
+    CHECK(same, "the unprefixed weights with buffers and lm_head load otherwise: %s", e.msg);
+    CHECK(rewrite_weights(g_gpt2_exp, a, NULL, NULL, 1, 1, 0.5f) == 0, "rewrite");
+    w = gpt2_weights(a, &e);
+    free(w);
+    CHECK(!w && strstr(e.msg, "lm_head.weight differs"), "an untied lm_head: %s", e.msg);
+    printf("  GPT-2 export as model.init: %zu weights bit for bit (F32; BF16 its rounding, saved again byte for "
+           "byte); a run from it re-exports the same bytes; Hub naming loads the same\n", n);
+    fixture_done(&f);
+}
+
+/* A GPT-2 folder named as the Hub's original GPT-2 files are (no prefix, the causal-mask
+ * buffers beside the weights; tests/models/gpt2_hf_ref.py write), of another vocabulary,
+ * 4 heads, 32 positions of which the model keeps 16, in F32, BF16 and F16: `tandem
+ * inspect` describes it, and the CPU backend on what gpt2_load reads gets the loss
+ * PyTorch computes from the file as transformers does. */
+static void test_gpt2_hub_folder_in_torch(void) {
+    enum { B = 2, T = 16, V = 300 };
+    static const char *const dtypes[] = {"F32", "BF16", "F16"};
+    char dir[800], toks[800], cmd[4400], out[4096];
+    uint32_t tok[B * (T + 1)];
+    for (int i = 0; i < B * (T + 1); i++) tok[i] = (uint32_t)((i * 37 + 11) % V);
+    snprintf(toks, sizeof toks, "%s/hub-tokens.u32", g_tmp);
+    FILE *fp = fopen(toks, "wb");
+    CHECK(fp && fwrite(tok, sizeof tok, 1, fp) == 1 && fclose(fp) == 0, "tokens");
+    model_config mc = {.vocab = V, .ctx = T, .layers = 2, .heads = 4, .channels = 32};
+    for (int d = 0; d < 3; d++) {
+        snprintf(dir, sizeof dir, "%s/hub-%s", g_tmp, dtypes[d]);
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/gpt2_hf_ref.py' write '%s' %d 32 2 4 32 %s 3 2>&1",
+                 g_root, dir, V, dtypes[d]);
+        CHECK(test_sh(cmd, out, sizeof out) == 0, "write: %s", out);
+        snprintf(cmd, sizeof cmd, "'%s' inspect '%s' --json 2>&1", tandem_bin(), dir);
+        CHECK(test_sh(cmd, out, sizeof out) == 0 && strstr(out, "\"model_type\":\"gpt2\"") &&
+                  strstr(out, "\"params\":36096") && strstr(out, dtypes[d]),
+              "tandem inspect of a GPT-2 folder: %s", out);
+        tdm_err e = {0};
+        model_layout lay;
+        CHECK(model_layout_init(&lay, &mc, &e) == 0, "%s", e.msg);
+        float *w = malloc(lay.numel * sizeof *w);
+        int rc = w ? gpt2_load(dir, &lay, w, &e) : -1;
+        double loss = 0;
+        model_ctx *ctx = rc ? NULL : model_cpu_ops.create(&lay, B, T, 1, 1, &e);
+        int32_t dom[B] = {0, 0};
+        model_batch batch = {.B = B, .T = T, .tokens = tok, .domain = dom};
+        if (!rc) rc = ctx ? model_cpu_ops.forward(ctx, w, &batch, &loss, NULL, &e) : -1;
+        if (ctx) model_cpu_ops.destroy(ctx);
+        model_layout_free(&lay);
+        free(w);
+        CHECK(rc == 0, "%s: %s", dtypes[d], e.msg);
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/models/gpt2_hf_ref.py' '%s' '%s' %d %d 2>&1", g_root,
+                 dir, toks, B, T);
+        rc = test_sh(cmd, out, sizeof out);
+        double ref = atof(out);
+        CHECK(rc == 0, "gpt2_hf_ref.py: %s", out);
+        printf("  a Hub-named GPT-2 folder (%s): PyTorch loss %.7f, the CPU backend on what gpt2_load reads %.7f\n",
+               dtypes[d], ref, loss);
+        CHECK(fabs(ref - loss) <= 1e-5 * loss, "%s: PyTorch's loss %.9f differs from %.9f", dtypes[d], ref, loss);
+    }
+}
+
+/* A copy of the GPT-2 export under dir/name with `sh` (run in the copy) applied. */
+static int gpt2_variant(const fixture *f, const char *name, const char *sh) {
+    char cmd[4400], out[1024];
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s/%s' && cd '%s/%s' && %s", g_gpt2_exp, f->dir, name, f->dir, name, sh);
+    int rc = test_sh(cmd, out, sizeof out);
+    if (rc) fprintf(stderr, "  variant %s: %s\n", name, out);
+    return rc;
+}
+
+/* Refusals of GPT-2 folders (exit 2 naming the file, the key or the tensor, no store):
+ * another activation, a missing tensor, a transposed tensor, a model.ctx past
+ * n_positions, a contradicting model.vocab, a dataset above the vocabulary, and a
+ * byte-level dataset beside a tokenizer whose ids are not the bytes. */
+static void test_gpt2_init_refusals(void) {
+    CHECK(g_gpt2_exp[0] && g_gpt2_u, "needs test_gpt2_init_round_trip's export");
+    fixture f;
+    char log[8192], set[1000], dir[900];
+    CHECK(hf_fixture(&f, "gpt2-refuse", "hf:exp", NULL) == 0, "fixture");
+    CHECK(gpt2_variant(&f, "exp", "true") == 0, "copy");
+    struct {
+        const char *name, *sh, *want;
+        int rewrite; /* 1: drop a tensor, 2: transpose one */
+    } v[] = {
+        {"act", "sed -i 's/gelu_new/relu/' config.json", "activation_function \"relu\"", 0},
+        {"eps", "sed -i 's/1e-05/1e-06/' config.json", "layer_norm_epsilon must be 1e-05", 0},
+        {"untied", "sed -i 's/\"tie_word_embeddings\": true/\"tie_word_embeddings\": false/' config.json",
+         "tie_word_embeddings", 0},
+        {"drop", "true", "transformer.h.1.mlp.c_proj.bias is missing", 1},
+        {"shape", "true", "transformer.h.0.mlp.c_fc.weight has shape [128, 32]", 2},
+        {"perm", "sed -i 's/\"a\":97,/\"a\":X,/; s/\"b\":98,/\"b\":97,/; s/\"a\":X,/\"a\":98,/' tokenizer.json",
+         "encodes byte 0x61 as token 98", 0},
+        {"bpe", "rm tokenizer.json && echo '{}' > vocab.json", "has a BPE tokenizer", 0},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        CHECK(gpt2_variant(&f, v[i].name, v[i].sh) == 0, "variant %s", v[i].name);
+        snprintf(dir, sizeof dir, "%s/%s", f.dir, v[i].name);
+        if (v[i].rewrite == 1)
+            CHECK(rewrite_weights(g_gpt2_exp, dir, "transformer.h.1.mlp.c_proj.bias", NULL, 0, 0, 0) == 0, "rewrite");
+        if (v[i].rewrite == 2)
+            CHECK(rewrite_weights(g_gpt2_exp, dir, NULL, "transformer.h.0.mlp.c_fc.weight", 0, 0, 0) == 0, "rewrite");
+        snprintf(set, sizeof set, "model.init=hf:%s", dir);
+        const char *extra[] = {"--set", set, NULL};
+        CHECK(refused(&f, extra, v[i].want, log, sizeof log) == 0, "%s: %s", v[i].name, log);
+        if (!v[i].rewrite) continue; /* the weights' refusals are tandem inspect's too */
+        char cmd[2000];
+        snprintf(cmd, sizeof cmd, "'%s' inspect '%s' 2>&1", tandem_bin(), dir);
+        int rc = test_sh(cmd, log, sizeof log);
+        CHECK(rc == 2 && strstr(log, v[i].want), "tandem inspect %s: exit %d: %s", v[i].name, rc, log);
+    }
+    const char *ctx[] = {"--set", "model.ctx=32", NULL};
+    CHECK(refused(&f, ctx, "n_positions 16", log, sizeof log) == 0, "model.ctx: %s", log);
+    const char *vocab[] = {"--set", "model.vocab=300", NULL};
+    CHECK(refused(&f, vocab, "vocab_size 256", log, sizeof log) == 0, "model.vocab: %s", log);
+    char *wide = test_tmpdir("gpt2-wide");
+    corpus_opts co;
+    corpus_opts_init(&co);
+    uint64_t tr[2] = {4000, 4000};
+    co.out = wide, co.n_domains = 2, co.train_tokens = tr, co.n_train = 2, co.val_tokens = 1000;
+    co.test_tokens = 0, co.report = NULL, co.vocab = 512;
+    tdm_err e = {0};
+    CHECK(corpus_generate(&co, &e) == 0, "%s", e.msg);
+    snprintf(set, sizeof set, "data.dataset=%s/dataset.yaml", wide);
+    const char *wider[] = {"--set", set, NULL};
+    int rc = refused(&f, wider, "more than the vocab_size 256", log, sizeof log);
+    test_rmtree(wide);
+    free(wide);
+    CHECK(rc == 0, "a dataset above the vocabulary: %s", log);
+    printf("  GPT-2 folders refused (exit 2, no store): %zu bad folders, model.ctx, model.vocab, a wider dataset\n",
+           sizeof v / sizeof *v);
+    fixture_done(&f);
+}
+
+/* A dataset of a recorded tokenizer (tokenizer_sha256) and a GPT-2 folder: refused while
+ * the folder's tokenizer.json is another file; once it is the dataset's, the run goes
+ * and its export carries the folder's tokenizer files (not the byte-level ones). */
+static void test_gpt2_init_bpe_dataset(void) {
+    CHECK(g_gpt2_exp[0], "needs test_gpt2_init_round_trip's export");
+    fixture f;
+    char cmd[4400], out[4096], log[8192], a[900], b[900];
+    CHECK(hf_fixture(&f, "gpt2-bpe", "hf:bpe", NULL) == 0, "fixture");
+    CHECK(gpt2_variant(&f, "bpe", "printf '{\"model\": {\"type\": \"BPE\"}, \"note\": \"a stand-in\"}\\n' > "
+                                  "tokenizer.json && rm tokenizer_config.json") == 0, "variant");
+    snprintf(cmd, sizeof cmd, "cp '%s/dataset.yaml' '%s/dataset.yaml.orig' && printf 'tokenizer: \"hf:stand-in\"\\n"
+             "tokenizer_sha256: %064d\\n' >> '%s/dataset.yaml'", g_corpus, g_corpus, 7, g_corpus);
+    CHECK(test_sh(cmd, out, sizeof out) == 0, "dataset.yaml: %s", out);
+    int rc = refused(&f, NULL, "was tokenised with hf:stand-in", log, sizeof log);
+    snprintf(cmd, sizeof cmd, "sed -i \"s/^tokenizer_sha256: .*/tokenizer_sha256: $(sha256sum '%s/bpe/tokenizer.json' "
+             "| cut -c1-64)/\" '%s/dataset.yaml'", f.dir, g_corpus);
+    int rc2 = test_sh(cmd, out, sizeof out);
+    int rc3 = rc2 ? -1 : run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    snprintf(a, sizeof a, "%s/exp", f.dir);
+    int rc4 = rc3 ? -1 : export_to(&f, a, "--json", out, sizeof out);
+    snprintf(cmd, sizeof cmd, "mv '%s/dataset.yaml.orig' '%s/dataset.yaml'", g_corpus, g_corpus); /* as it was */
+    test_sh(cmd, b, sizeof b);
+    CHECK(rc == 0, "another tokenizer: %s", log);
+    CHECK(rc2 == 0 && rc3 == 0, "a run with the folder's tokenizer: exit %d: %s", rc3, log);
+    CHECK(rc4 == 0 && strstr(out, "\"tokenizer_files\":1"), "export: exit %d: %s", rc4, out);
+    snprintf(a, sizeof a, "%s/exp/tokenizer.json", f.dir);
+    snprintf(b, sizeof b, "%s/bpe/tokenizer.json", f.dir);
+    CHECK(same_file(a, b), "the export's tokenizer.json is not the folder's");
+    printf("  a dataset of a recorded tokenizer: refused beside another tokenizer.json, run beside its own, "
+           "exported with the folder's tokenizer files\n");
+    fixture_done(&f);
+}
+
 /* The folder is pinned by content (model.mp): after a run, a changed config.json or
  * changed weights under the same path are refused by the run, eval and export (exit 2,
  * naming what changed), and the run goes on once the folder is restored; a damaged
@@ -356,6 +676,7 @@ int main(void) {
     const char *root = getenv("TANDEM_ROOT");
     snprintf(g_root, sizeof g_root, "%s", root && *root ? root : ".");
     char *dir = test_tmpdir("hf-run");
+    snprintf(g_tmp, sizeof g_tmp, "%s", dir);
     snprintf(g_corpus, sizeof g_corpus, "%s/corpus", dir);
     snprintf(g_hf, sizeof g_hf, "%s/qwen2", dir);
     uint64_t tr[3] = {20000, 10000, 5000};
@@ -372,8 +693,13 @@ int main(void) {
     RUN(test_initial_weights_and_export);
     RUN(test_kills_resume_bit_exact);
     RUN(test_gpt2_export_in_torch);
+    RUN(test_gpt2_init_round_trip);
+    RUN(test_gpt2_init_refusals);
+    RUN(test_gpt2_hub_folder_in_torch);
+    RUN(test_gpt2_init_bpe_dataset);
     RUN(test_model_folder_pinned);
     RUN(test_refusals);
+    free(g_gpt2_u);
     test_rmtree(dir);
     free(dir);
     return test_summary("test_hf_run");
