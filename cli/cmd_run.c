@@ -106,6 +106,9 @@ static int run_run(const cli_args *a) {
         o.nsets += sw.nkeys;
         sweep_label(&sw, at, label, sizeof label);
         o.store_suffix = label;
+        o.study = &sw;
+        o.study_texts = sweeps;
+        o.nstudy = nsweep;
         if (o.progress != PROGRESS_QUIET)
             fprintf(stderr, "tandem: sweep point %zu of %zu (0..%zu): %s, in its own store .../%s\n", at,
                     sw.npoints, sw.npoints - 1, label, label);

@@ -5,6 +5,8 @@
  * show progress beyond it); commits per hour; current α; the lease holder, and whether
  * that holder is provably gone (a stale lease). A store whose RUN is missing or damaged
  * is reported as such (what a resume would do: refuse, exit 3), with what is readable.
+ * A sweep's root (what `tandem run --sweep` and `tandem manifest --sweep` use as STORE)
+ * lists its points instead: state, episode and α* of each (cli/sweep_view.c).
  * `--json`: the same facts as one JSON object on stdout (docs/json.md). */
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 #include "ledger/read.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
+#include "cli/sweep_view.h"
 #include "config/run_config.h"
 #include "util/json.h"
 
@@ -276,7 +279,10 @@ static const cli_opt OPTS[] = {
     CLI_FORMAT_TABLE_JSON,
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
-static const cli_spec SPEC = {"status", "STORE", 1, 1, "a STORE is required", NULL, OPTS, NULL};
+static const cli_spec SPEC = {"status", "STORE", 1, 1, "a STORE is required",
+                              "Where a run stands, from its store alone; at a sweep's root (the --store of\n"
+                              "`tandem run --sweep`), every point's state, episode and alpha*.",
+                              OPTS, NULL};
 
 /* The command; with j (--json) every fact goes to j as members instead of to stdout, and
  * the error is left in *out for the caller's document (it is on stderr either way). */
@@ -288,8 +294,17 @@ static int status(const char *url, FILE *j, tdm_err *out) {
         *out = e;
         return e.code;
     }
+    /* a sweep's root (SWEEP): its points, each in its own store */
+    int is_sweep = 0;
+    int rc = sweep_view_status(st, url, j, &is_sweep, &e);
+    if (rc || is_sweep) {
+        store_close(st);
+        if (rc) fprintf(stderr, "tandem status: %s\n", e.msg);
+        *out = e;
+        return rc;
+    }
     int health = RUN_CONFIG_OK;
-    int rc = run_config_check(st, &health, &e);
+    rc = run_config_check(st, &health, &e);
     if (!rc && (health == RUN_CONFIG_MISSING || health == RUN_CONFIG_DAMAGED)) {
         char why[sizeof e.msg];
         snprintf(why, sizeof why, "%s", e.msg);

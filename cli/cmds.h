@@ -31,6 +31,7 @@ int cmd_alpha(int argc, char **argv);
 int cmd_metrics(int argc, char **argv); /* what each episode measured (ledger/metrics.h) */
 int cmd_mixture(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+int cmd_results(int argc, char **argv); /* a sweep's points: state, perplexities, alpha* */
 int cmd_verify(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_pin(int argc, char **argv);

@@ -33,6 +33,9 @@ static const command COMMANDS[] = {
      cmd_metrics, 0},
     {"mixture", "the final mixture (mean alpha of the last episodes) as YAML", cmd_mixture, 0},
     {"status", "where a run stands: position, commits, what a resume would lose", cmd_status, 0},
+    {"results", "a sweep's points: state, per-domain perplexity, Average and alpha*\n"
+                "(table, CSV, JSON, SVG)",
+     cmd_results, 0},
     {"verify", "re-hash every state, blob and alpha record of a store", cmd_verify, 0},
     {"gc", "delete old states and unreferenced blobs (--keep N)", cmd_gc, 0},
     {"repair", "what a run cannot heal by itself: a broken alpha chain (dry run;\n--apply)",

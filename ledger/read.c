@@ -20,13 +20,14 @@ DECODER(lease, rec_lease)
 DECODER(mixture, rec_mixture)
 DECODER(model, rec_model)
 DECODER(metrics, rec_metrics)
+DECODER(sweep, rec_sweep)
 
 static const decode_fn DECODERS[REC_KIND_COUNT] = {
     [REC_KIND_HEAD] = decode_head,       [REC_KIND_RUN] = decode_run,
     [REC_KIND_CHANGE] = decode_change,   [REC_KIND_STATE] = decode_state,
     [REC_KIND_ALPHA] = decode_alpha,     [REC_KIND_LEASE] = decode_lease,
     [REC_KIND_MIXTURE] = decode_mixture, [REC_KIND_MODEL] = decode_model,
-    [REC_KIND_METRICS] = decode_metrics,
+    [REC_KIND_METRICS] = decode_metrics, [REC_KIND_SWEEP] = decode_sweep,
 };
 
 int ledger_decode(rec_kind kind, const void *data, size_t n, const char *what, void *out, tdm_err *e) {

@@ -505,6 +505,53 @@ int rec_mixture_same(const void *stored, size_t n, const rec_mixture *want) {
     return 1;
 }
 
+/* ------------------------------------------------------------------ SWEEP */
+
+void *rec_sweep_encode(const rec_sweep *w, size_t *n) {
+    codec_writer cw;
+    codec_writer_init(&cw);
+    codec_map(&cw, 4);
+    put_format(&cw);
+    codec_key(&cw, "sweep");
+    codec_array(&cw, (size_t)w->n);
+    for (int k = 0; k < w->n; k++) codec_str(&cw, w->text[k]);
+    codec_key(&cw, "points");
+    codec_u64(&cw, w->points);
+    codec_put_self(&cw);
+    return finish(&cw, n);
+}
+
+int rec_sweep_decode(const void *data, size_t n, const char *what, rec_sweep *w, tdm_err *e) {
+    static const char *const keys[] = {"format", "sweep", "points", "self", NULL};
+    memset(w, 0, sizeof *w);
+    codec_parsed p;
+    int rc = codec_parse(data, n, what, &p, e);
+    if (rc) return rc;
+    codec_map_reader r;
+    int has_self = 0;
+    rc = open_record(&r, &p, what, keys, e);
+    if (!rc) rc = codec_check_self(data, n, &r, &has_self);
+    if (!rc && !has_self) rc = codec_field_error(&r, "self", "is missing");
+    const msgpack_object *o = rc ? NULL : codec_field(&r, "sweep");
+    if (!rc && (!o || o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size < 1 ||
+                o->via.array.size > REC_SWEEP_MAX_KEYS))
+        rc = codec_field_error(&r, "sweep", "is not a list of 1 to 8 key=values texts");
+    for (uint32_t k = 0; !rc && k < o->via.array.size; k++) {
+        const msgpack_object *t = &o->via.array.ptr[k];
+        if (t->type != MSGPACK_OBJECT_STR || t->via.str.size == 0 || t->via.str.size >= REC_SWEEP_TEXT_MAX ||
+            memchr(t->via.str.ptr, '\0', t->via.str.size))
+            rc = codec_field_error(&r, "sweep", "holds a bad text");
+        else {
+            memcpy(w->text[k], t->via.str.ptr, t->via.str.size);
+            w->text[k][t->via.str.size] = '\0';
+            w->n = (int)k + 1;
+        }
+    }
+    if (!rc) rc = codec_get_u64(&r, "points", 1, 10000, &w->points);
+    codec_parsed_free(&p);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ model.mp */
 
 void *rec_model_encode(const rec_model *m, size_t *n) {

@@ -11,6 +11,7 @@
  *   lease          rec_lease    writer epoch, host, pid, attempt, released flag
  *   configs/<n>.mp rec_change   a recorded change of pinned config keys
  *   mixture.mp     rec_mixture  the final mixture α*: domain names, α*, episodes averaged
+ *   SWEEP          rec_sweep    a study's root: its --sweep texts and number of points
  *
  * HEAD, change records, state manifests and α records written by this version end with a
  * self-digest ("self": the SHA-256 of every byte before it), which the decoders check when
@@ -168,6 +169,18 @@ typedef struct rec_mixture {
     uint64_t first, last; /* episodes whose α_{t+1} were averaged, inclusive */
 } rec_mixture;
 
+/* A sweep's root (the store its points live under, each in ROOT/<label>): the --sweep
+ * texts as given ("key=v1,v2,..."; deploy/sweep.h parses them) and the number of points
+ * they make. Written by the first point that starts; what `tandem status ROOT` and
+ * `tandem results ROOT` read to find the points. */
+#define REC_SWEEP_MAX_KEYS 8
+#define REC_SWEEP_TEXT_MAX 4096
+typedef struct rec_sweep {
+    int n;
+    char text[REC_SWEEP_MAX_KEYS][REC_SWEEP_TEXT_MAX];
+    uint64_t points;
+} rec_sweep;
+
 /* Encoders return a malloc'ed buffer (caller frees) and its size. */
 /* -------------------------------------------------------- encoding and decoding */
 
@@ -178,9 +191,11 @@ void *rec_state_encode(const rec_state *s, size_t *n);
 void *rec_alpha_encode(const rec_alpha *a, size_t *n);
 void *rec_lease_encode(const rec_lease *l, size_t *n);
 void *rec_mixture_encode(const rec_mixture *x, size_t *n);
+void *rec_sweep_encode(const rec_sweep *w, size_t *n);
 
 /* Decoders fill the record (zeroing it first); on failure nothing needs freeing. */
 int rec_head_decode(const void *data, size_t n, const char *what, rec_head *h, tdm_err *e);
+int rec_sweep_decode(const void *data, size_t n, const char *what, rec_sweep *w, tdm_err *e);
 int rec_run_decode(const void *data, size_t n, const char *what, rec_run *r, tdm_err *e);
 int rec_change_decode(const void *data, size_t n, const char *what, rec_change *c, tdm_err *e);
 int rec_state_decode(const void *data, size_t n, const char *what, rec_state *s, tdm_err *e);

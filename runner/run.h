@@ -21,6 +21,11 @@ typedef struct run_opts {
     int store_defaulted;   /* store_url is the command's default, not the user's: a refusal
                             * for a reused store says --store, not --allow-change */
     const char *store_suffix; /* a sweep point's label: the run lives in STORE/<suffix> */
+    /* a sweep point: its study, recorded at STORE/SWEEP (deploy/sweep_root.h) before the
+     * point's own store is made */
+    const struct sweep *study;
+    char *const *study_texts;
+    int nstudy;
     char *const *allow;    /* keys allowed to differ from the pinned config */
     int nallow;
     int progress; /* PROGRESS_TEXT, _JSON, _QUIET */

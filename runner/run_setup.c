@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "config/domain_caps.h"
+#include "deploy/sweep_root.h"
 #include "model/gpt2_import.h"
 #include "report/progress.h"
 #include "runner/memplan.h"
@@ -136,6 +137,13 @@ int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     else if (r->cfg.store[0]) snprintf(url, sizeof url, "%s", r->cfg.store);
     else default_store(o->config_path, url, sizeof url);
     if (o->store_suffix) { /* a sweep point: its own run under the study's store */
+        if (o->study) { /* the study recorded at its root, or checked against the one there */
+            store *root = store_open(url, e);
+            if (!root) return e->code;
+            rc = sweep_root_record(root, url, o->study_texts, o->nstudy, o->study, e);
+            store_close(root);
+            if (rc) return rc;
+        }
         size_t n = strlen(url);
         while (n > 0 && url[n - 1] == '/') url[--n] = '\0';
         if (n + 1 + strlen(o->store_suffix) >= sizeof url)

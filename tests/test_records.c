@@ -311,6 +311,10 @@ static int dec_model(const void *d, size_t n, tdm_err *e) {
     rec_model m;
     return rec_model_decode(d, n, "model.mp", &m, e);
 }
+static int dec_sweep(const void *d, size_t n, tdm_err *e) {
+    static rec_sweep w; /* 32 KiB: not on the stack of every mutation */
+    return rec_sweep_decode(d, n, "SWEEP", &w, e);
+}
 static int dec_metrics(const void *d, size_t n, tdm_err *e) {
     rec_metrics m;
     return rec_metrics_decode(d, n, "metrics/3.mp", &m, e);
@@ -379,6 +383,17 @@ static void test_truncated_and_mutated_inputs(void) {
           "model.mp round trip: %s", e.msg);
     r = mutate_all_sealed(buf, n, dec_model, "model.mp", 1);
     free(buf);
+    /* SWEEP: a study's texts and points, round trip and sealed against every mutation */
+    static rec_sweep sw, swb;
+    sw.n = 2, sw.points = 6;
+    snprintf(sw.text[0], REC_SWEEP_TEXT_MAX, "run.seed=1,2,3");
+    snprintf(sw.text[1], REC_SWEEP_TEXT_MAX, "tandem.lr_alpha=2e-3,4e-3");
+    buf = rec_sweep_encode(&sw, &n);
+    CHECK(rec_sweep_decode(buf, n, "SWEEP", &swb, &e) == 0 && swb.n == 2 && swb.points == 6 &&
+              !strcmp(swb.text[1], sw.text[1]),
+          "SWEEP round trip: %s", e.msg);
+    r = mutate_all_sealed(buf, n, dec_sweep, "SWEEP", 1);
+    free(buf);
 }
 
 /* ledger_read: the one call that reads a record — each kind through its own decoder,
@@ -423,6 +438,21 @@ static void test_ledger_read(void) {
     memset(&e, 0, sizeof e);
     CHECK(ledger_read(st, REC_KIND_HEAD, "alpha/0.mp", NULL, &hb, &e) == STORE_CORRUPT && strstr(e.msg, "alpha/0.mp"),
           "an alpha record read as HEAD: '%s'", e.msg);
+    /* every kind in the table has a decoder: a HEAD read as each other kind is damaged */
+    void *hbytes = NULL;
+    size_t hn = 0;
+    CHECK(store_get(st, "HEAD", &hbytes, &hn, NULL, &e) == 0, "HEAD bytes: %s", e.msg);
+    static union {
+        rec_head h; rec_run r; rec_change c; rec_state s; rec_alpha a; rec_lease l; rec_mixture x;
+        rec_model m; rec_metrics t; rec_sweep w;
+    } any;
+    for (int k = 0; hbytes && k < REC_KIND_COUNT; k++) {
+        memset(&e, 0, sizeof e);
+        int rc = ledger_decode((rec_kind)k, hbytes, hn, "HEAD", &any, &e);
+        if (k == REC_KIND_HEAD) CHECK(rc == 0, "HEAD as HEAD: %s", e.msg);
+        else CHECK(rc == STORE_CORRUPT && e.msg[0], "HEAD read as kind %d: %d '%s'", k, rc, e.msg);
+    }
+    free(hbytes);
     rec_state_free(&s);
     store_close(st);
     test_rmtree(dir);

@@ -1,5 +1,5 @@
 /* fuzz_records.c — libFuzzer target for one msgpack record decoder, chosen at build time
- * with -DFUZZ_RECORD=<head|run|state|alpha|lease|change|mixture>. Every input must give
+ * with -DFUZZ_RECORD=<head|run|state|alpha|lease|change|mixture|sweep>. Every input must give
  * a clean result: 0 (then the record is freed) or an error with a message; ASan and
  * UBSan report anything else. Built and run by `make fuzz`. */
 #include <stddef.h>
@@ -43,6 +43,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
 #elif FUZZ_RECORD_mixture
     rec_mixture r;
     rc = rec_mixture_decode(data, n, "mixture.mp", &r, &e);
+#elif FUZZ_RECORD_sweep
+    static rec_sweep r;
+    rc = rec_sweep_decode(data, n, "SWEEP", &r, &e);
 #else
 #error "define FUZZ_RECORD_<name>"
 #endif

@@ -67,5 +67,8 @@ int main(int argc, char **argv) {
     snprintf(x.names[0], REC_NAME_MAX, "a");
     snprintf(x.names[1], REC_NAME_MAX, "b");
     put(dir, "mixture", rec_mixture_encode(&x, &n), n);
+    static rec_sweep sw = {.n = 1, .points = 2};
+    snprintf(sw.text[0], REC_SWEEP_TEXT_MAX, "run.seed=1,2");
+    put(dir, "sweep", rec_sweep_encode(&sw, &n), n);
     return 0;
 }

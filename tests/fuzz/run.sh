@@ -12,7 +12,7 @@ libs="$(pkg-config --libs msgpack libcrypto) -lm"
 srcs="ledger/records.c ledger/codec.c storage/sha256.c util/err.c"
 gcc $cflags tests/fuzz/make_seeds.c $srcs $libs -o "$out/make_seeds"
 "$out/make_seeds" "$out/seeds"
-types="head run state alpha lease change mixture"
+types="head run state alpha lease change mixture sweep"
 for t in $types; do
   clang $cflags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -DFUZZ_RECORD_$t=1 tests/fuzz/fuzz_records.c $srcs $libs -o "$out/fuzz_$t"

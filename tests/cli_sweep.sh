@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# cli_sweep.sh — a sweep's root read back: `tandem status ROOT` and `tandem results ROOT`.
+#
+#   TANDEM_BIN=build/rel/tandem bash tests/cli_sweep.sh
+#
+#   - a 2 x 2 study (--sweep run.seed --sweep tandem.lr_alpha) with two points run: the
+#     first point writes ROOT/SWEEP; status lists all four points (2 finished, 2 pending),
+#     each finished point's alpha* equal to `tandem mixture` of its own store;
+#   - results: each finished point's per-domain perplexities and Average equal `tandem
+#     eval` of its store (JSON, to the last digit); CSV has one row per point and domain
+#     plus an Average row; --svg is well-formed with three panels and the right bars;
+#   - a point stopped by SIGTERM (exit 75) is "stopped", one at work "running";
+#   - another study under the same root is refused (exit 2) and SWEEP is unchanged;
+#   - a damaged SWEEP: status and results exit 3 naming it; a store that is not a sweep's
+#     root: results exits 3 and says to use eval.
+# Prints PASS/FAIL lines and "cli_sweep: N passed, M failed"; exits non-zero on failure.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+SUITE=cli_sweep
+. tests/lib_cli.sh
+py=/usr/bin/python3
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tandem-sweep-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+[ -x "$bin" ] || { fail setup "no tandem binary at $bin"; finish; }
+
+"$bin" gen-corpus --out "$tmp/corpus" --names big,mid,small --train-tokens 20k,8k,2k \
+  --val-tokens 2k --test-tokens 2k --seed 3 >/dev/null 2>&1 || { fail setup "gen-corpus"; finish; }
+cat >"$tmp/c.yaml" <<EOF
+run: {episodes: 6, seed: 5, threads: 1}
+data: {dataset: $tmp/corpus/dataset.yaml}
+model: {layers: 1, channels: 32, heads: 2, ctx: 32}
+train: {batch: 6, seq: 32}
+tandem: {K: 2, E: 3}
+optim: {lr: 3e-3}
+EOF
+root=$tmp/study
+study=(--sweep run.seed=1,2 --sweep tandem.lr_alpha=2e-3,4e-3)
+label0='run.seed=1,tandem.lr_alpha=2e-3'
+label3='run.seed=2,tandem.lr_alpha=4e-3'
+
+ok=1
+for p in 0 3; do
+  "$bin" run "$tmp/c.yaml" --store "$root" "${study[@]}" --point $p --quiet 2>"$tmp/run$p.err" || { ok=0; cat "$tmp/run$p.err"; }
+done
+[ $ok = 1 ] && [ -f "$root/SWEEP" ] && pass "two points of a 2 x 2 study run; the root holds SWEEP" \
+  || fail "two points of a 2 x 2 study run; the root holds SWEEP"
+
+# status ROOT: four points, their states, α* as each store's own mixture says
+"$bin" status "$root" --json >"$tmp/status.json" 2>"$tmp/status.err"; st=$?
+for p in 0 3; do
+  l=$label0; [ $p = 3 ] && l=$label3
+  "$bin" mixture "$root/$l" --format json >"$tmp/mix$p.json" 2>/dev/null
+done
+if [ $st = 0 ] && $py - "$tmp/status.json" "$tmp/mix0.json" "$tmp/mix3.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["sweep"]
+pts = s["points"]
+assert [p["state"] for p in pts] == ["finished", "pending", "pending", "finished"], [p["state"] for p in pts]
+assert s["counts"] == {"pending": 2, "running": 0, "stopped": 0, "finished": 2, "damaged": 0}, s["counts"]
+assert pts[1]["label"] == "run.seed=1,tandem.lr_alpha=4e-3" and pts[1]["mixture"] is None
+for i, f in ((0, sys.argv[2]), (3, sys.argv[3])):
+    want = json.load(open(f))["mixture"]
+    assert pts[i]["episode"] == 6 and pts[i]["episodes"] == 6
+    assert pts[i]["mixture"] == want, (pts[i]["mixture"], want)
+PY
+then pass "status ROOT: 4 points (2 finished, 2 pending), alpha* as tandem mixture gives it"
+else fail "status ROOT: 4 points (2 finished, 2 pending), alpha* as tandem mixture gives it" \
+  "exit $st" "$(head -c 600 "$tmp/status.json")" "$(cat "$tmp/status.err")"; fi
+"$bin" status "$root" >"$tmp/status.txt" 2>&1
+grep -q "2 finished, 0 running, 0 stopped (run them again to resume), 2 pending" "$tmp/status.txt" \
+  && grep -q "run.seed=2,tandem.lr_alpha=2e-3" "$tmp/status.txt" \
+  && pass "status ROOT as a table: every point and the counts" \
+  || fail "status ROOT as a table: every point and the counts" "$(cat "$tmp/status.txt")"
+
+# results: the same numbers as tandem eval of each point's store
+"$bin" results "$root" --json --svg "$tmp/r.svg" >"$tmp/results.json" 2>"$tmp/results.err"; st=$?
+"$bin" eval "$root/$label0" --json >"$tmp/eval0.json" 2>/dev/null
+"$bin" eval "$root/$label3" --json >"$tmp/eval3.json" 2>/dev/null
+if [ $st = 0 ] && $py - "$tmp/results.json" "$tmp/eval0.json" "$tmp/eval3.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+pts = r["points"]
+assert r["split"] == "test" and len(pts) == 4
+for i, f in ((0, sys.argv[2]), (3, sys.argv[3])):
+    ev = json.load(open(f))
+    assert pts[i]["average_ppl"] == ev["average_ppl"], (pts[i]["average_ppl"], ev["average_ppl"])
+    for d, v in ev["domains"].items():
+        assert pts[i]["domains"][d]["ppl"] == v["ppl"] and pts[i]["domains"][d]["tokens"] == v["tokens"], d
+        assert 0 < pts[i]["domains"][d]["alpha"] < 1
+for i in (1, 2):
+    assert pts[i]["state"] == "pending" and pts[i]["domains"] is None and pts[i]["average_ppl"] is None
+assert pts[0]["average_ppl"] != pts[3]["average_ppl"]
+PY
+then pass "results ROOT: each finished point's perplexities and Average equal tandem eval's, to the last digit"
+else fail "results ROOT: each finished point's perplexities and Average equal tandem eval's" \
+  "exit $st" "$(head -c 600 "$tmp/results.json")" "$(cat "$tmp/results.err")"; fi
+
+"$bin" results "$root" --format csv --max-tokens 320 >"$tmp/r.csv" 2>"$tmp/csv.err"; st=$?
+if [ $st = 0 ] && $py - "$tmp/r.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 2 * 4 + 2, len(rows)
+fin = [r for r in rows if r["state"] == "finished"]
+assert {r["domain"] for r in fin} == {"big", "mid", "small", "Average"}
+assert all(int(r["tokens"]) <= 320 for r in fin if r["domain"] != "Average")
+assert all(r["label"].startswith("run.seed=") for r in rows)
+PY
+then pass "results --format csv: a row per finished point and domain (+ Average), --max-tokens held"
+else fail "results --format csv" "exit $st" "$(head -5 "$tmp/r.csv")" "$(cat "$tmp/csv.err")"; fi
+
+if $py - "$tmp/r.svg" <<'PY' >/dev/null 2>&1
+import sys, xml.etree.ElementTree as ET
+t = ET.parse(sys.argv[1]).getroot()
+ns = "{http://www.w3.org/2000/svg}"
+panels = [g for g in t.iter(ns + "g") if g.get("class") == "panel"]
+bars = [r for r in t.iter(ns + "rect") if r.get("class") == "bar"]
+assert len(panels) == 3, len(panels)
+assert len(bars) == 2 * (1 + 3 + 3), len(bars)  # 2 finished points: Average, 3 ppl, 3 alpha*
+PY
+then pass "results --svg: three panels, 14 bars, well-formed"
+else fail "results --svg: three panels, 14 bars, well-formed" "$(head -c 300 "$tmp/r.svg")"; fi
+
+# a point at work is running; stopped by SIGTERM it is stopped (exit 75)
+TANDEM_TEST_STEP_DELAY_MS=150 "$bin" run "$tmp/c.yaml" --store "$root" "${study[@]}" --point 1 --quiet \
+  2>"$tmp/run1.err" &
+pid=$!
+seen=0
+for _ in $(seq 1 200); do
+  if "$bin" status "$root" --json 2>/dev/null | $py -c '
+import json, sys
+s = json.load(sys.stdin)["sweep"]["points"][1]["state"]
+sys.exit(0 if s == "running" else 1)'; then seen=1; break; fi
+  sleep 0.1
+done
+kill -TERM $pid 2>/dev/null
+wait $pid; st=$?
+state=$("$bin" status "$root" --json 2>/dev/null | $py -c 'import json,sys; print(json.load(sys.stdin)["sweep"]["points"][1]["state"])')
+[ $seen = 1 ] && [ $st = 75 ] && [ "$state" = stopped ] \
+  && pass "a point at work is running; after SIGTERM (exit 75) it is stopped" \
+  || fail "a point at work is running; after SIGTERM (exit 75) it is stopped" "seen running $seen, exit $st, then $state" "$(tail -3 "$tmp/run1.err")"
+
+# another study under the same root: refused, SWEEP unchanged
+before=$(sha256sum <"$root/SWEEP")
+"$bin" run "$tmp/c.yaml" --store "$root" --sweep run.seed=1,7 --point 1 --quiet 2>"$tmp/other.err"; st=$?
+after=$(sha256sum <"$root/SWEEP")
+[ $st = 2 ] && [ "$before" = "$after" ] && grep -q "holds another study" "$tmp/other.err" \
+  && [ ! -e "$root/run.seed=7" ] \
+  && pass "another study under the same root: exit 2, SWEEP unchanged, nothing started" \
+  || fail "another study under the same root: exit 2, SWEEP unchanged, nothing started" "exit $st" "$(cat "$tmp/other.err")"
+
+# not a sweep's root; a damaged SWEEP
+"$bin" results "$root/$label0" >/dev/null 2>"$tmp/notroot.err"; st=$?
+[ $st = 3 ] && grep -q "not a sweep's root" "$tmp/notroot.err" && grep -q "tandem eval" "$tmp/notroot.err" \
+  && pass "results on a single run's store: exit 3, says to use tandem eval" \
+  || fail "results on a single run's store: exit 3" "exit $st" "$(cat "$tmp/notroot.err")"
+cp "$root/SWEEP" "$tmp/SWEEP.good"
+head -c 20 "$tmp/SWEEP.good" >"$root/SWEEP"
+"$bin" status "$root" >/dev/null 2>"$tmp/bad1.err"; st1=$?
+"$bin" results "$root" >/dev/null 2>"$tmp/bad2.err"; st2=$?
+[ $st1 = 3 ] && [ $st2 = 3 ] && grep -q "SWEEP" "$tmp/bad1.err" && grep -q "SWEEP" "$tmp/bad2.err" \
+  && pass "a damaged SWEEP: status and results exit 3 naming it" \
+  || fail "a damaged SWEEP: status and results exit 3 naming it" "exit $st1 / $st2" "$(cat "$tmp/bad1.err" "$tmp/bad2.err")"
+cp "$tmp/SWEEP.good" "$root/SWEEP"
+finish
