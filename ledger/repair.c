@@ -1,0 +1,227 @@
+/* repair.c — what a run cannot heal by itself: the plan and its carrying out; see
+ * repair.h. */
+#include "ledger/repair.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ledger/audit.h"
+#include "ledger/ckpt.h"
+#include "ledger/keys.h"
+#include "ledger/read.h"
+
+static int plan_add(ledger_repair_plan *p, const char *key, const char *why) {
+    for (size_t i = 0; i < p->n; i++)
+        if (!strcmp(p->items[i].key, key)) return 0;
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 16;
+        ledger_repair_item *it = realloc(p->items, cap * sizeof *it);
+        if (!it) return -1;
+        p->items = it, p->cap = cap;
+    }
+    snprintf(p->items[p->n].key, sizeof p->items[p->n].key, "%s", key);
+    snprintf(p->items[p->n].why, sizeof p->items[p->n].why, "%s", why);
+    p->n++;
+    return 0;
+}
+
+typedef struct good_state {
+    uint64_t seq, alpha_records;
+    char key[64];
+    sha256_digest sha;
+} good_state;
+
+/* Copies key under quarantine/<epoch>/ and deletes it. */
+static int set_aside(store *st, uint64_t epoch, const char *key, tdm_err *e) {
+    void *data = NULL;
+    size_t n = 0;
+    int rc = store_get(st, key, &data, &n, NULL, e);
+    if (rc == STORE_NOT_FOUND) return 0;
+    if (rc) return rc;
+    char dst[REC_KEY_MAX + 64];
+    ledger_quarantine_key(dst, sizeof dst, epoch, key);
+    rc = store_put(st, dst, data, n, STORE_OVERWRITE, e);
+    free(data);
+    if (!rc) rc = store_delete(st, key, e);
+    return rc == STORE_NOT_FOUND ? 0 : rc;
+}
+
+/* Whether a state cannot be loaded because a chunk it names is missing, corrupt or of the
+ * wrong size (*why says which); 0 when every chunk verifies. A store that cannot be read
+ * sets *rc (with e) and returns 0. */
+static int chunk_fault(store *st, const rec_state *s, char *why, size_t cap, int *rc, tdm_err *e) {
+    for (size_t t = 0; t < s->ntensors; t++) {
+        const rec_tensor *rt = &s->tensors[t];
+        uint64_t total = rt->shape[0] * 4;
+        for (int d = 1; d < rt->ndim; d++) total *= rt->shape[d];
+        for (size_t k = 0; k < rt->nchunks; k++) {
+            char bkey[80];
+            ledger_blob_key(bkey, sizeof bkey, &rt->chunks[k]);
+            void *b = NULL;
+            size_t bn = 0;
+            int r = store_get_verified(st, bkey, &rt->chunks[k], &b, &bn, e);
+            free(b);
+            uint64_t off = k * rt->chunk_bytes;
+            size_t want = (size_t)(total - off < rt->chunk_bytes ? total - off : rt->chunk_bytes);
+            if (r == 0 && bn == want) continue;
+            if (r && r != STORE_NOT_FOUND && r != STORE_CORRUPT) {
+                *rc = r;
+                return 0;
+            }
+            snprintf(why, cap, "cannot be loaded: %s (tensor %s chunk %zu) is %s", bkey, rt->name, k,
+                     r == STORE_NOT_FOUND ? "missing" : r == STORE_CORRUPT ? "corrupt" : "the wrong size");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int ledger_repair_plan_make(store *st, const char *url, ledger_repair_plan *p, tdm_err *e) {
+    memset(p, 0, sizeof *p);
+    int rc = 0;
+    good_state *good = NULL;
+    size_t ngood = 0;
+    uint64_t *seqs = NULL, gen = 0, change_seq = 0;
+    size_t ns = 0;
+    audit_chain chain;
+    memset(&chain, 0, sizeof chain);
+    if (!rc) rc = audit_generation(st, &gen, &change_seq, e);
+    if (!rc) rc = audit_state_seqs(st, &seqs, &ns, e);
+    if (!rc && !(good = calloc(ns ? ns : 1, sizeof *good))) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    /* 1. the states a run would never use */
+    for (size_t i = 0; !rc && i < ns; i++) {
+        char key[64];
+        ledger_state_key(key, sizeof key, seqs[i]);
+        void *data = NULL;
+        size_t n = 0;
+        int r = store_get(st, key, &data, &n, NULL, e);
+        if (r == STORE_NOT_FOUND) continue;
+        if (r) {
+            rc = r;
+            break;
+        }
+        rec_state s;
+        tdm_err de;
+        char why[400];
+        if (ledger_decode(REC_KIND_STATE, data, n, key, &s, &de) != 0) {
+            snprintf(why, sizeof why, "damaged: %.300s", de.msg);
+            rc = plan_add(p, key, why) ? err_set(e, ERR_INTERNAL, "out of memory") : 0;
+        } else {
+            if (s.has_gen && s.gen > gen) {
+                /* a lost change record: setting the state aside would resume under the old
+                 * config; only the record itself repairs this */
+                rc = err_set(e, ERR_STORE,
+                             "%s: %s was computed under config generation %llu, but the store "
+                             "records only %llu config changes: configs/%llu.mp is missing. "
+                             "tandem repair cannot rebuild it: restore it from a copy of the store",
+                             url, key, (unsigned long long)s.gen, (unsigned long long)gen,
+                             (unsigned long long)gen);
+            } else if (!ckpt_gen_belongs(s.has_gen, s.gen, s.seq, gen, change_seq)) {
+                snprintf(why, sizeof why, "computed under config generation %llu by a writer that "
+                         "was fenced out or superseded (the run is at generation %llu)",
+                         (unsigned long long)s.gen, (unsigned long long)gen);
+                rc = plan_add(p, key, why) ? err_set(e, ERR_INTERNAL, "out of memory") : 0;
+            } else if (chunk_fault(st, &s, why, sizeof why, &rc, e)) {
+                rc = plan_add(p, key, why) ? err_set(e, ERR_INTERNAL, "out of memory") : rc;
+            } else if (!rc) {
+                good_state *g = &good[ngood++];
+                g->seq = s.seq, g->alpha_records = s.alpha_records;
+                snprintf(g->key, sizeof g->key, "%s", key);
+                sha256(data, n, &g->sha);
+            }
+            rec_state_free(&s);
+        }
+        free(data);
+    }
+    /* 2. the α chain: the first bad record, and every state that vouches for it or later */
+    if (!rc) rc = audit_chain_read(st, &chain, e);
+    uint64_t newest_records = 0;
+    for (size_t i = 0; i < ngood; i++)
+        if (good[i].alpha_records > newest_records) newest_records = good[i].alpha_records;
+    if (!rc && !chain.ok) {
+        size_t bad = chain.bad;
+        for (size_t i = 0; i < ngood && !rc; i++)
+            if (good[i].alpha_records > bad) {
+                char why[400];
+                snprintf(why, sizeof why, "vouches for alpha/%zu.mp and later, and the chain is "
+                         "broken at alpha/%zu.mp (%.200s): the run goes back to before it",
+                         bad, bad, chain.problem);
+                rc = plan_add(p, good[i].key, why) ? err_set(e, ERR_INTERNAL, "out of memory") : 0;
+                good[i].seq = UINT64_MAX; /* no longer a candidate for HEAD */
+            }
+        store_list l;
+        if (!rc) rc = store_list_prefix(st, LEDGER_ALPHA, &l, e);
+        for (size_t i = 0; !rc && i < l.n; i++) {
+            uint64_t t;
+            if (ledger_key_index(l.keys[i], LEDGER_ALPHA, &t) || t < bad) continue;
+            char why[400];
+            snprintf(why, sizeof why, "at or after the break of the chain at alpha/%zu.mp: the "
+                     "replay re-derives it", bad);
+            if (plan_add(p, l.keys[i], why)) rc = err_set(e, ERR_INTERNAL, "out of memory");
+        }
+        if (!rc) store_list_free(&l);
+    }
+    /* 3. HEAD: the newest state that remains */
+    good_state *head_to = NULL;
+    for (size_t i = 0; i < ngood; i++)
+        if (good[i].seq != UINT64_MAX && (!head_to || good[i].seq > head_to->seq)) head_to = &good[i];
+    rec_head h;
+    rec_state hs;
+    int have = 0, head_bad = 0;
+    if (!rc) {
+        tdm_err he;
+        if (audit_head(st, &h, &hs, &have, &he) != 0) head_bad = 1;
+        else if (have) rec_state_free(&hs);
+        if (have) {
+            int kept = 0;
+            for (size_t i = 0; i < ngood; i++)
+                if (good[i].seq != UINT64_MAX && !strcmp(good[i].key, h.state)) kept = 1;
+            if (!kept) head_bad = 1;
+        } else if (ngood) {
+            head_bad = 1;
+        }
+    }
+    p->head_bad = !rc && head_bad;
+    p->move_head = !rc && head_bad && head_to;
+    if (p->move_head) {
+        snprintf(p->head_key, sizeof p->head_key, "%s", head_to->key);
+        p->head_seq = head_to->seq;
+        p->head_sha = head_to->sha;
+    }
+    p->commits = have ? h.commits : 0;
+    audit_chain_free(&chain);
+    free(good);
+    free(seqs);
+    return rc;
+}
+
+int ledger_repair_needed(const ledger_repair_plan *p) { return p->n > 0 || p->head_bad; }
+
+int ledger_repair_apply(store *st, const ledger_repair_plan *p, uint64_t *epoch, tdm_err *e) {
+    ckpt *ck = ckpt_open(st, NULL, 0, e);
+    int rc = ck ? 0 : e->code;
+    if (!rc) rc = ckpt_acquire(ck, 0, e);
+    *epoch = ck ? ckpt_epoch(ck) : 0;
+    for (size_t i = 0; !rc && i < p->n; i++) rc = set_aside(st, *epoch, p->items[i].key, e);
+    if (!rc && p->move_head) {
+        rec_head nh = {.seq = p->head_seq, .state_sha = p->head_sha, .epoch = *epoch, .time = (double)time(NULL),
+                       .commits = p->commits};
+        snprintf(nh.state, sizeof nh.state, "%s", p->head_key);
+        size_t n;
+        void *d = rec_head_encode(&nh, &n);
+        rc = d ? store_put(st, LEDGER_HEAD, d, n, STORE_OVERWRITE, e) : err_set(e, ERR_INTERNAL, "out of memory");
+        free(d);
+    } else if (!rc && p->head_bad) {
+        rc = set_aside(st, *epoch, LEDGER_HEAD, e);
+    }
+    if (!rc) rc = ckpt_release(ck, e);
+    if (ck) ckpt_close(ck);
+    return rc;
+}
+
+void ledger_repair_free(ledger_repair_plan *p) {
+    free(p->items);
+    memset(p, 0, sizeof *p);
+}

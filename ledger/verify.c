@@ -1,0 +1,347 @@
+/* verify.c — the audit of a run's store; see verify.h. */
+#include "ledger/verify.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ledger/audit.h"
+#include "ledger/ckpt.h"
+#include "ledger/keys.h"
+#include "ledger/metrics.h"
+#include "ledger/read.h"
+
+/* ------------------------------------------------------------------ digest sets */
+
+typedef struct digest_set {
+    sha256_digest *d;
+    size_t n, cap;
+} digest_set;
+
+static int set_has(const digest_set *s, const sha256_digest *d) {
+    for (size_t i = 0; i < s->n; i++)
+        if (sha256_equal(&s->d[i], d)) return 1;
+    return 0;
+}
+
+static int set_add(digest_set *s, const sha256_digest *d) {
+    if (set_has(s, d)) return 0;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        sha256_digest *nd = realloc(s->d, cap * sizeof *nd);
+        if (!nd) return -1;
+        s->d = nd;
+        s->cap = cap;
+    }
+    s->d[s->n++] = *d;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the report's lines */
+
+/* Appends a line; a fault also counts. Out of memory loses the line's text ("(out of
+ * memory)" instead), never the fault. */
+static void add_line(ledger_verify_report *r, ledger_verify_kind kind, int state, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void add_line(ledger_verify_report *r, ledger_verify_kind kind, int state, const char *fmt, ...) {
+    if (kind == VERIFY_FAULT) r->faults++;
+    ledger_verify_line *nl = realloc(r->lines, (r->nlines + 1) * sizeof *nl);
+    if (!nl) return;
+    r->lines = nl;
+    va_list ap;
+    va_start(ap, fmt);
+    char *text = NULL;
+    if (vasprintf(&text, fmt, ap) < 0) text = strdup("(out of memory)");
+    va_end(ap);
+    r->lines[r->nlines++] = (ledger_verify_line){.kind = kind, .state = state, .text = text};
+}
+
+void ledger_verify_free(ledger_verify_report *r) {
+    for (size_t i = 0; i < r->nlines; i++) free(r->lines[i].text);
+    free(r->lines);
+    for (size_t i = 0; i < r->ndamaged; i++) free(r->damaged_metrics[i]);
+    free(r->damaged_metrics);
+    memset(r, 0, sizeof *r);
+}
+
+/* ------------------------------------------------------------------ the checks */
+
+/* Metrics rows that cannot be read (damaged, cut, another run's bytes): a note each and
+ * their keys in the report. A store error stops it. */
+static int check_metrics_rows(store *st, ledger_verify_report *r, tdm_err *e) {
+    store_list l;
+    int rc = store_list_prefix(st, LEDGER_METRICS, &l, e);
+    if (rc) return rc == STORE_NOT_FOUND ? 0 : rc;
+    for (size_t i = 0; !rc && i < l.n; i++) {
+        tdm_err de;
+        rec_metrics m;
+        int got = ledger_read(st, REC_KIND_METRICS, l.keys[i], NULL, &m, &de);
+        if (got == STORE_NOT_FOUND) continue; /* deleted meanwhile */
+        if (got == STORE_CORRUPT) {
+            char **nd = realloc(r->damaged_metrics, (r->ndamaged + 1) * sizeof *nd);
+            if (nd) {
+                r->damaged_metrics = nd;
+                if ((nd[r->ndamaged] = strdup(l.keys[i]))) r->ndamaged++;
+            }
+            add_line(r, VERIFY_NOTE, 0, "%s cannot be read (%s): metrics rows are not part of the audit trail; "
+                     "a run writes it again when it passes that episode, tandem metrics skips it",
+                     l.keys[i], de.msg);
+        } else if (got) {
+            rc = got, *e = de;
+        }
+    }
+    store_list_free(&l);
+    return rc;
+}
+
+/* What a state vouches for of the α chain (checked once the chain is read). */
+typedef struct vouch {
+    uint64_t seq, records;
+    sha256_digest head;
+} vouch;
+
+/* What the checks share. */
+typedef struct verify_ctx {
+    store *st;
+    const char *url;
+    const ledger_pin *pin;
+    ledger_verify_report *r;
+    uint64_t gen, change_seq;
+    digest_set good, referenced;
+    vouch *vouches;
+    size_t nv;
+    int run_seed_bad;
+} verify_ctx;
+
+/* One state manifest: its seed and generation against the run's, every chunk it names
+ * present and intact (each blob fetched once); its line VERIFY_OK or VERIFY_BAD. */
+static int check_state(verify_ctx *v, uint64_t seq, tdm_err *e) {
+    ledger_verify_report *r = v->r;
+    const ledger_pin *pin = v->pin;
+    char key[64];
+    ledger_state_key(key, sizeof key, seq);
+    rec_state s;
+    tdm_err de;
+    int got = ledger_read(v->st, REC_KIND_STATE, key, NULL, &s, &de);
+    if (got == STORE_NOT_FOUND) return 0;
+    if (got == STORE_CORRUPT) {
+        add_line(r, VERIFY_FAULT, 0, "%s", de.msg);
+        return 0;
+    }
+    if (got) {
+        *e = de;
+        return got;
+    }
+    int rc = 0, state_ok = 1;
+    vouch *nvp = realloc(v->vouches, (v->nv + 1) * sizeof *nvp);
+    if (nvp) (v->vouches = nvp)[v->nv++] = (vouch){s.seq, s.alpha_records, s.alpha_head};
+    if (pin->have && !v->run_seed_bad && s.seed != pin->seed) {
+        add_line(r, VERIFY_FAULT, 0, "%s: made with seed %llu, not the run's %llu: another run's state", key,
+                 (unsigned long long)s.seed, (unsigned long long)pin->seed);
+        state_ok = 0;
+    }
+    if (s.has_gen && s.gen > v->gen && pin->ok) {
+        add_line(r, VERIFY_FAULT, 0, "%s: computed under config generation %llu, but the store records %llu "
+                 "config changes: configs/%llu.mp is missing (restore it from a copy)", key,
+                 (unsigned long long)s.gen, (unsigned long long)v->gen, (unsigned long long)v->gen);
+        state_ok = 0;
+    } else if (!ckpt_gen_belongs(s.has_gen, s.gen, s.seq, v->gen, v->change_seq)) {
+        add_line(r, VERIFY_FAULT, 0, "%s: computed under config generation %llu by a writer that was fenced "
+                 "out or superseded (the run is at generation %llu): a run never uses it",
+                 key, (unsigned long long)s.gen, (unsigned long long)v->gen);
+        state_ok = 0;
+    }
+    for (size_t t = 0; t < s.ntensors && !rc; t++) {
+        const rec_tensor *rt = &s.tensors[t];
+        uint64_t total = rt->shape[0] * 4;
+        for (int d = 1; d < rt->ndim; d++) total *= rt->shape[d];
+        for (size_t k = 0; k < rt->nchunks && !rc; k++) {
+            if (set_add(&v->referenced, &rt->chunks[k])) rc = err_set(e, ERR_INTERNAL, "out of memory");
+            if (set_has(&v->good, &rt->chunks[k])) continue;
+            char bkey[80];
+            ledger_blob_key(bkey, sizeof bkey, &rt->chunks[k]);
+            void *b = NULL;
+            size_t bn = 0;
+            int g = store_get_verified(v->st, bkey, &rt->chunks[k], &b, &bn, e);
+            uint64_t off = k * rt->chunk_bytes;
+            size_t want = (size_t)(total - off < rt->chunk_bytes ? total - off : rt->chunk_bytes);
+            free(b);
+            if (g == 0 && bn == want) {
+                set_add(&v->good, &rt->chunks[k]);
+                r->blob_bytes += (double)bn;
+            } else if (g == 0 || g == STORE_NOT_FOUND || g == STORE_CORRUPT) {
+                add_line(r, VERIFY_FAULT, 0, "%s: %s (tensor %s chunk %zu) is %s", key, bkey, rt->name, k,
+                         g == STORE_NOT_FOUND ? "missing" : g == STORE_CORRUPT ? "corrupt" : "the wrong size");
+                state_ok = 0;
+            } else {
+                rc = g;
+            }
+        }
+    }
+    rec_state_free(&s);
+    if (!rc) add_line(r, state_ok ? VERIFY_OK : VERIFY_BAD, 1, "%s", key);
+    return rc;
+}
+
+/* The α chain: its links, each record's generation, what every state vouches for of it
+ * (a state the chain does not hold cannot be resumed from), and mixture.mp of a finished
+ * TANDEM run against α* of the chain. */
+static int check_chain(verify_ctx *v, int have_head, uint64_t head_seq, int done, tdm_err *e) {
+    ledger_verify_report *r = v->r;
+    const ledger_pin *pin = v->pin;
+    audit_chain c;
+    memset(&c, 0, sizeof c);
+    int rc = audit_chain_read(v->st, &c, e);
+    if (rc) return rc;
+    r->chain_read = 1;
+    if (!c.ok) add_line(r, VERIFY_FAULT, 0, "%s", c.problem);
+    for (size_t t = 0; t < c.n; t++)
+        if (c.rec[t].has_gen && c.rec[t].gen > v->gen && pin->ok)
+            add_line(r, VERIFY_FAULT, 0, "alpha/%zu.mp: computed under config generation %llu, but the store "
+                     "records %llu config changes: configs/%llu.mp is missing (restore it from a copy)", t,
+                     (unsigned long long)c.rec[t].gen, (unsigned long long)v->gen, (unsigned long long)v->gen);
+        else if (!ckpt_gen_belongs(c.rec[t].has_gen, c.rec[t].gen, c.rec[t].seq, v->gen, v->change_seq))
+            add_line(r, VERIFY_FAULT, 0, "alpha/%zu.mp: computed under config generation %llu by a writer "
+                     "that was fenced out or superseded (the run is at generation %llu)",
+                     t, (unsigned long long)c.rec[t].gen, (unsigned long long)v->gen);
+    /* a state vouches for the first N records and the hash of the last: one that the chain
+     * does not hold (a record missing at its end, or not the one it names) cannot be
+     * resumed from; a run falls back to a state the chain holds, or replays from the seed,
+     * and writes the records again (issue 26: verify called this clean) */
+    int short_chain = 0;
+    for (size_t i = 0; i < v->nv; i++) {
+        uint64_t want = v->vouches[i].records;
+        if (!want || (want <= c.n && sha256_equal(&c.hash[want - 1], &v->vouches[i].head))) continue;
+        /* a state past HEAD (a commit cut off before HEAD moved) is not the run's position:
+         * the run passes over it and re-derives what it lacks, no fault */
+        if (have_head && v->vouches[i].seq > head_seq) continue;
+        if (!c.ok && want > c.n) continue; /* the broken link is reported above */
+        char key[64];
+        ledger_state_key(key, sizeof key, v->vouches[i].seq);
+        if (want > c.n)
+            add_line(r, VERIFY_FAULT, 0, "%s vouches for %llu alpha records but the chain holds %zu: "
+                     "alpha/%zu.mp is missing; tandem run falls back to an older state (or replays from "
+                     "the seed) and writes it again", key, (unsigned long long)want, c.n, c.n);
+        else
+            add_line(r, VERIFY_FAULT, 0, "%s vouches for another alpha/%llu.mp than the store holds; tandem "
+                     "run falls back to an older state (or replays from the seed) and checks it", key,
+                     (unsigned long long)want - 1);
+        short_chain = 1;
+    }
+    r->alpha_records = c.n;
+    r->alpha_chain_ok = c.ok;
+    add_line(r, VERIFY_CHAIN, 0, "alpha chain: %zu records", c.n);
+    r->mixture_ok = -1;
+    /* mixture.mp of a finished TANDEM run: α* of the chain, as tandem run writes it */
+    if (pin->have && c.ok && c.n && !short_chain && !pin->fixed) {
+        void *md = NULL;
+        size_t mn = 0;
+        tdm_err me;
+        int mr = store_get(v->st, LEDGER_MIXTURE, &md, &mn, NULL, &me);
+        rec_mixture x;
+        audit_mixture(&c, 0.1, &x);
+        for (int m = 0; m < x.M; m++) snprintf(x.names[m], REC_NAME_MAX, "%s", m < pin->M ? pin->names[m] : "?");
+        if (mr == 0 && done && !rec_mixture_same(md, mn, &x)) {
+            add_line(r, VERIFY_FAULT, 0, "%s/mixture.mp does not hold the alpha* of the alpha chain (damaged): "
+                     "tandem run writes it again", v->url);
+            r->mixture_ok = 0;
+        } else if (mr == STORE_NOT_FOUND && done) {
+            add_line(r, VERIFY_FAULT, 0, "%s/mixture.mp is missing although the run is finished: tandem run "
+                     "writes it again", v->url);
+            r->mixture_ok = 0;
+        } else if (mr == 0 && done) {
+            add_line(r, VERIFY_OK, 0, "mixture.mp");
+            r->mixture_ok = 1;
+        } else if (mr && mr != STORE_NOT_FOUND) {
+            rc = mr, *e = me;
+        }
+        free(md);
+    }
+    audit_chain_free(&c);
+    return rc;
+}
+
+int ledger_verify(store *st, const char *url, const ledger_pin *pin, ledger_verify_report *r, tdm_err *e) {
+    memset(r, 0, sizeof *r);
+    r->mixture_ok = -1;
+    r->orphan_blobs = -1;
+    verify_ctx v = {.st = st, .url = url, .pin = pin, .r = r};
+    /* the pin, judged exactly as `tandem run` judges it: a fault here is a run refused */
+    if (!pin->ok) add_line(r, VERIFY_FAULT, 0, "%s", pin->problem ? pin->problem : "RUN is damaged");
+    else add_line(r, VERIFY_OK, 0, "RUN (pinned config)");
+    /* the config generation: states and α records of any other belong to a stale writer */
+    tdm_err ge;
+    if (audit_generation(st, &v.gen, &v.change_seq, &ge) && pin->ok) add_line(r, VERIFY_FAULT, 0, "%s", ge.msg);
+    int rc = 0;
+    /* the lease: a run replaces one that does not decode (and says so) */
+    tdm_err le;
+    rec_lease l;
+    int lr = ledger_read(st, REC_KIND_LEASE, LEDGER_LEASE, NULL, &l, &le);
+    if (lr == STORE_CORRUPT) add_line(r, VERIFY_FAULT, 0, "%s (the next tandem run replaces it)", le.msg);
+    else if (lr && lr != STORE_NOT_FOUND) rc = lr, *e = le;
+    uint64_t *seqs = NULL;
+    size_t ns = 0;
+    if (!rc) rc = audit_state_seqs(st, &seqs, &ns, e);
+    /* the seed the run's states were made with: when none was made with the pinned one,
+     * RUN is the odd one out; otherwise a state of another seed is another run's */
+    size_t seed_match = 0, seed_other = 0;
+    uint64_t other_seed = 0;
+    for (size_t i = 0; !rc && pin->have && i < ns; i++) {
+        char key[64];
+        ledger_state_key(key, sizeof key, seqs[i]);
+        rec_state s;
+        tdm_err de;
+        if (ledger_read(st, REC_KIND_STATE, key, NULL, &s, &de) == 0) {
+            if (s.seed == pin->seed) seed_match++;
+            else seed_other++, other_seed = s.seed;
+            rec_state_free(&s);
+        }
+    }
+    v.run_seed_bad = pin->have && seed_other && !seed_match;
+    if (v.run_seed_bad)
+        add_line(r, VERIFY_FAULT, 0, "%s/RUN pins run.seed = %llu, but every state was made with seed %llu: RUN "
+                 "is not this run's pin (another run's RUN, or a damaged one); restore it from a copy of the "
+                 "store", url, (unsigned long long)pin->seed, (unsigned long long)other_seed);
+    /* HEAD must name a state that is there and matches */
+    rec_head h;
+    rec_state hs;
+    int have = 0;
+    char hs_step[16] = "";
+    uint64_t head_seq = 0;
+    if (!rc) {
+        tdm_err he;
+        if (audit_head(st, &h, &hs, &have, &he)) {
+            add_line(r, VERIFY_FAULT, 0, "%s", he.msg);
+        } else if (have) {
+            snprintf(hs_step, sizeof hs_step, "%s", hs.step);
+            head_seq = h.seq;
+            rec_state_free(&hs);
+        } else if (ns) {
+            add_line(r, VERIFY_FAULT, 0, "%s: HEAD is missing although states exist", url);
+        }
+    }
+    for (size_t i = 0; !rc && i < ns; i++) rc = check_state(&v, seqs[i], e);
+    r->states = ns;
+    if (!rc) rc = check_chain(&v, have, head_seq, have && !strcmp(hs_step, "done"), e);
+    if (!rc) rc = check_metrics_rows(st, r, e);
+    store_list bl;
+    if (!rc && store_list_prefix(st, LEDGER_BLOBS, &bl, e) == 0) {
+        size_t orphans = 0;
+        for (size_t i = 0; i < bl.n; i++) {
+            sha256_digest d;
+            if (sha256_parse_hex(bl.keys[i] + 6, &d) || !set_has(&v.referenced, &d)) orphans++;
+        }
+        r->orphan_blobs = (long)orphans;
+        if (orphans)
+            add_line(r, VERIFY_NOTE, 0, "%zu orphan blobs (no manifest references them; tandem gc removes them)",
+                     orphans);
+        store_list_free(&bl);
+    }
+    r->blobs = v.good.n;
+    free(v.vouches);
+    free(seqs);
+    free(v.good.d);
+    free(v.referenced.d);
+    return rc;
+}
