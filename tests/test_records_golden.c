@@ -173,7 +173,7 @@ static void golden(const char *name, rec_kind kind, void *data, size_t n,
           name, n, wn);
     static union {
         rec_head h; rec_run r; rec_change c; rec_state s; rec_alpha a; rec_lease l; rec_mixture x;
-        rec_model m; rec_metrics t;
+        rec_model m; rec_metrics t; rec_sweep sw;
     } back;
     if (rc == 0) {
         int d = ledger_decode(kind, want, wn, name, &back, &e);
@@ -202,6 +202,7 @@ REENCODE(lease, rec_lease)
 REENCODE(mixture, rec_mixture)
 REENCODE(model, rec_model)
 REENCODE(metrics, rec_metrics)
+REENCODE(sweep, rec_sweep)
 static void release_state(void *rec) { rec_state_free(rec); }
 static void release_run(void *rec) { rec_run_free(rec); }
 static void release_change(void *rec) { rec_change_free(rec); }
@@ -255,6 +256,11 @@ static void test_golden_bytes(void) {
     sha256("weights", 7, &md.weights_sha);
     d = rec_model_encode(&md, &n);
     golden("model", REC_KIND_MODEL, d, n, reencode_model, NULL);
+    static rec_sweep sw = {.n = 2, .points = 6};
+    snprintf(sw.text[0], REC_SWEEP_TEXT_MAX, "run.seed=1,2,3");
+    snprintf(sw.text[1], REC_SWEEP_TEXT_MAX, "tandem.lr_alpha=2e-3,4e-3");
+    d = rec_sweep_encode(&sw, &n);
+    golden("sweep", REC_KIND_SWEEP, d, n, reencode_sweep, NULL);
 }
 
 int main(void) {
