@@ -1,141 +1,80 @@
 /* metrics.c — the per-episode rows of metrics/; see metrics.h. */
 #include "ledger/metrics.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ledger/ckpt_impl.h"
 #include "ledger/codec.h"
+#include "ledger/rectab.h"
 #include "ledger/keys.h"
 #include "util/testhook.h"
 
-void *rec_metrics_encode(const rec_metrics *m, size_t *n) {
-    codec_writer w;
-    codec_writer_init(&w);
-    codec_map(&w, 17 + (m->has_probe ? 2 : 0) + (m->has_seen ? 2 : 0) + (m->has_val ? 2 : 0) +
-                      (m->n_steps ? 2 : 0)); /* self included */
-    codec_key(&w, "format");
-    codec_u64(&w, REC_FORMAT);
-    codec_key(&w, "t");
-    codec_u64(&w, m->t);
-    codec_key(&w, "seq");
-    codec_u64(&w, m->seq);
-    codec_key(&w, "gen");
-    codec_u64(&w, m->gen);
-    codec_key(&w, "loss");
-    codec_f64s(&w, m->loss, (size_t)m->M);
-    if (m->has_probe) {
-        codec_key(&w, "loss_u");
-        codec_f64s(&w, m->loss_u, (size_t)m->M);
-        codec_key(&w, "loss_w");
-        codec_f64s(&w, m->loss_w, (size_t)m->M);
-    }
-    codec_key(&w, "alpha");
-    codec_f64s(&w, m->alpha, (size_t)m->M);
-    if (m->has_seen) {
-        codec_key(&w, "seen");
-        codec_f64s(&w, m->seen, (size_t)m->M);
-        codec_key(&w, "epochs");
-        codec_f64s(&w, m->epochs, (size_t)m->M);
-    }
-    if (m->n_steps) {
-        codec_key(&w, "step_loss");
-        codec_f64s(&w, m->step_loss, (size_t)m->n_steps);
-        codec_key(&w, "step_first");
-        codec_u64(&w, m->step_first);
-    }
-    if (m->has_val) {
-        codec_key(&w, "val");
-        codec_f64s(&w, m->val, (size_t)m->M);
-        codec_key(&w, "val_tokens");
-        codec_u64(&w, m->val_tokens);
-    }
-    codec_key(&w, "lr");
-    codec_f64(&w, m->lr);
-    codec_key(&w, "lr_alpha");
-    codec_f64(&w, m->lr_alpha);
-    codec_key(&w, "grad_norm");
-    codec_f64(&w, m->grad_norm);
-    codec_key(&w, "free_steps");
-    codec_u64(&w, m->free_steps);
-    codec_key(&w, "tokens_per_s");
-    codec_f64(&w, m->tokens_per_s);
-    codec_key(&w, "episode_s");
-    codec_f64(&w, m->episode_s);
-    codec_key(&w, "commit_s");
-    codec_f64(&w, m->commit_s);
-    codec_key(&w, "time");
-    codec_f64(&w, m->time);
-    codec_key(&w, "host");
-    codec_str(&w, m->host);
-    codec_key(&w, "attempt");
-    codec_u64(&w, m->attempt);
-    codec_put_self(&w); /* a row damaged anywhere reads as damaged, never as other figures */
-    void *data = codec_writer_take(&w, n);
-    codec_writer_free(&w);
-    return data;
+/* step_loss: each free step's mixture loss, as many as the row recorded (n_steps) */
+static void put_step_loss(codec_writer *w, const void *rec) {
+    const rec_metrics *m = rec;
+    codec_f64s(w, m->step_loss, (size_t)m->n_steps);
+}
+static int get_step_loss(const codec_map_reader *r, const msgpack_object *o, const char *key, void *rec) {
+    (void)o;
+    rec_metrics *m = rec;
+    size_t got = 0;
+    int rc = codec_get_f64s(r, key, m->step_loss, METRICS_MAX_STEPS, &got);
+    if (!rc && got < 1) rc = codec_field_error(r, key, "is empty");
+    m->n_steps = rc ? 0 : (int)got;
+    return rc;
 }
 
-/* A per-domain array of exactly M values (M set by the first one read). */
-static int get_domains(const codec_map_reader *r, const char *key, double *out, int *M) {
-    size_t got = 0;
-    int rc = codec_get_f64s(r, key, out, REC_MAX_DOMAINS, &got);
-    if (rc) return rc;
-    if (got < 1 || (*M && (int)got != *M)) return codec_field_error(r, key, "is not one value per domain");
-    *M = (int)got;
+/* step_first comes with step_loss (rows before per-step losses have neither) */
+static int check_metrics(const codec_map_reader *r, void *rec) {
+    (void)rec;
+    if (!codec_field(r, "step_loss") != !codec_field(r, "step_first"))
+        return codec_field_error(r, codec_field(r, "step_loss") ? "step_first" : "step_loss", "is missing");
     return 0;
 }
 
+#define M_OPT(f, type, lo, hi, has) \
+    {#f, type, offsetof(rec_metrics, f), 0, lo, hi, RT_OPT | RT_LOOSE, offsetof(rec_metrics, has), NULL, NULL, NULL}
+#define M_U64(f, lo, hi) {#f, RT_U64, offsetof(rec_metrics, f), 0, lo, hi, 0, 0, NULL, NULL, NULL}
+#define M_F64(f) {#f, RT_F64, offsetof(rec_metrics, f), 0, 0, 0, 0, 0, NULL, NULL, NULL}
+#define M_DOM(f) {#f, RT_DOMAINS, offsetof(rec_metrics, f), 0, 0, 0, RT_LOOSE, 0, NULL, NULL, NULL}
+/* Sealed: a row damaged anywhere reads as damaged, never as other figures (rows of tandem
+ * before 2026-11-27 have no seal). Per-domain values may be NaN (a diverged step). */
+static const rt_field METRICS_FIELDS[] = {
+    M_U64(t, 0, UINT32_MAX),
+    M_U64(seq, 0, UINT64_MAX),
+    M_U64(gen, 0, UINT64_MAX),
+    M_DOM(loss),
+    M_OPT(loss_u, RT_DOMAINS, 0, 0, has_probe),
+    M_OPT(loss_w, RT_DOMAINS, 0, 0, has_probe),
+    M_DOM(alpha),
+    M_OPT(seen, RT_DOMAINS, 0, 0, has_seen),
+    M_OPT(epochs, RT_DOMAINS, 0, 0, has_seen),
+    {"step_loss", RT_CUSTOM, 0, 0, 0, 0, RT_OPT, offsetof(rec_metrics, n_steps), NULL, put_step_loss, get_step_loss},
+    M_OPT(step_first, RT_U64, 1, UINT64_MAX, n_steps),
+    M_OPT(val, RT_DOMAINS, 0, 0, has_val),
+    M_OPT(val_tokens, RT_U64, 1, UINT64_MAX, has_val),
+    M_F64(lr),
+    M_F64(lr_alpha),
+    M_F64(grad_norm),
+    M_U64(free_steps, 0, UINT32_MAX),
+    M_F64(tokens_per_s),
+    M_F64(episode_s),
+    M_F64(commit_s),
+    M_F64(time),
+    {"host", RT_STR, offsetof(rec_metrics, host), sizeof(((rec_metrics *)0)->host), 0, 0, 0, 0, NULL, NULL, NULL},
+    M_U64(attempt, 0, UINT64_MAX),
+};
+static const rt_table METRICS = {"metrics/<t>.mp", sizeof(rec_metrics), METRICS_FIELDS,
+                                 (int)(sizeof METRICS_FIELDS / sizeof *METRICS_FIELDS), offsetof(rec_metrics, M),
+                                 RT_SEAL_ALWAYS, 0, NULL, check_metrics, NULL};
+
+void *rec_metrics_encode(const rec_metrics *m, size_t *n) { return rt_encode(&METRICS, m, n); }
+
 int rec_metrics_decode(const void *data, size_t n, const char *what, rec_metrics *m, tdm_err *e) {
-    static const char *const keys[] = {"format", "t", "seq", "gen", "loss", "loss_u", "loss_w",
-                                       "alpha", "lr", "lr_alpha", "grad_norm", "free_steps",
-                                       "tokens_per_s", "episode_s", "commit_s", "time", "host",
-                                       "attempt", "self", "seen", "epochs", "val", "val_tokens",
-                                       "step_loss", "step_first", NULL};
-    memset(m, 0, sizeof *m);
-    codec_parsed p;
-    int rc = codec_parse(data, n, what, &p, e);
-    if (rc) return rc;
-    codec_map_reader r;
-    uint64_t format = 0;
-    int has_self = 0; /* rows of tandem before 2026-11-27 have none */
-    rc = codec_open_map(&r, p.root, what, keys, e);
-    if (!rc) rc = codec_check_self(data, n, &r, &has_self);
-    if (!rc) rc = codec_get_u64(&r, "format", REC_FORMAT, REC_FORMAT, &format);
-    if (!rc) rc = codec_get_u64(&r, "t", 0, UINT32_MAX, &m->t);
-    if (!rc) rc = codec_get_u64(&r, "seq", 0, UINT64_MAX, &m->seq);
-    if (!rc) rc = codec_get_u64(&r, "gen", 0, UINT64_MAX, &m->gen);
-    if (!rc) rc = get_domains(&r, "loss", m->loss, &m->M);
-    m->has_probe = !rc && codec_field(&r, "loss_u") != NULL;
-    if (!rc && m->has_probe) rc = get_domains(&r, "loss_u", m->loss_u, &m->M);
-    if (!rc && m->has_probe) rc = get_domains(&r, "loss_w", m->loss_w, &m->M);
-    if (!rc) rc = get_domains(&r, "alpha", m->alpha, &m->M);
-    m->has_seen = !rc && codec_field(&r, "seen") != NULL;
-    if (!rc && m->has_seen) rc = get_domains(&r, "seen", m->seen, &m->M);
-    if (!rc && m->has_seen) rc = get_domains(&r, "epochs", m->epochs, &m->M);
-    if (!rc && codec_field(&r, "step_loss")) {
-        size_t got = 0;
-        rc = codec_get_f64s(&r, "step_loss", m->step_loss, METRICS_MAX_STEPS, &got);
-        if (!rc && got < 1) rc = codec_field_error(&r, "step_loss", "is empty");
-        if (!rc) rc = codec_get_u64(&r, "step_first", 1, UINT64_MAX, &m->step_first);
-        m->n_steps = rc ? 0 : (int)got;
-    }
-    m->has_val = !rc && codec_field(&r, "val") != NULL;
-    if (!rc && m->has_val) rc = get_domains(&r, "val", m->val, &m->M);
-    if (!rc && m->has_val) rc = codec_get_u64(&r, "val_tokens", 1, UINT64_MAX, &m->val_tokens);
-    if (!rc) rc = codec_get_f64(&r, "lr", &m->lr);
-    if (!rc) rc = codec_get_f64(&r, "lr_alpha", &m->lr_alpha);
-    if (!rc) rc = codec_get_f64(&r, "grad_norm", &m->grad_norm);
-    if (!rc) rc = codec_get_u64(&r, "free_steps", 0, UINT32_MAX, &m->free_steps);
-    if (!rc) rc = codec_get_f64(&r, "tokens_per_s", &m->tokens_per_s);
-    if (!rc) rc = codec_get_f64(&r, "episode_s", &m->episode_s);
-    if (!rc) rc = codec_get_f64(&r, "commit_s", &m->commit_s);
-    if (!rc) rc = codec_get_f64(&r, "time", &m->time);
-    if (!rc) rc = codec_get_str(&r, "host", m->host, sizeof m->host);
-    if (!rc) rc = codec_get_u64(&r, "attempt", 0, UINT64_MAX, &m->attempt);
-    codec_parsed_free(&p);
-    return rc;
+    return rt_decode(&METRICS, data, n, what, m, e);
 }
 
 int ckpt_metrics_record(ckpt *c, rec_metrics *m, int *fresh, tdm_err *e) {

@@ -17,6 +17,11 @@
  * self-digest ("self": the SHA-256 of every byte before it), which the decoders check when
  * it is there (older records have none), so that each is recognised as damaged on its own.
  *
+ * Each kind is described once, as a table of its fields in records.c (metrics rows in
+ * metrics.c): name, type, where the value lives, range, when it is present; one encoder
+ * and one decoder (rectab.h) work from the tables, and tests/records/golden/ pins the
+ * bytes of every kind.
+ *
  * Every record is a map with "format": 1. Decoders are strict: unknown versions, unknown
  * or missing fields, wrong types and out-of-range values are ERR_STORE errors naming the
  * object (the `what` argument, normally its store key). Encoders are deterministic: the
