@@ -19,7 +19,7 @@
 
 .DEFAULT_GOAL := all
 BUILD   := build
-PKGS    := yaml-0.1 libcrypto msgpack libcurl zlib libzstd
+PKGS    := yaml-0.1 libcrypto msgpack libcurl zlib libzstd jansson
 # OpenBLAS built for OpenMP, so BLAS and our OpenMP loops share one thread pool instead
 # of two pools spinning against each other (Debian's default is the pthread build).
 BLAS_PC := /usr/lib/x86_64-linux-gnu/openblas-openmp/pkgconfig/openblas.pc

@@ -380,7 +380,8 @@ static void test_hostile_json(void) {
         {"\"\\u0061\":97", "\"\\u0061\":2000000000",
          "model.vocab[\"a\"] is not an id (an integer 0..16777215)"},
         {"\"\\u0061\":97", "\"\\u0061\":97.5", "model.vocab[\"a\"] is not an id"},
-        {"\"\\u0061\":97", "\"\\u0062\":97", "model.vocab[\"b\"]: the same bytes appear twice"},
+        /* a key twice: jansson refuses the document, naming the key as written */
+        {"\"\\u0061\":97", "\"\\u0062\":97", "an object key is given twice: '\"\\u0062\"'"},
         {"\"\\u0061\":97", "\"\\u0061\":98", "model.vocab[\"b\"]: its id is another token's too"},
         {"\"\\u0061\":97", "\"\\u0061\\u4e00\":97", "not a byte-level token"},
         {"\"\\u0061\":97,", "", "no token for the byte 0x61"},
@@ -395,9 +396,9 @@ static void test_hostile_json(void) {
         {"\"use_regex\":true", "\"use_regex\":false", "use_regex"},
         {"\"id\":1000", "\"id\":99999999999999", "added_tokens[0]"},
         {"\"id\":1000", "\"id\":97", "added_tokens[0] \"<|endoftext|>\": id 97"},
-        {"\"version\":\"1.0\"", "\"version\":\"\\ud800\"", "lone high surrogate"},
-        {"\"version\":\"1.0\"", "\"version\":\"\\x\"", "bad escape"},
-        {"\"version\":\"1.0\"", "\"version\":01", "expected ',' or '}' at byte 12"},
+        {"\"version\":\"1.0\"", "\"version\":\"\\ud800\"", "invalid Unicode '\\uD800'"},
+        {"\"version\":\"1.0\"", "\"version\":\"\\x\"", "invalid escape"},
+        {"\"version\":\"1.0\"", "\"version\":01", "invalid token near '0'"},
         {"\"ByteLevel\",\"add", "\"Split\",\"add", "pre_tokenizer must be ByteLevel"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

@@ -1,8 +1,6 @@
-/* json_read.h — reading one string field of a small JSON object (the credential
- * endpoints' answers: ECS/EKS container credentials, EC2 instance metadata). Not a
- * general parser: it walks the top-level object, skips every other value whole (nested
- * objects and arrays, strings with escapes, numbers, literals) and unescapes the one it
- * wants (\uXXXX, surrogate pairs included, to UTF-8). */
+/* json_read.h — reading one field of a small JSON object (the credential endpoints'
+ * answers: ECS/EKS container credentials, EC2 instance metadata), parsed whole by Debian's
+ * jansson: \uXXXX escapes and surrogate pairs to UTF-8, malformed text refused. */
 #ifndef TANDEM_UTIL_JSON_READ_H
 #define TANDEM_UTIL_JSON_READ_H
 

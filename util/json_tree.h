@@ -2,12 +2,13 @@
  * 150k-entry vocab, a 150k-entry merge list), safetensors headers, config.json. The
  * document is parsed into a tree of values held by one arena.
  *
- * Hostile input is expected: the parser checks every byte, limits nesting to 64 levels,
- * keeps strings with their lengths (a \u0000 inside is data, not an end), and reports
- * the byte offset of the first error. Only the reader's own values are kept: numbers as
- * double, strings unescaped to UTF-8 (surrogate pairs joined; a lone surrogate is an
- * error). Object members keep their order; duplicate keys are kept (tjson_get finds the
- * first). */
+ * Hostile input is expected: Debian's jansson parses (every byte checked, strings kept
+ * with their lengths — a \u0000 inside is data, not an end — and the byte offset of the
+ * first error reported), nesting is limited to 64 levels, and an object key given twice
+ * is an error (which value counts would otherwise be a guess). Only the reader's own
+ * values are kept: numbers as double (an integer beyond 64 bits is an error), strings as
+ * UTF-8 (surrogate pairs joined; a lone surrogate is an error). Object members keep the
+ * document's order. */
 #ifndef TANDEM_UTIL_JSON_TREE_H
 #define TANDEM_UTIL_JSON_TREE_H
 
