@@ -44,21 +44,6 @@ int gpt2_hf_is(const char *dir) {
     return is;
 }
 
-/* An integer member in [lo, hi] into *out; dflt when absent or null (dflt < 0: required). */
-static int int_key(const tjson *root, const char *path, const char *key, long dflt, long lo, long hi, int *out,
-                   tdm_err *e) {
-    const tjson *v = tjson_get(root, key);
-    if (!v || v->type == TJ_NULL) {
-        if (dflt < 0) return err_set(e, ERR_USAGE, "%s: \"%s\" is missing", path, key);
-        *out = (int)dflt;
-        return 0;
-    }
-    if (v->type != TJ_NUM || v->u.num != floor(v->u.num) || v->u.num < (double)lo || v->u.num > (double)hi)
-        return err_set(e, ERR_USAGE, "%s: \"%s\" must be an integer in %ld..%ld", path, key, lo, hi);
-    *out = (int)v->u.num;
-    return 0;
-}
-
 /* A boolean member: 0 or 1, dflt when absent or null, -1 when of another type. */
 static int bool_key(const tjson *root, const char *key, int dflt) {
     const tjson *v = tjson_get(root, key);
@@ -81,7 +66,7 @@ static int check_computation(const tjson *root, const char *path, const gpt2_hf 
         return err_set(e, ERR_USAGE, "%s: layer_norm_epsilon must be 1e-05, the LayerNorm eps tandem's GPT-2 "
                        "computes with", path);
     int inner = 0;
-    int rc = int_key(root, path, "n_inner", 4L * g->channels, 1, 1L << 30, &inner, e);
+    int rc = tjson_int(root, path, "n_inner", 4L * g->channels, 1, 1L << 30, &inner, e);
     if (rc) return rc;
     if (inner != 4 * g->channels)
         return err_set(e, ERR_USAGE, "%s: n_inner %d: tandem's GPT-2 has an MLP of width 4 * n_embd = %d", path,
@@ -114,13 +99,13 @@ int gpt2_hf_read(const char *dir, gpt2_hf *g, tdm_err *e) {
     const tjson *mt = rc ? NULL : tjson_get(root, "model_type");
     if (!rc && (!mt || mt->type != TJ_STR || strcmp(mt->u.s, "gpt2")))
         rc = err_set(e, ERR_USAGE, "%s: model_type is not \"gpt2\"", path);
-    if (!rc) rc = int_key(root, path, "vocab_size", -1, 2, MODEL_VOCAB_MAX, &g->vocab, e);
-    if (!rc) rc = int_key(root, path, "n_embd", -1, 1, 1 << 16, &g->channels, e);
-    if (!rc) rc = int_key(root, path, "n_layer", -1, 1, 1024, &g->layers, e);
-    if (!rc) rc = int_key(root, path, "n_head", -1, 1, 1 << 16, &g->heads, e);
+    if (!rc) rc = tjson_int(root, path, "vocab_size", -1, 2, MODEL_VOCAB_MAX, &g->vocab, e);
+    if (!rc) rc = tjson_int(root, path, "n_embd", -1, 1, 1 << 16, &g->channels, e);
+    if (!rc) rc = tjson_int(root, path, "n_layer", -1, 1, 1024, &g->layers, e);
+    if (!rc) rc = tjson_int(root, path, "n_head", -1, 1, 1 << 16, &g->heads, e);
     int n_ctx = 1024;
-    if (!rc) rc = int_key(root, path, "n_ctx", 1024, 1, 1 << 16, &n_ctx, e);
-    if (!rc) rc = int_key(root, path, "n_positions", n_ctx, 1, 1 << 16, &g->positions, e);
+    if (!rc) rc = tjson_int(root, path, "n_ctx", 1024, 1, 1 << 16, &n_ctx, e);
+    if (!rc) rc = tjson_int(root, path, "n_positions", n_ctx, 1, 1 << 16, &g->positions, e);
     if (!rc && g->channels % g->heads)
         rc = err_set(e, ERR_USAGE, "%s: n_embd %d is not divisible by n_head %d", path, g->channels, g->heads);
     if (!rc) rc = check_computation(root, path, g, e);

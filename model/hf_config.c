@@ -13,21 +13,6 @@
 #include "util/buf.h"
 #include "util/fileio.h"
 
-/* An integer member in [lo, hi] into *out; dflt when absent (dflt < 0: required). */
-static int int_key(const tjson *root, const char *path, const char *key, long dflt, long lo, long hi, int *out,
-                   tdm_err *e) {
-    const tjson *v = tjson_get(root, key);
-    if (!v || v->type == TJ_NULL) {
-        if (dflt < 0) return err_set(e, ERR_USAGE, "%s: \"%s\" is missing", path, key);
-        *out = (int)dflt;
-        return 0;
-    }
-    if (v->type != TJ_NUM || v->u.num != floor(v->u.num) || v->u.num < (double)lo || v->u.num > (double)hi)
-        return err_set(e, ERR_USAGE, "%s: \"%s\" must be an integer in %ld..%ld", path, key, lo, hi);
-    *out = (int)v->u.num;
-    return 0;
-}
-
 static int num_key(const tjson *root, const char *path, const char *key, double dflt, double *out, tdm_err *e) {
     const tjson *v = tjson_get(root, key);
     if (!v || v->type == TJ_NULL) {
@@ -71,17 +56,17 @@ int hf_arch_read(const char *dir, hf_arch *a, tdm_err *e) {
                      "(model_type qwen2 or llama) here, and a GPT-2 (gpt2) as model.init of a run", path, mt->u.s);
     if (!rc) snprintf(a->model_type, sizeof a->model_type, "%s", mt->u.s);
     int big = 1 << 30;
-    if (!rc) rc = int_key(root, path, "vocab_size", -1, 1, MODEL_VOCAB_MAX, &a->vocab, e);
-    if (!rc) rc = int_key(root, path, "hidden_size", -1, 1, 1 << 20, &a->channels, e);
-    if (!rc) rc = int_key(root, path, "num_hidden_layers", -1, 1, 4096, &a->layers, e);
-    if (!rc) rc = int_key(root, path, "num_attention_heads", -1, 1, 4096, &a->heads, e);
-    if (!rc) rc = int_key(root, path, "num_key_value_heads", a->heads, 1, a->heads, &a->kv_heads, e);
-    if (!rc) rc = int_key(root, path, "intermediate_size", -1, 1, big, &a->intermediate, e);
-    if (!rc) rc = int_key(root, path, "max_position_embeddings", 2048, 1, big, &a->max_positions, e);
+    if (!rc) rc = tjson_int(root, path, "vocab_size", -1, 1, MODEL_VOCAB_MAX, &a->vocab, e);
+    if (!rc) rc = tjson_int(root, path, "hidden_size", -1, 1, 1 << 20, &a->channels, e);
+    if (!rc) rc = tjson_int(root, path, "num_hidden_layers", -1, 1, 4096, &a->layers, e);
+    if (!rc) rc = tjson_int(root, path, "num_attention_heads", -1, 1, 4096, &a->heads, e);
+    if (!rc) rc = tjson_int(root, path, "num_key_value_heads", a->heads, 1, a->heads, &a->kv_heads, e);
+    if (!rc) rc = tjson_int(root, path, "intermediate_size", -1, 1, big, &a->intermediate, e);
+    if (!rc) rc = tjson_int(root, path, "max_position_embeddings", 2048, 1, big, &a->max_positions, e);
     if (!rc && a->channels % a->heads && !tjson_get(root, "head_dim"))
         rc = err_set(e, ERR_USAGE, "%s: hidden_size %d is not divisible by num_attention_heads %d", path, a->channels,
                      a->heads);
-    if (!rc) rc = int_key(root, path, "head_dim", a->channels / a->heads, 2, 1 << 16, &a->head_dim, e);
+    if (!rc) rc = tjson_int(root, path, "head_dim", a->channels / a->heads, 2, 1 << 16, &a->head_dim, e);
     if (!rc && a->head_dim % 2) rc = err_set(e, ERR_USAGE, "%s: head_dim %d is odd (RoPE rotates pairs)", path, a->head_dim);
     if (!rc && a->heads % a->kv_heads)
         rc = err_set(e, ERR_USAGE, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", path,

@@ -100,19 +100,26 @@ static int byte_tokens_match(const dataset *ds, const char *dir, tdm_err *e) {
     return rc;
 }
 
+/* The folder's vocab_size against model.vocab (0 or the same) and the dataset's token ids
+ * (all below it); `what` names the folder's model in messages. */
+static int vocab_fits(const config *cfg, const dataset *ds, const char *dir, const char *what, int vocab, tdm_err *e) {
+    if (cfg->model.vocab && cfg->model.vocab != vocab)
+        return err_set(e, ERR_USAGE, "model.vocab = %d, but the %s of %s/config.json has vocab_size %d: leave "
+                       "model.vocab at 0 (the folder decides)", cfg->model.vocab, what, dir, vocab);
+    if (ds->vocab > vocab)
+        return err_set(e, ERR_USAGE, "data.dataset: %s has a vocabulary of %d (token ids up to %d), more than the "
+                       "vocab_size %d of %s/config.json: the corpus was tokenised for another model; prep it "
+                       "with the model's tokenizer (tandem prep --tokenizer %s/tokenizer.json)",
+                       ds->path, ds->vocab, ds->vocab - 1, vocab, dir, dir);
+    return 0;
+}
+
 /* model_source_config for a GPT-2 folder: the folder's shape, model.ctx positions. */
 static int gpt2_config(const config *cfg, const dataset *ds, const char *dir, model_config *mc, tdm_err *e) {
     gpt2_hf g;
     int rc = gpt2_hf_read(dir, &g, e);
     if (rc) return err_prefix(e, "model.init: ");
-    if (cfg->model.vocab && cfg->model.vocab != g.vocab)
-        return err_set(e, ERR_USAGE, "model.vocab = %d, but the GPT-2 of %s/config.json has vocab_size %d: leave "
-                       "model.vocab at 0 (the folder decides)", cfg->model.vocab, dir, g.vocab);
-    if (ds->vocab > g.vocab)
-        return err_set(e, ERR_USAGE, "data.dataset: %s has a vocabulary of %d (token ids up to %d), more than the "
-                       "vocab_size %d of %s/config.json: the corpus was tokenised for another model; prep it "
-                       "with the model's tokenizer (tandem prep --tokenizer %s/tokenizer.json)",
-                       ds->path, ds->vocab, ds->vocab - 1, g.vocab, dir, dir);
+    if ((rc = vocab_fits(cfg, ds, dir, "GPT-2", g.vocab, e))) return rc;
     if ((rc = byte_tokens_match(ds, dir, e))) return rc;
     if ((rc = same_tokenizer(ds, dir, e))) return rc;
     if (cfg->model.layers != g.layers || cfg->model.channels != g.channels || cfg->model.heads != g.heads)
@@ -140,14 +147,7 @@ int model_source_config(const config *cfg, const dataset *ds, model_config *mc, 
     hf_arch a;
     int rc = hf_arch_read(dir, &a, e);
     if (rc) return err_prefix(e, "model.init: ");
-    if (cfg->model.vocab && cfg->model.vocab != a.vocab)
-        return err_set(e, ERR_USAGE, "model.vocab = %d, but the model of %s/config.json has vocab_size %d: leave "
-                       "model.vocab at 0 (the folder decides)", cfg->model.vocab, dir, a.vocab);
-    if (ds->vocab > a.vocab)
-        return err_set(e, ERR_USAGE, "data.dataset: %s has a vocabulary of %d (token ids up to %d), more than the "
-                       "vocab_size %d of %s/config.json: the corpus was tokenised for another model; prep it "
-                       "with the model's tokenizer (tandem prep --tokenizer %s/tokenizer.json)",
-                       ds->path, ds->vocab, ds->vocab - 1, a.vocab, dir, dir);
+    if ((rc = vocab_fits(cfg, ds, dir, "model", a.vocab, e))) return rc;
     if ((rc = same_tokenizer(ds, dir, e))) return rc;
     if (cfg->model.layers != a.layers || cfg->model.channels != a.channels || cfg->model.heads != a.heads)
         fprintf(stderr, "tandem: model.init = hf:%s: the model is the folder's (%d layers, hidden %d, %d heads); "

@@ -5,6 +5,7 @@
 #include "util/json_tree.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,19 @@ const tjson *tjson_get(const tjson *o, const char *key) {
     for (uint32_t i = 0; i < o->n; i++)
         if (o->u.kids[i].keylen == kl && !memcmp(o->u.kids[i].key, key, kl)) return &o->u.kids[i];
     return NULL;
+}
+
+int tjson_int(const tjson *o, const char *path, const char *key, long dflt, long lo, long hi, int *out, tdm_err *e) {
+    const tjson *v = tjson_get(o, key);
+    if (!v || v->type == TJ_NULL) {
+        if (dflt < 0) return err_set(e, ERR_USAGE, "%s: \"%s\" is missing", path, key);
+        *out = (int)dflt;
+        return 0;
+    }
+    if (v->type != TJ_NUM || v->u.num != floor(v->u.num) || v->u.num < (double)lo || v->u.num > (double)hi)
+        return err_set(e, ERR_USAGE, "%s: \"%s\" must be an integer in %ld..%ld", path, key, lo, hi);
+    *out = (int)v->u.num;
+    return 0;
 }
 
 const char *tjson_type_name(const tjson *v) {

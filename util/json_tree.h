@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/err.h"
+
 typedef enum { TJ_NULL, TJ_FALSE, TJ_TRUE, TJ_NUM, TJ_STR, TJ_ARR, TJ_OBJ } tjson_type;
 
 typedef struct tjson {
@@ -40,6 +42,10 @@ void tjson_free(tjson_doc *d);
 /* The first member of object o named key (NUL-terminated); NULL when o is not an
  * object or has no such member. */
 const tjson *tjson_get(const tjson *o, const char *key);
+
+/* An integer member `key` of object o in [lo, hi] into *out; dflt when it is absent or
+ * null (dflt < 0: required). ERR_USAGE naming `path` (the file) and the key otherwise. */
+int tjson_int(const tjson *o, const char *path, const char *key, long dflt, long lo, long hi, int *out, tdm_err *e);
 
 /* The JSON type's name for messages: "null", "a string", "an object"... */
 const char *tjson_type_name(const tjson *v);
