@@ -18,6 +18,7 @@
 #include "ledger/keys.h"
 #include "ledger/metrics.h"
 #include "ledger/read.h"
+#include "ledger/status.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "cli/sweep_view.h"
@@ -99,50 +100,6 @@ static void human_bytes(double b, char *out, size_t cap) {
     else snprintf(out, cap, "%.0f kB", b / 1e3);
 }
 
-/* How fast the run goes, from its newest metrics rows (at most SPEED_ROWS, read one by one:
- * a long run's thousands of rows are not all fetched): mean tokens/s and seconds per
- * episode, the episodes the rows reach, and the time left to run.episodes at that pace.
- * *n = 0 when no row can be read (not a fault: rows are not part of the audit trail). */
-#define SPEED_ROWS 10
-typedef struct run_speed {
-    int n;
-    double tokens_per_s, episode_s, eta_s;
-    uint64_t reached; /* episodes the newest row says are done */
-} run_speed;
-
-static void read_speed(store *st, uint64_t episodes, run_speed *sp) {
-    memset(sp, 0, sizeof *sp);
-    store_list l;
-    tdm_err e;
-    if (store_list_prefix(st, LEDGER_METRICS, &l, &e)) return;
-    uint64_t idx[SPEED_ROWS];
-    int k = 0;
-    for (size_t i = 0; i < l.n; i++) { /* the SPEED_ROWS largest indices, descending */
-        uint64_t t;
-        if (ledger_key_index(l.keys[i], LEDGER_METRICS, &t)) continue;
-        if (k == SPEED_ROWS && t <= idx[k - 1]) continue;
-        int at = k < SPEED_ROWS ? k++ : k - 1;
-        idx[at] = t;
-        for (int j = at; j > 0 && idx[j] > idx[j - 1]; j--) {
-            uint64_t x = idx[j];
-            idx[j] = idx[j - 1], idx[j - 1] = x;
-        }
-    }
-    store_list_free(&l);
-    for (int i = 0; i < k; i++) {
-        char key[64];
-        rec_metrics m;
-        ledger_metrics_key(key, sizeof key, idx[i]);
-        if (ledger_read(st, REC_KIND_METRICS, key, NULL, &m, &e)) continue;
-        if (!(m.tokens_per_s > 0) || !(m.episode_s > 0)) continue;
-        sp->tokens_per_s += m.tokens_per_s, sp->episode_s += m.episode_s, sp->n++;
-        if (m.t + 1 > sp->reached) sp->reached = m.t + 1;
-    }
-    if (!sp->n) return;
-    sp->tokens_per_s /= sp->n, sp->episode_s /= sp->n;
-    sp->eta_s = episodes > sp->reached ? (double)(episodes - sp->reached) * sp->episode_s : 0;
-}
-
 /* "3 h 12 min", "4 min 5 s", "12 s" */
 static void human_seconds(double s, char *out, size_t cap) {
     if (s >= 3600) snprintf(out, cap, "%.0f h %.0f min", floor(s / 3600), floor(fmod(s, 3600) / 60));
@@ -155,56 +112,19 @@ static void human_seconds(double s, char *out, size_t cap) {
  * the store: unchanged chunks are shared) and the orphan blobs, if any; with j (--json)
  * the member ,"size":{...} written to j instead. */
 static int print_size(store *st, const rec_state *head_state, FILE *j, tdm_err *e) {
-    uint64_t *seqs = NULL;
-    size_t ns = 0;
-    int rc = audit_state_seqs(st, &seqs, &ns, e);
+    ledger_size sz;
+    int rc = ledger_size_read(st, head_state, &sz, e);
     if (rc) return rc;
-    double per_state = 0;
-    for (size_t t = 0; t < head_state->ntensors; t++) per_state += (double)head_state->tensors[t].shape[0] * 4;
-    sha256_digest *ref = NULL;
-    size_t nref = 0, cap = 0;
-    double unique = 0;
-    for (size_t i = 0; i < ns && !rc; i++) {
-        char key[64];
-        ledger_state_key(key, sizeof key, seqs[i]);
-        rec_state s;
-        tdm_err ie;
-        if (ledger_read(st, REC_KIND_STATE, key, NULL, &s, &ie)) continue;
-        for (size_t t = 0; t < s.ntensors; t++) {
-            uint64_t bytes = s.tensors[t].shape[0] * 4;
-            for (size_t k = 0; k < s.tensors[t].nchunks; k++) {
-                int seen = 0;
-                for (size_t j = 0; j < nref && !seen; j++) seen = sha256_equal(&ref[j], &s.tensors[t].chunks[k]);
-                if (seen) continue;
-                if (nref == cap) {
-                    cap = cap ? 2 * cap : 256;
-                    sha256_digest *r2 = realloc(ref, cap * sizeof *r2);
-                    if (!r2) break;
-                    ref = r2;
-                }
-                uint64_t off = k * s.tensors[t].chunk_bytes;
-                uint64_t l = bytes - off < s.tensors[t].chunk_bytes ? bytes - off : s.tensors[t].chunk_bytes;
-                ref[nref++] = s.tensors[t].chunks[k];
-                unique += (double)l;
-            }
-        }
-        rec_state_free(&s);
-    }
-    store_list l;
-    size_t orphans = 0, blobs = 0;
-    if (store_list_prefix(st, LEDGER_BLOBS, &l, e) == 0) {
-        blobs = l.n;
-        orphans = l.n > nref ? l.n - nref : 0;
-        store_list_free(&l);
-    }
+    size_t ns = sz.states, nref = sz.chunks, blobs = sz.blobs, orphans = sz.orphan_blobs;
+    const uint64_t *seqs = sz.seqs;
+    double per_state = sz.state_bytes, unique = sz.chunk_bytes;
     if (j) {
         fprintf(j, ",\"size\":{\"states\":%zu,\"state_bytes\":%llu,\"chunks\":%zu,\"chunk_bytes\":%llu,"
                 "\"blobs\":%zu,\"orphan_blobs\":%zu,\"state_seqs\":[", ns, (unsigned long long)per_state, nref,
                 (unsigned long long)unique, blobs, orphans);
         for (size_t i = 0; i < ns; i++) fprintf(j, "%s%llu", i ? "," : "", (unsigned long long)seqs[i]);
         fprintf(j, "]}");
-        free(ref);
-        free(seqs);
+        ledger_size_free(&sz);
         return 0;
     }
     char one[32], all[32];
@@ -228,8 +148,7 @@ static int print_size(store *st, const rec_state *head_state, FILE *j, tdm_err *
     }
     if (orphans)
         printf("          %zu blobs no state references (of %zu; tandem gc removes them)\n", orphans, blobs);
-    free(ref);
-    free(seqs);
+    ledger_size_free(&sz);
     return 0;
 }
 
@@ -367,8 +286,8 @@ static int status(const char *url, FILE *j, tdm_err *out) {
                 json_num(j, s.alpha[m]);
             }
             fprintf(j, "},\"finished\":%s", !strcmp(s.step, "done") ? "true" : "false");
-            run_speed sp;
-            read_speed(st, T, &sp);
+            ledger_speed sp;
+            ledger_speed_read(st, T, &sp);
             if (sp.n) {
                 fprintf(j, ",\"speed\":{\"tokens_per_s\":");
                 json_num(j, sp.tokens_per_s);
@@ -415,8 +334,8 @@ static int status(const char *url, FILE *j, tdm_err *out) {
             uint64_t ahead = c.n ? c.rec[c.n - 1].seq : 0;
             printf("at risk   %llu steps since the last full state (alpha records reach run position %llu)\n",
                    (unsigned long long)(ahead > s.seq ? ahead - s.seq : 0), (unsigned long long)ahead);
-            run_speed sp;
-            read_speed(st, T, &sp);
+            ledger_speed sp;
+            ledger_speed_read(st, T, &sp);
             if (sp.n) {
                 char eta[64];
                 human_seconds(sp.eta_s, eta, sizeof eta);
