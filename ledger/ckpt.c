@@ -70,7 +70,7 @@ static ckpt *open_common(store *st, const ckpt_layout *lay, uint64_t chunk_bytes
     c->host_name[sizeof c->host_name - 1] = '\0';
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->dev_mu, NULL);
-    /* on the monotonic clock, so ckpt_settle's timed waits ignore wall-clock steps */
+    /* on the monotonic clock, so ckpt_await_pace's timed waits ignore wall-clock steps */
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -188,11 +188,11 @@ double ckpt_commit_estimate(ckpt *c, double *inflight);
 int ckpt_rate_measured(ckpt *c);
 
 /* Waits up to `seconds` for the commit in flight to show its pace (to have written for
- * CKPT_SETTLE_PACE_S) or to land, whichever comes first; at once when none is in flight
+ * CKPT_PACE_S) or to land, whichever comes first; at once when none is in flight
  * or a rate is measured already. For a stop that would otherwise judge a first commit by
  * the guess alone (a fast disk taken for a slow store gives up a commit that would fit). */
-void ckpt_settle(ckpt *c, double seconds);
-#define CKPT_SETTLE_PACE_S 1.0
+void ckpt_await_pace(ckpt *c, double seconds);
+#define CKPT_PACE_S 1.0
 
 /* Gives up the commit in flight: it stops before its next object (HEAD is not moved; what
  * it uploaded stays as orphan blobs) and this returns once it has. */

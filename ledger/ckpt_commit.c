@@ -107,7 +107,7 @@ static void *upload_main(void *arg) {
         sha256(data, len, &rt->chunks[k]);
         j->rc = put_blob(j->c, &rt->chunks[k], data, len, &j->e);
         if (atomic_fetch_add(&j->c->done_bytes, (unsigned long long)len) == 0) {
-            /* the commit's first bytes: a stop waiting in ckpt_settle can now judge its pace */
+            /* the commit's first bytes: a stop waiting in ckpt_await_pace can now judge its pace */
             pthread_mutex_lock(&j->c->mu);
             pthread_cond_broadcast(&j->c->cv);
             pthread_mutex_unlock(&j->c->mu);
@@ -338,11 +338,11 @@ int ckpt_rate_measured(ckpt *c) {
     return measured;
 }
 
-void ckpt_settle(ckpt *c, double seconds) {
+void ckpt_await_pace(ckpt *c, double seconds) {
     double until = ckpt_now_mono() + seconds;
     pthread_mutex_lock(&c->mu);
     for (;;) {
-        double now = ckpt_now_mono(), pace_at = c->commit_started + CKPT_SETTLE_PACE_S;
+        double now = ckpt_now_mono(), pace_at = c->commit_started + CKPT_PACE_S;
         if (!c->pending || c->rate > 0 || now >= until) break;
         if (atomic_load(&c->done_bytes) > 0 && now >= pace_at) break;
         /* woken by the commit's end or its first bytes (both broadcast cv), else at the

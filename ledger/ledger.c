@@ -29,7 +29,7 @@ struct ledger {
  * to show its pace. */
 #define LEDGER_GRACE_SAFETY 1.5
 #define LEDGER_GRACE_MARGIN_S 2.0
-#define LEDGER_GRACE_SETTLE_S 5.0
+#define LEDGER_GRACE_PACE_S 5.0
 
 static double now_mono(void) {
     struct timespec ts;
@@ -151,7 +151,7 @@ int ledger_save(ledger *l, const rec_state *rec, ledger_save_when when, tdm_err 
 
 /* The decision of ledger_stop (act 0): the estimate of a full commit against what is left
  * of the grace period. A first commit in flight, judged by the guess alone, first gets a
- * quarter of what is left (at most LEDGER_GRACE_SETTLE_S) to show its pace or land. Seen
+ * quarter of what is left (at most LEDGER_GRACE_PACE_S) to show its pace or land. Seen
  * on an H100 node: a 1B state's first commit (11 GB at 1.4 GB/s, 8 s) given up at 30 s of
  * grace because the guess (50 MB/s) said 433 s. */
 static void stop_plan(ledger *l, ledger_stop_plan *p, double *inflight) {
@@ -161,7 +161,7 @@ static void stop_plan(ledger *l, ledger_stop_plan *p, double *inflight) {
     p->need = ckpt_commit_estimate(l->ck, inflight);
     p->left = l->grace - since_stop(l) - LEDGER_GRACE_MARGIN_S;
     if (l->grace > 0 && *inflight > 0 && p->left > 0 && !ckpt_rate_measured(l->ck)) {
-        ckpt_settle(l->ck, p->left / 4 < LEDGER_GRACE_SETTLE_S ? p->left / 4 : LEDGER_GRACE_SETTLE_S);
+        ckpt_await_pace(l->ck, p->left / 4 < LEDGER_GRACE_PACE_S ? p->left / 4 : LEDGER_GRACE_PACE_S);
         p->need = ckpt_commit_estimate(l->ck, inflight);
         p->left = l->grace - since_stop(l) - LEDGER_GRACE_MARGIN_S;
     }
