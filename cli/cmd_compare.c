@@ -502,7 +502,8 @@ static int run_compare(const cli_args *a) {
     }
     x->config_path = a->arg[0];
     x->sets = cli_list(a, "--set", &x->nsets);
-    x->progress = cli_given(a, "--quiet") ? PROGRESS_QUIET : PROGRESS_TEXT;
+    /* the runs' episode lines only as a status line on a terminal; logs get the stages */
+    x->progress = cli_given(a, "--quiet") ? PROGRESS_QUIET : PROGRESS_BRIEF;
     const char *store_opt = cli_str(a, "--store", NULL), *svg = cli_str(a, "--svg", NULL);
     const char *seed_opt = cli_str(a, "--final-seed", NULL);
     char **allow = NULL, **allow_copy = NULL;

@@ -72,6 +72,15 @@ void progress_print(FILE *f, int mode, const progress_line *p) {
     char since[32], eta[32];
     duration(since, sizeof since, p->since_commit_s);
     duration(eta, sizeof eta, p->eta_s);
+    if (mode == PROGRESS_BRIEF && p->episode >= p->episodes) {
+        progress_tty_end(); /* the run's last episode: the line gives way to what follows */
+        return;
+    }
+    if (mode == PROGRESS_BRIEF) {
+        progress_tty("episode %llu/%llu | %.0f tok/s | ETA %s", (unsigned long long)p->episode,
+                     (unsigned long long)p->episodes, p->tokens_per_s, eta);
+        return;
+    }
     fprintf(f, "episode %llu/%llu step %llu | loss", (unsigned long long)p->episode,
             (unsigned long long)p->episodes, (unsigned long long)p->seq);
     for (int m = 0; m < p->M; m++) fprintf(f, " %s %.3f", p->names[m], p->loss[m]);
@@ -90,6 +99,7 @@ void progress_event(FILE *f, int mode, const char *event, const char *message) {
         json_end();
         return;
     }
+    if (mode == PROGRESS_BRIEF) progress_tty_end(); /* the status line gives way */
     fprintf(f, "%s\n", message);
     fflush(f);
 }

@@ -7,7 +7,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum { PROGRESS_TEXT = 0, PROGRESS_JSON = 1, PROGRESS_QUIET = 2 };
+/* TEXT: every episode line on stderr (a run's log); BRIEF: the messages as TEXT, but the
+ * episode line only on a terminal, one status line replaced in place (tandem compare: four
+ * runs, whose logs want the stages and the results, not every episode). */
+enum { PROGRESS_TEXT = 0, PROGRESS_JSON = 1, PROGRESS_QUIET = 2, PROGRESS_BRIEF = 3 };
 
 typedef struct progress_line {
     uint64_t episode, episodes; /* the episode just finished (1-based in text), of T */
