@@ -214,8 +214,17 @@ static int check_chain(verify_ctx *v, int have_head, uint64_t head_seq, int done
         uint64_t want = v->vouches[i].records;
         if (!want || (want <= c.n && sha256_equal(&c.hash[want - 1], &v->vouches[i].head))) continue;
         /* a state past HEAD (a commit cut off before HEAD moved) is not the run's position:
-         * the run passes over it and re-derives what it lacks, no fault */
-        if (have_head && v->vouches[i].seq > head_seq) continue;
+         * the run passes over it and re-derives what it lacks — no fault, but said, as the
+         * run says it */
+        if (have_head && v->vouches[i].seq > head_seq) {
+            char key[64];
+            ledger_state_key(key, sizeof key, v->vouches[i].seq);
+            add_line(r, VERIFY_NOTE, 0, "%s lies past HEAD (a commit cut off before HEAD moved) and vouches for "
+                     "%llu alpha records, %s: a run passes over it to the state HEAD names and re-derives them",
+                     key, (unsigned long long)want,
+                     want > c.n ? "more than the chain holds" : "not the ones the chain holds");
+            continue;
+        }
         if (!c.ok && want > c.n) continue; /* the broken link is reported above */
         char key[64];
         ledger_state_key(key, sizeof key, v->vouches[i].seq);

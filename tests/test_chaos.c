@@ -546,14 +546,17 @@ static int log_noticed(const char *log) {
 }
 
 /* Whether the run said something beyond what verify already noted: a non-ordinary line of
- * its log that names none of the objects verify listed as "note  KEY cannot be read" (a
- * damaged metrics row: verify notes it, the run writes it again and says so — agreement). */
+ * its log that names none of the objects verify's notes begin with ("note  KEY cannot be
+ * read": a damaged metrics row, which the run writes again and says so; "note  KEY lies
+ * past HEAD ...": a cut-off commit's state the run passes over and says so — agreement).
+ * Only store keys (a '/' in them) count, never a note's number. */
 static int noticed_beyond_notes(const char *log, const char *vout) {
     char keys[16][REC_KEY_MAX];
     int nk = 0;
     for (const char *p = vout; (p = strstr(p, "note  ")) && nk < 16; p += 6) {
         size_t n = strcspn(p + 6, " \n");
-        if (n > 0 && n < REC_KEY_MAX && strncmp(p + 6 + n, " cannot be read", 15) == 0)
+        if (n > 0 && n < REC_KEY_MAX && memchr(p + 6, '/', n) &&
+            (strncmp(p + 6 + n, " cannot be read", 15) == 0 || strncmp(p + 6 + n, " lies past HEAD", 15) == 0))
             snprintf(keys[nk++], REC_KEY_MAX, "%.*s", (int)n, p + 6);
     }
     static const char *const ordinary[] = {"tandem: taking over the lease ", "tandem: resuming from states/"};
