@@ -26,7 +26,7 @@ ENV DEBIAN_FRONTEND=noninteractive
 # The build list of scripts/deps.sh; msgpack-c is libmsgpack-c-dev on newer releases.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc make pkg-config libc6-dev \
-      libopenblas-openmp-dev libyaml-dev libssl-dev libcurl4-openssl-dev zlib1g-dev libzstd-dev libjansson-dev \
+      libopenblas-openmp-dev libyaml-dev libssl-dev libcurl4-openssl-dev zlib1g-dev libzstd-dev libjansson-dev libsnappy-dev \
  && (apt-get install -y --no-install-recommends libmsgpack-c-dev \
      || apt-get install -y --no-install-recommends libmsgpack-dev) \
  && rm -rf /var/lib/apt/lists/*
@@ -62,7 +62,7 @@ ENV DEBIAN_FRONTEND=noninteractive
 # https S3 endpoints.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates libgomp1 \
-      libopenblas-openmp-dev libyaml-dev libssl-dev libcurl4-openssl-dev zlib1g-dev libzstd-dev libjansson4 \
+      libopenblas-openmp-dev libyaml-dev libssl-dev libcurl4-openssl-dev zlib1g-dev libzstd-dev libjansson4 libsnappy1v5 \
  && (apt-get install -y --no-install-recommends libmsgpack-c-dev \
      || apt-get install -y --no-install-recommends libmsgpack-dev) \
  && rm -rf /var/lib/apt/lists/*

@@ -35,7 +35,7 @@ CFLAGS_asan := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
                -fno-sanitize-recover=undefined
 LDFLAGS_rel  :=
 LDFLAGS_asan := -fsanitize=address,undefined
-LDLIBS := $(PKG_LIBS) -fopenmp -lm
+LDLIBS := $(PKG_LIBS) -lsnappy -fopenmp -lm
 
 # Open MPI (the data-parallel transport, comm/comm_mpi.c) where pkg-config finds it, in the
 # rel build only (ASan and Open MPI's allocations don't mix); MPI= (empty) builds without.

@@ -28,9 +28,10 @@ static const cli_opt OPTS[] = {
      "leave out domain NAME's files that GLOB matches anywhere in\n"
      "their path ('py=*.pyc', 'py=tests', 'web=/abs/path/**'); repeat it",
      NULL, 0, 0, NULL, NULL},
-    {"--text-field", CLI_STR, "F",
-     "the string field of a .jsonl/.json record that is its text\n"
-     "(default " PREP_DEFAULT_TEXT_FIELD ")",
+    {"--text-field", CLI_LIST, "[NAME=]F",
+     "the string field of a .jsonl/.json record, or the string\n"
+     "column of a .parquet file, that is its text (default\n"
+     PREP_DEFAULT_TEXT_FIELD "); NAME=F for domain NAME alone; repeat it",
      NULL, 0, 0, NULL, NULL},
     {"--out", CLI_STR, "DIR", "output directory (created if missing; required)", NULL, 0, 0, NULL, NULL},
     {"--split", CLI_STR, "T,V[,E]",
@@ -65,7 +66,10 @@ static void more_help(FILE *f) {
     fprintf(f,
             "Formats by name: *.jsonl (a JSON object per line), *.json (an object or an array\n"
             "of objects): the document is the record's --text-field string, escapes decoded;\n"
-            "any other file is plain text, one document. Any of them may be .gz or .zst.\n"
+            "*.parquet: each row's --text-field column (a top-level string column; PLAIN,\n"
+            "dictionary or DELTA_*_BYTE_ARRAY; uncompressed, snappy, gzip or zstd pages;\n"
+            "nulls skipped and counted); any other file is plain text, one document. All but\n"
+            ".parquet may be .gz or .zst.\n"
             "Left out, counted and reported (stderr, the first %d per reason with file:line):\n"
             "binary files (a NUL byte or non-UTF-8 bytes in the first %d bytes), invalid\n"
             "UTF-8, bad JSON lines, records without the field, unreadable files, corrupt\n"
@@ -162,10 +166,29 @@ static int run_prep(const cli_args *a) {
     uint64_t u = 0;
     rc = prep_pairs(a, "--domain", "NAME=PATH", &inputs, &n_inputs, &e);
     if (!rc) rc = prep_pairs(a, "--exclude", "NAME=GLOB", &excludes, &n_excludes, &e);
-    if (!rc && (v = cli_str(a, "--text-field", NULL))) {
-        if (!*v) rc = err_set(&e, ERR_USAGE, "--text-field: empty field name");
-        o.text_field = v;
+    /* --text-field F for every domain, NAME=F for one (NAME one of the --domain names) */
+    int ntf = 0;
+    char **tfs = cli_list(a, "--text-field", &ntf);
+    prep_input *fields = NULL;
+    int n_fields = 0;
+    if (!rc && ntf && !(fields = calloc((size_t)ntf, sizeof *fields))) rc = err_set(&e, ERR_INTERNAL, "out of memory");
+    for (int i = 0; !rc && i < ntf; i++) {
+        const char *t = tfs[i], *eq = strchr(t, '=');
+        int named = 0;
+        for (int k = 0; eq && k < n_inputs; k++)
+            named |= strlen(inputs[k].name) == (size_t)(eq - t) && !strncmp(inputs[k].name, t, (size_t)(eq - t));
+        if (named) {
+            char *name = strndup(t, (size_t)(eq - t));
+            if (!name) rc = err_set(&e, ERR_INTERNAL, "out of memory");
+            else fields[n_fields].name = name, fields[n_fields++].path = eq + 1;
+        } else if (!*t) {
+            rc = err_set(&e, ERR_USAGE, "--text-field: empty field name");
+        } else {
+            o.text_field = t;
+        }
     }
+    o.text_fields = fields;
+    o.n_text_fields = n_fields;
     if (!rc && (v = cli_str(a, "--out", NULL))) {
         if (!*v) rc = err_set(&e, ERR_USAGE, "--out: empty directory name");
         o.out = v;
@@ -199,6 +222,7 @@ static int run_prep(const cli_args *a) {
         fprintf(stderr, "tandem prep: %s (see tandem prep --help)\n", e.msg);
         prep_free_inputs(inputs, n_inputs);
         prep_free_inputs(excludes, n_excludes);
+        prep_free_inputs(fields, n_fields);
         return rc;
     }
     o.inputs = inputs;
@@ -213,6 +237,7 @@ static int run_prep(const cli_args *a) {
     }
     prep_free_inputs(inputs, n_inputs);
     prep_free_inputs(excludes, n_excludes);
+    prep_free_inputs(fields, n_fields);
     return rc;
 }
 

@@ -44,8 +44,8 @@ static const command COMMANDS[] = {
     {"eval", "per-domain test loss and perplexity, and their Average", cmd_eval, 0},
     {"export", "a run's u as a Hugging Face model folder (safetensors) for transformers", cmd_export, 0},
     {"gen-corpus", "write a synthetic multi-domain corpus and its dataset.yaml", cmd_gen_corpus, 0},
-    {"prep", "text, .jsonl and .json (plain, .gz or .zst) into byte-level shards and\n"
-             "dataset.yaml",
+    {"prep", "text, .jsonl, .json (plain, .gz or .zst) and .parquet into byte-level or\n"
+             "tokenized shards and dataset.yaml",
      cmd_prep, 0},
     {"inspect", "a Hugging Face model folder (Qwen2, Llama): architecture, weights, checks",
      cmd_inspect, 0},

@@ -7,18 +7,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
 
 #include "data/jsonl.h"
+#include "data/parquet.h"
 #include "data/utf8.h"
 #include "util/buf.h"
 
 #define DR_BUF (1u << 20) /* decompressed bytes per read */
 
-enum { DR_PLAIN, DR_JSONL, DR_JSON };
+enum { DR_PLAIN, DR_JSONL, DR_JSON, DR_PARQUET };
 enum { DR_RAW, DR_GZ, DR_ZST };
 
 /* ---- the decompressed byte stream of a file ------------------------------------------- */
@@ -45,7 +47,10 @@ static void dr_kind(const char *path, int *fmt, int *comp) {
     *comp = DR_RAW;
     if (dr_suffix(path, n, ".gz")) *comp = DR_GZ, n -= 3;
     else if (dr_suffix(path, n, ".zst")) *comp = DR_ZST, n -= 4;
-    *fmt = dr_suffix(path, n, ".jsonl") ? DR_JSONL : dr_suffix(path, n, ".json") ? DR_JSON : DR_PLAIN;
+    *fmt = dr_suffix(path, n, ".jsonl")     ? DR_JSONL
+           : dr_suffix(path, n, ".json")    ? DR_JSON
+           : dr_suffix(path, n, ".parquet") ? DR_PARQUET
+                                            : DR_PLAIN;
 }
 
 static void dr_close(dr_in *in) {
@@ -331,6 +336,68 @@ static int dr_json(dr *d, int *fail, char *why, size_t wl) {
     return rc;
 }
 
+/* ---- Parquet ------------------------------------------------------------------------ */
+
+typedef struct dr_pq {
+    dr *d;
+} dr_pq;
+
+/* A row's text: a document when it is non-empty UTF-8, else an issue naming the row. */
+static int dr_pq_value(void *ctx, const char *text, size_t n, uint64_t row, tdm_err *e) {
+    (void)e;
+    dr_pq *q = ctx;
+    dr *d = q->d;
+    char what[200];
+    if (d->s->progress) d->s->progress(d->s->ctx, (uint64_t)n);
+    if (n == 0) {
+        snprintf(what, sizeof what, "row %llu: the \"%s\" column is empty", (unsigned long long)row + 1, d->field);
+        dr_issue(d, TEXTSRC_EMPTY, 0, what);
+        return 0;
+    }
+    utf8_state u = {0};
+    if (utf8_scan(&u, (const unsigned char *)text, n) < n || !utf8_done(&u)) {
+        snprintf(what, sizeof what, "row %llu: invalid UTF-8 in the \"%s\" column", (unsigned long long)row + 1,
+                 d->field);
+        dr_issue(d, TEXTSRC_BAD_UTF8, 0, what);
+        return 0;
+    }
+    int rc = dr_text(d, text, n);
+    return rc ? rc : dr_end(d, 1);
+}
+
+/* A null: skipped, and counted as one issue (prep's summary counts them, its warnings name
+ * the first few). */
+static void dr_pq_null(void *ctx, uint64_t row) {
+    dr_pq *q = ctx;
+    char what[160];
+    snprintf(what, sizeof what, "row %llu: null in the \"%s\" column (skipped)", (unsigned long long)row + 1,
+             q->d->field);
+    dr_issue(q->d, TEXTSRC_NULL, 0, what);
+}
+
+/* A .parquet file: the rows of its text column (data/parquet.h), mapped into memory. Nulls
+ * are skipped and counted (an issue each); a file that does not read
+ * through (corrupt, a column missing, an unsupported codec) is left out whole. */
+static int dr_parquet(dr *d, int *fail, char *why, size_t wl) {
+    void *map = mmap(NULL, (size_t)d->f->size, PROT_READ, MAP_PRIVATE, d->in.fd, 0);
+    if (map == MAP_FAILED) {
+        *fail = TEXTSRC_UNREADABLE;
+        snprintf(why, wl, "cannot map the file: %s", strerror(errno));
+        return 0;
+    }
+    dr_pq q = {.d = d};
+    parquet_sink sink = {&q, dr_pq_value, dr_pq_null};
+    char pwhy[256];
+    int rc = parquet_read(map, (size_t)d->f->size, d->field, &sink, pwhy, sizeof pwhy, d->e);
+    munmap(map, (size_t)d->f->size);
+    if (rc == PARQUET_CORRUPT || rc == PARQUET_UNSUPPORTED || rc == PARQUET_NO_COLUMN) {
+        *fail = rc == PARQUET_NO_COLUMN ? TEXTSRC_NO_FIELD : TEXTSRC_CORRUPT;
+        snprintf(why, wl, "Parquet: %s", pwhy);
+        return 0;
+    }
+    return rc;
+}
+
 int docread_file(const textsrc_file *f, const char *field, const docread_sink *s,
                  int *dropped, tdm_err *e) {
     dr d = {.f = f, .field = field, .s = s, .e = e};
@@ -376,7 +443,12 @@ int docread_file(const textsrc_file *f, const char *field, const docread_sink *s
     int fail = -1;
     why[0] = '\0';
     if (!rc) {
-        if (fmt == DR_JSONL) rc = dr_jsonl(&d, &fail, why, sizeof why);
+        if (fmt == DR_PARQUET && comp != DR_RAW) {
+            fail = TEXTSRC_CORRUPT;
+            snprintf(why, sizeof why, "a compressed Parquet file: Parquet compresses its own pages, decompress "
+                     "the file first");
+        } else if (fmt == DR_PARQUET) rc = dr_parquet(&d, &fail, why, sizeof why);
+        else if (fmt == DR_JSONL) rc = dr_jsonl(&d, &fail, why, sizeof why);
         else if (fmt == DR_JSON) rc = dr_json(&d, &fail, why, sizeof why);
         else rc = dr_plain(&d, &fail, why, sizeof why);
     }

@@ -145,6 +145,7 @@ typedef struct prep_dom {
     prep_filestat *fs; /* per file of list */
     const char **ex;   /* its excludes */
     int n_ex;
+    const char *field; /* its text field (--text-field NAME=FIELD), or the run's */
     prep_stats st;
     uint64_t shown[TEXTSRC_N_REASONS]; /* issues printed per reason */
     uint64_t moved[SPLIT_COUNT];       /* small-domain rescues: document moved[i] */
@@ -222,6 +223,19 @@ static int prep_group(const prep_opts *o, prep_dom *doms, int *n_doms, int *dom_
             (*n_doms)++;
         }
         dom_of[i] = m;
+    }
+    for (int m = 0; m < *n_doms; m++) doms[m].field = o->text_field;
+    for (int i = 0; i < o->n_text_fields; i++) {
+        const char *n = o->text_fields[i].name, *f = o->text_fields[i].path;
+        int m = 0;
+        while (m < *n_doms && strcmp(doms[m].name, n ? n : "")) m++;
+        if (m == *n_doms)
+            return err_set(e, ERR_USAGE,
+                           "--text-field '%s=%s': no --domain is named '%s' (give NAME=FIELD for a domain of "
+                           "this run, or FIELD alone for all)",
+                           n ? n : "", f ? f : "", n ? n : "");
+        if (!f || !f[0]) return err_set(e, ERR_USAGE, "--text-field for domain '%s': empty field name", n);
+        doms[m].field = f;
     }
     for (int i = 0; i < o->n_excludes; i++) {
         const char *n = o->excludes[i].name, *g = o->excludes[i].path;
@@ -681,7 +695,7 @@ static int prep_pass_run(prep_pass *p, tdm_err *e) {
         p->file = i;
         prep_count before = p->c;
         int dropped = 0;
-        rc = docread_file(&d->list.files[i], p->o->text_field, &sink, &dropped, e);
+        rc = docread_file(&d->list.files[i], d->field, &sink, &dropped, e);
         if (!rc) rc = prep_flush(p, e); /* the file's documents all counted */
         if (rc) break;
         uint64_t docs = p->c.k - before.k, tokens = p->c.tokens - before.tokens;

@@ -104,7 +104,9 @@ typedef struct prep_opts {
     int n_inputs;
     const prep_input *excludes; /* n_excludes (name, glob): each name must be a domain's */
     int n_excludes;
-    const char *text_field; /* the JSON key of a record's text */
+    const char *text_field; /* the JSON key of a record's text (a Parquet file: its column) */
+    const prep_input *text_fields; /* n_text_fields (domain, field) pairs: a domain's own */
+    int n_text_fields;
     const char *tokenizer;  /* NULL: byte-level; else a tokenizer.json or tiktoken ranks
                                file (data/tokenizer.h) */
     const char *pattern;    /* its pre-tokenizer (tokenizer_load), or NULL */

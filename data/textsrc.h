@@ -39,6 +39,7 @@ enum {
     TEXTSRC_EMPTY,      /* an empty file or an empty text field */
     TEXTSRC_EXCLUDED,   /* a file matched by an exclude */
     TEXTSRC_SPECIAL,    /* a symlink or special file met inside a directory */
+    TEXTSRC_NULL,       /* a null in a Parquet file's text column (skipped) */
     TEXTSRC_N_REASONS
 };
 
