@@ -175,8 +175,9 @@ double cuda_workspace_bytes(const model_layout *lay, int max_B, int max_T,
     return bytes;
 }
 
-/* Says once per process, on stderr, each distinct choice of attention ("tandem:
- * attention: cudnn 9.19.0 (self-check passed: ...)" or "... builtin (why)"). */
+/* Says on stderr the choice of attention ("tandem: attention: cudnn 9.19.0 (self-check
+ * passed: ...)" or "... builtin (why)") when it differs from the last one said: once for a
+ * run, whose workspaces all choose alike. */
 static void say_attention(const char *line) {
     static char last[512];
     pthread_mutex_lock(&g_setup_mu);

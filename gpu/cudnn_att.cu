@@ -70,6 +70,7 @@ int cudnn_att_selfcheck(cudnn_att *, int, int, char *msg, size_t cap) {
 #include <pthread.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <map>
 #include <utility>
 #include <vector>
@@ -192,6 +193,7 @@ struct Builder {
     char what[160] = "";
     int line = 0;
     int64_t next_virtual = 1000;
+    cudnnDataType_t idx_prec = CUDNN_DATA_INT32; /* math precision of GEN_INDEX */
 
     ~Builder() {
         for (size_t i = owned.size(); i-- > 0;) D.bDestroy(owned[i]);
@@ -308,8 +310,8 @@ struct Builder {
         cudnnBackendDescriptor_t col = tensor(0, CUDNN_DATA_INT32, dim, stride);
         cudnnBackendDescriptor_t keep = tensor(0, CUDNN_DATA_BOOLEAN, dim, stride);
         cudnnBackendDescriptor_t out = tensor(0, CUDNN_DATA_FLOAT, dim, stride);
-        pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, row, nullptr, CUDNN_DATA_INT32, 2);
-        pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, col, nullptr, CUDNN_DATA_INT32, 3);
+        pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, row, nullptr, idx_prec, 2);
+        pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, col, nullptr, idx_prec, 3);
         pointwise(CUDNN_POINTWISE_CMP_GE, row, col, keep, nullptr, CUDNN_DATA_BOOLEAN);
         pointwise(CUDNN_POINTWISE_BINARY_SELECT, s, ninf, out, keep);
         return out;
@@ -324,6 +326,9 @@ enum {
 /* One finalised plan for one (direction, B, T, H, D, C). */
 struct Plan {
     cudnnBackendDescriptor_t plan = nullptr;
+    /* the graph's descriptors and the chosen engine configuration, kept for the plan's
+     * life (cuDNN's frontend keeps them too: the plan may refer to them) */
+    std::vector<cudnnBackendDescriptor_t> keep;
     int64_t ws = 0;
     int64_t engine = -1;
 };
@@ -397,6 +402,9 @@ static int pick_plan(cudnn_att *a, cudnnBackendDescriptor_t g, Plan *p, const ch
             p->plan = plan;
             p->ws = ws;
             p->engine = gidx;
+            auto pos = std::find(b.owned.begin(), b.owned.end(), cfg); /* kept, not destroyed */
+            if (pos != b.owned.end()) b.owned.erase(pos);
+            p->keep.push_back(cfg);
             return 0;
         }
     }
@@ -421,94 +429,108 @@ static int get_plan(cudnn_att *a, bool fwd, int B, int T, int C, int H, Plan **o
     const int64_t sST[4] = {h * t * t, t * t, 1, t};
     const int64_t dR[4] = {b, h, t, 1}, sR[4] = {h * t, t, 1, 1};
     const int64_t sX[4] = {h * t * d, t * d, d, 1};
-    Builder g;
-    if (fwd) {
-        auto Q = g.tensor(U_Q, CUDNN_DATA_BFLOAT16, dQKV, sQKV);
-        auto KT = g.tensor(U_K, CUDNN_DATA_BFLOAT16, dKT, sKT);
-        auto V = g.tensor(U_V, CUDNN_DATA_BFLOAT16, dQKV, sQKV);
-        auto O = g.tensor(U_O, CUDNN_DATA_BFLOAT16, dQKV, sO);
-        auto LSE = g.tensor(U_LSE, CUDNN_DATA_FLOAT, dR, sR);
-        auto scale = g.scalar(U_SCALE), ninf = g.scalar(U_NINF);
-        auto S = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
-        g.matmul(Q, KT, S);
-        auto S2 = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
-        g.pointwise(CUDNN_POINTWISE_MUL, S, scale, S2);
-        auto S3 = g.causal(S2, ninf, dS, sS);
-        auto M = g.tensor(0, CUDNN_DATA_FLOAT, dR, sR);
-        g.reduce(CUDNN_REDUCE_TENSOR_MAX, S3, M);
-        auto S4 = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
-        g.pointwise(CUDNN_POINTWISE_SUB, S3, M, S4);
-        auto E = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
-        g.pointwise(CUDNN_POINTWISE_EXP, S4, nullptr, E);
-        auto L = g.tensor(0, CUDNN_DATA_FLOAT, dR, sR);
-        g.reduce(CUDNN_REDUCE_TENSOR_ADD, E, L);
-        auto logL = g.tensor(0, CUDNN_DATA_FLOAT, dR, sR);
-        g.pointwise(CUDNN_POINTWISE_LOG, L, nullptr, logL);
-        g.pointwise(CUDNN_POINTWISE_ADD, M, logL, LSE);
-        auto P = g.tensor(0, CUDNN_DATA_BFLOAT16, dS, sS);
-        g.pointwise(CUDNN_POINTWISE_DIV, E, L, P);
-        g.matmul(P, V, O);
-    } else {
-        auto Q = g.tensor(U_Q, CUDNN_DATA_BFLOAT16, dQKV, sQKV);
-        auto KT = g.tensor(U_K, CUDNN_DATA_BFLOAT16, dKT, sKT);
-        auto VT = g.tensor(U_V, CUDNN_DATA_BFLOAT16, dKT, sKT);
-        auto O = g.tensor(U_O, CUDNN_DATA_BFLOAT16, dQKV, sO);
-        auto dO = g.tensor(U_DO, CUDNN_DATA_BFLOAT16, dQKV, sO);
-        auto LSE = g.tensor(U_LSE, CUDNN_DATA_FLOAT, dR, sR);
-        auto dQ = g.tensor(U_DQ, CUDNN_DATA_BFLOAT16, dQKV, sQKV);
-        auto dK = g.tensor(U_DK, CUDNN_DATA_BFLOAT16, dQKV, sQKV);
-        auto dV = g.tensor(U_DV, CUDNN_DATA_BFLOAT16, dQKV, sQKV);
-        auto Dsum = g.tensor(U_D, CUDNN_DATA_FLOAT, dR, sR);
-        auto scale = g.scalar(U_SCALE), ninf = g.scalar(U_NINF), one = g.scalar(U_ONE);
-        /* D = sum_row dO * O */
-        auto dOO = g.tensor(0, CUDNN_DATA_FLOAT, dQKV, sX);
-        g.pointwise(CUDNN_POINTWISE_MUL, dO, O, dOO);
-        auto Dv = g.tensor(0, CUDNN_DATA_FLOAT, dR, sR);
-        g.reduce(CUDNN_REDUCE_TENSOR_ADD, dOO, Dv);
-        g.pointwise(CUDNN_POINTWISE_MUL, Dv, one, Dsum);
-        /* P = exp(mask(Q K^T scale - lse)) */
-        auto S = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
-        g.matmul(Q, KT, S);
-        auto S2 = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
-        g.pointwise(CUDNN_POINTWISE_MUL, S, scale, S2);
-        auto S3 = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
-        g.pointwise(CUDNN_POINTWISE_SUB, S2, LSE, S3);
-        auto S4 = g.causal(S3, ninf, dS, sS);
-        auto P = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
-        g.pointwise(CUDNN_POINTWISE_EXP, S4, nullptr, P);
-        /* dV = P^T dO */
-        auto PT = g.tensor(0, CUDNN_DATA_BFLOAT16, dS, sST);
-        g.reshape(P, PT);
-        g.matmul(PT, dO, dV);
-        /* dS = (dO V^T - D) P scale */
-        auto dP = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
-        g.matmul(dO, VT, dP);
-        auto t1 = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
-        g.pointwise(CUDNN_POINTWISE_SUB, dP, Dsum, t1);
-        auto t2 = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
-        g.pointwise(CUDNN_POINTWISE_MUL, t1, P, t2);
-        auto dSc = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
-        g.pointwise(CUDNN_POINTWISE_MUL, t2, scale, dSc);
-        /* dK = dS^T Q; dQ = dS K */
-        auto dST = g.tensor(0, CUDNN_DATA_BFLOAT16, dS, sST);
-        g.reshape(dSc, dST);
-        g.matmul(dST, Q, dK);
-        auto K = g.tensor(0, CUDNN_DATA_FLOAT, dQKV, sQKV);
-        g.reshape(KT, K);
-        g.matmul(dSc, K, dQ);
-    }
-    cudnnBackendDescriptor_t graph = g.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
-    g.set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &a->h, "operation graph handle");
-    if (!g.st)
-        g.set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, (int64_t)g.ops.size(),
-              g.ops.data(), "operation graph ops");
-    g.finalize(graph, "operation graph");
-    if (g.st)
-        return err_set(e, ERR_INTERNAL, "cuDNN %s attention graph: %s failed: %s (B %d, T %d, C %d, H %d)",
-                       fwd ? "forward" : "backward", g.what, D.getErrorString(g.st), B, T, C, H);
+    /* the index precision of the causal mask: INT32 as cuDNN's frontend sets it for its
+     * padding masks, then FLOAT (its default) when the first graph finds no engine */
     Plan p;
-    int rc = pick_plan(a, graph, &p, fwd ? "forward" : "backward", e);
-    if (rc) return rc;
+    for (int variant = 0;; variant++) {
+        Builder g;
+        g.idx_prec = variant ? CUDNN_DATA_FLOAT : CUDNN_DATA_INT32;
+        if (fwd) {
+            auto Q = g.tensor(U_Q, CUDNN_DATA_BFLOAT16, dQKV, sQKV);
+            auto KT = g.tensor(U_K, CUDNN_DATA_BFLOAT16, dKT, sKT);
+            auto V = g.tensor(U_V, CUDNN_DATA_BFLOAT16, dQKV, sQKV);
+            auto O = g.tensor(U_O, CUDNN_DATA_BFLOAT16, dQKV, sO);
+            auto LSE = g.tensor(U_LSE, CUDNN_DATA_FLOAT, dR, sR);
+            auto scale = g.scalar(U_SCALE), ninf = g.scalar(U_NINF);
+            auto S = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
+            g.matmul(Q, KT, S);
+            auto S2 = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
+            g.pointwise(CUDNN_POINTWISE_MUL, S, scale, S2);
+            auto S3 = g.causal(S2, ninf, dS, sS);
+            auto M = g.tensor(0, CUDNN_DATA_FLOAT, dR, sR);
+            g.reduce(CUDNN_REDUCE_TENSOR_MAX, S3, M);
+            auto S4 = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
+            g.pointwise(CUDNN_POINTWISE_SUB, S3, M, S4);
+            auto E = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
+            g.pointwise(CUDNN_POINTWISE_EXP, S4, nullptr, E);
+            auto L = g.tensor(0, CUDNN_DATA_FLOAT, dR, sR);
+            g.reduce(CUDNN_REDUCE_TENSOR_ADD, E, L);
+            auto logL = g.tensor(0, CUDNN_DATA_FLOAT, dR, sR);
+            g.pointwise(CUDNN_POINTWISE_LOG, L, nullptr, logL);
+            g.pointwise(CUDNN_POINTWISE_ADD, M, logL, LSE);
+            auto P = g.tensor(0, CUDNN_DATA_BFLOAT16, dS, sS);
+            g.pointwise(CUDNN_POINTWISE_DIV, E, L, P);
+            g.matmul(P, V, O);
+        } else {
+            auto Q = g.tensor(U_Q, CUDNN_DATA_BFLOAT16, dQKV, sQKV);
+            auto KT = g.tensor(U_K, CUDNN_DATA_BFLOAT16, dKT, sKT);
+            auto VT = g.tensor(U_V, CUDNN_DATA_BFLOAT16, dKT, sKT);
+            auto O = g.tensor(U_O, CUDNN_DATA_BFLOAT16, dQKV, sO);
+            auto dO = g.tensor(U_DO, CUDNN_DATA_BFLOAT16, dQKV, sO);
+            auto LSE = g.tensor(U_LSE, CUDNN_DATA_FLOAT, dR, sR);
+            auto dQ = g.tensor(U_DQ, CUDNN_DATA_BFLOAT16, dQKV, sQKV);
+            auto dK = g.tensor(U_DK, CUDNN_DATA_BFLOAT16, dQKV, sQKV);
+            auto dV = g.tensor(U_DV, CUDNN_DATA_BFLOAT16, dQKV, sQKV);
+            auto Dsum = g.tensor(U_D, CUDNN_DATA_FLOAT, dR, sR);
+            auto scale = g.scalar(U_SCALE), ninf = g.scalar(U_NINF), one = g.scalar(U_ONE);
+            /* D = sum_row dO * O */
+            auto dOO = g.tensor(0, CUDNN_DATA_FLOAT, dQKV, sX);
+            g.pointwise(CUDNN_POINTWISE_MUL, dO, O, dOO);
+            auto Dv = g.tensor(0, CUDNN_DATA_FLOAT, dR, sR);
+            g.reduce(CUDNN_REDUCE_TENSOR_ADD, dOO, Dv);
+            g.pointwise(CUDNN_POINTWISE_MUL, Dv, one, Dsum);
+            /* P = exp(mask(Q K^T scale - lse)) */
+            auto S = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
+            g.matmul(Q, KT, S);
+            auto S2 = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
+            g.pointwise(CUDNN_POINTWISE_MUL, S, scale, S2);
+            auto S3 = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
+            g.pointwise(CUDNN_POINTWISE_SUB, S2, LSE, S3);
+            auto S4 = g.causal(S3, ninf, dS, sS);
+            auto P = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
+            g.pointwise(CUDNN_POINTWISE_EXP, S4, nullptr, P);
+            /* dV = P^T dO */
+            auto PT = g.tensor(0, CUDNN_DATA_BFLOAT16, dS, sST);
+            g.reshape(P, PT);
+            g.matmul(PT, dO, dV);
+            /* dS = (dO V^T - D) P scale */
+            auto dP = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
+            g.matmul(dO, VT, dP);
+            auto t1 = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
+            g.pointwise(CUDNN_POINTWISE_SUB, dP, Dsum, t1);
+            auto t2 = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
+            g.pointwise(CUDNN_POINTWISE_MUL, t1, P, t2);
+            auto dSc = g.tensor(0, CUDNN_DATA_FLOAT, dS, sS);
+            g.pointwise(CUDNN_POINTWISE_MUL, t2, scale, dSc);
+            /* dK = dS^T Q; dQ = dS K */
+            auto dST = g.tensor(0, CUDNN_DATA_BFLOAT16, dS, sST);
+            g.reshape(dSc, dST);
+            g.matmul(dST, Q, dK);
+            auto K = g.tensor(0, CUDNN_DATA_FLOAT, dQKV, sQKV);
+            g.reshape(KT, K);
+            g.matmul(dSc, K, dQ);
+        }
+        cudnnBackendDescriptor_t graph = g.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
+        g.set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &a->h, "operation graph handle");
+        if (!g.st)
+            g.set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, (int64_t)g.ops.size(),
+                  g.ops.data(), "operation graph ops");
+        g.finalize(graph, "operation graph");
+        if (g.st && variant == 0) continue;
+        if (g.st)
+            return err_set(e, ERR_INTERNAL, "cuDNN %s attention graph: %s failed: %s (B %d, T %d, C %d, H %d)",
+                           fwd ? "forward" : "backward", g.what, D.getErrorString(g.st), B, T, C, H);
+        int rc = pick_plan(a, graph, &p, fwd ? "forward" : "backward", e);
+        if (rc) {
+            for (cudnnBackendDescriptor_t d : p.keep) D.bDestroy(d);
+            p.keep.clear();
+            if (variant == 0) continue;
+            return rc;
+        }
+        p.keep.insert(p.keep.begin(), g.owned.begin(), g.owned.end());
+        g.owned.clear();
+        break;
+    }
     if ((size_t)p.ws > a->ws_bytes) {
         cudaStreamSynchronize(a->s); /* the old workspace may still be in use */
         if (a->ws) cudaFree(a->ws);
@@ -565,8 +587,10 @@ cudnn_att *cudnn_att_create(cudaStream_t s, int hs, char *why, size_t cap) {
 void cudnn_att_destroy(cudnn_att *a) {
     if (!a) return;
     if (a->s) cudaStreamSynchronize(a->s);
-    for (auto &kv : a->plans)
+    for (auto &kv : a->plans) {
         if (kv.second.plan) D.bDestroy(kv.second.plan);
+        for (size_t i = kv.second.keep.size(); i-- > 0;) D.bDestroy(kv.second.keep[i]);
+    }
     if (a->ws) cudaFree(a->ws);
     if (a->h) D.destroy(a->h);
     delete a;

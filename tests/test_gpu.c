@@ -65,7 +65,7 @@
 
 static int g_skipped;
 
-#define N_CASES 12
+#define N_CASES 13 /* the RUN_GPU lines in main */
 
 static int summary(void) {
     printf("test_gpu: %d passed, %d failed, %d skipped\n", test_passed_, test_failed_, g_skipped);
