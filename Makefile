@@ -168,6 +168,11 @@ NVCCFLAGS := -std=c++17 -O3 -lineinfo -I. -DTANDEM_HAVE_CUDA -Xcompiler -fPIC \
              -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) \
              -gencode arch=compute_$(CUDA_ARCH),code=compute_$(CUDA_ARCH) \
              -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -MMD -MP
+# cuDNN (gpu/cudnn_att.cu, model.attention): only its headers at build time, for types;
+# the library is dlopen'ed at run time, so the plugin never needs it to load
+ifneq ($(wildcard $(CUDA_HOME)/include/cudnn_graph.h /usr/include/cudnn_graph.h),)
+NVCCFLAGS += -DTANDEM_HAVE_CUDNN_H
+endif
 CUDA_LIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcublas -lcudart -lstdc++
 GPU_SRC   := $(wildcard gpu/*.cu)
 GPU_OBJ   := $(patsubst %.cu,$(BUILD)/rel/%.o,$(GPU_SRC))

@@ -587,6 +587,14 @@ static int check_all(const config *c, const origin *from, const char *path, tdm_
                        "CPU backend computes in fp32 only",
                        va, oa, vb, ob);
     }
+    if (c->model.attention == CONFIG_ATTENTION_CUDNN && c->run.precision != CONFIG_PRECISION_BF16) {
+        ORIGINS("model.attention", "run.precision");
+        return err_set(e, ERR_USAGE,
+                       "model.attention = %s%s needs run.precision = bf16 (run.precision = %s%s): "
+                       "cuDNN's fused attention takes bf16 inputs; use model.attention = auto or "
+                       "builtin",
+                       va, oa, vb, ob);
+    }
 #undef ORIGINS
     return 0;
 }
@@ -902,7 +910,8 @@ int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e) 
         {"tandem.eval_batches", "1"}, {"checkpoint.keep", "0"},
         {"checkpoint.grace_s", "0"}, {"checkpoint.snapshot", "auto"},
         {"train.micro_batch", "0"}, {"log.tensorboard", ""}, {"model.init", "random"},
-        {"data.unimax_epochs", "4"}, {"data.max_epochs", ""}};
+        {"data.unimax_epochs", "4"}, {"data.max_epochs", ""},
+        {"model.attention", "builtin"}};
     /* (data.mixture has been pinned since the first version: its default moving from
      * uniform to unimax changes no pinned run) */
     for (size_t i = 0; i < config_nkeys && !rc; i++) {

@@ -56,6 +56,9 @@ enum config_preset {
 enum config_device { CONFIG_DEVICE_CPU, CONFIG_DEVICE_CUDA };
 enum config_snapshot { CONFIG_SNAPSHOT_AUTO, CONFIG_SNAPSHOT_HOST, CONFIG_SNAPSHOT_STREAM };
 enum config_precision { CONFIG_PRECISION_FP32, CONFIG_PRECISION_BF16 };
+/* model.attention: the CUDA backend's attention (gpu/cuda.h model_cuda_set_attention) */
+enum config_attention { CONFIG_ATTENTION_AUTO, CONFIG_ATTENTION_CUDNN, CONFIG_ATTENTION_BUILTIN };
+extern const char *const config_attention_names[]; /* "auto", "cudnn", "builtin" */
 /* auto: weight for TANDEM runs, sample for fixed-mixture training (DESIGN.md §2) */
 enum config_mixing { CONFIG_MIXING_WEIGHT, CONFIG_MIXING_SAMPLE, CONFIG_MIXING_AUTO };
 /* the mixture a TANDEM run starts from, or a fixed run trains with */
@@ -100,6 +103,7 @@ typedef struct config {
         int vocab; /* 0 = the dataset's */
         int ctx, layers, heads, channels;
         char init[CONFIG_STR_MAX]; /* "random", or "hf:DIR" (runner/model_source.h) */
+        int attention;             /* enum config_attention */
     } model;
     struct config_train {
         int batch; /* sequences per step */

@@ -24,6 +24,7 @@ const char *const config_preset_names[] = {"none",
                                            NULL};
 static const char *const device_names[] = {"cpu", "cuda", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", NULL};
+const char *const config_attention_names[] = {"auto", "cudnn", "builtin", NULL};
 static const char *const mixing_names[] = {"weight", "sample", "auto", NULL};
 static const char *const mixture_names[] = {"uniform", "natural", "file", "unimax", NULL};
 static const char *const mode_names[] = {"tandem", "fixed", NULL};
@@ -45,6 +46,7 @@ static bool model_init_check(const char *value, char *why, size_t n) {
 _Static_assert(COUNT_NAMES(config_preset_names) == CONFIG_PRESET_COUNT, "preset names vs enum");
 _Static_assert(COUNT_NAMES(device_names) == CONFIG_DEVICE_CUDA + 1, "device names vs enum");
 _Static_assert(COUNT_NAMES(precision_names) == CONFIG_PRECISION_BF16 + 1, "precision names vs enum");
+_Static_assert(COUNT_NAMES(config_attention_names) == CONFIG_ATTENTION_BUILTIN + 1, "attention names");
 _Static_assert(COUNT_NAMES(mixing_names) == CONFIG_MIXING_AUTO + 1, "mixing names vs enum");
 _Static_assert(COUNT_NAMES(mixture_names) == CONFIG_MIXTURE_UNIMAX + 1, "mixture names vs enum");
 _Static_assert(COUNT_NAMES(mode_names) == CONFIG_MODE_FIXED + 1, "mode names vs enum");
@@ -132,6 +134,12 @@ const key_def config_schema[] = {
          "(GPT2LMHeadModel: an exported run, GPT-2 itself), whose architecture and weights are the "
          "initial u (model.layers, heads, channels are then unused; model.ctx bounds the sequences); "
          "a relative DIR is relative to the config file"),
+    ENUM("model.attention", model.attention, "auto", config_attention_names,
+         "attention on run.device = cuda: auto (cuDNN's fused attention when run.precision = bf16, "
+         "cuDNN 9 loads and a start-up self-check against the built-in kernel passes; else the "
+         "built-in kernel; the run says which and why), cudnn (the same or an error), builtin "
+         "(gpu/ kernels only). The two give different bits: a resume runs what the pinned value "
+         "picks (docs/gpu.md); cpu ignores it"),
     INT("train.batch", train.batch, "8", 1, 1 << 24,
         "sequences per step (mixing=weight: ⌊B/M⌋ per domain, one more for the first B mod M)"),
     INT("train.seq", train.seq, "64", 1, INT_MAX, "tokens per sequence; at most model.ctx"),

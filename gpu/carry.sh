@@ -15,6 +15,10 @@
 #                                build/rel paths and the libraries to build/gpucarry/lib;
 #                                then: export LD_LIBRARY_PATH=$PWD/build/gpucarry/lib
 #
+# cuDNN is not carried (its libraries are ~500 MB; none of the binaries links it): the
+# CUDA backend dlopens libcudnn.so.9 at run time, and gpu/lease_check.sh finds the GPU
+# machine's own (python3's nvidia-cudnn package, torch/lib or /usr/local/cuda/lib64).
+#
 # The bundle lives under build/ (ignored by git), so the device tool carries it with
 # carry: ["build/gpucarry"].
 set -euo pipefail

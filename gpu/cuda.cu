@@ -82,6 +82,72 @@ extern "C" int model_cuda_next_precision(const char **name, tdm_err *e) {
     return 0;
 }
 
+/* ------------------------------------------------------------------ attention */
+
+static int g_attention = ATT_UNSET; /* set by model_cuda_set_attention */
+
+static int parse_attention(const char *name) {
+    if (!strcmp(name, "auto")) return ATT_AUTO;
+    if (!strcmp(name, "cudnn")) return ATT_CUDNN;
+    if (!strcmp(name, "builtin")) return ATT_BUILTIN;
+    return ATT_UNSET;
+}
+
+extern "C" int model_cuda_set_attention(const char *name, tdm_err *e) {
+    if (!name) {
+        g_attention = ATT_UNSET;
+        return 0;
+    }
+    int a = parse_attention(name);
+    if (a == ATT_UNSET)
+        return err_set(e, ERR_USAGE, "model.attention = %s: must be auto, cudnn or builtin", name);
+    g_attention = a;
+    return 0;
+}
+
+int cuda_next_attention(int *att, tdm_err *e) {
+    if (g_attention != ATT_UNSET) {
+        *att = g_attention;
+        return 0;
+    }
+    const char *env = getenv("TANDEM_ATTENTION");
+    if (!env || !*env) {
+        *att = ATT_AUTO;
+        return 0;
+    }
+    int a = parse_attention(env);
+    if (a == ATT_UNSET)
+        return err_set(e, ERR_USAGE, "TANDEM_ATTENTION=%s: must be auto, cudnn or builtin", env);
+    *att = a;
+    return 0;
+}
+
+/* Whether this batch's shape runs on cuDNN (ctx->dnn_shape_ok, read again by the
+ * backward, which follows the forward of the same shape): its plans exist. A shape cuDNN
+ * refuses runs the built-in kernels in model.attention = auto (said once on stderr), and
+ * is an error (-1, ERR_USAGE naming model.attention) when cudnn was asked for. */
+int cuda_use_cudnn(model_ctx *ctx, int B, int T, int C, int H, tdm_err *e) {
+    ctx->dnn_shape_ok = 0;
+    if (!ctx->dnn) return 0;
+    tdm_err pe = {};
+    if (cudnn_att_prepare(ctx->dnn, B, T, C, H, &pe) == 0) {
+        ctx->dnn_shape_ok = 1;
+        return 0;
+    }
+    if (ctx->att_forced) {
+        err_set(e, ERR_USAGE, "model.attention = cudnn: batch %d x %d: %s", B, T, pe.msg);
+        return -1;
+    }
+    static char said[64];
+    char key[64];
+    snprintf(key, sizeof key, "%d %d %d %d", B, T, C, H);
+    if (strcmp(said, key)) {
+        snprintf(said, sizeof said, "%s", key);
+        fprintf(stderr, "tandem: attention: builtin for batch %d x %d (cuDNN: %s)\n", B, T, pe.msg);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ the workspace */
 int cuda_dev_alloc(model_ctx *ctx, void **p, size_t bytes, const char *what, tdm_err *e) {
     *p = NULL;
@@ -334,7 +400,16 @@ template <typename T> static int forward_impl(model_ctx *ctx, const float *param
         LAUNCH_TRY(gpu_layernorm_forward<T>(ln1, ln1m, ln1r, x, WF(MODEL_LN1_W), WF(MODEL_LN1_B), N, C, s), e);
         if ((rc = cuda_mm_forward(ctx, qkv, AT, ln1, WT(MODEL_QKV_W), WT(MODEL_QKV_B), NULL, N, C, 3 * C, AT, e)))
             return rc;
-        LAUNCH_TRY(gpu_attention_forward<T>(atty, lse, qkv, B, T_, C, H, ctx->tile, s), e);
+        if constexpr (BF) {
+            if (cuda_use_cudnn(ctx, B, T_, C, H, e) < 0) return e->code;
+            if (ctx->dnn && ctx->dnn_shape_ok) {
+                if ((rc = cudnn_att_forward(ctx->dnn, atty, lse, qkv, B, T_, C, H, e))) return rc;
+            } else {
+                LAUNCH_TRY(gpu_attention_forward<T>(atty, lse, qkv, B, T_, C, H, ctx->tile, s), e);
+            }
+        } else {
+            LAUNCH_TRY(gpu_attention_forward<T>(atty, lse, qkv, B, T_, C, H, ctx->tile, s), e);
+        }
         if ((rc = cuda_mm_forward(ctx, res2, CUDA_R_32F, atty, WT(MODEL_ATTPROJ_W), WF(MODEL_ATTPROJ_B), x, N, C,
                              C, AT, e)))
             return rc;
@@ -422,8 +497,19 @@ template <typename T> static int backward_impl(model_ctx *ctx, const float *para
         if ((rc = cuda_mm_dinp(ctx, datty, AT, dres_act, WT(MODEL_ATTPROJ_W), N, C, C, AT, e))) return rc;
         if ((rc = cuda_mm_dweight(ctx, G(MODEL_ATTPROJ_W), dres_act, C, atty, N, C, C, AT, e))) return rc;
         LAUNCH_TRY(gpu_column_sum<float>(G(MODEL_ATTPROJ_B), part, ctx->dres, N, C, s), e);
-        LAUNCH_TRY(gpu_attention_backward<T>(dqkv, ctx->attD, datty, qkv, atty, lse, B, T_, C, H,
-                                             ctx->tile, s), e);
+        if constexpr (BF) {
+            if (ctx->dnn && ctx->dnn_shape_ok) {
+                if ((rc = cudnn_att_backward(ctx->dnn, dqkv, ctx->attD, datty, qkv, atty, lse, B, T_, C,
+                                             H, e)))
+                    return rc;
+            } else {
+                LAUNCH_TRY(gpu_attention_backward<T>(dqkv, ctx->attD, datty, qkv, atty, lse, B, T_, C, H,
+                                                     ctx->tile, s), e);
+            }
+        } else {
+            LAUNCH_TRY(gpu_attention_backward<T>(dqkv, ctx->attD, datty, qkv, atty, lse, B, T_, C, H,
+                                                 ctx->tile, s), e);
+        }
         if ((rc = cuda_mm_dinp(ctx, ctx->dln, CUDA_R_32F, dqkv, WT(MODEL_QKV_W), N, C, 3 * C, AT, e))) return rc;
         if ((rc = cuda_mm_dweight(ctx, G(MODEL_QKV_W), dqkv, 3 * C, ln1, N, C, 3 * C, AT, e))) return rc;
         LAUNCH_TRY(gpu_column_sum<T>(G(MODEL_QKV_B), part, dqkv, N, 3 * C, s), e);

@@ -63,6 +63,18 @@ int model_cuda_memory(model_ctx *ctx, model_cuda_mem *out, tdm_err *e);
  * error any of them raised. For timing and tests. */
 int model_cuda_sync(model_ctx *ctx, tdm_err *e);
 
+/* The attention of workspaces created from now on (model.attention): "auto" (cuDNN's
+ * fused attention when the precision is bf16, cuDNN 9 loads and a start-up self-check
+ * against the built-in kernels passes; else the built-in kernels, the reason said once on
+ * stderr), "cudnn" (the same, but create fails with ERR_USAGE instead of falling back),
+ * "builtin" (gpu/kernels_attention.cu, never loads cuDNN). NULL restores the default
+ * (the environment's TANDEM_ATTENTION, else auto). ERR_USAGE naming model.attention for
+ * any other name. docs/gpu.md, "Attention: cuDNN or built-in". */
+int model_cuda_set_attention(const char *name, tdm_err *e);
+
+/* The attention a workspace runs: "cudnn" or "builtin". */
+const char *model_cuda_attention(const model_ctx *ctx);
+
 /* The attention tile (64, 32 or 16) the workspace uses; 0 for a NULL ctx. */
 int model_cuda_attention_tile(const model_ctx *ctx);
 

@@ -23,16 +23,22 @@ extern "C" {
 }
 #include "gpu/check.h"
 #include "gpu/kernels.h"
+#include "gpu/cudnn_att.h"
 
 #define LT_WORKSPACE (32u << 20) /* cuBLASLt workspace, fixed: part of what picks an algorithm */
 
 enum { PREC_UNSET = 0, PREC_FP32 = 1, PREC_BF16 = 2 };
+/* model.attention: auto (cuDNN when it loads and passes the self-check), cudnn, builtin */
+enum { ATT_UNSET = 0, ATT_AUTO = 1, ATT_CUDNN = 2, ATT_BUILTIN = 3 };
 
 struct model_ctx {
     model_layout lay;
     int max_B, max_T, M;
     int use_bf16; /* precision: activations and matmul operands in bf16 */
     int tile;  /* attention tile */
+    cudnn_att *dnn; /* cuDNN attention (gpu/cudnn_att.h) when chosen; NULL: the built-in kernels */
+    int att_forced;   /* model.attention = cudnn: a shape cuDNN refuses is an error */
+    int dnn_shape_ok; /* the current batch's shape has cuDNN plans (cuda_use_cudnn) */
     int Vp;    /* vocab rounded up to 64: leading dimension of the logits */
     size_t lN; /* max_B * max_T: rows of the activation buffers */
     int device;
@@ -102,6 +108,12 @@ static inline size_t pad64(size_t n) { return (n + 63) / 64 * 64; }
 /* The precision the next workspace takes: run.precision, else TANDEM_PRECISION, else
  * fp32 (ERR_USAGE for a bad TANDEM_PRECISION). */
 int cuda_next_precision(int *prec, tdm_err *e);
+/* The attention the next workspace asks for: model_cuda_set_attention's, else
+ * TANDEM_ATTENTION, else auto (ERR_USAGE for a bad TANDEM_ATTENTION). */
+int cuda_next_attention(int *att, tdm_err *e);
+/* Sets ctx->dnn_shape_ok for a batch of B x T: 0, or -1 with e set when model.attention =
+ * cudnn and cuDNN has no plan for the shape (cuda.cu). */
+int cuda_use_cudnn(model_ctx *ctx, int B, int T, int C, int H, tdm_err *e);
 /* cudaMalloc counted in the workspace's bytes_now/bytes_peak; ERR_INTERNAL naming `what`
  * and the device's free memory when it fails. */
 int cuda_dev_alloc(model_ctx *ctx, void **p, size_t bytes, const char *what, tdm_err *e);

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include <new>
+#include <string>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -36,6 +38,7 @@ void cuda_destroy(model_ctx *ctx) {
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cuda_dev_free(ctx, bufs[i]);
         cuda_hf_free(ctx);
     }
+    cudnn_att_destroy(ctx->dnn);
     if (ctx->lt) cublasLtDestroy(ctx->lt);
     if (ctx->stream) cudaStreamDestroy(ctx->stream);
     free(ctx->off_block);
@@ -172,6 +175,75 @@ double cuda_workspace_bytes(const model_layout *lay, int max_B, int max_T,
     return bytes;
 }
 
+/* Says on stderr the choice of attention ("tandem: attention: cudnn 9.19.0 (self-check
+ * passed: ...)" or "... builtin (why)") when it differs from the last one said: once for a
+ * run, whose workspaces all choose alike. */
+static void say_attention(const char *line) {
+    static char last[512];
+    pthread_mutex_lock(&g_setup_mu);
+    bool fresh = strcmp(last, line) != 0;
+    if (fresh) snprintf(last, sizeof last, "%s", line);
+    pthread_mutex_unlock(&g_setup_mu);
+    if (fresh) fprintf(stderr, "tandem: attention: %s\n", line);
+}
+
+/* Chooses the workspace's attention (model.attention, gpu/cudnn_att.h): builtin; or
+ * cuDNN when the precision is bf16, cuDNN loads, a handle is made on the workspace's
+ * stream and the self-check against the built-in kernels passes (run once per process
+ * and head size; its verdict is remembered). auto falls back to builtin with the reason,
+ * cudnn makes any of these an ERR_USAGE naming model.attention. Needs ctx's stream,
+ * tile and precision. */
+static int choose_attention(model_ctx *ctx, int hs, tdm_err *e) {
+    int att;
+    if (cuda_next_attention(&att, e)) return e->code;
+    char line[512];
+    if (att == ATT_BUILTIN) {
+        say_attention("builtin (model.attention = builtin)");
+        return 0;
+    }
+    char why[400] = "";
+    if (!ctx->use_bf16)
+        snprintf(why, sizeof why, "run.precision = fp32: cuDNN's fused attention takes bf16");
+    int version = 0;
+    cudnn_att *a = NULL;
+    if (!why[0] && cudnn_att_load(&version, why, sizeof why) == 0)
+        a = cudnn_att_create(ctx->stream, hs, why, sizeof why);
+    if (a) {
+        /* the verdict per head size, for the life of the process */
+        static std::unordered_map<int, std::pair<int, std::string>> verdicts;
+        pthread_mutex_lock(&g_setup_mu);
+        auto it = verdicts.find(hs);
+        bool known = it != verdicts.end();
+        std::pair<int, std::string> v = known ? it->second : std::pair<int, std::string>();
+        pthread_mutex_unlock(&g_setup_mu);
+        if (!known) {
+            char msg[400];
+            v.first = cudnn_att_selfcheck(a, hs, ctx->tile, msg, sizeof msg);
+            v.second = msg;
+            pthread_mutex_lock(&g_setup_mu);
+            verdicts[hs] = v;
+            pthread_mutex_unlock(&g_setup_mu);
+        }
+        if (v.first == 0) {
+            ctx->dnn = a;
+            ctx->att_forced = att == ATT_CUDNN;
+            snprintf(line, sizeof line, "cudnn %d.%d.%d (self-check passed: %s)", version / 10000,
+                     version / 100 % 100, version % 100, v.second.c_str());
+            say_attention(line);
+            return 0;
+        }
+        cudnn_att_destroy(a);
+        snprintf(why, sizeof why, "cuDNN %d.%d.%d %s", version / 10000, version / 100 % 100,
+                 version % 100, v.second.c_str());
+    }
+    if (att == ATT_CUDNN)
+        return err_set(e, ERR_USAGE, "model.attention = cudnn: %s; use model.attention = auto or builtin",
+                       why);
+    snprintf(line, sizeof line, "builtin (%s)", why);
+    say_attention(line);
+    return 0;
+}
+
 model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int n_domains, int threads,
                        tdm_err *e) {
     (void)threads; /* the GPU does the work; host threads are not used */
@@ -271,6 +343,7 @@ model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int n_doma
             goto fail;
         }
     }
+    if (!hf && choose_attention(ctx, hs, e)) goto fail;
     ctx->off_block = (size_t *)malloc(L * MODEL_BLOCK_TENSORS * sizeof *ctx->off_block);
     if (!ctx->off_block) {
         err_set(e, ERR_INTERNAL, "out of memory");
@@ -327,6 +400,10 @@ extern "C" const char *model_cuda_precision(const model_ctx *ctx) {
 }
 
 extern "C" int model_cuda_attention_tile(const model_ctx *ctx) { return ctx ? ctx->tile : 0; }
+
+extern "C" const char *model_cuda_attention(const model_ctx *ctx) {
+    return ctx && ctx->dnn ? "cudnn" : "builtin";
+}
 
 extern "C" int model_cuda_free_memory(size_t *free_bytes, size_t *total, tdm_err *e) {
     char why[256];

@@ -3,8 +3,14 @@
 # "Verifying on a GPU"). Run on the GPU machine, in the repository root; it unpacks
 # build/gpucarry/bundle.tar.xz (gpu/carry.sh) itself when the binaries are not there.
 #
-#   test     test_gpu (GPU_TESTS_REQUIRED=1); with ckpt: beside it, on the host's CPUs and
-#            disk, bench_ckpt's 1B-size commit row (stall vs memcpy, write vs dd; ~30 GB of host)
+#   test     test_gpu (GPU_TESTS_REQUIRED=1; TANDEM_REQUIRE_CUDNN=1 when cuDNN was found, so
+#            its cudnn case fails instead of skipping); with ckpt: beside it, on the host's
+#            CPUs and disk, bench_ckpt's 1B-size commit row (stall vs memcpy, write vs dd;
+#            ~30 GB of host)
+#   attn     model.attention (docs/gpu.md, "Attention: cuDNN or built-in"): bench_gpu rows of
+#            GPT-2 124M in bf16 at T 1024 (B 16) and T 512 (B 32) with --attention builtin and
+#            --attention cudnn, the start-up self-check's line, and a 2-episode run with
+#            model.attention auto done twice, the two `tandem hash` outputs compared
 #   1b       the data-restricted-1b preset on the GPU in bf16 (909.7M parameters at
 #            vocabulary 50257, batch 128 x 512 in passes of 32): 2 episodes committing after
 #            each, the GPU's memory sampled by nvidia-smi every 200 ms (peak against the
@@ -16,7 +22,11 @@
 #   profile  where bench_gpu's step spends its GPU time (GPT-2 124M, bf16, T 1024, B 16),
 #            per kernel: nsys where the machine has it, else ncu (gpu__time_duration)
 #
-# LEASE_PARTS picks them, in the order above (default "test ckpt 1b bench").
+# LEASE_PARTS picks them, in the order above (default "test ckpt attn 1b bench"; for the
+# cuDNN checks alone, ~5 minutes: LEASE_PARTS="test attn profile").
+# cuDNN (libcudnn.so.9) is looked for before any part: $TANDEM_CUDNN_DIR, python3's
+# nvidia-cudnn package, torch/lib, /usr/local/cuda/lib64; the folder found is exported as
+# TANDEM_CUDNN_DIR and put on LD_LIBRARY_PATH (gpu/cudnn_att.cu dlopens it from there).
 # LEASE_BUDGET_S (default 450): a part that would not fit in what is left is skipped, and
 # the summary says so. Logs go to $OUT (the device tool's folder), or LEASE_OUT, or build/lease.
 set -uo pipefail
@@ -28,7 +38,7 @@ T=build/rel/tandem
 summary=()
 note() { summary+=("$*"); echo "lease_check: $*"; }
 left() { echo $((budget - SECONDS)); }
-parts=" ${LEASE_PARTS:-test ckpt 1b bench} "
+parts=" ${LEASE_PARTS:-test ckpt attn 1b bench} "
 want() { [[ "$parts" == *" $1 "* ]]; }
 # prefixes each line with the seconds since $1 (SECONDS)
 stamp() { while IFS= read -r l; do printf '%7.1f %s\n' "$(awk -v s="$SECONDS" -v t="$1" 'BEGIN{print s-t}')" "$l"; done; }
@@ -40,6 +50,32 @@ fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader \
   | tee "$out/device.txt" || { echo "lease_check: no GPU (nvidia-smi fails)" >&2; exit 3; }
 note "device: $(head -n 1 "$out/device.txt"); host $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+
+# --- cuDNN: where libcudnn.so.9 is (none of tandem's binaries link it) ----------------------
+find_cudnn() {
+  local d
+  for d in "${TANDEM_CUDNN_DIR:-}" \
+      "$(python3 -c 'import nvidia.cudnn as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)" \
+      "$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__) + "/lib")' 2>/dev/null)" \
+      /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu; do
+    [ -n "$d" ] && [ -e "$d/libcudnn.so.9" ] && { echo "$d"; return 0; }
+  done
+  python3 -c '
+import glob, site, sys
+for p in site.getsitepackages() + [site.getusersitepackages()]:
+    for f in sorted(glob.glob(p + "/nvidia/**/libcudnn.so.9", recursive=True)):
+        print(f.rsplit("/", 1)[0]); sys.exit(0)
+' 2>/dev/null
+}
+cudnn_dir=$(find_cudnn | head -n 1)
+if [ -n "$cudnn_dir" ]; then
+  export TANDEM_CUDNN_DIR=$cudnn_dir TANDEM_REQUIRE_CUDNN=1
+  export LD_LIBRARY_PATH=$cudnn_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  [ -d /usr/local/cuda/lib64 ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/cuda/lib64 # nvrtc
+  note "cuDNN: $cudnn_dir ($(ls "$cudnn_dir" | grep -c '^libcudnn') libcudnn files; torch.backends.cudnn.version() $(python3 -c 'import torch; print(torch.backends.cudnn.version())' 2>/dev/null || echo '?'))"
+else
+  note "cuDNN: NOT FOUND (no libcudnn.so.9 in TANDEM_CUDNN_DIR, nvidia-cudnn, torch/lib, /usr/local/cuda/lib64): model.attention auto runs the built-in kernels"
+fi
 
 # the 1B preset's corpus and config in $1 (vocabulary 50257, 4 domains)
 make_1b() {
@@ -73,6 +109,49 @@ if want test; then
     note "bench_ckpt 1B (exit $?): $(grep -E '^state:|stall vs memcpy|vs dd' "$out/bench_ckpt_1b.log" | tr -s ' ' | paste -sd ';')"
     rm -rf "$bc_dir"
   fi
+fi
+
+# --- attn: cuDNN's attention against the built-in kernels ----------------------------------
+if ! want attn; then :
+elif [ "$(left)" -lt 90 ]; then
+  note "attn: SKIPPED ($(left) s left)"
+else
+  t0=$SECONDS
+  : >"$out/attn.log"
+  for shape in "1024 16" "512 32"; do
+    read -r aT aB <<<"$shape"
+    for att in builtin cudnn; do
+      timeout 120 build/rel/bench/bench_gpu --layers 12 --channels 768 --heads 12 --vocab 50257 \
+        --seq "$aT" --batch "$aB" --precision bf16 --attention "$att" --iters 10 --warmup 2 \
+        >>"$out/attn.log" 2>&1
+      st=$?
+      row=$(grep '^bench_gpu ' "$out/attn.log" | tail -n 1)
+      if [ "$st" = 0 ]; then
+        note "attn T $aT B $aB --attention $att: $(sed -nE 's/.*ms_per_step=([^ ]+) tokens_per_s=([^ ]+).* mfu=([^ ]+).* attention=([^ ]+).*/\1 ms\/step, \2 tok\/s, MFU \3, ran \4/p' <<<"$row")"
+      else
+        note "attn T $aT B $aB --attention $att: exit $st: $(tail -n 1 "$out/attn.log" | cut -c1-300)"
+      fi
+    done
+  done
+  note "attn: $(grep -m1 -E '^tandem: attention: (cudnn|builtin \(cuDNN)' "$out/attn.log" | cut -c1-300)"
+  # a short run twice with model.attention auto: the same hash (bit-exact on the GPU)
+  aw=build/lease-attn
+  rm -rf "$aw" && mkdir -p "$aw"
+  "$T" gen-corpus --out "$aw/c" --domains 3 --vocab 512 --train-tokens 200k --val-tokens 20k \
+    --test-tokens 20k >"$out/attn_corpus.log" 2>&1
+  printf '%s\n' 'run: {episodes: 2, device: cuda, precision: bf16}' 'data: {dataset: c/dataset.yaml}' \
+    'model: {layers: 2, channels: 128, heads: 2, ctx: 256, attention: auto}' \
+    'train: {batch: 8, seq: 256}' 'checkpoint: {every_episodes: 1}' >"$aw/r.yaml"
+  hashes=()
+  for k in 1 2; do
+    (cd "$aw" && timeout 90 ../rel/tandem run r.yaml --store "s$k" 2>&1) >"$out/attn_run$k.log"
+    hashes+=("$("$T" hash "$aw/s$k" 2>&1 | tail -n 1)")
+  done
+  same=DIFFER
+  [ -n "${hashes[0]}" ] && [ "${hashes[0]}" = "${hashes[1]}" ] && same=EQUAL
+  note "attn: 2-episode run with auto twice: $(grep -m1 'attention:' "$out/attn_run1.log" | cut -c1-200); tandem hash $same (${hashes[0]})"
+  rm -rf "$aw"
+  note "attn: done in $((SECONDS - t0)) s"
 fi
 
 # --- 1b: the 1B preset on the GPU ---------------------------------------------------------
@@ -136,7 +215,7 @@ elif [ "$(left)" -lt 60 ]; then
   note "profile: SKIPPED ($(left) s left)"
 else
   pb=(build/rel/bench/bench_gpu --layers 12 --channels 768 --heads 12 --vocab 50257 --seq 1024
-      --batch 16 --precision bf16)
+      --batch 16 --precision bf16 --attention "${LEASE_PROFILE_ATTENTION:-auto}")
   if command -v nsys >/dev/null; then
     timeout $(( $(left) - 10 )) nsys profile -t cuda -o build/lease-prof --force-overwrite true \
       "${pb[@]}" --iters 5 --warmup 2 >"$out/profile_run.log" 2>&1

@@ -25,6 +25,7 @@ static const gpu_plugin TABLE = {
     nullptr,
     nullptr,
 #endif
+    model_cuda_set_attention,
 };
 
 extern "C" const gpu_plugin *gpu_plugin_table(void) { return &TABLE; }

@@ -27,7 +27,7 @@ extern "C" {
 
 /* Bumped whenever the table or a type it passes (model_ops, struct comm, tdm_err) changes
  * shape: a plugin from another build is refused instead of called wrongly. */
-#define GPU_PLUGIN_ABI 2
+#define GPU_PLUGIN_ABI 3
 
 #define GPU_PLUGIN_FILE "tandem-cuda.so"
 
@@ -46,6 +46,8 @@ typedef struct gpu_plugin {
     int (*nccl_enable)(struct comm *c, tdm_err *e);
     int (*nccl_allreduce)(struct comm *c, float *buf, size_t n, tdm_err *e);
     void (*nccl_close)(struct comm *c, int abort_it);
+    /* gpu/cuda.h: model.attention (auto | cudnn | builtin) */
+    int (*set_attention)(const char *name, tdm_err *e);
 } gpu_plugin;
 
 /* Defined by the plugin (gpu/plugin.cu): its table. */

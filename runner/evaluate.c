@@ -94,7 +94,8 @@ int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, e
         else if (gpu->device_count(why, sizeof why) < 1)
             rc = err_set(e, ERR_USAGE, "%s was trained with run.device = cuda, and no CUDA device "
                          "is usable here (%s): evaluate it on a GPU node", url, why);
-        else if (!(rc = gpu->set_precision(cfg->run.precision == CONFIG_PRECISION_BF16 ? "bf16" : "fp32", e)))
+        else if (!(rc = gpu->set_precision(cfg->run.precision == CONFIG_PRECISION_BF16 ? "bf16" : "fp32", e)) &&
+                 !(rc = gpu->set_attention(config_attention_names[cfg->model.attention], e)))
             ops = gpu->ops;
     }
     if (!rc && max_tokens < (uint64_t)cfg->train.seq)

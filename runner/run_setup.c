@@ -114,6 +114,7 @@ static int select_backend(run_ctx *r, tdm_err *e) {
                        "pinned run)",
                        why);
     int rc = gpu->set_precision(r->cfg.run.precision == CONFIG_PRECISION_BF16 ? "bf16" : "fp32", e);
+    if (!rc) rc = gpu->set_attention(config_attention_names[r->cfg.model.attention], e);
     if (rc) return rc;
     r->ops = gpu->ops;
     r->gpu = gpu;

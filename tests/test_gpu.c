@@ -12,6 +12,9 @@
  *                again (at random and inside commits), resumed each time: the final
  *                tensors are bit-identical to an uninterrupted run; then the same with
  *                `tandem run --set run.device=cuda` when the runner selects the backend
+ *   cudnn        model.attention = cudnn against the built-in attention (bf16 tolerances,
+ *                whole model), and the same bits twice; skipped without cuDNN unless
+ *                TANDEM_REQUIRE_CUDNN=1
  *   memory       peak GPU memory of a 160M model's workspace, both twins and AdamW
  *                (step_nets, as the runner allocates them), reported
  *
@@ -62,7 +65,7 @@
 
 static int g_skipped;
 
-#define N_CASES 11
+#define N_CASES 13 /* the RUN_GPU lines in main */
 
 static int summary(void) {
     printf("test_gpu: %d passed, %d failed, %d skipped\n", test_passed_, test_failed_, g_skipped);
@@ -460,6 +463,73 @@ static void test_bit_identical_runs(void) {
             CHECK(same, "%s %s: two runs on the same inputs gave different bits", sh->name,
                   bf16 ? "bf16" : "fp32");
         }
+    }
+}
+
+/* ---------------------------------------------------------------- cuDNN attention */
+
+/* model.attention = cudnn (gpu/cudnn_att.cu) against the built-in kernels, through the
+ * whole model in bf16: GPT-2 shapes with head size 64 (T 256, a multiple of cuDNN's tiles,
+ * and T 200, which is not), per-domain losses relative 1e-2 and every gradient tensor
+ * within bf16's tolerances of the built-in kernels' (the same test as against the CPU),
+ * and two cuDNN runs with the same bits. Skipped where cuDNN does not load (the simulator;
+ * a machine without libcudnn.so.9) unless TANDEM_REQUIRE_CUDNN=1 (gpu/lease_check.sh sets
+ * it): then that is a failure. The resume half of the bit-exact guarantee with cuDNN is
+ * test_sigkill_resume_bit_exact's bf16 run, which takes the default model.attention =
+ * auto, i.e. cuDNN wherever this case passes (its log says which ran). */
+static void test_cudnn_attention(void) {
+    static const shape shapes[] = {
+        {"cudnn-T256", {.vocab = 300, .ctx = 256, .layers = 2, .heads = 4, .channels = 256},
+         4, 256, 2, {0, 1, 0, 1}, {1.0, 0.5}},
+        {"cudnn-T200", {.vocab = 300, .ctx = 256, .layers = 1, .heads = 2, .channels = 128},
+         3, 200, 2, {0, 1, 1}, {0.8, 1.3}},
+    };
+    tdm_err e = {0};
+    CHECK(set_precision("bf16") == 0, "precision");
+    const char *req = getenv("TANDEM_REQUIRE_CUDNN");
+    int required = req && !strcmp(req, "1");
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        const shape *sh = &shapes[si];
+        model_layout lay;
+        CHECK(model_layout_init(&lay, &sh->cfg, NULL) == 0, "layout");
+        /* does cuDNN serve this build and device at all? */
+        CHECK(model_cuda_set_attention("cudnn", &e) == 0, "%s", e.msg);
+        model_ctx *probe = GPU->create(&lay, sh->B, sh->T, sh->M, 0, &e);
+        if (!probe) {
+            model_layout_free(&lay);
+            model_cuda_set_attention(NULL, &e);
+            if (required) CHECK(0, "model.attention = cudnn refused: %s", e.msg);
+            SKIP_CASE("cuDNN attention unavailable: %.400s", e.msg);
+        }
+        CHECK(!strcmp(model_cuda_attention(probe), "cudnn"), "the workspace runs %s",
+              model_cuda_attention(probe));
+        GPU->destroy(probe);
+        float *params = malloc(lay.numel * sizeof(float));
+        init_perturbed(&lay, params, 21 + si);
+        uint32_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
+        make_tokens(tok, sh->B, sh->T, sh->cfg.vocab, 23 + si);
+        fb ref, dn[2];
+        memset(&ref, 0, sizeof ref);
+        memset(dn, 0, sizeof dn);
+        CHECK(model_cuda_set_attention("builtin", &e) == 0, "%s", e.msg);
+        int ok = forward_backward(GPU, &lay, params, sh, tok, &ref) == 0;
+        CHECK(model_cuda_set_attention("cudnn", &e) == 0, "%s", e.msg);
+        ok = ok && forward_backward(GPU, &lay, params, sh, tok, &dn[0]) == 0 &&
+             forward_backward(GPU, &lay, params, sh, tok, &dn[1]) == 0;
+        int bad = ok ? compare_fb(&lay, sh, &ref, &dn[0], 1) : 1;
+        int same = ok && memcmp(dn[0].loss, dn[1].loss, sizeof dn[0].loss) == 0 &&
+                   memcmp(dn[0].grad, dn[1].grad, lay.numel * sizeof(float)) == 0;
+        free(ref.grad);
+        free(dn[0].grad);
+        free(dn[1].grad);
+        free(tok);
+        free(params);
+        model_layout_free(&lay);
+        model_cuda_set_attention(NULL, &e);
+        CHECK(ok, "%s: a run failed", sh->name);
+        CHECK(!bad, "%s: cuDNN's attention differs from the built-in kernels beyond bf16's tolerances",
+              sh->name);
+        CHECK(same, "%s: two cuDNN runs on the same inputs gave different bits", sh->name);
     }
 }
 
@@ -1068,6 +1138,7 @@ int main(int argc, char **argv) {
     RUN_GPU(test_workspace_estimate);
     RUN_GPU(test_buffer_and_optimiser_ops);
     RUN_GPU(test_bit_identical_runs);
+    RUN_GPU(test_cudnn_attention);
     RUN_GPU(test_hf_family);
     RUN_GPU(test_training_steps_fp32);
     RUN_GPU(test_training_steps_bf16);
