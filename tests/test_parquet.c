@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "data/parquet.h"
+#include "tests/parquet_seeds.h"
 #include "tests/test.h"
 #include "util/json_tree.h"
 
@@ -235,6 +236,28 @@ static void test_not_parquet(void) {
     }
 }
 
+/* Four small files embedded in the tests (tests/parquet_seeds.h: written by arrow-rs
+ * through parquet-wasm, 3 row groups of 4 rows; dictionary, PLAIN and DELTA_BYTE_ARRAY;
+ * snappy, gzip, zstd, uncompressed; pages v1 and v2), read without node: 8 texts (one
+ * empty) and 2 nulls each, the same texts in every one. */
+static void test_embedded_files(void) {
+    static const char *const want[] = {"alpha", "beta \xc3\xa9", "", "gamma \xe4\xb8\xad\xe6\x96\x87", "alpha",
+                                       "delta \xf0\x9f\x8e\x89", "alpha", "eps"};
+    for (size_t f = 0; f < sizeof PQSEEDS / sizeof *PQSEEDS; f++) {
+        collect c = {0};
+        parquet_sink s = {&c, on_value, on_null};
+        char why[256] = "";
+        tdm_err e = {0};
+        int rc = parquet_read(PQSEEDS[f].p, PQSEEDS[f].n, "text", &s, why, sizeof why, &e);
+        size_t k = 0;
+        int same = rc == 0 && c.n == 7 && c.empty == 1 && c.nulls == 2 && !c.out_of_order;
+        for (size_t i = 0; same && i < sizeof want / sizeof *want; i++)
+            if (want[i][0]) same = !strcmp(c.v[k++], want[i]);
+        CHECK(same, "%s: rc %d (%s), %zu texts, %zu empty, %zu nulls", PQSEEDS[f].name, rc, why, c.n, c.empty, c.nulls);
+        collect_free(&c);
+    }
+}
+
 static uint64_t rng_next(uint64_t *s) {
     *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
     return *s;
@@ -321,6 +344,7 @@ static void test_prep_same_shards(void) {
 
 int main(void) {
     RUN(test_not_parquet);
+    RUN(test_embedded_files);
     /* the writer-based cases need node: without it they are SKIPPED, never passed */
     if (make_fixtures() == 0) {
         RUN(test_every_writer);

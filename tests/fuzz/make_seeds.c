@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "ledger/records.h"
+#include "tests/parquet_seeds.h"
 
 static void put(const char *dir, const char *type, void *data, size_t n) {
     char path[1024];
@@ -70,5 +71,16 @@ int main(int argc, char **argv) {
     static rec_sweep sw = {.n = 1, .points = 2};
     snprintf(sw.text[0], REC_SWEEP_TEXT_MAX, "run.seed=1,2");
     put(dir, "sweep", rec_sweep_encode(&sw, &n), n);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/parquet", dir);
+    mkdir(path, 0777);
+    for (size_t i = 0; i < sizeof PQSEEDS / sizeof *PQSEEDS; i++) {
+        snprintf(path, sizeof path, "%s/parquet/%s", dir, PQSEEDS[i].name);
+        FILE *f = fopen(path, "wb");
+        if (!f || fwrite(PQSEEDS[i].p, 1, PQSEEDS[i].n, f) != PQSEEDS[i].n || fclose(f)) {
+            perror(path);
+            exit(1);
+        }
+    }
     return 0;
 }

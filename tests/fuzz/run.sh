@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # run.sh — `make fuzz`: builds a libFuzzer target per record decoder with clang
 # (-fsanitize=fuzzer,address,undefined), seeds each with a valid record, runs each for
-# FUZZ_SECONDS (default 60) and prints the executions and coverage each reached.
+# FUZZ_SECONDS (default 60) and prints the executions and coverage each reached. The
+# target "parquet" is prep's Parquet reader (tests/fuzz/fuzz_parquet.c), seeded with the
+# files of tests/parquet_seeds.h.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${FUZZ_SECONDS:-60}
@@ -9,7 +11,7 @@ out=build/fuzz
 mkdir -p "$out"
 cflags="-std=c11 -g -O1 -D_GNU_SOURCE -I. $(pkg-config --cflags msgpack libcrypto)"
 libs="$(pkg-config --libs msgpack libcrypto) -lm"
-srcs="ledger/records.c ledger/codec.c storage/sha256.c util/err.c"
+srcs="ledger/records.c ledger/rectab.c ledger/codec.c storage/sha256.c util/hex.c util/err.c"
 gcc $cflags tests/fuzz/make_seeds.c $srcs $libs -o "$out/make_seeds"
 "$out/make_seeds" "$out/seeds"
 types="head run state alpha lease change mixture sweep"
@@ -17,6 +19,10 @@ for t in $types; do
   clang $cflags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -DFUZZ_RECORD_$t=1 tests/fuzz/fuzz_records.c $srcs $libs -o "$out/fuzz_$t"
 done
+clang $cflags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  tests/fuzz/fuzz_parquet.c data/parquet.c data/thrift.c util/err.c \
+  $(pkg-config --libs zlib libzstd) -lsnappy -o "$out/fuzz_parquet"
+types="$types parquet"
 printf '%-8s %12s %8s %8s %s\n' record execs cov features result
 fail=0
 for t in $types; do
