@@ -7,28 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/hf_config.h"
 #include "model/safetensors.h"
 #include "util/buf.h"
 #include "util/fileio.h"
 #include "util/json_tree.h"
 
-/* DIR/config.json parsed into *doc / *root (the caller frees *doc); the path into path. */
-static int read_config(const char *dir, char *path, size_t cap, tjson_doc **doc, const tjson **root, tdm_err *e) {
-    snprintf(path, cap, "%s/config.json", dir);
-    buf_t text = {0};
-    if (fileio_read_all(path, &text, 8u << 20)) {
-        int err = errno;
-        buf_free(&text);
-        return err_sys(e, err == ENOMEM ? ERR_INTERNAL : ERR_USAGE, err,
-                       "%s: cannot read (a Hugging Face model folder holds config.json and model.safetensors)", path);
-    }
-    char why[256];
-    *doc = tjson_parse(text.p ? text.p : "", text.n, root, why, sizeof why);
-    buf_free(&text);
-    if (!*doc) return err_set(e, ERR_USAGE, "%s: not JSON: %s", path, why);
-    if ((*root)->type != TJ_OBJ) return err_set(e, ERR_USAGE, "%s: not a JSON object", path);
-    return 0;
-}
 
 int gpt2_hf_is(const char *dir) {
     char path[4200];
@@ -36,7 +20,7 @@ int gpt2_hf_is(const char *dir) {
     const tjson *root = NULL;
     tdm_err e;
     int is = 0;
-    if (!read_config(dir, path, sizeof path, &doc, &root, &e)) {
+    if (!hf_config_json_read(dir, path, sizeof path, &doc, &root, &e)) {
         const tjson *mt = tjson_get(root, "model_type");
         is = mt && mt->type == TJ_STR && !strcmp(mt->u.s, "gpt2");
     }
@@ -95,7 +79,7 @@ int gpt2_hf_read(const char *dir, gpt2_hf *g, tdm_err *e) {
     char path[4200];
     tjson_doc *doc = NULL;
     const tjson *root = NULL;
-    int rc = read_config(dir, path, sizeof path, &doc, &root, e);
+    int rc = hf_config_json_read(dir, path, sizeof path, &doc, &root, e);
     const tjson *mt = rc ? NULL : tjson_get(root, "model_type");
     if (!rc && (!mt || mt->type != TJ_STR || strcmp(mt->u.s, "gpt2")))
         rc = err_set(e, ERR_USAGE, "%s: model_type is not \"gpt2\"", path);

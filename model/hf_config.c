@@ -30,10 +30,9 @@ static int bool_key(const tjson *root, const char *key, int dflt) {
     return !v ? dflt : v->type == TJ_TRUE;
 }
 
-int hf_arch_read(const char *dir, hf_arch *a, tdm_err *e) {
-    memset(a, 0, sizeof *a);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/config.json", dir);
+/* DIR/config.json parsed into *doc / *root (the caller frees *doc); the path into path. */
+int hf_config_json_read(const char *dir, char *path, size_t cap, tjson_doc **doc, const tjson **root, tdm_err *e) {
+    snprintf(path, cap, "%s/config.json", dir);
     buf_t text = {0};
     if (fileio_read_all(path, &text, 8u << 20)) {
         int err = errno;
@@ -42,14 +41,25 @@ int hf_arch_read(const char *dir, hf_arch *a, tdm_err *e) {
                        "%s: cannot read (a Hugging Face model folder holds config.json and model.safetensors)", path);
     }
     char why[256];
-    const tjson *root;
-    tjson_doc *doc = tjson_parse(text.p ? text.p : "", text.n, &root, why, sizeof why);
+    *doc = tjson_parse(text.p ? text.p : "", text.n, root, why, sizeof why);
     buf_free(&text);
-    if (!doc) return err_set(e, ERR_USAGE, "%s: not JSON: %s", path, why);
-    int rc = 0;
+    if (!*doc) return err_set(e, ERR_USAGE, "%s: not JSON: %s", path, why);
+    if ((*root)->type != TJ_OBJ) return err_set(e, ERR_USAGE, "%s: not a JSON object", path);
+    return 0;
+}
+
+int hf_arch_read(const char *dir, hf_arch *a, tdm_err *e) {
+    memset(a, 0, sizeof *a);
+    char path[4200];
+    const tjson *root;
+    tjson_doc *doc = NULL;
+    int rc = hf_config_json_read(dir, path, sizeof path, &doc, &root, e);
+    if (rc) {
+        tjson_free(doc);
+        return rc;
+    }
     const tjson *mt = tjson_get(root, "model_type");
-    if (root->type != TJ_OBJ) rc = err_set(e, ERR_USAGE, "%s: not a JSON object", path);
-    else if (!mt || mt->type != TJ_STR)
+    if (!mt || mt->type != TJ_STR)
         rc = err_set(e, ERR_USAGE, "%s: no \"model_type\" string", path);
     else if (strcmp(mt->u.s, "qwen2") && strcmp(mt->u.s, "llama"))
         rc = err_set(e, ERR_USAGE, "%s: model_type \"%.40s\": tandem loads the Qwen2 and Llama families "

@@ -26,6 +26,7 @@
 
 #include "model/safetensors.h"
 #include "util/err.h"
+#include "util/json_tree.h"
 
 typedef struct hf_arch {
     char model_type[32]; /* "qwen2", "llama", "mistral" */
@@ -49,6 +50,12 @@ typedef struct hf_arch {
  * out-of-range size, heads not divisible by kv_heads, rope_scaling or sliding windows
  * (not implemented: refused rather than computed differently). */
 int hf_arch_read(const char *dir, hf_arch *a, tdm_err *e);
+
+/* DIR/config.json read and parsed (a JSON object) into *doc / *root, its path into path
+ * (cap bytes); the caller frees *doc (tjson_free), also after a failure. ERR_USAGE naming
+ * the file when it cannot be read or is not a JSON object. For every folder kind
+ * (the Qwen2/Llama family here, GPT-2 in model/gpt2_import.c). */
+int hf_config_json_read(const char *dir, char *path, size_t cap, tjson_doc **doc, const tjson **root, tdm_err *e);
 
 /* Parameters of the architecture (the lm_head counted only when untied). */
 uint64_t hf_arch_params(const hf_arch *a);
