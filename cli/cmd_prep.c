@@ -171,20 +171,31 @@ static int run_prep(const cli_args *a) {
     char **tfs = cli_list(a, "--text-field", &ntf);
     prep_input *fields = NULL;
     int n_fields = 0;
+    const char *every = NULL; /* the F of `--text-field F` */
     if (!rc && ntf && !(fields = calloc((size_t)ntf, sizeof *fields))) rc = err_set(&e, ERR_INTERNAL, "out of memory");
     for (int i = 0; !rc && i < ntf; i++) {
         const char *t = tfs[i], *eq = strchr(t, '=');
         int named = 0;
         for (int k = 0; eq && k < n_inputs; k++)
             named |= strlen(inputs[k].name) == (size_t)(eq - t) && !strncmp(inputs[k].name, t, (size_t)(eq - t));
+        /* a field given twice for the same domains is refused: which one counts would be a guess */
+        for (int k = 0; named && !rc && k < n_fields; k++)
+            if (strlen(fields[k].name) == (size_t)(eq - t) && !strncmp(fields[k].name, t, (size_t)(eq - t)))
+                rc = err_set(&e, ERR_USAGE, "--text-field: domain '%s' is given a field twice ('%s' and '%s')",
+                             fields[k].name, fields[k].path, eq + 1);
+        if (rc) break;
         if (named) {
             char *name = strndup(t, (size_t)(eq - t));
             if (!name) rc = err_set(&e, ERR_INTERNAL, "out of memory");
             else fields[n_fields].name = name, fields[n_fields++].path = eq + 1;
         } else if (!*t) {
             rc = err_set(&e, ERR_USAGE, "--text-field: empty field name");
+        } else if (every) {
+            rc = err_set(&e, ERR_USAGE,
+                         "--text-field: the field of every domain is given twice ('%s' and '%s'); "
+                         "give NAME=FIELD for one domain", every, t);
         } else {
-            o.text_field = t;
+            o.text_field = every = t;
         }
     }
     o.text_fields = fields;

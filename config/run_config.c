@@ -99,7 +99,7 @@ static int missing_run(store *st, int *health, tdm_err *e) {
 }
 
 /* Re-labels a decode failure of RUN or of a change record (ERR_STORE in e) as a damaged
- * pin, with the repair; *health RUN_CONFIG_DAMAGED. */
+ * RUN, with the repair; *health RUN_CONFIG_DAMAGED. */
 static int damaged_run(store *st, int *health, tdm_err *e) {
     char was[sizeof e->msg];
     snprintf(was, sizeof was, "%s", e->msg);
@@ -187,7 +187,7 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *n
     return 0;
 }
 
-/* run_config_read, with the health of the pin in *health (RUN_CONFIG_OK when 0 is returned). */
+/* run_config_read, with the health of RUN in *health (RUN_CONFIG_OK when 0 is returned). */
 static int read_config(store *st, config *cfg, char *run_id, size_t cap, int *health, tdm_err *e) {
     config_kv *kv;
     size_t n;
@@ -389,7 +389,7 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
          * out (another run's RUN put in its place, or a damaged one) */
         rc = err_set(e, ERR_STORE,
                      "%s/RUN pins run.seed = %llu, but the run's states were made with seed %llu "
-                     "(%s): RUN is not this run's pin (another run's RUN, or a damaged one). "
+                     "(%s): RUN is not this run's pinned config (another run's RUN, or a damaged one). "
                      RUN_REPAIR, store_url(st), (unsigned long long)pc.run.seed,
                      (unsigned long long)made, which);
     } else if (refused && store_defaulted) {

@@ -63,7 +63,7 @@ int run_config_read(store *st, config *cfg, char *run_id, size_t run_id_cap, tdm
  * Errors as run_config_read's for RUN (change records are not read). */
 int run_config_read_run(store *st, rec_run *run, tdm_err *e);
 
-/* The health of the pin, judged as `tandem run` judges it (run_config_read). */
+/* The health of RUN (the pinned config), judged as `tandem run` judges it (run_config_read). */
 enum { RUN_CONFIG_OK = 0, RUN_CONFIG_NO_RUN, RUN_CONFIG_MISSING, RUN_CONFIG_DAMAGED };
 
 /* Sets *health to RUN_CONFIG_OK, RUN_CONFIG_NO_RUN (no RUN and nothing else of a run), RUN_CONFIG_MISSING (no

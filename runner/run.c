@@ -306,7 +306,7 @@ int run_main(const run_opts *o, tdm_err *e) {
     /* GPU ranks: one GPU each, gradients summed by NCCL (before the workspace exists);
      * collective, and it agrees on its own local steps before NCCL's */
     if (!rc && r->cfg.run.device == CONFIG_DEVICE_CUDA) rc = comm_enable_device(r->comm, e);
-    run_config_result pin = {0};
+    run_config_result pinned = {0};
     if (!rc) rc = run_plan_memory(r, e);
     if (!rc) rc = step_nets_create(&r->nets, r->ops, &r->lay, &r->hp, r->st.M ? r->st.M : dataset_n_domains(&r->ds), r->cfg.run.threads, e);
     r->nets.comm = r->comm;
@@ -317,7 +317,7 @@ int run_main(const run_opts *o, tdm_err *e) {
         rc = err_set(e, ERR_INTERNAL, "out of memory for the gradient all-reduce");
     rc = agree(r, rc, "create its model workspace", e);
     ledger_resumed res = {0};
-    if (!rc) rc = run_load_everywhere(r, o, &pin, &res, e);
+    if (!rc) rc = run_load_everywhere(r, o, &pinned, &res, e);
     /* A stop signal during start-up is always a requeue: a read the signal interrupted (a
      * config or shard on NFS or FUSE: EINTR), or anything else that failed meanwhile, is
      * not a config error to fail the job for good on (exit 2 would, under a Job's
@@ -334,26 +334,26 @@ int run_main(const run_opts *o, tdm_err *e) {
         char msg[512];
         if (r->shortened)
             snprintf(msg, sizeof msg, "tandem: ending the run in %s (%s) at episode %llu: run.episodes "
-                     "was lowered to where it stands", store_url(r->store), pin.run_id,
+                     "was lowered to where it stands", store_url(r->store), pinned.run_id,
                      (unsigned long long)r->st.episode);
         else if (r->next == NEXT_DONE)
-            snprintf(msg, sizeof msg, "tandem: the run in %s (%s) is already finished", store_url(r->store), pin.run_id);
+            snprintf(msg, sizeof msg, "tandem: the run in %s (%s) is already finished", store_url(r->store), pinned.run_id);
         else if (res.found)
             snprintf(msg, sizeof msg, "tandem: resuming %s in %s at episode %llu/%d (%s step, run position %llu)",
-                     pin.run_id, store_url(r->store), (unsigned long long)r->st.episode,
+                     pinned.run_id, store_url(r->store), (unsigned long long)r->st.episode,
                      r->cfg.run.episodes, run_next_names[r->next], (unsigned long long)r->seq);
         else if (res.seed_replay)
             snprintf(msg, sizeof msg, "tandem: replaying %s in %s from its seed (%d episodes), bit for "
-                     "bit, checked against its alpha records", pin.run_id, store_url(r->store),
+                     "bit, checked against its alpha records", pinned.run_id, store_url(r->store),
                      r->cfg.run.episodes);
         else if (r->cfg.run.mode == CONFIG_MODE_FIXED)
             snprintf(msg, sizeof msg, "tandem: new run %s in %s: %d episodes of E=%d free steps on a "
                      "fixed mixture, %zu parameters, %d domains",
-                     pin.run_id, store_url(r->store), r->cfg.run.episodes, r->cfg.tandem.E,
+                     pinned.run_id, store_url(r->store), r->cfg.run.episodes, r->cfg.tandem.E,
                      r->lay.numel, r->st.M);
         else
             snprintf(msg, sizeof msg, "tandem: new run %s in %s: %d episodes of K=%d probe + E=%d free steps, %zu parameters, %d domains",
-                     pin.run_id, store_url(r->store), r->cfg.run.episodes, r->cfg.tandem.K,
+                     pinned.run_id, store_url(r->store), r->cfg.run.episodes, r->cfg.tandem.K,
                      r->cfg.tandem.E, r->lay.numel, r->st.M);
         progress_event(stderr, r->progress, "start", msg);
         if (comm_world(r->comm) > 1 && r->progress != PROGRESS_QUIET)
@@ -400,7 +400,7 @@ int run_main(const run_opts *o, tdm_err *e) {
         progress_end(r->progress, rc, r->st.episode, (uint64_t)(r->cfg.run.episodes > 0 ? r->cfg.run.episodes : 0),
                      r->seq, r->st.M, r->names, r->have_mixture ? r->mixture : NULL);
     }
-    run_config_result_free(&pin);
+    run_config_result_free(&pinned);
     tfevents_close(r->tb);
     if (r->nets.ctx) step_nets_destroy(&r->nets);
     if (r->store) store_close(r->store);

@@ -116,7 +116,7 @@ int run_precheck_episodes(run_ctx *r, tdm_err *e);
 
 /* Rank 0 pins the run, opens the ledger (the lease) and loads (or initialises) the state;
  * then every rank receives the position, the step state and u, m, v from it. Collective. */
-int run_load_everywhere(run_ctx *r, const run_opts *o, run_config_result *pin, ledger_resumed *res,
+int run_load_everywhere(run_ctx *r, const run_opts *o, run_config_result *pinned, ledger_resumed *res,
                         tdm_err *e);
 
 #endif

@@ -134,14 +134,14 @@ typedef struct rank0_view {
 
 /* Rank 0 pins the run, takes the lease and loads (or initialises) the state; then every
  * rank receives the position, the step state and u, m, v from it. Collective. */
-int run_load_everywhere(run_ctx *r, const run_opts *o, run_config_result *pin, ledger_resumed *res,
+int run_load_everywhere(run_ctx *r, const run_opts *o, run_config_result *pinned, ledger_resumed *res,
                            tdm_err *e) {
     int rc = 0;
     if (r->rank == 0) rc = run_precheck_episodes(r, e);
     if (r->rank == 0 && !rc) {
         int defaulted = o->store_defaulted || (!o->store_url && !r->cfg.store[0]);
         rc = run_config_open(r->store, &r->cfg, r->names, dataset_n_domains(&r->ds), o->allow, o->nallow,
-                             defaulted, pin, e);
+                             defaulted, pinned, e);
         /* the model.init folder is the one the run started from (pinned by content) */
         if (!rc) rc = model_source_fingerprint(r->store, &r->cfg, 1, e);
         ckpt_layout cl = {0};
@@ -160,8 +160,8 @@ int run_load_everywhere(run_ctx *r, const run_opts *o, run_config_result *pin, l
         ckpt_model_layout_free(&cl);
         /* a config change is recorded by the writer that holds the lease, at HEAD as it
          * stands now that no other writer can move it */
-        if (!rc) rc = run_config_record_change(r->store, pin, peek_head_seq(r->store), e);
-        ledger_generation g = {.nchanges = pin->nchanges, .change_seq = pin->change_seq};
+        if (!rc) rc = run_config_record_change(r->store, pinned, peek_head_seq(r->store), e);
+        ledger_generation g = {.nchanges = pinned->nchanges, .change_seq = pinned->change_seq};
         if (!rc) rc = load_or_init(r, &g, res, e);
     }
     if (comm_world(r->comm) == 1) return rc;

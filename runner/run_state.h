@@ -1,6 +1,6 @@
 /* run_state.h — a run's committed state opened read-only, for the commands that read a
  * run without continuing it (`tandem eval`, `tandem export`): its pinned config with the
- * model.init folder checked against the store's pin, then the dataset, the model's layout
+ * model.init folder checked against the digests model.mp pins, then the dataset, the model's layout
  * and a verified state (the newest, or a kept one) loaded under the run's config
  * generation, so that states made after an allowed config change load too. */
 #ifndef TANDEM_RUNNER_RUN_STATE_H

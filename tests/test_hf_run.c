@@ -86,6 +86,20 @@ static int same_file(const char *a, const char *b) {
     return test_sh(cmd, out, sizeof out) == 0;
 }
 
+/* A two-domain corpus of 512 token ids, wider than the 256-id models of these tests, in a
+ * fresh directory `tag`; NULL (the reason on stderr) when it cannot be made. */
+static char *wide_corpus(const char *tag) {
+    char *wide = test_tmpdir(tag);
+    corpus_opts co;
+    corpus_opts_init(&co);
+    uint64_t tr[2] = {4000, 4000};
+    co.out = wide, co.n_domains = 2, co.train_tokens = tr, co.n_train = 2, co.val_tokens = 1000;
+    co.test_tokens = 0, co.report = NULL, co.vocab = 512;
+    tdm_err e = {0};
+    if (corpus_generate(&co, &e)) return fprintf(stderr, "  %s: %s\n", tag, e.msg), NULL;
+    return wide;
+}
+
 static void test_initial_weights_and_export(void) {
     fixture f;
     char init[800], out[8192], exp[700], log[8192];
@@ -501,14 +515,8 @@ static void test_gpt2_init_refusals(void) {
     CHECK(refused(&f, ctx, "n_positions 16", log, sizeof log) == 0, "model.ctx: %s", log);
     const char *vocab[] = {"--set", "model.vocab=300", NULL};
     CHECK(refused(&f, vocab, "vocab_size 256", log, sizeof log) == 0, "model.vocab: %s", log);
-    char *wide = test_tmpdir("gpt2-wide");
-    corpus_opts co;
-    corpus_opts_init(&co);
-    uint64_t tr[2] = {4000, 4000};
-    co.out = wide, co.n_domains = 2, co.train_tokens = tr, co.n_train = 2, co.val_tokens = 1000;
-    co.test_tokens = 0, co.report = NULL, co.vocab = 512;
-    tdm_err e = {0};
-    CHECK(corpus_generate(&co, &e) == 0, "%s", e.msg);
+    char *wide = wide_corpus("gpt2-wide");
+    CHECK(wide, "the wide corpus");
     snprintf(set, sizeof set, "data.dataset=%s/dataset.yaml", wide);
     const char *wider[] = {"--set", set, NULL};
     int rc = refused(&f, wider, "more than the vocab_size 256", log, sizeof log);
@@ -637,14 +645,8 @@ static void test_refusals(void) {
     fixture_done(&f);
 
     /* a dataset above the model's vocabulary, and one of another tokenizer */
-    char *wide = test_tmpdir("hf-wide");
-    corpus_opts co;
-    corpus_opts_init(&co);
-    uint64_t tr[2] = {4000, 4000};
-    co.out = wide, co.n_domains = 2, co.train_tokens = tr, co.n_train = 2, co.val_tokens = 1000;
-    co.test_tokens = 0, co.report = NULL, co.vocab = 512;
-    tdm_err e = {0};
-    CHECK(corpus_generate(&co, &e) == 0, "%s", e.msg);
+    char *wide = wide_corpus("hf-wide");
+    CHECK(wide, "the wide corpus");
     CHECK(hf_fixture(&f, "hf-refuse2", init, NULL) == 0, "fixture");
     char set[800];
     snprintf(set, sizeof set, "data.dataset=%s/dataset.yaml", wide);

@@ -130,6 +130,21 @@ static int make_fixtures(void) {
     return 0;
 }
 
+/* parquet_read of the fixture `file`'s column into c; its return (-1 when the file cannot
+ * be read), the reason in why. */
+static int read_fixture(const char *file, const char *column, collect *c, char *why, size_t cap) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", g_dir, file);
+    uint8_t *data;
+    size_t n;
+    if (read_all_file(path, &data, &n)) return snprintf(why, cap, "cannot read %.200s", file), -1;
+    parquet_sink s = {c, on_value, on_null};
+    tdm_err e = {0};
+    int rc = parquet_read(data, n, column, &s, why, cap, &e);
+    free(data);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ the tests */
 
 /* Every file of both writers: the texts in row order, the nulls and the empty string. */
@@ -146,16 +161,9 @@ static void test_every_writer(void) {
         const char *nm = de->d_name;
         size_t l = strlen(nm);
         if (l < 8 || strcmp(nm + l - 8, ".parquet") || !strncmp(nm, "unsupported-", 12)) continue;
-        char path[4400];
-        snprintf(path, sizeof path, "%s/%s", g_dir, nm);
-        uint8_t *data;
-        size_t n;
-        CHECK(read_all_file(path, &data, &n) == 0, "read %s", path);
         collect c = {0};
-        parquet_sink s = {&c, on_value, on_null};
         char why[256] = "";
-        tdm_err e = {0};
-        int rc = parquet_read(data, n, "text", &s, why, sizeof why, &e);
+        int rc = read_fixture(nm, "text", &c, why, sizeof why);
         int same = rc == 0 && c.n == g_nwant && c.nulls == g_nulls && c.empty == g_empty && !c.out_of_order;
         for (size_t i = 0; same && i < c.n; i++) same = !strcmp(c.v[i], g_want[i]);
         CHECK(same, "%s: rc %d (%s), %zu texts (want %zu), %zu nulls (want %zu), %zu empty", nm, rc, why, c.n,
@@ -164,7 +172,6 @@ static void test_every_writer(void) {
         lite += !strncmp(nm, "lite-", 5), arrow += !strncmp(nm, "arrow-", 6);
         dict += strstr(nm, "-dict-") != NULL, zstd += strstr(nm, "zstd") != NULL, v2 += strstr(nm, "-v2") != NULL;
         collect_free(&c);
-        free(data);
     }
     if (dir) closedir(dir);
     CHECK(files >= 22 && lite >= 6 && arrow >= 16 && dict >= 8 && zstd >= 4 && v2 >= 11,
@@ -193,20 +200,12 @@ static void test_refusals(void) {
         {"arrow-zstd-dict-v1.parquet", "body", PARQUET_NO_COLUMN, "the columns are: id, text"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        char path[4400];
-        snprintf(path, sizeof path, "%s/%s", g_dir, cases[i].file);
-        uint8_t *data;
-        size_t n;
-        CHECK(read_all_file(path, &data, &n) == 0, "read %s", path);
         collect c = {0};
-        parquet_sink s = {&c, on_value, on_null};
         char why[256] = "";
-        tdm_err e = {0};
-        int rc = parquet_read(data, n, cases[i].column, &s, why, sizeof why, &e);
+        int rc = read_fixture(cases[i].file, cases[i].column, &c, why, sizeof why);
         CHECK(rc == cases[i].rc && strstr(why, cases[i].want), "%s column %s: rc %d: %s", cases[i].file,
               cases[i].column, rc, why);
         collect_free(&c);
-        free(data);
     }
 }
 

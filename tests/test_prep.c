@@ -2097,10 +2097,13 @@ static void test_cli_prep(void) {
     char *bad20[] = {"prep", "--domain", dom_a, "--out", out2, "--tokenizer", "/nonexistent/t.json"};
     char *bad21[] = {"prep", "--domain", dom_a, "--out", out2, "--eot-token", "\n"};
     char *bad22[] = {"prep", "--domain", dom_a, "--out", out2, "--threads", "0"};
-    char **bads[] = {bad1, bad2, bad3, bad4, bad5, bad6, bad7, bad8, bad9, bad10, bad11,
-                     bad12, bad13, bad14, bad15, bad16, bad17, bad18, bad19, bad20, bad21, bad22};
-    int argcs[] = {3, 3, 5, 5, 7, 7, 7, 7, 7, 7, 6, 5, 7, 4, 7, 7, 7, 5, 7, 7, 7, 7};
-    for (int i = 0; i < 22; i++) CHECK(cmd_prep(argcs[i], bads[i]) == 2, "bad case %d", i + 1);
+    /* one domain's field, or every domain's, given twice: which one counts would be a guess */
+    char *bad23[] = {"prep", "--domain", dom_a, "--out", out2, "--text-field", "web=a", "--text-field", "web=b"};
+    char *bad24[] = {"prep", "--domain", dom_a, "--out", out2, "--text-field", "a", "--text-field", "b"};
+    char **bads[] = {bad1,  bad2,  bad3,  bad4,  bad5,  bad6,  bad7,  bad8,  bad9,  bad10, bad11, bad12,
+                     bad13, bad14, bad15, bad16, bad17, bad18, bad19, bad20, bad21, bad22, bad23, bad24};
+    int argcs[] = {3, 3, 5, 5, 7, 7, 7, 7, 7, 7, 6, 5, 7, 4, 7, 7, 7, 5, 7, 7, 7, 7, 9, 9};
+    for (int i = 0; i < 24; i++) CHECK(cmd_prep(argcs[i], bads[i]) == 2, "bad case %d", i + 1);
     CHECK(!exists(out2), "a refused command wrote %s", out2);
     /* through the binary and its dispatch, when run.sh says where it is */
     const char *bin = getenv("TANDEM_BIN");

@@ -7,63 +7,9 @@
 #include "ledger/metrics.h"
 #include "ledger/read.h"
 #include "ledger/records.h"
+#include "tests/record_samples.h"
 #include "tests/test.h"
 #include "util/rng.h"
-
-static void sample_state(rec_state *s) {
-    memset(s, 0, sizeof *s);
-    s->seq = 17;
-    s->episode = 3;
-    snprintf(s->step, sizeof s->step, "free");
-    s->index = 2;
-    s->free_steps = 17;
-    s->seed = 12345;
-    s->M = 3;
-    double a[3] = {0.2, 0.5, 0.3};
-    memcpy(s->alpha, a, sizeof a);
-    s->have_losses = 1;
-    for (int m = 0; m < 3; m++) {
-        s->loss_u[m] = 2.5 + m;
-        s->loss_w[m] = 2.4 + m;
-        for (int k = 0; k < 4; k++) s->cursors[m][k] = (uint64_t)(m * 10 + k);
-    }
-    s->alpha_records = 3;
-    sha256("x", 1, &s->alpha_head);
-    s->nviews = 2;
-    s->views = calloc(2, sizeof *s->views);
-    snprintf(s->views[0].name, REC_NAME_MAX, "wte");
-    s->views[0].rows = 256, s->views[0].cols = 64, s->views[0].offset = 0;
-    snprintf(s->views[1].name, REC_NAME_MAX, "ln_f.bias");
-    s->views[1].rows = 64, s->views[1].cols = 1, s->views[1].offset = 16384;
-    s->ntensors = 1;
-    s->tensors = calloc(1, sizeof *s->tensors);
-    rec_tensor *t = &s->tensors[0];
-    snprintf(t->name, REC_NAME_MAX, "params");
-    snprintf(t->dtype, sizeof t->dtype, "f32");
-    t->ndim = 1;
-    t->shape[0] = 1000;
-    t->chunk_bytes = 1024; /* 4000 bytes → 4 chunks */
-    t->nchunks = 4;
-    t->chunks = calloc(4, sizeof *t->chunks);
-    for (int c = 0; c < 4; c++) sha256(&c, sizeof c, &t->chunks[c]);
-}
-
-static void sample_alpha(rec_alpha *a) {
-    memset(a, 0, sizeof *a);
-    a->t = 4;
-    a->M = 2;
-    a->alpha[0] = 0.5, a->alpha[1] = 0.5;
-    a->alpha_next[0] = 0.6, a->alpha_next[1] = 0.4;
-    a->loss_u[0] = 3.0, a->loss_u[1] = 2.0;
-    a->loss_w[0] = 2.9, a->loss_w[1] = 2.05;
-    a->lr_alpha = 4e-3;
-    a->gamma = 1.0;
-    a->seq = 99;
-    sha256("prev", 4, &a->prev);
-    a->time = 1.7e9;
-    snprintf(a->host, sizeof a->host, "node-7");
-    a->attempt = 2;
-}
 
 static void test_head_round_trip(void) {
     rec_head h = {.seq = 42, .epoch = 3, .time = 1.5e9, .commits = 9}, back;
@@ -86,7 +32,7 @@ static void test_head_round_trip(void) {
 
 static void test_state_round_trip(void) {
     rec_state s, back;
-    sample_state(&s);
+    sample_state(&s, 0, 1);
     size_t n;
     void *buf = rec_state_encode(&s, &n);
     tdm_err e = {0};
@@ -116,7 +62,7 @@ static void test_state_round_trip(void) {
 
 static void test_alpha_hash_excludes_meta(void) {
     rec_alpha a, back;
-    sample_alpha(&a);
+    sample_alpha(&a, 0);
     size_t n;
     void *buf = rec_alpha_encode(&a, &n);
     tdm_err e = {0};
@@ -215,7 +161,7 @@ static void test_strict_rejections(void) {
     CHECK(rec_head_decode(huge, sizeof huge, "HEAD", &h, &e) == ERR_STORE, "huge array");
     /* NaN in alpha is rejected */
     rec_alpha a, back;
-    sample_alpha(&a);
+    sample_alpha(&a, 0);
     a.alpha_next[1] = NAN;
     size_t n;
     void *buf = rec_alpha_encode(&a, &n);
@@ -330,14 +276,14 @@ static void test_truncated_and_mutated_inputs(void) {
     free(buf);
     CHECK(r > 2000, "HEAD: only %d mutations rejected", r);
     rec_state s;
-    sample_state(&s);
+    sample_state(&s, 0, 1);
     buf = rec_state_encode(&s, &n);
     r = mutate_all(buf, n, dec_state, "state");
     free(buf);
     rec_state_free(&s);
     CHECK(r > 2000, "state: only %d mutations rejected", r);
     rec_alpha a;
-    sample_alpha(&a);
+    sample_alpha(&a, 0);
     buf = rec_alpha_encode(&a, &n);
     r = mutate_all(buf, n, dec_alpha, "alpha");
     free(buf);
@@ -408,9 +354,9 @@ static void test_ledger_read(void) {
     rec_head h = {.seq = 7, .epoch = 2, .time = 1.6e9, .commits = 3}, hb;
     snprintf(h.state, sizeof h.state, "states/7.mp");
     rec_alpha a, ab;
-    sample_alpha(&a);
+    sample_alpha(&a, 0);
     rec_state s, sb;
-    sample_state(&s);
+    sample_state(&s, 0, 1);
     size_t n;
     void *buf = rec_head_encode(&h, &n);
     CHECK(store_put(st, "HEAD", buf, n, STORE_OVERWRITE, &e) == 0, "%s", e.msg);

@@ -6,6 +6,8 @@
  *           take hands over and empties, an impossible size sets oom for good
  *   keys    each key kind spelled as the store layout says; indices parsed back, and
  *           leading zeros, overflow, other suffixes, other prefixes refused
+ *   json    the --json writer: escapes, invalid UTF-8 as U+FFFD, shortest exact reals
+ *           (2000 random ones read back), whole numbers as integers, NaN/Inf as null
  */
 #include <math.h>
 #include <stdint.h>
@@ -14,6 +16,7 @@
 #include "tests/test.h"
 #include "util/buf.h"
 #include "util/hex.h"
+#include "util/json.h"
 #include "util/json_read.h"
 #include "util/rng.h"
 #include "util/ydoc.h"
@@ -223,8 +226,55 @@ static void test_json_read(void) {
               bad[i]);
 }
 
+/* What json_str / json_num write (through jansson's encoder) into a memory stream. */
+static const char *json_out(int num, const char *s, double v) {
+    static char out[256];
+    FILE *f = fmemopen(out, sizeof out, "w");
+    if (!f) return "";
+    if (num) json_num(f, v);
+    else json_str(f, s);
+    fclose(f);
+    return out;
+}
+
+/* The --json writer: any C string gives valid JSON that reads back to the same text
+ * (invalid bytes as U+FFFD), reals in the shortest form that reads back to the same
+ * double, whole numbers as integers, no NaN or infinity. */
+static void test_json_write(void) {
+    CHECK(!strcmp(json_out(0, "a\"b\\c\n\t\x01", 0), "\"a\\\"b\\\\c\\n\\t\\u0001\""), "escapes: %s",
+          json_out(0, "a\"b\\c\n\t\x01", 0));
+    CHECK(!strcmp(json_out(0, "caf\xc3\xa9 \xf0\x9f\x98\x80", 0), "\"caf\xc3\xa9 \xf0\x9f\x98\x80\""),
+          "valid UTF-8 kept as it is: %s", json_out(0, "caf\xc3\xa9 \xf0\x9f\x98\x80", 0));
+    /* a lone continuation byte, Latin-1, an overlong '/', a surrogate, a cut sequence: 8 bad
+     * bytes after the y, each one U+FFFD */
+    CHECK(!strcmp(json_out(0, "x\x80y\xe9\xc0\xaf\xed\xa0\x80\xe2\x82", 0),
+                  "\"x\xef\xbf\xbdy\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+                  "\xef\xbf\xbd\xef\xbf\xbd\""),
+          "invalid bytes each become U+FFFD: %s", json_out(0, "x\x80y\xe9\xc0\xaf\xed\xa0\x80\xe2\x82", 0));
+    CHECK(!strcmp(json_out(0, NULL, 0), "null") && !strcmp(json_out(0, "", 0), "\"\""), "NULL and empty");
+    struct {
+        double v;
+        const char *want;
+    } nums[] = {{0.1, "0.1"}, {250, "250"}, {-3, "-3"}, {0, "0"}, {1e-5, "1e-5"}, {2.5, "2.5"},
+                {1.0 / 3, "0.3333333333333333"}, {6.9412345678901234, "6.941234567890123"},
+                {NAN, "null"}, {INFINITY, "null"}, {-INFINITY, "null"}};
+    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++)
+        CHECK(!strcmp(json_out(1, NULL, nums[i].v), nums[i].want), "%.17g -> %s, want %s", nums[i].v,
+              json_out(1, NULL, nums[i].v), nums[i].want);
+    /* every real reads back to itself */
+    rng_stream r;
+    rng_stream_init(&r, 20261128, RNG_TEST, 0, 0, 0);
+    int bad = 0;
+    for (int i = 0; i < 2000; i++) {
+        double v = (rng_uniform(&r) - 0.5) * pow(10, (int)(rng_uniform(&r) * 40) - 20);
+        if (strtod(json_out(1, NULL, v), NULL) != v) bad++;
+    }
+    CHECK(bad == 0, "%d of 2000 reals did not read back", bad);
+}
+
 int main(void) {
     RUN(test_json_read);
+    RUN(test_json_write);
     RUN(test_philox_known_answers);
     RUN(test_stream_coordinates_independent);
     RUN(test_uniform_and_normal_moments);

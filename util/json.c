@@ -1,6 +1,15 @@
-/* json.c — escaped JSON output; see json.h. */
+/* json.c — escaped JSON output; see json.h.
+ *
+ * The values themselves are encoded by jansson (the same library that reads JSON in
+ * util/json_tree.c), the structure around them by the callers, which stream their
+ * documents member by member. Two things jansson's encoder will not do are done here
+ * first: a string that is not valid UTF-8 is refused by json_stringn, so invalid bytes
+ * are replaced by U+FFFD before it sees them; and a real is printed with %.17g unless a
+ * precision is asked for, so the shortest precision that reads back to the same double
+ * is found here and handed to it (0.1 stays "0.1", not "0.10000000000000001"). */
 #include "util/json.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,36 +27,37 @@ static size_t utf8_len(const unsigned char *s) {
     return n;
 }
 
+/* Writes v with jansson's encoder and releases it; a value that could not be made (out
+ * of memory) is written as null, so the document stays valid JSON. */
+static void dump_value(FILE *f, json_t *v, size_t flags) {
+    if (!v || json_dumpf(v, f, flags | JSON_ENCODE_ANY) != 0) fputs("null", f);
+    json_decref(v);
+}
+
 void json_str(FILE *f, const char *s) {
     if (!s) {
         fputs("null", f);
         return;
     }
-    fputc('"', f);
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        unsigned c = *p;
-        if (c == '"' || c == '\\') {
-            fputc('\\', f);
-            fputc((int)c, f);
-            p++;
-        } else if (c < 0x20 || c == 0x7F) {
-            const char *esc = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : NULL;
-            if (esc) fputs(esc, f);
-            else fprintf(f, "\\u%04x", c);
-            p++;
+    /* s with every byte that does not start a valid UTF-8 sequence replaced by U+FFFD
+     * (3 bytes for 1: at most 3 times as long) */
+    size_t len = strlen(s);
+    char *clean = malloc(3 * len + 1);
+    if (!clean) {
+        fputs("null", f);
+        return;
+    }
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t n = utf8_len(p);
+        if (n == 0) {
+            memcpy(clean + o, "\xEF\xBF\xBD", 3), o += 3, p++;
         } else {
-            size_t n = utf8_len(p);
-            if (n == 0) {
-                fputs("\\ufffd", f);
-                p++;
-            } else {
-                fwrite(p, 1, n, f);
-                p += n;
-            }
+            memcpy(clean + o, p, n), o += n, p += n;
         }
     }
-    fputc('"', f);
+    dump_value(f, json_stringn(clean, o), 0);
+    free(clean);
 }
 
 void json_num(FILE *f, double v) {
@@ -55,14 +65,20 @@ void json_num(FILE *f, double v) {
         fputs("null", f);
         return;
     }
-    char buf[40];
-    for (int prec = 15; prec <= 17; prec++) { /* the shortest that reads back exactly */
+    /* a whole number (counts, episodes, steps) as an integer, as it always was: jansson
+     * would print a real 250 as "250.0", which readers that want an integer refuse */
+    if (v == floor(v) && fabs(v) < 9007199254740992.0 && !(v == 0 && signbit(v))) {
+        dump_value(f, json_integer((json_int_t)v), 0);
+        return;
+    }
+    int prec = 15; /* the shortest that reads back exactly */
+    for (char buf[40]; prec < 17; prec++) {
         snprintf(buf, sizeof buf, "%.*g", prec, v);
         for (char *c = buf; *c; c++)
             if (*c == ',') *c = '.'; /* a locale's decimal comma */
         if (strtod(buf, NULL) == v) break;
     }
-    fputs(buf, f);
+    dump_value(f, json_real(v), JSON_REAL_PRECISION(prec));
 }
 
 void json_key(FILE *f, const char *key) {

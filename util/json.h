@@ -1,9 +1,11 @@
 /* json.h — writing JSON values to a stream, escaped whatever the text holds.
  *
+ * The callers stream their documents member by member; each value is encoded by jansson.
  * Strings: `"`, `\` and every control character are escaped (\n, \t, ... or \u00XX),
  * bytes that are not valid UTF-8 become U+FFFD, so any C string gives valid JSON.
- * Numbers: the shortest %.17g form that reads back to the same double, with '.' whatever
- * the locale; NaN and ±Inf (which JSON cannot hold) are written as null. */
+ * Numbers: a whole number as an integer; a real in the shortest form that reads back to
+ * the same double, with '.' whatever the locale; NaN and ±Inf (which JSON cannot hold)
+ * are written as null. */
 #ifndef TANDEM_UTIL_JSON_H
 #define TANDEM_UTIL_JSON_H
 
