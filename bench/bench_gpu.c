@@ -56,6 +56,7 @@ typedef struct opts {
     double peak;
     const char *precision;
     const char *attention; /* model.attention: auto | cudnn | builtin */
+    const char *gelu;      /* TANDEM_GELU_EPILOGUE: auto | off */
 } opts;
 
 /* Peak dense TFLOP/s of the device for the precision, from its name; 0 when unknown. */
@@ -119,11 +120,11 @@ static void bench_step(const opts *o, const char *desc) {
     double peak = o->peak > 0 ? o->peak : device_peak(desc, !strcmp(o->precision, "bf16"));
     printf("bench_gpu precision=%s layers=%ld channels=%ld heads=%ld seq=%d vocab=%ld batch=%d "
            "iters=%ld params=%zu ms_per_step=%.3f tokens_per_s=%.1f tflops=%.1f "
-           "peak_tflops=%.1f mfu=%.4f peak_mem_gib=%.2f attention_tile=%d attention=%s device=\"%s\"\n",
+           "peak_tflops=%.1f mfu=%.4f peak_mem_gib=%.2f attention_tile=%d attention=%s gelu=%s device=\"%s\"\n",
            o->precision, o->layers, o->channels, o->heads, T, o->vocab, B, o->iters, n,
            1e3 * dt / o->iters, tps, tflops, peak, peak > 0 ? tflops / peak : NAN,
            mem.backend_peak / (1024.0 * 1024 * 1024), model_cuda_attention_tile(ctx),
-           model_cuda_attention(ctx), desc);
+           model_cuda_attention(ctx), model_cuda_gelu_epilogue(ctx), desc);
     ops->release(ctx, p);
     ops->release(ctx, g);
     ops->release(ctx, m);
@@ -200,7 +201,7 @@ static void bench_episode(const opts *o) {
 int main(int argc, char **argv) {
     opts o = {.layers = 12, .channels = 768, .heads = 12, .seq = 1024, .vocab = 50257,
               .batch = 16, .iters = 20, .warmup = 3, .episode = 0, .peak = 0,
-              .precision = "bf16", .attention = "auto"};
+              .precision = "bf16", .attention = "auto", .gelu = "auto"};
     args_iter it;
     args_init(&it, argc, argv, 1);
     tdm_err e = {0};
@@ -218,17 +219,24 @@ int main(int argc, char **argv) {
         else if (!strcmp(it.flag, "--peak-tflops")) rc = args_double(&it, 0, 1e6, &o.peak, &e);
         else if (!strcmp(it.flag, "--precision")) rc = args_value(&it, &o.precision, &e);
         else if (!strcmp(it.flag, "--attention")) rc = args_value(&it, &o.attention, &e);
+        else if (!strcmp(it.flag, "--gelu-epilogue")) rc = args_value(&it, &o.gelu, &e);
         else rc = err_set(&e, ERR_USAGE, "unknown option %s", it.flag[0] ? it.flag : it.value);
         if (rc) {
             fprintf(stderr, "bench_gpu: %s\nusage: bench_gpu [--layers L] [--channels C] "
                     "[--heads H] [--seq T] [--vocab V] [--batch B] [--iters N] [--warmup N] "
-                    "[--precision bf16|fp32] [--attention auto|cudnn|builtin] [--peak-tflops X] "
+                    "[--precision bf16|fp32] [--attention auto|cudnn|builtin] [--gelu-epilogue auto|off] "
+                    "[--peak-tflops X] "
                     "[--episode 0|1]\n", e.msg);
             return 2;
         }
     }
     if (model_cuda_set_precision(o.precision, &e)) die("--precision", &e);
     if (model_cuda_set_attention(o.attention, &e)) die("--attention", &e);
+    if (strcmp(o.gelu, "auto") && strcmp(o.gelu, "off")) {
+        fprintf(stderr, "bench_gpu: --gelu-epilogue %s: must be auto or off\n", o.gelu);
+        return 2;
+    }
+    setenv("TANDEM_GELU_EPILOGUE", o.gelu, 1); /* read by every workspace created from now */
     char desc[512];
     if (model_cuda_describe(desc, sizeof desc, &e)) {
         fprintf(stderr, "bench_gpu: %s: nothing to measure\n", e.msg);

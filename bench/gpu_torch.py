@@ -12,6 +12,9 @@ Prints one machine-readable line, like bench_gpu:
 
 FLOPs per token as bench_gpu.c: 6 N + 12 L C T with N the parameters without wpe.
 --precision fp32 runs without autocast (TF32 off, like tandem's fp32).
+--compile wraps the model in torch.compile (its default mode, Inductor): the row a user
+choosing between tandem and PyTorch compares against; compilation happens in the warm-up
+steps (at least 3), not in the timed ones, and the line says mode=compile.
 Run with the GPU machine's python3 (bench/gpu.sh does).
 """
 
@@ -93,6 +96,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
     ap.add_argument("--peak-tflops", type=float, default=0.0)
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (default mode)")
     ap.add_argument("--device", default="cuda", help="cpu: a smoke test of this script only")
     a = ap.parse_args()
     if a.device == "cuda" and not torch.cuda.is_available():
@@ -106,6 +110,13 @@ def main():
     torch.manual_seed(1)
     model = GPT(a.vocab, a.seq, a.layers, a.heads, a.channels).to(dev)
     model.train()
+    run = model
+    if a.compile:
+        if not hasattr(torch, "compile"):
+            print("gpu_torch: this PyTorch (%s) has no torch.compile" % torch.__version__, file=sys.stderr)
+            sys.exit(3)
+        run = torch.compile(model)
+        a.warmup = max(a.warmup, 3)  # the first steps compile forward and backward
     decay = [p for p in model.parameters() if p.dim() == 2]
     other = [p for p in model.parameters() if p.dim() != 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
@@ -119,9 +130,9 @@ def main():
         opt.zero_grad(set_to_none=True)
         if a.precision == "bf16":
             with torch.autocast(device_type=dev.type, dtype=torch.bfloat16):
-                loss = model(x, y)
+                loss = run(x, y)
         else:
-            loss = model(x, y)
+            loss = run(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -142,11 +153,11 @@ def main():
     mfu = tflops / a.peak_tflops if a.peak_tflops > 0 else float("nan")
     print("gpu_torch torch=%s precision=%s layers=%d channels=%d heads=%d seq=%d vocab=%d "
           "batch=%d iters=%d params=%d ms_per_step=%.3f tokens_per_s=%.1f tflops=%.1f "
-          "peak_tflops=%.1f mfu=%.4f peak_mem_gib=%.2f attention=%s"
+          "peak_tflops=%.1f mfu=%.4f peak_mem_gib=%.2f attention=%s mode=%s"
           % (torch.__version__, a.precision, a.layers, a.channels, a.heads, a.seq, a.vocab,
              a.batch, a.iters, n, 1e3 * dt / a.iters, tps, tflops, a.peak_tflops, mfu,
              torch.cuda.max_memory_allocated() / 2**30 if cuda else 0.0,
-             "sdpa" if HAVE_SDPA else "manual"))
+             "sdpa" if HAVE_SDPA else "manual", "compile" if a.compile else "eager"))
 
 
 if __name__ == "__main__":

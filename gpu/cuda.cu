@@ -198,14 +198,15 @@ static void set_sticky(model_ctx *ctx, const tdm_err *e) {
 /* Everything that can change cuBLASLt's choice of algorithm. All fields are 4 or 8 bytes
  * and the struct is zeroed before filling, so memcmp compares keys. */
 struct MmKey {
-    int64_t m, n, k, lda, ldb, ldd;
-    int32_t ta, tb, abtype, dtype, bias, beta, device;
-    uint32_t al_a, al_b, al_c, al_d, al_bias;
+    int64_t m, n, k, lda, ldb, ldd, ld_aux;
+    int32_t ta, tb, abtype, dtype, bias, beta, device, epi;
+    uint32_t al_a, al_b, al_c, al_d, al_bias, al_aux;
 };
 
 struct MmAlgo {
     MmKey key;
     cublasLtMatmulAlgo_t algo;
+    bool ok; /* false: no algorithm for this epilogue (the caller falls back) */
 };
 
 static pthread_mutex_t g_algo_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -227,6 +228,19 @@ int cuda_lt_matmul(model_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64
                      const void *A, int64_t lda, const void *B, int64_t ldb, cudaDataType_t abtype,
                      void *D, int64_t ldd, cudaDataType_t dtype, const void *C, const void *bias,
                      tdm_err *e) {
+    bool unsupported = false;
+    return cuda_lt_matmul_epi(ctx, ta, tb, m, n, k, A, lda, B, ldb, abtype, D, ldd, dtype, C, bias, NULL,
+                              &unsupported, e);
+}
+
+/* cuda_lt_matmul with an epilogue (cuda_impl.h). An epilogue's problem that cuBLASLt has
+ * no algorithm for is remembered as such (ok false), so every later call of it falls back
+ * at once: which path a problem takes is fixed for the process, and so are the bits. */
+int cuda_lt_matmul_epi(model_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                       const void *A, int64_t lda, const void *B, int64_t ldb, cudaDataType_t abtype,
+                       void *D, int64_t ldd, cudaDataType_t dtype, const void *C, const void *bias,
+                       const lt_epi *x, bool *unsupported, tdm_err *e) {
+    *unsupported = false;
     cublasLtMatmulDesc_t op = NULL;
     cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
     cublasLtMatmulPreference_t pref = NULL;
@@ -235,7 +249,7 @@ int cuda_lt_matmul(model_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64
     const float alpha = 1.0f, beta = C ? 1.0f : 0.0f;
     cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtMatmulAlgo_t algo;
-    bool found = false;
+    bool found = false, ok = true;
     MmKey key;
     memset(&key, 0, sizeof key);
     key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldd = ldd;
@@ -243,6 +257,7 @@ int cuda_lt_matmul(model_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64
     key.beta = C != NULL, key.device = ctx->device;
     key.al_a = alignment(A), key.al_b = alignment(B), key.al_c = alignment(C ? C : D);
     key.al_d = alignment(D), key.al_bias = bias ? alignment(bias) : 0;
+    if (x) key.epi = x->kind, key.ld_aux = x->ld_aux, key.al_aux = alignment(x->aux);
 
 #define LT(call)                                                                            \
     do {                                                                                    \
@@ -255,7 +270,22 @@ int cuda_lt_matmul(model_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64
     LT(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    if (bias) {
+    if (x) {
+        /* GELU after the bias with its input kept, or GELU's derivative at a kept input */
+        cublasLtEpilogue_t epi = x->kind == LT_EPI_GELU_AUX_BIAS ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                                                 : CUBLASLT_EPILOGUE_DGELU;
+        int32_t aux_type = dtype;
+        LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &x->aux,
+                                          sizeof x->aux));
+        LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &x->ld_aux,
+                                          sizeof x->ld_aux));
+        LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_type,
+                                          sizeof aux_type));
+        if (bias)
+            LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                              sizeof bias));
+    } else if (bias) {
         cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
         LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
         LT(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
@@ -270,10 +300,15 @@ int cuda_lt_matmul(model_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64
     for (size_t i = 0; g_algos && i < g_algos->size(); i++)
         if (!memcmp(&(*g_algos)[i].key, &key, sizeof key)) {
             algo = (*g_algos)[i].algo;
+            ok = (*g_algos)[i].ok;
             found = true;
             break;
         }
     pthread_mutex_unlock(&g_algo_mu);
+    if (found && !ok) {
+        *unsupported = true;
+        goto out;
+    }
     if (!found) {
         size_t ws = LT_WORKSPACE;
         uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
@@ -294,7 +329,22 @@ int cuda_lt_matmul(model_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64
         cublasLtMatmulHeuristicResult_t res;
         int count = 0;
         memset(&res, 0, sizeof res);
-        LT(cublasLtMatmulAlgoGetHeuristic(ctx->lt, op, la, lb, lc, lc, pref, 1, &res, &count));
+        st = cublasLtMatmulAlgoGetHeuristic(ctx->lt, op, la, lb, lc, lc, pref, 1, &res, &count);
+        if (x && (st != CUBLAS_STATUS_SUCCESS || count < 1 || res.state != CUBLAS_STATUS_SUCCESS)) {
+            /* no algorithm with this epilogue: remembered, and the caller falls back */
+            pthread_mutex_lock(&g_algo_mu);
+            bool seen = false;
+            for (size_t i = 0; g_algos && i < g_algos->size(); i++)
+                seen |= !memcmp(&(*g_algos)[i].key, &key, sizeof key);
+            if (!seen && g_algos) g_algos->push_back(MmAlgo{key, res.algo, false});
+            pthread_mutex_unlock(&g_algo_mu);
+            *unsupported = true;
+            goto out;
+        }
+        if (st != CUBLAS_STATUS_SUCCESS) {
+            rc = gpu_cublas_error(e, st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+            goto out;
+        }
         if (count < 1 || res.state != CUBLAS_STATUS_SUCCESS) {
             rc = err_set(e, ERR_INTERNAL,
                          "cuBLASLt has no algorithm for a %lld x %lld x %lld matmul (%s in, %s "
@@ -312,7 +362,7 @@ int cuda_lt_matmul(model_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64
                 found = true;
                 break;
             }
-        if (!found && g_algos) g_algos->push_back(MmAlgo{key, algo});
+        if (!found && g_algos) g_algos->push_back(MmAlgo{key, algo, true});
         pthread_mutex_unlock(&g_algo_mu);
     }
     LT(cublasLtMatmul(ctx->lt, op, &alpha, A, la, B, lb, &beta, C ? C : D, lc, D, lc, &algo,
@@ -414,9 +464,21 @@ template <typename T> static int forward_impl(model_ctx *ctx, const float *param
                              C, AT, e)))
             return rc;
         LAUNCH_TRY(gpu_layernorm_forward<T>(ln2, ln2m, ln2r, res2, WF(MODEL_LN2_W), WF(MODEL_LN2_B), N, C, s), e);
-        if ((rc = cuda_mm_forward(ctx, fch, AT, ln2, WT(MODEL_FC_W), WT(MODEL_FC_B), NULL, N, C, 4 * C, AT, e)))
-            return rc;
-        LAUNCH_TRY(gpu_gelu_forward<T>(fchg, fch, (size_t)N * 4 * C, s), e);
+        /* fchg = gelu(fch), fch = ln2 W_fc^T + b_fc: one matmul with cuBLASLt's GELU epilogue
+         * keeping fch for the backward, else the matmul and the GELU kernel */
+        bool unfused = true;
+        if (ctx->gelu_epi) {
+            lt_epi x = {LT_EPI_GELU_AUX_BIAS, fch, 4 * (int64_t)C};
+            if ((rc = cuda_lt_matmul_epi(ctx, true, false, 4 * C, N, C, WT(MODEL_FC_W), C, ln2, C, AT, fchg, 4 * C,
+                                         AT, NULL, WT(MODEL_FC_B), &x, &unfused, e)))
+                return rc;
+        }
+        ctx->gelu_fused_fwd = !unfused;
+        if (unfused) {
+            if ((rc = cuda_mm_forward(ctx, fch, AT, ln2, WT(MODEL_FC_W), WT(MODEL_FC_B), NULL, N, C, 4 * C, AT, e)))
+                return rc;
+            LAUNCH_TRY(gpu_gelu_forward<T>(fchg, fch, (size_t)N * 4 * C, s), e);
+        }
         if ((rc = cuda_mm_forward(ctx, res3, CUDA_R_32F, fchg, WT(MODEL_FCPROJ_W), WF(MODEL_FCPROJ_B), res2, N,
                              4 * C, C, AT, e)))
             return rc;
@@ -484,10 +546,21 @@ template <typename T> static int backward_impl(model_ctx *ctx, const float *para
 #define WF(k) block_param(ctx, params, l, (k))
 #define G(k) (grads + ctx->off_block[(size_t)l * MODEL_BLOCK_TENSORS + (k)])
         /* MLP: res3 = res2 + c_proj(gelu(c_fc(ln_2(res2)))); dres holds d(res3) */
-        if ((rc = cuda_mm_dinp(ctx, dfch, AT, dres_act, WT(MODEL_FCPROJ_W), N, 4 * C, C, AT, e))) return rc;
+        /* dfch = (dres W_fcproj) gelu'(fch): one matmul with cuBLASLt's DGELU epilogue,
+         * else the matmul and the GELU backward kernel */
+        bool unfused = true;
+        if (ctx->gelu_epi) {
+            lt_epi x = {LT_EPI_DGELU, fch, 4 * (int64_t)C};
+            if ((rc = cuda_lt_matmul_epi(ctx, false, false, 4 * C, N, C, WT(MODEL_FCPROJ_W), 4 * C, dres_act, C, AT,
+                                         dfch, 4 * C, AT, NULL, NULL, &x, &unfused, e)))
+                return rc;
+        }
+        ctx->gelu_fused_bwd = !unfused;
+        if (unfused && (rc = cuda_mm_dinp(ctx, dfch, AT, dres_act, WT(MODEL_FCPROJ_W), N, 4 * C, C, AT, e)))
+            return rc;
         if ((rc = cuda_mm_dweight(ctx, G(MODEL_FCPROJ_W), dres_act, C, fchg, N, 4 * C, C, AT, e))) return rc;
         LAUNCH_TRY(gpu_column_sum<float>(G(MODEL_FCPROJ_B), part, ctx->dres, N, C, s), e);
-        LAUNCH_TRY(gpu_gelu_backward<T>(dfch, fch, (size_t)N * 4 * C, s), e);
+        if (unfused) LAUNCH_TRY(gpu_gelu_backward<T>(dfch, fch, (size_t)N * 4 * C, s), e);
         if ((rc = cuda_mm_dinp(ctx, ctx->dln, CUDA_R_32F, dfch, WT(MODEL_FC_W), N, C, 4 * C, AT, e))) return rc;
         if ((rc = cuda_mm_dweight(ctx, G(MODEL_FC_W), dfch, 4 * C, ln2, N, C, 4 * C, AT, e))) return rc;
         LAUNCH_TRY(gpu_column_sum<T>(G(MODEL_FC_B), part, dfch, N, 4 * C, s), e);

@@ -75,6 +75,12 @@ int model_cuda_set_attention(const char *name, tdm_err *e);
 /* The attention a workspace runs: "cudnn" or "builtin". */
 const char *model_cuda_attention(const model_ctx *ctx);
 
+/* Where the MLP's GELU ran in the workspace's last forward and backward (GPT-2):
+ * "fused" (both in cuBLASLt's matmul epilogues), "forward-only", "backward-only",
+ * "kernels" (this cuBLASLt has no algorithm for them), or "off" (TANDEM_GELU_EPILOGUE=off).
+ * docs/gpu.md, "Fewer kernels". */
+const char *model_cuda_gelu_epilogue(const model_ctx *ctx);
+
 /* The attention tile (64, 32 or 16) the workspace uses; 0 for a NULL ctx. */
 int model_cuda_attention_tile(const model_ctx *ctx);
 

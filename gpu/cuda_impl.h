@@ -39,6 +39,10 @@ struct model_ctx {
     cudnn_att *dnn; /* cuDNN attention (gpu/cudnn_att.h) when chosen; NULL: the built-in kernels */
     int att_forced;   /* model.attention = cudnn: a shape cuDNN refuses is an error */
     int dnn_shape_ok; /* the current batch's shape has cuDNN plans (cuda_use_cudnn) */
+    /* the MLP's GELU in cuBLASLt's epilogues (TANDEM_GELU_EPILOGUE, read at create):
+     * gelu_epi 1 to try them (auto), 0 for the kernels; gelu_fused_fwd / _bwd say what the
+     * last forward / backward ran (1: the epilogue, 0: the kernels) */
+    int gelu_epi, gelu_fused_fwd, gelu_fused_bwd;
     int Vp;    /* vocab rounded up to 64: leading dimension of the logits */
     size_t lN; /* max_B * max_T: rows of the activation buffers */
     int device;
@@ -127,6 +131,23 @@ int cuda_check_sticky(model_ctx *ctx, tdm_err *e);
 int cuda_lt_matmul(model_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A, int64_t lda,
                    const void *B, int64_t ldb, cudaDataType_t abtype, void *D, int64_t ldd, cudaDataType_t dtype,
                    const void *C, const void *bias, tdm_err *e);
+/* An epilogue beyond the bias: GELU (tanh form) after the bias, its input kept in aux
+ * (CUBLASLT_EPILOGUE_GELU_AUX_BIAS), or the product times GELU's derivative at aux
+ * (CUBLASLT_EPILOGUE_DGELU). aux is m x n, column-major with ld ld_aux (a multiple of 8),
+ * of D's type. */
+enum { LT_EPI_GELU_AUX_BIAS = 1, LT_EPI_DGELU = 2 };
+typedef struct lt_epi {
+    int kind;
+    void *aux;
+    int64_t ld_aux;
+} lt_epi;
+/* cuda_lt_matmul with epilogue x. When this cuBLASLt has no algorithm for it (remembered
+ * per problem, so the answer never changes within a process) *unsupported is set, nothing
+ * runs and 0 is returned: the caller runs the unfused kernels instead. */
+int cuda_lt_matmul_epi(model_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A,
+                       int64_t lda, const void *B, int64_t ldb, cudaDataType_t abtype, void *D, int64_t ldd,
+                       cudaDataType_t dtype, const void *C, const void *bias, const lt_epi *x, bool *unsupported,
+                       tdm_err *e);
 /* Row-major, W[OC, IC] as torch.nn.Linear: out[N, OC] = inp W^T (+ bias) (+ resid) */
 int cuda_mm_forward(model_ctx *ctx, void *out, cudaDataType_t otype, const void *inp, const void *W,
                     const void *bias, const float *resid, int N, int IC, int OC, cudaDataType_t at, tdm_err *e);

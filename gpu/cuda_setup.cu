@@ -187,6 +187,19 @@ static void say_attention(const char *line) {
     if (fresh) fprintf(stderr, "tandem: attention: %s\n", line);
 }
 
+/* Whether the MLP's GELU goes into cuBLASLt's matmul epilogues (TANDEM_GELU_EPILOGUE:
+ * unset or "auto" tries them, each problem falling back to the kernels where this
+ * cuBLASLt has no algorithm; "off" runs the kernels). An environment switch, not a config
+ * key: it is for measuring one path against the other (bench_gpu --gelu-epilogue); both
+ * compute the same function, the fused one with one rounding fewer in bf16. */
+static int gelu_epilogue_mode(int *on, tdm_err *e) {
+    const char *v = getenv("TANDEM_GELU_EPILOGUE");
+    if (!v || !*v || !strcmp(v, "auto")) *on = 1;
+    else if (!strcmp(v, "off")) *on = 0;
+    else return err_set(e, ERR_USAGE, "TANDEM_GELU_EPILOGUE=%s: must be auto or off", v);
+    return 0;
+}
+
 /* Chooses the workspace's attention (model.attention, gpu/cudnn_att.h): builtin; or
  * cuDNN when the precision is bf16, cuDNN loads, a handle is made on the workspace's
  * stream and the self-check against the built-in kernels passes (run once per process
@@ -344,6 +357,7 @@ model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int n_doma
         }
     }
     if (!hf && choose_attention(ctx, hs, e)) goto fail;
+    if (gelu_epilogue_mode(&ctx->gelu_epi, e)) goto fail;
     ctx->off_block = (size_t *)malloc(L * MODEL_BLOCK_TENSORS * sizeof *ctx->off_block);
     if (!ctx->off_block) {
         err_set(e, ERR_INTERNAL, "out of memory");
@@ -403,6 +417,14 @@ extern "C" int model_cuda_attention_tile(const model_ctx *ctx) { return ctx ? ct
 
 extern "C" const char *model_cuda_attention(const model_ctx *ctx) {
     return ctx && ctx->dnn ? "cudnn" : "builtin";
+}
+
+extern "C" const char *model_cuda_gelu_epilogue(const model_ctx *ctx) {
+    if (!ctx || !ctx->gelu_epi) return "off";
+    if (ctx->gelu_fused_fwd && ctx->gelu_fused_bwd) return "fused";
+    if (ctx->gelu_fused_fwd) return "forward-only";
+    if (ctx->gelu_fused_bwd) return "backward-only";
+    return "kernels";
 }
 
 extern "C" int model_cuda_free_memory(size_t *free_bytes, size_t *total, tdm_err *e) {

@@ -11,6 +11,10 @@
 #            GPT-2 124M in bf16 at T 1024 (B 16) and T 512 (B 32) with --attention builtin and
 #            --attention cudnn, the start-up self-check's line, and a 2-episode run with
 #            model.attention auto done twice, the two `tandem hash` outputs compared
+#   gelu     the MLP's GELU in cuBLASLt's epilogues (docs/gpu.md, "Fewer kernels"): test_gpu's
+#            test_gelu_epilogue with TANDEM_REQUIRE_GELU_EPILOGUE=1 (fused against the kernels,
+#            fp32 and bf16, same bits twice), and bench_gpu rows of GPT-2 124M in bf16 at T 1024
+#            (B 16) and T 512 (B 32) with --gelu-epilogue off and auto
 #   1b       the data-restricted-1b preset on the GPU in bf16 (909.7M parameters at
 #            vocabulary 50257, batch 128 x 512 in passes of 32): 2 episodes committing after
 #            each, the GPU's memory sampled by nvidia-smi every 200 ms (peak against the
@@ -22,8 +26,8 @@
 #   profile  where bench_gpu's step spends its GPU time (GPT-2 124M, bf16, T 1024, B 16),
 #            per kernel: nsys where the machine has it, else ncu (gpu__time_duration)
 #
-# LEASE_PARTS picks them, in the order above (default "test ckpt attn 1b bench"; for the
-# cuDNN checks alone, ~5 minutes: LEASE_PARTS="test attn profile").
+# LEASE_PARTS picks them, in the order above (default "test ckpt attn gelu 1b bench"; for
+# the kernel checks alone, ~6 minutes: LEASE_PARTS="test attn gelu profile").
 # cuDNN (libcudnn.so.9) is looked for before any part: $TANDEM_CUDNN_DIR, python3's
 # nvidia-cudnn package, torch/lib, /usr/local/cuda/lib64; the folder found is exported as
 # TANDEM_CUDNN_DIR and put on LD_LIBRARY_PATH (gpu/cudnn_att.cu dlopens it from there).
@@ -38,7 +42,7 @@ T=build/rel/tandem
 summary=()
 note() { summary+=("$*"); echo "lease_check: $*"; }
 left() { echo $((budget - SECONDS)); }
-parts=" ${LEASE_PARTS:-test ckpt attn 1b bench} "
+parts=" ${LEASE_PARTS:-test ckpt attn gelu 1b bench} "
 want() { [[ "$parts" == *" $1 "* ]]; }
 # prefixes each line with the seconds since $1 (SECONDS)
 stamp() { while IFS= read -r l; do printf '%7.1f %s\n' "$(awk -v s="$SECONDS" -v t="$1" 'BEGIN{print s-t}')" "$l"; done; }
@@ -152,6 +156,34 @@ else
   note "attn: 2-episode run with auto twice: $(grep -m1 'attention:' "$out/attn_run1.log" | cut -c1-200); tandem hash $same (${hashes[0]})"
   rm -rf "$aw"
   note "attn: done in $((SECONDS - t0)) s"
+fi
+
+# --- gelu: the GELU epilogues against the kernels -------------------------------------------
+if ! want gelu; then :
+elif [ "$(left)" -lt 70 ]; then
+  note "gelu: SKIPPED ($(left) s left)"
+else
+  t0=$SECONDS
+  TANDEM_REQUIRE_GELU_EPILOGUE=1 TEST_GPU_CASES=test_gelu_epilogue timeout 120 build/rel/gpu-tests/test_gpu \
+    >"$out/gelu_test.log" 2>&1
+  note "gelu: test_gelu_epilogue exit $?: $(grep -E '^test_gpu:' "$out/gelu_test.log" | tail -n 1)"
+  : >"$out/gelu.log"
+  for shape in "1024 16" "512 32"; do
+    read -r gT gB <<<"$shape"
+    for g in off auto; do
+      timeout 120 build/rel/bench/bench_gpu --layers 12 --channels 768 --heads 12 --vocab 50257 \
+        --seq "$gT" --batch "$gB" --precision bf16 --gelu-epilogue "$g" --iters 10 --warmup 2 \
+        >>"$out/gelu.log" 2>&1
+      st=$?
+      row=$(grep '^bench_gpu ' "$out/gelu.log" | tail -n 1)
+      if [ "$st" = 0 ]; then
+        note "gelu T $gT B $gB --gelu-epilogue $g: $(sed -nE 's/.*ms_per_step=([^ ]+) tokens_per_s=([^ ]+).* mfu=([^ ]+).* attention=([^ ]+) gelu=([^ ]+).*/\1 ms\/step, \2 tok\/s, MFU \3, attention \4, gelu \5/p' <<<"$row")"
+      else
+        note "gelu T $gT B $gB --gelu-epilogue $g: exit $st: $(tail -n 1 "$out/gelu.log" | cut -c1-300)"
+      fi
+    done
+  done
+  note "gelu: done in $((SECONDS - t0)) s"
 fi
 
 # --- 1b: the 1B preset on the GPU ---------------------------------------------------------

@@ -6,7 +6,8 @@
 # Quick mode: shorter SIGKILL runs (bf16 only), no 160M memory report, no runner-level
 # run (those need a real GPU). Prints one line "N passed, M failed" like tests/run.sh.
 # GPU_SIM_SUBSET=1 (what `make test` uses, ~2 min): the op-level cases and the state round
-# trip, threads in random order only, plus the no-device path. In both modes
+# trip, threads in random order only, plus the no-device path. In both modes a run whose
+# cuBLASLt lacks the GELU epilogues (TANDEM_GPU_SIM_NO_GELU_EPILOGUE=1) checks the fallback, and
 # tests/test_gpu_hf.cu (build/sim/test_gpu_hf, beside $bin) runs in all three orders.
 set -u
 cd "$(dirname "$0")/.."
@@ -16,11 +17,13 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_err
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export TEST_GPU_QUICK=1 TANDEM_ROOT="$PWD"
+# the simulator implements the GELU epilogues: its runs must take them
+export TANDEM_REQUIRE_GELU_EPILOGUE=1
 passed=0; failed=0; fails=()
 # every case in forward order; the kernel-level cases again in reverse and random order
-kernel_cases=test_forward_backward_fp32,test_forward_backward_bf16,test_bit_identical_runs,test_hf_family
+kernel_cases=test_forward_backward_fp32,test_forward_backward_bf16,test_bit_identical_runs,test_hf_family,test_gelu_epilogue
 orders="forward reverse random"
-subset=test_forward_backward_fp32,test_forward_backward_bf16,test_bit_identical_runs,test_hf_family,test_workspace_estimate,test_buffer_and_optimiser_ops,test_state_round_trip_cuda_cpu_cuda
+subset=test_forward_backward_fp32,test_forward_backward_bf16,test_bit_identical_runs,test_hf_family,test_gelu_epilogue,test_workspace_estimate,test_buffer_and_optimiser_ops,test_state_round_trip_cuda_cpu_cuda
 [ "${GPU_SIM_SUBSET:-0}" = 1 ] && orders=random
 for order in $orders; do
   echo "== simulator, thread order $order"
@@ -36,6 +39,17 @@ for order in $orders; do
   [ "$f" -gt 0 ] && fails+=("$order: $f failed")
   [ "$f" -eq 0 ] && [ "$st" -ne 0 ] && { failed=$((failed + 1)); fails+=("$order: exit $st"); }
 done
+# a cuBLASLt without the GELU epilogues: every problem falls back to the kernels, with the
+# same results (test_gelu_epilogue checks that the workspace says "kernels")
+echo "== simulator whose cuBLASLt has no GELU epilogue"
+out=$(TANDEM_GPU_SIM_NO_GELU_EPILOGUE=1 TANDEM_REQUIRE_GELU_EPILOGUE=0 TANDEM_GPU_SIM_ORDER=random \
+      TEST_GPU_CASES=test_gelu_epilogue "$bin" 2>&1); st=$?
+echo "$out"
+if [ $st -eq 0 ] && grep -q '^test_gpu: 1 passed, 0 failed, ' <<<"$out"; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); fails+=("no GELU epilogue: the fallback failed (exit $st)")
+fi
 echo "== simulator without a device"
 out=$(TANDEM_GPU_SIM_NODEV=1 "$bin" 2>&1); st=$?
 echo "$out"

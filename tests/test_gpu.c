@@ -12,6 +12,9 @@
  *                again (at random and inside commits), resumed each time: the final
  *                tensors are bit-identical to an uninterrupted run; then the same with
  *                `tandem run --set run.device=cuda` when the runner selects the backend
+ *   gelu         the MLP's GELU in cuBLASLt's epilogues against the GELU kernels (fp32 and
+ *                bf16 tolerances); skipped where cuBLASLt has none, unless
+ *                TANDEM_REQUIRE_GELU_EPILOGUE=1
  *   cudnn        model.attention = cudnn against the built-in attention (bf16 tolerances,
  *                whole model), and the same bits twice; skipped without cuDNN unless
  *                TANDEM_REQUIRE_CUDNN=1
@@ -65,7 +68,7 @@
 
 static int g_skipped;
 
-#define N_CASES 13 /* the RUN_GPU lines in main */
+#define N_CASES 14 /* the RUN_GPU lines in main */
 
 static int summary(void) {
     printf("test_gpu: %d passed, %d failed, %d skipped\n", test_passed_, test_failed_, g_skipped);
@@ -170,6 +173,10 @@ static int set_precision(const char *prec) {
     return 0;
 }
 
+/* Where the last GPU workspace of forward_backward ran the MLP's GELU
+ * (model_cuda_gelu_epilogue) */
+static char g_gelu[32];
+
 /* One forward and backward of `ops` in a fresh workspace: losses, token counts and the
  * gradient (host). 0 or -1 with the message printed. */
 typedef struct fb {
@@ -197,6 +204,7 @@ static int forward_backward(const model_ops *ops, const model_layout *lay, const
     if (rc) fprintf(stderr, "  %s: %s\n", ops->name, e.msg);
     if (p) ops->release(ctx, p);
     if (g) ops->release(ctx, g);
+    if (ops == GPU) snprintf(g_gelu, sizeof g_gelu, "%s", model_cuda_gelu_epilogue(ctx));
     ops->destroy(ctx);
     return rc ? -1 : 0;
 }
@@ -530,6 +538,60 @@ static void test_cudnn_attention(void) {
         CHECK(!bad, "%s: cuDNN's attention differs from the built-in kernels beyond bf16's tolerances",
               sh->name);
         CHECK(same, "%s: two cuDNN runs on the same inputs gave different bits", sh->name);
+    }
+}
+
+/* ---------------------------------------------------------------- the GELU epilogues */
+
+/* The MLP's GELU in cuBLASLt's epilogues (GELU_AUX_BIAS forward, DGELU backward) against
+ * the GELU kernels (TANDEM_GELU_EPILOGUE=off), fp32 and bf16, every shape: losses and
+ * every gradient within the precision's tolerances. (The same bits twice: the default is
+ * the fused path, so test_bit_identical_runs checks it.) Where this cuBLASLt has no
+ * algorithm for them the workspace says "kernels" and the comparison is skipped, unless
+ * TANDEM_REQUIRE_GELU_EPILOGUE=1 (the simulator's runs, gpu/lease_check.sh). */
+static void test_gelu_epilogue(void) {
+    const char *req = getenv("TANDEM_REQUIRE_GELU_EPILOGUE");
+    int required = req && !strcmp(req, "1");
+    /* the simulator told to have no algorithm for them: every problem falls back */
+    const char *none = getenv("TANDEM_GPU_SIM_NO_GELU_EPILOGUE");
+    int absent = none && !strcmp(none, "1");
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        CHECK(set_precision(bf16 ? "bf16" : "fp32") == 0, "precision");
+        for (int si = 0; si < N_SHAPES; si++) {
+            const shape *sh = &SHAPES[si];
+            model_layout lay;
+            CHECK(model_layout_init(&lay, &sh->cfg, NULL) == 0, "layout");
+            float *params = malloc(lay.numel * sizeof(float));
+            init_perturbed(&lay, params, 31 + si);
+            uint32_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
+            make_tokens(tok, sh->B, sh->T, sh->cfg.vocab, 37 + si);
+            fb ref, fu;
+            memset(&ref, 0, sizeof ref);
+            memset(&fu, 0, sizeof fu);
+            char off_said[32], auto_said[32];
+            setenv("TANDEM_GELU_EPILOGUE", "off", 1);
+            int ok = forward_backward(GPU, &lay, params, sh, tok, &ref) == 0;
+            snprintf(off_said, sizeof off_said, "%s", g_gelu);
+            setenv("TANDEM_GELU_EPILOGUE", "auto", 1);
+            ok = ok && forward_backward(GPU, &lay, params, sh, tok, &fu) == 0;
+            snprintf(auto_said, sizeof auto_said, "%s", g_gelu);
+            unsetenv("TANDEM_GELU_EPILOGUE");
+            int fused = !strcmp(auto_said, "fused");
+            int bad = ok && fused ? compare_fb(&lay, sh, &ref, &fu, bf16) : 0;
+            if (!fused) printf("  %s %s: the GELU epilogue ran as '%s'\n", sh->name, bf16 ? "bf16" : "fp32", auto_said);
+            free(ref.grad);
+            free(fu.grad);
+            free(tok);
+            free(params);
+            model_layout_free(&lay);
+            CHECK(ok, "%s: a run failed", sh->name);
+            CHECK(!strcmp(off_said, "off"), "%s: TANDEM_GELU_EPILOGUE=off ran '%s'", sh->name, off_said);
+            CHECK(fused || !required, "%s %s: the GELU epilogue is required but ran as '%s'", sh->name,
+                  bf16 ? "bf16" : "fp32", auto_said);
+            CHECK(!absent || !strcmp(auto_said, "kernels"),
+                  "%s: the simulator has no GELU epilogue, yet the workspace ran '%s'", sh->name, auto_said);
+            CHECK(!bad, "%s: the fused GELU differs from the kernels beyond the tolerances above", sh->name);
+        }
     }
 }
 
@@ -1139,6 +1201,7 @@ int main(int argc, char **argv) {
     RUN_GPU(test_buffer_and_optimiser_ops);
     RUN_GPU(test_bit_identical_runs);
     RUN_GPU(test_cudnn_attention);
+    RUN_GPU(test_gelu_epilogue);
     RUN_GPU(test_hf_family);
     RUN_GPU(test_training_steps_fp32);
     RUN_GPU(test_training_steps_bf16);

@@ -520,6 +520,9 @@ struct cublasLtMatmulDescOpaque {
     cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     const void *bias = NULL;
+    void *aux = NULL;     /* the GELU epilogues' input (DGELU) or kept input (GELU_AUX_BIAS) */
+    int64_t ld_aux = 0;
+    int32_t aux_type = -1; /* -1: D's type */
 };
 struct cublasLtMatrixLayoutOpaque {
     cudaDataType_t type;
@@ -581,7 +584,8 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
         if (size != sizeof(uint32_t)) return CUBLAS_STATUS_INVALID_VALUE;
         uint32_t v;
         memcpy(&v, buf, sizeof v);
-        if (v != CUBLASLT_EPILOGUE_DEFAULT && v != CUBLASLT_EPILOGUE_BIAS)
+        if (v != CUBLASLT_EPILOGUE_DEFAULT && v != CUBLASLT_EPILOGUE_BIAS &&
+            v != CUBLASLT_EPILOGUE_GELU_AUX_BIAS && v != CUBLASLT_EPILOGUE_DGELU)
             return CUBLAS_STATUS_NOT_SUPPORTED;
         d->epilogue = (cublasLtEpilogue_t)v;
         return CUBLAS_STATUS_SUCCESS;
@@ -589,6 +593,18 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
         if (size != sizeof(void *)) return CUBLAS_STATUS_INVALID_VALUE;
         memcpy(&d->bias, buf, sizeof d->bias);
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+        if (size != sizeof(void *)) return CUBLAS_STATUS_INVALID_VALUE;
+        memcpy(&d->aux, buf, sizeof d->aux);
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+        if (size != sizeof(int64_t)) return CUBLAS_STATUS_INVALID_VALUE;
+        memcpy(&d->ld_aux, buf, sizeof d->ld_aux);
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:
+        if (size != sizeof(int32_t)) return CUBLAS_STATUS_INVALID_VALUE;
+        memcpy(&d->aux_type, buf, sizeof d->aux_type);
         return CUBLAS_STATUS_SUCCESS;
     }
     return CUBLAS_STATUS_INVALID_VALUE;
@@ -650,6 +666,14 @@ static cublasStatus_t problem(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
     bool ok = am == *m && bn == *n && ak == bk && c->rows == d->rows && c->cols == d->cols &&
               c->ld == d->ld && c->type == d->type && a->type == b->type &&
               (a->type == CUDA_R_16BF || d->type == CUDA_R_32F);
+    bool gelu = op->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || op->epilogue == CUBLASLT_EPILOGUE_DGELU;
+    if (ok && gelu &&
+        (!op->aux || op->ld_aux % 8 || op->ld_aux < (int64_t)d->rows ||
+         (op->aux_type != -1 && op->aux_type != (int32_t)d->type))) {
+        fprintf(stderr, "gpu sim: cuBLASLt GELU epilogue: aux %p, ld %lld (rows %llu), type %d (D's %d)\n",
+                op->aux, (long long)op->ld_aux, (unsigned long long)d->rows, (int)op->aux_type, (int)d->type);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
     if (!ok) {
         fprintf(stderr,
                 "gpu sim: cuBLASLt problem is inconsistent: op(A) %llu x %llu (%s), op(B) %llu x "
@@ -676,10 +700,33 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     if (st) return st;
     if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
     memset(&results[0], 0, sizeof results[0]);
+    /* TANDEM_GPU_SIM_NO_GELU_EPILOGUE=1: a library without algorithms for the GELU
+     * epilogues (as cuBLASLt answers for a combination it lacks: none returned) */
+    const char *no_gelu = getenv("TANDEM_GPU_SIM_NO_GELU_EPILOGUE");
+    if (no_gelu && !strcmp(no_gelu, "1") &&
+        (op->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || op->epilogue == CUBLASLT_EPILOGUE_DGELU)) {
+        *returned = 0;
+        return CUBLAS_STATUS_SUCCESS;
+    }
     results[0].algo.data[0] = 1;
     results[0].state = CUBLAS_STATUS_SUCCESS;
     *returned = 1;
     return CUBLAS_STATUS_SUCCESS;
+}
+
+/* GELU (tanh form) and its derivative, with the float arithmetic of gpu/kernels_gelu.cu */
+static float sim_gelu_s(float x) {
+    float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    return 1.0f / (1.0f + expf(fminf(fmaxf(-2.0f * u, -87.0f), 88.0f)));
+}
+static float sim_gelu(float x) {
+    float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    return x / (1.0f + expf(fminf(fmaxf(-2.0f * u, -87.0f), 88.0f)));
+}
+static float sim_gelu_grad(float x) {
+    float sg = sim_gelu_s(x);
+    float du = 0.7978845608028654f * (1.0f + 0.134145f * x * x);
+    return sg + 2.0f * x * sg * (1.0f - sg) * du;
 }
 
 static float load_elem(const void *p, cudaDataType_t t, size_t i) {
@@ -706,7 +753,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
     cublasStatus_t st = problem(op, la, lb, lc, ld, &m, &n, &k);
     if (st) return st;
     if (!algo || algo->data[0] != 1) return CUBLAS_STATUS_INVALID_VALUE;
-    if (op->epilogue == CUBLASLT_EPILOGUE_BIAS && !op->bias) return CUBLAS_STATUS_INVALID_VALUE;
+    if ((op->epilogue == CUBLASLT_EPILOGUE_BIAS || op->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) && !op->bias)
+        return CUBLAS_STATUS_INVALID_VALUE;
     float al, be;
     memcpy(&al, alpha, 4);
     memcpy(&be, beta, 4);
@@ -721,7 +769,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
             }
             float v = al * s;
             if (be != 0) v += be * load_elem(C, lc->type, i + j * lc->ld);
-            if (op->epilogue == CUBLASLT_EPILOGUE_BIAS) v += load_elem(op->bias, ld->type, i);
+            if (op->epilogue == CUBLASLT_EPILOGUE_BIAS || op->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS)
+                v += load_elem(op->bias, ld->type, i);
+            if (op->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+                store_elem(op->aux, ld->type, i + j * op->ld_aux, v); /* aux is never C */
+                v = sim_gelu(v);
+            } else if (op->epilogue == CUBLASLT_EPILOGUE_DGELU) {
+                v *= sim_gelu_grad(load_elem(op->aux, ld->type, i + j * op->ld_aux));
+            }
             out[i + j * m] = v;
         }
     /* D may be C: write after every read */

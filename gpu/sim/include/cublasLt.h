@@ -1,6 +1,9 @@
 /* cublasLt.h — the part of cuBLASLt that gpu/cuda.cu uses, as gpu/sim/ implements it on
  * the host: column-major D = alpha op(A) op(B) + beta C (+ bias per row of D), A and B
- * float or bf16, C and D float or bf16, float accumulation in k order. Descriptors and
+ * float or bf16, C and D float or bf16, float accumulation in k order; the GELU epilogues
+ * (GELU_AUX_BIAS: gelu after the bias, its input kept in aux; DGELU: the product times
+ * gelu' at aux) with the tanh GELU of gpu/kernels_gelu.cu, aux of D's type with an ld
+ * that is a multiple of 8 and at least D's rows, as the library requires. Descriptors and
  * layouts are checked the way the library checks them (shapes consistent with the
  * transposes, ld >= rows, supported type combinations, the bias's type = D's), so a wrong
  * call fails here as it would on a GPU. */
@@ -23,12 +26,20 @@ typedef enum {
 } cublasStatus_t;
 typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
 typedef enum { CUBLAS_COMPUTE_32F = 68 } cublasComputeType_t;
-typedef enum { CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_BIAS = 4 } cublasLtEpilogue_t;
+typedef enum {
+    CUBLASLT_EPILOGUE_DEFAULT = 1,
+    CUBLASLT_EPILOGUE_BIAS = 4,
+    CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 32 | 128 | 4, /* D = gelu(AB + bias), aux = AB + bias */
+    CUBLASLT_EPILOGUE_DGELU = 64 | 128,             /* D = AB gelu'(aux) */
+} cublasLtEpilogue_t;
 typedef enum {
     CUBLASLT_MATMUL_DESC_TRANSA = 3,
     CUBLASLT_MATMUL_DESC_TRANSB = 4,
     CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
     CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE = 22,
 } cublasLtMatmulDescAttributes_t;
 typedef enum {
     CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK = 3,
