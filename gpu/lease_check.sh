@@ -115,6 +115,22 @@ if want test; then
   fi
 fi
 
+# gpt2_row PART "T B" FLAG VALUE: one bench_gpu row of GPT-2 124M in bf16 with FLAG VALUE,
+# appended to $out/PART.log and noted (step time, tokens/s, MFU, what attention and GELU ran)
+gpt2_row() {
+  local part=$1 T B st row
+  read -r T B <<<"$2"
+  timeout 120 build/rel/bench/bench_gpu --layers 12 --channels 768 --heads 12 --vocab 50257 \
+    --seq "$T" --batch "$B" --precision bf16 "$3" "$4" --iters 10 --warmup 2 >>"$out/$part.log" 2>&1
+  st=$?
+  row=$(grep '^bench_gpu ' "$out/$part.log" | tail -n 1)
+  if [ "$st" = 0 ]; then
+    note "$part T $T B $B $3 $4: $(sed -nE 's/.*ms_per_step=([^ ]+) tokens_per_s=([^ ]+).* mfu=([^ ]+).* attention=([^ ]+) gelu=([^ ]+).*/\1 ms\/step, \2 tok\/s, MFU \3, attention \4, gelu \5/p' <<<"$row")"
+  else
+    note "$part T $T B $B $3 $4: exit $st: $(tail -n 1 "$out/$part.log" | cut -c1-300)"
+  fi
+}
+
 # --- attn: cuDNN's attention against the built-in kernels ----------------------------------
 if ! want attn; then :
 elif [ "$(left)" -lt 90 ]; then
@@ -123,19 +139,7 @@ else
   t0=$SECONDS
   : >"$out/attn.log"
   for shape in "1024 16" "512 32"; do
-    read -r aT aB <<<"$shape"
-    for att in builtin cudnn; do
-      timeout 120 build/rel/bench/bench_gpu --layers 12 --channels 768 --heads 12 --vocab 50257 \
-        --seq "$aT" --batch "$aB" --precision bf16 --attention "$att" --iters 10 --warmup 2 \
-        >>"$out/attn.log" 2>&1
-      st=$?
-      row=$(grep '^bench_gpu ' "$out/attn.log" | tail -n 1)
-      if [ "$st" = 0 ]; then
-        note "attn T $aT B $aB --attention $att: $(sed -nE 's/.*ms_per_step=([^ ]+) tokens_per_s=([^ ]+).* mfu=([^ ]+).* attention=([^ ]+).*/\1 ms\/step, \2 tok\/s, MFU \3, ran \4/p' <<<"$row")"
-      else
-        note "attn T $aT B $aB --attention $att: exit $st: $(tail -n 1 "$out/attn.log" | cut -c1-300)"
-      fi
-    done
+    for att in builtin cudnn; do gpt2_row attn "$shape" --attention "$att"; done
   done
   note "attn: $(grep -m1 -E '^tandem: attention: (cudnn|builtin \(cuDNN)' "$out/attn.log" | cut -c1-300)"
   # a short run twice with model.attention auto: the same hash (bit-exact on the GPU)
@@ -169,19 +173,7 @@ else
   note "gelu: test_gelu_epilogue exit $?: $(grep -E '^test_gpu:' "$out/gelu_test.log" | tail -n 1)"
   : >"$out/gelu.log"
   for shape in "1024 16" "512 32"; do
-    read -r gT gB <<<"$shape"
-    for g in off auto; do
-      timeout 120 build/rel/bench/bench_gpu --layers 12 --channels 768 --heads 12 --vocab 50257 \
-        --seq "$gT" --batch "$gB" --precision bf16 --gelu-epilogue "$g" --iters 10 --warmup 2 \
-        >>"$out/gelu.log" 2>&1
-      st=$?
-      row=$(grep '^bench_gpu ' "$out/gelu.log" | tail -n 1)
-      if [ "$st" = 0 ]; then
-        note "gelu T $gT B $gB --gelu-epilogue $g: $(sed -nE 's/.*ms_per_step=([^ ]+) tokens_per_s=([^ ]+).* mfu=([^ ]+).* attention=([^ ]+) gelu=([^ ]+).*/\1 ms\/step, \2 tok\/s, MFU \3, attention \4, gelu \5/p' <<<"$row")"
-      else
-        note "gelu T $gT B $gB --gelu-epilogue $g: exit $st: $(tail -n 1 "$out/gelu.log" | cut -c1-300)"
-      fi
-    done
+    for g in off auto; do gpt2_row gelu "$shape" --gelu-epilogue "$g"; done
   done
   note "gelu: done in $((SECONDS - t0)) s"
 fi

@@ -274,16 +274,31 @@ static int compare_fb(const model_layout *lay, const shape *sh, const fb *c, con
     return bad;
 }
 
+/* A shape's layout, perturbed GPT-2 parameters (seed) and tokens (seed + 2), malloc'd;
+ * -1 when the layout is refused or memory runs out (nothing to free then). */
+static int shape_inputs(const shape *sh, uint64_t seed, model_layout *lay, float **params, uint32_t **tok) {
+    if (model_layout_init(lay, &sh->cfg, NULL)) return -1;
+    *params = malloc(lay->numel * sizeof(float));
+    *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof **tok);
+    if (!*params || !*tok) {
+        free(*params);
+        free(*tok);
+        model_layout_free(lay);
+        return -1;
+    }
+    init_perturbed(lay, *params, seed);
+    make_tokens(*tok, sh->B, sh->T, sh->cfg.vocab, seed + 2);
+    return 0;
+}
+
 static void forward_backward_against_cpu(int bf16) {
     CHECK(set_precision(bf16 ? "bf16" : "fp32") == 0, "precision");
     for (int si = 0; si < N_SHAPES; si++) {
         const shape *sh = &SHAPES[si];
         model_layout lay;
-        CHECK(model_layout_init(&lay, &sh->cfg, NULL) == 0, "layout");
-        float *params = malloc(lay.numel * sizeof(float));
-        init_perturbed(&lay, params, 3 + si);
-        uint32_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
-        make_tokens(tok, sh->B, sh->T, sh->cfg.vocab, 5 + si);
+        float *params;
+        uint32_t *tok;
+        CHECK(shape_inputs(sh, 3 + si, &lay, &params, &tok) == 0, "%s: layout or memory", sh->name);
         fb c, g;
         memset(&c, 0, sizeof c);
         memset(&g, 0, sizeof g);
@@ -560,11 +575,9 @@ static void test_gelu_epilogue(void) {
         for (int si = 0; si < N_SHAPES; si++) {
             const shape *sh = &SHAPES[si];
             model_layout lay;
-            CHECK(model_layout_init(&lay, &sh->cfg, NULL) == 0, "layout");
-            float *params = malloc(lay.numel * sizeof(float));
-            init_perturbed(&lay, params, 31 + si);
-            uint32_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
-            make_tokens(tok, sh->B, sh->T, sh->cfg.vocab, 37 + si);
+            float *params;
+            uint32_t *tok;
+            CHECK(shape_inputs(sh, 31 + si, &lay, &params, &tok) == 0, "%s: layout or memory", sh->name);
             fb ref, fu;
             memset(&ref, 0, sizeof ref);
             memset(&fu, 0, sizeof fu);
