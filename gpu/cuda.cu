@@ -365,8 +365,19 @@ int cuda_lt_matmul_epi(model_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, i
         if (!found && g_algos) g_algos->push_back(MmAlgo{key, algo, true});
         pthread_mutex_unlock(&g_algo_mu);
     }
-    LT(cublasLtMatmul(ctx->lt, op, &alpha, A, la, B, lb, &beta, C ? C : D, lc, D, lc, &algo,
-                      ctx->lt_ws, LT_WORKSPACE, ctx->stream));
+    st = cublasLtMatmul(ctx->lt, op, &alpha, A, la, B, lb, &beta, C ? C : D, lc, D, lc, &algo, ctx->lt_ws,
+                        LT_WORKSPACE, ctx->stream);
+    if (x && st == CUBLAS_STATUS_NOT_SUPPORTED) {
+        /* refused when called (nothing was queued): this problem falls back from now on */
+        pthread_mutex_lock(&g_algo_mu);
+        for (size_t i = 0; g_algos && i < g_algos->size(); i++)
+            if (!memcmp(&(*g_algos)[i].key, &key, sizeof key)) (*g_algos)[i].ok = false;
+        pthread_mutex_unlock(&g_algo_mu);
+        *unsupported = true;
+        goto out;
+    }
+    if (st != CUBLAS_STATUS_SUCCESS)
+        rc = gpu_cublas_error(e, st, "cublasLtMatmul", __FILE__, __LINE__);
 #undef LT
 out:
     if (pref) cublasLtMatmulPreferenceDestroy(pref);

@@ -39,17 +39,20 @@ for order in $orders; do
   [ "$f" -gt 0 ] && fails+=("$order: $f failed")
   [ "$f" -eq 0 ] && [ "$st" -ne 0 ] && { failed=$((failed + 1)); fails+=("$order: exit $st"); }
 done
-# a cuBLASLt without the GELU epilogues: every problem falls back to the kernels, with the
-# same results (test_gelu_epilogue checks that the workspace says "kernels")
-echo "== simulator whose cuBLASLt has no GELU epilogue"
-out=$(TANDEM_GPU_SIM_NO_GELU_EPILOGUE=1 TANDEM_REQUIRE_GELU_EPILOGUE=0 TANDEM_GPU_SIM_ORDER=random \
-      TEST_GPU_CASES=test_gelu_epilogue "$bin" 2>&1); st=$?
-echo "$out"
-if [ $st -eq 0 ] && grep -q '^test_gpu: 1 passed, 0 failed, ' <<<"$out"; then
-  passed=$((passed + 1))
-else
-  failed=$((failed + 1)); fails+=("no GELU epilogue: the fallback failed (exit $st)")
-fi
+# a cuBLASLt without the GELU epilogues (1: none offered; 2: offered, refused when called):
+# every problem falls back to the kernels, with the same results (test_gelu_epilogue checks
+# that the workspace says "kernels")
+for mode in 1 2; do
+  echo "== simulator whose cuBLASLt has no GELU epilogue ($mode)"
+  out=$(TANDEM_GPU_SIM_NO_GELU_EPILOGUE=$mode TANDEM_REQUIRE_GELU_EPILOGUE=0 TANDEM_GPU_SIM_ORDER=random \
+        TEST_GPU_CASES=test_gelu_epilogue "$bin" 2>&1); st=$?
+  echo "$out"
+  if [ $st -eq 0 ] && grep -q '^test_gpu: 1 passed, 0 failed, ' <<<"$out"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1)); fails+=("no GELU epilogue ($mode): the fallback failed (exit $st)")
+  fi
+done
 echo "== simulator without a device"
 out=$(TANDEM_GPU_SIM_NODEV=1 "$bin" 2>&1); st=$?
 echo "$out"

@@ -701,7 +701,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
     memset(&results[0], 0, sizeof results[0]);
     /* TANDEM_GPU_SIM_NO_GELU_EPILOGUE=1: a library without algorithms for the GELU
-     * epilogues (as cuBLASLt answers for a combination it lacks: none returned) */
+     * epilogues (as cuBLASLt answers for a combination it lacks: none returned); =2: one
+     * that offers them and refuses when called (cublasLtMatmul below) */
     const char *no_gelu = getenv("TANDEM_GPU_SIM_NO_GELU_EPILOGUE");
     if (no_gelu && !strcmp(no_gelu, "1") &&
         (op->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || op->epilogue == CUBLASLT_EPILOGUE_DGELU)) {
@@ -753,6 +754,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
     cublasStatus_t st = problem(op, la, lb, lc, ld, &m, &n, &k);
     if (st) return st;
     if (!algo || algo->data[0] != 1) return CUBLAS_STATUS_INVALID_VALUE;
+    const char *no_gelu = getenv("TANDEM_GPU_SIM_NO_GELU_EPILOGUE");
+    if (no_gelu && !strcmp(no_gelu, "2") &&
+        (op->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || op->epilogue == CUBLASLT_EPILOGUE_DGELU))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
     if ((op->epilogue == CUBLASLT_EPILOGUE_BIAS || op->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) && !op->bias)
         return CUBLAS_STATUS_INVALID_VALUE;
     float al, be;
