@@ -355,8 +355,12 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
      * resume (a requeue onto other hardware, another log directory, retention, the grace
      * or how a commit reaches the store: the same bytes either way); the schema says which */
     size_t kept = 0;
+    /* model.attention picks the GPU's attention in bf16; on the CPU and in fp32 every value
+     * runs the same kernels (the same bits), so there a difference changes nothing: a run
+     * pinned before the key existed (builtin) resumes with today's default on the CPU */
+    int attention_matters = cfg->run.device == CONFIG_DEVICE_CUDA && cfg->run.precision == CONFIG_PRECISION_BF16;
     for (size_t i = 0; !rc && i < nk; i++)
-        if (config_key_pinned(keys[i]))
+        if (config_key_pinned(keys[i]) && (attention_matters || strcmp(keys[i], "model.attention")))
             keys[kept++] = keys[i];
     nk = kept;
     if (rc || nk == 0) {
