@@ -6,7 +6,7 @@
  * free phase's step, as bench_cpu times it. After --warmup untimed steps, --iters steps
  * are timed (the device is synchronised before each clock read) and one line is printed:
  *
- *   bench_gpu precision=bf16 layers=12 channels=768 heads=12 seq=1024 vocab=50257
+ *   bench_gpu arch=gpt2 precision=bf16 layers=12 channels=768 heads=12 seq=1024 vocab=50257
  *       batch=16 iters=20 params=... ms_per_step=... tokens_per_s=... tflops=...
  *       peak_tflops=989.4 mfu=... device="..."
  *
@@ -15,6 +15,11 @@
  * for the full T x T products. MFU = achieved / peak, the peak of the device's dense
  * tensor-core bf16 (or plain fp32 for --precision fp32) from its name (H100 SXM and H200:
  * 989.4 and 66.9 TFLOP/s; H100 PCIe: 756 and 51.2), or --peak-tflops.
+ *
+ * --arch qwen2 times the Llama / Qwen2 family instead (gpu/cuda_hf.cu, fp32: the one
+ * precision it runs in), by default in Qwen2-0.5B's shape (24 x 896, 14 query heads on 2
+ * key/value heads, SwiGLU 4864, vocabulary 151936, tied); the FLOPs count every parameter
+ * (the tied embedding is the head's matmul) and the attention over channels.
  *
  * --episode 1 also times TANDEM episodes (sync, K=5 probe steps of both twins, alpha,
  * E=5 free steps; steps/ on the CUDA backend, a generated 4-domain corpus) against the
@@ -52,7 +57,9 @@ static void die(const char *what, const tdm_err *e) {
 }
 
 typedef struct opts {
+    const char *arch; /* gpt2, or qwen2: the Llama / Qwen2 family (gpu/cuda_hf.cu) */
     long layers, channels, heads, seq, vocab, batch, iters, warmup, episode;
+    long kv_heads, intermediate; /* qwen2 only */
     double peak;
     const char *precision;
     const char *attention; /* model.attention: auto | cudnn | builtin */
@@ -64,6 +71,26 @@ static double device_peak(const char *desc, int bf16) {
     if (strstr(desc, "H100") && strstr(desc, "PCIe")) return bf16 ? 756.0 : 51.2;
     if (strstr(desc, "H100") || strstr(desc, "H200")) return bf16 ? 989.4 : 66.9;
     return 0;
+}
+
+/* The model of the options: GPT-2, or a Qwen2 of the given shape (tied head, q/k/v
+ * biases, RoPE theta 1e6, RMSNorm eps 1e-6, head_dim = channels / heads: Qwen2-0.5B's
+ * choices) for sequences up to --seq. */
+static void bench_config(const opts *o, model_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    if (!strcmp(o->arch, "qwen2")) {
+        hf_arch a;
+        memset(&a, 0, sizeof a);
+        snprintf(a.model_type, sizeof a.model_type, "qwen2");
+        a.vocab = (int)o->vocab, a.channels = (int)o->channels, a.layers = (int)o->layers;
+        a.heads = (int)o->heads, a.kv_heads = (int)o->kv_heads, a.head_dim = (int)(o->channels / o->heads);
+        a.intermediate = (int)o->intermediate, a.max_positions = (int)o->seq;
+        a.rope_theta = 1e6, a.rms_eps = 1e-6, a.tied = 1, a.qkv_bias = 1;
+        model_config_hf(cfg, &a, (int)o->seq);
+        return;
+    }
+    cfg->vocab = (int)o->vocab, cfg->ctx = (int)o->seq, cfg->layers = (int)o->layers;
+    cfg->heads = (int)o->heads, cfg->channels = (int)o->channels;
 }
 
 static int train_step(const model_ops *ops, model_ctx *ctx, float *p, float *g, float *m,
@@ -80,8 +107,8 @@ static int train_step(const model_ops *ops, model_ctx *ctx, float *p, float *g, 
 
 static void bench_step(const opts *o, const char *desc) {
     const model_ops *ops = &model_cuda_ops;
-    model_config cfg = {.vocab = (int)o->vocab, .ctx = (int)o->seq, .layers = (int)o->layers,
-                        .heads = (int)o->heads, .channels = (int)o->channels};
+    model_config cfg;
+    bench_config(o, &cfg);
     model_layout lay;
     tdm_err e = {0};
     if (model_layout_init(&lay, &cfg, &e)) die("model", &e);
@@ -113,15 +140,17 @@ static void bench_step(const opts *o, const char *desc) {
     double dt = now_s() - t0;
     model_cuda_mem mem;
     if (model_cuda_memory(ctx, &mem, &e)) die("memory", &e);
+    /* GPT-2: N without wpe; Qwen2: every parameter (the tied embedding is the head's
+     * matmul); the attention term over the query width H * head_dim = channels */
     const model_tensor *wpe = model_layout_find(&lay, "wpe");
-    double N = (double)(n - wpe->numel);
+    double N = (double)(n - (wpe ? wpe->numel : 0));
     double flops_tok = 6 * N + 12.0 * o->layers * o->channels * (double)T;
     double tps = (double)B * T * o->iters / dt, tflops = tps * flops_tok / 1e12;
     double peak = o->peak > 0 ? o->peak : device_peak(desc, !strcmp(o->precision, "bf16"));
-    printf("bench_gpu precision=%s layers=%ld channels=%ld heads=%ld seq=%d vocab=%ld batch=%d "
+    printf("bench_gpu arch=%s precision=%s layers=%ld channels=%ld heads=%ld seq=%d vocab=%ld batch=%d "
            "iters=%ld params=%zu ms_per_step=%.3f tokens_per_s=%.1f tflops=%.1f "
            "peak_tflops=%.1f mfu=%.4f peak_mem_gib=%.2f attention_tile=%d attention=%s gelu=%s device=\"%s\"\n",
-           o->precision, o->layers, o->channels, o->heads, T, o->vocab, B, o->iters, n,
+           o->arch, o->precision, o->layers, o->channels, o->heads, T, o->vocab, B, o->iters, n,
            1e3 * dt / o->iters, tps, tflops, peak, peak > 0 ? tflops / peak : NAN,
            mem.backend_peak / (1024.0 * 1024 * 1024), model_cuda_attention_tile(ctx),
            model_cuda_attention(ctx), model_cuda_gelu_epilogue(ctx), desc);
@@ -199,19 +228,23 @@ static void bench_episode(const opts *o) {
 }
 
 int main(int argc, char **argv) {
-    opts o = {.layers = 12, .channels = 768, .heads = 12, .seq = 1024, .vocab = 50257,
-              .batch = 16, .iters = 20, .warmup = 3, .episode = 0, .peak = 0,
-              .precision = "bf16", .attention = "auto", .gelu = "auto"};
+    /* -1: the architecture's default (GPT-2 124M, or Qwen2-0.5B's shape) */
+    opts o = {.arch = "gpt2", .layers = -1, .channels = -1, .heads = -1, .seq = 1024, .vocab = -1,
+              .batch = 16, .iters = 20, .warmup = 3, .episode = 0, .kv_heads = -1, .intermediate = -1,
+              .peak = 0, .precision = NULL, .attention = "auto", .gelu = "auto"};
     args_iter it;
     args_init(&it, argc, argv, 1);
     tdm_err e = {0};
     while (args_next(&it)) {
         int rc = 0;
-        if (!strcmp(it.flag, "--layers")) rc = args_int(&it, 1, 1024, &o.layers, &e);
+        if (!strcmp(it.flag, "--arch")) rc = args_value(&it, &o.arch, &e);
+        else if (!strcmp(it.flag, "--layers")) rc = args_int(&it, 1, 1024, &o.layers, &e);
+        else if (!strcmp(it.flag, "--kv-heads")) rc = args_int(&it, 1, 1024, &o.kv_heads, &e);
+        else if (!strcmp(it.flag, "--intermediate")) rc = args_int(&it, 1, 1 << 20, &o.intermediate, &e);
         else if (!strcmp(it.flag, "--channels")) rc = args_int(&it, 1, 65536, &o.channels, &e);
         else if (!strcmp(it.flag, "--heads")) rc = args_int(&it, 1, 1024, &o.heads, &e);
         else if (!strcmp(it.flag, "--seq")) rc = args_int(&it, 1, 65536, &o.seq, &e);
-        else if (!strcmp(it.flag, "--vocab")) rc = args_int(&it, 2, 65536, &o.vocab, &e);
+        else if (!strcmp(it.flag, "--vocab")) rc = args_int(&it, 2, MODEL_VOCAB_MAX, &o.vocab, &e);
         else if (!strcmp(it.flag, "--batch")) rc = args_int(&it, 1, 1 << 20, &o.batch, &e);
         else if (!strcmp(it.flag, "--iters")) rc = args_int(&it, 1, 1 << 20, &o.iters, &e);
         else if (!strcmp(it.flag, "--warmup")) rc = args_int(&it, 0, 1 << 20, &o.warmup, &e);
@@ -222,13 +255,31 @@ int main(int argc, char **argv) {
         else if (!strcmp(it.flag, "--gelu-epilogue")) rc = args_value(&it, &o.gelu, &e);
         else rc = err_set(&e, ERR_USAGE, "unknown option %s", it.flag[0] ? it.flag : it.value);
         if (rc) {
-            fprintf(stderr, "bench_gpu: %s\nusage: bench_gpu [--layers L] [--channels C] "
-                    "[--heads H] [--seq T] [--vocab V] [--batch B] [--iters N] [--warmup N] "
+            fprintf(stderr, "bench_gpu: %s\nusage: bench_gpu [--arch gpt2|qwen2] [--layers L] [--channels C] "
+                    "[--heads H] [--kv-heads H] [--intermediate I] [--seq T] [--vocab V] [--batch B] [--iters N] [--warmup N] "
                     "[--precision bf16|fp32] [--attention auto|cudnn|builtin] [--gelu-epilogue auto|off] "
                     "[--peak-tflops X] "
                     "[--episode 0|1]\n", e.msg);
             return 2;
         }
+    }
+    int qwen2 = !strcmp(o.arch, "qwen2");
+    if (!qwen2 && strcmp(o.arch, "gpt2")) {
+        fprintf(stderr, "bench_gpu: --arch %s: must be gpt2 or qwen2\n", o.arch);
+        return 2;
+    }
+    /* Qwen2-0.5B: 24 x 896, 14 heads on 2 key/value heads, SwiGLU 4864, vocab 151936;
+     * fp32, the one precision the family runs in (bf16 is refused) */
+    if (o.layers < 0) o.layers = qwen2 ? 24 : 12;
+    if (o.channels < 0) o.channels = qwen2 ? 896 : 768;
+    if (o.heads < 0) o.heads = qwen2 ? 14 : 12;
+    if (o.vocab < 0) o.vocab = qwen2 ? 151936 : 50257;
+    if (o.kv_heads < 0) o.kv_heads = qwen2 ? 2 : o.heads;
+    if (o.intermediate < 0) o.intermediate = qwen2 ? 4864 : 4 * o.channels;
+    if (!o.precision) o.precision = qwen2 ? "fp32" : "bf16";
+    if (qwen2 && o.episode) {
+        fprintf(stderr, "bench_gpu: --episode 1 times GPT-2 only\n");
+        return 2;
     }
     if (model_cuda_set_precision(o.precision, &e)) die("--precision", &e);
     if (model_cuda_set_attention(o.attention, &e)) die("--attention", &e);

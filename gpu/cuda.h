@@ -77,7 +77,8 @@ const char *model_cuda_attention(const model_ctx *ctx);
 
 /* Where the MLP's GELU ran in the workspace's last forward and backward (GPT-2):
  * "fused" (both in cuBLASLt's matmul epilogues), "forward-only", "backward-only",
- * "kernels" (this cuBLASLt has no algorithm for them), or "off" (TANDEM_GELU_EPILOGUE=off).
+ * "kernels" (this cuBLASLt has no algorithm for them), "off" (TANDEM_GELU_EPILOGUE=off), or
+ * "none" (the Llama / Qwen2 family, which has no GELU).
  * docs/gpu.md, "Fewer kernels". */
 const char *model_cuda_gelu_epilogue(const model_ctx *ctx);
 

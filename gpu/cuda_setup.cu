@@ -420,6 +420,7 @@ extern "C" const char *model_cuda_attention(const model_ctx *ctx) {
 }
 
 extern "C" const char *model_cuda_gelu_epilogue(const model_ctx *ctx) {
+    if (ctx && ctx->hf) return "none"; /* the Llama / Qwen2 family has no GELU */
     if (!ctx || !ctx->gelu_epi) return "off";
     if (ctx->gelu_fused_fwd && ctx->gelu_fused_bwd) return "fused";
     if (ctx->gelu_fused_fwd) return "forward-only";
