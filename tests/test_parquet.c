@@ -130,6 +130,13 @@ static int make_fixtures(void) {
     return 0;
 }
 
+/* parquet_read of n bytes' column into c; its return, the reason in why. */
+static int read_bytes(const uint8_t *data, size_t n, const char *column, collect *c, char *why, size_t cap) {
+    parquet_sink s = {c, on_value, on_null};
+    tdm_err e = {0};
+    return parquet_read(data, n, column, &s, why, cap, &e);
+}
+
 /* parquet_read of the fixture `file`'s column into c; its return (-1 when the file cannot
  * be read), the reason in why. */
 static int read_fixture(const char *file, const char *column, collect *c, char *why, size_t cap) {
@@ -138,9 +145,7 @@ static int read_fixture(const char *file, const char *column, collect *c, char *
     uint8_t *data;
     size_t n;
     if (read_all_file(path, &data, &n)) return snprintf(why, cap, "cannot read %.200s", file), -1;
-    parquet_sink s = {c, on_value, on_null};
-    tdm_err e = {0};
-    int rc = parquet_read(data, n, column, &s, why, cap, &e);
+    int rc = read_bytes(data, n, column, c, why, cap);
     free(data);
     return rc;
 }
@@ -226,10 +231,8 @@ static void test_not_parquet(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         collect c = {0};
-        parquet_sink s = {&c, on_value, on_null};
         char why[256] = "";
-        tdm_err e = {0};
-        int rc = parquet_read(cases[i].data, cases[i].n, "text", &s, why, sizeof why, &e);
+        int rc = read_bytes(cases[i].data, cases[i].n, "text", &c, why, sizeof why);
         CHECK(rc == PARQUET_CORRUPT && strstr(why, cases[i].want), "case %zu: rc %d: %s", i, rc, why);
         collect_free(&c);
     }
@@ -244,10 +247,8 @@ static void test_embedded_files(void) {
                                        "delta \xf0\x9f\x8e\x89", "alpha", "eps"};
     for (size_t f = 0; f < sizeof PQSEEDS / sizeof *PQSEEDS; f++) {
         collect c = {0};
-        parquet_sink s = {&c, on_value, on_null};
         char why[256] = "";
-        tdm_err e = {0};
-        int rc = parquet_read(PQSEEDS[f].p, PQSEEDS[f].n, "text", &s, why, sizeof why, &e);
+        int rc = read_bytes(PQSEEDS[f].p, PQSEEDS[f].n, "text", &c, why, sizeof why);
         size_t k = 0;
         int same = rc == 0 && c.n == 7 && c.empty == 1 && c.nulls == 2 && !c.out_of_order;
         for (size_t i = 0; same && i < sizeof want / sizeof *want; i++)
@@ -295,10 +296,8 @@ static void test_fuzz(void) {
             }
             if (kind == 3) len = 4 + rng_next(&seed) % (n - 4); /* cut short (and flipped) */
             collect c = {0};
-            parquet_sink s = {&c, on_value, on_null};
             char why[256] = "";
-            tdm_err e = {0};
-            int rc = parquet_read(m, len, "text", &s, why, sizeof why, &e);
+            int rc = read_bytes(m, len, "text", &c, why, sizeof why);
             if (rc == 0) read++;
             else if ((rc == PARQUET_CORRUPT || rc == PARQUET_NO_COLUMN || rc == PARQUET_UNSUPPORTED) && why[0]) refused++;
             else bad++;
