@@ -220,7 +220,7 @@ $(BUILD)/rel/gpu-tests/test_gpu: LDLIBS += $(GPU_PROG_LIBS)
 $(BUILD)/rel/tests/test_gpu_hf.o: tests/test_gpu_hf.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
-$(BUILD)/rel/gpu-tests/test_gpu_hf: $(BUILD)/rel/tests/test_gpu_hf.o $(BUILD)/rel/gpu/kernels_hf.o
+$(BUILD)/rel/gpu-tests/test_gpu_hf: $(BUILD)/rel/tests/test_gpu_hf.o $(BUILD)/rel/gpu/kernels_hf.o $(BUILD)/rel/gpu/kernels_attention.o
 	@mkdir -p $(dir $@)
 	$(CXX) -o $@ $^ -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart
 else
@@ -288,7 +288,8 @@ $(SIM_DIR)/tests/test_gpu_hf.o: tests/test_gpu_hf.cu
 	@mkdir -p $(dir $@)
 	$(CXX) $(SIM_CXXFLAGS) -x c++ -c $< -o $@
 
-$(SIM_DIR)/test_gpu_hf: $(SIM_DIR)/tests/test_gpu_hf.o $(SIM_DIR)/gpu/kernels_hf.o $(SIM_DIR)/gpu/sim/sim.o
+$(SIM_DIR)/test_gpu_hf: $(SIM_DIR)/tests/test_gpu_hf.o $(SIM_DIR)/gpu/kernels_hf.o $(SIM_DIR)/gpu/kernels_attention.o \
+    $(SIM_DIR)/gpu/sim/sim.o
 	$(CXX) -fsanitize=address,undefined -o $@ $^
 
 $(SIM_DIR)/bench/bench_gpu.o: bench/bench_gpu.c

@@ -269,14 +269,14 @@ int main(int argc, char **argv) {
         return 2;
     }
     /* Qwen2-0.5B: 24 x 896, 14 heads on 2 key/value heads, SwiGLU 4864, vocab 151936;
-     * fp32, the one precision the family runs in (bf16 is refused) */
+     * bf16 by default, as GPT-2 */
     if (o.layers < 0) o.layers = qwen2 ? 24 : 12;
     if (o.channels < 0) o.channels = qwen2 ? 896 : 768;
     if (o.heads < 0) o.heads = qwen2 ? 14 : 12;
     if (o.vocab < 0) o.vocab = qwen2 ? 151936 : 50257;
     if (o.kv_heads < 0) o.kv_heads = qwen2 ? 2 : o.heads;
     if (o.intermediate < 0) o.intermediate = qwen2 ? 4864 : 4 * o.channels;
-    if (!o.precision) o.precision = qwen2 ? "fp32" : "bf16";
+    if (!o.precision) o.precision = "bf16";
     if (qwen2 && o.episode) {
         fprintf(stderr, "bench_gpu: --episode 1 times GPT-2 only\n");
         return 2;

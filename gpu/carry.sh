@@ -5,7 +5,8 @@
 #
 #   bash gpu/carry.sh            here: build/gpucarry/bundle.tar.xz with build/rel/tandem,
 #                                its CUDA backend build/rel/tandem-cuda.so,
-#                                build/rel/gpu-tests/test_gpu, build/rel/bench/bench_gpu,
+#                                build/rel/gpu-tests/test_gpu and test_gpu_hf,
+#                                build/rel/bench/bench_gpu,
 #                                build/rel/bench/bench_ckpt (its 1B row needs ~30 GB of host)
 #                                (debug info stripped) and the shared libraries they need
 #                                except glibc's, the C++ runtime, CUDA's and NCCL's (the GPU
@@ -24,8 +25,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=build/gpucarry
-bins=(build/rel/tandem build/rel/tandem-cuda.so build/rel/gpu-tests/test_gpu build/rel/bench/bench_gpu
-      build/rel/bench/bench_ckpt)
+bins=(build/rel/tandem build/rel/tandem-cuda.so build/rel/gpu-tests/test_gpu build/rel/gpu-tests/test_gpu_hf
+      build/rel/bench/bench_gpu build/rel/bench/bench_ckpt)
 
 if [ "${1:-}" = "--unpack" ]; then
   [ -f "$out/bundle.tar.xz" ] || { echo "carry.sh: no $out/bundle.tar.xz" >&2; exit 2; }
@@ -42,7 +43,7 @@ if [ "${1:-}" = "--unpack" ]; then
 fi
 
 for b in "${bins[@]}"; do
-  [ -x "$b" ] || { echo "carry.sh: $b is not built: make tandem build/rel/gpu-tests/test_gpu build/rel/bench/bench_gpu build/rel/bench/bench_ckpt (with nvcc: the CUDA backend is tandem-cuda.so)" >&2; exit 2; }
+  [ -x "$b" ] || { echo "carry.sh: $b is not built: make tandem build/rel/gpu-tests/test_gpu build/rel/gpu-tests/test_gpu_hf build/rel/bench/bench_gpu build/rel/bench/bench_ckpt (with nvcc: the CUDA backend is tandem-cuda.so)" >&2; exit 2; }
 done
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT

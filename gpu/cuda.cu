@@ -126,11 +126,11 @@ int cuda_next_attention(int *att, tdm_err *e) {
  * backward, which follows the forward of the same shape): its plans exist. A shape cuDNN
  * refuses runs the built-in kernels in model.attention = auto (said once on stderr), and
  * is an error (-1, ERR_USAGE naming model.attention) when cudnn was asked for. */
-int cuda_use_cudnn(model_ctx *ctx, int B, int T, int C, int H, tdm_err *e) {
+int cuda_use_cudnn(model_ctx *ctx, int B, int T, int H, int Hkv, tdm_err *e) {
     ctx->dnn_shape_ok = 0;
     if (!ctx->dnn) return 0;
     tdm_err pe = {};
-    if (cudnn_att_prepare(ctx->dnn, B, T, C, H, &pe) == 0) {
+    if (cudnn_att_prepare(ctx->dnn, B, T, H, Hkv, &pe) == 0) {
         ctx->dnn_shape_ok = 1;
         return 0;
     }
@@ -140,7 +140,7 @@ int cuda_use_cudnn(model_ctx *ctx, int B, int T, int C, int H, tdm_err *e) {
     }
     static char said[64];
     char key[64];
-    snprintf(key, sizeof key, "%d %d %d %d", B, T, C, H);
+    snprintf(key, sizeof key, "%d %d %d %d", B, T, H, Hkv);
     if (strcmp(said, key)) {
         snprintf(said, sizeof said, "%s", key);
         fprintf(stderr, "tandem: attention: builtin for batch %d x %d (cuDNN: %s)\n", B, T, pe.msg);
@@ -462,14 +462,14 @@ template <typename T> static int forward_impl(model_ctx *ctx, const float *param
         if ((rc = cuda_mm_forward(ctx, qkv, AT, ln1, WT(MODEL_QKV_W), WT(MODEL_QKV_B), NULL, N, C, 3 * C, AT, e)))
             return rc;
         if constexpr (BF) {
-            if (cuda_use_cudnn(ctx, B, T_, C, H, e) < 0) return e->code;
+            if (cuda_use_cudnn(ctx, B, T_, H, H, e) < 0) return e->code;
             if (ctx->dnn && ctx->dnn_shape_ok) {
-                if ((rc = cudnn_att_forward(ctx->dnn, atty, lse, qkv, B, T_, C, H, e))) return rc;
+                if ((rc = cudnn_att_forward(ctx->dnn, atty, lse, qkv, B, T_, H, H, e))) return rc;
             } else {
-                LAUNCH_TRY(gpu_attention_forward<T>(atty, lse, qkv, B, T_, C, H, ctx->tile, s), e);
+                LAUNCH_TRY(gpu_attention_forward<T>(atty, lse, qkv, B, T_, H, H, C / H, ctx->tile, s), e);
             }
         } else {
-            LAUNCH_TRY(gpu_attention_forward<T>(atty, lse, qkv, B, T_, C, H, ctx->tile, s), e);
+            LAUNCH_TRY(gpu_attention_forward<T>(atty, lse, qkv, B, T_, H, H, C / H, ctx->tile, s), e);
         }
         if ((rc = cuda_mm_forward(ctx, res2, CUDA_R_32F, atty, WT(MODEL_ATTPROJ_W), WF(MODEL_ATTPROJ_B), x, N, C,
                              C, AT, e)))
@@ -583,15 +583,15 @@ template <typename T> static int backward_impl(model_ctx *ctx, const float *para
         LAUNCH_TRY(gpu_column_sum<float>(G(MODEL_ATTPROJ_B), part, ctx->dres, N, C, s), e);
         if constexpr (BF) {
             if (ctx->dnn && ctx->dnn_shape_ok) {
-                if ((rc = cudnn_att_backward(ctx->dnn, dqkv, ctx->attD, datty, qkv, atty, lse, B, T_, C,
+                if ((rc = cudnn_att_backward(ctx->dnn, dqkv, ctx->attD, datty, qkv, atty, lse, B, T_, H,
                                              H, e)))
                     return rc;
             } else {
-                LAUNCH_TRY(gpu_attention_backward<T>(dqkv, ctx->attD, datty, qkv, atty, lse, B, T_, C, H,
+                LAUNCH_TRY(gpu_attention_backward<T>(dqkv, ctx->attD, datty, qkv, atty, lse, B, T_, H, H, C / H,
                                                      ctx->tile, s), e);
             }
         } else {
-            LAUNCH_TRY(gpu_attention_backward<T>(dqkv, ctx->attD, datty, qkv, atty, lse, B, T_, C, H,
+            LAUNCH_TRY(gpu_attention_backward<T>(dqkv, ctx->attD, datty, qkv, atty, lse, B, T_, H, H, C / H,
                                                  ctx->tile, s), e);
         }
         if ((rc = cuda_mm_dinp(ctx, ctx->dln, CUDA_R_32F, dqkv, WT(MODEL_QKV_W), N, C, 3 * C, AT, e))) return rc;

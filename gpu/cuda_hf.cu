@@ -1,5 +1,5 @@
-/* cuda_hf.cu — the Llama / Qwen2 family (model/qwen2.h) on the CUDA backend, fp32: the
- * workspace's buffers and the forward and backward passes, layer by layer as
+/* cuda_hf.cu — the Llama / Qwen2 family (model/qwen2.h) on the CUDA backend, in fp32 and
+ * bf16: the workspace's buffers and the forward and backward passes, layer by layer as
  * model/qwen2.c's tape computes them, with the matmuls of cuda.cu (cuBLASLt) and the
  * kernels of kernels_hf.cu (RMSNorm, RoPE, SwiGLU, grouped-query attention).
  *
@@ -14,7 +14,14 @@
  *   logits = rmsnorm(x_last) w_norm head^T                            [N, V] (ld Vp)
  * Every layer keeps what its backward reads (the CPU tape's list). Determinism is
  * kernels.h's: no atomics, fixed reduction orders, launches that depend on shapes only.
- * bf16 is not implemented for the family (cuda_create refuses it).
+ *
+ * fp32 follows the CPU operation for operation (kernels_hf.cu's attention keeps the
+ * probabilities, O(T^2) per layer: a reference, not a fast path). bf16 is the fast path,
+ * GPT-2's scheme (cuda.cu): matmul operands in bf16 from a bf16 copy of the parameters made
+ * at each forward; q | k | v packed in one row of (QD + 2 KD) so that the attention is
+ * the flash-style kernel of kernels_attention.cu (grouped-query heads, O(T) memory) or
+ * cuDNN's fused attention when model.attention chose it; the residual stream, RMSNorm
+ * statistics, logits and parameter gradients stay float.
  */
 #include "gpu/cuda_impl.h"
 
@@ -23,55 +30,132 @@ struct hf_off {
     size_t ln_in, wq, bq, wk, bk, wv, bv, wo, ln_post, wg, wu, wd;
 };
 
-/* One layer's activations (device). */
+/* One layer's activations (device), fp32. */
 struct hf_tape {
     float *x_in, *h1, *r1, *q, *k, *v, *p, *att, *x_mid, *h2, *r2, *g, *u, *act;
 };
 
-struct cuda_hf {
-    hf_arch a;
-    size_t off_embed, off_norm, off_head;
-    std::vector<hf_off> off;
-    std::vector<hf_tape> tape;
-    float *mem;                       /* every float buffer below, one allocation */
-    float *x_last, *hfn, *rf;         /* [N, C], [N, C], [N] */
-    float *dx, *dh, *dq, *dk, *dv, *datt, *dact, *dg, *du, *ds; /* backward scratch */
+/* One layer's activations, bf16: float where they feed the residual stream or RMSNorm,
+ * bf16 where a matmul or the attention reads them; qkv[N, QD + 2 KD] packed, lse[B, H, T]. */
+struct hf_tape16 {
+    float *x_in, *r1, *x_mid, *r2, *lse;
+    bf16 *h1, *qkv, *att, *h2, *g, *u, *act;
 };
 
-/* Float buffers of a workspace for N rows of T positions (B = N / T sequences). */
-static size_t hf_floats(const hf_arch *a, size_t N, size_t B, size_t T, std::vector<size_t> *sizes) {
+struct cuda_hf {
+    hf_arch a;
+    bool bf;                          /* bf16 */
+    size_t off_embed, off_norm, off_head;
+    std::vector<hf_off> off;
+    std::vector<hf_tape> tape;        /* fp32 */
+    std::vector<hf_tape16> tape16;    /* bf16 */
+    void *mem;                        /* every activation buffer below, one allocation */
+    float *x_last, *rf;               /* [N, C], [N] */
+    float *hfn;                       /* [N, C] (fp32) */
+    float *dx, *dh, *dq, *dk, *dv, *datt, *dact, *dg, *du, *ds; /* backward scratch (fp32) */
+    /* bf16 */
+    bf16 *hfn16, *dx16, *dqkv16, *datt16, *dact16, *dg16, *du16; /* [N, C], [N, C], [N, QD + 2 KD], ... */
+    float *attD, *bsum;               /* [B, H, T], [QD + 2 KD] */
+};
+
+/* Rounds a buffer up to 256 bytes, so that every buffer carved from one allocation starts
+ * 256-byte aligned like a cudaMalloc. */
+static size_t pad256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+/* Carves the activation buffers of a workspace for N rows of T positions (B = N / T
+ * sequences) out of one region: take(bytes) gives the next buffer (nullptr when only
+ * counting). One function for the allocation and the estimate, so they cannot drift. */
+template <typename Take>
+static void hf_carve(cuda_hf *hf, const hf_arch *a, size_t N, size_t B, size_t T, bool bf, Take take) {
     size_t C = (size_t)a->channels, F = (size_t)a->intermediate, QD = (size_t)a->heads * a->head_dim;
-    size_t KD = (size_t)a->kv_heads * a->head_dim, P = B * (size_t)a->heads * T * T;
-    const size_t layer[14] = {N * C, N * C, N, N * QD, N * KD, N * KD, P, N * QD, N * C, N * C, N, N * F, N * F, N * F};
-    const size_t rest[13] = {N * C, N * C, N, N * C, N * C, N * QD, N * KD, N * KD, N * QD, N * F, N * F, N * F, P};
+    size_t KD = (size_t)a->kv_heads * a->head_dim, RS = QD + 2 * KD, HT = B * (size_t)a->heads * T;
+    auto f32 = [&](size_t n) { return (float *)take(n * 4); };
+    auto b16 = [&](size_t n) { return (bf16 *)take(n * 2); };
+    hf->tape.clear(), hf->tape16.clear();
+    for (int l = 0; l < a->layers; l++) {
+        if (bf) {
+            hf_tape16 t;
+            t.x_in = f32(N * C), t.h1 = b16(N * C), t.r1 = f32(N), t.qkv = b16(N * RS), t.att = b16(N * QD);
+            t.lse = f32(HT), t.x_mid = f32(N * C), t.h2 = b16(N * C), t.r2 = f32(N), t.g = b16(N * F);
+            t.u = b16(N * F), t.act = b16(N * F);
+            hf->tape16.push_back(t);
+        } else {
+            hf_tape t;
+            t.x_in = f32(N * C), t.h1 = f32(N * C), t.r1 = f32(N), t.q = f32(N * QD), t.k = f32(N * KD);
+            t.v = f32(N * KD), t.p = f32(HT * T), t.att = f32(N * QD), t.x_mid = f32(N * C), t.h2 = f32(N * C);
+            t.r2 = f32(N), t.g = f32(N * F), t.u = f32(N * F), t.act = f32(N * F);
+            hf->tape.push_back(t);
+        }
+    }
+    hf->x_last = f32(N * C), hf->rf = f32(N), hf->dx = f32(N * C), hf->dh = f32(N * C);
+    if (bf) {
+        hf->hfn16 = b16(N * C), hf->dx16 = b16(N * C), hf->dqkv16 = b16(N * RS), hf->datt16 = b16(N * QD);
+        hf->dact16 = b16(N * F), hf->dg16 = b16(N * F), hf->du16 = b16(N * F), hf->attD = f32(HT);
+        hf->bsum = f32(RS);
+    } else {
+        hf->hfn = f32(N * C), hf->dq = f32(N * QD), hf->dk = f32(N * KD), hf->dv = f32(N * KD);
+        hf->datt = f32(N * QD), hf->dact = f32(N * F), hf->dg = f32(N * F), hf->du = f32(N * F);
+        hf->ds = f32(HT * T);
+    }
+}
+
+/* Bytes of the carved region. */
+static size_t hf_region_bytes(const hf_arch *a, size_t N, size_t B, size_t T, bool bf) {
+    cuda_hf probe;
     size_t total = 0;
-    for (int l = 0; l < a->layers; l++)
-        for (size_t x : layer) total += pad64(x), sizes ? sizes->push_back(x) : (void)0;
-    for (size_t x : rest) total += pad64(x), sizes ? sizes->push_back(x) : (void)0;
+    hf_carve(&probe, a, N, B, T, bf, [&](size_t bytes) -> void * {
+        total += pad256(bytes);
+        return nullptr;
+    });
     return total;
 }
 
-/* The partial sums (doubles) of the reductions over rows: column sums of the biases and
- * the RMSNorm weights' gradients. */
+/* The partial sums (doubles) of the reductions over rows: column sums of the biases (the
+ * whole packed q | k | v row in bf16) and the RMSNorm weights' gradients. */
 static size_t hf_part(const hf_arch *a, size_t N) {
     size_t widest = (size_t)a->channels;
-    size_t QD = (size_t)a->heads * a->head_dim;
-    if (QD > widest) widest = QD;
+    size_t RS = ((size_t)a->heads + 2 * (size_t)a->kv_heads) * a->head_dim;
+    if (RS > widest) widest = RS;
     return (N + GPU_ROW_CHUNK - 1) / GPU_ROW_CHUNK * widest;
 }
 
-/* Bytes of the shared buffers the family uses from model_ctx (logits, loss rows, batch,
- * partial sums, AdamW list, cuBLASLt workspace). */
-static double hf_shared_bytes(const hf_arch *a, size_t N, size_t P, size_t nspans) {
-    size_t Vp = pad64((size_t)a->vocab);
-    return (double)LT_WORKSPACE + 4.0 * N * Vp + 3 * 4.0 * N + 8.0 * N + 8.0 * hf_part(a, N) +
-           8.0 * ((P + GPU_NORM_CHUNK - 1) / GPU_NORM_CHUNK) + (double)nspans * sizeof(gpu_span) + 4.0 * (5 * N + 1);
+/* The buffers the family shares with GPT-2's fields of model_ctx (logits, loss rows,
+ * batch, partial sums, AdamW list, cuBLASLt workspace; in bf16 the logits' gradient and
+ * the parameters' bf16 copy), for the allocation and the estimate alike. */
+struct hf_shared_item {
+    void **p;
+    size_t bytes;
+    const char *what;
+};
+static std::vector<hf_shared_item> hf_shared(model_ctx *ctx, const hf_arch *a, size_t N, size_t P, size_t nspans,
+                                             bool bf) {
+    size_t Vp = pad64((size_t)a->vocab), nnorm = (P + GPU_NORM_CHUNK - 1) / GPU_NORM_CHUNK;
+    std::vector<hf_shared_item> v = {
+        {&ctx->lt_ws, LT_WORKSPACE, "the cuBLASLt workspace"},
+        {(void **)&ctx->logits, N * Vp * 4, "the logits"},
+        {(void **)&ctx->row_max, N * 4, "the loss rows"},
+        {(void **)&ctx->row_inv, N * 4, "the loss rows"},
+        {(void **)&ctx->row_g, N * 4, "the loss rows"},
+        {(void **)&ctx->row_loss, N * 8, "the loss rows"},
+        {(void **)&ctx->part, hf_part(a, N) * 8, "partial sums"},
+        {(void **)&ctx->norm_part, nnorm * 8, "partial sums"},
+        {(void **)&ctx->spans, nspans * sizeof(gpu_span), "the AdamW work list"},
+        {(void **)&ctx->d_idx, (5 * N + 1) * 4, "the batch"},
+    };
+    if (bf) {
+        v.push_back({&ctx->dlogits, N * Vp * 2, "the logits' gradient"});
+        v.push_back({(void **)&ctx->pbf, P * 2, "the bf16 copy of the parameters"});
+    }
+    return v;
 }
 
-double cuda_hf_workspace_bytes(const model_layout *lay, int max_B, int max_T, size_t nspans) {
+double cuda_hf_workspace_bytes(const model_layout *lay, int max_B, int max_T, size_t nspans, int bf16) {
     size_t N = (size_t)max_B * max_T;
-    return 4.0 * (double)hf_floats(&lay->cfg.hf, N, (size_t)max_B, (size_t)max_T, NULL) +
-           hf_shared_bytes(&lay->cfg.hf, N, lay->numel, nspans);
+    model_ctx probe = model_ctx();
+    double bytes = (double)hf_region_bytes(&lay->cfg.hf, N, (size_t)max_B, (size_t)max_T, bf16 != 0);
+    for (const hf_shared_item &s : hf_shared(&probe, &lay->cfg.hf, N, lay->numel, nspans, bf16 != 0))
+        bytes += (double)(s.bytes ? s.bytes : 4);
+    return bytes;
 }
 
 /* The offset of tensor `name` (SIZE_MAX when the layout has none). */
@@ -83,10 +167,12 @@ static size_t off_of(const model_layout *lay, const char *name) {
 int cuda_hf_alloc(model_ctx *ctx, size_t nspans, tdm_err *e) {
     const hf_arch *a = &ctx->lay.cfg.hf;
     size_t N = ctx->lN, B = (size_t)ctx->max_B, T = (size_t)ctx->max_T, P = ctx->lay.numel;
+    bool bf = ctx->use_bf16 != 0;
     cuda_hf *hf = new (std::nothrow) cuda_hf();
     if (!hf) return err_set(e, ERR_INTERNAL, "out of memory for the model workspace");
     ctx->hf = hf;
     hf->a = *a;
+    hf->bf = bf;
     hf->off_embed = off_of(&ctx->lay, "model.embed_tokens.weight");
     hf->off_norm = off_of(&ctx->lay, "model.norm.weight");
     hf->off_head = a->tied ? hf->off_embed : off_of(&ctx->lay, "lm_head.weight");
@@ -104,43 +190,18 @@ int cuda_hf_alloc(model_ctx *ctx, size_t nspans, tdm_err *e) {
         }
         hf->off.push_back(hf_off{o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], o[8], o[9], o[10], o[11]});
     }
-    std::vector<size_t> sizes;
-    size_t total = hf_floats(a, N, B, T, &sizes);
-    int rc = cuda_dev_alloc(ctx, (void **)&hf->mem, total * sizeof(float), "activations (Llama / Qwen2)", e);
+    int rc = cuda_dev_alloc(ctx, &hf->mem, hf_region_bytes(a, N, B, T, bf),
+                            bf ? "activations (Llama / Qwen2, bf16)" : "activations (Llama / Qwen2)", e);
     if (rc) return rc;
-    float *at = hf->mem;
-    size_t i = 0;
-    auto take = [&]() { float *p = at; at += pad64(sizes[i++]); return p; };
-    for (int l = 0; l < a->layers; l++) {
-        hf_tape t;
-        t.x_in = take(), t.h1 = take(), t.r1 = take(), t.q = take(), t.k = take(), t.v = take(), t.p = take();
-        t.att = take(), t.x_mid = take(), t.h2 = take(), t.r2 = take(), t.g = take(), t.u = take(), t.act = take();
-        hf->tape.push_back(t);
-    }
-    hf->x_last = take(), hf->hfn = take(), hf->rf = take(), hf->dx = take(), hf->dh = take(), hf->dq = take();
-    hf->dk = take(), hf->dv = take(), hf->datt = take(), hf->dact = take(), hf->dg = take(), hf->du = take();
-    hf->ds = take();
-    /* the shared buffers, as ws_plan lists them for GPT-2 */
-    size_t nnorm = (P + GPU_NORM_CHUNK - 1) / GPU_NORM_CHUNK;
-    struct {
-        void **p;
-        size_t bytes;
-        const char *what;
-    } shared[] = {
-        {&ctx->lt_ws, LT_WORKSPACE, "the cuBLASLt workspace"},
-        {(void **)&ctx->logits, N * (size_t)ctx->Vp * 4, "the logits"},
-        {(void **)&ctx->row_max, N * 4, "the loss rows"},
-        {(void **)&ctx->row_inv, N * 4, "the loss rows"},
-        {(void **)&ctx->row_g, N * 4, "the loss rows"},
-        {(void **)&ctx->row_loss, N * 8, "the loss rows"},
-        {(void **)&ctx->part, hf_part(a, N) * 8, "partial sums"},
-        {(void **)&ctx->norm_part, nnorm * 8, "partial sums"},
-        {(void **)&ctx->spans, nspans * sizeof(gpu_span), "the AdamW work list"},
-        {(void **)&ctx->d_idx, (5 * N + 1) * 4, "the batch"},
-    };
-    for (auto &s : shared)
+    unsigned char *at = (unsigned char *)hf->mem;
+    hf_carve(hf, a, N, B, T, bf, [&](size_t bytes) -> void * {
+        void *p = at;
+        at += pad256(bytes);
+        return p;
+    });
+    for (const hf_shared_item &s : hf_shared(ctx, a, N, P, nspans, bf))
         if ((rc = cuda_dev_alloc(ctx, s.p, s.bytes, s.what, e))) return rc;
-    ctx->dlogits = ctx->logits; /* fp32: in place */
+    if (!bf) ctx->dlogits = ctx->logits; /* fp32: in place */
     return 0;
 }
 
@@ -165,7 +226,8 @@ static int64_t hf_head_rows(const model_ctx *ctx) {
     return hf->off_head + (size_t)ctx->Vp * hf->a.channels <= ctx->lay.numel ? ctx->Vp : hf->a.vocab;
 }
 
-int cuda_hf_forward(model_ctx *ctx, const float *params, tdm_err *e) {
+/* The fp32 forward: the CPU's operations (kernels_hf.cu). */
+static int hf_forward32(model_ctx *ctx, const float *params, tdm_err *e) {
     cuda_hf *hf = ctx->hf;
     const hf_arch *a = &hf->a;
     const int B = ctx->B, T = ctx->T, N = B * T, C = a->channels, H = a->heads, Hkv = a->kv_heads, D = a->head_dim;
@@ -219,7 +281,7 @@ static int mm_dinp_add(model_ctx *ctx, float *dh, const float *dout, const float
     return cuda_lt_matmul(ctx, false, false, C, N, OC, W, C, dout, OC, CUDA_R_32F, dh, C, CUDA_R_32F, dh, NULL, e);
 }
 
-int cuda_hf_backward(model_ctx *ctx, const float *params, float *grads, tdm_err *e) {
+static int hf_backward32(model_ctx *ctx, const float *params, float *grads, tdm_err *e) {
     cuda_hf *hf = ctx->hf;
     const hf_arch *a = &hf->a;
     const int B = ctx->B, T = ctx->T, N = B * T, C = a->channels, H = a->heads, Hkv = a->kv_heads, D = a->head_dim;
@@ -286,4 +348,174 @@ int cuda_hf_backward(model_ctx *ctx, const float *params, float *grads, tdm_err 
     /* x = embed[inputs]: the rows of each token added in row order */
     LAUNCH_TRY(gpu_encoder_backward_wte(grads + hf->off_embed, hf->dx, uniq, start, pos, ctx->nuniq, C, s), e);
     return 0;
+}
+
+/* ------------------------------------------------------------------ bf16 */
+
+/* The attention of the bf16 path: cuDNN when model.attention chose it and it has plans
+ * for this shape (cuda_use_cudnn, decided by the forward and kept for the backward), else
+ * the flash-style kernels of kernels_attention.cu. */
+static int hf_attention_forward(model_ctx *ctx, bf16 *att, float *lse, const bf16 *qkv, tdm_err *e) {
+    const hf_arch *a = &ctx->hf->a;
+    if (ctx->dnn && ctx->dnn_shape_ok)
+        return cudnn_att_forward(ctx->dnn, att, lse, qkv, ctx->B, ctx->T, a->heads, a->kv_heads, e);
+    LAUNCH_TRY(gpu_attention_forward<bf16>(att, lse, qkv, ctx->B, ctx->T, a->heads, a->kv_heads, a->head_dim,
+                                           ctx->tile, ctx->stream), e);
+    return 0;
+}
+
+static int hf_attention_backward(model_ctx *ctx, bf16 *dqkv, const bf16 *datt, const bf16 *qkv, const bf16 *att,
+                                 const float *lse, tdm_err *e) {
+    const hf_arch *a = &ctx->hf->a;
+    if (ctx->dnn && ctx->dnn_shape_ok)
+        return cudnn_att_backward(ctx->dnn, dqkv, ctx->hf->attD, datt, qkv, att, lse, ctx->B, ctx->T, a->heads,
+                                  a->kv_heads, e);
+    LAUNCH_TRY(gpu_attention_backward<bf16>(dqkv, ctx->hf->attD, datt, qkv, att, lse, ctx->B, ctx->T, a->heads,
+                                            a->kv_heads, a->head_dim, ctx->tile, ctx->stream), e);
+    return 0;
+}
+
+/* The bf16 forward. Weights (and the biases of bf16 outputs) from the bf16 copy pbf,
+ * RMSNorm weights from the float parameters. */
+static int hf_forward16(model_ctx *ctx, const float *params, tdm_err *e) {
+    cuda_hf *hf = ctx->hf;
+    const hf_arch *a = &hf->a;
+    const int B = ctx->B, T = ctx->T, N = B * T, C = a->channels, H = a->heads, Hkv = a->kv_heads, D = a->head_dim;
+    const int QD = H * D, KD = Hkv * D, RS = QD + 2 * KD, F = a->intermediate, L = a->layers, V = a->vocab;
+    const cudaDataType_t BF = CUDA_R_16BF, R = CUDA_R_32F;
+    cudaStream_t s = ctx->stream;
+    const int32_t *inputs = ctx->d_idx, *targets = ctx->d_idx + N;
+    const bf16 *wp = ctx->pbf;
+    int rc;
+    LAUNCH_TRY(gpu_cast_bf16(ctx->pbf, params, ctx->lay.numel, s), e);
+    if (cuda_use_cudnn(ctx, B, T, H, Hkv, e) < 0) return e->code;
+#define W(field) (wp + hf->off[l].field)
+#define WF(field) (params + hf->off[l].field)
+#define BIAS(field) (hf->off[l].field == SIZE_MAX ? NULL : wp + hf->off[l].field)
+    {
+        size_t n = (size_t)N * C, blocks = (n + 255) / 256;
+        GPU_LAUNCH(hf_embed_kernel, (unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, s, hf->tape16[0].x_in,
+                   inputs, params + hf->off_embed, N, C);
+        LAUNCH_TRY(cudaGetLastError(), e);
+    }
+    for (int l = 0; l < L; l++) {
+        hf_tape16 &t = hf->tape16[l];
+        float *next = l + 1 < L ? hf->tape16[l + 1].x_in : hf->x_last;
+        LAUNCH_TRY(gpu_rmsnorm_forward<bf16>(t.h1, t.r1, t.x_in, WF(ln_in), N, C, a->rms_eps, s), e);
+        /* q | k | v into one packed row of RS (ld RS) */
+        if ((rc = cuda_lt_matmul(ctx, true, false, QD, N, C, W(wq), C, t.h1, C, BF, t.qkv, RS, BF, NULL, BIAS(bq), e)) ||
+            (rc = cuda_lt_matmul(ctx, true, false, KD, N, C, W(wk), C, t.h1, C, BF, t.qkv + QD, RS, BF, NULL,
+                                 BIAS(bk), e)) ||
+            (rc = cuda_lt_matmul(ctx, true, false, KD, N, C, W(wv), C, t.h1, C, BF, t.qkv + QD + KD, RS, BF, NULL,
+                                 BIAS(bv), e)))
+            return rc;
+        LAUNCH_TRY(gpu_rope_rotate_rows<bf16>(t.qkv, RS, B, T, H, D, a->rope_theta, 1.0f, s), e);
+        LAUNCH_TRY(gpu_rope_rotate_rows<bf16>(t.qkv + QD, RS, B, T, Hkv, D, a->rope_theta, 1.0f, s), e);
+        if ((rc = hf_attention_forward(ctx, t.att, t.lse, t.qkv, e))) return rc;
+        if ((rc = cuda_mm_forward(ctx, t.x_mid, R, t.att, W(wo), NULL, t.x_in, N, QD, C, BF, e))) return rc;
+        LAUNCH_TRY(gpu_rmsnorm_forward<bf16>(t.h2, t.r2, t.x_mid, WF(ln_post), N, C, a->rms_eps, s), e);
+        if ((rc = cuda_mm_forward(ctx, t.g, BF, t.h2, W(wg), NULL, NULL, N, C, F, BF, e)) ||
+            (rc = cuda_mm_forward(ctx, t.u, BF, t.h2, W(wu), NULL, NULL, N, C, F, BF, e)))
+            return rc;
+        LAUNCH_TRY(gpu_swiglu_forward<bf16>(t.act, t.g, t.u, (size_t)N * F, s), e);
+        if ((rc = cuda_mm_forward(ctx, next, R, t.act, W(wd), NULL, t.x_mid, N, F, C, BF, e))) return rc;
+    }
+#undef W
+#undef WF
+#undef BIAS
+    LAUNCH_TRY(gpu_rmsnorm_forward<bf16>(hf->hfn16, hf->rf, hf->x_last, params + hf->off_norm, N, C, a->rms_eps, s),
+               e);
+    /* logits[N, V] (ld Vp, float) = hfn head^T */
+    if ((rc = cuda_lt_matmul(ctx, true, false, hf_head_rows(ctx), N, C, wp + hf->off_head, C, hf->hfn16, C, BF,
+                             ctx->logits, ctx->Vp, R, NULL, NULL, e)))
+        return rc;
+    LAUNCH_TRY(gpu_crossentropy_forward(ctx->row_loss, ctx->row_max, ctx->row_inv, ctx->logits, (size_t)ctx->Vp,
+                                        targets, N, V, s), e);
+    return 0;
+}
+
+/* The bf16 backward: the fp32 one's order, with dx's bf16 copy (dx16, from each RMSNorm
+ * backward) as the operand of the matmuls that read the residual gradient. */
+static int hf_backward16(model_ctx *ctx, const float *params, float *grads, tdm_err *e) {
+    cuda_hf *hf = ctx->hf;
+    const hf_arch *a = &hf->a;
+    const int B = ctx->B, T = ctx->T, N = B * T, C = a->channels, H = a->heads, Hkv = a->kv_heads, D = a->head_dim;
+    const int QD = H * D, KD = Hkv * D, RS = QD + 2 * KD, F = a->intermediate, L = a->layers, V = a->vocab;
+    const cudaDataType_t BF = CUDA_R_16BF, R = CUDA_R_32F;
+    cudaStream_t s = ctx->stream;
+    const int32_t *targets = ctx->d_idx + N, *pos = ctx->d_idx + 2 * (size_t)N;
+    const int32_t *uniq = ctx->d_idx + 3 * (size_t)N, *start = ctx->d_idx + 4 * (size_t)N;
+    const bf16 *wp = ctx->pbf;
+    bf16 *dlogits = (bf16 *)ctx->dlogits;
+    double *part = ctx->part;
+    int rc;
+    CUDA_TRY(cudaMemsetAsync(grads, 0, ctx->lay.numel * sizeof(float), s), e);
+    LAUNCH_TRY(gpu_crossentropy_backward<bf16>(dlogits, (size_t)ctx->Vp, ctx->logits, (size_t)ctx->Vp, ctx->row_max,
+                                               ctx->row_inv, ctx->row_g, targets, N, V, s), e);
+    /* head: dh = dlogits head (float); d(head) = dlogits^T hfn */
+    if ((rc = cuda_lt_matmul(ctx, false, false, C, N, hf_head_rows(ctx), wp + hf->off_head, C, dlogits, ctx->Vp, BF,
+                             hf->dh, C, R, NULL, NULL, e)) ||
+        (rc = cuda_mm_dweight(ctx, grads + hf->off_head, dlogits, ctx->Vp, hf->hfn16, N, C, V, BF, e)))
+        return rc;
+    CUDA_TRY(cudaMemsetAsync(hf->dx, 0, (size_t)N * C * sizeof(float), s), e);
+    LAUNCH_TRY(gpu_rmsnorm_backward<bf16>(hf->dx, hf->dx16, grads + hf->off_norm, part, hf->dh, hf->x_last, hf->rf,
+                                          params + hf->off_norm, N, C, s), e);
+#define W(field) (wp + hf->off[l].field)
+#define WF(field) (params + hf->off[l].field)
+#define G(field) (grads + hf->off[l].field)
+    for (int l = L - 1; l >= 0; l--) {
+        hf_tape16 &t = hf->tape16[l];
+        /* x_next = x_mid + act Wd^T */
+        if ((rc = cuda_mm_dinp(ctx, hf->dact16, BF, hf->dx16, W(wd), N, F, C, BF, e)) ||
+            (rc = cuda_mm_dweight(ctx, G(wd), hf->dx16, C, t.act, N, F, C, BF, e)))
+            return rc;
+        LAUNCH_TRY(gpu_swiglu_backward<bf16>(hf->dg16, hf->du16, hf->dact16, t.g, t.u, (size_t)N * F, s), e);
+        /* dh = dg Wg + du Wu (float) */
+        if ((rc = cuda_mm_dinp(ctx, hf->dh, R, hf->dg16, W(wg), N, C, F, BF, e)) ||
+            (rc = cuda_lt_matmul(ctx, false, false, C, N, F, W(wu), C, hf->du16, F, BF, hf->dh, C, R, hf->dh, NULL,
+                                 e)) ||
+            (rc = cuda_mm_dweight(ctx, G(wg), hf->dg16, F, t.h2, N, C, F, BF, e)) ||
+            (rc = cuda_mm_dweight(ctx, G(wu), hf->du16, F, t.h2, N, C, F, BF, e)))
+            return rc;
+        LAUNCH_TRY(gpu_rmsnorm_backward<bf16>(hf->dx, hf->dx16, G(ln_post), part, hf->dh, t.x_mid, t.r2, WF(ln_post),
+                                              N, C, s), e);
+        /* x_mid = x_in + att Wo^T */
+        if ((rc = cuda_mm_dinp(ctx, hf->datt16, BF, hf->dx16, W(wo), N, QD, C, BF, e)) ||
+            (rc = cuda_mm_dweight(ctx, G(wo), hf->dx16, C, t.att, N, QD, C, BF, e)))
+            return rc;
+        if ((rc = hf_attention_backward(ctx, hf->dqkv16, hf->datt16, t.qkv, t.att, t.lse, e))) return rc;
+        LAUNCH_TRY(gpu_rope_rotate_rows<bf16>(hf->dqkv16, RS, B, T, H, D, a->rope_theta, -1.0f, s), e);
+        LAUNCH_TRY(gpu_rope_rotate_rows<bf16>(hf->dqkv16 + QD, RS, B, T, Hkv, D, a->rope_theta, -1.0f, s), e);
+        /* dh = dq Wq + dk Wk + dv Wv; the weights' gradients from the packed rows (ld RS) */
+        const bf16 *dq = hf->dqkv16, *dk = hf->dqkv16 + QD, *dv = hf->dqkv16 + QD + KD;
+        if ((rc = cuda_lt_matmul(ctx, false, false, C, N, QD, W(wq), C, dq, RS, BF, hf->dh, C, R, NULL, NULL, e)) ||
+            (rc = cuda_lt_matmul(ctx, false, false, C, N, KD, W(wk), C, dk, RS, BF, hf->dh, C, R, hf->dh, NULL, e)) ||
+            (rc = cuda_lt_matmul(ctx, false, false, C, N, KD, W(wv), C, dv, RS, BF, hf->dh, C, R, hf->dh, NULL, e)) ||
+            (rc = cuda_mm_dweight(ctx, G(wq), dq, RS, t.h1, N, C, QD, BF, e)) ||
+            (rc = cuda_mm_dweight(ctx, G(wk), dk, RS, t.h1, N, C, KD, BF, e)) ||
+            (rc = cuda_mm_dweight(ctx, G(wv), dv, RS, t.h1, N, C, KD, BF, e)))
+            return rc;
+        if (hf->off[l].bq != SIZE_MAX) {
+            /* the biases' gradients: the packed rows' column sums, then each part to its tensor */
+            LAUNCH_TRY(gpu_column_sum<bf16>(hf->bsum, part, hf->dqkv16, N, RS, s), e);
+            CUDA_TRY(cudaMemcpyAsync(G(bq), hf->bsum, (size_t)QD * 4, cudaMemcpyDeviceToDevice, s), e);
+            CUDA_TRY(cudaMemcpyAsync(G(bk), hf->bsum + QD, (size_t)KD * 4, cudaMemcpyDeviceToDevice, s), e);
+            CUDA_TRY(cudaMemcpyAsync(G(bv), hf->bsum + QD + KD, (size_t)KD * 4, cudaMemcpyDeviceToDevice, s), e);
+        }
+        LAUNCH_TRY(gpu_rmsnorm_backward<bf16>(hf->dx, hf->dx16, G(ln_in), part, hf->dh, t.x_in, t.r1, WF(ln_in), N, C,
+                                              s), e);
+    }
+#undef W
+#undef WF
+#undef G
+    LAUNCH_TRY(gpu_encoder_backward_wte(grads + hf->off_embed, hf->dx, uniq, start, pos, ctx->nuniq, C, s), e);
+    return 0;
+}
+
+int cuda_hf_forward(model_ctx *ctx, const float *params, tdm_err *e) {
+    return ctx->hf->bf ? hf_forward16(ctx, params, e) : hf_forward32(ctx, params, e);
+}
+
+int cuda_hf_backward(model_ctx *ctx, const float *params, float *grads, tdm_err *e) {
+    return ctx->hf->bf ? hf_backward16(ctx, params, grads, e) : hf_backward32(ctx, params, grads, e);
 }

@@ -115,9 +115,10 @@ int cuda_next_precision(int *prec, tdm_err *e);
 /* The attention the next workspace asks for: model_cuda_set_attention's, else
  * TANDEM_ATTENTION, else auto (ERR_USAGE for a bad TANDEM_ATTENTION). */
 int cuda_next_attention(int *att, tdm_err *e);
-/* Sets ctx->dnn_shape_ok for a batch of B x T: 0, or -1 with e set when model.attention =
- * cudnn and cuDNN has no plan for the shape (cuda.cu). */
-int cuda_use_cudnn(model_ctx *ctx, int B, int T, int C, int H, tdm_err *e);
+/* Sets ctx->dnn_shape_ok for a batch of B x T with H query heads on Hkv key/value heads:
+ * 0, or -1 with e set when model.attention = cudnn and cuDNN has no plan for the shape
+ * (cuda.cu). */
+int cuda_use_cudnn(model_ctx *ctx, int B, int T, int H, int Hkv, tdm_err *e);
 /* cudaMalloc counted in the workspace's bytes_now/bytes_peak; ERR_INTERNAL naming `what`
  * and the device's free memory when it fails. */
 int cuda_dev_alloc(model_ctx *ctx, void **p, size_t bytes, const char *what, tdm_err *e);
@@ -158,12 +159,12 @@ int cuda_mm_dinp(model_ctx *ctx, void *dinp, cudaDataType_t dtype, const void *d
 int cuda_mm_dweight(model_ctx *ctx, float *dW, const void *dout, int64_t ld_dout, const void *inp, int N, int IC,
                     int OC, cudaDataType_t at, tdm_err *e);
 
-/* The Llama / Qwen2 family (cuda_hf.cu), fp32: the device buffers of a workspace for
- * ctx->lN rows (besides the host ones cuda_create makes for every layout; ctx->hf set),
- * their bytes for the estimate, their release, and the passes over the staged batch
- * (d_idx, as cuda.cu stages it for GPT-2). */
+/* The Llama / Qwen2 family (cuda_hf.cu), fp32 or bf16 (ctx->use_bf16): the device
+ * buffers of a workspace for ctx->lN rows (besides the host ones cuda_create makes for
+ * every layout; ctx->hf set), their bytes for the estimate, their release, and the passes
+ * over the staged batch (d_idx, as cuda.cu stages it for GPT-2). */
 int cuda_hf_alloc(model_ctx *ctx, size_t nspans, tdm_err *e);
-double cuda_hf_workspace_bytes(const model_layout *lay, int max_B, int max_T, size_t nspans);
+double cuda_hf_workspace_bytes(const model_layout *lay, int max_B, int max_T, size_t nspans, int bf16);
 void cuda_hf_free(model_ctx *ctx);
 int cuda_hf_forward(model_ctx *ctx, const float *params, tdm_err *e);
 int cuda_hf_backward(model_ctx *ctx, const float *params, float *grads, tdm_err *e);

@@ -158,11 +158,11 @@ double cuda_workspace_bytes(const model_layout *lay, int max_B, int max_T,
                                    int n_domains, int threads) {
     (void)n_domains;
     (void)threads;
-    if (lay->cfg.arch == MODEL_ARCH_HF)
-        return cuda_hf_workspace_bytes(lay, max_B, max_T, adamw_spans(lay).size());
     int prec;
     tdm_err ignore;
     if (cuda_next_precision(&prec, &ignore)) prec = PREC_FP32;
+    if (lay->cfg.arch == MODEL_ARCH_HF)
+        return cuda_hf_workspace_bytes(lay, max_B, max_T, adamw_spans(lay).size(), prec == PREC_BF16);
     model_ctx probe = model_ctx();
     probe.use_bf16 = prec == PREC_BF16;
     set_dims(&probe, &lay->cfg, (size_t)max_B * max_T);
@@ -202,11 +202,11 @@ static int gelu_epilogue_mode(int *on, tdm_err *e) {
 
 /* Chooses the workspace's attention (model.attention, gpu/cudnn_att.h): builtin; or
  * cuDNN when the precision is bf16, cuDNN loads, a handle is made on the workspace's
- * stream and the self-check against the built-in kernels passes (run once per process
- * and head size; its verdict is remembered). auto falls back to builtin with the reason,
- * cudnn makes any of these an ERR_USAGE naming model.attention. Needs ctx's stream,
- * tile and precision. */
-static int choose_attention(model_ctx *ctx, int hs, tdm_err *e) {
+ * stream and the self-check against the built-in kernels passes (run once per process,
+ * head size and group of query heads per key/value head; its verdict is remembered).
+ * auto falls back to builtin with the reason, cudnn makes any of these an ERR_USAGE
+ * naming model.attention. Needs ctx's stream, tile and precision. */
+static int choose_attention(model_ctx *ctx, int hs, int group, tdm_err *e) {
     int att;
     if (cuda_next_attention(&att, e)) return e->code;
     char line[512];
@@ -222,19 +222,20 @@ static int choose_attention(model_ctx *ctx, int hs, tdm_err *e) {
     if (!why[0] && cudnn_att_load(&version, why, sizeof why) == 0)
         a = cudnn_att_create(ctx->stream, hs, why, sizeof why);
     if (a) {
-        /* the verdict per head size, for the life of the process */
-        static std::unordered_map<int, std::pair<int, std::string>> verdicts;
+        /* the verdict per head size and group, for the life of the process */
+        static std::unordered_map<long, std::pair<int, std::string>> verdicts;
+        const long vkey = (long)hs * 65536 + group;
         pthread_mutex_lock(&g_setup_mu);
-        auto it = verdicts.find(hs);
+        auto it = verdicts.find(vkey);
         bool known = it != verdicts.end();
         std::pair<int, std::string> v = known ? it->second : std::pair<int, std::string>();
         pthread_mutex_unlock(&g_setup_mu);
         if (!known) {
             char msg[400];
-            v.first = cudnn_att_selfcheck(a, hs, ctx->tile, msg, sizeof msg);
+            v.first = cudnn_att_selfcheck(a, group, ctx->tile, msg, sizeof msg);
             v.second = msg;
             pthread_mutex_lock(&g_setup_mu);
-            verdicts[hs] = v;
+            verdicts[vkey] = v;
             pthread_mutex_unlock(&g_setup_mu);
         }
         if (v.first == 0) {
@@ -295,16 +296,15 @@ model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int n_doma
         }
     }
     int hf = c->arch == MODEL_ARCH_HF;
-    if (hf && prec == PREC_BF16) {
-        err_set(e, ERR_USAGE, "run.precision = bf16: the CUDA backend runs the Llama / Qwen2 family in fp32 "
-                "only so far (run.precision = fp32)");
-        return NULL;
-    }
-    int hs = hf ? 0 : c->channels / c->heads;
-    int tile = hf ? 0 : gpu_attention_pick_tile(hs, prec == PREC_BF16, prop.sharedMemPerBlockOptin);
-    if (!tile && !hf) {
-        err_set(e, ERR_USAGE, "model.channels / model.heads = %d: head size too large for the "
-                "CUDA attention kernels (shared memory of %zu bytes per block)", hs,
+    /* the flash-style attention serves GPT-2 in both precisions and the family in bf16
+     * (its fp32 path runs kernels_hf.cu's reference attention) */
+    int flash = !hf || prec == PREC_BF16;
+    int hs = hf ? c->hf.head_dim : c->channels / c->heads;
+    int group = hf ? c->hf.heads / c->hf.kv_heads : 1;
+    int tile = flash ? gpu_attention_pick_tile(hs, prec == PREC_BF16, prop.sharedMemPerBlockOptin) : 0;
+    if (!tile && flash) {
+        err_set(e, ERR_USAGE, "%s = %d: head size too large for the CUDA attention kernels (shared memory "
+                "of %zu bytes per block)", hf ? "head_dim" : "model.channels / model.heads", hs,
                 (size_t)prop.sharedMemPerBlockOptin);
         return NULL;
     }
@@ -356,7 +356,7 @@ model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int n_doma
             goto fail;
         }
     }
-    if (!hf && choose_attention(ctx, hs, e)) goto fail;
+    if (flash && choose_attention(ctx, hs, group, e)) goto fail;
     if (gelu_epilogue_mode(&ctx->gelu_epi, e)) goto fail;
     ctx->off_block = (size_t *)malloc(L * MODEL_BLOCK_TENSORS * sizeof *ctx->off_block);
     if (!ctx->off_block) {

@@ -1,7 +1,8 @@
 /* cudnn_att.cu — causal attention through cuDNN's backend graph API (gpu/cudnn_att.h).
  *
  * The graphs (tensors [B, H, T, D] seen through strides into qkv, out and their
- * gradients; S = [B, H, T, T] virtual, float):
+ * gradients, K and V with Hkv heads — grouped-query attention where Hkv < H, which
+ * cuDNN's engines broadcast over the group; S = [B, H, T, T] virtual, float):
  *
  *   forward   S = Q K^T; S *= scale; mask = row >= col (GEN_INDEX, CMP_GE);
  *             S = mask ? S : -inf; m = max_row S; E = exp(S - m); l = sum_row E;
@@ -323,7 +324,7 @@ enum {
     U_Q = 1, U_K, U_V, U_O, U_LSE, U_DO, U_DQ, U_DK, U_DV, U_D, U_SCALE, U_NINF, U_ONE
 };
 
-/* One finalised plan for one (direction, B, T, H, D, C). */
+/* One finalised plan for one (direction, B, T, H, Hkv) (hs is the handle's). */
 struct Plan {
     cudnnBackendDescriptor_t plan = nullptr;
     /* the graph's descriptors and the chosen engine configuration, kept for the plan's
@@ -340,6 +341,7 @@ struct cudnn_att {
     size_t ws_bytes = 0;
     std::map<std::vector<int64_t>, Plan> plans;
     std::map<std::vector<int64_t>, std::string> refused; /* shapes without plans: why */
+    int hs = 0;
     float scale = 0, ninf = -INFINITY, one = 1.0f;
 };
 
@@ -412,18 +414,20 @@ static int pick_plan(cudnn_att *a, cudnnBackendDescriptor_t g, Plan *p, const ch
                    name, nsk ? " (skipped as nondeterministic: engines" : "", nsk ? skipped : "");
 }
 
-/* Builds (or finds) the plan of one direction for (B, T, H, D, C). */
-static int get_plan(cudnn_att *a, bool fwd, int B, int T, int C, int H, Plan **out, tdm_err *e) {
-    std::vector<int64_t> key = {fwd ? 1 : 0, B, T, C, H};
+/* Builds (or finds) the plan of one direction for (B, T, H, Hkv). */
+static int get_plan(cudnn_att *a, bool fwd, int B, int T, int H, int Hkv, Plan **out, tdm_err *e) {
+    std::vector<int64_t> key = {fwd ? 1 : 0, B, T, H, Hkv};
     auto it = a->plans.find(key);
     if (it != a->plans.end()) {
         *out = &it->second;
         return 0;
     }
-    const int64_t b = B, h = H, t = T, d = C / H, c = C;
-    /* q, k, v in qkv[B, T, 3C]; o, do in [B, T, C]; S [B, H, T, T]; rows [B, H, T, 1] */
-    const int64_t dQKV[4] = {b, h, t, d}, sQKV[4] = {t * 3 * c, d, 3 * c, 1};
-    const int64_t dKT[4] = {b, h, d, t}, sKT[4] = {t * 3 * c, d, 1, 3 * c};
+    const int64_t b = B, h = H, hk = Hkv, t = T, d = a->hs, rs = (h + 2 * hk) * d, c = h * d;
+    /* q, k, v in qkv[B, T, (H + 2 Hkv) D]; o, do in [B, T, H D]; S [B, H, T, T]; rows
+     * [B, H, T, 1]; K and V (and their gradients) of Hkv heads */
+    const int64_t dQKV[4] = {b, h, t, d}, sQKV[4] = {t * rs, d, rs, 1};
+    const int64_t dKV[4] = {b, hk, t, d};
+    const int64_t dKT[4] = {b, hk, d, t}, sKT[4] = {t * rs, d, 1, rs};
     const int64_t sO[4] = {t * c, d, c, 1};
     const int64_t dS[4] = {b, h, t, t}, sS[4] = {h * t * t, t * t, t, 1};
     const int64_t sST[4] = {h * t * t, t * t, 1, t};
@@ -438,7 +442,7 @@ static int get_plan(cudnn_att *a, bool fwd, int B, int T, int C, int H, Plan **o
         if (fwd) {
             auto Q = g.tensor(U_Q, CUDNN_DATA_BFLOAT16, dQKV, sQKV);
             auto KT = g.tensor(U_K, CUDNN_DATA_BFLOAT16, dKT, sKT);
-            auto V = g.tensor(U_V, CUDNN_DATA_BFLOAT16, dQKV, sQKV);
+            auto V = g.tensor(U_V, CUDNN_DATA_BFLOAT16, dKV, sQKV);
             auto O = g.tensor(U_O, CUDNN_DATA_BFLOAT16, dQKV, sO);
             auto LSE = g.tensor(U_LSE, CUDNN_DATA_FLOAT, dR, sR);
             auto scale = g.scalar(U_SCALE), ninf = g.scalar(U_NINF);
@@ -469,8 +473,8 @@ static int get_plan(cudnn_att *a, bool fwd, int B, int T, int C, int H, Plan **o
             auto dO = g.tensor(U_DO, CUDNN_DATA_BFLOAT16, dQKV, sO);
             auto LSE = g.tensor(U_LSE, CUDNN_DATA_FLOAT, dR, sR);
             auto dQ = g.tensor(U_DQ, CUDNN_DATA_BFLOAT16, dQKV, sQKV);
-            auto dK = g.tensor(U_DK, CUDNN_DATA_BFLOAT16, dQKV, sQKV);
-            auto dV = g.tensor(U_DV, CUDNN_DATA_BFLOAT16, dQKV, sQKV);
+            auto dK = g.tensor(U_DK, CUDNN_DATA_BFLOAT16, dKV, sQKV);
+            auto dV = g.tensor(U_DV, CUDNN_DATA_BFLOAT16, dKV, sQKV);
             auto Dsum = g.tensor(U_D, CUDNN_DATA_FLOAT, dR, sR);
             auto scale = g.scalar(U_SCALE), ninf = g.scalar(U_NINF), one = g.scalar(U_ONE);
             /* D = sum_row dO * O */
@@ -506,7 +510,7 @@ static int get_plan(cudnn_att *a, bool fwd, int B, int T, int C, int H, Plan **o
             auto dST = g.tensor(0, CUDNN_DATA_BFLOAT16, dS, sST);
             g.reshape(dSc, dST);
             g.matmul(dST, Q, dK);
-            auto K = g.tensor(0, CUDNN_DATA_FLOAT, dQKV, sQKV);
+            auto K = g.tensor(0, CUDNN_DATA_FLOAT, dKV, sQKV);
             g.reshape(KT, K);
             g.matmul(dSc, K, dQ);
         }
@@ -518,8 +522,8 @@ static int get_plan(cudnn_att *a, bool fwd, int B, int T, int C, int H, Plan **o
         g.finalize(graph, "operation graph");
         if (g.st && variant == 0) continue;
         if (g.st)
-            return err_set(e, ERR_INTERNAL, "cuDNN %s attention graph: %s failed: %s (B %d, T %d, C %d, H %d)",
-                           fwd ? "forward" : "backward", g.what, D.getErrorString(g.st), B, T, C, H);
+            return err_set(e, ERR_INTERNAL, "cuDNN %s attention graph: %s failed: %s (B %d, T %d, H %d, Hkv %d, hs %d)",
+                           fwd ? "forward" : "backward", g.what, D.getErrorString(g.st), B, T, H, Hkv, a->hs);
         int rc = pick_plan(a, graph, &p, fwd ? "forward" : "backward", e);
         if (rc) {
             for (cudnnBackendDescriptor_t d : p.keep) D.bDestroy(d);
@@ -580,6 +584,7 @@ cudnn_att *cudnn_att_create(cudaStream_t s, int hs, char *why, size_t cap) {
         return nullptr;
     }
     a->s = s;
+    a->hs = hs;
     a->scale = (float)(1.0 / sqrt((double)hs));
     return a;
 }
@@ -596,8 +601,8 @@ void cudnn_att_destroy(cudnn_att *a) {
     delete a;
 }
 
-int cudnn_att_prepare(cudnn_att *a, int B, int T, int C, int H, tdm_err *e) {
-    std::vector<int64_t> key = {B, T, C, H};
+int cudnn_att_prepare(cudnn_att *a, int B, int T, int H, int Hkv, tdm_err *e) {
+    std::vector<int64_t> key = {B, T, H, Hkv};
     auto it = a->refused.find(key);
     if (it != a->refused.end()) return err_set(e, ERR_INTERNAL, "%s", it->second.c_str());
     Plan *p;
@@ -607,32 +612,36 @@ int cudnn_att_prepare(cudnn_att *a, int B, int T, int C, int H, tdm_err *e) {
     if (T % 128 != 0 && D.version <= 91500)
         rc = err_set(e, ERR_INTERNAL, "cuDNN %d.%d needs T a multiple of 128 here (T = %d)",
                      D.version / 10000, D.version / 100 % 100, T);
-    if (!rc) rc = get_plan(a, true, B, T, C, H, &p, e);
-    if (!rc) rc = get_plan(a, false, B, T, C, H, &p, e);
+    if (!rc && (H < 1 || Hkv < 1 || H % Hkv))
+        rc = err_set(e, ERR_INTERNAL, "%d query heads on %d key/value heads", H, Hkv);
+    if (!rc) rc = get_plan(a, true, B, T, H, Hkv, &p, e);
+    if (!rc) rc = get_plan(a, false, B, T, H, Hkv, &p, e);
     if (rc) a->refused[key] = e->msg;
     return rc;
 }
 
-int cudnn_att_forward(cudnn_att *a, bf16 *out, float *lse, const bf16 *qkv, int B, int T, int C,
-                      int H, tdm_err *e) {
+int cudnn_att_forward(cudnn_att *a, bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H,
+                      int Hkv, tdm_err *e) {
     Plan *p;
-    int rc = get_plan(a, true, B, T, C, H, &p, e);
+    int rc = get_plan(a, true, B, T, H, Hkv, &p, e);
     if (rc) return rc;
+    const size_t koff = (size_t)H * a->hs, voff = (size_t)(H + Hkv) * a->hs;
     const int64_t uids[] = {U_Q, U_K, U_V, U_O, U_LSE, U_SCALE, U_NINF};
-    void *const ptrs[] = {(void *)qkv, (void *)(qkv + C), (void *)(qkv + 2 * C), out, lse,
+    void *const ptrs[] = {(void *)qkv, (void *)(qkv + koff), (void *)(qkv + voff), out, lse,
                           &a->scale, &a->ninf};
     return execute(a, p, 7, uids, ptrs, e);
 }
 
 int cudnn_att_backward(cudnn_att *a, bf16 *dqkv, float *Dbuf, const bf16 *dout, const bf16 *qkv,
-                       const bf16 *out, const float *lse, int B, int T, int C, int H, tdm_err *e) {
+                       const bf16 *out, const float *lse, int B, int T, int H, int Hkv, tdm_err *e) {
     Plan *p;
-    int rc = get_plan(a, false, B, T, C, H, &p, e);
+    int rc = get_plan(a, false, B, T, H, Hkv, &p, e);
     if (rc) return rc;
+    const size_t koff = (size_t)H * a->hs, voff = (size_t)(H + Hkv) * a->hs;
     const int64_t uids[] = {U_Q, U_K, U_V, U_O, U_DO, U_LSE, U_DQ, U_DK, U_DV, U_D,
                             U_SCALE, U_NINF, U_ONE};
-    void *const ptrs[] = {(void *)qkv, (void *)(qkv + C), (void *)(qkv + 2 * C), (void *)out,
-                          (void *)dout, (void *)lse, dqkv, dqkv + C, dqkv + 2 * C, Dbuf,
+    void *const ptrs[] = {(void *)qkv, (void *)(qkv + koff), (void *)(qkv + voff), (void *)out,
+                          (void *)dout, (void *)lse, dqkv, dqkv + koff, dqkv + voff, Dbuf,
                           &a->scale, &a->ninf, &a->one};
     return execute(a, p, 13, uids, ptrs, e);
 }
@@ -650,9 +659,10 @@ static void max_err(const void *x, const void *y, size_t n, bool f32, double *er
     }
 }
 
-int cudnn_att_selfcheck(cudnn_att *a, int hs, int tile, char *msg, size_t cap) {
-    const int B = 2, H = 4, T = 128, C = H * hs;
-    const size_t nqkv = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nr = (size_t)B * H * T;
+int cudnn_att_selfcheck(cudnn_att *a, int group, int tile, char *msg, size_t cap) {
+    const int hs = a->hs, Hkv = group > 1 ? 2 : 4, H = Hkv * group, B = 2, T = 128, C = H * hs;
+    const int RS = (H + 2 * Hkv) * hs; /* a row of qkv */
+    const size_t nqkv = (size_t)B * T * RS, no = (size_t)B * T * C, nr = (size_t)B * H * T;
     std::vector<bf16> h_qkv(nqkv), h_do(no);
     uint64_t x = 0x9E3779B97F4A7C15ull;
     auto rnd = [&x]() { /* xorshift64*, uniform in [-1, 1) */
@@ -683,19 +693,19 @@ int cudnn_att_selfcheck(cudnn_att *a, int hs, int tile, char *msg, size_t cap) {
         snprintf(msg, cap, "self-check: cudaMemcpy: %s", cudaGetErrorString(cudaGetLastError()));
         goto done;
     }
-    if (gpu_attention_forward<bf16>(out[0], lse[0], qkv, B, T, C, H, tile, a->s) != cudaSuccess ||
-        gpu_attention_backward<bf16>(dqkv[0], Dbuf, dout, qkv, out[0], lse[0], B, T, C, H, tile, a->s) !=
+    if (gpu_attention_forward<bf16>(out[0], lse[0], qkv, B, T, H, Hkv, hs, tile, a->s) != cudaSuccess ||
+        gpu_attention_backward<bf16>(dqkv[0], Dbuf, dout, qkv, out[0], lse[0], B, T, H, Hkv, hs, tile, a->s) !=
             cudaSuccess) {
         snprintf(msg, cap, "self-check: built-in kernels: %s", cudaGetErrorString(cudaGetLastError()));
         goto done;
     }
-    if (cudnn_att_prepare(a, B, T, C, H, &e)) {
+    if (cudnn_att_prepare(a, B, T, H, Hkv, &e)) {
         snprintf(msg, cap, "self-check: %s", e.msg);
         goto done;
     }
     for (int k = 1; k < 3; k++) {
-        if (cudnn_att_forward(a, out[k], lse[k], qkv, B, T, C, H, &e) ||
-            cudnn_att_backward(a, dqkv[k], Dbuf, dout, qkv, out[k], lse[k], B, T, C, H, &e)) {
+        if (cudnn_att_forward(a, out[k], lse[k], qkv, B, T, H, Hkv, &e) ||
+            cudnn_att_backward(a, dqkv[k], Dbuf, dout, qkv, out[k], lse[k], B, T, H, Hkv, &e)) {
             snprintf(msg, cap, "self-check: %s", e.msg);
             goto done;
         }
@@ -724,12 +734,14 @@ int cudnn_att_selfcheck(cudnn_att *a, int hs, int tile, char *msg, size_t cap) {
         max_err(l[1].data(), l[0].data(), nr, true, &el, &rl);
         /* dq, dk, dv each against its own scale: the rows of dqkv are q | k | v */
         double worst = 0;
+        const size_t from[3] = {0, (size_t)C, (size_t)C + (size_t)Hkv * hs};
+        const size_t width[3] = {(size_t)C, (size_t)Hkv * hs, (size_t)Hkv * hs};
         for (int part = 0; part < 3; part++) {
             double pe = 0, pr = 0;
             for (size_t r = 0; r < (size_t)B * T; r++) {
                 double e1, r1;
-                size_t off = r * 3 * C + (size_t)part * C;
-                max_err(dq[1].data() + off, dq[0].data() + off, (size_t)C, false, &e1, &r1);
+                size_t off = r * RS + from[part];
+                max_err(dq[1].data() + off, dq[0].data() + off, width[part], false, &e1, &r1);
                 if (!(e1 <= pe)) pe = e1;
                 if (r1 > pr) pr = r1;
             }
@@ -740,8 +752,8 @@ int cudnn_att_selfcheck(cudnn_att *a, int hs, int tile, char *msg, size_t cap) {
         bool pass = rel_o <= CUDNN_ATT_TOL_OUT && el <= CUDNN_ATT_TOL_LSE && worst <= CUDNN_ATT_TOL_GRAD;
         snprintf(msg, cap,
                  "max err out %.2e (of %.2f), lse %.2e, grads %.2e (of %.2f); same bits twice; "
-                 "B 2, H 4, T 128, hs %d",
-                 eo, ro, el, eg, rg, hs);
+                 "B 2, H %d on %d, T 128, hs %d",
+                 eo, ro, el, eg, rg, H, Hkv, hs);
         if (!pass) {
             char detail[256];
             snprintf(detail, sizeof detail, "%s", msg);

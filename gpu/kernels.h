@@ -117,18 +117,21 @@ cudaError_t gpu_crossentropy_backward(T *dlogits, size_t ldd, const float *logit
 
 /* ---------------------------------------- attention (kernels_attention.cu) */
 /* Fused causal attention, flash-style (online softmax), tiles of `tile` queries and keys
- * (64, 32 or 16) staged in shared memory. qkv[B, T, 3C] → out[B, T, C] and
- * lse[B, H, T] (log-sum-exp of each query row's scaled scores, for the backward). */
+ * (64, 32 or 16) staged in shared memory, with grouped-query heads: H query heads of hs
+ * dimensions over Hkv key/value heads (H a multiple of Hkv; GPT-2: Hkv = H, hs = C / H).
+ * qkv[B, T, (H + 2 Hkv) hs] (each row q | k | v) → out[B, T, H hs] and lse[B, H, T]
+ * (log-sum-exp of each query row's scaled scores, for the backward). */
 template <typename Act>
-cudaError_t gpu_attention_forward(Act *out, float *lse, const Act *qkv, int B, int T, int C, int H,
-                                  int tile, cudaStream_t s);
-/* dqkv[B, T, 3C] (overwritten) from dout[B, T, C]; Dbuf[B, H, T] is scratch. dK and dV
- * come from one block per (b, h, key tile) looping over query tiles in order, dQ from one
- * block per (b, h, query tile) looping over key tiles: no atomics. */
+cudaError_t gpu_attention_forward(Act *out, float *lse, const Act *qkv, int B, int T, int H, int Hkv,
+                                  int hs, int tile, cudaStream_t s);
+/* dqkv[B, T, (H + 2 Hkv) hs] (overwritten) from dout[B, T, H hs]; Dbuf[B, H, T] is scratch.
+ * dK and dV come from one block per (b, key/value head, key tile) looping over the group's
+ * query heads and their query tiles in order, dQ from one block per (b, h, query tile)
+ * looping over key tiles: no atomics. */
 template <typename Act>
 cudaError_t gpu_attention_backward(Act *dqkv, float *Dbuf, const Act *dout, const Act *qkv,
-                                   const Act *out, const float *lse, int B, int T, int C, int H,
-                                   int tile, cudaStream_t s);
+                                   const Act *out, const float *lse, int B, int T, int H, int Hkv,
+                                   int hs, int tile, cudaStream_t s);
 /* The largest tile (64, 32, 16) whose kernels fit in smem_optin bytes of shared memory per
  * block for head size hs, or 0 when none does. */
 int gpu_attention_pick_tile(int hs, int is_bf16, size_t smem_optin);
@@ -140,13 +143,15 @@ cudaError_t gpu_attention_probe(void);
 cudaError_t gpu_attention_setup(size_t smem_optin);
 
 /* ---------------------------------------- Llama / Qwen2 layers (kernels_hf.cu) */
-/* The layers of model/qwen2.c, fp32 only (bf16 not yet). N = B*T rows, C channels,
- * H query heads and Hkv key/value heads (H a multiple of Hkv) of D dimensions, F the MLP
- * width. Used by cuda_hf.cu (the family's passes). */
+/* The layers of model/qwen2.c. N = B*T rows, C channels, H query heads and Hkv key/value
+ * heads (H a multiple of Hkv) of D dimensions, F the MLP width. Used by cuda_hf.cu (the
+ * family's passes). Templates take float or bf16 activations (T); the residual stream,
+ * RMSNorm's input, statistics and weights, and the gradients it adds into stay float. */
 
 /* out[N, C] = x * rstd * w with rstd[N] = 1 / sqrt(mean(x^2) + eps) per row of inp[N, C]
  * (rstd may be NULL when the backward pass will not follow) */
-cudaError_t gpu_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N,
+template <typename T>
+cudaError_t gpu_rmsnorm_forward(T *out, float *rstd, const float *inp, const float *w, int N,
                                 int C, double eps, cudaStream_t s);
 /* Backward of out = inp * rstd * w given dy[N, C]: dx[N, C] += d(inp) and
  * dw[C] += sum over rows of dy * inp * rstd, the rows summed in chunks of GPU_ROW_CHUNK
@@ -155,19 +160,29 @@ cudaError_t gpu_rmsnorm_forward(float *out, float *rstd, const float *inp, const
 cudaError_t gpu_rmsnorm_backward(float *dx, float *dw, double *part, const float *dy,
                                  const float *inp, const float *rstd, const float *w, int N,
                                  int C, cudaStream_t s);
+/* The same, and copy[N, C] = the new dx rounded to T (the next matmuls' operand) */
+template <typename T>
+cudaError_t gpu_rmsnorm_backward(float *dx, T *copy, float *dw, double *part, const float *dy,
+                                 const float *inp, const float *rstd, const float *w, int N,
+                                 int C, cudaStream_t s);
 /* x[B*T, heads*D] rotated in place by RoPE (HF's rotate_half: dims i and i + D/2 of each
  * head, position t = row % T, angle t * theta^(-2i/D) with inv_freq and the angle in
  * float, as qwen2.c's rope_rotate); sign +1 forward, -1 the transpose (backward). D even,
  * at most 12288. */
 cudaError_t gpu_rope_rotate(float *x, int B, int T, int heads, int D, double theta, float sign,
                             cudaStream_t s);
+/* The same on rows ld elements apart (the q or k part of a packed qkv row), T float or bf16 */
+template <typename T>
+cudaError_t gpu_rope_rotate_rows(T *x, size_t ld, int B, int T_, int heads, int D, double theta,
+                                 float sign, cudaStream_t s);
 /* act[n] = silu(g) * u, elementwise (act may be g or u) */
-cudaError_t gpu_swiglu_forward(float *act, const float *g, const float *u, size_t n,
-                               cudaStream_t s);
+template <typename T>
+cudaError_t gpu_swiglu_forward(T *act, const T *g, const T *u, size_t n, cudaStream_t s);
 /* From dact[n]: du = dact g sigmoid(g), dg = dact u sigmoid(g) (1 + g (1 - sigmoid(g)));
  * dg may be dact (in place), du may not alias g or u */
-cudaError_t gpu_swiglu_backward(float *dg, float *du, const float *dact, const float *g,
-                                const float *u, size_t n, cudaStream_t s);
+template <typename T>
+cudaError_t gpu_swiglu_backward(T *dg, T *du, const T *dact, const T *g, const T *u, size_t n,
+                                cudaStream_t s);
 /* Causal attention, query head h over key/value head h / (H / Hkv): q[B*T, H*D],
  * k and v [B*T, Hkv*D] → out[B*T, H*D], and the softmax probabilities
  * probs[B][H][T][T] (required; zeros past the diagonal) for the backward pass. */

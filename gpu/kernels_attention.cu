@@ -1,8 +1,11 @@
-/* kernels_attention.cu — fused causal self-attention, flash-style, forward and backward.
+/* kernels_attention.cu — fused causal self-attention, flash-style, forward and backward,
+ * with grouped-query heads.
  *
- * Layout (model/cpu.c): qkv[B, T, 3C] holds q | k | v, head h at columns h*hs..; the
- * output is [B, T, C] with head h at h*hs. Scores s = (q·k) / sqrt(hs), causal (key j
- * visible to query i iff j <= i).
+ * Layout: each row of qkv[B, T, (H + 2 Hkv) hs] holds q (H heads) | k (Hkv heads) | v (Hkv
+ * heads), head h of q at columns h*hs.., head g of k at H*hs + g*hs, of v at
+ * (H + Hkv)*hs + g*hs; query head h reads key/value head h / (H / Hkv). GPT-2 (model/cpu.c)
+ * is the case Hkv = H: qkv[B, T, 3C]. The output is [B, T, H hs] with head h at h*hs.
+ * Scores s = (q·k) / sqrt(hs), causal (key j visible to query i iff j <= i).
  *
  * All three kernels work on square tiles of `tile` (64, 32 or 16) rows, staged in shared
  * memory with the head dimension zero-padded to a multiple of 16 (hsp); the products of
@@ -14,8 +17,9 @@
  *             the online softmax (running max m, running sum l, O rescaled by e^(m_old -
  *             m_new)); writes O / l and lse = m + log l per row.
  *   backward  D_i = dO_i · O_i (one warp per row); then
- *             dK, dV: one block per (b, h, key tile), query tiles from the diagonal down
- *                     in order: P = exp(s - lse), dV += P^T dO, dP = dO V^T,
+ *             dK, dV: one block per (b, key/value head, key tile): for each query head of
+ *                     its group in order, query tiles from the diagonal down in order:
+ *                     P = exp(s - lse), dV += P^T dO, dP = dO V^T,
  *                     dS = P (dP - D) / sqrt(hs), dK += dS^T Q;
  *             dQ:     one block per (b, h, query tile), key tiles up to the diagonal in
  *                     order: the same P and dS (same inputs, same code, same bits),
@@ -110,14 +114,17 @@ __device__ void block_mm(float *C, int ldc, const bf16 *A, int lda, const bf16 *
 
 /* ------------------------------------------------------------ tiles */
 
+/* rs: a row of qkv (elements); oc: a row of the output; koff, voff: where k and v start
+ * in a row of qkv; G: query heads per key/value head */
 struct AttShape {
-    int B, T, C, H, hs, hsp, tile, ntiles;
+    int B, T, H, Hkv, G, hs, hsp, tile, ntiles, rs, oc, koff, voff;
     float scale;
 };
 
-static AttShape make_shape(int B, int T, int C, int H, int tile) {
+static AttShape make_shape(int B, int T, int H, int Hkv, int hs, int tile) {
     AttShape d;
-    d.B = B, d.T = T, d.C = C, d.H = H, d.hs = C / H;
+    d.B = B, d.T = T, d.H = H, d.Hkv = Hkv, d.G = H / Hkv, d.hs = hs;
+    d.rs = (H + 2 * Hkv) * hs, d.oc = H * hs, d.koff = H * hs, d.voff = (H + Hkv) * hs;
     d.hsp = (d.hs + 15) / 16 * 16;
     d.tile = tile;
     d.ntiles = (T + tile - 1) / tile;
@@ -126,14 +133,14 @@ static AttShape make_shape(int B, int T, int C, int H, int tile) {
 }
 
 /* dst[r][c] (ld) = src row t0 + r, column c of a [T, stride] matrix, zero outside
- * t < T, c < hs; r < tile, c < hsp. With hs and C multiples of 16 bytes' worth of
- * elements (GPT-2's shapes), in 16-byte loads: src rows start at multiples of C elements
- * from a 256-byte aligned buffer, dst rows at multiples of ld (a multiple of 8 bf16 or 4
- * floats) from a 128-byte aligned region. */
+ * t < T, c < hs; r < tile, c < hsp. With hs and the stride multiples of 16 bytes' worth
+ * of elements (GPT-2's and Qwen2's shapes), in 16-byte loads: src rows start at multiples
+ * of the stride from a 256-byte aligned buffer plus a multiple of hs, dst rows at
+ * multiples of ld (a multiple of 8 bf16 or 4 floats) from a 128-byte aligned region. */
 template <typename T>
 __device__ void load_tile(T *dst, int ld, const T *src, int stride, int t0, const AttShape &d) {
     const int VEC = 16 / (int)sizeof(T);
-    if (d.hs == d.hsp && d.C % VEC == 0) {
+    if (d.hs == d.hsp && stride % VEC == 0) {
         const int nv = d.hsp / VEC; /* vectors per row */
         for (int idx = threadIdx.x; idx < d.tile * nv; idx += blockDim.x) {
             int r = idx / nv, c = (idx % nv) * VEC, t = t0 + r;
@@ -224,12 +231,13 @@ __global__ void __launch_bounds__(ATT_THREADS)
     const int ldx = ld_act<T>(d.hsp), ldp = ld_act<T>(d.tile), lds = ld_f32(d.tile),
               ldo = ld_f32(d.hsp);
     const int qt = d.ntiles - 1 - (int)blockIdx.y; /* longest rows first */
-    const int b = blockIdx.x / d.H, h = blockIdx.x % d.H;
+    const int b = blockIdx.x / d.H, h = blockIdx.x % d.H, g = h / d.G;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const size_t row3 = (size_t)3 * d.C;
-    const T *base = qkv + (size_t)b * d.T * row3 + (size_t)h * d.hs;
+    const T *row0 = qkv + (size_t)b * d.T * d.rs;
+    const T *qbase = row0 + (size_t)h * d.hs;
+    const T *kbase = row0 + d.koff + (size_t)g * d.hs, *vbase = row0 + d.voff + (size_t)g * d.hs;
 
-    load_tile(sm.Q, ldx, base, (int)row3, qt * d.tile, d);
+    load_tile(sm.Q, ldx, qbase, d.rs, qt * d.tile, d);
     zero_f32(sm.O, ldo, d.tile, d.hsp);
     for (int r = threadIdx.x; r < d.tile; r += blockDim.x) {
         sm.m[r] = -INFINITY;
@@ -237,8 +245,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
     }
     for (int kt = 0; kt <= qt; kt++) {
         __syncthreads(); /* the previous tile's K, V, P are no longer read */
-        load_tile(sm.K, ldx, base + d.C, (int)row3, kt * d.tile, d);
-        load_tile(sm.V, ldx, base + 2 * d.C, (int)row3, kt * d.tile, d);
+        load_tile(sm.K, ldx, kbase, d.rs, kt * d.tile, d);
+        load_tile(sm.V, ldx, vbase, d.rs, kt * d.tile, d);
         __syncthreads();
         block_mm<true, false, false>(sm.S, lds, sm.Q, ldx, sm.K, ldx, d.tile, d.tile, d.hsp);
         __syncthreads();
@@ -278,10 +286,10 @@ __global__ void __launch_bounds__(ATT_THREADS)
         block_mm<true, true, true>(sm.O, ldo, sm.P, ldp, sm.V, ldx, d.tile, d.hsp, d.tile);
     }
     __syncthreads();
-    T *obase = out + (size_t)b * d.T * d.C + (size_t)h * d.hs;
+    T *obase = out + (size_t)b * d.T * d.oc + (size_t)h * d.hs;
     for (int idx = threadIdx.x; idx < d.tile * d.hs; idx += blockDim.x) {
         int r = idx / d.hs, c = idx % d.hs, t = qt * d.tile + r;
-        if (t < d.T) obase[(size_t)t * d.C + c] = from_f<T>(sm.O[r * ldo + c] / sm.l[r]);
+        if (t < d.T) obase[(size_t)t * d.oc + c] = from_f<T>(sm.O[r * ldo + c] / sm.l[r]);
     }
     for (int r = threadIdx.x; r < d.tile; r += blockDim.x) {
         int t = qt * d.tile + r;
@@ -294,11 +302,11 @@ __global__ void __launch_bounds__(ATT_THREADS)
 /* D[b, h, t] = sum_d dO[b, t, h, d] O[b, t, h, d], one warp per row */
 template <typename T>
 __global__ void attention_backward_d_kernel(float *D, const T *dout, const T *out, int B, int T_,
-                                            int C, int H) {
+                                            int H, int hs) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= B * H * T_) return;
-    int t = row % T_, bh = row / T_, h = bh % H, b = bh / H, hs = C / H;
-    size_t o = ((size_t)b * T_ + t) * C + (size_t)h * hs;
+    int t = row % T_, bh = row / T_, h = bh % H, b = bh / H;
+    size_t o = ((size_t)b * T_ + t) * H * hs + (size_t)h * hs;
     float s = 0.0f;
     for (int c = lane; c < hs; c += 32) s += to_f(dout[o + c]) * to_f(out[o + c]);
     s = warp_sum(s);
@@ -355,33 +363,37 @@ __global__ void __launch_bounds__(ATT_THREADS)
     sm.carve(smem, d, 2);
     const int ldx = ld_act<T>(d.hsp), ldp = ld_act<T>(d.tile), ldo = ld_f32(d.hsp);
     const int kt = (int)blockIdx.y; /* the first key tiles see the most queries */
-    const int b = blockIdx.x / d.H, h = blockIdx.x % d.H;
-    const size_t row3 = (size_t)3 * d.C, bh = blockIdx.x;
-    const T *base = qkv + (size_t)b * d.T * row3 + (size_t)h * d.hs;
-    const T *obase = dout + (size_t)b * d.T * d.C + (size_t)h * d.hs;
+    const int b = blockIdx.x / d.Hkv, g = blockIdx.x % d.Hkv;
+    const T *row0 = qkv + (size_t)b * d.T * d.rs;
     float *dK = sm.acc1, *dV = sm.acc2;
 
-    load_tile(sm.K, ldx, base + d.C, (int)row3, kt * d.tile, d);
-    load_tile(sm.V, ldx, base + 2 * d.C, (int)row3, kt * d.tile, d);
+    load_tile(sm.K, ldx, row0 + d.koff + (size_t)g * d.hs, d.rs, kt * d.tile, d);
+    load_tile(sm.V, ldx, row0 + d.voff + (size_t)g * d.hs, d.rs, kt * d.tile, d);
     zero_f32(dK, ldo, d.tile, d.hsp);
     zero_f32(dV, ldo, d.tile, d.hsp);
-    for (int qt = kt; qt < d.ntiles; qt++) {
-        __syncthreads(); /* the previous query tile's Q, dO, dS are no longer read */
-        load_tile(sm.Q, ldx, base, (int)row3, qt * d.tile, d);
-        load_tile(sm.dO, ldx, obase, d.C, qt * d.tile, d);
-        load_rows(sm, lse, D, bh, qt, d);
-        __syncthreads();
-        backward_scores(sm, d, qt, kt, dV);
-        /* dK += dS^T Q */
-        block_mm<false, true, true>(dK, ldo, sm.P, ldp, sm.Q, ldx, d.tile, d.hsp, d.tile);
+    /* the group's query heads in order, each over its query tiles in order */
+    for (int h = g * d.G; h < (g + 1) * d.G; h++) {
+        const size_t bh = (size_t)b * d.H + h;
+        const T *qbase = row0 + (size_t)h * d.hs;
+        const T *obase = dout + (size_t)b * d.T * d.oc + (size_t)h * d.hs;
+        for (int qt = kt; qt < d.ntiles; qt++) {
+            __syncthreads(); /* the previous query tile's Q, dO, dS are no longer read */
+            load_tile(sm.Q, ldx, qbase, d.rs, qt * d.tile, d);
+            load_tile(sm.dO, ldx, obase, d.oc, qt * d.tile, d);
+            load_rows(sm, lse, D, bh, qt, d);
+            __syncthreads();
+            backward_scores(sm, d, qt, kt, dV);
+            /* dK += dS^T Q */
+            block_mm<false, true, true>(dK, ldo, sm.P, ldp, sm.Q, ldx, d.tile, d.hsp, d.tile);
+        }
     }
     __syncthreads();
-    T *gbase = dqkv + (size_t)b * d.T * row3 + (size_t)h * d.hs;
+    T *gbase = dqkv + (size_t)b * d.T * d.rs + (size_t)g * d.hs;
     for (int idx = threadIdx.x; idx < d.tile * d.hs; idx += blockDim.x) {
         int r = idx / d.hs, c = idx % d.hs, t = kt * d.tile + r;
         if (t < d.T) {
-            gbase[(size_t)t * row3 + d.C + c] = from_f<T>(dK[r * ldo + c]);
-            gbase[(size_t)t * row3 + 2 * d.C + c] = from_f<T>(dV[r * ldo + c]);
+            gbase[(size_t)t * d.rs + d.koff + c] = from_f<T>(dK[r * ldo + c]);
+            gbase[(size_t)t * d.rs + d.voff + c] = from_f<T>(dV[r * ldo + c]);
         }
     }
 }
@@ -395,30 +407,31 @@ __global__ void __launch_bounds__(ATT_THREADS)
     sm.carve(smem, d, 1);
     const int ldx = ld_act<T>(d.hsp), ldp = ld_act<T>(d.tile), ldo = ld_f32(d.hsp);
     const int qt = d.ntiles - 1 - (int)blockIdx.y; /* longest rows first */
-    const int b = blockIdx.x / d.H, h = blockIdx.x % d.H;
-    const size_t row3 = (size_t)3 * d.C, bh = blockIdx.x;
-    const T *base = qkv + (size_t)b * d.T * row3 + (size_t)h * d.hs;
-    const T *obase = dout + (size_t)b * d.T * d.C + (size_t)h * d.hs;
+    const int b = blockIdx.x / d.H, h = blockIdx.x % d.H, g = h / d.G;
+    const size_t bh = blockIdx.x;
+    const T *row0 = qkv + (size_t)b * d.T * d.rs;
+    const T *kbase = row0 + d.koff + (size_t)g * d.hs, *vbase = row0 + d.voff + (size_t)g * d.hs;
+    const T *obase = dout + (size_t)b * d.T * d.oc + (size_t)h * d.hs;
     float *dQ = sm.acc1;
 
-    load_tile(sm.Q, ldx, base, (int)row3, qt * d.tile, d);
-    load_tile(sm.dO, ldx, obase, d.C, qt * d.tile, d);
+    load_tile(sm.Q, ldx, row0 + (size_t)h * d.hs, d.rs, qt * d.tile, d);
+    load_tile(sm.dO, ldx, obase, d.oc, qt * d.tile, d);
     load_rows(sm, lse, D, bh, qt, d);
     zero_f32(dQ, ldo, d.tile, d.hsp);
     for (int kt = 0; kt <= qt; kt++) {
         __syncthreads(); /* the previous key tile's K, V, dS are no longer read */
-        load_tile(sm.K, ldx, base + d.C, (int)row3, kt * d.tile, d);
-        load_tile(sm.V, ldx, base + 2 * d.C, (int)row3, kt * d.tile, d);
+        load_tile(sm.K, ldx, kbase, d.rs, kt * d.tile, d);
+        load_tile(sm.V, ldx, vbase, d.rs, kt * d.tile, d);
         __syncthreads();
         backward_scores(sm, d, qt, kt, (float *)nullptr);
         /* dQ += dS K */
         block_mm<true, true, true>(dQ, ldo, sm.P, ldp, sm.K, ldx, d.tile, d.hsp, d.tile);
     }
     __syncthreads();
-    T *gbase = dqkv + (size_t)b * d.T * row3 + (size_t)h * d.hs;
+    T *gbase = dqkv + (size_t)b * d.T * d.rs + (size_t)h * d.hs;
     for (int idx = threadIdx.x; idx < d.tile * d.hs; idx += blockDim.x) {
         int r = idx / d.hs, c = idx % d.hs, t = qt * d.tile + r;
-        if (t < d.T) gbase[(size_t)t * row3 + c] = from_f<T>(dQ[r * ldo + c]);
+        if (t < d.T) gbase[(size_t)t * d.rs + c] = from_f<T>(dQ[r * ldo + c]);
     }
 }
 
@@ -434,7 +447,7 @@ template <typename T> static size_t bwd_smem(const AttShape &d, int naccs) {
 }
 
 template <typename T> static size_t max_smem(int hs, int tile) {
-    AttShape d = make_shape(1, tile, hs, 1, tile);
+    AttShape d = make_shape(1, tile, 1, 1, hs, tile);
     size_t a = fwd_smem<T>(d), b = bwd_smem<T>(d, 2), c = bwd_smem<T>(d, 1);
     return a > b ? (a > c ? a : c) : (b > c ? b : c);
 }
@@ -470,9 +483,10 @@ cudaError_t gpu_attention_setup(size_t smem_optin) {
 }
 
 template <typename T>
-cudaError_t gpu_attention_forward(T *out, float *lse, const T *qkv, int B, int T_, int C, int H,
-                                  int tile, cudaStream_t s) {
-    AttShape d = make_shape(B, T_, C, H, tile);
+cudaError_t gpu_attention_forward(T *out, float *lse, const T *qkv, int B, int T_, int H, int Hkv,
+                                  int hs, int tile, cudaStream_t s) {
+    if (H < 1 || Hkv < 1 || H % Hkv || hs < 1) return cudaErrorInvalidValue;
+    AttShape d = make_shape(B, T_, H, Hkv, hs, tile);
     /* x: (sequence, head), up to 2^31 - 1; y: tiles (T / 16 <= 4096 <= 65535), heaviest
      * first since blocks start in linear order */
     dim3 grid((unsigned)(B * H), (unsigned)d.ntiles);
@@ -482,18 +496,19 @@ cudaError_t gpu_attention_forward(T *out, float *lse, const T *qkv, int B, int T
 
 template <typename T>
 cudaError_t gpu_attention_backward(T *dqkv, float *Dbuf, const T *dout, const T *qkv, const T *out,
-                                   const float *lse, int B, int T_, int C, int H, int tile,
+                                   const float *lse, int B, int T_, int H, int Hkv, int hs, int tile,
                                    cudaStream_t s) {
-    AttShape d = make_shape(B, T_, C, H, tile);
+    if (H < 1 || Hkv < 1 || H % Hkv || hs < 1) return cudaErrorInvalidValue;
+    AttShape d = make_shape(B, T_, H, Hkv, hs, tile);
     int rows = B * H * T_, warps = 8;
     GPU_LAUNCH(attention_backward_d_kernel<T>, (unsigned)((rows + warps - 1) / warps), warps * 32,
-               0, s, Dbuf, dout, out, B, T_, C, H);
+               0, s, Dbuf, dout, out, B, T_, H, hs);
     cudaError_t rc = cudaGetLastError();
     if (rc != cudaSuccess) return rc;
-    /* x: (sequence, head), up to 2^31 - 1; y: tiles (T / 16 <= 4096 <= 65535), heaviest
-     * first since blocks start in linear order */
-    dim3 grid((unsigned)(B * H), (unsigned)d.ntiles);
-    GPU_LAUNCH(attention_backward_dkv_kernel<T>, grid, ATT_THREADS, bwd_smem<T>(d, 2), s, dqkv, dout,
+    /* x: (sequence, head), up to 2^31 - 1 (dK, dV: key/value heads); y: tiles (T / 16 <=
+     * 4096 <= 65535), heaviest first since blocks start in linear order */
+    dim3 grid_kv((unsigned)(B * Hkv), (unsigned)d.ntiles), grid((unsigned)(B * H), (unsigned)d.ntiles);
+    GPU_LAUNCH(attention_backward_dkv_kernel<T>, grid_kv, ATT_THREADS, bwd_smem<T>(d, 2), s, dqkv, dout,
                qkv, lse, Dbuf, d);
     if ((rc = cudaGetLastError()) != cudaSuccess) return rc;
     GPU_LAUNCH(attention_backward_dq_kernel<T>, grid, ATT_THREADS, bwd_smem<T>(d, 1), s, dqkv, dout,
@@ -502,12 +517,12 @@ cudaError_t gpu_attention_backward(T *dqkv, float *Dbuf, const T *dout, const T 
 }
 
 template cudaError_t gpu_attention_forward<float>(float *, float *, const float *, int, int, int,
-                                                  int, int, cudaStream_t);
+                                                  int, int, int, cudaStream_t);
 template cudaError_t gpu_attention_forward<bf16>(bf16 *, float *, const bf16 *, int, int, int, int,
-                                                 int, cudaStream_t);
+                                                 int, int, cudaStream_t);
 template cudaError_t gpu_attention_backward<float>(float *, float *, const float *, const float *,
                                                    const float *, const float *, int, int, int,
-                                                   int, int, cudaStream_t);
+                                                   int, int, int, cudaStream_t);
 template cudaError_t gpu_attention_backward<bf16>(bf16 *, float *, const bf16 *, const bf16 *,
                                                   const bf16 *, const float *, int, int, int, int,
-                                                  int, cudaStream_t);
+                                                  int, int, cudaStream_t);

@@ -1,5 +1,8 @@
 /* kernels_hf.cu — the layers of the Llama / Qwen2 family (model/qwen2.c) on the GPU:
- * RMSNorm, RoPE, SwiGLU and causal grouped-query attention, forward and backward, fp32.
+ * RMSNorm, RoPE, SwiGLU and causal grouped-query attention, forward and backward, fp32;
+ * RMSNorm, RoPE and SwiGLU also with bf16 activations (the bf16 path runs the attention of
+ * kernels_attention.cu or cuDNN). In bf16 every value is read into float, computed exactly
+ * as in fp32, and rounded to bf16 once when stored.
  *
  * Same formulas, and where a thread does the CPU's loop, the same float operations in the
  * same order as qwen2.c: products and sums that the CPU rounds one by one go through
@@ -57,8 +60,9 @@ static unsigned hf_grid_for(size_t n) {
 
 /* ------------------------------------------------------------ RMSNorm */
 
+template <typename T>
 __global__ void __launch_bounds__(HF_WARPS * 32)
-    rmsnorm_forward_kernel(float *out, float *rstd, const float *inp, const float *w, int N, int C,
+    rmsnorm_forward_kernel(T *out, float *rstd, const float *inp, const float *w, int N, int C,
                            double eps) {
     int row = blockIdx.x * HF_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= N) return;
@@ -66,14 +70,16 @@ __global__ void __launch_bounds__(HF_WARPS * 32)
     double ss = 0;
     for (int c = lane; c < C; c += 32) ss += (double)x[c] * x[c];
     float r = (float)(1.0 / sqrt(warp_sum(ss) / C + eps));
-    float *o = out + (size_t)row * C;
-    for (int c = lane; c < C; c += 32) o[c] = mul_rn(mul_rn(x[c], r), w[c]);
+    T *o = out + (size_t)row * C;
+    for (int c = lane; c < C; c += 32) o[c] = from_f<T>(mul_rn(mul_rn(x[c], r), w[c]));
     if (rstd && lane == 0) rstd[row] = r;
 }
 
-/* d(x) of one row per warp: coef = (sum dy w x) r^3 / C, dx += dy w r - x coef */
+/* d(x) of one row per warp: coef = (sum dy w x) r^3 / C, dx += dy w r - x coef; copy (when
+ * not NULL) = the new dx rounded to T */
+template <typename T>
 __global__ void __launch_bounds__(HF_WARPS * 32)
-    rmsnorm_backward_dx_kernel(float *dx, const float *dy, const float *inp, const float *rstd,
+    rmsnorm_backward_dx_kernel(float *dx, T *copy, const float *dy, const float *inp, const float *rstd,
                                const float *w, int N, int C) {
     int row = blockIdx.x * HF_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= N) return;
@@ -84,8 +90,10 @@ __global__ void __launch_bounds__(HF_WARPS * 32)
     for (int c = lane; c < C; c += 32) dot += (double)g[c] * w[c] * x[c];
     float coef = (float)(warp_sum(dot) * r * r * r / C);
     float *d = dx + o;
-    for (int c = lane; c < C; c += 32)
+    for (int c = lane; c < C; c += 32) {
         d[c] = add_rn(d[c], sub_rn(mul_rn(mul_rn(g[c], w[c]), r), mul_rn(x[c], coef)));
+        if (copy) copy[o + c] = from_f<T>(d[c]);
+    }
 }
 
 /* part[k][c] = sum over the rows i of chunk k, in order, of (float)(dy x r) */
@@ -112,20 +120,22 @@ __global__ void rmsnorm_backward_dw_combine_kernel(float *dw, const double *part
     dw[c] = add_rn(dw[c], (float)acc);
 }
 
-cudaError_t gpu_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N,
+template <typename T>
+cudaError_t gpu_rmsnorm_forward(T *out, float *rstd, const float *inp, const float *w, int N,
                                 int C, double eps, cudaStream_t s) {
     if (N < 1 || C < 1) return N < 0 || C < 0 ? cudaErrorInvalidValue : cudaSuccess;
     unsigned blocks = (unsigned)((N + HF_WARPS - 1) / HF_WARPS);
-    GPU_LAUNCH(rmsnorm_forward_kernel, blocks, HF_WARPS * 32, 0, s, out, rstd, inp, w, N, C, eps);
+    GPU_LAUNCH(rmsnorm_forward_kernel<T>, blocks, HF_WARPS * 32, 0, s, out, rstd, inp, w, N, C, eps);
     return cudaGetLastError();
 }
 
-cudaError_t gpu_rmsnorm_backward(float *dx, float *dw, double *part, const float *dy,
+template <typename T>
+cudaError_t gpu_rmsnorm_backward(float *dx, T *copy, float *dw, double *part, const float *dy,
                                  const float *inp, const float *rstd, const float *w, int N,
                                  int C, cudaStream_t s) {
     if (N < 1 || C < 1) return N < 0 || C < 0 ? cudaErrorInvalidValue : cudaSuccess;
     unsigned blocks = (unsigned)((N + HF_WARPS - 1) / HF_WARPS);
-    GPU_LAUNCH(rmsnorm_backward_dx_kernel, blocks, HF_WARPS * 32, 0, s, dx, dy, inp, rstd, w, N,
+    GPU_LAUNCH(rmsnorm_backward_dx_kernel<T>, blocks, HF_WARPS * 32, 0, s, dx, copy, dy, inp, rstd, w, N,
                C);
     cudaError_t rc = cudaGetLastError();
     if (rc != cudaSuccess) return rc;
@@ -138,14 +148,29 @@ cudaError_t gpu_rmsnorm_backward(float *dx, float *dw, double *part, const float
     return cudaGetLastError();
 }
 
+cudaError_t gpu_rmsnorm_backward(float *dx, float *dw, double *part, const float *dy,
+                                 const float *inp, const float *rstd, const float *w, int N,
+                                 int C, cudaStream_t s) {
+    return gpu_rmsnorm_backward<float>(dx, (float *)nullptr, dw, part, dy, inp, rstd, w, N, C, s);
+}
+
+template cudaError_t gpu_rmsnorm_forward<float>(float *, float *, const float *, const float *, int, int,
+                                                double, cudaStream_t);
+template cudaError_t gpu_rmsnorm_forward<bf16>(bf16 *, float *, const float *, const float *, int, int,
+                                               double, cudaStream_t);
+template cudaError_t gpu_rmsnorm_backward<bf16>(float *, bf16 *, float *, double *, const float *,
+                                                const float *, const float *, const float *, int, int,
+                                                cudaStream_t);
+
 /* ------------------------------------------------------------ RoPE */
 
-/* Block per row r of x[B*T, heads*D]; dynamic shared memory: D floats, cos in [0, half),
- * sign * sin in [half, D) (as the CPU's cs). */
-__global__ void rope_rotate_kernel(float *x, int T, int heads, int D, double theta, float sign) {
+/* Block per row r of x[B*T, heads*D] (rows ld elements apart); dynamic shared memory: D
+ * floats, cos in [0, half), sign * sin in [half, D) (as the CPU's cs). */
+template <typename T>
+__global__ void rope_rotate_kernel(T *x, size_t ld, int T_, int heads, int D, double theta, float sign) {
     GPU_DYNAMIC_SMEM(smem);
     float *cs = (float *)smem;
-    int r = blockIdx.x, t = r % T, half = D / 2;
+    int r = blockIdx.x, t = r % T_, half = D / 2;
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
         /* as HF computes it: inv_freq in float32, the angle t * inv_freq in float32 */
         float inv = (float)(1.0 / pow(theta, (double)(2 * i) / D));
@@ -154,62 +179,80 @@ __global__ void rope_rotate_kernel(float *x, int T, int heads, int D, double the
         cs[half + i] = mul_rn(sign, sinf(ang));
     }
     __syncthreads();
-    float *row = x + (size_t)r * heads * D;
+    T *row = x + (size_t)r * ld;
     for (int j = threadIdx.x; j < heads * half; j += blockDim.x) {
         int h = j / half, i = j % half;
-        float *v = row + (size_t)h * D;
-        float a = v[i], b = v[i + half], c = cs[i], sn = cs[half + i];
-        v[i] = sub_rn(mul_rn(a, c), mul_rn(b, sn));
-        v[i + half] = add_rn(mul_rn(b, c), mul_rn(a, sn));
+        T *v = row + (size_t)h * D;
+        float a = to_f(v[i]), b = to_f(v[i + half]), c = cs[i], sn = cs[half + i];
+        v[i] = from_f<T>(sub_rn(mul_rn(a, c), mul_rn(b, sn)));
+        v[i + half] = from_f<T>(add_rn(mul_rn(b, c), mul_rn(a, sn)));
     }
 }
 
-cudaError_t gpu_rope_rotate(float *x, int B, int T, int heads, int D, double theta, float sign,
-                            cudaStream_t s) {
-    if (B < 0 || T < 0 || heads < 0 || D < 0 || D % 2 || (size_t)D * sizeof(float) > 48 * 1024)
+template <typename T>
+cudaError_t gpu_rope_rotate_rows(T *x, size_t ld, int B, int T_, int heads, int D, double theta, float sign,
+                                 cudaStream_t s) {
+    if (B < 0 || T_ < 0 || heads < 0 || D < 0 || D % 2 || (size_t)D * sizeof(float) > 48 * 1024 ||
+        ld < (size_t)heads * D)
         return cudaErrorInvalidValue;
-    if (!B || !T || !heads || !D) return cudaSuccess;
+    if (!B || !T_ || !heads || !D) return cudaSuccess;
     int pairs = heads * (D / 2);
     int threads = pairs >= 256 ? 256 : (pairs + 31) / 32 * 32;
-    GPU_LAUNCH(rope_rotate_kernel, (unsigned)(B * T), threads, (size_t)D * sizeof(float), s, x, T,
+    GPU_LAUNCH(rope_rotate_kernel<T>, (unsigned)(B * T_), threads, (size_t)D * sizeof(float), s, x, ld, T_,
                heads, D, theta, sign);
     return cudaGetLastError();
 }
 
+cudaError_t gpu_rope_rotate(float *x, int B, int T, int heads, int D, double theta, float sign,
+                            cudaStream_t s) {
+    if (heads < 0 || D < 0) return cudaErrorInvalidValue;
+    return gpu_rope_rotate_rows<float>(x, (size_t)heads * D, B, T, heads, D, theta, sign, s);
+}
+
+template cudaError_t gpu_rope_rotate_rows<bf16>(bf16 *, size_t, int, int, int, int, double, float, cudaStream_t);
+
 /* ------------------------------------------------------------ SwiGLU */
 
-__global__ void swiglu_forward_kernel(float *act, const float *g, const float *u, size_t n) {
+template <typename T>
+__global__ void swiglu_forward_kernel(T *act, const T *g, const T *u, size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        float gi = g[i];
-        act[i] = mul_rn(gi / add_rn(1.0f, expf(-gi)), u[i]);
+        float gi = to_f(g[i]);
+        act[i] = from_f<T>(mul_rn(gi / add_rn(1.0f, expf(-gi)), to_f(u[i])));
     }
 }
 
 /* sg = sigmoid(g): du = dact g sg, dg = dact u sg (1 + g (1 - sg)) */
-__global__ void swiglu_backward_kernel(float *dg, float *du, const float *dact, const float *g,
-                                       const float *u, size_t n) {
+template <typename T>
+__global__ void swiglu_backward_kernel(T *dg, T *du, const T *dact, const T *g, const T *u, size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        float gi = g[i], sg = 1.0f / add_rn(1.0f, expf(-gi)), d = dact[i];
-        du[i] = mul_rn(mul_rn(d, gi), sg);
-        dg[i] = mul_rn(mul_rn(mul_rn(d, u[i]), sg), add_rn(1.0f, mul_rn(gi, sub_rn(1.0f, sg))));
+        float gi = to_f(g[i]), sg = 1.0f / add_rn(1.0f, expf(-gi)), d = to_f(dact[i]), ui = to_f(u[i]);
+        du[i] = from_f<T>(mul_rn(mul_rn(d, gi), sg));
+        dg[i] = from_f<T>(mul_rn(mul_rn(mul_rn(d, ui), sg), add_rn(1.0f, mul_rn(gi, sub_rn(1.0f, sg)))));
     }
 }
 
-cudaError_t gpu_swiglu_forward(float *act, const float *g, const float *u, size_t n,
-                               cudaStream_t s) {
+template <typename T>
+cudaError_t gpu_swiglu_forward(T *act, const T *g, const T *u, size_t n, cudaStream_t s) {
     if (!n) return cudaSuccess;
-    GPU_LAUNCH(swiglu_forward_kernel, hf_grid_for(n), 256, 0, s, act, g, u, n);
+    GPU_LAUNCH(swiglu_forward_kernel<T>, hf_grid_for(n), 256, 0, s, act, g, u, n);
     return cudaGetLastError();
 }
 
-cudaError_t gpu_swiglu_backward(float *dg, float *du, const float *dact, const float *g,
-                                const float *u, size_t n, cudaStream_t s) {
+template <typename T>
+cudaError_t gpu_swiglu_backward(T *dg, T *du, const T *dact, const T *g, const T *u, size_t n, cudaStream_t s) {
     if (!n) return cudaSuccess;
-    GPU_LAUNCH(swiglu_backward_kernel, hf_grid_for(n), 256, 0, s, dg, du, dact, g, u, n);
+    GPU_LAUNCH(swiglu_backward_kernel<T>, hf_grid_for(n), 256, 0, s, dg, du, dact, g, u, n);
     return cudaGetLastError();
 }
+
+template cudaError_t gpu_swiglu_forward<float>(float *, const float *, const float *, size_t, cudaStream_t);
+template cudaError_t gpu_swiglu_forward<bf16>(bf16 *, const bf16 *, const bf16 *, size_t, cudaStream_t);
+template cudaError_t gpu_swiglu_backward<float>(float *, float *, const float *, const float *, const float *,
+                                                size_t, cudaStream_t);
+template cudaError_t gpu_swiglu_backward<bf16>(bf16 *, bf16 *, const bf16 *, const bf16 *, const bf16 *, size_t,
+                                               cudaStream_t);
 
 /* ------------------------------------------------------------ grouped-query attention */
 

@@ -11,6 +11,12 @@
 #            GPT-2 124M in bf16 at T 1024 (B 16) and T 512 (B 32) with --attention builtin and
 #            --attention cudnn, the start-up self-check's line, and a 2-episode run with
 #            model.attention auto done twice, the two `tandem hash` outputs compared
+#   qwen2    the Llama / Qwen2 family (docs/gpu.md, "The Llama / Qwen2 family on the GPU"):
+#            test_gpu_hf (kernels and the grouped-query flash attention against the CPU's),
+#            test_gpu's test_hf_family (fp32 and bf16 against the CPU backend; its attention
+#            line says whether cuDNN's grouped-query self-check passed), and bench_gpu rows
+#            of Qwen2-0.5B's shape in bf16 at 32 x 512 with --attention builtin and cudnn
+#            beside PyTorch's bf16 model of the shape (bench/gpu_torch.py --arch qwen2)
 #   gelu     the MLP's GELU in cuBLASLt's epilogues (docs/gpu.md, "Fewer kernels"): test_gpu's
 #            test_gelu_epilogue with TANDEM_REQUIRE_GELU_EPILOGUE=1 (fused against the kernels,
 #            fp32 and bf16, same bits twice), and bench_gpu rows of GPT-2 124M in bf16 at T 1024
@@ -26,8 +32,8 @@
 #   profile  where bench_gpu's step spends its GPU time (GPT-2 124M, bf16, T 1024, B 16),
 #            per kernel: nsys where the machine has it, else ncu (gpu__time_duration)
 #
-# LEASE_PARTS picks them, in the order above (default "test ckpt attn gelu 1b bench"; for
-# the kernel checks alone, ~6 minutes: LEASE_PARTS="test attn gelu profile").
+# LEASE_PARTS picks them, in the order above (default "test ckpt attn qwen2 gelu 1b bench";
+# for the kernel checks alone, ~7 minutes: LEASE_PARTS="test attn qwen2 gelu profile").
 # cuDNN (libcudnn.so.9) is looked for before any part: $TANDEM_CUDNN_DIR, python3's
 # nvidia-cudnn package, torch/lib, /usr/local/cuda/lib64; the folder found is exported as
 # TANDEM_CUDNN_DIR and put on LD_LIBRARY_PATH (gpu/cudnn_att.cu dlopens it from there).
@@ -42,7 +48,7 @@ T=build/rel/tandem
 summary=()
 note() { summary+=("$*"); echo "lease_check: $*"; }
 left() { echo $((budget - SECONDS)); }
-parts=" ${LEASE_PARTS:-test ckpt attn gelu 1b bench} "
+parts=" ${LEASE_PARTS:-test ckpt attn qwen2 gelu 1b bench} "
 want() { [[ "$parts" == *" $1 "* ]]; }
 # prefixes each line with the seconds since $1 (SECONDS)
 stamp() { while IFS= read -r l; do printf '%7.1f %s\n' "$(awk -v s="$SECONDS" -v t="$1" 'BEGIN{print s-t}')" "$l"; done; }
@@ -160,6 +166,32 @@ else
   note "attn: 2-episode run with auto twice: $(grep -m1 'attention:' "$out/attn_run1.log" | cut -c1-200); tandem hash $same (${hashes[0]})"
   rm -rf "$aw"
   note "attn: done in $((SECONDS - t0)) s"
+fi
+
+# --- qwen2: the Llama / Qwen2 family, fp32 and bf16 -------------------------------------------
+if ! want qwen2; then :
+elif [ "$(left)" -lt 90 ]; then
+  note "qwen2: SKIPPED ($(left) s left)"
+else
+  t0=$SECONDS
+  timeout 60 build/rel/gpu-tests/test_gpu_hf >"$out/qwen2_kernels.log" 2>&1
+  note "qwen2: test_gpu_hf exit $?: $(grep -E '^test_gpu_hf: [0-9]+ passed' "$out/qwen2_kernels.log" | tail -n 1); $(grep -E 'flash_(backward|bf16)' "$out/qwen2_kernels.log" | tr -s ' ' | paste -sd ';')"
+  TEST_GPU_CASES=test_hf_family timeout 120 build/rel/gpu-tests/test_gpu >"$out/qwen2_test.log" 2>&1
+  note "qwen2: test_hf_family exit $?: $(grep -E '^test_gpu:' "$out/qwen2_test.log" | tail -n 1); $(grep -E 'bf16: loss' "$out/qwen2_test.log" | tr -s ' ' | paste -sd ';')"
+  note "qwen2: $(grep -m1 -E '^tandem: attention: (cudnn|builtin \(cuDNN)' "$out/qwen2_test.log" | cut -c1-300)"
+  : >"$out/qwen2.log"
+  for att in builtin cudnn; do
+    timeout 150 build/rel/bench/bench_gpu --arch qwen2 --seq 512 --batch 32 --precision bf16 --attention "$att" \
+      --iters 5 --warmup 2 >>"$out/qwen2.log" 2>&1
+    st=$?
+    row=$(grep '^bench_gpu ' "$out/qwen2.log" | tail -n 1)
+    note "qwen2 bf16 32x512 --attention $att: exit $st: $(sed -nE 's/.*ms_per_step=([^ ]+) tokens_per_s=([^ ]+).* mfu=([^ ]+) peak_mem_gib=([^ ]+).* attention=([^ ]+).*/\1 ms\/step, \2 tok\/s, MFU \3, \4 GiB, attention \5/p' <<<"$row")"
+  done
+  peak=$(sed -nE 's/.* peak_tflops=([^ ]+).*/\1/p' <<<"$row")
+  timeout 150 python3 bench/gpu_torch.py --arch qwen2 --seq 512 --batch 32 --precision bf16 --iters 5 \
+    --peak-tflops "${peak:-0}" >"$out/qwen2_torch.log" 2>&1
+  note "qwen2 PyTorch bf16 32x512: exit $?: $(grep -E 'tokens_per_s' "$out/qwen2_torch.log" | tail -n 1 | sed -nE 's/.*ms_per_step=([^ ]+) tokens_per_s=([^ ]+).* mfu=([^ ]+).*/\1 ms\/step, \2 tok\/s, MFU \3/p')"
+  note "qwen2: done in $((SECONDS - t0)) s"
 fi
 
 # --- gelu: the GELU epilogues against the kernels -------------------------------------------

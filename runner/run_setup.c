@@ -153,11 +153,6 @@ int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     }
     snprintf(r->cfg.store, sizeof r->cfg.store, "%s", url);
     if ((rc = model_source_preset_check(&r->cfg, e))) return rc;
-    /* said before the store is made (the CUDA backend would refuse it at create, after) */
-    if (model_source_hf_dir(&r->cfg) && r->cfg.run.device == CONFIG_DEVICE_CUDA &&
-        r->cfg.run.precision == CONFIG_PRECISION_BF16 && !gpt2_hf_is(model_source_hf_dir(&r->cfg)))
-        return err_set(e, ERR_USAGE, "run.precision = bf16: the CUDA backend runs the Llama / Qwen2 family "
-                       "(model.init = %s) in fp32 only so far; set run.precision: fp32", r->cfg.model.init);
     if ((rc = select_backend(r, e))) return rc;
     /* the key names the file, so that a refusal points at the config line to fix */
     if ((rc = dataset_load(&r->ds, r->cfg.data.dataset, e))) return err_prefix(e, "data.dataset: ");

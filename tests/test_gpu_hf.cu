@@ -2,7 +2,10 @@
  * kernel by kernel: RMSNorm, RoPE, SwiGLU and grouped-query attention, forward and
  * backward, fp32, on random inputs of small shapes (T not a multiple of 32 and larger
  * than a warp, D not a power of two and larger than a warp, H = Hkv and H = 4 Hkv, more
- * than one GPU_ROW_CHUNK of rows).
+ * than one GPU_ROW_CHUNK of rows); and the flash-style attention of kernels_attention.cu
+ * with grouped-query heads (the family's bf16 path) on packed q | k | v rows against the
+ * same reference, fp32 (tight) and bf16 (bf16's tolerances), tiles of 16 so that the
+ * shapes span several.
  *
  * Built as C++ against the simulator (`make test-gpu-sim`, tests/gpu_sim.sh: every thread
  * order) and compilable by nvcc for a GPU. The references are model/qwen2.c's layer
@@ -34,8 +37,9 @@ static uint64_t g_digest = 1469598103934665603ull; /* FNV-1a over every GPU outp
 static double g_worst[16];                         /* largest relative difference per kernel */
 static const char *const g_kernel[] = {"rmsnorm_forward", "rmsnorm_backward", "rope_rotate",
                                        "swiglu_forward",  "swiglu_backward",  "attention_forward",
-                                       "attention_backward"};
-enum { K_RMS_F, K_RMS_B, K_ROPE, K_SWI_F, K_SWI_B, K_ATT_F, K_ATT_B, K_COUNT };
+                                       "attention_backward", "flash_forward", "flash_backward",
+                                       "flash_bf16"};
+enum { K_RMS_F, K_RMS_B, K_ROPE, K_SWI_F, K_SWI_B, K_ATT_F, K_ATT_B, K_FL_F, K_FL_B, K_FL16, K_COUNT };
 
 #define CHECK(cond, ...)                                                                   \
     do {                                                                                   \
@@ -389,6 +393,109 @@ static void check_attention(const shape &sh) {
           "H not a multiple of Hkv is refused");
 }
 
+/* Packs q[B*T, H*D], k, v [B*T, Hkv*D] into rows q | k | v of (H + 2 Hkv) D, and back. */
+static vecf pack_qkv(const vecf &q, const vecf &k, const vecf &v, size_t rows, int QD, int KD) {
+    size_t rs = (size_t)QD + 2 * KD;
+    vecf x(rows * rs);
+    for (size_t r = 0; r < rows; r++) {
+        memcpy(&x[r * rs], &q[r * QD], QD * sizeof(float));
+        memcpy(&x[r * rs + QD], &k[r * KD], KD * sizeof(float));
+        memcpy(&x[r * rs + QD + KD], &v[r * KD], KD * sizeof(float));
+    }
+    return x;
+}
+static void unpack_part(vecf &out, const vecf &x, size_t rows, size_t rs, size_t from, size_t width) {
+    for (size_t r = 0; r < rows; r++) memcpy(&out[r * width], &x[r * rs + from], width * sizeof(float));
+}
+static std::vector<bf16> to_bf16(const vecf &x) {
+    std::vector<bf16> y(x.size());
+    for (size_t i = 0; i < x.size(); i++) y[i] = __float2bfloat16_rn(x[i]);
+    return y;
+}
+static vecf from_bf16(const std::vector<bf16> &y) {
+    vecf x(y.size());
+    for (size_t i = 0; i < y.size(); i++) x[i] = __bfloat162float(y[i]);
+    return x;
+}
+
+/* kernels_attention.cu's flash-style kernels with grouped-query heads on packed rows:
+ * fp32 against the reference within 1e-5 (and the same bits twice), bf16 (inputs rounded
+ * to bf16, the reference computed from the rounded values) within 2e-2 of out's scale and
+ * 5e-2 of each gradient's (cudnn_att.h's self-check tolerances). */
+static void check_flash(const shape &sh) {
+    const int B = sh.B, T = sh.T, H = sh.H, Hkv = sh.Hkv, D = sh.D, QD = H * D, KD = Hkv * D, tile = 16;
+    const size_t rows = (size_t)B * T, rs = (size_t)QD + 2 * KD, nq = rows * QD, nk = rows * KD;
+    const size_t np = (size_t)B * H * T * T, nl = (size_t)B * H * T;
+    vecf q = rand_vec(nq, -2, 2), k = rand_vec(nk, -2, 2), v = rand_vec(nk, -1, 1), datt = rand_vec(nq, -1, 1);
+    for (int bf = 0; bf < 2; bf++) {
+        if (bf) { /* the reference on the values bf16 can hold */
+            q = from_bf16(to_bf16(q)), k = from_bf16(to_bf16(k)), v = from_bf16(to_bf16(v));
+            datt = from_bf16(to_bf16(datt));
+        }
+        vecf cout(nq), cprobs(np), cdq(nq), cdk(nk), cdv(nk);
+        attention_forward(cout.data(), cprobs.data(), q.data(), k.data(), v.data(), B, T, H, Hkv, D);
+        attention_backward(cdq.data(), cdk.data(), cdv.data(), datt.data(), q.data(), k.data(), v.data(),
+                           cprobs.data(), B, T, H, Hkv, D);
+        vecf qkv = pack_qkv(q, k, v, rows, QD, KD);
+        size_t es = bf ? 2 : 4; /* element bytes */
+        dbuf dqkv_in(rows * rs * es), ddo(nq * es), dout(nq * es), dlse(nl * 4), dD(nl * 4), dgrad(rows * rs * es);
+        bool up;
+        if (bf) {
+            std::vector<bf16> a = to_bf16(qkv), b = to_bf16(datt);
+            up = dqkv_in.p && ddo.p &&
+                 cudaMemcpy(dqkv_in.p, a.data(), a.size() * 2, cudaMemcpyHostToDevice) == cudaSuccess &&
+                 cudaMemcpy(ddo.p, b.data(), b.size() * 2, cudaMemcpyHostToDevice) == cudaSuccess;
+        } else {
+            up = put(dqkv_in, qkv) && put(ddo, datt);
+        }
+        CHECK(up, "upload");
+        vecf o[2] = {vecf(nq), vecf(nq)}, g[2] = {vecf(rows * rs), vecf(rows * rs)};
+        for (int run = 0; run < 2; run++) {
+            if (bf) {
+                CUDA_OK(gpu_attention_forward<bf16>((bf16 *)dout.p, dlse.f(), (const bf16 *)dqkv_in.p, B, T, H, Hkv,
+                                                    D, tile, 0));
+                CUDA_OK(gpu_attention_backward<bf16>((bf16 *)dgrad.p, dD.f(), (const bf16 *)ddo.p,
+                                                     (const bf16 *)dqkv_in.p, (const bf16 *)dout.p, dlse.f(), B, T, H,
+                                                     Hkv, D, tile, 0));
+                std::vector<bf16> ho(nq), hg(rows * rs);
+                CHECK(cudaMemcpy(ho.data(), dout.p, nq * 2, cudaMemcpyDeviceToHost) == cudaSuccess &&
+                          cudaMemcpy(hg.data(), dgrad.p, rows * rs * 2, cudaMemcpyDeviceToHost) == cudaSuccess,
+                      "download");
+                o[run] = from_bf16(ho), g[run] = from_bf16(hg);
+            } else {
+                CUDA_OK(gpu_attention_forward<float>(dout.f(), dlse.f(), dqkv_in.f(), B, T, H, Hkv, D, tile, 0));
+                CUDA_OK(gpu_attention_backward<float>(dgrad.f(), dD.f(), ddo.f(), dqkv_in.f(), dout.f(), dlse.f(), B, T,
+                                                      H, Hkv, D, tile, 0));
+                CHECK(get(o[run], dout) && get(g[run], dgrad), "download");
+            }
+        }
+        SAME_BITS(bf ? K_FL16 : K_FL_F, "out", o[0], o[1]);
+        SAME_BITS(bf ? K_FL16 : K_FL_B, "dqkv", g[0], g[1]);
+        vecf gq(nq), gk(nk), gv(nk);
+        unpack_part(gq, g[0], rows, rs, 0, QD);
+        unpack_part(gk, g[0], rows, rs, QD, KD);
+        unpack_part(gv, g[0], rows, rs, QD + KD, KD);
+        if (!bf) {
+            COMPARE(K_FL_F, "out", o[0], cout);
+            COMPARE(K_FL_B, "dq", gq, cdq);
+            COMPARE(K_FL_B, "dk", gk, cdk);
+            COMPARE(K_FL_B, "dv", gv, cdv);
+        } else {
+            const vecf *got[4] = {&o[0], &gq, &gk, &gv}, *ref[4] = {&cout, &cdq, &cdk, &cdv};
+            const char *name[4] = {"out", "dq", "dk", "dv"};
+            for (int t = 0; t < 4; t++) {
+                double rd = rel_diff(*got[t], *ref[t]), tol = t ? 5e-2 : 2e-2;
+                if (!(rd <= g_worst[K_FL16])) g_worst[K_FL16] = rd;
+                CHECK(rd <= tol, "flash bf16: %s differs from the CPU by %.3g (relative; tolerance %.0e)", name[t], rd,
+                      tol);
+                digest(*got[t]);
+            }
+        }
+    }
+    CHECK(gpu_attention_forward<float>(nullptr, nullptr, nullptr, B, T, 3, 2, D, tile, 0) == cudaErrorInvalidValue,
+          "H not a multiple of Hkv is refused");
+}
+
 /* B, T, H, Hkv, D, C, F: the brief's shape; D = 6 (not a power of two); T = 37 and D = 40
  * past a warp, with one key/value head for four query heads and 74 rows (two row
  * chunks); plain multi-head attention (H = Hkv) with T = 33 */
@@ -419,6 +526,15 @@ int main(void) {
     RUN(check_rope);
     RUN(check_swiglu);
     RUN(check_attention);
+    {
+        /* the flash kernels' shared memory beyond the default 48 KiB (a GPU; no-op on the
+         * simulator) */
+        cudaDeviceProp prop;
+        int dev = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+            (void)gpu_attention_setup(prop.sharedMemPerBlockOptin);
+    }
+    RUN(check_flash);
     for (int k = 0; k < K_COUNT; k++)
         printf("  %-18s largest |gpu - cpu| / max |cpu|: %.3g\n", g_kernel[k], g_worst[k]);
     printf("test_gpu_hf: digest %016llx\n", (unsigned long long)g_digest);
