@@ -20,7 +20,8 @@
  * GPT-2's scheme (cuda.cu): matmul operands in bf16 from a bf16 copy of the parameters made
  * at each forward; q | k | v packed in one row of (QD + 2 KD) so that the attention is
  * the flash-style kernel of kernels_attention.cu (grouped-query heads, O(T) memory) or
- * cuDNN's fused attention when model.attention chose it; the residual stream, RMSNorm
+ * cuDNN's fused attention when model.attention chose it; gate_proj and up_proj (adjacent
+ * in the layout) as one matmul into packed g | u rows; the residual stream, RMSNorm
  * statistics, logits and parameter gradients stay float.
  */
 #include "gpu/cuda_impl.h"
@@ -36,10 +37,11 @@ struct hf_tape {
 };
 
 /* One layer's activations, bf16: float where they feed the residual stream or RMSNorm,
- * bf16 where a matmul or the attention reads them; qkv[N, QD + 2 KD] packed, lse[B, H, T]. */
+ * bf16 where a matmul or the attention reads them; qkv[N, QD + 2 KD] and gu[N, 2F] packed,
+ * lse[B, H, T]. */
 struct hf_tape16 {
     float *x_in, *r1, *x_mid, *r2, *lse;
-    bf16 *h1, *qkv, *att, *h2, *g, *u, *act;
+    bf16 *h1, *qkv, *att, *h2, *gu, *act;
 };
 
 struct cuda_hf {
@@ -54,7 +56,7 @@ struct cuda_hf {
     float *hfn;                       /* [N, C] (fp32) */
     float *dx, *dh, *dq, *dk, *dv, *datt, *dact, *dg, *du, *ds; /* backward scratch (fp32) */
     /* bf16 */
-    bf16 *hfn16, *dx16, *dqkv16, *datt16, *dact16, *dg16, *du16; /* [N, C], [N, C], [N, QD + 2 KD], ... */
+    bf16 *hfn16, *dx16, *dqkv16, *datt16, *dact16, *dgu16; /* [N, C], [N, C], [N, QD + 2 KD], ... */
     float *attD, *bsum;               /* [B, H, T], [QD + 2 KD] */
 };
 
@@ -76,8 +78,8 @@ static void hf_carve(cuda_hf *hf, const hf_arch *a, size_t N, size_t B, size_t T
         if (bf) {
             hf_tape16 t;
             t.x_in = f32(N * C), t.h1 = b16(N * C), t.r1 = f32(N), t.qkv = b16(N * RS), t.att = b16(N * QD);
-            t.lse = f32(HT), t.x_mid = f32(N * C), t.h2 = b16(N * C), t.r2 = f32(N), t.g = b16(N * F);
-            t.u = b16(N * F), t.act = b16(N * F);
+            t.lse = f32(HT), t.x_mid = f32(N * C), t.h2 = b16(N * C), t.r2 = f32(N), t.gu = b16(N * 2 * F);
+            t.act = b16(N * F);
             hf->tape16.push_back(t);
         } else {
             hf_tape t;
@@ -90,7 +92,7 @@ static void hf_carve(cuda_hf *hf, const hf_arch *a, size_t N, size_t B, size_t T
     hf->x_last = f32(N * C), hf->rf = f32(N), hf->dx = f32(N * C), hf->dh = f32(N * C);
     if (bf) {
         hf->hfn16 = b16(N * C), hf->dx16 = b16(N * C), hf->dqkv16 = b16(N * RS), hf->datt16 = b16(N * QD);
-        hf->dact16 = b16(N * F), hf->dg16 = b16(N * F), hf->du16 = b16(N * F), hf->attD = f32(HT);
+        hf->dact16 = b16(N * F), hf->dgu16 = b16(N * 2 * F), hf->attD = f32(HT);
         hf->bsum = f32(RS);
     } else {
         hf->hfn = f32(N * C), hf->dq = f32(N * QD), hf->dk = f32(N * KD), hf->dv = f32(N * KD);
@@ -189,6 +191,10 @@ int cuda_hf_alloc(model_ctx *ctx, size_t nspans, tdm_err *e) {
             o[k] = off_of(&ctx->lay, name);
         }
         hf->off.push_back(hf_off{o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], o[8], o[9], o[10], o[11]});
+        /* bf16 runs gate_proj and up_proj as one [2F, C] matrix (hf_arch_each_tensor's order) */
+        if (bf && o[10] != o[9] + (size_t)a->intermediate * a->channels)
+            return err_set(e, ERR_INTERNAL, "layer %d: mlp.up_proj.weight does not follow mlp.gate_proj.weight in "
+                           "the parameter layout", l);
     }
     int rc = cuda_dev_alloc(ctx, &hf->mem, hf_region_bytes(a, N, B, T, bf),
                             bf ? "activations (Llama / Qwen2, bf16)" : "activations (Llama / Qwen2)", e);
@@ -414,10 +420,9 @@ static int hf_forward16(model_ctx *ctx, const float *params, tdm_err *e) {
         if ((rc = hf_attention_forward(ctx, t.att, t.lse, t.qkv, e))) return rc;
         if ((rc = cuda_mm_forward(ctx, t.x_mid, R, t.att, W(wo), NULL, t.x_in, N, QD, C, BF, e))) return rc;
         LAUNCH_TRY(gpu_rmsnorm_forward<bf16>(t.h2, t.r2, t.x_mid, WF(ln_post), N, C, a->rms_eps, s), e);
-        if ((rc = cuda_mm_forward(ctx, t.g, BF, t.h2, W(wg), NULL, NULL, N, C, F, BF, e)) ||
-            (rc = cuda_mm_forward(ctx, t.u, BF, t.h2, W(wu), NULL, NULL, N, C, F, BF, e)))
-            return rc;
-        LAUNCH_TRY(gpu_swiglu_forward<bf16>(t.act, t.g, t.u, (size_t)N * F, s), e);
+        /* g | u = h2 [Wg; Wu]^T: the two weights are one [2F, C] matrix */
+        if ((rc = cuda_mm_forward(ctx, t.gu, BF, t.h2, W(wg), NULL, NULL, N, C, 2 * F, BF, e))) return rc;
+        LAUNCH_TRY(gpu_swiglu_forward_packed<bf16>(t.act, t.gu, N, F, s), e);
         if ((rc = cuda_mm_forward(ctx, next, R, t.act, W(wd), NULL, t.x_mid, N, F, C, BF, e))) return rc;
     }
 #undef W
@@ -469,13 +474,10 @@ static int hf_backward16(model_ctx *ctx, const float *params, float *grads, tdm_
         if ((rc = cuda_mm_dinp(ctx, hf->dact16, BF, hf->dx16, W(wd), N, F, C, BF, e)) ||
             (rc = cuda_mm_dweight(ctx, G(wd), hf->dx16, C, t.act, N, F, C, BF, e)))
             return rc;
-        LAUNCH_TRY(gpu_swiglu_backward<bf16>(hf->dg16, hf->du16, hf->dact16, t.g, t.u, (size_t)N * F, s), e);
-        /* dh = dg Wg + du Wu (float) */
-        if ((rc = cuda_mm_dinp(ctx, hf->dh, R, hf->dg16, W(wg), N, C, F, BF, e)) ||
-            (rc = cuda_lt_matmul(ctx, false, false, C, N, F, W(wu), C, hf->du16, F, BF, hf->dh, C, R, hf->dh, NULL,
-                                 e)) ||
-            (rc = cuda_mm_dweight(ctx, G(wg), hf->dg16, F, t.h2, N, C, F, BF, e)) ||
-            (rc = cuda_mm_dweight(ctx, G(wu), hf->du16, F, t.h2, N, C, F, BF, e)))
+        LAUNCH_TRY(gpu_swiglu_backward_packed<bf16>(hf->dgu16, hf->dact16, t.gu, N, F, s), e);
+        /* dh = [dg | du] [Wg; Wu] (float), d[Wg; Wu] = [dg | du]^T h2: one matmul each */
+        if ((rc = cuda_mm_dinp(ctx, hf->dh, R, hf->dgu16, W(wg), N, C, 2 * F, BF, e)) ||
+            (rc = cuda_mm_dweight(ctx, G(wg), hf->dgu16, 2 * F, t.h2, N, C, 2 * F, BF, e)))
             return rc;
         LAUNCH_TRY(gpu_rmsnorm_backward<bf16>(hf->dx, hf->dx16, G(ln_post), part, hf->dh, t.x_mid, t.r2, WF(ln_post),
                                               N, C, s), e);

@@ -183,6 +183,12 @@ cudaError_t gpu_swiglu_forward(T *act, const T *g, const T *u, size_t n, cudaStr
 template <typename T>
 cudaError_t gpu_swiglu_backward(T *dg, T *du, const T *dact, const T *g, const T *u, size_t n,
                                 cudaStream_t s);
+/* The same on packed rows: gu[N, 2F] holds g | u per row (one matmul over gate_proj's and
+ * up_proj's adjacent weights), act and dact are [N, F], dgu[N, 2F] gets dg | du */
+template <typename T>
+cudaError_t gpu_swiglu_forward_packed(T *act, const T *gu, int N, int F, cudaStream_t s);
+template <typename T>
+cudaError_t gpu_swiglu_backward_packed(T *dgu, const T *dact, const T *gu, int N, int F, cudaStream_t s);
 /* Causal attention, query head h over key/value head h / (H / Hkv): q[B*T, H*D],
  * k and v [B*T, Hkv*D] → out[B*T, H*D], and the softmax probabilities
  * probs[B][H][T][T] (required; zeros past the diagonal) for the backward pass. */

@@ -247,6 +247,53 @@ cudaError_t gpu_swiglu_backward(T *dg, T *du, const T *dact, const T *g, const T
     return cudaGetLastError();
 }
 
+/* The packed layout: row r of gu[N, 2F] is g | u (gate_proj's and up_proj's outputs from
+ * one matmul over their adjacent weights); act and dact are [N, F], dgu like gu. The same
+ * arithmetic as the kernels above, element by element. */
+template <typename T>
+__global__ void swiglu_forward_packed_kernel(T *act, const T *gu, size_t N, size_t F) {
+    size_t n = N * F;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / F, c = i % F;
+        float gi = to_f(gu[r * 2 * F + c]);
+        act[i] = from_f<T>(mul_rn(gi / add_rn(1.0f, expf(-gi)), to_f(gu[r * 2 * F + F + c])));
+    }
+}
+
+template <typename T>
+__global__ void swiglu_backward_packed_kernel(T *dgu, const T *dact, const T *gu, size_t N, size_t F) {
+    size_t n = N * F;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / F, c = i % F, og = r * 2 * F + c, ou = og + F;
+        float gi = to_f(gu[og]), sg = 1.0f / add_rn(1.0f, expf(-gi)), d = to_f(dact[i]), ui = to_f(gu[ou]);
+        dgu[ou] = from_f<T>(mul_rn(mul_rn(d, gi), sg));
+        dgu[og] = from_f<T>(mul_rn(mul_rn(mul_rn(d, ui), sg), add_rn(1.0f, mul_rn(gi, sub_rn(1.0f, sg)))));
+    }
+}
+
+template <typename T>
+cudaError_t gpu_swiglu_forward_packed(T *act, const T *gu, int N, int F, cudaStream_t s) {
+    if (N < 0 || F < 0) return cudaErrorInvalidValue;
+    size_t n = (size_t)N * F;
+    if (!n) return cudaSuccess;
+    GPU_LAUNCH(swiglu_forward_packed_kernel<T>, hf_grid_for(n), 256, 0, s, act, gu, (size_t)N, (size_t)F);
+    return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t gpu_swiglu_backward_packed(T *dgu, const T *dact, const T *gu, int N, int F, cudaStream_t s) {
+    if (N < 0 || F < 0) return cudaErrorInvalidValue;
+    size_t n = (size_t)N * F;
+    if (!n) return cudaSuccess;
+    GPU_LAUNCH(swiglu_backward_packed_kernel<T>, hf_grid_for(n), 256, 0, s, dgu, dact, gu, (size_t)N, (size_t)F);
+    return cudaGetLastError();
+}
+
+template cudaError_t gpu_swiglu_forward_packed<float>(float *, const float *, int, int, cudaStream_t);
+template cudaError_t gpu_swiglu_forward_packed<bf16>(bf16 *, const bf16 *, int, int, cudaStream_t);
+template cudaError_t gpu_swiglu_backward_packed<float>(float *, const float *, const float *, int, int, cudaStream_t);
+template cudaError_t gpu_swiglu_backward_packed<bf16>(bf16 *, const bf16 *, const bf16 *, int, int, cudaStream_t);
+
 template cudaError_t gpu_swiglu_forward<float>(float *, const float *, const float *, size_t, cudaStream_t);
 template cudaError_t gpu_swiglu_forward<bf16>(bf16 *, const bf16 *, const bf16 *, size_t, cudaStream_t);
 template cudaError_t gpu_swiglu_backward<float>(float *, float *, const float *, const float *, const float *,

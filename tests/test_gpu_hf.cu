@@ -349,6 +349,21 @@ static void check_swiglu(const shape &sh) {
     COMPARE(K_SWI_F, "act", a1, cact);
     COMPARE(K_SWI_B, "dg", g1, cdg);
     COMPARE(K_SWI_B, "du", u1, cdu);
+    /* the packed layout (rows g | u, the bf16 path's): the same bits as the separate one */
+    size_t rows = (size_t)sh.B * sh.T, F = (size_t)sh.F;
+    vecf gu(2 * n), pa(n), pg(n), pu(n), pgu(2 * n);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < F; c++) gu[r * 2 * F + c] = g[r * F + c], gu[r * 2 * F + F + c] = u[r * F + c];
+    dbuf dgu(2 * n * 4), ddgu(2 * n * 4);
+    CHECK(put(dgu, gu) && put(dact_, dact), "upload");
+    CUDA_OK(gpu_swiglu_forward_packed<float>(dout.f(), dgu.f(), (int)rows, (int)F, 0));
+    CUDA_OK(gpu_swiglu_backward_packed<float>(ddgu.f(), dact_.f(), dgu.f(), (int)rows, (int)F, 0));
+    CHECK(get(pa, dout) && get(pgu, ddgu), "download");
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < F; c++) pg[r * F + c] = pgu[r * 2 * F + c], pu[r * F + c] = pgu[r * 2 * F + F + c];
+    SAME_BITS(K_SWI_F, "act (packed)", a1, pa);
+    SAME_BITS(K_SWI_B, "dg (packed)", g1, pg);
+    SAME_BITS(K_SWI_B, "du (packed)", u1, pu);
     /* in place: act over g */
     CUDA_OK(gpu_swiglu_forward(dg.f(), dg.f(), du.f(), n, 0));
     CHECK(get(a2, dg), "download");
