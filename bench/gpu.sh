@@ -12,7 +12,7 @@
 # against vanilla training (bench_gpu --episode 1) beside the paper's (E + 2K + 2/3)/E.
 # Environment: GPU_BENCH_ITERS (default 20), GPU_BENCH_FP32=1 adds fp32 rows (ours and
 # PyTorch without autocast, TF32 off), GPU_BENCH_COMPILE=0 leaves torch.compile out,
-# GPU_BENCH_QWEN2=0 the Qwen2-0.5B-shaped rows (ours fp32 beside PyTorch fp32 and bf16),
+# GPU_BENCH_QWEN2=0 the Qwen2-0.5B-shaped rows (ours beside PyTorch, bf16 and fp32, 32 x 512),
 # PYTHON (default python3: the GPU machine's, with torch), BENCH_GPU_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/.."
