@@ -611,11 +611,14 @@ static void test_gelu_epilogue(void) {
 
 /* ---------------------------------------------------------------- the Llama / Qwen2 family */
 
+static void whole_steps(int bf16, const shape *sh);
+
 /* The family on the GPU (gpu/cuda_hf.cu) against the CPU backend (model/qwen2.c's tape),
  * in fp32 (the CPU's operations: fp32 tolerances) and in bf16 (the packed q | k | v rows,
  * the flash-style grouped-query attention, bf16 operands: bf16 tolerances): per-domain
  * losses and every tensor's gradient, a domain without sequences, two runs giving the same
- * bits, and the estimate equal to what create allocates. A Qwen2 shape (tied embeddings,
+ * bits, the estimate equal to what create allocates, and four AdamW steps and an SGD step
+ * (whole_steps: the optimiser's decay list of the family's tensors). A Qwen2 shape (tied embeddings,
  * q/k/v biases, 4 query heads on 2 key/value heads, a vocabulary that is not a multiple of
  * 64) and a Llama shape (an untied head, no biases, 4 query heads on 1, head_dim 6 so that
  * H * D != C and the packed rows are not 16-byte multiples); T 9 and 40 (one and several
@@ -669,15 +672,18 @@ static void test_hf_family(void) {
             CHECK(est, "%s %s: estimate %.0f bytes, create allocated %zu", sh.name, bf16 ? "bf16" : "fp32", want,
                   mem.backend_now);
             CHECK(prec_ok, "%s: the workspace runs in %s, asked for %s", sh.name, prec, bf16 ? "bf16" : "fp32");
+            whole_steps(bf16, &sh);
+            if (test_case_failed_) return;
         }
     CHECK(set_precision("fp32") == 0, "precision");
 }
 
 /* ---------------------------------------------------------------- a whole training step */
 
-static void whole_steps(int bf16) {
+/* STEPS AdamW steps (forward, backward, clip, update) on the CPU and the GPU from the same
+ * parameters and batches, then one SGD step: losses, gradient norms and updates compared. */
+static void whole_steps(int bf16, const shape *sh) {
     CHECK(set_precision(bf16 ? "bf16" : "fp32") == 0, "precision");
-    const shape *sh = &SHAPES[0];
     model_layout lay;
     CHECK(model_layout_init(&lay, &sh->cfg, NULL) == 0, "layout");
     size_t P = lay.numel;
@@ -739,8 +745,8 @@ static void whole_steps(int bf16) {
         ds += (sg - sc) * (sg - sc), us += sc * sc;
     }
     double adam_err = sqrt(du / uu), sgd_err = sqrt(ds / us);
-    printf("  %s: %d AdamW steps: losses %.2e, grad norms %.2e; first update %.2e; SGD update %.2e\n",
-           bf16 ? "bf16" : "fp32", STEPS, wl, wn, adam_err, sgd_err);
+    printf("  %s %s: %d AdamW steps: losses %.2e, grad norms %.2e; first update %.2e; SGD update %.2e\n",
+           sh->name, bf16 ? "bf16" : "fp32", STEPS, wl, wn, adam_err, sgd_err);
     for (int r = 0; r < 2; r++) {
         free(after1[r]);
         free(sgd[r]);
@@ -754,8 +760,8 @@ static void whole_steps(int bf16) {
     CHECK(sgd_err <= (bf16 ? 5e-2 : 1e-4), "SGD update differs by %.2e", sgd_err);
 }
 
-static void test_training_steps_fp32(void) { whole_steps(0); }
-static void test_training_steps_bf16(void) { whole_steps(1); }
+static void test_training_steps_fp32(void) { whole_steps(0, &SHAPES[0]); }
+static void test_training_steps_bf16(void) { whole_steps(1, &SHAPES[0]); }
 
 /* ---------------------------------------------------------------- state round trip */
 
