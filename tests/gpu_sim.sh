@@ -61,7 +61,7 @@ if [ $st -eq 0 ] && grep -q '^SKIP: no CUDA device' <<<"$out" && grep -q ' 0 pas
 else
   failed=$((failed + 1)); fails+=("no-device run did not skip cleanly (exit $st)")
 fi
-# tests/test_gpu_hf.cu (the Llama / Qwen2 kernels, under a second): every thread order in
+# tests/test_gpu_hf.cu (the Llama / Qwen2 kernels and the grouped-query flash attention, ~3 s): every thread order in
 # both modes, and the digest of all its outputs must be the same bits in each
 hf_bin=${TEST_GPU_HF_SIM_BIN:-$(dirname "$bin")/test_gpu_hf}
 if [ ! -x "$hf_bin" ]; then
