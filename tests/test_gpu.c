@@ -675,7 +675,32 @@ static void test_hf_family(void) {
             whole_steps(bf16, &sh);
             if (test_case_failed_) return;
         }
+    /* Qwen2-0.5B's shape at the paper's SFT batch: in bf16 no buffer grows with T² (the
+     * estimate for 16 x 1024 is the one for 32 x 512, the same rows), in fp32 the kept
+     * probabilities do; and the bf16 workspace fits an 80 GB GPU beside the run's buffers */
+    static const hf_arch q05 = {.model_type = "qwen2", .vocab = 151936, .channels = 896, .layers = 24, .heads = 14,
+                                .kv_heads = 2, .head_dim = 64, .intermediate = 4864, .max_positions = 4096,
+                                .rope_theta = 1e6, .rms_eps = 1e-6, .tied = 1, .qkv_bias = 1};
+    model_config qc;
+    model_config_hf(&qc, &q05, 1024);
+    model_layout ql;
+    CHECK(model_layout_init(&ql, &qc, NULL) == 0, "layout");
+    double ws[2][2];
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        CHECK(set_precision(bf16 ? "bf16" : "fp32") == 0, "precision");
+        ws[bf16][0] = GPU->workspace_bytes(&ql, 32, 512, 1, 0);
+        ws[bf16][1] = GPU->workspace_bytes(&ql, 16, 1024, 1, 0);
+    }
     CHECK(set_precision("fp32") == 0, "precision");
+    double gib = 1073741824.0, params = (double)ql.numel;
+    model_layout_free(&ql);
+    printf("  Qwen2-0.5B (%.0fM parameters) workspace: bf16 %.1f GiB at 32 x 512 and 16 x 1024; fp32 %.1f and %.1f GiB\n",
+           params / 1e6, ws[1][0] / gib, ws[0][0] / gib, ws[0][1] / gib);
+    CHECK(ws[1][0] == ws[1][1], "bf16: the estimate grows with T at the same rows (%.0f -> %.0f bytes)", ws[1][0],
+          ws[1][1]);
+    CHECK(ws[0][1] > ws[0][0], "fp32 keeps the probabilities: its estimate should grow with T");
+    CHECK(ws[1][0] + 8 * 4.0 * params < 80 * gib, "bf16 at 32 x 512: %.1f GiB of workspace and 8 parameter-sized "
+          "buffers exceed 80 GiB", (ws[1][0] + 32.0 * params) / gib);
 }
 
 /* ---------------------------------------------------------------- a whole training step */
