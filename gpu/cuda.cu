@@ -446,6 +446,8 @@ template <typename T> static int forward_impl(model_ctx *ctx, const float *param
 #define WT(k) (wp + ctx->off_block[(size_t)l * MODEL_BLOCK_TENSORS + (k)]) /* T */
 #define WF(k) block_param(ctx, params, l, (k))                           /* float */
 
+    /* cuDNN or the built-in attention for this batch's shape: once, for every layer */
+    if (cuda_use_cudnn(ctx, B, T_, H, H, e) < 0) return e->code;
     LAUNCH_TRY(gpu_encoder_forward(ctx->encoded, inputs, params + ctx->off_wte,
                                    params + ctx->off_wpe, B, T_, C, s), e);
     const float *x = ctx->encoded;
@@ -461,16 +463,7 @@ template <typename T> static int forward_impl(model_ctx *ctx, const float *param
         LAUNCH_TRY(gpu_layernorm_forward<T>(ln1, ln1m, ln1r, x, WF(MODEL_LN1_W), WF(MODEL_LN1_B), N, C, s), e);
         if ((rc = cuda_mm_forward(ctx, qkv, AT, ln1, WT(MODEL_QKV_W), WT(MODEL_QKV_B), NULL, N, C, 3 * C, AT, e)))
             return rc;
-        if constexpr (BF) {
-            if (cuda_use_cudnn(ctx, B, T_, H, H, e) < 0) return e->code;
-            if (ctx->dnn && ctx->dnn_shape_ok) {
-                if ((rc = cudnn_att_forward(ctx->dnn, atty, lse, qkv, B, T_, H, H, e))) return rc;
-            } else {
-                LAUNCH_TRY(gpu_attention_forward<T>(atty, lse, qkv, B, T_, H, H, C / H, ctx->tile, s), e);
-            }
-        } else {
-            LAUNCH_TRY(gpu_attention_forward<T>(atty, lse, qkv, B, T_, H, H, C / H, ctx->tile, s), e);
-        }
+        if ((rc = cuda_attention_forward<T>(ctx, atty, lse, qkv, H, H, C / H, e))) return rc;
         if ((rc = cuda_mm_forward(ctx, res2, CUDA_R_32F, atty, WT(MODEL_ATTPROJ_W), WF(MODEL_ATTPROJ_B), x, N, C,
                              C, AT, e)))
             return rc;
@@ -581,19 +574,7 @@ template <typename T> static int backward_impl(model_ctx *ctx, const float *para
         if ((rc = cuda_mm_dinp(ctx, datty, AT, dres_act, WT(MODEL_ATTPROJ_W), N, C, C, AT, e))) return rc;
         if ((rc = cuda_mm_dweight(ctx, G(MODEL_ATTPROJ_W), dres_act, C, atty, N, C, C, AT, e))) return rc;
         LAUNCH_TRY(gpu_column_sum<float>(G(MODEL_ATTPROJ_B), part, ctx->dres, N, C, s), e);
-        if constexpr (BF) {
-            if (ctx->dnn && ctx->dnn_shape_ok) {
-                if ((rc = cudnn_att_backward(ctx->dnn, dqkv, ctx->attD, datty, qkv, atty, lse, B, T_, H,
-                                             H, e)))
-                    return rc;
-            } else {
-                LAUNCH_TRY(gpu_attention_backward<T>(dqkv, ctx->attD, datty, qkv, atty, lse, B, T_, H, H, C / H,
-                                                     ctx->tile, s), e);
-            }
-        } else {
-            LAUNCH_TRY(gpu_attention_backward<T>(dqkv, ctx->attD, datty, qkv, atty, lse, B, T_, H, H, C / H,
-                                                 ctx->tile, s), e);
-        }
+        if ((rc = cuda_attention_backward<T>(ctx, dqkv, ctx->attD, datty, qkv, atty, lse, H, H, C / H, e))) return rc;
         if ((rc = cuda_mm_dinp(ctx, ctx->dln, CUDA_R_32F, dqkv, WT(MODEL_QKV_W), N, C, 3 * C, AT, e))) return rc;
         if ((rc = cuda_mm_dweight(ctx, G(MODEL_QKV_W), dqkv, 3 * C, ln1, N, C, 3 * C, AT, e))) return rc;
         LAUNCH_TRY(gpu_column_sum<T>(G(MODEL_QKV_B), part, dqkv, N, 3 * C, s), e);

@@ -358,29 +358,6 @@ static int hf_backward32(model_ctx *ctx, const float *params, float *grads, tdm_
 
 /* ------------------------------------------------------------------ bf16 */
 
-/* The attention of the bf16 path: cuDNN when model.attention chose it and it has plans
- * for this shape (cuda_use_cudnn, decided by the forward and kept for the backward), else
- * the flash-style kernels of kernels_attention.cu. */
-static int hf_attention_forward(model_ctx *ctx, bf16 *att, float *lse, const bf16 *qkv, tdm_err *e) {
-    const hf_arch *a = &ctx->hf->a;
-    if (ctx->dnn && ctx->dnn_shape_ok)
-        return cudnn_att_forward(ctx->dnn, att, lse, qkv, ctx->B, ctx->T, a->heads, a->kv_heads, e);
-    LAUNCH_TRY(gpu_attention_forward<bf16>(att, lse, qkv, ctx->B, ctx->T, a->heads, a->kv_heads, a->head_dim,
-                                           ctx->tile, ctx->stream), e);
-    return 0;
-}
-
-static int hf_attention_backward(model_ctx *ctx, bf16 *dqkv, const bf16 *datt, const bf16 *qkv, const bf16 *att,
-                                 const float *lse, tdm_err *e) {
-    const hf_arch *a = &ctx->hf->a;
-    if (ctx->dnn && ctx->dnn_shape_ok)
-        return cudnn_att_backward(ctx->dnn, dqkv, ctx->hf->attD, datt, qkv, att, lse, ctx->B, ctx->T, a->heads,
-                                  a->kv_heads, e);
-    LAUNCH_TRY(gpu_attention_backward<bf16>(dqkv, ctx->hf->attD, datt, qkv, att, lse, ctx->B, ctx->T, a->heads,
-                                            a->kv_heads, a->head_dim, ctx->tile, ctx->stream), e);
-    return 0;
-}
-
 /* The bf16 forward. Weights (and the biases of bf16 outputs) from the bf16 copy pbf,
  * RMSNorm weights from the float parameters. */
 static int hf_forward16(model_ctx *ctx, const float *params, tdm_err *e) {
@@ -417,7 +394,7 @@ static int hf_forward16(model_ctx *ctx, const float *params, tdm_err *e) {
             return rc;
         LAUNCH_TRY(gpu_rope_rotate_rows<bf16>(t.qkv, RS, B, T, H, D, a->rope_theta, 1.0f, s), e);
         LAUNCH_TRY(gpu_rope_rotate_rows<bf16>(t.qkv + QD, RS, B, T, Hkv, D, a->rope_theta, 1.0f, s), e);
-        if ((rc = hf_attention_forward(ctx, t.att, t.lse, t.qkv, e))) return rc;
+        if ((rc = cuda_attention_forward<bf16>(ctx, t.att, t.lse, t.qkv, H, Hkv, D, e))) return rc;
         if ((rc = cuda_mm_forward(ctx, t.x_mid, R, t.att, W(wo), NULL, t.x_in, N, QD, C, BF, e))) return rc;
         LAUNCH_TRY(gpu_rmsnorm_forward<bf16>(t.h2, t.r2, t.x_mid, WF(ln_post), N, C, a->rms_eps, s), e);
         /* g | u = h2 [Wg; Wu]^T: the two weights are one [2F, C] matrix */
@@ -485,7 +462,9 @@ static int hf_backward16(model_ctx *ctx, const float *params, float *grads, tdm_
         if ((rc = cuda_mm_dinp(ctx, hf->datt16, BF, hf->dx16, W(wo), N, QD, C, BF, e)) ||
             (rc = cuda_mm_dweight(ctx, G(wo), hf->dx16, C, t.att, N, QD, C, BF, e)))
             return rc;
-        if ((rc = hf_attention_backward(ctx, hf->dqkv16, hf->datt16, t.qkv, t.att, t.lse, e))) return rc;
+        if ((rc = cuda_attention_backward<bf16>(ctx, hf->dqkv16, hf->attD, hf->datt16, t.qkv, t.att, t.lse, H, Hkv, D,
+                                                e)))
+            return rc;
         LAUNCH_TRY(gpu_rope_rotate_rows<bf16>(hf->dqkv16, RS, B, T, H, D, a->rope_theta, -1.0f, s), e);
         LAUNCH_TRY(gpu_rope_rotate_rows<bf16>(hf->dqkv16 + QD, RS, B, T, Hkv, D, a->rope_theta, -1.0f, s), e);
         /* dh = dq Wq + dk Wk + dv Wv; the weights' gradients from the packed rows (ld RS) */

@@ -119,6 +119,29 @@ int cuda_next_attention(int *att, tdm_err *e);
  * 0, or -1 with e set when model.attention = cudnn and cuDNN has no plan for the shape
  * (cuda.cu). */
 int cuda_use_cudnn(model_ctx *ctx, int B, int T, int H, int Hkv, tdm_err *e);
+/* The attention of a batch of ctx->B x ctx->T, H query heads on Hkv key/value heads of hs
+ * dimensions (kernels.h's packed layout): cuDNN's when the workspace chose it and the
+ * shape has plans (cuda_use_cudnn, decided once per forward and kept for its backward; bf16
+ * only), else the flash-style kernels of kernels_attention.cu. For GPT-2 and the family. */
+template <typename T>
+static inline int cuda_attention_forward(model_ctx *ctx, T *out, float *lse, const T *qkv, int H, int Hkv, int hs,
+                                         tdm_err *e) {
+    if constexpr (sizeof(T) == 2)
+        if (ctx->dnn && ctx->dnn_shape_ok) return cudnn_att_forward(ctx->dnn, out, lse, qkv, ctx->B, ctx->T, H, Hkv, e);
+    LAUNCH_TRY(gpu_attention_forward<T>(out, lse, qkv, ctx->B, ctx->T, H, Hkv, hs, ctx->tile, ctx->stream), e);
+    return 0;
+}
+/* dqkv (overwritten) from dout; Dbuf[B, H, T] scratch */
+template <typename T>
+static inline int cuda_attention_backward(model_ctx *ctx, T *dqkv, float *Dbuf, const T *dout, const T *qkv,
+                                          const T *out, const float *lse, int H, int Hkv, int hs, tdm_err *e) {
+    if constexpr (sizeof(T) == 2)
+        if (ctx->dnn && ctx->dnn_shape_ok)
+            return cudnn_att_backward(ctx->dnn, dqkv, Dbuf, dout, qkv, out, lse, ctx->B, ctx->T, H, Hkv, e);
+    LAUNCH_TRY(gpu_attention_backward<T>(dqkv, Dbuf, dout, qkv, out, lse, ctx->B, ctx->T, H, Hkv, hs, ctx->tile,
+                                         ctx->stream), e);
+    return 0;
+}
 /* cudaMalloc counted in the workspace's bytes_now/bytes_peak; ERR_INTERNAL naming `what`
  * and the device's free memory when it fails. */
 int cuda_dev_alloc(model_ctx *ctx, void **p, size_t bytes, const char *what, tdm_err *e);
