@@ -213,9 +213,10 @@ while [ $kills -lt 20 ] && [ $attempts -lt 60 ]; do
   attempts=$((attempts + 1))
   TANDEM_TEST_STEP_DELAY_MS=40 "${mpi[@]}" "$bin" run "$tmp/run.yaml" --store "$store" --quiet >"$tmp/mpirun.log" 2>&1 &
   mp=$!
-  # from half the launch cost on, within 1.5 commit intervals (a commit every 2 of 24
+  # from half the launch cost on, within 0.75 commit intervals (a commit every 2 of 24
   # episodes): an attempt makes a little progress at most, so 20 kills land before the end
-  sleep "$(awk -v r=$RANDOM -v ms=$ref_ms -v s=$start_ms 'BEGIN{printf "%.3f", (0.5 * s + ms * 3 / 24 * r / 32768) / 1000}')"
+  # (with 1.5 intervals a loaded 2-core machine once finished the run after 16 kills)
+  sleep "$(awk -v r=$RANDOM -v ms=$ref_ms -v s=$start_ms 'BEGIN{printf "%.3f", (0.5 * s + ms * 1.5 / 24 * r / 32768) / 1000}')"
   kids=($(pgrep -P $mp))
   if [ ${#kids[@]} -ge 2 ]; then
     victim=${kids[$((RANDOM % ${#kids[@]}))]}
