@@ -277,7 +277,7 @@ $(SIM_DIR)/gpu/sim/sim.o: gpu/sim/sim.cpp
 
 $(SIM_DIR)/tests/test_gpu.o: tests/test_gpu.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS_asan) -DTANDEM_HAVE_CUDA -c $< -o $@
+	$(CC) $(BASE_CFLAGS) $(CFLAGS_asan) -DTANDEM_HAVE_CUDA -DTANDEM_GPU_SIM -c $< -o $@
 
 $(SIM_DIR)/test_gpu: $(SIM_DIR)/tests/test_gpu.o $(SIM_OBJ) $(BUILD)/asan/libtandem.a
 	$(CC) $(LDFLAGS_asan) -o $@ $^ $(LDLIBS) -lstdc++

@@ -633,10 +633,23 @@ static int cuda_copy(model_ctx *ctx, float *dst, const float *src, size_t n, tdm
     return 0;
 }
 
+/* Waits until the upload last recorded on ev (two forwards or backwards back) has read its
+ * page-locked slot, so that the host may rewrite it; in a step of its own the device is
+ * long past it (the step's one wait came after). */
+static int slot_free(cudaEvent_t ev, int *used, tdm_err *e) {
+    if (*used) CUDA_TRY(cudaEventSynchronize(ev), e);
+    *used = 0;
+    return 0;
+}
+
 /* Copies the batch, sorts its rows by input token (for the dwte scatter) and uploads the
- * index arrays: [inputs N | targets N | pos N | uniq N | start nuniq+1]. */
+ * index arrays: [inputs N | targets N | pos N | uniq N | start nuniq+1], from the
+ * page-locked slot of this forward (cuda_impl.h). */
 static int stage_batch(model_ctx *ctx, const model_batch *batch, tdm_err *e) {
     int B = batch->B, T = batch->T, N = B * T, V = ctx->lay.cfg.vocab;
+    int slot = (int)(ctx->fwd_n++ & 1);
+    if (slot_free(ctx->ev_idx[slot], &ctx->idx_used[slot], e)) return e->code;
+    ctx->h_idx = ctx->h_idx2[slot];
     int32_t *in = ctx->h_idx, *tg = in + N, *pos = in + 2 * (size_t)N, *uniq = in + 3 * (size_t)N;
     int32_t *start = in + 4 * (size_t)N, *cnt = ctx->h_count;
     for (int b = 0; b < B; b++)
@@ -664,6 +677,23 @@ static int stage_batch(model_ctx *ctx, const model_batch *batch, tdm_err *e) {
     size_t n = 4 * (size_t)N + (size_t)nu + 1;
     CUDA_TRY(cudaMemcpyAsync(ctx->d_idx, ctx->h_idx, n * sizeof(int32_t), cudaMemcpyHostToDevice,
                              ctx->stream), e);
+    CUDA_TRY(cudaEventRecord(ctx->ev_idx[slot], ctx->stream), e);
+    ctx->idx_used[slot] = 1;
+    return 0;
+}
+
+/* ctx->last_loss[m]: the mean of the last forward's row losses of domain m's sequences,
+ * summed in row order (as cpu.c); waits for them first when they are on their way and the
+ * caller has not just waited (waited). */
+static int finish_losses(model_ctx *ctx, int waited, tdm_err *e) {
+    if (!ctx->loss_pending) return 0;
+    if (!waited) CUDA_TRY(cudaStreamSynchronize(ctx->stream), e);
+    int M = ctx->M, T = ctx->T;
+    size_t N = (size_t)ctx->B * T;
+    for (int m = 0; m < M; m++) ctx->last_loss[m] = 0;
+    for (size_t i = 0; i < N; i++) ctx->last_loss[ctx->h_domain[i / T]] += ctx->h_row_loss[i];
+    for (int m = 0; m < M; m++) ctx->last_loss[m] = ctx->ntok[m] ? ctx->last_loss[m] / ctx->ntok[m] : 0.0;
+    ctx->loss_pending = 0;
     return 0;
 }
 
@@ -684,25 +714,21 @@ static int cuda_forward(model_ctx *ctx, const float *params, const model_batch *
                      : ctx->use_bf16 ? forward_impl<bf16>(ctx, params, e) : forward_impl<float>(ctx, params, e);
     if (rc) return rc;
     size_t N = (size_t)B * T;
+    /* the row losses travel to page-locked memory behind the forward; the host waits for
+     * them only when the caller wants the losses now (loss) or later (results) */
     CUDA_TRY(cudaMemcpyAsync(ctx->h_row_loss, ctx->row_loss, N * sizeof(double),
                              cudaMemcpyDeviceToHost, ctx->stream), e);
-    CUDA_TRY(cudaStreamSynchronize(ctx->stream), e);
-    /* per-domain means, summed in row order (as cpu.c) */
-    double *sum = (double *)calloc((size_t)M, sizeof *sum);
-    if (!sum) return err_set(e, ERR_INTERNAL, "out of memory");
-    for (int m = 0; m < M; m++) ctx->ntok[m] = 0;
-    for (size_t i = 0; i < N; i++) {
-        int m = ctx->h_domain[i / T];
-        sum[m] += ctx->h_row_loss[i];
-        ctx->ntok[m]++;
-    }
-    for (int m = 0; m < M; m++) {
-        loss[m] = ctx->ntok[m] ? sum[m] / ctx->ntok[m] : 0.0;
-        if (ntok) ntok[m] = ctx->ntok[m];
-    }
-    free(sum);
+    ctx->loss_pending = 1;
+    for (int m = 0; m < M; m++) ctx->ntok[m] = 0; /* the backward's weights: no wait */
+    for (int b = 0; b < B; b++) ctx->ntok[ctx->h_domain[b]] += T;
+    if (ntok)
+        for (int m = 0; m < M; m++) ntok[m] = ctx->ntok[m];
     ctx->fwd_params = params;
     ctx->have_forward = 1;
+    if (loss) {
+        if ((rc = finish_losses(ctx, 0, e))) return rc;
+        memcpy(loss, ctx->last_loss, (size_t)M * sizeof *loss);
+    }
     return 0;
 }
 
@@ -715,14 +741,17 @@ static int cuda_backward(model_ctx *ctx, const float *params, const double *coef
         return err_set(e, ERR_INTERNAL,
                        "model backward called with other parameters than the last forward");
     ctx->have_forward = 0; /* dlogits overwrite the logits in fp32 */
-    int N = ctx->B * ctx->T;
+    int N = ctx->B * ctx->T, slot = (int)(ctx->bwd_n++ & 1);
+    if (slot_free(ctx->ev_g[slot], &ctx->g_used[slot], e)) return e->code;
+    float *h_g = ctx->h_g2[slot];
     for (int i = 0; i < N; i++) {
         int m = ctx->h_domain[i / ctx->T];
-        ctx->h_g[i] = ctx->ntok[m] ? (float)(coef[m] / (double)ctx->ntok[m]) : 0.0f;
+        h_g[i] = ctx->ntok[m] ? (float)(coef[m] / (double)ctx->ntok[m]) : 0.0f;
     }
-    /* from pageable memory: returns once h_g is staged, so h_g may be rewritten after */
-    CUDA_TRY(cudaMemcpyAsync(ctx->row_g, ctx->h_g, (size_t)N * sizeof(float),
-                             cudaMemcpyHostToDevice, ctx->stream), e);
+    CUDA_TRY(cudaMemcpyAsync(ctx->row_g, h_g, (size_t)N * sizeof(float), cudaMemcpyHostToDevice,
+                             ctx->stream), e);
+    CUDA_TRY(cudaEventRecord(ctx->ev_g[slot], ctx->stream), e);
+    ctx->g_used[slot] = 1;
     if (ctx->hf) return cuda_hf_backward(ctx, params, grads, e);
     return ctx->use_bf16 ? backward_impl<bf16>(ctx, params, grads, e)
                      : backward_impl<float>(ctx, params, grads, e);
@@ -743,8 +772,39 @@ static int cuda_adamw(model_ctx *ctx, float *params, const float *grads, float *
     double bc2 = 1.0 - pow(hp->beta2, (double)hp->step);
     float step_size = (float)(hp->lr / bc1), bc2_sqrt = (float)sqrt(bc2);
     float decay_keep = (float)(1.0 - (double)hp->lr * hp->weight_decay);
+    /* after a clip, its outcome gates the step on the device: no wait for the norm */
+    const gpu_clip *gate = ctx->clip_armed ? ctx->d_clip : NULL;
+    ctx->clip_armed = 0;
     LAUNCH_TRY(gpu_adamw(params, grads, m, v, ctx->spans, ctx->nspans, decay_keep, hp->beta1,
-                         hp->beta2, hp->eps, step_size, bc2_sqrt, ctx->stream), e);
+                         hp->beta2, hp->eps, step_size, bc2_sqrt, gate, ctx->stream), e);
+    return 0;
+}
+
+/* model.h's clip: the norm's partial sums, their sum, the scale and the finite flag all
+ * on the device (gpu_clip_finish, in cpu.c's order of additions), the gradient scaled by
+ * it, and the outcome copied behind them to page-locked memory for results(). */
+static int cuda_clip(model_ctx *ctx, float *grads, double max_norm, tdm_err *e) {
+    if (cuda_check_sticky(ctx, e)) return ERR_INTERNAL;
+    size_t n = ctx->lay.numel, nchunks = (n + GPU_NORM_CHUNK - 1) / GPU_NORM_CHUNK;
+    LAUNCH_TRY(gpu_sumsq_chunks(ctx->norm_part, grads, n, ctx->stream), e);
+    LAUNCH_TRY(gpu_clip_finish(ctx->d_clip, ctx->norm_part, nchunks, max_norm, ctx->stream), e);
+    LAUNCH_TRY(gpu_scale_clip(grads, ctx->d_clip, n, ctx->stream), e);
+    CUDA_TRY(cudaMemcpyAsync(ctx->h_clip, ctx->d_clip, sizeof(gpu_clip), cudaMemcpyDeviceToHost,
+                             ctx->stream), e);
+    ctx->clip_armed = 1;
+    return 0;
+}
+
+/* model.h's results: the one wait of a step */
+static int cuda_results(model_ctx *ctx, double *loss, double *norm, tdm_err *e) {
+    if (cuda_check_sticky(ctx, e)) return ERR_INTERNAL;
+    CUDA_TRY(cudaStreamSynchronize(ctx->stream), e);
+    if (loss) {
+        int rc = finish_losses(ctx, 1, e);
+        if (rc) return rc;
+        memcpy(loss, ctx->last_loss, (size_t)ctx->M * sizeof *loss);
+    }
+    if (norm) *norm = ctx->h_clip->norm;
     return 0;
 }
 
@@ -797,5 +857,7 @@ extern "C" const model_ops model_cuda_ops = {
     cuda_adamw,    /* adamw */
     cuda_norm,     /* norm */
     cuda_scale,    /* scale */
+    cuda_clip,     /* clip */
+    cuda_results,  /* results */
     cuda_workspace_bytes, /* workspace_bytes */
 };

@@ -143,6 +143,7 @@ static std::vector<hf_shared_item> hf_shared(model_ctx *ctx, const hf_arch *a, s
         {(void **)&ctx->norm_part, nnorm * 8, "partial sums"},
         {(void **)&ctx->spans, nspans * sizeof(gpu_span), "the AdamW work list"},
         {(void **)&ctx->d_idx, (5 * N + 1) * 4, "the batch"},
+        {(void **)&ctx->d_clip, sizeof(gpu_clip), "the clip's outcome"},
     };
     if (bf) {
         v.push_back({&ctx->dlogits, N * Vp * 2, "the logits' gradient"});

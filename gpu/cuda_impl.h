@@ -86,10 +86,21 @@ struct model_ctx {
     gpu_span *spans;                    /* AdamW work list */
     int nspans;
     /* the batch: device indices [inputs N | targets N | pos N | uniq N | start N+1] */
-    int32_t *d_idx, *h_idx;
+    int32_t *d_idx, *h_idx;             /* h_idx: the slot of h_idx2 the last forward staged */
     int32_t *h_count;                   /* [V] counting sort */
-    float *h_g;                         /* [N] */
-    double *h_row_loss;                 /* [N] */
+    /* Page-locked host memory, so that copies are truly asynchronous and a step waits for
+     * the device once, at its end (ops->results). The uploads alternate between two slots,
+     * each reused only after an event says its copy has been read (two forwards back). */
+    int32_t *h_idx2[2];                 /* [5N + 1] each */
+    float *h_g2[2];                     /* [N] each: the backward's row coefficients */
+    cudaEvent_t ev_idx[2], ev_g[2];
+    int idx_used[2], g_used[2];         /* the slot's event was recorded */
+    unsigned fwd_n, bwd_n;
+    double *h_row_loss;                 /* [N] page-locked: the last forward's row losses */
+    gpu_clip *d_clip, *h_clip;          /* the last clip's outcome; page-locked copy */
+    int loss_pending;                   /* h_row_loss is on its way: means not computed */
+    int clip_armed;                     /* the next adamw is gated by d_clip */
+    double *last_loss;                  /* [M] the last forward's per-domain means */
     double *h_norm_part;
     int32_t *h_domain;                  /* [max_B] */
     long *ntok;                         /* [M] */

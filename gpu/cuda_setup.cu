@@ -33,7 +33,7 @@ void cuda_destroy(model_ctx *ctx) {
                     ctx->use_bf16 ? ctx->dlogits : NULL, ctx->row_max, ctx->row_inv, ctx->row_g,
                     ctx->row_loss, ctx->dres, ctx->dres_act, ctx->dln, ctx->datty, ctx->dqkv,
                     ctx->dfch, ctx->attD, ctx->part, ctx->norm_part, ctx->pbf, ctx->spans,
-                    ctx->d_idx, ctx->lt_ws};
+                    ctx->d_idx, ctx->lt_ws, ctx->d_clip};
     if (ctx->sizes) {
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cuda_dev_free(ctx, bufs[i]);
         cuda_hf_free(ctx);
@@ -42,10 +42,16 @@ void cuda_destroy(model_ctx *ctx) {
     if (ctx->lt) cublasLtDestroy(ctx->lt);
     if (ctx->stream) cudaStreamDestroy(ctx->stream);
     free(ctx->off_block);
-    free(ctx->h_idx);
+    for (int k = 0; k < 2; k++) {
+        cudaFreeHost(ctx->h_idx2[k]);
+        cudaFreeHost(ctx->h_g2[k]);
+        if (ctx->ev_idx[k]) cudaEventDestroy(ctx->ev_idx[k]);
+        if (ctx->ev_g[k]) cudaEventDestroy(ctx->ev_g[k]);
+    }
+    cudaFreeHost(ctx->h_row_loss);
+    cudaFreeHost(ctx->h_clip);
     free(ctx->h_count);
-    free(ctx->h_g);
-    free(ctx->h_row_loss);
+    free(ctx->last_loss);
     free(ctx->h_norm_part);
     free(ctx->h_domain);
     free(ctx->ntok);
@@ -75,7 +81,7 @@ struct ws_item {
     size_t bytes;
     const char *what;
 };
-#define WS_ITEMS 36
+#define WS_ITEMS 37
 
 /* The shapes every buffer of a workspace for N = B x T rows follows. */
 static void set_dims(model_ctx *ctx, const model_config *c, size_t N) {
@@ -148,6 +154,7 @@ static void ws_plan(model_ctx *ctx, const model_config *c, size_t P, size_t nspa
         {ctx->use_bf16 ? (void **)&ctx->pbf : NULL, P * 2, "the bf16 copy of the parameters"},
         {(void **)&ctx->spans, nspans * sizeof(gpu_span), "the AdamW work list"},
         {(void **)&ctx->d_idx, (5 * N + 1) * 4, "the batch"},
+        {(void **)&ctx->d_clip, sizeof(gpu_clip), "the clip's outcome"},
     };
     for (size_t i = 0; i < WS_ITEMS; i++) plan[i] = list[i];
 }
@@ -387,15 +394,36 @@ model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int n_doma
             gpu_cuda_error(e, cudaGetLastError(), "cudaMemcpy(spans)", __FILE__, __LINE__);
             goto fail;
         }
-        ctx->h_idx = (int32_t *)malloc((5 * N + 1) * sizeof(int32_t));
+        /* page-locked: the copies of a step run without the host waiting (cuda_impl.h) */
+        struct {
+            void **p;
+            size_t bytes;
+        } pin[] = {{(void **)&ctx->h_idx2[0], (5 * N + 1) * sizeof(int32_t)},
+                   {(void **)&ctx->h_idx2[1], (5 * N + 1) * sizeof(int32_t)},
+                   {(void **)&ctx->h_g2[0], N * sizeof(float)},
+                   {(void **)&ctx->h_g2[1], N * sizeof(float)},
+                   {(void **)&ctx->h_row_loss, N * sizeof(double)},
+                   {(void **)&ctx->h_clip, sizeof(gpu_clip)}};
+        for (size_t i = 0; i < sizeof pin / sizeof *pin; i++)
+            if (cudaMallocHost(pin[i].p, pin[i].bytes) != cudaSuccess) {
+                gpu_cuda_error(e, cudaGetLastError(), "cudaMallocHost (page-locked batch and loss buffers)",
+                               __FILE__, __LINE__);
+                goto fail;
+            }
+        for (int k = 0; k < 2; k++)
+            if (cudaEventCreateWithFlags(&ctx->ev_idx[k], cudaEventDisableTiming) != cudaSuccess ||
+                cudaEventCreateWithFlags(&ctx->ev_g[k], cudaEventDisableTiming) != cudaSuccess) {
+                gpu_cuda_error(e, cudaGetLastError(), "cudaEventCreateWithFlags", __FILE__, __LINE__);
+                goto fail;
+            }
+        ctx->h_clip->norm = NAN; /* no clip yet */
+        ctx->h_idx = ctx->h_idx2[0];
         ctx->h_count = (int32_t *)malloc(V * sizeof(int32_t));
-        ctx->h_g = (float *)malloc(N * sizeof(float));
-        ctx->h_row_loss = (double *)malloc(N * sizeof(double));
         ctx->h_norm_part = (double *)malloc(nnorm * sizeof(double));
         ctx->h_domain = (int32_t *)calloc((size_t)max_B, sizeof(int32_t));
         ctx->ntok = (long *)calloc((size_t)n_domains, sizeof(long));
-        if (!ctx->h_idx || !ctx->h_count || !ctx->h_g || !ctx->h_row_loss || !ctx->h_norm_part ||
-            !ctx->h_domain || !ctx->ntok) {
+        ctx->last_loss = (double *)calloc((size_t)n_domains, sizeof(double));
+        if (!ctx->h_count || !ctx->h_norm_part || !ctx->h_domain || !ctx->ntok || !ctx->last_loss) {
             err_set(e, ERR_INTERNAL, "out of memory for the model workspace (batch %d x %d)",
                     max_B, max_T);
             goto fail;

@@ -211,13 +211,29 @@ typedef struct gpu_span {
 } gpu_span;
 #define GPU_SPAN 4096
 
+/* A gradient clip's outcome, in device memory: written by gpu_clip_finish, read by
+ * gpu_scale_clip, gpu_adamw and (copied) the host, so that nothing waits for the host. */
+typedef struct gpu_clip {
+    double norm;  /* the global L2 norm before clipping */
+    float scale;  /* what the gradient is multiplied by: 1 when not clipped */
+    int finite;   /* norm is finite: AdamW may step */
+} gpu_clip;
+
 cudaError_t gpu_sgd(float *p, const float *g, float lr, size_t n, cudaStream_t s);
+/* gate (NULL: none): when !gate->finite the kernel changes nothing */
 cudaError_t gpu_adamw(float *p, const float *g, float *m, float *v, const gpu_span *spans,
                       int nspans, float decay_keep, float b1, float b2, float eps,
-                      float step_size, float bc2_sqrt, cudaStream_t s);
+                      float step_size, float bc2_sqrt, const gpu_clip *gate, cudaStream_t s);
 /* part[k] = sum of squares of x[k*GPU_NORM_CHUNK ..] (one chunk), in double */
 cudaError_t gpu_sumsq_chunks(double *part, const float *x, size_t n, cudaStream_t s);
 cudaError_t gpu_scale(float *x, float a, size_t n, cudaStream_t s);
+/* *c from the nchunks partial sums, added in chunk order by one thread (cpu.c's order):
+ * norm = sqrt(sum); scale = max_norm / (norm + 1e-6) as float when max_norm > 0 and
+ * norm > max_norm, else 1 (model_clip_grads' rule, in the same double operations) */
+cudaError_t gpu_clip_finish(gpu_clip *c, const double *part, size_t nchunks, double max_norm,
+                            cudaStream_t s);
+/* x *= c->scale, nothing when it is 1 */
+cudaError_t gpu_scale_clip(float *x, const gpu_clip *c, size_t n, cudaStream_t s);
 /* out[i] = bf16(in[i]), round to nearest even */
 cudaError_t gpu_cast_bf16(bf16 *out, const float *in, size_t n, cudaStream_t s);
 

@@ -8,7 +8,9 @@
  * tensor each, built once per workspace), one block per span.
  *
  * The norm's partial sums use cpu.c's fixed chunks of GPU_NORM_CHUNK elements, each
- * summed by one block in double in a fixed order; the host adds the chunks in order. */
+ * summed by one block in double in a fixed order; the chunks are added in order, by the
+ * host (gpu_sumsq_chunks' callers) or by one device thread (gpu_clip_finish: a clip that
+ * does not wait for the host). */
 #include "gpu/kernels.h"
 
 static unsigned grid_for(size_t n) {
@@ -29,7 +31,8 @@ cudaError_t gpu_sgd(float *p, const float *g, float lr, size_t n, cudaStream_t s
 
 __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, const gpu_span *spans,
                              float decay_keep, float b1, float b2, float eps, float step_size,
-                             float bc2_sqrt) {
+                             float bc2_sqrt, const gpu_clip *gate) {
+    if (gate && !gate->finite) return; /* a diverged step changes nothing (model.h's clip) */
     gpu_span sp = spans[blockIdx.x];
     float keep = sp.decay ? decay_keep : 1.0f;
     for (unsigned k = threadIdx.x; k < sp.n; k += blockDim.x) {
@@ -47,9 +50,9 @@ __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, const
 
 cudaError_t gpu_adamw(float *p, const float *g, float *m, float *v, const gpu_span *spans,
                       int nspans, float decay_keep, float b1, float b2, float eps,
-                      float step_size, float bc2_sqrt, cudaStream_t s) {
+                      float step_size, float bc2_sqrt, const gpu_clip *gate, cudaStream_t s) {
     GPU_LAUNCH(adamw_kernel, (unsigned)nspans, 256, 0, s, p, g, m, v, spans, decay_keep, b1, b2,
-               eps, step_size, bc2_sqrt);
+               eps, step_size, bc2_sqrt, gate);
     return cudaGetLastError();
 }
 
@@ -85,6 +88,35 @@ __global__ void scale_kernel(float *x, float a, size_t n) {
 
 cudaError_t gpu_scale(float *x, float a, size_t n, cudaStream_t s) {
     GPU_LAUNCH(scale_kernel, grid_for(n), 256, 0, s, x, a, n);
+    return cudaGetLastError();
+}
+
+__global__ void clip_finish_kernel(gpu_clip *c, const double *part, size_t nchunks, double max_norm) {
+    if (threadIdx.x != 0) return;
+    double sum = 0;
+    for (size_t k = 0; k < nchunks; k++) sum += part[k];
+    double norm = sqrt(sum);
+    c->norm = norm;
+    c->scale = max_norm > 0 && norm > max_norm ? (float)(max_norm / (norm + 1e-6)) : 1.0f;
+    c->finite = isfinite(norm) ? 1 : 0;
+}
+
+cudaError_t gpu_clip_finish(gpu_clip *c, const double *part, size_t nchunks, double max_norm,
+                            cudaStream_t s) {
+    GPU_LAUNCH(clip_finish_kernel, 1, 32, 0, s, c, part, nchunks, max_norm);
+    return cudaGetLastError();
+}
+
+__global__ void scale_clip_kernel(float *x, const gpu_clip *c, size_t n) {
+    float a = c->scale;
+    if (a == 1.0f) return; /* not clipped: x * 1 is x */
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] *= a;
+}
+
+cudaError_t gpu_scale_clip(float *x, const gpu_clip *c, size_t n, cudaStream_t s) {
+    GPU_LAUNCH(scale_clip_kernel, grid_for(n), 256, 0, s, x, c, n);
     return cudaGetLastError();
 }
 

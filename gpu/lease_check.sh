@@ -131,7 +131,7 @@ gpt2_row() {
   st=$?
   row=$(grep '^bench_gpu ' "$out/$part.log" | tail -n 1)
   if [ "$st" = 0 ]; then
-    note "$part T $T B $B $3 $4: $(sed -nE 's/.*ms_per_step=([^ ]+) tokens_per_s=([^ ]+).* mfu=([^ ]+).* attention=([^ ]+) gelu=([^ ]+).*/\1 ms\/step, \2 tok\/s, MFU \3, attention \4, gelu \5/p' <<<"$row")"
+    note "$part T $T B $B $3 $4: $(sed -nE 's/.*ms_per_step=([^ ]+) tokens_per_s=([^ ]+).* mfu=([^ ]+).* attention=([^ ]+) gelu=([^ ]+).* one_wait_speedup=([^ ]+).*/\1 ms\/step, \2 tok\/s, MFU \3, attention \4, gelu \5, one wait vs three \6x/p' <<<"$row")"
   else
     note "$part T $T B $B $3 $4: exit $st: $(tail -n 1 "$out/$part.log" | cut -c1-300)"
   fi

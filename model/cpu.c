@@ -179,7 +179,10 @@ struct model_ctx {
     uint32_t *tokens;             /* [max_B, max_T + 1] */
     int32_t *domain;              /* [max_B] */
     long *ntok;                   /* [M] */
+    double *last_loss;            /* [M] the last forward's per-domain means, for results() */
     int have_forward;
+    double clip_norm;             /* the last clip's norm, for results() */
+    int clip_bad;                 /* that norm is not finite: the next adamw changes nothing */
     /* the Llama / Qwen2 family (lay.cfg.arch == MODEL_ARCH_HF): its tape replaces every
      * GPT-2 buffer above but the batch, row_loss and ntok (float build only) */
     qwen2_tape *hf;
@@ -591,6 +594,7 @@ static void cpu_destroy(model_ctx *ctx) {
     free(ctx->tokens);
     free(ctx->domain);
     free(ctx->ntok);
+    free(ctx->last_loss);
     qwen2_tape_free(ctx->hf);
     free(ctx->row_scale);
     model_layout_free(&ctx->lay);
@@ -669,7 +673,9 @@ static int hf_create(model_ctx *ctx, tdm_err *e) {
         ctx->tokens = calloc((size_t)ctx->max_B * (ctx->max_T + 1), sizeof *ctx->tokens);
         ctx->domain = calloc((size_t)ctx->max_B, sizeof *ctx->domain);
         ctx->ntok = calloc((size_t)ctx->M, sizeof *ctx->ntok);
-        if (!ctx->row_loss || !ctx->row_scale || !ctx->tokens || !ctx->domain || !ctx->ntok)
+        ctx->last_loss = calloc((size_t)ctx->M, sizeof *ctx->last_loss);
+        if (!ctx->row_loss || !ctx->row_scale || !ctx->tokens || !ctx->domain || !ctx->ntok ||
+            !ctx->last_loss)
             rc = err_set(e, ERR_INTERNAL, "out of memory for the model workspace");
     }
 #endif
@@ -677,8 +683,9 @@ static int hf_create(model_ctx *ctx, tdm_err *e) {
     return rc;
 }
 
-/* loss[m] (and ntok[m] when not NULL): the mean of the last forward's row losses of
- * domain m's sequences, summed in row order; ctx->ntok[m] their count. */
+/* ctx->last_loss[m] and loss[m] (when not NULL; and ntok[m] when not NULL): the mean of
+ * the last forward's row losses of domain m's sequences, summed in row order; ctx->ntok[m]
+ * their count. */
 static int domain_means(model_ctx *ctx, double *loss, long *ntok, tdm_err *e) {
     int M = ctx->M, T = ctx->T;
     size_t N = (size_t)ctx->B * T;
@@ -691,7 +698,8 @@ static int domain_means(model_ctx *ctx, double *loss, long *ntok, tdm_err *e) {
         ctx->ntok[m]++;
     }
     for (int m = 0; m < M; m++) {
-        loss[m] = ctx->ntok[m] ? sum[m] / ctx->ntok[m] : 0.0;
+        ctx->last_loss[m] = ctx->ntok[m] ? sum[m] / ctx->ntok[m] : 0.0;
+        if (loss) loss[m] = ctx->last_loss[m];
         if (ntok) ntok[m] = ctx->ntok[m];
     }
     free(sum);
@@ -758,7 +766,9 @@ static model_ctx *cpu_create(const model_layout *lay, int max_B, int max_T, int 
     ctx->tokens = calloc((size_t)max_B * (max_T + 1), sizeof *ctx->tokens);
     ctx->domain = calloc((size_t)max_B, sizeof *ctx->domain);
     ctx->ntok = calloc((size_t)n_domains, sizeof *ctx->ntok);
-    if (!ctx->part || !ctx->row_loss || !ctx->tokens || !ctx->domain || !ctx->ntok) goto oom;
+    ctx->last_loss = calloc((size_t)n_domains, sizeof *ctx->last_loss);
+    if (!ctx->part || !ctx->row_loss || !ctx->tokens || !ctx->domain || !ctx->ntok || !ctx->last_loss)
+        goto oom;
     return ctx;
 oom:
     err_set(e, ERR_INTERNAL, "out of memory for the model workspace (batch %d x %d)", max_B, max_T);
@@ -940,6 +950,10 @@ static HOT void adamw_span(real *p, const real *g, real *m, real *v, size_t n, r
 static int cpu_adamw(model_ctx *ctx, real *params, const real *grads, real *m, real *v,
                      const model_adamw *hp, tdm_err *e) {
     if (hp->step < 1) return err_set(e, ERR_INTERNAL, "AdamW step must be >= 1 (got %ld)", hp->step);
+    if (ctx->clip_bad) { /* the clip before saw a non-finite norm (model.h) */
+        ctx->clip_bad = 0;
+        return 0;
+    }
     double bc1 = 1.0 - pow(hp->beta1, (double)hp->step);
     double bc2 = 1.0 - pow(hp->beta2, (double)hp->step);
     real step_size = (real)(hp->lr / bc1), bc2_sqrt = (real)sqrt(bc2);
@@ -964,10 +978,12 @@ static int cpu_adamw(model_ctx *ctx, real *params, const real *grads, real *m, r
 /* sum of squares of x[0..n) in double, in LANES partial sums */
 static HOT double sumsq_span(const real *x, size_t n) { return dot_lanes(x, x, (int)n); }
 
-static double cpu_norm(model_ctx *ctx, const real *buf) {
+/* *out = the L2 norm of buf, partial sums per NORM_CHUNK added in chunk order; -1 when
+ * out of memory. */
+static int norm_of(model_ctx *ctx, const real *buf, double *out) {
     size_t n = ctx->lay.numel, nchunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
     double *part = malloc(nchunks * sizeof *part);
-    if (!part) return NAN;
+    if (!part) return -1;
 #pragma omp parallel for schedule(static)
     for (size_t k = 0; k < nchunks; k++) {
         size_t i0 = k * NORM_CHUNK, i1 = i0 + NORM_CHUNK < n ? i0 + NORM_CHUNK : n;
@@ -976,7 +992,13 @@ static double cpu_norm(model_ctx *ctx, const real *buf) {
     double s = 0;
     for (size_t k = 0; k < nchunks; k++) s += part[k];
     free(part);
-    return sqrt(s);
+    *out = sqrt(s);
+    return 0;
+}
+
+static double cpu_norm(model_ctx *ctx, const real *buf) {
+    double r;
+    return norm_of(ctx, buf, &r) ? NAN : r;
 }
 
 static void cpu_scale(model_ctx *ctx, real *buf, float s) {
@@ -984,6 +1006,23 @@ static void cpu_scale(model_ctx *ctx, real *buf, float s) {
     real rs = (real)s;
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) buf[i] *= rs;
+}
+
+/* model_clip_grads' rule; the CPU has the norm at once, results() only hands it over */
+static int cpu_clip(model_ctx *ctx, real *grads, double max_norm, tdm_err *e) {
+    double norm;
+    if (norm_of(ctx, grads, &norm)) return err_set(e, ERR_INTERNAL, "out of memory for a gradient norm");
+    if (max_norm > 0 && norm > max_norm) cpu_scale(ctx, grads, (float)(max_norm / (norm + 1e-6)));
+    ctx->clip_norm = norm;
+    ctx->clip_bad = !isfinite(norm);
+    return 0;
+}
+
+static int cpu_results(model_ctx *ctx, double *loss, double *norm, tdm_err *e) {
+    (void)e;
+    if (loss) memcpy(loss, ctx->last_loss, (size_t)ctx->M * sizeof *loss);
+    if (norm) *norm = ctx->clip_norm;
+    return 0;
 }
 
 const OPS_TYPE OPS_NAME = {
@@ -1001,5 +1040,7 @@ const OPS_TYPE OPS_NAME = {
     .adamw = cpu_adamw,
     .norm = cpu_norm,
     .scale = cpu_scale,
+    .clip = cpu_clip,
+    .results = cpu_results,
     .workspace_bytes = cpu_workspace_bytes,
 };

@@ -172,8 +172,9 @@ void model_init_params(const model_layout *lay, uint64_t seed, float *host) {
 }
 
 double model_clip_grads(const model_ops *ops, model_ctx *ctx, float *grads, double max_norm) {
-    double norm = ops->norm(ctx, grads);
-    if (max_norm > 0 && norm > max_norm) ops->scale(ctx, grads, (float)(max_norm / (norm + 1e-6)));
+    tdm_err e;
+    double norm = NAN;
+    if (ops->clip(ctx, grads, max_norm, &e) || ops->results(ctx, NULL, &norm, &e)) return NAN;
     return norm;
 }
 

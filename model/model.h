@@ -166,7 +166,9 @@ typedef struct model_ctx model_ctx; /* a backend's workspace */
         int (*copy)(model_ctx *ctx, REAL *dst, const REAL *src, size_t n, tdm_err *e);        \
         /* Forward pass of `params` on `batch`. loss[m] = mean token loss of domain m's     \
          * sequences (0 when the batch has none); ntok[m] (may be NULL) their token count. \
-         * Keeps the activations for the next backward. */                                 \
+         * loss NULL: the losses are not waited for (a device backend returns with the     \
+         * work queued); results() reads them until the next forward. Keeps the            \
+         * activations for the next backward. */                                           \
         int (*forward)(model_ctx *ctx, const REAL *params, const model_batch *batch,          \
                        double *loss, long *ntok, tdm_err *e);                                 \
         /* Gradient of sum_m coef[m] * loss[m] for the last forward (same params), written \
@@ -183,6 +185,14 @@ typedef struct model_ctx model_ctx; /* a backend's workspace */
         double (*norm)(model_ctx *ctx, const REAL *buf);                                      \
         /* buf *= s over a whole parameter-sized buffer. */                                   \
         void (*scale)(model_ctx *ctx, REAL *buf, float s);                                    \
+        /* Clips grads to global norm max_norm by model_clip_grads' rule without waiting   \
+         * for the norm (results() reads it). The next adamw after a clip whose norm is not \
+         * finite leaves params, m and v as they were: a diverged step changes nothing. */  \
+        int (*clip)(model_ctx *ctx, REAL *grads, double max_norm, tdm_err *e);               \
+        /* Waits for the work queued so far. loss[m] (NULL: not wanted) gets the last       \
+         * forward's per-domain mean losses, *norm (NULL: not wanted) the last clip's norm. \
+         * The one wait a training step needs (steps/steps.c), at its end. */              \
+        int (*results)(model_ctx *ctx, double *loss, double *norm, tdm_err *e);              \
         /* Bytes create() would allocate for these arguments (its activations and scratch; \
          * not the parameter-sized buffers of alloc): for the memory estimate printed      \
          * before a run starts. Computed, never allocated; 0 when unknown. */              \
@@ -204,7 +214,8 @@ extern const model_ops model_cuda_ops;
 #endif
 
 /* Clips grads to global norm max_norm as torch.nn.utils.clip_grad_norm_ does (scale by
- * max_norm / (norm + 1e-6) when norm > max_norm). Returns the norm before clipping. */
+ * max_norm / (norm + 1e-6) when norm > max_norm). Returns the norm before clipping (NaN
+ * when the backend failed). ops->clip then ops->results: it waits for the norm. */
 double model_clip_grads(const model_ops *ops, model_ctx *ctx, float *grads, double max_norm);
 
 /* Learning rate at 0-based `step` of `total`: linear warm-up from lr_max/warmup to lr_max

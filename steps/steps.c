@@ -233,6 +233,12 @@ static int slice_pass(const step_hparams *hp, step_nets *n, const float *params,
     return rc;
 }
 
+/* Whether dp_pass computes the batch in one forward of this process's backend, with no
+ * all-reduce and no micro-batches: then it need not wait for the losses. */
+static int dp_single(const step_nets *n) {
+    return comm_world(n->comm) == 1 && !comm_has_device(n->comm) && !n->micro;
+}
+
 /* Forward of `params` on the batch rows [0, rows) (and with coef, the backward into
  * n->grad), as one process would compute it over all rows: loss[0..nd) gets the mean
  * token loss per domain id over the whole batch, and the gradient is that of
@@ -240,12 +246,13 @@ static int slice_pass(const step_hparams *hp, step_nets *n, const float *params,
  * its losses are weighted by its share of each domain's rows before the rank-order sum,
  * and its backward coefficients are coef[m] n_rm / N_m, so that the summed gradient is
  * the one-process gradient (up to the order of float additions); micro-batches split a
- * rank's rows the same way (slice_pass). */
+ * rank's rows the same way (slice_pass). loss NULL: not wanted now; where dp_single holds
+ * they stay on the device, unwaited for (ops->results reads them), so that a step queues
+ * its whole work before its one wait. */
 static int dp_pass(const step_hparams *hp, step_nets *n, const float *params, int rows, int nd,
                    const double *coef, double *loss, tdm_err *e) {
     int R = comm_world(n->comm);
-    if (R == 1 && !comm_has_device(n->comm)) {
-        if (n->micro) return slice_pass(hp, n, params, rows, 0, rows, nd, coef, loss, e);
+    if (dp_single(n)) {
         model_batch b = {.B = rows, .T = hp->T, .tokens = n->tokens, .domain = n->domain};
         int rc = n->ops->forward(n->ctx, params, &b, loss, NULL, e);
         if (!rc && coef) rc = n->ops->backward(n->ctx, params, coef, n->grad, e);
@@ -254,6 +261,8 @@ static int dp_pass(const step_hparams *hp, step_nets *n, const float *params, in
     int r = comm_rank(n->comm);
     int lo = (int)((long)rows * r / R), hi = (int)((long)rows * (r + 1) / R);
     double part[2 * STEP_MAX_DOMAINS] = {0};
+    if (R == 1 && !comm_has_device(n->comm)) /* micro-batches in one process */
+        return slice_pass(hp, n, params, rows, 0, rows, nd, coef, loss ? loss : part, e);
     int rc = slice_pass(hp, n, params, rows, lo, hi, nd, coef, part, e);
     /* every rank takes part in the collectives even after a local error, so that none
      * is left waiting; the error is returned after them */
@@ -278,11 +287,12 @@ static int dp_pass(const step_hparams *hp, step_nets *n, const float *params, in
         *e = ce;
         rc = crc;
     }
-    if (!rc) memcpy(loss, part, (size_t)nd * sizeof *loss);
+    if (!rc && loss) memcpy(loss, part, (size_t)nd * sizeof *loss);
     return rc;
 }
 
-/* One SGD step of `params` on rows [0, rows) with coefficients coef over nd domain ids. */
+/* One SGD step of `params` on rows [0, rows) with coefficients coef over nd domain ids;
+ * loss as dp_pass's (NULL: not wanted, nothing waited for). */
 static int sgd_step(const step_hparams *hp, step_nets *n, float *params, int rows, int nd,
                     const double *coef, double *loss, tdm_err *e) {
     int rc = dp_pass(hp, n, params, rows, nd, coef, loss, e);
@@ -313,7 +323,8 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
         }
         /* u' on Σ α_m L_train^m; w on L_val + γ Σ α_m L_train^m, same train rows, with
          * L_val = Σ_m L_val^m (the paper's eq. 1) or its mean over the M domains */
-        rc = sgd_step(hp, n, n->up, B, M, coef_u, loss, e);
+        /* only the first step's losses are looked at: the others are never waited for */
+        rc = sgd_step(hp, n, n->up, B, M, coef_u, k == 0 ? loss : NULL, e);
         if (rc) return rc;
         /* the first step's losses are those of u itself (u' = u then): a u that is no longer
          * finite diverged before this probe, in the free steps, not here */
@@ -327,7 +338,7 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
                                hp->probe_carry ? " (or tandem.lr_probe: tandem.probe_carry "
                                                  "continues the free steps from the probe's u')"
                                                : "");
-        rc = sgd_step(hp, n, n->w, B + hp->V, 2 * M, coef_w, loss, e);
+        rc = sgd_step(hp, n, n->w, B + hp->V, 2 * M, coef_w, NULL, e);
         if (rc) return rc;
     }
     /* evaluation batches of B train sequences (the same rows per domain in each), shared
@@ -449,10 +460,20 @@ int step_free(const step_hparams *hp, const dataset *ds, step_nets *n, step_stat
     step_state work = *s;
     int rc = mixed_batch(hp, ds, n, &work, (uint32_t)work.free_steps, PHASE_FREE,
                          (uint32_t)(work.free_steps >> 32), 1, coef, e);
-    if (!rc) rc = dp_pass(hp, n, n->u, hp->B, s->M, coef, loss, e);
+    /* forward, backward, clip and AdamW queued, then one wait for the losses and the norm:
+     * a device backend never idles inside the step for the host (ops->clip: an AdamW after
+     * a non-finite norm changes nothing, so the check below can come after it) */
+    int single = dp_single(n);
+    if (!rc) rc = dp_pass(hp, n, n->u, hp->B, s->M, coef, single ? NULL : loss, e);
+    if (!rc) rc = n->ops->clip(n->ctx, n->grad, hp->clip, e);
     if (rc) return rc;
-    double norm = model_clip_grads(n->ops, n->ctx, n->grad, hp->clip);
-    double lr = step_lr(hp, work.free_steps);
+    double lr = step_lr(hp, work.free_steps), norm = NAN;
+    model_adamw a = {.lr = (float)lr, .beta1 = (float)hp->beta1, .beta2 = (float)hp->beta2,
+                     .eps = (float)hp->eps, .weight_decay = (float)hp->weight_decay,
+                     .step = (long)work.free_steps + 1};
+    rc = n->ops->adamw(n->ctx, n->u, n->grad, n->m, n->v, &a, e);
+    if (!rc) rc = n->ops->results(n->ctx, single ? loss : NULL, &norm, e);
+    if (rc) return rc;
     if (!isfinite(norm)) {
         /* AdamW's step is bounded by lr per weight, so u diverges through optim.lr, or
          * through the decay when lr x weight_decay >= 1 (each step then scales u by
@@ -470,11 +491,6 @@ int step_free(const step_hparams *hp, const dataset *ds, step_nets *n, step_stat
                                        : "",
                        key);
     }
-    model_adamw a = {.lr = (float)lr, .beta1 = (float)hp->beta1, .beta2 = (float)hp->beta2,
-                     .eps = (float)hp->eps, .weight_decay = (float)hp->weight_decay,
-                     .step = (long)work.free_steps + 1};
-    rc = n->ops->adamw(n->ctx, n->u, n->grad, n->m, n->v, &a, e);
-    if (rc) return rc;
     work.free_steps++;
     *s = work;
     if (r) {

@@ -23,7 +23,7 @@ passed=0; failed=0; fails=()
 # every case in forward order; the kernel-level cases again in reverse and random order
 kernel_cases=test_forward_backward_fp32,test_forward_backward_bf16,test_bit_identical_runs,test_hf_family,test_gelu_epilogue
 orders="forward reverse random"
-subset=test_forward_backward_fp32,test_forward_backward_bf16,test_bit_identical_runs,test_hf_family,test_gelu_epilogue,test_workspace_estimate,test_buffer_and_optimiser_ops,test_state_round_trip_cuda_cpu_cuda
+subset=test_forward_backward_fp32,test_forward_backward_bf16,test_bit_identical_runs,test_hf_family,test_gelu_epilogue,test_workspace_estimate,test_buffer_and_optimiser_ops,test_one_wait_per_step,test_state_round_trip_cuda_cpu_cuda
 [ "${GPU_SIM_SUBSET:-0}" = 1 ] && orders=random
 for order in $orders; do
   echo "== simulator, thread order $order"

@@ -68,7 +68,7 @@
 
 static int g_skipped;
 
-#define N_CASES 14 /* the RUN_GPU lines in main */
+#define N_CASES 15 /* the RUN_GPU lines in main */
 
 static int summary(void) {
     printf("test_gpu: %d passed, %d failed, %d skipped\n", test_passed_, test_failed_, g_skipped);
@@ -408,7 +408,7 @@ static void test_buffer_and_optimiser_ops(void) {
     for (size_t i = 0; i < n; i++) {
         double err = fabs((double)back[i] - cb[0][i]) /
                      (fabs(cb[0][i]) + fabs(0.05 * cb[1][i]) + 1e-30);
-        sgd_worst = fmax(sgd_worst, err);
+        sgd_worst = fmax(sgd_worst, err == err ? err : INFINITY); /* fmax would drop a NaN */
     }
     CHECK(sgd_worst <= 1e-6, "SGD differs from the CPU by %.2e relative", sgd_worst);
     /* AdamW */
@@ -420,8 +420,10 @@ static void test_buffer_and_optimiser_ops(void) {
     for (int k = 0; k < 4; k++) {
         if (k == 1) continue;
         CHECK(GPU->download(gc, back, gb[k], n, &e) == 0, "%s", e.msg);
-        for (size_t i = 0; i < n; i++)
-            worst = fmax(worst, fabs((double)back[i] - cb[k][i]) / (fabs(cb[k][i]) + 1e-3));
+        for (size_t i = 0; i < n; i++) {
+            double err = fabs((double)back[i] - cb[k][i]) / (fabs(cb[k][i]) + 1e-3);
+            worst = fmax(worst, err == err ? err : INFINITY); /* fmax would drop a NaN */
+        }
     }
     CHECK(worst <= 1e-5, "AdamW differs from the CPU by %.2e relative", worst);
     double adam_worst = worst;
@@ -757,9 +759,11 @@ static void whole_steps(int bf16, const shape *sh) {
     }
     double tl = bf16 ? 2e-2 : 1e-5, tn = bf16 ? 5e-2 : 1e-5, wl = 0, wn = 0;
     for (int k = 0; k < STEPS; k++) {
+        /* fmax drops a NaN: a non-finite figure counts as an infinite error */
         for (int m = 0; m < sh->M; m++)
-            if (loss[0][k][m] != 0) wl = fmax(wl, fabs(loss[1][k][m] - loss[0][k][m]) / loss[0][k][m]);
-        wn = fmax(wn, fabs(gnorm[1][k] - gnorm[0][k]) / gnorm[0][k]);
+            if (loss[0][k][m] != 0 || !isfinite(loss[1][k][m]))
+                wl = fmax(wl, isfinite(loss[1][k][m]) ? fabs(loss[1][k][m] - loss[0][k][m]) / loss[0][k][m] : INFINITY);
+        wn = fmax(wn, isfinite(gnorm[1][k]) ? fabs(gnorm[1][k] - gnorm[0][k]) / gnorm[0][k] : INFINITY);
     }
     /* update errors, relative to the update */
     double du = 0, uu = 0, ds = 0, us = 0;
@@ -787,6 +791,171 @@ static void whole_steps(int bf16, const shape *sh) {
 
 static void test_training_steps_fp32(void) { whole_steps(0, &SHAPES[0]); }
 static void test_training_steps_bf16(void) { whole_steps(1, &SHAPES[0]); }
+
+/* ---------------------------------------------------------------- one wait per step */
+
+#ifdef TANDEM_GPU_SIM
+void gpu_sim_waits(long *device_waits, long *event_waits); /* gpu/sim/sim.cpp */
+#endif
+
+/* The device waits a step makes (the simulator counts them; on a GPU -1: not counted). */
+static long device_waits(void) {
+#ifdef TANDEM_GPU_SIM
+    long w;
+    gpu_sim_waits(&w, NULL);
+    return w;
+#else
+    return -1;
+#endif
+}
+
+/* model.h's deferred results on the CUDA ops: forward without losses then results() gives
+ * the forward's losses to the bit; clip() is model_clip_grads' rule on the device (the
+ * norm bit-equal to ops->norm, the clipped gradient bit-equal to ops->scale's); an AdamW
+ * after a clip of a non-finite gradient leaves parameters and moments as they were, and
+ * the next one (no clip before it) steps again. Then a TANDEM episode (probe, α step,
+ * free steps) on the CUDA nets against the CPU nets: its losses, norms and α agree, and
+ * on the simulator, which holds a copy into page-locked memory back until a wait covers
+ * it, a free step waits for the device once and a probe once plus twice per evaluation
+ * batch (it used to wait after every forward and at every norm). */
+static void deferred_ops(void) {
+    CHECK(set_precision("fp32") == 0, "precision");
+    const shape *sh = &SHAPES[0];
+    model_layout lay;
+    CHECK(model_layout_init(&lay, &sh->cfg, NULL) == 0, "layout");
+    size_t P = lay.numel;
+    tdm_err e = {0};
+    model_ctx *ctx = GPU->create(&lay, sh->B, sh->T, sh->M, 0, &e);
+    CHECK(ctx, "create: %s", e.msg);
+    float *init = malloc(P * sizeof(float)), *h1 = malloc(P * sizeof(float)), *h2 = malloc(P * sizeof(float));
+    uint32_t *tok = malloc((size_t)sh->B * (sh->T + 1) * sizeof *tok);
+    init_perturbed(&lay, init, 21);
+    model_batch b = {.B = sh->B, .T = sh->T, .tokens = tok, .domain = sh->dom};
+    float *p = GPU->alloc(ctx, P), *g = GPU->alloc(ctx, P), *g2 = GPU->alloc(ctx, P);
+    float *m = GPU->alloc(ctx, P), *v = GPU->alloc(ctx, P);
+    CHECK(p && g && g2 && m && v, "alloc");
+    CHECK(GPU->upload(ctx, p, init, P, &e) == 0, "%s", e.msg);
+    make_tokens(tok, sh->B, sh->T, sh->cfg.vocab, 301);
+    double now[8], later[8];
+    CHECK(GPU->forward(ctx, p, &b, now, NULL, &e) == 0, "%s", e.msg);
+    long w0 = device_waits();
+    CHECK(GPU->forward(ctx, p, &b, NULL, NULL, &e) == 0, "%s", e.msg);
+    CHECK(GPU->backward(ctx, p, sh->coef, g, &e) == 0, "%s", e.msg);
+    long w1 = device_waits();
+    CHECK(GPU->results(ctx, later, NULL, &e) == 0, "%s", e.msg);
+    CHECK(w0 < 0 || w1 == w0, "a forward without losses and its backward waited %ld times", w1 - w0);
+    CHECK(memcmp(now, later, (size_t)sh->M * sizeof *now) == 0, "deferred losses differ from the forward's");
+    /* the clip against norm + scale, on a copy of the same gradient */
+    CHECK(GPU->copy(ctx, g2, g, P, &e) == 0, "%s", e.msg);
+    double n_old = GPU->norm(ctx, g2), n_new = NAN, cap = n_old / 3;
+    GPU->scale(ctx, g2, (float)(cap / (n_old + 1e-6)));
+    CHECK(GPU->clip(ctx, g, cap, &e) == 0 && GPU->results(ctx, NULL, &n_new, &e) == 0, "%s", e.msg);
+    CHECK(n_new == n_old, "clip's norm %.17g, ops->norm's %.17g", n_new, n_old);
+    CHECK(GPU->download(ctx, h1, g, P, &e) == 0 && GPU->download(ctx, h2, g2, P, &e) == 0, "%s", e.msg);
+    CHECK(memcmp(h1, h2, P * sizeof *h1) == 0, "the clipped gradient differs from norm + scale's");
+    /* a non-finite gradient: the AdamW after its clip changes nothing */
+    h1[P / 2] = INFINITY;
+    CHECK(GPU->upload(ctx, g, h1, P, &e) == 0, "%s", e.msg);
+    model_adamw hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.01f, .step = 1};
+    double bad = 0;
+    CHECK(GPU->clip(ctx, g, 1.0, &e) == 0 && GPU->adamw(ctx, p, g, m, v, &hp, &e) == 0 &&
+          GPU->results(ctx, NULL, &bad, &e) == 0, "%s", e.msg);
+    CHECK(!isfinite(bad), "the norm of a gradient with an inf is %g", bad);
+    CHECK(GPU->download(ctx, h2, p, P, &e) == 0, "%s", e.msg);
+    CHECK(memcmp(h2, init, P * sizeof *h2) == 0, "an AdamW after a non-finite clip changed the parameters");
+    CHECK(GPU->download(ctx, h2, m, P, &e) == 0, "%s", e.msg);
+    int zero = 1;
+    for (size_t i = 0; i < P; i++) zero &= h2[i] == 0.0f;
+    CHECK(zero, "an AdamW after a non-finite clip changed the moments");
+    h1[P / 2] = 0.5f;
+    CHECK(GPU->upload(ctx, g, h1, P, &e) == 0 && GPU->adamw(ctx, p, g, m, v, &hp, &e) == 0 &&
+          GPU->download(ctx, h2, p, P, &e) == 0, "%s", e.msg);
+    CHECK(memcmp(h2, init, P * sizeof *h2) != 0, "the AdamW after the skipped one did not step");
+    GPU->release(ctx, p);
+    GPU->release(ctx, g);
+    GPU->release(ctx, g2);
+    GPU->release(ctx, m);
+    GPU->release(ctx, v);
+    GPU->destroy(ctx);
+    free(init);
+    free(h1);
+    free(h2);
+    free(tok);
+    model_layout_free(&lay);
+}
+
+/* An episode through steps.c on both backends, the device's waits counted. */
+static void episode_waits(void) {
+    CHECK(set_precision("fp32") == 0, "precision");
+    tdm_err e = {0};
+    model_layout lay;
+    char dir[] = "/tmp/tandem-test-gpu-waits-XXXXXX";
+    CHECK(mkdtemp(dir), "mkdtemp");
+    uint64_t tr = 20000;
+    dataset ds;
+    CHECK(corpus_fixture(dir, 2, &tr, 1, 3000, &ds, &e) == 0, "%s", e.msg);
+    model_config mc = {.vocab = 256, .ctx = 16, .layers = 1, .heads = 2, .channels = 16};
+    CHECK(model_layout_init(&lay, &mc, &e) == 0, "%s", e.msg);
+    step_hparams shp = {.B = 4, .T = 16, .K = 3, .E = 3, .V = 2, .gamma = 1, .lr_probe = 1e-2,
+                        .alpha_budget = 2, .episodes = 10, .lr = 1e-3, .lr_min = 1e-4, .total_free = 20,
+                        .cosine = 1, .weight_decay = 0.01, .clip = 1, .beta1 = 0.9, .beta2 = 0.95,
+                        .eps = 1e-8, .seed = 5, .eval_batches = 2};
+    CHECK(step_check(&shp, &ds, &e) == 0, "%s", e.msg);
+    float *host = malloc(lay.numel * sizeof *host);
+    model_init_params(&lay, 9, host);
+    step_state st[2];
+    double floss[2][3][2], fnorm[2][3];
+    long probe_waits = 0, free_waits[3] = {0};
+    for (int r = 0; r < 2; r++) {
+        step_nets n;
+        CHECK(step_nets_create(&n, r ? GPU : CPU, &lay, &shp, 2, 1, &e) == 0, "%s", e.msg);
+        CHECK(n.ops->upload(n.ctx, n.u, host, lay.numel, &e) == 0, "%s", e.msg);
+        step_state_init(&st[r], &ds, 0);
+        CHECK(step_sync(&n, &e) == 0, "%s", e.msg);
+        long a = device_waits();
+        CHECK(step_probe(&shp, &ds, &n, &st[r], NULL, &e) == 0, "probe: %s", e.msg);
+        if (r) probe_waits = device_waits() - a;
+        CHECK(step_alpha(&shp, &st[r], NULL, &e) == 0, "%s", e.msg);
+        for (int i = 0; i < 3; i++) {
+            step_report rep;
+            a = device_waits();
+            CHECK(step_free(&shp, &ds, &n, &st[r], &rep, &e) == 0, "free: %s", e.msg);
+            if (r) free_waits[i] = device_waits() - a;
+            memcpy(floss[r][i], rep.loss, sizeof floss[r][i]);
+            fnorm[r][i] = rep.grad_norm;
+        }
+        step_nets_destroy(&n);
+    }
+    double wl = 0, wn = 0, wa = 0;
+    for (int i = 0; i < 3; i++) { /* fmax drops a NaN: one counts as an infinite error */
+        for (int d = 0; d < 2; d++)
+            wl = fmax(wl, isfinite(floss[1][i][d]) ? fabs(floss[1][i][d] - floss[0][i][d]) / floss[0][i][d] : INFINITY);
+        wn = fmax(wn, isfinite(fnorm[1][i]) ? fabs(fnorm[1][i] - fnorm[0][i]) / fnorm[0][i] : INFINITY);
+    }
+    for (int d = 0; d < 2; d++)
+        wa = fmax(wa, isfinite(st[1].alpha[d]) ? fabs(st[1].alpha[d] - st[0].alpha[d]) : INFINITY);
+    printf("  episode against the CPU: free-step losses %.2e, norms %.2e, alpha %.2e; waits: probe %ld "
+           "(K = 3, 2 evaluation batches), free steps %ld %ld %ld\n",
+           wl, wn, wa, probe_waits, free_waits[0], free_waits[1], free_waits[2]);
+    CHECK(wl <= 1e-5 && wn <= 1e-5, "free steps differ from the CPU's: losses %.2e, norms %.2e", wl, wn);
+    CHECK(wa <= 1e-6, "alpha differs from the CPU's by %.2e", wa);
+#ifdef TANDEM_GPU_SIM
+    CHECK(probe_waits == 1 + 2 * 2, "the probe waited %ld times, not 5 (its first loss, 2 per evaluation batch)",
+          probe_waits);
+    for (int i = 0; i < 3; i++) CHECK(free_waits[i] == 1, "free step %d waited %ld times, not once", i, free_waits[i]);
+#endif
+    free(host);
+    model_layout_free(&lay);
+    dataset_free(&ds);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "rm");
+}
+
+static void test_one_wait_per_step(void) {
+    deferred_ops();
+    episode_waits();
+}
 
 /* ---------------------------------------------------------------- state round trip */
 
@@ -1259,6 +1428,7 @@ int main(int argc, char **argv) {
     RUN_GPU(test_hf_family);
     RUN_GPU(test_training_steps_fp32);
     RUN_GPU(test_training_steps_bf16);
+    RUN_GPU(test_one_wait_per_step);
     RUN_GPU(test_state_round_trip_cuda_cpu_cuda);
     RUN_GPU(test_sigkill_resume_bit_exact);
     RUN_GPU(test_sigkill_resume_runner);

@@ -379,6 +379,67 @@ static void test_clip_and_norm(void) {
     model_layout_free(&lay);
 }
 
+/* model.h's deferred pair: forward without losses, then results() gives that forward's
+ * losses to the bit (and a later forward's after it); clip() is model_clip_grads' rule
+ * (norm then scale) to the bit; an AdamW after a clip of a non-finite gradient leaves the
+ * parameters and moments as they were, and the next one steps again. */
+static void test_deferred_results_and_gated_adamw(void) {
+    const model_ops *ops = &model_cpu_ops;
+    model_config cfg = {.vocab = 64, .ctx = 16, .layers = 1, .heads = 2, .channels = 16};
+    int B = 4, T = 16, M = 2;
+    model_layout lay;
+    CHECK(model_layout_init(&lay, &cfg, NULL) == 0, "layout");
+    size_t P = lay.numel;
+    tdm_err e = {0};
+    model_ctx *ctx = ops->create(&lay, B, T, M, 1, &e);
+    CHECK(ctx, "%s", e.msg);
+    uint32_t tok[4 * 17];
+    int32_t dom[4];
+    model_batch batch = {.B = B, .T = T, .tokens = tok, .domain = dom};
+    float *p = ops->alloc(ctx, P), *g = ops->alloc(ctx, P), *g2 = ops->alloc(ctx, P);
+    float *m = ops->alloc(ctx, P), *v = ops->alloc(ctx, P), *init = malloc(P * sizeof *init);
+    init_perturbed(&lay, init, 8);
+    memcpy(p, init, P * sizeof *p);
+    double first[2], second[2], got[2];
+    make_batch(tok, dom, B, T, cfg.vocab, M, 1);
+    CHECK(ops->forward(ctx, p, &batch, first, NULL, &e) == 0, "%s", e.msg);
+    make_batch(tok, dom, B, T, cfg.vocab, M, 2);
+    CHECK(ops->forward(ctx, p, &batch, second, NULL, &e) == 0, "%s", e.msg);
+    make_batch(tok, dom, B, T, cfg.vocab, M, 1);
+    CHECK(ops->forward(ctx, p, &batch, NULL, NULL, &e) == 0 && ops->results(ctx, got, NULL, &e) == 0, "%s", e.msg);
+    CHECK(memcmp(got, first, sizeof got) == 0, "deferred losses differ from the forward's");
+    CHECK(memcmp(first, second, sizeof first) != 0, "two batches gave the same losses");
+    double coef[2] = {1.0, 0.5};
+    CHECK(ops->backward(ctx, p, coef, g, &e) == 0, "%s", e.msg);
+    memcpy(g2, g, P * sizeof *g);
+    double n_old = ops->norm(ctx, g2), n_new = NAN, cap = n_old / 3;
+    ops->scale(ctx, g2, (float)(cap / (n_old + 1e-6)));
+    CHECK(ops->clip(ctx, g, cap, &e) == 0 && ops->results(ctx, NULL, &n_new, &e) == 0, "%s", e.msg);
+    CHECK(n_new == n_old, "clip's norm %.17g, norm's %.17g", n_new, n_old);
+    CHECK(memcmp(g, g2, P * sizeof *g) == 0, "clip differs from norm + scale");
+    model_adamw hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.01f, .step = 1};
+    g[P / 3] = NAN;
+    double bad = 0;
+    CHECK(ops->clip(ctx, g, 1.0, &e) == 0 && ops->adamw(ctx, p, g, m, v, &hp, &e) == 0 &&
+          ops->results(ctx, NULL, &bad, &e) == 0, "%s", e.msg);
+    CHECK(isnan(bad), "the norm of a gradient with a NaN is %g", bad);
+    CHECK(memcmp(p, init, P * sizeof *p) == 0, "an AdamW after a non-finite clip changed the parameters");
+    int zero = 1;
+    for (size_t i = 0; i < P; i++) zero &= m[i] == 0.0f && v[i] == 0.0f;
+    CHECK(zero, "an AdamW after a non-finite clip changed the moments");
+    g[P / 3] = 0.25f;
+    CHECK(ops->adamw(ctx, p, g, m, v, &hp, &e) == 0, "%s", e.msg);
+    CHECK(memcmp(p, init, P * sizeof *p) != 0, "the AdamW after the skipped one did not step");
+    ops->release(ctx, p);
+    ops->release(ctx, g);
+    ops->release(ctx, g2);
+    ops->release(ctx, m);
+    ops->release(ctx, v);
+    ops->destroy(ctx);
+    free(init);
+    model_layout_free(&lay);
+}
+
 static void test_lr_cosine_schedule(void) {
     double mx = 1e-3, mn = 1e-4;
     CHECK(fabs(model_lr_cosine(0, 100, 10, mx, mn) - mx / 10) < 1e-15, "first warm-up step");
@@ -493,6 +554,7 @@ int main(void) {
     RUN(test_sgd_lowers_loss_on_a_fixed_batch);
     RUN(test_adamw_step_formula);
     RUN(test_clip_and_norm);
+    RUN(test_deferred_results_and_gated_adamw);
     RUN(test_lr_cosine_schedule);
     RUN(test_bad_batches_are_rejected);
     RUN(test_wide_token_ids);

@@ -52,6 +52,8 @@ enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 
 #define cudaStreamNonBlocking 0x01
 typedef struct CUstream_st *cudaStream_t;
+#define cudaEventDisableTiming 0x02
+typedef struct CUevent_st *cudaEvent_t;
 
 struct uint3 {
     unsigned x, y, z;
@@ -93,6 +95,16 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaMallocHost(void **p, size_t bytes);
+cudaError_t cudaFreeHost(void *p);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned flags);
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s);
+cudaError_t cudaEventSynchronize(cudaEvent_t ev);
+cudaError_t cudaEventDestroy(cudaEvent_t ev);
+/* The simulator's own: how many times the host waited for the device since the start
+ * (stream syncs, synchronous copies, copies into pageable memory), and how many times it
+ * waited on an event. Tests count a step's waits with it (sim.cpp). */
+extern "C" void gpu_sim_waits(long *device_waits, long *event_waits);
 cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value);
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, const void *func);
 
