@@ -99,7 +99,7 @@ deps-test:
 test: deps-test
 	@$(MAKE) --no-print-directory test-run
 
-test-run: tandem rel-tests asan-tests $(BUILD)/sim/test_gpu $(BUILD)/sim/test_gpu_hf
+test-run: tandem rel-tests asan-tests $(BUILD)/sim/test_gpu $(BUILD)/sim/test_gpu_hf $(BUILD)/sim/test_gpu_sim_io
 	@bash tests/run.sh $(VARIANTS)
 
 demo: deps
@@ -265,13 +265,14 @@ SIM_CXXFLAGS := -std=c++20 -DTANDEM_GPU_SIM -DTANDEM_HAVE_CUDA -Igpu/sim/include
                 -Wall -Wextra -Werror -Wno-unknown-pragmas \
                 -fsanitize=address,undefined -fno-omit-frame-pointer \
                 -fno-sanitize-recover=undefined -MMD -MP
-SIM_OBJ := $(patsubst %.cu,$(SIM_DIR)/%.o,$(wildcard gpu/*.cu)) $(SIM_DIR)/gpu/sim/sim.o
+SIM_RT  := $(SIM_DIR)/gpu/sim/sim.o $(SIM_DIR)/gpu/sim/sim_io.o
+SIM_OBJ := $(patsubst %.cu,$(SIM_DIR)/%.o,$(wildcard gpu/*.cu)) $(SIM_RT)
 
 $(SIM_DIR)/gpu/%.o: gpu/%.cu
 	@mkdir -p $(dir $@)
 	$(CXX) $(SIM_CXXFLAGS) -x c++ -c $< -o $@
 
-$(SIM_DIR)/gpu/sim/sim.o: gpu/sim/sim.cpp
+$(SIM_DIR)/gpu/sim/%.o: gpu/sim/%.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(SIM_CXXFLAGS) -c $< -o $@
 
@@ -289,7 +290,15 @@ $(SIM_DIR)/tests/test_gpu_hf.o: tests/test_gpu_hf.cu
 	$(CXX) $(SIM_CXXFLAGS) -x c++ -c $< -o $@
 
 $(SIM_DIR)/test_gpu_hf: $(SIM_DIR)/tests/test_gpu_hf.o $(SIM_DIR)/gpu/kernels_hf.o $(SIM_DIR)/gpu/kernels_attention.o \
-    $(SIM_DIR)/gpu/sim/sim.o
+    $(SIM_RT)
+	$(CXX) -fsanitize=address,undefined -o $@ $^
+
+# tests/test_gpu_sim_io.cpp: the simulator's own rules for page-locked memory and waits
+$(SIM_DIR)/tests/test_gpu_sim_io.o: tests/test_gpu_sim_io.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(SIM_CXXFLAGS) -c $< -o $@
+
+$(SIM_DIR)/test_gpu_sim_io: $(SIM_DIR)/tests/test_gpu_sim_io.o $(SIM_RT)
 	$(CXX) -fsanitize=address,undefined -o $@ $^
 
 $(SIM_DIR)/bench/bench_gpu.o: bench/bench_gpu.c
@@ -300,7 +309,7 @@ $(SIM_DIR)/bench_gpu: $(SIM_DIR)/bench/bench_gpu.o $(SIM_OBJ) $(BUILD)/asan/libt
 	$(CC) $(LDFLAGS_asan) -o $@ $^ $(LDLIBS) -lstdc++
 
 test-gpu-sim:
-	@$(MAKE) --no-print-directory $(SIM_DIR)/test_gpu $(SIM_DIR)/test_gpu_hf $(SIM_DIR)/bench_gpu
+	@$(MAKE) --no-print-directory $(SIM_DIR)/test_gpu $(SIM_DIR)/test_gpu_hf $(SIM_DIR)/test_gpu_sim_io $(SIM_DIR)/bench_gpu
 	@bash tests/gpu_sim.sh
 
 

@@ -7,8 +7,9 @@
 # run (those need a real GPU). Prints one line "N passed, M failed" like tests/run.sh.
 # GPU_SIM_SUBSET=1 (what `make test` uses, ~2 min): the op-level cases and the state round
 # trip, threads in random order only, plus the no-device path. In both modes a run whose
-# cuBLASLt lacks the GELU epilogues (TANDEM_GPU_SIM_NO_GELU_EPILOGUE=1) checks the fallback, and
-# tests/test_gpu_hf.cu (build/sim/test_gpu_hf, beside $bin) runs in all three orders.
+# cuBLASLt lacks the GELU epilogues (TANDEM_GPU_SIM_NO_GELU_EPILOGUE=1) checks the fallback,
+# tests/test_gpu_hf.cu (build/sim/test_gpu_hf, beside $bin) runs in all three orders, and
+# tests/test_gpu_sim_io.cpp checks the simulator's own page-locked memory rules.
 set -u
 cd "$(dirname "$0")/.."
 bin=${TEST_GPU_SIM_BIN:-build/sim/test_gpu}
@@ -91,6 +92,19 @@ else
   else
     failed=$((failed + 1)); fails+=("test_gpu_hf: no-device run did not skip cleanly (exit $st)")
   fi
+fi
+# tests/test_gpu_sim_io.cpp: the simulator's rules for page-locked memory and the host's
+# waits, which test_gpu's one-wait-per-step case leans on
+io_bin=${TEST_GPU_SIM_IO_BIN:-$(dirname "$bin")/test_gpu_sim_io}
+if [ ! -x "$io_bin" ]; then
+  failed=$((failed + 1)); fails+=("$io_bin is not built")
+else
+  echo "== simulator: page-locked memory and waits"
+  out=$("$io_bin" 2>&1); st=$?
+  echo "$out"
+  line=$(grep -E '^test_gpu_sim_io: [0-9]+ passed, [0-9]+ failed$' <<<"$out" | tail -n 1)
+  if [ -n "$line" ] && [ $st -eq 0 ] && grep -q ', 0 failed$' <<<"$line"; then passed=$((passed + 1))
+  else failed=$((failed + 1)); fails+=("test_gpu_sim_io: exit $st: ${line:-no summary}"); fi
 fi
 for f in "${fails[@]+"${fails[@]}"}"; do echo "FAILED: $f"; done
 echo "gpu_sim: $passed passed, $failed failed"
