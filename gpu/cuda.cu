@@ -633,24 +633,16 @@ static int cuda_copy(model_ctx *ctx, float *dst, const float *src, size_t n, tdm
     return 0;
 }
 
-/* Waits until the upload last recorded on ev (two forwards or backwards back) has read its
- * page-locked slot, so that the host may rewrite it; in a step of its own the device is
- * long past it (the step's one wait came after). */
-static int slot_free(cudaEvent_t ev, int *used, tdm_err *e) {
-    if (*used) CUDA_TRY(cudaEventSynchronize(ev), e);
-    *used = 0;
-    return 0;
-}
-
 /* Copies the batch, sorts its rows by input token (for the dwte scatter) and uploads the
  * index arrays: [inputs N | targets N | pos N | uniq N | start nuniq+1], from the
  * page-locked slot of this forward (cuda_impl.h). */
 static int stage_batch(model_ctx *ctx, const model_batch *batch, tdm_err *e) {
     int B = batch->B, T = batch->T, N = B * T, V = ctx->lay.cfg.vocab;
     int slot = (int)(ctx->fwd_n++ & 1);
-    if (slot_free(ctx->ev_idx[slot], &ctx->idx_used[slot], e)) return e->code;
-    ctx->h_idx = ctx->h_idx2[slot];
-    int32_t *in = ctx->h_idx, *tg = in + N, *pos = in + 2 * (size_t)N, *uniq = in + 3 * (size_t)N;
+    /* the slot's upload two forwards back has been read (at once for an event never
+     * recorded); in a step of its own the device is long past it */
+    CUDA_TRY(cudaEventSynchronize(ctx->ev_idx[slot]), e);
+    int32_t *in = ctx->h_idx2[slot], *tg = in + N, *pos = in + 2 * (size_t)N, *uniq = in + 3 * (size_t)N;
     int32_t *start = in + 4 * (size_t)N, *cnt = ctx->h_count;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
@@ -675,10 +667,8 @@ static int stage_batch(model_ctx *ctx, const model_batch *batch, tdm_err *e) {
     for (int i = 0; i < N; i++) pos[cnt[in[i]]++] = i;
     ctx->nuniq = nu;
     size_t n = 4 * (size_t)N + (size_t)nu + 1;
-    CUDA_TRY(cudaMemcpyAsync(ctx->d_idx, ctx->h_idx, n * sizeof(int32_t), cudaMemcpyHostToDevice,
-                             ctx->stream), e);
+    CUDA_TRY(cudaMemcpyAsync(ctx->d_idx, in, n * sizeof(int32_t), cudaMemcpyHostToDevice, ctx->stream), e);
     CUDA_TRY(cudaEventRecord(ctx->ev_idx[slot], ctx->stream), e);
-    ctx->idx_used[slot] = 1;
     return 0;
 }
 
@@ -742,7 +732,7 @@ static int cuda_backward(model_ctx *ctx, const float *params, const double *coef
                        "model backward called with other parameters than the last forward");
     ctx->have_forward = 0; /* dlogits overwrite the logits in fp32 */
     int N = ctx->B * ctx->T, slot = (int)(ctx->bwd_n++ & 1);
-    if (slot_free(ctx->ev_g[slot], &ctx->g_used[slot], e)) return e->code;
+    CUDA_TRY(cudaEventSynchronize(ctx->ev_g[slot]), e); /* as stage_batch's slot */
     float *h_g = ctx->h_g2[slot];
     for (int i = 0; i < N; i++) {
         int m = ctx->h_domain[i / ctx->T];
@@ -751,7 +741,6 @@ static int cuda_backward(model_ctx *ctx, const float *params, const double *coef
     CUDA_TRY(cudaMemcpyAsync(ctx->row_g, h_g, (size_t)N * sizeof(float), cudaMemcpyHostToDevice,
                              ctx->stream), e);
     CUDA_TRY(cudaEventRecord(ctx->ev_g[slot], ctx->stream), e);
-    ctx->g_used[slot] = 1;
     if (ctx->hf) return cuda_hf_backward(ctx, params, grads, e);
     return ctx->use_bf16 ? backward_impl<bf16>(ctx, params, grads, e)
                      : backward_impl<float>(ctx, params, grads, e);

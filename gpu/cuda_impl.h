@@ -86,7 +86,7 @@ struct model_ctx {
     gpu_span *spans;                    /* AdamW work list */
     int nspans;
     /* the batch: device indices [inputs N | targets N | pos N | uniq N | start N+1] */
-    int32_t *d_idx, *h_idx;             /* h_idx: the slot of h_idx2 the last forward staged */
+    int32_t *d_idx;
     int32_t *h_count;                   /* [V] counting sort */
     /* Page-locked host memory, so that copies are truly asynchronous and a step waits for
      * the device once, at its end (ops->results). The uploads alternate between two slots,
@@ -94,7 +94,6 @@ struct model_ctx {
     int32_t *h_idx2[2];                 /* [5N + 1] each */
     float *h_g2[2];                     /* [N] each: the backward's row coefficients */
     cudaEvent_t ev_idx[2], ev_g[2];
-    int idx_used[2], g_used[2];         /* the slot's event was recorded */
     unsigned fwd_n, bwd_n;
     double *h_row_loss;                 /* [N] page-locked: the last forward's row losses */
     gpu_clip *d_clip, *h_clip;          /* the last clip's outcome; page-locked copy */

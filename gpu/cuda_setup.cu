@@ -417,7 +417,6 @@ model_ctx *cuda_create(const model_layout *lay, int max_B, int max_T, int n_doma
                 goto fail;
             }
         ctx->h_clip->norm = NAN; /* no clip yet */
-        ctx->h_idx = ctx->h_idx2[0];
         ctx->h_count = (int32_t *)malloc(V * sizeof(int32_t));
         ctx->h_norm_part = (double *)malloc(nnorm * sizeof(double));
         ctx->h_domain = (int32_t *)calloc((size_t)max_B, sizeof(int32_t));
