@@ -96,17 +96,24 @@ static void bench_config(const opts *o, model_config *cfg) {
 /* One training step as step_free makes it: forward, backward, clip and AdamW queued, then
  * one wait for the loss and the norm (model.h's results). wait_each: the peer of the same
  * run, as steps were made before: a wait for the losses after the forward and one for the
- * norm before AdamW. */
+ * norm before AdamW. *enqueue_s (one-wait steps) grows by the host's time to queue the
+ * step's work, before its wait: where that is well under the step's time the host runs
+ * ahead of the GPU, launches are hidden behind kernels, and CUDA graphs could save no more
+ * than the one gap after each wait (docs/gpu.md, "CUDA graphs"). */
 static int train_step(const model_ops *ops, model_ctx *ctx, float *p, float *g, float *m,
-                      float *v, const model_batch *b, long step, int wait_each, tdm_err *e) {
+                      float *v, const model_batch *b, long step, int wait_each,
+                      double *enqueue_s, tdm_err *e) {
     static const double coef[1] = {1.0};
     double loss[1], norm;
     model_adamw hp = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
                       .weight_decay = 0.01f, .step = step};
+    double t0 = now_s();
     if (ops->forward(ctx, p, b, wait_each ? loss : NULL, NULL, e) || ops->backward(ctx, p, coef, g, e) ||
         ops->clip(ctx, g, 1.0, e) || (wait_each && ops->results(ctx, NULL, &norm, e)) ||
-        ops->adamw(ctx, p, g, m, v, &hp, e) || ops->results(ctx, loss, &norm, e))
+        ops->adamw(ctx, p, g, m, v, &hp, e))
         return e->code;
+    if (enqueue_s) *enqueue_s += now_s() - t0;
+    if (ops->results(ctx, loss, &norm, e)) return e->code;
     return 0;
 }
 
@@ -136,17 +143,17 @@ static void bench_step(const opts *o, const char *desc) {
     if (ops->upload(ctx, p, host, n, &e)) die("upload", &e);
     long step = 1;
     for (long i = 0; i < o->warmup; i++)
-        if (train_step(ops, ctx, p, g, m, v, &batch, step++, 0, &e)) die("step", &e);
+        if (train_step(ops, ctx, p, g, m, v, &batch, step++, 0, NULL, &e)) die("step", &e);
     if (model_cuda_sync(ctx, &e)) die("sync", &e);
-    double t0 = now_s();
+    double enqueue = 0, t0 = now_s();
     for (long i = 0; i < o->iters; i++)
-        if (train_step(ops, ctx, p, g, m, v, &batch, step++, 0, &e)) die("step", &e);
+        if (train_step(ops, ctx, p, g, m, v, &batch, step++, 0, &enqueue, &e)) die("step", &e);
     if (model_cuda_sync(ctx, &e)) die("sync", &e);
     double dt = now_s() - t0;
     /* the peer: the same steps with three waits each instead of one */
     t0 = now_s();
     for (long i = 0; i < o->iters; i++)
-        if (train_step(ops, ctx, p, g, m, v, &batch, step++, 1, &e)) die("step", &e);
+        if (train_step(ops, ctx, p, g, m, v, &batch, step++, 1, NULL, &e)) die("step", &e);
     if (model_cuda_sync(ctx, &e)) die("sync", &e);
     double dt_waits = now_s() - t0;
     model_cuda_mem mem;
@@ -161,12 +168,14 @@ static void bench_step(const opts *o, const char *desc) {
     printf("bench_gpu arch=%s precision=%s layers=%ld channels=%ld heads=%ld seq=%d vocab=%ld batch=%d "
            "iters=%ld params=%zu ms_per_step=%.3f tokens_per_s=%.1f tflops=%.1f "
            "peak_tflops=%.1f mfu=%.4f peak_mem_gib=%.2f attention_tile=%d attention=%s gelu=%s "
-           "ms_per_step_three_waits=%.3f one_wait_speedup=%.4f device=\"%s\"\n",
+           "ms_per_step_three_waits=%.3f one_wait_speedup=%.4f host_enqueue_ms=%.3f "
+           "host_share=%.4f device=\"%s\"\n",
            o->arch, o->precision, o->layers, o->channels, o->heads, T, o->vocab, B, o->iters, n,
            1e3 * dt / o->iters, tps, tflops, peak, peak > 0 ? tflops / peak : NAN,
            mem.backend_peak / (1024.0 * 1024 * 1024), model_cuda_attention_tile(ctx),
            model_cuda_attention(ctx), model_cuda_gelu_epilogue(ctx), 1e3 * dt_waits / o->iters,
-           dt > 0 ? dt_waits / dt : NAN, desc);
+           dt > 0 ? dt_waits / dt : NAN, 1e3 * enqueue / o->iters, dt > 0 ? enqueue / dt : NAN,
+           desc);
     ops->release(ctx, p);
     ops->release(ctx, g);
     ops->release(ctx, m);

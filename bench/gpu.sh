@@ -77,7 +77,8 @@ printf '%-5s %5s %5s %12s %12s %12s %7s %7s %8s %8s   %s\n' prec T B "ours tok/s
   "compile tok/s" ours/eag ours/cmp "MFU ours" "MFU eag" "targets (>= 1.3x eager, >= 1.0x compile, >= 40 % bf16)"
 for r in "${rows[@]}"; do echo "$r"; done
 echo "(each bench_gpu line's one_wait_speedup: the same steps timed in the same run with the"
-echo " waits steps made before, after the forward and for the norm, over ours with one wait)"
+echo " waits steps made before, after the forward and for the norm, over ours with one wait;"
+echo " host_share: the host's time queueing a step over the step's, near 1 where launches bound it)"
 
 # The Llama / Qwen2 family in Qwen2-0.5B's shape at the paper's SFT batch (32 x 512), each
 # precision against PyTorch's model of the same shape in the same precision (TF32 off in

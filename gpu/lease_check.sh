@@ -29,11 +29,16 @@
 #   bench    bench/gpu.sh (tandem against PyTorch on the same GPU)
 #   stop     a new 1B run stopped by SIGTERM in its second episode with a 30 s grace (GKE
 #            spot): how long until the first episode, and until it exits 75
+#   graphs   whether CUDA graphs could pay (docs/gpu.md, "CUDA graphs"): bench_gpu rows of
+#            three GPT-2 sizes in bf16 (2 x 128 at 8 x 64, 6 x 384 at 16 x 256, 124M at 16 x
+#            1024), each noting the step time and the host's share of it spent queueing the
+#            step's work (host_share near 1: launch-bound, graphs would pay; well under 1: the
+#            host runs ahead and graphs could save only the gap after each step's wait)
 #   profile  where bench_gpu's step spends its GPU time (GPT-2 124M, bf16, T 1024, B 16),
 #            per kernel: nsys where the machine has it, else ncu (gpu__time_duration)
 #
 # LEASE_PARTS picks them, in the order above (default "test ckpt attn qwen2 gelu 1b bench";
-# for the kernel checks alone, ~7 minutes: LEASE_PARTS="test attn qwen2 gelu profile").
+# for the kernel checks alone, ~8 minutes: LEASE_PARTS="test attn qwen2 gelu graphs profile").
 # cuDNN (libcudnn.so.9) is looked for before any part: $TANDEM_CUDNN_DIR, python3's
 # nvidia-cudnn package, torch/lib, /usr/local/cuda/lib64; the folder found is exported as
 # TANDEM_CUDNN_DIR and put on LD_LIBRARY_PATH (gpu/cudnn_att.cu dlopens it from there).
@@ -131,7 +136,7 @@ gpt2_row() {
   st=$?
   row=$(grep '^bench_gpu ' "$out/$part.log" | tail -n 1)
   if [ "$st" = 0 ]; then
-    note "$part T $T B $B $3 $4: $(sed -nE 's/.*ms_per_step=([^ ]+) tokens_per_s=([^ ]+).* mfu=([^ ]+).* attention=([^ ]+) gelu=([^ ]+).* one_wait_speedup=([^ ]+).*/\1 ms\/step, \2 tok\/s, MFU \3, attention \4, gelu \5, one wait vs three \6x/p' <<<"$row")"
+    note "$part T $T B $B $3 $4: $(sed -nE 's/.*ms_per_step=([^ ]+) tokens_per_s=([^ ]+).* mfu=([^ ]+).* attention=([^ ]+) gelu=([^ ]+).* one_wait_speedup=([^ ]+) host_enqueue_ms=([^ ]+) host_share=([^ ]+).*/\1 ms\/step, \2 tok\/s, MFU \3, attention \4, gelu \5, one wait vs three \6x, host queues \7 ms (share \8)/p' <<<"$row")"
   else
     note "$part T $T B $B $3 $4: exit $st: $(tail -n 1 "$out/$part.log" | cut -c1-300)"
   fi
@@ -263,6 +268,22 @@ else
   note "stop: $(grep -iE 'signal|exit|commit|given up|stopp' "$out/stop_1b.log" | tail -n 4 | tr -s ' ' | paste -sd ';')"
   note "stop: status: $("$T" status "$w/s" 2>&1 | grep -iE 'last full state|at risk' | tr -s ' ' | paste -sd ';')"
   rm -rf "$w"
+fi
+
+# --- graphs: does the host keep ahead of the GPU? ----------------------------------------------
+if ! want graphs; then :
+elif [ "$(left)" -lt 60 ]; then
+  note "graphs: SKIPPED ($(left) s left)"
+else
+  : >"$out/graphs.log"
+  for shape in "2 128 2 64 8" "6 384 6 256 16" "12 768 12 1024 16"; do
+    read -r L C H T_ B_ <<<"$shape"
+    timeout 90 build/rel/bench/bench_gpu --layers "$L" --channels "$C" --heads "$H" --vocab 50257 \
+      --seq "$T_" --batch "$B_" --precision bf16 --iters 20 --warmup 3 >>"$out/graphs.log" 2>&1
+    st=$?
+    row=$(grep '^bench_gpu ' "$out/graphs.log" | tail -n 1)
+    note "graphs ${L}x$C T $T_ B $B_ (exit $st): $(sed -nE 's/.*ms_per_step=([^ ]+) .* host_enqueue_ms=([^ ]+) host_share=([^ ]+).*/\1 ms\/step, host queues \2 ms of it (share \3)/p' <<<"$row")"
+  done
 fi
 
 # --- profile: the GPU time of a bench_gpu step, per kernel -----------------------------------
