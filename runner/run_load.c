@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ledger/ckpt.h"
 #include "ledger/keys.h"
 #include "ledger/read.h"
 #include "report/progress.h"
@@ -100,10 +101,33 @@ static int load_or_init(run_ctx *r, const ledger_generation *g, ledger_resumed *
 }
 
 /* Seq of HEAD if readable, else 0: only labels a recorded config change. */
-static uint64_t peek_head_seq(store *st) {
+/* The run position at which a config change recorded now takes effect: where the run will
+ * go on from. That is HEAD's position, or a newer state's where one lies past HEAD and
+ * belongs to the run as it stands before the change (generation gen, whose newest change
+ * took effect at change_seq): a commit cut off before HEAD moved, or HEAD missing or
+ * damaged, which names nothing (issue: HEAD lost and a change allowed used to record the
+ * change at position 0, so that every state of the old generation looked fenced out, was
+ * set aside, and the run stranded). Should the state found fail its checks at load, the
+ * run goes on from an older one and ledger_start sets aside what lies past it, as for any
+ * resume at or before the newest change. Reads only; 0 where the run has no state. */
+static uint64_t change_position(store *st, uint64_t gen, uint64_t change_seq) {
     tdm_err e;
     rec_head h;
-    return ledger_read(st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &e) ? 0 : h.seq;
+    uint64_t at = ledger_read(st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &e) ? 0 : h.seq;
+    store_list l;
+    if (store_list_prefix(st, LEDGER_STATES, &l, &e)) return at;
+    for (size_t i = 0; i < l.n; i++) {
+        uint64_t seq;
+        if (ledger_key_index(l.keys[i], LEDGER_STATES, &seq) || seq <= at) continue;
+        rec_state rec;
+        if (ledger_read(st, REC_KIND_STATE, l.keys[i], NULL, &rec, &e)) continue;
+        int ours = rec.seq == seq && (!rec.has_gen || rec.gen <= gen) &&
+                   ckpt_gen_belongs(rec.has_gen, rec.gen, rec.seq, gen, change_seq);
+        rec_state_free(&rec);
+        if (ours) at = seq;
+    }
+    store_list_free(&l);
+    return at;
 }
 
 /* The grace period (seconds from the stop signal to SIGKILL) the scheduler set in the
@@ -158,9 +182,11 @@ int run_load_everywhere(run_ctx *r, const run_opts *o, run_config_result *pinned
             if (!(r->ld = ledger_open(r->store, &lo, e))) rc = e->code;
         }
         ckpt_model_layout_free(&cl);
-        /* a config change is recorded by the writer that holds the lease, at HEAD as it
-         * stands now that no other writer can move it */
-        if (!rc) rc = run_config_record_change(r->store, pinned, peek_head_seq(r->store), e);
+        /* a config change is recorded by the writer that holds the lease, at the position
+         * the run goes on from (change_position), now that no other writer can move it */
+        if (!rc && pinned->pending.n)
+            rc = run_config_record_change(r->store, pinned,
+                                          change_position(r->store, pinned->nchanges, pinned->change_seq), e);
         ledger_generation g = {.nchanges = pinned->nchanges, .change_seq = pinned->change_seq};
         if (!rc) rc = load_or_init(r, &g, res, e);
     }

@@ -11,7 +11,8 @@
  *   config       a changed pinned key is refused (exit 2) unless allowed (recorded);
  *                an allowed change after a SIGKILL sets the old trajectory's α records
  *                aside (superseded/) instead of failing the replay check, even when the
- *                set-aside itself is killed midway
+ *                set-aside itself is killed midway; and one allowed while HEAD is lost
+ *                takes effect at the newest state (nothing set aside as fenced)
  */
 #include <stdarg.h>
 #include <errno.h>
@@ -556,6 +557,47 @@ static void test_change_after_kill_supersedes_alpha(void) {
     }
 }
 
+/* HEAD lost (deleted, or bytes that do not decode) and a change allowed in the same
+ * resume: the change takes effect where the run goes on from — the newest state, found by
+ * listing — so the old generation's states still belong to the run. It used to be recorded
+ * at position 0: every state looked written by a fenced-out writer, all were set aside,
+ * and the run stranded (exit 3). Now it finishes, sets nothing aside, and verifies. */
+static void test_change_with_head_lost(void) {
+    for (int variant = 0; variant < 2; variant++) {
+        fixture f;
+        CHECK(fixture_open(&f, variant ? "change-head-bad" : "change-head-gone") == 0, "fixture");
+        int rc = run_args(&f, "TANDEM_TEST_KILL_AT=alpha:9", "--set", "checkpoint.every_episodes=2", NULL);
+        CHECK(rc == 128 + SIGKILL, "setup run exit %d", rc);
+        char path[900], dir[900], log[8192], out[8192];
+        snprintf(path, sizeof path, "%s/HEAD", f.store);
+        if (variant == 0) {
+            CHECK(unlink(path) == 0, "unlink %s: %s", path, strerror(errno));
+        } else {
+            FILE *h = fopen(path, "wb");
+            CHECK(h && fputs("not a record", h) >= 0 && fclose(h) == 0, "garble %s", path);
+        }
+        snprintf(dir, sizeof dir, "%s/states", f.store);
+        int states = count_files(dir);
+        CHECK(states >= 3, "%d states before the change", states);
+        rc = run_args(&f, NULL, "--set", "checkpoint.every_episodes=2", "--set", "tandem.K=3",
+                      "--allow-change", "tandem.K", NULL);
+        read_all(f.log, log, sizeof log);
+        CHECK(rc == 0, "variant %d: change with HEAD %s: exit %d: %s", variant,
+              variant ? "damaged" : "missing", rc, log);
+        CHECK(!strstr(log, "fenced out or superseded"), "variant %d: old states taken for a fenced writer's: %s",
+              variant, log);
+        snprintf(dir, sizeof dir, "%s/quarantine", f.store);
+        CHECK(count_files(dir) == 0, "variant %d: something was set aside: %s", variant, log);
+        CHECK(strstr(log, variant ? "HEAD was damaged" : "HEAD was missing"),
+              "variant %d: HEAD's repair not reported: %s", variant, log);
+        rc = tandem_on_store(&f, "verify", "", out, sizeof out);
+        CHECK(rc == 0 && strstr(out, " 0 faults"), "variant %d: verify exit %d: %s", variant, rc, out);
+        rc = tandem_on_store(&f, "alpha", "--verify", out, sizeof out);
+        CHECK(rc == 0, "variant %d: alpha --verify exit %d: %s", variant, rc, out);
+        fixture_close(&f);
+    }
+}
+
 /* checkpoint.snapshot = stream (no host copy; chunks cross one by one between the model
  * and the store): killed again and again, also inside its commits, the run ends on the
  * reference's hashes — the same bytes as the host copy's background commits wrote. And
@@ -778,6 +820,7 @@ int main(void) {
     RUN(test_fixed_mixture_training);
     RUN(test_pinned_config);
     RUN(test_change_after_kill_supersedes_alpha);
+    RUN(test_change_with_head_lost);
     RUN(test_streaming_commits);
     RUN(test_wide_vocabulary);
     test_rmtree(g_corpus);
