@@ -100,33 +100,51 @@ static int load_or_init(run_ctx *r, const ledger_generation *g, ledger_resumed *
     return rc ? rc : ledger_start(r->ld, r->seq, e);
 }
 
-/* Seq of HEAD if readable, else 0: only labels a recorded config change. */
-/* The run position at which a config change recorded now takes effect: where the run will
- * go on from. That is HEAD's position, or a newer state's where one lies past HEAD and
- * belongs to the run as it stands before the change (generation gen, whose newest change
- * took effect at change_seq): a commit cut off before HEAD moved, or HEAD missing or
- * damaged, which names nothing (issue: HEAD lost and a change allowed used to record the
- * change at position 0, so that every state of the old generation looked fenced out, was
- * set aside, and the run stranded). Should the state found fail its checks at load, the
- * run goes on from an older one and ledger_start sets aside what lies past it, as for any
- * resume at or before the newest change. Reads only; 0 where the run has no state. */
+/* qsort: run positions, newest first */
+static int cmp_seq_desc(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x < y) - (x > y);
+}
+
+/* The run position at which a config change recorded now takes effect: the newest state
+ * of the run as it stands before the change (generation gen, whose newest change took
+ * effect at change_seq; a state of a later generation is a lost change record's, whose
+ * change is being given again: the newest state before it is where that change took
+ * effect). Usually the state HEAD names; a newer one where a commit was cut off before
+ * HEAD moved; found by listing where HEAD is deleted or damaged and names nothing. (A lost
+ * HEAD used to put the change at position 0, so that every state of the old generation
+ * looked written by a fenced-out writer, was set aside, and the run stranded.) Should the
+ * state found fail its checks at load, the run goes on from an older one and ledger_start
+ * sets aside what lies past it, as for any resume at or before the newest change. Reads
+ * only; HEAD's position where no listed state decodes, 0 where the run has none. */
 static uint64_t change_position(store *st, uint64_t gen, uint64_t change_seq) {
     tdm_err e;
     rec_head h;
-    uint64_t at = ledger_read(st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &e) ? 0 : h.seq;
+    uint64_t head = ledger_read(st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &e) ? 0 : h.seq;
     store_list l;
-    if (store_list_prefix(st, LEDGER_STATES, &l, &e)) return at;
-    for (size_t i = 0; i < l.n; i++) {
-        uint64_t seq;
-        if (ledger_key_index(l.keys[i], LEDGER_STATES, &seq) || seq <= at) continue;
+    if (store_list_prefix(st, LEDGER_STATES, &l, &e)) return head;
+    uint64_t *seqs = calloc(l.n ? l.n : 1, sizeof *seqs);
+    size_t ns = 0;
+    for (size_t i = 0; seqs && i < l.n; i++)
+        if (ledger_key_index(l.keys[i], LEDGER_STATES, &seqs[ns]) == 0) ns++;
+    store_list_free(&l);
+    if (!seqs) return head;
+    qsort(seqs, ns, sizeof *seqs, cmp_seq_desc);
+    uint64_t at = head;
+    for (size_t i = 0; i < ns; i++) {
+        char key[64];
+        ledger_state_key(key, sizeof key, seqs[i]);
         rec_state rec;
-        if (ledger_read(st, REC_KIND_STATE, l.keys[i], NULL, &rec, &e)) continue;
-        int ours = rec.seq == seq && (!rec.has_gen || rec.gen <= gen) &&
+        if (ledger_read(st, REC_KIND_STATE, key, NULL, &rec, &e)) continue;
+        int ours = rec.seq == seqs[i] && (!rec.has_gen || rec.gen <= gen) &&
                    ckpt_gen_belongs(rec.has_gen, rec.gen, rec.seq, gen, change_seq);
         rec_state_free(&rec);
-        if (ours) at = seq;
+        if (ours) {
+            at = seqs[i];
+            break;
+        }
     }
-    store_list_free(&l);
+    free(seqs);
     return at;
 }
 

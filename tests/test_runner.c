@@ -12,7 +12,8 @@
  *                an allowed change after a SIGKILL sets the old trajectory's α records
  *                aside (superseded/) instead of failing the replay check, even when the
  *                set-aside itself is killed midway; and one allowed while HEAD is lost
- *                takes effect at the newest state (nothing set aside as fenced)
+ *                takes effect at the newest state (nothing set aside as fenced), and a
+ *                lost change record given again is recorded where it first took effect
  */
 #include <stdarg.h>
 #include <errno.h>
@@ -598,6 +599,54 @@ static void test_change_with_head_lost(void) {
     }
 }
 
+/* The position configs/0.mp records (the run position its change took effect at), or
+ * UINT64_MAX where it cannot be read. */
+static uint64_t change_record_seq(const fixture *f) {
+    char path[900];
+    snprintf(path, sizeof path, "%s/configs/0.mp", f->store);
+    FILE *fp = fopen(path, "rb");
+    static unsigned char buf[1 << 16];
+    size_t n = fp ? fread(buf, 1, sizeof buf, fp) : 0;
+    if (fp) fclose(fp);
+    rec_change ch;
+    tdm_err e;
+    if (!n || rec_change_decode(buf, n, path, &ch, &e)) return UINT64_MAX;
+    uint64_t seq = ch.seq;
+    rec_change_free(&ch);
+    return seq;
+}
+
+/* A change record lost after states of its generation were written, the same change given
+ * again (the documented way to heal it): recorded again at the position the change first
+ * took effect — the newest state of the old generation — not at HEAD's, past it, where
+ * the record would say that the states between were computed under the old config. Every
+ * state is kept (checkpoint.keep 0): where retention has removed the old generation's
+ * states, nothing says where the change took effect, and HEAD's position is taken. */
+static void test_lost_change_record_heals_at_its_position(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "lost-change") == 0, "fixture");
+    int rc = run_args(&f, "TANDEM_TEST_KILL_AT=alpha:9", "--set", "checkpoint.every_episodes=2", "--set", "checkpoint.keep=0", NULL);
+    CHECK(rc == 128 + SIGKILL, "setup run exit %d", rc);
+    rc = run_args(&f, NULL, "--set", "checkpoint.every_episodes=2", "--set", "checkpoint.keep=0", "--set", "tandem.K=3",
+                  "--allow-change", "tandem.K", NULL);
+    CHECK(rc == 0, "changed run exit %d", rc);
+    uint64_t first = change_record_seq(&f);
+    CHECK(first != UINT64_MAX && first > 0, "configs/0.mp: position %llu", (unsigned long long)first);
+    char rec[900], log[8192], out[8192];
+    snprintf(rec, sizeof rec, "%s/configs/0.mp", f.store);
+    CHECK(unlink(rec) == 0, "unlink %s: %s", rec, strerror(errno));
+    rc = run_args(&f, NULL, "--set", "checkpoint.every_episodes=2", "--set", "checkpoint.keep=0", "--set", "tandem.K=3",
+                  "--allow-change", "tandem.K", NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "the same change given again: exit %d: %s", rc, log);
+    uint64_t again = change_record_seq(&f);
+    CHECK(again == first, "recorded again at run position %llu, first at %llu: %s",
+          (unsigned long long)again, (unsigned long long)first, log);
+    rc = tandem_on_store(&f, "verify", "", out, sizeof out);
+    CHECK(rc == 0 && strstr(out, " 0 faults"), "verify exit %d: %s", rc, out);
+    fixture_close(&f);
+}
+
 /* checkpoint.snapshot = stream (no host copy; chunks cross one by one between the model
  * and the store): killed again and again, also inside its commits, the run ends on the
  * reference's hashes — the same bytes as the host copy's background commits wrote. And
@@ -821,6 +870,7 @@ int main(void) {
     RUN(test_pinned_config);
     RUN(test_change_after_kill_supersedes_alpha);
     RUN(test_change_with_head_lost);
+    RUN(test_lost_change_record_heals_at_its_position);
     RUN(test_streaming_commits);
     RUN(test_wide_vocabulary);
     test_rmtree(g_corpus);
