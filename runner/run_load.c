@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ledger/audit.h"
 #include "ledger/ckpt.h"
 #include "ledger/keys.h"
 #include "ledger/read.h"
@@ -100,12 +101,6 @@ static int load_or_init(run_ctx *r, const ledger_generation *g, ledger_resumed *
     return rc ? rc : ledger_start(r->ld, r->seq, e);
 }
 
-/* qsort: run positions, newest first */
-static int cmp_seq_desc(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x < y) - (x > y);
-}
-
 /* The run position at which a config change recorded now takes effect: the newest state
  * of the run as it stands before the change (generation gen, whose newest change took
  * effect at change_seq; a state of a later generation is a lost change record's, whose
@@ -121,23 +116,16 @@ static uint64_t change_position(store *st, uint64_t gen, uint64_t change_seq) {
     tdm_err e;
     rec_head h;
     uint64_t head = ledger_read(st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &e) ? 0 : h.seq;
-    store_list l;
-    if (store_list_prefix(st, LEDGER_STATES, &l, &e)) return head;
-    uint64_t *seqs = calloc(l.n ? l.n : 1, sizeof *seqs);
+    uint64_t *seqs = NULL;
     size_t ns = 0;
-    for (size_t i = 0; seqs && i < l.n; i++)
-        if (ledger_key_index(l.keys[i], LEDGER_STATES, &seqs[ns]) == 0) ns++;
-    store_list_free(&l);
-    if (!seqs) return head;
-    qsort(seqs, ns, sizeof *seqs, cmp_seq_desc);
+    if (audit_state_seqs(st, &seqs, &ns, &e)) return head;
     uint64_t at = head;
-    for (size_t i = 0; i < ns; i++) {
+    for (size_t i = ns; i-- > 0;) { /* newest first */
         char key[64];
         ledger_state_key(key, sizeof key, seqs[i]);
         rec_state rec;
         if (ledger_read(st, REC_KIND_STATE, key, NULL, &rec, &e)) continue;
-        int ours = rec.seq == seqs[i] && (!rec.has_gen || rec.gen <= gen) &&
-                   ckpt_gen_belongs(rec.has_gen, rec.gen, rec.seq, gen, change_seq);
+        int ours = rec.seq == seqs[i] && ckpt_gen_belongs(rec.has_gen, rec.gen, rec.seq, gen, change_seq);
         rec_state_free(&rec);
         if (ours) {
             at = seqs[i];
