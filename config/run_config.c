@@ -140,6 +140,25 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *n
         free(kv);
         return ERR_STORE;
     }
+    /* the complete form: a key younger than the run is absent from RUN, and takes the value
+     * the run computed with (config_from_canonical's before-key table). Changes apply to it
+     * and the resume compares against it, so a younger key can be named, changed and
+     * recorded like any other. RUN's own texts are kept as they are: a change record's
+     * old value is compared with them byte for byte */
+    config_kv *full;
+    size_t nfull;
+    rc = config_canonical(&probe, &full, &nfull, e);
+    if (rc) {
+        free(kv);
+        return rc;
+    }
+    for (size_t i = 0; i < nfull; i++) {
+        const config_kv *own = find_kv(kv, nkv, full[i].key);
+        if (own) full[i] = *own;
+    }
+    free(kv);
+    kv = full;
+    nkv = nfull;
     uint64_t k = 0;
     for (;; k++) {
         char key[64];
@@ -416,6 +435,13 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
         ch->n = ch->old_values && ch->new_values ? nk : 0;
         for (size_t i = 0; i < ch->n; i++) {
             config_kv *a = find_kv(pinned, npinned, keys[i]), *b = find_kv(now, nnow, keys[i]);
+            if (!a || !b) {
+                /* both forms are complete (read_pinned, config_canonical): a key missing
+                 * from either is a fault of this program, reported rather than followed */
+                rc = err_set(e, ERR_INTERNAL, "config change: key '%s' missing from the %s form",
+                             keys[i], a ? "current" : "pinned");
+                break;
+            }
             ch->old_values[i] = (rec_kv){strdup(a->key), strdup(a->value)};
             ch->new_values[i] = (rec_kv){strdup(b->key), strdup(b->value)};
             if (!ch->old_values[i].key || !ch->old_values[i].value || !ch->new_values[i].key ||

@@ -837,8 +837,35 @@ static void k8s_job(const k8s_ctx *x) {
     k8s_volumes(x);
 }
 
+/* A Kubernetes manifest is YAML, which holds UTF-8 text only (and not U+FFFE/U+FFFF, even
+ * escaped): what the command line brings into it must be such text, or kubectl would refuse
+ * the file we wrote. (The config's own values are checked as they are set.) */
+static int k8s_text_ok(const char *what, const char *text, tdm_err *e) {
+    size_t at;
+    if (!text || ydoc_text_ok(text, &at)) return 0;
+    return err_set(e, ERR_USAGE, "%s: not valid UTF-8 text at byte %zu (or U+FFFE/U+FFFF); a "
+                   "Kubernetes manifest is YAML and holds UTF-8 text only: give it in UTF-8",
+                   what, at);
+}
+
+static int k8s_texts_ok(const manifest_opts *o, tdm_err *e) {
+    int rc = k8s_text_ok("--store", o->store_url, e);
+    for (int i = 0; !rc && i < o->nsweeps; i++) rc = k8s_text_ok("--sweep", o->sweep_texts[i], e);
+    for (int i = 0; !rc && i < o->nsets; i++) rc = k8s_text_ok("--set", o->sets[i], e);
+    for (int i = 0; !rc && i < o->ncommand_args; i++)
+        rc = k8s_text_ok("an argument of the command", o->command_args[i], e);
+    if (!rc && o->command) rc = k8s_text_ok("the command", o->command, e);
+    size_t points = o->sweep ? o->sweep->npoints : 0;
+    for (size_t i = 0; !rc && o->point_names && i < points; i++)
+        rc = k8s_text_ok("a point's store name", o->point_names[i], e);
+    if (!rc) rc = k8s_text_ok("the command line (in the header comment)", o->rendered_from, e);
+    return rc;
+}
+
 int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     const config *c = o->cfg;
+    int bad = k8s_texts_ok(o, e);
+    if (bad) return bad;
     const struct config_cluster *k = &c->cluster;
     if (!k->image[0])
         return err_set(e, ERR_USAGE,

@@ -166,6 +166,29 @@ static void test_counts(void) {
     }
 }
 
+/* The strict whole-string conversions: a leading blank (which strtol and its kin skip,
+ * and take a sign after) is not a number, so " -1" cannot wrap to 2^64-1. */
+static void test_strict_numbers(void) {
+    uint64_t u = 7;
+    long l = 7;
+    double d = 7;
+    CHECK(args_parse_u64(" -1", &u) && args_parse_u64("-1", &u) && args_parse_u64(" 5", &u) &&
+              args_parse_u64("+5", &u) && args_parse_u64("", &u) && args_parse_u64("5 ", &u) &&
+              args_parse_u64("18446744073709551616", &u) && u == 7,
+          "u64 took a bad string (value %llu)", (unsigned long long)u);
+    CHECK(args_parse_u64("18446744073709551615", &u) == 0 && u == UINT64_MAX, "u64 max");
+    CHECK(args_parse_long(" 5", &l) && args_parse_long("\t-5", &l) && args_parse_long("-", &l) &&
+              args_parse_long("1.5", &l) && l == 7,
+          "long took a bad string (value %ld)", l);
+    CHECK(args_parse_long("-5", &l) == 0 && l == -5 && args_parse_long("+5", &l) == 0 && l == 5, "long");
+    CHECK(args_parse_double(" 1", &d) && args_parse_double("\n1", &d) && args_parse_double("inf", &d) &&
+              args_parse_double(".", &d) && args_parse_double("-", &d) && d == 7,
+          "double took a bad string (value %g)", d);
+    CHECK(args_parse_double("-.5", &d) == 0 && d == -0.5 && args_parse_double("1e-3", &d) == 0 &&
+              d == 1e-3 && args_parse_double("5.", &d) == 0 && d == 5,
+          "double: %g", d);
+}
+
 /* Sweeps: the product in order (the first key slowest), the labels, the point from the
  * scheduler's environment, and every refusal. */
 static void test_sweeps(void) {
@@ -220,6 +243,7 @@ static void test_sweeps(void) {
 int main(void) {
     RUN(test_sweeps);
     RUN(test_counts);
+    RUN(test_strict_numbers);
     RUN(test_every_kind_and_form);
     RUN(test_usage_errors_say_what_is_wrong);
     RUN(test_help_comes_from_the_rows);

@@ -9,6 +9,7 @@
 #include "config/config_impl.h"
 #include "config/presets.h"
 #include "tests/test.h"
+#include "util/ydoc.h"
 
 /* One directory for the whole file, removed at the end of main, so a failing CHECK (which
  * returns early) leaves nothing behind. */
@@ -315,6 +316,15 @@ static void test_type_errors(void) {
         {"tandem:\n  K:\n", 2, "tandem.K", "no value"},
         {"tandem:\n  K: ~\n", 2, "tandem.K", "no value"},
         {"- 1\n- 2\n", 1, "map of sections", NULL},
+        /* a \0 escape would cut a C string short: "K\0 junk" must not set tandem.K */
+        {"tandem:\n  \"K\\0 junk\": 7\n", 2, "NUL character", "key"},
+        {"data:\n  mixture_file: \"a\\0b\"\n", 2, "NUL character", "value"},
+        /* !!str makes a string, as quotes do; tags the reader cannot honour are refused */
+        {"tandem:\n  K: !!str 5\n", 2, "tandem.K", "quoted"},
+        {"tandem:\n  K: ! 5\n", 2, "tandem.K", "quoted"},
+        {"tandem:\n  K: !!binary 5\n", 2, "tag", "binary"},
+        {"tandem:\n  K: !custom 5\n", 2, "tag", "!custom"},
+        {"tandem: !!seq\n  K: 5\n", 1, "tag", "seq"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         if (expect_yaml_error(cases[i].yaml, cases[i].line, cases[i].a, cases[i].b)) {
@@ -338,6 +348,7 @@ static void test_range_errors(void) {
         {"run:\n  seed: 18446744073709551616\n", "run.seed", "too large"},
         {"run:\n  episodes: 99999999999\n", "run.episodes", "too large"},
         {"run:\n  threads: -1\n", "run.threads", ">= 0"},
+        {"tandem:\n  K: -0\n", "tandem.K", "too small"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         if (expect_yaml_error(cases[i].yaml, 2, cases[i].a, cases[i].b)) {
@@ -363,6 +374,24 @@ static void test_set_errors(void) {
     if (expect_set_error(bad_preset, 1, "preset=big", "sft-qwen2-0.5b")) return;
     char *range[] = {"optim.eps=0"};
     if (expect_set_error(range, 1, "optim.eps", "> 0")) return;
+    /* --set text may hold any bytes; what the pinned config and manifests write as YAML
+     * must read back: invalid UTF-8 and U+FFFE/U+FFFF are refused, naming the byte */
+    char *latin1[] = {"data.dataset=d", "data.mixture_file=caf\xe9"};
+    if (expect_set_error(latin1, 2, "data.mixture_file", "UTF-8 text at byte 3")) return;
+    char *overlong[] = {"data.dataset=d", "data.mixture_file=\xc0\xaf"};
+    if (expect_set_error(overlong, 2, "data.mixture_file", "UTF-8")) return;
+    char *surrogate[] = {"data.dataset=d", "data.mixture_file=\xed\xa0\x80"};
+    if (expect_set_error(surrogate, 2, "data.mixture_file", "UTF-8")) return;
+    char *nonchar[] = {"data.dataset=d", "data.mixture_file=x\xef\xbf\xbe"};
+    if (expect_set_error(nonchar, 2, "data.mixture_file", "U+FFFE")) return;
+    char *cut[] = {"data.dataset=d", "data.mixture_file=ab\xe2\x82"};
+    if (expect_set_error(cut, 2, "data.mixture_file", "byte 2")) return;
+    {
+        config ok;
+        tdm_err oe = {0};
+        char *fine[] = {"data.dataset=d", "data.mixture_file=caf\xc3\xa9/\xf0\x9f\x93\x81"};
+        CHECK(config_load(&ok, NULL, fine, 2, &oe) == 0, "UTF-8 path refused: %s", oe.msg);
+    }
     /* A --set error is reported even when the file is fine. */
     config c;
     tdm_err e = {0};
@@ -370,6 +399,35 @@ static void test_set_errors(void) {
     CHECK(load_yaml(&c, "data:\n  dataset: d\n", sets, 1, &e) == ERR_USAGE &&
               strstr(e.msg, "--set tandem.E=-2"),
           "%s", e.msg);
+}
+
+/* A map of 200k keys (a hostile or generated file) is read in linear time: its duplicate
+ * key is found (named with its line) well within a second, where the old pairwise check
+ * took minutes. No timing is asserted; the run time of the suite shows a regression. */
+static void test_many_keys(void) {
+    enum { NKEYS = 200000 };
+    size_t cap = (size_t)NKEYS * 24 + 64;
+    char *text = malloc(cap);
+    CHECK(text, "out of memory");
+    size_t len = (size_t)snprintf(text, cap, "x:\n");
+    for (int i = 0; i < NKEYS; i++) len += (size_t)snprintf(text + len, cap - len, "  k%d: %d\n", i, i);
+    len += (size_t)snprintf(text + len, cap - len, "  k%d: again\n", NKEYS / 2);
+    tdm_err e = {0};
+    ydoc_node *doc = ydoc_parse(text, len, "many.yaml", &e);
+    char want[64];
+    snprintf(want, sizeof want, "many.yaml:%d: key 'k%d' appears twice", NKEYS + 2, NKEYS / 2);
+    CHECK(!doc && strstr(e.msg, want), "duplicate among many: %s", e.msg);
+    /* without the duplicate: every key there, in order, each found */
+    len -= strlen("  k100000: again\n");
+    text[len] = '\0';
+    doc = ydoc_parse(text, len, "many.yaml", &e);
+    CHECK(doc, "%s", e.msg);
+    const ydoc_node *x = ydoc_get(doc, "x");
+    CHECK(x && x->n == NKEYS && strcmp(x->keys[NKEYS - 1], "k199999") == 0 &&
+              strcmp(ydoc_get(x, "k12345")->value, "12345") == 0,
+          "map of %zu keys", x ? x->n : 0);
+    ydoc_free(doc);
+    free(text);
 }
 
 static void test_unknown_keys_suggest(void) {
@@ -726,6 +784,7 @@ int main(void) {
     RUN(test_type_errors);
     RUN(test_range_errors);
     RUN(test_set_errors);
+    RUN(test_many_keys);
     RUN(test_unknown_keys_suggest);
     RUN(test_missing_dataset);
     RUN(test_cross_field);

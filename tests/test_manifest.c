@@ -405,6 +405,45 @@ static void test_k8s_requires_image(void) {
     CHECK(ok, "missing image: rc %d %s", r.rc, r.e.msg);
 }
 
+/* Text from the command line that YAML cannot hold (not UTF-8, or U+FFFE/U+FFFF even
+ * escaped) is refused naming where it came from, and nothing is written; UTF-8 passes. It
+ * used to exit 0 with a manifest that no YAML reader (kubectl included) accepts. */
+static void test_k8s_refuses_text_yaml_cannot_hold(void) {
+    config *c = malloc(sizeof *c);
+    tdm_err e = {0};
+    char *sets[] = {"cluster.image=registry.example/tandem:1"};
+    CHECK(c && load(c, "utf8", BASE, sets, 1, &e) == 0, "%s", e.msg);
+    static const struct {
+        const char *store, *from, *what;
+    } cases[] = {
+        {"s3://b/caf\xe9", NULL, "--store"},
+        {"s3://b/a\xef\xbf\xbf", NULL, "--store"},
+        {"s3://b/p", "tandem manifest k8s /x/\xef\xbf\xbe.yaml", "the command line"},
+        {"s3://b/p", "tandem manifest k8s \xc0\xae.yaml", "the command line"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        manifest_opts o = opts(c, cases[i].store);
+        o.rendered_from = cases[i].from;
+        rendered r;
+        render(&r, 0, &o);
+        int ok = r.rc == ERR_USAGE && strstr(r.e.msg, cases[i].what) && strstr(r.e.msg, "UTF-8") &&
+                 r.out_len == 0;
+        char msg[sizeof r.e.msg];
+        snprintf(msg, sizeof msg, "%s", r.e.msg);
+        rendered_free(&r);
+        if (!ok) free(c);
+        CHECK(ok, "case %zu: rc %d: %s", i, r.rc, msg);
+    }
+    manifest_opts o = opts(c, "s3://b/caf\xc3\xa9/\xf0\x9f\x93\x81");
+    o.rendered_from = "tandem manifest k8s caf\xc3\xa9.yaml";
+    rendered r;
+    render(&r, 0, &o);
+    int ok = r.rc == 0 && r.out_len > 0 && strstr(r.out, "caf\xc3\xa9");
+    rendered_free(&r);
+    free(c);
+    CHECK(ok, "UTF-8 store refused: rc %d: %s", r.rc, r.e.msg);
+}
+
 static void test_k8s_node_selection(void) {
     config *c = malloc(sizeof *c);
     tdm_err e = {0};
@@ -521,6 +560,7 @@ int main(void) {
     RUN(test_slurm_directives);
     RUN(test_slurm_words);
     RUN(test_k8s_requires_image);
+    RUN(test_k8s_refuses_text_yaml_cannot_hold);
     RUN(test_k8s_node_selection);
     RUN(test_k8s_job_shape);
     nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);

@@ -647,6 +647,71 @@ static void test_lost_change_record_heals_at_its_position(void) {
     fixture_close(&f);
 }
 
+/* Rewrites the fixture's RUN as a run pinned before KEY existed would have it: without
+ * that entry (config_sha256 recomputed). 0 on success. */
+static int drop_pinned_key(const fixture *f, const char *key) {
+    char path[900];
+    snprintf(path, sizeof path, "%s/RUN", f->store);
+    FILE *fp = fopen(path, "rb");
+    static unsigned char buf[1 << 16];
+    size_t n = fp ? fread(buf, 1, sizeof buf, fp) : 0;
+    if (fp) fclose(fp);
+    rec_run run;
+    tdm_err e;
+    if (!n || rec_run_decode(buf, n, path, &run, &e)) return -1;
+    size_t kept = 0;
+    for (size_t i = 0; i < run.nconfig; i++) {
+        if (strcmp(run.config[i].key, key) == 0) {
+            free(run.config[i].key);
+            free(run.config[i].value);
+        } else {
+            run.config[kept++] = run.config[i];
+        }
+    }
+    int rc = kept == run.nconfig ? -1 : 0;
+    run.nconfig = kept;
+    rec_config_hash(run.config, run.nconfig, &run.config_sha);
+    size_t len = 0;
+    void *data = rc ? NULL : rec_run_encode(&run, &len);
+    rec_run_free(&run);
+    if (!data) return -1;
+    fp = fopen(path, "wb");
+    rc = fp && fwrite(data, 1, len, fp) == len ? 0 : -1;
+    if (fp && fclose(fp)) rc = -1;
+    free(data);
+    return rc;
+}
+
+/* A run pinned before tandem.alpha_step existed (it computed with pgd, the step of its
+ * day), resumed as the refusal says: today's default (eg) is named as a change from pgd,
+ * and with --allow-change it is recorded and the run goes on under it; the next resume
+ * reads the record back. It used to print "? -> eg" and then crash on the allowed change
+ * (the pinned form lacked the key). */
+static void test_change_of_a_key_younger_than_the_run(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "younger-key") == 0, "fixture");
+    int rc = run_args(&f, "TANDEM_TEST_SIGNAL_AT=free:2", "--set", "tandem.alpha_step=pgd", NULL);
+    CHECK(rc == 75, "setup exit %d", rc);
+    CHECK(drop_pinned_key(&f, "tandem.alpha_step") == 0, "RUN rewritten without tandem.alpha_step");
+    char log[8192], out[8192];
+    /* the pinned value (pgd, from before the key) resumes as it is */
+    rc = run_args(&f, "TANDEM_TEST_SIGNAL_AT=free:4", "--set", "tandem.alpha_step=pgd", NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 75, "resume with the pinned value: exit %d: %s", rc, log);
+    rc = run_args(&f, NULL, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 2 && strstr(log, "tandem.alpha_step: pgd -> eg"), "refusal: exit %d: %s", rc, log);
+    rc = run_args(&f, NULL, "--allow-change", "tandem.alpha_step", NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0 && strstr(log, "configs/0.mp"), "allowed change: exit %d: %s", rc, log);
+    rc = run_args(&f, NULL, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "plain resume after the change: exit %d: %s", rc, log);
+    rc = tandem_on_store(&f, "verify", "", out, sizeof out);
+    CHECK(rc == 0 && strstr(out, " 0 faults"), "verify exit %d: %s", rc, out);
+    fixture_close(&f);
+}
+
 /* checkpoint.snapshot = stream (no host copy; chunks cross one by one between the model
  * and the store): killed again and again, also inside its commits, the run ends on the
  * reference's hashes — the same bytes as the host copy's background commits wrote. And
@@ -871,6 +936,7 @@ int main(void) {
     RUN(test_change_after_kill_supersedes_alpha);
     RUN(test_change_with_head_lost);
     RUN(test_lost_change_record_heals_at_its_position);
+    RUN(test_change_of_a_key_younger_than_the_run);
     RUN(test_streaming_commits);
     RUN(test_wide_vocabulary);
     test_rmtree(g_corpus);

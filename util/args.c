@@ -42,8 +42,16 @@ int args_value(args_iter *it, const char **out, tdm_err *e) {
     return 0;
 }
 
+/* strtol and its kin skip leading blanks (and take a sign after them): " -1" would get
+ * past a check of the first character. Whole strings start with what they mean. */
+static int starts_number(const char *s, int sign_ok) {
+    const char *p = s;
+    if (sign_ok && (*p == '-' || *p == '+')) p++;
+    return (*p >= '0' && *p <= '9') || (*p == '.' && p[1] >= '0' && p[1] <= '9');
+}
+
 int args_parse_long(const char *s, long *out) {
-    if (!*s) return -1;
+    if (!starts_number(s, 1) || strchr(s, '.')) return -1;
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
@@ -53,7 +61,7 @@ int args_parse_long(const char *s, long *out) {
 }
 
 int args_parse_u64(const char *s, uint64_t *out) {
-    if (!*s || *s == '-' || *s == '+') return -1;
+    if (!starts_number(s, 0) || strchr(s, '.')) return -1;
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
@@ -86,7 +94,7 @@ int args_parse_count(const char *s, uint64_t *out) {
 }
 
 int args_parse_double(const char *s, double *out) {
-    if (!*s) return -1;
+    if (!starts_number(s, 1)) return -1;
     char *end;
     errno = 0;
     double v = strtod(s, &end);

@@ -46,20 +46,113 @@ static int next_event(ydoc_reader *r, yaml_event_t *ev) {
     return 0;
 }
 
+/* Appends a pair (map) or an item (sequence); room grows geometrically, so a map of n
+ * keys costs O(n) copies, not O(n^2). -1 when out of memory (parent unchanged). */
 static int append(ydoc_node *parent, char *key, ydoc_node *child) {
-    size_t n = parent->n + 1;
-    ydoc_node **items = realloc(parent->items, n * sizeof *items);
-    if (!items) return -1;
-    parent->items = items;
-    if (parent->kind == YDOC_MAP) {
-        char **keys = realloc(parent->keys, n * sizeof *keys);
-        if (!keys) return -1;
-        parent->keys = keys;
-        keys[n - 1] = key;
+    if (parent->n == parent->cap) {
+        size_t cap = parent->cap ? parent->cap * 2 : 4;
+        ydoc_node **items = realloc(parent->items, cap * sizeof *items);
+        if (!items) return -1;
+        parent->items = items;
+        if (parent->kind == YDOC_MAP) {
+            char **keys = realloc(parent->keys, cap * sizeof *keys);
+            if (!keys) return -1;
+            parent->keys = keys;
+        }
+        parent->cap = cap;
     }
-    items[n - 1] = child;
-    parent->n = n;
+    if (parent->kind == YDOC_MAP) parent->keys[parent->n] = key;
+    parent->items[parent->n++] = child;
     return 0;
+}
+
+/* ------------------------------------------------- duplicate keys, in O(1) each */
+
+/* The keys of the map being read, hashed: open addressing over indices into map->keys
+ * (slot value i + 1; 0 is empty), at most half full. */
+typedef struct {
+    size_t *slot;
+    size_t cap; /* a power of two */
+} key_set;
+
+static size_t key_hash(const char *s) {
+    size_t h = 1469598103934665603u; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h;
+}
+
+/* 1 when key is already among map's keys; else records that it will be map's n-th key
+ * (call before appending it) and returns 0. -1 when out of memory. */
+static int key_set_add(key_set *ks, const ydoc_node *map, const char *key) {
+    if (2 * (map->n + 1) > ks->cap) {
+        size_t cap = ks->cap ? ks->cap * 2 : 16;
+        size_t *slot = calloc(cap, sizeof *slot);
+        if (!slot) return -1;
+        for (size_t i = 0; i < map->n; i++) {
+            size_t j = key_hash(map->keys[i]) & (cap - 1);
+            while (slot[j]) j = (j + 1) & (cap - 1);
+            slot[j] = i + 1;
+        }
+        free(ks->slot);
+        ks->slot = slot;
+        ks->cap = cap;
+    }
+    size_t j = key_hash(key) & (ks->cap - 1);
+    for (; ks->slot[j]; j = (j + 1) & (ks->cap - 1))
+        if (strcmp(map->keys[ks->slot[j] - 1], key) == 0) return 1;
+    ks->slot[j] = map->n + 1;
+    return 0;
+}
+
+/* A copy of a scalar's text; NULL with e set when it holds a NUL character (a "\0" escape
+ * or a raw NUL byte), which a C string would silently cut short: "K\0junk" must not be
+ * read as "K". */
+static char *scalar_text(ydoc_reader *r, const yaml_event_t *ev, const char *what) {
+    const char *v = (const char *)ev->data.scalar.value;
+    size_t len = ev->data.scalar.length;
+    if (memchr(v, '\0', len)) {
+        err_set(r->e, ERR_USAGE, "%s:%zu: a %s holds a NUL character (a \\0 escape?); remove it",
+                r->name, ev->start_mark.line + 1, what);
+        return NULL;
+    }
+    char *s = malloc(len + 1);
+    if (!s) {
+        err_set(r->e, ERR_INTERNAL, "%s: out of memory", r->name);
+        return NULL;
+    }
+    memcpy(s, v, len);
+    s[len] = '\0';
+    return s;
+}
+
+#define YAML_TAG_PREFIX "tag:yaml.org,2002:"
+
+/* Checks a node's tag: none, or one of YAML's own types that fits the node. *as_string
+ * (scalars): 1 for !!str and the non-specific "!", which make the text a string as quotes
+ * do; 0 for !!int, !!float, !!bool and !!null, which make even quoted text a plain scalar
+ * (the reader of the key then parses it); -1 for no tag (quotes decide). Any other
+ * tag (!!binary, !custom, a collection tag on a scalar) is refused: the program would not
+ * read the value as the tag says. */
+static int check_tag(ydoc_reader *r, const yaml_event_t *ev, const unsigned char *tag_u,
+                     ydoc_kind kind, int *as_string) {
+    if (as_string) *as_string = -1;
+    if (!tag_u) return 0;
+    const char *tag = (const char *)tag_u;
+    const char *core = strncmp(tag, YAML_TAG_PREFIX, strlen(YAML_TAG_PREFIX)) == 0
+                           ? tag + strlen(YAML_TAG_PREFIX) : NULL;
+    int ok;
+    if (kind == YDOC_SCALAR) {
+        int str = strcmp(tag, "!") == 0 || (core && strcmp(core, "str") == 0);
+        if (as_string) *as_string = str ? 1 : 0;
+        ok = str || (core && (!strcmp(core, "int") || !strcmp(core, "float") ||
+                              !strcmp(core, "bool") || !strcmp(core, "null")));
+    } else {
+        ok = strcmp(tag, "!") == 0 ||
+             (core && strcmp(core, kind == YDOC_MAP ? "map" : "seq") == 0);
+    }
+    if (ok) return 0;
+    return err_set(r->e, ERR_USAGE, "%s:%zu: the YAML tag '%.100s' is not supported here; write "
+                   "the value without it", r->name, ev->start_mark.line + 1, tag);
 }
 
 /* Reads the node that starts with event `ev` (already taken from the parser). */
@@ -71,11 +164,13 @@ static ydoc_node *read_collection(ydoc_reader *r, ydoc_kind kind, int line, int 
         err_set(r->e, ERR_INTERNAL, "%s: out of memory", r->name);
         return NULL;
     }
+    key_set seen = {0};
     for (;;) {
         yaml_event_t ev;
         if (next_event(r, &ev)) goto fail;
         if (ev.type == YAML_SEQUENCE_END_EVENT || ev.type == YAML_MAPPING_END_EVENT) {
             yaml_event_delete(&ev);
+            free(seen.slot);
             return n;
         }
         char *key = NULL;
@@ -86,12 +181,15 @@ static ydoc_node *read_collection(ydoc_reader *r, ydoc_kind kind, int line, int 
                 yaml_event_delete(&ev);
                 goto fail;
             }
-            key = strdup((const char *)ev.data.scalar.value);
             int kline = (int)ev.start_mark.line + 1;
+            key = check_tag(r, &ev, ev.data.scalar.tag, YDOC_SCALAR, NULL) ? NULL
+                                                                          : scalar_text(r, &ev, "key");
             yaml_event_delete(&ev);
-            if (!key) goto oom;
-            if (ydoc_get(n, key)) {
-                err_set(r->e, ERR_USAGE, "%s:%d: key '%s' appears twice", r->name, kline, key);
+            if (!key) goto fail;
+            int dup = key_set_add(&seen, n, key);
+            if (dup) {
+                if (dup < 0) err_set(r->e, ERR_INTERNAL, "%s: out of memory", r->name);
+                else err_set(r->e, ERR_USAGE, "%s:%d: key '%.200s' appears twice", r->name, kline, key);
                 free(key);
                 goto fail;
             }
@@ -114,6 +212,7 @@ static ydoc_node *read_collection(ydoc_reader *r, ydoc_kind kind, int line, int 
 oom:
     err_set(r->e, ERR_INTERNAL, "%s: out of memory", r->name);
 fail:
+    free(seen.slot);
     ydoc_free(n);
     return NULL;
 }
@@ -128,24 +227,32 @@ static ydoc_node *read_node(ydoc_reader *r, yaml_event_t *ev, int depth) {
     ydoc_node *n = NULL;
     switch (ev->type) {
     case YAML_SCALAR_EVENT:
-        n = node_new(YDOC_SCALAR, line);
-        if (n) {
-            n->value = strdup((const char *)ev->data.scalar.value);
-            n->quoted = ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
-            if (!n->value) {
-                free(n);
-                n = NULL;
-            }
+    {
+        int as_string;
+        if (check_tag(r, ev, ev->data.scalar.tag, YDOC_SCALAR, &as_string)) {
+            yaml_event_delete(ev);
+            return NULL;
         }
-        if (!n) err_set(r->e, ERR_INTERNAL, "%s: out of memory", r->name);
+        char *text = scalar_text(r, ev, "value");
+        n = text ? node_new(YDOC_SCALAR, line) : NULL;
+        if (n) {
+            n->value = text;
+            n->quoted = as_string >= 0 ? as_string : ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
+        } else if (text) {
+            free(text);
+            err_set(r->e, ERR_INTERNAL, "%s: out of memory", r->name);
+        }
         yaml_event_delete(ev);
         return n;
+    }
     case YAML_SEQUENCE_START_EVENT:
+    case YAML_MAPPING_START_EVENT: {
+        ydoc_kind kind = ev->type == YAML_MAPPING_START_EVENT ? YDOC_MAP : YDOC_SEQ;
+        int bad = check_tag(r, ev, kind == YDOC_MAP ? ev->data.mapping_start.tag
+                                                    : ev->data.sequence_start.tag, kind, NULL);
         yaml_event_delete(ev);
-        return read_collection(r, YDOC_SEQ, line, depth);
-    case YAML_MAPPING_START_EVENT:
-        yaml_event_delete(ev);
-        return read_collection(r, YDOC_MAP, line, depth);
+        return bad ? NULL : read_collection(r, kind, line, depth);
+    }
     case YAML_ALIAS_EVENT:
         yaml_event_delete(ev);
         err_set(r->e, ERR_USAGE, "%s:%d: YAML aliases (*name) are not supported; write the value out",
@@ -271,6 +378,34 @@ size_t ydoc_break_char(const unsigned char *p, unsigned *cp) {
         return 3;
     }
     return 0;
+}
+
+int ydoc_text_ok(const char *s, size_t *bad) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; p[i];) {
+        unsigned c = p[i], cp, need;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xC2 && c <= 0xDF) cp = c & 0x1F, need = 1;
+        else if (c >= 0xE0 && c <= 0xEF) cp = c & 0x0F, need = 2;
+        else if (c >= 0xF0 && c <= 0xF4) cp = c & 0x07, need = 3;
+        else goto fault;
+        for (unsigned k = 1; k <= need; k++) {
+            if ((p[i + k] & 0xC0) != 0x80) goto fault; /* also stops at the terminating NUL */
+            cp = cp << 6 | (p[i + k] & 0x3F);
+        }
+        if ((need == 2 && cp < 0x800) || (need == 3 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+            (cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF)
+            goto fault;
+        i += need + 1;
+        continue;
+    fault:
+        if (bad) *bad = i;
+        return 0;
+    }
+    return 1;
 }
 
 void ydoc_quote(FILE *f, const char *s) {

@@ -2,8 +2,9 @@
  *
  * Configs and dataset descriptions are YAML. This module turns one YAML document into a
  * tree of maps, sequences and scalars that remembers line numbers, so callers can name
- * "file:line: key" in their errors. Anchors/aliases and multiple documents are rejected:
- * a config must read the same to a person as to the program.
+ * "file:line: key" in their errors. Anchors/aliases, multiple documents, NUL characters
+ * (\0 escapes) and tags other than YAML's own scalar types are rejected: a config must read
+ * the same to a person as to the program. !!str makes a scalar a string (as quotes do).
  */
 #ifndef TANDEM_UTIL_YDOC_H
 #define TANDEM_UTIL_YDOC_H
@@ -23,6 +24,7 @@ typedef struct ydoc_node {
     size_t n;    /* items in a sequence or pairs in a map */
     char **keys; /* map keys, n of them */
     struct ydoc_node **items; /* sequence items or map values, n of them */
+    size_t cap;               /* room in items (and keys) */
 } ydoc_node;
 
 /* Parses `len` bytes of YAML; `name` is used in error messages. Returns a tree the caller
@@ -38,6 +40,13 @@ void ydoc_free(ydoc_node *n);
 /* Writes `s` as a YAML double-quoted scalar: '"' and '\\' escaped, newline and tab as
  * \n and \t, other control characters as \uXXXX; what any YAML parser reads back as s. */
 void ydoc_quote(FILE *f, const char *s);
+
+/* Whether s can be written as a YAML scalar that every reader reads back: valid UTF-8
+ * (shortest forms, no surrogates, nothing past U+10FFFF) without U+FFFE or U+FFFF, which
+ * YAML excludes from its character set even escaped. 0 with the byte offset of the first
+ * fault in *bad otherwise. Text read by ydoc_parse always passes (libyaml checks it); text
+ * from the command line or the environment must be checked before it is written. */
+int ydoc_text_ok(const char *s, size_t *bad);
 
 /* The length (2 or 3) of the UTF-8 sequence at p when it encodes a C1 control (U+0080..
  * U+009F, NEL U+0085 among them), U+2028 or U+2029 — characters YAML 1.1 parsers (PyYAML,
