@@ -113,7 +113,7 @@ static int damaged_run(store *st, int *health, tdm_err *e) {
  * *damaged = 1 when RUN or a change record is there but does not decode or verify (a
  * store that could not be read leaves *damaged 0). */
 static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *nchanges,
-                       uint64_t *last_change_seq, char *run_id, size_t cap, int *damaged,
+                       ckpt_gens *gens, char *run_id, size_t cap, int *damaged,
                        tdm_err *e) {
     *damaged = 0;
     char what[600];
@@ -172,7 +172,7 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *n
         }
         if (rc == STORE_CORRUPT) *damaged = 1, rc = ERR_STORE;
         if (rc) break;
-        if (last_change_seq) *last_change_seq = ch.seq;
+        if (gens && ckpt_gens_add(gens, ch.seq)) rc = err_set(e, ERR_INTERNAL, "out of memory");
         for (size_t i = 0; i < ch.n && !rc; i++) {
             config_kv *t = find_kv(kv, nkv, ch.new_values[i].key);
             if (!t || strlen(ch.new_values[i].value) >= sizeof t->value) {
@@ -343,7 +343,7 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
     size_t npinned;
     uint64_t nchanges;
     int damaged;
-    int rc = read_pinned(st, &pinned, &npinned, &nchanges, &out->change_seq, out->run_id,
+    int rc = read_pinned(st, &pinned, &npinned, &nchanges, &out->gens, out->run_id,
                          sizeof out->run_id, &damaged, e);
     if (rc == STORE_NOT_FOUND) {
         /* a new run only where there is none: a store that holds a run's objects but lost
@@ -481,10 +481,13 @@ int run_config_record_change(store *st, run_config_result *out, uint64_t at_seq,
                 (unsigned long long)out->nchanges, out->pending_list);
         out->changed = 1;
         out->nchanges++;
-        out->change_seq = at_seq;
+        if (ckpt_gens_add(&out->gens, at_seq)) rc = err_set(e, ERR_INTERNAL, "out of memory");
         rec_change_free(&out->pending);
     }
     return rc;
 }
 
-void run_config_result_free(run_config_result *out) { rec_change_free(&out->pending); }
+void run_config_result_free(run_config_result *out) {
+    rec_change_free(&out->pending);
+    ckpt_gens_free(&out->gens);
+}

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "ledger/gens.h"
 #include "ledger/records.h"
 #include "storage/store.h"
 #include "util/err.h"
@@ -28,7 +29,7 @@ typedef struct run_config_result {
     int created;       /* RUN was written now: a new run */
     int changed;       /* allowed keys changed and the change record was written */
     uint64_t nchanges;   /* change records in the store (configs/0.mp ..), a recorded one included */
-    uint64_t change_seq; /* the newest change's state position (when nchanges > 0) */
+    ckpt_gens gens;      /* their positions (gens.n == nchanges); freed by run_config_result_free */
     char run_id[64];
     rec_change pending;  /* allowed keys differ: the record run_config_record_change writes (n > 0) */
     char pending_list[2048]; /* its keys, "  key: old -> new" lines, for the message */
@@ -47,7 +48,7 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
 
 /* Writes out->pending (when it holds keys) as configs/<nchanges>.mp applying at state
  * position `at_seq` (HEAD's, read after the lease was taken), and counts it in
- * out->nchanges / change_seq. ERR_STORE when another writer recorded a change there. */
+ * out->nchanges / gens. ERR_STORE when another writer recorded a change there. */
 int run_config_record_change(store *st, run_config_result *out, uint64_t at_seq, tdm_err *e);
 void run_config_result_free(run_config_result *out);
 

@@ -33,8 +33,8 @@ static int list_indices(store *st, const char *prefix, uint64_t **out, size_t *n
     return 0;
 }
 
-int audit_generation(store *st, uint64_t *gen, uint64_t *change_seq, tdm_err *e) {
-    *gen = *change_seq = 0;
+int audit_generation(store *st, ckpt_gens *g, tdm_err *e) {
+    memset(g, 0, sizeof *g);
     for (uint64_t k = 0;; k++) {
         char key[64];
         ledger_config_key(key, sizeof key, k);
@@ -49,9 +49,9 @@ int audit_generation(store *st, uint64_t *gen, uint64_t *change_seq, tdm_err *e)
         rc = rec_change_decode(data, n, what, &ch, e);
         free(data);
         if (rc) return rc;
-        *gen = k + 1;
-        *change_seq = ch.seq;
+        uint64_t seq = ch.seq;
         rec_change_free(&ch);
+        if (ckpt_gens_add(g, seq)) return err_set(e, ERR_INTERNAL, "out of memory");
     }
 }
 

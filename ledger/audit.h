@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "ledger/gens.h"
 #include "ledger/records.h"
 #include "storage/store.h"
 #include "util/err.h"
@@ -35,10 +36,10 @@ int audit_head(store *st, rec_head *head, rec_state *state, int *have, tdm_err *
 /* Seq numbers of every states/<seq>.mp, ascending (caller frees). */
 int audit_state_seqs(store *st, uint64_t **seqs, size_t *n, tdm_err *e);
 
-/* The run's config generation (the number of configs/<n>.mp change records) and the run
- * position of the newest change (0 when none): what ckpt_gen_belongs needs to tell a
- * stale writer's objects from the run's. */
-int audit_generation(store *st, uint64_t *gen, uint64_t *change_seq, tdm_err *e);
+/* The run's config generations (configs/0.mp, 1.mp, ... and the position each took effect
+ * at): what ckpt_gen_belongs needs to tell a stale writer's objects from the run's. *g is
+ * freed with ckpt_gens_free (also after an error). */
+int audit_generation(store *st, ckpt_gens *g, tdm_err *e);
 
 /* α* of a verified chain (chain->ok, n > 0): the mean of α_{t+1} over its last
  * ceil(fraction · n) records (at least one), as the paper reports the learned mixture;

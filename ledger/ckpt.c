@@ -87,6 +87,7 @@ static void free_common(ckpt *c) {
     free((void *)c->lay_own.views);
     free(c->known);
     free(c->rejected);
+    ckpt_gens_free(&c->gens);
     free(c);
 }
 
@@ -186,23 +187,17 @@ uint64_t ckpt_last_commit_seq(const ckpt *c) {
 
 void ckpt_set_retention(ckpt *c, long keep) { c->keep = keep; }
 
-void ckpt_set_generation(ckpt *c, uint64_t gen, uint64_t change_seq) {
-    c->gen = gen;
-    c->change_seq = change_seq;
-}
-
-/* Whether an object computed under generation `gen` at run position `seq` belongs to the
- * run as it stands: the current generation, or an older one before the newest change
- * took effect. Anything else was written by a writer that was fenced out or whose config
- * was superseded (a stale writer still running, typically): never part of the run. */
-int ckpt_gen_belongs(int has_gen, uint64_t gen, uint64_t seq, uint64_t cur, uint64_t change_seq) {
-    if (!has_gen) return 1; /* written before generations existed */
-    if (gen == cur) return 1;
-    return gen < cur && seq <= change_seq;
+int ckpt_set_generation(ckpt *c, const ckpt_gens *g, tdm_err *e) {
+    ckpt_gens copy;
+    if (ckpt_gens_copy(&copy, g)) return err_set(e, ERR_INTERNAL, "out of memory");
+    ckpt_gens_free(&c->gens);
+    c->gens = copy;
+    c->gen = g->n;
+    return 0;
 }
 
 int ckpt_belongs(const ckpt *c, int has_gen, uint64_t gen, uint64_t seq) {
-    return ckpt_gen_belongs(has_gen, gen, seq, c->gen, c->change_seq);
+    return ckpt_gen_belongs(has_gen, gen, seq, &c->gens);
 }
 
 int ckpt_put_once(ckpt *c, const char *key, const void *data, size_t n, void **old, size_t *on,

@@ -34,6 +34,7 @@
 
 #include <stdint.h>
 
+#include "ledger/gens.h"
 #include "ledger/records.h"
 #include "storage/store.h"
 #include "util/err.h"
@@ -111,24 +112,20 @@ float *ckpt_host(ckpt *c, int tensor);
 
 /* ---------------------------------------------------------- generations and retention */
 
-/* The config generation this writer computes under (the number of recorded config
- * changes) and the run position where the newest change took effect. States and α
- * records carry the generation they were computed under: one that is neither the current
- * generation nor an older one from before change_seq belongs to a writer that was fenced
- * out or superseded, and is never used (loads skip it, replays replace it; both keep a
- * copy under quarantine/<epoch>/). Call before ckpt_load. */
-void ckpt_set_generation(ckpt *c, uint64_t gen, uint64_t change_seq);
+/* The run's config generations (copied): this writer computes under the newest, g->n.
+ * States and α records carry the generation they were computed under: one that is neither
+ * the current generation nor an older one at or before that generation's end
+ * (ckpt_gen_belongs) belongs to a writer that was fenced out or superseded, and is never
+ * used (loads skip it, replays replace it; both keep a copy under quarantine/<epoch>/).
+ * Call before ckpt_load. ERR_INTERNAL when out of memory. */
+int ckpt_set_generation(ckpt *c, const ckpt_gens *g, tdm_err *e);
 
 /* checkpoint.keep: after each commit the writer deletes the states beyond the newest
  * `keep` (never HEAD's, never a pinned one) and the blobs only they used (ledger/retain.h);
  * 0 keeps everything. */
 void ckpt_set_retention(ckpt *c, long keep);
 
-/* The rule of ckpt_set_generation as a pure function (also for `tandem verify`): whether
- * an object computed under (has_gen, gen) at run position seq belongs to a run at
- * generation cur whose newest change took effect at change_seq. Objects without a
- * generation (written before there were any) belong. */
-int ckpt_gen_belongs(int has_gen, uint64_t gen, uint64_t seq, uint64_t cur, uint64_t change_seq);
+/* (The rule as a pure function, also for `tandem verify`: ckpt_gen_belongs, gens.h.) */
 
 /* ------------------------------------------------------------------ loading a state */
 

@@ -20,7 +20,9 @@ struct ledger {
     double every_seconds, grace;
     const volatile sig_atomic_t *stop_flag;
     const struct timespec *stop_at;
-    ledger_generation gen;
+    struct {
+        uint64_t nchanges, change_seq; /* the run's config changes, where the newest took effect */
+    } gen;
     int found; /* ledger_resume found a state (its tensors are in the host buffers) */
 };
 
@@ -94,12 +96,14 @@ void ledger_close(ledger *l, int failed) {
     free(l);
 }
 
-int ledger_resume(ledger *l, const ledger_generation *g, rec_state *rec, ledger_resumed *out, tdm_err *e) {
+int ledger_resume(ledger *l, const ckpt_gens *g, rec_state *rec, ledger_resumed *out, tdm_err *e) {
     memset(out, 0, sizeof *out);
-    l->gen = *g;
-    ckpt_set_generation(l->ck, g->nchanges, g->change_seq);
+    l->gen.nchanges = g->n;
+    l->gen.change_seq = ckpt_gens_newest(g);
+    int rc = ckpt_set_generation(l->ck, g, e);
+    if (rc) return rc;
     int found = 0;
-    int rc = ckpt_load(l->ck, rec, &found, e);
+    rc = ckpt_load(l->ck, rec, &found, e);
     if (rc) return rc;
     out->found = l->found = found;
     out->seed_replay = ckpt_seed_replay(l->ck);

@@ -66,11 +66,6 @@ void ledger_close(ledger *l, int failed);
 
 /* ------------------------------------------------------------------ resuming */
 
-/* The generation the writer computes under: the number of recorded config changes and the
- * run position where the newest took effect (config/run_config.h). */
-typedef struct ledger_generation {
-    uint64_t nchanges, change_seq;
-} ledger_generation;
 
 /* What ledger_resume found. */
 typedef struct ledger_resumed {
@@ -83,7 +78,7 @@ typedef struct ledger_resumed {
  * out->found) and checks the α chain it vouches for (a hole or damaged record is ERR_STORE
  * naming it and the repair); records missing past the state are reported on stderr. The
  * caller checks that the state fits the run, then calls ledger_start. */
-int ledger_resume(ledger *l, const ledger_generation *g, rec_state *rec, ledger_resumed *out, tdm_err *e);
+int ledger_resume(ledger *l, const ckpt_gens *g, rec_state *rec, ledger_resumed *out, tdm_err *e);
 
 /* The host buffer of u (numel floats) a new run's initial parameters may be built in; NULL
  * when streaming (the caller then uses one of its own). */

@@ -83,11 +83,13 @@ int ledger_repair_plan_make(store *st, const char *url, ledger_repair_plan *p, t
     int rc = 0;
     good_state *good = NULL;
     size_t ngood = 0;
-    uint64_t *seqs = NULL, gen = 0, change_seq = 0;
+    uint64_t *seqs = NULL, gen = 0;
+    ckpt_gens gens = {0};
     size_t ns = 0;
     audit_chain chain;
     memset(&chain, 0, sizeof chain);
-    if (!rc) rc = audit_generation(st, &gen, &change_seq, e);
+    if (!rc) rc = audit_generation(st, &gens, e);
+    gen = gens.n;
     if (!rc) rc = audit_state_seqs(st, &seqs, &ns, e);
     if (!rc && !(good = calloc(ns ? ns : 1, sizeof *good))) rc = err_set(e, ERR_INTERNAL, "out of memory");
     /* 1. the states a run would never use */
@@ -118,7 +120,7 @@ int ledger_repair_plan_make(store *st, const char *url, ledger_repair_plan *p, t
                              "tandem repair cannot rebuild it: restore it from a copy of the store",
                              url, key, (unsigned long long)s.gen, (unsigned long long)gen,
                              (unsigned long long)gen);
-            } else if (!ckpt_gen_belongs(s.has_gen, s.gen, s.seq, gen, change_seq)) {
+            } else if (!ckpt_gen_belongs(s.has_gen, s.gen, s.seq, &gens)) {
                 snprintf(why, sizeof why, "computed under config generation %llu by a writer that "
                          "was fenced out or superseded (the run is at generation %llu)",
                          (unsigned long long)s.gen, (unsigned long long)gen);
@@ -194,6 +196,7 @@ int ledger_repair_plan_make(store *st, const char *url, ledger_repair_plan *p, t
     audit_chain_free(&chain);
     free(good);
     free(seqs);
+    ckpt_gens_free(&gens);
     return rc;
 }
 

@@ -107,7 +107,8 @@ typedef struct verify_ctx {
     const char *url;
     const ledger_pin *pin;
     ledger_verify_report *r;
-    uint64_t gen, change_seq;
+    uint64_t gen;   /* gens.n: the run's config generation */
+    ckpt_gens gens; /* where each generation ended */
     digest_set good, referenced;
     vouch *vouches;
     size_t nv;
@@ -146,7 +147,7 @@ static int check_state(verify_ctx *v, uint64_t seq, tdm_err *e) {
                  "config changes: configs/%llu.mp is missing (restore it from a copy)", key,
                  (unsigned long long)s.gen, (unsigned long long)v->gen, (unsigned long long)v->gen);
         state_ok = 0;
-    } else if (!ckpt_gen_belongs(s.has_gen, s.gen, s.seq, v->gen, v->change_seq)) {
+    } else if (!ckpt_gen_belongs(s.has_gen, s.gen, s.seq, &v->gens)) {
         add_line(r, VERIFY_FAULT, 0, "%s: computed under config generation %llu by a writer that was fenced "
                  "out or superseded (the run is at generation %llu): a run never uses it",
                  key, (unsigned long long)s.gen, (unsigned long long)v->gen);
@@ -201,7 +202,7 @@ static int check_chain(verify_ctx *v, int have_head, uint64_t head_seq, int done
             add_line(r, VERIFY_FAULT, 0, "alpha/%zu.mp: computed under config generation %llu, but the store "
                      "records %llu config changes: configs/%llu.mp is missing (restore it from a copy)", t,
                      (unsigned long long)c.rec[t].gen, (unsigned long long)v->gen, (unsigned long long)v->gen);
-        else if (!ckpt_gen_belongs(c.rec[t].has_gen, c.rec[t].gen, c.rec[t].seq, v->gen, v->change_seq))
+        else if (!ckpt_gen_belongs(c.rec[t].has_gen, c.rec[t].gen, c.rec[t].seq, &v->gens))
             add_line(r, VERIFY_FAULT, 0, "alpha/%zu.mp: computed under config generation %llu by a writer "
                      "that was fenced out or superseded (the run is at generation %llu)",
                      t, (unsigned long long)c.rec[t].gen, (unsigned long long)v->gen);
@@ -281,7 +282,8 @@ int ledger_verify(store *st, const char *url, const ledger_pin *pin, ledger_veri
     else add_line(r, VERIFY_OK, 0, "RUN (pinned config)");
     /* the config generation: states and α records of any other belong to a stale writer */
     tdm_err ge;
-    if (audit_generation(st, &v.gen, &v.change_seq, &ge) && pin->ok) add_line(r, VERIFY_FAULT, 0, "%s", ge.msg);
+    if (audit_generation(st, &v.gens, &ge) && pin->ok) add_line(r, VERIFY_FAULT, 0, "%s", ge.msg);
+    v.gen = v.gens.n;
     int rc = 0;
     /* the lease: a run replaces one that does not decode (and says so) */
     tdm_err le;
@@ -352,5 +354,6 @@ int ledger_verify(store *st, const char *url, const ledger_pin *pin, ledger_veri
     free(seqs);
     free(v.good.d);
     free(v.referenced.d);
+    ckpt_gens_free(&v.gens);
     return rc;
 }

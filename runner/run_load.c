@@ -64,7 +64,7 @@ static int initial_mixture(run_ctx *r, tdm_err *e) {
 
 /* Loads the newest verified state into the nets (ledger_resume, ledger_start), or
  * initialises a new run. */
-static int load_or_init(run_ctx *r, const ledger_generation *g, ledger_resumed *res, tdm_err *e) {
+static int load_or_init(run_ctx *r, const ckpt_gens *g, ledger_resumed *res, tdm_err *e) {
     rec_state rec;
     int rc = ledger_resume(r->ld, g, &rec, res, e);
     if (rc) return rc;
@@ -102,8 +102,8 @@ static int load_or_init(run_ctx *r, const ledger_generation *g, ledger_resumed *
 }
 
 /* The run position at which a config change recorded now takes effect: the newest state
- * of the run as it stands before the change (generation gen, whose newest change took
- * effect at change_seq; a state of a later generation is a lost change record's, whose
+ * of the run as it stands before the change (its generations gens; a state of a later
+ * generation is a lost change record's, whose
  * change is being given again: the newest state before it is where that change took
  * effect). Usually the state HEAD names; a newer one where a commit was cut off before
  * HEAD moved; found by listing where HEAD is deleted or damaged and names nothing. (A lost
@@ -112,7 +112,7 @@ static int load_or_init(run_ctx *r, const ledger_generation *g, ledger_resumed *
  * state found fail its checks at load, the run goes on from an older one and ledger_start
  * sets aside what lies past it, as for any resume at or before the newest change. Reads
  * only; HEAD's position where no listed state decodes, 0 where the run has none. */
-static uint64_t change_position(store *st, uint64_t gen, uint64_t change_seq) {
+static uint64_t change_position(store *st, const ckpt_gens *gens) {
     tdm_err e;
     rec_head h;
     uint64_t head = ledger_read(st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &e) ? 0 : h.seq;
@@ -125,7 +125,7 @@ static uint64_t change_position(store *st, uint64_t gen, uint64_t change_seq) {
         ledger_state_key(key, sizeof key, seqs[i]);
         rec_state rec;
         if (ledger_read(st, REC_KIND_STATE, key, NULL, &rec, &e)) continue;
-        int ours = rec.seq == seqs[i] && ckpt_gen_belongs(rec.has_gen, rec.gen, rec.seq, gen, change_seq);
+        int ours = rec.seq == seqs[i] && ckpt_gen_belongs(rec.has_gen, rec.gen, rec.seq, gens);
         rec_state_free(&rec);
         if (ours) {
             at = seqs[i];
@@ -191,10 +191,8 @@ int run_load_everywhere(run_ctx *r, const run_opts *o, run_config_result *pinned
         /* a config change is recorded by the writer that holds the lease, at the position
          * the run goes on from (change_position), now that no other writer can move it */
         if (!rc && pinned->pending.n)
-            rc = run_config_record_change(r->store, pinned,
-                                          change_position(r->store, pinned->nchanges, pinned->change_seq), e);
-        ledger_generation g = {.nchanges = pinned->nchanges, .change_seq = pinned->change_seq};
-        if (!rc) rc = load_or_init(r, &g, res, e);
+            rc = run_config_record_change(r->store, pinned, change_position(r->store, &pinned->gens), e);
+        if (!rc) rc = load_or_init(r, &pinned->gens, res, e);
     }
     if (comm_world(r->comm) == 1) return rc;
     rank0_view v = {0};

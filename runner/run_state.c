@@ -29,9 +29,10 @@ int run_state_load(store *st, const uint64_t *seq, int dataset_optional, const c
     if (!rc) rc = model_layout_init(&rs->lay, &rs->mc, e);
     if (!rc && !(rs->ck = ckpt_model_open(st, &rs->lay, 64u << 20, e))) rc = e->code;
     /* the run's config generation: states made after an allowed config change carry it */
-    uint64_t gen = 0, change_seq = 0;
-    if (!rc) rc = audit_generation(st, &gen, &change_seq, e);
-    if (!rc) ckpt_set_generation(rs->ck, gen, change_seq);
+    ckpt_gens gens = {0};
+    if (!rc) rc = audit_generation(st, &gens, e);
+    if (!rc) rc = ckpt_set_generation(rs->ck, &gens, e);
+    ckpt_gens_free(&gens);
     int found = 0;
     if (!rc && seq) rc = ckpt_load_seq(rs->ck, *seq, &rs->rec, e), found = !rc;
     else if (!rc) rc = ckpt_load(rs->ck, &rs->rec, &found, e);

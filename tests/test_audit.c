@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 
+#include "ledger/gens.h"
 #include "ledger/records.h"
 #include "tests/corpus_fixture.h"
 #include "tests/runner_fixture.h"
@@ -529,6 +530,34 @@ static void test_stale_lease(void) {
     free(g.dir);
 }
 
+/* Which objects belong to a run with changes at positions 10 and 35 (generation 2): each
+ * older generation up to its own end, the current one anywhere, a newer one nowhere. The
+ * old rule (every older generation up to the newest change) took generation 0 at 20. */
+static void test_generation_ends(void) {
+    ckpt_gens g = {0};
+    CHECK(ckpt_gens_add(&g, 10) == 0 && ckpt_gens_add(&g, 35) == 0 && g.n == 2, "gens");
+    static const struct {
+        int has_gen;
+        uint64_t gen, seq;
+        int belongs;
+    } cases[] = {
+        {1, 0, 10, 1}, {1, 0, 11, 0}, {1, 0, 20, 0}, {1, 0, 35, 0}, {1, 1, 11, 1}, {1, 1, 35, 1},
+        {1, 1, 36, 0}, {1, 2, 3, 1},  {1, 2, 99, 1}, {1, 3, 40, 0}, {0, 0, 99, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        CHECK(ckpt_gen_belongs(cases[i].has_gen, cases[i].gen, cases[i].seq, &g) == cases[i].belongs,
+              "generation %llu at %llu: belongs %d, want %d", (unsigned long long)cases[i].gen,
+              (unsigned long long)cases[i].seq, !cases[i].belongs, cases[i].belongs);
+    ckpt_gens copy;
+    CHECK(ckpt_gens_copy(&copy, &g) == 0 && copy.n == 2 && copy.end[1] == 35 && ckpt_gens_newest(&copy) == 35,
+          "copy");
+    ckpt_gens none = {0};
+    CHECK(ckpt_gen_belongs(1, 0, 1000, &none) && !ckpt_gen_belongs(1, 1, 0, &none) && ckpt_gens_newest(&none) == 0,
+          "no changes");
+    ckpt_gens_free(&copy);
+    ckpt_gens_free(&g);
+}
+
 int main(void) {
     char *dir = test_tmpdir("audit-corpus");
     snprintf(g_corpus, sizeof g_corpus, "%s", dir);
@@ -539,6 +568,7 @@ int main(void) {
         fprintf(stderr, "corpus: %s\n", e.msg);
         return 1;
     }
+    RUN(test_generation_ends);
     RUN(test_alpha_listing_and_mixture);
     RUN(test_alpha_verify_names_the_damage);
     RUN(test_status_and_verify);

@@ -1037,6 +1037,125 @@ static void test_frozen_lock_holder_and_a_config_change(void) {
     fixture_close(&f);
 }
 
+/* The position configs/<k>.mp records (the run position change k took effect at), or
+ * UINT64_MAX where it cannot be read. */
+static uint64_t change_seq_of(const fixture *f, int k) {
+    char path[900];
+    static unsigned char buf[1 << 16];
+    size_t n = 0;
+    snprintf(path, sizeof path, "%s/configs/%d.mp", f->store, k);
+    rec_change ch;
+    tdm_err e;
+    if (read_file(path, buf, sizeof buf, &n) || !n || rec_change_decode(buf, n, path, &ch, &e)) return UINT64_MAX;
+    uint64_t seq = ch.seq;
+    rec_change_free(&ch);
+    return seq;
+}
+
+/* The positions of f's states/<seq>.mp, ascending, into seqs (at most cap); the count. */
+static int state_positions(const fixture *f, uint64_t *seqs, int cap) {
+    char dir[900];
+    snprintf(dir, sizeof dir, "%s/states", f->store);
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)) && n < cap) {
+        unsigned long long q;
+        char tail[8];
+        if (sscanf(de->d_name, "%llu.%7s", &q, tail) == 2 && strcmp(tail, "mp") == 0) seqs[n++] = q;
+    }
+    if (d) closedir(d);
+    for (int i = 1; i < n; i++) /* insertion sort: a few dozen */
+        for (int j = i; j > 0 && seqs[j - 1] > seqs[j]; j--) {
+            uint64_t t = seqs[j];
+            seqs[j] = seqs[j - 1];
+            seqs[j - 1] = t;
+        }
+    return n;
+}
+
+/* Two allowed config changes, and a state that a fenced-out writer of generation 0 left
+ * between them: past generation 0's end (change 0's position), at or before change 1's,
+ * at a position the run itself never committed (it commits every 4 episodes, the stale
+ * writer every episode). Such a state was judged by the newest
+ * change's position only, so it passed as the run's own: `tandem verify` said nothing,
+ * and a resume that fell back past the newer states took it and went on under the old
+ * config's weights. Now it is known for a stale writer's: verify names it, and a resume
+ * sets it aside (quarantine/) and falls back to a state of the run, then finishes. The
+ * stale writer's state is made by a twin of generation 0 run on in its own store (the
+ * same bits a real stale writer computes: same config and seed, and a commit changes
+ * nothing the run computes), copied in with its blobs. */
+static void test_stale_state_between_two_changes(void) {
+    fixture s, p;
+    CHECK(fixture_open(&s, "ledger-twochanges", 4) == 0 && fixture_open(&p, "ledger-twochanges-stale", 1) == 0,
+          "fixtures");
+    char log[8192], out[8192], cmd[4096];
+    const char *keep_all[] = {"--set", "checkpoint.keep=0", NULL};
+    int rc = wait_exit(start_run_argv(&p, "TANDEM_TEST_SIGNAL_AT=free:21", keep_all));
+    CHECK(rc == 75, "the stale twin: exit %d", rc);
+    /* every state kept (checkpoint.keep 0), so that the resume below has one to fall back to */
+    rc = wait_exit(start_run_argv(&s, "TANDEM_TEST_SIGNAL_AT=free:6", keep_all));
+    CHECK(rc == 75, "generation 0: exit %d", rc);
+    const char *c1[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", "--set", "checkpoint.keep=0", NULL};
+    rc = wait_exit(start_run_argv(&s, "TANDEM_TEST_SIGNAL_AT=free:15", c1));
+    read_all(s.log, log, sizeof log);
+    CHECK(rc == 75, "change 1: exit %d: %s", rc, log);
+    const char *c2[] = {"--set", "optim.lr=2e-3", "--allow-change", "optim.lr", "--set", "checkpoint.keep=0", NULL};
+    rc = wait_exit(start_run_argv(&s, "TANDEM_TEST_SIGNAL_AT=free:6", c2));
+    read_all(s.log, log, sizeof log);
+    CHECK(rc == 75, "change 2: exit %d: %s", rc, log);
+    uint64_t end0 = change_seq_of(&s, 0), end1 = change_seq_of(&s, 1);
+    CHECK(end0 != UINT64_MAX && end1 != UINT64_MAX && end0 < end1, "changes at %llu and %llu",
+          (unsigned long long)end0, (unsigned long long)end1);
+    uint64_t ps[64], ss[64];
+    int np = state_positions(&p, ps, 64), ns = state_positions(&s, ss, 64);
+    uint64_t stale = 0;
+    for (int i = 0; i < np && !stale; i++) {
+        int taken = 0;
+        for (int j = 0; j < ns; j++) taken |= ss[j] == ps[i];
+        if (ps[i] > end0 && ps[i] <= end1 && !taken) stale = ps[i];
+    }
+    CHECK(stale, "no position for the stale state between %llu and %llu", (unsigned long long)end0,
+          (unsigned long long)end1);
+    snprintf(cmd, sizeof cmd, "cp -n '%s'/blobs/* '%s/blobs/' && cp '%s/states/%llu.mp' '%s/states/'", p.store, s.store,
+             p.store, (unsigned long long)stale, s.store);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    /* verify names it as a stale writer's */
+    char want[128];
+    snprintf(want, sizeof want, "states/%llu.mp: computed under config generation 0 by a writer that was fenced out",
+             (unsigned long long)stale);
+    rc = tandem_on_store(&s, "verify", "", out, sizeof out);
+    CHECK(rc != 0 && strstr(out, want), "verify exit %d, want '%s': %s", rc, want, out);
+    /* HEAD and every state past the stale one lost: the resume must not take it */
+    snprintf(cmd, sizeof cmd, "rm -f '%s/HEAD'", s.store);
+    for (int j = 0; j < ns; j++)
+        if (ss[j] > stale)
+            snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " '%s/states/%llu.mp'", s.store,
+                     (unsigned long long)ss[j]);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    rc = wait_exit(start_run_argv(&s, NULL, c2));
+    read_all(s.log, log, sizeof log);
+    CHECK(rc == 0, "resume: exit %d: %s", rc, log);
+    char q[900];
+    snprintf(q, sizeof q, "%s/quarantine", s.store);
+    CHECK(count_files(q) >= 1, "the stale state was not set aside: %s", log);
+    snprintf(q, sizeof q, "%s/states/%llu.mp", s.store, (unsigned long long)stale);
+    rec_state st;
+    static unsigned char buf[1 << 16];
+    size_t n = 0;
+    tdm_err e;
+    /* gone (set aside; the replay under generation 2 committed elsewhere) or rewritten by it */
+    int there = read_file(q, buf, sizeof buf, &n) == 0;
+    int gen_ok = there && rec_state_decode(buf, n, q, &st, &e) == 0;
+    CHECK(!there || (gen_ok && st.has_gen && st.gen == 2), "states/%llu.mp after the resume: %s generation %llu",
+          (unsigned long long)stale, gen_ok ? "" : "unreadable,", gen_ok ? (unsigned long long)st.gen : 0ull);
+    if (gen_ok) rec_state_free(&st);
+    rc = tandem_on_store(&s, "verify", "", out, sizeof out);
+    CHECK(rc == 0 && strstr(out, " 0 faults"), "verify after the resume: exit %d: %s", rc, out);
+    fixture_close(&s);
+    fixture_close(&p);
+}
+
 int main(void) {
     char *dir = test_tmpdir("ledger-corpus");
     uint64_t tr[3] = {30000, 15000, 6000};
@@ -1065,6 +1184,7 @@ int main(void) {
     RUN(test_frozen_writer_never_replaces);
     RUN(test_frozen_lock_holder);
     RUN(test_frozen_lock_holder_and_a_config_change);
+    RUN(test_stale_state_between_two_changes);
     test_rmtree(dir);
     free(dir);
     return test_summary("test_ledger");

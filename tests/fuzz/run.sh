@@ -3,7 +3,8 @@
 # (-fsanitize=fuzzer,address,undefined), seeds each with a valid record, runs each for
 # FUZZ_SECONDS (default 60) and prints the executions and coverage each reached. The
 # target "parquet" is prep's Parquet reader (tests/fuzz/fuzz_parquet.c), seeded with the
-# files of tests/parquet_seeds.h.
+# files of tests/parquet_seeds.h; "config" is the config loader (tests/fuzz/fuzz_config.c);
+# "tokenizer", "safetensors" and "shard" are the file readers of tests/fuzz/fuzz_loaders.c.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${FUZZ_SECONDS:-60}
@@ -22,7 +23,30 @@ done
 clang $cflags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   tests/fuzz/fuzz_parquet.c data/parquet.c data/thrift.c util/err.c \
   $(pkg-config --libs zlib libzstd) -lsnappy -o "$out/fuzz_parquet"
-types="$types parquet"
+# the config loader (YAML → config → canonical and printed forms), seeded with the shipped
+# configs and presets; the presets are embedded by make (build/gen/presets.c)
+clang $cflags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  tests/fuzz/fuzz_config.c $(ls config/*.c | grep -v run_config.c) build/gen/presets.c \
+  data/dataset.c data/shard.c util/ydoc.c util/err.c util/fileio.c util/args.c util/buf.c \
+  -lyaml -lm -o "$out/fuzz_config"
+mkdir -p "$out/seeds/config"
+for f in configs/*.yaml configs/presets/*.yaml; do cp "$f" "$out/seeds/config/${f//\//_}"; done
+# the readers of files a user hands us (tests/fuzz/fuzz_loaders.c), seeded with small valid
+# files written from their formats' specs (tests/fuzz/loader_seeds.py)
+/usr/bin/python3 tests/fuzz/loader_seeds.py "$out/seeds"
+json="util/json_tree.c util/json_read.c util/json.c"
+declare -A load_srcs=(
+  [tokenizer]="data/tok_load.c data/tokenizer.c data/bpe.c data/pretok.c data/nfc.c data/unicode_tables.c
+               data/utf8.c data/bytelevel.c storage/sha256.c util/hex.c $json"
+  [safetensors]="model/safetensors.c $json"
+  [shard]="data/shard.c")
+for t in tokenizer safetensors shard; do
+  # shellcheck disable=SC2086
+  clang $cflags -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -DFUZZ_LOAD_$t tests/fuzz/fuzz_loaders.c ${load_srcs[$t]} util/err.c util/fileio.c util/buf.c \
+    $(pkg-config --libs libcrypto jansson) -lm -o "$out/fuzz_$t"
+done
+types="$types parquet config tokenizer safetensors shard"
 printf '%-8s %12s %8s %8s %s\n' record execs cov features result
 fail=0
 for t in $types; do
