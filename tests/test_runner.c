@@ -599,15 +599,23 @@ static void test_change_with_head_lost(void) {
     }
 }
 
+/* The bytes of the store object `key` (at most cap) into buf, its path into path; the
+ * count read, 0 when it cannot be read. */
+static size_t read_object(const fixture *f, const char *key, unsigned char *buf, size_t cap, char *path,
+                          size_t pcap) {
+    snprintf(path, pcap, "%s/%s", f->store, key);
+    FILE *fp = fopen(path, "rb");
+    size_t n = fp ? fread(buf, 1, cap, fp) : 0;
+    if (fp) fclose(fp);
+    return n;
+}
+
 /* The position configs/0.mp records (the run position its change took effect at), or
  * UINT64_MAX where it cannot be read. */
 static uint64_t change_record_seq(const fixture *f) {
     char path[900];
-    snprintf(path, sizeof path, "%s/configs/0.mp", f->store);
-    FILE *fp = fopen(path, "rb");
     static unsigned char buf[1 << 16];
-    size_t n = fp ? fread(buf, 1, sizeof buf, fp) : 0;
-    if (fp) fclose(fp);
+    size_t n = read_object(f, "configs/0.mp", buf, sizeof buf, path, sizeof path);
     rec_change ch;
     tdm_err e;
     if (!n || rec_change_decode(buf, n, path, &ch, &e)) return UINT64_MAX;
@@ -651,11 +659,9 @@ static void test_lost_change_record_heals_at_its_position(void) {
  * that entry (config_sha256 recomputed). 0 on success. */
 static int drop_pinned_key(const fixture *f, const char *key) {
     char path[900];
-    snprintf(path, sizeof path, "%s/RUN", f->store);
-    FILE *fp = fopen(path, "rb");
     static unsigned char buf[1 << 16];
-    size_t n = fp ? fread(buf, 1, sizeof buf, fp) : 0;
-    if (fp) fclose(fp);
+    size_t n = read_object(f, "RUN", buf, sizeof buf, path, sizeof path);
+    FILE *fp;
     rec_run run;
     tdm_err e;
     if (!n || rec_run_decode(buf, n, path, &run, &e)) return -1;

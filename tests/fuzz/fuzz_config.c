@@ -10,22 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "config/config.h"
-
-/* A path that reads `n` bytes of data: a memory file, so the fuzzer touches no disk. */
-static int mem_path(const uint8_t *data, size_t n, char *path, size_t cap) {
-    int fd = memfd_create("fuzz-config", 0);
-    if (fd < 0) return -1;
-    if (n && write(fd, data, n) != (ssize_t)n) {
-        close(fd);
-        return -1;
-    }
-    snprintf(path, cap, "/proc/self/fd/%d", fd);
-    return fd;
-}
+#include "tests/fuzz/fuzz_mem.h"
 
 /* No key differs between a and b. */
 static int same(const config *a, const config *b) {
@@ -39,7 +27,7 @@ static int same(const config *a, const config *b) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     char path[64];
-    int fd = mem_path(data, n, path, sizeof path);
+    int fd = fuzz_mem_path(data, n, path, sizeof path);
     if (fd < 0) return 0;
     static char *sets[] = {"data.dataset=/corpus/dataset.yaml"};
     config *c = malloc(sizeof *c), *back = malloc(sizeof *back);
@@ -60,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
         if (!f) abort();
         config_print_yaml(f, c, "");
         fclose(f);
-        int pfd = mem_path((const uint8_t *)text, len, path, sizeof path);
+        int pfd = fuzz_mem_path((const uint8_t *)text, len, path, sizeof path);
         free(text);
         if (pfd >= 0) {
             if (config_load(back, path, NULL, 0, &e)) abort(); /* printed must load */

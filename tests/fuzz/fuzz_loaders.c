@@ -10,22 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
+#include "tests/fuzz/fuzz_mem.h"
 #include "util/err.h"
-
-/* A path that reads the n bytes: a memory file (no disk), or -1. */
-static int mem_path(const uint8_t *data, size_t n, char *path, size_t cap) {
-    int fd = memfd_create("fuzz-load", 0);
-    if (fd < 0) return -1;
-    if (n && write(fd, data, n) != (ssize_t)n) {
-        close(fd);
-        return -1;
-    }
-    snprintf(path, cap, "/proc/self/fd/%d", fd);
-    return fd;
-}
 
 /* A failure must be ERR_USAGE (the file is wrong) or ERR_INTERNAL (memory), and say why. */
 static void check_error(int rc, const tdm_err *e) {
@@ -108,7 +96,7 @@ static void load(const char *path, const uint8_t *data, size_t n) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     char path[64];
-    int fd = mem_path(data, n, path, sizeof path);
+    int fd = fuzz_mem_path(data, n, path, sizeof path);
     if (fd < 0) return 0;
     load(path, data, n);
     close(fd);
