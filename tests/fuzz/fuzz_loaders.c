@@ -1,10 +1,10 @@
 /* fuzz_loaders.c — libFuzzer targets for the readers of files a user hands us, one per
- * build (-DFUZZ_LOAD_tokenizer, _safetensors, _shard): the input is the whole file, read
- * from a memory file. Every input must give a clean result: 0 (then what was loaded is used:
+ * build (-DFUZZ_LOAD_tokenizer, _safetensors, _shard, _dataset): the input is the whole
+ * file, read from a memory file (a dataset.yaml: from a directory of shards it can name). Every input must give a clean result: 0 (then what was loaded is used:
  * a text encoded and its ids checked against the vocabulary, every tensor converted, every
  * token read) or ERR_USAGE with a message; ASan and UBSan report anything else. Built and
- * run by `make fuzz` (targets "tokenizer", "safetensors", "shard"), seeded by
- * tests/fuzz/make_seeds.c where a seed is small enough to write there. */
+ * run by `make fuzz` (targets "tokenizer", "safetensors", "shard", "dataset"), seeded by
+ * tests/fuzz/loader_seeds.py. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -90,8 +90,73 @@ static void load(const char *path, const uint8_t *data, size_t n) {
         shard_close(&s);
     }
 }
+#elif defined(FUZZ_LOAD_dataset)
+#include <sys/stat.h>
+
+#include "data/dataset.h"
+
+/* The input is a dataset.yaml in a directory that holds real shards for it to name
+ * (a/train_0.bin, a/train_1.bin, a/val_0.bin, b/train_0.bin, b/val_0.bin: uint16, vocab
+ * 256; big/train_0.bin: uint32 with a token of 70000), made once per process. */
+static char dir[64];
+
+static void remove_dir(void) {
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd)) fprintf(stderr, "fuzz_dataset: could not remove %s\n", dir);
+}
+
+static void make_dir(void) {
+    snprintf(dir, sizeof dir, "/tmp/fuzz-dataset-XXXXXX");
+    if (!mkdtemp(dir)) abort();
+    atexit(remove_dir);
+    static const char *const files[] = {"a/train_0.bin", "a/train_1.bin", "a/val_0.bin", "b/train_0.bin",
+                                        "b/val_0.bin"};
+    uint32_t tok[64];
+    for (int i = 0; i < 64; i++) tok[i] = (uint32_t)(i * 37 % 256);
+    tdm_err e;
+    char path[160];
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(path, sizeof path, "%s/%c", dir, files[i][0]);
+        mkdir(path, 0755);
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        if (shard_write_tokens(path, tok, 64, 256, &e)) abort();
+    }
+    snprintf(path, sizeof path, "%s/big", dir);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/big/train_0.bin", dir);
+    tok[5] = 70000;
+    if (shard_write_tokens(path, tok, 64, 100000, &e)) abort();
+}
+
+static void load(const char *ignored, const uint8_t *data, size_t n) {
+    (void)ignored;
+    if (!dir[0]) make_dir();
+    char path[160];
+    snprintf(path, sizeof path, "%s/dataset.yaml", dir);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, n, f) != n || fclose(f)) abort();
+    dataset ds;
+    tdm_err e = {0};
+    int rc = dataset_load(&ds, path, &e);
+    if (rc) {
+        check_error(rc, &e);
+        return;
+    }
+    /* what was loaded holds: every domain has train shards, every token is below vocab */
+    for (int d = 0; d < ds.n_domains; d++) {
+        if (!ds.domains[d].split[SPLIT_TRAIN].n_shards) abort();
+        for (int sp = 0; sp < SPLIT_COUNT; sp++)
+            for (size_t k = 0; k < ds.domains[d].split[sp].n_shards; k++) {
+                const shard *sh = &ds.domains[d].split[sp].shards[k];
+                for (size_t i = 0; i < sh->n; i++)
+                    if (shard_token(sh, i) >= (uint32_t)ds.vocab) abort();
+            }
+    }
+    dataset_free(&ds);
+}
 #else
-#error "build with -DFUZZ_LOAD_tokenizer, -DFUZZ_LOAD_safetensors or -DFUZZ_LOAD_shard"
+#error "build with -DFUZZ_LOAD_tokenizer, -DFUZZ_LOAD_safetensors, -DFUZZ_LOAD_shard or -DFUZZ_LOAD_dataset"
 #endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {

@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """loader_seeds.py DIR — small valid inputs for the loader fuzz targets (run.sh):
 DIR/tokenizer/ (a tokenizer.json and a tiktoken ranks file), DIR/safetensors/ (tensors of
-each dtype), DIR/shard/ (a uint16 and a uint32 shard). Written from the formats' specs
+each dtype), DIR/shard/ (a uint16 and a uint32 shard), DIR/dataset/ (dataset.yaml files
+naming the shards the dataset target makes). Written from the formats' specs
 with the standard library only, so `make fuzz` needs no model download."""
 import base64, json, os, struct, sys
 
 out = sys.argv[1]
-for d in ("tokenizer", "safetensors", "shard"):
+for d in ("tokenizer", "safetensors", "shard", "dataset"):
     os.makedirs(os.path.join(out, d), exist_ok=True)
 
 def write(rel, data):
@@ -55,3 +56,21 @@ def shard(magic, version, toks, fmt):
     return head + struct.pack("<%d%s" % (len(toks), fmt), *toks)
 write("shard/u16.bin", shard(20240520, 1, [1, 2, 255, 0, 7], "H"))
 write("shard/u32.bin", shard(20240801, 7, [1, 70000, 255, 0], "I"))
+
+# dataset.yaml naming the shards fuzz_loaders.c makes beside it (a/, b/, big/)
+write("dataset/two.yaml", b"""vocab: 256
+tokenizer: byte
+eot: 255
+domains:
+  - name: a
+    train: [a/train_*.bin]
+    val: a/val_0.bin
+  - name: b
+    train: [b/train_0.bin]
+    val: [b/val_0.bin]
+""")
+write("dataset/big.yaml", b"""vocab: 100000
+tokenizer_sha256: 3b1f00000000000000000000000000000000000000000000000000000000abcd
+domains:
+  - {name: big, train: big/train_0.bin, val: [a/val_0.bin], test: [b/val_0.bin]}
+""")

@@ -4,7 +4,8 @@
 # FUZZ_SECONDS (default 60) and prints the executions and coverage each reached. The
 # target "parquet" is prep's Parquet reader (tests/fuzz/fuzz_parquet.c), seeded with the
 # files of tests/parquet_seeds.h; "config" is the config loader (tests/fuzz/fuzz_config.c);
-# "tokenizer", "safetensors" and "shard" are the file readers of tests/fuzz/fuzz_loaders.c.
+# "tokenizer", "safetensors", "shard" and "dataset" are the file readers of
+# tests/fuzz/fuzz_loaders.c.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${FUZZ_SECONDS:-60}
@@ -39,14 +40,15 @@ declare -A load_srcs=(
   [tokenizer]="data/tok_load.c data/tokenizer.c data/bpe.c data/pretok.c data/nfc.c data/unicode_tables.c
                data/utf8.c data/bytelevel.c storage/sha256.c util/hex.c $json"
   [safetensors]="model/safetensors.c $json"
-  [shard]="data/shard.c")
-for t in tokenizer safetensors shard; do
+  [shard]="data/shard.c"
+  [dataset]="data/dataset.c data/shard.c util/ydoc.c")
+for t in tokenizer safetensors shard dataset; do
   # shellcheck disable=SC2086
   clang $cflags -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -DFUZZ_LOAD_$t tests/fuzz/fuzz_loaders.c ${load_srcs[$t]} util/err.c util/fileio.c util/buf.c \
-    $(pkg-config --libs libcrypto jansson) -lm -o "$out/fuzz_$t"
+    $(pkg-config --libs libcrypto jansson) -lyaml -lm -o "$out/fuzz_$t"
 done
-types="$types parquet config tokenizer safetensors shard"
+types="$types parquet config tokenizer safetensors shard dataset"
 printf '%-8s %12s %8s %8s %s\n' record execs cov features result
 fail=0
 for t in $types; do
