@@ -484,6 +484,28 @@ static int on_key(void *ctx, const char *text) {
     return 0;
 }
 
+/* Pages in a row without a key that a listing follows before it calls the server's answers
+ * a loop: S3 fills every page but the last (or says so with IsTruncated false). */
+#define S3_LIST_EMPTY_PAGES 1000
+
+/* Whether the continuation token was given before in this listing (digests in *seen, n of
+ * them); else records it. -1 when out of memory. A token that comes back would make the
+ * listing go round forever, appending the same keys: a server that answers so (a bug, or
+ * a hostile endpoint) gets an error instead of a process that never ends. */
+static int token_seen(sha256_digest **seen, size_t *n, const char *token) {
+    sha256_digest d;
+    sha256(token, strlen(token), &d);
+    for (size_t i = 0; i < *n; i++)
+        if (sha256_equal(&(*seen)[i], &d)) return 1;
+    if ((*n & (*n - 1)) == 0) { /* grows at 1, 2, 4, ...: n is a power of two or 0 */
+        sha256_digest *g = realloc(*seen, (*n ? 2 * *n : 1) * sizeof *g);
+        if (!g) return -1;
+        *seen = g;
+    }
+    (*seen)[(*n)++] = d;
+    return 0;
+}
+
 static int s3_list(store *st, const char *prefix, store_list *out, tdm_err *e) {
     s3_store *s = impl(st);
     char full[1400];
@@ -493,6 +515,8 @@ static int s3_list(store *st, const char *prefix, store_list *out, tdm_err *e) {
     char token[2048] = "";
     list_ctx l = {.out = out, .strip = s->cfg.prefix[0] ? strlen(s->cfg.prefix) + 1 : 0};
     int rc = enc ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
+    sha256_digest *seen = NULL;
+    size_t nseen = 0, empty = 0;
     for (int page = 0; !rc; page++) {
         char query[6000];
         char *tenc = token[0] ? sigv4_uri_encode(token, 0) : NULL;
@@ -515,11 +539,24 @@ static int s3_list(store *st, const char *prefix, store_list *out, tdm_err *e) {
         char trunc[16] = "";
         if (!rc && r.body) s3_xml_first(r.body, r.len, "IsTruncated", trunc, sizeof trunc);
         int more = !strcmp(trunc, "true");
+        size_t before = out->n;
         if (!rc && more && !s3_xml_first(r.body, r.len, "NextContinuationToken", token, sizeof token))
             rc = err_set(e, ERR_STORE, "%s: a truncated listing without a continuation token", store_url(st));
         free(r.body);
         if (!more) break;
+        int again = rc ? 0 : token_seen(&seen, &nseen, token);
+        if (again < 0) rc = err_set(e, ERR_INTERNAL, "out of memory");
+        else if (again)
+            rc = err_set(e, ERR_STORE, "%s: the listing of '%s' does not advance: page %d hands back a "
+                         "continuation token it gave before (the endpoint answers listings wrongly; check "
+                         "AWS_ENDPOINT_URL and the server)", store_url(st), prefix, page + 1);
+        empty = out->n > before || page == 0 ? 0 : empty + 1;
+        if (!rc && empty >= S3_LIST_EMPTY_PAGES)
+            rc = err_set(e, ERR_STORE, "%s: the listing of '%s' goes on without keys (%zu truncated pages "
+                         "in a row hold none): the endpoint answers listings wrongly; check "
+                         "AWS_ENDPOINT_URL and the server", store_url(st), prefix, empty);
     }
+    free(seen);
     free(enc);
     return rc;
 }

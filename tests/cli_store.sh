@@ -24,7 +24,9 @@
 #     never blocking the start; a stop signal during start-up is a requeue (exit 75) even
 #     when start-up then fails (a config error shows at the next start);
 #   - a host name holding a quote, a backslash, a comma and a control character (a UTS
-#     namespace; root only) leaves `alpha --format json` valid, holding it exactly.
+#     namespace; root only) leaves `alpha --format json` valid, holding it exactly;
+#   - an S3 endpoint whose listings never end (the token handed back, or empty pages with
+#     new tokens forever) is an error (exit 3) in status and verify, not a hang.
 # Prints PASS/FAIL lines and "cli_store: N passed, M failed"; exits non-zero on failure.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -260,6 +262,27 @@ if [ $rc = 0 ] && grep -q "^note  metrics/1.mp cannot be read" <<<"$out" && [ "$
 else fail "verify and a damaged metrics row" "exit $rc: $out" "json: $js"; fi
 n=$("$bin" metrics "$tmp/rows" --format jsonl 2>/dev/null | wc -l)
 if [ "$n" = 2 ]; then pass "tandem metrics skips the damaged row (2 of 3 rows)"; else fail "metrics skips the damaged row" "$n rows"; fi
+
+# ---------------------------------------------------------------- listings that never end
+# An S3 endpoint whose ListObjectsV2 pages never end (tests/s3/hostile_list.py): one that
+# hands back the continuation token it was given, and one that goes on with empty pages
+# and new tokens. Every command that lists ends with exit 3 naming the endpoint's fault,
+# within seconds, instead of running (and growing) forever.
+for mode in repeat empty; do
+  rm -f "$tmp/port"
+  /usr/bin/python3 tests/s3/hostile_list.py "$mode" "$tmp/port" & srv=$!
+  for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.05; done
+  port=$(cat "$tmp/port" 2>/dev/null)
+  for cmd in status verify; do
+    out=$(AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=hostile \
+          AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
+          timeout 60 "$bin" "$cmd" s3://bucket/run 2>&1); rc=$?
+    if [ $rc = 3 ] && grep -q "answers listings wrongly" <<<"$out"; then
+      pass "$cmd on an endpoint whose listings never end ($mode): exit 3, named"
+    else fail "$cmd on an endpoint whose listings never end ($mode)" "exit $rc (124: still listing after 60 s)" "$out"; fi
+  done
+  kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
+done
 
 # ---------------------------------------------------------------- OpenBLAS kernels
 # On a CPU with AVX2 or AVX-512 that this OpenBLAS does not know, tandem must not compute
