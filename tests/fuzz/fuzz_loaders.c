@@ -1,9 +1,10 @@
 /* fuzz_loaders.c — libFuzzer targets for the readers of files a user hands us, one per
- * build (-DFUZZ_LOAD_tokenizer, _safetensors, _shard, _dataset): the input is the whole
- * file, read from a memory file (a dataset.yaml: from a directory of shards it can name). Every input must give a clean result: 0 (then what was loaded is used:
+ * build (-DFUZZ_LOAD_tokenizer, _safetensors, _shard, _dataset, _jsonl): the input is the
+ * whole file, read from a memory file (a dataset.yaml: from a directory of shards it can
+ * name; JSON records: from memory). Every input must give a clean result: 0 (then what was loaded is used:
  * a text encoded and its ids checked against the vocabulary, every tensor converted, every
  * token read) or ERR_USAGE with a message; ASan and UBSan report anything else. Built and
- * run by `make fuzz` (targets "tokenizer", "safetensors", "shard", "dataset"), seeded by
+ * run by `make fuzz` (targets "tokenizer", "safetensors", "shard", "dataset", "jsonl"), seeded by
  * tests/fuzz/loader_seeds.py. */
 #include <stddef.h>
 #include <stdint.h>
@@ -155,8 +156,56 @@ static void load(const char *ignored, const uint8_t *data, size_t n) {
     }
     dataset_free(&ds);
 }
+#elif defined(FUZZ_LOAD_jsonl)
+#include "data/jsonl.h"
+
+/* Strict UTF-8: shortest forms, no surrogates, nothing past U+10FFFF. */
+static int utf8_ok(const unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i], cp, need;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xC2 && c <= 0xDF) cp = c & 0x1F, need = 1;
+        else if (c >= 0xE0 && c <= 0xEF) cp = c & 0x0F, need = 2;
+        else if (c >= 0xF0 && c <= 0xF4) cp = c & 0x07, need = 3;
+        else return 0;
+        for (unsigned k = 1; k <= need; k++) {
+            if (i + k >= n || (p[i + k] & 0xC0) != 0x80) return 0;
+            cp = cp << 6 | (p[i + k] & 0x3F);
+        }
+        if ((need == 2 && cp < 0x800) || (need == 3 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+            return 0;
+        i += need + 1;
+    }
+    return 1;
+}
+
+static int each_text(void *ctx, const jsonl_result *r, const char *text, size_t len) {
+    (void)ctx;
+    if (r->status == JSONL_OK && !utf8_ok((const unsigned char *)text, len)) abort();
+    if (r->status != JSONL_OK && !r->why) abort();
+    return 0;
+}
+
+/* The input as one JSONL record and as a .json text: a record's outcome is one of the
+ * listed ones with a reason, and a text handed out is valid UTF-8. */
+static void load(const char *ignored, const uint8_t *data, size_t n) {
+    (void)ignored;
+    buf_t out = {0};
+    jsonl_result r = {0};
+    int st = jsonl_record((const char *)data, n, "text", &out, &r);
+    if (st != r.status || st < JSONL_OK || st > JSONL_OOM || r.at > n) abort();
+    if (st == JSONL_OK && !utf8_ok((const unsigned char *)out.p, out.n)) abort();
+    if (st != JSONL_OK && st != JSONL_OOM && !r.why) abort();
+    jsonl_result r2 = {0};
+    jsonl_each((const char *)data, n, "text", &out, each_text, NULL, &r2);
+    free(out.p);
+}
 #else
-#error "build with -DFUZZ_LOAD_tokenizer, -DFUZZ_LOAD_safetensors, -DFUZZ_LOAD_shard or -DFUZZ_LOAD_dataset"
+#error "build with -DFUZZ_LOAD_tokenizer, -DFUZZ_LOAD_safetensors, -DFUZZ_LOAD_shard, -DFUZZ_LOAD_dataset or -DFUZZ_LOAD_jsonl"
 #endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {

@@ -2,12 +2,12 @@
 """loader_seeds.py DIR — small valid inputs for the loader fuzz targets (run.sh):
 DIR/tokenizer/ (a tokenizer.json and a tiktoken ranks file), DIR/safetensors/ (tensors of
 each dtype), DIR/shard/ (a uint16 and a uint32 shard), DIR/dataset/ (dataset.yaml files
-naming the shards the dataset target makes). Written from the formats' specs
+naming the shards the dataset target makes), DIR/jsonl/ (JSON records for prep). Written from the formats' specs
 with the standard library only, so `make fuzz` needs no model download."""
 import base64, json, os, struct, sys
 
 out = sys.argv[1]
-for d in ("tokenizer", "safetensors", "shard", "dataset"):
+for d in ("tokenizer", "safetensors", "shard", "dataset", "jsonl"):
     os.makedirs(os.path.join(out, d), exist_ok=True)
 
 def write(rel, data):
@@ -74,3 +74,7 @@ tokenizer_sha256: 3b1f00000000000000000000000000000000000000000000000000000000ab
 domains:
   - {name: big, train: big/train_0.bin, val: [a/val_0.bin], test: [b/val_0.bin]}
 """)
+
+# JSON records for prep's reader: escapes, a surrogate pair, nested values to skip
+write("jsonl/record.jsonl", b'{"text": "hello \\u00e9 \\ud83d\\ude00 w\\"orld\\n", "id": [1, 2.5e3, true, null, {"a": "b"}]}\r\n')
+write("jsonl/array.json", b'[{"text": "x"}, {"meta": 1}, 5, {"text": 7}]')

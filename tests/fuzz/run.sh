@@ -4,8 +4,8 @@
 # FUZZ_SECONDS (default 60) and prints the executions and coverage each reached. The
 # target "parquet" is prep's Parquet reader (tests/fuzz/fuzz_parquet.c), seeded with the
 # files of tests/parquet_seeds.h; "config" is the config loader (tests/fuzz/fuzz_config.c);
-# "tokenizer", "safetensors", "shard" and "dataset" are the file readers of
-# tests/fuzz/fuzz_loaders.c.
+# "tokenizer", "safetensors", "shard", "dataset" and "jsonl" (prep's JSON records) are the
+# readers of tests/fuzz/fuzz_loaders.c.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${FUZZ_SECONDS:-60}
@@ -41,14 +41,15 @@ declare -A load_srcs=(
                data/utf8.c data/bytelevel.c storage/sha256.c util/hex.c $json"
   [safetensors]="model/safetensors.c $json"
   [shard]="data/shard.c"
-  [dataset]="data/dataset.c data/shard.c util/ydoc.c")
-for t in tokenizer safetensors shard dataset; do
+  [dataset]="data/dataset.c data/shard.c util/ydoc.c"
+  [jsonl]="data/jsonl.c data/utf8.c")
+for t in tokenizer safetensors shard dataset jsonl; do
   # shellcheck disable=SC2086
   clang $cflags -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -DFUZZ_LOAD_$t tests/fuzz/fuzz_loaders.c ${load_srcs[$t]} util/err.c util/fileio.c util/buf.c \
     $(pkg-config --libs libcrypto jansson) -lyaml -lm -o "$out/fuzz_$t"
 done
-types="$types parquet config tokenizer safetensors shard dataset"
+types="$types parquet config tokenizer safetensors shard dataset jsonl"
 printf '%-8s %12s %8s %8s %s\n' record execs cov features result
 fail=0
 for t in $types; do
