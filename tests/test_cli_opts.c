@@ -166,26 +166,31 @@ static void test_counts(void) {
     }
 }
 
-/* The strict whole-string conversions: a leading blank (which strtol and its kin skip,
- * and take a sign after) is not a number, so " -1" cannot wrap to 2^64-1. */
+/* The strict whole-string conversions: a sign is judged after the leading blanks (which
+ * strtoull skips, and then takes the sign), so " -1" cannot wrap to 2^64-1; blanks before
+ * a number stay allowed (an older pinned config may hold " 2"), after it they do not. */
 static void test_strict_numbers(void) {
     uint64_t u = 7;
     long l = 7;
     double d = 7;
-    CHECK(args_parse_u64(" -1", &u) && args_parse_u64("-1", &u) && args_parse_u64(" 5", &u) &&
-              args_parse_u64("+5", &u) && args_parse_u64("", &u) && args_parse_u64("5 ", &u) &&
+    CHECK(args_parse_u64(" -1", &u) && args_parse_u64("\t-1", &u) && args_parse_u64("-1", &u) &&
+              args_parse_u64(" +5", &u) && args_parse_u64("+5", &u) && args_parse_u64("", &u) &&
+              args_parse_u64("  ", &u) && args_parse_u64("5 ", &u) && args_parse_u64("1.5", &u) &&
               args_parse_u64("18446744073709551616", &u) && u == 7,
           "u64 took a bad string (value %llu)", (unsigned long long)u);
     CHECK(args_parse_u64("18446744073709551615", &u) == 0 && u == UINT64_MAX, "u64 max");
-    CHECK(args_parse_long(" 5", &l) && args_parse_long("\t-5", &l) && args_parse_long("-", &l) &&
-              args_parse_long("1.5", &l) && l == 7,
+    CHECK(args_parse_u64(" 5", &u) == 0 && u == 5, "u64 after a blank");
+    CHECK(args_parse_long(" -", &l) && args_parse_long("-", &l) && args_parse_long("1.5", &l) &&
+              args_parse_long("5 ", &l) && l == 7,
           "long took a bad string (value %ld)", l);
-    CHECK(args_parse_long("-5", &l) == 0 && l == -5 && args_parse_long("+5", &l) == 0 && l == 5, "long");
-    CHECK(args_parse_double(" 1", &d) && args_parse_double("\n1", &d) && args_parse_double("inf", &d) &&
-              args_parse_double(".", &d) && args_parse_double("-", &d) && d == 7,
+    CHECK(args_parse_long("-5", &l) == 0 && l == -5 && args_parse_long("+5", &l) == 0 && l == 5 &&
+              args_parse_long("\t-5", &l) == 0 && l == -5, "long");
+    CHECK(args_parse_double("inf", &d) && args_parse_double(" -inf", &d) && args_parse_double(".", &d) &&
+              args_parse_double("-", &d) && args_parse_double("0x", &d) && args_parse_double("1 ", &d) && d == 7,
           "double took a bad string (value %g)", d);
     CHECK(args_parse_double("-.5", &d) == 0 && d == -0.5 && args_parse_double("1e-3", &d) == 0 &&
-              d == 1e-3 && args_parse_double("5.", &d) == 0 && d == 5,
+              d == 1e-3 && args_parse_double("5.", &d) == 0 && d == 5 && args_parse_double(" 0.05", &d) == 0 &&
+              d == 0.05,
           "double: %g", d);
 }
 

@@ -42,10 +42,13 @@ int args_value(args_iter *it, const char **out, tdm_err *e) {
     return 0;
 }
 
-/* strtol and its kin skip leading blanks (and take a sign after them): " -1" would get
- * past a check of the first character. Whole strings start with what they mean. */
+/* Whether s is a number's start: leading blanks (strtol and its kin skip them, and older
+ * pinned configs may hold " 2"), then a sign where sign_ok, then a digit (or '.' and a
+ * digit). The sign is judged after the blanks: " -1" used to get past a check of the
+ * first character and strtoull wrapped it to 2^64-1. */
 static int starts_number(const char *s, int sign_ok) {
     const char *p = s;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '\v') p++;
     if (sign_ok && (*p == '-' || *p == '+')) p++;
     return (*p >= '0' && *p <= '9') || (*p == '.' && p[1] >= '0' && p[1] <= '9');
 }
