@@ -259,12 +259,6 @@ static int set_key(config *c, const key_def *k, const char *text, bool quoted,
     case T_STRING: {
         if (strlen(text) >= CONFIG_STR_MAX)
             return err_set(e, ERR_USAGE, "%s: longer than %d bytes", where, CONFIG_STR_MAX - 1);
-        /* a --set value or an environment variable may hold any bytes; the pinned config,
-         * `tandem config` and the manifests write it as YAML, which must read back */
-        size_t at;
-        if (!ydoc_text_ok(text, &at))
-            return err_set(e, ERR_USAGE, "%s: not valid UTF-8 text at byte %zu (or U+FFFE/U+FFFF, "
-                           "which YAML cannot hold); give the value in UTF-8", where, at);
         char why[512];
         if (k->check && !k->check(text, why, sizeof why))
             return err_set(e, ERR_USAGE, "%s: %s", where, why);

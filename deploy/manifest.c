@@ -838,8 +838,8 @@ static void k8s_job(const k8s_ctx *x) {
 }
 
 /* A Kubernetes manifest is YAML, which holds UTF-8 text only (and not U+FFFE/U+FFFF, even
- * escaped): what the command line brings into it must be such text, or kubectl would refuse
- * the file we wrote. (The config's own values are checked as they are set.) */
+ * escaped): what the config and the command line bring into it must be such text, or
+ * kubectl would refuse the file we wrote. */
 static int k8s_text_ok(const char *what, const char *text, tdm_err *e) {
     size_t at;
     if (!text || ydoc_text_ok(text, &at)) return 0;
@@ -849,7 +849,14 @@ static int k8s_text_ok(const char *what, const char *text, tdm_err *e) {
 }
 
 static int k8s_texts_ok(const manifest_opts *o, tdm_err *e) {
-    int rc = k8s_text_ok("--store", o->store_url, e);
+    /* the config's values: a path is any bytes to Linux (a run on this machine takes it),
+     * but the ConfigMap is YAML */
+    config_kv *kv = NULL;
+    size_t nkv = 0;
+    int rc = config_canonical(o->cfg, &kv, &nkv, e);
+    for (size_t i = 0; !rc && i < nkv; i++) rc = k8s_text_ok(kv[i].key, kv[i].value, e);
+    free(kv);
+    if (!rc) rc = k8s_text_ok("--store", o->store_url, e);
     for (int i = 0; !rc && i < o->nsweeps; i++) rc = k8s_text_ok("--sweep", o->sweep_texts[i], e);
     for (int i = 0; !rc && i < o->nsets; i++) rc = k8s_text_ok("--set", o->sets[i], e);
     for (int i = 0; !rc && i < o->ncommand_args; i++)

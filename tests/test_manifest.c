@@ -405,24 +405,30 @@ static void test_k8s_requires_image(void) {
     CHECK(ok, "missing image: rc %d %s", r.rc, r.e.msg);
 }
 
-/* Text from the command line that YAML cannot hold (not UTF-8, or U+FFFE/U+FFFF even
- * escaped) is refused naming where it came from, and nothing is written; UTF-8 passes. It
- * used to exit 0 with a manifest that no YAML reader (kubectl included) accepts. */
+/* Text from the command line or the config that YAML cannot hold (not UTF-8, or
+ * U+FFFE/U+FFFF even escaped) is refused naming where it came from (the flag, or the key),
+ * and nothing is written; UTF-8 passes. It used to exit 0 with a manifest that no YAML
+ * reader (kubectl included) accepts. */
 static void test_k8s_refuses_text_yaml_cannot_hold(void) {
     config *c = malloc(sizeof *c);
     tdm_err e = {0};
     char *sets[] = {"cluster.image=registry.example/tandem:1"};
     CHECK(c && load(c, "utf8", BASE, sets, 1, &e) == 0, "%s", e.msg);
+    config *bad = malloc(sizeof *bad);
+    char *bad_sets[] = {"cluster.image=registry.example/tandem:1", "data.mixture_file=/data/caf\xe9.yaml"};
+    CHECK(bad && load(bad, "latin1", BASE, bad_sets, 2, &e) == 0, "%s", e.msg);
     static const struct {
         const char *store, *from, *what;
+        int bad_config;
     } cases[] = {
-        {"s3://b/caf\xe9", NULL, "--store"},
-        {"s3://b/a\xef\xbf\xbf", NULL, "--store"},
-        {"s3://b/p", "tandem manifest k8s /x/\xef\xbf\xbe.yaml", "the command line"},
-        {"s3://b/p", "tandem manifest k8s \xc0\xae.yaml", "the command line"},
+        {"s3://b/caf\xe9", NULL, "--store", 0},
+        {"s3://b/a\xef\xbf\xbf", NULL, "--store", 0},
+        {"s3://b/p", "tandem manifest k8s /x/\xef\xbf\xbe.yaml", "the command line", 0},
+        {"s3://b/p", "tandem manifest k8s \xc0\xae.yaml", "the command line", 0},
+        {"s3://b/p", NULL, "data.mixture_file: not valid UTF-8 text at byte 9", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        manifest_opts o = opts(c, cases[i].store);
+        manifest_opts o = opts(cases[i].bad_config ? bad : c, cases[i].store);
         o.rendered_from = cases[i].from;
         rendered r;
         render(&r, 0, &o);
@@ -431,7 +437,7 @@ static void test_k8s_refuses_text_yaml_cannot_hold(void) {
         char msg[sizeof r.e.msg];
         snprintf(msg, sizeof msg, "%s", r.e.msg);
         rendered_free(&r);
-        if (!ok) free(c);
+        if (!ok) free(c), free(bad);
         CHECK(ok, "case %zu: rc %d: %s", i, r.rc, msg);
     }
     manifest_opts o = opts(c, "s3://b/caf\xc3\xa9/\xf0\x9f\x93\x81");
@@ -441,6 +447,7 @@ static void test_k8s_refuses_text_yaml_cannot_hold(void) {
     int ok = r.rc == 0 && r.out_len > 0 && strstr(r.out, "caf\xc3\xa9");
     rendered_free(&r);
     free(c);
+    free(bad);
     CHECK(ok, "UTF-8 store refused: rc %d: %s", r.rc, r.e.msg);
 }
 
