@@ -40,9 +40,9 @@ struct ckpt {
     rec_state snap; /* scalars of the state being written */
     double last_time;
     uint64_t last_seq;
-    /* the config generation this writer computes under and where the newest change took
-     * effect (ckpt_set_generation); legacy: the run began before states and α records
-     * carried a generation and a self-digest, so this writer writes none either */
+    /* the config generation this writer computes under and where each change took effect
+     * (ckpt_set_generation); legacy: the run began before states and α records carried a
+     * generation and a self-digest, so this writer writes none either */
     uint64_t gen; /* gens.n */
     ckpt_gens gens;
     int legacy;

@@ -66,7 +66,6 @@ void ledger_close(ledger *l, int failed);
 
 /* ------------------------------------------------------------------ resuming */
 
-
 /* What ledger_resume found. */
 typedef struct ledger_resumed {
     int found;       /* a verified state: rec holds it */
@@ -74,7 +73,8 @@ typedef struct ledger_resumed {
     int head_named;  /* HEAD named the loaded state as found (not lagging behind it) */
 } ledger_resumed;
 
-/* Loads the newest verified state into *rec (caller frees with rec_state_free when
+/* Under the run's config generations g (run_config's, gens.h), loads the newest verified
+ * state that belongs to the run into *rec (caller frees with rec_state_free when
  * out->found) and checks the α chain it vouches for (a hole or damaged record is ERR_STORE
  * naming it and the repair); records missing past the state are reported on stderr. The
  * caller checks that the state fits the run, then calls ledger_start. */
