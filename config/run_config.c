@@ -108,13 +108,12 @@ static int damaged_run(store *st, int *health, tdm_err *e) {
                    RUN_REPAIR, was, store_url(st));
 }
 
-/* Reads RUN and applies configs/0.mp, 1.mp, ... to its canonical form. *nchanges gets the
- * number of change records. STORE_NOT_FOUND when there is no RUN; ERR_STORE with
+/* Reads RUN and applies configs/0.mp, 1.mp, ... to its canonical form; *gens (when not
+ * NULL) gets each change's position. STORE_NOT_FOUND when there is no RUN; ERR_STORE with
  * *damaged = 1 when RUN or a change record is there but does not decode or verify (a
  * store that could not be read leaves *damaged 0). */
-static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *nchanges,
-                       ckpt_gens *gens, char *run_id, size_t cap, int *damaged,
-                       tdm_err *e) {
+static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, ckpt_gens *gens, char *run_id,
+                       size_t cap, int *damaged, tdm_err *e) {
     *damaged = 0;
     char what[600];
     snprintf(what, sizeof what, "%s/RUN", store_url(st));
@@ -202,7 +201,6 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *n
     }
     *kv_out = kv;
     *n_out = nkv;
-    *nchanges = k;
     return 0;
 }
 
@@ -210,10 +208,9 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, uint64_t *n
 static int read_config(store *st, config *cfg, char *run_id, size_t cap, int *health, tdm_err *e) {
     config_kv *kv;
     size_t n;
-    uint64_t nch;
     int damaged;
     *health = RUN_CONFIG_OK;
-    int rc = read_pinned(st, &kv, &n, &nch, NULL, run_id, cap, &damaged, e);
+    int rc = read_pinned(st, &kv, &n, NULL, run_id, cap, &damaged, e);
     if (rc == STORE_NOT_FOUND) return missing_run(st, health, e);
     if (damaged) return damaged_run(st, health, e);
     if (rc) return rc;
@@ -341,9 +338,8 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
     memset(out, 0, sizeof *out);
     config_kv *pinned;
     size_t npinned;
-    uint64_t nchanges;
     int damaged;
-    int rc = read_pinned(st, &pinned, &npinned, &nchanges, &out->gens, out->run_id,
+    int rc = read_pinned(st, &pinned, &npinned, &out->gens, out->run_id,
                          sizeof out->run_id, &damaged, e);
     if (rc == STORE_NOT_FOUND) {
         /* a new run only where there is none: a store that holds a run's objects but lost
@@ -357,7 +353,6 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
     int health;
     if (damaged) return damaged_run(st, &health, e);
     if (rc) return rc;
-    out->nchanges = nchanges;
     config pc;
     rc = config_from_canonical(&pc, pinned, npinned, e);
     if (rc) {
@@ -470,7 +465,7 @@ int run_config_record_change(store *st, run_config_result *out, uint64_t at_seq,
     size_t len;
     void *data = rec_change_encode(&out->pending, &len);
     char key[64];
-    ledger_config_key(key, sizeof key, out->nchanges);
+    ledger_config_key(key, sizeof key, out->gens.n);
     int rc = data ? store_put(st, key, data, len, STORE_CREATE, e) : err_set(e, ERR_INTERNAL, "out of memory");
     free(data);
     if (rc == STORE_EXISTS)
@@ -478,9 +473,8 @@ int run_config_record_change(store *st, run_config_result *out, uint64_t at_seq,
                      store_url(st));
     if (!rc) {
         fprintf(stderr, "tandem: configuration change recorded as configs/%llu.mp:\n%s\n",
-                (unsigned long long)out->nchanges, out->pending_list);
+                (unsigned long long)out->gens.n, out->pending_list);
         out->changed = 1;
-        out->nchanges++;
         if (ckpt_gens_add(&out->gens, at_seq)) rc = err_set(e, ERR_INTERNAL, "out of memory");
         rec_change_free(&out->pending);
     }

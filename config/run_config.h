@@ -28,8 +28,9 @@
 typedef struct run_config_result {
     int created;       /* RUN was written now: a new run */
     int changed;       /* allowed keys changed and the change record was written */
-    uint64_t nchanges;   /* change records in the store (configs/0.mp ..), a recorded one included */
-    ckpt_gens gens;      /* their positions (gens.n == nchanges); freed by run_config_result_free */
+    ckpt_gens gens;      /* the change records in the store (configs/0.mp ..: gens.n of them, a
+                            recorded one included) and their positions; freed by
+                            run_config_result_free */
     char run_id[64];
     rec_change pending;  /* allowed keys differ: the record run_config_record_change writes (n > 0) */
     char pending_list[2048]; /* its keys, "  key: old -> new" lines, for the message */
@@ -46,9 +47,9 @@ typedef struct run_config_result {
 int run_config_open(store *st, const config *cfg, const char *const *domains, int M, char *const *allowed,
                     int n_allowed, int store_defaulted, run_config_result *out, tdm_err *e);
 
-/* Writes out->pending (when it holds keys) as configs/<nchanges>.mp applying at state
+/* Writes out->pending (when it holds keys) as configs/<gens.n>.mp applying at state
  * position `at_seq` (HEAD's, read after the lease was taken), and counts it in
- * out->nchanges / gens. ERR_STORE when another writer recorded a change there. */
+ * out->gens. ERR_STORE when another writer recorded a change there. */
 int run_config_record_change(store *st, run_config_result *out, uint64_t at_seq, tdm_err *e);
 void run_config_result_free(run_config_result *out);
 

@@ -192,7 +192,6 @@ int ckpt_set_generation(ckpt *c, const ckpt_gens *g, tdm_err *e) {
     if (ckpt_gens_copy(&copy, g)) return err_set(e, ERR_INTERNAL, "out of memory");
     ckpt_gens_free(&c->gens);
     c->gens = copy;
-    c->gen = g->n;
     return 0;
 }
 
@@ -254,7 +253,7 @@ int ckpt_newer_generation(ckpt *c, const char *key, uint64_t gen, tdm_err *e) {
                    "(%llu): another writer has taken the run over with a changed config, so this "
                    "one is fenced out and stops without writing more (if no other writer exists, "
                    "a configs/ change record is missing: run tandem verify)",
-                   store_url(c->st), key, (unsigned long long)gen, (unsigned long long)c->gen);
+                   store_url(c->st), key, (unsigned long long)gen, (unsigned long long)c->gens.n);
 }
 
 int ckpt_judge_stored(ckpt *c, const char *key, const void *old, size_t on,
@@ -266,14 +265,14 @@ int ckpt_judge_stored(ckpt *c, const char *key, const void *old, size_t on,
         *rc = ckpt_replace_object(c, key, old, on, ver, why, data, n, e);
         return 1;
     }
-    if (has_gen && !c->legacy && gen > c->gen) {
+    if (has_gen && !c->legacy && gen > c->gens.n) {
         *rc = ckpt_newer_generation(c, key, gen, e);
         return 1;
     }
     if (!ckpt_belongs(c, has_gen, gen, seq)) {
         snprintf(why, sizeof why, "was computed under config generation %llu by a writer that "
                  "was fenced out or superseded (this run is at generation %llu)",
-                 (unsigned long long)gen, (unsigned long long)c->gen);
+                 (unsigned long long)gen, (unsigned long long)c->gens.n);
         *rc = ckpt_replace_object(c, key, old, on, ver, why, data, n, e);
         return 1;
     }

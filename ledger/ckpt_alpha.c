@@ -35,7 +35,7 @@ int ckpt_supersede_alpha_after(ckpt *c, uint64_t after, uint64_t change, int *mo
         /* an unreadable record is left where it is: the replay rewrites it (reported); one
          * computed under the current generation already is the replay's own */
         if (rec_alpha_decode(data, n, key, &a, &de) == 0 && a.seq > after &&
-            !(a.has_gen && !c->legacy && a.gen == c->gen)) {
+            !(a.has_gen && !c->legacy && a.gen == c->gens.n)) {
             char dst[128];
             ledger_superseded_key(dst, sizeof dst, change, key);
             rc = store_put(c->st, dst, data, n, STORE_OVERWRITE, e);
@@ -122,7 +122,7 @@ int ckpt_report_alpha_holes(ckpt *c, uint64_t records, tdm_err *e) {
 int ckpt_alpha_record(ckpt *c, const rec_alpha *in, sha256_digest *hash, tdm_err *e) {
     rec_alpha a = *in;
     a.has_gen = !c->legacy;
-    a.gen = c->gen;
+    a.gen = c->gens.n;
     rec_alpha_hash(&a, hash);
     size_t n;
     void *data = rec_alpha_encode(&a, &n);

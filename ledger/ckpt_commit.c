@@ -188,7 +188,7 @@ static int commit(ckpt *c, tdm_err *e) {
         return rc;
     }
     r->has_gen = !c->legacy;
-    r->gen = c->gen;
+    r->gen = c->gens.n;
     size_t mn;
     void *manifest = rec_state_encode(r, &mn);
     sha256_digest msha;

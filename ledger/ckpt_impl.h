@@ -43,8 +43,7 @@ struct ckpt {
     /* the config generation this writer computes under and where each change took effect
      * (ckpt_set_generation); legacy: the run began before states and α records carried a
      * generation and a self-digest, so this writer writes none either */
-    uint64_t gen; /* gens.n */
-    ckpt_gens gens;
+    ckpt_gens gens; /* gens.n: the generation this writer computes under */
     int legacy;
     long keep; /* retention after each commit (ckpt_set_retention); 0 = keep all */
     /* throughput of this writer's last completed commit (bytes it wrote over the seconds

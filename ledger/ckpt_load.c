@@ -157,7 +157,7 @@ int ckpt_load_seq(ckpt *c, uint64_t seq, rec_state *rec, tdm_err *e) {
  * its α records are of this version's kind (a run begun before generations wrote records
  * a replay would not reproduce byte for byte). */
 static int ckpt_seed_replay_ok(ckpt *c) {
-    if (c->gen != 0) return 0;
+    if (c->gens.n != 0) return 0;
     void *data = NULL;
     size_t n = 0;
     tdm_err e;
@@ -239,7 +239,7 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
             snprintf(why, sizeof why, "does not match the SHA-256 that HEAD records (corrupt)");
         else if (rec_state_decode(data, n, key, rec, &de) != 0)
             snprintf(why, sizeof why, "cannot be used: %.1100s", de.msg);
-        else if (rec->has_gen && rec->gen > c->gen) {
+        else if (rec->has_gen && rec->gen > c->gens.n) {
             /* generations only grow and change records are never removed: a state of a
              * generation the store has no record of means a change record was lost, and
              * the run cannot know the config it was computed with */
@@ -252,12 +252,12 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
                            "records only %llu config changes: %s/configs/%llu.mp is missing. "
                            "Restore it from a copy of the store (then check with tandem verify); "
                            "the run cannot go on without the config it was computed with",
-                           url, key, (unsigned long long)g, (unsigned long long)c->gen, url,
-                           (unsigned long long)c->gen);
+                           url, key, (unsigned long long)g, (unsigned long long)c->gens.n, url,
+                           (unsigned long long)c->gens.n);
         } else if (!ckpt_belongs(c, rec->has_gen, rec->gen, rec->seq)) {
             snprintf(why, sizeof why, "was computed under config generation %llu by a writer that "
                      "was fenced out or superseded (this run is at generation %llu)",
-                     (unsigned long long)rec->gen, (unsigned long long)c->gen);
+                     (unsigned long long)rec->gen, (unsigned long long)c->gens.n);
             rec_state_free(rec);
         }
         if (why[0]) {
@@ -355,14 +355,14 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         return err_set(e, ERR_STORE,
                        "%s: HEAD is there but no state is (deleted), and the run cannot be replayed "
                        "from its seed (%s). Restore the states from a copy of the store",
-                       url, c->gen ? "its config was changed along the way" : "it was begun by an "
+                       url, c->gens.n ? "its config was changed along the way" : "it was begun by an "
                        "older tandem whose records a replay would not reproduce");
     if (ns > 0)
         return err_set(e, ERR_STORE,
                        "%s: none of its %zu states verifies (see the messages above), and the run "
                        "cannot be replayed from its seed (%s). Restore the store from a copy, or "
                        "run `tandem repair %s` (a dry run; then --apply)",
-                       url, ns, c->gen ? "its config was changed along the way" : "it was begun by an "
+                       url, ns, c->gens.n ? "its config was changed along the way" : "it was begun by an "
                        "older tandem whose records a replay would not reproduce", url);
     return 0;
 }

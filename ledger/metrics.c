@@ -79,7 +79,7 @@ int rec_metrics_decode(const void *data, size_t n, const char *what, rec_metrics
 
 int ckpt_metrics_record(ckpt *c, rec_metrics *m, int *fresh, tdm_err *e) {
     int wrote = 0;
-    m->gen = c->gen;
+    m->gen = c->gens.n;
     size_t n;
     void *data = rec_metrics_encode(m, &n);
     char key[64];

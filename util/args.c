@@ -54,7 +54,7 @@ static int starts_number(const char *s, int sign_ok) {
 }
 
 int args_parse_long(const char *s, long *out) {
-    if (!starts_number(s, 1) || strchr(s, '.')) return -1;
+    if (!starts_number(s, 1)) return -1;
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
@@ -64,7 +64,7 @@ int args_parse_long(const char *s, long *out) {
 }
 
 int args_parse_u64(const char *s, uint64_t *out) {
-    if (!starts_number(s, 0) || strchr(s, '.')) return -1;
+    if (!starts_number(s, 0)) return -1;
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);

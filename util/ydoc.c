@@ -380,9 +380,9 @@ size_t ydoc_break_char(const unsigned char *p, unsigned *cp) {
     return 0;
 }
 
-int ydoc_text_ok(const char *s, size_t *bad) {
+int ydoc_utf8_ok(const char *s, size_t n, int nonchars_ok, size_t *bad) {
     const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; p[i];) {
+    for (size_t i = 0; i < n;) {
         unsigned c = p[i], cp, need;
         if (c < 0x80) {
             i++;
@@ -393,11 +393,11 @@ int ydoc_text_ok(const char *s, size_t *bad) {
         else if (c >= 0xF0 && c <= 0xF4) cp = c & 0x07, need = 3;
         else goto fault;
         for (unsigned k = 1; k <= need; k++) {
-            if ((p[i + k] & 0xC0) != 0x80) goto fault; /* also stops at the terminating NUL */
+            if (i + k >= n || (p[i + k] & 0xC0) != 0x80) goto fault;
             cp = cp << 6 | (p[i + k] & 0x3F);
         }
         if ((need == 2 && cp < 0x800) || (need == 3 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-            (cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF)
+            (cp >= 0xD800 && cp <= 0xDFFF) || (!nonchars_ok && (cp == 0xFFFE || cp == 0xFFFF)))
             goto fault;
         i += need + 1;
         continue;
@@ -407,6 +407,8 @@ int ydoc_text_ok(const char *s, size_t *bad) {
     }
     return 1;
 }
+
+int ydoc_text_ok(const char *s, size_t *bad) { return ydoc_utf8_ok(s, strlen(s), 0, bad); }
 
 void ydoc_quote(FILE *f, const char *s) {
     fputc('"', f);

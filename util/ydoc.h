@@ -48,6 +48,11 @@ void ydoc_quote(FILE *f, const char *s);
  * from the command line or the environment must be checked before it is written. */
 int ydoc_text_ok(const char *s, size_t *bad);
 
+/* The check under ydoc_text_ok, on n bytes (NUL bytes pass as U+0000): valid UTF-8, and,
+ * unless nonchars_ok, no U+FFFE or U+FFFF. 1, or 0 with the first fault's offset in *bad
+ * (when not NULL). */
+int ydoc_utf8_ok(const char *s, size_t n, int nonchars_ok, size_t *bad);
+
 /* The length (2 or 3) of the UTF-8 sequence at p when it encodes a C1 control (U+0080..
  * U+009F, NEL U+0085 among them), U+2028 or U+2029 — characters YAML 1.1 parsers (PyYAML,
  * go-yaml as kubectl uses it) read as line breaks, even in a comment or a block scalar —

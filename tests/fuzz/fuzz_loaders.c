@@ -158,30 +158,12 @@ static void load(const char *ignored, const uint8_t *data, size_t n) {
 }
 #elif defined(FUZZ_LOAD_jsonl)
 #include "data/jsonl.h"
+#include "util/ydoc.h"
 
-/* Strict UTF-8: shortest forms, no surrogates, nothing past U+10FFFF. */
-static int utf8_ok(const unsigned char *p, size_t n) {
-    for (size_t i = 0; i < n;) {
-        unsigned c = p[i], cp, need;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xC2 && c <= 0xDF) cp = c & 0x1F, need = 1;
-        else if (c >= 0xE0 && c <= 0xEF) cp = c & 0x0F, need = 2;
-        else if (c >= 0xF0 && c <= 0xF4) cp = c & 0x07, need = 3;
-        else return 0;
-        for (unsigned k = 1; k <= need; k++) {
-            if (i + k >= n || (p[i + k] & 0xC0) != 0x80) return 0;
-            cp = cp << 6 | (p[i + k] & 0x3F);
-        }
-        if ((need == 2 && cp < 0x800) || (need == 3 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
-            return 0;
-        i += need + 1;
-    }
-    return 1;
-}
+/* Strict UTF-8 (noncharacters allowed: JSON text may hold them), by util/ydoc.c's check,
+ * which shares nothing with data/utf8.c, the decoder jsonl.c uses. */
+static int utf8_ok(const unsigned char *p, size_t n) { return ydoc_utf8_ok((const char *)p, n, 1, NULL); }
+
 
 static int each_text(void *ctx, const jsonl_result *r, const char *text, size_t len) {
     (void)ctx;

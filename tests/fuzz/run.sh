@@ -42,7 +42,7 @@ declare -A load_srcs=(
   [safetensors]="model/safetensors.c $json"
   [shard]="data/shard.c"
   [dataset]="data/dataset.c data/shard.c util/ydoc.c"
-  [jsonl]="data/jsonl.c data/utf8.c")
+  [jsonl]="data/jsonl.c data/utf8.c util/ydoc.c")
 for t in tokenizer safetensors shard dataset jsonl; do
   # shellcheck disable=SC2086
   clang $cflags -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
