@@ -31,6 +31,9 @@
 #   WORK       keep the stores there (an interrupted bench resumes); default a temporary
 #              directory, removed
 #   SET="k=v k=v"  extra --set for the TANDEM runs (an ablation: SET="tandem.alpha_step=pgd")
+#   CORPUS="TRAIN VAL TEST"  another corpus for the regimes named (a held-out check: other
+#              sources, other sizes; e.g. REGIMES=heavy CORPUS="go=200k,perl=100k,py=12k,
+#              man=10k,prose=8k 8k 40k"); the bar of the regime's name applies
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${TANDEM:-$PWD/tandem} # TANDEM=path: another build (a frozen copy while you rebuild)
@@ -80,13 +83,19 @@ corpus_of() { # REGIME -> "train val test"
 
 t0=$(date +%s)
 for r in $regimes; do
-  spec=$(corpus_of "$r")
+  spec=${CORPUS:-$(corpus_of "$r")}
   [ -n "$spec" ] || { echo "bench-dmo: REGIMES: unknown regime '$r' (abundant, paper, heavy)" >&2; exit 2; }
   read -r train val test <<<"$spec"
   corpus=$work/corpus-$size-$r
+  # a WORK kept from another corpus must not be resumed as this one
+  if [ -f "$corpus/dataset.yaml" ] && { [ -n "${CORPUS:-}" ] || [ -f "$corpus.spec" ]; } &&
+     [ "$(cat "$corpus.spec" 2>/dev/null)" != "$spec" ]; then
+    echo "bench-dmo: $corpus was built from another corpus; use another WORK" >&2; exit 2
+  fi
   if [ ! -f "$corpus/dataset.yaml" ]; then
     bash bench/realtext/build.sh --out "$corpus" --train "$train" --val "$val" --test "$test" \
       >"$work/corpus-$size-$r.log"
+    echo "$spec" >"$corpus.spec"
   fi
   echo "== regime $r (SIZE=$size): corpus $corpus"
   sed -n '/^domain /,/^(docs/p' "$work/corpus-$size-$r.log"

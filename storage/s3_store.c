@@ -352,6 +352,27 @@ static void *range_worker(void *arg) {
     return NULL;
 }
 
+/* The object's size from the Content-Range of a 206 answering a GET of its first bytes:
+ * "bytes 0-<got-1>/<size>", digits only, size ≥ got and at most S3's largest object
+ * (5 TiB). Anything else (another range, "*", a size no store holds) returns -1: an
+ * endpoint that says so answers ranged reads wrongly, and believing it would read the
+ * wrong bytes or allocate the size it claims. */
+static int content_range_total(const char *cr, size_t got, size_t *total) {
+    const unsigned long long most = 5ULL << 40;
+    if (strncmp(cr, "bytes 0-", 8) != 0 || got == 0) return -1;
+    const char *p = cr + 8;
+    unsigned long long last = 0, size = 0;
+    if (*p < '0' || *p > '9') return -1;
+    for (; *p >= '0' && *p <= '9'; p++)
+        if ((last = last * 10 + (unsigned)(*p - '0')) > most) return -1;
+    if (*p++ != '/' || *p < '0' || *p > '9') return -1;
+    for (; *p >= '0' && *p <= '9'; p++)
+        if ((size = size * 10 + (unsigned)(*p - '0')) > most) return -1;
+    if (*p || last + 1 != got || size < got) return -1;
+    *total = (size_t)size;
+    return 0;
+}
+
 /* One GET of the whole object, or for large objects a first ranged GET (which tells the
  * size and the metadata) and parallel ranged GETs for the rest; the whole is verified. */
 static int get_once(store *st, const char *key, const char *expect, void **data, size_t *n,
@@ -391,8 +412,17 @@ static int get_once(store *st, const char *key, const char *expect, void **data,
         return rc;
     }
     size_t total = r.len;
-    const char *slash = r.status == 206 ? strrchr(r.content_range, '/') : NULL;
-    if (slash) total = (size_t)strtoull(slash + 1, NULL, 10);
+    if (r.status == 206 && content_range_total(r.content_range, r.len, &total)) {
+        char shown[sizeof r.content_range];
+        for (size_t i = 0; i < sizeof shown; i++) /* the endpoint's text: printable bytes only */
+            shown[i] = r.content_range[i] && (r.content_range[i] < 0x20 || r.content_range[i] >= 0x7f)
+                           ? '?' : r.content_range[i];
+        free(r.body);
+        return err_set(e, ERR_STORE, "%s: %s: a GET of its first %zu bytes came back as %zu bytes with "
+                       "Content-Range '%s', not 'bytes 0-%zu/SIZE' with SIZE at most 5 TiB: the "
+                       "endpoint answers ranged reads wrongly (check the endpoint or a proxy in "
+                       "front of it)", store_url(st), key, part, r.len, shown, r.len ? r.len - 1 : 0);
+    }
     s3_resp whole = r;
     if (total > r.len) {
         char *buf = malloc(total);

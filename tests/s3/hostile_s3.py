@@ -1,0 +1,79 @@
+#!/usr/bin/python3
+"""hostile_s3.py MODE PORTFILE — an S3 endpoint on loopback that answers wrongly.
+
+Listings that never end:
+MODE repeat: every ListObjectsV2 page is truncated and hands back the token it was
+             given (or "loop"), with one key: a client that follows it goes round forever,
+             appending the same key.
+MODE empty:  the first page of a listing holds one key under the prefix, and every later
+             page is truncated, empty, with a new token each time.
+Ranged reads answered with a Content-Range that is not the range asked for (a listing is
+one page holding PREFIX + "HEAD"; every ranged GET of a key is a 206 with ten bytes):
+MODE range-huge:    "bytes 0-9/18446744073709551615" (a size no store holds; a client
+                    that believes it allocates 16 EiB)
+MODE range-garbage: "bytes 0-9/many"
+MODE range-offset:  "bytes 5-14/100" (other bytes than the first ten)
+Any other request is a 404 NoSuchKey. The chosen port is written to PORTFILE. Used by
+tests/cli_store.sh: tandem must stop with an error naming the endpoint's fault (exit 3),
+not run forever or blame memory."""
+import http.server
+import os
+import sys
+import urllib.parse
+
+MODE, PORTFILE = sys.argv[1], sys.argv[2]
+RANGES = {"range-huge": "bytes 0-9/18446744073709551615", "range-garbage": "bytes 0-9/many",
+          "range-offset": "bytes 5-14/100"}
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    pages = 0
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, body, headers=()):
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def listing(self, contents, truncated, nxt=b""):
+        self.answer(200, b'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>' + contents +
+                    b"<IsTruncated>" + (b"true" if truncated else b"false") + b"</IsTruncated>" +
+                    (b"<NextContinuationToken>" + nxt + b"</NextContinuationToken>" if truncated else b"") +
+                    b"</ListBucketResult>")
+
+    def do_GET(self):
+        url = urllib.parse.urlsplit(self.path)
+        q = dict(urllib.parse.parse_qsl(url.query))
+        if MODE in RANGES:
+            if q.get("list-type") == "2":
+                key = (q.get("prefix", "") + "HEAD").encode()
+                return self.listing(b"<Contents><Key>" + key + b"</Key></Contents>", False)
+            if self.command == "GET" and "Range" in self.headers:
+                return self.answer(206, b"0123456789", [("Content-Range", RANGES[MODE]), ("ETag", '"e"')])
+        if q.get("list-type") != "2":
+            return self.answer(404, b"<Error><Code>NoSuchKey</Code><Message>none</Message></Error>")
+        Handler.pages += 1
+        prefix = q.get("prefix", "")
+        token = q.get("continuation-token")
+        key = (prefix + "x").encode()
+        if MODE == "repeat":
+            self.listing(b"<Contents><Key>" + key + b"</Key></Contents>", True, (token or "loop").encode())
+        elif token is None:
+            self.listing(b"<Contents><Key>" + key + b"</Key></Contents>", True, b"t0")
+        else:
+            self.listing(b"", True, b"t%d" % Handler.pages)
+
+    do_HEAD = do_GET
+
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+with open(PORTFILE + ".tmp", "w") as f:
+    f.write(str(server.server_address[1]))
+os.rename(PORTFILE + ".tmp", PORTFILE)
+server.serve_forever()
