@@ -112,6 +112,11 @@ static int get_names(const codec_map_reader *r, const msgpack_object *o, const c
         }
         memcpy(names + (size_t)m * REC_NAME_MAX, s->via.str.ptr, s->via.str.size);
         names[(size_t)m * REC_NAME_MAX + s->via.str.size] = '\0';
+        /* one name per domain: a name twice would leave another domain without its weight
+         * where a reader matches weights to its dataset by name (data.mixture_file) */
+        for (int k = 0; k < m; k++)
+            if (!strcmp(names + (size_t)k * REC_NAME_MAX, names + (size_t)m * REC_NAME_MAX))
+                return codec_field_error(r, key, "names a domain twice");
     }
     return 0;
 }

@@ -169,6 +169,21 @@ static void test_strict_rejections(void) {
               strstr(e.msg, "alpha_next"),
           "NaN alpha: %s", e.msg);
     free(buf);
+    /* a domain named twice (sealed and well formed otherwise): read by name into another
+     * run's dataset it gave one domain two weights and the other none */
+    rec_mixture x = {.M = 3, .alpha = {0.25, 0.5, 0.25}, .first = 1, .last = 2}, y;
+    snprintf(x.names[0], REC_NAME_MAX, "web");
+    snprintf(x.names[1], REC_NAME_MAX, "code");
+    snprintf(x.names[2], REC_NAME_MAX, "web");
+    buf = rec_mixture_encode(&x, &n);
+    CHECK(rec_mixture_decode(buf, n, "mixture.mp", &y, &e) == ERR_STORE && strstr(e.msg, "names") &&
+              strstr(e.msg, "twice"),
+          "a mixture naming a domain twice: %s", e.msg);
+    free(buf);
+    snprintf(x.names[2], REC_NAME_MAX, "webs");
+    buf = rec_mixture_encode(&x, &n);
+    CHECK(rec_mixture_decode(buf, n, "mixture.mp", &y, &e) == 0, "three names: %s", e.msg);
+    free(buf);
 }
 
 typedef int (*decode_fn)(const void *, size_t, tdm_err *);
