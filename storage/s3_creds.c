@@ -457,8 +457,26 @@ int s3_creds_imds(s3_config *c, tdm_err *e) {
     return rc;
 }
 
+/* The credential process killed, with its whole group when it has one of its own (its
+ * children too), and reaped; returns its wait status. */
+static int kill_group(pid_t pid, int own_group) {
+    if (own_group) kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    return status;
+}
+
+/* Runs `credential_process` (sh -c, stdout to a pipe) and reads what it prints. It must
+ * print at most 1 MiB and exit within the limit (60 s; TANDEM_TEST_CREDENTIAL_PROCESS_S
+ * for the tests) counted from its start; past either it is killed, so that neither a hung
+ * helper nor one that keeps printing can hold tandem for ever. Without a terminal (a batch
+ * job) it runs in a process group of its own and the whole group is killed, children it
+ * left behind too (they would hold the pipes of whoever reads tandem's output); at a
+ * terminal it stays in the foreground group, so that a helper may prompt there (an MFA
+ * code) and Ctrl-C reaches it. */
 int s3_creds_process(s3_config *c, tdm_err *e) {
-    int fds[2];
+    int fds[2], own_group = !isatty(STDIN_FILENO);
     if (pipe(fds) != 0) return err_sys(e, ERR_INTERNAL, errno, "%s: pipe", c->creds_source);
     pid_t pid = fork();
     if (pid < 0) {
@@ -467,19 +485,23 @@ int s3_creds_process(s3_config *c, tdm_err *e) {
         return err_sys(e, ERR_INTERNAL, errno, "%s: fork", c->creds_source);
     }
     if (pid == 0) {
+        if (own_group) setpgid(0, 0);
         dup2(fds[1], 1);
         close(fds[0]);
         close(fds[1]);
         execl("/bin/sh", "sh", "-c", c->process, (char *)NULL);
         _exit(127);
     }
+    if (own_group) setpgid(pid, pid); /* as the child does: whichever runs first */
     close(fds[1]);
     buf_t out = {0};
     char chunk[4096];
-    double deadline = now_wall() + 60;
-    int timed_out = 0;
+    const char *lim = getenv("TANDEM_TEST_CREDENTIAL_PROCESS_S");
+    double limit_s = lim && atof(lim) > 0 ? atof(lim) : 60;
+    double deadline = now_wall() + limit_s;
+    int timed_out = 0, too_long = 0, status = 0;
     for (;;) {
-        struct timeval tv = {1, 0};
+        struct timeval tv = {0, 200000};
         fd_set rs;
         FD_ZERO(&rs);
         FD_SET(fds[0], &rs);
@@ -488,24 +510,42 @@ int s3_creds_process(s3_config *c, tdm_err *e) {
             ssize_t k = read(fds[0], chunk, sizeof chunk);
             if (k <= 0) break;
             buf_putn(&out, chunk, (size_t)k);
-            if (out.n > (1u << 20)) break; /* no credentials are that long */
+            if (out.n > (1u << 20)) { /* no credentials are that long */
+                too_long = 1;
+                break;
+            }
         } else if (ready < 0 && errno != EINTR) {
             break;
         }
         if (now_wall() > deadline) {
             timed_out = 1;
-            kill(pid, SIGKILL);
             break;
         }
     }
     close(fds[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (timed_out || too_long) {
+        status = kill_group(pid, own_group);
+    } else { /* its output ended: it must exit too, within the same limit */
+        pid_t w;
+        while ((w = waitpid(pid, &status, WNOHANG)) == 0 || (w < 0 && errno == EINTR)) {
+            if (now_wall() > deadline) {
+                timed_out = 1;
+                status = kill_group(pid, own_group);
+                break;
+            }
+            usleep(10000);
+        }
+    }
     wipe(chunk, sizeof chunk);
     int rc = 0;
     double version = 0;
     const char *t = out.p ? out.p : "";
-    if (timed_out) rc = err_set(e, ERR_STORE, "%s: the command ran past 60 s", c->creds_source);
+    if (timed_out)
+        rc = err_set(e, ERR_STORE, "%s: the command ran past %g s (stopped): it must print the "
+                     "credentials and exit", c->creds_source, limit_s);
+    else if (too_long)
+        rc = err_set(e, ERR_STORE, "%s: the command printed more than 1 MiB (stopped): credentials "
+                     "are a JSON object of a few KiB", c->creds_source);
     else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         rc = err_set(e, ERR_STORE, "%s: the command failed (exit %d)", c->creds_source,
                      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
