@@ -40,6 +40,12 @@ typedef struct s3_resp {
     char date[64]; /* the server's Date header (for a clock-skew diagnosis) */
     long long content_length;
     int uncertain; /* an earlier attempt got no definite answer: it may have been applied */
+    /* how long an answer may be (attempt() sets them from the request): a body past its
+     * bound is an endpoint answering wrongly, not memory to give it */
+    long hdr_status;  /* the status line's code, known from the headers on */
+    size_t range_len; /* a 206's bound: the length of the range asked for (0: none asked) */
+    size_t body_max;  /* a 2xx's bound (0: none, an object's GET) */
+    size_t too_long;  /* the bound a body went past (the transfer was stopped), or 0 */
 } s3_resp;
 
 typedef struct s3_req {

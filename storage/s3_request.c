@@ -45,9 +45,21 @@ void s3_curl_init(void) { pthread_once(&curl_once, curl_init_once); }
 
 
 
+/* An error answer is S3's XML of a few hundred bytes; listings and the answers to PUT,
+ * POST and DELETE are bounded too (a page of 1000 keys of 1 KiB is ~1.5 MB). */
+#define S3_ERROR_BODY_MAX ((size_t)1 << 20)
+#define S3_LIST_BODY_MAX ((size_t)64 << 20)
+#define S3_SMALL_BODY_MAX ((size_t)1 << 20)
+
 static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
     s3_resp *r = ud;
     size_t len = sz * n;
+    size_t cap = r->hdr_status >= 300 ? S3_ERROR_BODY_MAX
+                 : r->hdr_status == 206 && r->range_len ? r->range_len : r->body_max;
+    if (cap && r->len + len > cap) {
+        r->too_long = cap;
+        return 0; /* curl stops the transfer */
+    }
     if (r->into) {
         if (r->len + len > r->into_cap) {
             r->overflow = 1;
@@ -83,6 +95,8 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
     if (len > 5 && !strncasecmp(p, "HTTP/", 5)) { /* a new response (after a redirect/100) */
         r->etag[0] = r->meta_sha[0] = r->content_range[0] = r->date[0] = '\0';
         r->content_length = -1;
+        const char *sp = memchr(p, ' ', len);
+        r->hdr_status = sp ? strtol(sp + 1, NULL, 10) : 0;
     } else if (len > 5 && !strncasecmp(p, "ETag:", 5)) {
         header_value(p, len, 5, r->etag, sizeof r->etag);
     } else if (len > strlen(META_SHA) + 1 && !strncasecmp(p, META_SHA ":", strlen(META_SHA) + 1)) {
@@ -247,6 +261,15 @@ static int attempt(s3_store *s, const s3_req *q, s3_resp *resp, char *why, size_
         curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, q->method);
     }
     resp->content_length = -1;
+    resp->range_len = 0;
+    for (size_t i = 0; i < q->nextra; i++) {
+        unsigned long long a, b;
+        if (!strcasecmp(q->extra[i].name, "Range") && sscanf(q->extra[i].value, "bytes=%llu-%llu", &a, &b) == 2 &&
+            b >= a)
+            resp->range_len = (size_t)(b - a + 1);
+    }
+    resp->body_max = strcmp(q->method, "GET") ? S3_SMALL_BODY_MAX
+                     : q->query && strstr(q->query, "list-type=") ? S3_LIST_BODY_MAX : 0;
     CURLcode rc = curl_easy_perform(h);
     if (rc == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
     else snprintf(why, whycap, "%s", curl_easy_strerror(rc));
@@ -298,6 +321,11 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
             return err_set(e, ERR_STORE, "%s: %s %s: %s", s->cfg.bucket, q->method,
                            q->key ? q->key : "(bucket)", why);
         if (rc == CURLE_BAD_FUNCTION_ARGUMENT || rc == CURLE_OUT_OF_MEMORY) break;
+        if (rc && r->too_long) { /* retried: a proxy's glitch, or the endpoint's fault */
+            snprintf(why, sizeof why, "the endpoint answered wrongly: a body (HTTP %ld) longer than the "
+                     "%zu bytes such an answer holds", r->hdr_status, r->too_long);
+            continue;
+        }
         if (rc) continue; /* reset, timeout, refused: retry */
         if (retryable_status(r->status)) {
             snprintf(why, sizeof why, "HTTP %ld", r->status);

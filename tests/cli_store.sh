@@ -305,6 +305,25 @@ for mode in range-huge range-garbage range-offset; do
   kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
 done
 
+# ---------------------------------------------------------------- answers that never end
+# An error answer, a listing and a ranged read whose bodies never end (no Content-Length,
+# gigabytes on): each is stopped at the bound such an answer has (1 MiB, 64 MiB, the range
+# asked for) and the command ends with exit 3 naming it. Before, tandem took all the memory
+# it could (12-16 GB here) and ran past 60 s.
+for mode in endless-error endless-list endless-range; do
+  rm -f "$tmp/port"
+  /usr/bin/python3 tests/s3/hostile_s3.py "$mode" "$tmp/port" & srv=$!
+  for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.05; done
+  port=$(cat "$tmp/port" 2>/dev/null)
+  out=$(AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=hostile \
+        AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
+        timeout 60 "$bin" status s3://bucket/run 2>&1); rc=$?
+  if [ $rc = 3 ] && grep -q "answered wrongly: a body (HTTP [0-9]*) longer than" <<<"$out"; then
+    pass "status on an endpoint whose answers never end ($mode): exit 3, named"
+  else fail "status on an endpoint whose answers never end ($mode)" "exit $rc (124: still reading after 60 s)" "$out"; fi
+  kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
+done
+
 # ---------------------------------------------------------------- a credential_process that misbehaves
 # A profile's credential_process that hangs, leaves a child behind, closes its output and
 # hangs, or prints without end: exit 3 naming the profile and what it did, within the limit

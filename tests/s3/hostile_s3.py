@@ -13,6 +13,11 @@ MODE range-huge:    "bytes 0-9/18446744073709551615" (a size no store holds; a c
                     that believes it allocates 16 EiB)
 MODE range-garbage: "bytes 0-9/many"
 MODE range-offset:  "bytes 5-14/100" (other bytes than the first ten)
+Answers without end (no Content-Length; the body goes on until the client hangs up):
+MODE endless-error: every request is a 403 whose error XML never ends
+MODE endless-list:  a listing whose XML never ends
+MODE endless-range: a listing holds PREFIX + "HEAD"; a ranged GET is a 206 "bytes 0-9/10"
+                    whose body never ends
 Any other request is a 404 NoSuchKey. The chosen port is written to PORTFILE. Used by
 tests/cli_store.sh: tandem must stop with an error naming the endpoint's fault (exit 3),
 not run forever or blame memory."""
@@ -47,9 +52,36 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     (b"<NextContinuationToken>" + nxt + b"</NextContinuationToken>" if truncated else b"") +
                     b"</ListBucketResult>")
 
+    def endless(self, status, head, unit, headers=()):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        if self.command == "HEAD":
+            return
+        try:
+            self.wfile.write(head)
+            for _ in range(1 << 22):  # 4M units: gigabytes, far past any bound
+                self.wfile.write(unit * 1024)
+        except OSError:
+            pass  # the client hung up, as it should
+
     def do_GET(self):
         url = urllib.parse.urlsplit(self.path)
         q = dict(urllib.parse.parse_qsl(url.query))
+        if MODE == "endless-error":
+            return self.endless(403, b"<Error><Code>AccessDenied</Code><Message>", b"no ")
+        if MODE == "endless-list" and q.get("list-type") == "2":
+            return self.endless(200, b'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>',
+                                b"<Contents><Key>k</Key></Contents>")
+        if MODE == "endless-range":
+            if q.get("list-type") == "2":
+                key = (q.get("prefix", "") + "HEAD").encode()
+                return self.listing(b"<Contents><Key>" + key + b"</Key></Contents>", False)
+            if self.command == "GET" and "Range" in self.headers:
+                return self.endless(206, b"", b"0123456789", [("Content-Range", "bytes 0-9/10")])
         if MODE in RANGES:
             if q.get("list-type") == "2":
                 key = (q.get("prefix", "") + "HEAD").encode()
