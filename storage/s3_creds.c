@@ -61,10 +61,21 @@ int s3_creds_web_identity_init(s3_config *c, const char *profile, tdm_err *e) {
     return 0;
 }
 
+/* A credential endpoint's answer is a JSON or XML document of a few KiB: one longer than
+ * this is stopped (it would otherwise take memory until the transfer's time limit). */
+#define CREDS_ANSWER_MAX ((size_t)1 << 20)
+#define CREDS_TOO_LONG "the answer is longer than 1 MiB (credentials are a few KiB)"
+
 static size_t on_data(char *p, size_t sz, size_t n, void *ud) {
     buf_t *b = ud;
+    if (b->n + sz * n > CREDS_ANSWER_MAX) return 0; /* curl stops: CURLE_WRITE_ERROR */
     buf_putn(b, p, sz * n);
     return b->oom ? 0 : sz * n;
+}
+
+/* Why a transfer of a credential answer failed. */
+static const char *creds_transfer_error(CURLcode cc, const buf_t *body) {
+    return cc == CURLE_WRITE_ERROR && body->n && !body->oom ? CREDS_TOO_LONG : curl_easy_strerror(cc);
 }
 
 /* "2026-11-26T15:00:00Z" (fraction allowed) as unix seconds; 0 when it does not parse. */
@@ -158,7 +169,7 @@ static int sts_post(const s3_config *c, const s3_config *src, const buf_t *form,
         curl_slist_free_all(hl);
         *status = 0;
         if (cc == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-        else snprintf(why, whycap, "%s", curl_easy_strerror(cc));
+        else snprintf(why, whycap, "%s", creds_transfer_error(cc, body));
         if (cc == CURLE_OK && *status < 500) break; /* an answer */
         if (cc == CURLE_OK) snprintf(why, whycap, "HTTP %ld", *status);
         *status = 0;
@@ -320,7 +331,7 @@ static long http(const char *method, const char *url, const char *h1, const char
     CURLcode cc = curl_easy_perform(h);
     long status = 0;
     if (cc == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    else snprintf(why, whycap, "%s", curl_easy_strerror(cc));
+    else snprintf(why, whycap, "%s", creds_transfer_error(cc, body));
     curl_slist_free_all(hl);
     curl_easy_cleanup(h);
     return status;
