@@ -167,10 +167,12 @@ out:
     return r;
 }
 
-/* Reads a whole file. 0, STORE_NOT_FOUND, or ERR_STORE. */
+/* Reads a whole file. 0, STORE_NOT_FOUND, or ERR_STORE. Opened without blocking, so that
+ * a FIFO put in an object's place is refused as what it is instead of waiting for a writer
+ * that never comes (O_NONBLOCK changes nothing for the regular files read). */
 static int read_file(store *s, const char *key, const char *path, void **data, size_t *n,
                      tdm_err *e) {
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         if (errno == ENOENT || errno == ENOTDIR) return STORE_NOT_FOUND;
         return err_sys(e, ERR_STORE, errno, "%s: cannot open %s", s->url, key);
@@ -178,7 +180,9 @@ static int read_file(store *s, const char *key, const char *path, void **data, s
     struct stat st;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
         close(fd);
-        return err_set(e, ERR_STORE, "%s: %s is not a regular file", s->url, key);
+        return err_set(e, ERR_STORE, "%s: %s is not a regular file (a FIFO, device or directory "
+                       "in an object's place: remove it, then tandem verify says what the object "
+                       "held and how to get it back)", s->url, key);
     }
     size_t size = (size_t)st.st_size, got = 0;
     char *buf = malloc(size ? size : 1);
