@@ -273,7 +273,7 @@ for key in RUN HEAD states/8.mp; do
   for cmd in status verify run; do
     if [ $cmd = run ]; then args=("$tmp/c.yaml" --store "$tmp/fifocopy" --quiet --set run.episodes=4 --allow-change run.episodes)
     else args=("$tmp/fifocopy"); fi
-    out=$(timeout 30 "$bin" $cmd "${args[@]}" 2>&1); rc=$?
+    out=$(timeout -k 5 30 "$bin" $cmd "${args[@]}" 2>&1); rc=$?
     if [ $key = states/8.mp ]; then
       # a listing shows regular files only: a FIFO there is no state (a middle one, not
       # needed), the run goes on from HEAD; what matters is that nothing waits on it
@@ -297,7 +297,7 @@ for mode in repeat empty; do
   for cmd in status verify; do
     out=$(AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=hostile \
           AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
-          timeout 60 "$bin" "$cmd" s3://bucket/run 2>&1); rc=$?
+          timeout -k 5 60 "$bin" "$cmd" s3://bucket/run 2>&1); rc=$?
     if [ $rc = 3 ] && grep -q "answers listings wrongly" <<<"$out"; then
       pass "$cmd on an endpoint whose listings never end ($mode): exit 3, named"
     else fail "$cmd on an endpoint whose listings never end ($mode)" "exit $rc (124: still listing after 60 s)" "$out"; fi
@@ -318,7 +318,7 @@ for mode in range-huge range-garbage range-offset; do
   for cmd in status verify; do
     out=$(AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=hostile \
           AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
-          timeout 60 "$bin" "$cmd" s3://bucket/run 2>&1); rc=$?
+          timeout -k 5 60 "$bin" "$cmd" s3://bucket/run 2>&1); rc=$?
     if [ $rc = 3 ] && grep -q "answers ranged reads wrongly" <<<"$out" && grep -q "Content-Range 'bytes" <<<"$out"; then
       pass "$cmd on an endpoint whose ranged reads name another range ($mode): exit 3, named"
     else fail "$cmd on an endpoint whose ranged reads name another range ($mode)" "exit $rc" "$out"; fi
@@ -338,7 +338,7 @@ for mode in endless-error endless-list endless-range; do
   port=$(cat "$tmp/port" 2>/dev/null)
   out=$(AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=hostile \
         AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
-        timeout 60 "$bin" status s3://bucket/run 2>&1); rc=$?
+        timeout -k 5 60 "$bin" status s3://bucket/run 2>&1); rc=$?
   if [ $rc = 3 ] && grep -q "answered wrongly: a body (HTTP [0-9]*) longer than" <<<"$out"; then
     pass "status on an endpoint whose answers never end ($mode): exit 3, named"
   else fail "status on an endpoint whose answers never end ($mode)" "exit $rc (124: still reading after 60 s)" "$out"; fi
@@ -354,7 +354,7 @@ port=$(cat "$tmp/port" 2>/dev/null)
 out=$(env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN -u AWS_PROFILE \
       AWS_CONTAINER_CREDENTIALS_FULL_URI="http://127.0.0.1:$port/creds" AWS_ENDPOINT_URL=http://127.0.0.1:9 \
       AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
-      timeout 60 "$bin" status s3://bucket/run 2>&1); rc=$?
+      timeout -k 5 60 "$bin" status s3://bucket/run 2>&1); rc=$?
 if [ $rc = 3 ] && grep -q "container credentials.*longer than 1 MiB" <<<"$out"; then
   pass "container credentials whose answer never ends: exit 3, named"
 else fail "container credentials whose answer never ends" "exit $rc" "$out"; fi
@@ -371,7 +371,7 @@ for p in hang:"ran past 2 s" hangbg:"ran past 2 s" closes:"ran past 2 s" long:"m
   t0=$SECONDS
   out=$(env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN AWS_PROFILE="$prof" \
         AWS_CONFIG_FILE="$tmp/cp.cfg" AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_ENDPOINT_URL=http://127.0.0.1:9 \
-        AWS_REGION=us-east-1 TANDEM_TEST_CREDENTIAL_PROCESS_S=2 timeout 60 "$bin" status s3://bucket/run 2>&1 </dev/null); rc=$?
+        AWS_REGION=us-east-1 TANDEM_TEST_CREDENTIAL_PROCESS_S=2 timeout -k 5 60 "$bin" status s3://bucket/run 2>&1 </dev/null); rc=$?
   left=$(grep -ls '9876[5]' /proc/[0-9]*/cmdline 2>/dev/null | wc -l) # no pgrep on a bare machine
   if [ $rc = 3 ] && grep -q "credential_process of profile '$prof'.*$want" <<<"$out" && [ "$left" = 0 ] &&
      [ $((SECONDS - t0)) -le 10 ]; then pass "a credential_process that misbehaves ($prof): exit 3, named, stopped"
