@@ -492,7 +492,7 @@ int tokenizer_load(const char *path, const char *pattern, tokenizer **out, tdm_e
     if (fileio_read_all(path, &file, (size_t)1 << 32) != 0) {
         free(file.p);
         return errno == ENOMEM ? err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path)
-                               : err_sys(e, ERR_USAGE, errno, "tokenizer %s", path);
+                               : err_set(e, ERR_USAGE, "tokenizer %s: %s", path, fileio_strerror(errno));
     }
     char *data = file.p;
     size_t n = file.n;

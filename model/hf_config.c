@@ -37,8 +37,9 @@ int hf_config_json_read(const char *dir, char *path, size_t cap, tjson_doc **doc
     if (fileio_read_all(path, &text, 8u << 20)) {
         int err = errno;
         buf_free(&text);
-        return err_sys(e, err == ENOMEM ? ERR_INTERNAL : ERR_USAGE, err,
-                       "%s: cannot read (a Hugging Face model folder holds config.json and model.safetensors)", path);
+        return err_set(e, err == ENOMEM ? ERR_INTERNAL : ERR_USAGE,
+                       "%s: cannot read (a Hugging Face model folder holds config.json and "
+                       "model.safetensors): %s", path, fileio_strerror(err));
     }
     char why[256];
     *doc = tjson_parse(text.p ? text.p : "", text.n, root, why, sizeof why);

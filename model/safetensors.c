@@ -226,7 +226,8 @@ static int open_index(st_set *s, const char *dir, const char *index, tdm_err *e)
     if (fileio_read_all(index, &text, ST_MAX_HEADER)) {
         int err = errno;
         buf_free(&text);
-        return err_sys(e, err == ENOMEM ? ERR_INTERNAL : ERR_USAGE, err, "%s: cannot read", index);
+        return err_set(e, err == ENOMEM ? ERR_INTERNAL : ERR_USAGE, "%s: cannot read: %s", index,
+                       fileio_strerror(err));
     }
     char why[256];
     const tjson *root;

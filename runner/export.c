@@ -32,7 +32,7 @@ static int copy_side_file(const char *src, const char *dst, const char *name, in
     if (fileio_read_all(from, &b, (size_t)1 << 30) != 0) {
         int err = errno;
         free(b.p);
-        return err == ENOENT ? 0 : err_sys(e, ERR_USAGE, err, "%s: cannot read", from);
+        return err == ENOENT ? 0 : err_set(e, ERR_USAGE, "%s: cannot read: %s", from, fileio_strerror(err));
     }
     FILE *f = fopen(to, "wb");
     int ok = f && fwrite(b.p, 1, b.n, f) == b.n;

@@ -39,7 +39,8 @@ static int same_tokenizer(const dataset *ds, const char *dir, tdm_err *e) {
     if (fileio_read_all(path, &b, (size_t)1 << 30) != 0) {
         int err = errno;
         free(b.p);
-        if (err != ENOENT) return err_sys(e, ERR_USAGE, err, "model.init: %s: cannot read", path);
+        if (err != ENOENT)
+            return err_set(e, ERR_USAGE, "model.init: %s: cannot read: %s", path, fileio_strerror(err));
         fprintf(stderr, "tandem: %s has no tokenizer.json: whether the dataset %s (tokenizer %s) was made with "
                 "the model's tokenizer cannot be checked\n", dir, ds->path, ds->tokenizer[0] ? ds->tokenizer : "?");
         return 0;

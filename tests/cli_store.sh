@@ -20,7 +20,7 @@
 #     sizes at their limits) exit 1 or 2 with a message naming the key responsible, and
 #     no sanitizer report (the asan build runs this script too);
 #   - a run that diverges (exit 5) gives its lease back: status says released;
-#   - a config or a shard that is a FIFO is refused at once (exit 2, "not a regular file"),
+#   - a config, a shard or a tokenizer that is a FIFO is refused at once (exit 2, "not a regular file"),
 #     never blocking the start; a stop signal during start-up is a requeue (exit 75) even
 #     when start-up then fails (a config error shows at the next start);
 #   - a host name holding a quote, a backslash, a comma and a control character (a UTS
@@ -81,6 +81,10 @@ sed "s|$tmp/corpus|$tmp/fifocorpus|" "$tmp/c.yaml" >"$tmp/cf.yaml"
 out=$(timeout 20 "$bin" run "$tmp/cf.yaml" --store "$tmp/ff" --quiet 2>&1); rc=$?
 if [ $rc = 2 ] && grep -q "not a regular file" <<<"$out"; then pass "a shard that is a FIFO: exit 2 at once, named"
 else fail "a FIFO shard" "exit $rc: $out"; fi
+echo "some text" >"$tmp/t.txt"
+out=$(timeout -k 5 20 "$bin" tokenize "$tmp/t.txt" --tokenizer "$tmp/fifo.yaml" 2>&1); rc=$?
+if [ $rc = 2 ] && grep -q "tokenizer .*fifo.yaml: not a regular file" <<<"$out"; then pass "a tokenizer that is a FIFO: exit 2 at once, named"
+else fail "a FIFO tokenizer" "exit $rc: $out"; fi
 out=$(TANDEM_TEST_SIGNAL_AT=setup:1 "$bin" run "$tmp/c.yaml" --store "$tmp/sig" --set 'data.max_epochs=*=0.001' 2>&1); rc=$?
 out2=$("$bin" run "$tmp/c.yaml" --store "$tmp/sig" --set 'data.max_epochs=*=0.001' --quiet 2>&1); rc2=$?
 if [ $rc = 75 ] && grep -q "stopped by a signal during start-up" <<<"$out" && [ $rc2 = 2 ]; then

@@ -89,7 +89,7 @@ int fileio_make_parents_mode(char *path, unsigned mode) { return make_parents(pa
 int fileio_open_regular(const char *path) {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return -1;
-    struct stat st;
+    struct stat st = {0};
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         int err = S_ISREG(st.st_mode) ? errno : EINVAL;
         close(fd);
@@ -99,6 +99,10 @@ int fileio_open_regular(const char *path) {
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     return fd;
+}
+
+const char *fileio_strerror(int err) {
+    return err == EINVAL ? "not a regular file (a FIFO, a device or a directory?)" : strerror(err);
 }
 
 int fileio_read_all(const char *path, buf_t *out, size_t max) {

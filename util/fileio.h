@@ -41,4 +41,8 @@ struct buf_t;
  * -1 with errno set (EFBIG: longer than max; ENOMEM: out of memory). */
 int fileio_read_all(const char *path, struct buf_t *out, size_t max);
 
+/* What an errno from the two above means, for a message: EINVAL is "not a regular file (a
+ * FIFO, a device or a directory?)", the rest strerror's text. */
+const char *fileio_strerror(int err);
+
 #endif
