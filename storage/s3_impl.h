@@ -69,7 +69,8 @@ typedef struct expect_len {
 void s3_curl_init(void);
 
 /* Sends a request with retries. Returns 0 with the final response (a non-retryable
- * status, which may be an error status) in *r, or ERR_STORE when every attempt failed. */
+ * status, which may be an error status) in *r, or ERR_STORE when every attempt failed
+ * (then *r holds no body to free). */
 int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void *vctx,
                tdm_err *e);
 

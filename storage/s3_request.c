@@ -341,6 +341,7 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
         }
         return 0;
     }
+    resp_reset(r); /* no response to hand back: the last attempt's body is freed here */
     return err_set(e, ERR_STORE, "%s: %s %s failed after %d attempts: %s", s->cfg.bucket,
                    q->method, q->key ? q->key : "(bucket)", s->cfg.retries, why);
 }
