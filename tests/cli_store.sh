@@ -288,73 +288,59 @@ for key in RUN HEAD states/8.mp; do
   done
 done
 
-# ---------------------------------------------------------------- listings that never end
-# An S3 endpoint whose ListObjectsV2 pages never end (tests/s3/hostile_s3.py): one that
-# hands back the continuation token it was given, and one that goes on with empty pages
-# and new tokens. Every command that lists ends with exit 3 naming the endpoint's fault,
-# within seconds, instead of running (and growing) forever.
-for mode in repeat empty; do
+# ---------------------------------------------------------------- endpoints that answer wrongly
+# tests/s3/hostile_s3.py MODE on loopback: hostile_start MODE starts it (port in $port),
+# hostile_run CMD runs `tandem CMD s3://bucket/run` against it (out, rc), hostile_stop.
+# timeout's SIGKILL follows 5 s after its SIGTERM, which tandem takes as a preemption.
+hostile_start() {
   rm -f "$tmp/port"
-  /usr/bin/python3 tests/s3/hostile_s3.py "$mode" "$tmp/port" & srv=$!
+  /usr/bin/python3 tests/s3/hostile_s3.py "$1" "$tmp/port" & srv=$!
   for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.05; done
   port=$(cat "$tmp/port" 2>/dev/null)
+}
+hostile_run() {
+  out=$(AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=hostile \
+        AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
+        timeout -k 5 60 "$bin" "$1" s3://bucket/run 2>&1); rc=$?
+}
+hostile_stop() { kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; }
+
+# Listings that never end (repeat: a continuation token handed back; empty: empty pages
+# with new tokens): every command that lists ends with exit 3 naming the endpoint's fault,
+# within seconds, instead of running (and growing) forever. Ranged reads whose 206 names
+# another range than the one asked for, or a size no store holds (2^64-1: believed, it was
+# an allocation of 16 EiB and exit 1 "out of memory"; a size that is not a number was
+# retried 8 times as corruption): exit 3, the Content-Range shown, the endpoint named.
+for case in "repeat:answers listings wrongly" "empty:answers listings wrongly" \
+            "range-huge:answers ranged reads wrongly" "range-garbage:answers ranged reads wrongly" \
+            "range-offset:answers ranged reads wrongly"; do
+  mode=${case%%:*} want=${case#*:}
+  hostile_start "$mode"
   for cmd in status verify; do
-    out=$(AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=hostile \
-          AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
-          timeout -k 5 60 "$bin" "$cmd" s3://bucket/run 2>&1); rc=$?
-    if [ $rc = 3 ] && grep -q "answers listings wrongly" <<<"$out"; then
-      pass "$cmd on an endpoint whose listings never end ($mode): exit 3, named"
-    else fail "$cmd on an endpoint whose listings never end ($mode)" "exit $rc (124: still listing after 60 s)" "$out"; fi
+    hostile_run "$cmd"
+    if [ $rc = 3 ] && grep -q "$want" <<<"$out" && { [ "${mode#range}" = "$mode" ] || grep -q "Content-Range 'bytes" <<<"$out"; }; then
+      pass "$cmd on an endpoint that $want ($mode): exit 3, named"
+    else fail "$cmd on an endpoint that $want ($mode)" "exit $rc (124: still at it after 60 s)" "$out"; fi
   done
-  kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
+  hostile_stop
 done
 
-# ---------------------------------------------------------------- ranged reads answered wrongly
-# An endpoint whose 206 names another range than the one asked for, or a size no store
-# holds (2^64-1: believed, it was an allocation of 16 EiB and exit 1 "out of memory"; a
-# size that is not a number was retried 8 times as corruption): exit 3, the Content-Range
-# shown and the endpoint named as the fault.
-for mode in range-huge range-garbage range-offset; do
-  rm -f "$tmp/port"
-  /usr/bin/python3 tests/s3/hostile_s3.py "$mode" "$tmp/port" & srv=$!
-  for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.05; done
-  port=$(cat "$tmp/port" 2>/dev/null)
-  for cmd in status verify; do
-    out=$(AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=hostile \
-          AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
-          timeout -k 5 60 "$bin" "$cmd" s3://bucket/run 2>&1); rc=$?
-    if [ $rc = 3 ] && grep -q "answers ranged reads wrongly" <<<"$out" && grep -q "Content-Range 'bytes" <<<"$out"; then
-      pass "$cmd on an endpoint whose ranged reads name another range ($mode): exit 3, named"
-    else fail "$cmd on an endpoint whose ranged reads name another range ($mode)" "exit $rc" "$out"; fi
-  done
-  kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
-done
-
-# ---------------------------------------------------------------- answers that never end
 # An error answer, a listing and a ranged read whose bodies never end (no Content-Length,
 # gigabytes on): each is stopped at the bound such an answer has (1 MiB, 64 MiB, the range
 # asked for) and the command ends with exit 3 naming it. Before, tandem took all the memory
 # it could (12-16 GB here) and ran past 60 s.
 for mode in endless-error endless-list endless-range; do
-  rm -f "$tmp/port"
-  /usr/bin/python3 tests/s3/hostile_s3.py "$mode" "$tmp/port" & srv=$!
-  for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.05; done
-  port=$(cat "$tmp/port" 2>/dev/null)
-  out=$(AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=hostile \
-        AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
-        timeout -k 5 60 "$bin" status s3://bucket/run 2>&1); rc=$?
+  hostile_start "$mode"
+  hostile_run status
   if [ $rc = 3 ] && grep -q "answered wrongly: a body (HTTP [0-9]*) longer than" <<<"$out"; then
     pass "status on an endpoint whose answers never end ($mode): exit 3, named"
   else fail "status on an endpoint whose answers never end ($mode)" "exit $rc (124: still reading after 60 s)" "$out"; fi
-  kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
+  hostile_stop
 done
 
 # the same from a credential endpoint (container credentials): stopped at 1 MiB, exit 3
 # naming the source (before: 3.9 GB and 33 s here)
-rm -f "$tmp/port"
-/usr/bin/python3 tests/s3/hostile_s3.py endless-error "$tmp/port" & srv=$!
-for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.05; done
-port=$(cat "$tmp/port" 2>/dev/null)
+hostile_start endless-error
 out=$(env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN -u AWS_PROFILE \
       AWS_CONTAINER_CREDENTIALS_FULL_URI="http://127.0.0.1:$port/creds" AWS_ENDPOINT_URL=http://127.0.0.1:9 \
       AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
@@ -362,7 +348,7 @@ out=$(env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN -u 
 if [ $rc = 3 ] && grep -q "container credentials.*longer than 1 MiB" <<<"$out"; then
   pass "container credentials whose answer never ends: exit 3, named"
 else fail "container credentials whose answer never ends" "exit $rc" "$out"; fi
-kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
+hostile_stop
 
 # ---------------------------------------------------------------- a credential_process that misbehaves
 # A profile's credential_process that hangs, leaves a child behind, closes its output and
