@@ -71,6 +71,10 @@ enum config_mixture {
 /* tandem.alpha_step: eg = the normalised exponentiated-gradient step (default); pgd =
  * Algorithm 1's projected step with η_α (tandem.lr_alpha) */
 enum config_alpha_step { CONFIG_ALPHA_EG, CONFIG_ALPHA_PGD };
+/* tandem.alpha_cut: which domains the α step may take weight from below their starting
+ * weight: repeated = only those the run repeats more than data.unimax_epochs epochs, down
+ * to that many (default); any = every domain (Algorithm 1) */
+enum config_alpha_cut { CONFIG_CUT_REPEATED, CONFIG_CUT_ANY };
 /* tandem.val_loss: how w's objective adds the domains' validation losses */
 enum config_val_loss { CONFIG_VAL_SUM, CONFIG_VAL_MEAN };
 /* tandem: DMO episodes (probe, alpha, free); fixed: free steps only, α never moves */
@@ -118,6 +122,7 @@ typedef struct config {
         double lr_alpha; /* η_α (alpha_step = pgd) */
         int alpha_step;  /* enum config_alpha_step */
         double alpha_budget; /* c (alpha_step = eg): the step is c / episodes */
+        int alpha_cut;       /* enum config_alpha_cut */
         int val_loss;    /* enum config_val_loss */
         int eval_batches; /* train batches of the probe's evaluation of the twins */
         bool probe_carry;

@@ -31,6 +31,7 @@ static const char *const mode_names[] = {"tandem", "fixed", NULL};
 static const char *const snapshot_names[] = {"auto", "host", "stream", NULL};
 static const char *const schedule_names[] = {"cosine", "constant", NULL};
 static const char *const alpha_step_names[] = {"eg", "pgd", NULL};
+static const char *const alpha_cut_names[] = {"repeated", "any", NULL};
 static const char *const val_loss_names[] = {"sum", "mean", NULL};
 static const char *const cloud_names[] = {"none", "gke", "eks", "aks", NULL};
 
@@ -52,6 +53,7 @@ _Static_assert(COUNT_NAMES(mixture_names) == CONFIG_MIXTURE_UNIMAX + 1, "mixture
 _Static_assert(COUNT_NAMES(mode_names) == CONFIG_MODE_FIXED + 1, "mode names vs enum");
 _Static_assert(COUNT_NAMES(schedule_names) == CONFIG_SCHEDULE_CONSTANT + 1, "schedule");
 _Static_assert(COUNT_NAMES(alpha_step_names) == CONFIG_ALPHA_PGD + 1, "alpha step");
+_Static_assert(COUNT_NAMES(alpha_cut_names) == CONFIG_CUT_ANY + 1, "alpha cut");
 _Static_assert(COUNT_NAMES(val_loss_names) == CONFIG_VAL_MEAN + 1, "val loss");
 _Static_assert(COUNT_NAMES(cloud_names) == CONFIG_CLOUD_AKS + 1, "cloud");
 
@@ -164,6 +166,11 @@ const key_def config_schema[] = {
     FLT("tandem.alpha_budget", tandem.alpha_budget, "2", 0, false, INFINITY, false,
         "c (alpha_step = eg): the most any α_m / α_j ratio can change, in log units, per unit "
         "of normalised evidence over the whole run"),
+    ENUM("tandem.alpha_cut", tandem.alpha_cut, "repeated", alpha_cut_names,
+         "which domains the α step may cut below their starting weight: repeated = only a "
+         "domain the planned run would repeat more than data.unimax_epochs epochs, and only "
+         "down to that many (a data.mixture = file start: every domain); any = every domain, "
+         "as Algorithm 1"),
     FLT("tandem.lr_alpha", tandem.lr_alpha, "4e-3", 0, false, INFINITY, false,
         "η_α (alpha_step = pgd): step size of Algorithm 1's α update"),
     INT("tandem.eval_batches", tandem.eval_batches, "1", 1, 1024,

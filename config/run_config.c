@@ -373,8 +373,12 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
      * runs the same kernels (the same bits), so there a difference changes nothing: a run
      * pinned before the key existed (builtin) resumes with today's default on the CPU */
     int attention_matters = cfg->run.device == CONFIG_DEVICE_CUDA && cfg->run.precision == CONFIG_PRECISION_BF16;
+    /* tandem.alpha_cut bounds the α step, which a fixed run never takes: a final run pinned
+     * before the key existed (any) resumes with today's default */
+    int cut_matters = cfg->run.mode != CONFIG_MODE_FIXED || pc.run.mode != CONFIG_MODE_FIXED;
     for (size_t i = 0; !rc && i < nk; i++)
-        if (config_key_pinned(keys[i]) && (attention_matters || strcmp(keys[i], "model.attention")))
+        if (config_key_pinned(keys[i]) && (attention_matters || strcmp(keys[i], "model.attention")) &&
+            (cut_matters || strcmp(keys[i], "tandem.alpha_cut")))
             keys[kept++] = keys[i];
     nk = kept;
     if (rc || nk == 0) {

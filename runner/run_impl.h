@@ -109,6 +109,11 @@ void run_to_record(const run_ctx *r, rec_state *rec);
 int run_from_record(run_ctx *r, const rec_state *rec, tdm_err *e);
 /* A lowered or raised run.episodes against where the loaded run stands. */
 int run_fit_episodes(run_ctx *r, tdm_err *e);
+/* The α a run starts from (or, fixed, trains with), in place over alpha[0..M), which holds
+ * uniform, natural or the file's mixture: UniMax computed for the run's free-step budget
+ * where data.mixture = unimax, then moved into the caps' box (*moved, may be NULL: whether
+ * the box moved it). Reads only r->cfg, r->ds and r->hp. */
+int run_start_alpha(const run_ctx *r, int M, double *alpha, int *moved, tdm_err *e);
 /* run_fit_episodes' refusal, before anything is pinned (reads HEAD's state). */
 int run_precheck_episodes(run_ctx *r, tdm_err *e);
 

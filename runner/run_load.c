@@ -31,31 +31,37 @@ static int zero_tensor(run_ctx *r, float *buf, tdm_err *e) {
     return rc;
 }
 
-/* The α a new run starts from (or, fixed, trains with), after uniform, natural or the file:
- * UniMax computed for the run's free-step budget, and any mixture moved into the caps' box
- * (said, since the run then starts from another mixture than the one asked for). */
-static int initial_mixture(run_ctx *r, tdm_err *e) {
-    step_hparams *h = &r->hp;
-    int M = r->st.M;
+int run_start_alpha(const run_ctx *r, int M, double *alpha, int *moved, tdm_err *e) {
+    const step_hparams *h = &r->hp;
     double tokens[STEP_MAX_DOMAINS], epochs[STEP_MAX_DOMAINS];
     for (int m = 0; m < M; m++) {
         tokens[m] = (double)dataset_tokens(&r->ds, m, SPLIT_TRAIN);
         epochs[m] = h->cap[m] / tokens[m]; /* INFINITY where uncapped */
     }
     int rc = 0;
+    if (moved) *moved = 0;
     if (r->cfg.data.mixture == CONFIG_MIXTURE_UNIMAX) {
         double budget = (double)h->episodes * h->E * h->B * h->T;
-        rc = mixture_unimax(tokens, M, budget, r->cfg.data.unimax_epochs, epochs, r->st.alpha, e);
+        rc = mixture_unimax(tokens, M, budget, r->cfg.data.unimax_epochs, epochs, alpha, e);
         if (rc) return rc;
     }
     if (!h->has_caps) return 0;
     double in[STEP_MAX_DOMAINS];
-    memcpy(in, r->st.alpha, (size_t)M * sizeof *in);
-    rc = simplex_project_box(in, M, 0, h->alpha_hi, r->st.alpha, e);
+    memcpy(in, alpha, (size_t)M * sizeof *in);
+    rc = simplex_project_box(in, M, 0, h->alpha_hi, alpha, e);
     if (rc) return rc;
-    double moved = 0;
-    for (int m = 0; m < M; m++) moved = fmax(moved, fabs(in[m] - r->st.alpha[m]));
-    if (moved > 1e-12 && r->progress != PROGRESS_QUIET && r->rank == 0)
+    double most = 0;
+    for (int m = 0; m < M; m++) most = fmax(most, fabs(in[m] - alpha[m]));
+    if (moved) *moved = most > 1e-12;
+    return 0;
+}
+
+/* The α a new run starts from (run_start_alpha on r->st), said when the caps moved it
+ * (the run then starts from another mixture than the one asked for). */
+static int initial_mixture(run_ctx *r, tdm_err *e) {
+    int moved = 0, rc = run_start_alpha(r, r->st.M, r->st.alpha, &moved, e);
+    if (rc) return rc;
+    if (moved && r->progress != PROGRESS_QUIET && r->rank == 0)
         fprintf(stderr, "tandem: data.max_epochs: the %s mixture gives some domain more than its cap "
                         "allows over %d episodes; starting from the nearest mixture within the caps\n",
                 r->cfg.data.mixture == CONFIG_MIXTURE_FILE ? "file's" : "starting", r->cfg.run.episodes);

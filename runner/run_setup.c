@@ -16,6 +16,7 @@
 #include "runner/memplan.h"
 #include "runner/model_source.h"
 #include "steps/mixture.h"
+#include "steps/simplex.h"
 #include "util/testhook.h"
 
 static void default_store(const char *config_path, char *out, size_t cap) {
@@ -97,6 +98,45 @@ static int setup_caps(run_ctx *r, tdm_err *e) {
     return 0;
 }
 
+/* tandem.alpha_cut = repeated: the α step's lower bounds (steps.h, has_lo). With B the
+ * tokens of the planned final run (run.episodes x E x train.batch x train.seq, UniMax's
+ * budget) and N = data.unimax_epochs, a domain may be cut to the weight at which B repeats
+ * it N times, and no domain below its starting weight α⁰_m: lo_m = min(α⁰_m, N·tokens_m/B),
+ * at least the floor (α⁰ with the floor and the caps applied, as the first step would).
+ * Why: the probe reads a domain's train/validation gap as harm from repetition; below N
+ * epochs, where repetition costs little (Muennighoff et al. 2023), cutting on that reading
+ * lost to the start it left (docs/dmo.md, "The hold"). Computed from the pinned config
+ * and the data alone, so a resumed run holds the same bounds; a data.mixture = file start
+ * has no hold (its file is not read again on resume). */
+static int setup_hold(run_ctx *r, tdm_err *e) {
+    step_hparams *h = &r->hp;
+    h->has_lo = 0;
+    if (h->fixed || r->cfg.tandem.alpha_cut != CONFIG_CUT_REPEATED ||
+        r->cfg.data.mixture == CONFIG_MIXTURE_FILE)
+        return 0;
+    int M = dataset_n_domains(&r->ds);
+    step_state s;
+    step_state_init(&s, &r->ds, r->cfg.data.mixture == CONFIG_MIXTURE_NATURAL);
+    double start[STEP_MAX_DOMAINS];
+    int rc = run_start_alpha(r, M, s.alpha, NULL, e);
+    if (!rc) rc = simplex_project_box(s.alpha, M, h->alpha_floor, h->has_caps ? h->alpha_hi : NULL, start, e);
+    if (rc) return rc;
+    double budget = (double)h->episodes * h->E * h->B * h->T, low = 0;
+    for (int m = 0; m < M; m++) {
+        double tokens = (double)dataset_tokens(&r->ds, m, SPLIT_TRAIN);
+        double at_n = budget > 0 ? r->cfg.data.unimax_epochs * tokens / budget : 1;
+        h->alpha_lo[m] = fmax(h->alpha_floor, fmin(start[m], at_n));
+        low += h->alpha_lo[m];
+    }
+    h->has_lo = 1;
+    if (low > 1 - 1e-9 && r->progress != PROGRESS_QUIET)
+        fprintf(stderr, "tandem: the starting mixture repeats no domain more than data.unimax_epochs "
+                        "= %g epochs over this run, so the α step holds every weight at its start "
+                        "(tandem.alpha_cut = repeated; any lets the probe move them)\n",
+                r->cfg.data.unimax_epochs);
+    return 0;
+}
+
 /* Picks r->ops from run.device; for cuda, checks that a device is there and sets the
  * compute precision of the workspaces about to be created. */
 static int select_backend(run_ctx *r, tdm_err *e) {
@@ -161,6 +201,7 @@ int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     if ((rc = model_layout_init(&r->lay, &mc, e))) return rc;
     fill_hparams(r);
     if ((rc = setup_caps(r, e))) return rc;
+    if ((rc = setup_hold(r, e))) return rc;
     if ((rc = step_check(&r->hp, &r->ds, e))) return rc;
     /* the parameter-sized buffers: 3 host copies for commits, and on the CPU the 6 of the
      * twins (u, m, v, w, u', grad); the workspace is checked by the backend */

@@ -10,18 +10,25 @@ static int descending(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
+/* every entry of v finite, else ERR_DIVERGED naming the first that is not */
+static int check_finite(const double *v, int M, tdm_err *e) {
+    for (int m = 0; m < M; m++)
+        if (!isfinite(v[m]))
+            return err_set(e, ERR_DIVERGED,
+                           "alpha update produced %s for domain %d (the losses diverged; lower "
+                           "tandem.lr_probe or tandem.lr_alpha)",
+                           isnan(v[m]) ? "NaN" : "Inf", m);
+    return 0;
+}
+
 int simplex_project(const double *v, int M, double floor, double *out, tdm_err *e) {
     if (M < 1 || M > 1 << 20) return err_set(e, ERR_INTERNAL, "simplex: %d domains", M);
     if (!(floor >= 0) || floor * M >= 1)
         return err_set(e, ERR_USAGE,
                        "tandem.alpha_floor = %g is too large for %d domains (need floor x M < 1)",
                        floor, M);
-    for (int i = 0; i < M; i++)
-        if (!isfinite(v[i]))
-            return err_set(e, ERR_DIVERGED,
-                           "alpha update produced %s for domain %d (the losses diverged; lower "
-                           "tandem.lr_probe or tandem.lr_alpha)",
-                           isnan(v[i]) ? "NaN" : "Inf", i);
+    int rc = check_finite(v, M, e);
+    if (rc) return rc;
     double z = 1.0 - floor * M;
     double *s = malloc((size_t)M * sizeof *s);
     if (!s) return err_set(e, ERR_INTERNAL, "out of memory");
@@ -41,15 +48,48 @@ int simplex_project(const double *v, int M, double floor, double *out, tdm_err *
     return 0;
 }
 
-/* Σ_m clip(v_m − θ, lo, hi_m) */
-static double box_sum(const double *v, int M, double lo, const double *hi, double theta) {
+/* Σ_m clip(v_m − θ, lo_m, hi_m) */
+static double box_sum(const double *v, int M, const double *lo, const double *hi, double theta) {
     double s = 0;
     for (int m = 0; m < M; m++) {
         double x = v[m] - theta;
-        s += x < lo ? lo : x > hi[m] ? hi[m] : x;
+        s += x < lo[m] ? lo[m] : x > hi[m] ? hi[m] : x;
     }
     return s;
 }
+
+/* The projection onto {lo ≤ α ≤ hi, Σα = 1} once the bounds are known to be sound
+ * (lo_m ≤ hi_m, Σ lo < 1 ≤ Σ hi, v finite): θ between two breaks, found exactly. */
+static int project_bounds(const double *v, int M, const double *lo, const double *hi,
+                          double *out, tdm_err *e) {
+    double *b = malloc(2 * (size_t)M * sizeof *b);
+    if (!b) return err_set(e, ERR_INTERNAL, "out of memory");
+    for (int m = 0; m < M; m++) {
+        b[2 * m] = v[m] - hi[m];
+        b[2 * m + 1] = v[m] - lo[m];
+    }
+    qsort(b, 2 * (size_t)M, sizeof *b, descending); /* θ falls between two of them */
+    /* from the largest break down, the sum grows from Σ lo (< 1) to Σ hi (≥ 1): find
+     * the first break where it reaches 1; on the segment above it the sum is linear */
+    double theta = b[2 * M - 1];
+    for (int j = 0; j < 2 * M; j++) {
+        double s = box_sum(v, M, lo, hi, b[j]);
+        if (s >= 1) {
+            double above = j > 0 ? b[j - 1] : b[j];
+            double s_above = j > 0 ? box_sum(v, M, lo, hi, above) : s;
+            /* linear between (b[j], s) and (above, s_above), s_above < 1 ≤ s */
+            theta = s > s_above ? b[j] + (s - 1) * (above - b[j]) / (s - s_above) : b[j];
+            break;
+        }
+    }
+    free(b);
+    for (int m = 0; m < M; m++) {
+        double x = v[m] - theta;
+        out[m] = x < lo[m] ? lo[m] : x > hi[m] ? hi[m] : x;
+    }
+    return 0;
+}
+
 
 int simplex_project_box(const double *v, int M, double floor, const double *hi, double *out,
                         tdm_err *e) {
@@ -61,13 +101,10 @@ int simplex_project_box(const double *v, int M, double floor, const double *hi, 
         return err_set(e, ERR_USAGE,
                        "tandem.alpha_floor = %g is too large for %d domains (need floor x M < 1)",
                        floor, M);
+    int rc = check_finite(v, M, e);
+    if (rc) return rc;
     double room = 0;
     for (int m = 0; m < M; m++) {
-        if (!isfinite(v[m]))
-            return err_set(e, ERR_DIVERGED,
-                           "alpha update produced %s for domain %d (the losses diverged; lower "
-                           "tandem.lr_probe or tandem.lr_alpha)",
-                           isnan(v[m]) ? "NaN" : "Inf", m);
         if (!(hi[m] >= floor))
             return err_set(e, ERR_USAGE,
                            "domain %d may hold at most %g of the mixture (its cap, data.max_epochs), "
@@ -80,30 +117,38 @@ int simplex_project_box(const double *v, int M, double floor, const double *hi, 
                        "the domains' caps (data.max_epochs) allow only %.4g of the token budget: "
                        "raise them or lower run.episodes",
                        room);
-    double *b = malloc(2 * (size_t)M * sizeof *b);
-    if (!b) return err_set(e, ERR_INTERNAL, "out of memory");
+    double *lo = malloc((size_t)M * sizeof *lo);
+    if (!lo) return err_set(e, ERR_INTERNAL, "out of memory");
+    for (int m = 0; m < M; m++) lo[m] = floor;
+    rc = project_bounds(v, M, lo, hi, out, e);
+    free(lo);
+    return rc;
+}
+
+int simplex_project_bounds(const double *v, int M, const double *lo, const double *hi,
+                           double *out, tdm_err *e) {
+    if (M < 1 || M > 1 << 20) return err_set(e, ERR_INTERNAL, "simplex: %d domains", M);
+    int rc = check_finite(v, M, e);
+    if (rc) return rc;
+    double low = 0, room = 0;
     for (int m = 0; m < M; m++) {
-        b[2 * m] = v[m] - hi[m];
-        b[2 * m + 1] = v[m] - floor;
+        double h = hi ? hi[m] : 1;
+        if (!(lo[m] >= 0) || !(lo[m] <= h))
+            return err_set(e, ERR_INTERNAL, "simplex: domain %d bounded by [%g, %g]", m, lo[m], h);
+        low += lo[m];
+        room += h;
     }
-    qsort(b, 2 * (size_t)M, sizeof *b, descending); /* θ falls between two of them */
-    /* from the largest break down, the sum grows from M·floor (< 1) to Σ hi (≥ 1): find
-     * the first break where it reaches 1; on the segment above it the sum is linear */
-    double theta = b[2 * M - 1];
-    for (int j = 0; j < 2 * M; j++) {
-        double s = box_sum(v, M, floor, hi, b[j]);
-        if (s >= 1) {
-            double above = j > 0 ? b[j - 1] : b[j];
-            double s_above = j > 0 ? box_sum(v, M, floor, hi, above) : s;
-            /* linear between (b[j], s) and (above, s_above), s_above < 1 ≤ s */
-            theta = s > s_above ? b[j] + (s - 1) * (above - b[j]) / (s - s_above) : b[j];
-            break;
-        }
+    if (!(low <= 1 + 1e-12) || room < 1 - 1e-12)
+        return err_set(e, ERR_INTERNAL, "simplex: bounds sum to [%g, %g], not around 1", low, room);
+    if (low >= 1 - 1e-15) { /* nothing can move: α is the lower bounds */
+        for (int m = 0; m < M; m++) out[m] = lo[m] / low;
+        return 0;
     }
-    free(b);
-    for (int m = 0; m < M; m++) {
-        double x = v[m] - theta;
-        out[m] = x < floor ? floor : x > hi[m] ? hi[m] : x;
-    }
-    return 0;
+    if (hi) return project_bounds(v, M, lo, hi, out, e);
+    double *one = malloc((size_t)M * sizeof *one);
+    if (!one) return err_set(e, ERR_INTERNAL, "out of memory");
+    for (int m = 0; m < M; m++) one[m] = 1;
+    rc = project_bounds(v, M, lo, one, out, e);
+    free(one);
+    return rc;
 }

@@ -24,4 +24,11 @@ int simplex_project(const double *v, int M, double floor, double *out, tdm_err *
 int simplex_project_box(const double *v, int M, double floor, const double *hi, double *out,
                         tdm_err *e);
 
+/* The same with a lower bound per entry (the α step's hold, tandem.alpha_cut): argmin
+ * ||α − v||² over {lo[m] ≤ α_m ≤ hi[m], Σα = 1}; hi may be NULL (no upper bound). The
+ * caller guarantees 0 ≤ lo ≤ hi and Σ lo ≤ 1 ≤ Σ hi (ERR_INTERNAL otherwise); Σ lo = 1
+ * leaves α at lo. */
+int simplex_project_bounds(const double *v, int M, const double *lo, const double *hi,
+                           double *out, tdm_err *e);
+
 #endif

@@ -425,7 +425,6 @@ int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_
     } else {
         alpha_eg(hp, s, v); /* on the simplex already; Π below only enforces the floor */
     }
-    v[0] += hp->alpha_perturb;
     /* a step too large for double precision: Π of values like ±1e300 loses α in the
      * rounding (and an infinite one has no projection); the key is the step's size */
     const char *key = hp->alpha_step == STEP_ALPHA_PGD ? "tandem.lr_alpha" : "tandem.alpha_budget";
@@ -437,8 +436,16 @@ int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_
                            "(step size %s = %g, tandem.gamma = %g): lower %s",
                            (unsigned long long)s->episode, m, key, rate, hp->gamma, key);
     /* the caps' box too (data.max_epochs): α_m ≤ alpha_hi[m] at every step keeps u within
-     * them over the planned run, and α* (a mean of such α) within them in a final run */
-    int rc = simplex_project_box(v, M, hp->alpha_floor, hp->has_caps ? hp->alpha_hi : NULL, next, e);
+     * them over the planned run, and α* (a mean of such α) within them in a final run;
+     * and the hold's lower bounds (alpha_cut = repeated, floor included): see steps.h */
+    const double *hi = hp->has_caps ? hp->alpha_hi : NULL;
+    /* the hold's projection only where a bound binds: elsewhere the step is the unheld
+     * one to the bit, so a run whose α never reaches its bounds computes what it did
+     * before the hold existed */
+    int held = 0;
+    for (int m = 0; hp->has_lo && m < M; m++) held |= v[m] < hp->alpha_lo[m];
+    int rc = held ? simplex_project_bounds(v, M, hp->alpha_lo, hi, next, e)
+                  : simplex_project_box(v, M, hp->alpha_floor, hi, next, e);
     if (rc) return rc;
     double sum = 0;
     for (int m = 0; m < M; m++) sum += next[m];
@@ -448,6 +455,8 @@ int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_
                        "simplex in double precision (the weights sum to %g; step size %s = %g, "
                        "tandem.gamma = %g): lower %s",
                        (unsigned long long)s->episode, sum, key, rate, hp->gamma, key);
+    /* test-only: a change no projection can absorb (the hold may pin every weight) */
+    if (hp->alpha_perturb != 0 && M > 1) next[0] += hp->alpha_perturb, next[1] -= hp->alpha_perturb;
     if (alpha_before) memcpy(alpha_before, s->alpha, (size_t)M * sizeof *s->alpha);
     memcpy(s->alpha, next, (size_t)M * sizeof *next);
     s->have_losses = 0;

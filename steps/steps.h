@@ -57,12 +57,17 @@ typedef struct step_hparams {
     int cosine;
     double weight_decay, clip, beta1, beta2, eps;
     uint64_t seed;
-    double alpha_perturb; /* test-only: added to the pre-projection α; 0 in real runs */
+    double alpha_perturb; /* test-only: moved from α_1 to α_0 after the step; 0 in real runs */
     /* Caps (data.max_epochs; steps/mixture.h): cap[m] the most tokens of domain m that u
      * may train on over the whole run (INFINITY: no cap), alpha_hi[m] the largest α_m they
      * allow for the run's budget (1: none); has_caps when some domain has a cap. */
     int has_caps;
     double cap[STEP_MAX_DOMAINS], alpha_hi[STEP_MAX_DOMAINS];
+    /* the hold (tandem.alpha_cut = repeated): α_m ≥ alpha_lo[m] at every α step, where
+     * alpha_lo[m] = min(α⁰_m, the weight at which the planned run repeats domain m
+     * data.unimax_epochs times), at least the floor; has_lo when it is in force */
+    int has_lo;
+    double alpha_lo[STEP_MAX_DOMAINS];
 } step_hparams;
 
 typedef struct step_state {

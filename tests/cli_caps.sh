@@ -14,6 +14,10 @@
 #     uninterrupted run, and the caps held in every row of every life;
 #   - unimax: the mixture of the run's state is UniMax's (computed here by hand);
 #   - the cap is pinned: changing it on a run is refused (exit 2) unless --allow-change;
+#   - the hold (tandem.alpha_cut = repeated, the default): where no domain is repeated past
+#     data.unimax_epochs α stays at its start in every α record (and moves with any);
+#     where one is, only it falls below its start, and never below its N-epoch weight;
+#     the key is pinned for a DMO and no change for a fixed run;
 #   - bad values (an unknown domain, caps that cannot hold the budget, a malformed list):
 #     exit 2 naming the key, nothing written.
 # Prints PASS/FAIL lines and "cli_caps: N passed, M failed"; exits non-zero on failure.
@@ -35,10 +39,12 @@ run: {episodes: 24, seed: 5, threads: 1}
 data: {dataset: $tmp/corpus/dataset.yaml, max_epochs: "small=0.6"}
 model: {layers: 1, channels: 32, heads: 2, ctx: 32}
 train: {batch: 6, seq: 32}
-tandem: {K: 2, E: 3}
+tandem: {K: 2, E: 3, alpha_cut: any}
 optim: {lr: 3e-3}
 checkpoint: {every_episodes: 4}
 EOF
+# (alpha_cut: any lets α move wherever the probe says; under the default hold this budget
+# repeats no domain past 4 epochs, α would stay at its start and the caps' box go untested)
 
 # caps_held STORE: every metrics row's small epochs ≤ 0.6, and the last one ≥ 0.5
 caps_held() {
@@ -102,6 +108,52 @@ assert all(abs(a[d] - want[d]) < 1e-12 for d in want), a
 print("ok")' 2>&1)
 if [ $st = 0 ] && [ "$got" = ok ]; then pass "data.mixture = unimax trains on UniMax's mixture (0.566, 0.362, 0.072)"
 else fail "unimax mixture" "exit $st $(tail -2 "$tmp/umx.err")" "$got"; fi
+
+# the hold. Nothing repeated past 4 epochs (Uniform gives small 2.3): every α record keeps
+# UniMax's start (= Uniform here) under the default, and `any` moves it
+for cut in repeated any; do
+  "$bin" run "$tmp/c.yaml" --store "$tmp/hold-$cut" --set data.max_epochs= --set tandem.alpha_cut=$cut \
+    --quiet 2>"$tmp/hold-$cut.err"; st=$?
+  moved=$("$bin" alpha "$tmp/hold-$cut" --format json 2>/dev/null | $py -c '
+import json, sys
+recs = json.load(sys.stdin)
+assert len(recs) == 24, len(recs)
+print("%.3g" % max(abs(r["alpha_next"][d] - 1 / 3) for r in recs for d in r["alpha_next"]))' 2>&1)
+  printf -v "moved_$cut" '%s' "$moved"; printf -v "st_$cut" '%s' "$st"
+done
+if [ "$st_repeated" = 0 ] && [ "$st_any" = 0 ] &&
+   $py -c "import sys; sys.exit(not ($moved_repeated < 1e-12 and $moved_any > 1e-4))" 2>/dev/null; then
+  pass "the hold: nothing repeated past 4 epochs, α stays at its start in all 24 records (moved $moved_repeated; $moved_any with alpha_cut any)"
+else fail "the hold keeps α at its start" "exit $st_repeated/$st_any" "$moved_repeated" "$moved_any"; fi
+
+# small repeated 4.6 times from a uniform start (1k tokens, 13824 planned): small may fall
+# to its 4-epoch weight 4000/13824, big and mid never below 1/3
+"$bin" gen-corpus --out "$tmp/corpus2" --names big,mid,small --train-tokens 30k,10k,1k \
+  --val-tokens 2k --test-tokens 2k --seed 4 >/dev/null 2>&1
+"$bin" run "$tmp/c.yaml" --store "$tmp/hold-rep" --set data.max_epochs= --set tandem.alpha_cut=repeated \
+  --set data.dataset="$tmp/corpus2/dataset.yaml" --set data.mixture=uniform --set tandem.alpha_budget=8 \
+  --quiet 2>"$tmp/hold-rep.err"; st=$?
+got=$("$bin" alpha "$tmp/hold-rep" --format json 2>/dev/null | $py -c '
+import json, sys
+recs = json.load(sys.stdin)
+lo = {"big": 1 / 3, "mid": 1 / 3, "small": 4000 / 13824}
+assert len(recs) == 24, len(recs)
+least = {d: min(r["alpha_next"][d] for r in recs) for d in lo}
+assert all(least[d] >= lo[d] - 1e-12 for d in lo), least
+moved = max(abs(r["alpha_next"][d] - 1 / 3) for r in recs for d in lo)
+assert moved > 1e-4, moved
+print("ok small %.4f big %.4f mid %.4f" % (least["small"], least["big"], least["mid"]))' 2>&1)
+if [ $st = 0 ] && [[ $got == ok* ]]; then
+  pass "the hold with a repeated domain: α moves, no record below its bound (least ${got#ok }; bounds 0.2894 / 0.3333)"
+else fail "the hold's bounds" "exit $st: $(tail -2 "$tmp/hold-rep.err")" "$got"; fi
+
+# tandem.alpha_cut is pinned for a DMO, and no change to a fixed run (which takes no α
+# step): a final run pinned before the key existed (any) resumes under today's default
+"$bin" run "$tmp/c.yaml" --store "$tmp/tandem" --set tandem.alpha_cut=repeated --quiet >/dev/null 2>"$tmp/cut1.err"; st1=$?
+"$bin" run "$tmp/c.yaml" --store "$tmp/fixed" --set run.mode=fixed --set tandem.alpha_cut=repeated --quiet >/dev/null 2>"$tmp/cut2.err"; st2=$?
+if [ $st1 = 2 ] && grep -q "tandem.alpha_cut: any -> repeated" "$tmp/cut1.err" && [ $st2 = 0 ] && ! grep -q alpha_cut "$tmp/cut2.err"; then
+  pass "tandem.alpha_cut: a changed value refused on a DMO (exit 2 naming it), no change on a fixed run (exit 0)"
+else fail "alpha_cut pinned where it matters" "DMO exit $st1: $(cat "$tmp/cut1.err")" "fixed exit $st2: $(cat "$tmp/cut2.err")"; fi
 
 # pinned: another cap on the finished run is a config change
 "$bin" run "$tmp/c.yaml" --store "$tmp/fixed" --set run.mode=fixed --set data.max_epochs=small=0.9 \

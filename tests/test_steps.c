@@ -159,18 +159,19 @@ static void test_alpha_eg_contract(void) {
 }
 
 /* KKT conditions of the projection onto {lo ≤ α ≤ hi, Σα = 1}: one θ with α_i = v_i − θ
- * where lo < α_i < hi_i, v_i − lo ≤ θ where α_i = lo, v_i − hi_i ≥ θ where α_i = hi_i. */
-static int is_box_projection(const double *v, const double *a, int M, double lo, const double *hi) {
+ * where lo_i < α_i < hi_i, v_i − lo_i ≤ θ where α_i = lo_i, v_i − hi_i ≥ θ where α_i = hi_i. */
+static int is_bounds_projection(const double *v, const double *a, int M, const double *lo,
+                                const double *hi) {
     double s = 0, theta = NAN, tlo = -INFINITY, thi = INFINITY;
     for (int i = 0; i < M; i++) {
         s += a[i];
-        if (a[i] < lo - 1e-15 || a[i] > hi[i] + 1e-15) return 0;
-        if (a[i] > lo + 1e-12 && a[i] < hi[i] - 1e-12) {
+        if (a[i] < lo[i] - 1e-15 || a[i] > hi[i] + 1e-15) return 0;
+        if (a[i] > lo[i] + 1e-12 && a[i] < hi[i] - 1e-12) {
             double t = v[i] - a[i];
             if (isnan(theta)) theta = t;
             else if (fabs(theta - t) > 1e-12) return 0;
-        } else if (a[i] <= lo + 1e-12) {
-            tlo = fmax(tlo, v[i] - lo); /* θ ≥ this */
+        } else if (a[i] <= lo[i] + 1e-12) {
+            tlo = fmax(tlo, v[i] - lo[i]); /* θ ≥ this */
         } else {
             thi = fmin(thi, v[i] - hi[i]); /* θ ≤ this */
         }
@@ -178,6 +179,12 @@ static int is_box_projection(const double *v, const double *a, int M, double lo,
     if (fabs(s - 1) > 1e-12) return 0;
     if (isnan(theta)) return tlo <= thi + 1e-12;
     return tlo <= theta + 1e-12 && theta <= thi + 1e-12;
+}
+
+static int is_box_projection(const double *v, const double *a, int M, double floor, const double *hi) {
+    double lo[16];
+    for (int i = 0; i < M; i++) lo[i] = floor;
+    return is_bounds_projection(v, a, M, lo, hi);
 }
 
 /* The projection with upper bounds (the caps' box): KKT on random inputs, bounds that do
@@ -213,6 +220,86 @@ static void test_simplex_box(void) {
     CHECK(simplex_project_box(v, 3, 0, capped, a, &e) == 0 && fabs(a[0] - 0.1) < 1e-15 &&
               fabs(a[1] + a[2] - 0.9) < 1e-12 && fabs((v[1] - a[1]) - (v[2] - a[2])) < 1e-12,
           "one binding cap: %g %g %g", a[0], a[1], a[2]);
+}
+
+/* The projection with a lower bound per domain (the α step's hold): KKT on random inputs,
+ * with and without upper bounds; lower bounds that take all the mass leave α at them;
+ * unsound bounds are refused. */
+static void test_simplex_bounds(void) {
+    tdm_err e = {0};
+    rng_stream r;
+    rng_stream_init(&r, 12, RNG_TEST, 1, 0, 0);
+    int checked = 0, bound_lo = 0;
+    for (int trial = 0; trial < 600; trial++) {
+        int M = 1 + (int)(rng_uniform(&r) * 9);
+        double v[10], lo[10], hi[10], ones[10], out[10], low = 0, room = 0;
+        for (int m = 0; m < M; m++) {
+            v[m] = (rng_uniform(&r) - 0.3) * (trial % 2 ? 3 : 0.5);
+            lo[m] = rng_uniform(&r) * 1.6 / M;
+            hi[m] = lo[m] + rng_uniform(&r) * (trial % 4 == 1 ? 0.3 : 1.2);
+            ones[m] = 1;
+            low += lo[m];
+            room += hi[m];
+        }
+        if (low >= 1) continue;
+        int capped = trial % 3 != 0 && room >= 1;
+        CHECK(simplex_project_bounds(v, M, lo, capped ? hi : NULL, out, &e) == 0, "trial %d: %s", trial, e.msg);
+        CHECK(is_bounds_projection(v, out, M, lo, capped ? hi : ones), "trial %d (M %d): not the projection",
+              trial, M);
+        for (int m = 0; m < M; m++) bound_lo += out[m] <= lo[m] + 1e-12 && v[m] > lo[m];
+        checked++;
+    }
+    CHECK(checked > 200 && bound_lo > 50, "only %d random cases, %d binding lower bounds", checked, bound_lo);
+    /* the floor as every lower bound: simplex_project_box's bits */
+    double v[3] = {0.9, 0.2, -0.4}, a[3], b[3], fl[3] = {0.05, 0.05, 0.05}, hi[3] = {0.5, 1, 1};
+    CHECK(simplex_project_bounds(v, 3, fl, hi, a, &e) == 0 && simplex_project_box(v, 3, 0.05, hi, b, &e) == 0 &&
+              memcmp(a, b, sizeof a) == 0,
+          "a uniform lower bound is the floor: %g %g %g vs %g %g %g", a[0], a[1], a[2], b[0], b[1], b[2]);
+    /* lower bounds holding all the mass: α is them, whatever v says */
+    double all[3] = {0.5, 0.3, 0.2};
+    CHECK(simplex_project_bounds(v, 3, all, NULL, a, &e) == 0 && fabs(a[0] - 0.5) < 1e-15 &&
+              fabs(a[1] - 0.3) < 1e-15 && fabs(a[2] - 0.2) < 1e-15,
+          "full lower bounds: %g %g %g", a[0], a[1], a[2]);
+    double over[3] = {0.5, 0.4, 0.2}, crossed[3] = {0.5, 0.1, 0.1}, below[3] = {0.4, 1, 1};
+    CHECK(simplex_project_bounds(v, 3, over, NULL, a, &e) == ERR_INTERNAL, "lower bounds over 1");
+    CHECK(simplex_project_bounds(v, 3, crossed, below, a, &e) == ERR_INTERNAL && strstr(e.msg, "domain 0"),
+          "lo above hi: %s", e.msg);
+    double nan_v[3] = {NAN, 0, 0};
+    CHECK(simplex_project_bounds(nan_v, 3, fl, NULL, a, &e) == ERR_DIVERGED && strstr(e.msg, "NaN"),
+          "NaN: %s", e.msg);
+}
+
+/* The hold in the eg step (alpha_cut = repeated, steps.h has_lo): a domain hurt in every
+ * episode of a run falls to its lower bound and no further, the others move freely; with
+ * lower bounds that hold all the mass (no domain repeated past N epochs) α stays put. */
+static void test_alpha_hold(void) {
+    enum { M = 4, T = 200 };
+    step_hparams hp = {.gamma = 1.0, .alpha_budget = 2, .episodes = T, .alpha_step = STEP_ALPHA_EG,
+                       .has_lo = 1, .alpha_lo = {0.05, 0.1, 0.1, 0.2}};
+    double a[M] = {0.25, 0.25, 0.25, 0.25}, free_a[M] = {0.25, 0.25, 0.25, 0.25};
+    double lu[M] = {2, 2, 2, 2}, lw[M] = {2, 2, 2, 3}; /* domain 3 always hurt */
+    step_hparams any = hp;
+    any.has_lo = 0;
+    double least = 1;
+    for (int t = 0; t < T; t++) {
+        eg_once(&hp, M, a, lu, lw, a);
+        eg_once(&any, M, free_a, lu, lw, free_a);
+        least = fmin(least, a[3]);
+    }
+    CHECK(free_a[3] < 0.2 - 1e-3, "without the hold the hurt domain falls below 0.2: %g", free_a[3]);
+    CHECK(least >= 0.2 - 1e-15 && fabs(a[3] - 0.2) < 1e-12, "held at 0.2: least %g, end %g", least, a[3]);
+    CHECK(fabs(a[0] - a[1]) < 1e-12 && a[0] > 0.25, "the rest share its weight: %g %g %g", a[0], a[1], a[2]);
+    /* every domain at its lower bound (the bounds are α⁰): α never moves */
+    step_hparams frozen = hp;
+    double a0[M] = {0.4, 0.3, 0.2, 0.1}, x[M];
+    memcpy(frozen.alpha_lo, a0, sizeof a0);
+    memcpy(x, a0, sizeof a0);
+    for (int t = 0; t < 50; t++) {
+        double lw2[M] = {2, 2 + 0.1 * (t % 3), 1.5, 3};
+        eg_once(&frozen, M, x, lu, lw2, x);
+    }
+    for (int m = 0; m < M; m++) CHECK(fabs(x[m] - a0[m]) < 1e-15, "frozen α moved: %d %.17g", m, x[m]);
+    printf("  hold: the hurt domain ends at %.4f (its bound 0.2; %.4f without the hold)\n", a[3], free_a[3]);
 }
 
 /* UniMax: uniform while every domain has the data, capped domains at N epochs and their
@@ -539,6 +626,8 @@ static void test_check_rejects_bad_batch(void) {
 int main(void) {
     RUN(test_simplex_edge_cases);
     RUN(test_simplex_box);
+    RUN(test_simplex_bounds);
+    RUN(test_alpha_hold);
     RUN(test_unimax);
     RUN(test_caps_hold_weight);
     RUN(test_caps_hold_sample);
