@@ -2,7 +2,11 @@
 # demo.sh — what `make demo` runs: a TANDEM data-mixture optimisation on the CPU.
 #
 # 1. A small data-restricted corpus (runs/demo-corpus): four synthetic domains of very
-#    different sizes, so the small ones repeat many times under uniform mixing.
+#    different sizes, 69k train tokens for a budget of 307k, so the small ones would repeat
+#    many times under uniform mixing (math 26x) and even the natural mixture repeats every
+#    domain 4.5 times: the regime where the α step moves (the small domains up, within the
+#    hold's bounds: docs/dmo.md). On a corpus that UniMax's start repeats nowhere past 4
+#    epochs the step would hold α at that start.
 # 2. `tandem run configs/demo.yaml` into file://./runs/demo: about 1-2 minutes of
 #    episodes (probe, alpha, free steps), a progress line per episode, then how α moved
 #    and the final mixture α*. Interrupt it (Ctrl-C) and run `make demo` again: it
@@ -12,7 +16,7 @@ cd "$(dirname "$0")/.."
 corpus=runs/demo-corpus
 if [ ! -f "$corpus/dataset.yaml" ]; then
   ./tandem gen-corpus --out "$corpus" --names web,code,books,math \
-    --train-tokens 400k,200k,50k,20k --val-tokens 10k --test-tokens 20k
+    --train-tokens 40k,20k,6k,3k --val-tokens 10k --test-tokens 20k
 fi
 set +e
 ./tandem run configs/demo.yaml
@@ -21,5 +25,9 @@ set -e
 if [ "$rc" -eq 75 ]; then
   echo "demo: stopped and committed; run 'make demo' again to resume"
   exit 0
+fi
+if [ "$rc" -eq 2 ] && [ -e runs/demo/RUN ]; then
+  echo "demo: runs/demo holds a demo run made by an older tandem or with another config (the" \
+    "keys above); to start afresh: rm -rf runs/demo runs/demo-corpus, then make demo" >&2
 fi
 exit "$rc"
