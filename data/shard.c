@@ -94,8 +94,7 @@ int shard_open(shard *s, const char *path, int vocab, tdm_err *e) {
     if (vocab < 1 || vocab > SHARD_VOCAB_MAX)
         return err_set(e, ERR_USAGE, "%s: vocab %d is outside 1..%d", path, vocab, SHARD_VOCAB_MAX);
     int fd = fileio_open_regular(path); /* a FIFO would block open() for ever */
-    if (fd < 0 && errno == EINVAL) return err_set(e, ERR_USAGE, "%s: not a regular file", path);
-    if (fd < 0) return err_sys(e, ERR_USAGE, errno, "%s: cannot open shard", path);
+    if (fd < 0) return err_set(e, ERR_USAGE, "%s: cannot open shard: %s", path, fileio_strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int rc = err_sys(e, ERR_USAGE, errno, "%s: cannot stat shard", path);

@@ -97,8 +97,7 @@ static int open_file(st_set *s, const char *path, tdm_err *e) {
     memset(f, 0, sizeof *f);
     if (!(f->path = strdup(path))) return err_set(e, ERR_INTERNAL, "out of memory");
     int fd = fileio_open_regular(path); /* a FIFO would block open() for ever */
-    if (fd < 0 && errno == EINVAL) return err_set(e, ERR_USAGE, "%s: not a regular file", path);
-    if (fd < 0) return err_sys(e, ERR_USAGE, errno, "%s: cannot open", path);
+    if (fd < 0) return err_set(e, ERR_USAGE, "%s: cannot open: %s", path, fileio_strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);

@@ -90,7 +90,6 @@ static int project_bounds(const double *v, int M, const double *lo, const double
     return 0;
 }
 
-
 int simplex_project_box(const double *v, int M, double floor, const double *hi, double *out,
                         tdm_err *e) {
     int bounded = 0;

@@ -326,13 +326,14 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
                      "%zu bytes such an answer holds", r->hdr_status, r->too_long);
             continue;
         }
+        if (rc && r->overflow) { /* on_body stopped it: more bytes than the buffer asked for */
+            snprintf(why, sizeof why, "the body is longer than the range asked for (more than %zu bytes: the endpoint ignored the Range header?)",
+                     r->into_cap);
+            continue;
+        }
         if (rc) continue; /* reset, timeout, refused: retry */
         if (retryable_status(r->status)) {
             snprintf(why, sizeof why, "HTTP %ld", r->status);
-            continue;
-        }
-        if (r->overflow) {
-            snprintf(why, sizeof why, "the body is longer than announced");
             continue;
         }
         if (verify && r->status / 100 == 2 && verify(r, vctx)) {
