@@ -55,7 +55,7 @@ run: {episodes: 30, seed: 3, threads: 1}
 data: {dataset: corpus/dataset.yaml}
 model: {layers: 2, channels: 32, heads: 2, ctx: 32}
 train: {batch: 6, seq: 32}
-tandem: {K: 2, E: 3, lr_alpha: 0.5}
+tandem: {K: 2, E: 3, lr_alpha: 0.5, alpha_cut: any}
 optim: {lr: 3e-3}
 checkpoint: {every_episodes: 1}
 cluster:

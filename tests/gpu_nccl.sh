@@ -28,7 +28,7 @@ run: {episodes: 10, seed: 3, device: cuda, precision: bf16}
 data: {dataset: $tmp/c/dataset.yaml}
 model: {layers: 2, channels: 64, heads: 2, ctx: 64}
 train: {batch: 6, seq: 64}
-tandem: {K: 2, E: 3, lr_alpha: 0.5}
+tandem: {K: 2, E: 3, lr_alpha: 0.5, alpha_cut: any}
 checkpoint: {every_episodes: 2}
 YAML
 "$bin" run "$tmp/run.yaml" --store "$tmp/plain" --quiet && a=$("$bin" hash "$tmp/plain")

@@ -244,7 +244,7 @@ static void config_text(char *out, size_t cap, int seed, int episodes, int every
              "data: {dataset: %s/dataset.yaml}\n"
              "model: {layers: 2, channels: 32, heads: 2, ctx: 32}\n"
              "train: {batch: 6, seq: 32}\n"
-             "tandem: {K: 2, E: 3}\n"
+             "tandem: {K: 2, E: 3, alpha_cut: any}\n"
              "optim: {lr: 3e-3}\n"
              "checkpoint: {every_episodes: %d, chunk_kib: 64}\n",
              episodes, seed, g_corpus, every);

@@ -1263,7 +1263,7 @@ static int runner_fixture(fixture *f, const char *corpus, const char *tag) {
              "data: {dataset: %s/dataset.yaml}\n"
              "model: {layers: 2, channels: 64, heads: 2, ctx: 64}\n"
              "train: {batch: 6, seq: 64}\n"
-             "tandem: {K: 2, E: 3, lr_alpha: 0.5}\n"
+             "tandem: {K: 2, E: 3, lr_alpha: 0.5, alpha_cut: any}\n"
              "optim: {lr: 3e-3}\n"
              "checkpoint: {every_episodes: 1}\n",
              corpus);

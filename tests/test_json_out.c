@@ -31,7 +31,7 @@ static int fixture_json(fixture *f, const char *tag, int episodes, const char *s
              "data: {dataset: %s/dataset.yaml}\n"
              "model: {layers: 1, channels: 32, heads: 2, ctx: 32}\n"
              "train: {batch: 6, seq: 32}\n"
-             "tandem: {K: 2, E: 2, lr_alpha: 0.5}\n"
+             "tandem: {K: 2, E: 2, lr_alpha: 0.5, alpha_cut: any}\n"
              "optim: {lr: 3e-3}\n"
              "checkpoint: {every_episodes: 1, chunk_kib: 16, keep: 0}\n",
              episodes, g_corpus);

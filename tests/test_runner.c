@@ -37,7 +37,10 @@ static char g_ref_hash[1024];
 static double g_ref_seconds;
 static int g_ref_steps;
 
-/* The reference run's config with its checkpoint section replaced (NULL: the reference's). */
+/* The reference run's config with its checkpoint section replaced (NULL: the reference's).
+ * alpha_cut: any, so that every resume and replay here is checked on an α that moves (this
+ * budget repeats no domain past 4 epochs: the default hold would keep α at its start;
+ * the hold's own tests are in test_steps and cli_caps). */
 static int fixture_open_ckpt(fixture *f, const char *tag, const char *checkpoint) {
     f->dir = test_tmpdir(tag);
     snprintf(f->config, sizeof f->config, "%s/run.yaml", f->dir);
@@ -49,7 +52,7 @@ static int fixture_open_ckpt(fixture *f, const char *tag, const char *checkpoint
              "data: {dataset: %s/dataset.yaml}\n"
              "model: {layers: 2, channels: 32, heads: 2, ctx: 32}\n"
              "train: {batch: 6, seq: 32}\n"
-             "tandem: {K: 2, E: 3, lr_alpha: 0.5}\n"
+             "tandem: {K: 2, E: 3, lr_alpha: 0.5, alpha_cut: any}\n"
              "optim: {lr: 3e-3}\n"
              "checkpoint: %s\n",
              g_corpus, checkpoint ? checkpoint : "{every_episodes: 1}");
@@ -364,7 +367,7 @@ static void test_sample_mixing_time_policy(void) {
                  "data: {dataset: %s/dataset.yaml, mixing: sample}\n"
                  "model: {layers: 2, channels: 32, heads: 2, ctx: 32}\n"
                  "train: {batch: 6, seq: 32}\n"
-                 "tandem: {K: 2, E: 3, lr_alpha: 0.5, probe_carry: true}\n"
+                 "tandem: {K: 2, E: 3, lr_alpha: 0.5, probe_carry: true, alpha_cut: any}\n"
                  "optim: {lr: 3e-3}\n"
                  "checkpoint: {every_episodes: 0, every_seconds: 0.02}\n",
                  g_corpus);
@@ -847,7 +850,7 @@ static int wide_fixture(fixture *f, const char *tag, const char *data_dir, const
              "data: {dataset: %s/dataset.yaml}\n"
              "model: {layers: 1, channels: 16, heads: 2, ctx: 8}\n"
              "train: {batch: 2, seq: 8}\n"
-             "tandem: {K: 2, E: 2, lr_alpha: 0.5}\n"
+             "tandem: {K: 2, E: 2, lr_alpha: 0.5, alpha_cut: any}\n"
              "optim: {lr: 3e-3}\n"
              "checkpoint: {every_episodes: 1}\n",
              extra ? extra : "", data_dir);
