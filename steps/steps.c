@@ -439,13 +439,14 @@ int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_
      * them over the planned run, and α* (a mean of such α) within them in a final run;
      * and the hold's lower bounds (alpha_cut = repeated, floor included): see steps.h */
     const double *hi = hp->has_caps ? hp->alpha_hi : NULL;
-    /* the hold's projection only where a bound binds: elsewhere the step is the unheld
-     * one to the bit, so a run whose α never reaches its bounds computes what it did
-     * before the hold existed */
+    /* the hold's projection only where the unheld one breaks a bound (a point of the
+     * smaller set that is nearest in the larger is nearest in the smaller): elsewhere the
+     * step is the unheld one to the bit, so a run whose α never reaches its bounds
+     * computes what it did before the hold existed */
+    int rc = simplex_project_box(v, M, hp->alpha_floor, hi, next, e);
     int held = 0;
-    for (int m = 0; hp->has_lo && m < M; m++) held |= v[m] < hp->alpha_lo[m];
-    int rc = held ? simplex_project_bounds(v, M, hp->alpha_lo, hi, next, e)
-                  : simplex_project_box(v, M, hp->alpha_floor, hi, next, e);
+    for (int m = 0; !rc && hp->has_lo && m < M; m++) held |= next[m] < hp->alpha_lo[m];
+    if (held) rc = simplex_project_bounds(v, M, hp->alpha_lo, hi, next, e);
     if (rc) return rc;
     double sum = 0;
     for (int m = 0; m < M; m++) sum += next[m];

@@ -299,6 +299,21 @@ static void test_alpha_hold(void) {
         eg_once(&frozen, M, x, lu, lw2, x);
     }
     for (int m = 0; m < M; m++) CHECK(fabs(x[m] - a0[m]) < 1e-15, "frozen α moved: %d %.17g", m, x[m]);
+    /* Algorithm 1's step off the simplex: every domain helped alike pushes v above α
+     * everywhere (Σv > 1), and the projection's shift would take some below their bounds */
+    step_hparams pgd = frozen;
+    pgd.alpha_step = STEP_ALPHA_PGD;
+    pgd.lr_alpha = 0.5;
+    double lw3[M] = {1.9, 1.7, 1.95, 1.6};
+    eg_once(&pgd, M, a0, lu, lw3, x); /* (eg_once runs whichever step hp names) */
+    for (int m = 0; m < M; m++) CHECK(fabs(x[m] - a0[m]) < 1e-15, "pgd under full bounds moved: %d %.17g", m, x[m]);
+    step_hparams pgd_free = pgd;
+    pgd_free.has_lo = 0;
+    double y[M];
+    eg_once(&pgd_free, M, a0, lu, lw3, y);
+    int below = 0;
+    for (int m = 0; m < M; m++) below |= y[m] < a0[m] - 1e-9;
+    CHECK(below, "the unheld pgd step takes some domain below its start here");
     printf("  hold: the hurt domain ends at %.4f (its bound 0.2; %.4f without the hold)\n", a[3], free_a[3]);
 }
 
