@@ -48,24 +48,27 @@ int simplex_project(const double *v, int M, double floor, double *out, tdm_err *
     return 0;
 }
 
+/* hi_m, 1 where there is no upper bound (hi NULL) */
+static double upper(const double *hi, int m) { return hi ? hi[m] : 1; }
+
 /* Σ_m clip(v_m − θ, lo_m, hi_m) */
 static double box_sum(const double *v, int M, const double *lo, const double *hi, double theta) {
     double s = 0;
     for (int m = 0; m < M; m++) {
         double x = v[m] - theta;
-        s += x < lo[m] ? lo[m] : x > hi[m] ? hi[m] : x;
+        s += x < lo[m] ? lo[m] : x > upper(hi, m) ? upper(hi, m) : x;
     }
     return s;
 }
 
 /* The projection onto {lo ≤ α ≤ hi, Σα = 1} once the bounds are known to be sound
- * (lo_m ≤ hi_m, Σ lo < 1 ≤ Σ hi, v finite): θ between two breaks, found exactly. */
+ * (lo_m ≤ hi_m, Σ lo < 1 ≤ Σ hi, v finite; hi NULL: none): θ between two breaks, found exactly. */
 static int project_bounds(const double *v, int M, const double *lo, const double *hi,
                           double *out, tdm_err *e) {
     double *b = malloc(2 * (size_t)M * sizeof *b);
     if (!b) return err_set(e, ERR_INTERNAL, "out of memory");
     for (int m = 0; m < M; m++) {
-        b[2 * m] = v[m] - hi[m];
+        b[2 * m] = v[m] - upper(hi, m);
         b[2 * m + 1] = v[m] - lo[m];
     }
     qsort(b, 2 * (size_t)M, sizeof *b, descending); /* θ falls between two of them */
@@ -85,7 +88,7 @@ static int project_bounds(const double *v, int M, const double *lo, const double
     free(b);
     for (int m = 0; m < M; m++) {
         double x = v[m] - theta;
-        out[m] = x < lo[m] ? lo[m] : x > hi[m] ? hi[m] : x;
+        out[m] = x < lo[m] ? lo[m] : x > upper(hi, m) ? upper(hi, m) : x;
     }
     return 0;
 }
@@ -131,7 +134,7 @@ int simplex_project_bounds(const double *v, int M, const double *lo, const doubl
     if (rc) return rc;
     double low = 0, room = 0;
     for (int m = 0; m < M; m++) {
-        double h = hi ? hi[m] : 1;
+        double h = upper(hi, m);
         if (!(lo[m] >= 0) || !(lo[m] <= h))
             return err_set(e, ERR_INTERNAL, "simplex: domain %d bounded by [%g, %g]", m, lo[m], h);
         low += lo[m];
@@ -143,11 +146,5 @@ int simplex_project_bounds(const double *v, int M, const double *lo, const doubl
         for (int m = 0; m < M; m++) out[m] = lo[m] / low;
         return 0;
     }
-    if (hi) return project_bounds(v, M, lo, hi, out, e);
-    double *one = malloc((size_t)M * sizeof *one);
-    if (!one) return err_set(e, ERR_INTERNAL, "out of memory");
-    for (int m = 0; m < M; m++) one[m] = 1;
-    rc = project_bounds(v, M, lo, one, out, e);
-    free(one);
-    return rc;
+    return project_bounds(v, M, lo, hi, out, e);
 }
