@@ -8,7 +8,9 @@
 #                                build/rel/gpu-tests/test_gpu and test_gpu_hf,
 #                                build/rel/bench/bench_gpu,
 #                                build/rel/bench/bench_ckpt (its 1B row needs ~30 GB of host)
-#                                (debug info stripped) and the shared libraries they need
+#                                (debug info stripped), the SIZE=gpu repetition-heavy
+#                                corpus of bench-dmo (build/gpucarry/dmo: its shards, ~3 MB
+#                                packed; lease_check.sh's dmo part) and the shared libraries they need
 #                                except glibc's, the C++ runtime, CUDA's and NCCL's (the GPU
 #                                machine has its own: CUDA 13 under /usr/local/cuda, NCCL in
 #                                /usr/lib/x86_64-linux-gnu)
@@ -55,6 +57,16 @@ ldd "${bins[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u | whi
   [[ "$name" =~ $skip ]] && continue
   cp -L "$path" "$stage/$out/lib/$name"
 done
+# bench-dmo's SIZE=gpu heavy corpus (the GPU machine has no Debian archive to build it from);
+# the raw text stays here, the shards and dataset.yaml go
+dmo=$stage/$out/dmo
+if SIZE=gpu REGIMES=heavy WORK=build/dmo-corpus CORPUS_ONLY=1 bash bench/dmo.sh >/dev/null; then
+  mkdir -p "$dmo"
+  cp -r build/dmo-corpus/corpus-gpu-heavy build/dmo-corpus/corpus-gpu-heavy.spec "$dmo/"
+  rm -rf "$dmo/corpus-gpu-heavy/raw"
+else
+  echo "carry.sh: the bench-dmo corpus could not be built (apt?): lease_check.sh's dmo part will skip" >&2
+fi
 mkdir -p "$out"
 tar -C "$stage" -cJf "$out/bundle.tar.xz" build
 echo "carry.sh: $out/bundle.tar.xz ($(du -h "$out/bundle.tar.xz" | cut -f1)): ${bins[*]}, $(ls "$stage/$out/lib" | wc -l) libraries"

@@ -36,6 +36,12 @@
 #            host runs ahead and graphs could save only the gap after each step's wait)
 #   profile  where bench_gpu's step spends its GPU time (GPT-2 124M, bf16, T 1024, B 16),
 #            per kernel: nsys where the machine has it, else ncu (gpu__time_duration)
+#   dmo      issue 25 at SIZE=gpu: bench-dmo's repetition-heavy regime (6 x 384, ctx 256,
+#            bf16, 300 episodes of 80 x 256; the corpus carried by gpu/carry.sh), DMO seed
+#            LEASE_DMO_SEEDS (1) x final seed LEASE_DMO_FINALS (1), the defaults and
+#            tandem.alpha_cut=any side by side on the same Uniform / Natural / UniMax finals,
+#            LEASE_DMO_LANES (6) runs at a time on the one GPU; each run's line as it ends,
+#            so a part cut short by the budget still tells the α* and finals it reached
 #
 # LEASE_PARTS picks them, in the order above (default "test ckpt attn qwen2 gelu 1b bench";
 # for the kernel checks alone, ~8 minutes: LEASE_PARTS="test attn qwen2 gelu graphs profile").
@@ -306,6 +312,31 @@ else
     note "profile: ncu (exit $?): the second of two steps, per kernel, in profile_kernels.txt"
     python3 gpu/ncu_table.py "$out/profile_ncu.csv" | tee "$out/profile_kernels.txt"
   fi
+fi
+
+# --- dmo: bench-dmo's heavy regime at the GPU size (issue 25) ---------------------------------
+if ! want dmo; then :
+elif [ ! -f build/gpucarry/dmo/corpus-gpu-heavy/dataset.yaml ]; then
+  note "dmo: SKIPPED (no build/gpucarry/dmo: gpu/carry.sh builds and packs the corpus)"
+elif [ "$(left)" -lt 240 ]; then
+  note "dmo: SKIPPED ($(left) s left)"
+else
+  t0=$SECONDS
+  dw=build/lease-dmo
+  rm -rf "$dw" && mkdir -p "$dw"
+  cp -r build/gpucarry/dmo/corpus-gpu-heavy build/gpucarry/dmo/corpus-gpu-heavy.spec "$dw/"
+  SIZE=${LEASE_DMO_SIZE:-gpu} REGIMES=heavy WORK=$PWD/$dw TANDEM=$PWD/$T THREADS=${LEASE_DMO_THREADS:-2} PROGRESS=1 \
+    DMO_SEEDS=${LEASE_DMO_SEEDS:-1} FINAL_SEEDS=${LEASE_DMO_FINALS:-1} LANES=${LEASE_DMO_LANES:-6} \
+    EXTRA_VARIANT="any tandem.alpha_cut=any" timeout -k 5 $(( $(left) - 15 )) bash bench/dmo.sh \
+    2>&1 | stamp "$t0" >"$out/dmo.log"
+  note "dmo: exit ${PIPESTATUS[0]} in $((SECONDS - t0)) s: $(grep -cE 'dmo-.*alpha\*' "$out/dmo.log") alpha*, $(grep -cE 'final-.*Average' "$out/dmo.log") final runs"
+  grep -E 'dmo-.*alpha\*|final-.*Average| (uniform|natural|unimax|tandem|any|heavy)[ :]|loss rose|the bar' \
+    "$out/dmo.log" | cut -c1-200
+  cp "$dw"/*-heavy.json "$out/dmo.json" 2>/dev/null
+  for st in "$dw"/*-heavy/dmo-*-s*/; do  # the α history of each DMO, for the plots
+    [ -d "$st" ] && "$T" alpha "$st" --format csv >"$out/$(basename "$st").alpha.csv" 2>/dev/null
+  done
+  rm -rf "$dw"
 fi
 
 echo
