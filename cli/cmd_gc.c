@@ -8,7 +8,8 @@
  * pointing at a deleted blob, and a re-run finishes the job. α records, RUN, HEAD, the
  * lease and config changes are never touched. Because a running writer uploads blobs
  * before it writes their manifest, gc refuses to run while a writer holds the lease
- * (unless --force), except a stale lease whose holder is provably gone (audit.h). gc and
+ * (unless --force), except a stale lease whose holder is provably gone (audit.h), and
+ * stops at its next deletion when a run takes the lease while it collects. gc and
  * pin never create a store: a missing one is exit 3. `gc --json`: the report as one JSON
  * object on stdout (docs/json.md). */
 #include <stdio.h>
@@ -17,6 +18,7 @@
 
 #include "ledger/audit.h"
 #include "ledger/keys.h"
+#include "ledger/read.h"
 #include "ledger/retain.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
@@ -86,6 +88,39 @@ static const char *lease_state_name(int state) {
                                          : "none";
 }
 
+/* The lease as gc first saw it; every deletion checks that it is unchanged (retain.h's
+ * guard). A run that starts while gc collects takes the lease (a new epoch) before it
+ * uploads anything, so its blobs, whose manifests gc has not read, are never taken for
+ * garbage. */
+typedef struct gc_lease_guard {
+    int present;
+    rec_lease seen;
+} gc_lease_guard;
+
+static int read_raw_lease(store *st, gc_lease_guard *g, tdm_err *e) {
+    memset(g, 0, sizeof *g);
+    int rc = ledger_read(st, REC_KIND_LEASE, LEDGER_LEASE, NULL, &g->seen, e);
+    if (rc == STORE_NOT_FOUND || rc == STORE_CORRUPT) return 0; /* none: a run writes one first */
+    if (!rc) g->present = 1;
+    return rc;
+}
+
+static int lease_unchanged(store *st, void *ctx, tdm_err *e) {
+    const gc_lease_guard *was = ctx;
+    gc_lease_guard now;
+    int rc = read_raw_lease(st, &now, e);
+    if (rc) return rc;
+    if (now.present == was->present &&
+        (!now.present || (now.seen.epoch == was->seen.epoch && now.seen.released == was->seen.released)))
+        return 0;
+    return err_set(e, ERR_USAGE,
+                   "%s: a run took the lease while gc was collecting (writer epoch %llu, host %s, pid "
+                   "%llu): gc stopped before deleting anything of it (its new blobs look unreferenced "
+                   "until their manifest is written). Run gc again once that run has stopped",
+                   store_url(st), now.present ? (unsigned long long)now.seen.epoch : 0ULL,
+                   now.present ? now.seen.host : "?", now.present ? (unsigned long long)now.seen.pid : 0ULL);
+}
+
 /* gc itself; with j (--json) the report goes to j as members instead of stdout, and the
  * error is left in *out for the caller's document (it is on stderr either way). */
 static int gc(const char *url, long keep, int dry, int force, FILE *j, tdm_err *out) {
@@ -137,8 +172,11 @@ static int gc(const char *url, long keep, int dry, int force, FILE *j, tdm_err *
     size_t loglen = 0;
     FILE *logf = j ? open_memstream(&log, &loglen) : stdout;
     if (!logf) rc = err_set(&e, ERR_INTERNAL, "out of memory");
+    gc_lease_guard seen;
+    retain_guard guard = {lease_unchanged, &seen};
+    if (!rc && !dry) rc = read_raw_lease(st, &seen, &e);
     if (!rc) {
-        rc = retain_collect(st, keep, 1, dry, logf, &rep, &e);
+        rc = retain_collect(st, keep, 1, dry, dry ? NULL : &guard, logf, &rep, &e);
         if (j) {
             fclose(logf);
             logf = NULL;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ledger/codec.h"
+#include "ledger/keys.h"
 #include "ledger/rectab.h"
 
 #define MAX_CHUNK_BYTES ((uint64_t)64 << 20)
@@ -574,8 +575,19 @@ static const rt_table STATE = {"states/<seq>.mp", sizeof(rec_state), STATE_FIELD
                                RT_SEAL_IF, offsetof(rec_state, has_gen), "gen", check_state, release_state};
 
 void *rec_state_encode(const rec_state *s, size_t *n) { return rt_encode(&STATE, s, n); }
+/* A manifest read under its own key (states/<seq>.mp) must hold that run position: one
+ * copied over another (a rollback of one object) would otherwise resume the run from
+ * another position than the one its name promises, and fail its replay forever. */
 int rec_state_decode(const void *data, size_t n, const char *what, rec_state *s, tdm_err *e) {
-    return rt_decode(&STATE, data, n, what, s, e);
+    int rc = rt_decode(&STATE, data, n, what, s, e);
+    uint64_t named;
+    if (rc == 0 && what && ledger_key_index(what, LEDGER_STATES, &named) == 0 && named != s->seq) {
+        unsigned long long held = (unsigned long long)s->seq;
+        rec_state_free(s);
+        return err_set(e, ERR_STORE, "%s holds run position %llu, not the %llu its name says (another "
+                       "state's manifest copied over it)", what, held, (unsigned long long)named);
+    }
+    return rc;
 }
 
 void rec_state_free(rec_state *s) {

@@ -70,21 +70,33 @@ static int add_refs(store *st, uint64_t seq, sha256_digest **ref, size_t *n, siz
 }
 
 static int collect(store *st, long keep, int verify_fallback, int dry, int only_from_deleted,
-                   FILE *log, retain_report *out, tdm_err *e);
+                   const retain_guard *guard, FILE *log, retain_report *out, tdm_err *e);
 
-int retain_collect(store *st, long keep, int verify_fallback, int dry, FILE *log,
-                   retain_report *out, tdm_err *e) {
-    return collect(st, keep, verify_fallback, dry, 0, log, out, e);
+int retain_collect(store *st, long keep, int verify_fallback, int dry, const retain_guard *guard,
+                   FILE *log, retain_report *out, tdm_err *e) {
+    return collect(st, keep, verify_fallback, dry, 0, guard, log, out, e);
 }
 
 int retain_after_commit(store *st, long keep, retain_report *out, tdm_err *e) {
-    return collect(st, keep, 0, 0, 1, NULL, out, e);
+    return collect(st, keep, 0, 0, 1, NULL, NULL, out, e);
+}
+
+/* Deletes one key unless the guard says stop; a key already gone is no error. */
+static int delete_guarded(store *st, const char *key, const retain_guard *guard, tdm_err *e) {
+    testhook_sleep("TANDEM_TEST_GC_DELAY_MS"); /* a slow store, for the tests */
+    if (guard && guard->check) {
+        int rc = guard->check(st, guard->ctx, e);
+        if (rc) return rc;
+    }
+    testhook_kill_at("gc");
+    int r = store_delete(st, key, e);
+    return r == STORE_NOT_FOUND ? 0 : r;
 }
 
 /* retain_collect and retain_after_commit (only_from_deleted: the blobs of the deleted
  * manifests, read before they go, are the only candidates). */
 static int collect(store *st, long keep, int verify_fallback, int dry, int only_from_deleted,
-                   FILE *log, retain_report *out, tdm_err *e) {
+                   const retain_guard *guard, FILE *log, retain_report *out, tdm_err *e) {
     memset(out, 0, sizeof *out);
     int rc = 0;
     uint64_t *seqs = NULL, *pins = NULL, *keepv = NULL;
@@ -116,8 +128,11 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
         for (size_t i = below > (size_t)keep ? below - (size_t)keep : 0; i < below; i++) keepv[nk++] = seqs[i];
         for (size_t i = below; i < ns; i++) keepv[nk++] = seqs[i];
         if (have && !contains(keepv, nk, h.seq)) keepv[nk++] = h.seq;
-        for (size_t i = ns; verify_fallback && have && i-- > 0;) /* newest verified older state */
-            if (seqs[i] < h.seq && state_verifies(st, seqs[i])) {
+        /* the newest older state that verifies; without HEAD (a run heals it from the
+         * newest state that verifies) the newest that verifies, whatever the newest
+         * `keep` are: they may be the damage HEAD's loss came with */
+        for (size_t i = ns; verify_fallback && i-- > 0;)
+            if ((!have || seqs[i] < h.seq) && state_verifies(st, seqs[i])) {
                 if (!contains(keepv, nk, seqs[i])) keepv[nk++] = seqs[i];
                 break;
             }
@@ -138,12 +153,8 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
         if (contains(keepv, nk, seqs[i])) continue;
         char key[64];
         ledger_state_key(key, sizeof key, seqs[i]);
+        if (!dry && (rc = delete_guarded(st, key, guard, e)) != 0) break;
         if (log) fprintf(log, "%s %s\n", dry ? "would delete" : "delete", key);
-        if (!dry) {
-            testhook_kill_at("gc");
-            int r = store_delete(st, key, e);
-            if (r && r != STORE_NOT_FOUND) rc = r;
-        }
         deleted_states++;
     }
     /* blobs referenced by what is kept; if a kept manifest cannot be read, keep all blobs */
@@ -177,10 +188,8 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
         if (used) continue; /* kept, or already deleted as an earlier candidate */
         if (dry) {
             if (log) fprintf(log, "would delete %s\n", key);
-        } else {
-            testhook_kill_at("gc");
-            int r = store_delete(st, key, e);
-            if (r && r != STORE_NOT_FOUND) rc = r;
+        } else if ((rc = delete_guarded(st, key, guard, e)) != 0) {
+            break;
         }
         deleted_blobs++;
     }

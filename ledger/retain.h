@@ -28,8 +28,17 @@ typedef struct retain_report {
  * instead: it is one of the newest `keep` when keep >= 2). dry: say, delete nothing.
  * `log` (may be NULL) gets one line per deletion. ERR_STORE when HEAD cannot be read
  * (nothing is deleted then). */
-int retain_collect(store *st, long keep, int verify_fallback, int dry, FILE *log,
-                   retain_report *out, tdm_err *e);
+/* guard (may be NULL): called before every deletion; non-zero (with *e set) stops the
+ * pass there. gc's guard checks that no run has taken the lease since gc looked at it: a
+ * run that starts meanwhile uploads blobs whose manifests gc has not read, and they look
+ * unreferenced. Without HEAD the fall-back kept is the newest state that verifies. */
+typedef struct retain_guard {
+    int (*check)(store *st, void *ctx, tdm_err *e);
+    void *ctx;
+} retain_guard;
+
+int retain_collect(store *st, long keep, int verify_fallback, int dry, const retain_guard *guard,
+                   FILE *log, retain_report *out, tdm_err *e);
 
 /* The writer's pass after a commit: the same choice of states (without the verified
  * fall-back), but of the blobs only those the deleted manifests referenced and no kept one

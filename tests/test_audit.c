@@ -198,8 +198,32 @@ static void test_gc_killed_midway_loses_nothing(void) {
           "gc ran beside a live writer: %s", out);
     kill(live, SIGTERM);
     CHECK(wait_exit(live) == 75, "live run stop");
-    /* killed after a few deletions, then verified and resumed */
+    /* a run that starts while gc collects (gc checked the lease at its start): gc stops at
+     * its next deletion, before it takes the run's new blobs, whose manifests it has not
+     * read, for garbage */
     char cmd[4096];
+    snprintf(cmd, sizeof cmd, "TANDEM_TEST_GC_DELAY_MS=2000 '%s' gc '%s' --keep 1 > '%s/gc.out' 2>&1; "
+             "echo \"exit $?\" >> '%s/gc.out'", tandem_bin(), f.store, f.dir, f.dir);
+    pid_t gcp = fork();
+    if (gcp == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    CHECK(gcp > 0, "fork");
+    usleep(300000);
+    live = start_run(&f, "TANDEM_TEST_STEP_DELAY_MS=200", NULL, NULL);
+    int gst = 0;
+    CHECK(waitpid(gcp, &gst, 0) == gcp, "wait for gc");
+    kill(live, SIGTERM);
+    int lst = wait_exit(live);
+    CHECK(lst == 75 || lst == 0, "the run beside gc: exit %d", lst);
+    char gcout[2048] = "";
+    snprintf(cmd, sizeof cmd, "%s/gc.out", f.dir);
+    read_all(cmd, gcout, sizeof gcout);
+    CHECK(strstr(gcout, "a run took the lease while gc was collecting") && strstr(gcout, "exit 2"),
+          "gc went on beside a run that started meanwhile: %s", gcout);
+    CHECK(tandem_cmd(out, sizeof out, "verify '%s'", f.store) == 0, "after gc stopped: %s", out);
+    /* killed after a few deletions, then verified and resumed */
     snprintf(cmd, sizeof cmd, "TANDEM_TEST_KILL_AT=gc:3 '%s' gc '%s' --keep 1 > /dev/null 2>&1", tandem_bin(), f.store);
     int st = system(cmd);
     CHECK(WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) == 137), "gc was not killed (status %d)", st);
@@ -221,6 +245,27 @@ static void test_gc_killed_midway_loses_nothing(void) {
     free(f.dir);
     test_rmtree(r.dir);
     free(r.dir);
+}
+
+/* HEAD lost and the newest manifest damaged, in a run that cannot replay from its seed
+ * (its length was changed): gc --keep 1 keeps the newest state that verifies, not only the
+ * newest (the damaged one), and the run heals from it (it used to be left with nothing). */
+static void test_gc_without_head_keeps_a_verified_state(void) {
+    fixture f;
+    CHECK(fixture_audit(&f, "gc-nohead", 4) == 0, "fixture");
+    CHECK(run_to_end(&f, NULL) == 0, "run");
+    CHECK(tandem_cmd(out, sizeof out, "run '%s' --store '%s' --set run.episodes=6 --allow-change run.episodes "
+                     "--quiet", f.config, f.store) == 0, "extend: %s", out);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd '%s' && rm HEAD && n=$(ls states | sort -n | tail -n 1) && "
+             "printf 'X' | dd of=states/$n bs=1 seek=50 conv=notrunc status=none", f.store);
+    CHECK(system(cmd) == 0, "delete HEAD, damage the newest manifest");
+    CHECK(tandem_cmd(out, sizeof out, "gc '%s' --keep 1", f.store) == 0, "gc: %s", out);
+    CHECK(tandem_cmd(out, sizeof out, "run '%s' --store '%s' --set run.episodes=6 --quiet", f.config, f.store) == 0 &&
+              strstr(out, "the newest state that verifies"), "the run after gc: %s", out);
+    CHECK(tandem_cmd(out, sizeof out, "verify '%s'", f.store) == 0, "verify: %s", out);
+    test_rmtree(f.dir);
+    free(f.dir);
 }
 
 static void test_eval_reports_average(void) {
@@ -573,6 +618,7 @@ int main(void) {
     RUN(test_alpha_verify_names_the_damage);
     RUN(test_status_and_verify);
     RUN(test_gc_killed_midway_loses_nothing);
+    RUN(test_gc_without_head_keeps_a_verified_state);
     RUN(test_eval_reports_average);
     RUN(test_run_damage_verify_agrees_with_run);
     RUN(test_run_missing_is_never_a_new_run);

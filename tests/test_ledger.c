@@ -764,6 +764,34 @@ static void test_foreign_objects_are_not_evidence(void) {
     }
 }
 
+/* One of the run's own manifests copied over a newer one (states/40.mp over the 60.mp a
+ * commit cut off before HEAD moved left): the name promises position 60, the content is
+ * 40. verify names it; the resume sets it aside and ends at the reference (it used to
+ * resume from 40 while believing 60, and fail its replay with exit 4 on every attempt). */
+static void test_state_copied_over_another(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-rollback", 4) == 0, "fixture");
+    int rc = run_to_end(&f, "TANDEM_TEST_SIGNAL_AT=probe:9");
+    CHECK(rc == 75, "setup stop exit %d", rc);
+    rc = run_to_end(&f, "TANDEM_TEST_KILL_AT=head:1");
+    CHECK(rc == 128 + SIGKILL, "setup kill exit %d", rc);
+    char from[900], to[900], log[8192], out[8192], h[1024];
+    snprintf(from, sizeof from, "%s/states/40.mp", f.store);
+    snprintf(to, sizeof to, "%s/states/60.mp", f.store);
+    CHECK(file_size(to) > 0 && copy_file(from, to) == 0, "copy states/40.mp over states/60.mp");
+    rc = tandem_on_store(&f, "verify", "", out, sizeof out);
+    CHECK(rc == 3 && strstr(out, "states/60.mp holds run position 40"), "verify exit %d: %s", rc, out);
+    rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "resume exit %d: %s", rc, log);
+    CHECK(strstr(log, "states/60.mp holds run position 40") && strstr(log, "quarantine/"),
+          "states/60.mp was not reported kept aside: %s", log);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere:\n%s", h);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify after: %s", out);
+    fixture_close(&f);
+}
+
 /* Another run's RUN in place of this run's: refused (exit 3) naming RUN and the repair,
  * verify names it; the original RUN put back, the run goes on to the reference. */
 static void test_run_of_another_run(void) {
@@ -1177,6 +1205,7 @@ int main(void) {
     RUN(test_kill_before_the_final_head);
     RUN(test_final_commit_cut_off);
     RUN(test_foreign_objects_are_not_evidence);
+    RUN(test_state_copied_over_another);
     RUN(test_run_of_another_run);
     RUN(test_change_record_flip);
     RUN(test_lease_and_mixture_verified);
