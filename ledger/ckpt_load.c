@@ -364,6 +364,17 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
                        "run `tandem repair %s` (a dry run; then --apply)",
                        url, ns, c->gens.n ? "its config was changed along the way" : "it was begun by an "
                        "older tandem whose records a replay would not reproduce", url);
+    /* Neither HEAD nor a state, yet a config change that took effect past the start: the
+     * run computed something (under the config before the change) that is gone. Starting
+     * from the seed would compute it all under today's config, and pass it off as the run. */
+    if (ckpt_gens_newest(&c->gens) > 0)
+        return err_set(e, ERR_STORE,
+                       "%s has neither HEAD nor any state, but its config was changed at run position "
+                       "%llu (configs/ records %llu changes): the run cannot be started again from its "
+                       "seed, which would compute all of it under today's config. Restore states/ and "
+                       "HEAD from a copy of the store (then check with tandem verify), or start the run "
+                       "anew in another store",
+                       url, (unsigned long long)ckpt_gens_newest(&c->gens), (unsigned long long)c->gens.n);
     return 0;
 }
 

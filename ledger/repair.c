@@ -185,6 +185,20 @@ int ledger_repair_plan_make(store *st, const char *url, ledger_repair_plan *p, t
             head_bad = 1;
         }
     }
+    /* a plan that leaves no state in a run whose config changed past its start strands
+     * it: the run cannot be replayed from its seed under the changed config (ckpt_load
+     * refuses). Only a copy of what is damaged can repair that. */
+    if (!rc && !head_to && p->n > 0 && ckpt_gens_newest(&gens) > 0) {
+        char what[160];
+        if (!chain.ok) snprintf(what, sizeof what, "alpha/%zu.mp", chain.bad);
+        else snprintf(what, sizeof what, "%s", p->items[0].key);
+        rc = err_set(e, ERR_STORE,
+                     "%s: setting aside what is damaged (%s: %.300s) would leave no state, and the "
+                     "run's config was changed at run position %llu, so it could not be replayed from "
+                     "its seed. tandem repair cannot heal this: restore %s from a copy of the store "
+                     "(then check with tandem verify); nothing was changed",
+                     url, p->items[0].key, p->items[0].why, (unsigned long long)ckpt_gens_newest(&gens), what);
+    }
     p->head_bad = !rc && head_bad;
     p->move_head = !rc && head_bad && head_to;
     if (p->move_head) {
