@@ -5,6 +5,7 @@
  *   lease                        the writer lease: epoch, holder (rec_lease)
  *   mixture.mp                   α* of a finished run (rec_mixture)
  *   model.mp                     the model.init folder a run started from (rec_model)
+ *   data.mp                      the dataset's tokens a run started from (rec_data)
  *   SWEEP                        at a sweep's root, not in a run: its points (rec_sweep)
  *   states/<seq>.mp              a full state's manifest (rec_state), by run position
  *   blobs/<sha-256 hex>          a chunk of a tensor, named by its content
@@ -29,6 +30,7 @@
 #define LEDGER_LEASE "lease"
 #define LEDGER_MIXTURE "mixture.mp"
 #define LEDGER_MODEL "model.mp"
+#define LEDGER_DATA "data.mp"
 #define LEDGER_SWEEP "SWEEP"
 /* prefixes, for listing */
 #define LEDGER_STATES "states/"

@@ -366,6 +366,47 @@ int rec_model_decode(const void *data, size_t n, const char *what, rec_model *m,
     return rt_decode(&MODEL, data, n, what, m, e);
 }
 
+/* ------------------------------------------------------------------ data.mp */
+
+/* "sha256": one array per domain of its splits' digests, as 32-byte binaries. */
+static void put_data_sha(codec_writer *w, const void *rec) {
+    const rec_data *d = rec;
+    codec_array(w, (size_t)d->M);
+    for (int m = 0; m < d->M; m++) {
+        codec_array(w, REC_DATA_SPLITS);
+        for (int s = 0; s < REC_DATA_SPLITS; s++) codec_bin(w, d->sha[m][s].b, sizeof d->sha[m][s].b);
+    }
+}
+static int get_data_sha(const codec_map_reader *r, const msgpack_object *o, const char *key, void *rec) {
+    rec_data *d = rec;
+    if (o->type != MSGPACK_OBJECT_ARRAY || (int)o->via.array.size != d->M)
+        return codec_field_error(r, key, "is not one entry per domain");
+    for (int m = 0; m < d->M; m++) {
+        const msgpack_object *a = &o->via.array.ptr[m];
+        if (a->type != MSGPACK_OBJECT_ARRAY || a->via.array.size != REC_DATA_SPLITS)
+            return codec_field_error(r, key, "is not three digests per domain");
+        for (int s = 0; s < REC_DATA_SPLITS; s++) {
+            const msgpack_object *b = &a->via.array.ptr[s];
+            if (b->type != MSGPACK_OBJECT_BIN || b->via.bin.size != sizeof d->sha[m][s].b)
+                return codec_field_error(r, key, "holds a digest that is not 32 bytes");
+            memcpy(d->sha[m][s].b, b->via.bin.ptr, sizeof d->sha[m][s].b);
+        }
+    }
+    return 0;
+}
+
+static const rt_field DATA_FIELDS[] = {
+    {"domains", RT_NAMES, offsetof(rec_data, domains), 0, 0, 0, RT_EARLY, 0, NULL, NULL, NULL},
+    CUSTOM(rec_data, "sha256", 0, put_data_sha, get_data_sha),
+};
+static const rt_table DATA = {"data.mp", sizeof(rec_data), DATA_FIELDS, 2, offsetof(rec_data, M), RT_SEAL_REQUIRED, 0,
+                              NULL, NULL, NULL};
+
+void *rec_data_encode(const rec_data *d, size_t *n) { return rt_encode(&DATA, d, n); }
+int rec_data_decode(const void *data, size_t n, const char *what, rec_data *d, tdm_err *e) {
+    return rt_decode(&DATA, data, n, what, d, e);
+}
+
 /* ------------------------------------------------------------------ state manifests */
 
 static const char *const STEP_NAMES[] = {"probe", "alpha", "free", "done", NULL};

@@ -224,6 +224,21 @@ typedef struct rec_model {
 void *rec_model_encode(const rec_model *m, size_t *n);
 int rec_model_decode(const void *data, size_t n, const char *what, rec_model *m, tdm_err *e);
 
+/* data.mp: the dataset a run started from, pinned by content (runner/data_source.c), so
+ * that a resume or a replay cannot silently read other tokens under the same paths (a
+ * corpus rebuilt with another seed, two domains' shards swapped). Sealed. */
+#define REC_DATA_SPLITS 3 /* train, val, test: the order of data/dataset.h's splits */
+typedef struct rec_data {
+    int M;
+    char domains[REC_MAX_DOMAINS][REC_NAME_MAX];
+    /* per domain and split: SHA-256 over its shards in order, each as its token count
+     * (8 bytes, little-endian) and its token bytes as stored */
+    sha256_digest sha[REC_MAX_DOMAINS][REC_DATA_SPLITS];
+} rec_data;
+
+void *rec_data_encode(const rec_data *d, size_t *n);
+int rec_data_decode(const void *data, size_t n, const char *what, rec_data *d, tdm_err *e);
+
 void rec_run_free(rec_run *r);
 void rec_change_free(rec_change *c);
 void rec_state_free(rec_state *s);

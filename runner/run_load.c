@@ -14,6 +14,7 @@
 #include "ledger/read.h"
 #include "report/progress.h"
 #include "runner/mixfile.h"
+#include "runner/data_source.h"
 #include "runner/model_source.h"
 #include "steps/mixture.h"
 #include "steps/simplex.h"
@@ -180,6 +181,8 @@ int run_load_everywhere(run_ctx *r, const run_opts *o, run_config_result *pinned
                              defaulted, pinned, e);
         /* the model.init folder is the one the run started from (pinned by content) */
         if (!rc) rc = model_source_fingerprint(r->store, &r->cfg, 1, e);
+        /* and the dataset's tokens are those it started with (data.mp) */
+        if (!rc) rc = data_source_fingerprint(r->store, &r->ds, 1, e);
         ckpt_layout cl = {0};
         ckpt_model_io_init(&r->ck_io, r->nets.ops, r->nets.ctx);
         if (!rc) rc = ckpt_model_layout(&r->lay, &cl, e);

@@ -856,6 +856,67 @@ static void test_change_record_flip(void) {
     fixture_close(&f);
 }
 
+/* A run whose config was changed past its start, its states gone: it cannot start again
+ * from its seed (that would compute all of it under the new config and pass it off as the
+ * run; it used to, exit 0). With HEAD and states/ deleted the run refuses (exit 3); with a
+ * hole in the α chain before the change that every state vouches past, repair refuses to
+ * set them all aside (it used to, and the next run started again from the seed). */
+static void test_changed_run_never_restarts_from_its_seed(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-changed", 4) == 0, "fixture");
+    CHECK(stop_at(&f, 12) == 75, "setup stop");
+    const char *const change[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
+    CHECK(life_args(&f, NULL, change) == 0, "the changed run");
+    char cmd[2048], log[8192], out[8192];
+    snprintf(cmd, sizeof cmd, "cp -a '%s' '%s/twin' && rm -rf '%s/states' '%s/HEAD'", f.store, f.dir, f.store,
+             f.store);
+    CHECK(system(cmd) == 0, "copy, then delete states/ and HEAD");
+    int rc = life_args(&f, NULL, change);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 3 && strstr(log, "neither HEAD nor any state") && strstr(log, "configs/"),
+          "no state in a changed run: exit %d: %s", rc, log);
+    fixture t = f;
+    snprintf(t.store, sizeof t.store, "%s/twin", f.dir);
+    snprintf(cmd, sizeof cmd, "rm '%s/alpha/1.mp' && ls '%s/states' > '%s/before.txt'", t.store, t.store, f.dir);
+    CHECK(system(cmd) == 0, "a hole at alpha/1.mp");
+    rc = tandem_on_store(&t, "repair", " --apply", out, sizeof out);
+    CHECK(rc == 3 && strstr(out, "restore alpha/1.mp") && strstr(out, "nothing was changed"),
+          "repair of a hole before the change: exit %d: %s", rc, out);
+    snprintf(cmd, sizeof cmd, "ls '%s/states' | cmp -s - '%s/before.txt' && test -f '%s/HEAD'", t.store, f.dir,
+             t.store);
+    CHECK(system(cmd) == 0, "repair changed the store although it refused");
+    fixture_close(&f);
+}
+
+/* The dataset's tokens changed under the same path between a stop and the resume (one
+ * token of one train shard): refused (exit 2) naming the domain, the split and data.mp;
+ * the shard put back, the run goes on. It used to resume on the other tokens, exit 0. */
+static void test_changed_dataset_is_refused(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-data", 4) == 0, "fixture");
+    char cmd[4096], log[8192], out[8192];
+    snprintf(cmd, sizeof cmd, "cp -a '%s' '%s/corpus' && sed -i 's|%s/dataset.yaml|%s/corpus/dataset.yaml|' '%s'",
+             g_corpus, f.dir, g_corpus, f.dir, f.config);
+    CHECK(system(cmd) == 0, "a corpus of the run's own");
+    CHECK(stop_at(&f, 12) == 75, "setup stop");
+    /* the first domain's train shard: token 100 set to 1 (still a valid token) */
+    snprintf(cmd, sizeof cmd, "cd '%s/corpus' && f=$(ls */train_*.bin | head -n 1) && cp $f shard.keep && echo $f > shard.name && "
+             "printf '\\001\\000' | dd of=$f bs=1 seek=1224 conv=notrunc status=none && ! cmp -s $f shard.keep",
+             f.dir);
+    CHECK(system(cmd) == 0, "change a token");
+    int rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 2 && strstr(log, "data.dataset: the train tokens of domain") && strstr(log, "data.mp"),
+          "a changed shard: exit %d: %s", rc, log);
+    snprintf(cmd, sizeof cmd, "cd '%s/corpus' && cp shard.keep $(cat shard.name)", f.dir);
+    CHECK(system(cmd) == 0, "put the shard back");
+    rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "after the shard was put back: exit %d: %s", rc, log);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+}
+
 /* A damaged lease and a damaged mixture.mp of a finished run: verify reports each; the
  * rerun replaces them, says so, and verify is clean again. */
 static void test_lease_and_mixture_verified(void) {
@@ -1208,6 +1269,8 @@ int main(void) {
     RUN(test_state_copied_over_another);
     RUN(test_run_of_another_run);
     RUN(test_change_record_flip);
+    RUN(test_changed_run_never_restarts_from_its_seed);
+    RUN(test_changed_dataset_is_refused);
     RUN(test_lease_and_mixture_verified);
     RUN(test_repair_sets_aside_unloadable_states);
     RUN(test_frozen_writer_never_replaces);

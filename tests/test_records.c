@@ -272,6 +272,10 @@ static int dec_model(const void *d, size_t n, tdm_err *e) {
     rec_model m;
     return rec_model_decode(d, n, "model.mp", &m, e);
 }
+static int dec_data(const void *d, size_t n, tdm_err *e) {
+    static rec_data x;
+    return rec_data_decode(d, n, "data.mp", &x, e);
+}
 static int dec_sweep(const void *d, size_t n, tdm_err *e) {
     static rec_sweep w; /* 32 KiB: not on the stack of every mutation */
     return rec_sweep_decode(d, n, "SWEEP", &w, e);
@@ -344,6 +348,16 @@ static void test_truncated_and_mutated_inputs(void) {
           "model.mp round trip: %s", e.msg);
     r = mutate_all_sealed(buf, n, dec_model, "model.mp", 1);
     free(buf);
+    /* data.mp: names and per-split digests back as written, sealed against every mutation */
+    static rec_data dd = {.M = 2, .domains = {"web", "code"}}, db;
+    for (int m = 0; m < 2; m++)
+        for (int sp = 0; sp < REC_DATA_SPLITS; sp++) dd.sha[m][sp].b[0] = (uint8_t)(16 * m + sp + 1);
+    buf = rec_data_encode(&dd, &n);
+    CHECK(rec_data_decode(buf, n, "data.mp", &db, &e) == 0 && db.M == 2 && !strcmp(db.domains[1], "code") &&
+              db.sha[1][2].b[0] == 19 && db.sha[0][0].b[0] == 1,
+          "data.mp round trip: %s", e.msg);
+    r = mutate_all_sealed(buf, n, dec_data, "data.mp", 1);
+    free(buf);
     /* SWEEP: a study's texts and points, round trip and sealed against every mutation */
     static rec_sweep sw, swb;
     sw.n = 2, sw.points = 6;
@@ -380,6 +394,8 @@ static void test_ledger_read(void) {
     CHECK(store_put(st, "alpha/0.mp", buf, n, STORE_OVERWRITE, &e) == 0, "%s", e.msg);
     free(buf);
     buf = rec_state_encode(&s, &n);
+    CHECK(store_put(st, "states/17.mp", buf, n, STORE_OVERWRITE, &e) == 0, "%s", e.msg);
+    /* the same manifest under another position's name: damaged (a copy over another) */
     CHECK(store_put(st, "states/7.mp", buf, n, STORE_OVERWRITE, &e) == 0, "%s", e.msg);
     ((unsigned char *)buf)[n / 2] ^= 0x5a;
     CHECK(store_put(st, "states/8.mp", buf, n, STORE_OVERWRITE, &e) == 0, "%s", e.msg);
@@ -389,9 +405,12 @@ static void test_ledger_read(void) {
               !strcmp(hb.state, "states/7.mp"), "HEAD: %s", e.msg);
     CHECK(ledger_read(st, REC_KIND_ALPHA, "alpha/0.mp", NULL, &ab, &e) == 0 && ab.t == a.t && ab.M == a.M,
           "alpha: %s", e.msg);
-    CHECK(ledger_read(st, REC_KIND_STATE, "states/7.mp", NULL, &sb, &e) == 0 && sb.seq == 17 && sb.ntensors == 1,
+    CHECK(ledger_read(st, REC_KIND_STATE, "states/17.mp", NULL, &sb, &e) == 0 && sb.seq == 17 && sb.ntensors == 1,
           "state: %s", e.msg);
     if (sb.ntensors) rec_state_free(&sb);
+    memset(&e, 0, sizeof e);
+    CHECK(ledger_read(st, REC_KIND_STATE, "states/7.mp", NULL, &sb, &e) == STORE_CORRUPT &&
+              strstr(e.msg, "states/7.mp holds run position 17"), "a manifest under another name: '%s'", e.msg);
     CHECK(ledger_read(st, REC_KIND_HEAD, "states/9.mp", NULL, &hb, &e) == STORE_NOT_FOUND, "missing: %d", e.code);
     memset(&e, 0, sizeof e);
     CHECK(ledger_read(st, REC_KIND_STATE, "states/8.mp", "the damaged one", &sb, &e) == STORE_CORRUPT &&
@@ -405,7 +424,7 @@ static void test_ledger_read(void) {
     CHECK(store_get(st, "HEAD", &hbytes, &hn, NULL, &e) == 0, "HEAD bytes: %s", e.msg);
     static union {
         rec_head h; rec_run r; rec_change c; rec_state s; rec_alpha a; rec_lease l; rec_mixture x;
-        rec_model m; rec_metrics t; rec_sweep w;
+        rec_model m; rec_metrics t; rec_sweep w; rec_data d;
     } any;
     for (int k = 0; hbytes && k < REC_KIND_COUNT; k++) {
         memset(&e, 0, sizeof e);

@@ -83,7 +83,7 @@ static void golden(const char *name, rec_kind kind, void *data, size_t n,
           name, n, wn);
     static union {
         rec_head h; rec_run r; rec_change c; rec_state s; rec_alpha a; rec_lease l; rec_mixture x;
-        rec_model m; rec_metrics t; rec_sweep sw;
+        rec_model m; rec_metrics t; rec_sweep sw; rec_data da;
     } back;
     if (rc == 0) {
         int d = ledger_decode(kind, want, wn, name, &back, &e);
@@ -113,6 +113,7 @@ REENCODE(mixture, rec_mixture)
 REENCODE(model, rec_model)
 REENCODE(metrics, rec_metrics)
 REENCODE(sweep, rec_sweep)
+REENCODE(data, rec_data)
 static void release_state(void *rec) { rec_state_free(rec); }
 static void release_run(void *rec) { rec_run_free(rec); }
 static void release_change(void *rec) { rec_change_free(rec); }
@@ -171,6 +172,12 @@ static void test_golden_bytes(void) {
     snprintf(sw.text[1], REC_SWEEP_TEXT_MAX, "tandem.lr_alpha=2e-3,4e-3");
     d = rec_sweep_encode(&sw, &n);
     golden("sweep", REC_KIND_SWEEP, d, n, reencode_sweep, NULL);
+    /* data.mp (2026-11-29) */
+    static rec_data da = {.M = 2, .domains = {"web", "code"}};
+    for (int m = 0; m < 2; m++)
+        for (int sp = 0; sp < REC_DATA_SPLITS; sp++) sha256(da.domains[m], sp + 1, &da.sha[m][sp]);
+    d = rec_data_encode(&da, &n);
+    golden("data", REC_KIND_DATA, d, n, reencode_data, NULL);
 }
 
 int main(void) {

@@ -1,0 +1,118 @@
+/* data_source.c — data.mp: the dataset a run started from, by content; see data_source.h. */
+#include "runner/data_source.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/shard.h"
+#include "ledger/keys.h"
+#include "ledger/read.h"
+#include "storage/sha256.h"
+
+static const char *const SPLIT_NAMES[REC_DATA_SPLITS] = {"train", "val", "test"};
+
+/* One split's digest: its shards in order, each as count (u64 LE) and token bytes. */
+static int split_digest(const dataset_split *sp, sha256_digest *out) {
+    sha256_ctx *c = sha256_begin();
+    if (!c) return -1;
+    for (size_t i = 0; i < sp->n_shards; i++) {
+        const shard *s = &sp->shards[i];
+        uint64_t n = s->n;
+        unsigned char le[8];
+        for (int b = 0; b < 8; b++) le[b] = (unsigned char)(n >> (8 * b));
+        sha256_update(c, le, sizeof le);
+        if (s->n) sha256_update(c, (const unsigned char *)s->map + SHARD_HEADER_BYTES, s->n * (size_t)s->width);
+    }
+    sha256_end(c, out);
+    return 0;
+}
+
+int data_source_digest(const dataset *ds, rec_data *out, tdm_err *e) {
+    memset(out, 0, sizeof *out);
+    int M = dataset_n_domains(ds);
+    if (M < 1 || M > REC_MAX_DOMAINS)
+        return err_set(e, ERR_USAGE, "%s: %d domains (1 to %d can be pinned)", ds->path, M, REC_MAX_DOMAINS);
+    out->M = M;
+    double bytes = 0;
+    for (int m = 0; m < M; m++) {
+        snprintf(out->domains[m], REC_NAME_MAX, "%s", dataset_domain_name(ds, m));
+        for (int s = 0; s < SPLIT_COUNT; s++)
+            for (size_t i = 0; i < ds->domains[m].split[s].n_shards; i++)
+                bytes += (double)ds->domains[m].split[s].shards[i].n * ds->domains[m].split[s].shards[i].width;
+    }
+    if (bytes > 2e9) /* ~1 s a GB: worth a word */
+        fprintf(stderr, "tandem: hashing the dataset's %.1f GB of tokens (data.mp pins them)\n", bytes / 1e9);
+    int failed = 0;
+    /* each (domain, split) on its own: the shards are mapped, so the threads only read */
+#pragma omp parallel for schedule(dynamic) reduction(| : failed)
+    for (int j = 0; j < M * REC_DATA_SPLITS; j++)
+        failed |= split_digest(&ds->domains[j / REC_DATA_SPLITS].split[j % REC_DATA_SPLITS],
+                               &out->sha[j / REC_DATA_SPLITS][j % REC_DATA_SPLITS]) != 0;
+    return failed ? err_set(e, ERR_INTERNAL, "out of memory") : 0;
+}
+
+/* Where ds differs from the pinned `was`: an ERR_USAGE naming it. */
+static int differs(const store *st, const dataset *ds, const rec_data *was, const rec_data *now, tdm_err *e) {
+    const char *advice = "A resume or a replay would train on other tokens than the run did: restore the "
+                         "dataset the run started with (then run again), or start a new run in another store";
+    int same_names = was->M == now->M;
+    for (int m = 0; same_names && m < now->M; m++) same_names = !strcmp(was->domains[m], now->domains[m]);
+    if (!same_names) {
+        char a[1024] = "", b[1024] = "";
+        for (int m = 0; m < was->M; m++)
+            snprintf(a + strlen(a), sizeof a - strlen(a), "%s%s", m ? ", " : "", was->domains[m]);
+        for (int m = 0; m < now->M; m++)
+            snprintf(b + strlen(b), sizeof b - strlen(b), "%s%s", m ? ", " : "", now->domains[m]);
+        return err_set(e, ERR_USAGE, "data.dataset: %s has the domains %s, but the run started with %s "
+                       "(%s/%s). %s", ds->path, b, a, store_url((store *)st), LEDGER_DATA, advice);
+    }
+    for (int m = 0; m < now->M; m++)
+        for (int s = 0; s < REC_DATA_SPLITS; s++) {
+            if (sha256_equal(&was->sha[m][s], &now->sha[m][s])) continue;
+            char hw[SHA256_HEX_LEN + 1], hn[SHA256_HEX_LEN + 1];
+            sha256_hex(&was->sha[m][s], hw);
+            sha256_hex(&now->sha[m][s], hn);
+            const dataset_split *sp = &ds->domains[m].split[s];
+            return err_set(e, ERR_USAGE,
+                           "data.dataset: the %s tokens of domain '%s' in %s (%zu shard%s, %llu tokens, "
+                           "sha256 %.12s...) are not those the run started with (%s/%s pins sha256 "
+                           "%.12s...): the corpus was rebuilt, edited or its shards swapped since. %s",
+                           SPLIT_NAMES[s], now->domains[m], ds->path, sp->n_shards, sp->n_shards == 1 ? "" : "s",
+                           (unsigned long long)sp->tokens, hn, store_url((store *)st), LEDGER_DATA, hw, advice);
+        }
+    return 0;
+}
+
+int data_source_fingerprint(store *st, const dataset *ds, int write, tdm_err *e) {
+    rec_data *now = malloc(sizeof *now), *was = malloc(sizeof *was);
+    int rc = now && was ? data_source_digest(ds, now, e) : err_set(e, ERR_INTERNAL, "out of memory");
+    for (int attempt = 0; !rc && attempt < 2; attempt++) {
+        tdm_err de;
+        rc = ledger_read(st, REC_KIND_DATA, LEDGER_DATA, NULL, was, &de);
+        if (rc == 0) {
+            rc = differs(st, ds, was, now, e);
+            break;
+        }
+        if (rc == STORE_CORRUPT) /* damaged: said, and replaced by today's digests when writing */
+            fprintf(stderr, "tandem: %s/%s could not be read (%s)%s\n", store_url(st), LEDGER_DATA, de.msg,
+                    write ? "; written again from the dataset" : "");
+        else if (rc != STORE_NOT_FOUND) {
+            *e = de;
+            break;
+        }
+        if (!write) { /* a run from before data.mp, or not started: nothing to compare */
+            rc = 0;
+            break;
+        }
+        size_t len;
+        void *enc = rec_data_encode(now, &len);
+        rc = enc ? store_put(st, LEDGER_DATA, enc, len, rc == STORE_CORRUPT ? STORE_OVERWRITE : STORE_CREATE, e)
+                 : err_set(e, ERR_INTERNAL, "out of memory");
+        free(enc);
+        if (rc != STORE_EXISTS) break; /* written, or an error; else another writer's: compare */
+    }
+    free(now);
+    free(was);
+    return rc;
+}

@@ -1,0 +1,27 @@
+/* data_source.h — the dataset a run started from, pinned by content (data.mp).
+ *
+ * RUN pins data.dataset as a path; what a run computes depends on the tokens under it.
+ * A corpus rebuilt with another seed at the same path, or two domains' shards swapped,
+ * used to be resumed from without a word and end elsewhere. data.mp holds, per domain and
+ * split, the SHA-256 of the shards' tokens; every start of the run compares the dataset
+ * with it.
+ */
+#ifndef TANDEM_RUNNER_DATA_SOURCE_H
+#define TANDEM_RUNNER_DATA_SOURCE_H
+
+#include "data/dataset.h"
+#include "ledger/records.h"
+#include "storage/store.h"
+#include "util/err.h"
+
+/* The digests of ds (its domain names and, per domain and split, its shards in order:
+ * each one's token count as 8 little-endian bytes, then its token bytes as stored). */
+int data_source_digest(const dataset *ds, rec_data *out, tdm_err *e);
+
+/* ds against the store's data.mp: ERR_USAGE naming the domain and split whose tokens
+ * differ (or the domains, when they are not the run's), and what to do. When the store has
+ * none (a new run, or one begun before data.mp) and `write`, it is written; a damaged one is
+ * said and, with `write`, written again. */
+int data_source_fingerprint(store *st, const dataset *ds, int write, tdm_err *e);
+
+#endif
