@@ -9,7 +9,8 @@
  * lease and config changes are never touched. Because a running writer uploads blobs
  * before it writes their manifest, gc refuses to run while a writer holds the lease
  * (unless --force), except a stale lease whose holder is provably gone (audit.h), and
- * stops at its next deletion when a run takes the lease while it collects. gc and
+ * stops at its next deletion when a run takes the lease while it collects. It also removes
+ * a file store's temporaries of killed writes, an hour old (store_sweep_temporaries). gc and
  * pin never create a store: a missing one is exit 3. `gc --json`: the report as one JSON
  * object on stdout (docs/json.md). */
 #include <stdio.h>
@@ -92,6 +93,9 @@ static const char *lease_state_name(int state) {
  * guard). A run that starts while gc collects takes the lease (a new epoch) before it
  * uploads anything, so its blobs, whose manifests gc has not read, are never taken for
  * garbage. */
+/* How old a file store's temporary must be before gc removes it (seconds). */
+#define GC_TEMP_MIN_AGE_S 3600.0
+
 typedef struct gc_lease_guard {
     int present;
     rec_lease seen;
@@ -185,14 +189,24 @@ static int gc(const char *url, long keep, int dry, int force, FILE *j, tdm_err *
     }
     if (logf && logf != stdout) fclose(logf);
     free(log);
+    /* what writes killed midway left and nothing lists (a file store's .tmp-* files, up to
+     * a chunk each); an hour old at least, so that no live write loses its file */
+    size_t ntmp = 0;
+    uint64_t tmp_bytes = 0;
+    if (!rc && !dry) rc = lease_unchanged(st, &seen, &e);
+    if (!rc && !dry) rc = store_sweep_temporaries(st, GC_TEMP_MIN_AGE_S, &ntmp, &tmp_bytes, &e);
     if (!rc && j)
         fprintf(j, ",\"states\":%zu,\"deleted_states\":%zu,\"deleted_blobs\":%zu,\"kept_states\":%zu,"
-                "\"pinned\":%zu", rep.states, rep.deleted_states, rep.deleted_blobs, rep.kept, rep.pinned);
+                "\"pinned\":%zu,\"deleted_temporaries\":%zu,\"temporary_bytes\":%llu", rep.states,
+                rep.deleted_states, rep.deleted_blobs, rep.kept, rep.pinned, ntmp, (unsigned long long)tmp_bytes);
     else if (!rc)
         printf("%s: %s %zu of %zu states and %zu blobs; kept %zu states (newest %ld, HEAD's, the "
                "previous verified one, %zu pinned); alpha records untouched\n",
                url, dry ? "would delete" : "deleted", rep.deleted_states, rep.states,
                rep.deleted_blobs, rep.kept, keep, rep.pinned);
+    if (!rc && !j && ntmp)
+        printf("%s: removed %zu stray temporary file%s (%.1f MB) of writes killed midway\n", url, ntmp,
+               ntmp == 1 ? "" : "s", (double)tmp_bytes / 1e6);
     if (st) store_close(st);
     if (rc) fprintf(stderr, "tandem gc: %s\n", e.msg);
     *out = e;

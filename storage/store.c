@@ -99,6 +99,14 @@ int store_delete(store *s, const char *key, tdm_err *e) {
     return s->b->del(s, key, e);
 }
 
+int store_sweep_temporaries(store *s, double min_age_s, size_t *n, uint64_t *bytes, tdm_err *e) {
+    *n = 0;
+    *bytes = 0;
+    if (!s->b->sweep) return 0;
+    if (s->read_only) return read_only(s, ".tmp-*", e);
+    return s->b->sweep(s, min_age_s, n, bytes, e);
+}
+
 void store_list_free(store_list *l) {
     for (size_t i = 0; i < l->n; i++) free(l->keys[i]);
     free(l->keys);

@@ -90,6 +90,12 @@ void store_list_free(store_list *l);
 /* Removes a key; STORE_NOT_FOUND when absent (S3 does not always say: it may be 0). */
 int store_delete(store *s, const char *key, tdm_err *e);
 
+/* Removes what writes killed midway left behind and nothing lists (a file store's
+ * ".tmp-*" files), when older than min_age_s seconds: a younger one may be a live write
+ * on its way. *n and *bytes say how many and how large; 0 of both where the backend
+ * leaves none (S3: an interrupted PUT leaves nothing). Refused on a read-only store. */
+int store_sweep_temporaries(store *s, double min_age_s, size_t *n, uint64_t *bytes, tdm_err *e);
+
 /* 1 if `key` is a well-formed key (see above), else 0. */
 int store_key_valid(const char *key);
 

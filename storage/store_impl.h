@@ -17,6 +17,8 @@ typedef struct store_backend {
     int (*exists)(store *s, const char *key, int *exists, tdm_err *e);
     int (*list)(store *s, const char *prefix, store_list *out, tdm_err *e);
     int (*del)(store *s, const char *key, tdm_err *e);
+    /* optional: NULL means the backend leaves no temporaries (store_sweep_temporaries) */
+    int (*sweep)(store *s, double min_age_s, size_t *n, uint64_t *bytes, tdm_err *e);
     void (*close)(store *s);
 } store_backend;
 
