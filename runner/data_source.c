@@ -54,7 +54,7 @@ int data_source_digest(const dataset *ds, rec_data *out, tdm_err *e) {
 
 /* Where ds differs from the pinned `was`: an ERR_USAGE naming it. */
 static int differs(const store *st, const dataset *ds, const rec_data *was, const rec_data *now, tdm_err *e) {
-    const char *advice = "A resume or a replay would train on other tokens than the run did: restore the "
+    const char *advice = "A resume, a replay or an evaluation would read other tokens than the run did: restore the "
                          "dataset the run started with (then run again), or start a new run in another store";
     int same_names = was->M == now->M;
     for (int m = 0; same_names && m < now->M; m++) same_names = !strcmp(was->domains[m], now->domains[m]);
