@@ -304,6 +304,18 @@ static float half_to_f32(uint16_t h) {
     return v;
 }
 
+/* A weight that is not finite: a damaged or mis-exported file. A model started from it
+ * fails its first probe with a NaN loss, which reads like divergence; said here instead,
+ * naming the tensor. */
+static int finite_or_error(const st_tensor *t, const float *out, tdm_err *e) {
+    for (uint64_t i = 0; i < t->numel; i++)
+        if (!isfinite(out[i]))
+            return err_set(e, ERR_USAGE, "%s: tensor %s holds a non-finite value (%s) at element %llu: no model "
+                           "can start from it (a damaged or mis-exported file; export the weights again)",
+                           t->file, t->name, isnan(out[i]) ? "NaN" : "inf", (unsigned long long)i);
+    return 0;
+}
+
 int safetensors_to_f32(const st_tensor *t, float *out, tdm_err *e) {
     const unsigned char *p = t->data;
     switch (t->dtype) {
@@ -313,16 +325,16 @@ int safetensors_to_f32(const st_tensor *t, float *out, tdm_err *e) {
                          (uint32_t)p[4 * i + 3] << 24;
             memcpy(&out[i], &b, 4);
         }
-        return 0;
+        return finite_or_error(t, out, e);
     case ST_BF16:
         for (uint64_t i = 0; i < t->numel; i++) {
             uint32_t b = ((uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8) << 16;
             memcpy(&out[i], &b, 4);
         }
-        return 0;
+        return finite_or_error(t, out, e);
     case ST_F16:
         for (uint64_t i = 0; i < t->numel; i++) out[i] = half_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
-        return 0;
+        return finite_or_error(t, out, e);
     default:
         return err_set(e, ERR_USAGE, "%s: tensor %s is %s: only F32, BF16 and F16 weights can be loaded", t->file,
                        t->name, DTYPES[t->dtype].name);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/run_config.h"
 #include "data/shard.h"
 #include "ledger/keys.h"
 #include "ledger/read.h"
@@ -92,6 +93,20 @@ int data_source_fingerprint(store *st, const dataset *ds, int write, tdm_err *e)
         rc = ledger_read(st, REC_KIND_DATA, LEDGER_DATA, NULL, was, &de);
         if (rc == 0) {
             rc = differs(st, ds, was, now, e);
+            /* nothing computed from the pinned data yet (a first start that failed before
+             * its first commit, the data then fixed): the pin follows the data */
+            int has = 1;
+            char found[300];
+            tdm_err he;
+            if (rc == ERR_USAGE && write && run_config_run_state(st, &has, found, sizeof found, &he) == 0 && !has) {
+                fprintf(stderr, "tandem: %s/%s pinned a dataset nothing was computed from (no state, no alpha "
+                        "record); pinning this one\n", store_url(st), LEDGER_DATA);
+                size_t len;
+                void *enc = rec_data_encode(now, &len);
+                rc = enc ? store_put(st, LEDGER_DATA, enc, len, STORE_OVERWRITE, e)
+                         : err_set(e, ERR_INTERNAL, "out of memory");
+                free(enc);
+            }
             break;
         }
         if (rc == STORE_CORRUPT) /* damaged: said, and replaced by today's digests when writing */

@@ -13,6 +13,7 @@
 #include "ledger/keys.h"
 #include "ledger/read.h"
 #include "ledger/records.h"
+#include "config/run_config.h"
 #include "data/tokenizer.h"
 #include "model/gpt2_import.h"
 #include "model/hf_config.h"
@@ -272,6 +273,21 @@ int model_source_fingerprint(store *st, const config *cfg, int write, tdm_err *e
         if (rc == 0) {
             int same_config = sha256_equal(&was.config_sha, &now.config_sha);
             if (same_config && sha256_equal(&was.weights_sha, &now.weights_sha)) return 0;
+            /* nothing computed from the pinned folder yet (a first start that failed before
+             * its first commit, e.g. on a damaged weight, the folder then fixed): the pin
+             * follows the folder */
+            int has = 1;
+            char found[300];
+            tdm_err he;
+            if (write && run_config_run_state(st, &has, found, sizeof found, &he) == 0 && !has) {
+                fprintf(stderr, "tandem: %s/%s pinned a model.init folder nothing was computed from (no state, "
+                        "no alpha record); pinning it as it is now\n", store_url(st), LEDGER_MODEL);
+                size_t len;
+                void *enc = rec_model_encode(&now, &len);
+                rc = store_put(st, LEDGER_MODEL, enc, len, STORE_OVERWRITE, e);
+                free(enc);
+                return rc;
+            }
             char want[SHA256_HEX_LEN + 1];
             sha256_hex(same_config ? &was.weights_sha : &was.config_sha, want);
             return err_set(e, ERR_USAGE,

@@ -914,6 +914,16 @@ static void test_changed_dataset_is_refused(void) {
     read_all(f.log, log, sizeof log);
     CHECK(rc == 0, "after the shard was put back: exit %d: %s", rc, log);
     CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    /* a store where nothing was computed yet (RUN, data.mp and the lease of a first start
+     * that failed before anything else): the pin follows the data, with a note */
+    snprintf(cmd, sizeof cmd, "cd '%s' && rm -rf HEAD states alpha metrics blobs mixture.mp && cd '%s/corpus' && "
+             "f=$(cat shard.name) && printf '\\001\\000' | dd of=$f bs=1 seek=1224 conv=notrunc status=none",
+             f.store, f.dir);
+    CHECK(system(cmd) == 0, "a store with nothing computed, the data changed");
+    rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0 && strstr(log, "pinned a dataset nothing was computed from"), "nothing computed yet: exit %d: %s",
+          rc, log);
     fixture_close(&f);
 }
 

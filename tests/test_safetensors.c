@@ -184,6 +184,18 @@ static void test_the_reference_reads_ours(void) {
     CHECK(safetensors_write(path, twice, 2, NULL, 0, &e) != 0 && strstr(e.msg, "twice"), "a name twice: %s", e.msg);
     st_out f16[] = {{"x", ST_F16, 1, {1}, a}};
     CHECK(safetensors_write(path, f16, 1, NULL, 0, &e) != 0, "F16 output");
+    /* a weight that is not finite (f32 and bf16): refused on reading, naming the tensor
+     * and the element (a model started from it failed its first probe as "diverged") */
+    float bad[3] = {1.0f, INFINITY, 2.0f}, nan3[3] = {0.5f, 0.25f, NAN};
+    st_out nf[] = {{"h.0.w", ST_F32, 1, {3}, bad}, {"h.1.w", ST_BF16, 1, {3}, nan3}};
+    CHECK(safetensors_write(path, nf, 2, NULL, 0, &e) == 0, "%s", e.msg);
+    CHECK(safetensors_open(path, &s, &e) == 0, "%s", e.msg);
+    e.msg[0] = '\0';
+    CHECK(safetensors_to_f32(safetensors_find(s, "h.0.w"), back, &e) == ERR_USAGE && strstr(e.msg, "h.0.w") &&
+              strstr(e.msg, "inf") && strstr(e.msg, "element 1"), "an inf weight: %s", e.msg);
+    CHECK(safetensors_to_f32(safetensors_find(s, "h.1.w"), back, &e) == ERR_USAGE && strstr(e.msg, "h.1.w") &&
+              strstr(e.msg, "NaN") && strstr(e.msg, "element 2"), "a NaN weight: %s", e.msg);
+    safetensors_close(s);
 }
 
 /* The file with its 8-byte length replaced and the header text replaced. */
