@@ -195,10 +195,15 @@ static int run_alpha(const cli_args *a) {
     if (!st) rc = e.code;
     if (!rc) rc = run_config_read_run(st, &run, &e);
     if (!rc) rc = audit_chain_read(st, &c, &e);
+    /* records of another number of domains than RUN's: a listing would mislabel them */
+    int foreign = !rc && c.n && run.M > 0 && c.rec[0].M != run.M;
+    if (!rc) audit_chain_domains(&c, run.M);
+    if (foreign && !verify) rc = err_set(&e, ERR_STORE, "%s: %s", url, c.problem);
     if (!rc && verify) {
         if (!c.ok) {
-            rc = err_set(&e, ERR_STORE, "%s: %s; the chain is intact for episodes 0..%zu",
-                         url, c.problem, c.n ? c.n - 1 : 0);
+            if (c.bad == 0) rc = err_set(&e, ERR_STORE, "%s: %s; no record of the chain holds", url, c.problem);
+            else rc = err_set(&e, ERR_STORE, "%s: %s; the chain is intact for episodes 0..%zu", url, c.problem,
+                              c.bad - 1);
         } else {
             /* the newest state must agree with the chain it claims */
             rec_head h;

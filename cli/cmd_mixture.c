@@ -127,6 +127,7 @@ static int run_mixture(const cli_args *a) {
     memset(&c, 0, sizeof c);
     if (!rc) rc = run_config_read_run(st, &run, &e);
     if (!rc) rc = audit_chain_read(st, &c, &e);
+    if (!rc) audit_chain_domains(&c, run.M);
     if (!rc && !c.ok)
         rc = err_set(&e, ERR_STORE, "%s: %s (run tandem alpha %s --verify)", url, c.problem, url);
     if (!rc && c.n == 0) rc = err_set(&e, ERR_USAGE, "%s has no alpha records yet", url);

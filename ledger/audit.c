@@ -78,6 +78,24 @@ void audit_chain_free(audit_chain *c) {
     memset(c, 0, sizeof *c);
 }
 
+/* Whether v[0..M) is a mixture: entries >= 0 summing to 1 within 1e-6. */
+static int on_simplex(const double *v, int M) {
+    double s = 0;
+    for (int m = 0; m < M; m++) {
+        if (!(v[m] >= 0)) return 0;
+        s += v[m];
+    }
+    return fabs(s - 1) <= 1e-6;
+}
+
+void audit_chain_domains(audit_chain *c, int M) {
+    if (!c->ok || !c->n || M <= 0 || c->rec[0].M == M) return;
+    c->ok = 0;
+    c->bad = 0;
+    snprintf(c->problem, sizeof c->problem, "alpha/0.mp holds %d domains but RUN pins %d (damaged or edited "
+             "records, or another run's)", c->rec[0].M, M);
+}
+
 int audit_chain_read(store *st, audit_chain *c, tdm_err *e) {
     memset(c, 0, sizeof *c);
     uint64_t *ts;
@@ -134,6 +152,11 @@ int audit_chain_read(store *st, audit_chain *c, tdm_err *e) {
                      i ? "alpha/%zu.mp was altered: its hash is not the one alpha/%zu.mp links to"
                        : "alpha/%zu.mp was altered: the first record must link to zeros (record %zu)",
                      i ? i - 1 : 0, i);
+        } else if (!on_simplex(a->alpha, a->M) || !on_simplex(a->alpha_next, a->M)) {
+            /* every α a run writes sums to 1 (to rounding): one that does not was edited */
+            c->ok = 0, c->bad = i;
+            snprintf(c->problem, sizeof c->problem, "%s holds weights that do not sum to 1 (damaged or edited)",
+                     key);
         } else if (i && (a->M != c->rec[i - 1].M ||
                          memcmp(a->alpha, c->rec[i - 1].alpha_next, (size_t)a->M * sizeof(double)))) {
             c->ok = 0, c->bad = i;

@@ -29,6 +29,11 @@ typedef struct audit_chain {
 int audit_chain_read(store *st, audit_chain *chain, tdm_err *e);
 void audit_chain_free(audit_chain *chain);
 
+/* Marks a chain whose records are not of the run's M domains (RUN's) as broken at
+ * alpha/0.mp: every record shares record 0's M (audit_chain_read checks that), so one
+ * record's count decides. A no-op on a broken or empty chain, or when M is 0 (unknown). */
+void audit_chain_domains(audit_chain *chain, int M);
+
 /* HEAD and the manifest it names (verified against HEAD's SHA-256). *have = 0 when the
  * store has no HEAD. The state is freed with rec_state_free. */
 int audit_head(store *st, rec_head *head, rec_state *state, int *have, tdm_err *e);

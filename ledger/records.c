@@ -579,20 +579,6 @@ static int check_state(const codec_map_reader *r, void *rec) {
     if (present && strcmp(s->step, "free")) return codec_field_error(r, "ep_loss_u", "is present outside the free phase");
     if (s->has_episode && s->ep_free_n != s->index)
         return codec_field_error(r, "ep_free_n", "is not the number of free steps the episode has done (index)");
-    /* a view is a window of the parameter tensor: one outside it names parameters that are
-     * not there (verify would pass a manifest that every load refuses) */
-    uint64_t numel = 1;
-    if (s->ntensors) {
-        numel = s->tensors[0].shape[0];
-        for (int d = 1; d < s->tensors[0].ndim; d++)
-            numel = s->tensors[0].shape[d] && numel > UINT64_MAX / s->tensors[0].shape[d] ? UINT64_MAX
-                                                                                      : numel * s->tensors[0].shape[d];
-    }
-    for (size_t i = 0; s->ntensors && i < s->nviews; i++) {
-        const rec_view *v = &s->views[i];
-        if ((v->cols && v->rows > UINT64_MAX / v->cols) || v->offset > numel || v->rows * v->cols > numel - v->offset)
-            return codec_field_error(r, "views", "holds a view that lies outside the parameter tensor");
-    }
     return 0;
 }
 static void release_state(void *rec) { rec_state_free(rec); }

@@ -153,6 +153,21 @@ static int check_state(verify_ctx *v, uint64_t seq, tdm_err *e) {
                  key, (unsigned long long)s.gen, (unsigned long long)v->gen);
         state_ok = 0;
     }
+    /* a view is a window of the parameter tensor: one outside it names parameters that are
+     * not there, and every load refuses the manifest (ckpt_load's layout check) */
+    for (size_t i = 0; s.ntensors && i < s.nviews; i++) {
+        const rec_view *vw = &s.views[i];
+        uint64_t numel = s.tensors[0].shape[0];
+        if ((vw->cols && vw->rows > UINT64_MAX / vw->cols) || vw->offset > numel ||
+            vw->rows * vw->cols > numel - vw->offset) {
+            add_line(r, VERIFY_FAULT, 0, "%s: view %s (%llu x %llu at %llu) lies outside the parameter tensor (%llu "
+                     "values): damaged; tandem run falls back to an older state", key, vw->name,
+                     (unsigned long long)vw->rows, (unsigned long long)vw->cols, (unsigned long long)vw->offset,
+                     (unsigned long long)numel);
+            state_ok = 0;
+            break;
+        }
+    }
     for (size_t t = 0; t < s.ntensors && !rc; t++) {
         const rec_tensor *rt = &s.tensors[t];
         uint64_t total = rt->shape[0] * 4;
@@ -195,6 +210,7 @@ static int check_chain(verify_ctx *v, int have_head, uint64_t head_seq, int done
     memset(&c, 0, sizeof c);
     int rc = audit_chain_read(v->st, &c, e);
     if (rc) return rc;
+    if (pin->have) audit_chain_domains(&c, pin->M);
     r->chain_read = 1;
     if (!c.ok) add_line(r, VERIFY_FAULT, 0, "%s", c.problem);
     for (size_t t = 0; t < c.n; t++)

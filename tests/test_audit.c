@@ -277,6 +277,110 @@ static void test_gc_without_head_keeps_a_verified_state(void) {
     free(f.dir);
 }
 
+/* The bytes of `path` (malloc'd) into *data; -1 when it cannot be read. */
+static int slurp_bytes(const char *path, void **data, size_t *n) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return -1;
+    fseek(fp, 0, SEEK_END);
+    long len = ftell(fp);
+    rewind(fp);
+    *data = malloc(len > 0 ? (size_t)len : 1);
+    *n = *data && len > 0 ? fread(*data, 1, (size_t)len, fp) : 0;
+    fclose(fp);
+    return *data && (long)*n == len ? 0 : -1;
+}
+
+static int put_bytes(const char *path, const void *data, size_t n) {
+    FILE *fp = fopen(path, "wb");
+    if (!fp) return -1;
+    int bad = fwrite(data, 1, n, fp) != n;
+    return fclose(fp) || bad ? -1 : 0;
+}
+
+/* Records edited as someone editing a store would, each encoder's self-digest intact:
+ * the last α record's α_{t+1} off the simplex (mixture printed 1, 1, 1, exit 0), records
+ * of five domains in a run of three (mixture printed '?'), mixture.mp's names permuted
+ * (a final run took it as α*), a view of an older state outside the tensor (verify passed
+ * what every load refuses). Each is now refused or a fault, naming the object. */
+static void test_edited_records_are_refused(void) {
+    fixture f;
+    CHECK(fixture_audit(&f, "edited", 2) == 0, "fixture");
+    CHECK(run_to_end(&f, NULL) == 0, "run");
+    char cmd[4096], path[1000], copy[900];
+    snprintf(copy, sizeof copy, "%s/copy", f.dir);
+    snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", f.store, copy);
+    CHECK(system(cmd) == 0, "copy");
+    void *d = NULL;
+    size_t n = 0;
+    tdm_err e = {0};
+    /* 1. the last α record's α_{t+1} = 1, 1, 1 */
+    snprintf(path, sizeof path, "%s/alpha/1.mp", f.store);
+    rec_alpha a;
+    CHECK(slurp_bytes(path, &d, &n) == 0 && rec_alpha_decode(d, n, path, &a, &e) == 0 && a.M == 3, "%s", e.msg);
+    free(d);
+    for (int m = 0; m < 3; m++) a.alpha_next[m] = 1.0;
+    d = rec_alpha_encode(&a, &n);
+    CHECK(d && put_bytes(path, d, n) == 0, "write %s", path);
+    free(d);
+    CHECK(tandem_cmd(out, sizeof out, "mixture '%s'", f.store) == 3 && strstr(out, "alpha/1.mp holds weights that do "
+                     "not sum to 1"), "mixture of an edited record: %s", out);
+    CHECK(tandem_cmd(out, sizeof out, "verify '%s'", f.store) == 3 && strstr(out, "do not sum to 1"), "verify: %s", out);
+    /* 2. every record of five domains (still on the simplex, the chain relinked) */
+    sha256_digest prev = {{0}};
+    for (int t = 0; t < 2; t++) {
+        snprintf(path, sizeof path, "%s/alpha/%d.mp", f.store, t);
+        CHECK(slurp_bytes(path, &d, &n) == 0 && rec_alpha_decode(d, n, path, &a, &e) == 0, "%s", e.msg);
+        free(d);
+        a.M = 5;
+        for (int m = 0; m < 5; m++) a.alpha[m] = a.alpha_next[m] = 0.2, a.loss_u[m] = a.loss_w[m] = 1.0;
+        a.prev = prev;
+        rec_alpha_hash(&a, &prev);
+        d = rec_alpha_encode(&a, &n);
+        CHECK(d && put_bytes(path, d, n) == 0, "write %s", path);
+        free(d);
+    }
+    CHECK(tandem_cmd(out, sizeof out, "mixture '%s'", f.store) == 3 && strstr(out, "holds 5 domains but RUN pins 3"),
+          "mixture of five-domain records: %s", out);
+    CHECK(tandem_cmd(out, sizeof out, "alpha '%s'", f.store) == 3 && strstr(out, "holds 5 domains"), "alpha: %s", out);
+    /* 3. mixture.mp of the copy with two names swapped: a final run refuses it */
+    snprintf(path, sizeof path, "%s/mixture.mp", copy);
+    rec_mixture x;
+    CHECK(slurp_bytes(path, &d, &n) == 0 && rec_mixture_decode(d, n, path, &x, &e) == 0 && x.M == 3, "%s", e.msg);
+    free(d);
+    char tmp[REC_NAME_MAX];
+    memcpy(tmp, x.names[0], sizeof tmp);
+    memcpy(x.names[0], x.names[1], sizeof tmp);
+    memcpy(x.names[1], tmp, sizeof tmp);
+    d = rec_mixture_encode(&x, &n);
+    CHECK(d && put_bytes(path, d, n) == 0, "write %s", path);
+    free(d);
+    CHECK(tandem_cmd(out, sizeof out, "run '%s' --store '%s/final' --set run.mode=fixed --set data.mixture=file "
+                     "--set data.mixture_file='%s' --quiet", f.config, f.dir, copy) == 3 &&
+              strstr(out, "does not hold the alpha* of the run's alpha chain"), "a final run on it: %s", out);
+    /* 4. the copy's oldest state with a view far outside the tensor: a fault */
+    snprintf(cmd, sizeof cmd, "ls '%s/states' | sort -n | head -n 1", copy);
+    FILE *p = popen(cmd, "r");
+    char name[64] = "";
+    CHECK(p && fgets(name, sizeof name, p), "oldest state");
+    if (p) pclose(p);
+    name[strcspn(name, "\n")] = '\0';
+    snprintf(path, sizeof path, "%s/states/%s", copy, name);
+    rec_state s;
+    char key[80];
+    snprintf(key, sizeof key, "states/%s", name);
+    CHECK(slurp_bytes(path, &d, &n) == 0 && rec_state_decode(d, n, key, &s, &e) == 0 && s.nviews > 0, "%s", e.msg);
+    free(d);
+    s.views[0].rows = (uint64_t)1 << 30;
+    d = rec_state_encode(&s, &n);
+    rec_state_free(&s);
+    CHECK(d && put_bytes(path, d, n) == 0, "write %s", path);
+    free(d);
+    CHECK(tandem_cmd(out, sizeof out, "verify '%s'", copy) == 3 && strstr(out, "lies outside the parameter tensor"),
+          "verify of a view outside the tensor: %s", out);
+    test_rmtree(f.dir);
+    free(f.dir);
+}
+
 static void test_eval_reports_average(void) {
     fixture f;
     CHECK(fixture_audit(&f, "eval", 4) == 0, "fixture");
@@ -628,6 +732,7 @@ int main(void) {
     RUN(test_status_and_verify);
     RUN(test_gc_killed_midway_loses_nothing);
     RUN(test_gc_without_head_keeps_a_verified_state);
+    RUN(test_edited_records_are_refused);
     RUN(test_eval_reports_average);
     RUN(test_run_damage_verify_agrees_with_run);
     RUN(test_run_missing_is_never_a_new_run);
