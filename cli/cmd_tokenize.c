@@ -10,6 +10,8 @@
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "data/tokenizer.h"
+#include "util/buf.h"
+#include "util/fileio.h"
 
 static const cli_opt OPTS[] = {
     {"--tokenizer", CLI_STR, "PATH",
@@ -35,29 +37,19 @@ static const cli_spec SPEC = {
     NULL};
 
 /* The whole of path in *data (malloc'd), *n. 0 or ERR_USAGE. */
+/* The whole file; a FIFO or a device is refused at once (it blocked, or never ended:
+ * /dev/zero ran out of memory), as are files past 16 GiB. */
 static int slurp(const char *path, char **data, size_t *n, tdm_err *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_sys(e, ERR_USAGE, errno, "%s", path);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        len += fread(buf + len, 1, cap - len, f);
-        if (len < cap) break;
-        char *b = realloc(buf, cap * 2);
-        if (!b) free(buf);
-        buf = b;
-        cap *= 2;
+    buf_t b = {0};
+    if (fileio_read_all(path, &b, (size_t)1 << 34)) {
+        int err = errno;
+        buf_free(&b);
+        return err_set(e, err == ENOMEM ? ERR_INTERNAL : ERR_USAGE, "%s: %s", path,
+                       err == EFBIG ? "larger than 16 GiB: split it" : fileio_strerror(err));
     }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        free(buf);
-        return err_set(e, bad ? ERR_USAGE : ERR_INTERNAL, "%s: %s", path,
-                       bad ? "read error" : "out of memory");
-    }
-    *data = buf;
-    *n = len;
-    return 0;
+    *n = b.n;
+    *data = b.p ? b.p : calloc(1, 1);
+    return *data ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
 }
 
 static int run_tokenize(const cli_args *a) {

@@ -56,8 +56,11 @@ static int eval_domain(const model_ops *ops, model_ctx *ctx, const float *params
     free(dom);
     if (rc) return rc;
     if (count == 0)
-        return err_set(e, ERR_USAGE, "domain %s has no %s window of %d tokens", dataset_domain_name(ds, m),
-                       dataset_split_name(split), T + 1);
+        return err_set(e, ERR_USAGE, "%s: domain %s has no %s window of %d tokens (its %s split holds %llu): "
+                       "give it more %s text (tandem prep --split), or evaluate another split (--split)",
+                       ds->path, dataset_domain_name(ds, m), dataset_split_name(split), T + 1,
+                       dataset_split_name(split), (unsigned long long)ds->domains[m].split[split].tokens,
+                       dataset_split_name(split));
     *loss = sum / (double)count;
     *tokens = count;
     return 0;

@@ -188,6 +188,9 @@ static void test_strict_numbers(void) {
     CHECK(args_parse_double("inf", &d) && args_parse_double(" -inf", &d) && args_parse_double(".", &d) &&
               args_parse_double("-", &d) && args_parse_double("0x", &d) && args_parse_double("1 ", &d) && d == 7,
           "double took a bad string (value %g)", d);
+    CHECK(args_parse_double("0x1p-3", &d) && args_parse_double("0X10", &d) && args_parse_double("1e999", &d),
+          "a hex float or an overflow was read as a number");
+    CHECK(args_parse_double("1e-320", &d) == 0 && d > 0 && d < 1e-300, "a subnormal was refused");
     CHECK(args_parse_double("-.5", &d) == 0 && d == -0.5 && args_parse_double("1e-3", &d) == 0 &&
               d == 1e-3 && args_parse_double("5.", &d) == 0 && d == 5 && args_parse_double(" 0.05", &d) == 0 &&
               d == 0.05,

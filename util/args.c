@@ -97,11 +97,14 @@ int args_parse_count(const char *s, uint64_t *out) {
 }
 
 int args_parse_double(const char *s, double *out) {
-    if (!starts_number(s, 1)) return -1;
+    /* decimal only: strtod would also read hex floats (0x1p-3), which configs refuse */
+    if (!starts_number(s, 1) || strpbrk(s, "xX")) return -1;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || *end || !isfinite(v)) return -1;
+    /* underflow (a subnormal, or below it to 0) is a number, as the config reads it;
+     * overflow is inf, refused below */
+    if ((errno && !(errno == ERANGE && fabs(v) < 1)) || *end || !isfinite(v)) return -1;
     *out = v;
     return 0;
 }
