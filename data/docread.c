@@ -147,9 +147,17 @@ static void dr_issue(dr *d, int reason, uint64_t line, const char *what) {
     if (d->s->issues.fn) d->s->issues.fn(d->s->issues.ctx, reason, d->f->path, line, what);
 }
 
+/* A document's text to the sink in pieces of at most DR_BUF bytes, as a plain file's
+ * arrives: the sink encodes pieces to the same tokens as the whole (prep.c), and a
+ * record's text held once is not held again four times over as its byte-level tokens. */
 static int dr_text(dr *d, const char *p, size_t n) {
     d->open_doc = 1;
-    return d->s->text(d->s->ctx, p, n, d->e);
+    int rc = 0;
+    for (size_t at = 0; !rc && (at < n || n == 0); at += DR_BUF) {
+        rc = d->s->text(d->s->ctx, p + at, n - at < DR_BUF ? n - at : DR_BUF, d->e);
+        if (n == 0) break;
+    }
+    return rc;
 }
 
 static int dr_end(dr *d, int keep) {
@@ -261,26 +269,48 @@ static int dr_jsonl_line(dr *d, buf_t *line, buf_t *out, uint64_t lineno) {
 }
 
 /* A .jsonl file: a record per line. */
+/* DOCREAD_RECORD_MAX, or TANDEM_TEST_RECORD_MAX bytes for the tests (a record past the
+ * real limit would cost them 256 MiB). */
+static size_t record_max(void) {
+    const char *v = getenv("TANDEM_TEST_RECORD_MAX");
+    unsigned long long n = v ? strtoull(v, NULL, 10) : 0;
+    return n ? (size_t)n : DOCREAD_RECORD_MAX;
+}
+
 static int dr_jsonl(dr *d, int *fail, char *why, size_t wl) {
     buf_t line = {0}, out = {0};
     uint64_t lineno = 0;
-    int rc = 0;
+    int rc = 0, too_long = 0; /* the current line passed DOCREAD_RECORD_MAX: skipped to its end */
+    size_t max = record_max();
     for (;;) {
         long r = dr_next(d, d->buf, DR_BUF, fail, why, wl);
         if (r <= 0) {
-            if (r == 0 && line.n) rc = dr_jsonl_line(d, &line, &out, ++lineno);
+            if (r == 0 && too_long) dr_issue(d, TEXTSRC_TOO_LONG, ++lineno, "a record longer than "
+                                             DOCREAD_RECORD_MAX_TEXT " (left out: split the document)");
+            else if (r == 0 && line.n) rc = dr_jsonl_line(d, &line, &out, ++lineno);
             break;
         }
         const unsigned char *p = d->buf, *end = d->buf + r;
         while (!rc && p < end) {
             const unsigned char *nl = memchr(p, '\n', (size_t)(end - p));
             const unsigned char *stop = nl ? nl : end;
-            buf_putn(&line, (const char *)p, (size_t)(stop - p));
+            if (!too_long && line.n + (size_t)(stop - p) > max) {
+                too_long = 1; /* held whole, with its decoded copy: refused before memory runs out */
+                buf_free(&line);
+            }
+            if (!too_long) buf_putn(&line, (const char *)p, (size_t)(stop - p));
             if (line.oom) rc = err_set(d->e, ERR_INTERNAL, "out of memory");
             p = stop;
             if (nl && !rc) {
                 p++;
-                rc = dr_jsonl_line(d, &line, &out, ++lineno);
+                if (too_long) {
+                    dr_issue(d, TEXTSRC_TOO_LONG, ++lineno, "a record longer than " DOCREAD_RECORD_MAX_TEXT
+                             " (left out: split the document)");
+                    d->records++;
+                    too_long = 0;
+                } else {
+                    rc = dr_jsonl_line(d, &line, &out, ++lineno);
+                }
                 line.n = 0;
             }
         }
@@ -311,10 +341,16 @@ static int dr_json_record(void *ctx, const jsonl_result *r, const char *text, si
 static int dr_json(dr *d, int *fail, char *why, size_t wl) {
     buf_t all = {0}, out = {0};
     long r;
-    while ((r = dr_next(d, d->buf, DR_BUF, fail, why, wl)) > 0)
-        buf_putn(&all, (const char *)d->buf, (size_t)r);
+    int too_long = 0;
+    while (!too_long && (r = dr_next(d, d->buf, DR_BUF, fail, why, wl)) > 0) {
+        if (all.n + (size_t)r > DOCREAD_JSON_MAX) too_long = 1;
+        else buf_putn(&all, (const char *)d->buf, (size_t)r);
+    }
     int rc = 0;
-    if (all.oom) rc = err_set(d->e, ERR_INTERNAL, "out of memory");
+    if (too_long)
+        dr_issue(d, TEXTSRC_TOO_LONG, 0, "a .json file of more than " DOCREAD_JSON_MAX_TEXT " (read whole; left out: "
+                 "write it as .jsonl, a record per line)");
+    else if (all.oom) rc = err_set(d->e, ERR_INTERNAL, "out of memory");
     else if (r == 0 && all.n == 0) dr_issue(d, TEXTSRC_EMPTY, 0, "no text");
     else if (r == 0) {
         dr_json_ctx c = {d, all.p, 0, 1, 0};
@@ -461,5 +497,6 @@ int docread_file(const textsrc_file *f, const char *field, const docread_sink *s
     }
     dr_close(&d.in);
     free(d.buf);
+    if (rc == ERR_INTERNAL) err_prefix(e, "%s: ", f->path); /* out of memory: on which file */
     return rc;
 }

@@ -5,10 +5,13 @@
  * without that suffix decides the format:
  *   - ".jsonl": one JSON object per line, the document is its string field `field`
  *     (data/jsonl.h); lines holding only whitespace are passed over; CRLF line ends are
- *     fine. A line is held in memory whole.
+ *     fine. A line is held in memory whole, with its decoded text: one longer than
+ *     DOCREAD_RECORD_MAX is left out (TEXTSRC_TOO_LONG, with its line), so that a small
+ *     compressed file cannot exhaust memory with one huge record.
  *   - ".json": one object, or an array of objects, each a record as above. The file is
  *     read into memory whole and checked before any record is taken: a syntax error
- *     anywhere drops the whole file (TEXTSRC_BAD_JSON) rather than half of it.
+ *     anywhere drops the whole file (TEXTSRC_BAD_JSON) rather than half of it; a file
+ *     (decompressed) past DOCREAD_JSON_MAX is left out (TEXTSRC_TOO_LONG).
  *   - anything else: plain text, the whole file one document, bytes kept as they are
  *     (CRLF stays CRLF). Binary rule: a NUL byte, or bytes that are not UTF-8, within the
  *     first TEXTSRC_SNIFF_BYTES of the (decompressed) file make it binary (TEXTSRC_BINARY,
@@ -30,6 +33,10 @@
 #include "util/err.h"
 
 #define TEXTSRC_SNIFF_BYTES 8192
+#define DOCREAD_RECORD_MAX ((size_t)256 << 20) /* bytes of a .jsonl line */
+#define DOCREAD_RECORD_MAX_TEXT "256 MiB"
+#define DOCREAD_JSON_MAX ((size_t)1 << 30) /* bytes of a .json file, decompressed */
+#define DOCREAD_JSON_MAX_TEXT "1 GiB"
 
 /* Where the documents go. text() gets a document's text in pieces (all valid UTF-8
  * together; a piece may end inside a character), end() closes it: keep 1 for a document,
@@ -46,7 +53,8 @@ typedef struct docread_sink {
 
 /* Reads the documents of f, with `field` the JSON text key. Returns 0 or the sink's
  * error; ERR_USAGE when f is no longer the file that was listed (another device, inode
- * or size: the plan made from it would not hold); ERR_INTERNAL for out of memory. Sets
+ * or size: the plan made from it would not hold); ERR_INTERNAL for out of memory (the
+ * message names the file). Sets
  * *dropped when the whole file was left out after documents had been passed on. */
 int docread_file(const textsrc_file *f, const char *field, const docread_sink *s,
                  int *dropped, tdm_err *e);

@@ -40,6 +40,8 @@ enum {
     TEXTSRC_EXCLUDED,   /* a file matched by an exclude */
     TEXTSRC_SPECIAL,    /* a symlink or special file met inside a directory */
     TEXTSRC_NULL,       /* a null in a Parquet file's text column (skipped) */
+    TEXTSRC_TOO_LONG,   /* a .jsonl line past DOCREAD_RECORD_MAX, a .json file past
+                         * DOCREAD_JSON_MAX (left out: held whole, they could exhaust memory) */
     TEXTSRC_N_REASONS
 };
 

@@ -1089,6 +1089,41 @@ static void test_prep_bad_json_reported(void) {
     free(dir);
 }
 
+/* A .jsonl record of 3 MiB reaches the sink in pieces (as a plain file does) and is kept
+ * whole: every byte a token, one separator. A record past the limit (lowered for the test)
+ * is left out with its line, the file's other records kept: one huge record in a small
+ * compressed file held 6x its size in memory, and ran out of it naming no file. */
+static void test_prep_long_records(void) {
+    char *dir = test_tmpdir("preplong");
+    char *p = join(dir, "big.jsonl");
+    size_t len = (3u << 20) + 100;
+    FILE *f = fopen(p, "wb");
+    CHECK(f, "open");
+    fputs("{\"text\": \"", f);
+    for (size_t i = 0; i < len; i++) fputc('a' + (int)(i % 26), f);
+    fputs("\"}\n{\"text\": \"small\"}\n{\"text\": \"tiny!\"}\n", f);
+    fclose(f);
+    prep_input in[] = {{"web", p}};
+    prep_stats st[DATASET_MAX_DOMAINS];
+    memout warn;
+    tdm_err e = {0};
+    CHECK(run_one(dir, "1", in, 1, st, NULL, &e) == 0, "%s", e.msg);
+    CHECK(st[0].docs == 3 && st[0].text_bytes == len + 10 && st[0].tokens == len + 10 + 3 &&
+              st[0].skipped[TEXTSRC_TOO_LONG] == 0,
+          "docs %llu bytes %llu tokens %llu", (unsigned long long)st[0].docs, (unsigned long long)st[0].text_bytes,
+          (unsigned long long)st[0].tokens);
+    setenv("TANDEM_TEST_RECORD_MAX", "4096", 1);
+    int rc = run_one(dir, "2", in, 1, st, &warn, &e);
+    unsetenv("TANDEM_TEST_RECORD_MAX");
+    CHECK(rc == 0 && st[0].docs == 2 && st[0].skipped[TEXTSRC_TOO_LONG] == 1 && st[0].tokens == 12, "rc %d docs %llu: %s",
+          rc, (unsigned long long)st[0].docs, e.msg);
+    CHECK(strstr(warn.buf, "big.jsonl:1: a record longer than"), "warnings:\n%s", warn.buf);
+    free(warn.buf);
+    free(p);
+    test_rmtree(dir);
+    free(dir);
+}
+
 /* Edges: an empty file, a document larger than a shard, CRLF text kept as it is. */
 static void test_prep_boundaries(void) {
     char *dir = test_tmpdir("prepedge");
@@ -2133,6 +2168,7 @@ int main(void) {
     RUN(test_prep_globs);
     RUN(test_prep_binary_and_utf8);
     RUN(test_prep_bad_json_reported);
+    RUN(test_prep_long_records);
     RUN(test_prep_boundaries);
     RUN(test_prep_rejections);
     RUN(test_prep_unreadable);
