@@ -307,6 +307,22 @@ int ledger_verify(store *st, const char *url, const ledger_pin *pin, ledger_veri
     int lr = ledger_read(st, REC_KIND_LEASE, LEDGER_LEASE, NULL, &l, &le);
     if (lr == STORE_CORRUPT) add_line(r, VERIFY_FAULT, 0, "%s (the next tandem run replaces it)", le.msg);
     else if (lr && lr != STORE_NOT_FOUND) rc = lr, *e = le;
+    /* the pins of the run's inputs: a run writes a damaged one again from its dataset or
+     * model folder (and says so), losing the comparison with what the run started from */
+    if (!rc) {
+        rec_data dd;
+        rec_model md;
+        const struct { rec_kind kind; const char *key; void *out; const char *from; } pins[] = {
+            {REC_KIND_DATA, LEDGER_DATA, &dd, "dataset"}, {REC_KIND_MODEL, LEDGER_MODEL, &md, "model.init folder"}};
+        for (size_t i = 0; !rc && i < sizeof pins / sizeof *pins; i++) {
+            tdm_err pe;
+            int pr = ledger_read(st, pins[i].kind, pins[i].key, NULL, pins[i].out, &pe);
+            if (pr == STORE_CORRUPT)
+                add_line(r, VERIFY_FAULT, 0, "%s (the next tandem run writes it again from today's %s, which it can "
+                         "then no longer check against the one the run started with)", pe.msg, pins[i].from);
+            else if (pr && pr != STORE_NOT_FOUND) rc = pr, *e = pe;
+        }
+    }
     uint64_t *seqs = NULL;
     size_t ns = 0;
     if (!rc) rc = audit_state_seqs(st, &seqs, &ns, e);
