@@ -285,8 +285,11 @@ static int dr_jsonl(dr *d, int *fail, char *why, size_t wl) {
     for (;;) {
         long r = dr_next(d, d->buf, DR_BUF, fail, why, wl);
         if (r <= 0) {
-            if (r == 0 && too_long) dr_issue(d, TEXTSRC_TOO_LONG, ++lineno, "a record longer than "
-                                             DOCREAD_RECORD_MAX_TEXT " (left out: split the document)");
+            if (r == 0 && too_long) {
+                d->records++;
+                dr_issue(d, TEXTSRC_TOO_LONG, ++lineno, "a record longer than " DOCREAD_RECORD_MAX_TEXT
+                         " (left out: split the document)");
+            }
             else if (r == 0 && line.n) rc = dr_jsonl_line(d, &line, &out, ++lineno);
             break;
         }

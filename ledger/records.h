@@ -231,8 +231,8 @@ int rec_model_decode(const void *data, size_t n, const char *what, rec_model *m,
 typedef struct rec_data {
     int M;
     char domains[REC_MAX_DOMAINS][REC_NAME_MAX];
-    /* per domain and split: SHA-256 over its shards in order, each as its token count
-     * (8 bytes, little-endian) and its token bytes as stored */
+    /* per domain and split: SHA-256 over its shards' digests in order, each the SHA-256 of
+     * the shard's token count (8 bytes, little-endian) and its token bytes as stored */
     sha256_digest sha[REC_MAX_DOMAINS][REC_DATA_SPLITS];
 } rec_data;
 

@@ -13,18 +13,14 @@
 
 static const char *const SPLIT_NAMES[REC_DATA_SPLITS] = {"train", "val", "test"};
 
-/* One split's digest: its shards in order, each as count (u64 LE) and token bytes. */
-static int split_digest(const dataset_split *sp, sha256_digest *out) {
+/* One shard's digest: its token count (u64 LE), then its token bytes as stored. */
+static int shard_digest(const shard *s, sha256_digest *out) {
     sha256_ctx *c = sha256_begin();
     if (!c) return -1;
-    for (size_t i = 0; i < sp->n_shards; i++) {
-        const shard *s = &sp->shards[i];
-        uint64_t n = s->n;
-        unsigned char le[8];
-        for (int b = 0; b < 8; b++) le[b] = (unsigned char)(n >> (8 * b));
-        sha256_update(c, le, sizeof le);
-        if (s->n) sha256_update(c, (const unsigned char *)s->map + SHARD_HEADER_BYTES, s->n * (size_t)s->width);
-    }
+    unsigned char le[8];
+    for (int b = 0; b < 8; b++) le[b] = (unsigned char)((uint64_t)s->n >> (8 * b));
+    sha256_update(c, le, sizeof le);
+    if (s->n) sha256_update(c, (const unsigned char *)s->map + SHARD_HEADER_BYTES, s->n * (size_t)s->width);
     sha256_end(c, out);
     return 0;
 }
@@ -35,28 +31,58 @@ int data_source_digest(const dataset *ds, rec_data *out, tdm_err *e) {
     if (M < 1 || M > REC_MAX_DOMAINS)
         return err_set(e, ERR_USAGE, "%s: %d domains (1 to %d can be pinned)", ds->path, M, REC_MAX_DOMAINS);
     out->M = M;
+    /* every shard of every split, flattened: hashed in parallel (a large domain is many
+     * shards), then each split's digest over its shards' in order */
+    size_t n = 0;
     double bytes = 0;
     for (int m = 0; m < M; m++) {
         snprintf(out->domains[m], REC_NAME_MAX, "%s", dataset_domain_name(ds, m));
-        for (int s = 0; s < SPLIT_COUNT; s++)
-            for (size_t i = 0; i < ds->domains[m].split[s].n_shards; i++)
-                bytes += (double)ds->domains[m].split[s].shards[i].n * ds->domains[m].split[s].shards[i].width;
+        for (int s = 0; s < SPLIT_COUNT; s++) {
+            const dataset_split *sp = &ds->domains[m].split[s];
+            n += sp->n_shards;
+            for (size_t i = 0; i < sp->n_shards; i++) bytes += (double)sp->shards[i].n * sp->shards[i].width;
+        }
     }
-    if (bytes > 2e9) /* ~1 s a GB: worth a word */
+    if (bytes > 2e9) /* ~1 s a GB a thread: worth a word */
         fprintf(stderr, "tandem: hashing the dataset's %.1f GB of tokens (data.mp pins them)\n", bytes / 1e9);
+    const shard **all = malloc((n ? n : 1) * sizeof *all);
+    sha256_digest *dig = malloc((n ? n : 1) * sizeof *dig);
+    if (!all || !dig) {
+        free(all);
+        free(dig);
+        return err_set(e, ERR_INTERNAL, "out of memory");
+    }
+    size_t k = 0;
+    for (int m = 0; m < M; m++)
+        for (int s = 0; s < SPLIT_COUNT; s++)
+            for (size_t i = 0; i < ds->domains[m].split[s].n_shards; i++) all[k++] = &ds->domains[m].split[s].shards[i];
     int failed = 0;
-    /* each (domain, split) on its own: the shards are mapped, so the threads only read */
+    /* the shards are mapped read-only: the threads only read */
 #pragma omp parallel for schedule(dynamic) reduction(| : failed)
-    for (int j = 0; j < M * REC_DATA_SPLITS; j++)
-        failed |= split_digest(&ds->domains[j / REC_DATA_SPLITS].split[j % REC_DATA_SPLITS],
-                               &out->sha[j / REC_DATA_SPLITS][j % REC_DATA_SPLITS]) != 0;
+    for (long j = 0; j < (long)n; j++) failed |= shard_digest(all[j], &dig[j]) != 0;
+    k = 0;
+    for (int m = 0; !failed && m < M; m++)
+        for (int s = 0; !failed && s < SPLIT_COUNT; s++) {
+            sha256_ctx *c = sha256_begin();
+            if (!c) {
+                failed = 1;
+                break;
+            }
+            for (size_t i = 0; i < ds->domains[m].split[s].n_shards; i++, k++) sha256_update(c, dig[k].b, sizeof dig[k].b);
+            sha256_end(c, &out->sha[m][s]);
+        }
+    free(all);
+    free(dig);
     return failed ? err_set(e, ERR_INTERNAL, "out of memory") : 0;
 }
 
-/* Where ds differs from the pinned `was`: an ERR_USAGE naming it. */
+/* Where ds differs from the pinned `was`: an ERR_USAGE naming it (the domains, or a train
+ * or val split); a test split that differs is only said. */
 static int differs(const store *st, const dataset *ds, const rec_data *was, const rec_data *now, tdm_err *e) {
     const char *advice = "A resume, a replay or an evaluation would read other tokens than the run did: restore the "
-                         "dataset the run started with (then run again), or start a new run in another store";
+                         "dataset the run started with (then run again), start a new run in another store, or, to "
+                         "go on with the new data deliberately, point data.dataset at a copy of it with "
+                         "--allow-change data.dataset (recorded)";
     int same_names = was->M == now->M;
     for (int m = 0; same_names && m < now->M; m++) same_names = !strcmp(was->domains[m], now->domains[m]);
     if (!same_names) {
@@ -71,10 +97,16 @@ static int differs(const store *st, const dataset *ds, const rec_data *was, cons
     for (int m = 0; m < now->M; m++)
         for (int s = 0; s < REC_DATA_SPLITS; s++) {
             if (sha256_equal(&was->sha[m][s], &now->sha[m][s])) continue;
+            const dataset_split *sp = &ds->domains[m].split[s];
+            if (s == SPLIT_TEST) { /* never trained on: an evaluation scores today's, said */
+                fprintf(stderr, "tandem: note: the test split of domain '%s' in %s is not the one the run started "
+                        "with (%s/%s); an evaluation scores today's\n", now->domains[m], ds->path,
+                        store_url((store *)st), LEDGER_DATA);
+                continue;
+            }
             char hw[SHA256_HEX_LEN + 1], hn[SHA256_HEX_LEN + 1];
             sha256_hex(&was->sha[m][s], hw);
             sha256_hex(&now->sha[m][s], hn);
-            const dataset_split *sp = &ds->domains[m].split[s];
             return err_set(e, ERR_USAGE,
                            "data.dataset: the %s tokens of domain '%s' in %s (%zu shard%s, %llu tokens, "
                            "sha256 %.12s...) are not those the run started with (%s/%s pins sha256 "
@@ -85,7 +117,15 @@ static int differs(const store *st, const dataset *ds, const rec_data *was, cons
     return 0;
 }
 
-int data_source_fingerprint(store *st, const dataset *ds, int write, tdm_err *e) {
+static int put_data(store *st, const rec_data *d, int mode, tdm_err *e) {
+    size_t len;
+    void *enc = rec_data_encode(d, &len);
+    int rc = enc ? store_put(st, LEDGER_DATA, enc, len, mode, e) : err_set(e, ERR_INTERNAL, "out of memory");
+    free(enc);
+    return rc;
+}
+
+int data_source_fingerprint(store *st, const dataset *ds, int write, int repin, tdm_err *e) {
     rec_data *now = malloc(sizeof *now), *was = malloc(sizeof *was);
     int rc = now && was ? data_source_digest(ds, now, e) : err_set(e, ERR_INTERNAL, "out of memory");
     for (int attempt = 0; !rc && attempt < 2; attempt++) {
@@ -93,20 +133,17 @@ int data_source_fingerprint(store *st, const dataset *ds, int write, tdm_err *e)
         rc = ledger_read(st, REC_KIND_DATA, LEDGER_DATA, NULL, was, &de);
         if (rc == 0) {
             rc = differs(st, ds, was, now, e);
-            /* nothing computed from the pinned data yet (a first start that failed before
-             * its first commit, the data then fixed): the pin follows the data */
+            if (rc != ERR_USAGE || !write) break;
+            /* the pin follows the data when the change is recorded now (--allow-change
+             * data.dataset), or when nothing was computed from the pinned data yet (a first
+             * start that failed before its first commit, the data then fixed) */
             int has = 1;
             char found[300];
             tdm_err he;
-            if (rc == ERR_USAGE && write && run_config_run_state(st, &has, found, sizeof found, &he) == 0 && !has) {
-                fprintf(stderr, "tandem: %s/%s pinned a dataset nothing was computed from (no state, no alpha "
-                        "record); pinning this one\n", store_url(st), LEDGER_DATA);
-                size_t len;
-                void *enc = rec_data_encode(now, &len);
-                rc = enc ? store_put(st, LEDGER_DATA, enc, len, STORE_OVERWRITE, e)
-                         : err_set(e, ERR_INTERNAL, "out of memory");
-                free(enc);
-            }
+            if (!repin && (run_config_run_state(st, &has, found, sizeof found, &he) != 0 || has)) break;
+            fprintf(stderr, "tandem: %s/%s now pins %s (%s)\n", store_url(st), LEDGER_DATA, ds->path,
+                    repin ? "data.dataset changes, recorded" : "the data it pinned had nothing computed from it");
+            rc = put_data(st, now, STORE_OVERWRITE, e);
             break;
         }
         if (rc == STORE_CORRUPT) /* damaged: said, and replaced by today's digests when writing */
@@ -120,11 +157,7 @@ int data_source_fingerprint(store *st, const dataset *ds, int write, tdm_err *e)
             rc = 0;
             break;
         }
-        size_t len;
-        void *enc = rec_data_encode(now, &len);
-        rc = enc ? store_put(st, LEDGER_DATA, enc, len, rc == STORE_CORRUPT ? STORE_OVERWRITE : STORE_CREATE, e)
-                 : err_set(e, ERR_INTERNAL, "out of memory");
-        free(enc);
+        rc = put_data(st, now, rc == STORE_CORRUPT ? STORE_OVERWRITE : STORE_CREATE, e);
         if (rc != STORE_EXISTS) break; /* written, or an error; else another writer's: compare */
     }
     free(now);

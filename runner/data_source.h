@@ -14,14 +14,18 @@
 #include "storage/store.h"
 #include "util/err.h"
 
-/* The digests of ds (its domain names and, per domain and split, its shards in order:
- * each one's token count as 8 little-endian bytes, then its token bytes as stored). */
+/* The digests of ds: its domain names and, per domain and split, the SHA-256 of its
+ * shards' digests in order, each shard's the SHA-256 of its token count (8 bytes,
+ * little-endian) and its token bytes as stored. Shards are hashed in parallel. */
 int data_source_digest(const dataset *ds, rec_data *out, tdm_err *e);
 
 /* ds against the store's data.mp: ERR_USAGE naming the domain and split whose tokens
- * differ (or the domains, when they are not the run's), and what to do. When the store has
- * none (a new run, or one begun before data.mp) and `write`, it is written; a damaged one is
- * said and, with `write`, written again. */
-int data_source_fingerprint(store *st, const dataset *ds, int write, tdm_err *e);
+ * differ (or the domains, when they are not the run's), and what to do. Only the train and
+ * val splits, which a run reads, refuse; a test split that differs is said (an evaluation
+ * then scores today's). When the store has none (a new run, or one begun before data.mp)
+ * and `write`, it is written; a damaged one is said and, with `write`, written again; with
+ * `write`, one that differs is replaced (said) when nothing was computed from it yet or
+ * `repin` (data.dataset is a change the run records now, --allow-change). */
+int data_source_fingerprint(store *st, const dataset *ds, int write, int repin, tdm_err *e);
 
 #endif

@@ -16,10 +16,11 @@
 #include "storage/store.h"
 #include "util/ydoc.h"
 
-/* mixture.mp must be α* of the run's own α chain, as verify checks it: one edited with its
- * digest recomputed (names permuted, weights moved) would train the final run on other
- * weights than the run learned. ERR_STORE naming what disagrees. */
-static int matches_chain(store *st, const char *url, tdm_err *e) {
+/* mixture.mp must be α* of the run's own α chain as it stood when the run finished
+ * (records 0..x->last: a finished run extended since has more), as the run wrote it: one
+ * edited with its digest recomputed (names permuted, weights moved) would train the final
+ * run on other weights than the run learned. ERR_STORE naming what disagrees. */
+static int matches_chain(store *st, const char *url, const rec_mixture *x, tdm_err *e) {
     rec_run run;
     audit_chain c;
     memset(&c, 0, sizeof c);
@@ -27,21 +28,24 @@ static int matches_chain(store *st, const char *url, tdm_err *e) {
     if (rc) return rc;
     rc = audit_chain_read(st, &c, e);
     if (!rc) audit_chain_domains(&c, run.M);
-    if (!rc && (!c.ok || !c.n))
-        rc = err_set(e, ERR_STORE, "data.mixture_file = %s: the run's alpha chain does not hold (%s): its "
-                     "mixture.mp cannot be trusted; tandem verify %s says more", url,
-                     c.n ? c.problem : "no alpha records", url);
+    if (!rc && (!c.ok || x->last >= c.n))
+        rc = err_set(e, ERR_STORE, "data.mixture_file = %s: the run's alpha chain %s: its mixture.mp cannot be "
+                     "checked against it; tandem verify %s says more", url,
+                     !c.ok ? c.problem : "holds fewer records than mixture.mp averaged", url);
     void *md = NULL;
     size_t mn = 0;
     if (!rc) rc = store_get(st, LEDGER_MIXTURE, &md, &mn, NULL, e);
     if (!rc) {
         rec_mixture want;
-        audit_mixture(&c, 0.1, &want); /* as the run writes it at its end */
+        size_t n = c.n;
+        c.n = (size_t)x->last + 1; /* the chain when the run finished */
+        audit_mixture(&c, 0.1, &want);
+        c.n = n;
         for (int m = 0; m < want.M; m++) snprintf(want.names[m], REC_NAME_MAX, "%s", run.domains[m]);
         if (!rec_mixture_same(md, mn, &want))
             rc = err_set(e, ERR_STORE, "data.mixture_file = %s: its mixture.mp does not hold the alpha* of the run's "
-                         "alpha chain (damaged or edited; tandem verify %s names it): a rerun of that run (tandem "
-                         "run, same config and store) writes it again", url, url);
+                         "alpha chain (damaged or edited): a rerun of that run (tandem run, same config and "
+                         "store) writes it again", url);
     }
     free(md);
     audit_chain_free(&c);
@@ -61,7 +65,7 @@ static int store_mixture_read(const char *url, const dataset *ds, double *alpha,
                      "(no mixture.mp): run it to the end first (tandem run, or tandem compare)",
                      url);
     if (rc == STORE_CORRUPT) rc = ERR_STORE; /* e names mixture.mp and what is wrong */
-    if (!rc) rc = matches_chain(st, url, e);
+    if (!rc) rc = matches_chain(st, url, &x, e);
     store_close(st);
     int M = dataset_n_domains(ds);
     if (!rc && x.M != M)

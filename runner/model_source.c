@@ -284,7 +284,8 @@ int model_source_fingerprint(store *st, const config *cfg, int write, tdm_err *e
                         "no alpha record); pinning it as it is now\n", store_url(st), LEDGER_MODEL);
                 size_t len;
                 void *enc = rec_model_encode(&now, &len);
-                rc = store_put(st, LEDGER_MODEL, enc, len, STORE_OVERWRITE, e);
+                rc = enc ? store_put(st, LEDGER_MODEL, enc, len, STORE_OVERWRITE, e)
+                         : err_set(e, ERR_INTERNAL, "out of memory");
                 free(enc);
                 return rc;
             }

@@ -182,7 +182,10 @@ int run_load_everywhere(run_ctx *r, const run_opts *o, run_config_result *pinned
         /* the model.init folder is the one the run started from (pinned by content) */
         if (!rc) rc = model_source_fingerprint(r->store, &r->cfg, 1, e);
         /* and the dataset's tokens are those it started with (data.mp) */
-        if (!rc) rc = data_source_fingerprint(r->store, &r->ds, 1, e);
+        int data_changes = 0; /* --allow-change data.dataset, recorded below: the pin follows */
+        for (size_t i = 0; !rc && i < pinned->pending.n; i++)
+            data_changes |= !strcmp(pinned->pending.new_values[i].key, "data.dataset");
+        if (!rc) rc = data_source_fingerprint(r->store, &r->ds, 1, data_changes, e);
         ckpt_layout cl = {0};
         ckpt_model_io_init(&r->ck_io, r->nets.ops, r->nets.ctx);
         if (!rc) rc = ckpt_model_layout(&r->lay, &cl, e);

@@ -27,7 +27,7 @@ int run_state_load(store *st, const uint64_t *seq, int dataset_optional, const c
         err_prefix(e, "data.dataset (the GPT-2 run's vocabulary): ");
     }
     /* an evaluation reads the run's own tokens: the dataset is still the one data.mp pins */
-    if (!rc && !dataset_optional) rc = data_source_fingerprint(st, &rs->ds, 0, e);
+    if (!rc && !dataset_optional) rc = data_source_fingerprint(st, &rs->ds, 0, 0, e);
     if (!rc) rc = model_source_config(&rs->cfg, &rs->ds, &rs->mc, e);
     if (!rc) rc = model_layout_init(&rs->lay, &rs->mc, e);
     if (!rc && !(rs->ck = ckpt_model_open(st, &rs->lay, 64u << 20, e))) rc = e->code;

@@ -399,53 +399,54 @@ static void fs_close(store *s) {
     free(fs);
 }
 
-/* The ".tmp-*" files of writes killed before their rename, below root/rel (to a depth of
- * 4: keys have at most three levels), older than min_age_s. */
-static int sweep_dir(store *s, const char *rel, int depth, double min_age_s, size_t *n, uint64_t *bytes,
+/* The ".tmp-*" files of writes killed before their rename in root/rel and, depth_left > 0,
+ * in its subdirectories, older than min_age_s. A directory that cannot be read is passed
+ * over: a store may sit beside things that are not its own (lost+found at a volume root). */
+static int sweep_dir(store *s, const char *rel, int depth_left, double min_age_s, size_t *n, uint64_t *bytes,
                      tdm_err *e) {
     char *dir = *rel ? join(root_of(s), rel) : strdup(root_of(s));
     if (!dir) return err_set(e, ERR_INTERNAL, "out of memory");
     DIR *d = opendir(dir);
-    if (!d) {
-        int err = errno;
-        free(dir);
-        return err == ENOENT || err == ENOTDIR ? 0 : err_sys(e, ERR_STORE, err, "%s: cannot list %s", s->url, *rel ? rel : "/");
-    }
+    free(dir);
+    if (!d) return 0;
     int r = 0;
     struct dirent *ent;
     time_t now = time(NULL);
     while (r == 0 && (ent = readdir(d))) {
         const char *name = ent->d_name;
         if (!strcmp(name, ".") || !strcmp(name, "..")) continue;
-        char *full = join(dir, name);
+        char *key = *rel ? join(rel, name) : strdup(name);
+        char *full = key ? join(root_of(s), key) : NULL;
         struct stat st;
         if (!full) {
             r = err_set(e, ERR_INTERNAL, "out of memory");
         } else if (lstat(full, &st) == 0) {
-            if (S_ISDIR(st.st_mode) && name[0] != '.' && depth < 4) {
-                char *sub = *rel ? join(rel, name) : strdup(name);
-                r = sub ? sweep_dir(s, sub, depth + 1, min_age_s, n, bytes, e) : err_set(e, ERR_INTERNAL, "out of memory");
-                free(sub);
+            if (S_ISDIR(st.st_mode) && name[0] != '.' && depth_left > 0) {
+                r = sweep_dir(s, key, depth_left - 1, min_age_s, n, bytes, e);
             } else if (S_ISREG(st.st_mode) && !strncmp(name, TMP_PREFIX, strlen(TMP_PREFIX)) &&
                        difftime(now, st.st_mtime) >= min_age_s) {
                 if (unlink(full) == 0) {
                     (*n)++;
                     *bytes += (uint64_t)st.st_size;
                 } else if (errno != ENOENT) {
-                    r = err_sys(e, ERR_STORE, errno, "%s: cannot remove the stray %s%s%s", s->url, rel,
-                                *rel ? "/" : "", name);
+                    r = err_sys(e, ERR_STORE, errno, "%s: cannot remove the stray %s", s->url, key);
                 }
             }
         }
         free(full);
+        free(key);
     }
     closedir(d);
-    free(dir);
     return r;
 }
 
+/* The store's own places only: its root's files and the folders its keys live in. */
 static int fs_sweep(store *s, double min_age_s, size_t *n, uint64_t *bytes, tdm_err *e) {
-    return sweep_dir(s, "", 0, min_age_s, n, bytes, e);
+    static const char *const own[] = {"blobs", "states", "alpha", "metrics", "configs", "superseded", "quarantine",
+                                      "pins"};
+    int r = sweep_dir(s, "", 0, min_age_s, n, bytes, e);
+    for (size_t i = 0; !r && i < sizeof own / sizeof *own; i++) r = sweep_dir(s, own[i], 8, min_age_s, n, bytes, e);
+    return r;
 }
 
 static const store_backend file_backend = {

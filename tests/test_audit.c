@@ -231,13 +231,14 @@ static void test_gc_killed_midway_loses_nothing(void) {
     /* what killed writes leave and nothing lists: an old .tmp-* goes, a young one (a write
      * that may be on its way) stays */
     snprintf(cmd, sizeof cmd, "head -c 5000 /dev/zero > '%s/blobs/.tmp-old1' && touch -d '2 hours ago' "
-             "'%s/blobs/.tmp-old1' && head -c 7 /dev/zero > '%s/blobs/.tmp-young'", f.store, f.store, f.store);
+             "'%s/blobs/.tmp-old1' && head -c 7 /dev/zero > '%s/blobs/.tmp-young' && mkdir -p '%s/other' && "
+             "touch -d '2 hours ago' '%s/other/.tmp-notours'", f.store, f.store, f.store, f.store, f.store);
     CHECK(system(cmd) == 0, "temporaries");
     CHECK(tandem_cmd(out, sizeof out, "gc '%s' --keep 1", f.store) == 0 &&
               strstr(out, "removed 1 stray temporary file (0.0 MB)"), "gc: %s", out);
-    snprintf(cmd, sizeof cmd, "test ! -e '%s/blobs/.tmp-old1' && test -e '%s/blobs/.tmp-young' && rm '%s/blobs/.tmp-young'",
-             f.store, f.store, f.store);
-    CHECK(system(cmd) == 0, "gc removed the young temporary, or kept the old one");
+    snprintf(cmd, sizeof cmd, "test ! -e '%s/blobs/.tmp-old1' && test -e '%s/blobs/.tmp-young' && rm '%s/blobs/.tmp-young' "
+             "&& test -e '%s/other/.tmp-notours' && rm -r '%s/other'", f.store, f.store, f.store, f.store, f.store);
+    CHECK(system(cmd) == 0, "gc removed the young temporary or one outside the store's folders, or kept the old one");
     CHECK(tandem_cmd(out, sizeof out, "verify '%s'", f.store) == 0 && !strstr(out, "orphan"), "after gc: %s", out);
     snprintf(cmd, sizeof cmd, "ls '%s/states' | wc -l", f.store);
     FILE *p = popen(cmd, "r");
@@ -306,7 +307,7 @@ static void test_edited_records_are_refused(void) {
     fixture f;
     CHECK(fixture_audit(&f, "edited", 2) == 0, "fixture");
     CHECK(run_to_end(&f, NULL) == 0, "run");
-    char cmd[4096], path[1000], copy[900];
+    char cmd[8192], path[1000], copy[900];
     snprintf(copy, sizeof copy, "%s/copy", f.dir);
     snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", f.store, copy);
     CHECK(system(cmd) == 0, "copy");
@@ -342,6 +343,17 @@ static void test_edited_records_are_refused(void) {
     CHECK(tandem_cmd(out, sizeof out, "mixture '%s'", f.store) == 3 && strstr(out, "holds 5 domains but RUN pins 3"),
           "mixture of five-domain records: %s", out);
     CHECK(tandem_cmd(out, sizeof out, "alpha '%s'", f.store) == 3 && strstr(out, "holds 5 domains"), "alpha: %s", out);
+    /* 3a. a finished run extended since (killed in its extension): its mixture.mp is still
+     * the alpha* of the chain as it stood at the finish, and a final run takes it */
+    char ext[1000];
+    snprintf(ext, sizeof ext, "%s/extended", f.dir);
+    snprintf(cmd, sizeof cmd, "cp -a '%s' '%s' && TANDEM_TEST_KILL_AT=alpha:3 '%s' run '%s' --store '%s' --set "
+             "run.episodes=5 --allow-change run.episodes --quiet > /dev/null 2>&1; test -f '%s/alpha/2.mp'", copy, ext,
+             tandem_bin(), f.config, ext, ext);
+    CHECK(system(cmd) == 0, "an extension killed midway");
+    CHECK(tandem_cmd(out, sizeof out, "run '%s' --store '%s/final-ext' --set run.mode=fixed --set data.mixture=file "
+                     "--set data.mixture_file='%s' --quiet", f.config, f.dir, ext) == 0,
+          "a final run on an extended run's mixture: %s", out);
     /* 3. mixture.mp of the copy with two names swapped: a final run refuses it */
     snprintf(path, sizeof path, "%s/mixture.mp", copy);
     rec_mixture x;

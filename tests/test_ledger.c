@@ -922,8 +922,19 @@ static void test_changed_dataset_is_refused(void) {
     CHECK(system(cmd) == 0, "a store with nothing computed, the data changed");
     rc = run_to_end(&f, NULL);
     read_all(f.log, log, sizeof log);
-    CHECK(rc == 0 && strstr(log, "pinned a dataset nothing was computed from"), "nothing computed yet: exit %d: %s",
+    CHECK(rc == 0 && strstr(log, "had nothing computed from it"), "nothing computed yet: exit %d: %s",
           rc, log);
+    /* other data on purpose, recorded: --allow-change data.dataset; the pin follows */
+    snprintf(cmd, sizeof cmd, "cd '%s' && cp -a corpus corpus2 && cd corpus2 && cp shard.keep $(cat shard.name) && "
+             "printf '\\002\\000' | dd of=$(cat shard.name) bs=1 seek=1300 conv=notrunc status=none", f.dir);
+    CHECK(system(cmd) == 0, "a second corpus");
+    char set[1100];
+    snprintf(set, sizeof set, "data.dataset=%s/corpus2/dataset.yaml", f.dir);
+    const char *const move[] = {"--set", set, "--allow-change", "data.dataset", NULL};
+    rc = life_args(&f, NULL, move);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0 && strstr(log, "data.dataset changes, recorded"), "--allow-change data.dataset: exit %d: %s", rc,
+          log);
     fixture_close(&f);
 }
 

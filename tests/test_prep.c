@@ -1112,11 +1112,23 @@ static void test_prep_long_records(void) {
               st[0].skipped[TEXTSRC_TOO_LONG] == 0,
           "docs %llu bytes %llu tokens %llu", (unsigned long long)st[0].docs, (unsigned long long)st[0].text_bytes,
           (unsigned long long)st[0].tokens);
+    /* a file of one over-long record without a final newline: too long, not also empty */
+    char *p2 = join(dir, "lone.jsonl");
+    f = fopen(p2, "wb");
+    CHECK(f, "open");
+    fputs("{\"text\": \"", f);
+    for (size_t i = 0; i < 5000; i++) fputc('b', f);
+    fputs("\"}", f);
+    fclose(f);
+    prep_input in2[] = {{"web", p}, {"web", p2}};
     setenv("TANDEM_TEST_RECORD_MAX", "4096", 1);
-    int rc = run_one(dir, "2", in, 1, st, &warn, &e);
+    int rc = run_one(dir, "2", in2, 2, st, &warn, &e);
     unsetenv("TANDEM_TEST_RECORD_MAX");
-    CHECK(rc == 0 && st[0].docs == 2 && st[0].skipped[TEXTSRC_TOO_LONG] == 1 && st[0].tokens == 12, "rc %d docs %llu: %s",
-          rc, (unsigned long long)st[0].docs, e.msg);
+    CHECK(rc == 0 && st[0].docs == 2 && st[0].skipped[TEXTSRC_TOO_LONG] == 2 && st[0].skipped[TEXTSRC_EMPTY] == 0 &&
+              st[0].tokens == 12,
+          "rc %d docs %llu too long %llu empty %llu: %s", rc, (unsigned long long)st[0].docs,
+          (unsigned long long)st[0].skipped[TEXTSRC_TOO_LONG], (unsigned long long)st[0].skipped[TEXTSRC_EMPTY], e.msg);
+    free(p2);
     CHECK(strstr(warn.buf, "big.jsonl:1: a record longer than"), "warnings:\n%s", warn.buf);
     free(warn.buf);
     free(p);
