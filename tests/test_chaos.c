@@ -26,7 +26,7 @@
  *                    pending across exec): exit 75, the resume ends at the reference
  *   corruption       object kind (HEAD, lease, RUN, configs/0.mp, states, blobs, alpha
  *                    records inside and past what the newest state vouches for, pins,
- *                    mixture.mp) x damage (delete, truncate to 0 and to half, a byte
+ *                    mixture.mp, data.mp) x damage (delete, truncate to 0 and to half, a byte
  *                    flipped at the start, middle and end, swapped with the same object of
  *                    another run); verify must report a fault exactly when the run meets
  *                    the object and cannot use it
@@ -860,6 +860,7 @@ static const kind KINDS[] = {
     {"alpha (changed)", SC_CHG, "alpha/5.mp"},
     {"pin", SC_FIN, "pins/20"},
     {"mixture.mp", SC_FIN, "mixture.mp"},
+    {"data.mp", SC_MID, "data.mp"},
     {"metrics row past HEAD", SC_MID, "metrics/8.mp"},
     {"metrics row (finished)", SC_FIN, "metrics/5.mp"},
 };
