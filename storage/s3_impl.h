@@ -44,7 +44,7 @@ typedef struct s3_resp {
      * bound is an endpoint answering wrongly, not memory to give it */
     long hdr_status;  /* the status line's code, known from the headers on */
     size_t range_len; /* a 206's bound: the length of the range asked for (0: none asked) */
-    size_t body_max;  /* a 2xx's bound (0: none, an object's GET) */
+    size_t body_max;  /* a 2xx's bound (an object's GET: S3_OBJECT_BODY_MAX) */
     size_t too_long;  /* the bound a body went past (the transfer was stopped), or 0 */
 } s3_resp;
 

@@ -50,6 +50,9 @@ void s3_curl_init(void) { pthread_once(&curl_once, curl_init_once); }
 #define S3_ERROR_BODY_MAX ((size_t)1 << 20)
 #define S3_LIST_BODY_MAX ((size_t)64 << 20)
 #define S3_SMALL_BODY_MAX ((size_t)1 << 20)
+/* An object's GET: 4x the largest object tandem writes (a 64 MiB chunk). A 200 that
+ * ignored a Range, or a body that never ends, stops there instead of filling memory. */
+#define S3_OBJECT_BODY_MAX ((size_t)256 << 20)
 
 static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
     s3_resp *r = ud;
@@ -237,6 +240,9 @@ static int attempt(s3_store *s, const s3_req *q, s3_resp *resp, char *why, size_
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, c->timeout_s);
+    /* and a whole request, however it trickles (a body dripped just above the low-speed
+     * limit never stalled): 20 x the stall time, 600 s by default, for at most a part */
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L * c->timeout_s);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
@@ -269,7 +275,7 @@ static int attempt(s3_store *s, const s3_req *q, s3_resp *resp, char *why, size_
             resp->range_len = (size_t)(b - a + 1);
     }
     resp->body_max = strcmp(q->method, "GET") ? S3_SMALL_BODY_MAX
-                     : q->query && strstr(q->query, "list-type=") ? S3_LIST_BODY_MAX : 0;
+                     : q->query && strstr(q->query, "list-type=") ? S3_LIST_BODY_MAX : S3_OBJECT_BODY_MAX;
     CURLcode rc = curl_easy_perform(h);
     if (rc == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
     else snprintf(why, whycap, "%s", curl_easy_strerror(rc));
@@ -368,6 +374,8 @@ static int server_time(const s3_resp *r, time_t *t) {
 int s3_status_error(store *st, const s3_req *q, const s3_resp *r, tdm_err *e) {
     char code[128] = "";
     if (r->body && r->len) s3_xml_first(r->body, r->len, "Code", code, sizeof code);
+    for (char *p = code; *p; p++) /* the server's text: no escape sequences or line ends into a log */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
     const char *what = q->key ? q->key : "(list)";
     if (!strcmp(code, "RequestTimeTooSkewed")) {
         time_t server, local = s3_now();

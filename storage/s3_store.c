@@ -33,6 +33,7 @@
 #include "storage/s3_impl.h"
 #include "storage/s3_resolve.h"
 #include "storage/s3_xml.h"
+#include "util/buf.h"
 
 /* ------------------------------------------------------------------ objects */
 
@@ -132,23 +133,22 @@ static int put_multipart(store *st, const char *key, const void *data, size_t n,
     snprintf(query, sizeof query, "uploadId=%s", uid ? uid : "");
     free(uid);
     if (!rc) {
-        size_t cap = (size_t)nparts * 200 + 128, used = 0;
-        char *xml = malloc(cap);
-        if (!xml) rc = err_set(e, ERR_INTERNAL, "out of memory");
-        for (int i = 0; !rc && i <= nparts; i++) {
-            if (i == 0) used += (size_t)snprintf(xml + used, cap - used, "<CompleteMultipartUpload>");
-            if (i < nparts) {
-                char esc[300];
-                s3_xml_escape(j.etags[i], esc, sizeof esc);
-                used += (size_t)snprintf(xml + used, cap - used,
-                                         "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>",
-                                         i + 1, esc);
-            } else {
-                used += (size_t)snprintf(xml + used, cap - used, "</CompleteMultipartUpload>");
-            }
+        /* the completion body grows as it needs: an ETag is the server's text, escaped up to
+         * six bytes a character (a fixed estimate of the size overflowed on hostile ones) */
+        buf_t xml = {0};
+        buf_puts(&xml, "<CompleteMultipartUpload>");
+        for (int i = 0; !rc && i < nparts; i++) {
+            char esc[sizeof out->etag * 6 + 1];
+            if (s3_xml_escape(j.etags[i], esc, sizeof esc))
+                rc = err_set(e, ERR_STORE, "%s: part %d of %s came back with an ETag that is not one (the endpoint "
+                             "answers uploads wrongly)", store_url(st), i + 1, key);
+            else
+                buf_printf(&xml, "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>", i + 1, esc);
         }
+        buf_puts(&xml, "</CompleteMultipartUpload>");
+        if (!rc && xml.oom) rc = err_set(e, ERR_INTERNAL, "out of memory");
         if (!rc) {
-            s3_req c = {.method = "POST", .key = key, .query = query, .body = xml, .body_len = used};
+            s3_req c = {.method = "POST", .key = key, .query = query, .body = xml.p, .body_len = xml.n};
             if (if_none) c.extra[c.nextra++] = (sigv4_header){"If-None-Match", if_none};
             if (if_match) c.extra[c.nextra++] = (sigv4_header){"If-Match", if_match};
             rc = s3_request(s, &c, out, NULL, NULL, e);
@@ -161,7 +161,7 @@ static int put_multipart(store *st, const char *key, const void *data, size_t n,
             if (!rc && out->status / 100 == 2 && out->body)
                 s3_xml_first(out->body, out->len, "ETag", out->etag, sizeof out->etag);
         }
-        free(xml);
+        buf_free(&xml);
     }
     if (rc || out->status / 100 != 2) { /* abandon the upload so its parts do not linger */
         s3_req a = {.method = "DELETE", .key = key, .query = query};
@@ -499,12 +499,34 @@ static int s3_exists(store *st, const char *key, int *exists, tdm_err *e) {
 typedef struct list_ctx {
     store_list *out;
     size_t strip; /* length of "prefix/" to remove */
+    const char *asked; /* the full prefix asked for: every key must start with it */
+    char *last;        /* the previous key of the listing (malloc'd), or NULL */
+    size_t page_keys;  /* keys on the current page */
     int oom;
+    int bad;           /* 1 a key outside the prefix, 2 not after the one before */
 } list_ctx;
 
+/* One key of a listing page. S3 lists the keys under the prefix asked, each once, in
+ * ascending byte order across pages: a key outside the prefix (stripping it would read past
+ * the key, or make another key of it), a key twice or out of order (a duplicate listed index
+ * reads as a missing record, and repair would roll a sound run back) is an endpoint
+ * answering listings wrongly, refused whole. */
 static int on_key(void *ctx, const char *text) {
     list_ctx *l = ctx;
-    if (strlen(text) < l->strip) return 0;
+    l->page_keys++;
+    if (strncmp(text, l->asked, strlen(l->asked)) != 0 || strlen(text) < l->strip) {
+        l->bad = 1;
+        return 1;
+    }
+    if (l->last && strcmp(text, l->last) <= 0) {
+        l->bad = 2;
+        return 1;
+    }
+    free(l->last);
+    if (!(l->last = strdup(text))) {
+        l->oom = 1;
+        return 1;
+    }
     const char *k = text + l->strip;
     if (!store_key_valid(k)) return 0; /* foreign objects under the prefix */
     if (store_list_append(l->out, k)) {
@@ -543,7 +565,7 @@ static int s3_list(store *st, const char *prefix, store_list *out, tdm_err *e) {
     if (!*prefix && s->cfg.prefix[0]) snprintf(full, sizeof full, "%s/", s->cfg.prefix);
     char *enc = sigv4_uri_encode(full, 0);
     char token[2048] = "";
-    list_ctx l = {.out = out, .strip = s->cfg.prefix[0] ? strlen(s->cfg.prefix) + 1 : 0};
+    list_ctx l = {.out = out, .strip = s->cfg.prefix[0] ? strlen(s->cfg.prefix) + 1 : 0, .asked = full};
     int rc = enc ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
     sha256_digest *seen = NULL;
     size_t nseen = 0, empty = 0;
@@ -563,13 +585,22 @@ static int s3_list(store *st, const char *prefix, store_list *out, tdm_err *e) {
         if (!rc && r.status != 200) rc = s3_status_error(st, &q, &r, e);
         if (!rc && (!r.body || !strstr(r.body, "ListBucketResult")))
             rc = err_set(e, ERR_STORE, "%s: the listing answer is not a ListBucketResult", store_url(st));
+        size_t before = out->n;
+        l.page_keys = 0;
         if (!rc && s3_xml_each(r.body, r.len, "Key", on_key, &l) != 0)
             rc = l.oom ? err_set(e, ERR_INTERNAL, "out of memory")
-                       : err_set(e, ERR_STORE, "%s: malformed key in a listing", store_url(st));
+                 : l.bad ? err_set(e, ERR_STORE, "%s: the listing of '%s' holds %s (page %d): the endpoint "
+                                   "answers listings wrongly; check AWS_ENDPOINT_URL and the server",
+                                   store_url(st), prefix, l.bad == 1 ? "a key outside the prefix asked for"
+                                                                     : "a key twice, or keys out of order", page + 1)
+                 : err_set(e, ERR_STORE, "%s: malformed key in a listing", store_url(st));
+        if (!rc && l.page_keys > (size_t)s->cfg.list_max)
+            rc = err_set(e, ERR_STORE, "%s: a listing page of '%s' holds %zu keys, more than the %d asked for: the "
+                         "endpoint answers listings wrongly; check AWS_ENDPOINT_URL and the server", store_url(st),
+                         prefix, l.page_keys, s->cfg.list_max);
         char trunc[16] = "";
         if (!rc && r.body) s3_xml_first(r.body, r.len, "IsTruncated", trunc, sizeof trunc);
         int more = !strcmp(trunc, "true");
-        size_t before = out->n;
         if (!rc && more && !s3_xml_first(r.body, r.len, "NextContinuationToken", token, sizeof token))
             rc = err_set(e, ERR_STORE, "%s: a truncated listing without a continuation token", store_url(st));
         free(r.body);
@@ -588,6 +619,7 @@ static int s3_list(store *st, const char *prefix, store_list *out, tdm_err *e) {
     }
     free(seen);
     free(enc);
+    free(l.last);
     return rc;
 }
 

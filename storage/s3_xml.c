@@ -98,7 +98,10 @@ int s3_xml_escape(const char *src, char *out, size_t cap) {
         case '\'': rep = "&apos;"; break;
         }
         size_t len = rep ? strlen(rep) : 1;
-        if (o + len >= cap) return -1;
+        if (o + len >= cap) {
+            if (cap) out[o] = '\0'; /* terminated even when refused */
+            return -1;
+        }
         if (rep) memcpy(out + o, rep, len);
         else out[o] = *src;
         o += len;

@@ -18,6 +18,12 @@ MODE endless-error: every request is a 403 whose error XML never ends
 MODE endless-list:  a listing whose XML never ends
 MODE endless-range: a listing holds PREFIX + "HEAD"; a ranged GET is a 206 "bytes 0-9/10"
                     whose body never ends
+MODE ignore-range-endless: a listing holds PREFIX + "HEAD"; a ranged GET is a 200 (the
+                    Range ignored) whose body never ends
+Listings whose keys S3 would never give (one page each):
+MODE list-foreign: a key outside the prefix asked for beside one inside it
+MODE list-dupes:   the same key twice
+MODE list-flood:   1001 keys on a page although max-keys asked for at most 1000
 Any other request is a 404 NoSuchKey. The chosen port is written to PORTFILE. Used by
 tests/cli_store.sh: tandem must stop with an error naming the endpoint's fault (exit 3),
 not run forever or blame memory."""
@@ -82,6 +88,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.listing(b"<Contents><Key>" + key + b"</Key></Contents>", False)
             if self.command == "GET" and "Range" in self.headers:
                 return self.endless(206, b"", b"0123456789", [("Content-Range", "bytes 0-9/10")])
+        if MODE == "ignore-range-endless":
+            if q.get("list-type") == "2":
+                key = (q.get("prefix", "") + "HEAD").encode()
+                return self.listing(b"<Contents><Key>" + key + b"</Key></Contents>", False)
+            if self.command == "GET":
+                return self.endless(200, b"", b"0123456789")
+        if MODE.startswith("list-") and q.get("list-type") == "2":
+            p = q.get("prefix", "").encode()
+            keys = {"list-foreign": [p + b"a", b"zzz/elsewhere"], "list-dupes": [p + b"x", p + b"x"],
+                    "list-flood": [p + b"k%04d" % i for i in range(1001)]}[MODE]
+            return self.listing(b"".join(b"<Contents><Key>" + k + b"</Key></Contents>" for k in keys), False)
         if MODE in RANGES:
             if q.get("list-type") == "2":
                 key = (q.get("prefix", "") + "HEAD").encode()
