@@ -238,11 +238,10 @@ static int attempt(s3_store *s, const s3_req *q, s3_resp *resp, char *why, size_
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    /* a transfer slower than 16 KiB/s for timeout_s is stalled (no S3 link is that slow;
+     * a body dripped at 2 KiB/s held a request for hours at 1 KiB/s) */
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 16384L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, c->timeout_s);
-    /* and a whole request, however it trickles (a body dripped just above the low-speed
-     * limit never stalled): 20 x the stall time, 600 s by default, for at most a part */
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L * c->timeout_s);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
@@ -274,6 +273,12 @@ static int attempt(s3_store *s, const s3_req *q, s3_resp *resp, char *why, size_
             b >= a)
             resp->range_len = (size_t)(b - a + 1);
     }
+    /* a whole request is bounded too, however it trickles (a body dripped just above the
+     * low-speed limit never stalled): twice the stall time (at least 60 s) plus its bytes
+     * at 64 KiB/s, so a drip fails in about a minute and a 16 MiB part still has 5 */
+    size_t bytes = q->body_len > resp->range_len ? q->body_len : resp->range_len;
+    long limit = (2 * c->timeout_s > 60 ? 2 * c->timeout_s : 60) + (long)(bytes >> 16);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, limit);
     resp->body_max = strcmp(q->method, "GET") ? S3_SMALL_BODY_MAX
                      : q->query && strstr(q->query, "list-type=") ? S3_LIST_BODY_MAX : S3_OBJECT_BODY_MAX;
     CURLcode rc = curl_easy_perform(h);
