@@ -694,6 +694,10 @@ store *s3_store_open(const char *url, int must_exist, int *absent, tdm_err *e) {
     s3_resp r = {0};
     int rc = s3_request(s, &q, &r, NULL, NULL, e);
     if (!rc && r.status != 200) rc = s3_status_error(st, &q, &r, e);
+    /* a 200 that is not a listing (an <Error> body, HTML from a proxy) is not "no store" */
+    if (!rc && (!r.body || !strstr(r.body, "ListBucketResult")))
+        rc = err_set(e, ERR_STORE, "the listing answer is not a ListBucketResult (the endpoint answers wrongly; "
+                     "check AWS_ENDPOINT_URL and the server)");
     if (!rc && must_exist) {
         char key[1100] = ""; /* S3 keys are at most 1024 bytes */
         if (!r.body || !s3_xml_first(r.body, r.len, "Key", key, sizeof key)) {
