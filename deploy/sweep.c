@@ -15,6 +15,15 @@ void sweep_free(sweep *s) {
     memset(s, 0, sizeof *s);
 }
 
+/* Whether two values read the same in a label (sweep_label's mapping). */
+static int same_label(const char *a, const char *b) {
+    for (; *a && *b; a++, b++) {
+        char x = *a == '/' || *a == ' ' ? '_' : *a, y = *b == '/' || *b == ' ' ? '_' : *b;
+        if (x != y) return 0;
+    }
+    return *a == *b;
+}
+
 int sweep_parse(sweep *s, char *const *texts, int n, tdm_err *e) {
     memset(s, 0, sizeof *s);
     s->npoints = n > 0 ? 1 : 0;
@@ -44,9 +53,17 @@ int sweep_parse(sweep *s, char *const *texts, int n, tdm_err *e) {
             char *comma = strchr(v, ',');
             if (comma) *comma = '\0';
             if (!*v) return err_set(e, ERR_USAGE, "--sweep %s: an empty value", t);
-            for (int j = 0; j < i; j++)
+            for (int j = 0; j < i; j++) {
                 if (!strcmp(s->val[k][j], v))
                     return err_set(e, ERR_USAGE, "--sweep %s: the value %s twice", t, v);
+                /* a point's store is named by its label, where '/' and ' ' become '_': two
+                 * values that read the same there would share one store (and the advice to
+                 * --allow-change the second would rewrite the first's run) */
+                if (same_label(s->val[k][j], v))
+                    return err_set(e, ERR_USAGE, "--sweep %s: the values %s and %s would name the same point "
+                                   "store ('/' and ' ' read as '_' there): sweep values that differ otherwise",
+                                   t, s->val[k][j], v);
+            }
             s->val[k][i] = v;
             v = comma ? comma + 1 : v + strlen(v);
         }
@@ -56,6 +73,20 @@ int sweep_parse(sweep *s, char *const *texts, int n, tdm_err *e) {
                            SWEEP_MAX_POINTS);
         s->npoints *= (size_t)cnt;
     }
+    /* a point's label is a file name (its store, under the root): the longest must fit,
+     * with room for the root's own prefixes, and each value in the 512-byte --set it
+     * becomes */
+    size_t longest = 0;
+    for (int k = 0; k < s->nkeys; k++) {
+        size_t v = 0;
+        for (int i = 0; i < s->nvals[k]; i++)
+            if (strlen(s->val[k][i]) > v) v = strlen(s->val[k][i]);
+        longest += (k ? 1 : 0) + strlen(s->key[k]) + 1 + v;
+    }
+    if (longest > SWEEP_LABEL_MAX)
+        return err_set(e, ERR_USAGE, "--sweep: a point's label (its store's name: key=value,...) would be %zu "
+                       "bytes, more than %d: shorten the values (a file of values can be named instead, "
+                       "e.g. a mixture file)", longest, SWEEP_LABEL_MAX);
     return 0;
 }
 

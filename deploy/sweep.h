@@ -18,6 +18,7 @@
 
 #define SWEEP_MAX_KEYS 8
 #define SWEEP_MAX_POINTS 10000
+#define SWEEP_LABEL_MAX 200 /* bytes of a point's label: a file name (255) with room to spare */
 
 typedef struct sweep {
     int nkeys;
@@ -29,7 +30,8 @@ typedef struct sweep {
 
 /* Parses n "--sweep" texts into *s (zeroed first; free with sweep_free). ERR_USAGE naming
  * the text when one is not key=v1[,v2...], repeats a key, sweeps cluster.* (where a job
- * runs is one job's) or store, or there would be more than SWEEP_MAX_POINTS points. */
+ * runs is one job's) or store, or there would be more than SWEEP_MAX_POINTS points, two
+ * values of a key would give the same label, or a label would pass SWEEP_LABEL_MAX. */
 int sweep_parse(sweep *s, char *const *texts, int n, tdm_err *e);
 void sweep_free(sweep *s);
 

@@ -240,6 +240,11 @@ static void test_sweeps(void) {
         {{"run.seed=1,,2"}, 1, "an empty value"},    {{"run.seed=1,1"}, 1, "the value 1 twice"},
         {{"cluster.nodes=1,2"}, 1, "where a run lives"}, {{"store=a,b"}, 1, "where a run lives"},
         {{"run.seed=1,2", "run.seed=3"}, 2, "swept twice"},
+        /* two values one label (one store for two points), a label past a file name */
+        {{"data.dataset=c/d.yaml,c_d.yaml"}, 1, "would name the same point store"},
+        {{"log.tensorboard=tb/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+          "aaaaaaaa,tb/b"}, 1, "more than 200"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         CHECK(sweep_parse(&s, bad[i].t, bad[i].n, &e) == ERR_USAGE && strstr(e.msg, bad[i].says),
