@@ -66,6 +66,12 @@ static int megatron_line(const rec_mixture *x, const rec_run *run, const char *t
                          tdm_err *e) {
     size_t at = 0;
     line[0] = '\0';
+    /* one path per domain: a template without {domain} gives them all the same one */
+    if (x->M > 1 && !strstr(tmpl, "{domain}"))
+        return err_set(e, ERR_USAGE, "--format megatron: --prefix '%s' has no {domain}, so every domain would get "
+                       "the same data path; e.g. --prefix /data/{domain}_text_document", tmpl);
+    if (strlen(tmpl) >= 400)
+        return err_set(e, ERR_USAGE, "--format megatron: --prefix is %zu bytes (at most 399)", strlen(tmpl));
     for (int m = 0; m < x->M; m++) {
         const char *name = m < run->M ? run->domains[m] : "?";
         char prefix[512];
@@ -131,6 +137,8 @@ static int run_mixture(const cli_args *a) {
     if (!rc && !c.ok)
         rc = err_set(&e, ERR_STORE, "%s: %s (run tandem alpha %s --verify)", url, c.problem, url);
     if (!rc && c.n == 0) rc = err_set(&e, ERR_USAGE, "%s has no alpha records yet", url);
+    if (!rc && cli_given(a, "--prefix") && strcmp(format, "megatron"))
+        rc = err_set(&e, ERR_USAGE, "--prefix shapes --format megatron's data paths; --format %s has none", format);
     if (!rc) {
         rec_mixture x;
         audit_mixture(&c, frac, &x);

@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config/config.h"
@@ -50,6 +51,29 @@ bool cluster_check_slurm_time(const char *s, char *why, size_t n) {
     if (!ok) snprintf(why, n, "expected a Slurm time limit: MINUTES, MM:SS, HH:MM:SS, D-HH, "
                               "D-HH:MM or D-HH:MM:SS, got '%.100s'", s);
     return ok;
+}
+
+long cluster_slurm_time_seconds(const char *s) {
+    char why[8];
+    if (!*s || !cluster_check_slurm_time(s, why, sizeof why) || !strcmp(s, "UNLIMITED") || !strcmp(s, "INFINITE"))
+        return -1;
+    long f[4] = {0}, days = 0;
+    int nf = 0;
+    const char *p = s;
+    const char *dash = strchr(s, '-');
+    if (dash) {
+        days = strtol(s, NULL, 10);
+        p = dash + 1;
+    }
+    while (*p && nf < 3) {
+        f[nf++] = strtol(p, (char **)&p, 10);
+        if (*p == ':') p++;
+    }
+    if (dash) /* D-HH[:MM[:SS]] */
+        return ((days * 24 + f[0]) * 60 + f[1]) * 60 + f[2];
+    if (nf == 1) return f[0] * 60;                     /* MINUTES */
+    if (nf == 2) return f[0] * 60 + f[1];              /* MM:SS */
+    return (f[0] * 60 + f[1]) * 60 + f[2];             /* HH:MM:SS */
 }
 
 /* A name for an #SBATCH line: letters, digits, '_', '.', '-'. */
@@ -217,6 +241,19 @@ bool cluster_check_env(const char *s, char *why, size_t n) {
         if (!ok) {
             snprintf(why, n, "expected 'NAME=value,...' with NAME of letters, digits and '_' "
                              "(the entry at offset %d)", (int)(p - s));
+            return false;
+        }
+        /* what the job sets itself: which rank, of how many, which point, how long the
+         * grace; given here as well, a Kubernetes pod keeps the last definition (every pod
+         * rank 0 of 1) and Slurm's export overrides the scheduler's */
+        static const char *const own[] = {"TANDEM_RANK", "TANDEM_WORLD_SIZE", "TANDEM_COORDINATOR", "TANDEM_POINT",
+                                          "TANDEM_GRACE_S", "JOB_COMPLETION_INDEX"};
+        bool reserved = nlen > 6 && (!strncmp(p, "SLURM_", 6) || !strncmp(p, "OMPI_", 5) || !strncmp(p, "PMIX_", 5));
+        for (size_t i = 0; !reserved && i < sizeof own / sizeof *own; i++)
+            reserved = strlen(own[i]) == nlen && !strncmp(p, own[i], nlen);
+        if (reserved) {
+            snprintf(why, n, "'%.*s' is set by the job itself (the rank, world size, sweep point, grace or "
+                             "the scheduler's own): leave it out of cluster.env", (int)nlen, p);
             return false;
         }
         if (secret_name(p, nlen)) {

@@ -16,6 +16,9 @@ bool cluster_check_size(const char *s, char *why, size_t n);
 
 /* Slurm's --time: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or UNLIMITED. */
 bool cluster_check_slurm_time(const char *s, char *why, size_t n);
+/* A valid Slurm time limit in seconds; -1 for none ("", UNLIMITED, INFINITE) or one that
+ * does not parse. MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS. */
+long cluster_slurm_time_seconds(const char *s);
 
 /* A name for an #SBATCH line: letters, digits, '_', '.', '-'. */
 bool cluster_check_slurm_name(const char *s, char *why, size_t n);

@@ -596,6 +596,15 @@ static int check_all(const config *c, const origin *from, const char *path, tdm_
                        "builtin",
                        va, oa, vb, ob);
     }
+    long limit = cluster_slurm_time_seconds(c->cluster.time_limit);
+    if (limit > 0 && c->cluster.signal_lead_s >= limit) {
+        ORIGINS("cluster.signal_lead_s", "cluster.time_limit");
+        return err_set(e, ERR_USAGE,
+                       "cluster.signal_lead_s = %s%s is not shorter than cluster.time_limit = %s%s (%ld s): "
+                       "Slurm would signal the job at once, and every try would stop and be requeued "
+                       "without progress; lower the lead or raise the limit",
+                       va, oa, vb, ob, limit);
+    }
 #undef ORIGINS
     return 0;
 }

@@ -141,11 +141,21 @@ static void test_cluster_formats(void) {
         {"cluster.env=1A=x", 0, "NAME"},
         {"cluster.env=A", 0, "NAME=value"},
         {"cluster.env=db_password=x", 0, "looks like a credential"},
+        /* what the job sets itself: given again, every pod would be rank 0 of 1 */
+        {"cluster.env=TANDEM_RANK=0", 0, "set by the job itself"},
+        {"cluster.env=A=1,TANDEM_WORLD_SIZE=1", 0, "set by the job itself"},
+        {"cluster.env=SLURM_ARRAY_TASK_ID=0", 0, "set by the job itself"},
+        {"cluster.env=TANDEM_S3_CONCURRENCY=4", 1, NULL},
         {"cluster.cloud=gke", 1, NULL},
         {"cluster.cloud=gcp", 0, "none, gke, eks, aks"},
         {"cluster.nodes=0", 0, "too small"},
         {"cluster.gpus_per_node=65", 0, "too large"},
         {"cluster.signal_lead_s=0", 0, "too small"},
+        /* the lead (300 s by default) must be shorter than the limit: else Slurm signals at once */
+        {"cluster.time_limit=00:04:00", 0, "not shorter than"},
+        {"cluster.time_limit=5", 0, "not shorter than"},
+        {"cluster.time_limit=6", 1, NULL},
+        {"cluster.time_limit=1-00", 1, NULL},
         {"cluster.grace_period_s=-1", 0, "too small"},
         {"cluster.workdir=/a\tb", 0, "control"},
     };
