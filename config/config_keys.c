@@ -268,7 +268,7 @@ const key_def config_schema[] = {
          "tandem's environment; credentials never appear on a command line"),
     INT("cluster.signal_lead_s", cluster.signal_lead_s, "300", 1, 65535,
         "Slurm --signal=B:USR1@S: seconds before the time limit when the batch shell gets "
-        "USR1, tandem commits and the job requeues itself"),
+        "USR1, tandem commits and the job requeues itself; shorter than cluster.time_limit"),
     STRC("cluster.image", cluster.image, "", 0, cluster_check_image,
          "Kubernetes: the container image (see Dockerfile); required by tandem manifest k8s"),
     ENUM("cluster.cloud", cluster.cloud, "none", cloud_names,
@@ -303,7 +303,8 @@ const key_def config_schema[] = {
          "Kubernetes PersistentVolumeClaim with the corpus, mounted read-only at /data"),
     STRC("cluster.env", cluster.env, "", F_NOECHO, cluster_check_env,
          "extra environment of tandem 'NAME=value,...' (AWS_REGION, AWS_ENDPOINT_URL, "
-         "TANDEM_S3_*); credentials are refused"),
+         "TANDEM_S3_*); credentials and the names the job sets itself (TANDEM_RANK, "
+         "TANDEM_WORLD_SIZE, TANDEM_POINT, SLURM_*, ...) are refused"),
     INT("cluster.coordinator_port", cluster.coordinator_port, "29500", 1, 65535,
         "cluster.nodes > 1: the port of rank 0 given to every rank as TANDEM_COORDINATOR"),
     STR("store", store, "", 0,
