@@ -540,6 +540,19 @@ static int run_compare(const cli_args *a) {
     if (!rc) {
         x->M = dataset_n_domains(&x->ds);
         if (!have_seed) x->final_seed = x->cfg.run.seed + 1000;
+        /* every final run is scored on the test split: a domain without one window of it
+         * would fail the comparison after all five runs had trained */
+        for (int m = 0; !rc && m < x->M; m++) {
+            const dataset_split *ts = &x->ds.domains[m].split[SPLIT_TEST];
+            int window = 0; /* a window lies inside one shard (runner/evaluate.c) */
+            for (size_t i = 0; i < ts->n_shards; i++) window |= ts->shards[i].n >= (size_t)x->cfg.train.seq + 1;
+            if (!window)
+                rc = err_set(&e, ERR_USAGE, "%s: domain %s has %llu test tokens and no window of %d "
+                             "(train.seq + 1): tandem compare scores every run on the test split; give it test "
+                             "text (tandem prep --split T,V,E) before the runs start",
+                             x->ds.path, dataset_domain_name(&x->ds, m),
+                             (unsigned long long)ts->tokens, x->cfg.train.seq + 1);
+        }
         if (x->final_seed == x->cfg.run.seed)
             rc = err_set(&e, ERR_USAGE, "--final-seed %llu equals run.seed: the final runs must be "
                          "seeded independently of the DMO", (unsigned long long)x->final_seed);

@@ -200,4 +200,15 @@ else
   fail "progress: no episode lines in a log, one status line on a terminal" "exits $st $st2" \
     "$(grep -c '^episode ' "$tmp/plain.err") episode lines without a terminal" "$(tail -c 300 "$tmp/tty.out" | cat -v)"
 fi
+
+# a dataset without a test split: refused before any run trains (every run is scored on
+# it; the refusal came after all five runs had trained), no store made
+"$bin" gen-corpus --out "$tmp/notest" --names a,b --train-tokens 5k --val-tokens 1k --test-tokens 0 \
+  --seed 5 >/dev/null 2>&1
+sed "s|$tmp/corpus/dataset.yaml|$tmp/notest/dataset.yaml|" "$tmp/c.yaml" >"$tmp/notest.yaml"
+out=$("$bin" compare "$tmp/notest.yaml" --store "$tmp/notest-store" 2>&1); st=$?
+if [ $st = 2 ] && grep -q "no window of 33" <<<"$out" && grep -q "before the runs start" <<<"$out" && \
+   [ ! -e "$tmp/notest-store" ]; then
+  pass "no test split: refused before the runs (exit 2), no store"
+else fail "no test split: refused before the runs" "exit $st" "$out"; fi
 finish
