@@ -342,12 +342,12 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
          * config and seed: replay it from the start, bit for bit, checked against the α
          * records that are there (a difference is exit 4, nothing overwritten) */
         if (lost)
-            fprintf(stderr, "tandem: %s: HEAD %s%s, but no state is there (deleted); replaying the run "
+            fprintf(stderr, "tandem: %s: HEAD %s%s, but no state is there (deleted); a run replays it "
                     "from its seed, checked against its alpha records\n", url,
                     have_head ? "names " : "is damaged", have_head ? head.state : "");
         else
-            fprintf(stderr, "tandem: %s: none of its %zu states can be resumed from (see above); "
-                    "replaying the run from its seed, checked against its alpha records\n", url, ns);
+            fprintf(stderr, "tandem: %s: none of its %zu states can be resumed from (see above); a run "
+                    "replays it from its seed, checked against its alpha records\n", url, ns);
         c->seed_replay = 1;
         return 0;
     }

@@ -39,7 +39,13 @@ int run_state_load(store *st, const uint64_t *seq, int dataset_optional, const c
     int found = 0;
     if (!rc && seq) rc = ckpt_load_seq(rs->ck, *seq, &rs->rec, e), found = !rc;
     else if (!rc) rc = ckpt_load(rs->ck, &rs->rec, &found, e);
-    if (!rc && !found) rc = err_set(e, ERR_USAGE, "%s holds no committed state to %s", store_url(st), verb);
+    /* states there but none usable (damaged, deleted behind HEAD) is damage, not an empty run:
+     * a run heals it by replaying, a reader has nothing to read */
+    if (!rc && !found && ckpt_seed_replay(rs->ck))
+        rc = err_set(e, ERR_STORE, "%s: no state of it can be loaded to %s (damaged or deleted; see above): "
+                     "tandem verify names the damage, and a tandem run of it heals it by replaying from the seed",
+                     store_url(st), verb);
+    else if (!rc && !found) rc = err_set(e, ERR_USAGE, "%s holds no committed state to %s", store_url(st), verb);
     return rc;
 }
 

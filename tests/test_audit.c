@@ -393,6 +393,25 @@ static void test_edited_records_are_refused(void) {
     free(f.dir);
 }
 
+/* Every blob damaged: eval and export have no state to read, and that is damage (exit 3),
+ * not an empty run (it was exit 2 "holds no committed state", after a line saying the run
+ * was being replayed from its seed). */
+static void test_readers_of_a_damaged_store(void) {
+    fixture f;
+    CHECK(fixture_audit(&f, "readers", 2) == 0, "fixture");
+    CHECK(run_to_end(&f, NULL) == 0, "run");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "for b in '%s'/blobs/*; do printf 'X' | dd of=\"$b\" bs=1 seek=3 conv=notrunc "
+             "status=none; done", f.store);
+    CHECK(system(cmd) == 0, "damage every blob");
+    int rc = tandem_cmd(out, sizeof out, "eval '%s'", f.store);
+    CHECK(rc == 3 && strstr(out, "no state of it can be loaded") && !strstr(out, "replaying the run"), "eval: exit %d: %.300s",
+          rc, strstr(out, "tandem eval") ? strstr(out, "tandem eval") : out);
+    CHECK(tandem_cmd(out, sizeof out, "export '%s' '%s/hf'", f.store, f.dir) == 3, "export: %s", out);
+    test_rmtree(f.dir);
+    free(f.dir);
+}
+
 static void test_eval_reports_average(void) {
     fixture f;
     CHECK(fixture_audit(&f, "eval", 4) == 0, "fixture");
@@ -745,6 +764,7 @@ int main(void) {
     RUN(test_gc_killed_midway_loses_nothing);
     RUN(test_gc_without_head_keeps_a_verified_state);
     RUN(test_edited_records_are_refused);
+    RUN(test_readers_of_a_damaged_store);
     RUN(test_eval_reports_average);
     RUN(test_run_damage_verify_agrees_with_run);
     RUN(test_run_missing_is_never_a_new_run);
