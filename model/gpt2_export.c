@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "data/shard.h"
+
 /* HF's name of our tensor `name` ("wte" -> "transformer.wte.weight", "h.0.ln_1.weight"
  * -> "transformer.h.0.ln_1.weight") */
 static void hf_name(const char *name, char *out, size_t cap) {
@@ -23,9 +25,8 @@ static int write_config(const model_layout *lay, const char *dir, st_dtype dtype
     const model_config *c = &lay->cfg;
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return err_sys(e, ERR_USAGE, errno, "%s: cannot create", path);
-    fprintf(f,
+    char text[2048];
+    snprintf(text, sizeof text,
             "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
             "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_ctx\": %d,\n  \"n_embd\": %d,\n"
             "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": null,\n"
@@ -33,15 +34,14 @@ static int write_config(const model_layout *lay, const char *dir, st_dtype dtype
             "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
             "  \"tie_word_embeddings\": true,\n  \"torch_dtype\": \"%s\"\n}\n",
             c->vocab, c->ctx, c->ctx, c->channels, c->layers, c->heads, dtype == ST_BF16 ? "bfloat16" : "float32");
-    if (fclose(f) != 0) return err_sys(e, ERR_USAGE, errno, "%s: write failed", path);
-    return 0;
+    /* replaced whole (a temporary renamed over it): a link there is replaced, not followed */
+    return shard_atomic_write(path, text, strlen(text), NULL, 0, e);
 }
 
 int gpt2_save(const model_layout *lay, const float *params, const char *dir, st_dtype dtype, tdm_err *e) {
     if (lay->cfg.arch != MODEL_ARCH_GPT2) return err_set(e, ERR_INTERNAL, "gpt2_save: not a GPT-2 layout");
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) return err_sys(e, ERR_USAGE, errno, "%s: cannot create", dir);
-    int rc = write_config(lay, dir, dtype, e);
-    if (rc) return rc;
+    int rc = 0;
     size_t n = (size_t)lay->n;
     st_out *t = calloc(n, sizeof *t);
     char (*names)[MODEL_NAME_MAX + 32] = calloc(n, sizeof *names);
@@ -71,6 +71,9 @@ int gpt2_save(const model_layout *lay, const float *params, const char *dir, st_
         const char *meta[] = {"format", "pt", "written_by", "tandem"};
         rc = safetensors_write(path, t, n, meta, 2, e);
     }
+    /* config.json after the weights: a failed write leaves the folder's own config with its
+     * own weights, not ours beside theirs */
+    if (!rc) rc = write_config(lay, dir, dtype, e);
     for (size_t i = 0; owned && i < n; i++) free(owned[i]);
     free(owned), free(names), free(t);
     return rc;

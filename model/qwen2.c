@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "model/safetensors.h"
+#include "data/shard.h"
 
 /* ---- loading -------------------------------------------------------------------------- */
 
@@ -583,11 +584,8 @@ static int save_one(const char *name, int64_t rows, int64_t cols, void *arg) {
 int qwen2_save(const qwen2_model *m, const float *params, const char *dir, st_dtype dtype, tdm_err *e) {
     const hf_arch *a = &m->a;
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) return err_sys(e, ERR_USAGE, errno, "%s: cannot create", dir);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return err_sys(e, ERR_USAGE, errno, "%s: cannot create", path);
-    fprintf(f,
+    char path[4200], text[4096];
+    snprintf(text, sizeof text,
             "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n  \"vocab_size\": %d,\n"
             "  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
             "  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n  \"intermediate_size\": %d,\n"
@@ -598,7 +596,6 @@ int qwen2_save(const qwen2_model *m, const float *params, const char *dir, st_dt
             a->channels, a->layers, a->heads, a->kv_heads, a->head_dim, a->intermediate, a->max_positions, a->rope_theta,
             a->rms_eps, a->tied ? "true" : "false", a->qkv_bias ? "true" : "false",
             dtype == ST_BF16 ? "bfloat16" : "float32");
-    if (fclose(f) != 0) return err_sys(e, ERR_USAGE, errno, "%s: write failed", path);
     size_t nt = 3 + (size_t)a->layers * 12; /* embed, norm, lm_head; 12 per layer at most */
     st_out *t = calloc(nt, sizeof *t);
     char (*names)[128] = calloc(nt, sizeof *names);
@@ -610,6 +607,9 @@ int qwen2_save(const qwen2_model *m, const float *params, const char *dir, st_dt
         snprintf(path, sizeof path, "%s/model.safetensors", dir);
         rc = safetensors_write(path, t, x.n, meta, 2, e);
     }
+    /* config.json after the weights, replaced whole (gpt2_save says why) */
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (!rc) rc = shard_atomic_write(path, text, strlen(text), NULL, 0, e);
     free(t);
     free(names);
     return rc;

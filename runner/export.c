@@ -17,6 +17,7 @@
 #include "runner/run_state.h"
 #include "util/buf.h"
 #include "util/fileio.h"
+#include "data/shard.h"
 
 /* The tokenizer and generation files of an HF folder, copied when the source has them,
  * so that the export loads with AutoTokenizer as the source did. */
@@ -34,11 +35,10 @@ static int copy_side_file(const char *src, const char *dst, const char *name, in
         free(b.p);
         return err == ENOENT ? 0 : err_set(e, ERR_USAGE, "%s: cannot read: %s", from, fileio_strerror(err));
     }
-    FILE *f = fopen(to, "wb");
-    int ok = f && fwrite(b.p, 1, b.n, f) == b.n;
-    if (f && fclose(f) != 0) ok = 0;
+    /* replaced whole: a link at `to` is replaced, not written through */
+    int rc = shard_atomic_write(to, b.p ? b.p : "", b.n, NULL, 0, e);
     free(b.p);
-    if (!ok) return err_sys(e, ERR_USAGE, errno, "%s: cannot write", to);
+    if (rc) return rc;
     (*copied)++;
     return 0;
 }

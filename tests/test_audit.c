@@ -413,6 +413,28 @@ static void test_readers_of_a_damaged_store(void) {
     free(f.dir);
 }
 
+/* export into a folder whose model.safetensors cannot be replaced: the folder's own
+ * config.json stays (it was overwritten first, then the weights failed); a config.json that
+ * is a link is replaced, not written through to the file it points at. */
+static void test_export_replaces_nothing_on_failure(void) {
+    fixture f;
+    CHECK(fixture_audit(&f, "export-fail", 2) == 0, "fixture");
+    CHECK(run_to_end(&f, NULL) == 0, "run");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd '%s' && mkdir -p out/model.safetensors out2 && echo '{\"mine\": 1}' > out/config.json "
+             "&& echo victim > victim.json && ln -s \"$PWD/victim.json\" out2/config.json", f.dir);
+    CHECK(system(cmd) == 0, "setup");
+    CHECK(tandem_cmd(out, sizeof out, "export '%s' --out '%s/out'", f.store, f.dir) == 2, "export: %s", out);
+    snprintf(cmd, sizeof cmd, "grep -q mine '%s/out/config.json'", f.dir);
+    CHECK(system(cmd) == 0, "a failed export replaced the folder's config.json");
+    CHECK(tandem_cmd(out, sizeof out, "export '%s' --out '%s/out2'", f.store, f.dir) == 0, "export: %s", out);
+    snprintf(cmd, sizeof cmd, "grep -qx victim '%s/victim.json' && test ! -L '%s/out2/config.json' && "
+             "grep -q GPT2LMHeadModel '%s/out2/config.json'", f.dir, f.dir, f.dir);
+    CHECK(system(cmd) == 0, "export wrote through a link at config.json");
+    test_rmtree(f.dir);
+    free(f.dir);
+}
+
 static void test_eval_reports_average(void) {
     fixture f;
     CHECK(fixture_audit(&f, "eval", 4) == 0, "fixture");
@@ -766,6 +788,7 @@ int main(void) {
     RUN(test_gc_without_head_keeps_a_verified_state);
     RUN(test_edited_records_are_refused);
     RUN(test_readers_of_a_damaged_store);
+    RUN(test_export_replaces_nothing_on_failure);
     RUN(test_eval_reports_average);
     RUN(test_run_damage_verify_agrees_with_run);
     RUN(test_run_missing_is_never_a_new_run);
