@@ -12,6 +12,7 @@
  * Δ = ℓ_w − ℓ_u: negative where the reference twin's extra validation data helped the
  * domain more, which is where α grows. */
 #include <math.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,9 +172,9 @@ static int plot(const char *path, const audit_chain *c, const rec_run *run, cons
                  .n = n, .series = s, .nseries = M, .ymin = 0, .ymax = 0};
     FILE *f = fopen(path, "w");
     int rc = 0;
-    if (!f) rc = err_set(e, ERR_USAGE, "cannot write %s", path);
+    if (!f) rc = err_sys(e, ERR_USAGE, errno, "cannot write %s", path);
     if (!rc) rc = svgplot_write(&p, f, e);
-    if (f && fclose(f) && !rc) rc = err_set(e, ERR_USAGE, "cannot write %s", path);
+    if (f && fclose(f) && !rc) rc = err_sys(e, ERR_USAGE, errno, "cannot write %s", path);
     free(x), free(y), free(s);
     return rc;
 }

@@ -19,6 +19,7 @@
  * the running one committed, and the same command resumes (finished runs report at
  * once). */
 #include <math.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -486,9 +487,9 @@ static int write_svg(const compare_ctx *x, const char *path, tdm_err *e) {
     char *doc = svgplot_render_stack(p, panels, "tandem compare", &len, e);
     if (!doc) rc = e->code;
     FILE *f = rc ? NULL : fopen(path, "w");
-    if (!rc && !f) rc = err_set(e, ERR_USAGE, "cannot write %s", path);
-    if (f && fwrite(doc, 1, len, f) != len) rc = err_set(e, ERR_USAGE, "cannot write %s", path);
-    if (f && fclose(f) && !rc) rc = err_set(e, ERR_USAGE, "cannot write %s", path);
+    if (!rc && !f) rc = err_sys(e, ERR_USAGE, errno, "cannot write %s", path);
+    if (f && fwrite(doc, 1, len, f) != len) rc = err_sys(e, ERR_USAGE, errno, "cannot write %s", path);
+    if (f && fclose(f) && !rc) rc = err_sys(e, ERR_USAGE, errno, "cannot write %s", path);
     free(doc);
     free(ay);
     return rc;

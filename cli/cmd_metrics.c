@@ -2,6 +2,7 @@
  * as it survived every preemption: a table, CSV or JSON lines; an SVG of the free-phase
  * losses; or TensorBoard event files. */
 #include <math.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,9 +186,9 @@ static int plot(const char *path, const rec_metrics *rows, size_t n, const rec_r
     svgplot p = {.title = title, .xlabel = "episode", .ylabel = "loss (nats/token)", .x = x,
                  .n = n, .series = s, .nseries = M};
     FILE *f = rc ? NULL : fopen(path, "w");
-    if (!rc && !f) rc = err_set(e, ERR_USAGE, "cannot write %s", path);
+    if (!rc && !f) rc = err_sys(e, ERR_USAGE, errno, "cannot write %s", path);
     if (!rc) rc = svgplot_write(&p, f, e);
-    if (f && fclose(f) && !rc) rc = err_set(e, ERR_USAGE, "cannot write %s", path);
+    if (f && fclose(f) && !rc) rc = err_sys(e, ERR_USAGE, errno, "cannot write %s", path);
     free(x), free(y), free(s);
     return rc;
 }

@@ -8,6 +8,7 @@
  *             dataset's domain order
  * `--json`: the JSON object on stdout as well (with --out, FILE gets the format). */
 #include <math.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -148,13 +149,13 @@ static int run_mixture(const cli_args *a) {
             rc = megatron_line(&x, &run, cli_str(a, "--prefix", "{domain}"), line, sizeof line, &e);
         /* --json alone: the object replaces the format on stdout (as before --format) */
         FILE *f = rc ? NULL : out ? fopen(out, "w") : json ? NULL : stdout;
-        if (out && !f) rc = err_set(&e, ERR_USAGE, "cannot write %s", out);
+        if (out && !f) rc = err_sys(&e, ERR_USAGE, errno, "cannot write %s", out);
         if (!rc && f) {
             if (!strcmp(format, "json")) print_json(f, &x, &run, url, &c, frac, out);
             else if (!strcmp(format, "megatron")) fprintf(f, "%s\n", line);
             else if (!strcmp(format, "hf")) print_hf(f, &x);
             else print_yaml(f, &x, &run, url, &c);
-            if (out && fclose(f)) rc = err_set(&e, ERR_USAGE, "cannot write %s", out);
+            if (out && fclose(f)) rc = err_sys(&e, ERR_USAGE, errno, "cannot write %s", out);
         }
         if (!rc && json) print_json(stdout, &x, &run, url, &c, frac, out);
     }
