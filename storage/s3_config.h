@@ -20,7 +20,7 @@
  *                endpoints, path-style for any other endpoint (MinIO, s3rver, ...)
  *   tuning       TANDEM_S3_PART_MIB (multipart part size, default 16), TANDEM_S3_CONCURRENCY
  *                (parallel part transfers, default 8), TANDEM_S3_RETRIES (attempts per
- *                request, default 8), TANDEM_S3_TIMEOUT (seconds without progress before a
+ *                request, default 8), TANDEM_S3_TIMEOUT (seconds below 4 KiB/s before a
  *                transfer is abandoned and retried, default 30), TANDEM_S3_LIST_MAX (keys per
  *                listing page, default 1000, S3's maximum)
  *

@@ -50,6 +50,8 @@ void s3_curl_init(void) { pthread_once(&curl_once, curl_init_once); }
 #define S3_ERROR_BODY_MAX ((size_t)1 << 20)
 #define S3_LIST_BODY_MAX ((size_t)64 << 20)
 #define S3_SMALL_BODY_MAX ((size_t)1 << 20)
+/* Bytes per second below which a transfer is stalled (see attempt()). */
+#define S3_MIN_RATE 4096
 /* An object's GET: 4x the largest object tandem writes (a 64 MiB chunk). A 200 that
  * ignored a Range, or a body that never ends, stops there instead of filling memory. */
 #define S3_OBJECT_BODY_MAX ((size_t)256 << 20)
@@ -238,9 +240,10 @@ static int attempt(s3_store *s, const s3_req *q, s3_resp *resp, char *why, size_
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
-    /* a transfer slower than 16 KiB/s for timeout_s is stalled (no S3 link is that slow;
-     * a body dripped at 2 KiB/s held a request for hours at 1 KiB/s) */
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 16384L);
+    /* a transfer slower than S3_MIN_RATE for timeout_s is stalled (a body dripped at 2 KiB/s
+     * held a request for hours at the 1 KiB/s this was); per request, and a commit has up to
+     * 16 in flight, so the link needs 64 KiB/s (0.5 Mbit/s) in all */
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, (long)S3_MIN_RATE);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, c->timeout_s);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
@@ -274,10 +277,10 @@ static int attempt(s3_store *s, const s3_req *q, s3_resp *resp, char *why, size_
             resp->range_len = (size_t)(b - a + 1);
     }
     /* a whole request is bounded too, however it trickles (a body dripped just above the
-     * low-speed limit never stalled): twice the stall time (at least 60 s) plus its bytes
-     * at 64 KiB/s, so a drip fails in about a minute and a 16 MiB part still has 5 */
+     * stall rate never stalled): twice the stall time (at least 60 s) plus its bytes at that
+     * same rate, so whatever does not stall can finish (a 16 MiB part: 70 minutes) */
     size_t bytes = q->body_len > resp->range_len ? q->body_len : resp->range_len;
-    long limit = (2 * c->timeout_s > 60 ? 2 * c->timeout_s : 60) + (long)(bytes >> 16);
+    long limit = (2 * c->timeout_s > 60 ? 2 * c->timeout_s : 60) + (long)(bytes / S3_MIN_RATE);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, limit);
     resp->body_max = strcmp(q->method, "GET") ? S3_SMALL_BODY_MAX
                      : q->query && strstr(q->query, "list-type=") ? S3_LIST_BODY_MAX : S3_OBJECT_BODY_MAX;
@@ -380,7 +383,7 @@ int s3_status_error(store *st, const s3_req *q, const s3_resp *r, tdm_err *e) {
     char code[128] = "";
     if (r->body && r->len) s3_xml_first(r->body, r->len, "Code", code, sizeof code);
     for (char *p = code; *p; p++) /* the server's text: no escape sequences or line ends into a log */
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?'; /* C1 (8-bit CSI) too */
     const char *what = q->key ? q->key : "(list)";
     if (!strcmp(code, "RequestTimeTooSkewed")) {
         time_t server, local = s3_now();

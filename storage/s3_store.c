@@ -585,7 +585,6 @@ static int s3_list(store *st, const char *prefix, store_list *out, tdm_err *e) {
         if (!rc && r.status != 200) rc = s3_status_error(st, &q, &r, e);
         if (!rc && (!r.body || !strstr(r.body, "ListBucketResult")))
             rc = err_set(e, ERR_STORE, "%s: the listing answer is not a ListBucketResult", store_url(st));
-        size_t before = out->n;
         l.page_keys = 0;
         if (!rc && s3_xml_each(r.body, r.len, "Key", on_key, &l) != 0)
             rc = l.oom ? err_set(e, ERR_INTERNAL, "out of memory")
@@ -611,7 +610,7 @@ static int s3_list(store *st, const char *prefix, store_list *out, tdm_err *e) {
             rc = err_set(e, ERR_STORE, "%s: the listing of '%s' does not advance: page %d hands back a "
                          "continuation token it gave before (the endpoint answers listings wrongly; check "
                          "AWS_ENDPOINT_URL and the server)", store_url(st), prefix, page + 1);
-        empty = out->n > before || page == 0 ? 0 : empty + 1;
+        empty = l.page_keys || page == 0 ? 0 : empty + 1; /* keys tandem skips (foreign) count too */
         if (!rc && empty >= S3_LIST_EMPTY_PAGES)
             rc = err_set(e, ERR_STORE, "%s: the listing of '%s' goes on without keys (%zu truncated pages "
                          "in a row hold none): the endpoint answers listings wrongly; check "
