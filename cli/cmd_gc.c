@@ -264,18 +264,27 @@ static int run_pin(const cli_args *a) {
     char key[64], skey[64];
     ledger_pin_key(key, sizeof key, seq);
     ledger_state_key(skey, sizeof skey, seq);
-    int ex = 0, rc = run_config_require_run(st, &e);
+    int ex = 0, was = 0, rc = run_config_require_run(st, &e);
     if (rc) {
     } else if (remove) {
         rc = store_delete(st, key, &e);
+        was = rc != STORE_NOT_FOUND; /* S3 may not say: then it reads as removed */
         if (rc == STORE_NOT_FOUND) rc = 0;
     } else if (!(rc = store_exists(st, skey, &ex, &e)) && !ex) {
         rc = err_set(&e, ERR_USAGE, "%s has no %s", url, skey);
     } else if (!rc) {
+        /* a pin keeps a state for a later eval or export: one that does not decode keeps
+         * nothing usable, said before it is kept */
+        rec_state s;
+        tdm_err de;
+        if (ledger_read(st, REC_KIND_STATE, skey, NULL, &s, &de) == 0) rec_state_free(&s);
+        else fprintf(stderr, "tandem pin: warning: %s (tandem verify names the damage; the pin keeps it from gc "
+                     "all the same)\n", de.msg);
         rc = store_put(st, key, "pinned\n", 7, STORE_OVERWRITE, &e);
     }
     store_close(st);
     if (rc) fprintf(stderr, "tandem pin: %s\n", e.msg);
+    else if (remove && !was) printf("%s was not pinned\n", skey);
     else printf("%s %s\n", remove ? "unpinned" : "pinned", skey);
     return rc;
 }

@@ -209,6 +209,9 @@ static int run_metrics(const cli_args *a) {
         fprintf(stderr, "tandem metrics: %s holds no metrics rows (no episode has finished, or the "
                 "run was made by a tandem before metrics were kept: tandem alpha shows its history)\n",
                 url);
+    /* an empty chart or event file would read as a run that learned nothing: none written */
+    if (!rc && n == 0 && (svg || tb))
+        rc = err_set(&e, ERR_USAGE, "no %s written: there is no row to draw yet", svg ? svg : "event file");
     if (!rc && !svg && !tb) {
         if (!strcmp(format, "csv")) print_csv(rows, n, &run);
         else if (!strcmp(format, "jsonl")) print_jsonl(rows, n, &run);

@@ -137,7 +137,14 @@ static int run_mixture(const cli_args *a) {
     if (!rc) audit_chain_domains(&c, run.M);
     if (!rc && !c.ok)
         rc = err_set(&e, ERR_STORE, "%s: %s (run tandem alpha %s --verify)", url, c.problem, url);
-    if (!rc && c.n == 0) rc = err_set(&e, ERR_USAGE, "%s has no alpha records yet", url);
+    if (!rc && c.n == 0) {
+        int fixed = 0; /* a fixed-mixture run never has any: say so, not "yet" */
+        for (size_t i = 0; i < run.nconfig; i++)
+            fixed |= !strcmp(run.config[i].key, "run.mode") && !strcmp(run.config[i].value, "fixed");
+        rc = fixed ? err_set(&e, ERR_USAGE, "%s is a fixed-mixture run (run.mode: fixed): it learns no alpha; its "
+                             "mixture is its data.mixture", url)
+                   : err_set(&e, ERR_USAGE, "%s has no alpha records yet", url);
+    }
     if (!rc && cli_given(a, "--prefix") && strcmp(format, "megatron"))
         rc = err_set(&e, ERR_USAGE, "--prefix shapes --format megatron's data paths; --format %s has none", format);
     if (!rc) {

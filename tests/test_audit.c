@@ -435,6 +435,29 @@ static void test_export_replaces_nothing_on_failure(void) {
     free(f.dir);
 }
 
+/* Answers that said something untrue: "unpinned" for a state never pinned, "no alpha
+ * records yet" of a fixed-mixture run (it never has any), an empty chart for a store without
+ * metrics rows (exit 0, as if the run learned nothing). */
+static void test_small_answers_are_true(void) {
+    fixture f;
+    CHECK(fixture_audit(&f, "answers", 2) == 0, "fixture");
+    CHECK(run_to_end(&f, "TANDEM_TEST_SIGNAL_AT=probe:1") == 75, "a run stopped before any row");
+    CHECK(tandem_cmd(out, sizeof out, "metrics '%s' --plot '%s/m.svg'", f.store, f.dir) == 2 &&
+              strstr(out, "no row to draw"), "metrics --plot without rows: %s", out);
+    char path[900];
+    snprintf(path, sizeof path, "%s/m.svg", f.dir);
+    CHECK(access(path, F_OK) != 0, "an empty chart was written");
+    CHECK(run_to_end(&f, NULL) == 0, "run");
+    CHECK(tandem_cmd(out, sizeof out, "pin '%s' 4 --remove", f.store) == 0 && strstr(out, "was not pinned"),
+          "pin --remove of an unpinned state: %s", out);
+    CHECK(tandem_cmd(out, sizeof out, "run '%s' --store '%s/fixed' --set run.mode=fixed --quiet", f.config, f.dir) == 0,
+          "a fixed run: %s", out);
+    CHECK(tandem_cmd(out, sizeof out, "mixture '%s/fixed'", f.dir) == 2 && strstr(out, "fixed-mixture run"),
+          "mixture of a fixed run: %s", out);
+    test_rmtree(f.dir);
+    free(f.dir);
+}
+
 static void test_eval_reports_average(void) {
     fixture f;
     CHECK(fixture_audit(&f, "eval", 4) == 0, "fixture");
@@ -789,6 +812,7 @@ int main(void) {
     RUN(test_edited_records_are_refused);
     RUN(test_readers_of_a_damaged_store);
     RUN(test_export_replaces_nothing_on_failure);
+    RUN(test_small_answers_are_true);
     RUN(test_eval_reports_average);
     RUN(test_run_damage_verify_agrees_with_run);
     RUN(test_run_missing_is_never_a_new_run);
