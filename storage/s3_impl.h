@@ -46,6 +46,7 @@ typedef struct s3_resp {
     size_t range_len; /* a 206's bound: the length of the range asked for (0: none asked) */
     size_t body_max;  /* a 2xx's bound (an object's GET: S3_OBJECT_BODY_MAX) */
     size_t too_long;  /* the bound a body went past (the transfer was stopped), or 0 */
+    int etag_long;    /* the ETag header did not fit etag[] (an endpoint answering wrongly) */
 } s3_resp;
 
 typedef struct s3_req {

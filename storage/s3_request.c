@@ -84,14 +84,17 @@ static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
     return len;
 }
 
-static void header_value(const char *line, size_t n, size_t namelen, char *out, size_t cap) {
+/* A header's value, trimmed, into out (cut at cap - 1 bytes); its whole trimmed length. */
+static size_t header_value(const char *line, size_t n, size_t namelen, char *out, size_t cap) {
     const char *v = line + namelen;
     size_t vlen = n - namelen;
     while (vlen && (*v == ' ' || *v == '\t')) v++, vlen--;
     while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' ')) vlen--;
+    size_t whole = vlen;
     if (vlen >= cap) vlen = cap - 1;
     memcpy(out, v, vlen);
     out[vlen] = '\0';
+    return whole;
 }
 
 static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
@@ -99,11 +102,14 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
     size_t len = sz * n;
     if (len > 5 && !strncasecmp(p, "HTTP/", 5)) { /* a new response (after a redirect/100) */
         r->etag[0] = r->meta_sha[0] = r->content_range[0] = r->date[0] = '\0';
+        r->etag_long = 0;
         r->content_length = -1;
         const char *sp = memchr(p, ' ', len);
         r->hdr_status = sp ? strtol(sp + 1, NULL, 10) : 0;
     } else if (len > 5 && !strncasecmp(p, "ETag:", 5)) {
-        header_value(p, len, 5, r->etag, sizeof r->etag);
+        /* an ETag cut short would never match again: every compare-and-swap on it would
+         * read as another writer's move ("fenced out") */
+        r->etag_long = header_value(p, len, 5, r->etag, sizeof r->etag) >= sizeof r->etag;
     } else if (len > strlen(META_SHA) + 1 && !strncasecmp(p, META_SHA ":", strlen(META_SHA) + 1)) {
         header_value(p, len, strlen(META_SHA) + 1, r->meta_sha, sizeof r->meta_sha);
     } else if (len > 5 && !strncasecmp(p, "Date:", 5)) {
@@ -332,7 +338,8 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
         __atomic_add_fetch(&s->requests, 1, __ATOMIC_RELAXED);
         int rc = attempt(s, q, r, why, sizeof why);
         if (rc == CURLE_LOGIN_DENIED) /* the credentials' source refused: one clear error */
-            return err_set(e, ERR_STORE, "%s: %s %s: %s", s->cfg.bucket, q->method,
+            return err_set(e, ERR_STORE, "s3://%s%s%s: %s %s: %s", s->cfg.bucket, s->cfg.prefix[0] ? "/" : "",
+                           s->cfg.prefix, q->method,
                            q->key ? q->key : "(bucket)", why);
         if (rc == CURLE_BAD_FUNCTION_ARGUMENT || rc == CURLE_OUT_OF_MEMORY) break;
         if (rc && r->too_long) { /* retried: a proxy's glitch, or the endpoint's fault */
@@ -350,6 +357,11 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
             snprintf(why, sizeof why, "HTTP %ld", r->status);
             continue;
         }
+        if (r->etag_long && r->status / 100 == 2)
+            return err_set(e, ERR_STORE, "s3://%s%s%s: %s %s: the endpoint's ETag is longer than %zu bytes (no S3 ETag "
+                           "is): it answers wrongly; check AWS_ENDPOINT_URL and the server", s->cfg.bucket,
+                           s->cfg.prefix[0] ? "/" : "", s->cfg.prefix, q->method,
+                           q->key ? q->key : "(bucket)", sizeof r->etag - 1);
         if (verify && r->status / 100 == 2 && verify(r, vctx)) {
             snprintf(why, sizeof why, "the body failed verification (truncated or corrupted)");
             continue;
@@ -357,7 +369,8 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
         return 0;
     }
     resp_reset(r); /* no response to hand back: the last attempt's body is freed here */
-    return err_set(e, ERR_STORE, "%s: %s %s failed after %d attempts: %s", s->cfg.bucket,
+    return err_set(e, ERR_STORE, "s3://%s%s%s: %s %s failed after %d attempts: %s", s->cfg.bucket,
+                   s->cfg.prefix[0] ? "/" : "", s->cfg.prefix,
                    q->method, q->key ? q->key : "(bucket)", s->cfg.retries, why);
 }
 

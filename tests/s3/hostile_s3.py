@@ -24,6 +24,8 @@ Listings whose keys S3 would never give (one page each):
 MODE list-foreign: a key outside the prefix asked for beside one inside it
 MODE list-dupes:   the same key twice
 MODE list-flood:   1001 keys on a page although max-keys asked for at most 1000
+A write answered with an ETag no S3 gives:
+MODE long-etag:    every PUT is a 200 with an ETag of 200 characters; a listing is empty
 Any other request is a 404 NoSuchKey. The chosen port is written to PORTFILE. Used by
 tests/cli_store.sh: tandem must stop with an error naming the endpoint's fault (exit 3),
 not run forever or blame memory."""
@@ -105,6 +107,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.listing(b"<Contents><Key>" + key + b"</Key></Contents>", False)
             if self.command == "GET" and "Range" in self.headers:
                 return self.answer(206, b"0123456789", [("Content-Range", RANGES[MODE]), ("ETag", '"e"')])
+        if MODE == "long-etag" and q.get("list-type") == "2":
+            return self.listing(b"", False)
         if q.get("list-type") != "2":
             return self.answer(404, b"<Error><Code>NoSuchKey</Code><Message>none</Message></Error>")
         Handler.pages += 1
@@ -119,6 +123,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.listing(b"", True, b"t%d" % Handler.pages)
 
     do_HEAD = do_GET
+
+    def do_PUT(self):
+        length = int(self.headers.get("Content-Length", "0") or 0)
+        if length:
+            self.rfile.read(length)
+        if MODE == "long-etag":
+            return self.answer(200, b"", [("ETag", '"' + "e" * 198 + '"')])
+        return self.answer(501, b"<Error><Code>NotImplemented</Code><Message>no</Message></Error>")
 
 
 server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
