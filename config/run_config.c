@@ -79,6 +79,13 @@ int run_config_run_state(store *st, int *has, char *found, size_t cap, tdm_err *
     return 0;
 }
 
+int run_config_nothing_computed(store *st) {
+    int has = 1;
+    char found[300];
+    tdm_err e;
+    return run_config_run_state(st, &has, found, sizeof found, &e) == 0 && !has;
+}
+
 /* The error for a store without RUN: a run that lost its RUN (ERR_STORE, with the repair;
  * *health RUN_CONFIG_MISSING) when the store holds run state, else "holds no run"
  * (RUN_CONFIG_NO_RUN; ERR_STORE as well: a path that holds no run is exit 3 for every

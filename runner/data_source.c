@@ -137,10 +137,7 @@ int data_source_fingerprint(store *st, const dataset *ds, int write, int repin, 
             /* the pin follows the data when the change is recorded now (--allow-change
              * data.dataset), or when nothing was computed from the pinned data yet (a first
              * start that failed before its first commit, the data then fixed) */
-            int has = 1;
-            char found[300];
-            tdm_err he;
-            if (!repin && (run_config_run_state(st, &has, found, sizeof found, &he) != 0 || has)) break;
+            if (!repin && !run_config_nothing_computed(st)) break;
             fprintf(stderr, "tandem: %s/%s now pins %s (%s)\n", store_url(st), LEDGER_DATA, ds->path,
                     repin ? "data.dataset changes, recorded" : "the data it pinned had nothing computed from it");
             rc = put_data(st, now, STORE_OVERWRITE, e);

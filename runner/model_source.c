@@ -276,10 +276,7 @@ int model_source_fingerprint(store *st, const config *cfg, int write, tdm_err *e
             /* nothing computed from the pinned folder yet (a first start that failed before
              * its first commit, e.g. on a damaged weight, the folder then fixed): the pin
              * follows the folder */
-            int has = 1;
-            char found[300];
-            tdm_err he;
-            if (write && run_config_run_state(st, &has, found, sizeof found, &he) == 0 && !has) {
+            if (write && run_config_nothing_computed(st)) {
                 fprintf(stderr, "tandem: %s/%s pinned a model.init folder nothing was computed from (no state, "
                         "no alpha record); pinning it as it is now\n", store_url(st), LEDGER_MODEL);
                 size_t len;
