@@ -167,26 +167,7 @@ static int run_manifest(const cli_args *a, int argc, char **argv) {
     static const char *const finals[] = {"uniform", "natural", "tandem", "unimax"};
     if (compare && !strcmp(compare, "finals")) sw.npoints = 4;
     /* every point must load: a bad value is said now, not by a task hours later */
-    for (size_t i = 0; !rc && nsweeps > 0 && i < sw.npoints; i++) {
-        char (*point)[512] = calloc((size_t)sw.nkeys, sizeof *point);
-        char **all = calloc((size_t)(nsets + sw.nkeys), sizeof *all);
-        config *pc = malloc(sizeof *pc);
-        if (!point || !all || !pc) rc = err_set(&e, ERR_INTERNAL, "out of memory");
-        if (!rc) {
-            sweep_point_sets(&sw, i, point, sizeof *point);
-            for (int j = 0; j < nsets; j++) all[j] = sets[j];
-            for (int k = 0; k < sw.nkeys; k++) all[nsets + k] = point[k];
-            if ((rc = config_load(pc, config_path, all, nsets + sw.nkeys, &e))) {
-                char label[2048], why[sizeof e.msg];
-                sweep_label(&sw, i, label, sizeof label);
-                snprintf(why, sizeof why, "%s", e.msg);
-                err_set(&e, rc, "--sweep point %zu (%s): %s", i, label, why);
-            }
-        }
-        free(point);
-        free(all);
-        free(pc);
-    }
+    if (!rc && nsweeps > 0) rc = sweep_check_points(&sw, config_path, sets, nsets, &e);
     if (!rc) {
         char name[256], cwd[PATH_MAX], abs[PATH_MAX], self[PATH_MAX], url[CONFIG_STR_MAX + 300];
         config_name(config_path, name, sizeof name);

@@ -90,6 +90,9 @@ static int run_run(const cli_args *a) {
     char label[2048], (*point)[512] = NULL, **sets = NULL;
     size_t at = 0;
     if (!rc && nsweep > 0) rc = sweep_parse(&sw, sweeps, nsweep, &e);
+    /* every point must load, not only this one: a study with a bad value is said by its
+     * first task, before any point computes */
+    if (!rc && nsweep > 0) rc = sweep_check_points(&sw, o.config_path, o.sets, o.nsets, &e);
     if (!rc && nsweep > 0) rc = sweep_point_index(&sw, cli_given(a, "--point") ? cli_int(a, "--point", 0) : -1, &at, &e);
     if (!rc && nsweep == 0 && cli_given(a, "--point"))
         rc = err_set(&e, ERR_USAGE, "--point without --sweep: there is no study to pick a point of");

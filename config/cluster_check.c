@@ -163,9 +163,12 @@ static bool label_key(const char *s, size_t len) {
 
 static bool label_value(const char *s, size_t len) { return len == 0 || label_name(s, len); }
 
-/* "key=value,key2=value2": node labels. */
+/* "key=value,key2=value2": node labels, each key once (a second value would silently
+ * replace the first in the manifest), at most CLUSTER_LIST_MAX of them (the manifest
+ * writer holds that many beside the ones cluster.cloud adds). */
 bool cluster_check_labels(const char *s, char *why, size_t n) {
     bool ok = true;
+    int count = 0;
     for (const char *p = s; ok && *p;) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
@@ -173,6 +176,20 @@ bool cluster_check_labels(const char *s, char *why, size_t n) {
         ok = eq && label_key(p, (size_t)(eq - p)) && label_value(eq + 1, len - (size_t)(eq - p) - 1);
         if (!ok) snprintf(why, n, "expected node labels 'key=value,...' (Kubernetes label keys "
                                   "and values), got '%.*s' in '%.100s'", (int)len, p, s);
+        for (const char *q = s; ok && q < p;) { /* an earlier entry with the same key */
+            const char *qend = strchr(q, ',');
+            const char *qeq = memchr(q, '=', (size_t)(qend - q));
+            if (qeq - q == eq - p && !strncmp(q, p, (size_t)(eq - p))) {
+                ok = false;
+                snprintf(why, n, "node label '%.*s' is given twice in '%.100s': give each key once",
+                         (int)(eq - p), p, s);
+            }
+            q = qend + 1;
+        }
+        if (ok && ++count > CLUSTER_LIST_MAX) {
+            ok = false;
+            snprintf(why, n, "more than %d node labels in '%.60s...'", CLUSTER_LIST_MAX, s);
+        }
         p = end ? end + 1 : p + len;
         if (ok && end && !*p) {
             ok = false;
@@ -182,10 +199,15 @@ bool cluster_check_labels(const char *s, char *why, size_t n) {
     return ok;
 }
 
-/* "key[=value][:Effect],...": tolerations. */
+/* "key[=value][:Effect],...": tolerations, at most CLUSTER_LIST_MAX. */
 bool cluster_check_tolerations(const char *s, char *why, size_t n) {
     bool ok = true;
+    int count = 0;
     for (const char *p = s; ok && *p;) {
+        if (++count > CLUSTER_LIST_MAX) {
+            snprintf(why, n, "more than %d tolerations in '%.60s...'", CLUSTER_LIST_MAX, s);
+            return false;
+        }
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         const char *colon = memchr(p, ':', len);

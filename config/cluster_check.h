@@ -38,10 +38,14 @@ bool cluster_check_image(const char *s, char *why, size_t n);
 /* An absolute path without blanks, quotes or control characters. */
 bool cluster_check_path(const char *s, char *why, size_t n);
 
-/* "key=value,key2=value2": node labels. */
+/* Node labels or tolerations a config may give: the manifest writer (deploy/manifest.c)
+ * holds 48 of each, cluster.cloud adds at most 3. */
+#define CLUSTER_LIST_MAX 40
+
+/* "key=value,key2=value2": node labels, each key once, at most CLUSTER_LIST_MAX. */
 bool cluster_check_labels(const char *s, char *why, size_t n);
 
-/* "key[=value][:Effect],...": tolerations. */
+/* "key[=value][:Effect],...": tolerations, at most CLUSTER_LIST_MAX. */
 bool cluster_check_tolerations(const char *s, char *why, size_t n);
 
 /* "NAME=value,...": extra environment. Values are never echoed: a person may have pasted

@@ -753,40 +753,47 @@ typedef struct set_item {
     const key_def *k;
     const char *value;
     const char *text; /* the whole "key=value" */
+    const char *flag; /* where it came from: "--set", or "--sweep" for a sweep point's */
 } set_item;
 
-static int unknown_set_key(const char *key, const char *text, tdm_err *e) {
+static int unknown_set_key(const char *flag, const char *key, const char *text, tdm_err *e) {
     char sugg[128];
     suggestion(key, false, sugg, sizeof sugg);
     return err_set(e, ERR_USAGE,
-                   "--set %.200s: unknown key '%.100s'%s; keys are section.key (see tandem run "
+                   "%s %.200s: unknown key '%.100s'%s; keys are section.key (see tandem run "
                    "--help)",
-                   text, key, sugg);
+                   flag, text, key, sugg);
 }
 
 /* Splits "key=value" at the first '=' (values may contain '=') and finds the key. */
-static int split_set(const char *text, set_item *it, tdm_err *e) {
+static int split_set(const char *text, const char *flag, set_item *it, tdm_err *e) {
     const char *eq = strchr(text, '=');
     if (!eq || eq == text)
-        return err_set(e, ERR_USAGE, "--set '%.200s': expected key=value (e.g. --set tandem.K=3)",
-                       text);
+        return err_set(e, ERR_USAGE, "%s '%.200s': expected key=value (e.g. %s tandem.K=3)", flag,
+                       text, flag);
     char key[2 * CONFIG_KEY_MAX];
     snprintf(key, sizeof key, "%.*s", (int)(eq - text), text);
     it->k = find_key(key);
     it->value = eq + 1;
     it->text = text;
-    if (!it->k) return unknown_set_key(key, text, e);
+    it->flag = flag;
+    if (!it->k) return unknown_set_key(flag, key, text, e);
     return 0;
 }
 
 static int set_from_cli(config *c, const set_item *it, tdm_err *e) {
     char where[256];
-    if (it->k->flags & F_NOECHO) snprintf(where, sizeof where, "--set %s=...", it->k->key);
-    else snprintf(where, sizeof where, "--set %.200s", it->text);
+    if (it->k->flags & F_NOECHO) snprintf(where, sizeof where, "%s %s=...", it->flag, it->k->key);
+    else snprintf(where, sizeof where, "%s %.200s", it->flag, it->text);
     return set_key(c, it->k, it->value, false, where, e);
 }
 
 int config_load(config *out, const char *path, char *const *sets, int nsets, tdm_err *e) {
+    return config_load_sweep(out, path, sets, nsets, 0, e);
+}
+
+int config_load_sweep(config *out, const char *path, char *const *sets, int nsets, int nsweep,
+                      tdm_err *e) {
     tdm_err local;
     if (!e) e = &local;
     err_clear(e);
@@ -801,7 +808,8 @@ int config_load(config *out, const char *path, char *const *sets, int nsets, tdm
     config_defaults(&L->c);
     L->path = path;
     for (int i = 0; i < nsets; i++)
-        if ((rc = split_set(sets[i], &items[i], e))) goto done;
+        if ((rc = split_set(sets[i], i >= nsets - nsweep ? "--sweep" : "--set", &items[i], e)))
+            goto done;
     if (path && !(root = ydoc_parse_file(path, e))) {
         rc = e->code ? e->code : ERR_USAGE;
         goto done;
@@ -836,8 +844,8 @@ int config_set(config *c, const char *key, const char *value, tdm_err *e) {
     if (!e) e = &local;
     char text[256];
     snprintf(text, sizeof text, "%.100s=%.150s", key, value);
-    set_item it = {.k = find_key(key), .value = value, .text = text};
-    if (!it.k) return unknown_set_key(key, text, e);
+    set_item it = {.k = find_key(key), .value = value, .text = text, .flag = "--set"};
+    if (!it.k) return unknown_set_key("--set", key, text, e);
     config *tmp = malloc(sizeof *tmp);
     if (!tmp) return err_set(e, ERR_INTERNAL, "out of memory");
     *tmp = *c;

@@ -202,6 +202,10 @@ void config_defaults(config *c);
  * Returns 0, or ERR_USAGE (ERR_INTERNAL on out-of-memory) with `e` set; `*c` is only
  * written on success. */
 int config_load(config *c, const char *path, char *const *sets, int nsets, tdm_err *e);
+/* config_load where the last `nsweep` of `sets` are a --sweep point's settings: an error
+ * about one of them names --sweep, the option the user wrote, not --set. */
+int config_load_sweep(config *c, const char *path, char *const *sets, int nsets, int nsweep,
+                      tdm_err *e);
 
 /* Applies one "--set key=value": `value` is parsed with the key's type (it is never
  * "quoted", so a string key takes the text as is). `preset` applies the preset's values

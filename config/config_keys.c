@@ -278,10 +278,11 @@ const key_def config_schema[] = {
     BOOL("cluster.spot", cluster.spot, "false",
          "Kubernetes: run on the spot (preemptible) nodes of cluster.cloud"),
     STRC("cluster.node_selector", cluster.node_selector, "", 0, cluster_check_labels,
-         "extra Kubernetes node labels 'key=value,...'; they win over the cloud's"),
+         "extra Kubernetes node labels 'key=value,...' (each key once, at most 40); they win "
+         "over the cloud's"),
     STRC("cluster.tolerations", cluster.tolerations, "", 0, cluster_check_tolerations,
-         "extra Kubernetes tolerations 'key[=value][:Effect],...' (no value: operator Exists; "
-         "no effect: every effect)"),
+         "extra Kubernetes tolerations 'key[=value][:Effect],...' (at most 40; no value: operator "
+         "Exists; no effect: every effect)"),
     INT("cluster.grace_period_s", cluster.grace_period_s, "120", 0, 86400,
         "Kubernetes terminationGracePeriodSeconds, SIGTERM to SIGKILL: more than a commit takes "
         "(see docs/preemption.md)"),

@@ -457,7 +457,7 @@ static void kv_put(kv_list *l, const char *key, size_t klen, const char *value, 
     int i = 0;
     while (i < l->n && (strlen(l->key[i]) != klen || strncmp(l->key[i], key, klen))) i++;
     if (i == l->n) {
-        if (l->n == 48) return; /* more than 48 labels: the config's length limit stops this */
+        if (l->n == 48) return; /* cannot be: the config holds CLUSTER_LIST_MAX (40) and the cloud adds <= 3 */
         l->n++;
     }
     snprintf(l->key[i], sizeof l->key[i], "%.*s", (int)klen, key);
@@ -479,7 +479,7 @@ typedef struct toleration_list {
 } toleration_list;
 
 static void tol_add(toleration_list *l, const char *key, const char *value, const char *effect) {
-    if (l->n == 48) return;
+    if (l->n == 48) return; /* cannot be: as kv_put */
     toleration *t = &l->t[l->n++];
     snprintf(t->key, sizeof t->key, "%s", key);
     snprintf(t->value, sizeof t->value, "%s", value ? value : "");

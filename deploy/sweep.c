@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/config.h"
 #include "util/args.h"
 
 void sweep_free(sweep *s) {
@@ -131,4 +132,27 @@ int sweep_point_index(const sweep *s, long given, size_t *out, tdm_err *e) {
     }
     *out = (size_t)v;
     return 0;
+}
+
+int sweep_check_points(const sweep *s, const char *path, char *const *sets, int nsets, tdm_err *e) {
+    int rc = 0;
+    char (*point)[512] = calloc((size_t)s->nkeys, sizeof *point);
+    char **all = calloc((size_t)(nsets + s->nkeys), sizeof *all);
+    config *c = malloc(sizeof *c);
+    if (!point || !all || !c) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; !rc && i < s->npoints; i++) {
+        sweep_point_sets(s, i, point, sizeof *point);
+        for (int j = 0; j < nsets; j++) all[j] = sets[j];
+        for (int k = 0; k < s->nkeys; k++) all[nsets + k] = point[k];
+        if ((rc = config_load_sweep(c, path, all, nsets + s->nkeys, s->nkeys, e))) {
+            char label[2048], why[sizeof e->msg];
+            sweep_label(s, i, label, sizeof label);
+            snprintf(why, sizeof why, "%s", e->msg);
+            err_set(e, rc, "--sweep point %zu (%s): %s", i, label, why);
+        }
+    }
+    free(point);
+    free(all);
+    free(c);
+    return rc;
 }

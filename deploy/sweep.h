@@ -40,6 +40,12 @@ void sweep_point_sets(const sweep *s, size_t i, char (*sets)[512], size_t cap);
 /* Point i's label, the store prefix of its run. */
 void sweep_label(const sweep *s, size_t i, char *out, size_t cap);
 
+/* Loads every point's config (the file at `path`, the `nsets` --set texts, then the
+ * point's settings): the first that does not load is its error, as "--sweep point i
+ * (label): ...", so that a bad value is said before any point runs, not by a task hours
+ * later. ERR_INTERNAL on out of memory. */
+int sweep_check_points(const sweep *s, const char *path, char *const *sets, int nsets, tdm_err *e);
+
 /* The point this process runs: `given` (>= 0), else TANDEM_POINT, SLURM_ARRAY_TASK_ID or
  * JOB_COMPLETION_INDEX; ERR_USAGE when none is there or it is out of range. */
 int sweep_point_index(const sweep *s, long given, size_t *out, tdm_err *e);

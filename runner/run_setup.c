@@ -171,7 +171,8 @@ static int select_backend(run_ctx *r, tdm_err *e) {
 int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     /* test-only: TANDEM_TEST_SIGNAL_AT=setup:1, a SIGTERM as start-up begins */
     if (testhook_hit("TANDEM_TEST_SIGNAL_AT", "setup")) raise(SIGTERM);
-    int rc = config_load(&r->cfg, o->config_path, o->sets, o->nsets, e);
+    int rc = config_load_sweep(&r->cfg, o->config_path, o->sets, o->nsets,
+                               o->study ? o->study->nkeys : 0, e);
     if (rc) return rc;
     char url[CONFIG_STR_MAX];
     if (o->store_url) snprintf(url, sizeof url, "%s", o->store_url);

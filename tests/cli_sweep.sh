@@ -11,6 +11,8 @@
 #     plus an Average row; --svg is well-formed with three panels and the right bars;
 #   - a point stopped by SIGTERM (exit 75) is "stopped", one at work "running";
 #   - another study under the same root is refused (exit 2) and SWEEP is unchanged;
+#   - a bad value in any point (or an unknown key) is refused before point 0 computes,
+#     naming --sweep and the point;
 #   - a damaged SWEEP: status and results exit 3 naming it; a store that is not a sweep's
 #     root: results exits 3 and says to use eval.
 # Prints PASS/FAIL lines and "cli_sweep: N passed, M failed"; exits non-zero on failure.
@@ -147,6 +149,18 @@ after=$(sha256sum <"$root/SWEEP")
   && [ ! -e "$root/run.seed=7" ] \
   && pass "another study under the same root: exit 2, SWEEP unchanged, nothing started" \
   || fail "another study under the same root: exit 2, SWEEP unchanged, nothing started" "exit $st" "$(cat "$tmp/other.err")"
+
+# a bad value in any point is said by the first task, before its own point computes, and
+# names --sweep (the option given), not --set
+"$bin" run "$tmp/c.yaml" --store "$tmp/badstudy" --sweep tandem.K=2,x --point 0 --quiet 2>"$tmp/badval.err"; st=$?
+"$bin" run "$tmp/c.yaml" --store "$tmp/badstudy" --sweep tandem.KK=2,3 --point 0 --quiet 2>"$tmp/badkey.err"; st2=$?
+[ $st = 2 ] && [ $st2 = 2 ] && [ ! -e "$tmp/badstudy" ] \
+  && grep -q "point 1 (tandem.K=x): --sweep tandem.K=x: expected an integer" "$tmp/badval.err" \
+  && grep -q -- "--sweep tandem.KK=2: unknown key 'tandem.KK' (did you mean 'tandem.K'?)" "$tmp/badkey.err" \
+  && ! grep -q -- "--set" "$tmp/badval.err" \
+  && pass "a bad sweep value or key (any point): exit 2 before anything runs, naming --sweep and the point" \
+  || fail "a bad sweep value or key (any point): exit 2 before anything runs, naming --sweep and the point" \
+    "exit $st / $st2" "$(cat "$tmp/badval.err" "$tmp/badkey.err")"
 
 # not a sweep's root; a damaged SWEEP
 "$bin" results "$root/$label0" >/dev/null 2>"$tmp/notroot.err"; st=$?

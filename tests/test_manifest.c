@@ -129,6 +129,10 @@ static void test_cluster_formats(void) {
         {"cluster.node_selector=pool=a,", 0, "trailing"},
         {"cluster.node_selector==a", 0, "key=value"},
         {"cluster.node_selector=a=-b", 0, "key=value"},
+        /* a key twice: the manifest would keep only the last value, silently */
+        {"cluster.node_selector=pool=a,zone=x,pool=b", 0, "twice"},
+        {"cluster.node_selector=pool=a,pool=a", 0, "twice"},
+        {"cluster.node_selector=pool=a,pool2=b,poo=c", 1, NULL},
         {"cluster.tolerations=k=v:NoSchedule,k2:NoExecute,k3,k4:PreferNoSchedule", 1, NULL},
         {"cluster.tolerations=k:Never", 0, "Effect"},
         {"cluster.tolerations=:NoSchedule", 0, "tolerations"},
@@ -173,6 +177,22 @@ static void test_cluster_formats(void) {
                                      (!cases[i].want || strstr(e.msg, cases[i].want));
         if (!good) {
             fprintf(stderr, "  %s: rc %d: %s\n", cases[i].set, rc, rc ? e.msg : "(accepted)");
+            bad++;
+        }
+    }
+    /* more labels or tolerations than the manifest holds: refused, not dropped past 48 */
+    for (int t = 0; t < 4; t++) {
+        char set[4096];
+        int n = (t % 2) ? 41 : 40;
+        size_t at = (size_t)snprintf(set, sizeof set, "cluster.%s=", t < 2 ? "node_selector" : "tolerations");
+        for (int i = 0; i < n; i++)
+            at += (size_t)snprintf(set + at, sizeof set - at, "%sk%d=v", i ? "," : "", i);
+        tdm_err e = {0};
+        char *sets[] = {set};
+        int rc = load(c, "many", BASE, sets, 1, &e);
+        int good = (t % 2) ? rc == ERR_USAGE && strstr(e.msg, "more than 40") : rc == 0;
+        if (!good) {
+            fprintf(stderr, "  %d entries of %.30s: rc %d: %s\n", n, set, rc, rc ? e.msg : "(accepted)");
             bad++;
         }
     }
