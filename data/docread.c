@@ -25,11 +25,16 @@ enum { DR_RAW, DR_GZ, DR_ZST };
 
 /* ---- the decompressed byte stream of a file ------------------------------------------- */
 
+#define DR_GZ_IN (1u << 17) /* compressed bytes per read (gzip) */
+
 typedef struct dr_in {
     int fd, comp;
-    gzFile gz;
+    z_stream gz;      /* gzip: zlib's inflater with gzip framing, one member at a time */
+    int gz_ready;     /* gz initialised (inflateEnd at close) */
+    int gz_between;   /* a member ended: what follows is another member, zero padding, or the end */
+    unsigned long long raw_off; /* compressed bytes read from the file so far */
     ZSTD_DCtx *z;
-    unsigned char *zbuf;
+    unsigned char *zbuf; /* compressed input (gzip and zstd) */
     ZSTD_inBuffer zin;
     size_t zret;      /* the last ZSTD_decompressStream result: 0 at a frame's end */
     int raw_eof, zfull;
@@ -54,12 +59,84 @@ static void dr_kind(const char *path, int *fmt, int *comp) {
 }
 
 static void dr_close(dr_in *in) {
-    if (in->gz) gzclose(in->gz); /* closes fd too */
-    else if (in->fd >= 0) close(in->fd);
+    if (in->gz_ready) inflateEnd(&in->gz);
+    if (in->fd >= 0) close(in->fd);
     ZSTD_freeDCtx(in->z);
     free(in->zbuf);
     memset(in, 0, sizeof *in);
     in->fd = -1;
+}
+
+/* dr_read for gzip: zlib's inflate over the file's members in turn (`cat a.gz b.gz` is one
+ * gzip file, as gzip(1) reads it). Why not gzread: it ignores whatever follows the last
+ * member, so a file with other bytes appended (two files concatenated wrongly, a partial
+ * overwrite) read as good and those bytes were lost without a word. Here only zero bytes
+ * (block padding, as tar and some writers leave) may follow; anything else makes the file
+ * corrupt, naming the offset. */
+static long dr_read_gz(dr_in *in, unsigned char *buf, size_t n, int *reason, char *why, size_t wl) {
+    z_stream *z = &in->gz;
+    z->next_out = buf;
+    z->avail_out = (uInt)n; /* n <= DR_BUF */
+    for (;;) {
+        if (z->avail_in == 0 && !in->raw_eof) {
+            ssize_t r = read(in->fd, in->zbuf, DR_GZ_IN);
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0) {
+                *reason = TEXTSRC_UNREADABLE;
+                snprintf(why, wl, "read error: %s", strerror(errno));
+                return -1;
+            }
+            if (r == 0) in->raw_eof = 1;
+            in->raw_off += (unsigned long long)r;
+            z->next_in = in->zbuf;
+            z->avail_in = (uInt)r;
+        }
+        size_t got = n - z->avail_out;
+        unsigned long long at = in->raw_off - z->avail_in; /* offset of next_in in the file */
+        if (in->first && z->avail_in > 0) {
+            in->first = 0;
+            if (z->next_in[0] != 0x1f || (z->avail_in > 1 && z->next_in[1] != 0x8b)) {
+                *reason = TEXTSRC_CORRUPT;
+                snprintf(why, wl, "not gzip data (a .gz name on an uncompressed file?)");
+                return -1;
+            }
+        }
+        if (in->gz_between) {
+            if (z->avail_in == 0) {
+                if (in->raw_eof) return (long)got; /* the end, after a whole member */
+                continue;
+            }
+            if (z->next_in[0] == 0) { /* padding: zero bytes to the end, nothing else */
+                while (z->avail_in > 0 && z->next_in[0] == 0) z->next_in++, z->avail_in--;
+                if (z->avail_in == 0) continue;
+                at = in->raw_off - z->avail_in;
+            } else if (z->next_in[0] == 0x1f) { /* another member: inflate checks its header */
+                in->gz_between = 0;
+                inflateReset(z);
+                continue;
+            }
+            *reason = TEXTSRC_CORRUPT;
+            snprintf(why, wl, "gzip: other data after the gzip stream at byte %llu (a damaged or "
+                     "wrongly joined file; gzip -t says the same)", at);
+            return -1;
+        }
+        if (got == n) return (long)got;
+        int zr = inflate(z, Z_NO_FLUSH);
+        if (zr == Z_STREAM_END) {
+            in->gz_between = 1;
+            continue;
+        }
+        if (zr == Z_OK || (zr == Z_BUF_ERROR && !(z->avail_in == 0 && in->raw_eof))) continue;
+        if (zr == Z_BUF_ERROR) { /* no input left inside a member */
+            *reason = TEXTSRC_CORRUPT;
+            snprintf(why, wl, "gzip: unexpected end of file (truncated inside a member)");
+            return -1;
+        }
+        *reason = zr == Z_MEM_ERROR ? TEXTSRC_UNREADABLE : TEXTSRC_CORRUPT;
+        snprintf(why, wl, "gzip: %s at byte %llu", zr == Z_MEM_ERROR ? "out of memory"
+                 : z->msg ? z->msg : "invalid data", (unsigned long long)(in->raw_off - z->avail_in));
+        return -1;
+    }
 }
 
 /* Reads up to n decompressed bytes: the count, 0 at the end, or -1 with *reason
@@ -77,23 +154,7 @@ static long dr_read(dr_in *in, unsigned char *buf, size_t n, int *reason, char *
             return (long)r;
         }
     }
-    if (in->comp == DR_GZ) {
-        int r = gzread(in->gz, buf, (unsigned)n);
-        int zerr = 0;
-        const char *msg = gzerror(in->gz, &zerr);
-        if (r > 0 && in->first && gzdirect(in->gz)) {
-            *reason = TEXTSRC_CORRUPT;
-            snprintf(why, wl, "not gzip data (a .gz name on an uncompressed file?)");
-            return -1;
-        }
-        in->first = 0;
-        if (r < 0 || (zerr != Z_OK && zerr != Z_STREAM_END)) {
-            *reason = zerr == Z_ERRNO ? TEXTSRC_UNREADABLE : TEXTSRC_CORRUPT;
-            snprintf(why, wl, "gzip: %s", zerr == Z_ERRNO ? strerror(errno) : msg);
-            return -1;
-        }
-        return r;
-    }
+    if (in->comp == DR_GZ) return dr_read_gz(in, buf, n, reason, why, wl);
     for (;;) {
         if (in->zin.pos == in->zin.size && !in->raw_eof && !in->zfull) {
             ssize_t r = read(in->fd, in->zbuf, ZSTD_DStreamInSize());
@@ -473,8 +534,11 @@ int docread_file(const textsrc_file *f, const char *field, const docread_sink *s
     d.in.comp = comp;
     d.in.first = 1;
     int rc = 0;
-    if (comp == DR_GZ && !(d.in.gz = gzdopen(fd, "rb"))) rc = err_set(e, ERR_INTERNAL, "out of memory");
-    if (!rc && comp == DR_GZ) gzbuffer(d.in.gz, 1u << 17);
+    if (comp == DR_GZ) {
+        if (!(d.in.zbuf = malloc(DR_GZ_IN)) || inflateInit2(&d.in.gz, 16 + MAX_WBITS) != Z_OK)
+            rc = err_set(e, ERR_INTERNAL, "out of memory");
+        else d.in.gz_ready = 1;
+    }
     if (!rc && comp == DR_ZST &&
         (!(d.in.z = ZSTD_createDCtx()) || !(d.in.zbuf = malloc(ZSTD_DStreamInSize()))))
         rc = err_set(e, ERR_INTERNAL, "out of memory");

@@ -810,8 +810,9 @@ static void test_prep_json_files(void) {
     test_rmtree(dir);
     free(dir);
 }
-/* gzip and zstd inputs give the same shards as the plain files; corrupt and truncated
- * streams are reported and left out whole. */
+/* gzip and zstd inputs give the same shards as the plain files (gzip also as several
+ * members with zero padding after them); corrupt and truncated streams, and other bytes
+ * after a gzip stream, are reported and left out whole. */
 static void test_prep_compressed(void) {
     char *dir = test_tmpdir("prepz");
     const char *kinds[] = {"plain", "gz", "zst"};
@@ -841,6 +842,24 @@ static void test_prep_compressed(void) {
             CHECK(compress_file(src, dst, z == 2) == 0, "compress %s", dst);
             free(src), free(dst);
         }
+    /* b.txt.gz as gzip(1) reads it too: two members one after the other (`cat x.gz y.gz`),
+     * then zero padding (as tar and block writers leave) */
+    {
+        size_t bn;
+        char *bp = join(sub[0], "b.txt"), *h1 = join(dir, "h1"), *h2 = join(dir, "h2");
+        char *h1z = join(dir, "h1.gz"), *h2z = join(dir, "h2.gz"), *bz = join(sub[1], "b.txt.gz");
+        unsigned char *b = read_all(bp, &bn), *m1 = NULL, *m2 = NULL;
+        size_t n1 = 0, n2 = 0;
+        CHECK(b && write_bytes(h1, b, bn / 3) == 0 && write_bytes(h2, b + bn / 3, bn - bn / 3) == 0 &&
+                  compress_file(h1, h1z, 0) == 0 && compress_file(h2, h2z, 0) == 0 &&
+                  (m1 = read_all(h1z, &n1)) && (m2 = read_all(h2z, &n2)),
+              "two gzip members");
+        unsigned char *cat = calloc(n1 + n2 + 700, 1);
+        CHECK(cat, "oom");
+        memcpy(cat, m1, n1), memcpy(cat + n1, m2, n2);
+        CHECK(write_bytes(bz, cat, n1 + n2 + 700) == 0, "write");
+        free(b), free(m1), free(m2), free(cat), free(bp), free(h1), free(h2), free(h1z), free(h2z), free(bz);
+    }
     prep_stats st[3][DATASET_MAX_DOMAINS];
     tdm_err e = {0};
     for (int z = 0; z < 3; z++) {
@@ -875,21 +894,31 @@ static void test_prep_compressed(void) {
     CHECK(write_bytes(t3, z, n) == 0, "write");
     free(z);
     put_text(bad, "plain.txt.gz", "this is not gzip data\n");
+    /* a whole gzip member and then other bytes: gzread ignored them (the file read as good,
+     * the bytes lost without a word); gzip -t calls it trailing garbage */
+    g = read_all(pg, &n);
+    char *t4 = join(bad, "tail.jsonl.gz");
+    unsigned char *gt = g ? malloc(n + 6) : NULL;
+    CHECK(gt, "oom");
+    memcpy(gt, g, n), memcpy(gt + n, "\0\0JUNK", 6);
+    CHECK(write_bytes(t4, gt, n + 6) == 0, "write");
+    free(g), free(gt);
     prep_input inb[] = {{"web", bad}};
     memout warn;
     CHECK(run_one(dir, "bad", inb, 1, st[0], &warn, &e) == 0, "%s", e.msg);
     CHECK(st[0][0].docs == 10 && st[0][0].files_used == 1 &&
-              st[0][0].skipped[TEXTSRC_CORRUPT] == 4,
+              st[0][0].skipped[TEXTSRC_CORRUPT] == 5,
           "docs %llu, corrupt %llu:\n%s", (unsigned long long)st[0][0].docs,
           (unsigned long long)st[0][0].skipped[TEXTSRC_CORRUPT], warn.buf);
     CHECK(strstr(warn.buf, "trunc.jsonl.gz: gzip: ") && strstr(warn.buf, "trunc.txt.zst: zstd: truncated") &&
               strstr(warn.buf, "flip.txt.zst: zstd: ") &&
               strstr(warn.buf, "plain.txt.gz: not gzip data") &&
-              count_of(warn.buf, "(the file is left out)") == 4,
+              strstr(warn.buf, "tail.jsonl.gz: gzip: other data after the gzip stream at byte ") &&
+              count_of(warn.buf, "(the file is left out)") == 5,
           "warnings:\n%s", warn.buf);
     free(warn.buf);
     for (int i = 0; i < 3; i++) free(sub[i]);
-    free(o0), free(o1), free(o2), free(bad), free(pg), free(pz), free(t1), free(t2), free(t3);
+    free(o0), free(o1), free(o2), free(bad), free(pg), free(pz), free(t1), free(t2), free(t3), free(t4);
     test_rmtree(dir);
     free(dir);
 }
