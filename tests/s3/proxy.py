@@ -1342,6 +1342,8 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
                 continue
             if lk == "etag":
                 v = self._public_etag(v, etag_name)
+                if getattr(self, "part_etag_suffix", ""):  # an UploadPart under /part-etags
+                    v = '"' + strip_etag(v) + self.part_etag_suffix + '"'
             headers.append((k, v))
         self.err_code = resp.getheader("x-amz-error-code")
         no_body = self.command == "HEAD" or status in (204, 304) or 100 <= status < 200
@@ -1531,7 +1533,11 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
             raise S3Err(400, "InvalidArgument", "Part number must be an integer between 1 and "
                         "10000, inclusive", ArgumentName="partNumber", ArgumentValue=pn)
         self._check_upload()
-        return self._forward(body)
+        self.part_etag_suffix = self.cfg.part_etag_suffix  # this answer only (keep-alive)
+        try:
+            return self._forward(body)
+        finally:
+            self.part_etag_suffix = ""
 
     def _parts_on_disk(self, d):
         parts = {}
@@ -1567,7 +1573,16 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
             if num is None or etag is None or not num.isdigit():
                 raise S3Err(400, "MalformedXML", "The XML you provided was not well-formed or "
                             "did not validate against our published schema")
-            wanted.append((int(num), strip_etag(etag)))
+            etag = strip_etag(etag)
+            sfx = self.cfg.part_etag_suffix
+            if sfx:  # the parts were answered with ETags ending in sfx: they must come back whole
+                if not etag.endswith(sfx):
+                    raise S3Err(400, "InvalidPart", "One or more of the specified parts could "
+                                "not be found.  The part may not have been uploaded, or the "
+                                "specified entity tag may not match the part's entity tag.",
+                                UploadId=self.q["uploadId"], PartNumber=num, ETag=etag)
+                etag = etag[:-len(sfx)]
+            wanted.append((int(num), etag))
         if not wanted:
             raise S3Err(400, "MalformedXML", "The XML you provided was not well-formed or did "
                         "not validate against our published schema")
@@ -1843,7 +1858,11 @@ class ControlHandler(http.server.BaseHTTPRequestHandler):
                     self.cfg.faults.reset_counters()
                     self.cfg.stats.reset()
                 return self._reply(200, self._state())
+            if path == "/part-etags":  # UploadPart answers ETags ending in this text
+                self.cfg.part_etag_suffix = str(json.loads(raw or b"{}").get("suffix", ""))
+                return self._reply(200, self._state())
             if path == "/reset":
+                self.cfg.part_etag_suffix = ""
                 self.cfg.faults.configure({})
                 self.cfg.faults.reset_counters()
                 self.cfg.stats.reset()
@@ -1920,6 +1939,7 @@ def main():
     cfg.stats = Stats()
     cfg.sts = Sts()
     cfg.locks = KeyLocks()
+    cfg.part_etag_suffix = ""
     cfg.etags = EtagMap(os.path.join(a.data_dir, ".tandem-proxy-etags.json"))
     cfg.log = JsonLog(a.log)
     cfg.dump = RawDump(a.dump_headers)
