@@ -187,9 +187,9 @@ static int run_manifest(const cli_args *a, int argc, char **argv) {
             args[nargs++] = "--only";
             args[nargs++] = strcmp(compare, "dmo") ? "final" : "dmo";
             if (final_seed) args[nargs++] = "--final-seed", args[nargs++] = final_seed;
-            size_t n = strlen(name);
-            snprintf(name + n, sizeof name - n, "-%s", compare);
         }
+        char suffix[16] = "";
+        if (compare) snprintf(suffix, sizeof suffix, "-%s", compare);
         manifest_opts o = {.cfg = cfg,
                            .config_path = node_config ? node_config : abs,
                            .config_name = name,
@@ -205,7 +205,8 @@ static int run_manifest(const cli_args *a, int argc, char **argv) {
                            .command = compare ? "compare" : NULL,
                            .command_args = args,
                            .ncommand_args = nargs,
-                           .point_names = compare ? finals : NULL};
+                           .point_names = compare ? finals : NULL,
+                           .name_suffix = suffix};
         if (!rc) rc = render_to(out, !strcmp(kind, "slurm"), &o, &e);
     }
     if (rc) fprintf(stderr, "tandem manifest: %s\n", e.msg);

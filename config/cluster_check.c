@@ -103,10 +103,12 @@ static bool dns_label(const char *s, size_t len) {
     return true;
 }
 
-bool cluster_check_dns_label(const char *s, char *why, size_t n) {
-    bool ok = !*s || dns_label(s, strlen(s));
-    if (!ok) snprintf(why, n, "expected a DNS label: at most 63 of a-z, 0-9 and '-', starting "
-                              "and ending with a letter or digit, got '%.100s'", s);
+/* A job name: a DNS-1035 label (a letter first), as a Kubernetes Service name must be
+ * (the headless Service of a multi-node Job bears it), and Job and pod names are. */
+bool cluster_check_job_name(const char *s, char *why, size_t n) {
+    bool ok = !*s || (dns_label(s, strlen(s)) && s[0] >= 'a' && s[0] <= 'z');
+    if (!ok) snprintf(why, n, "expected a DNS label starting with a letter: at most 63 of a-z, "
+                              "0-9 and '-', ending with a letter or digit, got '%.100s'", s);
     return ok;
 }
 
@@ -130,12 +132,102 @@ bool cluster_check_dns_subdomain(const char *s, char *why, size_t n) {
     return ok;
 }
 
-/* A container image reference: no blanks, quotes or control characters. */
+/* The grammar of an image reference (the distribution project's reference grammar, as
+ * the kubelet parses it):
+ *   reference  := name [":" tag] ["@" digest]
+ *   name       := [domain "/"] path-component ["/" path-component]*   (<= 255)
+ *   domain     := host-component ["." host-component]* [":" port]     (letters of any case)
+ *   path-component := [a-z0-9]+ (("." | "_" | "__" | "-"+) [a-z0-9]+)*
+ *   tag        := [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}
+ *   digest     := algorithm ":" hex{32,}
+ * The first part of the name is the domain when it holds '.' or ':', is "localhost", or has
+ * capitals. A reference outside it is refused by no API server check: the pods stay in
+ * InvalidImageName, so it is said here. */
+static bool image_alnum_lower(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+static bool image_path_component(const char *s, size_t len) {
+    size_t i = 0;
+    if (len == 0 || !image_alnum_lower(s[0]) || !image_alnum_lower(s[len - 1])) return false;
+    while (i < len) {
+        if (image_alnum_lower(s[i])) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < len && !image_alnum_lower(s[j])) j++;
+        size_t sep = j - i;
+        bool ok = (sep == 1 && (s[i] == '.' || s[i] == '_')) || (sep == 2 && s[i] == '_' && s[i + 1] == '_');
+        for (size_t k = i; !ok && k < j && s[k] == '-'; k++) ok = k + 1 == j;
+        if (!ok) return false;
+        i = j;
+    }
+    return true;
+}
+
+static bool image_domain(const char *s, size_t len) {
+    const char *colon = memchr(s, ':', len);
+    size_t hlen = colon ? (size_t)(colon - s) : len;
+    if (colon) {
+        size_t plen = len - hlen - 1;
+        if (plen == 0 || plen > 5) return false;
+        for (size_t i = hlen + 1; i < len; i++)
+            if (s[i] < '0' || s[i] > '9') return false;
+    }
+    for (size_t i = 0; i < hlen;) {
+        size_t j = i;
+        while (j < hlen && s[j] != '.') j++;
+        if (j == i || !is_alnum_ascii(s[i]) || !is_alnum_ascii(s[j - 1])) return false;
+        for (size_t k = i; k < j; k++)
+            if (!is_alnum_ascii(s[k]) && s[k] != '-') return false;
+        i = j + 1;
+        if (j < hlen && i == hlen) return false; /* a trailing dot */
+    }
+    return hlen > 0;
+}
+
 bool cluster_check_image(const char *s, char *why, size_t n) {
-    bool ok = strlen(s) <= 1024 && no_controls(s);
-    for (const char *p = s; ok && *p; p++) ok = !strchr(" \"'\\`$", *p);
-    if (!ok) snprintf(why, n, "expected an image reference (registry/name:tag or @sha256:...), "
-                              "without blanks or quotes");
+    if (!*s) return true; /* none: tandem manifest k8s asks for one */
+    size_t len = strlen(s);
+    bool ok = len <= 1024;
+    const char *at = ok ? strchr(s, '@') : NULL;
+    size_t end = at ? (size_t)(at - s) : len; /* name[:tag] */
+    if (ok && at) { /* algorithm:hex */
+        const char *d = at + 1, *c = strchr(d, ':');
+        ok = c && c > d && strlen(c + 1) >= 32;
+        for (const char *p = d; ok && p < c; p++) ok = is_alnum_ascii(*p) || strchr("+._-", *p);
+        for (const char *p = c ? c + 1 : d; ok && *p; p++)
+            ok = (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || (*p >= 'A' && *p <= 'F');
+    }
+    const char *slash = ok ? memrchr(s, '/', end) : NULL;
+    const char *colon = ok ? memrchr(s, ':', end) : NULL;
+    size_t name_end = end;
+    if (ok && colon && (!slash || colon > slash)) { /* a tag */
+        size_t tlen = end - (size_t)(colon + 1 - s);
+        ok = tlen >= 1 && tlen <= 128 && (is_alnum_ascii(colon[1]) || colon[1] == '_');
+        for (size_t i = 1; ok && i < tlen; i++) ok = is_alnum_ascii(colon[1 + i]) || strchr("_.-", colon[1 + i]);
+        name_end = (size_t)(colon - s);
+    }
+    ok = ok && name_end >= 1 && name_end <= 255;
+    size_t i = 0;
+    if (ok) { /* the domain, when the first part is one */
+        const char *first_end = memchr(s, '/', name_end);
+        size_t flen = first_end ? (size_t)(first_end - s) : name_end;
+        bool is_domain = first_end && (memchr(s, '.', flen) || memchr(s, ':', flen) ||
+                                       (flen == 9 && !strncmp(s, "localhost", 9)));
+        for (size_t k = 0; first_end && !is_domain && k < flen; k++) is_domain = s[k] >= 'A' && s[k] <= 'Z';
+        if (is_domain) {
+            ok = image_domain(s, flen);
+            i = flen + 1;
+        }
+    }
+    while (ok && i <= name_end) { /* the path components */
+        const char *e = memchr(s + i, '/', name_end - i);
+        size_t j = e ? (size_t)(e - s) : name_end;
+        ok = image_path_component(s + i, j - i);
+        i = j + 1;
+    }
+    if (!ok) snprintf(why, n, "expected an image reference [registry[:port]/]name[:tag][@sha256:...] "
+                              "with the name in lowercase (a-z, 0-9, '.', '_', '-'), got '%.200s'", s);
     return ok;
 }
 
@@ -277,6 +369,14 @@ bool cluster_check_env(const char *s, char *why, size_t n) {
             snprintf(why, n, "'%.*s' is set by the job itself (the rank, world size, sweep point, grace or "
                              "the scheduler's own): leave it out of cluster.env", (int)nlen, p);
             return false;
+        }
+        for (const char *q = s; q < p;) { /* an earlier entry of the same name */
+            const char *qend = strchr(q, ',');
+            if ((size_t)(strchr(q, '=') - q) == nlen && !strncmp(q, p, nlen)) {
+                snprintf(why, n, "'%.*s' is given twice: give each name once", (int)nlen, p);
+                return false;
+            }
+            q = qend + 1;
         }
         if (secret_name(p, nlen)) {
             snprintf(why, n, "'%.*s' looks like a credential: credentials never go into a config "

@@ -26,9 +26,6 @@ bool cluster_check_slurm_name(const char *s, char *why, size_t n);
 /* The same, or a comma-separated list of them (partitions). */
 bool cluster_check_slurm_list(const char *s, char *why, size_t n);
 
-/* A Kubernetes DNS label (RFC 1123): lowercase letters, digits, '-', at most 63. */
-bool cluster_check_dns_label(const char *s, char *why, size_t n);
-
 /* A Kubernetes DNS subdomain: dot-separated labels, at most 253. */
 bool cluster_check_dns_subdomain(const char *s, char *why, size_t n);
 
@@ -41,6 +38,9 @@ bool cluster_check_path(const char *s, char *why, size_t n);
 /* Node labels or tolerations a config may give: the manifest writer (deploy/manifest.c)
  * holds 48 of each, cluster.cloud adds at most 3. */
 #define CLUSTER_LIST_MAX 40
+
+/* A DNS label that starts with a letter (cluster.job_name: a Service name too). */
+bool cluster_check_job_name(const char *s, char *why, size_t n);
 
 /* "key=value,key2=value2": node labels, each key once, at most CLUSTER_LIST_MAX. */
 bool cluster_check_labels(const char *s, char *why, size_t n);

@@ -254,9 +254,9 @@ const key_def config_schema[] = {
          "Slurm --partition; \"\" = the default partition"),
     STRC("cluster.account", cluster.account, "", 0, cluster_check_slurm_name,
          "Slurm --account; \"\" = the user's default"),
-    STRC("cluster.job_name", cluster.job_name, "", 0, cluster_check_dns_label,
-         "job name (Slurm --job-name, Kubernetes Job name: a DNS label); \"\" = from the config "
-         "file's name"),
+    STRC("cluster.job_name", cluster.job_name, "", 0, cluster_check_job_name,
+         "job name (Slurm --job-name, Kubernetes Job name: a DNS label starting with a letter); "
+         "\"\" = from the config file's name"),
     STRC("cluster.workdir", cluster.workdir, "", F_PATH, cluster_check_path,
          "Slurm --chdir: where the job runs and writes its log (shared storage); \"\" = the "
          "directory tandem manifest runs in"),

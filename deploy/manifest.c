@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -102,46 +103,84 @@ static void k8s_memory(const char *m, char *out, size_t cap) {
     else snprintf(out, cap, "%.*s%ci", (int)(n - 1), m, unit);
 }
 
+/* The last index of an Indexed Job, whose pods are named <job>-<index>: the last node
+ * of a distributed run, the last point of a sweep or of a comparison's final runs; -1 for
+ * a Job of one pod. */
+static long last_index(const manifest_opts *o) {
+    const sweep *sw = job_points(o);
+    if (o->cfg->cluster.nodes > 1) return o->cfg->cluster.nodes - 1;
+    return sw ? (long)sw->npoints - 1 : -1;
+}
+
+/* The characters "-<index>" of the last pod add to the job name (0: not an Indexed Job). */
+static size_t index_room(const manifest_opts *o) {
+    long last = last_index(o);
+    if (last < 0) return 0;
+    size_t digits = 1;
+    for (long n = last; n >= 10; n /= 10) digits++;
+    return 1 + digits;
+}
+
 void manifest_job_name(const manifest_opts *o, char *out, size_t cap) {
     const config *c = o->cfg;
+    const char *suffix = o->name_suffix ? o->name_suffix : "";
     if (c->cluster.job_name[0]) {
-        snprintf(out, cap, "%s", c->cluster.job_name);
+        snprintf(out, cap, "%s%s", c->cluster.job_name, suffix);
         return;
     }
-    /* room for "-<index>" of the last pod's hostname (<= 63 characters) */
-    int digits = 1;
-    for (int n = c->cluster.nodes - 1; n >= 10; n /= 10) digits++;
-    size_t max = c->cluster.nodes > 1 ? 63 - 1 - (size_t)digits : 63;
-    char name[128] = "tandem-";
-    size_t len = strlen(name);
+    /* the config's name made a DNS label: lowercase, runs of anything else one '-' */
+    char base[300];
+    size_t len = 0;
     bool dash = true;
-    for (const char *p = o->config_name ? o->config_name : ""; *p && len < sizeof name - 1; p++) {
+    for (const char *p = o->config_name ? o->config_name : ""; *p && len < sizeof base - 1; p++) {
         char ch = *p;
         if (ch >= 'A' && ch <= 'Z') ch = (char)(ch - 'A' + 'a');
         if ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9')) {
-            name[len++] = ch;
+            base[len++] = ch;
             dash = false;
         } else if (!dash) {
-            name[len++] = '-';
+            base[len++] = '-';
             dash = true;
         }
     }
-    if (len > max) len = max;
-    while (len > 0 && name[len - 1] == '-') len--;
-    name[len] = '\0';
-    snprintf(out, cap, "%s", name);
+    while (len > 0 && base[len - 1] == '-') len--;
+    base[len] = '\0';
+    /* "tandem-" + base + suffix, with room for "-<index>" of the last pod (63 characters
+     * at most). A base cut short ends in 6 hex digits of a hash of the whole config name,
+     * so that two long names that share their first ~50 characters (…-seed1, …-seed2) stay
+     * two jobs: the same name would make Slurm's singleton hold one back for the other and
+     * Kubernetes replace one's ConfigMap with the other's. */
+    size_t fixed = strlen("tandem-") + strlen(suffix) + index_room(o);
+    size_t budget = fixed < 63 - 8 ? 63 - fixed : 8;
+    if (len > budget) {
+        uint32_t h = 2166136261u; /* FNV-1a */
+        for (const char *p = o->config_name ? o->config_name : ""; *p; p++)
+            h = (h ^ (unsigned char)*p) * 16777619u;
+        len = budget - 7;
+        while (len > 0 && base[len - 1] == '-') len--;
+        snprintf(base + len, sizeof base - len, "-%06x", (unsigned)(h & 0xffffff));
+    }
+    snprintf(out, cap, "tandem-%s%s", base, suffix);
 }
 
-/* The name length check of an Indexed Job: pods are named <job>-<index>. */
+/* A Kubernetes Job name: a DNS label of at most 63 characters, and of an Indexed Job one
+ * that leaves room for the pods' "-<index>" (the API server refuses a Job whose last pod
+ * name would not be a DNS label). */
 static int check_job_name(const manifest_opts *o, const char *name, tdm_err *e) {
-    int digits = 1;
-    for (int n = o->cfg->cluster.nodes - 1; n >= 10; n /= 10) digits++;
-    if (o->cfg->cluster.nodes > 1 && strlen(name) + 1 + (size_t)digits > 63)
-        return err_set(e, ERR_USAGE,
-                       "cluster.job_name = %s: with cluster.nodes = %d the pod host names "
-                       "%s-<index> exceed 63 characters; choose a name of at most %d",
-                       name, o->cfg->cluster.nodes, name, 62 - digits);
-    return 0;
+    size_t room = index_room(o);
+    if (strlen(name) + room <= 63) return 0;
+    if (!room)
+        return err_set(e, ERR_USAGE, "cluster.job_name = %s: the Job name %s is longer than a "
+                       "Kubernetes name may be (63 characters); choose a shorter one",
+                       o->cfg->cluster.job_name, name);
+    char why[96];
+    if (o->cfg->cluster.nodes > 1) snprintf(why, sizeof why, "cluster.nodes = %d", o->cfg->cluster.nodes);
+    else snprintf(why, sizeof why, "%ld points (an Indexed Job)", last_index(o) + 1);
+    return err_set(e, ERR_USAGE,
+                   "cluster.job_name = %s: with %s the pod names %s-<index> exceed 63 characters; "
+                   "choose a name of at most %zu",
+                   o->cfg->cluster.job_name, why, name,
+                   63 - room - (strlen(name) - strlen(o->cfg->cluster.job_name)));
 }
 
 static void common_warnings(FILE *warn, const manifest_opts *o) {
@@ -176,6 +215,7 @@ static const char SLURM_FUNCTIONS[] =
     "  esac\n"
     "  while IFS= read -r line || [ -n \"$line\" ]; do\n"
     "    n=$((n + 1))\n"
+    "    line=${line%$'\\r'}  # a file written on Windows: the CR is no part of the value\n"
     "    line=${line#\"${line%%[![:space:]]*}\"}\n"
     "    case $line in '' | '#'*) continue ;; esac\n"
     "    line=${line#export }\n"
@@ -379,17 +419,6 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
         sh_word(out, creds);
         fprintf(out, "\nload_credentials \"$CREDENTIALS\" || exit 2\n");
     }
-    for (const char *p = k->env; *p;) { /* NAME=value,... (checked by the config) */
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        const char *eq = memchr(p, '=', len);
-        char value[CONFIG_STR_MAX];
-        snprintf(value, sizeof value, "%.*s", (int)(len - (size_t)(eq - p) - 1), eq + 1);
-        fprintf(out, "export %.*s=", (int)(eq - p), p);
-        sh_word(out, value);
-        fputc('\n', out);
-        p = end ? end + 1 : p + len;
-    }
     /* the time a stop may take: after the --signal warning, signal_lead_s until the time
      * limit; after a preemption or scancel (TERM), Slurm's KillWait (30 s unless the
      * cluster sets another): the shorter one, so that a commit that cannot fit is skipped */
@@ -413,6 +442,19 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     /* several ranks: Open MPI starts through Slurm's PMIx (docs/distributed.md) */
     if (ranks > 1) fprintf(out, " --mpi=pmix");
     if (k->cpus_per_task > 0) fprintf(out, " --cpus-per-task=%d", k->cpus_per_task);
+    /* cluster.env reaches tandem through env(1) on its command line, not as exports of
+     * this shell: exported here, a name such as STORE, got_term or IFS would change what
+     * the script itself does (another store, no requeue) */
+    if (k->env[0]) fprintf(out, " \\\n  env");
+    for (const char *p = k->env; *p;) { /* NAME=value,... (checked by the config) */
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char entry[CONFIG_STR_MAX];
+        snprintf(entry, sizeof entry, "%.*s", (int)len, p);
+        fputc(' ', out);
+        sh_word(out, entry);
+        p = end ? end + 1 : p + len;
+    }
     fprintf(out, " \\\n  \"$TANDEM\" %s \"$CONFIG\" --store \"$STORE\"", task_command(o));
     for (int i = 0; i < o->nsets; i++) { /* cluster.* only shaped this script */
         if (strncmp(o->sets[i], "cluster.", 8) == 0) continue;
@@ -563,6 +605,7 @@ typedef struct k8s_ctx {
     const sweep *sw; /* a sweep: an Indexed Job of its points (cluster.nodes = 1) */
     const kv_list *sel;
     const toleration_list *tol;
+    bool *oom; /* set when a value could not be written for want of memory */
 } k8s_ctx;
 
 /* What a Kubernetes run may lose or miss, said before rendering. */
@@ -645,22 +688,44 @@ static void k8s_service(const k8s_ctx *x) {
             x->k->coordinator_port, x->k->coordinator_port);
 }
 
+/* A command argument or env value, quoted for YAML and with every '$' doubled: the
+ * kubelet expands $(NAME) there and turns $$ into $, so a store URL or value holding
+ * "$$" or "$(TANDEM_GRACE_S)" would reach tandem changed (another store than the one
+ * rendered). Doubled, each '$' arrives as itself. */
+static void k8s_expanded(const k8s_ctx *x, const char *s) {
+    size_t n = 0;
+    for (const char *p = s; *p; p++) n += *p == '$' ? 2 : 1;
+    char *t = malloc(n + 1);
+    if (!t) {
+        *x->oom = true; /* manifest_k8s fails: ferror cannot see this */
+        return;
+    }
+    char *q = t;
+    for (const char *p = s; *p; p++) {
+        if (*p == '$') *q++ = '$';
+        *q++ = *p;
+    }
+    *q = '\0';
+    ydoc_quote(x->out, t);
+    free(t);
+}
+
 /* The tandem container: image, command, environment, ports, resources, mounts. */
 static void k8s_container(const k8s_ctx *x) {
     fprintf(x->out, "      containers:\n      - name: tandem\n        image: ");
     ydoc_quote(x->out, x->k->image);
     fprintf(x->out, "\n        imagePullPolicy: IfNotPresent\n");
     fprintf(x->out, "        # exec form: tandem is PID 1 and gets the SIGTERM itself\n        command: [");
-    ydoc_quote(x->out, x->tandem);
+    k8s_expanded(x, x->tandem);
     fprintf(x->out, ", \"%s\", \"" MANIFEST_K8S_CONFIG_DIR "/config.yaml\", \"--store\", ", task_command(x->o));
-    ydoc_quote(x->out, x->o->store_url);
+    k8s_expanded(x, x->o->store_url);
     for (int i = 0; x->sw && i < x->o->nsweeps; i++) { /* the point: TANDEM_POINT below */
         fprintf(x->out, ", \"--sweep\", ");
-        ydoc_quote(x->out, x->o->sweep_texts[i]);
+        k8s_expanded(x, x->o->sweep_texts[i]);
     }
     for (int i = 0; i < x->o->ncommand_args; i++) {
         fprintf(x->out, ", ");
-        ydoc_quote(x->out, x->o->command_args[i]);
+        k8s_expanded(x, x->o->command_args[i]);
     }
     fprintf(x->out, "]\n");
     /* the grace period, so that a stop commits a full state only if it fits (run.c) */
@@ -698,8 +763,12 @@ static void k8s_container(const k8s_ctx *x) {
         const char *eq = memchr(p, '=', len);
         char value[CONFIG_STR_MAX];
         snprintf(value, sizeof value, "%.*s", (int)(len - (size_t)(eq - p) - 1), eq + 1);
-        fprintf(x->out, "        - name: %.*s\n          value: ", (int)(eq - p), p);
-        ydoc_quote(x->out, value);
+        char ename[CONFIG_KEY_MAX + 1];
+        snprintf(ename, sizeof ename, "%.*s", (int)(eq - p), p);
+        fprintf(x->out, "        - name: "); /* quoted: NO, ON or null is no string to YAML 1.1 */
+        ydoc_quote(x->out, ename);
+        fprintf(x->out, "\n          value: ");
+        k8s_expanded(x, value);
         fputc('\n', x->out);
         p = end ? end + 1 : p + len;
     }
@@ -813,7 +882,9 @@ static void k8s_job(const k8s_ctx *x) {
     if (x->sel->n) {
         fprintf(x->out, "      nodeSelector:\n");
         for (int i = 0; i < x->sel->n; i++) {
-            fprintf(x->out, "        %s: ", x->sel->key[i]);
+            fprintf(x->out, "        "); /* quoted: a plain on, 017 or 0x1F is no string to YAML 1.1 */
+            ydoc_quote(x->out, x->sel->key[i]);
+            fprintf(x->out, ": ");
             ydoc_quote(x->out, x->sel->value[i]);
             fputc('\n', x->out);
         }
@@ -882,6 +953,18 @@ int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     manifest_job_name(o, name, sizeof name);
     int rc = check_job_name(o, name, e);
     if (rc) return rc;
+    /* the Job's own env entries of a mounted Secret: given again in cluster.env, the later
+     * one would win and the Secret be ignored without a word */
+    for (const char *p = k->env; k->secret_name[0] && !k->secret_as_env && *p;) {
+        size_t nlen = strcspn(p, "=");
+        if ((nlen == 27 && !strncmp(p, "AWS_SHARED_CREDENTIALS_FILE", nlen)) ||
+            (nlen == 15 && !strncmp(p, "AWS_CONFIG_FILE", nlen)))
+            return err_set(e, ERR_USAGE, "cluster.env sets %.*s, which the Job sets itself to the "
+                           "mounted Secret cluster.secret_name = %s: leave it out of cluster.env",
+                           (int)nlen, p, k->secret_name);
+        const char *end = strchr(p, ',');
+        p = end ? end + 1 : p + strlen(p);
+    }
     const sweep *sw = job_points(o);
     if (sw && k->nodes > 1)
         return err_set(e, ERR_USAGE, "--sweep with cluster.nodes = %d: on Kubernetes a sweep is an "
@@ -898,7 +981,8 @@ int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     node_selection(warn, c, sel, tol);
     char cm[160];
     snprintf(cm, sizeof cm, "%s-config", name);
-    k8s_ctx x = {.out = out, .o = o, .c = c, .k = k, .name = name, .cm = cm,
+    bool oom = false;
+    k8s_ctx x = {.out = out, .o = o, .c = c, .k = k, .name = name, .cm = cm, .oom = &oom,
                  .tandem = k->tandem_binary[0] ? k->tandem_binary : MANIFEST_K8S_TANDEM,
                  .indexed = k->nodes > 1, .sw = sw, .sel = sel, .tol = tol};
     k8s_header(&x);
@@ -907,5 +991,6 @@ int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     k8s_job(&x);
     free(sel);
     free(tol);
+    if (oom) return err_set(e, ERR_INTERNAL, "out of memory writing the manifest");
     return ferror(out) ? err_set(e, ERR_INTERNAL, "writing the manifest failed") : 0;
 }

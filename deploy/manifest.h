@@ -65,11 +65,15 @@ typedef struct manifest_opts {
     const char *const *command_args;
     int ncommand_args;
     const char *const *point_names;
+    /* added to the job name, cluster.job_name's too: "-dmo" and "-finals" for the two jobs
+     * of `tandem manifest --compare`, which must not share one name */
+    const char *name_suffix;
 } manifest_opts;
 
 /* The job name: cluster.job_name, else "tandem-" + the config name made a DNS label
  * (lowercase, runs of other characters → '-', cut so that "<name>-<index>" of the last
- * pod of an Indexed Job still fits 63 characters). */
+ * pod of an Indexed Job still fits 63 characters; a cut name ends in a hash of the whole
+ * config name), then name_suffix. */
 void manifest_job_name(const manifest_opts *o, char *out, size_t cap);
 
 /* Writes the sbatch script to `out`; warnings ("tandem manifest: warning: ...") go to

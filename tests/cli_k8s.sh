@@ -112,19 +112,19 @@ expect "Indexed Job + headless Service" "$tmp/none-spotfalse-n4-g8.yaml" \
 absent "CPU job: no GPU request, no GPU toleration, no /dev/shm" "$tmp/none-spotfalse-n1-g0.yaml" \
   "nvidia.com/gpu" "dshm"
 expect "GKE spot H100 labels" "$tmp/gke-spottrue-n1-g8.yaml" \
-  'cloud.google.com/gke-accelerator: "nvidia-h100-80gb"' 'cloud.google.com/gke-spot: "true"' \
+  '"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"' '"cloud.google.com/gke-spot": "true"' \
   'key: "cloud.google.com/gke-spot"'
 expect "EKS spot H100 labels" "$tmp/eks-spottrue-n1-g8.yaml" \
-  'node.kubernetes.io/instance-type: "p5.48xlarge"' 'eks.amazonaws.com/capacityType: "SPOT"'
+  '"node.kubernetes.io/instance-type": "p5.48xlarge"' '"eks.amazonaws.com/capacityType": "SPOT"'
 expect "AKS spot H100 labels and taint" "$tmp/aks-spottrue-n1-g8.yaml" \
-  'node.kubernetes.io/instance-type: "Standard_ND96isr_H100_v5"' \
-  'kubernetes.azure.com/scalesetpriority: "spot"' 'key: "kubernetes.azure.com/scalesetpriority"'
+  '"node.kubernetes.io/instance-type": "Standard_ND96isr_H100_v5"' \
+  '"kubernetes.azure.com/scalesetpriority": "spot"' 'key: "kubernetes.azure.com/scalesetpriority"'
 absent "on-demand: no spot selector" "$tmp/gke-spotfalse-n1-g8.yaml" "gke-spot"
 "$bin" manifest k8s "$tmp/run.yaml" --store s3://b/p --set cluster.cloud=gke \
   --set cluster.gpus_per_node=1 --set cluster.node_selector=cloud.google.com/gke-accelerator=nvidia-h100-mega-80gb,pool=a \
   >"$tmp/override.yaml" 2>/dev/null
 expect "cluster.node_selector wins over the cloud's label" "$tmp/override.yaml" \
-  'cloud.google.com/gke-accelerator: "nvidia-h100-mega-80gb"' 'pool: "a"'
+  '"cloud.google.com/gke-accelerator": "nvidia-h100-mega-80gb"' '"pool": "a"'
 # IRSA / Pod Identity: a ServiceAccount instead of a Secret of keys
 "$bin" manifest k8s "$tmp/run.yaml" --store s3://b/p --set cluster.service_account=tandem-irsa \
   --set cluster.secret_name= >"$tmp/irsa.yaml" 2>/dev/null

@@ -108,7 +108,7 @@ for d in '--requeue' '--open-mode=append' '--signal=B:USR1@60' "--chdir=$tmp" '-
          '--output=%x-%j.out' '--job-name=tandem-run' '--nodes=1'; do
   grep -qx -- "#SBATCH $d" "$tmp/cpu.sbatch" || problems+=("missing #SBATCH $d")
 done
-grep -qF "export TANDEM_NOTE='it'\\''s a test'" "$tmp/gpu.sbatch" || problems+=("cluster.env value not shell-quoted")
+grep -qF "env AWS_REGION=us-east-1 'TANDEM_NOTE=it'\\''s a test'" "$tmp/gpu.sbatch" || problems+=("cluster.env value not shell-quoted")
 grep -qF "STORE=file://$tmp/store" "$tmp/cpu.sbatch" || problems+=("store not absolute")
 grep -qF "CONFIG=$tmp/run.yaml" "$tmp/cpu.sbatch" || problems+=("config path not absolute")
 grep -qF "load_credentials \"\$CREDENTIALS\" || exit 2" "$tmp/cpu.sbatch" || problems+=("no credentials step")
@@ -206,6 +206,27 @@ if [ $st -eq 2 ] && grep -q "chmod 600" "$tmp/fake-mode.log"; then
   pass "a credentials file others can read: exit 2 before tandem starts"
 else
   fail "credentials mode (exit $st, want 2)" "$(cat "$tmp/fake-mode.log")"
+fi
+
+# cluster.env names the script uses itself (STORE, got_term, IFS) reach tandem and change
+# nothing in the script (exported there, STORE sent tandem to another store and got_term=1
+# stopped the requeue); a credentials file written on Windows (CRLF) loads without the CRs
+stub="$tmp/tandem-stub"
+printf '#!/bin/bash\nprintf "arg %%s\\n" "$@"\nprintf "env %%s=%%q\\n" STORE "$STORE" got_term "$got_term" AWS_ACCESS_KEY_ID "$AWS_ACCESS_KEY_ID" AWS_SECRET_ACCESS_KEY "$AWS_SECRET_ACCESS_KEY"\nexit 75\n' >"$stub"
+chmod +x "$stub"
+printf 'export AWS_ACCESS_KEY_ID=AKIDCRLF\r\nAWS_SECRET_ACCESS_KEY="crlf-secret"\r\n' >"$tmp/creds-crlf.env"
+chmod 600 "$tmp/creds-crlf.env"
+render "$tmp/envs.sbatch" --set "cluster.tandem_binary=$stub" --set "cluster.credentials_file=$tmp/creds-crlf.env" \
+  --set 'cluster.env=STORE=s3://other/x,got_term=1,IFS=x' || fail "render env" "$(cat "$tmp/envs.sbatch.err")"
+: >"$tmp/fake-calls"
+FAKE_SLURM_LOG="$tmp/fake-calls" PATH="$fake:$PATH" SLURM_JOB_ID=4244 SLURM_RESTART_COUNT=0 \
+  bash "$tmp/envs.sbatch" >"$tmp/envs.log" 2>&1; st=$?
+if [ $st -eq 0 ] && grep -qx "arg file://$tmp/store" "$tmp/envs.log" && grep -qx "env STORE=s3://other/x" "$tmp/envs.log" &&
+   grep -qx "env got_term=1" "$tmp/envs.log" && grep -qx "scontrol requeue 4244" "$tmp/fake-calls" &&
+   grep -qx "env AWS_ACCESS_KEY_ID=AKIDCRLF" "$tmp/envs.log" && grep -qx "env AWS_SECRET_ACCESS_KEY=crlf-secret" "$tmp/envs.log"; then
+  pass "cluster.env STORE/got_term/IFS reach tandem only; a CRLF credentials file loads without CRs"
+else
+  fail "cluster.env names of the script's own, CRLF credentials (script exit $st)" "$(cat "$tmp/envs.log")" "calls: $(cat "$tmp/fake-calls")"
 fi
 
 # --- B. a real Slurm controller and node

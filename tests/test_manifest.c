@@ -13,6 +13,7 @@
 
 #include "config/config.h"
 #include "deploy/manifest.h"
+#include "deploy/sweep.h"
 #include "tests/test.h"
 
 static char *tmp;
@@ -123,6 +124,8 @@ static void test_cluster_formats(void) {
         {"cluster.job_name=tandem-160m", 1, NULL},
         {"cluster.job_name=Tandem", 0, "DNS label"},
         {"cluster.job_name=a-", 0, "DNS label"},
+        /* a Service name (the headless Service of a multi-node Job) starts with a letter */
+        {"cluster.job_name=1run", 0, "starting with a letter"},
         {"cluster.job_name=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 0, "63"},
         {"cluster.node_selector=pool=a,cloud.google.com/gke-spot=true", 1, NULL},
         {"cluster.node_selector=pool", 0, "key=value"},
@@ -139,7 +142,16 @@ static void test_cluster_formats(void) {
         {"cluster.secret_name=tandem-aws", 1, NULL},
         {"cluster.secret_name=Tandem_AWS", 0, "object name"},
         {"cluster.data_pvc=corpus.v2", 1, NULL},
-        {"cluster.image=registry.example.com:5000/tandem@sha256:abc", 1, NULL},
+        {"cluster.image=registry.example.com:5000/tandem@sha256:0123456789abcdef0123456789abcdef", 1, NULL},
+        {"cluster.image=registry.example.com:5000/tandem@sha256:abc", 0, "image reference"},
+        {"cluster.image=ghcr.io/org/tandem:0.1", 1, NULL},
+        {"cluster.image=Registry.Example.com/tandem:v1", 1, NULL}, /* capitals: a domain */
+        /* accepted by the API server, refused by the kubelet (pods stay in InvalidImageName) */
+        {"cluster.image=ghcr.io/Org/tandem:0.1", 0, "lowercase"},
+        {"cluster.image=tandem:0.1;rm", 0, "image reference"},
+        {"cluster.image=tandem::", 0, "image reference"},
+        {"cluster.image=tandem\xc2\xa0", 0, "image reference"}, /* a no-break space */
+        {"cluster.image=a___b", 0, "image reference"},
         {"cluster.image=tandem latest", 0, "image"},
         {"cluster.env=AWS_REGION=us-east-1,NOTE=a b=c", 1, NULL},
         {"cluster.env=1A=x", 0, "NAME"},
@@ -150,6 +162,8 @@ static void test_cluster_formats(void) {
         {"cluster.env=A=1,TANDEM_WORLD_SIZE=1", 0, "set by the job itself"},
         {"cluster.env=SLURM_ARRAY_TASK_ID=0", 0, "set by the job itself"},
         {"cluster.env=TANDEM_S3_CONCURRENCY=4", 1, NULL},
+        {"cluster.env=A=1,B=2,A=3", 0, "given twice"},
+        {"cluster.env=AB=1,A=2", 1, NULL},
         {"cluster.cloud=gke", 1, NULL},
         {"cluster.cloud=gcp", 0, "none, gke, eks, aks"},
         {"cluster.nodes=0", 0, "too small"},
@@ -314,6 +328,85 @@ static void test_job_names(void) {
     CHECK(b, "cut to 63");
     CHECK(d, "room for the pod index");
     CHECK(g, "cluster.job_name wins");
+}
+
+/* Names that must not collide or overflow: two long config names with the same first 60
+ * characters stay two jobs (a cut name ends in a hash of the whole), the jobs of --compare
+ * dmo and finals differ with cluster.job_name too, and an Indexed Job of a sweep leaves
+ * room for its pods' "-<index>" (the API server refuses the Job otherwise). */
+static void test_job_names_distinct(void) {
+    config *c = malloc(sizeof *c);
+    tdm_err e = {0};
+    CHECK(c && load(c, "names2", BASE, NULL, 0, &e) == 0, "%s", e.msg);
+    snprintf(c->cluster.image, sizeof c->cluster.image, "tandem:1");
+    manifest_opts o = opts(c, "s3://b/p");
+    char n1[128], n2[128], n3[128], n4[128];
+    o.config_name = "data-restricted-160m-gke-h100-spot-ablation-lr-alpha-seed1";
+    manifest_job_name(&o, n1, sizeof n1);
+    o.config_name = "data-restricted-160m-gke-h100-spot-ablation-lr-alpha-seed2";
+    manifest_job_name(&o, n2, sizeof n2);
+    CHECK(strlen(n1) == 63 && strlen(n2) == 63 && strcmp(n1, n2) != 0, "long names: %s / %s", n1, n2);
+    /* the parts of a comparison, named by cluster.job_name */
+    snprintf(c->cluster.job_name, sizeof c->cluster.job_name, "study");
+    o.name_suffix = "-dmo";
+    manifest_job_name(&o, n3, sizeof n3);
+    o.name_suffix = "-finals";
+    manifest_job_name(&o, n4, sizeof n4);
+    CHECK(!strcmp(n3, "study-dmo") && !strcmp(n4, "study-finals"), "compare parts: %s / %s", n3, n4);
+    o.name_suffix = NULL;
+    /* a sweep of 12 points: the pods are <job>-0 .. <job>-11 */
+    sweep sw;
+    char *texts[] = {"run.seed=1,2,3,4,5,6,7,8,9,10,11,12"};
+    CHECK(sweep_parse(&sw, texts, 1, &e) == 0, "%s", e.msg);
+    o.sweep = &sw;
+    o.sweep_texts = texts;
+    o.nsweeps = 1;
+    memset(c->cluster.job_name, 'a', 63);
+    c->cluster.job_name[63] = '\0';
+    rendered r;
+    render(&r, 0, &o);
+    int refused = r.rc == ERR_USAGE && strstr(r.e.msg, "12 points") && strstr(r.e.msg, "at most 60");
+    rendered_free(&r);
+    c->cluster.job_name[0] = '\0';
+    o.config_name = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+    manifest_job_name(&o, n1, sizeof n1);
+    render(&r, 0, &o);
+    int fits = r.rc == 0 && strlen(n1) == 60;
+    rendered_free(&r);
+    sweep_free(&sw);
+    free(c);
+    CHECK(refused, "a 63-character job name for 12 sweep points: refused naming the room");
+    CHECK(fits, "an automatic name leaves room for -11: %s (%zu)", n1, strlen(n1));
+}
+
+/* What Kubernetes would read otherwise: '$' in a command or env value is the kubelet's
+ * $(VAR) expansion and $$ escape (doubled here, each arrives as itself), and plain YAML
+ * 1.1 scalars (on, 017, NO, null) as keys or env names are no strings. */
+static void test_k8s_text_as_given(void) {
+    config *c = malloc(sizeof *c);
+    tdm_err e = {0};
+    CHECK(c && load(c, "k8stext", BASE, NULL, 0, &e) == 0, "%s", e.msg);
+    snprintf(c->cluster.image, sizeof c->cluster.image, "tandem:1");
+    snprintf(c->cluster.node_selector, sizeof c->cluster.node_selector, "on=a,017=b");
+    snprintf(c->cluster.env, sizeof c->cluster.env, "NO=1,null=x$$y$(TANDEM_GRACE_S)");
+    manifest_opts o = opts(c, "s3://b/exp$$1/run-$(TANDEM_GRACE_S)");
+    rendered r;
+    render(&r, 0, &o);
+    int ok = r.rc == 0 && strstr(r.out, "\"--store\", \"s3://b/exp$$$$1/run-$$(TANDEM_GRACE_S)\"") &&
+             strstr(r.out, "\"on\": \"a\"") && strstr(r.out, "\"017\": \"b\"") &&
+             strstr(r.out, "- name: \"NO\"\n          value: \"1\"") &&
+             strstr(r.out, "- name: \"null\"\n          value: \"x$$$$y$$(TANDEM_GRACE_S)\"");
+    if (!ok) fprintf(stderr, "%s\n%s\n", r.e.msg, r.out ? r.out : "");
+    rendered_free(&r);
+    /* a mounted Secret's files are the Job's own env entries: not again from cluster.env */
+    snprintf(c->cluster.secret_name, sizeof c->cluster.secret_name, "aws");
+    snprintf(c->cluster.env, sizeof c->cluster.env, "A=1,AWS_CONFIG_FILE=/x");
+    render(&r, 0, &o);
+    int dup = r.rc == ERR_USAGE && strstr(r.e.msg, "AWS_CONFIG_FILE") && strstr(r.e.msg, "cluster.secret_name");
+    rendered_free(&r);
+    free(c);
+    CHECK(ok, "dollars doubled, keys and env names quoted");
+    CHECK(dup, "cluster.env repeating the mounted Secret's AWS_CONFIG_FILE: refused");
 }
 
 static void test_slurm_directives(void) {
@@ -505,25 +598,25 @@ static void test_k8s_node_selection(void) {
              "cloud.google.com/gke-spot=false,pool=big");
     snprintf(c->cluster.tolerations, sizeof c->cluster.tolerations, "team=ml:NoExecute,any");
     render(&user, 0, &o);
-    int g = gke.rc == 0 && strstr(gke.out, "cloud.google.com/gke-accelerator: \"nvidia-h100-80gb\"") &&
-            strstr(gke.out, "cloud.google.com/gke-spot: \"true\"") &&
+    int g = gke.rc == 0 && strstr(gke.out, "\"cloud.google.com/gke-accelerator\": \"nvidia-h100-80gb\"") &&
+            strstr(gke.out, "\"cloud.google.com/gke-spot\": \"true\"") &&
             strstr(gke.out, "- key: \"cloud.google.com/gke-spot\"\n        operator: Equal\n"
                             "        value: \"true\"\n        effect: NoSchedule") &&
             strstr(gke.out, "- key: \"nvidia.com/gpu\"\n        operator: Exists\n        effect: NoSchedule") &&
             strstr(gke.out, "nvidia.com/gpu: \"8\"") && strstr(gke.out, "memory: \"512Mi\"") &&
             strstr(gke.out, "cpu: \"12\"");
-    int k = eks.rc == 0 && strstr(eks.out, "node.kubernetes.io/instance-type: \"p5.48xlarge\"") &&
-            strstr(eks.out, "eks.amazonaws.com/capacityType: \"SPOT\"");
+    int k = eks.rc == 0 && strstr(eks.out, "\"node.kubernetes.io/instance-type\": \"p5.48xlarge\"") &&
+            strstr(eks.out, "\"eks.amazonaws.com/capacityType\": \"SPOT\"");
     int a = aks.rc == 0 &&
-            strstr(aks.out, "node.kubernetes.io/instance-type: \"Standard_ND96isr_H100_v5\"") &&
-            strstr(aks.out, "kubernetes.azure.com/scalesetpriority: \"spot\"") &&
+            strstr(aks.out, "\"node.kubernetes.io/instance-type\": \"Standard_ND96isr_H100_v5\"") &&
+            strstr(aks.out, "\"kubernetes.azure.com/scalesetpriority\": \"spot\"") &&
             strstr(aks.out, "key: \"kubernetes.azure.com/scalesetpriority\"");
     int n = none.rc == 0 && !strstr(none.out, "nodeSelector") && strstr(none.warn, "no spot labels");
     int u = odd.rc == 0 && strstr(odd.warn, "no node labels known for cluster.gpu_type = 'l4'") &&
             !strstr(odd.out, "gke-accelerator");
-    int w = user.rc == 0 && strstr(user.out, "cloud.google.com/gke-spot: \"false\"") &&
-            !strstr(user.out, "cloud.google.com/gke-spot: \"true\"") &&
-            strstr(user.out, "pool: \"big\"") &&
+    int w = user.rc == 0 && strstr(user.out, "\"cloud.google.com/gke-spot\": \"false\"") &&
+            !strstr(user.out, "\"cloud.google.com/gke-spot\": \"true\"") &&
+            strstr(user.out, "\"pool\": \"big\"") &&
             strstr(user.out, "- key: \"team\"\n        operator: Equal\n        value: \"ml\"\n"
                              "        effect: NoExecute") &&
             /* no value, no effect: tolerates every taint with key "any" */
@@ -594,6 +687,8 @@ int main(void) {
     RUN(test_canonical_without_cluster);
     RUN(test_yaml_round_trip);
     RUN(test_job_names);
+    RUN(test_job_names_distinct);
+    RUN(test_k8s_text_as_given);
     RUN(test_slurm_directives);
     RUN(test_slurm_words);
     RUN(test_k8s_requires_image);
