@@ -628,10 +628,19 @@ static void k8s_warnings(FILE *warn, const manifest_opts *o) {
     else if (!k->secret_name[0] && !k->service_account[0])
         warnf(warn, "no cluster.secret_name and no cluster.service_account: tandem in the pod "
                     "finds AWS credentials only if the image provides them");
+    size_t dlen = strlen(MANIFEST_K8S_DATA_DIR);
+    bool under_data = !strncmp(c->data.dataset, MANIFEST_K8S_DATA_DIR, dlen) && c->data.dataset[dlen] == '/';
     if (c->data.dataset[0] != '/')
         warnf(warn, "data.dataset = %s is relative: in the pod it resolves against %s; give the "
                     "absolute path of the corpus in the image or under %s (cluster.data_pvc)",
               c->data.dataset, MANIFEST_K8S_CONFIG_DIR, MANIFEST_K8S_DATA_DIR);
+    else if (k->data_pvc[0] && !under_data)
+        warnf(warn, "data.dataset = %s is not under %s, where cluster.data_pvc = %s is mounted: "
+                    "the pod reads it from the image", c->data.dataset, MANIFEST_K8S_DATA_DIR, k->data_pvc);
+    else if (!under_data) /* a relative path in a config file is resolved against its folder here */
+        warnf(warn, "data.dataset = %s: the pod reads the corpus at this path, which must be in the "
+                    "image (or give the path under %s of cluster.data_pvc)",
+              c->data.dataset, MANIFEST_K8S_DATA_DIR);
     if (k->spot && k->cloud == CONFIG_CLOUD_GKE && k->grace_period_s > 30)
         warnf(warn, "cluster.grace_period_s = %d: GKE stops a preempted spot node after 30 s, so "
                     "tandem gets at most ~25 s there (docs/preemption.md)",

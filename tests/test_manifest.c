@@ -650,6 +650,9 @@ static void test_k8s_job_shape(void) {
     render(&idx, 0, &o);
     o.store_url = "file:///tmp/x";
     c->cluster.nodes = 1;
+    /* an absolute path of this machine (a relative one in a config file is resolved
+     * against its folder here): said, as the pod reads it from the image */
+    snprintf(c->data.dataset, sizeof c->data.dataset, "/home/me/corpus/dataset.yaml");
     render(&file, 0, &o);
     int s = one.rc == 0 && !strstr(one.out, "kind: Service") && strstr(one.out, "kind: ConfigMap") &&
             strstr(one.out, "restartPolicy: Never") && strstr(one.out, "backoffLimit: 5") &&
@@ -664,14 +667,15 @@ static void test_k8s_job_shape(void) {
             strstr(idx.out, "completionMode: Indexed") && strstr(idx.out, "completions: 4") &&
             strstr(idx.out, "backoffLimitPerIndex: 5") && !strstr(idx.out, "backoffLimit: 5") &&
             strstr(idx.out, "tandem-run-0.tandem-run:29500") && strstr(idx.out, "subdomain: \"tandem-run\"");
-    int f = file.rc == 0 && strstr(file.warn, "is a file store");
+    int f = file.rc == 0 && strstr(file.warn, "is a file store") &&
+            strstr(file.warn, "data.dataset = /home/me/corpus/dataset.yaml: the pod reads the corpus at this path");
     rendered_free(&one);
     rendered_free(&idx);
     rendered_free(&file);
     free(c);
     CHECK(s, "single-node Job");
     CHECK(x, "Indexed Job");
-    CHECK(f, "file store warning");
+    CHECK(f, "file store and dataset path warnings");
 }
 
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
