@@ -141,10 +141,19 @@ static int gc(const char *url, long keep, int dry, int force, FILE *j, tdm_err *
     if (!rc) rc = run_config_require_run(st, &e);
     /* a live writer could be between uploading blobs and writing their manifest; a lease
      * whose holder is provably gone (audit_lease_read) does not stop gc */
-    int lease_read = 0;
+    int lease_read = 0, judged = 0;
+    gc_lease_guard seen;
+    memset(&seen, 0, sizeof seen);
     if (!rc && !force && !dry) {
         audit_lease al;
         rc = audit_lease_read(st, &al, &e);
+        /* every deletion checks the lease against this very reading: read again, a run
+         * that took the lease in between would be what gc took as unchanged */
+        if (!rc) {
+            judged = 1;
+            seen.present = al.state != AUDIT_LEASE_NONE;
+            seen.seen = al.lease;
+        }
         const rec_lease *l = &al.lease;
         if (!rc && j) { /* what gc judged the lease to be (a held one stops it) */
             lease_read = 1;
@@ -176,9 +185,8 @@ static int gc(const char *url, long keep, int dry, int force, FILE *j, tdm_err *
     size_t loglen = 0;
     FILE *logf = j ? open_memstream(&log, &loglen) : stdout;
     if (!logf) rc = err_set(&e, ERR_INTERNAL, "out of memory");
-    gc_lease_guard seen;
     retain_guard guard = {lease_unchanged, &seen};
-    if (!rc && !dry) rc = read_raw_lease(st, &seen, &e);
+    if (!rc && !dry && !judged) rc = read_raw_lease(st, &seen, &e); /* --force: as it is now */
     if (!rc) {
         rc = retain_collect(st, keep, 1, dry, dry ? NULL : &guard, logf, &rep, &e);
         if (j) {

@@ -75,7 +75,7 @@ static int run_repair(const cli_args *a) {
     /* carry it out, holding the lease */
     if (!rc && apply && ledger_repair_needed(&p)) {
         uint64_t epoch = 0;
-        rc = ledger_repair_apply(st, &p, &epoch, &e);
+        rc = ledger_repair_apply(st, url, &p, &epoch, &e);
         if (!rc) printf("done: what was set aside is under %s/quarantine/%llu/; `tandem run` resumes\n",
                         url, (unsigned long long)epoch);
     } else if (!rc && (p.n || p.move_head)) {

@@ -756,13 +756,16 @@ typedef struct set_item {
     const char *flag; /* where it came from: "--set", or "--sweep" for a sweep point's */
 } set_item;
 
+/* The value is not repeated: a misspelt key of a value never echoed (cluster.envx=...)
+ * may carry a pasted secret as well. */
 static int unknown_set_key(const char *flag, const char *key, const char *text, tdm_err *e) {
     char sugg[128];
     suggestion(key, false, sugg, sizeof sugg);
+    (void)text;
     return err_set(e, ERR_USAGE,
-                   "%s %.200s: unknown key '%.100s'%s; keys are section.key (see tandem run "
+                   "%s %.100s=...: unknown key '%.100s'%s; keys are section.key (see tandem run "
                    "--help)",
-                   flag, text, key, sugg);
+                   flag, key, key, sugg);
 }
 
 /* Splits "key=value" at the first '=' (values may contain '=') and finds the key. */

@@ -43,6 +43,20 @@ static bool model_init_check(const char *value, char *why, size_t n) {
     return false;
 }
 
+/* store and data.mixture_file: a URL with user info ("s3://KEY:SECRET@bucket/x") is
+ * refused without repeating it; kept, a pasted secret would reach error messages, the
+ * pinned config, argv and rendered jobs. */
+static bool no_userinfo_check(const char *value, char *why, size_t n) {
+    const char *sep = strstr(value, "://");
+    if (!sep) return true;
+    size_t alen = strcspn(sep + 3, "/");
+    if (!memchr(sep + 3, '@', alen)) return true;
+    snprintf(why, n, "a URL with user info (user:secret@host) is refused and not repeated here: "
+                     "credentials never go into a config or a URL; tandem takes them from the "
+                     "environment, a profile or the rest of the credential chain (docs/running.md)");
+    return false;
+}
+
 #define COUNT_NAMES(a) (sizeof(a) / sizeof(a)[0] - 1)
 _Static_assert(COUNT_NAMES(config_preset_names) == CONFIG_PRESET_COUNT, "preset names vs enum");
 _Static_assert(COUNT_NAMES(device_names) == CONFIG_DEVICE_CUDA + 1, "device names vs enum");
@@ -112,7 +126,7 @@ const key_def config_schema[] = {
          "uniform when data is abundant, natural when the whole corpus must repeat more: the "
          "DMO starts from what repetition allows, docs/dmo.md), uniform, natural (∝ train "
          "tokens per domain), or file (data.mixture_file)"),
-    STR("data.mixture_file", data.mixture_file, "", F_PATH,
+    STRC("data.mixture_file", data.mixture_file, "", F_PATH | F_NOECHO, no_userinfo_check,
         "used when data.mixture = file: a mixture YAML written by `tandem mixture`, or the store "
         "of a finished TANDEM run (its α*, mixture.mp); a relative path is relative to the "
         "config file"),
@@ -308,7 +322,7 @@ const key_def config_schema[] = {
          "TANDEM_WORLD_SIZE, TANDEM_POINT, SLURM_*, ...) are refused"),
     INT("cluster.coordinator_port", cluster.coordinator_port, "29500", 1, 65535,
         "cluster.nodes > 1: the port of rank 0 given to every rank as TANDEM_COORDINATOR"),
-    STR("store", store, "", 0,
+    STRC("store", store, "", F_NOECHO, no_userinfo_check,
         "run store URL (file:///path or s3://bucket/prefix); empty = the runner decides"),
 };
 const size_t config_nkeys = sizeof config_schema / sizeof config_schema[0];

@@ -104,6 +104,8 @@ void ckpt_close(ckpt *c);
 int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e);
 /* Marks the lease released (best effort; the run is committed before). */
 int ckpt_release(ckpt *c, tdm_err *e);
+/* ERR_STORE "fenced out" unless this writer still holds the lease. */
+int ckpt_check_lease(ckpt *c, tdm_err *e);
 uint64_t ckpt_epoch(const ckpt *c);
 
 /* The host buffers a load fills and a snapshot copies into: [CKPT_TENSORS][numel]; NULL

@@ -112,8 +112,6 @@ int ckpt_put_once(ckpt *c, const char *key, const void *data, size_t n, void **o
 int ckpt_quarantine(ckpt *c, const char *key, const void *data, size_t n, const char *why,
                     tdm_err *e);
 
-/* ERR_STORE "fenced out" unless this writer still holds the lease. */
-int ckpt_check_lease(ckpt *c, tdm_err *e);
 
 /* Replaces a damaged or stale object: a copy set aside, then a compare-and-swap against
  * `ver` under the lease. */

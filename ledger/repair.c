@@ -11,6 +11,7 @@
 #include "ledger/ckpt.h"
 #include "ledger/keys.h"
 #include "ledger/read.h"
+#include "util/testhook.h"
 
 static int plan_add(ledger_repair_plan *p, const char *key, const char *why) {
     for (size_t i = 0; i < p->n; i++)
@@ -216,24 +217,66 @@ int ledger_repair_plan_make(store *st, const char *url, ledger_repair_plan *p, t
 
 int ledger_repair_needed(const ledger_repair_plan *p) { return p->n > 0 || p->head_bad; }
 
-int ledger_repair_apply(store *st, const ledger_repair_plan *p, uint64_t *epoch, tdm_err *e) {
+/* Whether two plans set aside the same objects and leave HEAD the same way. */
+static int plans_equal(const ledger_repair_plan *a, const ledger_repair_plan *b) {
+    if (a->n != b->n || a->head_bad != b->head_bad || a->move_head != b->move_head) return 0;
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->items[i].key, b->items[i].key)) return 0;
+    return !a->move_head || (a->head_seq == b->head_seq && !strcmp(a->head_key, b->head_key) &&
+                             sha256_equal(&a->head_sha, &b->head_sha));
+}
+
+int ledger_repair_apply(store *st, const char *url, const ledger_repair_plan *p, uint64_t *epoch,
+                        tdm_err *e) {
     ckpt *ck = ckpt_open(st, NULL, 0, e);
     int rc = ck ? 0 : e->code;
     if (!rc) rc = ckpt_acquire(ck, 0, e);
     *epoch = ck ? ckpt_epoch(ck) : 0;
-    for (size_t i = 0; !rc && i < p->n; i++) rc = set_aside(st, *epoch, p->items[i].key, e);
+    if (!rc) testhook_sleep("TANDEM_TEST_REPAIR_DELAY_MS"); /* a slow store, for the tests */
+    /* The plan shown was made before the lease was taken: a run (or another repair) may
+     * have written since, healing the store or moving it on. Carried out then, the old plan
+     * rolled a run that had just finished back to an older state. So it is made again
+     * under the lease and must be the same. */
+    ledger_repair_plan now;
+    memset(&now, 0, sizeof now);
+    store_version head_ver;
+    memset(&head_ver, 0, sizeof head_ver);
+    if (!rc) rc = ledger_repair_plan_make(st, url, &now, e);
+    if (!rc && !plans_equal(p, &now))
+        rc = err_set(e, ERR_STORE, "%s: the store changed since the plan was made (a run or another "
+                     "repair wrote to it): nothing was set aside; run tandem repair again for the "
+                     "plan as the store stands now", url);
+    ledger_repair_free(&now);
+    if (!rc) { /* HEAD's version now: it is replaced only if no one moved it since */
+        void *d = NULL;
+        size_t n = 0;
+        int g = store_get(st, LEDGER_HEAD, &d, &n, &head_ver, e);
+        free(d);
+        if (g && g != STORE_NOT_FOUND) rc = g;
+    }
+    /* every deletion under the lease: a run that takes it over stops the repair there */
+    for (size_t i = 0; !rc && i < p->n; i++) {
+        rc = ckpt_check_lease(ck, e);
+        if (!rc) rc = set_aside(st, *epoch, p->items[i].key, e);
+    }
+    if (!rc) rc = ckpt_check_lease(ck, e);
     if (!rc && p->move_head) {
         rec_head nh = {.seq = p->head_seq, .state_sha = p->head_sha, .epoch = *epoch, .time = (double)time(NULL),
                        .commits = p->commits};
         snprintf(nh.state, sizeof nh.state, "%s", p->head_key);
         size_t n;
         void *d = rec_head_encode(&nh, &n);
-        rc = d ? store_put(st, LEDGER_HEAD, d, n, STORE_OVERWRITE, e) : err_set(e, ERR_INTERNAL, "out of memory");
+        rc = d ? store_put_if(st, LEDGER_HEAD, d, n, &head_ver, NULL, e) : err_set(e, ERR_INTERNAL, "out of memory");
+        if (rc == STORE_CONFLICT)
+            rc = err_set(e, ERR_STORE, "%s: HEAD was moved by another writer while repair worked: HEAD "
+                         "left as that writer wrote it; run tandem repair again", url);
         free(d);
     } else if (!rc && p->head_bad) {
         rc = set_aside(st, *epoch, LEDGER_HEAD, e);
     }
     if (!rc) rc = ckpt_release(ck, e);
+    tdm_err scratch;
+    if (rc && ck && ckpt_check_lease(ck, &scratch) == 0) ckpt_release(ck, &scratch); /* still ours */
     if (ck) ckpt_close(ck);
     return rc;
 }

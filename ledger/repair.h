@@ -46,8 +46,12 @@ int ledger_repair_plan_make(store *st, const char *url, ledger_repair_plan *p, t
 int ledger_repair_needed(const ledger_repair_plan *p);
 /* Carries the plan out holding the writer lease (a running writer is fenced out), then
  * releases it; *epoch gets the lease's epoch (what was set aside is under
- * quarantine/<epoch>/). */
-int ledger_repair_apply(store *st, const ledger_repair_plan *p, uint64_t *epoch, tdm_err *e);
+ * quarantine/<epoch>/). Under the lease the plan is made again and must equal `p`
+ * (ERR_STORE, nothing done, when the store changed since), the lease is checked before
+ * every deletion (a run that takes it over stops the repair: ERR_STORE "fenced out"), and
+ * HEAD is replaced by compare-and-swap. */
+int ledger_repair_apply(store *st, const char *url, const ledger_repair_plan *p, uint64_t *epoch,
+                        tdm_err *e);
 void ledger_repair_free(ledger_repair_plan *p);
 
 #endif

@@ -75,8 +75,16 @@ void s3_config_wipe(s3_config *c);
  * at start when the environment itself carries a secret. */
 void s3_config_no_core_dumps(void);
 
-/* 1 when AWS_SECRET_ACCESS_KEY or AWS_SESSION_TOKEN is set (non-empty) in the
- * environment, else 0. */
+/* 1 when a variable of the environment whose name holds SECRET, TOKEN, PASSWORD or
+ * PASSWD (any case; AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+ * AWS_CONTAINER_AUTHORIZATION_TOKEN among them) is set and not empty, else 0. */
 int s3_config_env_has_secret(void);
+
+/* Text a server sent, made fit for an error message in place (cap: the buffer's size):
+ * every occurrence of a secret this process holds or sent — c's secret keys and session
+ * tokens (NULL c: none), `extra` (a web identity token; may be NULL) — becomes
+ * "[redacted]", and control and non-ASCII bytes '?'. An endpoint that echoes the session
+ * token it was sent (hostile, or merely chatty) puts it in no log. */
+void s3_config_redact(const s3_config *c, const char *extra, char *text, size_t cap);
 
 #endif

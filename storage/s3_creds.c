@@ -2,6 +2,7 @@
 #include "storage/s3_creds.h"
 
 #include <curl/curl.h>
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,7 +179,8 @@ static int sts_post(const s3_config *c, const s3_config *src, const buf_t *form,
     return rc;
 }
 
-static int sts_answer(s3_config *c, int rc, long status, const char *why, buf_t *body, tdm_err *e);
+static int sts_answer(s3_config *c, int rc, long status, const char *why, buf_t *body,
+                      const char *sent, tdm_err *e);
 
 int s3_creds_web_identity_fetch(s3_config *c, tdm_err *e) {
     /* the token: read afresh each time (the platform rotates the file) */
@@ -192,10 +194,12 @@ int s3_creds_web_identity_fetch(s3_config *c, tdm_err *e) {
     while (tn && (token[tn - 1] == '\n' || token[tn - 1] == '\r' || token[tn - 1] == ' ')) token[--tn] = '\0';
     if (!tn) return err_set(e, ERR_USAGE, "%s: the token file is empty", c->creds_source);
     CURL *h = curl_easy_init();
-    if (!h) return err_set(e, ERR_INTERNAL, "curl_easy_init failed");
+    if (!h) {
+        wipe(token, sizeof token);
+        return err_set(e, ERR_INTERNAL, "curl_easy_init failed");
+    }
     char *role = curl_easy_escape(h, c->role_arn, 0), *sess = curl_easy_escape(h, c->session_name, 0);
     char *tok = curl_easy_escape(h, token, (int)tn);
-    wipe(token, sizeof token);
     buf_t form = {0};
     buf_printf(&form, "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=%s&RoleSessionName=%s"
                "&WebIdentityToken=%s", role ? role : "", sess ? sess : "", tok ? tok : "");
@@ -213,12 +217,15 @@ int s3_creds_web_identity_fetch(s3_config *c, tdm_err *e) {
     if (!rc) rc = sts_post(c, NULL, &form, &status, why, sizeof why, &body, e);
     if (form.p) wipe(form.p, form.n);
     buf_free(&form);
-    return sts_answer(c, rc, status, why, &body, e);
+    rc = sts_answer(c, rc, status, why, &body, token, e); /* the token: kept out of its message */
+    wipe(token, sizeof token);
+    return rc;
 }
 
 /* STS's answer (status 0: it could not be reached, why says how) into c's credentials;
  * frees body. */
-static int sts_answer(s3_config *c, int rc, long status, const char *why, buf_t *body, tdm_err *e) {
+static int sts_answer(s3_config *c, int rc, long status, const char *why, buf_t *body,
+                      const char *sent, tdm_err *e) {
     if (!rc && status == 0)
         rc = err_set(e, ERR_STORE, "%s: STS could not be reached (%s, 3 attempts)", c->creds_source, why);
     const char *xml = body->p ? body->p : "";
@@ -226,6 +233,10 @@ static int sts_answer(s3_config *c, int rc, long status, const char *why, buf_t 
         char code[128] = "?", msg[400] = "";
         s3_xml_first(xml, body->n, "Code", code, sizeof code);
         s3_xml_first(xml, body->n, "Message", msg, sizeof msg);
+        /* STS's text, in a log: no control bytes, no secret it may echo (the source's
+         * session token it was sent, the web identity token) */
+        s3_config_redact(c, sent, code, sizeof code);
+        s3_config_redact(c, sent, msg, sizeof msg);
         rc = err_set(e, ERR_STORE, "%s: STS refused: HTTP %ld %s%s%s (%s)", c->creds_source, status, code,
                      msg[0] ? ": " : "", msg,
                      c->web_identity ? "an expired or revoked token, or a role that does not trust this "
@@ -304,7 +315,7 @@ int s3_creds_assume_role(s3_config *c, tdm_err *e) {
     buf_free(&form);
     s3_config_wipe(src);
     free(src);
-    return sts_answer(c, rc, status, why, &body, e);
+    return sts_answer(c, rc, status, why, &body, NULL, e);
 }
 
 /* One HTTP request for the credential endpoints: method, url, up to two headers, the
@@ -359,15 +370,38 @@ static int take_json(s3_config *c, const buf_t *body, tdm_err *e) {
 
 /* Whether http://HOST... may carry the container's token without TLS: a loopback, or
  * the ECS / EKS Pod Identity agent's link-local addresses (AWS's rule). */
+/* Whether the container credential endpoint may be asked: any https URL, and plain http
+ * only to a loopback address or the ECS/EKS agent — judged on the URL's parsed host (a
+ * check of the text's start let "http://127.0.0.1@elsewhere/" through, and with it the
+ * authorization token in clear text). A URL with user info is never asked. */
 static int container_host_ok(const char *url) {
-    if (!strncmp(url, "https://", 8)) return 1;
-    if (strncmp(url, "http://", 7)) return 0;
-    const char *h = url + 7;
-    const char *ok[] = {"127.", "localhost:", "localhost/", "[::1]", "169.254.170.2:", "169.254.170.2/",
-                        "169.254.170.23:", "169.254.170.23/", "[fd00:ec2::23]"};
-    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
-        if (!strncmp(h, ok[i], strlen(ok[i]))) return 1;
-    return !strcmp(h, "localhost") || !strcmp(h, "169.254.170.2") || !strcmp(h, "169.254.170.23");
+    const char *h = !strncmp(url, "https://", 8) ? url + 8 : !strncmp(url, "http://", 7) ? url + 7 : NULL;
+    if (!h) return 0;
+    size_t alen = strcspn(h, "/?#");
+    if (memchr(h, '@', alen)) return 0;
+    if (h == url + 8) return 1;
+    size_t hlen;
+    if (h[0] == '[') {
+        const char *rb = memchr(h, ']', alen);
+        if (!rb) return 0;
+        hlen = (size_t)(rb - h) + 1;
+    } else {
+        hlen = strcspn(h, ":/?#");
+    }
+    if (hlen < alen) { /* ":port", digits only */
+        if (h[hlen] != ':' || hlen + 1 == alen) return 0;
+        for (size_t i = hlen + 1; i < alen; i++)
+            if (h[i] < '0' || h[i] > '9') return 0;
+    }
+    char host[64];
+    if (hlen == 0 || hlen >= sizeof host) return 0;
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    static const char *const named[] = {"localhost", "[::1]", "169.254.170.2", "169.254.170.23", "[fd00:ec2::23]"};
+    for (size_t i = 0; i < sizeof named / sizeof *named; i++)
+        if (!strcmp(host, named[i])) return 1;
+    struct in_addr a; /* 127.0.0.0/8, written as an address (not 127.0.0.1.example.com) */
+    return inet_pton(AF_INET, host, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
 }
 
 int s3_creds_container(s3_config *c, tdm_err *e) {
@@ -377,6 +411,12 @@ int s3_creds_container(s3_config *c, tdm_err *e) {
         if (rel && *rel) snprintf(c->creds_url, sizeof c->creds_url, "http://169.254.170.2%s", rel);
         else if (full && *full) snprintf(c->creds_url, sizeof c->creds_url, "%s", full);
         else return 1;
+        const char *sep = strstr(c->creds_url, "://");
+        const char *auth = sep ? sep + 3 : c->creds_url;
+        if (memchr(auth, '@', strcspn(auth, "/?#")))
+            return err_set(e, ERR_USAGE, "container credentials: AWS_CONTAINER_CREDENTIALS_FULL_URI "
+                           "holds user info (user@host), which is refused and not repeated here: give "
+                           "the token in AWS_CONTAINER_AUTHORIZATION_TOKEN(_FILE)");
         snprintf(c->creds_source, sizeof c->creds_source, "container credentials (%.1000s)", c->creds_url);
         if (!container_host_ok(c->creds_url))
             return err_set(e, ERR_USAGE, "%s: plain http is allowed only to a loopback address or the "

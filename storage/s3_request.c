@@ -395,8 +395,10 @@ static int server_time(const s3_resp *r, time_t *t) {
 int s3_status_error(store *st, const s3_req *q, const s3_resp *r, tdm_err *e) {
     char code[128] = "";
     if (r->body && r->len) s3_xml_first(r->body, r->len, "Code", code, sizeof code);
-    for (char *p = code; *p; p++) /* the server's text: no escape sequences or line ends into a log */
-        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?'; /* C1 (8-bit CSI) too */
+    s3_store *s = st->impl;
+    pthread_mutex_lock(&s->creds_mu); /* a refresh may be rewriting them */
+    s3_config_redact(&s->cfg, NULL, code, sizeof code);
+    pthread_mutex_unlock(&s->creds_mu);
     const char *what = q->key ? q->key : "(list)";
     if (!strcmp(code, "RequestTimeTooSkewed")) {
         time_t server, local = s3_now();

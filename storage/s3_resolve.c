@@ -203,6 +203,12 @@ int s3_config_resolve(const char *url, s3_config *c, tdm_err *e) {
     size_t elen = strlen(c->endpoint);
     while (elen && c->endpoint[elen - 1] == '/') c->endpoint[--elen] = '\0';
     const char *hoststart = strstr(c->endpoint, "://");
+    if (hoststart && strchr(hoststart + 3, '@')) /* user info: sent in Host, echoed in errors */
+        return err_set(e, ERR_USAGE, "the S3 endpoint (%s) holds user info (user:password@), which "
+                       "is refused and not repeated here: S3 takes no credentials in its URL; give "
+                       "them as AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or a profile",
+                       env("AWS_ENDPOINT_URL_S3") ? "AWS_ENDPOINT_URL_S3"
+                       : env("AWS_ENDPOINT_URL") ? "AWS_ENDPOINT_URL" : "endpoint_url of the profile");
     if (!hoststart || !hoststart[3] || strchr(hoststart + 3, '/'))
         return err_set(e, ERR_USAGE,
                        "S3 endpoint '%s' must look like http(s)://host[:port] (no path)", c->endpoint);

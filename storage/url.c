@@ -84,6 +84,17 @@ int store_url_parse(const char *url, store_url_parts *out, tdm_err *e) {
     if (!url || !*url) return err_set(e, ERR_USAGE, "empty store URL (use file:///path or a directory path)");
     size_t n = scheme_len(url);
     if (n == 0) return put(out, STORE_URL_FILE, url, e, url); /* a directory path */
+    if (!strncmp(url + n, "://", 3)) { /* user info: said without repeating it */
+        const char *auth = url + n + 3;
+        size_t alen = strcspn(auth, "/");
+        const char *at = memchr(auth, '@', alen);
+        if (at)
+            return err_set(e, ERR_USAGE, "store URL %.*s://...@%.200s holds user info (user:secret@), "
+                           "which is refused and not repeated here: credentials never go into a URL; "
+                           "tandem takes them from the environment, a profile or the rest of the "
+                           "credential chain (docs/running.md)",
+                           (int)(n < 16 ? n : 16), url, at + 1);
+    }
     const char *rest = url + n + 1;
     if (n == 4 && strncasecmp(url, "file", 4) == 0) return parse_file(url, rest, out, e);
     if (n == 2 && strncasecmp(url, "s3", 2) == 0) return parse_s3(url, rest, out, e);

@@ -354,6 +354,42 @@ if [ $rc = 3 ] && grep -q "ETag is longer than 127 bytes" <<<"$out" && grep -q "
 else fail "a run on an endpoint whose ETags are too long" "exit $rc" "$out"; fi
 hostile_stop
 
+# credentials-bearing URLs are refused before any request, and their secret is not repeated:
+# a store URL or endpoint with user info (s3://KEY:SECRET@bucket went into errors, argv and
+# rendered jobs; the endpoint's went into the Host header), and a container-credentials
+# URL whose host only looks like loopback (http://127.0.0.1@elsewhere/ sent the
+# authorization token there in clear text)
+for case in "store|s3://AKIDX:urlsecret$$@bucket/run|user info" \
+            "endpoint|s3://bucket/run|user info" \
+            "container-userinfo|s3://bucket/run|user info" \
+            "container-lookalike|s3://bucket/run|plain http is allowed only"; do
+  IFS='|' read -r what url want <<<"$case"
+  envs=(AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_EC2_METADATA_DISABLED=true)
+  case $what in
+    store) envs+=(AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=x AWS_ENDPOINT_URL=http://127.0.0.1:9) ;;
+    endpoint) envs+=(AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=x "AWS_ENDPOINT_URL=http://minio:urlsecret$$@127.0.0.1:9") ;;
+    container-userinfo) envs+=("AWS_CONTAINER_CREDENTIALS_FULL_URI=http://127.0.0.1:urlsecret$$@192.0.2.2:9/creds" AWS_ENDPOINT_URL=http://127.0.0.1:9) ;;
+    container-lookalike) envs+=(AWS_CONTAINER_CREDENTIALS_FULL_URI=http://127.0.0.1.example.com/creds AWS_ENDPOINT_URL=http://127.0.0.1:9) ;;
+  esac
+  out=$(env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN -u AWS_PROFILE "${envs[@]}" \
+        timeout -k 5 30 "$bin" status "$url" --json 2>&1); rc=$?
+  if [ $rc = 2 ] && grep -q "$want" <<<"$out" && ! grep -q "urlsecret" <<<"$out"; then
+    pass "a URL with credentials ($what): exit 2 before any request, the secret not repeated"
+  else fail "a URL with credentials ($what)" "exit $rc" "$out"; fi
+done
+
+# an endpoint that echoes the session token it was sent in its error code: the token is
+# in no message (it was printed as the "code"), and the rest of the code is said
+hostile_start echo-token
+tok="hostile-session-token-$$-0123456789"
+out=$(AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=hostile \
+      AWS_SESSION_TOKEN="$tok" AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
+      timeout -k 5 60 "$bin" status s3://bucket/run --json 2>&1); rc=$?
+if [ $rc = 3 ] && ! grep -qF "$tok" <<<"$out" && grep -q "HTTP 403 \[redacted\]" <<<"$out"; then
+  pass "an endpoint that echoes the session token as its error code: redacted, exit 3"
+else fail "an endpoint that echoes the session token" "exit $rc" "$out"; fi
+hostile_stop
+
 # the same from a credential endpoint (container credentials): stopped at 1 MiB, exit 3
 # naming the source (before: 3.9 GB and 33 s here)
 hostile_start endless-error
@@ -365,6 +401,25 @@ if [ $rc = 3 ] && grep -q "container credentials.*longer than 1 MiB" <<<"$out"; 
   pass "container credentials whose answer never ends: exit 3, named"
 else fail "container credentials whose answer never ends" "exit $rc" "$out"; fi
 hostile_stop
+
+# ---------------------------------------------------------------- secrets in the environment
+# Any variable whose name says it holds a secret (the container authorization token, a
+# password meant for another tool), not only the two AWS keys: no core file may hold it,
+# also in a process that never opens an S3 store (a core of a file-store run held it)
+for var in AWS_CONTAINER_AUTHORIZATION_TOKEN db_password; do
+  env "$var=core-secret-$$" TANDEM_TEST_STEP_DELAY_MS=100 "$bin" run "$tmp/c.yaml" --store "$tmp/core-$var" --quiet & pid=$!
+  lim=
+  for _ in $(seq 50); do
+    lim=$(awk '/^Max core file size/ {print $5, $6}' "/proc/$pid/limits" 2>/dev/null)
+    [ -n "$lim" ] && grep -q tandem "/proc/$pid/cmdline" 2>/dev/null && break
+    sleep 0.05
+  done
+  sleep 0.2
+  lim=$(awk '/^Max core file size/ {print $5, $6}' "/proc/$pid/limits" 2>/dev/null)
+  kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  if [ "$lim" = "0 0" ]; then pass "$var in the environment: the process can write no core file"
+  else fail "$var in the environment: core file limit" "'$lim' (want 0 0)"; fi
+done
 
 # ---------------------------------------------------------------- a credential_process that misbehaves
 # A profile's credential_process that hangs, leaves a child behind, closes its output and

@@ -156,7 +156,7 @@ after=$(sha256sum <"$root/SWEEP")
 "$bin" run "$tmp/c.yaml" --store "$tmp/badstudy" --sweep tandem.KK=2,3 --point 0 --quiet 2>"$tmp/badkey.err"; st2=$?
 [ $st = 2 ] && [ $st2 = 2 ] && [ ! -e "$tmp/badstudy" ] \
   && grep -q "point 1 (tandem.K=x): --sweep tandem.K=x: expected an integer" "$tmp/badval.err" \
-  && grep -q -- "--sweep tandem.KK=2: unknown key 'tandem.KK' (did you mean 'tandem.K'?)" "$tmp/badkey.err" \
+  && grep -q -- "--sweep tandem.KK=...: unknown key 'tandem.KK' (did you mean 'tandem.K'?)" "$tmp/badkey.err" \
   && ! grep -q -- "--set" "$tmp/badval.err" \
   && pass "a bad sweep value or key (any point): exit 2 before anything runs, naming --sweep and the point" \
   || fail "a bad sweep value or key (any point): exit 2 before anything runs, naming --sweep and the point" \

@@ -657,6 +657,44 @@ static void test_run_missing_is_never_a_new_run(void) {
     free(f.dir);
 }
 
+/* repair --apply against a run that takes the lease while it works: the plan shown was
+ * made before repair held the lease; a run that takes the lease over, heals the hole
+ * itself and finishes must not be rolled back by that old plan (it was: the finished
+ * run's alpha records set aside, HEAD moved back, verify exit 3). */
+static void test_repair_against_a_run(void) {
+    fixture f, r;
+    CHECK(stopped_run(&f, "repair-race") == 0, "stopped run");
+    CHECK(fixture_audit(&r, "repair-race-ref", 6) == 0 && run_to_end(&r, NULL) == 0, "reference run");
+    char ref[1024], h[1024], path[800];
+    CHECK(hash_of(&r, ref, sizeof ref) == 0, "reference hash");
+    snprintf(path, sizeof path, "%s/alpha/1.mp", f.store);
+    CHECK(unlink(path) == 0, "delete an alpha record");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "TANDEM_TEST_REPAIR_DELAY_MS=2500 '%s' repair '%s' --apply > '%s/repair.out' 2>&1; "
+             "echo \"exit $?\" >> '%s/repair.out'", tandem_bin(), f.store, f.dir, f.dir);
+    pid_t rp = fork();
+    if (rp == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    CHECK(rp > 0, "fork");
+    usleep(800000); /* repair holds the lease and waits */
+    CHECK(run_to_end(&f, NULL) == 0, "the run beside repair");
+    int st = 0;
+    CHECK(waitpid(rp, &st, 0) == rp, "wait for repair");
+    char rout[4096] = "";
+    snprintf(path, sizeof path, "%s/repair.out", f.dir);
+    read_all(path, rout, sizeof rout);
+    CHECK(strstr(rout, "exit 3") && (strstr(rout, "changed since the plan was made") || strstr(rout, "fenced out")),
+          "repair went on after a run took the lease: %s", rout);
+    CHECK(tandem_cmd(out, sizeof out, "verify '%s'", f.store) == 0, "after repair and run: %s", out);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, ref) == 0, "the finished run was changed:\n%s", h);
+    test_rmtree(f.dir);
+    free(f.dir);
+    test_rmtree(r.dir);
+    free(r.dir);
+}
+
 /* ------------------------------------------------------------------ stale leases */
 
 /* Replaces the store's lease with one of (host, pid, time), held. */
@@ -817,6 +855,7 @@ int main(void) {
     RUN(test_run_damage_verify_agrees_with_run);
     RUN(test_run_missing_is_never_a_new_run);
     RUN(test_no_run_is_exit_3_everywhere);
+    RUN(test_repair_against_a_run);
     RUN(test_stale_lease);
     test_rmtree(g_corpus);
     return test_summary("test_audit");

@@ -459,6 +459,19 @@ static void test_unknown_keys_suggest(void) {
     if (expect_set_error(caps, 1, "did you mean 'tandem.K'?", NULL)) return;
     char *section_only[] = {"tandem=4"};
     if (expect_set_error(section_only, 1, "unknown key 'tandem'", NULL)) return;
+    /* a misspelt key is named, its value never repeated (cluster.env's value is never
+     * echoed; with a typo in the key it was) */
+    char *secret[] = {"cluster.envx=AWS_SECRET_ACCESS_KEY=s3cr3t-pasted"};
+    if (expect_set_error(secret, 1, "--set cluster.envx=...: unknown key 'cluster.envx'", "did you mean 'cluster.env'?"))
+        return;
+    CHECK(config_load(&c, NULL, secret, 1, &e) == ERR_USAGE && !strstr(e.msg, "s3cr3t"), "echoed: %s", e.msg);
+    /* a URL with user info in store or data.mixture_file: refused, not repeated */
+    char *url[] = {"store=s3://AKIAX:s3cr3t-url@bucket/run"};
+    CHECK(config_load(&c, NULL, url, 1, &e) == ERR_USAGE && strstr(e.msg, "user info") &&
+              !strstr(e.msg, "s3cr3t"), "store with user info: %s", e.msg);
+    char *mix[] = {"data.mixture_file=s3://u:s3cr3t-mix@bucket/dmo"};
+    CHECK(config_load(&c, NULL, mix, 1, &e) == ERR_USAGE && strstr(e.msg, "user info") &&
+              !strstr(e.msg, "s3cr3t"), "mixture_file with user info: %s", e.msg);
 }
 
 static void test_missing_dataset(void) {

@@ -26,6 +26,8 @@ MODE list-dupes:   the same key twice
 MODE list-flood:   1001 keys on a page although max-keys asked for at most 1000
 A write answered with an ETag no S3 gives:
 MODE long-etag:    every PUT is a 200 with an ETag of 200 characters; a listing is empty
+An endpoint that echoes what it was sent:
+MODE echo-token:   every request is a 403 whose <Code> is the X-Amz-Security-Token header
 Any other request is a 404 NoSuchKey. The chosen port is written to PORTFILE. Used by
 tests/cli_store.sh: tandem must stop with an error naming the endpoint's fault (exit 3),
 not run forever or blame memory."""
@@ -81,6 +83,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         q = dict(urllib.parse.parse_qsl(url.query))
         if MODE == "endless-error":
             return self.endless(403, b"<Error><Code>AccessDenied</Code><Message>", b"no ")
+        if MODE == "echo-token":
+            tok = self.headers.get("X-Amz-Security-Token", "none").encode()
+            return self.answer(403, b"<Error><Code>" + tok + b"</Code><Message>" + tok + b"</Message></Error>")
         if MODE == "endless-list" and q.get("list-type") == "2":
             return self.endless(200, b'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>',
                                 b"<Contents><Key>k</Key></Contents>")
