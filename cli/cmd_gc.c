@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ledger/audit.h"
 #include "ledger/keys.h"
@@ -289,6 +290,20 @@ static int run_pin(const cli_args *a) {
         else fprintf(stderr, "tandem pin: warning: %s (tandem verify names the damage; the pin keeps it from gc "
                      "all the same)\n", de.msg);
         rc = store_put(st, key, "pinned\n", 7, STORE_OVERWRITE, &e);
+        /* a gc (or a run's checkpoint.keep) may be deleting the state right now: it checks
+         * the pin as it deletes and puts back a state pinned meanwhile; pinned only if the
+         * state is there once the pin is */
+        for (int tries = 0; !rc && tries < 30; tries++) {
+            if ((rc = store_exists(st, skey, &ex, &e)) || ex) break;
+            nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+        }
+        if (!rc && !ex) {
+            tdm_err de;
+            store_delete(st, key, &de);
+            rc = err_set(&e, ERR_STORE, "%s was deleted while it was being pinned (a gc, or a run's "
+                         "checkpoint.keep, collected it): not pinned; tandem status lists the states "
+                         "there are", skey);
+        }
     }
     store_close(st);
     if (rc) fprintf(stderr, "tandem pin: %s\n", e.msg);

@@ -93,6 +93,41 @@ static int delete_guarded(store *st, const char *key, const retain_guard *guard,
     return r == STORE_NOT_FOUND ? 0 : r;
 }
 
+static int pinned_now(store *st, uint64_t seq, int *pinned, tdm_err *e) {
+    char key[64];
+    ledger_pin_key(key, sizeof key, seq);
+    return store_exists(st, key, pinned, e);
+}
+
+/* Deletes state manifest `key` (seq) unless it is pinned, judged at the deletion, not
+ * from the pins read when collecting began: `tandem pin` may pin it meanwhile and then
+ * says "pinned". A pin that appears while the manifest goes puts it back (its bytes were
+ * read first); `tandem pin` waits for that before it answers, and says the state is gone
+ * when it stays gone. *kept = 1 when the state stays. */
+static int delete_unless_pinned(store *st, uint64_t seq, const char *key, const retain_guard *guard,
+                                int *kept, tdm_err *e) {
+    int pinned = 0;
+    *kept = 0;
+    int rc = pinned_now(st, seq, &pinned, e);
+    if (rc || pinned) {
+        *kept = pinned;
+        return rc;
+    }
+    void *data = NULL;
+    size_t n = 0;
+    rc = store_get(st, key, &data, &n, NULL, e);
+    if (rc == STORE_NOT_FOUND) return 0; /* gone already */
+    if (!rc) rc = delete_guarded(st, key, guard, e);
+    if (!rc) rc = pinned_now(st, seq, &pinned, e);
+    if (!rc && pinned) {
+        rc = store_put(st, key, data, n, STORE_CREATE, e);
+        if (rc == STORE_EXISTS) rc = 0;
+        *kept = 1;
+    }
+    free(data);
+    return rc;
+}
+
 /* retain_collect and retain_after_commit (only_from_deleted: the blobs of the deleted
  * manifests, read before they go, are the only candidates). */
 static int collect(store *st, long keep, int verify_fallback, int dry, int only_from_deleted,
@@ -153,7 +188,12 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
         if (contains(keepv, nk, seqs[i])) continue;
         char key[64];
         ledger_state_key(key, sizeof key, seqs[i]);
-        if (!dry && (rc = delete_guarded(st, key, guard, e)) != 0) break;
+        if (!dry) {
+            int kept = 0;
+            rc = delete_unless_pinned(st, seqs[i], key, guard, &kept, e);
+            if (!rc && kept) keepv[nk++] = seqs[i]; /* its blobs stay with it */
+            if (rc || kept) continue;
+        }
         if (log) fprintf(log, "%s %s\n", dry ? "would delete" : "delete", key);
         deleted_states++;
     }

@@ -695,6 +695,34 @@ static void test_repair_against_a_run(void) {
     free(r.dir);
 }
 
+/* tandem pin while gc collects: gc read the pins when it began, and deleted a state that
+ * pin, meanwhile, had answered "pinned" for. gc now checks the pin as it deletes. */
+static void test_pin_during_gc(void) {
+    fixture f;
+    CHECK(fixture_audit(&f, "pin-gc", 8) == 0 && run_to_end(&f, NULL) == 0, "finished run");
+    char cmd[4096], path[800];
+    snprintf(cmd, sizeof cmd, "TANDEM_TEST_GC_DELAY_MS=150 '%s' gc '%s' --keep 1 > '%s/gc.out' 2>&1",
+             tandem_bin(), f.store, f.dir);
+    pid_t gp = fork();
+    if (gp == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    CHECK(gp > 0, "fork");
+    usleep(400000); /* gc has begun with the oldest states */
+    int prc = tandem_cmd(out, sizeof out, "pin '%s' 24", f.store);
+    int st = 0;
+    CHECK(waitpid(gp, &st, 0) == gp && WIFEXITED(st) && WEXITSTATUS(st) == 0, "gc");
+    snprintf(path, sizeof path, "%s/states/24.mp", f.store);
+    CHECK(prc == 0 && strstr(out, "pinned states/24.mp"), "pin: exit %d: %s", prc, out);
+    CHECK(exists(path), "states/24.mp was pinned while gc collected, and gc deleted it");
+    CHECK(tandem_cmd(out, sizeof out, "verify '%s'", f.store) == 0, "verify: %s", out);
+    CHECK(tandem_cmd(out, sizeof out, "export '%s' --state 24 --out '%s/x24'", f.store, f.dir) == 0,
+          "the pinned state does not export: %s", out);
+    test_rmtree(f.dir);
+    free(f.dir);
+}
+
 /* ------------------------------------------------------------------ stale leases */
 
 /* Replaces the store's lease with one of (host, pid, time), held. */
@@ -856,6 +884,7 @@ int main(void) {
     RUN(test_run_missing_is_never_a_new_run);
     RUN(test_no_run_is_exit_3_everywhere);
     RUN(test_repair_against_a_run);
+    RUN(test_pin_during_gc);
     RUN(test_stale_lease);
     test_rmtree(g_corpus);
     return test_summary("test_audit");
