@@ -7,10 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "data/dataset.h"
 #include "data/shard.h"
+#include "util/fileio.h"
 #include "util/rng.h"
+#include "util/testhook.h"
 
 /* Coordinates of the generator's Philox streams (purpose RNG_CORPUS). */
 #define STREAM_SHARED_ALPHABET 0xFFFFFFFFu
@@ -365,6 +368,15 @@ int corpus_generate(const corpus_opts *o, tdm_err *e) {
         else
             rc = check_no_stale(o, m, dirs[m], e);
     }
+    /* From here on the output changes: first retire the old description, so that a run
+     * killed midway over an earlier corpus leaves no dataset.yaml vouching for a mix of
+     * old and new shards (written last, it is the mark of a whole corpus), as prep does. */
+    char *yaml = rc ? NULL : path_join(o->out, "dataset.yaml");
+    if (!rc && !yaml) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    if (!rc && unlink(yaml) != 0 && errno != ENOENT)
+        rc = err_sys(e, ERR_USAGE, errno, "cannot remove the old %s", yaml);
+    free(yaml);
+    for (int m = 0; !rc && m < o->n_domains; m++) fileio_sweep_dead_temporaries(dirs[m], 0.0);
     for (int m = 0; !rc && m < o->n_domains; m++) {
         rc = make_dirs(dirs[m], e);
         source s = {0};
@@ -375,6 +387,7 @@ int corpus_generate(const corpus_opts *o, tdm_err *e) {
             if (split_count(o, m, sp) > 0) rc = write_split(o, &s, m, sp, dirs[m], buf, e);
         free(s.succ);
         if (!rc) report(o, names[m], m);
+        testhook_kill_at("corpus"); /* killed between two domains, for the tests */
     }
     if (!rc) rc = write_yaml(o, names, e);
     for (int m = 0; m < o->n_domains; m++) free(dirs[m]);

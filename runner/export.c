@@ -60,6 +60,7 @@ int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype
     if (!rc && access(index, F_OK) == 0) /* loaders read the shards it names, not our file */
         rc = err_set(e, ERR_USAGE, "%s holds model.safetensors.index.json (a sharded model): the export's "
                      "model.safetensors would be ignored beside it; export into a new folder", dir);
+    if (!rc) fileio_sweep_dead_temporaries(dir, 0.0); /* what an export killed midway left (its writer is gone) */
     if (!rc && rs.mc.arch == MODEL_ARCH_HF) {
         qwen2_model m = {.a = rs.mc.hf}; /* qwen2_save reads the architecture only */
         rc = qwen2_save(&m, u, dir, dtype, e);

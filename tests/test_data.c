@@ -3,7 +3,9 @@
 #include <ftw.h>
 #include <math.h>
 #include <stdint.h>
+#include <errno.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "data/corpus.h"
@@ -891,6 +893,33 @@ static void test_corpus_refuses_stale_shards_and_bad_options(void) {
     rm_rf(dir);
 }
 
+/* gen-corpus killed between two domains over an earlier corpus of the same names: no
+ * dataset.yaml remains to vouch for the mix of new and old shards (the old one stayed,
+ * and a run took the mix as a corpus); run again, it writes the whole new corpus. */
+static void test_corpus_killed_midway_leaves_no_description(void) {
+    char *dir = test_tmpdir("corpK");
+    const char *bin = getenv("TANDEM_BIN") && *getenv("TANDEM_BIN") ? getenv("TANDEM_BIN") : "./tandem";
+    char cmd[4096];
+    const char *args = "--names a,b,c --train-tokens 3000,2000,1000 --val-tokens 500 --test-tokens 500";
+    snprintf(cmd, sizeof cmd, "'%s' gen-corpus --out '%s' %s --seed 1 >/dev/null 2>&1", bin, dir, args);
+    CHECK(system(cmd) == 0, "gen-corpus");
+    char *yaml = join(dir, "dataset.yaml");
+    struct stat st;
+    CHECK(stat(yaml, &st) == 0, "no dataset.yaml");
+    /* another corpus under the same names, killed after its first domain */
+    snprintf(cmd, sizeof cmd, "TANDEM_TEST_KILL_AT=corpus:1 '%s' gen-corpus --out '%s' %s --seed 2 >/dev/null 2>&1",
+             bin, dir, args);
+    int status = system(cmd);
+    CHECK(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 137),
+          "not killed between the domains (status %d)", status);
+    CHECK(stat(yaml, &st) != 0 && errno == ENOENT, "the old dataset.yaml survived a half-written corpus");
+    snprintf(cmd, sizeof cmd, "'%s' gen-corpus --out '%s' %s --seed 2 >/dev/null 2>&1", bin, dir, args);
+    CHECK(system(cmd) == 0, "gen-corpus again");
+    CHECK(stat(yaml, &st) == 0, "no dataset.yaml after the rerun");
+    free(yaml);
+    rm_rf(dir);
+}
+
 static void test_cli_gen_corpus(void) {
     char *dir = test_tmpdir("cli");
     char *out = join(dir, "new/corpus");
@@ -978,6 +1007,7 @@ int main(void) {
     RUN(test_corpus_entropies_follow_branching);
     RUN(test_corpus_alphabets_overlap_partly);
     RUN(test_corpus_refuses_stale_shards_and_bad_options);
+    RUN(test_corpus_killed_midway_leaves_no_description);
     RUN(test_cli_gen_corpus);
     return test_summary("test_data");
 }

@@ -9,12 +9,19 @@
  *   json    the --json writer: escapes, invalid UTF-8 as U+FFFD, shortest exact reals
  *           (2000 random ones read back), whole numbers as integers, NaN/Inf as null
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdint.h>
 
 #include "ledger/keys.h"
 #include "tests/test.h"
 #include "util/buf.h"
+#include "util/fileio.h"
 #include "util/hex.h"
 #include "util/json.h"
 #include "util/json_read.h"
@@ -272,6 +279,45 @@ static void test_json_write(void) {
     CHECK(bad == 0, "%d of 2000 reals did not read back", bad);
 }
 
+/* What a killed writer left: removed when its PID is gone and it is not fresh; a live
+ * writer's (this process's, PID 1's), a fresh one and names that only look alike stay. */
+static void test_sweep_dead_temporaries(void) {
+    char *dir = test_tmpdir("sweep");
+    long dead = 4000000; /* above the usual pid_max: no such process */
+    while (kill((pid_t)dead, 0) == 0 || errno != ESRCH) dead--;
+    char names[8][128];
+    snprintf(names[0], sizeof names[0], "a.bin.tmp.%ld.3", dead);        /* removed */
+    snprintf(names[1], sizeof names[1], "b.safetensors.tmp-%ld", dead);  /* removed */
+    snprintf(names[2], sizeof names[2], "a.bin.tmp.%ld.1", (long)getpid()); /* this process */
+    snprintf(names[3], sizeof names[3], "d.json.tmp-1");                /* PID 1 lives */
+    snprintf(names[4], sizeof names[4], "c.bin.tmp.%ld.x", dead);        /* not a temporary's name */
+    snprintf(names[5], sizeof names[5], "train_000.bin");               /* a shard */
+    snprintf(names[6], sizeof names[6], "e.bin.tmp.%ld.1", dead);        /* fresh: kept */
+    snprintf(names[7], sizeof names[7], "f.tmp-%ldx", dead);             /* not a temporary's name */
+    for (int i = 0; i < 8; i++) {
+        char path[1300];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *f = fopen(path, "w");
+        CHECK(f && fputs("x", f) >= 0 && fclose(f) == 0, "write %s", path);
+        if (i != 6) {
+            struct timespec old[2] = {{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}};
+            CHECK(utimensat(AT_FDCWD, path, old, 0) == 0, "utimensat");
+        }
+    }
+    size_t n = fileio_sweep_dead_temporaries(dir, 10.0);
+    int kept = 1;
+    for (int i = 0; i < 8; i++) {
+        char path[1300];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        int there = access(path, F_OK) == 0;
+        if (there != (i >= 2)) kept = 0, fprintf(stderr, "  %s: %s\n", names[i], there ? "kept" : "removed");
+        unlink(path);
+    }
+    rmdir(dir);
+    free(dir);
+    CHECK(n == 2 && kept, "removed %zu", n);
+}
+
 int main(void) {
     RUN(test_json_read);
     RUN(test_json_write);
@@ -284,5 +330,6 @@ int main(void) {
     RUN(test_buf);
     RUN(test_hex);
     RUN(test_keys);
+    RUN(test_sweep_dead_temporaries);
     return test_summary("test_util");
 }

@@ -3,7 +3,10 @@
 
 #include "util/buf.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -125,4 +128,44 @@ int fileio_read_all(const char *path, buf_t *out, size_t max) {
     fclose(f);
     if (!rc && out->oom) errno = ENOMEM, rc = -1;
     return rc;
+}
+
+/* The PID of a temporary's name (NAME.tmp.PID.N or NAME.tmp-PID), or 0 when it is none. */
+static long temporary_pid(const char *name) {
+    const char *dot = NULL, *dash = NULL;
+    for (const char *p = strstr(name, ".tmp"); p; p = strstr(p + 1, ".tmp")) {
+        if (p[4] == '.') dot = p + 5;
+        if (p[4] == '-') dash = p + 5;
+    }
+    const char *at = dot ? dot : dash;
+    if (!at || !*at) return 0;
+    char *end;
+    long pid = strtol(at, &end, 10);
+    if (end == at || pid <= 0) return 0;
+    if (dot && at == dot) { /* .N after the PID, digits to the end */
+        if (*end != '.' || !end[1]) return 0;
+        for (const char *q = end + 1; *q; q++)
+            if (*q < '0' || *q > '9') return 0;
+        return pid;
+    }
+    return *end ? 0 : pid;
+}
+
+size_t fileio_sweep_dead_temporaries(const char *dir, double min_age_s) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    size_t removed = 0;
+    time_t now = time(NULL);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        long pid = temporary_pid(de->d_name);
+        if (pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to judge */
+        struct stat st;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (difftime(now, st.st_mtime) < min_age_s) continue;
+        if (unlinkat(dirfd(d), de->d_name, 0) == 0) removed++;
+    }
+    closedir(d);
+    return removed;
 }
