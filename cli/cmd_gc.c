@@ -293,7 +293,7 @@ static int run_pin(const cli_args *a) {
         /* a gc (or a run's checkpoint.keep) may be deleting the state right now: it checks
          * the pin as it deletes and puts back a state pinned meanwhile; pinned only if the
          * state is there once the pin is */
-        for (int tries = 0; !rc && tries < 30; tries++) {
+        for (int tries = 0; !rc && tries < 100; tries++) { /* up to 10 s: a slow store */
             if ((rc = store_exists(st, skey, &ex, &e)) || ex) break;
             nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
         }

@@ -49,9 +49,10 @@ static bool model_init_check(const char *value, char *why, size_t n) {
 static bool no_userinfo_check(const char *value, char *why, size_t n) {
     const char *sep = strstr(value, "://");
     if (!sep) return true;
-    size_t alen = strcspn(sep + 3, "/");
-    if (!memchr(sep + 3, '@', alen)) return true;
-    snprintf(why, n, "a URL with user info (user:secret@host) is refused and not repeated here: "
+    size_t alen = strcspn(sep + 3, "/"); /* as store_url_parse: '@' or ':' before the first '/' */
+    if (!memchr(sep + 3, '@', alen) && !memchr(sep + 3, ':', alen)) return true;
+    snprintf(why, n, "a URL with user info (user:secret@host, or a ':' before its first '/') is "
+                     "refused and not repeated here: "
                      "credentials never go into a config or a URL; tandem takes them from the "
                      "environment, a profile or the rest of the credential chain (docs/running.md)");
     return false;

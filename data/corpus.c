@@ -376,7 +376,7 @@ int corpus_generate(const corpus_opts *o, tdm_err *e) {
     if (!rc && unlink(yaml) != 0 && errno != ENOENT)
         rc = err_sys(e, ERR_USAGE, errno, "cannot remove the old %s", yaml);
     free(yaml);
-    for (int m = 0; !rc && m < o->n_domains; m++) fileio_sweep_dead_temporaries(dirs[m], 0.0);
+    for (int m = 0; !rc && m < o->n_domains; m++) fileio_sweep_dead_temporaries(dirs[m], dataset_shard_stem, 60.0);
     for (int m = 0; !rc && m < o->n_domains; m++) {
         rc = make_dirs(dirs[m], e);
         source s = {0};

@@ -385,6 +385,16 @@ uint64_t dataset_tokens(const dataset *ds, int domain, int split) {
     return ds->domains[domain].split[split].tokens;
 }
 
+int dataset_shard_stem(const char *name, size_t len) {
+    char file[64];
+    if (len >= sizeof file) return 0;
+    memcpy(file, name, len);
+    file[len] = '\0';
+    int split, digits;
+    uint64_t index;
+    return dataset_shard_match(file, &split, &index, &digits);
+}
+
 void dataset_shard_name(int split, uint64_t index, int digits, char out[64]) {
     /* digits <= 20 anyway; the mask lets the compiler see that the name fits */
     snprintf(out, 64, "%s_%0*llu.bin", dataset_split_name(split), digits & 31,

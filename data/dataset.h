@@ -83,6 +83,9 @@ void dataset_shard_name(int split, uint64_t index, int digits, char out[64]);
  * globs match it: 1 with *split set and, when the middle is all decimal digits (at most
  * 19), *index and *digits (its length; else *digits = 0). For finding stale shards. */
 int dataset_shard_match(const char *file, int *split, uint64_t *index, int *digits);
+/* Whether the first len bytes of name are a shard's file name (dataset_shard_match): the
+ * temporaries of shard writers (util/fileio.h, fileio_sweep_dead_temporaries). */
+int dataset_shard_stem(const char *name, size_t len);
 
 /* One domain of a dataset.yaml being written: its name and a comment for its line. */
 typedef struct dataset_yaml_domain {

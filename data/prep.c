@@ -976,7 +976,7 @@ int prep_run(const prep_opts *o, tdm_err *e) {
      * earlier prep killed midway left (its shards' temporaries) */
     if (!rc && unlink(yaml) != 0 && errno != ENOENT)
         rc = err_sys(e, ERR_USAGE, errno, "cannot remove the old %s", yaml);
-    for (int m = 0; !rc && m < n_doms; m++) fileio_sweep_dead_temporaries(doms[m].dir, 0.0);
+    for (int m = 0; !rc && m < n_doms; m++) fileio_sweep_dead_temporaries(doms[m].dir, dataset_shard_stem, 60.0);
     for (int m = 0; !rc && m < n_doms; m++) rc = prep_domain(o, &k, &doms[m], w, e);
     if (!rc) rc = prep_write_yaml(o, &k, doms, n_doms, yaml, e);
     prep_tok_free(&k);

@@ -160,7 +160,8 @@ void manifest_job_name(const manifest_opts *o, char *out, size_t cap) {
         while (len > 0 && base[len - 1] == '-') len--;
         snprintf(base + len, sizeof base - len, "-%06x", (unsigned)(h & 0xffffff));
     }
-    snprintf(out, cap, "tandem-%s%s", base, suffix);
+    /* a config name of no letters or digits (_.yaml, 实验.yaml): "tandem" alone */
+    snprintf(out, cap, "tandem%s%s%s", base[0] ? "-" : "", base, suffix);
 }
 
 /* A Kubernetes Job name: a DNS label of at most 63 characters, and of an Indexed Job one

@@ -24,6 +24,17 @@
 static const char *const SIDE_FILES[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                          "vocab.json", "merges.txt", "generation_config.json", NULL};
 
+/* Whether the first len bytes of name are a file an export writes (its temporaries are
+ * removed when their writer is gone; no other file of the folder is touched). */
+static int export_file(const char *name, size_t len) {
+    static const char *const own[] = {"model.safetensors", "config.json"};
+    for (size_t i = 0; i < 2; i++)
+        if (strlen(own[i]) == len && !strncmp(name, own[i], len)) return 1;
+    for (size_t i = 0; SIDE_FILES[i]; i++)
+        if (strlen(SIDE_FILES[i]) == len && !strncmp(name, SIDE_FILES[i], len)) return 1;
+    return 0;
+}
+
 /* Copies `name` from src to dst when src has it (*copied += 1). ERR_USAGE naming the file. */
 static int copy_side_file(const char *src, const char *dst, const char *name, int *copied, tdm_err *e) {
     char from[CONFIG_STR_MAX + 64], to[CONFIG_STR_MAX + 64];
@@ -60,7 +71,7 @@ int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype
     if (!rc && access(index, F_OK) == 0) /* loaders read the shards it names, not our file */
         rc = err_set(e, ERR_USAGE, "%s holds model.safetensors.index.json (a sharded model): the export's "
                      "model.safetensors would be ignored beside it; export into a new folder", dir);
-    if (!rc) fileio_sweep_dead_temporaries(dir, 0.0); /* what an export killed midway left (its writer is gone) */
+    if (!rc) fileio_sweep_dead_temporaries(dir, export_file, 60.0); /* what an export killed midway left */
     if (!rc && rs.mc.arch == MODEL_ARCH_HF) {
         qwen2_model m = {.a = rs.mc.hf}; /* qwen2_save reads the architecture only */
         rc = qwen2_save(&m, u, dir, dtype, e);

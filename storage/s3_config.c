@@ -3,6 +3,7 @@
 #include "storage/s3_config.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -18,19 +19,37 @@ extern char **environ;
 
 /* Every variable whose name says it holds a secret, not only the two AWS keys: the
  * container authorization token (AWS_CONTAINER_AUTHORIZATION_TOKEN), AWS_SECURITY_TOKEN,
- * a password set for some other tool. A process that never opens an S3 store (a file-store
- * run, manifest, prep) still holds its environment, and a core dump would hold it too. */
+ * a password or API key set for some other tool. A process that never opens an S3 store
+ * (a file-store run, manifest, prep) still holds its environment, and a core dump would
+ * hold it too. The name is read word by word ('_' between; a word may end in one of the
+ * first four, PGPASSWORD): TOKENIZERS_PARALLELISM is no token. */
+static int secret_words(const char *name, size_t n) {
+    static const char *const words[] = {"SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIALS", "PASS"};
+    static const char *const pairs[][2] = {{"API", "KEY"}, {"ACCESS", "KEY"}, {"PRIVATE", "KEY"}, {"AUTH", "KEY"}};
+    char prev[64] = "";
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && name[j] != '_') j++;
+        char w[64];
+        size_t wl = j - i < sizeof w - 1 ? j - i : sizeof w - 1;
+        for (size_t k = 0; k < wl; k++) w[k] = (char)toupper((unsigned char)name[i + k]);
+        w[wl] = '\0';
+        for (size_t k = 0; k < sizeof words / sizeof *words; k++) { /* PGPASSWORD too */
+            size_t kl = strlen(words[k]);
+            if (!strcmp(w, words[k]) || (k < 4 && wl > kl && !strcmp(w + wl - kl, words[k]))) return 1;
+        }
+        for (size_t k = 0; k < sizeof pairs / sizeof *pairs; k++)
+            if (!strcmp(prev, pairs[k][0]) && !strcmp(w, pairs[k][1])) return 1;
+        snprintf(prev, sizeof prev, "%s", w);
+        i = j + 1;
+    }
+    return 0;
+}
+
 int s3_config_env_has_secret(void) {
-    static const char *const marks[] = {"SECRET", "TOKEN", "PASSWORD", "PASSWD"};
     for (char **v = environ; v && *v; v++) {
         const char *eq = strchr(*v, '=');
-        if (!eq || !eq[1]) continue; /* empty: nothing to keep */
-        char name[256];
-        size_t n = (size_t)(eq - *v) < sizeof name - 1 ? (size_t)(eq - *v) : sizeof name - 1;
-        for (size_t i = 0; i < n; i++) name[i] = (char)toupper((unsigned char)(*v)[i]);
-        name[n] = '\0';
-        for (size_t i = 0; i < sizeof marks / sizeof *marks; i++)
-            if (strstr(name, marks[i])) return 1;
+        if (eq && eq[1] && secret_words(*v, (size_t)(eq - *v))) return 1; /* empty: nothing to keep */
     }
     return 0;
 }
@@ -65,6 +84,16 @@ void s3_config_redact(const s3_config *c, const char *extra, char *text, size_t 
             memcpy(p, mark, ml);
             p += ml;
         }
+    }
+    /* a copy cut short by the caller's buffer (a session token is 600-1500 characters,
+     * the buffers 128-400) no longer matches whole: its first 16 characters end the text */
+    for (size_t i = 0; i < sizeof secrets / sizeof *secrets; i++) {
+        if (strlen(secrets[i]) < 16) continue;
+        char head[17];
+        memcpy(head, secrets[i], 16);
+        head[16] = '\0';
+        char *p = strstr(text, head);
+        if (p) snprintf(p, cap - (size_t)(p - text), "%s", mark);
     }
     for (unsigned char *p = (unsigned char *)text; *p; p++)
         if (*p < 0x20 || *p >= 0x7f) *p = '?'; /* no escape sequences or line ends into a log */

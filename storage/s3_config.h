@@ -75,15 +75,18 @@ void s3_config_wipe(s3_config *c);
  * at start when the environment itself carries a secret. */
 void s3_config_no_core_dumps(void);
 
-/* 1 when a variable of the environment whose name holds SECRET, TOKEN, PASSWORD or
- * PASSWD (any case; AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
- * AWS_CONTAINER_AUTHORIZATION_TOKEN among them) is set and not empty, else 0. */
+/* 1 when a variable of the environment whose name has the word (between '_', any case)
+ * SECRET, TOKEN, PASSWORD, PASSWD, PASS or CREDENTIALS, or API_KEY, ACCESS_KEY,
+ * PRIVATE_KEY, AUTH_KEY (AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+ * AWS_CONTAINER_AUTHORIZATION_TOKEN, WANDB_API_KEY among them) is set and not empty; else
+ * 0. */
 int s3_config_env_has_secret(void);
 
 /* Text a server sent, made fit for an error message in place (cap: the buffer's size):
  * every occurrence of a secret this process holds or sent — c's secret keys and session
  * tokens (NULL c: none), `extra` (a web identity token; may be NULL) — becomes
- * "[redacted]", and control and non-ASCII bytes '?'. An endpoint that echoes the session
+ * "[redacted]", a copy cut short (a secret's first 16 characters) ends the text there, and
+ * control and non-ASCII bytes become '?'. An endpoint that echoes the session
  * token it was sent (hostile, or merely chatty) puts it in no log. */
 void s3_config_redact(const s3_config *c, const char *extra, char *text, size_t cap);
 

@@ -411,9 +411,7 @@ int s3_creds_container(s3_config *c, tdm_err *e) {
         if (rel && *rel) snprintf(c->creds_url, sizeof c->creds_url, "http://169.254.170.2%s", rel);
         else if (full && *full) snprintf(c->creds_url, sizeof c->creds_url, "%s", full);
         else return 1;
-        const char *sep = strstr(c->creds_url, "://");
-        const char *auth = sep ? sep + 3 : c->creds_url;
-        if (memchr(auth, '@', strcspn(auth, "/?#")))
+        if (strchr(c->creds_url, '@')) /* anywhere: a password may hold '/' */
             return err_set(e, ERR_USAGE, "container credentials: AWS_CONTAINER_CREDENTIALS_FULL_URI "
                            "holds user info (user@host), which is refused and not repeated here: give "
                            "the token in AWS_CONTAINER_AUTHORIZATION_TOKEN(_FILE)");

@@ -360,20 +360,21 @@ hostile_stop
 # URL whose host only looks like loopback (http://127.0.0.1@elsewhere/ sent the
 # authorization token there in clear text)
 for case in "store|s3://AKIDX:urlsecret$$@bucket/run|user info" \
+            "store-slash|s3://AKIDX:url/secret$$/x@bucket/run|user info" \
             "endpoint|s3://bucket/run|user info" \
             "container-userinfo|s3://bucket/run|user info" \
             "container-lookalike|s3://bucket/run|plain http is allowed only"; do
   IFS='|' read -r what url want <<<"$case"
   envs=(AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_EC2_METADATA_DISABLED=true)
   case $what in
-    store) envs+=(AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=x AWS_ENDPOINT_URL=http://127.0.0.1:9) ;;
+    store*) envs+=(AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=x AWS_ENDPOINT_URL=http://127.0.0.1:9) ;;
     endpoint) envs+=(AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=x "AWS_ENDPOINT_URL=http://minio:urlsecret$$@127.0.0.1:9") ;;
     container-userinfo) envs+=("AWS_CONTAINER_CREDENTIALS_FULL_URI=http://127.0.0.1:urlsecret$$@192.0.2.2:9/creds" AWS_ENDPOINT_URL=http://127.0.0.1:9) ;;
     container-lookalike) envs+=(AWS_CONTAINER_CREDENTIALS_FULL_URI=http://127.0.0.1.example.com/creds AWS_ENDPOINT_URL=http://127.0.0.1:9) ;;
   esac
   out=$(env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN -u AWS_PROFILE "${envs[@]}" \
         timeout -k 5 30 "$bin" status "$url" --json 2>&1); rc=$?
-  if [ $rc = 2 ] && grep -q "$want" <<<"$out" && ! grep -q "urlsecret" <<<"$out"; then
+  if [ $rc = 2 ] && grep -q "$want" <<<"$out" && ! grep -q "urlsecret\|secret$$" <<<"$out"; then
     pass "a URL with credentials ($what): exit 2 before any request, the secret not repeated"
   else fail "a URL with credentials ($what)" "exit $rc" "$out"; fi
 done

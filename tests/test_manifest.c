@@ -314,6 +314,9 @@ static void test_job_names(void) {
     o.config_name = "My Run.v2__final";
     manifest_job_name(&o, name, sizeof name);
     int a = !strcmp(name, "tandem-my-run-v2-final");
+    o.config_name = "_";
+    manifest_job_name(&o, name, sizeof name);
+    int empty = !strcmp(name, "tandem"); /* no letters or digits: not "tandem-" (no DNS label) */
     o.config_name = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
     manifest_job_name(&o, name, sizeof name);
     int b = strlen(name) == 63;
@@ -325,6 +328,7 @@ static void test_job_names(void) {
     int g = !strcmp(name, "given");
     free(c);
     CHECK(a, "sanitised name");
+    CHECK(empty, "a config name of no letters or digits");
     CHECK(b, "cut to 63");
     CHECK(d, "room for the pod index");
     CHECK(g, "cluster.job_name wins");

@@ -130,8 +130,9 @@ int fileio_read_all(const char *path, buf_t *out, size_t max) {
     return rc;
 }
 
-/* The PID of a temporary's name (NAME.tmp.PID.N or NAME.tmp-PID), or 0 when it is none. */
-static long temporary_pid(const char *name) {
+/* The PID of a temporary's name (NAME.tmp.PID.N or NAME.tmp-PID), or 0 when it is none;
+ * *stem gets the length of NAME. */
+static long temporary_pid(const char *name, size_t *stem) {
     const char *dot = NULL, *dash = NULL;
     for (const char *p = strstr(name, ".tmp"); p; p = strstr(p + 1, ".tmp")) {
         if (p[4] == '.') dot = p + 5;
@@ -139,6 +140,7 @@ static long temporary_pid(const char *name) {
     }
     const char *at = dot ? dot : dash;
     if (!at || !*at) return 0;
+    *stem = (size_t)(at - 5 - name);
     char *end;
     long pid = strtol(at, &end, 10);
     if (end == at || pid <= 0) return 0;
@@ -151,15 +153,17 @@ static long temporary_pid(const char *name) {
     return *end ? 0 : pid;
 }
 
-size_t fileio_sweep_dead_temporaries(const char *dir, double min_age_s) {
+size_t fileio_sweep_dead_temporaries(const char *dir, int (*ours)(const char *name, size_t len),
+                                     double min_age_s) {
     DIR *d = opendir(dir);
     if (!d) return 0;
     size_t removed = 0;
     time_t now = time(NULL);
     struct dirent *de;
     while ((de = readdir(d))) {
-        long pid = temporary_pid(de->d_name);
-        if (pid <= 0 || pid == (long)getpid()) continue;
+        size_t stem = 0;
+        long pid = temporary_pid(de->d_name, &stem);
+        if (pid <= 0 || pid == (long)getpid() || !ours(de->d_name, stem)) continue;
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to judge */
         struct stat st;
         if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;

@@ -37,12 +37,13 @@ unsigned fileio_umask(void);
 int fileio_make_parents_mode(char *path, unsigned mode);
 
 /* Removes what a killed writer of this program left in `dir`: files named NAME.tmp.PID.N
- * (the shard writer, prep) or NAME.tmp-PID (safetensors) whose PID is no live process on
- * this machine and that were last written min_age_s seconds ago or more. prep, gen-corpus
- * and export call it with 0 on their own output folders, where two writers at once are
- * already refused use. Returns how many it removed; a folder that cannot be read removes
- * nothing. */
-size_t fileio_sweep_dead_temporaries(const char *dir, double min_age_s);
+ * (the shard writer, prep) or NAME.tmp-PID (safetensors) where ours(NAME) says NAME is a
+ * file the caller writes there, PID is no live process on this machine, and the file was
+ * last written min_age_s seconds ago or more (a writer on another machine or in another
+ * PID namespace sharing the folder keeps its file fresh). Returns how many it removed; a
+ * folder that cannot be read removes nothing. */
+size_t fileio_sweep_dead_temporaries(const char *dir, int (*ours)(const char *name, size_t len),
+                                     double min_age_s);
 
 struct buf_t;
 /* Appends the whole file at `path` to `out` (util/buf.h), at most `max` bytes of it. 0, or
