@@ -231,6 +231,18 @@ int bpe_add_merge(bpe *m, uint32_t left, uint32_t right, uint32_t rank, uint32_t
     return 0;
 }
 
+int bpe_put_merge(bpe *m, uint32_t left, uint32_t right, uint32_t rank, uint32_t id) {
+    bpe_pairs *p = m->pairs;
+    if ((p->n + 1) * 2 > p->cap && pairs_grow(p)) return -1;
+    uint64_t key = (uint64_t)left << 32 | right;
+    pair_slot *s = &p->slot[pairs_find(p, key)];
+    if (s->rank == BPE_NONE) p->n++;
+    s->key = key;
+    s->rank = rank;
+    s->id = id;
+    return 0;
+}
+
 int bpe_derive_merges(bpe *m) {
     for (uint32_t id = 0; id < m->nids; id++) {
         size_t n;

@@ -58,6 +58,10 @@ const char *bpe_token(const bpe *m, uint32_t id, size_t *n);
 /* Adds merge (left, right) -> id at rank; a pair already present keeps its lower rank.
  * 0, or -1 when out of memory. */
 int bpe_add_merge(bpe *m, uint32_t left, uint32_t right, uint32_t rank, uint32_t id);
+/* The same, but a pair already present takes this rank and id: a tokenizer.json that
+ * lists a merge twice means its last listing, as Hugging Face's tokenizers read it (their
+ * merges are a map filled in file order). */
+int bpe_put_merge(bpe *m, uint32_t left, uint32_t right, uint32_t rank, uint32_t id);
 
 /* Derives the merges of a tiktoken ranks vocabulary: for every mergeable token of two
  * bytes or more, each split into two mergeable tokens is a merge at the token's rank

@@ -399,7 +399,7 @@ static int load_model(tokenizer *t, const char *path, const tjson *model, uint32
         }
         free(both);
         if (which == 3) {
-            if (bpe_add_merge(&t->m, id[0], id[1], i, id[2]))
+            if (bpe_put_merge(&t->m, id[0], id[1], i, id[2]))
                 return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
             continue;
         }
@@ -489,10 +489,16 @@ int tokenizer_load(const char *path, const char *pattern, tokenizer **out, tdm_e
             "tokenizer %s: unknown pattern \"%s\" (gpt2, r50k, cl100k, llama3, qwen2, o200k)", path,
             pattern);
     buf_t file = {0};
-    if (fileio_read_all(path, &file, (size_t)1 << 32) != 0) {
+    /* 256 MiB: the largest published tokenizer files are ~35 MB, and a JSON tree takes
+     * ~40 times its text in memory (at 4 GiB a hostile file asked for far more than any
+     * machine has) */
+    if (fileio_read_all(path, &file, (size_t)256 << 20) != 0) {
+        int err = errno;
         free(file.p);
-        return errno == ENOMEM ? err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path)
-                               : err_set(e, ERR_USAGE, "tokenizer %s: %s", path, fileio_strerror(errno));
+        return err == ENOMEM  ? err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path)
+               : err == EFBIG ? err_set(e, ERR_USAGE, "tokenizer %s: larger than 256 MiB, which no tokenizer "
+                                        "file is (the largest published are ~35 MB)", path)
+                              : err_set(e, ERR_USAGE, "tokenizer %s: %s", path, fileio_strerror(err));
     }
     char *data = file.p;
     size_t n = file.n;

@@ -23,7 +23,9 @@ const char *tokenizer_digest(const tokenizer *t) { return t->digest; }
 const char *tokenizer_kind(const tokenizer *t) { return t->kind; }
 
 int64_t tokenizer_token_id(const tokenizer *t, const char *s, size_t n) {
-    for (size_t i = 0; i < t->nadded; i++) {
+    /* the last added token of that content: one listed at two ids is the later one, as
+     * Hugging Face's tokenizers map content to id in file order */
+    for (size_t i = t->nadded; i-- > 0;) {
         size_t k;
         const char *c = bpe_token(&t->m, t->added[i], &k);
         if (c && k == n && !memcmp(c, s, n)) return t->added[i];

@@ -25,9 +25,14 @@ static int num_key(const tjson *root, const char *path, const char *key, double 
     return 0;
 }
 
-static int bool_key(const tjson *root, const char *key, int dflt) {
+/* A yes/no setting: true, false, or absent (dflt). Anything else (1, "true") is refused
+ * naming the key: read as false, tie_word_embeddings: 1 silently made an untied model. */
+static int bool_key(const tjson *root, const char *path, const char *key, int dflt, int *out, tdm_err *e) {
     const tjson *v = tjson_get(root, key);
-    return !v ? dflt : v->type == TJ_TRUE;
+    if (v && v->type != TJ_TRUE && v->type != TJ_FALSE && v->type != TJ_NULL)
+        return err_set(e, ERR_USAGE, "%s: \"%s\" must be true or false, not %s", path, key, tjson_type_name(v));
+    *out = !v || v->type == TJ_NULL ? dflt : v->type == TJ_TRUE;
+    return 0;
 }
 
 /* DIR/config.json parsed into *doc / *root (the caller frees *doc); the path into path. */
@@ -83,6 +88,9 @@ int hf_arch_read(const char *dir, hf_arch *a, tdm_err *e) {
         rc = err_set(e, ERR_USAGE, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", path,
                      a->heads, a->kv_heads);
     if (!rc) rc = num_key(root, path, "rope_theta", 10000.0, &a->rope_theta, e);
+    if (!rc && a->rope_theta < 1.0) /* the frequencies theta^(-2i/d) blow up below 1: "diverged" later */
+        rc = err_set(e, ERR_USAGE, "%s: rope_theta %g is below 1 (Qwen2 and Llama use 10000 to 1e6)", path,
+                     a->rope_theta);
     if (!rc) rc = num_key(root, path, "rms_norm_eps", 1e-6, &a->rms_eps, e);
     const tjson *act = tjson_get(root, "hidden_act");
     if (!rc && act && (act->type != TJ_STR || strcmp(act->u.s, "silu")))
@@ -91,11 +99,15 @@ int hf_arch_read(const char *dir, hf_arch *a, tdm_err *e) {
     if (!rc && scaling && scaling->type != TJ_NULL)
         rc = err_set(e, ERR_USAGE, "%s: rope_scaling is set: scaled RoPE (long-context variants) is not "
                      "implemented; use the base model", path);
-    if (!rc && bool_key(root, "use_sliding_window", 0))
+    int sliding = 0, tied = 0, bias = 0;
+    if (!rc) rc = bool_key(root, path, "use_sliding_window", 0, &sliding, e);
+    if (!rc) rc = bool_key(root, path, "tie_word_embeddings", 0, &tied, e);
+    if (!rc) rc = bool_key(root, path, "attention_bias", 0, &bias, e);
+    if (!rc && sliding)
         rc = err_set(e, ERR_USAGE, "%s: use_sliding_window is true: sliding-window attention is not implemented", path);
     if (!rc) {
-        a->tied = bool_key(root, "tie_word_embeddings", 0);
-        a->qkv_bias = !strcmp(a->model_type, "qwen2") || bool_key(root, "attention_bias", 0);
+        a->tied = tied;
+        a->qkv_bias = !strcmp(a->model_type, "qwen2") || bias;
         const tjson *dt = tjson_get(root, "torch_dtype");
         if (dt && dt->type == TJ_STR) snprintf(a->torch_dtype, sizeof a->torch_dtype, "%.15s", dt->u.s);
     }

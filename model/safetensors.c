@@ -146,6 +146,10 @@ static int open_file(st_set *s, const char *path, tdm_err *e) {
         }
         if (v->keylen != strlen(v->key) || !v->keylen)
             return err_set(e, ERR_USAGE, "%s: a tensor name is empty or holds a NUL byte", path);
+        for (size_t k = 0; k < v->keylen; k++) /* every message prints the names: no escapes into a terminal */
+            if ((unsigned char)v->key[k] < 0x20 || v->key[k] == 0x7f)
+                return err_set(e, ERR_USAGE, "%s: a tensor name holds the control character 0x%02x at byte "
+                               "%zu (no model names its tensors so)", path, (unsigned)(unsigned char)v->key[k], k);
         if (v->type != TJ_OBJ) return err_set(e, ERR_USAGE, "%s: tensor %.200s is %s, not an object", path, v->key, tjson_type_name(v));
         st_tensor *t = &s->t[s->n];
         memset(t, 0, sizeof *t);
@@ -156,7 +160,13 @@ static int open_file(st_set *s, const char *path, tdm_err *e) {
         int d = -1;
         for (int k = 0; k < ST_NDTYPES; k++)
             if (!strcmp(dt->u.s, DTYPES[k].name)) d = k;
-        if (d < 0) return err_set(e, ERR_USAGE, "%s: tensor %.200s: unknown dtype \"%.40s\"", path, v->key, dt->u.s);
+        if (d < 0) {
+            char shown[41];
+            size_t k = 0;
+            for (; k < 40 && dt->u.s[k]; k++) shown[k] = (unsigned char)dt->u.s[k] < 0x20 || dt->u.s[k] == 0x7f ? '?' : dt->u.s[k];
+            shown[k] = '\0';
+            return err_set(e, ERR_USAGE, "%s: tensor %.200s: unknown dtype \"%s\"", path, v->key, shown);
+        }
         t->dtype = (st_dtype)d;
         if (!sh || sh->type != TJ_ARR || sh->n > ST_MAX_DIMS)
             return err_set(e, ERR_USAGE, "%s: tensor %.200s: \"shape\" is not an array of at most %d sizes", path,
@@ -237,19 +247,30 @@ static int open_index(st_set *s, const char *dir, const char *index, tdm_err *e)
     int rc = 0;
     if (!map || map->type != TJ_OBJ || !map->n)
         rc = err_set(e, ERR_USAGE, "%s: no \"weight_map\" object naming the tensors' files", index);
-    /* each file once, in the order first named */
+    /* each file once, in the order first named: against the files opened so far (a few
+     * shards), not every earlier entry (quadratic in the entries: hours for a 100 MiB index) */
+    const char **files = rc ? NULL : malloc(map->n * sizeof *files);
+    size_t nfiles = 0;
+    if (!rc && !files) rc = err_set(e, ERR_INTERNAL, "out of memory");
     for (uint32_t i = 0; !rc && i < map->n; i++) {
         const tjson *v = &map->u.kids[i];
-        if (v->type != TJ_STR || !v->n || strchr(v->u.s, '/') || !strcmp(v->u.s, "..") || v->n != strlen(v->u.s))
+        int ctl = 0; /* the names are printed in messages: no escapes into a terminal */
+        for (const char *p = v->key; *p && !ctl; p++) ctl = (unsigned char)*p < 0x20 || *p == 0x7f;
+        for (const char *p = v->type == TJ_STR ? v->u.s : ""; *p && !ctl; p++) ctl = (unsigned char)*p < 0x20 || *p == 0x7f;
+        if (ctl)
+            rc = err_set(e, ERR_USAGE, "%s: weight_map entry %u holds a control character", index, i);
+        else if (v->type != TJ_STR || !v->n || strchr(v->u.s, '/') || !strcmp(v->u.s, "..") || v->n != strlen(v->u.s))
             rc = err_set(e, ERR_USAGE, "%s: weight_map.%.200s is not a file name in the folder", index, v->key);
         int seen = 0;
-        for (uint32_t j = 0; !rc && j < i; j++) seen |= !strcmp(map->u.kids[j].u.s, v->u.s);
+        for (size_t j = 0; !rc && !seen && j < nfiles; j++) seen = !strcmp(files[j], v->u.s);
         if (!rc && !seen) {
             char path[4200];
             snprintf(path, sizeof path, "%s/%s", dir, v->u.s);
             rc = open_file(s, path, e);
+            files[nfiles++] = v->u.s;
         }
     }
+    free(files);
     if (!rc) rc = sort_unique(s, e);
     for (uint32_t i = 0; !rc && i < map->n; i++) {
         const tjson *v = &map->u.kids[i];

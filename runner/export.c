@@ -54,6 +54,20 @@ static int copy_side_file(const char *src, const char *dst, const char *name, in
     return 0;
 }
 
+/* Every side file src has can be read, before anything is written: found unreadable
+ * after the weights (a FIFO, no permission), the export left a half-written folder. */
+static int side_files_readable(const char *src, tdm_err *e) {
+    for (int i = 0; SIDE_FILES[i]; i++) {
+        char from[CONFIG_STR_MAX + 64];
+        snprintf(from, sizeof from, "%s/%s", src, SIDE_FILES[i]);
+        int fd = fileio_open_regular(from);
+        if (fd >= 0) close(fd);
+        else if (errno != ENOENT)
+            return err_set(e, ERR_USAGE, "%s: cannot read: %s (nothing was exported)", from, fileio_strerror(errno));
+    }
+    return 0;
+}
+
 int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype, export_result *out, tdm_err *e) {
     memset(out, 0, sizeof *out);
     run_state rs;
@@ -71,6 +85,7 @@ int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype
     if (!rc && access(index, F_OK) == 0) /* loaders read the shards it names, not our file */
         rc = err_set(e, ERR_USAGE, "%s holds model.safetensors.index.json (a sharded model): the export's "
                      "model.safetensors would be ignored beside it; export into a new folder", dir);
+    if (!rc && src) rc = side_files_readable(src, e);
     if (!rc) fileio_sweep_dead_temporaries(dir, export_file, 60.0); /* what an export killed midway left */
     if (!rc && rs.mc.arch == MODEL_ARCH_HF) {
         qwen2_model m = {.a = rs.mc.hf}; /* qwen2_save reads the architecture only */

@@ -219,6 +219,9 @@ static void test_broken_files_are_refused(void) {
     } cases[] = {
         {"[1, 2]", "not an object", 0},
         {"{\"t\": {\"dtype\": \"Q4\", \"shape\": [1], \"data_offsets\": [0, 4]}}", "unknown dtype", 4},
+        /* a name that would write escapes and line ends into the terminal of every message */
+        {"{\"evil\\u001b[31m\\nfake\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}",
+         "control character 0x1b", 4},
         {"{\"t\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 4]}}", "4 bytes for 2", 4},
         {"{\"t\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 8]}}", "run past the data", 4},
         {"{\"t\": {\"dtype\": \"F32\", \"shape\": [-1], \"data_offsets\": [0, 4]}}", "shape[0]", 4},
@@ -356,6 +359,11 @@ static void test_hf_folders(void) {
         {l, "del c[\"vocab_size\"]", "\"vocab_size\" is missing"},
         {l, "c[\"hidden_act\"]=\"gelu\"", "silu"},
         {q, "c[\"use_sliding_window\"]=True", "sliding-window"},
+        /* yes/no given otherwise (read as false, 1 made an untied model), a rope_theta that
+         * only failed later as a "diverged" run */
+        {q, "c[\"tie_word_embeddings\"]=1", "\"tie_word_embeddings\" must be true or false"},
+        {q, "c[\"use_sliding_window\"]=\"true\"", "\"use_sliding_window\" must be true or false"},
+        {l, "c[\"rope_theta\"]=1e-300", "rope_theta 1e-300 is below 1"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char keep[900], cmd[2000], out[64];

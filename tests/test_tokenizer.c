@@ -270,6 +270,34 @@ static void test_merge_order(void) {
               encode_eq(t, "\nabc", (uint32_t[]){' ', '\n', 258}, 3);
     tokenizer_free(t);
     CHECK(aps, "add_prefix_space");
+    /* a merge listed twice means its last listing, as Hugging Face's tokenizers read the
+     * file (their merges are a map filled in order): "b c" at rank 2 now comes after "a b"
+     * (kept at its first rank 0, "abc" was a+bc; the reference gives ab+c) */
+    const char *two[] = {"b c", "a b"};
+    json = tiny_json(two, 2, GPT2_PRE, "[]");
+    size_t jl = strlen(json);
+    char *dup = malloc(jl + 16);
+    CHECK(dup && jl > 3 && !strcmp(json + jl - 3, "]}}"), "tiny json");
+    memcpy(dup, json, jl - 3);
+    strcpy(dup + jl - 3, ",[\"b\",\"c\"]]}}");
+    free(json);
+    t = load_text("dupmerge.json", dup, strlen(dup), NULL, &e);
+    free(dup);
+    CHECK(t, "load: %s", e.msg);
+    int last = encode_eq(t, "abc", (uint32_t[]){257, 'c'}, 2);
+    tokenizer_free(t);
+    CHECK(last, "a merge listed twice takes its last rank");
+    /* an added token's content at two ids: the later id (the reference encodes it so), and
+     * so prep's document separator */
+    json = tiny_json(two, 2, GPT2_PRE,
+                     "[{\"id\":1000,\"content\":\"<|endoftext|>\",\"special\":true},"
+                     "{\"id\":1001,\"content\":\"<|endoftext|>\",\"special\":true}]");
+    t = load_text("dupadded.json", json, strlen(json), NULL, &e);
+    free(json);
+    CHECK(t, "load: %s", e.msg);
+    long long eot = tokenizer_eot(t);
+    tokenizer_free(t);
+    CHECK(eot == 1001, "eot %lld of an added token listed twice", eot);
 }
 
 /* The naive merge loop (the definition): repeatedly merge the leftmost pair of lowest

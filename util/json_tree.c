@@ -145,6 +145,9 @@ tjson_doc *tjson_parse(const char *text, size_t n, const tjson **root, char *err
             snprintf(err, cap, "an object key is given twice: %s (at byte %d)", near + 6, je.position);
         else if (json_error_code(&je) == json_error_duplicate_key)
             snprintf(err, cap, "an object key is given twice (at byte %d)", je.position);
+        else if (json_error_code(&je) == json_error_out_of_memory || !je.text[0])
+            snprintf(err, cap, "out of memory while parsing it (%zu bytes of JSON take ~40 times that "
+                     "in memory), not a fault of the text", n);
         else
             snprintf(err, cap, "%s at byte %d", je.text, je.position);
         return NULL;
