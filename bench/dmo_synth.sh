@@ -76,7 +76,7 @@ for line in open(f"{work}/corpus.log"):
 total = sum(tokens.values())
 mix = {}
 for line in open(f"{work}/mixture.yaml"):
-    m = re.match(r"\s+(\w+): ([0-9.eE+-]+)", line)
+    m = re.match(r'\s+"?(\w+)"?: ([0-9.eE+-]+)', line)
     if m: mix[m.group(1)] = float(m.group(2))
 print()
 print("final models, same token budget; test perplexity per domain (lower is better)")

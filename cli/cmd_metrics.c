@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/term.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "ledger/metrics.h"
@@ -70,8 +71,10 @@ static void print_table(const rec_metrics *rows, size_t n, const rec_run *run) {
         for (int d = 0; d < M; d++)
             if (m->has_seen && d < m->M) printf(" %7.3g", m->epochs[d]);
             else printf(" %7s", "-");
-        printf(" %10.3g %9.4g %10.0f %8.2f %8.2f  %s %s\n", m->lr, m->grad_norm, m->tokens_per_s,
-               m->episode_s, m->commit_s, when, m->host);
+        printf(" %10.3g %9.4g %10.0f %8.2f %8.2f  %s ", m->lr, m->grad_norm, m->tokens_per_s,
+               m->episode_s, m->commit_s, when);
+        term_text(stdout, m->host); /* the store's text: no escapes into the terminal */
+        putchar('\n');
     }
 }
 

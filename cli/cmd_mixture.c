@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util/ydoc.h"
 #include "ledger/audit.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
@@ -108,10 +109,20 @@ static void print_hf(FILE *f, const rec_mixture *x) {
 }
 
 static void print_yaml(FILE *f, const rec_mixture *x, const rec_run *run, const char *url, const audit_chain *c) {
-    fprintf(f, "# mixture of run %s in %s: mean alpha after episodes %llu..%llu of %zu\n", run->run_id, url,
-            (unsigned long long)x->first, (unsigned long long)x->last, c->n);
+    /* the URL in a comment, the names quoted: a path with a line break, or a domain named
+     * on, null or 0x10, read otherwise by the YAML 1.1 readers this file is for */
+    fprintf(f, "# mixture of run ");
+    ydoc_comment(f, run->run_id);
+    fprintf(f, " in ");
+    ydoc_comment(f, url);
+    fprintf(f, ": mean alpha after episodes %llu..%llu of %zu\n", (unsigned long long)x->first,
+            (unsigned long long)x->last, c->n);
     fprintf(f, "mixture:\n");
-    for (int m = 0; m < x->M; m++) fprintf(f, "  %s: %.17g\n", m < run->M ? run->domains[m] : "?", x->alpha[m]);
+    for (int m = 0; m < x->M; m++) {
+        fputs("  ", f);
+        ydoc_quote(f, m < run->M ? run->domains[m] : "?");
+        fprintf(f, ": %.17g\n", x->alpha[m]);
+    }
 }
 
 static int run_mixture(const cli_args *a) {

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/term.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "data/dataset.h"
@@ -88,7 +89,9 @@ static void print_table(const char *url, const char *split, const point_result *
     printf("  %10s  %s\n", "Average", "alpha*");
     for (size_t i = 0; i < n; i++) {
         const point_result *x = &r[i];
-        printf("  %5zu  %-8s  %-*s", i, sweep_point_state_name(x->p.state), w, x->p.label);
+        char shown[2048]; /* the label holds a sweep's values (paths too): no escapes */
+        term_copy(shown, sizeof shown, x->p.label);
+        printf("  %5zu  %-8s  %-*s", i, sweep_point_state_name(x->p.state), w, shown);
         if (!x->evaluated) {
             printf("  %s\n", x->p.state == SWEEP_POINT_DAMAGED ? x->p.why : "");
             continue;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/term.h"
 #include "ledger/audit.h"
 #include "ledger/keys.h"
 #include "ledger/metrics.h"
@@ -82,8 +83,9 @@ static int print_lease(store *st, FILE *j, tdm_err *e) {
     char when[64], age[32];
     audit_time(l->time, when, sizeof when);
     audit_duration(al.age, age, sizeof age);
-    printf("lease     epoch %llu, host %s, pid %llu, attempt %llu, ", (unsigned long long)l->epoch,
-           l->host, (unsigned long long)l->pid, (unsigned long long)l->attempt);
+    printf("lease     epoch %llu, host ", (unsigned long long)l->epoch);
+    term_text(stdout, l->host); /* the store's text: no escapes into the terminal */
+    printf(", pid %llu, attempt %llu, ", (unsigned long long)l->pid, (unsigned long long)l->attempt);
     if (al.state == AUDIT_LEASE_RELEASED) printf("released at %s\n", when);
     else if (al.state == AUDIT_LEASE_HELD) printf("held since %s (%s)\n", when, al.why);
     else

@@ -1,4 +1,5 @@
 /* sweep_view.c — a sweep's root as `tandem status ROOT` shows it; see sweep_view.h. */
+#include "util/term.h"
 #include "cli/sweep_view.h"
 
 #include <stdlib.h>
@@ -92,7 +93,9 @@ int sweep_view_status(store *st, const char *url, FILE *j, int *is_sweep, tdm_er
             if (p->state == SWEEP_POINT_PENDING) snprintf(ep, sizeof ep, "-");
             else snprintf(ep, sizeof ep, "%llu/%llu", (unsigned long long)p->episode, (unsigned long long)p->episodes);
             alpha_text(p, alpha, sizeof alpha);
-            printf("  %5zu  %-8s  %-9s  %-*s  %s\n", i, sweep_point_state_name(p->state), ep, w, p->label,
+            char shown[2048]; /* the label holds a sweep's values (paths too): no escapes */
+            term_copy(shown, sizeof shown, p->label);
+            printf("  %5zu  %-8s  %-9s  %-*s  %s\n", i, sweep_point_state_name(p->state), ep, w, shown,
                    p->state == SWEEP_POINT_DAMAGED ? p->why : alpha);
         }
     }

@@ -20,6 +20,7 @@
 #include "data/prep_encode.h"
 #include "data/shard.h"
 #include "util/fileio.h"
+#include "util/term.h"
 #include "util/rng.h"
 
 /* Tokens are written from host uint16/uint32 values, which is only llm.c's little-endian format
@@ -504,8 +505,13 @@ static void prep_count_issue(const prep_opts *o, prep_dom *d, int reason, const 
     if (reason == TEXTSRC_EXCLUDED || reason == TEXTSRC_EMPTY) return;
     if (!o->warnings || d->shown[reason] >= PREP_ISSUES_SHOWN) return;
     d->shown[reason]++;
-    if (line) fprintf(o->warnings, "prep: %s: %s:%" PRIu64 ": %s\n", d->name, path, line, what);
-    else fprintf(o->warnings, "prep: %s: %s: %s\n", d->name, path, what);
+    /* the file's name as found (a crawled corpus names files anything): no escapes */
+    fprintf(o->warnings, "prep: %s: ", d->name);
+    term_text(o->warnings, path);
+    if (line) fprintf(o->warnings, ":%" PRIu64, line);
+    fputs(": ", o->warnings);
+    term_text(o->warnings, what);
+    fputc('\n', o->warnings);
 }
 
 typedef struct prep_listctx {

@@ -60,18 +60,6 @@ static void sh_word(FILE *f, const char *s) {
 }
 
 
-/* Text for a comment line: control characters become '?', and so do the Unicode line
- * breaks of YAML 1.1 (NEL, U+2028, U+2029) and the other C1 controls, which would end the
- * comment there and start a YAML line of the value's choosing (ydoc_break_char). */
-static void comment_text(FILE *f, const char *s) {
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        unsigned cp;
-        size_t n = ydoc_break_char(p, &cp);
-        if (n) p += n - 1;
-        fputc(n || *p < 0x20 || *p == 0x7f ? '?' : *p, f);
-    }
-}
-
 /* A file store (storage/url.h): a directory path or a file URL, not s3:// (a URL that does
  * not parse is no file store either; rendering it refuses below). */
 static bool is_file_store(const char *url) {
@@ -359,7 +347,7 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     fprintf(out, "# tandem: Slurm batch script rendered by `tandem manifest slurm` (docs/scheduling.md).\n");
     if (o->rendered_from) {
         fprintf(out, "#   rendered by: ");
-        comment_text(out, o->rendered_from);
+        ydoc_comment(out, o->rendered_from);
         fputc('\n', out);
     }
     fprintf(out, "# Change the config and render again rather than editing this file.\n"
@@ -378,7 +366,7 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
             char label[2048];
             point_name(o, i, label, sizeof label);
             fprintf(out, "#   %zu  ", i);
-            comment_text(out, label);
+            ydoc_comment(out, label);
             fputc('\n', out);
         }
     }
@@ -653,7 +641,7 @@ static void k8s_header(const k8s_ctx *x) {
     fprintf(x->out, "# tandem: Kubernetes objects rendered by `tandem manifest k8s` (docs/scheduling.md).\n");
     if (x->o->rendered_from) {
         fprintf(x->out, "#   rendered by: ");
-        comment_text(x->out, x->o->rendered_from);
+        ydoc_comment(x->out, x->o->rendered_from);
         fputc('\n', x->out);
     }
     fprintf(x->out, "# Change the config and render again rather than editing this file. Apply with\n"

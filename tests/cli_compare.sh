@@ -61,7 +61,7 @@ doms = ["big", "mid", "small"]
 tok = {"big": 30000, "mid": 10000, "small": 3000}
 mix = {}
 for line in open(f"{tmp}/mix.yaml"):
-    m = re.match(r"\s+(\w+): ([0-9.eE+-]+)", line)
+    m = re.match(r'\s+"(\w+)": ([0-9.eE+-]+)', line)
     if m: mix[m.group(1)] = float(m.group(2))
 for d in doms:
     assert abs(runs["uniform"]["mixture"][d] - 1 / 3) < 1e-12, ("uniform", d)
@@ -211,4 +211,23 @@ if [ $st = 2 ] && grep -q "no window of 33" <<<"$out" && grep -q "before the run
    [ ! -e "$tmp/notest-store" ]; then
   pass "no test split: refused before the runs (exit 2), no store"
 else fail "no test split: refused before the runs" "exit $st" "$out"; fi
+
+# tandem mixture's YAML as other tools read it: domains named on, null and 0x10 stay
+# strings (unquoted, YAML 1.1 read True, None and 16), a line break in the store's path
+# stays in the comment; tandem itself reads the file back as the same mixture
+"$bin" gen-corpus --out "$tmp/odd" --names on,null,0x10 --train-tokens 5k,3k,2k --val-tokens 1k \
+  --test-tokens 1k --seed 5 >/dev/null 2>&1
+sed "s|$tmp/corpus/dataset.yaml|$tmp/odd/dataset.yaml|; s|episodes: 12|episodes: 3|" "$tmp/c.yaml" >"$tmp/odd.yaml"
+oddstore="$tmp/odd
+injected: {evil: true}
+#"
+"$bin" run "$tmp/odd.yaml" --store "$oddstore" --quiet >/dev/null 2>&1; st=$?
+"$bin" mixture "$oddstore" --out "$tmp/odd-mix.yaml" 2>/dev/null; st2=$?
+got=$($py -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); print(sorted(d), sorted(d["mixture"]), round(sum(d["mixture"].values()), 9))' \
+      "$tmp/odd-mix.yaml" 2>&1)
+"$bin" run "$tmp/odd.yaml" --store "$tmp/odd-fixed" --set run.mode=fixed --set data.mixture=file \
+  --set "data.mixture_file=$tmp/odd-mix.yaml" --quiet >/dev/null 2>&1; st3=$?
+if [ $st = 0 ] && [ $st2 = 0 ] && [ $st3 = 0 ] && [ "$got" = "['mixture'] ['0x10', 'null', 'on'] 1.0" ]; then
+  pass "tandem mixture's YAML: odd domain names stay strings, the store path stays in its comment"
+else fail "tandem mixture's YAML read by PyYAML" "exits $st $st2 $st3" "$got" "$(cat "$tmp/odd-mix.yaml")"; fi
 finish

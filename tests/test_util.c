@@ -26,6 +26,7 @@
 #include "util/json.h"
 #include "util/json_read.h"
 #include "util/rng.h"
+#include "util/term.h"
 #include "util/ydoc.h"
 
 /* Known-answer vectors of Philox4x32-10 from the Random123 distribution (kat_vectors). */
@@ -323,6 +324,23 @@ static void test_sweep_dead_temporaries(void) {
     CHECK(n == 2 && kept, "removed %zu", n);
 }
 
+/* Text from outside printed for people: no control character reaches the terminal. */
+static void test_term_text(void) {
+    char out[64];
+    term_copy(out, sizeof out, "a\x1b[31mb\xc2\x9b" "c\n\x7f\xc3\xa9");
+    CHECK(!strcmp(out, "a?[31mb?c??\xc3\xa9"), "term_copy: %s", out);
+    term_copy(out, 4, "abcdef");
+    CHECK(!strcmp(out, "abc"), "cut: %s", out);
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    CHECK(f, "memstream");
+    term_text(f, "host\x1b]0;TITLE\x07");
+    fclose(f);
+    CHECK(buf && !strcmp(buf, "host?]0;TITLE?"), "term_text: %s", buf ? buf : "");
+    free(buf);
+}
+
 int main(void) {
     RUN(test_json_read);
     RUN(test_json_write);
@@ -336,5 +354,6 @@ int main(void) {
     RUN(test_hex);
     RUN(test_keys);
     RUN(test_sweep_dead_temporaries);
+    RUN(test_term_text);
     return test_summary("test_util");
 }

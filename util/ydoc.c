@@ -426,3 +426,12 @@ void ydoc_quote(FILE *f, const char *s) {
     }
     fputc('"', f);
 }
+
+void ydoc_comment(FILE *f, const char *s) {
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        unsigned cp;
+        size_t n = ydoc_break_char(p, &cp);
+        if (n) p += n - 1;
+        fputc(n || *p < 0x20 || *p == 0x7f ? '?' : *p, f);
+    }
+}

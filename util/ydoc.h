@@ -59,6 +59,11 @@ int ydoc_utf8_ok(const char *s, size_t n, int nonchars_ok, size_t *bad);
  * with the code point in *cp; 0 otherwise. ydoc_quote escapes them as \uXXXX. */
 size_t ydoc_break_char(const unsigned char *p, unsigned *cp);
 
+/* Writes `s` as text inside a YAML comment: control characters, and the line breaks of
+ * YAML 1.1 (ydoc_break_char), become '?', so that nothing after them starts a YAML line
+ * of the text's choosing. */
+void ydoc_comment(FILE *f, const char *s);
+
 /* The value of `key` in map `map`, or NULL when absent (or `map` is not a map). */
 const ydoc_node *ydoc_get(const ydoc_node *map, const char *key);
 

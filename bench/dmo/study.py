@@ -86,8 +86,8 @@ def read_mixture(path):
         if line.startswith("mixture:"):
             on = True
         elif on and line.startswith("  ") and ":" in line:
-            k, v = line.strip().split(":", 1)
-            mix[k.strip()] = float(v)
+            k, v = line.strip().rsplit(":", 1)  # the name is quoted (domain names have no '"')
+            mix[k.strip().strip('"')] = float(v)
     return mix
 
 
