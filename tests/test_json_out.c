@@ -297,7 +297,7 @@ static void test_mixture_json(void) {
         "y = open(a[0]).read().splitlines()\n"
         "m = re.search(r'episodes (\\d+)\\.\\.(\\d+) of (\\d+)$', y[0])\n"
         "assert m and [d['first_episode'], d['last_episode'], d['episodes']] == [int(x) for x in m.groups()], (y[0], d)\n"
-        "w = {l.split(':')[0].strip(): float(l.split(':')[1]) for l in y[2:]}\n"
+        "w = {l.split(':')[0].strip().strip('\"'): float(l.split(':')[1]) for l in y[2:]}\n"
         "assert d['mixture'] == w and list(d['mixture']) == ['d0', 'd1', 'd2'], (d['mixture'], w)\n"
         "assert abs(sum(d['mixture'].values()) - 1) < 1e-12, d['mixture']\n"
         "assert d['run_id'] in y[0] and d['run_id'].startswith('run-') and d['store'] == a[1], d\n";
