@@ -78,14 +78,38 @@ static void print_table(const rec_metrics *rows, size_t n, const rec_run *run) {
     }
 }
 
+/* Whether <metric>_<domain> names two columns alike: domains x and u_x give loss_u_x as
+ * loss_u of x and loss of u_x (a CSV reader keeps one of the two). */
+static int columns_collide(const char *const *per, int nper, const rec_run *run) {
+    for (int k = 0; k < nper; k++)
+        for (int d = 0; d < run->M; d++)
+            for (int k2 = 0; k2 < nper; k2++)
+                for (int d2 = 0; d2 < run->M; d2++) {
+                    if (k == k2 && d == d2) continue;
+                    char a[200], b[200];
+                    snprintf(a, sizeof a, "%s_%s", per[k], run->domains[d]);
+                    snprintf(b, sizeof b, "%s_%s", per[k2], run->domains[d2]);
+                    if (!strcmp(a, b)) return 1;
+                }
+    return 0;
+}
+
 static void print_csv(const rec_metrics *rows, size_t n, const rec_run *run) {
     static const char *const per[] = {"loss", "loss_u", "loss_w", "alpha", "seen", "epochs", "val"};
+    /* <metric>_<domain>, unless the domains' names make two columns alike: then
+     * <metric>:<domain> (no name holds ':'), said on stderr */
+    char sep = '_';
+    if (columns_collide(per, 7, run)) {
+        sep = ':';
+        fprintf(stderr, "tandem metrics: the domains' names make <metric>_<domain> name two columns alike "
+                "(loss_u_x: loss_u of x, loss of u_x); the columns are <metric>:<domain>\n");
+    }
     printf("episode,seq,time,host,attempt,lr,lr_alpha,grad_norm,free_steps,tokens_per_s,episode_s,"
            "commit_s");
     for (int k = 0; k < 7; k++)
         for (int d = 0; d < run->M; d++) {
             char col[200];
-            snprintf(col, sizeof col, "%s_%s", per[k], run->domains[d]);
+            snprintf(col, sizeof col, "%s%c%s", per[k], sep, run->domains[d]);
             putchar(',');
             csv_field(stdout, col);
         }

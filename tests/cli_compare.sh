@@ -230,4 +230,19 @@ got=$($py -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); print(sor
 if [ $st = 0 ] && [ $st2 = 0 ] && [ $st3 = 0 ] && [ "$got" = "['mixture'] ['0x10', 'null', 'on'] 1.0" ]; then
   pass "tandem mixture's YAML: odd domain names stay strings, the store path stays in its comment"
 else fail "tandem mixture's YAML read by PyYAML" "exits $st $st2 $st3" "$got" "$(cat "$tmp/odd-mix.yaml")"; fi
+
+# metrics CSV columns: domains x, u_x, w_x would give loss_u_x and loss_w_x twice (a CSV
+# reader kept one of each pair); then every per-domain column is <metric>:<domain>
+"$bin" gen-corpus --out "$tmp/ux" --names x,u_x,w_x --train-tokens 5k,3k,2k --val-tokens 1k \
+  --test-tokens 1k --seed 5 >/dev/null 2>&1
+sed "s|$tmp/corpus/dataset.yaml|$tmp/ux/dataset.yaml|; s|episodes: 12|episodes: 2|" "$tmp/c.yaml" >"$tmp/ux.yaml"
+"$bin" run "$tmp/ux.yaml" --store "$tmp/ux-store" --quiet >/dev/null 2>&1; st=$?
+"$bin" metrics "$tmp/ux-store" --format csv >"$tmp/ux.csv" 2>"$tmp/ux.err"; st2=$?
+"$bin" metrics "$tmp/ref/dmo" --format csv >"$tmp/plain.csv" 2>/dev/null
+got=$($py -c 'import csv, sys
+h = next(csv.reader(open(sys.argv[1]))); p = next(csv.reader(open(sys.argv[2])))
+print(len(h) == len(set(h)), "loss_u:u_x" in h, "loss:u_x" in h, "loss_u_big" in p, "loss_u:big" in p)' "$tmp/ux.csv" "$tmp/plain.csv" 2>&1)
+if [ $st = 0 ] && [ $st2 = 0 ] && [ "$got" = "True True True True False" ] && grep -q "<metric>:<domain>" "$tmp/ux.err"; then
+  pass "metrics CSV: colliding <metric>_<domain> columns become <metric>:<domain>, said; plain names unchanged"
+else fail "metrics CSV with domains x, u_x, w_x" "exits $st $st2" "$got" "$(head -c 600 "$tmp/ux.csv")"; fi
 finish
