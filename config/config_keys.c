@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "config/cluster_check.h"
 #include "config/domain_caps.h"
+#include "util/urltext.h"
 #include "config/config.h"
 #include "config/config_impl.h"
 
@@ -49,8 +50,7 @@ static bool model_init_check(const char *value, char *why, size_t n) {
 static bool no_userinfo_check(const char *value, char *why, size_t n) {
     const char *sep = strstr(value, "://");
     if (!sep) return true;
-    size_t alen = strcspn(sep + 3, "/"); /* as store_url_parse: '@' or ':' before the first '/' */
-    if (!memchr(sep + 3, '@', alen) && !memchr(sep + 3, ':', alen)) return true;
+    if (!url_authority_has_userinfo(sep + 3)) return true; /* the rule store_url_parse applies */
     snprintf(why, n, "a URL with user info (user:secret@host, or a ':' before its first '/') is "
                      "refused and not repeated here: "
                      "credentials never go into a config or a URL; tandem takes them from the "

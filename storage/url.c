@@ -1,5 +1,6 @@
 /* url.c — store URLs; see url.h. */
 #include "storage/url.h"
+#include "util/urltext.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -84,19 +85,13 @@ int store_url_parse(const char *url, store_url_parts *out, tdm_err *e) {
     if (!url || !*url) return err_set(e, ERR_USAGE, "empty store URL (use file:///path or a directory path)");
     size_t n = scheme_len(url);
     if (n == 0) return put(out, STORE_URL_FILE, url, e, url); /* a directory path */
-    /* user info, said without repeating any of the URL: a ':' or '@' before the first '/'
-     * (no bucket name and no local host holds either). A secret key may itself hold '/'
-     * ("s3://AKID:abc/def@bucket"), so '@' alone up to the first '/' is not enough. */
-    if (!strncmp(url + n, "://", 3)) {
-        const char *auth = url + n + 3;
-        size_t alen = strcspn(auth, "/");
-        if (memchr(auth, '@', alen) || memchr(auth, ':', alen))
-            return err_set(e, ERR_USAGE, "store URL %.*s://... holds user info (user:secret@) or a ':' "
-                           "before its first '/', which is refused and not repeated here: credentials "
-                           "never go into a URL; tandem takes them from the environment, a profile or "
-                           "the rest of the credential chain (docs/running.md)",
-                           (int)(n < 16 ? n : 16), url);
-    }
+    /* user info (util/urltext.h), said without repeating any of the URL */
+    if (!strncmp(url + n, "://", 3) && url_authority_has_userinfo(url + n + 3))
+        return err_set(e, ERR_USAGE, "store URL %.*s://... holds user info (user:secret@) or a ':' "
+                       "before its first '/', which is refused and not repeated here: credentials "
+                       "never go into a URL; tandem takes them from the environment, a profile or "
+                       "the rest of the credential chain (docs/running.md)",
+                       (int)(n < 16 ? n : 16), url);
     const char *rest = url + n + 1;
     if (n == 4 && strncasecmp(url, "file", 4) == 0) return parse_file(url, rest, out, e);
     if (n == 2 && strncasecmp(url, "s3", 2) == 0) return parse_s3(url, rest, out, e);

@@ -59,6 +59,16 @@ static int count_lines(const char *s) {
 
 static char out[1 << 20];
 
+/* Starts `sh -c cmd` in the background; its pid. */
+static pid_t start_sh(const char *cmd) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
 static void test_alpha_listing_and_mixture(void) {
     fixture f;
     CHECK(fixture_audit(&f, "audit", 10) == 0, "fixture");
@@ -204,11 +214,7 @@ static void test_gc_killed_midway_loses_nothing(void) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "TANDEM_TEST_GC_DELAY_MS=2000 '%s' gc '%s' --keep 1 > '%s/gc.out' 2>&1; "
              "echo \"exit $?\" >> '%s/gc.out'", tandem_bin(), f.store, f.dir, f.dir);
-    pid_t gcp = fork();
-    if (gcp == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
+    pid_t gcp = start_sh(cmd);
     CHECK(gcp > 0, "fork");
     usleep(300000);
     live = start_run(&f, "TANDEM_TEST_STEP_DELAY_MS=200", NULL, NULL);
@@ -672,11 +678,7 @@ static void test_repair_against_a_run(void) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "TANDEM_TEST_REPAIR_DELAY_MS=2500 '%s' repair '%s' --apply > '%s/repair.out' 2>&1; "
              "echo \"exit $?\" >> '%s/repair.out'", tandem_bin(), f.store, f.dir, f.dir);
-    pid_t rp = fork();
-    if (rp == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
+    pid_t rp = start_sh(cmd);
     CHECK(rp > 0, "fork");
     usleep(800000); /* repair holds the lease and waits */
     CHECK(run_to_end(&f, NULL) == 0, "the run beside repair");
@@ -703,11 +705,7 @@ static void test_pin_during_gc(void) {
     char cmd[4096], path[800];
     snprintf(cmd, sizeof cmd, "TANDEM_TEST_GC_DELAY_MS=150 '%s' gc '%s' --keep 1 > '%s/gc.out' 2>&1",
              tandem_bin(), f.store, f.dir);
-    pid_t gp = fork();
-    if (gp == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
+    pid_t gp = start_sh(cmd);
     CHECK(gp > 0, "fork");
     usleep(400000); /* gc has begun with the oldest states */
     int prc = tandem_cmd(out, sizeof out, "pin '%s' 24", f.store);
