@@ -190,6 +190,8 @@ static int check_opts(const corpus_opts *o, tdm_err *e) {
                            "domain name '%s' must be 1..%d characters of "
                            "[A-Za-z0-9_.-] (and not . or ..)",
                            n ? n : "", DATASET_NAME_MAX);
+        if (dataset_name_reserved(n))
+            return err_set(e, ERR_USAGE, "domain name '%s' " DATASET_RESERVED_WHY, n);
         for (int k = 0; k < m; k++)
             if (!strcmp(o->names[k], n))
                 return err_set(e, ERR_USAGE, "domain name '%s' appears twice", n);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "data/shard.h"
 #include "util/ydoc.h"
@@ -27,6 +28,8 @@ int dataset_name_ok(const char *name) {
     }
     return 1;
 }
+
+int dataset_name_reserved(const char *name) { return strcasecmp(name, "Average") == 0; }
 
 /* The YAML file's directory, with glob metacharacters escaped so that a directory called
  * "runs[1]" is taken literally while the patterns below it still glob. "" for the cwd. */
@@ -134,6 +137,9 @@ static int load_domain(dataset *ds, const char *base, const ydoc_node *m, int id
                        "[A-Za-z0-9_.-]",
                        path, name->line, idx + 1, name->kind == YDOC_SCALAR ? name->value : "",
                        DATASET_NAME_MAX);
+    if (dataset_name_reserved(name->value))
+        return err_set(e, ERR_USAGE, "%s:%d: domain #%d: name '%s' " DATASET_RESERVED_WHY, path,
+                       name->line, idx + 1, name->value);
     for (int j = 0; j < idx; j++)
         if (strcmp(ds->domains[j].name, name->value) == 0)
             return err_set(e, ERR_USAGE, "%s:%d: duplicate domain name '%s' (domains #%d and #%d)",

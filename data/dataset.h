@@ -72,6 +72,15 @@ void dataset_free(dataset *ds);
  * [A-Za-z0-9_.-]); shared with the corpus generator so what it writes loads back. */
 int dataset_name_ok(const char *name);
 
+/* Whether `name` is reserved for a row of the reports: "Average" in any case, the mean over
+ * domains that eval, results and compare print beside the domains (a domain of that name
+ * could not be told from it in a table or CSV). dataset_name_ok does not check it, so
+ * callers refuse it with their own wording; DATASET_RESERVED_WHY says why. */
+int dataset_name_reserved(const char *name);
+#define DATASET_RESERVED_WHY \
+    "is reserved: eval, results and compare print the mean over domains under that name; " \
+    "rename the domain"
+
 /* "train", "val", "test", or "?" for anything else. */
 const char *dataset_split_name(int split);
 

@@ -204,6 +204,8 @@ static int prep_group(const prep_opts *o, prep_dom *doms, int *n_doms, int *dom_
                            "domain name '%s' must be 1..%d characters of [A-Za-z0-9_.-] "
                            "(and not . or ..)",
                            n ? n : "", DATASET_NAME_MAX);
+        if (dataset_name_reserved(n))
+            return err_set(e, ERR_USAGE, "domain name '%s' " DATASET_RESERVED_WHY, n);
         if (!p || !p[0]) return err_set(e, ERR_USAGE, "domain '%s': empty path", n);
         int m = 0;
         while (m < *n_doms && strcmp(doms[m].name, n)) m++;

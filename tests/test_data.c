@@ -359,6 +359,10 @@ static void test_dataset_errors(void) {
          "    val: [web/val_*.bin]\n  - name: web\n    train: [web/train_1.bin]\n"
          "    val: [web/val_*.bin]\n",
          {"dataset.yaml:6:", "duplicate domain name 'web'", "#2"}},
+        {"vocab: 256\ndomains:\n  - name: web\n    train: [web/train_0.bin]\n"
+         "    val: [web/val_*.bin]\n  - name: average\n    train: [web/train_1.bin]\n"
+         "    val: [web/val_*.bin]\n",
+         {"dataset.yaml:6:", "'average' is reserved", "rename the domain"}},
         {"vocab: 256\ndomains:\n  - name: web\n    train: [web/train_*.bin]\n"
          "    val: [web/train_1.bin]\n",
          {"train_1.bin", "'web' val", "also"}},
@@ -883,6 +887,10 @@ static void test_corpus_refuses_stale_shards_and_bad_options(void) {
     const char *names2[] = {"a", "..", "c"};
     o.names = names2;
     CHECK(corpus_generate(&o, &e) == ERR_USAGE && strstr(e.msg, "'..'"), "%s", e.msg);
+    const char *names3[] = {"a", "Average", "c"}; /* the tables' mean row */
+    o.names = names3;
+    CHECK(corpus_generate(&o, &e) == ERR_USAGE && strstr(e.msg, "'Average' is reserved"), "%s",
+          e.msg);
     small_corpus_opts(&o, dir);
     o.vocab = 0;
     CHECK(corpus_generate(&o, &e) == ERR_USAGE && strstr(e.msg, "vocab 0"), "%s", e.msg);

@@ -1240,6 +1240,8 @@ static void test_prep_rejections(void) {
         {"bad name", {{"we b", "in"}}, 1, {0}, 0, NULL, {"'we b'", "[A-Za-z0-9_.-]", ""}},
         {"slash name", {{"a/b", "in"}}, 1, {0}, 0, NULL, {"'a/b'", "", ""}},
         {"dot-dot name", {{"..", "in"}}, 1, {0}, 0, NULL, {"'..'", "not . or ..", ""}},
+        {"reserved name", {{"web", "in/a.txt"}, {"AVERAGE", "in/c.txt"}}, 2, {0}, 0, NULL,
+         {"'AVERAGE' is reserved", "rename the domain", ""}},
         {"case clash", {{"web", "in/a.txt"}, {"Web", "in/sub"}}, 2, {0}, 0, NULL,
          {"'web' and 'Web'", "only in case", ""}},
         {"same file twice in a domain", {{"web", "in"}, {"web", "in/a.txt"}}, 2, {0}, 0, NULL,
