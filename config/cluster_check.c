@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "util/secretname.h"
 
 static bool is_alnum_ascii(int ch) {
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
@@ -325,19 +326,6 @@ bool cluster_check_tolerations(const char *s, char *why, size_t n) {
     return ok;
 }
 
-/* Names that hold credentials; they must come from a file or a Secret, never a config. */
-static bool secret_name(const char *name, size_t len) {
-    static const char *const bad[] = {"SECRET", "TOKEN", "PASSWORD", "PASSWD", "ACCESS_KEY",
-                                      "PRIVATE_KEY", "API_KEY", NULL};
-    char up[CONFIG_KEY_MAX * 2];
-    snprintf(up, sizeof up, "%.*s", (int)len, name);
-    for (char *c = up; *c; c++)
-        if (*c >= 'a' && *c <= 'z') *c = (char)(*c - 'a' + 'A');
-    for (int i = 0; bad[i]; i++)
-        if (strstr(up, bad[i])) return true;
-    return false;
-}
-
 /* "NAME=value,...": extra environment. Values are never echoed: a person may have pasted
  * a secret by mistake, and an error message ends up in logs. */
 bool cluster_check_env(const char *s, char *why, size_t n) {
@@ -378,7 +366,7 @@ bool cluster_check_env(const char *s, char *why, size_t n) {
             }
             q = qend + 1;
         }
-        if (secret_name(p, nlen)) {
+        if (secret_env_name(p, nlen)) { /* from a file or a Secret, never a config */
             snprintf(why, n, "'%.*s' looks like a credential: credentials never go into a config "
                              "or a rendered job; use cluster.credentials_file (Slurm) or "
                              "cluster.secret_name (Kubernetes)", (int)nlen, p);

@@ -2,12 +2,13 @@
  * a process holds one; see s3_config.h (s3_resolve.c fills the struct). */
 #include "storage/s3_config.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+
+#include "util/secretname.h"
 
 void s3_config_no_core_dumps(void) {
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -17,39 +18,15 @@ void s3_config_no_core_dumps(void) {
 
 extern char **environ;
 
-/* Every variable whose name says it holds a secret, not only the two AWS keys: the
- * container authorization token (AWS_CONTAINER_AUTHORIZATION_TOKEN), AWS_SECURITY_TOKEN,
- * a password or API key set for some other tool. A process that never opens an S3 store
- * (a file-store run, manifest, prep) still holds its environment, and a core dump would
- * hold it too. The name is read word by word ('_' between; a word may end in one of the
- * first four, PGPASSWORD): TOKENIZERS_PARALLELISM is no token. */
-static int secret_words(const char *name, size_t n) {
-    static const char *const words[] = {"SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIALS", "PASS"};
-    static const char *const pairs[][2] = {{"API", "KEY"}, {"ACCESS", "KEY"}, {"PRIVATE", "KEY"}, {"AUTH", "KEY"}};
-    char prev[64] = "";
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        while (j < n && name[j] != '_') j++;
-        char w[64];
-        size_t wl = j - i < sizeof w - 1 ? j - i : sizeof w - 1;
-        for (size_t k = 0; k < wl; k++) w[k] = (char)toupper((unsigned char)name[i + k]);
-        w[wl] = '\0';
-        for (size_t k = 0; k < sizeof words / sizeof *words; k++) { /* PGPASSWORD too */
-            size_t kl = strlen(words[k]);
-            if (!strcmp(w, words[k]) || (k < 4 && wl > kl && !strcmp(w + wl - kl, words[k]))) return 1;
-        }
-        for (size_t k = 0; k < sizeof pairs / sizeof *pairs; k++)
-            if (!strcmp(prev, pairs[k][0]) && !strcmp(w, pairs[k][1])) return 1;
-        snprintf(prev, sizeof prev, "%s", w);
-        i = j + 1;
-    }
-    return 0;
-}
-
+/* Every variable whose name says it holds a secret (util/secretname.h), not only the two
+ * AWS keys: the container authorization token (AWS_CONTAINER_AUTHORIZATION_TOKEN),
+ * AWS_SECURITY_TOKEN, a password or API key set for some other tool. A process that never
+ * opens an S3 store (a file-store run, manifest, prep) still holds its environment, and a
+ * core dump would hold it too. */
 int s3_config_env_has_secret(void) {
     for (char **v = environ; v && *v; v++) {
         const char *eq = strchr(*v, '=');
-        if (eq && eq[1] && secret_words(*v, (size_t)(eq - *v))) return 1; /* empty: nothing to keep */
+        if (eq && eq[1] && secret_env_name(*v, (size_t)(eq - *v))) return 1; /* empty: nothing to keep */
     }
     return 0;
 }

@@ -157,6 +157,9 @@ static void test_cluster_formats(void) {
         {"cluster.env=1A=x", 0, "NAME"},
         {"cluster.env=A", 0, "NAME=value"},
         {"cluster.env=db_password=x", 0, "looks like a credential"},
+        {"cluster.env=A=1,HF_TOKEN=x", 0, "'HF_TOKEN' looks like a credential"},
+        /* TOKEN inside another word is none: Hugging Face's tokenizers read this one */
+        {"cluster.env=TOKENIZERS_PARALLELISM=false", 1, NULL},
         /* what the job sets itself: given again, every pod would be rank 0 of 1 */
         {"cluster.env=TANDEM_RANK=0", 0, "set by the job itself"},
         {"cluster.env=A=1,TANDEM_WORLD_SIZE=1", 0, "set by the job itself"},

@@ -26,6 +26,7 @@
 #include "util/json.h"
 #include "util/json_read.h"
 #include "util/rng.h"
+#include "util/secretname.h"
 #include "util/term.h"
 #include "util/ydoc.h"
 
@@ -341,6 +342,29 @@ static void test_term_text(void) {
     free(buf);
 }
 
+/* One rule for cluster.env's refusal and the no-core check: secrets by their words, not
+ * words that merely hold the letters (TOKENIZERS_PARALLELISM), not where a secret lies. */
+static void test_secret_env_name(void) {
+    static const char *const secret[] = {
+        "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+        "HF_TOKEN", "GITHUBTOKEN", "db_password", "PGPASSWORD", "MYSQL_PWD_PASSWD",
+        "SMTP_PASS", "GPG_PASSPHRASE", "CLIENTSECRETS", "GOOGLE_APPLICATION_CREDENTIALS",
+        "OPENAI_API_KEY", "STRIPE_APIKEY", "SSH_PRIVATE_KEY", "JWT_SIGNING_KEY",
+        "DATA_ENCRYPTION_KEY", "auth_key", "token",
+        "AWS_ACCESS_KEY_ID"}; /* half of a credential: it goes with the secret, in a file */
+    static const char *const plain[] = {
+        "TOKENIZERS_PARALLELISM", "AWS_REGION", "PASSWORD_FILE",
+        "AWS_SHARED_CREDENTIALS_FILE", "SECRET_DIR", "TOKENS_PER_BATCH", "BYPASS_PROXY",
+        "KEY", "PRIMARY_KEY", "HOME", "PATH", "NCCL_IB_DISABLE", "FILE", "COMPASS_HEADING"};
+    for (size_t i = 0; i < sizeof secret / sizeof *secret; i++)
+        CHECK(secret_env_name(secret[i], strlen(secret[i])), "%s: a secret", secret[i]);
+    for (size_t i = 0; i < sizeof plain / sizeof *plain; i++)
+        CHECK(!secret_env_name(plain[i], strlen(plain[i])), "%s: no secret", plain[i]);
+    /* the length is the name's, not the string's (cluster.env passes NAME=value) */
+    CHECK(secret_env_name("HF_TOKEN=abc", 8), "a name cut from NAME=value");
+    CHECK(!secret_env_name("LANG=PASSWORD", 4), "the value is not the name");
+}
+
 int main(void) {
     RUN(test_json_read);
     RUN(test_json_write);
@@ -355,5 +379,6 @@ int main(void) {
     RUN(test_keys);
     RUN(test_sweep_dead_temporaries);
     RUN(test_term_text);
+    RUN(test_secret_env_name);
     return test_summary("test_util");
 }

@@ -1,0 +1,50 @@
+/* secretname.c — see secretname.h. */
+#include "util/secretname.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+/* the upper-cased word name[i..j) into w (cut to fit: no secret word is that long) */
+static void secretname_word(const char *name, size_t i, size_t j, char *w, size_t cap) {
+    size_t wl = j - i < cap - 1 ? j - i : cap - 1;
+    for (size_t k = 0; k < wl; k++) w[k] = (char)toupper((unsigned char)name[i + k]);
+    w[wl] = '\0';
+}
+
+static bool ends_with(const char *w, const char *tail) {
+    size_t wl = strlen(w), tl = strlen(tail);
+    return wl >= tl && !strcmp(w + wl - tl, tail);
+}
+
+bool secret_env_name(const char *name, size_t n) {
+    static const char *const inside[] = {"SECRET", "PASSWORD", "PASSWD", "PASSPHRASE"};
+    static const char *const whole[] = {"PASS", "CREDENTIAL", "CREDENTIALS"};
+    static const char *const opens[] = {"API", "ACCESS", "PRIVATE", "AUTH", "SIGNING", "ENCRYPTION"};
+    static const char *const place[] = {"FILE", "PATH", "DIR", "DIRECTORY"};
+    size_t last = n;
+    while (last > 0 && name[last - 1] != '_') last--;
+    char w[64], prev[64] = "";
+    secretname_word(name, last, n, w, sizeof w);
+    for (size_t k = 0; k < sizeof place / sizeof *place; k++)
+        if (last > 0 && !strcmp(w, place[k])) return false;
+    for (size_t i = 0; i <= n;) {
+        size_t j = i;
+        while (j < n && name[j] != '_') j++;
+        secretname_word(name, i, j, w, sizeof w);
+        for (size_t k = 0; k < sizeof inside / sizeof *inside; k++)
+            if (strstr(w, inside[k])) return true;
+        if (ends_with(w, "TOKEN")) return true;
+        for (size_t k = 0; k < sizeof whole / sizeof *whole; k++)
+            if (!strcmp(w, whole[k])) return true;
+        for (size_t k = 0; k < sizeof opens / sizeof *opens; k++) {
+            char joined[80];
+            snprintf(joined, sizeof joined, "%sKEY", opens[k]);
+            if ((!strcmp(w, "KEY") && !strcmp(prev, opens[k])) || ends_with(w, joined))
+                return true;
+        }
+        memcpy(prev, w, sizeof prev);
+        i = j + 1;
+    }
+    return false;
+}
