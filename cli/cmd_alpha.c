@@ -25,6 +25,7 @@
 #include "report/svgplot.h"
 #include "util/csv.h"
 #include "util/json.h"
+#include "util/outfile.h"
 
 static const cli_opt OPTS[] = {
     {"--format", CLI_STR, NULL, "the listing as a table (default), CSV or JSON", "table|csv|json", 0, 0, NULL, NULL},
@@ -170,11 +171,13 @@ static int plot(const char *path, const audit_chain *c, const rec_run *run, cons
     snprintf(title, sizeof title, "Domain weights of %s (%s)", run->run_id, url);
     svgplot p = {.title = title, .xlabel = "episode", .ylabel = "α (domain weight)", .x = x,
                  .n = n, .series = s, .nseries = M, .ymin = 0, .ymax = 0};
-    FILE *f = fopen(path, "w");
-    int rc = 0;
-    if (!f) rc = err_sys(e, ERR_USAGE, errno, "cannot write %s", path);
-    if (!rc) rc = svgplot_write(&p, f, e);
-    if (f && fclose(f) && !rc) rc = err_sys(e, ERR_USAGE, errno, "cannot write %s", path);
+    outfile o;
+    int rc = outfile_open(&o, "--plot", path, e);
+    if (!rc) {
+        int wrc = svgplot_write(&p, o.f, e);
+        if (wrc) err_prefix(e, "--plot %s: ", path);
+        rc = outfile_close(&o, wrc, 0, e);
+    }
     free(x), free(y), free(s);
     return rc;
 }

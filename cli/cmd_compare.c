@@ -38,6 +38,7 @@
 #include "deploy/sweep.h"
 #include "storage/store.h"
 #include "util/json.h"
+#include "util/outfile.h"
 
 /* The final runs by point number (cluster jobs run them as array indices: UniMax, the
  * youngest, is last so that the first three kept their numbers) */
@@ -486,10 +487,11 @@ static int write_svg(const compare_ctx *x, const char *path, tdm_err *e) {
     size_t len = 0;
     char *doc = svgplot_render_stack(p, panels, "tandem compare", &len, e);
     if (!doc) rc = e->code;
-    FILE *f = rc ? NULL : fopen(path, "w");
-    if (!rc && !f) rc = err_sys(e, ERR_USAGE, errno, "cannot write %s", path);
-    if (f && fwrite(doc, 1, len, f) != len) rc = err_sys(e, ERR_USAGE, errno, "cannot write %s", path);
-    if (f && fclose(f) && !rc) rc = err_sys(e, ERR_USAGE, errno, "cannot write %s", path);
+    outfile o;
+    if (!rc) rc = outfile_open(&o, "--svg", path, e);
+    if (!rc)
+        rc = outfile_close(&o, fwrite(doc, 1, len, o.f) == len ? 0 : err_sys(e, ERR_USAGE, errno, "--svg %s: cannot write it", path),
+                           0, e);
     free(doc);
     free(ay);
     return rc;

@@ -15,6 +15,7 @@
 #include "util/args.h"
 #include "deploy/manifest.h"
 #include "deploy/sweep.h"
+#include "util/outfile.h"
 
 static void manifest_more_help(FILE *f) {
     fprintf(f, "Warnings go to standard error. Exit codes: 0 rendered; 2 config or usage error;\n"
@@ -93,31 +94,16 @@ static char *command_line(int argc, char **argv) {
     return s;
 }
 
-/* Writes the rendering to FILE via a temporary file in its directory and a rename, so a
- * failed render never leaves half a script behind. */
+/* Writes the rendering to FILE whole or not at all (util/outfile.h): a failed render or a
+ * full disk never leaves half a script behind. */
 static int render_to(const char *path, int kind_slurm, const manifest_opts *o, tdm_err *e) {
     if (!path)
         return kind_slurm ? manifest_slurm(stdout, stderr, o, e) : manifest_k8s(stdout, stderr, o, e);
-    size_t len = strlen(path) + 16;
-    char *tmp = malloc(len);
-    if (!tmp) return err_set(e, ERR_INTERNAL, "out of memory");
-    snprintf(tmp, len, "%s.tmp-XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        free(tmp);
-        return err_set(e, ERR_USAGE, "--out %s: cannot create a file there: %m", path);
-    }
-    FILE *f = fdopen(fd, "w");
-    int rc = f ? 0 : err_set(e, ERR_INTERNAL, "fdopen: %m");
-    if (!rc) rc = kind_slurm ? manifest_slurm(f, stderr, o, e) : manifest_k8s(f, stderr, o, e);
-    if (f && fchmod(fd, kind_slurm ? 0755 : 0644) != 0 && !rc)
-        rc = err_set(e, ERR_INTERNAL, "chmod %s: %m", tmp);
-    if (f && fclose(f) != 0 && !rc) rc = err_set(e, ERR_USAGE, "--out %s: write failed: %m", path);
-    if (!f) close(fd);
-    if (!rc && rename(tmp, path) != 0) rc = err_set(e, ERR_USAGE, "--out %s: rename failed: %m", path);
-    if (rc) unlink(tmp);
-    free(tmp);
-    return rc;
+    outfile f;
+    int rc = outfile_open(&f, "--out", path, e);
+    if (!rc) rc = kind_slurm ? manifest_slurm(f.f, stderr, o, e) : manifest_k8s(f.f, stderr, o, e);
+    if (rc && ferror(f.f)) err_prefix(e, "--out %s: ", path); /* which file the write failed on */
+    return rc ? outfile_close(&f, rc, 0, e) : outfile_close(&f, 0, kind_slurm ? 0755 : 0644, e);
 }
 
 /* argc, argv: the command line as typed, quoted in the rendering's header. */

@@ -17,6 +17,7 @@
 #include "report/svgplot.h"
 #include "util/csv.h"
 #include "util/json.h"
+#include "util/outfile.h"
 
 static const cli_opt OPTS[] = {
     {"--format", CLI_STR, NULL, "a table (default), CSV or JSON lines (one object per episode)",
@@ -212,10 +213,13 @@ static int plot(const char *path, const rec_metrics *rows, size_t n, const rec_r
     snprintf(title, sizeof title, "Free-phase train loss of %s (%s)", run->run_id, url);
     svgplot p = {.title = title, .xlabel = "episode", .ylabel = "loss (nats/token)", .x = x,
                  .n = n, .series = s, .nseries = M};
-    FILE *f = rc ? NULL : fopen(path, "w");
-    if (!rc && !f) rc = err_sys(e, ERR_USAGE, errno, "cannot write %s", path);
-    if (!rc) rc = svgplot_write(&p, f, e);
-    if (f && fclose(f) && !rc) rc = err_sys(e, ERR_USAGE, errno, "cannot write %s", path);
+    outfile o;
+    if (!rc) rc = outfile_open(&o, "--plot", path, e);
+    if (!rc) {
+        int wrc = svgplot_write(&p, o.f, e);
+        if (wrc) err_prefix(e, "--plot %s: ", path);
+        rc = outfile_close(&o, wrc, 0, e);
+    }
     free(x), free(y), free(s);
     return rc;
 }
@@ -249,11 +253,14 @@ static int run_metrics(const cli_args *a) {
     if (!rc && tb) {
         const char *names[REC_MAX_DOMAINS];
         for (int d = 0; d < run.M; d++) names[d] = run.domains[d];
-        tfevents *w = tfevents_open(tb, &e);
+        tfevents *w = tfevents_open(tb, 1, &e); /* whole or not at all */
         if (!w) rc = e.code;
         for (size_t i = 0; !rc && i < n; i++) rc = metrics_log_tfevents(w, &rows[i], names, &e);
-        if (!rc) fprintf(stderr, "tandem metrics: wrote %s (%zu episodes)\n", tfevents_path(w), n);
-        tfevents_close(w);
+        char path[4200];
+        snprintf(path, sizeof path, "%s", w ? tfevents_path(w) : "");
+        int crc = tfevents_close(w, !rc, &e);
+        if (!rc) rc = crc;
+        if (!rc) fprintf(stderr, "tandem metrics: wrote %s (%zu episodes)\n", path, n);
     }
     free(rows);
     rec_run_free(&run);

@@ -18,6 +18,7 @@
 #include "cli/opts.h"
 #include "config/run_config.h"
 #include "util/json.h"
+#include "util/outfile.h"
 
 static const cli_opt OPTS[] = {
     {"--last-fraction", CLI_NUM, "F", "average over the last F of the episodes, 0 < F <= 1 (default 0.1)", NULL,
@@ -166,14 +167,15 @@ static int run_mixture(const cli_args *a) {
         if (!strcmp(format, "megatron"))
             rc = megatron_line(&x, &run, cli_str(a, "--prefix", "{domain}"), line, sizeof line, &e);
         /* --json alone: the object replaces the format on stdout (as before --format) */
-        FILE *f = rc ? NULL : out ? fopen(out, "w") : json ? NULL : stdout;
-        if (out && !f) rc = err_sys(&e, ERR_USAGE, errno, "cannot write %s", out);
+        outfile o = {0};
+        if (!rc && out) rc = outfile_open(&o, "--out", out, &e);
+        FILE *f = rc ? NULL : out ? o.f : json ? NULL : stdout;
         if (!rc && f) {
             if (!strcmp(format, "json")) print_json(f, &x, &run, url, &c, frac, out);
             else if (!strcmp(format, "megatron")) fprintf(f, "%s\n", line);
             else if (!strcmp(format, "hf")) print_hf(f, &x);
             else print_yaml(f, &x, &run, url, &c);
-            if (out && fclose(f)) rc = err_sys(&e, ERR_USAGE, errno, "cannot write %s", out);
+            if (out) rc = outfile_close(&o, 0, 0, &e);
         }
         if (!rc && json) print_json(stdout, &x, &run, url, &c, frac, out);
     }

@@ -27,6 +27,7 @@
 #include "util/args.h"
 #include "util/csv.h"
 #include "util/json.h"
+#include "util/outfile.h"
 
 static const cli_opt OPTS[] = {
     {"--split", CLI_STR, NULL, "the split to evaluate (default test)", "test|val", 0, 0, NULL, NULL},
@@ -225,10 +226,11 @@ static int write_svg(const char *path, const char *url, const char *split, const
     size_t len = 0;
     char *doc = svgplot_render_stack(p, panels, t1, &len, e);
     int rc = doc ? 0 : e->code;
-    FILE *f = rc ? NULL : fopen(path, "wb");
-    if (!rc && !f) rc = err_set(e, ERR_USAGE, "--svg %s: cannot write it (%s)", path, strerror(errno));
-    if (f && (fwrite(doc, 1, len, f) != len) + fclose(f))
-        rc = err_set(e, ERR_INTERNAL, "--svg %s: the write failed", path);
+    outfile o;
+    if (!rc) rc = outfile_open(&o, "--svg", path, e);
+    if (!rc)
+        rc = outfile_close(&o, fwrite(doc, 1, len, o.f) == len ? 0 : err_sys(e, ERR_USAGE, errno, "--svg %s: cannot write it", path),
+                           0, e);
     free(doc);
     free(labels), free(avg), free(ppl), free(alpha);
     return rc;

@@ -3,8 +3,11 @@
  * One row per command: its name, the line `tandem --help` shows, its handler, and
  * whether it can be preempted (then the stop handlers go in before anything else, so a
  * SIGTERM in the first millisecond ends in exit 75, never in death by the signal). */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cmds.h"
 #include "cli/version.h"
@@ -66,16 +69,52 @@ static void usage(FILE *f) {
     }
 }
 
+/* Descriptors 0, 1 and 2 open before anything opens a file. Started with one closed
+ * (`tandem run >&-`), the first file opened afterwards (a store object's temporary) would
+ * take its number and receive what tandem prints: JSON events inside a state. A closed
+ * one is taken by /dev/null opened read-only, so reads see an end of file and writes
+ * fail (EBADF): output that goes nowhere is still noticed (main_output_check). */
+static void main_hold_std_fds(void) {
+    for (int fd = 0; fd < 3; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        int got = open("/dev/null", O_RDONLY | O_CLOEXEC); /* the lowest free number: fd */
+        if (got != fd) {
+            static const char msg[] = "tandem: descriptor 0, 1 or 2 is closed and /dev/null "
+                                      "cannot take its place; start tandem with them open\n";
+            if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) { /* nothing more to do */ }
+            _exit(1);
+        }
+        fcntl(fd, F_SETFD, 0); /* kept across the BLAS re-exec, as the closed one was */
+    }
+}
+
+/* A command's exit status, given what became of its standard output: a table, a mixture
+ * or a manifest that could not be written whole (a full disk, a closed or broken output)
+ * is a failure, said on stderr, never an exit 0. (A reader that went away early, as
+ * `| head` does, ends a command by SIGPIPE as for other tools; a run ignores SIGPIPE and
+ * says when its events stop: report/progress.c.) */
+static int main_output_check(const char *cmd, int rc) {
+    errno = 0;
+    int flushed = fflush(stdout) == 0;
+    int err = errno;
+    if (flushed && !ferror(stdout)) return rc;
+    fprintf(stderr, "tandem %s: standard output could not be written (%s): what it printed is "
+                    "incomplete\n",
+            cmd, err ? strerror(err) : "a write failed");
+    return rc ? rc : 1;
+}
+
 int main(int argc, char **argv) {
+    main_hold_std_fds();
     blas_core_reexec(argv); /* before any work: OpenBLAS's kernels on CPUs it does not know */
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         blas_core_reexec_unblock();
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return main_output_check("--help", argc < 2 ? 2 : 0);
     }
     if (!strcmp(argv[1], "--version")) {
         blas_core_reexec_unblock();
-        return cmd_version(argc - 1, argv + 1);
+        return main_output_check("--version", cmd_version(argc - 1, argv + 1));
     }
     const command *c = NULL;
     for (size_t i = 0; i < NCOMMANDS && !c; i++)
@@ -93,5 +132,5 @@ int main(int argc, char **argv) {
     /* a secret in the environment is in this process's memory from exec on: no core file
      * may hold it (s3_config_resolve does the same for a secret read from a file) */
     if (s3_config_env_has_secret()) s3_config_no_core_dumps();
-    return c->handler(argc - 1, argv + 1);
+    return main_output_check(c->name, c->handler(argc - 1, argv + 1));
 }

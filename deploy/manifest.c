@@ -5,6 +5,7 @@
 #include "storage/url.h"
 #include "util/ydoc.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -460,7 +461,11 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     }
     fprintf(out, " &\n");
     fputs(SLURM_WAIT, out);
-    return ferror(out) ? err_set(e, ERR_INTERNAL, "writing the script failed") : 0;
+    errno = 0; /* what fflush sets; an earlier write's error is in ferror alone */
+    if (fflush(out) != 0 || ferror(out))
+        return errno ? err_sys(e, ERR_USAGE, errno, "writing the script failed")
+                     : err_set(e, ERR_USAGE, "writing the script failed (a full disk?)");
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -990,5 +995,9 @@ int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     free(sel);
     free(tol);
     if (oom) return err_set(e, ERR_INTERNAL, "out of memory writing the manifest");
-    return ferror(out) ? err_set(e, ERR_INTERNAL, "writing the manifest failed") : 0;
+    errno = 0; /* what fflush sets; an earlier write's error is in ferror alone */
+    if (fflush(out) != 0 || ferror(out))
+        return errno ? err_sys(e, ERR_USAGE, errno, "writing the manifest failed")
+                     : err_set(e, ERR_USAGE, "writing the manifest failed (a full disk?)");
+    return 0;
 }

@@ -3,7 +3,9 @@
 
 #include <unistd.h>
 
+#include <errno.h>
 #include <stdarg.h>
+#include <string.h>
 
 #include <math.h>
 #include <time.h>
@@ -19,9 +21,26 @@ static void json_begin(const char *event) {
     fprintf(stdout, ",\"time\":%lld.%03ld", (long long)ts.tv_sec, ts.tv_nsec / 1000000);
 }
 
+/* After each line: a stream that could not be written (a reader gone, a full disk) is
+ * said once on stderr; the run goes on (its product is the store, not its output) and
+ * its exit status says the output was lost (cli/main.c). */
+static void progress_flush(FILE *f) {
+    static int said[2];
+    errno = 0;
+    int ok = fflush(f) == 0 && !ferror(f);
+    int err = errno, which = f == stdout ? 0 : 1;
+    if (ok || said[which]) return;
+    said[which] = 1;
+    if (f == stdout)
+        fprintf(stderr, "tandem: standard output can no longer be written (%s): the run's "
+                        "events stop here; the run goes on and exits 1 if nothing else fails\n",
+                err ? strerror(err) : "a write failed");
+    /* stderr itself lost: nowhere left to say it */
+}
+
 static void json_end(void) {
     fprintf(stdout, "}\n");
-    fflush(stdout);
+    progress_flush(stdout);
 }
 
 static void duration(char *buf, size_t cap, double s) {
@@ -87,7 +106,7 @@ void progress_print(FILE *f, int mode, const progress_line *p) {
     fprintf(f, " | alpha");
     for (int m = 0; m < p->M; m++) fprintf(f, " %.3f", p->alpha[m]);
     fprintf(f, " | %.0f tok/s | commit %s ago | ETA %s\n", p->tokens_per_s, since, eta);
-    fflush(f);
+    progress_flush(f);
 }
 
 void progress_event(FILE *f, int mode, const char *event, const char *message) {
@@ -101,7 +120,7 @@ void progress_event(FILE *f, int mode, const char *event, const char *message) {
     }
     if (mode == PROGRESS_BRIEF) progress_tty_end(); /* the status line gives way */
     fprintf(f, "%s\n", message);
-    fflush(f);
+    progress_flush(f);
 }
 
 void progress_commit(int mode, uint64_t seq, const char *state) {

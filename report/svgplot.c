@@ -859,6 +859,6 @@ int svgplot_write(const svgplot *p, FILE *out, tdm_err *e) {
     bad |= ferror(out);
     int why = errno ? errno : EIO;
     free(doc);
-    if (bad) return err_sys(e, ERR_INTERNAL, why, "svgplot: writing the SVG failed");
+    if (bad) return err_sys(e, ERR_USAGE, why, "writing the SVG failed"); /* the caller names the file */
     return 0;
 }

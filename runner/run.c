@@ -248,7 +248,7 @@ static int loop(run_ctx *r, tdm_err *e) {
                 if (fresh && r->tb && metrics_log_tfevents(r->tb, &row, r->names, &te)) {
                     fprintf(stderr, "tandem: log.tensorboard: %s; the run goes on without it "
                             "(tandem metrics --tensorboard writes the history later)\n", te.msg);
-                    tfevents_close(r->tb);
+                    tfevents_close(r->tb, 1, NULL);
                     r->tb = NULL;
                 }
                 t_episode = run_now_mono(); /* the next episode's time, without this one's row */
@@ -401,7 +401,7 @@ int run_main(const run_opts *o, tdm_err *e) {
                      r->seq, r->st.M, r->names, r->have_mixture ? r->mixture : NULL);
     }
     run_config_result_free(&pinned);
-    tfevents_close(r->tb);
+    tfevents_close(r->tb, 1, NULL); /* a live log: what it holds stays */
     if (r->nets.ctx) step_nets_destroy(&r->nets);
     if (r->store) store_close(r->store);
     model_layout_free(&r->lay);

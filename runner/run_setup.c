@@ -218,7 +218,7 @@ int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
                                  e)))
         return rc;
     for (int m = 0; m < dataset_n_domains(&r->ds); m++) r->names[m] = dataset_domain_name(&r->ds, m);
-    if (r->rank == 0 && r->cfg.log.tensorboard[0] && !(r->tb = tfevents_open(r->cfg.log.tensorboard, e))) {
+    if (r->rank == 0 && r->cfg.log.tensorboard[0] && !(r->tb = tfevents_open(r->cfg.log.tensorboard, 0, e))) {
         /* asked for and impossible: said before the store is touched, naming the key */
         char why[sizeof e->msg];
         snprintf(why, sizeof why, "%s", e->msg);

@@ -30,4 +30,8 @@ void run_signals_install(void) {
      * exec so that none is lost before this handler exists): a signal already pending
      * is delivered to the handler here, and later ones are not held back for ever */
     sigprocmask(SIG_UNBLOCK, &stop, NULL);
+    /* a reader of the events that went away (`tandem run --json | consumer`) ends the
+     * events, not the run: killed by SIGPIPE it would stop without its stop commit; the
+     * failed write is said once (report/progress.c) and the exit status tells (cli/main.c) */
+    signal(SIGPIPE, SIG_IGN);
 }

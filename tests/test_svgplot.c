@@ -585,7 +585,7 @@ static void test_errors(void) {
         err_clear(&e);
         int rc = svgplot_write(&p, full, &e);
         fclose(full);
-        CHECK(rc == ERR_INTERNAL && strstr(e.msg, "writing"), "write to /dev/full: %d %s", rc,
+        CHECK(rc == ERR_USAGE && strstr(e.msg, "writing"), "write to /dev/full: %d %s", rc,
               e.msg);
     }
     /* svgplot_write to a real file gives the same bytes as svgplot_render */

@@ -11,10 +11,13 @@
 #include <unistd.h>
 
 #include "util/buf.h"
+#include "util/fileio.h"
+#include "util/outfile.h"
 
 struct tfevents {
     FILE *f;
-    char path[4200];
+    char path[4200]; /* its name */
+    char tmp[4200];  /* a whole file's name until it is closed; "" for a live one */
 };
 
 /* CRC-32C (Castagnoli, reflected 0x82f63b78) by bytes; built once for all threads. */
@@ -92,7 +95,7 @@ static int record(tfevents *w, double wall, int64_t step, const char *version, c
 static int make_dirs(const char *dir, tdm_err *e) {
     char p[4096];
     if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
-        return err_set(e, ERR_USAGE, "log.tensorboard: the path is too long");
+        return err_set(e, ERR_USAGE, "the TensorBoard directory's path is too long (%zu bytes)", strlen(dir));
     for (char *s = p + 1;; s++) {
         if (*s == '/' || !*s) {
             char c = *s;
@@ -109,7 +112,10 @@ static int make_dirs(const char *dir, tdm_err *e) {
     return 0;
 }
 
-tfevents *tfevents_open(const char *dir, tdm_err *e) {
+/* fileio_sweep_dead_temporaries: the temporaries of whole files are ours */
+static int tb_temporary(const char *name, size_t len) { return len == 10 && !memcmp(name, ".tandem-tb", 10); }
+
+tfevents *tfevents_open(const char *dir, int whole, tdm_err *e) {
     if (!dir || !*dir) {
         err_set(e, ERR_USAGE, "no TensorBoard directory given");
         return NULL;
@@ -129,15 +135,21 @@ tfevents *tfevents_open(const char *dir, tdm_err *e) {
     clock_gettime(CLOCK_REALTIME, &ts);
     snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%lld.%s.%d", dir, (long long)ts.tv_sec,
              host, (int)getpid());
-    w->f = fopen(w->path, "wbx"); /* never append to another writer's file */
+    if (whole) { /* a name TensorBoard does not read ('tfevents' in it would be) */
+        snprintf(w->tmp, sizeof w->tmp, "%s/.tandem-tb.tmp.%d.0", dir, (int)getpid());
+        unlink(w->tmp); /* a dead writer's of this pid: never ours to append to */
+        fileio_sweep_dead_temporaries(dir, tb_temporary, 60); /* killed writers' */
+        outfile_guard(w->tmp);
+    }
+    w->f = fopen(whole ? w->tmp : w->path, "wbx"); /* never append to another writer's file */
     if (!w->f) {
-        err_sys(e, ERR_USAGE, errno, "cannot create %s", w->path);
+        err_sys(e, ERR_USAGE, errno, "cannot create %s", whole ? w->tmp : w->path);
         free(w);
         return NULL;
     }
     if (record(w, (double)ts.tv_sec + ts.tv_nsec * 1e-9, 0, "brain.Event:2", NULL, e) ||
         tfevents_flush(w, e)) {
-        tfevents_close(w);
+        tfevents_close(w, 0, NULL);
         return NULL;
     }
     return w;
@@ -166,8 +178,22 @@ int tfevents_flush(tfevents *w, tdm_err *e) {
 
 const char *tfevents_path(const tfevents *w) { return w->path; }
 
-void tfevents_close(tfevents *w) {
-    if (!w) return;
-    if (w->f) fclose(w->f);
+int tfevents_close(tfevents *w, int keep, tdm_err *e) {
+    if (!w) return 0;
+    int rc = 0;
+    if (w->f) {
+        errno = 0;
+        int bad = fflush(w->f) != 0 || ferror(w->f);
+        int err = errno ? errno : EIO;
+        if (fclose(w->f) != 0 && !bad) bad = 1, err = errno;
+        if (bad && keep && e) rc = err_sys(e, ERR_USAGE, err, "cannot write %s", w->path);
+    }
+    if (w->tmp[0]) {
+        if (!rc && keep && rename(w->tmp, w->path) != 0)
+            rc = e ? err_sys(e, ERR_USAGE, errno, "cannot put %s in place", w->path) : ERR_USAGE;
+        if (rc || !keep) unlink(w->tmp);
+        outfile_guard(NULL);
+    }
     free(w);
+    return rc;
 }

@@ -20,15 +20,22 @@ typedef struct tfevents tfevents;
 
 /* Creates DIR (and its parents) if missing and a new file in it,
  * events.out.tfevents.<unix time>.<host>.<pid>, starting with the file_version record.
- * NULL with e set (ERR_USAGE naming the path) when it cannot. */
-tfevents *tfevents_open(const char *dir, tdm_err *e);
+ * whole = 0: the file is there from the start and grows (a run's live log); whole = 1: it
+ * is written under a temporary name TensorBoard does not read (.tandem-tfevents.<pid>.tmp)
+ * and appears under its name only at tfevents_close(w, 1) (`tandem metrics
+ * --tensorboard`: a full disk or a signal never leaves a cut history that a second try
+ * would double). NULL with e set (ERR_USAGE naming the path) when it cannot. */
+tfevents *tfevents_open(const char *dir, int whole, tdm_err *e);
 /* One scalar: tag at step, wall_time in unix seconds. Buffered: tfevents_flush writes. */
 int tfevents_scalar(tfevents *w, const char *tag, int64_t step, double wall_time, double value,
                     tdm_err *e);
 int tfevents_flush(tfevents *w, tdm_err *e);
-/* Flushes and closes; the file's path, for messages, stays valid until then. */
+/* The file's path, for messages (its final name); valid until tfevents_close. */
 const char *tfevents_path(const tfevents *w);
-void tfevents_close(tfevents *w);
+/* Flushes and closes. A whole file is put under its name when `keep` (0, or ERR_USAGE
+ * naming it when the close or rename fails) and removed otherwise; a live one stays as
+ * written. NULL: nothing to do. */
+int tfevents_close(tfevents *w, int keep, tdm_err *e);
 
 /* CRC-32C (Castagnoli) of n bytes, and TensorFlow's mask of it: exposed for the tests. */
 uint32_t tfevents_crc32c(const void *data, size_t n);

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# cli_output.sh — what tandem does when its output cannot go where it should, through the
+# binary:
+#   - started with stdout or stderr closed, a run's files never receive what it prints
+#     (the store verifies clean, no event or progress text inside it): descriptors 0-2 are
+#     held by /dev/null before anything is opened (cli/main.c);
+#   - a command whose standard output cannot be written (/dev/full, closed) exits
+#     non-zero saying so, never 0 with its table, mixture or manifest lost;
+#   - `run --json | reader` whose reader goes away: the run is not killed by SIGPIPE
+#     (no stop commit), it says once that its events stop, finishes, and exits 1;
+#   - files named by --plot, --svg, --out and --tensorboard are whole or absent: on a full
+#     file system (a small tmpfs, where this machine lets root mount one) the command
+#     fails naming the path, leaves no file under that name, keeps an earlier good one as
+#     it was and leaves no temporary behind; a SIGTERM while writing leaves nothing.
+# Prints PASS/FAIL lines and "cli_output: N passed, M failed"; exits non-zero on failure.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+SUITE=cli_output
+. tests/lib_cli.sh
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tandem-output-XXXXXX")
+mnt=
+trap '[ -n "$mnt" ] && umount "$mnt" 2>/dev/null; rm -rf "$tmp"' EXIT
+[ -x "$bin" ] || { fail setup "no tandem binary at $bin"; finish; }
+
+"$bin" gen-corpus --out "$tmp/corpus" --names web,code --train-tokens 4k,2k --val-tokens 2k \
+  --test-tokens 2k >/dev/null 2>&1 || { fail setup "gen-corpus"; finish; }
+conf() { # conf EPISODES EVERY > yaml
+  cat <<Y
+run: {episodes: $1, seed: 1, device: cpu, threads: 1}
+data: {dataset: $tmp/corpus/dataset.yaml, mixing: weight}
+model: {layers: 2, channels: 64, heads: 2, ctx: 16}
+train: {batch: 2, seq: 16}
+tandem: {K: 1, E: 1}
+checkpoint: {every_episodes: $2, keep: 0}
+Y
+}
+conf 10 1 >"$tmp/c.yaml"
+conf 40 40 >"$tmp/long.yaml"
+
+# ------------------------------------------------ closed descriptors: nothing in the store
+# (every episode commits in the background while the main thread prints: before, the first
+# object opened took number 1 or 2 and JSON events landed inside states and blobs)
+for which in out err; do
+  bad=
+  for i in 1 2 3; do
+    rm -rf "$tmp/s-$which"
+    if [ $which = out ]; then "$bin" run "$tmp/c.yaml" --store "$tmp/s-$which" --json >&- 2>"$tmp/err-$which"; rc=$?
+    else "$bin" run "$tmp/c.yaml" --store "$tmp/s-$which" 2>&- >/dev/null; rc=$?; fi
+    hit=$(grep -rlaE '"event"|tok/s|tandem: ' "$tmp/s-$which" --exclude=.lock)
+    "$bin" verify "$tmp/s-$which" >/dev/null 2>&1 || bad="try $i: verify fails"
+    [ -n "$hit" ] && bad="try $i: text inside $hit"
+    if [ $which = out ]; then
+      [ $rc = 1 ] && grep -q "standard output can no longer be written" "$tmp/err-$which" || bad="try $i: exit $rc, $(head -c 300 "$tmp/err-$which")"
+    else [ $rc = 0 ] || bad="try $i: exit $rc"; fi
+    [ -n "$bad" ] && break
+  done
+  if [ -z "$bad" ]; then pass "run with std$which closed: the store verifies, no printed text in it$([ $which = out ] && echo ', exit 1 saying the events were lost')"
+  else fail "run with std$which closed" "$bad"; fi
+done
+
+# ------------------------------------------------ standard output that cannot be written
+st=$tmp/s-err
+for cmd in "status $st" "hash $st" "alpha $st" "alpha $st --format json" "mixture $st" \
+  "metrics $st --format csv" "verify $st" "version" "manifest slurm $tmp/c.yaml"; do
+  # shellcheck disable=SC2086
+  out=$("$bin" $cmd 2>&1 >/dev/full); rc=$?
+  if [ $rc != 0 ] && grep -q "could not be written\|writing the script failed" <<<"$out"; then
+    pass "$cmd > /dev/full: exit $rc, said"
+  else fail "$cmd > /dev/full" "exit $rc" "$out"; fi
+  # shellcheck disable=SC2086
+  out=$("$bin" $cmd 2>&1 >&-); rc=$?
+  if [ $rc != 0 ] && grep -q "could not be written" <<<"$out"; then pass "$cmd >&-: exit $rc, said"
+  else fail "$cmd >&-" "exit $rc" "$out"; fi
+done
+
+# ------------------------------------------------ a reader of the events that goes away
+"$bin" run "$tmp/long.yaml" --store "$tmp/s-pipe" --json 2>"$tmp/err-pipe" | head -c 300 >/dev/null
+rc=${PIPESTATUS[0]}
+stat=$("$bin" status "$tmp/s-pipe" --json 2>/dev/null)
+if [ "$rc" = 1 ] && grep -q "events stop here" "$tmp/err-pipe" && grep -q '"finished":true' <<<"$stat" &&
+   "$bin" verify "$tmp/s-pipe" >/dev/null 2>&1; then
+  pass "run --json | head: not killed by SIGPIPE; said once, finished, exit 1"
+else fail "run --json | head" "exit $rc (141: killed by SIGPIPE)" "$(head -c 400 "$tmp/err-pipe")" "$stat"; fi
+
+# ------------------------------------------------ output files on a full file system
+mnt=$tmp/full
+mkdir -p "$mnt"
+if mount -t tmpfs -o size=12k tmpfs "$mnt" 2>/dev/null; then
+  "$bin" alpha "$st" --plot "$mnt/a.svg" >/dev/null 2>&1 # small enough: a good earlier file
+  good=$(cksum <"$mnt/a.svg" 2>/dev/null)
+  head -c 8000 /dev/zero >"$mnt/filler" 2>/dev/null # what is left no longer holds one
+  for cmd in "alpha $st --plot $mnt/a.svg" "metrics $st --plot $mnt/m.svg" \
+    "metrics $st --tensorboard $mnt/tb" "mixture $st --out $mnt/mix.yaml" \
+    "manifest slurm $tmp/c.yaml --out $mnt/job.sbatch"; do
+    # shellcheck disable=SC2086
+    out=$("$bin" $cmd 2>&1 >/dev/null); rc=$?
+    path=${cmd##* }
+    left=$(find "$mnt" -name '*.tmp*' | head -3)
+    ok=1
+    [ $rc = 2 ] && grep -q "$path" <<<"$out" || ok=0
+    [ -z "$left" ] || ok=0
+    case $path in
+      */a.svg) [ "$(cksum <"$path")" = "$good" ] || ok=0 ;;
+      */tb) [ -z "$(find "$path" -type f 2>/dev/null)" ] || ok=0 ;;
+      *) [ ! -e "$path" ] || ok=0 ;;
+    esac
+    if [ $ok = 1 ]; then pass "$cmd on a full disk: exit 2 naming it, nothing cut under its name, no temporary"
+    else fail "$cmd on a full disk" "exit $rc" "$out" "left: $left $(ls -la "$mnt" "$mnt/tb" 2>&1 | tr '\n' ' ')"; fi
+  done
+  umount "$mnt"
+  mnt=
+else
+  echo "SKIP full file system: cannot mount a tmpfs here (needs root)"
+fi
+
+# ------------------------------------------------ a SIGTERM while the history is written
+"$bin" run "$tmp/long.yaml" --store "$tmp/s-tb" --quiet >/dev/null 2>&1
+"$bin" metrics "$tmp/s-tb" --tensorboard "$tmp/tb-ref" >/dev/null 2>&1
+full=$(cat "$tmp"/tb-ref/* | wc -c)
+if command -v strace >/dev/null; then
+  strace -f -o /dev/null -e trace=write -e inject=write:delay_enter=200000 \
+    "$bin" metrics "$tmp/s-tb" --tensorboard "$tmp/tb" >/dev/null 2>&1 &
+  sp=$!
+  for _ in $(seq 100); do pid=$(pgrep -P $sp -x tandem) && [ -n "$(ls -A "$tmp/tb" 2>/dev/null)" ] && break; sleep 0.05; done
+  sleep 0.5
+  kill -TERM "$pid" 2>/dev/null
+  wait $sp
+  left=$(find "$tmp/tb" -type f -printf '%f (%s bytes) ')
+  if [ -z "$left" ] && [ "$full" -gt 1000 ]; then pass "SIGTERM while --tensorboard writes: nothing left (a whole file has $full bytes)"
+  else fail "SIGTERM while --tensorboard writes" "left: $left" "(whole: $full bytes)"; fi
+else
+  echo "SKIP SIGTERM while --tensorboard writes: no strace to slow the writes"
+fi
+finish
