@@ -118,7 +118,7 @@ static void print_json(const audit_chain *c, const rec_run *run, const double *t
         const rec_alpha *a = &c->rec[t];
         char hex[65];
         sha256_hex(&c->hash[t], hex);
-        printf("%s\n{\"episode\":%zu,\"seq\":%llu,\"lr_alpha\":", t ? "," : "", t,
+        printf("%s{\"episode\":%zu,\"seq\":%llu,\"lr_alpha\":", t ? "," : "", t,
                (unsigned long long)a->seq);
         json_num(stdout, a->lr_alpha);
         printf(",\"gamma\":");
@@ -144,7 +144,7 @@ static void print_json(const audit_chain *c, const rec_run *run, const double *t
         json_str(stdout, a->host);
         printf(",\"attempt\":%llu}", (unsigned long long)a->attempt);
     }
-    printf("\n]\n");
+    printf("]\n"); /* one line, as every JSON document (docs/json.md) */
 }
 
 /* α_m(t) for t = 0..n: the start of each episode and, last, the α after the final one. */

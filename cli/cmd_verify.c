@@ -116,7 +116,8 @@ static int verify(const char *url, const json_out *j, tdm_err *out) {
         rc = ledger_verify(st, url, &pin, &r, &e);
         if (j->body) print_json(j, &pin, &r);
         else print_text(url, &r);
-        if (!rc && r.faults) rc = err_set(&e, ERR_STORE, "%s: %ld faults (listed above)", url, r.faults);
+        if (!rc && r.faults)
+            rc = err_set(&e, ERR_STORE, "%s: %ld faults (%s)", url, r.faults, j->body ? "listed in faults" : "listed above");
     }
     ledger_verify_free(&r);
     rec_run_free(&run);
