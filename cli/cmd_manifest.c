@@ -102,7 +102,7 @@ static int render_to(const char *path, int kind_slurm, const manifest_opts *o, t
     outfile f;
     int rc = outfile_open(&f, "--out", path, e);
     if (!rc) rc = kind_slurm ? manifest_slurm(f.f, stderr, o, e) : manifest_k8s(f.f, stderr, o, e);
-    if (rc && ferror(f.f)) err_prefix(e, "--out %s: ", path); /* which file the write failed on */
+    if (rc && f.f && ferror(f.f)) err_prefix(e, "--out %s: ", path); /* which file the write failed on */
     return rc ? outfile_close(&f, rc, 0, e) : outfile_close(&f, 0, kind_slurm ? 0755 : 0644, e);
 }
 

@@ -14,6 +14,7 @@
 #include "model/blas_core.h"
 #include "runner/run.h"
 #include "storage/s3_config.h"
+#include "util/outfile.h"
 
 typedef struct command {
     const char *name;
@@ -94,13 +95,11 @@ static void main_hold_std_fds(void) {
  * `| head` does, ends a command by SIGPIPE as for other tools; a run ignores SIGPIPE and
  * says when its events stop: report/progress.c.) */
 static int main_output_check(const char *cmd, int rc) {
-    errno = 0;
-    int flushed = fflush(stdout) == 0;
-    int err = errno;
-    if (flushed && !ferror(stdout)) return rc;
+    int err = outfile_stream_error(stdout);
+    if (!err) return rc;
     fprintf(stderr, "tandem %s: standard output could not be written (%s): what it printed is "
                     "incomplete\n",
-            cmd, err ? strerror(err) : "a write failed");
+            cmd, strerror(err));
     return rc ? rc : 1;
 }
 

@@ -7,6 +7,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "data/dataset.h"
 #include "ledger/keys.h"
 #include "ledger/read.h"
 #include "ledger/records.h"
@@ -262,6 +263,10 @@ int run_config_read_run(store *st, rec_run *run, tdm_err *e) {
 
 static int create_run(store *st, const config *cfg, const char *const *domains, int M,
                       run_config_result *out, tdm_err *e) {
+    /* a new run only: a run begun before the name was reserved resumes, and is read */
+    for (int m = 0; m < M; m++)
+        if (dataset_name_reserved(domains[m]))
+            return err_set(e, ERR_USAGE, "domain name '%s' " DATASET_RESERVED_WHY " in the dataset before starting a run", domains[m]);
     config_kv *kv;
     size_t n;
     int rc = config_canonical(cfg, &kv, &n, e);

@@ -137,9 +137,6 @@ static int load_domain(dataset *ds, const char *base, const ydoc_node *m, int id
                        "[A-Za-z0-9_.-]",
                        path, name->line, idx + 1, name->kind == YDOC_SCALAR ? name->value : "",
                        DATASET_NAME_MAX);
-    if (dataset_name_reserved(name->value))
-        return err_set(e, ERR_USAGE, "%s:%d: domain #%d: name '%s' " DATASET_RESERVED_WHY, path,
-                       name->line, idx + 1, name->value);
     for (int j = 0; j < idx; j++)
         if (strcmp(ds->domains[j].name, name->value) == 0)
             return err_set(e, ERR_USAGE, "%s:%d: duplicate domain name '%s' (domains #%d and #%d)",

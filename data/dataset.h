@@ -74,8 +74,10 @@ int dataset_name_ok(const char *name);
 
 /* Whether `name` is reserved for a row of the reports: "Average" in any case, the mean over
  * domains that eval, results and compare print beside the domains (a domain of that name
- * could not be told from it in a table or CSV). dataset_name_ok does not check it, so
- * callers refuse it with their own wording; DATASET_RESERVED_WHY says why. */
+ * could not be told from it in a table or CSV). Refused where names are made (prep,
+ * gen-corpus) and where a run is created (config/run_config.c), not by dataset_load: a
+ * run begun before the reservation still resumes and is evaluated. DATASET_RESERVED_WHY
+ * says why. */
 int dataset_name_reserved(const char *name);
 #define DATASET_RESERVED_WHY \
     "is reserved: eval, results and compare print the mean over domains under that name; " \

@@ -3,6 +3,7 @@
 
 #include "deploy/sweep.h"
 #include "storage/url.h"
+#include "util/outfile.h"
 #include "util/ydoc.h"
 
 #include <errno.h>
@@ -461,11 +462,8 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     }
     fprintf(out, " &\n");
     fputs(SLURM_WAIT, out);
-    errno = 0; /* what fflush sets; an earlier write's error is in ferror alone */
-    if (fflush(out) != 0 || ferror(out))
-        return errno ? err_sys(e, ERR_USAGE, errno, "writing the script failed")
-                     : err_set(e, ERR_USAGE, "writing the script failed (a full disk?)");
-    return 0;
+    int err = outfile_stream_error(out);
+    return err ? err_sys(e, ERR_USAGE, err, "writing the script failed") : 0;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -995,9 +993,6 @@ int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     free(sel);
     free(tol);
     if (oom) return err_set(e, ERR_INTERNAL, "out of memory writing the manifest");
-    errno = 0; /* what fflush sets; an earlier write's error is in ferror alone */
-    if (fflush(out) != 0 || ferror(out))
-        return errno ? err_sys(e, ERR_USAGE, errno, "writing the manifest failed")
-                     : err_set(e, ERR_USAGE, "writing the manifest failed (a full disk?)");
-    return 0;
+    int err = outfile_stream_error(out);
+    return err ? err_sys(e, ERR_USAGE, err, "writing the manifest failed") : 0;
 }

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "util/json.h"
+#include "util/outfile.h"
 
 /* `{"event":EVENT,"time":T` on stdout: the head of every JSON event (the caller closes) */
 static void json_begin(const char *event) {
@@ -26,15 +27,13 @@ static void json_begin(const char *event) {
  * its exit status says the output was lost (cli/main.c). */
 static void progress_flush(FILE *f) {
     static int said[2];
-    errno = 0;
-    int ok = fflush(f) == 0 && !ferror(f);
-    int err = errno, which = f == stdout ? 0 : 1;
-    if (ok || said[which]) return;
+    int err = outfile_stream_error(f), which = f == stdout ? 0 : 1;
+    if (!err || said[which]) return;
     said[which] = 1;
     if (f == stdout)
         fprintf(stderr, "tandem: standard output can no longer be written (%s): the run's "
                         "events stop here; the run goes on and exits 1 if nothing else fails\n",
-                err ? strerror(err) : "a write failed");
+                strerror(err));
     /* stderr itself lost: nowhere left to say it */
 }
 

@@ -538,6 +538,7 @@ int s3_creds_process(s3_config *c, tdm_err *e) {
         dup2(fds[1], 1);
         close(fds[0]);
         close(fds[1]);
+        signal(SIGPIPE, SIG_DFL); /* a run ignores it; the helper's own tools expect it */
         execl("/bin/sh", "sh", "-c", c->process, (char *)NULL);
         _exit(127);
     }

@@ -113,6 +113,29 @@ else
   echo "SKIP full file system: cannot mount a tmpfs here (needs root)"
 fi
 
+# ------------------------------------------------ what is at the path decides how it is written
+# a link stays a link (the file it names is replaced, keeping its mode); what is not a
+# regular file (/dev/stdout, a FIFO) is written directly; a missing directory is exit 2
+out=$("$bin" mixture "$st" --out /dev/stdout 2>/dev/null); rc=$?
+if [ $rc = 0 ] && grep -q '^mixture:' <<<"$out"; then pass "mixture --out /dev/stdout: the YAML on stdout"
+else fail "mixture --out /dev/stdout" "exit $rc" "$out"; fi
+echo old >"$tmp/target.yaml"; chmod 640 "$tmp/target.yaml"; ln -sf target.yaml "$tmp/link.yaml"
+"$bin" mixture "$st" --out "$tmp/link.yaml" 2>/dev/null; rc=$?
+if [ $rc = 0 ] && [ -L "$tmp/link.yaml" ] && grep -q '^mixture:' "$tmp/target.yaml" &&
+   [ "$(stat -c %a "$tmp/target.yaml")" = 640 ]; then pass "mixture --out LINK: the link stays, its file replaced with its mode"
+else fail "mixture --out LINK" "exit $rc" "$(ls -la "$tmp"/link.yaml "$tmp"/target.yaml)"; fi
+mkfifo "$tmp/fifo"
+(cat "$tmp/fifo" >"$tmp/fifo.out") & reader=$!
+"$bin" alpha "$st" --plot "$tmp/fifo" >/dev/null 2>&1; rc=$?
+wait $reader
+if [ $rc = 0 ] && grep -q '</svg>' "$tmp/fifo.out" && [ -p "$tmp/fifo" ]; then pass "alpha --plot FIFO: written through it, the FIFO stays"
+else fail "alpha --plot FIFO" "exit $rc" "$(head -c 100 "$tmp/fifo.out")"; fi
+for kind in slurm k8s; do
+  out=$("$bin" manifest $kind "$tmp/c.yaml" --out "$tmp/no/such/dir/job" 2>&1); rc=$?
+  if [ $rc = 2 ] && grep -q "no/such/dir/job" <<<"$out"; then pass "manifest $kind --out in a missing directory: exit 2 naming it"
+  else fail "manifest $kind --out in a missing directory" "exit $rc (139: a crash)" "$out"; fi
+done
+
 # ------------------------------------------------ a SIGTERM while the history is written
 "$bin" run "$tmp/long.yaml" --store "$tmp/s-tb" --quiet >/dev/null 2>&1
 "$bin" metrics "$tmp/s-tb" --tensorboard "$tmp/tb-ref" >/dev/null 2>&1

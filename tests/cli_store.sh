@@ -138,6 +138,16 @@ if [ $rc = 3 ] && grep -q "is a symbolic link, not a directory of the store" <<<
   pass "states/ a symbolic link out of the store: exit 3, named; nothing written there"
 else fail "states/ symlink" "exit $rc: $out" "before: $before" "after: $after"; fi
 
+# ---------------------------------------------------------------- a domain named Average
+# the mean row of eval, results and compare is "Average": a new run on a domain of that
+# name is refused (exit 2, naming it and why), with no RUN written; `eval` still reads
+sed 's/name: "d1"/name: "Average"/' "$tmp/corpus/dataset.yaml" >"$tmp/corpus/avg.yaml"
+sed "s|dataset: .*|dataset: $tmp/corpus/avg.yaml}|" "$tmp/c.yaml" >"$tmp/avg.yaml"
+out=$("$bin" run "$tmp/avg.yaml" --store "$tmp/avg" --quiet 2>&1); rc=$?
+if grep -q "Average" "$tmp/corpus/avg.yaml" && [ $rc = 2 ] && grep -q "'Average' is reserved" <<<"$out" &&
+   [ ! -e "$tmp/avg/RUN" ]; then pass "a new run on a domain named Average: exit 2 naming why, no RUN"
+else fail "a new run on a domain named Average" "exit $rc" "$out" "$(head -c 400 "$tmp/corpus/avg.yaml")"; fi
+
 # ---------------------------------------------------------------- extreme values
 # KEY=VALUE...|expected exit codes|what the message must name
 cases=(

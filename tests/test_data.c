@@ -359,10 +359,6 @@ static void test_dataset_errors(void) {
          "    val: [web/val_*.bin]\n  - name: web\n    train: [web/train_1.bin]\n"
          "    val: [web/val_*.bin]\n",
          {"dataset.yaml:6:", "duplicate domain name 'web'", "#2"}},
-        {"vocab: 256\ndomains:\n  - name: web\n    train: [web/train_0.bin]\n"
-         "    val: [web/val_*.bin]\n  - name: average\n    train: [web/train_1.bin]\n"
-         "    val: [web/val_*.bin]\n",
-         {"dataset.yaml:6:", "'average' is reserved", "rename the domain"}},
         {"vocab: 256\ndomains:\n  - name: web\n    train: [web/train_*.bin]\n"
          "    val: [web/train_1.bin]\n",
          {"train_1.bin", "'web' val", "also"}},

@@ -348,14 +348,19 @@ static void test_secret_env_name(void) {
     static const char *const secret[] = {
         "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
         "HF_TOKEN", "GITHUBTOKEN", "db_password", "PGPASSWORD", "MYSQL_PWD_PASSWD",
-        "SMTP_PASS", "GPG_PASSPHRASE", "CLIENTSECRETS", "GOOGLE_APPLICATION_CREDENTIALS",
+        "SMTP_PASS", "GPG_PASSPHRASE", "CLIENTSECRETS", "GITHUB_PAT", "WANDB_KEY",
+        "KAGGLE_KEY", "AZURE_STORAGE_ACCOUNT_KEY", "OPENAI_API_KEYS", "ACCESS_KEYS",
+        "R2_ACCESS_KEYID", "PRIVATE_KEYS", "WANDB_API_KEY",
         "OPENAI_API_KEY", "STRIPE_APIKEY", "SSH_PRIVATE_KEY", "JWT_SIGNING_KEY",
         "DATA_ENCRYPTION_KEY", "auth_key", "token",
         "AWS_ACCESS_KEY_ID"}; /* half of a credential: it goes with the secret, in a file */
     static const char *const plain[] = {
         "TOKENIZERS_PARALLELISM", "AWS_REGION", "PASSWORD_FILE",
         "AWS_SHARED_CREDENTIALS_FILE", "SECRET_DIR", "TOKENS_PER_BATCH", "BYPASS_PROXY",
-        "KEY", "PRIMARY_KEY", "HOME", "PATH", "NCCL_IB_DISABLE", "FILE", "COMPASS_HEADING"};
+        "KEY", "HOME", "PATH", "NCCL_IB_DISABLE", "FILE", "COMPASS_HEADING", "MAX_TOKENS",
+        "GOOGLE_APPLICATION_CREDENTIALS", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "HF_HOME", "PYTORCH_CUDA_ALLOC_CONF",
+        "MASTER_ADDR", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "KEYBOARD_LAYOUT"};
     for (size_t i = 0; i < sizeof secret / sizeof *secret; i++)
         CHECK(secret_env_name(secret[i], strlen(secret[i])), "%s: a secret", secret[i]);
     for (size_t i = 0; i < sizeof plain / sizeof *plain; i++)

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,8 @@
 #include <unistd.h>
 
 #include "util/fileio.h"
+
+/* ------------------------------------------------------------ the pending temporary */
 
 static const char *volatile outfile_pending;
 
@@ -30,12 +33,21 @@ void outfile_guard(const char *tmp) {
             memset(&sa, 0, sizeof sa);
             sa.sa_handler = outfile_on_signal;
             sigemptyset(&sa.sa_mask);
-            /* a handler of the caller's own (a run's stop signal) stays */
+            /* a handler of the caller's own (a run's stop signal) or an ignored one
+             * (nohup's SIGHUP) stays */
             if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL) sigaction(sigs[i], &sa, NULL);
         }
     }
     outfile_pending = tmp;
 }
+
+int outfile_stream_error(FILE *f) {
+    errno = 0;
+    if (fflush(f) == 0 && !ferror(f)) return 0;
+    return errno ? errno : EIO;
+}
+
+/* ------------------------------------------------------------ messages, names */
 
 /* The path as a message shows it: a very long one (a file name may be 255 bytes, a path
  * 4095) keeps its head and tail, so the reason after it still fits tdm_err's message. */
@@ -46,62 +58,96 @@ static const char *outfile_shown(const char *path, char *buf, size_t cap) {
     return buf;
 }
 
+/* the stem of the temporaries beside `target` (its file name, or .tandem-out when the
+ * temporary's name would pass NAME_MAX), for fileio_sweep_dead_temporaries */
+static char outfile_stem[NAME_MAX + 1];
+
+static int outfile_ours(const char *name, size_t len) {
+    return len == strlen(outfile_stem) && !memcmp(name, outfile_stem, len);
+}
+
+/* ------------------------------------------------------------ open and close */
+
 int outfile_open(outfile *o, const char *what, const char *path, tdm_err *e) {
     memset(o, 0, sizeof *o);
     o->what = what;
-    o->path = strdup(path);
-    size_t cap = strlen(path) + 48;
+    o->given = strdup(path);
+    char shown[400];
+    struct stat st, lst;
+    int exists = stat(path, &st) == 0;
+    if ((exists && !S_ISREG(st.st_mode)) || (!exists && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode))) {
+        /* a device, a FIFO, /dev/stdout, or a link to where nothing is yet: as fopen */
+        o->path = strdup(path);
+        o->f = o->path && o->given ? fopen(path, "w") : NULL;
+        if (!o->f) {
+            int err = o->path && o->given ? errno : ENOMEM;
+            outfile_close(o, 1, 0, e);
+            return err_sys(e, ERR_USAGE, err, "%s %s: cannot write there", what, outfile_shown(path, shown, sizeof shown));
+        }
+        return 0;
+    }
+    /* a regular file replaced: the one a link names, keeping its permission bits */
+    o->path = exists ? realpath(path, NULL) : strdup(path);
+    if (exists) o->mode = st.st_mode & 07777;
+    size_t cap = (o->path ? strlen(o->path) : 0) + NAME_MAX + 48;
     o->tmp = malloc(cap);
-    if (!o->path || !o->tmp) {
+    if (!o->path || !o->tmp || !o->given) {
         outfile_close(o, 1, 0, e);
         return err_set(e, ERR_INTERNAL, "out of memory");
     }
+    const char *slash = strrchr(o->path, '/');
+    const char *base = slash ? slash + 1 : o->path;
+    int dirlen = slash ? (int)(slash - o->path) : 0;
+    snprintf(outfile_stem, sizeof outfile_stem, "%s", strlen(base) + 24 > NAME_MAX ? ".tandem-out" : base);
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (dirlen ? dirlen : 1) : 1, slash ? o->path : ".");
+    fileio_sweep_dead_temporaries(dir, outfile_ours, 60); /* killed writers' */
     static unsigned n;
     int fd = -1;
     for (int tries = 0; fd < 0 && tries < 100; tries++) {
-        snprintf(o->tmp, cap, "%s.tmp.%d.%u", path, (int)getpid(), n++);
+        snprintf(o->tmp, cap, "%.*s%s%s.tmp.%d.%u", dirlen, o->path, slash ? "/" : "", outfile_stem, (int)getpid(),
+                 n++);
         fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0 && errno != EEXIST) break;
     }
     if (fd < 0) {
         int err = errno;
-        char shown[400];
         free(o->tmp), o->tmp = NULL; /* nothing of ours to remove */
         outfile_close(o, 1, 0, e);
-        return err_sys(e, ERR_USAGE, err, "%s %s: cannot create a file there", what,
-                       outfile_shown(path, shown, sizeof shown));
+        return err_sys(e, ERR_USAGE, err, "%s %s: cannot create a file there", what, outfile_shown(path, shown, sizeof shown));
     }
-    outfile_guard(o->tmp);
     o->f = fdopen(fd, "w");
     if (!o->f) {
         close(fd);
         return outfile_close(o, err_set(e, ERR_INTERNAL, "out of memory"), 0, e);
     }
+    outfile_guard(o->tmp);
     return 0;
 }
 
 int outfile_close(outfile *o, int rc, unsigned mode, tdm_err *e) {
+    char shown[400];
     if (o->f) {
-        int fd = fileno(o->f);
-        unsigned m = mode ? mode : 0666u & ~fileio_umask();
-        errno = 0;
-        int bad = fflush(o->f) != 0 || ferror(o->f);
-        int err = errno ? errno : EIO;
-        if (!rc && !bad && fchmod(fd, m) != 0) bad = 1, err = errno;
-        if (fclose(o->f) != 0 && !bad) bad = 1, err = errno;
+        int err = outfile_stream_error(o->f);
+        if (!err && o->tmp) {
+            unsigned m = mode ? mode : o->mode ? o->mode : 0666u & ~fileio_umask();
+            if (fchmod(fileno(o->f), m) != 0) err = errno;
+        }
+        if (fclose(o->f) != 0 && !err) err = errno ? errno : EIO;
         o->f = NULL;
-        char shown[400];
-        if (!rc && bad)
-            rc = err_sys(e, ERR_USAGE, err, "%s %s: cannot write it", o->what,
-                         outfile_shown(o->path, shown, sizeof shown));
-        if (!rc && rename(o->tmp, o->path) != 0)
+        if (!rc && err)
+            rc = err_sys(e, ERR_USAGE, err, "%s %s: cannot write it", o->what, outfile_shown(o->given ? o->given : "?", shown, sizeof shown));
+        if (!rc && o->tmp && rename(o->tmp, o->path) != 0)
             rc = err_sys(e, ERR_USAGE, errno, "%s %s: cannot put it in place", o->what,
-                         outfile_shown(o->path, shown, sizeof shown));
+                         outfile_shown(o->given ? o->given : "?", shown, sizeof shown));
     }
-    if (o->tmp && (rc || !o->path)) unlink(o->tmp);
-    if (o->tmp) outfile_guard(NULL);
+    if (o->tmp) {
+        if (rc) unlink(o->tmp);
+        outfile_guard(NULL);
+    }
     free(o->tmp);
     free(o->path);
-    o->tmp = o->path = NULL;
+    free(o->given);
+    o->tmp = o->path = o->given = NULL;
     return rc;
 }

@@ -1,11 +1,14 @@
 /* outfile.h — a file a command writes for the user (--plot, --svg, --out, manifest --out):
  * whole or not at all.
  *
- * It is written beside its path as PATH.tmp.PID.N (the name fileio_sweep_dead_temporaries
- * knows) and renamed over PATH only once every byte was written and the file closed without
- * error. A full disk, a failed write or a signal leaves the file that was there before (if
- * any) as it was, never a cut one under the final name; a symbolic link at PATH is
- * replaced, not written through (as export does). */
+ * A regular file (new, or one already there, also behind a symbolic link) is written
+ * beside its target as NAME.tmp.PID.N (the name fileio_sweep_dead_temporaries knows; a
+ * name too long for that, .tandem-out.tmp.PID.N) and renamed over it only once every byte
+ * was written and the file closed without error: a full disk, a failed write or a signal
+ * leaves the file that was there (if any) as it was, never a cut one. A link stays a link
+ * (the file it names is replaced) and a file replaced keeps its permission bits. What is
+ * not a regular file — /dev/null, /dev/stdout, a FIFO, a process substitution — is written
+ * directly, as fopen would: it cannot be replaced whole. */
 #ifndef TANDEM_UTIL_OUTFILE_H
 #define TANDEM_UTIL_OUTFILE_H
 
@@ -15,18 +18,23 @@
 
 typedef struct outfile {
     FILE *f;          /* write here */
-    char *tmp, *path; /* owned copies */
+    char *tmp, *path; /* owned: the temporary (NULL: written directly) and the target */
+    char *given;      /* owned: the path as given, for messages */
     const char *what; /* the option that named the path, for messages ("--plot") */
+    unsigned mode;    /* the replaced file's permission bits; 0: a new file */
 } outfile;
 
-/* Opens the temporary beside `path`. ERR_USAGE naming `what` and the path (no directory
- * there, no permission) with e set; `o` is then closed already. */
+/* Opens the temporary beside `path` (or `path` itself, see above), first removing dead
+ * temporaries of the same name that killed writers left (a minute old). ERR_USAGE naming
+ * `what` and the path (no directory there, no permission) with e set; `o` is then closed
+ * already. */
 int outfile_open(outfile *o, const char *what, const char *path, tdm_err *e);
 
 /* Ends the file: when `rc` is 0, closes it and renames it onto its path with `mode` (0:
- * 0666 less the umask, as fopen would create it); a close or rename that fails is ERR_USAGE
- * naming what and path. When `rc` is not 0 (the caller failed first), or on any failure
- * here, the temporary is removed and the path left alone. Returns rc, or the failure. */
+ * the replaced file's bits, or 0666 less the umask for a new one); a close or rename that
+ * fails is ERR_USAGE naming what and path. When `rc` is not 0 (the caller failed first),
+ * or on any failure here, the temporary is removed and the path left alone. Returns rc,
+ * or the failure. Safe on an outfile whose open failed. */
 int outfile_close(outfile *o, int rc, unsigned mode, tdm_err *e);
 
 /* While a temporary is being written: a SIGTERM, SIGINT or SIGHUP (where the process has
@@ -34,5 +42,9 @@ int outfile_close(outfile *o, int rc, unsigned mode, tdm_err *e);
  * as it would have. NULL: none pending. One at a time; `tmp` must stay valid until
  * cleared. outfile_open/close call it; tfevents' whole files too. */
 void outfile_guard(const char *tmp);
+
+/* Whether everything written to `f` reached its file: flushes, then 0, or the errno of
+ * the failure (EIO when the error came earlier and its errno is gone). */
+int outfile_stream_error(FILE *f);
 
 #endif

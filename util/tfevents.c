@@ -136,17 +136,22 @@ tfevents *tfevents_open(const char *dir, int whole, tdm_err *e) {
     snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%lld.%s.%d", dir, (long long)ts.tv_sec,
              host, (int)getpid());
     if (whole) { /* a name TensorBoard does not read ('tfevents' in it would be) */
-        snprintf(w->tmp, sizeof w->tmp, "%s/.tandem-tb.tmp.%d.0", dir, (int)getpid());
-        unlink(w->tmp); /* a dead writer's of this pid: never ours to append to */
         fileio_sweep_dead_temporaries(dir, tb_temporary, 60); /* killed writers' */
-        outfile_guard(w->tmp);
+        static unsigned n; /* another writer of the same pid (another PID namespace) keeps its file */
+        for (int tries = 0; !w->f && tries < 100; tries++) {
+            snprintf(w->tmp, sizeof w->tmp, "%s/.tandem-tb.tmp.%d.%u", dir, (int)getpid(), n++);
+            w->f = fopen(w->tmp, "wbx");
+            if (!w->f && errno != EEXIST) break;
+        }
+    } else {
+        w->f = fopen(w->path, "wbx"); /* never append to another writer's file */
     }
-    w->f = fopen(whole ? w->tmp : w->path, "wbx"); /* never append to another writer's file */
     if (!w->f) {
         err_sys(e, ERR_USAGE, errno, "cannot create %s", whole ? w->tmp : w->path);
         free(w);
         return NULL;
     }
+    if (whole) outfile_guard(w->tmp);
     if (record(w, (double)ts.tv_sec + ts.tv_nsec * 1e-9, 0, "brain.Event:2", NULL, e) ||
         tfevents_flush(w, e)) {
         tfevents_close(w, 0, NULL);
@@ -182,15 +187,27 @@ int tfevents_close(tfevents *w, int keep, tdm_err *e) {
     if (!w) return 0;
     int rc = 0;
     if (w->f) {
-        errno = 0;
-        int bad = fflush(w->f) != 0 || ferror(w->f);
-        int err = errno ? errno : EIO;
-        if (fclose(w->f) != 0 && !bad) bad = 1, err = errno;
-        if (bad && keep && e) rc = err_sys(e, ERR_USAGE, err, "cannot write %s", w->path);
+        int err = outfile_stream_error(w->f);
+        if (fclose(w->f) != 0 && !err) err = errno ? errno : EIO;
+        if (err && keep && e) rc = err_sys(e, ERR_USAGE, err, "cannot write %s", w->path);
     }
     if (w->tmp[0]) {
-        if (!rc && keep && rename(w->tmp, w->path) != 0)
-            rc = e ? err_sys(e, ERR_USAGE, errno, "cannot put %s in place", w->path) : ERR_USAGE;
+        /* put in place without replacing: another writer (another PID namespace, the same
+         * pid and second) may have taken the name; then NAME.1, NAME.2, ... */
+        size_t len = strlen(w->path);
+        for (int k = 1; !rc && keep && link(w->tmp, w->path) != 0; k++) {
+            if (errno == EPERM || errno == ENOTSUP || errno == EOPNOTSUPP) { /* no hard links here */
+                if (rename(w->tmp, w->path) != 0)
+                    rc = e ? err_sys(e, ERR_USAGE, errno, "cannot put %s in place", w->path) : ERR_USAGE;
+                break;
+            }
+            if (errno != EEXIST || k > 99 || len + 4 >= sizeof w->path) {
+                rc = e ? err_sys(e, ERR_USAGE, errno, "cannot put %s in place", w->path) : ERR_USAGE;
+                break;
+            }
+            snprintf(w->path + len, sizeof w->path - len, ".%d", k);
+        }
+        if (!rc && keep) unlink(w->tmp); /* linked: the temporary's name goes */
         if (rc || !keep) unlink(w->tmp);
         outfile_guard(NULL);
     }

@@ -21,7 +21,7 @@ typedef struct tfevents tfevents;
 /* Creates DIR (and its parents) if missing and a new file in it,
  * events.out.tfevents.<unix time>.<host>.<pid>, starting with the file_version record.
  * whole = 0: the file is there from the start and grows (a run's live log); whole = 1: it
- * is written under a temporary name TensorBoard does not read (.tandem-tfevents.<pid>.tmp)
+ * is written under a temporary name TensorBoard does not read (.tandem-tb.tmp.<pid>.<n>)
  * and appears under its name only at tfevents_close(w, 1) (`tandem metrics
  * --tensorboard`: a full disk or a signal never leaves a cut history that a second try
  * would double). NULL with e set (ERR_USAGE naming the path) when it cannot. */
