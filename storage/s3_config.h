@@ -35,6 +35,11 @@
 
 #include "util/err.h"
 
+/* The longest a key tandem writes adds to its store's prefix ("/quarantine/<epoch>/
+ * blobs/<sha256>", with room), and so the longest prefix S3's 1024-byte keys allow. */
+#define S3_KEY_SUFFIX_MAX 128
+#define S3_PREFIX_MAX (1024 - S3_KEY_SUFFIX_MAX)
+
 typedef struct s3_config {
     char bucket[256];
     char prefix[1024];       /* key prefix without leading/trailing '/', may be "" */

@@ -174,12 +174,15 @@ static int attempt(s3_store *s, const s3_req *q, s3_resp *resp, char *why, size_
     if (c->path_style) snprintf(path, sizeof path, "/%s%s%s", c->bucket, q->key ? "/" : "", enc);
     else snprintf(path, sizeof path, "/%s", enc);
     free(enc);
-    char url[5000];
+    char url[16000]; /* base_url, path and a listing's query (s3_list) */
     const char *hostpart = strstr(c->base_url, "://") + 3;
     const char *slash = strchr(hostpart, '/');
     size_t originlen = slash ? (size_t)(slash - c->base_url) : strlen(c->base_url);
-    snprintf(url, sizeof url, "%.*s%s%s%s", (int)originlen, c->base_url, path,
-             q->query && *q->query ? "?" : "", q->query ? q->query : "");
+    if (snprintf(url, sizeof url, "%.*s%s%s%s", (int)originlen, c->base_url, path,
+                 q->query && *q->query ? "?" : "", q->query ? q->query : "") >= (int)sizeof url) {
+        snprintf(why, whycap, "the request's URL is longer than %zu bytes", sizeof url);
+        return CURLE_URL_MALFORMAT; /* never sent cut: it would name another key */
+    }
 
     char payload[SHA256_HEX_LEN + 1];
     const char *payload_hash = NULL;

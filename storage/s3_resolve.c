@@ -2,6 +2,7 @@
  * environment and the AWS files as AWS tools resolve them; see s3_resolve.h. */
 #include "storage/s3_resolve.h"
 #include "storage/s3_creds.h"
+#include "util/ydoc.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -76,23 +77,59 @@ int s3_config_resolve(const char *url, s3_config *c, tdm_err *e) {
         return err_set(e, ERR_USAGE, "'%s' is not an s3:// URL", url);
     const char *b = url + 5, *slash = strchr(b, '/');
     size_t blen = slash ? (size_t)(slash - b) : strlen(b);
-    if (blen < 3 || blen >= sizeof c->bucket)
-        return err_set(e, ERR_USAGE, "store URL %s: bucket name must be 3..255 characters", url);
+    /* the URL as messages show it: its head only (a prefix may be ~900 bytes, and the
+     * reason must fit after it), without control characters (checked below) */
+    char shown[120];
+    size_t cut = strlen(url) > 100 ? 100 : strlen(url);
+    while (cut > 0 && cut < strlen(url) && ((unsigned char)url[cut] & 0xC0) == 0x80) cut--; /* whole characters */
+    snprintf(shown, sizeof shown, "%.*s%s", (int)cut, url, cut < strlen(url) ? "..." : "");
+    for (char *q = shown; *q; q++)
+        if ((unsigned char)*q < 0x20 || *q == 0x7f) *q = '?';
+    for (size_t bad; !ydoc_utf8_ok(shown, strlen(shown), 1, &bad);) shown[bad] = '?'; /* a message is text */
+    /* S3's bucket naming rules: 3..63 of a-z 0-9 . -, beginning and ending with a letter
+     * or digit, no "..", not an IP address, not xn--... or ...-s3alias (a name outside
+     * them reached the network and failed as NoSuchBucket, exit 3) */
+    if (blen < 3 || blen > 63)
+        return err_set(e, ERR_USAGE, "store URL %s: a bucket name is 3..63 characters (this one %zu)", shown, blen);
     memcpy(c->bucket, b, blen);
     for (size_t i = 0; i < blen; i++) {
         char ch = c->bucket[i];
         if (!(islower((unsigned char)ch) || isdigit((unsigned char)ch) || ch == '-' || ch == '.'))
-            return err_set(e, ERR_USAGE,
-                           "store URL %s: bucket '%s' may hold only a-z, 0-9, '-' and '.'", url,
-                           c->bucket);
+            return err_set(e, ERR_USAGE, "store URL %s: a bucket name holds only a-z, 0-9, '-' and '.'", shown);
     }
+    int dots = 0, digits_dots = 1;
+    for (size_t i = 0; i < blen; i++) {
+        dots += c->bucket[i] == '.';
+        digits_dots &= isdigit((unsigned char)c->bucket[i]) || c->bucket[i] == '.';
+    }
+    if (!isalnum((unsigned char)c->bucket[0]) || !isalnum((unsigned char)c->bucket[blen - 1]) ||
+        strstr(c->bucket, "..") || (digits_dots && dots == 3) || !strncmp(c->bucket, "xn--", 4) ||
+        (blen > 8 && !strcmp(c->bucket + blen - 8, "-s3alias")))
+        return err_set(e, ERR_USAGE,
+                       "store URL %s: '%s' is not a bucket name S3 allows (it begins and ends with a letter "
+                       "or digit, has no '..', is no IP address, does not begin with xn-- or end with -s3alias)",
+                       shown, c->bucket);
     if (slash) {
         const char *p = slash + 1;
         size_t plen = strlen(p);
         while (plen && p[plen - 1] == '/') plen--;
-        if (plen >= sizeof c->prefix)
-            return err_set(e, ERR_USAGE, "store URL %s: prefix too long", url);
+        /* S3 keys are at most 1024 bytes of UTF-8; tandem's longest key adds
+         * S3_KEY_SUFFIX_MAX to the prefix (quarantine/<epoch>/blobs/<sha256>) */
+        if (plen > S3_PREFIX_MAX)
+            return err_set(e, ERR_USAGE,
+                           "store URL %s: the prefix is too long (%zu bytes, more than the %d that leave room for tandem's keys "
+                           "within S3's 1024): shorten it",
+                           shown, plen, S3_PREFIX_MAX);
         memcpy(c->prefix, p, plen);
+        size_t bad;
+        if (!ydoc_utf8_ok(c->prefix, plen, 1, &bad))
+            return err_set(e, ERR_USAGE, "store URL %s: the prefix is not UTF-8 (byte 0x%02x at offset %zu), "
+                           "which S3 keys must be", shown, (unsigned char)c->prefix[bad], bad);
+        for (size_t i = 0; i < plen; i++)
+            if ((unsigned char)c->prefix[i] < 0x20 || c->prefix[i] == 0x7f)
+                return err_set(e, ERR_USAGE, "store URL %s: the prefix holds a control character (0x%02x at "
+                               "offset %zu): keys would carry it into listings and logs; remove it",
+                               shown, (unsigned char)c->prefix[i], i);
         /* HTTP clients remove "." and ".." segments from a URL path before sending it, S3
          * does not: the request would go to another key than the one signed (and fail as
          * SignatureDoesNotMatch, which reads like a credentials problem) */
@@ -103,7 +140,7 @@ int s3_config_resolve(const char *url, s3_config *c, tdm_err *e) {
                                "store URL %s: the prefix has a '%.*s' segment; S3 keys are not "
                                "paths (nothing resolves '.' or '..' in them): write the prefix "
                                "without it",
-                               url, (int)len, seg);
+                               shown, (int)len, seg);
             seg += len;
             if (*seg == '/') seg++;
         }
@@ -217,7 +254,10 @@ int s3_config_resolve(const char *url, s3_config *c, tdm_err *e) {
     const char *style = env("TANDEM_S3_ADDRESSING");
     if (style && strcmp(style, "path") && strcmp(style, "virtual"))
         return err_set(e, ERR_USAGE, "TANDEM_S3_ADDRESSING='%s': use path or virtual", style);
-    c->path_style = style ? strcmp(style, "path") == 0 : !aws_own;
+    /* a dotted bucket on AWS's own endpoint: virtual-hosted, its name would be more than
+     * one label of the wildcard certificate (*.s3.REGION.amazonaws.com) and TLS fails;
+     * path-style, as the AWS SDKs do */
+    c->path_style = style ? strcmp(style, "path") == 0 : !aws_own || strchr(c->bucket, '.') != NULL;
     if (c->path_style) {
         copy(c->host, sizeof c->host, hoststart);
         snprintf(c->base_url, sizeof c->base_url, "%s/%s", c->endpoint, c->bucket);

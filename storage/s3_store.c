@@ -570,7 +570,7 @@ static int s3_list(store *st, const char *prefix, store_list *out, tdm_err *e) {
     sha256_digest *seen = NULL;
     size_t nseen = 0, empty = 0;
     for (int page = 0; !rc; page++) {
-        char query[6000];
+        char query[10000]; /* the token (< 2048) and the prefix (< 1024), each byte %XX at most */
         char *tenc = token[0] ? sigv4_uri_encode(token, 0) : NULL;
         /* sorted by name, as the canonical query needs */
         if (tenc)
@@ -681,7 +681,7 @@ store *s3_store_open(const char *url, int must_exist, int *absent, tdm_err *e) {
     st->impl = s;
     /* reachability and credentials now, so a bad store fails at start, not at a commit;
      * for an existing store, the same request asks whether anything is under the prefix */
-    char query[1400] = "list-type=2&max-keys=1";
+    char query[4096] = "list-type=2&max-keys=1"; /* a prefix of S3_PREFIX_MAX bytes, each %XX */
     if (must_exist && s->cfg.prefix[0]) {
         char full[1100];
         snprintf(full, sizeof full, "%s/", s->cfg.prefix);

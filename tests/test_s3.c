@@ -73,7 +73,7 @@ static long counter(const char *name) {
 }
 
 static store *open_store(const char *prefix, tdm_err *e) {
-    char url[300];
+    char url[1200];
     snprintf(url, sizeof url, "s3://%s/%s", getenv("TANDEM_S3_BUCKET"), prefix);
     return store_open(url, e);
 }
@@ -164,6 +164,23 @@ static void test_open_existing(void) {
     CHECK(s, "an existing prefix: %s", e.msg);
     CHECK(store_put(s, "x", "1", 1, STORE_OVERWRITE, &e) == ERR_INTERNAL, "read-only put");
     store_close(s);
+    /* a long prefix of multi-byte characters (each 9 bytes when encoded): opened as an
+     * existing store too (the listing's query was cut short, and every read failed) */
+    char longp[700] = "";
+    for (int i = 0; i < 200; i++) strcat(longp, i % 60 == 59 ? "/" : "\xe6\x97\xa5");
+    s = open_store(longp, &e);
+    CHECK(s && store_put(s, "HEAD", "h", 1, STORE_OVERWRITE, &e) == 0, "%s", e.msg);
+    if (s) store_close(s);
+    static char lurl[1200];
+    snprintf(lurl, sizeof lurl, "s3://%s/%s", getenv("TANDEM_S3_BUCKET"), longp);
+    s = store_open_existing(lurl, STORE_OPEN_READ_ONLY, &e);
+    CHECK(s, "a long multi-byte prefix, existing: %s", e.msg);
+    if (s) {
+        store_list ll;
+        CHECK(store_list_prefix(s, "", &ll, &e) == 0 && ll.n == 1, "listed %zu: %s", ll.n, e.msg);
+        store_list_free(&ll);
+        store_close(s);
+    }
     /* a prefix that only begins like an existing one is another store */
     snprintf(url, sizeof url, "s3://%s/open", getenv("TANDEM_S3_BUCKET"));
     CHECK(store_open_existing(url, STORE_OPEN_READ_ONLY, &e) == NULL && strstr(e.msg, "no store at"),
@@ -282,6 +299,31 @@ static void test_config_resolution(void) {
     }
     CHECK(s3_config_resolve("s3://my-bucket/a..b/.c/d.", &c, &e) == 0 && !strcmp(c.prefix, "a..b/.c/d."),
           "dots inside a segment are plain characters: %s", e.msg);
+    /* S3's bucket rules, before any request (they went out and failed as exit 3) */
+    const char *buckets[] = {"s3://xn--abc/p", "s3://my-bucket-s3alias/p", "s3://-ab/p", "s3://ab-/p",
+                             "s3://a..b/p", "s3://192.168.1.2/p",
+                             "s3://aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/p"};
+    for (size_t i = 0; i < sizeof buckets / sizeof *buckets; i++)
+        CHECK(s3_config_resolve(buckets[i], &c, &e) == ERR_USAGE && strstr(e.msg, "bucket"), "%s: %s", buckets[i],
+              e.msg);
+    /* keys stay within S3's 1024 bytes: a prefix leaves room for tandem's longest key */
+    static char url[2400];
+    int n = snprintf(url, sizeof url, "s3://my-bucket/");
+    for (int i = 0; i < S3_PREFIX_MAX; i++) url[n + i] = i % 100 == 99 ? '/' : 'p';
+    url[n + S3_PREFIX_MAX] = '\0';
+    CHECK(s3_config_resolve(url, &c, &e) == 0 && strlen(c.prefix) == S3_PREFIX_MAX, "the longest prefix: %s", e.msg);
+    strcat(url, "q");
+    CHECK(s3_config_resolve(url, &c, &e) == ERR_USAGE && strstr(e.msg, "too long") && strlen(e.msg) < 400,
+          "one byte more: %s", e.msg);
+    /* keys are UTF-8 without control characters: refused, not signed and sent */
+    CHECK(s3_config_resolve("s3://my-bucket/caf\xe9", &c, &e) == ERR_USAGE && strstr(e.msg, "not UTF-8") &&
+              !strstr(e.msg, "\xe9"), "latin-1: %s", e.msg);
+    CHECK(s3_config_resolve("s3://my-bucket/ok\rFAKE\x1b[0m", &c, &e) == ERR_USAGE && strstr(e.msg, "control") &&
+              !strchr(e.msg, '\r') && !strchr(e.msg, '\x1b'), "control: %s", e.msg);
+    /* a dotted bucket on AWS's endpoint goes path-style (its name is no single TLS label) */
+    unsetenv("AWS_ENDPOINT_URL");
+    CHECK(s3_config_resolve("s3://my.dotted.bucket/p", &c, &e) == 0 && c.path_style &&
+              !strcmp(c.host, "s3.eu-west-3.amazonaws.com"), "dotted: %s", c.host);
     setenv("AWS_REGION", "us-east-1", 1);
     setenv("AWS_ENDPOINT_URL", ep, 1);
     s3_config_wipe(&c);
