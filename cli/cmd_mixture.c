@@ -10,6 +10,7 @@
 #include <math.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/ydoc.h"
@@ -109,6 +110,13 @@ static void print_hf(FILE *f, const rec_mixture *x) {
     fprintf(f, "]\n");
 }
 
+/* run.episodes as RUN pins it (0 when absent): how many α records the finished run has */
+static unsigned long long run_episodes(const rec_run *run) {
+    for (size_t i = 0; i < run->nconfig; i++)
+        if (!strcmp(run->config[i].key, "run.episodes")) return strtoull(run->config[i].value, NULL, 10);
+    return 0;
+}
+
 static void print_yaml(FILE *f, const rec_mixture *x, const rec_run *run, const char *url, const audit_chain *c) {
     /* the URL in a comment, the names quoted: a path with a line break, or a domain named
      * on, null or 0x10, read otherwise by the YAML 1.1 readers this file is for */
@@ -116,8 +124,11 @@ static void print_yaml(FILE *f, const rec_mixture *x, const rec_run *run, const 
     ydoc_comment(f, run->run_id);
     fprintf(f, " in ");
     ydoc_comment(f, url);
-    fprintf(f, ": mean alpha after episodes %llu..%llu of %zu\n", (unsigned long long)x->first,
+    unsigned long long planned = run_episodes(run);
+    fprintf(f, ": mean alpha after episodes %llu..%llu of %zu", (unsigned long long)x->first,
             (unsigned long long)x->last, c->n);
+    if (planned > c->n) fprintf(f, " so far (unfinished: the run has %llu)", planned);
+    fprintf(f, "\n");
     fprintf(f, "mixture:\n");
     for (int m = 0; m < x->M; m++) {
         fputs("  ", f);
@@ -159,6 +170,9 @@ static int run_mixture(const cli_args *a) {
     }
     if (!rc && cli_given(a, "--prefix") && strcmp(format, "megatron"))
         rc = err_set(&e, ERR_USAGE, "--prefix shapes --format megatron's data paths; --format %s has none", format);
+    if (!rc && run_episodes(&run) > c.n) /* useful while a run goes on, but not its α* */
+        fprintf(stderr, "tandem mixture: %s is not finished (%zu of %llu episodes): this is the mean of its last "
+                "episodes so far, not its alpha*; resume it with tandem run\n", url, c.n, run_episodes(&run));
     if (!rc) {
         rec_mixture x;
         audit_mixture(&c, frac, &x);

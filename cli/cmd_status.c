@@ -279,17 +279,18 @@ static int status(const char *url, FILE *j, tdm_err *out) {
             double hours = (h.time - (double)run.created) / 3600.0;
             fprintf(j, "},\"commits\":%llu,\"commits_per_hour\":", (unsigned long long)h.commits);
             json_num(j, hours > 0 ? (double)h.commits / hours : NAN);
+            ledger_speed sp;
+            ledger_speed_read(st, T, &sp);
             uint64_t ahead = c.n ? c.rec[c.n - 1].seq : 0;
+            uint64_t reach = !c.n && sp.reached_seq > ahead ? sp.reached_seq : ahead; /* a fixed run: its rows */
             fprintf(j, ",\"at_risk_steps\":%llu,\"alpha_reach_seq\":%llu,\"alpha\":{",
-                    (unsigned long long)(ahead > s.seq ? ahead - s.seq : 0), (unsigned long long)ahead);
+                    (unsigned long long)(reach > s.seq ? reach - s.seq : 0), (unsigned long long)ahead);
             for (int m = 0; m < s.M; m++) {
                 if (m) fputc(',', j);
                 json_key(j, m < run.M ? run.domains[m] : "?");
                 json_num(j, s.alpha[m]);
             }
             fprintf(j, "},\"finished\":%s", !strcmp(s.step, "done") ? "true" : "false");
-            ledger_speed sp;
-            ledger_speed_read(st, T, &sp);
             if (sp.n) {
                 fprintf(j, ",\"speed\":{\"tokens_per_s\":");
                 json_num(j, sp.tokens_per_s);
@@ -333,11 +334,16 @@ static int status(const char *url, FILE *j, tdm_err *out) {
             double hours = (h.time - (double)run.created) / 3600.0;
             if (hours > 0) printf("rate      %llu commits, %.1f per hour\n", (unsigned long long)h.commits,
                                   (double)h.commits / hours);
-            uint64_t ahead = c.n ? c.rec[c.n - 1].seq : 0;
-            printf("at risk   %llu steps since the last full state (alpha records reach run position %llu)\n",
-                   (unsigned long long)(ahead > s.seq ? ahead - s.seq : 0), (unsigned long long)ahead);
             ledger_speed sp;
             ledger_speed_read(st, T, &sp);
+            /* how far the run went past its last state: its α records, or for a fixed run
+             * (none) its metrics rows */
+            uint64_t ahead = c.n ? c.rec[c.n - 1].seq : 0;
+            int by_rows = !c.n && sp.reached_seq > ahead;
+            if (by_rows) ahead = sp.reached_seq;
+            printf("at risk   %llu steps since the last full state (%s reach run position %llu)\n",
+                   (unsigned long long)(ahead > s.seq ? ahead - s.seq : 0), by_rows ? "metrics rows" : "alpha records",
+                   (unsigned long long)ahead);
             if (sp.n) {
                 char eta[64];
                 human_seconds(sp.eta_s, eta, sizeof eta);

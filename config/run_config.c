@@ -426,6 +426,15 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
                      "(%s): RUN is not this run's pinned config (another run's RUN, or a damaged one). "
                      RUN_REPAIR, store_url(st), (unsigned long long)pc.run.seed,
                      (unsigned long long)made, which);
+    } else if (pc.run.seed != cfg->run.seed) {
+        /* never recorded, even when allowed: every state, α record and data position of
+         * the run derives from its seed, so no resume could continue it with another (the
+         * change was recorded, then the load refused the states: the run was stranded) */
+        rc = err_set(e, ERR_USAGE,
+                     "the run in %s was created with run.seed = %llu; a run cannot change its seed "
+                     "(everything it computed derives from it), also with --allow-change. For another "
+                     "seed give another store (--store URL); these keys differ:\n%s",
+                     store_url(st), (unsigned long long)pc.run.seed, list);
     } else if (refused && store_defaulted) {
         rc = err_set(e, ERR_USAGE,
                      "%s, the default store, holds a run created with another configuration; these "

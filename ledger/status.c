@@ -37,6 +37,7 @@ void ledger_speed_read(store *st, uint64_t episodes, ledger_speed *sp) {
         if (!(m.tokens_per_s > 0) || !(m.episode_s > 0)) continue;
         sp->tokens_per_s += m.tokens_per_s, sp->episode_s += m.episode_s, sp->n++;
         if (m.t + 1 > sp->reached) sp->reached = m.t + 1;
+        if (m.seq > sp->reached_seq) sp->reached_seq = m.seq;
     }
     if (!sp->n) return;
     sp->tokens_per_s /= sp->n, sp->episode_s /= sp->n;

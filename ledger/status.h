@@ -23,6 +23,8 @@ typedef struct ledger_speed {
     double episode_s;      /* their mean */
     double eta_s;          /* the episodes left to `episodes` at that pace */
     uint64_t reached;      /* episodes the newest row says are done */
+    uint64_t reached_seq;  /* the run position at its end (a fixed run has no α records
+                            * to tell how far it went past its last state) */
 } ledger_speed;
 
 /* How fast the run in st goes, from at most LEDGER_SPEED_ROWS of its newest metrics rows,

@@ -148,6 +148,40 @@ if grep -q "Average" "$tmp/corpus/avg.yaml" && [ $rc = 2 ] && grep -q "'Average'
    [ ! -e "$tmp/avg/RUN" ]; then pass "a new run on a domain named Average: exit 2 naming why, no RUN"
 else fail "a new run on a domain named Average" "exit $rc" "$out" "$(head -c 400 "$tmp/corpus/avg.yaml")"; fi
 
+# ---------------------------------------------------------------- another seed on a run
+# refused, also with --allow-change: everything the run computed derives from its seed
+# (the change was recorded, then the load refused the states, and even the original
+# command was refused after it: the finished run stranded)
+"$bin" run "$tmp/c.yaml" --store "$tmp/seedrun" --quiet >/dev/null 2>&1
+out=$("$bin" run "$tmp/c.yaml" --store "$tmp/seedrun" --quiet --set run.seed=8 --allow-change run.seed 2>&1); rc=$?
+"$bin" run "$tmp/c.yaml" --store "$tmp/seedrun" --quiet >/dev/null 2>&1; rc2=$?
+if [ $rc = 2 ] && grep -q "cannot change its seed" <<<"$out" && [ $rc2 = 0 ] && [ ! -e "$tmp/seedrun/configs/0.mp" ] &&
+   "$bin" verify "$tmp/seedrun" >/dev/null 2>&1; then
+  pass "--allow-change run.seed: refused (exit 2), nothing recorded, the run resumes as before"
+else fail "--allow-change run.seed" "exit $rc, then $rc2" "$out" "$(ls "$tmp/seedrun/configs" 2>&1)"; fi
+
+# ---------------------------------------------------------------- the mixture of an unfinished run
+# printed (useful while it runs), but said on stderr and in the comment not to be alpha*
+TANDEM_TEST_KILL_AT=alpha:2 "$bin" run "$tmp/c.yaml" --store "$tmp/unfin" --quiet >/dev/null 2>&1
+out=$("$bin" mixture "$tmp/unfin" 2>"$tmp/unfin.err"); rc=$?
+if [ $rc = 0 ] && grep -q "is not finished (1 of 3 episodes)" "$tmp/unfin.err" && grep -q "unfinished: the run has 3" <<<"$out"; then
+  pass "mixture of an unfinished run: printed, said not to be alpha*"
+else fail "mixture of an unfinished run" "exit $rc" "$out" "$(cat "$tmp/unfin.err")"; fi
+"$bin" run "$tmp/c.yaml" --store "$tmp/unfin" --quiet >/dev/null 2>&1
+out=$("$bin" mixture "$tmp/unfin" 2>&1)
+if ! grep -q "not finished\|unfinished" <<<"$out"; then pass "mixture of the finished run: no such word"
+else fail "mixture of the finished run" "$out"; fi
+
+# ---------------------------------------------------------------- what a fixed run has at risk
+# no α records tell how far it went past its last state: its metrics rows do (it said 0)
+TANDEM_TEST_KILL_AT=metrics:7 "$bin" run "$tmp/c.yaml" --store "$tmp/fixrisk" --quiet --set run.mode=fixed \
+  --set run.episodes=8 --set checkpoint.every_episodes=2 >/dev/null 2>&1
+out=$("$bin" status "$tmp/fixrisk" 2>&1)
+js=$("$bin" status "$tmp/fixrisk" --json 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["at_risk_steps"])')
+if grep -qE "^at risk +[1-9][0-9]* steps since the last full state \(metrics rows reach run position 12\)" <<<"$out" &&
+   [ "${js:-0}" -gt 0 ]; then pass "status of a killed fixed run: the steps past its last state, from its metrics rows"
+else fail "status of a killed fixed run" "$out" "json at_risk_steps: $js"; fi
+
 # ---------------------------------------------------------------- extreme values
 # KEY=VALUE...|expected exit codes|what the message must name
 cases=(
