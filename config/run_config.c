@@ -102,6 +102,23 @@ static int missing_run(store *st, int *health, tdm_err *e) {
         return err_set(e, ERR_STORE,
                        "%s/RUN is missing, but the store holds a run (%s). " RUN_REPAIR,
                        store_url(st), found);
+    /* `tandem compare`'s store holds its runs one level down: name them */
+    static const char *const parts[] = {"dmo", "uniform", "natural", "unimax", "tandem"};
+    char runs[200] = "";
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+        char key[32];
+        int there = 0;
+        snprintf(key, sizeof key, "%s/RUN", parts[i]);
+        tdm_err ie = {0};
+        if (store_exists(st, key, &there, &ie) == 0 && there) {
+            size_t used = strlen(runs);
+            snprintf(runs + used, sizeof runs - used, "%s%s", used ? ", " : "", parts[i]);
+        }
+    }
+    if (runs[0])
+        return err_set(e, ERR_STORE, "%s holds no run itself: it is the store of a tandem compare, whose runs "
+                       "are in it as %s; name one of them (%s/dmo), or run tandem compare CONFIG with this "
+                       "--store again for its table", store_url(st), runs, store_url(st));
     return err_set(e, ERR_STORE, "%s holds no run (no RUN object); check the store URL",
                    store_url(st));
 }

@@ -122,6 +122,12 @@ else fail "--svg: three panels, 16 bars, well-formed" "$($py -c "import xml.etre
   >"$tmp/again.json" 2>&1
 cmp -s "$tmp/ref.json" "$tmp/again.json" && pass "a finished compare reports the same result again" \
   || fail "a finished compare reports the same result again" "$(diff "$tmp/ref.json" "$tmp/again.json" | head -5)"
+# the audit commands on the compare's own store name the runs inside it (exit 3, as for
+# any path that holds no run), instead of "check the store URL"
+out=$("$bin" status "$tmp/ref" 2>&1); st=$?
+if [ $st = 3 ] && grep -q "store of a tandem compare" <<<"$out" && grep -q "dmo, uniform, natural, unimax, tandem" <<<"$out"; then
+  pass "status of a compare's store: exit 3 naming the runs in it"
+else fail "status of a compare's store" "exit $st" "$out"; fi
 
 strip() { $py -c "import json,sys; d=json.load(open(sys.argv[1])); d.pop('store'); [v.pop('store') for v in d['runs'].values()]; [v.pop('curve') for v in d['runs'].values()]; print(json.dumps(d, sort_keys=True))" "$1"; }
 stops=0; lives=0; bad=
