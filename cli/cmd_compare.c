@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "data/dataset.h"
 #include "ledger/audit.h"
@@ -160,12 +161,30 @@ static void say(const compare_ctx *x, const char *fmt, const char *a, const char
     fputc('\n', stderr);
 }
 
+static double compare_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Each run's end in the log, as its start (docs/dmo.md: a log without a terminal shows
+ * each run's start and end, not every episode). */
+static void say_done(const compare_ctx *x, const char *part, const char *store, double t0) {
+    char took[64];
+    snprintf(took, sizeof took, "%.0f s", compare_now() - t0);
+    char what[256];
+    snprintf(what, sizeof what, "%s finished in %%s (%s)%%s", part, took);
+    say(x, what, store, "");
+}
+
 /* Runs (or resumes, or finds finished) the DMO and the four final runs in order. */
 static int run_all(compare_ctx *x, tdm_err *e) {
     say(x, "1/5: the TANDEM run (data-mixture optimisation) in %s%s", x->sub[0], "");
     const char *dmo[] = {"run.mode=tandem"};
+    double t0 = compare_now();
     int rc = run_one(x, x->sub[0], dmo, 1, e);
     if (rc) return rc;
+    say_done(x, "1/5", x->sub[0], t0);
     char seed[64], mixfile[CONFIG_STR_MAX + 64];
     snprintf(seed, sizeof seed, "run.seed=%llu", (unsigned long long)x->final_seed);
     snprintf(mixfile, sizeof mixfile, "data.mixture_file=%s", x->sub[0]);
@@ -178,7 +197,11 @@ static int run_all(compare_ctx *x, tdm_err *e) {
         char mixture[64];
         snprintf(mixture, sizeof mixture, "data.mixture=%s", f == RUN_TANDEM ? "file" : FINAL_KEY[f]);
         const char *extra[] = {"run.mode=fixed", seed, mixture, mixfile};
+        t0 = compare_now();
         rc = run_one(x, x->sub[1 + f], extra, f == RUN_TANDEM ? 4 : 3, e);
+        char part[16];
+        snprintf(part, sizeof part, "%d/%d", f + 2, NFINAL + 1);
+        if (!rc) say_done(x, part, x->sub[1 + f], t0);
     }
     return rc;
 }

@@ -192,13 +192,14 @@ if [ $st1 = 2 ] && grep -q "seeded independently" "$tmp/e1" && [ $st2 = 2 ] && g
 else
   fail "bad usage: exit 2 naming the problem, nothing run" "$st1 $(cat "$tmp/e1")" "$st2 $(cat "$tmp/e2")" "$st3 $(cat "$tmp/e3")"
 fi
-# progress: without a terminal the runs' stages and no episode lines (a log gets what
+# progress: without a terminal the runs' stages (each run's start and end) and no episode lines (a log gets what
 # happened, not every episode); on a terminal (script gives one) the episode as one status
 # line replaced in place ("\r"), and the same results
 "$bin" compare "$tmp/c.yaml" --store "$tmp/plain" --set run.episodes=4 >"$tmp/plain.out" 2>"$tmp/plain.err"; st=$?
 script -qec "'$bin' compare '$tmp/c.yaml' --store '$tmp/tty' --set run.episodes=4" /dev/null >"$tmp/tty.out" 2>&1
 st2=$?
 if [ $st = 0 ] && [ $st2 = 0 ] && ! grep -q '^episode ' "$tmp/plain.err" && grep -q 'new run' "$tmp/plain.err" \
+   && [ "$(grep -c '^tandem compare: [1-5]/5 finished in ' "$tmp/plain.err")" = 5 ] \
    && grep -q $'\repisode 3/4' "$tmp/tty.out" && ! grep -q '^episode ' "$tmp/tty.out" \
    && grep -q 'Average' "$tmp/plain.out" && grep -q 'Average' "$tmp/tty.out"; then
   pass "progress: no episode lines in a log, one status line on a terminal"
