@@ -907,6 +907,18 @@ static void prep_report(const prep_opts *o, const prep_dom *doms, int n_doms) {
                        " moved there from %s\n",
                     d->name, dataset_split_name(d->moved_to[i]), d->moved[i],
                     dataset_split_name(d->moved_from[i]));
+        /* whole documents go to one split each: with few or uneven ones a split can end far
+         * from its share (a whole manual in val, a stub in test), and a run's figures on it
+         * with it; said, not refused */
+        for (int s = SPLIT_VAL; s <= last && d->st.tokens; s++) {
+            double share = (double)d->st.split_tokens[s] / (double)d->st.tokens, asked = o->split[s];
+            if (asked > 0 && (share > 3 * asked || share < asked / 3))
+                fprintf(f, "%s: warning: %s holds %.1f%% of its tokens, against the %.1f%% asked: the domain's "
+                           "documents are few or uneven (whole documents go to one split); its %s figures "
+                           "rest on %s. More, smaller documents (or --split) even it out\n",
+                        d->name, dataset_split_name(s), 100 * share, 100 * asked, dataset_split_name(s),
+                        share > 3 * asked ? "text train does not have" : "little text");
+        }
     }
     fflush(f);
 }

@@ -624,6 +624,9 @@ static void test_prep_small_domain(void) {
     snprintf(says, sizeof says,
              "tiny: the hash gave val no document, so document %d moved there from train", kv);
     CHECK(strstr(rtext, says), "report does not tell of the move: %s\n%s", says, rtext);
+    /* a third of the tokens in val where 5 % was asked: said */
+    CHECK(strstr(rtext, "tiny: warning: val holds 33.") && strstr(rtext, "against the 5.0% asked"),
+          "report does not warn of the uneven split:\n%s", rtext);
     free(rep.buf);
 
     /* two documents cannot feed three splits: an error naming the domain */
