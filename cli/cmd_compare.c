@@ -20,6 +20,7 @@
  * once). */
 #include <math.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@
 #include "util/args.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
+#include "config/compare_layout.h"
 #include "config/config.h"
 #include "runner/evaluate.h"
 #include "report/progress.h"
@@ -44,7 +46,11 @@
 /* The final runs by point number (cluster jobs run them as array indices: UniMax, the
  * youngest, is last so that the first three kept their numbers) */
 enum { RUN_UNIFORM, RUN_NATURAL, RUN_TANDEM, RUN_UNIMAX, NFINAL };
-static const char *const FINAL_KEY[NFINAL] = {"uniform", "natural", "tandem", "unimax"};
+_Static_assert(COMPARE_UNIFORM == 1 + RUN_UNIFORM && COMPARE_NATURAL == 1 + RUN_NATURAL &&
+                   COMPARE_TANDEM == 1 + RUN_TANDEM && COMPARE_UNIMAX == 1 + RUN_UNIMAX &&
+                   COMPARE_NRUNS == 1 + NFINAL,
+               "compare_layout.h's runs: the DMO, then the finals in point order");
+#define FINAL_KEY (compare_runs + 1) /* the final runs' names in the store, by point */
 static const char *const FINAL_NAME[NFINAL] = {"Uniform", "Natural", "TANDEM", "UniMax"};
 /* the order of the columns: the baselines, then TANDEM */
 static const int SHOWN[NFINAL] = {RUN_UNIFORM, RUN_NATURAL, RUN_UNIMAX, RUN_TANDEM};
@@ -154,11 +160,15 @@ static int run_one(compare_ctx *x, const char *store_url, const char *const *ext
     return rc;
 }
 
-static void say(const compare_ctx *x, const char *fmt, const char *a, const char *b) {
+/* One progress line, "tandem compare: " and the rest; nothing with --quiet. */
+__attribute__((format(printf, 2, 3))) static void say(const compare_ctx *x, const char *fmt, ...) {
     if (x->progress == PROGRESS_QUIET) return;
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "tandem compare: ");
-    fprintf(stderr, fmt, a, b);
+    vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
+    va_end(ap);
 }
 
 static double compare_now(void) {
@@ -170,16 +180,12 @@ static double compare_now(void) {
 /* Each run's end in the log, as its start (docs/dmo.md: a log without a terminal shows
  * each run's start and end, not every episode). */
 static void say_done(const compare_ctx *x, const char *part, const char *store, double t0) {
-    char took[64];
-    snprintf(took, sizeof took, "%.0f s", compare_now() - t0);
-    char what[256];
-    snprintf(what, sizeof what, "%s finished in %%s (%s)%%s", part, took);
-    say(x, what, store, "");
+    say(x, "%s finished in %s (%.0f s)", part, store, compare_now() - t0);
 }
 
 /* Runs (or resumes, or finds finished) the DMO and the four final runs in order. */
 static int run_all(compare_ctx *x, tdm_err *e) {
-    say(x, "1/5: the TANDEM run (data-mixture optimisation) in %s%s", x->sub[0], "");
+    say(x, "1/5: the TANDEM run (data-mixture optimisation) in %s", x->sub[0]);
     const char *dmo[] = {"run.mode=tandem"};
     double t0 = compare_now();
     int rc = run_one(x, x->sub[0], dmo, 1, e);
@@ -211,11 +217,11 @@ static int run_all(compare_ctx *x, tdm_err *e) {
  * `tandem compare` finds the runs finished and reports. */
 static int run_only(compare_ctx *x, const char *only, long point, tdm_err *e) {
     if (!strcmp(only, "dmo")) {
-        say(x, "the TANDEM run (data-mixture optimisation) in %s%s", x->sub[0], "");
+        say(x, "the TANDEM run (data-mixture optimisation) in %s", x->sub[0]);
         const char *dmo[] = {"run.mode=tandem"};
         int rc = run_one(x, x->sub[0], dmo, 1, e);
         if (!rc) say(x, "the DMO run is finished in %s; the final runs next (tandem manifest ... --compare "
-                        "finals, or tandem compare%s)", x->sub[0], "");
+                        "finals, or tandem compare)", x->sub[0]);
         return rc;
     }
     sweep sw = {.npoints = NFINAL};
@@ -583,8 +589,7 @@ static int run_compare(const cli_args *a) {
             rc = err_set(&e, ERR_USAGE, "--final-seed %llu equals run.seed: the final runs must be "
                          "seeded independently of the DMO", (unsigned long long)x->final_seed);
         compare_url(x->config_path, store_opt, &x->cfg, x->url, sizeof x->url);
-        static const char *const sub[1 + NFINAL] = {"dmo", "uniform", "natural", "tandem", "unimax"};
-        for (int i = 0; i <= NFINAL; i++) join_url(x->url, sub[i], x->sub[i], sizeof x->sub[i]);
+        for (int i = 0; i < COMPARE_NRUNS; i++) join_url(x->url, compare_runs[i], x->sub[i], sizeof x->sub[i]);
     }
     const char *only = cli_str(a, "--only", NULL);
     long point = cli_given(a, "--point") ? cli_int(a, "--point", -1) : -1;

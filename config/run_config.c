@@ -7,6 +7,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "config/compare_layout.h"
 #include "data/dataset.h"
 #include "ledger/keys.h"
 #include "ledger/read.h"
@@ -103,16 +104,15 @@ static int missing_run(store *st, int *health, tdm_err *e) {
                        "%s/RUN is missing, but the store holds a run (%s). " RUN_REPAIR,
                        store_url(st), found);
     /* `tandem compare`'s store holds its runs one level down: name them */
-    static const char *const parts[] = {"dmo", "uniform", "natural", "unimax", "tandem"};
     char runs[200] = "";
-    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+    for (int i = 0; i < COMPARE_NRUNS; i++) {
         char key[32];
         int there = 0;
-        snprintf(key, sizeof key, "%s/RUN", parts[i]);
+        snprintf(key, sizeof key, "%s/RUN", compare_runs[i]);
         tdm_err ie = {0};
         if (store_exists(st, key, &there, &ie) == 0 && there) {
             size_t used = strlen(runs);
-            snprintf(runs + used, sizeof runs - used, "%s%s", used ? ", " : "", parts[i]);
+            snprintf(runs + used, sizeof runs - used, "%s%s", used ? ", " : "", compare_runs[i]);
         }
     }
     if (runs[0])
