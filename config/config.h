@@ -126,6 +126,7 @@ typedef struct config {
         int val_loss;    /* enum config_val_loss */
         int eval_batches; /* train batches of the probe's evaluation of the twins */
         bool probe_carry;
+        bool overfit_cap;    /* bound a domain whose validation loss rose (steps.h) */
         double alpha_floor;
     } tandem;
     struct config_optim {

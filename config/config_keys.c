@@ -186,6 +186,11 @@ const key_def config_schema[] = {
          "domain the planned run would repeat more than data.unimax_epochs epochs, and only "
          "down to that many (a data.mixture = file start: every domain); any = every domain, "
          "as Algorithm 1"),
+    BOOL("tandem.overfit_cap", tandem.overfit_cap, "false",
+         "every probe also scores u on fixed validation windows of each domain; a domain whose "
+         "smoothed validation loss rises above its lowest (by 1 % and by 3 sd of its noise) is "
+         "held, until it finds a new lowest, at the weight that gives it over the planned run "
+         "the tokens u had seen of it at that lowest (docs/dmo.md, \"The overfitting cap\")"),
     FLT("tandem.lr_alpha", tandem.lr_alpha, "4e-3", 0, false, INFINITY, false,
         "η_α (alpha_step = pgd): step size of Algorithm 1's α update"),
     INT("tandem.eval_batches", tandem.eval_batches, "1", 1, 1024,

@@ -579,11 +579,22 @@ static int check_state(const codec_map_reader *r, void *rec) {
     if (present && strcmp(s->step, "free")) return codec_field_error(r, "ep_loss_u", "is present outside the free phase");
     if (s->has_episode && s->ep_free_n != s->index)
         return codec_field_error(r, "ep_free_n", "is not the number of free steps the episode has done (index)");
+    static const char *const val[] = {"val_n", "val_now", "val_ema", "val_var", "val_best", "val_best_seen", "overfit"};
+    present = 0;
+    for (int k = 0; k < 7; k++) present += codec_field(r, val[k]) != NULL;
+    s->has_val = present == 7;
+    if (present && present != 7)
+        return codec_field_error(r, "val_n", "and the other fields of the overfitting record (val_now, val_ema, "
+                                 "val_var, val_best, val_best_seen, overfit) must all be present or all absent");
+    for (int m = 0; s->has_val && m < s->M; m++)
+        if (s->overfit[m] != 0 && s->overfit[m] != 1)
+            return codec_field_error(r, "overfit", "holds a value other than 0 or 1");
     return 0;
 }
 static void release_state(void *rec) { rec_state_free(rec); }
 
 #define EP(f, type, fl) {#f, type, offsetof(rec_state, f), 0, 0, UINT32_MAX, RT_OPT | (fl), offsetof(rec_state, has_episode), NULL, NULL, NULL}
+#define VAL(f, type, fl) {#f, type, offsetof(rec_state, f), 0, 0, UINT32_MAX, RT_OPT | (fl), offsetof(rec_state, has_val), NULL, NULL, NULL}
 static const rt_field STATE_FIELDS[] = {
     U64(rec_state, seq, 0, UINT64_MAX / 2),
     U64(rec_state, episode, 0, UINT32_MAX),
@@ -610,9 +621,16 @@ static const rt_field STATE_FIELDS[] = {
     EP(ep_free_n, RT_U64, 0),
     {"seen", RT_DOMAINS, offsetof(rec_state, seen), 0, 0, 0, RT_OPT | RT_NONNEG, offsetof(rec_state, has_seen), NULL,
      NULL, NULL},
+    VAL(val_n, RT_U64, 0),
+    VAL(val_now, RT_DOMAINS, RT_NONNEG),
+    VAL(val_ema, RT_DOMAINS, RT_NONNEG),
+    VAL(val_var, RT_DOMAINS, RT_NONNEG),
+    VAL(val_best, RT_DOMAINS, RT_NONNEG),
+    VAL(val_best_seen, RT_DOMAINS, RT_NONNEG),
+    VAL(overfit, RT_DOMAINS, RT_NONNEG),
     {"gen", RT_U64, offsetof(rec_state, gen), 0, 0, UINT32_MAX, RT_OPT, offsetof(rec_state, has_gen), NULL, NULL, NULL},
 };
-static const rt_table STATE = {"states/<seq>.mp", sizeof(rec_state), STATE_FIELDS, 23, offsetof(rec_state, M),
+static const rt_table STATE = {"states/<seq>.mp", sizeof(rec_state), STATE_FIELDS, 30, offsetof(rec_state, M),
                                RT_SEAL_IF, offsetof(rec_state, has_gen), "gen", check_state, release_state};
 
 void *rec_state_encode(const rec_state *s, size_t *n) { return rt_encode(&STATE, s, n); }

@@ -130,6 +130,13 @@ typedef struct rec_state {
      * resumed from one counts from zero. */
     int has_seen;
     double seen[REC_MAX_DOMAINS];
+    /* Written with tandem.overfit_cap on (has_val): the overfitting record of steps.h's
+     * step_state (val_n probes scored; val_now, val_ema, val_var, val_best, val_best_seen, and
+     * overfit as 0 or 1 per domain). */
+    int has_val;
+    uint64_t val_n;
+    double val_now[REC_MAX_DOMAINS], val_ema[REC_MAX_DOMAINS], val_var[REC_MAX_DOMAINS], val_best[REC_MAX_DOMAINS];
+    double val_best_seen[REC_MAX_DOMAINS], overfit[REC_MAX_DOMAINS];
     size_t nviews;
     rec_view *views; /* owned */
     size_t ntensors;

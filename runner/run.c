@@ -65,8 +65,29 @@ static int alpha_step(run_ctx *r, tdm_err *e) {
     step_hparams hp = r->hp;
     const char *perturb = getenv("TANDEM_TEST_PERTURB_EPISODE"); /* test-only switch */
     if (perturb && strtoull(perturb, NULL, 10) == r->st.episode) hp.alpha_perturb = 1e-9;
+    int was[STEP_MAX_DOMAINS];
+    for (int m = 0; m < r->st.M; m++) was[m] = r->st.overfit[m];
     int rc = step_alpha(&hp, &r->st, a.alpha, e);
     if (rc) return rc;
+    /* tandem.overfit_cap: said when a domain's mark is set or cleared (a replayed step after
+     * a resume says it again: the state before it had not) */
+    for (int m = 0; m < r->st.M && r->progress != PROGRESS_QUIET; m++) {
+        double tok = (double)dataset_tokens(&r->ds, m, SPLIT_TRAIN);
+        double at = tok > 0 ? r->st.val_best_seen[m] / tok : 0;
+        if (r->st.overfit[m] && !was[m])
+            fprintf(stderr,
+                    "tandem: episode %llu: %s's validation loss (smoothed) has risen %.1f %% above its "
+                    "lowest (%.4f, at %.2f epochs of it), past its noise: α_%s is held at the weight "
+                    "that gives it %.2f epochs over the planned run until it finds a new lowest "
+                    "(tandem.overfit_cap)\n",
+                    (unsigned long long)r->st.episode, r->names[m],
+                    100 * (r->st.val_ema[m] / r->st.val_best[m] - 1), r->st.val_best[m], at, r->names[m], at);
+        else if (!r->st.overfit[m] && was[m])
+            fprintf(stderr,
+                    "tandem: episode %llu: %s's validation loss found a new lowest (%.4f, at %.2f epochs "
+                    "of it): its cap is lifted (tandem.overfit_cap)\n",
+                    (unsigned long long)r->st.episode, r->names[m], r->st.val_best[m], at);
+    }
     memcpy(a.alpha_next, r->st.alpha, sizeof a.alpha_next);
     a.lr_alpha = step_alpha_rate(&hp);
     a.gamma = hp.gamma;
@@ -82,6 +103,21 @@ static int alpha_step(run_ctx *r, tdm_err *e) {
     r->alpha_head = h;
     r->alpha_records = r->st.episode + 1;
     return 0;
+}
+
+/* Test-only: TANDEM_TEST_VAL_RISE=m:t makes domain m's validation score (tandem.overfit_cap)
+ * rise 5 % an episode from episode t on, as if u overfitted it there, so that the suite can
+ * check a capped run across kills and resumes (a real overfit needs a bigger model than a
+ * test runs). Applied to the probe's result before anything is committed, so a replayed
+ * probe gets the same. */
+static void test_val_rise(run_ctx *r) {
+    const char *v = getenv("TANDEM_TEST_VAL_RISE");
+    int m;
+    unsigned long long t;
+    if (!v || !r->hp.overfit_cap || sscanf(v, "%d:%llu", &m, &t) != 2 || m < 0 || m >= r->st.M ||
+        r->st.episode < t)
+        return;
+    r->st.val_now[m] *= 1 + 0.05 * (double)(r->st.episode - t + 1);
 }
 
 /* Test-only: TANDEM_TEST_SIGNAL_AT=kind:n raises SIGTERM as the n-th step of that kind
@@ -160,7 +196,9 @@ static int loop(run_ctx *r, tdm_err *e) {
                                      comm_world(r->comm) > 1 ? NULL : &run_stop_signal, e);
             if (rc == STEP_ABANDONED) continue; /* the safe point commits and exits */
             if (rc) return rc;
+            test_val_rise(r);
             tokens += ((long)r->hp.K * (2 * r->hp.B + r->hp.V) + 2L * r->hp.B * r->hp.eval_batches) * r->hp.T;
+            if (r->hp.overfit_cap) tokens += (long)r->hp.B * r->hp.T;
             r->next = NEXT_ALPHA;
             break;
         case NEXT_ALPHA:
@@ -226,6 +264,13 @@ static int loop(run_ctx *r, tdm_err *e) {
                 row.attempt = run_attempt_number();
                 /* log.val_every: u's validation loss, as `tandem eval --split val` measures a
                  * state (rank 0 alone writes rows; a forward pass changes no state) */
+                /* without log.val_every, tandem.overfit_cap's score of u at this episode's
+                 * probe (its fixed validation windows) is the row's validation loss */
+                if (r->hp.overfit_cap && r->st.val_n > 0) {
+                    row.has_val = 1;
+                    memcpy(row.val, r->st.val_now, sizeof row.val);
+                    row.val_tokens = (uint64_t)(r->hp.B / M) * (uint64_t)r->hp.T;
+                }
                 if (r->rank == 0 && c->log.val_every > 0 && !r->val_off &&
                     (r->st.episode % (uint64_t)c->log.val_every == 0 || r->st.episode == T)) {
                     uint64_t vt[STEP_MAX_DOMAINS];

@@ -45,6 +45,16 @@ void run_to_record(const run_ctx *r, rec_state *rec) {
     rec->alpha_head = r->alpha_head;
     rec->has_seen = 1;
     memcpy(rec->seen, r->st.seen, sizeof rec->seen);
+    rec->has_val = r->hp.overfit_cap;
+    if (rec->has_val) {
+        rec->val_n = r->st.val_n;
+        memcpy(rec->val_now, r->st.val_now, sizeof rec->val_now);
+        memcpy(rec->val_ema, r->st.val_ema, sizeof rec->val_ema);
+        memcpy(rec->val_var, r->st.val_var, sizeof rec->val_var);
+        memcpy(rec->val_best, r->st.val_best, sizeof rec->val_best);
+        memcpy(rec->val_best_seen, r->st.val_best_seen, sizeof rec->val_best_seen);
+        for (int m = 0; m < r->st.M; m++) rec->overfit[m] = r->st.overfit[m] ? 1 : 0;
+    }
     /* inside an episode's free phase: what its metrics row needs (absent at boundaries,
      * so a state between episodes is encoded as before) */
     rec->has_episode = r->next == NEXT_FREE && (r->index > 0 || !r->hp.fixed);
@@ -78,6 +88,17 @@ int run_from_record(run_ctx *r, const rec_state *rec, tdm_err *e) {
     memcpy(r->st.alpha, rec->alpha, sizeof r->st.alpha);
     r->st.have_losses = rec->have_losses;
     if (rec->has_seen) memcpy(r->st.seen, rec->seen, sizeof r->st.seen);
+    /* the overfitting record (tandem.overfit_cap); a state without one (the key turned on
+     * by --allow-change) starts the record afresh from here */
+    if (rec->has_val) {
+        r->st.val_n = rec->val_n;
+        memcpy(r->st.val_now, rec->val_now, sizeof r->st.val_now);
+        memcpy(r->st.val_ema, rec->val_ema, sizeof r->st.val_ema);
+        memcpy(r->st.val_var, rec->val_var, sizeof r->st.val_var);
+        memcpy(r->st.val_best, rec->val_best, sizeof r->st.val_best);
+        memcpy(r->st.val_best_seen, rec->val_best_seen, sizeof r->st.val_best_seen);
+        for (int m = 0; m < rec->M; m++) r->st.overfit[m] = rec->overfit[m] != 0;
+    }
     memcpy(r->st.loss_u, rec->loss_u, sizeof r->st.loss_u);
     memcpy(r->st.loss_w, rec->loss_w, sizeof r->st.loss_w);
     /* mid-episode: the probe's losses and the free sums, for the episode's row (a manifest

@@ -48,6 +48,9 @@ static void fill_hparams(run_ctx *r) {
     h->val_mean = c->tandem.val_loss == CONFIG_VAL_MEAN;
     h->eval_batches = c->tandem.eval_batches;
     h->probe_carry = c->tandem.probe_carry;
+    /* the overfitting cap bounds the α step, which a fixed run never takes */
+    h->overfit_cap = c->tandem.overfit_cap && !h->fixed;
+    h->plan_tokens = (double)h->episodes * h->E * h->B * h->T;
     int fixed = c->run.mode == CONFIG_MODE_FIXED;
     h->fixed = fixed;
     h->mixing = c->data.mixing == CONFIG_MIXING_SAMPLE || (c->data.mixing == CONFIG_MIXING_AUTO && fixed)
@@ -129,7 +132,7 @@ static int setup_hold(run_ctx *r, tdm_err *e) {
         low += h->alpha_lo[m];
     }
     h->has_lo = 1;
-    if (low > 1 - 1e-9 && r->progress != PROGRESS_QUIET)
+    if (low > 1 - 1e-9 && !h->overfit_cap && r->progress != PROGRESS_QUIET)
         fprintf(stderr, "tandem: the starting mixture repeats no domain more than data.unimax_epochs "
                         "= %g epochs over this run, so the α step holds every weight at its start "
                         "(tandem.alpha_cut = repeated; any lets the probe move them)\n",

@@ -354,6 +354,16 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
         if (!rc) rc = dp_pass(hp, n, n->up, B, M, NULL, loss, e);
         for (int m = 0; !rc && m < M; m++) work.loss_u[m] += loss[m] / nb;
     }
+    if (!rc && hp->overfit_cap) {
+        /* u (untouched by the probe) on the same validation windows every episode: cursors
+         * at the start of each val split's first epoch, so that the losses of successive
+         * probes differ only by what u learned (the overfitting record, step_alpha) */
+        sampler_cursor fixed[STEP_MAX_DOMAINS];
+        memset(fixed, 0, sizeof fixed);
+        rc = sampler_batch_per_domain(ds, SPLIT_VAL, T, B, hp->seed, fixed, n->tokens, n->domain, e);
+        if (!rc) rc = dp_pass(hp, n, n->u, B, M, NULL, loss, e);
+        for (int m = 0; !rc && m < M; m++) work.val_now[m] = loss[m];
+    }
     if (!rc && hp->probe_carry) rc = n->ops->copy(n->ctx, n->u, n->up, n->lay->numel, e);
     if (rc) return rc;
     /* which twin diverged names the key: u' takes SGD steps at lr_probe on the α-mixture
@@ -412,6 +422,84 @@ static void alpha_eg(const step_hparams *hp, const step_state *s, double *out) {
     for (int m = 0; m < M; m++) out[m] /= z;
 }
 
+/* The overfitting record after one more probe (steps.h, overfit_cap): val_now folded
+ * into val_ema and its noise into val_var; a rise above the lowest by the margin
+ * (STEP_OVERFIT_RISE of it, at least STEP_OVERFIT_Z sd of val_ema) marks the domain, and a new
+ * lowest (which takes the tokens seen now) clears the mark: a bump that passes — early
+ * training, a change of mixture — was no overfitting, and a mark that stayed would hold
+ * the domain where only the bump put it. A val_now that is not finite leaves the
+ * domain's record as it was. */
+static void overfit_update(step_state *s) {
+    for (int m = 0; m < s->M; m++) {
+        double now = s->val_now[m];
+        if (!isfinite(now)) continue;
+        const double w = STEP_OVERFIT_EMA;
+        double dev = s->val_n ? now - s->val_ema[m] : 0;
+        double ema = s->val_n ? (1 - w) * s->val_ema[m] + w * now : now;
+        s->val_var[m] = s->val_n ? (1 - w) * s->val_var[m] + w * dev * dev : 0;
+        s->val_ema[m] = ema;
+        /* the sd of an exponential mean of independent scores of variance v is
+         * sqrt(v w / (2 - w)); v includes the trend's lag while the score falls, which
+         * only makes an early mark harder */
+        double noise = sqrt(s->val_var[m] * w / (2 - w));
+        double margin = fmax(STEP_OVERFIT_RISE * s->val_best[m], STEP_OVERFIT_Z * noise);
+        if (!s->val_n || ema < s->val_best[m]) {
+            s->val_best[m] = ema;
+            s->val_best_seen[m] = s->seen[m];
+            s->overfit[m] = 0;
+        } else if (ema > s->val_best[m] + margin) {
+            s->overfit[m] = 1;
+        }
+    }
+    s->val_n++;
+}
+
+/* Σ of the upper bounds with the overfitted domains' c (finite) raised by f. */
+static double overfit_sum(const step_hparams *hp, const double *c, const double *hi, int M, double f) {
+    double sum = 0;
+    for (int m = 0; m < M; m++) sum += isfinite(c[m]) ? fmin(hi[m], fmax(hp->alpha_floor, f * c[m])) : hi[m];
+    return sum;
+}
+
+/* The bounds of the α step with overfitted domains (steps.h): lo and hi as the hold and
+ * the caps give them, an overfitted domain's lower bound down to the floor and its upper
+ * bound down to c_m = val_best_seen / plan_tokens. When those bounds cannot hold a whole
+ * mixture (Σ hi < 1: the budget must repeat every overfitted domain further than its
+ * DMO's u saw it), every c_m is raised by one common factor until they can, as UniMax
+ * raises its epochs for every domain alike. Returns whether any domain is overfitted. */
+static int overfit_bounds(const step_hparams *hp, const step_state *s, double *lo, double *hi) {
+    int M = s->M, any = 0;
+    double c[STEP_MAX_DOMAINS];
+    for (int m = 0; m < M; m++) {
+        lo[m] = hp->has_lo ? hp->alpha_lo[m] : hp->alpha_floor;
+        hi[m] = hp->has_caps ? hp->alpha_hi[m] : 1;
+        c[m] = INFINITY;
+        if (!s->overfit[m] || !(hp->plan_tokens > 0)) continue;
+        any = 1;
+        lo[m] = hp->alpha_floor;
+        c[m] = s->val_best_seen[m] / hp->plan_tokens;
+    }
+    if (!any) return 0;
+    /* the smallest factor f ≥ 1 with Σ bound(f) ≥ 1, by doubling and then a fixed number of
+     * halvings (the sum is non-decreasing in f; the same bits every time); where no factor
+     * reaches 1 (every c is 0 and the other domains' caps fall short) hi alone bounds */
+    double f = 1;
+    if (overfit_sum(hp, c, hi, M, 1) < 1) {
+        double a = 1, b = 2;
+        while (overfit_sum(hp, c, hi, M, b) < 1 && b < 1e300) a = b, b *= 2;
+        if (overfit_sum(hp, c, hi, M, b) < 1) return 1;
+        for (int it = 0; it < 200; it++) {
+            double mid = 0.5 * (a + b);
+            if (overfit_sum(hp, c, hi, M, mid) >= 1) b = mid;
+            else a = mid;
+        }
+        f = b;
+    }
+    for (int m = 0; m < M; m++)
+        if (isfinite(c[m])) hi[m] = fmin(hi[m], fmax(hp->alpha_floor, f * c[m]));
+    return 1;
+}
+
 int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_err *e) {
     if (!s->have_losses)
         return err_set(e, ERR_INTERNAL, "alpha step of episode %llu without probe losses",
@@ -439,14 +527,28 @@ int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_
      * them over the planned run, and α* (a mean of such α) within them in a final run;
      * and the hold's lower bounds (alpha_cut = repeated, floor included): see steps.h */
     const double *hi = hp->has_caps ? hp->alpha_hi : NULL;
+    /* the overfitting record first (a copy: *s changes only when the step succeeds);
+     * while no domain is overfitted the bounds are those of the hold and the caps */
+    step_state rec = *s;
+    double ov_lo[STEP_MAX_DOMAINS], ov_hi[STEP_MAX_DOMAINS];
+    int over = 0;
+    if (hp->overfit_cap) {
+        overfit_update(&rec);
+        over = overfit_bounds(hp, &rec, ov_lo, ov_hi);
+    }
     /* the hold's projection only where the unheld one breaks a bound (a point of the
      * smaller set that is nearest in the larger is nearest in the smaller): elsewhere the
      * step is the unheld one to the bit, so a run whose α never reaches its bounds
      * computes what it did before the hold existed */
-    int rc = simplex_project_box(v, M, hp->alpha_floor, hi, next, e);
-    int held = 0;
-    for (int m = 0; !rc && hp->has_lo && m < M; m++) held |= next[m] < hp->alpha_lo[m];
-    if (held) rc = simplex_project_bounds(v, M, hp->alpha_lo, hi, next, e);
+    int rc = 0;
+    if (over) {
+        rc = simplex_project_bounds(v, M, ov_lo, ov_hi, next, e);
+    } else {
+        rc = simplex_project_box(v, M, hp->alpha_floor, hi, next, e);
+        int held = 0;
+        for (int m = 0; !rc && hp->has_lo && m < M; m++) held |= next[m] < hp->alpha_lo[m];
+        if (held) rc = simplex_project_bounds(v, M, hp->alpha_lo, hi, next, e);
+    }
     if (rc) return rc;
     double sum = 0;
     for (int m = 0; m < M; m++) sum += next[m];
@@ -459,6 +561,7 @@ int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_
     /* test-only: a change no projection can absorb (the hold may pin every weight) */
     if (hp->alpha_perturb != 0 && M > 1) next[0] += hp->alpha_perturb, next[1] -= hp->alpha_perturb;
     if (alpha_before) memcpy(alpha_before, s->alpha, (size_t)M * sizeof *s->alpha);
+    *s = rec;
     memcpy(s->alpha, next, (size_t)M * sizeof *next);
     s->have_losses = 0;
     return 0;

@@ -68,7 +68,28 @@ typedef struct step_hparams {
      * data.unimax_epochs times), at least the floor; has_lo when it is in force */
     int has_lo;
     double alpha_lo[STEP_MAX_DOMAINS];
+    /* the overfitting cap (tandem.overfit_cap): every probe also scores u on the same
+     * validation windows of each domain (the first B/M of its val split), and a domain
+     * whose smoothed validation loss has risen STEP_OVERFIT_RISE above its lowest (and has
+     * not found a new lowest since) is held at α_m ≤ (the tokens of it u had seen at that
+     * lowest) / plan_tokens, the weight at
+     * which the planned run sees it as often as the DMO's u had when it began to overfit
+     * (its hold's lower bound falls to the floor). plan_tokens: run.episodes x E x B x T */
+    int overfit_cap;
+    double plan_tokens;
 } step_hparams;
+
+/* How far a domain's smoothed validation loss must rise above its lowest to count as
+ * overfitting: STEP_OVERFIT_RISE of the lowest (relative), and at least STEP_OVERFIT_Z
+ * standard deviations of the smoothed score's own noise (the windows are few, and one
+ * domain's score can swing 5 % from episode to episode); the smoothing: an exponential
+ * mean with weight STEP_OVERFIT_EMA on the newest episode (a horizon of ~10 episodes).
+ * Fixed, not keys: the relative rise and the smoothing were chosen before any corpus was
+ * measured with them, the noise term after a measured false mark (docs/dmo.md, "The
+ * overfitting cap"). */
+#define STEP_OVERFIT_RISE 0.01
+#define STEP_OVERFIT_Z 3.0
+#define STEP_OVERFIT_EMA 0.1
 
 typedef struct step_state {
     int M;
@@ -83,6 +104,15 @@ typedef struct step_state {
      * domain m is T tokens, under weight mixing the batch gives domain m α_m·B·T (its rows
      * are B/M, each weighing α_m·M). seen[m] / train tokens = epochs of domain m. */
     double seen[STEP_MAX_DOMAINS];
+    /* With overfit_cap: u's validation loss per domain at the last probe (val_now), its
+     * exponential mean (val_ema) over val_n probes and that of the squared difference of
+     * each score from the mean before it (val_var: the score's noise), the lowest val_ema
+     * so far (val_best) with the tokens seen then (val_best_seen), and whether val_ema has
+     * risen above val_best by the margin since (overfit; cleared by a new lowest) */
+    uint64_t val_n;
+    double val_now[STEP_MAX_DOMAINS], val_ema[STEP_MAX_DOMAINS], val_var[STEP_MAX_DOMAINS];
+    double val_best[STEP_MAX_DOMAINS], val_best_seen[STEP_MAX_DOMAINS];
+    int overfit[STEP_MAX_DOMAINS];
 } step_state;
 
 typedef struct step_nets {
@@ -120,13 +150,17 @@ int step_sync(step_nets *n, tdm_err *e);
 
 /* Runs the K probe steps on w and u' (after step_sync) and evaluates both on one batch
  * per domain, setting s->loss_w, s->loss_u and have_losses and advancing the cursors.
+ * With overfit_cap, u (as synced, before the K steps) is scored on its fixed validation
+ * windows into s->val_now.
  * With probe_carry, u ← u'_K at the end. If *abandon becomes non-zero before the last
  * SGD step, returns STEP_ABANDONED with *s unchanged (u untouched). */
 int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_state *s,
                const volatile sig_atomic_t *abandon, tdm_err *e);
 
 /* The α update from the probe's Δ = γ (ℓ_w − ℓ_u), in float64; requires have_losses
- * (cleared). The previous α is copied to alpha_before (may be NULL).
+ * (cleared). The previous α is copied to alpha_before (may be NULL). With overfit_cap it
+ * first folds val_now into the overfitting record (val_ema, val_best, overfit) and bounds
+ * an overfitted domain as hparams says.
  *
  *   pgd  α ← Π(α − η_α Δ), Algorithm 1 exactly (η_α = lr_alpha).
  *   eg   α_m ← α_m exp(−η g_m) / Z with g = (Δ − mean Δ) / rms(Δ) and η = c / T

@@ -60,6 +60,46 @@ static void test_state_round_trip(void) {
     rec_state_free(&s);
 }
 
+/* The overfitting record (tandem.overfit_cap): round trip of every field; a manifest
+ * holding an overfit flag other than 0 or 1 is refused naming the field; a manifest
+ * without it decodes with has_val 0. */
+static void test_state_overfit_record(void) {
+    rec_state s, back;
+    sample_state(&s, 0, 1);
+    s.has_val = 1;
+    s.val_n = 12;
+    for (int m = 0; m < 3; m++) {
+        s.val_now[m] = 2.5 + m;
+        s.val_ema[m] = 2.4 + m;
+        s.val_var[m] = 0.01 * (m + 1);
+        s.val_best[m] = 2.3 + m;
+        s.val_best_seen[m] = 1e5 * (m + 1);
+        s.overfit[m] = m == 1;
+    }
+    size_t n;
+    void *buf = rec_state_encode(&s, &n);
+    tdm_err e = {0};
+    CHECK(rec_state_decode(buf, n, "states/17.mp", &back, &e) == 0, "%s", e.msg);
+    CHECK(back.has_val && back.val_n == 12 && back.val_now[2] == 4.5 && back.val_ema[1] == 3.4 && back.val_var[2] == 0.03 &&
+              back.val_best[0] == 2.3 && back.val_best_seen[2] == 3e5 && back.overfit[1] == 1 && back.overfit[0] == 0,
+          "fields");
+    rec_state_free(&back);
+    free(buf);
+    s.overfit[2] = 0.5;
+    buf = rec_state_encode(&s, &n);
+    CHECK(rec_state_decode(buf, n, "states/17.mp", &back, &e) == ERR_STORE && strstr(e.msg, "overfit"),
+          "a flag of 0.5: %s", e.msg);
+    free(buf);
+    s.overfit[2] = 0;
+    /* without the record (a run without the cap, or one pinned before it) */
+    s.has_val = 0;
+    buf = rec_state_encode(&s, &n);
+    CHECK(rec_state_decode(buf, n, "states/17.mp", &back, &e) == 0 && !back.has_val, "%s", e.msg);
+    rec_state_free(&back);
+    free(buf);
+    rec_state_free(&s);
+}
+
 static void test_alpha_hash_excludes_meta(void) {
     rec_alpha a, back;
     sample_alpha(&a, 0);
@@ -442,6 +482,7 @@ static void test_ledger_read(void) {
 int main(void) {
     RUN(test_head_round_trip);
     RUN(test_state_round_trip);
+    RUN(test_state_overfit_record);
     RUN(test_alpha_hash_excludes_meta);
     RUN(test_run_and_change_round_trip);
     RUN(test_strict_rejections);

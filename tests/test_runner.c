@@ -394,6 +394,74 @@ static void test_sample_mixing_time_policy(void) {
     fixture_close(&b);
 }
 
+/* The weight of domain `name` in `tandem mixture STORE`'s YAML; -1 when absent. */
+static double mixture_weight(const fixture *f, const char *name) {
+    char out[4096], key[64];
+    if (tandem_on_store(f, "mixture", "", out, sizeof out) != 0) return -1;
+    snprintf(key, sizeof key, "\"%s\": ", name);
+    const char *p = strstr(out, key);
+    return p ? strtod(p + strlen(key), NULL) : -1;
+}
+
+/* tandem.overfit_cap across stops and kills: with domain 2's validation score rising from
+ * episode 4 (the test hook; a real overfit needs a bigger model) the run says so, α*
+ * gives domain 2 less than the same run without the rise, and a run stopped inside an α
+ * step and killed inside a commit ends on the uninterrupted run's bits (the record is in
+ * every state); with nothing marked, α* is the bits of the same run without the cap
+ * (alpha_cut: any, so that α moves here). */
+static void test_overfit_cap_resumes(void) {
+    fixture a, b, c;
+    CHECK(fixture_open(&a, "ovcap-a") == 0 && fixture_open(&b, "ovcap-b") == 0 && fixture_open(&c, "ovcap-c") == 0,
+          "fixture");
+    static const char text_of[] = "run: {episodes: 16, seed: 3, threads: 1}\n"
+                                  "data: {dataset: %s/dataset.yaml}\n"
+                                  "model: {layers: 2, channels: 32, heads: 2, ctx: 32}\n"
+                                  "train: {batch: 6, seq: 32}\n"
+                                  "tandem: {K: 2, E: 3, alpha_cut: any, overfit_cap: %s}\n"
+                                  "optim: {lr: 3e-3}\n"
+                                  "checkpoint: {every_episodes: 1}\n";
+    char text[2048];
+    snprintf(text, sizeof text, text_of, g_corpus, "true");
+    CHECK(write_file(a.config, text) == 0 && write_file(b.config, text) == 0 && write_file(c.config, text) == 0,
+          "config");
+    CHECK(run_to_end(&c, NULL) == 0, "the run without the rise");
+    setenv("TANDEM_TEST_VAL_RISE", "2:4", 1);
+    /* not --quiet (as start_run is): the run's words are checked too */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' run '%s' --store '%s' > '%s' 2>&1", tandem_bin(), a.config, a.store, a.log);
+    int st = system(cmd), rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    char ha[1024], hb[1024], log[8192];
+    read_all(a.log, log, sizeof log);
+    CHECK(rc == 0 && hash_of(&a, ha, sizeof ha) == 0, "uninterrupted: exit %d %s", rc, log);
+    CHECK(strstr(log, "d2's validation loss (smoothed) has risen") && strstr(log, "tandem.overfit_cap"),
+          "the run says it holds domain 2: %s", log);
+    CHECK(run_to_end(&b, "TANDEM_TEST_SIGNAL_AT=alpha:7") == 75, "stop in an α step");
+    CHECK(run_to_end(&b, "TANDEM_TEST_KILL_AT=manifest:3") == 128 + SIGKILL, "kill in a commit");
+    rc = run_to_end(&b, NULL);
+    unsetenv("TANDEM_TEST_VAL_RISE");
+    CHECK(rc == 0 && hash_of(&b, hb, sizeof hb) == 0, "resume exit %d", rc);
+    CHECK(strcmp(ha, hb) == 0, "interrupted run ended elsewhere:\n%s\nvs\n%s", hb, ha);
+    double held = mixture_weight(&a, "d2"), free_w = mixture_weight(&c, "d2");
+    CHECK(held >= 0 && free_w > 0 && held < free_w - 0.01, "α*_2 %g with the rise, %g without", held, free_w);
+    /* with no domain marked the cap changes nothing: the same α* as the run without it */
+    char off[2048];
+    snprintf(off, sizeof off, text_of, g_corpus, "false");
+    fixture d;
+    CHECK(fixture_open(&d, "ovcap-d") == 0 && write_file(d.config, off) == 0, "fixture");
+    CHECK(run_to_end(&d, NULL) == 0, "the run without the cap");
+    for (int m = 0; m < 3; m++) {
+        char name[8];
+        snprintf(name, sizeof name, "d%d", m);
+        double x = mixture_weight(&c, name), y = mixture_weight(&d, name);
+        CHECK(x >= 0 && x == y, "%s: α* %.17g with the cap (nothing marked), %.17g without", name, x, y);
+    }
+    fixture_close(&d);
+    printf("  overfit cap: α*_2 %.4f with the rise from episode 4, %.4f without\n", held, free_w);
+    fixture_close(&a);
+    fixture_close(&b);
+    fixture_close(&c);
+}
+
 /* Two runners on one store: the second takes the lease; the first, still running, is
  * fenced out at its next commit (exit 3) without moving HEAD — otherwise the second's
  * compare-and-swap would fail and it could not finish — and the run ends as if the
@@ -939,6 +1007,7 @@ int main(void) {
     RUN(test_corruption_falls_back);
     RUN(test_nondeterministic_replay_is_detected);
     RUN(test_sample_mixing_time_policy);
+    RUN(test_overfit_cap_resumes);
     RUN(test_two_runners_fence_the_stale_one);
     RUN(test_fixed_mixture_training);
     RUN(test_pinned_config);

@@ -317,6 +317,118 @@ static void test_alpha_hold(void) {
     printf("  hold: the hurt domain ends at %.4f (its bound 0.2; %.4f without the hold)\n", a[3], free_a[3]);
 }
 
+/* A fixed pseudo-random number in [0, 1) for episode t (a splitmix64 of t). */
+static double noise_at(int t) {
+    uint64_t z = (uint64_t)t * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
+}
+
+/* One α step with the overfitting record: val_now and seen set as a probe and the free
+ * steps would have left them. */
+static void ov_once(const step_hparams *hp, step_state *s, const double *lu, const double *lw,
+                    const double *val, const double *seen) {
+    s->have_losses = 1;
+    memcpy(s->loss_u, lu, (size_t)s->M * sizeof *lu);
+    memcpy(s->loss_w, lw, (size_t)s->M * sizeof *lw);
+    memcpy(s->val_now, val, (size_t)s->M * sizeof *val);
+    memcpy(s->seen, seen, (size_t)s->M * sizeof *seen);
+    tdm_err e = {0};
+    CHECK(step_alpha(hp, s, NULL, &e) == 0, "%s", e.msg);
+}
+
+/* The overfitting cap (tandem.overfit_cap, steps.h): a domain whose smoothed validation
+ * loss rises 1 % above its lowest is held at the weight of the tokens seen at that lowest
+ * (val_best_seen / plan_tokens), even while the probe's evidence pushes it up and even
+ * below the hold's lower bound; a flat but noisy validation loss marks nothing, and a
+ * bump that passes is cleared by the next lowest; off, or
+ * with nothing marked, the step is the plain one to the bit; and when every domain is
+ * marked with bounds too small for a whole mixture they rise by one factor together. */
+static void test_overfit_cap(void) {
+    enum { M = 3, T = 100 };
+    step_hparams hp = {.gamma = 1.0, .alpha_budget = 2, .episodes = T, .alpha_step = STEP_ALPHA_EG,
+                       .overfit_cap = 1, .plan_tokens = 2.5e6, .has_lo = 1,
+                       .alpha_lo = {0.3, 0.3, 0.3}};
+    step_hparams off = hp;
+    off.overfit_cap = 0;
+    step_state s = {.M = M}, p = {.M = M};
+    for (int m = 0; m < M; m++) s.alpha[m] = p.alpha[m] = 1.0 / 3;
+    double lu[M] = {2, 2, 2}, lw[M] = {2, 2, 1.5}; /* the probe favours domain 2 throughout */
+    int marked_at = -1, flat_marked = 0;
+    double least_gap = 1;
+    for (int t = 0; t < T; t++) {
+        double seen[M] = {1e4 * t, 1e4 * t, 1e4 * t};
+        /* domains 0, 1: falling, then flat with ±0.5 % and random ±5 % noise (one domain's
+         * score swung that much in a measured run); domain 2: lowest (2.0) at
+         * t = 40, rising 0.3 % an episode after */
+        double val[M] = {t < 30 ? 4 - 0.05 * t : 2.5 * (1 + 0.005 * ((t % 2) ? 1 : -1)),
+                         t < 30 ? 4 - 0.04 * t : 2.8 * (1 + 0.1 * (noise_at(t) - 0.5)),
+                         t <= 40 ? 4 - 0.05 * t : 2.0 * (1 + 0.003 * (t - 40))};
+        ov_once(&hp, &s, lu, lw, val, seen);
+        ov_once(&off, &p, lu, lw, val, seen);
+        if (marked_at < 0 && s.overfit[2]) marked_at = t;
+        flat_marked |= s.overfit[0] | s.overfit[1];
+        if (marked_at >= 0) least_gap = fmin(least_gap, s.val_best_seen[2] / hp.plan_tokens - s.alpha[2]);
+        if (marked_at < 0)
+            CHECK(memcmp(s.alpha, p.alpha, sizeof s.alpha) == 0, "t %d: unmarked, the step differs", t);
+    }
+    CHECK(!flat_marked, "noise marked a flat domain");
+    CHECK(!p.overfit[2] && p.val_n == 0, "off: no record kept");
+    /* the EMA's lowest comes some episodes after the raw one, and the margin takes more
+     * where the descent before it was steep (its lag counts as noise) */
+    CHECK(marked_at > 45 && marked_at < 90, "domain 2 marked at episode %d", marked_at);
+    double c = s.val_best_seen[2] / hp.plan_tokens;
+    /* the smoothed lowest lags the raw one (t = 40) where the curve turns this sharply */
+    CHECK(c > 0.15 && c < 0.28, "the tokens at its lowest: c = %g", c);
+    CHECK(s.alpha[2] <= c + 1e-15 && least_gap >= -1e-15, "α_2 %g above its cap %g (gap %g)", s.alpha[2], c,
+          least_gap);
+    CHECK(p.alpha[2] > c + 0.1, "without the cap the evidence takes α_2 higher: %g", p.alpha[2]);
+    CHECK(fabs(s.alpha[0] + s.alpha[1] + s.alpha[2] - 1) < 1e-12, "a mixture");
+
+    /* the cap goes below the hold's lower bound: marked early (c ≈ 0.1), α_2 falls to it */
+    step_state h = {.M = M};
+    for (int m = 0; m < M; m++) h.alpha[m] = 1.0 / 3;
+    for (int t = 0; t < 40; t++) {
+        double seen[M] = {1e4 * t, 1e4 * t, 1e4 * t};
+        double val[M] = {3, 3, t <= 10 ? 4 - 0.1 * t : 3.0 * (1 + 0.01 * (t - 10))};
+        ov_once(&hp, &h, lu, lw, val, seen);
+    }
+    CHECK(h.overfit[2] && h.alpha[2] < 0.3 - 0.1, "held below the hold's 0.3: %g", h.alpha[2]);
+    CHECK(h.alpha[2] <= h.val_best_seen[2] / hp.plan_tokens + 1e-15, "at most its cap");
+
+    /* a bump that passes: marked while the score is up, cleared by a new lowest, and the
+     * hold's lower bound is back (α_2 returns to at least 0.3) */
+    step_state b = {.M = M};
+    for (int m = 0; m < M; m++) b.alpha[m] = 1.0 / 3;
+    int was_marked = 0;
+    double least = 1;
+    for (int t = 0; t < 60; t++) {
+        double seen[M] = {1e4 * t, 1e4 * t, 1e4 * t};
+        double bump = t >= 10 && t < 20 ? 0.3 : 0; /* +10 % for ten episodes */
+        double val[M] = {3, 3, 3 - 0.01 * t + bump};
+        ov_once(&hp, &b, lu, lw, val, seen);
+        was_marked |= b.overfit[2];
+        if (b.overfit[2]) least = fmin(least, b.alpha[2]);
+    }
+    CHECK(was_marked && least < 0.3 && !b.overfit[2] && b.alpha[2] >= 0.3 - 1e-15,
+          "a passing bump: marked %d (least α_2 %g), at the end marked %d, α_2 %g", was_marked, least, b.overfit[2],
+          b.alpha[2]);
+
+    /* every domain marked with caps summing to 0.3: raised by one factor (ratios kept) */
+    step_hparams all = hp;
+    all.has_lo = 0;
+    step_state q = {.M = M, .val_n = 5, .overfit = {1, 1, 1}, .val_best = {1, 1, 1}, .val_ema = {2, 2, 2},
+                    .val_best_seen = {5e4, 1e5, 1.5e5}};
+    for (int m = 0; m < M; m++) q.alpha[m] = 1.0 / 3;
+    double seen[M] = {1e5, 2e5, 3e5}, val[M] = {2, 2, 2};
+    ov_once(&all, &q, lu, lw, val, seen);
+    CHECK(fabs(q.alpha[0] - 1.0 / 6) < 1e-9 && fabs(q.alpha[1] - 2.0 / 6) < 1e-9 && fabs(q.alpha[2] - 3.0 / 6) < 1e-9,
+          "raised together: %g %g %g", q.alpha[0], q.alpha[1], q.alpha[2]);
+    printf("  overfit cap: domain 2 marked at episode %d, held at %.4f (cap %.4f; %.4f without)\n", marked_at,
+           s.alpha[2], c, p.alpha[2]);
+}
+
 /* UniMax: uniform while every domain has the data, capped domains at N epochs and their
  * surplus to the rest, Natural when the corpus repeats more than N times, and user caps
  * that hold in every case. */
@@ -424,6 +536,28 @@ static void check_episode_deterministic(int mixing) {
     /* an abandoned probe leaves everything as it was */
     step_state c;
     CHECK(run_episode(&f, &c, ub, 1) == 0, "abandoned episode");
+    free(ua);
+    free(ub);
+    fixture_close(&f);
+}
+
+/* With the overfitting cap the probe also scores u on the same validation windows every
+ * time: two identical episodes keep identical records, and an episode's score is u's. */
+static void test_overfit_record_deterministic(void) {
+    fixture f;
+    if (fixture_open(&f, STEP_MIX_WEIGHT)) return;
+    f.hp.overfit_cap = 1;
+    f.hp.plan_tokens = 1e6;
+    step_state a, b;
+    float *ua = malloc(f.lay.numel * sizeof *ua), *ub = malloc(f.lay.numel * sizeof *ub);
+    CHECK(run_episode(&f, &a, ua, 0) == 0 && run_episode(&f, &b, ub, 0) == 0, "episode failed");
+    CHECK(memcmp(&a, &b, sizeof a) == 0, "step states differ between identical episodes");
+    CHECK(a.val_n == 1 && a.val_now[0] > 0 && a.val_now[1] > 0 && a.val_best[0] == a.val_now[0] &&
+              a.val_best_seen[0] == 0,
+          "one probe scored: n %llu, val %g %g", (unsigned long long)a.val_n, a.val_now[0], a.val_now[1]);
+    /* u at init scores about log(vocab) on every domain */
+    CHECK(fabs(a.val_now[0] - log((double)f.lay.cfg.vocab)) < 1.0, "val %g vs log V %g", a.val_now[0],
+          log((double)f.lay.cfg.vocab));
     free(ua);
     free(ub);
     fixture_close(&f);
@@ -643,12 +777,14 @@ int main(void) {
     RUN(test_simplex_box);
     RUN(test_simplex_bounds);
     RUN(test_alpha_hold);
+    RUN(test_overfit_cap);
     RUN(test_unimax);
     RUN(test_caps_hold_weight);
     RUN(test_caps_hold_sample);
     RUN(test_alpha_sign);
     RUN(test_alpha_eg_contract);
     RUN(test_episode_is_deterministic_weight);
+    RUN(test_overfit_record_deterministic);
     RUN(test_episode_is_deterministic_sample);
     RUN(test_probe_carry);
     RUN(test_micro_batches);
