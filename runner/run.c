@@ -78,10 +78,10 @@ static int alpha_step(run_ctx *r, tdm_err *e) {
             fprintf(stderr,
                     "tandem: episode %llu: %s's validation loss (smoothed) has risen %.1f %% above its "
                     "lowest (%.4f, at %.2f epochs of it), past its noise: α_%s is held at the weight "
-                    "that gives it %.2f epochs over the planned run until it finds a new lowest "
-                    "(tandem.overfit_cap)\n",
+                    "that gives the planned run as many of its tokens (more only if every marked "
+                    "domain's must rise) until it finds a new lowest (tandem.overfit_cap)\n",
                     (unsigned long long)r->st.episode, r->names[m],
-                    100 * (r->st.val_ema[m] / r->st.val_best[m] - 1), r->st.val_best[m], at, r->names[m], at);
+                    100 * (r->st.val_ema[m] / r->st.val_best[m] - 1), r->st.val_best[m], at, r->names[m]);
         else if (!r->st.overfit[m] && was[m])
             fprintf(stderr,
                     "tandem: episode %llu: %s's validation loss found a new lowest (%.4f, at %.2f epochs "
@@ -266,7 +266,9 @@ static int loop(run_ctx *r, tdm_err *e) {
                  * state (rank 0 alone writes rows; a forward pass changes no state) */
                 /* without log.val_every, tandem.overfit_cap's score of u at this episode's
                  * probe (its fixed validation windows) is the row's validation loss */
-                if (r->hp.overfit_cap && r->st.val_n > 0) {
+                int scored = r->hp.overfit_cap && c->log.val_every == 0;
+                for (int m = 0; scored && m < M; m++) scored = r->st.val_now[m] > 0; /* 0: no score */
+                if (scored) {
                     row.has_val = 1;
                     memcpy(row.val, r->st.val_now, sizeof row.val);
                     row.val_tokens = (uint64_t)(r->hp.B / M) * (uint64_t)r->hp.T;

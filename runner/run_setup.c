@@ -48,11 +48,11 @@ static void fill_hparams(run_ctx *r) {
     h->val_mean = c->tandem.val_loss == CONFIG_VAL_MEAN;
     h->eval_batches = c->tandem.eval_batches;
     h->probe_carry = c->tandem.probe_carry;
-    /* the overfitting cap bounds the α step, which a fixed run never takes */
-    h->overfit_cap = c->tandem.overfit_cap && !h->fixed;
-    h->plan_tokens = (double)h->episodes * h->E * h->B * h->T;
     int fixed = c->run.mode == CONFIG_MODE_FIXED;
     h->fixed = fixed;
+    /* the overfitting cap bounds the α step, which a fixed run never takes */
+    h->overfit_cap = c->tandem.overfit_cap && !fixed;
+    h->plan_tokens = (double)h->episodes * h->E * h->B * h->T;
     h->mixing = c->data.mixing == CONFIG_MIXING_SAMPLE || (c->data.mixing == CONFIG_MIXING_AUTO && fixed)
                     ? STEP_MIX_SAMPLE
                     : STEP_MIX_WEIGHT;

@@ -362,7 +362,9 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
         memset(fixed, 0, sizeof fixed);
         rc = sampler_batch_per_domain(ds, SPLIT_VAL, T, B, hp->seed, fixed, n->tokens, n->domain, e);
         if (!rc) rc = dp_pass(hp, n, n->u, B, M, NULL, loss, e);
-        for (int m = 0; !rc && m < M; m++) work.val_now[m] = loss[m];
+        /* 0 is "no score" (a loss is never 0): what is not finite is not kept, so that
+         * the state always encodes */
+        for (int m = 0; !rc && m < M; m++) work.val_now[m] = isfinite(loss[m]) && loss[m] > 0 ? loss[m] : 0;
     }
     if (!rc && hp->probe_carry) rc = n->ops->copy(n->ctx, n->u, n->up, n->lay->numel, e);
     if (rc) return rc;
@@ -432,22 +434,26 @@ static void alpha_eg(const step_hparams *hp, const step_state *s, double *out) {
 static void overfit_update(step_state *s) {
     for (int m = 0; m < s->M; m++) {
         double now = s->val_now[m];
-        if (!isfinite(now)) continue;
+        /* no score (0: a probe without the cap before a resume that turned it on, or one
+         * that was not finite) leaves the record; a domain's first score starts it */
+        if (!(isfinite(now) && now > 0)) continue;
+        int first = !(s->val_ema[m] > 0);
         const double w = STEP_OVERFIT_EMA;
-        double dev = s->val_n ? now - s->val_ema[m] : 0;
-        double ema = s->val_n ? (1 - w) * s->val_ema[m] + w * now : now;
-        s->val_var[m] = s->val_n ? (1 - w) * s->val_var[m] + w * dev * dev : 0;
+        double dev = first ? 0 : now - s->val_ema[m];
+        double ema = first ? now : (1 - w) * s->val_ema[m] + w * now;
+        s->val_var[m] = first ? 0 : (1 - w) * s->val_var[m] + w * dev * dev;
         s->val_ema[m] = ema;
         /* the sd of an exponential mean of independent scores of variance v is
          * sqrt(v w / (2 - w)); v includes the trend's lag while the score falls, which
          * only makes an early mark harder */
         double noise = sqrt(s->val_var[m] * w / (2 - w));
         double margin = fmax(STEP_OVERFIT_RISE * s->val_best[m], STEP_OVERFIT_Z * noise);
-        if (!s->val_n || ema < s->val_best[m]) {
+        if (first || ema < s->val_best[m]) {
             s->val_best[m] = ema;
             s->val_best_seen[m] = s->seen[m];
             s->overfit[m] = 0;
-        } else if (ema > s->val_best[m] + margin) {
+        } else if (ema > s->val_best[m] + margin && s->val_best_seen[m] > 0) {
+            /* (a rise from before any of the domain was trained on is not repetition) */
             s->overfit[m] = 1;
         }
     }

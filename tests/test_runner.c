@@ -450,12 +450,21 @@ static void test_overfit_cap_resumes(void) {
     CHECK(fixture_open(&d, "ovcap-d") == 0 && write_file(d.config, off) == 0, "fixture");
     CHECK(run_to_end(&d, NULL) == 0, "the run without the cap");
     for (int m = 0; m < 3; m++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "d%d", m);
         double x = mixture_weight(&c, name), y = mixture_weight(&d, name);
         CHECK(x >= 0 && x == y, "%s: α* %.17g with the cap (nothing marked), %.17g without", name, x, y);
     }
     fixture_close(&d);
+    /* a fixed run (a final run) takes no α step: given the key, it may resume with it changed */
+    fixture g;
+    CHECK(fixture_open(&g, "ovcap-fixed") == 0 && write_file(g.config, text) == 0, "fixture");
+    CHECK(wait_exit(start_run(&g, "TANDEM_TEST_SIGNAL_AT=free:5", "--set", "run.mode=fixed")) == 75, "fixed: stop");
+    CHECK(write_file(g.config, off) == 0, "config");
+    rc = wait_exit(start_run(&g, NULL, "--set", "run.mode=fixed"));
+    read_all(g.log, log, sizeof log);
+    CHECK(rc == 0, "a fixed run resumed without overfit_cap: exit %d %s", rc, log);
+    fixture_close(&g);
     printf("  overfit cap: α*_2 %.4f with the rise from episode 4, %.4f without\n", held, free_w);
     fixture_close(&a);
     fixture_close(&b);

@@ -415,7 +415,18 @@ static void test_overfit_cap(void) {
           "a passing bump: marked %d (least α_2 %g), at the end marked %d, α_2 %g", was_marked, least, b.overfit[2],
           b.alpha[2]);
 
-    /* every domain marked with caps summing to 0.3: raised by one factor (ratios kept) */
+    /* no score (0: a probe that ran without the cap before a resume turned it on) leaves
+     * the record as it is; the domain's first real score starts it */
+    step_state z = {.M = M, .val_n = 7};
+    for (int m = 0; m < M; m++) z.alpha[m] = 1.0 / 3;
+    double zero[M] = {0, 0, 0}, some[M] = {1e4, 1e4, 1e4}, first[M] = {3, 3, 3};
+    ov_once(&hp, &z, lu, lw, zero, some);
+    CHECK(z.val_ema[0] == 0 && z.val_best[0] == 0 && !z.overfit[0], "no score: record untouched");
+    for (int t = 0; t < 30; t++) ov_once(&hp, &z, lu, lw, first, some);
+    CHECK(z.val_ema[0] == 3 && z.val_best[0] == 3 && !z.overfit[0] && !z.overfit[2],
+          "started at the first score, not against 0: ema %g best %g", z.val_ema[0], z.val_best[0]);
+
+    /* every domain marked with caps summing to 0.12: raised by one factor (ratios kept) */
     step_hparams all = hp;
     all.has_lo = 0;
     step_state q = {.M = M, .val_n = 5, .overfit = {1, 1, 1}, .val_best = {1, 1, 1}, .val_ema = {2, 2, 2},
