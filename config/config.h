@@ -127,6 +127,7 @@ typedef struct config {
         int eval_batches; /* train batches of the probe's evaluation of the twins */
         bool probe_carry;
         bool overfit_cap;    /* bound a domain whose validation loss rose (steps.h) */
+        double start_epochs; /* N of the DMO's UniMax start; 0 = data.unimax_epochs */
         double alpha_floor;
     } tandem;
     struct config_optim {

@@ -123,7 +123,8 @@ const key_def config_schema[] = {
          "drawn ∝ α; auto: weight for run.mode=tandem, sample for fixed"),
     ENUM("data.mixture", data.mixture, "unimax", mixture_names,
          "α at episode 0 (tandem) or throughout (fixed): unimax (the budget spread evenly with "
-         "no domain repeated more than data.unimax_epochs epochs, the surplus to the others; "
+         "no domain repeated more than N epochs, the surplus to the others, N = "
+         "tandem.start_epochs in a TANDEM run and data.unimax_epochs in a fixed one; "
          "uniform when data is abundant, natural when the whole corpus must repeat more: the "
          "DMO starts from what repetition allows, docs/dmo.md), uniform, natural (∝ train "
          "tokens per domain), or file (data.mixture_file)"),
@@ -132,9 +133,9 @@ const key_def config_schema[] = {
         "of a finished TANDEM run (its α*, mixture.mp); a relative path is relative to the "
         "config file"),
     FLT("data.unimax_epochs", data.unimax_epochs, "4", 0, true, INFINITY, false,
-        "N of data.mixture = unimax: the most epochs of a domain's train tokens UniMax plans "
-        "for (Muennighoff et al. 2023: up to ~4 repetitions are worth almost as much as new "
-        "data)"),
+        "N of data.mixture = unimax in a fixed run (the UniMax baseline): the most epochs of a "
+        "domain's train tokens UniMax plans for (Muennighoff et al. 2023: up to ~4 repetitions "
+        "are worth almost as much as new data); also the hold's bound (tandem.alpha_cut)"),
     STRC("data.max_epochs", data.max_epochs, "", 0, domain_caps_check,
          "caps: NAME=EPOCHS,... (a domain, or * for every domain not named): u never trains on "
          "more than that many epochs of the domain's train tokens over the run; α, α* and the "
@@ -191,6 +192,12 @@ const key_def config_schema[] = {
          "smoothed validation loss rises above its lowest (by 1 % and by 3 sd of its noise) is "
          "held, until it finds a new lowest, at the weight that gives it over the planned run "
          "the tokens u had seen of it at that lowest (docs/dmo.md, \"The overfitting cap\")"),
+    FLT("tandem.start_epochs", tandem.start_epochs, "16", 0, false, INFINITY, false,
+        "N of a TANDEM run's start when data.mixture = unimax: UniMax with no domain repeated "
+        "more than this many epochs (Muennighoff et al. 2023: past ~16 repetitions more of a "
+        "domain is worth little); the α step may still cut a domain the run repeats more than "
+        "data.unimax_epochs down to that many (alpha_cut = repeated). Fixed runs (the UniMax "
+        "baseline) use data.unimax_epochs; 0 = data.unimax_epochs here too"),
     FLT("tandem.lr_alpha", tandem.lr_alpha, "4e-3", 0, false, INFINITY, false,
         "η_α (alpha_step = pgd): step size of Algorithm 1's α update"),
     INT("tandem.eval_batches", tandem.eval_batches, "1", 1, 1024,

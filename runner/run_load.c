@@ -43,7 +43,11 @@ int run_start_alpha(const run_ctx *r, int M, double *alpha, int *moved, tdm_err 
     if (moved) *moved = 0;
     if (r->cfg.data.mixture == CONFIG_MIXTURE_UNIMAX) {
         double budget = (double)h->episodes * h->E * h->B * h->T;
-        rc = mixture_unimax(tokens, M, budget, r->cfg.data.unimax_epochs, epochs, alpha, e);
+        /* a DMO starts where repetition still pays (tandem.start_epochs), the UniMax
+         * baseline (a fixed run) plans only the nearly free repeats (data.unimax_epochs) */
+        double N = r->cfg.data.unimax_epochs;
+        if (!h->fixed && r->cfg.tandem.start_epochs > 0) N = r->cfg.tandem.start_epochs;
+        rc = mixture_unimax(tokens, M, budget, N, epochs, alpha, e);
         if (rc) return rc;
     }
     if (!h->has_caps) return 0;

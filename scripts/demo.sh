@@ -4,9 +4,9 @@
 # 1. A small data-restricted corpus (runs/demo-corpus): four synthetic domains of very
 #    different sizes, 69k train tokens for a budget of 307k, so the small ones would repeat
 #    many times under uniform mixing (math 26x) and even the natural mixture repeats every
-#    domain 4.5 times: the regime where the α step moves (the small domains up, within the
-#    hold's bounds: docs/dmo.md). On a corpus that UniMax's start repeats nowhere past 4
-#    epochs the step would hold α at that start.
+#    domain 4.5 times: the regime where the α step moves (from UniMax's start of 16
+#    epochs, math at 16 and books at 14, within the hold's bounds at 4: docs/dmo.md). On a
+#    corpus that the start repeats nowhere past 4 epochs the step would hold α there.
 # 2. `tandem run configs/demo.yaml` into file://./runs/demo: about 1-2 minutes of
 #    episodes (probe, alpha, free steps), a progress line per episode, then how α moved
 #    and the final mixture α*. Interrupt it (Ctrl-C) and run `make demo` again: it

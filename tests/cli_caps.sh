@@ -147,6 +147,35 @@ if [ $st = 0 ] && [[ $got == ok* ]]; then
   pass "the hold with a repeated domain: α moves, no record below its bound (least ${got#ok }; bounds 0.2894 / 0.3333)"
 else fail "the hold's bounds" "exit $st: $(tail -2 "$tmp/hold-rep.err")" "$got"; fi
 
+# tandem.start_epochs: where a DMO starts. Uniform gives small 4.6 epochs of corpus2 over
+# the 13824 planned tokens: the default (16) starts a DMO at Uniform, 0 (what a run pinned
+# before the key computes) and 4 at UniMax's 4-epoch weight 4000/13824, 2 at 2000/13824;
+# a fixed run on unimax (the baseline) takes data.unimax_epochs (4) whatever it says
+start_of() { # STORE KIND: small's weight in the first α record (dmo) or metrics row (fixed)
+  if [ "$2" = dmo ]; then "$bin" alpha "$1" --format json 2>/dev/null | $py -c '
+import json, sys
+print("%.6f" % json.load(sys.stdin)[0]["alpha"]["small"])' 2>&1
+  else "$bin" metrics "$1" --format jsonl 2>/dev/null | head -1 | $py -c '
+import json, sys
+print("%.6f" % json.loads(sys.stdin.readline())["alpha"]["small"])' 2>&1; fi
+}
+starts=""
+for se in default 0 2; do
+  set_se=(); [ $se = default ] || set_se=(--set tandem.start_epochs=$se)
+  "$bin" run "$tmp/c.yaml" --store "$tmp/start-$se" --set data.max_epochs= --set tandem.alpha_cut=repeated \
+    --set data.dataset="$tmp/corpus2/dataset.yaml" "${set_se[@]}" --quiet 2>"$tmp/start-$se.err" || starts+=" exit$?"
+  starts+=" $(start_of "$tmp/start-$se" dmo)"
+done
+"$bin" run "$tmp/c.yaml" --store "$tmp/start-fixed" --set run.mode=fixed --set data.max_epochs= \
+  --set data.dataset="$tmp/corpus2/dataset.yaml" --set tandem.start_epochs=2 --quiet 2>"$tmp/start-fixed.err" ||
+  starts+=" exit$?"
+starts+=" $(start_of "$tmp/start-fixed" fixed)"
+want=" $($py -c 'print("%.6f %.6f %.6f %.6f" % (1 / 3, 4000 / 13824, 2000 / 13824, 4000 / 13824))')"
+if [ "$starts" = "$want" ]; then
+  pass "tandem.start_epochs: a DMO starts at UniMax of 16 epochs (Uniform here), 0 and 2 as asked; the fixed UniMax run at 4 (small:$starts)"
+else fail "tandem.start_epochs sets the DMO's start, not the baseline's" "got:$starts" "want:$want" \
+  "$(tail -2 "$tmp"/start-*.err)"; fi
+
 # tandem.alpha_cut is pinned for a DMO, and no change to a fixed run (which takes no α
 # step): a final run pinned before the key existed (any) resumes under today's default
 "$bin" run "$tmp/c.yaml" --store "$tmp/tandem" --set tandem.alpha_cut=repeated --quiet >/dev/null 2>"$tmp/cut1.err"; st1=$?
@@ -154,6 +183,11 @@ else fail "the hold's bounds" "exit $st: $(tail -2 "$tmp/hold-rep.err")" "$got";
 if [ $st1 = 2 ] && grep -q "tandem.alpha_cut: any -> repeated" "$tmp/cut1.err" && [ $st2 = 0 ] && ! grep -q alpha_cut "$tmp/cut2.err"; then
   pass "tandem.alpha_cut: a changed value refused on a DMO (exit 2 naming it), no change on a fixed run (exit 0)"
 else fail "alpha_cut pinned where it matters" "DMO exit $st1: $(cat "$tmp/cut1.err")" "fixed exit $st2: $(cat "$tmp/cut2.err")"; fi
+"$bin" run "$tmp/c.yaml" --store "$tmp/tandem" --set tandem.start_epochs=3 --quiet >/dev/null 2>"$tmp/se1.err"; st1=$?
+"$bin" run "$tmp/c.yaml" --store "$tmp/fixed" --set run.mode=fixed --set tandem.start_epochs=3 --quiet >/dev/null 2>"$tmp/se2.err"; st2=$?
+if [ $st1 = 2 ] && grep -q "tandem.start_epochs: 16 -> 3" "$tmp/se1.err" && [ $st2 = 0 ] && ! grep -q start_epochs "$tmp/se2.err"; then
+  pass "tandem.start_epochs: a changed value refused on a DMO (exit 2 naming it), no change on a fixed run (exit 0)"
+else fail "start_epochs pinned where it matters" "DMO exit $st1: $(cat "$tmp/se1.err")" "fixed exit $st2: $(cat "$tmp/se2.err")"; fi
 
 # pinned: another cap on the finished run is a config change
 "$bin" run "$tmp/c.yaml" --store "$tmp/fixed" --set run.mode=fixed --set data.max_epochs=small=0.9 \
