@@ -66,7 +66,7 @@ enum config_mixture {
     CONFIG_MIXTURE_UNIFORM,
     CONFIG_MIXTURE_NATURAL,
     CONFIG_MIXTURE_FILE,
-    CONFIG_MIXTURE_UNIMAX /* steps/mixture.h; N = data.unimax_epochs */
+    CONFIG_MIXTURE_UNIMAX /* steps/mixture.h; N = tandem.start_epochs (DMO), data.unimax_epochs (fixed) */
 };
 /* tandem.alpha_step: eg = the normalised exponentiated-gradient step (default); pgd =
  * Algorithm 1's projected step with η_α (tandem.lr_alpha) */
@@ -100,7 +100,7 @@ typedef struct config {
         int mixing;                   /* enum config_mixing */
         int mixture;                  /* enum config_mixture */
         char mixture_file[CONFIG_STR_MAX]; /* `tandem mixture` YAML when mixture = file */
-        double unimax_epochs;              /* N of UniMax (mixture = unimax) */
+        double unimax_epochs;              /* N of UniMax in a fixed run; the hold's bound */
         char max_epochs[CONFIG_STR_MAX];   /* per-domain caps, config/domain_caps.h */
     } data;
     struct config_model {

@@ -334,7 +334,7 @@ else
     EXTRA_VARIANT="${LEASE_DMO_VARIANT:-start4 tandem.start_epochs=4}" timeout -k 5 $(( $(left) - 15 )) bash bench/dmo.sh \
     2>&1 | stamp "$t0" >"$out/dmo.log"
   note "dmo: exit ${PIPESTATUS[0]} in $((SECONDS - t0)) s: $(grep -cE 'dmo-.*alpha\*' "$out/dmo.log") alpha*, $(grep -cE 'final-.*Average' "$out/dmo.log") final runs"
-  grep -E 'dmo-.*alpha\*|final-.*Average| (uniform|natural|unimax|tandem|any|cap|heavy)[ :]|loss rose|the bar' \
+  grep -E 'dmo-.*alpha\*|final-.*Average| (uniform|natural|unimax|tandem|any|cap|start4|heavy)[ :]|loss rose|the bar' \
     "$out/dmo.log" | cut -c1-200
   cp "$dw"/*-heavy.json "$out/dmo.json" 2>/dev/null
   for st in "$dw"/*-heavy/dmo-*-s*/; do  # the α history of each DMO, for the plots

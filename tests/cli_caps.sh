@@ -18,6 +18,9 @@
 #     data.unimax_epochs α stays at its start in every α record (and moves with any);
 #     where one is, only it falls below its start, and never below its N-epoch weight;
 #     the key is pinned for a DMO and no change for a fixed run;
+#   - tandem.start_epochs: a DMO's UniMax start at 16 epochs by default, at data.unimax_epochs
+#     with 0 (runs pinned before the key), the fixed UniMax baseline at data.unimax_epochs;
+#     pinned for a DMO, no change for a fixed run;
 #   - bad values (an unknown domain, caps that cannot hold the budget, a malformed list):
 #     exit 2 naming the key, nothing written.
 # Prints PASS/FAIL lines and "cli_caps: N passed, M failed"; exits non-zero on failure.
@@ -149,8 +152,9 @@ else fail "the hold's bounds" "exit $st: $(tail -2 "$tmp/hold-rep.err")" "$got";
 
 # tandem.start_epochs: where a DMO starts. Uniform gives small 4.6 epochs of corpus2 over
 # the 13824 planned tokens: the default (16) starts a DMO at Uniform, 0 (what a run pinned
-# before the key computes) and 4 at UniMax's 4-epoch weight 4000/13824, 2 at 2000/13824;
-# a fixed run on unimax (the baseline) takes data.unimax_epochs (4) whatever it says
+# before the key computes: data.unimax_epochs) at UniMax's 4-epoch weight 4000/13824, and
+# at 2000/13824 with data.unimax_epochs = 2, 2 at 2000/13824; a fixed run on unimax (the
+# baseline) takes data.unimax_epochs (4) whatever it says
 start_of() { # STORE KIND: small's weight in the first α record (dmo) or metrics row (fixed)
   if [ "$2" = dmo ]; then "$bin" alpha "$1" --format json 2>/dev/null | $py -c '
 import json, sys
@@ -160,8 +164,12 @@ import json, sys
 print("%.6f" % json.loads(sys.stdin.readline())["alpha"]["small"])' 2>&1; fi
 }
 starts=""
-for se in default 0 2; do
-  set_se=(); [ $se = default ] || set_se=(--set tandem.start_epochs=$se)
+for se in default 0 0u2 2; do
+  case $se in
+    default) set_se=() ;;
+    0u2) set_se=(--set tandem.start_epochs=0 --set data.unimax_epochs=2) ;;
+    *) set_se=(--set tandem.start_epochs=$se) ;;
+  esac
   "$bin" run "$tmp/c.yaml" --store "$tmp/start-$se" --set data.max_epochs= --set tandem.alpha_cut=repeated \
     --set data.dataset="$tmp/corpus2/dataset.yaml" "${set_se[@]}" --quiet 2>"$tmp/start-$se.err" || starts+=" exit$?"
   starts+=" $(start_of "$tmp/start-$se" dmo)"
@@ -170,9 +178,9 @@ done
   --set data.dataset="$tmp/corpus2/dataset.yaml" --set tandem.start_epochs=2 --quiet 2>"$tmp/start-fixed.err" ||
   starts+=" exit$?"
 starts+=" $(start_of "$tmp/start-fixed" fixed)"
-want=" $($py -c 'print("%.6f %.6f %.6f %.6f" % (1 / 3, 4000 / 13824, 2000 / 13824, 4000 / 13824))')"
+want=" $($py -c 'print("%.6f %.6f %.6f %.6f %.6f" % (1 / 3, 4000 / 13824, 2000 / 13824, 2000 / 13824, 4000 / 13824))')"
 if [ "$starts" = "$want" ]; then
-  pass "tandem.start_epochs: a DMO starts at UniMax of 16 epochs (Uniform here), 0 and 2 as asked; the fixed UniMax run at 4 (small:$starts)"
+  pass "tandem.start_epochs: a DMO starts at UniMax of 16 epochs (Uniform here), 0 (= data.unimax_epochs, 4 or 2) and 2 as asked; the fixed UniMax run at 4 (small:$starts)"
 else fail "tandem.start_epochs sets the DMO's start, not the baseline's" "got:$starts" "want:$want" \
   "$(tail -2 "$tmp"/start-*.err)"; fi
 
