@@ -173,8 +173,11 @@ if ! grep -q "not finished\|unfinished" <<<"$out"; then pass "mixture of the fin
 else fail "mixture of the finished run" "$out"; fi
 
 # ---------------------------------------------------------------- what a fixed run has at risk
-# no α records tell how far it went past its last state: its metrics rows do (it said 0)
-TANDEM_TEST_KILL_AT=metrics:7 "$bin" run "$tmp/c.yaml" --store "$tmp/fixrisk" --quiet --set run.mode=fixed \
+# no α records tell how far it went past its last state: its metrics rows do (it said 0).
+# The state of position 12 is written in the background while episode 7 trains; a slowed
+# store (200 ms a chunk) keeps it unfinished at the kill, which a fast writer under a
+# loaded CI machine once beat (then nothing was at risk and this failed).
+TANDEM_TEST_BLOB_DELAY_MS=200 TANDEM_TEST_KILL_AT=metrics:7 "$bin" run "$tmp/c.yaml" --store "$tmp/fixrisk" --quiet --set run.mode=fixed \
   --set run.episodes=8 --set checkpoint.every_episodes=2 >/dev/null 2>&1
 out=$("$bin" status "$tmp/fixrisk" 2>&1)
 js=$("$bin" status "$tmp/fixrisk" --json 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["at_risk_steps"])')
