@@ -246,6 +246,11 @@ int config_diff(const config *a, const config *b, const char ***keys, size_t *n,
  * unknown keys included. */
 bool config_key_pinned(const char *key);
 
+/* Whether only the α step reads `key` (flagged F_DMO_ONLY in the schema: tandem.alpha_cut,
+ * tandem.overfit_cap, tandem.start_epochs): a fixed run computes the same bits whatever its
+ * value, so run_config.c lets a fixed run resume with it changed. False for unknown keys. */
+bool config_key_dmo_only(const char *key);
+
 /* ------------------------------------- the schema written out: help, docs, YAML */
 
 /* The schema as plain-text help (for `tandem run --help`): every key with its type,

@@ -17,6 +17,8 @@ enum {
     F_NOECHO = 2, /* errors never repeat the value (it may hold a pasted secret) */
     F_UNPINNED = 4, /* not part of what a run computes: a resume may change it (run_config.c) */
     F_SCHEME_PATH = 8, /* "scheme:path": the path after the first ':' resolves as F_PATH's */
+    F_DMO_ONLY = 16, /* only the α step reads it: a fixed run computes the same whatever its
+                      * value, so a fixed run may resume with it changed (run_config.c) */
 };
 
 typedef struct key_def {

@@ -89,7 +89,9 @@ _Static_assert(COUNT_NAMES(cloud_names) == CONFIG_CLOUD_AKS + 1, "cloud");
     {.key = k, .type = T_FLOAT, .off = FIELD(f, double), .def = d, .lo = l, .hi = h,      \
      .lo_open = lopen, .hi_open = hopen, .flags = fl, .doc = doc_}
 #define FLT(k, f, d, l, lopen, h, hopen, doc_) FLTF(k, f, d, l, lopen, h, hopen, 0, doc_)
-#define BOOL(k, f, d, doc_) {.key = k, .type = T_BOOL, .off = FIELD(f, bool), .def = d, .doc = doc_}
+#define BOOLF(k, f, d, fl, doc_)                                                           \
+    {.key = k, .type = T_BOOL, .off = FIELD(f, bool), .def = d, .flags = fl, .doc = doc_}
+#define BOOL(k, f, d, doc_) BOOLF(k, f, d, 0, doc_)
 #define ENUMF(k, f, d, nm, fl, doc_)                                                       \
     {.key = k, .type = T_ENUM, .off = FIELD(f, int), .def = d, .names = nm, .flags = fl,  \
      .doc = doc_}
@@ -182,17 +184,17 @@ const key_def config_schema[] = {
     FLT("tandem.alpha_budget", tandem.alpha_budget, "2", 0, false, INFINITY, false,
         "c (alpha_step = eg): the most any α_m / α_j ratio can change, in log units, per unit "
         "of normalised evidence over the whole run"),
-    ENUM("tandem.alpha_cut", tandem.alpha_cut, "repeated", alpha_cut_names,
+    ENUMF("tandem.alpha_cut", tandem.alpha_cut, "repeated", alpha_cut_names, F_DMO_ONLY,
          "which domains the α step may cut below their starting weight: repeated = only a "
          "domain the planned run would repeat more than data.unimax_epochs epochs, and only "
          "down to that many (a data.mixture = file start: every domain); any = every domain, "
          "as Algorithm 1"),
-    BOOL("tandem.overfit_cap", tandem.overfit_cap, "false",
+    BOOLF("tandem.overfit_cap", tandem.overfit_cap, "false", F_DMO_ONLY,
          "every probe also scores u on fixed validation windows of each domain; a domain whose "
          "smoothed validation loss rises above its lowest (by 1 % and by 3 sd of its noise) is "
          "held, until it finds a new lowest, at the weight that gives it over the planned run "
          "the tokens u had seen of it at that lowest (docs/dmo.md, \"The overfitting cap\")"),
-    FLT("tandem.start_epochs", tandem.start_epochs, "16", 0, false, INFINITY, false,
+    FLTF("tandem.start_epochs", tandem.start_epochs, "16", 0, false, INFINITY, false, F_DMO_ONLY,
         "N of a TANDEM run's start when data.mixture = unimax: UniMax with no domain repeated "
         "more than this many epochs (Muennighoff et al. 2023: past ~16 repetitions more of a "
         "domain is worth little); the α step may still cut a domain the run repeats more than "
@@ -352,4 +354,10 @@ bool config_key_pinned(const char *key) {
     for (size_t i = 0; i < config_nkeys; i++)
         if (!strcmp(config_schema[i].key, key)) return !(config_schema[i].flags & F_UNPINNED);
     return true;
+}
+
+bool config_key_dmo_only(const char *key) {
+    for (size_t i = 0; i < config_nkeys; i++)
+        if (!strcmp(config_schema[i].key, key)) return config_schema[i].flags & F_DMO_ONLY;
+    return false;
 }

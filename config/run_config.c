@@ -402,15 +402,14 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
      * runs the same kernels (the same bits), so there a difference changes nothing: a run
      * pinned before the key existed (builtin) resumes with today's default on the CPU */
     int attention_matters = cfg->run.device == CONFIG_DEVICE_CUDA && cfg->run.precision == CONFIG_PRECISION_BF16;
-    /* tandem.alpha_cut and tandem.overfit_cap bound the α step, and tandem.start_epochs
-     * sets its start, which a fixed run never takes: a final run pinned before alpha_cut
+    /* the keys flagged F_DMO_ONLY (tandem.alpha_cut, overfit_cap, start_epochs) bound or
+     * start the α step, which a fixed run never takes: a final run pinned before alpha_cut
      * existed (any) resumes with today's default, and one given overfit_cap or start_epochs
      * in its config (as the DMO's) computes the same either way */
-    int cut_matters = cfg->run.mode != CONFIG_MODE_FIXED || pc.run.mode != CONFIG_MODE_FIXED;
+    int dmo_matters = cfg->run.mode != CONFIG_MODE_FIXED || pc.run.mode != CONFIG_MODE_FIXED;
     for (size_t i = 0; !rc && i < nk; i++)
         if (config_key_pinned(keys[i]) && (attention_matters || strcmp(keys[i], "model.attention")) &&
-            (cut_matters || (strcmp(keys[i], "tandem.alpha_cut") && strcmp(keys[i], "tandem.overfit_cap") &&
-                             strcmp(keys[i], "tandem.start_epochs"))))
+            (dmo_matters || !config_key_dmo_only(keys[i])))
             keys[kept++] = keys[i];
     nk = kept;
     if (rc || nk == 0) {

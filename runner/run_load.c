@@ -42,7 +42,7 @@ int run_start_alpha(const run_ctx *r, int M, double *alpha, int *moved, tdm_err 
     int rc = 0;
     if (moved) *moved = 0;
     if (r->cfg.data.mixture == CONFIG_MIXTURE_UNIMAX) {
-        double budget = (double)h->episodes * h->E * h->B * h->T;
+        double budget = h->plan_tokens; /* episodes x E x B x T (fill_hparams) */
         /* a DMO starts where repetition still pays (tandem.start_epochs), the UniMax
          * baseline (a fixed run) plans only the nearly free repeats (data.unimax_epochs) */
         double N = r->cfg.data.unimax_epochs;

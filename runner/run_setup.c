@@ -124,7 +124,7 @@ static int setup_hold(run_ctx *r, tdm_err *e) {
     int rc = run_start_alpha(r, M, s.alpha, NULL, e);
     if (!rc) rc = simplex_project_box(s.alpha, M, h->alpha_floor, h->has_caps ? h->alpha_hi : NULL, start, e);
     if (rc) return rc;
-    double budget = (double)h->episodes * h->E * h->B * h->T, low = 0;
+    double budget = h->plan_tokens, low = 0;
     for (int m = 0; m < M; m++) {
         double tokens = (double)dataset_tokens(&r->ds, m, SPLIT_TRAIN);
         double at_n = budget > 0 ? r->cfg.data.unimax_epochs * tokens / budget : 1;

@@ -789,6 +789,27 @@ static void test_pinned_keys_from_the_schema(void) {
     CHECK(unpinned == 6, "%d keys outside cluster.* are unpinned, expected 6", unpinned);
 }
 
+/* The keys a fixed run may resume with changed are exactly the α step's own (F_DMO_ONLY),
+ * and each is still pinned: a DMO refuses a change of any of them (cli_caps runs both). */
+static void test_dmo_only_keys_from_the_schema(void) {
+    const char *want[] = {"tandem.alpha_cut", "tandem.overfit_cap", "tandem.start_epochs"};
+    size_t found = 0;
+    for (size_t i = 0; i < config_nkeys; i++) {
+        const char *k = config_schema[i].key;
+        if (!config_key_dmo_only(k)) continue;
+        int listed = 0;
+        for (size_t j = 0; j < sizeof want / sizeof *want; j++) listed |= !strcmp(want[j], k);
+        CHECK(listed, "%s is flagged F_DMO_ONLY: a fixed run would resume with it changed", k);
+        CHECK(config_key_pinned(k), "%s is DMO-only but unpinned: a DMO would take it changed", k);
+        found++;
+    }
+    CHECK(found == sizeof want / sizeof *want, "%zu keys are DMO-only, expected %zu", found,
+          sizeof want / sizeof *want);
+    CHECK(!config_key_dmo_only("tandem.K") && !config_key_dmo_only("data.unimax_epochs") &&
+              !config_key_dmo_only("no.such.key"),
+          "a key every run reads is DMO-only");
+}
+
 int main(void) {
     tmp = test_tmpdir("config");
     RUN(test_defaults);
@@ -808,6 +829,7 @@ int main(void) {
     RUN(test_canonical_before_alpha_keys);
     RUN(test_diff_lists_changed_keys);
     RUN(test_pinned_keys_from_the_schema);
+    RUN(test_dmo_only_keys_from_the_schema);
     RUN(test_relative_dataset_path);
     RUN(test_shipped_configs);
     RUN(test_docs_in_sync);
