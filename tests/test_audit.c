@@ -4,6 +4,7 @@
  * flipped (verify reports a fault exactly when run refuses, and no damage makes a new
  * run); stale leases (a killed holder, a reused pid, a silent foreign host) in status
  * and gc. */
+#include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -67,6 +68,31 @@ static pid_t start_sh(const char *cmd) {
         _exit(127);
     }
     return pid;
+}
+
+/* Waits (up to 60 s) until `tandem status` says a live process on this host holds the
+ * lease of `store`: a fixed sleep before a check that needs the holder there raced the
+ * holder's start-up on a loaded machine (ASan, 2 cores). 0 when it does. */
+static int wait_lease_held(const char *store) {
+    char buf[8192];
+    double t0 = now_s();
+    while (now_s() - t0 < 60) {
+        if (tandem_cmd(buf, sizeof buf, "status '%s'", store) == 0 && strstr(buf, "held since") &&
+            strstr(buf, "alive on this host"))
+            return 0;
+        usleep(50000);
+    }
+    return -1;
+}
+
+/* Waits (up to 60 s) until the file at `path` is gone (gc has begun deleting). 0 then. */
+static int wait_gone(const char *path) {
+    double t0 = now_s();
+    while (now_s() - t0 < 60) {
+        if (access(path, F_OK) != 0) return 0;
+        usleep(5000);
+    }
+    return -1;
 }
 
 static void test_alpha_listing_and_mixture(void) {
@@ -203,7 +229,7 @@ static void test_gc_killed_midway_loses_nothing(void) {
     CHECK(tandem_cmd(out, sizeof out, "pin '%s' 4", f.store) == 0, "pin: %s", out);
     /* gc refuses while a writer holds the lease */
     pid_t live = start_run(&f, "TANDEM_TEST_STEP_DELAY_MS=200", NULL, NULL);
-    usleep(400000);
+    CHECK(wait_lease_held(f.store) == 0, "the live run never held the lease");
     CHECK(tandem_cmd(out, sizeof out, "gc '%s' --keep 1", f.store) == 2 && strstr(out, "holds the lease"),
           "gc ran beside a live writer: %s", out);
     kill(live, SIGTERM);
@@ -680,7 +706,8 @@ static void test_repair_against_a_run(void) {
              "echo \"exit $?\" >> '%s/repair.out'", tandem_bin(), f.store, f.dir, f.dir);
     pid_t rp = start_sh(cmd);
     CHECK(rp > 0, "fork");
-    usleep(800000); /* repair holds the lease and waits */
+    /* repair holds the lease and waits (its plan made, TANDEM_TEST_REPAIR_DELAY_MS) */
+    CHECK(wait_lease_held(f.store) == 0, "repair never held the lease");
     CHECK(run_to_end(&f, NULL) == 0, "the run beside repair");
     int st = 0;
     CHECK(waitpid(rp, &st, 0) == rp, "wait for repair");
@@ -705,9 +732,23 @@ static void test_pin_during_gc(void) {
     char cmd[4096], path[800];
     snprintf(cmd, sizeof cmd, "TANDEM_TEST_GC_DELAY_MS=150 '%s' gc '%s' --keep 1 > '%s/gc.out' 2>&1",
              tandem_bin(), f.store, f.dir);
+    /* the oldest state, which gc deletes first */
+    long oldest = -1;
+    snprintf(path, sizeof path, "%s/states", f.store);
+    DIR *d = opendir(path);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        char *end;
+        long seq = strtol(de->d_name, &end, 10);
+        if (end != de->d_name && !strcmp(end, ".mp") && (oldest < 0 || seq < oldest)) oldest = seq;
+    }
+    if (d) closedir(d);
+    CHECK(oldest >= 0 && oldest < 24, "no state older than 24 in %s", path);
     pid_t gp = start_sh(cmd);
     CHECK(gp > 0, "fork");
-    usleep(400000); /* gc has begun with the oldest states */
+    /* gc has begun with the oldest states (waited for, not slept: gc's start-up on a loaded
+     * machine is no fixed time), and states/24.mp is still to come */
+    snprintf(path, sizeof path, "%s/states/%ld.mp", f.store, oldest);
+    CHECK(wait_gone(path) == 0, "gc never deleted %s", path);
     int prc = tandem_cmd(out, sizeof out, "pin '%s' 24", f.store);
     int st = 0;
     CHECK(waitpid(gp, &st, 0) == gp && WIFEXITED(st) && WEXITSTATUS(st) == 0, "gc");
