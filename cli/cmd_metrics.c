@@ -44,34 +44,49 @@ static void iso_time(double t, char out[32]) {
         snprintf(out, 32, "-");
 }
 
+/* Width of a domain's column in a group whose numbers take `min` characters: its whole
+ * name up to TABLE_NAME_MAX (then cut), so that two long names sharing a prefix stay
+ * apart and every row lines up under its header. */
+#define TABLE_NAME_MAX 32
+static int column_width(const char *name, int min) {
+    int n = (int)strlen(name);
+    if (n > TABLE_NAME_MAX) n = TABLE_NAME_MAX;
+    return n > min ? n : min;
+}
+
 static void print_table(const rec_metrics *rows, size_t n, const rec_run *run) {
-    int M = run->M;
+    int M = run->M, wl[REC_MAX_DOMAINS], wa[REC_MAX_DOMAINS], we[REC_MAX_DOMAINS];
+    for (int d = 0; d < M; d++) {
+        wl[d] = column_width(run->domains[d], 10);
+        wa[d] = column_width(run->domains[d], 8);
+        we[d] = column_width(run->domains[d], 7);
+    }
     printf("%7s %7s", "episode", "seq");
-    for (int d = 0; d < M; d++) printf(" %10.10s", run->domains[d]);
+    for (int d = 0; d < M; d++) printf(" %*.*s", wl[d], wl[d], run->domains[d]);
     printf(" |");
-    for (int d = 0; d < M; d++) printf(" %8.8s", run->domains[d]);
+    for (int d = 0; d < M; d++) printf(" %*.*s", wa[d], wa[d], run->domains[d]);
     printf(" |");
-    for (int d = 0; d < M; d++) printf(" %7.7s", run->domains[d]);
+    for (int d = 0; d < M; d++) printf(" %*.*s", we[d], we[d], run->domains[d]);
     printf(" %10s %9s %10s %8s %8s  %s\n", "lr", "grad", "tok/s", "ep s", "commit s", "time");
     printf("%15s", "");
-    for (int d = 0; d < M; d++) printf(" %10s", d == 0 ? "loss" : "");
+    for (int d = 0; d < M; d++) printf(" %*s", wl[d], d == 0 ? "loss" : "");
     printf(" |");
-    for (int d = 0; d < M; d++) printf(" %8s", d == 0 ? "alpha" : "");
+    for (int d = 0; d < M; d++) printf(" %*s", wa[d], d == 0 ? "alpha" : "");
     printf(" |");
-    for (int d = 0; d < M; d++) printf(" %7s", d == 0 ? "epochs" : "");
+    for (int d = 0; d < M; d++) printf(" %*s", we[d], d == 0 ? "epochs" : "");
     printf("\n");
     for (size_t i = 0; i < n; i++) {
         const rec_metrics *m = &rows[i];
         char when[32];
         iso_time(m->time, when);
         printf("%7llu %7llu", (unsigned long long)m->t, (unsigned long long)m->seq);
-        for (int d = 0; d < M; d++) printf(" %10.5f", d < m->M ? m->loss[d] : NAN);
+        for (int d = 0; d < M; d++) printf(" %*.5f", wl[d], d < m->M ? m->loss[d] : NAN);
         printf(" |");
-        for (int d = 0; d < M; d++) printf(" %8.4f", d < m->M ? m->alpha[d] : NAN);
+        for (int d = 0; d < M; d++) printf(" %*.4f", wa[d], d < m->M ? m->alpha[d] : NAN);
         printf(" |");
         for (int d = 0; d < M; d++)
-            if (m->has_seen && d < m->M) printf(" %7.3g", m->epochs[d]);
-            else printf(" %7s", "-");
+            if (m->has_seen && d < m->M) printf(" %*.3g", we[d], m->epochs[d]);
+            else printf(" %*s", we[d], "-");
         printf(" %10.3g %9.4g %10.0f %8.2f %8.2f  %s ", m->lr, m->grad_norm, m->tokens_per_s,
                m->episode_s, m->commit_s, when);
         term_text(stdout, m->host); /* the store's text: no escapes into the terminal */

@@ -11,7 +11,9 @@
 #   - files named by --plot, --svg, --out and --tensorboard are whole or absent: on a full
 #     file system (a small tmpfs, where this machine lets root mount one) the command
 #     fails naming the path, leaves no file under that name, keeps an earlier good one as
-#     it was and leaves no temporary behind; a SIGTERM while writing leaves nothing.
+#     it was and leaves no temporary behind; a SIGTERM while writing leaves nothing;
+#   - `tandem metrics`' table gives each domain its whole name (two long names sharing a
+#     prefix stay apart) and every row lines up under its header.
 # Prints PASS/FAIL lines and "cli_output: N passed, M failed"; exits non-zero on failure.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -154,4 +156,21 @@ if command -v strace >/dev/null; then
 else
   echo "SKIP SIGTERM while --tensorboard writes: no strace to slow the writes"
 fi
+# ------------------------------------------------ the metrics table: whole domain names
+"$bin" gen-corpus --out "$tmp/longnames" --names changelog_upstream,changelog_debian,js \
+  --train-tokens 3k --val-tokens 2k --test-tokens 2k >/dev/null 2>&1
+conf 3 3 | sed -e "s|$tmp/corpus/|$tmp/longnames/|" -e "s|batch: 2,|batch: 3,|" >"$tmp/ln.yaml"
+"$bin" run "$tmp/ln.yaml" --store "$tmp/s-ln" --quiet >/dev/null 2>&1
+tab=$("$bin" metrics "$tmp/s-ln" 2>&1)
+# every name whole in each of the three groups (loss, alpha, epochs); the first row's
+# numbers end where the header's names end (right-aligned columns of the same width)
+hdr=$(sed -n 1p <<<"$tab"); row=$(sed -n 3p <<<"$tab")
+n_up=$(grep -o "changelog_upstream" <<<"$hdr" | wc -l); n_deb=$(grep -o "changelog_debian" <<<"$hdr" | wc -l)
+ends() { # ends LINE: the column where each '|' stands
+  awk -v s="$1" 'BEGIN { for (i = 1; i <= length(s); i++) if (substr(s, i, 1) == "|") printf "%d ", i }'
+}
+if [ "$n_up" = 3 ] && [ "$n_deb" = 3 ] && [ -n "$(ends "$hdr")" ] && [ "$(ends "$hdr")" = "$(ends "$row")" ] &&
+   [ "$(wc -l <<<"$tab")" = 5 ]; then
+  pass "metrics table: long domain names whole in all three groups, rows aligned under them"
+else fail "metrics table with long domain names" "$tab"; fi
 finish
