@@ -20,6 +20,7 @@
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "data/dataset.h"
+#include "config/run_config.h"
 #include "deploy/sweep_root.h"
 #include "report/progress.h"
 #include "report/svgplot.h"
@@ -266,7 +267,13 @@ static int run_results(const cli_args *a) {
     if (!root) rc = e.code;
     if (!rc) {
         rc = sweep_root_read(root, &sw, NULL, &e);
-        if (rc == STORE_NOT_FOUND)
+        char runs[200];
+        if (rc == STORE_NOT_FOUND && run_config_compare_runs(root, runs, sizeof runs) > 0)
+            rc = err_set(&e, ERR_STORE, "%s is the store of a tandem compare (its runs: %s), not a sweep's "
+                         "root: its table comes from `tandem compare CONFIG --store %s` (finished runs "
+                         "report at once), one run's test loss from `tandem eval %s/tandem` (or /uniform, ...)",
+                         url, runs, url, url);
+        else if (rc == STORE_NOT_FOUND)
             rc = err_set(&e, ERR_STORE, "%s is not a sweep's root (no SWEEP record; `tandem run --sweep ... "
                          "--store %s` writes it when a point starts): for one run use tandem eval", url, url);
         else if (rc == STORE_CORRUPT) rc = e.code = ERR_STORE; /* e names the record and what is wrong */

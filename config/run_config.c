@@ -104,23 +104,30 @@ static int missing_run(store *st, int *health, tdm_err *e) {
                        "%s/RUN is missing, but the store holds a run (%s). " RUN_REPAIR,
                        store_url(st), found);
     /* `tandem compare`'s store holds its runs one level down: name them */
-    char runs[200] = "";
+    char runs[200];
+    if (run_config_compare_runs(st, runs, sizeof runs) > 0)
+        return err_set(e, ERR_STORE, "%s holds no run itself: it is the store of a tandem compare, whose runs "
+                       "are in it as %s; name one of them (%s/dmo), or run tandem compare CONFIG with this "
+                       "--store again for its table", store_url(st), runs, store_url(st));
+    return err_set(e, ERR_STORE, "%s holds no run (no RUN object); check the store URL",
+                   store_url(st));
+}
+
+int run_config_compare_runs(store *st, char *out, size_t cap) {
+    int n = 0;
+    out[0] = '\0';
     for (int i = 0; i < COMPARE_NRUNS; i++) {
         char key[32];
         int there = 0;
         snprintf(key, sizeof key, "%s/RUN", compare_runs[i]);
         tdm_err ie = {0};
         if (store_exists(st, key, &there, &ie) == 0 && there) {
-            size_t used = strlen(runs);
-            snprintf(runs + used, sizeof runs - used, "%s%s", used ? ", " : "", compare_runs[i]);
+            size_t used = strlen(out);
+            snprintf(out + used, cap - used, "%s%s", used ? ", " : "", compare_runs[i]);
+            n++;
         }
     }
-    if (runs[0])
-        return err_set(e, ERR_STORE, "%s holds no run itself: it is the store of a tandem compare, whose runs "
-                       "are in it as %s; name one of them (%s/dmo), or run tandem compare CONFIG with this "
-                       "--store again for its table", store_url(st), runs, store_url(st));
-    return err_set(e, ERR_STORE, "%s holds no run (no RUN object); check the store URL",
-                   store_url(st));
+    return n;
 }
 
 /* Re-labels a decode failure of RUN or of a change record (ERR_STORE in e) as a damaged

@@ -91,6 +91,11 @@ int run_config_seed_mismatch(store *st, uint64_t pinned, uint64_t *seed, char *w
  * 0 when it holds none. Returns 0, or an ERR_* code when the store could not be read. */
 int run_config_run_state(store *st, int *has, char *found, size_t cap, tdm_err *e);
 
+/* The runs of a `tandem compare` that `st` holds one level down (dmo, uniform, ...: those
+ * whose RUN exists), comma-separated into out (empty when none); how many. A store that
+ * holds no run itself may be a compare's, and commands given it say so. */
+int run_config_compare_runs(store *st, char *out, size_t cap);
+
 /* 1 when the store holds nothing a run computed (run_config_run_state finds nothing), 0
  * when it does or cannot be read: whether an input's pin (data.mp, model.mp) may follow
  * today's input. */

@@ -128,6 +128,11 @@ out=$("$bin" status "$tmp/ref" 2>&1); st=$?
 if [ $st = 3 ] && grep -q "store of a tandem compare" <<<"$out" && grep -q "dmo, uniform, natural, tandem, unimax" <<<"$out"; then
   pass "status of a compare's store: exit 3 naming the runs in it"
 else fail "status of a compare's store" "exit $st" "$out"; fi
+out=$("$bin" results "$tmp/ref" 2>&1); st=$?
+if [ $st = 3 ] && grep -q "store of a tandem compare" <<<"$out" && grep -q "dmo, uniform, natural, tandem, unimax" <<<"$out" &&
+   grep -q "tandem compare CONFIG --store $tmp/ref" <<<"$out" && ! grep -q "for one run use tandem eval" <<<"$out"; then
+  pass "results of a compare's store: exit 3 naming its runs and the command whose table it is"
+else fail "results of a compare's store" "exit $st" "$out"; fi
 
 strip() { $py -c "import json,sys; d=json.load(open(sys.argv[1])); d.pop('store'); [v.pop('store') for v in d['runs'].values()]; [v.pop('curve') for v in d['runs'].values()]; print(json.dumps(d, sort_keys=True))" "$1"; }
 stops=0; lives=0; bad=
