@@ -38,6 +38,7 @@ typedef struct pq_chunk {
     int type, codec;
     int64_t num_values, data_off, dict_off, size;
     int has_dict;
+    int elsewhere; /* kept in another file (file_path) or encrypted (crypto_metadata) */
 } pq_chunk;
 
 typedef struct pq_group {
@@ -93,7 +94,7 @@ static void read_column_meta(thrift_rd *r, pq_chunk *c) {
 }
 
 /* ColumnChunk: its meta_data (field 3); one kept in another file (file_path) or encrypted
- * (crypto_metadata, field 8) is marked with type -2. */
+ * (crypto_metadata, field 8) is marked `elsewhere`, whichever order the fields come in. */
 static void read_chunk(thrift_rd *r, pq_chunk *c) {
     int16_t last = 0, id = 0;
     int t;
@@ -101,7 +102,7 @@ static void read_chunk(thrift_rd *r, pq_chunk *c) {
     if (thrift_enter(r)) return;
     while ((t = thrift_field(r, &last, &id)) != THRIFT_STOP) {
         if (id == 3 && t == THRIFT_STRUCT) read_column_meta(r, c);
-        else if ((id == 1 && t == THRIFT_BINARY) || (id == 8 && t == THRIFT_STRUCT)) thrift_skip(r, t), c->codec = -2;
+        else if ((id == 1 && t == THRIFT_BINARY) || (id == 8 && t == THRIFT_STRUCT)) thrift_skip(r, t), c->elsewhere = 1;
         else thrift_skip(r, t);
     }
     thrift_leave(r);
@@ -177,7 +178,8 @@ static int find_column(const pq_meta *m, const char *name, size_t *leaf, const p
     for (int c = 0; c < top && idx < m->nschema; c++) {
         const pq_schema *s = &m->schema[idx];
         if (at < sizeof names)
-            at += (size_t)snprintf(names + at, sizeof names - at, "%s%.*s", c ? ", " : "", (int)s->name_len,
+            at += (size_t)snprintf(names + at, sizeof names - at, "%s%.*s", c ? ", " : "",
+                                   (int)(s->name_len < 64 ? s->name_len : 64),
                                    s->name ? (const char *)s->name : "?");
         int match = s->name && s->name_len == nl && !memcmp(s->name, name, nl);
         /* the subtree: a group's descendants, counted by their num_children */
@@ -292,8 +294,8 @@ static const char *decompress(int codec, const uint8_t *src, size_t sn, size_t u
     return NULL;
 }
 
-/* The RLE / bit-packed hybrid of `count` values of `width` bits from p[0..n) into out[]. */
-static const char *hybrid(const uint8_t *p, size_t n, int width, uint32_t *out, size_t count) {
+/* see parquet.h */
+const char *parquet_hybrid(const uint8_t *p, size_t n, int width, uint32_t *out, size_t count) {
     if (width < 0 || width > 32) return "a bit width above 32";
     size_t got = 0, i = 0, vbytes = (size_t)(width + 7) / 8;
     while (got < count) {
@@ -305,12 +307,16 @@ static const char *hybrid(const uint8_t *p, size_t n, int width, uint32_t *out, 
         }
         if (hdr & 1) { /* bit-packed: groups of 8 values */
             uint64_t groups = hdr >> 1;
+            /* checked by division: groups x width could wrap (a hostile 9-byte header) */
+            if (width > 0 && groups > (uint64_t)(n - i) / (uint64_t)width)
+                return "a bit-packed run longer than the page";
             size_t bytes = (size_t)groups * (size_t)width;
-            if (bytes > n - i) return "a bit-packed run longer than the page";
+            /* values in the run; with width 0 no bytes, and groups x 8 could wrap */
+            uint64_t vals = groups > UINT64_MAX / 8 ? UINT64_MAX : groups * 8;
             uint64_t acc = 0;
             int bits = 0;
             size_t k = i;
-            for (uint64_t v = 0; v < groups * 8 && got < count; v++) {
+            for (uint64_t v = 0; v < vals && got < count; v++) {
                 while (bits < width) acc |= (uint64_t)p[k++] << bits, bits += 8;
                 uint32_t x = width ? (uint32_t)(acc & ((width == 32) ? 0xffffffffu : ((1u << width) - 1))) : 0;
                 acc >>= width, bits -= width;
@@ -499,12 +505,15 @@ static int data_page(pq_read *q, const pq_page *h, const uint8_t *def, size_t dn
             else {
                 uint32_t l = (uint32_t)def[0] | (uint32_t)def[1] << 8 | (uint32_t)def[2] << 16 | (uint32_t)def[3] << 24;
                 if (l > dn - 4) bad = "definition levels longer than the page";
-                else bad = hybrid(def + 4, l, bit_width((uint32_t)q->max_def), lv, nv), val = def + 4 + l, vn = dn - 4 - l;
+                else bad = parquet_hybrid(def + 4, l, bit_width((uint32_t)q->max_def), lv, nv), val = def + 4 + l, vn = dn - 4 - l;
             }
         } else {
-            bad = hybrid(def, dn, bit_width((uint32_t)q->max_def), lv, nv);
+            bad = parquet_hybrid(def, dn, bit_width((uint32_t)q->max_def), lv, nv);
         }
     }
+    /* a level above the maximum is no null: the page is corrupt */
+    for (size_t i = 0; !bad && lv && i < nv; i++)
+        if (lv[i] > (uint32_t)q->max_def) bad = "a definition level above the column's maximum";
     size_t present = 0;
     for (size_t i = 0; !bad && i < nv; i++) present += !lv || lv[i] == (uint32_t)q->max_def;
     int dict_enc = h->encoding == E_PLAIN_DICT || h->encoding == E_RLE_DICT;
@@ -528,7 +537,7 @@ static int data_page(pq_read *q, const pq_page *h, const uint8_t *def, size_t dn
         if (!q->dict) bad = "dictionary-encoded values without a dictionary page";
         else if (present && vn < 1) bad = "dictionary indices cut short";
         else if (present && !(idx = malloc(present * sizeof *idx))) bad = "out of memory";
-        else if (present) bad = hybrid(val + 1, vn - 1, val[0], idx, present);
+        else if (present) bad = parquet_hybrid(val + 1, vn - 1, val[0], idx, present);
     }
     size_t at = 0, k = 0;
     for (size_t i = 0; !bad && !rc && i < nv; i++, q->row++) {
@@ -565,7 +574,7 @@ static int data_page(pq_read *q, const pq_page *h, const uint8_t *def, size_t dn
 /* Every page of one row group's column chunk, in order. */
 static int read_chunk_pages(pq_read *q, const uint8_t *file, size_t fn, const pq_chunk *c, size_t g) {
     int64_t start = c->has_dict && c->dict_off > 0 && c->dict_off < c->data_off ? c->dict_off : c->data_off;
-    if (c->codec == -2) return failf(q, PARQUET_UNSUPPORTED, "row group %zu: the column is in another file or encrypted", g);
+    if (c->elsewhere) return failf(q, PARQUET_UNSUPPORTED, "row group %zu: the column is in another file or encrypted", g);
     if (c->codec != C_NONE && c->codec != C_SNAPPY && c->codec != C_GZIP && c->codec != C_ZSTD)
         return failf(q, PARQUET_UNSUPPORTED, "row group %zu: codec %s is not supported (UNCOMPRESSED, SNAPPY, "
                      "GZIP and ZSTD are)", g, c->codec >= 0 && c->codec < 8 ? CODEC_NAMES[c->codec] : "unknown");
@@ -670,7 +679,7 @@ int parquet_read(const uint8_t *data, size_t n, const char *column, const parque
         }
         const pq_chunk *c = &grp->chunks[leaf];
         pq_read q = {.s = s, .e = e, .max_def = el->repetition == R_OPTIONAL, .row = row, .why = why, .cap = cap};
-        if (c->type != T_BYTE_ARRAY && c->codec != -2) {
+        if (c->type != T_BYTE_ARRAY && !c->elsewhere) {
             snprintf(why, cap, "row group %zu: the column chunk is not of strings", g);
             rc = PARQUET_CORRUPT;
         } else {

@@ -46,4 +46,10 @@ typedef struct parquet_sink {
 int parquet_read(const uint8_t *data, size_t n, const char *column, const parquet_sink *s, char *why, size_t cap,
                  tdm_err *e);
 
+/* The RLE / bit-packed hybrid encoding (definition levels, dictionary indices): `count`
+ * values of `width` bits (0..32) from p[0..n) into out[]. NULL when all were read; else
+ * what is wrong (a run past the page, a width above 32, an empty run), never a read past
+ * p[n) whatever the run headers say. Public for its tests (test_parquet). */
+const char *parquet_hybrid(const uint8_t *p, size_t n, int width, uint32_t *out, size_t count);
+
 #endif

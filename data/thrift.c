@@ -80,6 +80,17 @@ int thrift_list(thrift_rd *r, int *elem_type, size_t *count) {
     return 0;
 }
 
+/* One element of a list, set or map: a bool there is a byte of its own (in a struct it
+ * lives in the field header), so that every element consumes input. */
+static void skip_element(thrift_rd *r, int type) {
+    if (type == THRIFT_TRUE || type == THRIFT_FALSE) {
+        if (r->p >= r->end) bad(r, "truncated");
+        else r->p++;
+    } else {
+        thrift_skip(r, type);
+    }
+}
+
 void thrift_skip(thrift_rd *r, int type) {
     if (r->bad) return;
     size_t n = 0;
@@ -102,14 +113,7 @@ void thrift_skip(thrift_rd *r, int type) {
     case THRIFT_LIST:
     case THRIFT_SET:
         if (thrift_list(r, &et, &n) || thrift_enter(r)) return;
-        for (size_t i = 0; i < n && !r->bad; i++) {
-            if (et == THRIFT_TRUE || et == THRIFT_FALSE) { /* list bools: one byte each */
-                if (r->p >= r->end) bad(r, "truncated");
-                else r->p++;
-            } else {
-                thrift_skip(r, et);
-            }
-        }
+        for (size_t i = 0; i < n && !r->bad; i++) skip_element(r, et);
         thrift_leave(r);
         return;
     case THRIFT_MAP: {
@@ -120,8 +124,8 @@ void thrift_skip(thrift_rd *r, int type) {
         if (m > (uint64_t)(r->end - r->p)) return bad(r, "a map longer than the bytes left");
         if (thrift_enter(r)) return;
         for (uint64_t i = 0; i < m && !r->bad; i++) {
-            thrift_skip(r, kv >> 4);
-            thrift_skip(r, kv & 0x0f);
+            skip_element(r, kv >> 4);
+            skip_element(r, kv & 0x0f);
         }
         thrift_leave(r);
         return;

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "data/parquet.h"
+#include "data/thrift.h"
 #include "tests/parquet_seeds.h"
 #include "tests/test.h"
 #include "util/json_tree.h"
@@ -258,6 +259,61 @@ static void test_embedded_files(void) {
     }
 }
 
+/* The RLE / bit-packed decoder on hand-made runs: the Parquet spec's own example decodes,
+ * and a hostile bit-packed header whose groups x width wraps around 2^64 (to 16 bytes,
+ * which the page has) is refused instead of read past the page (it read 2 bytes a value
+ * for as many values as asked; ASan saw the heap overflow). */
+static void test_hybrid_runs(void) {
+    uint32_t out[100];
+    /* bit-packed, width 3, one group: 0..7 (the spec's example bytes), then an RLE run of
+     * five 4s */
+    static const uint8_t ok[] = {0x03, 0x88, 0xc6, 0xfa, 0x0a, 0x04};
+    const char *bad = parquet_hybrid(ok, sizeof ok, 3, out, 13);
+    int same = bad == NULL;
+    for (uint32_t v = 0; same && v < 13; v++) same = out[v] == (v < 8 ? v : 4);
+    CHECK(same, "the spec's example: %s", bad ? bad : "wrong values");
+    /* groups = 2^60 + 1 at width 16: groups x 16 = 2^64 + 16 */
+    uint8_t *p = malloc(9 + 16);
+    uint64_t hdr = ((((uint64_t)1 << 60) + 1) << 1) | 1;
+    size_t n = 0;
+    while (hdr >= 0x80) p[n++] = (uint8_t)(hdr | 0x80), hdr >>= 7;
+    p[n++] = (uint8_t)hdr;
+    CHECK(n == 9, "the header takes %zu bytes", n);
+    memset(p + n, 0, 16);
+    bad = parquet_hybrid(p, n + 16, 16, out, 100);
+    CHECK(bad && strstr(bad, "longer than the page"), "a wrapping bit-packed run: %s", bad ? bad : "read (past the page)");
+    /* width 0 and groups past 2^61 (groups x 8 wraps): zeros, nothing read past the page */
+    hdr = ((uint64_t)1 << 62) | 1, n = 0;
+    while (hdr >= 0x80) p[n++] = (uint8_t)(hdr | 0x80), hdr >>= 7;
+    p[n++] = (uint8_t)hdr;
+    for (int i = 0; i < 10; i++) out[i] = 7;
+    bad = parquet_hybrid(p, n, 0, out, 10);
+    same = bad == NULL;
+    for (int i = 0; same && i < 10; i++) same = out[i] == 0;
+    CHECK(same, "width 0, a huge run: %s", bad ? bad : "values not 0");
+    free(p);
+}
+
+/* Thrift maps and lists of bools: each element is a byte of its own in the compact
+ * protocol. A map skip that consumed none looped over the declared count without moving
+ * (a footer of many such maps took minutes per MiB), and read what follows as fields. */
+static void test_thrift_bool_collections(void) {
+    static const uint8_t map[] = {0x04, 0x11, 1, 2, 1, 1, 2, 2, 1, 2, 0x99};
+    thrift_rd r;
+    thrift_init(&r, map, sizeof map);
+    thrift_skip(&r, THRIFT_MAP);
+    CHECK(!r.bad && r.p == map + sizeof map - 1, "a map of 4 bool pairs: %s, %td bytes consumed",
+          r.bad ? r.bad : "ok", r.p - map);
+    static const uint8_t cut[] = {0x04, 0x11, 1, 2, 1, 1};
+    thrift_init(&r, cut, sizeof cut);
+    thrift_skip(&r, THRIFT_MAP);
+    CHECK(r.bad != NULL, "a map of 4 bool pairs in 4 bytes was skipped whole");
+    static const uint8_t list[] = {0x31, 1, 2, 1, 0x99}; /* 3 elements of type TRUE */
+    thrift_init(&r, list, sizeof list);
+    thrift_skip(&r, THRIFT_LIST);
+    CHECK(!r.bad && r.p == list + 4, "a list of 3 bools: %s, %td bytes consumed", r.bad ? r.bad : "ok", r.p - list);
+}
+
 static uint64_t rng_next(uint64_t *s) {
     *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
     return *s;
@@ -342,6 +398,8 @@ static void test_prep_same_shards(void) {
 
 int main(void) {
     RUN(test_not_parquet);
+    RUN(test_hybrid_runs);
+    RUN(test_thrift_bool_collections);
     RUN(test_embedded_files);
     /* the writer-based cases need node: without it they are SKIPPED, never passed */
     if (make_fixtures() == 0) {
