@@ -525,6 +525,9 @@ static int decode_tensors(const codec_map_reader *r, rec_state *s) {
             rc = codec_field_error(&t, "dtype", "is not \"f32\"");
         if (!rc) rc = codec_get_u64s(&t, "shape", out->shape, REC_MAX_DIMS, &ndim);
         if (!rc) rc = codec_get_u64(&t, "chunk_bytes", 4, MAX_CHUNK_BYTES, &out->chunk_bytes);
+        /* whole floats: the writer rounds to 4, and the device loads copy in floats (a
+         * chunk of 6 bytes would land its floats in the wrong places, unnoticed) */
+        if (!rc && out->chunk_bytes % 4 != 0) rc = codec_field_error(&t, "chunk_bytes", "is not a multiple of 4");
         if (rc) return rc;
         out->ndim = (int)ndim;
         if (ndim < 1) return codec_field_error(&t, "shape", "is empty");

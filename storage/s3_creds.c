@@ -313,9 +313,12 @@ int s3_creds_assume_role(s3_config *c, tdm_err *e) {
     char why[300] = "";
     if (!rc) rc = sts_post(c, src, &form, &status, why, sizeof why, &body, e);
     buf_free(&form);
+    /* the source's session token went out verbatim (X-Amz-Security-Token): STS's error text
+     * may echo it, and with a credential_source it is nowhere in c to be redacted from */
+    rc = sts_answer(c, rc, status, why, &body, src->session_token, e);
     s3_config_wipe(src);
     free(src);
-    return sts_answer(c, rc, status, why, &body, NULL, e);
+    return rc;
 }
 
 /* One HTTP request for the credential endpoints: method, url, up to two headers, the

@@ -855,6 +855,22 @@ static void test_refused_credentials(void) {
           "a role the source may not assume: exit %d: %s", rc, log);
     CHECK(!strstr(log, getenv("AWS_SECRET_ACCESS_KEY")), "the log shows the source's secret");
     fixture_done(&g);
+
+    /* credential_source = EcsContainer: the source's session token (the container
+     * endpoint's) goes out verbatim, and the refusal echoes it; it is nowhere in the
+     * profile's settings, so the client must redact it from the answer itself (it printed
+     * ~390 characters of it) */
+    CHECK(write_file(conf, "[profile other]\nrole_arn = arn:aws:iam::123456789012:role/not-yours\n"
+                           "credential_source = EcsContainer\n") == 0, "config file");
+    CHECK(write_file(podtok, "pod-identity-token-7d2e") == 0, "token file");
+    const char *viapod[] = {a1, w2, "AWS_PROFILE=other", c1, c2, NULL};
+    CHECK(runner_fixture(&g, "s3assume-echo", 1) == 0, "fixture");
+    rc = wait_exit(start_with_env(&g, viapod, NULL));
+    read_all(g.log, log, sizeof log);
+    CHECK(rc == 3 && strstr(log, "AccessDenied") && strstr(log, "credential_source EcsContainer"),
+          "a refused role with a container source: exit %d: %s", rc, log);
+    CHECK(strstr(log, "(session token [redacted]"), "the source's session token, echoed, is not redacted: %s", log);
+    fixture_done(&g);
 }
 
 static void test_runner_under_faults(void) {

@@ -219,8 +219,10 @@ class Sts:
                     "container_issued": self.container_issued, "imds_issued": self.imds_issued,
                     "process_issued": self.process_issued}
 
-    def assume_role(self, creds, form, caller):
-        """(status, xml) for a verified AssumeRole by the access key `caller`."""
+    def assume_role(self, creds, form, caller, token=None):
+        """(status, xml) for a verified AssumeRole by the access key `caller`; a refusal
+        echoes the caller's session token (`token`), as a hostile or careless STS might, so
+        that the tests see the client keep it out of its error text."""
         with self.lock:
             self.calls += 1
             role = self.role_arn
@@ -231,7 +233,8 @@ class Sts:
                 self.refused += 1
             return 403, ("<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code><Message>"
                          f"User {html.escape(caller)} is not authorized to perform: sts:AssumeRole"
-                         "</Message></Error></ErrorResponse>")
+                         + (f" (session token {html.escape(token)})" if token else "")
+                         + "</Message></Error></ErrorResponse>")
         d = json.loads(self.issue_json(creds))
         with self.lock:
             self.issued += 1
@@ -1836,7 +1839,8 @@ class ControlHandler(http.server.BaseHTTPRequestHandler):
                                               want_service="sts")
                         if hashlib.sha256(raw).hexdigest() != self.headers.get("X-Amz-Content-SHA256"):
                             raise S3Err(400, "XAmzContentSHA256Mismatch", "body hash")
-                        status, xml = self.cfg.sts.assume_role(self.cfg.creds, form, caller)
+                        status, xml = self.cfg.sts.assume_role(self.cfg.creds, form, caller,
+                                                               self.headers.get("X-Amz-Security-Token"))
                     except S3Err as err:
                         status, xml = err.status, f"<ErrorResponse><Error><Code>{err.code}</Code></Error></ErrorResponse>"
                 else:
