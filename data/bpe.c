@@ -180,7 +180,7 @@ void bpe_free(bpe *m) {
 }
 
 int bpe_set_token(bpe *m, uint32_t id, const char *s, size_t n, int mergeable) {
-    if (n >= (1u << 24) || id == BPE_NONE) return 1;
+    if (n >= (1u << 24) || id == BPE_NONE) return BPE_TOO_LONG;
     if (id >= m->nids) {
         size_t cap = m->nids ? m->nids : 1024;
         while (cap <= id) cap *= 2;

@@ -46,7 +46,9 @@ void bpe_free(bpe *m);
 
 /* Gives id the byte string s[0..n) (n < 2^24). `mergeable`: the merge algorithm may
  * produce it (it joins the bytes map); added tokens are decode-only. Returns 0; 1 when
- * the id already has bytes or (mergeable) the bytes already have an id; -1 no memory. */
+ * the id already has bytes or (mergeable) the bytes already have an id; BPE_TOO_LONG when
+ * n ≥ 2^24 (or id is BPE_NONE): nothing set; -1 no memory. */
+#define BPE_TOO_LONG 2
 int bpe_set_token(bpe *m, uint32_t id, const char *s, size_t n, int mergeable);
 
 /* The id of mergeable byte string s[0..n), or BPE_NONE. */

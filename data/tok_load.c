@@ -112,6 +112,9 @@ static int load_tiktoken(tokenizer *t, const char *path, const char *data, size_
             int r = bpe_set_token(&t->m, (uint32_t)rank, tok, (size_t)k, 1);
             if (r < 0)
                 rc = err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+            else if (r == BPE_TOO_LONG)
+                rc = err_set(e, ERR_USAGE, "tokenizer %s line %zu: a token of %d bytes (at most 16 MiB)", path,
+                             line, (int)k);
             else if (r)
                 rc = err_set(e, ERR_USAGE,
                              "tokenizer %s line %zu: rank %llu or its token appears twice", path,
@@ -347,6 +350,9 @@ static int load_model(tokenizer *t, const char *path, const tjson *model, uint32
         int r = bpe_set_token(&t->m, (uint32_t)id, tok, (size_t)k, 1);
         if (r < 0)
             rc = err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+        else if (r == BPE_TOO_LONG)
+            rc = err_set(e, ERR_USAGE, "tokenizer %s: model.vocab: a token of %zu bytes (at most 16 MiB)", path,
+                         (size_t)k);
         else if (r)
             rc = err_set(e, ERR_USAGE, "tokenizer %s: model.vocab[\"%s\"]: %s", path,
                          shown(v->key, v->keylen, buf),
@@ -435,9 +441,12 @@ static int load_added(tokenizer *t, const char *path, const tjson *added, uint32
                 path, i, MAX_ID);
         int r = bpe_set_token(&t->m, (uint32_t)id, c->u.s, c->n, 0);
         if (r < 0) return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
-        size_t k;
+        if (r == BPE_TOO_LONG)
+            return err_set(e, ERR_USAGE, "tokenizer %s: added_tokens[%u]: a token of %zu bytes (at most 16 MiB)",
+                           path, i, (size_t)c->n);
+        size_t k = 0;
         const char *have = bpe_token(&t->m, (uint32_t)id, &k);
-        if (r && (k != c->n || memcmp(have, c->u.s, k)))
+        if (r && (!have || k != c->n || memcmp(have, c->u.s, k)))
             return err_set(e, ERR_USAGE,
                            "tokenizer %s: added_tokens[%u] \"%s\": id %lld is another token's",
                            path, i, shown(c->u.s, c->n, buf), (long long)id);

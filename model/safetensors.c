@@ -82,9 +82,12 @@ static int as_count(const tjson *v, uint64_t *out) {
     return 0;
 }
 
+/* By start, then by end (as the reference library orders them): an empty tensor starting
+ * where the next one starts sorts before it whatever qsort does with ties. */
 static int by_offset(const void *a, const void *b) {
     const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
-    return x->data < y->data ? -1 : x->data > y->data;
+    if (x->data != y->data) return x->data < y->data ? -1 : 1;
+    return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
 }
 
 /* Maps `path` and appends its tensors to s (grown as needed). The whole header is

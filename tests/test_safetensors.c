@@ -244,6 +244,22 @@ static void test_broken_files_are_refused(void) {
         CHECK(rc != 0 && !s && strstr(e.msg, cases[i].want) && strstr(e.msg, "broken.safetensors"),
               "case %zu (%s): rc %d, message: %s", i, cases[i].json, rc, e.msg);
     }
+    /* empty tensors (a 0 in the shape) start where the next one starts: a valid file, read
+     * whatever order the sort leaves equal starts in (ties break on the end) */
+    write_with_header(path,
+                      "{\"b\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}, "
+                      "\"z1\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [4, 4]}, "
+                      "\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}, "
+                      "\"z2\": {\"dtype\": \"F32\", \"shape\": [2, 0], \"data_offsets\": [4, 4]}, "
+                      "\"z3\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [8, 8]}}",
+                      body, 8);
+    {
+        st_set *s = NULL;
+        tdm_err e = {0};
+        int rc = safetensors_open(path, &s, &e);
+        CHECK(rc == 0 && s, "empty tensors beside others: rc %d: %s", rc, e.msg);
+        if (s) safetensors_close(s);
+    }
     /* a header length past the end, and every truncation of a good file */
     char good[800];
     snprintf(good, sizeof good, "%s/one.safetensors", g_dir);

@@ -436,6 +436,20 @@ static void test_hostile_json(void) {
         free(bad);
         CHECK(ok, "case %zu (%s -> %s)", i, cases[i].from, cases[i].to);
     }
+    /* an added token of 16 MiB: more than a token may hold, said as such (it was "id 1000
+     * is another token's", read from an id that had no bytes) */
+    {
+        size_t big = (size_t)1 << 24;
+        char *to = malloc(big + 16);
+        memcpy(to, "\"content\":\"", 11);
+        memset(to + 11, 'x', big);
+        memcpy(to + 11 + big, "\"", 2);
+        char *bad = replace(good, "\"content\":\"<|endoftext|>\"", to);
+        int huge_ok = strlen(bad) > big && bad_load(bad, strlen(bad), NULL, "added_tokens[0]: a token of 16777216 bytes");
+        free(bad);
+        free(to);
+        CHECK(huge_ok, "an added token of 16 MiB");
+    }
     /* an unknown Split regex, and one pattern the file does not have */
     char *seq = tiny_json(
         merges, 1,
