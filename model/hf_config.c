@@ -54,6 +54,15 @@ int hf_config_json_read(const char *dir, char *path, size_t cap, tjson_doc **doc
     return 0;
 }
 
+/* 2^40 parameters (4 TiB of fp32 weights): past any model tandem can hold */
+#define HF_MAX_PARAMS 1099511627776.0
+
+static int count_one_d(const char *name, int64_t rows, int64_t cols, void *arg) {
+    (void)name;
+    *(double *)arg += (double)rows * (double)(cols ? cols : 1);
+    return 0;
+}
+
 int hf_arch_read(const char *dir, hf_arch *a, tdm_err *e) {
     memset(a, 0, sizeof *a);
     char path[4200];
@@ -111,6 +120,14 @@ int hf_arch_read(const char *dir, hf_arch *a, tdm_err *e) {
         const tjson *dt = tjson_get(root, "torch_dtype");
         if (dt && dt->type == TJ_STR) snprintf(a->torch_dtype, sizeof a->torch_dtype, "%.15s", dt->u.s);
     }
+    /* every size within its range can still multiply past 2^64 parameters (hf_arch_params
+     * would wrap, and memory be sized from the wrapped count): counted in double here */
+    double params = 0;
+    if (!rc) hf_arch_each_tensor(a, count_one_d, &params);
+    if (!rc && params > HF_MAX_PARAMS)
+        rc = err_set(e, ERR_USAGE, "%s: the sizes give %.3g parameters, more than tandem holds (%.3g); check "
+                     "hidden_size, intermediate_size, num_hidden_layers, head_dim and vocab_size",
+                     path, params, HF_MAX_PARAMS);
     tjson_free(doc);
     return rc;
 }

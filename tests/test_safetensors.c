@@ -380,6 +380,10 @@ static void test_hf_folders(void) {
         {q, "c[\"tie_word_embeddings\"]=1", "\"tie_word_embeddings\" must be true or false"},
         {q, "c[\"use_sliding_window\"]=\"true\"", "\"use_sliding_window\" must be true or false"},
         {l, "c[\"rope_theta\"]=1e-300", "rope_theta 1e-300 is below 1"},
+        /* each size in its range, the product past 2^64 parameters (the count wrapped to
+         * ~8.6e9, and memory was sized from it before the weights were looked at) */
+        {l, "c.update(hidden_size=1<<20, intermediate_size=1<<30, num_hidden_layers=4096, num_attention_heads=4096, "
+            "num_key_value_heads=4096, head_dim=65536)", "more than tandem holds"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char keep[900], cmd[2000], out[64];
