@@ -198,9 +198,14 @@ int audit_head(store *st, rec_head *head, rec_state *state, int *have, tdm_err *
 }
 
 void audit_time(double t, char *out, size_t cap) {
-    time_t s = (time_t)t;
     struct tm tm;
-    if (t <= 0 || !gmtime_r(&s, &tm)) {
+    /* a stored time is the writer's word: NaN, Inf or past time_t is "-", never cast */
+    if (!(t > 0 && t < 253402300800.0)) { /* year 10000 */
+        snprintf(out, cap, "-");
+        return;
+    }
+    time_t s = (time_t)t;
+    if (!gmtime_r(&s, &tm)) {
         snprintf(out, cap, "-");
         return;
     }
@@ -290,16 +295,18 @@ int audit_lease_read(store *st, audit_lease *out, tdm_err *e) {
         return 0;
     }
     /* the holder's last sign of life: it took the lease, moved HEAD, wrote α records */
-    out->life = l->time;
+    /* (a time that is not finite is no sign of life: an Inf would keep the lease "held"
+     * forever, a NaN would compare false everywhere) */
+    out->life = isfinite(l->time) ? l->time : 0;
     rec_head h;
     rc = store_get(st, LEDGER_HEAD, &data, &n, NULL, e);
-    if (rc == 0 && rec_head_decode(data, n, LEDGER_HEAD, &h, &de) == 0 && h.time > out->life)
+    if (rc == 0 && rec_head_decode(data, n, LEDGER_HEAD, &h, &de) == 0 && isfinite(h.time) && h.time > out->life)
         out->life = h.time;
     free(data);
     if (rc && rc != STORE_NOT_FOUND) return rc;
     double at = 0;
     if ((rc = newest_alpha_time(st, &at, e))) return rc;
-    if (at > out->life) out->life = at;
+    if (isfinite(at) && at > out->life) out->life = at;
     double now = (double)time(NULL);
     out->age = now > out->life ? now - out->life : 0;
     char host[256] = "";

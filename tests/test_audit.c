@@ -861,6 +861,11 @@ static void test_stale_lease(void) {
     CHECK(tandem_cmd(out, sizeof out, "status '%s'", g.store) == 0 && strstr(out, "STALE") &&
               strstr(out, "no sign of life"), "a silent foreign lease: %s", out);
     CHECK(tandem_cmd(out, sizeof out, "gc '%s' --keep 1", g.store) == 0, "gc after a silent day: %s", out);
+    /* a lease whose time is Inf (a hostile or damaged record): no sign of life, not "held,
+     * last seen 0 s ago" forever */
+    CHECK(write_lease(&g, "elsewhere.example", 4242, INFINITY) == 0, "lease");
+    CHECK(tandem_cmd(out, sizeof out, "status '%s'", g.store) == 0 && strstr(out, "STALE") &&
+              strstr(out, "no sign of life"), "a foreign lease of time Inf: %s", out);
     /* the next run takes a stale lease over and finishes */
     CHECK(run_to_end(&f, NULL) == 0, "resume after a stale lease");
     CHECK(tandem_cmd(out, sizeof out, "status '%s'", f.store) == 0 && strstr(out, "released"), "%s", out);
