@@ -585,6 +585,12 @@ static int s3_list(store *st, const char *prefix, store_list *out, tdm_err *e) {
         if (!rc && r.status != 200) rc = s3_status_error(st, &q, &r, e);
         if (!rc && (!r.body || !strstr(r.body, "ListBucketResult")))
             rc = err_set(e, ERR_STORE, "%s: the listing answer is not a ListBucketResult", store_url(st));
+        /* a page cut short (a connection closed mid-body, no Content-Length to tell) would
+         * read as a whole one: without IsTruncated, as the listing's last */
+        if (!rc && !strstr(r.body, "</ListBucketResult>"))
+            rc = err_set(e, ERR_STORE, "%s: a listing page of '%s' ends before </ListBucketResult> (page %d): "
+                         "the answer was cut short; check the endpoint or a proxy in front of it",
+                         store_url(st), prefix, page + 1);
         l.page_keys = 0;
         if (!rc && s3_xml_each(r.body, r.len, "Key", on_key, &l) != 0)
             rc = l.oom ? err_set(e, ERR_INTERNAL, "out of memory")

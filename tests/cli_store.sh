@@ -363,7 +363,7 @@ hostile_stop() { kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; }
 # sound run back), a page past max-keys (a flood filled memory): exit 3, named.
 for case in "repeat:answers listings wrongly" "empty:answers listings wrongly" \
             "list-foreign:a key outside the prefix asked for" "list-dupes:a key twice, or keys out of order" \
-            "list-flood:more than the 1000 asked for" \
+            "list-flood:more than the 1000 asked for" "list-cut:ends before </ListBucketResult>" \
             "range-huge:answers ranged reads wrongly" "range-garbage:answers ranged reads wrongly" \
             "range-offset:answers ranged reads wrongly"; do
   mode=${case%%:*} want=${case#*:}

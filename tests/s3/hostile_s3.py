@@ -24,6 +24,8 @@ Listings whose keys S3 would never give (one page each):
 MODE list-foreign: a key outside the prefix asked for beside one inside it
 MODE list-dupes:   the same key twice
 MODE list-flood:   1001 keys on a page although max-keys asked for at most 1000
+MODE list-cut:     a page with one key, then the connection closed before the XML ends
+                   (no Content-Length, no IsTruncated: read whole, it was the last page)
 A write answered with an ETag no S3 gives:
 MODE long-etag:    every PUT is a 200 with an ETag of 200 characters; a listing is empty
 An endpoint that echoes what it was sent:
@@ -101,6 +103,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.listing(b"<Contents><Key>" + key + b"</Key></Contents>", False)
             if self.command == "GET":
                 return self.endless(200, b"", b"0123456789")
+        if MODE == "list-cut" and q.get("list-type") == "2":
+            key = (q.get("prefix", "") + "HEAD").encode()
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            self.wfile.write(b'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Contents><Key>' + key +
+                             b"</Key></Contents><Contents><Ke")
+            return None
         if MODE.startswith("list-") and q.get("list-type") == "2":
             p = q.get("prefix", "").encode()
             keys = {"list-foreign": [p + b"a", b"zzz/elsewhere"], "list-dupes": [p + b"x", p + b"x"],
