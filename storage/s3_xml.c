@@ -71,7 +71,9 @@ int s3_xml_decode(const char *src, size_t n, char *out, size_t cap) {
 int s3_xml_first(const char *xml, size_t n, const char *tag, char *out, size_t cap) {
     size_t pos = 0, a, b;
     if (!next_element(xml, n, tag, &pos, &a, &b)) return 0;
-    return s3_xml_decode(xml + a, b - a, out, cap) == 0;
+    if (s3_xml_decode(xml + a, b - a, out, cap) == 0) return 1;
+    if (cap) out[0] = '\0'; /* never a half-decoded, unterminated value */
+    return 0;
 }
 
 int s3_xml_each(const char *xml, size_t n, const char *tag, int (*fn)(void *ctx, const char *text),
