@@ -237,8 +237,18 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         why[0] = '\0';
         if (have_head && strcmp(head.state, key) == 0 && !sha256_equal(&d, &head.state_sha))
             snprintf(why, sizeof why, "does not match the SHA-256 that HEAD records (corrupt)");
-        else if (rec_state_decode(data, n, key, rec, &de) != 0)
+        else if (rec_state_decode(data, n, key, rec, &de) != 0) {
+            unsigned long long v = rec_format_newer(data, n);
+            if (v) { /* a newer tandem's state: not damage, and not this binary's to set aside */
+                free(data);
+                free(seqs);
+                return err_set(e, ERR_STORE,
+                               "%s/%s was written by a newer tandem (record format %llu; this one reads %d): "
+                               "run the newer tandem on this store (nothing was changed)",
+                               url, key, v, REC_FORMAT);
+            }
             snprintf(why, sizeof why, "cannot be used: %.1100s", de.msg);
+        }
         else if (rec->has_gen && rec->gen > c->gens.n) {
             /* generations only grow and change records are never removed: a state of a
              * generation the store has no record of means a change record was lost, and

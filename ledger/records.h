@@ -205,6 +205,12 @@ void *rec_lease_encode(const rec_lease *l, size_t *n);
 void *rec_mixture_encode(const rec_mixture *x, size_t *n);
 void *rec_sweep_encode(const rec_sweep *w, size_t *n);
 
+/* The format version data[0..n) says it is written in when that is newer than this
+ * tandem's (REC_FORMAT), else 0. A record that does not decode because a newer tandem
+ * wrote it is no damage: callers refuse to go on rather than set it aside or overwrite
+ * it (an older binary on a store must not quietly downgrade it). */
+unsigned long long rec_format_newer(const void *data, size_t n);
+
 /* Decoders fill the record (zeroing it first); on failure nothing needs freeing. */
 int rec_head_decode(const void *data, size_t n, const char *what, rec_head *h, tdm_err *e);
 int rec_sweep_decode(const void *data, size_t n, const char *what, rec_sweep *w, tdm_err *e);

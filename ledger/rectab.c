@@ -158,6 +158,21 @@ static int get_field(const codec_map_reader *r, const rt_table *t, const rt_fiel
     return err_set(r->e, ERR_INTERNAL, "%s: field %s of an unknown type", r->what, f->name);
 }
 
+unsigned long long rec_format_newer(const void *data, size_t n) {
+    codec_parsed p;
+    tdm_err e;
+    if (codec_parse(data, n, "record", &p, &e)) return 0;
+    unsigned long long newer = 0;
+    if (p.root->type == MSGPACK_OBJECT_MAP) {
+        codec_map_reader r = {.map = p.root, .what = "record", .e = &e};
+        const msgpack_object *fmt = codec_field(&r, "format");
+        uint64_t v = 0;
+        if (fmt && !codec_obj_u64(fmt, &v) && v > REC_FORMAT) newer = (unsigned long long)v;
+    }
+    codec_parsed_free(&p);
+    return newer;
+}
+
 int rt_decode(const rt_table *t, const void *data, size_t n, const char *what, void *rec, tdm_err *e) {
     memset(rec, 0, t->size);
     codec_parsed p;

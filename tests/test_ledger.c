@@ -306,6 +306,47 @@ static void test_corrupt_alpha_past_state_heals(void) {
     }
 }
 
+/* A state manifest a newer tandem wrote (its record format past this binary's, HEAD
+ * naming it with its hash) is no damage: the resume stops with exit 3 saying so, and the
+ * manifest stays where it is, untouched, with nothing set aside (it was quarantined and
+ * deleted, an older binary quietly downgrading the store). */
+static void test_newer_format_state_untouched(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-newer", 2) == 0, "fixture");
+    CHECK(stop_at(&f, 30) == 75, "setup");
+    char path[1000], log[16384];
+    snprintf(path, sizeof path, "%s/HEAD", f.store);
+    unsigned char hb[4096];
+    size_t hn = 0;
+    rec_head h;
+    tdm_err e = {0};
+    CHECK(read_file(path, hb, sizeof hb, &hn) == 0 && rec_head_decode(hb, hn, "HEAD", &h, &e) == 0, "HEAD: %s", e.msg);
+    /* {"format": 2}: what a newer tandem's manifest looks like to this one */
+    static const unsigned char newer[] = {0x81, 0xa6, 'f', 'o', 'r', 'm', 'a', 't', 0x02};
+    snprintf(path, sizeof path, "%s/%s", f.store, h.state);
+    FILE *fp = fopen(path, "wb");
+    CHECK(fp && fwrite(newer, 1, sizeof newer, fp) == sizeof newer && fclose(fp) == 0, "write %s", path);
+    sha256(newer, sizeof newer, &h.state_sha);
+    size_t n;
+    void *enc = rec_head_encode(&h, &n);
+    snprintf(path, sizeof path, "%s/HEAD", f.store);
+    fp = fopen(path, "wb");
+    CHECK(enc && fp && fwrite(enc, 1, n, fp) == n && fclose(fp) == 0, "write HEAD");
+    free(enc);
+    int rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 3 && strstr(log, h.state) && strstr(log, "newer tandem") && strstr(log, "format 2"),
+          "resume: exit %d: %s", rc, log);
+    snprintf(path, sizeof path, "%s/%s", f.store, h.state);
+    unsigned char got[64];
+    size_t gn = 0;
+    CHECK(read_file(path, got, sizeof got, &gn) == 0 && gn == sizeof newer && !memcmp(got, newer, gn),
+          "%s was changed or removed", h.state);
+    snprintf(path, sizeof path, "%s/quarantine", f.store);
+    CHECK(count_files(path) <= 0, "something was set aside under quarantine/");
+    fixture_close(&f);
+}
+
 /* A hole, or a damaged record, inside the part of the chain the newest state vouches
  * for: verify names it (exit 3); the run falls back to a state whose part of the chain
  * holds — here none (checkpoint.keep 2 keeps only states past the damage), so it replays
@@ -1280,6 +1321,7 @@ int main(void) {
     RUN(test_corrupt_newest_state_heals);
     RUN(test_corrupt_alpha_past_state_heals);
     RUN(test_chain_hole_heals);
+    RUN(test_newer_format_state_untouched);
     RUN(test_extend_and_shorten);
     RUN(test_retention_inside_the_run);
     RUN(test_stop_within_the_grace);
