@@ -238,8 +238,10 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         if (have_head && strcmp(head.state, key) == 0 && !sha256_equal(&d, &head.state_sha))
             snprintf(why, sizeof why, "does not match the SHA-256 that HEAD records (corrupt)");
         else if (rec_state_decode(data, n, key, rec, &de) != 0) {
-            unsigned long long v = rec_format_newer(data, n);
-            if (v) { /* a newer tandem's state: not damage, and not this binary's to set aside */
+            /* a newer tandem's state (its bytes the ones HEAD vouches for, so the format
+             * field is no damaged byte): not this binary's to set aside */
+            unsigned long long v = have_head && strcmp(head.state, key) == 0 ? rec_format_newer(data, n) : 0;
+            if (v) {
                 free(data);
                 free(seqs);
                 return err_set(e, ERR_STORE,

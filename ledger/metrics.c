@@ -96,14 +96,6 @@ int ckpt_metrics_record(ckpt *c, rec_metrics *m, int *fresh, tdm_err *e) {
         rec_metrics prev;
         tdm_err de;
         int bad = rec_metrics_decode(old, on, key, &prev, &de) != 0;
-        unsigned long long v = bad ? rec_format_newer(old, on) : 0;
-        if (v) { /* a newer tandem's row: not this binary's to overwrite */
-            free(old);
-            free(data);
-            return err_set(e, ERR_STORE, "%s/%s was written by a newer tandem (record format %llu; this one "
-                           "reads %d): run the newer tandem on this store (nothing was changed)",
-                           store_url(c->st), key, v, REC_FORMAT);
-        }
         wrote = bad || prev.gen < m->gen;
         rc = wrote ? store_put(c->st, key, data, n, STORE_OVERWRITE, e) : 0;
         if (bad && !rc)

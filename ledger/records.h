@@ -207,8 +207,9 @@ void *rec_sweep_encode(const rec_sweep *w, size_t *n);
 
 /* The format version data[0..n) says it is written in when that is newer than this
  * tandem's (REC_FORMAT), else 0. A record that does not decode because a newer tandem
- * wrote it is no damage: callers refuse to go on rather than set it aside or overwrite
- * it (an older binary on a store must not quietly downgrade it). */
+ * wrote it is no damage: the load refuses to go on rather than set it aside (an older
+ * binary on a store must not quietly downgrade it) — only where HEAD's hash vouches for
+ * the bytes, since a damaged format byte reads the same. */
 unsigned long long rec_format_newer(const void *data, size_t n);
 
 /* Decoders fill the record (zeroing it first); on failure nothing needs freeing. */

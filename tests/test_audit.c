@@ -730,7 +730,7 @@ static void test_pin_during_gc(void) {
     fixture f;
     CHECK(fixture_audit(&f, "pin-gc", 8) == 0 && run_to_end(&f, NULL) == 0, "finished run");
     char cmd[4096], path[800];
-    snprintf(cmd, sizeof cmd, "TANDEM_TEST_GC_DELAY_MS=150 '%s' gc '%s' --keep 1 > '%s/gc.out' 2>&1",
+    snprintf(cmd, sizeof cmd, "TANDEM_TEST_GC_DELAY_MS=500 '%s' gc '%s' --keep 1 > '%s/gc.out' 2>&1",
              tandem_bin(), f.store, f.dir);
     /* the oldest state, which gc deletes first */
     long oldest = -1;
