@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/args.h"
+
 enum { OP_HELLO = 1, OP_ALLREDUCE_F32, OP_ALLREDUCE_F64, OP_BCAST, OP_ANY, OP_BARRIER };
 static const char *const OP_NAMES[] = {"?", "hello", "all-reduce", "all-reduce", "broadcast",
                                        "stop-flag agreement", "barrier"};
@@ -259,10 +261,11 @@ int comm_tcp_init(comm *c, tdm_err *e) {
     t->timeout_s = 600;
     const char *v = getenv("TANDEM_COMM_TIMEOUT_S");
     if (v) {
-        char *end;
-        double x = strtod(v, &end);
-        if (end == v || *end || !(x > 0))
-            return err_set(e, ERR_USAGE, "TANDEM_COMM_TIMEOUT_S = '%s' is not a positive number of seconds", v);
+        /* strict: not "inf", "1e999" or "0x10" (a rendezvous that never times out) */
+        double x = 0;
+        if (args_parse_double(v, &x) || !(x > 0) || x > 1e7)
+            return err_set(e, ERR_USAGE, "TANDEM_COMM_TIMEOUT_S = '%.60s' is not a number of seconds in "
+                           "(0, 1e7]", v);
         t->timeout_s = x;
     }
     char host[200], port[32];

@@ -32,10 +32,13 @@ bool cluster_check_size(const char *s, char *why, size_t n) {
 }
 
 /* digits, at least one */
+/* Past a field of 1-8 digits (8: ~190 years of minutes, so that the seconds computed
+ * from a whole limit fit a long; a longer field overflowed it), or NULL. */
 static const char *skip_digits(const char *p) {
     if (*p < '0' || *p > '9') return NULL;
+    const char *from = p;
     while (*p >= '0' && *p <= '9') p++;
-    return p;
+    return p - from <= 8 ? p : NULL;
 }
 
 /* Slurm's --time: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or UNLIMITED. */
@@ -50,7 +53,7 @@ bool cluster_check_slurm_time(const char *s, char *why, size_t n) {
         ok = p && !*p && (!days || colons <= 2);
     }
     if (!ok) snprintf(why, n, "expected a Slurm time limit: MINUTES, MM:SS, HH:MM:SS, D-HH, "
-                              "D-HH:MM or D-HH:MM:SS, got '%.100s'", s);
+                              "D-HH:MM or D-HH:MM:SS (at most 8 digits a field), got '%.100s'", s);
     return ok;
 }
 

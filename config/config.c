@@ -716,7 +716,8 @@ static int apply_file(loader *L, const ydoc_node *root, tdm_err *e) {
                            "below it '  %s: %s'",
                            L->path, top_key_line(L, name, v), name,
                            (int)(strchr(name, '.') - name), name,
-                           strchr(name, '.') + 1, v->kind == YDOC_SCALAR ? v->value : "...");
+                           strchr(name, '.') + 1,
+                           v->kind == YDOC_SCALAR && !(k->flags & F_NOECHO) ? v->value : "...");
         if (!is_section(name)) {
             suggestion(name, true, sugg, sizeof sugg);
             section_list(list, sizeof list);

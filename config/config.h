@@ -251,6 +251,10 @@ bool config_key_pinned(const char *key);
  * value, so run_config.c lets a fixed run resume with it changed. False for unknown keys. */
 bool config_key_dmo_only(const char *key);
 
+/* Whether errors never repeat the value of `key` (flagged F_NOECHO: store, cluster.env,
+ * data.mixture_file, which may hold a pasted secret). False for unknown keys. */
+bool config_key_noecho(const char *key);
+
 /* ------------------------------------- the schema written out: help, docs, YAML */
 
 /* The schema as plain-text help (for `tandem run --help`): every key with its type,

@@ -361,3 +361,9 @@ bool config_key_dmo_only(const char *key) {
         if (!strcmp(config_schema[i].key, key)) return config_schema[i].flags & F_DMO_ONLY;
     return false;
 }
+
+bool config_key_noecho(const char *key) {
+    for (size_t i = 0; i < config_nkeys; i++)
+        if (!strcmp(config_schema[i].key, key)) return config_schema[i].flags & F_NOECHO;
+    return false;
+}

@@ -321,8 +321,10 @@ static int dr_record(dr *d, const jsonl_result *r, const char *text, size_t len,
 
 static int dr_jsonl_line(dr *d, buf_t *line, buf_t *out, uint64_t lineno) {
     size_t i = 0;
-    while (i < line->n && strchr(" \t\r", line->p[i])) i++;
-    if (i == line->n) return 0; /* blank */
+    /* blank: spaces, tabs, CRs only (a NUL is no blank: strchr would find the string's own
+     * terminator, and a zero-filled block — damage after a crash — vanished unreported) */
+    while (i < line->n && (line->p[i] == ' ' || line->p[i] == '\t' || line->p[i] == '\r')) i++;
+    if (i == line->n) return 0;
     d->records++;
     jsonl_result r;
     jsonl_record(line->p, line->n, d->field, out, &r);

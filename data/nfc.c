@@ -125,18 +125,41 @@ int nfc_normalize(const char *text, size_t n, char **out, size_t *outn) {
         decompose(cp, v, &k);
         i += len;
     }
-    /* canonical ordering: a stable insertion sort of each run of non-starters */
-    for (size_t a = 0; a < k; a++) {
-        unsigned c = ccc(v[a]);
-        if (!c) continue;
-        size_t b = a;
-        while (b > 0 && ccc(v[b - 1]) > c) {
-            uint32_t t = v[b];
-            v[b] = v[b - 1];
-            v[b - 1] = t;
-            b--;
+    /* canonical ordering: each run of non-starters sorted by class, stably — by insertion
+     * for a short run (the usual one to three marks), by counting (classes are 1..255) for
+     * a long one: thousands of alternating marks ("Zalgo" text, which crawls hold) made
+     * the insertion sort quadratic, minutes for one document */
+    uint32_t *tmp = NULL;
+    for (size_t a = 0; a < k;) {
+        if (!ccc(v[a])) {
+            a++;
+            continue;
         }
+        size_t b = a + 1;
+        while (b < k && ccc(v[b])) b++;
+        if (b - a <= 16) {
+            for (size_t j = a + 1; j < b; j++) {
+                unsigned c = ccc(v[j]);
+                for (size_t i2 = j; i2 > a && ccc(v[i2 - 1]) > c; i2--) {
+                    uint32_t t = v[i2];
+                    v[i2] = v[i2 - 1];
+                    v[i2 - 1] = t;
+                }
+            }
+        } else {
+            if (!tmp && !(tmp = malloc(k * sizeof *tmp))) {
+                free(v);
+                return -1;
+            }
+            size_t at[257] = {0};
+            for (size_t j = a; j < b; j++) at[ccc(v[j]) + 1]++;
+            for (int c = 1; c < 257; c++) at[c] += at[c - 1];
+            for (size_t j = a; j < b; j++) tmp[at[ccc(v[j])]++] = v[j];
+            memcpy(v + a, tmp, (b - a) * sizeof *v);
+        }
+        a = b;
     }
+    free(tmp);
     /* compose: each character joins the last starter unless a character between them
      * has class 0 or a class >= its own (blocked) */
     size_t w = 0, starter = SIZE_MAX;

@@ -594,6 +594,10 @@ static int read_chunk_pages(pq_read *q, const uint8_t *file, size_t fn, const pq
         p = r.p;
         if (h.csize < 0 || h.usize < 0 || (size_t)h.usize > PARQUET_MAX_PAGE || h.csize > end - p)
             return failf(q, PARQUET_CORRUPT, "%s: page sizes outside the column chunk", where);
+        if ((size_t)h.usize > PARQUET_FREE_PAGE && (size_t)h.usize / PARQUET_MAX_RATIO > (size_t)h.csize)
+            return failf(q, PARQUET_CORRUPT, "%s: a page of %d bytes that decompresses to %d, more than %d times "
+                         "its size (a decompression bomb, or damage); this reader refuses it", where, h.csize,
+                         h.usize, PARQUET_MAX_RATIO);
         const uint8_t *body = p;
         p += h.csize;
         if (h.type == P_DICT) {

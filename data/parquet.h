@@ -28,6 +28,13 @@ enum {
 
 /* A page larger than this (uncompressed) is refused: real writers use ~1 MiB pages. */
 #define PARQUET_MAX_PAGE ((size_t)1 << 30)
+/* Past PARQUET_FREE_PAGE, a compressed page may decompress to at most PARQUET_MAX_RATIO
+ * times its stored size: a tiny file whose pages claim a GiB each (a decompression bomb:
+ * zstd turns 16 KiB into 512 MiB of zeros) is refused before anything is allocated, so
+ * the memory a file costs is bounded by its size. Text compresses 3-10x; a page of one
+ * repeated value can exceed 1024x, and stays readable up to 64 MiB. */
+#define PARQUET_FREE_PAGE ((size_t)64 << 20)
+#define PARQUET_MAX_RATIO 1024
 /* Nor a page of more values than this (the memory of its levels and indices is bounded). */
 #define PARQUET_MAX_PAGE_VALUES (1 << 26)
 

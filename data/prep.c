@@ -643,6 +643,8 @@ static int prep_on_text(void *ctx, const char *s, size_t n, tdm_err *e) {
     }
     p->doc_bytes += n;
     int rc = prep_encode(&p->enc, s, n, 0, &p->toks, e);
+    if (rc == ERR_USAGE) /* a document too long to hold whole: name where it is */
+        err_prefix(e, "domain '%s': %s: ", p->d->name, p->d->list.files[p->file].path);
     if (!rc && p->toks.n) rc = prep_flush(p, e); /* earlier documents' tokens come first */
     return rc ? rc : prep_put(p, &p->toks, e);
 }

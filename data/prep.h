@@ -114,6 +114,8 @@ typedef struct prep_opts {
     int threads;            /* encoding threads for a tokenizer (<= 0: all cores) */
     size_t chunk_bytes;     /* a document's text buffered before a part of it is encoded
                                (0: PREP_ENC_CHUNK, data/prep_encode.h); tests make it small */
+    size_t doc_max_bytes;   /* the most of a document held whole for want of a safe cut
+                               (0: PREP_DOC_HELD_MAX, data/prep_encode.h); tests make it small */
     double split[3]; /* train, val, test fractions: sum 1, each >= 0, train and val > 0 */
     uint64_t shard_tokens; /* 1..SHARD_MAX_TOKENS */
     uint64_t seed;

@@ -12,6 +12,7 @@ int prep_tok_load(const prep_opts *o, prep_tok *k, tdm_err *e) {
     k->eot = PREP_SEPARATOR;
     k->threads = o->threads;
     k->chunk = o->chunk_bytes ? o->chunk_bytes : PREP_ENC_CHUNK;
+    k->held_max = o->doc_max_bytes ? o->doc_max_bytes : PREP_DOC_HELD_MAX;
     if (!o->tokenizer) {
         if (o->pattern || o->eot_token)
             return err_set(e, ERR_USAGE, "%s needs --tokenizer FILE (byte-level has no choice)",
@@ -66,6 +67,10 @@ static int prep_enc_part(prep_enc *x, size_t cut, tok_ids *out, tdm_err *e) {
 
 int prep_enc_text(prep_enc *x, const char *p, size_t n, tok_ids *out, tdm_err *e) {
     out->n = 0;
+    if (x->len + n > x->k->held_max)
+        return err_set(e, ERR_USAGE, "a document runs past %zu bytes with no place to cut it for the "
+                       "tokenizer (a newline that an ASCII letter follows): it would be held and encoded "
+                       "whole; split the file into documents, or leave it out", x->k->held_max);
     if (x->len + n > x->cap) {
         size_t nc = x->cap ? x->cap : 1 << 16;
         while (nc < x->len + n) nc *= 2;

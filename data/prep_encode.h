@@ -14,6 +14,11 @@
 #include "util/err.h"
 
 #define PREP_ENC_CHUNK (4u << 20) /* default prep_tok.chunk */
+/* The most text of one document held whole for want of a safe cut (one long line; a run
+ * of digits and spaces): past it prep stops with an error naming the file, as a .jsonl
+ * record past 256 MiB is left out, instead of buffering all of a small compressed file's
+ * decompressed text (and the encoder's ~10x of it). */
+#define PREP_DOC_HELD_MAX ((size_t)256 << 20)
 
 /* What documents become: byte-level (t NULL, vocab 256, eot PREP_SEPARATOR) or the
  * tokens of tokenizer t with its end-of-text id after each document. */
@@ -22,6 +27,7 @@ typedef struct prep_tok {
     uint32_t vocab, eot;
     int threads; /* encoding threads (<= 0: OpenMP's default) */
     size_t chunk; /* buffered text that triggers encoding a part */
+    size_t held_max; /* the most text buffered without a safe cut (PREP_DOC_HELD_MAX) */
 } prep_tok;
 
 /* Loads o->tokenizer (with o->pattern) and picks its end-of-text token: o->eot_token when

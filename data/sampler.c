@@ -159,7 +159,7 @@ int sampler_next(const dataset *ds, int domain, int split, int T, uint64_t seed,
     int rc = locate(ds, domain, split, T, seed, &c, &si, &off, &w, e);
     if (rc) return rc;
     const shard *sh = &ds->domains[domain].split[split].shards[si];
-    shard_copy(sh, (size_t)off, (size_t)T + 1, out);
+    if ((rc = shard_copy(sh, (size_t)off, (size_t)T + 1, out, e))) return rc;
     if (++c.pos == w) {
         c.epoch++;
         c.pos = 0;

@@ -153,6 +153,7 @@ int shard_open(shard *s, const char *path, int vocab, tdm_err *e) {
     s->map_len = (size_t)size;
     s->dev = st.st_dev;
     s->ino = st.st_ino;
+    s->vocab = (uint32_t)vocab;
     return 0;
 }
 
@@ -262,13 +263,22 @@ int shard_width_for(int vocab) {
     return vocab <= 65536 ? 2 : 4;
 }
 
-void shard_copy(const shard *s, size_t off, size_t n, uint32_t *out) {
+int shard_copy(const shard *s, size_t off, size_t n, uint32_t *out, tdm_err *e) {
     if (s->tok32) {
         memcpy(out, s->tok32 + off, n * sizeof *out);
-        return;
+    } else {
+        const uint16_t *in = s->tok + off;
+        for (size_t i = 0; i < n; i++) out[i] = in[i];
     }
-    const uint16_t *in = s->tok + off;
-    for (size_t i = 0; i < n; i++) out[i] = in[i];
+    uint32_t most = 0;
+    for (size_t i = 0; i < n; i++) most = out[i] > most ? out[i] : most;
+    if (most < s->vocab) return 0;
+    size_t at = 0;
+    while (out[at] < s->vocab) at++;
+    return err_set(e, ERR_USAGE, "%s: token %lu at position %zu is >= vocab %lu, though every token was "
+                   "below it when the run opened the file: the shard was rewritten while the run read it "
+                   "(write new shards elsewhere and swap them in between runs; a run refuses a swapped "
+                   "shard at start)", s->path, (unsigned long)out[at], off + at, (unsigned long)s->vocab);
 }
 
 int shard_write_tokens(const char *path, const uint32_t *tok, size_t n, int vocab, tdm_err *e) {

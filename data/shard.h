@@ -54,6 +54,7 @@ typedef struct shard {
     size_t map_len;
     dev_t dev; /* identity of the file, so a dataset can refuse the same file twice */
     ino_t ino;
+    uint32_t vocab; /* what every token was checked to be below when the shard was opened */
 } shard;
 
 /* Maps `path` read-only into `s` and validates it: header size, magic and version (one of
@@ -72,8 +73,11 @@ static inline uint32_t shard_token(const shard *s, size_t i) {
 }
 
 /* Copies tokens [off, off + n) of an open shard (off + n <= s->n) into out, widened to
- * uint32 from a uint16 shard. */
-void shard_copy(const shard *s, size_t off, size_t n, uint32_t *out);
+ * uint32 from a uint16 shard, and checks them again against the vocabulary: the file is
+ * mapped, so a shard rewritten in place while a run reads it (`cp other.bin train_000.bin`)
+ * would hand the model a token past its embedding table (a write out of bounds in its
+ * backward). ERR_USAGE naming the file then; 0 otherwise. */
+int shard_copy(const shard *s, size_t off, size_t n, uint32_t *out, tdm_err *e);
 
 /* Bytes per token of the shards shard_write_tokens writes for vocabulary `vocab`: 2
  * (magic 20240520, version 1) up to 65536, else 4 (magic 20240801, version 7). */

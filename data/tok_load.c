@@ -113,8 +113,8 @@ static int load_tiktoken(tokenizer *t, const char *path, const char *data, size_
             if (r < 0)
                 rc = err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
             else if (r == BPE_TOO_LONG)
-                rc = err_set(e, ERR_USAGE, "tokenizer %s line %zu: a token of %d bytes (at most 16 MiB)", path,
-                             line, (int)k);
+                rc = err_set(e, ERR_USAGE, "tokenizer %s line %zu: a token of %ld bytes (at most 16 MiB)", path,
+                             line, k);
             else if (r)
                 rc = err_set(e, ERR_USAGE,
                              "tokenizer %s line %zu: rank %llu or its token appears twice", path,
@@ -498,14 +498,14 @@ int tokenizer_load(const char *path, const char *pattern, tokenizer **out, tdm_e
             "tokenizer %s: unknown pattern \"%s\" (gpt2, r50k, cl100k, llama3, qwen2, o200k)", path,
             pattern);
     buf_t file = {0};
-    /* 256 MiB: the largest published tokenizer files are ~35 MB, and a JSON tree takes
+    /* 64 MiB: the largest published tokenizer files are ~35 MB, and a JSON tree takes
      * ~40 times its text in memory (at 4 GiB a hostile file asked for far more than any
-     * machine has) */
-    if (fileio_read_all(path, &file, (size_t)256 << 20) != 0) {
+     * machine has; at 256 MiB still ~10 GiB) */
+    if (fileio_read_all(path, &file, (size_t)64 << 20) != 0) {
         int err = errno;
         free(file.p);
         return err == ENOMEM  ? err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path)
-               : err == EFBIG ? err_set(e, ERR_USAGE, "tokenizer %s: larger than 256 MiB, which no tokenizer "
+               : err == EFBIG ? err_set(e, ERR_USAGE, "tokenizer %s: larger than 64 MiB, which no tokenizer "
                                         "file is (the largest published are ~35 MB)", path)
                               : err_set(e, ERR_USAGE, "tokenizer %s: %s", path, fileio_strerror(err));
     }

@@ -31,13 +31,20 @@ int sweep_parse(sweep *s, char *const *texts, int n, tdm_err *e) {
     if (n > SWEEP_MAX_KEYS)
         return err_set(e, ERR_USAGE, "--sweep: at most %d keys (%d given)", SWEEP_MAX_KEYS, n);
     for (int k = 0; k < n; k++) {
-        const char *t = texts[k], *eq = strchr(t, '=');
-        if (!eq || eq == t || !eq[1])
-            return err_set(e, ERR_USAGE, "--sweep %s: expected key=value1,value2,...", t);
-        char *copy = strdup(t);
+        const char *eq = strchr(texts[k], '=');
+        if (!eq || eq == texts[k] || !eq[1])
+            return err_set(e, ERR_USAGE, "--sweep %.*s: expected key=value1,value2,...",
+                           eq ? (int)(eq - texts[k]) : 64, texts[k]);
+        char *copy = strdup(texts[k]);
         if (!copy) return err_set(e, ERR_INTERNAL, "out of memory");
-        copy[eq - t] = '\0';
+        copy[eq - texts[k]] = '\0';
         s->key[s->nkeys++] = copy;
+        /* what errors show of the --sweep: the whole text, or for a key whose value may
+         * hold a pasted secret (store, cluster.env, data.mixture_file) "key=..." */
+        char shown[640];
+        if (config_key_noecho(copy)) snprintf(shown, sizeof shown, "%.200s=...", copy);
+        else snprintf(shown, sizeof shown, "%s", texts[k]);
+        const char *t = shown;
         if (!strncmp(copy, "cluster.", 8) || !strcmp(copy, "store"))
             return err_set(e, ERR_USAGE, "--sweep %s: %s says where a run lives or executes, the "
                            "same for every point; render one job per value instead", t, copy);
@@ -49,21 +56,22 @@ int sweep_parse(sweep *s, char *const *texts, int n, tdm_err *e) {
         for (const char *p = eq + 1; *p; p++) cnt += *p == ',';
         if (!(s->val[k] = calloc((size_t)cnt, sizeof *s->val[k])))
             return err_set(e, ERR_INTERNAL, "out of memory");
-        char *v = copy + (eq - t) + 1;
+        char *v = copy + (eq - texts[k]) + 1;
         for (int i = 0; i < cnt; i++) {
             char *comma = strchr(v, ',');
             if (comma) *comma = '\0';
             if (!*v) return err_set(e, ERR_USAGE, "--sweep %s: an empty value", t);
+            const char *vs = config_key_noecho(copy) ? "..." : v;
             for (int j = 0; j < i; j++) {
                 if (!strcmp(s->val[k][j], v))
-                    return err_set(e, ERR_USAGE, "--sweep %s: the value %s twice", t, v);
+                    return err_set(e, ERR_USAGE, "--sweep %s: the value %s twice", t, vs);
                 /* a point's store is named by its label, where '/' and ' ' become '_': two
                  * values that read the same there would share one store (and the advice to
                  * --allow-change the second would rewrite the first's run) */
                 if (same_label(s->val[k][j], v))
                     return err_set(e, ERR_USAGE, "--sweep %s: the values %s and %s would name the same point "
                                    "store ('/' and ' ' read as '_' there): sweep values that differ otherwise",
-                                   t, s->val[k][j], v);
+                                   t, config_key_noecho(copy) ? "..." : s->val[k][j], vs);
             }
             s->val[k][i] = v;
             v = comma ? comma + 1 : v + strlen(v);
@@ -147,6 +155,8 @@ int sweep_check_points(const sweep *s, const char *path, char *const *sets, int 
         if ((rc = config_load_sweep(c, path, all, nsets + s->nkeys, s->nkeys, e))) {
             char label[2048], why[sizeof e->msg];
             sweep_label(s, i, label, sizeof label);
+            for (int k = 0; k < s->nkeys; k++) /* a secret-bearing value is not repeated */
+                if (config_key_noecho(s->key[k])) snprintf(label, sizeof label, "see --point %zu", i);
             snprintf(why, sizeof why, "%s", e->msg);
             err_set(e, rc, "--sweep point %zu (%s): %s", i, label, why);
         }

@@ -210,6 +210,28 @@ int ckpt_put_once(ckpt *c, const char *key, const void *data, size_t n, void **o
     return rc ? rc : STORE_EXISTS;
 }
 
+int ckpt_keep_aside(store *st, uint64_t epoch, const char *key, const void *data, size_t n,
+                    char *dst, size_t cap, tdm_err *e) {
+    for (int i = 0; i < CKPT_ASIDE_COPIES; i++) {
+        ledger_quarantine_key(dst, cap, epoch, key);
+        if (i) snprintf(dst + strlen(dst), cap - strlen(dst), ".%d", i);
+        int rc = store_put(st, dst, data, n, STORE_CREATE, e);
+        if (rc != STORE_EXISTS) return rc;
+        void *old = NULL;
+        size_t on = 0;
+        rc = store_get(st, dst, &old, &on, NULL, e);
+        if (rc == STORE_NOT_FOUND) continue; /* deleted since: the next name */
+        if (rc) return rc;
+        int same = on == n && (n == 0 || memcmp(old, data, n) == 0);
+        free(old);
+        if (same) return 0; /* kept already (a set-aside retried) */
+    }
+    ledger_quarantine_key(dst, cap, epoch, key);
+    return err_set(e, ERR_STORE, "%s/%s: %d different copies are kept there already (and as .1, .2, ...); "
+                   "look at them (docs/audit.md) and delete the ones not wanted", store_url(st), dst,
+                   CKPT_ASIDE_COPIES);
+}
+
 /* Keeps a copy of an object that cannot be part of the run under
  * quarantine/<epoch>/<key> (this writer's epoch: unique per writer life), says so, and
  * leaves the original for the caller to replace. Nothing is deleted: an operator can look
@@ -217,8 +239,7 @@ int ckpt_put_once(ckpt *c, const char *key, const void *data, size_t n, void **o
 int ckpt_quarantine(ckpt *c, const char *key, const void *data, size_t n, const char *why,
                     tdm_err *e) {
     char dst[REC_KEY_MAX + 64];
-    ledger_quarantine_key(dst, sizeof dst, c->epoch, key);
-    int rc = store_put(c->st, dst, data, n, STORE_OVERWRITE, e);
+    int rc = ckpt_keep_aside(c->st, c->epoch, key, data, n, dst, sizeof dst, e);
     if (!rc)
         fprintf(stderr, "tandem: %s/%s %s; kept aside as %s and replaced\n", store_url(c->st), key,
                 why, dst);
@@ -341,10 +362,13 @@ int ckpt_check_lease(ckpt *c, tdm_err *e) {
 int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
     rec_lease old;
     int present;
+    uint64_t from_head = 0; /* the epoch to go on from when the lease does not decode */
     c->attempt = attempt;
     int rc = read_lease(c, &old, &present, e);
     if (rc == ERR_STORE && strstr(e->msg, "/lease")) {
-        /* an undecodable lease is replaced: it only ever held a number */
+        /* an undecodable lease is replaced: it only ever held a number. The epoch goes on
+         * from HEAD's (stamped by every writer that took the lease), so that this writer's
+         * quarantine/<epoch>/ is not an earlier writer's */
         fprintf(stderr, "tandem: %s; replacing it\n", e->msg);
         present = 0;
         old.epoch = 0;
@@ -353,6 +377,12 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
         rc = store_get(c->st, LEDGER_LEASE, &d, &n, &c->lease_ver, e);
         if (rc == 0) free(d);
         if (rc == STORE_NOT_FOUND) rc = 0, c->lease_ver.v[0] = '\0';
+        if (!rc && store_get(c->st, LEDGER_HEAD, &d, &n, NULL, e) == 0) {
+            rec_head h;
+            tdm_err ignore;
+            if (rec_head_decode(d, n, LEDGER_HEAD, &h, &ignore) == 0) from_head = h.epoch;
+            free(d);
+        }
     }
     if (rc) return rc;
     if (present && !old.released)
@@ -362,7 +392,7 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
                 "fenced out at its next commit\n",
                 (unsigned long long)old.epoch, old.host, (unsigned long long)old.pid,
                 (unsigned long long)old.attempt);
-    c->epoch = (present ? old.epoch : 0) + 1;
+    c->epoch = (present ? old.epoch : from_head) + 1;
     rc = write_lease(c, 0, e);
     if (rc) return rc;
     /* Stamp HEAD with our epoch: HEAD's version changes, so an older writer's next

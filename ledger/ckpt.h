@@ -104,6 +104,15 @@ void ckpt_close(ckpt *c);
 int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e);
 /* Marks the lease released (best effort; the run is committed before). */
 int ckpt_release(ckpt *c, tdm_err *e);
+
+/* Different copies of one key that ckpt_keep_aside keeps under one epoch. */
+#define CKPT_ASIDE_COPIES 1000
+/* Keeps a copy of `key` (data, n) as quarantine/<epoch>/<key> — never over a different
+ * copy already there (an epoch used twice: a lease that did not decode, or repair after a
+ * run of the same epoch), which gets `key`.1, .2, ... instead; the same bytes there already
+ * count as kept. The name used is left in dst. Nothing set aside is ever destroyed. */
+int ckpt_keep_aside(store *st, uint64_t epoch, const char *key, const void *data, size_t n,
+                    char *dst, size_t cap, tdm_err *e);
 /* ERR_STORE "fenced out" unless this writer still holds the lease. */
 int ckpt_check_lease(ckpt *c, tdm_err *e);
 uint64_t ckpt_epoch(const ckpt *c);

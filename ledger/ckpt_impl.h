@@ -100,7 +100,6 @@ int ckpt_stream_should_stop(ckpt *c);
 /* ckpt_gen_belongs for this writer's generation and change position. */
 int ckpt_belongs(const ckpt *c, int has_gen, uint64_t gen, uint64_t seq);
 
-/* Keeps a copy of `key` (data, n) under quarantine/<epoch>/ with the reason. */
 /* Creates `key` holding data, unless an object is there: then STORE_EXISTS with what is
  * stored in *old (the caller frees it), *on and *ver (ver may be NULL). An object deleted
  * between the put and the read is created after all (0). Other codes as store_put/get.
@@ -109,6 +108,7 @@ int ckpt_belongs(const ckpt *c, int has_gen, uint64_t gen, uint64_t seq);
 int ckpt_put_once(ckpt *c, const char *key, const void *data, size_t n, void **old, size_t *on,
                   store_version *ver, tdm_err *e);
 
+/* Keeps a copy of `key` (data, n) under quarantine/<epoch>/ with the reason. */
 int ckpt_quarantine(ckpt *c, const char *key, const void *data, size_t n, const char *why,
                     tdm_err *e);
 

@@ -42,11 +42,25 @@ static int set_aside(store *st, uint64_t epoch, const char *key, tdm_err *e) {
     if (rc == STORE_NOT_FOUND) return 0;
     if (rc) return rc;
     char dst[REC_KEY_MAX + 64];
-    ledger_quarantine_key(dst, sizeof dst, epoch, key);
-    rc = store_put(st, dst, data, n, STORE_OVERWRITE, e);
+    rc = ckpt_keep_aside(st, epoch, key, data, n, dst, sizeof dst, e);
     free(data);
     if (!rc) rc = store_delete(st, key, e);
     return rc == STORE_NOT_FOUND ? 0 : rc;
+}
+
+/* Whether HEAD names `key` with the SHA-256 of data[0..n): its bytes are the ones HEAD
+ * vouches for (a HEAD that cannot be read or decoded vouches for nothing). */
+static int head_vouches(store *st, const char *key, const void *data, size_t n) {
+    void *hd = NULL;
+    size_t hn = 0;
+    tdm_err ignore;
+    if (store_get(st, LEDGER_HEAD, &hd, &hn, NULL, &ignore)) return 0;
+    rec_head h;
+    int ok = rec_head_decode(hd, hn, LEDGER_HEAD, &h, &ignore) == 0 && strcmp(h.state, key) == 0;
+    free(hd);
+    sha256_digest d;
+    sha256(data, n, &d);
+    return ok && sha256_equal(&d, &h.state_sha);
 }
 
 /* Whether a state cannot be loaded because a chunk it names is missing, corrupt or of the
@@ -108,7 +122,15 @@ int ledger_repair_plan_make(store *st, const char *url, ledger_repair_plan *p, t
         rec_state s;
         tdm_err de;
         char why[400];
-        if (ledger_decode(REC_KIND_STATE, data, n, key, &s, &de) != 0) {
+        int bad = ledger_decode(REC_KIND_STATE, data, n, key, &s, &de) != 0;
+        unsigned long long newer = bad && head_vouches(st, key, data, n) ? rec_format_newer(data, n) : 0;
+        if (newer) {
+            /* a newer tandem's state (HEAD's, its hash matching: no damaged format byte):
+             * not this binary's to set aside, as a run's load refuses it too */
+            rc = err_set(e, ERR_STORE, "%s: %s was written by a newer tandem (record format %llu; this one "
+                         "reads %d): run the newer tandem's repair on this store (nothing was changed)",
+                         url, key, newer, REC_FORMAT);
+        } else if (bad) {
             snprintf(why, sizeof why, "damaged: %.300s", de.msg);
             rc = plan_add(p, key, why) ? err_set(e, ERR_INTERNAL, "out of memory") : 0;
         } else {

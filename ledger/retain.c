@@ -8,9 +8,7 @@
 #include "ledger/keys.h"
 #include "util/testhook.h"
 
-static int read_state(store *st, uint64_t seq, rec_state *s, tdm_err *e) {
-    char key[64];
-    ledger_state_key(key, sizeof key, seq);
+static int read_state_key(store *st, const char *key, rec_state *s, tdm_err *e) {
     void *data = NULL;
     size_t n = 0;
     int rc = store_get(st, key, &data, &n, NULL, e);
@@ -19,6 +17,12 @@ static int read_state(store *st, uint64_t seq, rec_state *s, tdm_err *e) {
     rc = rec_state_decode(data, n, key, s, e);
     free(data);
     return rc;
+}
+
+static int read_state(store *st, uint64_t seq, rec_state *s, tdm_err *e) {
+    char key[64];
+    ledger_state_key(key, sizeof key, seq);
+    return read_state_key(st, key, s, e);
 }
 
 /* Every chunk of the state is present and hashes to its name. */
@@ -46,11 +50,42 @@ static int contains(const uint64_t *v, size_t n, uint64_t x) {
     return 0;
 }
 
+/* Adds the chunks of the state manifest `s` to *ref (growing it); -1 when out of memory. */
+static int add_chunks(const rec_state *s, sha256_digest **ref, size_t *n, size_t *cap);
+
 /* Adds the chunks of state seq to *ref (growing it); 0, or -1 when the manifest cannot
  * be read (the caller then deletes no blob). */
 static int add_refs(store *st, uint64_t seq, sha256_digest **ref, size_t *n, size_t *cap, tdm_err *e) {
     rec_state s;
     if (read_state(st, seq, &s, e)) return -1;
+    int rc = add_chunks(&s, ref, n, cap);
+    rec_state_free(&s);
+    return rc;
+}
+
+/* Adds the chunks of every state manifest set aside under quarantine/ that decodes (a
+ * state repair or a run set aside whole: another trajectory's, or one whose α chain
+ * broke) to *ref: gc keeps the blobs a set-aside state needs, so that a copy kept for an
+ * audit can still be loaded. One that does not decode is damage and references nothing.
+ * -1 only when the listing fails or memory runs out (the caller then deletes no blob). */
+static int add_quarantined_refs(store *st, sha256_digest **ref, size_t *n, size_t *cap, tdm_err *e) {
+    store_list l;
+    if (store_list_prefix(st, LEDGER_QUARANTINE, &l, e)) return -1;
+    int rc = 0;
+    for (size_t i = 0; !rc && i < l.n; i++) {
+        if (!strstr(l.keys[i], "/" LEDGER_STATES)) continue;
+        rec_state s;
+        tdm_err ignore;
+        if (read_state_key(st, l.keys[i], &s, &ignore)) continue;
+        rc = add_chunks(&s, ref, n, cap);
+        rec_state_free(&s);
+    }
+    store_list_free(&l);
+    return rc;
+}
+
+static int add_chunks(const rec_state *s0, sha256_digest **ref, size_t *n, size_t *cap) {
+    const rec_state s = *s0;
     int rc = 0;
     for (size_t t = 0; !rc && t < s.ntensors; t++)
         for (size_t k = 0; !rc && k < s.tensors[t].nchunks; k++) {
@@ -65,7 +100,6 @@ static int add_refs(store *st, uint64_t seq, sha256_digest **ref, size_t *n, siz
             }
             (*ref)[(*n)++] = s.tensors[t].chunks[k];
         }
-    rec_state_free(&s);
     return rc;
 }
 
@@ -212,6 +246,12 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
     store_list l = {0};
     if (!rc && !keep_all_blobs && !only_from_deleted) rc = store_list_prefix(st, LEDGER_BLOBS, &l, e);
     size_t ncands = keep_all_blobs ? 0 : only_from_deleted ? ncand : l.n;
+    /* and what a state set aside needs is kept too (listed only when a blob may go) */
+    tdm_err qe = {0};
+    if (!rc && ncands && add_quarantined_refs(st, &ref, &nref, &capref, &qe)) {
+        if (log) fprintf(log, "%s; keeping every blob\n", qe.msg[0] ? qe.msg : "out of memory");
+        ncands = 0;
+    }
     for (size_t i = 0; !rc && i < ncands; i++) {
         sha256_digest d;
         char key[80];

@@ -36,7 +36,7 @@ static int eval_domain(const model_ops *ops, model_ctx *ctx, const float *params
         /* whole windows of T targets, never past max_tokens */
         for (size_t start = 0; start + (size_t)T + 1 <= sh[s].n && count + (uint64_t)T <= max_tokens;
              start += (size_t)T) {
-            shard_copy(&sh[s], start, (size_t)T + 1, tok + (size_t)rows * (T + 1));
+            if ((rc = shard_copy(&sh[s], start, (size_t)T + 1, tok + (size_t)rows * (T + 1), e))) break;
             dom[rows++] = 0;
             count += (uint64_t)T;
             if (rows == B) {

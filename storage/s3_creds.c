@@ -373,6 +373,22 @@ static int take_json(s3_config *c, const buf_t *body, tdm_err *e) {
 
 /* Whether http://HOST... may carry the container's token without TLS: a loopback, or
  * the ECS / EKS Pod Identity agent's link-local addresses (AWS's rule). */
+
+/* Whether p[0..n) is an IAM role name: 1-64 of A-Z a-z 0-9 and + = , . @ _ - (IAM's
+ * rule), not dots alone. */
+static int iam_name_ok(const char *p, size_t n) {
+    if (n < 1 || n > 64) return 0;
+    size_t dots = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+              (ch && strchr("+=,.@_-", ch))))
+            return 0;
+        dots += ch == '.';
+    }
+    return dots < n; /* "." or "..": a path step, not a name */
+}
+
 /* Whether the container credential endpoint may be asked: any https URL, and plain http
  * only to a loopback address or the ECS/EKS agent — judged on the URL's parsed host (a
  * check of the text's start let "http://127.0.0.1@elsewhere/" through, and with it the
@@ -494,7 +510,13 @@ int s3_creds_imds(s3_config *c, tdm_err *e) {
                      status);
     if (!rc) {
         size_t n = strcspn(body.p ? body.p : "", "\r\n");
-        if (!n || n >= sizeof role) rc = err_set(e, ERR_STORE, "%s: no instance role in the answer", c->creds_source);
+        if (!n) rc = err_set(e, ERR_STORE, "%s: no instance role in the answer", c->creds_source);
+        else if (!iam_name_ok(body.p, n))
+            /* it goes into the next URL's path and into messages: a name IAM would refuse
+             * (a '/', '..', a terminal escape) is the endpoint answering wrongly */
+            rc = err_set(e, ERR_STORE, "%s: the instance role named in the answer (%zu bytes) is not an IAM "
+                         "role name (1-64 of A-Z a-z 0-9 + = , . @ _ -): check the metadata endpoint "
+                         "(AWS_EC2_METADATA_SERVICE_ENDPOINT) or a proxy in front of it", c->creds_source, n);
         else memcpy(role, body.p, n), role[n] = '\0';
     }
     buf_free(&body);

@@ -353,12 +353,13 @@ static void *range_worker(void *arg) {
 }
 
 /* The object's size from the Content-Range of a 206 answering a GET of its first bytes:
- * "bytes 0-<got-1>/<size>", digits only, size ≥ got and at most S3's largest object
- * (5 TiB). Anything else (another range, "*", a size no store holds) returns -1: an
- * endpoint that says so answers ranged reads wrongly, and believing it would read the
- * wrong bytes or allocate the size it claims. */
+ * "bytes 0-<got-1>/<size>", digits only, size ≥ got and at most the largest object a GET
+ * reads (S3_OBJECT_BODY_MAX, 4x the largest tandem writes; a 200 is held to the same).
+ * Anything else (another range, "*", a size no tandem object has) returns -1: an endpoint
+ * that says so answers ranged reads wrongly, and believing it would read the wrong bytes
+ * or allocate the size it claims (up to S3's 5 TiB, all at once). */
 static int content_range_total(const char *cr, size_t got, size_t *total) {
-    const unsigned long long most = 5ULL << 40;
+    const unsigned long long most = S3_OBJECT_BODY_MAX;
     if (strncmp(cr, "bytes 0-", 8) != 0 || got == 0) return -1;
     const char *p = cr + 8;
     unsigned long long last = 0, size = 0;
@@ -419,9 +420,11 @@ static int get_once(store *st, const char *key, const char *expect, void **data,
                            ? '?' : r.content_range[i];
         free(r.body);
         return err_set(e, ERR_STORE, "%s: %s: a GET of its first %zu bytes came back as %zu bytes with "
-                       "Content-Range '%s', not 'bytes 0-%zu/SIZE' with SIZE at most 5 TiB: the "
+                       "Content-Range '%s', not 'bytes 0-%zu/SIZE' with SIZE at most %zu MiB (the largest object tandem "
+                       "reads): the "
                        "endpoint answers ranged reads wrongly (check the endpoint or a proxy in "
-                       "front of it)", store_url(st), key, part, r.len, shown, r.len ? r.len - 1 : 0);
+                       "front of it)", store_url(st), key, part, r.len, shown, r.len ? r.len - 1 : 0,
+                       S3_OBJECT_BODY_MAX >> 20);
     }
     s3_resp whole = r;
     if (total > r.len) {
@@ -558,6 +561,19 @@ static int token_seen(sha256_digest **seen, size_t *n, const char *token) {
     return 0;
 }
 
+/* Keys a listing follows before it calls the server's answers endless: a store holds a
+ * few records per episode and a few chunks per state (~10^5 keys in a long run); 2^22
+ * bounds a listing whose keys keep rising, page after page with new tokens (which the
+ * token and empty-page checks do not catch), to ~2 GiB of 512-byte keys instead of all
+ * the memory there is. TANDEM_TEST_LIST_MAX_KEYS (test-only) lowers it. */
+#define S3_LIST_KEYS_MAX ((size_t)1 << 22)
+
+static size_t list_keys_max(void) {
+    const char *v = getenv("TANDEM_TEST_LIST_MAX_KEYS");
+    long long n = v ? atoll(v) : 0;
+    return n > 0 && (size_t)n < S3_LIST_KEYS_MAX ? (size_t)n : S3_LIST_KEYS_MAX;
+}
+
 static int s3_list(store *st, const char *prefix, store_list *out, tdm_err *e) {
     s3_store *s = impl(st);
     char full[1400];
@@ -568,7 +584,7 @@ static int s3_list(store *st, const char *prefix, store_list *out, tdm_err *e) {
     list_ctx l = {.out = out, .strip = s->cfg.prefix[0] ? strlen(s->cfg.prefix) + 1 : 0, .asked = full};
     int rc = enc ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
     sha256_digest *seen = NULL;
-    size_t nseen = 0, empty = 0;
+    size_t nseen = 0, empty = 0, listed = 0, most = list_keys_max();
     for (int page = 0; !rc; page++) {
         char query[10000]; /* the token (< 2048) and the prefix (< 1024), each byte %XX at most */
         char *tenc = token[0] ? sigv4_uri_encode(token, 0) : NULL;
@@ -616,6 +632,12 @@ static int s3_list(store *st, const char *prefix, store_list *out, tdm_err *e) {
             rc = err_set(e, ERR_STORE, "%s: the listing of '%s' does not advance: page %d hands back a "
                          "continuation token it gave before (the endpoint answers listings wrongly; check "
                          "AWS_ENDPOINT_URL and the server)", store_url(st), prefix, page + 1);
+        listed += l.page_keys; /* foreign keys too: they cost pages, if not memory */
+        if (!rc && listed > most)
+            rc = err_set(e, ERR_STORE, "%s: the listing of '%s' goes on past %zu keys (page %d, still "
+                         "truncated), more than any tandem store holds: the endpoint answers listings "
+                         "wrongly (check AWS_ENDPOINT_URL and the server), or the prefix holds other data "
+                         "(give the run a prefix of its own)", store_url(st), prefix, most, page + 1);
         empty = l.page_keys || page == 0 ? 0 : empty + 1; /* keys tandem skips (foreign) count too */
         if (!rc && empty >= S3_LIST_EMPTY_PAGES)
             rc = err_set(e, ERR_STORE, "%s: the listing of '%s' goes on without keys (%zu truncated pages "

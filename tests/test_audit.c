@@ -289,6 +289,58 @@ static void test_gc_killed_midway_loses_nothing(void) {
     free(r.dir);
 }
 
+static int slurp_bytes(const char *path, void **data, size_t *n);
+
+/* A state set aside whole (repair or a run moves a state it will not use, intact, to
+ * quarantine/<epoch>/ for an audit) keeps its blobs through gc: gc took every blob no
+ * state under states/ named, so the copy kept could no longer be loaded. The set-aside
+ * copy here is moved by hand, as repair's set-aside leaves it; after gc --keep 1 each of
+ * its chunks is still in blobs/ and hashes to its name. */
+static void test_gc_keeps_set_aside_states(void) {
+    fixture f;
+    CHECK(fixture_audit(&f, "gc-aside", 4) == 0, "fixture");
+    CHECK(run_to_end(&f, NULL) == 0, "run");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd '%s' && mkdir -p quarantine/9/states && n=$(ls states | sort -n | head -n 1) && "
+             "mv states/$n quarantine/9/states/$n && echo $n > '%s/aside'", f.store, f.dir);
+    CHECK(system(cmd) == 0, "set a state aside");
+    char name[64] = "", path[1200];
+    snprintf(path, sizeof path, "%s/aside", f.dir);
+    read_all(path, name, sizeof name);
+    name[strcspn(name, "\n")] = '\0';
+    CHECK(tandem_cmd(out, sizeof out, "gc '%s' --keep 1", f.store) == 0, "gc: %s", out);
+    snprintf(path, sizeof path, "%s/quarantine/9/states/%s", f.store, name);
+    void *data = NULL;
+    size_t n = 0;
+    rec_state s;
+    tdm_err e = {0};
+    CHECK(slurp_bytes(path, &data, &n) == 0 && rec_state_decode(data, n, name, &s, &e) == 0, "%s: %s", path, e.msg);
+    free(data);
+    size_t chunks = 0, gone = 0;
+    for (size_t t = 0; t < s.ntensors; t++)
+        for (size_t k = 0; k < s.tensors[t].nchunks; k++) {
+            char hex[SHA256_HEX_LEN + 1];
+            sha256_hex(&s.tensors[t].chunks[k], hex);
+            snprintf(path, sizeof path, "%s/blobs/%s", f.store, hex);
+            void *b = NULL;
+            size_t bn = 0;
+            sha256_digest d;
+            chunks++;
+            if (slurp_bytes(path, &b, &bn) == 0) {
+                sha256(b, bn, &d);
+                if (!sha256_equal(&d, &s.tensors[t].chunks[k])) gone++;
+            } else {
+                gone++;
+            }
+            free(b);
+        }
+    rec_state_free(&s);
+    CHECK(chunks > 0 && gone == 0, "gc took %zu of the %zu blobs of the set-aside %s: %s", gone, chunks, name, out);
+    CHECK(tandem_cmd(out, sizeof out, "verify '%s'", f.store) == 0, "verify after gc: %s", out);
+    test_rmtree(f.dir);
+    free(f.dir);
+}
+
 /* HEAD lost and the newest manifest damaged, in a run that cannot replay from its seed
  * (its length was changed): gc --keep 1 keeps the newest state that verifies, not only the
  * newest (the damaged one), and the run heals from it (it used to be left with nothing). */
@@ -918,6 +970,7 @@ int main(void) {
     RUN(test_alpha_verify_names_the_damage);
     RUN(test_status_and_verify);
     RUN(test_gc_killed_midway_loses_nothing);
+    RUN(test_gc_keeps_set_aside_states);
     RUN(test_gc_without_head_keeps_a_verified_state);
     RUN(test_edited_records_are_refused);
     RUN(test_readers_of_a_damaged_store);

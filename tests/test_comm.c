@@ -182,6 +182,14 @@ static void test_tcp_errors(void) {
     setenv("TANDEM_RANK", "1", 1);
     c = comm_open(&e);
     CHECK(!c && strstr(e.msg, "could not reach the coordinator 127.0.0.1:"), "lonely rank 1: %s", e.msg);
+    /* a timeout that is no number of seconds (strtod took "inf": a rendezvous without end) */
+    const char *bad[] = {"inf", "1e999", "nan", "0", "-3", "20s"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        setenv("TANDEM_COMM_TIMEOUT_S", bad[i], 1);
+        c = comm_open(&e);
+        CHECK(!c && e.code == ERR_USAGE && strstr(e.msg, "TANDEM_COMM_TIMEOUT_S"), "timeout %s: %s", bad[i], e.msg);
+        if (c) comm_close(c);
+    }
     clear_env();
 }
 

@@ -472,6 +472,13 @@ static void test_unknown_keys_suggest(void) {
     char *mix[] = {"data.mixture_file=s3://u:s3cr3t-mix@bucket/dmo"};
     CHECK(config_load(&c, NULL, mix, 1, &e) == ERR_USAGE && strstr(e.msg, "user info") &&
               !strstr(e.msg, "s3cr3t"), "mixture_file with user info: %s", e.msg);
+    /* a file writing such a key dotted at the top level: the hint to nest it does not
+     * repeat its value (it did, before the credential check could run) */
+    int rc = load_yaml(&c, "cluster.env: AWS_SECRET_ACCESS_KEY=s3cr3t-top\n", NULL, 0, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "keys are nested") && strstr(e.msg, "env: ...") &&
+              !strstr(e.msg, "s3cr3t"), "a dotted cluster.env at the top: %s", e.msg);
+    rc = load_yaml(&c, "tandem.K: 7\n", NULL, 0, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "K: 7"), "a dotted tandem.K at the top: %s", e.msg);
 }
 
 static void test_missing_dataset(void) {

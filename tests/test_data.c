@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -233,12 +234,27 @@ static void test_shard_v2_roundtrip(void) {
     CHECK(h[0] == 20240801 && h[1] == 7 && h[2] == N && h[3] == 0 && h[255] == 0,
           "uint32 header %d %d %d", h[0], h[1], h[2]);
     CHECK(s.width == 4 && s.tok == NULL && s.tok32 && s.n == N, "uint32 shard %d %zu", s.width, s.n);
-    shard_copy(&s, 0, N, back);
+    CHECK(shard_copy(&s, 0, N, back, &e) == 0, "copy: %s", e.msg);
     CHECK(memcmp(back, tok, sizeof tok) == 0 && shard_token(&s, 17) == V - 1 &&
               shard_token(&s, 18) == 65536,
           "v2 tokens differ");
-    shard_copy(&s, 10, 9, back);
+    CHECK(shard_copy(&s, 10, 9, back, &e) == 0, "copy: %s", e.msg);
     CHECK(back[7] == V - 1 && back[8] == 65536, "v2 copy at an offset: %u %u", back[7], back[8]);
+    /* the file rewritten in place while open (the mapping sees it): a token past the
+     * vocabulary is an error naming the file, never handed to the model */
+    {
+        int fd = open(path, O_WRONLY);
+        uint32_t big = V + 5;
+        CHECK(fd >= 0 && pwrite(fd, &big, 4, SHARD_HEADER_BYTES + 4 * 12) == 4, "rewrite in place");
+        if (fd >= 0) close(fd);
+        CHECK(shard_copy(&s, 10, 9, back, &e) == ERR_USAGE && strstr(e.msg, path) &&
+                  strstr(e.msg, "rewritten while the run read it") && strstr(e.msg, "position 12"),
+              "a token past the vocabulary after the open: %s", e.msg);
+        CHECK(shard_copy(&s, 0, 10, back, &e) == 0, "the windows before it still read: %s", e.msg);
+        fd = open(path, O_WRONLY); /* put the token back for the cases below */
+        CHECK(fd >= 0 && pwrite(fd, &tok[12], 4, SHARD_HEADER_BYTES + 4 * 12) == 4, "restore");
+        if (fd >= 0) close(fd);
+    }
     shard_close(&s);
     /* token = vocab - 1 is the largest accepted: one vocab less refuses it, naming the file */
     CHECK(shard_open(&s, path, V - 1, &e) == ERR_USAGE && strstr(e.msg, path) &&
@@ -265,7 +281,7 @@ static void test_shard_v2_roundtrip(void) {
     CHECK(s.width == 2 && s.tok && s.tok32 == NULL && ((const int32_t *)s.map)[0] == 20240520 &&
               ((const int32_t *)s.map)[1] == 1,
           "uint16 shard %d", s.width);
-    shard_copy(&s, 0, N, back);
+    CHECK(shard_copy(&s, 0, N, back, &e) == 0, "copy: %s", e.msg);
     CHECK(memcmp(back, tok, sizeof tok) == 0 && s.tok[3] == 65535, "v1 tokens differ");
     shard_close(&s);
     /* a version-1 shard loads into a larger vocabulary (all its ids are below it) */

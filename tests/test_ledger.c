@@ -275,6 +275,55 @@ static void test_corrupt_newest_state_heals(void) {
     }
 }
 
+/* A set-aside never overwrites one kept before. A lease that does not decode was
+ * replaced with epoch 1, so the new writer's quarantine/1/ was the first writer's and a
+ * copy kept there was overwritten. Now the epoch goes on from HEAD's, and a copy already
+ * kept under the name the new one would take (planted here under the epoch the resume
+ * takes) stays as it was, the new copy beside it as <key>.1; the run ends as the
+ * uninterrupted one. */
+static void test_set_aside_keeps_earlier_copies(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-aside", 1) == 0, "fixture");
+    CHECK(stop_at(&f, 14) == 75, "setup");
+    uint64_t seq, ep;
+    char key[REC_KEY_MAX], path[1200], log[16384];
+    head_of(&f, &seq, &ep, key, sizeof key);
+    CHECK(ep >= 1 && key[0], "HEAD");
+    snprintf(path, sizeof path, "%s/lease", f.store);
+    CHECK(write_file(path, "not a lease") == 0, "write the lease");
+    static const char earlier[] = "a copy an earlier writer kept";
+    char dir[1000];
+    snprintf(dir, sizeof dir, "%s/quarantine/%llu/states", f.store, (unsigned long long)ep + 1);
+    snprintf(path, sizeof path, "%s/quarantine", f.store);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/quarantine/%llu", f.store, (unsigned long long)ep + 1);
+    mkdir(path, 0755);
+    CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
+    char planted[1200];
+    snprintf(planted, sizeof planted, "%s/quarantine/%llu/%s", f.store, (unsigned long long)ep + 1, key);
+    CHECK(write_file(planted, earlier) == 0, "plant %s", planted);
+    snprintf(path, sizeof path, "%s/%s", f.store, key);
+    long size = file_size(path);
+    CHECK(size > 100 && flip_byte(path, size / 2) == 0, "flip %s", path);
+    int rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "resume exit %d: %s", rc, log);
+    CHECK(lease_epoch(&f) == ep + 1, "the writer after an undecodable lease has epoch %llu, not HEAD's "
+          "%llu + 1: %s", (unsigned long long)lease_epoch(&f), (unsigned long long)ep, log);
+    unsigned char got[256];
+    size_t gn = 0;
+    CHECK(read_file(planted, got, sizeof got, &gn) == 0 && gn == strlen(earlier) && !memcmp(got, earlier, gn),
+          "the copy kept before at %s was overwritten (%zu bytes now): %s", planted, gn, log);
+    char beside[1300];
+    snprintf(beside, sizeof beside, "%s.1", planted);
+    CHECK(file_size(beside) == size, "the new copy is not beside it as %s (%ld bytes, want %ld): %s", beside,
+          file_size(beside), size, log);
+    char h[1024];
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere:\n%s", h);
+    fixture_close(&f);
+}
+
 static void test_corrupt_alpha_past_state_heals(void) {
     CHECK(g_ref_hash[0], "needs the reference");
     /* offsets into the record: the map's first bytes, the hashed losses, the meta part
@@ -340,6 +389,17 @@ static void test_newer_format_state_untouched(void) {
     snprintf(path, sizeof path, "%s/%s", f.store, h.state);
     unsigned char got[64];
     size_t gn = 0;
+    CHECK(read_file(path, got, sizeof got, &gn) == 0 && gn == sizeof newer && !memcmp(got, newer, gn),
+          "%s was changed or removed", h.state);
+    /* nor does repair plan it as damage: it refuses, naming the newer tandem, and changes
+     * nothing (it planned the state as "damaged" and --apply set it aside) */
+    char out[16384];
+    for (int apply = 0; apply < 2; apply++) {
+        rc = tandem_on_store(&f, "repair", apply ? "--apply" : "", out, sizeof out);
+        CHECK(rc == 3 && strstr(out, h.state) && strstr(out, "newer tandem"), "repair%s: exit %d: %s",
+              apply ? " --apply" : "", rc, out);
+    }
+    snprintf(path, sizeof path, "%s/%s", f.store, h.state);
     CHECK(read_file(path, got, sizeof got, &gn) == 0 && gn == sizeof newer && !memcmp(got, newer, gn),
           "%s was changed or removed", h.state);
     snprintf(path, sizeof path, "%s/quarantine", f.store);
@@ -1319,6 +1379,7 @@ int main(void) {
     RUN(test_reference);
     RUN(test_stale_writer_is_fenced);
     RUN(test_corrupt_newest_state_heals);
+    RUN(test_set_aside_keeps_earlier_copies);
     RUN(test_corrupt_alpha_past_state_heals);
     RUN(test_chain_hole_heals);
     RUN(test_newer_format_state_untouched);

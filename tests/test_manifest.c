@@ -116,6 +116,11 @@ static void test_cluster_formats(void) {
         {"cluster.time_limit=UNLIMITED", 1, NULL},
         {"cluster.time_limit=1:2:3:4", 0, "Slurm time limit"},
         {"cluster.time_limit=1h", 0, "Slurm time limit"},
+        /* a field past 8 digits: the seconds overflowed a long (wrapped, it passed the
+         * grace check or failed it with a nonsense figure) */
+        {"cluster.time_limit=99999999999999999999", 0, "at most 8 digits"},
+        {"cluster.time_limit=307445734561825861", 0, "at most 8 digits"},
+        {"cluster.time_limit=99999999-23:59:59", 1, NULL},
         {"cluster.partition=gpu,gpu-spot", 1, NULL},
         {"cluster.partition=gpu spot", 0, "expected names"},
         {"cluster.partition=gpu,", 0, "expected names"},

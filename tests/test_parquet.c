@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zstd.h>
 
 #include "data/parquet.h"
 #include "data/thrift.h"
@@ -396,8 +397,164 @@ static void test_prep_same_shards(void) {
     CHECK(system(cmd) == 0, "--text-field web=id: not refused by name (see %s/on.log)", g_dir);
 }
 
+/* ------------------------------------------------------------------ hand-made files */
+
+/* A Thrift compact-protocol writer, enough for a one-column file (field deltas < 16,
+ * lists of < 15). */
+typedef struct tw {
+    uint8_t *p;
+    size_t n, cap;
+} tw;
+
+static void tw_byte(tw *w, uint8_t b) {
+    if (w->n == w->cap) w->p = realloc(w->p, w->cap = w->cap ? 2 * w->cap : 256);
+    w->p[w->n++] = b;
+}
+static void tw_bytes(tw *w, const void *b, size_t n) {
+    for (size_t i = 0; i < n; i++) tw_byte(w, ((const uint8_t *)b)[i]);
+}
+static void tw_varint(tw *w, uint64_t v) {
+    for (; v >= 0x80; v >>= 7) tw_byte(w, (uint8_t)(v | 0x80));
+    tw_byte(w, (uint8_t)v);
+}
+/* field `delta` after the last, compact type t (5 i32, 6 i64, 8 binary, 9 list, 12 struct) */
+static void tw_field(tw *w, int delta, int t) { tw_byte(w, (uint8_t)(delta << 4 | t)); }
+static void tw_int(tw *w, int delta, int t, int64_t v) {
+    tw_field(w, delta, t);
+    tw_varint(w, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+}
+static void tw_str(tw *w, int delta, const char *v) {
+    tw_field(w, delta, 8);
+    tw_varint(w, strlen(v));
+    tw_bytes(w, v, strlen(v));
+}
+
+/* A Parquet file of one required string column "text", one row group, one v1 data page
+ * (PLAIN, zstd) whose header says it decompresses to `usize` bytes and whose body is
+ * body[0..bn), holding `values` values: *n bytes, malloc'd. */
+static uint8_t *one_page_file(const uint8_t *body, size_t bn, int64_t usize, int values, size_t *n) {
+    tw f = {0}, h = {0}, m = {0};
+    tw_bytes(&f, "PAR1", 4);
+    /* PageHeader: type DATA_PAGE, sizes, data_page_header {values, PLAIN, RLE, RLE} */
+    tw_int(&h, 1, 5, 0);
+    tw_int(&h, 1, 5, usize);
+    tw_int(&h, 1, 5, (int64_t)bn);
+    tw_field(&h, 2, 12);
+    tw_int(&h, 1, 5, values);
+    tw_int(&h, 1, 5, 0);
+    tw_int(&h, 1, 5, 3);
+    tw_int(&h, 1, 5, 3);
+    tw_byte(&h, 0);
+    tw_byte(&h, 0);
+    int64_t chunk = (int64_t)(h.n + bn);
+    tw_bytes(&f, h.p, h.n);
+    tw_bytes(&f, body, bn);
+    /* FileMetaData: version, schema [root (1 child), text: BYTE_ARRAY REQUIRED UTF8],
+     * num_rows, row_groups [{columns [{file_offset, meta_data {BYTE_ARRAY, [PLAIN],
+     * [text], ZSTD, values, sizes, data_page_offset 4}}], total_byte_size, num_rows}] */
+    tw_int(&m, 1, 5, 1);
+    tw_field(&m, 1, 9);
+    tw_byte(&m, 2 << 4 | 12);
+    tw_str(&m, 4, "schema");
+    tw_int(&m, 1, 5, 1);
+    tw_byte(&m, 0);
+    tw_int(&m, 1, 5, 6);
+    tw_int(&m, 2, 5, 0);
+    tw_str(&m, 1, "text");
+    tw_int(&m, 2, 5, 0);
+    tw_byte(&m, 0);
+    tw_int(&m, 1, 6, values);
+    tw_field(&m, 1, 9);
+    tw_byte(&m, 1 << 4 | 12);
+    tw_field(&m, 1, 9);
+    tw_byte(&m, 1 << 4 | 12);
+    tw_int(&m, 2, 6, 4);
+    tw_field(&m, 1, 12);
+    tw_int(&m, 1, 5, 6);
+    tw_field(&m, 1, 9);
+    tw_byte(&m, 1 << 4 | 5);
+    tw_varint(&m, 0);
+    tw_field(&m, 1, 9);
+    tw_byte(&m, 1 << 4 | 8);
+    tw_varint(&m, 4);
+    tw_bytes(&m, "text", 4);
+    tw_int(&m, 1, 5, 6);
+    tw_int(&m, 1, 6, values);
+    tw_int(&m, 1, 6, usize);
+    tw_int(&m, 1, 6, chunk);
+    tw_int(&m, 2, 6, 4);
+    tw_byte(&m, 0);
+    tw_byte(&m, 0);
+    tw_int(&m, 2, 6, usize);
+    tw_int(&m, 1, 6, values);
+    tw_byte(&m, 0);
+    tw_byte(&m, 0);
+    tw_bytes(&f, m.p, m.n);
+    uint8_t len[4] = {(uint8_t)m.n, (uint8_t)(m.n >> 8), (uint8_t)(m.n >> 16), (uint8_t)(m.n >> 24)};
+    tw_bytes(&f, len, 4);
+    tw_bytes(&f, "PAR1", 4);
+    free(h.p);
+    free(m.p);
+    *n = f.n;
+    return f.p;
+}
+
+/* zstd of `zeros` zero bytes, streamed 1 MiB at a time: *n bytes, malloc'd. */
+static uint8_t *zstd_zeros(size_t zeros, size_t *n) {
+    ZSTD_CCtx *z = ZSTD_createCCtx();
+    size_t cap = ZSTD_compressBound(1 << 20) + (zeros >> 10) + 4096, at = 0;
+    uint8_t *out = malloc(cap), *zero = calloc(1, 1 << 20);
+    ZSTD_CCtx_setPledgedSrcSize(z, zeros);
+    for (size_t done = 0; done < zeros;) {
+        size_t k = zeros - done < (1u << 20) ? zeros - done : (1u << 20);
+        ZSTD_inBuffer in = {zero, k, 0};
+        done += k;
+        ZSTD_EndDirective end = done == zeros ? ZSTD_e_end : ZSTD_e_continue;
+        size_t left;
+        do {
+            ZSTD_outBuffer o = {out + at, cap - at, 0};
+            left = ZSTD_compressStream2(z, &o, &in, end);
+            at += o.pos;
+        } while (!ZSTD_isError(left) && (in.pos < in.size || (end == ZSTD_e_end && left)));
+    }
+    ZSTD_freeCCtx(z);
+    free(zero);
+    *n = at;
+    return out;
+}
+
+/* A decompression bomb: a file of ~20 KB whose one page claims 512 MiB, zstd of zeros
+ * (it does decompress to that: an honest frame). Refused before anything is allocated
+ * for it, naming the ratio; the reader took the 512 MiB (with four pages of a GiB each,
+ * ~4 GiB from a tiny file). The same hand-made file with a small honest page reads. */
+static void test_decompression_bomb(void) {
+    static const uint8_t plain[] = {5, 0, 0, 0, 'h', 'e', 'l', 'l', 'o'};
+    uint8_t zb[256];
+    size_t zn = ZSTD_compress(zb, sizeof zb, plain, sizeof plain, 3), n;
+    CHECK(!ZSTD_isError(zn), "zstd");
+    uint8_t *f = one_page_file(zb, zn, sizeof plain, 1, &n);
+    collect c = {0};
+    char why[512] = "";
+    int rc = read_bytes(f, n, "text", &c, why, sizeof why);
+    CHECK(rc == 0 && c.n == 1 && !strcmp(c.v[0], "hello"), "the hand-made file: rc %d (%s), %zu texts", rc, why, c.n);
+    collect_free(&c);
+    free(f);
+    size_t usize = (size_t)512 << 20, bn;
+    uint8_t *bomb = zstd_zeros(usize, &bn);
+    CHECK(bn < usize / PARQUET_MAX_RATIO, "the bomb is %zu bytes", bn);
+    f = one_page_file(bomb, bn, (int64_t)usize, 1, &n);
+    memset(&c, 0, sizeof c);
+    rc = read_bytes(f, n, "text", &c, why, sizeof why);
+    CHECK(rc == PARQUET_CORRUPT && strstr(why, "decompression bomb") && strstr(why, "536870912"),
+          "a %zu-byte file claiming 512 MiB: rc %d (%s)", n, rc, why);
+    collect_free(&c);
+    free(f);
+    free(bomb);
+}
+
 int main(void) {
     RUN(test_not_parquet);
+    RUN(test_decompression_bomb);
     RUN(test_hybrid_runs);
     RUN(test_thrift_bool_collections);
     RUN(test_embedded_files);

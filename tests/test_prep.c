@@ -732,6 +732,22 @@ static void test_prep_jsonl_fields(void) {
     o.text_field = "content";
     o.stats = st;
     CHECK(prep_run(&o, &e) == 0 && st[0].docs == 3 && st[0].text_bytes == 6, "%s", e.msg);
+    /* a line of NUL bytes (a zero-filled block, damage after a crash) is no blank line: it
+     * is left out as bad JSON and counted (it vanished unreported) */
+    {
+        static const char nul[] = "{\"text\": \"n1\"}\n\0\0\0\0\0\0\0\0\n{\"text\": \"n2\"}\n"
+                                  "{\"text\": \"n3\"}\n";
+        char *pc = join(dir, "c.jsonl"), *out3 = join(dir, "out3");
+        CHECK(write_bytes(pc, nul, sizeof nul - 1) == 0, "write");
+        prep_input inc[] = {{"web", pc}};
+        quiet_opts(&o, out3, inc, 1);
+        o.stats = st;
+        CHECK(prep_run(&o, &e) == 0 && st[0].docs == 3 && st[0].skipped[TEXTSRC_BAD_JSON] == 1,
+              "a line of NULs: %s; docs %llu, bad JSON %llu", e.msg, (unsigned long long)st[0].docs,
+              (unsigned long long)st[0].skipped[TEXTSRC_BAD_JSON]);
+        free(pc);
+        free(out3);
+    }
     /* the reader's edges */
     buf_t b = {0};
     jsonl_result r;
@@ -1564,7 +1580,8 @@ static int check_tok_docs(const dataset *ds, int m, const docs *want, tokenizer 
         for (size_t i = 0; i < n_sh; i++) total += sh[i].n;
         sp[s] = malloc((total ? total : 1) * sizeof *sp[s]);
         if (!sp[s]) abort();
-        for (size_t i = 0; i < n_sh; k += sh[i].n, i++) shard_copy(&sh[i], 0, sh[i].n, sp[s] + k);
+        for (size_t i = 0; i < n_sh; k += sh[i].n, i++)
+            if (shard_copy(&sh[i], 0, sh[i].n, sp[s] + k, NULL)) abort();
         sl[s] = total;
         for (size_t i = 0; i < total; i++) *big |= sp[s][i] >= 65536;
     }
@@ -1885,6 +1902,42 @@ static void test_prep_tokenizer_chunked(void) {
     free_docs(&dw);
     CHECK(k == 0, "the chunked encoding differs from the whole document's");
     free(in), free(out), free(tj), free(yaml);
+    test_rmtree(dir);
+    free(dir);
+}
+
+/* A plain-text document with no safe cut (a run of digits and spaces, as a small .gz of
+ * one repeated line decompresses to) is held whole only up to its bound: past it prep
+ * stops with an error naming the domain and file (a 49 KB .gz held 265 MB, without end).
+ * The bound made small here (doc_max_bytes); 256 MiB by default. */
+static void test_prep_document_without_cuts(void) {
+    char *dir = test_tmpdir("prepnocut");
+    char *in = join(dir, "in"), *out = join(dir, "out"), *tj = join(dir, "tok.json");
+    CHECK(mkdir(in, 0777) == 0, "mkdir");
+    write_tok_json(tj, MERGES, N_MERGES, 1, 0);
+    size_t n = 300000;
+    char *t = malloc(n);
+    CHECK(t, "memory");
+    for (size_t i = 0; i < n; i++) t[i] = i % 2 ? ' ' : '1';
+    char *p = join(in, "digits.txt");
+    CHECK(write_bytes(p, t, n) == 0, "write");
+    free(t);
+    prep_input pi = {"num", in};
+    prep_opts o;
+    quiet_opts(&o, out, &pi, 1);
+    o.tokenizer = tj;
+    o.threads = 1;
+    o.chunk_bytes = 16 << 10;
+    o.doc_max_bytes = 100000;
+    tdm_err e = {0};
+    int rc = prep_run(&o, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "domain 'num'") && strstr(e.msg, "digits.txt") &&
+              strstr(e.msg, "no place to cut it"), "a document past its bound without a cut: rc %d: %s", rc, e.msg);
+    /* a bound above it: read as before */
+    o.doc_max_bytes = 400000;
+    CHECK(prep_run(&o, &e) != ERR_USAGE || !strstr(e.msg, "no place to cut"), "within the bound: %s", e.msg);
+    free(p);
+    free(in), free(out), free(tj);
     test_rmtree(dir);
     free(dir);
 }
@@ -2224,6 +2277,7 @@ int main(void) {
     RUN(test_prep_tokenizer_u32);
     RUN(test_prep_tokenizer_chunked);
     RUN(test_prep_tokenizer_eot);
+    RUN(test_prep_document_without_cuts);
     RUN(test_prep_tokenizer_gpt2);
     RUN(test_prep_tokenizer_run);
     return test_summary("test_prep");

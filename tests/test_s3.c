@@ -871,6 +871,21 @@ static void test_refused_credentials(void) {
           "a refused role with a container source: exit %d: %s", rc, log);
     CHECK(strstr(log, "(session token [redacted]"), "the source's session token, echoed, is not redacted: %s", log);
     fixture_done(&g);
+
+    /* an instance metadata endpoint naming a role no IAM role is called: it went into the
+     * next URL's path ('../', '?') and into the error verbatim (a terminal escape) */
+    char i1[800];
+    snprintf(i1, sizeof i1, "AWS_EC2_METADATA_SERVICE_ENDPOINT=%s", getenv("TANDEM_S3_CONTROL"));
+    CHECK(control("/sts/config", "{\"imds_role\": \"../node\\u001b]0;owned\\u0007\"}") == 0, "configure IMDS");
+    const char *imds[] = {i1, "AWS_EC2_METADATA_DISABLED=", NULL};
+    CHECK(runner_fixture(&g, "s3imds-badrole", 1) == 0, "fixture");
+    rc = wait_exit(start_with_env(&g, imds, NULL));
+    read_all(g.log, log, sizeof log);
+    CHECK(rc == 3 && strstr(log, "EC2 instance role") && strstr(log, "is not an IAM role name"),
+          "an instance role name IAM would refuse: exit %d: %s", rc, log);
+    CHECK(!strchr(log, 0x1b) && !strstr(log, "owned"), "the endpoint's role name reached the log: %s", log);
+    control("/sts/config", "{\"imds_role\": null}");
+    fixture_done(&g);
 }
 
 static void test_runner_under_faults(void) {

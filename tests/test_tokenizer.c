@@ -143,6 +143,24 @@ static void test_nfc(void) {
     size_t n;
     CHECK(!nfc_normalize("caf\xc3\xa9 plain", 11, &out, &n) && !out,
           "text below U+0300 is returned as it is");
+    /* a long run of marks ("Zalgo" text): 'a' then U+0301 U+0316 (classes 230, 220)
+     * 20000 times is ordered stably by class and composes as Python's unicodedata does:
+     * U+00E1, then U+0316 x 20000, then U+0301 x 19999. The insertion sort took seconds
+     * here (quadratic; minutes for a MiB) */
+    enum { PAIRS = 20000 };
+    char *z = malloc(1 + 4 * PAIRS), *want = malloc(2 + 4 * PAIRS);
+    CHECK(z && want, "memory");
+    size_t zn = 0, wn = 0;
+    z[zn++] = 'a';
+    for (int i = 0; i < PAIRS; i++) memcpy(z + zn, "\xcc\x81\xcc\x96", 4), zn += 4;
+    memcpy(want, "\xc3\xa1", 2), wn = 2;
+    for (int i = 0; i < PAIRS; i++) memcpy(want + wn, "\xcc\x96", 2), wn += 2;
+    for (int i = 0; i < PAIRS - 1; i++) memcpy(want + wn, "\xcc\x81", 2), wn += 2;
+    CHECK(!nfc_normalize(z, zn, &out, &n) && out && n == wn && !memcmp(out, want, wn),
+          "a run of %d alternating marks: %zu bytes out, %zu wanted", 2 * PAIRS, out ? n : 0, wn);
+    free(out);
+    free(z);
+    free(want);
 }
 
 /* GPT-2's byte-level code point of byte b. */
@@ -397,6 +415,22 @@ static void test_hostile_json(void) {
     size_t n = strlen(good);
     CHECK(bad_load(good, n / 2, NULL, "not valid JSON"), "truncated");
     CHECK(bad_load("[1,2]", 5, NULL, "needs a pattern"), "an array is not a tokenizer.json");
+    {
+        /* past 64 MiB, refused before it is parsed (at 256 MiB a JSON tree took ~10 GiB):
+         * a sparse file of 64 MiB + 1 byte */
+        char big[4400];
+        snprintf(big, sizeof big, "%s/big-tokenizer.json", TMP);
+        FILE *fp = fopen(big, "wb");
+        int made = fp && fseek(fp, (64L << 20), SEEK_SET) == 0 && fputc('}', fp) != EOF;
+        if (fp) fclose(fp);
+        tokenizer *t = NULL;
+        tdm_err e = {0};
+        int rc = made ? tokenizer_load(big, NULL, &t, &e) : -1;
+        CHECK(rc != 0 && !t && strstr(e.msg, "larger than 64 MiB"), "a 64 MiB + 1 tokenizer file: rc %d: %s", rc,
+              e.msg);
+        tokenizer_free(t);
+        remove(big);
+    }
     static const char model_str[] = "{\"model\":\"x\",\"pre_tokenizer\":" GPT2_PRE "}";
     CHECK(bad_load(model_str, sizeof model_str - 1, NULL, "model is a string"), "model a string");
     struct {

@@ -340,6 +340,15 @@ static void test_term_text(void) {
     fclose(f);
     CHECK(buf && !strcmp(buf, "host?]0;TITLE?"), "term_text: %s", buf ? buf : "");
     free(buf);
+    /* every error message the same way, whatever it quotes (a key from a file, a path a
+     * glob found, an endpoint's answer): newlines and tabs stay, UTF-8 text too */
+    tdm_err e = {0};
+    err_set(&e, ERR_USAGE, "unknown key '%s'\tsee\n", "\x1b]0;PWNED\x07\x1b[2J\xc2\x9b" "1m\xc3\xa9");
+    CHECK(!strcmp(e.msg, "unknown key '?]0;PWNED??[2J?1m\xc3\xa9'\tsee\n"), "err_set: %s", e.msg);
+    err_prefix(&e, "%s: ", "file\x1b[31m");
+    CHECK(!strncmp(e.msg, "file?[31m: unknown key '?]0;", 28), "err_prefix: %s", e.msg);
+    err_sys(&e, ERR_STORE, 2, "open %s", "x\x07y");
+    CHECK(!strncmp(e.msg, "open x?y: ", 10), "err_sys: %s", e.msg);
 }
 
 /* One rule for cluster.env's refusal and the no-core check: secrets by their words, not

@@ -5,6 +5,25 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Control characters in a message become '?' (newlines and tabs stay): messages carry
+ * text from outside — a key or name from a file, a path found by a glob, an endpoint's
+ * answer — and are printed to a terminal, where an escape sequence would act (set the
+ * title, clear the screen, hide what follows). C1 controls in UTF-8 (U+0080..U+009F, the
+ * 8-bit CSI among them) too, as util/term.c's term_text. */
+static void err_clean(char *s) {
+    unsigned char *r = (unsigned char *)s, *w = r;
+    while (*r) {
+        if (r[0] == 0xC2 && r[1] >= 0x80 && r[1] <= 0x9F) {
+            *w++ = '?';
+            r += 2;
+            continue;
+        }
+        unsigned char c = *r++;
+        *w++ = (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? '?' : c;
+    }
+    *w = '\0';
+}
+
 int err_set(tdm_err *e, int code, const char *fmt, ...) {
     if (!e) return code;
     e->code = code;
@@ -12,6 +31,7 @@ int err_set(tdm_err *e, int code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
+    err_clean(e->msg);
     return code;
 }
 
@@ -29,6 +49,7 @@ int err_prefix(tdm_err *e, const char *fmt, ...) {
     memmove(e->msg + h, e->msg, old);
     memcpy(e->msg, head, h);
     e->msg[h + old] = '\0';
+    err_clean(e->msg);
     return e->code;
 }
 
@@ -48,6 +69,7 @@ int err_sys(tdm_err *e, int code, int errno_value, const char *fmt, ...) {
         memcpy(e->msg + used + 2, why, w);
         e->msg[used + 2 + w] = '\0';
     }
+    err_clean(e->msg);
     return code;
 }
 

@@ -7,12 +7,17 @@ MODE repeat: every ListObjectsV2 page is truncated and hands back the token it w
              appending the same key.
 MODE empty:  the first page of a listing holds one key under the prefix, and every later
              page is truncated, empty, with a new token each time.
+MODE rising: every page is truncated and holds 1000 keys under the prefix, each above
+             the last page's, with a new token each time: no token comes back and no page
+             is empty, yet the listing never ends.
 Ranged reads answered with a Content-Range that is not the range asked for (a listing is
 one page holding PREFIX + "HEAD"; every ranged GET of a key is a 206 with ten bytes):
 MODE range-huge:    "bytes 0-9/18446744073709551615" (a size no store holds; a client
                     that believes it allocates 16 EiB)
 MODE range-garbage: "bytes 0-9/many"
 MODE range-offset:  "bytes 5-14/100" (other bytes than the first ten)
+MODE range-big:     "bytes 0-9/5497558138880" (5 TiB, the largest S3 object, far past any
+                    object tandem writes: believed, it was allocated at once)
 Answers without end (no Content-Length; the body goes on until the client hangs up):
 MODE endless-error: every request is a 403 whose error XML never ends
 MODE endless-list:  a listing whose XML never ends
@@ -40,7 +45,7 @@ import urllib.parse
 
 MODE, PORTFILE = sys.argv[1], sys.argv[2]
 RANGES = {"range-huge": "bytes 0-9/18446744073709551615", "range-garbage": "bytes 0-9/many",
-          "range-offset": "bytes 5-14/100"}
+          "range-offset": "bytes 5-14/100", "range-big": "bytes 0-9/5497558138880"}
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -131,6 +136,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         prefix = q.get("prefix", "")
         token = q.get("continuation-token")
         key = (prefix + "x").encode()
+        if MODE == "rising":
+            base = Handler.pages * 1000
+            keys = b"".join(b"<Contents><Key>" + (prefix + "k%012d" % (base + i)).encode() + b"</Key></Contents>"
+                            for i in range(1000))
+            return self.listing(keys, True, b"t%d" % Handler.pages)
         if MODE == "repeat":
             self.listing(b"<Contents><Key>" + key + b"</Key></Contents>", True, (token or "loop").encode())
         elif token is None:
