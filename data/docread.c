@@ -394,10 +394,12 @@ typedef struct dr_json_ctx {
     size_t off;     /* the offset line was counted to */
     uint64_t line;
     int rc;
+    uint64_t records; /* seen: none in an empty array, which is an empty file */
 } dr_json_ctx;
 
 static int dr_json_record(void *ctx, const jsonl_result *r, const char *text, size_t len) {
     dr_json_ctx *c = ctx;
+    c->records++;
     c->line += dr_lines((const unsigned char *)c->s + c->off, r->at - c->off);
     c->off = r->at;
     return c->rc = dr_record(c->d, r, text, len, c->line);
@@ -419,7 +421,7 @@ static int dr_json(dr *d, int *fail, char *why, size_t wl) {
     else if (all.oom) rc = err_set(d->e, ERR_INTERNAL, "out of memory");
     else if (r == 0 && all.n == 0) dr_issue(d, TEXTSRC_EMPTY, 0, "no text");
     else if (r == 0) {
-        dr_json_ctx c = {d, all.p, 0, 1, 0};
+        dr_json_ctx c = {d, all.p, 0, 1, 0, 0};
         jsonl_result res;
         int st = jsonl_each(all.p, all.n, d->field, &out, dr_json_record, &c, &res);
         if (st == JSONL_SYNTAX && !c.rc) {
@@ -429,6 +431,8 @@ static int dr_json(dr *d, int *fail, char *why, size_t wl) {
             dr_issue(d, TEXTSRC_BAD_JSON, line, what);
         } else if (st == JSONL_OOM) {
             rc = err_set(d->e, ERR_INTERNAL, "out of memory");
+        } else if (!c.rc && !c.records) {
+            dr_issue(d, TEXTSRC_EMPTY, 0, "no records (an empty array)"); /* counted, as an empty file */
         } else {
             rc = c.rc;
         }

@@ -645,6 +645,7 @@ static int prep_on_text(void *ctx, const char *s, size_t n, tdm_err *e) {
     int rc = prep_encode(&p->enc, s, n, 0, &p->toks, e);
     if (rc == ERR_USAGE) /* a document too long to hold whole: name where it is */
         err_prefix(e, "domain '%s': %s: ", p->d->name, p->d->list.files[p->file].path);
+    if (!rc && p->enc.too_long) return 0; /* left out at its end */
     if (!rc && p->toks.n) rc = prep_flush(p, e); /* earlier documents' tokens come first */
     return rc ? rc : prep_put(p, &p->toks, e);
 }
@@ -653,6 +654,15 @@ static int prep_on_end(void *ctx, int keep, tdm_err *e) {
     prep_pass *p = ctx;
     if (!p->open) return 0;
     p->open = 0;
+    if (p->enc.too_long) { /* no place to cut it before held_max: left out, nothing written */
+        if (keep && p->mode == PREP_SCAN) {
+            char what[200];
+            snprintf(what, sizeof what, "a document of more than %zu bytes with no place to cut it for the "
+                     "tokenizer (it would be held whole): left out; split it", p->enc.k->held_max);
+            prep_count_issue(p->o, p->d, TEXTSRC_TOO_LONG, p->d->list.files[p->file].path, 0, what);
+        }
+        keep = 0;
+    }
     if (!keep) {
         prep_enc_drop(&p->enc);
         if (p->mode == PREP_WRITE && p->doc_tokens) /* the scan kept it: the file changed */

@@ -67,10 +67,16 @@ static int prep_enc_part(prep_enc *x, size_t cut, tok_ids *out, tdm_err *e) {
 
 int prep_enc_text(prep_enc *x, const char *p, size_t n, tok_ids *out, tdm_err *e) {
     out->n = 0;
-    if (x->len + n > x->k->held_max)
-        return err_set(e, ERR_USAGE, "a document runs past %zu bytes with no place to cut it for the "
-                       "tokenizer (a newline that an ASCII letter follows): it would be held and encoded "
-                       "whole; split the file into documents, or leave it out", x->k->held_max);
+    if (x->too_long) return 0;
+    if (x->len + n > x->k->held_max) {
+        if (x->started) /* its first parts are written: it cannot be left out any more */
+            return err_set(e, ERR_USAGE, "a document runs on past %zu bytes with no place to cut it for "
+                           "the tokenizer (a newline that an ASCII letter follows) after its first parts: "
+                           "split the file into documents", x->k->held_max);
+        x->too_long = 1;
+        x->len = x->next_try = x->scanned = 0;
+        return 0;
+    }
     if (x->len + n > x->cap) {
         size_t nc = x->cap ? x->cap : 1 << 16;
         while (nc < x->len + n) nc *= 2;
@@ -108,7 +114,7 @@ int prep_enc_end(prep_enc *x, tok_ids *out, tdm_err *e) {
 
 void prep_enc_drop(prep_enc *x) {
     x->len = x->next_try = x->scanned = 0;
-    x->started = 0;
+    x->started = x->too_long = 0;
 }
 
 void prep_enc_free(prep_enc *x) {

@@ -15,8 +15,8 @@
 
 #define PREP_ENC_CHUNK (4u << 20) /* default prep_tok.chunk */
 /* The most text of one document held whole for want of a safe cut (one long line; a run
- * of digits and spaces): past it prep stops with an error naming the file, as a .jsonl
- * record past 256 MiB is left out, instead of buffering all of a small compressed file's
+ * of digits and spaces): past it the document is left out and counted (too long), as a
+ * .jsonl record past 256 MiB is, instead of buffering all of a small compressed file's
  * decompressed text (and the encoder's ~10x of it). */
 #define PREP_DOC_HELD_MAX ((size_t)256 << 20)
 
@@ -44,11 +44,15 @@ typedef struct prep_enc {
     size_t next_try;     /* buffered length at which to look for a safe cut again */
     size_t scanned;      /* buf[0..scanned] holds no safe cut (0: nothing known) */
     int started;         /* a part of the open document has been encoded */
+    int too_long;        /* the open document passed held_max before any part was encoded:
+                          * it is left out (its text is dropped as it comes) */
     bpe_cache *cache;    /* kept across documents (NULL until the first) */
 } prep_enc;
 
 /* Appends n bytes of the open document's text and sets out to the ids that are final
- * (out->n may be 0: the text waits for a safe cut or the document's end). */
+ * (out->n may be 0: the text waits for a safe cut or the document's end). Past held_max
+ * without a safe cut the document is left out (x->too_long; the caller counts it at its
+ * end), or, when parts of it are written already, ERR_USAGE. */
 int prep_enc_text(prep_enc *x, const char *p, size_t n, tok_ids *out, tdm_err *e);
 /* Closes the document: out gets the ids of the rest of its text and the end-of-text id. */
 int prep_enc_end(prep_enc *x, tok_ids *out, tdm_err *e);

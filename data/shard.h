@@ -74,9 +74,11 @@ static inline uint32_t shard_token(const shard *s, size_t i) {
 
 /* Copies tokens [off, off + n) of an open shard (off + n <= s->n) into out, widened to
  * uint32 from a uint16 shard, and checks them again against the vocabulary: the file is
- * mapped, so a shard rewritten in place while a run reads it (`cp other.bin train_000.bin`)
- * would hand the model a token past its embedding table (a write out of bounds in its
- * backward). ERR_USAGE naming the file then; 0 otherwise. */
+ * mapped, so bytes written into it while a run reads it (a shard of another tokenizer
+ * copied over it, at least as long) would hand the model a token past its embedding table
+ * (a write out of bounds in its backward). ERR_USAGE naming the file then; 0 otherwise.
+ * (A file cut shorter under the mapping ends the process with SIGBUS: never write shards
+ * a run is reading.) */
 int shard_copy(const shard *s, size_t off, size_t n, uint32_t *out, tdm_err *e);
 
 /* Bytes per token of the shards shard_write_tokens writes for vocabulary `vocab`: 2

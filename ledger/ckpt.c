@@ -377,10 +377,10 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
         rc = store_get(c->st, LEDGER_LEASE, &d, &n, &c->lease_ver, e);
         if (rc == 0) free(d);
         if (rc == STORE_NOT_FOUND) rc = 0, c->lease_ver.v[0] = '\0';
-        if (!rc && store_get(c->st, LEDGER_HEAD, &d, &n, NULL, e) == 0) {
+        tdm_err ignore; /* no HEAD (or none that decodes): from epoch 0, as before */
+        if (!rc && store_get(c->st, LEDGER_HEAD, &d, &n, NULL, &ignore) == 0) {
             rec_head h;
-            tdm_err ignore;
-            if (rec_head_decode(d, n, LEDGER_HEAD, &h, &ignore) == 0) from_head = h.epoch;
+            if (rec_head_decode(d, n, LEDGER_HEAD, &h, &ignore) == 0 && h.epoch < UINT64_MAX) from_head = h.epoch;
             free(d);
         }
     }

@@ -8,7 +8,9 @@
 #include "ledger/keys.h"
 #include "util/testhook.h"
 
-static int read_state_key(store *st, const char *key, rec_state *s, tdm_err *e) {
+static int read_state(store *st, uint64_t seq, rec_state *s, tdm_err *e) {
+    char key[64];
+    ledger_state_key(key, sizeof key, seq);
     void *data = NULL;
     size_t n = 0;
     int rc = store_get(st, key, &data, &n, NULL, e);
@@ -17,12 +19,6 @@ static int read_state_key(store *st, const char *key, rec_state *s, tdm_err *e) 
     rc = rec_state_decode(data, n, key, s, e);
     free(data);
     return rc;
-}
-
-static int read_state(store *st, uint64_t seq, rec_state *s, tdm_err *e) {
-    char key[64];
-    ledger_state_key(key, sizeof key, seq);
-    return read_state_key(st, key, s, e);
 }
 
 /* Every chunk of the state is present and hashes to its name. */
@@ -66,18 +62,29 @@ static int add_refs(store *st, uint64_t seq, sha256_digest **ref, size_t *n, siz
 /* Adds the chunks of every state manifest set aside under quarantine/ that decodes (a
  * state repair or a run set aside whole: another trajectory's, or one whose α chain
  * broke) to *ref: gc keeps the blobs a set-aside state needs, so that a copy kept for an
- * audit can still be loaded. One that does not decode is damage and references nothing.
- * -1 only when the listing fails or memory runs out (the caller then deletes no blob). */
+ * audit can still be loaded. One that does not decode is damage and references nothing;
+ * one gone since the listing, nothing. -1 with e set when the listing or a read fails or
+ * memory runs out (the caller then deletes nothing). */
 static int add_quarantined_refs(store *st, sha256_digest **ref, size_t *n, size_t *cap, tdm_err *e) {
     store_list l;
     if (store_list_prefix(st, LEDGER_QUARANTINE, &l, e)) return -1;
     int rc = 0;
     for (size_t i = 0; !rc && i < l.n; i++) {
         if (!strstr(l.keys[i], "/" LEDGER_STATES)) continue;
+        void *data = NULL;
+        size_t dn = 0;
+        int g = store_get(st, l.keys[i], &data, &dn, NULL, e);
+        if (g == STORE_NOT_FOUND) continue;
+        if (g) {
+            rc = -1;
+            break;
+        }
         rec_state s;
         tdm_err ignore;
-        if (read_state_key(st, l.keys[i], &s, &ignore)) continue;
-        rc = add_chunks(&s, ref, n, cap);
+        int bad = rec_state_decode(data, dn, l.keys[i], &s, &ignore);
+        free(data);
+        if (bad) continue;
+        if (add_chunks(&s, ref, n, cap)) rc = -1, err_set(e, ERR_INTERNAL, "out of memory");
         rec_state_free(&s);
     }
     store_list_free(&l);
@@ -209,6 +216,18 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
             if (contains(seqs, ns, pins[i]) && !contains(keepv, nk, pins[i])) keepv[nk++] = pins[i];
     }
     size_t deleted_states = 0, deleted_blobs = 0;
+    /* the chunks of the states set aside under quarantine/, read before anything goes: a
+     * full gc judges every blob, a pass after a commit the blobs of the states it deletes
+     * (when it deletes none, nothing is read). If they cannot be read, nothing is deleted:
+     * gc stops with the error, and the pass after a commit is retried at the next one */
+    sha256_digest *ref = NULL;
+    size_t nref = 0, capref = 0;
+    int deleting = !only_from_deleted;
+    for (size_t i = 0; !deleting && i < ns; i++) deleting = !contains(keepv, nk, seqs[i]);
+    if (!rc && deleting && add_quarantined_refs(st, &ref, &nref, &capref, e)) {
+        rc = e->code ? e->code : ERR_STORE;
+        err_prefix(e, "refusing to collect garbage (the states set aside under quarantine/ keep their blobs): ");
+    }
     /* the candidates' chunks, read before their manifests go (only_from_deleted) */
     sha256_digest *cand = NULL;
     size_t ncand = 0, capcand = 0;
@@ -232,8 +251,6 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
         deleted_states++;
     }
     /* blobs referenced by what is kept; if a kept manifest cannot be read, keep all blobs */
-    sha256_digest *ref = NULL;
-    size_t nref = 0, capref = 0;
     int keep_all_blobs = only_from_deleted && !cand_ok; /* a deleted manifest unreadable */
     for (size_t i = 0; !rc && !keep_all_blobs && i < nk; i++) {
         tdm_err se;
@@ -246,12 +263,6 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
     store_list l = {0};
     if (!rc && !keep_all_blobs && !only_from_deleted) rc = store_list_prefix(st, LEDGER_BLOBS, &l, e);
     size_t ncands = keep_all_blobs ? 0 : only_from_deleted ? ncand : l.n;
-    /* and what a state set aside needs is kept too (listed only when a blob may go) */
-    tdm_err qe = {0};
-    if (!rc && ncands && add_quarantined_refs(st, &ref, &nref, &capref, &qe)) {
-        if (log) fprintf(log, "%s; keeping every blob\n", qe.msg[0] ? qe.msg : "out of memory");
-        ncands = 0;
-    }
     for (size_t i = 0; !rc && i < ncands; i++) {
         sha256_digest d;
         char key[80];

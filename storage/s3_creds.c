@@ -371,9 +371,6 @@ static int take_json(s3_config *c, const buf_t *body, tdm_err *e) {
     return rc;
 }
 
-/* Whether http://HOST... may carry the container's token without TLS: a loopback, or
- * the ECS / EKS Pod Identity agent's link-local addresses (AWS's rule). */
-
 /* Whether p[0..n) is an IAM role name: 1-64 of A-Z a-z 0-9 and + = , . @ _ - (IAM's
  * rule), not dots alone. */
 static int iam_name_ok(const char *p, size_t n) {
@@ -390,9 +387,10 @@ static int iam_name_ok(const char *p, size_t n) {
 }
 
 /* Whether the container credential endpoint may be asked: any https URL, and plain http
- * only to a loopback address or the ECS/EKS agent — judged on the URL's parsed host (a
- * check of the text's start let "http://127.0.0.1@elsewhere/" through, and with it the
- * authorization token in clear text). A URL with user info is never asked. */
+ * only to a loopback address or the ECS/EKS agent's link-local addresses (AWS's rule) —
+ * judged on the URL's parsed host (a check of the text's start let
+ * "http://127.0.0.1@elsewhere/" through, and with it the authorization token in clear
+ * text). A URL with user info is never asked. */
 static int container_host_ok(const char *url) {
     const char *h = !strncmp(url, "https://", 8) ? url + 8 : !strncmp(url, "http://", 7) ? url + 7 : NULL;
     if (!h) return 0;

@@ -49,12 +49,6 @@ typedef struct s3_resp {
     int etag_long;    /* the ETag header did not fit etag[] (an endpoint answering wrongly) */
 } s3_resp;
 
-/* An object's GET: 4x the largest object tandem writes (a 64 MiB chunk). A 200 that
- * ignored a Range, or a body that never ends, stops there instead of filling memory; a
- * 206 whose Content-Range claims a larger object is refused before anything is sized
- * from it (s3_store.c, get_once). */
-#define S3_OBJECT_BODY_MAX ((size_t)256 << 20)
-
 typedef struct s3_req {
     const char *method;
     const char *key;   /* object key under the store prefix; NULL: the bucket itself */

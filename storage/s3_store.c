@@ -34,6 +34,7 @@
 #include "storage/s3_resolve.h"
 #include "storage/s3_xml.h"
 #include "util/buf.h"
+#include "util/meminfo.h"
 
 /* ------------------------------------------------------------------ objects */
 
@@ -353,13 +354,12 @@ static void *range_worker(void *arg) {
 }
 
 /* The object's size from the Content-Range of a 206 answering a GET of its first bytes:
- * "bytes 0-<got-1>/<size>", digits only, size ≥ got and at most the largest object a GET
- * reads (S3_OBJECT_BODY_MAX, 4x the largest tandem writes; a 200 is held to the same).
- * Anything else (another range, "*", a size no tandem object has) returns -1: an endpoint
- * that says so answers ranged reads wrongly, and believing it would read the wrong bytes
- * or allocate the size it claims (up to S3's 5 TiB, all at once). */
+ * "bytes 0-<got-1>/<size>", digits only, size ≥ got and at most S3's largest object
+ * (5 TiB). Anything else (another range, "*", a size no store holds) returns -1: an
+ * endpoint that says so answers ranged reads wrongly, and believing it would read the
+ * wrong bytes or allocate the size it claims. */
 static int content_range_total(const char *cr, size_t got, size_t *total) {
-    const unsigned long long most = S3_OBJECT_BODY_MAX;
+    const unsigned long long most = 5ULL << 40;
     if (strncmp(cr, "bytes 0-", 8) != 0 || got == 0) return -1;
     const char *p = cr + 8;
     unsigned long long last = 0, size = 0;
@@ -420,11 +420,22 @@ static int get_once(store *st, const char *key, const char *expect, void **data,
                            ? '?' : r.content_range[i];
         free(r.body);
         return err_set(e, ERR_STORE, "%s: %s: a GET of its first %zu bytes came back as %zu bytes with "
-                       "Content-Range '%s', not 'bytes 0-%zu/SIZE' with SIZE at most %zu MiB (the largest object tandem "
-                       "reads): the "
+                       "Content-Range '%s', not 'bytes 0-%zu/SIZE' with SIZE at most 5 TiB: the "
                        "endpoint answers ranged reads wrongly (check the endpoint or a proxy in "
-                       "front of it)", store_url(st), key, part, r.len, shown, r.len ? r.len - 1 : 0,
-                       S3_OBJECT_BODY_MAX >> 20);
+                       "front of it)", store_url(st), key, part, r.len, shown, r.len ? r.len - 1 : 0);
+    }
+    /* the whole object is read into memory: a size past what this process may allocate
+     * (an endpoint claiming terabytes, or a manifest too large for this machine) is said
+     * before the allocation, which overcommit may grant and the OOM killer answer */
+    const char *src = NULL;
+    double avail = mem_available(&src);
+    if (avail > 0 && (double)total > avail) {
+        free(r.body);
+        return err_set(e, ERR_STORE, "%s: %s: the endpoint gives its size as %zu bytes, more than this "
+                       "process may allocate (%.0f MiB, %s): a store object tandem wrote is never that "
+                       "large on a machine that wrote it; check the endpoint, or read the store from a "
+                       "machine with more memory", store_url(st), key, total, avail / 1048576.0,
+                       src ? src : "?");
     }
     s3_resp whole = r;
     if (total > r.len) {
@@ -562,11 +573,13 @@ static int token_seen(sha256_digest **seen, size_t *n, const char *token) {
 }
 
 /* Keys a listing follows before it calls the server's answers endless: a store holds a
- * few records per episode and a few chunks per state (~10^5 keys in a long run); 2^22
- * bounds a listing whose keys keep rising, page after page with new tokens (which the
- * token and empty-page checks do not catch), to ~2 GiB of 512-byte keys instead of all
- * the memory there is. TANDEM_TEST_LIST_MAX_KEYS (test-only) lowers it. */
-#define S3_LIST_KEYS_MAX ((size_t)1 << 22)
+ * few records per episode and a few chunks per state (~10^5 keys in a long run at the
+ * default 64 MiB chunks; at checkpoint.chunk_kib's smallest, 4 KiB, three states of a
+ * 1B-parameter model hold ~10^7). 2^25 bounds a listing whose keys keep rising, page
+ * after page with new tokens (which the token and empty-page checks do not catch), to
+ * hours of pages and a bounded memory instead of all there is. TANDEM_TEST_LIST_MAX_KEYS
+ * (test-only) lowers it. */
+#define S3_LIST_KEYS_MAX ((size_t)1 << 25)
 
 static size_t list_keys_max(void) {
     const char *v = getenv("TANDEM_TEST_LIST_MAX_KEYS");

@@ -795,6 +795,7 @@ static void test_prep_json_files(void) {
     put_text(dir, "b.json", "{\"text\": \"single\"}");
     put_text(dir, "c.json", "[{\"text\": \"fine\"},\n{\"text\": \"broken\"\n");
     put_text(dir, "d.JSON", "{\"text\": \"upper-case suffix\"}"); /* still JSON */
+    put_text(dir, "e.json", " [ ] \n"); /* no records: an empty file (it was nothing at all) */
     prep_input in[] = {{"web", dir}};
     prep_stats st[DATASET_MAX_DOMAINS];
     memout warn;
@@ -802,8 +803,8 @@ static void test_prep_json_files(void) {
     char *sub = join(dir, "in");
     CHECK(mkdir(sub, 0777) == 0, "mkdir");
     /* inputs in a subdirectory, so that out/ is not inside the input */
-    const char *names[] = {"a.json", "b.json", "c.json", "d.JSON"};
-    for (int i = 0; i < 4; i++) {
+    const char *names[] = {"a.json", "b.json", "c.json", "d.JSON", "e.json"};
+    for (int i = 0; i < 5; i++) {
         char *from = join(dir, names[i]), *to = join(sub, names[i]);
         CHECK(rename(from, to) == 0, "rename");
         free(from), free(to);
@@ -816,7 +817,7 @@ static void test_prep_json_files(void) {
     free_docs(&want);
     CHECK(ok, "documents misplaced or wrong");
     CHECK(st[0].docs == 5 && st[0].files_used == 3 && st[0].skipped[TEXTSRC_BAD_JSON] == 2 &&
-              st[0].skipped[TEXTSRC_NO_FIELD] == 1,
+              st[0].skipped[TEXTSRC_NO_FIELD] == 1 && st[0].skipped[TEXTSRC_EMPTY] == 1,
           "docs %llu, bad JSON %llu, no field %llu", (unsigned long long)st[0].docs,
           (unsigned long long)st[0].skipped[TEXTSRC_BAD_JSON],
           (unsigned long long)st[0].skipped[TEXTSRC_NO_FIELD]);
@@ -1907,9 +1908,10 @@ static void test_prep_tokenizer_chunked(void) {
 }
 
 /* A plain-text document with no safe cut (a run of digits and spaces, as a small .gz of
- * one repeated line decompresses to) is held whole only up to its bound: past it prep
- * stops with an error naming the domain and file (a 49 KB .gz held 265 MB, without end).
- * The bound made small here (doc_max_bytes); 256 MiB by default. */
+ * one repeated line decompresses to) is held whole only up to its bound: past it it is
+ * left out and counted as too long, the other documents prepared as ever (a 49 KB .gz
+ * held 265 MB, without end). The bound made small here (doc_max_bytes); 256 MiB by
+ * default. */
 static void test_prep_document_without_cuts(void) {
     char *dir = test_tmpdir("prepnocut");
     char *in = join(dir, "in"), *out = join(dir, "out"), *tj = join(dir, "tok.json");
@@ -1922,21 +1924,39 @@ static void test_prep_document_without_cuts(void) {
     char *p = join(in, "digits.txt");
     CHECK(write_bytes(p, t, n) == 0, "write");
     free(t);
+    free(p);
+    const double f[3] = {0.8, 0.1, 0.1};
+    int nd = docs_for_splits("num", f, 3);
+    for (int i = 0; i < nd; i++) {
+        size_t l;
+        char *w = word_text(300, 500 + (uint64_t)i, &l), name[32];
+        snprintf(name, sizeof name, "%03d.txt", i);
+        p = join(in, name);
+        CHECK(write_bytes(p, w, l) == 0, "write");
+        free(p);
+        free(w);
+    }
     prep_input pi = {"num", in};
     prep_opts o;
+    prep_stats st[DATASET_MAX_DOMAINS];
     quiet_opts(&o, out, &pi, 1);
+    memcpy(o.split, f, sizeof f);
     o.tokenizer = tj;
     o.threads = 1;
     o.chunk_bytes = 16 << 10;
     o.doc_max_bytes = 100000;
+    o.stats = st;
     tdm_err e = {0};
     int rc = prep_run(&o, &e);
-    CHECK(rc == ERR_USAGE && strstr(e.msg, "domain 'num'") && strstr(e.msg, "digits.txt") &&
-              strstr(e.msg, "no place to cut it"), "a document past its bound without a cut: rc %d: %s", rc, e.msg);
-    /* a bound above it: read as before */
+    CHECK(rc == 0 && st[0].docs == (uint64_t)nd && st[0].skipped[TEXTSRC_TOO_LONG] == 1,
+          "a document past its bound without a cut: rc %d (%s), %llu documents of %d, %llu too long", rc, e.msg,
+          (unsigned long long)st[0].docs, nd, (unsigned long long)st[0].skipped[TEXTSRC_TOO_LONG]);
+    /* a bound above it: the same file is a document */
+    test_rmtree(out);
     o.doc_max_bytes = 400000;
-    CHECK(prep_run(&o, &e) != ERR_USAGE || !strstr(e.msg, "no place to cut"), "within the bound: %s", e.msg);
-    free(p);
+    rc = prep_run(&o, &e);
+    CHECK(rc == 0 && st[0].docs == (uint64_t)nd + 1 && st[0].skipped[TEXTSRC_TOO_LONG] == 0,
+          "within the bound: rc %d (%s), %llu documents", rc, e.msg, (unsigned long long)st[0].docs);
     free(in), free(out), free(tj);
     test_rmtree(dir);
     free(dir);

@@ -16,8 +16,8 @@ MODE range-huge:    "bytes 0-9/18446744073709551615" (a size no store holds; a c
                     that believes it allocates 16 EiB)
 MODE range-garbage: "bytes 0-9/many"
 MODE range-offset:  "bytes 5-14/100" (other bytes than the first ten)
-MODE range-big:     "bytes 0-9/5497558138880" (5 TiB, the largest S3 object, far past any
-                    object tandem writes: believed, it was allocated at once)
+MODE range-big:     "bytes 0-9/5497558138880" (5 TiB, the largest S3 object, more than
+                    this machine can hold: it was allocated at once)
 Answers without end (no Content-Length; the body goes on until the client hangs up):
 MODE endless-error: every request is a 403 whose error XML never ends
 MODE endless-list:  a listing whose XML never ends
