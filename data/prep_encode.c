@@ -71,7 +71,7 @@ int prep_enc_text(prep_enc *x, const char *p, size_t n, tok_ids *out, tdm_err *e
     if (x->len + n > x->k->held_max) {
         if (x->started) /* its first parts are written: it cannot be left out any more */
             return err_set(e, ERR_USAGE, "a document runs on past %zu bytes with no place to cut it for "
-                           "the tokenizer (a newline that an ASCII letter follows) after its first parts: "
+                           "the tokenizer (a newline that a letter or digit follows) after its first parts: "
                            "split the file into documents", x->k->held_max);
         x->too_long = 1;
         x->len = x->next_try = x->scanned = 0;

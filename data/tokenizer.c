@@ -9,6 +9,7 @@
 
 #include "data/nfc.h"
 #include "data/tokenizer_impl.h"
+#include "data/unicode_tables.h"
 
 void tokenizer_free(tokenizer *t) {
     if (!t) return;
@@ -81,34 +82,46 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t n, tok_ids *ou
     return rc ? err_set(e, ERR_INTERNAL, "tokenizer: out of memory") : 0;
 }
 
-/* The first safe cut at or after `from`: just after a '\n' followed by an ASCII letter
- * (no pattern's piece spans that point: a letter's piece never starts before a '\n',
- * and every whitespace or punctuation piece that reaches the '\n' ends with it). n when
- * there is none. */
+/* Whether text[c] (c >= 1, c < n) begins a letter or digit (\p{L}, \p{N}), whole within
+ * text[0..n), just after a '\n'. No pattern's piece spans that point: a letter's or
+ * digit's piece never starts before a '\n' (the optional prefix of every pattern excludes
+ * \r and \n), and every whitespace or punctuation piece that reaches the '\n' ends with it
+ * (o200k's punctuation takes a trailing [\r\n/]*, and '/' is no letter). For NFC, no
+ * letter or digit has a combining class or is the second of a canonical pair (checked
+ * against Unicode's data), and nothing composes with '\n': NFC of the two sides is NFC of
+ * the whole. Before 2026-12-05 only an ASCII letter counted, so that text whose lines
+ * begin otherwise (Cyrillic, CJK, digits) had no cut at all. */
+static int cut_at(const char *text, size_t n, size_t c) {
+    if (text[c - 1] != '\n') return 0;
+    unsigned char b = (unsigned char)text[c];
+    if (b < 0x80) return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9');
+    size_t len;
+    unsigned cp = pretok_utf8(text, n, c, &len);
+    return cp != 0xFFFFFFFFu && (unicode_flags(cp) & (UNI_L | UNI_N));
+}
+
+/* The first safe cut at or after `from` (cut_at). n when there is none. */
 static size_t next_cut(const char *text, size_t n, size_t from) {
     for (size_t i = from ? from - 1 : 0; i + 1 < n; i++) {
         const char *nl = memchr(text + i, '\n', n - 1 - i);
         if (!nl) break;
         i = (size_t)(nl - text);
-        char c = text[i + 1];
-        if (i + 1 >= from && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) return i + 1;
+        if (i + 1 >= from && cut_at(text, n, i + 1)) return i + 1;
     }
     return n;
 }
 
 size_t tokenizer_safe_cut(const tokenizer *t, const char *text, size_t n) {
     (void)t; /* one rule serves every pattern pretok knows */
-    for (size_t c = n ? n - 1 : 0; c > 0; c--) {
-        char l = text[c];
-        if (text[c - 1] == '\n' && ((l >= 'a' && l <= 'z') || (l >= 'A' && l <= 'Z'))) return c;
-    }
+    for (size_t c = n ? n - 1 : 0; c > 0; c--)
+        if (cut_at(text, n, c)) return c;
     return 0;
 }
 
 /* The text to encode for encode_cut: as prefixed(), with the position `cut` of the
  * original mapped into it (*cut), the prefix space only when `start`. NFC is applied to
  * [0, cut) and [cut, n) on their own, which is NFC of the whole when cut is a safe cut
- * (an ASCII letter after a '\n' is a starter that composes with nothing before it). NULL
+ * (a letter or digit after a '\n' is a starter that composes with nothing before it). NULL
  * when out of memory. */
 static const char *prepared(const tokenizer *t, const char *text, size_t *n, size_t *cut,
                             int start, char **owned) {

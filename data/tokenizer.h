@@ -58,12 +58,12 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t n, tok_ids *ou
 
 /* The same result as tokenizer_encode, on `threads` threads (<= 0: OpenMP's default).
  * The text is cut only where every pattern starts a new piece (after a '\n' that is
- * followed by an ASCII letter), so the ids are identical to one thread's. */
+ * followed by a letter or digit), so the ids are identical to one thread's. */
 int tokenizer_encode_parallel(const tokenizer *t, const char *text, size_t n, int threads,
                               tok_ids *out, tdm_err *e);
 
 /* Long texts in parts, so that a document need not be held whole: a safe cut c of a
- * text (0 < c < n, just after a '\n' that an ASCII letter follows) is a point that no
+ * text (0 < c < n, just after a '\n' that a letter or digit follows) is a point that no
  * pre-tokenizer piece spans and where NFC composes nothing across, so
  *   encode(T) == encode_head(T, n, c, start 1) ++ encode_head(T + c, n - c, n - c, start 0).
  * tokenizer_safe_cut returns the last safe cut of text[0..n), 0 when there is none (the

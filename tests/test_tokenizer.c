@@ -1021,8 +1021,11 @@ static int heads_agree(tokenizer *t, const char *T, size_t n, int tries, int *nc
     for (int k = 1; k <= tries && !bad; k++) {
         size_t c = tokenizer_safe_cut(t, T, n / (size_t)(tries + 1) * (size_t)k);
         if (c == 0) continue;
-        /* a safe cut: just after a '\n', before an ASCII letter, and the last one */
-        if (T[c - 1] != '\n' || !((T[c] | 32) >= 'a' && (T[c] | 32) <= 'z')) return -1;
+        /* a safe cut: just after a '\n', before a letter or digit (ASCII, or a UTF-8
+         * character's lead byte: the multilingual text below has letters only there) */
+        unsigned char b = (unsigned char)T[c];
+        if (T[c - 1] != '\n' || !(((b | 32) >= 'a' && (b | 32) <= 'z') || (b >= '0' && b <= '9') || b >= 0xC0))
+            return -1;
         (*ncuts)++;
         tok_ids parts = {0};
         int th = k % 2 ? 1 : 3;
@@ -1054,6 +1057,14 @@ static void test_safe_cut(void) {
     int ok = c1 == 10 && c2 == 7 && c3 == 7 && c4 == 0 && c5 == 0;
     if (!ok) tokenizer_free(t);
     CHECK(ok, "safe cuts %zu %zu %zu %zu %zu, want 10 7 7 0 0", c1, c2, c3, c4, c5);
+    /* a letter or digit of any script after a '\n' (before 2026-12-05: ASCII letters
+     * only), whole within the text; not a mark, a space or punctuation */
+    size_t m1 = tokenizer_safe_cut(t, "ab\n\xd0\xaf\xd0\xb7", 7), m2 = tokenizer_safe_cut(t, "ab\n12", 5);
+    size_t m3 = tokenizer_safe_cut(t, "ab\n\xcc\x81x", 6), m4 = tokenizer_safe_cut(t, "ab\n\xd0", 4);
+    size_t m5 = tokenizer_safe_cut(t, "ab\n\xe4\xb8\xad", 6), m6 = tokenizer_safe_cut(t, "ab\n (", 5);
+    ok = m1 == 3 && m2 == 3 && m3 == 0 && m4 == 0 && m5 == 3 && m6 == 0;
+    if (!ok) tokenizer_free(t);
+    CHECK(ok, "safe cuts %zu %zu %zu %zu %zu %zu, want 3 3 0 0 3 0", m1, m2, m3, m4, m5, m6);
     tok_ids a = {0}, b = {0};
     ok = !tokenizer_encode(t, "abc", 3, &a, &e) && a.n == 2 && a.v[0] == ' ' && a.v[1] == 257 &&
          !tokenizer_encode_head(t, "abc", 3, 3, 0, 1, NULL, &b, &e) && b.n == 1 && b.v[0] == 257 &&
@@ -1090,6 +1101,34 @@ static void test_safe_cut(void) {
             if (!ok) buf_free(&text);
             CHECK(ok, "%s: parts differ from the whole (%d cuts)", files[f], n);
         }
+        /* lines that begin with letters and digits of other scripts (cut there since
+         * 2026-12-05), with what might join across a '\n': marks after letters (NFC
+         * composes e + U+0301), Hangul jamo, contractions, digit runs, o200k's [\r\n/]*
+         * after punctuation, CRLF, spaces before the '\n' */
+        buf_t ml = {0};
+        rng_state = 0xA11CE;
+        for (int i = 0; i < 4000; i++) {
+            static const char *const bits[] = {
+                "\n", "\n", "\r\n", " \n", "\xd0\xaf\xd0\xb7\xd1\x8b\xd0\xba", "\xe4\xb8\xad\xe6\x96\x87",
+                "\xea\xb0\x80", "\xe1\x84\x80\xe1\x85\xa1", "e\xcc\x81", "\xcc\x81", "123456", "\xd9\xa3\xd9\xa4",
+                "\xce\xb1\xce\xb2", "'s", "!", "/", "  ", "abc", "\xc3\xa9t\xc3\xa9", "\xe2\x85\xa0", " x", "\t"};
+            buf_puts(&ml, bits[rnd() % 22]);
+        }
+        for (int f = 0; f < 4; f++) {
+            char path[4400];
+            snprintf(path, sizeof path, "%s/files/%s", REF, files[f]);
+            CHECK(!tokenizer_load(path, pats[f], &t, &e), "%s", e.msg);
+            ok = !heads_agree(t, ml.p, ml.n, 40, &n) && n >= 30;
+            tok_ids one = {0}, par = {0};
+            ok = ok && !tokenizer_encode(t, ml.p, ml.n, &one, &e) &&
+                 !tokenizer_encode_parallel(t, ml.p, ml.n, 3, &par, &e) && par.n == one.n &&
+                 !memcmp(par.v, one.v, one.n * sizeof *one.v);
+            tok_ids_free(&one);
+            tok_ids_free(&par);
+            tokenizer_free(t);
+            CHECK(ok, "%s: a multilingual text's parts differ from the whole (%d cuts)", files[f], n);
+        }
+        buf_free(&ml);
     }
     buf_free(&text);
 }
