@@ -90,12 +90,13 @@ int prep_enc_text(prep_enc *x, const char *p, size_t n, tok_ids *out, tdm_err *e
     if (x->len < x->k->chunk || x->len < x->next_try) return 0;
     /* The last safe cut: everything before it encodes as in the whole document. With
      * none, wait for another chunk, and then look only at the text that came since (a
-     * cut needs a '\n' and the byte after it, so from the last byte looked at), so that
-     * a long document without cuts costs linear time. */
+     * cut needs a '\n' and the whole character after it, up to 4 bytes, so from the
+     * last 5 bytes looked at: a character cut off by the end is no cut yet), so that a
+     * long document without cuts costs linear time. */
     size_t cut = tokenizer_safe_cut(x->k->t, x->buf + x->scanned, x->len - x->scanned);
     if (cut == 0) {
         x->next_try = x->len + x->k->chunk;
-        x->scanned = x->len - 1;
+        x->scanned = x->len > 5 ? x->len - 5 : 0;
         return 0;
     }
     cut += x->scanned;
