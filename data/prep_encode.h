@@ -15,10 +15,11 @@
 
 #define PREP_ENC_CHUNK (4u << 20) /* default prep_tok.chunk */
 /* The most text of one document held whole for want of a safe cut (one long line; a run
- * of digits and spaces; lines that all begin with a space or punctuation): past it the document is left out and counted (too long), as a .json file past
- * 1 GiB is, instead of buffering all of a small compressed file's decompressed text (and
- * the encoder's several times of it) without end. */
-#define PREP_DOC_HELD_MAX ((size_t)1 << 30)
+ * of digits and spaces; lines that all begin with a space or punctuation): past it the
+ * document is left out and counted (too long), as a .jsonl record past 256 MiB is,
+ * instead of buffering all of a small compressed file's decompressed text without end.
+ * (Held whole, one long pre-tokenizer piece costs the encoder ~25-40 bytes a byte.) */
+#define PREP_DOC_HELD_MAX ((size_t)256 << 20)
 
 /* What documents become: byte-level (t NULL, vocab 256, eot PREP_SEPARATOR) or the
  * tokens of tokenizer t with its end-of-text id after each document. */

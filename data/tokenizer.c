@@ -86,10 +86,11 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t n, tok_ids *ou
  * text[0..n), just after a '\n'. No pattern's piece spans that point: a letter's or
  * digit's piece never starts before a '\n' (the optional prefix of every pattern excludes
  * \r and \n), and every whitespace or punctuation piece that reaches the '\n' ends with it
- * (o200k's punctuation takes a trailing [\r\n/]*, and '/' is no letter). For NFC, no
- * letter or digit has a combining class or is the second of a canonical pair (checked
- * against Unicode's data), and nothing composes with '\n': NFC of the two sides is NFC of
- * the whole. Before 2026-12-05 only an ASCII letter counted, so that text whose lines
+ * (o200k's punctuation takes a trailing [\r\n/]*, and '/' is no letter). For NFC, '\n' is
+ * a starter that is in no composite pair, first or second, so neither reordering nor
+ * composition crosses it whatever follows (no letter or digit has a combining class; a
+ * Hangul vowel or trailing jamo composes with a leading jamo before it, and '\n' is
+ * none): NFC of the two sides is NFC of the whole. Before 2026-12-05 only an ASCII letter counted, so that text whose lines
  * begin otherwise (Cyrillic, CJK, digits) had no cut at all. */
 static int cut_at(const char *text, size_t n, size_t c) {
     if (text[c - 1] != '\n') return 0;

@@ -1910,7 +1910,7 @@ static void test_prep_tokenizer_chunked(void) {
 /* A plain-text document with no safe cut (a run of digits and spaces, as a small .gz of
  * one repeated line decompresses to) is held whole only up to its bound: past it it is
  * left out and counted as too long, the other documents prepared as ever (a 49 KB .gz
- * held 265 MB, without end). The bound made small here (doc_max_bytes); 1 GiB by
+ * held 265 MB, without end). The bound made small here (doc_max_bytes); 256 MiB by
  * default. */
 static void test_prep_document_without_cuts(void) {
     char *dir = test_tmpdir("prepnocut");
