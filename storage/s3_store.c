@@ -428,7 +428,7 @@ static int get_once(store *st, const char *key, const char *expect, void **data,
      * (an endpoint claiming terabytes, or a manifest too large for this machine) is said
      * before the allocation, which overcommit may grant and the OOM killer answer */
     const char *src = NULL;
-    double avail = mem_available(&src);
+    double avail = total > r.len ? mem_available(&src) : 0; /* only for a read in parts */
     if (avail > 0 && (double)total > avail) {
         free(r.body);
         return err_set(e, ERR_STORE, "%s: %s: the endpoint gives its size as %zu bytes, more than this "
