@@ -96,9 +96,11 @@ deps:
 deps-test:
 	@bash scripts/deps.sh test
 
-# The test command of the README: installs, builds both variants, runs everything.
+# The test command of the README: installs, builds both variants (one compiler per core),
+# runs everything (tests/run.sh: two tests at a time, TEST_JOBS).
+BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: deps-test
-	@$(MAKE) --no-print-directory test-run
+	@$(MAKE) --no-print-directory -j$(BUILD_JOBS) test-run
 
 test-run: tandem rel-tests asan-tests $(BUILD)/sim/test_gpu $(BUILD)/sim/test_gpu_hf $(BUILD)/sim/test_gpu_sim_io
 	@bash tests/run.sh $(VARIANTS)

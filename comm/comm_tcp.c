@@ -143,6 +143,13 @@ static int parse_coordinator(const char *v, char *host, size_t cap, char *port, 
                        "of rank 0 (the rendered Jobs set it)", v ? v : "");
     snprintf(host, cap, "%.*s", (int)(colon - v), v);
     snprintf(port, pcap, "%s", colon + 1);
+    /* "[fd00::1]:29500", the usual way to write an IPv6 address with a port: getaddrinfo
+     * takes the address without its brackets */
+    size_t hl = strlen(host);
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = '\0';
+    }
     return 0;
 }
 
@@ -212,6 +219,28 @@ static int listen_all(comm *c, const char *port, double deadline, tdm_err *e) {
     return rc;
 }
 
+/* Connects fd to `a` by the deadline: 0, or -1 with errno set. Non-blocking, because a
+ * blocking connect() to a host that drops the SYN retries for ~2 min whatever the
+ * deadline (TANDEM_COMM_TIMEOUT_S) says. */
+static int connect_by(int fd, const struct sockaddr *a, socklen_t n, double deadline) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return -1;
+    if (connect(fd, a, n) == 0) return 0;
+    if (errno != EINPROGRESS) return -1;
+    int w = wait_fd(fd, POLLOUT, deadline), err = 0;
+    socklen_t len = sizeof err;
+    if (w) {
+        errno = w;
+        return -1;
+    }
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) return -1;
+    if (err) {
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
 static int connect_to_zero(comm *c, const char *host, const char *port, double deadline, tdm_err *e) {
     tcp *t = c->impl;
     const char *why = "no attempt";
@@ -225,7 +254,9 @@ static int connect_to_zero(comm *c, const char *host, const char *port, double d
             for (struct addrinfo *a = ai; a; a = a->ai_next) {
                 int fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
                 if (fd < 0) continue;
-                if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+                /* at most 10 s on one address: the next (or the next try) may answer */
+                double by = now_s() + 10 < deadline ? now_s() + 10 : deadline;
+                if (connect_by(fd, a->ai_addr, a->ai_addrlen, by) == 0) {
                     set_socket_options(fd);
                     t->fd[0] = fd;
                     break;

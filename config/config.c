@@ -567,6 +567,14 @@ static int check_all(const config *c, const origin *from, const char *path, tdm_
                        "head gets channels/heads dimensions",
                        va, oa, vb, ob);
     }
+    if (c->model.ctx > 1 << 16 && !strcmp(c->model.init, "random")) {
+        ORIGINS("model.ctx", "model.init");
+        return err_set(e, ERR_USAGE,
+                       "model.ctx = %s%s with model.init = %s%s: a GPT-2 of the model.* shape "
+                       "takes at most 65536 positions (a model of model.init hf:DIR may take "
+                       "more)",
+                       va, oa, vb, ob);
+    }
     if (c->train.seq > c->model.ctx) {
         ORIGINS("train.seq", "model.ctx");
         return err_set(e, ERR_USAGE,

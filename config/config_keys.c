@@ -144,10 +144,12 @@ const key_def config_schema[] = {
          "final runs stay within them (docs/dmo.md); \"\" = none"),
     INT("model.vocab", model.vocab, "0", 0, MODEL_VOCAB_MAX,
         "vocabulary size; 0 = the dataset's; never below the dataset's (above: padding rows)"),
-    INT("model.ctx", model.ctx, "64", 1, INT_MAX, "context length (learned positions)"),
-    INT("model.layers", model.layers, "2", 1, INT_MAX, "transformer blocks"),
-    INT("model.heads", model.heads, "2", 1, INT_MAX, "attention heads; must divide model.channels"),
-    INT("model.channels", model.channels, "64", 1, INT_MAX, "model width C"),
+    INT("model.ctx", model.ctx, "64", 1, INT_MAX,
+        "context length (learned positions): at most 65536 for a GPT-2 of model.init random, at "
+        "most the model's max_position_embeddings for hf:DIR"),
+    INT("model.layers", model.layers, "2", 1, 1024, "transformer blocks"),
+    INT("model.heads", model.heads, "2", 1, 65536, "attention heads; must divide model.channels"),
+    INT("model.channels", model.channels, "64", 1, 65536, "model width C"),
     STRC("model.init", model.init, "random", F_SCHEME_PATH, model_init_check,
          "random: a GPT-2 of the model.* shape, initialised from run.seed; hf:DIR: a Hugging Face "
          "folder (config.json + safetensors, docs/models.md) of the Llama / Qwen2 family or a GPT-2 "

@@ -479,18 +479,22 @@ done
 # hangs, or prints without end: exit 3 naming the profile and what it did, within the limit
 # (2 s here; 60 s by default), with no process of it left running. Before, the last two held
 # tandem for ever (waitpid after the output ended) and a hung one's child outlived tandem.
-printf '[profile hang]\ncredential_process = sleep 987651; echo\n[profile hangbg]\ncredential_process = echo; sleep 987652 & wait\n[profile closes]\ncredential_process = exec >&-; sleep 987653\n[profile long]\ncredential_process = head -c 3000000 /dev/zero; sleep 987654\n' >"$tmp/cp.cfg"
+# (the sleeps carry this script's pid: the rel and asan runs of this script may run at once,
+# and each looks for and kills only its own)
+mark="$$s"
+printf '[profile hang]\ncredential_process = sleep 987651.%s; echo\n[profile hangbg]\ncredential_process = echo; sleep 987652.%s & wait\n[profile closes]\ncredential_process = exec >&-; sleep 987653.%s\n[profile long]\ncredential_process = head -c 3000000 /dev/zero; sleep 987654.%s\n' \
+  "$mark" "$mark" "$mark" "$mark" >"$tmp/cp.cfg"
 for p in hang:"ran past 2 s" hangbg:"ran past 2 s" closes:"ran past 2 s" long:"more than 1 MiB"; do
   prof=${p%%:*} want=${p#*:}
   t0=$SECONDS
   out=$(env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN AWS_PROFILE="$prof" \
         AWS_CONFIG_FILE="$tmp/cp.cfg" AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_ENDPOINT_URL=http://127.0.0.1:9 \
         AWS_REGION=us-east-1 TANDEM_TEST_CREDENTIAL_PROCESS_S=2 timeout -k 5 60 "$bin" status s3://bucket/run 2>&1 </dev/null); rc=$?
-  left=$(grep -ls '9876[5]' /proc/[0-9]*/cmdline 2>/dev/null | wc -l) # no pgrep on a bare machine
+  left=$(grep -ls "9876[5][1-4][.]$mark" /proc/[0-9]*/cmdline 2>/dev/null | wc -l) # no pgrep on a bare machine
   if [ $rc = 3 ] && grep -q "credential_process of profile '$prof'.*$want" <<<"$out" && [ "$left" = 0 ] &&
      [ $((SECONDS - t0)) -le 10 ]; then pass "a credential_process that misbehaves ($prof): exit 3, named, stopped"
   else fail "a credential_process that misbehaves ($prof)" "exit $rc (124: held for ever), $left of its processes left" "$out"; fi
-  for f in $(grep -ls '9876[5]' /proc/[0-9]*/cmdline 2>/dev/null); do f=${f#/proc/}; kill -9 "${f%/cmdline}" 2>/dev/null; done
+  for f in $(grep -ls "9876[5][1-4][.]$mark" /proc/[0-9]*/cmdline 2>/dev/null); do f=${f#/proc/}; kill -9 "${f%/cmdline}" 2>/dev/null; done
 done
 
 # ---------------------------------------------------------------- OpenBLAS kernels

@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "comm/comm.h"
@@ -79,7 +80,11 @@ static int rank_main(int r, const char *port, size_t n) {
     snprintf(v, sizeof v, "%d", r);
     setenv("TANDEM_RANK", v, 1);
     setenv("TANDEM_WORLD_SIZE", "3", 1);
-    snprintf(v, sizeof v, "127.0.0.1:%s", port);
+    /* rank 2 writes the address in brackets, as an IPv6 one would be ("[fd00::1]:29500") */
+    if (r == 2)
+        snprintf(v, sizeof v, "[127.0.0.1]:%s", port);
+    else
+        snprintf(v, sizeof v, "127.0.0.1:%s", port);
     setenv("TANDEM_COORDINATOR", v, 1);
     setenv("TANDEM_COMM_TIMEOUT_S", "20", 1);
     tdm_err e = {0};
@@ -112,6 +117,12 @@ static int rank_main(int r, const char *port, size_t n) {
     free(d);
     comm_close(c);
     return rc;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* A loopback port nobody listens on now: the kernel's choice for a socket bound to port 0
@@ -182,6 +193,36 @@ static void test_tcp_errors(void) {
     setenv("TANDEM_RANK", "1", 1);
     c = comm_open(&e);
     CHECK(!c && strstr(e.msg, "could not reach the coordinator 127.0.0.1:"), "lonely rank 1: %s", e.msg);
+    /* the same in brackets: the address, refused (not "Name or service not known") */
+    snprintf(v, sizeof v, "[127.0.0.1]:%d", free_port());
+    setenv("TANDEM_COORDINATOR", v, 1);
+    c = comm_open(&e);
+    CHECK(!c && strstr(e.msg, "coordinator 127.0.0.1:") && strstr(e.msg, "refused"), "bracketed: %s", e.msg);
+    /* a coordinator that never answers a SYN: a listener whose accept queue is full (the
+     * kernel drops the SYN, as a firewall would). The deadline holds; a blocking connect()
+     * went on retrying for ~2 min whatever TANDEM_COMM_TIMEOUT_S said. */
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), filler[4] = {-1, -1, -1, -1};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(lfd, 0) == 0 &&
+              getsockname(lfd, (struct sockaddr *)&a, &al) == 0, "listener");
+    for (int i = 0; i < 4; i++) { /* fill the queue (never accepted) */
+        filler[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        if (filler[i] >= 0) (void)connect(filler[i], (struct sockaddr *)&a, sizeof a);
+    }
+    usleep(100000);
+    snprintf(v, sizeof v, "127.0.0.1:%d", ntohs(a.sin_port));
+    setenv("TANDEM_COORDINATOR", v, 1);
+    setenv("TANDEM_COMM_TIMEOUT_S", "1", 1);
+    double t0 = now_s();
+    c = comm_open(&e);
+    double took = now_s() - t0;
+    CHECK(!c && strstr(e.msg, "could not reach the coordinator 127.0.0.1:") && took < 5,
+          "a coordinator that drops the SYN: %.1f s: %s", took, e.msg);
+    if (c) comm_close(c);
+    for (int i = 0; i < 4; i++)
+        if (filler[i] >= 0) close(filler[i]);
+    close(lfd);
     /* a timeout that is no number of seconds (strtod took "inf": a rendezvous without end) */
     const char *bad[] = {"inf", "1e999", "nan", "0", "-3", "20s"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {

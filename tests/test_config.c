@@ -349,6 +349,10 @@ static void test_range_errors(void) {
         {"run:\n  episodes: 99999999999\n", "run.episodes", "too large"},
         {"run:\n  threads: -1\n", "run.threads", ">= 0"},
         {"tandem:\n  K: -0\n", "tandem.K", "too small"},
+        /* the model's own limits, named with the file's line (they were found only when
+         * the model was built, without it) */
+        {"model:\n  layers: 1025\n", "model.layers", "1..1024"},
+        {"model:\n  channels: 65537\n", "model.channels", "1..65536"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         if (expect_yaml_error(cases[i].yaml, 2, cases[i].a, cases[i].b)) {
@@ -505,6 +509,14 @@ static void test_cross_field(void) {
     CHECK(rc == ERR_USAGE && strstr(e.msg, "train.seq") && strstr(e.msg, "model.ctx") &&
               strstr(e.msg, "--set"),
           "rc %d: %s", rc, e.msg);
+    /* a GPT-2 of the model.* shape takes at most 65536 positions */
+    char *seq[] = {"data.dataset=d", "train.seq=64"};
+    rc = load_yaml(&c, "model:\n  ctx: 65537\n", seq, 2, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "model.ctx = 65537") && strstr(e.msg, "65536") &&
+              strstr(e.msg, "cfg.yaml:2"),
+          "rc %d: %s", rc, e.msg);
+    rc = load_yaml(&c, "model:\n  ctx: 65536\n", seq, 2, &e);
+    CHECK(rc == 0, "ctx 65536: rc %d: %s", rc, e.msg);
     rc = load_yaml(&c, "optim:\n  lr_min: 1e-3\n", ds_set, 1, &e);
     CHECK(rc == ERR_USAGE && strstr(e.msg, "optim.lr_min") && strstr(e.msg, "optim.lr "),
           "rc %d: %s", rc, e.msg);

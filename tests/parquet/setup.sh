@@ -16,6 +16,10 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   bash tests/s3/setup.sh >&2 # installs nodejs and npm (and what the S3 tests need)
 fi
 command -v node >/dev/null 2>&1 || { echo "parquet setup: no node" >&2; exit 1; }
+# one setup at a time (the rel and asan test_parquet may run side by side)
+mkdir -p "$PREFIX"
+exec 8>"$PREFIX/.lock"
+flock 8
 stamp="$PREFIX/.installed"
 if [ "$(cat "$stamp" 2>/dev/null)" != "${PKGS[*]}" ]; then
   echo "parquet setup: npm install ${PKGS[*]} into $PREFIX" >&2

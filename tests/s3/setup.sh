@@ -15,6 +15,11 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 S3RVER_VERSION=3.7.1
 PREFIX=build/s3rver
+# one setup at a time (make test runs the rel and asan S3 tests side by side; two apt-get
+# or npm installs at once fail on dpkg's lock or fill one prefix twice)
+mkdir -p build
+exec 9>build/.s3-setup.lock
+flock 9
 
 is_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 
