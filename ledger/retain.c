@@ -243,6 +243,14 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
         if (contains(keepv, nk, seqs[i])) continue;
         char key[64];
         ledger_state_key(key, sizeof key, seqs[i]);
+        /* a write of its manifest given up on may still land (S3: a request held past the
+         * client's time limit): deleted now, it would come back without its blobs. Kept,
+         * blobs and all, until a later pass */
+        if (!dry && !store_write_settled(st, key)) {
+            if (log) fprintf(log, "keep %s for now: a write of it got no answer and may still land\n", key);
+            keepv[nk++] = seqs[i];
+            continue;
+        }
         if (!dry) {
             int kept = 0;
             rc = delete_unless_pinned(st, seqs[i], key, guard, &kept, e);

@@ -14,6 +14,7 @@
 #include "storage/store_impl.h"
 
 #define POOL_MAX 64
+#define S3_UNSETTLED_MAX 64
 #define SIGNED_BODY_MAX ((size_t)8 << 20)
 #define META_SHA "x-amz-meta-tandem-sha256"
 
@@ -25,7 +26,21 @@ typedef struct s3_store {
     int npool;
     int conditional; /* -1 unknown, 0 ignored by the server, 1 honoured */
     long requests, retries;
+    /* writes given up without an answer (a timeout, a reset): the server may still apply
+     * one later (a request held in a proxy or a queue lands after the retry that
+     * succeeded). The newest S3_UNSETTLED_MAX, under `mu`; store_write_settled reads it */
+    struct s3_unsettled {
+        char key[160]; /* "" and all = 1: a key too long to keep (every key is unsettled) */
+        int all;
+        double t; /* CLOCK_MONOTONIC seconds */
+    } unsettled[S3_UNSETTLED_MAX];
+    size_t nunsettled; /* written so far (the ring's next slot is nunsettled % MAX) */
 } s3_store;
+
+/* Records that a write of `key` (PUT, POST, DELETE) got no answer and may still land. */
+void s3_note_unsettled(s3_store *s, const char *key);
+/* 0 while a write of `key` given up on may still land (see s3_request.c), else 1. */
+int s3_write_settled(s3_store *s, const char *key);
 
 typedef struct s3_resp {
     long status;

@@ -303,6 +303,45 @@ static int attempt(s3_store *s, const s3_req *q, s3_resp *resp, char *why, size_
     return (int)rc;
 }
 
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void s3_note_unsettled(s3_store *s, const char *key) {
+    pthread_mutex_lock(&s->mu);
+    struct s3_unsettled *u = &s->unsettled[s->nunsettled++ % S3_UNSETTLED_MAX];
+    u->all = strlen(key) >= sizeof u->key;
+    snprintf(u->key, sizeof u->key, "%s", u->all ? "" : key);
+    u->t = mono_s();
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* How long a write given up on may still land: an answer-less attempt is retried after
+ * the request's own time limit, so twice that limit plus a minute covers a request held
+ * as long again in a proxy or the server's queue (a guess no server promises; measured:
+ * the test proxy's stall, 3 s past a 1 s limit). */
+static double settle_s(const s3_store *s) { return 60.0 + 2.0 * (double)s->cfg.timeout_s; }
+
+int s3_write_settled(s3_store *s, const char *key) {
+    int settled = 1;
+    double now = mono_s(), within = settle_s(s);
+    pthread_mutex_lock(&s->mu);
+    size_t n = s->nunsettled < S3_UNSETTLED_MAX ? s->nunsettled : S3_UNSETTLED_MAX;
+    for (size_t i = 0; settled && i < n; i++) {
+        const struct s3_unsettled *u = &s->unsettled[i];
+        if (now - u->t < within && (u->all || !strcmp(u->key, key))) settled = 0;
+    }
+    /* older entries pushed out of the ring: unknown, so not settled while they could be young */
+    if (settled && s->nunsettled > S3_UNSETTLED_MAX) {
+        const struct s3_unsettled *oldest = &s->unsettled[s->nunsettled % S3_UNSETTLED_MAX];
+        if (now - oldest->t < within) settled = 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return settled;
+}
+
 static int retryable_status(long st) { return st == 429 || st == 500 || st == 502 || st == 503 || st == 504; }
 
 void s3_backoff(int attempt_no) {
@@ -355,7 +394,10 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
                      r->into_cap);
             continue;
         }
-        if (rc) continue; /* reset, timeout, refused: retry */
+        if (rc) { /* reset, timeout, refused: retry */
+            if (q->key && strcmp(q->method, "GET") && strcmp(q->method, "HEAD")) s3_note_unsettled(s, q->key);
+            continue;
+        }
         if (retryable_status(r->status)) {
             snprintf(why, sizeof why, "HTTP %ld", r->status);
             continue;

@@ -683,6 +683,8 @@ static void s3_close(store *st) {
     free(s);
 }
 
+static int s3_settled(store *st, const char *key) { return s3_write_settled(st->impl, key); }
+
 static const store_backend s3_backend = {
     .scheme = "s3",
     .put = s3_put,
@@ -692,6 +694,7 @@ static const store_backend s3_backend = {
     .exists = s3_exists,
     .list = s3_list,
     .del = s3_del,
+    .settled = s3_settled,
     .close = s3_close,
 };
 

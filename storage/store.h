@@ -96,6 +96,12 @@ int store_delete(store *s, const char *key, tdm_err *e);
  * leaves none (S3: an interrupted PUT leaves nothing). Refused on a read-only store. */
 int store_sweep_temporaries(store *s, double min_age_s, size_t *n, uint64_t *bytes, tdm_err *e);
 
+/* 0 while a write of `key` that this process gave up on without an answer (a timeout or
+ * a reset on S3) may still be applied by the server, else 1. Retention keeps a state
+ * whose manifest such a write may still create: deleted first, it would come back
+ * without its blobs (a request held past the client's time limit lands late). */
+int store_write_settled(store *s, const char *key);
+
 /* 1 if `key` is a well-formed key (see above), else 0. */
 int store_key_valid(const char *key);
 

@@ -19,6 +19,9 @@ typedef struct store_backend {
     int (*del)(store *s, const char *key, tdm_err *e);
     /* optional: NULL means the backend leaves no temporaries (store_sweep_temporaries) */
     int (*sweep)(store *s, double min_age_s, size_t *n, uint64_t *bytes, tdm_err *e);
+    /* optional: NULL means every write is settled (a local file system's are, when they
+     * return) */
+    int (*settled)(store *s, const char *key);
     void (*close)(store *s);
 } store_backend;
 

@@ -546,6 +546,34 @@ static int runner_fixture(fixture *f, const char *tag, int s3) {
     return write_file(f->config, text);
 }
 
+/* A write given up on may still land: the PUT of a state's manifest held 3 s in the proxy,
+ * past the client's 1 s limit (its retry succeeded), reaches the server after retention
+ * (keep 1) deleted that state and its blobs at the next commit; the manifest came back
+ * without its blobs and verify named 9 faults. The writer now keeps such a state until
+ * the write has settled (store_write_settled): after the late write, the store verifies. */
+static void test_late_write_after_retention(void) {
+    fixture f;
+    CHECK(runner_fixture(&f, "s3late", 1) == 0, "fixture");
+    control("/reset", "{}");
+    CHECK(control("/faults", "{\"seed\": 1, \"rules\": [{\"fault\": \"stall\", \"stall_seconds\": 3, "
+                  "\"methods\": [\"PUT\"], \"path_regex\": \"states/[0-9]+[.]mp\", \"skip\": 2, "
+                  "\"max_count\": 1}]}") == 0,
+          "set faults");
+    setenv("TANDEM_S3_TIMEOUT", "1", 1);
+    int rc = wait_exit(start_run(&f, NULL, "--set", "checkpoint.keep=1"));
+    unsetenv("TANDEM_S3_TIMEOUT");
+    long stalls = counter("stall");
+    usleep(3500 * 1000); /* the held request lands */
+    control("/reset", "{}");
+    char out[16384], log[8192];
+    read_all(f.log, log, sizeof log);
+    int v = tandem_on_store(&f, "verify", "", out, sizeof out);
+    CHECK(rc == 0 && stalls == 1, "exit %d, %ld stalls: %s", rc, stalls, log);
+    CHECK(v == 0, "verify exit %d once the held write landed: %s", v, out);
+    test_rmtree(f.dir);
+    free(f.dir);
+}
+
 static void test_reference_on_file_store(void) {
     fixture f;
     CHECK(runner_fixture(&f, "s3ref", 0) == 0, "fixture");
@@ -1058,6 +1086,7 @@ int main(void) {
     RUN(test_refresh_between_multipart_parts);
     RUN(test_refused_credentials);
     RUN(test_runner_under_faults);
+    RUN(test_late_write_after_retention);
     RUN(test_two_runners_on_s3);
     RUN(test_secrets_never_leak);
     sh("bash '%s/tests/s3/stop.sh' '%s' >/dev/null 2>&1", g_root, srv);
