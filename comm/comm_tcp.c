@@ -138,6 +138,9 @@ static void set_socket_options(int fd) {
 /* "host:port" → its parts; ERR_USAGE naming TANDEM_COORDINATOR otherwise. */
 static int parse_coordinator(const char *v, char *host, size_t cap, char *port, size_t pcap, tdm_err *e) {
     const char *colon = v ? strrchr(v, ':') : NULL;
+    /* "[addr]:port": the port after the closing bracket, and something inside it */
+    const char *close = v && v[0] == '[' ? strchr(v, ']') : NULL;
+    if (v && v[0] == '[' && (!close || close == v + 1 || close[1] != ':')) colon = NULL;
     if (!v || !colon || colon == v || !colon[1] || (size_t)(colon - v) >= cap || strlen(colon + 1) >= pcap)
         return err_set(e, ERR_USAGE, "TANDEM_COORDINATOR = '%s': the tcp transport needs host:port "
                        "of rank 0 (the rendered Jobs set it)", v ? v : "");

@@ -400,6 +400,11 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
         }
         if (retryable_status(r->status)) {
             snprintf(why, sizeof why, "HTTP %ld", r->status);
+            /* a 500, 502 or 504 may come from a gateway whose upstream still holds the
+             * write (429 and 503 refuse it): it may land later too */
+            if (r->status != 429 && r->status != 503 && q->key && strcmp(q->method, "GET") &&
+                strcmp(q->method, "HEAD"))
+                s3_note_unsettled(s, q->key);
             continue;
         }
         if (r->etag_long && r->status / 100 == 2)

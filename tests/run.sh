@@ -84,8 +84,14 @@ stopped() {
     IFS=$'\t' read -r name _ _ <<<"${queue[$i]}"
     echo "== $name (unfinished)"; cat "$logdir/$i.log"
   done
-  [ ${#pids[@]} -gt 0 ] && pkill -TERM -P "$(printf '%s,' "${pids[@]}" | sed 's/,$//')" 2>/dev/null
-  kill "${pids[@]}" 2>/dev/null
+  # the lanes and everything under them (the tests are their grandchildren and more;
+  # background jobs of a script ignore ^C, so each is sent TERM)
+  local all=() next=("${pids[@]}") p c
+  while [ ${#next[@]} -gt 0 ]; do
+    p=${next[0]}; next=("${next[@]:1}"); all+=("$p")
+    for c in $(grep -ls "^PPid:[[:space:]]*$p\$" /proc/[0-9]*/status 2>/dev/null | cut -d/ -f3); do next+=("$c"); done
+  done
+  [ ${#all[@]} -gt 0 ] && kill -TERM "${all[@]}" 2>/dev/null
   exit 130
 }
 trap stopped INT TERM

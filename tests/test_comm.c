@@ -174,9 +174,14 @@ static void test_tcp_errors(void) {
     tdm_err e = {0};
     setenv("TANDEM_RANK", "1", 1);
     setenv("TANDEM_WORLD_SIZE", "2", 1);
-    setenv("TANDEM_COORDINATOR", "no-port-here", 1);
-    comm *c = comm_open(&e);
-    CHECK(!c && e.code == ERR_USAGE && strstr(e.msg, "TANDEM_COORDINATOR"), "bad coordinator: %s", e.msg);
+    const char *bad_coord[] = {"no-port-here", "[::1]", "[]:29500", "[::1:29500", "[::1]29500"};
+    comm *c = NULL;
+    for (size_t i = 0; i < sizeof bad_coord / sizeof *bad_coord; i++) {
+        setenv("TANDEM_COORDINATOR", bad_coord[i], 1);
+        c = comm_open(&e);
+        CHECK(!c && e.code == ERR_USAGE && strstr(e.msg, "TANDEM_COORDINATOR"), "coordinator %s: %s",
+              bad_coord[i], e.msg);
+    }
     setenv("TANDEM_TRANSPORT", "carrier-pigeon", 1);
     c = comm_open(&e);
     CHECK(!c && e.code == ERR_USAGE && strstr(e.msg, "TANDEM_TRANSPORT"), "bad transport: %s", e.msg);

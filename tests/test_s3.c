@@ -546,7 +546,7 @@ static int runner_fixture(fixture *f, const char *tag, int s3) {
     return write_file(f->config, text);
 }
 
-/* A write given up on may still land: the PUT of a state's manifest held 3 s in the proxy,
+/* A write given up on may still land: the PUT of a state's manifest held 6 s in the proxy,
  * past the client's 1 s limit (its retry succeeded), reaches the server after retention
  * (keep 1) deleted that state and its blobs at the next commit; the manifest came back
  * without its blobs and verify named 9 faults. The writer now keeps such a state until
@@ -555,7 +555,7 @@ static void test_late_write_after_retention(void) {
     fixture f;
     CHECK(runner_fixture(&f, "s3late", 1) == 0, "fixture");
     control("/reset", "{}");
-    CHECK(control("/faults", "{\"seed\": 1, \"rules\": [{\"fault\": \"stall\", \"stall_seconds\": 3, "
+    CHECK(control("/faults", "{\"seed\": 1, \"rules\": [{\"fault\": \"stall\", \"stall_seconds\": 6, "
                   "\"methods\": [\"PUT\"], \"path_regex\": \"states/[0-9]+[.]mp\", \"skip\": 2, "
                   "\"max_count\": 1}]}") == 0,
           "set faults");
@@ -563,7 +563,8 @@ static void test_late_write_after_retention(void) {
     int rc = wait_exit(start_run(&f, NULL, "--set", "checkpoint.keep=1"));
     unsetenv("TANDEM_S3_TIMEOUT");
     long stalls = counter("stall");
-    usleep(3500 * 1000); /* the held request lands */
+    usleep(6500 * 1000); /* the held request lands (6 s: well after the next commit's pass,
+                          * however slow the machine) */
     control("/reset", "{}");
     char out[16384], log[8192];
     read_all(f.log, log, sizeof log);
