@@ -342,6 +342,10 @@ int s3_write_settled(s3_store *s, const char *key) {
     return settled;
 }
 
+/* Whether q writes an object (PUT, POST, DELETE of a key): such a request, unanswered,
+ * may still land (s3_note_unsettled). */
+static int writes_key(const s3_req *q) { return q->key && strcmp(q->method, "GET") && strcmp(q->method, "HEAD"); }
+
 static int retryable_status(long st) { return st == 429 || st == 500 || st == 502 || st == 503 || st == 504; }
 
 void s3_backoff(int attempt_no) {
@@ -395,16 +399,14 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
             continue;
         }
         if (rc) { /* reset, timeout, refused: retry */
-            if (q->key && strcmp(q->method, "GET") && strcmp(q->method, "HEAD")) s3_note_unsettled(s, q->key);
+            if (writes_key(q)) s3_note_unsettled(s, q->key);
             continue;
         }
         if (retryable_status(r->status)) {
             snprintf(why, sizeof why, "HTTP %ld", r->status);
             /* a 500, 502 or 504 may come from a gateway whose upstream still holds the
              * write (429 and 503 refuse it): it may land later too */
-            if (r->status != 429 && r->status != 503 && q->key && strcmp(q->method, "GET") &&
-                strcmp(q->method, "HEAD"))
-                s3_note_unsettled(s, q->key);
+            if (r->status != 429 && r->status != 503 && writes_key(q)) s3_note_unsettled(s, q->key);
             continue;
         }
         if (r->etag_long && r->status / 100 == 2)
