@@ -71,7 +71,7 @@ static void more_help(FILE *f) {
             "nulls skipped and counted); any other file is plain text, one document. All but\n"
             ".parquet may be .gz or .zst.\n"
             "Left out, counted and reported (stderr, the first %d per reason with file:line):\n"
-            "binary files (a NUL byte or non-UTF-8 bytes in the first %d bytes), invalid\n"
+            "binary files (a NUL byte anywhere, or non-UTF-8 bytes in the first %d), invalid\n"
             "UTF-8, bad JSON lines, records without the field, unreadable files, corrupt\n"
             "compressed streams, symlinks and special files inside directories (not followed).\n"
             "Empty and excluded files are counted in the summary only.\n"

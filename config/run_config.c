@@ -464,13 +464,13 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
     } else if (refused && store_defaulted) {
         rc = err_set(e, ERR_USAGE,
                      "%s, the default store, holds a run created with another configuration; these "
-                     "keys differ:\n%s\nGive this run a store of its own with --store URL (e.g. "
+                     "keys differ:\n%s\n  Give this run a store of its own with --store URL (e.g. "
                      "--store file://./runs/NAME), or resume that run with its pinned values",
                      store_url(st), list);
     } else if (refused) {
         rc = err_set(e, ERR_USAGE,
                      "the run in %s was created with another configuration; these keys differ:\n%s\n"
-                     "Resume with the pinned values, or pass --allow-change KEY[,KEY...] to change "
+                     "  Resume with the pinned values, or pass --allow-change KEY[,KEY...] to change "
                      "them (the change is recorded in the store)",
                      store_url(st), list);
     } else {

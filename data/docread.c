@@ -265,6 +265,14 @@ static int dr_plain(dr *d, int *fail, char *why, size_t wl) {
     uint64_t line = 1;
     int rc = 0;
     for (;;) {
+        /* a NUL past the sniffed window: a text file holds none (a byte-level dataset
+         * would take it as a token), so the file goes as binary, named with its line */
+        const unsigned char *z = memchr(d->buf, 0, bad < have ? bad : have);
+        if (z) {
+            snprintf(why, wl, "a NUL byte (binary, the file is left out)");
+            dr_issue(d, TEXTSRC_BINARY, line + dr_lines(d->buf, (size_t)(z - d->buf)), why);
+            return d->open_doc ? dr_end(d, 0) : 0;
+        }
         if (bad < have) {
             snprintf(why, wl, "bytes that are not UTF-8 (the file is left out)");
             dr_issue(d, TEXTSRC_BAD_UTF8, line + dr_lines(d->buf, bad), why);

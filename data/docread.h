@@ -16,7 +16,8 @@
  *     (CRLF stays CRLF). Binary rule: a NUL byte, or bytes that are not UTF-8, within the
  *     first TEXTSRC_SNIFF_BYTES of the (decompressed) file make it binary (TEXTSRC_BINARY,
  *     dropped; a multi-byte character cut by the end of that window does not count);
- *     invalid UTF-8 later drops the file as TEXTSRC_BAD_UTF8 with its line.
+ *     invalid UTF-8 later drops the file as TEXTSRC_BAD_UTF8 with its line, a NUL later
+ *     as TEXTSRC_BINARY with its line.
  * Per record: invalid UTF-8 in the text field, a missing field, an empty text, a line
  * that is not JSON are reported with their line and dropped; the file goes on.
  * Per file: a file that cannot be opened or read (TEXTSRC_UNREADABLE) or a compressed

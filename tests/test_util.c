@@ -344,9 +344,12 @@ static void test_term_text(void) {
      * glob found, an endpoint's answer): newlines and tabs stay, UTF-8 text too */
     tdm_err e = {0};
     err_set(&e, ERR_USAGE, "unknown key '%s'\tsee\n", "\x1b]0;PWNED\x07\x1b[2J\xc2\x9b" "1m\xc3\xa9");
-    CHECK(!strcmp(e.msg, "unknown key '?]0;PWNED??[2J?1m\xc3\xa9'\tsee\n"), "err_set: %s", e.msg);
+    CHECK(!strcmp(e.msg, "unknown key '?]0;PWNED??[2J?1m\xc3\xa9'\tsee?"), "err_set: %s", e.msg);
     err_prefix(&e, "%s: ", "file\x1b[31m");
     CHECK(!strncmp(e.msg, "file?[31m: unknown key '?]0;", 28), "err_prefix: %s", e.msg);
+    /* a newline in a name cannot start a line of its own; an indented continuation stays */
+    err_set(&e, ERR_USAGE, "cannot read %s:\n  %s", "x\ntandem: run finished", "line two");
+    CHECK(!strcmp(e.msg, "cannot read x?tandem: run finished:\n  line two"), "err_set newline: %s", e.msg);
     err_sys(&e, ERR_STORE, 2, "open %s", "x\x07y");
     CHECK(!strncmp(e.msg, "open x?y: ", 10), "err_sys: %s", e.msg);
 }

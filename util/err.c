@@ -5,11 +5,13 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Control characters in a message become '?' (newlines and tabs stay): messages carry
- * text from outside — a key or name from a file, a path found by a glob, an endpoint's
- * answer — and are printed to a terminal, where an escape sequence would act (set the
- * title, clear the screen, hide what follows). C1 controls in UTF-8 (U+0080..U+009F, the
- * 8-bit CSI among them) too, as util/term.c's term_text. */
+/* Control characters in a message become '?' (tabs stay): messages carry text from
+ * outside — a key or name from a file, a path found by a glob, an endpoint's answer — and
+ * are printed to a terminal, where an escape sequence would act (set the title, clear the
+ * screen, hide what follows). C1 controls in UTF-8 (U+0080..U+009F, the 8-bit CSI among
+ * them) too, as util/term.c's term_text. A newline stays only where two spaces follow it:
+ * the messages that span lines indent their continuation lines, so a name holding a
+ * newline cannot start a line of its own that reads as another message ("tandem: ..."). */
 static void err_clean(char *s) {
     unsigned char *r = (unsigned char *)s, *w = r;
     while (*r) {
@@ -19,7 +21,11 @@ static void err_clean(char *s) {
             continue;
         }
         unsigned char c = *r++;
-        *w++ = (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? '?' : c;
+        if (c == '\n') {
+            *w++ = r[0] == ' ' && r[1] == ' ' ? '\n' : '?';
+            continue;
+        }
+        *w++ = (c < 0x20 && c != '\t') || c == 0x7f ? '?' : c;
     }
     *w = '\0';
 }
