@@ -71,6 +71,7 @@ static int run_tokenize(const cli_args *a) {
         rc = slurp(a->arg[i], &data, &n, &e);
         if (rc) break;
         rc = tokenizer_encode_parallel(t, data, n, threads, &ids, &e);
+        if (rc) err_prefix(&e, "%s: ", a->arg[i]);
         free(data);
         if (!rc && count) {
             printf("%zu\t%s\n", ids.n, a->arg[i]);

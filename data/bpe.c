@@ -411,6 +411,7 @@ int bpe_encode_piece(const bpe *m, const char *s, size_t n, bpe_cache *cache, to
             return tok_ids_append(out, &id, 1);
         }
     }
+    if (n > BPE_PIECE_MAX) return -2;
     if (n > SHORT) {
         uint32_t *ids = malloc(n * sizeof *ids);
         if (!ids) return -1;

@@ -78,8 +78,15 @@ typedef struct bpe_cache bpe_cache;
 bpe_cache *bpe_cache_new(void);
 void bpe_cache_free(bpe_cache *c);
 
-/* Appends the ids of the piece s[0..n) (n >= 1) to out. cache may be NULL. 0, or -1
- * when out of memory. */
+/* The longest piece encoded: one pre-tokenizer piece (a run of letters, digits, spaces or
+ * punctuation with no break) is merged whole, at ~40 bytes of memory per byte of it (ids,
+ * links and a heap of candidates); 16 MiB takes ~700 MiB. Natural text has no piece near
+ * it; a hostile one of 256 MiB (a .jsonl record's bound) would need ~10 GiB. */
+#define BPE_PIECE_MAX ((size_t)16 << 20)
+#define BPE_PIECE_MAX_TEXT "16 MiB"
+
+/* Appends the ids of the piece s[0..n) (n >= 1) to out. cache may be NULL. 0, -1 when
+ * out of memory, -2 when n > BPE_PIECE_MAX (nothing appended). */
 int bpe_encode_piece(const bpe *m, const char *s, size_t n, bpe_cache *cache, tok_ids *out);
 
 #endif

@@ -619,6 +619,8 @@ static int prep_flush(prep_pass *p, tdm_err *e) {
     prep_batch *b = &p->batch;
     if (!b->n) return 0;
     int rc = prep_batch_encode(b, p->enc.k, e);
+    if (rc == ERR_USAGE) /* a piece too long to encode: the batch holds this file's documents */
+        err_prefix(e, "domain '%s': %s: ", p->d->name, p->d->list.files[p->file].path);
     int cur = p->cur;
     uint64_t doc_tokens = p->doc_tokens;
     for (size_t i = 0; !rc && i < b->n; i++) {
@@ -686,6 +688,7 @@ static int prep_on_end(void *ctx, int keep, tdm_err *e) {
         return 0;
     }
     rc = prep_encode(&p->enc, "", 0, 1, &p->toks, e);
+    if (rc == ERR_USAGE) err_prefix(e, "domain '%s': %s: ", p->d->name, p->d->list.files[p->file].path);
     if (!rc) rc = prep_flush(p, e);
     if (!rc) rc = prep_put(p, &p->toks, e);
     if (rc) return rc;

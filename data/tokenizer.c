@@ -36,15 +36,28 @@ int64_t tokenizer_token_id(const tokenizer *t, const char *s, size_t n) {
 }
 
 /* The pieces that start in [from, to) of text[0..n), encoded onto out. Pieces never
- * cross `to` when it is a safe cut (or n). 0 or -1 (no memory). */
+ * cross `to` when it is a safe cut (or n). 0, -1 (no memory) or -2 (a piece past
+ * BPE_PIECE_MAX). */
 static int encode_range(const tokenizer *t, const char *text, size_t n, size_t from, size_t to,
                         bpe_cache *cache, tok_ids *out) {
     for (size_t i = from; i < to;) {
         size_t k = pretok_next(t->pat, text, n, i);
-        if (bpe_encode_piece(&t->m, text + i, k, cache, out)) return -1;
+        int rc = bpe_encode_piece(&t->m, text + i, k, cache, out);
+        if (rc) return rc;
         i += k;
     }
     return 0;
+}
+
+/* The error for encode_range's failure `bad` (-1 or -2; 0: none). */
+static int encode_fail(int bad, tdm_err *e) {
+    if (!bad) return 0;
+    if (bad == -2)
+        return err_set(e, ERR_USAGE,
+                       "tokenizer: the text holds one piece (a run of letters, digits, spaces or "
+                       "punctuation with no break) longer than " BPE_PIECE_MAX_TEXT ", more than "
+                       "this tokenizer encodes: not natural text; leave that document out or break it up");
+    return err_set(e, ERR_INTERNAL, "tokenizer: out of memory");
 }
 
 /* The text to encode, as the pipeline has it before pre-tokenization: text itself, or a
@@ -76,10 +89,10 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t n, tok_ids *ou
     char *owned;
     text = prefixed(t, text, &n, &owned);
     bpe_cache *c = bpe_cache_new();
-    int rc = !text || !c || encode_range(t, text, n, 0, n, c, out);
+    int rc = !text || !c ? -1 : encode_range(t, text, n, 0, n, c, out);
     bpe_cache_free(c);
     free(owned);
-    return rc ? err_set(e, ERR_INTERNAL, "tokenizer: out of memory") : 0;
+    return encode_fail(rc, e);
 }
 
 /* Whether text[c] (c >= 1, c < n) begins a letter or digit (\p{L}, \p{N}), whole within
@@ -170,46 +183,46 @@ static int encode_cut(const tokenizer *t, const char *text, size_t n, size_t cut
     if (!text) return err_set(e, ERR_INTERNAL, "tokenizer: out of memory");
     size_t target = cut / ((size_t)threads * 8);
     if (target < (1u << 16)) target = 1u << 16;
-    int oom = 0;
+    int fail = 0;
     if (threads == 1 || cut < 2 * target) {
         bpe_cache *c = cache ? cache : bpe_cache_new();
-        oom = !c || encode_range(t, text, n, 0, cut, c, out);
+        fail = !c ? -1 : encode_range(t, text, n, 0, cut, c, out);
         if (c != cache) bpe_cache_free(c);
         free(owned);
-        return oom ? err_set(e, ERR_INTERNAL, "tokenizer: out of memory") : 0;
+        return encode_fail(fail, e);
     }
     size_t ncut = 0, cap = cut / target + 2;
     size_t *cuts = malloc(cap * sizeof *cuts);
-    oom = !cuts;
+    fail = cuts ? 0 : -1;
     if (cuts) {
         cuts[ncut++] = 0;
         for (size_t p = next_cut(text, cut, target); p < cut; p = next_cut(text, cut, p + target))
             cuts[ncut++] = p;
         cuts[ncut] = cut;
     }
-    tok_ids *parts = oom ? NULL : calloc(ncut, sizeof *parts);
-    oom |= !parts;
-    if (!oom) {
+    tok_ids *parts = fail ? NULL : calloc(ncut, sizeof *parts);
+    if (!parts) fail = -1;
+    if (!fail) {
 #pragma omp parallel num_threads(threads)
         {
             bpe_cache *c = bpe_cache_new();
-            int bad = !c;
+            int bad = c ? 0 : -1;
 #pragma omp for schedule(dynamic, 1)
             for (size_t k = 0; k < ncut; k++)
                 if (!bad) bad = encode_range(t, text, n, cuts[k], cuts[k + 1], c, &parts[k]);
             if (bad) {
 #pragma omp atomic write
-                oom = 1;
+                fail = bad;
             }
             bpe_cache_free(c);
         }
-        for (size_t k = 0; k < ncut && !oom; k++) oom = tok_ids_append(out, parts[k].v, parts[k].n);
+        for (size_t k = 0; k < ncut && !fail; k++) fail = tok_ids_append(out, parts[k].v, parts[k].n) ? -1 : 0;
         for (size_t k = 0; k < ncut; k++) tok_ids_free(&parts[k]);
     }
     free(parts);
     free(cuts);
     free(owned);
-    return oom ? err_set(e, ERR_INTERNAL, "tokenizer: out of memory") : 0;
+    return encode_fail(fail, e);
 }
 
 int tokenizer_encode_parallel(const tokenizer *t, const char *text, size_t n, int threads,
@@ -226,27 +239,27 @@ int tokenizer_encode_head(const tokenizer *t, const char *text, size_t n, size_t
 int tokenizer_encode_docs(const tokenizer *t, size_t ndocs, const char *const *docs,
                           const size_t *lens, int threads, tok_ids *outs, tdm_err *e) {
     if (threads <= 0) threads = omp_get_max_threads();
-    int oom = 0;
+    int fail = 0;
 #pragma omp parallel num_threads(threads)
     {
         bpe_cache *c = bpe_cache_new();
-        int bad = !c;
+        int bad = c ? 0 : -1;
 #pragma omp for schedule(dynamic, 1)
         for (size_t d = 0; d < ndocs; d++) {
             if (bad) continue;
             size_t n = lens[d];
             char *owned;
             const char *text = prefixed(t, docs[d], &n, &owned);
-            bad = !text || encode_range(t, text, n, 0, n, c, &outs[d]);
+            bad = !text ? -1 : encode_range(t, text, n, 0, n, c, &outs[d]);
             free(owned);
         }
         if (bad) {
 #pragma omp atomic write
-            oom = 1;
+            fail = bad;
         }
         bpe_cache_free(c);
     }
-    return oom ? err_set(e, ERR_INTERNAL, "tokenizer: out of memory") : 0;
+    return encode_fail(fail, e);
 }
 
 int tokenizer_decode(const tokenizer *t, const uint32_t *ids, size_t n, buf_t *out, tdm_err *e) {

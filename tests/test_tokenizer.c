@@ -540,6 +540,34 @@ static void test_hostile_ranks(void) {
     CHECK(encode_eq(t, "ab", (uint32_t[]){256}, 1), "ab");
     CHECK(tokenizer_eot(t) == 50256 && tokenizer_vocab(t) == 50257, "eot/vocab");
     CHECK(!strcmp(tokenizer_kind(t), "tiktoken:gpt2"), "kind");
+    {
+        /* one piece past BPE_PIECE_MAX (a run of letters) is refused before any merge
+         * memory (~40 bytes per byte) is taken, on every encode path; a long one below
+         * the bound still encodes ("ab" merges: half as many ids) */
+        size_t n = BPE_PIECE_MAX + 2;
+        char *run = malloc(n);
+        CHECK(run, "malloc");
+        for (size_t i = 0; i < n; i++) run[i] = "ab"[i & 1];
+        tok_ids ids = {0};
+        int rc = tokenizer_encode(t, run, n, &ids, &e);
+        CHECK(rc == ERR_USAGE && strstr(e.msg, "longer than 16 MiB") && ids.n == 0, "one: %d %s", rc, e.msg);
+        err_clear(&e);
+        rc = tokenizer_encode_parallel(t, run, n, 3, &ids, &e);
+        CHECK(rc == ERR_USAGE && strstr(e.msg, "longer than 16 MiB"), "parallel: %d %s", rc, e.msg);
+        err_clear(&e);
+        const char *docs[] = {"ab", run};
+        size_t lens[] = {2, n};
+        tok_ids outs[2] = {{0}, {0}};
+        rc = tokenizer_encode_docs(t, 2, docs, lens, 2, outs, &e);
+        CHECK(rc == ERR_USAGE && strstr(e.msg, "longer than 16 MiB"), "docs: %d %s", rc, e.msg);
+        tok_ids_free(&outs[0]);
+        tok_ids_free(&outs[1]);
+        tok_ids_free(&ids);
+        CHECK(!tokenizer_encode(t, run, (size_t)1 << 20, &ids, &e) && ids.n == (size_t)1 << 19,
+              "1 MiB piece: %zu ids: %s", ids.n, e.msg);
+        tok_ids_free(&ids);
+        free(run);
+    }
     tokenizer_free(t);
     CHECK(!load_text("ok.tiktoken", b.p, b.n, NULL, &e) && strstr(e.msg, "needs a pattern"),
           "no pattern");
@@ -1184,6 +1212,38 @@ static void test_cli(void) {
     ok = got && strstr(got, "needs a pattern");
     free(got);
     CHECK(ok, "the error names the problem");
+
+    /* one piece past BPE_PIECE_MAX: tokenize and prep stop with exit 2 naming the file
+     * (before any merge memory is taken), and prep writes no dataset */
+    char dir[4400], big[4500], outdir[4500];
+    snprintf(dir, sizeof dir, "%s/longpiece", TMP);
+    snprintf(big, sizeof big, "%s/one.txt", dir);
+    snprintf(outdir, sizeof outdir, "%s/longpiece.out", TMP);
+    CHECK(mkdir(dir, 0777) == 0, "mkdir %s", dir);
+    size_t bn = BPE_PIECE_MAX + 2;
+    char *run = malloc(bn);
+    CHECK(run, "malloc");
+    for (size_t i = 0; i < bn; i++) run[i] = "ab"[i & 1];
+    CHECK(!write_file(big, run, bn), "write");
+    free(run);
+    snprintf(cmd, sizeof cmd, "'%s' tokenize --tokenizer '%s/files/cl100k.tiktoken' --pattern cl100k --count '%s' >/dev/null 2>'%s'",
+             bin, REF, big, out);
+    rc = run_cmd(cmd);
+    got = read_file(out, &n);
+    ok = rc == 2 && got && strstr(got, "one.txt: tokenizer: the text holds one piece") && strstr(got, "16 MiB");
+    CHECK(ok, "tokenize, a 16 MiB piece: rc %d: %s", rc, got ? got : "");
+    free(got);
+    snprintf(cmd, sizeof cmd, "'%s' prep --domain a='%s' --tokenizer '%s/files/cl100k.tiktoken' --pattern cl100k --out '%s' >/dev/null 2>'%s'",
+             bin, dir, REF, outdir, out);
+    rc = run_cmd(cmd);
+    got = read_file(out, &n);
+    struct stat sb;
+    ok = rc == 2 && got && strstr(got, "domain 'a': ") && strstr(got, "one.txt: tokenizer: the text holds one piece") &&
+         stat(outdir, &sb) != 0;
+    CHECK(ok, "prep, a 16 MiB piece: rc %d: %s", rc, got ? got : "");
+    free(got);
+    unlink(big);
+    rmdir(dir);
 }
 
 int main(void) {
