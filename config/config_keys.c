@@ -350,22 +350,19 @@ _Static_assert(sizeof config_schema / sizeof config_schema[0] <= CONFIG_NKEYS_MA
  * logs), never what it computes: every key in them is unpinned, present and future. */
 static const char *const unpinned_sections[] = {"cluster.", "log."};
 
+/* The schema's flags of `key`; none for a key the schema does not have (pinned, echoed). */
+static unsigned key_flags(const char *key) {
+    for (size_t i = 0; i < config_nkeys; i++)
+        if (!strcmp(config_schema[i].key, key)) return config_schema[i].flags;
+    return 0;
+}
+
 bool config_key_pinned(const char *key) {
     for (size_t i = 0; i < sizeof unpinned_sections / sizeof *unpinned_sections; i++)
         if (!strncmp(key, unpinned_sections[i], strlen(unpinned_sections[i]))) return false;
-    for (size_t i = 0; i < config_nkeys; i++)
-        if (!strcmp(config_schema[i].key, key)) return !(config_schema[i].flags & F_UNPINNED);
-    return true;
+    return !(key_flags(key) & F_UNPINNED);
 }
 
-bool config_key_dmo_only(const char *key) {
-    for (size_t i = 0; i < config_nkeys; i++)
-        if (!strcmp(config_schema[i].key, key)) return config_schema[i].flags & F_DMO_ONLY;
-    return false;
-}
+bool config_key_dmo_only(const char *key) { return key_flags(key) & F_DMO_ONLY; }
 
-bool config_key_noecho(const char *key) {
-    for (size_t i = 0; i < config_nkeys; i++)
-        if (!strcmp(config_schema[i].key, key)) return config_schema[i].flags & F_NOECHO;
-    return false;
-}
+bool config_key_noecho(const char *key) { return key_flags(key) & F_NOECHO; }
