@@ -32,7 +32,7 @@ static const char *const mode_names[] = {"tandem", "fixed", NULL};
 static const char *const snapshot_names[] = {"auto", "host", "stream", NULL};
 static const char *const schedule_names[] = {"cosine", "constant", NULL};
 static const char *const alpha_step_names[] = {"eg", "pgd", NULL};
-static const char *const alpha_cut_names[] = {"repeated", "any", NULL};
+static const char *const alpha_cut_names[] = {"repeated", "any", "overfit", NULL};
 static const char *const val_loss_names[] = {"sum", "mean", NULL};
 static const char *const cloud_names[] = {"none", "gke", "eks", "aks", NULL};
 
@@ -68,7 +68,7 @@ _Static_assert(COUNT_NAMES(mixture_names) == CONFIG_MIXTURE_UNIMAX + 1, "mixture
 _Static_assert(COUNT_NAMES(mode_names) == CONFIG_MODE_FIXED + 1, "mode names vs enum");
 _Static_assert(COUNT_NAMES(schedule_names) == CONFIG_SCHEDULE_CONSTANT + 1, "schedule");
 _Static_assert(COUNT_NAMES(alpha_step_names) == CONFIG_ALPHA_PGD + 1, "alpha step");
-_Static_assert(COUNT_NAMES(alpha_cut_names) == CONFIG_CUT_ANY + 1, "alpha cut");
+_Static_assert(COUNT_NAMES(alpha_cut_names) == CONFIG_CUT_OVERFIT + 1, "alpha cut");
 _Static_assert(COUNT_NAMES(val_loss_names) == CONFIG_VAL_MEAN + 1, "val loss");
 _Static_assert(COUNT_NAMES(cloud_names) == CONFIG_CLOUD_AKS + 1, "cloud");
 
@@ -137,7 +137,7 @@ const key_def config_schema[] = {
     FLT("data.unimax_epochs", data.unimax_epochs, "4", 0, true, INFINITY, false,
         "N of data.mixture = unimax in a fixed run (the UniMax baseline): the most epochs of a "
         "domain's train tokens UniMax plans for (Muennighoff et al. 2023: up to ~4 repetitions "
-        "are worth almost as much as new data); also the hold's bound (tandem.alpha_cut)"),
+        "are worth almost as much as new data); also the bound of tandem.alpha_cut = repeated"),
     STRC("data.max_epochs", data.max_epochs, "", 0, domain_caps_check,
          "caps: NAME=EPOCHS,... (a domain, or * for every domain not named): u never trains on "
          "more than that many epochs of the domain's train tokens over the run; α, α* and the "
@@ -186,16 +186,19 @@ const key_def config_schema[] = {
     FLT("tandem.alpha_budget", tandem.alpha_budget, "2", 0, false, INFINITY, false,
         "c (alpha_step = eg): the most any α_m / α_j ratio can change, in log units, per unit "
         "of normalised evidence over the whole run"),
-    ENUMF("tandem.alpha_cut", tandem.alpha_cut, "repeated", alpha_cut_names, F_DMO_ONLY,
-         "which domains the α step may cut below their starting weight: repeated = only a "
-         "domain the planned run would repeat more than data.unimax_epochs epochs, and only "
-         "down to that many (a data.mixture = file start: every domain); any = every domain, "
-         "as Algorithm 1"),
+    ENUMF("tandem.alpha_cut", tandem.alpha_cut, "overfit", alpha_cut_names, F_DMO_ONLY,
+         "which domains the α step may cut below their starting weight (a data.mixture = file "
+         "start: every domain, whatever this says): overfit = only a domain whose validation "
+         "loss the DMO's u shows rising (the overfitting cap's mark; turns tandem.overfit_cap "
+         "on), until it finds a new lowest; repeated = a domain the planned run would repeat "
+         "more than data.unimax_epochs epochs, down to that many; any = every domain, as "
+         "Algorithm 1"),
     BOOLF("tandem.overfit_cap", tandem.overfit_cap, "false", F_DMO_ONLY,
          "every probe also scores u on fixed validation windows of each domain; a domain whose "
          "smoothed validation loss rises above its lowest (by 1 % and by 3 sd of its noise) is "
          "held, until it finds a new lowest, at the weight that gives it over the planned run "
-         "the tokens u had seen of it at that lowest (docs/dmo.md, \"The overfitting cap\")"),
+         "the tokens u had seen of it at that lowest (docs/dmo.md, \"The overfitting cap\"); "
+         "on whatever this says when tandem.alpha_cut = overfit (the default)"),
     FLTF("tandem.start_epochs", tandem.start_epochs, "16", 0, false, INFINITY, false, F_DMO_ONLY,
         "N of a TANDEM run's start when data.mixture = unimax: UniMax with no domain repeated "
         "more than this many epochs (Muennighoff et al. 2023: past ~16 repetitions more of a "

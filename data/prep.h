@@ -10,8 +10,8 @@
  * built from the arguments, so neither the order of the arguments nor readdir's order
  * matters), a file's records in file order.
  *
- * Left out, counted per reason (TEXTSRC_*) and reported: binary files (a NUL byte or
- * non-UTF-8 bytes within the first TEXTSRC_SNIFF_BYTES), invalid UTF-8 later in a text
+ * Left out, counted per reason (TEXTSRC_*) and reported: binary files (a NUL byte
+ * anywhere, or non-UTF-8 bytes within the first TEXTSRC_SNIFF_BYTES), invalid UTF-8 later in a text
  * file or in a JSON text field, JSON lines that do not parse or lack the field, empty
  * files and texts, unreadable files and directories, corrupt or truncated gzip/zstd
  * streams (the whole file), excluded files, symlinks and special files inside

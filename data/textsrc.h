@@ -30,7 +30,7 @@
 
 /* Why a file, document or directory was left out; the summary counts each. */
 enum {
-    TEXTSRC_BINARY,     /* a NUL byte or invalid UTF-8 in the first TEXTSRC_SNIFF_BYTES */
+    TEXTSRC_BINARY,     /* a NUL byte, or invalid UTF-8 in the first TEXTSRC_SNIFF_BYTES */
     TEXTSRC_BAD_JSON,   /* a .jsonl line or .json file that is not JSON */
     TEXTSRC_NO_FIELD,   /* a JSON record without the string text field (or not an object) */
     TEXTSRC_BAD_UTF8,   /* invalid UTF-8 later in a text file, or in a JSON text field */

@@ -211,8 +211,8 @@ static int encode_cut(const tokenizer *t, const char *text, size_t n, size_t cut
             for (size_t k = 0; k < ncut; k++)
                 if (!bad) bad = encode_range(t, text, n, cuts[k], cuts[k + 1], c, &parts[k]);
             if (bad) {
-#pragma omp atomic write
-                fail = bad;
+#pragma omp critical(tok_fail)
+                if (fail != -2) fail = bad; /* a piece too long outranks no memory: same code every run */
             }
             bpe_cache_free(c);
         }
@@ -254,8 +254,8 @@ int tokenizer_encode_docs(const tokenizer *t, size_t ndocs, const char *const *d
             free(owned);
         }
         if (bad) {
-#pragma omp atomic write
-            fail = bad;
+#pragma omp critical(tok_fail)
+            if (fail != -2) fail = bad; /* a piece too long outranks no memory */
         }
         bpe_cache_free(c);
     }

@@ -39,10 +39,11 @@
 #   dmo      issue 25 at SIZE=gpu: bench-dmo's repetition-heavy regime (6 x 384, ctx 256,
 #            bf16, 300 episodes of 80 x 256; the corpus carried by gpu/carry.sh), DMO seed
 #            LEASE_DMO_SEEDS (1) x final seed LEASE_DMO_FINALS (1), the defaults and
-#            LEASE_DMO_VARIANT (default "start4 tandem.start_epochs=4": does a GPU-size
-#            model overfit the small domains of the default's 16-epoch start, where the
-#            start at 4 epochs would have kept them? "cap tandem.overfit_cap=true" runs
-#            the overfitting cap instead) side by side
+#            LEASE_DMO_VARIANT (default "repeated tandem.alpha_cut=repeated": does a
+#            GPU-size model overfit the small domains of the 16-epoch start, so that the
+#            default (alpha_cut overfit) cuts them on its own evidence, and how does that
+#            compare with the cut on repetition, the default before? "start4
+#            tandem.start_epochs=4" runs the start at 4 epochs instead) side by side
 #            on the same Uniform / Natural / UniMax finals,
 #            LEASE_DMO_LANES (6) runs at a time on the one GPU; each run's line as it ends,
 #            so a part cut short by the budget still tells the α* and finals it reached
@@ -331,10 +332,10 @@ else
   cp -r build/gpucarry/dmo/corpus-gpu-heavy build/gpucarry/dmo/corpus-gpu-heavy.spec "$dw/"
   SIZE=${LEASE_DMO_SIZE:-gpu} REGIMES=heavy WORK=$PWD/$dw TANDEM=$PWD/$T THREADS=${LEASE_DMO_THREADS:-2} PROGRESS=1 \
     DMO_SEEDS=${LEASE_DMO_SEEDS:-1} FINAL_SEEDS=${LEASE_DMO_FINALS:-1} LANES=${LEASE_DMO_LANES:-6} \
-    EXTRA_VARIANT="${LEASE_DMO_VARIANT:-start4 tandem.start_epochs=4}" timeout -k 5 $(( $(left) - 15 )) bash bench/dmo.sh \
+    EXTRA_VARIANT="${LEASE_DMO_VARIANT:-repeated tandem.alpha_cut=repeated}" timeout -k 5 $(( $(left) - 15 )) bash bench/dmo.sh \
     2>&1 | stamp "$t0" >"$out/dmo.log"
   note "dmo: exit ${PIPESTATUS[0]} in $((SECONDS - t0)) s: $(grep -cE 'dmo-.*alpha\*' "$out/dmo.log") alpha*, $(grep -cE 'final-.*Average' "$out/dmo.log") final runs"
-  grep -E 'dmo-.*alpha\*|final-.*Average| (uniform|natural|unimax|tandem|any|cap|start4|heavy)[ :]|loss rose|the bar' \
+  grep -E 'dmo-.*alpha\*|final-.*Average| (uniform|natural|unimax|tandem|any|cap|start4|repeated|heavy)[ :]|loss rose|the bar' \
     "$out/dmo.log" | cut -c1-200
   cp "$dw"/*-heavy.json "$out/dmo.json" 2>/dev/null
   for st in "$dw"/*-heavy/dmo-*-s*/; do  # the α history of each DMO, for the plots

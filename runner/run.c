@@ -70,7 +70,9 @@ static int alpha_step(run_ctx *r, tdm_err *e) {
     int rc = step_alpha(&hp, &r->st, a.alpha, e);
     if (rc) return rc;
     /* tandem.overfit_cap: said when a domain's mark is set or cleared (a replayed step after
-     * a resume says it again: the state before it had not) */
+     * a resume says it again: the state before it had not), naming the key that put it on */
+    const char *why = r->cfg.tandem.alpha_cut == CONFIG_CUT_OVERFIT ? "tandem.alpha_cut = overfit"
+                                                                    : "tandem.overfit_cap";
     for (int m = 0; m < r->st.M && r->progress != PROGRESS_QUIET; m++) {
         double tok = (double)dataset_tokens(&r->ds, m, SPLIT_TRAIN);
         double at = tok > 0 ? r->st.val_best_seen[m] / tok : 0;
@@ -79,14 +81,15 @@ static int alpha_step(run_ctx *r, tdm_err *e) {
                     "tandem: episode %llu: %s's validation loss (smoothed) has risen %.1f %% above its "
                     "lowest (%.4f, at %.2f epochs of it), past its noise: α_%s is held at the weight "
                     "that gives the planned run as many of its tokens (more only if every marked "
-                    "domain's must rise) until it finds a new lowest (tandem.overfit_cap)\n",
+                    "domain's must rise) until it finds a new lowest (%s)\n",
                     (unsigned long long)r->st.episode, r->names[m],
-                    100 * (r->st.val_ema[m] / r->st.val_best[m] - 1), r->st.val_best[m], at, r->names[m]);
+                    100 * (r->st.val_ema[m] / r->st.val_best[m] - 1), r->st.val_best[m], at, r->names[m],
+                    why);
         else if (!r->st.overfit[m] && was[m])
             fprintf(stderr,
                     "tandem: episode %llu: %s's validation loss found a new lowest (%.4f, at %.2f epochs "
-                    "of it): its cap is lifted (tandem.overfit_cap)\n",
-                    (unsigned long long)r->st.episode, r->names[m], r->st.val_best[m], at);
+                    "of it): its cap is lifted (%s)\n",
+                    (unsigned long long)r->st.episode, r->names[m], r->st.val_best[m], at, why);
     }
     memcpy(a.alpha_next, r->st.alpha, sizeof a.alpha_next);
     a.lr_alpha = step_alpha_rate(&hp);

@@ -50,8 +50,9 @@ static void fill_hparams(run_ctx *r) {
     h->probe_carry = c->tandem.probe_carry;
     int fixed = c->run.mode == CONFIG_MODE_FIXED;
     h->fixed = fixed;
-    /* the overfitting cap bounds the α step, which a fixed run never takes */
-    h->overfit_cap = c->tandem.overfit_cap && !fixed;
+    /* the overfitting cap bounds the α step, which a fixed run never takes; alpha_cut =
+     * overfit cuts on its marks */
+    h->overfit_cap = (c->tandem.overfit_cap || c->tandem.alpha_cut == CONFIG_CUT_OVERFIT) && !fixed;
     h->plan_tokens = (double)h->episodes * h->E * h->B * h->T;
     h->mixing = c->data.mixing == CONFIG_MIXING_SAMPLE || (c->data.mixing == CONFIG_MIXING_AUTO && fixed)
                     ? STEP_MIX_SAMPLE
@@ -101,22 +102,27 @@ static int setup_caps(run_ctx *r, tdm_err *e) {
     return 0;
 }
 
-/* tandem.alpha_cut = repeated: the α step's lower bounds (steps.h, has_lo). With B the
- * tokens of the planned final run (run.episodes x E x train.batch x train.seq, UniMax's
- * budget) and N = data.unimax_epochs, a domain may be cut to the weight at which B repeats
- * it N times, and no domain below its starting weight α⁰_m: lo_m = min(α⁰_m, N·tokens_m/B),
- * at least the floor (α⁰ with the floor and the caps applied, as the first step would).
- * Why: the probe reads a domain's train/validation gap as harm from repetition; below N
- * epochs, where repetition costs little (Muennighoff et al. 2023), cutting on that reading
- * lost to the start it left (docs/dmo.md, "The hold"). Computed from the pinned config
- * and the data alone, so a resumed run holds the same bounds; a data.mixture = file start
- * has no hold (its file is not read again on resume). */
+/* tandem.alpha_cut = overfit or repeated: the α step's lower bounds (steps.h, has_lo).
+ * overfit: lo_m = α⁰_m, every domain held at or above its start; a domain the overfitting
+ * record marks (its smoothed validation loss risen above its lowest: steps.h) loses its
+ * bound (the floor) and is capped, so weight moves only away from domains the DMO's u
+ * shows overfitted, to the others as the probe says. repeated: with B the tokens of the
+ * planned final run (run.episodes x E x train.batch x train.seq, UniMax's budget) and
+ * N = data.unimax_epochs, a domain may be cut to the weight at which B repeats it N
+ * times, and no domain below its start: lo_m = min(α⁰_m, N·tokens_m/B). Both at least
+ * the floor (α⁰ with the floor and the caps applied, as the first step would).
+ * Why: the probe reads a domain's train/validation gap as harm from repetition, also where
+ * more of the domain still lowers its test loss; cutting on that reading lost to the start
+ * it left — below N epochs on the held-out corpora (repeated), and past them on the
+ * seventh and tenth corpora, where UniMax's start at 16 epochs beat the step's α*
+ * (docs/dmo.md, "The hold"). Computed from the pinned config and the data alone, so a
+ * resumed run holds the same bounds; a data.mixture = file start has no hold (its file
+ * is not read again on resume). */
 static int setup_hold(run_ctx *r, tdm_err *e) {
     step_hparams *h = &r->hp;
     h->has_lo = 0;
-    if (h->fixed || r->cfg.tandem.alpha_cut != CONFIG_CUT_REPEATED ||
-        r->cfg.data.mixture == CONFIG_MIXTURE_FILE)
-        return 0;
+    int cut = r->cfg.tandem.alpha_cut;
+    if (h->fixed || cut == CONFIG_CUT_ANY || r->cfg.data.mixture == CONFIG_MIXTURE_FILE) return 0;
     int M = dataset_n_domains(&r->ds);
     step_state s;
     step_state_init(&s, &r->ds, r->cfg.data.mixture == CONFIG_MIXTURE_NATURAL);
@@ -127,12 +133,20 @@ static int setup_hold(run_ctx *r, tdm_err *e) {
     double budget = h->plan_tokens, low = 0;
     for (int m = 0; m < M; m++) {
         double tokens = (double)dataset_tokens(&r->ds, m, SPLIT_TRAIN);
-        double at_n = budget > 0 ? r->cfg.data.unimax_epochs * tokens / budget : 1;
+        double at_n = cut == CONFIG_CUT_OVERFIT ? INFINITY
+                      : budget > 0              ? r->cfg.data.unimax_epochs * tokens / budget
+                                                : 1;
         h->alpha_lo[m] = fmax(h->alpha_floor, fmin(start[m], at_n));
         low += h->alpha_lo[m];
     }
     h->has_lo = 1;
-    if (low > 1 - 1e-9 && !h->overfit_cap && r->progress != PROGRESS_QUIET)
+    if (r->progress == PROGRESS_QUIET) return 0;
+    if (cut == CONFIG_CUT_OVERFIT)
+        fprintf(stderr, "tandem: the α step holds every weight at or above its start until the "
+                        "DMO's u shows a domain overfitted (its validation loss rising): only then "
+                        "is that domain cut (tandem.alpha_cut = overfit; repeated or any let the "
+                        "probe cut on its own reading)\n");
+    else if (low > 1 - 1e-9 && !h->overfit_cap)
         fprintf(stderr, "tandem: the starting mixture repeats no domain more than data.unimax_epochs "
                         "= %g epochs over this run, so the α step holds every weight at its start "
                         "(tandem.alpha_cut = repeated; any lets the probe move them)\n",

@@ -531,7 +531,8 @@ int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_
                            (unsigned long long)s->episode, m, key, rate, hp->gamma, key);
     /* the caps' box too (data.max_epochs): α_m ≤ alpha_hi[m] at every step keeps u within
      * them over the planned run, and α* (a mean of such α) within them in a final run;
-     * and the hold's lower bounds (alpha_cut = repeated, floor included): see steps.h */
+     * and the hold's lower bounds (alpha_cut = overfit or repeated, floor included): see
+     * steps.h */
     const double *hi = hp->has_caps ? hp->alpha_hi : NULL;
     /* the overfitting record first (a copy: *s changes only when the step succeeds);
      * while no domain is overfitted the bounds are those of the hold and the caps */

@@ -63,9 +63,11 @@ typedef struct step_hparams {
      * allow for the run's budget (1: none); has_caps when some domain has a cap. */
     int has_caps;
     double cap[STEP_MAX_DOMAINS], alpha_hi[STEP_MAX_DOMAINS];
-    /* the hold (tandem.alpha_cut = repeated): α_m ≥ alpha_lo[m] at every α step, where
-     * alpha_lo[m] = min(α⁰_m, the weight at which the planned run repeats domain m
-     * data.unimax_epochs times), at least the floor; has_lo when it is in force */
+    /* the hold (tandem.alpha_cut = overfit or repeated): α_m ≥ alpha_lo[m] at every α
+     * step, where alpha_lo[m] = α⁰_m (overfit: a domain the overfitting record marks drops
+     * to the floor, overfit_bounds) or min(α⁰_m, the weight at which the planned run
+     * repeats domain m data.unimax_epochs times) (repeated), at least the floor; has_lo
+     * when it is in force */
     int has_lo;
     double alpha_lo[STEP_MAX_DOMAINS];
     /* the overfitting cap (tandem.overfit_cap): every probe also scores u on the same

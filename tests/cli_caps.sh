@@ -14,10 +14,12 @@
 #     uninterrupted run, and the caps held in every row of every life;
 #   - unimax: the mixture of the run's state is UniMax's (computed here by hand);
 #   - the cap is pinned: changing it on a run is refused (exit 2) unless --allow-change;
-#   - the hold (tandem.alpha_cut = repeated, the default): where no domain is repeated past
+#   - the hold (tandem.alpha_cut = repeated): where no domain is repeated past
 #     data.unimax_epochs α stays at its start in every α record (and moves with any);
 #     where one is, only it falls below its start, and never below its N-epoch weight;
 #     the key is pinned for a DMO and no change for a fixed run;
+#   - tandem.alpha_cut = overfit (the default): α at its start in every record while no
+#     domain is marked overfitted; a marked one (the test hook) alone falls below its start;
 #   - tandem.start_epochs: a DMO's UniMax start at 16 epochs by default, at data.unimax_epochs
 #     with 0 (runs pinned before the key), the fixed UniMax baseline at data.unimax_epochs;
 #     pinned for a DMO, no change for a fixed run;
@@ -46,8 +48,9 @@ tandem: {K: 2, E: 3, alpha_cut: any}
 optim: {lr: 3e-3}
 checkpoint: {every_episodes: 4}
 EOF
-# (alpha_cut: any lets α move wherever the probe says; under the default hold this budget
-# repeats no domain past 4 epochs, α would stay at its start and the caps' box go untested)
+# (alpha_cut: any lets α move wherever the probe says; under a hold this budget would keep
+# α at its start — nothing repeated past 4 epochs, nothing overfitted — and the caps' box
+# would go untested)
 
 # caps_held STORE: every metrics row's small epochs ≤ 0.6, and the last one ≥ 0.5
 caps_held() {
@@ -112,8 +115,8 @@ print("ok")' 2>&1)
 if [ $st = 0 ] && [ "$got" = ok ]; then pass "data.mixture = unimax trains on UniMax's mixture (0.566, 0.362, 0.072)"
 else fail "unimax mixture" "exit $st $(tail -2 "$tmp/umx.err")" "$got"; fi
 
-# the hold. Nothing repeated past 4 epochs (Uniform gives small 2.3): every α record keeps
-# UniMax's start (= Uniform here) under the default, and `any` moves it
+# the hold on repetition. Nothing repeated past 4 epochs (Uniform gives small 2.3): every α
+# record keeps UniMax's start (= Uniform here) under `repeated`, and `any` moves it
 for cut in repeated any; do
   "$bin" run "$tmp/c.yaml" --store "$tmp/hold-$cut" --set data.max_epochs= --set tandem.alpha_cut=$cut \
     --quiet 2>"$tmp/hold-$cut.err"; st=$?
@@ -149,6 +152,39 @@ print("ok small %.4f big %.4f mid %.4f" % (least["small"], least["big"], least["
 if [ $st = 0 ] && [[ $got == ok* ]]; then
   pass "the hold with a repeated domain: α moves, no record below its bound (least ${got#ok }; bounds 0.2894 / 0.3333)"
 else fail "the hold's bounds" "exit $st: $(tail -2 "$tmp/hold-rep.err")" "$got"; fi
+
+# tandem.alpha_cut = overfit (the default): on corpus2, where `repeated` moved α above, no
+# domain is marked overfitted and every α record keeps the (uniform) start exactly, the run
+# saying so; with small's validation score made to rise from episode 6 (the test hook: a
+# real overfit needs a bigger model) small is marked and cut below its start, big and mid
+# never below theirs
+sed 's/, alpha_cut: any//' "$tmp/c.yaml" >"$tmp/c-default.yaml"
+for rise in none 2:6; do
+  if [ $rise = none ]; then env_rise=(); else env_rise=(TANDEM_TEST_VAL_RISE=$rise); fi
+  env ${env_rise[@]+"${env_rise[@]}"} "$bin" run "$tmp/c-default.yaml" --store "$tmp/ovc-$rise" --set data.max_epochs= \
+    --set data.dataset="$tmp/corpus2/dataset.yaml" --set data.mixture=uniform --set tandem.alpha_budget=8 \
+    >"$tmp/ovc-$rise.out" 2>&1 || echo "exit $?" >>"$tmp/ovc-$rise.out"
+done
+got=$("$bin" alpha "$tmp/ovc-none" --format json 2>/dev/null | $py -c '
+import json, sys
+recs = json.load(sys.stdin)
+assert len(recs) == 24, len(recs)
+moved = max(abs(r["alpha_next"][d] - 1 / 3) for r in recs for d in r["alpha_next"])
+assert moved < 1e-12, moved
+print("ok")' 2>&1)
+got2=$("$bin" alpha "$tmp/ovc-2:6" --format json 2>/dev/null | $py -c '
+import json, sys
+recs = json.load(sys.stdin)
+assert len(recs) == 24, len(recs)
+least = {d: min(r["alpha_next"][d] for r in recs) for d in ("big", "mid", "small")}
+assert least["small"] < 1 / 3 - 1e-3, least
+assert least["big"] >= 1 / 3 - 1e-12 and least["mid"] >= 1 / 3 - 1e-12, least
+print("ok small %.4f" % least["small"])' 2>&1)
+if [ "$got" = ok ] && grep -q "holds every weight at or above its start until" "$tmp/ovc-none.out" &&
+   ! grep -q "exit" "$tmp/ovc-none.out" && [[ $got2 == ok* ]] &&
+   grep -q "small's validation loss (smoothed) has risen" "$tmp/ovc-2:6.out"; then
+  pass "tandem.alpha_cut = overfit (default): nothing marked, α at its start in all 24 records; small marked, it alone falls below its start (${got2#ok })"
+else fail "alpha_cut overfit" "$got" "$got2" "$(tail -3 "$tmp/ovc-none.out")" "$(tail -3 "$tmp/ovc-2:6.out")"; fi
 
 # tandem.start_epochs: where a DMO starts. Uniform gives small 4.6 epochs of corpus2 over
 # the 13824 planned tokens: the default (16) starts a DMO at Uniform, 0 (what a run pinned

@@ -35,10 +35,12 @@ run: {episodes: 12, seed: 7, threads: 1}
 data: {dataset: $tmp/corpus/dataset.yaml, unimax_epochs: 0.5}
 model: {layers: 1, channels: 32, heads: 2, ctx: 32}
 train: {batch: 5, seq: 32}
-tandem: {K: 2, E: 3}
+tandem: {K: 2, E: 3, alpha_cut: repeated}
 optim: {lr: 3e-3}
 checkpoint: {every_episodes: 3}
 EOF
+# (alpha_cut: repeated, so that α* moves and the report is checked on a mixture of its own:
+# under the default, overfit, nothing overfits this tiny model and α* would be the start)
 
 # the uninterrupted reference
 if "$bin" compare "$tmp/c.yaml" --store "$tmp/ref" --json --quiet --svg "$tmp/ref.svg" --curves \

@@ -552,8 +552,8 @@ static void test_canonical_before_alpha_keys(void) {
     tdm_err e = {0};
     CHECK(config_load(&a, NULL, sets, 2, &e) == 0, "%s", e.msg);
     CHECK(a.tandem.alpha_step == CONFIG_ALPHA_EG && a.tandem.val_loss == CONFIG_VAL_SUM &&
-              a.tandem.alpha_cut == CONFIG_CUT_REPEATED && a.tandem.start_epochs == 16,
-          "today's defaults: eg, sum, repeated, start at 16 epochs");
+              a.tandem.alpha_cut == CONFIG_CUT_OVERFIT && a.tandem.start_epochs == 16,
+          "today's defaults: eg, sum, overfit, start at 16 epochs");
     config_kv *kv = NULL;
     size_t n = 0, k = 0;
     CHECK(config_canonical(&a, &kv, &n, &e) == 0, "%s", e.msg);

@@ -91,9 +91,11 @@ static void test_uninterrupted_rows_and_tensorboard(void) {
     CHECK(!strcmp(out, "ok"), "rows of the reference: %s", out);
     snprintf(tb, sizeof tb, "%s/tb/events.out.tfevents.*", f.dir);
     tfcheck(g_ref_jsonl, tb, 0, out, sizeof out);
-    /* 3 domains x (loss, loss_u, loss_w, alpha, epochs) + 6 scalars + 3 steps, per episode */
+    /* 3 domains x (loss, loss_u, loss_w, alpha, epochs, val) + 6 scalars + 3 steps, per
+     * episode (val: the overfitting record's score of u, on by default with
+     * tandem.alpha_cut = overfit) */
     char want[32];
-    snprintf(want, sizeof want, "ok %d", EPISODES * (3 * 5 + 6 + 3));
+    snprintf(want, sizeof want, "ok %d", EPISODES * (3 * 6 + 6 + 3));
     CHECK(!strcmp(out, want), "the live TensorBoard log: %s (want %s)", out, want);
     /* each free step's loss: 3 per row on the AdamW step axis, their mean the α-weighted
      * mean of the row's per-domain losses */

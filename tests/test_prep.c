@@ -1062,6 +1062,19 @@ static void test_prep_binary_and_utf8(void) {
     p = join(in, "latenul.txt");
     CHECK(write_bytes(p, big, 10000) == 0, "write");
     free(p);
+    /* a NUL in a later read (past the first MiB read at once): the parts before it were
+     * passed on, the whole file is taken back; 12000 '\n' before byte 1200050 */
+    {
+        size_t hn = (size_t)3 << 19;
+        char *huge = malloc(hn);
+        CHECK(huge, "malloc");
+        for (size_t i = 0; i < hn; i++) huge[i] = i >= 100 && i % 100 == 0 ? '\n' : (char)('a' + i % 26);
+        huge[1200050] = '\0';
+        p = join(in, "hugenul.txt");
+        CHECK(write_bytes(p, huge, hn) == 0, "write");
+        free(p);
+        free(huge);
+    }
     /* a 4-byte character across the 8 KiB window's end is fine */
     big[9500] = 'z';
     memcpy(big + 8190, "\xf0\x9f\x98\x80", 4);
@@ -1074,8 +1087,8 @@ static void test_prep_binary_and_utf8(void) {
     memout warn;
     tdm_err e = {0};
     CHECK(run_one(dir, "1", inp, 1, st, &warn, &e) == 0, "%s", e.msg);
-    CHECK(st[0].docs == 2 && st[0].skipped[TEXTSRC_BINARY] == 3 &&
-              st[0].skipped[TEXTSRC_BAD_UTF8] == 2 && st[0].files == 7 &&
+    CHECK(st[0].docs == 2 && st[0].skipped[TEXTSRC_BINARY] == 4 &&
+              st[0].skipped[TEXTSRC_BAD_UTF8] == 2 && st[0].files == 8 &&
               st[0].text_bytes == 9000 + 11,
           "docs %llu binary %llu utf8 %llu bytes %llu:\n%s", (unsigned long long)st[0].docs,
           (unsigned long long)st[0].skipped[TEXTSRC_BINARY],
@@ -1085,6 +1098,7 @@ static void test_prep_binary_and_utf8(void) {
               strstr(warn.buf, "latin1.txt: bytes that are not UTF-8 at byte 60") &&
               strstr(warn.buf, "late.txt:101: bytes that are not UTF-8") &&
               strstr(warn.buf, "latenul.txt:95: a NUL byte (binary, the file is left out)") &&
+              strstr(warn.buf, "hugenul.txt:12001: a NUL byte (binary, the file is left out)") &&
               strstr(warn.buf, "cut.txt:10: the file ends inside a UTF-8 character"),
           "warnings:\n%s", warn.buf);
     free(warn.buf);
