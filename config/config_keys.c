@@ -189,8 +189,9 @@ const key_def config_schema[] = {
     ENUMF("tandem.alpha_cut", tandem.alpha_cut, "overfit", alpha_cut_names, F_DMO_ONLY,
          "which domains the α step may cut below their starting weight (a data.mixture = file "
          "start: every domain, whatever this says): overfit = only a domain whose validation "
-         "loss the DMO's u shows rising (the overfitting cap's mark; turns tandem.overfit_cap "
-         "on), until it finds a new lowest; repeated = a domain the planned run would repeat "
+         "loss the DMO's u shows rising (the overfitting record's mark, kept whatever "
+         "tandem.overfit_cap says), as far as the probe's evidence takes it, until the domain "
+         "finds a new lowest; repeated = a domain the planned run would repeat "
          "more than data.unimax_epochs epochs, down to that many; any = every domain, as "
          "Algorithm 1"),
     BOOLF("tandem.overfit_cap", tandem.overfit_cap, "false", F_DMO_ONLY,
@@ -198,7 +199,8 @@ const key_def config_schema[] = {
          "smoothed validation loss rises above its lowest (by 1 % and by 3 sd of its noise) is "
          "held, until it finds a new lowest, at the weight that gives it over the planned run "
          "the tokens u had seen of it at that lowest (docs/dmo.md, \"The overfitting cap\"); "
-         "on whatever this says when tandem.alpha_cut = overfit (the default)"),
+         "with tandem.alpha_cut = overfit (the default) the record and its marks are kept "
+         "anyway, and this adds the cap"),
     FLTF("tandem.start_epochs", tandem.start_epochs, "16", 0, false, INFINITY, false, F_DMO_ONLY,
         "N of a TANDEM run's start when data.mixture = unimax: UniMax with no domain repeated "
         "more than this many epochs (Muennighoff et al. 2023: past ~16 repetitions more of a "

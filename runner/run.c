@@ -76,7 +76,7 @@ static int alpha_step(run_ctx *r, tdm_err *e) {
     for (int m = 0; m < r->st.M && r->progress != PROGRESS_QUIET; m++) {
         double tok = (double)dataset_tokens(&r->ds, m, SPLIT_TRAIN);
         double at = tok > 0 ? r->st.val_best_seen[m] / tok : 0;
-        if (r->st.overfit[m] && !was[m])
+        if (r->st.overfit[m] && !was[m] && hp.overfit_capped)
             fprintf(stderr,
                     "tandem: episode %llu: %s's validation loss (smoothed) has risen %.1f %% above its "
                     "lowest (%.4f, at %.2f epochs of it), past its noise: α_%s is held at the weight "
@@ -85,10 +85,19 @@ static int alpha_step(run_ctx *r, tdm_err *e) {
                     (unsigned long long)r->st.episode, r->names[m],
                     100 * (r->st.val_ema[m] / r->st.val_best[m] - 1), r->st.val_best[m], at, r->names[m],
                     why);
+        else if (r->st.overfit[m] && !was[m])
+            fprintf(stderr,
+                    "tandem: episode %llu: %s's validation loss (smoothed) has risen %.1f %% above its "
+                    "lowest (%.4f, at %.2f epochs of it), past its noise: the α step may now cut α_%s "
+                    "below its start, as far as the probe's evidence takes it, until it finds a new "
+                    "lowest (%s)\n",
+                    (unsigned long long)r->st.episode, r->names[m],
+                    100 * (r->st.val_ema[m] / r->st.val_best[m] - 1), r->st.val_best[m], at, r->names[m],
+                    why);
         else if (!r->st.overfit[m] && was[m])
             fprintf(stderr,
                     "tandem: episode %llu: %s's validation loss found a new lowest (%.4f, at %.2f epochs "
-                    "of it): its cap is lifted (%s)\n",
+                    "of it): it is held at its start again, uncapped (%s)\n",
                     (unsigned long long)r->st.episode, r->names[m], r->st.val_best[m], at, why);
     }
     memcpy(a.alpha_next, r->st.alpha, sizeof a.alpha_next);

@@ -4,12 +4,14 @@
 # 1. A small data-restricted corpus (runs/demo-corpus): four synthetic domains of very
 #    different sizes, 69k train tokens for a budget of 307k, so the small ones would repeat
 #    many times under uniform mixing (math 26x) and even the natural mixture repeats every
-#    domain 4.5 times: the regime where the α step moves (from UniMax's start of 16
-#    epochs, math at 16 and books at 14, within the hold's bounds at 4: docs/dmo.md). On a
-#    corpus that the start repeats nowhere past 4 epochs the step would hold α there.
-# 2. `tandem run configs/demo.yaml` into file://./runs/demo: about 1-2 minutes of
-#    episodes (probe, alpha, free steps), a progress line per episode, then how α moved
-#    and the final mixture α*. Interrupt it (Ctrl-C) and run `make demo` again: it
+#    domain 4.5 times. The DMO starts at UniMax of 16 epochs (math at 16, books at 14) and,
+#    with the defaults (tandem.alpha_cut = overfit), moves α only when its u shows a
+#    domain's validation loss rising: this 2-layer model overfits none of these synthetic
+#    domains, so α* is the start (docs/dmo.md, "The hold"); --set tandem.alpha_cut=repeated
+#    shows the probe's own cuts, the default before 2026-12-05's third session.
+# 2. `tandem run configs/demo.yaml` into file://./runs/demo: under a minute or two of
+#    episodes (probe, alpha, free steps), a progress line per episode, then α at its start
+#    and its end, and the final mixture α*. Interrupt it (Ctrl-C) and run `make demo` again: it
 #    resumes where it was; once finished, it reports the finished run at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -468,8 +468,8 @@ static double overfit_sum(const step_hparams *hp, const double *c, const double 
 }
 
 /* The bounds of the α step with overfitted domains (steps.h): lo and hi as the hold and
- * the caps give them, an overfitted domain's lower bound down to the floor and its upper
- * bound down to c_m = val_best_seen / plan_tokens. When those bounds cannot hold a whole
+ * the caps give them, an overfitted domain's lower bound down to the floor and, with
+ * overfit_capped, its upper bound down to c_m = val_best_seen / plan_tokens. When those bounds cannot hold a whole
  * mixture (Σ hi < 1: the budget must repeat every overfitted domain further than its
  * DMO's u saw it), every c_m is raised by one common factor until they can, as UniMax
  * raises its epochs for every domain alike. Returns whether any domain is overfitted. */
@@ -483,7 +483,7 @@ static int overfit_bounds(const step_hparams *hp, const step_state *s, double *l
         if (!s->overfit[m] || !(hp->plan_tokens > 0)) continue;
         any = 1;
         lo[m] = hp->alpha_floor;
-        c[m] = s->val_best_seen[m] / hp->plan_tokens;
+        if (hp->overfit_capped) c[m] = s->val_best_seen[m] / hp->plan_tokens;
     }
     if (!any) return 0;
     /* the smallest factor f ≥ 1 with Σ bound(f) ≥ 1, by doubling and then a fixed number of

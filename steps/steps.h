@@ -76,8 +76,12 @@ typedef struct step_hparams {
      * not found a new lowest since) is held at α_m ≤ (the tokens of it u had seen at that
      * lowest) / plan_tokens, the weight at
      * which the planned run sees it as often as the DMO's u had when it began to overfit
-     * (its hold's lower bound falls to the floor). plan_tokens: run.episodes x E x B x T */
-    int overfit_cap;
+     * (its hold's lower bound falls to the floor). plan_tokens: run.episodes x E x B x T.
+     * overfit_cap: the record is kept and marks lower the hold (tandem.overfit_cap, or
+     * tandem.alpha_cut = overfit); overfit_capped: a mark also caps the domain as above
+     * (tandem.overfit_cap only: under alpha_cut = overfit alone a mark lets the probe cut
+     * the domain, it does not cut it itself) */
+    int overfit_cap, overfit_capped;
     double plan_tokens;
 } step_hparams;
 

@@ -338,6 +338,40 @@ static void ov_once(const step_hparams *hp, step_state *s, const double *lu, con
     CHECK(step_alpha(hp, s, NULL, &e) == 0, "%s", e.msg);
 }
 
+/* tandem.alpha_cut = overfit (steps.h: overfit_cap without overfit_capped, every lower
+ * bound at the start): while nothing is marked α stays at its start whatever the probe
+ * says; a marked domain may then be cut by the probe's evidence (not to its cap at once),
+ * and only it: the unmarked ones never fall below their start. */
+static void test_overfit_unlocks(void) {
+    enum { M = 3, T = 100 };
+    const double third = 1.0 / 3;
+    step_hparams hp = {.gamma = 1.0, .alpha_budget = 2, .episodes = T, .alpha_step = STEP_ALPHA_EG,
+                       .overfit_cap = 1, .overfit_capped = 0, .plan_tokens = 2.5e6, .has_lo = 1,
+                       .alpha_lo = {third, third, third}};
+    step_state s = {.M = M};
+    for (int m = 0; m < M; m++) s.alpha[m] = third;
+    double lu[M] = {2, 2, 2}, lw[M] = {2.3, 2, 1.5}; /* the probe: domain 0 down, domain 2 up */
+    int marked_at = -1, moved_before = 0;
+    double least1 = 1, least0 = 1, cap0 = 0;
+    for (int t = 0; t < T; t++) {
+        double seen[M] = {1e4 * t, 1e4 * t, 1e4 * t};
+        /* domain 0: lowest at t = 30, rising 1 % an episode after; 1, 2 falling */
+        double val[M] = {t <= 30 ? 4 - 0.05 * t : 2.5 * (1 + 0.01 * (t - 30)), 4 - 0.01 * t, 4 - 0.01 * t};
+        ov_once(&hp, &s, lu, lw, val, seen);
+        if (marked_at < 0 && s.overfit[0]) marked_at = t, cap0 = s.val_best_seen[0] / hp.plan_tokens;
+        if (marked_at < 0)
+            for (int m = 0; m < M; m++) moved_before |= fabs(s.alpha[m] - third) > 1e-15;
+        least1 = fmin(least1, s.alpha[1]);
+        if (marked_at >= 0 && t == marked_at) least0 = s.alpha[0];
+    }
+    CHECK(!moved_before, "α moved before any mark");
+    CHECK(marked_at > 30 && marked_at < 60, "domain 0 marked at %d", marked_at);
+    CHECK(s.overfit[0] && s.alpha[0] < third - 0.02 && s.alpha[2] > third + 0.02,
+          "marked domain 0 cut (%g) and its weight to domain 2 (%g)", s.alpha[0], s.alpha[2]);
+    CHECK(least1 >= third - 1e-15, "unmarked domain 1 fell below its start: %g", least1);
+    CHECK(least0 > cap0 + 0.1, "the mark's episode took α_0 to %g, near its cap %g: a cap, not the probe", least0, cap0);
+}
+
 /* The overfitting cap (tandem.overfit_cap, steps.h): a domain whose smoothed validation
  * loss rises 1 % above its lowest is held at the weight of the tokens seen at that lowest
  * (val_best_seen / plan_tokens), even while the probe's evidence pushes it up and even
@@ -348,7 +382,7 @@ static void ov_once(const step_hparams *hp, step_state *s, const double *lu, con
 static void test_overfit_cap(void) {
     enum { M = 3, T = 100 };
     step_hparams hp = {.gamma = 1.0, .alpha_budget = 2, .episodes = T, .alpha_step = STEP_ALPHA_EG,
-                       .overfit_cap = 1, .plan_tokens = 2.5e6, .has_lo = 1,
+                       .overfit_cap = 1, .overfit_capped = 1, .plan_tokens = 2.5e6, .has_lo = 1,
                        .alpha_lo = {0.3, 0.3, 0.3}};
     step_hparams off = hp;
     off.overfit_cap = 0;
@@ -789,6 +823,7 @@ int main(void) {
     RUN(test_simplex_bounds);
     RUN(test_alpha_hold);
     RUN(test_overfit_cap);
+    RUN(test_overfit_unlocks);
     RUN(test_unimax);
     RUN(test_caps_hold_weight);
     RUN(test_caps_hold_sample);
