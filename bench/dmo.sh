@@ -32,7 +32,7 @@
 #              directory, removed
 #   SET="k=v k=v"  extra --set for the TANDEM runs (an ablation: SET="tandem.alpha_step=pgd")
 #   EXTRA_VARIANT="NAME k=v k=v"  a second TANDEM variant beside the defaults, on the same
-#              baselines (gpu/lease_check.sh's dmo part: "any tandem.alpha_cut=any")
+#              baselines (gpu/lease_check.sh's dmo part: "repeated tandem.alpha_cut=repeated")
 #   PROGRESS=1 print each run's line as it ends (α* of a DMO, Average of a final run)
 #   CORPUS_ONLY=1  build the regimes' corpora in WORK and stop (gpu/carry.sh carries the
 #              SIZE=gpu heavy one to a GPU machine, which has no Debian archive)

@@ -74,7 +74,7 @@ enum config_alpha_step { CONFIG_ALPHA_EG, CONFIG_ALPHA_PGD };
 /* tandem.alpha_cut: which domains the α step may take weight from below their starting
  * weight: repeated = only those the run repeats more than data.unimax_epochs epochs, down
  * to that many; any = every domain (Algorithm 1); overfit = only those the overfitting
- * cap has marked (default since 2026-12-05's third session) */
+ * record has marked (default since 2026-12-05's third session) */
 enum config_alpha_cut { CONFIG_CUT_REPEATED, CONFIG_CUT_ANY, CONFIG_CUT_OVERFIT };
 /* tandem.val_loss: how w's objective adds the domains' validation losses */
 enum config_val_loss { CONFIG_VAL_SUM, CONFIG_VAL_MEAN };

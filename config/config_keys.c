@@ -204,8 +204,9 @@ const key_def config_schema[] = {
     FLTF("tandem.start_epochs", tandem.start_epochs, "16", 0, false, INFINITY, false, F_DMO_ONLY,
         "N of a TANDEM run's start when data.mixture = unimax: UniMax with no domain repeated "
         "more than this many epochs (Muennighoff et al. 2023: past ~16 repetitions more of a "
-        "domain is worth little); the α step may still cut a domain the run repeats more than "
-        "data.unimax_epochs down to that many (alpha_cut = repeated). Fixed runs (the UniMax "
+        "domain is worth little); the default α step (alpha_cut = overfit) cuts only a domain "
+        "the DMO's u shows overfitted (with alpha_cut = repeated: one the run repeats more than "
+        "data.unimax_epochs, down to that many). Fixed runs (the UniMax "
         "baseline) use data.unimax_epochs; 0 = data.unimax_epochs here too"),
     FLT("tandem.lr_alpha", tandem.lr_alpha, "4e-3", 0, false, INFINITY, false,
         "η_α (alpha_step = pgd): step size of Algorithm 1's α update"),

@@ -85,7 +85,7 @@ static int alpha_step(run_ctx *r, tdm_err *e) {
                     (unsigned long long)r->st.episode, r->names[m],
                     100 * (r->st.val_ema[m] / r->st.val_best[m] - 1), r->st.val_best[m], at, r->names[m],
                     why);
-        else if (r->st.overfit[m] && !was[m])
+        else if (r->st.overfit[m] && !was[m] && hp.has_lo) /* a file start has no hold to open */
             fprintf(stderr,
                     "tandem: episode %llu: %s's validation loss (smoothed) has risen %.1f %% above its "
                     "lowest (%.4f, at %.2f epochs of it), past its noise: the α step may now cut α_%s "
@@ -94,11 +94,15 @@ static int alpha_step(run_ctx *r, tdm_err *e) {
                     (unsigned long long)r->st.episode, r->names[m],
                     100 * (r->st.val_ema[m] / r->st.val_best[m] - 1), r->st.val_best[m], at, r->names[m],
                     why);
-        else if (!r->st.overfit[m] && was[m])
+        else if (!r->st.overfit[m] && was[m] && (hp.overfit_capped || hp.has_lo))
             fprintf(stderr,
                     "tandem: episode %llu: %s's validation loss found a new lowest (%.4f, at %.2f epochs "
-                    "of it): it is held at its start again, uncapped (%s)\n",
-                    (unsigned long long)r->st.episode, r->names[m], r->st.val_best[m], at, why);
+                    "of it): %s (%s)\n",
+                    (unsigned long long)r->st.episode, r->names[m], r->st.val_best[m], at,
+                    !hp.overfit_capped ? "it is held at its start again"
+                    : hp.has_lo        ? "its cap is lifted and it is held at its start again"
+                                       : "its cap is lifted",
+                    why);
     }
     memcpy(a.alpha_next, r->st.alpha, sizeof a.alpha_next);
     a.lr_alpha = step_alpha_rate(&hp);

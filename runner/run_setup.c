@@ -106,8 +106,8 @@ static int setup_caps(run_ctx *r, tdm_err *e) {
 /* tandem.alpha_cut = overfit or repeated: the α step's lower bounds (steps.h, has_lo).
  * overfit: lo_m = α⁰_m, every domain held at or above its start; a domain the overfitting
  * record marks (its smoothed validation loss risen above its lowest: steps.h) loses its
- * bound (the floor) and is capped, so weight moves only away from domains the DMO's u
- * shows overfitted, to the others as the probe says. repeated: with B the tokens of the
+ * bound (the floor; capped too only with tandem.overfit_cap), so weight moves only away
+ * from domains the DMO's u shows overfitted, to the others as the probe says. repeated: with B the tokens of the
  * planned final run (run.episodes x E x train.batch x train.seq, UniMax's budget) and
  * N = data.unimax_epochs, a domain may be cut to the weight at which B repeats it N
  * times, and no domain below its start: lo_m = min(α⁰_m, N·tokens_m/B). Both at least
