@@ -76,25 +76,20 @@ static int alpha_step(run_ctx *r, tdm_err *e) {
     for (int m = 0; m < r->st.M && r->progress != PROGRESS_QUIET; m++) {
         double tok = (double)dataset_tokens(&r->ds, m, SPLIT_TRAIN);
         double at = tok > 0 ? r->st.val_best_seen[m] / tok : 0;
-        if (r->st.overfit[m] && !was[m] && hp.overfit_capped)
+        if (r->st.overfit[m] && !was[m] && (hp.overfit_capped || hp.has_lo)) { /* a file start has no hold */
+            char then[320];
+            if (hp.overfit_capped)
+                snprintf(then, sizeof then, "α_%s is held at the weight that gives the planned run as many "
+                         "of its tokens (more only if every marked domain's must rise)", r->names[m]);
+            else
+                snprintf(then, sizeof then, "the α step may now cut α_%s below its start, as far as the "
+                         "probe's evidence takes it,", r->names[m]);
             fprintf(stderr,
                     "tandem: episode %llu: %s's validation loss (smoothed) has risen %.1f %% above its "
-                    "lowest (%.4f, at %.2f epochs of it), past its noise: α_%s is held at the weight "
-                    "that gives the planned run as many of its tokens (more only if every marked "
-                    "domain's must rise) until it finds a new lowest (%s)\n",
+                    "lowest (%.4f, at %.2f epochs of it), past its noise: %s until it finds a new lowest (%s)\n",
                     (unsigned long long)r->st.episode, r->names[m],
-                    100 * (r->st.val_ema[m] / r->st.val_best[m] - 1), r->st.val_best[m], at, r->names[m],
-                    why);
-        else if (r->st.overfit[m] && !was[m] && hp.has_lo) /* a file start has no hold to open */
-            fprintf(stderr,
-                    "tandem: episode %llu: %s's validation loss (smoothed) has risen %.1f %% above its "
-                    "lowest (%.4f, at %.2f epochs of it), past its noise: the α step may now cut α_%s "
-                    "below its start, as far as the probe's evidence takes it, until it finds a new "
-                    "lowest (%s)\n",
-                    (unsigned long long)r->st.episode, r->names[m],
-                    100 * (r->st.val_ema[m] / r->st.val_best[m] - 1), r->st.val_best[m], at, r->names[m],
-                    why);
-        else if (!r->st.overfit[m] && was[m] && (hp.overfit_capped || hp.has_lo))
+                    100 * (r->st.val_ema[m] / r->st.val_best[m] - 1), r->st.val_best[m], at, then, why);
+        } else if (!r->st.overfit[m] && was[m] && (hp.overfit_capped || hp.has_lo)) {
             fprintf(stderr,
                     "tandem: episode %llu: %s's validation loss found a new lowest (%.4f, at %.2f epochs "
                     "of it): %s (%s)\n",
@@ -103,6 +98,7 @@ static int alpha_step(run_ctx *r, tdm_err *e) {
                     : hp.has_lo        ? "its cap is lifted and it is held at its start again"
                                        : "its cap is lifted",
                     why);
+        }
     }
     memcpy(a.alpha_next, r->st.alpha, sizeof a.alpha_next);
     a.lr_alpha = step_alpha_rate(&hp);
