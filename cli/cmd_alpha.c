@@ -62,15 +62,24 @@ static void train_tokens(const rec_run *run, double *tokens) {
     dataset_free(&ds);
 }
 
+/* An episode whose probe ran no twins (the hold pinned α: steps.h, step_pinned) records
+ * loss_u = loss_w = 0; its losses are shown as absent, not as zeros. */
+static int no_probe(const rec_alpha *a) {
+    for (int m = 0; m < a->M; m++)
+        if (a->loss_u[m] != 0 || a->loss_w[m] != 0) return 0;
+    return 1;
+}
+
 static void print_table(const audit_chain *c, const rec_run *run, const double *tokens) {
     printf("%7s  %-16s %10s %10s %10s %10s %10s %12s %8s\n", "episode", "domain", "alpha",
            "alpha_next", "loss_u", "loss_w", "delta", "seen", "epochs");
     for (size_t t = 0; t < c->n; t++) {
         const rec_alpha *a = &c->rec[t];
         for (int m = 0; m < a->M; m++) {
-            printf("%7zu  %-16s %10.6f %10.6f %10.5f %10.5f %+10.5f", t,
-                   m < run->M ? run->domains[m] : "?", a->alpha[m], a->alpha_next[m],
-                   a->loss_u[m], a->loss_w[m], a->loss_w[m] - a->loss_u[m]);
+            printf("%7zu  %-16s %10.6f %10.6f", t, m < run->M ? run->domains[m] : "?", a->alpha[m],
+                   a->alpha_next[m]);
+            if (no_probe(a)) printf(" %10s %10s %10s", "-", "-", "-");
+            else printf(" %10.5f %10.5f %+10.5f", a->loss_u[m], a->loss_w[m], a->loss_w[m] - a->loss_u[m]);
             if (a->has_seen) printf(" %12.0f", a->seen[m]);
             else printf(" %12s", "-");
             double ep = epochs_of(a, m, tokens);
@@ -87,8 +96,9 @@ static void print_csv(const audit_chain *c, const rec_run *run, const double *to
         for (int m = 0; m < a->M; m++) {
             printf("%zu,", t);
             csv_field(stdout, m < run->M ? run->domains[m] : "?");
-            printf(",%.17g,%.17g,%.17g,%.17g,%.17g", a->alpha[m], a->alpha_next[m], a->loss_u[m],
-                   a->loss_w[m], a->loss_w[m] - a->loss_u[m]);
+            printf(",%.17g,%.17g", a->alpha[m], a->alpha_next[m]);
+            if (no_probe(a)) printf(",,,");
+            else printf(",%.17g,%.17g,%.17g", a->loss_u[m], a->loss_w[m], a->loss_w[m] - a->loss_u[m]);
             double ep = epochs_of(a, m, tokens);
             if (a->has_seen) printf(",%.17g", a->seen[m]);
             else printf(",");
@@ -126,8 +136,10 @@ static void print_json(const audit_chain *c, const rec_run *run, const double *t
         printf(",\"hash\":\"%s\"", hex);
         json_map("alpha", a->alpha, a->M, run);
         json_map("alpha_next", a->alpha_next, a->M, run);
-        json_map("loss_u", a->loss_u, a->M, run);
-        json_map("loss_w", a->loss_w, a->M, run);
+        if (!no_probe(a)) {
+            json_map("loss_u", a->loss_u, a->M, run);
+            json_map("loss_w", a->loss_w, a->M, run);
+        }
         if (a->has_seen) {
             double ep[REC_MAX_DOMAINS];
             int known = 1;

@@ -75,8 +75,8 @@ void progress_print(FILE *f, int mode, const progress_line *p) {
         }
         fputc(']', f);
         json_doubles(f, "loss", p->loss, p->M);
-        json_doubles(f, "loss_u", p->loss_u, p->M);
-        json_doubles(f, "loss_w", p->loss_w, p->M);
+        if (p->loss_u) json_doubles(f, "loss_u", p->loss_u, p->M);
+        if (p->loss_w) json_doubles(f, "loss_w", p->loss_w, p->M);
         json_doubles(f, "alpha", p->alpha, p->M);
         fprintf(f, ",\"tokens_per_s\":");
         json_num(f, p->tokens_per_s);

@@ -18,7 +18,7 @@ typedef struct progress_line {
     int M;
     const char *const *names;
     const double *loss;    /* mean free-phase train loss per domain this episode */
-    const double *loss_u;  /* probe evaluation of u' and w */
+    const double *loss_u;  /* probe evaluation of u' and w (NULL: no twins ran, steps.h step_pinned) */
     const double *loss_w;
     const double *alpha;   /* α after the episode's update */
     double tokens_per_s;

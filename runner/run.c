@@ -1,6 +1,7 @@
 /* run.c — the episode loop of `tandem run`; see run.h. */
 #include "runner/run_impl.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,8 +46,12 @@ static int finish(run_ctx *r, FILE *out, int again, tdm_err *e) {
     r->have_mixture = 1;
     for (int m = 0; m < x->M && m < STEP_MAX_DOMAINS; m++) r->mixture[m] = x->alpha[m];
     if (out) {
-        fprintf(out, "alpha moved (episode 0 -> final mixture, mean of episodes %llu..%llu):\n",
-                (unsigned long long)x->first, (unsigned long long)x->last);
+        double most = 0;
+        for (int m = 0; m < x->M; m++) most = fmax(most, fabs(x->alpha[m] - lm.start[m]));
+        /* unmoved (to rounding) is the default's answer where nothing overfitted: said as such */
+        fprintf(out, "alpha %s (episode 0 -> final mixture, mean of episodes %llu..%llu):\n",
+                most > 1e-9 ? "moved" : "held its start", (unsigned long long)x->first,
+                (unsigned long long)x->last);
         for (int m = 0; m < x->M; m++)
             fprintf(out, "  %-12s %.4f -> %.4f\n", x->names[m], lm.start[m], x->alpha[m]);
     }
@@ -200,19 +205,28 @@ static int loop(run_ctx *r, tdm_err *e) {
         if ((rc = save(r, LEDGER_SAVE_TICK, e))) return rc;
         test_signal_hook(run_next_names[r->next]);
         switch (r->next) {
-        case NEXT_PROBE:
-            rc = step_sync(&r->nets, e);
-            /* one rank alone must not abandon a probe the others go on with: with several
-             * ranks a signal waits for the safe point after the probe */
-            if (!rc) rc = step_probe(&r->hp, &r->ds, &r->nets, &r->st,
-                                     comm_world(r->comm) > 1 ? NULL : &run_stop_signal, e);
+        case NEXT_PROBE: {
+            /* where the hold pins α (steps.h, step_pinned) the twins could not move it: u
+             * is only scored for the overfitting record, and a mark brings the probe back */
+            int pinned = step_pinned(&r->hp, &r->st);
+            if (pinned) {
+                rc = step_probe_pinned(&r->hp, &r->ds, &r->nets, &r->st, e);
+            } else {
+                rc = step_sync(&r->nets, e);
+                /* one rank alone must not abandon a probe the others go on with: with
+                 * several ranks a signal waits for the safe point after the probe */
+                if (!rc) rc = step_probe(&r->hp, &r->ds, &r->nets, &r->st,
+                                         comm_world(r->comm) > 1 ? NULL : &run_stop_signal, e);
+            }
             if (rc == STEP_ABANDONED) continue; /* the safe point commits and exits */
             if (rc) return rc;
             test_val_rise(r);
-            tokens += ((long)r->hp.K * (2 * r->hp.B + r->hp.V) + 2L * r->hp.B * r->hp.eval_batches) * r->hp.T;
+            if (!pinned)
+                tokens += ((long)r->hp.K * (2 * r->hp.B + r->hp.V) + 2L * r->hp.B * r->hp.eval_batches) * r->hp.T;
             if (r->hp.overfit_cap) tokens += (long)r->hp.B * r->hp.T;
             r->next = NEXT_ALPHA;
             break;
+        }
         case NEXT_ALPHA:
             if ((rc = alpha_step(r, e))) return rc;
             r->next = NEXT_FREE;
@@ -233,8 +247,11 @@ static int loop(run_ctx *r, tdm_err *e) {
                 double mean[STEP_MAX_DOMAINS];
                 int loss_n = r->ep_n; /* E, or fewer after resuming an older version's state */
                 for (int m = 0; m < M; m++) mean[m] = r->ep_loss[m] / loss_n, r->ep_loss[m] = 0;
+                /* a pinned episode's probe ran no twins (loss_u = loss_w = 0, steps.h) */
+                int probed = 0;
+                for (int m = 0; !r->hp.fixed && m < M; m++) probed |= r->st.loss_u[m] != 0 || r->st.loss_w[m] != 0;
                 rec_metrics row = {.t = r->st.episode, .seq = r->seq + 1, .M = M,
-                                   .has_probe = !r->hp.fixed, .lr = lr_last,
+                                   .has_probe = probed, .lr = lr_last,
                                    .lr_alpha = r->hp.fixed ? 0 : step_alpha_rate(&r->hp),
                                    .grad_norm = r->ep_grad / loss_n, .free_steps = (uint64_t)loss_n};
                 r->ep_grad = 0;
@@ -247,7 +264,8 @@ static int loop(run_ctx *r, tdm_err *e) {
                 double per_step = (now - t_start) / (double)(r->seq + 1 - seq_start);
                 progress_line pl = {.episode = r->st.episode, .episodes = T, .seq = r->seq + 1,
                                     .M = M, .names = r->names, .loss = mean,
-                                    .loss_u = r->st.loss_u, .loss_w = r->st.loss_w,
+                                    .loss_u = probed ? r->st.loss_u : NULL,
+                                    .loss_w = probed ? r->st.loss_w : NULL,
                                     .alpha = r->st.alpha,
                                     .tokens_per_s = dt > 0 ? (double)tokens / dt : 0,
                                     .since_commit_s = last > 0 ? now - last : -1,

@@ -300,6 +300,43 @@ static int sgd_step(const step_hparams *hp, step_nets *n, float *params, int row
     return rc;
 }
 
+/* u (untouched by any probe) on the same validation windows every episode, into val_now:
+ * cursors at the start of each val split's first epoch, so that the losses of successive
+ * probes differ only by what u learned (the overfitting record, step_alpha) */
+static int score_u(const step_hparams *hp, const dataset *ds, step_nets *n, int M, double *val_now,
+                   tdm_err *e) {
+    double loss[2 * STEP_MAX_DOMAINS];
+    sampler_cursor fixed[STEP_MAX_DOMAINS];
+    memset(fixed, 0, sizeof fixed);
+    int rc = sampler_batch_per_domain(ds, SPLIT_VAL, hp->T, hp->B, hp->seed, fixed, n->tokens, n->domain, e);
+    if (!rc) rc = dp_pass(hp, n, n->u, hp->B, M, NULL, loss, e);
+    /* 0 is "no score" (a loss is never 0): what is not finite is not kept, so that the
+     * state always encodes */
+    for (int m = 0; !rc && m < M; m++) val_now[m] = isfinite(loss[m]) && loss[m] > 0 ? loss[m] : 0;
+    return rc;
+}
+
+int step_pinned(const step_hparams *hp, const step_state *s) {
+    if (!hp->has_lo || hp->fixed) return 0;
+    double sum = 0;
+    for (int m = 0; m < s->M; m++) {
+        int marked = hp->overfit_cap && s->overfit[m] && hp->plan_tokens > 0; /* overfit_bounds */
+        sum += marked ? hp->alpha_floor : hp->alpha_lo[m];
+    }
+    return sum >= 1 - STEP_PINNED_SLACK;
+}
+
+int step_probe_pinned(const step_hparams *hp, const dataset *ds, step_nets *n, step_state *s, tdm_err *e) {
+    step_state work = *s;
+    memset(work.loss_w, 0, sizeof work.loss_w);
+    memset(work.loss_u, 0, sizeof work.loss_u);
+    int rc = hp->overfit_cap ? score_u(hp, ds, n, s->M, work.val_now, e) : 0;
+    if (rc) return rc;
+    work.have_losses = 1;
+    *s = work;
+    return 0;
+}
+
 int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_state *s,
                const volatile sig_atomic_t *abandon, tdm_err *e) {
     int M = s->M, B = hp->B, T = hp->T;
@@ -354,18 +391,7 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
         if (!rc) rc = dp_pass(hp, n, n->up, B, M, NULL, loss, e);
         for (int m = 0; !rc && m < M; m++) work.loss_u[m] += loss[m] / nb;
     }
-    if (!rc && hp->overfit_cap) {
-        /* u (untouched by the probe) on the same validation windows every episode: cursors
-         * at the start of each val split's first epoch, so that the losses of successive
-         * probes differ only by what u learned (the overfitting record, step_alpha) */
-        sampler_cursor fixed[STEP_MAX_DOMAINS];
-        memset(fixed, 0, sizeof fixed);
-        rc = sampler_batch_per_domain(ds, SPLIT_VAL, T, B, hp->seed, fixed, n->tokens, n->domain, e);
-        if (!rc) rc = dp_pass(hp, n, n->u, B, M, NULL, loss, e);
-        /* 0 is "no score" (a loss is never 0): what is not finite is not kept, so that
-         * the state always encodes */
-        for (int m = 0; !rc && m < M; m++) work.val_now[m] = isfinite(loss[m]) && loss[m] > 0 ? loss[m] : 0;
-    }
+    if (!rc && hp->overfit_cap) rc = score_u(hp, ds, n, M, work.val_now, e);
     if (!rc && hp->probe_carry) rc = n->ops->copy(n->ctx, n->u, n->up, n->lay->numel, e);
     if (rc) return rc;
     /* which twin diverged names the key: u' takes SGD steps at lr_probe on the α-mixture
@@ -411,8 +437,13 @@ static void alpha_eg(const step_hparams *hp, const step_state *s, double *out) {
         sq += d[m] * d[m] / M;
     }
     double rms = sqrt(sq), eta = step_alpha_rate(hp);
-    /* a Δ of exactly 0 everywhere carries no evidence: α stays */
-    double scale = rms > 0 ? eta / rms : 0;
+    /* a Δ of exactly 0 everywhere carries no evidence (step_probe_pinned's): α stays, to
+     * the bit */
+    if (rms == 0) {
+        memcpy(out, s->alpha, (size_t)M * sizeof *out);
+        return;
+    }
+    double scale = eta / rms;
     /* in log space relative to the largest weight, so that exp never overflows */
     double logit[STEP_MAX_DOMAINS], top = -INFINITY;
     for (int m = 0; m < M; m++) {

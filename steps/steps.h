@@ -163,6 +163,25 @@ int step_sync(step_nets *n, tdm_err *e);
 int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_state *s,
                const volatile sig_atomic_t *abandon, tdm_err *e);
 
+/* Whether the α step's bounds admit one mixture only: the hold's lower bounds (with
+ * overfit_cap, a marked domain's at the floor, as step_alpha bounds it) sum to 1 within
+ * STEP_PINNED_SLACK. Then the probe's twins could not move α, and the runner takes
+ * step_probe_pinned instead of sync and step_probe: under tandem.alpha_cut = overfit
+ * while no domain is marked (every α_m held at its start), or repeated where no domain's
+ * bound is below its start. A function of (hparams, state), so a resume decides alike. */
+#define STEP_PINNED_SLACK 1e-9
+int step_pinned(const step_hparams *hp, const step_state *s);
+
+/* The probe of an episode whose α the bounds pin (step_pinned): no twins, no batches
+ * drawn (the cursors stay); with overfit_cap, u is scored on its fixed validation
+ * windows into s->val_now as step_probe scores it; loss_w = loss_u = 0 (Δ = 0, "no
+ * probe ran": a real loss is never 0) and have_losses set. The α step then keeps α
+ * where the bounds allow it, to the bit, and folds the score into the overfitting
+ * record; a domain that record marks loosens the bounds, and the next episode probes.
+ * Its cost: one forward pass of B rows instead of K SGD steps of both twins and their
+ * evaluation (a DMO where nothing overfits costs about what its free steps cost). */
+int step_probe_pinned(const step_hparams *hp, const dataset *ds, step_nets *n, step_state *s, tdm_err *e);
+
 /* The α update from the probe's Δ = γ (ℓ_w − ℓ_u), in float64; requires have_losses
  * (cleared). The previous α is copied to alpha_before (may be NULL). With overfit_cap it
  * first folds val_now into the overfitting record (val_ema, val_best, overfit) and bounds

@@ -19,7 +19,9 @@
 #     where one is, only it falls below its start, and never below its N-epoch weight;
 #     the key is pinned for a DMO and no change for a fixed run;
 #   - tandem.alpha_cut = overfit (the default): α at its start in every record while no
-#     domain is marked overfitted; a marked one (the test hook) alone falls below its start;
+#     domain is marked overfitted, and no twins run (no probe losses in records or rows,
+#     "-" in `tandem alpha`, "alpha held its start"); a marked one (the test hook) alone
+#     falls below its start, and every episode after the mark's probes;
 #   - tandem.start_epochs: a DMO's UniMax start at 16 epochs by default, at data.unimax_epochs
 #     with 0 (runs pinned before the key), the fixed UniMax baseline at data.unimax_epochs;
 #     pinned for a DMO, no change for a fixed run;
@@ -171,7 +173,11 @@ recs = json.load(sys.stdin)
 assert len(recs) == 24, len(recs)
 moved = max(abs(r["alpha_next"][d] - 1 / 3) for r in recs for d in r["alpha_next"])
 assert moved < 1e-12, moved
+# pinned: no twins ran in any episode, so no record carries the probe losses
+assert not any("loss_u" in r or "loss_w" in r for r in recs), "probe losses in a pinned run"
 print("ok")' 2>&1)
+# the mark's episode N: episodes up to N pinned (no probe losses), every one after probes
+mark=$(grep -o "episode [0-9]*: small's validation loss (smoothed) has risen" "$tmp/ovc-2:6.out" | head -1 | awk '{print $2+0}')
 got2=$("$bin" alpha "$tmp/ovc-2:6" --format json 2>/dev/null | $py -c '
 import json, sys
 recs = json.load(sys.stdin)
@@ -179,12 +185,23 @@ assert len(recs) == 24, len(recs)
 least = {d: min(r["alpha_next"][d] for r in recs) for d in ("big", "mid", "small")}
 assert least["small"] < 1 / 3 - 1e-3, least
 assert least["big"] >= 1 / 3 - 1e-12 and least["mid"] >= 1 / 3 - 1e-12, least
-print("ok small %.4f" % least["small"])' 2>&1)
+mark = int(sys.argv[1])
+probed = [r["episode"] for r in recs if "loss_u" in r]
+assert probed == list(range(mark + 1, 24)), (mark, probed)
+print("ok small %.4f, marked at episode %d, probed from %d" % (least["small"], mark, probed[0]))' "${mark:--1}" 2>&1)
+rows=$("$bin" metrics "$tmp/ovc-none" --format jsonl 2>/dev/null | $py -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin if l.strip()]
+assert len(rows) == 24 and not any("loss_u" in r for r in rows) and all("val" in r for r in rows), rows[0]
+print("ok")' 2>&1)
+table=$("$bin" alpha "$tmp/ovc-none" 2>/dev/null | sed -n 2p)
 if [ "$got" = ok ] && grep -q "holds every weight at or above its start until" "$tmp/ovc-none.out" &&
-   ! grep -q "exit" "$tmp/ovc-none.out" && [[ $got2 == ok* ]] &&
+   ! grep -q "exit" "$tmp/ovc-none.out" && [[ $got2 == ok* ]] && [ "$rows" = ok ] &&
+   [[ $table =~ ^\ +0\ +big\ +0\.333333\ +0\.333333\ +-\ +-\ +-\  ]] &&
+   grep -q "^alpha held its start" "$tmp/ovc-none.out" && grep -q "^alpha moved" "$tmp/ovc-2:6.out" &&
    grep -q "small's validation loss (smoothed) has risen" "$tmp/ovc-2:6.out"; then
-  pass "tandem.alpha_cut = overfit (default): nothing marked, α at its start in all 24 records; small marked, it alone falls below its start (${got2#ok })"
-else fail "alpha_cut overfit" "$got" "$got2" "$(tail -3 "$tmp/ovc-none.out")" "$(tail -3 "$tmp/ovc-2:6.out")"; fi
+  pass "tandem.alpha_cut = overfit (default): nothing marked, α at its start in all 24 records, no twins run (no probe losses in records or rows, '-' in the table); small marked, it alone falls below its start, and every episode after the mark probes (${got2#ok })"
+else fail "alpha_cut overfit" "$got" "$got2" "rows: $rows" "table: $table" "$(tail -3 "$tmp/ovc-none.out")" "$(tail -3 "$tmp/ovc-2:6.out")"; fi
 
 # tandem.start_epochs: where a DMO starts. Uniform gives small 4.6 epochs of corpus2 over
 # the 13824 planned tokens: the default (16) starts a DMO at Uniform, 0 (what a run pinned

@@ -187,11 +187,13 @@ else fail "status of a killed fixed run" "$out" "json at_risk_steps: $js"; fi
 
 # ---------------------------------------------------------------- extreme values
 # KEY=VALUE...|expected exit codes|what the message must name
+# (the probe's keys with tandem.alpha_cut=any: under the default hold nothing overfits in
+# this run, α is pinned and no twins run, so lr_probe, lr_alpha and gamma are never used)
 cases=(
   "optim.lr=1e30|5|lower optim.lr"
-  "tandem.lr_probe=1e30|5|lower tandem.lr_probe"
-  "tandem.alpha_step=pgd tandem.lr_alpha=1e300|5|lower tandem.lr_alpha"
-  "tandem.gamma=1e300|5|lower tandem.gamma"
+  "tandem.alpha_cut=any tandem.lr_probe=1e30|5|lower tandem.lr_probe"
+  "tandem.alpha_cut=any tandem.alpha_step=pgd tandem.lr_alpha=1e300|5|lower tandem.lr_alpha"
+  "tandem.alpha_cut=any tandem.gamma=1e300|5|lower tandem.gamma"
   "optim.weight_decay=1e300|5|lower optim.weight_decay"
   "model.layers=1024 model.channels=65536 model.heads=1|2|model.layers"
   "model.channels=65536 model.heads=65536|2|model.channels"

@@ -91,11 +91,12 @@ static void test_uninterrupted_rows_and_tensorboard(void) {
     CHECK(!strcmp(out, "ok"), "rows of the reference: %s", out);
     snprintf(tb, sizeof tb, "%s/tb/events.out.tfevents.*", f.dir);
     tfcheck(g_ref_jsonl, tb, 0, out, sizeof out);
-    /* 3 domains x (loss, loss_u, loss_w, alpha, epochs, val) + 6 scalars + 3 steps, per
-     * episode (val: the overfitting record's score of u, on by default with
-     * tandem.alpha_cut = overfit) */
+    /* 3 domains x (loss, alpha, epochs, val) + 6 scalars + 3 steps, per episode (val: the
+     * overfitting record's score of u, on by default with tandem.alpha_cut = overfit; no
+     * loss_u, loss_w: the hold pins α at its start while nothing overfits, so no twins
+     * run, steps.h step_pinned; test_validation_every_n has them) */
     char want[32];
-    snprintf(want, sizeof want, "ok %d", EPISODES * (3 * 6 + 6 + 3));
+    snprintf(want, sizeof want, "ok %d", EPISODES * (3 * 4 + 6 + 3));
     CHECK(!strcmp(out, want), "the live TensorBoard log: %s (want %s)", out, want);
     /* each free step's loss: 3 per row on the AdamW step axis, their mean the α-weighted
      * mean of the row's per-domain losses */
@@ -260,7 +261,9 @@ static void test_validation_every_n(void) {
     CHECK(fixture_make(&f, "metrics-val", 0) == 0, "fixture");
     char tb[700], out[4096], log[8192], jl[800];
     snprintf(tb, sizeof tb, "log.tensorboard=%s/tb", f.dir);
-    const char *extra[] = {"--set", tb, "--set", "log.val_every=5", "--set", "log.val_tokens=70", NULL};
+    /* alpha_cut any: every episode probes (the probe's loss_u, loss_w in the rows) */
+    const char *extra[] = {"--set", tb, "--set", "log.val_every=5", "--set", "log.val_tokens=70",
+                           "--set", "tandem.alpha_cut=any", NULL};
     int rc = wait_exit(start_run_argv(&f, NULL, extra));
     read_all(f.log, log, sizeof log);
     CHECK(rc == 0, "run: exit %d: %s", rc, log);

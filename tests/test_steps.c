@@ -795,6 +795,59 @@ static void test_probe_val_mean_and_eval_batches(void) {
     fixture_close(&f);
 }
 
+/* step_pinned: the hold pins α when its lower bounds sum to 1 (alpha_cut = overfit with
+ * no mark), not when a mark drops one to the floor, nor without a hold. step_probe_pinned
+ * then draws nothing (cursors as they were), leaves u, scores u on the fixed validation
+ * windows exactly as step_probe does, and the α step keeps α to the bit; a score that
+ * marks a domain unpins the next episode. */
+static void test_pinned_probe(void) {
+    fixture f;
+    if (fixture_open(&f, STEP_MIX_WEIGHT)) return;
+    tdm_err e = {0};
+    size_t P = f.lay.numel;
+    float *u0 = malloc(P * sizeof *u0), *u1 = malloc(P * sizeof *u1);
+    step_state s, full;
+    step_state_init(&s, &f.ds, 0);
+    f.hp.overfit_cap = 1;
+    f.hp.plan_tokens = 1e6;
+    CHECK(!step_pinned(&f.hp, &s), "pinned without a hold");
+    f.hp.has_lo = 1;
+    f.hp.alpha_lo[0] = 0.3, f.hp.alpha_lo[1] = 0.7;
+    s.alpha[0] = 0.3, s.alpha[1] = 0.7;
+    CHECK(step_pinned(&f.hp, &s), "the hold at the start does not pin α");
+    step_hparams cut = f.hp;
+    cut.alpha_lo[0] = 0.2; /* alpha_cut = repeated with domain 0 cut to 0.2 */
+    CHECK(!step_pinned(&cut, &s), "a bound below the start pins α");
+    step_nets n;
+    CHECK(step_nets_create(&n, &model_cpu_ops, &f.lay, &f.hp, 2, 1, &e) == 0, "%s", e.msg);
+    model_init_params(&f.lay, 9, u0);
+    n.ops->upload(n.ctx, n.u, u0, P, &e);
+    full = s;
+    CHECK(step_sync(&n, &e) == 0 && step_probe(&f.hp, &f.ds, &n, &full, NULL, &e) == 0, "%s", e.msg);
+    step_state before = s;
+    CHECK(step_probe_pinned(&f.hp, &f.ds, &n, &s, &e) == 0, "%s", e.msg);
+    n.ops->download(n.ctx, u1, n.u, P, &e);
+    CHECK(memcmp(u0, u1, P * sizeof *u0) == 0, "the pinned probe changed u");
+    CHECK(memcmp(s.train, before.train, sizeof s.train) == 0 && memcmp(s.val, before.val, sizeof s.val) == 0,
+          "the pinned probe moved a cursor");
+    CHECK(s.have_losses && s.loss_u[0] == 0 && s.loss_w[1] == 0, "losses %g %g", s.loss_u[0], s.loss_w[1]);
+    CHECK(s.val_now[0] > 0 && memcmp(s.val_now, full.val_now, sizeof s.val_now) == 0,
+          "u's score %g, the full probe's %g", s.val_now[0], full.val_now[0]);
+    double was[2];
+    CHECK(step_alpha(&f.hp, &s, was, &e) == 0, "%s", e.msg);
+    CHECK(s.alpha[0] == 0.3 && s.alpha[1] == 0.7 && s.val_n == 1, "α %.17g %.17g after a pinned probe",
+          s.alpha[0], s.alpha[1]);
+    s.overfit[1] = 1; /* as a rising score would mark it */
+    CHECK(!step_pinned(&f.hp, &s), "a marked domain still pins α");
+    step_hparams off = f.hp;
+    off.overfit_cap = 0; /* marks lower nothing without the record (alpha_cut = repeated) */
+    CHECK(step_pinned(&off, &s), "a mark unpinned α without the record");
+    step_nets_destroy(&n);
+    free(u0);
+    free(u1);
+    fixture_close(&f);
+}
+
 static void test_check_rejects_bad_batch(void) {
     fixture f;
     if (fixture_open(&f, STEP_MIX_WEIGHT)) return;
@@ -835,6 +888,7 @@ int main(void) {
     RUN(test_probe_carry);
     RUN(test_micro_batches);
     RUN(test_probe_val_mean_and_eval_batches);
+    RUN(test_pinned_probe);
     RUN(test_check_rejects_bad_batch);
     return test_summary("test_steps");
 }

@@ -66,11 +66,23 @@ def evaluate(work, store, name, state=None):
     return cached_json(os.path.join(work, f"{name}{tag}.eval.json"), cmd)
 
 
+def rows_of(store):
+    return [json.loads(l) for l in out_of([TANDEM, "metrics", store, "--format", "jsonl"]).splitlines()
+            if l.strip()]
+
+
 def epochs(store):
     """Epochs per domain at the end of a run (its last metrics row), or None."""
-    rows = [json.loads(l) for l in out_of([TANDEM, "metrics", store, "--format", "jsonl"]).splitlines()
-            if l.strip()]
+    rows = rows_of(store)
     return rows[-1].get("epochs") if rows else None
+
+
+def cost(store):
+    """(seconds of its episodes, episodes whose probe ran twins, episodes) of a run, from its
+    metrics rows (episode_s: an episode's steps and commits, not its row); a pinned
+    episode's row has no loss_u (steps.h, step_pinned)."""
+    rows = rows_of(store)
+    return (sum(r.get("episode_s", 0) for r in rows), sum("loss_u" in r for r in rows), len(rows))
 
 
 def mixture_file(work, store, window):
@@ -105,7 +117,7 @@ def study(a):
     windows = [float(w) for w in a.alpha_window.split(",")]
     fixed = BASELINES + [(n, s) for n, s in a.fixed]
     jobs, order, lock = queue.PriorityQueue(), itertools.count(), threading.Lock()
-    finals, alphas, curves, errors = {}, {}, {}, []
+    finals, alphas, curves, errors, costs = {}, {}, {}, [], {}
 
     def put(prio, fn, args):
         jobs.put((prio, next(order), fn, args))
@@ -118,8 +130,10 @@ def study(a):
         ev = evaluate(a.work, st, name)
         ep = epochs(st)
         cv = curve(a.work, st, name) if extra else None
+        c = cost(st)
         with lock:
             finals[(mixname, dseed, fseed)] = (ev, ep)
+            costs[("final", mixname, dseed, fseed)] = c
             if cv:
                 curves[fseed] = cv
         print(f"  {name}: Average {ev['average_ppl']:.4f}", flush=True)
@@ -127,6 +141,9 @@ def study(a):
     def dmo(vname, vsets, dseed):
         name = f"dmo-{vname}-s{dseed}"
         st = tandem_run(a.work, name, a.base, [f"run.seed={dseed}", "run.mode=tandem"] + vsets.split(), a.threads)
+        c = cost(st)
+        with lock:
+            costs[("dmo", vname, dseed)] = c
         for w in windows:  # α* taken from the trajectory in each way asked: one variant each
             tag = vname if len(windows) == 1 else f"{vname}@w{w:g}"
             mix = mixture_file(a.work, st, w)
@@ -172,7 +189,9 @@ def study(a):
     for t in lanes:
         t.join()
     tags = [v if len(windows) == 1 else f"{v}@w{w:g}" for v, _ in variants for w in windows]
-    return summarise(finals, alphas, curves, [n for n, _ in fixed], tags), errors
+    res = summarise(finals, alphas, curves, [n for n, _ in fixed], tags)
+    res["cost"] = summarise_cost(costs, [v for v, _ in variants])
+    return res, errors
 
 
 def ms(xs):
@@ -223,6 +242,22 @@ def summarise(finals, alphas, curves, fixed, variants):
     return res
 
 
+def summarise_cost(costs, variants):
+    """Each variant's DMO time against a Uniform final run's (the same budget of u-steps,
+    the same lanes, so the same contention): mean seconds and their ratio, and how many
+    episodes probed."""
+    uni = [c[0] for k, c in costs.items() if k[0] == "final" and k[1] == "uniform" and c[0] > 0]
+    out = {}
+    for v in variants:
+        d = [c for k, c in costs.items() if k[0] == "dmo" and k[1] == v]
+        if not d or not uni:
+            continue
+        secs = statistics.mean(c[0] for c in d)
+        out[v] = {"dmo_s": secs, "uniform_s": statistics.mean(uni), "ratio": secs / statistics.mean(uni),
+                  "probed": [c[1] for c in d], "episodes": d[0][2]}
+    return out
+
+
 def report(res, title=""):
     doms = res["domains"]
     if not doms:
@@ -246,6 +281,10 @@ def report(res, title=""):
             print(f"  {name} alpha* (mean ± sd over DMO seeds): " +
                   ", ".join(f"{d} {row['alpha'][d][0]:.3f}±{row['alpha'][d][1]:.3f}" for d in doms) +
                   f"; sd of the DMO seeds' mean Average {row['average_dmo_sd']:.4f}")
+    for name, c in res.get("cost", {}).items():
+        print(f"  {name} DMO cost: {c['dmo_s']:.0f} s = {c['ratio']:.2f} x a Uniform final run "
+              f"({c['uniform_s']:.0f} s, the same lanes); episodes that probed, per DMO seed: "
+              + ", ".join(str(p) for p in c["probed"]) + f" of {c['episodes']}")
     if res.get("uniform_rose") is not None:
         r = res["uniform_rose"]
         print("  Uniform's test loss rose before the end on: " +
