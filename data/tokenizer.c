@@ -49,6 +49,15 @@ static int encode_range(const tokenizer *t, const char *text, size_t n, size_t f
     return 0;
 }
 
+/* Folds one thread's encode_range failure `bad` into the shared *fail: a piece too long
+ * (-2) outranks no memory (-1), so the code is the same every run whatever the threads'
+ * order. Called inside a parallel region (the critical section binds to it). */
+static void fail_keep(int *fail, int bad) {
+    if (!bad) return;
+#pragma omp critical(tok_fail)
+    if (*fail != -2) *fail = bad;
+}
+
 /* The error for encode_range's failure `bad` (-1 or -2; 0: none). */
 static int encode_fail(int bad, tdm_err *e) {
     if (!bad) return 0;
@@ -210,10 +219,7 @@ static int encode_cut(const tokenizer *t, const char *text, size_t n, size_t cut
 #pragma omp for schedule(dynamic, 1)
             for (size_t k = 0; k < ncut; k++)
                 if (!bad) bad = encode_range(t, text, n, cuts[k], cuts[k + 1], c, &parts[k]);
-            if (bad) {
-#pragma omp critical(tok_fail)
-                if (fail != -2) fail = bad; /* a piece too long outranks no memory: same code every run */
-            }
+            fail_keep(&fail, bad);
             bpe_cache_free(c);
         }
         for (size_t k = 0; k < ncut && !fail; k++) fail = tok_ids_append(out, parts[k].v, parts[k].n) ? -1 : 0;
@@ -253,10 +259,7 @@ int tokenizer_encode_docs(const tokenizer *t, size_t ndocs, const char *const *d
             bad = !text ? -1 : encode_range(t, text, n, 0, n, c, &outs[d]);
             free(owned);
         }
-        if (bad) {
-#pragma omp critical(tok_fail)
-            if (fail != -2) fail = bad; /* a piece too long outranks no memory */
-        }
+        fail_keep(&fail, bad);
         bpe_cache_free(c);
     }
     return encode_fail(fail, e);

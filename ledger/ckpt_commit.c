@@ -28,6 +28,29 @@ static int is_known(const ckpt *c, const sha256_digest *d) {
     return 0;
 }
 
+static int given_up(ckpt *c, tdm_err *e) {
+    return err_set(e, ERR_STORE, "%s: the commit was given up (no time left before the stop)", store_url(c->st));
+}
+
+/* A blob this commit stored (or found) whose DELETE this process gave up on earlier may
+ * still be removed by that request, landing late (a chunk that came back to the content
+ * of a state retention deleted: content-addressed, the same key). Waits until no such
+ * DELETE can land (store_delete_settled; a stop or a cancel gives the commit up, the last
+ * state standing) and writes the blob again, so that the manifest never names a blob a
+ * late DELETE removes after it. */
+static int outlast_late_delete(ckpt *c, const char *key, const void *data, size_t n, tdm_err *e) {
+    if (store_delete_settled(c->st, key)) return 0;
+    fprintf(stderr, "tandem: %s/%s: a DELETE of this blob given up on earlier may still land; the "
+            "commit waits until it cannot, then writes the blob again\n", store_url(c->st), key);
+    while (!store_delete_settled(c->st, key)) {
+        if (atomic_load(&c->cancel) || ckpt_stream_should_stop(c)) return given_up(c, e);
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    int rc = ckpt_check_lease(c, e);
+    return rc ? rc : store_put(c->st, key, data, n, STORE_OVERWRITE, e);
+}
+
 /* Stores one chunk unless it is already stored intact; repairs a corrupt copy.
  * (TANDEM_TEST_BLOB_DELAY_MS slows every write: a throttled store, for the tests.) */
 static int put_blob(ckpt *c, const sha256_digest *d, const void *data, size_t n, tdm_err *e) {
@@ -36,22 +59,22 @@ static int put_blob(ckpt *c, const sha256_digest *d, const void *data, size_t n,
     ckpt_blob_key(d, key);
     testhook_kill_at("blob");
     testhook_sleep("TANDEM_TEST_BLOB_DELAY_MS");
-    if (atomic_load(&c->cancel) || ckpt_stream_should_stop(c))
-        return err_set(e, ERR_STORE, "%s: the commit was given up (no time left before the stop)",
-                       store_url(c->st));
+    if (atomic_load(&c->cancel) || ckpt_stream_should_stop(c)) return given_up(c, e);
     int rc = ckpt_check_lease(c, e); /* a fenced-out writer writes nothing more */
     if (rc) return rc;
     void *old = NULL;
     size_t on = 0;
     rc = ckpt_put_once(c, key, data, n, &old, &on, NULL, e);
+    if (rc == 0) return outlast_late_delete(c, key, data, n, e);
     if (rc != STORE_EXISTS) return rc;
     sha256_digest od;
     sha256(old, on, &od);
     free(old);
-    if (sha256_equal(&od, d)) return 0;
+    if (sha256_equal(&od, d)) return outlast_late_delete(c, key, data, n, e);
     fprintf(stderr, "tandem: %s/%s was corrupt (its content does not hash to its name); rewriting it\n",
             store_url(c->st), key);
-    return store_put(c->st, key, data, n, STORE_OVERWRITE, e);
+    rc = store_put(c->st, key, data, n, STORE_OVERWRITE, e);
+    return rc ? rc : outlast_late_delete(c, key, data, n, e);
 }
 
 static size_t chunk_count(const ckpt *c) {

@@ -309,10 +309,15 @@ static double mono_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void s3_note_unsettled(s3_store *s, const char *key) {
+void s3_note_unsettled(s3_store *s, const char *key, int del) {
     pthread_mutex_lock(&s->mu);
-    struct s3_unsettled *u = &s->unsettled[s->nunsettled++ % S3_UNSETTLED_MAX];
+    struct s3_unsettled *u = &s->unsettled[s->nunsettled % S3_UNSETTLED_MAX];
+    /* a DELETE pushed out is remembered by its time alone: until it is old, no DELETE of
+     * any key counts as settled (a PUT pushed out is judged by the oldest entry, below) */
+    if (s->nunsettled >= S3_UNSETTLED_MAX && u->del && u->t > s->lost_del_t) s->lost_del_t = u->t;
+    s->nunsettled++;
     u->all = strlen(key) >= sizeof u->key;
+    u->del = del;
     snprintf(u->key, sizeof u->key, "%s", u->all ? "" : key);
     u->t = mono_s();
     pthread_mutex_unlock(&s->mu);
@@ -322,19 +327,25 @@ void s3_note_unsettled(s3_store *s, const char *key) {
  * the request's own time limit, so twice that limit plus a minute covers a request held
  * as long again in a proxy or the server's queue (a guess no server promises; measured:
  * the test proxy's stall, 3 s past a 1 s limit). */
-static double settle_s(const s3_store *s) { return 60.0 + 2.0 * (double)s->cfg.timeout_s; }
+static double settle_s(const s3_store *s) {
+    const char *t = getenv("TANDEM_TEST_SETTLE_S"); /* test-only: a shorter window */
+    if (t && *t) return atof(t);
+    return 60.0 + 2.0 * (double)s->cfg.timeout_s;
+}
 
-int s3_write_settled(s3_store *s, const char *key) {
+int s3_write_settled(s3_store *s, const char *key, int deletes_only) {
     int settled = 1;
     double now = mono_s(), within = settle_s(s);
     pthread_mutex_lock(&s->mu);
     size_t n = s->nunsettled < S3_UNSETTLED_MAX ? s->nunsettled : S3_UNSETTLED_MAX;
     for (size_t i = 0; settled && i < n; i++) {
         const struct s3_unsettled *u = &s->unsettled[i];
-        if (now - u->t < within && (u->all || !strcmp(u->key, key))) settled = 0;
+        if ((u->del || !deletes_only) && now - u->t < within && (u->all || !strcmp(u->key, key))) settled = 0;
     }
-    /* older entries pushed out of the ring: unknown, so not settled while they could be young */
-    if (settled && s->nunsettled > S3_UNSETTLED_MAX) {
+    if (deletes_only) {
+        if (s->lost_del_t > 0 && now - s->lost_del_t < within) settled = 0;
+    } else if (settled && s->nunsettled > S3_UNSETTLED_MAX) {
+        /* older entries pushed out of the ring: unknown, so not settled while they could be young */
         const struct s3_unsettled *oldest = &s->unsettled[s->nunsettled % S3_UNSETTLED_MAX];
         if (now - oldest->t < within) settled = 0;
     }
@@ -399,14 +410,15 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
             continue;
         }
         if (rc) { /* reset, timeout, refused: retry */
-            if (writes_key(q)) s3_note_unsettled(s, q->key);
+            if (writes_key(q)) s3_note_unsettled(s, q->key, !strcmp(q->method, "DELETE"));
             continue;
         }
         if (retryable_status(r->status)) {
             snprintf(why, sizeof why, "HTTP %ld", r->status);
             /* a 500, 502 or 504 may come from a gateway whose upstream still holds the
              * write (429 and 503 refuse it): it may land later too */
-            if (r->status != 429 && r->status != 503 && writes_key(q)) s3_note_unsettled(s, q->key);
+            if (r->status != 429 && r->status != 503 && writes_key(q))
+                s3_note_unsettled(s, q->key, !strcmp(q->method, "DELETE"));
             continue;
         }
         if (r->etag_long && r->status / 100 == 2)

@@ -683,7 +683,9 @@ static void s3_close(store *st) {
     free(s);
 }
 
-static int s3_settled(store *st, const char *key) { return s3_write_settled(st->impl, key); }
+static int s3_settled(store *st, const char *key, int deletes_only) {
+    return s3_write_settled(st->impl, key, deletes_only);
+}
 
 static const store_backend s3_backend = {
     .scheme = "s3",

@@ -20,8 +20,8 @@ typedef struct store_backend {
     /* optional: NULL means the backend leaves no temporaries (store_sweep_temporaries) */
     int (*sweep)(store *s, double min_age_s, size_t *n, uint64_t *bytes, tdm_err *e);
     /* optional: NULL means every write is settled (a local file system's are, when they
-     * return) */
-    int (*settled)(store *s, const char *key);
+     * return); deletes_only: a DELETE of key alone (store_delete_settled) */
+    int (*settled)(store *s, const char *key, int deletes_only);
     void (*close)(store *s);
 } store_backend;
 
