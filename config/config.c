@@ -937,7 +937,7 @@ int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e) 
         const char *key, *value;
     } before_key[] = {
         {"tandem.alpha_step", "pgd"}, {"tandem.alpha_budget", "2"}, {"tandem.val_loss", "sum"},
-        {"tandem.alpha_cut", "any"}, {"tandem.overfit_cap", "false"},
+        {"tandem.alpha_cut", "any"}, {"tandem.overfit_cap", "false"}, {"tandem.skip_pinned", "false"},
         {"tandem.start_epochs", "0"},
         {"tandem.eval_batches", "1"}, {"checkpoint.keep", "0"},
         {"checkpoint.grace_s", "0"}, {"checkpoint.snapshot", "auto"},

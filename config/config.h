@@ -128,6 +128,7 @@ typedef struct config {
         int eval_batches; /* train batches of the probe's evaluation of the twins */
         bool probe_carry;
         bool overfit_cap;    /* bound a domain whose validation loss rose (steps.h) */
+        bool skip_pinned;    /* no twins while the hold pins α (steps.h step_pinned) */
         double start_epochs; /* N of the DMO's UniMax start; 0 = data.unimax_epochs */
         double alpha_floor;
     } tandem;
@@ -248,8 +249,9 @@ int config_diff(const config *a, const config *b, const char ***keys, size_t *n,
 bool config_key_pinned(const char *key);
 
 /* Whether only the α step reads `key` (flagged F_DMO_ONLY in the schema: tandem.alpha_cut,
- * tandem.overfit_cap, tandem.start_epochs): a fixed run computes the same bits whatever its
- * value, so run_config.c lets a fixed run resume with it changed. False for unknown keys. */
+ * tandem.overfit_cap, tandem.start_epochs, tandem.skip_pinned): a fixed run computes the
+ * same bits whatever its value, so run_config.c lets a fixed run resume with it changed.
+ * False for unknown keys. */
 bool config_key_dmo_only(const char *key);
 
 /* Whether errors never repeat the value of `key` (flagged F_NOECHO: store, cluster.env,

@@ -201,6 +201,11 @@ const key_def config_schema[] = {
          "the tokens u had seen of it at that lowest (docs/dmo.md, \"The overfitting cap\"); "
          "with tandem.alpha_cut = overfit (the default) the record and its marks are kept "
          "anyway, and this adds the cap"),
+    BOOLF("tandem.skip_pinned", tandem.skip_pinned, "true", F_DMO_ONLY,
+         "while the hold's bounds admit one mixture only (alpha_cut = overfit with no domain "
+         "marked), an episode runs no twins: u is only scored for the overfitting record and "
+         "α stays where it must (docs/dmo.md, \"The hold\"); false runs the full probe every "
+         "episode, as runs pinned before the key did (the same α, other batches for u)"),
     FLTF("tandem.start_epochs", tandem.start_epochs, "16", 0, false, INFINITY, false, F_DMO_ONLY,
         "N of a TANDEM run's start when data.mixture = unimax: UniMax with no domain repeated "
         "more than this many epochs (Muennighoff et al. 2023: past ~16 repetitions more of a "

@@ -409,10 +409,10 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
      * runs the same kernels (the same bits), so there a difference changes nothing: a run
      * pinned before the key existed (builtin) resumes with today's default on the CPU */
     int attention_matters = cfg->run.device == CONFIG_DEVICE_CUDA && cfg->run.precision == CONFIG_PRECISION_BF16;
-    /* the keys flagged F_DMO_ONLY (tandem.alpha_cut, overfit_cap, start_epochs) bound or
-     * start the α step, which a fixed run never takes: a final run pinned before alpha_cut
-     * existed (any) resumes with today's default, and one given overfit_cap or start_epochs
-     * in its config (as the DMO's) computes the same either way */
+    /* the keys flagged F_DMO_ONLY (tandem.alpha_cut, overfit_cap, start_epochs, skip_pinned)
+     * bound, start or skip the α step and its probe, which a fixed run never takes: a final
+     * run pinned before alpha_cut existed (any) resumes with today's default, and one given
+     * overfit_cap or start_epochs in its config (as the DMO's) computes the same either way */
     int dmo_matters = cfg->run.mode != CONFIG_MODE_FIXED || pc.run.mode != CONFIG_MODE_FIXED;
     for (size_t i = 0; !rc && i < nk; i++)
         if (config_key_pinned(keys[i]) && (attention_matters || strcmp(keys[i], "model.attention")) &&

@@ -28,26 +28,43 @@ static int is_known(const ckpt *c, const sha256_digest *d) {
     return 0;
 }
 
+/* The error of a commit given up before its next object (a cancel, or the stop check). */
 static int given_up(ckpt *c, tdm_err *e) {
-    return err_set(e, ERR_STORE, "%s: the commit was given up (no time left before the stop)", store_url(c->st));
+    return err_set(e, ERR_STORE, "%s: the commit was given up (no time left before the stop)",
+                   store_url(c->st));
 }
 
 /* A blob this commit stored (or found) whose DELETE this process gave up on earlier may
  * still be removed by that request, landing late (a chunk that came back to the content
  * of a state retention deleted: content-addressed, the same key). Waits until no such
- * DELETE can land (store_delete_settled; a stop or a cancel gives the commit up, the last
- * state standing) and writes the blob again, so that the manifest never names a blob a
- * late DELETE removes after it. */
+ * DELETE can land (store_delete_unsettled_s) and writes the blob again, so that the
+ * manifest never names a blob a late DELETE removes after it. The wait counts in
+ * ckpt_commit_estimate (so a stop's grace decision sees it, and cancels the commit where
+ * it does not fit: the last state stands), not in the measured rate. */
 static int outlast_late_delete(ckpt *c, const char *key, const void *data, size_t n, tdm_err *e) {
-    if (store_delete_settled(c->st, key)) return 0;
+    double left = store_delete_unsettled_s(c->st, key);
+    if (left <= 0) return 0;
     fprintf(stderr, "tandem: %s/%s: a DELETE of this blob given up on earlier may still land; the "
-            "commit waits until it cannot, then writes the blob again\n", store_url(c->st), key);
-    while (!store_delete_settled(c->st, key)) {
-        if (atomic_load(&c->cancel) || ckpt_stream_should_stop(c)) return given_up(c, e);
+            "commit waits until it cannot (%.0f s), then writes the blob again\n",
+            store_url(c->st), key, left);
+    double t0 = ckpt_now_mono();
+    int rc = 0;
+    for (; left > 0; left = store_delete_unsettled_s(c->st, key)) {
+        pthread_mutex_lock(&c->mu);
+        if (ckpt_now_mono() + left > c->late_until) c->late_until = ckpt_now_mono() + left;
+        pthread_mutex_unlock(&c->mu);
+        if (atomic_load(&c->cancel) || ckpt_stream_should_stop(c)) {
+            rc = given_up(c, e);
+            break;
+        }
         struct timespec ts = {0, 200 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    int rc = ckpt_check_lease(c, e);
+    pthread_mutex_lock(&c->mu);
+    double waited = ckpt_now_mono() - t0; /* the I/O threads wait side by side: the longest counts */
+    if (waited > c->late_waited) c->late_waited = waited;
+    pthread_mutex_unlock(&c->mu);
+    if (!rc) rc = ckpt_check_lease(c, e);
     return rc ? rc : store_put(c->st, key, data, n, STORE_OVERWRITE, e);
 }
 
@@ -306,7 +323,9 @@ static int commit(ckpt *c, tdm_err *e) {
     c->last_seq = r->seq;
     if (c->commit_started > 0 && c->last_time > c->commit_started) {
         c->last_seconds = c->last_time - c->commit_started;
-        c->rate = (double)CKPT_TENSORS * (double)numel * 4.0 / c->last_seconds;
+        /* the pace of its writes: a late DELETE's wait (outlast_late_delete) is no measure of it */
+        double writing = c->last_seconds - c->late_waited;
+        if (writing > 0) c->rate = (double)CKPT_TENSORS * (double)numel * 4.0 / writing;
     }
     pthread_mutex_unlock(&c->mu);
     retain_now(c);
@@ -345,6 +364,9 @@ double ckpt_commit_estimate(ckpt *c, double *inflight_out) {
         double r = pace > 0 ? pace : rate > 0 ? rate : c->unmeasured_rate;
         inflight = (bytes - done) / r;
         if (inflight < 0) inflight = 0;
+        /* a late DELETE's wait still ahead of it (outlast_late_delete) */
+        double late = c->late_until - ckpt_now_mono();
+        if (late > 0) inflight += late;
         /* a first commit's pace is a measurement too: better than the guess */
         if (rate <= 0) rate = pace;
     }
@@ -401,6 +423,9 @@ int ckpt_snapshot(ckpt *c, const rec_state *rec, const ckpt_tensor_io *io, float
     int rc = ckpt_wait(c, e);
     if (rc) return rc;
     c->commit_started = ckpt_now_mono();
+    pthread_mutex_lock(&c->mu);
+    c->late_until = c->late_waited = 0; /* this commit's own late-DELETE wait, if any */
+    pthread_mutex_unlock(&c->mu);
     atomic_store(&c->done_bytes, 0);
     rec_state_free(&c->snap);
     c->snap = *rec;

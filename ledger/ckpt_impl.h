@@ -55,6 +55,9 @@ struct ckpt {
     double unmeasured_rate;
     atomic_int cancel; /* ckpt_cancel: the commit in flight stops before its next object */
     double commit_started; /* monotonic time the pending commit began (0: none pending) */
+    /* under mu: the monotonic time to which the pending commit waits out a late DELETE
+     * (outlast_late_delete; 0: none), and the longest such wait so far (not in its rate) */
+    double late_until, late_waited;
     /* the state the last ckpt_load chose, and whether HEAD names it as it is; head_note
      * says what was wrong with HEAD when that is news (empty when HEAD merely lags behind
      * a state whose commit was cut off before HEAD moved) */

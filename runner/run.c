@@ -221,8 +221,8 @@ static int loop(run_ctx *r, tdm_err *e) {
             if (rc == STEP_ABANDONED) continue; /* the safe point commits and exits */
             if (rc) return rc;
             test_val_rise(r);
-            if (!pinned)
-                tokens += ((long)r->hp.K * (2 * r->hp.B + r->hp.V) + 2L * r->hp.B * r->hp.eval_batches) * r->hp.T;
+            long probe_rows = (long)r->hp.K * (2 * r->hp.B + r->hp.V) + 2L * r->hp.B * r->hp.eval_batches;
+            if (!pinned) tokens += probe_rows * r->hp.T;
             if (r->hp.overfit_cap) tokens += (long)r->hp.B * r->hp.T;
             r->next = NEXT_ALPHA;
             break;
@@ -249,7 +249,8 @@ static int loop(run_ctx *r, tdm_err *e) {
                 for (int m = 0; m < M; m++) mean[m] = r->ep_loss[m] / loss_n, r->ep_loss[m] = 0;
                 /* a pinned episode's probe ran no twins (loss_u = loss_w = 0, steps.h) */
                 int probed = 0;
-                for (int m = 0; !r->hp.fixed && m < M; m++) probed |= r->st.loss_u[m] != 0 || r->st.loss_w[m] != 0;
+                for (int m = 0; !r->hp.fixed && m < M; m++)
+                    probed |= r->st.loss_u[m] != 0 || r->st.loss_w[m] != 0;
                 rec_metrics row = {.t = r->st.episode, .seq = r->seq + 1, .M = M,
                                    .has_probe = probed, .lr = lr_last,
                                    .lr_alpha = r->hp.fixed ? 0 : step_alpha_rate(&r->hp),

@@ -54,6 +54,7 @@ static void fill_hparams(run_ctx *r) {
      * overfit cuts on its marks */
     h->overfit_cap = (c->tandem.overfit_cap || c->tandem.alpha_cut == CONFIG_CUT_OVERFIT) && !fixed;
     h->overfit_capped = c->tandem.overfit_cap && !fixed;
+    h->skip_pinned = c->tandem.skip_pinned && !fixed;
     h->plan_tokens = (double)h->episodes * h->E * h->B * h->T;
     h->mixing = c->data.mixing == CONFIG_MIXING_SAMPLE || (c->data.mixing == CONFIG_MIXING_AUTO && fixed)
                     ? STEP_MIX_SAMPLE

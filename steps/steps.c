@@ -317,7 +317,8 @@ static int score_u(const step_hparams *hp, const dataset *ds, step_nets *n, int 
 }
 
 int step_pinned(const step_hparams *hp, const step_state *s) {
-    if (!hp->has_lo || hp->fixed) return 0;
+    /* with probe_carry the twins' steps train u too: they are never skipped */
+    if (!hp->skip_pinned || !hp->has_lo || hp->fixed || hp->probe_carry) return 0;
     double sum = 0;
     for (int m = 0; m < s->M; m++) {
         int marked = hp->overfit_cap && s->overfit[m] && hp->plan_tokens > 0; /* overfit_bounds */

@@ -83,6 +83,7 @@ typedef struct step_hparams {
      * the domain, it does not cut it itself) */
     int overfit_cap, overfit_capped;
     double plan_tokens;
+    int skip_pinned; /* tandem.skip_pinned: step_pinned may say yes */
 } step_hparams;
 
 /* How far a domain's smoothed validation loss must rise above its lowest to count as
@@ -168,7 +169,9 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
  * STEP_PINNED_SLACK. Then the probe's twins could not move α, and the runner takes
  * step_probe_pinned instead of sync and step_probe: under tandem.alpha_cut = overfit
  * while no domain is marked (every α_m held at its start), or repeated where no domain's
- * bound is below its start. A function of (hparams, state), so a resume decides alike. */
+ * bound is below its start. Never with skip_pinned off (tandem.skip_pinned, false in runs
+ * pinned before it: their α records were written by full probes) nor with probe_carry
+ * (the twins' steps train u). A function of (hparams, state), so a resume decides alike. */
 #define STEP_PINNED_SLACK 1e-9
 int step_pinned(const step_hparams *hp, const step_state *s);
 

@@ -32,7 +32,7 @@ typedef struct s3_store {
     struct s3_unsettled {
         char key[160]; /* "" and all = 1: a key too long to keep (every key is unsettled) */
         int all;
-        int del;  /* a DELETE (store_delete_settled asks about these alone) */
+        int del;  /* a DELETE of the object (store_delete_unsettled_s asks about these alone) */
         double t; /* CLOCK_MONOTONIC seconds */
     } unsettled[S3_UNSETTLED_MAX];
     size_t nunsettled; /* written so far (the ring's next slot is nunsettled % MAX) */
@@ -41,9 +41,9 @@ typedef struct s3_store {
 
 /* Records that a write of `key` (PUT, POST, DELETE: `del`) got no answer and may still land. */
 void s3_note_unsettled(s3_store *s, const char *key, int del);
-/* 0 while a write of `key` given up on (with deletes_only: a DELETE of it) may still land
- * (see s3_request.c), else 1. */
-int s3_write_settled(s3_store *s, const char *key, int deletes_only);
+/* Seconds until no write of `key` given up on (with deletes_only: no DELETE of it) can
+ * still land (see s3_request.c); 0: settled. */
+double s3_unsettled_s(s3_store *s, const char *key, int deletes_only);
 
 typedef struct s3_resp {
     long status;

@@ -329,33 +329,37 @@ void s3_note_unsettled(s3_store *s, const char *key, int del) {
  * the test proxy's stall, 3 s past a 1 s limit). */
 static double settle_s(const s3_store *s) {
     const char *t = getenv("TANDEM_TEST_SETTLE_S"); /* test-only: a shorter window */
-    if (t && *t) return atof(t);
-    return 60.0 + 2.0 * (double)s->cfg.timeout_s;
+    double v = t && *t ? atof(t) : 0;
+    return v > 0 ? v : 60.0 + 2.0 * (double)s->cfg.timeout_s;
 }
 
-int s3_write_settled(s3_store *s, const char *key, int deletes_only) {
-    int settled = 1;
-    double now = mono_s(), within = settle_s(s);
+double s3_unsettled_s(s3_store *s, const char *key, int deletes_only) {
+    double now = mono_s(), within = settle_s(s), young = 0; /* the newest matching entry's time */
     pthread_mutex_lock(&s->mu);
     size_t n = s->nunsettled < S3_UNSETTLED_MAX ? s->nunsettled : S3_UNSETTLED_MAX;
-    for (size_t i = 0; settled && i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         const struct s3_unsettled *u = &s->unsettled[i];
-        if ((u->del || !deletes_only) && now - u->t < within && (u->all || !strcmp(u->key, key))) settled = 0;
+        if ((u->del || !deletes_only) && (u->all || !strcmp(u->key, key)) && u->t > young) young = u->t;
     }
     if (deletes_only) {
-        if (s->lost_del_t > 0 && now - s->lost_del_t < within) settled = 0;
-    } else if (settled && s->nunsettled > S3_UNSETTLED_MAX) {
-        /* older entries pushed out of the ring: unknown, so not settled while they could be young */
+        if (s->lost_del_t > young) young = s->lost_del_t;
+    } else if (s->nunsettled > S3_UNSETTLED_MAX) {
+        /* older entries pushed out of the ring: unknown, so unsettled while they could be young */
         const struct s3_unsettled *oldest = &s->unsettled[s->nunsettled % S3_UNSETTLED_MAX];
-        if (now - oldest->t < within) settled = 0;
+        if (oldest->t > young) young = oldest->t;
     }
     pthread_mutex_unlock(&s->mu);
-    return settled;
+    double left = young > 0 ? young + within - now : 0;
+    return left > 0 ? left : 0;
 }
 
 /* Whether q writes an object (PUT, POST, DELETE of a key): such a request, unanswered,
  * may still land (s3_note_unsettled). */
 static int writes_key(const s3_req *q) { return q->key && strcmp(q->method, "GET") && strcmp(q->method, "HEAD"); }
+
+/* Whether q deletes the object itself (a multipart upload's abort, DELETE ?uploadId=, does
+ * not: it removes parts, never a completed object). */
+static int deletes_object(const s3_req *q) { return !strcmp(q->method, "DELETE") && !(q->query && *q->query); }
 
 static int retryable_status(long st) { return st == 429 || st == 500 || st == 502 || st == 503 || st == 504; }
 
@@ -410,7 +414,7 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
             continue;
         }
         if (rc) { /* reset, timeout, refused: retry */
-            if (writes_key(q)) s3_note_unsettled(s, q->key, !strcmp(q->method, "DELETE"));
+            if (writes_key(q)) s3_note_unsettled(s, q->key, deletes_object(q));
             continue;
         }
         if (retryable_status(r->status)) {
@@ -418,7 +422,7 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
             /* a 500, 502 or 504 may come from a gateway whose upstream still holds the
              * write (429 and 503 refuse it): it may land later too */
             if (r->status != 429 && r->status != 503 && writes_key(q))
-                s3_note_unsettled(s, q->key, !strcmp(q->method, "DELETE"));
+                s3_note_unsettled(s, q->key, deletes_object(q));
             continue;
         }
         if (r->etag_long && r->status / 100 == 2)

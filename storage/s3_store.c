@@ -683,8 +683,8 @@ static void s3_close(store *st) {
     free(s);
 }
 
-static int s3_settled(store *st, const char *key, int deletes_only) {
-    return s3_write_settled(st->impl, key, deletes_only);
+static double s3_unsettled(store *st, const char *key, int deletes_only) {
+    return s3_unsettled_s(st->impl, key, deletes_only);
 }
 
 static const store_backend s3_backend = {
@@ -696,7 +696,7 @@ static const store_backend s3_backend = {
     .exists = s3_exists,
     .list = s3_list,
     .del = s3_del,
-    .settled = s3_settled,
+    .unsettled = s3_unsettled,
     .close = s3_close,
 };
 

@@ -99,9 +99,13 @@ int store_delete(store *s, const char *key, tdm_err *e) {
     return s->b->del(s, key, e);
 }
 
-int store_write_settled(store *s, const char *key) { return s->b->settled ? s->b->settled(s, key, 0) : 1; }
+int store_write_settled(store *s, const char *key) {
+    return s->b->unsettled ? s->b->unsettled(s, key, 0) <= 0 : 1;
+}
 
-int store_delete_settled(store *s, const char *key) { return s->b->settled ? s->b->settled(s, key, 1) : 1; }
+double store_delete_unsettled_s(store *s, const char *key) {
+    return s->b->unsettled ? s->b->unsettled(s, key, 1) : 0;
+}
 
 int store_sweep_temporaries(store *s, double min_age_s, size_t *n, uint64_t *bytes, tdm_err *e) {
     *n = 0;

@@ -102,10 +102,11 @@ int store_sweep_temporaries(store *s, double min_age_s, size_t *n, uint64_t *byt
  * without its blobs (a request held past the client's time limit lands late). */
 int store_write_settled(store *s, const char *key);
 
-/* The same for a DELETE of `key` alone: 0 while one this process gave up on may still
- * land. A commit that stores a blob under such a key (a chunk that came back to content
- * an earlier state had, whose blob retention deleted) must not rely on it until then. */
-int store_delete_settled(store *s, const char *key);
+/* The same for a DELETE of `key` alone: the seconds until none this process gave up on
+ * can land (0: none can). A commit that stores a blob under such a key (a chunk that came
+ * back to content an earlier state had, whose blob retention deleted) must not rely on it
+ * until then. */
+double store_delete_unsettled_s(store *s, const char *key);
 
 /* 1 if `key` is a well-formed key (see above), else 0. */
 int store_key_valid(const char *key);

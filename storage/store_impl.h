@@ -20,8 +20,9 @@ typedef struct store_backend {
     /* optional: NULL means the backend leaves no temporaries (store_sweep_temporaries) */
     int (*sweep)(store *s, double min_age_s, size_t *n, uint64_t *bytes, tdm_err *e);
     /* optional: NULL means every write is settled (a local file system's are, when they
-     * return); deletes_only: a DELETE of key alone (store_delete_settled) */
-    int (*settled)(store *s, const char *key, int deletes_only);
+     * return); else the seconds until none of key given up on can land (deletes_only: no
+     * DELETE of it, store_delete_unsettled_s), 0 when settled */
+    double (*unsettled)(store *s, const char *key, int deletes_only);
     void (*close)(store *s);
 } store_backend;
 

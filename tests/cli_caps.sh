@@ -24,7 +24,7 @@
 #     falls below its start, and every episode after the mark's probes;
 #   - tandem.start_epochs: a DMO's UniMax start at 16 epochs by default, at data.unimax_epochs
 #     with 0 (runs pinned before the key), the fixed UniMax baseline at data.unimax_epochs;
-#     pinned for a DMO, no change for a fixed run;
+#     pinned for a DMO, no change for a fixed run; tandem.skip_pinned pinned alike;
 #   - bad values (an unknown domain, caps that cannot hold the budget, a malformed list):
 #     exit 2 naming the key, nothing written.
 # Prints PASS/FAIL lines and "cli_caps: N passed, M failed"; exits non-zero on failure.
@@ -249,6 +249,11 @@ else fail "alpha_cut pinned where it matters" "DMO exit $st1: $(cat "$tmp/cut1.e
 if [ $st1 = 2 ] && grep -q "tandem.start_epochs: 16 -> 3" "$tmp/se1.err" && [ $st2 = 0 ] && ! grep -q start_epochs "$tmp/se2.err"; then
   pass "tandem.start_epochs: a changed value refused on a DMO (exit 2 naming it), no change on a fixed run (exit 0)"
 else fail "start_epochs pinned where it matters" "DMO exit $st1: $(cat "$tmp/se1.err")" "fixed exit $st2: $(cat "$tmp/se2.err")"; fi
+"$bin" run "$tmp/c.yaml" --store "$tmp/tandem" --set tandem.skip_pinned=false --quiet >/dev/null 2>"$tmp/sp1.err"; st1=$?
+"$bin" run "$tmp/c.yaml" --store "$tmp/fixed" --set run.mode=fixed --set tandem.skip_pinned=false --quiet >/dev/null 2>"$tmp/sp2.err"; st2=$?
+if [ $st1 = 2 ] && grep -q "tandem.skip_pinned: true -> false" "$tmp/sp1.err" && [ $st2 = 0 ] && ! grep -q skip_pinned "$tmp/sp2.err"; then
+  pass "tandem.skip_pinned: a changed value refused on a DMO (exit 2 naming it), no change on a fixed run (exit 0)"
+else fail "skip_pinned pinned where it matters" "DMO exit $st1: $(cat "$tmp/sp1.err")" "fixed exit $st2: $(cat "$tmp/sp2.err")"; fi
 
 # pinned: another cap on the finished run is a config change
 "$bin" run "$tmp/c.yaml" --store "$tmp/fixed" --set run.mode=fixed --set data.max_epochs=small=0.9 \

@@ -123,6 +123,38 @@ if [ $st -eq 0 ]; then
 else
   fail "2 ranks vs 1 rank differ beyond tolerance" "$cmp_out"
 fi
+# --- A2. the default hold: α pinned at its start, no twins on either rank (the pinned probe
+# scores u across both ranks' rows); the ranks agree on α, on the absence of probe
+# losses and on u
+cp "$tmp/run.yaml" "$tmp/run-any.yaml"
+sed -i 's/, alpha_cut: any//' "$tmp/run.yaml"
+run1 "$tmp/pin-one"; st1=$?
+tcp2 "$tmp/pin-two"; st2=$?
+cp "$tmp/run-any.yaml" "$tmp/run.yaml"
+"$bin" alpha "$tmp/pin-one" --format csv >"$tmp/pin-one.csv" 2>/dev/null
+"$bin" alpha "$tmp/pin-two" --format csv >"$tmp/pin-two.csv" 2>/dev/null
+"$bin" eval "$tmp/pin-one" >"$tmp/pin-one.eval" 2>&1; "$bin" eval "$tmp/pin-two" >"$tmp/pin-two.eval" 2>&1
+pin_out=$("$py" - "$tmp" <<'PYEOF'
+import csv, sys
+d = sys.argv[1]
+a = list(csv.DictReader(open(d + "/pin-one.csv"))); b = list(csv.DictReader(open(d + "/pin-two.csv")))
+assert len(a) == len(b) == 72, (len(a), len(b))
+assert all(r["loss_u"] == "" and r["loss_w"] == "" for r in a + b), "probe losses in a pinned run"
+assert all(x["alpha_next"] == y["alpha_next"] for x, y in zip(a, b)), "alpha differs"
+def losses(p):
+    return {f[0]: float(f[2]) for f in (l.split() for l in open(p)) if len(f) == 4 and f[0] in ("web", "code", "math")}
+la, lb = losses(d + "/pin-one.eval"), losses(d + "/pin-two.eval")
+assert len(la) == 3 and la.keys() == lb.keys(), (la, lb)
+worst = max(abs(la[k] - lb[k]) / la[k] for k in la)
+print(f"{worst:.2e}")
+sys.exit(0 if worst <= 1e-4 else 1)
+PYEOF
+); st=$?
+if [ $st1 -eq 0 ] && [ $st2 -eq 0 ] && [ $st -eq 0 ]; then
+  pass "the default hold on 2 ranks (tcp) vs 1: α pinned alike, no probe losses on either, test losses within $pin_out (<= 1e-4 relative)"
+else
+  fail "pinned α on 2 ranks" "exit $st1 / $st2: $pin_out" "$(tail -3 "$tmp/rank0.log")" "$(tail -3 "$tmp/rank1.log")"
+fi
 ref=$(hash_of "$tmp/two")
 tcp2 "$tmp/two-again" TCP_DELAY_1=2
 if [ "$(hash_of "$tmp/two-again")" = "$ref" ]; then pass "two 2-rank runs (the second with rank 1 started 2 s late): identical final hashes"

@@ -542,36 +542,38 @@ static const char *kv_get(const config_kv *kv, size_t n, const char *key) {
     return NULL;
 }
 
-/* A run pinned before tandem.alpha_step, alpha_budget, val_loss, eval_batches, alpha_cut
- * and start_epochs existed computed with Algorithm 1's step, unheld, the summed L_val, one
- * evaluation batch and its start at data.unimax_epochs (start_epochs 0): its canonical
- * form, without those keys, loads as exactly that (not as today's defaults). */
+/* A run pinned before tandem.alpha_step, alpha_budget, val_loss, eval_batches, alpha_cut,
+ * start_epochs and skip_pinned existed computed with Algorithm 1's step, unheld, the summed
+ * L_val, one evaluation batch, its start at data.unimax_epochs (start_epochs 0) and a full
+ * probe every episode: its canonical form, without those keys, loads as exactly that (not
+ * as today's defaults). */
 static void test_canonical_before_alpha_keys(void) {
     char *sets[] = {"data.dataset=d.yaml", "tandem.lr_alpha=0.05"};
     config a, b;
     tdm_err e = {0};
     CHECK(config_load(&a, NULL, sets, 2, &e) == 0, "%s", e.msg);
     CHECK(a.tandem.alpha_step == CONFIG_ALPHA_EG && a.tandem.val_loss == CONFIG_VAL_SUM &&
-              a.tandem.alpha_cut == CONFIG_CUT_OVERFIT && a.tandem.start_epochs == 16,
-          "today's defaults: eg, sum, overfit, start at 16 epochs");
+              a.tandem.alpha_cut == CONFIG_CUT_OVERFIT && a.tandem.start_epochs == 16 && a.tandem.skip_pinned,
+          "today's defaults: eg, sum, overfit, start at 16 epochs, pinned episodes skipped");
     config_kv *kv = NULL;
     size_t n = 0, k = 0;
     CHECK(config_canonical(&a, &kv, &n, &e) == 0, "%s", e.msg);
     static const char *const younger[] = {"tandem.alpha_step", "tandem.alpha_budget",
                                           "tandem.val_loss", "tandem.eval_batches",
-                                          "tandem.alpha_cut", "tandem.start_epochs"};
+                                          "tandem.alpha_cut", "tandem.start_epochs",
+                                          "tandem.skip_pinned"};
     for (size_t i = 0; i < n; i++) { /* drop the younger keys, keep the order */
         int drop = 0;
-        for (size_t j = 0; j < 6; j++) drop |= !strcmp(kv[i].key, younger[j]);
+        for (size_t j = 0; j < 7; j++) drop |= !strcmp(kv[i].key, younger[j]);
         if (!drop) kv[k++] = kv[i];
     }
-    CHECK(k == n - 6, "the six keys were pinned (%zu of %zu left)", k, n);
+    CHECK(k == n - 7, "the seven keys were pinned (%zu of %zu left)", k, n);
     int rc = config_from_canonical(&b, kv, k, &e);
     free(kv);
     CHECK(rc == 0, "an older pin loads: %s", e.msg);
     CHECK(b.tandem.alpha_step == CONFIG_ALPHA_PGD && b.tandem.val_loss == CONFIG_VAL_SUM &&
               b.tandem.eval_batches == 1 && b.tandem.lr_alpha == 0.05 &&
-              b.tandem.alpha_cut == CONFIG_CUT_ANY && b.tandem.start_epochs == 0,
+              b.tandem.alpha_cut == CONFIG_CUT_ANY && b.tandem.start_epochs == 0 && !b.tandem.skip_pinned,
           "older pin: step %d val %d eval %d lr %g start %g", b.tandem.alpha_step, b.tandem.val_loss,
           b.tandem.eval_batches, b.tandem.lr_alpha, b.tandem.start_epochs);
 }
@@ -811,7 +813,8 @@ static void test_pinned_keys_from_the_schema(void) {
 /* The keys a fixed run may resume with changed are exactly the α step's own (F_DMO_ONLY),
  * and each is still pinned: a DMO refuses a change of any of them (cli_caps runs both). */
 static void test_dmo_only_keys_from_the_schema(void) {
-    const char *want[] = {"tandem.alpha_cut", "tandem.overfit_cap", "tandem.start_epochs"};
+    const char *want[] = {"tandem.alpha_cut", "tandem.overfit_cap", "tandem.start_epochs",
+                          "tandem.skip_pinned"};
     size_t found = 0;
     for (size_t i = 0; i < config_nkeys; i++) {
         const char *k = config_schema[i].key;

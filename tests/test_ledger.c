@@ -740,7 +740,7 @@ static int other_config(const fixture *f, fixture *o, const char *tag) {
     char text[4096], *cut;
     if (read_all(f->config, text, sizeof text)) return -1;
     char *at = strstr(text, "seed: 3");
-    if (!at || !(cut = strstr(text, "E: 3}\n"))) return -1;
+    if (!at || !(cut = strstr(text, "E: 3}\n")) || strlen(text) + 17 > sizeof text) return -1;
     at[6] = '4';
     memmove(cut + 20, cut + 4, strlen(cut + 4) + 1);
     memcpy(cut + 4, ", alpha_cut: any", 16);

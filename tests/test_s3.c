@@ -594,8 +594,10 @@ static int commit_one(ckpt *c, ckpt_model_io *io, const model_ops *ops, model_ct
  * limit (the retry answers 204); the next commit's chunk has that old content again (the
  * same content-addressed key), so it stores the blob anew — and the held DELETE, landing
  * after, would take it from the newest state (no state would load). The commit now waits
- * until no such DELETE can land (store_delete_settled; the window shortened to 8 s for
- * the test) and writes the blob again: the newest state loads, its blobs verified. */
+ * until no such DELETE can land (store_delete_unsettled_s; the window shortened to 8 s for
+ * the test) and writes the blob again: the newest state loads, its blobs verified, and
+ * commit 3 took the window (so the check holds even where its PUT came after the DELETE
+ * landed, which alone would leave the blob in place). */
 static void test_late_delete_of_a_reused_blob(void) {
     tdm_err e = {0};
     model_layout lay;
@@ -652,6 +654,7 @@ static void test_late_delete_of_a_reused_blob(void) {
     ckpt *r = st ? ckpt_model_open(st, &lay, chunk, &e) : NULL;
     rc = r ? ckpt_load(r, &got, &found, &e) : -1;
     CHECK(stalls == 1, "%ld DELETEs held (want 1)", stalls);
+    CHECK(took > 5.0, "commit 3 took %.1f s: it did not wait for the late DELETE", took);
     CHECK(rc == 0 && found && got.seq == 3, "the newest state after the late DELETE: rc %d, found %d, seq %llu: %s",
           rc, found, (unsigned long long)got.seq, e.msg);
     printf("  a late DELETE of a reused blob: commit 3 took %.1f s (waited the window out), state 3 loads\n", took);

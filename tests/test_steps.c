@@ -796,7 +796,8 @@ static void test_probe_val_mean_and_eval_batches(void) {
 }
 
 /* step_pinned: the hold pins α when its lower bounds sum to 1 (alpha_cut = overfit with
- * no mark), not when a mark drops one to the floor, nor without a hold. step_probe_pinned
+ * no mark), not when a mark drops one to the floor, nor without a hold, nor with
+ * skip_pinned off or probe_carry on. step_probe_pinned
  * then draws nothing (cursors as they were), leaves u, scores u on the fixed validation
  * windows exactly as step_probe does, and the α step keeps α to the bit; a score that
  * marks a domain unpins the next episode. */
@@ -814,7 +815,12 @@ static void test_pinned_probe(void) {
     f.hp.has_lo = 1;
     f.hp.alpha_lo[0] = 0.3, f.hp.alpha_lo[1] = 0.7;
     s.alpha[0] = 0.3, s.alpha[1] = 0.7;
+    CHECK(!step_pinned(&f.hp, &s), "pinned with skip_pinned off (runs pinned before the key)");
+    f.hp.skip_pinned = 1;
     CHECK(step_pinned(&f.hp, &s), "the hold at the start does not pin α");
+    step_hparams carry = f.hp;
+    carry.probe_carry = 1; /* the twins' steps train u: never skipped */
+    CHECK(!step_pinned(&carry, &s), "pinned with probe_carry");
     step_hparams cut = f.hp;
     cut.alpha_lo[0] = 0.2; /* alpha_cut = repeated with domain 0 cut to 0.2 */
     CHECK(!step_pinned(&cut, &s), "a bound below the start pins α");
