@@ -403,6 +403,64 @@ static double mixture_weight(const fixture *f, const char *name) {
     return p ? strtod(p + strlen(key), NULL) : -1;
 }
 
+/* The pinned probe across stops and kills (the default hold, tandem.skip_pinned): with
+ * domain 2's validation score rising from episode 4 (the test hook), the episodes before
+ * the mark run no twins and the ones after it do; a run stopped inside a pinned probe,
+ * killed inside a commit and stopped again inside a full probe ends on the uninterrupted
+ * run's bits, with the same α records (pinned ones without probe losses). */
+static void test_pinned_probe_resumes(void) {
+    fixture a, b;
+    CHECK(fixture_open(&a, "pinned-a") == 0 && fixture_open(&b, "pinned-b") == 0, "fixture");
+    char text[2048];
+    snprintf(text, sizeof text,
+             "run: {episodes: 16, seed: 3, threads: 1}\n"
+             "data: {dataset: %s/dataset.yaml}\n"
+             "model: {layers: 2, channels: 32, heads: 2, ctx: 32}\n"
+             "train: {batch: 6, seq: 32}\n"
+             "tandem: {K: 2, E: 3}\n"
+             "optim: {lr: 3e-3}\n"
+             "checkpoint: {every_episodes: 1}\n",
+             g_corpus);
+    CHECK(write_file(a.config, text) == 0 && write_file(b.config, text) == 0, "config");
+    setenv("TANDEM_TEST_VAL_RISE", "2:4", 1);
+    char ha[1024], hb[1024], out[65536], out2[65536];
+    int rc = run_to_end(&a, NULL);
+    CHECK(rc == 0 && hash_of(&a, ha, sizeof ha) == 0, "uninterrupted: exit %d", rc);
+    /* which episodes probed: none before the mark, every one after it */
+    int first = -1, n = 0, runs = 0;
+    CHECK(tandem_on_store(&a, "alpha", "--format csv", out, sizeof out) == 0, "alpha csv");
+    for (char *line = strchr(out, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        int t = atoi(line + 1);
+        char *f = line + 1;
+        for (int k = 0; k < 4 && f; k++) f = strchr(f + 1, ','); /* episode,domain,alpha,alpha_next, */
+        int probed = f && f[1] != ',';
+        if (probed && first < 0) first = t;
+        if (probed) n++;
+        runs += probed != (first >= 0); /* a pinned row after the first probed one */
+    }
+    CHECK(first > 0 && first < 15 && runs == 0 && n == 3 * (16 - first),
+          "the mark's probes: first probed episode %d, %d probed rows, %d out of order", first, n, runs);
+    CHECK(run_to_end(&b, "TANDEM_TEST_SIGNAL_AT=probe:2") == 75, "stop in a pinned probe");
+    CHECK(run_to_end(&b, "TANDEM_TEST_KILL_AT=manifest:4") == 128 + SIGKILL, "kill in a commit");
+    /* this life resumes at episode 3-5 (the kill was in its predecessor's 4th commit), so
+     * its (first - 1)-th probe is in episode first + 1 to first + 3: a full one, after the
+     * mark (or the run ends first: exit 0) */
+    char stop[64];
+    snprintf(stop, sizeof stop, "TANDEM_TEST_SIGNAL_AT=probe:%d", first > 2 ? first - 1 : 1);
+    rc = run_to_end(&b, stop);
+    CHECK(rc == 75 || rc == 0, "stop in a full probe: exit %d", rc);
+    rc = run_to_end(&b, NULL);
+    unsetenv("TANDEM_TEST_VAL_RISE");
+    CHECK(rc == 0 && hash_of(&b, hb, sizeof hb) == 0, "resume exit %d", rc);
+    CHECK(strcmp(ha, hb) == 0, "interrupted run ended elsewhere:\n%s\nvs\n%s", hb, ha);
+    CHECK(tandem_on_store(&b, "alpha", "--format csv", out2, sizeof out2) == 0 && strcmp(out, out2) == 0,
+          "the α records differ after the stops");
+    printf("  pinned probe: episodes 0..%d pinned, %d..15 probed; stopped and killed, the same bits\n",
+           first - 1, first);
+    fixture_close(&a);
+    fixture_close(&b);
+}
+
 /* tandem.overfit_cap across stops and kills: with domain 2's validation score rising from
  * episode 4 (the test hook; a real overfit needs a bigger model) the run says so, α*
  * gives domain 2 less than the same run without the rise, and a run stopped inside an α
@@ -1017,6 +1075,7 @@ int main(void) {
     RUN(test_nondeterministic_replay_is_detected);
     RUN(test_sample_mixing_time_policy);
     RUN(test_overfit_cap_resumes);
+    RUN(test_pinned_probe_resumes);
     RUN(test_two_runners_fence_the_stale_one);
     RUN(test_fixed_mixture_training);
     RUN(test_pinned_config);
