@@ -22,7 +22,7 @@
 # ≤ 0.98 × both in the paper's.
 #
 #   SIZE       cpu (default): a 3-layer 128-wide GPT, context 64, 250 episodes of 25 x 64
-#              tokens (2.0M tokens per run), 2 lanes of 1 thread — about 35 min a regime
+#              tokens (2.0M tokens per run), 2 lanes of 1 thread — about 25 min a regime
 #              on 2 cores; gpu: 6 x 384, context 256, bf16 on a GPU (run.device=cuda);
 #              smoke: a few minutes, the pipeline end to end, no claim
 #   REGIMES    default "abundant paper heavy"
