@@ -9,8 +9,9 @@
 #    domain's validation loss rising: this 2-layer model overfits none of these synthetic
 #    domains, so α* is the start (docs/dmo.md, "The hold"); --set tandem.alpha_cut=repeated
 #    shows the probe's own cuts, the default before 2026-12-05's third session.
-# 2. `tandem run configs/demo.yaml` into file://./runs/demo: under a minute or two of
-#    episodes (probe, alpha, free steps), a progress line per episode, then α at its start
+# 2. `tandem run configs/demo.yaml` into file://./runs/demo: some seconds of episodes
+#    (probe, alpha, free steps; the probe runs no twins while α is held at its start), a
+#    progress line per episode, then α at its start
 #    and its end, and the final mixture α*. Interrupt it (Ctrl-C) and run `make demo` again: it
 #    resumes where it was; once finished, it reports the finished run at once.
 set -euo pipefail
