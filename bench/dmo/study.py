@@ -246,14 +246,14 @@ def summarise_cost(costs, variants):
     """Each variant's DMO time against a Natural final run's (the same budget of u-steps,
     the same lanes, so the same contention; not Uniform's, which --curves makes commit
     more often): mean seconds and their ratio, and how many episodes probed."""
-    uni = [c[0] for k, c in costs.items() if k[0] == "final" and k[1] == "natural" and c[0] > 0]
+    nat = [c[0] for k, c in costs.items() if k[0] == "final" and k[1] == "natural" and c[0] > 0]
     out = {}
     for v in variants:
-        d = [c for k, c in sorted(costs.items()) if k[0] == "dmo" and k[1] == v]  # in DMO seed order
-        if not d or not uni:
+        d = [c for k, c in sorted((k, c) for k, c in costs.items() if k[0] == "dmo" and k[1] == v)]  # by seed
+        if not d or not nat:
             continue
         secs = statistics.mean(c[0] for c in d)
-        out[v] = {"dmo_s": secs, "final_s": statistics.mean(uni), "ratio": secs / statistics.mean(uni),
+        out[v] = {"dmo_s": secs, "final_s": statistics.mean(nat), "ratio": secs / statistics.mean(nat),
                   "per_seed_s": [c[0] for c in d], "probed": [c[1] for c in d], "episodes": d[0][2]}
     return out
 
