@@ -17,6 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/stop_signals.h"
+
 const char *blas_core_name(void) { return openblas_get_corename(); }
 
 const char *blas_core_better(void) {
@@ -34,9 +36,8 @@ const char *blas_core_better(void) {
     return NULL;
 }
 
-/* The stop signals a run catches (runner/run.c): held across the exec so that one sent
- * in the meantime waits for the handler instead of killing the process. */
-static const int STOP_SIGNALS[] = {SIGTERM, SIGINT, SIGUSR1};
+/* The stop signals a run catches (util/stop_signals.h) are held across the exec so that
+ * one sent in the meantime waits for the handler instead of killing the process. */
 #define REEXEC_BLOCKED "TANDEM_REEXEC_BLOCKED"
 
 void blas_core_reexec(char **argv) {
@@ -48,11 +49,11 @@ void blas_core_reexec(char **argv) {
     sigemptyset(&want);
     char list[64] = "";
     sigprocmask(SIG_BLOCK, NULL, &old);
-    for (size_t i = 0; i < sizeof STOP_SIGNALS / sizeof *STOP_SIGNALS; i++)
-        if (!sigismember(&old, STOP_SIGNALS[i])) {
-            sigaddset(&want, STOP_SIGNALS[i]);
+    for (size_t i = 0; i < (size_t)TDM_N_STOP_SIGNALS; i++)
+        if (!sigismember(&old, TDM_STOP_SIGNALS[i])) {
+            sigaddset(&want, TDM_STOP_SIGNALS[i]);
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", list[0] ? "," : "",
-                     STOP_SIGNALS[i]);
+                     TDM_STOP_SIGNALS[i]);
         }
     setenv(REEXEC_BLOCKED, list, 1);
     sigprocmask(SIG_BLOCK, &want, NULL);
@@ -74,8 +75,8 @@ void blas_core_reexec_unblock(void) {
         char *end;
         long sig = strtol(p, &end, 10);
         if (end == p) break;
-        for (size_t i = 0; i < sizeof STOP_SIGNALS / sizeof *STOP_SIGNALS; i++)
-            if (sig == STOP_SIGNALS[i]) sigaddset(&set, (int)sig);
+        for (size_t i = 0; i < (size_t)TDM_N_STOP_SIGNALS; i++)
+            if (sig == TDM_STOP_SIGNALS[i]) sigaddset(&set, (int)sig);
         p = *end == ',' ? end + 1 : end;
     }
     unsetenv(REEXEC_BLOCKED); /* children start from the mask as the launcher gave it */

@@ -11,7 +11,7 @@ const char *blas_core_better(void);
  * OPENBLAS_CORETYPE to it and re-executes this program with the same arguments (OpenBLAS
  * reads the variable once, when the library loads, before main). Returns only when there
  * is nothing to do or the re-exec failed (then the run goes on with OpenBLAS's choice).
- * SIGTERM, SIGINT and SIGUSR1 are blocked across the exec, so that a stop signal sent
+ * The stop signals (util/stop_signals.h) are blocked across the exec, so that a stop signal sent
  * then waits (pending) for the new image's handler: a run's "exit 75 from the first
  * millisecond" holds through the re-exec. */
 void blas_core_reexec(char **argv);

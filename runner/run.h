@@ -4,7 +4,7 @@
  * the store (or checks it against the pinned one), takes the writer lease, loads the
  * newest verified state (or starts one), and runs steps — probe (with sync), alpha,
  * E free steps per episode — committing an α record every episode and full states by
- * the checkpoint policy. SIGTERM, SIGINT and SIGUSR1 only set a flag; at the next safe
+ * the checkpoint policy. The stop signals (util/stop_signals.h) only set a flag; at the next safe
  * point (between steps; a probe is abandoned) the state is committed and the process
  * exits 75. Exit codes are those of DESIGN.md §6.
  */
@@ -36,8 +36,8 @@ typedef struct run_opts {
  * error code with e set). */
 int run_main(const run_opts *o, tdm_err *e);
 
-/* Catches SIGTERM, SIGINT and SIGUSR1 (a flag the run honours at its next safe point:
- * commit, exit 75) and unblocks them. main() calls it first thing for `tandem run`, so
+/* Catches the stop signals of util/stop_signals.h (a flag the run honours at its next safe
+ * point: commit, exit 75; SIGHUP not when it was ignored, as under nohup) and unblocks them. main() calls it first thing for `tandem run`, so
  * that a preemption at any moment after exec's dynamic loading ends in exit 75, never in
  * death by the signal; run_main calls it too. Idempotent. */
 void run_signals_install(void);

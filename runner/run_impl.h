@@ -68,7 +68,7 @@ typedef struct run_ctx {
 
 /* ------------------------------------------------------------------ the stop signal */
 
-/* The first stop signal (SIGTERM, SIGINT, SIGUSR1) that came, or 0, and the monotonic
+/* The first stop signal (util/stop_signals.h) that came, or 0, and the monotonic
  * time it came (run_signal.c's handler writes both; the safe point honours them). */
 extern volatile sig_atomic_t run_stop_signal;
 extern struct timespec run_stop_at;

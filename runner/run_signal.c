@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "util/stop_signals.h"
+
 volatile sig_atomic_t run_stop_signal;
 struct timespec run_stop_at; /* when the first stop signal came (monotonic) */
 
@@ -21,10 +23,15 @@ void run_signals_install(void) {
     sigemptyset(&sa.sa_mask);
     sigset_t stop;
     sigemptyset(&stop);
-    int sigs[] = {SIGTERM, SIGINT, SIGUSR1};
-    for (int i = 0; i < 3; i++) {
-        sigaction(sigs[i], &sa, NULL);
-        sigaddset(&stop, sigs[i]);
+    for (int i = 0; i < TDM_N_STOP_SIGNALS; i++) {
+        int sig = TDM_STOP_SIGNALS[i];
+        /* a run started under nohup, which set SIGHUP to be ignored, keeps ignoring it
+         * (exec keeps an ignored disposition, so this also holds after blas_core's exec) */
+        struct sigaction was;
+        if (TDM_STOP_SIGNAL_KEEPS_IGNORE(sig) && sigaction(sig, NULL, &was) == 0 && was.sa_handler == SIG_IGN)
+            continue;
+        sigaction(sig, &sa, NULL);
+        sigaddset(&stop, sig);
     }
     /* a launcher may hand us these blocked (a careful one blocks them across fork and
      * exec so that none is lost before this handler exists): a signal already pending

@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/stop_signals.h"
+
 #include "tests/test.h"
 
 static inline const char *tandem_bin(void) {
@@ -57,16 +59,14 @@ static inline int write_file(const char *path, const char *text) {
 
 /* Starts `tandem run CONFIG --store STORE --quiet EXTRA...` (extra: NULL-terminated, at
  * most 16) with an optional "K=V" environment entry; output goes to the fixture's log.
- * block_stop: the child blocks SIGTERM, SIGINT and SIGUSR1 across exec, as a careful
+ * block_stop: the child blocks the stop signals (util/stop_signals.h) across exec, as a careful
  * launcher does, so that a signal sent at any moment stays pending until tandem's
  * handler takes it. */
 static inline pid_t start_run_full(const fixture *f, const char *env_kv, const char *const *extra,
                                    int block_stop) {
     sigset_t stop, old;
     sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGUSR1);
+    for (int i = 0; i < TDM_N_STOP_SIGNALS; i++) sigaddset(&stop, TDM_STOP_SIGNALS[i]);
     /* blocked before fork, so that not even the child's first instruction can be hit */
     if (block_stop) sigprocmask(SIG_BLOCK, &stop, &old);
     pid_t pid = fork();

@@ -22,7 +22,7 @@
  *                    at several delays: A exits 3 (or 0 when it had nothing left to
  *                    write), B finishes, a rerun reports the finished run, verify and the
  *                    chain pass, and with the same config B ends at the reference hash
- *   start-up signal  SIGTERM/SIGINT/SIGUSR1 0-2 s after the run catches SIGTERM (and one
+ *   start-up signal  each stop signal (util/stop_signals.h) 0-2 s after the run catches SIGTERM (and one
  *                    pending across exec): exit 75, the resume ends at the reference
  *   corruption       object kind (HEAD, lease, RUN, configs/0.mp, states, blobs, alpha
  *                    records inside and past what the newest state vouches for, pins,
@@ -41,6 +41,10 @@
  *   read-only        status, verify, hash, alpha, mixture, eval, repair (and gc, pin) on a
  *                    missing path, an empty directory, a missing S3 prefix and a damaged
  *                    store: nothing is created or changed
+ *
+ * The kill storms, stale writers and start-up signals run again with the snapshot streamed
+ * (rows "stream") and under the DMO's default hold, pinned probes then full ones (rows
+ * "held", "held-s3"; the others set alpha_cut: any, every episode running the twins).
  *
  * CHAOS_SCALE (default 1) multiplies the number of cases: 1 is the bounded version that
  * `make test` runs in both builds; `make chaos` runs 10 on the rel build. CHAOS_SEED fixes
@@ -72,6 +76,7 @@ static char g_root[600], g_tmp[600], g_corpus[700], g_srv[700];
 static int g_s3_up;
 static uint64_t g_rng;
 static char g_ref16[1024]; /* 16 episodes, a state every 2: storms, writers, signals */
+static char g_ref16_held[1024]; /* the same under the default hold (g_held) */
 static char g_ref12[1024]; /* 12 episodes, a state every 4: the corruption scenarios */
 static double g_t_file = 0.5, g_t_s3 = 3; /* an undisturbed run's time, seconds */
 
@@ -236,6 +241,14 @@ static long faults_injected(void) {
 
 /* ------------------------------------------------------------------ runs */
 
+/* 1 while a family runs under the DMO's default hold (`alpha_cut: overfit`, the pinned
+ * probe) instead of `alpha_cut: any` (every episode runs the twins): every life then gets
+ * HELD_RISE, so that the run is pinned (no twins, u scored, α kept) up to domain 1's mark
+ * and runs full probes after it; the α records, the probe kinds and the reference hash
+ * (g_ref16_held) differ from the other families'. */
+static int g_held;
+#define HELD_RISE "TANDEM_TEST_VAL_RISE=1:4"
+
 /* The config of every run here: a tiny model (a whole run takes well under a second on
  * the file store), `episodes` episodes, a full state every `every`. */
 static void config_text(char *out, size_t cap, int seed, int episodes, int every) {
@@ -244,11 +257,14 @@ static void config_text(char *out, size_t cap, int seed, int episodes, int every
              "data: {dataset: %s/dataset.yaml}\n"
              "model: {layers: 2, channels: 32, heads: 2, ctx: 32}\n"
              "train: {batch: 6, seq: 32}\n"
-             "tandem: {K: 2, E: 3, alpha_cut: any}\n"
+             "tandem: {K: 2, E: 3%s}\n"
              "optim: {lr: 3e-3}\n"
              "checkpoint: {every_episodes: %d, chunk_kib: 64}\n",
-             episodes, seed, g_corpus, every);
+             episodes, seed, g_corpus, g_held ? "" : ", alpha_cut: any", every);
 }
+
+/* The uninterrupted 16-episode run's hash of the family running now. */
+static const char *ref16(void) { return g_held ? g_ref16_held : g_ref16; }
 
 /* A run under test in a fresh directory: its config (seed, episodes, a state every
  * `every`), its store (a path, or a fresh S3 prefix named after the directory) and log. */
@@ -318,7 +334,9 @@ static pid_t start2(const fixture *f, const char *env1, const char *env2, const 
             *eq = '\0';
             setenv(kv[i], eq + 1, 1);
         }
+    if (g_held) setenv("TANDEM_TEST_VAL_RISE", strchr(HELD_RISE, '=') + 1, 1);
     pid_t pid = start_run_full(f, NULL, extra, block);
+    if (g_held) unsetenv("TANDEM_TEST_VAL_RISE");
     for (int i = 0; i < 2; i++)
         if (envs[i]) unsetenv(kv[i]);
     return pid;
@@ -1032,7 +1050,7 @@ static void kill_storm(row *r, int s3, int idx, int lives) {
     read_all(f.log, log, sizeof log);
     snprintf(what, sizeof what, "storm %d (%d kills, %d in hooks)", idx, kills, hooked);
     if (rc == 0) {
-        if (hash_of(&f, h, sizeof h) || strcmp(h, g_ref16)) {
+        if (hash_of(&f, h, sizeof h) || strcmp(h, ref16())) {
             snprintf(why, sizeof why, "ended elsewhere: %.300s", h);
             tally(r, C_LOST, what, why);
         } else if (!store_clean(&f, why, sizeof why)) {
@@ -1134,7 +1152,7 @@ static void stale_case(row *r, int s3, int stop_at, int after_ms, int changed) {
         if (hash_of(&f, hb, sizeof hb)) snprintf(why, sizeof why, "no hash after B");
         else if (again != 0) snprintf(why, sizeof why, "the rerun after B exited %d", again);
         else if (hash_of(&f, h2, sizeof h2) || strcmp(hb, h2)) snprintf(why, sizeof why, "the rerun moved the run");
-        else if (!changed && strcmp(hb, g_ref16)) snprintf(why, sizeof why, "B ended elsewhere (same config)");
+        else if (!changed && strcmp(hb, ref16())) snprintf(why, sizeof why, "B ended elsewhere (same config)");
         else store_clean(&f, why, sizeof why);
         if (why[0]) cls = C_LOST;
     } else if (rb == 3 && strstr(lb, "tandem repair")) {
@@ -1142,7 +1160,7 @@ static void stale_case(row *r, int s3, int stop_at, int after_ms, int changed) {
         int rr = cmd(&f, "repair", "--apply", out, sizeof out);
         int again = rr ? rr : life(&fb, NULL, extra);
         cls = again == 0 && store_clean(&f, why, sizeof why) &&
-                      (changed || (hash_of(&f, hb, sizeof hb) == 0 && !strcmp(hb, g_ref16)))
+                      (changed || (hash_of(&f, hb, sizeof hb) == 0 && !strcmp(hb, ref16())))
                   ? C_REFUSED
                   : C_STRANDED;
         snprintf(why, sizeof why, "B exited 3 (then repair %d, rerun %d): %.2000s", rr, again, lb);
@@ -1154,7 +1172,7 @@ static void stale_case(row *r, int s3, int stop_at, int after_ms, int changed) {
         char lr[4096] = "";
         read_all(fb.log, lr, sizeof lr);
         cls = again == 0 && store_clean(&f, why, sizeof why) &&
-                      (changed || (hash_of(&f, hb, sizeof hb) == 0 && !strcmp(hb, g_ref16)))
+                      (changed || (hash_of(&f, hb, sizeof hb) == 0 && !strcmp(hb, ref16())))
                   ? C_REFUSED
                   : C_STRANDED;
         snprintf(why, sizeof why, "B exited 3 waiting for the lock A held (rerun %d): %.2000s%s%.1500s",
@@ -1174,7 +1192,7 @@ static void stale_case(row *r, int s3, int stop_at, int after_ms, int changed) {
  * the resume ends at the reference. A run killed by the signal is a lost job. */
 static void signal_case(row *r, int s3, int sig, double delay) {
     char what[120];
-    snprintf(what, sizeof what, "%s %s", sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGUSR1",
+    snprintf(what, sizeof what, "SIG%s %s", sigabbrev_np(sig),
              delay == -1 ? "pending across exec" : delay == -2 ? "during start-up I/O" : "");
     if (delay >= 0) snprintf(what + strlen(what), sizeof what - strlen(what), "%.3f s after the handler", delay);
     fixture f;
@@ -1202,7 +1220,7 @@ static void signal_case(row *r, int s3, int sig, double delay) {
     if (rc == 75 || rc == 0) {
         int again = rc == 75 ? life(&f, NULL, NULL) : 0;
         if (again) snprintf(why, sizeof why, "the resume exited %d", again);
-        else if (hash_of(&f, h, sizeof h) || strcmp(h, g_ref16)) snprintf(why, sizeof why, "ended elsewhere");
+        else if (hash_of(&f, h, sizeof h) || strcmp(h, ref16())) snprintf(why, sizeof why, "ended elsewhere");
         else store_clean(&f, why, sizeof why);
         cls = why[0] ? C_LOST : C_HEALED;
     } else if (rc == 128 + sig) {
@@ -1276,7 +1294,7 @@ static int disk_full_case(row *r, long long kib) {
         sh("mount -o remount,size=65536k '%s'", mnt);
         int rc2 = life(&f, NULL, NULL);
         read_all(f.log, log2, sizeof log2);
-        int ended = rc2 == 0 && hash_of(&f, h, sizeof h) == 0 && !strcmp(h, g_ref16);
+        int ended = rc2 == 0 && hash_of(&f, h, sizeof h) == 0 && !strcmp(h, ref16());
         if (!ended) {
             snprintf(why, sizeof why, "full: exit %d: %.2000s\nwith space: exit %d, %.300s: %.2000s", rc1,
                      log1, rc2, h, log2);
@@ -1293,7 +1311,7 @@ static int disk_full_case(row *r, long long kib) {
             snprintf(why, sizeof why, "exit 3, then with space the resume ended at the reference: %.400s", line);
             cls = C_REFUSED;
         }
-    } else if (hash_of(&f, h, sizeof h) || strcmp(h, g_ref16)) {
+    } else if (hash_of(&f, h, sizeof h) || strcmp(h, ref16())) {
         snprintf(why, sizeof why, "fit, but ended elsewhere: %.300s", h);
         cls = C_LOST;
     } else {
@@ -1355,7 +1373,7 @@ static void fault_storm(row *r, int idx) {
     if (rc == 0 || rc == 3) {
         int again = rc == 3 ? life(&f, NULL, NULL) : 0;
         if (again) snprintf(why, sizeof why, "exit %d, and without faults %d: %.2000s", rc, again, log);
-        else if (hash_of(&f, h, sizeof h) || strcmp(h, g_ref16)) snprintf(why, sizeof why, "ended elsewhere");
+        else if (hash_of(&f, h, sizeof h) || strcmp(h, ref16())) snprintf(why, sizeof why, "ended elsewhere");
         else store_clean(&f, why, sizeof why);
         cls = why[0] ? (again ? C_STRANDED : C_LOST) : rc == 3 ? C_REFUSED : C_HEALED;
         if (cls == C_REFUSED) first_line(log, why, sizeof why);
@@ -1730,7 +1748,7 @@ static void test_references(void) {
     int rc = life(&f, NULL, NULL);
     g_t_s3 = now_s() - t0;
     char h[1024] = "";
-    CHECK(rc == 0 && hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref16) == 0,
+    CHECK(rc == 0 && hash_of(&f, h, sizeof h) == 0 && strcmp(h, ref16()) == 0,
           "the S3 run (exit %d) ended elsewhere than the file-store run:\n%s", rc, h);
     printf("  an undisturbed run: %.2f s on the file store, %.2f s on S3\n", g_t_file, g_t_s3);
     fx_close(&f);
@@ -1772,11 +1790,10 @@ static void test_stale_writers_s3(void) {
 }
 
 /* n signals: the first pending across exec, the others 0..2 s after the handler exists,
- * in even steps; SIGTERM, SIGINT and SIGUSR1 in turn. */
+ * in even steps; each stop signal (util/stop_signals.h) in turn. */
 static void startup_signals(row *r, int s3, int n) {
-    static const int sigs[] = {SIGTERM, SIGINT, SIGUSR1};
     for (int i = 0; i < n; i++)
-        signal_case(r, s3, sigs[i % 3], i == 0 ? -1 : n > 2 ? 2.0 * (i - 1) / (n - 2) : 0);
+        signal_case(r, s3, TDM_STOP_SIGNALS[i % TDM_N_STOP_SIGNALS], i == 0 ? -1 : n > 2 ? 2.0 * (i - 1) / (n - 2) : 0);
     signal_case(r, s3, SIGTERM, -2);
 }
 
@@ -1892,6 +1909,51 @@ static void test_stream_snapshots(void) {
     g_stream = 0;
 }
 
+/* The families again under the DMO's default hold (g_held): the run pinned (no twins)
+ * until domain 1's validation score rises (the test hook) and marks it, full probes after
+ * it, so that kills, stale writers and signals land in pinned probes, in full ones and
+ * across the switch. The uninterrupted run must show both kinds of episode. */
+static void held_dmo(void) {
+    fixture f;
+    CHECK(fx_open(&f, "heldref", 0, 3, 16, 2) == 0 && life(&f, NULL, NULL) == 0 &&
+              hash_of(&f, g_ref16_held, sizeof g_ref16_held) == 0,
+          "the uninterrupted held run");
+    char out[65536];
+    CHECK(cmd(&f, "alpha", "--format json", out, sizeof out) == 0, "alpha: %.500s", out);
+    int probed = 0, records = 0;
+    for (const char *p = out; (p = strstr(p, "\"episode\"")); p++) records++;
+    for (const char *p = out; (p = strstr(p, "\"loss_u\"")); p++) probed++;
+    fx_close(&f);
+    CHECK(records == 16 && probed > 0 && probed < records,
+          "the held run should be pinned before the mark and probe after it: %d of %d records probed", probed,
+          records);
+    CHECK(strcmp(g_ref16_held, g_ref16) != 0, "the held run ended where the unheld one does");
+    printf("  the held run: %d of 16 episodes pinned, then full probes\n", records - probed);
+    row *r = row_of("kill storm", "held");
+    for (int i = 0; i < 2 * g_scale; i++) kill_storm(r, 0, 200 + i, 14);
+    CHECK_ROW(r, 2 * g_scale);
+    r = row_of("stale writer", "held");
+    for (int i = 0; i < 2 * g_scale; i++) stale_case(r, 0, 10 * ((5 * i + 2) % 8), i % 2 ? 60 : 0, i % 2);
+    CHECK_ROW(r, 2 * g_scale);
+    r = row_of("start-up signal", "held");
+    startup_signals(r, 0, 2 * g_scale);
+    CHECK_ROW(r, 2 * g_scale);
+    if (g_s3_up) {
+        r = row_of("kill storm", "held-s3");
+        for (int i = 0; i < g_scale; i++) kill_storm(r, 1, 300 + i, 10);
+        CHECK_ROW(r, g_scale);
+        r = row_of("S3 fault storm", "held-s3");
+        for (int i = 0; i < g_scale; i++) fault_storm(r, 1 + 2 * i); /* odd: a kill among them */
+        CHECK_ROW(r, g_scale);
+    }
+}
+
+static void test_held_dmo(void) {
+    g_held = 1;
+    held_dmo();
+    g_held = 0;
+}
+
 static void test_readonly_file(void) {
     row *r = row_of("read-only", "file");
     readonly_cases(r, 0);
@@ -1956,6 +2018,7 @@ int main(void) {
     TIMED(test_fuzzed_records_file);
     TIMED(test_fuzzed_records_s3);
     TIMED(test_stream_snapshots);
+    TIMED(test_held_dmo);
     TIMED(test_readonly_file);
     TIMED(test_readonly_s3);
     print_table();

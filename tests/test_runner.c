@@ -37,11 +37,9 @@ static char g_ref_hash[1024];
 static double g_ref_seconds;
 static int g_ref_steps;
 
-/* The reference run's config with its checkpoint section replaced (NULL: the reference's).
- * alpha_cut: any, so that every resume and replay here is checked on an α that moves (this
- * budget repeats no domain past 4 epochs: the default hold would keep α at its start;
- * the hold's own tests are in test_steps and cli_caps). */
-static int fixture_open_ckpt(fixture *f, const char *tag, const char *checkpoint) {
+/* A run's config: the reference's model, data and budget with its tandem and checkpoint
+ * sections given (NULL: the reference's). */
+static int fixture_open_config(fixture *f, const char *tag, const char *tandem, const char *checkpoint) {
     f->dir = test_tmpdir(tag);
     snprintf(f->config, sizeof f->config, "%s/run.yaml", f->dir);
     snprintf(f->store, sizeof f->store, "%s/store", f->dir);
@@ -52,11 +50,20 @@ static int fixture_open_ckpt(fixture *f, const char *tag, const char *checkpoint
              "data: {dataset: %s/dataset.yaml}\n"
              "model: {layers: 2, channels: 32, heads: 2, ctx: 32}\n"
              "train: {batch: 6, seq: 32}\n"
-             "tandem: {K: 2, E: 3, lr_alpha: 0.5, alpha_cut: any}\n"
+             "tandem: %s\n"
              "optim: {lr: 3e-3}\n"
              "checkpoint: %s\n",
-             g_corpus, checkpoint ? checkpoint : "{every_episodes: 1}");
+             g_corpus, tandem ? tandem : "{K: 2, E: 3, lr_alpha: 0.5, alpha_cut: any}",
+             checkpoint ? checkpoint : "{every_episodes: 1}");
     return write_file(f->config, text);
+}
+
+/* The reference run's config with its checkpoint section replaced (NULL: the reference's).
+ * alpha_cut: any, so that every resume and replay here is checked on an α that moves (this
+ * budget repeats no domain past 4 epochs: the default hold would keep α at its start;
+ * the hold's own tests are test_pinned_probe_resumes, test_steps' and cli_caps'). */
+static int fixture_open_ckpt(fixture *f, const char *tag, const char *checkpoint) {
+    return fixture_open_config(f, tag, NULL, checkpoint);
 }
 
 static int fixture_open(fixture *f, const char *tag) { return fixture_open_ckpt(f, tag, NULL); }
@@ -198,12 +205,11 @@ static void test_sigterm_each_step_kind(void) {
  * restore, the first steps) ends the run with exit 75, never with death by the signal;
  * and each run, resumed, ends where the uninterrupted one does. Two launch styles:
  *  - plain fork+exec, the signal timed from when the process catches SIGTERM (main's first
- *    line): 0 ms to ~2 s in growing steps, SIGTERM, SIGINT and SIGUSR1 in turn;
+ *    line): 0 ms to ~2 s in growing steps, each stop signal (util/stop_signals.h) in turn;
  *  - the signals blocked across fork and exec (a careful launcher), sent at once or a few
  *    ms after fork: they wait pending through the dynamic loader for tandem's handler. */
 static void test_signal_during_startup(void) {
     CHECK(g_ref_hash[0], "needs the reference run");
-    static const int sigs[] = {SIGTERM, SIGINT, SIGUSR1};
     static const double delays_ms[] = {0, 0.2, 1, 2, 5, 10, 20, 40, 80, 160, 320, 640, 1000, 1500, 2000};
     static const double pending_ms[] = {0, 0, 0.1, 0.5, 1, 3};
     int n = (int)(sizeof delays_ms / sizeof delays_ms[0]), lives = n + 6, stopped = 0;
@@ -212,7 +218,7 @@ static void test_signal_during_startup(void) {
          * running at the latest signal */
         fixture f;
         CHECK(fixture_open(&f, "startsig") == 0, "fixture");
-        int sig = sigs[i % 3], pending = i >= n;
+        int sig = TDM_STOP_SIGNALS[i % TDM_N_STOP_SIGNALS], pending = i >= n;
         double d = pending ? pending_ms[i - n] : delays_ms[i];
         pid_t pid = start_run_full(&f, "TANDEM_TEST_STEP_DELAY_MS=30", NULL, pending);
         if (!pending) CHECK(wait_catches(pid, sig) == 0, "run %d never caught signal %d", i, sig);
@@ -232,6 +238,41 @@ static void test_signal_during_startup(void) {
     }
     printf("  %d start-up signals (0-2000 ms after the handler, 0-3 ms after fork pending "
            "across exec): all exit 75, all resumed to the reference hash\n", stopped);
+}
+
+/* The stop signals beyond DESIGN's three, mid-run: a hang-up (the terminal or ssh session
+ * that started the run went away), another batch system's warning (SIGUSR2) and a CPU-time
+ * soft limit (SIGXCPU) each stop the run as a preemption does — exit 75 after a commit
+ * where their default action would kill it (SIGXCPU: with a core) — and the resume ends at
+ * the reference. A run started with SIGHUP ignored (nohup) keeps ignoring it and finishes. */
+static void test_more_stop_signals(void) {
+    CHECK(g_ref_hash[0], "needs the reference run");
+    static const int sigs[] = {SIGHUP, SIGUSR2, SIGXCPU, SIGHUP};
+    for (int i = 0; i < 4; i++) {
+        int sig = sigs[i], nohup = i == 3;
+        fixture f;
+        CHECK(fixture_open(&f, nohup ? "stopsig-ignored" : "stopsig") == 0, "fixture");
+        struct sigaction ign = {.sa_handler = SIG_IGN}, was;
+        if (nohup) sigaction(SIGHUP, &ign, &was); /* inherited across fork and exec */
+        pid_t pid = start_run_full(&f, "TANDEM_TEST_STEP_DELAY_MS=30", NULL, 0);
+        if (nohup) sigaction(SIGHUP, &was, NULL);
+        CHECK(wait_catches(pid, SIGTERM) == 0, "the run never caught SIGTERM");
+        int caught = catches_signal(pid, sig) == 1; /* installed in the same loop as SIGTERM */
+        usleep(300 * 1000);
+        kill(pid, sig);
+        int rc = wait_exit(pid);
+        char log[4096], h[1024];
+        read_all(f.log, log, sizeof log);
+        if (nohup) {
+            CHECK(!caught && rc == 0, "SIGHUP ignored by the launcher: caught %d, exit %d: %s", caught, rc, log);
+        } else {
+            CHECK(caught && rc == 75, "signal %d: caught %d, exit %d: %s", sig, caught, rc, log);
+            rc = run_to_end(&f, NULL);
+        }
+        CHECK(rc == 0 && hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0,
+              "after signal %d (%s) the run ended elsewhere (exit %d)", sig, nohup ? "ignored" : "caught", rc);
+        fixture_close(&f);
+    }
 }
 
 /* HEAD's manifest, decoded. */
@@ -410,18 +451,10 @@ static double mixture_weight(const fixture *f, const char *name) {
  * run's bits, with the same α records (pinned ones without probe losses). */
 static void test_pinned_probe_resumes(void) {
     fixture a, b;
-    CHECK(fixture_open(&a, "pinned-a") == 0 && fixture_open(&b, "pinned-b") == 0, "fixture");
-    char text[2048];
-    snprintf(text, sizeof text,
-             "run: {episodes: 16, seed: 3, threads: 1}\n"
-             "data: {dataset: %s/dataset.yaml}\n"
-             "model: {layers: 2, channels: 32, heads: 2, ctx: 32}\n"
-             "train: {batch: 6, seq: 32}\n"
-             "tandem: {K: 2, E: 3}\n"
-             "optim: {lr: 3e-3}\n"
-             "checkpoint: {every_episodes: 1}\n",
-             g_corpus);
-    CHECK(write_file(a.config, text) == 0 && write_file(b.config, text) == 0, "config");
+    /* the DMO's defaults: the hold (alpha_cut: overfit) and the pinned probe */
+    CHECK(fixture_open_config(&a, "pinned-a", "{K: 2, E: 3}", NULL) == 0 &&
+              fixture_open_config(&b, "pinned-b", "{K: 2, E: 3}", NULL) == 0,
+          "fixture");
     setenv("TANDEM_TEST_VAL_RISE", "2:4", 1);
     char ha[1024], hb[1024], out[65536], out2[65536];
     int rc = run_to_end(&a, NULL);
@@ -1077,6 +1110,7 @@ int main(void) {
     RUN(test_sample_mixing_time_policy);
     RUN(test_overfit_cap_resumes);
     RUN(test_pinned_probe_resumes);
+    RUN(test_more_stop_signals);
     RUN(test_two_runners_fence_the_stale_one);
     RUN(test_fixed_mixture_training);
     RUN(test_pinned_config);
