@@ -56,6 +56,7 @@ typedef struct s3_resp {
     char meta_sha[SHA256_HEX_LEN + 1];
     char content_range[128];
     char date[64]; /* the server's Date header (for a clock-skew diagnosis) */
+    char bucket_region[64]; /* x-amz-bucket-region (S3 names it on a wrong-region answer) */
     long long content_length;
     int uncertain; /* an earlier attempt got no definite answer: it may have been applied */
     /* how long an answer may be (attempt() sets them from the request): a body past its

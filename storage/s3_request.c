@@ -101,7 +101,7 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
     s3_resp *r = ud;
     size_t len = sz * n;
     if (len > 5 && !strncasecmp(p, "HTTP/", 5)) { /* a new response (after a redirect/100) */
-        r->etag[0] = r->meta_sha[0] = r->content_range[0] = r->date[0] = '\0';
+        r->etag[0] = r->meta_sha[0] = r->content_range[0] = r->date[0] = r->bucket_region[0] = '\0';
         r->etag_long = 0;
         r->content_length = -1;
         const char *sp = memchr(p, ' ', len);
@@ -112,6 +112,8 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
         r->etag_long = header_value(p, len, 5, r->etag, sizeof r->etag) >= sizeof r->etag;
     } else if (len > strlen(META_SHA) + 1 && !strncasecmp(p, META_SHA ":", strlen(META_SHA) + 1)) {
         header_value(p, len, strlen(META_SHA) + 1, r->meta_sha, sizeof r->meta_sha);
+    } else if (len > 20 && !strncasecmp(p, "x-amz-bucket-region:", 20)) {
+        header_value(p, len, 20, r->bucket_region, sizeof r->bucket_region);
     } else if (len > 5 && !strncasecmp(p, "Date:", 5)) {
         header_value(p, len, 5, r->date, sizeof r->date);
     } else if (len > 14 && !strncasecmp(p, "Content-Range:", 14)) {
@@ -460,12 +462,29 @@ static int server_time(const s3_resp *r, time_t *t) {
 
 /* An error for a final non-2xx status: names the key, the status and S3's code, with a
  * hint that matches the code (a skewed clock is not a credentials problem). */
+/* Whether text looks like an AWS region name ("eu-west-1", "us-gov-east-1"): lower-case
+ * letters, digits and '-', 4 to 32 of them, a '-' inside and a digit at the end. An
+ * endpoint's header or <Region> is printed only when it does (and only after the
+ * credentials were redacted from it: a hostile endpoint may echo them back). */
+static int region_name_ok(const char *text) {
+    size_t n = strlen(text);
+    if (n < 4 || n > 32 || !strchr(text + 1, '-') || text[n - 1] < '0' || text[n - 1] > '9') return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((text[i] >= 'a' && text[i] <= 'z') || (text[i] >= '0' && text[i] <= '9') || text[i] == '-'))
+            return 0;
+    return 1;
+}
+
 int s3_status_error(store *st, const s3_req *q, const s3_resp *r, tdm_err *e) {
-    char code[128] = "";
+    char code[128] = "", region[64] = "";
     if (r->body && r->len) s3_xml_first(r->body, r->len, "Code", code, sizeof code);
+    /* the bucket's region, where the answer names it (see below) */
+    if (r->bucket_region[0]) snprintf(region, sizeof region, "%s", r->bucket_region);
+    else if (r->body && r->len) s3_xml_first(r->body, r->len, "Region", region, sizeof region);
     s3_store *s = st->impl;
     pthread_mutex_lock(&s->creds_mu); /* a refresh may be rewriting them */
     s3_config_redact(&s->cfg, NULL, code, sizeof code);
+    s3_config_redact(&s->cfg, NULL, region, sizeof region);
     pthread_mutex_unlock(&s->creds_mu);
     const char *what = q->key ? q->key : "(list)";
     if (!strcmp(code, "RequestTimeTooSkewed")) {
@@ -485,6 +504,22 @@ int s3_status_error(store *st, const s3_req *q, const s3_resp *r, tdm_err *e) {
                        "machine's clock (NTP: timedatectl, chronyc tracking), not the credentials",
                        store_url(st), q->method, what, r->status);
     }
+    /* the bucket is in another region than the one requests are signed for: S3 answers a
+     * 301 PermanentRedirect (no body for a HEAD), or a 400 AuthorizationHeaderMalformed
+     * with <Region>; both name the bucket's region in x-amz-bucket-region or <Region> */
+    if (region_name_ok(region) && strcmp(region, s->cfg.region) != 0 &&
+        (r->status / 100 == 3 || r->status == 400))
+        return err_set(e, ERR_STORE,
+                       "%s: %s %s: HTTP %ld %s: the bucket is in region %s, and the requests are "
+                       "signed for %s: set AWS_REGION=%s (or `region` in the AWS profile)",
+                       store_url(st), q->method, what, r->status, code[0] ? code : "(no code)", region,
+                       s->cfg.region[0] ? s->cfg.region : "(none)", region);
+    if (r->status / 100 == 3)
+        return err_set(e, ERR_STORE,
+                       "%s: %s %s: HTTP %ld%s%s: the endpoint redirects elsewhere, and tandem does "
+                       "not follow redirects (a signed request must not go to another host): check "
+                       "the endpoint (AWS_ENDPOINT_URL, the profile's endpoint_url) and the region",
+                       store_url(st), q->method, what, r->status, code[0] ? " " : "", code);
     const char *hint = r->status == 403 ? " (check the credentials and the bucket policy)" : "";
     return err_set(e, ERR_STORE, "%s: %s %s: HTTP %ld %s%s", store_url(st), q->method, what,
                    r->status, code, hint);

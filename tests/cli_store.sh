@@ -408,6 +408,29 @@ if [ $rc = 3 ] && grep -q "ETag is longer than 127 bytes" <<<"$out" && grep -q "
 else fail "a run on an endpoint whose ETags are too long" "exit $rc" "$out"; fi
 hostile_stop
 
+# a bucket in another region than the requests are signed for (S3: a 301 PermanentRedirect
+# naming it in x-amz-bucket-region, or a 400 AuthorizationHeaderMalformed with <Region>):
+# exit 3 saying which region to set, for a read (status) and for a run's first writes; an
+# endpoint that redirects elsewhere: not followed (the signed request would go to another
+# host), the message says so; a <Region> that echoes the session token is not printed
+for mode in redirect region-400 redirect-elsewhere region-echo; do
+  want=$(case $mode in redirect) echo "set AWS_REGION=eu-central-1";; region-400) echo "set AWS_REGION=ap-south-1";;
+         *) echo "does not follow redirects";; esac)
+  [ $mode = region-echo ] && want="HTTP 400 AuthorizationHeaderMalformed"
+  hostile_start $mode
+  hostile_run status; st_out=$out; st_rc=$rc
+  out=$(AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=hostile \
+        AWS_SESSION_TOKEN=tok-secret-$$ AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null \
+        AWS_SHARED_CREDENTIALS_FILE=/dev/null timeout -k 5 60 "$bin" run "$tmp/c.yaml" --store s3://bucket/rg \
+        --quiet 2>&1); rc=$?
+  hostile_stop
+  if [ $st_rc = 3 ] && [ $rc = 3 ] && grep -q "$want" <<<"$st_out" && grep -q "$want" <<<"$out" &&
+     grep -q "s3://bucket/rg" <<<"$out" && ! grep -q "tok-secret" <<<"$out$st_out" &&
+     { [ $mode != region-echo ] || ! grep -q "the bucket is in region" <<<"$out"; }; then
+    pass "an endpoint answering $mode: status and run exit 3 with '$want'"
+  else fail "an endpoint answering $mode" "status exit $st_rc, run exit $rc (want '$want')" "$st_out" "$out"; fi
+done
+
 # credentials-bearing URLs are refused before any request, and their secret is not repeated:
 # a store URL or endpoint with user info (s3://KEY:SECRET@bucket went into errors, argv and
 # rendered jobs; the endpoint's went into the Host header), and a container-credentials

@@ -33,6 +33,15 @@ MODE list-cut:     a page with one key, then the connection closed before the XM
                    (no Content-Length, no IsTruncated: read whole, it was the last page)
 A write answered with an ETag no S3 gives:
 MODE long-etag:    every PUT is a 200 with an ETag of 200 characters; a listing is empty
+A bucket in another region, or an endpoint that redirects (every request, PUT included):
+MODE redirect:     a 301 PermanentRedirect naming the bucket's region eu-central-1 in
+                   x-amz-bucket-region (and <Endpoint>), as S3 answers a request signed
+                   for another region (a HEAD gets the header alone)
+MODE region-400:   a 400 AuthorizationHeaderMalformed with <Region>ap-south-1</Region>, as
+                   S3 answers a request whose signature names another region
+MODE redirect-elsewhere: a 307 to another host, no region (a load balancer, a moved
+                   endpoint): not followed (the signed request would go there)
+MODE region-echo:  a 400 whose <Region> is the X-Amz-Security-Token header: not printed
 An endpoint that echoes what it was sent:
 MODE echo-token:   every request is a 403 whose <Code> is the X-Amz-Security-Token header
 Any other request is a 404 NoSuchKey. The chosen port is written to PORTFILE. Used by
@@ -85,9 +94,30 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except OSError:
             pass  # the client hung up, as it should
 
+    def elsewhere(self):
+        """The region modes' answer to any request, or None in the other modes."""
+        if MODE == "redirect":
+            return self.answer(301, b"<Error><Code>PermanentRedirect</Code><Message>The bucket you are attempting "
+                               b"to access must be addressed using the specified endpoint.</Message><Endpoint>"
+                               b"bucket.s3.eu-central-1.amazonaws.com</Endpoint><Bucket>bucket</Bucket></Error>",
+                               [("x-amz-bucket-region", "eu-central-1")])
+        if MODE == "region-400":
+            return self.answer(400, b"<Error><Code>AuthorizationHeaderMalformed</Code><Message>The authorization "
+                               b"header is malformed; the region 'us-east-1' is wrong; expecting 'ap-south-1'"
+                               b"</Message><Region>ap-south-1</Region></Error>")
+        if MODE == "redirect-elsewhere":
+            return self.answer(307, b"", [("Location", "http://elsewhere.invalid/bucket")])
+        if MODE == "region-echo":
+            tok = self.headers.get("X-Amz-Security-Token", "none").encode()
+            return self.answer(400, b"<Error><Code>AuthorizationHeaderMalformed</Code><Region>" + tok +
+                               b"</Region></Error>")
+        return None
+
     def do_GET(self):
         url = urllib.parse.urlsplit(self.path)
         q = dict(urllib.parse.parse_qsl(url.query))
+        if MODE in ("redirect", "region-400", "redirect-elsewhere", "region-echo"):
+            return self.elsewhere()
         if MODE == "endless-error":
             return self.endless(403, b"<Error><Code>AccessDenied</Code><Message>", b"no ")
         if MODE == "echo-token":
@@ -154,6 +184,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length", "0") or 0)
         if length:
             self.rfile.read(length)
+        if MODE in ("redirect", "region-400", "redirect-elsewhere", "region-echo"):
+            return self.elsewhere()
         if MODE == "long-etag":
             return self.answer(200, b"", [("ETag", '"' + "e" * 198 + '"')])
         return self.answer(501, b"<Error><Code>NotImplemented</Code><Message>no</Message></Error>")
