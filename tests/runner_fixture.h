@@ -57,6 +57,11 @@ static inline int write_file(const char *path, const char *text) {
     return fclose(f);
 }
 
+/* Whether runs start with SIGHUP ignored (as under nohup). Either way the child sets it
+ * itself: the suite may itself run under nohup (SIGHUP ignored, inherited), and a run that
+ * inherits an ignored SIGHUP keeps ignoring it (util/stop_signals.h). */
+static int fixture_hup_ignored;
+
 /* Starts `tandem run CONFIG --store STORE --quiet EXTRA...` (extra: NULL-terminated, at
  * most 16) with an optional "K=V" environment entry; output goes to the fixture's log.
  * block_stop: the child blocks the stop signals (util/stop_signals.h) across exec, as a careful
@@ -74,6 +79,7 @@ static inline pid_t start_run_full(const fixture *f, const char *env_kv, const c
         if (block_stop) sigprocmask(SIG_SETMASK, &old, NULL);
         return pid;
     }
+    signal(SIGHUP, fixture_hup_ignored ? SIG_IGN : SIG_DFL);
     if (env_kv) {
         char kv[256];
         snprintf(kv, sizeof kv, "%s", env_kv);

@@ -252,10 +252,9 @@ static void test_more_stop_signals(void) {
         int sig = sigs[i], nohup = i == 3;
         fixture f;
         CHECK(fixture_open(&f, nohup ? "stopsig-ignored" : "stopsig") == 0, "fixture");
-        struct sigaction ign = {.sa_handler = SIG_IGN}, was;
-        if (nohup) sigaction(SIGHUP, &ign, &was); /* inherited across fork and exec */
+        fixture_hup_ignored = nohup; /* SIG_IGN in the child, kept across exec */
         pid_t pid = start_run_full(&f, "TANDEM_TEST_STEP_DELAY_MS=30", NULL, 0);
-        if (nohup) sigaction(SIGHUP, &was, NULL);
+        fixture_hup_ignored = 0;
         CHECK(wait_catches(pid, SIGTERM) == 0, "the run never caught SIGTERM");
         int caught = catches_signal(pid, sig) == 1; /* installed in the same loop as SIGTERM */
         usleep(300 * 1000);

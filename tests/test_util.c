@@ -354,6 +354,42 @@ static void test_term_text(void) {
     CHECK(!strncmp(e.msg, "open x?y: ", 10), "err_sys: %s", e.msg);
 }
 
+/* A message longer than tdm_err holds keeps its start (what failed) and its end (why, what
+ * to do) with " [...] " between: a path near PATH_MAX used to push the reason out of
+ * `tandem run --store <long path>`'s error; the same for err_sys's strerror and for a
+ * prefix put before a long message; cuts never split a UTF-8 character. */
+static void test_long_messages_keep_their_reason(void) {
+    char name[4200];
+    memset(name, 'd', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    for (int i = 300; i < 3900; i += 2) name[i] = (char)0xC3, name[i + 1] = (char)0xA9; /* é */
+    tdm_err e = {0};
+    err_set(&e, ERR_STORE, "store %s: cannot create it: check the path", name);
+    size_t n = strlen(e.msg);
+    CHECK(n <= sizeof e.msg - 1 && n > 900, "length %zu", n);
+    CHECK(!strncmp(e.msg, "store ddd", 9) && strstr(e.msg, " [...] ") &&
+              !strcmp(e.msg + n - 32, "dd: cannot create it: check the path" + 4),
+          "err_set: %.60s ... %s", e.msg, e.msg + n - 60);
+    for (size_t i = 0; i < n; i++) /* every é whole: a lead byte is followed by its continuation */
+        if ((unsigned char)e.msg[i] == 0xC3) CHECK((unsigned char)e.msg[i + 1] == 0xA9, "split at %zu", i);
+    CHECK((unsigned char)e.msg[strstr(e.msg, " [...] ") - e.msg + 7] != 0xA9, "the tail starts inside a character");
+    err_sys(&e, ERR_STORE, 36, "open %s", name);
+    n = strlen(e.msg);
+    CHECK(!strncmp(e.msg, "open dd", 7) && strstr(e.msg, " [...] ") &&
+              !strcmp(e.msg + n - strlen(": File name too long"), ": File name too long"),
+          "err_sys: %s", e.msg + n - 40);
+    err_set(&e, ERR_STORE, "%s: the reason", name);
+    err_prefix(&e, "tandem run: %s: ", "the store");
+    n = strlen(e.msg);
+    CHECK(!strncmp(e.msg, "tandem run: the store: ddd", 26) && !strcmp(e.msg + n - 12, ": the reason"),
+          "err_prefix: %.40s ... %s", e.msg, e.msg + n - 40);
+    /* short ones as before */
+    err_set(&e, ERR_USAGE, "short %d", 1);
+    CHECK(!strcmp(e.msg, "short 1"), "%s", e.msg);
+    err_prefix(&e, "a: ");
+    CHECK(!strcmp(e.msg, "a: short 1"), "%s", e.msg);
+}
+
 /* One rule for cluster.env's refusal and the no-core check: secrets by their words, not
  * words that merely hold the letters (TOKENIZERS_PARALLELISM), not where a secret lies. */
 static void test_secret_env_name(void) {
@@ -396,6 +432,7 @@ int main(void) {
     RUN(test_keys);
     RUN(test_sweep_dead_temporaries);
     RUN(test_term_text);
+    RUN(test_long_messages_keep_their_reason);
     RUN(test_secret_env_name);
     return test_summary("test_util");
 }

@@ -30,31 +30,54 @@ static void err_clean(char *s) {
     *w = '\0';
 }
 
+/* A message longer than msg[] (formatted whole into `ERR_LONG` bytes first) keeps its
+ * start and its end with " [...] " between them: the start names what failed, the end
+ * says why and what to do, and a long name in the middle (a path near PATH_MAX, an
+ * endpoint's answer) must not push the reason out. Cuts fall on UTF-8 character
+ * boundaries. */
+#define ERR_LONG 16384
+static void err_fit(tdm_err *e, const char *text, size_t n) {
+    const size_t cap = sizeof e->msg - 1;
+    if (n <= cap) {
+        memcpy(e->msg, text, n);
+        e->msg[n] = '\0';
+        return;
+    }
+    static const char gap[] = " [...] ";
+    size_t g = sizeof gap - 1, head = (cap - g) * 2 / 5, tail = cap - g - head;
+    while (head && ((unsigned char)text[head] & 0xC0) == 0x80) head--;            /* not inside a character */
+    while (tail && ((unsigned char)text[n - tail] & 0xC0) == 0x80) tail--;
+    memcpy(e->msg, text, head);
+    memcpy(e->msg + head, gap, g);
+    memcpy(e->msg + head + g, text + n - tail, tail);
+    e->msg[head + g + tail] = '\0';
+}
+
 int err_set(tdm_err *e, int code, const char *fmt, ...) {
     if (!e) return code;
     e->code = code;
+    char text[ERR_LONG];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    int n = vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
+    err_fit(e, text, n < 0 ? 0 : (size_t)n < sizeof text ? (size_t)n : sizeof text - 1);
     err_clean(e->msg);
     return code;
 }
 
 int err_prefix(tdm_err *e, const char *fmt, ...) {
     if (!e) return ERR_INTERNAL;
-    char head[512];
+    char text[ERR_LONG];
     va_list ap;
     va_start(ap, fmt);
-    int hn = vsnprintf(head, sizeof head, fmt, ap);
+    int hn = vsnprintf(text, sizeof text / 2, fmt, ap);
     va_end(ap);
     if (hn < 0) return e->code;
-    size_t h = (size_t)hn < sizeof head ? (size_t)hn : sizeof head - 1;
+    size_t h = (size_t)hn < sizeof text / 2 ? (size_t)hn : sizeof text / 2 - 1;
     size_t old = strnlen(e->msg, sizeof e->msg - 1);
-    if (h + old > sizeof e->msg - 1) old = sizeof e->msg - 1 - h; /* keep the head whole */
-    memmove(e->msg + h, e->msg, old);
-    memcpy(e->msg, head, h);
-    e->msg[h + old] = '\0';
+    memcpy(text + h, e->msg, old);
+    err_fit(e, text, h + old);
     err_clean(e->msg);
     return e->code;
 }
@@ -62,19 +85,14 @@ int err_prefix(tdm_err *e, const char *fmt, ...) {
 int err_sys(tdm_err *e, int code, int errno_value, const char *fmt, ...) {
     if (!e) return code;
     e->code = code;
+    char text[ERR_LONG];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    int n = vsnprintf(text, sizeof text / 2, fmt, ap);
     va_end(ap);
-    size_t used = n < 0 ? 0 : ((size_t)n < sizeof e->msg ? (size_t)n : sizeof e->msg - 1);
-    const char *why = strerror(errno_value);
-    size_t room = sizeof e->msg - 1 - used;
-    if (room > 2) {
-        memcpy(e->msg + used, ": ", 2);
-        size_t w = strnlen(why, room - 2);
-        memcpy(e->msg + used + 2, why, w);
-        e->msg[used + 2 + w] = '\0';
-    }
+    size_t used = n < 0 ? 0 : ((size_t)n < sizeof text / 2 ? (size_t)n : sizeof text / 2 - 1);
+    int w = snprintf(text + used, sizeof text - used, ": %s", strerror(errno_value));
+    err_fit(e, text, used + (w < 0 ? 0 : (size_t)w < sizeof text - used ? (size_t)w : sizeof text - used - 1));
     err_clean(e->msg);
     return code;
 }
