@@ -520,7 +520,17 @@ int s3_status_error(store *st, const s3_req *q, const s3_resp *r, tdm_err *e) {
                        "not follow redirects (a signed request must not go to another host): check "
                        "the endpoint (AWS_ENDPOINT_URL, the profile's endpoint_url) and the region",
                        store_url(st), q->method, what, r->status, code[0] ? " " : "", code);
-    const char *hint = r->status == 403 ? " (check the credentials and the bucket policy)" : "";
+    if (!strcmp(code, "NoSuchBucket"))
+        return err_set(e, ERR_STORE,
+                       "%s: %s %s: HTTP %ld NoSuchBucket: there is no bucket '%s' at %s: check the "
+                       "bucket's name in the store URL and the endpoint, or create the bucket (tandem "
+                       "creates objects in a bucket, never the bucket)",
+                       store_url(st), q->method, what, r->status, s->cfg.bucket, s->cfg.endpoint);
+    const char *hint = !strcmp(code, "ExpiredToken")
+                           ? " (the credentials have expired: renew them; keys given in the environment "
+                             "or a profile are used as they are, only the refreshing sources are renewed)"
+                       : r->status == 403 ? " (check the credentials and the bucket policy)"
+                                          : "";
     return err_set(e, ERR_STORE, "%s: %s %s: HTTP %ld %s%s", store_url(st), q->method, what,
                    r->status, code, hint);
 }

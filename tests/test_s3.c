@@ -190,6 +190,15 @@ static void test_open_existing(void) {
     snprintf(url, sizeof url, "s3://%s/open", getenv("TANDEM_S3_BUCKET"));
     CHECK(store_open_existing(url, STORE_OPEN_READ_ONLY, &e) == NULL && strstr(e.msg, "no store at"),
           "s3://.../open is not s3://.../opened: %s", e.msg);
+    /* a bucket that does not exist (a typo in the URL): named, with what to do, for a read
+     * and for a new run's store */
+    CHECK(store_open_existing("s3://tandem-no-such-bucket/r", STORE_OPEN_READ_ONLY, &e) == NULL &&
+              e.code == ERR_STORE && strstr(e.msg, "NoSuchBucket: there is no bucket 'tandem-no-such-bucket' at") &&
+              strstr(e.msg, "create the bucket"),
+          "a missing bucket: %s", e.msg);
+    CHECK(store_open("s3://tandem-no-such-bucket/r", &e) == NULL && e.code == ERR_STORE &&
+              strstr(e.msg, "there is no bucket 'tandem-no-such-bucket'"),
+          "a missing bucket, opened to write: %s", e.msg);
 }
 
 static void test_multipart_and_ranged_reads(void) {
