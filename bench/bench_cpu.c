@@ -91,6 +91,7 @@ static int train_step(const model_ops *ops, model_ctx *ctx, float *params, float
 
 int main(int argc, char **argv) {
     blas_core_reexec(argv); /* the kernels tandem itself runs with (model/blas_core.c) */
+    blas_core_reexec_unblock(); /* the stop signals it held across its exec: Ctrl-C works again */
     opts o = {.layers = 4, .channels = 256, .heads = 4, .seq = 128, .vocab = 256, .batch = 16,
               .threads = 0, .iters = 10, .warmup = 2};
     if (parse_args(argc, argv, &o)) return 2;

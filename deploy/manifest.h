@@ -6,8 +6,9 @@
  * time stamps, no host names — so a checked-in example stays byte-identical to what
  * `tandem manifest` renders from its config (tests/cli_k8s.sh, tests/cli_slurm.sh).
  *
- * The contract with the runner (DESIGN.md §6): SIGTERM, SIGINT or SIGUSR1 → tandem
- * commits at its next safe point and exits 75 ("requeue me"); 2 is a config or usage
+ * The contract with the runner (DESIGN.md §6): SIGTERM, SIGINT or SIGUSR1 (and the other
+ * stop signals of util/stop_signals.h) → tandem commits at its next safe point and exits
+ * 75 ("requeue me"); 2 is a config or usage
  * error that no retry can fix.
  *
  * Sweeps (deploy/sweep.h): a Slurm job array (--array=0-N-1, task i = point i) or a

@@ -9,8 +9,13 @@
 volatile sig_atomic_t run_stop_signal;
 struct timespec run_stop_at; /* when the first stop signal came (monotonic) */
 
+/* The first stop signal wins: its time starts the grace period, its number is the one the
+ * stop names (SIGXCPU repeats every CPU second past the soft limit, and a second signal
+ * must not move either). The stop signals are masked while it runs (sa_mask), so it never
+ * nests. */
 static void on_signal(int sig) {
-    if (!run_stop_signal) clock_gettime(CLOCK_MONOTONIC, &run_stop_at); /* async-signal-safe */
+    if (run_stop_signal) return;
+    clock_gettime(CLOCK_MONOTONIC, &run_stop_at); /* async-signal-safe */
     run_stop_signal = sig;
 }
 
@@ -21,6 +26,7 @@ void run_signals_install(void) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < TDM_N_STOP_SIGNALS; i++) sigaddset(&sa.sa_mask, TDM_STOP_SIGNALS[i]);
     sigset_t stop;
     sigemptyset(&stop);
     for (int i = 0; i < TDM_N_STOP_SIGNALS; i++) {

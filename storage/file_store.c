@@ -83,12 +83,9 @@ static int key_dirs_plain(store *s, const char *key, tdm_err *e) {
  * is lost — the partial temporary is removed and the objects already there stand. */
 static int write_failed(store *s, const char *key, int err, tdm_err *e) {
     err_sys(e, ERR_STORE, err, "%s: cannot write %s", s->url, key);
-    if (err == ENOSPC || err == EDQUOT) {
-        size_t len = strlen(e->msg);
-        snprintf(e->msg + len, sizeof e->msg - len,
-                 " (the store's file system is full: free space or raise the quota, then run "
-                 "again; the run resumes from its last full state and nothing committed is lost)");
-    }
+    if (err == ENOSPC || err == EDQUOT)
+        err_append(e, " (the store's file system is full: free space or raise the quota, then run "
+                      "again; the run resumes from its last full state and nothing committed is lost)");
     return ERR_STORE;
 }
 

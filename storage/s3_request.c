@@ -460,8 +460,6 @@ static int server_time(const s3_resp *r, time_t *t) {
     return 0;
 }
 
-/* An error for a final non-2xx status: names the key, the status and S3's code, with a
- * hint that matches the code (a skewed clock is not a credentials problem). */
 /* Whether text looks like an AWS region name ("eu-west-1", "us-gov-east-1"): lower-case
  * letters, digits and '-', 4 to 32 of them, a '-' inside and a digit at the end. An
  * endpoint's header or <Region> is printed only when it does (and only after the
@@ -475,6 +473,9 @@ static int region_name_ok(const char *text) {
     return 1;
 }
 
+/* An error for a final non-2xx status: names the key, the status and S3's code, with a
+ * hint that matches the code (a skewed clock is not a credentials problem, a bucket in
+ * another region says which). */
 int s3_status_error(store *st, const s3_req *q, const s3_resp *r, tdm_err *e) {
     char code[128] = "", region[64] = "";
     if (r->body && r->len) s3_xml_first(r->body, r->len, "Code", code, sizeof code);
@@ -507,13 +508,16 @@ int s3_status_error(store *st, const s3_req *q, const s3_resp *r, tdm_err *e) {
     /* the bucket is in another region than the one requests are signed for: S3 answers a
      * 301 PermanentRedirect (no body for a HEAD), or a 400 AuthorizationHeaderMalformed
      * with <Region>; both name the bucket's region in x-amz-bucket-region or <Region> */
-    if (region_name_ok(region) && strcmp(region, s->cfg.region) != 0 &&
+    int region_code = !code[0] || !strcmp(code, "PermanentRedirect") ||
+                      !strcmp(code, "AuthorizationHeaderMalformed") || !strcmp(code, "IllegalLocationConstraintException");
+    if (region_name_ok(region) && strcmp(region, s->cfg.region) != 0 && region_code &&
         (r->status / 100 == 3 || r->status == 400))
         return err_set(e, ERR_STORE,
                        "%s: %s %s: HTTP %ld %s: the bucket is in region %s, and the requests are "
-                       "signed for %s: set AWS_REGION=%s (or `region` in the AWS profile)",
+                       "signed for %s: set AWS_REGION=%s (it comes before AWS_DEFAULT_REGION and the "
+                       "profile's `region`)",
                        store_url(st), q->method, what, r->status, code[0] ? code : "(no code)", region,
-                       s->cfg.region[0] ? s->cfg.region : "(none)", region);
+                       s->cfg.region, region);
     if (r->status / 100 == 3)
         return err_set(e, ERR_STORE,
                        "%s: %s %s: HTTP %ld%s%s: the endpoint redirects elsewhere, and tandem does "

@@ -410,7 +410,8 @@ hostile_stop
 
 # a bucket in another region than the requests are signed for (S3: a 301 PermanentRedirect
 # naming it in x-amz-bucket-region, or a 400 AuthorizationHeaderMalformed with <Region>):
-# exit 3 saying which region to set, for a read (status) and for a run's first writes; an
+# exit 3 saying which region to set, for a read (status) and for a new run (its first
+# request, the listing of its prefix, meets it; the PUTs answer the same); an
 # endpoint that redirects elsewhere: not followed (the signed request would go to another
 # host), the message says so; a <Region> that echoes the session token is not printed
 for mode in redirect region-400 redirect-elsewhere region-echo; do

@@ -1790,10 +1790,13 @@ static void test_stale_writers_s3(void) {
 }
 
 /* n signals: the first pending across exec, the others 0..2 s after the handler exists,
- * in even steps; each stop signal (util/stop_signals.h) in turn. */
+ * in even steps; each stop signal (util/stop_signals.h) in turn, the turn going on from
+ * one family's row to the next (so that the bounded run, 2-4 cases a row, sends all six
+ * and the one pending across exec is another signal in each row). */
 static void startup_signals(row *r, int s3, int n) {
-    for (int i = 0; i < n; i++)
-        signal_case(r, s3, TDM_STOP_SIGNALS[i % TDM_N_STOP_SIGNALS], i == 0 ? -1 : n > 2 ? 2.0 * (i - 1) / (n - 2) : 0);
+    static int turn;
+    for (int i = 0; i < n; i++, turn++)
+        signal_case(r, s3, TDM_STOP_SIGNALS[turn % TDM_N_STOP_SIGNALS], i == 0 ? -1 : n > 2 ? 2.0 * (i - 1) / (n - 2) : 0);
     signal_case(r, s3, SIGTERM, -2);
 }
 

@@ -368,7 +368,7 @@ static void test_long_messages_keep_their_reason(void) {
     size_t n = strlen(e.msg);
     CHECK(n <= sizeof e.msg - 1 && n > 900, "length %zu", n);
     CHECK(!strncmp(e.msg, "store ddd", 9) && strstr(e.msg, " [...] ") &&
-              !strcmp(e.msg + n - 32, "dd: cannot create it: check the path" + 4),
+              !strcmp(e.msg + n - strlen("dd: cannot create it: check the path"), "dd: cannot create it: check the path"),
           "err_set: %.60s ... %s", e.msg, e.msg + n - 60);
     for (size_t i = 0; i < n; i++) /* every é whole: a lead byte is followed by its continuation */
         if ((unsigned char)e.msg[i] == 0xC3) CHECK((unsigned char)e.msg[i + 1] == 0xA9, "split at %zu", i);
@@ -383,11 +383,23 @@ static void test_long_messages_keep_their_reason(void) {
     n = strlen(e.msg);
     CHECK(!strncmp(e.msg, "tandem run: the store: ddd", 26) && !strcmp(e.msg + n - 12, ": the reason"),
           "err_prefix: %.40s ... %s", e.msg, e.msg + n - 40);
+    n = strlen(e.msg);
+    for (size_t i = 0; i < n; i++) /* the prefix's cut too falls between characters */
+        if ((unsigned char)e.msg[i] == 0xC3) CHECK((unsigned char)e.msg[i + 1] == 0xA9, "prefix split at %zu", i);
+    /* a hint appended to a long message (the full file system's) survives as its end */
+    err_sys(&e, ERR_STORE, 28, "%s: cannot write HEAD", name);
+    err_append(&e, " (the store's file system is full: free space)");
+    n = strlen(e.msg);
+    CHECK(strstr(e.msg, " [...] ") && strstr(e.msg, ": No space left on device (the store's file system is full: free space)") &&
+              n <= sizeof e.msg - 1,
+          "err_append: %s", e.msg + (n > 80 ? n - 80 : 0));
     /* short ones as before */
     err_set(&e, ERR_USAGE, "short %d", 1);
     CHECK(!strcmp(e.msg, "short 1"), "%s", e.msg);
     err_prefix(&e, "a: ");
     CHECK(!strcmp(e.msg, "a: short 1"), "%s", e.msg);
+    err_append(&e, " (%s)", "hint");
+    CHECK(!strcmp(e.msg, "a: short 1 (hint)"), "%s", e.msg);
 }
 
 /* One rule for cluster.env's refusal and the no-core check: secrets by their words, not

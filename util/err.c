@@ -82,6 +82,21 @@ int err_prefix(tdm_err *e, const char *fmt, ...) {
     return e->code;
 }
 
+int err_append(tdm_err *e, const char *fmt, ...) {
+    if (!e) return ERR_INTERNAL;
+    char text[ERR_LONG];
+    size_t old = strnlen(e->msg, sizeof e->msg - 1);
+    memcpy(text, e->msg, old);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(text + old, sizeof text - old, fmt, ap);
+    va_end(ap);
+    if (n < 0) return e->code;
+    err_fit(e, text, old + ((size_t)n < sizeof text - old ? (size_t)n : sizeof text - old - 1));
+    err_clean(e->msg);
+    return e->code;
+}
+
 int err_sys(tdm_err *e, int code, int errno_value, const char *fmt, ...) {
     if (!e) return code;
     e->code = code;

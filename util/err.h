@@ -28,12 +28,17 @@ typedef struct tdm_err {
 } tdm_err;
 
 /* Sets e->code and formats e->msg (printf-style). Returns `code` so callers can write
- * `return err_set(e, ERR_USAGE, "...")`. */
+ * `return err_set(e, ERR_USAGE, "...")`. A message longer than msg[] keeps its start and
+ * its end with " [...] " between (the same in every function here): the start names what
+ * failed, the end says why and what to do. Control characters become '?'. */
 int err_set(tdm_err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Prepends context ("while loading X: ") to an error already set. Returns e->code. */
 int err_prefix(tdm_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Appends text (printf-style) to an error already set, as err_set keeps it. Returns e->code. */
+int err_append(tdm_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Like err_set but appends ": strerror(errno_value)". */
 int err_sys(tdm_err *e, int code, int errno_value, const char *fmt, ...)

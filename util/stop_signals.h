@@ -10,8 +10,10 @@
  *             `-notify`, LSF's job warning action), and Slurm's `--signal=USR2@T`
  *   SIGHUP    the terminal or ssh session that started the run went away; not caught where
  *             the launcher ignored it (`nohup`): that run goes on
- *   SIGXCPU   a CPU-time soft limit (`ulimit -t`, RLIMIT_CPU) reached: SIGKILL follows at
- *             the hard limit
+ *   SIGXCPU   a CPU-time soft limit below the hard one (`ulimit -S -t`, RLIMIT_CPU) reached:
+ *             SIGKILL follows at the hard limit, which counts CPU seconds over all threads
+ *             (a run on 8 threads has ~1/8 of the margin in wall time; `ulimit -t` sets
+ *             both limits at once, and then no SIGXCPU comes before the SIGKILL)
  *
  * Each of these would otherwise end the process without its stop commit, losing the steps
  * since the last one (the state itself is safe: a kill is a crash the ledger survives). */
