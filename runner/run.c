@@ -161,7 +161,10 @@ static int safe_point(run_ctx *r, tdm_err *e) {
     int rc0 = comm_any(r->comm, stop, &stop, e);
     if (rc0) return rc0;
     if (!stop) return 0;
-    if (!run_stop_signal) run_stop_signal = SIGTERM; /* another rank's signal */
+    if (!run_stop_signal) { /* another rank's signal: the grace period counts from now here */
+        clock_gettime(CLOCK_MONOTONIC, &run_stop_at);
+        run_stop_signal = SIGTERM;
+    }
     rec_state rec;
     run_to_record(r, &rec);
     ledger_stop_plan p = {.full = 1};
