@@ -24,6 +24,10 @@ const char *blas_core_name(void) { return openblas_get_corename(); }
 const char *blas_core_better(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (getenv("OPENBLAS_CORETYPE")) return NULL;
+    /* test-only: re-execute with this core whatever OpenBLAS chose, so that the suite can
+     * try the re-exec (signals held across it) on a CPU OpenBLAS knows */
+    const char *forced = getenv("TANDEM_TEST_BLAS_REEXEC");
+    if (forced && *forced) return forced;
     const char *now = openblas_get_corename();
     if (!now || strcasecmp(now, "Prescott") != 0) return NULL;
     __builtin_cpu_init();
@@ -57,6 +61,14 @@ void blas_core_reexec(char **argv) {
         }
     setenv(REEXEC_BLOCKED, list, 1);
     sigprocmask(SIG_BLOCK, &want, NULL);
+    /* test-only: a stop signal that comes while the exec is under way (it stays pending
+     * for the new image's handler, blocked here) */
+    const char *raise_sig = getenv("TANDEM_TEST_REEXEC_RAISE");
+    if (raise_sig) {
+        int sig = atoi(raise_sig);
+        unsetenv("TANDEM_TEST_REEXEC_RAISE");
+        if (sig > 0 && sig < 64) raise(sig);
+    }
     execv("/proc/self/exe", argv);
     /* no /proc, or exec refused: carry on with OpenBLAS's choice rather than fail, and
      * unset the variable so that this process and its children (tandem compare's runs)

@@ -28,6 +28,7 @@
 #include "tests/runner_fixture.h"
 #include "data/shard.h"
 #include "ledger/records.h"
+#include "model/blas_core.h"
 #include "model/model.h"
 #include "tests/test.h"
 #include "util/rng.h"
@@ -274,6 +275,57 @@ static void test_more_stop_signals(void) {
         }
         CHECK(rc == 0 && hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0,
               "after signal %d (%s) the run ended elsewhere (exit %d)", sig, nohup ? "ignored" : "caught", rc);
+        fixture_close(&f);
+    }
+}
+
+/* The OpenBLAS re-exec (model/blas_core.c: on a CPU OpenBLAS does not know, tandem sets
+ * OPENBLAS_CORETYPE and executes itself again) holds the stop signals across its exec:
+ * each of the six, raised by a test hook in the first image just before its exec, reaches
+ * the second image's handler (exit 75; without the hold the signal's default action ended
+ * the process). The re-exec is forced by a test hook (this CPU is known) with the core the
+ * suite runs on, so the resume ends at the reference; that it happened is read from the
+ * running process's environment (OPENBLAS_CORETYPE, unset when it started). */
+static void test_stop_signals_across_blas_reexec(void) {
+    CHECK(g_ref_hash[0], "needs the reference run");
+    char core[64];
+    const char *had = getenv("OPENBLAS_CORETYPE");
+    snprintf(core, sizeof core, "%s", had && *had ? had : blas_core_name());
+    char hook[96];
+    snprintf(hook, sizeof hook, "TANDEM_TEST_BLAS_REEXEC=%s", core);
+    for (int i = -1; i < TDM_N_STOP_SIGNALS; i++) {
+        fixture f;
+        CHECK(fixture_open(&f, "reexec") == 0, "fixture");
+        unsetenv("OPENBLAS_CORETYPE");
+        setenv("TANDEM_TEST_STEP_DELAY_MS", "30", 1);
+        char sig[16];
+        snprintf(sig, sizeof sig, "%d", i < 0 ? 0 : TDM_STOP_SIGNALS[i]);
+        if (i >= 0) setenv("TANDEM_TEST_REEXEC_RAISE", sig, 1);
+        pid_t pid = start_run_full(&f, hook, NULL, 0);
+        unsetenv("TANDEM_TEST_STEP_DELAY_MS");
+        unsetenv("TANDEM_TEST_REEXEC_RAISE");
+        if (had) setenv("OPENBLAS_CORETYPE", core, 1);
+        int rc;
+        if (i < 0) { /* no signal: the re-exec happened, and the run is caught up in it */
+            CHECK(wait_catches(pid, SIGTERM) == 0, "the run never caught SIGTERM");
+            char path[64], env[65536] = "", want[96];
+            snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+            FILE *fp = fopen(path, "rb");
+            size_t n = fp ? fread(env, 1, sizeof env - 1, fp) : 0;
+            if (fp) fclose(fp);
+            snprintf(want, sizeof want, "OPENBLAS_CORETYPE=%s", core);
+            int found = 0;
+            for (size_t at = 0; at < n; at += strlen(env + at) + 1) found |= !strcmp(env + at, want);
+            CHECK(found, "no re-exec: %s not in the process's environment", want);
+            kill(pid, SIGTERM);
+        }
+        rc = wait_exit(pid);
+        char log[4096], h[1024];
+        read_all(f.log, log, sizeof log);
+        CHECK(rc == 75, "signal %d across the re-exec: exit %d: %s", i < 0 ? SIGTERM : TDM_STOP_SIGNALS[i], rc, log);
+        rc = run_to_end(&f, NULL);
+        CHECK(rc == 0 && hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0,
+              "after a signal across the re-exec the run ended elsewhere (exit %d)", rc);
         fixture_close(&f);
     }
 }
@@ -1114,6 +1166,7 @@ int main(void) {
     RUN(test_overfit_cap_resumes);
     RUN(test_pinned_probe_resumes);
     RUN(test_more_stop_signals);
+    RUN(test_stop_signals_across_blas_reexec);
     RUN(test_two_runners_fence_the_stale_one);
     RUN(test_fixed_mixture_training);
     RUN(test_pinned_config);
