@@ -69,6 +69,12 @@ static int fixture_open_ckpt(fixture *f, const char *tag, const char *checkpoint
 
 static int fixture_open(fixture *f, const char *tag) { return fixture_open_ckpt(f, tag, NULL); }
 
+/* Whether the run's store ends where the uninterrupted reference run does (its hash). */
+static int at_reference(fixture *f) {
+    char h[1024];
+    return hash_of(f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0;
+}
+
 static void fixture_close(fixture *f) {
     test_rmtree(f->dir);
     free(f->dir);
@@ -196,8 +202,7 @@ static void test_sigterm_each_step_kind(void) {
     /* one step, plus the commit and process exit (fsyncs), with slack for a busy machine */
     CHECK(worst < 4 * step + 0.5, "exit took %.3f s, a step takes %.3f s", worst, step);
     int rc = run_to_end(&f, NULL);
-    char h[1024];
-    CHECK(rc == 0 && hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0,
+    CHECK(rc == 0 && at_reference(&f),
           "after external SIGTERMs the run ended elsewhere (exit %d)", rc);
     fixture_close(&f);
 }
@@ -232,8 +237,7 @@ static void test_signal_during_startup(void) {
               pending ? "fork, blocked across exec" : "the handler", rc, log);
         stopped++;
         rc = run_to_end(&f, NULL);
-        char h[1024];
-        CHECK(rc == 0 && hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0,
+        CHECK(rc == 0 && at_reference(&f),
               "after a start-up signal (%.1f ms) the run ended elsewhere (exit %d)", d, rc);
         fixture_close(&f);
     }
@@ -265,7 +269,7 @@ static void test_more_stop_signals(void) {
         if (nohup) caught = catches_signal(pid, sig) == 1;
         kill(pid, sig);
         int rc = wait_exit(pid);
-        char log[4096], h[1024];
+        char log[4096];
         read_all(f.log, log, sizeof log);
         if (nohup) {
             CHECK(!caught && rc == 0, "SIGHUP ignored by the launcher: caught %d, exit %d: %s", caught, rc, log);
@@ -273,7 +277,7 @@ static void test_more_stop_signals(void) {
             CHECK(caught && rc == 75, "signal %d: caught %d, exit %d: %s", sig, caught, rc, log);
             rc = run_to_end(&f, NULL);
         }
-        CHECK(rc == 0 && hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0,
+        CHECK(rc == 0 && at_reference(&f),
               "after signal %d (%s) the run ended elsewhere (exit %d)", sig, nohup ? "ignored" : "caught", rc);
         fixture_close(&f);
     }
@@ -320,11 +324,11 @@ static void test_stop_signals_across_blas_reexec(void) {
             kill(pid, SIGTERM);
         }
         rc = wait_exit(pid);
-        char log[4096], h[1024];
+        char log[4096];
         read_all(f.log, log, sizeof log);
         CHECK(rc == 75, "signal %d across the re-exec: exit %d: %s", i < 0 ? SIGTERM : TDM_STOP_SIGNALS[i], rc, log);
         rc = run_to_end(&f, NULL);
-        CHECK(rc == 0 && hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0,
+        CHECK(rc == 0 && at_reference(&f),
               "after a signal across the re-exec the run ended elsewhere (exit %d)", rc);
         fixture_close(&f);
     }
@@ -443,8 +447,7 @@ static void test_nondeterministic_replay_is_detected(void) {
     }
     /* the unperturbed replay verifies against the same records and finishes */
     rc = run_to_end(&f, NULL);
-    char h[1024];
-    CHECK(rc == 0 && hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0,
+    CHECK(rc == 0 && at_reference(&f),
           "after the guard the run ended elsewhere (exit %d)", rc);
     fixture_close(&f);
 }
