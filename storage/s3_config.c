@@ -43,11 +43,27 @@ void s3_config_wipe(s3_config *c) {
     for (size_t i = 0; i < sizeof c->session_token; i++) p[i] = 0;
 }
 
+/* A piece of a secret as long as this is redacted wherever it stands: an endpoint may
+ * echo any part of a session token it was sent (its middle as an error code, the rest cut
+ * off by a buffer), and 12 characters of a base64 secret do not occur in a message by
+ * chance. Longer than "[redacted]", so a redaction never lengthens the text. */
+#define REDACT_RUN 12
+
+/* The length of the longest prefix of text (of tl bytes) that occurs in the secret s (sl
+ * bytes), if it is at least REDACT_RUN; else 0. A prefix that occurs makes every shorter
+ * one occur, so it grows until it does not. */
+static size_t secret_run(const char *text, size_t tl, const char *s, size_t sl) {
+    size_t best = 0;
+    for (size_t len = REDACT_RUN; len <= tl && len <= sl && memmem(s, sl, text, len); len++) best = len;
+    return best;
+}
+
 void s3_config_redact(const s3_config *c, const char *extra, char *text, size_t cap) {
     static const char mark[] = "[redacted]";
     const size_t ml = sizeof mark - 1;
     const char *secrets[] = {c ? c->secret_key : "", c ? c->session_token : "", c ? c->src_sk : "",
                              c ? c->src_tok : "", extra ? extra : ""};
+    /* a whole secret, also one too short for the runs below (8 to 15 characters) */
     for (size_t i = 0; i < sizeof secrets / sizeof *secrets; i++) {
         size_t sl = strlen(secrets[i]);
         if (sl < 8) continue; /* no secret is that short; a short one would match anywhere */
@@ -62,15 +78,22 @@ void s3_config_redact(const s3_config *c, const char *extra, char *text, size_t 
             p += ml;
         }
     }
-    /* a copy cut short by the caller's buffer (a session token is 600-1500 characters,
-     * the buffers 128-400) no longer matches whole: its first 16 characters end the text */
+    /* any run of REDACT_RUN or more characters of a longer secret, wherever it stands: a
+     * copy cut short by the caller's buffer (a session token is 600-1500 characters, the
+     * buffers 128-400), or a piece of it that an endpoint chose to echo */
     for (size_t i = 0; i < sizeof secrets / sizeof *secrets; i++) {
-        if (strlen(secrets[i]) < 16) continue;
-        char head[17];
-        memcpy(head, secrets[i], 16);
-        head[16] = '\0';
-        char *p = strstr(text, head);
-        if (p) snprintf(p, cap - (size_t)(p - text), "%s", mark);
+        size_t sl = strlen(secrets[i]);
+        if (sl < 16) continue; /* shorter ones: whole, above */
+        for (char *p = text; *p;) {
+            size_t tl = strlen(p), run = secret_run(p, tl, secrets[i], sl);
+            if (!run) {
+                p++;
+                continue;
+            }
+            memcpy(p, mark, ml); /* run > ml: the text only shortens */
+            memmove(p + ml, p + run, tl - run + 1);
+            p += ml;
+        }
     }
     for (unsigned char *p = (unsigned char *)text; *p; p++)
         if (*p < 0x20 || *p >= 0x7f) *p = '?'; /* no escape sequences or line ends into a log */

@@ -90,9 +90,11 @@ int s3_config_env_has_secret(void);
 /* Text a server sent, made fit for an error message in place (cap: the buffer's size):
  * every occurrence of a secret this process holds or sent — c's secret keys and session
  * tokens (NULL c: none), `extra` (a web identity token; may be NULL) — becomes
- * "[redacted]", a copy cut short (a secret's first 16 characters) ends the text there, and
- * control and non-ASCII bytes become '?'. An endpoint that echoes the session
- * token it was sent (hostile, or merely chatty) puts it in no log. */
+ * "[redacted]", and so does any run of 12 or more of a secret's characters (a copy cut
+ * short by a buffer, or the piece of a session token an endpoint chose to echo: its
+ * middle as an error code); control and non-ASCII bytes become '?'. An endpoint that
+ * echoes the session token it was sent (hostile, or merely chatty) puts no part of it
+ * in a log. */
 void s3_config_redact(const s3_config *c, const char *extra, char *text, size_t cap);
 
 #endif

@@ -414,10 +414,11 @@ static int get_once(store *st, const char *key, const char *expect, void **data,
     }
     size_t total = r.len;
     if (r.status == 206 && content_range_total(r.content_range, r.len, &total)) {
-        char shown[sizeof r.content_range];
-        for (size_t i = 0; i < sizeof shown; i++) /* the endpoint's text: printable bytes only */
-            shown[i] = r.content_range[i] && (r.content_range[i] < 0x20 || r.content_range[i] >= 0x7f)
-                           ? '?' : r.content_range[i];
+        char shown[sizeof r.content_range]; /* the endpoint's text: printable, no secret it echoes */
+        snprintf(shown, sizeof shown, "%s", r.content_range);
+        pthread_mutex_lock(&s->creds_mu);
+        s3_config_redact(&s->cfg, NULL, shown, sizeof shown);
+        pthread_mutex_unlock(&s->creds_mu);
         free(r.body);
         return err_set(e, ERR_STORE, "%s: %s: a GET of its first %zu bytes came back as %zu bytes with "
                        "Content-Range '%s', not 'bytes 0-%zu/SIZE' with SIZE at most 5 TiB: the "

@@ -469,6 +469,25 @@ if [ $rc = 3 ] && ! grep -qF "$tok" <<<"$out" && grep -q "HTTP 403 \[redacted\]"
 else fail "an endpoint that echoes the session token" "exit $rc" "$out"; fi
 hostile_stop
 
+# an endpoint that echoes pieces of a long session token (real ones are 600-1500
+# characters, more than any error buffer holds): from its middle as the error code and
+# message, or in a Content-Range; no 12 characters of it in any message (before, only the
+# whole token or its first 16 characters were found, and the middle was printed)
+tok=$(/usr/bin/python3 -c 'import random,string; r=random.Random(7); print("".join(r.choice(string.ascii_letters+string.digits+"+/") for _ in range(700)))')
+for case in "echo-token-piece:HTTP 403 \[redacted\]" "range-echo:Content-Range 'bytes 0-9/*\[redacted\]'"; do
+  mode=${case%%:*} want=${case#*:}
+  hostile_start "$mode"
+  out=$(AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=hostile \
+        AWS_SESSION_TOKEN="$tok" AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
+        timeout -k 5 60 "$bin" status s3://bucket/run --json 2>&1); rc=$?
+  piece=$(/usr/bin/python3 -c 'import sys; t, o = sys.argv[1], sys.argv[2]
+print(next((o[i:i + 12] for i in range(len(o) - 11) if o[i:i + 12] in t), ""))' "$tok" "$out")
+  if [ $rc = 3 ] && [ -z "$piece" ] && grep -q "$want" <<<"$out"; then
+    pass "an endpoint that echoes pieces of the session token ($mode): none printed, exit 3"
+  else fail "an endpoint that echoes pieces of the session token ($mode)" "exit $rc, piece '$piece'" "$out"; fi
+  hostile_stop
+done
+
 # the same from a credential endpoint (container credentials): stopped at 1 MiB, exit 3
 # naming the source (before: 3.9 GB and 33 s here)
 hostile_start endless-error

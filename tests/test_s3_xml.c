@@ -1,10 +1,13 @@
-/* test_s3_xml.c — the S3 client's XML reads (storage/s3_xml.h) on answers a hostile or
- * broken endpoint may give: a value that does not fit or holds a bad entity leaves ""
+/* test_s3_xml.c — the S3 client's reads of answers a hostile or broken endpoint may give.
+ * XML (storage/s3_xml.h): a value that does not fit or holds a bad entity leaves ""
  * behind, never a half-decoded, unterminated copy (a multipart completion's ETag was
  * read that way and became a version every later compare-and-swap missed); entities
- * decode; a missing element is "not found". */
+ * decode; a missing element is "not found". The redaction of an answer's text before it
+ * goes into a message (s3_config_redact): no piece of a secret survives it. */
+#include <stdlib.h>
 #include <string.h>
 
+#include "storage/s3_config.h"
 #include "storage/s3_xml.h"
 #include "tests/test.h"
 
@@ -27,7 +30,91 @@ static void test_first_whole_or_nothing(void) {
     CHECK(s3_xml_first(none, strlen(none), "ETag", out, sizeof out) == 0, "a missing element was found");
 }
 
+/* Whether text holds a run of 12 characters of secret (what the redaction promises to
+ * remove); the first such offset in *at. */
+static int holds_piece(const char *text, const char *secret, size_t *at) {
+    size_t tl = strlen(text), sl = strlen(secret);
+    for (size_t i = 0; i + 12 <= tl; i++)
+        if (memmem(secret, sl, text + i, 12)) {
+            *at = i;
+            return 1;
+        }
+    return 0;
+}
+
+/* A secret-looking string of n characters (the base64 alphabet of AWS's keys and tokens),
+ * the same for the same seed. */
+static void fake_secret(char *out, size_t n, unsigned seed) {
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        out[i] = b64[(seed >> 16) % 64];
+    }
+    out[n] = '\0';
+}
+
+/* An endpoint echoes pieces of the credentials it was sent or handed out — the middle of
+ * the session token as its error code, a token cut short by the reader's buffer, part of
+ * the secret key beside ordinary text — and none of it may reach a message. Before, only
+ * a whole secret or one cut short after its first 16 characters was found: the middle of a
+ * token (any 127 characters of it fit an error code) went into the log as it was. */
+static void test_redact_pieces(void) {
+    static s3_config c; /* 9 KiB of buffers */
+    memset(&c, 0, sizeof c);
+    fake_secret(c.session_token, 900, 7);
+    fake_secret(c.secret_key, 40, 11);
+    fake_secret(c.src_tok, 600, 13);
+    char text[1024];
+    size_t at = 0;
+    struct {
+        const char *name;
+        const char *secret;
+        size_t from, len;
+    } echo[] = {{"the token's middle", c.session_token, 400, 100},
+                {"the token's end", c.session_token, 850, 50},
+                {"the token's head", c.session_token, 0, 117},
+                {"a piece of the secret key", c.secret_key, 9, 20},
+                {"the source's token", c.src_tok, 250, 13}};
+    for (size_t k = 0; k < sizeof echo / sizeof *echo; k++) {
+        snprintf(text, sizeof text, "Code-%.*s-end", (int)echo[k].len, echo[k].secret + echo[k].from);
+        s3_config_redact(&c, NULL, text, 128);
+        const char *secrets[] = {c.session_token, c.secret_key, c.src_tok};
+        for (size_t i = 0; i < 3; i++)
+            CHECK(!holds_piece(text, secrets[i], &at), "%s: a piece of a secret is left at %zu: '%s'",
+                  echo[k].name, at, text);
+        CHECK(!strncmp(text, "Code-[redacted]", 15) && strstr(text, "-end"),
+              "%s: the text around the piece is not kept: '%s'", echo[k].name, text);
+    }
+    /* two pieces of two secrets, and the whole token in a text long enough to hold it */
+    snprintf(text, sizeof text, "%.30s and %.14s", c.session_token + 33, c.secret_key + 20);
+    s3_config_redact(&c, NULL, text, sizeof text);
+    CHECK(!strcmp(text, "[redacted] and [redacted]"), "two pieces: '%s'", text);
+    snprintf(text, sizeof text, "<%.*s>", 1000, c.src_tok);
+    s3_config_redact(&c, NULL, text, sizeof text);
+    CHECK(!strcmp(text, "<[redacted]>"), "a whole token: '%s'", text);
+    /* the extra secret (a web identity token) counts the same */
+    char web[200];
+    fake_secret(web, sizeof web - 1, 17);
+    snprintf(text, sizeof text, "x%.40sy", web + 77);
+    s3_config_redact(&c, web, text, sizeof text);
+    CHECK(!strcmp(text, "x[redacted]y"), "a piece of the extra secret: '%s'", text);
+    /* ordinary text is left as it is, but for its control bytes; 11 characters of a
+     * secret are not a piece (nothing shorter than 12 is taken for one) */
+    snprintf(text, sizeof text, "AccessDenied eu-central-1 %.11s\x1b[2J", c.session_token + 5);
+    char want[64];
+    snprintf(want, sizeof want, "AccessDenied eu-central-1 %.11s?[2J", c.session_token + 5);
+    s3_config_redact(&c, NULL, text, sizeof text);
+    CHECK(!strcmp(text, want), "ordinary text changed: '%s'", text);
+    /* a short secret (8 to 15 characters) is found whole, where it would not fit as a piece */
+    memset(&c, 0, sizeof c);
+    snprintf(c.secret_key, sizeof c.secret_key, "shortsecret");
+    snprintf(text, sizeof text, "a shortsecret b");
+    s3_config_redact(&c, NULL, text, sizeof text);
+    CHECK(!strcmp(text, "a [redacted] b"), "a short secret: '%s'", text);
+}
+
 int main(void) {
     RUN(test_first_whole_or_nothing);
+    RUN(test_redact_pieces);
     return test_summary("test_s3_xml");
 }

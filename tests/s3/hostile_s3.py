@@ -44,6 +44,10 @@ MODE redirect-elsewhere: a 307 to another host, no region (a load balancer, a mo
 MODE region-echo:  a 400 whose <Region> is the X-Amz-Security-Token header: not printed
 An endpoint that echoes what it was sent:
 MODE echo-token:   every request is a 403 whose <Code> is the X-Amz-Security-Token header
+MODE echo-token-piece: every request is a 403 whose <Code> is 100 characters from the middle
+                   of that header and whose <Message> the next 300 (pieces a buffer holds)
+MODE range-echo:   a listing holds PREFIX + "HEAD"; a ranged GET is a 206 whose
+                   Content-Range ends in 90 characters from the middle of that header
 Any other request is a 404 NoSuchKey. The chosen port is written to PORTFILE. Used by
 tests/cli_store.sh: tandem must stop with an error naming the endpoint's fault (exit 3),
 not run forever or blame memory."""
@@ -120,6 +124,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.elsewhere()
         if MODE == "endless-error":
             return self.endless(403, b"<Error><Code>AccessDenied</Code><Message>", b"no ")
+        if MODE == "echo-token-piece":
+            tok = self.headers.get("X-Amz-Security-Token", "none").encode()
+            return self.answer(403, b"<Error><Code>" + tok[30:130] + b"</Code><Message>" + tok[130:430] +
+                               b"</Message></Error>")
+        if MODE == "range-echo":
+            if q.get("list-type") == "2":
+                key = (q.get("prefix", "") + "HEAD").encode()
+                return self.listing(b"<Contents><Key>" + key + b"</Key></Contents>", False)
+            if self.command == "GET" and "Range" in self.headers:
+                tok = self.headers.get("X-Amz-Security-Token", "none")
+                return self.answer(206, b"0123456789", [("Content-Range", "bytes 0-9/" + tok[40:130]),
+                                                         ("ETag", '"e"')])
         if MODE == "echo-token":
             tok = self.headers.get("X-Amz-Security-Token", "none").encode()
             return self.answer(403, b"<Error><Code>" + tok + b"</Code><Message>" + tok + b"</Message></Error>")
