@@ -17,6 +17,8 @@
 #include "runner/model_source.h"
 #include "steps/mixture.h"
 #include "steps/simplex.h"
+#include "util/args.h"
+#include "util/meminfo.h"
 #include "util/testhook.h"
 
 static void default_store(const char *config_path, char *out, size_t cap) {
@@ -236,6 +238,14 @@ int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
                                                           : "lower model.layers, model.channels or model.vocab",
                                  e)))
         return rc;
+    /* the environment's numbers, said before the store is touched (read later, a value
+     * that is not one would be passed over: "30s" as no grace period known) */
+    if ((rc = mem_env_check(e))) return rc;
+    const char *grace = getenv("TANDEM_GRACE_S");
+    double g = 0;
+    if (grace && *grace && (args_parse_double(grace, &g) || !(g >= 0) || g > 1e7))
+        return err_set(e, ERR_USAGE, "TANDEM_GRACE_S = '%.60s' is not a number of seconds in [0, 1e7]: set "
+                       "it to the seconds the scheduler gives from its stop signal to SIGKILL, or unset it", grace);
     for (int m = 0; m < dataset_n_domains(&r->ds); m++) r->names[m] = dataset_domain_name(&r->ds, m);
     if (r->rank == 0 && r->cfg.log.tensorboard[0] && !(r->tb = tfevents_open(r->cfg.log.tensorboard, 0, e))) {
         /* asked for and impossible: said before the store is touched, naming the key */

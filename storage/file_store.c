@@ -36,12 +36,14 @@
 
 #include "storage/sha256.h"
 #include "storage/store_impl.h"
+#include "util/args.h"
 #include "util/fileio.h"
 #include "util/testhook.h"
 
 typedef struct file_store {
     char *root;
     unsigned file_mode; /* 0666 & ~umask, read when the store was opened */
+    double lock_limit_s; /* TANDEM_STORE_LOCK_TIMEOUT_S, read when the store was opened */
 } file_store;
 
 #define TMP_PREFIX ".tmp-"
@@ -247,8 +249,7 @@ static long lock_holder(int fd) {
 
 /* Takes the exclusive lock on fd, waiting at most the lock timeout (see the top). */
 static int lock_store(store *s, int fd, tdm_err *e) {
-    const char *v = getenv("TANDEM_STORE_LOCK_TIMEOUT_S");
-    double limit = v && *v ? atof(v) : 120;
+    double limit = ((file_store *)s->impl)->lock_limit_s;
     struct timespec t0, now, nap = {0, 2 * 1000 * 1000};
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int said = 0;
@@ -470,7 +471,23 @@ static int has_content(const char *root) {
     return found;
 }
 
+/* The lock's patience: TANDEM_STORE_LOCK_TIMEOUT_S seconds, 120 when unset. Read strictly
+ * (atof read "2m" as 2 s, "abc" as 0: every contended write failed at once; "nan" waited
+ * for ever); -1 with e set when it is not a number of seconds in (0, 1e6]. */
+static double lock_limit(tdm_err *e) {
+    const char *v = getenv("TANDEM_STORE_LOCK_TIMEOUT_S");
+    double x = 120;
+    if (v && *v && (args_parse_double(v, &x) || !(x > 0) || x > 1e6)) {
+        err_set(e, ERR_USAGE, "TANDEM_STORE_LOCK_TIMEOUT_S = '%.60s' is not a number of seconds in (0, 1e6]: "
+                "set it to how long a write waits for another process's store lock (default 120), or unset it", v);
+        return -1;
+    }
+    return x;
+}
+
 store *file_store_open(const char *url, const char *path, int must_exist, int *absent, tdm_err *e) {
+    double limit = lock_limit(e);
+    if (limit < 0) return NULL;
     store *s = calloc(1, sizeof *s);
     file_store *fs = calloc(1, sizeof *fs);
     char *root = strdup(path);
@@ -505,6 +522,7 @@ store *file_store_open(const char *url, const char *path, int must_exist, int *a
     }
     fs->root = root;
     fs->file_mode = 0666u & ~fileio_umask();
+    fs->lock_limit_s = limit;
     s->b = &file_backend;
     s->url = u;
     s->impl = fs;

@@ -224,6 +224,25 @@ out=$("$bin" status "$tmp/x1" 2>&1)
 if grep -q "released" <<<"$out"; then pass "a diverged run released its lease"
 else fail "a diverged run released its lease" "$out"; fi
 
+# ---------------------------------------------------------------- numbers from the environment
+# A number a user sets in the environment and mistypes is refused at start (exit 2, naming
+# the variable), before the store is created. Before: the lock timeout read "2m" as 2 s and
+# "nan" as waiting for ever, "24 G" of TANDEM_MEM_AVAILABLE was passed over for the whole
+# node's memory, and a grace period of "30s" was taken for none known.
+for kv in "TANDEM_STORE_LOCK_TIMEOUT_S=2m" "TANDEM_STORE_LOCK_TIMEOUT_S=nan" "TANDEM_STORE_LOCK_TIMEOUT_S=0" \
+          "TANDEM_MEM_AVAILABLE=24 G" "TANDEM_MEM_AVAILABLE=24X" "TANDEM_GRACE_S=30s" "TANDEM_GRACE_S=-1"; do
+  var=${kv%%=*}
+  rm -rf "$tmp/envnum"
+  out=$(env "$kv" "$bin" run "$tmp/c.yaml" --store "$tmp/envnum" --quiet 2>&1); rc=$?
+  if [ $rc = 2 ] && grep -q "^tandem run: $var = '" <<<"$out" && [ ! -e "$tmp/envnum" ]; then
+    pass "$kv: exit 2 naming $var, no store created"
+  else fail "$kv: exit 2 naming $var, no store created" "exit $rc, store $(ls -d "$tmp/envnum" 2>/dev/null)" "$out"; fi
+done
+out=$(TANDEM_STORE_LOCK_TIMEOUT_S=0.5 TANDEM_MEM_AVAILABLE=1.5GiB TANDEM_GRACE_S=30 "$bin" run "$tmp/c.yaml" \
+      --store "$tmp/envnum" --quiet 2>&1); rc=$?
+if [ $rc = 0 ]; then pass "numbers in the environment that are numbers: the run goes (exit 0)"
+else fail "numbers in the environment that are numbers" "exit $rc" "$out"; fi
+
 # ---------------------------------------------------------------- hostile text in JSON
 # A host name with a quote, a backslash, a comma and a control character (set in a UTS
 # namespace of its own; root only) lands in every alpha record: `alpha --format json`

@@ -5,6 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+int mem_env_check(tdm_err *e) {
+    const char *v = getenv("TANDEM_MEM_AVAILABLE");
+    if (v && *v && mem_parse_size(v) < 0)
+        return err_set(e, ERR_USAGE, "TANDEM_MEM_AVAILABLE = '%.60s' is not a size: write bytes or a "
+                       "number with K, M, G or T (24G, 24GiB, 512M), or unset it", v);
+    return 0;
+}
+
 double mem_parse_size(const char *s) {
     if (!s || !*s) return -1;
     char *end;

@@ -6,6 +6,8 @@
 #ifndef TANDEM_UTIL_MEMINFO_H
 #define TANDEM_UTIL_MEMINFO_H
 
+#include "util/err.h"
+
 /* Bytes this process may still allocate: the least of /proc/meminfo's MemAvailable and
  * the room left under the cgroup's limit (v2 memory.max - memory.current, v1
  * memory.limit_in_bytes - memory.usage_in_bytes). TANDEM_MEM_AVAILABLE (bytes, or a
@@ -27,5 +29,11 @@ int mem_reset_peak(void);
 
 /* Parses "12345", "64M", "1.5G" (powers of 1024) into bytes; -1 when it is not one. */
 double mem_parse_size(const char *s);
+
+/* 0, or ERR_USAGE with e set when TANDEM_MEM_AVAILABLE is set but not a size (which
+ * mem_available would pass over for what the machine says: "24 G" was taken for nothing
+ * and the run planned with the whole node's memory). A run checks it before it creates
+ * its store. */
+int mem_env_check(tdm_err *e);
 
 #endif
