@@ -102,7 +102,14 @@ static void wd_disarm(void) {
 static int wd_start(int rank, tdm_err *e) {
     if (wd_started) return 0;
     const char *v = getenv("TANDEM_COMM_TIMEOUT_S");
-    if (v && atof(v) > 0) wd_timeout_s = atof(v);
+    if (v) { /* strict, as comm_tcp.c: not "2m" (atof: 2 s), "abc" (passed over), "inf" or "0x10" */
+        char *end = NULL;
+        double x = strspn(v, "0123456789.eE+-") == strlen(v) ? strtod(v, &end) : 0;
+        if (!end || end == v || *end || !(x > 0) || x > 1e7)
+            return err_set(e, ERR_USAGE, "TANDEM_COMM_TIMEOUT_S = '%.60s' is not a number of seconds in "
+                           "(0, 1e7]", v);
+        wd_timeout_s = x;
+    }
     wd_rank = rank;
     pthread_t t;
     if (pthread_create(&t, NULL, wd_main, NULL) != 0)

@@ -192,8 +192,17 @@ static int select_backend(run_ctx *r, tdm_err *e) {
 int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     /* test-only: TANDEM_TEST_SIGNAL_AT=setup:1, a SIGTERM as start-up begins */
     if (testhook_hit("TANDEM_TEST_SIGNAL_AT", "setup")) raise(SIGTERM);
-    int rc = config_load_sweep(&r->cfg, o->config_path, o->sets, o->nsets,
-                               o->study ? o->study->nkeys : 0, e);
+    /* the environment's numbers, said before any store is touched (a sweep's root
+     * included): read later, a value that is not one would be passed over ("30s" as no
+     * grace period known, "24 G" for the node's memory) */
+    int rc = mem_env_check(e);
+    if (rc) return rc;
+    const char *grace = getenv("TANDEM_GRACE_S");
+    double g = 0;
+    if (grace && *grace && (args_parse_double(grace, &g) || !(g >= 0) || g > 1e7))
+        return err_set(e, ERR_USAGE, "TANDEM_GRACE_S = '%.60s' is not a number of seconds in [0, 1e7]: set "
+                       "it to the seconds the scheduler gives from its stop signal to SIGKILL, or unset it", grace);
+    rc = config_load_sweep(&r->cfg, o->config_path, o->sets, o->nsets, o->study ? o->study->nkeys : 0, e);
     if (rc) return rc;
     char url[CONFIG_STR_MAX];
     if (o->store_url) snprintf(url, sizeof url, "%s", o->store_url);
@@ -238,14 +247,6 @@ int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
                                                           : "lower model.layers, model.channels or model.vocab",
                                  e)))
         return rc;
-    /* the environment's numbers, said before the store is touched (read later, a value
-     * that is not one would be passed over: "30s" as no grace period known) */
-    if ((rc = mem_env_check(e))) return rc;
-    const char *grace = getenv("TANDEM_GRACE_S");
-    double g = 0;
-    if (grace && *grace && (args_parse_double(grace, &g) || !(g >= 0) || g > 1e7))
-        return err_set(e, ERR_USAGE, "TANDEM_GRACE_S = '%.60s' is not a number of seconds in [0, 1e7]: set "
-                       "it to the seconds the scheduler gives from its stop signal to SIGKILL, or unset it", grace);
     for (int m = 0; m < dataset_n_domains(&r->ds); m++) r->names[m] = dataset_domain_name(&r->ds, m);
     if (r->rank == 0 && r->cfg.log.tensorboard[0] && !(r->tb = tfevents_open(r->cfg.log.tensorboard, 0, e))) {
         /* asked for and impossible: said before the store is touched, naming the key */

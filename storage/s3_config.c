@@ -51,11 +51,16 @@ void s3_config_wipe(s3_config *c) {
 
 /* The length of the longest prefix of text (of tl bytes) that occurs in the secret s (sl
  * bytes), if it is at least REDACT_RUN; else 0. A prefix that occurs makes every shorter
- * one occur, so it grows until it does not. */
+ * one occur, so the length is found by bisection. */
 static size_t secret_run(const char *text, size_t tl, const char *s, size_t sl) {
-    size_t best = 0;
-    for (size_t len = REDACT_RUN; len <= tl && len <= sl && memmem(s, sl, text, len); len++) best = len;
-    return best;
+    if (tl < REDACT_RUN || sl < REDACT_RUN || !memmem(s, sl, text, REDACT_RUN)) return 0;
+    size_t lo = REDACT_RUN, hi = tl < sl ? tl : sl; /* lo occurs; the answer is in [lo, hi] */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo + 1) / 2;
+        if (memmem(s, sl, text, mid)) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
 }
 
 void s3_config_redact(const s3_config *c, const char *extra, char *text, size_t cap) {
@@ -80,21 +85,37 @@ void s3_config_redact(const s3_config *c, const char *extra, char *text, size_t 
     }
     /* any run of REDACT_RUN or more characters of a longer secret, wherever it stands: a
      * copy cut short by the caller's buffer (a session token is 600-1500 characters, the
-     * buffers 128-400), or a piece of it that an endpoint chose to echo */
+     * buffers 128-400), or a piece of it that an endpoint chose to echo. Every character
+     * that lies in such a run is marked first (runs may overlap, and a longer one may start
+     * inside another), then each marked stretch becomes one mark. */
+    size_t tl = strlen(text);
+    unsigned char *hit = tl ? calloc(tl, 1) : NULL;
+    if (tl && !hit) { /* no memory to look: nothing of the text is shown */
+        text[0] = '\0';
+        return;
+    }
     for (size_t i = 0; i < sizeof secrets / sizeof *secrets; i++) {
         size_t sl = strlen(secrets[i]);
         if (sl < 16) continue; /* shorter ones: whole, above */
-        for (char *p = text; *p;) {
-            size_t tl = strlen(p), run = secret_run(p, tl, secrets[i], sl);
-            if (!run) {
-                p++;
-                continue;
-            }
-            memcpy(p, mark, ml); /* run > ml: the text only shortens */
-            memmove(p + ml, p + run, tl - run + 1);
-            p += ml;
+        for (size_t at = 0; at + REDACT_RUN <= tl; at++) {
+            size_t run = secret_run(text + at, tl - at, secrets[i], sl);
+            for (size_t k = 0; k < run; k++) hit[at + k] = 1;
         }
     }
+    size_t w = 0;
+    for (size_t r = 0; r < tl;) {
+        if (!hit[r]) {
+            text[w++] = text[r++];
+            continue;
+        }
+        size_t end = r;
+        while (end < tl && hit[end]) end++;
+        memcpy(text + w, mark, ml); /* a stretch is >= REDACT_RUN > ml long: w stays behind r */
+        w += ml;
+        r = end;
+    }
+    if (tl) text[w] = '\0';
+    free(hit);
     for (unsigned char *p = (unsigned char *)text; *p; p++)
         if (*p < 0x20 || *p >= 0x7f) *p = '?'; /* no escape sequences or line ends into a log */
 }

@@ -357,16 +357,20 @@ static long http(const char *method, const char *url, const char *h1, const char
 
 /* The error for an answer whose Expiration (exp, cap bytes, rewritten) is not a time. The
  * answer's own text: a source that misplaced its fields may have put the new secret key or
- * token there, which no message may carry, nor control bytes. */
+ * token there, and an endpoint may echo the token it was sent (`sent`: the container
+ * authorization token, the IMDS session token; may be NULL) or hold c's, none of which a
+ * message may carry, nor control bytes. */
 static int bad_expiration(const s3_config *c, char *exp, size_t cap, const char *sk, const char *st,
-                          tdm_err *e) {
+                          const char *sent, tdm_err *e) {
+    s3_config_redact(c, sent, exp, cap);
     s3_config_redact(NULL, sk, exp, cap);
     s3_config_redact(NULL, st, exp, cap);
     return err_set(e, ERR_STORE, "%s: Expiration '%.60s' is not a time", c->creds_source, exp);
 }
 
-/* AccessKeyId, SecretAccessKey, Token, Expiration of a JSON answer into c. */
-static int take_json(s3_config *c, const buf_t *body, tdm_err *e) {
+/* AccessKeyId, SecretAccessKey, Token, Expiration of a JSON answer into c; `sent` is the
+ * token the request carried (kept out of messages; may be NULL). */
+static int take_json(s3_config *c, const buf_t *body, const char *sent, tdm_err *e) {
     char ak[256] = "", sk[256] = "", st[4096] = "", exp[64] = "";
     const char *t = body->p ? body->p : "";
     int rc = 0;
@@ -377,7 +381,7 @@ static int take_json(s3_config *c, const buf_t *body, tdm_err *e) {
         rc = err_set(e, ERR_STORE, "%s: the answer lacks AccessKeyId, SecretAccessKey, Token or "
                      "Expiration", c->creds_source);
     double expires = rc ? 0 : iso_time(exp);
-    if (!rc && expires <= 0) rc = bad_expiration(c, exp, sizeof exp, sk, st, e);
+    if (!rc && expires <= 0) rc = bad_expiration(c, exp, sizeof exp, sk, st, sent, e);
     if (!rc) creds_set(c, ak, sk, sizeof sk, st, sizeof st, expires);
     wipe(sk, sizeof sk);
     wipe(st, sizeof st);
@@ -465,7 +469,7 @@ int s3_creds_container(s3_config *c, tdm_err *e) {
     } else if (tv && *tv) {
         snprintf(auth, sizeof auth, "%s", tv);
     }
-    if (auth[0]) snprintf(line, sizeof line, "Authorization: %s", auth);
+    if (auth[0]) snprintf(line, sizeof line, "Authorization: %s", auth); /* as bearer, below */
     wipe(auth, sizeof auth);
     buf_t body = {0};
     char why[300] = "";
@@ -475,11 +479,12 @@ int s3_creds_container(s3_config *c, tdm_err *e) {
         buf_free(&body);
         status = http("GET", c->creds_url, line[0] ? line : NULL, NULL, 5, &body, why, sizeof why);
     }
-    wipe(line, sizeof line);
+    static const char bearer[] = "Authorization: ";
     int rc = status == 0 ? err_set(e, ERR_STORE, "%s: no answer (%s, 3 attempts)", c->creds_source, why)
              : status != 200 ? err_set(e, ERR_STORE, "%s: HTTP %ld (the token or the association was refused)",
                                        c->creds_source, status)
-                             : take_json(c, &body, e);
+                             : take_json(c, &body, line[0] ? line + sizeof bearer - 1 : NULL, e);
+    wipe(line, sizeof line);
     if (body.p) wipe(body.p, body.n);
     buf_free(&body);
     return rc;
@@ -534,7 +539,7 @@ int s3_creds_imds(s3_config *c, tdm_err *e) {
     snprintf(url, sizeof url, "%s/latest/meta-data/iam/security-credentials/%s", c->creds_url, role);
     if (!rc && (status = http("GET", url, hdr, NULL, t, &body, why, sizeof why)) != 200)
         rc = err_set(e, ERR_STORE, "%s: role %s: HTTP %ld", c->creds_source, role, status);
-    if (!rc) rc = take_json(c, &body, e);
+    if (!rc) rc = take_json(c, &body, hdr + strlen("X-aws-ec2-metadata-token: "), e);
     wipe(hdr, sizeof hdr);
     if (body.p) wipe(body.p, body.n);
     buf_free(&body);
@@ -644,7 +649,7 @@ int s3_creds_process(s3_config *c, tdm_err *e) {
     if (!rc) json_read_string(t, out.n, "SessionToken", st, sizeof st);
     double expires = 0;
     if (!rc && json_read_string(t, out.n, "Expiration", exp, sizeof exp) && (expires = iso_time(exp)) <= 0)
-        rc = bad_expiration(c, exp, sizeof exp, sk, st, e);
+        rc = bad_expiration(c, exp, sizeof exp, sk, st, NULL, e);
     if (!rc) {
         creds_set(c, ak, sk, sizeof sk, st, sizeof st, expires);
         c->from_endpoint = 3;

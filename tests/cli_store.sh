@@ -507,6 +507,21 @@ print(next((o[i:i + 12] for i in range(len(o) - 11) if o[i:i + 12] in t), ""))' 
   hostile_stop
 done
 
+# a credential endpoint whose Expiration is a piece of the authorization token it was
+# sent: exit 3 saying the Expiration is not a time, no piece of the token in the message
+# (before: 60 characters of it were printed)
+hostile_start creds-echo
+out=$(env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN -u AWS_PROFILE \
+      AWS_CONTAINER_CREDENTIALS_FULL_URI="http://127.0.0.1:$port/creds" AWS_CONTAINER_AUTHORIZATION_TOKEN="$tok" \
+      AWS_ENDPOINT_URL=http://127.0.0.1:9 AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null \
+      AWS_SHARED_CREDENTIALS_FILE=/dev/null timeout -k 5 60 "$bin" status s3://bucket/run 2>&1); rc=$?
+piece=$(/usr/bin/python3 -c 'import sys; t, o = sys.argv[1], sys.argv[2]
+print(next((o[i:i + 12] for i in range(len(o) - 11) if o[i:i + 12] in t), ""))' "$tok" "$out")
+if [ $rc = 3 ] && [ -z "$piece" ] && grep -q "Expiration '\[redacted\]' is not a time" <<<"$out"; then
+  pass "a credential endpoint that echoes its authorization token as the Expiration: not printed, exit 3"
+else fail "a credential endpoint that echoes its authorization token" "exit $rc, piece '$piece'" "$out"; fi
+hostile_stop
+
 # the same from a credential endpoint (container credentials): stopped at 1 MiB, exit 3
 # naming the source (before: 3.9 GB and 33 s here)
 hostile_start endless-error

@@ -92,6 +92,20 @@ static void test_redact_pieces(void) {
     snprintf(text, sizeof text, "<%.*s>", 1000, c.src_tok);
     s3_config_redact(&c, NULL, text, sizeof text);
     CHECK(!strcmp(text, "<[redacted]>"), "a whole token: '%s'", text);
+    /* pieces that overlap: the longest run from the text's start (u v) is followed by a
+     * run that begins inside it (v w) and reaches 11 characters further. Taking the first
+     * run and going on after it left those 11 characters of the token shown. */
+    {
+        char u[16], v[11], w[12], z1[41], z2[41];
+        fake_secret(u, 15, 21), fake_secret(v, 10, 22), fake_secret(w, 11, 23);
+        fake_secret(z1, 40, 24), fake_secret(z2, 40, 25);
+        memset(&c, 0, sizeof c);
+        snprintf(c.session_token, sizeof c.session_token, "%s%s%s%s%s%s", z1, u, v, z1, v, w);
+        snprintf(c.session_token + strlen(c.session_token), 41, "%s", z2);
+        snprintf(text, sizeof text, "%s%s%s", u, v, w);
+        s3_config_redact(&c, NULL, text, sizeof text);
+        CHECK(!strcmp(text, "[redacted]"), "overlapping pieces: '%s'", text);
+    }
     /* the extra secret (a web identity token) counts the same */
     char web[200];
     fake_secret(web, sizeof web - 1, 17);

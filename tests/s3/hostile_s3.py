@@ -48,6 +48,9 @@ MODE echo-token-piece: every request is a 403 whose <Code> is 100 characters fro
                    of that header and whose <Message> the next 300 (pieces a buffer holds)
 MODE range-echo:   a listing holds PREFIX + "HEAD"; a ranged GET is a 206 whose
                    Content-Range ends in 90 characters from the middle of that header
+A credential endpoint (container credentials) that echoes the token it was sent:
+MODE creds-echo:   every GET is a 200 with credentials whose Expiration is 60 characters
+                   from the middle of the Authorization header
 Any other request is a 404 NoSuchKey. The chosen port is written to PORTFILE. Used by
 tests/cli_store.sh: tandem must stop with an error naming the endpoint's fault (exit 3),
 not run forever or blame memory."""
@@ -124,6 +127,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.elsewhere()
         if MODE == "endless-error":
             return self.endless(403, b"<Error><Code>AccessDenied</Code><Message>", b"no ")
+        if MODE == "creds-echo":
+            tok = self.headers.get("Authorization", "none")
+            body = ('{"AccessKeyId": "ASIAHOSTILE", "SecretAccessKey": "hostile-secret-key-0123456789", '
+                    '"Token": "hostile-session-token-0123456789", "Expiration": "%s"}' % tok[40:100])
+            return self.answer(200, body.encode())
         if MODE == "echo-token-piece":
             tok = self.headers.get("X-Amz-Security-Token", "none").encode()
             return self.answer(403, b"<Error><Code>" + tok[30:130] + b"</Code><Message>" + tok[130:430] +
