@@ -11,8 +11,9 @@
 #   make bench-dmo  TANDEM α* vs Uniform, Natural and UniMax on real text in three data regimes,
 #                   3 DMO x 3 final seeds (SIZE=cpu|gpu|smoke, REGIMES="abundant paper heavy")
 #   make bench-dmo-synth  the same protocol on a generated corpus, in minutes
-#   make fuzz       libFuzzer on every store record decoder, the Parquet reader and the
-#                   config loader (FUZZ_SECONDS each, default 60)
+#   make fuzz       libFuzzer on every store record decoder, the Parquet reader, the
+#                   config loader, the file readers and the S3 client's reads of an
+#                   endpoint's answer (FUZZ_SECONDS each, default 60)
 #   make test-gpu   the CUDA backend against the CPU reference on a GPU (says SKIPPED without one)
 #   make bench-gpu  CUDA backend vs PyTorch (bf16, SDPA) on a GPU: tokens/s, MFU, episode cost
 #

@@ -8,7 +8,9 @@
 #include <stddef.h>
 
 /* Copies the decoded text of the first <tag>...</tag> into out (NUL-terminated).
- * 1 when found and it fit, 0 otherwise (then out is "": never half a value). */
+ * 1 when found and it fit; 0 otherwise: out untouched when there is no such element (a
+ * caller's default stands), "" when the value did not fit or held a bad entity (never
+ * half a value). */
 int s3_xml_first(const char *xml, size_t n, const char *tag, char *out, size_t cap);
 
 /* Calls fn(ctx, text) for the decoded text of every <tag>...</tag> in order; stops and

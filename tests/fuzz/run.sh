@@ -5,7 +5,8 @@
 # target "parquet" is prep's Parquet reader (tests/fuzz/fuzz_parquet.c), seeded with the
 # files of tests/parquet_seeds.h; "config" is the config loader (tests/fuzz/fuzz_config.c);
 # "tokenizer", "safetensors", "shard", "dataset" and "jsonl" (prep's JSON records) are the
-# readers of tests/fuzz/fuzz_loaders.c.
+# readers of tests/fuzz/fuzz_loaders.c; "s3answer" the S3 client's reads of an endpoint's
+# answer (tests/fuzz/fuzz_s3answer.c).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${FUZZ_SECONDS:-60}
@@ -49,7 +50,17 @@ for t in tokenizer safetensors shard dataset jsonl; do
     -DFUZZ_LOAD_$t tests/fuzz/fuzz_loaders.c ${load_srcs[$t]} util/err.c util/fileio.c util/buf.c \
     $(pkg-config --libs libcrypto jansson) -lyaml -lm -o "$out/fuzz_$t"
 done
-types="$types parquet config tokenizer safetensors shard dataset jsonl"
+# what the S3 client reads out of an endpoint's answer (XML values, redaction of server
+# text), seeded with answers S3 gives (tests/fuzz/fuzz_s3answer.c)
+clang $cflags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  tests/fuzz/fuzz_s3answer.c storage/s3_xml.c storage/s3_config.c util/secretname.c -o "$out/fuzz_s3answer"
+mkdir -p "$out/seeds/s3answer"
+tok='\040IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQD' # first byte: the secret's length (32)
+printf "$tok"'<Error><Code>AccessDenied</Code><Message>IQoJb3JpZ2luX2VjEJr// &amp; more</Message></Error>' \
+  >"$out/seeds/s3answer/error"
+printf '\020AKIDSECRET0123456789<?xml version="1.0"?><ListBucketResult><Contents><Key>run/HEAD</Key></Contents><IsTruncated>true</IsTruncated><NextContinuationToken>t&#x41;&#66;</NextContinuationToken></ListBucketResult>' \
+  >"$out/seeds/s3answer/listing"
+types="$types parquet config tokenizer safetensors shard dataset jsonl s3answer"
 printf '%-8s %12s %8s %8s %s\n' record execs cov features result
 fail=0
 for t in $types; do
