@@ -385,13 +385,17 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
         }
     }
     if (rc) return rc;
-    if (present && !old.released)
+    if (present && !old.released) {
         fprintf(stderr,
                 "tandem: taking over the lease of writer epoch %llu (host %s, pid %llu, attempt "
                 "%llu) that did not release it; if that process is still alive it will be "
                 "fenced out at its next commit\n",
                 (unsigned long long)old.epoch, old.host, (unsigned long long)old.pid,
                 (unsigned long long)old.attempt);
+        /* a write it gave up on before it was killed may still land (S3: held in a proxy):
+         * retention keeps what such a write could recreate until it cannot */
+        store_note_lost_writer(c->st);
+    }
     c->epoch = (present ? old.epoch : from_head) + 1;
     rc = write_lease(c, 0, e);
     if (rc) return rc;

@@ -247,7 +247,9 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
          * client's time limit): deleted now, it would come back without its blobs. Kept,
          * blobs and all, until a later pass */
         if (!dry && !store_write_settled(st, key)) {
-            if (log) fprintf(log, "keep %s for now: a write of it got no answer and may still land\n", key);
+            if (log)
+                fprintf(log, "keep %s for now: a write of it got no answer and may still land (this "
+                        "process's, or one of a writer that was killed)\n", key);
             keepv[nk++] = seqs[i];
             continue;
         }

@@ -39,7 +39,8 @@ typedef struct s3_store {
     double lost_del_t; /* the newest DELETE pushed out of the ring (0: none) */
 } s3_store;
 
-/* Records that a write of `key` (PUT, POST, DELETE: `del`) got no answer and may still land. */
+/* Records that a write of `key` (PUT, POST, DELETE: `del`) got no answer and may still
+ * land; NULL: a write of any key may (another writer's, store_note_lost_writer). */
 void s3_note_unsettled(s3_store *s, const char *key, int del);
 /* Seconds until no write of `key` given up on (with deletes_only: no DELETE of it) can
  * still land (see s3_request.c); 0: settled. */

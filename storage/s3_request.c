@@ -318,7 +318,7 @@ void s3_note_unsettled(s3_store *s, const char *key, int del) {
      * any key counts as settled (a PUT pushed out is judged by the oldest entry, below) */
     if (s->nunsettled >= S3_UNSETTLED_MAX && u->del && u->t > s->lost_del_t) s->lost_del_t = u->t;
     s->nunsettled++;
-    u->all = strlen(key) >= sizeof u->key;
+    u->all = !key || strlen(key) >= sizeof u->key;
     u->del = del;
     snprintf(u->key, sizeof u->key, "%s", u->all ? "" : key);
     u->t = mono_s();

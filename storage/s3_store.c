@@ -688,6 +688,8 @@ static double s3_unsettled(store *st, const char *key, int deletes_only) {
     return s3_unsettled_s(st->impl, key, deletes_only);
 }
 
+static void s3_lost_writer(store *st) { s3_note_unsettled(st->impl, NULL, 0); }
+
 static const store_backend s3_backend = {
     .scheme = "s3",
     .put = s3_put,
@@ -698,6 +700,7 @@ static const store_backend s3_backend = {
     .list = s3_list,
     .del = s3_del,
     .unsettled = s3_unsettled,
+    .lost_writer = s3_lost_writer,
     .close = s3_close,
 };
 

@@ -103,6 +103,10 @@ int store_write_settled(store *s, const char *key) {
     return s->b->unsettled ? s->b->unsettled(s, key, 0) <= 0 : 1;
 }
 
+void store_note_lost_writer(store *s) {
+    if (s->b->lost_writer) s->b->lost_writer(s);
+}
+
 double store_delete_unsettled_s(store *s, const char *key) {
     return s->b->unsettled ? s->b->unsettled(s, key, 1) : 0;
 }

@@ -108,6 +108,14 @@ int store_write_settled(store *s, const char *key);
  * until then. */
 double store_delete_unsettled_s(store *s, const char *key);
 
+/* Says that another process wrote to this store and ended without releasing its lease
+ * (killed): a write it gave up on may still land, and it cannot say which. Every write
+ * then counts as unsettled (store_write_settled) for as long as one of this process's
+ * own would; DELETEs are not covered (a killed writer's retention deletes blobs of old
+ * states, whose content a resumed run does not write again). No-op where writes land when
+ * they return (the file store). */
+void store_note_lost_writer(store *s);
+
 /* 1 if `key` is a well-formed key (see above), else 0. */
 int store_key_valid(const char *key);
 

@@ -23,6 +23,9 @@ typedef struct store_backend {
      * return); else the seconds until none of key given up on can land (deletes_only: no
      * DELETE of it, store_delete_unsettled_s), 0 when settled */
     double (*unsettled)(store *s, const char *key, int deletes_only);
+    /* optional, with `unsettled`: another process's writes may still land (it held the
+     * lease and was killed, store_note_lost_writer) */
+    void (*lost_writer)(store *s);
     void (*close)(store *s);
 } store_backend;
 
