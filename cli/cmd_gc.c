@@ -188,9 +188,6 @@ static int gc(const char *url, long keep, int dry, int force, FILE *j, tdm_err *
     if (!logf) rc = err_set(&e, ERR_INTERNAL, "out of memory");
     retain_guard guard = {lease_unchanged, &seen};
     if (!rc && !dry && !judged) rc = read_raw_lease(st, &seen, &e); /* --force: as it is now */
-    /* a writer that did not release the lease (killed) may have a write in flight that it
-     * gave up on: retention keeps what such a write could recreate until it cannot */
-    if (!rc && !dry && seen.present && !seen.seen.released) store_note_lost_writer(st);
     if (!rc) {
         rc = retain_collect(st, keep, 1, dry, dry ? NULL : &guard, logf, &rep, &e);
         if (j) {

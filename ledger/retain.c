@@ -249,7 +249,7 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
         if (!dry && !store_write_settled(st, key)) {
             if (log)
                 fprintf(log, "keep %s for now: a write of it got no answer and may still land (this "
-                        "process's, or one of a writer that was killed)\n", key);
+                        "process's, or one of the killed writer whose lease it took over)\n", key);
             keepv[nk++] = seqs[i];
             continue;
         }

@@ -111,9 +111,11 @@ double store_delete_unsettled_s(store *s, const char *key);
 /* Says that another process wrote to this store and ended without releasing its lease
  * (killed): a write it gave up on may still land, and it cannot say which. Every write
  * then counts as unsettled (store_write_settled) for as long as one of this process's
- * own would; DELETEs are not covered (a killed writer's retention deletes blobs of old
- * states, whose content a resumed run does not write again). No-op where writes land when
- * they return (the file store). */
+ * own would, counted from this call; DELETEs are not covered (a killed writer's retention
+ * deletes blobs of old states, whose content a resumed run does not write again). For a
+ * writer that takes over the lease (ckpt_acquire), not for a one-shot process such as gc,
+ * whose every pass would then fall inside the window. No-op where writes land when they
+ * return (the file store). */
 void store_note_lost_writer(store *s);
 
 /* 1 if `key` is a well-formed key (see above), else 0. */

@@ -47,8 +47,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* printable, as real secrets (base64) are, and without '?', '[' or ']': the text's
      * control bytes become '?' and the mark is "[redacted]", so a secret holding those
      * could match what redaction itself wrote */
-    for (size_t i = 0; i < sl; i++) {
-        char ch = (char)(0x21 + data[1 + i] % 94);
+    for (size_t i = 0; i < sl; i++) { /* printable bytes kept as they are: a seed's echo matches */
+        unsigned char b = data[1 + i];
+        char ch = b >= 0x21 && b <= 0x7e ? (char)b : (char)(0x21 + b % 94);
         c.session_token[i] = ch == '?' || ch == '[' || ch == ']' ? 'A' : ch;
     }
     const char *xml = (const char *)data + 1 + sl;

@@ -55,10 +55,10 @@ done
 clang $cflags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   tests/fuzz/fuzz_s3answer.c storage/s3_xml.c storage/s3_config.c util/secretname.c -o "$out/fuzz_s3answer"
 mkdir -p "$out/seeds/s3answer"
-tok='\040IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQD' # first byte: the secret's length (32)
+tok='\067IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQD' # first byte: the secret's length (55)
 printf "$tok"'<Error><Code>AccessDenied</Code><Message>IQoJb3JpZ2luX2VjEJr// &amp; more</Message></Error>' \
   >"$out/seeds/s3answer/error"
-printf '\020AKIDSECRET0123456789<?xml version="1.0"?><ListBucketResult><Contents><Key>run/HEAD</Key></Contents><IsTruncated>true</IsTruncated><NextContinuationToken>t&#x41;&#66;</NextContinuationToken></ListBucketResult>' \
+printf '\024AKIDSECRET0123456789<?xml version="1.0"?><ListBucketResult><Contents><Key>run/HEAD</Key></Contents><IsTruncated>true</IsTruncated><NextContinuationToken>t&#x41;&#66;</NextContinuationToken></ListBucketResult>' \
   >"$out/seeds/s3answer/listing"
 types="$types parquet config tokenizer safetensors shard dataset jsonl s3answer"
 printf '%-8s %12s %8s %8s %s\n' record execs cov features result
