@@ -493,14 +493,19 @@ hostile_stop
 # message, or in a Content-Range; no 12 characters of it in any message (before, only the
 # whole token or its first 16 characters were found, and the middle was printed)
 tok=$(/usr/bin/python3 -c 'import random,string; r=random.Random(7); print("".join(r.choice(string.ascii_letters+string.digits+"+/") for _ in range(700)))')
+# the first run of 12 characters of SECRET found in TEXT ("" when none): what redaction
+# promises to leave out of a message
+secret_piece() {
+  /usr/bin/python3 -c 'import sys; t, o = sys.argv[1], sys.argv[2]
+print(next((o[i:i + 12] for i in range(len(o) - 11) if o[i:i + 12] in t), ""))' "$1" "$2"
+}
 for case in "echo-token-piece:HTTP 403 \[redacted\]" "range-echo:Content-Range 'bytes 0-9/*\[redacted\]'"; do
   mode=${case%%:*} want=${case#*:}
   hostile_start "$mode"
   out=$(AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=hostile \
         AWS_SESSION_TOKEN="$tok" AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
         timeout -k 5 60 "$bin" status s3://bucket/run --json 2>&1); rc=$?
-  piece=$(/usr/bin/python3 -c 'import sys; t, o = sys.argv[1], sys.argv[2]
-print(next((o[i:i + 12] for i in range(len(o) - 11) if o[i:i + 12] in t), ""))' "$tok" "$out")
+  piece=$(secret_piece "$tok" "$out")
   if [ $rc = 3 ] && [ -z "$piece" ] && grep -q "$want" <<<"$out"; then
     pass "an endpoint that echoes pieces of the session token ($mode): none printed, exit 3"
   else fail "an endpoint that echoes pieces of the session token ($mode)" "exit $rc, piece '$piece'" "$out"; fi
@@ -515,8 +520,7 @@ out=$(env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN -u 
       AWS_CONTAINER_CREDENTIALS_FULL_URI="http://127.0.0.1:$port/creds" AWS_CONTAINER_AUTHORIZATION_TOKEN="$tok" \
       AWS_ENDPOINT_URL=http://127.0.0.1:9 AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null \
       AWS_SHARED_CREDENTIALS_FILE=/dev/null timeout -k 5 60 "$bin" status s3://bucket/run 2>&1); rc=$?
-piece=$(/usr/bin/python3 -c 'import sys; t, o = sys.argv[1], sys.argv[2]
-print(next((o[i:i + 12] for i in range(len(o) - 11) if o[i:i + 12] in t), ""))' "$tok" "$out")
+piece=$(secret_piece "$tok" "$out")
 if [ $rc = 3 ] && [ -z "$piece" ] && grep -q "Expiration '\[redacted\]' is not a time" <<<"$out"; then
   pass "a credential endpoint that echoes its authorization token as the Expiration: not printed, exit 3"
 else fail "a credential endpoint that echoes its authorization token" "exit $rc, piece '$piece'" "$out"; fi
