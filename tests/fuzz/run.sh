@@ -14,7 +14,7 @@ out=build/fuzz
 mkdir -p "$out"
 cflags="-std=c11 -g -O1 -D_GNU_SOURCE -I. $(pkg-config --cflags msgpack libcrypto)"
 libs="$(pkg-config --libs msgpack libcrypto) -lm"
-srcs="ledger/records.c ledger/rectab.c ledger/codec.c storage/sha256.c util/hex.c util/err.c"
+srcs="ledger/records.c ledger/rectab.c ledger/codec.c ledger/keys.c storage/sha256.c util/hex.c util/err.c"
 gcc $cflags tests/fuzz/make_seeds.c $srcs $libs -o "$out/make_seeds"
 "$out/make_seeds" "$out/seeds"
 types="head run state alpha lease change mixture sweep"
@@ -29,7 +29,7 @@ clang $cflags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefine
 # configs and presets; the presets are embedded by make (build/gen/presets.c)
 clang $cflags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   tests/fuzz/fuzz_config.c $(ls config/*.c | grep -v run_config.c) build/gen/presets.c \
-  data/dataset.c data/shard.c util/ydoc.c util/err.c util/fileio.c util/args.c util/buf.c \
+  data/dataset.c data/shard.c util/ydoc.c util/err.c util/fileio.c util/args.c util/buf.c util/secretname.c \
   -lyaml -lm -o "$out/fuzz_config"
 mkdir -p "$out/seeds/config"
 for f in configs/*.yaml configs/presets/*.yaml; do cp "$f" "$out/seeds/config/${f//\//_}"; done
