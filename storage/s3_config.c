@@ -68,10 +68,11 @@ void s3_config_redact(const s3_config *c, const char *extra, char *text, size_t 
     const size_t ml = sizeof mark - 1;
     const char *secrets[] = {c ? c->secret_key : "", c ? c->session_token : "", c ? c->src_sk : "",
                              c ? c->src_tok : "", extra ? extra : ""};
-    /* a whole secret, also one too short for the runs below (8 to 15 characters) */
+    /* a whole secret too short for the runs below (8 to 15 characters; a longer one is a
+     * run of itself) */
     for (size_t i = 0; i < sizeof secrets / sizeof *secrets; i++) {
         size_t sl = strlen(secrets[i]);
-        if (sl < 8) continue; /* no secret is that short; a short one would match anywhere */
+        if (sl < 8 || sl >= 16) continue; /* shorter: no secret is, and it would match anywhere */
         for (char *p = text; (p = strstr(p, secrets[i]));) {
             size_t rest = strlen(p + sl);
             if ((size_t)(p - text) + ml + rest + 1 > cap) { /* no room: cut the text there */

@@ -222,6 +222,19 @@ int s3_creds_web_identity_fetch(s3_config *c, tdm_err *e) {
     return rc;
 }
 
+/* The error for an answer whose Expiration (exp, cap bytes, rewritten) is not a time. The
+ * answer's own text: a source that misplaced its fields may have put the new secret key or
+ * token there, and an endpoint may echo the token it was sent (`sent`: STS's source
+ * session token, the container authorization token, the IMDS session token; may be NULL) or hold c's, none of which a
+ * message may carry, nor control bytes. */
+static int bad_expiration(const s3_config *c, const char *whose, char *exp, size_t cap, const char *sk,
+                          const char *st, const char *sent, tdm_err *e) {
+    s3_config_redact(c, sent, exp, cap);
+    s3_config_redact(NULL, sk, exp, cap);
+    s3_config_redact(NULL, st, exp, cap);
+    return err_set(e, ERR_STORE, "%s: %sExpiration '%.60s' is not a time", c->creds_source, whose, exp);
+}
+
 /* STS's answer (status 0: it could not be reached, why says how) into c's credentials;
  * frees body. */
 static int sts_answer(s3_config *c, int rc, long status, const char *why, buf_t *body,
@@ -253,12 +266,7 @@ static int sts_answer(s3_config *c, int rc, long status, const char *why, buf_t 
         rc = err_set(e, ERR_STORE, "%s: STS's answer lacks the credentials (AccessKeyId, "
                      "SecretAccessKey, SessionToken, Expiration)", c->creds_source);
     double expires = rc ? 0 : iso_time(exp);
-    if (!rc && expires <= 0) {
-        s3_config_redact(c, sent, exp, sizeof exp); /* as bad_expiration, below */
-        s3_config_redact(NULL, sk, exp, sizeof exp);
-        s3_config_redact(NULL, st, exp, sizeof exp);
-        rc = err_set(e, ERR_STORE, "%s: STS's Expiration '%.60s' is not a time", c->creds_source, exp);
-    }
+    if (!rc && expires <= 0) rc = bad_expiration(c, "STS's ", exp, sizeof exp, sk, st, sent, e);
     if (!rc) creds_set(c, ak, sk, sizeof sk, st, sizeof st, expires);
     wipe(sk, sizeof sk);
     wipe(st, sizeof st);
@@ -355,19 +363,6 @@ static long http(const char *method, const char *url, const char *h1, const char
     return status;
 }
 
-/* The error for an answer whose Expiration (exp, cap bytes, rewritten) is not a time. The
- * answer's own text: a source that misplaced its fields may have put the new secret key or
- * token there, and an endpoint may echo the token it was sent (`sent`: the container
- * authorization token, the IMDS session token; may be NULL) or hold c's, none of which a
- * message may carry, nor control bytes. */
-static int bad_expiration(const s3_config *c, char *exp, size_t cap, const char *sk, const char *st,
-                          const char *sent, tdm_err *e) {
-    s3_config_redact(c, sent, exp, cap);
-    s3_config_redact(NULL, sk, exp, cap);
-    s3_config_redact(NULL, st, exp, cap);
-    return err_set(e, ERR_STORE, "%s: Expiration '%.60s' is not a time", c->creds_source, exp);
-}
-
 /* AccessKeyId, SecretAccessKey, Token, Expiration of a JSON answer into c; `sent` is the
  * token the request carried (kept out of messages; may be NULL). */
 static int take_json(s3_config *c, const buf_t *body, const char *sent, tdm_err *e) {
@@ -381,7 +376,7 @@ static int take_json(s3_config *c, const buf_t *body, const char *sent, tdm_err 
         rc = err_set(e, ERR_STORE, "%s: the answer lacks AccessKeyId, SecretAccessKey, Token or "
                      "Expiration", c->creds_source);
     double expires = rc ? 0 : iso_time(exp);
-    if (!rc && expires <= 0) rc = bad_expiration(c, exp, sizeof exp, sk, st, sent, e);
+    if (!rc && expires <= 0) rc = bad_expiration(c, "", exp, sizeof exp, sk, st, sent, e);
     if (!rc) creds_set(c, ak, sk, sizeof sk, st, sizeof st, expires);
     wipe(sk, sizeof sk);
     wipe(st, sizeof st);
@@ -649,7 +644,7 @@ int s3_creds_process(s3_config *c, tdm_err *e) {
     if (!rc) json_read_string(t, out.n, "SessionToken", st, sizeof st);
     double expires = 0;
     if (!rc && json_read_string(t, out.n, "Expiration", exp, sizeof exp) && (expires = iso_time(exp)) <= 0)
-        rc = bad_expiration(c, exp, sizeof exp, sk, st, NULL, e);
+        rc = bad_expiration(c, "", exp, sizeof exp, sk, st, NULL, e);
     if (!rc) {
         creds_set(c, ak, sk, sizeof sk, st, sizeof st, expires);
         c->from_endpoint = 3;

@@ -85,6 +85,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     (b"<NextContinuationToken>" + nxt + b"</NextContinuationToken>" if truncated else b"") +
                     b"</ListBucketResult>")
 
+    def head_listing(self, q):
+        """A listing of one page holding PREFIX + "HEAD" (a store a command opens)."""
+        key = (q.get("prefix", "") + "HEAD").encode()
+        return self.listing(b"<Contents><Key>" + key + b"</Key></Contents>", False)
+
     def endless(self, status, head, unit, headers=()):
         self.send_response(status)
         for k, v in headers:
@@ -138,8 +143,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                b"</Message></Error>")
         if MODE == "range-echo":
             if q.get("list-type") == "2":
-                key = (q.get("prefix", "") + "HEAD").encode()
-                return self.listing(b"<Contents><Key>" + key + b"</Key></Contents>", False)
+                return self.head_listing(q)
             if self.command == "GET" and "Range" in self.headers:
                 tok = self.headers.get("X-Amz-Security-Token", "none")
                 return self.answer(206, b"0123456789", [("Content-Range", "bytes 0-9/" + tok[40:130]),
@@ -152,14 +156,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                 b"<Contents><Key>k</Key></Contents>")
         if MODE == "endless-range":
             if q.get("list-type") == "2":
-                key = (q.get("prefix", "") + "HEAD").encode()
-                return self.listing(b"<Contents><Key>" + key + b"</Key></Contents>", False)
+                return self.head_listing(q)
             if self.command == "GET" and "Range" in self.headers:
                 return self.endless(206, b"", b"0123456789", [("Content-Range", "bytes 0-9/10")])
         if MODE == "ignore-range-endless":
             if q.get("list-type") == "2":
-                key = (q.get("prefix", "") + "HEAD").encode()
-                return self.listing(b"<Contents><Key>" + key + b"</Key></Contents>", False)
+                return self.head_listing(q)
             if self.command == "GET":
                 return self.endless(200, b"", b"0123456789")
         if MODE == "list-cut" and q.get("list-type") == "2":
@@ -178,8 +180,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.listing(b"".join(b"<Contents><Key>" + k + b"</Key></Contents>" for k in keys), False)
         if MODE in RANGES:
             if q.get("list-type") == "2":
-                key = (q.get("prefix", "") + "HEAD").encode()
-                return self.listing(b"<Contents><Key>" + key + b"</Key></Contents>", False)
+                return self.head_listing(q)
             if self.command == "GET" and "Range" in self.headers:
                 return self.answer(206, b"0123456789", [("Content-Range", RANGES[MODE]), ("ETag", '"e"')])
         if MODE == "long-etag" and q.get("list-type") == "2":
