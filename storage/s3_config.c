@@ -63,6 +63,73 @@ static size_t secret_run(const char *text, size_t tl, const char *s, size_t sl) 
     return lo;
 }
 
+static int hex_digit(char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+/* The value of the n hex digits at p (n <= 6), or -1 when one is not a hex digit. */
+static long hex_value(const char *p, size_t n) {
+    long v = 0;
+    for (size_t i = 0; i < n; i++) {
+        int d = hex_digit(p[i]);
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* The escape at text[0..tl) as a URL, JSON or XML writer would have made it of one ASCII
+ * character: %XX, \/ and \uXXXX, &#N; and &#xN;. Returns its length (the character in
+ * *ch), or 0 when none starts there. An endpoint may echo what it was sent escaped (a
+ * token percent-encoded in a query, a JSON body's "\/"): the escape must not hide it. */
+static size_t escape_at(const char *text, size_t tl, char *ch) {
+    long v = -1;
+    size_t n = 0;
+    if (tl >= 3 && text[0] == '%') v = hex_value(text + 1, 2), n = 3;
+    else if (tl >= 2 && text[0] == '\\' && text[1] == '/') v = '/', n = 2;
+    else if (tl >= 6 && text[0] == '\\' && text[1] == 'u') v = hex_value(text + 2, 4), n = 6;
+    else if (tl >= 4 && text[0] == '&' && text[1] == '#') {
+        int x = text[2] == 'x' || text[2] == 'X';
+        size_t i = 2 + (size_t)x, d = 0;
+        for (v = 0; i < tl && d < 6 && (x ? hex_digit(text[i]) >= 0 : text[i] >= '0' && text[i] <= '9'); i++, d++)
+            v = v * (x ? 16 : 10) + (x ? hex_digit(text[i]) : text[i] - '0');
+        if (!d || i >= tl || text[i] != ';') return 0;
+        n = i + 1;
+    }
+    if (v <= 0 || v >= 0x7f) return 0; /* the secrets' alphabets are ASCII */
+    *ch = (char)v;
+    return n;
+}
+
+/* Marks in hit[] every character of text (tl bytes) that lies in a run of REDACT_RUN or
+ * more characters of secret s (sl bytes): as the text is, and as it reads with its escapes
+ * decoded (escape_at), where a run covers the escapes it was decoded from. */
+static void mark_runs(const char *text, size_t tl, const char *s, size_t sl, unsigned char *hit,
+                      char *dec, size_t *from) {
+    for (size_t at = 0; at + REDACT_RUN <= tl; at++) {
+        size_t run = secret_run(text + at, tl - at, s, sl);
+        for (size_t k = 0; k < run; k++) hit[at + k] = 1;
+    }
+    if (!dec) return;
+    size_t dl = 0; /* dec[i] came from text[from[i] .. from[i + 1]) */
+    for (size_t r = 0; r < tl; dl++) {
+        size_t n = escape_at(text + r, tl - r, &dec[dl]);
+        if (!n) dec[dl] = text[r], n = 1;
+        from[dl] = r;
+        r += n;
+    }
+    from[dl] = tl;
+    if (dl == tl) return; /* no escape: the text as it is, above */
+    for (size_t at = 0; at + REDACT_RUN <= dl; at++) {
+        size_t run = secret_run(dec + at, dl - at, s, sl);
+        if (run)
+            for (size_t k = from[at]; k < from[at + run]; k++) hit[k] = 1;
+    }
+}
+
 void s3_config_redact(const s3_config *c, const char *extra, char *text, size_t cap) {
     static const char mark[] = "[redacted]";
     const size_t ml = sizeof mark - 1;
@@ -91,18 +158,19 @@ void s3_config_redact(const s3_config *c, const char *extra, char *text, size_t 
      * inside another), then each marked stretch becomes one mark. */
     size_t tl = strlen(text);
     unsigned char *hit = tl ? calloc(tl, 1) : NULL;
-    if (tl && !hit) { /* no memory to look: nothing of the text is shown */
+    char *dec = tl ? malloc(tl) : NULL;
+    size_t *from = tl ? malloc((tl + 1) * sizeof *from) : NULL;
+    if (tl && (!hit || !dec || !from)) { /* no memory to look: nothing of the text is shown */
         text[0] = '\0';
+        free(hit), free(dec), free(from);
         return;
     }
     for (size_t i = 0; i < sizeof secrets / sizeof *secrets; i++) {
         size_t sl = strlen(secrets[i]);
-        if (sl < 16) continue; /* shorter ones: whole, above */
-        for (size_t at = 0; at + REDACT_RUN <= tl; at++) {
-            size_t run = secret_run(text + at, tl - at, secrets[i], sl);
-            for (size_t k = 0; k < run; k++) hit[at + k] = 1;
-        }
+        if (sl >= 16) mark_runs(text, tl, secrets[i], sl, hit, dec, from); /* shorter: whole, above */
     }
+    free(dec);
+    free(from);
     size_t w = 0;
     for (size_t r = 0; r < tl;) {
         if (!hit[r]) {

@@ -92,7 +92,9 @@ int s3_config_env_has_secret(void);
  * tokens (NULL c: none), `extra` (a web identity token; may be NULL) — becomes
  * "[redacted]", and so does any run of 12 or more of a secret's characters (a copy cut
  * short by a buffer, or the piece of a session token an endpoint chose to echo: its
- * middle as an error code); control and non-ASCII bytes become '?'. An endpoint that
+ * middle as an error code), also where it was escaped as URLs, JSON or XML escape it
+ * (%2F, \/, \u002F, &#47;: the escapes it spans go with it; one level, not an escape of
+ * an escape, nor base64 of a secret); control and non-ASCII bytes become '?'. An endpoint that
  * echoes the session token it was sent (hostile, or merely chatty) puts no part of it
  * in a log. */
 void s3_config_redact(const s3_config *c, const char *extra, char *text, size_t cap);

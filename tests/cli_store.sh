@@ -495,11 +495,16 @@ hostile_stop
 tok=$(/usr/bin/python3 -c 'import random,string; r=random.Random(7); print("".join(r.choice(string.ascii_letters+string.digits+"+/") for _ in range(700)))')
 # the first run of 12 characters of SECRET found in TEXT ("" when none): what redaction
 # promises to leave out of a message
-secret_piece() {
-  /usr/bin/python3 -c 'import sys; t, o = sys.argv[1], sys.argv[2]
-print(next((o[i:i + 12] for i in range(len(o) - 11) if o[i:i + 12] in t), ""))' "$1" "$2"
+secret_piece() { # also as the output reads with its escapes undone (%2F, \/)
+  /usr/bin/python3 -c 'import sys, urllib.parse; t = sys.argv[1]
+for o in (sys.argv[2], urllib.parse.unquote(sys.argv[2]).replace("\\/", "/")):
+    p = next((o[i:i + 12] for i in range(len(o) - 11) if o[i:i + 12] in t), "")
+    if p:
+        print(p)
+        break' "$1" "$2"
 }
-for case in "echo-token-piece:HTTP 403 \[redacted\]" "range-echo:Content-Range 'bytes 0-9/*\[redacted\]'"; do
+for case in "echo-token-piece:HTTP 403 \[redacted\]" "echo-token-escaped:HTTP 403 \[redacted\]" \
+            "range-echo:Content-Range 'bytes 0-9/*\[redacted\]'"; do
   mode=${case%%:*} want=${case#*:}
   hostile_start "$mode"
   out=$(AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=hostile \

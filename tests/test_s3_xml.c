@@ -106,6 +106,28 @@ static void test_redact_pieces(void) {
         s3_config_redact(&c, NULL, text, sizeof text);
         CHECK(!strcmp(text, "[redacted]"), "overlapping pieces: '%s'", text);
     }
+    /* a piece echoed escaped, as a URL, a JSON body or an XML text would hold it: the
+     * escapes hid it from a search of the text as it is */
+    {
+        memset(&c, 0, sizeof c);
+        snprintf(c.session_token, sizeof c.session_token, "IQoJb3JpZ2luX2VjEJr//////////wEaCXVz+LWVhc3Qt=MSJHMEUC");
+        const char *escaped[] = {"<Code>b3JpZ2luX2VjEJr%2F%2f%2F%2F%2F%2F%2F%2F%2F%2FwEaCXVz%2BLWVhc3Qt</Code>",
+                                 "{\"m\":\"b3JpZ2luX2VjEJr\\/\\/\\/\\/\\/\\/\\/\\/\\/\\/wEa\"}",
+                                 "{\"m\":\"\\u0049\\u0051oJb3JpZ2luX2Vj\"}",
+                                 "<M>CXVz&#43;LWVhc3Qt&#x3D;MSJH</M>",
+                                 "q=Z2luX2VjEJr%2F%2"};
+        const char *want[] = {"<Code>[redacted]</Code>", "{\"m\":\"[redacted]\"}",
+                              "{\"m\":\"[redacted]\"}", "<M>[redacted]</M>", "q=[redacted]%2"};
+        for (size_t k = 0; k < sizeof escaped / sizeof *escaped; k++) {
+            snprintf(text, sizeof text, "%s", escaped[k]);
+            s3_config_redact(&c, NULL, text, sizeof text);
+            CHECK(!strcmp(text, want[k]), "escaped piece %zu: '%s', want '%s'", k, text, want[k]);
+        }
+        /* escapes of other text are left as they are */
+        snprintf(text, sizeof text, "key%%2Fwith%%20space &#47; \\/ ok");
+        s3_config_redact(&c, NULL, text, sizeof text);
+        CHECK(!strcmp(text, "key%2Fwith%20space &#47; \\/ ok"), "ordinary escapes changed: '%s'", text);
+    }
     /* the extra secret (a web identity token) counts the same */
     char web[200];
     fake_secret(web, sizeof web - 1, 17);

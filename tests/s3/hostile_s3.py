@@ -46,6 +46,8 @@ An endpoint that echoes what it was sent:
 MODE echo-token:   every request is a 403 whose <Code> is the X-Amz-Security-Token header
 MODE echo-token-piece: every request is a 403 whose <Code> is 100 characters from the middle
                    of that header and whose <Message> the next 300 (pieces a buffer holds)
+MODE echo-token-escaped: the same pieces escaped: the <Code> percent-encoded, the <Message>
+                   with every "/" as JSON writes it ("\\/")
 MODE range-echo:   a listing holds PREFIX + "HEAD"; a ranged GET is a 206 whose
                    Content-Range ends in 90 characters from the middle of that header
 A credential endpoint (container credentials) that echoes the token it was sent:
@@ -141,6 +143,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             tok = self.headers.get("X-Amz-Security-Token", "none").encode()
             return self.answer(403, b"<Error><Code>" + tok[30:130] + b"</Code><Message>" + tok[130:430] +
                                b"</Message></Error>")
+        if MODE == "echo-token-escaped":
+            tok = self.headers.get("X-Amz-Security-Token", "none")
+            code = urllib.parse.quote(tok[30:130], safe="")
+            msg = tok[130:430].replace("/", "\\/")
+            return self.answer(403, ("<Error><Code>" + code + "</Code><Message>" + msg +
+                                     "</Message></Error>").encode())
         if MODE == "range-echo":
             if q.get("list-type") == "2":
                 return self.head_listing(q)
