@@ -13,12 +13,14 @@
  * a file store's temporaries of killed writes, an hour old (store_sweep_temporaries). gc and
  * pin never create a store: a missing one is exit 3. `gc --json`: the report as one JSON
  * object on stdout (docs/json.md). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "ledger/audit.h"
+#include "ledger/ckpt.h"
 #include "ledger/keys.h"
 #include "ledger/read.h"
 #include "ledger/retain.h"
@@ -34,9 +36,10 @@ static const cli_opt GC_OPTS[] = {
      "newest older one that verifies and pinned ones stay too",
      NULL, 1, 1L << 30, NULL, NULL},
     {"--dry-run", CLI_SWITCH, NULL, "print what would be deleted; delete nothing", NULL, 0, 0, NULL, NULL},
-    {"--force", CLI_SWITCH, NULL, "collect although a run holds the lease: only when its\n"
-                                  "writer is dead (a live one uploads blobs before their\n"
-                                  "manifest)", NULL, 0, 0, NULL, NULL},
+    {"--force", CLI_SWITCH, NULL, "collect although a run holds the lease, or its writes\n"
+                                  "may still land (S3): only when its writer is dead and\n"
+                                  "none of its requests in flight (a live one uploads\n"
+                                  "blobs before their manifest)", NULL, 0, 0, NULL, NULL},
     {"--json", CLI_SWITCH, NULL, "one JSON object on stdout (docs/json.md)", NULL, 0, 0, NULL, NULL},
     CLI_FORMAT_TABLE_JSON,
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
@@ -179,6 +182,27 @@ static int gc(const char *url, long keep, int dry, int force, FILE *j, tdm_err *
                     "%snote: the lease of writer epoch %llu (host %s, pid %llu) is stale: %s; collecting\n",
                     j ? "tandem gc: " : "", (unsigned long long)l->epoch, l->host, (unsigned long long)l->pid,
                     al.why);
+        /* writes an earlier writer gave up on may still land (S3: a request held in a proxy):
+         * what they could recreate stays until they cannot. A released lease says until when;
+         * one whose holder died (stale) cannot, and a request it had in flight lands within
+         * the settle window of its death, which comes after its last sign of life: gc counts
+         * GC_TEMP_MIN_AGE_S from that sign, as for temporaries */
+        double now = (double)time(NULL), until = 0;
+        if (!rc && al.state != AUDIT_LEASE_NONE && l->has_settle) until = l->settle_until;
+        if (!rc && al.state == AUDIT_LEASE_STALE && al.life + GC_TEMP_MIN_AGE_S > until)
+            until = al.life + GC_TEMP_MIN_AGE_S;
+        if (until > now) {
+            store_note_lost_writer(st, fmin(until - now, CKPT_SETTLE_MAX_S));
+            double left = store_unsettled_s(st); /* 0 where writes land when they return */
+            if (left > 0)
+                fprintf(j ? stderr : stdout,
+                        "%snote: writes of writer epoch %llu may still land for %.0f s more (%s): the "
+                        "states they could recreate and unreferenced blobs are kept until then; run gc "
+                        "again after that, or pass --force if none of its requests can be in flight\n",
+                        j ? "tandem gc: " : "", (unsigned long long)l->epoch, left,
+                        al.state == AUDIT_LEASE_STALE ? "it stopped without releasing the lease"
+                                                       : "it gave up on some without an answer");
+        }
     }
     if (j && !lease_read) fprintf(j, ",\"lease\":null");
     retain_report rep;

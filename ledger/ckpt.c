@@ -4,6 +4,7 @@
 #include "ledger/ckpt.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <signal.h>
@@ -329,6 +330,10 @@ static int read_lease(ckpt *c, rec_lease *l, int *present, tdm_err *e) {
 static int write_lease(ckpt *c, int released, tdm_err *e) {
     rec_lease l = {.epoch = c->epoch, .pid = (uint64_t)getpid(), .attempt = c->attempt,
                    .time = ckpt_now_wall(), .released = released};
+    /* writes given up on that may still land (S3): the next writer and gc keep what they
+     * could recreate until then (a writer that was killed says nothing: ckpt_acquire) */
+    double left = released ? store_unsettled_s(c->st) : 0;
+    if (left > 0) l.has_settle = 1, l.settle_until = l.time + left;
     snprintf(l.host, sizeof l.host, "%s", c->host_name);
     size_t n;
     void *data = rec_lease_encode(&l, &n);
@@ -394,7 +399,16 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
                 (unsigned long long)old.attempt);
         /* a write it gave up on before it was killed may still land (S3: held in a proxy):
          * retention keeps what such a write could recreate until it cannot */
-        store_note_lost_writer(c->st);
+        store_note_lost_writer(c->st, 0);
+    }
+    /* a writer that released the lease with writes given up on said until when they may
+     * land (an unreleased lease never says: above) */
+    double now = ckpt_now_wall();
+    if (present && old.has_settle && old.settle_until > now) {
+        fprintf(stderr, "tandem: writes that writer epoch %llu gave up on may still land for %.0f s; "
+                "states they could recreate are kept until then\n",
+                (unsigned long long)old.epoch, old.settle_until - now);
+        store_note_lost_writer(c->st, fmin(old.settle_until - now, CKPT_SETTLE_MAX_S));
     }
     c->epoch = (present ? old.epoch : from_head) + 1;
     rc = write_lease(c, 0, e);

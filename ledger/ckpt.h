@@ -100,10 +100,19 @@ void ckpt_close(ckpt *c);
 
 /* Takes the writer lease: epoch = previous epoch + 1, and stamps HEAD with it so that a
  * writer holding an older epoch fails its next compare-and-swap. `attempt` is recorded
- * (e.g. SLURM_RESTART_COUNT). Prints who held it before when it was not released. */
+ * (e.g. SLURM_RESTART_COUNT). Prints who held it before when it was not released. Writes
+ * the previous writer may have left in flight count as unsettled (store_note_lost_writer):
+ * for the store's window when its lease was not released, until its settle_until when it
+ * says one (at most CKPT_SETTLE_MAX_S). */
 int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e);
-/* Marks the lease released (best effort; the run is committed before). */
+/* Marks the lease released (best effort; the run is committed before), with the time
+ * until which a write this process gave up on may still land (store_unsettled_s). */
 int ckpt_release(ckpt *c, tdm_err *e);
+
+/* The longest a lease's settle_until is believed: the longest settle window S3 has
+ * (60 s + twice TANDEM_S3_TIMEOUT's 3600 s). A later time (a clock far ahead, a lease
+ * written by hand) would keep every state that long. */
+#define CKPT_SETTLE_MAX_S 7260.0
 
 /* Different copies of one key that ckpt_keep_aside keeps under one epoch. */
 #define CKPT_ASIDE_COPIES 1000

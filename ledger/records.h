@@ -8,7 +8,7 @@
  *                               tensor table name → dtype, shape, chunk SHA-256s
  *   alpha/<t>.mp   rec_alpha    α_t, α_{t+1}, ℓ_u, ℓ_w, η_α, γ, state seq, previous hash;
  *                               plus a meta part (time, host, attempt) outside the hash
- *   lease          rec_lease    writer epoch, host, pid, attempt, released flag
+ *   lease          rec_lease    writer epoch, host, pid, attempt, released flag, settle time
  *   configs/<n>.mp rec_change   a recorded change of pinned config keys
  *   mixture.mp     rec_mixture  the final mixture α*: domain names, α*, episodes averaged
  *   SWEEP          rec_sweep    a study's root: its --sweep texts and number of points
@@ -172,6 +172,11 @@ typedef struct rec_lease {
     uint64_t attempt;
     double time;
     int released;
+    /* a released lease whose writer gave up on writes that may still land (S3: a request
+     * held in a proxy): until this wall time (unix seconds), the next writer and gc count
+     * every write as unsettled (store_note_lost_writer). Absent (has_settle 0): none */
+    int has_settle;
+    double settle_until;
 } rec_lease;
 
 typedef struct rec_mixture {

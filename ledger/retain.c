@@ -249,7 +249,7 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
         if (!dry && !store_write_settled(st, key)) {
             if (log)
                 fprintf(log, "keep %s for now: a write of it got no answer and may still land (this "
-                        "process's, or one of the killed writer whose lease it took over)\n", key);
+                        "process's, or an earlier writer's)\n", key);
             keepv[nk++] = seqs[i];
             continue;
         }
@@ -270,6 +270,12 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
             if (log) fprintf(log, "%s; keeping every blob\n", se.msg);
             keep_all_blobs = 1;
         }
+    }
+    /* every blob in the store is a candidate only while no manifest write may still land: an
+     * unreferenced blob may be one of a commit whose manifest is on its way */
+    if (!rc && !keep_all_blobs && !only_from_deleted && !dry && store_unsettled_s(st) > 0) {
+        if (log) fprintf(log, "keep unreferenced blobs for now: a manifest that refers to them may still land\n");
+        keep_all_blobs = 1;
     }
     /* the candidates: the deleted manifests' chunks, or every blob in the store */
     store_list l = {0};

@@ -40,10 +40,11 @@ typedef struct s3_store {
 } s3_store;
 
 /* Records that a write of `key` (PUT, POST, DELETE: `del`) got no answer and may still
- * land; NULL: a write of any key may (another writer's, store_note_lost_writer). */
-void s3_note_unsettled(s3_store *s, const char *key, int del);
-/* Seconds until no write of `key` given up on (with deletes_only: no DELETE of it) can
- * still land (see s3_request.c); 0: settled. */
+ * land, for the settle window from now (for_s <= 0) or for for_s seconds; NULL: a write
+ * of any key may (another writer's, store_note_lost_writer). */
+void s3_note_unsettled(s3_store *s, const char *key, int del, double for_s);
+/* Seconds until no write of `key` given up on (with deletes_only: no DELETE of it; NULL
+ * key: of any key) can still land (see s3_request.c); 0: settled. */
 double s3_unsettled_s(s3_store *s, const char *key, int deletes_only);
 
 typedef struct s3_resp {

@@ -311,7 +311,9 @@ static double mono_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void s3_note_unsettled(s3_store *s, const char *key, int del) {
+static double settle_s(const s3_store *s);
+
+void s3_note_unsettled(s3_store *s, const char *key, int del, double for_s) {
     pthread_mutex_lock(&s->mu);
     struct s3_unsettled *u = &s->unsettled[s->nunsettled % S3_UNSETTLED_MAX];
     /* a DELETE pushed out is remembered by its time alone: until it is old, no DELETE of
@@ -321,7 +323,8 @@ void s3_note_unsettled(s3_store *s, const char *key, int del) {
     u->all = !key || strlen(key) >= sizeof u->key;
     u->del = del;
     snprintf(u->key, sizeof u->key, "%s", u->all ? "" : key);
-    u->t = mono_s();
+    u->t = mono_s(); /* the window runs from t: for for_s, from as far before now as makes it end then */
+    if (for_s > 0) u->t += for_s - settle_s(s);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -341,7 +344,7 @@ double s3_unsettled_s(s3_store *s, const char *key, int deletes_only) {
     size_t n = s->nunsettled < S3_UNSETTLED_MAX ? s->nunsettled : S3_UNSETTLED_MAX;
     for (size_t i = 0; i < n; i++) {
         const struct s3_unsettled *u = &s->unsettled[i];
-        if ((u->del || !deletes_only) && (u->all || !strcmp(u->key, key)) && u->t > young) young = u->t;
+        if ((u->del || !deletes_only) && (!key || u->all || !strcmp(u->key, key)) && u->t > young) young = u->t;
     }
     if (deletes_only) {
         if (s->lost_del_t > young) young = s->lost_del_t;
@@ -416,7 +419,7 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
             continue;
         }
         if (rc) { /* reset, timeout, refused: retry */
-            if (writes_key(q)) s3_note_unsettled(s, q->key, deletes_object(q));
+            if (writes_key(q)) s3_note_unsettled(s, q->key, deletes_object(q), 0);
             continue;
         }
         if (retryable_status(r->status)) {
@@ -424,7 +427,7 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
             /* a 500, 502 or 504 may come from a gateway whose upstream still holds the
              * write (429 and 503 refuse it): it may land later too */
             if (r->status != 429 && r->status != 503 && writes_key(q))
-                s3_note_unsettled(s, q->key, deletes_object(q));
+                s3_note_unsettled(s, q->key, deletes_object(q), 0);
             continue;
         }
         if (r->etag_long && r->status / 100 == 2)

@@ -688,7 +688,7 @@ static double s3_unsettled(store *st, const char *key, int deletes_only) {
     return s3_unsettled_s(st->impl, key, deletes_only);
 }
 
-static void s3_lost_writer(store *st) { s3_note_unsettled(st->impl, NULL, 0); }
+static void s3_lost_writer(store *st, double for_s) { s3_note_unsettled(st->impl, NULL, 0, for_s); }
 
 static const store_backend s3_backend = {
     .scheme = "s3",

@@ -103,8 +103,10 @@ int store_write_settled(store *s, const char *key) {
     return s->b->unsettled ? s->b->unsettled(s, key, 0) <= 0 : 1;
 }
 
-void store_note_lost_writer(store *s) {
-    if (s->b->lost_writer) s->b->lost_writer(s);
+double store_unsettled_s(store *s) { return s->b->unsettled ? s->b->unsettled(s, NULL, 0) : 0; }
+
+void store_note_lost_writer(store *s, double for_s) {
+    if (s->b->lost_writer) s->b->lost_writer(s, for_s);
 }
 
 double store_delete_unsettled_s(store *s, const char *key) {

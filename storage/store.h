@@ -108,15 +108,20 @@ int store_write_settled(store *s, const char *key);
  * until then. */
 double store_delete_unsettled_s(store *s, const char *key);
 
-/* Says that another process wrote to this store and ended without releasing its lease
- * (killed): a write it gave up on may still land, and it cannot say which. Every write
- * then counts as unsettled (store_write_settled) for as long as one of this process's
- * own would, counted from this call; DELETEs are not covered (a killed writer's retention
- * deletes blobs of old states, whose content a resumed run does not write again). For a
- * writer that takes over the lease (ckpt_acquire), not for a one-shot process such as gc,
- * whose every pass would then fall inside the window. No-op where writes land when they
- * return (the file store). */
-void store_note_lost_writer(store *s);
+/* The seconds until no write of any key that this process gave up on (or that
+ * store_note_lost_writer counts) can still land; 0: none can. A writer that releases its
+ * lease says so in it (rec_lease's settle_until), for the next writer and gc. */
+double store_unsettled_s(store *s);
+
+/* Says that another process wrote to this store and a write it gave up on may still land:
+ * for_s <= 0, it ended without releasing its lease (killed) and cannot say which or when,
+ * so every write counts as unsettled (store_write_settled) for as long as one of this
+ * process's own would, counted from this call (a writer that takes over the lease,
+ * ckpt_acquire); for_s > 0, for that many seconds (what a released lease or a recent kill
+ * says, ckpt_acquire and gc). DELETEs are not covered (a killed writer's retention deletes
+ * blobs of old states, whose content a resumed run does not write again). No-op where
+ * writes land when they return (the file store). */
+void store_note_lost_writer(store *s, double for_s);
 
 /* 1 if `key` is a well-formed key (see above), else 0. */
 int store_key_valid(const char *key);

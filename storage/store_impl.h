@@ -21,11 +21,11 @@ typedef struct store_backend {
     int (*sweep)(store *s, double min_age_s, size_t *n, uint64_t *bytes, tdm_err *e);
     /* optional: NULL means every write is settled (a local file system's are, when they
      * return); else the seconds until none of key given up on can land (deletes_only: no
-     * DELETE of it, store_delete_unsettled_s), 0 when settled */
+     * DELETE of it, store_delete_unsettled_s; NULL key: of any key), 0 when settled */
     double (*unsettled)(store *s, const char *key, int deletes_only);
-    /* optional, with `unsettled`: another process's writes may still land (it held the
-     * lease and was killed, store_note_lost_writer) */
-    void (*lost_writer)(store *s);
+    /* optional, with `unsettled`: another process's writes may still land, for the
+     * backend's window (for_s <= 0) or for_s seconds (store_note_lost_writer) */
+    void (*lost_writer)(store *s, double for_s);
     void (*close)(store *s);
 } store_backend;
 

@@ -631,6 +631,75 @@ static void test_late_write_of_a_killed_writer(void) {
     free(f.dir);
 }
 
+/* The late write again, and the process that comes next knows of it only from the store:
+ * the manifest PUT of state 3 held 15 s in the proxy past the first process's 1 s limit
+ * (its retry answered), the first process (6 episodes, keep 2: it keeps state 3 itself
+ * while the write may land) ends as first_env makes it (exit first_want), and at once
+ * comes a resumed run (gc 0) or `tandem gc --keep 1` (gc 1: HEAD and the state before it
+ * stay), whose deletions would take state 3 and its blobs before the held PUT lands.
+ * Once it has landed, the store must verify, and the second's output hold each of `says`
+ * (NULL-terminated). */
+static void late_write_then(const char *tag, const char *first_env, int first_want, int gc,
+                            const char *const *says) {
+    fixture f;
+    CHECK(runner_fixture(&f, tag, 1) == 0, "fixture");
+    control("/reset", "{}");
+    CHECK(control("/faults", "{\"seed\": 1, \"rules\": [{\"fault\": \"stall\", \"stall_seconds\": 15, "
+                  "\"methods\": [\"PUT\"], \"path_regex\": \"states/[0-9]+[.]mp\", \"skip\": 2, "
+                  "\"max_count\": 1}]}") == 0,
+          "set faults");
+    const char *args[] = {"--set", "checkpoint.keep=2", "--set", "run.episodes=6", NULL};
+    static char out[16384], vout[16384];
+    setenv("TANDEM_S3_TIMEOUT", "1", 1);
+    double t0 = now_s(); /* the held request begins after this: it lands within 15 s of its start */
+    int first = wait_exit(start_run_argv(&f, first_env, args));
+    double t_end = now_s();
+    long stalls = counter("stall");
+    int second = gc ? tandem_on_store(&f, "gc", "--keep 1", out, sizeof out)
+                    : wait_exit(start_run_argv(&f, NULL, args));
+    double took = now_s() - t0;
+    unsetenv("TANDEM_S3_TIMEOUT");
+    if (!gc) read_all(f.log, out, sizeof out);
+    double left = t_end + 16.0 - now_s();
+    if (left > 0) usleep((useconds_t)(left * 1e6)); /* the held request has landed */
+    control("/reset", "{}");
+    int v = tandem_on_store(&f, "verify", "", vout, sizeof vout);
+    test_rmtree(f.dir);
+    free(f.dir);
+    CHECK(first == first_want && second == 0 && stalls == 1, "%s: first exit %d (want %d), then exit %d, %ld stalls: %s",
+          tag, first, first_want, second, stalls, out);
+    /* here ~3 s for both (~8 s under ASan, loaded): within 14 s the deletions came before the landing */
+    CHECK(took < 14.0, "%s: the second process ended %.1f s after the first began: its deletions may have come "
+          "after the held write landed (the check proves nothing)", tag, took);
+    CHECK(v == 0, "%s: verify exit %d once the held write landed: %s", tag, v, vout);
+    for (size_t i = 0; says[i]; i++) CHECK(strstr(out, says[i]), "%s: the output does not say '%s': %s", tag, says[i], out);
+}
+
+/* A writer stopped cleanly (SIGTERM: it commits and releases the lease) with a manifest
+ * write given up on in its last minute: the next run took a released lease as one with
+ * nothing in flight, its retention deleted state 3, and the held PUT brought the manifest
+ * back without its blobs (verify: faults). The lease now says until when the writes it
+ * gave up on may land (settle_until), and the next writer keeps what they could recreate
+ * until then. */
+static void test_late_write_of_a_stopped_writer(void) {
+    const char *says[] = {"writes that writer epoch 1 gave up on may still land", NULL};
+    late_write_then("s3latestop", "TANDEM_TEST_SIGNAL_AT=free:13", 75, 0, says);
+}
+
+/* `tandem gc` right after a run that ended with a write given up on (its lease released,
+ * with settle_until), and right after a writer was killed (its lease not released, its
+ * process gone: stale): gc deleted state 3 and its blobs, and the held PUT brought the
+ * manifest back without them. gc now keeps what such writes could recreate — states and
+ * unreferenced blobs — until they cannot land (for a killed writer, which cannot say, an
+ * hour after its last sign of life), and says so. */
+static void test_late_write_then_gc(void) {
+    const char *finished[] = {"it gave up on some without an answer", "for now: a write of it got no answer", NULL};
+    late_write_then("s3lategc", NULL, 0, 1, finished);
+    const char *killed[] = {"it stopped without releasing the lease", "for now: a write of it got no answer",
+                            "keep unreferenced blobs", NULL};
+    late_write_then("s3latekillgc", "TANDEM_TEST_KILL_AT=manifest:6", 128 + SIGKILL, 1, killed);
+}
+
 /* One commit of dev (seq) through c; 0 or the error. */
 static int commit_one(ckpt *c, ckpt_model_io *io, const model_ops *ops, model_ctx *ctx, float *dev[CKPT_TENSORS],
                       uint64_t seq, tdm_err *e) {
@@ -1231,6 +1300,8 @@ int main(void) {
     RUN(test_runner_under_faults);
     RUN(test_late_write_after_retention);
     RUN(test_late_write_of_a_killed_writer);
+    RUN(test_late_write_of_a_stopped_writer);
+    RUN(test_late_write_then_gc);
     RUN(test_late_delete_of_a_reused_blob);
     RUN(test_two_runners_on_s3);
     RUN(test_secrets_never_leak);
