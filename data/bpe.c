@@ -243,17 +243,87 @@ int bpe_put_merge(bpe *m, uint32_t left, uint32_t right, uint32_t rank, uint32_t
     return 0;
 }
 
+/* A polynomial hash of byte strings modulo the prime 2^61 - 1 (base RH_BASE, each byte
+ * counted as byte + 1), whose hashes of every prefix and suffix of a string come in O(1)
+ * each from the string's own (rh_*). bpe_derive_merges filters its splits with it: a split
+ * whose halves are not both tokens costs no hash of the halves' bytes. */
+#define RH_P ((1ULL << 61) - 1)
+#define RH_BASE 1000003ULL
+
+static uint64_t rh_mul(uint64_t a, uint64_t b) {
+    unsigned __int128 p = (unsigned __int128)a * b;
+    uint64_t r = (uint64_t)(p & RH_P) + (uint64_t)(p >> 61);
+    return r >= RH_P ? r - RH_P : r;
+}
+
+static uint64_t rh_add(uint64_t a, uint64_t b) { return a + b >= RH_P ? a + b - RH_P : a + b; }
+
+static uint64_t rh_pow(uint64_t b, uint64_t e) {
+    uint64_t r = 1;
+    for (; e; e >>= 1, b = rh_mul(b, b))
+        if (e & 1) r = rh_mul(r, b);
+    return r;
+}
+
+static uint64_t rh_of(const char *s, size_t n) {
+    uint64_t h = 0;
+    for (size_t i = 0; i < n; i++) h = rh_add(rh_mul(h, RH_BASE), (uint64_t)(unsigned char)s[i] + 1);
+    return h;
+}
+
+/* An open-addressing set of hashes (0 stands for "empty", so a hash of 0 is stored as 1). */
+typedef struct rh_set {
+    uint64_t *v;
+    size_t mask;
+} rh_set;
+
+static uint64_t rh_key(uint64_t h) { return h ? h : 1; }
+
+static size_t rh_slot(const rh_set *s, uint64_t h) {
+    size_t i = (size_t)(h * 0x9e3779b97f4a7c15ULL >> 20) & s->mask;
+    while (s->v[i] && s->v[i] != h) i = (i + 1) & s->mask;
+    return i;
+}
+
+static int rh_has(const rh_set *s, uint64_t h) { return s->v[rh_slot(s, rh_key(h))] != 0; }
+
 int bpe_derive_merges(bpe *m) {
+    /* before: every split of every token looked both halves up, hashing their bytes, which
+     * is quadratic in a token's length (a tiktoken file with one 1 MB token took minutes) */
+    size_t ntok = 0, cap = 16;
+    for (uint32_t id = 0; id < m->nids; id++) {
+        size_t n;
+        ntok += bpe_token(m, id, &n) != NULL;
+    }
+    while (cap < 2 * ntok + 2) cap *= 2;
+    rh_set set = {calloc(cap, sizeof(uint64_t)), cap - 1};
+    if (!set.v) return -1;
     for (uint32_t id = 0; id < m->nids; id++) {
         size_t n;
         const char *t = bpe_token(m, id, &n);
-        if (!t || n < 2 || bpe_lookup(m, t, n) != id) continue;
-        for (size_t k = 1; k < n; k++) {
-            uint32_t a = bpe_lookup(m, t, k), b = bpe_lookup(m, t + k, n - k);
-            if (a != BPE_NONE && b != BPE_NONE && bpe_add_merge(m, a, b, id, id)) return -1;
+        if (t) {
+            uint64_t h = rh_key(rh_of(t, n));
+            set.v[rh_slot(&set, h)] = h;
         }
     }
-    return 0;
+    const uint64_t inv_base = rh_pow(RH_BASE, RH_P - 2); /* Fermat: RH_P is prime */
+    int rc = 0;
+    for (uint32_t id = 0; id < m->nids && !rc; id++) {
+        size_t n;
+        const char *t = bpe_token(m, id, &n);
+        if (!t || n < 2 || bpe_lookup(m, t, n) != id) continue;
+        /* prefix t[0..k) and suffix t[k..n): whole = pre * B^(n-k) + suf */
+        uint64_t whole = rh_of(t, n), pre = 0, pw = rh_pow(RH_BASE, n - 1);
+        for (size_t k = 1; k < n && !rc; k++, pw = rh_mul(pw, inv_base)) {
+            pre = rh_add(rh_mul(pre, RH_BASE), (uint64_t)(unsigned char)t[k - 1] + 1);
+            uint64_t suf = rh_add(whole, RH_P - rh_mul(pre, pw)); /* pw = B^(n-k) */
+            if (!rh_has(&set, pre) || !rh_has(&set, suf)) continue; /* a half is no token */
+            uint32_t a = bpe_lookup(m, t, k), b = bpe_lookup(m, t + k, n - k);
+            if (a != BPE_NONE && b != BPE_NONE && bpe_add_merge(m, a, b, id, id)) rc = -1;
+        }
+    }
+    free(set.v);
+    return rc;
 }
 
 int bpe_check_bytes(bpe *m) {

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "data/nfc.h"
 #include "data/pretok.h"
@@ -593,6 +594,34 @@ static void test_hostile_ranks(void) {
         CHECK(ok, "case %zu", i);
     }
     CHECK(bad_load(b.p + 7, b.n - 7, "gpt2", "no token for the byte 0x00"), "missing byte");
+    {
+        /* one long token: deriving the merges looked both halves of every split up, hashing
+         * their bytes — quadratic in the token's length (a 1 MB token: past 60 s; this one,
+         * 2.1 MB: hours). Its splits are filtered by a rolling hash now; the merges are the
+         * same ("aaaa" is "aa" + "aa"), the long piece one token */
+        buf_t c = {0};
+        buf_putn(&c, b.p, b.n);
+        buf_puts(&c, "YWFhYQ== 257\nYWE= 258\n"); /* "aaaa", "aa" */
+        for (int i = 0; i < 700000; i++) buf_puts(&c, "YWFh"); /* "aaa" */
+        buf_puts(&c, " 259\n");
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        tokenizer *lt = load_text("long.tiktoken", c.p, c.n, "gpt2", &e);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        buf_free(&c);
+        CHECK(lt, "a 2.1 MB token: %s", e.msg);
+        CHECK(took < 30, "a 2.1 MB token took %.1f s to load", took);
+        char *run = malloc(2100001);
+        CHECK(run, "malloc");
+        memset(run, 'a', 2100000);
+        run[2100000] = '\0';
+        CHECK(encode_eq(lt, run, (uint32_t[]){259}, 1), "the long token is one id");
+        CHECK(encode_eq(lt, "aaaa", (uint32_t[]){257}, 1), "aaaa");
+        CHECK(encode_eq(lt, "aaaaaa", (uint32_t[]){257, 258}, 2), "aaaaaa");
+        free(run);
+        tokenizer_free(lt);
+    }
     buf_free(&b);
 }
 
