@@ -329,6 +329,28 @@ bool cluster_check_tolerations(const char *s, char *why, size_t n) {
     return ok;
 }
 
+/* Whether value v (len bytes) holds a URL whose authority carries user info: an '@' before
+ * its path, or a ':' followed by more than a port's digits (a password may hold '/', which
+ * ends the authority before its '@'). A port ("http://host:9000") and an IPv6 host
+ * ("http://[::1]:9000") are none. */
+static bool value_has_userinfo(const char *v, size_t len) {
+    const char *end = v + len;
+    for (const char *q = v; (q = memmem(q, (size_t)(end - q), "://", 3)); q += 3) {
+        const char *a = q + 3;
+        size_t an = 0;
+        while (a + an < end && a[an] != '/' && a[an] != '?' && a[an] != '#') an++;
+        if (memchr(a, '@', an)) return true;
+        if (an && a[0] == '[') { /* an IPv6 literal: its colons are the address's */
+            const char *rb = memchr(a, ']', an);
+            if (rb) an -= (size_t)(rb + 1 - a), a = rb + 1;
+        }
+        const char *colon = memchr(a, ':', an);
+        for (const char *d = colon ? colon + 1 : a + an; d < a + an; d++)
+            if (*d < '0' || *d > '9') return true;
+    }
+    return false;
+}
+
 /* "NAME=value,...": extra environment. Values are never echoed: a person may have pasted
  * a secret by mistake, and an error message ends up in logs. */
 bool cluster_check_env(const char *s, char *why, size_t n) {
@@ -373,6 +395,13 @@ bool cluster_check_env(const char *s, char *why, size_t n) {
             snprintf(why, n, "'%.*s' looks like a credential: credentials never go into a config "
                              "or a rendered job; use cluster.credentials_file (Slurm) or "
                              "cluster.secret_name (Kubernetes)", (int)nlen, p);
+            return false;
+        }
+        if (value_has_userinfo(eq + 1, len - nlen - 1)) { /* an endpoint or proxy with its password */
+            snprintf(why, n, "'%.*s' holds a URL with user info (user:secret@host), which is refused and not "
+                             "repeated here: credentials never go into a config or a rendered job; give the "
+                             "URL without them and the credentials through cluster.credentials_file (Slurm) "
+                             "or cluster.secret_name (Kubernetes)", (int)nlen, p);
             return false;
         }
         p = end ? end + 1 : p + len;

@@ -163,6 +163,12 @@ static void test_cluster_formats(void) {
         {"cluster.env=A", 0, "NAME=value"},
         {"cluster.env=db_password=x", 0, "looks like a credential"},
         {"cluster.env=A=1,HF_TOKEN=x", 0, "'HF_TOKEN' looks like a credential"},
+        /* a URL holding its password (an endpoint, a proxy): refused, never rendered; a port
+         * or an IPv6 host is no user info */
+        {"cluster.env=AWS_ENDPOINT_URL=http://user:SECRET@host:9000", 0, "'AWS_ENDPOINT_URL' holds a URL with user info"},
+        {"cluster.env=A=1,HTTPS_PROXY=http://u:SECRET@proxy", 0, "'HTTPS_PROXY' holds a URL with user info"},
+        {"cluster.env=X=https://u:pa/ss@host/p", 0, "user info"},
+        {"cluster.env=AWS_ENDPOINT_URL=http://host:9000,P=http://[::1]:8080/x", 1, NULL},
         /* TOKEN inside another word is none: Hugging Face's tokenizers read this one */
         {"cluster.env=TOKENIZERS_PARALLELISM=false", 1, NULL},
         /* what the job sets itself: given again, every pod would be rank 0 of 1 */
@@ -239,9 +245,17 @@ static void test_credentials_never_echoed(void) {
                    &e);
     int ok2 = rc2 == ERR_USAGE && strstr(e.msg, "MY_TOKEN") && strstr(e.msg, "cred2.yaml:3") &&
               !strstr(e.msg, "s3cr3t");
+    char msg2[sizeof e.msg];
+    snprintf(msg2, sizeof msg2, "%s", e.msg);
+    /* a password inside a URL value (before: rendered into the script's argv and the Job) */
+    int rc3 = load(c, "cred3", "data: {dataset: /d.yaml}\ncluster:\n  env: HTTPS_PROXY=http://me:s3cr3t@proxy:3128\n",
+                   NULL, 0, &e);
+    int ok3 = rc3 == ERR_USAGE && strstr(e.msg, "HTTPS_PROXY") && strstr(e.msg, "cred3.yaml:3") &&
+              !strstr(e.msg, "s3cr3t");
     free(c);
     CHECK(ok1, "--set: rc %d: %s", rc1, msg1);
-    CHECK(ok2, "file: rc %d: %s", rc2, e.msg);
+    CHECK(ok2, "file: rc %d: %s", rc2, msg2);
+    CHECK(ok3, "a URL's password: rc %d: %s", rc3, e.msg);
 }
 
 /* Runs pinned before the cluster section existed: their canonical form lacks cluster.*
