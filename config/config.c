@@ -582,6 +582,14 @@ static int check_all(const config *c, const origin *from, const char *path, tdm_
                        "model's positions (lower train.seq or raise model.ctx)",
                        va, oa, vb, ob);
     }
+    if (c->log.val_every > 0 && (long long)c->log.val_tokens < (long long)c->train.seq + 1) {
+        ORIGINS("log.val_tokens", "train.seq");
+        return err_set(e, ERR_USAGE,
+                       "log.val_tokens = %s%s is shorter than one validation window, train.seq + 1 = "
+                       "%lld tokens (train.seq = %s%s): no domain could be measured; raise "
+                       "log.val_tokens or set log.val_every = 0",
+                       va, oa, (long long)c->train.seq + 1, vb, ob);
+    }
     if (c->optim.lr_min > c->optim.lr) {
         ORIGINS("optim.lr_min", "optim.lr");
         return err_set(e, ERR_USAGE,
