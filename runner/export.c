@@ -15,6 +15,7 @@
 #include "config/config.h"
 #include "runner/model_source.h"
 #include "runner/run_state.h"
+#include "storage/url.h"
 #include "util/buf.h"
 #include "util/fileio.h"
 #include "data/shard.h"
@@ -68,6 +69,20 @@ static int side_files_readable(const char *src, tdm_err *e) {
     return 0;
 }
 
+/* The real path of dir's deepest folder that exists (dir itself when it does: --out may
+ * name one to be created), in out (PATH_MAX); 0 when none resolves. */
+static int existing_ancestor(const char *dir, char *out) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", dir);
+    for (;;) {
+        if (realpath(p, out)) return 1;
+        char *slash = strrchr(p, '/');
+        if (!slash) return realpath(".", out) != NULL;
+        if (slash == p) return realpath("/", out) != NULL;
+        *slash = '\0';
+    }
+}
+
 int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype, export_result *out, tdm_err *e) {
     memset(out, 0, sizeof *out);
     run_state rs;
@@ -80,6 +95,19 @@ int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype
     if (!rc && src && realpath(src, rsrc) && realpath(dir, rdir) && !strcmp(rsrc, rdir))
         rc = err_set(e, ERR_USAGE, "--out %s is the run's model.init folder: exporting there would replace the "
                      "pretrained weights the run starts from; export into a new folder", dir);
+    /* a folder inside a file store: its files would be objects nobody wrote (verify: orphan
+     * blobs under blobs/, unknown keys elsewhere), and gc could delete them */
+    store_url_parts sp;
+    tdm_err ue;
+    char rstore[PATH_MAX];
+    if (!rc && store_url_parse(store_url(st), &sp, &ue) == 0 && sp.kind == STORE_URL_FILE &&
+        realpath(sp.path, rstore) && existing_ancestor(dir, rdir)) {
+        size_t n = strlen(rstore);
+        if (!strncmp(rdir, rstore, n) && (rdir[n] == '\0' || rdir[n] == '/' || (n == 1 && rstore[0] == '/')))
+            rc = err_set(e, ERR_USAGE, "--out %s is inside the store %s: the export's files would sit among its "
+                         "objects (verify would name them, gc could delete them); export into a folder outside it",
+                         dir, store_url(st));
+    }
     char index[CONFIG_STR_MAX + 64];
     snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
     if (!rc && access(index, F_OK) == 0) /* loaders read the shards it names, not our file */

@@ -164,7 +164,7 @@ static inline int read_all(const char *path, char *buf, size_t cap) {
  * and stderr); returns its exit status, -1 when it could not run. */
 static inline int tandem_on_store(const fixture *f, const char *command, const char *options,
                                   char *out, size_t cap) {
-    char cmd[1024];
+    char cmd[8192];
     snprintf(cmd, sizeof cmd, "'%s' %s '%s' %s 2>&1", tandem_bin(), command, f->store, options);
     FILE *p = popen(cmd, "r");
     if (!p) return -1;

@@ -187,6 +187,16 @@ static void test_kills_resume_bit_exact(void) {
     CHECK(write_file(idx, "{\"weight_map\": {}}\n") == 0, "index");
     int rc2 = export_to(&f, exp, "", out, sizeof out);
     CHECK(rc2 == 2 && strstr(out, "model.safetensors.index.json"), "export beside an index: exit %d: %s", rc2, out);
+    /* into the store itself (a folder of it, or one to be made there): refused, nothing
+     * written (before: its files became orphan blobs that verify named and gc deleted) */
+    const char *inside[] = {"", "/blobs", "/new/deeper"};
+    for (size_t i = 0; i < sizeof inside / sizeof *inside; i++) {
+        snprintf(exp, sizeof exp, "%s%s", f.store, inside[i]);
+        rc2 = export_to(&f, exp, "", out, sizeof out);
+        CHECK(rc2 == 2 && strstr(out, "is inside the store"), "export into '%s': exit %d: %s", exp, rc2, out);
+    }
+    rc2 = tandem_on_store(&f, "verify", "", out, sizeof out);
+    CHECK(rc2 == 0 && strstr(out, " 0 faults") && !strstr(out, "orphan"), "verify after the refusals: %s", out);
     fixture_done(&f);
     fixture_done(&ref);
 }
