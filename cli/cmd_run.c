@@ -81,6 +81,8 @@ static int run_run(const cli_args *a) {
     char **lists = cli_list(a, "--allow-change", &nlist);
     for (int i = 0; !rc && i < nlist; i++)
         if (add_keys(lists[i], &allow, &nallow, &owned, &nowned)) rc = err_set(&e, ERR_INTERNAL, "out of memory");
+    /* a misspelt key would allow nothing, and the resume would refuse the change it meant */
+    for (int i = 0; !rc && i < nallow; i++) rc = config_key_known(allow[i], "--allow-change", &e);
     if (cli_given(a, "--quiet")) o.progress = PROGRESS_QUIET;
     if (cli_given(a, "--json")) o.progress = PROGRESS_JSON;
     /* a sweep point: its settings after every --set, its own store under the study's */

@@ -785,6 +785,14 @@ static int unknown_set_key(const char *flag, const char *key, const char *text, 
                    flag, key, key, sugg);
 }
 
+int config_key_known(const char *key, const char *flag, tdm_err *e) {
+    if (find_key(key)) return 0;
+    char sugg[128];
+    suggestion(key, false, sugg, sizeof sugg);
+    return err_set(e, ERR_USAGE, "%s %.100s: unknown key '%.100s'%s; keys are section.key (see tandem run --help)",
+                   flag, key, key, sugg);
+}
+
 /* Splits "key=value" at the first '=' (values may contain '=') and finds the key. */
 static int split_set(const char *text, const char *flag, set_item *it, tdm_err *e) {
     const char *eq = strchr(text, '=');

@@ -223,6 +223,10 @@ int config_set(config *c, const char *key, const char *value, tdm_err *e);
  * re-checks every key's range (a struct filled by hand may hold anything). */
 int config_check(const config *c, tdm_err *e);
 
+/* 0 when `key` is a config key; else ERR_USAGE naming it with `flag` (the option that gave
+ * it, e.g. "--allow-change") and a "did you mean" when one is close. */
+int config_key_known(const char *key, const char *flag, tdm_err *e);
+
 /* ------------------------------------------ the canonical form: what a run pins */
 
 /* The canonical form: one entry per key, all keys (defaults included), sorted by key

@@ -162,6 +162,14 @@ after=$(sha256sum <"$root/SWEEP")
   || fail "a bad sweep value or key (any point): exit 2 before anything runs, naming --sweep and the point" \
     "exit $st / $st2" "$(cat "$tmp/badval.err" "$tmp/badkey.err")"
 
+# a misspelt --allow-change key allowed nothing and was taken silently (exit 0): refused
+# before anything runs, with the key it was likely meant to be
+"$bin" run "$tmp/c.yaml" --store "$tmp/badallow" --allow-change tandem.KK --quiet 2>"$tmp/badallow.err"; st=$?
+[ $st = 2 ] && [ ! -e "$tmp/badallow" ] \
+  && grep -q -- "--allow-change tandem.KK: unknown key 'tandem.KK' (did you mean 'tandem.K'?)" "$tmp/badallow.err" \
+  && pass "an unknown --allow-change key: exit 2 before anything runs, with a suggestion" \
+  || fail "an unknown --allow-change key: exit 2 before anything runs" "exit $st" "$(cat "$tmp/badallow.err")"
+
 # not a sweep's root; a damaged SWEEP
 "$bin" results "$root/$label0" >/dev/null 2>"$tmp/notroot.err"; st=$?
 [ $st = 3 ] && grep -q "not a sweep's root" "$tmp/notroot.err" && grep -q "tandem eval" "$tmp/notroot.err" \
