@@ -228,9 +228,11 @@ else fail "a diverged run released its lease" "$out"; fi
 # A number a user sets in the environment and mistypes is refused at start (exit 2, naming
 # the variable), before the store is created. Before: the lock timeout read "2m" as 2 s and
 # "nan" as waiting for ever, "24 G" of TANDEM_MEM_AVAILABLE was passed over for the whole
-# node's memory, and a grace period of "30s" was taken for none known.
+# node's memory ("0" turned the memory check off, "0x10" was 16 bytes), and a grace period
+# of "30s" was taken for none known.
 for kv in "TANDEM_STORE_LOCK_TIMEOUT_S=2m" "TANDEM_STORE_LOCK_TIMEOUT_S=nan" "TANDEM_STORE_LOCK_TIMEOUT_S=0" \
-          "TANDEM_MEM_AVAILABLE=24 G" "TANDEM_MEM_AVAILABLE=24X" "TANDEM_GRACE_S=30s" "TANDEM_GRACE_S=-1"; do
+          "TANDEM_MEM_AVAILABLE=24 G" "TANDEM_MEM_AVAILABLE=24X" "TANDEM_MEM_AVAILABLE=0" "TANDEM_MEM_AVAILABLE=0x10" \
+          "TANDEM_GRACE_S=30s" "TANDEM_GRACE_S=-1"; do
   var=${kv%%=*}
   rm -rf "$tmp/envnum"
   out=$(env "$kv" "$bin" run "$tmp/c.yaml" --store "$tmp/envnum" --quiet 2>&1); rc=$?

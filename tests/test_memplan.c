@@ -31,6 +31,16 @@ static void test_parse_size(void) {
     CHECK(mem_parse_size("ten") < 0 && mem_parse_size("10Q") < 0 && mem_parse_size("-1") < 0 &&
               mem_parse_size("5G junk") < 0,
           "not sizes");
+    /* strtod's other forms (before: 16 bytes, 1000 bytes, 24 GiB) */
+    CHECK(mem_parse_size("0x10") < 0 && mem_parse_size("1e3") < 0 && mem_parse_size(" 24G") < 0 &&
+              mem_parse_size("1.G") < 0 && mem_parse_size(".5G") < 0 && mem_parse_size("inf") < 0,
+          "strtod's forms");
+    /* 0 turned the memory check off without a word: refused at start */
+    tdm_err me = {0};
+    setenv("TANDEM_MEM_AVAILABLE", "0", 1);
+    CHECK(mem_env_check(&me) == ERR_USAGE && strstr(me.msg, "above 0"), "0: %s", me.msg);
+    setenv("TANDEM_MEM_AVAILABLE", "0.5K", 1);
+    CHECK(mem_env_check(&me) == 0, "0.5K: %s", me.msg);
     setenv("TANDEM_MEM_AVAILABLE", "3G", 1);
     const char *src = NULL;
     CHECK(mem_available(&src) == 3.0 * 1073741824 && strcmp(src, "TANDEM_MEM_AVAILABLE") == 0,

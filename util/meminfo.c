@@ -7,17 +7,27 @@
 
 int mem_env_check(tdm_err *e) {
     const char *v = getenv("TANDEM_MEM_AVAILABLE");
-    if (v && *v && mem_parse_size(v) < 0)
-        return err_set(e, ERR_USAGE, "TANDEM_MEM_AVAILABLE = '%.60s' is not a size: write bytes or a "
+    if (v && *v && !(mem_parse_size(v) > 0)) /* 0 would turn the memory check off unsaid */
+        return err_set(e, ERR_USAGE, "TANDEM_MEM_AVAILABLE = '%.60s' is not a size above 0: write bytes or a "
                        "number with K, M, G or T (24G, 24GiB, 512M), or unset it", v);
     return 0;
 }
 
 double mem_parse_size(const char *s) {
     if (!s || !*s) return -1;
+    /* digits, with a decimal fraction: strtod would also take " 5", "0x10" (16 bytes) and
+     * "1e3" (1000 bytes), none of them what a person writes for a memory size */
+    const char *p = s;
+    while (*p >= '0' && *p <= '9') p++;
+    if (p == s) return -1;
+    if (*p == '.') {
+        const char *f = ++p;
+        while (*p >= '0' && *p <= '9') p++;
+        if (p == f) return -1;
+    }
     char *end;
     double v = strtod(s, &end);
-    if (end == s || !(v >= 0) || v > 1e30) return -1;
+    if (end != p || !(v >= 0) || v > 1e30) return -1;
     double unit = 1;
     switch (*end) {
     case '\0': break;
