@@ -208,8 +208,9 @@ static int run_prep(const cli_args *a) {
         rc = err_set(&e, ERR_USAGE,
                      "--split: '%s' is not train,val[,test] fractions such as 0.9,0.05,0.05", v);
     if (!rc && (v = cli_str(a, "--shard-tokens", NULL))) {
-        if (args_parse_count(v, &u) || u == 0 || u > SHARD_MAX_TOKENS)
-            rc = err_set(&e, ERR_USAGE, "--shard-tokens: '%s' is not a count in 1..%u", v, SHARD_MAX_TOKENS);
+        if (args_parse_count(v, &u) || u < PREP_MIN_SHARD_TOKENS || u > SHARD_MAX_TOKENS)
+            rc = err_set(&e, ERR_USAGE, "--shard-tokens: '%s' is not a count in %d..%u (a training window of "
+                         "train.seq + 1 tokens lies within one shard)", v, PREP_MIN_SHARD_TOKENS, SHARD_MAX_TOKENS);
         o.shard_tokens = u;
     }
     if (!rc && (v = cli_str(a, "--seed", NULL)) && args_parse_u64(v, &o.seed))

@@ -183,9 +183,10 @@ static int prep_check_opts(const prep_opts *o, tdm_err *e) {
         return err_set(e, ERR_USAGE, "empty JSON text field name (--text-field)");
     int rc = prep_check_split(o->split, e);
     if (rc) return rc;
-    if (o->shard_tokens < 1 || o->shard_tokens > SHARD_MAX_TOKENS)
-        return err_set(e, ERR_USAGE, "shard tokens %llu is outside 1..%u (--shard-tokens)",
-                       (unsigned long long)o->shard_tokens, SHARD_MAX_TOKENS);
+    if (o->shard_tokens < PREP_MIN_SHARD_TOKENS || o->shard_tokens > SHARD_MAX_TOKENS)
+        return err_set(e, ERR_USAGE, "shard tokens %llu is outside %d..%u (--shard-tokens; a training window of "
+                       "train.seq + 1 tokens lies within one shard)",
+                       (unsigned long long)o->shard_tokens, PREP_MIN_SHARD_TOKENS, SHARD_MAX_TOKENS);
     struct stat st;
     if (stat(o->out, &st) == 0 && !S_ISDIR(st.st_mode))
         return err_set(e, ERR_USAGE,

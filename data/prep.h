@@ -73,6 +73,9 @@
 #define PREP_RNG_PURPOSE 0x70726570u /* "prep"; far from util/rng.h's small purposes */
 
 #define PREP_DEFAULT_SHARD_TOKENS 100000000 /* llm.c's shard size */
+/* The fewest tokens per shard: a training window (train.seq + 1 tokens) lies within one
+ * shard, and shorter shards only multiply files (1 gave 26 k files no run could use) */
+#define PREP_MIN_SHARD_TOKENS 256
 #define PREP_DEFAULT_SEED 1
 #define PREP_DEFAULT_PROGRESS_BYTES (256ull << 20)
 #define PREP_SPLIT_TOLERANCE 1e-6 /* |f_train + f_val + f_test - 1| allowed */

@@ -1292,6 +1292,8 @@ static void test_prep_rejections(void) {
          {"train = 1.1", "[0, 1]", ""}},
         {"shard tokens", {{"web", "in"}}, 1, {0}, 3000000000u, NULL,
          {"shard tokens 3000000000", "--shard-tokens", ""}},
+        /* one-token shards: 26 k files from 27 kB, none a run could read a window from */
+        {"shard tokens 1", {{"web", "in"}}, 1, {0}, 1, NULL, {"shard tokens 1 is outside 256..", "--shard-tokens", ""}},
         {"no text", {{"web", "blank.txt"}, {"web", "empty"}}, 2, {0}, 0, NULL,
          {"domain 'web' has 0 documents from 1 file", "left out: 1 empty", ""}},
         {"glob matches nothing", {{"web", "in/**/*.md"}}, 1, {0}, 0, NULL,
