@@ -243,7 +243,7 @@ const key_def config_schema[] = {
         "full states the writer keeps after each commit (the newest N, HEAD's, pinned ones and "
         "the blobs they need; α records always stay); 0 = keep all. Not pinned: change it any "
         "time"),
-    FLTF("checkpoint.grace_s", checkpoint.grace_s, "0", 0, false, INFINITY, false, F_UNPINNED,
+    FLTF("checkpoint.grace_s", checkpoint.grace_s, "0", 0, false, 1e7, false, F_UNPINNED,
         "seconds from a stop signal to SIGKILL: on a signal a full state is committed only if "
         "the measured commit throughput says it fits, else the last one stands (the resume "
         "replays); 0 = the environment's TANDEM_GRACE_S (set by the rendered Slurm scripts and "

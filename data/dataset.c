@@ -68,6 +68,15 @@ typedef struct {
     const char *domain;
 } load_ctx;
 
+/* glob's first error: which directory, and why (a pattern into a missing directory is
+ * GLOB_ABORTED under GLOB_ERR, as an unreadable one is) */
+static _Thread_local char glob_err_dir[512];
+static _Thread_local int glob_err_no;
+static int glob_error(const char *path, int err) {
+    if (!glob_err_dir[0]) snprintf(glob_err_dir, sizeof glob_err_dir, "%s", path), glob_err_no = err;
+    return 1; /* stop: GLOB_ERR */
+}
+
 /* Expands one pattern into `sp`, opening each match. */
 static int load_pattern(const load_ctx *c, int split, const ydoc_node *pat, dataset_split *sp,
                         size_t *cap, tdm_err *e) {
@@ -83,7 +92,8 @@ static int load_pattern(const load_ctx *c, int split, const ydoc_node *pat, data
     if (!full) return err_set(e, ERR_INTERNAL, "%s: out of memory", c->path);
     snprintf(full, len, "%s%s", p[0] == '/' ? "" : c->base, p);
     glob_t g;
-    int gr = glob(full, GLOB_ERR, NULL, &g);
+    glob_err_dir[0] = '\0';
+    int gr = glob(full, GLOB_ERR, glob_error, &g);
     int rc = 0;
     if (gr == GLOB_NOMATCH)
         rc = err_set(e, ERR_USAGE,
@@ -92,9 +102,9 @@ static int load_pattern(const load_ctx *c, int split, const ydoc_node *pat, data
                      c->path, pat->line, c->domain, sn, p, full);
     else if (gr == GLOB_ABORTED)
         rc = err_set(e, ERR_USAGE,
-                     "%s:%d: domain '%s' %s: pattern '%s': a directory could not be read "
-                     "(permissions?)",
-                     c->path, pat->line, c->domain, sn, p);
+                     "%s:%d: domain '%s' %s: pattern '%s': directory '%s' could not be read: %s",
+                     c->path, pat->line, c->domain, sn, p, glob_err_dir[0] ? glob_err_dir : "?",
+                     glob_err_dir[0] ? strerror(glob_err_no) : "unknown error");
     else if (gr != 0)
         rc = err_set(e, ERR_INTERNAL, "%s:%d: glob '%s' failed (out of memory)", c->path, pat->line,
                      full);

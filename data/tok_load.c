@@ -105,9 +105,9 @@ static int load_tiktoken(tokenizer *t, const char *path, const char *data, size_
         if (k <= 0 || !stop) {
             rc = err_set(e, ERR_USAGE, "tokenizer %s line %zu: expected \"BASE64TOKEN RANK\"", path,
                          line);
-        } else if (rank > MAX_ID) {
-            rc = err_set(e, ERR_USAGE, "tokenizer %s line %zu: rank %llu is too large", path, line,
-                         rank);
+        } else if (rank > MAX_ID) { /* as written: strtoull's overflow reads as 2^64 - 1 */
+            rc = err_set(e, ERR_USAGE, "tokenizer %s line %zu: rank %.*s is too large", path, line,
+                         (int)(data + end - sp - 1), sp + 1);
         } else {
             int r = bpe_set_token(&t->m, (uint32_t)rank, tok, (size_t)k, 1);
             if (r < 0)

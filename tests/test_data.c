@@ -375,6 +375,10 @@ static void test_dataset_errors(void) {
          "    val: [web/val_*.bin]\n  - name: web\n    train: [web/train_1.bin]\n"
          "    val: [web/val_*.bin]\n",
          {"dataset.yaml:6:", "duplicate domain name 'web'", "#2"}},
+        /* a pattern into a missing directory (before: "could not be read (permissions?)") */
+        {"vocab: 256\ndomains:\n  - name: web\n    train: [nodir/train_*.bin]\n"
+         "    val: [web/val_*.bin]\n",
+         {"dataset.yaml:4:", "nodir' could not be read", "No such file or directory"}},
         /* as prep refuses them (before: a run trained on 'web' and 'Web' side by side) */
         {"vocab: 256\ndomains:\n  - name: web\n    train: [web/train_0.bin]\n"
          "    val: [web/val_*.bin]\n  - name: Web\n    train: [web/train_1.bin]\n"

@@ -796,6 +796,10 @@ static void test_prep_json_files(void) {
     put_text(dir, "c.json", "[{\"text\": \"fine\"},\n{\"text\": \"broken\"\n");
     put_text(dir, "d.JSON", "{\"text\": \"upper-case suffix\"}"); /* still JSON */
     put_text(dir, "e.json", " [ ] \n"); /* no records: an empty file (it was nothing at all) */
+    /* a byte order mark first (Windows editors write one): before, the .jsonl's first
+     * record was lost as bad JSON and the whole .json left out */
+    put_text(dir, "f.json", "\xef\xbb\xbf[{\"text\": \"bom json\"}]");
+    put_text(dir, "g.jsonl", "\xef\xbb\xbf{\"text\": \"bom line 1\"}\n{\"text\": \"bom line 2\"}\n");
     prep_input in[] = {{"web", dir}};
     prep_stats st[DATASET_MAX_DOMAINS];
     memout warn;
@@ -803,8 +807,8 @@ static void test_prep_json_files(void) {
     char *sub = join(dir, "in");
     CHECK(mkdir(sub, 0777) == 0, "mkdir");
     /* inputs in a subdirectory, so that out/ is not inside the input */
-    const char *names[] = {"a.json", "b.json", "c.json", "d.JSON", "e.json"};
-    for (int i = 0; i < 5; i++) {
+    const char *names[] = {"a.json", "b.json", "c.json", "d.JSON", "e.json", "f.json", "g.jsonl"};
+    for (int i = 0; i < 7; i++) {
         char *from = join(dir, names[i]), *to = join(sub, names[i]);
         CHECK(rename(from, to) == 0, "rename");
         free(from), free(to);
@@ -812,11 +816,11 @@ static void test_prep_json_files(void) {
     in[0].path = sub;
     CHECK(run_one(dir, "1", in, 1, st, &warn, &e) == 0, "%s", e.msg);
     docs want = {0};
-    add_strs(&want, "one\0two\nlines\0three\0single\0upper-case suffix\0");
+    add_strs(&want, "one\0two\nlines\0three\0single\0upper-case suffix\0bom json\0bom line 1\0bom line 2\0");
     int ok = check_out(dir, "1", &want) == 0;
     free_docs(&want);
     CHECK(ok, "documents misplaced or wrong");
-    CHECK(st[0].docs == 5 && st[0].files_used == 3 && st[0].skipped[TEXTSRC_BAD_JSON] == 2 &&
+    CHECK(st[0].docs == 8 && st[0].files_used == 5 && st[0].skipped[TEXTSRC_BAD_JSON] == 2 &&
               st[0].skipped[TEXTSRC_NO_FIELD] == 1 && st[0].skipped[TEXTSRC_EMPTY] == 1,
           "docs %llu, bad JSON %llu, no field %llu", (unsigned long long)st[0].docs,
           (unsigned long long)st[0].skipped[TEXTSRC_BAD_JSON],

@@ -580,6 +580,7 @@ static void test_hostile_ranks(void) {
         {"!!!! 300\n", "line 258"},
         {"YWI= 3\n", "appears twice"},
         {"YWJj 99999999999999\n", "too large"},
+        {"YWJj 99999999999999999999\n", "rank 99999999999999999999 is too large"}, /* was 18446744073709551615 */
         {"YWJj 16777216\n", "rank 16777216 is too large"},
         {"YWJj\n", "line 258"},
         {"YWJj 12x\n", "line 258"},
