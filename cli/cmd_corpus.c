@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include "data/corpus.h"
 #include "data/dataset.h"
@@ -84,6 +85,38 @@ static int split_list(char *s, char **items, int max) {
 
 /* The values are checked here, not by the rows: counts take k/M/G suffixes and comma lists
  * (the messages name the option as before). */
+/* Whether the corpus fits the free space of the file system --out goes to (its deepest
+ * folder that exists): 2 bytes a token (uint16 shards). Before, 1e11 train tokens started
+ * writing and filled the disk. 0, or 3 with the sizes said. */
+static int room_for(const corpus_opts *o) {
+    double tokens = 0;
+    for (int m = 0; m < o->n_domains; m++)
+        tokens += (o->n_train ? (double)o->train_tokens[o->n_train > 1 ? m : 0] : (double)CORPUS_DEFAULT_TRAIN) +
+                  (double)o->val_tokens + (double)o->test_tokens;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", o->out);
+    struct statvfs fs;
+    while (statvfs(dir, &fs) != 0) { /* --out is created: ask its parent */
+        char *slash = strrchr(dir, '/');
+        if (!slash) {
+            snprintf(dir, sizeof dir, ".");
+        } else {
+            if (slash == dir) slash++;
+            *slash = '\0';
+        }
+        if (!strcmp(dir, ".") || !strcmp(dir, "/")) {
+            if (statvfs(dir, &fs) != 0) return 0; /* cannot tell: corpus_generate's writes will */
+            break;
+        }
+    }
+    double need = 2.0 * tokens, have = (double)fs.f_bavail * (double)fs.f_frsize;
+    if (need <= have) return 0;
+    fprintf(stderr, "tandem gen-corpus: the corpus needs %.2f GB (%.3g tokens at 2 bytes) and %s has %.2f GB "
+            "free: give fewer tokens (--train-tokens, --val-tokens, --test-tokens) or another --out\n",
+            need / 1e9, tokens, o->out, have / 1e9);
+    return 3;
+}
+
 static int run_gen_corpus(const cli_args *a) {
     corpus_opts o;
     corpus_opts_init(&o);
@@ -177,6 +210,7 @@ static int run_gen_corpus(const cli_args *a) {
         for (int m = 0; m < o.n_domains; m++) succ_all[m] = succ[n_succ == 1 ? 0 : m];
         o.successors = succ_all;
     }
+    if (!rc) rc = room_for(&o);
     if (!rc) {
         tdm_err e = {0};
         if (corpus_generate(&o, &e)) {

@@ -991,6 +991,13 @@ static void test_cli_gen_corpus(void) {
     char **bads[] = {bad1, bad2, bad3, bad4, bad5, bad6, bad7};
     int argcs[] = {5, 5, 3, 7, 5, 2, 5};
     for (int i = 0; i < 7; i++) CHECK(cmd_gen_corpus(argcs[i], bads[i]) == 2, "bad case %d", i + 1);
+    /* more than any disk holds (1e15 tokens a domain): refused before a byte is written
+     * (before: it wrote until the disk was full) */
+    char *out2 = join(dir, "huge");
+    char *huge[] = {"gen-corpus", "--out", out2, "--train-tokens", "1000000000000000"};
+    struct stat hs;
+    CHECK(cmd_gen_corpus(5, huge) == 3 && stat(out2, &hs) != 0, "a corpus larger than the disk was started");
+    free(out2);
     free(out);
     rm_rf(dir);
 }
