@@ -91,6 +91,11 @@ static int load_or_init(run_ctx *r, const ckpt_gens *g, ledger_resumed *res, tdm
     if (r->cfg.data.mixture == CONFIG_MIXTURE_FILE &&
         (rc = mixture_file_read(r->cfg.data.mixture_file, &r->ds, r->st.alpha, e)))
         return rc;
+    /* a file given for another mixture is not read: said, not refused (a sweep over
+     * data.mixture keeps one data.mixture_file for its `file` points) */
+    if (r->cfg.data.mixture != CONFIG_MIXTURE_FILE && r->cfg.data.mixture_file[0] && r->rank == 0)
+        fprintf(stderr, "tandem: note: data.mixture_file is set, but data.mixture is not `file`: the file is not "
+                "read\n");
     if ((rc = initial_mixture(r, e))) return rc;
     /* streaming has no host buffers: u's initial values pass through a buffer of its own
      * (one parameter-sized copy, before training starts, freed at once) */

@@ -170,6 +170,13 @@ after=$(sha256sum <"$root/SWEEP")
   && pass "an unknown --allow-change key: exit 2 before anything runs, with a suggestion" \
   || fail "an unknown --allow-change key: exit 2 before anything runs" "exit $st" "$(cat "$tmp/badallow.err")"
 
+# data.mixture_file beside another data.mixture is not read: said (before: silently)
+"$bin" run "$tmp/c.yaml" --store "$tmp/mixnote" --set data.mixture=uniform --set data.mixture_file=/nonexistent \
+  --set run.episodes=1 --quiet 2>"$tmp/mixnote.err"; st=$?
+[ $st = 0 ] && grep -q "data.mixture_file is set, but data.mixture is not .file.: the file is not read" "$tmp/mixnote.err" \
+  && pass "data.mixture_file with data.mixture = uniform: the run says the file is not read" \
+  || fail "data.mixture_file with data.mixture = uniform: a note" "exit $st" "$(cat "$tmp/mixnote.err")"
+
 # not a sweep's root; a damaged SWEEP
 "$bin" results "$root/$label0" >/dev/null 2>"$tmp/notroot.err"; st=$?
 [ $st = 3 ] && grep -q "not a sweep's root" "$tmp/notroot.err" && grep -q "tandem eval" "$tmp/notroot.err" \
