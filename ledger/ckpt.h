@@ -239,10 +239,13 @@ int ckpt_alpha_record(ckpt *c, const rec_alpha *a, sha256_digest *hash, tdm_err 
  * trail. Reads `records` small objects. */
 int ckpt_check_chain(ckpt *c, uint64_t records, const sha256_digest *head, tdm_err *e);
 
-/* Reports (stderr) every α record missing between the part of the chain a state vouches
- * for (`records`) and the newest record in the store: a hole past the state, which the
- * replay re-derives, said out loud as verify says it. Store errors are returned. */
-int ckpt_report_alpha_holes(ckpt *c, uint64_t records, tdm_err *e);
+/* Reports (stderr) the α records missing between the part of the chain a state vouches
+ * for (`records`) and the newest record in the store — a hole past the state, which the
+ * replay re-derives, said out loud as verify says it: one line per gap, however long. A
+ * record at or past `episodes` (run.episodes; 0: unknown), which no episode of the run
+ * writes and which would leave the chain ending past the run, is set aside under
+ * quarantine/ and removed. Store errors are returned. */
+int ckpt_report_alpha_holes(ckpt *c, uint64_t records, uint64_t episodes, tdm_err *e);
 
 /* ------------------------------------------------ a config change: the old trajectory */
 

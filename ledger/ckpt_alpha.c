@@ -96,25 +96,70 @@ static int cmp_asc(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-int ckpt_report_alpha_holes(ckpt *c, uint64_t records, tdm_err *e) {
+/* Sets aside α record `key`, which lies at or past the run's last episode: kept under
+ * quarantine/, then removed (only while this writer holds the lease). */
+static int set_aside_past_end(ckpt *c, const char *key, uint64_t episodes, tdm_err *e) {
+    void *data = NULL;
+    size_t n = 0;
+    int rc = store_get(c->st, key, &data, &n, NULL, e);
+    if (rc == STORE_NOT_FOUND) return 0;
+    char why[160];
+    snprintf(why, sizeof why, "lies past the run's last episode (run.episodes = %llu): no episode writes it, and "
+             "the chain would end there", (unsigned long long)episodes);
+    if (!rc) rc = ckpt_check_lease(c, e);
+    if (!rc) rc = ckpt_quarantine(c, key, data, n, why, e);
+    free(data);
+    if (!rc) rc = store_delete(c->st, key, e);
+    return rc == STORE_NOT_FOUND ? 0 : rc;
+}
+
+/* The most gaps said one by one; the rest are counted. */
+#define HOLE_LINES 8
+
+int ckpt_report_alpha_holes(ckpt *c, uint64_t records, uint64_t episodes, tdm_err *e) {
     store_list l;
     int rc = store_list_prefix(c->st, LEDGER_ALPHA, &l, e);
     if (rc) return rc;
     uint64_t *ts = calloc(l.n ? l.n : 1, sizeof *ts);
     size_t n = 0;
-    for (size_t i = 0; ts && i < l.n; i++)
-        if (ledger_key_index(l.keys[i], LEDGER_ALPHA, &ts[n]) == 0 && ts[n] >= records) n++;
+    for (size_t i = 0; !rc && ts && i < l.n; i++) {
+        uint64_t t;
+        if (ledger_key_index(l.keys[i], LEDGER_ALPHA, &t) != 0 || t < records) continue;
+        /* (a state past the run's end is refused after this, as it stands: nothing moved) */
+        if (episodes && t >= episodes && records <= episodes) rc = set_aside_past_end(c, l.keys[i], episodes, e);
+        else ts[n++] = t;
+    }
     store_list_free(&l);
-    if (!ts) return err_set(e, ERR_INTERNAL, "out of memory");
+    if (!ts && !rc) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    if (rc) {
+        free(ts);
+        return rc;
+    }
     qsort(ts, n, sizeof *ts, cmp_asc);
-    uint64_t want = records;
+    /* one line per gap (a record far past the others made one line per missing index:
+     * 156 million lines, and no stop signal heard meanwhile) */
+    uint64_t want = records, gaps = 0, missing = 0;
     for (size_t i = 0; i < n; i++) {
-        for (; want < ts[i]; want++)
-            fprintf(stderr, "tandem: %s/alpha/%llu.mp is missing (a hole in the alpha chain past "
-                    "the newest state, which vouches for %llu records); the replay re-derives it\n",
-                    store_url(c->st), (unsigned long long)want, (unsigned long long)records);
+        if (want < ts[i]) {
+            if (gaps < HOLE_LINES) {
+                if (ts[i] - want == 1)
+                    fprintf(stderr, "tandem: %s/alpha/%llu.mp is missing", store_url(c->st), (unsigned long long)want);
+                else
+                    fprintf(stderr, "tandem: %s/alpha/%llu.mp to alpha/%llu.mp are missing (%llu records)",
+                            store_url(c->st), (unsigned long long)want, (unsigned long long)(ts[i] - 1),
+                            (unsigned long long)(ts[i] - want));
+                fprintf(stderr, " (a hole in the alpha chain past the newest state, which vouches for %llu "
+                        "records); the replay re-derives it\n", (unsigned long long)records);
+            }
+            gaps++;
+            missing += ts[i] - want;
+        }
         want = ts[i] + 1;
     }
+    if (gaps > HOLE_LINES)
+        fprintf(stderr, "tandem: %s: %llu more holes in the alpha chain past the newest state (%llu records "
+                "missing in all); the replay re-derives them\n", store_url(c->st),
+                (unsigned long long)(gaps - HOLE_LINES), (unsigned long long)missing);
     free(ts);
     return 0;
 }

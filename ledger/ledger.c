@@ -18,6 +18,7 @@ struct ledger {
     size_t numel;
     long every_episodes;
     double every_seconds, grace;
+    uint64_t episodes;
     const volatile sig_atomic_t *stop_flag;
     const struct timespec *stop_at;
     struct {
@@ -68,6 +69,7 @@ ledger *ledger_open(store *st, const ledger_opts *o, tdm_err *e) {
     l->numel = o->layout->numel;
     l->every_episodes = o->every_episodes;
     l->every_seconds = o->every_seconds;
+    l->episodes = o->episodes;
     l->grace = o->grace_s;
     l->stop_flag = o->stop_flag;
     l->stop_at = o->stop_at;
@@ -110,7 +112,7 @@ int ledger_resume(ledger *l, const ckpt_gens *g, rec_state *rec, ledger_resumed 
     out->head_named = found && ckpt_head_named_loaded(l->ck);
     if (!found) return 0;
     rc = ckpt_check_chain(l->ck, rec->alpha_records, &rec->alpha_head, e);
-    if (!rc) rc = ckpt_report_alpha_holes(l->ck, rec->alpha_records, e);
+    if (!rc) rc = ckpt_report_alpha_holes(l->ck, rec->alpha_records, l->episodes, e);
     if (rc) rec_state_free(rec);
     return rc;
 }

@@ -49,6 +49,7 @@ typedef struct ledger_opts {
     long keep;                  /* checkpoint.keep (0: every state) */
     long every_episodes;        /* checkpoint.every_episodes (0: off) */
     double every_seconds;       /* checkpoint.every_seconds (0: off) */
+    uint64_t episodes;          /* run.episodes: the α records the run writes (0: unknown) */
     double grace_s;             /* seconds from a stop signal to SIGKILL; 0: unknown */
     /* the stop signal as the process's handler records it: nonzero flag, and the monotonic
      * time the first one came (zero until then). Read, never written. */

@@ -445,6 +445,45 @@ static void test_chain_hole_heals(void) {
     }
 }
 
+static int copy_file(const char *from, const char *to);
+
+/* α records far past the newest state: a copy of the last record as alpha/1000000.mp and
+ * as alpha/18446744073709551615.mp, and one at alpha/16.mp (the run has 16 episodes,
+ * records 0..15). Before, the resume said "alpha/N.mp is missing" once per index up to the
+ * stray one (156 million lines in 10 minutes, deaf to SIGTERM), and a stray record past
+ * the run's end made it compute to the end and fail there (exit 3, the chain ending past
+ * the run). Now the holes are one line each, the records past the end are set aside under
+ * quarantine/, and the run ends at the uninterrupted run's hash. */
+static void test_alpha_records_past_the_end(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-pastend", 2) == 0, "fixture");
+    CHECK(stop_at(&f, 30) == 75, "setup"); /* episode 10: records 0..9 */
+    char from[1000], to[1000], out[16384], after[1024], log[16384];
+    snprintf(from, sizeof from, "%s/alpha/9.mp", f.store);
+    const char *names[] = {"1000000", "18446744073709551615", "16"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(to, sizeof to, "%s/alpha/%s.mp", f.store, names[i]);
+        CHECK(copy_file(from, to) == 0, "copy to %s", to);
+    }
+    double t0 = now_s();
+    int rc = run_to_end(&f, NULL);
+    double took = now_s() - t0;
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "the run did not end (exit %d, %.0f s): %.2000s", rc, took, log);
+    CHECK(hash_of(&f, after, sizeof after) == 0 && strcmp(after, g_ref_hash) == 0, "the run ended elsewhere:\n%s",
+          after);
+    CHECK(strstr(log, "lies past the run's last episode") && strstr(log, "alpha/1000000.mp") &&
+              strstr(log, "alpha/18446744073709551615.mp") && strstr(log, "alpha/16.mp"),
+          "the records past the end were not said: %.2000s", log);
+    CHECK(strlen(log) < 8000, "the log holds %zu bytes: a line per missing record?", strlen(log));
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify after: %s", out);
+    CHECK(tandem_on_store(&f, "alpha", "--verify", out, sizeof out) == 0, "chain: %s", out);
+    snprintf(to, sizeof to, "%s/quarantine", f.store);
+    CHECK(count_files(to) >= 3, "the records past the end were not kept aside (%d files)", count_files(to));
+    fixture_close(&f);
+}
+
 /* Runs `tandem run` on f with run.episodes = eps allowed to change, and an optional
  * environment entry; returns the exit code. */
 static int run_episodes(fixture *f, int eps, const char *env_kv) {
@@ -1386,6 +1425,7 @@ int main(void) {
     RUN(test_set_aside_keeps_earlier_copies);
     RUN(test_corrupt_alpha_past_state_heals);
     RUN(test_chain_hole_heals);
+    RUN(test_alpha_records_past_the_end);
     RUN(test_newer_format_state_untouched);
     RUN(test_extend_and_shorten);
     RUN(test_retention_inside_the_run);
