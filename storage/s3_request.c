@@ -54,7 +54,7 @@ void s3_curl_init(void) { pthread_once(&curl_once, curl_init_once); }
 #define S3_MIN_RATE 4096
 /* An object's GET: 4x the largest object tandem writes (a 64 MiB chunk). A 200 that
  * ignored a Range, or a body that never ends, stops there instead of filling memory. */
-#define S3_OBJECT_BODY_MAX ((size_t)256 << 20)
+#define S3_OBJECT_BODY_MAX ((size_t)STORE_OBJECT_MAX)
 
 static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
     s3_resp *r = ud;

@@ -28,6 +28,13 @@ enum {
 /* Put modes. */
 enum { STORE_OVERWRITE = 0, STORE_CREATE = 1 };
 
+/* The largest object tandem writes is a tensor chunk (checkpoint.chunk_kib: 64 MiB at most);
+ * records are kilobytes, data.mp a few hundred bytes a shard. An object past this bound is
+ * damage (a file grown or replaced by something else): the file store reads it as empty —
+ * damaged for every reader, healed as a damaged object is — instead of allocating its size
+ * (1 TiB: every command ended "out of memory"); S3 stops its GET at the same bound. */
+#define STORE_OBJECT_MAX ((uint64_t)256 << 20)
+
 /* An object version token for compare-and-swap: opaque text (an ETag on S3, the content's
  * SHA-256 on the file store). An empty token means "the key does not exist". */
 #define STORE_VERSION_MAX 128
