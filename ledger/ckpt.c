@@ -370,6 +370,12 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
     uint64_t from_head = 0; /* the epoch to go on from when the lease does not decode */
     c->attempt = attempt;
     int rc = read_lease(c, &old, &present, e);
+    /* an epoch at the top of its range (the lease has no digest of its own: written by
+     * hand) would wrap to 0 — the new writer below every older one, and 0 reads as "no
+     * lease taken" at release. Replaced as an undecodable lease is */
+    if (!rc && present && old.epoch == UINT64_MAX)
+        rc = err_set(e, ERR_STORE, "%s/lease records writer epoch %llu, past which no epoch can go (damage)",
+                     store_url(c->st), (unsigned long long)old.epoch);
     if (rc == ERR_STORE && strstr(e->msg, "/lease")) {
         /* an undecodable lease is replaced: it only ever held a number. The epoch goes on
          * from HEAD's (stamped by every writer that took the lease), so that this writer's

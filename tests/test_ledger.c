@@ -332,6 +332,42 @@ static void test_set_aside_keeps_earlier_copies(void) {
     fixture_close(&f);
 }
 
+/* A lease at the top of the epoch range (the lease has no digest: written by hand) made
+ * the next writer's epoch wrap to 0, below every older writer's, and its release a no-op
+ * (epoch 0 reads as "no lease taken"): the finished run left its lease unreleased. It is
+ * replaced now as a lease that does not decode is, the epoch going on from HEAD's. */
+static void test_lease_epoch_at_the_top(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-epochtop", 1) == 0, "fixture");
+    CHECK(stop_at(&f, 14) == 75, "setup");
+    uint64_t seq, ep;
+    head_of(&f, &seq, &ep, NULL, 0);
+    rec_lease l = {.epoch = UINT64_MAX, .pid = 1, .time = 1e9, .released = 1};
+    snprintf(l.host, sizeof l.host, "elsewhere");
+    size_t n;
+    void *data = rec_lease_encode(&l, &n);
+    char path[900], log[16384];
+    snprintf(path, sizeof path, "%s/lease", f.store);
+    FILE *fp = fopen(path, "wb");
+    CHECK(fp && data && fwrite(data, 1, n, fp) == n, "write the lease");
+    fclose(fp);
+    free(data);
+    int rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0 && strstr(log, "past which no epoch can go"), "resume exit %d: %s", rc, log);
+    static unsigned char buf[4096];
+    size_t bn = 0;
+    rec_lease now;
+    tdm_err e;
+    CHECK(read_file(path, buf, sizeof buf, &bn) == 0 && rec_lease_decode(buf, bn, "lease", &now, &e) == 0, "lease");
+    CHECK(now.epoch == ep + 1 && now.released, "the lease after it: epoch %llu (HEAD's was %llu), released %d",
+          (unsigned long long)now.epoch, (unsigned long long)ep, now.released);
+    char h[1024];
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere:\n%s", h);
+    fixture_close(&f);
+}
+
 static void test_corrupt_alpha_past_state_heals(void) {
     CHECK(g_ref_hash[0], "needs the reference");
     /* offsets into the record: the map's first bytes, the hashed losses, the meta part
@@ -1448,6 +1484,7 @@ int main(void) {
     RUN(test_changed_run_never_restarts_from_its_seed);
     RUN(test_changed_dataset_is_refused);
     RUN(test_lease_and_mixture_verified);
+    RUN(test_lease_epoch_at_the_top);
     RUN(test_repair_sets_aside_unloadable_states);
     RUN(test_frozen_writer_never_replaces);
     RUN(test_frozen_lock_holder);
