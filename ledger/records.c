@@ -84,7 +84,17 @@ static const rt_field HEAD_FIELDS[] = {
     F64(rec_head, time, 0),
     U64(rec_head, commits, 0, UINT64_MAX),
 };
-static const rt_table HEAD = {"HEAD", sizeof(rec_head), HEAD_FIELDS, 6, RT_NO_M, RT_SEAL_ALWAYS, 0, NULL, NULL, NULL};
+/* HEAD names states/<seq>.mp of its own seq, as every writer writes it: another name (a
+ * path out of the store, "states/../RUN", a state of another seq) is damage, said as a
+ * field of the record — a reader took it for a key and stopped with an internal error */
+static int check_head(const codec_map_reader *r, void *rec) {
+    const rec_head *h = rec;
+    uint64_t n;
+    if (ledger_key_index(h->state, LEDGER_STATES, &n) != 0 || n != h->seq)
+        return codec_field_error(r, "state", "is not states/<seq>.mp of the record's seq");
+    return 0;
+}
+static const rt_table HEAD = {"HEAD", sizeof(rec_head), HEAD_FIELDS, 6, RT_NO_M, RT_SEAL_ALWAYS, 0, NULL, check_head, NULL};
 
 void *rec_head_encode(const rec_head *h, size_t *n) { return rt_encode(&HEAD, h, n); }
 int rec_head_decode(const void *data, size_t n, const char *what, rec_head *h, tdm_err *e) {

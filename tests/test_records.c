@@ -28,6 +28,16 @@ static void test_head_round_trip(void) {
     CHECK(n == n2 && memcmp(buf, buf2, n) == 0, "re-encoding must give the same bytes");
     free(buf);
     free(buf2);
+    /* a HEAD naming anything but states/<its seq>.mp is damage (before: "/etc/passwd" and
+     * "states/../RUN" reached the readers as keys, an internal error, exit 1) */
+    const char *bad[] = {"/etc/passwd", "states/../RUN", "states/41.mp", "states/42.mpx", "RUN", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(h.state, sizeof h.state, "%s", bad[i]);
+        buf = rec_head_encode(&h, &n);
+        CHECK(rec_head_decode(buf, n, "HEAD", &back, &e) == ERR_STORE && strstr(e.msg, "state"),
+              "HEAD naming '%s': %s", bad[i], e.msg);
+        free(buf);
+    }
 }
 
 static void test_state_round_trip(void) {
