@@ -518,7 +518,10 @@ static void origin_text(const origin *o, const config *c, const char *path, char
 
 /* config_check, naming where each offending value came from when `from` is given (the
  * loader), and the file in the "required" message when `path` is. */
-static int check_all(const config *c, const origin *from, const char *path, tdm_err *e) {
+/* input: the config comes from a user (a file, --set), not from a store; the rules added
+ * after runs were stored under looser ones apply to input alone, so that a stored run
+ * that kept a value they refuse still loads (RUN holds every key, pinned or not). */
+static int check_all(const config *c, const origin *from, const char *path, int input, tdm_err *e) {
     char va[64], vb[64], oa[CONFIG_STR_MAX / 4] = "", ob[CONFIG_STR_MAX / 4] = "";
     for (size_t i = 0; i < config_nkeys; i++)
         if (!field_valid(c, &config_schema[i])) {
@@ -582,14 +585,26 @@ static int check_all(const config *c, const origin *from, const char *path, tdm_
                        "model's positions (lower train.seq or raise model.ctx)",
                        va, oa, vb, ob);
     }
-    if (c->log.val_every > 0 && (long long)c->log.val_tokens < (long long)c->train.seq + 1) {
+    /* a validation budget below one window (train.seq targets: evaluate.c) measured
+     * nothing, and every episode blamed the data */
+    if (input && c->log.val_every > 0 && (long long)c->log.val_tokens < (long long)c->train.seq) {
         ORIGINS("log.val_tokens", "train.seq");
         return err_set(e, ERR_USAGE,
-                       "log.val_tokens = %s%s is shorter than one validation window, train.seq + 1 = "
-                       "%lld tokens (train.seq = %s%s): no domain could be measured; raise "
-                       "log.val_tokens or set log.val_every = 0",
-                       va, oa, (long long)c->train.seq + 1, vb, ob);
+                       "log.val_tokens = %s%s is less than one validation window of train.seq = %s%s "
+                       "tokens: no domain could be measured; raise log.val_tokens or set "
+                       "log.val_every = 0",
+                       va, oa, vb, ob);
     }
+    /* as prep and tokenize take them (2 million threads grew the memory plan), and as
+     * TANDEM_GRACE_S is read */
+    if (input && c->run.threads > 1024)
+        return err_set(e, ERR_USAGE, "run.threads = %d%s is out of range: expected 0..1024 (0 = all cores)",
+                       c->run.threads, from ? (origin_text(&from[find_key("run.threads") - config_schema], c, path,
+                                                           oa, sizeof oa), oa) : "");
+    if (input && c->checkpoint.grace_s > 1e7)
+        return err_set(e, ERR_USAGE, "checkpoint.grace_s = %g%s is out of range: expected [0, 1e7] seconds",
+                       c->checkpoint.grace_s, from ? (origin_text(&from[find_key("checkpoint.grace_s") - config_schema], c,
+                                                                  path, oa, sizeof oa), oa) : "");
     if (c->optim.lr_min > c->optim.lr) {
         ORIGINS("optim.lr_min", "optim.lr");
         return err_set(e, ERR_USAGE,
@@ -627,7 +642,7 @@ static int check_all(const config *c, const origin *from, const char *path, tdm_
 
 int config_check(const config *c, tdm_err *e) {
     tdm_err local;
-    return check_all(c, NULL, NULL, e ? e : &local);
+    return check_all(c, NULL, NULL, 0, e ? e : &local);
 }
 
 typedef struct loader {
@@ -858,7 +873,7 @@ int config_load_sweep(config *out, const char *path, char *const *sets, int nset
         if ((rc = set_from_cli(&L->c, &items[i], e))) goto done;
         L->from[items[i].k - config_schema] = (origin){O_SET, 0};
     }
-    if ((rc = check_all(&L->c, L->from, path, e))) goto done;
+    if ((rc = check_all(&L->c, L->from, path, 1, e))) goto done;
     *out = L->c;
 done:
     ydoc_free(root);
@@ -908,7 +923,7 @@ int config_canonical(const config *c, config_kv **out, size_t *n, tdm_err *e) {
     /* A field no parser could have produced would be pinned as text that does not load
      * back; refuse rather than store it. */
     for (size_t i = 0; i < config_nkeys; i++)
-        if (!field_valid(c, order[i])) return check_all(c, NULL, NULL, e);
+        if (!field_valid(c, order[i])) return check_all(c, NULL, NULL, 0, e);
     config_kv *kv = calloc(config_nkeys, sizeof *kv);
     if (!kv) return err_set(e, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < config_nkeys; i++) {
@@ -970,7 +985,7 @@ int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e) 
         if (old) rc = set_key(tmp, &config_schema[i], old, false, "canonical config", e);
         else rc = err_set(e, ERR_USAGE, "canonical config: key '%s' is missing", config_schema[i].key);
     }
-    if (!rc) rc = check_all(tmp, NULL, NULL, e);
+    if (!rc) rc = check_all(tmp, NULL, NULL, 0, e);
     if (!rc) *c = *tmp;
     free(tmp);
     return rc;

@@ -117,7 +117,7 @@ const key_def config_schema[] = {
     ENUM("run.precision", run.precision, "fp32", precision_names,
          "compute precision: fp32 everywhere, or bf16 matmul/attention inputs with fp32 "
          "master weights, optimiser state and accumulation (cuda only)"),
-    INT("run.threads", run.threads, "0", 0, 1024, "CPU threads; 0 = all cores"),
+    INT("run.threads", run.threads, "0", 0, INT_MAX, "CPU threads, at most 1024; 0 = all cores"),
     STR("data.dataset", data.dataset, NULL, F_PATH,
         "dataset YAML (DESIGN.md §7); a relative path is relative to the config file"),
     ENUM("data.mixing", data.mixing, "auto", mixing_names,
@@ -243,8 +243,8 @@ const key_def config_schema[] = {
         "full states the writer keeps after each commit (the newest N, HEAD's, pinned ones and "
         "the blobs they need; α records always stay); 0 = keep all. Not pinned: change it any "
         "time"),
-    FLTF("checkpoint.grace_s", checkpoint.grace_s, "0", 0, false, 1e7, false, F_UNPINNED,
-        "seconds from a stop signal to SIGKILL: on a signal a full state is committed only if "
+    FLTF("checkpoint.grace_s", checkpoint.grace_s, "0", 0, false, INFINITY, false, F_UNPINNED,
+        "seconds from a stop signal to SIGKILL, at most 1e7: on a signal a full state is committed only if "
         "the measured commit throughput says it fits, else the last one stands (the resume "
         "replays); 0 = the environment's TANDEM_GRACE_S (set by the rendered Slurm scripts and "
         "Kubernetes Jobs), or always commit when unknown. Not pinned"),
@@ -270,7 +270,7 @@ const key_def config_schema[] = {
          "metrics row and TensorBoard (val/DOMAIN); 0 = never. Not pinned"),
     INTF("log.val_tokens", log.val_tokens, "8192", 1, INT_MAX, F_UNPINNED,
          "at most this many target tokens per domain for log.val_every (whole windows of "
-         "train.seq). Not pinned"),
+         "train.seq: at least one). Not pinned"),
     INT("cluster.nodes", cluster.nodes, "1", 1, 4096,
         "nodes of the job (Slurm --nodes; Kubernetes: 1 = a Job, more = an Indexed Job of that "
         "many pods and a headless Service)"),

@@ -183,13 +183,12 @@ static int read_file(store *s, const char *key, const char *path, void **data, s
                        "in an object's place: remove it, then tandem verify says what the object "
                        "held and how to get it back)", s->url, key);
     }
-    if ((uint64_t)st.st_size > STORE_OBJECT_MAX) { /* damage: read as an empty object (store.h) */
+    if ((uint64_t)st.st_size > STORE_OBJECT_MAX) { /* damage (store.h): said, never read nor replaced */
         close(fd);
-        fprintf(stderr, "tandem: %s/%s is %llu bytes, more than any object tandem writes (%llu): read as "
-                "damaged\n", s->url, key, (unsigned long long)st.st_size, (unsigned long long)STORE_OBJECT_MAX);
-        if (!(*data = malloc(1))) return err_set(e, ERR_INTERNAL, "out of memory");
-        *n = 0;
-        return 0;
+        return err_set(e, ERR_STORE, "%s: %s is %llu bytes, more than any object tandem writes (%llu): it is "
+                       "damaged; move it out of the store (a run then goes on as without it: from an older "
+                       "state, or writing it again) or restore it from a copy", s->url, key,
+                       (unsigned long long)st.st_size, (unsigned long long)STORE_OBJECT_MAX);
     }
     size_t size = (size_t)st.st_size, got = 0;
     char *buf = malloc(size ? size : 1);

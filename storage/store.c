@@ -46,9 +46,17 @@ static int read_only(store *s, const char *key, tdm_err *e) {
                    s->url, key ? key : "(null)");
 }
 
+/* An object past STORE_OBJECT_MAX would be read back as damage (store.h): never written. */
+static int too_large(store *s, const char *key, size_t n, tdm_err *e) {
+    return err_set(e, ERR_STORE, "%s: %s would be %zu bytes, more than a store object may hold (%llu): for a "
+                   "state manifest (a model in very many chunks), raise checkpoint.chunk_kib", s->url, key, n,
+                   (unsigned long long)STORE_OBJECT_MAX);
+}
+
 int store_put(store *s, const char *key, const void *data, size_t n, int mode, tdm_err *e) {
     if (!store_key_valid(key)) return bad_key(s, key, e);
     if (s->read_only) return read_only(s, key, e);
+    if ((uint64_t)n > STORE_OBJECT_MAX) return too_large(s, key, n, e);
     return s->b->put(s, key, data, n, mode, e);
 }
 
@@ -56,6 +64,7 @@ int store_put_if(store *s, const char *key, const void *data, size_t n,
                  const store_version *expected, store_version *out, tdm_err *e) {
     if (!store_key_valid(key)) return bad_key(s, key, e);
     if (s->read_only) return read_only(s, key, e);
+    if ((uint64_t)n > STORE_OBJECT_MAX) return too_large(s, key, n, e);
     return s->b->put_if(s, key, data, n, expected, out, e);
 }
 

@@ -29,10 +29,12 @@ enum {
 enum { STORE_OVERWRITE = 0, STORE_CREATE = 1 };
 
 /* The largest object tandem writes is a tensor chunk (checkpoint.chunk_kib: 64 MiB at most);
- * records are kilobytes, data.mp a few hundred bytes a shard. An object past this bound is
- * damage (a file grown or replaced by something else): the file store reads it as empty —
- * damaged for every reader, healed as a damaged object is — instead of allocating its size
- * (1 TiB: every command ended "out of memory"); S3 stops its GET at the same bound. */
+ * records are kilobytes, data.mp a few hundred bytes a shard, a state manifest ~34 bytes a
+ * chunk. store_put refuses more (a manifest of very many small chunks: raise chunk_kib); an
+ * object past it in the store is damage (a file grown or replaced by something else): the
+ * file store says so (ERR_STORE, naming it and what to do) instead of allocating its size
+ * (1 TiB: every command ended "out of memory", exit 1) or replacing it; S3 stops its GET at
+ * the same bound. */
 #define STORE_OBJECT_MAX ((uint64_t)256 << 20)
 
 /* An object version token for compare-and-swap: opaque text (an ETag on S3, the content's

@@ -58,6 +58,20 @@ static void test_put_get_overwrite_delete(void) {
     CHECK(store_put(s, "states/1.mp", "bye", 3, STORE_OVERWRITE, &e) == 0, "%s", e.msg);
     CHECK(store_get(s, "states/1.mp", &data, &n, NULL, &e) == 0 && n == 3, "overwritten");
     free(data);
+    /* past STORE_OBJECT_MAX: never written (refused before a byte is read), and an object
+     * grown past it is said, not read (a 1 TiB sparse file: "out of memory", exit 1) */
+    CHECK(store_put(s, "states/2.mp", "x", (size_t)STORE_OBJECT_MAX + 1, STORE_OVERWRITE, &e) == ERR_STORE &&
+              strstr(e.msg, "checkpoint.chunk_kib"),
+          "a put past the bound: %s", e.msg);
+    char big[700];
+    snprintf(big, sizeof big, "%s/run/states/3.mp", dir);
+    FILE *bf = fopen(big, "wb");
+    CHECK(bf && fclose(bf) == 0 && truncate(big, (off_t)STORE_OBJECT_MAX + 1) == 0, "grow %s", big);
+    data = NULL;
+    CHECK(store_get(s, "states/3.mp", &data, &n, NULL, &e) == ERR_STORE && !data &&
+              strstr(e.msg, "states/3.mp is 268435457 bytes") && strstr(e.msg, "move it out of the store"),
+          "a get past the bound: %s", e.msg);
+    unlink(big);
     CHECK(store_put(s, "empty", "", 0, STORE_OVERWRITE, &e) == 0, "empty object");
     CHECK(store_get(s, "empty", &data, &n, NULL, &e) == 0 && n == 0, "empty read");
     free(data);
