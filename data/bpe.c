@@ -271,40 +271,54 @@ static uint64_t rh_of(const char *s, size_t n) {
     return h;
 }
 
-/* An open-addressing set of hashes (0 stands for "empty", so a hash of 0 is stored as 1). */
-typedef struct rh_set {
-    uint64_t *v;
+/* The tokens by (rolling hash, length): an open-addressing table (h 0 marks an empty
+ * slot, so a hash of 0 is kept as 1). bpe_derive_merges finds both halves of a split
+ * here in O(1), without hashing or comparing their bytes: the cost of a token is its
+ * length, however many of its splits are tokens (a vocabulary of a, aa, ..., a^9800 made
+ * every split a lookup of its bytes: O(N^3)). Two tokens of one length and one 61-bit
+ * hash would be taken for each other — a crafted vocabulary may so get a wrong merge,
+ * never a hang; the reference vocabularies agree token for token (test_tokenizer). */
+typedef struct rh_entry {
+    uint64_t h;
+    uint32_t len, id;
+} rh_entry;
+
+typedef struct rh_map {
+    rh_entry *v;
     size_t mask;
-} rh_set;
+} rh_map;
 
 static uint64_t rh_key(uint64_t h) { return h ? h : 1; }
 
-static size_t rh_slot(const rh_set *s, uint64_t h) {
-    size_t i = (size_t)(h * 0x9e3779b97f4a7c15ULL >> 20) & s->mask;
-    while (s->v[i] && s->v[i] != h) i = (i + 1) & s->mask;
+static size_t rh_slot(const rh_map *m, uint64_t h, uint32_t len) {
+    size_t i = (size_t)((h ^ len) * 0x9e3779b97f4a7c15ULL >> 20) & m->mask;
+    while (m->v[i].h && (m->v[i].h != h || m->v[i].len != len)) i = (i + 1) & m->mask;
     return i;
 }
 
-static int rh_has(const rh_set *s, uint64_t h) { return s->v[rh_slot(s, rh_key(h))] != 0; }
+/* The id of the token of length len and hash h, or BPE_NONE. */
+static uint32_t rh_find(const rh_map *m, uint64_t h, size_t len) {
+    if (len > UINT32_MAX) return BPE_NONE;
+    const rh_entry *x = &m->v[rh_slot(m, rh_key(h), (uint32_t)len)];
+    return x->h ? x->id : BPE_NONE;
+}
 
 int bpe_derive_merges(bpe *m) {
-    /* before: every split of every token looked both halves up, hashing their bytes, which
-     * is quadratic in a token's length (a tiktoken file with one 1 MB token took minutes) */
     size_t ntok = 0, cap = 16;
     for (uint32_t id = 0; id < m->nids; id++) {
         size_t n;
         ntok += bpe_token(m, id, &n) != NULL;
     }
     while (cap < 2 * ntok + 2) cap *= 2;
-    rh_set set = {calloc(cap, sizeof(uint64_t)), cap - 1};
-    if (!set.v) return -1;
+    rh_map map = {calloc(cap, sizeof(rh_entry)), cap - 1};
+    if (!map.v) return -1;
     for (uint32_t id = 0; id < m->nids; id++) {
         size_t n;
         const char *t = bpe_token(m, id, &n);
-        if (t) {
-            uint64_t h = rh_key(rh_of(t, n));
-            set.v[rh_slot(&set, h)] = h;
-        }
+        if (!t || n > UINT32_MAX || bpe_lookup(m, t, n) != id) continue; /* the token's own id */
+        uint64_t h = rh_key(rh_of(t, n));
+        rh_entry *x = &map.v[rh_slot(&map, h, (uint32_t)n)];
+        if (!x->h) *x = (rh_entry){h, (uint32_t)n, id};
     }
     const uint64_t inv_base = rh_pow(RH_BASE, RH_P - 2); /* Fermat: RH_P is prime */
     int rc = 0;
@@ -317,12 +331,11 @@ int bpe_derive_merges(bpe *m) {
         for (size_t k = 1; k < n && !rc; k++, pw = rh_mul(pw, inv_base)) {
             pre = rh_add(rh_mul(pre, RH_BASE), (uint64_t)(unsigned char)t[k - 1] + 1);
             uint64_t suf = rh_add(whole, RH_P - rh_mul(pre, pw)); /* pw = B^(n-k) */
-            if (!rh_has(&set, pre) || !rh_has(&set, suf)) continue; /* a half is no token */
-            uint32_t a = bpe_lookup(m, t, k), b = bpe_lookup(m, t + k, n - k);
-            if (a != BPE_NONE && b != BPE_NONE && bpe_add_merge(m, a, b, id, id)) rc = -1;
+            uint32_t a = rh_find(&map, pre, k), b = a == BPE_NONE ? BPE_NONE : rh_find(&map, suf, n - k);
+            if (b != BPE_NONE && bpe_add_merge(m, a, b, id, id)) rc = -1;
         }
     }
-    free(set.v);
+    free(map.v);
     return rc;
 }
 

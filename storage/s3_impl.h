@@ -37,11 +37,15 @@ typedef struct s3_store {
     } unsettled[S3_UNSETTLED_MAX];
     size_t nunsettled; /* written so far (the ring's next slot is nunsettled % MAX) */
     double lost_del_t; /* the newest DELETE pushed out of the ring (0: none) */
+    double lost_all_t; /* another writer's writes (store_note_lost_writer): the latest window
+                        * start, kept apart from the ring, whose oldest-entry rule assumes
+                        * times only grow (a for_s window starts in the future) */
 } s3_store;
 
 /* Records that a write of `key` (PUT, POST, DELETE: `del`) got no answer and may still
- * land, for the settle window from now (for_s <= 0) or for for_s seconds; NULL: a write
- * of any key may (another writer's, store_note_lost_writer). */
+ * land, for the settle window from now; NULL: a write of any key may (another writer's,
+ * store_note_lost_writer), for the window or for for_s seconds (for_s > 0), whichever of
+ * the notes so far ends last. */
 void s3_note_unsettled(s3_store *s, const char *key, int del, double for_s);
 /* Seconds until no write of `key` given up on (with deletes_only: no DELETE of it; NULL
  * key: of any key) can still land (see s3_request.c); 0: settled. */

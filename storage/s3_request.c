@@ -315,6 +315,12 @@ static double settle_s(const s3_store *s);
 
 void s3_note_unsettled(s3_store *s, const char *key, int del, double for_s) {
     pthread_mutex_lock(&s->mu);
+    if (!key) { /* another writer's: every key, for as long as the latest note says */
+        double t = mono_s() + (for_s > 0 ? for_s - settle_s(s) : 0);
+        if (t > s->lost_all_t) s->lost_all_t = t;
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
     struct s3_unsettled *u = &s->unsettled[s->nunsettled % S3_UNSETTLED_MAX];
     /* a DELETE pushed out is remembered by its time alone: until it is old, no DELETE of
      * any key counts as settled (a PUT pushed out is judged by the oldest entry, below) */
@@ -323,8 +329,7 @@ void s3_note_unsettled(s3_store *s, const char *key, int del, double for_s) {
     u->all = !key || strlen(key) >= sizeof u->key;
     u->del = del;
     snprintf(u->key, sizeof u->key, "%s", u->all ? "" : key);
-    u->t = mono_s(); /* the window runs from t: for for_s, from as far before now as makes it end then */
-    if (for_s > 0) u->t += for_s - settle_s(s);
+    u->t = mono_s(); /* the window runs from t (a write of this process's: for_s is 0) */
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -346,6 +351,7 @@ double s3_unsettled_s(s3_store *s, const char *key, int deletes_only) {
         const struct s3_unsettled *u = &s->unsettled[i];
         if ((u->del || !deletes_only) && (!key || u->all || !strcmp(u->key, key)) && u->t > young) young = u->t;
     }
+    if (!deletes_only && s->lost_all_t > young) young = s->lost_all_t;
     if (deletes_only) {
         if (s->lost_del_t > young) young = s->lost_del_t;
     } else if (s->nunsettled > S3_UNSETTLED_MAX) {
