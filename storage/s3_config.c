@@ -106,14 +106,15 @@ static size_t escape_at(const char *text, size_t tl, char *ch) {
 
 /* Marks in hit[] every character of text (tl bytes) that lies in a run of REDACT_RUN or
  * more characters of secret s (sl bytes): as the text is, and as it reads with its escapes
- * decoded (escape_at), where a run covers the escapes it was decoded from. */
-static void mark_runs(const char *text, size_t tl, const char *s, size_t sl, unsigned char *hit,
+ * decoded (escape_at), where a run covers the escapes it was decoded from. whole: s is too
+ * short for runs (8 to 15 characters, found whole in the text as it is by the caller):
+ * only its whole escaped occurrences. */
+static void mark_runs(const char *text, size_t tl, const char *s, size_t sl, int whole, unsigned char *hit,
                       char *dec, size_t *from) {
-    for (size_t at = 0; at + REDACT_RUN <= tl; at++) {
+    for (size_t at = 0; !whole && at + REDACT_RUN <= tl; at++) {
         size_t run = secret_run(text + at, tl - at, s, sl);
         for (size_t k = 0; k < run; k++) hit[at + k] = 1;
     }
-    if (!dec) return;
     size_t dl = 0; /* dec[i] came from text[from[i] .. from[i + 1]) */
     for (size_t r = 0; r < tl; dl++) {
         size_t n = escape_at(text + r, tl - r, &dec[dl]);
@@ -123,7 +124,10 @@ static void mark_runs(const char *text, size_t tl, const char *s, size_t sl, uns
     }
     from[dl] = tl;
     if (dl == tl) return; /* no escape: the text as it is, above */
-    for (size_t at = 0; at + REDACT_RUN <= dl; at++) {
+    for (size_t at = 0; whole && at + sl <= dl; at++)
+        if (!memcmp(dec + at, s, sl))
+            for (size_t k = from[at]; k < from[at + sl]; k++) hit[k] = 1;
+    for (size_t at = 0; !whole && at + REDACT_RUN <= dl; at++) {
         size_t run = secret_run(dec + at, dl - at, s, sl);
         if (run)
             for (size_t k = from[at]; k < from[at + run]; k++) hit[k] = 1;
@@ -167,23 +171,31 @@ void s3_config_redact(const s3_config *c, const char *extra, char *text, size_t 
     }
     for (size_t i = 0; i < sizeof secrets / sizeof *secrets; i++) {
         size_t sl = strlen(secrets[i]);
-        if (sl >= 16) mark_runs(text, tl, secrets[i], sl, hit, dec, from); /* shorter: whole, above */
+        if (sl >= 8) mark_runs(text, tl, secrets[i], sl, sl < 16, hit, dec, from);
     }
     free(dec);
     free(from);
+    /* each marked stretch becomes one mark, written into a copy: a short secret's escaped
+     * occurrence may be shorter than the mark ("\/" adds one character), and the text cut
+     * at cap where it grows past it */
+    char *out = tl ? malloc(tl * ml + 1) : NULL;
     size_t w = 0;
-    for (size_t r = 0; r < tl;) {
+    for (size_t r = 0; out && r < tl;) {
         if (!hit[r]) {
-            text[w++] = text[r++];
+            out[w++] = text[r++];
             continue;
         }
-        size_t end = r;
-        while (end < tl && hit[end]) end++;
-        memcpy(text + w, mark, ml); /* a stretch is >= REDACT_RUN > ml long: w stays behind r */
+        while (r < tl && hit[r]) r++;
+        memcpy(out + w, mark, ml);
         w += ml;
-        r = end;
     }
-    if (tl) text[w] = '\0';
+    if (tl && !out) w = 0; /* no memory: nothing of the text is shown */
+    if (tl && cap) {
+        if (w > cap - 1) w = cap - 1;
+        if (w) memcpy(text, out, w);
+        text[w] = '\0';
+    }
+    free(out);
     free(hit);
     for (unsigned char *p = (unsigned char *)text; *p; p++)
         if (*p < 0x20 || *p >= 0x7f) *p = '?'; /* no escape sequences or line ends into a log */

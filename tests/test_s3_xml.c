@@ -147,6 +147,22 @@ static void test_redact_pieces(void) {
     snprintf(text, sizeof text, "a shortsecret b");
     s3_config_redact(&c, NULL, text, sizeof text);
     CHECK(!strcmp(text, "a [redacted] b"), "a short secret: '%s'", text);
+    /* ... and escaped (a MinIO password echoed in a URL, or in JSON, where "\/" makes it
+     * only one character longer than the secret and shorter than the mark) */
+    snprintf(c.secret_key, sizeof c.secret_key, "pa/ss+word1");
+    snprintf(c.session_token, sizeof c.session_token, "ab/cdefg");
+    const char *short_in[] = {"u=pa%2Fss%2Bword1&x", "{\"k\":\"pa\\/ss+word1\"}", "t ab\\/cdefg t ab\\/cdefg"};
+    const char *short_want[] = {"u=[redacted]&x", "{\"k\":\"[redacted]\"}", "t [redacted] t [redacted]"};
+    for (size_t k = 0; k < 3; k++) {
+        snprintf(text, sizeof text, "%s", short_in[k]);
+        s3_config_redact(&c, NULL, text, sizeof text);
+        CHECK(!strcmp(text, short_want[k]), "an escaped short secret %zu: '%s', want '%s'", k, text, short_want[k]);
+    }
+    /* growing past the caller's buffer cuts the text, never writes past it */
+    char small[12];
+    snprintf(small, sizeof small, "ab\\/cdefg");
+    s3_config_redact(&c, NULL, small, sizeof small);
+    CHECK(!strcmp(small, "[redacted]"), "a mark longer than its stretch in a small buffer: '%s'", small);
 }
 
 int main(void) {
