@@ -7,6 +7,7 @@
 
 #include "data/corpus.h"
 #include "data/dataset.h"
+#include "data/prep.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "util/args.h"
@@ -159,8 +160,9 @@ static int run_gen_corpus(const cli_args *a) {
     if (!rc && (val = cli_str(a, "--test-tokens", NULL)))
         if (args_parse_count(val, &o.test_tokens)) rc = bad("--test-tokens", "'%s' is not a count", val);
     if (!rc && (val = cli_str(a, "--shard-tokens", NULL)))
-        if (args_parse_count(val, &o.shard_tokens) || o.shard_tokens == 0 || o.shard_tokens > 2147483647u)
-            rc = bad("--shard-tokens", "'%s' is not a count in 1..2147483647", val);
+        if (args_parse_count(val, &o.shard_tokens) || o.shard_tokens < PREP_MIN_SHARD_TOKENS ||
+            o.shard_tokens > 2147483647u) /* as prep: a window lies within one shard */
+            rc = bad("--shard-tokens", "'%s' is not a count in %d..2147483647", val, PREP_MIN_SHARD_TOKENS);
     if (!rc && (val = cli_str(a, "--vocab", NULL))) {
         if (args_parse_count(val, &v) || v < 1 || v > 65536)
             rc = bad("--vocab", "'%s' is not a vocabulary size in 1..65536", val);

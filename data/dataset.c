@@ -147,17 +147,10 @@ static int load_domain(dataset *ds, const char *base, const ydoc_node *m, int id
                        "[A-Za-z0-9_.-]",
                        path, name->line, idx + 1, name->kind == YDOC_SCALAR ? name->value : "",
                        DATASET_NAME_MAX);
-    for (int j = 0; j < idx; j++) {
+    for (int j = 0; j < idx; j++)
         if (strcmp(ds->domains[j].name, name->value) == 0)
             return err_set(e, ERR_USAGE, "%s:%d: duplicate domain name '%s' (domains #%d and #%d)",
                            path, name->line, name->value, j + 1, idx + 1);
-        /* as prep refuses them: per-domain files (a run's exports, plots, a prep of the same
-         * names) would collide on a case-insensitive file system, and a reader tells them
-         * apart by case alone */
-        if (strcasecmp(ds->domains[j].name, name->value) == 0)
-            return err_set(e, ERR_USAGE, "%s:%d: domain names '%s' and '%s' (domains #%d and #%d) differ only in "
-                           "case: rename one", path, name->line, ds->domains[j].name, name->value, j + 1, idx + 1);
-    }
     dataset_domain *d = &ds->domains[idx];
     d->name = strdup(name->value);
     if (!d->name) return err_set(e, ERR_INTERNAL, "%s: out of memory", path);

@@ -331,7 +331,10 @@ static int dr_jsonl_line(dr *d, buf_t *line, buf_t *out, uint64_t lineno) {
     /* a byte order mark before the first record (editors on Windows write one): JSON's
      * readers may skip it (RFC 8259), and before, the first record was lost as bad JSON */
     size_t bom = lineno == 1 && line->n >= 3 && !memcmp(line->p, "\xef\xbb\xbf", 3) ? 3 : 0;
-    if (bom) memmove(line->p, line->p + 3, line->n -= 3);
+    if (bom) {
+        memmove(line->p, line->p + 3, line->n -= 3);
+        line->p[line->n] = '\0'; /* as buf_t keeps it */
+    }
     size_t i = 0;
     /* blank: spaces, tabs, CRs only (a NUL is no blank: strchr would find the string's own
      * terminator, and a zero-filled block — damage after a crash — vanished unreported) */
@@ -428,7 +431,7 @@ static int dr_json(dr *d, int *fail, char *why, size_t wl) {
     }
     int rc = 0;
     if (!too_long && !all.oom && all.n >= 3 && !memcmp(all.p, "\xef\xbb\xbf", 3)) /* a BOM: as dr_jsonl_line */
-        memmove(all.p, all.p + 3, all.n -= 3);
+        memmove(all.p, all.p + 3, all.n -= 3), all.p[all.n] = '\0';
     if (too_long)
         dr_issue(d, TEXTSRC_TOO_LONG, 0, "a .json file of more than " DOCREAD_JSON_MAX_TEXT " (read whole; left out: "
                  "write it as .jsonl, a record per line)");
