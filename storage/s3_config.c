@@ -115,6 +115,7 @@ static void mark_runs(const char *text, size_t tl, const char *s, size_t sl, int
         size_t run = secret_run(text + at, tl - at, s, sl);
         for (size_t k = 0; k < run; k++) hit[at + k] = 1;
     }
+    if (!tl) return; /* nothing to decode (and no buffers for it) */
     size_t dl = 0; /* dec[i] came from text[from[i] .. from[i + 1]) */
     for (size_t r = 0; r < tl; dl++) {
         size_t n = escape_at(text + r, tl - r, &dec[dl]);
