@@ -1,4 +1,5 @@
 /* cmd_corpus.c — `tandem gen-corpus`: command-line front end of data/corpus.h. */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "util/args.h"
+#include "util/fileio.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x) /* a default as text, for --help */
@@ -94,22 +96,10 @@ static int room_for(const corpus_opts *o) {
     for (int m = 0; m < o->n_domains; m++)
         tokens += (o->n_train ? (double)o->train_tokens[o->n_train > 1 ? m : 0] : (double)CORPUS_DEFAULT_TRAIN) +
                   (double)o->val_tokens + (double)o->test_tokens;
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", o->out);
-    struct statvfs fs;
-    while (statvfs(dir, &fs) != 0) { /* --out is created: ask its parent */
-        char *slash = strrchr(dir, '/');
-        if (!slash) {
-            snprintf(dir, sizeof dir, ".");
-        } else {
-            if (slash == dir) slash++;
-            *slash = '\0';
-        }
-        if (!strcmp(dir, ".") || !strcmp(dir, "/")) {
-            if (statvfs(dir, &fs) != 0) return 0; /* cannot tell: corpus_generate's writes will */
-            break;
-        }
-    }
+    char dir[PATH_MAX];
+    struct statvfs fs; /* --out may be created: judged where it will be */
+    if (!fileio_existing_ancestor(o->out, dir) || statvfs(dir, &fs) != 0)
+        return 0; /* cannot tell: corpus_generate's writes will */
     double need = 2.0 * tokens, have = (double)fs.f_bavail * (double)fs.f_frsize;
     if (need <= have) return 0;
     fprintf(stderr, "tandem gen-corpus: the corpus needs %.2f GB (%.3g tokens at 2 bytes) and %s has %.2f GB "

@@ -69,20 +69,6 @@ static int side_files_readable(const char *src, tdm_err *e) {
     return 0;
 }
 
-/* The real path of dir's deepest folder that exists (dir itself when it does: --out may
- * name one to be created), in out (PATH_MAX); 0 when none resolves. */
-static int existing_ancestor(const char *dir, char *out) {
-    char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s", dir);
-    for (;;) {
-        if (realpath(p, out)) return 1;
-        char *slash = strrchr(p, '/');
-        if (!slash) return realpath(".", out) != NULL;
-        if (slash == p) return realpath("/", out) != NULL;
-        *slash = '\0';
-    }
-}
-
 int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype, export_result *out, tdm_err *e) {
     memset(out, 0, sizeof *out);
     run_state rs;
@@ -101,7 +87,7 @@ int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype
     tdm_err ue;
     char rstore[PATH_MAX];
     if (!rc && store_url_parse(store_url(st), &sp, &ue) == 0 && sp.kind == STORE_URL_FILE &&
-        realpath(sp.path, rstore) && existing_ancestor(dir, rdir)) {
+        realpath(sp.path, rstore) && fileio_existing_ancestor(dir, rdir)) {
         size_t n = strlen(rstore);
         if (!strncmp(rdir, rstore, n) && (rdir[n] == '\0' || rdir[n] == '/' || (n == 1 && rstore[0] == '/')))
             rc = err_set(e, ERR_USAGE, "--out %s is inside the store %s: the export's files would sit among its "

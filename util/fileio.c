@@ -4,6 +4,7 @@
 #include "util/buf.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <errno.h>
 #include <signal.h>
 #include <time.h>
@@ -172,4 +173,16 @@ size_t fileio_sweep_dead_temporaries(const char *dir, int (*ours)(const char *na
     }
     closedir(d);
     return removed;
+}
+
+int fileio_existing_ancestor(const char *path, char *out) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", path);
+    for (;;) {
+        if (realpath(p, out)) return 1;
+        char *slash = strrchr(p, '/');
+        if (!slash) return realpath(".", out) != NULL;
+        if (slash == p) return realpath("/", out) != NULL;
+        *slash = '\0';
+    }
 }

@@ -32,6 +32,11 @@ int fileio_open_regular(const char *path);
  * which is only safe before threads start). */
 unsigned fileio_umask(void);
 
+/* The real path (realpath, PATH_MAX bytes in out) of the deepest folder of `path` that
+ * exists: path itself when it does, else its parent, and so on up to "." or "/" (a folder
+ * a command will create is judged by where it will be made). 1, or 0 when none resolves. */
+int fileio_existing_ancestor(const char *path, char *out);
+
 /* Like fileio_make_parents, but each directory it creates gets exactly `mode` (chmod
  * after mkdir, so the umask does not widen or narrow it); existing ones are left alone. */
 int fileio_make_parents_mode(char *path, unsigned mode);
