@@ -59,6 +59,8 @@ typedef struct read_job {
     size_t first, stride, total, nchunks;
     size_t bad;       /* lowest failing chunk index seen by this job, or SIZE_MAX */
     char why[1200];
+    int store_rc;     /* the backend's error at chunk `bad` (0: the chunk is at fault) */
+    tdm_err store_err;
 } read_job;
 
 static void *read_main(void *arg) {
@@ -74,6 +76,12 @@ static void *read_main(void *arg) {
         void *data = NULL;
         size_t n = 0;
         int rc = store_get_verified(j->c->st, bkey, &rt->chunks[k], &data, &n, &e);
+        if (rc && rc != STORE_NOT_FOUND && rc != STORE_CORRUPT) {
+            /* not the chunk's fault: the store could not be read (retries spent, or no
+             * regular file in its place) */
+            j->store_rc = rc;
+            j->store_err = e;
+        }
         if (rc || n != want) {
             snprintf(j->why, sizeof j->why, "%s (tensor %s chunk %zu) is %.500s", bkey, rt->name, k,
                      rc == STORE_NOT_FOUND ? "missing"
@@ -100,7 +108,10 @@ static void *read_main(void *arg) {
     return NULL;
 }
 
-static int read_tensors(ckpt *c, const rec_state *r, char *why, size_t cap) {
+/* 0 when every chunk verifies; -1 with *why when one is missing, corrupt or of the wrong
+ * size (the state cannot be used); the backend's error (> 0, e set) when the first failing
+ * chunk could not be read at all: nothing is to be concluded about the state then. */
+static int read_tensors(ckpt *c, const rec_state *r, char *why, size_t cap, tdm_err *e) {
     size_t nchunks = r->tensors[0].nchunks;
     for (int t = 1; t < CKPT_TENSORS; t++)
         if (r->tensors[t].nchunks != nchunks) {
@@ -126,6 +137,10 @@ static int read_tensors(ckpt *c, const rec_state *r, char *why, size_t cap) {
     for (size_t w = 0; w < nthreads; w++)
         if (jobs[w].bad < worst) worst = jobs[w].bad, at = w;
     if (worst == SIZE_MAX) return 0;
+    if (jobs[at].store_rc) {
+        *e = jobs[at].store_err;
+        return jobs[at].store_rc;
+    }
     snprintf(why, cap, "%s", jobs[at].why);
     return -1;
 }
@@ -145,9 +160,10 @@ int ckpt_load_seq(ckpt *c, uint64_t seq, rec_state *rec, tdm_err *e) {
     rc = rec_state_decode(data, n, key, rec, e);
     free(data);
     if (rc) return rc;
-    if (!matches_layout(c, rec, why, sizeof why) || read_tensors(c, rec, why, sizeof why)) {
+    int trc = 0;
+    if (!matches_layout(c, rec, why, sizeof why) || (trc = read_tensors(c, rec, why, sizeof why, e))) {
         rec_state_free(rec);
-        return err_set(e, ERR_STORE, "%s/%s: %s", store_url(c->st), key, why);
+        return trc > 0 ? trc : err_set(e, ERR_STORE, "%s/%s: %s", store_url(c->st), key, why);
     }
     return 0;
 }
@@ -294,7 +310,17 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
          * (a commit cut off before HEAD moved) this is not even damage. Issue 26: a deleted
          * last record used to strand the run (exit 3, and repair had nothing to do). */
         tdm_err ce;
-        if (ckpt_check_chain(c, rec->alpha_records, &rec->alpha_head, &ce) != 0) {
+        int broken = 0;
+        rc = ckpt_check_chain(c, rec->alpha_records, &rec->alpha_head, &broken, &ce);
+        if (rc && !broken) {
+            /* the store could not be read (retries spent, or something that is no object
+             * in a record's place): nothing is concluded and nothing changed — exit 3 */
+            *e = ce;
+            rec_state_free(rec);
+            free(seqs);
+            return rc;
+        }
+        if (rc) {
             int past = have_head && head_listed && seqs[i] > head.seq;
             char *advice = strstr(ce.msg, ", inside the part of the"); /* the refusal's advice */
             if (advice) *advice = '\0';
@@ -306,7 +332,13 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
             c->rejected[c->nrejected++] = seqs[i];
             continue;
         }
-        if (!matches_layout(c, rec, why, sizeof why) || read_tensors(c, rec, why, sizeof why)) {
+        int trc = 0;
+        if (!matches_layout(c, rec, why, sizeof why) || (trc = read_tensors(c, rec, why, sizeof why, e))) {
+            if (trc > 0) { /* the store could not be read: as for the α records above */
+                rec_state_free(rec);
+                free(seqs);
+                return trc;
+            }
             fprintf(stderr, "tandem: %s/%s: %s; falling back to an older state\n", url, key, why);
             rec_state_free(rec);
             c->rejected[c->nrejected++] = seqs[i];

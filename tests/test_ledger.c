@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "ledger/codec.h"
+#include "ledger/keys.h"
 #include "ledger/records.h"
 #include "tests/corpus_fixture.h"
 #include "tests/runner_fixture.h"
@@ -541,6 +542,66 @@ static void test_alpha_records_past_the_end(void) {
     snprintf(to, sizeof to, "%s/quarantine", f.store);
     CHECK(count_files(to) >= 3, "the records past the end were not kept aside (%d files)", count_files(to));
     fixture_close(&f);
+}
+
+/* Something that is no object in an object's place (a directory, a FIFO, a symbolic link
+ * to itself) is an obstacle, not damage: verify, repair and the run all stop at it (exit 3,
+ * naming it and "remove it") and change nothing; removed, the run heals and ends at the
+ * uninterrupted run's hash. Before, verify called a directory at alpha/4.mp "missing" and
+ * saw no FIFO at alpha/9.mp at all (repair: nothing to repair), while the run fell back to
+ * an older state (moving HEAD back) and then stopped anyway on the same key. */
+static void test_obstacle_in_an_objects_place(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    for (int kind = 0; kind < 4; kind++) {
+        fixture f;
+        CHECK(fixture_open(&f, "ledger-obstacle", 2) == 0, "fixture");
+        CHECK(stop_at(&f, 30) == 75, "kind %d: setup", kind); /* episode 10: records 0..9 */
+        char key[200] = "", path[1200], out[16384], log[16384], after[1024];
+        if (kind == 0 || kind == 3) { /* a chunk of the state HEAD names */
+            char state[128], sp[1000];
+            uint64_t seq, ep;
+            head_of(&f, &seq, &ep, state, sizeof state);
+            snprintf(sp, sizeof sp, "%s/%s", f.store, state);
+            static unsigned char buf[1 << 20];
+            size_t n;
+            rec_state st;
+            tdm_err e;
+            CHECK(read_file(sp, buf, sizeof buf, &n) == 0 && rec_state_decode(buf, n, state, &st, &e) == 0,
+                  "kind %d: read %s", kind, sp);
+            ledger_blob_key(key, sizeof key, &st.tensors[1].chunks[0]);
+            rec_state_free(&st);
+        } else {
+            snprintf(key, sizeof key, "alpha/%d.mp", kind == 1 ? 4 : 9);
+        }
+        snprintf(path, sizeof path, "%s/%s", f.store, key);
+        CHECK(unlink(path) == 0, "kind %d: unlink %s", kind, path);
+        int made = kind == 0 || kind == 1 ? mkdir(path, 0755) : kind == 2 ? mkfifo(path, 0644) : symlink(key + 6, path);
+        CHECK(made == 0, "kind %d: make the obstacle at %s", kind, key);
+        const char *said = kind == 3 ? "Too many levels of symbolic links" : "not a regular file";
+        uint64_t seq0, ep0, seq1, ep1;
+        head_of(&f, &seq0, &ep0, NULL, 0);
+        int rc = tandem_on_store(&f, "verify", "", out, sizeof out);
+        CHECK(rc == 3 && strstr(out, key) && strstr(out, said), "kind %d: verify: exit %d: %.1500s", kind, rc, out);
+        rc = tandem_on_store(&f, "repair", "", out, sizeof out);
+        CHECK(rc == 3 && strstr(out, key) && strstr(out, said), "kind %d: repair: exit %d: %.1500s", kind, rc, out);
+        rc = run_to_end(&f, NULL);
+        read_all(f.log, log, sizeof log);
+        head_of(&f, &seq1, &ep1, NULL, 0);
+        snprintf(out, sizeof out, "%s/quarantine", f.store);
+        CHECK(rc == 3 && strstr(log, key) && strstr(log, said) && !strstr(log, "falling back"),
+              "kind %d: the run: exit %d: %.2000s", kind, rc, log);
+        CHECK(seq1 == seq0 && count_files(out) == 0, "kind %d: the run changed the store (HEAD at %llu, was %llu; "
+              "%d set aside)", kind, (unsigned long long)seq1, (unsigned long long)seq0, count_files(out));
+        CHECK((kind == 0 || kind == 1 ? rmdir(path) : unlink(path)) == 0, "kind %d: remove it", kind);
+        rc = run_to_end(&f, NULL);
+        read_all(f.log, log, sizeof log);
+        CHECK(rc == 0 && hash_of(&f, after, sizeof after) == 0 && strcmp(after, g_ref_hash) == 0,
+              "kind %d: removed, the run: exit %d, ended at\n%s\nlog: %.2000s", kind, rc, after, log);
+        CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "kind %d: verify after: %.1500s", kind, out);
+        printf("  %s at %s: verify, repair and the run stopped there (exit 3), nothing changed; removed, "
+               "the run healed\n", kind == 2 ? "a FIFO" : kind == 3 ? "a link to itself" : "a directory", key);
+        fixture_close(&f);
+    }
 }
 
 /* Runs `tandem run` on f with run.episodes = eps allowed to change, and an optional
@@ -1485,6 +1546,7 @@ int main(void) {
     RUN(test_corrupt_alpha_past_state_heals);
     RUN(test_chain_hole_heals);
     RUN(test_alpha_records_past_the_end);
+    RUN(test_obstacle_in_an_objects_place);
     RUN(test_newer_format_state_untouched);
     RUN(test_extend_and_shorten);
     RUN(test_retention_inside_the_run);
