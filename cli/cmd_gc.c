@@ -148,12 +148,14 @@ static int gc(const char *url, long keep, int dry, int force, FILE *j, tdm_err *
     int lease_read = 0, judged = 0;
     gc_lease_guard seen;
     memset(&seen, 0, sizeof seen);
-    if (!rc && !force && !dry) {
+    if (!rc && !force) {
+        /* a dry run reads it too: what it lists is what gc would delete now, the settle
+         * window of a writer's late writes included */
         audit_lease al;
         rc = audit_lease_read(st, &al, &e);
         /* every deletion checks the lease against this very reading: read again, a run
          * that took the lease in between would be what gc took as unchanged */
-        if (!rc) {
+        if (!rc && !dry) {
             judged = 1;
             seen.present = al.state != AUDIT_LEASE_NONE;
             seen.seen = al.lease;
@@ -171,7 +173,14 @@ static int gc(const char *url, long keep, int dry, int force, FILE *j, tdm_err *
             }
             fputc('}', j);
         }
-        if (!rc && al.state == AUDIT_LEASE_HELD)
+        if (!rc && al.state == AUDIT_LEASE_HELD && dry)
+            fprintf(j ? stderr : stdout,
+                    "%snote: a run holds the lease (epoch %llu, host %s, pid %llu; %s): gc would stop "
+                    "here and delete nothing; below is what it would delete once the run stops (or "
+                    "with --force, if it is dead)\n",
+                    j ? "tandem gc: " : "", (unsigned long long)l->epoch, l->host, (unsigned long long)l->pid,
+                    al.why);
+        else if (!rc && al.state == AUDIT_LEASE_HELD)
             rc = err_set(&e, ERR_USAGE,
                          "%s: a run holds the lease (epoch %llu, host %s, pid %llu; %s): stop it "
                          "first (its commits upload blobs before their manifest), or pass --force "
@@ -186,11 +195,13 @@ static int gc(const char *url, long keep, int dry, int force, FILE *j, tdm_err *
          * what they could recreate stays until they cannot. A released lease says until when;
          * one whose holder died (stale) cannot, and a request it had in flight lands within
          * the settle window of its death, which comes after its last sign of life: gc counts
-         * GC_TEMP_MIN_AGE_S from that sign, as for temporaries */
+         * GC_TEMP_MIN_AGE_S (as for temporaries) or the window, the longer, from that sign */
         double now = (double)time(NULL), until = 0;
+        /* the hour, or the store's own window where longer (S3 with a long TANDEM_S3_TIMEOUT) */
+        double window = fmax(GC_TEMP_MIN_AGE_S, rc ? 0 : store_settle_window_s(st));
         if (!rc && al.state != AUDIT_LEASE_NONE && l->has_settle) until = l->settle_until;
-        if (!rc && al.state == AUDIT_LEASE_STALE && al.life + GC_TEMP_MIN_AGE_S > until)
-            until = al.life + GC_TEMP_MIN_AGE_S;
+        if (!rc && al.state == AUDIT_LEASE_STALE && al.life + window > until)
+            until = al.life + window;
         if (until > now) {
             store_note_lost_writer(st, fmin(until - now, CKPT_SETTLE_MAX_S));
             double left = store_unsettled_s(st); /* 0 where writes land when they return */

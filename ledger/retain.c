@@ -246,7 +246,7 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
         /* a write of its manifest given up on may still land (S3: a request held past the
          * client's time limit): deleted now, it would come back without its blobs. Kept,
          * blobs and all, until a later pass */
-        if (!dry && !store_write_settled(st, key)) {
+        if (!store_write_settled(st, key)) { /* a dry run says it too */
             if (log)
                 fprintf(log, "keep %s for now: a write of it got no answer and may still land (this "
                         "process's, or an earlier writer's)\n", key);
@@ -273,7 +273,7 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
     }
     /* every blob in the store is a candidate only while no manifest write may still land: an
      * unreferenced blob may be one of a commit whose manifest is on its way */
-    if (!rc && !keep_all_blobs && !only_from_deleted && !dry && store_unsettled_s(st) > 0) {
+    if (!rc && !keep_all_blobs && !only_from_deleted && store_unsettled_s(st) > 0) {
         if (log) fprintf(log, "keep unreferenced blobs for now: a manifest that refers to them may still land\n");
         keep_all_blobs = 1;
     }

@@ -50,6 +50,8 @@ void s3_note_unsettled(s3_store *s, const char *key, int del, double for_s);
 /* Seconds until no write of `key` given up on (with deletes_only: no DELETE of it; NULL
  * key: of any key) can still land (see s3_request.c); 0: settled. */
 double s3_unsettled_s(s3_store *s, const char *key, int deletes_only);
+/* How long a write given up on may still land after it was sent (the settle window). */
+double s3_settle_window_s(const s3_store *s);
 
 typedef struct s3_resp {
     long status;

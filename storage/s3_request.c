@@ -343,6 +343,8 @@ static double settle_s(const s3_store *s) {
     return v > 0 ? v : 60.0 + 2.0 * (double)s->cfg.timeout_s;
 }
 
+double s3_settle_window_s(const s3_store *s) { return settle_s(s); }
+
 double s3_unsettled_s(s3_store *s, const char *key, int deletes_only) {
     double now = mono_s(), within = settle_s(s), young = 0; /* the newest matching entry's time */
     pthread_mutex_lock(&s->mu);

@@ -690,6 +690,8 @@ static double s3_unsettled(store *st, const char *key, int deletes_only) {
 
 static void s3_lost_writer(store *st, double for_s) { s3_note_unsettled(st->impl, NULL, 0, for_s); }
 
+static double s3_settle_window(store *st) { return s3_settle_window_s(st->impl); }
+
 static const store_backend s3_backend = {
     .scheme = "s3",
     .put = s3_put,
@@ -701,6 +703,7 @@ static const store_backend s3_backend = {
     .del = s3_del,
     .unsettled = s3_unsettled,
     .lost_writer = s3_lost_writer,
+    .settle_window = s3_settle_window,
     .close = s3_close,
 };
 

@@ -122,6 +122,11 @@ double store_delete_unsettled_s(store *s, const char *key);
  * lease says so in it (rec_lease's settle_until), for the next writer and gc. */
 double store_unsettled_s(store *s);
 
+/* The longest a write given up on may still land after it was sent (S3: a minute plus
+ * twice TANDEM_S3_TIMEOUT); 0 where writes land when they return (the file store). gc
+ * keeps that long after a killed writer's last sign of life. */
+double store_settle_window_s(store *s);
+
 /* Says that another process wrote to this store and a write it gave up on may still land:
  * for_s <= 0, it ended without releasing its lease (killed) and cannot say which or when,
  * so every write counts as unsettled (store_write_settled) for as long as one of this

@@ -26,6 +26,8 @@ typedef struct store_backend {
     /* optional, with `unsettled`: another process's writes may still land, for the
      * backend's window (for_s <= 0) or for_s seconds (store_note_lost_writer) */
     void (*lost_writer)(store *s, double for_s);
+    /* optional, with `unsettled`: how long a write given up on may land after it was sent */
+    double (*settle_window)(store *s);
     void (*close)(store *s);
 } store_backend;
 

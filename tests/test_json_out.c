@@ -354,7 +354,8 @@ static void test_gc_json(void) {
     /* --dry-run: the list of what would go, every key there, nothing deleted */
     CHECK(json_cmd(&f, ARGS("gc", f.store, "--keep", "2", "--dry-run", "--json"), 0,
                    "x = d['deleted']\n"
-                   "assert d['dry_run'] is True and d['keep'] == 2 and d['force'] is False and d['lease'] is None, d\n"
+                   "assert d['dry_run'] is True and d['keep'] == 2 and d['force'] is False, d\n"
+                   "assert d['lease']['state'] == 'released', d\n"
                    "assert d['store'] == a[0] and d['states'] == int(a[1]) and d['notes'] == [], d\n"
                    "assert len(x['states']) == d['deleted_states'] > 0 and len(x['blobs']) == d['deleted_blobs'] > 0, d\n"
                    "assert d['kept_states'] + d['deleted_states'] == d['states'] and d['pinned'] == 0, d\n"
@@ -435,6 +436,15 @@ static void test_hostile_strings(void) {
                    "assert d['lease']['state'] == 'held' and d['lease']['host'] == a[0], d['lease']\n"
                    "assert 'deleted' not in d, d\n",
                    ARGS(host)) == 0, "gc beside a held lease");
+    /* a dry run beside it lists what gc would delete once the run stops, and says why not now */
+    CHECK(json_cmd(&f, ARGS("gc", f.store, "--keep", "1", "--dry-run", "--json"), 0,
+                   "assert d['dry_run'] is True and d['lease']['state'] == 'held' and d['lease']['host'] == a[0], d\n"
+                   "assert d['deleted_states'] == len(d['deleted']['states']) > 0, d\n",
+                   ARGS(host)) == 0, "gc --dry-run beside a held lease");
+    char errh[700];
+    snprintf(errh, sizeof errh, "%s/err.txt", f.dir);
+    CHECK(read_all(errh, g_text, sizeof g_text) == 0 && strstr(g_text, "gc would stop here"), "the dry run's note: %s",
+          g_text);
     /* stale: a run killed before its first record (no sign of life since), its foreign
      * lease three days old */
     fixture g;
