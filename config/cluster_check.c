@@ -398,7 +398,7 @@ bool cluster_check_env(const char *s, char *why, size_t n) {
             return false;
         }
         if (value_has_userinfo(eq + 1, len - nlen - 1)) { /* an endpoint or proxy with its password */
-            snprintf(why, n, "'%.*s' holds a URL with user info (user:secret@host), which is refused and not "
+            snprintf(why, n, "'%.*s' holds a URL with user info (user:secret@host, or a token as the user name), which is refused and not "
                              "repeated here: credentials never go into a config or a rendered job; give the "
                              "URL without them and the credentials through cluster.credentials_file (Slurm) "
                              "or cluster.secret_name (Kubernetes)", (int)nlen, p);
