@@ -40,6 +40,10 @@
 #include "util/fileio.h"
 #include "util/testhook.h"
 
+/* What stands in an object's place and is no regular file (URL, key). */
+#define NOT_REGULAR_FMT "%s: %s is not a regular file (a FIFO, device or directory in an object's place: " \
+                        "remove it, then tandem verify says what the object held and how to get it back)"
+
 typedef struct file_store {
     char *root;
     unsigned file_mode; /* 0666 & ~umask, read when the store was opened */
@@ -154,7 +158,10 @@ static int fs_put(store *s, const char *key, const void *data, size_t n, int mod
         }
         unlink(tmp);
     } else if (rename(tmp, path)) {
-        r = err_sys(e, ERR_STORE, errno, "%s: cannot replace %s", s->url, key);
+        if (errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST) /* a directory there */
+            r = err_set(e, ERR_STORE, NOT_REGULAR_FMT, s->url, key);
+        else
+            r = err_sys(e, ERR_STORE, errno, "%s: cannot replace %s", s->url, key);
         unlink(tmp);
         free(tmp);
         goto out;
@@ -179,9 +186,7 @@ static int read_file(store *s, const char *key, const char *path, void **data, s
     struct stat st;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
         close(fd);
-        return err_set(e, ERR_STORE, "%s: %s is not a regular file (a FIFO, device or directory "
-                       "in an object's place: remove it, then tandem verify says what the object "
-                       "held and how to get it back)", s->url, key);
+        return err_set(e, ERR_STORE, NOT_REGULAR_FMT, s->url, key);
     }
     if ((uint64_t)st.st_size > STORE_OBJECT_MAX) { /* damage (store.h): said, never read nor replaced */
         close(fd);

@@ -358,6 +358,15 @@ for key in RUN HEAD states/8.mp; do
   done
 done
 
+# A directory where the run writes an object (mixture.mp, replaced at the end): the same
+# words, naming it (before: "cannot replace mixture.mp: Is a directory").
+rm -rf "$tmp/fifocopy" && cp -r "$tmp/fifostore" "$tmp/fifocopy" && rm -f "$tmp/fifocopy/mixture.mp" &&
+  mkdir "$tmp/fifocopy/mixture.mp"
+out=$(timeout -k 5 60 "$bin" run "$tmp/c.yaml" --store "$tmp/fifocopy" --quiet --set run.episodes=4 \
+      --allow-change run.episodes 2>&1); rc=$?
+if [ $rc = 3 ] && grep -q "mixture.mp is not a regular file" <<<"$out"; then pass "run with a directory at mixture.mp: exit 3, named"
+else fail "run with a directory at mixture.mp" "exit $rc" "$out"; fi
+
 # ---------------------------------------------------------------- endpoints that answer wrongly
 # tests/s3/hostile_s3.py MODE on loopback: hostile_start MODE starts it (port in $port),
 # hostile_run CMD runs `tandem CMD s3://bucket/run` against it (out, rc), hostile_stop.
