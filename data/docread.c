@@ -176,7 +176,10 @@ static long dr_read(dr_in *in, unsigned char *buf, size_t n, int *reason, char *
                 return -1;
             }
             in->zret = ret;
-            in->zfull = out.pos == n;
+            /* output full: more may be waiting inside zstd — unless the frame just ended
+             * (0: decoded and flushed); a call then would start a new frame and answer
+             * with its header's size, read as a stream cut inside a frame */
+            in->zfull = out.pos == n && ret != 0;
             if (out.pos) return (long)out.pos;
             continue;
         }
