@@ -107,7 +107,7 @@ static int verify(const char *url, const json_out *j, tdm_err *out) {
             pin.seed = cfg.run.seed;
             pin.fixed = cfg.run.mode == CONFIG_MODE_FIXED;
             pin.M = run.M;
-            pin.names = (const char (*)[REC_NAME_MAX])run.domains;
+            pin.names = (const char (*)[REC_DOMAIN_MAX])run.domains;
         }
     }
     ledger_verify_report r;

@@ -297,7 +297,7 @@ static int create_run(store *st, const config *cfg, const char *const *domains, 
     if (rc) return rc;
     rec_run run = {.created = (uint64_t)time(NULL), .nconfig = n, .M = M};
     for (int m = 0; m < M && m < REC_MAX_DOMAINS; m++)
-        snprintf(run.domains[m], REC_NAME_MAX, "%s", domains[m]);
+        snprintf(run.domains[m], REC_DOMAIN_MAX, "%s", domains[m]);
     unsigned char rnd[8] = {0};
     if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
         uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);

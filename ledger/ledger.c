@@ -228,7 +228,7 @@ static int seal_mixture(ledger *l, const ledger_final *f, ledger_mixture *out, t
     if (!rc) {
         audit_mixture(&c, 0.1, x);
         for (int m = 0; m < x->M; m++) {
-            snprintf(x->names[m], REC_NAME_MAX, "%s", f->names[m]);
+            snprintf(x->names[m], REC_DOMAIN_MAX, "%s", f->names[m]);
             out->start[m] = c.n ? c.rec[0].alpha[m] : x->alpha[m];
         }
         size_t n;

@@ -39,7 +39,10 @@
 
 #define REC_FORMAT 1
 #define REC_MAX_DOMAINS 64
-#define REC_NAME_MAX 64
+#define REC_NAME_MAX 64 /* run ids, hosts, tensor names: at most 63 bytes and a NUL */
+/* a domain name: data/dataset.h's DATASET_NAME_MAX (64) bytes and a NUL (before, such
+ * fields were REC_NAME_MAX: a 64-character name, valid in a dataset, was cut to 63) */
+#define REC_DOMAIN_MAX 65
 #define REC_KEY_MAX 128
 #define REC_MAX_TENSORS 4096
 #define REC_MAX_DIMS 4
@@ -67,7 +70,7 @@ typedef struct rec_run {
     rec_kv *config; /* sorted by key, owned */
     sha256_digest config_sha;
     int M;
-    char domains[REC_MAX_DOMAINS][REC_NAME_MAX]; /* the dataset's domain names, in order */
+    char domains[REC_MAX_DOMAINS][REC_DOMAIN_MAX]; /* the dataset's domain names, in order */
 } rec_run;
 
 typedef struct rec_change {
@@ -181,7 +184,7 @@ typedef struct rec_lease {
 
 typedef struct rec_mixture {
     int M;
-    char names[REC_MAX_DOMAINS][REC_NAME_MAX];
+    char names[REC_MAX_DOMAINS][REC_DOMAIN_MAX];
     double alpha[REC_MAX_DOMAINS];
     uint64_t first, last; /* episodes whose α_{t+1} were averaged, inclusive */
 } rec_mixture;
@@ -249,7 +252,7 @@ int rec_model_decode(const void *data, size_t n, const char *what, rec_model *m,
 #define REC_DATA_SPLITS 3 /* train, val, test: the order of data/dataset.h's splits */
 typedef struct rec_data {
     int M;
-    char domains[REC_MAX_DOMAINS][REC_NAME_MAX];
+    char domains[REC_MAX_DOMAINS][REC_DOMAIN_MAX];
     /* per domain and split: SHA-256 over its shards' digests in order, each the SHA-256 of
      * the shard's token count (8 bytes, little-endian) and its token bytes as stored */
     sha256_digest sha[REC_MAX_DOMAINS][REC_DATA_SPLITS];

@@ -33,7 +33,7 @@ static void put_value(codec_writer *w, const rt_field *f, const void *rec, int M
     case RT_DOMAINS: codec_f64s(w, (const double *)p, (size_t)M); break;
     case RT_NAMES:
         codec_array(w, (size_t)M);
-        for (int m = 0; m < M; m++) codec_str(w, p + (size_t)m * REC_NAME_MAX);
+        for (int m = 0; m < M; m++) codec_str(w, p + (size_t)m * REC_DOMAIN_MAX);
         break;
     case RT_CUSTOM: f->put(w, rec); break;
     }
@@ -102,7 +102,7 @@ static int get_names(const codec_map_reader *r, const msgpack_object *o, const c
     *M = (int)o->via.array.size;
     for (int m = 0; m < *M; m++) {
         const msgpack_object *s = &o->via.array.ptr[m];
-        if (s->type != MSGPACK_OBJECT_STR || s->via.str.size == 0 || s->via.str.size >= REC_NAME_MAX)
+        if (s->type != MSGPACK_OBJECT_STR || s->via.str.size == 0 || s->via.str.size >= REC_DOMAIN_MAX)
             return codec_field_error(r, key, "holds a bad name");
         for (uint32_t i = 0; i < s->via.str.size; i++) {
             char c = s->via.str.ptr[i];
@@ -110,12 +110,12 @@ static int get_names(const codec_map_reader *r, const msgpack_object *o, const c
                   c == '_' || c == '-'))
                 return codec_field_error(r, key, "holds a bad name");
         }
-        memcpy(names + (size_t)m * REC_NAME_MAX, s->via.str.ptr, s->via.str.size);
-        names[(size_t)m * REC_NAME_MAX + s->via.str.size] = '\0';
+        memcpy(names + (size_t)m * REC_DOMAIN_MAX, s->via.str.ptr, s->via.str.size);
+        names[(size_t)m * REC_DOMAIN_MAX + s->via.str.size] = '\0';
         /* one name per domain: a name twice would leave another domain without its weight
          * where a reader matches weights to its dataset by name (data.mixture_file) */
         for (int k = 0; k < m; k++)
-            if (!strcmp(names + (size_t)k * REC_NAME_MAX, names + (size_t)m * REC_NAME_MAX))
+            if (!strcmp(names + (size_t)k * REC_DOMAIN_MAX, names + (size_t)m * REC_DOMAIN_MAX))
                 return codec_field_error(r, key, "names a domain twice");
     }
     return 0;

@@ -32,7 +32,7 @@ typedef enum {
     RT_DIGEST,  /* sha256_digest, as 32 bytes */
     RT_DOMAINS, /* double[M]: one value per domain (the table's M); the first one read
                  * fixes M unless the table's M is read first (RT_EARLY) */
-    RT_NAMES,   /* char[M][REC_NAME_MAX]: one name of [A-Za-z0-9_.-] per domain */
+    RT_NAMES,   /* char[M][REC_DOMAIN_MAX]: one name of [A-Za-z0-9_.-] per domain */
     RT_CUSTOM,  /* the field's own put and get */
 } rt_type;
 

@@ -267,7 +267,7 @@ static int check_chain(verify_ctx *v, int have_head, uint64_t head_seq, int done
         int mr = store_get(v->st, LEDGER_MIXTURE, &md, &mn, NULL, &me);
         rec_mixture x;
         audit_mixture(&c, 0.1, &x);
-        for (int m = 0; m < x.M; m++) snprintf(x.names[m], REC_NAME_MAX, "%s", m < pin->M ? pin->names[m] : "?");
+        for (int m = 0; m < x.M; m++) snprintf(x.names[m], REC_DOMAIN_MAX, "%s", m < pin->M ? pin->names[m] : "?");
         if (mr == 0 && done && !rec_mixture_same(md, mn, &x)) {
             add_line(r, VERIFY_FAULT, 0, "%s/mixture.mp does not hold the alpha* of the alpha chain (damaged): "
                      "tandem run writes it again", v->url);

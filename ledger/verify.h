@@ -24,7 +24,7 @@ typedef struct ledger_pin {
     uint64_t seed;       /* run.seed */
     int fixed;           /* run.mode = fixed: no α*, so no mixture.mp */
     int M;
-    const char (*names)[REC_NAME_MAX]; /* [M] */
+    const char (*names)[REC_DOMAIN_MAX]; /* [M] */
 } ledger_pin;
 
 /* One line of the report, in the order the checks ran. */

@@ -11,6 +11,9 @@
 #include "ledger/read.h"
 #include "storage/sha256.h"
 
+/* a domain name fits a record's field whole (a 64-character one was cut to 63) */
+_Static_assert(DATASET_NAME_MAX + 1 == REC_DOMAIN_MAX, "domain names in records vs datasets");
+
 static const char *const SPLIT_NAMES[REC_DATA_SPLITS] = {"train", "val", "test"};
 
 /* One shard's digest: its token count (u64 LE), then its token bytes as stored. */
@@ -36,7 +39,7 @@ int data_source_digest(const dataset *ds, rec_data *out, tdm_err *e) {
     size_t n = 0;
     double bytes = 0;
     for (int m = 0; m < M; m++) {
-        snprintf(out->domains[m], REC_NAME_MAX, "%s", dataset_domain_name(ds, m));
+        snprintf(out->domains[m], REC_DOMAIN_MAX, "%s", dataset_domain_name(ds, m));
         for (int s = 0; s < SPLIT_COUNT; s++) {
             const dataset_split *sp = &ds->domains[m].split[s];
             n += sp->n_shards;

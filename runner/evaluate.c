@@ -111,7 +111,7 @@ int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, e
     if (!rc && !(params = ops->alloc(ctx, rs.lay.numel))) rc = err_set(e, ERR_INTERNAL, "out of memory");
     if (!rc) rc = ops->upload(ctx, params, ckpt_host(rs.ck, 0), rs.lay.numel, e);
     if (!rc) rc = eval_params(ops, ctx, params, &rs.ds, split, B, T, max_tokens, out->loss, out->tokens, e);
-    for (int m = 0; !rc && m < M; m++) snprintf(out->names[m], REC_NAME_MAX, "%s", dataset_domain_name(&rs.ds, m));
+    for (int m = 0; !rc && m < M; m++) snprintf(out->names[m], REC_DOMAIN_MAX, "%s", dataset_domain_name(&rs.ds, m));
     if (!rc) {
         out->M = M;
         out->seq = rs.rec.seq;

@@ -18,7 +18,7 @@ typedef struct eval_result {
     uint64_t seq;     /* the state evaluated */
     char step[16];    /* its position's next step ("done" for a finished run) */
     int M;
-    char names[REC_MAX_DOMAINS][REC_NAME_MAX];
+    char names[REC_MAX_DOMAINS][REC_DOMAIN_MAX];
     double loss[REC_MAX_DOMAINS];     /* mean token loss (nats) */
     uint64_t tokens[REC_MAX_DOMAINS]; /* targets scored */
     double mean_loss, average_ppl;    /* Average = exp(mean_loss) */

@@ -41,7 +41,7 @@ static int matches_chain(store *st, const char *url, const rec_mixture *x, tdm_e
         c.n = (size_t)x->last + 1; /* the chain when the run finished */
         audit_mixture(&c, 0.1, &want);
         c.n = n;
-        for (int m = 0; m < want.M; m++) snprintf(want.names[m], REC_NAME_MAX, "%s", run.domains[m]);
+        for (int m = 0; m < want.M; m++) snprintf(want.names[m], REC_DOMAIN_MAX, "%s", run.domains[m]);
         if (!rec_mixture_same(md, mn, &want))
             rc = err_set(e, ERR_STORE, "data.mixture_file = %s: its mixture.mp does not hold the alpha* of the run's "
                          "alpha chain (damaged or edited): a rerun of that run (tandem run, same config and "

@@ -148,6 +148,21 @@ if grep -q "Average" "$tmp/corpus/avg.yaml" && [ $rc = 2 ] && grep -q "'Average'
    [ ! -e "$tmp/avg/RUN" ]; then pass "a new run on a domain named Average: exit 2 naming why, no RUN"
 else fail "a new run on a domain named Average" "exit $rc" "$out" "$(head -c 400 "$tmp/corpus/avg.yaml")"; fi
 
+# ---------------------------------------------------------------- names of the longest length
+# two domains of 64 characters (the longest a dataset allows) that differ in the last one:
+# the records hold them whole (before: cut to 63 in RUN, data.mp and mixture.mp, so RUN
+# named a domain twice and the finished run could be neither resumed nor read)
+p63=$(printf 'p%.0s' $(seq 1 63))
+sed -e "s/name: \"d0\"/name: \"${p63}a\"/" -e "s/name: \"d1\"/name: \"${p63}b\"/" "$tmp/corpus/dataset.yaml" >"$tmp/corpus/long.yaml"
+sed "s|dataset: .*|dataset: $tmp/corpus/long.yaml}|" "$tmp/c.yaml" >"$tmp/long.yaml"
+"$bin" run "$tmp/long.yaml" --store "$tmp/long" --quiet >/dev/null 2>&1; rc1=$?
+out=$("$bin" run "$tmp/long.yaml" --store "$tmp/long" --quiet 2>&1); rc2=$?
+mix=$("$bin" mixture "$tmp/long" 2>&1); rc3=$?
+"$bin" verify "$tmp/long" >/dev/null 2>&1; rc4=$?
+if grep -q "${p63}b" "$tmp/corpus/long.yaml" && [ "$rc1$rc2$rc3$rc4" = 0000 ] && grep -q "\"${p63}a\": " <<<"$mix" &&
+   grep -q "\"${p63}b\": " <<<"$mix"; then pass "64-character domain names: the run resumes, mixture and verify read them whole"
+else fail "64-character domain names" "run $rc1, again $rc2, mixture $rc3, verify $rc4" "$out" "$mix"; fi
+
 # ---------------------------------------------------------------- another seed on a run
 # refused, also with --allow-change: everything the run computed derives from its seed
 # (the change was recorded, then the load refused the states, and even the original
