@@ -11,6 +11,7 @@
 
 #include "cli/cmds.h"
 #include "cli/version.h"
+#include "ledger/keys.h"
 #include "model/blas_core.h"
 #include "runner/run.h"
 #include "storage/s3_config.h"
@@ -131,5 +132,6 @@ int main(int argc, char **argv) {
     /* a secret in the environment is in this process's memory from exec on: no core file
      * may hold it (s3_config_resolve does the same for a secret read from a file) */
     if (s3_config_env_has_secret()) s3_config_no_core_dumps();
+    outfile_set_owned(ledger_key_owned); /* no --plot, --svg or --out over a store's objects */
     return main_output_check(c->name, c->handler(argc - 1, argv + 1));
 }

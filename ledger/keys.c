@@ -38,6 +38,20 @@ void ledger_superseded_key(char *buf, size_t cap, uint64_t change, const char *k
     snprintf(buf, cap, LEDGER_SUPERSEDED "%llu/%s", (unsigned long long)change, key);
 }
 
+int ledger_key_owned(const char *rel) {
+    static const char *const names[] = {LEDGER_RUN, LEDGER_HEAD, LEDGER_LEASE, LEDGER_MIXTURE, LEDGER_MODEL,
+                                        LEDGER_DATA, LEDGER_SWEEP, ".lock"};
+    static const char *const folders[] = {LEDGER_STATES, LEDGER_BLOBS, LEDGER_ALPHA, LEDGER_METRICS,
+                                          LEDGER_CONFIGS, LEDGER_PINS, LEDGER_SUPERSEDED, LEDGER_QUARANTINE};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(rel, names[i])) return 1;
+    for (size_t i = 0; i < sizeof folders / sizeof *folders; i++) {
+        size_t n = strlen(folders[i]); /* "states/": "states" itself and all below it */
+        if (!strncmp(rel, folders[i], n - 1) && (rel[n - 1] == '\0' || rel[n - 1] == '/')) return 1;
+    }
+    return !strncmp(rel, ".tmp-", 5);
+}
+
 int ledger_key_index(const char *key, const char *prefix, uint64_t *out) {
     size_t pl = strlen(prefix);
     if (strncmp(key, prefix, pl) != 0) return -1;

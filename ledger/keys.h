@@ -53,6 +53,11 @@ void ledger_blob_key(char *buf, size_t cap, const sha256_digest *d);
 void ledger_quarantine_key(char *buf, size_t cap, uint64_t epoch, const char *key);
 void ledger_superseded_key(char *buf, size_t cap, uint64_t change, const char *key);
 
+/* Whether `rel`, a path relative to a store's root, is or lies under one of the store's
+ * own names (the objects and folders above, .lock and the file store's temporaries):
+ * what a command's output (--plot, --svg, --out) must never be written over. */
+int ledger_key_owned(const char *rel);
+
 /* The number in "<prefix><n>.mp" (or "<prefix><n>" for pins): 0 and *n, or -1 when `key`
  * is not such a key. */
 int ledger_key_index(const char *key, const char *prefix, uint64_t *n);

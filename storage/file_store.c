@@ -38,6 +38,7 @@
 #include "storage/store_impl.h"
 #include "util/args.h"
 #include "util/fileio.h"
+#include "util/outfile.h"
 #include "util/testhook.h"
 
 /* What stands in an object's place and is no regular file (URL, key). */
@@ -533,6 +534,7 @@ store *file_store_open(const char *url, const char *path, int must_exist, int *a
         }
     }
     fs->root = root;
+    outfile_protect(root); /* no --plot, --svg or --out over its objects */
     fs->file_mode = 0666u & ~fileio_umask();
     fs->lock_limit_s = limit;
     s->b = &file_backend;

@@ -173,4 +173,27 @@ if [ "$n_up" = 3 ] && [ "$n_deb" = 3 ] && [ -n "$(ends "$hdr")" ] && [ "$(ends "
    [ "$(wc -l <<<"$tab")" = 5 ]; then
   pass "metrics table: long domain names whole in all three groups, rows aligned under them"
 else fail "metrics table with long domain names" "$tab"; fi
+
+# ------------------------------------------------ never over a store's own objects
+# --out, --plot and --tensorboard naming a store's object or folder (or a link to one, or a
+# path that leads there through ..) are refused (exit 2, naming the store), the object
+# untouched; a file of another name beside them is written (before: `mixture --out s/RUN`
+# exit 0, and the run could never be resumed)
+st="$tmp/own"
+"$bin" run "$tmp/c.yaml" --store "$st" --quiet >/dev/null 2>&1
+ln -s "$st/RUN" "$tmp/to-run"
+sums() { md5sum "$st/RUN" "$st/HEAD" | cut -c1-32 | tr '\n' ' '; ls "$st/states" | wc -l; }
+before=$(sums)
+bad=
+for c in "mixture $st --out $st/RUN" "alpha $st --plot $st/RUN" "metrics $st --plot $st/HEAD" \
+         "alpha $st --plot $tmp/to-run" "alpha $st --plot $st/states/../RUN" "alpha $st --plot $st/states/p.svg" \
+         "metrics $st --tensorboard $st/states"; do
+  out=$("$bin" $c 2>&1); rc=$?
+  if [ $rc != 2 ] || ! grep -q "is inside the store" <<<"$out"; then bad="$bad [$c: exit $rc: $out]"; fi
+done
+"$bin" alpha "$st" --plot "$st/alpha.svg" >/dev/null 2>&1; rc=$?
+"$bin" verify "$st" >/dev/null 2>&1; v=$?
+if [ -z "$bad" ] && [ "$(sums)" = "$before" ] && [ $rc = 0 ] && [ -s "$st/alpha.svg" ] && [ $v = 0 ]; then
+  pass "outputs over a store's objects refused (7 ways), the store unchanged; a plot beside them written"
+else fail "outputs over a store's objects" "$bad" "alpha.svg exit $rc, verify $v, $(sums) vs $before"; fi
 finish

@@ -66,10 +66,78 @@ static int outfile_ours(const char *name, size_t len) {
     return len == strlen(outfile_stem) && !memcmp(name, outfile_stem, len);
 }
 
+/* ------------------------------------------------------------ stores' own paths */
+
+#define OUTFILE_ROOTS 16
+static char *protected_root[OUTFILE_ROOTS]; /* real paths, for the process's life */
+static int nprotected;
+static int (*owned_fn)(const char *rel);
+
+void outfile_protect(const char *root) {
+    char real[PATH_MAX];
+    if (nprotected >= OUTFILE_ROOTS || !realpath(root, real)) return;
+    for (int i = 0; i < nprotected; i++)
+        if (!strcmp(protected_root[i], real)) return;
+    protected_root[nprotected] = strdup(real);
+    if (protected_root[nprotected]) nprotected++;
+}
+
+void outfile_set_owned(int (*owned)(const char *rel)) { owned_fn = owned; }
+
+/* The store root that real path `p` lies in and owns (the part below it is the store's),
+ * or NULL. */
+static const char *owned_by_store(const char *p) {
+    for (int i = 0; owned_fn && i < nprotected; i++) {
+        const char *r = protected_root[i];
+        size_t n = strlen(r);
+        if (n == 1) n = 0; /* a store at / */
+        if (strncmp(p, r, n) || p[n] != '/') continue;
+        if (owned_fn(p + n + 1)) return r;
+    }
+    return NULL;
+}
+
+int outfile_check_target(const char *what, const char *path, int is_dir, tdm_err *e) {
+    if (!owned_fn || !nprotected || !*path) return 0;
+    /* where the path leads (through links): its deepest existing part, resolved, and the
+     * rest of it as given */
+    char p[PATH_MAX], real[PATH_MAX], rest[PATH_MAX] = "", probe[PATH_MAX + 8];
+    snprintf(p, sizeof p, "%s", path);
+    for (;;) {
+        if (realpath(p, real)) break;
+        char *slash = strrchr(p, '/');
+        const char *last = slash ? slash + 1 : p;
+        if (*last) {
+            char t[2 * PATH_MAX + 2];
+            snprintf(t, sizeof t, "%s%s%s", last, *rest ? "/" : "", rest);
+            if (strlen(t) >= sizeof rest) return 0; /* no such path can be opened anyway */
+            memcpy(rest, t, strlen(t) + 1);
+        }
+        if (!slash) {
+            if (!realpath(".", real)) return 0;
+            break;
+        }
+        if (slash == p) {
+            snprintf(real, sizeof real, "/");
+            break;
+        }
+        *slash = '\0';
+    }
+    snprintf(probe, sizeof probe, "%s%s%s%s", strcmp(real, "/") ? real : "", *rest ? "/" : "", rest,
+             is_dir ? "/x" : "");
+    if (!*rest && !is_dir && !strcmp(real, "/")) return 0;
+    const char *root = owned_by_store(probe);
+    if (!root) return 0;
+    return err_set(e, ERR_USAGE, "%s %s is inside the store %s, where it would replace or sit among the store's "
+                   "own objects (RUN, HEAD, states/, ...): write it outside the store, or beside them under "
+                   "another name", what, path, root);
+}
+
 /* ------------------------------------------------------------ open and close */
 
 int outfile_open(outfile *o, const char *what, const char *path, tdm_err *e) {
     memset(o, 0, sizeof *o);
+    if (outfile_check_target(what, path, 0, e)) return e->code;
     o->what = what;
     o->given = strdup(path);
     char shown[400];

@@ -37,6 +37,18 @@ int outfile_open(outfile *o, const char *what, const char *path, tdm_err *e);
  * or the failure. Safe on an outfile whose open failed. */
 int outfile_close(outfile *o, int rc, unsigned mode, tdm_err *e);
 
+/* Store roots that outputs must not be written into where a store keeps its own objects:
+ * each store opened on a local directory is recorded (outfile_protect, by the file store),
+ * and `owned` (set once by main: ledger_key_owned) says which paths below a root are the
+ * store's. outfile_open and tfevents_open refuse such a target (ERR_USAGE naming the option,
+ * the path and the store), also when a symbolic link leads there; without `owned` set,
+ * nothing is refused. */
+void outfile_protect(const char *root);
+void outfile_set_owned(int (*owned)(const char *rel));
+/* 0, or ERR_USAGE (e set) when `path` (a file to write, or with is_dir a folder to write
+ * files into) is or leads to a store's own object or folder. */
+int outfile_check_target(const char *what, const char *path, int is_dir, tdm_err *e);
+
 /* While a temporary is being written: a SIGTERM, SIGINT or SIGHUP (where the process has
  * left them at their default, which ends it) removes `tmp` before the process ends by it
  * as it would have. NULL: none pending. One at a time; `tmp` must stay valid until

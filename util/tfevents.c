@@ -120,7 +120,7 @@ tfevents *tfevents_open(const char *dir, int whole, tdm_err *e) {
         err_set(e, ERR_USAGE, "no TensorBoard directory given");
         return NULL;
     }
-    if (make_dirs(dir, e)) return NULL;
+    if (outfile_check_target("the TensorBoard directory", dir, 1, e) || make_dirs(dir, e)) return NULL;
     tfevents *w = calloc(1, sizeof *w);
     if (!w) {
         err_set(e, ERR_INTERNAL, "out of memory");
