@@ -250,6 +250,8 @@ int config_diff(const config *a, const config *b, const char ***keys, size_t *n,
  * those): false for the cluster.* and log.* sections and the keys flagged F_UNPINNED in
  * the schema (checkpoint.keep, checkpoint.grace_s, checkpoint.snapshot); true otherwise,
  * unknown keys included. */
+/* Whether `key`'s value is a path (or scheme:path, as model.init's hf:DIR). */
+bool config_key_path(const char *key);
 bool config_key_pinned(const char *key);
 
 /* Whether only the α step reads `key` (flagged F_DMO_ONLY in the schema: tandem.alpha_cut,

@@ -374,6 +374,8 @@ bool config_key_pinned(const char *key) {
     return !(key_flags(key) & F_UNPINNED);
 }
 
+bool config_key_path(const char *key) { return key_flags(key) & (F_PATH | F_SCHEME_PATH); }
+
 bool config_key_dmo_only(const char *key) { return key_flags(key) & F_DMO_ONLY; }
 
 bool config_key_noecho(const char *key) { return key_flags(key) & F_NOECHO; }

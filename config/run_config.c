@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "config/compare_layout.h"
@@ -37,6 +38,21 @@ static int from_rec(const rec_kv *r, size_t n, config_kv **out, tdm_err *e) {
     }
     *out = kv;
     return 0;
+}
+
+/* Whether a pinned path value and a given one name the same file or folder (one device
+ * and inode; "hf:DIR" compared by its DIR, a URL never): the pinned one is read from here,
+ * the directory a resume starts in (a relative path is as the first start wrote it). */
+static int same_path(const char *a, const char *b) {
+    if (strstr(a, "://") || strstr(b, "://")) return 0;
+    size_t sa = 0, sb = 0;
+    while (a[sa] >= 'a' && a[sa] <= 'z') sa++;
+    while (b[sb] >= 'a' && b[sb] <= 'z') sb++;
+    sa = a[sa] == ':' && sa ? sa + 1 : 0;
+    sb = b[sb] == ':' && sb ? sb + 1 : 0;
+    if (sa != sb || strncmp(a, b, sa) || !a[sa] || !b[sb]) return 0;
+    struct stat x, y;
+    return stat(a + sa, &x) == 0 && stat(b + sb, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
 }
 
 static config_kv *find_kv(config_kv *kv, size_t n, const char *key) {
@@ -414,32 +430,42 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
      * run pinned before alpha_cut existed (any) resumes with today's default, and one given
      * overfit_cap or start_epochs in its config (as the DMO's) computes the same either way */
     int dmo_matters = cfg->run.mode != CONFIG_MODE_FIXED || pc.run.mode != CONFIG_MODE_FIXED;
-    for (size_t i = 0; !rc && i < nk; i++)
+    config_kv *now = NULL;
+    size_t nnow = 0;
+    if (!rc && nk) rc = config_canonical(cfg, &now, &nnow, e);
+    for (size_t i = 0; !rc && i < nk; i++) {
+        /* a path spelled another way (./cfg.yaml, the config's absolute path in a rendered
+         * job, a link) that names the same file is no change: what it holds is pinned by
+         * content anyway (data.mp, model.mp) */
+        config_kv *a = find_kv(pinned, npinned, keys[i]), *b = find_kv(now, nnow, keys[i]);
+        if (config_key_path(keys[i]) && a && b && same_path(a->value, b->value)) continue;
         if (config_key_pinned(keys[i]) && (attention_matters || strcmp(keys[i], "model.attention")) &&
             (dmo_matters || !config_key_dmo_only(keys[i])))
             keys[kept++] = keys[i];
+    }
     nk = kept;
     if (rc || nk == 0) {
-        free(keys);
-        free(pinned);
-        return rc;
-    }
-    config_kv *now;
-    size_t nnow;
-    rc = config_canonical(cfg, &now, &nnow, e);
-    if (rc) {
+        free(now);
         free(keys);
         free(pinned);
         return rc;
     }
     char list[2048] = "";
-    int refused = 0;
+    int refused = 0, relative_hint = 0;
     for (size_t i = 0; i < nk; i++) {
         config_kv *a = find_kv(pinned, npinned, keys[i]), *b = find_kv(now, nnow, keys[i]);
         size_t used = strlen(list);
         snprintf(list + used, sizeof list - used, "%s  %s: %.60s -> %.60s", used ? "\n" : "",
                  keys[i], a ? a->value : "?", b ? b->value : "?");
         if (!allowed_key(keys[i], allowed, n_allowed)) refused = 1;
+        if (config_key_path(keys[i]) && a && a->value[0] && a->value[0] != '/' && !strstr(a->value, "://") &&
+            strcmp(a->value, "random") && !relative_hint) {
+            relative_hint = 1;
+            used = strlen(list);
+            snprintf(list + used, sizeof list - used, "\n  (%s is pinned as the first start wrote it, relative to "
+                     "the directory it was started in: resumed from there, any spelling of the same file is "
+                     "the same)", keys[i]);
+        }
     }
     uint64_t made = 0;
     char which[REC_KEY_MAX];

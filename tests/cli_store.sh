@@ -163,6 +163,21 @@ if grep -q "${p63}b" "$tmp/corpus/long.yaml" && [ "$rc1$rc2$rc3$rc4" = 0000 ] &&
    grep -q "\"${p63}b\": " <<<"$mix"; then pass "64-character domain names: the run resumes, mixture and verify read them whole"
 else fail "64-character domain names" "run $rc1, again $rc2, mixture $rc3, verify $rc4" "$out" "$mix"; fi
 
+# ---------------------------------------------------------------- the config's path spelled another way
+# a relative data.dataset is pinned joined to the config's directory as given: a resume
+# naming the same config as ./c.yaml or by its absolute path (as a rendered Slurm job
+# does) is the same run (before: exit 2, "data.dataset: rel/corpus/... -> ./rel/corpus/...")
+mkdir -p "$tmp/rel" && cp -r "$tmp/corpus" "$tmp/rel/corpus"
+sed "s|dataset: .*|dataset: corpus/dataset.yaml}|" "$tmp/c.yaml" >"$tmp/rel/c.yaml"
+got=
+for spelling in c.yaml ./c.yaml "$tmp/rel/c.yaml" "$tmp/rel/../rel/c.yaml"; do
+  (cd "$tmp/rel" && "$bin" run "$spelling" --store "$tmp/rel/s" --quiet >/dev/null 2>&1); got="$got $?"
+done
+out=$(cd "$tmp" && "$bin" run rel/c.yaml --store rel/s --quiet 2>&1); rc=$?
+if [ "$got" = " 0 0 0 0" ] && [ $rc = 2 ] && grep -q "relative to the directory it was started in" <<<"$out"; then
+  pass "a resume naming the config ./c.yaml or by absolute path is the same run; from another directory the pin is explained"
+else fail "the config's path spelled another way" "exits$got, from elsewhere $rc" "$out"; fi
+
 # ---------------------------------------------------------------- another seed on a run
 # refused, also with --allow-change: everything the run computed derives from its seed
 # (the change was recorded, then the load refused the states, and even the original
