@@ -20,7 +20,8 @@ static const cli_opt OPTS[] = {
      "text for domain NAME; repeat it to add paths to a domain or to\n"
      "add domains (at most 64). PATH: a file, a directory (walked\n"
      "recursively, regular files only; symlinks and special files\n"
-     "inside are counted, never followed) or a quoted glob that tandem\n"
+     "inside are counted, never followed; hidden ones, .git or .env,\n"
+     "left out) or a quoted glob that tandem\n"
      "expands ('py=src/**/*.py': ** is any depth). NAME: 1..64 of\n"
      "[A-Za-z0-9_.-] (required)",
      NULL, 0, 0, NULL, NULL},

@@ -9,11 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 const char *textsrc_reason_name(int reason) {
     static const char *const names[TEXTSRC_N_REASONS] = {
         "binary", "bad JSON", "no text field", "invalid UTF-8", "unreadable",
-        "corrupt stream", "empty", "excluded", "symlink/special", "null", "too long"};
+        "corrupt stream", "empty", "excluded", "symlink/special", "null", "too long", "hidden"};
     return reason >= 0 && reason < TEXTSRC_N_REASONS ? names[reason] : "?";
 }
 
@@ -116,12 +117,25 @@ static void textsrc_issue(const textsrc_issues *is, int reason, const char *path
 
 /* Records a regular file (its identity for the duplicate check). Takes ownership of path. */
 static int textsrc_push(textsrc_walk *w, char *path, const struct stat *st, tdm_err *e) {
+    /* an absolute exclude against a file found by a relative path: its absolute forms, as
+     * written from here and with links resolved (before: never matched, nothing said) */
+    char *lexical = NULL, *canon = NULL;
+    for (int i = 0; i < w->n_ex && path[0] != '/'; i++)
+        if (w->ex[i][0] == '/') {
+            char *cwd = getcwd(NULL, 0);
+            lexical = cwd ? textsrc_join(cwd, path) : NULL;
+            canon = textsrc_canon(path);
+            free(cwd);
+            break;
+        }
     for (int i = 0; i < w->n_ex; i++)
-        if (textsrc_excluded(w->ex[i], path)) {
+        if (textsrc_excluded(w->ex[i], path) || (lexical && textsrc_excluded(w->ex[i], lexical)) ||
+            (canon && textsrc_excluded(w->ex[i], canon))) {
             textsrc_issue(w->is, TEXTSRC_EXCLUDED, path, w->ex[i]);
-            free(path);
+            free(path), free(lexical), free(canon);
             return 0;
         }
+    free(lexical), free(canon);
     textsrc_list *l = w->l;
     if (l->n == l->cap) {
         size_t nc = l->cap ? 2 * l->cap : 64;
@@ -188,6 +202,9 @@ static int textsrc_walk_dir(textsrc_walk *w, const char *dir, tdm_err *e) {
         char *child = textsrc_join(dir, names[i]);
         struct stat st;
         if (!child) rc = textsrc_oom(e);
+        else if (!w->glob && names[i][0] == '.') /* a glob passes them over by its rules */
+            textsrc_issue(w->is, TEXTSRC_HIDDEN, child, "hidden (a name starting with '.'), left out as a glob "
+                          "leaves it: name it as a path or a glob of its own to read it");
         else if (lstat(child, &st) != 0)
             rc = err_sys(e, ERR_USAGE, errno, "domain '%s': cannot stat %s", w->domain, child);
         else if (S_ISDIR(st.st_mode)) {

@@ -5,7 +5,9 @@
  *   - a regular file (followed if it is a symlink);
  *   - a directory, walked recursively: regular files only; symlinks and special files met
  *     inside are reported (TEXTSRC_SPECIAL) and never followed, unreadable directories
- *     reported (TEXTSRC_UNREADABLE) and left out;
+ *     reported (TEXTSRC_UNREADABLE) and left out, and hidden files and directories (a name
+ *     starting with '.': .git, .env, .venv) reported (TEXTSRC_HIDDEN) and left out, as a
+ *     glob leaves them (a repository's .git/config may hold a token);
  *   - a glob (it holds one of * ? [): its leading components without those characters
  *     name the directory walked as above (the current directory when there are none), and
  *     a file is taken when its whole path, as built from that directory, matches the
@@ -42,6 +44,7 @@ enum {
     TEXTSRC_NULL,       /* a null in a Parquet file's text column (skipped) */
     TEXTSRC_TOO_LONG,   /* a .jsonl line past DOCREAD_RECORD_MAX, a .json file past
                          * DOCREAD_JSON_MAX (left out: held whole, they could exhaust memory) */
+    TEXTSRC_HIDDEN,     /* a name starting with '.' met inside a directory walked (.git, .env) */
     TEXTSRC_N_REASONS
 };
 

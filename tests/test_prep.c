@@ -301,6 +301,14 @@ static void test_prep_partitions_the_documents(void) {
     add_doc(&da, subtxt, 1234), add_doc(&da, y, 7001), add_doc(&da, x, 5000);
     char *link = join(a, "zz-link.txt");
     CHECK(symlink("x.txt", link) == 0, "symlink: %s", strerror(errno));
+    /* hidden ones are left out as a glob leaves them (before: read, a .git/config's token
+     * and all, into the shards) */
+    char *git = join(a, ".git"), *cache = join(sub, ".cache");
+    CHECK(mkdir(git, 0777) == 0 && mkdir(cache, 0777) == 0, "mkdir hidden");
+    free(make_file(a, ".git/config", 300, 21, 0));
+    free(make_file(a, ".env", 200, 22, 0));
+    free(make_file(a, "sub/.cache/c.txt", 400, 23, 0));
+    free(git), free(cache);
     unsigned char *b1 = make_file(in, "b.txt", 2500, 6, 0);
     free(make_file(bdir, "c.txt", 4100, 7, 1)); /* binary */
     unsigned char *b3 = make_file(bdir, "a.txt", 900, 8, 0);
@@ -351,7 +359,7 @@ static void test_prep_partitions_the_documents(void) {
     CHECK(n_st == 2 && st[0].files == 6 && st[0].files_used == 4 && st[0].docs == 43 &&
               st[0].text_bytes == text_a && st[0].tokens == text_a + 43 &&
               st[0].skipped[TEXTSRC_BINARY] == 1 && st[0].skipped[TEXTSRC_EMPTY] == 1 &&
-              st[0].skipped[TEXTSRC_SPECIAL] == 1 && st[0].n_moved == 0,
+              st[0].skipped[TEXTSRC_SPECIAL] == 1 && st[0].skipped[TEXTSRC_HIDDEN] == 3 && st[0].n_moved == 0,
           "alpha stats: %d domains, files %llu used %llu docs %llu bytes %llu tokens %llu",
           n_st, (unsigned long long)st[0].files, (unsigned long long)st[0].files_used,
           (unsigned long long)st[0].docs, (unsigned long long)st[0].text_bytes,
@@ -368,13 +376,14 @@ static void test_prep_partitions_the_documents(void) {
              (unsigned long long)st[0].shards[0]);
     CHECK(strstr(rtext, "domain ") && strstr(rtext, row) &&
               strstr(rtext, "alpha: 4 of 6 files gave documents; left out: 1 binary, 1 empty, "
-                            "1 symlink/special\n") &&
+                            "1 symlink/special, 3 hidden\n") &&
               strstr(rtext, "b: 3 of 4 files gave documents; left out: 1 binary\n") &&
               !strstr(rtext, "moved"),
           "report:\n%s(want row '%s')", rtext, row);
-    /* the binary files and the symlink are named; the empty file is counted only */
+    /* the binary files, the symlink and the hidden ones are named; the empty file is counted only */
     CHECK(strstr(wtext, "prep: alpha: ") && strstr(wtext, "sub/z.bin: ") && strstr(wtext, "(binary, left out)") &&
-              strstr(wtext, "symlink") && !strstr(wtext, "empty.txt") && count_of(wtext, "\n") == 3,
+              strstr(wtext, "symlink") && !strstr(wtext, "empty.txt") && strstr(wtext, "a/.git: hidden") &&
+              strstr(wtext, "sub/.cache: hidden") && count_of(wtext, "\n") == 6,
           "warnings:\n%s", wtext);
     char *adir = join(out, "alpha");
     CHECK(count_tmp_files(adir) == 0, "temporary files left in %s", adir);
@@ -988,7 +997,8 @@ static void test_prep_globs(void) {
     CHECK(ok, "the glob took other files");
     CHECK(st[0].files == 3 && st[0].skipped[TEXTSRC_EXCLUDED] == 1, "files %llu, excluded %llu",
           (unsigned long long)st[0].files, (unsigned long long)st[0].skipped[TEXTSRC_EXCLUDED]);
-    /* a directory takes everything but what is excluded; the .pyc is binary */
+    /* a directory takes everything but what is excluded and what is hidden (src/.hidden,
+     * as the glob left it); the .pyc is binary */
     prep_input in2[] = {{"py", "src"}};
     prep_input ex2[] = {{"py", "*.txt"}, {"py", "pkg/tests"}};
     quiet_opts(&o, "out2", in2, 1);
@@ -996,11 +1006,23 @@ static void test_prep_globs(void) {
     o.split[0] = 0.5, o.split[1] = 0.5, o.split[2] = 0;
     o.stats = st;
     CHECK(prep_run(&o, &e) == 0, "%s", e.msg);
-    CHECK(st[0].files == 5 && st[0].docs == 4 && st[0].skipped[TEXTSRC_BINARY] == 1 &&
-              st[0].skipped[TEXTSRC_EXCLUDED] == 2,
+    CHECK(st[0].files == 4 && st[0].docs == 3 && st[0].skipped[TEXTSRC_BINARY] == 1 &&
+              st[0].skipped[TEXTSRC_EXCLUDED] == 2 && st[0].skipped[TEXTSRC_HIDDEN] == 1,
           "files %llu docs %llu binary %llu excluded %llu", (unsigned long long)st[0].files,
           (unsigned long long)st[0].docs, (unsigned long long)st[0].skipped[TEXTSRC_BINARY],
           (unsigned long long)st[0].skipped[TEXTSRC_EXCLUDED]);
+    /* an absolute exclude with a relative domain path: matched against the file's absolute
+     * path (before: never, "left out: nothing") */
+    char absex[1200];
+    snprintf(absex, sizeof absex, "%s/src/pkg/deep/*", dir);
+    prep_input ex3[] = {{"py", "*.txt"}, {"py", "pkg/tests"}, {"py", absex}};
+    quiet_opts(&o, "out2b", in2, 1);
+    o.excludes = ex3, o.n_excludes = 3;
+    o.split[0] = 0.5, o.split[1] = 0.5, o.split[2] = 0;
+    o.stats = st;
+    CHECK(prep_run(&o, &e) == 0, "%s", e.msg);
+    CHECK(st[0].files == 3 && st[0].skipped[TEXTSRC_EXCLUDED] == 3, "absolute exclude: files %llu, excluded %llu",
+          (unsigned long long)st[0].files, (unsigned long long)st[0].skipped[TEXTSRC_EXCLUDED]);
     /* a glob that matches nothing, an exclude for no domain */
     prep_input none[] = {{"py", "src/**/*.rs"}};
     quiet_opts(&o, "out3", none, 1);
