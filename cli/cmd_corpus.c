@@ -34,7 +34,7 @@ static const cli_opt OPTS[] = {
      NULL, 0, 0, NULL, NULL},
     {"--shard-tokens", CLI_STR, "N", "most tokens per shard file (default " STR(CORPUS_DEFAULT_SHARD) ")",
      NULL, 0, 0, NULL, NULL},
-    {"--vocab", CLI_STR, "V", "vocabulary size, 1..65536 (default " STR(CORPUS_DEFAULT_VOCAB) ")",
+    {"--vocab", CLI_STR, "V", "vocabulary size, 2..65536 (default " STR(CORPUS_DEFAULT_VOCAB) ")",
      NULL, 0, 0, NULL, NULL},
     {"--seed", CLI_STR, "S", "generator seed (default " STR(CORPUS_DEFAULT_SEED) ")", NULL, 0, 0, NULL, NULL},
     {"--successors", CLI_STR, "B|B1,B2,..",
@@ -154,8 +154,8 @@ static int run_gen_corpus(const cli_args *a) {
             o.shard_tokens > 2147483647u) /* as prep: a window lies within one shard */
             rc = bad("--shard-tokens", "'%s' is not a count in %d..2147483647", val, PREP_MIN_SHARD_TOKENS);
     if (!rc && (val = cli_str(a, "--vocab", NULL))) {
-        if (args_parse_count(val, &v) || v < 1 || v > 65536)
-            rc = bad("--vocab", "'%s' is not a vocabulary size in 1..65536", val);
+        if (args_parse_count(val, &v) || v < 2 || v > 65536)
+            rc = bad("--vocab", "'%s' is not a vocabulary size in 2..65536 (a model needs two tokens)", val);
         o.vocab = (int)v;
     }
     if (!rc && (val = cli_str(a, "--successors", NULL))) {

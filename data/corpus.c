@@ -192,9 +192,14 @@ static int check_opts(const corpus_opts *o, tdm_err *e) {
                            n ? n : "", DATASET_NAME_MAX);
         if (dataset_name_reserved(n))
             return err_set(e, ERR_USAGE, "domain name '%s' " DATASET_RESERVED_WHY, n);
+        if (dataset_folder_name_bad(n))
+            return err_set(e, ERR_USAGE, "domain name '%s' %s", n, dataset_folder_name_bad(n));
         for (int k = 0; k < m; k++)
             if (!strcmp(o->names[k], n))
                 return err_set(e, ERR_USAGE, "domain name '%s' appears twice", n);
+            else if (!strcasecmp(o->names[k], n)) /* as prep */
+                return err_set(e, ERR_USAGE, "domain names '%s' and '%s' differ only in case; their directories "
+                               "would collide on a case-insensitive file system: rename one", o->names[k], n);
     }
     if (o->n_train != 0 && o->n_train != 1 && o->n_train != o->n_domains)
         return err_set(e, ERR_USAGE,
@@ -208,8 +213,8 @@ static int check_opts(const corpus_opts *o, tdm_err *e) {
     if (o->shard_tokens < 1 || o->shard_tokens > SHARD_MAX_TOKENS)
         return err_set(e, ERR_USAGE, "shard tokens %llu is outside 1..%u",
                        (unsigned long long)o->shard_tokens, SHARD_MAX_TOKENS);
-    if (o->vocab < 1 || o->vocab > 65536)
-        return err_set(e, ERR_USAGE, "vocab %d is outside 1..65536", o->vocab);
+    if (o->vocab < 2 || o->vocab > 65536) /* a model needs two tokens at least (model.vocab) */
+        return err_set(e, ERR_USAGE, "vocab %d is outside 2..65536", o->vocab);
     return 0;
 }
 

@@ -31,6 +31,13 @@ int dataset_name_ok(const char *name) {
 
 int dataset_name_reserved(const char *name) { return strcasecmp(name, "Average") == 0; }
 
+const char *dataset_folder_name_bad(const char *name) {
+    if (!strcmp(name, ".") || !strcmp(name, "..")) return "is a directory's own name (. or ..)";
+    if (!strcasecmp(name, "dataset.yaml"))
+        return "would be a folder in the place of the corpus's dataset.yaml: choose another name";
+    return NULL;
+}
+
 /* The YAML file's directory, with glob metacharacters escaped so that a directory called
  * "runs[1]" is taken literally while the patterns below it still glob. "" for the cwd. */
 static char *glob_base_dir(const char *yaml_path) {
@@ -147,6 +154,9 @@ static int load_domain(dataset *ds, const char *base, const ydoc_node *m, int id
                        "[A-Za-z0-9_.-]",
                        path, name->line, idx + 1, name->kind == YDOC_SCALAR ? name->value : "",
                        DATASET_NAME_MAX);
+    if (!strcmp(name->value, ".") || !strcmp(name->value, ".."))
+        return err_set(e, ERR_USAGE, "%s:%d: domain #%d: name '%s' is a directory's own name: choose another "
+                       "(mixture outputs put domain names into paths)", path, name->line, idx + 1, name->value);
     for (int j = 0; j < idx; j++)
         if (strcmp(ds->domains[j].name, name->value) == 0)
             return err_set(e, ERR_USAGE, "%s:%d: duplicate domain name '%s' (domains #%d and #%d)",

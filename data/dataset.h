@@ -72,6 +72,10 @@ void dataset_free(dataset *ds);
  * [A-Za-z0-9_.-]); shared with the corpus generator so what it writes loads back. */
 int dataset_name_ok(const char *name);
 
+/* Why a valid name cannot name a domain's folder beside dataset.yaml (prep, gen-corpus;
+ * a dataset's own names too, for . and ..), or NULL. */
+const char *dataset_folder_name_bad(const char *name);
+
 /* Whether `name` is reserved for a row of the reports: "Average" in any case, the mean over
  * domains that eval, results and compare print beside the domains (a domain of that name
  * could not be told from it in a table or CSV). Refused where names are made (prep,

@@ -207,6 +207,8 @@ static int prep_group(const prep_opts *o, prep_dom *doms, int *n_doms, int *dom_
                            n ? n : "", DATASET_NAME_MAX);
         if (dataset_name_reserved(n))
             return err_set(e, ERR_USAGE, "domain name '%s' " DATASET_RESERVED_WHY, n);
+        if (dataset_folder_name_bad(n))
+            return err_set(e, ERR_USAGE, "domain name '%s' %s", n, dataset_folder_name_bad(n));
         if (!p || !p[0]) return err_set(e, ERR_USAGE, "domain '%s': empty path", n);
         int m = 0;
         while (m < *n_doms && strcmp(doms[m].name, n)) m++;

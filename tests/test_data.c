@@ -375,6 +375,12 @@ static void test_dataset_errors(void) {
          "    val: [web/val_*.bin]\n  - name: web\n    train: [web/train_1.bin]\n"
          "    val: [web/val_*.bin]\n",
          {"dataset.yaml:6:", "duplicate domain name 'web'", "#2"}},
+        /* a directory's own name (prep and gen-corpus refused it, a hand-written file not:
+         * `mixture --format megatron` then printed /data/../text_document) */
+        {"vocab: 256\ndomains:\n  - name: web\n    train: [web/train_0.bin]\n"
+         "    val: [web/val_*.bin]\n  - name: ..\n    train: [web/train_1.bin]\n"
+         "    val: [web/val_*.bin]\n",
+         {"dataset.yaml:6:", "name '..'", "directory's own name"}},
         /* a pattern into a missing directory (before: "could not be read (permissions?)") */
         {"vocab: 256\ndomains:\n  - name: web\n    train: [nodir/train_*.bin]\n"
          "    val: [web/val_*.bin]\n",
@@ -907,9 +913,17 @@ static void test_corpus_refuses_stale_shards_and_bad_options(void) {
     o.names = names3;
     CHECK(corpus_generate(&o, &e) == ERR_USAGE && strstr(e.msg, "'Average' is reserved"), "%s",
           e.msg);
+    const char *names4[] = {"a", "dataset.yaml", "c"}; /* its folder: in the description's place */
+    o.names = names4;
+    CHECK(corpus_generate(&o, &e) == ERR_USAGE && strstr(e.msg, "'dataset.yaml'"), "%s", e.msg);
+    const char *names5[] = {"a", "b", "A"}; /* as prep: case-insensitive file systems */
+    o.names = names5;
+    CHECK(corpus_generate(&o, &e) == ERR_USAGE && strstr(e.msg, "only in case"), "%s", e.msg);
     small_corpus_opts(&o, dir);
     o.vocab = 0;
     CHECK(corpus_generate(&o, &e) == ERR_USAGE && strstr(e.msg, "vocab 0"), "%s", e.msg);
+    o.vocab = 1; /* no model takes it (model.vocab >= 2): refused here, not by the run after */
+    CHECK(corpus_generate(&o, &e) == ERR_USAGE && strstr(e.msg, "vocab 1"), "%s", e.msg);
     small_corpus_opts(&o, dir);
     o.n_train = 2;
     CHECK(corpus_generate(&o, &e) == ERR_USAGE && strstr(e.msg, "2 train token counts"), "%s",

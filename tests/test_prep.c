@@ -1306,6 +1306,10 @@ static void test_prep_rejections(void) {
         {"bad name", {{"we b", "in"}}, 1, {0}, 0, NULL, {"'we b'", "[A-Za-z0-9_.-]", ""}},
         {"slash name", {{"a/b", "in"}}, 1, {0}, 0, NULL, {"'a/b'", "", ""}},
         {"dot-dot name", {{"..", "in"}}, 1, {0}, 0, NULL, {"'..'", "not . or ..", ""}},
+        /* the folder would take dataset.yaml's place: refused before any work (before: every
+         * shard written, then exit 2 on the rename, and a second try stuck on it) */
+        {"dataset.yaml name", {{"web", "in/a.txt"}, {"Dataset.YAML", "in/c.txt"}}, 2, {0}, 0, NULL,
+         {"'Dataset.YAML'", "in the place of the corpus's dataset.yaml", ""}},
         {"reserved name", {{"web", "in/a.txt"}, {"AVERAGE", "in/c.txt"}}, 2, {0}, 0, NULL,
          {"'AVERAGE' is reserved", "rename the domain", ""}},
         {"case clash", {{"web", "in/a.txt"}, {"Web", "in/sub"}}, 2, {0}, 0, NULL,
