@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "data/dataset.h"
+#include "data/prep.h"
 #include "data/shard.h"
 #include "util/fileio.h"
 #include "util/rng.h"
@@ -375,6 +376,8 @@ int corpus_generate(const corpus_opts *o, tdm_err *e) {
         else
             rc = check_no_stale(o, m, dirs[m], e);
     }
+    int lock = -1; /* one writer into --out at a time, as prep */
+    if (!rc && (lock = prep_lock_out(o->out, e)) < 0) rc = e->code;
     /* From here on the output changes: first retire the old description, so that a run
      * killed midway over an earlier corpus leaves no dataset.yaml vouching for a mix of
      * old and new shards (written last, it is the mark of a whole corpus), as prep does. */
@@ -397,6 +400,7 @@ int corpus_generate(const corpus_opts *o, tdm_err *e) {
         testhook_kill_at("corpus"); /* killed between two domains, for the tests */
     }
     if (!rc) rc = write_yaml(o, names, e);
+    if (lock >= 0) close(lock);
     for (int m = 0; m < o->n_domains; m++) free(dirs[m]);
     free(buf);
     free(vperm);

@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "data/dataset.h"
@@ -975,6 +977,66 @@ static int prep_write_yaml(const prep_opts *o, const prep_tok *k, const prep_dom
 
 /* ---- the run --------------------------------------------------------------------------- */
 
+/* Bytes of the regular files in dir (not below it): what the domain's new shards replace. */
+static double prep_dir_bytes(const char *dir) {
+    DIR *dp = opendir(dir);
+    double n = 0;
+    struct dirent *de;
+    while (dp && (de = readdir(dp))) {
+        struct stat st;
+        if (fstatat(dirfd(dp), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+            n += (double)st.st_size;
+    }
+    if (dp) closedir(dp);
+    return n;
+}
+
+/* Whether the planned shards fit the free space where --out goes (the shards they replace
+ * counted as free): a corpus that cannot fit is refused before its first byte (before: a
+ * small compressed file expanding to gigabytes filled the disk, then failed). */
+static int prep_room(const prep_opts *o, const prep_tok *k, prep_dom *doms, int n_doms, tdm_err *e) {
+    double need = 0, old = 0, per = k->vocab > 65536 ? 4.0 : 2.0;
+    for (int m = 0; m < n_doms; m++) {
+        need += per * (double)doms[m].st.tokens +
+                SHARD_HEADER_BYTES * (3.0 + (double)doms[m].st.tokens / (double)(o->shard_tokens ? o->shard_tokens : 1));
+        old += prep_dir_bytes(doms[m].dir);
+    }
+    char dir[PATH_MAX];
+    struct statvfs fs;
+    if (!fileio_existing_ancestor(o->out, dir) || statvfs(dir, &fs) != 0) return 0; /* the writes will say */
+    double have = (double)fs.f_bavail * (double)fs.f_frsize + old;
+    if (need <= have) return 0;
+    return err_set(e, ERR_STORE, "the shards need %.2f GB and %s has %.2f GB free (with the shards they replace): "
+                   "free some space, or give another --out", need / 1e9, o->out, have / 1e9);
+}
+
+/* Takes DIR/.tandem-prep.lock (made with DIR) for the writes: two preps or gen-corpus into
+ * one --out at once would mix their shards under one description (before: both exit 0).
+ * The descriptor, or -1 with e set. */
+int prep_lock_out(const char *out, tdm_err *e) {
+    char *path = prep_join(out, ".tandem-prep.lock");
+    if (!path) return prep_oom(e), -1;
+    int fd = fileio_make_parents(path) == 0 ? open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666) : -1;
+    if (fd < 0) {
+        err_sys(e, ERR_USAGE, errno, "cannot create %s", path);
+        free(path);
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+        close(fd);
+        if (err == EWOULDBLOCK)
+            err_set(e, ERR_USAGE, "another tandem prep or gen-corpus is writing into %s (it holds %s): wait "
+                    "for it to end, or give another --out", out, path);
+        else
+            err_sys(e, ERR_USAGE, err, "cannot lock %s", path);
+        free(path);
+        return -1;
+    }
+    free(path);
+    return fd;
+}
+
 int prep_run(const prep_opts *o, tdm_err *e) {
     prep_dom doms[DATASET_MAX_DOMAINS];
     memset(doms, 0, sizeof doms);
@@ -1010,6 +1072,9 @@ int prep_run(const prep_opts *o, tdm_err *e) {
         rc = doms[m].dir ? prep_check_stale(&doms[m], e) : prep_oom(e);
     }
     if (!rc && !(w = malloc(SPLIT_COUNT * sizeof *w))) rc = prep_oom(e);
+    if (!rc) rc = prep_room(o, &k, doms, n_doms, e);
+    int lock = -1;
+    if (!rc && (lock = prep_lock_out(o->out, e)) < 0) rc = e->code;
     /* From here on the output changes: first retire the old description, and what an
      * earlier prep killed midway left (its shards' temporaries) */
     if (!rc && unlink(yaml) != 0 && errno != ENOENT)
@@ -1023,6 +1088,7 @@ int prep_run(const prep_opts *o, tdm_err *e) {
         for (int m = 0; m < n_doms; m++) o->stats[m] = doms[m].st;
         if (o->n_stats) *o->n_stats = n_doms;
     }
+    if (lock >= 0) close(lock);
     for (int m = 0; m < n_doms; m++) prep_dom_free(&doms[m]);
     free(dom_of);
     free(out_canon);

@@ -163,4 +163,9 @@ int prep_doc_split(uint64_t seed, const char *domain, uint64_t doc, const double
  * two passes is an error too. */
 int prep_run(const prep_opts *o, tdm_err *e);
 
+/* Takes OUT/.tandem-prep.lock (OUT made if missing) for a prep's or gen-corpus's writes:
+ * the open descriptor (close it to release), or -1 with e set (ERR_USAGE: another one
+ * holds it, said with what to do). */
+int prep_lock_out(const char *out, tdm_err *e);
+
 #endif

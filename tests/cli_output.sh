@@ -109,6 +109,13 @@ if mount -t tmpfs -o size=12k tmpfs "$mnt" 2>/dev/null; then
     if [ $ok = 1 ]; then pass "$cmd on a full disk: exit 2 naming it, nothing cut under its name, no temporary"
     else fail "$cmd on a full disk" "exit $rc" "$out" "left: $left $(ls -la "$mnt" "$mnt/tb" 2>&1 | tr '\n' ' ')"; fi
   done
+  # prep whose shards cannot fit: refused before its first byte (before: the disk filled,
+  # then exit 1), the space it would need and what is free said
+  for i in $(seq 200); do printf '{"text": "%0300d"}\n' "$i"; done >"$tmp/big.jsonl"
+  out=$("$bin" prep --domain a="$tmp/big.jsonl" --out "$mnt/corpus" --split 0.5,0.5,0 2>&1); rc=$?
+  if [ $rc = 3 ] && grep -q "the shards need" <<<"$out" && [ ! -e "$mnt/corpus" ]; then
+    pass "prep into too little space: exit 3 before writing, the sizes said"
+  else fail "prep into too little space" "exit $rc" "$out" "$(ls -la "$mnt" 2>&1 | tr '\n' ' ')"; fi
   umount "$mnt"
   mnt=
 else
@@ -173,6 +180,24 @@ if [ "$n_up" = 3 ] && [ "$n_deb" = 3 ] && [ -n "$(ends "$hdr")" ] && [ "$(ends "
    [ "$(wc -l <<<"$tab")" = 5 ]; then
   pass "metrics table: long domain names whole in all three groups, rows aligned under them"
 else fail "metrics table with long domain names" "$tab"; fi
+
+# ------------------------------------------------ one prep into one --out at a time
+# while another holds DIR/.tandem-prep.lock (flock(1) stands in for a prep that is
+# writing), prep and gen-corpus into DIR are refused (exit 2, saying why) and write nothing
+# (before: both ran, one description over the other's shards); after, they run
+printf '{"text": "one"}\n{"text": "two"}\n{"text": "three"}\n' >"$tmp/three.jsonl"
+mkdir -p "$tmp/locked"
+flock "$tmp/locked/.tandem-prep.lock" sleep 4 &
+holder=$!
+sleep 0.5
+p_out=$("$bin" prep --domain a="$tmp/three.jsonl" --out "$tmp/locked" --split 0.5,0.5,0 2>&1); p_rc=$?
+g_out=$("$bin" gen-corpus --out "$tmp/locked" --names a,b --train-tokens 1k --val-tokens 1k --test-tokens 1k 2>&1); g_rc=$?
+left=$(ls "$tmp/locked")
+wait $holder
+"$bin" prep --domain a="$tmp/three.jsonl" --out "$tmp/locked" --split 0.5,0.5,0 >/dev/null 2>&1; after=$?
+if [ $p_rc = 2 ] && [ $g_rc = 2 ] && grep -q "another tandem prep or gen-corpus is writing" <<<"$p_out$g_out" &&
+   [ -z "$left" ] && [ $after = 0 ]; then pass "prep and gen-corpus into an --out being written: exit 2, nothing written; after, prep runs"
+else fail "prep into an --out being written" "prep $p_rc, gen-corpus $g_rc, after $after, left: $left" "$p_out" "$g_out"; fi
 
 # ------------------------------------------------ never over a store's own objects
 # --out, --plot and --tensorboard naming a store's object or folder (or a link to one, or a
