@@ -3,23 +3,36 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "data/bytelevel.h"
+#include "data/shard.h"
 #include "data/utf8.h"
 #include "util/json.h"
 
-static int finish(FILE *f, const char *path, tdm_err *e) {
+/* Ends the text built in f (a memory stream) and puts it at path whole: a temporary
+ * renamed over it, fsynced (a link there is replaced, not written through; a cut-off
+ * export never leaves a half file). */
+static int finish(FILE *f, char **text, size_t *len, const char *path, tdm_err *e) {
     int bad = ferror(f);
-    if (fclose(f) || bad) return err_set(e, ERR_USAGE, "cannot write %s: %s", path, strerror(errno));
-    return 0;
+    if (fclose(f) || bad || !*text) {
+        free(*text);
+        return err_set(e, ERR_INTERNAL, "out of memory building %s", path);
+    }
+    int rc = shard_atomic_write(path, *text, *len, NULL, 0, e);
+    free(*text);
+    *text = NULL;
+    return rc;
 }
 
 int tok_export_byte_level(const char *dir, int ctx, tdm_err *e) {
     char path[4200];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return err_set(e, ERR_USAGE, "cannot write %s: %s", path, strerror(errno));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return err_set(e, ERR_INTERNAL, "out of memory");
     static const char byte_level[] = "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,"
                                      "\"use_regex\":true}";
     fprintf(f, "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":[],\"normalizer\":null,"
@@ -37,14 +50,14 @@ int tok_export_byte_level(const char *dir, int ctx, tdm_err *e) {
         fprintf(f, "%u", b);
     }
     fprintf(f, "},\"merges\":[]}}\n");
-    int rc = finish(f, path, e);
+    int rc = finish(f, &text, &len, path, e);
     if (rc) return rc;
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    if (!(f = fopen(path, "w"))) return err_set(e, ERR_USAGE, "cannot write %s: %s", path, strerror(errno));
+    if (!(f = open_memstream(&text, &len))) return err_set(e, ERR_INTERNAL, "out of memory");
     char eos[5];
     eos[utf8_put(cp['\n'], eos)] = '\0';
     fprintf(f, "{\"tokenizer_class\":\"PreTrainedTokenizerFast\",\"model_max_length\":%d,\"eos_token\":", ctx);
     json_str(f, eos);
     fprintf(f, ",\"clean_up_tokenization_spaces\":false}\n");
-    return finish(f, path, e);
+    return finish(f, &text, &len, path, e);
 }

@@ -65,15 +65,16 @@ int gpt2_save(const model_layout *lay, const float *params, const char *dir, st_
             for (int c = 0; c < cols; c++) tr[(size_t)c * rows + r] = src[(size_t)r * cols + c];
         t[i].shape[0] = cols, t[i].shape[1] = rows, t[i].data = tr;
     }
+    /* config.json before the weights, which come last (export_store removed an earlier
+     * model.safetensors first): a folder whose export was cut off has no weights, never
+     * new weights beside an old config (or the reverse) that loads as a model */
+    if (!rc) rc = write_config(lay, dir, dtype, e);
     if (!rc) {
         char path[4200];
         snprintf(path, sizeof path, "%s/model.safetensors", dir);
         const char *meta[] = {"format", "pt", "written_by", "tandem"};
         rc = safetensors_write(path, t, n, meta, 2, e);
     }
-    /* config.json after the weights: a failed write leaves the folder's own config with its
-     * own weights, not ours beside theirs */
-    if (!rc) rc = write_config(lay, dir, dtype, e);
     for (size_t i = 0; owned && i < n; i++) free(owned[i]);
     free(owned), free(names), free(t);
     return rc;

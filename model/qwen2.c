@@ -600,6 +600,9 @@ int qwen2_save(const qwen2_model *m, const float *params, const char *dir, st_dt
     st_out *t = calloc(nt, sizeof *t);
     char (*names)[128] = calloc(nt, sizeof *names);
     int rc = t && names ? 0 : err_set(e, ERR_INTERNAL, "out of memory");
+    /* config.json before the weights, which come last (gpt2_save says why) */
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (!rc) rc = shard_atomic_write(path, text, strlen(text), NULL, 0, e);
     if (!rc) {
         save_ctx x = {t, 0, params, dtype, names};
         hf_arch_each_tensor(a, save_one, &x);
@@ -607,9 +610,6 @@ int qwen2_save(const qwen2_model *m, const float *params, const char *dir, st_dt
         snprintf(path, sizeof path, "%s/model.safetensors", dir);
         rc = safetensors_write(path, t, x.n, meta, 2, e);
     }
-    /* config.json after the weights, replaced whole (gpt2_save says why) */
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    if (!rc) rc = shard_atomic_write(path, text, strlen(text), NULL, 0, e);
     free(t);
     free(names);
     return rc;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "data/tok_export.h"
@@ -18,6 +19,7 @@
 #include "storage/url.h"
 #include "util/buf.h"
 #include "util/fileio.h"
+#include "util/testhook.h"
 #include "data/shard.h"
 
 /* The tokenizer and generation files of an HF folder, copied when the source has them,
@@ -101,22 +103,34 @@ int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype
                      "model.safetensors would be ignored beside it; export into a new folder", dir);
     if (!rc && src) rc = side_files_readable(src, e);
     if (!rc) fileio_sweep_dead_temporaries(dir, export_file, 60.0); /* what an export killed midway left */
+    /* The weights are the mark of a whole folder, as dataset.yaml is of a corpus: an
+     * earlier export's go first, then config.json and the tokenizer's files, then the new
+     * weights last. Cut off anywhere (a kill, a full disk), the folder has no
+     * model.safetensors and loads as nothing, never as new weights beside an old config or
+     * tokenizer (before: the weights came first and a kill left such a mix). */
+    char weights[CONFIG_STR_MAX + 64];
+    snprintf(weights, sizeof weights, "%s/model.safetensors", dir);
+    if (!rc && mkdir(dir, 0755) != 0 && errno != EEXIST) rc = err_sys(e, ERR_USAGE, errno, "%s: cannot create", dir);
+    if (!rc && unlink(weights) != 0 && errno != ENOENT)
+        rc = err_sys(e, ERR_USAGE, errno, "%s: cannot remove the earlier export's weights", weights);
     if (!rc && rs.mc.arch == MODEL_ARCH_HF) {
-        qwen2_model m = {.a = rs.mc.hf}; /* qwen2_save reads the architecture only */
-        rc = qwen2_save(&m, u, dir, dtype, e);
         for (int i = 0; !rc && SIDE_FILES[i]; i++) rc = copy_side_file(src, dir, SIDE_FILES[i], &out->copied, e);
+        qwen2_model m = {.a = rs.mc.hf}; /* qwen2_save reads the architecture only */
+        if (!rc) testhook_kill_at("export"); /* cut off before the weights, for the tests */
+        if (!rc) rc = qwen2_save(&m, u, dir, dtype, e);
         snprintf(out->arch, sizeof out->arch, "%s", rs.mc.hf.model_type);
     } else if (!rc) {
-        rc = gpt2_save(&rs.lay, u, dir, dtype, e);
-        snprintf(out->arch, sizeof out->arch, "gpt2");
         /* a byte-level dataset's tokenizer as HF files; a run from a GPT-2 folder (of
          * GPT-2's own tokenizer, say) takes that folder's files; a dataset of another
          * tokenizer records which, not where: its files are the user's to copy */
-        if (!rc && dataset_byte_level(&rs.ds)) {
+        if (dataset_byte_level(&rs.ds)) {
             if (!(rc = tok_export_byte_level(dir, rs.cfg.model.ctx, e))) out->copied = 2;
-        } else if (!rc && src) {
+        } else if (src) {
             for (int i = 0; !rc && SIDE_FILES[i]; i++) rc = copy_side_file(src, dir, SIDE_FILES[i], &out->copied, e);
         }
+        if (!rc) testhook_kill_at("export"); /* cut off before the weights, for the tests */
+        if (!rc) rc = gpt2_save(&rs.lay, u, dir, dtype, e);
+        snprintf(out->arch, sizeof out->arch, "gpt2");
     }
     if (!rc) {
         out->seq = rs.rec.seq;

@@ -211,6 +211,36 @@ static void test_gpt2_export_in_torch(void) {
     CHECK(rc == 0, "exit %d: %s", rc, log);
     snprintf(exp, sizeof exp, "%s/exp", f.dir);
     CHECK(export_to(&f, exp, "", out, sizeof out) == 0 && strstr(out, "gpt2"), "export: %s", out);
+    /* an export over it cut off (SIGKILL) before its weights: the earlier weights are gone
+     * first, so the folder loads as nothing (before: new weights were renamed in first and
+     * a kill left them beside the old config.json); again, it is whole */
+    {
+        char cmd2[4400], w[800], got[4096];
+        snprintf(cmd2, sizeof cmd2, "TANDEM_TEST_KILL_AT=export:1 '%s' export '%s' --out '%s' 2>&1", tandem_bin(), f.store,
+                 exp);
+        int k = test_sh(cmd2, got, sizeof got);
+        snprintf(w, sizeof w, "%s/model.safetensors", exp);
+        CHECK(k != 0 && access(w, F_OK) != 0, "a cut-off export: exit %d, weights %s: %s", k,
+              access(w, F_OK) ? "absent" : "still there", got);
+        CHECK(export_to(&f, exp, "", out, sizeof out) == 0 && access(w, F_OK) == 0, "export again: %s", out);
+    }
+    /* a tokenizer.json that links to a shared file: replaced, the shared file untouched
+     * (before: written through the link) */
+    {
+        char exp2[800], shared[800], lk[900], got[64];
+        snprintf(exp2, sizeof exp2, "%s/exp2", f.dir);
+        snprintf(shared, sizeof shared, "%s/shared-tokenizer.json", f.dir);
+        snprintf(lk, sizeof lk, "%s/tokenizer.json", exp2);
+        CHECK(mkdir(exp2, 0755) == 0 && write_file(shared, "SHARED") == 0 && symlink(shared, lk) == 0, "link");
+        CHECK(export_to(&f, exp2, "", out, sizeof out) == 0, "export beside a link: %s", out);
+        struct stat ls;
+        FILE *sf = fopen(shared, "r");
+        size_t gn = sf ? fread(got, 1, sizeof got - 1, sf) : 0;
+        if (sf) fclose(sf);
+        got[gn] = '\0';
+        CHECK(!strcmp(got, "SHARED") && lstat(lk, &ls) == 0 && S_ISREG(ls.st_mode),
+              "the link's file holds '%.20s', tokenizer.json is %s", got, S_ISLNK(ls.st_mode) ? "still a link" : "a file");
+    }
     /* the byte-level dataset's tokenizer beside the weights: its ids are the text's bytes */
     {
         char tj[800];
