@@ -201,6 +201,11 @@ static int run_alpha(const cli_args *a) {
         fprintf(stderr, "tandem alpha: --json and --format %s disagree: give one\n", cli_str(a, "--format", ""));
         return ERR_USAGE;
     }
+    if (plot_path && cli_given(a, "--format")) { /* the chart replaces the listing: one was ignored */
+        fprintf(stderr, "tandem alpha: --plot writes the chart instead of the listing that --format %s "
+                "shapes: give one (run twice for both)\n", cli_str(a, "--format", ""));
+        return ERR_USAGE;
+    }
     int verify = cli_given(a, "--verify"), rc = 0;
     tdm_err e = {0};
     store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);

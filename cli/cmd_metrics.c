@@ -242,6 +242,12 @@ static int plot(const char *path, const rec_metrics *rows, size_t n, const rec_r
 static int run_metrics(const cli_args *a) {
     const char *url = a->arg[0], *format = cli_str(a, "--format", "table");
     const char *svg = cli_str(a, "--plot", NULL), *tb = cli_str(a, "--tensorboard", NULL);
+    if ((svg || tb) && cli_given(a, "--format")) { /* the files replace the listing: one was ignored */
+        fprintf(stderr, "tandem metrics: %s writes %s instead of the listing that --format %s shapes: give "
+                "one (run twice for both)\n", svg ? "--plot" : "--tensorboard", svg ? "the chart" : "event files",
+                cli_str(a, "--format", ""));
+        return ERR_USAGE;
+    }
     tdm_err e = {0};
     rec_run run;
     memset(&run, 0, sizeof run);

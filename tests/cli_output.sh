@@ -181,6 +181,19 @@ if [ "$n_up" = 3 ] && [ "$n_deb" = 3 ] && [ -n "$(ends "$hdr")" ] && [ "$(ends "
   pass "metrics table: long domain names whole in all three groups, rows aligned under them"
 else fail "metrics table with long domain names" "$tab"; fi
 
+# ------------------------------------------------ a chart and a listing format at once
+# --plot (or --tensorboard) replaces the listing: a --format beside it was silently ignored
+# (exit 0, nothing on stdout); now exit 2 saying so, and no chart written
+bad=
+for c in "alpha $st --format csv --plot $tmp/fa.svg" "metrics $st --format csv --plot $tmp/fm.svg" \
+         "metrics $st --format jsonl --tensorboard $tmp/ftb"; do
+  out=$("$bin" $c 2>&1); rc=$?
+  [ $rc = 2 ] && grep -q "give one" <<<"$out" || bad="$bad [$c: exit $rc: $out]"
+done
+if [ -z "$bad" ] && [ ! -e "$tmp/fa.svg" ] && [ ! -e "$tmp/fm.svg" ] && [ ! -e "$tmp/ftb" ]; then
+  pass "--format beside --plot or --tensorboard: exit 2 saying which, nothing written"
+else fail "--format beside --plot" "$bad"; fi
+
 # ------------------------------------------------ one prep into one --out at a time
 # while another holds DIR/.tandem-prep.lock (flock(1) stands in for a prep that is
 # writing), prep and gen-corpus into DIR are refused (exit 2, saying why) and write nothing
