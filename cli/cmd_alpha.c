@@ -256,9 +256,15 @@ static int run_alpha(const cli_args *a) {
         else print_table(&c, &run, tokens);
         if (!c.ok) fprintf(stderr, "tandem alpha: warning: %s (listing stops there)\n", c.problem);
     }
+    /* a chain with no record to draw reads as a run that never moved: none written */
+    if (!rc && plot_path && c.n == 0)
+        rc = c.ok ? err_set(&e, ERR_USAGE, "no %s written: there is no α record to draw", plot_path)
+                  : err_set(&e, ERR_USAGE, "no %s written: there is no α record to draw (%s)", plot_path, c.problem);
     if (!rc && plot_path) {
         rc = plot(plot_path, &c, &run, url, &e);
         if (!rc) fprintf(stderr, "tandem alpha: wrote %s (%zu episodes, %d domains)\n", plot_path, c.n, run.M);
+        /* as the listing says it: the chart ends where the chain breaks */
+        if (!rc && !c.ok) fprintf(stderr, "tandem alpha: warning: %s (the chart stops there)\n", c.problem);
     }
     audit_chain_free(&c);
     rec_run_free(&run);

@@ -366,6 +366,18 @@ if [ $rc = 0 ] && grep -q "^note  metrics/1.mp cannot be read" <<<"$out" && [ "$
 else fail "verify and a damaged metrics row" "exit $rc: $out" "json: $js"; fi
 n=$("$bin" metrics "$tmp/rows" --format jsonl 2>/dev/null | wc -l)
 if [ "$n" = 2 ]; then pass "tandem metrics skips the damaged row (2 of 3 rows)"; else fail "metrics skips the damaged row" "$n rows"; fi
+# a row deleted: verify notes the gap as it notes a damaged row, metrics and alpha --plot
+# say theirs (before: episodes 0 and 2 listed as if whole, verify silent, the chart cut
+# at the hole without a word)
+rm -f "$tmp/rows/metrics/1.mp"
+out=$("$bin" verify "$tmp/rows" 2>&1); rc=$?
+mw=$("$bin" metrics "$tmp/rows" 2>&1 >/dev/null)
+cp -r "$tmp/rows" "$tmp/rows-hole" && rm -f "$tmp/rows-hole/alpha/1.mp"
+aw=$("$bin" alpha "$tmp/rows-hole" --plot "$tmp/hole.svg" 2>&1)
+if [ $rc = 0 ] && grep -q "^note  metrics/1.mp is missing" <<<"$out" && grep -q "episode 1 has no row" <<<"$mw" &&
+   grep -q "warning: alpha/1.mp is missing.*the chart stops there" <<<"$aw"; then
+  pass "a deleted metrics row noted by verify and metrics, an α hole by alpha --plot"
+else fail "gaps in the history" "verify $rc: $out" "metrics: $mw" "alpha --plot: $aw"; fi
 
 # ---------------------------------------------------------------- a FIFO in an object's place
 # A FIFO where RUN, HEAD or a state should be: every command refuses it as what it is (exit
