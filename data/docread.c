@@ -46,13 +46,24 @@ static int dr_suffix(const char *s, size_t n, const char *suf) {
     return n >= l && !strncasecmp(s + n - l, suf, l); /* "A.JSONL.GZ" too */
 }
 
+/* The compression a name says that prep cannot read ("bzip2"...), or NULL. */
+static const char *dr_unsupported(const char *path) {
+    static const char *const names[][2] = {{".bz2", "bzip2"}, {".xz", "xz"}, {".lzma", "lzma"}, {".lz4", "lz4"},
+                                           {".zip", "zip"}, {".7z", "7-Zip"}, {".br", "brotli"}};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (dr_suffix(path, strlen(path), names[i][0])) return names[i][1];
+    return NULL;
+}
+
 /* Compression from the last suffix, format from the one before it. */
 static void dr_kind(const char *path, int *fmt, int *comp) {
     size_t n = strlen(path);
     *comp = DR_RAW;
     if (dr_suffix(path, n, ".gz")) *comp = DR_GZ, n -= 3;
     else if (dr_suffix(path, n, ".zst")) *comp = DR_ZST, n -= 4;
-    *fmt = dr_suffix(path, n, ".jsonl")     ? DR_JSONL
+    /* JSON lines under its other names too (read as text, a record's JSON became the text) */
+    *fmt = dr_suffix(path, n, ".jsonl") || dr_suffix(path, n, ".ndjson") || dr_suffix(path, n, ".jsonlines")
+               ? DR_JSONL
            : dr_suffix(path, n, ".json")    ? DR_JSON
            : dr_suffix(path, n, ".parquet") ? DR_PARQUET
                                             : DR_PLAIN;
@@ -572,7 +583,11 @@ int docread_file(const textsrc_file *f, const char *field, const docread_sink *s
     int fail = -1;
     why[0] = '\0';
     if (!rc) {
-        if (fmt == DR_PARQUET && comp != DR_RAW) {
+        if (comp == DR_RAW && dr_unsupported(f->path)) { /* read as text it was "binary" */
+            fail = TEXTSRC_UNREADABLE;
+            snprintf(why, sizeof why, "%s-compressed, which prep does not read: decompress it, or recompress it "
+                     "with gzip or zstd", dr_unsupported(f->path));
+        } else if (fmt == DR_PARQUET && comp != DR_RAW) {
             fail = TEXTSRC_CORRUPT;
             snprintf(why, sizeof why, "a compressed Parquet file: Parquet compresses its own pages, decompress "
                      "the file first");

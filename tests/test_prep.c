@@ -961,6 +961,31 @@ static void test_prep_compressed(void) {
     free(dir);
 }
 
+/* JSON lines under their other names (.ndjson, .jsonlines: read as text before, the
+ * records' JSON became the text) give the records' texts; a compression prep does not read
+ * (.bz2, .xz) is left out saying so (before: "a NUL byte ... (binary)"). */
+static void test_prep_other_names(void) {
+    char *dir = test_tmpdir("prepnames"), *src = join(dir, "in");
+    CHECK(mkdir(src, 0777) == 0, "mkdir");
+    put_text(src, "a.ndjson", "{\"text\": \"one\"}\n{\"text\": \"two\"}\n");
+    put_text(src, "b.jsonlines", "{\"text\": \"three\"}\n{\"text\": \"four\"}\n");
+    char *bz = join(src, "c.txt.bz2"), *xz = join(src, "d.xz");
+    CHECK(write_bytes(bz, "BZh91AY&SY\0\1\2", 13) == 0 && write_bytes(xz, "\xfd" "7zXZ\0\0\4", 10) == 0, "write");
+    free(bz), free(xz);
+    prep_input in[] = {{"j", src}};
+    prep_stats st[DATASET_MAX_DOMAINS];
+    memout warn;
+    tdm_err e = {0};
+    CHECK(run_one(dir, "o", in, 1, st, &warn, &e) == 0, "%s", e.msg);
+    CHECK(st[0].docs == 4 && st[0].text_bytes == strlen("onetwothreefour") && st[0].skipped[TEXTSRC_UNREADABLE] == 2 &&
+              strstr(warn.buf, "bzip2-compressed") && strstr(warn.buf, "xz-compressed") && !strstr(warn.buf, "binary"),
+          "docs %llu, text bytes %llu, unreadable %llu: %s", (unsigned long long)st[0].docs,
+          (unsigned long long)st[0].text_bytes, (unsigned long long)st[0].skipped[TEXTSRC_UNREADABLE], warn.buf);
+    free(warn.buf);
+    test_rmtree(dir);
+    free(dir), free(src);
+}
+
 /* Quoted globs expanded by tandem ("**" any depth), excludes, and the match rules. */
 static void test_prep_globs(void) {
     char *dir = test_tmpdir("prepglob");
@@ -2337,6 +2362,7 @@ int main(void) {
     RUN(test_prep_json_files);
     RUN(test_prep_compressed);
     RUN(test_prep_globs);
+    RUN(test_prep_other_names);
     RUN(test_prep_binary_and_utf8);
     RUN(test_prep_bad_json_reported);
     RUN(test_prep_long_records);
