@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "data/shard.h"
 #include "util/ydoc.h"
@@ -364,6 +366,18 @@ int dataset_load(dataset *ds, const char *yaml_path, tdm_err *e) {
     if (!ds->path) return err_set(e, ERR_INTERNAL, "%s: out of memory", yaml_path);
     ydoc_node *root = ydoc_parse_file(yaml_path, e);
     int rc = root ? load_tree(ds, root, e) : e ? e->code : ERR_USAGE;
+    /* no description beside a prep's lock: its writer was cut off (prep and gen-corpus
+     * remove the old description first and write the new one last) */
+    struct stat st;
+    if (!root && e && errno == ENOENT && access(yaml_path, F_OK) != 0) {
+        char lock[4200];
+        const char *slash = strrchr(yaml_path, '/');
+        snprintf(lock, sizeof lock, "%.*s.tandem-prep.lock", slash ? (int)(slash - yaml_path + 1) : 0, yaml_path);
+        if (stat(lock, &st) == 0)
+            snprintf(e->msg + strlen(e->msg), sizeof e->msg - strlen(e->msg),
+                     " (a tandem prep or gen-corpus wrote into this folder, and it writes dataset.yaml last: it "
+                     "did not finish, or the file was removed; run the same command again)");
+    }
     ydoc_free(root);
     if (rc) dataset_free(ds);
     return rc;

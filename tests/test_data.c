@@ -951,6 +951,12 @@ static void test_corpus_killed_midway_leaves_no_description(void) {
     CHECK(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 137),
           "not killed between the domains (status %d)", status);
     CHECK(stat(yaml, &st) != 0 && errno == ENOENT, "the old dataset.yaml survived a half-written corpus");
+    /* a reader of the half-written folder is told what happened and what to do (before:
+     * "cannot open .../dataset.yaml: No such file or directory" alone) */
+    dataset ds;
+    tdm_err e = {0};
+    CHECK(dataset_load(&ds, yaml, &e) != 0 && strstr(e.msg, "did not finish") && strstr(e.msg, "same command again"),
+          "%s", e.msg);
     snprintf(cmd, sizeof cmd, "'%s' gen-corpus --out '%s' %s --seed 2 >/dev/null 2>&1", bin, dir, args);
     CHECK(system(cmd) == 0, "gen-corpus again");
     CHECK(stat(yaml, &st) == 0, "no dataset.yaml after the rerun");
