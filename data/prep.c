@@ -22,6 +22,7 @@
 #include "data/prep_encode.h"
 #include "data/shard.h"
 #include "util/fileio.h"
+#include "util/outfile.h"
 #include "util/term.h"
 #include "util/rng.h"
 
@@ -377,6 +378,7 @@ typedef struct prep_writer {
     uint64_t total;    /* tokens written so far */
     int fd;            /* open shard, or -1 */
     char *tmp, *final;
+    int guard;         /* outfile_guard_add's slot for tmp: a stop signal removes it */
     size_t nbuf;
     union {
         uint16_t u16[PREP_WRITE_TOKENS];
@@ -394,6 +396,7 @@ static void prep_writer_init(prep_writer *w, const char *dir, int split, uint64_
     w->next = w->in_shard = w->total = 0;
     w->fd = -1;
     w->tmp = w->final = NULL;
+    w->guard = -1;
     w->nbuf = 0;
 }
 
@@ -401,6 +404,8 @@ static void prep_writer_init(prep_writer *w, const char *dir, int split, uint64_
 static void prep_writer_abort(prep_writer *w) {
     if (w->fd >= 0) close(w->fd);
     if (w->tmp) unlink(w->tmp);
+    outfile_guard_drop(w->guard);
+    w->guard = -1;
     free(w->tmp);
     free(w->final);
     w->fd = -1;
@@ -415,12 +420,20 @@ static int prep_writer_open(prep_writer *w, tdm_err *e) {
     size_t tl = w->final ? strlen(w->final) + 48 : 0;
     w->tmp = w->final ? malloc(tl) : NULL;
     if (!w->tmp) return prep_oom(e);
+    /* a SIGTERM or SIGINT removes it (before: three shard-sized temporaries were left); none
+     * between its creation and its guard */
+    sigset_t held;
+    outfile_signals_hold(&held);
     for (int tries = 0; tries < 100 && w->fd < 0; tries++) {
         snprintf(w->tmp, tl, "%s.tmp.%ld.%u", w->final, (long)getpid(),
                  atomic_fetch_add(&counter, 1));
         w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (w->fd < 0 && errno != EEXIST) break;
     }
+    int open_err = errno;
+    if (w->fd >= 0) w->guard = outfile_guard_add(w->tmp);
+    outfile_signals_release(&held);
+    errno = open_err;
     if (w->fd < 0) {
         int rc = err_sys(e, ERR_USAGE, errno, "%s: cannot create temporary file %s", w->final,
                          w->tmp);
@@ -465,6 +478,8 @@ static int prep_writer_close(prep_writer *w, tdm_err *e) {
         return err_sys(e, ERR_INTERNAL, errno, "%s: cannot close %s", w->final, w->tmp);
     if (rename(w->tmp, w->final) != 0)
         return err_sys(e, ERR_USAGE, errno, "%s: cannot rename %s over it", w->final, w->tmp);
+    outfile_guard_drop(w->guard);
+    w->guard = -1;
     free(w->tmp);
     w->tmp = NULL;
     if (fileio_fsync_parent(w->final) != 0)

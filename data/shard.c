@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "util/fileio.h"
+#include "util/outfile.h"
 
 /* Tokens are used in place from the mapping, which is only right on a little-endian host
  * (every machine tandem targets). */
@@ -175,6 +176,7 @@ static int sync_dir_of(const char *path, tdm_err *e) {
 typedef struct atomic_file {
     char *tmp;
     int fd;
+    int guard; /* outfile_guard_add's slot: a stop signal removes the temporary */
 } atomic_file;
 
 /* Creates the temporary file. A unique name (pid + counter) opened with O_EXCL instead of
@@ -183,14 +185,23 @@ static int atomic_begin(const char *path, atomic_file *f, tdm_err *e) {
     static atomic_uint counter;
     size_t tlen = strlen(path) + 48;
     f->fd = -1;
+    f->guard = -1;
     f->tmp = malloc(tlen);
     if (!f->tmp) return err_set(e, ERR_INTERNAL, "%s: out of memory", path);
+    /* a SIGTERM or SIGINT (prep, gen-corpus and export keep the default) removes it, as
+     * for --plot and --out files; none can come between its creation and its guard */
+    sigset_t held;
+    outfile_signals_hold(&held);
     for (int tries = 0; tries < 100 && f->fd < 0; tries++) {
         snprintf(f->tmp, tlen, "%s.tmp.%ld.%u", path, (long)getpid(),
                  atomic_fetch_add(&counter, 1));
         f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (f->fd < 0 && errno != EEXIST) break;
     }
+    int open_err = errno;
+    if (f->fd >= 0) f->guard = outfile_guard_add(f->tmp);
+    outfile_signals_release(&held);
+    errno = open_err;
     if (f->fd < 0) {
         int rc = err_sys(e, ERR_USAGE, errno, "%s: cannot create temporary file %s", path, f->tmp);
         free(f->tmp);
@@ -217,6 +228,8 @@ static int atomic_end(const char *path, atomic_file *f, int rc, tdm_err *e) {
     if (!rc && rename(f->tmp, path) != 0)
         rc = err_sys(e, ERR_USAGE, errno, "%s: cannot rename %s over it", path, f->tmp);
     if (rc) unlink(f->tmp);
+    outfile_guard_drop(f->guard);
+    f->guard = -1;
     free(f->tmp);
     f->tmp = NULL;
     f->fd = -1;

@@ -14,6 +14,7 @@
 #include "util/json_tree.h"
 #include "util/buf.h"
 #include "util/fileio.h"
+#include "util/outfile.h"
 
 static const struct {
     const char *name;
@@ -431,8 +432,14 @@ int safetensors_write(const char *path, const st_out *t, size_t n, const char *c
     int rc = header_text(&h, t, n, meta, nmeta, e);
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp-%d", path, (int)getpid());
+    /* a SIGTERM or SIGINT while it is written removes it (export keeps their default: the
+     * temporary, as large as the model, was left); none between creation and guard */
+    sigset_t held;
+    outfile_signals_hold(&held);
     int fd = rc ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (!rc && fd < 0) rc = err_sys(e, ERR_USAGE, errno, "%s: cannot create", tmp);
+    int open_err = errno, guard = fd >= 0 ? outfile_guard_add(tmp) : -1;
+    outfile_signals_release(&held);
+    if (!rc && fd < 0) rc = err_sys(e, ERR_USAGE, open_err, "%s: cannot create", tmp);
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
     if (!rc && (fileio_write_all(fd, len8, 8) || fileio_write_all(fd, h.p, h.n)))
@@ -463,6 +470,7 @@ int safetensors_write(const char *path, const st_out *t, size_t n, const char *c
     if (!rc && rename(tmp, path) != 0) rc = err_sys(e, ERR_USAGE, errno, "%s: rename failed", path);
     if (!rc) fileio_fsync_parent(path);
     if (rc && fd >= 0) unlink(tmp);
+    outfile_guard_drop(guard);
     buf_free(&h);
     return rc;
 }

@@ -163,6 +163,27 @@ if command -v strace >/dev/null; then
 else
   echo "SKIP SIGTERM while --tensorboard writes: no strace to slow the writes"
 fi
+# the same for prep's shards and an export's weights (before: three shard-sized
+# temporaries, and one as large as the model, were left until a later run swept them)
+if command -v strace >/dev/null; then
+  printf '{"text": "%s"}\n' $(seq 2000) >"$tmp/slow.jsonl"
+  "$bin" run "$tmp/c.yaml" --store "$tmp/s-exp" --quiet >/dev/null 2>&1
+  for what in prep export; do
+    rm -rf "$tmp/slow-out"
+    if [ $what = prep ]; then args=(prep --domain a="$tmp/slow.jsonl" --out "$tmp/slow-out" --split 0.5,0.5,0 --shard-tokens 256)
+    else mkdir -p "$tmp/slow-out"; args=(export "$tmp/s-exp" --out "$tmp/slow-out"); fi
+    strace -f -o /dev/null -e trace=write -e inject=write:delay_enter=100000 "$bin" "${args[@]}" >/dev/null 2>&1 &
+    sp=$!
+    pid=
+    for _ in $(seq 200); do pid=$(pgrep -P $sp -x tandem) && [ -n "$(find "$tmp/slow-out" -name '*tmp*' 2>/dev/null)" ] && break; sleep 0.05; done
+    seen=$(find "$tmp/slow-out" -name '*tmp*' | wc -l)
+    kill -TERM "$pid" 2>/dev/null
+    wait $sp
+    left=$(find "$tmp/slow-out" -name '*tmp*' -printf '%f ')
+    if [ "$seen" -gt 0 ] && [ -z "$left" ]; then pass "SIGTERM while $what writes: its temporaries removed"
+    else fail "SIGTERM while $what writes" "seen $seen temporaries, left: $left"; fi
+  done
+fi
 # ------------------------------------------------ the metrics table: whole domain names
 "$bin" gen-corpus --out "$tmp/longnames" --names changelog_upstream,changelog_debian,js \
   --train-tokens 3k --val-tokens 2k --test-tokens 2k >/dev/null 2>&1

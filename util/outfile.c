@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -15,18 +17,46 @@
 /* ------------------------------------------------------------ the pending temporary */
 
 static const char *volatile outfile_pending;
+/* other writers' temporaries (shards, exported files), several at once from several threads */
+#define GUARD_SLOTS 32
+static _Atomic(const char *) guard_slot[GUARD_SLOTS];
 
 static void outfile_on_signal(int sig) {
     const char *p = outfile_pending;
     if (p) unlink(p); /* async-signal-safe */
+    for (int i = 0; i < GUARD_SLOTS; i++)
+        if ((p = atomic_load(&guard_slot[i]))) unlink(p);
     signal(sig, SIG_DFL);
     raise(sig); /* ends as it would have (unblocked when this handler returns) */
 }
 
-void outfile_guard(const char *tmp) {
-    static int installed;
-    if (tmp && !installed) {
-        installed = 1;
+static void guard_install(void);
+
+int outfile_guard_add(const char *tmp) {
+    guard_install();
+    for (int i = 0; i < GUARD_SLOTS; i++) {
+        const char *none = NULL;
+        if (atomic_compare_exchange_strong(&guard_slot[i], &none, tmp)) return i;
+    }
+    return -1; /* all taken: this one is swept later as a dead temporary */
+}
+
+void outfile_guard_drop(int slot) {
+    if (slot >= 0 && slot < GUARD_SLOTS) atomic_store(&guard_slot[slot], NULL);
+}
+
+void outfile_signals_hold(sigset_t *old) {
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGTERM), sigaddset(&s, SIGINT), sigaddset(&s, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &s, old);
+}
+
+void outfile_signals_release(const sigset_t *old) { pthread_sigmask(SIG_SETMASK, old, NULL); }
+
+static void guard_install(void) {
+    static atomic_flag installed = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set(&installed)) {
         int sigs[] = {SIGTERM, SIGINT, SIGHUP};
         for (int i = 0; i < 3; i++) {
             struct sigaction old, sa;
@@ -38,6 +68,10 @@ void outfile_guard(const char *tmp) {
             if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL) sigaction(sigs[i], &sa, NULL);
         }
     }
+}
+
+void outfile_guard(const char *tmp) {
+    if (tmp) guard_install();
     outfile_pending = tmp;
 }
 
@@ -172,12 +206,20 @@ int outfile_open(outfile *o, const char *what, const char *path, tdm_err *e) {
     fileio_sweep_dead_temporaries(dir, outfile_ours, 60); /* killed writers' */
     static unsigned n;
     int fd = -1;
+    /* no stop signal between the temporary's creation and its guard (one there ended the
+     * process by default and left the temporary) */
+    sigset_t held;
+    outfile_signals_hold(&held);
     for (int tries = 0; fd < 0 && tries < 100; tries++) {
         snprintf(o->tmp, cap, "%.*s%s%s.tmp.%d.%u", dirlen, o->path, slash ? "/" : "", outfile_stem, (int)getpid(),
                  n++);
         fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0 && errno != EEXIST) break;
     }
+    int open_err = errno;
+    if (fd >= 0) outfile_guard(o->tmp);
+    outfile_signals_release(&held);
+    errno = open_err;
     if (fd < 0) {
         int err = errno;
         free(o->tmp), o->tmp = NULL; /* nothing of ours to remove */
@@ -189,7 +231,6 @@ int outfile_open(outfile *o, const char *what, const char *path, tdm_err *e) {
         close(fd);
         return outfile_close(o, err_set(e, ERR_INTERNAL, "out of memory"), 0, e);
     }
-    outfile_guard(o->tmp);
     return 0;
 }
 
