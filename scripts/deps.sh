@@ -8,7 +8,7 @@ set -euo pipefail
 
 build_pkgs=(gcc make pkg-config libc6-dev libopenblas-openmp-dev libyaml-dev libmsgpack-dev
             libssl-dev libcurl4-openssl-dev zlib1g-dev libzstd-dev libjansson-dev libsnappy-dev)
-test_pkgs=(g++ openmpi-bin libopenmpi-dev python3 python3-numpy python3-torch python3-yaml curl awscli python3-botocore chromium slurm-wlm munge python3-jsonschema)
+test_pkgs=(g++ openmpi-bin libopenmpi-dev python3 python3-numpy python3-torch python3-yaml curl awscli python3-botocore chromium slurm-wlm munge python3-jsonschema strace)
 # nodejs and npm (for the S3 test server) are installed by tests/s3/setup.sh, which also
 # accepts a node/npm already on PATH (NodeSource builds conflict with Debian's npm).
 fuzz_pkgs=(clang libclang-rt-14-dev python3)
