@@ -591,6 +591,17 @@ static int run_compare(const cli_args *a) {
         compare_url(x->config_path, store_opt, &x->cfg, x->url, sizeof x->url);
         for (int i = 0; i < COMPARE_NRUNS; i++) join_url(x->url, compare_runs[i], x->sub[i], sizeof x->sub[i]);
     }
+    /* its five runs live in folders of the root: not inside a run's store or a sweep's root */
+    if (!rc) {
+        tdm_err oe;
+        store *root = store_open_existing(x->url, STORE_OPEN_READ_ONLY, &oe);
+        int has_run = 0, has_sweep = 0;
+        if (root && !(rc = store_exists(root, LEDGER_RUN, &has_run, &e)) && !(rc = store_exists(root, LEDGER_SWEEP, &has_sweep, &e)) &&
+            (has_run || has_sweep))
+            rc = err_set(&e, ERR_USAGE, "%s holds %s: a comparison keeps its five runs in folders of a root of its own; "
+                         "give it another --store", x->url, has_run ? "a run (RUN)" : "a sweep (SWEEP)");
+        if (root) store_close(root);
+    }
     const char *only = cli_str(a, "--only", NULL);
     long point = cli_given(a, "--point") ? cli_int(a, "--point", -1) : -1;
     if (!rc && point >= 0 && !(only && !strcmp(only, "final")))

@@ -303,6 +303,15 @@ int run_config_read_run(store *st, rec_run *run, tdm_err *e) {
 
 static int create_run(store *st, const config *cfg, const char *const *domains, int M,
                       run_config_result *out, tdm_err *e) {
+    /* a run inside a sweep's root would sit beside its points (verify and gc of the one
+     * never see the others): the root holds points only */
+    int sweep_root = 0;
+    int src = store_exists(st, LEDGER_SWEEP, &sweep_root, e);
+    if (src) return src;
+    if (sweep_root)
+        return err_set(e, ERR_USAGE, "%s is the root of a sweep (it holds SWEEP; its points are in %s/<label>): run "
+                       "a point with the study's --sweep and --point I, or give this run a --store of its own",
+                       store_url(st), store_url(st));
     /* a new run only: a run begun before the name was reserved resumes, and is read */
     for (int m = 0; m < M; m++)
         if (dataset_name_reserved(domains[m]))

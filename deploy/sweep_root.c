@@ -72,6 +72,13 @@ int sweep_root_record(store *root, const char *root_url, char *const *texts, int
     size_t len = 0;
     void *data = rc ? NULL : rec_sweep_encode(w, &len);
     if (!rc && !data) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    /* a sweep's root holds its points only: not inside a run's store (its verify and gc
+     * would never see the points) */
+    int has_run = 0;
+    if (!rc) rc = store_exists(root, LEDGER_RUN, &has_run, e);
+    if (!rc && has_run)
+        rc = err_set(e, ERR_USAGE, "%s holds a run (RUN): a sweep's root holds only its points, in folders; give the "
+                     "study a --store of its own", root_url);
     if (!rc) rc = store_put(root, LEDGER_SWEEP, data, len, STORE_CREATE, e);
     free(data);
     if (rc == STORE_EXISTS) { /* another point wrote it: the same study? */

@@ -190,4 +190,21 @@ head -c 20 "$tmp/SWEEP.good" >"$root/SWEEP"
   && pass "a damaged SWEEP: status and results exit 3 naming it" \
   || fail "a damaged SWEEP: status and results exit 3 naming it" "exit $st1 / $st2" "$(cat "$tmp/bad1.err" "$tmp/bad2.err")"
 cp "$tmp/SWEEP.good" "$root/SWEEP"
+
+# stores inside stores are refused before anything is written (before: all three ran, a
+# run's objects beside a study's points, which the one's verify and gc never see):
+# a plain run into the study's root, a study into a run's store, a comparison into either
+snap() { find "$1" | sort | md5sum; }
+before_root=$(snap "$root")
+out1=$("$bin" run "$tmp/c.yaml" --store "$root" --quiet 2>&1); r1=$?
+"$bin" run "$tmp/c.yaml" --store "$tmp/plain" --quiet >/dev/null 2>&1
+before_plain=$(snap "$tmp/plain")
+out2=$("$bin" run "$tmp/c.yaml" --store "$tmp/plain" --sweep run.seed=1,2 --point 0 --quiet 2>&1); r2=$?
+out3=$("$bin" compare "$tmp/c.yaml" --store "$tmp/plain" 2>&1); r3=$?
+out4=$("$bin" compare "$tmp/c.yaml" --store "$root" 2>&1); r4=$?
+if [ "$r1$r2$r3$r4" = 2222 ] && grep -q "is the root of a sweep" <<<"$out1" && grep -q "holds a run (RUN)" <<<"$out2" &&
+   grep -q "holds a run (RUN)" <<<"$out3" && grep -q "holds a sweep (SWEEP)" <<<"$out4" &&
+   [ "$(snap "$root")" = "$before_root" ] && [ "$(snap "$tmp/plain")" = "$before_plain" ]; then
+  pass "a run into a study's root, a study into a run's store, a comparison into either: exit 2, nothing written"
+else fail "stores inside stores" "exits $r1 $r2 $r3 $r4" "$out1" "$out2" "$out3" "$out4"; fi
 finish
