@@ -34,6 +34,7 @@ static int run_export(const cli_args *a) {
     tdm_err e = {0};
     int rc = 0;
     if (!out) rc = err_set(&e, ERR_USAGE, "--out DIR is required: the folder to write");
+    else if (!*out) rc = err_set(&e, ERR_USAGE, "--out: an empty path; name the folder to write");
     const char *sv = cli_str(a, "--state", NULL);
     if (!rc && sv && args_parse_u64(sv, &seq))
         rc = err_set(&e, ERR_USAGE, "--state: '%s' is not a non-negative integer", sv);

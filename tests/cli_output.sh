@@ -214,6 +214,12 @@ done
 if [ -z "$bad" ] && [ ! -e "$tmp/fa.svg" ] && [ ! -e "$tmp/fm.svg" ] && [ ! -e "$tmp/ftb" ]; then
   pass "--format beside --plot or --tensorboard: exit 2 saying which, nothing written"
 else fail "--format beside --plot" "$bad"; fi
+# an empty path is said as such (before: "--plot : cannot put it in place: No such file")
+o1=$("$bin" alpha "$st" --plot '' 2>&1); e1=$?
+o2=$("$bin" export "$st" --out '' 2>&1); e2=$?
+if [ "$e1$e2" = 22 ] && grep -q -- "--plot: an empty path" <<<"$o1" && grep -q -- "--out: an empty path" <<<"$o2"; then
+  pass "an empty --plot or --out path: exit 2, said as such"
+else fail "an empty --plot or --out path" "exits $e1 $e2" "$o1" "$o2"; fi
 
 # ------------------------------------------------ one prep into one --out at a time
 # while another holds DIR/.tandem-prep.lock (flock(1) stands in for a prep that is

@@ -171,6 +171,7 @@ int outfile_check_target(const char *what, const char *path, int is_dir, tdm_err
 
 int outfile_open(outfile *o, const char *what, const char *path, tdm_err *e) {
     memset(o, 0, sizeof *o);
+    if (!*path) return err_set(e, ERR_USAGE, "%s: an empty path; name the file to write", what);
     if (outfile_check_target(what, path, 0, e)) return e->code;
     o->what = what;
     o->given = strdup(path);
