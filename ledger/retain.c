@@ -65,7 +65,7 @@ static int add_refs(store *st, uint64_t seq, sha256_digest **ref, size_t *n, siz
  * audit can still be loaded. One that does not decode is damage and references nothing;
  * one gone since the listing, nothing. -1 with e set when the listing or a read fails or
  * memory runs out (the caller then deletes nothing). */
-static int add_quarantined_refs(store *st, sha256_digest **ref, size_t *n, size_t *cap, tdm_err *e) {
+int retain_quarantined_refs(store *st, sha256_digest **ref, size_t *n, size_t *cap, tdm_err *e) {
     store_list l;
     if (store_list_prefix(st, LEDGER_QUARANTINE, &l, e)) return -1;
     int rc = 0;
@@ -226,7 +226,7 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
     size_t nref = 0, capref = 0;
     int deleting = !only_from_deleted;
     for (size_t i = 0; !deleting && i < ns; i++) deleting = !contains(keepv, nk, seqs[i]);
-    if (!rc && deleting && add_quarantined_refs(st, &ref, &nref, &capref, e)) {
+    if (!rc && deleting && retain_quarantined_refs(st, &ref, &nref, &capref, e)) {
         rc = e->code ? e->code : ERR_STORE;
         err_prefix(e, "refusing to collect garbage (the states set aside under quarantine/ keep their blobs): ");
     }

@@ -11,6 +11,7 @@
 #include "ledger/keys.h"
 #include "ledger/metrics.h"
 #include "ledger/read.h"
+#include "ledger/retain.h"
 
 /* ------------------------------------------------------------------ digest sets */
 
@@ -399,15 +400,28 @@ int ledger_verify(store *st, const char *url, const ledger_pin *pin, ledger_veri
     if (blr) /* orphans are a note, not a fault: said, not counted (--json: null) */
         add_line(r, VERIFY_NOTE, 0, "blobs/ could not be listed, orphan blobs not counted: %s", be.msg);
     if (!rc && !blr) {
-        size_t orphans = 0;
+        /* the blobs of states set aside under quarantine/ are gc's to keep, not orphans
+         * (before: counted as such, which gc then did not remove) */
+        sha256_digest *q = NULL;
+        size_t nq = 0, capq = 0, orphans = 0, kept = 0;
+        tdm_err qe;
+        int qok = retain_quarantined_refs(st, &q, &nq, &capq, &qe) == 0;
         for (size_t i = 0; i < bl.n; i++) {
             sha256_digest d;
-            if (sha256_parse_hex(bl.keys[i] + 6, &d) || !set_has(&v.referenced, &d)) orphans++;
+            if (!sha256_parse_hex(bl.keys[i] + 6, &d) && set_has(&v.referenced, &d)) continue;
+            int aside = 0;
+            for (size_t k = 0; qok && k < nq && !aside; k++) aside = sha256_equal(&q[k], &d);
+            if (aside) kept++;
+            else orphans++;
         }
+        free(q);
         r->orphan_blobs = (long)orphans;
         if (orphans)
             add_line(r, VERIFY_NOTE, 0, "%zu orphan blobs (no manifest references them; tandem gc removes them)",
                      orphans);
+        if (kept)
+            add_line(r, VERIFY_NOTE, 0, "%zu blobs of states set aside under quarantine/ (kept by gc, so that "
+                     "those copies can still be loaded)", kept);
         store_list_free(&bl);
     }
     r->blobs = v.good.n;

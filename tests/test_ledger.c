@@ -1298,6 +1298,15 @@ static void test_repair_sets_aside_unloadable_states(void) {
     CHECK(rc == 0 && strstr(out, oldest), "repair exit %d: %s", rc, out);
     rc = tandem_on_store(&f, "verify", "", out, sizeof out);
     CHECK(rc == 0, "verify after the repair: %s", out);
+    /* the set-aside state's blobs are gc's to keep: verify does not call them orphans that
+     * gc removes (before: "N orphan blobs ... tandem gc removes them", and gc kept them) */
+    CHECK(!strstr(out, "orphan blobs") && strstr(out, "blobs of states set aside under quarantine/"),
+          "verify after the repair: %s", out);
+    rc = tandem_on_store(&f, "gc", "--keep 1", out, sizeof out);
+    CHECK(rc == 0, "gc: %s", out);
+    rc = tandem_on_store(&f, "verify", "", out, sizeof out);
+    CHECK(rc == 0 && !strstr(out, "orphan blobs") && strstr(out, "blobs of states set aside under quarantine/"),
+          "verify after gc: %s", out);
     fixture_close(&f);
 }
 
