@@ -157,8 +157,14 @@ int outfile_check_target(const char *what, const char *path, int is_dir, tdm_err
         }
         *slash = '\0';
     }
-    snprintf(probe, sizeof probe, "%s%s%s%s", strcmp(real, "/") ? real : "", *rest ? "/" : "", rest,
-             is_dir ? "/x" : "");
+    /* pieced together with lengths checked (no path that long can be opened anyway) */
+    const char *head = strcmp(real, "/") ? real : "", *tail = is_dir ? "/x" : "";
+    size_t hl = strlen(head), rl = strlen(rest), tl = strlen(tail);
+    if (hl + 1 + rl + tl + 1 > sizeof probe) return 0;
+    memcpy(probe, head, hl);
+    size_t at = hl;
+    if (*rest) probe[at++] = '/', memcpy(probe + at, rest, rl), at += rl;
+    memcpy(probe + at, tail, tl + 1);
     if (!*rest && !is_dir && !strcmp(real, "/")) return 0;
     const char *root = owned_by_store(probe);
     if (!root) return 0;
