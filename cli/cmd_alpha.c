@@ -259,7 +259,7 @@ static int run_alpha(const cli_args *a) {
     /* a chain with no record to draw reads as a run that never moved: none written */
     if (!rc && plot_path && c.n == 0)
         rc = c.ok ? err_set(&e, ERR_USAGE, "no %s written: there is no α record to draw", plot_path)
-                  : err_set(&e, ERR_USAGE, "no %s written: there is no α record to draw (%s)", plot_path, c.problem);
+                  : err_set(&e, ERR_STORE, "no %s written: there is no α record to draw (%s)", plot_path, c.problem);
     if (!rc && plot_path) {
         rc = plot(plot_path, &c, &run, url, &e);
         if (!rc) fprintf(stderr, "tandem alpha: wrote %s (%zu episodes, %d domains)\n", plot_path, c.n, run.M);

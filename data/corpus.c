@@ -378,6 +378,7 @@ int corpus_generate(const corpus_opts *o, tdm_err *e) {
     }
     int lock = -1; /* one writer into --out at a time, as prep */
     if (!rc && (lock = prep_lock_out(o->out, e)) < 0) rc = e->code;
+    for (int m = 0; !rc && m < o->n_domains; m++) rc = check_no_stale(o, m, dirs[m], e); /* again, under it */
     /* From here on the output changes: first retire the old description, so that a run
      * killed midway over an earlier corpus leaves no dataset.yaml vouching for a mix of
      * old and new shards (written last, it is the mark of a whole corpus), as prep does. */

@@ -369,7 +369,9 @@ int dataset_load(dataset *ds, const char *yaml_path, tdm_err *e) {
     /* no description beside a prep's lock: its writer was cut off (prep and gen-corpus
      * remove the old description first and write the new one last) */
     struct stat st;
-    if (!root && e && errno == ENOENT && access(yaml_path, F_OK) != 0) {
+    const char *base = strrchr(yaml_path, '/');
+    base = base ? base + 1 : yaml_path;
+    if (!root && e && errno == ENOENT && !strcmp(base, "dataset.yaml") && access(yaml_path, F_OK) != 0) {
         char lock[4200];
         const char *slash = strrchr(yaml_path, '/');
         snprintf(lock, sizeof lock, "%.*s.tandem-prep.lock", slash ? (int)(slash - yaml_path + 1) : 0, yaml_path);

@@ -47,11 +47,23 @@ static int dr_suffix(const char *s, size_t n, const char *suf) {
 }
 
 /* The compression a name says that prep cannot read ("bzip2"...), or NULL. */
-static const char *dr_unsupported(const char *path) {
-    static const char *const names[][2] = {{".bz2", "bzip2"}, {".xz", "xz"}, {".lzma", "lzma"}, {".lz4", "lz4"},
-                                           {".zip", "zip"}, {".7z", "7-Zip"}, {".br", "brotli"}};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        if (dr_suffix(path, strlen(path), names[i][0])) return names[i][1];
+static const char *dr_unsupported(const char *path, int fd) {
+    /* by name and by the format's own first bytes (a text file named x.pt.bz2 by chance
+     * is read as text) */
+    static const struct {
+        const char *suffix, *name, *magic;
+        size_t n;
+    } kinds[] = {{".bz2", "bzip2", "BZh", 3},
+                 {".xz", "xz", "\xfd" "7zXZ", 6},
+                 {".lz4", "lz4", "\x04\x22\x4d\x18", 4},
+                 {".zip", "zip", "PK\x03\x04", 4},
+                 {".7z", "7-Zip", "7z\xbc\xaf\x27\x1c", 6}};
+    unsigned char head[8];
+    ssize_t got = pread(fd, head, sizeof head, 0);
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        if (dr_suffix(path, strlen(path), kinds[i].suffix) && got >= (ssize_t)kinds[i].n &&
+            !memcmp(head, kinds[i].magic, kinds[i].n))
+            return kinds[i].name;
     return NULL;
 }
 
@@ -583,10 +595,11 @@ int docread_file(const textsrc_file *f, const char *field, const docread_sink *s
     int fail = -1;
     why[0] = '\0';
     if (!rc) {
-        if (comp == DR_RAW && dr_unsupported(f->path)) { /* read as text it was "binary" */
+        const char *unsupported = comp == DR_RAW ? dr_unsupported(f->path, fd) : NULL;
+        if (unsupported) { /* read as text it was "binary" */
             fail = TEXTSRC_UNREADABLE;
             snprintf(why, sizeof why, "%s-compressed, which prep does not read: decompress it, or recompress it "
-                     "with gzip or zstd", dr_unsupported(f->path));
+                     "with gzip or zstd", unsupported);
         } else if (fmt == DR_PARQUET && comp != DR_RAW) {
             fail = TEXTSRC_CORRUPT;
             snprintf(why, sizeof why, "a compressed Parquet file: Parquet compresses its own pages, decompress "

@@ -420,20 +420,18 @@ static int prep_writer_open(prep_writer *w, tdm_err *e) {
     size_t tl = w->final ? strlen(w->final) + 48 : 0;
     w->tmp = w->final ? malloc(tl) : NULL;
     if (!w->tmp) return prep_oom(e);
-    /* a SIGTERM or SIGINT removes it (before: three shard-sized temporaries were left); none
-     * between its creation and its guard */
-    sigset_t held;
-    outfile_signals_hold(&held);
+    /* a SIGTERM or SIGINT removes it (before: three shard-sized temporaries were left):
+     * guarded before it is created (outfile.h says why) */
     for (int tries = 0; tries < 100 && w->fd < 0; tries++) {
         snprintf(w->tmp, tl, "%s.tmp.%ld.%u", w->final, (long)getpid(),
                  atomic_fetch_add(&counter, 1));
+        w->guard = outfile_guard_add(w->tmp);
         w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        int err = errno;
+        if (w->fd < 0) outfile_guard_drop(w->guard), w->guard = -1;
+        errno = err;
         if (w->fd < 0 && errno != EEXIST) break;
     }
-    int open_err = errno;
-    if (w->fd >= 0) w->guard = outfile_guard_add(w->tmp);
-    outfile_signals_release(&held);
-    errno = open_err;
     if (w->fd < 0) {
         int rc = err_sys(e, ERR_USAGE, errno, "%s: cannot create temporary file %s", w->final,
                          w->tmp);
@@ -1032,6 +1030,8 @@ int prep_lock_out(const char *out, tdm_err *e) {
     char *path = prep_join(out, ".tandem-prep.lock");
     if (!path) return prep_oom(e), -1;
     int fd = fileio_make_parents(path) == 0 ? open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666) : -1;
+    /* another user's lock file in a shared folder: a lock needs no write access to it */
+    if (fd < 0 && errno == EACCES) fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) {
         err_sys(e, ERR_USAGE, errno, "cannot create %s", path);
         free(path);
@@ -1039,6 +1039,10 @@ int prep_lock_out(const char *out, tdm_err *e) {
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int err = errno;
+        if (err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS) { /* a file system without locks: unguarded, as before */
+            free(path);
+            return fd;
+        }
         close(fd);
         if (err == EWOULDBLOCK)
             err_set(e, ERR_USAGE, "another tandem prep or gen-corpus is writing into %s (it holds %s): wait "
@@ -1090,6 +1094,8 @@ int prep_run(const prep_opts *o, tdm_err *e) {
     if (!rc) rc = prep_room(o, &k, doms, n_doms, e);
     int lock = -1;
     if (!rc && (lock = prep_lock_out(o->out, e)) < 0) rc = e->code;
+    /* again under the lock: another prep may have ended between the first look and it */
+    for (int m = 0; !rc && m < n_doms; m++) rc = prep_check_stale(&doms[m], e);
     /* From here on the output changes: first retire the old description, and what an
      * earlier prep killed midway left (its shards' temporaries) */
     if (!rc && unlink(yaml) != 0 && errno != ENOENT)

@@ -189,19 +189,17 @@ static int atomic_begin(const char *path, atomic_file *f, tdm_err *e) {
     f->tmp = malloc(tlen);
     if (!f->tmp) return err_set(e, ERR_INTERNAL, "%s: out of memory", path);
     /* a SIGTERM or SIGINT (prep, gen-corpus and export keep the default) removes it, as
-     * for --plot and --out files; none can come between its creation and its guard */
-    sigset_t held;
-    outfile_signals_hold(&held);
+     * for --plot and --out files: guarded before it is created (outfile.h says why) */
     for (int tries = 0; tries < 100 && f->fd < 0; tries++) {
         snprintf(f->tmp, tlen, "%s.tmp.%ld.%u", path, (long)getpid(),
                  atomic_fetch_add(&counter, 1));
+        f->guard = outfile_guard_add(f->tmp);
         f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        int err = errno;
+        if (f->fd < 0) outfile_guard_drop(f->guard), f->guard = -1;
+        errno = err;
         if (f->fd < 0 && errno != EEXIST) break;
     }
-    int open_err = errno;
-    if (f->fd >= 0) f->guard = outfile_guard_add(f->tmp);
-    outfile_signals_release(&held);
-    errno = open_err;
     if (f->fd < 0) {
         int rc = err_sys(e, ERR_USAGE, errno, "%s: cannot create temporary file %s", path, f->tmp);
         free(f->tmp);

@@ -74,8 +74,9 @@ int sweep_root_record(store *root, const char *root_url, char *const *texts, int
     if (!rc && !data) rc = err_set(e, ERR_INTERNAL, "out of memory");
     /* a sweep's root holds its points only: not inside a run's store (its verify and gc
      * would never see the points) */
-    int has_run = 0;
-    if (!rc) rc = store_exists(root, LEDGER_RUN, &has_run, e);
+    int has_run = 0, has_sweep = 0;
+    if (!rc) rc = store_exists(root, LEDGER_SWEEP, &has_sweep, e);
+    if (!rc && !has_sweep) rc = store_exists(root, LEDGER_RUN, &has_run, e); /* a study begun: its points go on */
     if (!rc && has_run)
         rc = err_set(e, ERR_USAGE, "%s holds a run (RUN): a sweep's root holds only its points, in folders; give the "
                      "study a --store of its own", root_url);

@@ -50,6 +50,17 @@ static int matches_layout(const ckpt *c, const rec_state *r, char *why, size_t c
     return 1;
 }
 
+/* Whether something that is no object stands at one of <prefix>0.mp .. <prefix>(n-1).mp
+ * (store_obstacle): asked only after a read of them failed. */
+static int ckpt_obstacle_in(ckpt *c, uint64_t n, const char *prefix) {
+    for (uint64_t t = 0; t < n; t++) {
+        char key[64];
+        snprintf(key, sizeof key, "%s%llu.mp", prefix, (unsigned long long)t);
+        if (store_obstacle(c->st, key)) return 1;
+    }
+    return 0;
+}
+
 /* Reads and verifies every chunk of the three tensors into the host buffers. Chunks are
  * fetched by CKPT_IO_THREADS threads (object stores serve parallel reads much faster);
  * the first failure (by chunk order) is the one reported. */
@@ -76,9 +87,8 @@ static void *read_main(void *arg) {
         void *data = NULL;
         size_t n = 0;
         int rc = store_get_verified(j->c->st, bkey, &rt->chunks[k], &data, &n, &e);
-        if (rc && rc != STORE_NOT_FOUND && rc != STORE_CORRUPT) {
-            /* not the chunk's fault: the store could not be read (retries spent, or no
-             * regular file in its place) */
+        if (rc && rc != STORE_NOT_FOUND && rc != STORE_CORRUPT && store_obstacle(j->c->st, bkey)) {
+            /* no chunk there to judge: something that is no object stands in its place */
             j->store_rc = rc;
             j->store_err = e;
         }
@@ -108,9 +118,10 @@ static void *read_main(void *arg) {
     return NULL;
 }
 
-/* 0 when every chunk verifies; -1 with *why when one is missing, corrupt or of the wrong
- * size (the state cannot be used); the backend's error (> 0, e set) when the first failing
- * chunk could not be read at all: nothing is to be concluded about the state then. */
+/* 0 when every chunk verifies; -1 with *why when one is missing, corrupt, of the wrong
+ * size or unreadable (the state cannot be used: an older one is tried); the backend's
+ * error (> 0, e set) when something that is no object stands in the first failing chunk's
+ * place (store_obstacle): the run stops there, for the user to remove it. */
 static int read_tensors(ckpt *c, const rec_state *r, char *why, size_t cap, tdm_err *e) {
     size_t nchunks = r->tensors[0].nchunks;
     for (int t = 1; t < CKPT_TENSORS; t++)
@@ -312,9 +323,11 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         tdm_err ce;
         int broken = 0;
         rc = ckpt_check_chain(c, rec->alpha_records, &rec->alpha_head, &broken, &ce);
-        if (rc && !broken) {
-            /* the store could not be read (retries spent, or something that is no object
-             * in a record's place): nothing is concluded and nothing changed — exit 3 */
+        if (rc && !broken && ckpt_obstacle_in(c, rec->alpha_records, LEDGER_ALPHA)) {
+            /* something that is no object in a record's place (a directory, a FIFO): the
+             * replay's writes would meet it too — said, nothing changed, exit 3, for the
+             * user to remove (a record that cannot be read otherwise, damaged on S3 or an
+             * unreachable store, falls back below as before) */
             *e = ce;
             rec_state_free(rec);
             free(seqs);
@@ -334,7 +347,7 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         }
         int trc = 0;
         if (!matches_layout(c, rec, why, sizeof why) || (trc = read_tensors(c, rec, why, sizeof why, e))) {
-            if (trc > 0) { /* the store could not be read: as for the α records above */
+            if (trc > 0) { /* an obstacle in a chunk's place: as for the α records above */
                 rec_state_free(rec);
                 free(seqs);
                 return trc;

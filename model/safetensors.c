@@ -433,12 +433,11 @@ int safetensors_write(const char *path, const st_out *t, size_t n, const char *c
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp-%d", path, (int)getpid());
     /* a SIGTERM or SIGINT while it is written removes it (export keeps their default: the
-     * temporary, as large as the model, was left); none between creation and guard */
-    sigset_t held;
-    outfile_signals_hold(&held);
+     * temporary, as large as the model, was left): guarded before it is created */
+    int guard = rc ? -1 : outfile_guard_add(tmp);
     int fd = rc ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int open_err = errno, guard = fd >= 0 ? outfile_guard_add(tmp) : -1;
-    outfile_signals_release(&held);
+    int open_err = errno;
+    if (fd < 0) outfile_guard_drop(guard), guard = -1;
     if (!rc && fd < 0) rc = err_sys(e, ERR_USAGE, open_err, "%s: cannot create", tmp);
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.n >> (8 * i));

@@ -331,6 +331,17 @@ static int fs_put_if(store *s, const char *key, const void *data, size_t n,
     return r;
 }
 
+static int fs_obstacle(store *s, const char *key) {
+    char *path = join(root_of(s), key);
+    if (!path) return 0;
+    struct stat st;
+    int r = stat(path, &st);
+    int err = errno;
+    free(path);
+    if (r == 0) return !S_ISREG(st.st_mode);
+    return err == ELOOP;
+}
+
 static int fs_exists(store *s, const char *key, int *exists, tdm_err *e) {
     char *path = join(root_of(s), key);
     if (!path) return err_set(e, ERR_INTERNAL, "out of memory");
@@ -466,6 +477,7 @@ static const store_backend file_backend = {
     .put_if = fs_put_if,
     .get = fs_get,
     .exists = fs_exists,
+    .obstacle = fs_obstacle,
     .list = fs_list,
     .del = fs_del,
     .sweep = fs_sweep,

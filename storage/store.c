@@ -114,6 +114,8 @@ int store_write_settled(store *s, const char *key) {
 
 double store_unsettled_s(store *s) { return s->b->unsettled ? s->b->unsettled(s, NULL, 0) : 0; }
 
+int store_obstacle(store *s, const char *key) { return s->b->obstacle ? s->b->obstacle(s, key) : 0; }
+
 double store_settle_window_s(store *s) { return s->b->settle_window ? s->b->settle_window(s) : 0; }
 
 void store_note_lost_writer(store *s, double for_s) {

@@ -122,6 +122,13 @@ double store_delete_unsettled_s(store *s, const char *key);
  * lease says so in it (rec_lease's settle_until), for the next writer and gc. */
 double store_unsettled_s(store *s);
 
+/* 1 when something that is no object stands in key's place (the file store: a directory,
+ * FIFO, device or a link that leads nowhere it can read — what a read calls "not a regular
+ * file" or a link loop): not damage a run can heal by going back, but an obstacle its
+ * writes would meet too, for the user to remove. 0 otherwise, and where objects are only
+ * objects (S3). */
+int store_obstacle(store *s, const char *key);
+
 /* The longest a write given up on may still land after it was sent (S3: a minute plus
  * twice TANDEM_S3_TIMEOUT); 0 where writes land when they return (the file store). gc
  * keeps that long after a killed writer's last sign of life. */

@@ -15,6 +15,9 @@ typedef struct store_backend {
     int (*get_verified)(store *s, const char *key, const sha256_digest *expect, void **data,
                         size_t *n, tdm_err *e);
     int (*exists)(store *s, const char *key, int *exists, tdm_err *e);
+    /* optional: 1 when something that is no object stands at key (a directory, a FIFO, a
+     * link to itself), else 0 (store_obstacle) */
+    int (*obstacle)(store *s, const char *key);
     int (*list)(store *s, const char *prefix, store_list *out, tdm_err *e);
     int (*del)(store *s, const char *key, tdm_err *e);
     /* optional: NULL means the backend leaves no temporaries (store_sweep_temporaries) */

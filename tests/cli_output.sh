@@ -175,8 +175,10 @@ if command -v strace >/dev/null; then
     strace -f -o /dev/null -e trace=write -e inject=write:delay_enter=100000 "$bin" "${args[@]}" >/dev/null 2>&1 &
     sp=$!
     pid=
-    for _ in $(seq 200); do pid=$(pgrep -P $sp -x tandem) && [ -n "$(find "$tmp/slow-out" -name '*tmp*' 2>/dev/null)" ] && break; sleep 0.05; done
-    seen=$(find "$tmp/slow-out" -name '*tmp*' | wc -l)
+    # export: the weights' temporary, as large as the model (it comes last)
+    pat='*tmp*'; [ $what = export ] && pat='model.safetensors.tmp*'
+    for _ in $(seq 200); do pid=$(pgrep -P $sp -x tandem) && [ -n "$(find "$tmp/slow-out" -name "$pat" 2>/dev/null)" ] && break; sleep 0.05; done
+    seen=$(find "$tmp/slow-out" -name "$pat" | wc -l)
     kill -TERM "$pid" 2>/dev/null
     wait $sp
     left=$(find "$tmp/slow-out" -name '*tmp*' -printf '%f ')
@@ -239,6 +241,22 @@ if [ $p_rc = 2 ] && [ $g_rc = 2 ] && grep -q "another tandem prep or gen-corpus 
    [ -z "$left" ] && [ $after = 0 ]; then pass "prep and gen-corpus into an --out being written: exit 2, nothing written; after, prep runs"
 else fail "prep into an --out being written" "prep $p_rc, gen-corpus $g_rc, after $after, left: $left" "$p_out" "$g_out"; fi
 
+# a dataset folder shared with another user (group-writable, the lock file theirs, 0644):
+# the lock needs no write access to that file (before: exit 2, "cannot create
+# ds/.tandem-prep.lock: Permission denied"); root only (setpriv to nobody)
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  shared=$(mktemp -d /tmp/tandem-shared-XXXXXX) && chmod 755 "$shared"
+  cp "$tmp/three.jsonl" "$shared/in.jsonl" && chmod 644 "$shared/in.jsonl"
+  "$bin" prep --domain a="$shared/in.jsonl" --out "$shared/ds" --split 0.5,0.5,0 >/dev/null 2>&1
+  chmod -R a+rwX "$shared/ds" && chmod 644 "$shared/ds/.tandem-prep.lock"
+  out=$(cd / && setpriv --reuid=65534 --regid=65534 --clear-groups "$(realpath "$bin")" prep --domain a="$shared/in.jsonl" \
+        --out "$shared/ds" --split 0.5,0.5,0 2>&1); rc=$?
+  owner=$(stat -c %u "$shared/ds/dataset.yaml" 2>/dev/null)
+  rm -rf "$shared"
+  if [ $rc = 0 ] && [ "$owner" = 65534 ]; then pass "prep by another user into a shared folder: the lock taken read-only, exit 0"
+  else fail "prep by another user into a shared folder" "exit $rc, dataset.yaml owned by $owner" "$out"; fi
+fi
+
 # ------------------------------------------------ never over a store's own objects
 # --out, --plot and --tensorboard naming a store's object or folder (or a link to one, or a
 # path that leads there through ..) are refused (exit 2, naming the store), the object
@@ -247,18 +265,21 @@ else fail "prep into an --out being written" "prep $p_rc, gen-corpus $g_rc, afte
 st="$tmp/own"
 "$bin" run "$tmp/c.yaml" --store "$st" --quiet >/dev/null 2>&1
 ln -s "$st/RUN" "$tmp/to-run"
+ln -s "$st/alpha/99.mp" "$tmp/dangling.svg" # a link to where nothing is yet: written through
 sums() { md5sum "$st/RUN" "$st/HEAD" | cut -c1-32 | tr '\n' ' '; ls "$st/states" | wc -l; }
 before=$(sums)
 bad=
 for c in "mixture $st --out $st/RUN" "alpha $st --plot $st/RUN" "metrics $st --plot $st/HEAD" \
          "alpha $st --plot $tmp/to-run" "alpha $st --plot $st/states/../RUN" "alpha $st --plot $st/states/p.svg" \
-         "metrics $st --tensorboard $st/states"; do
+         "metrics $st --tensorboard $st/states" "alpha $st --plot $tmp/dangling.svg" \
+         "metrics $st --tensorboard $st/nx/../states" "manifest slurm $tmp/c.yaml --store $st --out $st/RUN"; do
   out=$("$bin" $c 2>&1); rc=$?
   if [ $rc != 2 ] || ! grep -q "is inside the store" <<<"$out"; then bad="$bad [$c: exit $rc: $out]"; fi
 done
 "$bin" alpha "$st" --plot "$st/alpha.svg" >/dev/null 2>&1; rc=$?
 "$bin" verify "$st" >/dev/null 2>&1; v=$?
-if [ -z "$bad" ] && [ "$(sums)" = "$before" ] && [ $rc = 0 ] && [ -s "$st/alpha.svg" ] && [ $v = 0 ]; then
-  pass "outputs over a store's objects refused (7 ways), the store unchanged; a plot beside them written"
+if [ -z "$bad" ] && [ "$(sums)" = "$before" ] && [ $rc = 0 ] && [ -s "$st/alpha.svg" ] && [ $v = 0 ] &&
+   [ ! -e "$st/alpha/99.mp" ] && [ ! -e "$st/nx" ]; then
+  pass "outputs over a store's objects refused (10 ways), the store unchanged; a plot beside them written"
 else fail "outputs over a store's objects" "$bad" "alpha.svg exit $rc, verify $v, $(sums) vs $before"; fi
 finish

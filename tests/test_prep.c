@@ -972,12 +972,13 @@ static void test_prep_other_names(void) {
     char *bz = join(src, "c.txt.bz2"), *xz = join(src, "d.xz");
     CHECK(write_bytes(bz, "BZh91AY&SY\0\1\2", 13) == 0 && write_bytes(xz, "\xfd" "7zXZ\0\0\4", 10) == 0, "write");
     free(bz), free(xz);
+    put_text(src, "e.pt.bz2", "five"); /* named so by chance: text, read as text */
     prep_input in[] = {{"j", src}};
     prep_stats st[DATASET_MAX_DOMAINS];
     memout warn;
     tdm_err e = {0};
     CHECK(run_one(dir, "o", in, 1, st, &warn, &e) == 0, "%s", e.msg);
-    CHECK(st[0].docs == 4 && st[0].text_bytes == strlen("onetwothreefour") && st[0].skipped[TEXTSRC_UNREADABLE] == 2 &&
+    CHECK(st[0].docs == 5 && st[0].text_bytes == strlen("onetwothreefourfive") && st[0].skipped[TEXTSRC_UNREADABLE] == 2 &&
               strstr(warn.buf, "bzip2-compressed") && strstr(warn.buf, "xz-compressed") && !strstr(warn.buf, "binary"),
           "docs %llu, text bytes %llu, unreadable %llu: %s", (unsigned long long)st[0].docs,
           (unsigned long long)st[0].text_bytes, (unsigned long long)st[0].skipped[TEXTSRC_UNREADABLE], warn.buf);

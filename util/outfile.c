@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -16,43 +15,20 @@
 
 /* ------------------------------------------------------------ the pending temporary */
 
-static const char *volatile outfile_pending;
-/* other writers' temporaries (shards, exported files), several at once from several threads */
+/* Temporaries a stop signal removes: slot 0 is outfile_guard's (--plot, --out, a
+ * TensorBoard file), the others outfile_guard_add's (shards, an export's files), several
+ * at once from several threads. Each holds a copy of the name, so that a handler never
+ * reads memory its writer has freed; a slot is armed (2) only once its name is whole. */
 #define GUARD_SLOTS 32
-static _Atomic(const char *) guard_slot[GUARD_SLOTS];
+static char guard_name[GUARD_SLOTS][PATH_MAX];
+static atomic_int guard_state[GUARD_SLOTS]; /* 0 free, 1 being filled, 2 armed */
 
 static void outfile_on_signal(int sig) {
-    const char *p = outfile_pending;
-    if (p) unlink(p); /* async-signal-safe */
     for (int i = 0; i < GUARD_SLOTS; i++)
-        if ((p = atomic_load(&guard_slot[i]))) unlink(p);
+        if (atomic_load(&guard_state[i]) == 2) unlink(guard_name[i]); /* async-signal-safe */
     signal(sig, SIG_DFL);
     raise(sig); /* ends as it would have (unblocked when this handler returns) */
 }
-
-static void guard_install(void);
-
-int outfile_guard_add(const char *tmp) {
-    guard_install();
-    for (int i = 0; i < GUARD_SLOTS; i++) {
-        const char *none = NULL;
-        if (atomic_compare_exchange_strong(&guard_slot[i], &none, tmp)) return i;
-    }
-    return -1; /* all taken: this one is swept later as a dead temporary */
-}
-
-void outfile_guard_drop(int slot) {
-    if (slot >= 0 && slot < GUARD_SLOTS) atomic_store(&guard_slot[slot], NULL);
-}
-
-void outfile_signals_hold(sigset_t *old) {
-    sigset_t s;
-    sigemptyset(&s);
-    sigaddset(&s, SIGTERM), sigaddset(&s, SIGINT), sigaddset(&s, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &s, old);
-}
-
-void outfile_signals_release(const sigset_t *old) { pthread_sigmask(SIG_SETMASK, old, NULL); }
 
 static void guard_install(void) {
     static atomic_flag installed = ATOMIC_FLAG_INIT;
@@ -70,9 +46,37 @@ static void guard_install(void) {
     }
 }
 
+/* Fills claimed slot i with tmp and arms it; -1 (slot freed) when the name is too long. */
+static int guard_fill(int i, const char *tmp) {
+    size_t n = strlen(tmp);
+    if (n >= PATH_MAX) {
+        atomic_store(&guard_state[i], 0);
+        return -1;
+    }
+    memcpy(guard_name[i], tmp, n + 1);
+    atomic_store(&guard_state[i], 2);
+    return i;
+}
+
+int outfile_guard_add(const char *tmp) {
+    guard_install();
+    for (int i = 1; i < GUARD_SLOTS; i++) {
+        int free_slot = 0;
+        if (atomic_compare_exchange_strong(&guard_state[i], &free_slot, 1)) return guard_fill(i, tmp);
+    }
+    return -1; /* all taken: this one is swept later as a dead temporary */
+}
+
+void outfile_guard_drop(int slot) {
+    if (slot >= 1 && slot < GUARD_SLOTS) atomic_store(&guard_state[slot], 0);
+}
+
 void outfile_guard(const char *tmp) {
-    if (tmp) guard_install();
-    outfile_pending = tmp;
+    atomic_store(&guard_state[0], 0);
+    if (!tmp) return;
+    guard_install();
+    atomic_store(&guard_state[0], 1);
+    guard_fill(0, tmp);
 }
 
 int outfile_stream_error(FILE *f) {
@@ -102,40 +106,94 @@ static int outfile_ours(const char *name, size_t len) {
 
 /* ------------------------------------------------------------ stores' own paths */
 
-#define OUTFILE_ROOTS 16
-static char *protected_root[OUTFILE_ROOTS]; /* real paths, for the process's life */
-static int nprotected;
+static char **protected_root; /* real paths, for the process's life */
+static int nprotected, capprotected;
 static int (*owned_fn)(const char *rel);
 
 void outfile_protect(const char *root) {
     char real[PATH_MAX];
-    if (nprotected >= OUTFILE_ROOTS || !realpath(root, real)) return;
+    if (!realpath(root, real)) return;
     for (int i = 0; i < nprotected; i++)
         if (!strcmp(protected_root[i], real)) return;
-    protected_root[nprotected] = strdup(real);
-    if (protected_root[nprotected]) nprotected++;
+    if (nprotected == capprotected) {
+        int cap = capprotected ? 2 * capprotected : 16;
+        char **n = realloc(protected_root, (size_t)cap * sizeof *n);
+        if (!n) return;
+        protected_root = n, capprotected = cap;
+    }
+    if ((protected_root[nprotected] = strdup(real))) nprotected++;
 }
 
 void outfile_set_owned(int (*owned)(const char *rel)) { owned_fn = owned; }
 
-/* The store root that real path `p` lies in and owns (the part below it is the store's),
- * or NULL. */
-static const char *owned_by_store(const char *p) {
+/* Whether directory d (a real path) is a store's root a command did not open: it holds a
+ * run's RUN or a study's SWEEP (manifest --out, a store named by another command). */
+static int holds_store(const char *d) {
+    static const char *const marks[] = {"/RUN", "/SWEEP"};
+    size_t n = strcmp(d, "/") ? strlen(d) : 0;
+    char f[PATH_MAX + 8];
+    if (n >= PATH_MAX) return 0;
+    memcpy(f, d, n);
+    for (int i = 0; i < 2; i++) {
+        struct stat st;
+        memcpy(f + n, marks[i], strlen(marks[i]) + 1);
+        if (lstat(f, &st) == 0 && S_ISREG(st.st_mode)) return 1;
+    }
+    return 0;
+}
+
+/* src into buf (cap bytes), cut if it must be (a message's root): buf. */
+static const char *copy_root(char *buf, size_t cap, const char *src) {
+    size_t n = strlen(src) < cap - 1 ? strlen(src) : cap - 1;
+    memcpy(buf, src, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* The store root that real path `p` lies in and owns (the part below it is the store's):
+ * a root a command opened (outfile_protect), or any folder above p holding RUN or SWEEP.
+ * NULL when none. The root is copied into buf. */
+static const char *owned_by_store(const char *p, char *buf, size_t cap) {
     for (int i = 0; owned_fn && i < nprotected; i++) {
         const char *r = protected_root[i];
         size_t n = strlen(r);
         if (n == 1) n = 0; /* a store at / */
         if (strncmp(p, r, n) || p[n] != '/') continue;
-        if (owned_fn(p + n + 1)) return r;
+        if (owned_fn(p + n + 1)) return copy_root(buf, cap, r);
+    }
+    char d[PATH_MAX + 8];
+    if (strlen(p) >= sizeof d) return NULL;
+    memcpy(d, p, strlen(p) + 1);
+    for (char *slash; owned_fn && (slash = strrchr(d, '/'));) {
+        *slash = '\0';
+        const char *dir = slash == d ? "/" : d;
+        if (holds_store(dir) && owned_fn(p + (slash == d ? 1 : strlen(d) + 1))) return copy_root(buf, cap, dir);
+        if (slash == d) break;
     }
     return NULL;
 }
 
-int outfile_check_target(const char *what, const char *path, int is_dir, tdm_err *e) {
-    if (!owned_fn || !nprotected || !*path) return 0;
+/* outfile_check_target's work, following a link that leads nowhere yet at most `hops` times. */
+static int check_target(const char *what, const char *shown, const char *path, int is_dir, int hops, tdm_err *e) {
+    if (!*path) return 0;
+    /* a link that leads nowhere yet is written through: judged where it leads */
+    struct stat lst;
+    char real[PATH_MAX];
+    if (hops > 0 && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && !realpath(path, real)) {
+        char to[PATH_MAX], target[2 * PATH_MAX + 2];
+        ssize_t n = readlink(path, to, sizeof to - 1);
+        if (n <= 0) return 0;
+        to[n] = '\0';
+        const char *slash = strrchr(path, '/');
+        if (to[0] == '/' || !slash) snprintf(target, sizeof target, "%s", to);
+        else snprintf(target, sizeof target, "%.*s/%s", (int)(slash - path), path, to);
+        if (strlen(target) >= PATH_MAX) return 0;
+        return check_target(what, shown, target, is_dir, hops - 1, e);
+    }
     /* where the path leads (through links): its deepest existing part, resolved, and the
-     * rest of it as given */
-    char p[PATH_MAX], real[PATH_MAX], rest[PATH_MAX] = "", probe[PATH_MAX + 8];
+     * rest of it as given, its . and .. taken lexically (folders not there yet hold no
+     * links: `make_dirs` creates them as written, so x/../states is states) */
+    char p[PATH_MAX], rest[PATH_MAX] = "", probe[PATH_MAX + 8];
     snprintf(p, sizeof p, "%s", path);
     for (;;) {
         if (realpath(p, real)) break;
@@ -157,20 +215,36 @@ int outfile_check_target(const char *what, const char *path, int is_dir, tdm_err
         }
         *slash = '\0';
     }
-    /* pieced together with lengths checked (no path that long can be opened anyway) */
-    const char *head = strcmp(real, "/") ? real : "", *tail = is_dir ? "/x" : "";
-    size_t hl = strlen(head), rl = strlen(rest), tl = strlen(tail);
-    if (hl + 1 + rl + tl + 1 > sizeof probe) return 0;
-    memcpy(probe, head, hl);
-    size_t at = hl;
-    if (*rest) probe[at++] = '/', memcpy(probe + at, rest, rl), at += rl;
-    memcpy(probe + at, tail, tl + 1);
-    if (!*rest && !is_dir && !strcmp(real, "/")) return 0;
-    const char *root = owned_by_store(probe);
-    if (!root) return 0;
+    /* real + rest, lexically */
+    size_t at = strcmp(real, "/") ? strlen(real) : 0;
+    memcpy(probe, real, at);
+    probe[at] = '\0';
+    for (char *save = NULL, *seg = strtok_r(rest, "/", &save); seg; seg = strtok_r(NULL, "/", &save)) {
+        if (!strcmp(seg, ".")) continue;
+        if (!strcmp(seg, "..")) {
+            char *up = strrchr(probe, '/');
+            at = up ? (size_t)(up - probe) : 0;
+            probe[at] = '\0';
+            continue;
+        }
+        size_t sl = strlen(seg);
+        if (at + 1 + sl + 3 >= sizeof probe) return 0;
+        probe[at++] = '/';
+        memcpy(probe + at, seg, sl + 1);
+        at += sl;
+    }
+    if (is_dir) memcpy(probe + at, "/x", 3), at += 2;
+    if (!at) return 0; /* "/" itself */
+    char root[PATH_MAX];
+    if (!owned_by_store(probe, root, sizeof root)) return 0;
     return err_set(e, ERR_USAGE, "%s %s is inside the store %s, where it would replace or sit among the store's "
                    "own objects (RUN, HEAD, states/, ...): write it outside the store, or beside them under "
-                   "another name", what, path, root);
+                   "another name", what, shown, root);
+}
+
+int outfile_check_target(const char *what, const char *path, int is_dir, tdm_err *e) {
+    if (!owned_fn) return 0;
+    return check_target(what, path, path, is_dir, 8, e);
 }
 
 /* ------------------------------------------------------------ open and close */
@@ -213,20 +287,16 @@ int outfile_open(outfile *o, const char *what, const char *path, tdm_err *e) {
     fileio_sweep_dead_temporaries(dir, outfile_ours, 60); /* killed writers' */
     static unsigned n;
     int fd = -1;
-    /* no stop signal between the temporary's creation and its guard (one there ended the
-     * process by default and left the temporary) */
-    sigset_t held;
-    outfile_signals_hold(&held);
     for (int tries = 0; fd < 0 && tries < 100; tries++) {
         snprintf(o->tmp, cap, "%.*s%s%s.tmp.%d.%u", dirlen, o->path, slash ? "/" : "", outfile_stem, (int)getpid(),
                  n++);
+        /* guarded before it exists (its name is this process's alone): a stop signal in
+         * between removes nothing else (before: one there left the temporary) */
+        outfile_guard(o->tmp);
         fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) outfile_guard(NULL);
         if (fd < 0 && errno != EEXIST) break;
     }
-    int open_err = errno;
-    if (fd >= 0) outfile_guard(o->tmp);
-    outfile_signals_release(&held);
-    errno = open_err;
     if (fd < 0) {
         int err = errno;
         free(o->tmp), o->tmp = NULL; /* nothing of ours to remove */

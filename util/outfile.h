@@ -12,7 +12,6 @@
 #ifndef TANDEM_UTIL_OUTFILE_H
 #define TANDEM_UTIL_OUTFILE_H
 
-#include <signal.h>
 #include <stdio.h>
 
 #include "util/err.h"
@@ -57,14 +56,12 @@ int outfile_check_target(const char *what, const char *path, int is_dir, tdm_err
 void outfile_guard(const char *tmp);
 
 /* The same for writers of other temporaries (shards, an export's files), several at once
- * and from several threads: the slot to drop (before the temporary's name is freed), or -1
- * when all are taken (the temporary is then swept later, as a dead one). */
+ * and from several threads (the name is copied): the slot to drop once the temporary is
+ * renamed or removed, or -1 when all are taken (the temporary is then swept later, as a
+ * dead one). Guard a name before creating it (O_EXCL, this process's own name), drop it
+ * if the creation fails: no stop signal can then come between the two. */
 int outfile_guard_add(const char *tmp);
 void outfile_guard_drop(int slot);
-/* Stop signals held while a temporary is created and guarded (nothing can end the process
- * between the two), then given back. */
-void outfile_signals_hold(sigset_t *old);
-void outfile_signals_release(const sigset_t *old);
 
 /* Whether everything written to `f` reached its file: flushes, then 0, or the errno of
  * the failure (EIO when the error came earlier and its errno is gone). */
