@@ -271,18 +271,18 @@ static int run_metrics(const cli_args *a) {
     }
     if (!rc && svg && !(rc = plot(svg, rows, n, &run, url, &e)))
         fprintf(stderr, "tandem metrics: wrote %s (%zu episodes, %d domains)\n", svg, n, run.M);
-    /* rows are in episode order: a gap is a row deleted (or one a run has not passed again),
-     * said rather than drawn over (a damaged one is said by ledger_metrics_read) */
-    for (size_t i = 0, said = 0; !rc && i < n && said < 3; i++) {
-        uint64_t want = i ? rows[i - 1].t + 1 : 0;
-        if (rows[i].t <= want) continue;
-        said++;
-        if (rows[i].t == want + 1)
+    /* a row deleted is said rather than drawn over (a damaged one is said by
+     * ledger_metrics_read, once) */
+    ledger_gap gaps[3];
+    size_t ng = 0;
+    if (!rc) rc = ledger_metrics_gaps(st, gaps, 3, &ng, &e);
+    for (size_t i = 0; !rc && i < ng; i++) {
+        if (gaps[i].first == gaps[i].last)
             fprintf(stderr, "tandem metrics: warning: episode %llu has no row (metrics/%llu.mp is missing)\n",
-                    (unsigned long long)want, (unsigned long long)want);
+                    (unsigned long long)gaps[i].first, (unsigned long long)gaps[i].first);
         else
             fprintf(stderr, "tandem metrics: warning: episodes %llu..%llu have no rows (missing from metrics/)\n",
-                    (unsigned long long)want, (unsigned long long)(rows[i].t - 1));
+                    (unsigned long long)gaps[i].first, (unsigned long long)gaps[i].last);
     }
     if (!rc && tb) {
         const char *names[REC_MAX_DOMAINS];

@@ -68,11 +68,6 @@ void ledger_verify_free(ledger_verify_report *r) {
 
 /* ------------------------------------------------------------------ the checks */
 
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Metrics rows that cannot be read (damaged, cut, another run's bytes): a note each and
  * their keys in the report; rows missing below the newest: a note per gap (at most 3). A
  * store error stops it. */
@@ -98,26 +93,20 @@ static int check_metrics_rows(store *st, ledger_verify_report *r, tdm_err *e) {
             rc = got, *e = de;
         }
     }
+    store_list_free(&l);
     /* a row missing below the newest (deleted): noted as a damaged one is */
-    uint64_t *ts = l.n ? calloc(l.n, sizeof *ts) : NULL;
-    size_t nt = 0;
-    for (size_t i = 0; ts && i < l.n; i++)
-        if (ledger_key_index(l.keys[i], LEDGER_METRICS, &ts[nt]) == 0) nt++;
-    if (nt > 1) qsort(ts, nt, sizeof *ts, cmp_u64);
-    for (size_t i = 0, said = 0; !rc && i < nt && said < 3; i++) {
-        uint64_t want = i ? ts[i - 1] + 1 : 0;
-        if (ts[i] <= want) continue;
-        said++;
-        if (ts[i] - 1 == want)
+    ledger_gap gaps[3];
+    size_t ng = 0;
+    if (!rc) rc = ledger_metrics_gaps(st, gaps, 3, &ng, e);
+    for (size_t i = 0; !rc && i < ng; i++) {
+        if (gaps[i].first == gaps[i].last)
             add_line(r, VERIFY_NOTE, 0, "%s%llu.mp is missing: metrics rows are not part of the audit trail; tandem "
-                     "metrics says the gap", LEDGER_METRICS, (unsigned long long)want);
+                     "metrics says the gap", LEDGER_METRICS, (unsigned long long)gaps[i].first);
         else
             add_line(r, VERIFY_NOTE, 0, "%s%llu.mp..%llu.mp are missing: metrics rows are not part of the audit "
-                     "trail; tandem metrics says the gap", LEDGER_METRICS, (unsigned long long)want,
-                     (unsigned long long)(ts[i] - 1));
+                     "trail; tandem metrics says the gap", LEDGER_METRICS, (unsigned long long)gaps[i].first,
+                     (unsigned long long)gaps[i].last);
     }
-    free(ts);
-    store_list_free(&l);
     return rc;
 }
 
