@@ -199,6 +199,9 @@ static int gc(const char *url, long keep, int dry, int force, FILE *j, tdm_err *
         double now = (double)time(NULL), until = 0;
         /* the hour, or the store's own window where longer (S3 with a long TANDEM_S3_TIMEOUT) */
         double window = fmax(GC_TEMP_MIN_AGE_S, rc ? 0 : store_settle_window_s(st));
+        /* the holder's own window where it said one (its TANDEM_S3_TIMEOUT, not gc's) */
+        if (!rc && al.state != AUDIT_LEASE_NONE && l->has_window)
+            window = fmax(window, fmin(l->settle_window, CKPT_SETTLE_MAX_S));
         if (!rc && al.state != AUDIT_LEASE_NONE && l->has_settle) until = l->settle_until;
         if (!rc && al.state == AUDIT_LEASE_STALE && al.life + window > until)
             until = al.life + window;

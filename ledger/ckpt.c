@@ -334,6 +334,10 @@ static int write_lease(ckpt *c, int released, tdm_err *e) {
      * could recreate until then (a writer that was killed says nothing: ckpt_acquire) */
     double left = released ? store_unsettled_s(c->st) : 0;
     if (left > 0) l.has_settle = 1, l.settle_until = l.time + left;
+    /* how long a write of this writer's may land late, for whoever comes after a kill
+     * (their own TANDEM_S3_TIMEOUT may be shorter) */
+    double window = store_settle_window_s(c->st);
+    if (window > 0) l.has_window = 1, l.settle_window = window;
     snprintf(l.host, sizeof l.host, "%s", c->host_name);
     size_t n;
     void *data = rec_lease_encode(&l, &n);
@@ -404,8 +408,11 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
                 (unsigned long long)old.epoch, old.host, (unsigned long long)old.pid,
                 (unsigned long long)old.attempt);
         /* a write it gave up on before it was killed may still land (S3: held in a proxy):
-         * retention keeps what such a write could recreate until it cannot */
+         * retention keeps what such a write could recreate until it cannot — for this
+         * writer's window, or the killed one's where it said a longer one */
         store_note_lost_writer(c->st, 0);
+        if (old.has_window && old.settle_window > store_settle_window_s(c->st))
+            store_note_lost_writer(c->st, fmin(old.settle_window, CKPT_SETTLE_MAX_S));
     }
     /* a writer that released the lease with writes given up on said until when they may
      * land (an unreleased lease never says: above) */

@@ -280,8 +280,10 @@ static const rt_field LEASE_FIELDS[] = {
     {"released", RT_BOOL, offsetof(rec_lease, released), 0, 0, 0, 0, 0, NULL, NULL, NULL},
     {"settle_until", RT_F64, offsetof(rec_lease, settle_until), 0, 0, 0, RT_OPT | RT_FINITE,
      offsetof(rec_lease, has_settle), NULL, NULL, NULL},
+    {"settle_window", RT_F64, offsetof(rec_lease, settle_window), 0, 0, 0, RT_OPT | RT_FINITE,
+     offsetof(rec_lease, has_window), NULL, NULL, NULL},
 };
-static const rt_table LEASE = {"lease", sizeof(rec_lease), LEASE_FIELDS, 7, RT_NO_M, RT_SEAL_NONE, 0, NULL, NULL, NULL};
+static const rt_table LEASE = {"lease", sizeof(rec_lease), LEASE_FIELDS, 8, RT_NO_M, RT_SEAL_NONE, 0, NULL, NULL, NULL};
 
 void *rec_lease_encode(const rec_lease *l, size_t *n) { return rt_encode(&LEASE, l, n); }
 int rec_lease_decode(const void *data, size_t n, const char *what, rec_lease *l, tdm_err *e) {

@@ -180,6 +180,12 @@ typedef struct rec_lease {
      * every write as unsettled (store_note_lost_writer). Absent (has_settle 0): none */
     int has_settle;
     double settle_until;
+    /* the holder's settle window (seconds: how long a write it gave up on may still land
+     * after it was sent, from its own TANDEM_S3_TIMEOUT), written while it holds the lease
+     * where there is one (S3): a writer that takes over a killed one's lease, and gc,
+     * keep at least that long, not only their own window. Absent (has_window 0): none */
+    int has_window;
+    double settle_window;
 } rec_lease;
 
 typedef struct rec_mixture {

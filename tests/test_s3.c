@@ -711,28 +711,29 @@ static double gc_window_said(const char *out) {
 }
 
 /* After a kill (a stale lease: no release, no settle_until), gc keeps what a write the
- * writer had in flight could recreate for the store's whole settle window from its last
+ * writer had in flight could recreate for the writer's whole settle window from its last
  * sign of life — the hour before, which a long TANDEM_S3_TIMEOUT outlasts (its window: a
- * minute plus twice the timeout; 5000 s here through the test's override) — and a dry run
- * says and lists the same as the real one (it listed state and blobs as "would delete"
- * that the real gc kept, and said nothing of the window). */
+ * minute plus twice the timeout; 5000 s here through the test's override, given to the
+ * writer only: the lease says it, gc's own setting is the default) — and a dry run says
+ * and lists the same as the real one (it listed state and blobs as "would delete" that
+ * the real gc kept, and said nothing of the window). */
 static void test_gc_after_a_kill_keeps_the_window(void) {
     fixture f;
     CHECK(runner_fixture(&f, "s3gcwindow", 1) == 0, "fixture");
     control("/reset", "{}");
-    int killed = wait_exit(start_run(&f, "TANDEM_TEST_KILL_AT=manifest:4", "--set", "checkpoint.keep=2"));
-    static char dry[16384], real[16384], vout[16384];
     setenv("TANDEM_TEST_SETTLE_S", "5000", 1);
+    int killed = wait_exit(start_run(&f, "TANDEM_TEST_KILL_AT=manifest:4", "--set", "checkpoint.keep=2"));
+    unsetenv("TANDEM_TEST_SETTLE_S");
+    static char dry[16384], real[16384], vout[16384];
     int rd = tandem_on_store(&f, "gc", "--keep 1 --dry-run", dry, sizeof dry);
     int rr = tandem_on_store(&f, "gc", "--keep 1", real, sizeof real);
-    unsetenv("TANDEM_TEST_SETTLE_S");
     int v = tandem_on_store(&f, "verify", "", vout, sizeof vout);
     test_rmtree(f.dir);
     free(f.dir);
     CHECK(killed == 128 + SIGKILL && rd == 0 && rr == 0, "killed %d, gc --dry-run %d, gc %d: %s\n%s", killed, rd, rr,
           dry, real);
     double wd = gc_window_said(dry), wr = gc_window_said(real);
-    CHECK(wr > 4900 && wr <= 5000, "gc kept for %.0f s, not the store's window of 5000 s: %s", wr, real);
+    CHECK(wr > 4900 && wr <= 5000, "gc kept for %.0f s, not the writer's window of 5000 s: %s", wr, real);
     CHECK(wd > 4900 && wd <= 5000 && strstr(dry, "keep unreferenced blobs for now") && strstr(real, "keep unreferenced blobs"),
           "the dry run said another plan (window %.0f s): %s\nthe real one: %s", wd, dry, real);
     CHECK(v == 0, "verify after gc: %s", vout);
