@@ -133,5 +133,6 @@ int main(int argc, char **argv) {
      * may hold it (s3_config_resolve does the same for a secret read from a file) */
     if (s3_config_env_has_secret()) s3_config_no_core_dumps();
     outfile_set_owned(ledger_key_owned); /* no --plot, --svg or --out over a store's objects */
+    outfile_guards_enable();              /* temporaries removed on SIGTERM (outfile.h) */
     return main_output_check(c->name, c->handler(argc - 1, argv + 1));
 }

@@ -175,6 +175,7 @@ int audit_chain_read(store *st, audit_chain *c, tdm_err *e) {
         free(data);
         if (rc == STORE_NOT_FOUND || rc == 0) rc = 0; /* absent, or written since the listing */
     }
+    if (rc) audit_chain_free(c); /* an error leaves nothing to free (callers free a chain read) */
     return rc;
 }
 

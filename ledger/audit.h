@@ -25,7 +25,8 @@ typedef struct audit_chain {
 /* Reads every alpha/<t>.mp, in episode order, and checks the chain: episodes 0..last all
  * present, each record decodes, record t's `prev` is the hash of record t-1 (zeros for
  * t = 0), its α_t equals record t-1's α_{t+1}, and its episode number is t. Reading stops
- * at the first bad record (chain->ok = 0, problem set); store errors are returned. */
+ * at the first bad record (chain->ok = 0, problem set); store errors are returned (the
+ * chain then holds nothing to free). */
 int audit_chain_read(store *st, audit_chain *chain, tdm_err *e);
 void audit_chain_free(audit_chain *chain);
 

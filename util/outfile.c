@@ -30,8 +30,15 @@ static void outfile_on_signal(int sig) {
     raise(sig); /* ends as it would have (unblocked when this handler returns) */
 }
 
+static atomic_int guards_enabled;
+
+void outfile_guards_enable(void) { atomic_store(&guards_enabled, 1); }
+
 static void guard_install(void) {
     static atomic_flag installed = ATOMIC_FLAG_INIT;
+    /* the tandem command only (main): a process that links the library (a test that
+     * writes shards, then forks a run) keeps its signals as it set them */
+    if (!atomic_load(&guards_enabled)) return;
     if (!atomic_flag_test_and_set(&installed)) {
         int sigs[] = {SIGTERM, SIGINT, SIGHUP};
         for (int i = 0; i < 3; i++) {

@@ -62,6 +62,11 @@ void outfile_guard(const char *tmp);
  * if the creation fails: no stop signal can then come between the two. */
 int outfile_guard_add(const char *tmp);
 void outfile_guard_drop(int slot);
+/* Lets the guards install their handler (main does, once): without it nothing is
+ * installed, so that a program linking the library keeps its own signal dispositions (a
+ * test that writes shards, then forks a run, must not hand the child a handler that dies
+ * of SIGTERM before the run installs its own). */
+void outfile_guards_enable(void);
 
 /* Whether everything written to `f` reached its file: flushes, then 0, or the errno of
  * the failure (EIO when the error came earlier and its errno is gone). */
