@@ -970,7 +970,7 @@ static void test_prep_other_names(void) {
     put_text(src, "a.ndjson", "{\"text\": \"one\"}\n{\"text\": \"two\"}\n");
     put_text(src, "b.jsonlines", "{\"text\": \"three\"}\n{\"text\": \"four\"}\n");
     char *bz = join(src, "c.txt.bz2"), *xz = join(src, "d.xz");
-    CHECK(write_bytes(bz, "BZh91AY&SY\0\1\2", 13) == 0 && write_bytes(xz, "\xfd" "7zXZ\0\0\4", 10) == 0, "write");
+    CHECK(write_bytes(bz, "BZh91AY&SY\0\1\2", 13) == 0 && write_bytes(xz, "\xfd" "7zXZ\0\0\4", 8) == 0, "write");
     free(bz), free(xz);
     put_text(src, "e.pt.bz2", "five"); /* named so by chance: text, read as text */
     prep_input in[] = {{"j", src}};
