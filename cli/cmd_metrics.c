@@ -11,6 +11,7 @@
 #include "util/term.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
+#include "ledger/audit.h"
 #include "ledger/metrics.h"
 #include "report/metrics_log.h"
 #include "config/run_config.h"
@@ -273,9 +274,9 @@ static int run_metrics(const cli_args *a) {
         fprintf(stderr, "tandem metrics: wrote %s (%zu episodes, %d domains)\n", svg, n, run.M);
     /* a row deleted is said rather than drawn over (a damaged one is said by
      * ledger_metrics_read, once) */
-    ledger_gap gaps[3];
+    audit_gap gaps[3];
     size_t ng = 0;
-    if (!rc) rc = ledger_metrics_gaps(st, gaps, 3, &ng, &e);
+    if (!rc) rc = audit_metrics_gaps(st, gaps, 3, &ng, &e);
     for (size_t i = 0; !rc && i < ng; i++) {
         if (gaps[i].first == gaps[i].last)
             fprintf(stderr, "tandem metrics: warning: episode %llu has no row (metrics/%llu.mp is missing)\n",

@@ -72,6 +72,20 @@ int audit_state_seqs(store *st, uint64_t **seqs, size_t *n, tdm_err *e) {
     return list_indices(st, LEDGER_STATES, seqs, n, e);
 }
 
+int audit_metrics_gaps(store *st, audit_gap *gaps, size_t cap, size_t *n, tdm_err *e) {
+    *n = 0;
+    uint64_t *ts;
+    size_t nt;
+    int rc = list_indices(st, LEDGER_METRICS, &ts, &nt, e);
+    if (rc) return rc == STORE_NOT_FOUND ? 0 : rc;
+    for (size_t i = 0; i < nt && *n < cap; i++) {
+        uint64_t want = i ? ts[i - 1] + 1 : 0;
+        if (ts[i] > want) gaps[(*n)++] = (audit_gap){want, ts[i] - 1};
+    }
+    free(ts);
+    return 0;
+}
+
 void audit_chain_free(audit_chain *c) {
     free(c->rec);
     free(c->hash);

@@ -42,6 +42,13 @@ int audit_head(store *st, rec_head *head, rec_state *state, int *have, tdm_err *
 /* Seq numbers of every states/<seq>.mp, ascending (caller frees). */
 int audit_state_seqs(store *st, uint64_t **seqs, size_t *n, tdm_err *e);
 
+/* Metrics rows missing below the newest (deleted, not damaged: a damaged one is listed):
+ * up to cap runs of episodes [first, last] in gaps, their number in *n. */
+typedef struct audit_gap {
+    uint64_t first, last;
+} audit_gap;
+int audit_metrics_gaps(store *st, audit_gap *gaps, size_t cap, size_t *n, tdm_err *e);
+
 /* The run's config generations (configs/0.mp, 1.mp, ... and the position each took effect
  * at): what ckpt_gen_belongs needs to tell a stale writer's objects from the run's. *g is
  * freed with ckpt_gens_free (also after an error). */

@@ -236,10 +236,8 @@ int ckpt_alpha_record(ckpt *c, const rec_alpha *a, sha256_digest *hash, tdm_err 
  * alpha/<t>.mp for t < records is present, intact (decodes, its self-digest holds), links
  * to the one before and the last one hashes to head. ERR_STORE naming the hole or the
  * damaged record and the repair otherwise: a run never goes on with a hole in its audit
- * trail. Reads `records` small objects. *broken (when not NULL) is 1 when the chain itself
- * is at fault, 0 when the store could not be read (the backend's error: a record that
- * cannot be read is neither missing nor damaged, and nothing is to be concluded from it). */
-int ckpt_check_chain(ckpt *c, uint64_t records, const sha256_digest *head, int *broken, tdm_err *e);
+ * trail. Reads `records` small objects. */
+int ckpt_check_chain(ckpt *c, uint64_t records, const sha256_digest *head, tdm_err *e);
 
 /* Reports (stderr) the α records missing between the part of the chain a state vouches
  * for (`records`) and the newest record in the store — a hole past the state, which the

@@ -52,9 +52,8 @@ int ckpt_supersede_alpha_after(ckpt *c, uint64_t after, uint64_t change, int *mo
 
 /* ------------------------------------------------------------------ α records */
 
-int ckpt_check_chain(ckpt *c, uint64_t records, const sha256_digest *head, int *broken, tdm_err *e) {
+int ckpt_check_chain(ckpt *c, uint64_t records, const sha256_digest *head, tdm_err *e) {
     const char *url = store_url(c->st);
-    if (broken) *broken = 0;
     sha256_digest prev = {0};
     for (uint64_t t = 0; t < records; t++) {
         char key[64];
@@ -81,7 +80,6 @@ int ckpt_check_chain(ckpt *c, uint64_t records, const sha256_digest *head, int *
                 problem = "is not the record the newest state vouches for";
         }
         free(data);
-        if (problem && broken) *broken = 1;
         if (problem)
             return err_set(e, ERR_STORE,
                            "%s/%s %s, inside the part of the α chain that the newest state "

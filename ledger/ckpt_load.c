@@ -321,9 +321,8 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
          * (a commit cut off before HEAD moved) this is not even damage. Issue 26: a deleted
          * last record used to strand the run (exit 3, and repair had nothing to do). */
         tdm_err ce;
-        int broken = 0;
-        rc = ckpt_check_chain(c, rec->alpha_records, &rec->alpha_head, &broken, &ce);
-        if (rc && !broken && ckpt_obstacle_in(c, rec->alpha_records, LEDGER_ALPHA)) {
+        rc = ckpt_check_chain(c, rec->alpha_records, &rec->alpha_head, &ce);
+        if (rc && ckpt_obstacle_in(c, rec->alpha_records, LEDGER_ALPHA)) {
             /* something that is no object in a record's place (a directory, a FIFO): the
              * replay's writes would meet it too — said, nothing changed, exit 3, for the
              * user to remove (a record that cannot be read otherwise, damaged on S3 or an

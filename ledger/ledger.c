@@ -111,7 +111,7 @@ int ledger_resume(ledger *l, const ckpt_gens *g, rec_state *rec, ledger_resumed 
     out->seed_replay = ckpt_seed_replay(l->ck);
     out->head_named = found && ckpt_head_named_loaded(l->ck);
     if (!found) return 0;
-    rc = ckpt_check_chain(l->ck, rec->alpha_records, &rec->alpha_head, NULL, e);
+    rc = ckpt_check_chain(l->ck, rec->alpha_records, &rec->alpha_head, e);
     if (!rc) rc = ckpt_report_alpha_holes(l->ck, rec->alpha_records, l->episodes, e);
     if (rc) rec_state_free(rec);
     return rc;

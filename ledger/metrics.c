@@ -153,27 +153,3 @@ int ledger_metrics_read(store *st, rec_metrics **rows, size_t *n, size_t *skippe
     return 0;
 }
 
-static int cmp_index(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-int ledger_metrics_gaps(store *st, ledger_gap *gaps, size_t cap, size_t *n, tdm_err *e) {
-    *n = 0;
-    store_list l;
-    int rc = store_list_prefix(st, LEDGER_METRICS, &l, e);
-    if (rc) return rc == STORE_NOT_FOUND ? 0 : rc;
-    uint64_t *ts = l.n ? calloc(l.n, sizeof *ts) : NULL;
-    if (l.n && !ts) rc = err_set(e, ERR_INTERNAL, "out of memory");
-    size_t nt = 0;
-    for (size_t i = 0; ts && i < l.n; i++)
-        if (ledger_key_index(l.keys[i], LEDGER_METRICS, &ts[nt]) == 0) nt++;
-    if (nt > 1) qsort(ts, nt, sizeof *ts, cmp_index);
-    for (size_t i = 0; i < nt && *n < cap; i++) {
-        uint64_t want = i ? ts[i - 1] + 1 : 0;
-        if (ts[i] > want) gaps[(*n)++] = (ledger_gap){want, ts[i] - 1};
-    }
-    free(ts);
-    store_list_free(&l);
-    return rc;
-}

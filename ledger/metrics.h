@@ -69,11 +69,5 @@ int ckpt_metrics_record(ckpt *c, rec_metrics *m, int *fresh, tdm_err *e);
  * counts rows that could not be read (said on stderr, naming each). */
 int ledger_metrics_read(store *st, rec_metrics **rows, size_t *n, size_t *skipped, tdm_err *e);
 
-/* Rows missing below the newest (deleted, not damaged: a damaged one is there): up to cap
- * runs of episodes [first, last] in gaps, their number in *n (more may exist past cap). */
-typedef struct ledger_gap {
-    uint64_t first, last;
-} ledger_gap;
-int ledger_metrics_gaps(store *st, ledger_gap *gaps, size_t cap, size_t *n, tdm_err *e);
 
 #endif

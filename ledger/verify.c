@@ -95,9 +95,9 @@ static int check_metrics_rows(store *st, ledger_verify_report *r, tdm_err *e) {
     }
     store_list_free(&l);
     /* a row missing below the newest (deleted): noted as a damaged one is */
-    ledger_gap gaps[3];
+    audit_gap gaps[3];
     size_t ng = 0;
-    if (!rc) rc = ledger_metrics_gaps(st, gaps, 3, &ng, e);
+    if (!rc) rc = audit_metrics_gaps(st, gaps, 3, &ng, e);
     for (size_t i = 0; !rc && i < ng; i++) {
         if (gaps[i].first == gaps[i].last)
             add_line(r, VERIFY_NOTE, 0, "%s%llu.mp is missing: metrics rows are not part of the audit trail; tandem "
