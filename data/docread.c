@@ -227,6 +227,7 @@ typedef struct dr {
     uint64_t records; /* .jsonl lines that are not blank */
     int open_doc;  /* text() was called since the last end() */
     int fmt;
+    uint64_t elem; /* a .json array's record being read (1-based), else 0 */
     tdm_err *e;
 } dr;
 
@@ -319,14 +320,24 @@ static int dr_plain(dr *d, int *fail, char *why, size_t wl) {
     return dr_end(d, 1);
 }
 
-/* One record's outcome: a document, or an issue at `line`. */
+/* One record's outcome: a document, or an issue at `line`. A .json array's issues also
+ * name the element: an array written on one line has every element on line 1. */
 static int dr_record(dr *d, const jsonl_result *r, const char *text, size_t len, uint64_t line) {
-    char what[200];
+    char what[240], at[40] = "";
+    if (d->elem) snprintf(at, sizeof at, "element %llu: ", (unsigned long long)d->elem);
     switch (r->status) {
     case JSONL_OK:
         if (len == 0) {
-            snprintf(what, sizeof what, "the \"%s\" field is empty", d->field);
+            snprintf(what, sizeof what, "%sthe \"%s\" field is empty", at, d->field);
             dr_issue(d, TEXTSRC_EMPTY, line, what);
+            return 0;
+        }
+        if (memchr(text, 0, len)) {
+            /* \u0000 decodes to a NUL, which a plain file may not hold either (a byte-level
+             * dataset would take it as a token): the record goes as binary, as such a file */
+            snprintf(what, sizeof what, "%sa NUL character (\\u0000) in the \"%s\" field (binary, left out)", at,
+                     d->field);
+            dr_issue(d, TEXTSRC_BINARY, line, what);
             return 0;
         }
         {
@@ -338,15 +349,16 @@ static int dr_record(dr *d, const jsonl_result *r, const char *text, size_t len,
         if (d->fmt == DR_JSONL)
             snprintf(what, sizeof what, "bad JSON line: %s (at byte %zu)", r->why, r->at + 1);
         else
-            snprintf(what, sizeof what, "bad JSON record: %s", r->why);
+            snprintf(what, sizeof what, "%sbad JSON record: %s", at, r->why);
         dr_issue(d, TEXTSRC_BAD_JSON, line, what);
         return 0;
     case JSONL_NO_FIELD:
-        snprintf(what, sizeof what, "no string \"%s\" field (see --text-field)", d->field);
+        snprintf(what, sizeof what, "%sno string \"%s\" field (see --text-field)", at, d->field);
         dr_issue(d, TEXTSRC_NO_FIELD, line, what);
         return 0;
     case JSONL_BAD_UTF8:
-        dr_issue(d, TEXTSRC_BAD_UTF8, line, "invalid UTF-8 in the text field");
+        snprintf(what, sizeof what, "%sinvalid UTF-8 in the text field", at);
+        dr_issue(d, TEXTSRC_BAD_UTF8, line, what);
         return 0;
     default:
         return err_set(d->e, ERR_INTERNAL, "out of memory");
@@ -436,6 +448,7 @@ typedef struct dr_json_ctx {
     uint64_t line;
     int rc;
     uint64_t records; /* seen: none in an empty array, which is an empty file */
+    int array;        /* the file is an array of records, not one record */
 } dr_json_ctx;
 
 static int dr_json_record(void *ctx, const jsonl_result *r, const char *text, size_t len) {
@@ -443,7 +456,10 @@ static int dr_json_record(void *ctx, const jsonl_result *r, const char *text, si
     c->records++;
     c->line += dr_lines((const unsigned char *)c->s + c->off, r->at - c->off);
     c->off = r->at;
-    return c->rc = dr_record(c->d, r, text, len, c->line);
+    c->d->elem = c->array ? c->records : 0;
+    c->rc = dr_record(c->d, r, text, len, c->line);
+    c->d->elem = 0;
+    return c->rc;
 }
 
 /* A .json file: read whole, checked, then its records. */
@@ -464,7 +480,8 @@ static int dr_json(dr *d, int *fail, char *why, size_t wl) {
     else if (all.oom) rc = err_set(d->e, ERR_INTERNAL, "out of memory");
     else if (r == 0 && all.n == 0) dr_issue(d, TEXTSRC_EMPTY, 0, "no text");
     else if (r == 0) {
-        dr_json_ctx c = {d, all.p, 0, 1, 0, 0};
+        size_t lead = strspn(all.p, " \t\r\n");
+        dr_json_ctx c = {d, all.p, 0, 1, 0, 0, lead < all.n && all.p[lead] == '['};
         jsonl_result res;
         int st = jsonl_each(all.p, all.n, d->field, &out, dr_json_record, &c, &res);
         if (st == JSONL_SYNTAX && !c.rc) {
@@ -489,6 +506,7 @@ static int dr_json(dr *d, int *fail, char *why, size_t wl) {
 
 typedef struct dr_pq {
     dr *d;
+    uint64_t rows; /* values and nulls seen: none in a file of no rows, which is an empty file */
 } dr_pq;
 
 /* A row's text: a document when it is non-empty UTF-8, else an issue naming the row. */
@@ -497,6 +515,7 @@ static int dr_pq_value(void *ctx, const char *text, size_t n, uint64_t row, tdm_
     dr_pq *q = ctx;
     dr *d = q->d;
     char what[200];
+    q->rows++;
     if (d->s->progress) d->s->progress(d->s->ctx, (uint64_t)n);
     if (n == 0) {
         snprintf(what, sizeof what, "row %llu: the \"%s\" column is empty", (unsigned long long)row + 1, d->field);
@@ -510,6 +529,12 @@ static int dr_pq_value(void *ctx, const char *text, size_t n, uint64_t row, tdm_
         dr_issue(d, TEXTSRC_BAD_UTF8, 0, what);
         return 0;
     }
+    if (memchr(text, 0, n)) { /* as a JSON record's \u0000 */
+        snprintf(what, sizeof what, "row %llu: a NUL character in the \"%s\" column (binary, left out)",
+                 (unsigned long long)row + 1, d->field);
+        dr_issue(d, TEXTSRC_BINARY, 0, what);
+        return 0;
+    }
     int rc = dr_text(d, text, n);
     return rc ? rc : dr_end(d, 1);
 }
@@ -519,6 +544,7 @@ static int dr_pq_value(void *ctx, const char *text, size_t n, uint64_t row, tdm_
 static void dr_pq_null(void *ctx, uint64_t row) {
     dr_pq *q = ctx;
     char what[160];
+    q->rows++;
     snprintf(what, sizeof what, "row %llu: null in the \"%s\" column (skipped)", (unsigned long long)row + 1,
              q->d->field);
     dr_issue(q->d, TEXTSRC_NULL, 0, what);
@@ -544,6 +570,7 @@ static int dr_parquet(dr *d, int *fail, char *why, size_t wl) {
         snprintf(why, wl, "Parquet: %s", pwhy);
         return 0;
     }
+    if (!rc && !q.rows) dr_issue(d, TEXTSRC_EMPTY, 0, "no rows (counted as an empty file)");
     return rc;
 }
 

@@ -172,15 +172,19 @@ static const char *read_meta(const uint8_t *p, size_t n, pq_meta *m) {
  * its schema element; PARQUET_NO_COLUMN / PARQUET_UNSUPPORTED with why naming the columns
  * there are. */
 static int find_column(const pq_meta *m, const char *name, size_t *leaf, const pq_schema **el, char *why, size_t cap) {
-    char names[512] = "";
-    size_t at = 0, idx = 1, leaves = 0, nl = strlen(name);
+    /* the names for the message: each cut at 48 bytes, the list at what fits in the message
+     * (pwhy is 256 bytes), a cut said as such */
+    char names[160] = "";
+    size_t at = 0, idx = 1, leaves = 0, nl = strlen(name), more = 0;
     int top = m->schema[0].children;
     for (int c = 0; c < top && idx < m->nschema; c++) {
         const pq_schema *s = &m->schema[idx];
-        if (at < sizeof names)
-            at += (size_t)snprintf(names + at, sizeof names - at, "%s%.*s", c ? ", " : "",
-                                   (int)(s->name_len < 64 ? s->name_len : 64),
-                                   s->name ? (const char *)s->name : "?");
+        if (!more && at + 2 + 48 + 3 < sizeof names)
+            at += (size_t)snprintf(names + at, sizeof names - at, "%s%.*s%s", c ? ", " : "",
+                                   (int)(s->name_len <= 48 ? s->name_len : 45),
+                                   s->name ? (const char *)s->name : "?", s->name_len > 48 ? "..." : "");
+        else
+            more++;
         int match = s->name && s->name_len == nl && !memcmp(s->name, name, nl);
         /* the subtree: a group's descendants, counted by their num_children */
         size_t span = 1, sub_leaves = 0;
@@ -208,7 +212,10 @@ static int find_column(const pq_meta *m, const char *name, size_t *leaf, const p
         leaves += sub_leaves;
         idx += span;
     }
-    snprintf(why, cap, "no column \"%s\" (the columns are: %s); --text-field [NAME=]FIELD picks it", name, names);
+    char tail[40] = "";
+    if (more) snprintf(tail, sizeof tail, " and %zu more", more);
+    snprintf(why, cap, "no column \"%.64s%s\" (the columns are: %s%s); --text-field [NAME=]FIELD picks it", name,
+             nl > 64 ? "..." : "", names, tail);
     return PARQUET_NO_COLUMN;
 }
 

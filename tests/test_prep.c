@@ -834,8 +834,8 @@ static void test_prep_json_files(void) {
           "docs %llu, bad JSON %llu, no field %llu", (unsigned long long)st[0].docs,
           (unsigned long long)st[0].skipped[TEXTSRC_BAD_JSON],
           (unsigned long long)st[0].skipped[TEXTSRC_NO_FIELD]);
-    CHECK(strstr(warn.buf, "a.json:4: no string \"text\" field") &&
-              strstr(warn.buf, "a.json:5: bad JSON record: not a JSON object") &&
+    CHECK(strstr(warn.buf, "a.json:4: element 3: no string \"text\" field") &&
+              strstr(warn.buf, "a.json:5: element 4: bad JSON record: not a JSON object") &&
               strstr(warn.buf, "c.json:3: bad JSON: ") &&
               strstr(warn.buf, "(the whole file is left out)"),
           "warnings:\n%s", warn.buf);
@@ -843,6 +843,44 @@ static void test_prep_json_files(void) {
     test_rmtree(dir);
     free(dir);
 }
+/* A .json array on one line: each issue names its element, not only line 1 (every element
+ * was "line 1"); one object alone names none. A text holding \u0000 is left out as binary,
+ * as a plain file holding a NUL byte is (it was kept, the NUL a token of a byte-level
+ * dataset), in .json and .jsonl alike. */
+static void test_prep_json_elements_and_nul(void) {
+    char *dir = test_tmpdir("prepjsonel");
+    char *sub = join(dir, "in");
+    CHECK(mkdir(sub, 0777) == 0, "mkdir");
+    put_text(sub, "a.json", "[{\"text\": \"first\"}, {\"text\": \"nul\\u0000inside\"}, {\"o\": 1}, 5, "
+                            "{\"text\": \"\"}, {\"text\": \"last\"}]");
+    put_text(sub, "b.json", "{\"o\": 2}");
+    put_text(sub, "c.jsonl", "{\"text\": \"kept\"}\n{\"text\": \"x\\u0000y\"}\n");
+    prep_input in[] = {{"web", sub}};
+    prep_stats st[DATASET_MAX_DOMAINS];
+    memout warn;
+    tdm_err e = {0};
+    CHECK(run_one(dir, "1", in, 1, st, &warn, &e) == 0, "%s", e.msg);
+    docs want = {0};
+    add_strs(&want, "first\0last\0kept\0");
+    int ok = check_out(dir, "1", &want) == 0;
+    free_docs(&want);
+    CHECK(ok, "documents misplaced or wrong (a NUL kept?)");
+    CHECK(st[0].docs == 3 && st[0].skipped[TEXTSRC_BINARY] == 2 && st[0].skipped[TEXTSRC_NO_FIELD] == 2 &&
+              st[0].skipped[TEXTSRC_BAD_JSON] == 1 && st[0].skipped[TEXTSRC_EMPTY] == 1,
+          "docs %llu, binary %llu, no field %llu, bad JSON %llu, empty %llu", (unsigned long long)st[0].docs,
+          (unsigned long long)st[0].skipped[TEXTSRC_BINARY], (unsigned long long)st[0].skipped[TEXTSRC_NO_FIELD],
+          (unsigned long long)st[0].skipped[TEXTSRC_BAD_JSON], (unsigned long long)st[0].skipped[TEXTSRC_EMPTY]);
+    CHECK(strstr(warn.buf, "a.json:1: element 2: a NUL character (\\u0000) in the \"text\" field (binary") &&
+              strstr(warn.buf, "a.json:1: element 3: no string \"text\" field") &&
+              strstr(warn.buf, "a.json:1: element 4: bad JSON record: not a JSON object") &&
+              strstr(warn.buf, "b.json:1: no string \"text\" field") &&
+              strstr(warn.buf, "c.jsonl:2: a NUL character (\\u0000)"),
+          "warnings:\n%s", warn.buf);
+    free(warn.buf), free(sub);
+    test_rmtree(dir);
+    free(dir);
+}
+
 /* gzip and zstd inputs give the same shards as the plain files (gzip also as several
  * members with zero padding after them); corrupt and truncated streams, and other bytes
  * after a gzip stream, are reported and left out whole. */
@@ -2361,6 +2399,7 @@ int main(void) {
     RUN(test_prep_small_domain);
     RUN(test_prep_jsonl_fields);
     RUN(test_prep_json_files);
+    RUN(test_prep_json_elements_and_nul);
     RUN(test_prep_compressed);
     RUN(test_prep_globs);
     RUN(test_prep_other_names);

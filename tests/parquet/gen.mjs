@@ -84,3 +84,14 @@ const withStruct = new arrow.Table({
 });
 fs.writeFileSync(path.join(out, "unsupported-nested.parquet"),
                  pw.writeParquet(pw.Table.fromIPCStream(arrow.tableToIPC(withStruct, "stream"))));
+
+// odd files prep must still count and name: no rows at all (arrow-rs writes the schema and
+// no row group), a text holding a NUL character, and many columns with long names
+const write = (name, t) => fs.writeFileSync(path.join(out, name),
+                                            pw.writeParquet(pw.Table.fromIPCStream(arrow.tableToIPC(t, "stream"))));
+write("odd-no-rows.parquet", new arrow.Table({ text: arrow.vectorFromArray([], new arrow.Utf8()) }));
+write("odd-nul.parquet", arrow.tableFromArrays({ id: Int32Array.from([1, 2, 3]),
+                                                 text: ["before", "a\u0000b", "after"] }));
+const many = {};
+for (let i = 0; i < 40; i++) many[`column_${String(i).padStart(2, "0")}_` + "n".repeat(i === 1 ? 80 : 10)] = ["v"];
+write("odd-many-columns.parquet", arrow.tableFromArrays(many));
