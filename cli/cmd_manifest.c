@@ -10,6 +10,7 @@
 
 #include "cli/cmds.h"
 #include "cli/opts.h"
+#include "storage/s3_resolve.h"
 #include "storage/url.h"
 #include "config/config.h"
 #include "util/args.h"
@@ -96,9 +97,15 @@ static char *command_line(int argc, char **argv) {
 
 /* Writes the rendering to FILE whole or not at all (util/outfile.h): a failed render or a
  * full disk never leaves half a script behind. */
-static int render_to(const char *path, int kind_slurm, const manifest_opts *o, tdm_err *e) {
+static int render_to(const char *path, int kind_slurm, const manifest_opts *o, const char *config_path, tdm_err *e) {
     if (!path)
         return kind_slurm ? manifest_slurm(stdout, stderr, o, e) : manifest_k8s(stdout, stderr, o, e);
+    /* the rendering names the config, which the job reads: written over it, the config was
+     * lost and the job read its own script (through links and other spellings too) */
+    struct stat so, sc;
+    if (stat(path, &so) == 0 && stat(config_path, &sc) == 0 && so.st_dev == sc.st_dev && so.st_ino == sc.st_ino)
+        return err_set(e, ERR_USAGE, "--out %s is the config %s itself, which the rendered job reads: write the "
+                       "rendering to another file", path, config_path);
     outfile f;
     int rc = outfile_open(&f, "--out", path, e);
     if (!rc) rc = kind_slurm ? manifest_slurm(f.f, stderr, o, e) : manifest_k8s(f.f, stderr, o, e);
@@ -167,6 +174,11 @@ static int run_manifest(const cli_args *a, int argc, char **argv) {
         cmdline = command_line(argc, argv);
         store_url_parts su; /* a URL that means something else is refused as tandem run would */
         if (store_url_parse(url, &su, &e)) rc = e.code;
+        /* an S3 URL as tandem run checks it (bucket name, prefix): a job is not queued to
+         * fail at its start */
+        s3_config *s3c = !rc && su.kind == STORE_URL_S3 ? malloc(sizeof *s3c) : NULL;
+        if (s3c && s3_url_check(su.canon, s3c, &e)) rc = e.code;
+        free(s3c);
         const char *args[4];
         int nargs = 0;
         if (compare) { /* the jobs' names say which part of the comparison they run */
@@ -193,7 +205,7 @@ static int run_manifest(const cli_args *a, int argc, char **argv) {
                            .ncommand_args = nargs,
                            .point_names = compare ? finals : NULL,
                            .name_suffix = suffix};
-        if (!rc) rc = render_to(out, !strcmp(kind, "slurm"), &o, &e);
+        if (!rc) rc = render_to(out, !strcmp(kind, "slurm"), &o, config_path, &e);
     }
     if (rc) fprintf(stderr, "tandem manifest: %s\n", e.msg);
     free(cmdline);

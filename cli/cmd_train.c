@@ -52,6 +52,7 @@ static const cli_spec SPEC = {"train", NULL, 0, 0, NULL,
 /* The options as "key=value" strings, in the order tandem run applies --set values. */
 typedef struct train_sets {
     char *kv[64];
+    const char *from[64]; /* the option it came from, for messages (NULL: the user's --set) */
     int n;
 } train_sets;
 
@@ -60,8 +61,27 @@ static int add(train_sets *s, tdm_err *e, const char *fmt, const char *v) {
         return err_set(e, ERR_USAGE, "too many options");
     size_t len = strlen(fmt) + strlen(v) + 1;
     if (!(s->kv[s->n] = malloc(len))) return err_set(e, ERR_INTERNAL, "out of memory");
+    s->from[s->n] = NULL;
     snprintf(s->kv[s->n++], len, fmt, v);
     return 0;
+}
+
+/* A message about "--set key=value" that train made from an option names the option: the
+ * user typed --lr abc, not --set optim.lr=abc. */
+static void name_the_option(const train_sets *s, tdm_err *e) {
+    for (int i = 0; i < s->n; i++) {
+        char head[600];
+        int n = snprintf(head, sizeof head, "--set %s:", s->kv[i]);
+        if (!s->from[i] || n <= 0 || (size_t)n >= sizeof head || strncmp(e->msg, head, (size_t)n)) continue;
+        char out[2 * sizeof e->msg];
+        const char *eq = strchr(s->kv[i], '=');
+        int k = snprintf(out, sizeof out, "%s (%.*s = %s):%s", s->from[i], (int)(eq - s->kv[i]), s->kv[i], eq + 1,
+                         e->msg + n);
+        size_t len = k < 0 ? 0 : (size_t)k < sizeof e->msg ? (size_t)k : sizeof e->msg - 1;
+        memcpy(e->msg, out, len);
+        e->msg[len] = '\0';
+        return;
+    }
 }
 
 static int run_train(const cli_args *a) {
@@ -96,17 +116,17 @@ static int run_train(const cli_args *a) {
     if (!rc) rc = add(&sets, &e, "%s", "run.mode=fixed");
     if (!rc) rc = add(&sets, &e, "%s", "data.mixture=uniform");
     snprintf(num, sizeof num, "%ld", E);
-    if (!rc) rc = add(&sets, &e, "tandem.E=%s", num);
+    if (!rc && !(rc = add(&sets, &e, "tandem.E=%s", num))) sets.from[sets.n - 1] = "--eval-every";
     snprintf(num, sizeof num, "%ld", episodes);
-    if (!rc) rc = add(&sets, &e, "run.episodes=%s", num);
+    if (!rc && !(rc = add(&sets, &e, "run.episodes=%s", num))) sets.from[sets.n - 1] = "--steps / --eval-every";
     for (int i = 0; !rc && i < NMAP; i++) {
         const char *v = cli_str(a, map[i].flag, map[i].def);
         char fmt[64];
         snprintf(fmt, sizeof fmt, "%s=%%s", map[i].key);
-        if (v) rc = add(&sets, &e, fmt, v);
+        if (v && !(rc = add(&sets, &e, fmt, v))) sets.from[sets.n - 1] = map[i].flag;
     }
     /* the context follows the sequence length */
-    if (!rc) rc = add(&sets, &e, "model.ctx=%s", cli_str(a, "--seq", "64"));
+    if (!rc && !(rc = add(&sets, &e, "model.ctx=%s", cli_str(a, "--seq", "64")))) sets.from[sets.n - 1] = "--seq";
     for (int i = 0; !rc && i < nuser; i++) rc = add(&sets, &e, "%s", user[i]);
     if (!rc && episodes * E != steps && o.progress != PROGRESS_QUIET)
         fprintf(stderr, "tandem train: %ld steps rounded up to %ld (%ld episodes of %ld)\n", steps,
@@ -117,6 +137,7 @@ static int run_train(const cli_args *a) {
         o.store_url = store_url;
         o.store_defaulted = !cli_given(a, "--store");
         rc = run_main(&o, &e);
+        if (rc == ERR_USAGE) name_the_option(&sets, &e);
     }
     if (!rc) {
         store *st = store_open_existing(store_url, STORE_OPEN_READ_ONLY, &e);

@@ -195,12 +195,16 @@ bool cluster_check_image(const char *s, char *why, size_t n) {
     bool ok = len <= 1024;
     const char *at = ok ? strchr(s, '@') : NULL;
     size_t end = at ? (size_t)(at - s) : len; /* name[:tag] */
-    if (ok && at) { /* algorithm:hex */
+    if (ok && at) { /* algorithm:hex, as the runtime validates it (opencontainers go-digest):
+                     * sha256, sha384 or sha512 and exactly their length of lowercase hex —
+                     * the reference grammar alone lets through what the kubelet then refuses
+                     * (InvalidImageName) */
         const char *d = at + 1, *c = strchr(d, ':');
-        ok = c && c > d && strlen(c + 1) >= 32;
-        for (const char *p = d; ok && p < c; p++) ok = is_alnum_ascii(*p) || strchr("+._-", *p);
-        for (const char *p = c ? c + 1 : d; ok && *p; p++)
-            ok = (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || (*p >= 'A' && *p <= 'F');
+        size_t hex = c ? strlen(c + 1) : 0;
+        ok = c && ((c - d == 6 && !strncmp(d, "sha256", 6) && hex == 64) ||
+                   (c - d == 6 && !strncmp(d, "sha384", 6) && hex == 96) ||
+                   (c - d == 6 && !strncmp(d, "sha512", 6) && hex == 128));
+        for (const char *p = c ? c + 1 : d; ok && *p; p++) ok = (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f');
     }
     const char *slash = ok ? memrchr(s, '/', end) : NULL;
     const char *colon = ok ? memrchr(s, ':', end) : NULL;
@@ -230,8 +234,9 @@ bool cluster_check_image(const char *s, char *why, size_t n) {
         ok = image_path_component(s + i, j - i);
         i = j + 1;
     }
-    if (!ok) snprintf(why, n, "expected an image reference [registry[:port]/]name[:tag][@sha256:...] "
-                              "with the name in lowercase (a-z, 0-9, '.', '_', '-'), got '%.200s'", s);
+    if (!ok) snprintf(why, n, "expected an image reference [registry[:port]/]name[:tag][@sha256:HEX] "
+                              "with the name in lowercase (a-z, 0-9, '.', '_', '-') and a digest of 64 "
+                              "lowercase hex digits (sha384: 96, sha512: 128), got '%.200s'", s);
     return ok;
 }
 

@@ -259,6 +259,17 @@ static int set_key(config *c, const key_def *k, const char *text, bool quoted,
     case T_STRING: {
         if (strlen(text) >= CONFIG_STR_MAX)
             return err_set(e, ERR_USAGE, "%s: longer than %d bytes", where, CONFIG_STR_MAX - 1);
+        /* no value is meant with a control character: a block scalar's kept line end (key:
+         * |), a CR from a script saved with Windows line ends; a path with one named another
+         * file than it showed ("cannot open corp/dataset.yaml" with the CR unseen) */
+        for (size_t i = 0; text[i]; i++)
+            if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f)
+                return err_set(e, ERR_USAGE, "%s: holds a control character (0x%02x at byte %zu%s): remove it", where,
+                               (unsigned char)text[i], i,
+                               text[i] == '\n' ? ", a line end: a block scalar (|) keeps it; write the value on the "
+                                                 "key's line"
+                               : text[i] == '\r' ? ", a carriage return: Windows line ends?"
+                                                 : "");
         char why[512];
         if (k->check && !k->check(text, why, sizeof why))
             return err_set(e, ERR_USAGE, "%s: %s", where, why);
@@ -296,6 +307,13 @@ void config_format_value(const config *c, const key_def *k, char *buf, size_t n)
     }
     case T_STRING: snprintf(buf, n, "%s", (const char *)f); return;
     }
+}
+
+int config_value_text(const config *c, const char *key, char *buf, size_t n) {
+    const key_def *k = find_key(key);
+    if (!k) return -1;
+    config_format_value(c, k, buf, n);
+    return 0;
 }
 
 /* Whether the field of `k` in `c` holds a value its parser could have produced; for

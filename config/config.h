@@ -250,8 +250,15 @@ int config_diff(const config *a, const config *b, const char ***keys, size_t *n,
  * those): false for the cluster.* and log.* sections and the keys flagged F_UNPINNED in
  * the schema (checkpoint.keep, checkpoint.grace_s, checkpoint.snapshot); true otherwise,
  * unknown keys included. */
+/* The canonical text of `key`'s value in c (the shortest exact number, "true", the enum's
+ * name, the string) into buf (CONFIG_STR_MAX holds any); -1 for an unknown key. */
+int config_value_text(const config *c, const char *key, char *buf, size_t n);
 /* Whether `key`'s value is a path (or scheme:path, as model.init's hf:DIR). */
 bool config_key_path(const char *key);
+/* The relative path inside `value` of path key `key` (after "hf:" for model.init), as the
+ * loader would resolve it against the config's directory; NULL when the key takes no path
+ * or the value is none (empty, absolute, a URL, model.init's random). */
+const char *config_relative_path(const char *key, const char *value);
 bool config_key_pinned(const char *key);
 
 /* Whether only the α step reads `key` (flagged F_DMO_ONLY in the schema: tandem.alpha_cut,

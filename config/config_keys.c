@@ -304,7 +304,8 @@ const key_def config_schema[] = {
          "directory tandem manifest runs in"),
     STRC("cluster.tandem_binary", cluster.tandem_binary, "", F_PATH, cluster_check_path,
          "tandem on the nodes; \"\" = Slurm: the absolute path of the tandem that renders; "
-         "Kubernetes: /usr/local/bin/tandem (the image's)"),
+         "Kubernetes: /usr/local/bin/tandem (the image's). A relative path is relative to the "
+         "config file (Slurm); Kubernetes wants it absolute"),
     STRC("cluster.credentials_file", cluster.credentials_file, "", F_PATH, cluster_check_path,
          "Slurm: a file of AWS_* assignments (mode 600) that the batch script reads into "
          "tandem's environment; credentials never appear on a command line"),
@@ -375,6 +376,19 @@ bool config_key_pinned(const char *key) {
 }
 
 bool config_key_path(const char *key) { return key_flags(key) & (F_PATH | F_SCHEME_PATH); }
+
+const char *config_relative_path(const char *key, const char *value) {
+    unsigned f = key_flags(key);
+    const char *path = value;
+    if (f & F_SCHEME_PATH) {
+        const char *colon = strchr(value, ':');
+        if (!colon) return NULL; /* model.init: random */
+        path = colon + 1;
+    } else if (!(f & F_PATH)) {
+        return NULL;
+    }
+    return path[0] && path[0] != '/' && !strstr(value, "://") ? path : NULL;
+}
 
 bool config_key_dmo_only(const char *key) { return key_flags(key) & F_DMO_ONLY; }
 

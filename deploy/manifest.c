@@ -2,6 +2,7 @@
 #include "deploy/manifest.h"
 
 #include "deploy/sweep.h"
+#include "config/config.h"
 #include "storage/url.h"
 #include "util/outfile.h"
 #include "util/ydoc.h"
@@ -75,6 +76,35 @@ static bool is_file_store(const char *url) {
 static bool abs_path(const char *base, const char *p, char *out, size_t cap) {
     int n = p[0] == '/' || !base ? snprintf(out, cap, "%s", p) : snprintf(out, cap, "%s/%s", base, p);
     return n >= 0 && (size_t)n < cap;
+}
+
+/* A --set text as a shell word, a relative path in its value made absolute against
+ * `here` (where tandem manifest runs; a --set path is relative to it): the job runs in
+ * cluster.workdir, where the path would name another file. */
+static void set_word(FILE *out, const char *set, const char *here) {
+    const char *eq = strchr(set, '=');
+    char key[128];
+    const char *rel = NULL;
+    if (eq && (size_t)(eq - set) < sizeof key && here) {
+        memcpy(key, set, (size_t)(eq - set));
+        key[eq - set] = '\0';
+        rel = config_relative_path(key, eq + 1);
+    }
+    if (!rel) {
+        sh_word(out, set);
+        return;
+    }
+    size_t n = strlen(set) + strlen(here) + 2;
+    char *w = malloc(n);
+    if (!w) {
+        sh_word(out, set);
+        return;
+    }
+    int head = (int)(rel - set); /* "key=" or "key=hf:" */
+    while (rel[0] == '.' && rel[1] == '/') rel += 2;
+    snprintf(w, n, "%.*s%s/%s", head, set, here, rel);
+    sh_word(out, w);
+    free(w);
 }
 
 /* Safe inside an #SBATCH line: no blanks, quotes or shell/sbatch specials. */
@@ -192,8 +222,9 @@ static void common_warnings(FILE *warn, const manifest_opts *o) {
 static const char SLURM_FUNCTIONS[] =
     "log() { printf '%s tandem-sbatch: %s\\n' \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\" \"$*\"; }\n"
     "\n"
-    "# NAME=value lines (\"export \" and quotes allowed, # comments) of AWS_* names from a\n"
-    "# file only its owner can read, exported into this shell: srun passes them on to tandem.\n"
+    "# NAME=value lines (\"export \" and quotes allowed, # comments, also after a value) of\n"
+    "# AWS_* names from a file only its owner can read, exported into this shell: srun\n"
+    "# passes them on to tandem.\n"
     "# No value is ever printed, and none is on a command line (export is a shell builtin).\n"
     "load_credentials() {\n"
     "  local f=$1 line name value n=0 mode\n"
@@ -216,6 +247,8 @@ static const char SLURM_FUNCTIONS[] =
     "      log \"cluster.credentials_file $f:$n: expected AWS_NAME=value\"\n"
     "      return 1\n"
     "    fi\n"
+    "    value=${value%%[[:space:]]#*}  # an inline comment, as in a shell\n"
+    "    value=${value%\"${value##*[![:space:]]}\"}  # blanks at the end\n"
     "    case $value in\n"
     "      \\\"*\\\" | \\'*\\') value=${value:1:${#value}-2} ;;\n"
     "    esac\n"
@@ -291,12 +324,16 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     char name[128], workdir[CONFIG_STR_MAX + 8], tandem[2 * CONFIG_STR_MAX],
         creds[2 * CONFIG_STR_MAX], store[3 * CONFIG_STR_MAX];
     manifest_job_name(o, name, sizeof name);
+    /* tandem and the credentials file: a relative path from the config is relative to the
+     * config's directory (the loader joined it, to a path relative to here when the config
+     * was named so), from --set to here, as every other path key's — not to the job's
+     * cluster.workdir (the same config rendered differently as its path was typed) */
     if (!abs_path(o->workdir, k->workdir[0] ? k->workdir : (o->workdir ? o->workdir : "."),
                   workdir, sizeof workdir) ||
-        !abs_path(workdir, k->tandem_binary[0] ? k->tandem_binary
-                                               : (o->tandem_binary ? o->tandem_binary : "tandem"),
+        !abs_path(o->workdir, k->tandem_binary[0] ? k->tandem_binary
+                                                  : (o->tandem_binary ? o->tandem_binary : "tandem"),
                   tandem, sizeof tandem) ||
-        !abs_path(workdir, k->credentials_file, creds, sizeof creds))
+        !abs_path(o->workdir, k->credentials_file, creds, sizeof creds))
         return err_set(e, ERR_USAGE, "cluster.workdir, cluster.tandem_binary or "
                                      "cluster.credentials_file: the absolute path is too long");
     /* a relative file store means relative to where the job runs; a URL that means
@@ -317,8 +354,11 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     }
     if (!directive_safe(workdir))
         return err_set(e, ERR_USAGE,
-                       "cluster.workdir = %.200s: an #SBATCH --chdir path may not hold blanks, "
-                       "quotes or shell characters",
+                       k->workdir[0] ? "cluster.workdir = %.200s: an #SBATCH --chdir path may not hold blanks, "
+                                       "quotes or shell characters"
+                                     : "the job's directory %.200s (where tandem manifest runs; cluster.workdir "
+                                       "is unset) holds blanks, quotes or shell characters, which an #SBATCH "
+                                       "--chdir path may not: set cluster.workdir to a directory without them",
                        workdir);
     if (o->config_path[0] != '/')
         return err_set(e, ERR_USAGE, "the config path on the nodes must be absolute, not %.200s",
@@ -450,7 +490,7 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     for (int i = 0; i < o->nsets; i++) { /* cluster.* only shaped this script */
         if (strncmp(o->sets[i], "cluster.", 8) == 0) continue;
         fprintf(out, " \\\n  --set ");
-        sh_word(out, o->sets[i]);
+        set_word(out, o->sets[i], o->workdir);
     }
     for (int i = 0; sw && i < o->nsweeps; i++) { /* tandem takes its point from SLURM_ARRAY_TASK_ID */
         fprintf(out, " \\\n  --sweep ");
@@ -950,6 +990,11 @@ int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
         return err_set(e, ERR_USAGE,
                        "cluster.image is required for Kubernetes: the image built from the "
                        "Dockerfile (e.g. --set cluster.image=registry.example/tandem:1.0)");
+    /* the container runs the image's files: a relative path (one from a config, joined to
+     * the config's directory here) names nothing there */
+    if (k->tandem_binary[0] && k->tandem_binary[0] != '/')
+        return err_set(e, ERR_USAGE, "cluster.tandem_binary = %.200s: for Kubernetes, give the absolute path of "
+                       "tandem inside the image (default %s)", k->tandem_binary, MANIFEST_K8S_TANDEM);
     char name[128];
     manifest_job_name(o, name, sizeof name);
     int rc = check_job_name(o, name, e);

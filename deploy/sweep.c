@@ -142,12 +142,30 @@ int sweep_point_index(const sweep *s, long given, size_t *out, tdm_err *e) {
     return 0;
 }
 
+/* Two values of key k that the config reads as one (1e-3 and 0.001, +1 and 1): their
+ * points would run the same, each in its own store. canon[i]: value i's canonical text. */
+static int sweep_same_values(const sweep *s, int k, char **canon, tdm_err *e) {
+    for (int i = 0; i < s->nvals[k]; i++)
+        for (int j = 0; j < i; j++)
+            if (canon[i] && canon[j] && !strcmp(canon[i], canon[j])) {
+                int quiet = config_key_noecho(s->key[k]);
+                return err_set(e, ERR_USAGE, "--sweep %s: the values %s and %s are the same value (%s): their "
+                               "points would run the same; give each value once", s->key[k],
+                               quiet ? "..." : s->val[k][j], quiet ? "..." : s->val[k][i], quiet ? "..." : canon[i]);
+            }
+    return 0;
+}
+
 int sweep_check_points(const sweep *s, const char *path, char *const *sets, int nsets, tdm_err *e) {
     int rc = 0;
     char (*point)[512] = calloc((size_t)s->nkeys, sizeof *point);
     char **all = calloc((size_t)(nsets + s->nkeys), sizeof *all);
     config *c = malloc(sizeof *c);
-    if (!point || !all || !c) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    /* each key's values as the config reads them (filled from the points that hold them) */
+    char **canon[SWEEP_MAX_KEYS] = {0}, text[CONFIG_STR_MAX];
+    for (int k = 0; !rc && k < s->nkeys; k++)
+        if (!(canon[k] = calloc((size_t)s->nvals[k], sizeof *canon[k]))) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    if (!rc && (!point || !all || !c)) rc = err_set(e, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; !rc && i < s->npoints; i++) {
         sweep_point_sets(s, i, point, sizeof *point);
         for (int j = 0; j < nsets; j++) all[j] = sets[j];
@@ -159,7 +177,17 @@ int sweep_check_points(const sweep *s, const char *path, char *const *sets, int 
                 if (config_key_noecho(s->key[k])) snprintf(label, sizeof label, "see --point %zu", i);
             snprintf(why, sizeof why, "%s", e->msg);
             err_set(e, rc, "--sweep point %zu (%s): %s", i, label, why);
+            break;
         }
+        for (int k = 0; k < s->nkeys; k++) {
+            int v = value_at(s, i, k);
+            if (!canon[k][v] && !config_value_text(c, s->key[k], text, sizeof text)) canon[k][v] = strdup(text);
+        }
+    }
+    for (int k = 0; !rc && k < s->nkeys; k++) rc = sweep_same_values(s, k, canon[k], e);
+    for (int k = 0; k < s->nkeys; k++) {
+        for (int v = 0; canon[k] && v < s->nvals[k]; v++) free(canon[k][v]);
+        free(canon[k]);
     }
     free(point);
     free(all);

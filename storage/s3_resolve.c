@@ -71,7 +71,7 @@ static long env_long(const char *name, long def, long lo, long hi) {
     return (*end || x < lo || x > hi) ? -1 : x;
 }
 
-int s3_config_resolve(const char *url, s3_config *c, tdm_err *e) {
+int s3_url_check(const char *url, s3_config *c, tdm_err *e) {
     memset(c, 0, sizeof *c);
     if (strncmp(url, "s3://", 5) != 0)
         return err_set(e, ERR_USAGE, "'%s' is not an s3:// URL", url);
@@ -145,6 +145,12 @@ int s3_config_resolve(const char *url, s3_config *c, tdm_err *e) {
             if (*seg == '/') seg++;
         }
     }
+    return 0;
+}
+
+int s3_config_resolve(const char *url, s3_config *c, tdm_err *e) {
+    int rc = s3_url_check(url, c, e);
+    if (rc) return rc;
     const char *profile = env("AWS_PROFILE");
     if (!profile) profile = "default";
     char cred_file[1024], conf_file[1024], section[300];

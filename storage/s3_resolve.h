@@ -10,5 +10,9 @@
 /* Parses `url` (s3://bucket[/prefix]) and resolves everything else from the environment
  * and the AWS files. ERR_USAGE naming what is missing or malformed. */
 int s3_config_resolve(const char *url, s3_config *c, tdm_err *e);
+/* Its first part, the URL alone (no environment): S3's bucket naming rules, the prefix's
+ * length, UTF-8, control characters and '.'/'..' segments; c's bucket and prefix set.
+ * tandem manifest asks it, so that a job is not queued to fail at its start. */
+int s3_url_check(const char *url, s3_config *c, tdm_err *e);
 
 #endif

@@ -83,6 +83,21 @@ static int parse_s3(const char *url, const char *rest, store_url_parts *out, tdm
 int store_url_parse(const char *url, store_url_parts *out, tdm_err *e) {
     memset(out, 0, sizeof *out);
     if (!url || !*url) return err_set(e, ERR_USAGE, "empty store URL (use file:///path or a directory path)");
+    /* a control character is no part of a name anyone meant: most often the CR of a script
+     * saved with Windows line ends, or the line end a YAML block scalar keeps; taken as is,
+     * the run went to a folder whose name shows as the one meant, and no later command
+     * found it */
+    for (size_t i = 0; url[i]; i++) {
+        unsigned char c = (unsigned char)url[i];
+        if (c >= 0x20 && c != 0x7f) continue;
+        char shown[208];
+        size_t k = 0;
+        for (; url[k] && k < 200; k++) shown[k] = (unsigned char)url[k] < 0x20 || url[k] == 0x7f ? '?' : url[k];
+        shown[k] = '\0';
+        return err_set(e, ERR_USAGE, "store URL %s%s holds a control character (0x%02x at byte %zu%s): remove it",
+                       shown, url[k] ? "..." : "", c, i,
+                       c == '\r' ? ": a script saved with Windows line ends?" : c == '\n' ? ": a line end" : "");
+    }
     size_t n = scheme_len(url);
     if (n == 0) return put(out, STORE_URL_FILE, url, e, url); /* a directory path */
     /* user info (util/urltext.h), said without repeating any of the URL */

@@ -212,9 +212,9 @@ fi
 # nothing in the script (exported there, STORE sent tandem to another store and got_term=1
 # stopped the requeue); a credentials file written on Windows (CRLF) loads without the CRs
 stub="$tmp/tandem-stub"
-printf '#!/bin/bash\nprintf "arg %%s\\n" "$@"\nprintf "env %%s=%%q\\n" STORE "$STORE" got_term "$got_term" AWS_ACCESS_KEY_ID "$AWS_ACCESS_KEY_ID" AWS_SECRET_ACCESS_KEY "$AWS_SECRET_ACCESS_KEY"\nexit 75\n' >"$stub"
+printf '#!/bin/bash\nprintf "arg %%s\\n" "$@"\nprintf "env %%s=%%q\\n" STORE "$STORE" got_term "$got_term" AWS_ACCESS_KEY_ID "$AWS_ACCESS_KEY_ID" AWS_SECRET_ACCESS_KEY "$AWS_SECRET_ACCESS_KEY" AWS_REGION "$AWS_REGION"\nexit 75\n' >"$stub"
 chmod +x "$stub"
-printf 'export AWS_ACCESS_KEY_ID=AKIDCRLF\r\nAWS_SECRET_ACCESS_KEY="crlf-secret"\r\n' >"$tmp/creds-crlf.env"
+printf 'export AWS_ACCESS_KEY_ID=AKIDCRLF\r\nAWS_SECRET_ACCESS_KEY="crlf-secret"\r\nAWS_REGION=eu-west-1 # a comment  \r\n' >"$tmp/creds-crlf.env"
 chmod 600 "$tmp/creds-crlf.env"
 render "$tmp/envs.sbatch" --set "cluster.tandem_binary=$stub" --set "cluster.credentials_file=$tmp/creds-crlf.env" \
   --set 'cluster.env=STORE=s3://other/x,got_term=1,IFS=x' || fail "render env" "$(cat "$tmp/envs.sbatch.err")"
@@ -223,10 +223,39 @@ FAKE_SLURM_LOG="$tmp/fake-calls" PATH="$fake:$PATH" SLURM_JOB_ID=4244 SLURM_REST
   bash "$tmp/envs.sbatch" >"$tmp/envs.log" 2>&1; st=$?
 if [ $st -eq 0 ] && grep -qx "arg file://$tmp/store" "$tmp/envs.log" && grep -qx "env STORE=s3://other/x" "$tmp/envs.log" &&
    grep -qx "env got_term=1" "$tmp/envs.log" && grep -qx "scontrol requeue 4244" "$tmp/fake-calls" &&
-   grep -qx "env AWS_ACCESS_KEY_ID=AKIDCRLF" "$tmp/envs.log" && grep -qx "env AWS_SECRET_ACCESS_KEY=crlf-secret" "$tmp/envs.log"; then
-  pass "cluster.env STORE/got_term/IFS reach tandem only; a CRLF credentials file loads without CRs"
+   grep -qx "env AWS_ACCESS_KEY_ID=AKIDCRLF" "$tmp/envs.log" && grep -qx "env AWS_SECRET_ACCESS_KEY=crlf-secret" "$tmp/envs.log" &&
+   grep -qx "env AWS_REGION=eu-west-1" "$tmp/envs.log"; then
+  pass "cluster.env STORE/got_term/IFS reach tandem only; a CRLF credentials file loads without CRs, an inline # comment and trailing blanks"
 else
   fail "cluster.env names of the script's own, CRLF credentials (script exit $st)" "$(cat "$tmp/envs.log")" "calls: $(cat "$tmp/fake-calls")"
+fi
+
+# What a job would only find at its start is refused when rendering, exit 2: --out naming
+# the config itself (it was replaced by the script, which then read itself as its config),
+# S3 URLs tandem run refuses, a store URL holding a CR (a script saved with Windows line
+# ends: the run went to "store\r"), sweep values the config reads as one (1e-3 and 0.001:
+# two identical points); a bad byte in the YAML is named with its line, not line 1
+cp "$tmp/run.yaml" "$tmp/self.yaml"
+ln -sf self.yaml "$tmp/self-link.yaml"
+bad=""
+"$bin" manifest slurm "$tmp/self.yaml" --out "$tmp/self.yaml" 2>"$tmp/self.err" && bad="$bad --out=config"
+"$bin" manifest k8s "$tmp/self-link.yaml" --set cluster.image=reg.io/t:1 --out "$tmp/self.yaml" 2>>"$tmp/self.err" && bad="$bad --out=link"
+cmp -s "$tmp/run.yaml" "$tmp/self.yaml" || bad="$bad config-changed"
+grep -q "is the config" "$tmp/self.err" || bad="$bad no-reason"
+for s3 in s3://My_Bucket/x s3://ab/x s3://bucket/../x; do
+  "$bin" manifest slurm "$tmp/run.yaml" --store "$s3" >/dev/null 2>"$tmp/s3.err" && bad="$bad $s3"
+done
+"$bin" manifest slurm "$tmp/run.yaml" --store "$(printf 'file://./x\r')" >/dev/null 2>"$tmp/cr.err" && bad="$bad CR"
+grep -q "control character (0x0d" "$tmp/cr.err" || bad="$bad CR-reason"
+"$bin" manifest slurm "$tmp/run.yaml" --sweep optim.lr=1e-3,0.001 >/dev/null 2>"$tmp/sw.err" && bad="$bad sweep"
+grep -q "the values 1e-3 and 0.001 are the same value" "$tmp/sw.err" || bad="$bad sweep-reason"
+{ cat "$tmp/run.yaml"; printf '# caf\xe9\n'; } >"$tmp/latin1.yaml"
+"$bin" manifest slurm "$tmp/latin1.yaml" >/dev/null 2>"$tmp/l1.err" && bad="$bad latin1"
+grep -q "latin1.yaml:$(($(wc -l <"$tmp/run.yaml") + 1)): YAML syntax error" "$tmp/l1.err" || bad="$bad latin1-line"
+if [ -z "$bad" ]; then
+  pass "rendering refuses --out over its config, bad S3 URLs, a CR in a store URL, equal sweep values"
+else
+  fail "rendering checks:$bad" "$(cat "$tmp/self.err" "$tmp/cr.err" "$tmp/sw.err" "$tmp/l1.err")"
 fi
 
 # --- B. a real Slurm controller and node

@@ -147,8 +147,14 @@ static void test_cluster_formats(void) {
         {"cluster.secret_name=tandem-aws", 1, NULL},
         {"cluster.secret_name=Tandem_AWS", 0, "object name"},
         {"cluster.data_pvc=corpus.v2", 1, NULL},
-        {"cluster.image=registry.example.com:5000/tandem@sha256:0123456789abcdef0123456789abcdef", 1, NULL},
+        {"cluster.image=registry.example.com:5000/tandem@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", 1, NULL},
         {"cluster.image=registry.example.com:5000/tandem@sha256:abc", 0, "image reference"},
+        /* what the runtime's digest check refuses (InvalidImageName): a sha256 of other than
+         * 64 digits, upper-case hex, an algorithm it does not know (all passed before) */
+        {"cluster.image=reg.io/img@sha256:0123456789abcdef0123456789abcdef", 0, "64"},
+        {"cluster.image=reg.io/img@sha256:0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF", 0, "lowercase hex"},
+        {"cluster.image=reg.io/img@md5:0123456789abcdef0123456789abcdef", 0, "image reference"},
+        {"cluster.image=reg.io/img:1@sha512:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", 1, NULL},
         {"cluster.image=ghcr.io/org/tandem:0.1", 1, NULL},
         {"cluster.image=Registry.Example.com/tandem:v1", 1, NULL}, /* capitals: a domain */
         /* accepted by the API server, refused by the kubelet (pods stay in InvalidImageName) */
@@ -541,6 +547,49 @@ static void test_slurm_words(void) {
     CHECK(refused, "a relative config path on the nodes is refused");
 }
 
+/* A config named by a relative path (configs/x.yaml): its relative tandem_binary and
+ * credentials_file are relative to the config's directory, as every path key's, and a
+ * relative --set path to the directory tandem manifest runs in — not to the job's
+ * cluster.workdir (before: /scratch/me/configs/aws.env, another file than the absolute
+ * config path gave; --set data.dataset=corp/d.yaml passed on as is, read in /scratch/me).
+ * Kubernetes refuses a relative tandem_binary (no path of the image). */
+static void test_slurm_relative_config(void) {
+    char here[4096];
+    CHECK(getcwd(here, sizeof here) && chdir(tmp) == 0, "chdir");
+    mkdir("configs", 0777);
+    config *c = malloc(sizeof *c);
+    tdm_err e = {0};
+    char *sets[] = {"data.dataset=corp/d.yaml", "model.init=hf:./m", "data.mixture_file=/abs/mix.yaml"};
+    CHECK(write_text("configs/x.yaml", "data: {dataset: /d.yaml}\n"
+                                       "cluster: {workdir: /scratch/me, credentials_file: aws.env,\n"
+                                       "          tandem_binary: ../bin/tandem}\n") == 0 &&
+              config_load(c, "configs/x.yaml", sets, 3, &e) == 0,
+          "%s", e.msg);
+    manifest_opts o = opts(c, "file://./runs/x");
+    o.sets = sets;
+    o.nsets = 3;
+    o.workdir = tmp; /* where tandem manifest runs */
+    rendered r, k;
+    render(&r, 1, &o);
+    snprintf(c->cluster.image, sizeof c->cluster.image, "reg.io/tandem:1");
+    render(&k, 0, &o);
+    char want[6][4300];
+    snprintf(want[0], sizeof want[0], "CREDENTIALS=%s/configs/aws.env", tmp);
+    snprintf(want[1], sizeof want[1], "TANDEM=%s/configs/../bin/tandem", tmp);
+    snprintf(want[2], sizeof want[2], "  --set data.dataset=%s/corp/d.yaml \\", tmp);
+    snprintf(want[3], sizeof want[3], "  --set model.init=hf:%s/m \\", tmp);
+    snprintf(want[4], sizeof want[4], "  --set data.mixture_file=/abs/mix.yaml &");
+    snprintf(want[5], sizeof want[5], "#SBATCH --chdir=/scratch/me");
+    CHECK(r.rc == 0, "render: %s", r.e.msg);
+    for (int i = 0; r.rc == 0 && i < 6; i++) CHECK(has_line(r.out, want[i]), "no line: %s\n%s", want[i], r.out);
+    CHECK(k.rc == ERR_USAGE && strstr(k.e.msg, "cluster.tandem_binary") && strstr(k.e.msg, "absolute"),
+          "k8s with a relative tandem_binary: rc %d %s", k.rc, k.e.msg);
+    rendered_free(&r);
+    rendered_free(&k);
+    free(c);
+    CHECK(chdir(here) == 0, "chdir back");
+}
+
 static void test_k8s_requires_image(void) {
     config *c = malloc(sizeof *c);
     tdm_err e = {0};
@@ -721,6 +770,7 @@ int main(void) {
     RUN(test_k8s_text_as_given);
     RUN(test_slurm_directives);
     RUN(test_slurm_words);
+    RUN(test_slurm_relative_config);
     RUN(test_k8s_requires_image);
     RUN(test_k8s_refuses_text_yaml_cannot_hold);
     RUN(test_k8s_node_selection);

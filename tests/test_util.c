@@ -413,6 +413,9 @@ static void test_secret_env_name(void) {
         "R2_ACCESS_KEYID", "PRIVATE_KEYS", "WANDB_API_KEY",
         "OPENAI_API_KEY", "STRIPE_APIKEY", "SSH_PRIVATE_KEY", "JWT_SIGNING_KEY",
         "DATA_ENCRYPTION_KEY", "auth_key", "token",
+        /* missed before 2026-12-06 (their values went into the srun line and the ConfigMap) */
+        "MYSQL_PWD", "AZURE_STORAGE_CONNECTION_STRING", "DB_CONNSTR", "JWT", "API_JWT", "BEARER",
+        "SESSION_COOKIE", "COOKIES",
         "AWS_ACCESS_KEY_ID"}; /* half of a credential: it goes with the secret, in a file */
     static const char *const plain[] = {
         "TOKENIZERS_PARALLELISM", "AWS_REGION", "PASSWORD_FILE",
@@ -420,7 +423,8 @@ static void test_secret_env_name(void) {
         "KEY", "HOME", "PATH", "NCCL_IB_DISABLE", "FILE", "COMPASS_HEADING", "MAX_TOKENS",
         "GOOGLE_APPLICATION_CREDENTIALS", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
         "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "HF_HOME", "PYTORCH_CUDA_ALLOC_CONF",
-        "MASTER_ADDR", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "KEYBOARD_LAYOUT"};
+        "MASTER_ADDR", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "KEYBOARD_LAYOUT",
+        "PWD", "OLDPWD", "CONNECTION_TIMEOUT", "COOKIE_DIR"};
     for (size_t i = 0; i < sizeof secret / sizeof *secret; i++)
         CHECK(secret_env_name(secret[i], strlen(secret[i])), "%s: a secret", secret[i]);
     for (size_t i = 0; i < sizeof plain / sizeof *plain; i++)

@@ -20,7 +20,7 @@ static bool ends_with(const char *w, const char *tail) {
 
 bool secret_env_name(const char *name, size_t n) {
     static const char *const inside[] = {"SECRET", "PASSWORD", "PASSWD", "PASSPHRASE"};
-    static const char *const whole[] = {"PASS", "PAT", "CREDENTIAL", "CREDENTIALS"};
+    static const char *const whole[] = {"PASS", "PAT", "CREDENTIAL", "CREDENTIALS", "JWT", "BEARER", "COOKIE", "COOKIES"};
     static const char *const opens[] = {"API", "ACCESS", "PRIVATE", "AUTH", "SIGNING", "ENCRYPTION"};
     static const char *const keys[] = {"KEY", "KEYS", "KEYID"};
     static const char *const place[] = {"FILE", "PATH", "DIR", "DIRECTORY", "URI", "URL"};
@@ -43,6 +43,12 @@ bool secret_env_name(const char *name, size_t n) {
         for (size_t k = 0; k < sizeof inside / sizeof *inside; k++)
             if (strstr(w, inside[k])) return true;
         if (ends_with(w, "TOKEN")) return true;
+        /* MYSQL_PWD (the shell's own PWD is the working directory), a connection string
+         * (AZURE_STORAGE_CONNECTION_STRING: its AccountKey=...) */
+        if (!strcmp(w, "PWD") && n != 3) return true;
+        if ((!strcmp(w, "STRING") && !strcmp(prev, "CONNECTION")) || !strcmp(w, "CONNSTR") ||
+            ends_with(w, "CONNECTIONSTRING"))
+            return true;
         for (size_t k = 0; k < sizeof whole / sizeof *whole; k++)
             if (!strcmp(w, whole[k])) return true;
         for (size_t k = 0; k < sizeof opens / sizeof *opens; k++)

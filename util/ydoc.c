@@ -14,6 +14,8 @@ typedef struct {
     yaml_parser_t parser;
     const char *name;
     tdm_err *e;
+    const char *text; /* the input, for the line of a reader error */
+    size_t len;
 } ydoc_reader;
 
 static ydoc_node *node_new(ydoc_kind kind, int line) {
@@ -39,9 +41,18 @@ void ydoc_free(ydoc_node *n) {
 
 static int next_event(ydoc_reader *r, yaml_event_t *ev) {
     if (!yaml_parser_parse(&r->parser, ev)) {
+        const yaml_parser_t *p = &r->parser;
+        if (p->error == YAML_READER_ERROR) {
+            /* a bad byte (not UTF-8, a control character): libyaml gives its offset, not
+             * a mark (the mark stays at line 1) */
+            size_t at = p->problem_offset < r->len ? p->problem_offset : r->len, line = 1;
+            for (size_t i = 0; i < at; i++) line += r->text[i] == '\n';
+            return err_set(r->e, ERR_USAGE, "%s:%zu: YAML syntax error: %s (byte 0x%02x at offset %zu; fix the file)",
+                           r->name, line, p->problem ? p->problem : "unreadable text",
+                           at < r->len ? (unsigned char)r->text[at] : 0u, at);
+        }
         return err_set(r->e, ERR_USAGE, "%s:%zu: YAML syntax error: %s (fix the file)", r->name,
-                       r->parser.problem_mark.line + 1,
-                       r->parser.problem ? r->parser.problem : "unknown problem");
+                       p->problem_mark.line + 1, p->problem ? p->problem : "unknown problem");
     }
     return 0;
 }
@@ -266,7 +277,7 @@ static ydoc_node *read_node(ydoc_reader *r, yaml_event_t *ev, int depth) {
 }
 
 ydoc_node *ydoc_parse(const char *text, size_t len, const char *name, tdm_err *e) {
-    ydoc_reader r = {.name = name, .e = e};
+    ydoc_reader r = {.name = name, .e = e, .text = text, .len = len};
     if (!yaml_parser_initialize(&r.parser)) {
         err_set(e, ERR_INTERNAL, "%s: cannot initialise the YAML parser", name);
         return NULL;
