@@ -325,6 +325,14 @@ static void test_type_errors(void) {
         {"tandem:\n  K: !!binary 5\n", 2, "tag", "binary"},
         {"tandem:\n  K: !custom 5\n", 2, "tag", "!custom"},
         {"tandem: !!seq\n  K: 5\n", 1, "tag", "seq"},
+        /* control characters in a value: a block scalar's kept line end, an escaped CR or
+         * tab (a path holding one named another file than it showed) */
+        {"data:\n  dataset: |\n    /d/ds.yaml\n", 2, "data.dataset", "0x0a at byte 10"},
+        {"store: \"file://./s\\r\"\n", 1, "store", "control character (0x0d"},
+        {"log:\n  tensorboard: \"a\\tb\"\n", 2, "log.tensorboard", "control character (0x09"},
+        /* a byte the reader refuses: named with its line (libyaml's mark said line 1) */
+        {"run:\n  seed: 1\ntandem:\n  K: 3 # caf\xe9\n", 4, "YAML syntax error", "byte 0xe9"},
+        {"run:\n  seed: 1\x01\n", 2, "control characters", "byte 0x01"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         if (expect_yaml_error(cases[i].yaml, cases[i].line, cases[i].a, cases[i].b)) {
