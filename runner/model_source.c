@@ -207,14 +207,28 @@ static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const
 
 /* Adds file `path` to c in pieces (no whole copy of a many-GB file); 0 or errno. */
 static int hash_file(sha256_ctx *c, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return errno;
+    /* a FIFO (config.json, any *.safetensors, named or not) blocked here for ever */
+    int fd = fileio_open_regular(path);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        int err = errno;
+        if (fd >= 0) close(fd);
+        return err;
+    }
     static char piece[1 << 20];
     size_t k;
     while ((k = fread(piece, 1, sizeof piece, f)) > 0) sha256_update(c, piece, k);
     int err = ferror(f) ? EIO : 0;
     fclose(f);
     return err;
+}
+
+/* hash_file's failure err on path, as the message says it. */
+static int hash_fail(const char *path, int err, tdm_err *e) {
+    if (err == EINVAL)
+        return err_set(e, ERR_USAGE, "model.init: %s is not a regular file (a FIFO, device or folder): a model "
+                       "folder holds files; remove or replace it", path);
+    return err_sys(e, ERR_USAGE, err, "model.init: %s: cannot read", path);
 }
 
 /* The digests model.mp pins: config.json, and the weights' files in name order (each
@@ -225,7 +239,7 @@ static int folder_digests(const char *dir, sha256_digest *config_sha, sha256_dig
     sha256_ctx *c = sha256_begin();
     int err = hash_file(c, path);
     sha256_end(c, config_sha);
-    if (err) return err_sys(e, ERR_USAGE, err, "model.init: %s: cannot read", path);
+    if (err) return hash_fail(path, err, e);
     DIR *d = opendir(dir);
     if (!d) return err_sys(e, ERR_USAGE, errno, "model.init: %s: cannot list", dir);
     char **names = NULL;
@@ -250,7 +264,7 @@ static int folder_digests(const char *dir, sha256_digest *config_sha, sha256_dig
     for (size_t i = 0; !rc && i < n; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         sha256_update(c, names[i], strlen(names[i]) + 1);
-        if ((err = hash_file(c, path))) rc = err_sys(e, ERR_USAGE, err, "model.init: %s: cannot read", path);
+        if ((err = hash_file(c, path))) rc = hash_fail(path, err, e);
     }
     sha256_end(c, weights_sha);
     for (size_t i = 0; i < n; i++) free(names[i]);

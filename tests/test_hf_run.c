@@ -639,6 +639,26 @@ static void test_model_folder_pinned(void) {
     }
     rc = tandem_on_store(&f, "eval", "--split val", out, sizeof out);
     CHECK(rc == 0, "eval with the folder restored: exit %d: %s", rc, out);
+    /* a FIFO among the weights' files (named by no index) or as config.json: refused at
+     * once by eval, export and run (eval and export blocked on it for ever, run too) */
+    for (int k = 0; k < 2; k++) {
+        snprintf(p, sizeof p, "%s/model/%s", f.dir, k == 0 ? "extra.safetensors" : "config.json");
+        if (k) snprintf(cmd, sizeof cmd, "mv '%s' '%s.orig' && mkfifo '%s'", p, p, p);
+        else snprintf(cmd, sizeof cmd, "mkfifo '%s'", p);
+        CHECK(test_sh(cmd, out, sizeof out) == 0, "mkfifo: %s", out);
+        snprintf(cmd, sizeof cmd, "cd '%s' && timeout 60 '%s' eval '%s' --split val 2>&1; echo \"exit $?\"; "
+                 "timeout 60 '%s' export '%s' --out '%s/fifo-export' 2>&1; echo \"exit $?\"", f.dir, tandem_bin(),
+                 f.store, tandem_bin(), f.store, f.dir);
+        test_sh(cmd, out, sizeof out);
+        CHECK(strstr(out, "not a regular file") && !strstr(out, "exit 124") && !strstr(out, "exit 0"),
+              "a FIFO %s: %s", k ? "config.json" : "extra.safetensors", out);
+        rc = wait_exit(start_run_argv(&f, NULL, NULL));
+        read_all(f.log, log, sizeof log);
+        CHECK(rc == 2 && strstr(log, "not a regular file"), "run with a FIFO: exit %d: %s", rc, log);
+        if (k) snprintf(cmd, sizeof cmd, "rm '%s' && mv '%s.orig' '%s'", p, p, p);
+        else snprintf(cmd, sizeof cmd, "rm '%s'", p);
+        CHECK(test_sh(cmd, out, sizeof out) == 0, "restore: %s", out);
+    }
     snprintf(p, sizeof p, "%s/model.mp", f.store);
     CHECK(write_file(p, "damaged") == 0, "damage model.mp");
     const char *more[] = {"--set", "run.episodes=6", "--allow-change", "run.episodes", NULL};
