@@ -97,6 +97,28 @@ int hf_arch_read(const char *dir, hf_arch *a, tdm_err *e) {
         rc = err_set(e, ERR_USAGE, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", path,
                      a->heads, a->kv_heads);
     if (!rc) rc = num_key(root, path, "rope_theta", 10000.0, &a->rope_theta, e);
+    /* transformers 5 writes RoPE as "rope_parameters": {"rope_theta", "rope_type", ...} and
+     * no top-level rope_theta (read as the default 10000, the wrong model, exit 0; a scaled
+     * RoPE there went unseen) */
+    const tjson *rp = tjson_get(root, "rope_parameters");
+    if (!rc && rp && rp->type != TJ_NULL && rp->type != TJ_OBJ)
+        rc = err_set(e, ERR_USAGE, "%s: \"rope_parameters\" must be an object, not %s", path, tjson_type_name(rp));
+    if (!rc && rp && rp->type == TJ_OBJ) {
+        const tjson *type = tjson_get(rp, "rope_type");
+        if (type && type->type != TJ_NULL && (type->type != TJ_STR || strcmp(type->u.s, "default")))
+            rc = err_set(e, ERR_USAGE, "%s: rope_parameters.rope_type is %s%.40s%s: scaled RoPE (long-context "
+                         "variants) is not implemented; use the base model", path, type->type == TJ_STR ? "\"" : "",
+                         type->type == TJ_STR ? type->u.s : tjson_type_name(type), type->type == TJ_STR ? "\"" : "");
+        double theta = 0;
+        if (!rc && tjson_get(rp, "rope_theta")) rc = num_key(rp, path, "rope_theta", 0, &theta, e);
+        if (!rc && theta > 0) {
+            const tjson *top = tjson_get(root, "rope_theta");
+            if (top && top->type == TJ_NUM && top->u.num != theta)
+                rc = err_set(e, ERR_USAGE, "%s: rope_theta %g and rope_parameters.rope_theta %g disagree: keep one",
+                             path, top->u.num, theta);
+            a->rope_theta = theta;
+        }
+    }
     if (!rc && a->rope_theta < 1.0) /* the frequencies theta^(-2i/d) blow up below 1: "diverged" later */
         rc = err_set(e, ERR_USAGE, "%s: rope_theta %g is below 1 (Qwen2 and Llama use 10000 to 1e6)", path,
                      a->rope_theta);
@@ -104,8 +126,10 @@ int hf_arch_read(const char *dir, hf_arch *a, tdm_err *e) {
     const tjson *act = tjson_get(root, "hidden_act");
     if (!rc && act && (act->type != TJ_STR || strcmp(act->u.s, "silu")))
         rc = err_set(e, ERR_USAGE, "%s: hidden_act must be \"silu\" (SwiGLU)", path);
-    const tjson *scaling = tjson_get(root, "rope_scaling");
-    if (!rc && scaling && scaling->type != TJ_NULL)
+    const tjson *scaling = tjson_get(root, "rope_scaling"), *stype = scaling ? tjson_get(scaling, "rope_type") : NULL;
+    if (scaling && !stype) stype = tjson_get(scaling, "type");
+    int plain = scaling && scaling->type == TJ_OBJ && stype && stype->type == TJ_STR && !strcmp(stype->u.s, "default");
+    if (!rc && scaling && scaling->type != TJ_NULL && !plain)
         rc = err_set(e, ERR_USAGE, "%s: rope_scaling is set: scaled RoPE (long-context variants) is not "
                      "implemented; use the base model", path);
     int sliding = 0, tied = 0, bias = 0;
@@ -114,6 +138,14 @@ int hf_arch_read(const char *dir, hf_arch *a, tdm_err *e) {
     if (!rc) rc = bool_key(root, path, "attention_bias", 0, &bias, e);
     if (!rc && sliding)
         rc = err_set(e, ERR_USAGE, "%s: use_sliding_window is true: sliding-window attention is not implemented", path);
+    /* Llama's attention_bias puts a bias on o_proj as well, its mlp_bias on the MLP: not
+     * in tandem's Llama (the bias tensors were then called no part of the architecture) */
+    int mlp_bias = 0;
+    if (!rc) rc = bool_key(root, path, "mlp_bias", 0, &mlp_bias, e);
+    if (!rc && !strcmp(a->model_type, "llama") && (bias || mlp_bias))
+        rc = err_set(e, ERR_USAGE, "%s: %s is true: a Llama with biases (%s) is not implemented", path,
+                     bias ? "attention_bias" : "mlp_bias",
+                     bias ? "on q, k, v and o_proj" : "on the MLP's projections");
     if (!rc) {
         a->tied = tied;
         a->qkv_bias = !strcmp(a->model_type, "qwen2") || bias;

@@ -380,6 +380,14 @@ static void test_hf_folders(void) {
         {q, "c[\"tie_word_embeddings\"]=1", "\"tie_word_embeddings\" must be true or false"},
         {q, "c[\"use_sliding_window\"]=\"true\"", "\"use_sliding_window\" must be true or false"},
         {l, "c[\"rope_theta\"]=1e-300", "rope_theta 1e-300 is below 1"},
+        /* transformers 5's rope_parameters: a scaled RoPE there was not seen (exit 0, the
+         * default theta); a Llama with biases (o_proj's was "not part of the architecture") */
+        {l, "c[\"rope_parameters\"]={\"rope_type\": \"yarn\", \"rope_theta\": 1e6, \"factor\": 4.0}",
+         "rope_parameters.rope_type is \"yarn\""},
+        {l, "c[\"rope_parameters\"]={\"rope_type\": \"default\", \"rope_theta\": 5e5}", "disagree"},
+        {l, "c[\"rope_parameters\"]=[1]", "must be an object"},
+        {l, "c[\"attention_bias\"]=True", "a Llama with biases"},
+        {l, "c[\"mlp_bias\"]=True", "a Llama with biases"},
         /* each size in its range, the product past 2^64 parameters (the count wrapped to
          * ~8.6e9, and memory was sized from it before the weights were looked at) */
         {l, "c.update(hidden_size=1<<20, intermediate_size=1<<30, num_hidden_layers=4096, num_attention_heads=4096, "
@@ -397,6 +405,21 @@ static void test_hf_folders(void) {
             safetensors_close(s);
         }
         CHECK(rc != 0 && strstr(e.msg, bad[i].want), "%s: rc %d, message: %s", bad[i].edit, rc, e.msg);
+        snprintf(cmd, sizeof cmd, "mv '%s.keep' '%s'", keep, keep);
+        test_sh(cmd, out, sizeof out);
+    }
+    /* transformers 5 writes the theta only inside rope_parameters: read from there (it was
+     * the default 10000, a wrong model with exit 0) */
+    {
+        char keep[900], cmd[2000], out[64];
+        snprintf(keep, sizeof keep, "%s/config.json", l);
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s.keep'", keep, keep);
+        test_sh(cmd, out, sizeof out);
+        CHECK(set_config(l, "c.pop(\"rope_theta\", None); c[\"rope_parameters\"]={\"rope_type\": \"default\", "
+                            "\"rope_theta\": 500000.0}") == 0, "edit");
+        int rc = hf_arch_read(l, &a, &e);
+        CHECK(rc == 0 && a.rope_theta == 500000.0, "rope_parameters.rope_theta: rc %d, theta %g: %s", rc, a.rope_theta,
+              rc ? e.msg : "");
         snprintf(cmd, sizeof cmd, "mv '%s.keep' '%s'", keep, keep);
         test_sh(cmd, out, sizeof out);
     }
