@@ -210,12 +210,14 @@ typedef struct check_ctx {
     const st_set *s;
     tdm_err *e;
     size_t found;
+    unsigned char *seen; /* per tensor of s (safetensors_at's order): the architecture names it */
 } check_ctx;
 
 static int check_one(const char *name, int64_t rows, int64_t cols, void *arg) {
     check_ctx *x = arg;
     const st_tensor *t = safetensors_find(x->s, name);
-    if (!t) return err_set(x->e, ERR_USAGE, "tensor %s is missing from the weights", name);
+    if (!t) return err_set(x->e, ERR_USAGE, "tensor %s is missing from the weights (%s)", name, safetensors_source(x->s));
+    if (x->seen) x->seen[t - safetensors_at(x->s, 0)] = 1;
     int ok = cols ? t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols : t->ndim == 1 && t->shape[0] == rows;
     if (!ok) {
         char want[64], got[96] = "";
@@ -232,23 +234,23 @@ static int check_one(const char *name, int64_t rows, int64_t cols, void *arg) {
     return 0;
 }
 
-static int is_name(const char *name, int64_t rows, int64_t cols, void *arg) {
-    (void)rows, (void)cols;
-    return !strcmp(name, (const char *)arg);
-}
-
 int hf_arch_check_weights(const hf_arch *a, const st_set *s, tdm_err *e) {
-    check_ctx x = {.s = s, .e = e};
+    /* which tensors the architecture named, marked as they are found: the others are
+     * found in one pass (asking the architecture again for each other tensor took
+     * minutes for a few thousand layers) */
+    size_t n = safetensors_count(s);
+    check_ctx x = {.s = s, .e = e, .seen = calloc(n ? n : 1, 1)};
+    if (!x.seen) return err_set(e, ERR_INTERNAL, "out of memory");
     int rc = hf_arch_each_tensor(a, check_one, &x);
     /* anything else is a tensor the architecture does not have (a sign of another
      * architecture or a config.json that does not belong to the weights) */
-    for (size_t i = 0; !rc && x.found != safetensors_count(s) && i < safetensors_count(s); i++) {
+    for (size_t i = 0; !rc && x.found != n && i < n; i++) {
         const st_tensor *t = safetensors_at(s, i);
-        if (strstr(t->name, "rotary_emb.inv_freq")) continue; /* recomputed from rope_theta */
-        if (!hf_arch_each_tensor(a, is_name, (void *)t->name))
-            rc = err_set(e, ERR_USAGE, "%s: tensor %s is not part of the %s architecture config.json describes%s",
-                         t->file, t->name, a->model_type,
-                         !strcmp(t->name, "lm_head.weight") ? " (tie_word_embeddings is true)" : "");
+        if (x.seen[i] || strstr(t->name, "rotary_emb.inv_freq")) continue; /* inv_freq: from rope_theta */
+        rc = err_set(e, ERR_USAGE, "%s: tensor %s is not part of the %s architecture config.json describes%s",
+                     t->file, t->name, a->model_type,
+                     !strcmp(t->name, "lm_head.weight") ? " (tie_word_embeddings is true)" : "");
     }
+    free(x.seen);
     return rc;
 }

@@ -44,7 +44,10 @@ struct st_set {
     size_t nfiles;
     st_tensor *t; /* sorted by name */
     size_t n;
+    char source[4200]; /* the file, or the index, it was opened from */
 };
+
+const char *safetensors_source(const st_set *s) { return s->source; }
 
 void safetensors_close(st_set *s) {
     if (!s) return;
@@ -300,11 +303,15 @@ int safetensors_open(const char *path, st_set **out, tdm_err *e) {
         char index[4200], single[4200];
         snprintf(index, sizeof index, "%s/model.safetensors.index.json", path);
         snprintf(single, sizeof single, "%s/model.safetensors", path);
-        if (access(index, F_OK) == 0) rc = open_index(s, path, index, e);
-        else if (access(single, F_OK) == 0) rc = open_file(s, single, e);
+        /* model.safetensors first, as transformers loads a folder: with both there, it and
+         * tandem read the same weights (the index was read first, another model than
+         * transformers loads) */
+        if (access(single, F_OK) == 0) rc = open_file(s, single, e), snprintf(s->source, sizeof s->source, "%s", single);
+        else if (access(index, F_OK) == 0) rc = open_index(s, path, index, e), snprintf(s->source, sizeof s->source, "%s", index);
         else rc = err_set(e, ERR_USAGE, "%s: holds neither model.safetensors nor model.safetensors.index.json", path);
     } else {
         rc = open_file(s, path, e);
+        snprintf(s->source, sizeof s->source, "%s", path);
     }
     if (!rc) rc = sort_unique(s, e);
     if (rc) {

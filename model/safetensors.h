@@ -72,6 +72,8 @@ const st_tensor *safetensors_at(const st_set *s, size_t i);
 const st_tensor *safetensors_find(const st_set *s, const char *name);
 /* The "__metadata__" value of `key` in the (first) file, NULL when absent. */
 const char *safetensors_meta(const st_set *s, const char *key);
+/* What it was opened from: the .safetensors file, or the folder's index, for messages. */
+const char *safetensors_source(const st_set *s);
 
 /* "F32", "BF16", ...: the format's own names. */
 const char *safetensors_dtype_name(st_dtype d);

@@ -141,6 +141,17 @@ static void test_sharded_folder(void) {
     CHECK(test_sh(cmd, out, sizeof out) == 0, "copy");
     rc = safetensors_open(dup, &s, &e);
     CHECK(rc != 0 && strstr(e.msg, "given twice"), "a tensor in two shards: %s", e.msg);
+    /* a model.safetensors beside the index: read, as transformers reads a folder (the
+     * index came first: another model than transformers loads) */
+    snprintf(cmd, sizeof cmd, "cp '%s/model-00002-of-00002.safetensors' '%s/model.safetensors'", dir, dir);
+    CHECK(test_sh(cmd, out, sizeof out) == 0, "copy");
+    rc = safetensors_open(dir, &s, &e);
+    CHECK(rc == 0 && !safetensors_find(s, "a.weight") && safetensors_find(s, "c.weight") &&
+              strstr(safetensors_source(s), "/model.safetensors"),
+          "model.safetensors beside the index: rc %d %s", rc, rc ? e.msg : safetensors_source(s));
+    if (!rc) safetensors_close(s);
+    snprintf(cmd, sizeof cmd, "rm '%s/model.safetensors'", dir);
+    test_sh(cmd, out, sizeof out);
 }
 
 static void test_the_reference_reads_ours(void) {
