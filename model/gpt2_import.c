@@ -196,7 +196,12 @@ static int check_rest(const st_set *s, const char *prefix, const model_layout *l
             float *head = !rc && host ? malloc(wte->numel * sizeof *head) : NULL;
             if (!rc && host && !head) rc = err_set(e, ERR_INTERNAL, "out of memory for lm_head.weight");
             if (!rc && host) rc = safetensors_to_f32(t, head, e);
-            if (!rc && host && memcmp(head, host + wte->offset, wte->numel * sizeof *head))
+            /* without host (tandem inspect), the two tensors' values in the file */
+            char wname[64];
+            snprintf(wname, sizeof wname, "%swte.weight", prefix);
+            const st_tensor *w = host ? NULL : safetensors_find(s, wname);
+            if (!rc && ((host && memcmp(head, host + wte->offset, wte->numel * sizeof *head)) ||
+                        (w && !safetensors_same_values(t, w))))
                 rc = err_set(e, ERR_USAGE, "%s: lm_head.weight differs from %swte.weight: tandem's GPT-2 ties its "
                              "head to the token embedding, and an untied head cannot be loaded", t->file, prefix);
             free(head);

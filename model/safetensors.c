@@ -348,6 +348,47 @@ static int finite_or_error(const st_tensor *t, const float *out, tdm_err *e) {
     return 0;
 }
 
+/* Element i of t as a float (F32, BF16, F16; 0 otherwise), read from the file's bytes. */
+static float value_at(const st_tensor *t, uint64_t i) {
+    const unsigned char *p = t->data;
+    uint32_t b;
+    float v = 0;
+    switch (t->dtype) {
+    case ST_F32:
+        b = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 | (uint32_t)p[4 * i + 3] << 24;
+        memcpy(&v, &b, 4);
+        return v;
+    case ST_BF16:
+        b = ((uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8) << 16;
+        memcpy(&v, &b, 4);
+        return v;
+    case ST_F16: return half_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+    default: return 0;
+    }
+}
+
+int safetensors_check_finite(const st_tensor *t, tdm_err *e) {
+    if (t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16) return 0;
+    for (uint64_t i = 0; i < t->numel; i++) {
+        float v = value_at(t, i);
+        if (!isfinite(v))
+            return err_set(e, ERR_USAGE, "%s: tensor %s holds a non-finite value (%s) at element %llu: no model "
+                           "can start from it (a damaged or mis-exported file; export the weights again)",
+                           t->file, t->name, isnan(v) ? "NaN" : "inf", (unsigned long long)i);
+    }
+    return 0;
+}
+
+int safetensors_same_values(const st_tensor *a, const st_tensor *b) {
+    if (a->numel != b->numel) return 0;
+    if (a->dtype == b->dtype && a->nbytes == b->nbytes) return !memcmp(a->data, b->data, (size_t)a->nbytes);
+    for (uint64_t i = 0; i < a->numel; i++) {
+        float x = value_at(a, i), y = value_at(b, i);
+        if (memcmp(&x, &y, 4)) return 0;
+    }
+    return 1;
+}
+
 int safetensors_to_f32(const st_tensor *t, float *out, tdm_err *e) {
     const unsigned char *p = t->data;
     switch (t->dtype) {

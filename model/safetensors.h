@@ -72,6 +72,12 @@ const st_tensor *safetensors_at(const st_set *s, size_t i);
 const st_tensor *safetensors_find(const st_set *s, const char *name);
 /* The "__metadata__" value of `key` in the (first) file, NULL when absent. */
 const char *safetensors_meta(const st_set *s, const char *key);
+/* 0, or ERR_USAGE naming the tensor and the element when t (F32, BF16, F16) holds a NaN or
+ * an infinity, read from the file without a copy (tandem inspect: what a load refuses). */
+int safetensors_check_finite(const st_tensor *t, tdm_err *e);
+/* Whether a and b hold the same values (as floats: a BF16 copy of an F32 tensor is equal
+ * only where its values are). */
+int safetensors_same_values(const st_tensor *a, const st_tensor *b);
 /* What it was opened from: the .safetensors file, or the folder's index, for messages. */
 const char *safetensors_source(const st_set *s);
 

@@ -448,6 +448,10 @@ static void test_gpt2_init_round_trip(void) {
     w = gpt2_weights(a, &e);
     free(w);
     CHECK(!w && strstr(e.msg, "lm_head.weight differs"), "an untied lm_head: %s", e.msg);
+    /* tandem inspect refuses it too, as the load does (it said the folder starts a run) */
+    snprintf(cmd, sizeof cmd, "'%s' inspect '%s' 2>&1", tandem_bin(), a);
+    int irc = test_sh(cmd, out, sizeof out);
+    CHECK(irc == 2 && strstr(out, "lm_head.weight differs"), "inspect of an untied lm_head: exit %d: %s", irc, out);
     printf("  GPT-2 export as model.init: %zu weights bit for bit (F32; BF16 its rounding, saved again byte for "
            "byte); a run from it re-exports the same bytes; Hub naming loads the same\n", n);
     fixture_done(&f);

@@ -447,6 +447,12 @@ static void test_hf_folders(void) {
         snprintf(cmd, sizeof cmd, "'%s' inspect '%s' 2>&1", bin, l);
         int rc = test_sh(cmd, out, sizeof out);
         CHECK(rc == 2 && strstr(out, "mlp.gate_proj.weight"), "tandem inspect of a mismatch: exit %d: %s", rc, out);
+        /* a NaN among the weights: refused as the load refuses it (inspect passed it) */
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c 'import struct,sys; p=sys.argv[1]+\"/model.safetensors\"; "
+                 "b=bytearray(open(p,\"rb\").read()); hl=struct.unpack(\"<Q\",b[:8])[0]; b[-2:]=b\"\\xc0\\x7f\"; "
+                 "open(p,\"wb\").write(b)' '%s' && '%s' inspect '%s' 2>&1", q, bin, q);
+        rc = test_sh(cmd, out, sizeof out);
+        CHECK(rc == 2 && strstr(out, "non-finite value (NaN)"), "tandem inspect of a NaN weight: exit %d: %s", rc, out);
     }
 }
 
