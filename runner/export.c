@@ -111,6 +111,10 @@ int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype
     char weights[CONFIG_STR_MAX + 64];
     snprintf(weights, sizeof weights, "%s/model.safetensors", dir);
     if (!rc && mkdir(dir, 0755) != 0 && errno != EEXIST) rc = err_sys(e, ERR_USAGE, errno, "%s: cannot create", dir);
+    struct stat ds;
+    if (!rc && (stat(dir, &ds) != 0 || !S_ISDIR(ds.st_mode)))
+        rc = err_set(e, ERR_USAGE, "--out %s is not a folder (a file is there): export writes a folder of files "
+                     "(config.json, model.safetensors, the tokenizer's); name a new or existing folder", dir);
     if (!rc && unlink(weights) != 0 && errno != ENOENT)
         rc = err_sys(e, ERR_USAGE, errno, "%s: cannot remove the earlier export's weights", weights);
     if (!rc && rs.mc.arch == MODEL_ARCH_HF) {

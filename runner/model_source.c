@@ -152,9 +152,10 @@ int model_source_config(const config *cfg, const dataset *ds, model_config *mc, 
     if ((rc = vocab_fits(cfg, ds, dir, "model", a.vocab, e))) return rc;
     if ((rc = same_tokenizer(ds, dir, e))) return rc;
     if (cfg->model.layers != a.layers || cfg->model.channels != a.channels || cfg->model.heads != a.heads)
-        fprintf(stderr, "tandem: model.init = hf:%s: the model is the folder's (%d layers, hidden %d, %d heads); "
-                "model.layers = %d, model.channels = %d, model.heads = %d are not used\n", dir, a.layers, a.channels,
-                a.heads, cfg->model.layers, cfg->model.channels, cfg->model.heads);
+        fprintf(stderr, "tandem: model.init = hf:%s: the model is the folder's (%d layer%s, hidden %d, %d head%s); "
+                "model.layers = %d, model.channels = %d, model.heads = %d are not used\n", dir, a.layers,
+                a.layers == 1 ? "" : "s", a.channels, a.heads, a.heads == 1 ? "" : "s", cfg->model.layers,
+                cfg->model.channels, cfg->model.heads);
     model_config_hf(mc, &a, cfg->model.ctx);
     rc = model_config_check(mc, e);
     return rc ? err_prefix(e, "model.init: ") : 0;
@@ -228,7 +229,12 @@ static int hash_fail(const char *path, int err, tdm_err *e) {
     if (err == EINVAL)
         return err_set(e, ERR_USAGE, "model.init: %s is not a regular file (a FIFO, device or folder): a model "
                        "folder holds files; remove or replace it", path);
-    return err_sys(e, ERR_USAGE, err, "model.init: %s: cannot read", path);
+    err_sys(e, ERR_USAGE, err, "model.init: %s: cannot read", path);
+    if (err == ENOENT) /* the folder moved, or a relative one read from elsewhere */
+        err_append(e, path[0] == '/' ? " (the run's model folder is gone: restore it where the run found it)"
+                                     : " (the run's model.init is relative to the directory the run started in: "
+                                       "run this from there, or restore the folder)");
+    return e->code;
 }
 
 /* The digests model.mp pins: config.json, and the weights' files in name order (each

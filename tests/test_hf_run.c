@@ -676,6 +676,13 @@ static void test_model_folder_pinned(void) {
     snprintf(p, sizeof p, "%s/model", f.dir);
     rc = export_to(&f, p, "", out, sizeof out);
     CHECK(rc == 2 && strstr(out, "model.init folder"), "export into the model folder: exit %d: %s", rc, out);
+    /* --out naming a file: said as such (it was "cannot remove the earlier export's weights:
+     * Not a directory"), the file left as it was */
+    snprintf(p, sizeof p, "%s/a-file", f.dir);
+    CHECK(write_file(p, "mine") == 0, "a file");
+    rc = export_to(&f, p, "", out, sizeof out);
+    read_all(p, log, sizeof log);
+    CHECK(rc == 2 && strstr(out, "is not a folder") && !strcmp(log, "mine"), "export --out a file: exit %d: %s", rc, out);
     printf("  model.mp: a changed config.json and changed weights refused by run and eval, the restored folder "
            "accepted, a damaged model.mp written again\n");
     fixture_done(&f);
