@@ -322,6 +322,10 @@ int bpe_derive_merges(bpe *m) {
     }
     const uint64_t inv_base = rh_pow(RH_BASE, RH_P - 2); /* Fermat: RH_P is prime */
     int rc = 0;
+    /* the splits whose halves are both tokens: ~2.3 per token in gpt2, cl100k and o200k;
+     * a vocabulary built to have thousands (a, aa, ..., a^7000: 24.5M pairs, 1.7 GB from
+     * a 33 MB file) is no BPE vocabulary, refused before its pairs fill memory */
+    uint64_t pairs = 0, most = (uint64_t)ntok * BPE_DERIVED_PER_TOKEN + 65536;
     for (uint32_t id = 0; id < m->nids && !rc; id++) {
         size_t n;
         const char *t = bpe_token(m, id, &n);
@@ -333,6 +337,7 @@ int bpe_derive_merges(bpe *m) {
             uint64_t suf = rh_add(whole, RH_P - rh_mul(pre, pw)); /* pw = B^(n-k) */
             uint32_t a = rh_find(&map, pre, k), b = a == BPE_NONE ? BPE_NONE : rh_find(&map, suf, n - k);
             if (b != BPE_NONE && bpe_add_merge(m, a, b, id, id)) rc = -1;
+            if (b != BPE_NONE && ++pairs > most) rc = -2;
         }
     }
     free(map.v);

@@ -67,7 +67,9 @@ int bpe_put_merge(bpe *m, uint32_t left, uint32_t right, uint32_t rank, uint32_t
 
 /* Derives the merges of a tiktoken ranks vocabulary: for every mergeable token of two
  * bytes or more, each split into two mergeable tokens is a merge at the token's rank
- * (rank = id there). 0 or -1 (no memory). */
+ * (rank = id there). 0, -1 (no memory) or -2 (more than BPE_DERIVED_PER_TOKEN splits a
+ * token on average, plus 65536: a vocabulary built to exhaust memory). */
+#define BPE_DERIVED_PER_TOKEN 64
 int bpe_derive_merges(bpe *m);
 
 /* Fills byte_id from the bytes map: 0, or the first byte (0..255) with no token + 1. */

@@ -129,8 +129,12 @@ static int load_tiktoken(tokenizer *t, const char *path, const char *data, size_
     if (!ntok) return err_set(e, ERR_USAGE, "tokenizer %s: no ranks", path);
     int b = bpe_check_bytes(&t->m);
     if (b) return err_set(e, ERR_USAGE, "tokenizer %s: no token for the byte 0x%02x", path, b - 1);
-    if (bpe_derive_merges(&t->m))
-        return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+    int dm = bpe_derive_merges(&t->m);
+    if (dm == -2)
+        return err_set(e, ERR_USAGE, "tokenizer %s: its tokens split into pairs of tokens more than %d times each "
+                       "on average (gpt2, cl100k and o200k: about 2): not a BPE vocabulary", path,
+                       BPE_DERIVED_PER_TOKEN);
+    if (dm) return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
     t->m.whole_first = 1; /* tiktoken looks a whole piece up before merging */
     const special *sp = t->pat == PRETOK_GPT2     ? SPECIALS_GPT2
                         : t->pat == PRETOK_O200K  ? SPECIALS_O200K

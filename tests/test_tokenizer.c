@@ -623,6 +623,21 @@ static void test_hostile_ranks(void) {
         free(run);
         tokenizer_free(lt);
     }
+    {
+        /* a, aa, ..., a^2000: every split of every token is a pair of tokens (2M pairs; at
+         * a^7000 a 33 MB file took 1.7 GB) — refused, where real vocabularies derive ~2.3 a
+         * token */
+        buf_t c = {0};
+        buf_putn(&c, b.p, b.n);
+        for (int k = 2; k <= 2000; k++) { /* base64 of a^k: "YWFh" per "aaa", then the rest */
+            for (int q = 0; q < k / 3; q++) buf_puts(&c, "YWFh");
+            buf_printf(&c, "%s %d\n", k % 3 == 1 ? "YQ==" : k % 3 == 2 ? "YWE=" : "", 300 + k);
+        }
+        tokenizer *lt = load_text("pairs.tiktoken", c.p, c.n, "gpt2", &e);
+        CHECK(!lt && strstr(e.msg, "not a BPE vocabulary"), "a vocabulary of a^k: %s", lt ? "loaded" : e.msg);
+        tokenizer_free(lt);
+        buf_free(&c);
+    }
     buf_free(&b);
 }
 
