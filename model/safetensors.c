@@ -94,6 +94,17 @@ static int by_offset(const void *a, const void *b) {
     return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
 }
 
+
+/* An upper bound on the JSON values in text[0..n) (every value but the first follows a
+ * ',' or a ':' or opens a container), counted before parsing: each takes ~72 bytes parsed,
+ * so that a header of 100 MB of "0,0,0,..." took 3.7 GB (a real model's header holds ~11
+ * values a tensor). */
+static uint64_t st_values_bound(const char *text, size_t n) {
+    uint64_t k = 1;
+    for (size_t i = 0; i < n; i++) k += text[i] == ',' || text[i] == ':' || text[i] == '[' || text[i] == '{';
+    return k;
+}
+
 /* Maps `path` and appends its tensors to s (grown as needed). The whole header is
  * checked: types, shapes against byte ranges, and that the ranges tile the buffer. */
 static int open_file(st_set *s, const char *path, tdm_err *e) {
@@ -131,6 +142,12 @@ static int open_file(st_set *s, const char *path, tdm_err *e) {
                        ST_MAX_HEADER >> 20);
     char why[256];
     const tjson *root;
+    uint64_t values = st_values_bound((const char *)p + 8, (size_t)hlen);
+    if (values > ST_MAX_VALUES)
+        return err_set(e, ERR_USAGE, "%s: the header holds about %llu JSON values, more than the %u any model's "
+                       "tensors need (a header of that many would take %llu MB to read): not a model's safetensors "
+                       "file", path, (unsigned long long)values, ST_MAX_VALUES,
+                       (unsigned long long)(values * 72 >> 20));
     f->doc = tjson_parse((const char *)p + 8, (size_t)hlen, &root, why, sizeof why);
     if (!f->doc) return err_set(e, ERR_USAGE, "%s: the header is not JSON: %s", path, why);
     if (root->type != TJ_OBJ) return err_set(e, ERR_USAGE, "%s: the header is %s, not an object", path, tjson_type_name(root));
@@ -247,6 +264,12 @@ static int open_index(st_set *s, const char *dir, const char *index, tdm_err *e)
     }
     char why[256];
     const tjson *root;
+    uint64_t values = st_values_bound(text.p ? text.p : "", text.n);
+    if (values > ST_MAX_VALUES) {
+        buf_free(&text);
+        return err_set(e, ERR_USAGE, "%s: holds about %llu JSON values, more than the %u any model's tensors need: "
+                       "not a model's index", index, (unsigned long long)values, ST_MAX_VALUES);
+    }
     tjson_doc *doc = tjson_parse(text.p ? text.p : "", text.n, &root, why, sizeof why);
     buf_free(&text);
     if (!doc) return err_set(e, ERR_USAGE, "%s: not JSON: %s", index, why);

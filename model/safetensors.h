@@ -28,6 +28,9 @@
 
 #define ST_MAX_DIMS 8
 #define ST_MAX_HEADER (100u << 20) /* the reference library's limit on the header */
+/* JSON values in a header or an index: a model of 300,000 tensors has ~3.3M (~240 MB
+ * parsed); more is no model's header (a 44 MB one of numbers took 1.6 GB) */
+#define ST_MAX_VALUES (8u << 20)
 
 typedef enum {
     ST_F32,
