@@ -183,7 +183,7 @@ static int open_file(st_set *s, const char *path, tdm_err *e) {
         if (!dt || dt->type != TJ_STR) return err_set(e, ERR_USAGE, "%s: tensor %.200s: no \"dtype\" string", path, v->key);
         int d = -1;
         for (int k = 0; k < ST_NDTYPES; k++)
-            if (!strcmp(dt->u.s, DTYPES[k].name)) d = k;
+            if (dt->n == strlen(DTYPES[k].name) && !strcmp(dt->u.s, DTYPES[k].name)) d = k; /* "F32\u0000x" is none */
         if (d < 0) {
             char shown[41];
             size_t k = 0;

@@ -231,6 +231,8 @@ static void test_broken_files_are_refused(void) {
     } cases[] = {
         {"[1, 2]", "not an object", 0},
         {"{\"t\": {\"dtype\": \"Q4\", \"shape\": [1], \"data_offsets\": [0, 4]}}", "unknown dtype", 4},
+        /* a NUL inside the name: no dtype (it read as F32) */
+        {"{\"t\": {\"dtype\": \"F32\\u0000junk\", \"shape\": [1], \"data_offsets\": [0, 4]}}", "unknown dtype", 4},
         /* a name that would write escapes and line ends into the terminal of every message */
         {"{\"evil\\u001b[31m\\nfake\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}",
          "control character 0x1b", 4},
