@@ -13,6 +13,7 @@
 #include "util/fileio.h"
 #include "util/json_tree.h"
 #include "data/bytelevel.h"
+#include "data/nfc.h"
 #include "data/tokenizer_impl.h"
 
 /* Ids stay below 2^24: the largest vocabularies are ~10^6, and an id sizes the decode
@@ -424,6 +425,59 @@ static int load_model(tokenizer *t, const char *path, const tjson *model, uint32
     return 0;
 }
 
+static int longest_first(const void *a, const void *b) {
+    const tok_match *x = a, *y = b;
+    return x->n != y->n ? (x->n < y->n ? 1 : -1) : memcmp(x->s, y->s, x->n);
+}
+
+/* A flag of an added token: true, false or absent (dflt). */
+static int added_flag(const tjson *a, const char *key, int dflt) {
+    const tjson *v = tjson_get(a, key);
+    return !v || v->type == TJ_NULL ? dflt : v->type == TJ_TRUE;
+}
+
+/* An added token that is not special ("special": false, the default) is matched in text
+ * as Hugging Face matches it (tokenizer_impl.h); one whose content another lists again
+ * keeps the later id, as the vocabulary does. */
+static int add_match(tokenizer *t, const char *path, uint32_t i, const tjson *a, const tjson *c, uint32_t id,
+                     tdm_err *e) {
+    char buf[200];
+    if (added_flag(a, "special", 0)) return 0;
+    if (added_flag(a, "single_word", 0))
+        return err_set(e, ERR_USAGE, "tokenizer %s: added_tokens[%u] \"%s\": single_word (a match only as a whole "
+                       "word) is not implemented for an added token that is not special", path, i,
+                       shown(c->u.s, c->n, buf));
+    char *s = NULL;
+    size_t n = c->n;
+    /* a "normalized" one is matched in the normalized text: its content's NFC; one that
+     * is not, in the text as written (tokenizer.c: tok_nfc) */
+    if (t->nfc && added_flag(a, "normalized", 1) && nfc_normalize(c->u.s, c->n, &s, &n))
+        return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+    if (!s) { /* the content as it is */
+        if (!(s = malloc(c->n + 1))) return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+        memcpy(s, c->u.s, c->n);
+        n = c->n;
+    }
+    for (size_t k = 0; k < t->nmatch; k++)
+        if (t->match[k].n == n && !memcmp(t->match[k].s, s, n)) { /* listed again: the later id */
+            t->match[k].id = id;
+            free(s);
+            return 0;
+        }
+    tok_match *m = realloc(t->match, (t->nmatch + 1) * sizeof *m);
+    if (!m) {
+        free(s);
+        return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+    }
+    t->match = m;
+    int raw = t->nfc && !added_flag(a, "normalized", 1);
+    t->match[t->nmatch++] = (tok_match){s, n, id, added_flag(a, "lstrip", 0), added_flag(a, "rstrip", 0), raw};
+    t->nraw += raw;
+    t->first[(unsigned char)s[0] >> 3] |= (unsigned char)(1u << ((unsigned char)s[0] & 7));
+    if (memchr(s, '\n', n)) t->no_cuts = 1;
+    return 0;
+}
+
 /* added_tokens: [{id, content, ...}]; an id the vocab has must carry the same bytes. */
 static int load_added(tokenizer *t, const char *path, const tjson *added, uint32_t *maxid,
                       tdm_err *e) {
@@ -456,7 +510,11 @@ static int load_added(tokenizer *t, const char *path, const tjson *added, uint32
                            path, i, shown(c->u.s, c->n, buf), (long long)id);
         t->added[t->nadded++] = (uint32_t)id;
         if ((uint32_t)id > *maxid) *maxid = (uint32_t)id;
+        int rc = add_match(t, path, i, a, c, (uint32_t)id, e);
+        if (rc) return rc;
     }
+    /* longest first: next_match takes the first that fits, the longest at a place */
+    if (t->nmatch > 1) qsort(t->match, t->nmatch, sizeof *t->match, longest_first);
     return 0;
 }
 

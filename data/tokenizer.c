@@ -9,12 +9,15 @@
 
 #include "data/nfc.h"
 #include "data/tokenizer_impl.h"
+#include "util/buf.h"
 #include "data/unicode_tables.h"
 
 void tokenizer_free(tokenizer *t) {
     if (!t) return;
     bpe_free(&t->m);
     free(t->added);
+    for (size_t i = 0; i < t->nmatch; i++) free(t->match[i].s);
+    free(t->match);
     free(t);
 }
 
@@ -35,10 +38,9 @@ int64_t tokenizer_token_id(const tokenizer *t, const char *s, size_t n) {
     return id == BPE_NONE ? -1 : (int64_t)id;
 }
 
-/* The pieces that start in [from, to) of text[0..n), encoded onto out. Pieces never
- * cross `to` when it is a safe cut (or n). 0, -1 (no memory) or -2 (a piece past
- * BPE_PIECE_MAX). */
-static int encode_range(const tokenizer *t, const char *text, size_t n, size_t from, size_t to,
+/* The pieces that start in [from, to) of text[0..n), pre-tokenized and encoded onto out
+ * (no added token matched). */
+static int encode_plain(const tokenizer *t, const char *text, size_t n, size_t from, size_t to,
                         bpe_cache *cache, tok_ids *out) {
     for (size_t i = from; i < to;) {
         size_t k = pretok_next(t->pat, text, n, i);
@@ -47,6 +49,94 @@ static int encode_range(const tokenizer *t, const char *text, size_t n, size_t f
         i += k;
     }
     return 0;
+}
+
+/* The length of the Unicode White_Space character at s[0..n) (Rust's char::is_whitespace,
+ * which Hugging Face's lstrip / rstrip use), 0 if none. */
+static size_t white_at(const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    if (!n) return 0;
+    if (u[0] == ' ' || (u[0] >= '\t' && u[0] <= '\r')) return 1;
+    if (n >= 2 && u[0] == 0xc2 && (u[1] == 0x85 || u[1] == 0xa0)) return 2;
+    if (n >= 3 && u[0] == 0xe1 && u[1] == 0x9a && u[2] == 0x80) return 3; /* U+1680 */
+    if (n >= 3 && u[0] == 0xe2 && u[1] == 0x80 && (u[2] <= 0x8a || u[2] == 0xa8 || u[2] == 0xa9 || u[2] == 0xaf))
+        return 3; /* U+2000..200A, 2028, 2029, 202F */
+    if (n >= 3 && u[0] == 0xe2 && u[1] == 0x81 && u[2] == 0x9f) return 3; /* U+205F */
+    if (n >= 3 && u[0] == 0xe3 && u[1] == 0x80 && u[2] == 0x80) return 3; /* U+3000 */
+    return 0;
+}
+
+/* The length of the White_Space run that ends at s[end] (looking back from end, not
+ * before from). */
+static size_t white_before(const char *s, size_t from, size_t end) {
+    size_t k = end;
+    while (k > from) {
+        size_t back = 1;
+        while (back < 4 && k - back > from && ((unsigned char)s[k - back] & 0xc0) == 0x80) back++;
+        if (white_at(s + k - back, back) != back) break;
+        k -= back;
+    }
+    return end - k;
+}
+
+/* The first non-special added token that starts in text[from, to) and ends by `end`: its
+ * start (*at) and its index in t->match, leftmost and then longest (match is sorted
+ * longest first); -1 if none. */
+static long next_match(const tokenizer *t, const char *text, size_t from, size_t to, size_t end, size_t *at) {
+    for (size_t p = from; p < to; p++) {
+        unsigned char c = (unsigned char)text[p];
+        if (!(t->first[c >> 3] & (1u << (c & 7)))) continue;
+        for (size_t k = 0; k < t->nmatch; k++)
+            if (t->match[k].n <= end - p && !memcmp(text + p, t->match[k].s, t->match[k].n)) {
+                *at = p;
+                return (long)k;
+            }
+    }
+    return -1;
+}
+
+/* Whether text begins with a non-special added token: the part before it is empty, and
+ * Hugging Face gives no prefix space to an empty part. */
+static int match_first(const tokenizer *t, const char *text, size_t n) {
+    size_t at;
+    return t->nmatch && n && next_match(t, text, 0, 1, n, &at) >= 0;
+}
+
+/* The pieces that start in [from, to) of text[0..n), encoded onto out: the non-special
+ * added tokens matched first, the text between them pre-tokenized and encoded on its own
+ * (a ByteLevel prefix space before each part after a match, as Hugging Face gives each
+ * part one). Pieces never cross `to` when it is a safe cut (or n). 0, -1 (no memory) or
+ * -2 (a piece past BPE_PIECE_MAX). */
+static int encode_range(const tokenizer *t, const char *text, size_t n, size_t from, size_t to,
+                        bpe_cache *cache, tok_ids *out) {
+    if (!t->nmatch) return encode_plain(t, text, n, from, to, cache, out);
+    int after_match = 0, rc = 0;
+    for (size_t i = from; !rc && i < to;) {
+        size_t at = to;
+        long k = next_match(t, text, i, to, to, &at);
+        size_t end = at; /* the part before the match */
+        if (k >= 0 && t->match[k].lstrip) end -= white_before(text, i, at);
+        if (end > i) {
+            if (after_match && t->add_prefix_space && text[i] != ' ') {
+                char *sp = malloc(end - i + 1);
+                if (!sp) return -1;
+                sp[0] = ' ';
+                memcpy(sp + 1, text + i, end - i);
+                rc = encode_plain(t, sp, end - i + 1, 0, end - i + 1, cache, out);
+                free(sp);
+            } else {
+                /* a part that a match ends is pre-tokenized on its own (no look past it) */
+                rc = encode_plain(t, text, k >= 0 ? end : n, i, end, cache, out);
+            }
+        }
+        if (rc || k < 0) break;
+        if (tok_ids_append(out, &t->match[k].id, 1)) return -1;
+        i = at + t->match[k].n;
+        if (t->match[k].rstrip)
+            for (size_t w; i < to && (w = white_at(text + i, to - i)); i += w) {}
+        after_match = 1;
+    }
+    return rc;
 }
 
 /* Folds one thread's encode_range failure `bad` into the shared *fail: a piece too long
@@ -73,13 +163,59 @@ static int encode_fail(int bad, tdm_err *e) {
  * copy in *owned (free it) normalized to NFC (normalizer NFC) and/or with a space in front
  * (ByteLevel add_prefix_space), in that order, as Hugging Face applies them. NULL when out
  * of memory. */
+/* NFC of text[0..n) as nfc_normalize gives it (*out NULL: as it is), but where raw added
+ * tokens are matched in the text as written: the parts between their matches normalized
+ * each on its own, the matches kept — Hugging Face splits on them first, then normalizes
+ * (a combining mark after "<tool" composed with its 'l', and the token was not found). */
+static int tok_nfc(const tokenizer *t, const char *text, size_t n, char **out, size_t *outn) {
+    if (!t->nraw) return nfc_normalize(text, n, out, outn);
+    *out = NULL;
+    buf_t b = {0};
+    int changed = 0;
+    for (size_t i = 0; i <= n;) {
+        /* the next raw match (leftmost, longest) */
+        size_t at = n;
+        long k = -1;
+        for (size_t p = i; p < n && k < 0; p++)
+            for (size_t m = 0; (t->first[(unsigned char)text[p] >> 3] >> ((unsigned char)text[p] & 7) & 1) &&
+                               m < t->nmatch; m++)
+                if (t->match[m].raw && t->match[m].n <= n - p && !memcmp(text + p, t->match[m].s, t->match[m].n)) {
+                    at = p, k = (long)m;
+                    break;
+                }
+        char *part = NULL;
+        size_t pn = at - i;
+        if (nfc_normalize(text + i, at - i, &part, &pn)) {
+            buf_free(&b);
+            return -1;
+        }
+        changed |= part != NULL;
+        buf_putn(&b, part ? part : text + i, pn);
+        free(part);
+        if (k < 0) break;
+        buf_putn(&b, t->match[k].s, t->match[k].n);
+        i = at + t->match[k].n;
+    }
+    if (b.oom) {
+        buf_free(&b);
+        return -1;
+    }
+    if (!changed) {
+        buf_free(&b);
+        return 0;
+    }
+    *out = b.p ? b.p : calloc(1, 1);
+    *outn = b.n;
+    return *out ? 0 : -1;
+}
+
 static const char *prefixed(const tokenizer *t, const char *text, size_t *n, char **owned) {
     *owned = NULL;
     if (t->nfc) {
-        if (nfc_normalize(text, *n, owned, n)) return NULL;
+        if (tok_nfc(t, text, *n, owned, n)) return NULL;
         if (*owned) text = *owned;
     }
-    if (!t->add_prefix_space || *n == 0 || text[0] == ' ') return text;
+    if (!t->add_prefix_space || *n == 0 || text[0] == ' ' || match_first(t, text, *n)) return text;
     char *p = malloc(*n + 1);
     if (!p) {
         free(*owned);
@@ -135,7 +271,9 @@ static size_t next_cut(const char *text, size_t n, size_t from) {
 }
 
 size_t tokenizer_safe_cut(const tokenizer *t, const char *text, size_t n) {
-    (void)t; /* one rule serves every pattern pretok knows */
+    /* one rule serves every pattern pretok knows; an added token holding a '\n' could
+     * hold a cut */
+    if (t->no_cuts) return 0;
     for (size_t c = n ? n - 1 : 0; c > 0; c--)
         if (cut_at(text, n, c)) return c;
     return 0;
@@ -149,7 +287,7 @@ size_t tokenizer_safe_cut(const tokenizer *t, const char *text, size_t n) {
 static const char *prepared(const tokenizer *t, const char *text, size_t *n, size_t *cut,
                             int start, char **owned) {
     *owned = NULL;
-    int pre = start && t->add_prefix_space;
+    int pre = start && t->add_prefix_space && !match_first(t, text, *n);
     if (!t->nfc) {
         if (!pre || *n == 0 || text[0] == ' ') return text;
         char *p = malloc(*n + 1);
@@ -162,7 +300,7 @@ static const char *prepared(const tokenizer *t, const char *text, size_t *n, siz
     }
     char *h = NULL, *tl = NULL;
     size_t hn = *cut, tn = *n - *cut;
-    if (nfc_normalize(text, *cut, &h, &hn) || nfc_normalize(text + *cut, *n - *cut, &tl, &tn)) {
+    if (tok_nfc(t, text, *cut, &h, &hn) || tok_nfc(t, text + *cut, *n - *cut, &tl, &tn)) {
         free(h);
         return NULL;
     }
@@ -193,7 +331,7 @@ static int encode_cut(const tokenizer *t, const char *text, size_t n, size_t cut
     size_t target = cut / ((size_t)threads * 8);
     if (target < (1u << 16)) target = 1u << 16;
     int fail = 0;
-    if (threads == 1 || cut < 2 * target) {
+    if (threads == 1 || cut < 2 * target || t->no_cuts) {
         bpe_cache *c = cache ? cache : bpe_cache_new();
         fail = !c ? -1 : encode_range(t, text, n, 0, cut, c, out);
         if (c != cache) bpe_cache_free(c);

@@ -7,6 +7,19 @@
 #include "data/pretok.h"
 #include "data/tokenizer.h"
 
+/* A non-special added token (tokenizer.json added_tokens with "special": false): matched
+ * in the text as Hugging Face matches it — leftmost, longest — before pre-tokenization,
+ * the text between matches encoded on its own (special tokens are never matched:
+ * tokenizer.h). lstrip / rstrip take the whitespace before / after a match with it. */
+typedef struct tok_match {
+    char *s; /* the content (NFC when "normalized" and the normalizer is NFC) */
+    size_t n;
+    uint32_t id;
+    int lstrip, rstrip;
+    int raw; /* not "normalized": under NFC, matched in the text as written, the parts
+              * between such matches normalized each on its own (Hugging Face's order) */
+} tok_match;
+
 struct tokenizer {
     bpe m;
     pretok_pattern pat;
@@ -16,6 +29,11 @@ struct tokenizer {
     int64_t eot;
     uint32_t *added; /* the added / special tokens' ids (their bytes are in m) */
     size_t nadded;
+    tok_match *match; /* the non-special added tokens, longest first */
+    size_t nmatch;
+    unsigned char first[32]; /* a bit per byte that begins one of them */
+    int no_cuts; /* one of them holds a '\n': a safe cut could fall inside a match */
+    int nraw;    /* of them, raw ones (NFC only) */
     char digest[65];
     char kind[48];
 };

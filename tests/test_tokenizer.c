@@ -922,19 +922,20 @@ static void setup_ref(void) {
         fprintf(stderr, "  tests/tokenizer/setup.sh failed (exit %d)\n", rc);
 }
 
-/* Compares our encoding of CORPUS with the reference's (SPEC of ref.mjs) for the
- * tokenizer file `file` (under build/tokref/files). */
-static int agree(const char *spec, const char *file, const char *pattern, size_t *ntok) {
+/* Compares our encoding of the documents D (written once to TMP/NAME) with the
+ * reference's (SPEC of ref.mjs) for the tokenizer file `file` (under build/tokref/files). */
+static int agree_docs(const char *spec, const char *file, const char *pattern, const docs *D, const char *name,
+                      size_t *ntok) {
     char path[4400], in[4400], out[4400], cmd[40000];
     snprintf(path, sizeof path, "%s/files/%s", REF, file);
-    snprintf(in, sizeof in, "%s/docs.bin", TMP);
+    snprintf(in, sizeof in, "%s/%s", TMP, name);
     struct stat st;
     if (stat(in, &st)) {
         FILE *f = fopen(in, "wb");
         CHECK_OR_RET(f, "open %s", in);
-        for (size_t i = 0; i < CORPUS.count; i++) {
-            fprintf(f, "%zu\n", CORPUS.n[i]);
-            fwrite(CORPUS.p[i], 1, CORPUS.n[i], f);
+        for (size_t i = 0; i < D->count; i++) {
+            fprintf(f, "%zu\n", D->n[i]);
+            fwrite(D->p[i], 1, D->n[i], f);
         }
         CHECK_OR_RET(!fclose(f), "write %s", in);
     }
@@ -971,13 +972,13 @@ static int agree(const char *spec, const char *file, const char *pattern, size_t
     tdm_err e = {0};
     tokenizer *t = NULL;
     CHECK_OR_RET(!tokenizer_load(path, pattern, &t, &e), "load %s: %s", path, e.msg);
-    tok_ids *ours = calloc(CORPUS.count, sizeof *ours);
-    int rc = tokenizer_encode_docs(t, CORPUS.count, (const char *const *)CORPUS.p, CORPUS.n, 2,
+    tok_ids *ours = calloc(D->count, sizeof *ours);
+    int rc = tokenizer_encode_docs(t, D->count, (const char *const *)D->p, D->n, 2,
                                    ours, &e);
     char *ref = read_file(out, &n);
     size_t mism = 0, total = 0;
     char *line = ref;
-    for (size_t d = 0; d < CORPUS.count && !rc && ref; d++) {
+    for (size_t d = 0; d < D->count && !rc && ref; d++) {
         char *nl = strchr(line, '\n');
         if (!nl) {
             mism++;
@@ -1009,18 +1010,23 @@ static int agree(const char *spec, const char *file, const char *pattern, size_t
         total += k;
         line = nl + 1;
     }
-    for (size_t d = 0; d < CORPUS.count; d++) tok_ids_free(&ours[d]);
+    for (size_t d = 0; d < D->count; d++) tok_ids_free(&ours[d]);
     free(ours);
     free(ref);
     tokenizer_free(t);
-    printf("  agreement %-16s %s: %zu documents (%zu generated, %zu real files, %zu bytes), %zu "
-           "tokens, %zu "
-           "mismatches\n",
-           spec, file, CORPUS.count, N_GEN, N_REAL, CORPUS.bytes, total, mism);
+    if (D == &CORPUS)
+        printf("  agreement %-16s %s: %zu documents (%zu generated, %zu real files, %zu bytes), %zu tokens, %zu "
+               "mismatches\n", spec, file, CORPUS.count, N_GEN, N_REAL, CORPUS.bytes, total, mism);
+    else
+        printf("  agreement %-16s %s: %zu documents (%zu bytes), %zu tokens, %zu mismatches\n", spec, file, D->count,
+               D->bytes, total, mism);
     *ntok = total;
-    CHECK_OR_RET(!rc && ref && mism == 0, "%s: %zu of %zu documents differ", spec, mism,
-                 CORPUS.count);
+    CHECK_OR_RET(!rc && ref && mism == 0, "%s: %zu of %zu documents differ", spec, mism, D->count);
     return 0;
+}
+
+static int agree(const char *spec, const char *file, const char *pattern, size_t *ntok) {
+    return agree_docs(spec, file, pattern, &CORPUS, "docs.bin", ntok);
 }
 
 static void test_agree_tiktoken(void) {
@@ -1049,6 +1055,77 @@ static void test_agree_hf(void) {
     CHECK(mkdir(dir, 0777) == 0 && tok_export_byte_level(dir, 64, &e) == 0 && rename(from, to) == 0,
           "export the byte-level tokenizer: %s", e.msg);
     CHECK(!agree("hf-bytes", "bytes.json", NULL, &n), "bytes.json");
+}
+
+/* Added tokens that are not special (Qwen2.5's <tool_call>, <|fim_prefix|>, ...) are
+ * matched in text as Hugging Face matches them, the text between them encoded on its own:
+ * leftmost-longest, lstrip / rstrip, "normalized" under NFC, ByteLevel's prefix space for
+ * each part (tests/tokenizer/added.py). They were never matched: "<tool_call>" became six
+ * byte-level pieces where transformers gives one id. Compared with the reference on edge
+ * cases and on real documents with tokens put in; a token holding a line end turns the
+ * parallel cuts off, and the parallel ids stay the one-thread ids. */
+static void test_agree_added(void) {
+    if (!REF[0]) return;
+    build_corpus();
+    static const char *const edge[] = {
+        "hello<tool_call>world</tool_call> end", "<tool_call>start", "x <think>  inner </think>  after",
+        "a<tool b<tool_call>c", "nothing here", "  <think>\n\nq", "tail </think>", "<|fim_prefix|>def f():\n  return 1",
+        "\xce\xa9mega\xce\xa9mega! ok", "e\xcc\x81<tool_call>\xcc\x81x", "<tool_call><tool_call>", " <tool_call> spaced",
+        "word\n<think>\nnext", "x<|a\nb|>y", "\xe3\x80\x80<think>\xc2\xa0y", "</think>\xe2\x80\x83\xe2\x80\x83z"};
+    static const char *const put[] = {"<tool_call>", "</tool_call>", "<tool", "<|fim_prefix|>", "<think>", "</think>",
+                                      "\xce\xa9mega", "<|a\nb|>", " <think> ", "\n</think>\n"};
+    docs D = {0};
+    for (size_t i = 0; i < sizeof edge / sizeof *edge; i++) docs_add(&D, edge[i], strlen(edge[i]));
+    uint64_t h = 88172645463325252ull;
+    for (size_t i = 0; i < CORPUS.count; i += 3) {
+        buf_t b = {0};
+        size_t at = 0, n = CORPUS.n[i];
+        for (int k = 0; k < 4 && n; k++) {
+            h ^= h << 13, h ^= h >> 7, h ^= h << 17;
+            size_t p = at + (size_t)(h % (n - at + 1));
+            while (p < n && p > at && ((unsigned char)CORPUS.p[i][p] & 0xc0) == 0x80) p--; /* a character's start */
+            buf_putn(&b, CORPUS.p[i] + at, p - at);
+            buf_puts(&b, put[h % (sizeof put / sizeof *put)]);
+            at = p;
+        }
+        buf_putn(&b, CORPUS.p[i] + at, n - at);
+        docs_add(&D, b.p ? b.p : "", b.n);
+        buf_free(&b);
+    }
+    static const char *const make[][3] = {{"gpt2.json", "gpt2-added.json", ""},
+                                          {"qwen2-nfc.json", "qwen2-added.json", ""},
+                                          {"gpt2.json", "gpt2-added-pre.json", "prefix"}};
+    for (int k = 0; k < 3; k++) {
+        char cmd[13000];
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/tokenizer/added.py' '%s/files/%s' '%s/files/%s' %s", ROOT,
+                 REF, make[k][0], REF, make[k][1], make[k][2]);
+        CHECK(run_cmd(cmd) == 0, "%s", cmd);
+        char spec[64];
+        snprintf(spec, sizeof spec, "hf-%s", make[k][1]);
+        size_t n;
+        CHECK(!agree_docs(spec, make[k][1], NULL, &D, "added.bin", &n), "%s", make[k][1]);
+    }
+    /* the parallel encoder on all of it: the same ids as one thread (no cut falls inside
+     * <|a\nb|>: cuts are off for this tokenizer) */
+    char path[4400];
+    snprintf(path, sizeof path, "%s/files/gpt2-added.json", REF);
+    tdm_err e = {0};
+    tokenizer *t = NULL;
+    CHECK(!tokenizer_load(path, NULL, &t, &e), "%s", e.msg);
+    buf_t all = {0};
+    for (int rep = 0; rep < 3; rep++)
+        for (size_t i = 0; i < D.count; i++) buf_putn(&all, D.p[i], D.n[i]);
+    tok_ids one = {0}, par = {0};
+    CHECK(t && !tokenizer_encode(t, all.p, all.n, &one, &e) && !tokenizer_encode_parallel(t, all.p, all.n, 4, &par, &e),
+          "%s", e.msg);
+    CHECK(one.n == par.n && one.n && !memcmp(one.v, par.v, one.n * sizeof *one.v), "parallel: %zu ids, one thread %zu",
+          par.n, one.n);
+    CHECK(t && tokenizer_safe_cut(t, "a\nb\nc", 5) == 0, "a safe cut with a line-end token");
+    tok_ids_free(&one);
+    tok_ids_free(&par);
+    buf_free(&all);
+    tokenizer_free(t);
+    docs_free(&D);
 }
 
 /* encode_parallel and encode_docs give exactly encode's ids */
@@ -1303,6 +1380,7 @@ int main(void) {
     RUN(test_roundtrip);
     setup_ref();
     RUN(test_agree_tiktoken);
+    RUN(test_agree_added);
     RUN(test_agree_hf);
     RUN(test_parallel_identical);
     RUN(test_safe_cut);
