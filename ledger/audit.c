@@ -164,6 +164,13 @@ int audit_chain_read(store *st, audit_chain *c, tdm_err *e) {
                      i ? "alpha/%zu.mp was altered: its hash is not the one alpha/%zu.mp links to"
                        : "alpha/%zu.mp was altered: the first record must link to zeros (record %zu)",
                      i ? i - 1 : 0, i);
+        } else if (i && c->rec[i - 1].has_gen && !a->has_gen) {
+            /* a run that seals its records seals every later one (a store begun before
+             * records were sealed has none sealed before): one without, after a sealed
+             * one, lost its seal to damage or an edit, and nothing vouches for it */
+            c->ok = 0, c->bad = i;
+            snprintf(c->problem, sizeof c->problem, "%s has no seal (gen, self) although alpha/%zu.mp before it "
+                     "has one: damaged or edited", key, i - 1);
         } else if (!on_simplex(a->alpha, a->M) || !on_simplex(a->alpha_next, a->M)) {
             /* every α a run writes sums to 1 (to rounding): one that does not was edited */
             c->ok = 0, c->bad = i;

@@ -238,6 +238,9 @@ int ckpt_alpha_record(ckpt *c, const rec_alpha *a, sha256_digest *hash, tdm_err 
  * damaged record and the repair otherwise: a run never goes on with a hole in its audit
  * trail. Reads `records` small objects. */
 int ckpt_check_chain(ckpt *c, uint64_t records, const sha256_digest *head, tdm_err *e);
+/* The same, *bad set to the record it stopped at (missing, damaged, unreadable; records
+ * when the chain holds). */
+int ckpt_check_chain_at(ckpt *c, uint64_t records, const sha256_digest *head, uint64_t *bad, tdm_err *e);
 
 /* Reports (stderr) the α records missing between the part of the chain a state vouches
  * for (`records`) and the newest record in the store — a hole past the state, which the

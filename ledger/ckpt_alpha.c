@@ -53,8 +53,15 @@ int ckpt_supersede_alpha_after(ckpt *c, uint64_t after, uint64_t change, int *mo
 /* ------------------------------------------------------------------ α records */
 
 int ckpt_check_chain(ckpt *c, uint64_t records, const sha256_digest *head, tdm_err *e) {
+    uint64_t bad;
+    return ckpt_check_chain_at(c, records, head, &bad, e);
+}
+
+int ckpt_check_chain_at(ckpt *c, uint64_t records, const sha256_digest *head, uint64_t *bad, tdm_err *e) {
     const char *url = store_url(c->st);
     sha256_digest prev = {0};
+    int sealed = 0; /* the record before carried a seal: so must this one (audit.c) */
+    *bad = records;
     for (uint64_t t = 0; t < records; t++) {
         char key[64];
         ledger_alpha_key(key, sizeof key, t);
@@ -68,18 +75,23 @@ int ckpt_check_chain(ckpt *c, uint64_t records, const sha256_digest *head, tdm_e
         if (rc == STORE_NOT_FOUND) {
             problem = "is missing: the audit trail has a hole";
         } else if (rc) {
+            *bad = t; /* unreadable (something that is no object there?): the caller asks */
             return rc;
         } else if (rec_alpha_decode(data, n, key, &a, &de) != 0) {
             snprintf(why, sizeof why, "is damaged (%.1000s)", de.msg);
             problem = why;
         } else if (a.t != t || !sha256_equal(&a.prev, &prev)) {
             problem = "does not link to the record before it";
+        } else if (sealed && !a.has_gen) {
+            problem = "has no seal (gen, self) although the record before it has one: damaged or edited";
         } else {
+            sealed = a.has_gen;
             rec_alpha_hash(&a, &prev);
             if (t + 1 == records && !sha256_equal(&prev, head))
                 problem = "is not the record the newest state vouches for";
         }
         free(data);
+        if (problem) *bad = t;
         if (problem)
             return err_set(e, ERR_STORE,
                            "%s/%s %s, inside the part of the α chain that the newest state "
@@ -185,7 +197,10 @@ int ckpt_alpha_record(ckpt *c, const rec_alpha *in, sha256_digest *hash, tdm_err
         rec_alpha stored;
         tdm_err de;
         sha256_digest sh;
-        /* damaged (its own digest says so, or it does not decode): re-derived */
+        /* damaged (its own digest says so, or it does not decode): re-derived; so is one
+         * without a seal where this writer seals (a run's records are all sealed since it
+         * began sealing them, c->legacy says otherwise): its seal was lost to damage or an
+         * edit, and an "intact" record that differs would be called nondeterminism */
         int bad = rec_alpha_decode(old, on, key, &stored, &de) != 0;
         rec_alpha plain = a; /* ours as a version before "seen" wrote it */
         plain.has_seen = 0;
@@ -196,6 +211,13 @@ int ckpt_alpha_record(ckpt *c, const rec_alpha *in, sha256_digest *hash, tdm_err
         } else if (!bad && !stored.has_seen && sha256_equal(&sh, &ph)) {
             rc = 0; /* it agrees with a record written before tokens seen were recorded: */
             *hash = sh; /* that record stays, and the chain goes on from its hash */
+        } else if (!bad && !stored.has_gen && !c->legacy) {
+            /* an unsealed record where this writer seals (c->legacy says its run's records are
+             * sealed) that the replay does not reproduce: its seal was lost to damage or an
+             * edit, and it was called nondeterminism (exit 4, no way back) — replaced */
+            snprintf(de.msg, sizeof de.msg, "%s: has no seal (gen, self) although this run's records carry one: "
+                     "damaged or edited", key);
+            ckpt_judge_stored(c, key, old, on, &ver, de.msg, 0, 0, stored.seq, data, n, &rc, e);
         } else if (ckpt_judge_stored(c, key, old, on, &ver, bad ? de.msg : NULL, stored.has_gen,
                                      stored.gen, stored.seq, data, n, &rc, e)) {
             /* settled: replaced, or fenced out */

@@ -50,13 +50,34 @@ static int matches_layout(const ckpt *c, const rec_state *r, char *why, size_t c
     return 1;
 }
 
-/* Whether something that is no object stands at one of <prefix>0.mp .. <prefix>(n-1).mp
- * (store_obstacle): asked only after a read of them failed. */
-static int ckpt_obstacle_in(ckpt *c, uint64_t n, const char *prefix) {
-    for (uint64_t t = 0; t < n; t++) {
+/* Whether something that is no object stands at <prefix><t>.mp (store_obstacle): asked
+ * only of the record a read stopped at (t < n; the records before it read). Asking every
+ * key below a state's count stat'ed 2^32 of them for a state claiming so many records,
+ * deaf to SIGTERM. */
+static int ckpt_obstacle_at(ckpt *c, uint64_t t, uint64_t n, const char *prefix) {
+    if (t >= n) return 0;
+    char key[64];
+    snprintf(key, sizeof key, "%s%llu.mp", prefix, (unsigned long long)t);
+    return store_obstacle(c->st, key);
+}
+
+/* Whether the newest of the states seqs[0..n) (newest first) that decodes carries a seal:
+ * a store whose states are sealed from some point on has every later one sealed. */
+static int ckpt_older_sealed(ckpt *c, const uint64_t *seqs, size_t n) {
+    for (size_t j = 0; j < n; j++) {
         char key[64];
-        snprintf(key, sizeof key, "%s%llu.mp", prefix, (unsigned long long)t);
-        if (store_obstacle(c->st, key)) return 1;
+        ledger_state_key(key, sizeof key, seqs[j]);
+        void *data = NULL;
+        size_t len = 0;
+        tdm_err e;
+        if (store_get(c->st, key, &data, &len, NULL, &e)) continue;
+        rec_state r;
+        int ok = rec_state_decode(data, len, key, &r, &e) == 0;
+        free(data);
+        if (!ok) continue;
+        int sealed = r.has_gen;
+        rec_state_free(&r);
+        return sealed;
     }
     return 0;
 }
@@ -278,6 +299,13 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
             }
             snprintf(why, sizeof why, "cannot be used: %.1100s", de.msg);
         }
+        else if (!rec->has_gen && ckpt_older_sealed(c, seqs + i + 1, ns - i - 1)) {
+            /* a run that seals its states seals every later one: this one lost its seal to
+             * damage or an edit (past HEAD nothing else vouches for it), and a resume from it
+             * went on silently from whatever it held */
+            snprintf(why, sizeof why, "has no seal (gen, self) although an older state has one: damaged or edited");
+            rec_state_free(rec);
+        }
         else if (rec->has_gen && rec->gen > c->gens.n) {
             /* generations only grow and change records are never removed: a state of a
              * generation the store has no record of means a change record was lost, and
@@ -321,8 +349,9 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
          * (a commit cut off before HEAD moved) this is not even damage. Issue 26: a deleted
          * last record used to strand the run (exit 3, and repair had nothing to do). */
         tdm_err ce;
-        rc = ckpt_check_chain(c, rec->alpha_records, &rec->alpha_head, &ce);
-        if (rc && ckpt_obstacle_in(c, rec->alpha_records, LEDGER_ALPHA)) {
+        uint64_t bad_at;
+        rc = ckpt_check_chain_at(c, rec->alpha_records, &rec->alpha_head, &bad_at, &ce);
+        if (rc && ckpt_obstacle_at(c, bad_at, rec->alpha_records, LEDGER_ALPHA)) {
             /* something that is no object in a record's place (a directory, a FIFO): the
              * replay's writes would meet it too — said, nothing changed, exit 3, for the
              * user to remove (a record that cannot be read otherwise, damaged on S3 or an
@@ -345,6 +374,19 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
             continue;
         }
         int trc = 0;
+        if (rec->has_gen && !matches_layout(c, rec, why, sizeof why)) {
+            /* a sealed state is intact (its own digest holds): a model other than the one
+             * the pinned config describes means RUN was changed (its config_sha256 made to
+             * match) or damaged — every state would be passed over and the seed replay end
+             * in "nondeterminism"; said, nothing changed */
+            rec_state_free(rec);
+            free(seqs);
+            return err_set(e, ERR_STORE,
+                           "%s/%s is intact (its seal holds) but does not hold the model the config %s/RUN pins "
+                           "describes (%s): RUN was changed or damaged; restore it from a copy of the store "
+                           "(nothing was changed)",
+                           url, key, url, why);
+        }
         if (!matches_layout(c, rec, why, sizeof why) || (trc = read_tensors(c, rec, why, sizeof why, e))) {
             if (trc > 0) { /* an obstacle in a chunk's place: as for the α records above */
                 rec_state_free(rec);

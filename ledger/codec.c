@@ -60,10 +60,16 @@ static uint64_t be(const uint8_t *p, int n) {
     return v;
 }
 
-/* Skips one object at p[*off..n). Returns 0, or -1 when malformed, truncated, too deep,
- * or declaring more elements than bytes remain (each element takes ≥ 1 byte). */
-static int skip(const uint8_t *p, size_t n, size_t *off, int depth) {
-    if (depth > MAX_DEPTH || *off >= n) return -1;
+/* Elements in one record at most: the largest state manifests hold a few hundred
+ * thousand (chunk digests, views); the unpacker takes ~24 bytes each, so a sparse file of
+ * zero bytes declaring 250M of them took 6 GB in every command that read it. */
+#define CODEC_MAX_ELEMS ((uint64_t)8 << 20)
+
+/* Skips one object at p[*off..n), counting elements in *count. Returns 0, or -1 when
+ * malformed, truncated, too deep, declaring more elements than bytes remain (each element
+ * takes ≥ 1 byte) or more than CODEC_MAX_ELEMS in all. */
+static int skip(const uint8_t *p, size_t n, size_t *off, int depth, uint64_t *count) {
+    if (depth > MAX_DEPTH || *off >= n || ++*count > CODEC_MAX_ELEMS) return -1;
     uint8_t t = p[(*off)++];
     uint64_t len = 0, elems = 0;
     int hdr = 0;
@@ -108,9 +114,9 @@ static int skip(const uint8_t *p, size_t n, size_t *off, int depth) {
         *off += (size_t)len;
         return 0;
     }
-    if (elems > n - *off) return -1;
+    if (elems > n - *off || elems > CODEC_MAX_ELEMS) return -1;
     for (uint64_t i = 0; i < elems; i++)
-        if (skip(p, n, off, depth + 1)) return -1;
+        if (skip(p, n, off, depth + 1, count)) return -1;
     return 0;
 }
 
@@ -118,11 +124,12 @@ int codec_parse(const void *data, size_t n, const char *what, codec_parsed *out,
     out->root = NULL;
     msgpack_unpacked_init(&out->u);
     size_t off = 0;
-    if (skip(data, n, &off, 0) || off != n)
+    uint64_t count = 0;
+    if (skip(data, n, &off, 0, &count) || off != n)
         return err_set(e, ERR_STORE,
-                       "%s: not a valid msgpack record (truncated, corrupt or with trailing "
-                       "bytes; %zu bytes)",
-                       what, n);
+                       "%s: not a valid msgpack record (truncated, corrupt, with trailing bytes or more than "
+                       "%llu values; %zu bytes)",
+                       what, (unsigned long long)CODEC_MAX_ELEMS, n);
     size_t pos = 0;
     msgpack_unpack_return r = msgpack_unpack_next(&out->u, data, n, &pos);
     if (r != MSGPACK_UNPACK_SUCCESS || pos != n) {

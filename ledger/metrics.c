@@ -1,6 +1,7 @@
 /* metrics.c — the per-episode rows of metrics/; see metrics.h. */
 #include "ledger/metrics.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,11 +28,26 @@ static int get_step_loss(const codec_map_reader *r, const msgpack_object *o, con
     return rc;
 }
 
-/* step_first comes with step_loss (rows before per-step losses have neither) */
+static int finite_nonneg(double v) { return isfinite(v) && v >= 0; }
+
+/* step_first comes with step_loss (rows before per-step losses have neither); what a run
+ * measures of time, speed, rates, α and tokens is finite and not negative (a row holding
+ * inf had status print "speed inf tokens/s"); losses and the gradient norm may be NaN or
+ * inf (a diverged step) */
 static int check_metrics(const codec_map_reader *r, void *rec) {
-    (void)rec;
+    const rec_metrics *m = rec;
     if (!codec_field(r, "step_loss") != !codec_field(r, "step_first"))
         return codec_field_error(r, codec_field(r, "step_loss") ? "step_first" : "step_loss", "is missing");
+    const struct { const char *key; double v; } one[] = {{"tokens_per_s", m->tokens_per_s}, {"episode_s", m->episode_s},
+                                                         {"commit_s", m->commit_s}, {"time", m->time},
+                                                         {"lr", m->lr}, {"lr_alpha", m->lr_alpha}};
+    for (size_t i = 0; i < sizeof one / sizeof *one; i++)
+        if (!finite_nonneg(one[i].v)) return codec_field_error(r, one[i].key, "is not a finite number >= 0");
+    for (int d = 0; d < m->M; d++) {
+        if (!finite_nonneg(m->alpha[d]) || m->alpha[d] > 1 + 1e-9) return codec_field_error(r, "alpha", "holds a weight outside [0, 1]");
+        if (m->has_seen && (!finite_nonneg(m->seen[d]) || !finite_nonneg(m->epochs[d])))
+            return codec_field_error(r, "seen", "or epochs holds a value that is not a finite number >= 0");
+    }
     return 0;
 }
 

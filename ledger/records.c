@@ -587,6 +587,10 @@ static int check_state(const codec_map_reader *r, void *rec) {
     int known = 0;
     for (const char *const *k = STEP_NAMES; *k; k++) known |= strcmp(*k, s->step) == 0;
     if (!known) return codec_field_error(r, "step", "is not probe, alpha, free or done");
+    /* one record per episode's α step, at most: a state claiming more (2^32 - 1) had a
+     * load walk that many keys */
+    if (s->alpha_records > s->episode + 1)
+        return codec_field_error(r, "alpha_records", "is more than one α record per episode done");
     static const char *const ep[] = {"ep_loss_u", "ep_loss_w", "ep_free_loss", "ep_grad", "ep_free_n"};
     int present = 0;
     for (int k = 0; k < 5; k++) present += codec_field(r, ep[k]) != NULL;

@@ -128,6 +128,7 @@ typedef struct verify_ctx {
     vouch *vouches;
     size_t nv;
     int run_seed_bad;
+    uint64_t sealed_min; /* the lowest seq of a sealed state (UINT64_MAX: none) */
 } verify_ctx;
 
 /* One state manifest: its seed and generation against the run's, every chunk it names
@@ -150,6 +151,13 @@ static int check_state(verify_ctx *v, uint64_t seq, tdm_err *e) {
         return got;
     }
     int rc = 0, state_ok = 1;
+    if (!s.has_gen && s.seq > v->sealed_min) { /* as the load judges it (ckpt_load.c) */
+        char older[64];
+        ledger_state_key(older, sizeof older, v->sealed_min);
+        add_line(r, VERIFY_FAULT, 0, "%s has no seal (gen, self) although %s before it has one: damaged or edited; "
+                 "tandem run sets it aside and falls back to an older state", key, older);
+        state_ok = 0;
+    }
     vouch *nvp = realloc(v->vouches, (v->nv + 1) * sizeof *nvp);
     if (nvp) (v->vouches = nvp)[v->nv++] = (vouch){s.seq, s.alpha_records, s.alpha_head};
     if (pin->have && !v->run_seed_bad && s.seed != pin->seed) {
@@ -307,7 +315,7 @@ int ledger_verify(store *st, const char *url, const ledger_pin *pin, ledger_veri
     memset(r, 0, sizeof *r);
     r->mixture_ok = -1;
     r->orphan_blobs = -1;
-    verify_ctx v = {.st = st, .url = url, .pin = pin, .r = r};
+    verify_ctx v = {.st = st, .url = url, .pin = pin, .r = r, .sealed_min = UINT64_MAX};
     /* the pin, judged exactly as `tandem run` judges it: a fault here is a run refused */
     if (!pin->ok) add_line(r, VERIFY_FAULT, 0, "%s", pin->problem ? pin->problem : "RUN is damaged");
     else add_line(r, VERIFY_OK, 0, "RUN (pinned config)");
@@ -345,14 +353,15 @@ int ledger_verify(store *st, const char *url, const ledger_pin *pin, ledger_veri
      * RUN is the odd one out; otherwise a state of another seed is another run's */
     size_t seed_match = 0, seed_other = 0;
     uint64_t other_seed = 0;
-    for (size_t i = 0; !rc && pin->have && i < ns; i++) {
+    for (size_t i = 0; !rc && i < ns; i++) { /* the seeds, and where the states are sealed from */
         char key[64];
         ledger_state_key(key, sizeof key, seqs[i]);
         rec_state s;
         tdm_err de;
         if (ledger_read(st, REC_KIND_STATE, key, NULL, &s, &de) == 0) {
-            if (s.seed == pin->seed) seed_match++;
-            else seed_other++, other_seed = s.seed;
+            if (s.has_gen && s.seq < v.sealed_min) v.sealed_min = s.seq;
+            if (pin->have && s.seed == pin->seed) seed_match++;
+            else if (pin->have) seed_other++, other_seed = s.seed;
             rec_state_free(&s);
         }
     }

@@ -30,6 +30,21 @@ int run_state_load(store *st, const uint64_t *seq, int dataset_optional, const c
     if (!rc && !dataset_optional) rc = data_source_fingerprint(st, &rs->ds, 0, 0, e);
     if (!rc) rc = model_source_config(&rs->cfg, &rs->ds, &rs->mc, e);
     if (!rc) rc = model_layout_init(&rs->lay, &rs->mc, e);
+    /* the model RUN's config describes against the state HEAD names, before its buffers
+     * are allocated: a RUN changed to a vocabulary of 16M took 6 GB here, then said the
+     * states were damaged (ckpt_load says it too, for every state it reads) */
+    rec_head h;
+    rec_state hs;
+    int have = 0;
+    tdm_err he;
+    if (!rc && !seq && audit_head(st, &h, &hs, &have, &he) == 0 && have) {
+        if (hs.has_gen && hs.ntensors && hs.tensors[0].shape[0] != rs->lay.numel)
+            rc = err_set(e, ERR_STORE, "%s/%s is intact (its seal holds) but holds a model of %llu parameters, and the "
+                         "config %s/RUN pins describes one of %zu: RUN was changed or damaged; restore it from a copy "
+                         "of the store (nothing was changed)", store_url(st), h.state,
+                         (unsigned long long)hs.tensors[0].shape[0], store_url(st), rs->lay.numel);
+        rec_state_free(&hs);
+    }
     if (!rc && !(rs->ck = ckpt_model_open(st, &rs->lay, 64u << 20, e))) rc = e->code;
     /* the run's config generation: states made after an allowed config change carry it */
     ckpt_gens gens = {0};

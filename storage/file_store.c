@@ -380,9 +380,14 @@ static int walk(store *s, const char *rel, const char *prefix, store_list *out, 
         size_t m = klen < plen ? klen : plen;
         if (strncmp(key, prefix, m) == 0) { /* key is a prefix of prefix or matches it */
             char *full = join(dir, name);
-            struct stat st;
+            struct stat st, lst;
+            /* a linked directory is not walked into: a link to "." or to / made every
+             * listing endless or a walk of the whole file system (verify, gc, a run deaf
+             * to SIGTERM); writes refuse such a path (key_dirs_plain), so no key of the
+             * store's lies there */
+            int linked = full && lstat(full, &lst) == 0 && S_ISLNK(lst.st_mode);
             if (full && stat(full, &st) == 0) {
-                if (S_ISDIR(st.st_mode)) r = walk(s, key, prefix, out, e);
+                if (S_ISDIR(st.st_mode)) r = linked ? 0 : walk(s, key, prefix, out, e);
                 else if (S_ISREG(st.st_mode) && klen >= plen && store_key_valid(key) &&
                          store_list_append(out, key))
                     r = err_set(e, ERR_INTERNAL, "out of memory");

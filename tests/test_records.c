@@ -347,6 +347,21 @@ static int dec_metrics(const void *d, size_t n, tdm_err *e) {
 static void test_truncated_and_mutated_inputs(void) {
     size_t n;
     void *buf;
+    {
+        /* an array declaring 9M elements, each a zero byte (a sparse file reads so): every
+         * byte is one, but the unpacker took 24 bytes each (250M: 6 GB in every command) —
+         * refused before unpacking */
+        size_t big = 9u << 20;
+        unsigned char *p = calloc(big + 5, 1);
+        CHECK(p, "memory");
+        p[0] = 0xdd, p[1] = (unsigned char)(big >> 24), p[2] = (unsigned char)(big >> 16), p[3] = (unsigned char)(big >> 8),
+        p[4] = (unsigned char)big;
+        rec_alpha a;
+        tdm_err e = {0};
+        CHECK(p && rec_alpha_decode(p, big + 5, "alpha/3.mp", &a, &e) != 0 && strstr(e.msg, "more than"),
+              "9M elements: %s", e.msg);
+        free(p);
+    }
     rec_head h = {.seq = 1, .epoch = 1};
     snprintf(h.state, sizeof h.state, "states/1.mp");
     buf = rec_head_encode(&h, &n);
