@@ -425,9 +425,14 @@ static int load_model(tokenizer *t, const char *path, const tjson *model, uint32
     return 0;
 }
 
+/* by first byte, then longest first (next_match takes the first that fits in a bucket) */
 static int longest_first(const void *a, const void *b) {
     const tok_match *x = a, *y = b;
-    return x->n != y->n ? (x->n < y->n ? 1 : -1) : memcmp(x->s, y->s, x->n);
+    unsigned char cx = (unsigned char)x->s[0], cy = (unsigned char)y->s[0];
+    if (cx != cy) return cx < cy ? -1 : 1;
+    if (x->n != y->n) return x->n < y->n ? 1 : -1;
+    int d = memcmp(x->s, y->s, x->n);
+    return d ? d : (x->order > y->order) - (x->order < y->order);
 }
 
 /* A flag of an added token: true, false or absent (dflt). */
@@ -458,22 +463,19 @@ static int add_match(tokenizer *t, const char *path, uint32_t i, const tjson *a,
         memcpy(s, c->u.s, c->n);
         n = c->n;
     }
-    for (size_t k = 0; k < t->nmatch; k++)
-        if (t->match[k].n == n && !memcmp(t->match[k].s, s, n)) { /* listed again: the later id */
-            t->match[k].id = id;
-            free(s);
-            return 0;
-        }
-    tok_match *m = realloc(t->match, (t->nmatch + 1) * sizeof *m);
+    /* room doubles when the count reaches a power of two (0, 1, 2, 4, ...) */
+    int full = (t->nmatch & (t->nmatch - 1)) == 0;
+    tok_match *m = !full ? t->match : realloc(t->match, (t->nmatch ? 2 * t->nmatch : 1) * sizeof *m);
     if (!m) {
         free(s);
         return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
     }
     t->match = m;
     int raw = t->nfc && !added_flag(a, "normalized", 1);
-    t->match[t->nmatch++] = (tok_match){s, n, id, added_flag(a, "lstrip", 0), added_flag(a, "rstrip", 0), raw};
+    t->match[t->nmatch] = (tok_match){s, n, id, added_flag(a, "lstrip", 0), added_flag(a, "rstrip", 0), raw,
+                                      (uint32_t)t->nmatch};
+    t->nmatch++;
     t->nraw += raw;
-    t->first[(unsigned char)s[0] >> 3] |= (unsigned char)(1u << ((unsigned char)s[0] & 7));
     if (memchr(s, '\n', n)) t->no_cuts = 1;
     return 0;
 }
@@ -515,6 +517,22 @@ static int load_added(tokenizer *t, const char *path, const tjson *added, uint32
     }
     /* longest first: next_match takes the first that fits, the longest at a place */
     if (t->nmatch > 1) qsort(t->match, t->nmatch, sizeof *t->match, longest_first);
+    /* a content listed again: the later listing's (adjacent after the sort, in order) */
+    size_t kept = 0;
+    for (size_t k = 0; k < t->nmatch; k++) {
+        if (k + 1 < t->nmatch && t->match[k + 1].n == t->match[k].n &&
+            !memcmp(t->match[k + 1].s, t->match[k].s, t->match[k].n)) {
+            t->nraw -= t->match[k].raw;
+            free(t->match[k].s);
+            continue;
+        }
+        t->match[kept++] = t->match[k];
+    }
+    t->nmatch = kept;
+    for (int c = 0, k = 0; c <= 256; c++) { /* bucket[c]: the first token beginning with c or later */
+        while ((size_t)k < t->nmatch && (unsigned char)t->match[k].s[0] < c) k++;
+        t->bucket[c] = (uint32_t)k;
+    }
     return 0;
 }
 

@@ -85,8 +85,7 @@ static size_t white_before(const char *s, size_t from, size_t end) {
 static long next_match(const tokenizer *t, const char *text, size_t from, size_t to, size_t end, size_t *at) {
     for (size_t p = from; p < to; p++) {
         unsigned char c = (unsigned char)text[p];
-        if (!(t->first[c >> 3] & (1u << (c & 7)))) continue;
-        for (size_t k = 0; k < t->nmatch; k++)
+        for (size_t k = t->bucket[c]; k < t->bucket[c + 1]; k++)
             if (t->match[k].n <= end - p && !memcmp(text + p, t->match[k].s, t->match[k].n)) {
                 *at = p;
                 return (long)k;
@@ -177,8 +176,7 @@ static int tok_nfc(const tokenizer *t, const char *text, size_t n, char **out, s
         size_t at = n;
         long k = -1;
         for (size_t p = i; p < n && k < 0; p++)
-            for (size_t m = 0; (t->first[(unsigned char)text[p] >> 3] >> ((unsigned char)text[p] & 7) & 1) &&
-                               m < t->nmatch; m++)
+            for (size_t m = t->bucket[(unsigned char)text[p]]; m < t->bucket[(unsigned char)text[p] + 1]; m++)
                 if (t->match[m].raw && t->match[m].n <= n - p && !memcmp(text + p, t->match[m].s, t->match[m].n)) {
                     at = p, k = (long)m;
                     break;

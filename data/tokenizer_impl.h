@@ -18,6 +18,7 @@ typedef struct tok_match {
     int lstrip, rstrip;
     int raw; /* not "normalized": under NFC, matched in the text as written, the parts
               * between such matches normalized each on its own (Hugging Face's order) */
+    uint32_t order; /* its place in added_tokens: of two with one content, the later wins */
 } tok_match;
 
 struct tokenizer {
@@ -29,9 +30,9 @@ struct tokenizer {
     int64_t eot;
     uint32_t *added; /* the added / special tokens' ids (their bytes are in m) */
     size_t nadded;
-    tok_match *match; /* the non-special added tokens, longest first */
+    tok_match *match; /* the non-special added tokens, by first byte, then longest first */
     size_t nmatch;
-    unsigned char first[32]; /* a bit per byte that begins one of them */
+    uint32_t bucket[257]; /* match[bucket[c] .. bucket[c + 1]) begin with the byte c */
     int no_cuts; /* one of them holds a '\n': a safe cut could fall inside a match */
     int nraw;    /* of them, raw ones (NFC only) */
     char digest[65];

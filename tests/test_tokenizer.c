@@ -432,6 +432,30 @@ static void test_hostile_json(void) {
         tokenizer_free(t);
         remove(big);
     }
+    {
+        /* non-special added tokens: a content listed twice means its later id (as the
+         * vocabulary reads it), the longest match wins, single_word is refused */
+        const char *m1[] = {"a b"};
+        char *j = tiny_json(m1, 1, GPT2_PRE,
+                            "[{\"id\":1001,\"content\":\"<x>\",\"special\":false},"
+                            "{\"id\":1002,\"content\":\"<x>y\",\"special\":false},"
+                            "{\"id\":1003,\"content\":\"<x>\",\"special\":false},"
+                            "{\"id\":1000,\"content\":\"<|endoftext|>\",\"special\":true}]");
+        tdm_err e = {0};
+        tokenizer *t = load_text("added2.json", j, strlen(j), NULL, &e);
+        CHECK(t, "load: %s", e.msg);
+        CHECK(t && encode_eq(t, "<x>", (uint32_t[]){1003}, 1), "<x>: the later id");
+        CHECK(t && encode_eq(t, "<x>y<x>", (uint32_t[]){1002, 1003}, 2), "<x>y<x>: longest first");
+        tok_ids sp = {0};
+        CHECK(t && tokenizer_encode(t, "<|endoftext|>", 13, &sp, &e) == 0 && sp.n > 1, "<|endoftext|>: %zu ids", sp.n);
+        for (size_t k = 0; k < sp.n; k++) CHECK(sp.v[k] != 1000, "a special token was matched");
+        tok_ids_free(&sp);
+        tokenizer_free(t);
+        free(j);
+        j = tiny_json(m1, 1, GPT2_PRE, "[{\"id\":1001,\"content\":\"<x>\",\"special\":false,\"single_word\":true}]");
+        CHECK(bad_load(j, strlen(j), NULL, "single_word"), "single_word on a non-special token");
+        free(j);
+    }
     static const char model_str[] = "{\"model\":\"x\",\"pre_tokenizer\":" GPT2_PRE "}";
     CHECK(bad_load(model_str, sizeof model_str - 1, NULL, "model is a string"), "model a string");
     struct {
