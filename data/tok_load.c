@@ -425,6 +425,11 @@ static int load_model(tokenizer *t, const char *path, const tjson *model, uint32
     return 0;
 }
 
+/* Whether a byte may begin a letter or digit where a safe cut falls (tokenizer.c cut_at). */
+static int cut_letter(unsigned char b) {
+    return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9') || b >= 0xc0;
+}
+
 /* by first byte, then longest first (next_match takes the first that fits in a bucket) */
 static int longest_first(const void *a, const void *b) {
     const tok_match *x = a, *y = b;
@@ -476,7 +481,14 @@ static int add_match(tokenizer *t, const char *path, uint32_t i, const tjson *a,
                                       (uint32_t)t->nmatch};
     t->nmatch++;
     t->nraw += raw;
-    if (memchr(s, '\n', n)) t->no_cuts = 1;
+    /* a safe cut is after a '\n', before a letter or digit: a match could hold one (a '\n'
+     * then such a byte inside it), an lstrip one beginning there take the '\n' before it,
+     * an rstrip one take the whitespace up to it (and the part after it, beyond the cut,
+     * then gets its prefix space) — no cuts then (a non-ASCII lead byte counts as a letter) */
+    for (size_t k = 0; k + 1 < n && !t->no_cuts; k++)
+        if (s[k] == '\n' && cut_letter((unsigned char)s[k + 1])) t->no_cuts = 1;
+    if (t->match[t->nmatch - 1].lstrip && cut_letter((unsigned char)s[0])) t->no_cuts = 1;
+    if (t->match[t->nmatch - 1].rstrip) t->no_cuts = 1;
     return 0;
 }
 

@@ -111,21 +111,24 @@ static int encode_range(const tokenizer *t, const char *text, size_t n, size_t f
     if (!t->nmatch) return encode_plain(t, text, n, from, to, cache, out);
     int after_match = 0, rc = 0;
     for (size_t i = from; !rc && i < to;) {
-        size_t at = to;
+        size_t at = to, next;
         long k = next_match(t, text, i, to, to, &at);
         size_t end = at; /* the part before the match */
         if (k >= 0 && t->match[k].lstrip) end -= white_before(text, i, at);
+        /* how far the part's pre-tokenizer may look: to the match that ends it; for a part
+         * that runs on past `to` (a cut), the text's end — unless a match begins right at
+         * the cut, which ends the part there (as the whole text's encoding would) */
+        size_t vis = k >= 0 ? end : to < n && next_match(t, text, to, to + 1, n, &next) >= 0 ? to : n;
         if (end > i) {
             if (after_match && t->add_prefix_space && text[i] != ' ') {
-                char *sp = malloc(end - i + 1);
+                char *sp = malloc(vis - i + 1);
                 if (!sp) return -1;
                 sp[0] = ' ';
-                memcpy(sp + 1, text + i, end - i);
-                rc = encode_plain(t, sp, end - i + 1, 0, end - i + 1, cache, out);
+                memcpy(sp + 1, text + i, vis - i);
+                rc = encode_plain(t, sp, vis - i + 1, 0, end - i + 1, cache, out);
                 free(sp);
             } else {
-                /* a part that a match ends is pre-tokenized on its own (no look past it) */
-                rc = encode_plain(t, text, k >= 0 ? end : n, i, end, cache, out);
+                rc = encode_plain(t, text, vis, i, end, cache, out);
             }
         }
         if (rc || k < 0) break;

@@ -33,7 +33,7 @@ struct tokenizer {
     tok_match *match; /* the non-special added tokens, by first byte, then longest first */
     size_t nmatch;
     uint32_t bucket[257]; /* match[bucket[c] .. bucket[c + 1]) begin with the byte c */
-    int no_cuts; /* one of them holds a '\n': a safe cut could fall inside a match */
+    int no_cuts; /* a safe cut could fall inside a match, or end an lstrip one's strip (tok_load.c) */
     int nraw;    /* of them, raw ones (NFC only) */
     char digest[65];
     char kind[48];

@@ -364,6 +364,22 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
         return err_set(e, ERR_USAGE, "the config path on the nodes must be absolute, not %.200s",
                        o->config_path);
     common_warnings(warn, o);
+    /* --sweep values are passed on as given (each point's store is named by them): a
+     * relative path among them is read where the job runs */
+    for (int i = 0; o->workdir && strcmp(workdir, o->workdir) && i < o->nsweeps; i++) {
+        const char *t = o->sweep_texts[i], *eq = strchr(t, '=');
+        char key[128], one[CONFIG_STR_MAX];
+        if (!eq || (size_t)(eq - t) >= sizeof key) continue;
+        snprintf(key, sizeof key, "%.*s", (int)(eq - t), t);
+        int relative = 0;
+        for (const char *v = eq + 1; *v && !relative; v += strcspn(v, ",") + (v[strcspn(v, ",")] != '\0')) {
+            snprintf(one, sizeof one, "%.*s", (int)strcspn(v, ","), v);
+            relative = config_relative_path(key, one) != NULL;
+        }
+        if (relative)
+            warnf(warn, "--sweep %s: a relative path among its values is read where the job runs (%s), not here; "
+                        "give the paths absolute", key, workdir);
+    }
     if (c->run.device != CONFIG_DEVICE_CPU && k->gpus_per_node > 0 &&
         k->tasks_per_node != k->gpus_per_node)
         warnf(warn, "cluster.tasks_per_node = %d with %d GPUs per node: each rank computes on one "

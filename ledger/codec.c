@@ -60,16 +60,19 @@ static uint64_t be(const uint8_t *p, int n) {
     return v;
 }
 
-/* Elements in one record at most: the largest state manifests hold a few hundred
- * thousand (chunk digests, views); the unpacker takes ~24 bytes each, so a sparse file of
- * zero bytes declaring 250M of them took 6 GB in every command that read it. */
+/* Elements in one record at most: 8M, or one per 8 bytes of a larger record. A state
+ * manifest's are mostly chunk digests of 34 bytes each (a small checkpoint.chunk_kib on a
+ * large model gives millions: the record stays well within the bound); the unpacker takes
+ * ~24 bytes an element, so a sparse file of zero bytes — an element each — declaring 250M
+ * of them took 6 GB in every command that read it. */
 #define CODEC_MAX_ELEMS ((uint64_t)8 << 20)
+static uint64_t codec_max_elems(size_t n) { return n / 8 > CODEC_MAX_ELEMS ? n / 8 : CODEC_MAX_ELEMS; }
 
 /* Skips one object at p[*off..n), counting elements in *count. Returns 0, or -1 when
  * malformed, truncated, too deep, declaring more elements than bytes remain (each element
- * takes ≥ 1 byte) or more than CODEC_MAX_ELEMS in all. */
+ * takes ≥ 1 byte) or more than codec_max_elems(n) in all. */
 static int skip(const uint8_t *p, size_t n, size_t *off, int depth, uint64_t *count) {
-    if (depth > MAX_DEPTH || *off >= n || ++*count > CODEC_MAX_ELEMS) return -1;
+    if (depth > MAX_DEPTH || *off >= n || ++*count > codec_max_elems(n)) return -1;
     uint8_t t = p[(*off)++];
     uint64_t len = 0, elems = 0;
     int hdr = 0;
@@ -114,7 +117,7 @@ static int skip(const uint8_t *p, size_t n, size_t *off, int depth, uint64_t *co
         *off += (size_t)len;
         return 0;
     }
-    if (elems > n - *off || elems > CODEC_MAX_ELEMS) return -1;
+    if (elems > n - *off || elems > codec_max_elems(n)) return -1;
     for (uint64_t i = 0; i < elems; i++)
         if (skip(p, n, off, depth + 1, count)) return -1;
     return 0;
@@ -129,7 +132,7 @@ int codec_parse(const void *data, size_t n, const char *what, codec_parsed *out,
         return err_set(e, ERR_STORE,
                        "%s: not a valid msgpack record (truncated, corrupt, with trailing bytes or more than "
                        "%llu values; %zu bytes)",
-                       what, (unsigned long long)CODEC_MAX_ELEMS, n);
+                       what, (unsigned long long)codec_max_elems(n), n);
     size_t pos = 0;
     msgpack_unpack_return r = msgpack_unpack_next(&out->u, data, n, &pos);
     if (r != MSGPACK_UNPACK_SUCCESS || pos != n) {

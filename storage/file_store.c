@@ -356,7 +356,38 @@ static int fs_exists(store *s, const char *key, int *exists, tdm_err *e) {
 
 /* Appends the keys of regular files below root/rel (rel "" = root) that start with
  * prefix, skipping temporaries and the lock file. */
+/* The folders being walked, root first: a linked folder that is one of them (a link to
+ * "." or to a folder above it) is a loop. */
+typedef struct walk_path {
+    dev_t dev[64];
+    ino_t ino[64];
+    int n;
+} walk_path;
+
+/* Whether a folder (st) is not to be walked into: a loop (one of the folders being walked:
+ * a link to "." or above, a bind mount), past 64 levels, or, when `linked`, a folder that
+ * holds the store's root (a link to / or to the store's parent). */
+static int walk_loop(store *s, const walk_path *w, const struct stat *st, const char *full, int linked) {
+    if (w->n >= 64) return 1;
+    for (int i = 0; i < w->n; i++)
+        if (w->dev[i] == st->st_dev && w->ino[i] == st->st_ino) return 1;
+    if (!linked) return 0;
+    char target[PATH_MAX], root[PATH_MAX];
+    if (!realpath(full, target) || !realpath(root_of(s), root)) return 1;
+    size_t tn = strlen(target);
+    return !strcmp(target, "/") || (!strncmp(root, target, tn) && (root[tn] == '/' || !root[tn]));
+}
+
+static int walk_in(store *s, const char *rel, const char *prefix, store_list *out, walk_path *w, tdm_err *e);
+
 static int walk(store *s, const char *rel, const char *prefix, store_list *out, tdm_err *e) {
+    walk_path w = {.n = 0};
+    struct stat st;
+    if (stat(root_of(s), &st) == 0) w.dev[0] = st.st_dev, w.ino[0] = st.st_ino, w.n = 1;
+    return walk_in(s, rel, prefix, out, &w, e);
+}
+
+static int walk_in(store *s, const char *rel, const char *prefix, store_list *out, walk_path *w, tdm_err *e) {
     char *dir = *rel ? join(root_of(s), rel) : strdup(root_of(s));
     if (!dir) return err_set(e, ERR_INTERNAL, "out of memory");
     DIR *d = opendir(dir);
@@ -381,13 +412,17 @@ static int walk(store *s, const char *rel, const char *prefix, store_list *out, 
         if (strncmp(key, prefix, m) == 0) { /* key is a prefix of prefix or matches it */
             char *full = join(dir, name);
             struct stat st, lst;
-            /* a linked directory is not walked into: a link to "." or to / made every
-             * listing endless or a walk of the whole file system (verify, gc, a run deaf
-             * to SIGTERM); writes refuse such a path (key_dirs_plain), so no key of the
-             * store's lies there */
+            /* a linked folder that loops (a link to "." or to a folder above) or holds the
+             * store (a link to /) is not walked into: such links made every listing endless
+             * or a walk of the whole file system (verify, gc, a run deaf to SIGTERM). One
+             * to a folder elsewhere (states/ on another disk) is walked, as it reads */
             int linked = full && lstat(full, &lst) == 0 && S_ISLNK(lst.st_mode);
             if (full && stat(full, &st) == 0) {
-                if (S_ISDIR(st.st_mode)) r = linked ? 0 : walk(s, key, prefix, out, e);
+                if (S_ISDIR(st.st_mode) && !walk_loop(s, w, &st, full, linked)) {
+                    w->dev[w->n] = st.st_dev, w->ino[w->n] = st.st_ino, w->n++;
+                    r = walk_in(s, key, prefix, out, w, e);
+                    w->n--;
+                }
                 else if (S_ISREG(st.st_mode) && klen >= plen && store_key_valid(key) &&
                          store_list_append(out, key))
                     r = err_set(e, ERR_INTERNAL, "out of memory");

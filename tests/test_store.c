@@ -168,6 +168,17 @@ static void test_list_prefix_sorted_skips_temporaries(void) {
     CHECK(symlink("/", link) == 0, "link /");
     CHECK(store_list_prefix(s, "", &l, &e) == 0 && l.n == 5, "with linked directories: %zu keys", l.n);
     store_list_free(&l);
+    /* a folder linked from elsewhere (pins/ on another disk) is listed, as it reads */
+    char elsewhere[700], cmd2[3000];
+    snprintf(elsewhere, sizeof elsewhere, "%s-elsewhere", dir);
+    snprintf(cmd2, sizeof cmd2, "mkdir -p '%s' && printf x > '%s/7' && ln -s '%s' '%s/pins'", elsewhere, elsewhere,
+             elsewhere, dir);
+    CHECK(system(cmd2) == 0, "link pins/");
+    CHECK(store_list_prefix(s, "pins/", &l, &e) == 0 && l.n == 1 && !strcmp(l.keys[0], "pins/7"),
+          "a folder linked from elsewhere: %zu keys", l.n);
+    store_list_free(&l);
+    snprintf(cmd2, sizeof cmd2, "rm -rf '%s'", elsewhere);
+    CHECK(system(cmd2) == 0, "cleanup");
     store_close(s);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

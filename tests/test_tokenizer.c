@@ -1118,8 +1118,9 @@ static void test_agree_added(void) {
     }
     static const char *const make[][3] = {{"gpt2.json", "gpt2-added.json", ""},
                                           {"qwen2-nfc.json", "qwen2-added.json", ""},
-                                          {"gpt2.json", "gpt2-added-pre.json", "prefix"}};
-    for (int k = 0; k < 3; k++) {
+                                          {"gpt2.json", "gpt2-added-pre.json", "prefix"},
+                                          {"gpt2.json", "gpt2-added-cuts.json", "prefix cuts"}};
+    for (int k = 0; k < 4; k++) {
         char cmd[13000];
         snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/tokenizer/added.py' '%s/files/%s' '%s/files/%s' %s", ROOT,
                  REF, make[k][0], REF, make[k][1], make[k][2]);
@@ -1129,26 +1130,45 @@ static void test_agree_added(void) {
         size_t n;
         CHECK(!agree_docs(spec, make[k][1], NULL, &D, "added.bin", &n), "%s", make[k][1]);
     }
-    /* the parallel encoder on all of it: the same ids as one thread (no cut falls inside
-     * <|a\nb|>: cuts are off for this tokenizer) */
-    char path[4400];
-    snprintf(path, sizeof path, "%s/files/gpt2-added.json", REF);
-    tdm_err e = {0};
-    tokenizer *t = NULL;
-    CHECK(!tokenizer_load(path, NULL, &t, &e), "%s", e.msg);
+    /* all of it as one text: in parallel (cut at safe cuts) and streamed in two parts (cut
+     * at a safe cut, as prep gives a long document), the one-thread ids — with the
+     * line-end token (cuts off: no cut falls inside it) and with a token beginning with a
+     * letter, met right at a cut, and the prefix space on (cuts on) */
     buf_t all = {0};
     for (int rep = 0; rep < 3; rep++)
-        for (size_t i = 0; i < D.count; i++) buf_putn(&all, D.p[i], D.n[i]);
-    tok_ids one = {0}, par = {0};
-    CHECK(t && !tokenizer_encode(t, all.p, all.n, &one, &e) && !tokenizer_encode_parallel(t, all.p, all.n, 4, &par, &e),
-          "%s", e.msg);
-    CHECK(one.n == par.n && one.n && !memcmp(one.v, par.v, one.n * sizeof *one.v), "parallel: %zu ids, one thread %zu",
-          par.n, one.n);
-    CHECK(t && tokenizer_safe_cut(t, "a\nb\nc", 5) == 0, "a safe cut with a line-end token");
-    tok_ids_free(&one);
-    tok_ids_free(&par);
+        for (size_t i = 0; i < D.count; i++) {
+            buf_putn(&all, D.p[i], D.n[i]);
+            buf_puts(&all, rep ? "\nWord <tool_call>\nWord\n" : "\n");
+        }
+    for (int k = 0; k < 4; k += 3) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/files/%s", REF, make[k][1]);
+        tdm_err e = {0};
+        tokenizer *t = NULL;
+        CHECK(!tokenizer_load(path, NULL, &t, &e), "%s", e.msg);
+        if (!t) continue;
+        tok_ids one = {0}, par = {0}, head = {0};
+        size_t cut = tokenizer_safe_cut(t, all.p, all.n / 2);
+        CHECK(k == 0 ? cut == 0 : cut > 0, "%s: the safe cut at %zu", make[k][1], cut);
+        CHECK(!tokenizer_encode(t, all.p, all.n, &one, &e) && !tokenizer_encode_parallel(t, all.p, all.n, 4, &par, &e) &&
+                  !tokenizer_encode_head(t, all.p, all.n, cut ? cut : all.n, 1, 2, NULL, &head, &e) &&
+                  (!cut || !tokenizer_encode_head(t, all.p + cut, all.n - cut, all.n - cut, 0, 2, NULL, &head, &e)),
+              "%s", e.msg);
+        int same = one.n == par.n && one.n && !memcmp(one.v, par.v, one.n * sizeof *one.v);
+        char kept[4400] = "";
+        if (!same) { /* the text, for a look */
+            snprintf(kept, sizeof kept, "/tmp/tandem-parallel-%s.txt", make[k][1]); /* kept after the run */
+            write_file(kept, all.p, all.n);
+        }
+        CHECK(same, "%s: parallel: %zu ids, one thread %zu (the text: %s)", make[k][1], par.n, one.n, kept);
+        CHECK(one.n == head.n && !memcmp(one.v, head.v, one.n * sizeof *one.v), "%s: two parts: %zu ids, one text %zu",
+              make[k][1], head.n, one.n);
+        tok_ids_free(&one);
+        tok_ids_free(&par);
+        tok_ids_free(&head);
+        tokenizer_free(t);
+    }
     buf_free(&all);
-    tokenizer_free(t);
     docs_free(&D);
 }
 
