@@ -227,15 +227,17 @@ if [ $st = 2 ] && grep -q "no window of 33" <<<"$out" && grep -q "before the run
 else fail "no test split: refused before the runs" "exit $st" "$out"; fi
 
 # tandem mixture's YAML as other tools read it: domains named on, null and 0x10 stay
-# strings (unquoted, YAML 1.1 read True, None and 16), a line break in the store's path
-# stays in the comment; tandem itself reads the file back as the same mixture
+# strings (unquoted, YAML 1.1 read True, None and 16), YAML's own characters in the store's
+# path stay in the comment (a line break there, which could end it, is refused as a store
+# URL); tandem itself reads the file back as the same mixture
 "$bin" gen-corpus --out "$tmp/odd" --names on,null,0x10 --train-tokens 5k,3k,2k --val-tokens 1k \
   --test-tokens 1k --seed 5 >/dev/null 2>&1
 sed "s|$tmp/corpus/dataset.yaml|$tmp/odd/dataset.yaml|; s|episodes: 12|episodes: 3|" "$tmp/c.yaml" >"$tmp/odd.yaml"
-oddstore="$tmp/odd
-injected: {evil: true}
-#"
+"$bin" run "$tmp/odd.yaml" --store "$tmp/odd
+injected: {evil: true}" --quiet >/dev/null 2>&1; st0=$?
+oddstore="$tmp/odd: {evil: true} #"
 "$bin" run "$tmp/odd.yaml" --store "$oddstore" --quiet >/dev/null 2>&1; st=$?
+[ $st0 = 2 ] || st="$st (a store path holding a line break: exit $st0, want 2)"
 "$bin" mixture "$oddstore" --out "$tmp/odd-mix.yaml" 2>/dev/null; st2=$?
 got=$($py -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); print(sorted(d), sorted(d["mixture"]), round(sum(d["mixture"].values()), 9))' \
       "$tmp/odd-mix.yaml" 2>&1)

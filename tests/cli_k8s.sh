@@ -120,53 +120,53 @@ expect "AKS spot H100 labels and taint" "$tmp/aks-spottrue-n1-g8.yaml" \
   '"node.kubernetes.io/instance-type": "Standard_ND96isr_H100_v5"' \
   '"kubernetes.azure.com/scalesetpriority": "spot"' 'key: "kubernetes.azure.com/scalesetpriority"'
 absent "on-demand: no spot selector" "$tmp/gke-spotfalse-n1-g8.yaml" "gke-spot"
-"$bin" manifest k8s "$tmp/run.yaml" --store s3://b/p --set cluster.cloud=gke \
+"$bin" manifest k8s "$tmp/run.yaml" --store s3://bkt/p --set cluster.cloud=gke \
   --set cluster.gpus_per_node=1 --set cluster.node_selector=cloud.google.com/gke-accelerator=nvidia-h100-mega-80gb,pool=a \
   >"$tmp/override.yaml" 2>/dev/null
 expect "cluster.node_selector wins over the cloud's label" "$tmp/override.yaml" \
   '"cloud.google.com/gke-accelerator": "nvidia-h100-mega-80gb"' '"pool": "a"'
 # IRSA / Pod Identity: a ServiceAccount instead of a Secret of keys
-"$bin" manifest k8s "$tmp/run.yaml" --store s3://b/p --set cluster.service_account=tandem-irsa \
+"$bin" manifest k8s "$tmp/run.yaml" --store s3://bkt/p --set cluster.service_account=tandem-irsa \
   --set cluster.secret_name= >"$tmp/irsa.yaml" 2>/dev/null
 out=$("${validate[@]}" "$tmp/irsa.yaml" 2>&1); st=$?
 if [ $st -eq 0 ]; then pass "an IRSA Job validates"; else fail "IRSA validates" "$out"; fi
 expect "IRSA: the pods run as the ServiceAccount" "$tmp/irsa.yaml" 'serviceAccountName: "tandem-irsa"'
 absent "IRSA: no Secret of keys mounted" "$tmp/irsa.yaml" "secretName:" "AWS_SHARED_CREDENTIALS_FILE"
 # the Secret's keys as environment variables instead of mounted files
-"$bin" manifest k8s "$tmp/run.yaml" --store s3://b/p --set cluster.secret_as_env=true >"$tmp/senv.yaml" 2>/dev/null
+"$bin" manifest k8s "$tmp/run.yaml" --store s3://bkt/p --set cluster.secret_as_env=true >"$tmp/senv.yaml" 2>/dev/null
 out=$("${validate[@]}" "$tmp/senv.yaml" 2>&1); st=$?
 if [ $st -eq 0 ]; then pass "a Job with the Secret as env validates"; else fail "secret as env validates" "$out"; fi
 expect "the Secret's keys as env (secretKeyRef; the session token optional)" "$tmp/senv.yaml" \
   "secretKeyRef:" "key: AWS_ACCESS_KEY_ID" "key: AWS_SECRET_ACCESS_KEY" "key: AWS_SESSION_TOKEN" "optional: true"
 absent "the Secret as env: no mounted ~/.aws" "$tmp/senv.yaml" "secretName:" "AWS_SHARED_CREDENTIALS_FILE"
 # tandem compare's final runs as one Indexed Job (after its DMO job), validated the same way
-"$bin" manifest k8s "$tmp/run.yaml" --store s3://b/cmp --compare finals >"$tmp/finals.yaml" 2>/dev/null
+"$bin" manifest k8s "$tmp/run.yaml" --store s3://bkt/cmp --compare finals >"$tmp/finals.yaml" 2>/dev/null
 out=$("${validate[@]}" "$tmp/finals.yaml" 2>&1); st=$?
 if [ $st -eq 0 ]; then pass "compare's final runs as an Indexed Job validate"; else fail "compare finals validate" "$out"; fi
 expect "compare finals: 4 indexes running tandem compare --only final, FailIndex" "$tmp/finals.yaml" \
   "completionMode: Indexed" "completions: 4" "action: FailIndex" "TANDEM_POINT" \
-  '"compare", "/etc/tandem/config.yaml", "--store", "s3://b/cmp", "--only", "final"]'
-"$bin" manifest k8s "$tmp/run.yaml" --store s3://b/cmp --compare dmo >"$tmp/cmpdmo.yaml" 2>/dev/null
+  '"compare", "/etc/tandem/config.yaml", "--store", "s3://bkt/cmp", "--only", "final"]'
+"$bin" manifest k8s "$tmp/run.yaml" --store s3://bkt/cmp --compare dmo >"$tmp/cmpdmo.yaml" 2>/dev/null
 out=$("${validate[@]}" "$tmp/cmpdmo.yaml" 2>&1); st=$?
 if [ $st -eq 0 ] && grep -q '"--only", "dmo"]' "$tmp/cmpdmo.yaml" && ! grep -q "completionMode" "$tmp/cmpdmo.yaml"; then
   pass "compare's DMO as one Job validates"
 else fail "compare dmo job" "$out"; fi
 # a sweep: one Indexed Job of the points, validated like the rest; a bad point is refused
-"$bin" manifest k8s "$tmp/run.yaml" --store s3://b/study --sweep run.seed=1,2,3 \
+"$bin" manifest k8s "$tmp/run.yaml" --store s3://bkt/study --sweep run.seed=1,2,3 \
   --sweep tandem.lr_alpha=2e-3,4e-3 >"$tmp/sweep.yaml" 2>/dev/null
 out=$("${validate[@]}" "$tmp/sweep.yaml" 2>&1); st=$?
 if [ $st -eq 0 ]; then pass "a sweep's Indexed Job validates"; else fail "sweep validates" "$out"; fi
 expect "a sweep: 6 indexes, each its point (TANDEM_POINT), FailIndex on 2 and 5" "$tmp/sweep.yaml" \
   "completionMode: Indexed" "completions: 6" "parallelism: 6" "backoffLimitPerIndex: 3" \
   "action: FailIndex" "name: TANDEM_POINT" "job-completion-index" \
-  '"--store", "s3://b/study", "--sweep", "run.seed=1,2,3", "--sweep", "tandem.lr_alpha=2e-3,4e-3"]'
+  '"--store", "s3://bkt/study", "--sweep", "run.seed=1,2,3", "--sweep", "tandem.lr_alpha=2e-3,4e-3"]'
 absent "a sweep: no coordinator, no Service, no failed-index limit" "$tmp/sweep.yaml" \
   "TANDEM_WORLD_SIZE" "kind: Service" "maxFailedIndexes"
-out=$("$bin" manifest k8s "$tmp/run.yaml" --store s3://b/p --sweep optim.lr=1e-3,-2 2>&1 >/dev/null); st=$?
+out=$("$bin" manifest k8s "$tmp/run.yaml" --store s3://bkt/p --sweep optim.lr=1e-3,-2 2>&1 >/dev/null); st=$?
 if [ $st -eq 2 ] && grep -q "sweep point 1 (optim.lr=-2)" <<<"$out" && grep -q "optim.lr" <<<"$out"; then
   pass "a sweep point that does not load: exit 2 naming the point and the key"
 else fail "bad sweep point" "exit $st: $out"; fi
-out=$("$bin" manifest k8s "$tmp/run.yaml" --store s3://b/p --set cluster.nodes=2 --sweep run.seed=1,2 2>&1 >/dev/null); st=$?
+out=$("$bin" manifest k8s "$tmp/run.yaml" --store s3://bkt/p --set cluster.nodes=2 --sweep run.seed=1,2 2>&1 >/dev/null); st=$?
 if [ $st -eq 2 ] && grep -q "cluster.nodes" <<<"$out"; then pass "a sweep of multi-pod runs: exit 2"
 else fail "sweep with nodes 2" "exit $st: $out"; fi
 absent "no credentials in the rendered objects" "$tmp/none-spotfalse-n1-g8.yaml" \
@@ -203,7 +203,7 @@ fi
 err_case() { # err_case NAME WANT_TEXT ARGS...
   local name=$1 want=$2; shift 2
   local out st
-  out=$("$bin" manifest k8s "$tmp/run.yaml" --store s3://b/p "$@" 2>&1 >/dev/null); st=$?
+  out=$("$bin" manifest k8s "$tmp/run.yaml" --store s3://bkt/p "$@" 2>&1 >/dev/null); st=$?
   if [ $st -eq 2 ] && grep -qF -- "$want" <<<"$out"; then pass "$name"
   else fail "$name" "exit $st, want 2 and '$want': $out"; fi
 }
@@ -215,7 +215,7 @@ err_case "bad job name" "cluster.job_name" --set cluster.job_name=My_Job
 err_case "indexed name too long" "exceed 63 characters" --set cluster.nodes=100 \
   --set cluster.job_name=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
 err_case "unknown cluster key suggests" "did you mean 'cluster.nodes'" --set cluster.node=2
-out=$("$bin" manifest k8s "$tmp/run.yaml" --store s3://b/p \
+out=$("$bin" manifest k8s "$tmp/run.yaml" --store s3://bkt/p \
       --set cluster.env=AWS_SECRET_ACCESS_KEY=sekrit-value-123 2>&1 >/dev/null); st=$?
 if [ $st -eq 2 ] && grep -q "looks like a credential" <<<"$out" && ! grep -q "sekrit" <<<"$out"; then
   pass "a credential in cluster.env: exit 2, value not echoed"
@@ -228,8 +228,8 @@ if [ $st -eq 0 ] && grep -q "warning: store file:///tmp/x is a file store" <<<"$
 else
   fail "file store warning" "exit $st: $out"
 fi
-if "$bin" manifest k8s "$tmp/run.yaml" --store s3://b/p --out "$tmp/out.yaml" 2>/dev/null &&
-   cmp -s "$tmp/out.yaml" <("$bin" manifest k8s "$tmp/run.yaml" --store s3://b/p 2>/dev/null) &&
+if "$bin" manifest k8s "$tmp/run.yaml" --store s3://bkt/p --out "$tmp/out.yaml" 2>/dev/null &&
+   cmp -s "$tmp/out.yaml" <("$bin" manifest k8s "$tmp/run.yaml" --store s3://bkt/p 2>/dev/null) &&
    [ "$(stat -c %a "$tmp/out.yaml")" = 644 ]; then
   pass "--out writes the same text (mode 644)"
 else

@@ -650,8 +650,8 @@ static void test_model_folder_pinned(void) {
         if (k) snprintf(cmd, sizeof cmd, "mv '%s' '%s.orig' && mkfifo '%s'", p, p, p);
         else snprintf(cmd, sizeof cmd, "mkfifo '%s'", p);
         CHECK(test_sh(cmd, out, sizeof out) == 0, "mkfifo: %s", out);
-        snprintf(cmd, sizeof cmd, "cd '%s' && timeout 60 '%s' eval '%s' --split val 2>&1; echo \"exit $?\"; "
-                 "timeout 60 '%s' export '%s' --out '%s/fifo-export' 2>&1; echo \"exit $?\"", f.dir, tandem_bin(),
+        snprintf(cmd, sizeof cmd, "timeout 60 '%s' eval '%s' --split val 2>&1; echo \"exit $?\"; "
+                 "timeout 60 '%s' export '%s' --out '%s/fifo-export' 2>&1; echo \"exit $?\"", tandem_bin(),
                  f.store, tandem_bin(), f.store, f.dir);
         test_sh(cmd, out, sizeof out);
         CHECK(strstr(out, "not a regular file") && !strstr(out, "exit 124") && !strstr(out, "exit 0"),

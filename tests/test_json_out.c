@@ -399,10 +399,11 @@ static int write_lease(const fixture *f, const char *host, unsigned long long pi
 }
 
 /* Strings the user controls — the store URL, a lease's host — holding `"`, `\`, a tab, a
- * control character and a non-ASCII letter: the documents stay valid and hold them exactly. */
+ * control character and a non-ASCII letter: the documents stay valid and hold them exactly
+ * (a store URL holds no control character: refused, exit 2, said in the document). */
 static void test_hostile_strings(void) {
     fixture f;
-    CHECK(fixture_json(&f, "json-hostile", 3, "we\"ird\\ sto\tre\x01\xc3\xa9") == 0, "fixture");
+    CHECK(fixture_json(&f, "json-hostile", 3, "we\"ird\\ sto re\xc3\xa9") == 0, "fixture");
     CHECK(run_to_end(&f, NULL) == 0, "run into %s", f.store);
     static const char store_is[] = "assert d['store'] == a[0], (d['store'], a[0])\n";
     CHECK(json_cmd(&f, ARGS("status", f.store, "--json"), 0, store_is, ARGS(f.store)) == 0, "status");
@@ -415,8 +416,14 @@ static void test_hostile_strings(void) {
     /* the raw bytes escaped as JSON wants them, not merely parsed by a lenient reader */
     char outp[700];
     snprintf(outp, sizeof outp, "%s/out.json", f.dir);
-    CHECK(read_all(outp, g_text, sizeof g_text) == 0 && strstr(g_text, "we\\\"ird\\\\ sto\\tre\\u0001\xc3\xa9"),
+    CHECK(read_all(outp, g_text, sizeof g_text) == 0 && strstr(g_text, "we\\\"ird\\\\ sto re\xc3\xa9"),
           "escapes: %.500s", g_text);
+    char ctl[700];
+    snprintf(ctl, sizeof ctl, "%s/sto\tre\x01", f.dir);
+    CHECK(json_cmd(&f, ARGS("status", ctl, "--json"), 2,
+                   "assert d['error']['code'] == 2 and 'control character (0x09' in d['error']['message'], d\n",
+                   ARGS(ctl)) == 0,
+          "a store URL holding control characters");
     /* the URL of a missing store, in the error message */
     char missing[700];
     snprintf(missing, sizeof missing, "%s/no\"such\\", f.dir);
