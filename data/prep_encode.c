@@ -35,6 +35,12 @@ int prep_tok_load(const prep_opts *o, prep_tok *k, tdm_err *e) {
                      "</s>) to put between documents; name one with --eot-token STRING",
                      o->tokenizer);
     }
+    if (!rc && tokenizer_id_matched(k->t, (uint32_t)eot))
+        rc = err_set(e, ERR_USAGE,
+                     "tokenizer %s: the end-of-text id %lld is an added token that is not special (matched in "
+                     "text): a document holding its text would hold the separator too; name a special token with "
+                     "--eot-token STRING",
+                     o->tokenizer, (long long)eot);
     if (!rc && tokenizer_vocab(k->t) > SHARD_VOCAB_MAX)
         rc = err_set(e, ERR_USAGE, "tokenizer %s: vocab %u is above the %d shards hold",
                      o->tokenizer, (unsigned)tokenizer_vocab(k->t), SHARD_VOCAB_MAX);

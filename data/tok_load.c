@@ -425,12 +425,38 @@ static int load_model(tokenizer *t, const char *path, const tjson *model, uint32
     return 0;
 }
 
+/* The trie of the non-special tokens' contents (tokenizer_impl.h). */
+static int build_trie(tokenizer *t, const char *path, tdm_err *e) {
+    size_t total = 1;
+    for (size_t k = 0; k < t->nmatch; k++) total += t->match[k].n;
+    if (t->nmatch && !(t->trie = calloc(total, sizeof *t->trie)))
+        return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+    t->ntrie = 1;
+    if (t->trie) t->trie[0].match = -1;
+    for (size_t k = 0; k < t->nmatch; k++) {
+        uint32_t node = 0;
+        for (size_t b = 0; b < t->match[k].n; b++) {
+            unsigned char c = (unsigned char)t->match[k].s[b];
+            uint32_t *link = node ? &t->trie[node].child : &t->root[c], next = *link;
+            while (node && next && t->trie[next].byte != c) link = &t->trie[next].sibling, next = *link;
+            if (!next) { /* a new node (the root's children are found by byte in root[]) */
+                next = (uint32_t)t->ntrie++;
+                t->trie[next] = (struct tok_node){0, 0, -1, c};
+                *link = next;
+            }
+            node = next;
+        }
+        t->trie[node].match = (int32_t)k;
+    }
+    return 0;
+}
+
 /* Whether a byte may begin a letter or digit where a safe cut falls (tokenizer.c cut_at). */
 static int cut_letter(unsigned char b) {
     return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9') || b >= 0xc0;
 }
 
-/* by first byte, then longest first (next_match takes the first that fits in a bucket) */
+/* by first byte, length and content, then file order: the listings of one content side by side, the later last */
 static int longest_first(const void *a, const void *b) {
     const tok_match *x = a, *y = b;
     unsigned char cx = (unsigned char)x->s[0], cy = (unsigned char)y->s[0];
@@ -452,6 +478,15 @@ static int added_flag(const tjson *a, const char *key, int dflt) {
 static int add_match(tokenizer *t, const char *path, uint32_t i, const tjson *a, const tjson *c, uint32_t id,
                      tdm_err *e) {
     char buf[200];
+    /* the flags are JSON true or false: "special": "true" read as false made a special
+     * token one matched in text (Hugging Face refuses such a file) */
+    static const char *const flags[] = {"special", "single_word", "lstrip", "rstrip", "normalized"};
+    for (size_t k = 0; k < sizeof flags / sizeof *flags; k++) {
+        const tjson *v = tjson_get(a, flags[k]);
+        if (v && v->type != TJ_TRUE && v->type != TJ_FALSE && v->type != TJ_NULL)
+            return err_set(e, ERR_USAGE, "tokenizer %s: added_tokens[%u] \"%s\": \"%s\" must be true or false, not %s",
+                           path, i, shown(c->u.s, c->n, buf), flags[k], tjson_type_name(v));
+    }
     if (added_flag(a, "special", 0)) return 0;
     if (added_flag(a, "single_word", 0))
         return err_set(e, ERR_USAGE, "tokenizer %s: added_tokens[%u] \"%s\": single_word (a match only as a whole "
@@ -463,6 +498,9 @@ static int add_match(tokenizer *t, const char *path, uint32_t i, const tjson *a,
      * is not, in the text as written (tokenizer.c: tok_nfc) */
     if (t->nfc && added_flag(a, "normalized", 1) && nfc_normalize(c->u.s, c->n, &s, &n))
         return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
+    if (c->n > 1024)
+        return err_set(e, ERR_USAGE, "tokenizer %s: added_tokens[%u]: a token that is not special of %zu bytes: "
+                       "matching one longer than 1 KiB in text is not implemented", path, i, (size_t)c->n);
     if (!s) { /* the content as it is */
         if (!(s = malloc(c->n + 1))) return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
         memcpy(s, c->u.s, c->n);
@@ -489,6 +527,9 @@ static int add_match(tokenizer *t, const char *path, uint32_t i, const tjson *a,
         if (s[k] == '\n' && cut_letter((unsigned char)s[k + 1])) t->no_cuts = 1;
     if (t->match[t->nmatch - 1].lstrip && cut_letter((unsigned char)s[0])) t->no_cuts = 1;
     if (t->match[t->nmatch - 1].rstrip) t->no_cuts = 1;
+    /* one ending in a '\n' can end right at a cut: the part after it, beyond the cut, then
+     * gets a prefix space (ByteLevel's add_prefix_space) that the cut part does not know */
+    if (t->add_prefix_space && s[n - 1] == '\n') t->no_cuts = 1;
     return 0;
 }
 
@@ -527,7 +568,7 @@ static int load_added(tokenizer *t, const char *path, const tjson *added, uint32
         int rc = add_match(t, path, i, a, c, (uint32_t)id, e);
         if (rc) return rc;
     }
-    /* longest first: next_match takes the first that fits, the longest at a place */
+    /* sorted so that a content listed again lies beside its earlier listing */
     if (t->nmatch > 1) qsort(t->match, t->nmatch, sizeof *t->match, longest_first);
     /* a content listed again: the later listing's (adjacent after the sort, in order) */
     size_t kept = 0;
@@ -541,11 +582,7 @@ static int load_added(tokenizer *t, const char *path, const tjson *added, uint32
         t->match[kept++] = t->match[k];
     }
     t->nmatch = kept;
-    for (int c = 0, k = 0; c <= 256; c++) { /* bucket[c]: the first token beginning with c or later */
-        while ((size_t)k < t->nmatch && (unsigned char)t->match[k].s[0] < c) k++;
-        t->bucket[c] = (uint32_t)k;
-    }
-    return 0;
+    return build_trie(t, path, e);
 }
 
 static int load_json(tokenizer *t, const char *path, const char *data, size_t n, tdm_err *e) {

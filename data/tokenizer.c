@@ -18,6 +18,7 @@ void tokenizer_free(tokenizer *t) {
     free(t->added);
     for (size_t i = 0; i < t->nmatch; i++) free(t->match[i].s);
     free(t->match);
+    free(t->trie);
     free(t);
 }
 
@@ -25,6 +26,12 @@ uint32_t tokenizer_vocab(const tokenizer *t) { return t->vocab; }
 int64_t tokenizer_eot(const tokenizer *t) { return t->eot; }
 const char *tokenizer_digest(const tokenizer *t) { return t->digest; }
 const char *tokenizer_kind(const tokenizer *t) { return t->kind; }
+
+int tokenizer_id_matched(const tokenizer *t, uint32_t id) {
+    for (size_t i = 0; i < t->nmatch; i++)
+        if (t->match[i].id == id) return 1;
+    return 0;
+}
 
 int64_t tokenizer_token_id(const tokenizer *t, const char *s, size_t n) {
     /* the last added token of that content: one listed at two ids is the later one, as
@@ -79,37 +86,47 @@ static size_t white_before(const char *s, size_t from, size_t end) {
     return end - k;
 }
 
+/* The longest non-special added token at text[p..end) (of the raw ones only, when
+ * raw_only): its index in t->match, or -1. Walks the trie as far as the text follows it. */
+static long match_at(const tokenizer *t, const char *text, size_t p, size_t end, int raw_only) {
+    long best = -1;
+    uint32_t node = p < end ? t->root[(unsigned char)text[p]] : 0;
+    for (size_t q = p + 1; node; q++) {
+        int32_t m = t->trie[node].match;
+        if (m >= 0 && (!raw_only || t->match[m].raw)) best = m;
+        if (q >= end) break;
+        unsigned char c = (unsigned char)text[q];
+        uint32_t next = t->trie[node].child;
+        while (next && t->trie[next].byte != c) next = t->trie[next].sibling;
+        node = next;
+    }
+    return best;
+}
+
 /* The first non-special added token that starts in text[from, to) and ends by `end`: its
- * start (*at) and its index in t->match, leftmost and then longest (match is sorted
- * longest first); -1 if none. */
+ * start (*at) and its index in t->match, leftmost and then longest; -1 if none. */
 static long next_match(const tokenizer *t, const char *text, size_t from, size_t to, size_t end, size_t *at) {
     for (size_t p = from; p < to; p++) {
-        unsigned char c = (unsigned char)text[p];
-        for (size_t k = t->bucket[c]; k < t->bucket[c + 1]; k++)
-            if (t->match[k].n <= end - p && !memcmp(text + p, t->match[k].s, t->match[k].n)) {
-                *at = p;
-                return (long)k;
-            }
+        if (!t->root[(unsigned char)text[p]]) continue;
+        long k = match_at(t, text, p, end, 0);
+        if (k >= 0) {
+            *at = p;
+            return k;
+        }
     }
     return -1;
 }
 
-/* Whether text begins with a non-special added token: the part before it is empty, and
- * Hugging Face gives no prefix space to an empty part. */
-static int match_first(const tokenizer *t, const char *text, size_t n) {
-    size_t at;
-    return t->nmatch && n && next_match(t, text, 0, 1, n, &at) >= 0;
-}
-
 /* The pieces that start in [from, to) of text[0..n), encoded onto out: the non-special
  * added tokens matched first, the text between them pre-tokenized and encoded on its own
- * (a ByteLevel prefix space before each part after a match, as Hugging Face gives each
- * part one). Pieces never cross `to` when it is a safe cut (or n). 0, -1 (no memory) or
- * -2 (a piece past BPE_PIECE_MAX). */
-static int encode_range(const tokenizer *t, const char *text, size_t n, size_t from, size_t to,
+ * (ByteLevel's prefix space before each part that begins the text — `first` — or follows
+ * a match, as Hugging Face gives each part one; without such tokens the space is in the
+ * text already: prefixed(), prepared()). Pieces never cross `to` when it is a safe cut (or
+ * n). 0, -1 (no memory) or -2 (a piece past BPE_PIECE_MAX). */
+static int encode_range(const tokenizer *t, const char *text, size_t n, size_t from, size_t to, int first,
                         bpe_cache *cache, tok_ids *out) {
     if (!t->nmatch) return encode_plain(t, text, n, from, to, cache, out);
-    int after_match = 0, rc = 0;
+    int after_match = first, rc = 0;
     for (size_t i = from; !rc && i < to;) {
         size_t at = to, next;
         long k = next_match(t, text, i, to, to, &at);
@@ -179,11 +196,7 @@ static int tok_nfc(const tokenizer *t, const char *text, size_t n, char **out, s
         size_t at = n;
         long k = -1;
         for (size_t p = i; p < n && k < 0; p++)
-            for (size_t m = t->bucket[(unsigned char)text[p]]; m < t->bucket[(unsigned char)text[p] + 1]; m++)
-                if (t->match[m].raw && t->match[m].n <= n - p && !memcmp(text + p, t->match[m].s, t->match[m].n)) {
-                    at = p, k = (long)m;
-                    break;
-                }
+            if (t->root[(unsigned char)text[p]] && (k = match_at(t, text, p, n, 1)) >= 0) at = p;
         char *part = NULL;
         size_t pn = at - i;
         if (nfc_normalize(text + i, at - i, &part, &pn)) {
@@ -216,7 +229,8 @@ static const char *prefixed(const tokenizer *t, const char *text, size_t *n, cha
         if (tok_nfc(t, text, *n, owned, n)) return NULL;
         if (*owned) text = *owned;
     }
-    if (!t->add_prefix_space || *n == 0 || text[0] == ' ' || match_first(t, text, *n)) return text;
+    /* with non-special added tokens, the space goes before each part (encode_range) */
+    if (!t->add_prefix_space || *n == 0 || text[0] == ' ' || t->nmatch) return text;
     char *p = malloc(*n + 1);
     if (!p) {
         free(*owned);
@@ -235,7 +249,7 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t n, tok_ids *ou
     char *owned;
     text = prefixed(t, text, &n, &owned);
     bpe_cache *c = bpe_cache_new();
-    int rc = !text || !c ? -1 : encode_range(t, text, n, 0, n, c, out);
+    int rc = !text || !c ? -1 : encode_range(t, text, n, 0, n, 1, c, out);
     bpe_cache_free(c);
     free(owned);
     return encode_fail(rc, e);
@@ -288,7 +302,7 @@ size_t tokenizer_safe_cut(const tokenizer *t, const char *text, size_t n) {
 static const char *prepared(const tokenizer *t, const char *text, size_t *n, size_t *cut,
                             int start, char **owned) {
     *owned = NULL;
-    int pre = start && t->add_prefix_space && !match_first(t, text, *n);
+    int pre = start && t->add_prefix_space && !t->nmatch; /* else encode_range's, per part */
     if (!t->nfc) {
         if (!pre || *n == 0 || text[0] == ' ') return text;
         char *p = malloc(*n + 1);
@@ -334,7 +348,7 @@ static int encode_cut(const tokenizer *t, const char *text, size_t n, size_t cut
     int fail = 0;
     if (threads == 1 || cut < 2 * target || t->no_cuts) {
         bpe_cache *c = cache ? cache : bpe_cache_new();
-        fail = !c ? -1 : encode_range(t, text, n, 0, cut, c, out);
+        fail = !c ? -1 : encode_range(t, text, n, 0, cut, start, c, out);
         if (c != cache) bpe_cache_free(c);
         free(owned);
         return encode_fail(fail, e);
@@ -357,7 +371,7 @@ static int encode_cut(const tokenizer *t, const char *text, size_t n, size_t cut
             int bad = c ? 0 : -1;
 #pragma omp for schedule(dynamic, 1)
             for (size_t k = 0; k < ncut; k++)
-                if (!bad) bad = encode_range(t, text, n, cuts[k], cuts[k + 1], c, &parts[k]);
+                if (!bad) bad = encode_range(t, text, n, cuts[k], cuts[k + 1], start && k == 0, c, &parts[k]);
             fail_keep(&fail, bad);
             bpe_cache_free(c);
         }
@@ -395,7 +409,7 @@ int tokenizer_encode_docs(const tokenizer *t, size_t ndocs, const char *const *d
             size_t n = lens[d];
             char *owned;
             const char *text = prefixed(t, docs[d], &n, &owned);
-            bad = !text ? -1 : encode_range(t, text, n, 0, n, c, &outs[d]);
+            bad = !text ? -1 : encode_range(t, text, n, 0, n, 1, c, &outs[d]);
             free(owned);
         }
         fail_keep(&fail, bad);

@@ -51,6 +51,9 @@ const char *tokenizer_digest(const tokenizer *t);
 const char *tokenizer_kind(const tokenizer *t);
 /* The id of an added/special token's content, or of the token with these bytes; -1. */
 int64_t tokenizer_token_id(const tokenizer *t, const char *s, size_t n);
+/* Whether id is an added token that is not special: one matched in text (a separator of
+ * that id could then stand inside a document too). */
+int tokenizer_id_matched(const tokenizer *t, uint32_t id);
 
 /* Appends the ids of text[0..n) to out. 0, or ERR_INTERNAL (no memory; out then holds a
  * prefix of the result). */

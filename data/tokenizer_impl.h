@@ -30,9 +30,14 @@ struct tokenizer {
     int64_t eot;
     uint32_t *added; /* the added / special tokens' ids (their bytes are in m) */
     size_t nadded;
-    tok_match *match; /* the non-special added tokens, by first byte, then longest first */
+    tok_match *match; /* the non-special added tokens */
     size_t nmatch;
-    uint32_t bucket[257]; /* match[bucket[c] .. bucket[c + 1]) begin with the byte c */
+    /* their contents as a byte trie: node 0 is the root (its children in root[]), each
+     * node a byte with its first child and next sibling (0: none) and the token ending
+     * there (-1: none). A place of the text costs the length of its longest match. */
+    struct tok_node { uint32_t child, sibling; int32_t match; unsigned char byte; } *trie;
+    size_t ntrie;
+    uint32_t root[256];
     int no_cuts; /* a safe cut could fall inside a match, or end an lstrip one's strip (tok_load.c) */
     int nraw;    /* of them, raw ones (NFC only) */
     char digest[65];

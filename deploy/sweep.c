@@ -99,15 +99,14 @@ int sweep_parse(sweep *s, char *const *texts, int n, tdm_err *e) {
     return 0;
 }
 
-/* The value index of key k at point i (the first key varies slowest). */
-static int value_at(const sweep *s, size_t i, int k) {
+int sweep_value_at(const sweep *s, size_t i, int k) {
     size_t stride = 1;
     for (int j = s->nkeys - 1; j > k; j--) stride *= (size_t)s->nvals[j];
     return (int)((i / stride) % (size_t)s->nvals[k]);
 }
 
 void sweep_point_sets(const sweep *s, size_t i, char (*sets)[512], size_t cap) {
-    for (int k = 0; k < s->nkeys; k++) snprintf(sets[k], cap, "%s=%s", s->key[k], s->val[k][value_at(s, i, k)]);
+    for (int k = 0; k < s->nkeys; k++) snprintf(sets[k], cap, "%s=%s", s->key[k], s->val[k][sweep_value_at(s, i, k)]);
 }
 
 void sweep_label(const sweep *s, size_t i, char *out, size_t cap) {
@@ -115,7 +114,7 @@ void sweep_label(const sweep *s, size_t i, char *out, size_t cap) {
     out[0] = '\0';
     for (int k = 0; k < s->nkeys && n < cap; k++)
         n += (size_t)snprintf(out + n, cap - n, "%s%s=%s", k ? "," : "", s->key[k],
-                              s->val[k][value_at(s, i, k)]);
+                              s->val[k][sweep_value_at(s, i, k)]);
     for (char *p = out; *p; p++)
         if (*p == '/' || *p == ' ') *p = '_';
 }
@@ -180,7 +179,7 @@ int sweep_check_points(const sweep *s, const char *path, char *const *sets, int 
             break;
         }
         for (int k = 0; k < s->nkeys; k++) {
-            int v = value_at(s, i, k);
+            int v = sweep_value_at(s, i, k);
             if (!canon[k][v] && !config_value_text(c, s->key[k], text, sizeof text)) canon[k][v] = strdup(text);
         }
     }

@@ -35,6 +35,9 @@ typedef struct sweep {
 int sweep_parse(sweep *s, char *const *texts, int n, tdm_err *e);
 void sweep_free(sweep *s);
 
+/* The value index of key k at point i (the first key varies slowest). */
+int sweep_value_at(const sweep *s, size_t i, int k);
+
 /* Point i's "key=value" settings, one per key, into sets[] (each cap bytes). */
 void sweep_point_sets(const sweep *s, size_t i, char (*sets)[512], size_t cap);
 /* Point i's label, the store prefix of its run. */

@@ -127,8 +127,12 @@ int sweep_point_read(const char *root_url, const sweep *s, size_t i, sweep_point
     store *st = store_open_existing(p->url, STORE_OPEN_READ_ONLY, &oe);
     if (!st) {
         if (oe.code == ERR_STORE && strstr(oe.msg, "no store at")) return 0; /* not started */
-        *e = oe;
-        return oe.code;
+        /* something that is no store in the point's place (a file, a FIFO, a dangling
+         * link): this point's problem, said in its row — the study's others still report
+         * (before: results and status stopped at it, exit 3, no row at all) */
+        p->state = SWEEP_POINT_DAMAGED;
+        snprintf(p->why, sizeof p->why, "%s", oe.msg);
+        return 0;
     }
     int health = RUN_CONFIG_OK;
     int rc = run_config_check(st, &health, e);
@@ -148,6 +152,28 @@ int sweep_point_read(const char *root_url, const sweep *s, size_t i, sweep_point
     rec_state rs;
     int have = 0;
     if (!rc) rc = run_config_read(st, &cfg, run_id, sizeof run_id, e);
+    /* the run there must be this point's: its swept keys hold the point's values (another
+     * run's store copied or run into the point's place was reported as the point, exit 0) */
+    for (int k = 0; !rc && k < s->nkeys; k++) {
+        config *want = malloc(sizeof *want);
+        char got[CONFIG_STR_MAX], is[CONFIG_STR_MAX];
+        const char *v = s->val[k][sweep_value_at(s, i, k)];
+        tdm_err ve;
+        int ok = want && (memcpy(want, &cfg, sizeof cfg), config_set(want, s->key[k], v, &ve) == 0) &&
+                 !config_value_text(want, s->key[k], is, sizeof is) && !config_value_text(&cfg, s->key[k], got, sizeof got);
+        if (ok && strcmp(is, got)) {
+            p->state = SWEEP_POINT_DAMAGED;
+            if (config_key_noecho(s->key[k]))
+                snprintf(p->why, sizeof p->why, "%.300s holds a run whose %.100s is not this point's: another run's "
+                         "store; move it away and run the point", p->url, s->key[k]);
+            else
+                snprintf(p->why, sizeof p->why, "%.300s holds a run whose %.100s is %.200s, not this point's %.200s: "
+                         "another run's store; move it away and run the point", p->url, s->key[k], got, is);
+            free(want);
+            goto out;
+        }
+        free(want);
+    }
     if (!rc) {
         p->episodes = (uint64_t)(cfg.run.episodes > 0 ? cfg.run.episodes : 0);
         p->fixed = cfg.run.mode == CONFIG_MODE_FIXED;

@@ -455,6 +455,19 @@ static void test_hostile_json(void) {
         j = tiny_json(m1, 1, GPT2_PRE, "[{\"id\":1001,\"content\":\"<x>\",\"special\":false,\"single_word\":true}]");
         CHECK(bad_load(j, strlen(j), NULL, "single_word"), "single_word on a non-special token");
         free(j);
+        /* a flag that is no JSON boolean ("special": "true" read as false made a special
+         * token one matched in text), a token too long to match at every place */
+        j = tiny_json(m1, 1, GPT2_PRE, "[{\"id\":1001,\"content\":\"<s>\",\"special\":\"true\"}]");
+        CHECK(bad_load(j, strlen(j), NULL, "\"special\" must be true or false"), "special as a string");
+        free(j);
+        buf_t longtok = {0};
+        buf_puts(&longtok, "[{\"id\":1001,\"special\":false,\"content\":\"");
+        for (int q = 0; q < 1100; q++) buf_puts(&longtok, "q");
+        buf_puts(&longtok, "\"}]");
+        j = tiny_json(m1, 1, GPT2_PRE, longtok.p);
+        CHECK(bad_load(j, strlen(j), NULL, "longer than 1 KiB"), "a non-special token of 1100 bytes");
+        free(j);
+        buf_free(&longtok);
     }
     static const char model_str[] = "{\"model\":\"x\",\"pre_tokenizer\":" GPT2_PRE "}";
     CHECK(bad_load(model_str, sizeof model_str - 1, NULL, "model is a string"), "model a string");

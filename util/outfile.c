@@ -149,6 +149,17 @@ static int holds_store(const char *d) {
     return 0;
 }
 
+/* Whether directory d (a real path) holds a study's SWEEP. */
+static int holds_sweep(const char *d) {
+    char f[PATH_MAX + 8];
+    size_t n = strcmp(d, "/") ? strlen(d) : 0;
+    if (n >= PATH_MAX) return 0;
+    memcpy(f, d, n);
+    memcpy(f + n, "/SWEEP", 7);
+    struct stat st;
+    return lstat(f, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 /* src into buf (cap bytes), cut if it must be (a message's root): buf. */
 static const char *copy_root(char *buf, size_t cap, const char *src) {
     size_t n = strlen(src) < cap - 1 ? strlen(src) : cap - 1;
@@ -174,7 +185,11 @@ static const char *owned_by_store(const char *p, char *buf, size_t cap) {
     for (char *slash; owned_fn && (slash = strrchr(d, '/'));) {
         *slash = '\0';
         const char *dir = slash == d ? "/" : d;
-        if (holds_store(dir) && owned_fn(p + (slash == d ? 1 : strlen(d) + 1))) return copy_root(buf, cap, dir);
+        const char *rel = p + (slash == d ? 1 : strlen(d) + 1);
+        if (holds_store(dir) && owned_fn(rel)) return copy_root(buf, cap, dir);
+        /* a study's root: its points' stores are named key=value,... (a file written
+         * there took a pending point's place, and the study could no longer report) */
+        if (holds_sweep(dir) && memchr(rel, '=', strcspn(rel, "/"))) return copy_root(buf, cap, dir);
         if (slash == d) break;
     }
     return NULL;
