@@ -207,4 +207,20 @@ if [ "$r1$r2$r3$r4" = 2222 ] && grep -q "is the root of a sweep" <<<"$out1" && g
    [ "$(snap "$root")" = "$before_root" ] && [ "$(snap "$tmp/plain")" = "$before_plain" ]; then
   pass "a run into a study's root, a study into a run's store, a comparison into either: exit 2, nothing written"
 else fail "stores inside stores" "exits $r1 $r2 $r3 $r4" "$out1" "$out2" "$out3" "$out4"; fi
+
+# A point's place holding what is not that point: another run's store (seed 5 where the
+# label says 2) is a damaged row naming why, something that is no store too, and the
+# other points still report (before: the foreign run was shown as the point, exit 0; a
+# file there stopped results with no row at all); an output may not take a point's name
+small=$tmp/small; sstudy=(--sweep run.seed=1,2,3)
+"$bin" run "$tmp/c.yaml" --store "$small" "${sstudy[@]}" --point 0 --set run.episodes=1 --quiet >/dev/null 2>&1
+"$bin" run "$tmp/c.yaml" --store "$small/run.seed=2" --set run.episodes=1 --quiet >/dev/null 2>&1
+printf 'x' >"$small/run.seed=3"
+out=$("$bin" results "$small" 2>&1); rs=$?
+svg=$("$bin" results "$small" --svg "$small/run.seed=9" 2>&1); rsvg=$?
+if grep -q "run.seed=2 .*holds a run whose run.seed is 5, not this point's 2" <<<"$out" &&
+   grep -q "run.seed=3 .*Not a directory" <<<"$out" && grep -q "finished  run.seed=1" <<<"$out" &&
+   [ $rsvg = 2 ] && [ ! -e "$small/run.seed=9" ]; then
+  pass "a point's place holding another run or no store: damaged rows, the others reported; --svg on a point name refused"
+else fail "points that are not the point" "results exit $rs, --svg exit $rsvg" "$out" "$svg"; fi
 finish
