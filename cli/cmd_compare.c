@@ -18,6 +18,8 @@
  * Every run is an ordinary resumable run: a signal ends the command with exit 75 after
  * the running one committed, and the same command resumes (finished runs report at
  * once). */
+#include <limits.h>
+#include <unistd.h>
 #include <math.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -157,6 +159,16 @@ static int run_one(compare_ctx *x, const char *store_url, const char *const *ext
                   .progress = x->progress, .no_summary = 1};
     int rc = run_main(&o, e);
     free(sets);
+    /* a final run made with another seed: the comparison was begun with --final-seed (or
+     * another run.seed), which must be given again — "give another store" misled */
+    if (rc == ERR_USAGE && store_url != x->sub[0] && strstr(e->msg, "a run cannot change its seed")) {
+        char was[sizeof e->msg];
+        snprintf(was, sizeof was, "%s", e->msg);
+        char *cut = strstr(was, "; a run cannot change its seed");
+        if (cut) *cut = '\0';
+        err_set(e, ERR_USAGE, "%s: this comparison's final runs were made with that seed: give --final-seed with it "
+                "again (and the DMO's run.seed as before)", was);
+    }
     return rc;
 }
 
@@ -183,6 +195,20 @@ static void say_done(const compare_ctx *x, const char *part, const char *store, 
     say(x, "%s finished in %s (%.0f s)", part, store, compare_now() - t0);
 }
 
+/* "data.mixture_file=<the DMO's store>" into buf: a local store's path made absolute, so
+ * that the final runs' pinned config names it from any directory (a relative one pinned
+ * as typed: the finished comparison could not report from elsewhere, exit 2). */
+static void dmo_mixture_set(const compare_ctx *x, char *buf, size_t cap) {
+    const char *dmo = x->sub[0];
+    char cwd[PATH_MAX];
+    int local = !strstr(dmo, "://") && dmo[0] != '/' && getcwd(cwd, sizeof cwd);
+    const char *rel = dmo;
+    while (local && rel[0] == '.' && rel[1] == '/') rel += 2;
+    int n = local ? snprintf(buf, cap, "data.mixture_file=%.*s/", (int)(cap / 2), cwd) : 0;
+    snprintf(buf + n, cap - (size_t)n, "%s%.*s", local ? "" : "data.mixture_file=", (int)(cap - (size_t)n - 20),
+             local ? rel : dmo);
+}
+
 /* Runs (or resumes, or finds finished) the DMO and the four final runs in order. */
 static int run_all(compare_ctx *x, tdm_err *e) {
     say(x, "1/5: the TANDEM run (data-mixture optimisation) in %s", x->sub[0]);
@@ -193,7 +219,7 @@ static int run_all(compare_ctx *x, tdm_err *e) {
     say_done(x, "1/5", x->sub[0], t0);
     char seed[64], mixfile[CONFIG_STR_MAX + 64];
     snprintf(seed, sizeof seed, "run.seed=%llu", (unsigned long long)x->final_seed);
-    snprintf(mixfile, sizeof mixfile, "data.mixture_file=%s", x->sub[0]);
+    dmo_mixture_set(x, mixfile, sizeof mixfile);
     for (int f = 0; f < NFINAL && !rc; f++) {
         if (run_signal_pending()) return RUN_EXIT_REQUEUE;
         char step[64];
@@ -244,7 +270,7 @@ static int run_only(compare_ctx *x, const char *only, long point, tdm_err *e) {
     }
     char seed[64], mixfile[CONFIG_STR_MAX + 64], mixture[64];
     snprintf(seed, sizeof seed, "run.seed=%llu", (unsigned long long)x->final_seed);
-    snprintf(mixfile, sizeof mixfile, "data.mixture_file=%s", x->sub[0]);
+    dmo_mixture_set(x, mixfile, sizeof mixfile);
     snprintf(mixture, sizeof mixture, "data.mixture=%s", f == RUN_TANDEM ? "file" : FINAL_KEY[f]);
     say(x, "the final run on the %s mixture in %s", FINAL_NAME[f], x->sub[1 + f]);
     const char *extra[] = {"run.mode=fixed", seed, mixture, mixfile};
@@ -621,9 +647,15 @@ static int run_compare(const cli_args *a) {
         if (svg && x->progress != PROGRESS_QUIET) fprintf(stderr, "tandem compare: wrote %s\n", svg);
     }
 done:
-    if (rc == RUN_EXIT_REQUEUE && x->progress != PROGRESS_QUIET)
-        fprintf(stderr, "tandem compare: stopped by a signal; run the same command again to resume\n");
-    else if (rc) fprintf(stderr, "tandem compare: %s\n", e.msg);
+    /* a stop is said (not with --quiet), an error always (with --quiet a stop printed an
+     * empty one); --json says either on stdout too, as every command's document does */
+    if (rc == RUN_EXIT_REQUEUE) {
+        snprintf(e.msg, sizeof e.msg, "stopped by a signal; run the same command again to resume");
+        if (x->progress != PROGRESS_QUIET) fprintf(stderr, "tandem compare: %s\n", e.msg);
+    } else if (rc) {
+        fprintf(stderr, "tandem compare: %s\n", e.msg);
+    }
+    if (rc && json) json_document(stdout, rc, e.msg, NULL);
     audit_chain_free(&x->chain);
     dataset_free(&x->ds);
     free(allow);

@@ -312,6 +312,12 @@ static int create_run(store *st, const config *cfg, const char *const *domains, 
         return err_set(e, ERR_USAGE, "%s is the root of a sweep (it holds SWEEP; its points are in %s/<label>): run "
                        "a point with the study's --sweep and --point I, or give this run a --store of its own",
                        store_url(st), store_url(st));
+    /* nor inside a comparison's (its RUN beside dmo/ and the finals made the finished
+     * comparison refuse to report, "holds a run") */
+    char runs[200];
+    if (run_config_compare_runs(st, runs, sizeof runs) > 0)
+        return err_set(e, ERR_USAGE, "%s is the store of a tandem compare (its runs are in it as %s): give this run "
+                       "a --store of its own", store_url(st), runs);
     /* a new run only: a run begun before the name was reserved resumes, and is read */
     for (int m = 0; m < M; m++)
         if (dataset_name_reserved(domains[m]))

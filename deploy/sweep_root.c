@@ -80,6 +80,10 @@ int sweep_root_record(store *root, const char *root_url, char *const *texts, int
     if (!rc && has_run)
         rc = err_set(e, ERR_USAGE, "%s holds a run (RUN): a sweep's root holds only its points, in folders; give the "
                      "study a --store of its own", root_url);
+    char runs[200];
+    if (!rc && !has_sweep && run_config_compare_runs(root, runs, sizeof runs) > 0)
+        rc = err_set(e, ERR_USAGE, "%s is the store of a tandem compare (its runs are in it as %s): give the study a "
+                     "--store of its own", root_url, runs);
     if (!rc) rc = store_put(root, LEDGER_SWEEP, data, len, STORE_CREATE, e);
     free(data);
     if (rc == STORE_EXISTS) { /* another point wrote it: the same study? */

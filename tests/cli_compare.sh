@@ -261,4 +261,22 @@ print(len(h) == len(set(h)), "loss_u:u_x" in h, "loss:u_x" in h, "loss_u_big" in
 if [ $st = 0 ] && [ $st2 = 0 ] && [ "$got" = "True True True True False" ] && grep -q "<metric>:<domain>" "$tmp/ux.err"; then
   pass "metrics CSV: colliding <metric>_<domain> columns become <metric>:<domain>, said; plain names unchanged"
 else fail "metrics CSV with domains x, u_x, w_x" "exits $st $st2" "$got" "$(head -c 600 "$tmp/ux.csv")"; fi
+
+# A comparison begun from its folder with a relative --store reports from anywhere (its
+# final runs pinned the DMO's path as typed: exit 2 elsewhere); a run or a study into a
+# comparison's store is refused (its RUN beside the runs made the comparison refuse to
+# report); --json says an error on stdout too
+sed "s|episodes: 12|episodes: 2|" "$tmp/c.yaml" >"$tmp/short.yaml"
+(cd "$tmp" && "$bin" compare short.yaml --store rel-cmp --quiet >/dev/null 2>&1); st=$?
+(cd / && "$bin" compare "$tmp/short.yaml" --store "$tmp/rel-cmp" --json >"$tmp/rel-cmp.json" 2>"$tmp/rel-cmp.err"); st2=$?
+out1=$("$bin" run "$tmp/short.yaml" --store "$tmp/rel-cmp" --quiet 2>&1); r1=$?
+out2=$("$bin" run "$tmp/short.yaml" --store "$tmp/rel-cmp" --sweep run.seed=1,2 --point 0 --quiet 2>&1); r2=$?
+js=$("$bin" compare "$tmp/nosuch.yaml" --store "$tmp/zz" --json 2>/dev/null); r3=$?
+got=$($py -c 'import json, sys; d = json.loads(sys.argv[1]); print(d["error"]["code"])' "$js" 2>&1)
+if [ $st = 0 ] && [ $st2 = 0 ] && $py -c 'import json,sys; json.load(open(sys.argv[1]))["runs"]' "$tmp/rel-cmp.json" 2>/dev/null &&
+   [ "$r1$r2$r3" = 222 ] && grep -q "is the store of a tandem compare" <<<"$out1" &&
+   grep -q "is the store of a tandem compare" <<<"$out2" && [ "$got" = 2 ] && [ ! -e "$tmp/rel-cmp/RUN" ]; then
+  pass "a comparison reports from another folder; a run or study into its store refused; --json errors on stdout"
+else fail "comparison from elsewhere, runs into it, --json errors" "exits $st $st2 $r1 $r2 $r3 ($got)" \
+  "$(tail -n 3 "$tmp/rel-cmp.err")" "$out1" "$out2"; fi
 finish
