@@ -1626,7 +1626,8 @@ static void write_tok_json(const char *path, const char *const *merges, size_t n
     fprintf(f, "{\"version\":\"1.0\",\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"ByteLevel\","
                "\"add_prefix_space\":%s,\"use_regex\":true},\"added_tokens\":[",
             prefix_space ? "true" : "false");
-    if (eot) fprintf(f, "{\"id\":%zu,\"content\":\"<|endoftext|>\",\"special\":true}", 256 + nm);
+    if (eot) /* 2: not special, so matched in text */
+        fprintf(f, "{\"id\":%zu,\"content\":\"<|endoftext|>\",\"special\":%s}", 256 + nm, eot == 2 ? "false" : "true");
     fprintf(f, "],\"model\":{\"type\":\"BPE\",\"dropout\":null,\"vocab\":{");
     for (int c = 0; c < 256; c++) {
         char ch = (char)c;
@@ -2123,6 +2124,17 @@ static void test_prep_tokenizer_eot(void) {
     rc = prep_run(&o, &e);
     CHECK(rc == ERR_USAGE && strstr(e.msg, "o200k"), "a pattern the file contradicts: rc %d, %s",
           rc, e.msg);
+    /* an end-of-text token that is not special is matched in text: a document holding its
+     * text would hold the separator (before: written silently) */
+    char *tj2 = join(dir, "plain-eot.json");
+    write_tok_json(tj2, MERGES, N_MERGES, 2, 0);
+    o.tokenizer = tj2;
+    o.pattern = NULL;
+    rc = prep_run(&o, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "is an added token that is not special"), "a non-special eot: rc %d, %s",
+          rc, e.msg);
+    o.tokenizer = tj;
+    free(tj2);
     CHECK(!exists(out), "a refused run wrote %s", out);
     /* a token named by its text: here the byte '\n' */
     o.pattern = NULL;
