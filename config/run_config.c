@@ -353,6 +353,16 @@ static int create_run(store *st, const config *cfg, const char *const *domains, 
         return err_set(e, ERR_STORE, "%s: another tandem created this run at the same moment",
                        store_url(st));
     if (rc) return rc;
+    /* a study begun into the same root at the same moment (its SWEEP checked for RUN
+     * before this put it): both looked before either wrote. Said, and this RUN taken back
+     * (the study does the same on its side: at most one goes on) */
+    int raced = 0;
+    tdm_err re;
+    if (store_exists(st, LEDGER_SWEEP, &raced, &re) == 0 && raced) {
+        store_delete(st, LEDGER_RUN, &re);
+        return err_set(e, ERR_USAGE, "%s became the root of a sweep while this run began there: give this run a "
+                       "--store of its own", store_url(st));
+    }
     out->created = 1;
     snprintf(out->run_id, sizeof out->run_id, "%s", run.run_id);
     return 0;

@@ -84,8 +84,20 @@ int sweep_root_record(store *root, const char *root_url, char *const *texts, int
     if (!rc && !has_sweep && run_config_compare_runs(root, runs, sizeof runs) > 0)
         rc = err_set(e, ERR_USAGE, "%s is the store of a tandem compare (its runs are in it as %s): give the study a "
                      "--store of its own", root_url, runs);
-    if (!rc) rc = store_put(root, LEDGER_SWEEP, data, len, STORE_CREATE, e);
+    int created = 0;
+    if (!rc) rc = store_put(root, LEDGER_SWEEP, data, len, STORE_CREATE, e), created = !rc;
     free(data);
+    /* a run begun into the same root at the same moment (it checked for SWEEP before this
+     * put it): said, and this SWEEP taken back (the run does the same: at most one goes on) */
+    if (created) {
+        int raced = 0;
+        tdm_err re;
+        if (store_exists(root, LEDGER_RUN, &raced, &re) == 0 && raced) {
+            store_delete(root, LEDGER_SWEEP, &re);
+            rc = err_set(e, ERR_USAGE, "%s: a run began there while this study did: give the study a --store of its "
+                         "own", root_url);
+        }
+    }
     if (rc == STORE_EXISTS) { /* another point wrote it: the same study? */
         sweep there;
         rec_sweep *got = malloc(sizeof *got);

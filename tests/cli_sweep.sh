@@ -223,4 +223,19 @@ if grep -q "run.seed=2 .*holds a run whose run.seed is 5, not this point's 2" <<
    [ $rsvg = 2 ] && [ ! -e "$small/run.seed=9" ]; then
   pass "a point's place holding another run or no store: damaged rows, the others reported; --svg on a point name refused"
 else fail "points that are not the point" "results exit $rs, --svg exit $rsvg" "$out" "$svg"; fi
+
+# A run and a study begun into one new root at the same moment: at most one goes on (both
+# checked for the other before either wrote; before, 7 tries in 20 left RUN and SWEEP
+# side by side, verify clean)
+both=0
+for i in 1 2 3 4 5 6 7 8; do
+  rm -rf "$tmp/race"
+  "$bin" run "$tmp/c.yaml" --store "$tmp/race" --sweep run.seed=1,2 --point 0 --set run.episodes=1 --quiet \
+    >/dev/null 2>&1 &
+  "$bin" run "$tmp/c.yaml" --store "$tmp/race" --set run.episodes=1 --quiet >/dev/null 2>&1
+  wait
+  [ -e "$tmp/race/RUN" ] && [ -e "$tmp/race/SWEEP" ] && both=$((both + 1))
+done
+if [ $both = 0 ]; then pass "a run and a study raced into one root 8 times: never both there"
+else fail "a run and a study into one root at once" "$both of 8 tries left RUN and SWEEP side by side"; fi
 finish
