@@ -597,6 +597,9 @@ static int run_compare(const cli_args *a) {
     if (!rc) rc = dataset_load(&x->ds, x->cfg.data.dataset, &e);
     if (!rc) {
         x->M = dataset_n_domains(&x->ds);
+        if (!have_seed && x->cfg.run.seed > UINT64_MAX - 1000) /* + 1000 would wrap to a small seed */
+            rc = err_set(&e, ERR_USAGE, "run.seed = %llu: the final runs' seed (run.seed + 1000) would wrap; give "
+                         "--final-seed N", (unsigned long long)x->cfg.run.seed);
         if (!have_seed) x->final_seed = x->cfg.run.seed + 1000;
         /* every final run is scored on the test split: a domain without one window of it
          * would fail the comparison after all five runs had trained */
