@@ -2,7 +2,8 @@
  *
  * One row per command: its name, the line `tandem --help` shows, its handler, and
  * whether it can be preempted (then the stop handlers go in before anything else, so a
- * SIGTERM in the first millisecond ends in exit 75, never in death by the signal). */
+ * SIGTERM from main()'s first line on ends in exit 75, never in death by the signal;
+ * before it, the loader's and OpenBLAS's start-up: docs/running.md). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
