@@ -195,31 +195,40 @@ static void say_done(const compare_ctx *x, const char *part, const char *store, 
     say(x, "%s finished in %s (%.0f s)", part, store, compare_now() - t0);
 }
 
-/* "data.mixture_file=<the DMO's store>" into buf: a local store's path made absolute, so
- * that the final runs' pinned config names it from any directory (a relative one pinned
- * as typed: the finished comparison could not report from elsewhere, exit 2). */
-static void dmo_mixture_set(const compare_ctx *x, char *buf, size_t cap) {
+/* "data.mixture_file=<the DMO's store>" into buf (CONFIG_STR_MAX + 64 bytes): a local
+ * store's path made absolute, so that the final runs' pinned config names it from any
+ * directory (a relative one pinned as typed: the finished comparison could not report from
+ * elsewhere, exit 2). A path that would not fit a config value is a usage error, not a
+ * silently shortened path. */
+static int dmo_mixture_set(const compare_ctx *x, char *buf, size_t cap, tdm_err *e) {
     const char *dmo = x->sub[0];
     char cwd[PATH_MAX];
-    int local = !strstr(dmo, "://") && dmo[0] != '/' && getcwd(cwd, sizeof cwd);
-    const char *rel = dmo;
-    while (local && rel[0] == '.' && rel[1] == '/') rel += 2;
-    int n = local ? snprintf(buf, cap, "data.mixture_file=%.*s/", (int)(cap / 2), cwd) : 0;
-    snprintf(buf + n, cap - (size_t)n, "%s%.*s", local ? "" : "data.mixture_file=", (int)(cap - (size_t)n - 20),
-             local ? rel : dmo);
+    int n;
+    if (strstr(dmo, "://") || dmo[0] == '/' || !getcwd(cwd, sizeof cwd)) {
+        n = snprintf(buf, cap, "data.mixture_file=%s", dmo);
+    } else {
+        while (dmo[0] == '.' && dmo[1] == '/') dmo += 2;
+        n = snprintf(buf, cap, "data.mixture_file=%s/%s", cwd, dmo);
+    }
+    if (n < 0 || (size_t)n >= cap || (size_t)n - strlen("data.mixture_file=") >= CONFIG_STR_MAX)
+        return err_set(e, ERR_USAGE, "the DMO run's store path %s is too long once made absolute "
+                       "(at most %d bytes): run tandem compare from a folder nearer it",
+                       x->sub[0], CONFIG_STR_MAX - 1);
+    return 0;
 }
 
 /* Runs (or resumes, or finds finished) the DMO and the four final runs in order. */
 static int run_all(compare_ctx *x, tdm_err *e) {
+    char seed[64], mixfile[CONFIG_STR_MAX + 64];
+    int rc = dmo_mixture_set(x, mixfile, sizeof mixfile, e); /* before the DMO's hours */
+    if (rc) return rc;
     say(x, "1/5: the TANDEM run (data-mixture optimisation) in %s", x->sub[0]);
     const char *dmo[] = {"run.mode=tandem"};
     double t0 = compare_now();
-    int rc = run_one(x, x->sub[0], dmo, 1, e);
+    rc = run_one(x, x->sub[0], dmo, 1, e);
     if (rc) return rc;
     say_done(x, "1/5", x->sub[0], t0);
-    char seed[64], mixfile[CONFIG_STR_MAX + 64];
     snprintf(seed, sizeof seed, "run.seed=%llu", (unsigned long long)x->final_seed);
-    dmo_mixture_set(x, mixfile, sizeof mixfile);
     for (int f = 0; f < NFINAL && !rc; f++) {
         if (run_signal_pending()) return RUN_EXIT_REQUEUE;
         char step[64];
@@ -270,7 +279,7 @@ static int run_only(compare_ctx *x, const char *only, long point, tdm_err *e) {
     }
     char seed[64], mixfile[CONFIG_STR_MAX + 64], mixture[64];
     snprintf(seed, sizeof seed, "run.seed=%llu", (unsigned long long)x->final_seed);
-    dmo_mixture_set(x, mixfile, sizeof mixfile);
+    if ((rc = dmo_mixture_set(x, mixfile, sizeof mixfile, e))) return rc;
     snprintf(mixture, sizeof mixture, "data.mixture=%s", f == RUN_TANDEM ? "file" : FINAL_KEY[f]);
     say(x, "the final run on the %s mixture in %s", FINAL_NAME[f], x->sub[1 + f]);
     const char *extra[] = {"run.mode=fixed", seed, mixture, mixfile};

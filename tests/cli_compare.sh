@@ -279,4 +279,18 @@ if [ $st = 0 ] && [ $st2 = 0 ] && $py -c 'import json,sys; json.load(open(sys.ar
   pass "a comparison reports from another folder; a run or study into its store refused; --json errors on stdout"
 else fail "comparison from elsewhere, runs into it, --json errors" "exits $st $st2 $r1 $r2 $r3 ($got)" \
   "$(tail -n 3 "$tmp/rel-cmp.err")" "$out1" "$out2"; fi
+# A comparison begun deep in the file system (2,400 bytes of folders) with a relative --store
+# pins the DMO's whole absolute path (the folder was cut to 2,080 bytes: the final run on
+# alpha* named a folder that is not there); a path that would not fit a config value at all
+# is refused before the DMO runs
+deep="$tmp"; for i in 1 2 3 4 5 6 7 8 9 10 11 12; do deep="$deep/$(printf 'd%.0s' $(seq 200))"; done
+mkdir -p "$deep" 2>/dev/null
+(cd "$deep" && "$bin" compare "$tmp/short.yaml" --store deep-cmp --json --quiet >"$tmp/deep.json" 2>"$tmp/deep.err"); st=$?
+rel=$(printf 'r%.0s' $(seq 200)); rel="$rel/$rel/$rel/$rel/$rel/$rel/$rel/$rel/$rel/cmp"
+out=$(cd "$deep" && "$bin" compare "$tmp/short.yaml" --store "$rel" --quiet 2>&1); st2=$?
+if [ $st = 0 ] && $py -c 'import json,sys; json.load(open(sys.argv[1]))["runs"]' "$tmp/deep.json" 2>/dev/null &&
+   [ $st2 = 2 ] && grep -q "too long once made absolute" <<<"$out" && [ ! -e "$deep/${rel%%/*}" ]; then
+  pass "a comparison from a deep folder pins the DMO's whole path; one too long refused before anything ran"
+else fail "a comparison from a deep folder" "exits $st $st2" "$(tail -n 3 "$tmp/deep.err" | head -c 600)" \
+  "$(head -c 600 <<<"$out")"; fi
 finish
