@@ -514,7 +514,7 @@ static int add_match(tokenizer *t, const char *path, uint32_t i, const tjson *a,
         return err_set(e, ERR_INTERNAL, "tokenizer %s: out of memory", path);
     }
     t->match = m;
-    int raw = t->nfc && !added_flag(a, "normalized", 1);
+    int raw = !added_flag(a, "normalized", 1);
     t->match[t->nmatch] = (tok_match){s, n, id, added_flag(a, "lstrip", 0), added_flag(a, "rstrip", 0), raw,
                                       (uint32_t)t->nmatch};
     t->nmatch++;

@@ -86,14 +86,19 @@ static size_t white_before(const char *s, size_t from, size_t end) {
     return end - k;
 }
 
-/* The longest non-special added token at text[p..end) (of the raw ones only, when
- * raw_only): its index in t->match, or -1. Walks the trie as far as the text follows it. */
-static long match_at(const tokenizer *t, const char *text, size_t p, size_t end, int raw_only) {
+/* Which added tokens a search takes: Hugging Face matches the raw ones ("normalized":
+ * false) first, in the text as written, then the normalized ones in the (normalized)
+ * parts between those matches. */
+enum { MATCH_RAW = 1, MATCH_NORM = 2 };
+
+/* The longest non-special added token of the kinds `want` at text[p..end): its index in
+ * t->match, or -1. Walks the trie as far as the text follows it. */
+static long match_at(const tokenizer *t, const char *text, size_t p, size_t end, int want) {
     long best = -1;
     uint32_t node = p < end ? t->root[(unsigned char)text[p]] : 0;
     for (size_t q = p + 1; node; q++) {
         int32_t m = t->trie[node].match;
-        if (m >= 0 && (!raw_only || t->match[m].raw)) best = m;
+        if (m >= 0 && (want & (t->match[m].raw ? MATCH_RAW : MATCH_NORM))) best = m;
         if (q >= end) break;
         unsigned char c = (unsigned char)text[q];
         uint32_t next = t->trie[node].child;
@@ -103,12 +108,16 @@ static long match_at(const tokenizer *t, const char *text, size_t p, size_t end,
     return best;
 }
 
-/* The first non-special added token that starts in text[from, to) and ends by `end`: its
- * start (*at) and its index in t->match, leftmost and then longest; -1 if none. */
-static long next_match(const tokenizer *t, const char *text, size_t from, size_t to, size_t end, size_t *at) {
+/* The first non-special added token of the kinds `want` that starts in text[from, to)
+ * and ends by `end`: its start (*at) and its index in t->match, leftmost and then
+ * longest; -1 if none. */
+static long next_match(const tokenizer *t, const char *text, size_t from, size_t to, size_t end, size_t *at,
+                       int want) {
+    int have = (t->nraw ? MATCH_RAW : 0) | (t->nmatch > (size_t)t->nraw ? MATCH_NORM : 0);
+    if (!(want & have)) return -1; /* none of that kind: no scan */
     for (size_t p = from; p < to; p++) {
         if (!t->root[(unsigned char)text[p]]) continue;
-        long k = match_at(t, text, p, end, 0);
+        long k = match_at(t, text, p, end, want);
         if (k >= 0) {
             *at = p;
             return k;
@@ -117,33 +126,87 @@ static long next_match(const tokenizer *t, const char *text, size_t from, size_t
     return -1;
 }
 
+/* The raw matches of a text normalized to NFC, found in the text as written (tok_nfc):
+ * their places in the normalized text, in order. With `known` unset the raw tokens are
+ * looked for in the text itself (no normalizer: the text is as written). */
+typedef struct tok_span { size_t at; long k; } tok_span;
+typedef struct tok_spans { tok_span *v; size_t n, cap; int known; } tok_spans;
+
+static int spans_add(tok_spans *sp, size_t at, long k) {
+    if (sp->n == sp->cap) {
+        size_t cap = sp->cap ? 2 * sp->cap : 16;
+        tok_span *v = realloc(sp->v, cap * sizeof *v);
+        if (!v) return -1;
+        sp->v = v;
+        sp->cap = cap;
+    }
+    sp->v[sp->n++] = (tok_span){at, k};
+    return 0;
+}
+
+/* The index of the first span at or after `from`. */
+static size_t spans_from(const tok_spans *sp, size_t from) {
+    size_t lo = 0, hi = sp->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sp->v[mid].at < from) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Whether an added token begins at text[p] (p < n) in the whole text's matching: a part
+ * that ends at a cut where one begins ends its pre-tokenization there, as the whole text's
+ * would. */
+static int match_begins(const tokenizer *t, const char *text, size_t n, size_t p, const tok_spans *sp) {
+    if (!sp->known) return match_at(t, text, p, n, MATCH_RAW | MATCH_NORM) >= 0;
+    size_t s = spans_from(sp, p);
+    return (s < sp->n && sp->v[s].at == p) || match_at(t, text, p, n, MATCH_NORM) >= 0;
+}
+
 /* The pieces that start in [from, to) of text[0..n), encoded onto out: the non-special
- * added tokens matched first, the text between them pre-tokenized and encoded on its own
- * (ByteLevel's prefix space before each part that begins the text — `first` — or follows
- * a match, as Hugging Face gives each part one; without such tokens the space is in the
- * text already: prefixed(), prepared()). Pieces never cross `to` when it is a safe cut (or
- * n). 0, -1 (no memory) or -2 (a piece past BPE_PIECE_MAX). */
+ * added tokens matched first — the raw ones (from `sp` when their places are known), then
+ * the normalized ones in the parts between them, as Hugging Face's two passes do — the
+ * text between matches pre-tokenized and encoded on its own (ByteLevel's prefix space
+ * before each part that begins the text — `first` — or follows a match, as Hugging Face
+ * gives each part one; without such tokens the space is in the text already: prefixed(),
+ * prepared()). Pieces never cross `to` when it is a safe cut (or n). 0, -1 (no memory) or
+ * -2 (a piece past BPE_PIECE_MAX). */
 static int encode_range(const tokenizer *t, const char *text, size_t n, size_t from, size_t to, int first,
-                        bpe_cache *cache, tok_ids *out) {
+                        const tok_spans *sp, bpe_cache *cache, tok_ids *out) {
     if (!t->nmatch) return encode_plain(t, text, n, from, to, cache, out);
     int after_match = first, rc = 0;
+    size_t s = sp->known ? spans_from(sp, from) : 0, rat = to;
+    long rk = -2; /* the next raw match (at rat); -2: not looked for yet */
     for (size_t i = from; !rc && i < to;) {
-        size_t at = to, next;
-        long k = next_match(t, text, i, to, to, &at);
+        if (rk == -2 || (rk >= 0 && rat < i)) { /* pass 1: the next raw match, once */
+            rat = to;
+            rk = -1;
+            if (sp->known) {
+                while (s < sp->n && sp->v[s].at < i) s++;
+                if (s < sp->n && sp->v[s].at < to) rat = sp->v[s].at, rk = sp->v[s].k;
+            } else if ((rk = next_match(t, text, i, to, to, &rat, MATCH_RAW)) < 0) {
+                rat = to;
+            }
+        }
+        /* pass 2: a normalized match before it, else it */
+        size_t at = rat;
+        long k = next_match(t, text, i, rat, rat, &at, MATCH_NORM);
+        if (k < 0) k = rk, at = rat;
         size_t end = at; /* the part before the match */
         if (k >= 0 && t->match[k].lstrip) end -= white_before(text, i, at);
         /* how far the part's pre-tokenizer may look: to the match that ends it; for a part
          * that runs on past `to` (a cut), the text's end — unless a match begins right at
          * the cut, which ends the part there (as the whole text's encoding would) */
-        size_t vis = k >= 0 ? end : to < n && next_match(t, text, to, to + 1, n, &next) >= 0 ? to : n;
+        size_t vis = k >= 0 ? end : to < n && match_begins(t, text, n, to, sp) ? to : n;
         if (end > i) {
             if (after_match && t->add_prefix_space && text[i] != ' ') {
-                char *sp = malloc(vis - i + 1);
-                if (!sp) return -1;
-                sp[0] = ' ';
-                memcpy(sp + 1, text + i, vis - i);
-                rc = encode_plain(t, sp, vis - i + 1, 0, end - i + 1, cache, out);
-                free(sp);
+                char *p = malloc(vis - i + 1);
+                if (!p) return -1;
+                p[0] = ' ';
+                memcpy(p + 1, text + i, vis - i);
+                rc = encode_plain(t, p, vis - i + 1, 0, end - i + 1, cache, out);
+                free(p);
             } else {
                 rc = encode_plain(t, text, vis, i, end, cache, out);
             }
@@ -151,8 +214,10 @@ static int encode_range(const tokenizer *t, const char *text, size_t n, size_t f
         if (rc || k < 0) break;
         if (tok_ids_append(out, &t->match[k].id, 1)) return -1;
         i = at + t->match[k].n;
+        /* a normalized match's strip stays in its part (before the next raw match) */
+        size_t lim = k == rk && at == rat ? to : rat;
         if (t->match[k].rstrip)
-            for (size_t w; i < to && (w = white_at(text + i, to - i)); i += w) {}
+            for (size_t w; i < lim && (w = white_at(text + i, lim - i)); i += w) {}
         after_match = 1;
     }
     return rc;
@@ -178,25 +243,23 @@ static int encode_fail(int bad, tdm_err *e) {
     return err_set(e, ERR_INTERNAL, "tokenizer: out of memory");
 }
 
-/* The text to encode, as the pipeline has it before pre-tokenization: text itself, or a
- * copy in *owned (free it) normalized to NFC (normalizer NFC) and/or with a space in front
- * (ByteLevel add_prefix_space), in that order, as Hugging Face applies them. NULL when out
- * of memory. */
 /* NFC of text[0..n) as nfc_normalize gives it (*out NULL: as it is), but where raw added
  * tokens are matched in the text as written: the parts between their matches normalized
- * each on its own, the matches kept — Hugging Face splits on them first, then normalizes
- * (a combining mark after "<tool" composed with its 'l', and the token was not found). */
-static int tok_nfc(const tokenizer *t, const char *text, size_t n, char **out, size_t *outn) {
+ * each on its own, the matches kept and their places put in *sp (offset by `base`) —
+ * Hugging Face splits on them first, then normalizes (a combining mark after "<tool"
+ * composed with its 'l', and the token was not found; a raw token that only the
+ * normalization spells is no match). */
+static int tok_nfc(const tokenizer *t, const char *text, size_t n, size_t base, char **out, size_t *outn,
+                   tok_spans *sp) {
     if (!t->nraw) return nfc_normalize(text, n, out, outn);
+    sp->known = 1;
     *out = NULL;
     buf_t b = {0};
-    int changed = 0;
+    int changed = 0, oom = 0;
     for (size_t i = 0; i <= n;) {
-        /* the next raw match (leftmost, longest) */
         size_t at = n;
-        long k = -1;
-        for (size_t p = i; p < n && k < 0; p++)
-            if (t->root[(unsigned char)text[p]] && (k = match_at(t, text, p, n, 1)) >= 0) at = p;
+        long k = next_match(t, text, i, n, n, &at, MATCH_RAW);
+        if (k < 0) at = n;
         char *part = NULL;
         size_t pn = at - i;
         if (nfc_normalize(text + i, at - i, &part, &pn)) {
@@ -207,10 +270,11 @@ static int tok_nfc(const tokenizer *t, const char *text, size_t n, char **out, s
         buf_putn(&b, part ? part : text + i, pn);
         free(part);
         if (k < 0) break;
+        oom |= spans_add(sp, base + b.n, k);
         buf_putn(&b, t->match[k].s, t->match[k].n);
         i = at + t->match[k].n;
     }
-    if (b.oom) {
+    if (b.oom || oom) {
         buf_free(&b);
         return -1;
     }
@@ -223,13 +287,18 @@ static int tok_nfc(const tokenizer *t, const char *text, size_t n, char **out, s
     return *out ? 0 : -1;
 }
 
-static const char *prefixed(const tokenizer *t, const char *text, size_t *n, char **owned) {
+/* The text to encode, as the pipeline has it before pre-tokenization: text itself, or a
+ * copy in *owned (free it) normalized to NFC (normalizer NFC) and/or with a space in front
+ * (ByteLevel add_prefix_space), in that order, as Hugging Face applies them; the raw
+ * matches' places in *sp (free it). NULL when out of memory. */
+static const char *prefixed(const tokenizer *t, const char *text, size_t *n, char **owned, tok_spans *sp) {
     *owned = NULL;
     if (t->nfc) {
-        if (tok_nfc(t, text, *n, owned, n)) return NULL;
+        if (tok_nfc(t, text, *n, 0, owned, n, sp)) return NULL;
         if (*owned) text = *owned;
     }
-    /* with non-special added tokens, the space goes before each part (encode_range) */
+    /* with non-special added tokens, the space goes before each part (encode_range), and
+     * the spans' places stay as they are */
     if (!t->add_prefix_space || *n == 0 || text[0] == ' ' || t->nmatch) return text;
     char *p = malloc(*n + 1);
     if (!p) {
@@ -247,10 +316,12 @@ static const char *prefixed(const tokenizer *t, const char *text, size_t *n, cha
 
 int tokenizer_encode(const tokenizer *t, const char *text, size_t n, tok_ids *out, tdm_err *e) {
     char *owned;
-    text = prefixed(t, text, &n, &owned);
+    tok_spans sp = {0};
+    text = prefixed(t, text, &n, &owned, &sp);
     bpe_cache *c = bpe_cache_new();
-    int rc = !text || !c ? -1 : encode_range(t, text, n, 0, n, 1, c, out);
+    int rc = !text || !c ? -1 : encode_range(t, text, n, 0, n, 1, &sp, c, out);
     bpe_cache_free(c);
+    free(sp.v);
     free(owned);
     return encode_fail(rc, e);
 }
@@ -300,7 +371,7 @@ size_t tokenizer_safe_cut(const tokenizer *t, const char *text, size_t n) {
  * (a letter or digit after a '\n' is a starter that composes with nothing before it). NULL
  * when out of memory. */
 static const char *prepared(const tokenizer *t, const char *text, size_t *n, size_t *cut,
-                            int start, char **owned) {
+                            int start, char **owned, tok_spans *sp) {
     *owned = NULL;
     int pre = start && t->add_prefix_space && !t->nmatch; /* else encode_range's, per part */
     if (!t->nfc) {
@@ -315,19 +386,19 @@ static const char *prepared(const tokenizer *t, const char *text, size_t *n, siz
     }
     char *h = NULL, *tl = NULL;
     size_t hn = *cut, tn = *n - *cut;
-    if (tok_nfc(t, text, *cut, &h, &hn) || tok_nfc(t, text + *cut, *n - *cut, &tl, &tn)) {
+    if (tok_nfc(t, text, *cut, 0, &h, &hn, sp) || tok_nfc(t, text + *cut, *n - *cut, hn, &tl, &tn, sp)) {
         free(h);
         return NULL;
     }
     const char *hs = h ? h : text, *ts = tl ? tl : text + *cut;
-    size_t sp = pre && hn + tn > 0 && (hn ? hs[0] : ts[0]) != ' ';
-    char *p = malloc(sp + hn + tn + 1);
+    size_t lead = pre && hn + tn > 0 && (hn ? hs[0] : ts[0]) != ' ';
+    char *p = malloc(lead + hn + tn + 1);
     if (p) {
         p[0] = ' ';
-        memcpy(p + sp, hs, hn);
-        memcpy(p + sp + hn, ts, tn);
-        *n = sp + hn + tn;
-        *cut = sp + hn;
+        memcpy(p + lead, hs, hn);
+        memcpy(p + lead + hn, ts, tn);
+        *n = lead + hn + tn;
+        *cut = lead + hn;
     }
     free(h);
     free(tl);
@@ -341,15 +412,20 @@ static int encode_cut(const tokenizer *t, const char *text, size_t n, size_t cut
                       int threads, bpe_cache *cache, tok_ids *out, tdm_err *e) {
     if (threads <= 0) threads = omp_get_max_threads();
     char *owned;
-    text = prepared(t, text, &n, &cut, start, &owned);
-    if (!text) return err_set(e, ERR_INTERNAL, "tokenizer: out of memory");
+    tok_spans sp = {0};
+    text = prepared(t, text, &n, &cut, start, &owned, &sp);
+    if (!text) {
+        free(sp.v);
+        return err_set(e, ERR_INTERNAL, "tokenizer: out of memory");
+    }
     size_t target = cut / ((size_t)threads * 8);
     if (target < (1u << 16)) target = 1u << 16;
     int fail = 0;
     if (threads == 1 || cut < 2 * target || t->no_cuts) {
         bpe_cache *c = cache ? cache : bpe_cache_new();
-        fail = !c ? -1 : encode_range(t, text, n, 0, cut, start, c, out);
+        fail = !c ? -1 : encode_range(t, text, n, 0, cut, start, &sp, c, out);
         if (c != cache) bpe_cache_free(c);
+        free(sp.v);
         free(owned);
         return encode_fail(fail, e);
     }
@@ -371,7 +447,7 @@ static int encode_cut(const tokenizer *t, const char *text, size_t n, size_t cut
             int bad = c ? 0 : -1;
 #pragma omp for schedule(dynamic, 1)
             for (size_t k = 0; k < ncut; k++)
-                if (!bad) bad = encode_range(t, text, n, cuts[k], cuts[k + 1], start && k == 0, c, &parts[k]);
+                if (!bad) bad = encode_range(t, text, n, cuts[k], cuts[k + 1], start && k == 0, &sp, c, &parts[k]);
             fail_keep(&fail, bad);
             bpe_cache_free(c);
         }
@@ -380,6 +456,7 @@ static int encode_cut(const tokenizer *t, const char *text, size_t n, size_t cut
     }
     free(parts);
     free(cuts);
+    free(sp.v);
     free(owned);
     return encode_fail(fail, e);
 }
@@ -408,8 +485,10 @@ int tokenizer_encode_docs(const tokenizer *t, size_t ndocs, const char *const *d
             if (bad) continue;
             size_t n = lens[d];
             char *owned;
-            const char *text = prefixed(t, docs[d], &n, &owned);
-            bad = !text ? -1 : encode_range(t, text, n, 0, n, 1, c, &outs[d]);
+            tok_spans sp = {0};
+            const char *text = prefixed(t, docs[d], &n, &owned, &sp);
+            bad = !text ? -1 : encode_range(t, text, n, 0, n, 1, &sp, c, &outs[d]);
+            free(sp.v);
             free(owned);
         }
         fail_keep(&fail, bad);

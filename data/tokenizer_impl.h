@@ -8,16 +8,19 @@
 #include "data/tokenizer.h"
 
 /* A non-special added token (tokenizer.json added_tokens with "special": false): matched
- * in the text as Hugging Face matches it — leftmost, longest — before pre-tokenization,
- * the text between matches encoded on its own (special tokens are never matched:
- * tokenizer.h). lstrip / rstrip take the whitespace before / after a match with it. */
+ * in the text as Hugging Face matches it — the raw ones first, in the text as written,
+ * then the normalized ones in the parts between those matches, each pass leftmost,
+ * longest — before pre-tokenization, the text between matches encoded on its own (special
+ * tokens are never matched: tokenizer.h). lstrip / rstrip take the whitespace before /
+ * after a match with it. */
 typedef struct tok_match {
     char *s; /* the content (NFC when "normalized" and the normalizer is NFC) */
     size_t n;
     uint32_t id;
     int lstrip, rstrip;
-    int raw; /* not "normalized": under NFC, matched in the text as written, the parts
-              * between such matches normalized each on its own (Hugging Face's order) */
+    int raw; /* not "normalized": matched before the normalized ones, in the text as
+              * written (under NFC the parts between such matches are normalized each on
+              * its own: Hugging Face's order) */
     uint32_t order; /* its place in added_tokens: of two with one content, the later wins */
 } tok_match;
 
@@ -39,7 +42,7 @@ struct tokenizer {
     size_t ntrie;
     uint32_t root[256];
     int no_cuts; /* a safe cut could fall inside a match, or end an lstrip one's strip (tok_load.c) */
-    int nraw;    /* of them, raw ones (NFC only) */
+    int nraw;    /* of them, raw ones */
     char digest[65];
     char kind[48];
 };

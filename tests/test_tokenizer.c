@@ -1108,7 +1108,9 @@ static void test_agree_added(void) {
         "hello<tool_call>world</tool_call> end", "<tool_call>start", "x <think>  inner </think>  after",
         "a<tool b<tool_call>c", "nothing here", "  <think>\n\nq", "tail </think>", "<|fim_prefix|>def f():\n  return 1",
         "\xce\xa9mega\xce\xa9mega! ok", "e\xcc\x81<tool_call>\xcc\x81x", "<tool_call><tool_call>", " <tool_call> spaced",
-        "word\n<think>\nnext", "x<|a\nb|>y", "\xe3\x80\x80<think>\xc2\xa0y", "</think>\xe2\x80\x83\xe2\x80\x83z"};
+        "word\n<think>\nnext", "x<|a\nb|>y", "\xe3\x80\x80<think>\xc2\xa0y", "</think>\xe2\x80\x83\xe2\x80\x83z",
+        /* raw tokens before normalized ones; a raw token spelled only by the NFC is none */
+        "xab<tool_call>y", "ab<tool z", "ab<toolbar", "e\xcc\x81te\xcc\x81 and \xc3\xa9t\xc3\xa9!"};
     static const char *const put[] = {"<tool_call>", "</tool_call>", "<tool", "<|fim_prefix|>", "<think>", "</think>",
                                       "\xce\xa9mega", "<|a\nb|>", " <think> ", "\n</think>\n"};
     docs D = {0};
@@ -1130,7 +1132,7 @@ static void test_agree_added(void) {
         buf_free(&b);
     }
     static const char *const make[][3] = {{"gpt2.json", "gpt2-added.json", ""},
-                                          {"qwen2-nfc.json", "qwen2-added.json", ""},
+                                          {"qwen2-nfc.json", "qwen2-added.json", "overlap"},
                                           {"gpt2.json", "gpt2-added-pre.json", "prefix"},
                                           {"gpt2.json", "gpt2-added-cuts.json", "prefix cuts"}};
     for (int k = 0; k < 4; k++) {
@@ -1183,6 +1185,35 @@ static void test_agree_added(void) {
     }
     buf_free(&all);
     docs_free(&D);
+    /* Without a normalizer, too, the raw tokens are matched first (Hugging Face's
+     * extract_and_normalize always makes two passes; the JavaScript reference makes one
+     * here, so the ids are composed instead): "ab<tool z" is "ab", the raw "<tool", " z" —
+     * not the normalized "ab<tool" that starts further left */
+    char cmd[13000], path[4400];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/tokenizer/added.py' '%s/files/gpt2.json' '%s/files/gpt2-ov.json' overlap",
+             ROOT, REF, REF);
+    CHECK(run_cmd(cmd) == 0, "%s", cmd);
+    snprintf(path, sizeof path, "%s/files/gpt2-ov.json", REF);
+    tdm_err e = {0};
+    tokenizer *t = NULL;
+    CHECK(!tokenizer_load(path, NULL, &t, &e), "%s", e.msg);
+    if (t) {
+        static const char *const text[][4] = {{"ab<tool z", "ab", "<tool", " z"}, {"xab<tool_call>y", "xab", "<tool_call>", "y"},
+                                              {"ab<toolbar", "ab", "<tool", "bar"}};
+        for (int i = 0; i < 3; i++) {
+            tok_ids got = {0}, want = {0};
+            int64_t id = tokenizer_token_id(t, text[i][2], strlen(text[i][2]));
+            uint32_t u = (uint32_t)id;
+            CHECK(id >= 0 && !tokenizer_encode(t, text[i][0], strlen(text[i][0]), &got, &e) &&
+                      !tokenizer_encode(t, text[i][1], strlen(text[i][1]), &want, &e) && !tok_ids_append(&want, &u, 1) &&
+                      !tokenizer_encode(t, text[i][3], strlen(text[i][3]), &want, &e), "%s", e.msg);
+            CHECK(got.n == want.n && !memcmp(got.v, want.v, got.n * sizeof *got.v), "\"%s\": %zu ids, composed %zu",
+                  text[i][0], got.n, want.n);
+            tok_ids_free(&got);
+            tok_ids_free(&want);
+        }
+        tokenizer_free(t);
+    }
 }
 
 /* encode_parallel and encode_docs give exactly encode's ids */
