@@ -293,6 +293,13 @@ static int run_results(const cli_args *a) {
     }
     progress_tty_end();
     if (!rc && svg) rc = write_svg(svg, url, split_name, r, sw.npoints, &e);
+    /* a damaged point: every row is still shown, and the exit says a point is damaged (3,
+     * as for one run's damaged store) */
+    size_t damaged = 0;
+    for (size_t i = 0; !rc && i < sw.npoints; i++) damaged += r[i].p.state == SWEEP_POINT_DAMAGED;
+    tdm_err de = {0};
+    int drc = damaged ? err_set(&de, ERR_STORE, "%zu of %zu points damaged (their rows say why); `tandem status "
+                                "%s/<label>` says more of each", damaged, sw.npoints, url) : 0;
     if (!rc) {
         if (json) {
             char *body = NULL;
@@ -302,7 +309,7 @@ static int run_results(const cli_args *a) {
             else {
                 print_json(j, url, split_name, r, sw.npoints);
                 fclose(j);
-                json_document(stdout, 0, NULL, body);
+                json_document(stdout, drc, de.msg, body);
             }
             free(body);
         } else if (!strcmp(format, "csv")) {
@@ -313,6 +320,10 @@ static int run_results(const cli_args *a) {
     }
     if (rc) fprintf(stderr, "tandem results: %s\n", e.msg);
     if (rc && json) json_document(stdout, rc, e.msg, NULL);
+    if (!rc && drc) {
+        fprintf(stderr, "tandem results: %s\n", de.msg);
+        rc = drc;
+    }
     free(r);
     sweep_free(&sw);
     if (root) store_close(root);

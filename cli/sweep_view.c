@@ -108,6 +108,11 @@ int sweep_view_status(store *st, const char *url, FILE *j, int *is_sweep, tdm_er
                counts[SWEEP_POINT_FINISHED], counts[SWEEP_POINT_RUNNING], counts[SWEEP_POINT_STOPPED],
                counts[SWEEP_POINT_PENDING], counts[SWEEP_POINT_DAMAGED]);
     }
+    /* a damaged point is a fault (as a damaged RUN is for one run): the table is out, and
+     * the exit says so (a script polling the sweep must not read it as healthy) */
+    if (!rc && counts[SWEEP_POINT_DAMAGED])
+        rc = err_set(e, ERR_STORE, "%zu of %zu points damaged (their rows say why); `tandem status %s/<label>` "
+                     "says more of each", counts[SWEEP_POINT_DAMAGED], sw.npoints, url);
     free(p);
     free(rec);
     sweep_free(&sw);

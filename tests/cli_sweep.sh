@@ -218,11 +218,21 @@ small=$tmp/small; sstudy=(--sweep run.seed=1,2,3)
 printf 'x' >"$small/run.seed=3"
 out=$("$bin" results "$small" 2>&1); rs=$?
 svg=$("$bin" results "$small" --svg "$small/run.seed=9" 2>&1); rsvg=$?
+# ... and both commands exit 3 once the table is out (exit 0 before: a script read the
+# study as healthy), --json carrying the error beside every point
+sout=$("$bin" status "$small" 2>&1); ss=$?
+js=$("$bin" status "$small" --json 2>/dev/null); sj=$?
+jr=$("$bin" results "$small" --json 2>/dev/null); rj=$?
+got=$($py -c 'import json, sys
+s = json.loads(sys.argv[1]); r = json.loads(sys.argv[2])
+print(s["error"]["code"], s["sweep"]["counts"]["damaged"], r["error"]["code"], len(r["points"]))' "$js" "$jr" 2>&1)
 if grep -q "run.seed=2 .*holds a run whose run.seed is 5, not this point's 2" <<<"$out" &&
    grep -q "run.seed=3 .*Not a directory" <<<"$out" && grep -q "finished  run.seed=1" <<<"$out" &&
-   [ $rsvg = 2 ] && [ ! -e "$small/run.seed=9" ]; then
-  pass "a point's place holding another run or no store: damaged rows, the others reported; --svg on a point name refused"
-else fail "points that are not the point" "results exit $rs, --svg exit $rsvg" "$out" "$svg"; fi
+   [ $rsvg = 2 ] && [ ! -e "$small/run.seed=9" ] && [ "$rs$ss$sj$rj" = 3333 ] && [ "$got" = "3 2 3 3" ] &&
+   grep -q "2 of 3 points damaged" <<<"$out" && grep -q "2 of 3 points damaged" <<<"$sout" &&
+   grep -q "finished  1/1" <<<"$sout"; then
+  pass "a point's place holding another run or no store: damaged rows, the others reported, exit 3; --svg on a point name refused"
+else fail "points that are not the point" "results exit $rs, --svg exit $rsvg, status $ss, json $sj $rj ($got)" "$out" "$svg" "$sout"; fi
 
 # A run and a study begun into one new root at the same moment: at most one goes on (both
 # checked for the other before either wrote; before, 7 tries in 20 left RUN and SWEEP
