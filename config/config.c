@@ -35,6 +35,12 @@ static const key_def *find_key(const char *key) {
 
 static void *field(config *c, const key_def *k) { return (char *)c + k->off; }
 
+bool config_path_joined(const config *c, const char *key) {
+    const key_def *k = find_key(key);
+    size_t row = k ? (size_t)(k - config_schema) : 0;
+    return k && (c->joined[row / 64] >> (row % 64) & 1);
+}
+
 /* Whether `name` is a section, i.e. the part before '.' of some key. */
 static bool is_section(const char *name) {
     size_t n = strlen(name);
@@ -717,6 +723,8 @@ static int file_key(loader *L, const key_def *k, const ydoc_node *v, int line, t
     }
     if (set_key(&L->c, k, text, v->quoted, where, e)) return e->code;
     L->from[k - config_schema] = (origin){O_FILE, line};
+    size_t row = (size_t)(k - config_schema);
+    if (text == resolved) L->c.joined[row / 64] |= 1ull << (row % 64);
     return 0;
 }
 
@@ -889,7 +897,9 @@ int config_load_sweep(config *out, const char *path, char *const *sets, int nset
     for (int i = 0; i < nsets; i++) {
         if (items[i].k == pk) continue;
         if ((rc = set_from_cli(&L->c, &items[i], e))) goto done;
-        L->from[items[i].k - config_schema] = (origin){O_SET, 0};
+        size_t row = (size_t)(items[i].k - config_schema);
+        L->from[row] = (origin){O_SET, 0};
+        L->c.joined[row / 64] &= ~(1ull << (row % 64)); /* --set's value: as given */
     }
     if ((rc = check_all(&L->c, L->from, path, 1, e))) goto done;
     *out = L->c;

@@ -87,6 +87,9 @@ enum config_cloud { CONFIG_CLOUD_NONE, CONFIG_CLOUD_GKE, CONFIG_CLOUD_EKS, CONFI
  * meaning, range and default. Field names are the key names. */
 typedef struct config {
     int preset;                 /* enum config_preset: where the non-file values came from */
+    /* not keys: the path keys a file gave relative, joined to its folder by the loader
+     * (bit k for the schema's row k; config_path_joined) */
+    uint64_t joined[2];
     char store[CONFIG_STR_MAX]; /* run store URL; "" = the runner decides */
     struct config_run {
         int episodes;  /* T */
@@ -255,6 +258,10 @@ int config_diff(const config *a, const config *b, const char ***keys, size_t *n,
 int config_value_text(const config *c, const char *key, char *buf, size_t n);
 /* Whether `key`'s value is a path (or scheme:path, as model.init's hf:DIR). */
 bool config_key_path(const char *key);
+/* Whether c's value of path key `key` came from the config file, relative there, and was
+ * joined to the file's folder (a value from --set, a preset or an absolute one: false).
+ * A Kubernetes Job runs the image's files, where the config's folder is not. */
+bool config_path_joined(const config *c, const char *key);
 /* The relative path inside `value` of path key `key` (after "hf:" for model.init), as the
  * loader would resolve it against the config's directory; NULL when the key takes no path
  * or the value is none (empty, absolute, a URL, model.init's random). */

@@ -305,7 +305,7 @@ const key_def config_schema[] = {
     STRC("cluster.tandem_binary", cluster.tandem_binary, "", F_PATH, cluster_check_path,
          "tandem on the nodes; \"\" = Slurm: the absolute path of the tandem that renders; "
          "Kubernetes: /usr/local/bin/tandem (the image's). A relative path is relative to the "
-         "config file (Slurm); Kubernetes wants it absolute"),
+         "config file (Slurm); Kubernetes wants it absolute as written"),
     STRC("cluster.credentials_file", cluster.credentials_file, "", F_PATH, cluster_check_path,
          "Slurm: a file of AWS_* assignments (mode 600) that the batch script reads into "
          "tandem's environment; credentials never appear on a command line"),

@@ -1006,11 +1006,13 @@ int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
         return err_set(e, ERR_USAGE,
                        "cluster.image is required for Kubernetes: the image built from the "
                        "Dockerfile (e.g. --set cluster.image=registry.example/tandem:1.0)");
-    /* the container runs the image's files: a relative path (one from a config, joined to
-     * the config's directory here) names nothing there */
-    if (k->tandem_binary[0] && k->tandem_binary[0] != '/')
+    /* the container runs the image's files: a relative path names nothing there — nor
+     * one the config gave relative, which the loader joined to the config's folder here */
+    if (k->tandem_binary[0] && (k->tandem_binary[0] != '/' || config_path_joined(c, "cluster.tandem_binary")))
         return err_set(e, ERR_USAGE, "cluster.tandem_binary = %.200s: for Kubernetes, give the absolute path of "
-                       "tandem inside the image (default %s)", k->tandem_binary, MANIFEST_K8S_TANDEM);
+                       "tandem inside the image (default %s)%s", k->tandem_binary, MANIFEST_K8S_TANDEM,
+                       k->tandem_binary[0] == '/' ? "; the config gave it relative, and it was joined to the "
+                       "config's folder on this machine" : "");
     char name[128];
     manifest_job_name(o, name, sizeof name);
     int rc = check_job_name(o, name, e);

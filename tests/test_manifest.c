@@ -586,6 +586,27 @@ static void test_slurm_relative_config(void) {
           "k8s with a relative tandem_binary: rc %d %s", k.rc, k.e.msg);
     rendered_free(&r);
     rendered_free(&k);
+    /* the same config named by its absolute path: the loader joins ../bin/tandem to its
+     * folder, an absolute path of this machine that the image lacks — still refused for
+     * Kubernetes (it was rendered); given absolute in the file or by --set, it is taken */
+    char abs_cfg[4300];
+    snprintf(abs_cfg, sizeof abs_cfg, "%s/configs/x.yaml", tmp);
+    char *img[] = {"cluster.image=reg.io/tandem:1", "cluster.tandem_binary=/opt/t/tandem"};
+    int rcs[3];
+    for (int v = 0; v < 3; v++) {
+        if (v == 2)
+            CHECK(write_text("configs/x.yaml", "data: {dataset: /d.yaml}\ncluster: {tandem_binary: /opt/t/tandem}\n") == 0,
+                  "rewrite");
+        CHECK(config_load(c, abs_cfg, img, v == 1 ? 2 : 1, &e) == 0, "%s", e.msg);
+        manifest_opts ko = opts(c, "file://./runs/x");
+        render(&k, 0, &ko);
+        rcs[v] = k.rc;
+        if (v == 0)
+            CHECK(k.rc == ERR_USAGE && strstr(k.e.msg, "joined to the config's folder"), "k8s, joined: rc %d %s", k.rc,
+                  k.e.msg);
+        rendered_free(&k);
+    }
+    CHECK(rcs[1] == 0 && rcs[2] == 0, "k8s with an absolute tandem_binary (--set, file): rc %d %d", rcs[1], rcs[2]);
     free(c);
     CHECK(chdir(here) == 0, "chdir back");
 }
