@@ -35,6 +35,7 @@
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "config/compare_layout.h"
+#include "config/domain_caps.h"
 #include "config/config.h"
 #include "runner/evaluate.h"
 #include "report/progress.h"
@@ -623,7 +624,17 @@ static int run_compare(const cli_args *a) {
                              x->ds.path, dataset_domain_name(&x->ds, m),
                              (unsigned long long)ts->tokens, x->cfg.train.seq + 1);
         }
-        if (x->final_seed == x->cfg.run.seed)
+        /* the final runs (fixed: sample mixing, whole sequences, unless data.mixing says
+         * weight) must fit the caps too: said before the DMO's hours, not after them */
+        double epochs[64];
+        int capped = rc ? 0 : domain_caps_resolve(x->cfg.data.max_epochs, &x->ds, epochs, &e);
+        if (capped < 0 || capped > 1) rc = capped;
+        else if (capped)
+            rc = domain_caps_fit(x->cfg.data.max_epochs, &x->ds, epochs,
+                                 (double)x->cfg.run.episodes * x->cfg.tandem.E * x->cfg.train.batch, x->cfg.train.seq,
+                                 x->cfg.data.mixing != CONFIG_MIXING_WEIGHT,
+                                 "each final run: run.episodes x tandem.E x train.batch x train.seq", NULL, &e);
+        if (!rc && x->final_seed == x->cfg.run.seed)
             rc = err_set(&e, ERR_USAGE, "--final-seed %llu equals run.seed: the final runs must be "
                          "seeded independently of the DMO", (unsigned long long)x->final_seed);
         compare_url(x->config_path, store_opt, &x->cfg, x->url, sizeof x->url);

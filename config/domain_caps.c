@@ -107,3 +107,24 @@ int domain_caps_resolve(const char *s, const dataset *ds, double *cap, tdm_err *
     }
     return any;
 }
+
+int domain_caps_fit(const char *s, const dataset *ds, const double *epochs, double rows, int seq, int whole,
+                    const char *what, double *room_out, tdm_err *e) {
+    double room = 0, room_rows = 0, budget = rows * seq;
+    for (int m = 0; m < dataset_n_domains(ds); m++) {
+        double cap = isfinite(epochs[m]) ? epochs[m] * (double)dataset_tokens(ds, m, SPLIT_TRAIN) : INFINITY;
+        room += cap;
+        room_rows += floor(cap / seq);
+    }
+    if (room_out) *room_out = room;
+    if (room < budget)
+        return err_set(e, ERR_USAGE, "data.max_epochs = %s: the caps let u see %.4g tokens in all, but the run "
+                       "trains on %.4g (%s): raise the caps, cap fewer domains, or lower run.episodes",
+                       s, room, budget, what);
+    if (whole && room_rows < rows)
+        return err_set(e, ERR_USAGE, "data.max_epochs = %s: the caps hold %.0f whole sequences of train.seq = %d "
+                       "tokens (%.4g tokens; a sequence is drawn whole from one domain under sample mixing), but "
+                       "the run trains on %.0f (%s): raise the caps, cap fewer domains, or lower run.episodes",
+                       s, room_rows, seq, room_rows * seq, rows, what);
+    return 0;
+}

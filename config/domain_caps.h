@@ -24,4 +24,12 @@ bool domain_caps_check(const char *s, char *why, size_t n);
  * dataset's domains (or a domain named twice). */
 int domain_caps_resolve(const char *s, const dataset *ds, double *cap, tdm_err *e);
 
+/* Whether caps `epochs` (domain_caps_resolve's) hold a run of `rows` rows of `seq` tokens
+ * (run.episodes x steps x train.batch; `what` says that product for the message): in
+ * tokens, and when `whole` (sample mixing: a row is never split) in whole rows of each
+ * domain. 0, or ERR_USAGE naming the key, the room and what the run needs. `room_out`
+ * (may be NULL) gets the room in tokens. */
+int domain_caps_fit(const char *s, const dataset *ds, const double *epochs, double rows, int seq, int whole,
+                    const char *what, double *room_out, tdm_err *e);
+
 #endif

@@ -77,7 +77,7 @@ static void fill_hparams(run_ctx *r) {
 /* data.max_epochs: the caps in tokens and the box they put on α (steps/mixture.h), for a
  * budget of the tokens u trains on over the planned run (the probe's steps too when they
  * carry into u). Refused when the caps cannot hold that budget; under sample mixing in
- * whole rows of train.seq tokens, since a row is never split. */
+ * whole rows of train.seq tokens, since a row is never split (domain_caps_fit). */
 static int setup_caps(run_ctx *r, tdm_err *e) {
     step_hparams *h = &r->hp;
     int M = dataset_n_domains(&r->ds);
@@ -85,25 +85,19 @@ static int setup_caps(run_ctx *r, tdm_err *e) {
     int rc = domain_caps_resolve(r->cfg.data.max_epochs, &r->ds, epochs, e);
     if (rc < 0 || rc > 1) return rc;
     h->has_caps = rc;
-    double steps = (double)h->episodes * (h->E + (h->probe_carry && !h->fixed ? h->K : 0));
-    double budget = steps * h->B * h->T, room = 0, rows = 0;
+    int carry = h->probe_carry && !h->fixed;
+    double steps = (double)h->episodes * (h->E + (carry ? h->K : 0));
+    double budget = steps * h->B * h->T;
     for (int m = 0; m < M; m++) {
         tokens[m] = (double)dataset_tokens(&r->ds, m, SPLIT_TRAIN);
         h->cap[m] = isfinite(epochs[m]) ? epochs[m] * tokens[m] : INFINITY;
-        room += h->cap[m];
-        rows += floor(h->cap[m] / h->T);
     }
     mixture_alpha_bounds(tokens, M, budget, epochs, h->alpha_hi);
     if (!h->has_caps) return 0;
-    if (room < budget || (h->mixing == STEP_MIX_SAMPLE && rows < steps * h->B))
-        return err_set(e, ERR_USAGE,
-                       "data.max_epochs = %s: the caps let u see %.4g tokens in all, but the run "
-                       "trains on %.4g (run.episodes x (tandem.E%s) x train.batch x train.seq%s): "
-                       "raise the caps, cap fewer domains, or lower run.episodes",
-                       r->cfg.data.max_epochs, room, budget,
-                       h->probe_carry && !h->fixed ? " + tandem.K, with probe_carry" : "",
-                       h->mixing == STEP_MIX_SAMPLE ? ", in whole sequences" : "");
-    return 0;
+    return domain_caps_fit(r->cfg.data.max_epochs, &r->ds, epochs, steps * h->B, h->T, h->mixing == STEP_MIX_SAMPLE,
+                           carry ? "run.episodes x (tandem.E + tandem.K, with probe_carry) x train.batch x train.seq"
+                                 : "run.episodes x tandem.E x train.batch x train.seq",
+                           NULL, e);
 }
 
 /* tandem.alpha_cut = overfit or repeated: the α step's lower bounds (steps.h, has_lo).

@@ -26,7 +26,8 @@
 #     with 0 (runs pinned before the key), the fixed UniMax baseline at data.unimax_epochs;
 #     pinned for a DMO, no change for a fixed run; tandem.skip_pinned pinned alike;
 #   - bad values (an unknown domain, caps that cannot hold the budget, a malformed list):
-#     exit 2 naming the key, nothing written.
+#     exit 2 naming the key, nothing written; caps that hold the final runs' tokens but
+#     not their whole sequences: tandem compare refuses them before the DMO.
 # Prints PASS/FAIL lines and "cli_caps: N passed, M failed"; exits non-zero on failure.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -273,4 +274,16 @@ bad "caps that cannot hold the budget" "*=0.1" "raise the caps"
 bad "a malformed list" "small=,big=2" "NAME=EPOCHS"
 bad "a domain named twice" "small=1,small=2" "twice"
 bad "a cap of zero" "small=0" "above 0"
+
+# caps whose tokens hold the budget (13885 >= 13824) but not in whole sequences of 32
+# (143 + 143 + 145 = 431 of the 432 rows the final runs draw under sample mixing): the DMO
+# (weight mixing) takes them, and tandem compare refuses them before the DMO runs (it
+# refused the first final run after the whole DMO had trained), saying the rows
+caps="big=0.15356666666666667,mid=0.4607,small=2.3355"
+"$bin" run "$tmp/c.yaml" --store "$tmp/rows-dmo" --set "data.max_epochs=$caps" --quiet >/dev/null 2>"$tmp/rows1.err"; st1=$?
+"$bin" compare "$tmp/c.yaml" --store "$tmp/rows-cmp" --set "data.max_epochs=$caps" --quiet >/dev/null 2>"$tmp/rows2.err"; st2=$?
+if [ $st1 = 0 ] && [ $st2 = 2 ] && grep -q "the caps hold 431 whole sequences of train.seq = 32" "$tmp/rows2.err" &&
+   grep -q "trains on 432 (each final run" "$tmp/rows2.err" && [ ! -e "$tmp/rows-cmp/dmo" ]; then
+  pass "caps that hold the tokens but not whole sequences: the DMO runs, compare refuses before it (exit 2, rows said)"
+else fail "caps in whole sequences for compare's final runs" "run exit $st1, compare exit $st2" "$(cat "$tmp/rows1.err" "$tmp/rows2.err")"; fi
 finish
