@@ -368,6 +368,18 @@ static int create_run(store *st, const config *cfg, const char *const *domains, 
     return 0;
 }
 
+/* A pinned or given value for a refusal's list: whole when it fits `cap`, else its head and
+ * its tail (two values differing at the end, as caps lists do, stay told apart). */
+static void value_shown(const char *v, char *out, size_t cap) {
+    size_t n = strlen(v);
+    if (n < cap) {
+        memcpy(out, v, n + 1);
+        return;
+    }
+    size_t part = (cap - 4) / 2;
+    snprintf(out, cap, "%.*s...%s", (int)part, v, v + n - part);
+}
+
 /* The seed the run's states were made with: HEAD's state, else the newest state that
  * decodes. 0 with *seed and the state's key in which; -1 when no state can be read. */
 static int states_seed(store *st, uint64_t *seed, char *which, size_t cap) {
@@ -480,8 +492,10 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
     for (size_t i = 0; i < nk; i++) {
         config_kv *a = find_kv(pinned, npinned, keys[i]), *b = find_kv(now, nnow, keys[i]);
         size_t used = strlen(list);
-        snprintf(list + used, sizeof list - used, "%s  %s: %.60s -> %.60s", used ? "\n" : "",
-                 keys[i], a ? a->value : "?", b ? b->value : "?");
+        char va[130], vb[130];
+        value_shown(a ? a->value : "?", va, sizeof va);
+        value_shown(b ? b->value : "?", vb, sizeof vb);
+        snprintf(list + used, sizeof list - used, "%s  %s: %s -> %s", used ? "\n" : "", keys[i], va, vb);
         if (!allowed_key(keys[i], allowed, n_allowed)) refused = 1;
         if (config_key_path(keys[i]) && a && a->value[0] && a->value[0] != '/' && !strstr(a->value, "://") &&
             strcmp(a->value, "random") && !relative_hint) {

@@ -262,6 +262,17 @@ else fail "skip_pinned pinned where it matters" "DMO exit $st1: $(cat "$tmp/sp1.
 if [ $st = 2 ] && grep -q "data.max_epochs" "$tmp/pin.err"; then pass "a changed cap on a pinned run: exit 2 naming data.max_epochs"
 else fail "changed cap refused" "exit $st: $(cat "$tmp/pin.err")"; fi
 
+# two long caps lists differing at their end: the refusal shows where (it cut both at 60
+# bytes, the same text twice)
+A="big=0.9000000000000000000001,mid=0.90000000000000000000001,small=0.6000000000001"
+"$bin" run "$tmp/c.yaml" --store "$tmp/long" --set run.mode=fixed --set run.episodes=2 --set "data.max_epochs=$A" \
+  --quiet >/dev/null 2>&1; st1=$?
+"$bin" run "$tmp/c.yaml" --store "$tmp/long" --set run.mode=fixed --set run.episodes=2 --set "data.max_epochs=${A%1}2" \
+  --quiet >/dev/null 2>"$tmp/long.err"; st2=$?
+if [ $st1 = 0 ] && [ $st2 = 2 ] && grep -q "small=0.6000000000001 -> .*small=0.6000000000002" "$tmp/long.err"; then
+  pass "a changed long cap list: the refusal shows both ends"
+else fail "a changed long cap list" "exits $st1 $st2" "$(cat "$tmp/long.err")"; fi
+
 # bad values: exit 2 naming the key, no store made
 bad() { # NAME VALUE WANT
   "$bin" run "$tmp/c.yaml" --store "$tmp/bad" --set "data.max_epochs=$2" --quiet >/dev/null 2>"$tmp/bad.err"; st=$?
