@@ -17,6 +17,9 @@
 #define S3_UNSETTLED_MAX 64
 #define SIGNED_BODY_MAX ((size_t)8 << 20)
 #define META_SHA "x-amz-meta-tandem-sha256"
+/* the SHA-256 of the object's key under the store prefix: an answer carrying another
+ * object (bytes and headers alike: a proxy or cache mixing up keys) is told from it */
+#define META_KEY "x-amz-meta-tandem-key-sha256"
 
 typedef struct s3_store {
     s3_config cfg;
@@ -62,6 +65,7 @@ typedef struct s3_resp {
     int overflow;
     char etag[128];
     char meta_sha[SHA256_HEX_LEN + 1];
+    char meta_key[SHA256_HEX_LEN + 1]; /* META_KEY, "" when the object has none (older tandem) */
     char content_range[128];
     char date[64]; /* the server's Date header (for a clock-skew diagnosis) */
     char bucket_region[64]; /* x-amz-bucket-region (S3 names it on a wrong-region answer) */

@@ -101,7 +101,7 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
     s3_resp *r = ud;
     size_t len = sz * n;
     if (len > 5 && !strncasecmp(p, "HTTP/", 5)) { /* a new response (after a redirect/100) */
-        r->etag[0] = r->meta_sha[0] = r->content_range[0] = r->date[0] = r->bucket_region[0] = '\0';
+        r->etag[0] = r->meta_sha[0] = r->meta_key[0] = r->content_range[0] = r->date[0] = r->bucket_region[0] = '\0';
         r->etag_long = 0;
         r->content_length = -1;
         const char *sp = memchr(p, ' ', len);
@@ -112,6 +112,8 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
         r->etag_long = header_value(p, len, 5, r->etag, sizeof r->etag) >= sizeof r->etag;
     } else if (len > strlen(META_SHA) + 1 && !strncasecmp(p, META_SHA ":", strlen(META_SHA) + 1)) {
         header_value(p, len, strlen(META_SHA) + 1, r->meta_sha, sizeof r->meta_sha);
+    } else if (len > strlen(META_KEY) + 1 && !strncasecmp(p, META_KEY ":", strlen(META_KEY) + 1)) {
+        header_value(p, len, strlen(META_KEY) + 1, r->meta_key, sizeof r->meta_key);
     } else if (len > 20 && !strncasecmp(p, "x-amz-bucket-region:", 20)) {
         header_value(p, len, 20, r->bucket_region, sizeof r->bucket_region);
     } else if (len > 5 && !strncasecmp(p, "Date:", 5)) {
@@ -580,7 +582,9 @@ int s3_verify_whole(const s3_resp *r, void *ctx) {
         if (hex_digest("md5", data ? data : "", n, hex, sizeof hex)) return -1;
         return strncasecmp(hex, r->etag + 1, 32) ? -1 : 0;
     }
-    return 0;
+    /* neither our hash nor an ETag: no S3 object is served so (a captive portal's or a
+     * proxy's page with 200 is): read again, never judged as the object's bytes */
+    return el ? 0 : -1;
 }
 
 int s3_verify_len(const s3_resp *r, void *ctx) {

@@ -40,11 +40,31 @@
 
 static s3_store *impl(store *st) { return st->impl; }
 
+/* The SHA-256 (hex) of `key` under the store prefix, for META_KEY: the prefix is left out,
+ * so a store copied under another prefix or bucket still reads. */
+static void key_sha_hex(const char *key, char hex[SHA256_HEX_LEN + 1]) {
+    sha256_digest d;
+    sha256(key, strlen(key), &d);
+    sha256_hex(&d, hex);
+}
+
+/* Whether an answer for `key` carries another object's key hash (0: it is the object, or
+ * it carries none: written before META_KEY). */
+static int other_key(const s3_resp *r, const char *key) {
+    if (!r->meta_key[0]) return 0;
+    char hex[SHA256_HEX_LEN + 1];
+    key_sha_hex(key, hex);
+    return strcasecmp(hex, r->meta_key) != 0;
+}
+
 /* PUT of one body (no multipart). cond: NULL, "*" (If-None-Match) or an ETag (If-Match). */
 static int put_single(store *st, const char *key, const void *data, size_t n, const char *sha_hex,
                       const char *if_none, const char *if_match, s3_resp *r, tdm_err *e) {
     s3_req q = {.method = "PUT", .key = key, .body = data ? data : "", .body_len = n};
+    char khex[SHA256_HEX_LEN + 1];
+    key_sha_hex(key, khex);
     q.extra[q.nextra++] = (sigv4_header){META_SHA, sha_hex};
+    q.extra[q.nextra++] = (sigv4_header){META_KEY, khex};
     if (if_none) q.extra[q.nextra++] = (sigv4_header){"If-None-Match", if_none};
     if (if_match) q.extra[q.nextra++] = (sigv4_header){"If-Match", if_match};
     if (n <= SIGNED_BODY_MAX) q.body_sha_hex = sha_hex; /* the object hash is the payload hash */
@@ -102,7 +122,10 @@ static int put_multipart(store *st, const char *key, const void *data, size_t n,
                          s3_resp *out, tdm_err *e) {
     s3_store *s = impl(st);
     s3_req q = {.method = "POST", .key = key, .query = "uploads="};
+    char khex[SHA256_HEX_LEN + 1];
+    key_sha_hex(key, khex);
     q.extra[q.nextra++] = (sigv4_header){META_SHA, sha_hex};
+    q.extra[q.nextra++] = (sigv4_header){META_KEY, khex};
     s3_resp r = {0};
     int rc = s3_request(s, &q, &r, NULL, NULL, e);
     if (!rc && r.status / 100 != 2) rc = s3_status_error(st, &q, &r, e);
@@ -396,6 +419,10 @@ static int get_once(store *st, const char *key, const char *expect, void **data,
         s3_req whole = {.method = "GET", .key = key};
         s3_resp w = {0};
         rc = s3_request(s, &whole, &w, s3_verify_whole, (void *)expect, e);
+        if (!rc && w.status == 200 && other_key(&w, key)) {
+            free(w.body);
+            return -100; /* another object's answer: read again */
+        }
         if (!rc && w.status == 404) rc = STORE_NOT_FOUND;
         else if (!rc && w.status != 200) rc = s3_status_error(st, &whole, &w, e);
         if (!rc) {
@@ -468,7 +495,10 @@ static int get_once(store *st, const char *key, const char *expect, void **data,
         whole.len = total;
     }
     whole.content_length = (long long)total;
-    int v = s3_verify_whole(&whole, (void *)expect);
+    /* another object's answer (its bytes and its headers, which verify as themselves) is
+     * read again, never judged as this object: a proxy mixing up keys once made repair
+     * set every state aside */
+    int v = other_key(&whole, key) ? -1 : s3_verify_whole(&whole, (void *)expect);
     if (v) {
         free(whole.body);
         return v == -2 ? STORE_CORRUPT : -100; /* -100: the caller retries the whole read */

@@ -135,6 +135,43 @@ static void test_store_operations(void) {
           "fewer than 3 continuation pages in the request log");
 }
 
+/* An answer carrying another object — its bytes and its own headers, which verify as
+ * themselves (a cache or proxy mixing up keys) — is read again, and never taken for the
+ * object: once, the retry reads the right one; every time, the read fails as a store
+ * error (not as damage, which repair sets aside: it set every state of a run aside and
+ * kept HEAD's bytes as their copies). Objects carry the hash of their key (META_KEY). */
+static void test_other_object_answer(void) {
+    tdm_err e = {0};
+    setenv("TANDEM_S3_RETRIES", "3", 1);
+    store *s = open_store("otherobj", &e);
+    CHECK(s, "open: %s", e.msg);
+    CHECK(s && store_put(s, "states/1.mp", "the state", 9, STORE_OVERWRITE, &e) == 0 &&
+              store_put(s, "HEAD", "the head!", 9, STORE_OVERWRITE, &e) == 0,
+          "put: %s", e.msg);
+    /* other object once / always, then a page with 200 and neither ETag nor metadata (a
+     * captive portal's: no S3 object is served so) once / always */
+    for (int c = 0; s && c < 4; c++) {
+        int once = c % 2 == 0;
+        char rule[400];
+        snprintf(rule, sizeof rule, "{\"rules\": [{\"fault\": \"%s\", \"methods\": [\"GET\"], "
+                 "\"path_regex\": \"otherobj/states/1\", \"other_key\": \"otherobj/HEAD\"%s}]}",
+                 c < 2 ? "other_object" : "bare_200", once ? ", \"max_count\": 1" : "");
+        CHECK(control("/faults", rule) == 0, "set faults");
+        void *d = NULL;
+        size_t n = 0;
+        int rc = store_get(s, "states/1.mp", &d, &n, NULL, &e);
+        if (once)
+            CHECK(rc == 0 && n == 9 && !memcmp(d, "the state", 9), "case %d, one wrong answer: rc %d, %zu bytes %.9s", c,
+                  rc, n, d ? (char *)d : "");
+        else
+            CHECK(rc == ERR_STORE && strstr(e.msg, "states/1.mp"), "case %d, every answer wrong: rc %d %s", c, rc, e.msg);
+        free(d);
+    }
+    control("/faults", "{\"rules\": []}");
+    if (s) store_close(s);
+    unsetenv("TANDEM_S3_RETRIES");
+}
+
 /* An S3 prefix with no object under it is no store: store_open_existing and every
  * read-only command say so (exit 3), and write nothing there. */
 static void test_open_existing(void) {
@@ -1323,6 +1360,7 @@ int main(void) {
     }
     RUN(test_store_operations);
     RUN(test_open_existing);
+    RUN(test_other_object_answer);
     RUN(test_multipart_and_ranged_reads);
     RUN(test_conditional_writes);
     RUN(test_store_without_conditional_writes);

@@ -67,7 +67,7 @@ STRIP_TO_BACKEND = HOP_BY_HOP | {"authorization", "x-amz-security-token", "if-ma
                                  "content-md5", "range"}
 PRESIGN_PARAMS = {"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires",
                   "X-Amz-SignedHeaders", "X-Amz-Signature", "X-Amz-Security-Token"}
-FAULT_KINDS = ("500", "503", "429", "reset", "close", "reset_after", "stall", "truncate")
+FAULT_KINDS = ("500", "503", "429", "reset", "close", "reset_after", "stall", "truncate", "other_object", "bare_200")
 STREAMING_PREFIX = "STREAMING-"
 UNSIGNED = "UNSIGNED-PAYLOAD"
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
@@ -484,7 +484,7 @@ class Faults:
         if not isinstance(r, dict):
             raise ValueError(f"rule {i}: not an object")
         known = {"fault", "probability", "methods", "path_regex", "max_count", "skip",
-                 "stall_seconds", "truncate_fraction", "truncate_bytes"}
+                 "stall_seconds", "truncate_fraction", "truncate_bytes", "other_key"}
         bad = set(r) - known
         if bad:
             raise ValueError(f"rule {i}: unknown fields {sorted(bad)}")
@@ -508,6 +508,7 @@ class Faults:
             "stall_seconds": float(r.get("stall_seconds", 5.0)),
             "truncate_fraction": float(r.get("truncate_fraction", 0.5)),
             "truncate_bytes": None if r.get("truncate_bytes") is None else int(r["truncate_bytes"]),
+            "other_key": str(r.get("other_key", "")),
             "matched": 0, "injected": 0,
         }
 
@@ -1091,6 +1092,20 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
                     self.status = kind
                     self.abort_connection(rst=(kind == "reset"))
                     return
+                elif kind == "bare_200" and self.command == "GET" and self.key:
+                    # a page with 200 and none of the object's headers (a captive portal's)
+                    page = b"<html><body>please log in</body></html>"
+                    self.status = 200
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(page)))
+                    self._end_headers()
+                    self._write(page)
+                    return
+                elif kind == "other_object" and self.command in ("GET", "HEAD") and self.key:
+                    # another object's answer, bytes and headers: a cache or proxy mixing up keys
+                    self.key = rule["other_key"]
+                    self.fwd_path = self._backend_path() + ("?" + self.raw_query if self.raw_query else "")
             self.rule = rule
             self._dispatch(body)
         finally:
