@@ -186,6 +186,19 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
     if (!rc && (rc = audit_head(st, &h, &hs, &have, e)) == ERR_STORE)
         err_prefix(e, "refusing to collect garbage: ");
     if (have) rec_state_free(&hs);
+    /* the listing of states/ is all that keeps a state's blobs: one that misses HEAD's own
+     * state (an index that lags, an endpoint that lists wrongly) may miss others, whose
+     * blobs would go. Nothing is deleted then: gc says so; the pass after a commit waits
+     * for the next commit (a HEAD naming a state that is gone is repair's to mend) */
+    if (!rc && have && !contains(seqs, ns, h.seq)) {
+        free(seqs);
+        if (only_from_deleted) return 0;
+        return err_set(e, ERR_STORE, "refusing to collect garbage: HEAD names %s, which the listing of %s does "
+                       "not hold: the store's listing is incomplete (an index that lags behind, or an endpoint "
+                       "that lists wrongly), or that state is gone (tandem verify says which; tandem repair mends "
+                       "a HEAD naming a missing state); nothing was deleted",
+                       h.state, LEDGER_STATES);
+    }
     if (!rc) {
         store_list l;
         rc = store_list_prefix(st, LEDGER_PINS, &l, e);
@@ -276,6 +289,22 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
     if (!rc && !keep_all_blobs && !only_from_deleted && store_unsettled_s(st) > 0) {
         if (log) fprintf(log, "keep unreferenced blobs for now: a manifest that refers to them may still land\n");
         keep_all_blobs = 1;
+    }
+    /* a full gc lists states/ again before any blob goes: a state the first listing missed
+     * (a listing that is not the same twice) would lose its blobs */
+    if (!rc && !keep_all_blobs && !only_from_deleted) {
+        uint64_t *again = NULL;
+        size_t na = 0;
+        rc = audit_state_seqs(st, &again, &na, e);
+        for (size_t i = 0; !rc && i < na; i++)
+            if (!contains(seqs, ns, again[i]) && !contains(keepv, nk, again[i])) {
+                char key[64];
+                ledger_state_key(key, sizeof key, again[i]);
+                rc = err_set(e, ERR_STORE, "refusing to delete blobs: %s is listed now but was not when gc "
+                             "began (the store's listing is not the same twice); no blob was deleted: run tandem "
+                             "gc again later", key);
+            }
+        free(again);
     }
     /* the candidates: the deleted manifests' chunks, or every blob in the store */
     store_list l = {0};

@@ -668,6 +668,41 @@ static void test_late_write_of_a_killed_writer(void) {
     free(f.dir);
 }
 
+/* gc trusted the listing of states/: one that left out every state (an index that lags, an
+ * endpoint listing wrongly) made gc keep HEAD's state alone and delete the others' blobs
+ * (exit 0, verify: 36 faults); one that missed older states deleted theirs. gc now refuses
+ * when HEAD's own state is not listed, and lists states/ again before any blob goes. */
+static void test_gc_with_a_listing_that_misses_states(void) {
+    fixture f;
+    CHECK(runner_fixture(&f, "s3gclist", 1) == 0, "fixture");
+    control("/reset", "{}");
+    int rc = wait_exit(start_run(&f, NULL, NULL, NULL));
+    static char out[16384], st[16384], vout[16384];
+    tandem_on_store(&f, "status", "--json", st, sizeof st);
+    char head[64] = "", *p = strstr(st, "\"state\":\"states/");
+    if (p) sscanf(p + strlen("\"state\":\"states/"), "%63[^\".]", head);
+    CHECK(rc == 0 && head[0], "run exit %d, HEAD's state '%s': %s", rc, head, st);
+    char rule[400];
+    /* every state left out of the listing */
+    CHECK(control("/faults", "{\"rules\": [{\"fault\": \"list_hide\", \"methods\": [\"GET\"], "
+                  "\"path_regex\": \"prefix=[^&]*states\", \"other_key\": \"states/\"}]}") == 0, "set faults");
+    int g1 = tandem_on_store(&f, "gc", "--keep 1", out, sizeof out);
+    CHECK(g1 == 3 && strstr(out, "which the listing of states/ does not hold") && strstr(out, "nothing was deleted"),
+          "gc with no state listed: exit %d: %s", g1, out);
+    /* the first listing leaves out every state but HEAD's, the next one is whole */
+    snprintf(rule, sizeof rule, "{\"rules\": [{\"fault\": \"list_hide\", \"methods\": [\"GET\"], \"max_count\": 1, "
+             "\"path_regex\": \"prefix=[^&]*states\", \"other_key\": \"states/(?!%s[.]mp)\"}]}", head);
+    CHECK(control("/faults", rule) == 0, "set faults");
+    int g2 = tandem_on_store(&f, "gc", "--keep 1", out, sizeof out);
+    CHECK(g2 == 3 && strstr(out, "is listed now but was not when gc began"), "gc with a listing that changed: exit %d: %s",
+          g2, out);
+    control("/reset", "{}");
+    int v = tandem_on_store(&f, "verify", "", vout, sizeof vout);
+    CHECK(v == 0, "verify exit %d after the two gc: %s", v, vout);
+    test_rmtree(f.dir);
+    free(f.dir);
+}
+
 /* The late write again, and the process that comes next knows of it only from the store:
  * the manifest PUT of state 3 held `stall` seconds in the proxy past the first process's 1 s limit
  * (its retry answered), the first process (6 episodes, keep 2: it keeps state 3 itself
@@ -1381,6 +1416,7 @@ int main(void) {
     RUN(test_late_write_of_a_killed_writer);
     RUN(test_late_write_of_a_stopped_writer);
     RUN(test_late_write_then_gc);
+    RUN(test_gc_with_a_listing_that_misses_states);
     RUN(test_gc_after_a_kill_keeps_the_window);
     RUN(test_late_delete_of_a_reused_blob);
     RUN(test_two_runners_on_s3);

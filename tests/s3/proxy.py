@@ -67,7 +67,7 @@ STRIP_TO_BACKEND = HOP_BY_HOP | {"authorization", "x-amz-security-token", "if-ma
                                  "content-md5", "range"}
 PRESIGN_PARAMS = {"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires",
                   "X-Amz-SignedHeaders", "X-Amz-Signature", "X-Amz-Security-Token"}
-FAULT_KINDS = ("500", "503", "429", "reset", "close", "reset_after", "stall", "truncate", "other_object", "bare_200")
+FAULT_KINDS = ("500", "503", "429", "reset", "close", "reset_after", "stall", "truncate", "other_object", "bare_200", "list_hide")
 STREAMING_PREFIX = "STREAMING-"
 UNSIGNED = "UNSIGNED-PAYLOAD"
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
@@ -1709,9 +1709,13 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
         etags = self.cfg.etags
         bucket = self.bucket
 
+        hide = self.rule["other_key"] if self.rule and self.rule["fault"] == "list_hide" else None
+
         def fix_contents(m):
             block = m.group(0)
             km = re.search(r"<Key>(.*?)</Key>", block, re.S)
+            if hide and km and re.search(hide, html.unescape(km.group(1))):
+                return ""   # fault list_hide: a listing that leaves the key out
             em = re.search(r"<ETag>(.*?)</ETag>", block, re.S)
             if km and em and etags:
                 name = bucket + "/" + html.unescape(km.group(1))
