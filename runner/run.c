@@ -370,6 +370,8 @@ int run_main(const run_opts *o, tdm_err *e) {
      * container, be ignored until the grace period ends) — it is honoured as soon as
      * there is a state to commit */
     run_signals_install();
+    store_set_deadline(run_store_deadline); /* an endpoint that stops answering after a stop
+                                             * signal cannot hold the run past its grace */
     int rc = 0;
     if (!(r->comm = comm_open(e))) rc = e->code;
     r->rank = comm_rank(r->comm);
@@ -444,6 +446,16 @@ int run_main(const run_opts *o, tdm_err *e) {
     }
     int was_done = !rc && r->next == NEXT_DONE;
     if (!rc && r->next != NEXT_DONE) rc = loop(r, e); /* loop's first safe point sees a pending signal */
+    /* the store left unanswered past the stop's deadline: what was committed whole stands
+     * (a commit cut off is a state past HEAD, or none), so this is a requeue, not a failed
+     * job (exit 3 stopped a Slurm job for good, after holding it until SIGKILL) */
+    if (rc == ERR_STORE && run_signal_pending() && run_now_mono() >= run_store_deadline()) {
+        if (r->rank == 0)
+            fprintf(stderr, "tandem: signal %d: the store did not answer before the grace period's end (%s); the "
+                    "last full state stands, with the alpha records committed so far; exiting 75\n",
+                    (int)run_stop_signal, e->msg);
+        rc = RUN_EXIT_REQUEUE;
+    }
     else if (!rc && r->shortened && r->rank == 0) rc = save(r, LEDGER_SAVE_NOW, e); /* the done state */
     int finished_loop = rc == 0; /* every rank is here then (failures abort below) */
     if (r->rank == 0) {

@@ -72,6 +72,15 @@ typedef struct run_ctx {
  * time it came (run_signal.c's handler writes both; the safe point honours them). */
 extern volatile sig_atomic_t run_stop_signal;
 extern struct timespec run_stop_at;
+/* The grace period as far as it is known (TANDEM_GRACE_S, then checkpoint.grace_s once the
+ * config is read), 0 when unknown: the store requests' deadline after a stop counts on it. */
+extern double run_grace_s;
+/* The store's deadline for this run (storage/store.h store_set_deadline): after a stop
+ * signal, the grace period less RUN_STOP_EXIT_S to exit in; RUN_STOP_UNKNOWN_GRACE_S when
+ * the grace period is unknown (Kubernetes' and Slurm's default); INFINITY before. */
+#define RUN_STOP_EXIT_S 2.0
+#define RUN_STOP_UNKNOWN_GRACE_S 30.0
+double run_store_deadline(void);
 
 static inline double run_now_mono(void) {
     struct timespec ts;

@@ -196,8 +196,10 @@ int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     if (grace && *grace && (args_parse_double(grace, &g) || !(g >= 0) || g > 1e7))
         return err_set(e, ERR_USAGE, "TANDEM_GRACE_S = '%.60s' is not a number of seconds in [0, 1e7]: set "
                        "it to the seconds the scheduler gives from its stop signal to SIGKILL, or unset it", grace);
+    run_grace_s = g; /* the store's deadline after a stop counts on it from now on */
     rc = config_load_sweep(&r->cfg, o->config_path, o->sets, o->nsets, o->study ? o->study->nkeys : 0, e);
     if (rc) return rc;
+    if (r->cfg.checkpoint.grace_s > 0) run_grace_s = r->cfg.checkpoint.grace_s;
     char url[CONFIG_STR_MAX];
     if (o->store_url) snprintf(url, sizeof url, "%s", o->store_url);
     else if (r->cfg.store[0]) snprintf(url, sizeof url, "%s", r->cfg.store);

@@ -2,6 +2,7 @@
  * the next safe point (see run.h). */
 #include "runner/run_impl.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "util/stop_signals.h"
@@ -20,6 +21,15 @@ static void on_signal(int sig) {
 }
 
 int run_signal_pending(void) { return run_stop_signal; }
+
+double run_grace_s;
+
+double run_store_deadline(void) {
+    if (!run_stop_signal) return INFINITY;
+    double at = (double)run_stop_at.tv_sec + (double)run_stop_at.tv_nsec * 1e-9;
+    double g = run_grace_s > 0 ? run_grace_s - RUN_STOP_EXIT_S : RUN_STOP_UNKNOWN_GRACE_S;
+    return at + (g > 1 ? g : 1);
+}
 
 void run_signals_install(void) {
     struct sigaction sa;

@@ -165,6 +165,13 @@ void s3_object_key(const s3_store *s, const char *key, char *out, size_t cap) {
 
 /* One attempt: signs, sends, receives. Returns 0 with resp filled (any HTTP status), or
  * the curl error code (> 0). */
+/* curl's progress callback (about once a second, also while nothing moves): a transfer
+ * still going at a stop's deadline (store_deadline) is given up. */
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
+    (void)ud, (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    return store_clock_s() >= store_deadline();
+}
+
 static int attempt(s3_store *s, const s3_req *q, s3_resp *resp, char *why, size_t whycap) {
     s3_config *c = &s->cfg; /* not const: temporary credentials are refreshed */
     char okey[1400] = "";
@@ -263,6 +270,8 @@ static int attempt(s3_store *s, const s3_req *q, s3_resp *resp, char *why, size_
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
     body_src src = {q->body, q->body_len};
     if (!strcmp(q->method, "GET")) {
         curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
@@ -408,6 +417,14 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
         if (a > 0) {
             __atomic_add_fetch(&s->retries, 1, __ATOMIC_RELAXED);
             s3_backoff(a);
+        }
+        /* a stop's deadline passed (store_deadline): no attempt more, the process must
+         * exit before SIGKILL (the last full state stands) */
+        if (store_clock_s() >= store_deadline()) {
+            resp_reset(r);
+            return err_set(e, ERR_STORE, "s3://%s%s%s: %s %s: given up at the stop's deadline (the end of the "
+                           "grace period after a stop signal)%s%s", s->cfg.bucket, s->cfg.prefix[0] ? "/" : "",
+                           s->cfg.prefix, q->method, q->key ? q->key : "(bucket)", why[0] ? ": " : "", why);
         }
         resp_reset(r);
         r->uncertain = a > 0;

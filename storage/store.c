@@ -2,8 +2,10 @@
  * backends. Opening (which backend a URL names) is storage/open.c. */
 #include "storage/store.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "storage/store_impl.h"
 
@@ -160,4 +162,16 @@ static int cmp_keys(const void *a, const void *b) {
 
 void store_list_sort(store_list *l) {
     if (l->n > 1) qsort(l->keys, l->n, sizeof *l->keys, cmp_keys);
+}
+
+static store_deadline_fn g_deadline;
+
+void store_set_deadline(store_deadline_fn fn) { g_deadline = fn; }
+
+double store_deadline(void) { return g_deadline ? g_deadline() : INFINITY; }
+
+double store_clock_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

@@ -147,4 +147,17 @@ void store_note_lost_writer(store *s, double for_s);
 /* 1 if `key` is a well-formed key (see above), else 0. */
 int store_key_valid(const char *key);
 
+/* A stop's deadline: the CLOCK_MONOTONIC time (seconds) by which every store request must
+ * have ended, asked before each attempt and while one is in flight; INFINITY for none.
+ * `tandem run` gives one for after a stop signal (what is left of the grace period), so
+ * that an endpoint that stops answering cannot hold the process until SIGKILL: requests
+ * still unanswered then are given up (a store error naming the deadline; the last full
+ * state stands) and the run exits 75. Set once, before any store is opened; NULL: none.
+ * Backends whose requests cannot hang on a network (the file store) do not ask. */
+typedef double (*store_deadline_fn)(void);
+void store_set_deadline(store_deadline_fn fn);
+/* fn() (INFINITY when none is set) and the monotonic clock it is measured on. */
+double store_deadline(void);
+double store_clock_s(void);
+
 #endif

@@ -703,6 +703,41 @@ static void test_gc_with_a_listing_that_misses_states(void) {
     free(f.dir);
 }
 
+/* A stop signal while the endpoint holds a request unanswered: the run waited out every
+ * attempt (8 x 30 s: ~245 s, past any grace period) and ended with exit 3, which the
+ * Slurm scripts do not requeue. Requests now end at the stop's deadline (the grace period,
+ * TANDEM_GRACE_S = 6 here, less 2 s to exit), and the run exits 75; its resume finishes. */
+static void test_stop_while_the_store_hangs(void) {
+    fixture f;
+    CHECK(runner_fixture(&f, "s3stophang", 1) == 0, "fixture");
+    control("/reset", "{}");
+    CHECK(control("/faults", "{\"rules\": [{\"fault\": \"stall\", \"stall_seconds\": 40, \"methods\": [\"PUT\"], "
+                  "\"path_regex\": \"metrics/\", \"skip\": 2, \"max_count\": 1}]}") == 0,
+          "set faults");
+    pid_t pid = start_run(&f, "TANDEM_GRACE_S=6", NULL, NULL);
+    double t0 = now_s();
+    while (counter("stall") < 1 && now_s() - t0 < 60) usleep(20000);
+    long stalls = counter("stall");
+    usleep(300000); /* the request is held */
+    double t_sig = now_s();
+    kill(pid, SIGTERM);
+    int rc = wait_exit(pid);
+    double took = now_s() - t_sig;
+    char log[8192];
+    read_all(f.log, log, sizeof log);
+    CHECK(stalls == 1 && rc == 75 && took < 12.0, "a stop while a request hangs: exit %d %.1f s after SIGTERM (%ld "
+          "stalls): %s", rc, took, stalls, log);
+    CHECK(strstr(log, "did not answer before the grace period") || strstr(log, "stopped by a signal"),
+          "the stop does not say why: %s", log);
+    control("/reset", "{}");
+    rc = run_to_end(&f, NULL);
+    CHECK(rc == 0, "the resume exited %d", rc);
+    if (getenv("TANDEM_TEST_SAY")) printf("  stopped %.1f s after SIGTERM\n", took);
+    sleep(1);
+    test_rmtree(f.dir);
+    free(f.dir);
+}
+
 /* The late write again, and the process that comes next knows of it only from the store:
  * the manifest PUT of state 3 held `stall` seconds in the proxy past the first process's 1 s limit
  * (its retry answered), the first process (6 episodes, keep 2: it keeps state 3 itself
@@ -1417,6 +1452,7 @@ int main(void) {
     RUN(test_late_write_of_a_stopped_writer);
     RUN(test_late_write_then_gc);
     RUN(test_gc_with_a_listing_that_misses_states);
+    RUN(test_stop_while_the_store_hangs);
     RUN(test_gc_after_a_kill_keeps_the_window);
     RUN(test_late_delete_of_a_reused_blob);
     RUN(test_two_runners_on_s3);
