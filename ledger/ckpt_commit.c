@@ -242,6 +242,7 @@ static int commit(ckpt *c, tdm_err *e) {
     size_t on = 0;
     store_version ver;
     if (!rc) rc = ckpt_put_once(c, key, manifest, mn, &old, &on, &ver, e);
+    int made = rc == 0; /* this writer's manifest, new under its key */
     if (rc == STORE_EXISTS) {
         /* a replay of this position: the stored manifest must be ours, byte for byte */
         rc = 0;
@@ -294,6 +295,17 @@ static int commit(ckpt *c, tdm_err *e) {
     if (!rc) {
         testhook_kill_at("head");
         rc = ckpt_check_lease(c, e);
+        /* fenced out after its manifest went in: this writer was frozen between its lease
+         * check and the write, and a new writer may have run on and deleted that position's
+         * blobs (its retention) — the manifest, created under a key that was free again,
+         * would name blobs that are gone. Taken back (the new writer writes its own if it
+         * needs one there) */
+        if (rc && made) {
+            tdm_err de;
+            if (store_delete(c->st, key, &de) == 0)
+                fprintf(stderr, "tandem: %s/%s, which this fenced-out writer had just written, was taken back\n",
+                        store_url(c->st), key);
+        }
     }
     if (!rc) {
         rec_head h = {.seq = r->seq, .state_sha = msha, .epoch = c->epoch, .time = ckpt_now_wall(),

@@ -1475,6 +1475,32 @@ static void test_frozen_writer_never_replaces(void) {
     fixture_close(&f);
 }
 
+/* Writer A frozen between its lease check and the write of a state manifest; writer B takes
+ * the run over and finishes, its retention deleting that early state and its blobs; A let
+ * go wrote its manifest (create-only: the key was free again), then found itself fenced
+ * out — a state whose blobs are gone, verify: 9 faults, and nothing took it away. A
+ * fenced-out writer now takes back the manifest it had just written. */
+static void test_frozen_writer_takes_its_manifest_back(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-frozen-manifest", 2) == 0, "fixture");
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=manifest-put:2", NULL, NULL);
+    double t0 = now_s();
+    while (!is_stopped(a) && now_s() - t0 < 60) usleep(1000);
+    CHECK(is_stopped(a), "A never stopped at manifest-put:2");
+    fixture fb = f;
+    snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+    int rb = life_args(&fb, NULL, NULL);
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    char la[8192], lb[8192], out[8192];
+    read_all(f.log, la, sizeof la);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(rb == 0, "B exited %d: %s", rb, lb);
+    CHECK(ra == 3 && strstr(la, "fenced out"), "A exited %d: %s", ra, la);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+}
+
 /* Writer A frozen while it holds the file store's lock (inside a compare-and-swap): B
  * does not hang; it waits the lock timeout, then exits 3 naming .lock and A's pid, having
  * written nothing. A let go finishes at the reference; B's rerun sees the finished run. */
@@ -1700,6 +1726,7 @@ int main(void) {
     RUN(test_lease_epoch_at_the_top);
     RUN(test_repair_sets_aside_unloadable_states);
     RUN(test_frozen_writer_never_replaces);
+    RUN(test_frozen_writer_takes_its_manifest_back);
     RUN(test_frozen_lock_holder);
     RUN(test_frozen_lock_holder_and_a_config_change);
     RUN(test_stale_state_between_two_changes);
