@@ -93,7 +93,41 @@ static int chunk_fault(store *st, const rec_state *s, char *why, size_t cap, int
     return 0;
 }
 
+/* What HEAD holds now, as a digest (all zero: missing); 0, or the store's error. */
+static int head_now(store *st, sha256_digest *d, tdm_err *e) {
+    memset(d, 0, sizeof *d);
+    void *data = NULL;
+    size_t n = 0;
+    int rc = store_get(st, LEDGER_HEAD, &data, &n, NULL, e);
+    if (rc == STORE_NOT_FOUND) return 0;
+    if (!rc) sha256(data, n, d);
+    free(data);
+    return rc;
+}
+
+static int plan_once(store *st, const char *url, ledger_repair_plan *p, tdm_err *e);
+
+/* A plan is only as good as the store it read: a run committing meanwhile (a new state,
+ * then HEAD moved to it) made HEAD name a state the listing had not seen, and repair
+ * planned to move HEAD back ("move HEAD to states/500.mp" on a healthy store; --apply then
+ * fenced the live run out, exit 3). So HEAD must be the same before and after the plan;
+ * a few tries, then the store is said to be busy. */
 int ledger_repair_plan_make(store *st, const char *url, ledger_repair_plan *p, tdm_err *e) {
+    for (int attempt = 0; attempt < 3; attempt++) {
+        sha256_digest before, after;
+        int rc = head_now(st, &before, e);
+        if (!rc) rc = plan_once(st, url, p, e);
+        if (!rc) rc = head_now(st, &after, e);
+        if (rc || sha256_equal(&before, &after)) return rc;
+        ledger_repair_free(p);
+    }
+    memset(p, 0, sizeof *p);
+    return err_set(e, ERR_STORE, "%s: HEAD moved while repair read the store, three times: a run is writing to it; "
+                   "nothing was changed: stop the run (its lease: tandem status) and run tandem repair again",
+                   url);
+}
+
+static int plan_once(store *st, const char *url, ledger_repair_plan *p, tdm_err *e) {
     memset(p, 0, sizeof *p);
     int rc = 0;
     good_state *good = NULL;

@@ -1501,6 +1501,38 @@ static void test_frozen_writer_takes_its_manifest_back(void) {
     fixture_close(&f);
 }
 
+/* tandem repair (a dry run) beside a live run, each frozen for 0.2 s a few ms after it
+ * starts (a slow reader; 50 tries): it listed the states, then read HEAD, and a commit
+ * between made HEAD name a state it had not seen — "move HEAD to states/N.mp" planned on a
+ * healthy store (7 of 66 tries; this test catches it in about one run of three), which
+ * --apply then carried out, fencing the run out. Now HEAD must be the same before and
+ * after the plan: nothing to repair, or "a run is writing to it". */
+static void test_repair_beside_a_live_run(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-repair-live", 1) == 0, "fixture");
+    pid_t run = start_run(&f, "TANDEM_TEST_STEP_DELAY_MS=5", "--set", "run.episodes=400");
+    char cmd[8192], out[65536];
+    /* wait for the first commit, then 50 frozen repairs */
+    double t0 = now_s();
+    while (tandem_on_store(&f, "status", "", out, sizeof out) != 0 && now_s() - t0 < 60) usleep(100000);
+    snprintf(cmd, sizeof cmd, "for i in $(seq 50); do '%s' repair '%s' >'%s/rep.$i' 2>&1 & p=$!; "
+             "sleep 0.0$((i %% 6)); kill -STOP $p; sleep 0.2; kill -CONT $p; wait $p; echo \"exit $?\" >>'%s/rep.$i'; "
+             "done; cat '%s'/rep.*", tandem_bin(), f.store, f.dir, f.dir, f.dir);
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[n] = '\0';
+    if (p) pclose(p);
+    int alive = kill(run, 0) == 0;
+    kill(run, SIGTERM);
+    int rc = wait_exit(run);
+    CHECK(alive, "the run ended before the repairs did (the check proves nothing)");
+    CHECK(rc == 75 || rc == 0, "the run exited %d", rc);
+    CHECK(!strstr(out, "move HEAD") && !strstr(out, "set aside") && !strstr(out, "exit 1\n") && !strstr(out, "exit 4"),
+          "a repair beside a live run planned a change: %.3000s", out);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+}
+
 /* Writer A frozen while it holds the file store's lock (inside a compare-and-swap): B
  * does not hang; it waits the lock timeout, then exits 3 naming .lock and A's pid, having
  * written nothing. A let go finishes at the reference; B's rerun sees the finished run. */
@@ -1727,6 +1759,7 @@ int main(void) {
     RUN(test_repair_sets_aside_unloadable_states);
     RUN(test_frozen_writer_never_replaces);
     RUN(test_frozen_writer_takes_its_manifest_back);
+    RUN(test_repair_beside_a_live_run);
     RUN(test_frozen_lock_holder);
     RUN(test_frozen_lock_holder_and_a_config_change);
     RUN(test_stale_state_between_two_changes);
