@@ -39,9 +39,21 @@ static int run_hash(const cli_args *a) {
     size_t mn = 0;
     rec_head h;
     rec_state s;
-    int rc = ledger_read(st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &e);
-    if (rc == STORE_NOT_FOUND) rc = err_set(&e, ERR_STORE, "%s has no HEAD", url);
-    if (!rc) rc = store_get(st, h.state, &mdata, &mn, NULL, &e);
+    int rc = 0;
+    /* a live run's commit may move HEAD on, and its retention delete the state HEAD named,
+     * between the two reads: read HEAD again then (a missing state was reported) */
+    for (int attempt = 0; attempt < 3; attempt++) {
+        free(mdata);
+        mdata = NULL;
+        rc = ledger_read(st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &e);
+        if (rc == STORE_NOT_FOUND) rc = err_set(&e, ERR_STORE, "%s has no HEAD", url);
+        if (!rc) rc = store_get(st, h.state, &mdata, &mn, NULL, &e);
+        rec_head again;
+        tdm_err ae;
+        if (rc != STORE_NOT_FOUND || ledger_read(st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &again, &ae) ||
+            !strcmp(again.state, h.state))
+            break;
+    }
     if (rc == STORE_NOT_FOUND) rc = err_set(&e, ERR_STORE, "%s: %s is missing", url, h.state);
     sha256_digest d;
     if (!rc) {

@@ -379,3 +379,14 @@ int audit_lease_read(store *st, audit_lease *out, tdm_err *e) {
     }
     return 0;
 }
+
+int audit_head_digest(store *st, sha256_digest *d, tdm_err *e) {
+    memset(d, 0, sizeof *d);
+    void *data = NULL;
+    size_t n = 0;
+    int rc = store_get(st, LEDGER_HEAD, &data, &n, NULL, e);
+    if (rc == STORE_NOT_FOUND) return 0;
+    if (!rc) sha256(data, n, d);
+    free(data);
+    return rc;
+}

@@ -39,6 +39,12 @@ void audit_chain_domains(audit_chain *chain, int M);
  * store has no HEAD. The state is freed with rec_state_free. */
 int audit_head(store *st, rec_head *head, rec_state *state, int *have, tdm_err *e);
 
+/* What HEAD holds now, as the SHA-256 of its bytes (all zero when missing): a reader that
+ * compares it before and after its work knows whether a live run committed meanwhile, and
+ * reads again rather than report what a commit (and its retention) did as damage. 0, or
+ * the store's error. */
+int audit_head_digest(store *st, sha256_digest *d, tdm_err *e);
+
 /* Seq numbers of every states/<seq>.mp, ascending (caller frees). */
 int audit_state_seqs(store *st, uint64_t **seqs, size_t *n, tdm_err *e);
 

@@ -93,18 +93,6 @@ static int chunk_fault(store *st, const rec_state *s, char *why, size_t cap, int
     return 0;
 }
 
-/* What HEAD holds now, as a digest (all zero: missing); 0, or the store's error. */
-static int head_now(store *st, sha256_digest *d, tdm_err *e) {
-    memset(d, 0, sizeof *d);
-    void *data = NULL;
-    size_t n = 0;
-    int rc = store_get(st, LEDGER_HEAD, &data, &n, NULL, e);
-    if (rc == STORE_NOT_FOUND) return 0;
-    if (!rc) sha256(data, n, d);
-    free(data);
-    return rc;
-}
-
 static int plan_once(store *st, const char *url, ledger_repair_plan *p, tdm_err *e);
 
 /* A plan is only as good as the store it read: a run committing meanwhile (a new state,
@@ -115,9 +103,9 @@ static int plan_once(store *st, const char *url, ledger_repair_plan *p, tdm_err 
 int ledger_repair_plan_make(store *st, const char *url, ledger_repair_plan *p, tdm_err *e) {
     for (int attempt = 0; attempt < 3; attempt++) {
         sha256_digest before, after;
-        int rc = head_now(st, &before, e);
+        int rc = audit_head_digest(st, &before, e);
         if (!rc) rc = plan_once(st, url, p, e);
-        if (!rc) rc = head_now(st, &after, e);
+        if (!rc) rc = audit_head_digest(st, &after, e);
         if (rc || sha256_equal(&before, &after)) return rc;
         ledger_repair_free(p);
     }

@@ -53,7 +53,17 @@ int run_state_load(store *st, const uint64_t *seq, int dataset_optional, const c
     ckpt_gens_free(&gens);
     int found = 0;
     if (!rc && seq) rc = ckpt_load_seq(rs->ck, *seq, &rs->rec, e), found = !rc;
-    else if (!rc) rc = ckpt_load(rs->ck, &rs->rec, &found, e);
+    /* beside a live run, its retention may delete the states this load walks (newest
+     * first) before their blobs are read: none loaded, "damaged or deleted" said of a
+     * healthy store. Loaded again while HEAD moved meanwhile (three tries) */
+    for (int attempt = 0; !rc && !seq && attempt < 3; attempt++) {
+        sha256_digest before, after;
+        tdm_err he;
+        int hb = audit_head_digest(st, &before, &he);
+        if (attempt) rec_state_free(&rs->rec);
+        rc = ckpt_load(rs->ck, &rs->rec, &found, e);
+        if (rc || found || hb || audit_head_digest(st, &after, &he) || sha256_equal(&before, &after)) break;
+    }
     /* states there but none usable (damaged, deleted behind HEAD) is damage, not an empty run:
      * a run heals it by replaying, a reader has nothing to read */
     if (!rc && !found && ckpt_seed_replay(rs->ck))

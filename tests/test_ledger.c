@@ -1533,6 +1533,38 @@ static void test_repair_beside_a_live_run(void) {
     fixture_close(&f);
 }
 
+/* The read-only audits beside a live run (states of 4 KiB chunks: many blobs, wide
+ * windows), each frozen for 0.2 s a few ms after it starts: verify named the blobs of a
+ * state retention deleted meanwhile as missing, alpha --verify read the chain and then a
+ * newer HEAD ("counts 198 alpha records but the store holds 194"), hash read HEAD and then
+ * a state retention had deleted — exit 3 on a healthy store (2-6 % of tries). Each reads
+ * again now while HEAD moved. */
+static void test_audits_beside_a_live_run(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-audit-live", 1) == 0, "fixture");
+    const char *const extra[] = {"--set", "run.episodes=400", "--set", "checkpoint.chunk_kib=4", NULL};
+    pid_t run = start_run_argv(&f, "TANDEM_TEST_STEP_DELAY_MS=5", extra);
+    char cmd[8192], out[65536];
+    double t0 = now_s();
+    while (tandem_on_store(&f, "status", "", out, sizeof out) != 0 && now_s() - t0 < 60) usleep(100000);
+    snprintf(cmd, sizeof cmd, "for i in $(seq 60); do case $((i %% 3)) in 0) c=verify;; 1) c='alpha --verify';; "
+             "*) c=hash;; esac; '%s' $c '%s' >'%s/aud.$i' 2>&1 & p=$!; sleep 0.0$((i %% 6)); kill -STOP $p 2>/dev/null; "
+             "sleep 0.2; kill -CONT $p 2>/dev/null; wait $p; echo \"exit $? ($c)\" >>'%s/aud.$i'; done; "
+             "grep -h -B3 '^exit [^0]' '%s'/aud.* | head -40", tandem_bin(), f.store, f.dir, f.dir, f.dir);
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[n] = '\0';
+    if (p) pclose(p);
+    int alive = kill(run, 0) == 0;
+    kill(run, SIGTERM);
+    int rc = wait_exit(run);
+    CHECK(alive, "the run ended before the audits did (the check proves nothing)");
+    CHECK(rc == 75 || rc == 0, "the run exited %d", rc);
+    CHECK(n == 0, "an audit beside a live run reported damage: %.3000s", out);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+}
+
 /* Writer A frozen while it holds the file store's lock (inside a compare-and-swap): B
  * does not hang; it waits the lock timeout, then exits 3 naming .lock and A's pid, having
  * written nothing. A let go finishes at the reference; B's rerun sees the finished run. */
@@ -1760,6 +1792,7 @@ int main(void) {
     RUN(test_frozen_writer_never_replaces);
     RUN(test_frozen_writer_takes_its_manifest_back);
     RUN(test_repair_beside_a_live_run);
+    RUN(test_audits_beside_a_live_run);
     RUN(test_frozen_lock_holder);
     RUN(test_frozen_lock_holder_and_a_config_change);
     RUN(test_stale_state_between_two_changes);
