@@ -388,6 +388,92 @@ static void test_no_core_dumps(void) {
           "RLIMIT_CORE is %llu/%llu", (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max);
 }
 
+/* The environment of the credential chain, saved and cleared for a test that sets its own
+ * (chain_env_restore puts it back): static keys, profiles, the S3 endpoint, proxies. */
+static const char *const chain_vars[] = {
+    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_STS",
+    "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_EC2_METADATA_DISABLED", "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+    "http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"};
+#define CHAIN_NVARS (sizeof chain_vars / sizeof *chain_vars)
+static char *chain_saved[CHAIN_NVARS];
+
+static void chain_env_clear(void) {
+    for (size_t i = 0; i < CHAIN_NVARS; i++) {
+        const char *v = getenv(chain_vars[i]);
+        chain_saved[i] = v ? strdup(v) : NULL;
+        unsetenv(chain_vars[i]);
+    }
+    setenv("AWS_CONFIG_FILE", "/dev/null", 1);
+    setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
+    setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+}
+
+static void chain_env_restore(void) {
+    for (size_t i = 0; i < CHAIN_NVARS; i++) {
+        if (chain_saved[i]) setenv(chain_vars[i], chain_saved[i], 1);
+        else unsetenv(chain_vars[i]);
+        free(chain_saved[i]);
+        chain_saved[i] = NULL;
+    }
+}
+
+/* Every endpoint the chain asks refuses user info in any spelling before any request,
+ * naming its variable and never the URL. Before, the STS and IMDS endpoints were not
+ * checked at all (libcurl sent the password as Authorization: Basic, and the STS error
+ * printed the URL whole), the S3 endpoint only with "://" ("http:/u:PASS@h" was repeated
+ * in the shape error), and a RELATIVE_URI with an '@' was blamed on ..._FULL_URI. */
+static void test_endpoint_userinfo(void) {
+    char tokf[700], conf[700];
+    snprintf(tokf, sizeof tokf, "%s/ui-webtoken", g_dir);
+    snprintf(conf, sizeof conf, "%s/ui-config", g_dir);
+    CHECK(write_file(tokf, "ZQXWEBIDTOKEN0123456789abcdefghij") == 0, "token file");
+    struct {
+        const char *var, *value, *name; /* name: what the message must say */
+    } cases[] = {
+        {"AWS_ENDPOINT_URL_STS", "http://u:ZQXPASS123456@127.0.0.1:9", "AWS_ENDPOINT_URL_STS"},
+        {"AWS_ENDPOINT_URL_STS", "http://ZQXPASS123456@127.0.0.1:9", "AWS_ENDPOINT_URL_STS"},
+        {"AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://u:ZQXPASS123456@127.0.0.1:9", "AWS_EC2_METADATA_SERVICE_ENDPOINT"},
+        {"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/x@u:ZQXPASS123456", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"},
+        {"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http:/u:ZQXPASS123456@127.0.0.1:9/c", "AWS_CONTAINER_CREDENTIALS_FULL_URI"},
+        {"AWS_ENDPOINT_URL", "http:/u:ZQXPASS123456@127.0.0.1:1", "AWS_ENDPOINT_URL"},
+        {"AWS_ENDPOINT_URL", "https//u:ZQXPASS123456@127.0.0.1:1", "AWS_ENDPOINT_URL"},
+        {"AWS_ENDPOINT_URL", "http:\\\\u:ZQXPASS123456@127.0.0.1:1", "AWS_ENDPOINT_URL"},
+        {"AWS_ENDPOINT_URL_S3", "u:ZQXPASS123456@127.0.0.1:1", "AWS_ENDPOINT_URL_S3"},
+        {"AWS_CONFIG_FILE", "[default]\nendpoint_url = http:/u:ZQXPASS123456@127.0.0.1:1\n", "endpoint_url"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        chain_env_clear();
+        if (!strcmp(cases[i].var, "AWS_ENDPOINT_URL_STS")) {
+            setenv("AWS_WEB_IDENTITY_TOKEN_FILE", tokf, 1);
+            setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/r", 1);
+        } else if (!strcmp(cases[i].var, "AWS_EC2_METADATA_SERVICE_ENDPOINT")) {
+            setenv("AWS_EC2_METADATA_DISABLED", "false", 1);
+        } else if (strncmp(cases[i].var, "AWS_CONTAINER", 13) != 0) {
+            setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", 1);
+            setenv("AWS_SECRET_ACCESS_KEY", "not-a-real-secret-key", 1);
+        }
+        if (!strcmp(cases[i].var, "AWS_CONFIG_FILE")) {
+            CHECK(write_file(conf, cases[i].value) == 0, "config file");
+            setenv("AWS_CONFIG_FILE", conf, 1);
+        } else {
+            setenv(cases[i].var, cases[i].value, 1);
+        }
+        s3_config c;
+        tdm_err e = {0};
+        int rc = s3_config_resolve("s3://bkt-a/r", &c, &e);
+        s3_config_wipe(&c);
+        chain_env_restore();
+        CHECK(rc == ERR_USAGE && strstr(e.msg, cases[i].name) && strstr(e.msg, "user info") &&
+                  !strstr(e.msg, "ZQXPASS") && !strstr(e.msg, "127.0.0.1"),
+              "%s=%.12s...: rc %d: %s", cases[i].var, cases[i].value, rc, e.msg);
+        if (!strcmp(cases[i].var, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"))
+            CHECK(!strstr(e.msg, "FULL_URI"), "a RELATIVE_URI blamed on FULL_URI: %s", e.msg);
+    }
+}
+
 static void test_credentials(void) {
     tdm_err e = {0};
     char keep[256];
@@ -1330,6 +1416,7 @@ int main(void) {
     RUN(test_credentials);
     RUN(test_clock_skew_hint);
     RUN(test_no_core_dumps);
+    RUN(test_endpoint_userinfo);
     RUN(test_awscli_interop);
     RUN(test_faults_store_level);
     RUN(test_reference_on_file_store);
