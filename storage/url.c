@@ -110,6 +110,14 @@ int store_url_parse(const char *url, store_url_parts *out, tdm_err *e) {
                        "the credential chain (docs/running.md)", shown);
     }
     size_t n = scheme_len(url);
+    /* "s3//BUCKET/PREFIX" (the ':' left out) reads as the relative path ./s3/BUCKET/...: a
+     * local store where an S3 one was meant, the run's checkpoints on the wrong machine */
+    if (n == 0 && !strncasecmp(url, "s3//", 4)) {
+        const char *b = url + 4;
+        while (*b == '/') b++;
+        return err_set(e, ERR_USAGE, "store URL %s is not an S3 URL (the ':' is missing): did you mean "
+                       "s3://%s? (a directory called s3 is written ./s3/...)", url, *b ? b : "BUCKET/PREFIX");
+    }
     if (n == 0) return put(out, STORE_URL_FILE, url, e, url); /* a directory path */
     /* user info (util/urltext.h), said without repeating any of the URL */
     if (!strncmp(url + n, "://", 3) && url_authority_has_userinfo(url + n + 3))

@@ -291,6 +291,9 @@ static void test_store_urls(void) {
         {"gs://bucket/x", -1, "unsupported scheme 'gs://'"},
         {"a:b/c", -1, "./a:b/c"},
         {"", -1, "empty store URL"},
+        /* "s3//" (the ':' left out) made a local store at ./s3/BUCKET/... */
+        {"s3//bucket/x", -1, "did you mean s3://bucket/x?"},
+        {"S3//bucket/x", -1, "did you mean s3://bucket/x?"},
         /* user info in any spelling: refused, shown masked ("ZQXSECRET" is checked below
          * to be in no message); a path with an '@' alone or a ':' alone is a path */
         {"s3:/AKIA:ZQXSECRET@bkt-a/run", -1, "store URL s3:/***@bkt-a/run holds user info"},
