@@ -118,6 +118,15 @@ static double iso_time(const char *s) {
     return (double)timegm(&tm);
 }
 
+/* Makes h bypass every proxy when url is plain http. A plain-http credential request goes
+ * only to a loopback address or the ECS/EKS agent (creds_host_ok), or to the instance
+ * metadata service, none of which a proxy can reach for us — and http_proxy would get
+ * the container authorization token, the web identity token or the IMDS session token in
+ * clear text. Over https a proxy only relays the TLS stream (CONNECT) and stays allowed. */
+static void creds_no_proxy_for_http(CURL *h, const char *url) {
+    if (strncasecmp(url, "https://", 8) != 0) curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+}
+
 static void wipe(char *p, size_t n) {
     volatile char *v = p;
     for (size_t i = 0; i < n; i++) v[i] = 0;
@@ -189,6 +198,7 @@ static int sts_post(const s3_config *c, const s3_config *src, const buf_t *form,
         buf_free(body);
         curl_easy_reset(h);
         curl_easy_setopt(h, CURLOPT_URL, url);
+        creds_no_proxy_for_http(h, url);
         if (hl) curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, form->p);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)form->n);
@@ -374,6 +384,7 @@ static long http(const char *method, const char *url, const char *h1, const char
     if (h1) hl = curl_slist_append(hl, h1);
     if (h2) hl = curl_slist_append(hl, h2);
     curl_easy_setopt(h, CURLOPT_URL, url);
+    creds_no_proxy_for_http(h, url);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     if (!strcmp(method, "PUT")) {
         curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);

@@ -17,8 +17,14 @@
  *   hints         a ".." or "." segment in the URL is refused up front; a skewed clock
  *                 (RequestTimeTooSkewed) is reported with the offset, as a clock problem
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -472,6 +478,81 @@ static void test_endpoint_userinfo(void) {
         if (!strcmp(cases[i].var, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"))
             CHECK(!strstr(e.msg, "FULL_URI"), "a RELATIVE_URI blamed on FULL_URI: %s", e.msg);
     }
+}
+
+/* A proxy that records what reaches it: accepts, reads for up to a second, closes
+ * (curl then fails at once: "empty reply"), until told to stop. */
+typedef struct {
+    int fd, stop;
+    char got[65536];
+    size_t n;
+} rec_proxy;
+
+static void *rec_proxy_main(void *arg) {
+    rec_proxy *p = arg;
+    while (!p->stop) {
+        struct pollfd pf = {.fd = p->fd, .events = POLLIN};
+        if (poll(&pf, 1, 100) <= 0) continue;
+        int c = accept(p->fd, NULL, NULL);
+        if (c < 0) continue;
+        struct timeval tv = {1, 0};
+        setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        ssize_t k;
+        while (p->n < sizeof p->got - 1 && (k = recv(c, p->got + p->n, sizeof p->got - 1 - p->n, 0)) > 0) {
+            p->n += (size_t)k;
+            if (memmem(p->got, p->n, "\r\n\r\n", 4) && (!memmem(p->got, p->n, "POST", 4) || memmem(p->got, p->n, "Token=", 6)))
+                break; /* the request's head (and a POST's form) is in */
+        }
+        p->got[p->n] = '\0';
+        close(c);
+    }
+    return NULL;
+}
+
+/* Credential requests over plain http go to their endpoint directly, never through
+ * http_proxy: the container authorization token (a header) and the web identity token (the
+ * STS form) reached a proxy in clear text before. The endpoints here refuse connections;
+ * what matters is that the proxy, which listens, receives nothing. */
+static void test_credential_requests_bypass_proxies(void) {
+    static rec_proxy p;
+    memset(&p, 0, sizeof p);
+    p.fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    CHECK(p.fd >= 0 && bind(p.fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(p.fd, 8) == 0 &&
+              getsockname(p.fd, (struct sockaddr *)&a, &al) == 0, "listen");
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, rec_proxy_main, &p) == 0, "proxy thread");
+    char proxy[64], tokf[700];
+    snprintf(proxy, sizeof proxy, "http://127.0.0.1:%d", ntohs(a.sin_port));
+    snprintf(tokf, sizeof tokf, "%s/proxy-webtoken", g_dir);
+    CHECK(write_file(tokf, "ZQXWEBIDTOKEN0123456789abcdefghij") == 0, "token file");
+    for (int which = 0; which < 2; which++) {
+        chain_env_clear();
+        setenv("http_proxy", proxy, 1);
+        setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1", 1);
+        if (which == 0) {
+            setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:1/creds", 1);
+            setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "ZQXCONTAINERAUTH0123456789abcdef", 1);
+        } else {
+            setenv("AWS_WEB_IDENTITY_TOKEN_FILE", tokf, 1);
+            setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/r", 1);
+            setenv("AWS_ENDPOINT_URL_STS", "http://127.0.0.1:1", 1);
+        }
+        s3_config c;
+        tdm_err e = {0};
+        int rc = s3_config_resolve("s3://bkt-a/r", &c, &e);
+        s3_config_wipe(&c);
+        chain_env_restore();
+        CHECK(rc == ERR_STORE && (strstr(e.msg, "no answer") || strstr(e.msg, "could not be reached")), "%s: rc %d: %s", which ? "web identity" : "container",
+              rc, e.msg);
+    }
+    p.stop = 1;
+    pthread_join(th, NULL);
+    close(p.fd);
+    CHECK(p.n == 0, "the proxy received %zu bytes (container token %s, web identity token %s): %.200s", p.n,
+          strstr(p.got, "ZQXCONTAINERAUTH") ? "in it" : "not in it", strstr(p.got, "ZQXWEBIDTOKEN") ? "in it" : "not in it",
+          p.got);
 }
 
 static void test_credentials(void) {
@@ -1417,6 +1498,7 @@ int main(void) {
     RUN(test_clock_skew_hint);
     RUN(test_no_core_dumps);
     RUN(test_endpoint_userinfo);
+    RUN(test_credential_requests_bypass_proxies);
     RUN(test_awscli_interop);
     RUN(test_faults_store_level);
     RUN(test_reference_on_file_store);
