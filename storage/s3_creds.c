@@ -228,6 +228,10 @@ int s3_creds_web_identity_fetch(s3_config *c, tdm_err *e) {
     FILE *f = fopen(c->token_file, "r");
     if (!f)
         return err_sys(e, ERR_USAGE, errno, "%s: cannot read the token file", c->creds_source);
+    /* the token is in memory from here on, for as long as STS takes to answer (up to 3
+     * attempts of 30 s): no core dump, no /proc/PID/mem from now, not only once the
+     * credentials arrive */
+    s3_config_no_core_dumps();
     char token[8192];
     size_t tn = fread(token, 1, sizeof token - 1, f);
     fclose(f);
@@ -498,6 +502,9 @@ int s3_creds_container(s3_config *c, tdm_err *e) {
     }
     char auth[4096] = "", line[4200] = "";
     const char *tf = getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"), *tv = getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN");
+    /* the authorization token is in memory from here on, while the endpoint is asked: no
+     * core dump from now, not only once the credentials arrive */
+    if ((tf && *tf) || (tv && *tv)) s3_config_no_core_dumps();
     if (tf && *tf) {
         FILE *f = fopen(tf, "r");
         if (!f)
@@ -558,6 +565,7 @@ int s3_creds_imds(s3_config *c, tdm_err *e) {
                  ? err_set(e, ERR_STORE, "%s: no session token (HTTP %ld%s%s)", c->creds_source, status,
                            why[0] ? ", " : "", why)
                  : 0;
+    if (!rc) s3_config_no_core_dumps(); /* the IMDS session token is a credential of this host */
     if (!rc) memcpy(tok, body.p, body.n), tok[body.n] = '\0';
     buf_free(&body);
     snprintf(hdr, sizeof hdr, "X-aws-ec2-metadata-token: %s", tok);

@@ -555,6 +555,38 @@ static void test_credential_requests_bypass_proxies(void) {
           p.got);
 }
 
+/* The process is made non-dumpable as soon as a token to exchange is read, not once the
+ * credentials arrive: the exchange may wait on an endpoint for a minute and more with the
+ * token in memory. Here the endpoint never answers (nothing listens): before, the process
+ * stayed dumpable through the whole exchange and after its failure. */
+static void test_not_dumpable_during_exchange(void) {
+    char tokf[700];
+    snprintf(tokf, sizeof tokf, "%s/dump-webtoken", g_dir);
+    CHECK(write_file(tokf, "ZQXWEBIDTOKEN0123456789abcdefghij") == 0, "token file");
+    for (int which = 0; which < 2; which++) {
+        CHECK(prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) == 0 && prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 1,
+              "cannot make the test dumpable to start with");
+        chain_env_clear();
+        setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1", 1);
+        if (which == 0) {
+            setenv("AWS_WEB_IDENTITY_TOKEN_FILE", tokf, 1);
+            setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/r", 1);
+            setenv("AWS_ENDPOINT_URL_STS", "http://127.0.0.1:1", 1);
+        } else {
+            setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:1/creds", 1);
+            setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", tokf, 1);
+        }
+        s3_config c;
+        tdm_err e = {0};
+        int rc = s3_config_resolve("s3://bkt-a/r", &c, &e);
+        s3_config_wipe(&c);
+        chain_env_restore();
+        CHECK(rc == ERR_STORE, "%s: rc %d: %s", which ? "container" : "web identity", rc, e.msg);
+        CHECK(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0, "%s: still dumpable with the token read",
+              which ? "container" : "web identity");
+    }
+}
+
 static void test_credentials(void) {
     tdm_err e = {0};
     char keep[256];
@@ -1499,6 +1531,7 @@ int main(void) {
     RUN(test_no_core_dumps);
     RUN(test_endpoint_userinfo);
     RUN(test_credential_requests_bypass_proxies);
+    RUN(test_not_dumpable_during_exchange);
     RUN(test_awscli_interop);
     RUN(test_faults_store_level);
     RUN(test_reference_on_file_store);
