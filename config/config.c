@@ -775,7 +775,11 @@ static int apply_file(loader *L, const ydoc_node *root, tdm_err *e) {
                            L->path, top_key_line(L, name, v), name,
                            (int)(strchr(name, '.') - name), name,
                            strchr(name, '.') + 1,
-                           v->kind == YDOC_SCALAR && !(k->flags & F_NOECHO) ? v->value : "...");
+                           /* a value holding user info is not repeated, whatever its key */
+                           v->kind == YDOC_SCALAR && !(k->flags & F_NOECHO) &&
+                                   !url_text_has_userinfo(v->value, strlen(v->value))
+                               ? v->value
+                               : "...");
         if (!is_section(name)) {
             suggestion(name, true, sugg, sizeof sugg);
             section_list(list, sizeof list);

@@ -501,6 +501,10 @@ static void test_unknown_keys_suggest(void) {
     int rc = load_yaml(&c, "cluster.env: AWS_SECRET_ACCESS_KEY=s3cr3t-top\n", NULL, 0, &e);
     CHECK(rc == ERR_USAGE && strstr(e.msg, "keys are nested") && strstr(e.msg, "env: ...") &&
               !strstr(e.msg, "s3cr3t"), "a dotted cluster.env at the top: %s", e.msg);
+    /* nor one holding user info under a key whose values are echoed (cluster.image) */
+    rc = load_yaml(&c, "cluster.image: https://u:s3cr3t-img@registry/img:1\n", NULL, 0, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "keys are nested") && !strstr(e.msg, "s3cr3t"),
+          "a dotted cluster.image with user info at the top: %s", e.msg);
     rc = load_yaml(&c, "tandem.K: 7\n", NULL, 0, &e);
     CHECK(rc == ERR_USAGE && strstr(e.msg, "K: 7"), "a dotted tandem.K at the top: %s", e.msg);
 }
