@@ -8,6 +8,7 @@
 
 #include "config/config.h"
 #include "util/secretname.h"
+#include "util/urltext.h"
 
 static bool is_alnum_ascii(int ch) {
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
@@ -234,9 +235,13 @@ bool cluster_check_image(const char *s, char *why, size_t n) {
         ok = image_path_component(s + i, j - i);
         i = j + 1;
     }
+    /* shown with any user info masked ("https://u:SECRET@registry/img" is refused as no
+     * reference, and its error went to the terminal and logs as given) */
+    char shown[240];
+    if (!ok) url_text_mask_userinfo(s, shown, sizeof shown);
     if (!ok) snprintf(why, n, "expected an image reference [registry[:port]/]name[:tag][@sha256:HEX] "
                               "with the name in lowercase (a-z, 0-9, '.', '_', '-') and a digest of 64 "
-                              "lowercase hex digits (sha384: 96, sha512: 128), got '%.200s'", s);
+                              "lowercase hex digits (sha384: 96, sha512: 128), got '%.200s'", shown);
     return ok;
 }
 
@@ -334,12 +339,16 @@ bool cluster_check_tolerations(const char *s, char *why, size_t n) {
     return ok;
 }
 
-/* Whether value v (len bytes) holds a URL whose authority carries user info: an '@' before
+/* Whether value v (len bytes) holds user info: a ':' before an '@' in any spelling
+ * (util/urltext.h), or a URL whose authority carries an '@' before
  * its path, or a ':' followed by more than a port's digits (a password may hold '/', which
  * ends the authority before its '@'). A port ("http://host:9000") and an IPv6 host
  * ("http://[::1]:9000") are none. */
 static bool value_has_userinfo(const char *v, size_t len) {
     const char *end = v + len;
+    /* any spelling ("http:/u:S@h", "u:S@proxy:3128"): the "://" rule below missed them, and
+     * the value went into the rendered job as given */
+    if (url_text_has_userinfo(v, len)) return true;
     for (const char *q = v; (q = memmem(q, (size_t)(end - q), "://", 3)); q += 3) {
         const char *a = q + 3;
         size_t an = 0;

@@ -13,6 +13,7 @@
 #include "config/cluster_check.h"
 #include "config/config_impl.h"
 #include "config/presets.h"
+#include "util/urltext.h"
 #include "util/ydoc.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -774,7 +775,11 @@ static int apply_file(loader *L, const ydoc_node *root, tdm_err *e) {
                            L->path, top_key_line(L, name, v), name,
                            (int)(strchr(name, '.') - name), name,
                            strchr(name, '.') + 1,
-                           v->kind == YDOC_SCALAR && !(k->flags & F_NOECHO) ? v->value : "...");
+                           /* a value holding user info is not repeated, whatever its key */
+                           v->kind == YDOC_SCALAR && !(k->flags & F_NOECHO) &&
+                                   !url_text_has_userinfo(v->value, strlen(v->value))
+                               ? v->value
+                               : "...");
         if (!is_section(name)) {
             suggestion(name, true, sugg, sizeof sugg);
             section_list(list, sizeof list);
@@ -837,9 +842,12 @@ int config_key_known(const char *key, const char *flag, tdm_err *e) {
 /* Splits "key=value" at the first '=' (values may contain '=') and finds the key. */
 static int split_set(const char *text, const char *flag, set_item *it, tdm_err *e) {
     const char *eq = strchr(text, '=');
-    if (!eq || eq == text)
+    if (!eq || eq == text) {
+        char shown[240]; /* "--set u:S@h", a value pasted without its key: not repeated */
+        url_text_mask_userinfo(text, shown, sizeof shown);
         return err_set(e, ERR_USAGE, "%s '%.200s': expected key=value (e.g. %s tandem.K=3)", flag,
-                       text, flag);
+                       shown, flag);
+    }
     char key[2 * CONFIG_KEY_MAX];
     snprintf(key, sizeof key, "%.*s", (int)(eq - text), text);
     it->k = find_key(key);
@@ -852,8 +860,12 @@ static int split_set(const char *text, const char *flag, set_item *it, tdm_err *
 
 static int set_from_cli(config *c, const set_item *it, tdm_err *e) {
     char where[256];
+    char shown[240];
+    /* a value holding user info in any spelling ("cluster.image=https://u:S@reg/img") is
+     * shown masked whatever its key: the key's check may refuse it for its shape alone */
+    url_text_mask_userinfo(it->value, shown, sizeof shown);
     if (it->k->flags & F_NOECHO) snprintf(where, sizeof where, "%s %s=...", it->flag, it->k->key);
-    else snprintf(where, sizeof where, "%s %.200s", it->flag, it->text);
+    else snprintf(where, sizeof where, "%s %.*s%.200s", it->flag, (int)(it->value - it->text), it->text, shown);
     return set_key(c, it->k, it->value, false, where, e);
 }
 

@@ -49,9 +49,11 @@ static bool model_init_check(const char *value, char *why, size_t n) {
  * pinned config, argv and rendered jobs. */
 static bool no_userinfo_check(const char *value, char *why, size_t n) {
     const char *sep = strstr(value, "://");
-    if (!sep) return true;
-    if (!url_authority_has_userinfo(sep + 3)) return true; /* the rule store_url_parse applies */
-    snprintf(why, n, "a URL with user info (user:secret@host, or a ':' before its first '/') is "
+    /* the rules store_url_parse applies: user info in any spelling ("s3:/K:S@b", a path
+     * "runs/K:S@b"), and a ':' or '@' in a well-formed URL's authority */
+    if (!url_text_has_userinfo(value, strlen(value)) && (!sep || !url_authority_has_userinfo(sep + 3)))
+        return true;
+    snprintf(why, n, "a URL with user info (user:secret@host in any spelling, or a ':' before its first '/') is "
                      "refused and not repeated here: "
                      "credentials never go into a config or a URL; tandem takes them from the "
                      "environment, a profile or the rest of the credential chain (docs/running.md)");

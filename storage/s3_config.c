@@ -2,6 +2,7 @@
  * a process holds one; see s3_config.h (s3_resolve.c fills the struct). */
 #include "storage/s3_config.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,12 @@ int s3_config_env_has_secret(void) {
         if (eq && eq[1] && secret_env_name(*v, (size_t)(eq - *v))) return 1; /* empty: nothing to keep */
     }
     return 0;
+}
+
+/* Zeroes p[0..n) in a way the compiler keeps (a plain memset before free may be dropped). */
+static void wipe_buf(char *p, size_t n) {
+    volatile char *v = p;
+    for (size_t i = 0; i < n; i++) v[i] = 0;
 }
 
 void s3_config_wipe(s3_config *c) {
@@ -106,7 +113,8 @@ static size_t escape_at(const char *text, size_t tl, char *ch) {
 
 /* Marks in hit[] every character of text (tl bytes) that lies in a run of REDACT_RUN or
  * more characters of secret s (sl bytes): as the text is, and as it reads with its escapes
- * decoded (escape_at), where a run covers the escapes it was decoded from. whole: s is too
+ * decoded (escape_at, the decoded character folded to lower case: the caller passes text
+ * and s folded), where a run covers the escapes it was decoded from. whole: s is too
  * short for runs (8 to 15 characters, found whole in the text as it is by the caller):
  * only its whole escaped occurrences. */
 static void mark_runs(const char *text, size_t tl, const char *s, size_t sl, int whole, unsigned char *hit,
@@ -120,6 +128,7 @@ static void mark_runs(const char *text, size_t tl, const char *s, size_t sl, int
     for (size_t r = 0; r < tl; dl++) {
         size_t n = escape_at(text + r, tl - r, &dec[dl]);
         if (!n) dec[dl] = text[r], n = 1;
+        dec[dl] = (char)tolower((unsigned char)dec[dl]);
         from[dl] = r;
         r += n;
     }
@@ -145,7 +154,7 @@ void s3_config_redact(const s3_config *c, const char *extra, char *text, size_t 
     for (size_t i = 0; i < sizeof secrets / sizeof *secrets; i++) {
         size_t sl = strlen(secrets[i]);
         if (sl < 8 || sl >= 16) continue; /* shorter: no secret is, and it would match anywhere */
-        for (char *p = text; (p = strstr(p, secrets[i]));) {
+        for (char *p = text; (p = strcasestr(p, secrets[i]));) { /* a case-changed copy too */
             size_t rest = strlen(p + sl);
             if ((size_t)(p - text) + ml + rest + 1 > cap) { /* no room: cut the text there */
                 *p = '\0';
@@ -161,20 +170,46 @@ void s3_config_redact(const s3_config *c, const char *extra, char *text, size_t 
      * buffers 128-400), or a piece of it that an endpoint chose to echo. Every character
      * that lies in such a run is marked first (runs may overlap, and a longer one may start
      * inside another), then each marked stretch becomes one mark. */
+    /* The text and each secret are compared folded to lower case, and each secret also as
+     * its hex encoding (either case): an endpoint may echo what it was sent upper-cased or
+     * hex-encoded ("ZQXSESSIONTOKEN..." or "5a51..."), and a 12-character run of either
+     * occurs in a message by chance no more than the secret's own. Folding keeps every
+     * offset, so the marks fall on the text as it is; the work stays that of the runs
+     * above, three passes per secret instead of one. */
     size_t tl = strlen(text);
     unsigned char *hit = tl ? calloc(tl, 1) : NULL;
-    char *dec = tl ? malloc(tl) : NULL;
+    char *dec = tl ? malloc(tl) : NULL, *low = tl ? malloc(tl) : NULL;
     size_t *from = tl ? malloc((tl + 1) * sizeof *from) : NULL;
-    if (tl && (!hit || !dec || !from)) { /* no memory to look: nothing of the text is shown */
+    if (tl && (!hit || !dec || !from || !low)) { /* no memory to look: nothing of the text is shown */
         text[0] = '\0';
-        free(hit), free(dec), free(from);
+        free(hit), free(dec), free(from), free(low);
         return;
     }
+    for (size_t k = 0; k < tl; k++) low[k] = (char)tolower((unsigned char)text[k]);
     for (size_t i = 0; i < sizeof secrets / sizeof *secrets; i++) {
         size_t sl = strlen(secrets[i]);
-        if (sl >= 8) mark_runs(text, tl, secrets[i], sl, sl < 16, hit, dec, from);
+        if (sl < 8) continue;
+        char *fold = malloc(sl), *hex = malloc(2 * sl);
+        if (!fold || !hex) { /* no memory to look: nothing of the text is shown */
+            free(fold), free(hex);
+            memset(hit, 1, tl);
+            break;
+        }
+        static const char digits[] = "0123456789abcdef";
+        for (size_t k = 0; k < sl; k++) {
+            unsigned char ch = (unsigned char)secrets[i][k];
+            fold[k] = (char)tolower(ch);
+            hex[2 * k] = digits[ch >> 4], hex[2 * k + 1] = digits[ch & 15];
+        }
+        mark_runs(low, tl, fold, sl, sl < 16, hit, dec, from);
+        mark_runs(low, tl, hex, 2 * sl, 0, hit, dec, from);
+        wipe_buf(fold, sl); /* copies of a secret: wiped like the secret itself */
+        wipe_buf(hex, 2 * sl);
+        free(fold);
+        free(hex);
     }
     free(dec);
+    free(low);
     free(from);
     /* each marked stretch becomes one mark, written into a copy: a short secret's escaped
      * occurrence may be shorter than the mark ("\/" adds one character), and the text cut

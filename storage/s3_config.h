@@ -76,8 +76,10 @@ void s3_config_wipe(s3_config *c);
 /* Makes the calling process unable to write a core dump, for the rest of its life:
  * prctl(PR_SET_DUMPABLE, 0) (no core, whatever the core_pattern, and /proc/PID/mem,
  * environ and ptrace-attach are closed to unprivileged processes of the same user) and
- * RLIMIT_CORE 0. s3_config_resolve calls it once credentials are loaded; main() calls it
- * at start when the environment itself carries a secret. */
+ * RLIMIT_CORE 0. s3_config_resolve calls it once credentials are loaded, the credential
+ * chain as soon as it reads a token to exchange (web identity, container authorization,
+ * IMDS session), before the exchange; main() calls it at start when the environment
+ * itself carries a secret. */
 void s3_config_no_core_dumps(void);
 
 /* 1 when a variable of the environment whose name has the word (between '_', any case)

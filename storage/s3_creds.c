@@ -19,6 +19,7 @@
 #include "storage/sigv4.h"
 #include "util/buf.h"
 #include "util/json_read.h"
+#include "util/urltext.h"
 
 static double now_wall(void) {
     struct timespec ts;
@@ -26,8 +27,27 @@ static double now_wall(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* The session name and the STS endpoint, for web identity and AssumeRole. */
-static void sts_common(s3_config *c) {
+int s3_endpoint_check_userinfo(const char *what, const char *url, tdm_err *e) {
+    /* any '@' (no endpoint tandem asks has one in its path either, and "http://TOKEN@host"
+     * is user info without a ':'), and a ':' before an '@' in any spelling ("http:/u:S@h")
+     * — libcurl sends user info as Authorization: Basic, and errors name the endpoint */
+    if (!strchr(url, '@') && !url_text_has_userinfo(url, strlen(url))) return 0;
+    return err_set(e, ERR_USAGE, "%s holds user info (user:password@host, or an '@' anywhere), which "
+                   "is refused and not repeated here: credential endpoints and S3 take no credentials "
+                   "in their URL; give them as AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, a profile or "
+                   "the rest of the credential chain (docs/running.md)", what);
+}
+
+/* Whether plain-http `url` names a loopback host — 127.0.0.0/8 written as an address,
+ * localhost, [::1] — or, with agent, the ECS/EKS agent's link-local addresses; judged on
+ * the URL's parsed host ("http://127.0.0.1@elsewhere/" is user info and no loopback). An
+ * https URL is 1, any other scheme 0. */
+static int creds_host_ok(const char *url, int agent);
+
+/* The session name and the STS endpoint, for web identity and AssumeRole; an endpoint
+ * with user info, or plain http to anything but a loopback address (the web identity
+ * token would cross the network in clear text), is refused (ERR_USAGE). */
+static int sts_common(s3_config *c, tdm_err *e) {
     const char *name = getenv("AWS_ROLE_SESSION_NAME");
     if (name && *name) {
         snprintf(c->session_name, sizeof c->session_name, "%s", name);
@@ -48,11 +68,22 @@ static void sts_common(s3_config *c) {
     else snprintf(c->sts_endpoint, sizeof c->sts_endpoint, "https://sts.%s.amazonaws.com", c->region);
     size_t n = strlen(c->sts_endpoint);
     while (n && c->sts_endpoint[n - 1] == '/') c->sts_endpoint[--n] = '\0';
+    if (s3_endpoint_check_userinfo("AWS_ENDPOINT_URL_STS", c->sts_endpoint, e)) {
+        c->sts_endpoint[0] = '\0'; /* kept out of any later message */
+        return ERR_USAGE;
+    }
+    if (!creds_host_ok(c->sts_endpoint, 0))
+        return err_set(e, ERR_USAGE, "AWS_ENDPOINT_URL_STS (%.300s): plain http is allowed only to a "
+                       "loopback address (127.0.0.0/8, localhost, [::1]): the web identity token and "
+                       "the signed request would cross the network in clear text; use https",
+                       c->sts_endpoint);
+    return 0;
 }
 
 int s3_creds_web_identity_init(s3_config *c, const char *profile, tdm_err *e) {
     c->web_identity = 1;
-    sts_common(c);
+    int rc = sts_common(c, e);
+    if (rc) return rc;
     snprintf(c->creds_source, sizeof c->creds_source,
              "web identity (role %.300s, token file %.500s%s%.200s%s, STS %.300s)", c->role_arn,
              c->token_file, profile ? ", profile '" : "", profile ? profile : "", profile ? "'" : "",
@@ -85,6 +116,15 @@ static double iso_time(const char *s) {
     memset(&tm, 0, sizeof tm);
     if (!strptime(s, "%Y-%m-%dT%H:%M:%S", &tm)) return 0;
     return (double)timegm(&tm);
+}
+
+/* Makes h bypass every proxy when url is plain http. A plain-http credential request goes
+ * only to a loopback address or the ECS/EKS agent (creds_host_ok), or to the instance
+ * metadata service, none of which a proxy can reach for us — and http_proxy would get
+ * the container authorization token, the web identity token or the IMDS session token in
+ * clear text. Over https a proxy only relays the TLS stream (CONNECT) and stays allowed. */
+static void creds_no_proxy_for_http(CURL *h, const char *url) {
+    if (strncasecmp(url, "https://", 8) != 0) curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
 }
 
 static void wipe(char *p, size_t n) {
@@ -158,6 +198,7 @@ static int sts_post(const s3_config *c, const s3_config *src, const buf_t *form,
         buf_free(body);
         curl_easy_reset(h);
         curl_easy_setopt(h, CURLOPT_URL, url);
+        creds_no_proxy_for_http(h, url);
         if (hl) curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, form->p);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)form->n);
@@ -187,6 +228,10 @@ int s3_creds_web_identity_fetch(s3_config *c, tdm_err *e) {
     FILE *f = fopen(c->token_file, "r");
     if (!f)
         return err_sys(e, ERR_USAGE, errno, "%s: cannot read the token file", c->creds_source);
+    /* the token is in memory from here on, for as long as STS takes to answer (up to 3
+     * attempts of 30 s): no core dump, no /proc/PID/mem from now, not only once the
+     * credentials arrive */
+    s3_config_no_core_dumps();
     char token[8192];
     size_t tn = fread(token, 1, sizeof token - 1, f);
     fclose(f);
@@ -276,12 +321,12 @@ static int sts_answer(s3_config *c, int rc, long status, const char *why, buf_t 
 }
 
 int s3_creds_assume_role_init(s3_config *c, const char *profile, const char *source_profile, tdm_err *e) {
-    sts_common(c);
+    int rc = sts_common(c, e);
+    if (rc) return rc;
     static const char *const how[] = {"", "", "EcsContainer", "Ec2InstanceMetadata", "Environment"};
     snprintf(c->creds_source, sizeof c->creds_source, "role %.300s of profile '%.200s' (%s%.200s%s, STS %.300s)",
              c->role_arn, profile, source_profile ? "source_profile '" : "credential_source ",
              source_profile ? source_profile : how[c->assume_role], source_profile ? "'" : "", c->sts_endpoint);
-    (void)e;
     return 0;
 }
 
@@ -343,6 +388,7 @@ static long http(const char *method, const char *url, const char *h1, const char
     if (h1) hl = curl_slist_append(hl, h1);
     if (h2) hl = curl_slist_append(hl, h2);
     curl_easy_setopt(h, CURLOPT_URL, url);
+    creds_no_proxy_for_http(h, url);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     if (!strcmp(method, "PUT")) {
         curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
@@ -398,12 +444,12 @@ static int iam_name_ok(const char *p, size_t n) {
     return dots < n; /* "." or "..": a path step, not a name */
 }
 
-/* Whether the container credential endpoint may be asked: any https URL, and plain http
- * only to a loopback address or the ECS/EKS agent's link-local addresses (AWS's rule) —
- * judged on the URL's parsed host (a check of the text's start let
+/* The container credential endpoint may be asked over plain http only at a loopback
+ * address or the ECS/EKS agent's link-local addresses (AWS's rule), STS only at a loopback
+ * address — judged on the URL's parsed host (a check of the text's start let
  * "http://127.0.0.1@elsewhere/" through, and with it the authorization token in clear
  * text). A URL with user info is never asked. */
-static int container_host_ok(const char *url) {
+static int creds_host_ok(const char *url, int agent) {
     const char *h = !strncmp(url, "https://", 8) ? url + 8 : !strncmp(url, "http://", 7) ? url + 7 : NULL;
     if (!h) return 0;
     size_t alen = strcspn(h, "/?#");
@@ -427,7 +473,7 @@ static int container_host_ok(const char *url) {
     memcpy(host, h, hlen);
     host[hlen] = '\0';
     static const char *const named[] = {"localhost", "[::1]", "169.254.170.2", "169.254.170.23", "[fd00:ec2::23]"};
-    for (size_t i = 0; i < sizeof named / sizeof *named; i++)
+    for (size_t i = 0; i < (agent ? sizeof named / sizeof *named : 2); i++)
         if (!strcmp(host, named[i])) return 1;
     struct in_addr a; /* 127.0.0.0/8, written as an address (not 127.0.0.1.example.com) */
     return inet_pton(AF_INET, host, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
@@ -440,18 +486,25 @@ int s3_creds_container(s3_config *c, tdm_err *e) {
         if (rel && *rel) snprintf(c->creds_url, sizeof c->creds_url, "http://169.254.170.2%s", rel);
         else if (full && *full) snprintf(c->creds_url, sizeof c->creds_url, "%s", full);
         else return 1;
-        if (strchr(c->creds_url, '@')) /* anywhere: a password may hold '/' */
-            return err_set(e, ERR_USAGE, "container credentials: AWS_CONTAINER_CREDENTIALS_FULL_URI "
-                           "holds user info (user@host), which is refused and not repeated here: give "
-                           "the token in AWS_CONTAINER_AUTHORIZATION_TOKEN(_FILE)");
+        /* anywhere: a password may hold '/'; named by the variable it came from */
+        int urc = s3_endpoint_check_userinfo(rel && *rel ? "container credentials: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"
+                                                         : "container credentials: AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                                             c->creds_url, e);
+        if (urc) {
+            c->creds_url[0] = '\0';
+            return urc;
+        }
         snprintf(c->creds_source, sizeof c->creds_source, "container credentials (%.1000s)", c->creds_url);
-        if (!container_host_ok(c->creds_url))
+        if (!creds_host_ok(c->creds_url, 1))
             return err_set(e, ERR_USAGE, "%s: plain http is allowed only to a loopback address or the "
                            "ECS/EKS agent (169.254.170.2, 169.254.170.23); use https", c->creds_source);
         c->from_endpoint = 1;
     }
     char auth[4096] = "", line[4200] = "";
     const char *tf = getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"), *tv = getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN");
+    /* the authorization token is in memory from here on, while the endpoint is asked: no
+     * core dump from now, not only once the credentials arrive */
+    if ((tf && *tf) || (tv && *tv)) s3_config_no_core_dumps();
     if (tf && *tf) {
         FILE *f = fopen(tf, "r");
         if (!f)
@@ -491,6 +544,7 @@ int s3_creds_imds(s3_config *c, tdm_err *e) {
     const char *ep = getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
     int first = !c->creds_url[0];
     if (first) {
+        if (ep && *ep && s3_endpoint_check_userinfo("AWS_EC2_METADATA_SERVICE_ENDPOINT", ep, e)) return ERR_USAGE;
         snprintf(c->creds_url, sizeof c->creds_url, "%s", ep && *ep ? ep : "http://169.254.169.254");
         size_t n = strlen(c->creds_url);
         while (n && c->creds_url[n - 1] == '/') c->creds_url[--n] = '\0';
@@ -511,6 +565,7 @@ int s3_creds_imds(s3_config *c, tdm_err *e) {
                  ? err_set(e, ERR_STORE, "%s: no session token (HTTP %ld%s%s)", c->creds_source, status,
                            why[0] ? ", " : "", why)
                  : 0;
+    if (!rc) s3_config_no_core_dumps(); /* the IMDS session token is a credential of this host */
     if (!rc) memcpy(tok, body.p, body.n), tok[body.n] = '\0';
     buf_free(&body);
     snprintf(hdr, sizeof hdr, "X-aws-ec2-metadata-token: %s", tok);

@@ -28,6 +28,13 @@
 #include "storage/s3_config.h"
 #include "util/err.h"
 
+/* 0 when endpoint `url` holds no user info, else ERR_USAGE naming `what` (the variable or
+ * profile key it came from) and never the URL: an '@' anywhere, or a ':' before an '@' in
+ * any spelling ("http:/u:S@h", "u:S@h"). Every endpoint the chain asks goes through it —
+ * S3's, STS's, the container's, IMDS's: libcurl sends user info as Authorization: Basic,
+ * and errors name the endpoint. */
+int s3_endpoint_check_userinfo(const char *what, const char *url, tdm_err *e);
+
 /* Fills the web identity fields of c (token_file and role_arn are set by the caller):
  * the session name (AWS_ROLE_SESSION_NAME, else tandem-<host>-<pid>), the STS endpoint,
  * the source text. profile: the profile it came from, NULL for the environment. */

@@ -245,13 +245,16 @@ int s3_config_resolve(const char *url, s3_config *c, tdm_err *e) {
     else snprintf(c->endpoint, sizeof c->endpoint, "https://s3.%s.amazonaws.com", c->region);
     size_t elen = strlen(c->endpoint);
     while (elen && c->endpoint[elen - 1] == '/') c->endpoint[--elen] = '\0';
+    /* user info, in any spelling: sent in Host, echoed in errors; before the shape check
+     * below, whose error repeats the endpoint ("http:/u:S@h" was repeated whole) */
+    const char *epwhat = env("AWS_ENDPOINT_URL_S3") ? "the S3 endpoint (AWS_ENDPOINT_URL_S3)"
+                         : env("AWS_ENDPOINT_URL")  ? "the S3 endpoint (AWS_ENDPOINT_URL)"
+                                                    : "the S3 endpoint (endpoint_url of the profile)";
+    if (!aws_own && s3_endpoint_check_userinfo(epwhat, c->endpoint, e)) {
+        c->endpoint[0] = '\0';
+        return ERR_USAGE;
+    }
     const char *hoststart = strstr(c->endpoint, "://");
-    if (hoststart && strchr(hoststart + 3, '@')) /* user info: sent in Host, echoed in errors */
-        return err_set(e, ERR_USAGE, "the S3 endpoint (%s) holds user info (user:password@), which "
-                       "is refused and not repeated here: S3 takes no credentials in its URL; give "
-                       "them as AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or a profile",
-                       env("AWS_ENDPOINT_URL_S3") ? "AWS_ENDPOINT_URL_S3"
-                       : env("AWS_ENDPOINT_URL") ? "AWS_ENDPOINT_URL" : "endpoint_url of the profile");
     if (!hoststart || !hoststart[3] || strchr(hoststart + 3, '/'))
         return err_set(e, ERR_USAGE,
                        "S3 endpoint '%s' must look like http(s)://host[:port] (no path)", c->endpoint);

@@ -98,7 +98,26 @@ int store_url_parse(const char *url, store_url_parts *out, tdm_err *e) {
                        shown, url[k] ? "..." : "", c, i,
                        c == '\r' ? ": a script saved with Windows line ends?" : c == '\n' ? ": a line end" : "");
     }
+    /* user info in any spelling ("s3:/K:S@b", "s3//K:S@b", "K:S@b", a path "runs/K:S@b"):
+     * refused before any reading of the URL, whose errors and whose store (RUN pins the
+     * URL, a file store is named after it) would carry the secret; shown masked */
+    if (url_text_has_userinfo(url, strlen(url))) {
+        char shown[240];
+        url_text_mask_userinfo(url, shown, sizeof shown);
+        return err_set(e, ERR_USAGE, "store URL %s holds user info (a ':' before an '@': user:secret@), "
+                       "which is refused and not repeated here: credentials never go into a store "
+                       "or a URL; tandem takes them from the environment, a profile or the rest of "
+                       "the credential chain (docs/running.md)", shown);
+    }
     size_t n = scheme_len(url);
+    /* "s3//BUCKET/PREFIX" (the ':' left out) reads as the relative path ./s3/BUCKET/...: a
+     * local store where an S3 one was meant, the run's checkpoints on the wrong machine */
+    if (n == 0 && !strncasecmp(url, "s3//", 4)) {
+        const char *b = url + 4;
+        while (*b == '/') b++;
+        return err_set(e, ERR_USAGE, "store URL %s is not an S3 URL (the ':' is missing): did you mean "
+                       "s3://%s? (a directory called s3 is written ./s3/...)", url, *b ? b : "BUCKET/PREFIX");
+    }
     if (n == 0) return put(out, STORE_URL_FILE, url, e, url); /* a directory path */
     /* user info (util/urltext.h), said without repeating any of the URL */
     if (!strncmp(url + n, "://", 3) && url_authority_has_userinfo(url + n + 3))

@@ -9,8 +9,10 @@
  *
  * Refused, with what was probably meant: file://HOST/PATH for another host (tandem's file
  * stores are local; "file://runs/x" is host "runs", not ./runs/x), file:REL (no RFC
- * form), s3:/BUCKET and s3:BUCKET, s3:// without a bucket, and any other scheme — a path
- * that starts with "name:" is read as a scheme, not as a directory called "name:...".
+ * form), s3:/BUCKET, s3:BUCKET and s3//BUCKET, s3:// without a bucket, and any other
+ * scheme — a path that starts with "name:" is read as a scheme, not as a directory called
+ * "name:...". Refused without being repeated (shown with "***" for it): anything holding
+ * user info in any spelling, a ':' before an '@' (util/urltext.h), a local path too.
  * Percent-escapes are not decoded: a path is the text as written.
  */
 #ifndef TANDEM_STORAGE_URL_H

@@ -25,6 +25,9 @@
 #     when start-up then fails (a config error shows at the next start);
 #   - a host name holding a quote, a backslash, a comma and a control character (a UTS
 #     namespace; root only) leaves `alpha --format json` valid, holding it exactly;
+#   - a store URL holding user info in any spelling (s3:/K:S@b, s3//K:S@b, K:S@b, a path
+#     runs/K:S@b) is refused by status, run and manifest (exit 2) without the secret, and
+#     s3//bucket/run is the typo of s3:// it is (no local ./s3 store);
 #   - an S3 endpoint whose listings never end (the token handed back, or empty pages with
 #     new tokens forever) is an error (exit 3) in status and verify, not a hang.
 # Prints PASS/FAIL lines and "cli_store: N passed, M failed"; exits non-zero on failure.
@@ -531,6 +534,30 @@ for case in "store|s3://AKIDX:urlsecret$$@bucket/run|user info" \
     pass "a URL with credentials ($what): exit 2 before any request, the secret not repeated"
   else fail "a URL with credentials ($what)" "exit $rc" "$out"; fi
 done
+
+# a store URL holding user info in any spelling — a mistyped scheme ("s3:/K:S@b", "s3//K:S@b",
+# "s3:\\K:S@b"), none ("K:S@b"), a local path ("runs/K:S@b") — is refused (exit 2) and not
+# repeated, also through manifest --store and --set store=: before, the "did you mean" hint
+# repeated it, and "s3//K:S@b/run" ran to exit 0 writing a local store ./s3/K:S@b/run whose
+# RUN pinned the secret. "s3//bucket/run" without one is caught as the typo of s3:// it is.
+for url in "s3:/AKIA:urlsecret$$@bkt-a/run" "s3:AKIA:urlsecret$$@bkt-a/run" "s3:///AKIA:urlsecret$$@bkt-a" \
+           "AKIA:urlsecret$$@bkt-a" "file:u:urlsecret$$@x" 's3:\\AKIA:urlsecret'$$'@bkt-a' \
+           "s3//AKIA:urlsecret$$@bkt-a/run" "runs/AKIA:urlsecret$$@bkt-a"; do
+  out=$(cd "$tmp" && "$bin" status "$url" 2>&1); rc=$?
+  out2=$(cd "$tmp" && "$bin" run "$tmp/c.yaml" --store "$url" --quiet 2>&1); rc2=$?
+  out3=$("$bin" manifest slurm "$tmp/c.yaml" --store "$url" 2>&1); rc3=$?
+  out4=$("$bin" manifest slurm "$tmp/c.yaml" --store s3://bkt-a/run --set "store=$url" 2>&1); rc4=$?
+  if [ "$rc$rc2$rc3$rc4" = 2222 ] && grep -q "user info" <<<"$out$out2" && [ ! -e "$tmp/s3" ] && [ ! -e "$tmp/runs" ] &&
+     ! grep -q "urlsecret" <<<"$out$out2$out3$out4"; then
+    pass "store URL '${url%%:*}...' with user info: status, run and manifest exit 2, the secret not repeated"
+  else fail "store URL '${url%%:*}...' with user info" "exit $rc/$rc2/$rc3/$rc4" "$out" "$out2" "$out3" "$out4"; fi
+  rm -rf "$tmp/s3" "$tmp/runs"
+done
+out=$(cd "$tmp" && "$bin" run "$tmp/c.yaml" --store s3//bkt-a/run --quiet 2>&1); rc=$?
+if [ $rc = 2 ] && grep -q "did you mean s3://bkt-a/run?" <<<"$out" && [ ! -e "$tmp/s3" ]; then
+  pass "run --store s3//bkt-a/run: exit 2, did you mean s3://bkt-a/run, no ./s3 written"
+else fail "run --store s3//bkt-a/run" "exit $rc, ./s3 $( [ -e "$tmp/s3" ] && echo written || echo absent)" "$out"; fi
+rm -rf "$tmp/s3"
 
 # an endpoint that echoes the session token it was sent in its error code: the token is
 # in no message (it was printed as the "code"), and the rest of the code is said

@@ -481,6 +481,18 @@ static void test_unknown_keys_suggest(void) {
     char *url[] = {"store=s3://AKIAX:s3cr3t-url@bucket/run"};
     CHECK(config_load(&c, NULL, url, 1, &e) == ERR_USAGE && strstr(e.msg, "user info") &&
               !strstr(e.msg, "s3cr3t"), "store with user info: %s", e.msg);
+    /* the same in any spelling of the scheme, or none: the "://" rule alone let these
+     * through to store_url_parse, whose errors repeated them ("did you mean
+     * s3://AKIA:SECRET@bkt-a/run?"), and "s3//K:S@b" became a local store named after it */
+    const char *spelt[] = {"store=s3:/AKIAX:s3cr3t-url@bucket/run", "store=s3:AKIAX:s3cr3t-url@bucket/run",
+                           "store=s3//AKIAX:s3cr3t-url@bucket/run", "store=AKIAX:s3cr3t-url@bucket",
+                           "store=runs/AKIAX:s3cr3t-url@bucket", "data.mixture_file=file:u:s3cr3t-mix@x"};
+    for (size_t i = 0; i < sizeof spelt / sizeof *spelt; i++) {
+        char *one[] = {(char *)spelt[i]};
+        err_clear(&e);
+        CHECK(config_load(&c, NULL, one, 1, &e) == ERR_USAGE && strstr(e.msg, "user info") &&
+                  !strstr(e.msg, "s3cr3t"), "%.*s... with user info: %s", 9, spelt[i], e.msg);
+    }
     char *mix[] = {"data.mixture_file=s3://u:s3cr3t-mix@bucket/dmo"};
     CHECK(config_load(&c, NULL, mix, 1, &e) == ERR_USAGE && strstr(e.msg, "user info") &&
               !strstr(e.msg, "s3cr3t"), "mixture_file with user info: %s", e.msg);
@@ -489,6 +501,10 @@ static void test_unknown_keys_suggest(void) {
     int rc = load_yaml(&c, "cluster.env: AWS_SECRET_ACCESS_KEY=s3cr3t-top\n", NULL, 0, &e);
     CHECK(rc == ERR_USAGE && strstr(e.msg, "keys are nested") && strstr(e.msg, "env: ...") &&
               !strstr(e.msg, "s3cr3t"), "a dotted cluster.env at the top: %s", e.msg);
+    /* nor one holding user info under a key whose values are echoed (cluster.image) */
+    rc = load_yaml(&c, "cluster.image: https://u:s3cr3t-img@registry/img:1\n", NULL, 0, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "keys are nested") && !strstr(e.msg, "s3cr3t"),
+          "a dotted cluster.image with user info at the top: %s", e.msg);
     rc = load_yaml(&c, "tandem.K: 7\n", NULL, 0, &e);
     CHECK(rc == ERR_USAGE && strstr(e.msg, "K: 7"), "a dotted tandem.K at the top: %s", e.msg);
 }

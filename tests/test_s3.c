@@ -17,8 +17,14 @@
  *   hints         a ".." or "." segment in the URL is refused up front; a skewed clock
  *                 (RequestTimeTooSkewed) is reported with the offset, as a clock problem
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -423,6 +429,199 @@ static void test_no_core_dumps(void) {
     CHECK(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0, "still dumpable after loading credentials");
     CHECK(getrlimit(RLIMIT_CORE, &rl) == 0 && rl.rlim_cur == 0 && rl.rlim_max == 0,
           "RLIMIT_CORE is %llu/%llu", (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max);
+}
+
+/* The environment of the credential chain, saved and cleared for a test that sets its own
+ * (chain_env_restore puts it back): static keys, profiles, the S3 endpoint, proxies. */
+static const char *const chain_vars[] = {
+    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_STS",
+    "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_EC2_METADATA_DISABLED", "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+    "http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"};
+#define CHAIN_NVARS (sizeof chain_vars / sizeof *chain_vars)
+static char *chain_saved[CHAIN_NVARS];
+
+static void chain_env_clear(void) {
+    for (size_t i = 0; i < CHAIN_NVARS; i++) {
+        const char *v = getenv(chain_vars[i]);
+        chain_saved[i] = v ? strdup(v) : NULL;
+        unsetenv(chain_vars[i]);
+    }
+    setenv("AWS_CONFIG_FILE", "/dev/null", 1);
+    setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
+    setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+}
+
+static void chain_env_restore(void) {
+    for (size_t i = 0; i < CHAIN_NVARS; i++) {
+        if (chain_saved[i]) setenv(chain_vars[i], chain_saved[i], 1);
+        else unsetenv(chain_vars[i]);
+        free(chain_saved[i]);
+        chain_saved[i] = NULL;
+    }
+}
+
+/* Every endpoint the chain asks refuses user info in any spelling before any request,
+ * naming its variable and never the URL. Before, the STS and IMDS endpoints were not
+ * checked at all (libcurl sent the password as Authorization: Basic, and the STS error
+ * printed the URL whole), the S3 endpoint only with "://" ("http:/u:PASS@h" was repeated
+ * in the shape error), and a RELATIVE_URI with an '@' was blamed on ..._FULL_URI. */
+static void test_endpoint_userinfo(void) {
+    char tokf[700], conf[700];
+    snprintf(tokf, sizeof tokf, "%s/ui-webtoken", g_dir);
+    snprintf(conf, sizeof conf, "%s/ui-config", g_dir);
+    CHECK(write_file(tokf, "ZQXWEBIDTOKEN0123456789abcdefghij") == 0, "token file");
+    struct {
+        const char *var, *value, *name; /* name: what the message must say */
+    } cases[] = {
+        {"AWS_ENDPOINT_URL_STS", "http://u:ZQXPASS123456@127.0.0.1:9", "AWS_ENDPOINT_URL_STS"},
+        {"AWS_ENDPOINT_URL_STS", "http://ZQXPASS123456@127.0.0.1:9", "AWS_ENDPOINT_URL_STS"},
+        {"AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://u:ZQXPASS123456@127.0.0.1:9", "AWS_EC2_METADATA_SERVICE_ENDPOINT"},
+        {"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/x@u:ZQXPASS123456", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"},
+        {"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http:/u:ZQXPASS123456@127.0.0.1:9/c", "AWS_CONTAINER_CREDENTIALS_FULL_URI"},
+        {"AWS_ENDPOINT_URL", "http:/u:ZQXPASS123456@127.0.0.1:1", "AWS_ENDPOINT_URL"},
+        {"AWS_ENDPOINT_URL", "https//u:ZQXPASS123456@127.0.0.1:1", "AWS_ENDPOINT_URL"},
+        {"AWS_ENDPOINT_URL", "http:\\\\u:ZQXPASS123456@127.0.0.1:1", "AWS_ENDPOINT_URL"},
+        {"AWS_ENDPOINT_URL_S3", "u:ZQXPASS123456@127.0.0.1:1", "AWS_ENDPOINT_URL_S3"},
+        {"AWS_CONFIG_FILE", "[default]\nendpoint_url = http:/u:ZQXPASS123456@127.0.0.1:1\n", "endpoint_url"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        chain_env_clear();
+        if (!strcmp(cases[i].var, "AWS_ENDPOINT_URL_STS")) {
+            setenv("AWS_WEB_IDENTITY_TOKEN_FILE", tokf, 1);
+            setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/r", 1);
+        } else if (!strcmp(cases[i].var, "AWS_EC2_METADATA_SERVICE_ENDPOINT")) {
+            setenv("AWS_EC2_METADATA_DISABLED", "false", 1);
+        } else if (strncmp(cases[i].var, "AWS_CONTAINER", 13) != 0) {
+            setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", 1);
+            setenv("AWS_SECRET_ACCESS_KEY", "not-a-real-secret-key", 1);
+        }
+        if (!strcmp(cases[i].var, "AWS_CONFIG_FILE")) {
+            CHECK(write_file(conf, cases[i].value) == 0, "config file");
+            setenv("AWS_CONFIG_FILE", conf, 1);
+        } else {
+            setenv(cases[i].var, cases[i].value, 1);
+        }
+        s3_config c;
+        tdm_err e = {0};
+        int rc = s3_config_resolve("s3://bkt-a/r", &c, &e);
+        s3_config_wipe(&c);
+        chain_env_restore();
+        CHECK(rc == ERR_USAGE && strstr(e.msg, cases[i].name) && strstr(e.msg, "user info") &&
+                  !strstr(e.msg, "ZQXPASS") && !strstr(e.msg, "127.0.0.1"),
+              "%s=%.12s...: rc %d: %s", cases[i].var, cases[i].value, rc, e.msg);
+        if (!strcmp(cases[i].var, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"))
+            CHECK(!strstr(e.msg, "FULL_URI"), "a RELATIVE_URI blamed on FULL_URI: %s", e.msg);
+    }
+}
+
+/* A proxy that records what reaches it: accepts, reads for up to a second, closes
+ * (curl then fails at once: "empty reply"), until told to stop. */
+typedef struct {
+    int fd, stop;
+    char got[65536];
+    size_t n;
+} rec_proxy;
+
+static void *rec_proxy_main(void *arg) {
+    rec_proxy *p = arg;
+    while (!p->stop) {
+        struct pollfd pf = {.fd = p->fd, .events = POLLIN};
+        if (poll(&pf, 1, 100) <= 0) continue;
+        int c = accept(p->fd, NULL, NULL);
+        if (c < 0) continue;
+        struct timeval tv = {1, 0};
+        setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        ssize_t k;
+        while (p->n < sizeof p->got - 1 && (k = recv(c, p->got + p->n, sizeof p->got - 1 - p->n, 0)) > 0) {
+            p->n += (size_t)k;
+            if (memmem(p->got, p->n, "\r\n\r\n", 4) && (!memmem(p->got, p->n, "POST", 4) || memmem(p->got, p->n, "Token=", 6)))
+                break; /* the request's head (and a POST's form) is in */
+        }
+        p->got[p->n] = '\0';
+        close(c);
+    }
+    return NULL;
+}
+
+/* Credential requests over plain http go to their endpoint directly, never through
+ * http_proxy: the container authorization token (a header) and the web identity token (the
+ * STS form) reached a proxy in clear text before. The endpoints here refuse connections;
+ * what matters is that the proxy, which listens, receives nothing. */
+static void test_credential_requests_bypass_proxies(void) {
+    static rec_proxy p;
+    memset(&p, 0, sizeof p);
+    p.fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    CHECK(p.fd >= 0 && bind(p.fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(p.fd, 8) == 0 &&
+              getsockname(p.fd, (struct sockaddr *)&a, &al) == 0, "listen");
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, rec_proxy_main, &p) == 0, "proxy thread");
+    char proxy[64], tokf[700];
+    snprintf(proxy, sizeof proxy, "http://127.0.0.1:%d", ntohs(a.sin_port));
+    snprintf(tokf, sizeof tokf, "%s/proxy-webtoken", g_dir);
+    CHECK(write_file(tokf, "ZQXWEBIDTOKEN0123456789abcdefghij") == 0, "token file");
+    for (int which = 0; which < 2; which++) {
+        chain_env_clear();
+        setenv("http_proxy", proxy, 1);
+        setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1", 1);
+        if (which == 0) {
+            setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:1/creds", 1);
+            setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "ZQXCONTAINERAUTH0123456789abcdef", 1);
+        } else {
+            setenv("AWS_WEB_IDENTITY_TOKEN_FILE", tokf, 1);
+            setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/r", 1);
+            setenv("AWS_ENDPOINT_URL_STS", "http://127.0.0.1:1", 1);
+        }
+        s3_config c;
+        tdm_err e = {0};
+        int rc = s3_config_resolve("s3://bkt-a/r", &c, &e);
+        s3_config_wipe(&c);
+        chain_env_restore();
+        CHECK(rc == ERR_STORE && (strstr(e.msg, "no answer") || strstr(e.msg, "could not be reached")), "%s: rc %d: %s", which ? "web identity" : "container",
+              rc, e.msg);
+    }
+    p.stop = 1;
+    pthread_join(th, NULL);
+    close(p.fd);
+    CHECK(p.n == 0, "the proxy received %zu bytes (container token %s, web identity token %s): %.200s", p.n,
+          strstr(p.got, "ZQXCONTAINERAUTH") ? "in it" : "not in it", strstr(p.got, "ZQXWEBIDTOKEN") ? "in it" : "not in it",
+          p.got);
+}
+
+/* The process is made non-dumpable as soon as a token to exchange is read, not once the
+ * credentials arrive: the exchange may wait on an endpoint for a minute and more with the
+ * token in memory. Here the endpoint never answers (nothing listens): before, the process
+ * stayed dumpable through the whole exchange and after its failure. */
+static void test_not_dumpable_during_exchange(void) {
+    char tokf[700];
+    snprintf(tokf, sizeof tokf, "%s/dump-webtoken", g_dir);
+    CHECK(write_file(tokf, "ZQXWEBIDTOKEN0123456789abcdefghij") == 0, "token file");
+    for (int which = 0; which < 2; which++) {
+        CHECK(prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) == 0 && prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 1,
+              "cannot make the test dumpable to start with");
+        chain_env_clear();
+        setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1", 1);
+        if (which == 0) {
+            setenv("AWS_WEB_IDENTITY_TOKEN_FILE", tokf, 1);
+            setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/r", 1);
+            setenv("AWS_ENDPOINT_URL_STS", "http://127.0.0.1:1", 1);
+        } else {
+            setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:1/creds", 1);
+            setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", tokf, 1);
+        }
+        s3_config c;
+        tdm_err e = {0};
+        int rc = s3_config_resolve("s3://bkt-a/r", &c, &e);
+        s3_config_wipe(&c);
+        chain_env_restore();
+        CHECK(rc == ERR_STORE, "%s: rc %d: %s", which ? "container" : "web identity", rc, e.msg);
+        CHECK(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0, "%s: still dumpable with the token read",
+              which ? "container" : "web identity");
+    }
 }
 
 static void test_credentials(void) {
@@ -1438,6 +1637,9 @@ int main(void) {
     RUN(test_credentials);
     RUN(test_clock_skew_hint);
     RUN(test_no_core_dumps);
+    RUN(test_endpoint_userinfo);
+    RUN(test_credential_requests_bypass_proxies);
+    RUN(test_not_dumpable_during_exchange);
     RUN(test_awscli_interop);
     RUN(test_faults_store_level);
     RUN(test_reference_on_file_store);

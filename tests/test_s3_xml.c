@@ -4,6 +4,7 @@
  * read that way and became a version every later compare-and-swap missed); entities
  * decode; a missing element is "not found". The redaction of an answer's text before it
  * goes into a message (s3_config_redact): no piece of a secret survives it. */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -170,8 +171,40 @@ static void test_redact_pieces(void) {
     CHECK(!strcmp(small, "[redacted]"), "a mark longer than its stretch in a small buffer: '%s'", small);
 }
 
+/* An endpoint may echo what it was sent hex-encoded (either case) or with its case changed:
+ * before, the hex went into the message whole and an upper-cased copy partly
+ * ("ZQXSESSIONTOKEN[redacted]ABC..."); every such copy is one mark now. */
+static void test_redact_hex_and_case(void) {
+    static s3_config c;
+    memset(&c, 0, sizeof c);
+    const char *tok = "ZQXSESSIONtoken/0123456789+abcdefghijklmnopqrstuv==";
+    snprintf(c.session_token, sizeof c.session_token, "%s", tok);
+    char hex[256], HEX[256], upper[128], text[1024];
+    for (size_t i = 0; tok[i]; i++) {
+        snprintf(hex + 2 * i, 3, "%02x", (unsigned char)tok[i]);
+        snprintf(HEX + 2 * i, 3, "%02X", (unsigned char)tok[i]);
+        upper[i] = (char)toupper((unsigned char)tok[i]);
+        upper[i + 1] = '\0';
+    }
+    snprintf(text, sizeof text, "code=%s; msg=%s; echo=%s; end", hex, HEX, upper);
+    s3_config_redact(&c, NULL, text, sizeof text);
+    CHECK(!strcmp(text, "code=[redacted]; msg=[redacted]; echo=[redacted]; end"), "hex and case: '%s'", text);
+    /* the extra secret (a web identity token) the same way, a piece of its hex too */
+    const char *web = "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEyMyJ9.payload";
+    char piece[64];
+    for (size_t i = 0; i < 10; i++) snprintf(piece + 2 * i, 3, "%02x", (unsigned char)web[5 + i]);
+    snprintf(text, sizeof text, "x %s y", piece);
+    s3_config_redact(NULL, web, text, sizeof text);
+    CHECK(!strcmp(text, "x [redacted] y"), "a piece of the extra secret's hex: '%s'", text);
+    /* text that merely holds hex digits is left alone */
+    snprintf(text, sizeof text, "etag 0123456789abcdef0123456789abcdef");
+    s3_config_redact(&c, NULL, text, sizeof text);
+    CHECK(!strcmp(text, "etag 0123456789abcdef0123456789abcdef"), "plain hex changed: '%s'", text);
+}
+
 int main(void) {
     RUN(test_first_whole_or_nothing);
     RUN(test_redact_pieces);
+    RUN(test_redact_hex_and_case);
     return test_summary("test_s3_xml");
 }

@@ -4,6 +4,8 @@
 #ifndef TANDEM_UTIL_URLTEXT_H
 #define TANDEM_UTIL_URLTEXT_H
 
+#include <ctype.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Whether the authority of a URL (the text after "://", up to its first '/') holds user
@@ -12,6 +14,51 @@
 static inline int url_authority_has_userinfo(const char *auth) {
     size_t n = strcspn(auth, "/");
     return memchr(auth, '@', n) != NULL || memchr(auth, ':', n) != NULL;
+}
+
+/* Whether text[0..n) is shaped like user info in any spelling: a ':' somewhere before an
+ * '@' ("NAME:VALUE@host"), with a well-formed scheme or none ("s3://K:S@b", "s3:/K:S@b",
+ * "s3//K:S@b", "http:\\u:S@h", "K:S@b", "u:S@proxy:3128"). The check of the authority
+ * above needs "://", and a mistyped scheme (or none) carried the secret past it into
+ * errors, stores and rendered jobs. A ':' alone (a port, a tag) or an '@' alone (a path
+ * "runs/a@b", "user@host") is no password; an image digest ("reg:5000/x@sha256:HEX") is
+ * none either. */
+static inline int url_text_has_userinfo(const char *text, size_t n) {
+    const char *colon = memchr(text, ':', n);
+    if (!colon) return 0;
+    for (const char *at = colon; (at = memchr(at, '@', n - (size_t)(at - text))); at++) {
+        size_t left = n - (size_t)(at + 1 - text);
+        int digest = left > 7 && (!strncmp(at + 1, "sha256:", 7) || !strncmp(at + 1, "sha384:", 7) ||
+                                  !strncmp(at + 1, "sha512:", 7));
+        if (!digest) return 1;
+    }
+    return 0;
+}
+
+/* text with what reads as user info replaced by "***" (out, cap bytes, always
+ * terminated): a leading scheme and its slashes stay ("s3:/" or "http://", then "***@host"),
+ * everything from there through the last '@' that follows a ':' goes — a password may
+ * hold '/' or '@', so more is cut rather than less. Text without user info is copied as
+ * is. For errors that show what was given without repeating a secret. */
+static inline void url_text_mask_userinfo(const char *text, char *out, size_t cap) {
+    if (!cap) return;
+    size_t n = strlen(text);
+    const char *colon = memchr(text, ':', n), *at = NULL;
+    for (const char *p = colon; p && (p = memchr(p, '@', n - (size_t)(p - text))); p++) at = p;
+    if (!colon || !at || !url_text_has_userinfo(text, n)) {
+        snprintf(out, cap, "%s", text);
+        return;
+    }
+    size_t keep = 0; /* "scheme:" followed by at least one '/' or '\\' */
+    while (keep < n && (isalnum((unsigned char)text[keep]) || strchr("+-.", text[keep]))) keep++;
+    if (keep && keep < n && text[keep] == ':' && (text[keep + 1] == '/' || text[keep + 1] == '\\')) {
+        keep++;
+        while (text[keep] == '/' || text[keep] == '\\') keep++;
+    } else {
+        keep = 0;
+    }
+    if (text + keep > at) keep = 0;
+    snprintf(out, cap, "%.*s***%s", (int)keep, text, at);
 }
 
 #endif
