@@ -124,7 +124,8 @@ fi
 
 # ------------------------------------------------ what is at the path decides how it is written
 # a link stays a link (the file it names is replaced, keeping its mode); what is not a
-# regular file (/dev/stdout, a FIFO) is written directly; a missing directory is exit 2
+# regular file (/dev/stdout, a FIFO) is written directly, a FIFO only once a process reads
+# it; a missing directory is exit 2
 out=$("$bin" mixture "$st" --out /dev/stdout 2>/dev/null); rc=$?
 if [ $rc = 0 ] && grep -q '^mixture:' <<<"$out"; then pass "mixture --out /dev/stdout: the YAML on stdout"
 else fail "mixture --out /dev/stdout" "exit $rc" "$out"; fi
@@ -139,6 +140,15 @@ mkfifo "$tmp/fifo"
 wait $reader
 if [ $rc = 0 ] && grep -q '</svg>' "$tmp/fifo.out" && [ -p "$tmp/fifo" ]; then pass "alpha --plot FIFO: written through it, the FIFO stays"
 else fail "alpha --plot FIFO" "exit $rc" "$(head -c 100 "$tmp/fifo.out")"; fi
+# a FIFO no process reads: exit 2 naming the option and the path within seconds (before:
+# open(2) waited for a reader for ever)
+mkfifo "$tmp/lonely"
+for c in "manifest slurm $tmp/c.yaml --out" "mixture $st --out" "alpha $st --plot"; do
+  out=$(timeout -k 5 30 "$bin" $c "$tmp/lonely" 2>&1 </dev/null); rc=$?
+  if [ $rc = 2 ] && grep -q -- "--[a-z]* $tmp/lonely is a FIFO that no process reads" <<<"$out"; then
+    pass "${c%% *} into a FIFO without a reader: exit 2 naming it"
+  else fail "${c%% *} into a FIFO without a reader" "exit $rc (124: it hung)" "$out"; fi
+done
 for kind in slurm k8s; do
   out=$("$bin" manifest $kind "$tmp/c.yaml" --out "$tmp/no/such/dir/job" 2>&1); rc=$?
   if [ $rc = 2 ] && grep -q "no/such/dir/job" <<<"$out"; then pass "manifest $kind --out in a missing directory: exit 2 naming it"

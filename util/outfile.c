@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/fileio.h"
@@ -271,6 +272,29 @@ int outfile_check_target(const char *what, const char *path, int is_dir, tdm_err
 
 /* ------------------------------------------------------------ open and close */
 
+/* A FIFO at `path` opened for writing without waiting for ever: a reader started beside
+ * the command (`cat fifo & tandem ... --out fifo`) is given two seconds to open its end;
+ * then -1 with errno ENXIO. The descriptor returned blocks again, as a pipe's writer
+ * should. */
+static int open_fifo(const char *path) {
+    for (int waited_ms = 0;; waited_ms += 10) {
+        int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0) {
+            int fl = fcntl(fd, F_GETFL);
+            if (fl == -1 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == -1) {
+                int err = errno;
+                close(fd);
+                errno = err;
+                return -1;
+            }
+            return fd;
+        }
+        if (errno != ENXIO || waited_ms >= 2000) return -1;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 int outfile_open(outfile *o, const char *what, const char *path, tdm_err *e) {
     memset(o, 0, sizeof *o);
     if (!*path) return err_set(e, ERR_USAGE, "%s: an empty path; name the file to write", what);
@@ -283,9 +307,30 @@ int outfile_open(outfile *o, const char *what, const char *path, tdm_err *e) {
     if ((exists && !S_ISREG(st.st_mode)) || (!exists && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode))) {
         /* a device, a FIFO, /dev/stdout, or a link to where nothing is yet: as fopen */
         o->path = strdup(path);
-        o->f = o->path && o->given ? fopen(path, "w") : NULL;
-        if (!o->f) {
-            int err = o->path && o->given ? errno : ENOMEM;
+        if (!o->path || !o->given) {
+            outfile_close(o, 1, 0, e);
+            return err_set(e, ERR_INTERNAL, "out of memory");
+        }
+        if (exists && S_ISFIFO(st.st_mode)) {
+            /* a FIFO (or a pipe: a process substitution) no process reads: open(2) would
+             * wait for a reader for ever */
+            int fd = open_fifo(path);
+            if (fd < 0) {
+                int err = errno;
+                outfile_close(o, 1, 0, e);
+                if (err == ENXIO)
+                    return err_set(e, ERR_USAGE, "%s %s is a FIFO that no process reads: start its reader "
+                                   "first, or name a regular file", what, outfile_shown(path, shown, sizeof shown));
+                return err_sys(e, ERR_USAGE, err, "%s %s: cannot write there", what, outfile_shown(path, shown, sizeof shown));
+            }
+            if (!(o->f = fdopen(fd, "w"))) {
+                close(fd);
+                return outfile_close(o, err_set(e, ERR_INTERNAL, "out of memory"), 0, e);
+            }
+            return 0;
+        }
+        if (!(o->f = fopen(path, "w"))) {
+            int err = errno;
             outfile_close(o, 1, 0, e);
             return err_sys(e, ERR_USAGE, err, "%s %s: cannot write there", what, outfile_shown(path, shown, sizeof shown));
         }

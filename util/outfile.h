@@ -8,7 +8,8 @@
  * leaves the file that was there (if any) as it was, never a cut one. A link stays a link
  * (the file it names is replaced) and a file replaced keeps its permission bits. What is
  * not a regular file — /dev/null, /dev/stdout, a FIFO, a process substitution — is written
- * directly, as fopen would: it cannot be replaced whole. */
+ * directly, as fopen would: it cannot be replaced whole. A FIFO is opened only once a
+ * process reads it (two seconds given): one without a reader is refused, never waited on. */
 #ifndef TANDEM_UTIL_OUTFILE_H
 #define TANDEM_UTIL_OUTFILE_H
 
@@ -26,7 +27,7 @@ typedef struct outfile {
 
 /* Opens the temporary beside `path` (or `path` itself, see above), first removing dead
  * temporaries of the same name that killed writers left (a minute old). ERR_USAGE naming
- * `what` and the path (no directory there, no permission) with e set; `o` is then closed
+ * `what` and the path (no directory there, no permission, a FIFO nobody reads) with e set; `o` is then closed
  * already. */
 int outfile_open(outfile *o, const char *what, const char *path, tdm_err *e);
 
