@@ -107,6 +107,12 @@ static int is_choice(const char *choices, const char *v) {
 /* One option's value into *a; a message into err (cap bytes) when it is not valid. */
 static int take(cli_args *a, int i, const char *v, char *err, size_t cap) {
     const cli_opt *o = &a->spec->opts[i];
+    /* an option that holds one value, given twice: which one the user meant is a guess
+     * (last-wins wrote a run into the second --store); lists, aliases and switches repeat */
+    if (a->count[i] && (o->kind == CLI_STR || o->kind == CLI_INT || o->kind == CLI_NUM)) {
+        snprintf(err, cap, "%s given twice ('%.200s', then '%.200s'): give it once", o->name, a->value[i], v);
+        return -1;
+    }
     a->count[i]++;
     a->value[i] = v;
     switch (o->kind) {
