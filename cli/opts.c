@@ -126,7 +126,9 @@ static int take(cli_args *a, int i, const char *v, char *err, size_t cap) {
         return 0;
     case CLI_INT: {
         long x = 0;
-        if (args_parse_long(v, &x) || x < o->min || x > o->max) {
+        /* "-0" is no count, index or seed, as pin and --final-seed say: a range that
+         * starts at 0 takes digits alone */
+        if (args_parse_long(v, &x) || x < o->min || x > o->max || (o->min >= 0 && v[0] == '-')) {
             snprintf(err, cap, "%s: '%s' is not an integer in %.0f..%.0f", o->name, v, o->min, o->max);
             return -1;
         }

@@ -17,7 +17,7 @@
 typedef enum {
     CLI_SWITCH, /* no value; counted */
     CLI_STR,    /* a value, given once (twice is a usage error) */
-    CLI_INT,    /* an integer in [min, max], given once */
+    CLI_INT,    /* an integer in [min, max], given once; min >= 0: digits alone ("-0" refused) */
     CLI_NUM,    /* a finite number in [min, max], given once */
     CLI_LIST,   /* a value, repeatable: every one in order */
     CLI_ALIAS,  /* a value, added as prefix + value to the list option `target` */

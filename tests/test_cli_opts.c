@@ -175,6 +175,37 @@ static void test_once_options(void) {
     cli_args_free(&a);
 }
 
+/* A range from 0 takes digits alone, as pin and --final-seed do: run --point -0 was read
+ * as point 0 (args_parse_long takes a sign); a range below 0 still takes "-0". */
+static void test_no_sign_from_zero(void) {
+    cli_args a;
+    int rc;
+    static const cli_opt ZOPTS[] = {
+        {"--point", CLI_INT, "I", "from 0", NULL, 0, 9, NULL, NULL},
+        {"--shift", CLI_INT, "N", "signed", NULL, -5, 5, NULL, NULL},
+        {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
+    };
+    static const cli_spec ZSPEC = {"zero", "", 0, 0, NULL, NULL, ZOPTS, NULL};
+    char *bad[][3] = {{"zero", "--point", "-0"}, {"zero", "--point=-0", NULL}};
+    for (int i = 0; i < 2; i++) {
+        fflush(stderr);
+        int saved = dup(2);
+        FILE *sink = tmpfile();
+        dup2(fileno(sink), 2);
+        rc = cli_parse(&ZSPEC, bad[i][2] ? 3 : 2, bad[i], &a);
+        fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+        fclose(sink);
+        CHECK(rc == 2, "%s %s: rc %d", bad[i][1], bad[i][2] ? bad[i][2] : "", rc);
+        cli_args_free(&a);
+    }
+    char *ok[] = {"zero", "--shift", "-0", "--point", "0"};
+    rc = cli_parse(&ZSPEC, 5, ok, &a);
+    CHECK(rc == 0 && cli_int(&a, "--shift", 9) == 0 && cli_int(&a, "--point", 9) == 0, "signed range: rc %d", rc);
+    cli_args_free(&a);
+}
+
 /* Counts with suffixes (gen-corpus, prep): the boundaries of uint64 and every suffix. */
 static void test_counts(void) {
     struct {
@@ -296,6 +327,7 @@ int main(void) {
     RUN(test_sweeps);
     RUN(test_counts);
     RUN(test_once_options);
+    RUN(test_no_sign_from_zero);
     RUN(test_strict_numbers);
     RUN(test_every_kind_and_form);
     RUN(test_usage_errors_say_what_is_wrong);
