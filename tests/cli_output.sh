@@ -283,6 +283,22 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   else fail "prep by another user into a shared folder" "exit $rc, dataset.yaml owned by $owner" "$out"; fi
 fi
 
+# an --out that cannot be made (its parent read-only to this user): exit 2 saying the
+# folder and the permission denied (before: "cannot create ro/gc/.tandem-prep.lock: No such
+# file or directory", the lock file's read-only retry's errno); root only (setpriv)
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  shared=$(mktemp -d /tmp/tandem-ro-XXXXXX) && chmod 755 "$shared" && mkdir "$shared/ro" && chmod 555 "$shared/ro"
+  for c in "gen-corpus --train-tokens 1k --val-tokens 1k --test-tokens 1k" \
+           "prep --domain a=$shared/in.jsonl --split 0.5,0.5,0"; do
+    cp "$tmp/three.jsonl" "$shared/in.jsonl" && chmod 644 "$shared/in.jsonl"
+    # shellcheck disable=SC2086
+    out=$(cd "$shared" && setpriv --reuid=65534 --regid=65534 --clear-groups "$(realpath "$bin")" $c --out ro/gc 2>&1); rc=$?
+    if [ $rc = 2 ] && grep -q "cannot create the folder ro/gc (--out): Permission denied" <<<"$out"; then
+      pass "${c%% *} --out in a read-only folder: exit 2, permission denied on the folder said"
+    else fail "${c%% *} --out in a read-only folder" "exit $rc" "$out"; fi
+  done
+  rm -rf "$shared"
+fi
 
 # ------------------------------------------------ never over a store's own objects
 # --out, --plot and --tensorboard naming a store's object or folder (or a link to one, or a
