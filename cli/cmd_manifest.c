@@ -109,7 +109,10 @@ static int render_to(const char *path, int kind_slurm, const manifest_opts *o, c
     outfile f;
     int rc = outfile_open(&f, "--out", path, e);
     if (!rc) rc = kind_slurm ? manifest_slurm(f.f, stderr, o, e) : manifest_k8s(f.f, stderr, o, e);
-    if (rc && f.f && ferror(f.f)) err_prefix(e, "--out %s: ", path); /* which file the write failed on */
+    if (rc && f.f && ferror(f.f)) { /* which file the write failed on; exit 2 as outfile_close's */
+        err_prefix(e, "--out %s: ", path);
+        rc = e->code = ERR_USAGE;
+    }
     return rc ? outfile_close(&f, rc, 0, e) : outfile_close(&f, 0, kind_slurm ? 0755 : 0644, e);
 }
 

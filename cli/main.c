@@ -108,6 +108,7 @@ static int main_output_check(const char *cmd, int rc) {
 int main(int argc, char **argv) {
     main_hold_std_fds();
     blas_core_reexec(argv); /* before any work: OpenBLAS's kernels on CPUs it does not know */
+    outfile_keep_stdout(); /* a failed write's reason kept: ENOSPC, EBADF, not EIO */
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         blas_core_reexec_unblock();
         usage(argc < 2 ? stderr : stdout);

@@ -107,6 +107,12 @@ static int is_choice(const char *choices, const char *v) {
 /* One option's value into *a; a message into err (cap bytes) when it is not valid. */
 static int take(cli_args *a, int i, const char *v, char *err, size_t cap) {
     const cli_opt *o = &a->spec->opts[i];
+    /* an option that holds one value, given twice: which one the user meant is a guess
+     * (last-wins wrote a run into the second --store); lists, aliases and switches repeat */
+    if (a->count[i] && (o->kind == CLI_STR || o->kind == CLI_INT || o->kind == CLI_NUM)) {
+        snprintf(err, cap, "%s given twice ('%.200s', then '%.200s'): give it once", o->name, a->value[i], v);
+        return -1;
+    }
     a->count[i]++;
     a->value[i] = v;
     switch (o->kind) {
@@ -120,7 +126,9 @@ static int take(cli_args *a, int i, const char *v, char *err, size_t cap) {
         return 0;
     case CLI_INT: {
         long x = 0;
-        if (args_parse_long(v, &x) || x < o->min || x > o->max) {
+        /* "-0" is no count, index or seed, as pin and --final-seed say: a range that
+         * starts at 0 takes digits alone */
+        if (args_parse_long(v, &x) || x < o->min || x > o->max || (o->min >= 0 && v[0] == '-')) {
             snprintf(err, cap, "%s: '%s' is not an integer in %.0f..%.0f", o->name, v, o->min, o->max);
             return -1;
         }

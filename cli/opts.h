@@ -2,7 +2,8 @@
  * options as rows (cli_spec), and one parser (cli_parse) reads argv against them, prints
  * `--help` from the same rows, and says what is wrong with a usage error (exit 2).
  *
- * Options are `--name value`, `--name=value`, or `--name` alone for a switch. A list
+ * Options are `--name value`, `--name=value`, or `--name` alone for a switch. An option
+ * that holds one value is refused when given twice (which one was meant is a guess); a list
  * option may be given many times (values kept in order); an alias option adds
  * "PREFIX VALUE" to another list option, in the order given (`--precision bf16` is
  * `--set run.precision=bf16`). Values are checked as the row says: one of the choices, an
@@ -15,9 +16,9 @@
 
 typedef enum {
     CLI_SWITCH, /* no value; counted */
-    CLI_STR,    /* a value; the last one given wins */
-    CLI_INT,    /* an integer in [min, max] */
-    CLI_NUM,    /* a finite number in [min, max] */
+    CLI_STR,    /* a value, given once (twice is a usage error) */
+    CLI_INT,    /* an integer in [min, max], given once; min >= 0: digits alone ("-0" refused) */
+    CLI_NUM,    /* a finite number in [min, max], given once */
     CLI_LIST,   /* a value, repeatable: every one in order */
     CLI_ALIAS,  /* a value, added as prefix + value to the list option `target` */
 } cli_kind;

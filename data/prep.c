@@ -1029,9 +1029,20 @@ static int prep_room(const prep_opts *o, const prep_tok *k, prep_dom *doms, int 
 int prep_lock_out(const char *out, tdm_err *e) {
     char *path = prep_join(out, ".tandem-prep.lock");
     if (!path) return prep_oom(e), -1;
-    int fd = fileio_make_parents(path) == 0 ? open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666) : -1;
+    /* the folder that cannot be made is the reason said (before: the lock file's ENOENT,
+     * after its read-only retry, hid a permission denied on --out itself) */
+    if (fileio_make_parents(path) != 0) {
+        err_sys(e, ERR_USAGE, errno, "cannot create the folder %s (--out)", out);
+        free(path);
+        return -1;
+    }
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
     /* another user's lock file in a shared folder: a lock needs no write access to it */
-    if (fd < 0 && errno == EACCES) fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno == EACCES) {
+        int err = errno;
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0 && errno == ENOENT) errno = err; /* no lock there to share: the folder is not ours to write */
+    }
     if (fd < 0) {
         err_sys(e, ERR_USAGE, errno, "cannot create %s", path);
         free(path);

@@ -519,7 +519,9 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     fprintf(out, " &\n");
     fputs(SLURM_WAIT, out);
     int err = outfile_stream_error(out);
-    return err ? err_sys(e, ERR_USAGE, err, "writing the script failed") : 0;
+    /* exit 1 as any command whose output cannot be written (cli/main.c); into --out
+     * the caller makes it ERR_USAGE, as outfile's own write failures */
+    return err ? err_sys(e, ERR_INTERNAL, err, "writing the script failed") : 0;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -1057,5 +1059,7 @@ int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     free(tol);
     if (oom) return err_set(e, ERR_INTERNAL, "out of memory writing the manifest");
     int err = outfile_stream_error(out);
-    return err ? err_sys(e, ERR_USAGE, err, "writing the manifest failed") : 0;
+    /* exit 1 as any command whose output cannot be written (cli/main.c); into --out
+     * the caller makes it ERR_USAGE, as outfile's own write failures */
+    return err ? err_sys(e, ERR_INTERNAL, err, "writing the manifest failed") : 0;
 }

@@ -78,7 +78,8 @@ typedef struct manifest_opts {
 void manifest_job_name(const manifest_opts *o, char *out, size_t cap);
 
 /* Writes the sbatch script to `out`; warnings ("tandem manifest: warning: ...") go to
- * `warn` when not NULL. Returns 0, or ERR_USAGE with `e` naming the key. */
+ * `warn` when not NULL. Returns 0, or ERR_USAGE with `e` naming the key, or ERR_INTERNAL
+ * with the errno of the first failed write when `out` could not be written. */
 int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e);
 
 /* Writes the Kubernetes objects as one multi-document YAML stream (ConfigMap, Service

@@ -4,8 +4,9 @@
 #   - started with stdout or stderr closed, a run's files never receive what it prints
 #     (the store verifies clean, no event or progress text inside it): descriptors 0-2 are
 #     held by /dev/null before anything is opened (cli/main.c);
-#   - a command whose standard output cannot be written (/dev/full, closed) exits
-#     non-zero saying so, never 0 with its table, mixture or manifest lost;
+#   - a command whose standard output cannot be written (/dev/full, closed) exits 1
+#     naming the real reason (ENOSPC, EBADF: the first failed write's), never 0 with its
+#     table, mixture or manifest lost;
 #   - `run --json | reader` whose reader goes away: the run is not killed by SIGPIPE
 #     (no stop commit), it says once that its events stop, finishes, and exits 1;
 #   - files named by --plot, --svg, --out and --tensorboard are whole or absent: on a full
@@ -65,15 +66,30 @@ st=$tmp/s-err
 for cmd in "status $st" "hash $st" "alpha $st" "alpha $st --format json" "mixture $st" \
   "metrics $st --format csv" "verify $st" "version" "manifest slurm $tmp/c.yaml"; do
   # shellcheck disable=SC2086
+  # exit 1 for every command, naming the real reason (before: manifest exited 2, the usage
+  # code, and said "Input/output error" for both: stdio had lost the failed write's errno)
   out=$("$bin" $cmd 2>&1 >/dev/full); rc=$?
-  if [ $rc != 0 ] && grep -q "could not be written\|writing the script failed" <<<"$out"; then
-    pass "$cmd > /dev/full: exit $rc, said"
+  if [ $rc = 1 ] && grep -q "could not be written (No space left on device)" <<<"$out" &&
+     ! grep -q "Input/output error" <<<"$out"; then
+    pass "$cmd > /dev/full: exit 1, ENOSPC said"
   else fail "$cmd > /dev/full" "exit $rc" "$out"; fi
   # shellcheck disable=SC2086
   out=$("$bin" $cmd 2>&1 >&-); rc=$?
-  if [ $rc != 0 ] && grep -q "could not be written" <<<"$out"; then pass "$cmd >&-: exit $rc, said"
+  if [ $rc = 1 ] && grep -q "could not be written (Bad file descriptor)" <<<"$out" &&
+     ! grep -q "Input/output error" <<<"$out"; then pass "$cmd >&-: exit 1, EBADF said"
   else fail "$cmd >&-" "exit $rc" "$out"; fi
 done
+out=$("$bin" manifest slurm "$tmp/c.yaml" --out /dev/full 2>&1); rc=$?
+if [ $rc = 2 ] && grep -q -- "--out /dev/full: .*No space left on device" <<<"$out" && ! grep -q "Input/output" <<<"$out"; then
+  pass "manifest --out /dev/full: exit 2 as a file that cannot be written, ENOSPC said"
+else fail "manifest --out /dev/full" "exit $rc" "$out"; fi
+# a run whose events stop: the reason said at the end is the first one (before: "Input/output
+# error" after "No space left on device")
+rm -rf "$tmp/s-full"
+"$bin" run "$tmp/c.yaml" --store "$tmp/s-full" --json >/dev/full 2>"$tmp/err-full"; rc=$?
+if [ $rc = 1 ] && grep -q "standard output could not be written (No space left on device)" "$tmp/err-full" &&
+   ! grep -q "Input/output error" "$tmp/err-full"; then pass "run --json > /dev/full: exit 1, ENOSPC said to the end"
+else fail "run --json > /dev/full" "exit $rc" "$(tail -c 400 "$tmp/err-full")"; fi
 
 # ------------------------------------------------ a reader of the events that goes away
 "$bin" run "$tmp/long.yaml" --store "$tmp/s-pipe" --json 2>"$tmp/err-pipe" | head -c 300 >/dev/null
@@ -124,7 +140,8 @@ fi
 
 # ------------------------------------------------ what is at the path decides how it is written
 # a link stays a link (the file it names is replaced, keeping its mode); what is not a
-# regular file (/dev/stdout, a FIFO) is written directly; a missing directory is exit 2
+# regular file (/dev/stdout, a FIFO) is written directly, a FIFO only once a process reads
+# it; a missing directory is exit 2
 out=$("$bin" mixture "$st" --out /dev/stdout 2>/dev/null); rc=$?
 if [ $rc = 0 ] && grep -q '^mixture:' <<<"$out"; then pass "mixture --out /dev/stdout: the YAML on stdout"
 else fail "mixture --out /dev/stdout" "exit $rc" "$out"; fi
@@ -139,6 +156,15 @@ mkfifo "$tmp/fifo"
 wait $reader
 if [ $rc = 0 ] && grep -q '</svg>' "$tmp/fifo.out" && [ -p "$tmp/fifo" ]; then pass "alpha --plot FIFO: written through it, the FIFO stays"
 else fail "alpha --plot FIFO" "exit $rc" "$(head -c 100 "$tmp/fifo.out")"; fi
+# a FIFO no process reads: exit 2 naming the option and the path within seconds (before:
+# open(2) waited for a reader for ever)
+mkfifo "$tmp/lonely"
+for c in "manifest slurm $tmp/c.yaml --out" "mixture $st --out" "alpha $st --plot"; do
+  out=$(timeout -k 5 30 "$bin" $c "$tmp/lonely" 2>&1 </dev/null); rc=$?
+  if [ $rc = 2 ] && grep -q -- "--[a-z]* $tmp/lonely is a FIFO that no process reads" <<<"$out"; then
+    pass "${c%% *} into a FIFO without a reader: exit 2 naming it"
+  else fail "${c%% *} into a FIFO without a reader" "exit $rc (124: it hung)" "$out"; fi
+done
 for kind in slurm k8s; do
   out=$("$bin" manifest $kind "$tmp/c.yaml" --out "$tmp/no/such/dir/job" 2>&1); rc=$?
   if [ $rc = 2 ] && grep -q "no/such/dir/job" <<<"$out"; then pass "manifest $kind --out in a missing directory: exit 2 naming it"
@@ -255,6 +281,23 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   rm -rf "$shared"
   if [ $rc = 0 ] && [ "$owner" = 65534 ]; then pass "prep by another user into a shared folder: the lock taken read-only, exit 0"
   else fail "prep by another user into a shared folder" "exit $rc, dataset.yaml owned by $owner" "$out"; fi
+fi
+
+# an --out that cannot be made (its parent read-only to this user): exit 2 saying the
+# folder and the permission denied (before: "cannot create ro/gc/.tandem-prep.lock: No such
+# file or directory", the lock file's read-only retry's errno); root only (setpriv)
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  shared=$(mktemp -d /tmp/tandem-ro-XXXXXX) && chmod 755 "$shared" && mkdir "$shared/ro" && chmod 555 "$shared/ro"
+  for c in "gen-corpus --train-tokens 1k --val-tokens 1k --test-tokens 1k" \
+           "prep --domain a=$shared/in.jsonl --split 0.5,0.5,0"; do
+    cp "$tmp/three.jsonl" "$shared/in.jsonl" && chmod 644 "$shared/in.jsonl"
+    # shellcheck disable=SC2086
+    out=$(cd "$shared" && setpriv --reuid=65534 --regid=65534 --clear-groups "$(realpath "$bin")" $c --out ro/gc 2>&1); rc=$?
+    if [ $rc = 2 ] && grep -q "cannot create the folder ro/gc (--out): Permission denied" <<<"$out"; then
+      pass "${c%% *} --out in a read-only folder: exit 2, permission denied on the folder said"
+    else fail "${c%% *} --out in a read-only folder" "exit $rc" "$out"; fi
+  done
+  rm -rf "$shared"
 fi
 
 # ------------------------------------------------ never over a store's own objects

@@ -87,10 +87,13 @@ for f in scripts/slurm/tandem-1node.sbatch scripts/slurm/tandem-4node.sbatch; do
   bash -n "$f" 2>"$tmp/n.err" && pass "$f: bash -n" || fail "$f: bash -n" "$(cat "$tmp/n.err")"
 done
 
-render() { # render OUT ARGS...: tandem manifest slurm run.yaml into OUT
-  local out=$1; shift
-  "$bin" manifest slurm "$tmp/run.yaml" --store "file://$tmp/store" --set "cluster.workdir=$tmp" \
-    "$@" --out "$out" 2>"$out.err"
+render() { # render OUT ARGS...: tandem manifest slurm run.yaml into OUT (--store among ARGS replaces the default: given twice it is refused)
+  local out=$1 store="file://$tmp/store" args=(); shift
+  while [ $# -gt 0 ]; do
+    if [ "$1" = --store ]; then store=$2; shift 2; else args+=("$1"); shift; fi
+  done
+  "$bin" manifest slurm "$tmp/run.yaml" --store "$store" --set "cluster.workdir=$tmp" \
+    "${args[@]}" --out "$out" 2>"$out.err"
 }
 render "$tmp/cpu.sbatch" || fail "render" "$(cat "$tmp/cpu.sbatch.err")"
 render "$tmp/gpu.sbatch" --set cluster.gpus_per_node=8 --set cluster.nodes=2 \

@@ -145,6 +145,67 @@ static void test_help_comes_from_the_rows(void) {
     cli_args_free(&a);
 }
 
+/* An option that holds one value, given twice, is a usage error naming it and both values
+ * (last-wins ran `run --store a --store b` into b); lists, aliases and switches repeat. */
+static void test_once_options(void) {
+    static const char *const twice[][5] = {
+        {"--format", "csv", "--format", "json", "--format"},
+        {"--keep", "2", "--keep", "3", "--keep"},
+        {"--keep=2", "--keep", "2", NULL, "--keep"},
+        {"--ratio", "0.5", "--ratio=0.5", NULL, "--ratio"},
+        {"--a-rather-long-option-name", "x", "--a-rather-long-option-name", "y", "--a-rather-long-option-name"},
+    };
+    for (size_t i = 0; i < sizeof twice / sizeof *twice; i++) {
+        cli_args a;
+        char err[1024], want[128];
+        int rc = parse(&a, err, sizeof err, "st", twice[i][0], twice[i][1], twice[i][2], twice[i][3], NULL);
+        snprintf(want, sizeof want, "tandem demo: %s given twice", twice[i][4]);
+        CHECK(rc == 2 && strstr(err, want) && strstr(err, "give it once") && strstr(err, "usage:"),
+              "%s twice: rc %d: %s", twice[i][4], rc, err);
+        cli_args_free(&a);
+    }
+    cli_args a;
+    char err[1024];
+    int rc = parse(&a, err, sizeof err, "st", "--set", "a=1", "--set", "a=2", "--precision", "bf16",
+                   "--precision", "fp32", "--verify", "--verify", NULL);
+    int n = 0;
+    char **l = cli_list(&a, "--set", &n);
+    CHECK(rc == 0 && n == 4 && !strcmp(l[3], "run.precision=fp32") && cli_given(&a, "--verify") == 2,
+          "lists repeat: rc %d n %d: %s", rc, n, err);
+    cli_args_free(&a);
+}
+
+/* A range from 0 takes digits alone, as pin and --final-seed do: run --point -0 was read
+ * as point 0 (args_parse_long takes a sign); a range below 0 still takes "-0". */
+static void test_no_sign_from_zero(void) {
+    cli_args a;
+    int rc;
+    static const cli_opt ZOPTS[] = {
+        {"--point", CLI_INT, "I", "from 0", NULL, 0, 9, NULL, NULL},
+        {"--shift", CLI_INT, "N", "signed", NULL, -5, 5, NULL, NULL},
+        {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
+    };
+    static const cli_spec ZSPEC = {"zero", "", 0, 0, NULL, NULL, ZOPTS, NULL};
+    char *bad[][3] = {{"zero", "--point", "-0"}, {"zero", "--point=-0", NULL}};
+    for (int i = 0; i < 2; i++) {
+        fflush(stderr);
+        int saved = dup(2);
+        FILE *sink = tmpfile();
+        dup2(fileno(sink), 2);
+        rc = cli_parse(&ZSPEC, bad[i][2] ? 3 : 2, bad[i], &a);
+        fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+        fclose(sink);
+        CHECK(rc == 2, "%s %s: rc %d", bad[i][1], bad[i][2] ? bad[i][2] : "", rc);
+        cli_args_free(&a);
+    }
+    char *ok[] = {"zero", "--shift", "-0", "--point", "0"};
+    rc = cli_parse(&ZSPEC, 5, ok, &a);
+    CHECK(rc == 0 && cli_int(&a, "--shift", 9) == 0 && cli_int(&a, "--point", 9) == 0, "signed range: rc %d", rc);
+    cli_args_free(&a);
+}
+
 /* Counts with suffixes (gen-corpus, prep): the boundaries of uint64 and every suffix. */
 static void test_counts(void) {
     struct {
@@ -265,6 +326,8 @@ static void test_sweeps(void) {
 int main(void) {
     RUN(test_sweeps);
     RUN(test_counts);
+    RUN(test_once_options);
+    RUN(test_no_sign_from_zero);
     RUN(test_strict_numbers);
     RUN(test_every_kind_and_form);
     RUN(test_usage_errors_say_what_is_wrong);

@@ -25,6 +25,7 @@
 #include "util/hex.h"
 #include "util/json.h"
 #include "util/json_read.h"
+#include "util/outfile.h"
 #include "util/rng.h"
 #include "util/secretname.h"
 #include "util/term.h"
@@ -325,6 +326,44 @@ static void test_sweep_dead_temporaries(void) {
     CHECK(n == 2 && kept, "removed %zu", n);
 }
 
+/* A FIFO at an output path that no process reads is refused (ERR_USAGE naming the option
+ * and the path) within seconds, never waited on; one with a reader is written through.
+ * (Before, open(2) waited for a reader for ever: the alarm ends such a wait as a failure.) */
+static void test_outfile_fifo(void) {
+    char *dir = test_tmpdir("fifo");
+    char path[1100];
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    CHECK(mkfifo(path, 0600) == 0, "mkfifo");
+    alarm(30);
+    outfile o;
+    tdm_err e = {0};
+    time_t t0 = time(NULL);
+    int rc = outfile_open(&o, "--out", path, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "--out") && strstr(e.msg, path) && strstr(e.msg, "no process reads"),
+          "rc %d: %s", rc, e.msg);
+    CHECK(time(NULL) - t0 < 10, "refused after %lds", (long)(time(NULL) - t0));
+    if (!rc) outfile_close(&o, 1, 0, &e);
+    /* a reader there: written through, the FIFO stays */
+    int rfd = open(path, O_RDONLY | O_NONBLOCK);
+    CHECK(rfd >= 0, "reader");
+    tdm_err e2 = {0};
+    rc = outfile_open(&o, "--out", path, &e2);
+    CHECK(rc == 0, "with a reader: %s", e2.msg);
+    if (!rc) {
+        fputs("hello\n", o.f);
+        CHECK(outfile_close(&o, 0, 0, &e2) == 0, "close: %s", e2.msg);
+        char got[16] = {0};
+        CHECK(read(rfd, got, sizeof got - 1) == 6 && !strcmp(got, "hello\n"), "read back '%s'", got);
+    }
+    alarm(0);
+    struct stat st;
+    CHECK(lstat(path, &st) == 0 && S_ISFIFO(st.st_mode), "the FIFO stays");
+    if (rfd >= 0) close(rfd);
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+}
+
 /* Text from outside printed for people: no control character reaches the terminal. */
 static void test_term_text(void) {
     char out[64];
@@ -447,6 +486,7 @@ int main(void) {
     RUN(test_hex);
     RUN(test_keys);
     RUN(test_sweep_dead_temporaries);
+    RUN(test_outfile_fifo);
     RUN(test_term_text);
     RUN(test_long_messages_keep_their_reason);
     RUN(test_secret_env_name);

@@ -4,11 +4,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/fileio.h"
@@ -86,10 +88,97 @@ void outfile_guard(const char *tmp) {
     guard_fill(0, tmp);
 }
 
+/* ------------------------------------------------------------ streams that keep their errno */
+
+/* stdio sets a stream's error flag but forgets why: a write that failed inside an fprintf
+ * (its buffer full) left nothing for the final fflush to fail on, and the reason read as
+ * EIO ("Input/output error" for a full disk or a closed stdout). A stream made here writes
+ * through a cookie that keeps the errno of its first failed write. */
+typedef struct kept_fd {
+    int fd, owned; /* owned: closed with the stream */
+    int err;       /* the first failed write's errno; 0: none */
+} kept_fd;
+
+#define KEPT_STREAMS 16
+static struct {
+    FILE *f;
+    kept_fd *k;
+} kept[KEPT_STREAMS];
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static ssize_t kept_write(void *cookie, const char *buf, size_t n) {
+    kept_fd *k = cookie;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(k->fd, buf + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            int err = w < 0 ? errno : EIO;
+            __atomic_compare_exchange_n(&k->err, &(int){0}, err, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+            errno = err;
+            return -1; /* stdio marks the stream failed; what was left is lost */
+        }
+        done += (size_t)w;
+    }
+    return (ssize_t)n;
+}
+
+static int kept_close(void *cookie) {
+    kept_fd *k = cookie;
+    pthread_mutex_lock(&kept_lock);
+    for (int i = 0; i < KEPT_STREAMS; i++)
+        if (kept[i].k == k) kept[i].f = NULL, kept[i].k = NULL;
+    pthread_mutex_unlock(&kept_lock);
+    int rc = k->owned ? close(k->fd) : 0;
+    int err = errno;
+    free(k);
+    errno = err;
+    return rc;
+}
+
+FILE *outfile_fd_stream(int fd, int owned) {
+    kept_fd *k = calloc(1, sizeof *k);
+    if (!k) return NULL;
+    k->fd = fd, k->owned = owned;
+    FILE *f = fopencookie(k, "w", (cookie_io_functions_t){.write = kept_write, .close = kept_close});
+    if (!f) {
+        free(k);
+        return NULL;
+    }
+    pthread_mutex_lock(&kept_lock);
+    for (int i = 0; i < KEPT_STREAMS; i++)
+        if (!kept[i].f) {
+            kept[i].f = f, kept[i].k = k;
+            break;
+        }
+    pthread_mutex_unlock(&kept_lock); /* all taken: it writes as well, its errno may be EIO */
+    return f;
+}
+
+/* The first failed write's errno of a stream made by outfile_fd_stream; 0: none or unknown. */
+static int kept_error(FILE *f) {
+    int err = 0;
+    pthread_mutex_lock(&kept_lock);
+    for (int i = 0; i < KEPT_STREAMS; i++)
+        if (kept[i].f == f) err = __atomic_load_n(&kept[i].k->err, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&kept_lock);
+    return err;
+}
+
+void outfile_keep_stdout(void) {
+    fflush(stdout);
+    FILE *f = outfile_fd_stream(STDOUT_FILENO, 0);
+    if (!f) return; /* stdout as it was: a failure's reason may read as EIO */
+    /* buffered as stdio buffers stdout: by line at a terminal, by block elsewhere */
+    setvbuf(f, NULL, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, BUFSIZ);
+    stdout = f;
+}
+
 int outfile_stream_error(FILE *f) {
     errno = 0;
     if (fflush(f) == 0 && !ferror(f)) return 0;
-    return errno ? errno : EIO;
+    int err = errno, first = kept_error(f);
+    return first ? first : err ? err : EIO;
 }
 
 /* ------------------------------------------------------------ messages, names */
@@ -271,6 +360,29 @@ int outfile_check_target(const char *what, const char *path, int is_dir, tdm_err
 
 /* ------------------------------------------------------------ open and close */
 
+/* A FIFO at `path` opened for writing without waiting for ever: a reader started beside
+ * the command (`cat fifo & tandem ... --out fifo`) is given two seconds to open its end;
+ * then -1 with errno ENXIO. The descriptor returned blocks again, as a pipe's writer
+ * should. */
+static int open_fifo(const char *path) {
+    for (int waited_ms = 0;; waited_ms += 10) {
+        int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0) {
+            int fl = fcntl(fd, F_GETFL);
+            if (fl == -1 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == -1) {
+                int err = errno;
+                close(fd);
+                errno = err;
+                return -1;
+            }
+            return fd;
+        }
+        if (errno != ENXIO || waited_ms >= 2000) return -1;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 int outfile_open(outfile *o, const char *what, const char *path, tdm_err *e) {
     memset(o, 0, sizeof *o);
     if (!*path) return err_set(e, ERR_USAGE, "%s: an empty path; name the file to write", what);
@@ -283,11 +395,37 @@ int outfile_open(outfile *o, const char *what, const char *path, tdm_err *e) {
     if ((exists && !S_ISREG(st.st_mode)) || (!exists && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode))) {
         /* a device, a FIFO, /dev/stdout, or a link to where nothing is yet: as fopen */
         o->path = strdup(path);
-        o->f = o->path && o->given ? fopen(path, "w") : NULL;
-        if (!o->f) {
-            int err = o->path && o->given ? errno : ENOMEM;
+        if (!o->path || !o->given) {
+            outfile_close(o, 1, 0, e);
+            return err_set(e, ERR_INTERNAL, "out of memory");
+        }
+        if (exists && S_ISFIFO(st.st_mode)) {
+            /* a FIFO (or a pipe: a process substitution) no process reads: open(2) would
+             * wait for a reader for ever */
+            int fd = open_fifo(path);
+            if (fd < 0) {
+                int err = errno;
+                outfile_close(o, 1, 0, e);
+                if (err == ENXIO)
+                    return err_set(e, ERR_USAGE, "%s %s is a FIFO that no process reads: start its reader "
+                                   "first, or name a regular file", what, outfile_shown(path, shown, sizeof shown));
+                return err_sys(e, ERR_USAGE, err, "%s %s: cannot write there", what, outfile_shown(path, shown, sizeof shown));
+            }
+            if (!(o->f = outfile_fd_stream(fd, 1))) {
+                close(fd);
+                return outfile_close(o, err_set(e, ERR_INTERNAL, "out of memory"), 0, e);
+            }
+            return 0;
+        }
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666); /* fopen's "w" */
+        if (fd < 0) {
+            int err = errno;
             outfile_close(o, 1, 0, e);
             return err_sys(e, ERR_USAGE, err, "%s %s: cannot write there", what, outfile_shown(path, shown, sizeof shown));
+        }
+        if (!(o->f = outfile_fd_stream(fd, 1))) {
+            close(fd);
+            return outfile_close(o, err_set(e, ERR_INTERNAL, "out of memory"), 0, e);
         }
         return 0;
     }
@@ -325,7 +463,8 @@ int outfile_open(outfile *o, const char *what, const char *path, tdm_err *e) {
         outfile_close(o, 1, 0, e);
         return err_sys(e, ERR_USAGE, err, "%s %s: cannot create a file there", what, outfile_shown(path, shown, sizeof shown));
     }
-    o->f = fdopen(fd, "w");
+    o->fd = fd;
+    o->f = outfile_fd_stream(fd, 1);
     if (!o->f) {
         close(fd);
         return outfile_close(o, err_set(e, ERR_INTERNAL, "out of memory"), 0, e);
@@ -339,7 +478,7 @@ int outfile_close(outfile *o, int rc, unsigned mode, tdm_err *e) {
         int err = outfile_stream_error(o->f);
         if (!err && o->tmp) {
             unsigned m = mode ? mode : o->mode ? o->mode : 0666u & ~fileio_umask();
-            if (fchmod(fileno(o->f), m) != 0) err = errno;
+            if (fchmod(o->fd, m) != 0) err = errno;
         }
         if (fclose(o->f) != 0 && !err) err = errno ? errno : EIO;
         o->f = NULL;

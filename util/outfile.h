@@ -8,7 +8,8 @@
  * leaves the file that was there (if any) as it was, never a cut one. A link stays a link
  * (the file it names is replaced) and a file replaced keeps its permission bits. What is
  * not a regular file — /dev/null, /dev/stdout, a FIFO, a process substitution — is written
- * directly, as fopen would: it cannot be replaced whole. */
+ * directly, as fopen would: it cannot be replaced whole. A FIFO is opened only once a
+ * process reads it (two seconds given): one without a reader is refused, never waited on. */
 #ifndef TANDEM_UTIL_OUTFILE_H
 #define TANDEM_UTIL_OUTFILE_H
 
@@ -22,11 +23,12 @@ typedef struct outfile {
     char *given;      /* owned: the path as given, for messages */
     const char *what; /* the option that named the path, for messages ("--plot") */
     unsigned mode;    /* the replaced file's permission bits; 0: a new file */
+    int fd;           /* the temporary's descriptor (f's), while tmp is set */
 } outfile;
 
 /* Opens the temporary beside `path` (or `path` itself, see above), first removing dead
  * temporaries of the same name that killed writers left (a minute old). ERR_USAGE naming
- * `what` and the path (no directory there, no permission) with e set; `o` is then closed
+ * `what` and the path (no directory there, no permission, a FIFO nobody reads) with e set; `o` is then closed
  * already. */
 int outfile_open(outfile *o, const char *what, const char *path, tdm_err *e);
 
@@ -69,7 +71,17 @@ void outfile_guard_drop(int slot);
 void outfile_guards_enable(void);
 
 /* Whether everything written to `f` reached its file: flushes, then 0, or the errno of
- * the failure (EIO when the error came earlier and its errno is gone). */
+ * the failure: for a stream of outfile_fd_stream (outfile's files, stdout once
+ * outfile_keep_stdout ran) that of its first failed write, also when that write failed
+ * inside an earlier fprintf; for another stream the flush's (EIO when its errno is gone). */
 int outfile_stream_error(FILE *f);
+
+/* A stream writing to `fd` that keeps the errno of its first failed write for
+ * outfile_stream_error (stdio keeps only a flag). owned: fclose closes fd. NULL when out
+ * of memory. */
+FILE *outfile_fd_stream(int fd, int owned);
+/* Makes stdout such a stream on descriptor 1, buffered as before (by line at a terminal).
+ * main calls it once, before anything is printed. */
+void outfile_keep_stdout(void);
 
 #endif
