@@ -291,6 +291,15 @@ static int dp_pass(const step_hparams *hp, step_nets *n, const float *params, in
     return rc;
 }
 
+/* The keys to lower when AdamW's decay alone blows u up (lr x weight_decay >= 1 with
+ * weight_decay >= 1: each free step scales u by 1 - lr wd, of size >= 1), else NULL. A u
+ * grown that way may still score finite at a probe's start and only overflow in the
+ * twins' first SGD steps, whatever tandem.lr_probe is: the probe names these keys too. */
+static const char *decay_key(const step_hparams *hp) {
+    if (!(hp->weight_decay >= 1 && hp->lr * hp->weight_decay >= 1)) return NULL;
+    return hp->lr > 1 ? "optim.weight_decay and optim.lr" : "optim.weight_decay";
+}
+
 /* One SGD step of `params` on rows [0, rows) with coefficients coef over nd domain ids;
  * loss as dp_pass's (NULL: not wanted, nothing waited for). */
 static int sgd_step(const step_hparams *hp, step_nets *n, float *params, int rows, int nd,
@@ -338,6 +347,56 @@ int step_probe_pinned(const step_hparams *hp, const dataset *ds, step_nets *n, s
     return 0;
 }
 
+/* The probe's verdict on its twins' losses in *work: 0 when all are finite, else
+ * ERR_DIVERGED naming the twin, the domain (by name) and the key most likely responsible.
+ * u' takes SGD steps at lr_probe on the α-mixture alone; w also on γ times it, so w alone
+ * diverging points at γ when γ > 1. Either points at the decay instead when it blows u up
+ * (decay_key): u was then already near overflow, and no lr_probe helps. */
+static int probe_diverged(const step_hparams *hp, const dataset *ds, const step_state *work, tdm_err *e) {
+    const char *decay = decay_key(hp);
+    for (int m = 0; m < work->M; m++) {
+        if (isfinite(work->loss_u[m])) continue;
+        if (decay)
+            return err_set(e, ERR_DIVERGED,
+                           "probe of episode %llu: the proxy twin u' diverged (its loss on domain "
+                           "'%s' is %g after %d SGD steps at tandem.lr_probe = %g) from a u blown "
+                           "up by the free steps' decay (optim.lr = %g x optim.weight_decay = %g "
+                           ">= 1): lower %s",
+                           (unsigned long long)work->episode, dataset_domain_name(ds, m),
+                           work->loss_u[m], hp->K, hp->lr_probe, hp->lr, hp->weight_decay, decay);
+        return err_set(e, ERR_DIVERGED,
+                       "probe of episode %llu: the proxy twin u' diverged (its loss on domain "
+                       "'%s' is %g after %d SGD steps at tandem.lr_probe = %g): lower "
+                       "tandem.lr_probe",
+                       (unsigned long long)work->episode, dataset_domain_name(ds, m),
+                       work->loss_u[m], hp->K, hp->lr_probe);
+    }
+    for (int m = 0; m < work->M; m++) {
+        if (isfinite(work->loss_w[m])) continue;
+        const char *name = dataset_domain_name(ds, m);
+        if (decay)
+            return err_set(e, ERR_DIVERGED,
+                           "probe of episode %llu: the reference twin w diverged (its loss on "
+                           "domain '%s' is %g after %d SGD steps at tandem.lr_probe = %g) from a "
+                           "u blown up by the free steps' decay (optim.lr = %g x "
+                           "optim.weight_decay = %g >= 1): lower %s",
+                           (unsigned long long)work->episode, name, work->loss_w[m], hp->K,
+                           hp->lr_probe, hp->lr, hp->weight_decay, decay);
+        if (hp->gamma > 1)
+            return err_set(e, ERR_DIVERGED,
+                           "probe of episode %llu: the reference twin w diverged (its loss on "
+                           "domain '%s' is %g) while u' did not: w's objective weighs the train "
+                           "loss by tandem.gamma = %g; lower tandem.gamma (or tandem.lr_probe)",
+                           (unsigned long long)work->episode, name, work->loss_w[m], hp->gamma);
+        return err_set(e, ERR_DIVERGED,
+                       "probe of episode %llu: the reference twin w diverged (its loss on "
+                       "domain '%s' is %g after %d SGD steps at tandem.lr_probe = %g): lower "
+                       "tandem.lr_probe",
+                       (unsigned long long)work->episode, name, work->loss_w[m], hp->K, hp->lr_probe);
+    }
+    return 0;
+}
+
 int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_state *s,
                const volatile sig_atomic_t *abandon, tdm_err *e) {
     int M = s->M, B = hp->B, T = hp->T;
@@ -370,9 +429,10 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
             if (!isfinite(loss[m]))
                 return err_set(e, ERR_DIVERGED,
                                "probe of episode %llu: the model u is not finite at the start of "
-                               "the probe (its loss on domain %d is %g): it diverged in the free "
-                               "steps before; lower optim.lr%s",
-                               (unsigned long long)work.episode, m, loss[m],
+                               "the probe (its loss on domain '%s' is %g): it diverged in the free "
+                               "steps before; lower %s%s",
+                               (unsigned long long)work.episode, dataset_domain_name(ds, m), loss[m],
+                               decay_key(hp) ? decay_key(hp) : "optim.lr",
                                hp->probe_carry ? " (or tandem.lr_probe: tandem.probe_carry "
                                                  "continues the free steps from the probe's u')"
                                                : "");
@@ -394,30 +454,8 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
     }
     if (!rc && hp->overfit_cap) rc = score_u(hp, ds, n, M, work.val_now, e);
     if (!rc && hp->probe_carry) rc = n->ops->copy(n->ctx, n->u, n->up, n->lay->numel, e);
+    if (!rc) rc = probe_diverged(hp, ds, &work, e);
     if (rc) return rc;
-    /* which twin diverged names the key: u' takes SGD steps at lr_probe on the α-mixture
-     * alone; w also on γ times it, so w alone diverging points at γ when γ > 1 */
-    for (int m = 0; m < M; m++)
-        if (!isfinite(work.loss_u[m]))
-            return err_set(e, ERR_DIVERGED,
-                           "probe of episode %llu: the proxy twin u' diverged (its loss on domain "
-                           "%d is %g after %d SGD steps at tandem.lr_probe = %g): lower "
-                           "tandem.lr_probe",
-                           (unsigned long long)work.episode, m, work.loss_u[m], hp->K, hp->lr_probe);
-    for (int m = 0; m < M; m++)
-        if (!isfinite(work.loss_w[m])) {
-            if (hp->gamma > 1)
-                return err_set(e, ERR_DIVERGED,
-                               "probe of episode %llu: the reference twin w diverged (its loss on "
-                               "domain %d is %g) while u' did not: w's objective weighs the train "
-                               "loss by tandem.gamma = %g; lower tandem.gamma (or tandem.lr_probe)",
-                               (unsigned long long)work.episode, m, work.loss_w[m], hp->gamma);
-            return err_set(e, ERR_DIVERGED,
-                           "probe of episode %llu: the reference twin w diverged (its loss on "
-                           "domain %d is %g after %d SGD steps at tandem.lr_probe = %g): lower "
-                           "tandem.lr_probe",
-                           (unsigned long long)work.episode, m, work.loss_w[m], hp->K, hp->lr_probe);
-        }
     work.have_losses = 1;
     *s = work;
     return 0;
@@ -630,10 +668,7 @@ int step_free(const step_hparams *hp, const dataset *ds, step_nets *n, step_stat
         /* AdamW's step is bounded by lr per weight, so u diverges through optim.lr, or
          * through the decay when lr x weight_decay >= 1 (each step then scales u by
          * 1 - lr wd, whose size is >= 1); a probe_carry run's u is also the probe's u' */
-        int decay = hp->weight_decay >= 1 && hp->lr * hp->weight_decay >= 1;
-        const char *key = !decay ? "optim.lr"
-                          : hp->lr > 1 ? "optim.weight_decay and optim.lr"
-                                       : "optim.weight_decay";
+        const char *key = decay_key(hp) ? decay_key(hp) : "optim.lr";
         return err_set(e, ERR_DIVERGED,
                        "free step %llu: the gradient norm is not finite: u diverged (optim.lr = "
                        "%g, optim.weight_decay = %g%s); lower %s",
