@@ -1,6 +1,7 @@
 /* steps.c — sync, probe, alpha and free; see steps.h. */
 #include "steps/steps.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -466,16 +467,50 @@ double step_alpha_rate(const step_hparams *hp) {
     return hp->episodes > 0 ? hp->alpha_budget / (double)hp->episodes : 0;
 }
 
-/* The eg step of step_alpha (see steps.h): out ∝ α exp(−η g), g the normalised Δ. */
-static void alpha_eg(const step_hparams *hp, const step_state *s, double *out) {
-    int M = s->M;
-    double d[STEP_MAX_DOMAINS], mean = 0, sq = 0;
+/* g_m · rms(Δ) = Δ_m − mean(Δ) into dev, and rms(Δ) (0: every Δ is 0), for Δ finite.
+ * The plain sums keep the bits every run has had; only where Σ Δ² under- or overflows
+ * (γ 1e-200 or 1e200: rms would read 0 or ∞ and freeze α) are both taken on Δ / max|Δ|,
+ * which leaves g unchanged, so that the step stays scale-free at any γ. */
+static double eg_spread(const double *d, int M, double *dev) {
+    double mean = 0, sq = 0, top = 0;
     for (int m = 0; m < M; m++) {
-        d[m] = hp->gamma * (s->loss_w[m] - s->loss_u[m]);
         mean += d[m] / M;
         sq += d[m] * d[m] / M;
+        top = fmax(top, fabs(d[m]));
     }
-    double rms = sqrt(sq), eta = step_alpha_rate(hp);
+    if (top == 0 || (sq > 0 && isfinite(sq) && isfinite(mean))) {
+        for (int m = 0; m < M; m++) dev[m] = d[m] - mean;
+        return sqrt(sq);
+    }
+    double ms = 0, sqs = 0;
+    for (int m = 0; m < M; m++) {
+        ms += d[m] / top / M;
+        sqs += (d[m] / top) * (d[m] / top) / M;
+    }
+    /* dev and rms both in units of top: their ratio g is what the step uses */
+    for (int m = 0; m < M; m++) dev[m] = d[m] / top - ms;
+    return sqrt(sqs);
+}
+
+/* The eg step of step_alpha (see steps.h): out ∝ α exp(−η g), g the normalised Δ. A
+ * weight α gave as > 0 stays > 0 (docs/dmo.md: the step never sets a weight to 0): where
+ * a budget so large that exp underflows would give 0, it keeps DBL_MIN (before the
+ * normalisation), a weight that can still recover; a healthy step never comes near. */
+static void alpha_eg(const step_hparams *hp, const step_state *s, double *out) {
+    int M = s->M;
+    double d[STEP_MAX_DOMAINS], dev[STEP_MAX_DOMAINS];
+    int finite = 1;
+    for (int m = 0; m < M; m++) {
+        d[m] = hp->gamma * (s->loss_w[m] - s->loss_u[m]);
+        finite &= isfinite(d[m]);
+    }
+    double rms, eta = step_alpha_rate(hp);
+    if (finite) {
+        rms = eg_spread(d, M, dev);
+    } else { /* NaN on: step_alpha names the step's keys */
+        for (int m = 0; m < M; m++) dev[m] = NAN;
+        rms = NAN;
+    }
     /* a Δ of exactly 0 everywhere carries no evidence (step_probe_pinned's): α stays, to
      * the bit */
     if (rms == 0) {
@@ -486,11 +521,15 @@ static void alpha_eg(const step_hparams *hp, const step_state *s, double *out) {
     /* in log space relative to the largest weight, so that exp never overflows */
     double logit[STEP_MAX_DOMAINS], top = -INFINITY;
     for (int m = 0; m < M; m++) {
-        logit[m] = s->alpha[m] > 0 ? log(s->alpha[m]) - scale * (d[m] - mean) : -INFINITY;
+        logit[m] = s->alpha[m] > 0 ? log(s->alpha[m]) - scale * dev[m] : -INFINITY;
         if (logit[m] > top) top = logit[m];
     }
     double z = 0;
-    for (int m = 0; m < M; m++) z += out[m] = exp(logit[m] - top);
+    for (int m = 0; m < M; m++) {
+        out[m] = exp(logit[m] - top);
+        if (s->alpha[m] > 0 && out[m] < DBL_MIN) out[m] = DBL_MIN;
+        z += out[m];
+    }
     for (int m = 0; m < M; m++) out[m] /= z;
 }
 

@@ -123,6 +123,25 @@ static void test_alpha_eg_contract(void) {
     for (int m = 0; m < M; m++) lu2[m] = 1000 * lu[m], lw2[m] = 1000 * lw[m];
     eg_once(&hp, M, a0, lu2, lw2, y);
     for (int m = 0; m < M; m++) CHECK(fabs(x[m] - y[m]) < 1e-14, "scale: %g vs %g", x[m], y[m]);
+    /* also where Σ Δ² leaves double precision (γ 1e-200: it underflowed to 0 and α froze at
+     * its start; γ 1e200: it overflowed, the same) */
+    const double gammas[] = {1e-100, 1e-200, 1e-310, 1e150, 1e200, 1e300};
+    for (size_t i = 0; i < sizeof gammas / sizeof *gammas; i++) {
+        step_hparams g = hp;
+        g.gamma = gammas[i];
+        eg_once(&g, M, a0, lu, lw, y);
+        double tol = gammas[i] < 1e-300 ? 1e-9 : 1e-14; /* a subnormal Δ keeps fewer digits */
+        for (int m = 0; m < M; m++)
+            CHECK(fabs(x[m] - y[m]) < tol, "γ %g: α_%d %.17g, at γ 1 %.17g", gammas[i], m, y[m], x[m]);
+    }
+    /* a budget so large that exp(−η g) underflows: the losing domains keep a weight > 0
+     * (it was 0 after one step, and stayed 0 for good) */
+    step_hparams huge = hp;
+    huge.alpha_budget = 1e300;
+    double h2[M];
+    eg_once(&huge, M, a0, lu, lw, y);
+    eg_once(&huge, M, y, lu, lw, h2);
+    for (int m = 0; m < M; m++) CHECK(y[m] > 0 && h2[m] > 0, "budget 1e300: α_%d %g then %g", m, y[m], h2[m]);
     /* every domain helped alike (Δ equal): no disagreement, α stays */
     for (int m = 0; m < M; m++) lw2[m] = lu[m] - 0.3;
     eg_once(&hp, M, a0, lu, lw2, y);
