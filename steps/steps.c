@@ -111,7 +111,7 @@ double step_lr(const step_hparams *hp, uint64_t free_steps) {
  * running sum of α, the last domain taking what rounding leaves — or, with caps, the same
  * over the domains that still have room for a row of T tokens (rows already given to each
  * in this batch counted), α renormalised over them (`capped`: a batch that trains u in a
- * run with caps). -1 when no domain has room. */
+ * run with caps). -1 when no domain of weight > 0 has room. */
 static int draw_domain(const step_hparams *hp, const step_state *s, int capped, const int *count,
                        double u) {
     int M = s->M;
@@ -132,12 +132,9 @@ static int draw_domain(const step_hparams *hp, const step_state *s, int capped, 
             total += s->alpha[m];
         }
     if (n == 0) return -1;
-    if (!(total > 0)) { /* only zero-weight domains have room: the one with the most */
-        int best = open[0];
-        for (int i = 1; i < n; i++)
-            if (hp->cap[open[i]] - s->seen[open[i]] > hp->cap[best] - s->seen[best]) best = open[i];
-        return best;
-    }
+    /* only zero-weight domains have room: none is drawn (a weight of 0 means never
+     * trained on; a fixed run's mixture was checked against the caps up front) */
+    if (!(total > 0)) return -1;
     double target = u * total, c = 0;
     for (int i = 0; i < n - 1; i++) {
         c += s->alpha[open[i]];
@@ -177,8 +174,8 @@ static int mixed_batch(const step_hparams *hp, const dataset *ds, step_nets *n, 
         int m = draw_domain(hp, s, trains_u && hp->has_caps, count, rng_uniform(&r));
         if (m < 0)
             return err_set(e, ERR_USAGE,
-                           "every domain has reached its cap (data.max_epochs) before the run's "
-                           "end: raise the caps or lower run.episodes");
+                           "every domain of weight > 0 has reached its cap (data.max_epochs) "
+                           "before the run's end: raise the caps or lower run.episodes");
         count[m]++;
     }
     sampler_cursor keep[STEP_MAX_DOMAINS];

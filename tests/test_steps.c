@@ -690,6 +690,41 @@ static void test_caps_hold_weight(void) { check_caps_hold(STEP_MIX_WEIGHT); }
 static void test_caps_hold_sample(void) { check_caps_hold(STEP_MIX_SAMPLE); }
 static void test_episode_is_deterministic_sample(void) { check_episode_deterministic(STEP_MIX_SAMPLE); }
 
+/* Sample mixing with caps never gives a row to a domain of weight 0: when the weighted
+ * domain's room runs out mid-run the free step is refused (ERR_USAGE naming the caps)
+ * and the weight-0 domain has seen nothing (the redraw gave its rows to it before). */
+static void test_caps_zero_weight_never_drawn(void) {
+    fixture f;
+    if (fixture_open(&f, STEP_MIX_SAMPLE)) return;
+    tdm_err e = {0};
+    step_nets n;
+    CHECK(step_nets_create(&n, &model_cpu_ops, &f.lay, &f.hp, 2, 1, &e) == 0, "%s", e.msg);
+    float *host = malloc(f.lay.numel * sizeof *host);
+    model_init_params(&f.lay, 9, host);
+    n.ops->upload(n.ctx, n.u, host, f.lay.numel, &e);
+    f.hp.fixed = 1;
+    f.hp.has_caps = 1;
+    f.hp.cap[0] = 2.0 * f.hp.B * f.hp.T; /* two steps' rows, then no room */
+    f.hp.cap[1] = INFINITY;
+    f.hp.alpha_hi[0] = f.hp.alpha_hi[1] = 1;
+    step_state s;
+    step_state_init(&s, &f.ds, 0);
+    s.alpha[0] = 1;
+    s.alpha[1] = 0;
+    int rc = 0, steps = 0;
+    while (!rc && steps < 5) {
+        step_report r;
+        rc = step_free(&f.hp, &f.ds, &n, &s, &r, &e);
+        steps += !rc;
+    }
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "data.max_epochs"), "rc %d after %d steps: %s", rc, steps, e.msg);
+    CHECK(steps == 2 && s.seen[1] == 0 && s.seen[0] == f.hp.cap[0],
+          "%d steps; the weight-0 domain saw %g tokens, the other %g", steps, s.seen[1], s.seen[0]);
+    free(host);
+    step_nets_destroy(&n);
+    fixture_close(&f);
+}
+
 /* Micro-batches (train.micro_batch): the batch of B train + V val rows in passes of 1, 2
  * and 3 rows gives the one-pass episode up to float summation order (losses, α and u
  * within 1e-5), is itself deterministic, and the workspace holds only a pass's rows. */
@@ -905,6 +940,7 @@ int main(void) {
     RUN(test_unimax);
     RUN(test_caps_hold_weight);
     RUN(test_caps_hold_sample);
+    RUN(test_caps_zero_weight_never_drawn);
     RUN(test_alpha_sign);
     RUN(test_alpha_eg_contract);
     RUN(test_episode_is_deterministic_weight);
