@@ -28,7 +28,8 @@
 #   - bad values (an unknown domain, caps that cannot hold the budget, a malformed list):
 #     exit 2 naming the key, nothing written; caps that hold the final runs' tokens but
 #     not their whole sequences: tandem compare refuses them before the DMO; a fixed
-#     mixture's weight-0 domain counts for no room (refused when the others fall short).
+#     mixture's weight-0 domain counts for no room (refused when the others fall short); a
+#     cap below tandem.alpha_floor is refused up front, naming the domain.
 # Prints PASS/FAIL lines and "cli_caps: N passed, M failed"; exits non-zero on failure.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -286,6 +287,14 @@ bad "caps that cannot hold the budget" "*=0.1" "raise the caps"
 bad "a malformed list" "small=,big=2" "NAME=EPOCHS"
 bad "a domain named twice" "small=1,small=2" "twice"
 bad "a cap of zero" "small=0" "above 0"
+
+# a cap below tandem.alpha_floor leaves the α step no mixture: refused before anything runs,
+# naming the domain (it said "domain 2", from the projection, at the first α step)
+"$bin" run "$tmp/c.yaml" --store "$tmp/floor" --set tandem.alpha_floor=0.3 --quiet >/dev/null 2>"$tmp/floor.err"; st=$?
+if [ $st = 2 ] && grep -q "domain 'small' may hold at most 0.0868.* of the mixture (its cap, data.max_epochs), below tandem.alpha_floor = 0.3" "$tmp/floor.err" &&
+   [ ! -e "$tmp/floor/HEAD" ]; then
+  pass "a cap below tandem.alpha_floor: exit 2 naming the domain, before the run"
+else fail "a cap below tandem.alpha_floor" "exit $st: $(cat "$tmp/floor.err")"; fi
 
 # a fixed run whose mixture file gives small weight 0: only big (0.6) and mid (0.4) hold
 # its 432 rows of 32, and their caps, within which the file's mixture lies (8300 and 5535
