@@ -78,7 +78,8 @@ int step_check(const step_hparams *hp, const dataset *ds, tdm_err *e) {
     for (int m = 0; m < M; m++) {
         int rc = sampler_check(ds, m, SPLIT_TRAIN, hp->T, e);
         if (!rc && !hp->fixed) rc = sampler_check(ds, m, SPLIT_VAL, hp->T, e);
-        if (rc) return rc;
+        /* the sampler knows T, not the key that sets it */
+        if (rc) return err_append(e, " (T is train.seq = %d)", hp->T);
     }
     return 0;
 }

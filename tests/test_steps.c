@@ -554,6 +554,19 @@ static void fixture_close(fixture *f) {
     free(f->dir);
 }
 
+/* A T longer than a domain's shards: step_check's refusal names train.seq, the key that
+ * sets T (the sampler's message said only "use a smaller T"). */
+static void test_check_names_train_seq(void) {
+    fixture f;
+    if (fixture_open(&f, STEP_MIX_WEIGHT)) return;
+    tdm_err e = {0};
+    f.hp.T = 5000; /* val holds 3000 tokens */
+    CHECK(step_check(&f.hp, &f.ds, &e) == ERR_USAGE && strstr(e.msg, "T+1 = 5001") &&
+              strstr(e.msg, "train.seq = 5000"),
+          "%s", e.msg);
+    fixture_close(&f);
+}
+
 /* Runs one episode from a fresh state; returns the final state and u. */
 static int run_episode(fixture *f, step_state *s, float *u_out, int abandon_probe) {
     tdm_err e = {0};
@@ -941,6 +954,7 @@ int main(void) {
     RUN(test_caps_hold_weight);
     RUN(test_caps_hold_sample);
     RUN(test_caps_zero_weight_never_drawn);
+    RUN(test_check_names_train_seq);
     RUN(test_alpha_sign);
     RUN(test_alpha_eg_contract);
     RUN(test_episode_is_deterministic_weight);
