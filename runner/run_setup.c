@@ -72,6 +72,8 @@ static void fill_hparams(run_ctx *r) {
     h->beta2 = c->optim.beta2;
     h->eps = c->optim.eps;
     h->seed = c->run.seed;
+    for (int m = 0; m < dataset_n_domains(&r->ds) && m < STEP_MAX_DOMAINS; m++)
+        h->names[m] = dataset_domain_name(&r->ds, m);
 }
 
 /* A DMO's every α step keeps α_m ≥ tandem.alpha_floor and ≤ the cap's bound alpha_hi[m]:

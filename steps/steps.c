@@ -3,6 +3,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -613,6 +614,13 @@ static int overfit_bounds(const step_hparams *hp, const step_state *s, double *l
     return 1;
 }
 
+/* Domain m as a message names it: 'name' where hp->names has it, else its index (in buf). */
+static const char *domain_label(const step_hparams *hp, int m, char *buf, size_t n) {
+    if (hp->names[m]) snprintf(buf, n, "'%s'", hp->names[m]);
+    else snprintf(buf, n, "%d", m);
+    return buf;
+}
+
 int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_err *e) {
     if (!s->have_losses)
         return err_set(e, ERR_INTERNAL, "alpha step of episode %llu without probe losses",
@@ -630,12 +638,14 @@ int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_
      * rounding (and an infinite one has no projection); the key is the step's size */
     const char *key = hp->alpha_step == STEP_ALPHA_PGD ? "tandem.lr_alpha" : "tandem.alpha_budget";
     double rate = step_alpha_rate(hp);
+    char label[80];
     for (int m = 0; m < M; m++)
         if (!isfinite(v[m]))
             return err_set(e, ERR_DIVERGED,
-                           "alpha step of episode %llu: the update of domain %d is not finite "
+                           "alpha step of episode %llu: the update of domain %s is not finite "
                            "(step size %s = %g, tandem.gamma = %g): lower %s",
-                           (unsigned long long)s->episode, m, key, rate, hp->gamma, key);
+                           (unsigned long long)s->episode, domain_label(hp, m, label, sizeof label),
+                           key, rate, hp->gamma, key);
     /* the caps' box too (data.max_epochs): α_m ≤ alpha_hi[m] at every step keeps u within
      * them over the planned run, and α* (a mean of such α) within them in a final run;
      * and the hold's lower bounds (alpha_cut = overfit or repeated, floor included): see

@@ -225,6 +225,7 @@ cases=(
   "optim.lr=1e30|5|lower optim.lr"
   "tandem.alpha_cut=any tandem.lr_probe=1e30|5|lower tandem.lr_probe"
   "tandem.alpha_cut=any tandem.alpha_step=pgd tandem.lr_alpha=1e300|5|lower tandem.lr_alpha"
+  "tandem.alpha_cut=any tandem.alpha_step=pgd tandem.lr_alpha=1e308 tandem.gamma=100|5|the update of domain 'd0' is not finite"
   "tandem.alpha_cut=any tandem.gamma=1e300|5|lower tandem.gamma"
   "optim.weight_decay=1e300|5|lower optim.weight_decay"
   "model.layers=1024 model.channels=65536 model.heads=1|2|model.layers"
