@@ -822,14 +822,15 @@ static int prep_plan(const prep_opts *o, const prep_tok *k, prep_dom *d, tdm_err
         prep_batch_free(&p.batch);
         return err_set(e, ERR_USAGE,
                        "domain '%s' has %" PRIu64 " document%s from %zu file%s%s%s (left out: "
-                       "%s); train, val%s each need one: %s",
+                       "%s); %s each need one: %s",
                        d->name, st->docs, prep_plural(st->docs), d->list.n,
                        prep_plural(d->list.n), d->list.n == 1 ? " " : "",
                        d->list.n == 1 ? d->list.files[0].path : "", n ? why : "nothing",
-                       required == 3 ? " and test" : "",
+                       required == 3 ? "train, val and test" : "train and val",
                        st->docs == 0 ? "give it text files, .jsonl or .json with the field "
                                        "--text-field names (see the messages above)"
-                                     : "add documents, or give --split with test 0");
+                       : required == 3 ? "add documents, or give --split with test 0"
+                                       : "add documents (--split gives test 0 already)");
     }
     uint64_t cnt[SPLIT_COUNT];
     memcpy(cnt, p.c.split_docs, sizeof cnt);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/domain_caps.h"
 #include "ledger/audit.h"
 #include "ledger/ckpt.h"
 #include "ledger/keys.h"
@@ -73,6 +74,38 @@ static int initial_mixture(run_ctx *r, tdm_err *e) {
     return 0;
 }
 
+/* A fixed run's caps (data.max_epochs) against its mixture: a domain of weight 0 is never
+ * trained on, so only the domains with α > 0 hold the run's rows (in whole rows of
+ * train.seq under sample mixing). setup_caps counted every domain, and the batches then
+ * put the rows the weighted domains could not hold into the weight-0 one. ERR_USAGE
+ * naming the caps, the mixture and the domains left out; 0 when nothing is left out. */
+static int fixed_caps_fit(const run_ctx *r, tdm_err *e) {
+    const step_hparams *h = &r->hp;
+    int M = r->st.M;
+    if (!h->fixed || !h->has_caps) return 0;
+    double epochs[STEP_MAX_DOMAINS];
+    char zero[256] = "";
+    size_t at = 0;
+    for (int m = 0; m < M; m++) {
+        epochs[m] = h->cap[m] / (double)dataset_tokens(&r->ds, m, SPLIT_TRAIN); /* ∞: none */
+        if (r->st.alpha[m] > 0) continue;
+        epochs[m] = 0;
+        if (at < sizeof zero)
+            at += (size_t)snprintf(zero + at, sizeof zero - at, "%s%s", at ? ", " : "",
+                                   dataset_domain_name(&r->ds, m));
+    }
+    if (!zero[0]) return 0;
+    double steps = (double)h->episodes * h->E;
+    int rc = domain_caps_fit(r->cfg.data.max_epochs, &r->ds, epochs, steps * h->B, h->T,
+                             h->mixing == STEP_MIX_SAMPLE, "run.episodes x tandem.E x train.batch x train.seq",
+                             NULL, e);
+    if (rc)
+        err_prefix(e, "the mixture (data.mixture = %s) gives weight 0 to %s, which is never trained on, so only "
+                      "the other domains' caps count: ",
+                   r->cfg.data.mixture == CONFIG_MIXTURE_FILE ? "file" : "a fixed mixture", zero);
+    return rc;
+}
+
 /* Loads the newest verified state into the nets (ledger_resume, ledger_start), or
  * initialises a new run. */
 static int load_or_init(run_ctx *r, const ckpt_gens *g, ledger_resumed *res, tdm_err *e) {
@@ -97,6 +130,7 @@ static int load_or_init(run_ctx *r, const ckpt_gens *g, ledger_resumed *res, tdm
         fprintf(stderr, "tandem: note: data.mixture_file is set, but data.mixture is not `file`: the file is not "
                 "read\n");
     if ((rc = initial_mixture(r, e))) return rc;
+    if ((rc = fixed_caps_fit(r, e))) return rc;
     /* streaming has no host buffers: u's initial values pass through a buffer of its own
      * (one parameter-sized copy, before training starts, freed at once) */
     float *host = ledger_host(r->ld), *own = NULL;

@@ -72,6 +72,23 @@ static void fill_hparams(run_ctx *r) {
     h->beta2 = c->optim.beta2;
     h->eps = c->optim.eps;
     h->seed = c->run.seed;
+    for (int m = 0; m < dataset_n_domains(&r->ds) && m < STEP_MAX_DOMAINS; m++)
+        h->names[m] = dataset_domain_name(&r->ds, m);
+}
+
+/* A DMO's every α step keeps α_m ≥ tandem.alpha_floor and ≤ the cap's bound alpha_hi[m]:
+ * a cap below the floor leaves no α, refused here by the domain's name (the projection,
+ * which knows only indices, said "domain 2" at the first step). A fixed run has no α
+ * step: its floor binds nothing. */
+static int caps_over_floor(const run_ctx *r, tdm_err *e) {
+    const step_hparams *h = &r->hp;
+    for (int m = 0; !h->fixed && m < dataset_n_domains(&r->ds); m++)
+        if (!(h->alpha_hi[m] >= h->alpha_floor))
+            return err_set(e, ERR_USAGE,
+                           "domain '%s' may hold at most %g of the mixture (its cap, data.max_epochs), "
+                           "below tandem.alpha_floor = %g: lower the floor or raise the cap",
+                           dataset_domain_name(&r->ds, m), h->alpha_hi[m], h->alpha_floor);
+    return 0;
 }
 
 /* data.max_epochs: the caps in tokens and the box they put on α (steps/mixture.h), for a
@@ -94,6 +111,7 @@ static int setup_caps(run_ctx *r, tdm_err *e) {
     }
     mixture_alpha_bounds(tokens, M, budget, epochs, h->alpha_hi);
     if (!h->has_caps) return 0;
+    if ((rc = caps_over_floor(r, e))) return rc;
     return domain_caps_fit(r->cfg.data.max_epochs, &r->ds, epochs, steps * h->B, h->T, h->mixing == STEP_MIX_SAMPLE,
                            carry ? "run.episodes x (tandem.E + tandem.K, with probe_carry) x train.batch x train.seq"
                                  : "run.episodes x tandem.E x train.batch x train.seq",

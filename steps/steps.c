@@ -1,7 +1,9 @@
 /* steps.c — sync, probe, alpha and free; see steps.h. */
 #include "steps/steps.h"
 
+#include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,7 +79,8 @@ int step_check(const step_hparams *hp, const dataset *ds, tdm_err *e) {
     for (int m = 0; m < M; m++) {
         int rc = sampler_check(ds, m, SPLIT_TRAIN, hp->T, e);
         if (!rc && !hp->fixed) rc = sampler_check(ds, m, SPLIT_VAL, hp->T, e);
-        if (rc) return rc;
+        /* the sampler knows T, not the key that sets it */
+        if (rc) return err_append(e, " (T is train.seq = %d)", hp->T);
     }
     return 0;
 }
@@ -110,7 +113,7 @@ double step_lr(const step_hparams *hp, uint64_t free_steps) {
  * running sum of α, the last domain taking what rounding leaves — or, with caps, the same
  * over the domains that still have room for a row of T tokens (rows already given to each
  * in this batch counted), α renormalised over them (`capped`: a batch that trains u in a
- * run with caps). -1 when no domain has room. */
+ * run with caps). -1 when no domain of weight > 0 has room. */
 static int draw_domain(const step_hparams *hp, const step_state *s, int capped, const int *count,
                        double u) {
     int M = s->M;
@@ -131,12 +134,9 @@ static int draw_domain(const step_hparams *hp, const step_state *s, int capped, 
             total += s->alpha[m];
         }
     if (n == 0) return -1;
-    if (!(total > 0)) { /* only zero-weight domains have room: the one with the most */
-        int best = open[0];
-        for (int i = 1; i < n; i++)
-            if (hp->cap[open[i]] - s->seen[open[i]] > hp->cap[best] - s->seen[best]) best = open[i];
-        return best;
-    }
+    /* only zero-weight domains have room: none is drawn (a weight of 0 means never
+     * trained on; a fixed run's mixture was checked against the caps up front) */
+    if (!(total > 0)) return -1;
     double target = u * total, c = 0;
     for (int i = 0; i < n - 1; i++) {
         c += s->alpha[open[i]];
@@ -176,8 +176,8 @@ static int mixed_batch(const step_hparams *hp, const dataset *ds, step_nets *n, 
         int m = draw_domain(hp, s, trains_u && hp->has_caps, count, rng_uniform(&r));
         if (m < 0)
             return err_set(e, ERR_USAGE,
-                           "every domain has reached its cap (data.max_epochs) before the run's "
-                           "end: raise the caps or lower run.episodes");
+                           "every domain of weight > 0 has reached its cap (data.max_epochs) "
+                           "before the run's end: raise the caps or lower run.episodes");
         count[m]++;
     }
     sampler_cursor keep[STEP_MAX_DOMAINS];
@@ -291,6 +291,15 @@ static int dp_pass(const step_hparams *hp, step_nets *n, const float *params, in
     return rc;
 }
 
+/* The keys to lower when AdamW's decay alone blows u up (lr x weight_decay >= 1 with
+ * weight_decay >= 1: each free step scales u by 1 - lr wd, of size >= 1), else NULL. A u
+ * grown that way may still score finite at a probe's start and only overflow in the
+ * twins' first SGD steps, whatever tandem.lr_probe is: the probe names these keys too. */
+static const char *decay_key(const step_hparams *hp) {
+    if (!(hp->weight_decay >= 1 && hp->lr * hp->weight_decay >= 1)) return NULL;
+    return hp->lr > 1 ? "optim.weight_decay and optim.lr" : "optim.weight_decay";
+}
+
 /* One SGD step of `params` on rows [0, rows) with coefficients coef over nd domain ids;
  * loss as dp_pass's (NULL: not wanted, nothing waited for). */
 static int sgd_step(const step_hparams *hp, step_nets *n, float *params, int rows, int nd,
@@ -338,6 +347,56 @@ int step_probe_pinned(const step_hparams *hp, const dataset *ds, step_nets *n, s
     return 0;
 }
 
+/* The probe's verdict on its twins' losses in *work: 0 when all are finite, else
+ * ERR_DIVERGED naming the twin, the domain (by name) and the key most likely responsible.
+ * u' takes SGD steps at lr_probe on the α-mixture alone; w also on γ times it, so w alone
+ * diverging points at γ when γ > 1. Either points at the decay instead when it blows u up
+ * (decay_key): u was then already near overflow, and no lr_probe helps. */
+static int probe_diverged(const step_hparams *hp, const dataset *ds, const step_state *work, tdm_err *e) {
+    const char *decay = decay_key(hp);
+    for (int m = 0; m < work->M; m++) {
+        if (isfinite(work->loss_u[m])) continue;
+        if (decay)
+            return err_set(e, ERR_DIVERGED,
+                           "probe of episode %llu: the proxy twin u' diverged (its loss on domain "
+                           "'%s' is %g after %d SGD steps at tandem.lr_probe = %g) from a u blown "
+                           "up by the free steps' decay (optim.lr = %g x optim.weight_decay = %g "
+                           ">= 1): lower %s",
+                           (unsigned long long)work->episode, dataset_domain_name(ds, m),
+                           work->loss_u[m], hp->K, hp->lr_probe, hp->lr, hp->weight_decay, decay);
+        return err_set(e, ERR_DIVERGED,
+                       "probe of episode %llu: the proxy twin u' diverged (its loss on domain "
+                       "'%s' is %g after %d SGD steps at tandem.lr_probe = %g): lower "
+                       "tandem.lr_probe",
+                       (unsigned long long)work->episode, dataset_domain_name(ds, m),
+                       work->loss_u[m], hp->K, hp->lr_probe);
+    }
+    for (int m = 0; m < work->M; m++) {
+        if (isfinite(work->loss_w[m])) continue;
+        const char *name = dataset_domain_name(ds, m);
+        if (decay)
+            return err_set(e, ERR_DIVERGED,
+                           "probe of episode %llu: the reference twin w diverged (its loss on "
+                           "domain '%s' is %g after %d SGD steps at tandem.lr_probe = %g) from a "
+                           "u blown up by the free steps' decay (optim.lr = %g x "
+                           "optim.weight_decay = %g >= 1): lower %s",
+                           (unsigned long long)work->episode, name, work->loss_w[m], hp->K,
+                           hp->lr_probe, hp->lr, hp->weight_decay, decay);
+        if (hp->gamma > 1)
+            return err_set(e, ERR_DIVERGED,
+                           "probe of episode %llu: the reference twin w diverged (its loss on "
+                           "domain '%s' is %g) while u' did not: w's objective weighs the train "
+                           "loss by tandem.gamma = %g; lower tandem.gamma (or tandem.lr_probe)",
+                           (unsigned long long)work->episode, name, work->loss_w[m], hp->gamma);
+        return err_set(e, ERR_DIVERGED,
+                       "probe of episode %llu: the reference twin w diverged (its loss on "
+                       "domain '%s' is %g after %d SGD steps at tandem.lr_probe = %g): lower "
+                       "tandem.lr_probe",
+                       (unsigned long long)work->episode, name, work->loss_w[m], hp->K, hp->lr_probe);
+    }
+    return 0;
+}
+
 int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_state *s,
                const volatile sig_atomic_t *abandon, tdm_err *e) {
     int M = s->M, B = hp->B, T = hp->T;
@@ -370,9 +429,10 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
             if (!isfinite(loss[m]))
                 return err_set(e, ERR_DIVERGED,
                                "probe of episode %llu: the model u is not finite at the start of "
-                               "the probe (its loss on domain %d is %g): it diverged in the free "
-                               "steps before; lower optim.lr%s",
-                               (unsigned long long)work.episode, m, loss[m],
+                               "the probe (its loss on domain '%s' is %g): it diverged in the free "
+                               "steps before; lower %s%s",
+                               (unsigned long long)work.episode, dataset_domain_name(ds, m), loss[m],
+                               decay_key(hp) ? decay_key(hp) : "optim.lr",
                                hp->probe_carry ? " (or tandem.lr_probe: tandem.probe_carry "
                                                  "continues the free steps from the probe's u')"
                                                : "");
@@ -394,30 +454,8 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
     }
     if (!rc && hp->overfit_cap) rc = score_u(hp, ds, n, M, work.val_now, e);
     if (!rc && hp->probe_carry) rc = n->ops->copy(n->ctx, n->u, n->up, n->lay->numel, e);
+    if (!rc) rc = probe_diverged(hp, ds, &work, e);
     if (rc) return rc;
-    /* which twin diverged names the key: u' takes SGD steps at lr_probe on the α-mixture
-     * alone; w also on γ times it, so w alone diverging points at γ when γ > 1 */
-    for (int m = 0; m < M; m++)
-        if (!isfinite(work.loss_u[m]))
-            return err_set(e, ERR_DIVERGED,
-                           "probe of episode %llu: the proxy twin u' diverged (its loss on domain "
-                           "%d is %g after %d SGD steps at tandem.lr_probe = %g): lower "
-                           "tandem.lr_probe",
-                           (unsigned long long)work.episode, m, work.loss_u[m], hp->K, hp->lr_probe);
-    for (int m = 0; m < M; m++)
-        if (!isfinite(work.loss_w[m])) {
-            if (hp->gamma > 1)
-                return err_set(e, ERR_DIVERGED,
-                               "probe of episode %llu: the reference twin w diverged (its loss on "
-                               "domain %d is %g) while u' did not: w's objective weighs the train "
-                               "loss by tandem.gamma = %g; lower tandem.gamma (or tandem.lr_probe)",
-                               (unsigned long long)work.episode, m, work.loss_w[m], hp->gamma);
-            return err_set(e, ERR_DIVERGED,
-                           "probe of episode %llu: the reference twin w diverged (its loss on "
-                           "domain %d is %g after %d SGD steps at tandem.lr_probe = %g): lower "
-                           "tandem.lr_probe",
-                           (unsigned long long)work.episode, m, work.loss_w[m], hp->K, hp->lr_probe);
-        }
     work.have_losses = 1;
     *s = work;
     return 0;
@@ -428,16 +466,50 @@ double step_alpha_rate(const step_hparams *hp) {
     return hp->episodes > 0 ? hp->alpha_budget / (double)hp->episodes : 0;
 }
 
-/* The eg step of step_alpha (see steps.h): out ∝ α exp(−η g), g the normalised Δ. */
-static void alpha_eg(const step_hparams *hp, const step_state *s, double *out) {
-    int M = s->M;
-    double d[STEP_MAX_DOMAINS], mean = 0, sq = 0;
+/* g_m · rms(Δ) = Δ_m − mean(Δ) into dev, and rms(Δ) (0: every Δ is 0), for Δ finite.
+ * The plain sums keep the bits every run has had; only where Σ Δ² under- or overflows
+ * (γ 1e-200 or 1e200: rms would read 0 or ∞ and freeze α) are both taken on Δ / max|Δ|,
+ * which leaves g unchanged, so that the step stays scale-free at any γ. */
+static double eg_spread(const double *d, int M, double *dev) {
+    double mean = 0, sq = 0, top = 0;
     for (int m = 0; m < M; m++) {
-        d[m] = hp->gamma * (s->loss_w[m] - s->loss_u[m]);
         mean += d[m] / M;
         sq += d[m] * d[m] / M;
+        top = fmax(top, fabs(d[m]));
     }
-    double rms = sqrt(sq), eta = step_alpha_rate(hp);
+    if (top == 0 || (sq > 0 && isfinite(sq) && isfinite(mean))) {
+        for (int m = 0; m < M; m++) dev[m] = d[m] - mean;
+        return sqrt(sq);
+    }
+    double ms = 0, sqs = 0;
+    for (int m = 0; m < M; m++) {
+        ms += d[m] / top / M;
+        sqs += (d[m] / top) * (d[m] / top) / M;
+    }
+    /* dev and rms both in units of top: their ratio g is what the step uses */
+    for (int m = 0; m < M; m++) dev[m] = d[m] / top - ms;
+    return sqrt(sqs);
+}
+
+/* The eg step of step_alpha (see steps.h): out ∝ α exp(−η g), g the normalised Δ. A
+ * weight α gave as > 0 stays > 0 (docs/dmo.md: the step never sets a weight to 0): where
+ * a budget so large that exp underflows would give 0, it keeps DBL_MIN (before the
+ * normalisation), a weight that can still recover; a healthy step never comes near. */
+static void alpha_eg(const step_hparams *hp, const step_state *s, double *out) {
+    int M = s->M;
+    double d[STEP_MAX_DOMAINS], dev[STEP_MAX_DOMAINS];
+    int finite = 1;
+    for (int m = 0; m < M; m++) {
+        d[m] = hp->gamma * (s->loss_w[m] - s->loss_u[m]);
+        finite &= isfinite(d[m]);
+    }
+    double rms, eta = step_alpha_rate(hp);
+    if (finite) {
+        rms = eg_spread(d, M, dev);
+    } else { /* NaN on: step_alpha names the step's keys */
+        for (int m = 0; m < M; m++) dev[m] = NAN;
+        rms = NAN;
+    }
     /* a Δ of exactly 0 everywhere carries no evidence (step_probe_pinned's): α stays, to
      * the bit */
     if (rms == 0) {
@@ -448,11 +520,15 @@ static void alpha_eg(const step_hparams *hp, const step_state *s, double *out) {
     /* in log space relative to the largest weight, so that exp never overflows */
     double logit[STEP_MAX_DOMAINS], top = -INFINITY;
     for (int m = 0; m < M; m++) {
-        logit[m] = s->alpha[m] > 0 ? log(s->alpha[m]) - scale * (d[m] - mean) : -INFINITY;
+        logit[m] = s->alpha[m] > 0 ? log(s->alpha[m]) - scale * dev[m] : -INFINITY;
         if (logit[m] > top) top = logit[m];
     }
     double z = 0;
-    for (int m = 0; m < M; m++) z += out[m] = exp(logit[m] - top);
+    for (int m = 0; m < M; m++) {
+        out[m] = exp(logit[m] - top);
+        if (s->alpha[m] > 0 && out[m] < DBL_MIN) out[m] = DBL_MIN;
+        z += out[m];
+    }
     for (int m = 0; m < M; m++) out[m] /= z;
 }
 
@@ -538,6 +614,13 @@ static int overfit_bounds(const step_hparams *hp, const step_state *s, double *l
     return 1;
 }
 
+/* Domain m as a message names it: 'name' where hp->names has it, else its index (in buf). */
+static const char *domain_label(const step_hparams *hp, int m, char *buf, size_t n) {
+    if (hp->names[m]) snprintf(buf, n, "'%s'", hp->names[m]);
+    else snprintf(buf, n, "%d", m);
+    return buf;
+}
+
 int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_err *e) {
     if (!s->have_losses)
         return err_set(e, ERR_INTERNAL, "alpha step of episode %llu without probe losses",
@@ -555,12 +638,14 @@ int step_alpha(const step_hparams *hp, step_state *s, double *alpha_before, tdm_
      * rounding (and an infinite one has no projection); the key is the step's size */
     const char *key = hp->alpha_step == STEP_ALPHA_PGD ? "tandem.lr_alpha" : "tandem.alpha_budget";
     double rate = step_alpha_rate(hp);
+    char label[80];
     for (int m = 0; m < M; m++)
         if (!isfinite(v[m]))
             return err_set(e, ERR_DIVERGED,
-                           "alpha step of episode %llu: the update of domain %d is not finite "
+                           "alpha step of episode %llu: the update of domain %s is not finite "
                            "(step size %s = %g, tandem.gamma = %g): lower %s",
-                           (unsigned long long)s->episode, m, key, rate, hp->gamma, key);
+                           (unsigned long long)s->episode, domain_label(hp, m, label, sizeof label),
+                           key, rate, hp->gamma, key);
     /* the caps' box too (data.max_epochs): α_m ≤ alpha_hi[m] at every step keeps u within
      * them over the planned run, and α* (a mean of such α) within them in a final run;
      * and the hold's lower bounds (alpha_cut = overfit or repeated, floor included): see
@@ -630,10 +715,7 @@ int step_free(const step_hparams *hp, const dataset *ds, step_nets *n, step_stat
         /* AdamW's step is bounded by lr per weight, so u diverges through optim.lr, or
          * through the decay when lr x weight_decay >= 1 (each step then scales u by
          * 1 - lr wd, whose size is >= 1); a probe_carry run's u is also the probe's u' */
-        int decay = hp->weight_decay >= 1 && hp->lr * hp->weight_decay >= 1;
-        const char *key = !decay ? "optim.lr"
-                          : hp->lr > 1 ? "optim.weight_decay and optim.lr"
-                                       : "optim.weight_decay";
+        const char *key = decay_key(hp) ? decay_key(hp) : "optim.lr";
         return err_set(e, ERR_DIVERGED,
                        "free step %llu: the gradient norm is not finite: u diverged (optim.lr = "
                        "%g, optim.weight_decay = %g%s); lower %s",

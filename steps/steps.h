@@ -84,6 +84,9 @@ typedef struct step_hparams {
     int overfit_cap, overfit_capped;
     double plan_tokens;
     int skip_pinned; /* tandem.skip_pinned: step_pinned may say yes */
+    /* the domains' names, for messages (the dataset's strings, not owned; NULL: a domain
+     * is named by its index) */
+    const char *names[STEP_MAX_DOMAINS];
 } step_hparams;
 
 /* How far a domain's smoothed validation loss must rise above its lowest to count as

@@ -27,7 +27,9 @@
 #     pinned for a DMO, no change for a fixed run; tandem.skip_pinned pinned alike;
 #   - bad values (an unknown domain, caps that cannot hold the budget, a malformed list):
 #     exit 2 naming the key, nothing written; caps that hold the final runs' tokens but
-#     not their whole sequences: tandem compare refuses them before the DMO.
+#     not their whole sequences: tandem compare refuses them before the DMO; a fixed
+#     mixture's weight-0 domain counts for no room (refused when the others fall short); a
+#     cap below tandem.alpha_floor is refused up front, naming the domain.
 # Prints PASS/FAIL lines and "cli_caps: N passed, M failed"; exits non-zero on failure.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -285,6 +287,29 @@ bad "caps that cannot hold the budget" "*=0.1" "raise the caps"
 bad "a malformed list" "small=,big=2" "NAME=EPOCHS"
 bad "a domain named twice" "small=1,small=2" "twice"
 bad "a cap of zero" "small=0" "above 0"
+
+# a cap below tandem.alpha_floor leaves the α step no mixture: refused before anything runs,
+# naming the domain (it said "domain 2", from the projection, at the first α step)
+"$bin" run "$tmp/c.yaml" --store "$tmp/floor" --set tandem.alpha_floor=0.3 --quiet >/dev/null 2>"$tmp/floor.err"; st=$?
+if [ $st = 2 ] && grep -q "domain 'small' may hold at most 0.0868.* of the mixture (its cap, data.max_epochs), below tandem.alpha_floor = 0.3" "$tmp/floor.err" &&
+   [ ! -e "$tmp/floor/HEAD" ]; then
+  pass "a cap below tandem.alpha_floor: exit 2 naming the domain, before the run"
+else fail "a cap below tandem.alpha_floor" "exit $st: $(cat "$tmp/floor.err")"; fi
+
+# a fixed run whose mixture file gives small weight 0: only big (0.6) and mid (0.4) hold
+# its 432 rows of 32, and their caps, within which the file's mixture lies (8300 and 5535
+# tokens: α ≤ 0.6004 and 0.4004), hold 259 + 172 = 431 whole rows, while small (uncapped)
+# would take the rest. Refused before training (exit 2, naming the caps and the mixture);
+# before, the sample-mixing redraw trained on small once big and mid were full.
+printf 'mixture:\n  big: 0.6\n  mid: 0.4\n  small: 0\n' >"$tmp/zero.yaml"
+"$bin" run "$tmp/c.yaml" --store "$tmp/zero" --set run.mode=fixed --set data.mixture=file \
+  --set "data.mixture_file=$tmp/zero.yaml" --set "data.max_epochs=big=0.27666666666666667,mid=0.5535" --quiet \
+  >/dev/null 2>"$tmp/zero.err"; st=$?
+if [ $st = 2 ] && grep -q "data.mixture = file) gives weight 0 to small" "$tmp/zero.err" &&
+   grep -q "the caps hold 431 whole sequences of train.seq = 32" "$tmp/zero.err" && [ ! -e "$tmp/zero/HEAD" ]; then
+  pass "a fixed mixture's weight-0 domain holds none of the run's rows: refused before training (exit 2)"
+else fail "caps with a weight-0 domain in a fixed mixture" "exit $st: $(cat "$tmp/zero.err")" \
+  "$("$bin" metrics "$tmp/zero" --format csv 2>/dev/null | tail -n 1)"; fi
 
 # caps whose tokens hold the budget (13885 >= 13824) but not in whole sequences of 32
 # (143 + 143 + 145 = 431 of the 432 rows the final runs draw under sample mixing): the DMO

@@ -18,7 +18,9 @@
 #   - extreme finite values (optim.lr=1e30, tandem.lr_probe=1e30, tandem.lr_alpha=1e300
 #     with the pgd step, tandem.gamma=1e300, optim.weight_decay=1e300, model and batch
 #     sizes at their limits) exit 1 or 2 with a message naming the key responsible, and
-#     no sanitizer report (the asan build runs this script too);
+#     no sanitizer report (the asan build runs this script too); a probe after the decay
+#     (optim.lr x optim.weight_decay >= 1) blew u up names optim.weight_decay, not
+#     tandem.lr_probe, and the domain by its name;
 #   - a run that diverges (exit 5) gives its lease back: status says released;
 #   - a config, a shard or a tokenizer that is a FIFO is refused at once (exit 2, "not a regular file"),
 #     never blocking the start; a stop signal during start-up is a requeue (exit 75) even
@@ -226,6 +228,7 @@ cases=(
   "optim.lr=1e30|5|lower optim.lr"
   "tandem.alpha_cut=any tandem.lr_probe=1e30|5|lower tandem.lr_probe"
   "tandem.alpha_cut=any tandem.alpha_step=pgd tandem.lr_alpha=1e300|5|lower tandem.lr_alpha"
+  "tandem.alpha_cut=any tandem.alpha_step=pgd tandem.lr_alpha=1e308 tandem.gamma=100|5|the update of domain 'd0' is not finite"
   "tandem.alpha_cut=any tandem.gamma=1e300|5|lower tandem.gamma"
   "optim.weight_decay=1e300|5|lower optim.weight_decay"
   "model.layers=1024 model.channels=65536 model.heads=1|2|model.layers"
@@ -251,6 +254,17 @@ for c in "${cases[@]}"; do
     fail "$kvs: exit $want naming $key" "exit $rc: $(tail -c 600 <<<"$out")"
   fi
 done
+
+# a u blown up by the decay (optim.lr x optim.weight_decay >= 1: each free step scales it by
+# -2) stays finite long enough to start a probe, whose twins then overflow at any
+# tandem.lr_probe: the message names the decay's keys and the domain by its name (it said
+# "loss on domain 0 ... lower tandem.lr_probe", which lowering never cured)
+out=$("$bin" run "$tmp/c.yaml" --store "$tmp/decay" --quiet --set run.episodes=200 --set optim.lr=1 \
+  --set optim.weight_decay=3 --set tandem.alpha_cut=any --set tandem.lr_probe=1e-8 2>&1); rc=$?
+if [ $rc = 5 ] && grep -q "twin w diverged (its loss on domain 'd0' is .*lower optim.weight_decay$" <<<"$out" &&
+   ! grep -q "lower tandem.lr_probe" <<<"$out"; then
+  pass "a probe after u blew up by the decay: exit 5 naming optim.weight_decay and the domain"
+else fail "a probe after u blew up by the decay: exit 5 naming optim.weight_decay" "exit $rc: $out"; fi
 
 # the diverged run gave its lease back (it ended: no holder is left behind)
 out=$("$bin" status "$tmp/x1" 2>&1)

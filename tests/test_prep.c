@@ -652,6 +652,16 @@ static void test_prep_small_domain(void) {
     /* ... but two splits can: test 0 */
     o.split[0] = 0.9, o.split[1] = 0.1, o.split[2] = 0;
     CHECK(prep_run(&o, &e) == 0, "two documents, two splits: %s", e.msg);
+    /* one document with test 0 already: what is missing is a document, not test 0 (the
+     * message told to give --split with test 0, as given) */
+    o.n_inputs = 1;
+    char *out3 = join(dir, "out3");
+    o.out = out3;
+    rc = prep_run(&o, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "has 1 document from 1 file") && strstr(e.msg, "train and val each need one") &&
+              !strstr(e.msg, "--split with test 0") && strstr(e.msg, "gives test 0 already"),
+          "rc %d: %s", rc, e.msg);
+    free(out3);
     free(pa), free(pb), free(pc), free(out), free(out2), free(yaml);
     test_rmtree(dir);
     free(dir);

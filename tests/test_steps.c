@@ -123,6 +123,25 @@ static void test_alpha_eg_contract(void) {
     for (int m = 0; m < M; m++) lu2[m] = 1000 * lu[m], lw2[m] = 1000 * lw[m];
     eg_once(&hp, M, a0, lu2, lw2, y);
     for (int m = 0; m < M; m++) CHECK(fabs(x[m] - y[m]) < 1e-14, "scale: %g vs %g", x[m], y[m]);
+    /* also where Σ Δ² leaves double precision (γ 1e-200: it underflowed to 0 and α froze at
+     * its start; γ 1e200: it overflowed, the same) */
+    const double gammas[] = {1e-100, 1e-200, 1e-310, 1e150, 1e200, 1e300};
+    for (size_t i = 0; i < sizeof gammas / sizeof *gammas; i++) {
+        step_hparams g = hp;
+        g.gamma = gammas[i];
+        eg_once(&g, M, a0, lu, lw, y);
+        double tol = gammas[i] < 1e-300 ? 1e-9 : 1e-14; /* a subnormal Δ keeps fewer digits */
+        for (int m = 0; m < M; m++)
+            CHECK(fabs(x[m] - y[m]) < tol, "γ %g: α_%d %.17g, at γ 1 %.17g", gammas[i], m, y[m], x[m]);
+    }
+    /* a budget so large that exp(−η g) underflows: the losing domains keep a weight > 0
+     * (it was 0 after one step, and stayed 0 for good) */
+    step_hparams huge = hp;
+    huge.alpha_budget = 1e300;
+    double h2[M];
+    eg_once(&huge, M, a0, lu, lw, y);
+    eg_once(&huge, M, y, lu, lw, h2);
+    for (int m = 0; m < M; m++) CHECK(y[m] > 0 && h2[m] > 0, "budget 1e300: α_%d %g then %g", m, y[m], h2[m]);
     /* every domain helped alike (Δ equal): no disagreement, α stays */
     for (int m = 0; m < M; m++) lw2[m] = lu[m] - 0.3;
     eg_once(&hp, M, a0, lu, lw2, y);
@@ -535,6 +554,19 @@ static void fixture_close(fixture *f) {
     free(f->dir);
 }
 
+/* A T longer than a domain's shards: step_check's refusal names train.seq, the key that
+ * sets T (the sampler's message said only "use a smaller T"). */
+static void test_check_names_train_seq(void) {
+    fixture f;
+    if (fixture_open(&f, STEP_MIX_WEIGHT)) return;
+    tdm_err e = {0};
+    f.hp.T = 5000; /* val holds 3000 tokens */
+    CHECK(step_check(&f.hp, &f.ds, &e) == ERR_USAGE && strstr(e.msg, "T+1 = 5001") &&
+              strstr(e.msg, "train.seq = 5000"),
+          "%s", e.msg);
+    fixture_close(&f);
+}
+
 /* Runs one episode from a fresh state; returns the final state and u. */
 static int run_episode(fixture *f, step_state *s, float *u_out, int abandon_probe) {
     tdm_err e = {0};
@@ -670,6 +702,41 @@ static void check_caps_hold(int mixing) {
 static void test_caps_hold_weight(void) { check_caps_hold(STEP_MIX_WEIGHT); }
 static void test_caps_hold_sample(void) { check_caps_hold(STEP_MIX_SAMPLE); }
 static void test_episode_is_deterministic_sample(void) { check_episode_deterministic(STEP_MIX_SAMPLE); }
+
+/* Sample mixing with caps never gives a row to a domain of weight 0: when the weighted
+ * domain's room runs out mid-run the free step is refused (ERR_USAGE naming the caps)
+ * and the weight-0 domain has seen nothing (the redraw gave its rows to it before). */
+static void test_caps_zero_weight_never_drawn(void) {
+    fixture f;
+    if (fixture_open(&f, STEP_MIX_SAMPLE)) return;
+    tdm_err e = {0};
+    step_nets n;
+    CHECK(step_nets_create(&n, &model_cpu_ops, &f.lay, &f.hp, 2, 1, &e) == 0, "%s", e.msg);
+    float *host = malloc(f.lay.numel * sizeof *host);
+    model_init_params(&f.lay, 9, host);
+    n.ops->upload(n.ctx, n.u, host, f.lay.numel, &e);
+    f.hp.fixed = 1;
+    f.hp.has_caps = 1;
+    f.hp.cap[0] = 2.0 * f.hp.B * f.hp.T; /* two steps' rows, then no room */
+    f.hp.cap[1] = INFINITY;
+    f.hp.alpha_hi[0] = f.hp.alpha_hi[1] = 1;
+    step_state s;
+    step_state_init(&s, &f.ds, 0);
+    s.alpha[0] = 1;
+    s.alpha[1] = 0;
+    int rc = 0, steps = 0;
+    while (!rc && steps < 5) {
+        step_report r;
+        rc = step_free(&f.hp, &f.ds, &n, &s, &r, &e);
+        steps += !rc;
+    }
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "data.max_epochs"), "rc %d after %d steps: %s", rc, steps, e.msg);
+    CHECK(steps == 2 && s.seen[1] == 0 && s.seen[0] == f.hp.cap[0],
+          "%d steps; the weight-0 domain saw %g tokens, the other %g", steps, s.seen[1], s.seen[0]);
+    free(host);
+    step_nets_destroy(&n);
+    fixture_close(&f);
+}
 
 /* Micro-batches (train.micro_batch): the batch of B train + V val rows in passes of 1, 2
  * and 3 rows gives the one-pass episode up to float summation order (losses, α and u
@@ -886,6 +953,8 @@ int main(void) {
     RUN(test_unimax);
     RUN(test_caps_hold_weight);
     RUN(test_caps_hold_sample);
+    RUN(test_caps_zero_weight_never_drawn);
+    RUN(test_check_names_train_seq);
     RUN(test_alpha_sign);
     RUN(test_alpha_eg_contract);
     RUN(test_episode_is_deterministic_weight);
