@@ -27,8 +27,9 @@
 #     when start-up then fails (a config error shows at the next start);
 #   - a host name holding a quote, a backslash, a comma and a control character (a UTS
 #     namespace; root only) leaves `alpha --format json` valid, holding it exactly;
-#   - a store URL holding user info in any spelling (s3:/K:S@b, s3//K:S@b, K:S@b, a path
-#     runs/K:S@b) is refused by status, run and manifest (exit 2) without the secret, and
+#   - a store URL holding user info in any spelling (s3:/K:S@b, s3//K:S@b, K:S@b) is
+#     refused by status, run and manifest (exit 2) without the secret (runs/12:00/lr@3 is
+#     a path), and
 #     s3//bucket/run is the typo of s3:// it is (no local ./s3 store);
 #   - an S3 endpoint whose listings never end (the token handed back, or empty pages with
 #     new tokens forever) is an error (exit 3) in status and verify, not a hang.
@@ -550,13 +551,13 @@ for case in "store|s3://AKIDX:urlsecret$$@bucket/run|user info" \
 done
 
 # a store URL holding user info in any spelling — a mistyped scheme ("s3:/K:S@b", "s3//K:S@b",
-# "s3:\\K:S@b"), none ("K:S@b"), a local path ("runs/K:S@b") — is refused (exit 2) and not
+# "s3:\\K:S@b"), none ("K:S@b") — is refused (exit 2) and not
 # repeated, also through manifest --store and --set store=: before, the "did you mean" hint
 # repeated it, and "s3//K:S@b/run" ran to exit 0 writing a local store ./s3/K:S@b/run whose
 # RUN pinned the secret. "s3//bucket/run" without one is caught as the typo of s3:// it is.
 for url in "s3:/AKIA:urlsecret$$@bkt-a/run" "s3:AKIA:urlsecret$$@bkt-a/run" "s3:///AKIA:urlsecret$$@bkt-a" \
            "AKIA:urlsecret$$@bkt-a" "file:u:urlsecret$$@x" 's3:\\AKIA:urlsecret'$$'@bkt-a' \
-           "s3//AKIA:urlsecret$$@bkt-a/run" "runs/AKIA:urlsecret$$@bkt-a"; do
+           "s3//AKIA:urlsecret$$@bkt-a/run"; do
   out=$(cd "$tmp" && "$bin" status "$url" 2>&1); rc=$?
   out2=$(cd "$tmp" && "$bin" run "$tmp/c.yaml" --store "$url" --quiet 2>&1); rc2=$?
   out3=$("$bin" manifest slurm "$tmp/c.yaml" --store "$url" 2>&1); rc3=$?
@@ -572,6 +573,11 @@ if [ $rc = 2 ] && grep -q "did you mean s3://bkt-a/run?" <<<"$out" && [ ! -e "$t
   pass "run --store s3//bkt-a/run: exit 2, did you mean s3://bkt-a/run, no ./s3 written"
 else fail "run --store s3//bkt-a/run" "exit $rc, ./s3 $( [ -e "$tmp/s3" ] && echo written || echo absent)" "$out"; fi
 rm -rf "$tmp/s3"
+# a ':' and an '@' further on in a path are no user info: a local store so named runs
+out=$(cd "$tmp" && "$bin" run "$tmp/c.yaml" --store "runs/12:00/lr@3" --set run.episodes=1 --quiet 2>&1); rc=$?
+if [ $rc = 0 ] && [ -e "$tmp/runs/12:00/lr@3/RUN" ]; then pass "a local store runs/12:00/lr@3 (':' and '@' in its path) runs"
+else fail "a local store runs/12:00/lr@3" "exit $rc" "$out"; fi
+rm -rf "$tmp/runs"
 
 # an endpoint that echoes the session token it was sent in its error code: the token is
 # in no message (it was printed as the "code"), and the rest of the code is said

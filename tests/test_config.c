@@ -486,13 +486,18 @@ static void test_unknown_keys_suggest(void) {
      * s3://AKIA:SECRET@bkt-a/run?"), and "s3//K:S@b" became a local store named after it */
     const char *spelt[] = {"store=s3:/AKIAX:s3cr3t-url@bucket/run", "store=s3:AKIAX:s3cr3t-url@bucket/run",
                            "store=s3//AKIAX:s3cr3t-url@bucket/run", "store=AKIAX:s3cr3t-url@bucket",
-                           "store=runs/AKIAX:s3cr3t-url@bucket", "data.mixture_file=file:u:s3cr3t-mix@x"};
+                           "data.mixture_file=file:u:s3cr3t-mix@x"};
     for (size_t i = 0; i < sizeof spelt / sizeof *spelt; i++) {
         char *one[] = {(char *)spelt[i]};
         err_clear(&e);
         CHECK(config_load(&c, NULL, one, 1, &e) == ERR_USAGE && strstr(e.msg, "user info") &&
                   !strstr(e.msg, "s3cr3t"), "%.*s... with user info: %s", 9, spelt[i], e.msg);
     }
+    /* a ':' and an '@' further on in a path are none ("/scratch/12:00/lr@3e-4") */
+    char *path[] = {"store=/scratch/2026-12-06T12:00/lr@3e-4"};
+    err_clear(&e);
+    CHECK(config_load(&c, NULL, path, 1, &e) != ERR_USAGE || !strstr(e.msg, "user info"),
+          "a path with ':' and '@' in later segments: %s", e.msg);
     char *mix[] = {"data.mixture_file=s3://u:s3cr3t-mix@bucket/dmo"};
     CHECK(config_load(&c, NULL, mix, 1, &e) == ERR_USAGE && strstr(e.msg, "user info") &&
               !strstr(e.msg, "s3cr3t"), "mixture_file with user info: %s", e.msg);

@@ -295,7 +295,8 @@ static void test_store_urls(void) {
         {"s3//bucket/x", -1, "did you mean s3://bucket/x?"},
         {"S3//bucket/x", -1, "did you mean s3://bucket/x?"},
         /* user info in any spelling: refused, shown masked ("ZQXSECRET" is checked below
-         * to be in no message); a path with an '@' alone or a ':' alone is a path */
+         * to be in no message); a path with an '@' alone, a ':' alone, or both after its
+         * first segment is a path */
         {"s3:/AKIA:ZQXSECRET@bkt-a/run", -1, "store URL s3:/***@bkt-a/run holds user info"},
         {"s3:AKIA:ZQXSECRET@bkt-a/run", -1, "store URL ***@bkt-a/run holds user info"},
         {"s3:///AKIA:ZQXSECRET@bkt-a", -1, "user info"},
@@ -303,8 +304,8 @@ static void test_store_urls(void) {
         {"s3:\\\\AKIA:ZQXSECRET@bkt-a", -1, "user info"},
         {"AKIA:ZQXSECRET@bkt-a", -1, "user info"},
         {"file:u:ZQXSECRET@x", -1, "user info"},
-        {"runs/u:ZQXSECRET@x", -1, "user info"},
         {"runs/a@b", STORE_URL_FILE, "runs/a@b"},
+        {"runs/12:00/lr@3", STORE_URL_FILE, "runs/12:00/lr@3"}, /* ':' and '@' further on */
         {"runs/me@host/x", STORE_URL_FILE, "runs/me@host/x"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

@@ -16,15 +16,27 @@ static inline int url_authority_has_userinfo(const char *auth) {
     return memchr(auth, '@', n) != NULL || memchr(auth, ':', n) != NULL;
 }
 
-/* Whether text[0..n) is shaped like user info in any spelling: a ':' somewhere before an
- * '@' ("NAME:VALUE@host"), with a well-formed scheme or none ("s3://K:S@b", "s3:/K:S@b",
- * "s3//K:S@b", "http:\\u:S@h", "K:S@b", "u:S@proxy:3128"). The check of the authority
- * above needs "://", and a mistyped scheme (or none) carried the secret past it into
- * errors, stores and rendered jobs. A ':' alone (a port, a tag) or an '@' alone (a path
- * "runs/a@b", "user@host") is no password; an image digest ("reg:5000/x@sha256:HEX") is
- * none either. */
+/* Whether text[0..n) is shaped like user info in any spelling: a ':' in its authority —
+ * its first segment, after a scheme and its slashes if it has one ("s3://", "s3:/",
+ * "s3///", "http:\\", or a scheme whose ':' was left out: "s3//", "https//") — and an
+ * '@' after that ':' ("s3://K:S@b", "s3:/K:S@b", "s3//K:S@b", "http:\\u:S@h", "K:S@b",
+ * "s3:K:S@b", "u:S@proxy:3128"; a secret key may itself hold '/': "s3://AKID:a/b@bkt").
+ * The check of the authority above needs "://", and a mistyped scheme (or none) carried
+ * the secret past it into errors, stores and rendered jobs. A ':' and an '@' further on
+ * in a path ("/scratch/12:00/lr@3", "s3://bkt/exp:v2/run@3", "/opt/a:/home/me@corp") are
+ * no password, nor is a ':' or an '@' alone, nor an image digest ("reg:5000/x@sha256:HEX"). */
 static inline int url_text_has_userinfo(const char *text, size_t n) {
-    const char *colon = memchr(text, ':', n);
+    size_t p = 0, q = 0;
+    while (q < n && (isalnum((unsigned char)text[q]) || strchr("+-.", text[q]))) q++;
+    if (q > 0 && q + 1 < n && text[q] == ':' && (text[q + 1] == '/' || text[q + 1] == '\\')) {
+        p = q + 1; /* "scheme:" and slashes */
+    } else if (q > 0 && q + 1 < n && (text[q] == '/' || text[q] == '\\') && (text[q + 1] == '/' || text[q + 1] == '\\')) {
+        p = q; /* "scheme//": the ':' left out */
+    }
+    while (p < n && (text[p] == '/' || text[p] == '\\') && p > 0) p++;
+    size_t end = p;
+    while (end < n && text[end] != '/' && text[end] != '\\') end++;
+    const char *colon = memchr(text + p, ':', end - p);
     if (!colon) return 0;
     for (const char *at = colon; (at = memchr(at, '@', n - (size_t)(at - text))); at++) {
         size_t left = n - (size_t)(at + 1 - text);
