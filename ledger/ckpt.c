@@ -358,13 +358,15 @@ int ckpt_check_lease(ckpt *c, tdm_err *e) {
     store_version ver;
     int rc = fetch_lease(c, &l, &present, &ver, e);
     if (rc) return rc;
-    if (!present || l.epoch != c->epoch)
+    if (!present || l.epoch != c->epoch) {
+        c->fenced = 1;
         return err_set(e, ERR_STORE,
                        "%s: fenced out: the lease now belongs to writer epoch %llu (host %s, pid "
                        "%llu); this writer (epoch %llu) stops without writing more",
                        store_url(c->st), present ? (unsigned long long)l.epoch : 0ULL,
                        present ? l.host : "?", present ? (unsigned long long)l.pid : 0ULL,
                        (unsigned long long)c->epoch);
+    }
     return 0;
 }
 

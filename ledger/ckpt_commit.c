@@ -16,6 +16,23 @@
 #include "storage/sha256.h"
 #include "util/testhook.h"
 
+
+/* Whether a blob of digests[0..n) is missing from the store (one that cannot be asked
+ * about counts as there: only a manifest known to name blobs that are gone is taken
+ * back). */
+static int ckpt_blobs_missing(ckpt *c, const sha256_digest *digests, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char key[80];
+        ckpt_blob_key(&digests[i], key);
+        int exists = 1;
+        tdm_err e;
+        if (store_exists(c->st, key, &exists, &e) == 0 && !exists) return 1;
+    }
+    return 0;
+}
+
+static int ckpt_fenced(const ckpt *c) { return c->fenced; }
+
 /* ------------------------------------------------------------------ blobs */
 
 void ckpt_blob_key(const sha256_digest *d, char key[8 + SHA256_HEX_LEN + 1]) {
@@ -298,13 +315,14 @@ static int commit(ckpt *c, tdm_err *e) {
         /* fenced out after its manifest went in: this writer was frozen between its lease
          * check and the write, and a new writer may have run on and deleted that position's
          * blobs (its retention) — the manifest, created under a key that was free again,
-         * would name blobs that are gone. Taken back (the new writer writes its own if it
-         * needs one there) */
-        if (rc && made) {
+         * names blobs that are gone. Taken back then, and only then: with its blobs all
+         * there it is a sound state the new writer may have adopted (its replay gives the
+         * same bytes) and HEAD may name; a lease that could not be read is no fence */
+        if (rc && made && ckpt_fenced(c) && ckpt_blobs_missing(c, all, (size_t)CKPT_TENSORS * nchunks)) {
             tdm_err de;
             if (store_delete(c->st, key, &de) == 0)
-                fprintf(stderr, "tandem: %s/%s, which this fenced-out writer had just written, was taken back\n",
-                        store_url(c->st), key);
+                fprintf(stderr, "tandem: %s/%s, which this fenced-out writer had just written and whose "
+                        "blobs are gone, was taken back\n", store_url(c->st), key);
         }
     }
     if (!rc) {

@@ -22,6 +22,7 @@ struct ckpt {
     float *host[CKPT_TENSORS];
     /* the lease and HEAD as this writer last saw them */
     uint64_t epoch;
+    int fenced; /* ckpt_check_lease found the lease another writer's (not merely unreadable) */
     uint64_t commits; /* the run's full commits so far, as HEAD counts them */
     store_version lease_ver, head_ver;
     char host_name[REC_NAME_MAX];

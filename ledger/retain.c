@@ -301,8 +301,8 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
                 char key[64];
                 ledger_state_key(key, sizeof key, again[i]);
                 rc = err_set(e, ERR_STORE, "refusing to delete blobs: %s is listed now but was not when gc "
-                             "began (the store's listing is not the same twice); no blob was deleted: run tandem "
-                             "gc again later", key);
+                             "began (a run committed meanwhile, or the store's listing is not the same twice); no "
+                             "blob was deleted: run tandem gc again later", key);
             }
         free(again);
     }

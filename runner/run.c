@@ -449,7 +449,7 @@ int run_main(const run_opts *o, tdm_err *e) {
     /* the store left unanswered past the stop's deadline: what was committed whole stands
      * (a commit cut off is a state past HEAD, or none), so this is a requeue, not a failed
      * job (exit 3 stopped a Slurm job for good, after holding it until SIGKILL) */
-    if (rc == ERR_STORE && run_signal_pending() && run_now_mono() >= run_store_deadline()) {
+    if (rc == ERR_STORE && run_signal_pending() && store_gave_up_at_deadline()) {
         if (r->rank == 0)
             fprintf(stderr, "tandem: signal %d: the store did not answer before the grace period's end (%s); the "
                     "last full state stands, with the alpha records committed so far; exiting 75\n",

@@ -76,10 +76,9 @@ extern struct timespec run_stop_at;
  * config is read), 0 when unknown: the store requests' deadline after a stop counts on it. */
 extern double run_grace_s;
 /* The store's deadline for this run (storage/store.h store_set_deadline): after a stop
- * signal, the grace period less RUN_STOP_EXIT_S to exit in; RUN_STOP_UNKNOWN_GRACE_S when
- * the grace period is unknown (Kubernetes' and Slurm's default); INFINITY before. */
+ * signal, the grace period less RUN_STOP_EXIT_S to exit in; INFINITY before one, and when
+ * the grace period is unknown (then a stop always commits, however long it takes). */
 #define RUN_STOP_EXIT_S 2.0
-#define RUN_STOP_UNKNOWN_GRACE_S 30.0
 double run_store_deadline(void);
 
 static inline double run_now_mono(void) {

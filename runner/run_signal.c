@@ -25,9 +25,9 @@ int run_signal_pending(void) { return run_stop_signal; }
 double run_grace_s;
 
 double run_store_deadline(void) {
-    if (!run_stop_signal) return INFINITY;
+    if (!run_stop_signal || !(run_grace_s > 0)) return INFINITY;
     double at = (double)run_stop_at.tv_sec + (double)run_stop_at.tv_nsec * 1e-9;
-    double g = run_grace_s > 0 ? run_grace_s - RUN_STOP_EXIT_S : RUN_STOP_UNKNOWN_GRACE_S;
+    double g = run_grace_s - RUN_STOP_EXIT_S;
     return at + (g > 1 ? g : 1);
 }
 

@@ -113,7 +113,7 @@ double step_lr(const step_hparams *hp, uint64_t free_steps) {
  * running sum of α, the last domain taking what rounding leaves — or, with caps, the same
  * over the domains that still have room for a row of T tokens (rows already given to each
  * in this batch counted), α renormalised over them (`capped`: a batch that trains u in a
- * run with caps). -1 when no domain of weight > 0 has room. */
+ * run with caps). -1 when no domain has room, or (a fixed run) none of weight > 0. */
 static int draw_domain(const step_hparams *hp, const step_state *s, int capped, const int *count,
                        double u) {
     int M = s->M;
@@ -134,9 +134,17 @@ static int draw_domain(const step_hparams *hp, const step_state *s, int capped, 
             total += s->alpha[m];
         }
     if (n == 0) return -1;
-    /* only zero-weight domains have room: none is drawn (a weight of 0 means never
-     * trained on; a fixed run's mixture was checked against the caps up front) */
-    if (!(total > 0)) return -1;
+    /* only zero-weight domains have room. A fixed run draws none (a weight of 0 means
+     * never trained on; its mixture was checked against the caps up front). A DMO's α,
+     * which moves (alpha_floor 0 lets it reach 0), draws as it always has — the one with
+     * the most room — so that its stores replay bit for bit and it does not fail late */
+    if (!(total > 0)) {
+        if (hp->fixed) return -1;
+        int best = open[0];
+        for (int i = 1; i < n; i++)
+            if (hp->cap[open[i]] - s->seen[open[i]] > hp->cap[best] - s->seen[best]) best = open[i];
+        return best;
+    }
     double target = u * total, c = 0;
     for (int i = 0; i < n - 1; i++) {
         c += s->alpha[open[i]];

@@ -45,8 +45,7 @@ int s3_endpoint_check_userinfo(const char *what, const char *url, tdm_err *e) {
 static int creds_host_ok(const char *url, int agent);
 
 /* The session name and the STS endpoint, for web identity and AssumeRole; an endpoint
- * with user info, or plain http to anything but a loopback address (the web identity
- * token would cross the network in clear text), is refused (ERR_USAGE). */
+ * with user info is refused (ERR_USAGE). */
 static int sts_common(s3_config *c, tdm_err *e) {
     const char *name = getenv("AWS_ROLE_SESSION_NAME");
     if (name && *name) {
@@ -72,11 +71,8 @@ static int sts_common(s3_config *c, tdm_err *e) {
         c->sts_endpoint[0] = '\0'; /* kept out of any later message */
         return ERR_USAGE;
     }
-    if (!creds_host_ok(c->sts_endpoint, 0))
-        return err_set(e, ERR_USAGE, "AWS_ENDPOINT_URL_STS (%.300s): plain http is allowed only to a "
-                       "loopback address (127.0.0.0/8, localhost, [::1]): the web identity token and "
-                       "the signed request would cross the network in clear text; use https",
-                       c->sts_endpoint);
+    /* plain http to another host is the user's choice, as in the AWS SDKs (an in-cluster
+     * MinIO or Ceph STS): it goes to its endpoint directly, never through a proxy */
     return 0;
 }
 
@@ -450,7 +446,7 @@ static int iam_name_ok(const char *p, size_t n) {
  * "http://127.0.0.1@elsewhere/" through, and with it the authorization token in clear
  * text). A URL with user info is never asked. */
 static int creds_host_ok(const char *url, int agent) {
-    const char *h = !strncmp(url, "https://", 8) ? url + 8 : !strncmp(url, "http://", 7) ? url + 7 : NULL;
+    const char *h = !strncasecmp(url, "https://", 8) ? url + 8 : !strncasecmp(url, "http://", 7) ? url + 7 : NULL;
     if (!h) return 0;
     size_t alen = strcspn(h, "/?#");
     if (memchr(h, '@', alen)) return 0;

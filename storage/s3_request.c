@@ -422,6 +422,7 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
          * exit before SIGKILL (the last full state stands) */
         if (store_clock_s() >= store_deadline()) {
             resp_reset(r);
+            store_note_deadline();
             return err_set(e, ERR_STORE, "s3://%s%s%s: %s %s: given up at the stop's deadline (the end of the "
                            "grace period after a stop signal)%s%s", s->cfg.bucket, s->cfg.prefix[0] ? "/" : "",
                            s->cfg.prefix, q->method, q->key ? q->key : "(bucket)", why[0] ? ": " : "", why);

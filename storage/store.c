@@ -175,3 +175,9 @@ double store_clock_s(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+static int g_gave_up; /* set by request threads, read after they end */
+
+void store_note_deadline(void) { __atomic_store_n(&g_gave_up, 1, __ATOMIC_RELAXED); }
+
+int store_gave_up_at_deadline(void) { return __atomic_load_n(&g_gave_up, __ATOMIC_RELAXED); }

@@ -159,5 +159,9 @@ void store_set_deadline(store_deadline_fn fn);
 /* fn() (INFINITY when none is set) and the monotonic clock it is measured on. */
 double store_deadline(void);
 double store_clock_s(void);
+/* A backend gave a request up at the deadline (store_note_deadline); whether any was
+ * (a run's store error after a stop is a requeue only then, not for any store error). */
+void store_note_deadline(void);
+int store_gave_up_at_deadline(void);
 
 #endif
