@@ -346,13 +346,28 @@ static int create_run(store *st, const config *cfg, const char *const *domains, 
     size_t len;
     void *data = rec_run_encode(&run, &len);
     rc = store_put(st, LEDGER_RUN, data, len, STORE_CREATE, e);
-    free(data);
     free(run.config);
     free(kv);
-    if (rc == STORE_EXISTS)
+    if (rc == STORE_EXISTS) {
+        free(data);
         return err_set(e, ERR_STORE, "%s: another tandem created this run at the same moment",
                        store_url(st));
+    }
+    /* read back once: an endpoint that answers a PUT 200 and keeps nothing (a proxy, a
+     * broken S3-compatible server) left a run whose every later start said "RUN is
+     * missing ... start the run over in a new store" */
+    void *back = NULL;
+    size_t bn = 0;
+    int got = rc ? 0 : store_get(st, LEDGER_RUN, &back, &bn, NULL, e);
+    int same = !rc && got == 0 && bn == len && !memcmp(back, data, len);
+    free(back);
+    free(data);
     if (rc) return rc;
+    if (!same && (got == 0 || got == STORE_NOT_FOUND))
+        return err_set(e, ERR_STORE, "%s: the store acknowledged the write of RUN but %s it: the endpoint "
+                       "loses or changes writes (check the endpoint, or a proxy in front of it); nothing of the "
+                       "run was written after it", store_url(st), got == STORE_NOT_FOUND ? "does not hold" : "holds other bytes in");
+    if (got) return got;
     /* a study begun into the same root at the same moment (its SWEEP checked for RUN
      * before this put it): both looked before either wrote. Said, and this RUN taken back
      * (the study does the same on its side: at most one goes on) */

@@ -937,6 +937,29 @@ static void test_stop_while_the_store_hangs(void) {
     free(f.dir);
 }
 
+/* An endpoint that answers the PUT of RUN with 200 and keeps nothing: the run went on
+ * (exit 0) and every later start said "RUN is missing ... start the run over in a new
+ * store". RUN is read back once: the first start fails naming the lost write (exit 3), and
+ * with the endpoint mended the next start begins the run afresh and finishes. */
+static void test_run_record_lost_by_the_endpoint(void) {
+    fixture f;
+    CHECK(runner_fixture(&f, "s3putdrop", 1) == 0, "fixture");
+    control("/reset", "{}");
+    CHECK(control("/faults", "{\"rules\": [{\"fault\": \"put_drop\", \"methods\": [\"PUT\"], "
+                  "\"path_regex\": \"s3putdrop[^/]*/RUN\"}]}") == 0,
+          "set faults");
+    int rc = wait_exit(start_run(&f, NULL, NULL, NULL));
+    char log[8192];
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 3 && strstr(log, "acknowledged the write of RUN but does not hold it"), "exit %d: %s", rc, log);
+    control("/reset", "{}");
+    rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "the next start exited %d: %s", rc, log);
+    test_rmtree(f.dir);
+    free(f.dir);
+}
+
 /* The late write again, and the process that comes next knows of it only from the store:
  * the manifest PUT of state 3 held `stall` seconds in the proxy past the first process's 1 s limit
  * (its retry answered), the first process (6 episodes, keep 2: it keeps state 3 itself
@@ -1655,6 +1678,7 @@ int main(void) {
     RUN(test_late_write_then_gc);
     RUN(test_gc_with_a_listing_that_misses_states);
     RUN(test_stop_while_the_store_hangs);
+    RUN(test_run_record_lost_by_the_endpoint);
     RUN(test_gc_after_a_kill_keeps_the_window);
     RUN(test_late_delete_of_a_reused_blob);
     RUN(test_two_runners_on_s3);

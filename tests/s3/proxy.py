@@ -67,7 +67,7 @@ STRIP_TO_BACKEND = HOP_BY_HOP | {"authorization", "x-amz-security-token", "if-ma
                                  "content-md5", "range"}
 PRESIGN_PARAMS = {"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires",
                   "X-Amz-SignedHeaders", "X-Amz-Signature", "X-Amz-Security-Token"}
-FAULT_KINDS = ("500", "503", "429", "reset", "close", "reset_after", "stall", "truncate", "other_object", "bare_200", "list_hide")
+FAULT_KINDS = ("500", "503", "429", "reset", "close", "reset_after", "stall", "truncate", "other_object", "bare_200", "list_hide", "put_drop")
 STREAMING_PREFIX = "STREAMING-"
 UNSIGNED = "UNSIGNED-PAYLOAD"
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
@@ -1091,6 +1091,14 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
                 elif kind in ("reset", "close"):
                     self.status = kind
                     self.abort_connection(rst=(kind == "reset"))
+                    return
+                elif kind == "put_drop" and self.command == "PUT" and self.key:
+                    # answered as stored, and not stored (a proxy or server losing writes)
+                    self.status = 200
+                    self.send_response(200)
+                    self.send_header("ETag", '"' + hashlib.md5(body.data()).hexdigest() + '"')
+                    self.send_header("Content-Length", "0")
+                    self._end_headers()
                     return
                 elif kind == "bare_200" and self.command == "GET" and self.key:
                     # a page with 200 and none of the object's headers (a captive portal's)
