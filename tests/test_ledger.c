@@ -1501,6 +1501,24 @@ static void test_frozen_writer_takes_its_manifest_back(void) {
     fixture_close(&f);
 }
 
+/* Runs `loop` (a shell loop of frozen commands on the store, its output into out) beside
+ * a live run of the fixture (400 episodes, `extra` options), once that run has committed;
+ * then stops the run. *alive: the run still ran when the loop ended (else the check
+ * proves nothing); returns the run's exit. */
+static int beside_a_live_run(fixture *f, const char *const *extra, const char *loop, char *out, size_t cap,
+                             int *alive) {
+    pid_t run = start_run_argv(f, "TANDEM_TEST_STEP_DELAY_MS=5", extra);
+    double t0 = now_s();
+    while (tandem_on_store(f, "status", "", out, cap) != 0 && now_s() - t0 < 60) usleep(100000);
+    FILE *p = popen(loop, "r");
+    size_t n = p ? fread(out, 1, cap - 1, p) : 0;
+    out[n] = '\0';
+    if (p) pclose(p);
+    *alive = kill(run, 0) == 0;
+    kill(run, SIGTERM);
+    return wait_exit(run);
+}
+
 /* tandem repair (a dry run) beside a live run, each frozen for 0.2 s a few ms after it
  * starts (a slow reader; 50 tries): it listed the states, then read HEAD, and a commit
  * between made HEAD name a state it had not seen — "move HEAD to states/N.mp" planned on a
@@ -1510,21 +1528,12 @@ static void test_frozen_writer_takes_its_manifest_back(void) {
 static void test_repair_beside_a_live_run(void) {
     fixture f;
     CHECK(fixture_open(&f, "ledger-repair-live", 1) == 0, "fixture");
-    pid_t run = start_run(&f, "TANDEM_TEST_STEP_DELAY_MS=5", "--set", "run.episodes=400");
+    const char *const extra[] = {"--set", "run.episodes=400", NULL};
     char cmd[8192], out[65536];
-    /* wait for the first commit, then 50 frozen repairs */
-    double t0 = now_s();
-    while (tandem_on_store(&f, "status", "", out, sizeof out) != 0 && now_s() - t0 < 60) usleep(100000);
     snprintf(cmd, sizeof cmd, "for i in $(seq 50); do '%s' repair '%s' >'%s/rep.$i' 2>&1 & p=$!; "
              "sleep 0.0$((i %% 6)); kill -STOP $p; sleep 0.2; kill -CONT $p; wait $p; echo \"exit $?\" >>'%s/rep.$i'; "
              "done; cat '%s'/rep.*", tandem_bin(), f.store, f.dir, f.dir, f.dir);
-    FILE *p = popen(cmd, "r");
-    size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
-    out[n] = '\0';
-    if (p) pclose(p);
-    int alive = kill(run, 0) == 0;
-    kill(run, SIGTERM);
-    int rc = wait_exit(run);
+    int alive, rc = beside_a_live_run(&f, extra, cmd, out, sizeof out, &alive);
     CHECK(alive, "the run ended before the repairs did (the check proves nothing)");
     CHECK(rc == 75 || rc == 0, "the run exited %d", rc);
     CHECK(!strstr(out, "move HEAD") && !strstr(out, "set aside") && !strstr(out, "exit 1\n") && !strstr(out, "exit 4"),
@@ -1543,24 +1552,15 @@ static void test_audits_beside_a_live_run(void) {
     fixture f;
     CHECK(fixture_open(&f, "ledger-audit-live", 1) == 0, "fixture");
     const char *const extra[] = {"--set", "run.episodes=400", "--set", "checkpoint.chunk_kib=4", NULL};
-    pid_t run = start_run_argv(&f, "TANDEM_TEST_STEP_DELAY_MS=5", extra);
     char cmd[8192], out[65536];
-    double t0 = now_s();
-    while (tandem_on_store(&f, "status", "", out, sizeof out) != 0 && now_s() - t0 < 60) usleep(100000);
     snprintf(cmd, sizeof cmd, "for i in $(seq 60); do case $((i %% 3)) in 0) c=verify;; 1) c='alpha --verify';; "
              "*) c=hash;; esac; '%s' $c '%s' >'%s/aud.$i' 2>&1 & p=$!; sleep 0.0$((i %% 6)); kill -STOP $p 2>/dev/null; "
              "sleep 0.2; kill -CONT $p 2>/dev/null; wait $p; echo \"exit $? ($c)\" >>'%s/aud.$i'; done; "
              "grep -h -B3 '^exit [^0]' '%s'/aud.* | head -40", tandem_bin(), f.store, f.dir, f.dir, f.dir);
-    FILE *p = popen(cmd, "r");
-    size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
-    out[n] = '\0';
-    if (p) pclose(p);
-    int alive = kill(run, 0) == 0;
-    kill(run, SIGTERM);
-    int rc = wait_exit(run);
+    int alive, rc = beside_a_live_run(&f, extra, cmd, out, sizeof out, &alive);
     CHECK(alive, "the run ended before the audits did (the check proves nothing)");
     CHECK(rc == 75 || rc == 0, "the run exited %d", rc);
-    CHECK(n == 0, "an audit beside a live run reported damage: %.3000s", out);
+    CHECK(out[0] == '\0', "an audit beside a live run reported damage: %.3000s", out);
     CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
     fixture_close(&f);
 }
