@@ -17,6 +17,7 @@
 #include "storage/sha256.h"
 #include "storage/store.h"
 #include "util/json.h"
+#include "util/testhook.h"
 
 static const cli_opt OPTS[] = {
     {"--json", CLI_SWITCH, NULL, "one JSON object on stdout (docs/json.md)", NULL, 0, 0, NULL, NULL},
@@ -47,6 +48,7 @@ static int run_hash(const cli_args *a) {
         mdata = NULL;
         rc = ledger_read(st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &e);
         if (rc == STORE_NOT_FOUND) rc = err_set(&e, ERR_STORE, "%s has no HEAD", url);
+        testhook_stop_at("audit"); /* frozen here by the tests: HEAD read, its state not yet */
         if (!rc) rc = store_get(st, h.state, &mdata, &mn, NULL, &e);
         rec_head again;
         tdm_err ae;

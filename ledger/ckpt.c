@@ -7,7 +7,6 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,13 +32,6 @@ double ckpt_now_wall(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-
-/* TANDEM_TEST_STOP_AT=label:n freezes the process (SIGSTOP) at the n-th passage of
- * `label`: a writer stopped between its lease check and its write, for a test to take the
- * run over meanwhile and then let it go (SIGCONT). */
-void ckpt_stop_hook(const char *label) {
-    if (testhook_hit("TANDEM_TEST_STOP_AT", label)) raise(SIGSTOP);
-}
 
 /* ------------------------------------------------------------------ open / close */
 

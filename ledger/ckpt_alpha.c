@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,7 +186,7 @@ int ckpt_alpha_record(ckpt *c, const rec_alpha *in, sha256_digest *hash, tdm_err
     ledger_alpha_key(key, sizeof key, a.t);
     testhook_kill_at("alpha");
     int rc = ckpt_check_lease(c, e);
-    if (!rc) ckpt_stop_hook("alpha-put");
+    if (!rc) testhook_stop_at("alpha-put");
     void *old = NULL;
     size_t on = 0;
     store_version ver;

@@ -254,7 +254,7 @@ static int commit(ckpt *c, tdm_err *e) {
     ledger_state_key(key, sizeof key, r->seq);
     testhook_kill_at("manifest");
     rc = ckpt_check_lease(c, e);
-    if (!rc) ckpt_stop_hook("manifest-put");
+    if (!rc) testhook_stop_at("manifest-put");
     void *old = NULL;
     size_t on = 0;
     store_version ver;

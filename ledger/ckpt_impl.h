@@ -95,9 +95,6 @@ extern const char *const ckpt_tensor_names[CKPT_TENSORS];
 double ckpt_now_mono(void);
 double ckpt_now_wall(void);
 
-/* TANDEM_TEST_STOP_AT=label:n: SIGSTOP at the n-th passage of `label` (ckpt.h). */
-void ckpt_stop_hook(const char *label);
-
 /* Streaming: whether the stop check gives the commit in flight up (then sets cancel). */
 int ckpt_stream_should_stop(ckpt *c);
 

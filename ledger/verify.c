@@ -12,6 +12,7 @@
 #include "ledger/metrics.h"
 #include "ledger/read.h"
 #include "ledger/retain.h"
+#include "util/testhook.h"
 
 /* ------------------------------------------------------------------ digest sets */
 
@@ -315,8 +316,10 @@ static int verify_once(store *st, const char *url, const ledger_pin *pin, ledger
 
 /* Beside a live run a commit and its retention may land while the audit reads: a state
  * listed, then deleted with its blobs before they were read, was reported as missing
- * blobs (exit 3 on a healthy store). An audit that found faults is made again while HEAD
- * moved during it (a commit came); three tries, then the last one's report stands. */
+ * blobs (exit 3 on a healthy store), or, deleted before its manifest was read, left out
+ * unsaid ("3 states, 0 blobs ... 373 orphan blobs; 0 faults"). A report is made again
+ * while HEAD moved during it (a commit came); after three tries the last one stands with
+ * a note that a run is writing. */
 int ledger_verify(store *st, const char *url, const ledger_pin *pin, ledger_verify_report *r, tdm_err *e) {
     int rc = 0;
     for (int attempt = 0; attempt < 3; attempt++) {
@@ -325,9 +328,10 @@ int ledger_verify(store *st, const char *url, const ledger_pin *pin, ledger_veri
         tdm_err he;
         int hb = audit_head_digest(st, &before, &he);
         rc = verify_once(st, url, pin, r, e);
-        if (rc || r->faults == 0 || hb || audit_head_digest(st, &after, &he) || sha256_equal(&before, &after))
-            return rc;
+        if (rc || hb || audit_head_digest(st, &after, &he) || sha256_equal(&before, &after)) return rc;
     }
+    add_line(r, VERIFY_NOTE, 0, "HEAD moved while verify read the store, three times: a run is writing to it, and "
+             "this report may leave out states its retention deleted meanwhile; verify again once it stops");
     return rc;
 }
 
@@ -369,6 +373,7 @@ static int verify_once(store *st, const char *url, const ledger_pin *pin, ledger
     uint64_t *seqs = NULL;
     size_t ns = 0;
     if (!rc) rc = audit_state_seqs(st, &seqs, &ns, e);
+    testhook_stop_at("audit"); /* frozen here by the tests: the states listed, none read */
     /* the seed the run's states were made with: when none was made with the pinned one,
      * RUN is the odd one out; otherwise a state of another seed is another run's */
     size_t seed_match = 0, seed_other = 0;

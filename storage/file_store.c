@@ -314,7 +314,7 @@ static int fs_put_if(store *s, const char *key, const void *data, size_t n,
         return ERR_STORE;
     }
     /* a test freezes a writer here, holding the lock */
-    if (testhook_hit("TANDEM_TEST_STOP_AT", "store-lock")) raise(SIGSTOP);
+    testhook_stop_at("store-lock");
     void *cur = NULL;
     size_t curn = 0;
     store_version curv = {{0}};

@@ -1502,12 +1502,13 @@ static void test_frozen_writer_takes_its_manifest_back(void) {
 }
 
 /* Runs `loop` (a shell loop of frozen commands on the store, its output into out) beside
- * a live run of the fixture (400 episodes, `extra` options), once that run has committed;
+ * a live run of the fixture (400 episodes of 5 steps slowed 40 ms each, `extra` options),
+ * once that run has committed;
  * then stops the run. *alive: the run still ran when the loop ended (else the check
  * proves nothing); returns the run's exit. */
 static int beside_a_live_run(fixture *f, const char *const *extra, const char *loop, char *out, size_t cap,
                              int *alive) {
-    pid_t run = start_run_argv(f, "TANDEM_TEST_STEP_DELAY_MS=5", extra);
+    pid_t run = start_run_argv(f, "TANDEM_TEST_STEP_DELAY_MS=40", extra); /* commits >= 0.2 s apart */
     double t0 = now_s();
     while (tandem_on_store(f, "status", "", out, cap) != 0 && now_s() - t0 < 60) usleep(100000);
     FILE *p = popen(loop, "r");
@@ -1519,48 +1520,71 @@ static int beside_a_live_run(fixture *f, const char *const *extra, const char *l
     return wait_exit(run);
 }
 
-/* tandem repair (a dry run) beside a live run, each frozen for 0.2 s a few ms after it
- * starts (a slow reader; 50 tries): it listed the states, then read HEAD, and a commit
- * between made HEAD name a state it had not seen — "move HEAD to states/N.mp" planned on a
- * healthy store (7 of 66 tries; this test catches it in about one run of three), which
- * --apply then carried out, fencing the run out. Now HEAD must be the same before and
- * after the plan: nothing to repair, or "a run is writing to it". */
+/* A shell function for beside_a_live_run's loop: `frozen N WORDS` runs `tandem WORDS
+ * STORE` frozen (TANDEM_TEST_STOP_AT=audit:1, between two of its reads: ckpt_load,
+ * verify, repair, hash, alpha --verify) until the live run has moved HEAD N times (with
+ * checkpoint.keep 3, 4 commits delete every state it listed), then lets it go and prints
+ * its output after a line "== WORDS: exit R, N commits". */
+static void frozen_fn(char *buf, size_t cap, const fixture *f) {
+    snprintf(buf, cap,
+             "frozen() { k=$1; shift; TANDEM_TEST_STOP_AT=audit:1 '%s' $1 '%s' >'%s/aud' 2>&1 & p=$!; t=0; "
+             "until s=$(awk '{print $3}' /proc/$p/stat 2>/dev/null); [ \"$s\" = T ] || [ \"$s\" = Z ] || "
+             "[ -z \"$s\" ] || [ $t -ge 6000 ]; do sleep 0.01; t=$((t+1)); done; "
+             "n=0; last=$(cksum <'%s/HEAD'); t=0; while [ $n -lt $k ] && [ $t -lt 3000 ]; do sleep 0.02; "
+             "t=$((t+1)); cur=$(cksum <'%s/HEAD'); [ \"$cur\" = \"$last\" ] || { n=$((n+1)); last=$cur; }; done; "
+             "kill -CONT $p; wait $p; r=$?; echo \"== $1: exit $r, $n commits\"; [ $n -ge $k ] || echo 'too few commits'; "
+             "cat '%s/aud'; }; ",
+             tandem_bin(), f->store, f->dir, f->store, f->store, f->dir);
+}
+
+/* tandem repair (a dry run) beside a live run, frozen between listing the states and
+ * reading them while the run commits: it listed the states, then read HEAD, and a commit
+ * between made HEAD name a state it had not seen — "move HEAD to states/N.mp" planned on
+ * a healthy store, which --apply then carried out, fencing the run out. Now HEAD must be
+ * the same before and after the plan: nothing to repair, or "a run is writing to it". */
 static void test_repair_beside_a_live_run(void) {
     fixture f;
     CHECK(fixture_open(&f, "ledger-repair-live", 1) == 0, "fixture");
     const char *const extra[] = {"--set", "run.episodes=400", NULL};
     char cmd[8192], out[65536];
-    snprintf(cmd, sizeof cmd, "for i in $(seq 50); do '%s' repair '%s' >'%s/rep.$i' 2>&1 & p=$!; "
-             "sleep 0.0$((i %% 6)); kill -STOP $p; sleep 0.2; kill -CONT $p; wait $p; echo \"exit $?\" >>'%s/rep.$i'; "
-             "done; cat '%s'/rep.*", tandem_bin(), f.store, f.dir, f.dir, f.dir);
+    frozen_fn(cmd, sizeof cmd, &f);
+    snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), "frozen 1 repair; frozen 2 repair; frozen 1 repair");
     int alive, rc = beside_a_live_run(&f, extra, cmd, out, sizeof out, &alive);
     CHECK(alive, "the run ended before the repairs did (the check proves nothing)");
     CHECK(rc == 75 || rc == 0, "the run exited %d", rc);
-    CHECK(!strstr(out, "move HEAD") && !strstr(out, "set aside") && !strstr(out, "exit 1\n") && !strstr(out, "exit 4"),
+    CHECK(!strstr(out, "too few commits"), "the run did not commit while a repair was frozen: %.3000s", out);
+    CHECK(!strstr(out, "move HEAD") && !strstr(out, "set aside") && !strstr(out, "exit 1,") && !strstr(out, "exit 4,"),
           "a repair beside a live run planned a change: %.3000s", out);
     CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
     fixture_close(&f);
 }
 
-/* The read-only audits beside a live run (states of 4 KiB chunks: many blobs, wide
- * windows), each frozen for 0.2 s a few ms after it starts: verify named the blobs of a
- * state retention deleted meanwhile as missing, alpha --verify read the chain and then a
- * newer HEAD ("counts 198 alpha records but the store holds 194"), hash read HEAD and then
- * a state retention had deleted — exit 3 on a healthy store (2-6 % of tries). Each reads
- * again now while HEAD moved. */
+/* The read-only audits beside a live run (states of 4 KiB chunks: many blobs), each
+ * frozen between two of its reads while the run commits and its retention deletes old
+ * states: verify named the blobs of a state it had listed as missing, alpha --verify read
+ * the chain and then a newer HEAD ("counts 198 alpha records but the store holds 194"),
+ * hash read HEAD and then a state retention had deleted, eval walked states that were
+ * gone ("damaged or deleted") — exit 3 on a healthy store. Each reads again now while
+ * HEAD moved. */
 static void test_audits_beside_a_live_run(void) {
     fixture f;
     CHECK(fixture_open(&f, "ledger-audit-live", 1) == 0, "fixture");
     const char *const extra[] = {"--set", "run.episodes=400", "--set", "checkpoint.chunk_kib=4", NULL};
     char cmd[8192], out[65536];
-    snprintf(cmd, sizeof cmd, "for i in $(seq 60); do case $((i %% 3)) in 0) c=verify;; 1) c='alpha --verify';; "
-             "*) c=hash;; esac; '%s' $c '%s' >'%s/aud.$i' 2>&1 & p=$!; sleep 0.0$((i %% 6)); kill -STOP $p 2>/dev/null; "
-             "sleep 0.2; kill -CONT $p 2>/dev/null; wait $p; echo \"exit $? ($c)\" >>'%s/aud.$i'; done; "
-             "grep -h -B3 '^exit [^0]' '%s'/aud.* | head -40", tandem_bin(), f.store, f.dir, f.dir, f.dir);
+    frozen_fn(cmd, sizeof cmd, &f);
+    snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd),
+             "frozen 2 verify; for c in verify 'alpha --verify' hash 'eval --split val'; do frozen 4 \"$c\"; done");
     int alive, rc = beside_a_live_run(&f, extra, cmd, out, sizeof out, &alive);
     CHECK(alive, "the run ended before the audits did (the check proves nothing)");
     CHECK(rc == 75 || rc == 0, "the run exited %d", rc);
-    CHECK(out[0] == '\0', "an audit beside a live run reported damage: %.3000s", out);
+    CHECK(strstr(out, "== verify: exit") && strstr(out, "== eval --split val: exit"), "the audits did not run: %.3000s", out);
+    CHECK(!strstr(out, "too few commits"), "the run did not commit while an audit was frozen: %.3000s", out);
+    /* each verify's summary counts blobs: a report of the states it had listed, deleted
+     * beneath it, counted none ("3 states, 0 blobs") and called every blob an orphan */
+    for (const char *p = out; (p = strstr(p, " states, ")); p++)
+        CHECK(strtol(p + 9, NULL, 10) > 0, "a verify beside a live run counted no blobs: %.3000s", out);
+    CHECK(!strstr(out, ": exit 1,") && !strstr(out, ": exit 2,") && !strstr(out, ": exit 3,") && !strstr(out, ": exit 4,"),
+          "an audit beside a live run reported damage: %.3000s", out);
     CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
     fixture_close(&f);
 }

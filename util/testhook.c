@@ -53,3 +53,7 @@ void testhook_sleep(const char *var) {
         nanosleep(&ts, NULL);
     }
 }
+
+void testhook_stop_at(const char *label) {
+    if (testhook_hit("TANDEM_TEST_STOP_AT", label)) raise(SIGSTOP);
+}

@@ -17,4 +17,9 @@ void testhook_kill_at(const char *label);
  * throttled store, a slowed step); unset or 0: returns at once. */
 void testhook_sleep(const char *var);
 
+/* TANDEM_TEST_STOP_AT=label:n: SIGSTOPs this process at the n-th passage of `label` (an
+ * audit frozen between two of its reads until a live run has committed: the race made
+ * certain, the retry after it left alone). */
+void testhook_stop_at(const char *label);
+
 #endif
