@@ -357,6 +357,15 @@ if [ $rc = 0 ] && grep -q "divergence recorded at episode 0 (free step, run posi
    [ "$js" = "None True" ] && ! grep -q "diverged" <<<"$mx"; then
   pass "lowered and resumed: diverged.mp removed at the start; status, --json and mixture say finished"
 else fail "lowered and resumed" "exit $rc: $out" "status: $st" "json: $js" "mixture: $mx"; fi
+# diverged in episode 0's probe, before any alpha record: mixture refuses (exit 2, as with
+# none yet) naming the divergence and the key
+"$bin" run "$tmp/c.yaml" --store "$tmp/div-probe" --quiet --set tandem.alpha_cut=any \
+  --set tandem.lr_probe=1e30 >/dev/null 2>&1; rc=$?
+out=$("$bin" mixture "$tmp/div-probe" 2>&1); rc2=$?
+if [ $rc = 5 ] && [ $rc2 = 2 ] &&
+   grep -q "has no alpha records: it diverged at episode 0 (probe step, run position 0; exit 5): .*lower tandem.lr_probe" <<<"$out"; then
+  pass "mixture of a run that diverged before its first alpha record: exit 2 naming the divergence"
+else fail "mixture of a run that diverged before its first alpha record" "run exit $rc, mixture exit $rc2: $out"; fi
 # the record cannot be written: exit 5 all the same, with the message and a line saying so
 out=$(TANDEM_TEST_FAIL_AT=diverged-put:1 "$bin" run "$tmp/c.yaml" --store "$tmp/div-nowrite" --quiet \
       --set optim.lr=1e30 2>&1); rc=$?
