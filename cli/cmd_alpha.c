@@ -19,6 +19,7 @@
 
 #include "data/dataset.h"
 #include "ledger/audit.h"
+#include "ledger/status.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "config/run_config.h"
@@ -26,6 +27,7 @@
 #include "util/csv.h"
 #include "util/json.h"
 #include "util/outfile.h"
+#include "util/term.h"
 #include "util/testhook.h"
 
 static const cli_opt OPTS[] = {
@@ -273,6 +275,16 @@ static int run_alpha(const cli_args *a) {
         if (!rc) fprintf(stderr, "tandem alpha: wrote %s (%zu episodes, %d domains)\n", plot_path, c.n, run.M);
         /* as the listing says it: the chart ends where the chain breaks */
         if (!rc && !c.ok) fprintf(stderr, "tandem alpha: warning: %s (the chart stops there)\n", c.problem);
+    }
+    /* a run that diverged (diverged.mp): its records end before it, said on stderr (the
+     * listing on stdout stays as it is) */
+    ledger_divergence dv;
+    tdm_err de;
+    if (!rc && ledger_divergence_read(st, &dv, &de) == 0 && dv.state == LEDGER_DIVERGED_YES) {
+        fprintf(stderr, "tandem alpha: note: %s diverged at episode %llu (%s step, run position %llu; exit 5): ",
+                url, (unsigned long long)dv.d.episode, dv.d.step, (unsigned long long)dv.d.seq);
+        term_text(stderr, dv.d.message);
+        fprintf(stderr, "\n");
     }
     audit_chain_free(&c);
     if (have) rec_state_free(&s);

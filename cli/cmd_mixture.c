@@ -15,6 +15,8 @@
 
 #include "util/ydoc.h"
 #include "ledger/audit.h"
+#include "ledger/keys.h"
+#include "ledger/status.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "config/run_config.h"
@@ -44,7 +46,7 @@ static const cli_spec SPEC = {"mixture", "STORE", 1, 1, "a STORE is required",
 /* The mixture as one JSON object on stdout (every name through util/json: a domain's name
  * and the store URL are the user's). */
 static void print_json(FILE *f, const rec_mixture *x, const rec_run *run, const char *url, const audit_chain *c,
-                       double frac, const char *out) {
+                       double frac, const char *out, const ledger_divergence *dv) {
     fprintf(f, "{\"run_id\":");
     json_str(f, run->run_id);
     fprintf(f, ",\"store\":");
@@ -60,6 +62,17 @@ static void print_json(FILE *f, const rec_mixture *x, const rec_run *run, const 
     }
     fprintf(f, "},\"out\":");
     json_str(f, out);
+    /* a diverged run's mean is of the episodes before it diverged, not its α* */
+    fprintf(f, ",\"diverged\":");
+    if (dv->state == LEDGER_DIVERGED_YES) {
+        fprintf(f, "{\"episode\":%llu,\"step\":", (unsigned long long)dv->d.episode);
+        json_str(f, dv->d.step);
+        fprintf(f, ",\"seq\":%llu,\"message\":", (unsigned long long)dv->d.seq);
+        json_str(f, dv->d.message);
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
     fprintf(f, "}\n");
 }
 
@@ -117,7 +130,8 @@ static unsigned long long run_episodes(const rec_run *run) {
     return 0;
 }
 
-static void print_yaml(FILE *f, const rec_mixture *x, const rec_run *run, const char *url, const audit_chain *c) {
+static void print_yaml(FILE *f, const rec_mixture *x, const rec_run *run, const char *url, const audit_chain *c,
+                       const ledger_divergence *dv) {
     /* the URL in a comment, the names quoted: a path with a line break, or a domain named
      * on, null or 0x10, read otherwise by the YAML 1.1 readers this file is for */
     fprintf(f, "# mixture of run ");
@@ -127,7 +141,10 @@ static void print_yaml(FILE *f, const rec_mixture *x, const rec_run *run, const 
     unsigned long long planned = run_episodes(run);
     fprintf(f, ": mean alpha after episodes %llu..%llu of %zu", (unsigned long long)x->first,
             (unsigned long long)x->last, c->n);
-    if (planned > c->n) fprintf(f, " so far (unfinished: the run has %llu)", planned);
+    if (dv->state == LEDGER_DIVERGED_YES)
+        fprintf(f, " before it diverged (at episode %llu; not its alpha*: the run has %llu)",
+                (unsigned long long)dv->d.episode, planned);
+    else if (planned > c->n) fprintf(f, " so far (unfinished: the run has %llu)", planned);
     fprintf(f, "\n");
     fprintf(f, "mixture:\n");
     for (int m = 0; m < x->M; m++) {
@@ -158,6 +175,14 @@ static int run_mixture(const cli_args *a) {
     if (!rc) rc = run_config_read_run(st, &run, &e);
     if (!rc) rc = audit_chain_read(st, &c, &e);
     if (!rc) audit_chain_domains(&c, run.M);
+    /* a run that diverged (diverged.mp, the latest word on it): said, whatever else is */
+    ledger_divergence dv;
+    memset(&dv, 0, sizeof dv);
+    if (!rc) rc = ledger_divergence_read(st, &dv, &e);
+    char div[1400] = "";
+    if (dv.state == LEDGER_DIVERGED_YES)
+        snprintf(div, sizeof div, "%s diverged at episode %llu (%s step, run position %llu; exit 5): %s", url,
+                 (unsigned long long)dv.d.episode, dv.d.step, (unsigned long long)dv.d.seq, dv.d.message);
     if (!rc && !c.ok)
         rc = err_set(&e, ERR_STORE, "%s: %s (run tandem alpha %s --verify)", url, c.problem, url);
     if (!rc && c.n == 0) {
@@ -166,11 +191,16 @@ static int run_mixture(const cli_args *a) {
             fixed |= !strcmp(run.config[i].key, "run.mode") && !strcmp(run.config[i].value, "fixed");
         rc = fixed ? err_set(&e, ERR_USAGE, "%s is a fixed-mixture run (run.mode: fixed): it learns no alpha; its "
                              "mixture is its data.mixture", url)
-                   : err_set(&e, ERR_USAGE, "%s has no alpha records yet", url);
+                   : div[0] ? err_set(&e, ERR_USAGE, "%s has no alpha records: it %s", url, strstr(div, "diverged at"))
+                            : err_set(&e, ERR_USAGE, "%s has no alpha records yet", url);
     }
     if (!rc && cli_given(a, "--prefix") && strcmp(format, "megatron"))
         rc = err_set(&e, ERR_USAGE, "--prefix shapes --format megatron's data paths; --format %s has none", format);
-    if (!rc && run_episodes(&run) > c.n) /* useful while a run goes on, but not its α* */
+    if (!rc && div[0])
+        fprintf(stderr, "tandem mixture: %s\ntandem mixture: this is the mean of its alpha records before it "
+                "diverged, not its alpha*: change the key the message names (--allow-change KEY when it is "
+                "pinned) and resume it with tandem run\n", div);
+    else if (!rc && run_episodes(&run) > c.n) /* useful while a run goes on, but not its α* */
         fprintf(stderr, "tandem mixture: %s is not finished (%zu of %llu episodes): this is the mean of its last "
                 "episodes so far, not its alpha*; resume it with tandem run\n", url, c.n, run_episodes(&run));
     if (!rc) {
@@ -185,13 +215,13 @@ static int run_mixture(const cli_args *a) {
         if (!rc && out) rc = outfile_open(&o, "--out", out, &e);
         FILE *f = rc ? NULL : out ? o.f : json ? NULL : stdout;
         if (!rc && f) {
-            if (!strcmp(format, "json")) print_json(f, &x, &run, url, &c, frac, out);
+            if (!strcmp(format, "json")) print_json(f, &x, &run, url, &c, frac, out, &dv);
             else if (!strcmp(format, "megatron")) fprintf(f, "%s\n", line);
             else if (!strcmp(format, "hf")) print_hf(f, &x);
-            else print_yaml(f, &x, &run, url, &c);
+            else print_yaml(f, &x, &run, url, &c, &dv);
             if (out) rc = outfile_close(&o, 0, 0, &e);
         }
-        if (!rc && json) print_json(stdout, &x, &run, url, &c, frac, out);
+        if (!rc && json) print_json(stdout, &x, &run, url, &c, frac, out, &dv);
     }
     audit_chain_free(&c);
     rec_run_free(&run);

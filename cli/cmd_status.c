@@ -3,7 +3,8 @@
  * Run id and config digest; episode and next step; the last full commit (seq, time);
  * what a resume would lose (steps since the last full state, as far as the α records
  * show progress beyond it); commits per hour; current α; the lease holder, and whether
- * that holder is provably gone (a stale lease). A store whose RUN is missing or damaged
+ * that holder is provably gone (a stale lease); whether the run diverged (exit 5: where,
+ * the message) while diverged.mp is the latest word on it (ledger/status.h). A store whose RUN is missing or damaged
  * is reported as such (what a resume would do: refuse, exit 3), with what is readable.
  * A sweep's root (what `tandem run --sweep` and `tandem manifest --sweep` use as STORE)
  * lists its points instead: state, episode and α* of each (cli/sweep_view.c).
@@ -92,6 +93,59 @@ static int print_lease(store *st, FILE *j, tdm_err *e) {
         printf("STALE: held since %s, but the holder is gone: %s; last sign of life %s ago "
                "(tandem gc may proceed; the next tandem run takes the lease over)\n",
                when, al.why, age);
+    return 0;
+}
+
+/* The divergence (ledger_divergence_read): with j (--json) the member ,"diverged":null or
+ * {...}; as text a "diverged" line while the record is the latest word on the run. */
+static int print_diverged(store *st, FILE *j, tdm_err *e) {
+    ledger_divergence dv;
+    int rc = ledger_divergence_read(st, &dv, e);
+    if (rc) return rc;
+    const rec_diverged *d = &dv.d;
+    int is_free = !strcmp(d->step, "free");
+    if (j) {
+        fprintf(j, ",\"diverged\":");
+        if (dv.state == LEDGER_DIVERGED_NO) {
+            fputs("null", j);
+        } else if (dv.state == LEDGER_DIVERGED_DAMAGED) {
+            fprintf(j, "{\"fault\":");
+            json_str(j, dv.why);
+            fputc('}', j);
+        } else {
+            fprintf(j, "{\"episode\":%llu,\"step\":", (unsigned long long)d->episode);
+            json_str(j, d->step);
+            if (is_free) fprintf(j, ",\"free_step\":%llu", (unsigned long long)d->index + 1);
+            else fprintf(j, ",\"free_step\":null");
+            fprintf(j, ",\"seq\":%llu,\"state_seq\":%llu,\"message\":", (unsigned long long)d->seq,
+                    (unsigned long long)d->state_seq);
+            json_str(j, d->message);
+            json_time(j, "time", d->time);
+            fprintf(j, ",\"epoch\":%llu,\"host\":", (unsigned long long)d->epoch);
+            json_str(j, d->host);
+            fprintf(j, ",\"attempt\":%llu}", (unsigned long long)d->attempt);
+        }
+        return 0;
+    }
+    if (dv.state == LEDGER_DIVERGED_DAMAGED) {
+        printf("diverged  unknown: %s cannot be read (", LEDGER_DIVERGED);
+        term_text(stdout, dv.why);
+        printf("); the next tandem run removes it\n");
+    } else if (dv.state == LEDGER_DIVERGED_YES) {
+        char when[64];
+        audit_time(d->time, when, sizeof when);
+        printf("diverged  YES: at episode %llu, %s step", (unsigned long long)d->episode, d->step);
+        if (is_free) printf(" %llu", (unsigned long long)d->index + 1);
+        printf(" (run position %llu), at %s on ", (unsigned long long)d->seq, when);
+        term_text(stdout, d->host); /* the store's text: no escapes into the terminal */
+        printf(" (exit 5)\n          ");
+        term_text(stdout, d->message);
+        if (d->state_seq)
+            printf("\n          the last full state (run position %llu) stands", (unsigned long long)d->state_seq);
+        else
+            printf("\n          no full state before it: a resume starts from the beginning");
+        printf("; change the key the message names (--allow-change KEY when it is pinned) and run again\n");
+    }
     return 0;
 }
 
@@ -309,6 +363,7 @@ static int status(const char *url, FILE *j, tdm_err *out) {
                        "\"speed\":null,\"size\":null");
         }
         fprintf(j, ",\"alpha_records\":%zu,\"alpha_chain_ok\":%s", c.n, c.ok ? "true" : "false");
+        if (!rc) rc = print_diverged(st, j, &e);
         if (!rc) rc = print_lease(st, j, &e);
     } else if (!rc) {
         char created[64], hex[65];
@@ -360,6 +415,7 @@ static int status(const char *url, FILE *j, tdm_err *out) {
         } else {
             printf("position  no full state committed yet\n");
         }
+        if (!rc) rc = print_diverged(st, NULL, &e);
         printf("alpha log %zu records%s\n", c.n, c.ok ? "" : " (chain broken: run tandem alpha --verify)");
         if (!rc) rc = print_lease(st, NULL, &e);
     }

@@ -40,7 +40,7 @@ void ledger_superseded_key(char *buf, size_t cap, uint64_t change, const char *k
 
 int ledger_key_owned(const char *rel) {
     static const char *const names[] = {LEDGER_RUN, LEDGER_HEAD, LEDGER_LEASE, LEDGER_MIXTURE, LEDGER_MODEL,
-                                        LEDGER_DATA, LEDGER_SWEEP, ".lock"};
+                                        LEDGER_DATA, LEDGER_SWEEP, LEDGER_DIVERGED, ".lock"};
     static const char *const folders[] = {LEDGER_STATES, LEDGER_BLOBS, LEDGER_ALPHA, LEDGER_METRICS,
                                           LEDGER_CONFIGS, LEDGER_PINS, LEDGER_SUPERSEDED, LEDGER_QUARANTINE};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)

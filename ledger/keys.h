@@ -6,6 +6,8 @@
  *   mixture.mp                   α* of a finished run (rec_mixture)
  *   model.mp                     the model.init folder a run started from (rec_model)
  *   data.mp                      the dataset's tokens a run started from (rec_data)
+ *   diverged.mp                  where the run diverged (exit 5), until the next start
+ *                                (rec_diverged)
  *   SWEEP                        at a sweep's root, not in a run: its points (rec_sweep)
  *   states/<seq>.mp              a full state's manifest (rec_state), by run position
  *   blobs/<sha-256 hex>          a chunk of a tensor, named by its content
@@ -32,6 +34,7 @@
 #define LEDGER_MODEL "model.mp"
 #define LEDGER_DATA "data.mp"
 #define LEDGER_SWEEP "SWEEP"
+#define LEDGER_DIVERGED "diverged.mp"
 /* prefixes, for listing */
 #define LEDGER_STATES "states/"
 #define LEDGER_BLOBS "blobs/"

@@ -9,6 +9,9 @@
 #include "ledger/audit.h"
 #include "ledger/keys.h"
 #include "ledger/metrics.h"
+#include "ledger/read.h"
+#include "util/testhook.h"
+#include "util/urltext.h"
 
 struct ledger {
     store *st;
@@ -119,6 +122,28 @@ int ledger_resume(ledger *l, const ckpt_gens *g, rec_state *rec, ledger_resumed 
 
 float *ledger_host(ledger *l) { return ckpt_host(l->ck, 0); }
 
+/* A divergence recorded by an earlier writer (diverged.mp) is no longer the latest word once
+ * a run starts again from the store: removed under the lease, said on stderr. A record
+ * that does not decode goes the same way. */
+static int clear_divergence(ledger *l, tdm_err *e) {
+    rec_diverged d;
+    tdm_err de;
+    int got = ledger_read(l->st, REC_KIND_DIVERGED, LEDGER_DIVERGED, NULL, &d, &de);
+    if (got == STORE_NOT_FOUND) return 0;
+    if (got && got != STORE_CORRUPT) return *e = de, got;
+    int rc = ckpt_check_lease(l->ck, e);
+    if (!rc) rc = store_delete(l->st, LEDGER_DIVERGED, e);
+    if (rc == STORE_NOT_FOUND) rc = 0;
+    if (rc) return rc;
+    if (got == 0)
+        fprintf(stderr, "tandem: the divergence recorded at episode %llu (%s step, run position %llu) is cleared "
+                "from %s/%s: the run goes on\n", (unsigned long long)d.episode, d.step,
+                (unsigned long long)d.seq, store_url(l->st), LEDGER_DIVERGED);
+    else
+        fprintf(stderr, "tandem: %s; removed (a run goes on)\n", de.msg);
+    return 0;
+}
+
 int ledger_start(ledger *l, uint64_t seq, tdm_err *e) {
     int rc = 0;
     if (l->found) {
@@ -141,6 +166,7 @@ int ledger_start(ledger *l, uint64_t seq, tdm_err *e) {
                     "writes new ones)\n", moved, (unsigned long long)seq,
                     (unsigned long long)(l->gen.nchanges - 1));
     }
+    if (!rc) rc = clear_divergence(l, e);
     return rc;
 }
 
@@ -255,5 +281,54 @@ int ledger_finish(ledger *l, const ledger_final *f, ledger_mixture *out, tdm_err
     int rc = ckpt_wait(l->ck, e);
     if (!rc && f && f->mixture) rc = seal_mixture(l, f, out, e);
     if (!rc) rc = ckpt_release(l->ck, e);
+    return rc;
+}
+
+/* text with every word that reads as a URL with user info masked (url_text_mask_userinfo),
+ * in place: a divergence's message holds no store URL today, but the record outlives the
+ * process and is read by anyone who can read the store */
+static void mask_words(char *text, size_t cap) {
+    char out[REC_DIVERGED_MSG_MAX];
+    size_t o = 0;
+    for (const char *p = text; *p && o + 1 < sizeof out;) {
+        size_t sp = strspn(p, " \t\n'\"()"), w;
+        for (size_t k = 0; k < sp && o + 1 < sizeof out; k++) out[o++] = p[k];
+        p += sp;
+        if (!(w = strcspn(p, " \t\n'\"()"))) continue;
+        char word[REC_DIVERGED_MSG_MAX], masked[REC_DIVERGED_MSG_MAX];
+        snprintf(word, sizeof word, "%.*s", (int)w, p);
+        url_text_mask_userinfo(word, masked, sizeof masked);
+        o += (size_t)snprintf(out + o, sizeof out - o, "%s", masked);
+        if (o >= sizeof out) o = sizeof out - 1;
+        p += w;
+    }
+    out[o] = '\0';
+    snprintf(text, cap, "%s", out);
+}
+
+int ledger_diverged(ledger *l, rec_diverged *d, tdm_err *e) {
+    tdm_err ignore;
+    ckpt_wait(l->ck, &ignore); /* a commit in flight: its own failure is not this record's */
+    d->epoch = ckpt_epoch(l->ck);
+    rec_head h;
+    tdm_err he;
+    d->state_seq = ledger_read(l->st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &he) == 0 ? h.seq : 0;
+    if (d->state_seq > d->seq) d->state_seq = d->seq;
+    mask_words(d->message, sizeof d->message);
+    for (char *p = d->message; *p; p++) /* what the decoder refuses (util/err.c does it already) */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    for (char *p = d->host; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    if (!d->message[0]) snprintf(d->message, sizeof d->message, "the run diverged");
+    int rc = ckpt_check_lease(l->ck, e);
+    /* TANDEM_TEST_FAIL_AT=diverged-put:1: the put fails, as a store that stopped answering */
+    if (!rc && testhook_hit("TANDEM_TEST_FAIL_AT", "diverged-put"))
+        rc = err_set(e, ERR_STORE, "%s/%s: the store refused the write (TANDEM_TEST_FAIL_AT)", store_url(l->st),
+                     LEDGER_DIVERGED);
+    size_t n = 0;
+    void *data = rc ? NULL : rec_diverged_encode(d, &n);
+    if (!rc && !data) rc = err_set(e, ERR_INTERNAL, "out of memory encoding %s", LEDGER_DIVERGED);
+    if (!rc) rc = store_put(l->st, LEDGER_DIVERGED, data, n, STORE_OVERWRITE, e);
+    free(data);
     return rc;
 }

@@ -15,6 +15,8 @@
  *                  left of the grace period, else the last full state stands; lease released
  *   ledger_alpha / ledger_metrics   the per-episode records
  *   ledger_finish  the last write landed, the final mixture sealed, the lease released
+ *   ledger_diverged  a run that diverged (exit 5) says so in diverged.mp, before
+ *                  ledger_close gives the lease back
  *   ledger_close   a failed run gives the lease back; everything freed
  *
  * The ledger never calls back up into the run: a stop signal reaches it as data (the flag
@@ -163,5 +165,16 @@ typedef struct ledger_mixture {
  * of the episodes into *out and writes mixture.mp (f->again: one already there that differs
  * or is missing is reported as it is rewritten); then releases the lease. */
 int ledger_finish(ledger *l, const ledger_final *f, ledger_mixture *out, tdm_err *e);
+
+/* ------------------------------------------------------------------ a divergence */
+
+/* A run that diverged (ERR_DIVERGED) writes diverged.mp (rec_diverged) before it closes:
+ * the caller fills where (seq, episode, step, index), the message, time, host and attempt;
+ * the ledger waits for the write in flight, fills the writer's epoch and the run position
+ * of the last full state that stands (HEAD's, 0 when none), masks user info in the
+ * message, checks the lease (a fenced-out writer writes nothing: ERR_STORE) and puts it.
+ * The next ledger_start removes it: while it is in the store, it is the latest word on the
+ * run (tandem status, mixture). 0, or the failure (the run exits 5 all the same). */
+int ledger_diverged(ledger *l, rec_diverged *d, tdm_err *e);
 
 #endif

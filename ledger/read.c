@@ -22,6 +22,7 @@ DECODER(model, rec_model)
 DECODER(metrics, rec_metrics)
 DECODER(sweep, rec_sweep)
 DECODER(data, rec_data)
+DECODER(diverged, rec_diverged)
 
 static const decode_fn DECODERS[REC_KIND_COUNT] = {
     [REC_KIND_HEAD] = decode_head,       [REC_KIND_RUN] = decode_run,
@@ -29,7 +30,7 @@ static const decode_fn DECODERS[REC_KIND_COUNT] = {
     [REC_KIND_ALPHA] = decode_alpha,     [REC_KIND_LEASE] = decode_lease,
     [REC_KIND_MIXTURE] = decode_mixture, [REC_KIND_MODEL] = decode_model,
     [REC_KIND_METRICS] = decode_metrics, [REC_KIND_SWEEP] = decode_sweep,
-    [REC_KIND_DATA] = decode_data,
+    [REC_KIND_DATA] = decode_data,       [REC_KIND_DIVERGED] = decode_diverged,
 };
 
 int ledger_decode(rec_kind kind, const void *data, size_t n, const char *what, void *out, tdm_err *e) {

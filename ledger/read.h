@@ -34,6 +34,7 @@ typedef enum rec_kind {
     REC_KIND_METRICS, /* rec_metrics metrics/<t>.mp */
     REC_KIND_SWEEP,   /* rec_sweep   SWEEP (a sweep's root) */
     REC_KIND_DATA,    /* rec_data    data.mp */
+    REC_KIND_DIVERGED, /* rec_diverged diverged.mp */
     REC_KIND_COUNT
 } rec_kind;
 

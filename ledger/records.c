@@ -421,6 +421,49 @@ int rec_data_decode(const void *data, size_t n, const char *what, rec_data *d, t
     return rt_decode(&DATA, data, n, what, d, e);
 }
 
+/* ------------------------------------------------------------------ diverged.mp */
+
+static const char *const DIVERGED_STEPS[] = {"probe", "alpha", "free", NULL};
+
+/* a step of the loop (not "done": a finished run takes no step), an index only in the
+ * free phase, a state that stands no further than where the run diverged, a message */
+static int check_diverged(const codec_map_reader *r, void *rec) {
+    const rec_diverged *d = rec;
+    int known = 0;
+    for (const char *const *k = DIVERGED_STEPS; *k; k++) known |= strcmp(*k, d->step) == 0;
+    if (!known) return codec_field_error(r, "step", "is not probe, alpha or free");
+    if (d->index && strcmp(d->step, "free")) return codec_field_error(r, "index", "is not 0 outside the free phase");
+    if (d->state_seq > d->seq) return codec_field_error(r, "state_seq", "is past the run position seq");
+    if (!d->message[0]) return codec_field_error(r, "message", "is empty");
+    /* printed by status, mixture and verify as it is: written without control characters
+     * (util/err.c's messages; the host masked by ledger_diverged) */
+    for (const char *p = d->message; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) return codec_field_error(r, "message", "holds a control character");
+    for (const char *p = d->host; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) return codec_field_error(r, "host", "holds a control character");
+    return 0;
+}
+
+static const rt_field DIVERGED_FIELDS[] = {
+    U64(rec_diverged, epoch, 0, UINT64_MAX),
+    U64(rec_diverged, seq, 0, UINT64_MAX / 2),
+    U64(rec_diverged, episode, 0, UINT32_MAX),
+    STR(rec_diverged, step),
+    U64(rec_diverged, index, 0, UINT32_MAX),
+    U64(rec_diverged, state_seq, 0, UINT64_MAX / 2),
+    STR(rec_diverged, message),
+    F64(rec_diverged, time, RT_FINITE),
+    STR(rec_diverged, host),
+    U64(rec_diverged, attempt, 0, UINT64_MAX),
+};
+static const rt_table DIVERGED = {"diverged.mp", sizeof(rec_diverged), DIVERGED_FIELDS, 10, RT_NO_M,
+                                  RT_SEAL_REQUIRED, 0, NULL, check_diverged, NULL};
+
+void *rec_diverged_encode(const rec_diverged *d, size_t *n) { return rt_encode(&DIVERGED, d, n); }
+int rec_diverged_decode(const void *data, size_t n, const char *what, rec_diverged *d, tdm_err *e) {
+    return rt_decode(&DIVERGED, data, n, what, d, e);
+}
+
 /* ------------------------------------------------------------------ state manifests */
 
 static const char *const STEP_NAMES[] = {"probe", "alpha", "free", "done", NULL};

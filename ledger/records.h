@@ -12,6 +12,8 @@
  *   configs/<n>.mp rec_change   a recorded change of pinned config keys
  *   mixture.mp     rec_mixture  the final mixture α*: domain names, α*, episodes averaged
  *   SWEEP          rec_sweep    a study's root: its --sweep texts and number of points
+ *   diverged.mp    rec_diverged where the run diverged (exit 5) and the message, until the
+ *                               next start
  *
  * HEAD, change records, state manifests and α records written by this version end with a
  * self-digest ("self": the SHA-256 of every byte before it), which the decoders check when
@@ -266,6 +268,29 @@ typedef struct rec_data {
 
 void *rec_data_encode(const rec_data *d, size_t *n);
 int rec_data_decode(const void *data, size_t n, const char *what, rec_data *d, tdm_err *e);
+
+/* diverged.mp: a run that stopped with exit 5 (a loss, gradient or α not finite) says so in
+ * its store, written through the ledger's front door (ledger_diverged) before the lease is
+ * given back: where (the run position, the episode, the step and its index), the message
+ * (which names the key to lower; user info masked), when and where from, and the writer's
+ * epoch. The next run that starts from the store removes it (ledger_start): while it is
+ * there it is the latest word on the run. Sealed. */
+#define REC_DIVERGED_MSG_MAX 1024
+typedef struct rec_diverged {
+    uint64_t epoch;   /* the writer that diverged */
+    uint64_t seq;     /* run position: steps completed before the step that diverged */
+    uint64_t episode; /* t of that step */
+    char step[16];    /* "probe", "alpha" or "free" */
+    uint64_t index;   /* free: the free step's index within the episode (0 otherwise) */
+    uint64_t state_seq; /* the last full state that stands (the resume replays from it) */
+    char message[REC_DIVERGED_MSG_MAX];
+    double time;      /* unix seconds */
+    char host[REC_NAME_MAX];
+    uint64_t attempt;
+} rec_diverged;
+
+void *rec_diverged_encode(const rec_diverged *d, size_t *n);
+int rec_diverged_decode(const void *data, size_t n, const char *what, rec_diverged *d, tdm_err *e);
 
 void rec_run_free(rec_run *r);
 void rec_change_free(rec_change *c);

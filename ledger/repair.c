@@ -246,6 +246,17 @@ static int plan_once(store *st, const char *url, ledger_repair_plan *p, tdm_err 
                      "(then check with tandem verify); nothing was changed",
                      url, p->items[0].key, p->items[0].why, (unsigned long long)ckpt_gens_newest(&gens), what);
     }
+    /* 4. diverged.mp that does not decode: status cannot say whether the run diverged (a
+     * readable one is left as it is: the next run's start removes it) */
+    if (!rc) {
+        rec_diverged dv;
+        tdm_err de;
+        int r = ledger_read(st, REC_KIND_DIVERGED, LEDGER_DIVERGED, NULL, &dv, &de);
+        char why[400];
+        snprintf(why, sizeof why, "damaged: %.300s (tandem status cannot say whether the run diverged)", de.msg);
+        if (r == STORE_CORRUPT) rc = plan_add(p, LEDGER_DIVERGED, why) ? err_set(e, ERR_INTERNAL, "out of memory") : 0;
+        else if (r && r != STORE_NOT_FOUND) rc = r, *e = de;
+    }
     p->head_bad = !rc && head_bad;
     p->move_head = !rc && head_bad && head_to;
     if (p->move_head) {

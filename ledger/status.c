@@ -2,6 +2,7 @@
  * status.h. */
 #include "ledger/status.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,4 +92,23 @@ int ledger_size_read(store *st, const rec_state *head_state, ledger_size *sz, td
 void ledger_size_free(ledger_size *sz) {
     free(sz->seqs);
     memset(sz, 0, sizeof *sz);
+}
+
+int ledger_divergence_read(store *st, ledger_divergence *out, tdm_err *e) {
+    memset(out, 0, sizeof *out);
+    tdm_err de;
+    int rc = ledger_read(st, REC_KIND_DIVERGED, LEDGER_DIVERGED, NULL, &out->d, &de);
+    if (rc == STORE_NOT_FOUND) return 0;
+    if (rc == STORE_CORRUPT) {
+        out->state = LEDGER_DIVERGED_DAMAGED;
+        snprintf(out->why, sizeof out->why, "%s", de.msg);
+        return 0;
+    }
+    if (rc) return *e = de, rc;
+    audit_lease al;
+    rc = audit_lease_read(st, &al, e);
+    if (rc) return rc;
+    int replaced = al.state == AUDIT_LEASE_HELD && al.lease.epoch > out->d.epoch;
+    out->state = replaced ? LEDGER_DIVERGED_NO : LEDGER_DIVERGED_YES;
+    return 0;
 }

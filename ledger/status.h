@@ -47,4 +47,22 @@ typedef struct ledger_size {
 int ledger_size_read(store *st, const rec_state *head_state, ledger_size *sz, tdm_err *e);
 void ledger_size_free(ledger_size *sz);
 
+/* Whether the run diverged, from diverged.mp (rec_diverged): the record is the latest word
+ * on the run while it is in the store — the next run to start removes it (ledger_start) —
+ * except while a writer of a later epoch holds the lease (a run starting again, not yet at
+ * its start). */
+enum {
+    LEDGER_DIVERGED_NO,      /* none, or one that a later writer holding the lease is replacing */
+    LEDGER_DIVERGED_YES,     /* d holds it */
+    LEDGER_DIVERGED_DAMAGED, /* there but not readable: why says so */
+};
+typedef struct ledger_divergence {
+    int state;
+    rec_diverged d;
+    char why[1024]; /* a tdm_err's message */
+} ledger_divergence;
+
+/* Reads diverged.mp (and the lease) of st into *out. A store failure is returned (e set). */
+int ledger_divergence_read(store *st, ledger_divergence *out, tdm_err *e);
+
 #endif

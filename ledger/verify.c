@@ -370,6 +370,21 @@ static int verify_once(store *st, const char *url, const ledger_pin *pin, ledger
             else if (pr && pr != STORE_NOT_FOUND) rc = pr, *e = pe;
         }
     }
+    /* diverged.mp: the run diverged (a note, not a fault: what to change is in it), or a
+     * record that does not decode (a fault: status cannot say; repair sets it aside) */
+    if (!rc) {
+        rec_diverged dv;
+        tdm_err de;
+        int dr = ledger_read(st, REC_KIND_DIVERGED, LEDGER_DIVERGED, NULL, &dv, &de);
+        if (dr == STORE_CORRUPT)
+            add_line(r, VERIFY_FAULT, 0, "%s (tandem status cannot say whether the run diverged; tandem repair sets "
+                     "it aside, the next tandem run removes it)", de.msg);
+        else if (dr == 0)
+            add_line(r, VERIFY_NOTE, 0, "%s: the run diverged at episode %llu (%s step, run position %llu; the state "
+                     "at run position %llu stands): %s", LEDGER_DIVERGED, (unsigned long long)dv.episode, dv.step,
+                     (unsigned long long)dv.seq, (unsigned long long)dv.state_seq, dv.message);
+        else if (dr != STORE_NOT_FOUND) rc = dr, *e = de;
+    }
     uint64_t *seqs = NULL;
     size_t ns = 0;
     if (!rc) rc = audit_state_seqs(st, &seqs, &ns, e);

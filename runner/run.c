@@ -151,6 +151,28 @@ static void test_signal_hook(const char *kind) {
 
 static int agree(run_ctx *r, int rc, const char *what, tdm_err *e);
 
+/* A run that diverged says so in its store (diverged.mp, ledger_diverged) before the lease
+ * is given back: where, the message that names the key to lower, when. A record that cannot
+ * be written is said on stderr; the run exits 5 with its message all the same. */
+static void record_divergence(run_ctx *r, const tdm_err *why) {
+    if (!r->ld || r->next == NEXT_DONE) return;
+    rec_diverged d;
+    memset(&d, 0, sizeof d);
+    d.seq = r->seq;
+    d.episode = r->st.episode;
+    snprintf(d.step, sizeof d.step, "%s", run_next_names[r->next]);
+    d.index = r->next == NEXT_FREE ? r->index : 0;
+    snprintf(d.message, sizeof d.message, "%s", why->msg);
+    d.time = run_now_wall();
+    gethostname(d.host, sizeof d.host);
+    d.host[sizeof d.host - 1] = '\0';
+    d.attempt = run_attempt_number();
+    tdm_err we = {0};
+    if (ledger_diverged(r->ld, &d, &we))
+        fprintf(stderr, "tandem: the divergence could not be recorded in %s/%s (tandem status will not show it): %s\n",
+                store_url(r->store), LEDGER_DIVERGED, we.msg);
+}
+
 /* Commits at a safe point on a signal and returns 75, or returns 0 to go on. The ledger
  * decides whether a full commit fits in what is left of the grace period (ledger_stop):
  * otherwise the last full state stands (the α records up to now are already in the store)
@@ -472,6 +494,7 @@ int run_main(const run_opts *o, tdm_err *e) {
         }
         report_commit(r);
     }
+    if (rc == ERR_DIVERGED) record_divergence(r, e);
     /* A run that fails (exit 1, 3, 4, 5) ends here, not killed: it gives the lease back, so
      * that status and gc do not see a holder that is gone. A writer that was fenced out
      * finds the lease no longer its own and writes nothing. */

@@ -22,6 +22,12 @@
 #     (optim.lr x optim.weight_decay >= 1) blew u up names optim.weight_decay, not
 #     tandem.lr_probe, and the domain by its name;
 #   - a run that diverges (exit 5) gives its lease back: status says released;
+#   - and it leaves diverged.mp: status (text, --json), mixture (exit 0, as an unfinished
+#     run: stderr, the YAML comment, --json) and alpha say where it diverged and the
+#     message naming the key; verify notes it, gc and repair keep it, a damaged one is
+#     verify's fault and repair's to set aside; the key lowered with --allow-change, the
+#     resume removes it and the run reads finished; a record that cannot be written is
+#     said and the run still exits 5 with its message;
 #   - a config, a shard or a tokenizer that is a FIFO is refused at once (exit 2, "not a regular file"),
 #     never blocking the start; a stop signal during start-up is a requeue (exit 75) even
 #     when start-up then fails (a config error shows at the next start);
@@ -271,6 +277,103 @@ else fail "a probe after u blew up by the decay: exit 5 naming optim.weight_deca
 out=$("$bin" status "$tmp/x1" 2>&1)
 if grep -q "released" <<<"$out"; then pass "a diverged run released its lease"
 else fail "a diverged run released its lease" "$out"; fi
+
+# ---------------------------------------------------------------- a diverged run in its store
+# A run that exits 5 leaves diverged.mp: status (text and --json), mixture (stderr, the YAML
+# comment, --json) and alpha say where it diverged and the message naming the key; verify
+# notes it (exit 0), repair leaves it, gc keeps it; a resume with the key lowered removes it
+# and the run reads as running/finished again. A record that cannot be written is said,
+# and the run still exits 5 with its message. (Before: nothing in the store said it.)
+out=$("$bin" status "$tmp/decay" 2>&1); rc=$?
+if [ $rc = 0 ] && grep -q "^diverged  YES: at episode [0-9]*, probe step (run position [0-9]*)" <<<"$out" &&
+   grep -q "twin w diverged .*lower optim.weight_decay$" <<<"$out" && grep -q "^finished  no" <<<"$out"; then
+  pass "status of a run that diverged in a probe: where, and the message naming optim.weight_decay"
+else fail "status of a run that diverged in a probe" "exit $rc: $out"; fi
+div="$tmp/div"
+out=$("$bin" run "$tmp/c.yaml" --store "$div" --quiet --set optim.lr=1e30 2>&1); rc=$?
+if [ $rc = 5 ] && grep -q "lower optim.lr" <<<"$out" && [ -f "$div/diverged.mp" ] &&
+   ! grep -q "could not be recorded" <<<"$out"; then pass "a diverging run: exit 5, diverged.mp written"
+else fail "a diverging run: exit 5, diverged.mp written" "exit $rc: $out" "$(ls "$div" 2>&1)"; fi
+out=$("$bin" status "$div" 2>&1); rc=$?
+if [ $rc = 0 ] && grep -q "^diverged  YES: at episode 0, free step 2 (run position 3)" <<<"$out" &&
+   grep -q "^          free step 1: .*lower optim.lr$" <<<"$out" &&
+   grep -q "no full state before it: a resume starts from the beginning; change the key" <<<"$out" &&
+   grep -q "released" <<<"$out"; then pass "status: diverged at episode 0, free step 2, the message, released"
+else fail "status of a diverged run" "exit $rc: $out"; fi
+got=$("$bin" status "$div" --json 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+d = json.load(sys.stdin)["diverged"]
+ok = d and d["episode"] == 0 and d["step"] == "free" and d["free_step"] == 2 and d["seq"] == 3 and d["state_seq"] == 0 and \
+     d["message"].endswith("lower optim.lr") and d["time"] > 1.6e9 and d["time_iso"] and d["epoch"] >= 1
+print("ok" if ok else "diverged: %r" % d)' 2>&1)
+if [ "$got" = ok ]; then pass "status --json: the diverged member"
+else fail "status --json: the diverged member" "$got"; fi
+out=$("$bin" mixture "$div" 2>"$tmp/mix.err"); rc=$?
+if [ $rc = 0 ] && grep -q "diverged at episode 0 (free step, run position 3; exit 5): free step 1: .*lower optim.lr" \
+     "$tmp/mix.err" && grep -q "not its alpha\*" "$tmp/mix.err" && ! grep -q "is not finished" "$tmp/mix.err" &&
+   grep -q "^# .*before it diverged (at episode 0; not its alpha\*" <<<"$out"; then
+  pass "mixture of a diverged run: exit 0 (as unfinished), says it diverged on stderr and in the YAML"
+else fail "mixture of a diverged run" "exit $rc: $out" "$(cat "$tmp/mix.err")"; fi
+got=$("$bin" mixture "$div" --json 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+d = json.load(sys.stdin)["diverged"]
+print("ok" if d and d["episode"] == 0 and d["step"] == "free" and "optim.lr" in d["message"] else "%r" % d)' 2>&1)
+if [ "$got" = ok ]; then pass "mixture --json: the diverged member"
+else fail "mixture --json: the diverged member" "$got"; fi
+out=$("$bin" alpha "$div" 2>&1 >/dev/null); rc=$?
+if [ $rc = 0 ] && grep -q "note: .* diverged at episode 0 .*lower optim.lr" <<<"$out"; then
+  pass "alpha of a diverged run: a note on stderr"
+else fail "alpha of a diverged run: a note on stderr" "exit $rc: $out"; fi
+out=$("$bin" verify "$div" 2>&1); rc=$?
+if [ $rc = 0 ] && grep -q "^note  diverged.mp: the run diverged at episode 0 (free step" <<<"$out"; then
+  pass "verify: diverged.mp decodes, a note (exit 0)"
+else fail "verify of a diverged run" "exit $rc: $out"; fi
+out=$("$bin" repair "$div" 2>&1); rc=$?
+out2=$("$bin" gc "$div" --keep 1 2>&1); rc2=$?
+if [ $rc = 0 ] && ! grep -q "diverged.mp" <<<"$out" && [ $rc2 = 0 ] && [ -f "$div/diverged.mp" ] &&
+   "$bin" status "$div" 2>&1 | grep -q "^diverged  YES"; then
+  pass "repair plans nothing for it, gc keeps it: status still says diverged"
+else fail "repair and gc of a diverged run" "repair exit $rc: $out" "gc exit $rc2: $out2"; fi
+# a damaged record: verify's fault, repair sets it aside, status says it cannot tell
+cp "$div/diverged.mp" "$tmp/diverged.keep"
+printf 'x' >>"$div/diverged.mp"
+out=$("$bin" verify "$div" 2>&1); rc=$?
+st=$("$bin" status "$div" 2>&1)
+rp=$("$bin" repair "$div" --apply 2>&1); rrc=$?
+if [ $rc = 3 ] && grep -q "diverged.mp.*cannot say whether the run diverged" <<<"$out" &&
+   grep -q "^diverged  unknown: diverged.mp cannot be read" <<<"$st" && [ $rrc = 0 ] && [ ! -e "$div/diverged.mp" ] &&
+   ls "$div"/quarantine/*/diverged.mp >/dev/null 2>&1; then
+  pass "a damaged diverged.mp: verify's fault (exit 3), status says unknown, repair --apply sets it aside"
+else fail "a damaged diverged.mp" "verify exit $rc: $out" "status: $st" "repair exit $rrc: $rp"; fi
+cp "$tmp/diverged.keep" "$div/diverged.mp"
+# the key lowered (pinned: --allow-change), the run resumes, finishes, and is no longer diverged
+out=$("$bin" run "$tmp/c.yaml" --store "$div" --quiet --set optim.lr=3e-3 --allow-change optim.lr 2>&1); rc=$?
+st=$("$bin" status "$div" 2>&1)
+js=$("$bin" status "$div" --json 2>/dev/null | /usr/bin/python3 -c '
+import json, sys; d = json.load(sys.stdin); print(d["diverged"], d["finished"])' 2>&1)
+mx=$("$bin" mixture "$div" 2>&1 >/dev/null)
+if [ $rc = 0 ] && grep -q "divergence recorded at episode 0 (free step, run position 3) is cleared" <<<"$out" &&
+   [ ! -e "$div/diverged.mp" ] && ! grep -q "^diverged" <<<"$st" && grep -q "^finished  yes" <<<"$st" &&
+   [ "$js" = "None True" ] && ! grep -q "diverged" <<<"$mx"; then
+  pass "lowered and resumed: diverged.mp removed at the start; status, --json and mixture say finished"
+else fail "lowered and resumed" "exit $rc: $out" "status: $st" "json: $js" "mixture: $mx"; fi
+# diverged in episode 0's probe, before any alpha record: mixture refuses (exit 2, as with
+# none yet) naming the divergence and the key
+"$bin" run "$tmp/c.yaml" --store "$tmp/div-probe" --quiet --set tandem.alpha_cut=any \
+  --set tandem.lr_probe=1e30 >/dev/null 2>&1; rc=$?
+out=$("$bin" mixture "$tmp/div-probe" 2>&1); rc2=$?
+if [ $rc = 5 ] && [ $rc2 = 2 ] &&
+   grep -q "has no alpha records: it diverged at episode 0 (probe step, run position 0; exit 5): .*lower tandem.lr_probe" <<<"$out"; then
+  pass "mixture of a run that diverged before its first alpha record: exit 2 naming the divergence"
+else fail "mixture of a run that diverged before its first alpha record" "run exit $rc, mixture exit $rc2: $out"; fi
+# the record cannot be written: exit 5 all the same, with the message and a line saying so
+out=$(TANDEM_TEST_FAIL_AT=diverged-put:1 "$bin" run "$tmp/c.yaml" --store "$tmp/div-nowrite" --quiet \
+      --set optim.lr=1e30 2>&1); rc=$?
+if [ $rc = 5 ] && grep -q "lower optim.lr$" <<<"$out" &&
+   grep -q "the divergence could not be recorded in .*diverged.mp .*refused the write" <<<"$out" &&
+   [ ! -e "$tmp/div-nowrite/diverged.mp" ]; then
+  pass "diverged.mp not written: exit 5, the message, and a line saying it could not be recorded"
+else fail "diverged.mp not written" "exit $rc: $out"; fi
 
 # ---------------------------------------------------------------- numbers from the environment
 # A number a user sets in the environment and mistypes is refused at start (exit 2, naming

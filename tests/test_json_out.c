@@ -187,7 +187,7 @@ static void test_status_json(void) {
                    "s = d['size']\n"
                    "assert s['states'] == int(a[2]) and s['state_bytes'] > 0 and s['orphan_blobs'] == 0, s\n"
                    "assert s['chunks'] == s['blobs'] > 0 and s['chunk_bytes'] >= s['state_bytes'], s\n"
-                   "assert d['alpha_records'] == 4 and d['alpha_chain_ok'] is True\n"
+                   "assert d['alpha_records'] == 4 and d['alpha_chain_ok'] is True and d['diverged'] is None\n"
                    "v = d['speed']\n"
                    "assert v['episodes_measured'] == 4 and v['tokens_per_s'] > 0 and v['episode_s'] > 0, v\n"
                    "assert v['eta_s'] == 0, v\n"
@@ -302,7 +302,8 @@ static void test_mixture_json(void) {
         "assert abs(sum(d['mixture'].values()) - 1) < 1e-12, d['mixture']\n"
         "assert d['run_id'] in y[0] and d['run_id'].startswith('run-') and d['store'] == a[1], d\n";
     char code[2048];
-    snprintf(code, sizeof code, "%sassert d['last_fraction'] == 0.1 and d['first_episode'] == 3 and d['out'] is None, d\n",
+    snprintf(code, sizeof code, "%sassert d['last_fraction'] == 0.1 and d['first_episode'] == 3 and d['out'] is None "
+             "and d['diverged'] is None, d\n",
              same_as_yaml);
     CHECK(json_cmd(&f, ARGS("mixture", f.store, "--json"), 0, code, ARGS(textp, f.store)) == 0, "mixture --json");
     CHECK(text_to(&f, "mixture2.txt", ARGS("mixture", f.store, "--last-fraction", "0.5"), textp, sizeof textp) == 0,

@@ -339,6 +339,10 @@ static int dec_sweep(const void *d, size_t n, tdm_err *e) {
     static rec_sweep w; /* 32 KiB: not on the stack of every mutation */
     return rec_sweep_decode(d, n, "SWEEP", &w, e);
 }
+static int dec_diverged(const void *d, size_t n, tdm_err *e) {
+    static rec_diverged x;
+    return rec_diverged_decode(d, n, "diverged.mp", &x, e);
+}
 static int dec_metrics(const void *d, size_t n, tdm_err *e) {
     rec_metrics m;
     return rec_metrics_decode(d, n, "metrics/3.mp", &m, e);
@@ -443,6 +447,32 @@ static void test_truncated_and_mutated_inputs(void) {
           "SWEEP round trip: %s", e.msg);
     r = mutate_all_sealed(buf, n, dec_sweep, "SWEEP", 1);
     free(buf);
+    /* diverged.mp: where and why a run diverged, round trip, sealed against every
+     * mutation; a step that is not the loop's, or a state past the divergence, refused */
+    static rec_diverged dv = {.epoch = 4, .seq = 13, .episode = 3, .step = "free", .index = 1, .state_seq = 12,
+                              .time = 1.8e9, .host = "node-3", .attempt = 1},
+                        dvb;
+    snprintf(dv.message, sizeof dv.message, "free step 9: the gradient norm is not finite: lower optim.lr");
+    buf = rec_diverged_encode(&dv, &n);
+    CHECK(rec_diverged_decode(buf, n, "diverged.mp", &dvb, &e) == 0 && dvb.seq == 13 && dvb.index == 1 &&
+              dvb.state_seq == 12 && !strcmp(dvb.message, dv.message) && !strcmp(dvb.step, "free"),
+          "diverged.mp round trip: %s", e.msg);
+    r = mutate_all_sealed(buf, n, dec_diverged, "diverged.mp", 1);
+    free(buf);
+    static const struct { const char *step; uint64_t index, state_seq; const char *msg, *why; } bad_dv[] = {
+        {"done", 0, 12, "m", "step"}, {"probe", 1, 12, "m", "index"}, {"free", 1, 14, "m", "state_seq"},
+        {"free", 1, 12, "", "message"}, {"free", 1, 12, "a\x1b[2Jb", "control character"}};
+    for (size_t i = 0; i < sizeof bad_dv / sizeof *bad_dv; i++) {
+        rec_diverged x = dv;
+        snprintf(x.step, sizeof x.step, "%s", bad_dv[i].step);
+        x.index = bad_dv[i].index, x.state_seq = bad_dv[i].state_seq;
+        snprintf(x.message, sizeof x.message, "%s", bad_dv[i].msg);
+        buf = rec_diverged_encode(&x, &n);
+        memset(&e, 0, sizeof e);
+        CHECK(rec_diverged_decode(buf, n, "diverged.mp", &dvb, &e) == ERR_STORE && strstr(e.msg, bad_dv[i].why),
+              "diverged.mp with a bad %s: '%s'", bad_dv[i].why, e.msg);
+        free(buf);
+    }
 }
 
 /* ledger_read: the one call that reads a record — each kind through its own decoder,
@@ -498,7 +528,7 @@ static void test_ledger_read(void) {
     CHECK(store_get(st, "HEAD", &hbytes, &hn, NULL, &e) == 0, "HEAD bytes: %s", e.msg);
     static union {
         rec_head h; rec_run r; rec_change c; rec_state s; rec_alpha a; rec_lease l; rec_mixture x;
-        rec_model m; rec_metrics t; rec_sweep w; rec_data d;
+        rec_model m; rec_metrics t; rec_sweep w; rec_data d; rec_diverged v;
     } any;
     for (int k = 0; hbytes && k < REC_KIND_COUNT; k++) {
         memset(&e, 0, sizeof e);

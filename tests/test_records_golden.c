@@ -83,7 +83,7 @@ static void golden(const char *name, rec_kind kind, void *data, size_t n,
           name, n, wn);
     static union {
         rec_head h; rec_run r; rec_change c; rec_state s; rec_alpha a; rec_lease l; rec_mixture x;
-        rec_model m; rec_metrics t; rec_sweep sw; rec_data da;
+        rec_model m; rec_metrics t; rec_sweep sw; rec_data da; rec_diverged dv;
     } back;
     if (rc == 0) {
         int d = ledger_decode(kind, want, wn, name, &back, &e);
@@ -114,6 +114,7 @@ REENCODE(model, rec_model)
 REENCODE(metrics, rec_metrics)
 REENCODE(sweep, rec_sweep)
 REENCODE(data, rec_data)
+REENCODE(diverged, rec_diverged)
 static void release_state(void *rec) { rec_state_free(rec); }
 static void release_run(void *rec) { rec_run_free(rec); }
 static void release_change(void *rec) { rec_change_free(rec); }
@@ -178,6 +179,13 @@ static void test_golden_bytes(void) {
         for (int sp = 0; sp < REC_DATA_SPLITS; sp++) sha256(da.domains[m], sp + 1, &da.sha[m][sp]);
     d = rec_data_encode(&da, &n);
     golden("data", REC_KIND_DATA, d, n, reencode_data, NULL);
+    /* diverged.mp (2026-12-06) */
+    static rec_diverged dv = {.epoch = 4, .seq = 13, .episode = 3, .step = "free", .index = 1, .state_seq = 12,
+                              .time = 1795000200.5, .host = "node-3", .attempt = 1};
+    snprintf(dv.message, sizeof dv.message, "free step 9: the gradient norm is not finite: u diverged (optim.lr "
+             "= 1e+30); lower optim.lr");
+    d = rec_diverged_encode(&dv, &n);
+    golden("diverged", REC_KIND_DIVERGED, d, n, reencode_diverged, NULL);
 }
 
 int main(void) {
