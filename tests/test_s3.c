@@ -8,7 +8,8 @@
  *   interop       what tandem writes awscli reads byte for byte, and the reverse,
  *                 multipart included
  *   faults        500/503/429, resets, closes, stalls and truncated bodies on a fraction of
- *                 requests: every operation still completes with the right bytes
+ *                 requests: every operation still completes with the right bytes; a 503's
+ *                 or 429's Retry-After is waited, within bounds
  *   runner        the chaos test on S3 (SIGKILL at 20+ moments), a run under faults, and
  *                 two concurrent runners: all end with the file-store run's hashes
  *   secrets       the secret key and session token appear in no log line, error message,
@@ -80,6 +81,22 @@ static long counter(const char *name) {
         snprintf(key, sizeof key, "\"%s\":", name);
         at = strstr(out, key);
     }
+    return at ? atol(at + strlen(key)) : -1;
+}
+
+/* How many faults of `kind` the proxy injected since its counters were reset (counter()
+ * finds a status's count among "by_status" first, which the keys "403" to "503" share). */
+static long injected(const char *kind) {
+    char cmd[1024], out[8192] = "";
+    snprintf(cmd, sizeof cmd, "curl -sf '%s/counters'", getenv("TANDEM_S3_CONTROL"));
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    pclose(p);
+    char key[80];
+    snprintf(key, sizeof key, "\"%s\":", kind);
+    const char *in = strstr(out, "\"injected\""), *at = in ? strstr(in, key) : NULL;
     return at ? atol(at + strlen(key)) : -1;
 }
 
@@ -773,6 +790,71 @@ static void test_faults_store_level(void) {
     unsetenv("TANDEM_S3_PART_MIB");
     unsetenv("TANDEM_S3_TIMEOUT");
     unsetenv("TANDEM_S3_RETRIES");
+}
+
+/* A 503 or 429 that says how long to wait (Retry-After) was retried after the usual backoff
+ * (at most 100 ms for the first retry), whatever it asked. The retry now comes when it asked,
+ * in seconds or as an HTTP-date; a day asked for is cut to 30 s or TANDEM_S3_TIMEOUT where
+ * shorter (2 s here), and no wait goes past a stop's deadline. */
+static double g_retry_deadline;
+static double retry_deadline(void) { return g_retry_deadline; }
+
+/* store_put of one byte under `rule` (one fault rule, JSON), with a stop's deadline
+ * deadline_s from its start (0: none); its seconds, rc into *rc. */
+static double put_timed(store *s, const char *key, const char *rule, double deadline_s, int *rc, tdm_err *e) {
+    char json[600];
+    snprintf(json, sizeof json, "{\"rules\": [%s]}", rule);
+    control("/reset", "{}");
+    if (control("/faults", json) != 0) return -1;
+    double t0 = now_s();
+    g_retry_deadline = store_clock_s() + deadline_s;
+    if (deadline_s > 0) store_set_deadline(retry_deadline);
+    *rc = store_put(s, key, "x", 1, STORE_OVERWRITE, e);
+    store_set_deadline(NULL);
+    return now_s() - t0;
+}
+
+static void test_retry_after(void) {
+    tdm_err e = {0};
+    int rc = -1;
+    store *s = open_store("retryafter", &e);
+    CHECK(s, "%s", e.msg);
+    double t = put_timed(s, "a", "{\"fault\": \"503\", \"retry_after\": 2, \"methods\": [\"PUT\"], "
+                         "\"path_regex\": \"retryafter/a$\", \"max_count\": 1}", 0, &rc, &e);
+    CHECK(rc == 0 && injected("503") == 1 && t >= 1.8 && t < 6.0,
+          "a 503 with Retry-After: 2: put %d after %.2f s (want 2 s): %s", rc, t, e.msg);
+    char date[64], rule[400];
+    time_t at = time(NULL) + 3;
+    strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", gmtime(&at));
+    snprintf(rule, sizeof rule, "{\"fault\": \"429\", \"retry_after\": \"%s\", \"methods\": [\"PUT\"], "
+             "\"path_regex\": \"retryafter/b$\", \"max_count\": 1}", date);
+    t = put_timed(s, "b", rule, 0, &rc, &e);
+    CHECK(rc == 0 && injected("429") == 1 && t >= 1.5 && t < 6.0,
+          "a 429 with Retry-After: %s (3 s ahead): put %d after %.2f s: %s", date, rc, t, e.msg);
+    /* a deadline (a stop signal's) comes before the wait ends: given up there */
+    t = put_timed(s, "c", "{\"fault\": \"503\", \"retry_after\": 600, \"methods\": [\"PUT\"], "
+                  "\"path_regex\": \"retryafter/c$\"}", 1.5, &rc, &e);
+    CHECK(rc == ERR_STORE && strstr(e.msg, "deadline") && t >= 1.4 && t < 4.0,
+          "a 503 asking for 600 s with the deadline 1.5 s ahead: put %d after %.2f s: %s", rc, t, e.msg);
+    store_close(s);
+    /* a day asked for: cut to TANDEM_S3_TIMEOUT (2 s), shorter than 30 s */
+    setenv("TANDEM_S3_TIMEOUT", "2", 1);
+    setenv("TANDEM_S3_RETRIES", "2", 1);
+    s = open_store("retryafter", &e);
+    unsetenv("TANDEM_S3_TIMEOUT");
+    unsetenv("TANDEM_S3_RETRIES");
+    CHECK(s, "%s", e.msg);
+    t = put_timed(s, "d", "{\"fault\": \"503\", \"retry_after\": 86400, \"methods\": [\"PUT\"], "
+                  "\"path_regex\": \"retryafter/d$\", \"max_count\": 1}", 0, &rc, &e);
+    CHECK(rc == 0 && injected("503") == 1 && t >= 1.8 && t < 6.0,
+          "a 503 asking for a day, TANDEM_S3_TIMEOUT=2: put %d after %.2f s (want 2 s): %s", rc, t, e.msg);
+    /* every attempt (2 here) so refused: the error says what was asked and what was waited */
+    t = put_timed(s, "e", "{\"fault\": \"503\", \"retry_after\": 86400, \"methods\": [\"PUT\"], "
+                  "\"path_regex\": \"retryafter/e$\"}", 0, &rc, &e);
+    CHECK(rc == ERR_STORE && strstr(e.msg, "HTTP 503 (Retry-After 86400 s, cut to 2 s)") && t >= 1.8 && t < 6.0,
+          "503s asking for a day: put %d after %.2f s: %s", rc, t, e.msg);
+    store_close(s);
+    control("/reset", "{}");
 }
 
 /* ------------------------------------------------------------------ the runner on S3 */
@@ -1665,6 +1747,7 @@ int main(void) {
     RUN(test_not_dumpable_during_exchange);
     RUN(test_awscli_interop);
     RUN(test_faults_store_level);
+    RUN(test_retry_after);
     RUN(test_reference_on_file_store);
     RUN(test_runner_chaos_on_s3);
     RUN(test_temporary_credentials_during_runs);
