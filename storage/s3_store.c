@@ -15,7 +15,8 @@
  *
  * Conditional writes: create-only is If-None-Match: *, compare-and-swap is If-Match on
  * the ETag. Whether the server honours them is probed once per store (a create-only PUT
- * repeated must fail with 412); a server that ignores them gets the lease protocol of
+ * accepted, then repeated, must fail with 412; a probe refused otherwise is an error, not
+ * an answer); a server that ignores them gets the lease protocol of
  * docs/running.md instead (checked writes: read, compare, write — safe only with one
  * writer, which the lease enforces up to its race window).
  */
@@ -248,31 +249,57 @@ static int write_was_ours(store *st, const char *key, const void *data, size_t n
     return strcasecmp(want, have) == 0;
 }
 
-/* Probes once whether the server honours If-None-Match (a second create-only PUT of the
- * same probe key must be refused). */
+/* Probes once whether the server honours If-None-Match: a create-only PUT of a new probe
+ * key must be accepted (2xx), and the same PUT again refused with 412 (honoured) or
+ * accepted (ignored: the lease protocol, docs/running.md). A 501 NotImplemented to either
+ * is a server without conditional writes too. Any other answer is an error naming the
+ * probe key and the status: a probe refused (a 403 from a policy, a 400) said nothing
+ * about conditional writes, and was taken for "ignores them". -1 with *e set on an error. */
 static int conditional_supported(store *st, tdm_err *e) {
     s3_store *s = impl(st);
     if (s->conditional >= 0) return s->conditional;
     char key[96];
     unsigned seed = (unsigned)(time(NULL) ^ getpid());
     snprintf(key, sizeof key, ".tandem-probe/%08x%08x", rand_r(&seed), rand_r(&seed));
-    int results[2] = {0, 0};
-    for (int i = 0; i < 2; i++) {
+    static const char *const which[2] = {"first", "second"};
+    long status[2] = {0, 0};
+    int rc = 0, wrote = 0;
+    for (int i = 0; !rc && i < 2; i++) {
         s3_resp r = {0};
-        int rc = put_object(st, key, "probe", 5, "*", NULL, &r, e);
-        results[i] = rc ? -1 : (int)r.status;
+        rc = put_object(st, key, "probe", 5, "*", NULL, &r, e);
+        status[i] = r.status;
+        /* the first PUT's answer lost and its retry refused: our own write (as s3_put) */
+        if (!rc && i == 0 && r.uncertain && r.status == 412 && write_was_ours(st, key, "probe", 5, NULL))
+            status[i] = 200;
+        wrote |= !rc && status[i] / 100 == 2;
+        if (rc) {
+            err_append(e, " (the %s PUT of the conditional-write probe %s)", which[i], key);
+        } else if (status[i] == 501) {
+            free(r.body);
+            break; /* no conditional writes: the lease protocol */
+        } else if (status[i] / 100 != 2 && (i == 0 || status[i] != 412)) {
+            s3_req q = {.method = "PUT", .key = key};
+            rc = s3_status_error(st, &q, &r, e);
+            err_append(e, ": the %s create-only PUT (If-None-Match: *) of the conditional-write probe was "
+                       "refused, so whether the endpoint honours conditional writes is unknown; tandem writes "
+                       "and deletes %s once per store to learn it: allow PUT and DELETE under the store's "
+                       "prefix, or check the endpoint (AWS_ENDPOINT_URL)", which[i], key);
+        }
         free(r.body);
-        if (rc) return -1;
     }
-    s3_req d = {.method = "DELETE", .key = key};
-    s3_resp dr = {0};
-    tdm_err ignore;
-    s3_request(s, &d, &dr, NULL, NULL, &ignore);
-    free(dr.body);
-    s->conditional = results[1] == 412;
+    if (wrote) {
+        s3_req d = {.method = "DELETE", .key = key};
+        s3_resp dr = {0};
+        tdm_err ignore;
+        s3_request(s, &d, &dr, NULL, NULL, &ignore);
+        free(dr.body);
+    }
+    if (rc) return -1;
+    s->conditional = status[1] == 412;
     if (!s->conditional)
-        fprintf(stderr, "tandem: %s ignores conditional writes (If-None-Match); using the lease "
-                "protocol without server-side compare-and-swap (docs/running.md)\n", store_url(st));
+        fprintf(stderr, "tandem: %s %s conditional writes (If-None-Match); using the lease "
+                "protocol without server-side compare-and-swap (docs/running.md)\n", store_url(st),
+                status[0] == 501 || status[1] == 501 ? "does not implement (HTTP 501)" : "ignores");
     return s->conditional;
 }
 

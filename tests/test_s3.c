@@ -1042,6 +1042,29 @@ static void test_run_record_lost_by_the_endpoint(void) {
     free(f.dir);
 }
 
+/* The conditional-write probe's first PUT (create-only, If-None-Match: *) was not looked
+ * at: refused (a 403 from a policy on .tandem-probe/, here once), its second PUT accepted
+ * read as "ignores conditional writes", and the run went on under the lease protocol (exit
+ * 0). Now it stops (exit 3) naming the probe key and the status. */
+static void test_probe_refused(void) {
+    fixture f;
+    CHECK(runner_fixture(&f, "s3probe", 1) == 0, "fixture");
+    control("/reset", "{}");
+    CHECK(control("/faults", "{\"rules\": [{\"fault\": \"403\", \"methods\": [\"PUT\"], "
+                  "\"path_regex\": \"s3probe[^/]*/[.]tandem-probe/\", \"max_count\": 1}]}") == 0,
+          "set faults");
+    int rc = wait_exit(start_run(&f, NULL, "--set", "run.episodes=2"));
+    char log[8192];
+    read_all(f.log, log, sizeof log);
+    control("/reset", "{}");
+    test_rmtree(f.dir);
+    free(f.dir);
+    CHECK(rc == 3 && strstr(log, "PUT .tandem-probe/") && strstr(log, "HTTP 403 AccessDenied") &&
+          strstr(log, "first create-only PUT (If-None-Match: *) of the conditional-write probe was refused") &&
+          !strstr(log, "ignores conditional writes"),
+          "exit %d: %s", rc, log);
+}
+
 /* The late write again, and the process that comes next knows of it only from the store:
  * the manifest PUT of state 3 held `stall` seconds in the proxy past the first process's 1 s limit
  * (its retry answered), the first process (6 episodes, keep 2: it keeps state 3 itself
@@ -1762,6 +1785,7 @@ int main(void) {
     RUN(test_gc_with_a_listing_that_misses_states);
     RUN(test_stop_while_the_store_hangs);
     RUN(test_run_record_lost_by_the_endpoint);
+    RUN(test_probe_refused);
     RUN(test_gc_after_a_kill_keeps_the_window);
     RUN(test_late_delete_of_a_reused_blob);
     RUN(test_two_runners_on_s3);

@@ -67,7 +67,8 @@ STRIP_TO_BACKEND = HOP_BY_HOP | {"authorization", "x-amz-security-token", "if-ma
                                  "content-md5", "range"}
 PRESIGN_PARAMS = {"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires",
                   "X-Amz-SignedHeaders", "X-Amz-Signature", "X-Amz-Security-Token"}
-FAULT_KINDS = ("500", "503", "429", "reset", "close", "reset_after", "stall", "truncate", "other_object", "bare_200", "list_hide", "put_drop")
+FAULT_KINDS = ("500", "503", "429", "reset", "close", "reset_after", "stall", "truncate", "other_object", "bare_200",
+               "list_hide", "put_drop", "403")
 STREAMING_PREFIX = "STREAMING-"
 UNSIGNED = "UNSIGNED-PAYLOAD"
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
@@ -1100,6 +1101,8 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
                     if rule["retry_after"] is not None:
                         err.headers["Retry-After"] = rule["retry_after"]
                     raise err
+                elif kind == "403":
+                    raise S3Err(403, "AccessDenied", "Access Denied")
                 elif kind in ("reset", "close"):
                     self.status = kind
                     self.abort_connection(rst=(kind == "reset"))
