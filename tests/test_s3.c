@@ -1065,6 +1065,76 @@ static void test_probe_refused(void) {
           "exit %d: %s", rc, log);
 }
 
+/* An endpoint that refuses a create-only write with 412 while nothing is there (here the PUT
+ * of RUN): the run said "another tandem created this run at the same moment". A read-back
+ * now finds nothing, the write goes again once (an object deleted since), and when the 412
+ * comes again the error says what was seen; a single such 412 is written past (exit 0). */
+static void test_create_refused_over_nothing(void) {
+    char log[8192];
+    for (int once = 0; once < 2; once++) {
+        fixture f;
+        CHECK(runner_fixture(&f, "s3refused", 1) == 0, "fixture");
+        control("/reset", "{}");
+        CHECK(control("/faults", once ? "{\"rules\": [{\"fault\": \"412\", \"methods\": [\"PUT\"], "
+                                        "\"path_regex\": \"s3refused[^/]*/RUN$\", \"max_count\": 1}]}"
+                                      : "{\"rules\": [{\"fault\": \"412\", \"methods\": [\"PUT\"], "
+                                        "\"path_regex\": \"s3refused[^/]*/RUN$\"}]}") == 0,
+              "set faults");
+        int rc = wait_exit(start_run(&f, NULL, "--set", "run.episodes=2"));
+        long refused = injected("412");
+        read_all(f.log, log, sizeof log);
+        control("/reset", "{}");
+        test_rmtree(f.dir);
+        free(f.dir);
+        if (once)
+            CHECK(rc == 0 && refused == 1, "one 412 over no RUN: exit %d (%ld refused): %s", rc, refused, log);
+        else
+            CHECK(rc == 3 && refused == 2 && strstr(log, "PUT RUN: the endpoint refused the create-only write") &&
+                  strstr(log, "412 Precondition Failed twice") && strstr(log, "found no object") &&
+                  !strstr(log, "at the same moment"),
+                  "412s over no RUN: exit %d (%ld refused): %s", rc, refused, log);
+    }
+}
+
+/* An endpoint that answers writes of the lease and its HEADs without an ETag: the lease's
+ * version was "", the release's compare-and-swap on it became a create-only write, and the
+ * run ended (exit 3) with "another writer changed the lease at the same moment" after its
+ * whole work. It now stops at the first write, saying the endpoint gave no ETag. The same
+ * for a GET without one (a resumed run's read of the lease). */
+static void test_writes_answered_without_an_etag(void) {
+    fixture f;
+    CHECK(runner_fixture(&f, "s3noetag", 1) == 0, "fixture");
+    control("/reset", "{}");
+    CHECK(control("/faults", "{\"rules\": [{\"fault\": \"no_etag\", \"methods\": [\"PUT\", \"HEAD\"], "
+                  "\"path_regex\": \"s3noetag[^/]*/lease$\"}]}") == 0,
+          "set faults");
+    const char *args[] = {"--set", "run.episodes=2", NULL};
+    int rc = wait_exit(start_run_argv(&f, NULL, args));
+    char log[8192];
+    read_all(f.log, log, sizeof log);
+    control("/reset", "{}");
+    int ok = rc == 3 && strstr(log, "PUT lease: the endpoint answered the create-only write (If-None-Match: *) "
+                                    "without an ETag, and a HEAD of the object gave none either") &&
+             !strstr(log, "another writer changed the lease");
+    /* the lease is there (the PUT was applied): the next start takes it over and ends, and
+     * the one after (the run finished: it reads the lease all the same) without an ETag */
+    int rc2 = wait_exit(start_run_argv(&f, NULL, args));
+    CHECK(control("/faults", "{\"rules\": [{\"fault\": \"no_etag\", \"methods\": [\"GET\"], "
+                  "\"path_regex\": \"s3noetag[^/]*/lease$\"}]}") == 0,
+          "set faults");
+    int rc3 = wait_exit(start_run_argv(&f, NULL, args));
+    char log3[8192] = "";
+    read_all(f.log, log3, sizeof log3);
+    control("/reset", "{}");
+    test_rmtree(f.dir);
+    free(f.dir);
+    CHECK(ok, "PUT and HEAD without an ETag: exit %d: %s", rc, log);
+    CHECK(rc2 == 0, "the run with ETags again exited %d", rc2);
+    CHECK(rc3 == 3 && strstr(log3, "GET lease: the endpoint answered without an ETag") &&
+          !strstr(log3, "another writer changed the lease"),
+          "a GET of the lease without an ETag: exit %d: %s", rc3, log3);
+}
+
 /* The late write again, and the process that comes next knows of it only from the store:
  * the manifest PUT of state 3 held `stall` seconds in the proxy past the first process's 1 s limit
  * (its retry answered), the first process (6 episodes, keep 2: it keeps state 3 itself
@@ -1786,6 +1856,8 @@ int main(void) {
     RUN(test_stop_while_the_store_hangs);
     RUN(test_run_record_lost_by_the_endpoint);
     RUN(test_probe_refused);
+    RUN(test_create_refused_over_nothing);
+    RUN(test_writes_answered_without_an_etag);
     RUN(test_gc_after_a_kill_keeps_the_window);
     RUN(test_late_delete_of_a_reused_blob);
     RUN(test_two_runners_on_s3);

@@ -68,7 +68,7 @@ STRIP_TO_BACKEND = HOP_BY_HOP | {"authorization", "x-amz-security-token", "if-ma
 PRESIGN_PARAMS = {"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires",
                   "X-Amz-SignedHeaders", "X-Amz-Signature", "X-Amz-Security-Token"}
 FAULT_KINDS = ("500", "503", "429", "reset", "close", "reset_after", "stall", "truncate", "other_object", "bare_200",
-               "list_hide", "put_drop", "403")
+               "list_hide", "put_drop", "403", "412", "no_etag")
 STREAMING_PREFIX = "STREAMING-"
 UNSIGNED = "UNSIGNED-PAYLOAD"
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
@@ -1103,6 +1103,11 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
                     raise err
                 elif kind == "403":
                     raise S3Err(403, "AccessDenied", "Access Denied")
+                elif kind == "412":
+                    # refused as if the condition failed, whatever is there (nothing is applied)
+                    raise S3Err(412, "PreconditionFailed", "At least one of the pre-conditions you "
+                                "specified did not hold",
+                                Condition="If-Match" if self.headers.get("If-Match") else "If-None-Match")
                 elif kind in ("reset", "close"):
                     self.status = kind
                     self.abort_connection(rst=(kind == "reset"))
@@ -1382,6 +1387,8 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
             if lk in HOP_BY_HOP or lk in ("content-length", "date", "server"):
                 continue
             if lk == "etag":
+                if kind == "no_etag":
+                    continue   # applied, answered without its ETag
                 v = self._public_etag(v, etag_name)
                 if getattr(self, "part_etag_suffix", ""):  # an UploadPart under /part-etags
                     v = '"' + strip_etag(v) + self.part_etag_suffix + '"'
