@@ -1135,6 +1135,40 @@ static void test_writes_answered_without_an_etag(void) {
           "a GET of the lease without an ETag: exit %d: %s", rc3, log3);
 }
 
+/* A run whose states are gone (HEAD names one, none is there) asks its first alpha record
+ * whether it can be replayed from its seed; a 403 on that read (a policy, expired rights)
+ * was taken for "it was begun by an older tandem whose records a replay would not
+ * reproduce". Now the error says the record could not be read, and why (exit 3 as before). */
+static void test_alpha_record_refused(void) {
+    fixture f;
+    CHECK(runner_fixture(&f, "s3alpha403", 1) == 0, "fixture");
+    control("/reset", "{}");
+    const char *args[] = {"--set", "run.episodes=3", NULL};
+    int rc = wait_exit(start_run_argv(&f, NULL, args));
+    tdm_err e = {0};
+    store *st = store_open(f.store, &e);
+    store_list l = {0};
+    int deleted = 0;
+    if (st && store_list_prefix(st, "states/", &l, &e) == 0)
+        for (size_t i = 0; i < l.n; i++) deleted += store_delete(st, l.keys[i], &e) == 0;
+    store_list_free(&l);
+    if (st) store_close(st);
+    CHECK(control("/faults", "{\"rules\": [{\"fault\": \"403\", \"methods\": [\"GET\"], "
+                  "\"path_regex\": \"s3alpha403[^/]*/alpha/0+[.]mp$\"}]}") == 0,
+          "set faults");
+    int rc2 = wait_exit(start_run_argv(&f, NULL, args));
+    long refused = injected("403");
+    char log[8192];
+    read_all(f.log, log, sizeof log);
+    control("/reset", "{}");
+    test_rmtree(f.dir);
+    free(f.dir);
+    CHECK(rc == 0 && deleted > 0, "the first run: exit %d, %d states deleted: %s", rc, deleted, e.msg);
+    CHECK(rc2 == 3 && refused >= 1 && strstr(log, "its first alpha record could not be read") &&
+          strstr(log, "HTTP 403 AccessDenied") && !strstr(log, "older tandem"),
+          "a 403 on alpha/0.mp: exit %d (%ld refused): %s", rc2, refused, log);
+}
+
 /* The late write again, and the process that comes next knows of it only from the store:
  * the manifest PUT of state 3 held `stall` seconds in the proxy past the first process's 1 s limit
  * (its retry answered), the first process (6 episodes, keep 2: it keeps state 3 itself
@@ -1858,6 +1892,7 @@ int main(void) {
     RUN(test_probe_refused);
     RUN(test_create_refused_over_nothing);
     RUN(test_writes_answered_without_an_etag);
+    RUN(test_alpha_record_refused);
     RUN(test_gc_after_a_kill_keeps_the_window);
     RUN(test_late_delete_of_a_reused_blob);
     RUN(test_two_runners_on_s3);
