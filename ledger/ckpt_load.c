@@ -203,18 +203,21 @@ int ckpt_load_seq(ckpt *c, uint64_t seq, rec_state *rec, tdm_err *e) {
 /* Whether a run with no usable state can be replayed from its seed: only when no config
  * change was ever recorded (a replay would compute the whole run under today's config) and
  * its α records are of this version's kind (a run begun before generations wrote records
- * a replay would not reproduce byte for byte). */
-static int ckpt_seed_replay_ok(ckpt *c) {
+ * a replay would not reproduce byte for byte). 1 or 0; -1 with *e set when its first α
+ * record could not be read (a 403, an endpoint gone): that tells nothing of which tandem
+ * began the run, and was reported as "an older tandem". */
+static int ckpt_seed_replay_ok(ckpt *c, tdm_err *e) {
     if (c->gens.n != 0) return 0;
     void *data = NULL;
     size_t n = 0;
-    tdm_err e;
     char key[64];
     ledger_alpha_key(key, sizeof key, 0);
-    int rc = store_get(c->st, key, &data, &n, NULL, &e);
+    int rc = store_get(c->st, key, &data, &n, NULL, e);
     if (rc == STORE_NOT_FOUND) return 1; /* a fixed run, or none yet */
+    if (rc) return -1;
     rec_alpha a;
-    int ok = rc == 0 && (rec_alpha_decode(data, n, key, &a, &e) != 0 || a.has_gen);
+    tdm_err de;
+    int ok = rec_alpha_decode(data, n, key, &a, &de) != 0 || a.has_gen;
     free(data);
     return ok;
 }
@@ -436,7 +439,15 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
     free(seqs);
     /* HEAD there (or damaged) but no state listed: every state was deleted */
     int lost = ns == 0 && !head_missing;
-    if ((ns > 0 || lost) && ckpt_seed_replay_ok(c)) {
+    tdm_err re;
+    int replay_ok = ns > 0 || lost ? ckpt_seed_replay_ok(c, &re) : 0;
+    if (replay_ok < 0)
+        return err_set(e, ERR_STORE, "%s: %s, and whether the run can be replayed from its seed is unknown: "
+                       "its first alpha record could not be read (%s). Mend that (the credentials, the "
+                       "bucket policy, the endpoint) and start the run again",
+                       url, lost ? "HEAD is there but no state is (deleted)" : "no state can be resumed from (see "
+                       "the messages above)", re.msg);
+    if (replay_ok) {
         /* no state to resume from, but the run's whole trajectory follows from its pinned
          * config and seed: replay it from the start, bit for bit, checked against the α
          * records that are there (a difference is exit 4, nothing overwritten) */

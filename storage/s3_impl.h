@@ -69,6 +69,7 @@ typedef struct s3_resp {
     char content_range[128];
     char date[64]; /* the server's Date header (for a clock-skew diagnosis) */
     char bucket_region[64]; /* x-amz-bucket-region (S3 names it on a wrong-region answer) */
+    char retry_after[64];   /* Retry-After (a 429's or 503's wait: seconds or an HTTP-date) */
     long long content_length;
     int uncertain; /* an earlier attempt got no definite answer: it may have been applied */
     /* how long an answer may be (attempt() sets them from the request): a body past its
@@ -117,8 +118,12 @@ int s3_verify_whole(const s3_resp *r, void *ctx);
 /* A ranged GET's part: exactly the length asked for (ctx: an expect_len). */
 int s3_verify_len(const s3_resp *r, void *ctx);
 
-/* Sleeps before retry `attempt_no`: exponential backoff with full jitter. */
+/* Sleeps before retry `attempt_no`: exponential backoff with full jitter, never past a
+ * stop's deadline (store_deadline). */
 void s3_backoff(int attempt_no);
+
+/* The longest wait a Retry-After buys (seconds; TANDEM_S3_TIMEOUT when that is shorter). */
+#define S3_RETRY_AFTER_MAX_S 30.0
 
 /* The object's full key under the store prefix. */
 void s3_object_key(const s3_store *s, const char *key, char *out, size_t cap);

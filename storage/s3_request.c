@@ -1,10 +1,12 @@
 /* s3_request.c — one signed S3 request over libcurl, retried: the curl handle pool,
  * signing (storage/sigv4.h), retries with exponential backoff and full jitter on 5xx,
- * 429, connection failures, stalls and bodies that fail verification, and the checks of
+ * 429, connection failures, stalls and bodies that fail verification (a 429's or 503's
+ * Retry-After waited instead, within bounds), and the checks of
  * a response body against the SHA-256 tandem stores with each object; s3_store.c's
  * header comment says why. */
 #include <curl/curl.h>
 #include <errno.h>
+#include <math.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -102,6 +104,7 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
     size_t len = sz * n;
     if (len > 5 && !strncasecmp(p, "HTTP/", 5)) { /* a new response (after a redirect/100) */
         r->etag[0] = r->meta_sha[0] = r->meta_key[0] = r->content_range[0] = r->date[0] = r->bucket_region[0] = '\0';
+        r->retry_after[0] = '\0';
         r->etag_long = 0;
         r->content_length = -1;
         const char *sp = memchr(p, ' ', len);
@@ -116,6 +119,8 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
         header_value(p, len, strlen(META_KEY) + 1, r->meta_key, sizeof r->meta_key);
     } else if (len > 20 && !strncasecmp(p, "x-amz-bucket-region:", 20)) {
         header_value(p, len, 20, r->bucket_region, sizeof r->bucket_region);
+    } else if (len > 12 && !strncasecmp(p, "Retry-After:", 12)) {
+        header_value(p, len, 12, r->retry_after, sizeof r->retry_after);
     } else if (len > 5 && !strncasecmp(p, "Date:", 5)) {
         header_value(p, len, 5, r->date, sizeof r->date);
     } else if (len > 14 && !strncasecmp(p, "Content-Range:", 14)) {
@@ -387,14 +392,51 @@ static int deletes_object(const s3_req *q) { return !strcmp(q->method, "DELETE")
 
 static int retryable_status(long st) { return st == 429 || st == 500 || st == 502 || st == 503 || st == 504; }
 
+/* Sleeps d seconds, or until a stop's deadline (store_deadline) if that comes first; a
+ * deadline that appears while it sleeps (a stop signal) ends it too, as it is asked for again
+ * every 100 ms. */
+static void sleep_within_deadline(double d) {
+    double end = store_clock_s() + d;
+    for (;;) {
+        double now = store_clock_s(), until = fmin(end, store_deadline());
+        if (!(now < until)) return;
+        double slice = fmin(until - now, 0.1);
+        struct timespec ts = {(time_t)slice, (long)((slice - (double)(time_t)slice) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+}
+
 void s3_backoff(int attempt_no) {
     double cap = 5.0, base = 0.05 * (double)(1u << (attempt_no < 16 ? attempt_no : 16));
     if (base > cap) base = cap;
     unsigned seed = (unsigned)(time(NULL) ^ (getpid() << 8) ^ (unsigned)attempt_no ^
                                (unsigned)(size_t)pthread_self());
-    double d = base * ((double)rand_r(&seed) / RAND_MAX); /* full jitter */
-    struct timespec ts = {(time_t)d, (long)((d - (time_t)d) * 1e9)};
-    nanosleep(&ts, NULL);
+    sleep_within_deadline(base * ((double)rand_r(&seed) / RAND_MAX)); /* full jitter */
+}
+
+static int server_time(const s3_resp *r, time_t *t);
+
+/* The wait a 429 or 503 asks for in its Retry-After header (RFC 9110 10.2.3): a number of
+ * seconds, or an HTTP-date counted from the answer's Date (the server's clock: a skewed
+ * local clock does not stretch it), else from the local clock. -1 when there is none, or
+ * it is neither (then the usual backoff). */
+static double retry_after_s(const s3_resp *r) {
+    const char *v = r->retry_after;
+    if (!*v) return -1;
+    if (*v >= '0' && *v <= '9') {
+        double n = 0;
+        for (; *v >= '0' && *v <= '9'; v++)
+            if (n < 1e9) n = n * 10 + (*v - '0');
+        return *v ? -1 : n;
+    }
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *end = strptime(v, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    if (!end || *end) return -1;
+    time_t at = timegm(&tm), now;
+    if (server_time(r, &now)) now = s3_now();
+    double d = difftime(at, now);
+    return d > 0 ? d : 0;
 }
 
 static void resp_reset(s3_resp *r) {
@@ -413,11 +455,14 @@ static void resp_reset(s3_resp *r) {
 int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void *vctx,
                tdm_err *e) {
     char why[512] = "";
+    double wait = -1; /* what the last answer's Retry-After asked for (-1: the backoff) */
     for (int a = 0; a < s->cfg.retries; a++) {
         if (a > 0) {
             __atomic_add_fetch(&s->retries, 1, __ATOMIC_RELAXED);
-            s3_backoff(a);
+            if (wait >= 0) sleep_within_deadline(wait);
+            else s3_backoff(a);
         }
+        wait = -1;
         /* a stop's deadline passed (store_deadline): no attempt more, the process must
          * exit before SIGKILL (the last full state stands) */
         if (store_clock_s() >= store_deadline()) {
@@ -452,6 +497,18 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
         }
         if (retryable_status(r->status)) {
             snprintf(why, sizeof why, "HTTP %ld", r->status);
+            /* a 429 or 503 that says how long to wait (Retry-After) is waited that long
+             * instead of the backoff: up to S3_RETRY_AFTER_MAX_S, or TANDEM_S3_TIMEOUT where
+             * that is shorter (an endpoint asking for an hour does not hold a run for one),
+             * and never past a stop's deadline (sleep_within_deadline) */
+            double asked = r->status == 429 || r->status == 503 ? retry_after_s(r) : -1;
+            if (asked >= 0) {
+                double most = fmin(S3_RETRY_AFTER_MAX_S, (double)s->cfg.timeout_s);
+                wait = fmin(asked, most);
+                char cut[48] = "";
+                if (asked > most) snprintf(cut, sizeof cut, ", cut to %.0f s", most);
+                snprintf(why, sizeof why, "HTTP %ld (Retry-After %.0f s%s)", r->status, asked, cut);
+            }
             /* a 500, 502 or 504 may come from a gateway whose upstream still holds the
              * write (429 and 503 refuse it): it may land later too */
             if (r->status != 429 && r->status != 503 && writes_key(q))

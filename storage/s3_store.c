@@ -15,7 +15,8 @@
  *
  * Conditional writes: create-only is If-None-Match: *, compare-and-swap is If-Match on
  * the ETag. Whether the server honours them is probed once per store (a create-only PUT
- * repeated must fail with 412); a server that ignores them gets the lease protocol of
+ * accepted, then repeated, must fail with 412; a probe refused otherwise is an error, not
+ * an answer); a server that ignores them gets the lease protocol of
  * docs/running.md instead (checked writes: read, compare, write — safe only with one
  * writer, which the lease enforces up to its race window).
  */
@@ -248,32 +249,86 @@ static int write_was_ours(store *st, const char *key, const void *data, size_t n
     return strcasecmp(want, have) == 0;
 }
 
-/* Probes once whether the server honours If-None-Match (a second create-only PUT of the
- * same probe key must be refused). */
+/* Probes once whether the server honours If-None-Match: a create-only PUT of a new probe
+ * key must be accepted (2xx), and the same PUT again refused with 412 (honoured) or
+ * accepted (ignored: the lease protocol, docs/running.md). A 501 NotImplemented to either
+ * is a server without conditional writes too. Any other answer is an error naming the
+ * probe key and the status: a probe refused (a 403 from a policy, a 400) said nothing
+ * about conditional writes, and was taken for "ignores them". -1 with *e set on an error. */
 static int conditional_supported(store *st, tdm_err *e) {
     s3_store *s = impl(st);
     if (s->conditional >= 0) return s->conditional;
     char key[96];
     unsigned seed = (unsigned)(time(NULL) ^ getpid());
     snprintf(key, sizeof key, ".tandem-probe/%08x%08x", rand_r(&seed), rand_r(&seed));
-    int results[2] = {0, 0};
-    for (int i = 0; i < 2; i++) {
+    static const char *const which[2] = {"first", "second"};
+    long status[2] = {0, 0};
+    int rc = 0, wrote = 0;
+    for (int i = 0; !rc && i < 2; i++) {
         s3_resp r = {0};
-        int rc = put_object(st, key, "probe", 5, "*", NULL, &r, e);
-        results[i] = rc ? -1 : (int)r.status;
+        rc = put_object(st, key, "probe", 5, "*", NULL, &r, e);
+        status[i] = r.status;
+        /* the first PUT's answer lost and its retry refused: our own write (as s3_put) */
+        if (!rc && i == 0 && r.uncertain && r.status == 412 && write_was_ours(st, key, "probe", 5, NULL))
+            status[i] = 200;
+        wrote |= !rc && status[i] / 100 == 2;
+        if (rc) {
+            err_append(e, " (the %s PUT of the conditional-write probe %s)", which[i], key);
+        } else if (status[i] == 501) {
+            free(r.body);
+            break; /* no conditional writes: the lease protocol */
+        } else if (status[i] / 100 != 2 && (i == 0 || status[i] != 412)) {
+            s3_req q = {.method = "PUT", .key = key};
+            rc = s3_status_error(st, &q, &r, e);
+            err_append(e, ": the %s create-only PUT (If-None-Match: *) of the conditional-write probe was "
+                       "refused, so whether the endpoint honours conditional writes is unknown; tandem writes "
+                       "and deletes %s once per store to learn it: allow PUT and DELETE under the store's "
+                       "prefix, or check the endpoint (AWS_ENDPOINT_URL)", which[i], key);
+        }
         free(r.body);
-        if (rc) return -1;
     }
-    s3_req d = {.method = "DELETE", .key = key};
-    s3_resp dr = {0};
-    tdm_err ignore;
-    s3_request(s, &d, &dr, NULL, NULL, &ignore);
-    free(dr.body);
-    s->conditional = results[1] == 412;
+    if (wrote) {
+        s3_req d = {.method = "DELETE", .key = key};
+        s3_resp dr = {0};
+        tdm_err ignore;
+        s3_request(s, &d, &dr, NULL, NULL, &ignore);
+        free(dr.body);
+    }
+    if (rc) return -1;
+    s->conditional = status[1] == 412;
     if (!s->conditional)
-        fprintf(stderr, "tandem: %s ignores conditional writes (If-None-Match); using the lease "
-                "protocol without server-side compare-and-swap (docs/running.md)\n", store_url(st));
+        fprintf(stderr, "tandem: %s %s conditional writes (If-None-Match); using the lease "
+                "protocol without server-side compare-and-swap (docs/running.md)\n", store_url(st),
+                status[0] == 501 || status[1] == 501 ? "does not implement (HTTP 501)" : "ignores");
     return s->conditional;
+}
+
+/* A create-only write (If-None-Match: *) refused with 412 while a read-back (HEAD) finds no
+ * object there: 1 (0 when the object is there, or the HEAD failed: the 412 stands). */
+static int refused_over_nothing(store *st, const char *key) {
+    int present = 1;
+    tdm_err ignore;
+    return head_object(st, key, &present, NULL, &ignore) == 0 && !present;
+}
+
+/* The error for a create-only write the endpoint keeps refusing with 412 over no object. */
+static int refused_over_nothing_error(store *st, const char *key, tdm_err *e) {
+    return err_set(e, ERR_STORE, "%s: PUT %s: the endpoint refused the create-only write (If-None-Match: *) "
+                   "with HTTP 412 Precondition Failed twice, as if %s were there, but a read-back (HEAD) "
+                   "after each refusal found no object: it does not evaluate conditional writes correctly "
+                   "(a gateway or proxy in front of the store?); nothing was written. Check the endpoint "
+                   "(AWS_ENDPOINT_URL) and what lies between it and tandem",
+                   store_url(st), key, key);
+}
+
+/* A write answered 2xx without an ETag, where the next compare-and-swap needs one (the
+ * store's versions are ETags; "" means "no object"): the HEAD that asks for it found none. */
+static int no_etag_error(store *st, const char *key, const char *what, int present, tdm_err *e) {
+    return err_set(e, ERR_STORE, "%s: PUT %s: the endpoint answered the %s without an ETag, and %s: it "
+                   "may not support conditional writes (the next compare-and-swap of the object needs its "
+                   "ETag). Check the endpoint (AWS_ENDPOINT_URL) and any proxy in front of it (it must pass "
+                   "the ETag header on)", store_url(st), key, what,
+                   present ? "a HEAD of the object gave none either" : "a HEAD finds no object there");
 }
 
 static int s3_put(store *st, const char *key, const void *data, size_t n, int mode, tdm_err *e) {
@@ -289,18 +344,27 @@ static int s3_put(store *st, const char *key, const void *data, size_t n, int mo
             if (present) return STORE_EXISTS;
         }
     }
-    s3_resp r = {0};
-    int rc = put_object(st, key, data, n, if_none, NULL, &r, e);
-    if (!rc && r.uncertain && (r.status == 412 || r.status == 404) &&
-        write_was_ours(st, key, data, n, NULL))
-        r.status = 200; /* our own earlier attempt was applied; its answer was lost */
-    if (!rc && r.status == 412) rc = STORE_EXISTS;
-    else if (!rc && r.status / 100 != 2) {
-        s3_req q = {.method = "PUT", .key = key};
-        rc = s3_status_error(st, &q, &r, e);
+    for (int round = 0;; round++) {
+        s3_resp r = {0};
+        int rc = put_object(st, key, data, n, if_none, NULL, &r, e);
+        if (!rc && r.uncertain && (r.status == 412 || r.status == 404) &&
+            write_was_ours(st, key, data, n, NULL))
+            r.status = 200; /* our own earlier attempt was applied; its answer was lost */
+        if (!rc && r.status == 412 && if_none && refused_over_nothing(st, key)) {
+            /* refused, and nothing is there: deleted since (once: the write again), or an
+             * endpoint that answers conditional writes wrongly, not an object "there" */
+            free(r.body);
+            if (round == 0) continue;
+            return refused_over_nothing_error(st, key, e);
+        }
+        if (!rc && r.status == 412) rc = STORE_EXISTS;
+        else if (!rc && r.status / 100 != 2) {
+            s3_req q = {.method = "PUT", .key = key};
+            rc = s3_status_error(st, &q, &r, e);
+        }
+        free(r.body);
+        return rc;
     }
-    free(r.body);
-    return rc;
 }
 
 static int s3_put_if(store *st, const char *key, const void *data, size_t n,
@@ -315,28 +379,41 @@ static int s3_put_if(store *st, const char *key, const void *data, size_t n,
         if (present ? strcmp(cur.v, expected->v) != 0 : expected->v[0] != '\0')
             return STORE_CONFLICT;
     }
-    s3_resp r = {0};
-    int rc = put_object(st, key, data, n, cond && !expected->v[0] ? "*" : NULL,
-                        cond && expected->v[0] ? expected->v : NULL, &r, e);
-    store_version mine = {{0}};
-    if (!rc && r.uncertain && (r.status == 412 || r.status == 404) &&
-        write_was_ours(st, key, data, n, &mine)) {
-        r.status = 200; /* our own earlier attempt was applied; its answer was lost */
-        snprintf(r.etag, sizeof r.etag, "%s", mine.v);
-    }
-    if (!rc && r.status == 412) rc = STORE_CONFLICT;
-    else if (!rc && r.status / 100 != 2) {
-        s3_req q = {.method = "PUT", .key = key};
-        rc = s3_status_error(st, &q, &r, e);
-    } else if (!rc && out) {
-        if (r.etag[0]) snprintf(out->v, sizeof out->v, "%s", r.etag);
-        else { /* some servers omit it on completion: ask */
-            int present;
-            rc = head_object(st, key, &present, out, e);
+    const char *if_none = cond && !expected->v[0] ? "*" : NULL;
+    for (int round = 0;; round++) {
+        s3_resp r = {0};
+        int rc = put_object(st, key, data, n, if_none, cond && expected->v[0] ? expected->v : NULL, &r, e);
+        store_version mine = {{0}};
+        if (!rc && r.uncertain && (r.status == 412 || r.status == 404) &&
+            write_was_ours(st, key, data, n, &mine)) {
+            r.status = 200; /* our own earlier attempt was applied; its answer was lost */
+            snprintf(r.etag, sizeof r.etag, "%s", mine.v);
         }
+        if (!rc && r.status == 412 && if_none && refused_over_nothing(st, key)) {
+            free(r.body); /* as in s3_put */
+            if (round == 0) continue;
+            return refused_over_nothing_error(st, key, e);
+        }
+        if (!rc && r.status == 412) rc = STORE_CONFLICT;
+        else if (!rc && r.status / 100 != 2) {
+            s3_req q = {.method = "PUT", .key = key};
+            rc = s3_status_error(st, &q, &r, e);
+        } else if (!rc && out) {
+            if (r.etag[0]) snprintf(out->v, sizeof out->v, "%s", r.etag);
+            else { /* some servers omit it on completion: ask */
+                int present = 0;
+                rc = head_object(st, key, &present, out, e);
+                /* none there either: an empty version would read as "no object", and the next
+                 * compare-and-swap on it fail as if another writer had moved the object */
+                if (!rc && (!present || !out->v[0]))
+                    rc = no_etag_error(st, key, !cond ? "checked write" : if_none ? "create-only write (If-None-Match: *)"
+                                                                            : "conditional write (If-Match)",
+                                       present, e);
+            }
+        }
+        free(r.body);
+        return rc;
     }
-    free(r.body);
-    return rc;
 }
 
 typedef struct range_job {
@@ -527,7 +604,18 @@ static int get_checked(store *st, const char *key, const char *expect, void **da
 
 static int s3_get(store *st, const char *key, void **data, size_t *n, store_version *ver,
                   tdm_err *e) {
-    return get_checked(st, key, NULL, data, n, ver, e);
+    int rc = get_checked(st, key, NULL, data, n, ver, e);
+    if (!rc && ver && !ver->v[0]) {
+        /* a version asked for is one to compare-and-swap on: "" would read as "no object",
+         * and the swap fail as if another writer had moved it */
+        free(*data);
+        *data = NULL;
+        return err_set(e, ERR_STORE, "%s: GET %s: the endpoint answered without an ETag: it may not support "
+                       "conditional writes (the next compare-and-swap of the object needs its ETag). Check the "
+                       "endpoint (AWS_ENDPOINT_URL) and any proxy in front of it (it must pass the ETag header "
+                       "on)", store_url(st), key);
+    }
+    return rc;
 }
 
 static int s3_get_verified(store *st, const char *key, const sha256_digest *expect, void **data,

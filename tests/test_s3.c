@@ -8,7 +8,8 @@
  *   interop       what tandem writes awscli reads byte for byte, and the reverse,
  *                 multipart included
  *   faults        500/503/429, resets, closes, stalls and truncated bodies on a fraction of
- *                 requests: every operation still completes with the right bytes
+ *                 requests: every operation still completes with the right bytes; a 503's
+ *                 or 429's Retry-After is waited, within bounds
  *   runner        the chaos test on S3 (SIGKILL at 20+ moments), a run under faults, and
  *                 two concurrent runners: all end with the file-store run's hashes
  *   secrets       the secret key and session token appear in no log line, error message,
@@ -80,6 +81,22 @@ static long counter(const char *name) {
         snprintf(key, sizeof key, "\"%s\":", name);
         at = strstr(out, key);
     }
+    return at ? atol(at + strlen(key)) : -1;
+}
+
+/* How many faults of `kind` the proxy injected since its counters were reset (counter()
+ * finds a status's count among "by_status" first, which the keys "403" to "503" share). */
+static long injected(const char *kind) {
+    char cmd[1024], out[8192] = "";
+    snprintf(cmd, sizeof cmd, "curl -sf '%s/counters'", getenv("TANDEM_S3_CONTROL"));
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    pclose(p);
+    char key[80];
+    snprintf(key, sizeof key, "\"%s\":", kind);
+    const char *in = strstr(out, "\"injected\""), *at = in ? strstr(in, key) : NULL;
     return at ? atol(at + strlen(key)) : -1;
 }
 
@@ -775,6 +792,71 @@ static void test_faults_store_level(void) {
     unsetenv("TANDEM_S3_RETRIES");
 }
 
+/* A 503 or 429 that says how long to wait (Retry-After) was retried after the usual backoff
+ * (at most 100 ms for the first retry), whatever it asked. The retry now comes when it asked,
+ * in seconds or as an HTTP-date; a day asked for is cut to 30 s or TANDEM_S3_TIMEOUT where
+ * shorter (2 s here), and no wait goes past a stop's deadline. */
+static double g_retry_deadline;
+static double retry_deadline(void) { return g_retry_deadline; }
+
+/* store_put of one byte under `rule` (one fault rule, JSON), with a stop's deadline
+ * deadline_s from its start (0: none); its seconds, rc into *rc. */
+static double put_timed(store *s, const char *key, const char *rule, double deadline_s, int *rc, tdm_err *e) {
+    char json[600];
+    snprintf(json, sizeof json, "{\"rules\": [%s]}", rule);
+    control("/reset", "{}");
+    if (control("/faults", json) != 0) return -1;
+    double t0 = now_s();
+    g_retry_deadline = store_clock_s() + deadline_s;
+    if (deadline_s > 0) store_set_deadline(retry_deadline);
+    *rc = store_put(s, key, "x", 1, STORE_OVERWRITE, e);
+    store_set_deadline(NULL);
+    return now_s() - t0;
+}
+
+static void test_retry_after(void) {
+    tdm_err e = {0};
+    int rc = -1;
+    store *s = open_store("retryafter", &e);
+    CHECK(s, "%s", e.msg);
+    double t = put_timed(s, "a", "{\"fault\": \"503\", \"retry_after\": 2, \"methods\": [\"PUT\"], "
+                         "\"path_regex\": \"retryafter/a$\", \"max_count\": 1}", 0, &rc, &e);
+    CHECK(rc == 0 && injected("503") == 1 && t >= 1.8 && t < 6.0,
+          "a 503 with Retry-After: 2: put %d after %.2f s (want 2 s): %s", rc, t, e.msg);
+    char date[64], rule[400];
+    time_t at = time(NULL) + 3;
+    strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", gmtime(&at));
+    snprintf(rule, sizeof rule, "{\"fault\": \"429\", \"retry_after\": \"%s\", \"methods\": [\"PUT\"], "
+             "\"path_regex\": \"retryafter/b$\", \"max_count\": 1}", date);
+    t = put_timed(s, "b", rule, 0, &rc, &e);
+    CHECK(rc == 0 && injected("429") == 1 && t >= 1.5 && t < 6.0,
+          "a 429 with Retry-After: %s (3 s ahead): put %d after %.2f s: %s", date, rc, t, e.msg);
+    /* a deadline (a stop signal's) comes before the wait ends: given up there */
+    t = put_timed(s, "c", "{\"fault\": \"503\", \"retry_after\": 600, \"methods\": [\"PUT\"], "
+                  "\"path_regex\": \"retryafter/c$\"}", 1.5, &rc, &e);
+    CHECK(rc == ERR_STORE && strstr(e.msg, "deadline") && t >= 1.4 && t < 4.0,
+          "a 503 asking for 600 s with the deadline 1.5 s ahead: put %d after %.2f s: %s", rc, t, e.msg);
+    store_close(s);
+    /* a day asked for: cut to TANDEM_S3_TIMEOUT (2 s), shorter than 30 s */
+    setenv("TANDEM_S3_TIMEOUT", "2", 1);
+    setenv("TANDEM_S3_RETRIES", "2", 1);
+    s = open_store("retryafter", &e);
+    unsetenv("TANDEM_S3_TIMEOUT");
+    unsetenv("TANDEM_S3_RETRIES");
+    CHECK(s, "%s", e.msg);
+    t = put_timed(s, "d", "{\"fault\": \"503\", \"retry_after\": 86400, \"methods\": [\"PUT\"], "
+                  "\"path_regex\": \"retryafter/d$\", \"max_count\": 1}", 0, &rc, &e);
+    CHECK(rc == 0 && injected("503") == 1 && t >= 1.8 && t < 6.0,
+          "a 503 asking for a day, TANDEM_S3_TIMEOUT=2: put %d after %.2f s (want 2 s): %s", rc, t, e.msg);
+    /* every attempt (2 here) so refused: the error says what was asked and what was waited */
+    t = put_timed(s, "e", "{\"fault\": \"503\", \"retry_after\": 86400, \"methods\": [\"PUT\"], "
+                  "\"path_regex\": \"retryafter/e$\"}", 0, &rc, &e);
+    CHECK(rc == ERR_STORE && strstr(e.msg, "HTTP 503 (Retry-After 86400 s, cut to 2 s)") && t >= 1.8 && t < 6.0,
+          "503s asking for a day: put %d after %.2f s: %s", rc, t, e.msg);
+    store_close(s);
+    control("/reset", "{}");
+}
+
 /* ------------------------------------------------------------------ the runner on S3 */
 
 static int runner_fixture(fixture *f, const char *tag, int s3) {
@@ -958,6 +1040,133 @@ static void test_run_record_lost_by_the_endpoint(void) {
     CHECK(rc == 0, "the next start exited %d: %s", rc, log);
     test_rmtree(f.dir);
     free(f.dir);
+}
+
+/* The conditional-write probe's first PUT (create-only, If-None-Match: *) was not looked
+ * at: refused (a 403 from a policy on .tandem-probe/, here once), its second PUT accepted
+ * read as "ignores conditional writes", and the run went on under the lease protocol (exit
+ * 0). Now it stops (exit 3) naming the probe key and the status. */
+static void test_probe_refused(void) {
+    fixture f;
+    CHECK(runner_fixture(&f, "s3probe", 1) == 0, "fixture");
+    control("/reset", "{}");
+    CHECK(control("/faults", "{\"rules\": [{\"fault\": \"403\", \"methods\": [\"PUT\"], "
+                  "\"path_regex\": \"s3probe[^/]*/[.]tandem-probe/\", \"max_count\": 1}]}") == 0,
+          "set faults");
+    int rc = wait_exit(start_run(&f, NULL, "--set", "run.episodes=2"));
+    char log[8192];
+    read_all(f.log, log, sizeof log);
+    control("/reset", "{}");
+    test_rmtree(f.dir);
+    free(f.dir);
+    CHECK(rc == 3 && strstr(log, "PUT .tandem-probe/") && strstr(log, "HTTP 403 AccessDenied") &&
+          strstr(log, "first create-only PUT (If-None-Match: *) of the conditional-write probe was refused") &&
+          !strstr(log, "ignores conditional writes"),
+          "exit %d: %s", rc, log);
+}
+
+/* An endpoint that refuses a create-only write with 412 while nothing is there (here the PUT
+ * of RUN): the run said "another tandem created this run at the same moment". A read-back
+ * now finds nothing, the write goes again once (an object deleted since), and when the 412
+ * comes again the error says what was seen; a single such 412 is written past (exit 0). */
+static void test_create_refused_over_nothing(void) {
+    char log[8192];
+    for (int once = 0; once < 2; once++) {
+        fixture f;
+        CHECK(runner_fixture(&f, "s3refused", 1) == 0, "fixture");
+        control("/reset", "{}");
+        CHECK(control("/faults", once ? "{\"rules\": [{\"fault\": \"412\", \"methods\": [\"PUT\"], "
+                                        "\"path_regex\": \"s3refused[^/]*/RUN$\", \"max_count\": 1}]}"
+                                      : "{\"rules\": [{\"fault\": \"412\", \"methods\": [\"PUT\"], "
+                                        "\"path_regex\": \"s3refused[^/]*/RUN$\"}]}") == 0,
+              "set faults");
+        int rc = wait_exit(start_run(&f, NULL, "--set", "run.episodes=2"));
+        long refused = injected("412");
+        read_all(f.log, log, sizeof log);
+        control("/reset", "{}");
+        test_rmtree(f.dir);
+        free(f.dir);
+        if (once)
+            CHECK(rc == 0 && refused == 1, "one 412 over no RUN: exit %d (%ld refused): %s", rc, refused, log);
+        else
+            CHECK(rc == 3 && refused == 2 && strstr(log, "PUT RUN: the endpoint refused the create-only write") &&
+                  strstr(log, "412 Precondition Failed twice") && strstr(log, "found no object") &&
+                  !strstr(log, "at the same moment"),
+                  "412s over no RUN: exit %d (%ld refused): %s", rc, refused, log);
+    }
+}
+
+/* An endpoint that answers writes of the lease and its HEADs without an ETag: the lease's
+ * version was "", the release's compare-and-swap on it became a create-only write, and the
+ * run ended (exit 3) with "another writer changed the lease at the same moment" after its
+ * whole work. It now stops at the first write, saying the endpoint gave no ETag. The same
+ * for a GET without one (a resumed run's read of the lease). */
+static void test_writes_answered_without_an_etag(void) {
+    fixture f;
+    CHECK(runner_fixture(&f, "s3noetag", 1) == 0, "fixture");
+    control("/reset", "{}");
+    CHECK(control("/faults", "{\"rules\": [{\"fault\": \"no_etag\", \"methods\": [\"PUT\", \"HEAD\"], "
+                  "\"path_regex\": \"s3noetag[^/]*/lease$\"}]}") == 0,
+          "set faults");
+    const char *args[] = {"--set", "run.episodes=2", NULL};
+    int rc = wait_exit(start_run_argv(&f, NULL, args));
+    char log[8192];
+    read_all(f.log, log, sizeof log);
+    control("/reset", "{}");
+    int ok = rc == 3 && strstr(log, "PUT lease: the endpoint answered the create-only write (If-None-Match: *) "
+                                    "without an ETag, and a HEAD of the object gave none either") &&
+             !strstr(log, "another writer changed the lease");
+    /* the lease is there (the PUT was applied): the next start takes it over and ends, and
+     * the one after (the run finished: it reads the lease all the same) without an ETag */
+    int rc2 = wait_exit(start_run_argv(&f, NULL, args));
+    CHECK(control("/faults", "{\"rules\": [{\"fault\": \"no_etag\", \"methods\": [\"GET\"], "
+                  "\"path_regex\": \"s3noetag[^/]*/lease$\"}]}") == 0,
+          "set faults");
+    int rc3 = wait_exit(start_run_argv(&f, NULL, args));
+    char log3[8192] = "";
+    read_all(f.log, log3, sizeof log3);
+    control("/reset", "{}");
+    test_rmtree(f.dir);
+    free(f.dir);
+    CHECK(ok, "PUT and HEAD without an ETag: exit %d: %s", rc, log);
+    CHECK(rc2 == 0, "the run with ETags again exited %d", rc2);
+    CHECK(rc3 == 3 && strstr(log3, "GET lease: the endpoint answered without an ETag") &&
+          !strstr(log3, "another writer changed the lease"),
+          "a GET of the lease without an ETag: exit %d: %s", rc3, log3);
+}
+
+/* A run whose states are gone (HEAD names one, none is there) asks its first alpha record
+ * whether it can be replayed from its seed; a 403 on that read (a policy, expired rights)
+ * was taken for "it was begun by an older tandem whose records a replay would not
+ * reproduce". Now the error says the record could not be read, and why (exit 3 as before). */
+static void test_alpha_record_refused(void) {
+    fixture f;
+    CHECK(runner_fixture(&f, "s3alpha403", 1) == 0, "fixture");
+    control("/reset", "{}");
+    const char *args[] = {"--set", "run.episodes=3", NULL};
+    int rc = wait_exit(start_run_argv(&f, NULL, args));
+    tdm_err e = {0};
+    store *st = store_open(f.store, &e);
+    store_list l = {0};
+    int deleted = 0;
+    if (st && store_list_prefix(st, "states/", &l, &e) == 0)
+        for (size_t i = 0; i < l.n; i++) deleted += store_delete(st, l.keys[i], &e) == 0;
+    store_list_free(&l);
+    if (st) store_close(st);
+    CHECK(control("/faults", "{\"rules\": [{\"fault\": \"403\", \"methods\": [\"GET\"], "
+                  "\"path_regex\": \"s3alpha403[^/]*/alpha/0+[.]mp$\"}]}") == 0,
+          "set faults");
+    int rc2 = wait_exit(start_run_argv(&f, NULL, args));
+    long refused = injected("403");
+    char log[8192];
+    read_all(f.log, log, sizeof log);
+    control("/reset", "{}");
+    test_rmtree(f.dir);
+    free(f.dir);
+    CHECK(rc == 0 && deleted > 0, "the first run: exit %d, %d states deleted: %s", rc, deleted, e.msg);
+    CHECK(rc2 == 3 && refused >= 1 && strstr(log, "its first alpha record could not be read") &&
+          strstr(log, "HTTP 403 AccessDenied") && !strstr(log, "older tandem"),
+          "a 403 on alpha/0.mp: exit %d (%ld refused): %s", rc2, refused, log);
 }
 
 /* The late write again, and the process that comes next knows of it only from the store:
@@ -1665,6 +1874,7 @@ int main(void) {
     RUN(test_not_dumpable_during_exchange);
     RUN(test_awscli_interop);
     RUN(test_faults_store_level);
+    RUN(test_retry_after);
     RUN(test_reference_on_file_store);
     RUN(test_runner_chaos_on_s3);
     RUN(test_temporary_credentials_during_runs);
@@ -1679,6 +1889,10 @@ int main(void) {
     RUN(test_gc_with_a_listing_that_misses_states);
     RUN(test_stop_while_the_store_hangs);
     RUN(test_run_record_lost_by_the_endpoint);
+    RUN(test_probe_refused);
+    RUN(test_create_refused_over_nothing);
+    RUN(test_writes_answered_without_an_etag);
+    RUN(test_alpha_record_refused);
     RUN(test_gc_after_a_kill_keeps_the_window);
     RUN(test_late_delete_of_a_reused_blob);
     RUN(test_two_runners_on_s3);

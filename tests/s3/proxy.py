@@ -67,7 +67,8 @@ STRIP_TO_BACKEND = HOP_BY_HOP | {"authorization", "x-amz-security-token", "if-ma
                                  "content-md5", "range"}
 PRESIGN_PARAMS = {"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires",
                   "X-Amz-SignedHeaders", "X-Amz-Signature", "X-Amz-Security-Token"}
-FAULT_KINDS = ("500", "503", "429", "reset", "close", "reset_after", "stall", "truncate", "other_object", "bare_200", "list_hide", "put_drop")
+FAULT_KINDS = ("500", "503", "429", "reset", "close", "reset_after", "stall", "truncate", "other_object", "bare_200",
+               "list_hide", "put_drop", "403", "412", "no_etag")
 STREAMING_PREFIX = "STREAMING-"
 UNSIGNED = "UNSIGNED-PAYLOAD"
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
@@ -484,7 +485,7 @@ class Faults:
         if not isinstance(r, dict):
             raise ValueError(f"rule {i}: not an object")
         known = {"fault", "probability", "methods", "path_regex", "max_count", "skip",
-                 "stall_seconds", "truncate_fraction", "truncate_bytes", "other_key"}
+                 "stall_seconds", "truncate_fraction", "truncate_bytes", "other_key", "retry_after"}
         bad = set(r) - known
         if bad:
             raise ValueError(f"rule {i}: unknown fields {sorted(bad)}")
@@ -500,6 +501,15 @@ class Faults:
                 methods = [methods]
             methods = [str(m).upper() for m in methods]
         regex = r.get("path_regex")
+        retry_after = r.get("retry_after")
+        if retry_after is not None:
+            if fault not in ("503", "429"):
+                raise ValueError(f"rule {i}: retry_after goes with the 503 and 429 faults")
+            if isinstance(retry_after, bool) or not isinstance(retry_after, (int, str)):
+                raise ValueError(f"rule {i}: retry_after must be a number of seconds or a text (an HTTP-date)")
+            retry_after = str(retry_after)
+            if not retry_after or any(c in retry_after for c in "\r\n"):
+                raise ValueError(f"rule {i}: retry_after must be one line, not empty")
         return {
             "fault": fault, "probability": p, "methods": methods,
             "path_regex": regex, "_re": re.compile(regex) if regex else None,
@@ -509,6 +519,7 @@ class Faults:
             "truncate_fraction": float(r.get("truncate_fraction", 0.5)),
             "truncate_bytes": None if r.get("truncate_bytes") is None else int(r["truncate_bytes"]),
             "other_key": str(r.get("other_key", "")),
+            "retry_after": retry_after,
             "matched": 0, "injected": 0,
         }
 
@@ -1084,10 +1095,19 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
                 elif kind == "500":
                     raise S3Err(500, "InternalError", "We encountered an internal error. "
                                 "Please try again.")
-                elif kind == "503":
-                    raise S3Err(503, "SlowDown", "Please reduce your request rate.")
-                elif kind == "429":
-                    raise S3Err(429, "TooManyRequests", "Please reduce your request rate.")
+                elif kind in ("503", "429"):
+                    err = S3Err(int(kind), "SlowDown" if kind == "503" else "TooManyRequests",
+                                "Please reduce your request rate.")
+                    if rule["retry_after"] is not None:
+                        err.headers["Retry-After"] = rule["retry_after"]
+                    raise err
+                elif kind == "403":
+                    raise S3Err(403, "AccessDenied", "Access Denied")
+                elif kind == "412":
+                    # refused as if the condition failed, whatever is there (nothing is applied)
+                    raise S3Err(412, "PreconditionFailed", "At least one of the pre-conditions you "
+                                "specified did not hold",
+                                Condition="If-Match" if self.headers.get("If-Match") else "If-None-Match")
                 elif kind in ("reset", "close"):
                     self.status = kind
                     self.abort_connection(rst=(kind == "reset"))
@@ -1367,6 +1387,8 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
             if lk in HOP_BY_HOP or lk in ("content-length", "date", "server"):
                 continue
             if lk == "etag":
+                if kind == "no_etag":
+                    continue   # applied, answered without its ETag
                 v = self._public_etag(v, etag_name)
                 if getattr(self, "part_etag_suffix", ""):  # an UploadPart under /part-etags
                     v = '"' + strip_etag(v) + self.part_etag_suffix + '"'
