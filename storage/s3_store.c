@@ -252,7 +252,8 @@ static int write_was_ours(store *st, const char *key, const void *data, size_t n
 /* Probes once whether the server honours If-None-Match: a create-only PUT of a new probe
  * key must be accepted (2xx), and the same PUT again refused with 412 (honoured) or
  * accepted (ignored: the lease protocol, docs/running.md). A 501 NotImplemented to either
- * is a server without conditional writes too. Any other answer is an error naming the
+ * is a server without conditional writes too, and so is a 400 to the first that the same
+ * PUT without the condition does not get (the header refused). Any other answer is an error naming the
  * probe key and the status: a probe refused (a 403 from a policy, a 400) said nothing
  * about conditional writes, and was taken for "ignores them". -1 with *e set on an error. */
 static int conditional_supported(store *st, tdm_err *e) {
@@ -277,6 +278,25 @@ static int conditional_supported(store *st, tdm_err *e) {
         } else if (status[i] == 501) {
             free(r.body);
             break; /* no conditional writes: the lease protocol */
+        } else if (i == 0 && status[i] == 400) {
+            /* a 400 may be the conditional header refused, or any bad request: the same PUT
+             * without it tells them apart (accepted: no conditional writes here) */
+            s3_resp pr = {0};
+            tdm_err pe;
+            if (put_object(st, key, "probe", 5, NULL, NULL, &pr, &pe) == 0 && pr.status / 100 == 2) {
+                wrote = 1, status[0] = 400, status[1] = 400;
+                free(pr.body);
+                free(r.body);
+                break;
+            }
+            free(pr.body);
+            s3_req q = {.method = "PUT", .key = key};
+            rc = s3_status_error(st, &q, &r, e);
+            err_append(e, ": the first create-only PUT (If-None-Match: *) of the conditional-write probe was "
+                       "refused, and the same PUT without the condition too, so whether the endpoint honours "
+                       "conditional writes is unknown; tandem writes and deletes %s once per store to learn it: "
+                       "allow PUT and DELETE under the store's prefix, or check the endpoint (AWS_ENDPOINT_URL)",
+                       key);
         } else if (status[i] / 100 != 2 && (i == 0 || status[i] != 412)) {
             s3_req q = {.method = "PUT", .key = key};
             rc = s3_status_error(st, &q, &r, e);
@@ -299,7 +319,8 @@ static int conditional_supported(store *st, tdm_err *e) {
     if (!s->conditional)
         fprintf(stderr, "tandem: %s %s conditional writes (If-None-Match); using the lease "
                 "protocol without server-side compare-and-swap (docs/running.md)\n", store_url(st),
-                status[0] == 501 || status[1] == 501 ? "does not implement (HTTP 501)" : "ignores");
+                status[0] == 501 || status[1] == 501 ? "does not implement (HTTP 501)"
+                : status[0] == 400 ? "refuses (HTTP 400) the header of" : "ignores");
     return s->conditional;
 }
 

@@ -1065,6 +1065,34 @@ static void test_probe_refused(void) {
           "exit %d: %s", rc, log);
 }
 
+/* A 400 to the probe's create-only PUT: an endpoint that refuses the conditional header
+ * itself (the same PUT without it is accepted) has no conditional writes, and the run goes
+ * on under the lease protocol, saying so; one that refuses the PUT either way is an error
+ * naming the probe (exit 3), as for a 403. */
+static void test_probe_answered_400(void) {
+    for (int header_only = 0; header_only < 2; header_only++) {
+        fixture f;
+        CHECK(runner_fixture(&f, "s3probe400", 1) == 0, "fixture");
+        control("/reset", "{}");
+        char rules[512];
+        snprintf(rules, sizeof rules, "{\"rules\": [{\"fault\": \"%s\", \"methods\": [\"PUT\"], "
+                 "\"path_regex\": \"s3probe400[^/]*/[.]tandem-probe/\"}]}", header_only ? "400_conditional" : "400");
+        CHECK(control("/faults", rules) == 0, "set faults");
+        int rc = wait_exit(start_run(&f, NULL, "--set", "run.episodes=2"));
+        char log[8192];
+        read_all(f.log, log, sizeof log);
+        control("/reset", "{}");
+        test_rmtree(f.dir);
+        free(f.dir);
+        if (header_only)
+            CHECK(rc == 0 && strstr(log, "refuses (HTTP 400) the header of conditional writes"),
+                  "header refused: exit %d: %s", rc, log);
+        else
+            CHECK(rc == 3 && strstr(log, "HTTP 400 InvalidArgument") && strstr(log, "without the condition too"),
+                  "PUT refused: exit %d: %s", rc, log);
+    }
+}
+
 /* An endpoint that refuses a create-only write with 412 while nothing is there (here the PUT
  * of RUN): the run said "another tandem created this run at the same moment". A read-back
  * now finds nothing, the write goes again once (an object deleted since), and when the 412
@@ -1890,6 +1918,7 @@ int main(void) {
     RUN(test_stop_while_the_store_hangs);
     RUN(test_run_record_lost_by_the_endpoint);
     RUN(test_probe_refused);
+    RUN(test_probe_answered_400);
     RUN(test_create_refused_over_nothing);
     RUN(test_writes_answered_without_an_etag);
     RUN(test_alpha_record_refused);

@@ -68,7 +68,7 @@ STRIP_TO_BACKEND = HOP_BY_HOP | {"authorization", "x-amz-security-token", "if-ma
 PRESIGN_PARAMS = {"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires",
                   "X-Amz-SignedHeaders", "X-Amz-Signature", "X-Amz-Security-Token"}
 FAULT_KINDS = ("500", "503", "429", "reset", "close", "reset_after", "stall", "truncate", "other_object", "bare_200",
-               "list_hide", "put_drop", "403", "412", "no_etag")
+               "list_hide", "put_drop", "403", "412", "no_etag", "400", "400_conditional")
 STREAMING_PREFIX = "STREAMING-"
 UNSIGNED = "UNSIGNED-PAYLOAD"
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
@@ -1103,6 +1103,10 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
                     raise err
                 elif kind == "403":
                     raise S3Err(403, "AccessDenied", "Access Denied")
+                elif kind == "400" or (kind == "400_conditional" and
+                                       (self.headers.get("If-None-Match") or self.headers.get("If-Match"))):
+                    # 400_conditional: an endpoint that refuses the conditional headers themselves
+                    raise S3Err(400, "InvalidArgument", "Unsupported header")
                 elif kind == "412":
                     # refused as if the condition failed, whatever is there (nothing is applied)
                     raise S3Err(412, "PreconditionFailed", "At least one of the pre-conditions you "
