@@ -185,7 +185,25 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
     int have = 0;
     if (!rc && (rc = audit_head(st, &h, &hs, &have, e)) == ERR_STORE)
         err_prefix(e, "refusing to collect garbage: ");
+    uint64_t vouched = have ? hs.alpha_records : 0;
     if (have) rec_state_free(&hs);
+    /* a full gc on a store whose α chain is broken below what HEAD vouches for: repair
+     * rolls such a run back to the newest state from before the break, and those are the
+     * states gc would delete (kept: the newest `keep`, HEAD's, one older that verifies) —
+     * after it the run could only start over from its seed, or, with its config changed
+     * since, not at all. Nothing is deleted then */
+    if (!rc && !only_from_deleted && vouched > 0) {
+        audit_chain chain;
+        memset(&chain, 0, sizeof chain);
+        rc = audit_chain_read(st, &chain, e);
+        if (!rc && !chain.ok && chain.bad < vouched)
+            rc = err_set(e, ERR_STORE, "refusing to collect garbage: %s; HEAD's state vouches for %llu alpha "
+                         "records, so the run must go back to a state from before the break, and those are "
+                         "the states gc would delete: run tandem repair first (tandem verify shows the damage); "
+                         "nothing was deleted",
+                         chain.problem, (unsigned long long)vouched);
+        audit_chain_free(&chain);
+    }
     /* the listing of states/ is all that keeps a state's blobs: one that misses HEAD's own
      * state (an index that lags, an endpoint that lists wrongly) may miss others, whose
      * blobs would go. Nothing is deleted then: gc says so; the pass after a commit waits

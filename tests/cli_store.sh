@@ -791,6 +791,41 @@ for p in hang:"ran past 2 s" hangbg:"ran past 2 s" closes:"ran past 2 s" long:"m
   for f in $(grep -ls "9876[5][1-4][.]$mark" /proc/[0-9]*/cmdline 2>/dev/null); do f=${f#/proc/}; kill -9 "${f%/cmdline}" 2>/dev/null; done
 done
 
+# ---------------------------------------------------------------- gc on a broken α chain
+# A run whose config changed (run.episodes 10 -> 20) and whose alpha/5.mp is lost: repair
+# rolls it back to a state from before the break. gc --keep 1 deleted those states (it
+# kept one older state that verifies by its chunks, not by the chain it vouches for): the
+# run could then not be replayed under the changed config, and repair refused ("cannot
+# heal this"). gc now refuses a store whose chain is broken below what HEAD vouches for,
+# deleting nothing; after repair it collects, and the run finishes.
+gcb="$tmp/gc-broken"
+mkdir -p "$gcb"
+"$bin" gen-corpus --out "$gcb/corpus" --names big,mid,small --train-tokens 20k,8k,3k --val-tokens 2k \
+  --test-tokens 2k --seed 4 >/dev/null 2>&1
+cat >"$gcb/g.yaml" <<EOF
+run: {episodes: 20, seed: 3, threads: 1}
+data: {dataset: $gcb/corpus/dataset.yaml}
+model: {layers: 1, channels: 32, heads: 2, ctx: 32}
+train: {batch: 4, seq: 32}
+tandem: {K: 1, E: 1}
+optim: {lr: 3e-3}
+checkpoint: {every_episodes: 1, keep: 0}
+EOF
+"$bin" run "$gcb/g.yaml" --store "$gcb/s" --set run.episodes=10 --quiet >/dev/null 2>&1
+"$bin" run "$gcb/g.yaml" --store "$gcb/s" --allow-change run.episodes --quiet >/dev/null 2>&1
+rm -f "$gcb/s/alpha/5.mp"
+before=$(ls "$gcb/s/states" | wc -l)
+out=$("$bin" gc "$gcb/s" --keep 1 2>&1); rc=$?
+after=$(ls "$gcb/s/states" | wc -l)
+"$bin" repair "$gcb/s" --apply >/dev/null 2>&1; rrc=$?
+out2=$("$bin" gc "$gcb/s" --keep 1 2>&1); rc2=$?
+"$bin" run "$gcb/g.yaml" --store "$gcb/s" --allow-change run.episodes --quiet >/dev/null 2>&1; rc3=$?
+if [ $rc = 3 ] && grep -q "refusing to collect garbage: alpha/5.mp is missing.*run tandem repair first" <<<"$out" &&
+   [ "$before" -gt 2 ] && [ "$before" = "$after" ] && [ $rrc = 0 ] && [ $rc2 = 0 ] && [ $rc3 = 0 ] &&
+   "$bin" verify "$gcb/s" >/dev/null 2>&1; then
+  pass "gc refuses a store whose alpha chain is broken below HEAD (nothing deleted); after repair it collects and the run finishes"
+else fail "gc on a broken alpha chain" "gc exit $rc ($before -> $after states): $out" "repair $rrc, gc again $rc2: $out2, run $rc3"; fi
+
 # ---------------------------------------------------------------- OpenBLAS kernels
 # On a CPU with AVX2 or AVX-512 that this OpenBLAS does not know, tandem must not compute
 # with the generic Prescott kernels (2-3.5x slower; model/blas_core.c); a user's
