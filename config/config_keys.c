@@ -119,7 +119,7 @@ const key_def config_schema[] = {
     ENUM("run.precision", run.precision, "fp32", precision_names,
          "compute precision: fp32 everywhere, or bf16 matmul/attention inputs with fp32 "
          "master weights, optimiser state and accumulation (cuda only)"),
-    INT("run.threads", run.threads, "0", 0, INT_MAX, "CPU threads, at most 1024; 0 = all cores"),
+    INT("run.threads", run.threads, "0", 0, INT_MAX, "CPU threads, at most 1024; 0 = all cores, resolved when the run is created and pinned as that number"),
     STR("data.dataset", data.dataset, NULL, F_PATH,
         "dataset YAML (DESIGN.md §7); a relative path is relative to the config file"),
     ENUM("data.mixing", data.mixing, "auto", mixing_names,

@@ -276,6 +276,17 @@ int run_config_read(store *st, config *cfg, char *run_id, size_t cap, tdm_err *e
     return read_config(st, cfg, run_id, cap, &health, e);
 }
 
+int run_config_pinned_threads(store *st, int *threads, int *have, tdm_err *e) {
+    config cfg;
+    char id[64];
+    int health;
+    *have = 0, *threads = 0;
+    int rc = read_config(st, &cfg, id, sizeof id, &health, e);
+    if (health == RUN_CONFIG_NO_RUN) return 0;
+    if (!rc) *have = 1, *threads = cfg.run.threads;
+    return rc;
+}
+
 int run_config_check(store *st, int *health, tdm_err *e) {
     config cfg;
     char id[64];

@@ -4,6 +4,7 @@
 
 #include <libgen.h>
 #include <math.h>
+#include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,6 +202,30 @@ static int select_backend(run_ctx *r, tdm_err *e) {
     return 0;
 }
 
+/* run.threads 0 ("all cores") is resolved when the run is created, and pinned as the
+ * number it resolved to: the CPU kernels' float sums (OpenMP teams, OpenBLAS) depend on
+ * the team size, so a resume on a node with other cores (another OMP_NUM_THREADS, cpuset,
+ * cpus-per-task) computed other bits — exit 0, verify clean, another final hash; after a
+ * SIGKILL "nondeterminism in episode 0". A config that says 0 follows the pin (a run
+ * pinned with 0, before, keeps "all cores"); one that names a number is compared with it
+ * as any pinned key is. A damaged or missing RUN is left to run_config_open to report. */
+static int resolve_threads(run_ctx *r) {
+    if (r->cfg.run.device != CONFIG_DEVICE_CPU || r->cfg.run.threads != 0) return 0;
+    int pinned = 0, have = 0;
+    tdm_err ignore;
+    if (run_config_pinned_threads(r->store, &pinned, &have, &ignore)) return 0;
+    int here = omp_get_max_threads(); /* OMP_NUM_THREADS, else the CPUs this process may use */
+    if (here > 1024) here = 1024;     /* run.threads' own bound */
+    r->cfg.run.threads = have ? pinned : here;
+    if (have && pinned > here && r->rank == 0)
+        fprintf(stderr, "tandem: run.threads 0 resolved to %d threads when this run was created, and the run "
+                "keeps them (bit-identical results across resumes); %d are available here (OMP_NUM_THREADS, else "
+                "the CPUs this process may use): to use those, "
+                "resume with --set run.threads=%d --allow-change run.threads (the bits then differ from an "
+                "uninterrupted run)\n", pinned, here, here);
+    return 0;
+}
+
 int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     /* test-only: TANDEM_TEST_SIGNAL_AT=setup:1, a SIGTERM as start-up begins */
     if (testhook_hit("TANDEM_TEST_SIGNAL_AT", "setup")) raise(SIGTERM);
@@ -269,7 +294,7 @@ int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
         return err_set(e, ERR_USAGE, "log.tensorboard: %s (fix the path or leave the key empty)", why);
     }
     if (!(r->store = store_open(url, e))) return e->code;
-    return 0;
+    return resolve_threads(r);
 }
 
 /* The memory estimate (runner/memplan.h), before the workspace exists: printed by rank 0,

@@ -826,6 +826,35 @@ if [ $rc = 3 ] && grep -q "refusing to collect garbage: alpha/5.mp is missing.*r
   pass "gc refuses a store whose alpha chain is broken below HEAD (nothing deleted); after repair it collects and the run finishes"
 else fail "gc on a broken alpha chain" "gc exit $rc ($before -> $after states): $out" "repair $rrc, gc again $rc2: $out2, run $rc3"; fi
 
+# ---------------------------------------------------------------- run.threads 0 across resumes
+# run.threads 0 ("all cores") was resolved again at every start: a run stopped on 2 threads
+# and resumed with OMP_NUM_THREADS=1 (another node, another cpus-per-task) ended on other
+# bits, exit 0 and verify clean. It is resolved when the run is created and pinned: the
+# resume keeps 2 threads, says so, and ends on the uninterrupted run's hash.
+if [ "$(nproc)" -ge 2 ]; then
+  thr="$tmp/threads"
+  mkdir -p "$thr"
+  "$bin" gen-corpus --out "$thr/corpus" --names big,mid,small --train-tokens 20k,8k,3k --val-tokens 2k \
+    --test-tokens 2k --seed 4 >/dev/null 2>&1
+  cat >"$thr/c.yaml" <<EOF
+run: {episodes: 6, seed: 3}
+data: {dataset: $thr/corpus/dataset.yaml}
+model: {layers: 2, channels: 128, heads: 4, ctx: 64}
+train: {batch: 8, seq: 64}
+tandem: {K: 1, E: 2, alpha_cut: any}
+optim: {lr: 3e-3}
+checkpoint: {every_episodes: 3}
+EOF
+  OMP_NUM_THREADS=2 "$bin" run "$thr/c.yaml" --store "$thr/ref" --quiet >/dev/null 2>&1; r0=$?
+  OMP_NUM_THREADS=2 TANDEM_TEST_SIGNAL_AT=free:7 "$bin" run "$thr/c.yaml" --store "$thr/s" --quiet >/dev/null 2>&1; r1=$?
+  out=$(OMP_NUM_THREADS=1 "$bin" run "$thr/c.yaml" --store "$thr/s" --quiet 2>&1); r2=$?
+  h0=$("$bin" hash "$thr/ref" 2>&1 | head -1) h1=$("$bin" hash "$thr/s" 2>&1 | head -1)
+  if [ $r0 = 0 ] && [ $r1 = 75 ] && [ $r2 = 0 ] && [ "$h0" = "$h1" ] &&
+     grep -q "run.threads 0 resolved to 2 threads when this run was created" <<<"$out"; then
+    pass "run.threads 0 is pinned as resolved: stopped on 2 threads, resumed with OMP_NUM_THREADS=1, the uninterrupted hash"
+  else fail "run.threads 0 across resumes" "exits $r0 $r1 $r2; $h0 vs $h1" "$out"; fi
+else pass "run.threads 0 across resumes: needs 2 cores (skipped)"; fi
+
 # ---------------------------------------------------------------- OpenBLAS kernels
 # On a CPU with AVX2 or AVX-512 that this OpenBLAS does not know, tandem must not compute
 # with the generic Prescott kernels (2-3.5x slower; model/blas_core.c); a user's
