@@ -451,6 +451,10 @@ int run_main(const run_opts *o, tdm_err *e) {
             snprintf(msg, sizeof msg, "tandem: replaying %s in %s from its seed (%d episodes), bit for "
                      "bit, checked against its alpha records", pinned.run_id, store_url(r->store),
                      r->cfg.run.episodes);
+        else if (!pinned.created) /* RUN was there: stopped before its first full state */
+            snprintf(msg, sizeof msg, "tandem: starting %s in %s again from its seed (%d episodes): it "
+                     "stopped before its first full state; what it recorded is checked as it goes",
+                     pinned.run_id, store_url(r->store), r->cfg.run.episodes);
         else if (r->cfg.run.mode == CONFIG_MODE_FIXED)
             snprintf(msg, sizeof msg, "tandem: new run %s in %s: %d episodes of E=%d free steps on a "
                      "fixed mixture, %zu parameters, %d domains",

@@ -855,6 +855,20 @@ EOF
   else fail "run.threads 0 across resumes" "exits $r0 $r1 $r2; $h0 vs $h1" "$out"; fi
 else pass "run.threads 0 across resumes: needs 2 cores (skipped)"; fi
 
+# ---------------------------------------------------------------- a start after a kill before the first state
+# A run SIGKILLed before its first full state (RUN and alpha records written) started
+# again saying "new run run-<the same id>"; it says it starts again from its seed now.
+nr="$tmp/newrun"
+mkdir -p "$nr"
+sed 's/episodes: 3,/episodes: 12,/; s/every_episodes: 1,/every_episodes: 6,/' "$tmp/c.yaml" >"$nr/c.yaml"
+TANDEM_TEST_STEP_DELAY_MS=50 "$bin" run "$nr/c.yaml" --store "$nr/s" --quiet >/dev/null 2>&1 & p=$!
+t=0; while [ ! -e "$nr/s/alpha/1.mp" ] && [ $t -lt 600 ]; do sleep 0.05; t=$((t + 1)); done
+kill -KILL $p 2>/dev/null; wait $p 2>/dev/null
+out=$("$bin" run "$nr/c.yaml" --store "$nr/s" 2>&1); rc=$?
+if [ $rc = 0 ] && grep -q "again from its seed (12 episodes): it stopped before its first full state" <<<"$out" &&
+   ! grep -q "new run" <<<"$out"; then pass "a start after a kill before the first full state says it starts again, not 'new run'"
+else fail "a start after a kill before the first full state" "exit $rc" "$(head -5 <<<"$out")"; fi
+
 # ---------------------------------------------------------------- OpenBLAS kernels
 # On a CPU with AVX2 or AVX-512 that this OpenBLAS does not know, tandem must not compute
 # with the generic Prescott kernels (2-3.5x slower; model/blas_core.c); a user's
