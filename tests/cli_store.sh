@@ -583,11 +583,14 @@ done
 # An error answer, a listing and a ranged read whose bodies never end (no Content-Length,
 # gigabytes on): each is stopped at the bound such an answer has (1 MiB, 64 MiB, the range
 # asked for) and the command ends with exit 3 naming it. Before, tandem took all the memory
-# it could (12-16 GB here) and ran past 60 s.
+# it could (12-16 GB here) and ran past 60 s. The same wrong answer twice is the
+# endpoint's: no third attempt (all 8 read 2 GiB of a record's 256 MiB bound: 13 s, and
+# past 60 s under ASan on a loaded machine).
 for mode in endless-error endless-list endless-range ignore-range-endless; do
   hostile_start "$mode"
   hostile_run status
-  if [ $rc = 3 ] && grep -q "answered wrongly: a body (HTTP [0-9]*) longer than" <<<"$out"; then
+  if [ $rc = 3 ] && grep -q "answered wrongly: a body (HTTP [0-9]*) longer than" <<<"$out" &&
+     { [ $mode = endless-range ] || grep -q "failed after 2 attempts" <<<"$out"; }; then
     pass "status on an endpoint whose answers never end ($mode): exit 3, named"
   else fail "status on an endpoint whose answers never end ($mode)" "exit $rc (124: still reading after 60 s)" "$out"; fi
   hostile_stop
