@@ -10,12 +10,16 @@
  *     transformers does (tests/models/gpt2_hf_ref.py, Conv1D weights) gets the loss the
  *     CPU backend gets on the run's u;
  *   - refusals (exit 2, before the store is made): no CUDA device, a missing folder, a
- *     vocabulary below the dataset's, a dataset of another tokenizer, a contradicting
+ *     vocabulary below the dataset's, a dataset of another tokenizer, a byte-level
+ *     dataset beside a tokenizer whose ids are not the bytes, a contradicting
  *     model.vocab, a bad model.init, and the sft-qwen2-0.5b preset without a folder.
+ * The Qwen2 folder's tokenizer.json is the byte-level one (data/tok_export.h): the
+ * corpus is byte-level.
  * The tiny models come from tests/models/st_ref.py (PyTorch-free safetensors writer). */
 #include <math.h>
 #include <sys/stat.h>
 
+#include "data/tok_export.h"
 #include "data/tokenizer.h"
 #include "ledger/ckpt.h"
 #include "runner/ckpt_model.h"
@@ -736,6 +740,35 @@ static void test_refusals(void) {
     free(wide);
     fixture_done(&f);
 
+    /* the byte-level corpus beside a Qwen2 folder whose tokenizer does not map byte b to
+     * id b (a BPE in GPT-2's byte order, as Qwen2's own: 'a' is 64), or whose tokenizer is
+     * only vocab.json or tokenizer.model: refused as for GPT-2 (the run went on, exit 0,
+     * training on ids that mean other text to the model) */
+    struct {
+        const char *name, *sh, *want;
+    } v[] = {
+        {"perm", "sed -i 's/\"a\":97,/\"a\":X,/; s/\"b\":98,/\"b\":97,/; s/\"a\":X,/\"a\":98,/' tokenizer.json",
+         "encodes byte 0x61 as token 98"},
+        {"gpt2order", "/usr/bin/python3 -c \"import json; bs=list(range(33,127))+list(range(161,173))+"
+         "list(range(174,256)); o=bs+[b for b in range(256) if b not in bs]; t=json.load(open('tokenizer.json')); "
+         "iv={i: k for k, i in t['model']['vocab'].items()}; t['model']['vocab']={iv[b]: i for i, b in "
+         "enumerate(o)}; json.dump(t, open('tokenizer.json', 'w'))\"", "encodes byte 0x00 as token 188"},
+        {"bpe", "rm tokenizer.json && echo '{}' > vocab.json", "has a BPE tokenizer"},
+        {"spm", "rm tokenizer.json && echo x > tokenizer.model", "has a SentencePiece tokenizer"},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "hf-bytes-%s", v[i].name);
+        CHECK(hf_fixture(&f, name, "hf:model", NULL) == 0, "fixture");
+        snprintf(cmd, sizeof cmd, "cp -r '%s' '%s/model' && cd '%s/model' && %s", g_hf, f.dir, f.dir, v[i].sh);
+        CHECK(test_sh(cmd, log, sizeof log) == 0, "variant %s: %s", v[i].name, log);
+        rc = refused(&f, NULL, v[i].want, log, sizeof log);
+        CHECK(rc == 0 && strstr(log, g_corpus) && strstr(log, "tandem prep --tokenizer"), "%s: %s", v[i].name, log);
+        fixture_done(&f);
+    }
+    printf("  a byte-level corpus beside a Qwen2 folder of another tokenizer: refused (%zu folders)\n",
+           sizeof v / sizeof *v);
+
     /* the SFT preset wants a folder, and says what it needs */
     fixture_init(&f, "hf-preset", NULL);
     char text[1024];
@@ -757,10 +790,11 @@ int main(void) {
     tdm_err e = {0};
     char cmd[4400], out[512];
     snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 '%s/tests/models/st_ref.py' hf '%s' qwen2 1 0.05 2>&1 && "
-             "printf '{\"model\": {\"type\": \"BPE\"}, \"note\": \"a stand-in\"}\\n' > '%s/tokenizer.json'",
-             g_root, g_hf, g_hf);
-    if (corpus_fixture(g_corpus, 3, tr, 3, 2000, NULL, &e) || test_sh(cmd, out, sizeof out) != 0) {
+             "/usr/bin/python3 '%s/tests/models/st_ref.py' hf '%s' qwen2 1 0.05 2>&1", g_root, g_hf);
+    char tc[800];
+    snprintf(tc, sizeof tc, "%s/tokenizer_config.json", g_hf);
+    if (corpus_fixture(g_corpus, 3, tr, 3, 2000, NULL, &e) || test_sh(cmd, out, sizeof out) != 0 ||
+        tok_export_byte_level(g_hf, 16, &e) || unlink(tc) != 0) {
         fprintf(stderr, "setup: %s %s\n", e.msg, out);
         return 1;
     }
