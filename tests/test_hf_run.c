@@ -542,6 +542,12 @@ static void test_gpt2_init_refusals(void) {
         {"perm", "sed -i 's/\"a\":97,/\"a\":X,/; s/\"b\":98,/\"b\":97,/; s/\"a\":X,/\"a\":98,/' tokenizer.json",
          "encodes byte 0x61 as token 98", 0},
         {"bpe", "rm tokenizer.json && echo '{}' > vocab.json", "has a BPE tokenizer", 0},
+        {"alias", "/usr/bin/python3 -c \"import json; c=json.load(open('config.json')); "
+         "c['num_attention_heads']=2*c['n_head']; json.dump(c, open('config.json', 'w'))\"",
+         "n_head is 2 but num_attention_heads is 4", 0},
+        {"alias-pos", "/usr/bin/python3 -c \"import json; c=json.load(open('config.json')); "
+         "c['max_position_embeddings']=c['n_positions']+1; json.dump(c, open('config.json', 'w'))\"",
+         "but max_position_embeddings is", 0},
     };
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
         CHECK(gpt2_variant(&f, v[i].name, v[i].sh) == 0, "variant %s", v[i].name);
@@ -558,6 +564,18 @@ static void test_gpt2_init_refusals(void) {
         snprintf(cmd, sizeof cmd, "'%s' inspect '%s' 2>&1", tandem_bin(), dir);
         int rc = test_sh(cmd, log, sizeof log);
         CHECK(rc == 2 && strstr(log, v[i].want), "tandem inspect %s: exit %d: %s", v[i].name, rc, log);
+    }
+    /* transformers' alias keys: a contradiction is refused above (tandem read n_head, transformers
+     * num_attention_heads); the same values, or an alias alone, are the model */
+    CHECK(gpt2_variant(&f, "alias-same", "/usr/bin/python3 -c \"import json; c=json.load(open('config.json')); "
+                       "c['num_attention_heads']=c['n_head']; c['hidden_size']=c['n_embd']; "
+                       "c['num_hidden_layers']=c.pop('n_layer'); c['max_position_embeddings']=c['n_positions']; "
+                       "json.dump(c, open('config.json', 'w'))\"") == 0, "variant alias-same");
+    {
+        char cmd[2000];
+        snprintf(cmd, sizeof cmd, "'%s' inspect '%s/alias-same' --json 2>&1", tandem_bin(), f.dir);
+        int rc = test_sh(cmd, log, sizeof log);
+        CHECK(rc == 0 && strstr(log, "\"model_type\":\"gpt2\""), "agreeing alias keys: exit %d: %s", rc, log);
     }
     const char *ctx[] = {"--set", "model.ctx=32", NULL};
     CHECK(refused(&f, ctx, "n_positions 16", log, sizeof log) == 0, "model.ctx: %s", log);
