@@ -25,6 +25,7 @@ static int matches_chain(store *st, const char *url, const rec_mixture *x, tdm_e
     audit_chain c;
     memset(&c, 0, sizeof c);
     int rc = run_config_read_run(st, &run, e);
+    if (rc && e) err_prefix(e, "data.mixture_file = %s: ", url);
     if (rc) return rc;
     rc = audit_chain_read(st, &c, e);
     if (!rc) audit_chain_domains(&c, run.M);
@@ -64,6 +65,8 @@ static int store_mixture_read(const char *url, const dataset *ds, double *alpha,
         rc = err_set(e, ERR_USAGE, "data.mixture_file = %s: that store holds no finished TANDEM run "
                      "(no mixture.mp): run it to the end first (tandem run, or tandem compare)",
                      url);
+    if (rc && rc != STORE_NOT_FOUND && e) /* that store's mixture.mp, not the run's own store's */
+        err_prefix(e, "data.mixture_file = %s: ", url);
     if (rc == STORE_CORRUPT) rc = ERR_STORE; /* e names mixture.mp and what is wrong */
     if (!rc) rc = matches_chain(st, url, &x, e);
     store_close(st);
