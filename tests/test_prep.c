@@ -726,7 +726,7 @@ static void test_prep_jsonl_fields(void) {
     CHECK(run_one(dir, "1", in, 1, st, &warn, &e) == 0, "%s", e.msg);
     docs want = {0};
     add_strs(&want, "caf\xc3\xa9 \xf0\x9f\x98\x80 \"q\" a\\b / tab\tnl\n\0"
-                    "second\0"
+                    "dup\0" /* a repeated key: its last value (it was the first, "second") */
                     "\xe4\xb8\xad\xe6\x96\x87 raw \xc3\xa9\0"
                     "no newline at the end\0");
     CHECK(check_out(dir, "1", &want) == 0, "documents misplaced or wrong");
@@ -781,6 +781,17 @@ static void test_prep_jsonl_fields(void) {
     CHECK(jsonl_record("{\"text\":\"ok\",\"x\":\"\xff\"}", 21, "text", &b, &r) == JSONL_OK &&
               b.n == 2,
           "bad bytes outside the field: %d", r.status);
+    /* a repeated key: the last value is the record's (Python's json, JSON.parse, jq, pyarrow;
+     * prep kept the first) */
+    static const char dup[] = "{\"text\":\"FIRST\",\"n\":1,\"text\":\"SECOND\"}";
+    CHECK(jsonl_record(dup, sizeof dup - 1, "text", &b, &r) == JSONL_OK && b.n == 6 && !memcmp(b.p, "SECOND", 6),
+          "a repeated key: %d '%.*s'", r.status, (int)b.n, b.p);
+    static const char dup2[] = "{\"text\":\"\xff\",\"text\":\"ok\"}";
+    CHECK(jsonl_record(dup2, sizeof dup2 - 1, "text", &b, &r) == JSONL_OK && b.n == 2,
+          "a repeated key after invalid UTF-8: %d", r.status);
+    static const char dup3[] = "{\"text\":\"A\",\"text\":null}";
+    CHECK(jsonl_record(dup3, sizeof dup3 - 1, "text", &b, &r) == JSONL_NO_FIELD && b.n == 0,
+          "a repeated key ending on null: %d", r.status);
     char deep[700];
     size_t dn = 0;
     dn += (size_t)sprintf(deep, "{\"a\":");
