@@ -1000,18 +1000,36 @@ static void test_prep_compressed(void) {
     memcpy(gt, g, n), memcpy(gt + n, "\0\0JUNK", 6);
     CHECK(write_bytes(t4, gt, n + 6) == 0, "write");
     free(g), free(gt);
+    /* a sound zstd frame that declares a 2 GiB window (zstd --long=31; a raw block of 132
+     * bytes here): past the 128 MiB decoded, left out as unsupported, saying both sizes
+     * (it was a "corrupt stream": "Frame requires too much memory for decoding") */
+    {
+        static const char text[] = "hello world from a frame with a huge window\n";
+        unsigned char fr[9 + 3 * sizeof text];
+        size_t tn = 3 * (sizeof text - 1);
+        memcpy(fr, "\x28\xb5\x2f\xfd\x00\xa8", 6);
+        uint32_t bh = (uint32_t)(tn << 3) | 1; /* the last block, raw */
+        fr[6] = (unsigned char)bh, fr[7] = (unsigned char)(bh >> 8), fr[8] = (unsigned char)(bh >> 16);
+        for (int k = 0; k < 3; k++) memcpy(fr + 9 + k * (sizeof text - 1), text, sizeof text - 1);
+        char *t5 = join(bad, "long.txt.zst");
+        CHECK(write_bytes(t5, fr, 9 + tn) == 0, "write");
+        free(t5);
+    }
     prep_input inb[] = {{"web", bad}};
     memout warn;
     CHECK(run_one(dir, "bad", inb, 1, st[0], &warn, &e) == 0, "%s", e.msg);
     CHECK(st[0][0].docs == 10 && st[0][0].files_used == 1 &&
-              st[0][0].skipped[TEXTSRC_CORRUPT] == 5,
-          "docs %llu, corrupt %llu:\n%s", (unsigned long long)st[0][0].docs,
-          (unsigned long long)st[0][0].skipped[TEXTSRC_CORRUPT], warn.buf);
+              st[0][0].skipped[TEXTSRC_CORRUPT] == 5 && st[0][0].skipped[TEXTSRC_UNSUPPORTED] == 1,
+          "docs %llu, corrupt %llu, unsupported %llu:\n%s", (unsigned long long)st[0][0].docs,
+          (unsigned long long)st[0][0].skipped[TEXTSRC_CORRUPT],
+          (unsigned long long)st[0][0].skipped[TEXTSRC_UNSUPPORTED], warn.buf);
+    CHECK(strstr(warn.buf, "long.txt.zst: zstd: a frame that needs a window of 2 GiB, more than the 128 MiB prep "
+                           "decodes with") && strstr(warn.buf, "without --long"), "warnings:\n%s", warn.buf);
     CHECK(strstr(warn.buf, "trunc.jsonl.gz: gzip: ") && strstr(warn.buf, "trunc.txt.zst: zstd: truncated") &&
               strstr(warn.buf, "flip.txt.zst: zstd: ") &&
               strstr(warn.buf, "plain.txt.gz: not gzip data") &&
               strstr(warn.buf, "tail.jsonl.gz: gzip: other data after the gzip stream at byte ") &&
-              count_of(warn.buf, "(the file is left out)") == 5,
+              count_of(warn.buf, "(the file is left out)") == 6,
           "warnings:\n%s", warn.buf);
     free(warn.buf);
     for (int i = 0; i < 3; i++) free(sub[i]);
