@@ -375,6 +375,29 @@ static void test_hf_folders(void) {
           (unsigned long long)hf_arch_params(&a), nl);
     CHECK(safetensors_open(l, &s, &e) == 0 && hf_arch_check_weights(&a, s, &e) == 0, "%s", e.msg);
     safetensors_close(s);
+    /* model.safetensors a dangling link or a loop (a broken Hugging Face cache snapshot):
+     * said as a broken link, not "holds neither model.safetensors nor ..." */
+    {
+        char bl[700], lk[800], cmd[2400], out[2048];
+        snprintf(bl, sizeof bl, "%s/hf-broken-link", g_dir);
+        snprintf(lk, sizeof lk, "%s/model.safetensors", bl);
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s/config.json' '%s/'", bl, q, bl);
+        CHECK(test_sh(cmd, out, sizeof out) == 0, "copy: %s", out);
+        static const char *const to[2] = {"../../blobs/0123abcd", "model.safetensors"};
+        for (int k = 0; k < 2; k++) {
+            unlink(lk);
+            CHECK(symlink(to[k], lk) == 0, "symlink");
+            CHECK(safetensors_open(bl, &s, &e) == ERR_USAGE && strstr(e.msg, "is a broken symbolic link") &&
+                      strstr(e.msg, to[k]) && strstr(e.msg, k ? "Too many levels" : "No such file"),
+                  "a %s link: %s", k ? "looping" : "dangling", e.msg);
+            const char *tb = getenv("TANDEM_BIN");
+            if (!tb || !*tb) continue;
+            snprintf(cmd, sizeof cmd, "'%s' inspect '%s' 2>&1", tb, bl);
+            int rc = test_sh(cmd, out, sizeof out);
+            CHECK(rc == 2 && strstr(out, "is a broken symbolic link"), "tandem inspect, a %s link: exit %d: %s",
+                  k ? "looping" : "dangling", rc, out);
+        }
+    }
     /* Qwen2-0.5B as published (config.json of Qwen/Qwen2-0.5B): 494,032,768 parameters */
     char big[700];
     snprintf(big, sizeof big, "%s/qwen2-0.5b", g_dir);
