@@ -16,6 +16,9 @@
 #include "storage/store.h"
 #include "util/ydoc.h"
 
+/* how far from 1 the weights of a mixture file may sum (rounding only) */
+#define MIXFILE_SUM_TOL 1e-6
+
 /* mixture.mp must be α* of the run's own α chain as it stood when the run finished
  * (records 0..x->last: a finished run extended since has more), as the run wrote it: one
  * edited with its digest recomputed (names permuted, weights moved) would train the final
@@ -85,8 +88,9 @@ static int store_mixture_read(const char *url, const dataset *ds, double *alpha,
         else
             alpha[m] = x.alpha[j], sum += x.alpha[j];
     }
-    if (!rc && fabs(sum - 1) > 1e-6)
-        rc = err_set(e, ERR_USAGE, "%s/mixture.mp: the weights sum to %.9g, not 1", url, sum);
+    if (!rc && fabs(sum - 1) > MIXFILE_SUM_TOL)
+        rc = err_set(e, ERR_USAGE, "%s/mixture.mp: the weights sum to %.9g, not 1 (within %g)", url, sum,
+                     MIXFILE_SUM_TOL);
     for (int m = 0; !rc && m < M; m++) alpha[m] /= sum;
     return rc;
 }
@@ -124,8 +128,9 @@ int mixture_file_read(const char *path, const dataset *ds, double *alpha, tdm_er
         if (!seen[m])
             rc = err_set(e, ERR_USAGE, "%s: no weight for domain '%s' of %s", path,
                          dataset_domain_name(ds, m), ds->path);
-    if (!rc && fabs(sum - 1) > 1e-6)
-        rc = err_set(e, ERR_USAGE, "%s: the weights sum to %.9g, not 1", path, sum);
+    if (!rc && fabs(sum - 1) > MIXFILE_SUM_TOL)
+        rc = err_set(e, ERR_USAGE, "%s: the weights sum to %.9g, not 1 (they must, within %g: write them with "
+                     "more digits, as `tandem mixture` does)", path, sum, MIXFILE_SUM_TOL);
     for (int m = 0; !rc && m < M; m++) alpha[m] /= sum;
     ydoc_free(root);
     return rc;
