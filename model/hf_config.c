@@ -36,12 +36,18 @@ static int bool_key(const tjson *root, const char *path, const char *key, int df
 }
 
 /* DIR/config.json parsed into *doc / *root (the caller frees *doc); the path into path. */
+/* the largest config.json read */
+#define HF_CONFIG_MAX (8 << 20)
+
 int hf_config_json_read(const char *dir, char *path, size_t cap, tjson_doc **doc, const tjson **root, tdm_err *e) {
     snprintf(path, cap, "%s/config.json", dir);
     buf_t text = {0};
-    if (fileio_read_all(path, &text, 8u << 20)) {
+    if (fileio_read_all(path, &text, HF_CONFIG_MAX)) {
         int err = errno;
         buf_free(&text);
+        if (err == EFBIG) /* a config.json is a few KiB: this one is something else */
+            return err_set(e, ERR_USAGE, "%s: larger than the %d MiB a config.json may be (a few KiB is usual): "
+                           "not a model's config.json", path, HF_CONFIG_MAX >> 20);
         return err_set(e, err == ENOMEM ? ERR_INTERNAL : ERR_USAGE,
                        "%s: cannot read (a Hugging Face model folder holds config.json and "
                        "model.safetensors): %s", path, fileio_strerror(err));

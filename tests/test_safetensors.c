@@ -398,6 +398,31 @@ static void test_hf_folders(void) {
                   k ? "looping" : "dangling", rc, out);
         }
     }
+    /* tandem inspect's words: one tensor of a dtype is "1 F32 tensor" ("1 F32 tensors"); a
+     * config.json past the limit says the limit (it said "File too large") */
+    const char *wbin = getenv("TANDEM_BIN");
+    if (wbin && *wbin) {
+        char mx[700], cmd[4400], out[2048];
+        snprintf(mx, sizeof mx, "%s/hf-mixed", g_dir);
+        snprintf(cmd, sizeof cmd, "cp -r '%s' '%s' && cd '%s' && /usr/bin/python3 -c 'import json,struct; "
+                 "p=\"model.safetensors\"; raw=open(p,\"rb\").read(); n=struct.unpack(\"<Q\",raw[:8])[0]; "
+                 "h=json.loads(raw[8:8+n]); body=raw[8+n:]; hh={}; bl=[]; at=0\n"
+                 "for k in [k for k in h if k != \"__metadata__\"]:\n"
+                 "  b,e=h[k][\"data_offsets\"]; x=body[b:e]; dt=h[k][\"dtype\"]\n"
+                 "  if k == \"model.norm.weight\": x=b\"\".join(b\"\\0\\0\"+x[i:i+2] for i in range(0,len(x),2)); dt=\"F32\"\n"
+                 "  hh[k]={\"dtype\":dt,\"shape\":h[k][\"shape\"],\"data_offsets\":[at,at+len(x)]}; at+=len(x); bl.append(x)\n"
+                 "t=json.dumps(hh).encode(); t+=b\" \"*((8-len(t)%%8)%%8)\n"
+                 "open(p,\"wb\").write(struct.pack(\"<Q\",len(t))+t+b\"\".join(bl))' && '%s' inspect . 2>&1",
+                 q, mx, mx, wbin);
+        int rc = test_sh(cmd, out, sizeof out);
+        CHECK(rc == 0 && strstr(out, " 1 F32 tensor (0.00 GB), 25 BF16 tensors (0.00 GB)"),
+              "tandem inspect of one F32 tensor: exit %d: %s", rc, out);
+        snprintf(cmd, sizeof cmd, "cd '%s' && head -c 9000000 /dev/zero | tr '\\0' ' ' >> config.json && '%s' inspect . "
+                 "2>&1", mx, wbin);
+        rc = test_sh(cmd, out, sizeof out);
+        CHECK(rc == 2 && strstr(out, "larger than the 8 MiB a config.json may be"),
+              "tandem inspect of a 9 MB config.json: exit %d: %s", rc, out);
+    }
     /* Qwen2-0.5B as published (config.json of Qwen/Qwen2-0.5B): 494,032,768 parameters */
     char big[700];
     snprintf(big, sizeof big, "%s/qwen2-0.5b", g_dir);
