@@ -422,6 +422,13 @@ static void test_hf_folders(void) {
         rc = test_sh(cmd, out, sizeof out);
         CHECK(rc == 2 && strstr(out, "larger than the 8 MiB a config.json may be"),
               "tandem inspect of a 9 MB config.json: exit %d: %s", rc, out);
+        /* a syntax error at a multi-byte character: the quoted text ends at a character's
+         * boundary (it ended inside the UTF-8 of the é, a lone 0xc3 on stderr) */
+        snprintf(cmd, sizeof cmd, "cd '%s' && printf '{\"model_type\": \"\\\\\303\251\"}' > config.json && "
+                 "'%s' inspect . 2>&1", mx, wbin);
+        rc = test_sh(cmd, out, sizeof out);
+        CHECK(rc == 2 && strstr(out, "invalid escape near '\"\\'") && !strchr(out, '\xc3'),
+              "tandem inspect of an escape cut short: exit %d: %s", rc, out);
     }
     /* Qwen2-0.5B as published (config.json of Qwen/Qwen2-0.5B): 494,032,768 parameters */
     char big[700];
