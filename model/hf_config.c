@@ -253,9 +253,22 @@ int hf_arch_check_weights(const hf_arch *a, const st_set *s, tdm_err *e) {
     for (size_t i = 0; !rc && x.found != n && i < n; i++) {
         const st_tensor *t = safetensors_at(s, i);
         if (x.seen[i] || strstr(t->name, "rotary_emb.inv_freq")) continue; /* inv_freq: from rope_theta */
-        rc = err_set(e, ERR_USAGE, "%s: tensor %s is not part of the %s architecture config.json describes%s",
-                     t->file, t->name, a->model_type,
-                     !strcmp(t->name, "lm_head.weight") ? " (tie_word_embeddings is true)" : "");
+        if (a->tied && !strcmp(t->name, "lm_head.weight")) {
+            /* a tied model saved with its head as well (transformers ties it and ignores the
+             * copy): the same values as the embedding are that model; others would be
+             * another (transformers would compute with embed_tokens, not with them) */
+            const st_tensor *w = safetensors_find(s, "model.embed_tokens.weight");
+            if (w && t->ndim == 2 && t->shape[0] == w->shape[0] && t->shape[1] == w->shape[1] &&
+                (t->dtype == ST_F32 || t->dtype == ST_BF16 || t->dtype == ST_F16) && safetensors_same_values(t, w))
+                continue;
+            rc = err_set(e, ERR_USAGE, "%s: tensor lm_head.weight differs from model.embed_tokens.weight, but "
+                         "tie_word_embeddings is true in config.json: the head is the embedding, and transformers "
+                         "would ignore these values; set tie_word_embeddings to false to train this head, or drop "
+                         "lm_head.weight from the weights", t->file);
+            break;
+        }
+        rc = err_set(e, ERR_USAGE, "%s: tensor %s is not part of the %s architecture config.json describes",
+                     t->file, t->name, a->model_type);
     }
     free(x.seen);
     return rc;

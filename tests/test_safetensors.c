@@ -375,6 +375,31 @@ static void test_hf_folders(void) {
           (unsigned long long)hf_arch_params(&a), nl);
     CHECK(safetensors_open(l, &s, &e) == 0 && hf_arch_check_weights(&a, s, &e) == 0, "%s", e.msg);
     safetensors_close(s);
+    /* tied, with the head saved as well (an identical copy of the embedding, as some tools
+     * save it; transformers ties it and ignores the copy): accepted as the same model, by
+     * the check and by tandem inspect (refused as "not part of the architecture") */
+    char qh[700];
+    snprintf(qh, sizeof qh, "%s/hf-qwen2-head", g_dir);
+    long nqh = make_hf(qh, "qwen2", 2);
+    CHECK(nqh == nq, "st_ref.py hf qwen2 2: %ld parameters", nqh);
+    CHECK(hf_arch_read(qh, &a, &e) == 0 && a.tied, "%s", e.msg);
+    CHECK(safetensors_open(qh, &s, &e) == 0 && hf_arch_check_weights(&a, s, &e) == 0, "a tied head's copy: %s", e.msg);
+    safetensors_close(s);
+    const char *tbin = getenv("TANDEM_BIN");
+    if (tbin && *tbin) {
+        char cmd[2000], out[4096];
+        snprintf(cmd, sizeof cmd, "'%s' inspect '%s' 2>&1", tbin, qh);
+        int rc = test_sh(cmd, out, sizeof out);
+        CHECK(rc == 0, "tandem inspect of a tied head's copy: exit %d: %s", rc, out);
+        /* the copy changed (its first value's bits): refused, naming both tensors */
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c 'import json,struct,sys; p=sys.argv[1]+\"/model.safetensors\"; "
+                 "b=bytearray(open(p,\"rb\").read()); hl=struct.unpack(\"<Q\",b[:8])[0]; "
+                 "o=json.loads(b[8:8+hl])[\"lm_head.weight\"][\"data_offsets\"][0]; b[8+hl+o]^=1; "
+                 "open(p,\"wb\").write(b)' '%s' && '%s' inspect '%s' 2>&1", qh, tbin, qh);
+        rc = test_sh(cmd, out, sizeof out);
+        CHECK(rc == 2 && strstr(out, "lm_head.weight differs from model.embed_tokens.weight"),
+              "tandem inspect of a tied head that differs: exit %d: %s", rc, out);
+    }
     /* model.safetensors a dangling link or a loop (a broken Hugging Face cache snapshot):
      * said as a broken link, not "holds neither model.safetensors nor ..." */
     {
@@ -451,7 +476,7 @@ static void test_hf_folders(void) {
         const char *dir, *edit, *want;
     } bad[] = {
         {q, "c[\"tie_word_embeddings\"]=False", "lm_head.weight is missing"},
-        {l, "c[\"tie_word_embeddings\"]=True", "lm_head.weight is not part"},
+        {l, "c[\"tie_word_embeddings\"]=True", "lm_head.weight differs from model.embed_tokens.weight"},
         {l, "c[\"intermediate_size\"]=64", "implies [64, 32]"},
         {l, "c[\"model_type\"]=\"gpt2\"", "model_type \"gpt2\""},
         {l, "c[\"rope_scaling\"]={\"rope_type\": \"llama3\"}", "rope_scaling"},
