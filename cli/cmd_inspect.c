@@ -27,7 +27,7 @@ static const cli_spec SPEC = {"inspect", "DIR", 1, 1, "a model folder DIR is req
                               OPTS, NULL};
 
 /* The weights' dtypes of s: per dtype, "F32":{"tensors":N,"bytes":B} (json) or " N F32
- * tensors (G GB)" on stdout. */
+ * tensors (G GB), ..." on stdout ("1 F32 tensor"). */
 static void print_dtypes(const st_set *s, int json) {
     uint64_t bytes[ST_NDTYPES] = {0}, count[ST_NDTYPES] = {0};
     for (size_t i = 0; i < safetensors_count(s); i++) {
@@ -42,8 +42,8 @@ static void print_dtypes(const st_set *s, int json) {
             printf("%s\"%s\":{\"tensors\":%llu,\"bytes\":%llu}", first ? "" : ",", safetensors_dtype_name((st_dtype)d),
                    (unsigned long long)count[d], (unsigned long long)bytes[d]);
         else
-            printf(" %llu %s tensors (%.2f GB)", (unsigned long long)count[d], safetensors_dtype_name((st_dtype)d),
-                   bytes[d] / 1e9);
+            printf("%s%llu %s tensor%s (%.2f GB)", first ? " " : ", ", (unsigned long long)count[d],
+                   safetensors_dtype_name((st_dtype)d), count[d] == 1 ? "" : "s", bytes[d] / 1e9);
         first = 0;
     }
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include "data/jsonl.h"
 #include "data/parquet.h"
@@ -162,6 +163,46 @@ static long dr_read_gz(dr_in *in, unsigned char *buf, size_t n, int *reason, cha
     }
 }
 
+/* The window a zstd frame header at p[0..n) declares (RFC 8878 3.1.1.1: the window
+ * descriptor, or the content size of a single-segment frame); 0 when it does not read. */
+static uint64_t zstd_frame_window(const unsigned char *p, size_t n) {
+    if (n < 6 || p[0] != 0x28 || p[1] != 0xB5 || p[2] != 0x2F || p[3] != 0xFD) return 0;
+    unsigned fhd = p[4], fcs_flag = fhd >> 6, single = (fhd >> 5) & 1, did_flag = fhd & 3;
+    if (!single) {
+        unsigned wd = p[5], log = 10 + (wd >> 3);
+        uint64_t base = (uint64_t)1 << log;
+        return base + (base / 8) * (wd & 7);
+    }
+    static const size_t did_size[4] = {0, 1, 2, 4}, fcs_size[4] = {1, 2, 4, 8};
+    size_t at = 5 + did_size[did_flag], fn = fcs_size[fcs_flag];
+    if (at + fn > n) return 0;
+    uint64_t v = 0;
+    for (size_t k = 0; k < fn; k++) v |= (uint64_t)p[at + k] << (8 * k);
+    return fn == 2 ? v + 256 : v;
+}
+
+/* "2 GiB", "192 MiB", "1.5 GiB" */
+static void dr_size_text(uint64_t b, char *out, size_t cap) {
+    if (b >= (uint64_t)1 << 30) snprintf(out, cap, "%.3g GiB", (double)b / (double)((uint64_t)1 << 30));
+    else snprintf(out, cap, "%.3g MiB", (double)b / (double)(1 << 20));
+}
+
+/* why for a frame that needs a window past DOCREAD_ZSTD_WINDOW_LOG: the window its header
+ * declares (the last frame start in the input read so far, at or before the decoder's
+ * position), the cap, and what to do. */
+static void dr_zstd_window_why(const dr_in *in, char *why, size_t wl) {
+    const unsigned char *src = in->zin.src;
+    uint64_t w = 0;
+    for (size_t at = in->zin.pos < in->zin.size ? in->zin.pos + 1 : in->zin.size; !w && at-- > 0;)
+        w = zstd_frame_window(src + at, in->zin.size - at);
+    char need[32] = "more", cap[32];
+    if (w) dr_size_text(w, need, sizeof need);
+    dr_size_text((uint64_t)1 << DOCREAD_ZSTD_WINDOW_LOG, cap, sizeof cap);
+    snprintf(why, wl, "zstd: a frame that needs a window of %s, more than the %s prep decodes with (zstd --long "
+             "writes such frames): decompress it with zstd -d --long=31 and compress it again without --long", need,
+             cap);
+}
+
 /* Reads up to n decompressed bytes: the count, 0 at the end, or -1 with *reason
  * (TEXTSRC_UNREADABLE or TEXTSRC_CORRUPT) and why filled in. */
 static long dr_read(dr_in *in, unsigned char *buf, size_t n, int *reason, char *why, size_t wl) {
@@ -193,6 +234,11 @@ static long dr_read(dr_in *in, unsigned char *buf, size_t n, int *reason, char *
         if (in->zin.pos < in->zin.size || in->zfull) {
             ZSTD_outBuffer out = {buf, n, 0};
             size_t ret = ZSTD_decompressStream(in->z, &out, &in->zin);
+            if (ZSTD_isError(ret) && ZSTD_getErrorCode(ret) == ZSTD_error_frameParameter_windowTooLarge) {
+                *reason = TEXTSRC_UNSUPPORTED; /* a sound file, if a large one to decode */
+                dr_zstd_window_why(in, why, wl);
+                return -1;
+            }
             if (ZSTD_isError(ret)) {
                 *reason = TEXTSRC_CORRUPT;
                 snprintf(why, wl, "zstd: %s", ZSTD_getErrorName(ret));
@@ -566,7 +612,8 @@ static int dr_parquet(dr *d, int *fail, char *why, size_t wl) {
     int rc = parquet_read(map, (size_t)d->f->size, d->field, &sink, pwhy, sizeof pwhy, d->e);
     munmap(map, (size_t)d->f->size);
     if (rc == PARQUET_CORRUPT || rc == PARQUET_UNSUPPORTED || rc == PARQUET_NO_COLUMN) {
-        *fail = rc == PARQUET_NO_COLUMN ? TEXTSRC_NO_FIELD : TEXTSRC_CORRUPT;
+        *fail = rc == PARQUET_NO_COLUMN ? TEXTSRC_NO_FIELD : rc == PARQUET_UNSUPPORTED ? TEXTSRC_UNSUPPORTED
+                                                                                     : TEXTSRC_CORRUPT;
         snprintf(why, wl, "Parquet: %s", pwhy);
         return 0;
     }
@@ -618,6 +665,8 @@ int docread_file(const textsrc_file *f, const char *field, const docread_sink *s
     if (!rc && comp == DR_ZST &&
         (!(d.in.z = ZSTD_createDCtx()) || !(d.in.zbuf = malloc(ZSTD_DStreamInSize()))))
         rc = err_set(e, ERR_INTERNAL, "out of memory");
+    if (!rc && comp == DR_ZST && ZSTD_isError(ZSTD_DCtx_setParameter(d.in.z, ZSTD_d_windowLogMax, DOCREAD_ZSTD_WINDOW_LOG)))
+        rc = err_set(e, ERR_INTERNAL, "zstd: cannot set the window limit");
     if (!rc && !(d.buf = malloc(DR_BUF))) rc = err_set(e, ERR_INTERNAL, "out of memory");
     int fail = -1;
     why[0] = '\0';

@@ -38,6 +38,10 @@
 #define DOCREAD_RECORD_MAX_TEXT "256 MiB"
 #define DOCREAD_JSON_MAX ((size_t)1 << 30) /* bytes of a .json file, decompressed */
 #define DOCREAD_JSON_MAX_TEXT "1 GiB"
+/* The largest zstd window decoded (2^27 = 128 MiB, zstd's own default limit): a frame
+ * that needs more (`zstd --long=28` and up, on a large input) is left out as
+ * TEXTSRC_UNSUPPORTED, saying the window it needs. */
+#define DOCREAD_ZSTD_WINDOW_LOG 27
 
 /* Where the documents go. text() gets a document's text in pieces (all valid UTF-8
  * together; a piece may end inside a character), end() closes it: keep 1 for a document,

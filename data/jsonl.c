@@ -165,7 +165,9 @@ static int jp_object(jp *p, const char *field, buf_t *key, buf_t *out, int *foun
             int saved = p->bad_utf8;
             if (jp_string(p, key)) return -1;
             p->bad_utf8 = saved; /* a key's bytes do not make the text invalid */
-            want = !*found && key->n == strlen(field) && !memcmp(key->p, field, key->n);
+            /* every occurrence: the last one is the record's (as Python's json, JSON.parse,
+             * jq and pyarrow read a repeated key) */
+            want = key->n == strlen(field) && !memcmp(key->p, field, key->n);
         } else if (jp_string(p, NULL)) {
             return -1;
         }
@@ -181,6 +183,10 @@ static int jp_object(jp *p, const char *field, buf_t *key, buf_t *out, int *foun
             *found = 1;
         } else if (jp_value(p)) {
             return -1;
+        } else if (want) { /* a later value that is no string: the record has no text */
+            *found = 0, p->bad_utf8 = 0;
+            out->n = 0;
+            if (out->p) out->p[0] = '\0';
         }
         jp_ws(p);
         if (p->pos >= p->n) return jp_fail(p, "unterminated object");

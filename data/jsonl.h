@@ -2,7 +2,8 @@
  *
  * A record is a JSON object (RFC 8259, strict: raw control characters in strings, trailing
  * commas, comments and NaN are syntax errors); its document is the string value of one
- * top-level key (the first occurrence when the key repeats), with every escape decoded to
+ * top-level key (the last occurrence when the key repeats, as Python's json, JSON.parse,
+ * jq and pyarrow read it), with every escape decoded to
  * UTF-8 (\uXXXX, surrogate pairs included). Not a general parser: other values are
  * checked and skipped, never kept. Nesting deeper than JSONL_MAX_DEPTH is a syntax error
  * rather than deep recursion.

@@ -21,6 +21,8 @@ enum { E_PLAIN = 0, E_PLAIN_DICT = 2, E_RLE = 3, E_BIT_PACKED = 4, E_DELTA_BINAR
        E_DELTA_BYTE_ARRAY = 7, E_RLE_DICT = 8 }; /* Encoding */
 enum { P_DATA = 0, P_DICT = 2, P_DATA_V2 = 3 };                /* PageType */
 
+static const char *const TYPE_NAMES[] = {"BOOLEAN", "INT32", "INT64", "INT96", "FLOAT", "DOUBLE", "BYTE_ARRAY",
+                                         "FIXED_LEN_BYTE_ARRAY"};
 static const char *const CODEC_NAMES[] = {"UNCOMPRESSED", "SNAPPY", "GZIP", "LZO", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW"};
 static const char *const ENC_NAMES[] = {"PLAIN", "GROUP_VAR_INT", "PLAIN_DICTIONARY", "RLE", "BIT_PACKED",
                                         "DELTA_BINARY_PACKED", "DELTA_LENGTH_BYTE_ARRAY", "DELTA_BYTE_ARRAY",
@@ -202,7 +204,10 @@ static int find_column(const pq_meta *m, const char *name, size_t *leaf, const p
                 return PARQUET_UNSUPPORTED;
             }
             if (s->type != T_BYTE_ARRAY) {
-                snprintf(why, cap, "column \"%s\" is not a string column (physical type %d)", name, s->type);
+                if (s->type >= 0 && s->type < 8)
+                    snprintf(why, cap, "column \"%s\" is not a string column (%s)", name, TYPE_NAMES[s->type]);
+                else
+                    snprintf(why, cap, "column \"%s\" is not a string column (physical type %d)", name, s->type);
                 return PARQUET_NO_COLUMN;
             }
             *leaf = leaves;

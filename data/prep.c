@@ -827,8 +827,9 @@ static int prep_plan(const prep_opts *o, const prep_tok *k, prep_dom *d, tdm_err
                        prep_plural(d->list.n), d->list.n == 1 ? " " : "",
                        d->list.n == 1 ? d->list.files[0].path : "", n ? why : "nothing",
                        required == 3 ? "train, val and test" : "train and val",
-                       st->docs == 0 ? "give it text files, .jsonl or .json with the field "
-                                       "--text-field names (see the messages above)"
+                       st->docs == 0 ? "give it text files, or .jsonl, .json or .parquet files with the "
+                                       "field (Parquet: the string column) --text-field names (see the "
+                                       "messages above)"
                        : required == 3 ? "add documents, or give --split with test 0"
                                        : "add documents (--split gives test 0 already)");
     }

@@ -14,7 +14,8 @@
 const char *textsrc_reason_name(int reason) {
     static const char *const names[TEXTSRC_N_REASONS] = {
         "binary", "bad JSON", "no text field", "invalid UTF-8", "unreadable",
-        "corrupt stream", "empty", "excluded", "symlink/special", "null", "too long", "hidden"};
+        "corrupt stream", "empty", "excluded", "symlink/special", "null", "too long", "hidden",
+        "unsupported"};
     return reason >= 0 && reason < TEXTSRC_N_REASONS ? names[reason] : "?";
 }
 

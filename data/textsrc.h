@@ -45,6 +45,8 @@ enum {
     TEXTSRC_TOO_LONG,   /* a .jsonl line past DOCREAD_RECORD_MAX, a .json file past
                          * DOCREAD_JSON_MAX (left out: held whole, they could exhaust memory) */
     TEXTSRC_HIDDEN,     /* a name starting with '.' met inside a directory walked (.git, .env) */
+    TEXTSRC_UNSUPPORTED, /* a sound file in a form prep does not read: a Parquet codec, encoding or
+                          * nested column, a zstd frame's window past DOCREAD_ZSTD_WINDOW_LOG */
     TEXTSRC_N_REASONS
 };
 

@@ -74,6 +74,25 @@ static int check_computation(const tjson *root, const char *path, const gpt2_hf 
     return 0;
 }
 
+/* GPT-2's key `key` or transformers' alias of it (GPT2Config's attribute_map: the alias
+ * is applied after the named argument, so it wins there): either alone is read; both
+ * must agree, else ERR_USAGE naming both (a head count changes no tensor's shape, so a
+ * contradiction would compute another model than transformers' with no other sign). */
+static int alias_int(const tjson *root, const char *path, const char *key, const char *alias, long dflt, long lo,
+                     long hi, int *out, tdm_err *e) {
+    const tjson *k = tjson_get(root, key), *a = tjson_get(root, alias);
+    int has_k = k && k->type != TJ_NULL, has_a = a && a->type != TJ_NULL;
+    if (!has_k && has_a) return tjson_int(root, path, alias, -1, lo, hi, out, e);
+    int rc = tjson_int(root, path, key, dflt, lo, hi, out, e);
+    int v = 0;
+    if (rc || !has_a || (rc = tjson_int(root, path, alias, -1, lo, hi, &v, e))) return rc;
+    if (v != *out)
+        return err_set(e, ERR_USAGE, "%s: %s is %d but %s is %d: transformers reads %s (its alias of %s), so the "
+                       "file describes two models; give one of the keys, or the same value in both", path, key,
+                       *out, alias, v, alias, key);
+    return 0;
+}
+
 int gpt2_hf_read(const char *dir, gpt2_hf *g, tdm_err *e) {
     memset(g, 0, sizeof *g);
     char path[4200];
@@ -84,12 +103,13 @@ int gpt2_hf_read(const char *dir, gpt2_hf *g, tdm_err *e) {
     if (!rc && (!mt || mt->type != TJ_STR || strcmp(mt->u.s, "gpt2")))
         rc = err_set(e, ERR_USAGE, "%s: model_type is not \"gpt2\"", path);
     if (!rc) rc = tjson_int(root, path, "vocab_size", -1, 2, MODEL_VOCAB_MAX, &g->vocab, e);
-    if (!rc) rc = tjson_int(root, path, "n_embd", -1, 1, 1 << 16, &g->channels, e);
-    if (!rc) rc = tjson_int(root, path, "n_layer", -1, 1, 1024, &g->layers, e);
-    if (!rc) rc = tjson_int(root, path, "n_head", -1, 1, 1 << 16, &g->heads, e);
+    if (!rc) rc = alias_int(root, path, "n_embd", "hidden_size", -1, 1, 1 << 16, &g->channels, e);
+    if (!rc) rc = alias_int(root, path, "n_layer", "num_hidden_layers", -1, 1, 1024, &g->layers, e);
+    if (!rc) rc = alias_int(root, path, "n_head", "num_attention_heads", -1, 1, 1 << 16, &g->heads, e);
     int n_ctx = 1024;
     if (!rc) rc = tjson_int(root, path, "n_ctx", 1024, 1, 1 << 16, &n_ctx, e);
-    if (!rc) rc = tjson_int(root, path, "n_positions", n_ctx, 1, 1 << 16, &g->positions, e);
+    if (!rc)
+        rc = alias_int(root, path, "n_positions", "max_position_embeddings", n_ctx, 1, 1 << 16, &g->positions, e);
     if (!rc && g->channels % g->heads)
         rc = err_set(e, ERR_USAGE, "%s: n_embd %d is not divisible by n_head %d", path, g->channels, g->heads);
     if (!rc) rc = check_computation(root, path, g, e);

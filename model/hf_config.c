@@ -36,12 +36,18 @@ static int bool_key(const tjson *root, const char *path, const char *key, int df
 }
 
 /* DIR/config.json parsed into *doc / *root (the caller frees *doc); the path into path. */
+/* the largest config.json read */
+#define HF_CONFIG_MAX (8 << 20)
+
 int hf_config_json_read(const char *dir, char *path, size_t cap, tjson_doc **doc, const tjson **root, tdm_err *e) {
     snprintf(path, cap, "%s/config.json", dir);
     buf_t text = {0};
-    if (fileio_read_all(path, &text, 8u << 20)) {
+    if (fileio_read_all(path, &text, HF_CONFIG_MAX)) {
         int err = errno;
         buf_free(&text);
+        if (err == EFBIG) /* a config.json is a few KiB: this one is something else */
+            return err_set(e, ERR_USAGE, "%s: larger than the %d MiB a config.json may be (a few KiB is usual): "
+                           "not a model's config.json", path, HF_CONFIG_MAX >> 20);
         return err_set(e, err == ENOMEM ? ERR_INTERNAL : ERR_USAGE,
                        "%s: cannot read (a Hugging Face model folder holds config.json and "
                        "model.safetensors): %s", path, fileio_strerror(err));
@@ -247,9 +253,22 @@ int hf_arch_check_weights(const hf_arch *a, const st_set *s, tdm_err *e) {
     for (size_t i = 0; !rc && x.found != n && i < n; i++) {
         const st_tensor *t = safetensors_at(s, i);
         if (x.seen[i] || strstr(t->name, "rotary_emb.inv_freq")) continue; /* inv_freq: from rope_theta */
-        rc = err_set(e, ERR_USAGE, "%s: tensor %s is not part of the %s architecture config.json describes%s",
-                     t->file, t->name, a->model_type,
-                     !strcmp(t->name, "lm_head.weight") ? " (tie_word_embeddings is true)" : "");
+        if (a->tied && !strcmp(t->name, "lm_head.weight")) {
+            /* a tied model saved with its head as well (transformers ties it and ignores the
+             * copy): the same values as the embedding are that model; others would be
+             * another (transformers would compute with embed_tokens, not with them) */
+            const st_tensor *w = safetensors_find(s, "model.embed_tokens.weight");
+            if (w && t->ndim == 2 && t->shape[0] == w->shape[0] && t->shape[1] == w->shape[1] &&
+                (t->dtype == ST_F32 || t->dtype == ST_BF16 || t->dtype == ST_F16) && safetensors_same_values(t, w))
+                continue;
+            rc = err_set(e, ERR_USAGE, "%s: tensor lm_head.weight differs from model.embed_tokens.weight, but "
+                         "tie_word_embeddings is true in config.json: the head is the embedding, and transformers "
+                         "would ignore these values; set tie_word_embeddings to false to train this head, or drop "
+                         "lm_head.weight from the weights", t->file);
+            break;
+        }
+        rc = err_set(e, ERR_USAGE, "%s: tensor %s is not part of the %s architecture config.json describes",
+                     t->file, t->name, a->model_type);
     }
     free(x.seen);
     return rc;

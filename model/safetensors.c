@@ -315,6 +315,21 @@ static int open_index(st_set *s, const char *dir, const char *index, tdm_err *e)
     return rc;
 }
 
+/* 1 with ERR_USAGE in e when path is a symbolic link that leads nowhere (dangling, or a
+ * loop: a broken Hugging Face cache snapshot, whose files link into ../../blobs), else 0. */
+static int broken_link(const char *path, tdm_err *e) {
+    struct stat ls, ts;
+    if (lstat(path, &ls) != 0 || !S_ISLNK(ls.st_mode) || stat(path, &ts) == 0) return 0;
+    int err = errno;
+    char to[4096];
+    ssize_t n = readlink(path, to, sizeof to - 1);
+    to[n > 0 ? n : 0] = '\0';
+    err_set(e, ERR_USAGE, "%s is a broken symbolic link (to %s: %s), not weights that can be read; fetch the "
+            "weights again (a Hugging Face cache whose blobs/ were lost, or a folder copied without its links' "
+            "targets)", path, n > 0 ? to : "?", strerror(err));
+    return 1;
+}
+
 int safetensors_open(const char *path, st_set **out, tdm_err *e) {
     *out = NULL;
     st_set *s = calloc(1, sizeof *s);
@@ -331,7 +346,10 @@ int safetensors_open(const char *path, st_set **out, tdm_err *e) {
          * transformers loads) */
         if (access(single, F_OK) == 0) rc = open_file(s, single, e), snprintf(s->source, sizeof s->source, "%s", single);
         else if (access(index, F_OK) == 0) rc = open_index(s, path, index, e), snprintf(s->source, sizeof s->source, "%s", index);
-        else rc = err_set(e, ERR_USAGE, "%s: holds neither model.safetensors nor model.safetensors.index.json", path);
+        else rc = broken_link(single, e) || broken_link(index, e)
+                      ? e ? e->code : ERR_USAGE
+                      : err_set(e, ERR_USAGE, "%s: holds neither model.safetensors nor model.safetensors.index.json",
+                                path);
     } else {
         rc = open_file(s, path, e);
         snprintf(s->source, sizeof s->source, "%s", path);

@@ -16,6 +16,9 @@
 #include "storage/store.h"
 #include "util/ydoc.h"
 
+/* how far from 1 the weights of a mixture file may sum (rounding only) */
+#define MIXFILE_SUM_TOL 1e-6
+
 /* mixture.mp must be α* of the run's own α chain as it stood when the run finished
  * (records 0..x->last: a finished run extended since has more), as the run wrote it: one
  * edited with its digest recomputed (names permuted, weights moved) would train the final
@@ -25,6 +28,7 @@ static int matches_chain(store *st, const char *url, const rec_mixture *x, tdm_e
     audit_chain c;
     memset(&c, 0, sizeof c);
     int rc = run_config_read_run(st, &run, e);
+    if (rc && e) err_prefix(e, "data.mixture_file = %s: ", url);
     if (rc) return rc;
     rc = audit_chain_read(st, &c, e);
     if (!rc) audit_chain_domains(&c, run.M);
@@ -64,6 +68,8 @@ static int store_mixture_read(const char *url, const dataset *ds, double *alpha,
         rc = err_set(e, ERR_USAGE, "data.mixture_file = %s: that store holds no finished TANDEM run "
                      "(no mixture.mp): run it to the end first (tandem run, or tandem compare)",
                      url);
+    if (rc && rc != STORE_NOT_FOUND && e) /* that store's mixture.mp, not the run's own store's */
+        err_prefix(e, "data.mixture_file = %s: ", url);
     if (rc == STORE_CORRUPT) rc = ERR_STORE; /* e names mixture.mp and what is wrong */
     if (!rc) rc = matches_chain(st, url, &x, e);
     store_close(st);
@@ -82,8 +88,9 @@ static int store_mixture_read(const char *url, const dataset *ds, double *alpha,
         else
             alpha[m] = x.alpha[j], sum += x.alpha[j];
     }
-    if (!rc && fabs(sum - 1) > 1e-6)
-        rc = err_set(e, ERR_USAGE, "%s/mixture.mp: the weights sum to %.9g, not 1", url, sum);
+    if (!rc && fabs(sum - 1) > MIXFILE_SUM_TOL)
+        rc = err_set(e, ERR_USAGE, "%s/mixture.mp: the weights sum to %.9g, not 1 (within %g)", url, sum,
+                     MIXFILE_SUM_TOL);
     for (int m = 0; !rc && m < M; m++) alpha[m] /= sum;
     return rc;
 }
@@ -121,8 +128,9 @@ int mixture_file_read(const char *path, const dataset *ds, double *alpha, tdm_er
         if (!seen[m])
             rc = err_set(e, ERR_USAGE, "%s: no weight for domain '%s' of %s", path,
                          dataset_domain_name(ds, m), ds->path);
-    if (!rc && fabs(sum - 1) > 1e-6)
-        rc = err_set(e, ERR_USAGE, "%s: the weights sum to %.9g, not 1", path, sum);
+    if (!rc && fabs(sum - 1) > MIXFILE_SUM_TOL)
+        rc = err_set(e, ERR_USAGE, "%s: the weights sum to %.9g, not 1 (they must, within %g: write them with "
+                     "more digits, as `tandem mixture` does)", path, sum, MIXFILE_SUM_TOL);
     for (int m = 0; !rc && m < M; m++) alpha[m] /= sum;
     ydoc_free(root);
     return rc;

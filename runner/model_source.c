@@ -61,21 +61,26 @@ static int same_tokenizer(const dataset *ds, const char *dir, tdm_err *e) {
 }
 
 /* A byte-level dataset (token b is byte b: `tandem prep` without --tokenizer) with the
- * folder's tokenizer: its tokenizer.json must encode each byte b as the one token b (what
- * `tandem export` writes for such a run); a BPE tokenizer (GPT-2's: byte 'a' is token 64)
- * would read the bytes as other text. No tokenizer.json: refused when vocab.json says the
- * folder has a BPE tokenizer, else said that it cannot be checked. */
+ * folder's tokenizer, for either family: its tokenizer.json must encode each byte b as the
+ * one token b (what `tandem export` writes for such a run); a BPE tokenizer (GPT-2's and
+ * Qwen2's: byte 'a' is token 64) would read the bytes as other text. No tokenizer.json:
+ * refused when vocab.json or tokenizer.model (SentencePiece) says the folder has another
+ * tokenizer, else said that it cannot be checked. */
 static int byte_tokens_match(const dataset *ds, const char *dir, tdm_err *e) {
     if (!dataset_byte_level(ds)) return 0;
     char path[CONFIG_STR_MAX + 32];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     if (access(path, F_OK) != 0) {
-        char vocab[CONFIG_STR_MAX + 32];
-        snprintf(vocab, sizeof vocab, "%s/vocab.json", dir);
-        if (access(vocab, F_OK) == 0)
-            return err_set(e, ERR_USAGE, "data.dataset: %s is byte-level (token b is byte b), but the model of %s "
-                           "has a BPE tokenizer (%s): it was trained on that tokenizer's ids; prep the corpus "
-                           "with the model's tokenizer (tandem prep --tokenizer ...)", ds->path, dir, vocab);
+        static const char *const other[] = {"vocab.json", "tokenizer.model"};
+        for (int k = 0; k < 2; k++) {
+            char vocab[CONFIG_STR_MAX + 32];
+            snprintf(vocab, sizeof vocab, "%s/%s", dir, other[k]);
+            if (access(vocab, F_OK) == 0)
+                return err_set(e, ERR_USAGE, "data.dataset: %s is byte-level (token b is byte b), but the model of "
+                               "%s has a %s tokenizer (%s): it was trained on that tokenizer's ids; prep the corpus "
+                               "with the model's tokenizer (tandem prep --tokenizer %s/tokenizer.json, which this folder "
+                               "lacks)", ds->path, dir, k ? "SentencePiece" : "BPE", vocab, dir);
+        }
         fprintf(stderr, "tandem: %s has no tokenizer.json: whether the byte-level dataset %s suits the model "
                 "cannot be checked\n", dir, ds->path);
         return 0;
@@ -93,7 +98,7 @@ static int byte_tokens_match(const dataset *ds, const char *dir, tdm_err *e) {
         if (!rc && (ids.n != 1 || ids.v[0] != (uint32_t)b))
             rc = err_set(e, ERR_USAGE, "data.dataset: %s is byte-level (token b is byte b), but %s encodes byte "
                          "0x%02x as %s %u: the model was trained on another tokenizer's ids (a BPE such as "
-                         "GPT-2's); prep the corpus with the model's tokenizer (tandem prep --tokenizer %s)",
+                         "GPT-2's or Qwen2's); prep the corpus with the model's tokenizer (tandem prep --tokenizer %s)",
                          ds->path, path, b, ids.n == 1 ? "token" : "tokens starting with",
                          ids.n ? ids.v[0] : 0, path);
         tok_ids_free(&ids);
@@ -150,6 +155,7 @@ int model_source_config(const config *cfg, const dataset *ds, model_config *mc, 
     int rc = hf_arch_read(dir, &a, e);
     if (rc) return err_prefix(e, "model.init: ");
     if ((rc = vocab_fits(cfg, ds, dir, "model", a.vocab, e))) return rc;
+    if ((rc = byte_tokens_match(ds, dir, e))) return rc;
     if ((rc = same_tokenizer(ds, dir, e))) return rc;
     if (cfg->model.layers != a.layers || cfg->model.channels != a.channels || cfg->model.heads != a.heads)
         fprintf(stderr, "tandem: model.init = hf:%s: the model is the folder's (%d layer%s, hidden %d, %d head%s); "

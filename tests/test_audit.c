@@ -391,8 +391,9 @@ static int put_bytes(const char *path, const void *data, size_t n) {
 /* Records edited as someone editing a store would, each encoder's self-digest intact:
  * the last α record's α_{t+1} off the simplex (mixture printed 1, 1, 1, exit 0), records
  * of five domains in a run of three (mixture printed '?'), mixture.mp's names permuted
- * (a final run took it as α*), a view of an older state outside the tensor (verify passed
- * what every load refuses). Each is now refused or a fault, naming the object. */
+ * (a final run took it as α*) or damaged (said without naming its store), a view of an
+ * older state outside the tensor (verify passed what every load refuses). Each is now
+ * refused or a fault, naming the object. */
 static void test_edited_records_are_refused(void) {
     fixture f;
     CHECK(fixture_audit(&f, "edited", 2) == 0, "fixture");
@@ -459,6 +460,18 @@ static void test_edited_records_are_refused(void) {
     CHECK(tandem_cmd(out, sizeof out, "run '%s' --store '%s/final' --set run.mode=fixed --set data.mixture=file "
                      "--set data.mixture_file='%s' --quiet", f.config, f.dir, copy) == 3 &&
               strstr(out, "does not hold the alpha* of the run's alpha chain"), "a final run on it: %s", out);
+    /* 3b. the copy's mixture.mp damaged (a byte flipped, its digest broken): the error names
+     * that store and data.mixture_file, not "mixture.mp: corrupt" alone (read as the final
+     * run's own store) */
+    CHECK(slurp_bytes(path, &d, &n) == 0 && n > 8, "read %s", path);
+    ((unsigned char *)d)[n / 2] ^= 4;
+    CHECK(put_bytes(path, d, n) == 0, "write %s", path);
+    free(d);
+    char want[1100];
+    snprintf(want, sizeof want, "data.mixture_file = %s: ", copy);
+    CHECK(tandem_cmd(out, sizeof out, "run '%s' --store '%s/final-b' --set run.mode=fixed --set data.mixture=file "
+                     "--set data.mixture_file='%s' --quiet", f.config, f.dir, copy) == 3 &&
+              strstr(out, want) && strstr(out, "mixture.mp"), "a final run on a damaged mixture.mp: %s", out);
     /* 4. the copy's oldest state with a view far outside the tensor: a fault */
     snprintf(cmd, sizeof cmd, "ls '%s/states' | sort -n | head -n 1", copy);
     FILE *p = popen(cmd, "r");

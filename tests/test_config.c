@@ -339,6 +339,16 @@ static void test_type_errors(void) {
             fprintf(stderr, "  (case %zu)\n", i);
             return;
         }
+    /* a key past libyaml's 1024 characters, in a block map and in a flow map: said as such
+     * (libyaml's words were "mapping values are not allowed in this context" and "did not
+     * find expected ',' or '}'") */
+    char key[1101], y[1300];
+    memset(key, 'k', 1100);
+    key[1100] = '\0';
+    snprintf(y, sizeof y, "run:\n  seed: 1\nlog:\n  %s: 1\n", key);
+    if (expect_yaml_error(y, 4, "a key of 1100 characters", "at most 1024")) return;
+    snprintf(y, sizeof y, "run: {seed: 1}\nlog: {%s: 1}\n", key);
+    if (expect_yaml_error(y, 2, "a key of 1100 characters", "at most 1024")) return;
 }
 
 static void test_range_errors(void) {

@@ -10,12 +10,16 @@
  *     transformers does (tests/models/gpt2_hf_ref.py, Conv1D weights) gets the loss the
  *     CPU backend gets on the run's u;
  *   - refusals (exit 2, before the store is made): no CUDA device, a missing folder, a
- *     vocabulary below the dataset's, a dataset of another tokenizer, a contradicting
+ *     vocabulary below the dataset's, a dataset of another tokenizer, a byte-level
+ *     dataset beside a tokenizer whose ids are not the bytes, a contradicting
  *     model.vocab, a bad model.init, and the sft-qwen2-0.5b preset without a folder.
+ * The Qwen2 folder's tokenizer.json is the byte-level one (data/tok_export.h): the
+ * corpus is byte-level.
  * The tiny models come from tests/models/st_ref.py (PyTorch-free safetensors writer). */
 #include <math.h>
 #include <sys/stat.h>
 
+#include "data/tok_export.h"
 #include "data/tokenizer.h"
 #include "ledger/ckpt.h"
 #include "runner/ckpt_model.h"
@@ -538,6 +542,12 @@ static void test_gpt2_init_refusals(void) {
         {"perm", "sed -i 's/\"a\":97,/\"a\":X,/; s/\"b\":98,/\"b\":97,/; s/\"a\":X,/\"a\":98,/' tokenizer.json",
          "encodes byte 0x61 as token 98", 0},
         {"bpe", "rm tokenizer.json && echo '{}' > vocab.json", "has a BPE tokenizer", 0},
+        {"alias", "/usr/bin/python3 -c \"import json; c=json.load(open('config.json')); "
+         "c['num_attention_heads']=2*c['n_head']; json.dump(c, open('config.json', 'w'))\"",
+         "n_head is 2 but num_attention_heads is 4", 0},
+        {"alias-pos", "/usr/bin/python3 -c \"import json; c=json.load(open('config.json')); "
+         "c['max_position_embeddings']=c['n_positions']+1; json.dump(c, open('config.json', 'w'))\"",
+         "but max_position_embeddings is", 0},
     };
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
         CHECK(gpt2_variant(&f, v[i].name, v[i].sh) == 0, "variant %s", v[i].name);
@@ -554,6 +564,18 @@ static void test_gpt2_init_refusals(void) {
         snprintf(cmd, sizeof cmd, "'%s' inspect '%s' 2>&1", tandem_bin(), dir);
         int rc = test_sh(cmd, log, sizeof log);
         CHECK(rc == 2 && strstr(log, v[i].want), "tandem inspect %s: exit %d: %s", v[i].name, rc, log);
+    }
+    /* transformers' alias keys: a contradiction is refused above (tandem read n_head, transformers
+     * num_attention_heads); the same values, or an alias alone, are the model */
+    CHECK(gpt2_variant(&f, "alias-same", "/usr/bin/python3 -c \"import json; c=json.load(open('config.json')); "
+                       "c['num_attention_heads']=c['n_head']; c['hidden_size']=c['n_embd']; "
+                       "c['num_hidden_layers']=c.pop('n_layer'); c['max_position_embeddings']=c['n_positions']; "
+                       "json.dump(c, open('config.json', 'w'))\"") == 0, "variant alias-same");
+    {
+        char cmd[2000];
+        snprintf(cmd, sizeof cmd, "'%s' inspect '%s/alias-same' --json 2>&1", tandem_bin(), f.dir);
+        int rc = test_sh(cmd, log, sizeof log);
+        CHECK(rc == 0 && strstr(log, "\"model_type\":\"gpt2\""), "agreeing alias keys: exit %d: %s", rc, log);
     }
     const char *ctx[] = {"--set", "model.ctx=32", NULL};
     CHECK(refused(&f, ctx, "n_positions 16", log, sizeof log) == 0, "model.ctx: %s", log);
@@ -736,6 +758,35 @@ static void test_refusals(void) {
     free(wide);
     fixture_done(&f);
 
+    /* the byte-level corpus beside a Qwen2 folder whose tokenizer does not map byte b to
+     * id b (a BPE in GPT-2's byte order, as Qwen2's own: 'a' is 64), or whose tokenizer is
+     * only vocab.json or tokenizer.model: refused as for GPT-2 (the run went on, exit 0,
+     * training on ids that mean other text to the model) */
+    struct {
+        const char *name, *sh, *want;
+    } v[] = {
+        {"perm", "sed -i 's/\"a\":97,/\"a\":X,/; s/\"b\":98,/\"b\":97,/; s/\"a\":X,/\"a\":98,/' tokenizer.json",
+         "encodes byte 0x61 as token 98"},
+        {"gpt2order", "/usr/bin/python3 -c \"import json; bs=list(range(33,127))+list(range(161,173))+"
+         "list(range(174,256)); o=bs+[b for b in range(256) if b not in bs]; t=json.load(open('tokenizer.json')); "
+         "iv={i: k for k, i in t['model']['vocab'].items()}; t['model']['vocab']={iv[b]: i for i, b in "
+         "enumerate(o)}; json.dump(t, open('tokenizer.json', 'w'))\"", "encodes byte 0x00 as token 188"},
+        {"bpe", "rm tokenizer.json && echo '{}' > vocab.json", "has a BPE tokenizer"},
+        {"spm", "rm tokenizer.json && echo x > tokenizer.model", "has a SentencePiece tokenizer"},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "hf-bytes-%s", v[i].name);
+        CHECK(hf_fixture(&f, name, "hf:model", NULL) == 0, "fixture");
+        snprintf(cmd, sizeof cmd, "cp -r '%s' '%s/model' && cd '%s/model' && %s", g_hf, f.dir, f.dir, v[i].sh);
+        CHECK(test_sh(cmd, log, sizeof log) == 0, "variant %s: %s", v[i].name, log);
+        rc = refused(&f, NULL, v[i].want, log, sizeof log);
+        CHECK(rc == 0 && strstr(log, g_corpus) && strstr(log, "tandem prep --tokenizer"), "%s: %s", v[i].name, log);
+        fixture_done(&f);
+    }
+    printf("  a byte-level corpus beside a Qwen2 folder of another tokenizer: refused (%zu folders)\n",
+           sizeof v / sizeof *v);
+
     /* the SFT preset wants a folder, and says what it needs */
     fixture_init(&f, "hf-preset", NULL);
     char text[1024];
@@ -757,10 +808,11 @@ int main(void) {
     tdm_err e = {0};
     char cmd[4400], out[512];
     snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 '%s/tests/models/st_ref.py' hf '%s' qwen2 1 0.05 2>&1 && "
-             "printf '{\"model\": {\"type\": \"BPE\"}, \"note\": \"a stand-in\"}\\n' > '%s/tokenizer.json'",
-             g_root, g_hf, g_hf);
-    if (corpus_fixture(g_corpus, 3, tr, 3, 2000, NULL, &e) || test_sh(cmd, out, sizeof out) != 0) {
+             "/usr/bin/python3 '%s/tests/models/st_ref.py' hf '%s' qwen2 1 0.05 2>&1", g_root, g_hf);
+    char tc[800];
+    snprintf(tc, sizeof tc, "%s/tokenizer_config.json", g_hf);
+    if (corpus_fixture(g_corpus, 3, tr, 3, 2000, NULL, &e) || test_sh(cmd, out, sizeof out) != 0 ||
+        tok_export_byte_level(g_hf, 16, &e) || unlink(tc) != 0) {
         fprintf(stderr, "setup: %s %s\n", e.msg, out);
         return 1;
     }

@@ -393,7 +393,7 @@ static void test_prep_same_shards(void) {
     snprintf(cmd, sizeof cmd,
              "set -e; d='%s'; mkdir -p $d/pn; cp $d/arrow-zstd-plain-v1.parquet $d/pn/; "
              "! '%s' prep --domain web=$d/pn --text-field web=id --out $d/on >$d/on.log 2>&1; "
-             "grep -q 'column \"id\" is not a string column' $d/on.log",
+             "grep -q 'column \"id\" is not a string column (INT32)' $d/on.log",
              g_dir, bin);
     CHECK(system(cmd) == 0, "--text-field web=id: not refused by name (see %s/on.log)", g_dir);
 }
@@ -402,7 +402,8 @@ static void test_prep_same_shards(void) {
  * empty file (it was counted neither as giving documents nor as left out); a text holding a
  * NUL character is left out as binary, as a plain file holding one (it was kept, the NUL a
  * token); a file of many long column names lists what fits, each name cut with "..." and
- * the rest counted (the list was cut silently at 64 bytes a name and 512 in all). */
+ * the rest counted (the list was cut silently at 64 bytes a name and 512 in all); an
+ * unsupported codec or a nested column is counted as unsupported (it was "corrupt stream"). */
 static void test_prep_odd_files(void) {
     if (!g_dir[0]) {
         printf("SKIPPED test_prep_odd_files (no fixtures)\n");
@@ -419,6 +420,17 @@ static void test_prep_odd_files(void) {
              "grep -q 'column_03_nnnnnnnnnn and 36 more); --text-field' $d/oo.log",
              g_dir, bin);
     CHECK(system(cmd) == 0, "odd Parquet files: counted or named wrongly (see %s/oo.log)", g_dir);
+    /* sound files in a form prep does not read (codecs, a nested column) are counted as
+     * unsupported, not as a "corrupt stream"; with no documents left, the hint names
+     * Parquet beside text files, .jsonl and .json */
+    snprintf(cmd, sizeof cmd,
+             "set -e; d='%s'; mkdir -p $d/pu; cp $d/unsupported-*.parquet $d/pu/; "
+             "! '%s' prep --domain web=$d/pu --out $d/ou >$d/ou.log 2>&1; "
+             "grep -q '(left out: 3 unsupported)' $d/ou.log; ! grep -q 'corrupt' $d/ou.log; "
+             "grep -q 'codec BROTLI is not supported' $d/ou.log; "
+             "grep -q 'give it text files, or .jsonl, .json or .parquet files' $d/ou.log",
+             g_dir, bin);
+    CHECK(system(cmd) == 0, "unsupported Parquet files: counted or named wrongly (see %s/ou.log)", g_dir);
 }
 
 /* ------------------------------------------------------------------ hand-made files */

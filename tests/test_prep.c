@@ -726,7 +726,7 @@ static void test_prep_jsonl_fields(void) {
     CHECK(run_one(dir, "1", in, 1, st, &warn, &e) == 0, "%s", e.msg);
     docs want = {0};
     add_strs(&want, "caf\xc3\xa9 \xf0\x9f\x98\x80 \"q\" a\\b / tab\tnl\n\0"
-                    "second\0"
+                    "dup\0" /* a repeated key: its last value (it was the first, "second") */
                     "\xe4\xb8\xad\xe6\x96\x87 raw \xc3\xa9\0"
                     "no newline at the end\0");
     CHECK(check_out(dir, "1", &want) == 0, "documents misplaced or wrong");
@@ -781,6 +781,17 @@ static void test_prep_jsonl_fields(void) {
     CHECK(jsonl_record("{\"text\":\"ok\",\"x\":\"\xff\"}", 21, "text", &b, &r) == JSONL_OK &&
               b.n == 2,
           "bad bytes outside the field: %d", r.status);
+    /* a repeated key: the last value is the record's (Python's json, JSON.parse, jq, pyarrow;
+     * prep kept the first) */
+    static const char dup[] = "{\"text\":\"FIRST\",\"n\":1,\"text\":\"SECOND\"}";
+    CHECK(jsonl_record(dup, sizeof dup - 1, "text", &b, &r) == JSONL_OK && b.n == 6 && !memcmp(b.p, "SECOND", 6),
+          "a repeated key: %d '%.*s'", r.status, (int)b.n, b.p);
+    static const char dup2[] = "{\"text\":\"\xff\",\"text\":\"ok\"}";
+    CHECK(jsonl_record(dup2, sizeof dup2 - 1, "text", &b, &r) == JSONL_OK && b.n == 2,
+          "a repeated key after invalid UTF-8: %d", r.status);
+    static const char dup3[] = "{\"text\":\"A\",\"text\":null}";
+    CHECK(jsonl_record(dup3, sizeof dup3 - 1, "text", &b, &r) == JSONL_NO_FIELD && b.n == 0,
+          "a repeated key ending on null: %d", r.status);
     char deep[700];
     size_t dn = 0;
     dn += (size_t)sprintf(deep, "{\"a\":");
@@ -989,18 +1000,36 @@ static void test_prep_compressed(void) {
     memcpy(gt, g, n), memcpy(gt + n, "\0\0JUNK", 6);
     CHECK(write_bytes(t4, gt, n + 6) == 0, "write");
     free(g), free(gt);
+    /* a sound zstd frame that declares a 2 GiB window (zstd --long=31; a raw block of 132
+     * bytes here): past the 128 MiB decoded, left out as unsupported, saying both sizes
+     * (it was a "corrupt stream": "Frame requires too much memory for decoding") */
+    {
+        static const char text[] = "hello world from a frame with a huge window\n";
+        unsigned char fr[9 + 3 * sizeof text];
+        size_t tn = 3 * (sizeof text - 1);
+        memcpy(fr, "\x28\xb5\x2f\xfd\x00\xa8", 6);
+        uint32_t bh = (uint32_t)(tn << 3) | 1; /* the last block, raw */
+        fr[6] = (unsigned char)bh, fr[7] = (unsigned char)(bh >> 8), fr[8] = (unsigned char)(bh >> 16);
+        for (int k = 0; k < 3; k++) memcpy(fr + 9 + k * (sizeof text - 1), text, sizeof text - 1);
+        char *t5 = join(bad, "long.txt.zst");
+        CHECK(write_bytes(t5, fr, 9 + tn) == 0, "write");
+        free(t5);
+    }
     prep_input inb[] = {{"web", bad}};
     memout warn;
     CHECK(run_one(dir, "bad", inb, 1, st[0], &warn, &e) == 0, "%s", e.msg);
     CHECK(st[0][0].docs == 10 && st[0][0].files_used == 1 &&
-              st[0][0].skipped[TEXTSRC_CORRUPT] == 5,
-          "docs %llu, corrupt %llu:\n%s", (unsigned long long)st[0][0].docs,
-          (unsigned long long)st[0][0].skipped[TEXTSRC_CORRUPT], warn.buf);
+              st[0][0].skipped[TEXTSRC_CORRUPT] == 5 && st[0][0].skipped[TEXTSRC_UNSUPPORTED] == 1,
+          "docs %llu, corrupt %llu, unsupported %llu:\n%s", (unsigned long long)st[0][0].docs,
+          (unsigned long long)st[0][0].skipped[TEXTSRC_CORRUPT],
+          (unsigned long long)st[0][0].skipped[TEXTSRC_UNSUPPORTED], warn.buf);
+    CHECK(strstr(warn.buf, "long.txt.zst: zstd: a frame that needs a window of 2 GiB, more than the 128 MiB prep "
+                           "decodes with") && strstr(warn.buf, "without --long"), "warnings:\n%s", warn.buf);
     CHECK(strstr(warn.buf, "trunc.jsonl.gz: gzip: ") && strstr(warn.buf, "trunc.txt.zst: zstd: truncated") &&
               strstr(warn.buf, "flip.txt.zst: zstd: ") &&
               strstr(warn.buf, "plain.txt.gz: not gzip data") &&
               strstr(warn.buf, "tail.jsonl.gz: gzip: other data after the gzip stream at byte ") &&
-              count_of(warn.buf, "(the file is left out)") == 5,
+              count_of(warn.buf, "(the file is left out)") == 6,
           "warnings:\n%s", warn.buf);
     free(warn.buf);
     for (int i = 0; i < 3; i++) free(sub[i]);

@@ -694,6 +694,11 @@ static void test_fixed_mixture_training(void) {
     rc = run_to_end(&c, NULL);
     read_all(c.log, log, sizeof log);
     CHECK(rc == 2 && strstr(log, "dX") && strstr(log, "mix.yaml"), "bad mixture file: exit %d %s", rc, log);
+    /* thirds written to four digits: refused, saying how near 1 the sum must be */
+    CHECK(write_file(mix, "mixture:\n  d0: 0.3333\n  d1: 0.3333\n  d2: 0.3333\n") == 0, "mix");
+    rc = run_to_end(&c, NULL);
+    read_all(c.log, log, sizeof log);
+    CHECK(rc == 2 && strstr(log, "sum to 0.9999, not 1 (they must, within 1e-06"), "thirds: exit %d %s", rc, log);
     fixture_close(&a);
     fixture_close(&b);
     fixture_close(&c);

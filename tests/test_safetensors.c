@@ -375,6 +375,86 @@ static void test_hf_folders(void) {
           (unsigned long long)hf_arch_params(&a), nl);
     CHECK(safetensors_open(l, &s, &e) == 0 && hf_arch_check_weights(&a, s, &e) == 0, "%s", e.msg);
     safetensors_close(s);
+    /* tied, with the head saved as well (an identical copy of the embedding, as some tools
+     * save it; transformers ties it and ignores the copy): accepted as the same model, by
+     * the check and by tandem inspect (refused as "not part of the architecture") */
+    char qh[700];
+    snprintf(qh, sizeof qh, "%s/hf-qwen2-head", g_dir);
+    long nqh = make_hf(qh, "qwen2", 2);
+    CHECK(nqh == nq, "st_ref.py hf qwen2 2: %ld parameters", nqh);
+    CHECK(hf_arch_read(qh, &a, &e) == 0 && a.tied, "%s", e.msg);
+    CHECK(safetensors_open(qh, &s, &e) == 0 && hf_arch_check_weights(&a, s, &e) == 0, "a tied head's copy: %s", e.msg);
+    safetensors_close(s);
+    const char *tbin = getenv("TANDEM_BIN");
+    if (tbin && *tbin) {
+        char cmd[2000], out[4096];
+        snprintf(cmd, sizeof cmd, "'%s' inspect '%s' 2>&1", tbin, qh);
+        int rc = test_sh(cmd, out, sizeof out);
+        CHECK(rc == 0, "tandem inspect of a tied head's copy: exit %d: %s", rc, out);
+        /* the copy changed (its first value's bits): refused, naming both tensors */
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c 'import json,struct,sys; p=sys.argv[1]+\"/model.safetensors\"; "
+                 "b=bytearray(open(p,\"rb\").read()); hl=struct.unpack(\"<Q\",b[:8])[0]; "
+                 "o=json.loads(b[8:8+hl])[\"lm_head.weight\"][\"data_offsets\"][0]; b[8+hl+o]^=1; "
+                 "open(p,\"wb\").write(b)' '%s' && '%s' inspect '%s' 2>&1", qh, tbin, qh);
+        rc = test_sh(cmd, out, sizeof out);
+        CHECK(rc == 2 && strstr(out, "lm_head.weight differs from model.embed_tokens.weight"),
+              "tandem inspect of a tied head that differs: exit %d: %s", rc, out);
+    }
+    /* model.safetensors a dangling link or a loop (a broken Hugging Face cache snapshot):
+     * said as a broken link, not "holds neither model.safetensors nor ..." */
+    {
+        char bl[700], lk[800], cmd[2400], out[2048];
+        snprintf(bl, sizeof bl, "%s/hf-broken-link", g_dir);
+        snprintf(lk, sizeof lk, "%s/model.safetensors", bl);
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s/config.json' '%s/'", bl, q, bl);
+        CHECK(test_sh(cmd, out, sizeof out) == 0, "copy: %s", out);
+        static const char *const to[2] = {"../../blobs/0123abcd", "model.safetensors"};
+        for (int k = 0; k < 2; k++) {
+            unlink(lk);
+            CHECK(symlink(to[k], lk) == 0, "symlink");
+            CHECK(safetensors_open(bl, &s, &e) == ERR_USAGE && strstr(e.msg, "is a broken symbolic link") &&
+                      strstr(e.msg, to[k]) && strstr(e.msg, k ? "Too many levels" : "No such file"),
+                  "a %s link: %s", k ? "looping" : "dangling", e.msg);
+            const char *tb = getenv("TANDEM_BIN");
+            if (!tb || !*tb) continue;
+            snprintf(cmd, sizeof cmd, "'%s' inspect '%s' 2>&1", tb, bl);
+            int rc = test_sh(cmd, out, sizeof out);
+            CHECK(rc == 2 && strstr(out, "is a broken symbolic link"), "tandem inspect, a %s link: exit %d: %s",
+                  k ? "looping" : "dangling", rc, out);
+        }
+    }
+    /* tandem inspect's words: one tensor of a dtype is "1 F32 tensor" ("1 F32 tensors"); a
+     * config.json past the limit says the limit (it said "File too large") */
+    const char *wbin = getenv("TANDEM_BIN");
+    if (wbin && *wbin) {
+        char mx[700], cmd[4400], out[2048];
+        snprintf(mx, sizeof mx, "%s/hf-mixed", g_dir);
+        snprintf(cmd, sizeof cmd, "cp -r '%s' '%s' && cd '%s' && /usr/bin/python3 -c 'import json,struct; "
+                 "p=\"model.safetensors\"; raw=open(p,\"rb\").read(); n=struct.unpack(\"<Q\",raw[:8])[0]; "
+                 "h=json.loads(raw[8:8+n]); body=raw[8+n:]; hh={}; bl=[]; at=0\n"
+                 "for k in [k for k in h if k != \"__metadata__\"]:\n"
+                 "  b,e=h[k][\"data_offsets\"]; x=body[b:e]; dt=h[k][\"dtype\"]\n"
+                 "  if k == \"model.norm.weight\": x=b\"\".join(b\"\\0\\0\"+x[i:i+2] for i in range(0,len(x),2)); dt=\"F32\"\n"
+                 "  hh[k]={\"dtype\":dt,\"shape\":h[k][\"shape\"],\"data_offsets\":[at,at+len(x)]}; at+=len(x); bl.append(x)\n"
+                 "t=json.dumps(hh).encode(); t+=b\" \"*((8-len(t)%%8)%%8)\n"
+                 "open(p,\"wb\").write(struct.pack(\"<Q\",len(t))+t+b\"\".join(bl))' && '%s' inspect . 2>&1",
+                 q, mx, mx, wbin);
+        int rc = test_sh(cmd, out, sizeof out);
+        CHECK(rc == 0 && strstr(out, " 1 F32 tensor (0.00 GB), 25 BF16 tensors (0.00 GB)"),
+              "tandem inspect of one F32 tensor: exit %d: %s", rc, out);
+        snprintf(cmd, sizeof cmd, "cd '%s' && head -c 9000000 /dev/zero | tr '\\0' ' ' >> config.json && '%s' inspect . "
+                 "2>&1", mx, wbin);
+        rc = test_sh(cmd, out, sizeof out);
+        CHECK(rc == 2 && strstr(out, "larger than the 8 MiB a config.json may be"),
+              "tandem inspect of a 9 MB config.json: exit %d: %s", rc, out);
+        /* a syntax error at a multi-byte character: the quoted text ends at a character's
+         * boundary (it ended inside the UTF-8 of the é, a lone 0xc3 on stderr) */
+        snprintf(cmd, sizeof cmd, "cd '%s' && printf '{\"model_type\": \"\\\\\303\251\"}' > config.json && "
+                 "'%s' inspect . 2>&1", mx, wbin);
+        rc = test_sh(cmd, out, sizeof out);
+        CHECK(rc == 2 && strstr(out, "invalid escape near '\"\\'") && !strchr(out, '\xc3'),
+              "tandem inspect of an escape cut short: exit %d: %s", rc, out);
+    }
     /* Qwen2-0.5B as published (config.json of Qwen/Qwen2-0.5B): 494,032,768 parameters */
     char big[700];
     snprintf(big, sizeof big, "%s/qwen2-0.5b", g_dir);
@@ -396,7 +476,7 @@ static void test_hf_folders(void) {
         const char *dir, *edit, *want;
     } bad[] = {
         {q, "c[\"tie_word_embeddings\"]=False", "lm_head.weight is missing"},
-        {l, "c[\"tie_word_embeddings\"]=True", "lm_head.weight is not part"},
+        {l, "c[\"tie_word_embeddings\"]=True", "lm_head.weight differs from model.embed_tokens.weight"},
         {l, "c[\"intermediate_size\"]=64", "implies [64, 32]"},
         {l, "c[\"model_type\"]=\"gpt2\"", "model_type \"gpt2\""},
         {l, "c[\"rope_scaling\"]={\"rope_type\": \"llama3\"}", "rope_scaling"},

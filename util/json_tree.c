@@ -126,6 +126,23 @@ static int too_deep(const char *text, size_t n, size_t *at) {
     return 0;
 }
 
+/* Jansson's message quotes the token it stopped in ("invalid escape near '"\\\xc3'"): bytes
+ * as read, so a UTF-8 character may be cut after its first byte. Drops the bytes of a cut
+ * character before the closing quote, in place. */
+static void near_whole_chars(char *msg) {
+    char *q = strstr(msg, " near '");
+    char *close = q ? strrchr(q + 7, '\'') : NULL;
+    if (!close) return;
+    char *c = close; /* back over continuation bytes to the character's first byte */
+    size_t cont = 0;
+    while (c > q + 7 && ((unsigned char)c[-1] & 0xC0) == 0x80 && cont < 3) c--, cont++;
+    if (c == q + 7) return;
+    unsigned char lead = (unsigned char)c[-1];
+    size_t need = lead >= 0xF0 ? 3 : lead >= 0xE0 ? 2 : lead >= 0xC0 ? 1 : 0;
+    if (lead < 0xC0 || cont >= need) return; /* ASCII, a stray byte, or a whole character */
+    memmove(c - 1, close, strlen(close) + 1);
+}
+
 tjson_doc *tjson_parse(const char *text, size_t n, const tjson **root, char *err, size_t cap) {
     char scratch[8];
     if (!cap) err = scratch, cap = sizeof scratch;
@@ -148,8 +165,10 @@ tjson_doc *tjson_parse(const char *text, size_t n, const tjson **root, char *err
         else if (json_error_code(&je) == json_error_out_of_memory || !je.text[0])
             snprintf(err, cap, "out of memory while parsing it (%zu bytes of JSON take ~40 times that "
                      "in memory), not a fault of the text", n);
-        else
+        else {
+            near_whole_chars(je.text);
             snprintf(err, cap, "%s at byte %d", je.text, je.position);
+        }
         return NULL;
     }
     tjson_doc *d = calloc(1, sizeof *d);

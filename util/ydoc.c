@@ -39,6 +39,32 @@ void ydoc_free(ydoc_node *n) {
     free(n);
 }
 
+/* libyaml reads a key ("simple key") of at most YDOC_KEY_MAX characters from its start to
+ * its ':', and past that reports only what it then makes of the text ("mapping values are
+ * not allowed in this context", "did not find expected ',' or '}'"). The length of the
+ * longest key on line `line` (1-based) of r's text, so that the error can say it; 0 when
+ * no key there is that long. */
+#define YDOC_KEY_MAX 1024
+static size_t long_key(const ydoc_reader *r, size_t line) {
+    const char *t = r->text, *end = t + r->len;
+    for (size_t l = 1; t < end && l < line; t++)
+        if (*t == '\n') l++;
+    const char *eol = memchr(t, '\n', (size_t)(end - t));
+    if (!eol) eol = end;
+    size_t longest = 0;
+    const char *start = t;
+    for (const char *c = t; c < eol; c++) {
+        if (*c == '{' || *c == '[' || *c == ',') start = c + 1;
+        if (*c != ':' || (c + 1 < eol && c[1] != ' ' && c[1] != '\t' && c[1] != ',' && c[1] != '}' && c[1] != '\r'))
+            continue;
+        const char *k = start;
+        while (k < c && (*k == ' ' || *k == '\t' || *k == '-')) k++;
+        if ((size_t)(c - k) > YDOC_KEY_MAX && (size_t)(c - k) > longest) longest = (size_t)(c - k);
+        start = c + 1;
+    }
+    return longest;
+}
+
 static int next_event(ydoc_reader *r, yaml_event_t *ev) {
     if (!yaml_parser_parse(&r->parser, ev)) {
         const yaml_parser_t *p = &r->parser;
@@ -50,6 +76,13 @@ static int next_event(ydoc_reader *r, yaml_event_t *ev) {
             return err_set(r->e, ERR_USAGE, "%s:%zu: YAML syntax error: %s (byte 0x%02x at offset %zu; fix the file)",
                            r->name, line, p->problem ? p->problem : "unreadable text",
                            at < r->len ? (unsigned char)r->text[at] : 0u, at);
+        }
+        for (size_t l = p->problem_mark.line + 1; r->text && l >= 1 && l + 1 >= p->problem_mark.line + 1; l--) {
+            size_t n = long_key(r, l); /* the key's line, or the line before it (a block map's next key) */
+            if (n)
+                return err_set(r->e, ERR_USAGE, "%s:%zu: a key of %zu characters: YAML keys are at most %d "
+                               "characters (libyaml: %s); shorten it", r->name, l, n, YDOC_KEY_MAX,
+                               p->problem ? p->problem : "unknown problem");
         }
         return err_set(r->e, ERR_USAGE, "%s:%zu: YAML syntax error: %s (fix the file)", r->name,
                        p->problem_mark.line + 1, p->problem ? p->problem : "unknown problem");

@@ -7,7 +7,8 @@
                         for every float tensor DIR/expect/<name>.f32: its values as float32
   st_ref.py hf DIR TYPE TIED [SCALE]
                         a small Hugging Face folder of model_type TYPE (qwen2 or llama),
-                        tie_word_embeddings TIED (0/1): config.json and model.safetensors
+                        tie_word_embeddings TIED (0/1; 2: true, with lm_head.weight stored
+                        as well, a copy of the embedding): config.json and model.safetensors
                         with random BF16 weights (N(0, SCALE^2), default 0.02; norm
                         weights near 1) named as transformers names them;
                         prints the parameter count
@@ -125,7 +126,8 @@ def cmd_read(path, inputs):
     return "ok"
 
 
-def cmd_hf(d, typ, tied, scale=0.02):
+def cmd_hf(d, typ, mode, scale=0.02):
+    tied = mode >= 1
     V, C, L, H, KV, I = 300, 32, 2, 4, 2, 48
     D = C // H
     cfg = {"architectures": ["Qwen2ForCausalLM" if typ == "qwen2" else "LlamaForCausalLM"], "model_type": typ,
@@ -155,8 +157,10 @@ def cmd_hf(d, typ, tied, scale=0.02):
         if n.endswith("norm.weight") or n.endswith("layernorm.weight"):
             return (1 + 0.1 * rng.standard_normal(sh)).astype(np.float32)
         return (rng.standard_normal(sh) * scale).astype(np.float32)
-    write_file(d + "/model.safetensors", [(n, "BF16", bf16_bits(value(n, sh))) for n, sh in shapes],
-               {"format": "pt"})
+    ts = [(n, "BF16", bf16_bits(value(n, sh))) for n, sh in shapes]
+    if mode == 2:  # the tied head saved as well: the embedding's bytes (not a parameter of its own)
+        ts.append(("lm_head.weight", "BF16", ts[0][2].copy()))
+    write_file(d + "/model.safetensors", ts, {"format": "pt"})
     print(sum(int(np.prod(sh)) for _, sh in shapes))
 
 
@@ -164,6 +168,6 @@ if __name__ == "__main__":
     if sys.argv[1] == "write":
         cmd_write(sys.argv[2])
     elif sys.argv[1] == "hf":
-        cmd_hf(sys.argv[2], sys.argv[3], sys.argv[4] == "1", float(sys.argv[5]) if len(sys.argv) > 5 else 0.02)
+        cmd_hf(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]) if len(sys.argv) > 5 else 0.02)
     else:
         print(cmd_read(sys.argv[2], sys.argv[3]))
