@@ -282,7 +282,7 @@ int run_config_pinned_threads(store *st, int *threads, int *have, tdm_err *e) {
     int health;
     *have = 0, *threads = 0;
     int rc = read_config(st, &cfg, id, sizeof id, &health, e);
-    if (health == RUN_CONFIG_NO_RUN) return 0;
+    if (health != RUN_CONFIG_OK) return 0; /* none yet; a missing or damaged RUN: run_config_open's to say */
     if (!rc) *have = 1, *threads = cfg.run.threads;
     return rc;
 }

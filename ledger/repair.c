@@ -189,8 +189,14 @@ static int plan_once(store *st, const char *url, ledger_repair_plan *p, tdm_err 
     uint64_t newest_records = 0;
     for (size_t i = 0; i < ngood; i++)
         if (good[i].alpha_records > newest_records) newest_records = good[i].alpha_records;
-    if (!rc && !chain.ok) {
-        size_t bad = chain.bad;
+    /* a chain whose end is gone reads as whole (ok, n records) while a state vouches for
+     * more: broken at alpha/<n>.mp as much as a hole there */
+    size_t bad = chain.ok ? chain.n : chain.bad;
+    if (!rc && chain.ok && chain.n < newest_records)
+        snprintf(chain.problem, sizeof chain.problem, "alpha/%zu.mp is missing (the records end at "
+                 "alpha/%zu.mp, and a state vouches for %llu)", chain.n, chain.n ? chain.n - 1 : 0,
+                 (unsigned long long)newest_records);
+    if (!rc && bad < newest_records) {
         for (size_t i = 0; i < ngood && !rc; i++)
             if (good[i].alpha_records > bad) {
                 char why[400];
@@ -237,7 +243,7 @@ static int plan_once(store *st, const char *url, ledger_repair_plan *p, tdm_err 
      * refuses). Only a copy of what is damaged can repair that. */
     if (!rc && !head_to && p->n > 0 && ckpt_gens_newest(&gens) > 0) {
         char what[160];
-        if (!chain.ok) snprintf(what, sizeof what, "alpha/%zu.mp", chain.bad);
+        if (bad < newest_records) snprintf(what, sizeof what, "alpha/%zu.mp", bad);
         else snprintf(what, sizeof what, "%s", p->items[0].key);
         rc = err_set(e, ERR_STORE,
                      "%s: setting aside what is damaged (%s: %.300s) would leave no state, and the "
@@ -253,9 +259,12 @@ static int plan_once(store *st, const char *url, ledger_repair_plan *p, tdm_err 
         tdm_err de;
         int r = ledger_read(st, REC_KIND_DIVERGED, LEDGER_DIVERGED, NULL, &dv, &de);
         char why[400];
-        snprintf(why, sizeof why, "damaged: %.300s (tandem status cannot say whether the run diverged)", de.msg);
-        if (r == STORE_CORRUPT) rc = plan_add(p, LEDGER_DIVERGED, why) ? err_set(e, ERR_INTERNAL, "out of memory") : 0;
-        else if (r && r != STORE_NOT_FOUND) rc = r, *e = de;
+        if (r == STORE_CORRUPT) {
+            snprintf(why, sizeof why, "damaged: %.300s (tandem status cannot say whether the run diverged)", de.msg);
+            rc = plan_add(p, LEDGER_DIVERGED, why) ? err_set(e, ERR_INTERNAL, "out of memory") : 0;
+        } else if (r && r != STORE_NOT_FOUND) {
+            rc = r, *e = de;
+        }
     }
     p->head_bad = !rc && head_bad;
     p->move_head = !rc && head_bad && head_to;

@@ -196,7 +196,11 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
         audit_chain chain;
         memset(&chain, 0, sizeof chain);
         rc = audit_chain_read(st, &chain, e);
-        if (!rc && !chain.ok && chain.bad < vouched)
+        /* a chain whose end is gone reads as whole (ok, n records): broken at alpha/<n>.mp */
+        size_t bad = chain.ok ? chain.n : chain.bad;
+        if (!rc && chain.ok && bad < vouched)
+            snprintf(chain.problem, sizeof chain.problem, "alpha/%zu.mp is missing (the records end there)", bad);
+        if (!rc && bad < vouched)
             rc = err_set(e, ERR_STORE, "refusing to collect garbage: %s; HEAD's state vouches for %llu alpha "
                          "records, so the run must go back to a state from before the break, and those are "
                          "the states gc would delete: run tandem repair first (tandem verify shows the damage); "

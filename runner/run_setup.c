@@ -208,21 +208,25 @@ static int select_backend(run_ctx *r, tdm_err *e) {
  * cpus-per-task) computed other bits — exit 0, verify clean, another final hash; after a
  * SIGKILL "nondeterminism in episode 0". A config that says 0 follows the pin (a run
  * pinned with 0, before, keeps "all cores"); one that names a number is compared with it
- * as any pinned key is. A damaged or missing RUN is left to run_config_open to report. */
-static int resolve_threads(run_ctx *r) {
+ * as any pinned key is. A new run of several ranks keeps 0 (each rank its own cores, as
+ * before): its ranks may have other cores, and no one number is agreed before the
+ * workspace exists. A store that fails is the error (a config refused for a read that
+ * failed would be exit 2, a failed job for good). */
+static int resolve_threads(run_ctx *r, tdm_err *e) {
     if (r->cfg.run.device != CONFIG_DEVICE_CPU || r->cfg.run.threads != 0) return 0;
     int pinned = 0, have = 0;
-    tdm_err ignore;
-    if (run_config_pinned_threads(r->store, &pinned, &have, &ignore)) return 0;
+    int rc = run_config_pinned_threads(r->store, &pinned, &have, e);
+    if (rc) return rc;
     int here = omp_get_max_threads(); /* OMP_NUM_THREADS, else the CPUs this process may use */
     if (here > 1024) here = 1024;     /* run.threads' own bound */
-    r->cfg.run.threads = have ? pinned : here;
-    if (have && pinned > here && r->rank == 0)
-        fprintf(stderr, "tandem: run.threads 0 resolved to %d threads when this run was created, and the run "
+    if (have) r->cfg.run.threads = pinned;
+    else if (comm_world(r->comm) == 1) r->cfg.run.threads = here;
+    if (have && pinned > here)
+        fprintf(stderr, "tandem%s: run.threads 0 resolved to %d threads when this run was created, and the run "
                 "keeps them (bit-identical results across resumes); %d are available here (OMP_NUM_THREADS, else "
-                "the CPUs this process may use): to use those, "
-                "resume with --set run.threads=%d --allow-change run.threads (the bits then differ from an "
-                "uninterrupted run)\n", pinned, here, here);
+                "the CPUs this process may use): to use those, resume with --set run.threads=%d --allow-change "
+                "run.threads (the bits then differ from an uninterrupted run)\n",
+                comm_world(r->comm) > 1 ? " (a rank)" : "", pinned, here, here);
     return 0;
 }
 
@@ -294,7 +298,7 @@ int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
         return err_set(e, ERR_USAGE, "log.tensorboard: %s (fix the path or leave the key empty)", why);
     }
     if (!(r->store = store_open(url, e))) return e->code;
-    return resolve_threads(r);
+    return resolve_threads(r, e);
 }
 
 /* The memory estimate (runner/memplan.h), before the workspace exists: printed by rank 0,

@@ -30,6 +30,7 @@
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/random.h>
 
 #include "storage/s3_impl.h"
 #include "storage/s3_resolve.h"
@@ -260,8 +261,17 @@ static int conditional_supported(store *st, tdm_err *e) {
     s3_store *s = impl(st);
     if (s->conditional >= 0) return s->conditional;
     char key[96];
-    unsigned seed = (unsigned)(time(NULL) ^ getpid());
-    snprintf(key, sizeof key, ".tandem-probe/%08x%08x", rand_r(&seed), rand_r(&seed));
+    /* drawn from the kernel: a seed of time and pid is the same for two writers started in
+     * one second as PID 1 of their containers, whose probes then met on one key (the
+     * second's first PUT a 412: an error now) */
+    uint64_t draw[2] = {0, 0};
+    if (getrandom(draw, sizeof draw, 0) != (ssize_t)sizeof draw) {
+        unsigned seed = (unsigned)(time(NULL) ^ getpid() ^ (uintptr_t)&draw);
+        draw[0] = ((uint64_t)rand_r(&seed) << 32) ^ (uint64_t)rand_r(&seed);
+        draw[1] = (uint64_t)clock();
+    }
+    snprintf(key, sizeof key, ".tandem-probe/%016llx%016llx", (unsigned long long)draw[0],
+             (unsigned long long)draw[1]);
     static const char *const which[2] = {"first", "second"};
     long status[2] = {0, 0};
     int rc = 0, wrote = 0;
@@ -425,8 +435,10 @@ static int s3_put_if(store *st, const char *key, const void *data, size_t n,
                 int present = 0;
                 rc = head_object(st, key, &present, out, e);
                 /* none there either: an empty version would read as "no object", and the next
-                 * compare-and-swap on it fail as if another writer had moved the object */
-                if (!rc && (!present || !out->v[0]))
+                 * compare-and-swap on it fail as if another writer had moved the object. Under
+                 * the lease protocol (no conditional writes) the lease's epoch keeps writers
+                 * apart and "" compares with "" as before: such an endpoint keeps working */
+                if (!rc && cond && (!present || !out->v[0]))
                     rc = no_etag_error(st, key, !cond ? "checked write" : if_none ? "create-only write (If-None-Match: *)"
                                                                             : "conditional write (If-Match)",
                                        present, e);
@@ -626,7 +638,7 @@ static int get_checked(store *st, const char *key, const char *expect, void **da
 static int s3_get(store *st, const char *key, void **data, size_t *n, store_version *ver,
                   tdm_err *e) {
     int rc = get_checked(st, key, NULL, data, n, ver, e);
-    if (!rc && ver && !ver->v[0]) {
+    if (!rc && ver && !ver->v[0] && impl(st)->conditional != 0) { /* lease protocol: as s3_put_if */
         /* a version asked for is one to compare-and-swap on: "" would read as "no object",
          * and the swap fail as if another writer had moved it */
         free(*data);

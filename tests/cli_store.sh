@@ -816,6 +816,7 @@ checkpoint: {every_episodes: 1, keep: 0}
 EOF
 "$bin" run "$gcb/g.yaml" --store "$gcb/s" --set run.episodes=10 --quiet >/dev/null 2>&1
 "$bin" run "$gcb/g.yaml" --store "$gcb/s" --allow-change run.episodes --quiet >/dev/null 2>&1
+cp -a "$gcb/s" "$gcb/t"
 rm -f "$gcb/s/alpha/5.mp"
 before=$(ls "$gcb/s/states" | wc -l)
 out=$("$bin" gc "$gcb/s" --keep 1 2>&1); rc=$?
@@ -828,6 +829,17 @@ if [ $rc = 3 ] && grep -q "refusing to collect garbage: alpha/5.mp is missing.*r
    "$bin" verify "$gcb/s" >/dev/null 2>&1; then
   pass "gc refuses a store whose alpha chain is broken below HEAD (nothing deleted); after repair it collects and the run finishes"
 else fail "gc on a broken alpha chain" "gc exit $rc ($before -> $after states): $out" "repair $rrc, gc again $rc2: $out2, run $rc3"; fi
+# the chain's end lost (alpha/15.mp on): it reads as whole up to alpha/14.mp, while HEAD's
+# state vouches for 20 records; gc refuses the same, and repair sets the states aside
+rm -f "$gcb"/t/alpha/1[5-9].mp
+before=$(ls "$gcb/t/states" | wc -l)
+out=$("$bin" gc "$gcb/t" --keep 1 2>&1); rc=$?
+after=$(ls "$gcb/t/states" | wc -l)
+out2=$("$bin" repair "$gcb/t" 2>&1); rc2=$?
+if [ $rc = 3 ] && grep -q "refusing to collect garbage: alpha/15.mp is missing" <<<"$out" && [ "$before" = "$after" ] &&
+   [ $rc2 = 0 ] && grep -q "set aside.*alpha/15.mp" <<<"$out2"; then
+  pass "gc refuses a store whose alpha chain lost its end below HEAD; repair plans the states that vouch for it"
+else fail "gc on an alpha chain that lost its end" "gc exit $rc ($before -> $after states): $out" "repair exit $rc2: $out2"; fi
 
 # ---------------------------------------------------------------- run.threads 0 across resumes
 # run.threads 0 ("all cores") was resolved again at every start: a run stopped on 2 threads
