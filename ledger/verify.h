@@ -54,6 +54,7 @@ typedef struct ledger_verify_report {
     size_t ndamaged;
     long orphan_blobs;    /* -1: the blobs could not be listed */
     size_t states, blobs;
+    size_t vanished;      /* states listed, then gone when read (a live run's retention) */
     double blob_bytes;
 } ledger_verify_report;
 
