@@ -310,9 +310,13 @@ int ledger_diverged(ledger *l, rec_diverged *d, tdm_err *e) {
     tdm_err ignore;
     ckpt_wait(l->ck, &ignore); /* a commit in flight: its own failure is not this record's */
     d->epoch = ckpt_epoch(l->ck);
+    /* the last full state: this writer's last commit, else HEAD as this life found it (a
+     * HEAD read that fails now must not say "no full state": a resume starts from it) */
     rec_head h;
     tdm_err he;
-    d->state_seq = ledger_read(l->st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &he) == 0 ? h.seq : 0;
+    ledger_commit_info last = ledger_last_commit(l);
+    d->state_seq = last.seq != UINT64_MAX ? last.seq
+                   : ledger_read(l->st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &he) == 0 ? h.seq : 0;
     if (d->state_seq > d->seq) d->state_seq = d->seq;
     mask_words(d->message, sizeof d->message);
     for (char *p = d->message; *p; p++) /* what the decoder refuses (util/err.c does it already) */

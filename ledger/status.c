@@ -109,6 +109,14 @@ int ledger_divergence_read(store *st, ledger_divergence *out, tdm_err *e) {
     rc = audit_lease_read(st, &al, e);
     if (rc) return rc;
     int replaced = al.state == AUDIT_LEASE_HELD && al.lease.epoch > out->d.epoch;
+    /* a later writer committed past where it diverged: a record that landed after that
+     * writer's start had removed none (the diverging writer already taken over) is stale
+     * once the later one released the lease (repair moves HEAD back, never past) */
+    rec_head h;
+    tdm_err he;
+    if (!replaced && ledger_read(st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &he) == 0 && h.epoch > out->d.epoch &&
+        h.seq > out->d.seq)
+        replaced = 1;
     out->state = replaced ? LEDGER_DIVERGED_NO : LEDGER_DIVERGED_YES;
     return 0;
 }
