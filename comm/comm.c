@@ -9,6 +9,17 @@
 #include "comm/comm_impl.h"
 #include "gpu/plugin.h"
 
+const volatile sig_atomic_t *comm_stop_flag;
+
+void comm_set_stop_flag(const volatile sig_atomic_t *flag) { comm_stop_flag = flag; }
+
+unsigned char comm_run_key[32];
+
+void comm_set_run_key(const unsigned char key[32]) {
+    if (key) memcpy(comm_run_key, key, sizeof comm_run_key);
+    else memset(comm_run_key, 0, sizeof comm_run_key);
+}
+
 /* A non-negative decimal int from variable `name`; -1 when unset, ERR_USAGE when bad. */
 static int env_int(const char *name, int *out, tdm_err *e) {
     const char *v = getenv(name);
@@ -57,6 +68,19 @@ int comm_detect(comm_info *out, tdm_err *e) {
         local = 0;
         snprintf(out->source, sizeof out->source, "kubernetes");
         goto check;
+    }
+    if (world >= 0) { /* TANDEM_WORLD_SIZE = 0 or 1: an index past it is a misrendered Job,
+                       * not a lone writer (which would run silently beside the others) */
+        int idx = -1;
+        const char *from = "TANDEM_RANK";
+        if ((rc = env_int(from, &idx, e))) return rc;
+        if (idx < 0 && (rc = env_int(from = "JOB_COMPLETION_INDEX", &idx, e))) return rc;
+        if (world == 0)
+            return err_set(e, ERR_USAGE, "TANDEM_WORLD_SIZE = 0: a run needs at least one rank (set it "
+                           "to the Job's completions, or unset it for one rank)");
+        if (idx >= world)
+            return err_set(e, ERR_USAGE, "%s = %d but TANDEM_WORLD_SIZE = %d: the index must be below "
+                           "the world size (set TANDEM_WORLD_SIZE to the Job's completions)", from, idx, world);
     }
     return 0;
 check:

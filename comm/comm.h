@@ -19,6 +19,7 @@
 #ifndef TANDEM_COMM_H
 #define TANDEM_COMM_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "util/err.h"
@@ -33,6 +34,18 @@ typedef struct comm_info {
 /* Reads rank, world size and local rank from the environment. ERR_USAGE naming the
  * variables when they are inconsistent (rank outside [0, world), non-numbers). */
 int comm_detect(comm_info *out, tdm_err *e);
+
+/* The flag a stop signal sets (the runner's: comm/ does not know the runner). While the
+ * ranks wait for each other at the start (comm_open over tcp), a nonzero value ends the
+ * wait at once, as an error that says so; collectives are never cut short by it. NULL:
+ * none. Over MPI, MPI_Init's own wait is the launcher's. */
+void comm_set_stop_flag(const volatile sig_atomic_t *flag);
+
+/* What tells this run from another one that was given the same TANDEM_COORDINATOR
+ * (a digest the caller makes of its store): sent in the tcp hello, and rank 0 turns away
+ * a rank whose key differs (the rank fails, exit 2, naming the port) and goes on waiting
+ * for its own. NULL (a rank whose set-up failed): none, accepted by any rank 0. */
+void comm_set_run_key(const unsigned char key[32]);
 
 /* Opens the collective layer for the detected ranks: "none" for one rank, else the
  * transport (connecting all ranks; tcp waits up to TANDEM_COMM_TIMEOUT_S for them).

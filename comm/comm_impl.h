@@ -12,6 +12,12 @@ struct comm {
     struct comm_nccl *nccl; /* GPU ranks: the device all-reduce (comm_nccl.cu) */
 };
 
+/* comm_set_stop_flag's flag, or NULL. */
+extern const volatile sig_atomic_t *comm_stop_flag;
+
+/* comm_set_run_key's key; all zeros: none. */
+extern unsigned char comm_run_key[32];
+
 /* Whether this build has the MPI transport. */
 int comm_mpi_available(void);
 /* MPI_Init, and a check that MPI's rank and size agree with `c->info`. */
