@@ -94,6 +94,25 @@ check:
 }
 
 comm *comm_open(tdm_err *e) {
+    comm *c = comm_open_deferred(e);
+    if (c && comm_connect(c, e)) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+int comm_connect(comm *c, tdm_err *e) {
+    if (!c || !c->deferred) return 0;
+    c->deferred = 0;
+    if (comm_tcp_init(c, e)) {
+        comm_tcp_close(c, 0);
+        return e->code;
+    }
+    return 0;
+}
+
+comm *comm_open_deferred(tdm_err *e) {
     comm *c = calloc(1, sizeof *c);
     if (!c) {
         err_set(e, ERR_INTERNAL, "out of memory");
@@ -112,10 +131,7 @@ comm *comm_open(tdm_err *e) {
     int use_tcp = want ? strcmp(want, "tcp") == 0 : strcmp(c->info.source, "kubernetes") == 0;
     if (use_tcp) {
         c->backend = "tcp";
-        if (comm_tcp_init(c, e)) {
-            comm_tcp_close(c, 0);
-            goto fail;
-        }
+        c->deferred = 1; /* the rendezvous: comm_connect */
         return c;
     }
     if (!comm_mpi_available()) {
@@ -207,7 +223,8 @@ void comm_abort(comm *c, int code) {
 int comm_close(comm *c) {
     if (!c) return 0;
     int rc = 0;
-    int aborted = multi(c) && is_tcp(c) && !c->impl; /* comm_abort dropped the connections */
+    /* comm_abort dropped the connections, or they were never made (comm_connect) */
+    int aborted = multi(c) && is_tcp(c) && !c->impl;
     if (multi(c) && !aborted) {
         /* nobody leaves while another still needs it; NCCL is torn down only after all
          * ranks got here (its destroy is collective in effect) */

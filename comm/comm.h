@@ -53,6 +53,13 @@ void comm_set_run_key(const unsigned char key[32]);
  * misconfigured (says what to install or set). Returns NULL with e set on failure. */
 comm *comm_open(tdm_err *e);
 
+/* comm_open in two: MPI_Init (mpi) at once, the tcp rendezvous in comm_connect, so that
+ * a rank can set up between them (and its hello carry its run key). A rank killed before
+ * MPI_Init has left Open MPI 4.1's mpirun hanging, so that is not deferred. After a failed
+ * comm_connect, only comm_close(c) (no barrier, frees c). */
+comm *comm_open_deferred(tdm_err *e);
+int comm_connect(comm *c, tdm_err *e);
+
 int comm_rank(const comm *c);
 int comm_world(const comm *c);
 int comm_local_rank(const comm *c);

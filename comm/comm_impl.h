@@ -10,6 +10,7 @@ struct comm {
     const char *backend; /* "none", "mpi" or "tcp" */
     void *impl;          /* the transport's own state */
     struct comm_nccl *nccl; /* GPU ranks: the device all-reduce (comm_nccl.cu) */
+    int deferred;           /* tcp: the rendezvous is comm_connect's */
 };
 
 /* comm_set_stop_flag's flag, or NULL. */

@@ -396,23 +396,28 @@ int run_main(const run_opts *o, tdm_err *e) {
     store_set_deadline(run_store_deadline); /* an endpoint that stops answering after a stop
                                              * signal cannot hold the run past its grace */
     int rc = 0;
-    comm_info ci;
-    rc = comm_detect(&ci, e);
-    r->rank = rc ? 0 : ci.rank;
+    comm_set_stop_flag(&run_stop_signal); /* a stop while the ranks gather ends the wait */
+    if (!(r->comm = comm_open_deferred(e))) rc = e->code;
+    r->rank = comm_rank(r->comm);
     if (r->rank != 0) r->progress = PROGRESS_QUIET; /* one voice: rank 0's */
-    /* set up before the ranks gather: the hello carries a key of the run's store, so that
-     * rank 0 turns away the ranks of another run given the same TANDEM_COORDINATOR (they
-     * swapped ranks and both ended with bits no config gives). A rank whose set-up failed
-     * still comes (with no key), and the agreement below ends them all. */
+    /* tcp: set up before the ranks gather, so that the hello carries a key of the run's
+     * store and rank 0 turns away the ranks of another run given the same
+     * TANDEM_COORDINATOR (they swapped ranks and both ended with bits no config gives). A
+     * rank whose set-up failed still comes (with no key), and the agreement below ends
+     * them all. MPI: MPI_Init came first (comm_open_deferred), as before. */
     if (!rc) {
         int src = run_setup(r, o, e);
         sha256_digest key;
         sha256(r->cfg.store, strlen(r->cfg.store), &key);
         comm_set_run_key(src ? NULL : key.b);
-        comm_set_stop_flag(&run_stop_signal); /* a stop while the ranks gather ends the wait */
         tdm_err ce = {0};
-        if (!(r->comm = comm_open(&ce))) rc = src ? src : (*e = ce, ce.code);
-        else rc = src;
+        if (comm_connect(r->comm, &ce)) {
+            comm_close(r->comm); /* never connected: frees it, no barrier */
+            r->comm = NULL;
+            rc = src ? src : (*e = ce, ce.code);
+        } else {
+            rc = src;
+        }
     }
     if (!rc && comm_world(r->comm) > 1) {
         if (r->hp.B < comm_world(r->comm))
