@@ -9,6 +9,17 @@
 #include "comm/comm_impl.h"
 #include "gpu/plugin.h"
 
+const volatile sig_atomic_t *comm_stop_flag;
+
+void comm_set_stop_flag(const volatile sig_atomic_t *flag) { comm_stop_flag = flag; }
+
+unsigned char comm_run_key[32];
+
+void comm_set_run_key(const unsigned char key[32]) {
+    if (key) memcpy(comm_run_key, key, sizeof comm_run_key);
+    else memset(comm_run_key, 0, sizeof comm_run_key);
+}
+
 /* A non-negative decimal int from variable `name`; -1 when unset, ERR_USAGE when bad. */
 static int env_int(const char *name, int *out, tdm_err *e) {
     const char *v = getenv(name);
@@ -58,6 +69,19 @@ int comm_detect(comm_info *out, tdm_err *e) {
         snprintf(out->source, sizeof out->source, "kubernetes");
         goto check;
     }
+    if (world >= 0) { /* TANDEM_WORLD_SIZE = 0 or 1: an index past it is a misrendered Job,
+                       * not a lone writer (which would run silently beside the others) */
+        int idx = -1;
+        const char *from = "TANDEM_RANK";
+        if ((rc = env_int(from, &idx, e))) return rc;
+        if (idx < 0 && (rc = env_int(from = "JOB_COMPLETION_INDEX", &idx, e))) return rc;
+        if (world == 0)
+            return err_set(e, ERR_USAGE, "TANDEM_WORLD_SIZE = 0: a run needs at least one rank (set it "
+                           "to the Job's completions, or unset it for one rank)");
+        if (idx >= world)
+            return err_set(e, ERR_USAGE, "%s = %d but TANDEM_WORLD_SIZE = %d: the index must be below "
+                           "the world size (set TANDEM_WORLD_SIZE to the Job's completions)", from, idx, world);
+    }
     return 0;
 check:
     if (world < 1 || rank < 0 || rank >= world)
@@ -70,6 +94,25 @@ check:
 }
 
 comm *comm_open(tdm_err *e) {
+    comm *c = comm_open_deferred(e);
+    if (c && comm_connect(c, e)) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+int comm_connect(comm *c, tdm_err *e) {
+    if (!c || !c->deferred) return 0;
+    c->deferred = 0;
+    if (comm_tcp_init(c, e)) {
+        comm_tcp_close(c, 0);
+        return e->code;
+    }
+    return 0;
+}
+
+comm *comm_open_deferred(tdm_err *e) {
     comm *c = calloc(1, sizeof *c);
     if (!c) {
         err_set(e, ERR_INTERNAL, "out of memory");
@@ -88,10 +131,7 @@ comm *comm_open(tdm_err *e) {
     int use_tcp = want ? strcmp(want, "tcp") == 0 : strcmp(c->info.source, "kubernetes") == 0;
     if (use_tcp) {
         c->backend = "tcp";
-        if (comm_tcp_init(c, e)) {
-            comm_tcp_close(c, 0);
-            goto fail;
-        }
+        c->deferred = 1; /* the rendezvous: comm_connect */
         return c;
     }
     if (!comm_mpi_available()) {
@@ -183,7 +223,8 @@ void comm_abort(comm *c, int code) {
 int comm_close(comm *c) {
     if (!c) return 0;
     int rc = 0;
-    int aborted = multi(c) && is_tcp(c) && !c->impl; /* comm_abort dropped the connections */
+    /* comm_abort dropped the connections, or they were never made (comm_connect) */
+    int aborted = multi(c) && is_tcp(c) && !c->impl;
     if (multi(c) && !aborted) {
         /* nobody leaves while another still needs it; NCCL is torn down only after all
          * ranks got here (its destroy is collective in effect) */

@@ -19,6 +19,7 @@
 #ifndef TANDEM_COMM_H
 #define TANDEM_COMM_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "util/err.h"
@@ -34,11 +35,30 @@ typedef struct comm_info {
  * variables when they are inconsistent (rank outside [0, world), non-numbers). */
 int comm_detect(comm_info *out, tdm_err *e);
 
+/* The flag a stop signal sets (the runner's: comm/ does not know the runner). While the
+ * ranks wait for each other at the start (comm_open over tcp), a nonzero value ends the
+ * wait at once, as an error that says so; collectives are never cut short by it. NULL:
+ * none. Over MPI, MPI_Init's own wait is the launcher's. */
+void comm_set_stop_flag(const volatile sig_atomic_t *flag);
+
+/* What tells this run from another one that was given the same TANDEM_COORDINATOR
+ * (a digest the caller makes of its store): sent in the tcp hello, and rank 0 turns away
+ * a rank whose key differs (the rank fails, exit 2, naming the port) and goes on waiting
+ * for its own. NULL (a rank whose set-up failed): none, accepted by any rank 0. */
+void comm_set_run_key(const unsigned char key[32]);
+
 /* Opens the collective layer for the detected ranks: "none" for one rank, else the
  * transport (connecting all ranks; tcp waits up to TANDEM_COMM_TIMEOUT_S for them).
  * ERR_USAGE when several ranks are detected but the transport is missing or
  * misconfigured (says what to install or set). Returns NULL with e set on failure. */
 comm *comm_open(tdm_err *e);
+
+/* comm_open in two: MPI_Init (mpi) at once, the tcp rendezvous in comm_connect, so that
+ * a rank can set up between them (and its hello carry its run key). A rank killed before
+ * MPI_Init has left Open MPI 4.1's mpirun hanging, so that is not deferred. After a failed
+ * comm_connect, only comm_close(c) (no barrier, frees c). */
+comm *comm_open_deferred(tdm_err *e);
+int comm_connect(comm *c, tdm_err *e);
 
 int comm_rank(const comm *c);
 int comm_world(const comm *c);

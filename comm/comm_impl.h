@@ -10,7 +10,14 @@ struct comm {
     const char *backend; /* "none", "mpi" or "tcp" */
     void *impl;          /* the transport's own state */
     struct comm_nccl *nccl; /* GPU ranks: the device all-reduce (comm_nccl.cu) */
+    int deferred;           /* tcp: the rendezvous is comm_connect's */
 };
+
+/* comm_set_stop_flag's flag, or NULL. */
+extern const volatile sig_atomic_t *comm_stop_flag;
+
+/* comm_set_run_key's key; all zeros: none. */
+extern unsigned char comm_run_key[32];
 
 /* Whether this build has the MPI transport. */
 int comm_mpi_available(void);

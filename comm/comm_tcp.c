@@ -9,7 +9,9 @@
  * size, so ranks that call different collectives get an error instead of garbage.
  *
  * Every wait has a deadline: TANDEM_COMM_TIMEOUT_S (default 600 s) for a collective and
- * for all ranks to arrive at the start. A rank that dies closes its socket and the
+ * for all ranks to arrive at the start; a stop signal (comm_set_stop_flag) ends the wait
+ * at the start at once. The hello carries the run key (comm_set_run_key): rank 0 turns
+ * away another run's ranks and reads the hellos side by side, each within 10 s. A rank that dies closes its socket and the
  * others fail at once, naming it. Rank 0 moves R - 1 copies of every buffer each way,
  * which suits the few CPU ranks this transport is for; many ranks want MPI. */
 #include "comm/comm_impl.h"
@@ -41,11 +43,26 @@ typedef struct frame {
     uint64_t value; /* bytes that follow, or the value itself (hello, any) */
 } frame;
 
+/* A rank's introduction: rank | world << 32, then its run key (comm_set_run_key). Rank 0
+ * answers with the world size, or HELLO_REFUSED (another run's rank) and closes. */
+typedef struct hello {
+    frame f;
+    unsigned char key[32];
+} hello;
+#define HELLO_REFUSED UINT64_MAX
+
+static int key_none(const unsigned char *k) {
+    for (int i = 0; i < 32; i++)
+        if (k[i]) return 0;
+    return 1;
+}
+
 typedef struct tcp {
     int *fd;      /* rank 0: fd[r] for the other ranks r; others: fd[0] to rank 0 */
     double timeout_s;
     char coordinator[256];
     char *scratch; /* CHUNK bytes: rank 0's receive buffer for the sums */
+    int rendezvous; /* the ranks wait for each other at the start: a stop signal ends it */
 } tcp;
 
 static double now_s(void) {
@@ -60,11 +77,18 @@ static const char *peer_name(const comm *c, int peer, char *buf, size_t cap) {
     return buf;
 }
 
-/* Waits for `events` on fd until the deadline; ETIMEDOUT when it passes. */
-static int wait_fd(int fd, short events, double deadline) {
+/* Whether a stop signal came (comm_set_stop_flag). */
+static int stop_pending(void) { return comm_stop_flag && *comm_stop_flag; }
+
+/* Waits for `events` on fd until the deadline; ETIMEDOUT when it passes. `stoppable`:
+ * ECANCELED as soon as a stop signal came (polls in slices of 0.2 s, so that a signal
+ * that came between the check and the poll is seen too). */
+static int wait_fd(int fd, short events, double deadline, int stoppable) {
     for (;;) {
+        if (stoppable && stop_pending()) return ECANCELED;
         double left = deadline - now_s();
         if (left <= 0) return ETIMEDOUT;
+        if (stoppable && left > 0.2) left = 0.2;
         struct pollfd p = {.fd = fd, .events = events};
         int n = poll(&p, 1, left > 1e6 ? 1000000000 : (int)(left * 1000) + 1);
         if (n > 0) return 0;
@@ -90,9 +114,12 @@ static int xfer(comm *c, int fd, int peer, void *buf, size_t n, int sending, dou
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             return err_set(e, ERR_INTERNAL, "rank %d: connection to %s: %s", c->info.rank,
                            peer_name(c, peer, who, sizeof who), strerror(errno));
-        int w = wait_fd(fd, sending ? POLLOUT : POLLIN, deadline);
+        int w = wait_fd(fd, sending ? POLLOUT : POLLIN, deadline, ((tcp *)c->impl)->rendezvous);
+        if (w == ECANCELED)
+            return err_set(e, ERR_INTERNAL, "rank %d: a stop signal came while waiting for %s at the "
+                           "start", c->info.rank, peer_name(c, peer, who, sizeof who));
         if (w == ETIMEDOUT)
-            return err_set(e, ERR_INTERNAL, "rank %d: %s did not answer within %.0f s "
+            return err_set(e, ERR_INTERNAL, "rank %d: %s did not answer within %g s "
                            "(TANDEM_COMM_TIMEOUT_S); is it still running?", c->info.rank,
                            peer_name(c, peer, who, sizeof who), ((tcp *)c->impl)->timeout_s);
         if (w) return err_set(e, ERR_INTERNAL, "rank %d: waiting for %s: %s", c->info.rank,
@@ -144,6 +171,14 @@ static int parse_coordinator(const char *v, char *host, size_t cap, char *port, 
     if (!v || !colon || colon == v || !colon[1] || (size_t)(colon - v) >= cap || strlen(colon + 1) >= pcap)
         return err_set(e, ERR_USAGE, "TANDEM_COORDINATOR = '%s': the tcp transport needs host:port "
                        "of rank 0 (the rendered Jobs set it)", v ? v : "");
+    /* a decimal port in 1..65535: getaddrinfo takes 105537 as 105537 mod 65536 and 0 as
+     * "any free port", which no other rank can know */
+    char *end;
+    errno = 0;
+    long pn = strtol(colon + 1, &end, 10);
+    if (errno || *end || colon[1] < '0' || colon[1] > '9' || pn < 1 || pn > 65535)
+        return err_set(e, ERR_USAGE, "TANDEM_COORDINATOR = '%s': the port '%s' is not a number in "
+                       "1..65535", v, colon + 1);
     snprintf(host, cap, "%.*s", (int)(colon - v), v);
     snprintf(port, pcap, "%s", colon + 1);
     /* "[fd00::1]:29500", the usual way to write an IPv6 address with a port: getaddrinfo
@@ -183,40 +218,106 @@ static int listen_all(comm *c, const char *port, double deadline, tdm_err *e) {
     if (lfd < 0)
         return err_set(e, ERR_USAGE, "rank 0: cannot listen on port %s of TANDEM_COORDINATOR: %s",
                        port, strerror(rc ? rc : EADDRNOTAVAIL));
-    int arrived = 0;
+    /* The hellos are read side by side (poll over the listener and every connection not
+     * yet introduced), each by its own deadline: a silent connection (a half-open probe,
+     * a health check that never speaks) was read alone for 10 s while the real ranks
+     * waited behind it, and three of them outlasted a short TANDEM_COMM_TIMEOUT_S. */
+    enum { PENDING = 64 };
+    struct { int fd; size_t got; double by; hello h; } pend[PENDING];
+    int npend = 0, arrived = 0, refused = 0;
     while (!rc && arrived < R - 1) {
-        int w = wait_fd(lfd, POLLIN, deadline);
-        if (w == ETIMEDOUT) {
+        if (stop_pending()) {
+            rc = err_set(e, ERR_INTERNAL, "rank 0: a stop signal came while waiting for the other "
+                         "ranks to connect to port %s", port);
+            break;
+        }
+        double now = now_s();
+        if (now >= deadline) {
             char missing[512] = "";
             size_t len = 0;
             for (int r = 1; r < R && len < sizeof missing - 16; r++)
                 if (t->fd[r] < 0) len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d", len ? ", " : "", r);
             rc = err_set(e, ERR_INTERNAL, "rank 0: rank(s) %s of %d did not connect to port %s "
-                         "within %.0f s (TANDEM_COMM_TIMEOUT_S): are they running, with the "
+                         "within %g s (TANDEM_COMM_TIMEOUT_S): are they running, with the "
                          "same TANDEM_WORLD_SIZE and TANDEM_COORDINATOR?", missing, R, port, t->timeout_s);
+            if (refused)
+                err_append(e, " (%d connection%s from the ranks of another run, another store, "
+                           "turned away: give each run its own port)", refused, refused > 1 ? "s" : "");
             break;
         }
-        int fd = accept(lfd, NULL, NULL);
-        if (fd < 0) continue;
-        set_socket_options(fd);
-        frame f;
-        tdm_err he = {0};
-        double hd = now_s() + 10 < deadline ? now_s() + 10 : deadline;
-        if (xfer(c, fd, 1, &f, sizeof f, 0, hd, &he) || f.magic != TCP_MAGIC || f.op != OP_HELLO) {
-            close(fd); /* not one of ours (a port scan, a health check): ignore it */
-            continue;
+        struct pollfd p[PENDING + 1];
+        p[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
+        double wake = deadline < now + 0.2 ? deadline : now + 0.2; /* 0.2 s: the stop flag */
+        for (int i = 0; i < npend; i++) {
+            p[i + 1] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
+            if (pend[i].by < wake) wake = pend[i].by;
         }
-        int r = (int)(f.value & 0xffffffffu), world = (int)(f.value >> 32);
-        if (world != R || r < 1 || r >= R || t->fd[r] >= 0) {
-            rc = err_set(e, ERR_USAGE, "rank 0: a process introduced itself as rank %d of %d, but "
-                         "this run has %d ranks%s", r, world, R,
-                         r >= 1 && r < R && t->fd[r] >= 0 ? " and that rank is already here" : "");
-            close(fd);
+        int n = poll(p, (nfds_t)npend + 1, (int)((wake - now) * 1000) + 1);
+        if (n < 0 && errno != EINTR) {
+            rc = err_sys(e, ERR_INTERNAL, errno, "rank 0: waiting for the other ranks on port %s", port);
             break;
         }
-        t->fd[r] = fd;
-        arrived++;
+        now = now_s();
+        /* the connections that spoke, closed, or ran out of time (backwards: removal
+         * moves the last one into the slot) */
+        for (int i = npend - 1; n > 0 && i >= 0; i--) {
+            int drop = 0;
+            if (p[i + 1].revents) {
+                ssize_t k = recv(pend[i].fd, (char *)&pend[i].h + pend[i].got, sizeof pend[i].h - pend[i].got, MSG_DONTWAIT);
+                if (k > 0) pend[i].got += (size_t)k;
+                else if (k == 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) drop = 1;
+            }
+            if (!drop && pend[i].got >= sizeof(frame) && (pend[i].h.f.magic != TCP_MAGIC || pend[i].h.f.op != OP_HELLO))
+                drop = 1; /* not one of ours */
+            if (!drop && pend[i].got == sizeof pend[i].h) {
+                frame f = pend[i].h.f;
+                drop = 1;
+                if (f.magic == TCP_MAGIC && f.op == OP_HELLO) { /* else not one of ours: ignore it */
+                    int r = (int)(f.value & 0xffffffffu), world = (int)(f.value >> 32);
+                    const unsigned char *k = pend[i].h.key;
+                    if (!key_none(k) && !key_none(comm_run_key) && memcmp(k, comm_run_key, 32)) {
+                        /* a rank of another run on the same port: told so, and waited past */
+                        frame no = {TCP_MAGIC, OP_HELLO, HELLO_REFUSED};
+                        if (send(pend[i].fd, &no, sizeof no, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {}
+                        refused++;
+                    } else if (world != R || r < 1 || r >= R || t->fd[r] >= 0) {
+                        rc = err_set(e, ERR_USAGE, "rank 0: a process introduced itself as rank %d of %d, but "
+                                     "this run has %d ranks%s", r, world, R,
+                                     r >= 1 && r < R && t->fd[r] >= 0 ? " and that rank is already here" : "");
+                    } else {
+                        t->fd[r] = pend[i].fd;
+                        arrived++;
+                        pend[i].fd = -1;
+                    }
+                }
+            }
+            if (!drop && now >= pend[i].by) drop = 1; /* silent for 10 s: not one of ours */
+            if (drop) {
+                if (pend[i].fd >= 0) close(pend[i].fd);
+                pend[i] = pend[--npend];
+            }
+        }
+        for (int i = npend - 1; n == 0 && i >= 0; i--) /* nothing spoke: the overdue ones */
+            if (now >= pend[i].by) {
+                close(pend[i].fd);
+                pend[i] = pend[--npend];
+            }
+        if (rc || !(p[0].revents & POLLIN)) continue;
+        for (;;) { /* every connection waiting on the listener */
+            int fd = accept(lfd, NULL, NULL);
+            if (fd < 0) break;
+            set_socket_options(fd);
+            if (npend == PENDING) { /* a flood: the oldest silent one makes room */
+                close(pend[0].fd);
+                pend[0] = pend[--npend];
+            }
+            pend[npend].fd = fd;
+            pend[npend].got = 0;
+            pend[npend].by = now + 10 < deadline ? now + 10 : deadline;
+            npend++;
+        }
     }
+    for (int i = 0; i < npend; i++) close(pend[i].fd);
     close(lfd);
     for (int r = 1; !rc && r < R; r++) rc = send_frame(c, t->fd[r], r, OP_HELLO, (uint64_t)R, deadline, e);
     return rc;
@@ -230,7 +331,7 @@ static int connect_by(int fd, const struct sockaddr *a, socklen_t n, double dead
     if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return -1;
     if (connect(fd, a, n) == 0) return 0;
     if (errno != EINPROGRESS) return -1;
-    int w = wait_fd(fd, POLLOUT, deadline), err = 0;
+    int w = wait_fd(fd, POLLOUT, deadline, 1), err = 0;
     socklen_t len = sizeof err;
     if (w) {
         errno = w;
@@ -248,7 +349,7 @@ static int connect_to_zero(comm *c, const char *host, const char *port, double d
     tcp *t = c->impl;
     const char *why = "no attempt";
     int last = 0;
-    while (now_s() < deadline) {
+    while (now_s() < deadline && !stop_pending()) {
         struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
         int g = getaddrinfo(host, port, &hints, &ai);
         if (g != 0) {
@@ -267,6 +368,7 @@ static int connect_to_zero(comm *c, const char *host, const char *port, double d
                 last = errno;
                 why = NULL;
                 close(fd);
+                if (last == ECANCELED) break;
             }
             freeaddrinfo(ai);
         }
@@ -274,13 +376,26 @@ static int connect_to_zero(comm *c, const char *host, const char *port, double d
         struct timespec ts = {0, 200 * 1000000L};
         nanosleep(&ts, NULL);
     }
+    if (t->fd[0] < 0 && stop_pending())
+        return err_set(e, ERR_INTERNAL, "rank %d: a stop signal came while trying to reach the "
+                       "coordinator %s:%s", c->info.rank, host, port);
     if (t->fd[0] < 0)
         return err_set(e, ERR_INTERNAL, "rank %d: could not reach the coordinator %s:%s within "
-                       "%.0f s (TANDEM_COMM_TIMEOUT_S): %s", c->info.rank, host, port,
+                       "%g s (TANDEM_COMM_TIMEOUT_S): %s", c->info.rank, host, port,
                        t->timeout_s, why ? why : strerror(last));
-    uint64_t hello = (uint64_t)c->info.rank | (uint64_t)c->info.world << 32, world = (uint64_t)c->info.world;
-    int rc = send_frame(c, t->fd[0], 0, OP_HELLO, hello, deadline, e);
-    if (!rc) rc = recv_frame(c, t->fd[0], 0, OP_HELLO, &world, 1, deadline, e);
+    hello h = {{TCP_MAGIC, OP_HELLO, (uint64_t)c->info.rank | (uint64_t)c->info.world << 32}, {0}};
+    memcpy(h.key, comm_run_key, sizeof h.key);
+    uint64_t world = (uint64_t)c->info.world;
+    int rc = xfer(c, t->fd[0], 0, &h, sizeof h, 1, deadline, e);
+    if (!rc) rc = recv_frame(c, t->fd[0], 0, OP_HELLO, &world, 0, deadline, e);
+    if (!rc && world == HELLO_REFUSED)
+        return err_set(e, ERR_USAGE, "rank %d: the coordinator %s:%s is rank 0 of another run (another "
+                       "store): two runs were given the same TANDEM_COORDINATOR; give each its own "
+                       "port (cluster.coordinator_port)", c->info.rank, host, port);
+    if (!rc && world != (uint64_t)c->info.world)
+        return err_set(e, ERR_USAGE, "rank %d: the coordinator %s:%s runs %llu ranks, this rank was "
+                       "started as one of %d: start every rank with the same TANDEM_WORLD_SIZE",
+                       c->info.rank, host, port, (unsigned long long)world, c->info.world);
     return rc;
 }
 
@@ -307,7 +422,10 @@ int comm_tcp_init(comm *c, tdm_err *e) {
     if (rc) return rc;
     snprintf(t->coordinator, sizeof t->coordinator, "%s:%s", host, port);
     double deadline = now_s() + t->timeout_s;
-    return c->info.rank == 0 ? listen_all(c, port, deadline, e) : connect_to_zero(c, host, port, deadline, e);
+    t->rendezvous = 1;
+    rc = c->info.rank == 0 ? listen_all(c, port, deadline, e) : connect_to_zero(c, host, port, deadline, e);
+    t->rendezvous = 0;
+    return rc;
 }
 
 /* Adds src (bytes of floats or doubles) into dst element by element: dst += src. */

@@ -12,6 +12,7 @@
 #include "report/metrics_log.h"
 #include "report/progress.h"
 #include "runner/evaluate.h"
+#include "storage/sha256.h"
 #include "util/testhook.h"
 
 /* --json: a "commit" event for a full state that landed since the last one reported */
@@ -395,10 +396,29 @@ int run_main(const run_opts *o, tdm_err *e) {
     store_set_deadline(run_store_deadline); /* an endpoint that stops answering after a stop
                                              * signal cannot hold the run past its grace */
     int rc = 0;
-    if (!(r->comm = comm_open(e))) rc = e->code;
+    comm_set_stop_flag(&run_stop_signal); /* a stop while the ranks gather ends the wait */
+    if (!(r->comm = comm_open_deferred(e))) rc = e->code;
     r->rank = comm_rank(r->comm);
     if (r->rank != 0) r->progress = PROGRESS_QUIET; /* one voice: rank 0's */
-    if (!rc) rc = run_setup(r, o, e);
+    /* tcp: set up before the ranks gather, so that the hello carries a key of the run's
+     * store and rank 0 turns away the ranks of another run given the same
+     * TANDEM_COORDINATOR (they swapped ranks and both ended with bits no config gives). A
+     * rank whose set-up failed still comes (with no key), and the agreement below ends
+     * them all. MPI: MPI_Init came first (comm_open_deferred), as before. */
+    if (!rc) {
+        int src = run_setup(r, o, e);
+        sha256_digest key;
+        sha256(r->cfg.store, strlen(r->cfg.store), &key);
+        comm_set_run_key(src ? NULL : key.b);
+        tdm_err ce = {0};
+        if (comm_connect(r->comm, &ce)) {
+            comm_close(r->comm); /* never connected: frees it, no barrier */
+            r->comm = NULL;
+            rc = src ? src : (*e = ce, ce.code);
+        } else {
+            rc = src;
+        }
+    }
     if (!rc && comm_world(r->comm) > 1) {
         if (r->hp.B < comm_world(r->comm))
             rc = err_set(e, ERR_USAGE, "train.batch = %d is smaller than the %d ranks: every "
@@ -408,6 +428,9 @@ int run_main(const run_opts *o, tdm_err *e) {
     /* a rank that failed to set up must not leave the others waiting in a collective:
      * every rank reaches each agreement, whatever happened before it */
     rc = agree(r, rc, "set up", e);
+    /* the same run on every rank (config, data, world) before any collective whose size
+     * the config sets: exit 2 naming the rank and keys that differ */
+    if (!rc) rc = run_agree_identity(r, e);
     /* GPU ranks: one GPU each, gradients summed by NCCL (before the workspace exists);
      * collective, and it agrees on its own local steps before NCCL's */
     if (!rc && r->cfg.run.device == CONFIG_DEVICE_CUDA) rc = comm_enable_device(r->comm, e);
@@ -509,12 +532,26 @@ int run_main(const run_opts *o, tdm_err *e) {
     /* A failed rank ends the job (the others may wait in a collective); a finished or
      * requeued run ends with all ranks together. */
     if (rc && rc != RUN_EXIT_REQUEUE && comm_world(r->comm) > 1) {
-        fprintf(stderr, "tandem run (rank %d): %s\n", r->rank, e->msg);
+        char me[32]; /* which rank says it, once: "rank 1: ..." or "rank 1's ..." */
+        size_t ml = (size_t)snprintf(me, sizeof me, "rank %d", r->rank);
+        if (strncmp(e->msg, me, ml) || (e->msg[ml] >= '0' && e->msg[ml] <= '9')) err_prefix(e, "%s: ", me);
+        /* MPI_Abort ends this process: its one word; over tcp the caller says it */
+        if (!strcmp(comm_backend(r->comm), "mpi")) fprintf(stderr, "tandem run: %s\n", e->msg);
         comm_abort(r->comm, rc);
     }
-    if (comm_close(r->comm) && (!rc || rc == RUN_EXIT_REQUEUE))
-        rc = err_set(e, ERR_INTERNAL, "another rank went away instead of finishing with this one "
-                     "(its log says why)");
+    /* TANDEM_TEST_KILL_AT=close:1: a SIGKILL before the last barrier (a rank whose grace
+     * ran out while rank 0 made the stop commit) */
+    if (comm_world(r->comm) > 1) testhook_kill_at("close");
+    if (comm_close(r->comm)) {
+        if (!rc)
+            rc = err_set(e, ERR_INTERNAL, "another rank went away instead of finishing with this one "
+                         "(its log says why)");
+        /* a stop (its commit made, or nothing started): a peer killed meanwhile (its grace
+         * ran out) changes nothing of it; still a requeue, not a failure */
+        else if (rc == RUN_EXIT_REQUEUE)
+            fprintf(stderr, "tandem: rank %d: another rank went away before the last barrier (its log "
+                    "says why); this rank's stop stands: exit 75\n", r->rank);
+    }
     if (r->rank == 0 && r->progress == PROGRESS_JSON) {
         if (rc && rc != RUN_EXIT_REQUEUE) progress_error(r->progress, rc, e->msg);
         progress_end(r->progress, rc, r->st.episode, (uint64_t)(r->cfg.run.episodes > 0 ? r->cfg.run.episodes : 0),

@@ -129,6 +129,11 @@ int run_precheck_episodes(run_ctx *r, tdm_err *e);
 
 /* Rank 0 pins the run, opens the ledger (the lease) and loads (or initialises) the state;
  * then every rank receives the position, the step state and u, m, v from it. Collective. */
+/* Collective, right after every rank set up: each rank's resolved config, dataset tokens
+ * and world size against rank 0's (digests; the differing ranks name the keys). ERR_USAGE
+ * on every rank when one differs. runner/run_identity.c */
+int run_agree_identity(run_ctx *r, tdm_err *e);
+
 int run_load_everywhere(run_ctx *r, const run_opts *o, run_config_result *pinned, ledger_resumed *res,
                         tdm_err *e);
 

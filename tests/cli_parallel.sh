@@ -53,24 +53,26 @@ hash_of() { "$bin" hash "$1" 2>&1; }
 read -r eph_lo _ < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || eph_lo=32768
 [ "${eph_lo:-0}" -gt 12000 ] 2>/dev/null || eph_lo=32768
 port=$((10000 + RANDOM % (eph_lo - 12000)))
+port=${CLI_PARALLEL_PORT:-$port} # a range of its own beside other suites
 # tcp2 STORE [VAR=value ...]: rank 0 and rank 1 as an Indexed Job's pods would be, the
 # assignments for rank 1 only (TCP_DELAY_1=S starts rank 1 S seconds late; TCP_ONLY_0=1
-# starts rank 0 alone). Exit status: rank 0's; rank 1's in $st_1. Logs: $tmp/rank{0,1}.log
+# starts rank 0 alone; TCP_CFG_1=FILE gives rank 1 another config). Exit status: rank 0's; rank 1's in $st_1. Logs: $tmp/rank{0,1}.log
 tcp2() {
   local store=$1; shift
   port=$((port + 1))
   local env0=(JOB_COMPLETION_INDEX=0 TANDEM_WORLD_SIZE=2 TANDEM_COORDINATOR=127.0.0.1:$port)
   local env1=(JOB_COMPLETION_INDEX=1 TANDEM_WORLD_SIZE=2 TANDEM_COORDINATOR=localhost:$port)
-  local delay=0 only0=0 kv
+  local delay=0 only0=0 kv cfg1=$tmp/run.yaml
   for kv in "$@"; do
-    case $kv in TCP_DELAY_1=*) delay=${kv#*=} ;; TCP_ONLY_0=*) only0=1 ;; *) env1+=("$kv") ;; esac
+    case $kv in TCP_DELAY_1=*) delay=${kv#*=} ;; TCP_ONLY_0=*) only0=1 ;; TCP_CFG_1=*) cfg1=${kv#*=} ;;
+                *) env1+=("$kv") ;; esac
   done
   local try st0
   for try in 1 2 3; do
     env "${env0[@]}" "$bin" run "$tmp/run.yaml" --store "$store" --quiet >"$tmp/rank0.log" 2>&1 &
     local p0=$! p1=
     if [ $only0 = 0 ]; then
-      (sleep "$delay"; exec env "${env1[@]}" "$bin" run "$tmp/run.yaml" --store "$store" --quiet) >"$tmp/rank1.log" 2>&1 &
+      (sleep "$delay"; exec env "${env1[@]}" "$bin" run "$cfg1" --store "$store" --quiet) >"$tmp/rank1.log" 2>&1 &
       p1=$!
     fi
     wait $p0; st0=$?
@@ -209,6 +211,95 @@ else
   fail "a rank SIGKILLed mid-run: rank 0 exit $st, rank 1 exit $st_1" "$(tail -3 "$tmp/rank0.log")"
 fi
 
+# --- ranks that run different runs: refused before anything is computed (they finished
+# with bits that neither config gives, exit 0)
+"$bin" gen-corpus --out "$tmp/corpus2" --names web,code,math --train-tokens 30k,15k,6k \
+  --val-tokens 3k --test-tokens 3k --seed 6 >/dev/null 2>&1 || fail setup "gen-corpus (seed 6)"
+sed 's/lr: 3e-3/lr: 3e-2/' "$tmp/run.yaml" >"$tmp/lr.yaml"
+sed 's/threads: 1/threads: 2/' "$tmp/run.yaml" >"$tmp/threads.yaml"
+sed "s#$tmp/corpus/#$tmp/corpus2/#" "$tmp/run.yaml" >"$tmp/data2.yaml"
+for v in "lr optim.lr" "threads run.threads" "data2 the train tokens of domain web"; do
+  f=${v%% *}; key=${v#* }
+  TANDEM_COMM_TIMEOUT_S=60 tcp2 "$tmp/mix-$f" TCP_CFG_1="$tmp/$f.yaml"; st=$?
+  if [ $st -eq 2 ] && [ $st_1 -eq 2 ] && [ ! -e "$tmp/mix-$f/HEAD" ] \
+     && grep -q "rank 1's config or dataset differs from rank 0's (.*$key" "$tmp/rank1.log" \
+     && grep -q "rank 1 of 2 has another config or dataset than rank 0" "$tmp/rank0.log" \
+     && [ "$(grep -c . "$tmp/rank1.log")" = 1 ]; then
+    pass "rank 1 started with another $key: both ranks exit 2 before any step, rank 1 names the key"
+  else
+    fail "rank 1 with another $key: exits $st / $st_1 (want 2 / 2)" "$(cat "$tmp/rank0.log")" "$(cat "$tmp/rank1.log")"
+  fi
+done
+
+# --- two runs given the same coordinator port: rank 0 turns the other run's rank away (it
+# exits 2 naming the port) and waits for its own (they swapped ranks: both exit 0 with
+# bits no config gives)
+JOB_COMPLETION_INDEX=1 TANDEM_WORLD_SIZE=2 TANDEM_COORDINATOR=127.0.0.1:$((port + 1)) TANDEM_COMM_TIMEOUT_S=60 \
+  "$bin" run "$tmp/run.yaml" --store "$tmp/other-run" --quiet >"$tmp/stranger.log" 2>&1 &
+stranger=$!
+TANDEM_COMM_TIMEOUT_S=60 tcp2 "$tmp/shared-port" TCP_DELAY_1=6; st=$?
+wait $stranger; st_s=$?
+if [ $st -eq 0 ] && [ $st_1 -eq 0 ] && [ $st_s -eq 2 ] && [ "$(hash_of "$tmp/shared-port")" = "$ref" ] \
+   && grep -q "is rank 0 of another run" "$tmp/stranger.log" && [ ! -e "$tmp/other-run/HEAD" ]; then
+  pass "another run's rank 1 on the same port: turned away (exit 2, naming it); the run ends with its own rank 1, the uninterrupted hashes"
+else
+  fail "another run's rank on the same port: exits $st / $st_1, stranger $st_s (want 0 / 0 / 2)" "$(cat "$tmp/stranger.log")" "$(tail -3 "$tmp/rank0.log")"
+fi
+
+# --- a stop signal while the ranks gather: exit 75 at once, not after TANDEM_COMM_TIMEOUT_S
+for who in 0 1; do
+  port=$((port + 1))
+  JOB_COMPLETION_INDEX=$who TANDEM_WORLD_SIZE=2 TANDEM_COORDINATOR=127.0.0.1:$port TANDEM_COMM_TIMEOUT_S=60 \
+    "$bin" run "$tmp/run.yaml" --store "$tmp/rdv$who" --quiet >"$tmp/rdv.log" 2>&1 &
+  p=$!
+  sleep 2; kill -TERM $p; t0=$(date +%s%N); wait $p; st=$?
+  ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  if [ $st -eq 75 ] && [ $ms -lt 5000 ]; then
+    pass "SIGTERM to rank $who while it waits for the other rank: exit 75 after $ms ms"
+  else
+    fail "SIGTERM to rank $who during the rendezvous: exit $st after $ms ms (want 75 within 5 s)" "$(cat "$tmp/rdv.log")"
+  fi
+done
+
+# --- rank 1 killed (its grace ran out) while rank 0 makes the stop commit: rank 0's stop
+# holds, exit 75 (it was 1: the last barrier's failure overrode the requeue)
+tcp2 "$tmp/stopkill" TANDEM_TEST_SIGNAL_AT=free:20 TANDEM_TEST_KILL_AT=close:1; st=$?
+if [ $st -eq 75 ] && [ $st_1 -eq 137 ] && "$bin" status "$tmp/stopkill" 2>&1 | grep -q 'at risk   0 steps' \
+   && grep -q "this rank's stop stands" "$tmp/rank0.log"; then
+  pass "rank 1 killed after the agreed stop, before the last barrier: rank 0 exits 75 with its commit, saying so"
+else
+  fail "rank 1 killed at the stop: rank 0 exit $st, rank 1 exit $st_1 (want 75 / 137)" "$(cat "$tmp/rank0.log")"
+fi
+
+# --- silent connections to the coordinator port (half-open probes) do not hold the real
+# rank back: hellos are read side by side (they were read one at a time, 10 s each: three
+# outlasted a 15 s TANDEM_COMM_TIMEOUT_S and rank 0 blamed rank 1)
+( for i in $(seq 50); do exec 7<>/dev/tcp/127.0.0.1/$((port + 1)) && break; sleep 0.1; done 2>/dev/null
+  exec 8<>/dev/tcp/127.0.0.1/$((port + 1)) 9<>/dev/tcp/127.0.0.1/$((port + 1)); sleep 40 ) &
+silent=$!
+TANDEM_COMM_TIMEOUT_S=15 tcp2 "$tmp/silent" TCP_DELAY_1=3; st=$?
+kill $silent 2>/dev/null; wait $silent 2>/dev/null
+if [ $st -eq 0 ] && [ $st_1 -eq 0 ] && [ "$(hash_of "$tmp/silent")" = "$ref" ]; then
+  pass "3 silent connections to rank 0's port before rank 1: the run goes on (the uninterrupted hashes)"
+else
+  fail "3 silent connections before rank 1: exits $st / $st_1 (want 0 / 0)" "$(cat "$tmp/rank0.log")" "$(cat "$tmp/rank1.log")"
+fi
+
+# --- environments that name no sensible rank or coordinator: exit 2 naming the variable
+envcase() { # envcase WHAT WANT-IN-MESSAGE VAR=value...
+  local what=$1 want=$2; shift 2
+  out=$(env "$@" TANDEM_COMM_TIMEOUT_S=3 timeout 60 "$bin" run "$tmp/run.yaml" --store "$tmp/env" --quiet 2>&1 </dev/null); st=$?
+  if [ $st -eq 2 ] && grep -q "$want" <<<"$out" && [ ! -e "$tmp/env/RUN" ]; then pass "$what: exit 2 naming it"
+  else fail "$what: exit $st (want 2)" "$out"; fi
+}
+envcase "TANDEM_COORDINATOR port 105537" "TANDEM_COORDINATOR = '127.0.0.1:105537': the port" \
+  JOB_COMPLETION_INDEX=0 TANDEM_WORLD_SIZE=2 TANDEM_COORDINATOR=127.0.0.1:105537
+envcase "TANDEM_COORDINATOR port 0" "TANDEM_COORDINATOR = '127.0.0.1:0': the port" \
+  JOB_COMPLETION_INDEX=0 TANDEM_WORLD_SIZE=2 TANDEM_COORDINATOR=127.0.0.1:0
+envcase "JOB_COMPLETION_INDEX 1 of TANDEM_WORLD_SIZE 1" "JOB_COMPLETION_INDEX = 1 but TANDEM_WORLD_SIZE = 1" \
+  JOB_COMPLETION_INDEX=1 TANDEM_WORLD_SIZE=1
+envcase "TANDEM_WORLD_SIZE 0" "TANDEM_WORLD_SIZE = 0" JOB_COMPLETION_INDEX=5 TANDEM_WORLD_SIZE=0
+
 # --- B. MPI
 has_mpi=1
 ldd "$bin" 2>/dev/null | grep -q 'libmpi\.so' || has_mpi=0
@@ -231,6 +322,18 @@ if run2 "$tmp/mpi" && [ "$(hash_of "$tmp/mpi")" = "$ref" ]; then
   pass "mpirun -np 2: the same final hashes as the tcp transport (the same additions in the same order)"
 else
   fail "mpirun -np 2 vs tcp" "$(hash_of "$tmp/mpi")" "$ref" "$(tail -5 "$tmp/mpirun.log")"
+fi
+
+# --- ranks with different configs under mpirun (rank 1 another tandem.K: it crashed inside
+# an all-reduce of another size, or hung): both refuse, exit 2, before any step
+sed 's/K: 2,/K: 3,/' "$tmp/run.yaml" >"$tmp/k3.yaml"
+timeout 120 "${mpi[@]:0:${#mpi[@]}-2}" -np 1 "$bin" run "$tmp/run.yaml" --store "$tmp/mpimix" --quiet : \
+  -np 1 "$bin" run "$tmp/k3.yaml" --store "$tmp/mpimix" --quiet >"$tmp/mpimix.log" 2>&1; st=$?
+if [ $st -eq 2 ] && grep -q "rank 1's config or dataset differs from rank 0's (tandem.K)" "$tmp/mpimix.log" \
+   && [ ! -e "$tmp/mpimix/HEAD" ]; then
+  pass "mpirun, rank 1 with another tandem.K: exit 2 naming rank 1 and the key, nothing committed"
+else
+  fail "mpirun with different configs: exit $st (want 2)" "$(tail -8 "$tmp/mpimix.log")"
 fi
 
 # --- chaos: SIGKILL of one rank at random moments, restart of all

@@ -63,6 +63,17 @@ static void test_detect(void) {
     CHECK(comm_detect(&in, &e) == 0 && in.rank == 2 && strcmp(in.source, "kubernetes") == 0, "k8s");
     setenv("TANDEM_RANK", "3", 1);
     CHECK(comm_detect(&in, &e) == 0 && in.rank == 3, "TANDEM_RANK first: %d", in.rank);
+    /* an index at or past a world of 1, or a world of 0: not a lone writer beside the
+     * others (it ran silently) */
+    clear_env();
+    setenv("TANDEM_WORLD_SIZE", "1", 1);
+    setenv("JOB_COMPLETION_INDEX", "0", 1);
+    CHECK(comm_detect(&in, &e) == 0 && in.world == 1, "index 0 of 1: %s", e.msg);
+    setenv("JOB_COMPLETION_INDEX", "1", 1);
+    CHECK(comm_detect(&in, &e) == ERR_USAGE && strstr(e.msg, "JOB_COMPLETION_INDEX = 1 but TANDEM_WORLD_SIZE = 1"),
+          "index 1 of 1: %s", e.msg);
+    setenv("TANDEM_WORLD_SIZE", "0", 1);
+    CHECK(comm_detect(&in, &e) == ERR_USAGE && strstr(e.msg, "TANDEM_WORLD_SIZE = 0"), "world 0: %s", e.msg);
     clear_env();
 }
 
@@ -174,7 +185,8 @@ static void test_tcp_errors(void) {
     tdm_err e = {0};
     setenv("TANDEM_RANK", "1", 1);
     setenv("TANDEM_WORLD_SIZE", "2", 1);
-    const char *bad_coord[] = {"no-port-here", "[::1]", "[]:29500", "[::1:29500", "[::1]29500"};
+    const char *bad_coord[] = {"no-port-here", "[::1]", "[]:29500", "[::1:29500", "[::1]29500",
+                               "h:0", "h:65536", "h:105537", "h:-1", "h:+80", "h:80x", "[::1]:0"};
     comm *c = NULL;
     for (size_t i = 0; i < sizeof bad_coord / sizeof *bad_coord; i++) {
         setenv("TANDEM_COORDINATOR", bad_coord[i], 1);
@@ -193,7 +205,23 @@ static void test_tcp_errors(void) {
     setenv("TANDEM_COORDINATOR", v, 1);
     setenv("TANDEM_COMM_TIMEOUT_S", "0.5", 1);
     c = comm_open(&e);
-    CHECK(!c && strstr(e.msg, "rank(s) 1 of 2 did not connect"), "lonely rank 0: %s", e.msg);
+    CHECK(!c && strstr(e.msg, "rank(s) 1 of 2 did not connect") && strstr(e.msg, "within 0.5 s"),
+          "lonely rank 0: %s", e.msg);
+    /* a stop signal while the ranks gather ends the wait at once, on rank 0 and the others
+     * (it waited for TANDEM_COMM_TIMEOUT_S) */
+    static volatile sig_atomic_t stop = 1;
+    comm_set_stop_flag(&stop);
+    setenv("TANDEM_COMM_TIMEOUT_S", "30", 1);
+    for (int r = 0; r < 2; r++) {
+        setenv("TANDEM_RANK", r ? "1" : "0", 1);
+        double t0 = now_s();
+        c = comm_open(&e);
+        CHECK(!c && strstr(e.msg, "a stop signal came") && now_s() - t0 < 2, "stop on rank %d: %.1f s: %s",
+              r, now_s() - t0, e.msg);
+    }
+    comm_set_stop_flag(NULL);
+    setenv("TANDEM_COMM_TIMEOUT_S", "0.5", 1);
+    setenv("TANDEM_RANK", "0", 1);
     /* rank 1 alone: cannot reach rank 0, says where it looked */
     setenv("TANDEM_RANK", "1", 1);
     c = comm_open(&e);
