@@ -324,6 +324,7 @@ int ledger_diverged(ledger *l, rec_diverged *d, tdm_err *e) {
     for (char *p = d->host; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
     if (!d->message[0]) snprintf(d->message, sizeof d->message, "the run diverged");
+    testhook_sleep("TANDEM_TEST_DIVERGED_DELAY_MS"); /* a slow store (S3: seconds), for the tests */
     int rc = ckpt_check_lease(l->ck, e);
     /* TANDEM_TEST_FAIL_AT=diverged-put:1: the put fails, as a store that stopped answering */
     if (!rc && testhook_hit("TANDEM_TEST_FAIL_AT", "diverged-put"))

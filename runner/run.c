@@ -529,6 +529,11 @@ int run_main(const run_opts *o, tdm_err *e) {
     r->ld = NULL;
     /* the other ranks succeed only when rank 0's last commit and mixture hold */
     if (finished_loop) rc = agree(r, rc, "finish the run", e);
+    /* a divergence is every rank's at once (it is judged on reduced losses and gradients,
+     * and on u and α, the same everywhere): the others wait here until rank 0 has
+     * recorded it and given the lease back — aborting at once, under MPI they ended rank 0
+     * inside that write (MPI_Abort), no record and a lease left held */
+    else if (rc == ERR_DIVERGED && comm_world(r->comm) > 1) (void)agree(r, rc, "record the divergence", e);
     /* A failed rank ends the job (the others may wait in a collective); a finished or
      * requeued run ends with all ranks together. */
     if (rc && rc != RUN_EXIT_REQUEUE && comm_world(r->comm) > 1) {

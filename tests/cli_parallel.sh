@@ -336,6 +336,19 @@ else
   fail "mpirun with different configs: exit $st (want 2)" "$(tail -8 "$tmp/mpimix.log")"
 fi
 
+# --- a divergence under mpirun (optim.lr 1e30): every rank diverges at once; rank 1 aborted
+# at once and MPI_Abort ended rank 0 inside its write of diverged.mp (no record, the lease
+# held; the write slowed 1.5 s here, as on S3). Rank 1 now waits until rank 0 has recorded
+# it: exit 5, status says diverged
+TANDEM_TEST_DIVERGED_DELAY_MS=1500 timeout 120 "${mpi[@]}" -x TANDEM_TEST_DIVERGED_DELAY_MS "$bin" run "$tmp/run.yaml" --store "$tmp/mpidiv" --set optim.lr=1e30 --quiet \
+  >"$tmp/mpidiv.log" 2>&1; st=$?
+out=$("$bin" status "$tmp/mpidiv" 2>&1)
+if [ $st -eq 5 ] && [ -e "$tmp/mpidiv/diverged.mp" ] && grep -q "^diverged *YES" <<<"$out" && ! grep -qi "stale" <<<"$out"; then
+  pass "mpirun, a run that diverges: exit 5, diverged.mp written, status says so, the lease given back"
+else
+  fail "mpirun, a divergence: exit $st (want 5)" "$(tail -5 "$tmp/mpidiv.log")" "$out"
+fi
+
 # --- chaos: SIGKILL of one rank at random moments, restart of all
 t0=$(date +%s%N); TANDEM_TEST_STEP_DELAY_MS=40 run2 "$tmp/slow"; t1=$(date +%s%N)
 run2 "$tmp/slow"; t2=$(date +%s%N)   # finished already: the launch cost alone

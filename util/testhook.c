@@ -1,6 +1,7 @@
 /* testhook.c — see testhook.h. */
 #include "util/testhook.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -48,9 +49,10 @@ void testhook_kill_at(const char *label) {
 void testhook_sleep(const char *var) {
     const char *v = getenv(var);
     long ms = v ? atol(v) : 0;
-    if (ms > 0) {
+    if (ms > 0) { /* the whole time, a signal or not: a slow store does not hurry for one */
         struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
     }
 }
 
