@@ -162,6 +162,17 @@ static void set_socket_options(int fd) {
     fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
+/* Whether an accepted rank's connection has ended (EOF or an error, nothing left to read):
+ * its process is gone, and another may take its index. */
+static int peer_gone(int fd) {
+    struct pollfd q = {.fd = fd, .events = POLLIN};
+    if (poll(&q, 1, 0) <= 0) return 0;
+    if (q.revents & (POLLERR | POLLNVAL)) return 1;
+    char b;
+    ssize_t k = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 /* "host:port" → its parts; ERR_USAGE naming TANDEM_COORDINATOR otherwise. */
 static int parse_coordinator(const char *v, char *host, size_t cap, char *port, size_t pcap, tdm_err *e) {
     const char *colon = v ? strrchr(v, ':') : NULL;
@@ -225,6 +236,7 @@ static int listen_all(comm *c, const char *port, double deadline, tdm_err *e) {
     enum { PENDING = 64 };
     struct { int fd; size_t got; double by; hello h; } pend[PENDING];
     int npend = 0, arrived = 0, refused = 0;
+    char odd[200] = ""; /* the last hello turned away for its rank or world size */
     while (!rc && arrived < R - 1) {
         if (stop_pending()) {
             rc = err_set(e, ERR_INTERNAL, "rank 0: a stop signal came while waiting for the other "
@@ -241,8 +253,9 @@ static int listen_all(comm *c, const char *port, double deadline, tdm_err *e) {
                          "within %g s (TANDEM_COMM_TIMEOUT_S): are they running, with the "
                          "same TANDEM_WORLD_SIZE and TANDEM_COORDINATOR?", missing, R, port, t->timeout_s);
             if (refused)
-                err_append(e, " (%d connection%s from the ranks of another run, another store, "
-                           "turned away: give each run its own port)", refused, refused > 1 ? "s" : "");
+                err_append(e, " (%d connection%s turned away: the ranks of another run or another store "
+                           "(give each run its own port)%s%s)", refused, refused > 1 ? "s" : "",
+                           odd[0] ? ", or the last: " : "", odd);
             break;
         }
         struct pollfd p[PENDING + 1];
@@ -252,7 +265,8 @@ static int listen_all(comm *c, const char *port, double deadline, tdm_err *e) {
             p[i + 1] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
             if (pend[i].by < wake) wake = pend[i].by;
         }
-        int n = poll(p, (nfds_t)npend + 1, (int)((wake - now) * 1000) + 1);
+        int ms = (int)((wake - now) * 1000) + 1; /* an overdue one: 0, never a negative (for ever) */
+        int n = poll(p, (nfds_t)npend + 1, ms > 0 ? ms : 0);
         if (n < 0 && errno != EINTR) {
             rc = err_sys(e, ERR_INTERNAL, errno, "rank 0: waiting for the other ranks on port %s", port);
             break;
@@ -280,11 +294,22 @@ static int listen_all(comm *c, const char *port, double deadline, tdm_err *e) {
                         frame no = {TCP_MAGIC, OP_HELLO, HELLO_REFUSED};
                         if (send(pend[i].fd, &no, sizeof no, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {}
                         refused++;
-                    } else if (world != R || r < 1 || r >= R || t->fd[r] >= 0) {
-                        rc = err_set(e, ERR_USAGE, "rank 0: a process introduced itself as rank %d of %d, but "
-                                     "this run has %d ranks%s", r, world, R,
-                                     r >= 1 && r < R && t->fd[r] >= 0 ? " and that rank is already here" : "");
+                    } else if (world != R || r < 1 || r >= R || (t->fd[r] >= 0 && !peer_gone(t->fd[r]))) {
+                        /* turned away, said at the deadline if no one else comes: a rank of
+                         * another world size, or a second rank r while the first is still
+                         * connected, must not fail rank 0 (exit 2 fails a Kubernetes Job for
+                         * good), and a stranger's bytes must not end the run */
+                        frame no = {TCP_MAGIC, OP_HELLO, HELLO_REFUSED};
+                        if (send(pend[i].fd, &no, sizeof no, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {}
+                        snprintf(odd, sizeof odd, "a process introduced itself as rank %d of %d, but this run has "
+                                 "%d ranks%s", r, world, R,
+                                 r >= 1 && r < R && t->fd[r] >= 0 ? " and that rank is already connected" : "");
+                        refused++;
                     } else {
+                        if (t->fd[r] >= 0) { /* a rank that left after its hello (stopped, killed), replaced */
+                            close(t->fd[r]);
+                            arrived--;
+                        }
                         t->fd[r] = pend[i].fd;
                         arrived++;
                         pend[i].fd = -1;

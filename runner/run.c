@@ -212,7 +212,14 @@ static int safe_point(run_ctx *r, tdm_err *e) {
         else progress_event(stderr, r->progress, "signal", msg);
     }
     /* the others exit 75 only when rank 0's commit holds: "requeue me" must be true */
+    int mine = rc;
     rc = agree(r, rc, "commit at the stop", e);
+    /* rank 0's own commit held: a peer gone meanwhile (its grace ran out before rank 0's,
+     * which counts from the safe point) does not undo it — 1 spent one of a Job's retries */
+    if (rc && !mine && r->rank == 0) {
+        fprintf(stderr, "tandem: %s; rank 0's stop commit holds: exiting 75\n", e->msg);
+        rc = 0;
+    }
     return rc ? rc : RUN_EXIT_REQUEUE;
 }
 
@@ -409,7 +416,9 @@ int run_main(const run_opts *o, tdm_err *e) {
         int src = run_setup(r, o, e);
         sha256_digest key;
         sha256(r->cfg.store, strlen(r->cfg.store), &key);
-        comm_set_run_key(src ? NULL : key.b);
+        /* the key once the store is known, also when set-up failed after that: a keyless
+         * rank of another run took one of this run's places */
+        comm_set_run_key(r->cfg.store[0] ? key.b : NULL);
         tdm_err ce = {0};
         if (comm_connect(r->comm, &ce)) {
             comm_close(r->comm); /* never connected: frees it, no barrier */

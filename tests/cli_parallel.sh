@@ -246,6 +246,24 @@ else
   fail "another run's rank on the same port: exits $st / $st_1, stranger $st_s (want 0 / 0 / 2)" "$(cat "$tmp/stranger.log")" "$(tail -3 "$tmp/rank0.log")"
 fi
 
+# --- a rank that leaves after its hello and comes back (a drained node: its pod exits, the
+# Job starts the index again) while another rank is still to come: rank 0 said "that rank
+# is already here" and exited 2 (FailJob for a Kubernetes Job). It takes the new one now.
+port=$((port + 1))
+r3() { JOB_COMPLETION_INDEX=$1 TANDEM_WORLD_SIZE=3 TANDEM_COORDINATOR=127.0.0.1:$port TANDEM_COMM_TIMEOUT_S=60 \
+  exec "$bin" run "$tmp/run.yaml" --store "$tmp/replaced" --quiet; } # exec: $! is tandem's pid
+r3 0 >"$tmp/r0.log" 2>&1 & p0=$!
+sleep 1; r3 1 >"$tmp/r1a.log" 2>&1 & p1=$!
+sleep 3; kill -KILL $p1; wait $p1 2>/dev/null
+r3 1 >"$tmp/r1.log" 2>&1 & p1=$!
+sleep 1; (r3 2) >"$tmp/r2.log" 2>&1; st2=$?
+wait $p1; st1=$?; wait $p0; st0=$?
+if [ $st0 -eq 0 ] && [ $st1 -eq 0 ] && [ $st2 -eq 0 ] && "$bin" verify "$tmp/replaced" >/dev/null 2>&1; then
+  pass "a rank that left after its hello and came back: rank 0 takes the new one, the 3-rank run finishes"
+else
+  fail "a rank replaced during the rendezvous: exits $st0 / $st1 / $st2 (want 0 / 0 / 0)" "$(tail -3 "$tmp/r0.log")" "$(tail -3 "$tmp/r1.log")"
+fi
+
 # --- a stop signal while the ranks gather: exit 75 at once, not after TANDEM_COMM_TIMEOUT_S
 for who in 0 1; do
   port=$((port + 1))
