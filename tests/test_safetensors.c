@@ -425,7 +425,10 @@ static void test_hf_folders(void) {
     }
     /* tandem inspect's words: one tensor of a dtype is "1 F32 tensor" ("1 F32 tensors"); a
      * config.json past the limit says the limit (it said "File too large") */
-    const char *wbin = getenv("TANDEM_BIN");
+    /* absolute: these commands run in the model's folder (tests/run.sh gives a relative path) */
+    const char *wbin0 = getenv("TANDEM_BIN");
+    char *wbin_abs = wbin0 && *wbin0 ? realpath(wbin0, NULL) : NULL;
+    const char *wbin = wbin_abs ? wbin_abs : wbin0;
     if (wbin && *wbin) {
         char mx[700], cmd[4400], out[2048];
         snprintf(mx, sizeof mx, "%s/hf-mixed", g_dir);
@@ -455,6 +458,7 @@ static void test_hf_folders(void) {
         CHECK(rc == 2 && strstr(out, "invalid escape near '\"\\'") && !strchr(out, '\xc3'),
               "tandem inspect of an escape cut short: exit %d: %s", rc, out);
     }
+    free(wbin_abs);
     /* Qwen2-0.5B as published (config.json of Qwen/Qwen2-0.5B): 494,032,768 parameters */
     char big[700];
     snprintf(big, sizeof big, "%s/qwen2-0.5b", g_dir);
