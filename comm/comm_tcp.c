@@ -414,9 +414,11 @@ static int connect_to_zero(comm *c, const char *host, const char *port, double d
     int rc = xfer(c, t->fd[0], 0, &h, sizeof h, 1, deadline, e);
     if (!rc) rc = recv_frame(c, t->fd[0], 0, OP_HELLO, &world, 0, deadline, e);
     if (!rc && world == HELLO_REFUSED)
-        return err_set(e, ERR_USAGE, "rank %d: the coordinator %s:%s is rank 0 of another run (another "
-                       "store): two runs were given the same TANDEM_COORDINATOR; give each its own "
-                       "port (cluster.coordinator_port)", c->info.rank, host, port);
+        return err_set(e, ERR_USAGE, "rank %d: the coordinator %s:%s turned this rank away: it is rank 0 of "
+                       "another run (another store: two runs were given the same TANDEM_COORDINATOR; give each "
+                       "its own port, cluster.coordinator_port), or of %d ranks with rank %d already connected, or "
+                       "of another TANDEM_WORLD_SIZE (its log says which)", c->info.rank, host, port,
+                       c->info.world, c->info.rank);
     if (!rc && world != (uint64_t)c->info.world)
         return err_set(e, ERR_USAGE, "rank %d: the coordinator %s:%s runs %llu ranks, this rank was "
                        "started as one of %d: start every rank with the same TANDEM_WORLD_SIZE",
