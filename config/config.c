@@ -1014,7 +1014,7 @@ int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e) 
         {"checkpoint.grace_s", "0"}, {"checkpoint.snapshot", "auto"},
         {"train.micro_batch", "0"}, {"log.tensorboard", ""}, {"model.init", "random"},
         {"data.unimax_epochs", "4"}, {"data.max_epochs", ""},
-        {"model.attention", "builtin"}};
+        {"model.attention", "builtin"}, {"run.blas_kernels", "auto"}};
     /* (data.mixture has been pinned since the first version: its default moving from
      * uniform to unimax changes no pinned run) */
     for (size_t i = 0; i < config_nkeys && !rc; i++) {

@@ -98,6 +98,7 @@ typedef struct config {
         int device;    /* enum config_device */
         int precision; /* enum config_precision: compute precision of the CUDA backend */
         int threads;   /* 0 = all cores */
+        char blas_kernels[CONFIG_STR_MAX]; /* OpenBLAS core name; "auto" = resolved at creation */
     } run;
     struct config_data {
         char dataset[CONFIG_STR_MAX]; /* dataset YAML; resolved against the config's dir */

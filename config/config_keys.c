@@ -44,6 +44,15 @@ static bool model_init_check(const char *value, char *why, size_t n) {
     return false;
 }
 
+/* run.blas_kernels: "auto", or an OpenBLAS core name (letters, digits, '_'). */
+static bool blas_kernels_check(const char *value, char *why, size_t n) {
+    size_t len = strlen(value), ok = strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+    if (len && len <= 32 && ok == len) return true;
+    snprintf(why, n, "expected auto, or the name of OpenBLAS's kernels (as `tandem version` shows them: "
+                     "Haswell, SkylakeX, ...), got '%.60s'", value);
+    return false;
+}
+
 /* store and data.mixture_file: a URL with user info ("s3://KEY:SECRET@bucket/x") is
  * refused without repeating it; kept, a pasted secret would reach error messages, the
  * pinned config, argv and rendered jobs. */
@@ -120,6 +129,9 @@ const key_def config_schema[] = {
          "compute precision: fp32 everywhere, or bf16 matmul/attention inputs with fp32 "
          "master weights, optimiser state and accumulation (cuda only)"),
     INT("run.threads", run.threads, "0", 0, INT_MAX, "CPU threads, at most 1024; 0 = all cores, resolved when the run is created and pinned as that number"),
+    STRC("run.blas_kernels", run.blas_kernels, "auto", 0, blas_kernels_check,
+         "OpenBLAS's kernels (cpu): auto = those in use when the run is created, pinned as their name (a resume "
+         "on another CPU starts again with them: bit-identical results); or a name as `tandem version` shows"),
     STR("data.dataset", data.dataset, NULL, F_PATH,
         "dataset YAML (DESIGN.md §7); a relative path is relative to the config file"),
     ENUM("data.mixing", data.mixing, "auto", mixing_names,

@@ -156,6 +156,18 @@ static int damaged_run(store *st, int *health, tdm_err *e) {
                    RUN_REPAIR, was, store_url(st));
 }
 
+/* A key of a pinned config (RUN, or a change record `what`) that this tandem does not
+ * know: the run was created or changed by a newer tandem, whose records are whole and
+ * verify. ERR_USAGE saying so, and not "damaged": the remedy is the newer binary (a mixed
+ * fleet), never a restore from a backup. 0 when every key is known. */
+static int newer_key(const char *what, const char *key, tdm_err *e) {
+    tdm_err ke;
+    if (config_key_known(key, "", &ke) == 0) return 0;
+    return err_set(e, ERR_USAGE, "%s holds the config key '%.60s', which this tandem does not know: the run "
+                   "was created or changed by a newer tandem; run it with that version or a newer one "
+                   "(nothing was changed)", what, key);
+}
+
 /* Reads RUN and applies configs/0.mp, 1.mp, ... to its canonical form; *gens (when not
  * NULL) gets each change's position. STORE_NOT_FOUND when there is no RUN; ERR_STORE with
  * *damaged = 1 when RUN or a change record is there but does not decode or verify (a
@@ -178,6 +190,11 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, ckpt_gens *
         *damaged = rc == ERR_STORE;
         return rc;
     }
+    for (size_t i = 0; i < nkv; i++)
+        if (memchr(kv[i].key, '\0', sizeof kv[i].key) && (rc = newer_key(what, kv[i].key, e))) {
+            free(kv);
+            return rc;
+        }
     /* RUN's own config must be valid before any change applies: otherwise the fault is
      * RUN's, and a change record is blamed only for what it changed */
     config probe;
@@ -222,7 +239,9 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, ckpt_gens *
         if (gens && ckpt_gens_add(gens, ch.seq)) rc = err_set(e, ERR_INTERNAL, "out of memory");
         for (size_t i = 0; i < ch.n && !rc; i++) {
             config_kv *t = find_kv(kv, nkv, ch.new_values[i].key);
-            if (!t || strlen(ch.new_values[i].value) >= sizeof t->value) {
+            if (!t && (rc = newer_key(what, ch.new_values[i].key, e))) {
+                /* a newer tandem's change: not damage */
+            } else if (!t || strlen(ch.new_values[i].value) >= sizeof t->value) {
                 rc = err_set(e, ERR_STORE, "%s: changes unknown key '%s'", what, ch.new_values[i].key);
                 *damaged = 1;
             } else if (strcmp(t->value, ch.old_values[i].value) != 0) {
@@ -276,14 +295,13 @@ int run_config_read(store *st, config *cfg, char *run_id, size_t cap, tdm_err *e
     return read_config(st, cfg, run_id, cap, &health, e);
 }
 
-int run_config_pinned_threads(store *st, int *threads, int *have, tdm_err *e) {
-    config cfg;
+int run_config_pinned(store *st, config *cfg, int *have, tdm_err *e) {
     char id[64];
     int health;
-    *have = 0, *threads = 0;
-    int rc = read_config(st, &cfg, id, sizeof id, &health, e);
+    *have = 0;
+    int rc = read_config(st, cfg, id, sizeof id, &health, e);
     if (health != RUN_CONFIG_OK) return 0; /* none yet; a missing or damaged RUN: run_config_open's to say */
-    if (!rc) *have = 1, *threads = cfg.run.threads;
+    if (!rc) *have = 1;
     return rc;
 }
 

@@ -61,10 +61,10 @@ void run_config_result_free(run_config_result *out);
  * not valid — exactly the cases in which run_config_open refuses to go on. */
 int run_config_read(store *st, config *cfg, char *run_id, size_t run_id_cap, tdm_err *e);
 
-/* The run.threads the run's effective pinned config holds (*have 1), or *have 0 where the
- * store holds no run yet, or a missing or damaged RUN (run_config_open says which); a
- * store that fails is the error. */
-int run_config_pinned_threads(store *st, int *threads, int *have, tdm_err *e);
+/* The run's effective pinned config (*have 1), or *have 0 where the store holds no run
+ * yet, or a missing or damaged RUN (run_config_open says which); a store that fails is the
+ * error. */
+int run_config_pinned(store *st, config *cfg, int *have, tdm_err *e);
 
 /* RUN itself (for audits: run id, creation time, domain names); free with rec_run_free.
  * Errors as run_config_read's for RUN (change records are not read). */

@@ -11,6 +11,7 @@
 #include "model/blas_core.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,12 +44,23 @@ const char *blas_core_better(void) {
 /* The stop signals a run catches (util/stop_signals.h) are held across the exec so that
  * one sent in the meantime waits for the handler instead of killing the process. */
 #define REEXEC_BLOCKED "TANDEM_REEXEC_BLOCKED"
+/* The core a pinned run's exec asked for (blas_core_pin): the new image tells a core
+ * OpenBLAS would not take from one it has not been asked for yet, and never loops. */
+#define PIN_EXEC "TANDEM_BLAS_PIN_EXEC"
 
-void blas_core_reexec(char **argv) {
-    const char *core = blas_core_better();
-    if (!core || setenv("OPENBLAS_CORETYPE", core, 1) != 0) return;
-    /* block the stop signals that are not blocked already (a signal mask survives exec,
-     * a handler does not), and tell the new image which ones to let go again */
+static char **main_argv; /* main()'s, for the exec of a pinned run */
+
+/* Executes /proc/self/exe with `argv` and OPENBLAS_CORETYPE=core, the stop signals that
+ * are not blocked already blocked across the exec (a signal mask survives exec, a handler
+ * does not) and named in REEXEC_BLOCKED for the new image to let go again; `pending_stop`
+ * (non-zero) is raised once they are blocked, so that it waits for that image's handler.
+ * Returns only when the exec failed, with the mask and the variables as they were. */
+static void exec_with_core(const char *core, char **argv, int pending_stop) {
+    const char *had = getenv("OPENBLAS_CORETYPE");
+    char was[64] = "";
+    int had_it = had != NULL;
+    if (had) snprintf(was, sizeof was, "%s", had);
+    if (!argv || setenv("OPENBLAS_CORETYPE", core, 1) != 0) return;
     sigset_t want, old;
     sigemptyset(&want);
     char list[64] = "";
@@ -61,6 +73,7 @@ void blas_core_reexec(char **argv) {
         }
     setenv(REEXEC_BLOCKED, list, 1);
     sigprocmask(SIG_BLOCK, &want, NULL);
+    if (pending_stop > 0) raise(pending_stop); /* blocked: pending across the exec */
     /* test-only: a stop signal that comes while the exec is under way (it stays pending
      * for the new image's handler, blocked here) */
     const char *raise_sig = getenv("TANDEM_TEST_REEXEC_RAISE");
@@ -69,13 +82,123 @@ void blas_core_reexec(char **argv) {
         unsetenv("TANDEM_TEST_REEXEC_RAISE");
         if (sig > 0 && sig < 64) raise(sig);
     }
+    fflush(NULL); /* what was printed is printed once, not lost with this image */
     execv("/proc/self/exe", argv);
-    /* no /proc, or exec refused: carry on with OpenBLAS's choice rather than fail, and
-     * unset the variable so that this process and its children (tandem compare's runs)
-     * compute with the same kernels, hence the same bits */
     sigprocmask(SIG_SETMASK, &old, NULL);
     unsetenv(REEXEC_BLOCKED);
-    unsetenv("OPENBLAS_CORETYPE");
+    if (had_it) setenv("OPENBLAS_CORETYPE", was, 1);
+    else unsetenv("OPENBLAS_CORETYPE");
+}
+
+void blas_core_reexec(char **argv) {
+    main_argv = argv;
+    const char *core = blas_core_better();
+    /* no /proc, or exec refused: carry on with OpenBLAS's choice rather than fail (the
+     * variable unset again, so that this process and its children, tandem compare's
+     * runs, compute with the same kernels, hence the same bits) */
+    if (core) exec_with_core(core, argv, 0);
+}
+
+/* The instruction sets the kernels of each x86 core of OpenBLAS 0.3 use (its
+ * driver/others/dynamic.c names and kernel/x86_64/KERNEL.* files). */
+enum { NEEDS_SSE3, NEEDS_SSSE3, NEEDS_SSE42, NEEDS_AVX, NEEDS_AVX2_FMA, NEEDS_AVX512 };
+static const struct {
+    const char *name;
+    int needs;
+} x86_cores[] = {
+    {"Prescott", NEEDS_SSE3},     {"Opteron_SSE3", NEEDS_SSE3}, {"Barcelona", NEEDS_SSE3},
+    {"Nano", NEEDS_SSE3},         {"Core2", NEEDS_SSSE3},       {"Penryn", NEEDS_SSSE3},
+    {"Atom", NEEDS_SSSE3},        {"Bobcat", NEEDS_SSSE3},      {"Dunnington", NEEDS_SSE42},
+    {"Nehalem", NEEDS_SSE42},     {"Sandybridge", NEEDS_AVX},   {"Haswell", NEEDS_AVX2_FMA},
+    {"Zen", NEEDS_AVX2_FMA},      {"SkylakeX", NEEDS_AVX512},   {"Cooperlake", NEEDS_AVX512},
+    {"SapphireRapids", NEEDS_AVX512},
+};
+
+/* test-only: TANDEM_TEST_CPU_LACKS=avx512 (or avx2, avx) has this CPU judged without
+ * them, so that the suite can try a node that cannot run a run's kernels */
+static int test_lacks(const char *what) {
+    const char *v = getenv("TANDEM_TEST_CPU_LACKS");
+    size_t n = strlen(what);
+    for (const char *p = v; p && *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ','))
+        if (strcspn(p, ",") == n && !strncmp(p, what, n)) return 1;
+    return 0;
+}
+
+int blas_core_runs_here(const char *core, char *lacks, size_t n) {
+    if (n) lacks[0] = '\0';
+#if defined(__x86_64__) && defined(__GNUC__)
+    int needs = -1;
+    for (size_t i = 0; i < sizeof x86_cores / sizeof *x86_cores; i++)
+        if (!strcasecmp(core, x86_cores[i].name)) needs = x86_cores[i].needs;
+    if (needs < 0) return -1;
+    __builtin_cpu_init();
+    const char *miss = NULL;
+    /* __builtin_cpu_supports also checks that the OS saves the wide registers (XCR0) */
+    if (needs >= NEEDS_AVX512 &&
+        (test_lacks("avx512") || !__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+         !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq")))
+        miss = "AVX-512 (F, BW, VL, DQ)";
+    else if (needs >= NEEDS_AVX2_FMA &&
+             (test_lacks("avx2") || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")))
+        miss = "AVX2 with FMA";
+    else if (needs >= NEEDS_AVX && (test_lacks("avx") || !__builtin_cpu_supports("avx")))
+        miss = "AVX";
+    else if (needs >= NEEDS_SSE42 && !__builtin_cpu_supports("sse4.2"))
+        miss = "SSE4.2";
+    else if (needs >= NEEDS_SSSE3 && !__builtin_cpu_supports("ssse3"))
+        miss = "SSSE3";
+    else if (!__builtin_cpu_supports("sse3"))
+        miss = "SSE3";
+    if (miss) snprintf(lacks, n, "%s", miss);
+    return miss == NULL;
+#else
+    (void)core;
+    return -1;
+#endif
+}
+
+int blas_core_pin(const char *want, int may_exec, int pending_stop, tdm_err *e) {
+    if (!want || !*want || !strcmp(want, "auto")) return 0;
+    const char *now = blas_core_name();
+    char asked[64] = "";
+    const char *a = getenv(PIN_EXEC);
+    if (a) snprintf(asked, sizeof asked, "%s", a);
+    unsetenv(PIN_EXEC); /* children (tandem compare's runs) start from their own pins */
+    if (now && !strcasecmp(now, want)) return 0;
+    char lacks[64];
+    int runs = blas_core_runs_here(want, lacks, sizeof lacks);
+    char way[256];
+    snprintf(way, sizeof way, "resume it on a node whose CPU runs them, or go on with this node's kernels "
+             "(other bits from here on) with --set run.blas_kernels=%s --allow-change run.blas_kernels",
+             now ? now : "NAME");
+    if (!strcasecmp(asked, want))
+        return err_set(e, ERR_USAGE, "run.blas_kernels = %s: this run computes with OpenBLAS's %s kernels (pinned "
+                       "when it was created: the bits of its matmuls depend on them), and OpenBLAS did not "
+                       "take OPENBLAS_CORETYPE=%s here (it runs %s): %s",
+                       want, want, want, now ? now : "?", way);
+    if (runs == 0)
+        return err_set(e, ERR_USAGE, "run.blas_kernels = %s: this run computes with OpenBLAS's %s kernels (pinned "
+                       "when it was created: the bits of its matmuls depend on them), and this CPU lacks %s, "
+                       "which they need: %s",
+                       want, want, lacks, way);
+    if (runs < 0)
+        return err_set(e, ERR_USAGE, "run.blas_kernels = %s: this run computes with OpenBLAS's %s kernels (pinned "
+                       "when it was created), which this build cannot tell this CPU runs (it has %s): %s",
+                       want, want, now ? now : "?", way);
+    if (!may_exec)
+        return err_set(e, ERR_USAGE, "run.blas_kernels = %s: this run computes with OpenBLAS's %s kernels (pinned "
+                       "when it was created), and this rank has %s; an MPI rank cannot start again with others: "
+                       "set OPENBLAS_CORETYPE=%s in the job's environment, or %s",
+                       want, want, now ? now : "?", want, way);
+    fprintf(stderr, "tandem: this run computes with OpenBLAS's %s kernels (pinned when it was created, for "
+            "bit-identical resumes) and this process had %s: starting again with OPENBLAS_CORETYPE=%s\n",
+            want, now ? now : "?", want);
+    setenv(PIN_EXEC, want, 1);
+    exec_with_core(want, main_argv, pending_stop);
+    unsetenv(PIN_EXEC);
+    return err_sys(e, ERR_USAGE, errno, "run.blas_kernels = %s: cannot start this program again with "
+                   "OPENBLAS_CORETYPE=%s; set it in the job's environment, or %s",
+                   want, want, way);
 }
 
 void blas_core_reexec_unblock(void) {

@@ -2,6 +2,10 @@
 #ifndef TANDEM_MODEL_BLAS_CORE_H
 #define TANDEM_MODEL_BLAS_CORE_H
 
+#include <stddef.h>
+
+#include "util/err.h"
+
 /* The OpenBLAS core type to force on this CPU, or NULL when OpenBLAS's own choice stands:
  * OPENBLAS_CORETYPE is already set, or OpenBLAS recognised the CPU (its choice is not the
  * Prescott fallback), or the CPU has neither AVX-512 nor AVX2 with FMA. */
@@ -22,5 +26,19 @@ void blas_core_reexec_unblock(void);
 
 /* The core OpenBLAS runs with in this process ("SkylakeX", "Prescott", ...). */
 const char *blas_core_name(void);
+
+/* Whether this CPU runs OpenBLAS's kernels `core`: 1 yes; 0 no, with what it lacks in
+ * `lacks` ("AVX-512"); -1 when the name is not one this build can judge (a core of
+ * another architecture, or a name OpenBLAS 0.3 does not give). */
+int blas_core_runs_here(const char *core, char *lacks, size_t n);
+
+/* Run pinned kernels: `want` is a run's run.blas_kernels ("auto": nothing to do). When
+ * OpenBLAS runs other kernels in this process, executes this program again (argv as
+ * main() had it) with OPENBLAS_CORETYPE=want, the stop signals held as by
+ * blas_core_reexec and `pending_stop` (a stop signal this process already took, 0 for
+ * none) raised again so that the new image's handler gets it; returns only on failure.
+ * ERR_USAGE naming run.blas_kernels when this CPU cannot run them, when OpenBLAS did not
+ * take them after the exec, or when !may_exec (an MPI rank: MPI_Init came before). */
+int blas_core_pin(const char *want, int may_exec, int pending_stop, tdm_err *e);
 
 #endif

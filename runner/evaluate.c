@@ -1,5 +1,7 @@
 /* evaluate.c — held-out loss per domain; see evaluate.h. */
 #include "runner/evaluate.h"
+
+#include "model/blas_core.h"
 #include "report/progress.h"
 
 #include <math.h>
@@ -101,6 +103,9 @@ int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, e
                  !(rc = gpu->set_attention(config_attention_names[cfg->model.attention], e)))
             ops = gpu->ops;
     }
+    /* on the run's own kernels too (as its resumes: runner/run_setup.c pin_kernels), so
+     * that its losses are the ones it computed, whatever this node's OpenBLAS picked */
+    if (!rc && cfg->run.device == CONFIG_DEVICE_CPU) rc = blas_core_pin(cfg->run.blas_kernels, 1, 0, e);
     if (!rc && max_tokens < (uint64_t)cfg->train.seq)
         rc = err_set(e, ERR_USAGE, "--max-tokens %llu is less than one window of this run (train.seq = %d "
                      "targets): evaluation takes whole windows, so give at least %d",

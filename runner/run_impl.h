@@ -55,6 +55,8 @@ typedef struct run_ctx {
     int shortened; /* run.episodes lowered to where the run stands: commit it as done */
     const gpu_plugin *gpu; /* run.device = cuda: the loaded backend */
     int streaming;         /* commits stream from the model's memory (memplan) */
+    int pin_have;          /* the store holds a run: its pinned run.threads follows */
+    int pin_threads;       /* (run_setup: read once, before the kernels are pinned) */
     uint64_t reported_commit; /* the newest state a "commit" event named (--json) */
     int have_mixture;         /* the final mixture was written: mixture holds it */
     double mixture[STEP_MAX_DOMAINS];

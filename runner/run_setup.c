@@ -12,6 +12,7 @@
 
 #include "config/domain_caps.h"
 #include "deploy/sweep_root.h"
+#include "model/blas_core.h"
 #include "model/gpt2_import.h"
 #include "report/progress.h"
 #include "runner/memplan.h"
@@ -210,24 +211,51 @@ static int select_backend(run_ctx *r, tdm_err *e) {
  * pinned with 0, before, keeps "all cores"); one that names a number is compared with it
  * as any pinned key is. A new run of several ranks keeps 0 (each rank its own cores, as
  * before): its ranks may have other cores, and no one number is agreed before the
- * workspace exists. A store that fails is the error (a config refused for a read that
- * failed would be exit 2, a failed job for good). */
-static int resolve_threads(run_ctx *r, tdm_err *e) {
-    if (r->cfg.run.device != CONFIG_DEVICE_CPU || r->cfg.run.threads != 0) return 0;
-    int pinned = 0, have = 0;
-    int rc = run_config_pinned_threads(r->store, &pinned, &have, e);
-    if (rc) return rc;
+ * workspace exists. The pin was read by pin_kernels. */
+static void resolve_threads(run_ctx *r) {
+    if (r->cfg.run.device != CONFIG_DEVICE_CPU || r->cfg.run.threads != 0) return;
     int here = omp_get_max_threads(); /* OMP_NUM_THREADS, else the CPUs this process may use */
     if (here > 1024) here = 1024;     /* run.threads' own bound */
-    if (have) r->cfg.run.threads = pinned;
+    if (r->pin_have) r->cfg.run.threads = r->pin_threads;
     else if (comm_world(r->comm) == 1) r->cfg.run.threads = here;
-    if (have && pinned > here)
+    if (r->pin_have && r->pin_threads > here)
         fprintf(stderr, "tandem%s: run.threads 0 resolved to %d threads when this run was created, and the run "
                 "keeps them (bit-identical results across resumes); %d are available here (OMP_NUM_THREADS, else "
                 "the CPUs this process may use): to use those, resume with --set run.threads=%d --allow-change "
                 "run.threads (the bits then differ from an uninterrupted run)\n",
-                comm_world(r->comm) > 1 ? " (a rank)" : "", pinned, here, here);
-    return 0;
+                comm_world(r->comm) > 1 ? " (a rank)" : "", r->pin_threads, here, here);
+}
+
+/* run.blas_kernels, as run.threads: OpenBLAS picks its kernels by the CPU (SkylakeX on
+ * one node, Haswell or Zen on another), and their matmuls round differently, so a resume
+ * on another CPU ended on other bits (exit 0, verify clean). "auto" is resolved when the
+ * run is created, to the kernels in use, and pinned as their name; a resume whose OpenBLAS
+ * runs others starts this program again with them (blas_core_pin), before anything heavy
+ * and before the lease, or is refused (exit 2) where this CPU cannot run them. A config
+ * that says auto follows the pin (a run pinned before this key keeps auto); a new run of
+ * several ranks keeps auto, as for run.threads. Reads the store's pinned config once (a
+ * store not there yet holds no pins), for resolve_threads too. */
+static int pin_kernels(run_ctx *r, const char *url, tdm_err *e) {
+    r->pin_have = 0;
+    if (r->cfg.run.device != CONFIG_DEVICE_CPU) return 0;
+    int absent = 0;
+    store *st = store_open_present(url, STORE_OPEN_READ_ONLY, &absent, e);
+    if (!st && !absent) return e->code;
+    config *pinned = st ? malloc(sizeof *pinned) : NULL;
+    int rc = st && !pinned ? err_set(e, ERR_INTERNAL, "out of memory") : 0;
+    if (st && !rc) rc = run_config_pinned(st, pinned, &r->pin_have, e);
+    if (st) store_close(st);
+    if (r->pin_have) r->pin_threads = pinned->run.threads;
+    int automatic = !strcmp(r->cfg.run.blas_kernels, "auto");
+    if (!rc && automatic && r->pin_have)
+        snprintf(r->cfg.run.blas_kernels, sizeof r->cfg.run.blas_kernels, "%s", pinned->run.blas_kernels);
+    else if (!rc && automatic && comm_world(r->comm) == 1)
+        snprintf(r->cfg.run.blas_kernels, sizeof r->cfg.run.blas_kernels, "%s", blas_core_name());
+    free(pinned);
+    if (rc) return rc;
+    /* an MPI rank cannot exec (MPI_Init came first); a tcp rank has not met the others yet */
+    return blas_core_pin(r->cfg.run.blas_kernels, strcmp(comm_backend(r->comm), "mpi") != 0,
+                         run_signal_pending(), e);
 }
 
 int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
@@ -267,6 +295,7 @@ int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     }
     snprintf(r->cfg.store, sizeof r->cfg.store, "%s", url);
     if ((rc = model_source_preset_check(&r->cfg, e))) return rc;
+    if ((rc = pin_kernels(r, url, e))) return rc;
     if ((rc = select_backend(r, e))) return rc;
     /* the key names the file, so that a refusal points at the config line to fix */
     if ((rc = dataset_load(&r->ds, r->cfg.data.dataset, e))) return err_prefix(e, "data.dataset: ");
@@ -298,7 +327,8 @@ int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
         return err_set(e, ERR_USAGE, "log.tensorboard: %s (fix the path or leave the key empty)", why);
     }
     if (!(r->store = store_open(url, e))) return e->code;
-    return resolve_threads(r, e);
+    resolve_threads(r);
+    return 0;
 }
 
 /* The memory estimate (runner/memplan.h), before the workspace exists: printed by rank 0,

@@ -39,12 +39,17 @@ store *store_open(const char *url, tdm_err *e) {
 }
 
 store *store_open_existing(const char *url, int flags, tdm_err *e) {
+    int absent;
+    return store_open_present(url, flags, &absent, e);
+}
+
+store *store_open_present(const char *url, int flags, int *absent, tdm_err *e) {
     store_url_parts u;
-    int absent = 0;
+    *absent = 0;
     if (store_url_parse(url, &u, e)) return NULL;
     const store_scheme *sc = &SCHEMES[u.kind];
-    store *s = sc->open(&u, url, 1, &absent, e);
-    if (!s && absent)
+    store *s = sc->open(&u, url, 1, absent, e);
+    if (!s && *absent)
         err_set(e, ERR_STORE,
                 "no store at %s: nothing is there (%s); check the URL (a run's store is made "
                 "by `tandem run CONFIG --store %s`)",

@@ -66,6 +66,8 @@ enum { STORE_OPEN_WRITABLE = 0, STORE_OPEN_READ_ONLY = 1 };
  * URL ERR_USAGE. With STORE_OPEN_READ_ONLY every write or delete through the handle is
  * refused (ERR_INTERNAL): the commands that only read open stores this way. */
 store *store_open_existing(const char *url, int flags, tdm_err *e);
+/* store_open_existing, and *absent 1 where it failed because nothing is there. */
+store *store_open_present(const char *url, int flags, int *absent, tdm_err *e);
 void store_close(store *s);
 const char *store_url(const store *s);
 

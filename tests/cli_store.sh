@@ -897,4 +897,60 @@ core=$(OPENBLAS_CORETYPE=Prescott "$bin" version --json | sed -n 's/.*"blas_core
 if [ "$core" = Prescott ]; then pass "OPENBLAS_CORETYPE set by the user is kept"
 else fail "OPENBLAS_CORETYPE=Prescott" "got '$core'"; fi
 
+
+# ---------------------------------------------------------------- OpenBLAS kernels pinned in a run
+# OpenBLAS picks its kernels by the CPU, and their matmuls round differently: a run
+# stopped under one node's kernels and resumed on a node whose OpenBLAS picked others
+# ended on other bits (exit 0, verify clean). run.blas_kernels auto is pinned at creation
+# as the kernels' name; a resume under others starts again with them (the uninterrupted
+# hash), one on a CPU that cannot run them is refused (exit 2, nothing written) until
+# the key is changed; tandem eval computes with them too. Two kernel sets this CPU runs:
+# SkylakeX and Haswell with AVX-512, Haswell and Sandybridge with AVX2 only.
+if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo &&
+   grep -qw avx512dq /proc/cpuinfo; then ka=SkylakeX kb=Haswell lack=avx512
+elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then ka=Haswell kb=Sandybridge lack=avx2
+else ka=; fi
+if [ -n "$ka" ]; then
+  bk="$tmp/blaspin"
+  mkdir -p "$bk"
+  "$bin" gen-corpus --out "$bk/corpus" --names big,mid,small --train-tokens 20k,8k,3k --val-tokens 2k \
+    --test-tokens 2k --seed 4 >/dev/null 2>&1
+  cat >"$bk/c.yaml" <<EOF
+run: {episodes: 6, seed: 3, threads: 1}
+data: {dataset: $bk/corpus/dataset.yaml}
+model: {layers: 2, channels: 128, heads: 4, ctx: 64}
+train: {batch: 8, seq: 64}
+tandem: {K: 1, E: 2}
+optim: {lr: 3e-3}
+checkpoint: {every_episodes: 3}
+EOF
+  OPENBLAS_CORETYPE=$ka "$bin" run "$bk/c.yaml" --store "$bk/ref" --quiet >/dev/null 2>&1; r0=$?
+  OPENBLAS_CORETYPE=$kb "$bin" run "$bk/c.yaml" --store "$bk/other" --quiet >/dev/null 2>&1
+  h0=$("$bin" hash "$bk/ref" 2>&1 | head -1) hb=$("$bin" hash "$bk/other" 2>&1 | head -1)
+  OPENBLAS_CORETYPE=$ka TANDEM_TEST_SIGNAL_AT=free:7 "$bin" run "$bk/c.yaml" --store "$bk/s" --quiet >/dev/null 2>&1; r1=$?
+  out=$(OPENBLAS_CORETYPE=$kb "$bin" run "$bk/c.yaml" --store "$bk/s" --quiet 2>&1); r2=$?
+  h1=$("$bin" hash "$bk/s" 2>&1 | head -1)
+  # (the two kernel sets give other bits here, or the resume proves nothing)
+  if [ $r0 = 0 ] && [ $r1 = 75 ] && [ $r2 = 0 ] && [ "$h0" = "$h1" ] && [ "$h0" != "$hb" ] &&
+     grep -q "OpenBLAS's $ka kernels (pinned when it was created.*starting again with OPENBLAS_CORETYPE=$ka" <<<"$out"; then
+    pass "run.blas_kernels: stopped under $ka, resumed where OpenBLAS picked $kb, starts again with $ka: the uninterrupted hash"
+  else fail "run.blas_kernels across resumes" "exits $r0 $r1 $r2; $h0 vs $h1 (other kernels: $hb)" "$out"; fi
+  e1=$(OPENBLAS_CORETYPE=$ka "$bin" eval "$bk/ref" --json 2>&1) e2=$(OPENBLAS_CORETYPE=$kb "$bin" eval "$bk/ref" --json 2>/dev/null)
+  e3=$(OPENBLAS_CORETYPE=$kb "$bin" eval "$bk/other" --json 2>/dev/null)
+  if [ -n "$e1" ] && [ "$e1" = "$e2" ] && [ "$e2" != "$e3" ]; then
+    pass "tandem eval of a run pinned to $ka computes with $ka whatever this node's OpenBLAS picked"
+  else fail "tandem eval with the run's kernels" "$e1" "$e2"; fi
+  OPENBLAS_CORETYPE=$ka TANDEM_TEST_SIGNAL_AT=free:7 "$bin" run "$bk/c.yaml" --store "$bk/n" --quiet >/dev/null 2>&1
+  before=$("$bin" status "$bk/n" 2>&1 | grep '^position') n0=$(find "$bk/n" -type f | wc -l)
+  out=$(OPENBLAS_CORETYPE=$kb TANDEM_TEST_CPU_LACKS=$lack "$bin" run "$bk/c.yaml" --store "$bk/n" 2>&1); r3=$?
+  after=$("$bin" status "$bk/n" 2>&1 | grep '^position') n1=$(find "$bk/n" -type f | wc -l)
+  out2=$(OPENBLAS_CORETYPE=$kb TANDEM_TEST_CPU_LACKS=$lack "$bin" run "$bk/c.yaml" --store "$bk/n" \
+    --set run.blas_kernels=$kb --allow-change run.blas_kernels --quiet 2>&1); r4=$?
+  if [ $r3 = 2 ] && [ "$before" = "$after" ] && [ "$n0" = "$n1" ] &&
+     grep -q "run.blas_kernels = $ka: .*this CPU lacks .*--set run.blas_kernels=$kb --allow-change run.blas_kernels" <<<"$out" &&
+     [ $r4 = 0 ] && "$bin" verify "$bk/n" >/dev/null 2>&1; then
+    pass "run.blas_kernels: a CPU that cannot run the pinned $ka kernels is refused (exit 2, nothing written) until the key changes"
+  else fail "run.blas_kernels on a CPU without them" "exits $r3 $r4; $before / $after; files $n0 / $n1" "$out" "$out2"; fi
+else pass "run.blas_kernels: neither AVX-512 nor AVX2 here (skipped)"; fi
+
 finish

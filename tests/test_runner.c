@@ -923,6 +923,80 @@ static int drop_pinned_key(const fixture *f, const char *key) {
     return rc;
 }
 
+static int cmp_rec_kv(const void *a, const void *b) {
+    return strcmp(((const rec_kv *)a)->key, ((const rec_kv *)b)->key);
+}
+
+/* Rewrites the fixture's RUN as a newer tandem would have written it: one more entry,
+ * KEY = VALUE, which this tandem does not know (config_sha256 recomputed). 0 on success. */
+static int add_pinned_key(const fixture *f, const char *key, const char *value) {
+    char path[900];
+    static unsigned char buf[1 << 16];
+    size_t n = read_object(f, "RUN", buf, sizeof buf, path, sizeof path);
+    rec_run run;
+    tdm_err e;
+    if (!n || rec_run_decode(buf, n, path, &run, &e)) return -1;
+    rec_kv *more = realloc(run.config, (run.nconfig + 1) * sizeof *more);
+    if (!more) {
+        rec_run_free(&run);
+        return -1;
+    }
+    run.config = more;
+    run.config[run.nconfig].key = strdup(key);
+    run.config[run.nconfig].value = strdup(value);
+    run.nconfig++;
+    qsort(run.config, run.nconfig, sizeof *run.config, cmp_rec_kv); /* RUN's map is sorted */
+    rec_config_hash(run.config, run.nconfig, &run.config_sha);
+    size_t len = 0;
+    void *data = rec_run_encode(&run, &len);
+    rec_run_free(&run);
+    if (!data) return -1;
+    FILE *fp = fopen(path, "wb");
+    int rc = fp && fwrite(data, 1, len, fp) == len ? 0 : -1;
+    if (fp && fclose(fp)) rc = -1;
+    free(data);
+    return rc;
+}
+
+/* A store written by a newer tandem (its RUN pins a key this one does not know; whole,
+ * verifying) was called damaged, with "restore that object from a copy of this store": a
+ * mixed fleet's older node sent its users to their backups. It is a newer tandem's run:
+ * exit 2 saying so and naming the key, nothing written, and the run goes on where the
+ * key is known (here: the entry removed again). */
+static void test_a_run_of_a_newer_tandem(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "newer-tandem") == 0, "fixture");
+    int rc = run_args(&f, "TANDEM_TEST_SIGNAL_AT=free:2", NULL);
+    CHECK(rc == 75, "setup exit %d", rc);
+    char before[4096], after[4096], log[8192], out[8192];
+    CHECK(hash_of(&f, before, sizeof before) == 0, "hash");
+    CHECK(add_pinned_key(&f, "run.future_key", "7") == 0, "RUN rewritten with a key of a newer tandem");
+    rc = run_args(&f, NULL, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 2 && strstr(log, "holds the config key 'run.future_key', which this tandem does not know") &&
+          strstr(log, "newer tandem") && !strstr(log, "damaged") && !strstr(log, "restore"),
+          "run: exit %d: %s", rc, log);
+    rc = tandem_on_store(&f, "status", "", out, sizeof out);
+    CHECK(rc == 2 && strstr(out, "newer tandem") && !strstr(out, "damaged"), "status: exit %d: %s", rc, out);
+    const char *readers[][2] = {{"verify", ""}, {"repair", ""}, {"repair", "--apply"}, {"gc", "--keep 1"},
+                                {"eval", ""}};
+    for (size_t i = 0; i < sizeof readers / sizeof *readers; i++) {
+        rc = tandem_on_store(&f, readers[i][0], readers[i][1], out, sizeof out);
+        CHECK(rc == 2 && strstr(out, "newer tandem") && !strstr(out, "damaged"), "%s %s: exit %d: %s",
+              readers[i][0], readers[i][1], rc, out);
+    }
+    /* what needs no config (the α history, the mixture) still reads */
+    CHECK(tandem_on_store(&f, "alpha", "--verify", out, sizeof out) == 0, "alpha: %s", out);
+    CHECK(tandem_on_store(&f, "mixture", "", out, sizeof out) == 0, "mixture: %s", out);
+    CHECK(hash_of(&f, after, sizeof after) == 0 && strcmp(before, after) == 0, "the store moved: %s / %s",
+          before, after);
+    CHECK(drop_pinned_key(&f, "run.future_key") == 0, "the entry removed again");
+    rc = run_args(&f, NULL, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "resume: exit %d: %s", rc, log);
+    fixture_close(&f);
+}
+
 /* A run pinned before tandem.alpha_step existed (it computed with pgd, the step of its
  * day), resumed as the refusal says: today's default (eg) is named as a change from pgd,
  * and with --allow-change it is recorded and the run goes on under it; the next resume
@@ -1182,6 +1256,7 @@ int main(void) {
     RUN(test_change_with_head_lost);
     RUN(test_lost_change_record_heals_at_its_position);
     RUN(test_change_of_a_key_younger_than_the_run);
+    RUN(test_a_run_of_a_newer_tandem);
     RUN(test_streaming_commits);
     RUN(test_wide_vocabulary);
     test_rmtree(g_corpus);
