@@ -55,6 +55,11 @@ typedef struct shard {
     dev_t dev; /* identity of the file, so a dataset can refuse the same file twice */
     ino_t ino;
     uint32_t vocab; /* what every token was checked to be below when the shard was opened */
+    /* its SHA-256 once computed (runner/data_source.c): a start hashes the data for
+     * data.mp and, on several ranks, for the run's identity too; the mapping is
+     * read-only, so the second asks the first */
+    int digested;
+    unsigned char digest[32];
 } shard;
 
 /* Maps `path` read-only into `s` and validates it: header size, magic and version (one of

@@ -16,8 +16,15 @@ _Static_assert(DATASET_NAME_MAX + 1 == REC_DOMAIN_MAX, "domain names in records 
 
 static const char *const SPLIT_NAMES[REC_DATA_SPLITS] = {"train", "val", "test"};
 
-/* One shard's digest: its token count (u64 LE), then its token bytes as stored. */
-static int shard_digest(const shard *s, sha256_digest *out) {
+/* One shard's digest: its token count (u64 LE), then its token bytes as stored; kept in
+ * the shard (a memo: only this function writes it, each shard from one thread). */
+static int shard_digest(const shard *cs, sha256_digest *out) {
+    shard *s = (shard *)cs;
+    _Static_assert(sizeof s->digest == sizeof out->b, "a shard's digest memo holds a SHA-256");
+    if (s->digested) {
+        memcpy(out->b, s->digest, sizeof out->b);
+        return 0;
+    }
     sha256_ctx *c = sha256_begin();
     if (!c) return -1;
     unsigned char le[8];
@@ -25,6 +32,8 @@ static int shard_digest(const shard *s, sha256_digest *out) {
     sha256_update(c, le, sizeof le);
     if (s->n) sha256_update(c, (const unsigned char *)s->map + SHARD_HEADER_BYTES, s->n * (size_t)s->width);
     sha256_end(c, out);
+    memcpy(s->digest, out->b, sizeof s->digest);
+    s->digested = 1;
     return 0;
 }
 
@@ -43,7 +52,8 @@ int data_source_digest(const dataset *ds, rec_data *out, tdm_err *e) {
         for (int s = 0; s < SPLIT_COUNT; s++) {
             const dataset_split *sp = &ds->domains[m].split[s];
             n += sp->n_shards;
-            for (size_t i = 0; i < sp->n_shards; i++) bytes += (double)sp->shards[i].n * sp->shards[i].width;
+            for (size_t i = 0; i < sp->n_shards; i++) /* what is still to hash */
+                bytes += sp->shards[i].digested ? 0 : (double)sp->shards[i].n * sp->shards[i].width;
         }
     }
     if (bytes > 2e9) /* ~1 s a GB a thread: worth a word */
