@@ -362,6 +362,33 @@ static int no_etag_error(store *st, const char *key, const char *what, int prese
                    present ? "a HEAD of the object gave none either" : "a HEAD finds no object there");
 }
 
+/* One PUT (If-None-Match / If-Match as given) with what both writers need around it: a
+ * 412 or 404 to a retried attempt, where a read-back finds our own bytes, is our earlier
+ * attempt applied and only its answer lost (r->status 200, that object's ETag in
+ * r->etag); a create-only write refused with 412 over no object is written once more
+ * (deleted since), and refused again it is an endpoint that answers conditional writes
+ * wrongly (the error). 0 with *r as answered (the caller frees r->body), or an error. */
+static int put_settled(store *st, const char *key, const void *data, size_t n, const char *if_none,
+                       const char *if_match, s3_resp *r, tdm_err *e) {
+    for (int round = 0;; round++) {
+        memset(r, 0, sizeof *r);
+        int rc = put_object(st, key, data, n, if_none, if_match, r, e);
+        store_version mine = {{0}};
+        if (!rc && r->uncertain && (r->status == 412 || r->status == 404) &&
+            write_was_ours(st, key, data, n, &mine)) {
+            r->status = 200;
+            snprintf(r->etag, sizeof r->etag, "%s", mine.v);
+        }
+        if (!rc && r->status == 412 && if_none && refused_over_nothing(st, key)) {
+            free(r->body);
+            r->body = NULL;
+            if (round == 0) continue;
+            return refused_over_nothing_error(st, key, e);
+        }
+        return rc;
+    }
+}
+
 static int s3_put(store *st, const char *key, const void *data, size_t n, int mode, tdm_err *e) {
     const char *if_none = NULL;
     if (mode == STORE_CREATE) {
@@ -375,27 +402,15 @@ static int s3_put(store *st, const char *key, const void *data, size_t n, int mo
             if (present) return STORE_EXISTS;
         }
     }
-    for (int round = 0;; round++) {
-        s3_resp r = {0};
-        int rc = put_object(st, key, data, n, if_none, NULL, &r, e);
-        if (!rc && r.uncertain && (r.status == 412 || r.status == 404) &&
-            write_was_ours(st, key, data, n, NULL))
-            r.status = 200; /* our own earlier attempt was applied; its answer was lost */
-        if (!rc && r.status == 412 && if_none && refused_over_nothing(st, key)) {
-            /* refused, and nothing is there: deleted since (once: the write again), or an
-             * endpoint that answers conditional writes wrongly, not an object "there" */
-            free(r.body);
-            if (round == 0) continue;
-            return refused_over_nothing_error(st, key, e);
-        }
-        if (!rc && r.status == 412) rc = STORE_EXISTS;
-        else if (!rc && r.status / 100 != 2) {
-            s3_req q = {.method = "PUT", .key = key};
-            rc = s3_status_error(st, &q, &r, e);
-        }
-        free(r.body);
-        return rc;
+    s3_resp r;
+    int rc = put_settled(st, key, data, n, if_none, NULL, &r, e);
+    if (!rc && r.status == 412) rc = STORE_EXISTS;
+    else if (!rc && r.status / 100 != 2) {
+        s3_req q = {.method = "PUT", .key = key};
+        rc = s3_status_error(st, &q, &r, e);
     }
+    free(r.body);
+    return rc;
 }
 
 static int s3_put_if(store *st, const char *key, const void *data, size_t n,
@@ -411,42 +426,28 @@ static int s3_put_if(store *st, const char *key, const void *data, size_t n,
             return STORE_CONFLICT;
     }
     const char *if_none = cond && !expected->v[0] ? "*" : NULL;
-    for (int round = 0;; round++) {
-        s3_resp r = {0};
-        int rc = put_object(st, key, data, n, if_none, cond && expected->v[0] ? expected->v : NULL, &r, e);
-        store_version mine = {{0}};
-        if (!rc && r.uncertain && (r.status == 412 || r.status == 404) &&
-            write_was_ours(st, key, data, n, &mine)) {
-            r.status = 200; /* our own earlier attempt was applied; its answer was lost */
-            snprintf(r.etag, sizeof r.etag, "%s", mine.v);
+    s3_resp r;
+    int rc = put_settled(st, key, data, n, if_none, cond && expected->v[0] ? expected->v : NULL, &r, e);
+    if (!rc && r.status == 412) rc = STORE_CONFLICT;
+    else if (!rc && r.status / 100 != 2) {
+        s3_req q = {.method = "PUT", .key = key};
+        rc = s3_status_error(st, &q, &r, e);
+    } else if (!rc && out) {
+        if (r.etag[0]) snprintf(out->v, sizeof out->v, "%s", r.etag);
+        else { /* some servers omit it on completion: ask */
+            int present = 0;
+            rc = head_object(st, key, &present, out, e);
+            /* none there either: an empty version would read as "no object", and the next
+             * compare-and-swap on it fail as if another writer had moved the object. Under
+             * the lease protocol (no conditional writes) the lease's epoch keeps writers
+             * apart and "" compares with "" as before: such an endpoint keeps working */
+            if (!rc && cond && (!present || !out->v[0]))
+                rc = no_etag_error(st, key, if_none ? "create-only write (If-None-Match: *)" : "conditional write (If-Match)",
+                                   present, e);
         }
-        if (!rc && r.status == 412 && if_none && refused_over_nothing(st, key)) {
-            free(r.body); /* as in s3_put */
-            if (round == 0) continue;
-            return refused_over_nothing_error(st, key, e);
-        }
-        if (!rc && r.status == 412) rc = STORE_CONFLICT;
-        else if (!rc && r.status / 100 != 2) {
-            s3_req q = {.method = "PUT", .key = key};
-            rc = s3_status_error(st, &q, &r, e);
-        } else if (!rc && out) {
-            if (r.etag[0]) snprintf(out->v, sizeof out->v, "%s", r.etag);
-            else { /* some servers omit it on completion: ask */
-                int present = 0;
-                rc = head_object(st, key, &present, out, e);
-                /* none there either: an empty version would read as "no object", and the next
-                 * compare-and-swap on it fail as if another writer had moved the object. Under
-                 * the lease protocol (no conditional writes) the lease's epoch keeps writers
-                 * apart and "" compares with "" as before: such an endpoint keeps working */
-                if (!rc && cond && (!present || !out->v[0]))
-                    rc = no_etag_error(st, key, !cond ? "checked write" : if_none ? "create-only write (If-None-Match: *)"
-                                                                            : "conditional write (If-Match)",
-                                       present, e);
-            }
-        }
-        free(r.body);
-        return rc;
     }
+    free(r.body);
+    return rc;
 }
 
 typedef struct range_job {

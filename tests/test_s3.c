@@ -66,14 +66,22 @@ static int control(const char *path, const char *json) {
               getenv("TANDEM_S3_CONTROL"), path);
 }
 
-static long counter(const char *name) {
-    char cmd[1024], out[8192] = "";
+/* The proxy's counters (its /counters JSON) into out; 0, or -1 when it did not answer. */
+static int counters_text(char *out, size_t cap) {
+    char cmd[1024];
     snprintf(cmd, sizeof cmd, "curl -sf '%s/counters'", getenv("TANDEM_S3_CONTROL"));
+    out[0] = '\0';
     FILE *p = popen(cmd, "r");
     if (!p) return -1;
-    size_t n = fread(out, 1, sizeof out - 1, p);
+    size_t n = fread(out, 1, cap - 1, p);
     out[n] = '\0';
     pclose(p);
+    return 0;
+}
+
+static long counter(const char *name) {
+    char out[8192];
+    if (counters_text(out, sizeof out)) return -1;
     char key[80];
     snprintf(key, sizeof key, "\"%s\": ", name);
     char *at = strstr(out, key);
@@ -87,13 +95,8 @@ static long counter(const char *name) {
 /* How many faults of `kind` the proxy injected since its counters were reset (counter()
  * finds a status's count among "by_status" first, which the keys "403" to "503" share). */
 static long injected(const char *kind) {
-    char cmd[1024], out[8192] = "";
-    snprintf(cmd, sizeof cmd, "curl -sf '%s/counters'", getenv("TANDEM_S3_CONTROL"));
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    pclose(p);
+    char out[8192];
+    if (counters_text(out, sizeof out)) return -1;
     char key[80];
     snprintf(key, sizeof key, "\"%s\":", kind);
     const char *in = strstr(out, "\"injected\""), *at = in ? strstr(in, key) : NULL;
