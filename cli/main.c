@@ -6,6 +6,7 @@
  * before it, the loader's and OpenBLAS's start-up: docs/running.md). */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -107,6 +108,10 @@ static int main_output_check(const char *cmd, int rc) {
 
 int main(int argc, char **argv) {
     main_hold_std_fds();
+    /* a write past the file-size limit (ulimit -f) fails with EFBIG, said and handled as a
+     * store error (exit 3, the lease released), instead of SIGXFSZ ending the process
+     * silently (exit 153) with its lease held and a temporary left */
+    signal(SIGXFSZ, SIG_IGN);
     blas_core_reexec(argv); /* before any work: OpenBLAS's kernels on CPUs it does not know */
     outfile_keep_stdout(); /* a failed write's reason kept: ENOSPC, EBADF, not EIO */
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {

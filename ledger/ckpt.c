@@ -99,8 +99,10 @@ ckpt *ckpt_open(store *st, const ckpt_layout *lay, uint64_t chunk_bytes, tdm_err
         volatile char *p = (volatile char *)c->host[t];
         for (size_t b = 0; b < lay->numel * sizeof(float); b += 4096) p[b] = 0;
     }
-    if (pthread_create(&c->thread, NULL, ckpt_writer_main, c) != 0) {
-        err_set(e, ERR_INTERNAL, "cannot start the checkpoint writer thread");
+    int perr = pthread_create(&c->thread, NULL, ckpt_writer_main, c);
+    if (perr != 0) {
+        err_sys(e, ERR_INTERNAL, perr, "cannot start the checkpoint writer thread%s",
+                perr == EAGAIN ? " (the limit on processes and threads, ulimit -u, or the system's: raise it)" : "");
         free_common(c);
         return NULL;
     }

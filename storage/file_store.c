@@ -23,6 +23,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,9 @@ typedef struct file_store {
 } file_store;
 
 #define TMP_PREFIX ".tmp-"
+/* bytes a store's objects add to its root's path: the longest key the ledger writes
+ * (superseded/<n>/alpha/<n>.mp with 20-digit numbers) and a temporary's name beside it */
+#define FILE_STORE_KEY_ROOM 160
 
 static char *join(const char *a, const char *b) {
     size_t n = strlen(a) + strlen(b) + 2;
@@ -528,7 +532,7 @@ static const store_backend file_backend = {
  * (any of those would be the store's or someone else's content), else 0. */
 static int has_content(const char *root) {
     DIR *d = opendir(root);
-    if (!d) return 0;
+    if (!d) return errno == ENOENT || errno == ENOTDIR ? 0 : -1; /* -1: unreadable (errno) */
     int found = 0;
     struct dirent *ent;
     while (!found && (ent = readdir(d))) found = ent->d_name[0] != '.';
@@ -560,11 +564,26 @@ store *file_store_open(const char *url, const char *path, int must_exist, int *a
     if (!s || !fs || !root || !u) goto oom;
     size_t len = strlen(root);
     while (len > 1 && root[len - 1] == '/') root[--len] = '\0';
+    /* the objects' paths under it (superseded/<n>/alpha/<n>.mp, a temporary's name beside
+     * one) must fit the system's PATH_MAX too: a root too long for them was pinned, then
+     * its first commit failed ("File name too long") after the episodes it had computed */
+    if (len + FILE_STORE_KEY_ROOM >= PATH_MAX) {
+        err_set(e, ERR_USAGE, "store %.80s...: its path is %zu bytes long, and the objects under it need up to %d "
+                "more within the system's limit of %d bytes (PATH_MAX): choose a shorter path",
+                url, len, FILE_STORE_KEY_ROOM, PATH_MAX);
+        goto fail;
+    }
     struct stat st;
     if (must_exist) {
         /* nothing is created: a missing or empty directory is no store */
         int err = stat(root, &st) ? errno : 0;
-        if (err == ENOENT || err == ENOTDIR || (!err && S_ISDIR(st.st_mode) && !has_content(root))) {
+        int content = !err && S_ISDIR(st.st_mode) ? has_content(root) : 0;
+        if (content < 0) { /* there, and not to be read: not "no store" */
+            err_sys(e, ERR_STORE, errno, "store %s: cannot read the directory %s (check its permissions: "
+                    "tandem needs to read and enter it)", url, root);
+            goto fail;
+        }
+        if (err == ENOENT || err == ENOTDIR || (!err && S_ISDIR(st.st_mode) && !content)) {
             if (absent) *absent = 1;
             err_set(e, ERR_STORE, "no store at %s", url);
             goto fail;

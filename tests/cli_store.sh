@@ -898,6 +898,55 @@ if [ "$core" = Prescott ]; then pass "OPENBLAS_CORETYPE set by the user is kept"
 else fail "OPENBLAS_CORETYPE=Prescott" "got '$core'"; fi
 
 
+# ---------------------------------------------------------------- limits of the process
+# A write past the file-size limit (ulimit -f) ended the run by SIGXFSZ: exit 153, nothing
+# said, the lease held and a temporary left. It is a store error now (exit 3 naming the
+# object and the limit, the lease released, no temporary), and the run resumes to the
+# uninterrupted hash. A store path too long for the objects under it was pinned and
+# failed at its first commit; it is refused at once (exit 2), nothing created. A store
+# directory that cannot be read was "no store at ...: nothing is there"; it is said to be
+# unreadable (as another user: root reads anything).
+lim="$tmp/limits"
+mkdir -p "$lim"
+"$bin" run "$tmp/c.yaml" --store "$lim/ref" --quiet >/dev/null 2>&1
+out=$( (ulimit -f 4; "$bin" run "$tmp/c.yaml" --store "$lim/f" --quiet) 2>&1 ); rc=$?
+lease=$("$bin" status "$lim/f" 2>&1 | grep '^lease')
+tmps=$(find "$lim/f" -name '.tmp-*' | wc -l)
+"$bin" run "$tmp/c.yaml" --store "$lim/f" --quiet >/dev/null 2>&1; r2=$?
+if [ $rc = 3 ] && grep -q "File too large (the process's file-size limit, ulimit -f" <<<"$out" &&
+   grep -q "released" <<<"$lease" && [ "$tmps" = 0 ] && [ $r2 = 0 ] &&
+   [ "$("$bin" hash "$lim/f" 2>&1)" = "$("$bin" hash "$lim/ref" 2>&1)" ]; then
+  pass "a write past ulimit -f: exit 3 naming the limit, the lease released, no temporary; the resume ends on the uninterrupted hash"
+else fail "a write past ulimit -f" "exit $rc, then $r2; $lease; $tmps temporaries" "$out"; fi
+long="$lim/$(head -c 250 /dev/zero | tr '\0' a)"
+for i in $(seq 1 15); do long="$long/$(head -c 250 /dev/zero | tr '\0' b)"; done
+out=$("$bin" run "$tmp/c.yaml" --store "$long" 2>&1); rc=$?
+if [ $rc = 2 ] && grep -q "bytes long, and the objects under it need up to .* (PATH_MAX): choose a shorter path" <<<"$out" &&
+   [ ! -e "$lim/$(head -c 250 /dev/zero | tr '\0' a)" ]; then
+  pass "a store path too long for its objects is refused at once (exit 2), nothing created"
+else fail "a store path near PATH_MAX" "exit $rc (${#long} bytes)" "$out"; fi
+# an address-space limit (ulimit -v, Grid Engine's h_vmem) is part of the memory check: a
+# model that fits MemAvailable but not the limit is refused before anything is written
+# (exit 2, naming the limit), not "out of memory" (exit 1) later (ASan maps terabytes of
+# shadow memory: not under its build)
+case $bin in
+  */asan/*) pass "ulimit -v in the memory check: not under ASan (skipped)" ;;
+  *)
+    out=$( (ulimit -v 1500000; "$bin" run "$tmp/c.yaml" --store "$lim/v" --set model.channels=1024 \
+      --set model.layers=8 --set model.heads=8) 2>&1 ); rc=$?
+    if [ $rc = 2 ] && grep -q "are available (the address-space limit (ulimit -v, RLIMIT_AS))" <<<"$out" &&
+       [ ! -e "$lim/v/RUN" ]; then pass "a model past ulimit -v is refused by the memory check (exit 2), nothing written"
+    else fail "ulimit -v in the memory check" "exit $rc" "$(tail -3 <<<"$out")"; fi ;;
+esac
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  cp -r "$lim/ref" "$lim/closed" && chmod 000 "$lim/closed" && chmod o+x "$tmp" "$lim"
+  out=$(setpriv --reuid 65534 --regid 65534 --clear-groups "$bin" verify "$lim/closed" 2>&1); rc=$?
+  chmod 700 "$lim/closed" "$tmp"
+  if [ $rc = 3 ] && grep -q "cannot read the directory .*Permission denied" <<<"$out" && ! grep -q "no store at" <<<"$out"; then
+    pass "a store directory another user cannot read is said to be unreadable, not missing"
+  else fail "an unreadable store directory" "exit $rc" "$out"; fi
+else pass "an unreadable store directory: needs root and setpriv (skipped)"; fi
+
 # ---------------------------------------------------------------- OpenBLAS kernels pinned in a run
 # OpenBLAS picks its kernels by the CPU, and their matmuls round differently: a run
 # stopped under one node's kernels and resumed on a node whose OpenBLAS picked others

@@ -246,16 +246,20 @@ static void test_signal_during_startup(void) {
 }
 
 /* The stop signals beyond DESIGN's three, mid-run: a hang-up (the terminal or ssh session
- * that started the run went away), another batch system's warning (SIGUSR2) and a CPU-time
- * soft limit (SIGXCPU) each stop the run as a preemption does — exit 75 after a commit
- * where their default action would kill it (SIGXCPU: with a core) — and the resume ends at
- * the reference. A run started with SIGHUP ignored (nohup) keeps ignoring it and finishes. */
+ * that started the run went away), another batch system's warning (SIGUSR2), a CPU-time
+ * soft limit (SIGXCPU), a container manager's shutdown (SIGPWR), Ctrl-\ or an image's
+ * STOPSIGNAL (SIGQUIT) and `timeout -s ALRM` (SIGALRM) each stop the run as a preemption
+ * does — exit 75 after a commit where their default action would kill it (SIGXCPU and
+ * SIGQUIT: with a core; SIGPWR, SIGQUIT and SIGALRM left the lease held) — and the resume
+ * ends at the reference. A run started with SIGHUP ignored (nohup) keeps ignoring it and
+ * finishes. */
 static void test_more_stop_signals(void) {
     CHECK(g_ref_hash[0], "needs the reference run");
-    static const int sigs[] = {SIGHUP, SIGUSR2, SIGXCPU, SIGHUP};
+    static const int sigs[] = {SIGHUP, SIGUSR2, SIGXCPU, SIGPWR, SIGQUIT, SIGALRM, SIGHUP};
+    const int n = (int)(sizeof sigs / sizeof *sigs);
     unsetenv("TANDEM_TEST_VAL_RISE"); /* an earlier test's hook, had it stopped early */
-    for (int i = 0; i < 4; i++) {
-        int sig = sigs[i], nohup = i == 3;
+    for (int i = 0; i < n; i++) {
+        int sig = sigs[i], nohup = i == n - 1;
         fixture f;
         CHECK(fixture_open(&f, nohup ? "stopsig-ignored" : "stopsig") == 0, "fixture");
         fixture_hup_ignored = nohup; /* SIG_IGN in the child, kept across exec */
@@ -285,7 +289,7 @@ static void test_more_stop_signals(void) {
 
 /* The OpenBLAS re-exec (model/blas_core.c: on a CPU OpenBLAS does not know, tandem sets
  * OPENBLAS_CORETYPE and executes itself again) holds the stop signals across its exec:
- * each of the six, raised by a test hook in the first image just before its exec, reaches
+ * each of them, raised by a test hook in the first image just before its exec, reaches
  * the second image's handler (exit 75; without the hold the signal's default action ended
  * the process). The re-exec is forced by a test hook (this CPU is known) with the core the
  * suite runs on, so the resume ends at the reference; that it happened is read from the

@@ -1,6 +1,7 @@
 /* err.c — formatting of tdm_err values. */
 #include "util/err.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -97,6 +98,18 @@ int err_append(tdm_err *e, const char *fmt, ...) {
     return e->code;
 }
 
+/* What to do about an errno whose cause is a limit of the process, not the file: said
+ * with it, since strerror alone ("File too large" of a 2 MB object) sends users to the
+ * file. "" for the others. */
+static const char *limit_hint(int errno_value) {
+    switch (errno_value) {
+    case EFBIG: return " (the process's file-size limit, ulimit -f / RLIMIT_FSIZE, or the file system's: raise it)";
+    case EMFILE: return " (the process's limit on open files, ulimit -n / RLIMIT_NOFILE: raise it)";
+    case ENFILE: return " (the system's limit on open files, fs.file-max)";
+    default: return "";
+    }
+}
+
 int err_sys(tdm_err *e, int code, int errno_value, const char *fmt, ...) {
     if (!e) return code;
     e->code = code;
@@ -106,7 +119,7 @@ int err_sys(tdm_err *e, int code, int errno_value, const char *fmt, ...) {
     int n = vsnprintf(text, sizeof text / 2, fmt, ap);
     va_end(ap);
     size_t used = n < 0 ? 0 : ((size_t)n < sizeof text / 2 ? (size_t)n : sizeof text / 2 - 1);
-    int w = snprintf(text + used, sizeof text - used, ": %s", strerror(errno_value));
+    int w = snprintf(text + used, sizeof text - used, ": %s%s", strerror(errno_value), limit_hint(errno_value));
     err_fit(e, text, used + (w < 0 ? 0 : (size_t)w < sizeof text - used ? (size_t)w : sizeof text - used - 1));
     err_clean(e->msg);
     return code;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 int mem_env_check(tdm_err *e) {
     const char *v = getenv("TANDEM_MEM_AVAILABLE");
@@ -90,6 +91,15 @@ double mem_available(const char **source) {
     if (lim > 0 && cur >= 0) {
         double room = lim > cur ? lim - cur : 0;
         if (avail <= 0 || room < avail) avail = room, src = "the cgroup's memory limit";
+    }
+    /* the address-space limit (ulimit -v, Grid Engine's h_vmem): what this process may
+     * still map, whatever the node has free; ignored, a run fitting MemAvailable failed
+     * later with "out of memory" (exit 1), RUN sometimes written */
+    struct rlimit as;
+    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+        double vm = proc_field("/proc/self/status", "VmSize");
+        double room = (double)as.rlim_cur > vm && vm >= 0 ? (double)as.rlim_cur - vm : 0;
+        if (avail <= 0 || room < avail) avail = room, src = "the address-space limit (ulimit -v, RLIMIT_AS)";
     }
     if (source) *source = src;
     return avail;

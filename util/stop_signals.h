@@ -14,6 +14,11 @@
  *             SIGKILL follows at the hard limit, which counts CPU seconds over all threads
  *             (a run on 8 threads has ~1/8 of the margin in wall time; `ulimit -t` sets
  *             both limits at once, and then no SIGXCPU comes before the SIGKILL)
+ *   SIGPWR    a container manager's shutdown of its init (lxc-stop, LXD, systemd-nspawn's
+ *             poweroff), a UPS's power-failure notice
+ *   SIGQUIT   Ctrl-\, and the STOPSIGNAL some images set for a graceful stop
+ *   SIGALRM   `timeout -s ALRM`, an alarm a wrapper set (tandem sets none: curl runs with
+ *             CURLOPT_NOSIGNAL)
  *
  * Each of these would otherwise end the process without its stop commit, losing the steps
  * since the last one (the state itself is safe: a kill is a crash the ledger survives). */
@@ -22,7 +27,7 @@
 
 #include <signal.h>
 
-static const int TDM_STOP_SIGNALS[] = {SIGTERM, SIGINT, SIGUSR1, SIGUSR2, SIGHUP, SIGXCPU};
+static const int TDM_STOP_SIGNALS[] = {SIGTERM, SIGINT, SIGUSR1, SIGUSR2, SIGHUP, SIGXCPU, SIGPWR, SIGQUIT, SIGALRM};
 #define TDM_N_STOP_SIGNALS ((int)(sizeof TDM_STOP_SIGNALS / sizeof *TDM_STOP_SIGNALS))
 
 /* The signal that, ignored by the launcher, stays ignored (nohup's contract). */
