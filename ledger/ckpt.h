@@ -45,6 +45,14 @@
  * another's. Streaming holds one chunk per thread in host memory. */
 #define CKPT_IO_THREADS 4
 
+/* What an exit 4 most often is, said with it: a replay on other hardware or libraries
+ * than the ones that wrote the records it is compared with (docs/gpu.md, Determinism). */
+#define CKPT_NONDET_HINT                                                                   \
+    "A replay computes the same bits only on the kind of machine that wrote what it is "   \
+    "compared with: another GPU model or CUDA, cuBLAS or cuDNN version, or another build "  \
+    "of tandem, gives other bits; resume it where it ran (tandem status names the host of " \
+    "the last writer), or start the run over in a new store"
+
 typedef struct ckpt ckpt;
 
 /* ------------------------------------------------------------------ what the ledger

@@ -237,8 +237,8 @@ int ckpt_alpha_record(ckpt *c, const rec_alpha *in, sha256_digest *hash, tdm_err
             rc = err_set(e, ERR_NONDET,
                          "nondeterminism in episode %llu: the replay's alpha record "
                          "hashes to %s but %s/%s holds %s (intact, same config); nothing was "
-                         "overwritten",
-                         (unsigned long long)a.t, h1, store_url(c->st), key, h2);
+                         "overwritten. %s",
+                         (unsigned long long)a.t, h1, store_url(c->st), key, h2, CKPT_NONDET_HINT);
         }
         free(old);
     }

@@ -302,9 +302,9 @@ static int commit(ckpt *c, tdm_err *e) {
                 sha256_hex(&od, h2);
                 rc = err_set(e, ERR_NONDET,
                              "nondeterminism at run position %llu (episode %llu): the replayed "
-                             "state hashes to %s but %s holds %s; nothing was overwritten",
+                             "state hashes to %s but %s holds %s; nothing was overwritten. %s",
                              (unsigned long long)r->seq, (unsigned long long)r->episode, h1, key,
-                             h2);
+                             h2, CKPT_NONDET_HINT);
             }
         }
         free(old);
