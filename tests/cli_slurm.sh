@@ -167,6 +167,37 @@ if wait_commit "$tmp/store"; then
 else
   fail "USR1 path: no commit" "$(tail -n 8 "$tmp/fake.log")"
 fi
+# a USR1 while srun is still starting its tasks (FAKE_SRUN_START_S: srun drops it, as the
+# real one does before its tasks run): the script sends it again until the step has ended,
+# so tandem commits, exits 75 and the job is requeued (before: sent once, dropped, logged
+# as passed on; the run went on to the end and nothing was requeued)
+render "$tmp/early.sbatch" --store "file://$tmp/store-early" || fail "render early" "$(cat "$tmp/early.sbatch.err")"
+: >"$tmp/fake-calls"
+FAKE_SRUN_START_S=2 FAKE_SLURM_LOG="$tmp/fake-calls" PATH="$fake:$PATH" SLURM_JOB_ID=4245 SLURM_RESTART_COUNT=0 \
+  TANDEM_TEST_STEP_DELAY_MS=100 bash "$tmp/early.sbatch" >"$tmp/early.log" 2>&1 &
+early=$!
+bg+=("$early")
+for _ in $(seq 1 100); do # until srun (the fake) is starting: a child of the script
+  pgrep -P "$early" -f fakebin/srun >/dev/null 2>&1 && break
+  sleep 0.05
+done
+sleep 0.3
+kill -USR1 "$early"
+wait "$early"; st=$?
+if [ $st -eq 0 ] && grep -q "srun: USR1 dropped while starting" "$tmp/fake-calls" && grep -q "tandem exited 75" "$tmp/early.log" &&
+   grep -qx "scontrol requeue 4245" "$tmp/fake-calls"; then
+  FAKE_SLURM_LOG="$tmp/fake-calls" PATH="$fake:$PATH" SLURM_JOB_ID=4245 SLURM_RESTART_COUNT=1 \
+    bash "$tmp/early.sbatch" >>"$tmp/early.log" 2>&1; st=$?
+  got=$("$bin" hash "$tmp/store-early" 2>&1)
+  if [ $st -eq 0 ] && [ "$got" = "$ref" ]; then
+    pass "a USR1 while srun still starts its tasks: sent again, tandem commits, exits 75, requeued; resumed to the uninterrupted hashes"
+  else
+    fail "early USR1: the resume (exit $st)" "$got" "want: $ref" "$(tail -n 5 "$tmp/early.log")"
+  fi
+else
+  fail "a USR1 while srun still starts its tasks (script exit $st)" "$(grep -c '^episode' "$tmp/early.log") episodes" \
+    "$(grep tandem-sbatch "$tmp/early.log")" "calls: $(cat "$tmp/fake-calls")"
+fi
 : >"$tmp/fake-calls"
 s0=$("$bin" hash "$tmp/store" 2>/dev/null | sed -n 's/^seq //p')
 run_fake "$tmp/fake.log" 1
@@ -438,6 +469,52 @@ else
       else
         fail "sweep job array" "${problems[@]}" "log:" "$(tail -n 20 "$log")"
       fi
+    fi
+  fi
+fi
+# --- F. a USR1 to the batch shell while srun is still starting its tasks. srun drops a
+# signal that comes before its tasks run (a prolog, PMIx, several nodes: on this one node
+# the window is ~0.1-0.5 s); the job's srun here is the real one behind a wrapper that
+# first spends 4 s "starting" (swallowing USR1 the way srun does) so that the USR1 lands in
+# that window for sure. The script must send it again until tandem has it: commit, exit
+# 75, requeue, and the run ends on the uninterrupted run's hashes (before: sent once,
+# dropped, the run went on to the end with no commit and no requeue).
+real_srun=$(command -v srun)
+mkdir -p "$tmp/slowsrun"
+{
+  echo '#!/bin/bash'
+  echo "trap 'echo \"srun: USR1 dropped while starting\" >>\"$tmp/early-dropped\"' USR1"
+  echo 'end=$((SECONDS + 4))'
+  echo 'while [ "$SECONDS" -lt "$end" ]; do sleep 0.1; done'
+  echo 'trap - USR1'
+  echo "exec \"$real_srun\" \"\$@\""
+} >"$tmp/slowsrun/srun"
+chmod 755 "$tmp/slowsrun/srun"
+rm -f "$tmp/early-dropped"
+render "$tmp/early.sbatch" --store "file://$tmp/store-early2" --set cluster.job_name=tandem-early ||
+  fail "render early" "$(cat "$tmp/early.sbatch.err")"
+jid=$(cd "$tmp" && PATH="$tmp/slowsrun:$PATH" TANDEM_TEST_STEP_DELAY_MS=100 sbatch --parsable "$tmp/early.sbatch" 2>"$tmp/sbatch.err")
+jid=${jid%%;*}
+log="$tmp/tandem-early-$jid.out"
+running() { grep -q "tandem-sbatch: running:" "$log" 2>/dev/null; }
+if [ -z "$jid" ]; then fail "sbatch (early USR1)" "$(cat "$tmp/sbatch.err")"
+elif wait_for 60 "job $jid starts its step" running; then
+  scancel --signal=USR1 --batch "$jid" # right after the job started: srun is still starting
+  ok=1
+  wait_for 60 "the early USR1's requeue" grep -q "requeued job $jid" "$log" || ok=0
+  [ $ok = 1 ] && { start_now && wait_for 60 "job runs again (Restarts=1)" is_running_try 1 || ok=0; }
+  if [ $ok = 1 ] && wait_for 180 "job $jid completes" is_state COMPLETED; then
+    got=$("$bin" hash "$tmp/store-early2" 2>&1)
+    problems=()
+    [ -s "$tmp/early-dropped" ] || problems+=("the USR1 missed srun's start-up (the test did not hit the window)")
+    [ "$got" = "$ref" ] || problems+=("final hashes differ:" "$got" "want:" "$ref")
+    grep -q "got SIGUSR1" "$log" || problems+=("no 'got SIGUSR1' in the log")
+    [ "$(grep -c "tandem exited 75" "$log")" -eq 1 ] || problems+=("want one 'tandem exited 75' in the log")
+    grep -q "resuming run-" "$log" || problems+=("no resume in the log")
+    if [ ${#problems[@]} -eq 0 ]; then
+      pass "real Slurm: a USR1 while srun still started its tasks: sent again, tandem committed, exit 75, requeued; resumed to the uninterrupted hashes"
+    else
+      fail "real Slurm: early USR1" "${problems[@]}" "log:" "$(grep -v '^episode' "$log" | tail -n 20)"
     fi
   fi
 fi
