@@ -246,20 +246,25 @@ fi
 # nothing in the script (exported there, STORE sent tandem to another store and got_term=1
 # stopped the requeue); a credentials file written on Windows (CRLF) loads without the CRs
 stub="$tmp/tandem-stub"
-printf '#!/bin/bash\nprintf "arg %%s\\n" "$@"\nprintf "env %%s=%%q\\n" STORE "$STORE" got_term "$got_term" AWS_ACCESS_KEY_ID "$AWS_ACCESS_KEY_ID" AWS_SECRET_ACCESS_KEY "$AWS_SECRET_ACCESS_KEY" AWS_REGION "$AWS_REGION"\nexit 75\n' >"$stub"
+printf '#!/bin/bash\nprintf "arg %%s\\n" "$@"\nprintf "env %%s=%%q\\n" STORE "$STORE" got_term "$got_term" AWS_ACCESS_KEY_ID "$AWS_ACCESS_KEY_ID" AWS_SECRET_ACCESS_KEY "$AWS_SECRET_ACCESS_KEY" AWS_REGION "$AWS_REGION" AWS_SESSION_TOKEN "${AWS_SESSION_TOKEN-unset}" AWS_PROFILE "${AWS_PROFILE-unset}"\nexit 75\n' >"$stub"
 chmod +x "$stub"
 printf 'export AWS_ACCESS_KEY_ID=AKIDCRLF\r\nAWS_SECRET_ACCESS_KEY="crlf-secret"\r\nAWS_REGION=eu-west-1 # a comment  \r\n' >"$tmp/creds-crlf.env"
 chmod 600 "$tmp/creds-crlf.env"
 render "$tmp/envs.sbatch" --set "cluster.tandem_binary=$stub" --set "cluster.credentials_file=$tmp/creds-crlf.env" \
   --set 'cluster.env=STORE=s3://other/x,got_term=1,IFS=x' || fail "render env" "$(cat "$tmp/envs.sbatch.err")"
 : >"$tmp/fake-calls"
+# the submitting shell's AWS_* (sbatch passes its environment on): with a credentials
+# file they are unset first (before: a stale session token and profile reached tandem
+# beside the file's keys)
 FAKE_SLURM_LOG="$tmp/fake-calls" PATH="$fake:$PATH" SLURM_JOB_ID=4244 SLURM_RESTART_COUNT=0 \
+  AWS_SESSION_TOKEN=STALE_SUBMIT_TOKEN AWS_PROFILE=other AWS_ACCESS_KEY_ID=AKIDSTALE \
   bash "$tmp/envs.sbatch" >"$tmp/envs.log" 2>&1; st=$?
 if [ $st -eq 0 ] && grep -qx "arg file://$tmp/store" "$tmp/envs.log" && grep -qx "env STORE=s3://other/x" "$tmp/envs.log" &&
    grep -qx "env got_term=1" "$tmp/envs.log" && grep -qx "scontrol requeue 4244" "$tmp/fake-calls" &&
    grep -qx "env AWS_ACCESS_KEY_ID=AKIDCRLF" "$tmp/envs.log" && grep -qx "env AWS_SECRET_ACCESS_KEY=crlf-secret" "$tmp/envs.log" &&
-   grep -qx "env AWS_REGION=eu-west-1" "$tmp/envs.log"; then
-  pass "cluster.env STORE/got_term/IFS reach tandem only; a CRLF credentials file loads without CRs, an inline # comment and trailing blanks"
+   grep -qx "env AWS_REGION=eu-west-1" "$tmp/envs.log" && grep -qx "env AWS_SESSION_TOKEN=unset" "$tmp/envs.log" &&
+   grep -qx "env AWS_PROFILE=unset" "$tmp/envs.log" && ! grep -q "STALE" "$tmp/envs.log" "$tmp/envs.sbatch"; then
+  pass "cluster.env STORE/got_term/IFS reach tandem only; a CRLF credentials file loads without CRs, an inline # comment and trailing blanks; the submitting shell's AWS_SESSION_TOKEN/AWS_PROFILE do not reach tandem"
 else
   fail "cluster.env names of the script's own, CRLF credentials (script exit $st)" "$(cat "$tmp/envs.log")" "calls: $(cat "$tmp/fake-calls")"
 fi
