@@ -312,7 +312,7 @@ const key_def config_schema[] = {
          "Slurm --account; \"\" = the user's default"),
     STRC("cluster.job_name", cluster.job_name, "", 0, cluster_check_job_name,
          "job name (Slurm --job-name, Kubernetes Job name: a DNS label starting with a letter); "
-         "\"\" = from the config file's name"),
+         "\"\" = tandem-<config file's name>-<6 hex digits of a hash of the store>"),
     STRC("cluster.workdir", cluster.workdir, "", F_PATH, cluster_check_path,
          "Slurm --chdir: where the job runs and writes its log (shared storage); \"\" = the "
          "directory tandem manifest runs in"),

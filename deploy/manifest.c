@@ -141,6 +141,28 @@ static size_t index_room(const manifest_opts *o) {
     return 1 + digits;
 }
 
+/* The store as the job names it: an S3 URL as the backends read it, a file store as
+ * file:///ABS (a relative path taken against the job's directory: cluster.workdir, else
+ * where tandem manifest runs, as the Slurm job reads it). */
+static int job_store(const manifest_opts *o, char *out, size_t cap, tdm_err *e) {
+    const struct config_cluster *k = &o->cfg->cluster;
+    char wd[CONFIG_STR_MAX + 8], path[2 * CONFIG_STR_MAX + 16];
+    store_url_parts su;
+    if (store_url_parse(o->store_url, &su, e)) return e->code;
+    if (su.kind != STORE_URL_FILE) {
+        snprintf(out, cap, "%s", su.canon);
+        return 0;
+    }
+    const char *sp = su.path;
+    while (sp[0] == '.' && sp[1] == '/') sp += 2; /* ./runs/x */
+    if (!abs_path(o->workdir, k->workdir[0] ? k->workdir : (o->workdir ? o->workdir : "."), wd, sizeof wd) ||
+        !abs_path(wd, sp, path, sizeof path))
+        return err_set(e, ERR_USAGE, "store %.200s: the absolute path is too long", sp);
+    int n = snprintf(out, cap, "file://%s", path);
+    if (n < 0 || (size_t)n >= cap) return err_set(e, ERR_USAGE, "store %.200s: the absolute path is too long", sp);
+    return 0;
+}
+
 void manifest_job_name(const manifest_opts *o, char *out, size_t cap) {
     const config *c = o->cfg;
     const char *suffix = o->name_suffix ? o->name_suffix : "";
@@ -170,7 +192,19 @@ void manifest_job_name(const manifest_opts *o, char *out, size_t cap) {
      * so that two long names that share their first ~50 characters (…-seed1, …-seed2) stay
      * two jobs: the same name would make Slurm's singleton hold one back for the other and
      * Kubernetes replace one's ConfigMap with the other's. */
-    size_t fixed = strlen("tandem-") + strlen(suffix) + index_room(o);
+    /* and then "-" and 6 hex digits of a hash of the store the job runs (the same store:
+     * the same name, so a resubmit keeps it; another store: another name): expa/run.yaml
+     * and expb/run.yaml, two runs, were both "tandem-run", and Slurm's singleton held one
+     * back for the other while Kubernetes replaced one's ConfigMap with the other's */
+    char st[3 * CONFIG_STR_MAX];
+    tdm_err ignored;
+    if (!o->store_url || job_store(o, st, sizeof st, &ignored))
+        snprintf(st, sizeof st, "%s", o->store_url ? o->store_url : "");
+    size_t sl = strlen(st);
+    while (sl > 1 && st[sl - 1] == '/') sl--; /* s3://b/p/ is s3://b/p (the backend drops it) */
+    uint32_t sh = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < sl; i++) sh = (sh ^ (unsigned char)st[i]) * 16777619u;
+    size_t fixed = strlen("tandem-") + 7 + strlen(suffix) + index_room(o);
     size_t budget = fixed < 63 - 8 ? 63 - fixed : 8;
     if (len > budget) {
         uint32_t h = 2166136261u; /* FNV-1a */
@@ -180,8 +214,8 @@ void manifest_job_name(const manifest_opts *o, char *out, size_t cap) {
         while (len > 0 && base[len - 1] == '-') len--;
         snprintf(base + len, sizeof base - len, "-%06x", (unsigned)(h & 0xffffff));
     }
-    /* a config name of no letters or digits (_.yaml, 实验.yaml): "tandem" alone */
-    snprintf(out, cap, "tandem%s%s%s", base[0] ? "-" : "", base, suffix);
+    /* a config name of no letters or digits (_.yaml, 实验.yaml): "tandem-<hash>" */
+    snprintf(out, cap, "tandem%s%s-%06x%s", base[0] ? "-" : "", base, (unsigned)(sh & 0xffffff), suffix);
 }
 
 /* A Kubernetes Job name: a DNS label of at most 63 characters, and of an Indexed Job one
@@ -354,20 +388,8 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
                                      "cluster.credentials_file: the absolute path is too long");
     /* a relative file store means relative to where the job runs; a URL that means
      * something else (file://HOST/..., s3:/x) is refused here as tandem run would */
-    store_url_parts su;
-    if (store_url_parse(o->store_url, &su, e)) return e->code;
-    const char *sp = su.kind == STORE_URL_FILE ? su.path : o->store_url;
-    while (su.kind == STORE_URL_FILE && sp[0] == '.' && sp[1] == '/') sp += 2; /* ./runs/x */
-    if (su.kind == STORE_URL_FILE && sp[0] != '/') {
-        char path[2 * CONFIG_STR_MAX + 16];
-        if (!abs_path(workdir, sp, path, sizeof path))
-            return err_set(e, ERR_USAGE, "store %.200s: the absolute path is too long", sp);
-        snprintf(store, sizeof store, "file://%s", path);
-    } else if (su.kind == STORE_URL_FILE) {
-        snprintf(store, sizeof store, "file://%s", sp); /* file:///ABS */
-    } else {
-        snprintf(store, sizeof store, "%s", su.canon);
-    }
+    int src = job_store(o, store, sizeof store, e);
+    if (src) return src;
     if (!directive_safe(workdir))
         return err_set(e, ERR_USAGE,
                        k->workdir[0] ? "cluster.workdir = %.200s: an #SBATCH --chdir path may not hold blanks, "

@@ -199,7 +199,7 @@ fi
   >"$tmp/finals.sbatch" 2>/dev/null; st=$?
 if [ $st = 0 ] && grep -qx -- '#SBATCH --array=0-3' "$tmp/finals.sbatch" \
    && grep -q -- '"$TANDEM" compare "$CONFIG" --store "$STORE" --only final --final-seed 1007' "$tmp/finals.sbatch" \
-   && grep -q -- '--job-name=tandem-c-finals' "$tmp/finals.sbatch" && grep -qx '#   2  tandem' "$tmp/finals.sbatch" \
+   && grep -qx -- '#SBATCH --job-name=tandem-c-[0-9a-f]\{6\}-finals' "$tmp/finals.sbatch" && grep -qx '#   2  tandem' "$tmp/finals.sbatch" \
    && grep -qx '#   3  unimax' "$tmp/finals.sbatch"; then
   pass "manifest --compare finals: one job array of the four final runs"
 else fail "manifest --compare finals" "exit $st" "$(grep -n 'array\|compare' "$tmp/finals.sbatch" | head -5)"; fi

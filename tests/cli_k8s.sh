@@ -105,10 +105,13 @@ expect "Job: restartPolicy Never, podFailurePolicy, limits, grace, exec form" \
   "terminationGracePeriodSeconds: 30" 'nvidia.com/gpu: "8"' \
   'command: ["/usr/local/bin/tandem", "run", "/etc/tandem/config.yaml", "--store", "s3://bucket/runs/a"]' \
   'secretName: "tandem-aws"' 'claimName: "tandem-corpus"' 'value: "/var/run/secrets/tandem-aws/credentials"'
+jn=$(sed -n '/^kind: Job/,$p' "$tmp/none-spotfalse-n4-g8.yaml" | sed -n 's/^  name: "\(.*\)"$/\1/p' | head -n 1)
+[[ $jn =~ ^tandem-run-[0-9a-f]{6}$ ]] && pass "the Job's default name: tandem-<config name>-<store hash> ($jn)" ||
+  fail "the Job's default name" "got '$jn'"
 expect "Indexed Job + headless Service" "$tmp/none-spotfalse-n4-g8.yaml" \
   "completionMode: Indexed" "completions: 4" "backoffLimitPerIndex: 3" "maxFailedIndexes: 0" \
-  "clusterIP: None" 'subdomain: "tandem-run"' "kind: Service" \
-  'value: "tandem-run-0.tandem-run:29500"' "job-completion-index"
+  "clusterIP: None" "subdomain: \"$jn\"" "kind: Service" \
+  "value: \"$jn-0.$jn:29500\"" "job-completion-index"
 absent "CPU job: no GPU request, no GPU toleration, no /dev/shm" "$tmp/none-spotfalse-n1-g0.yaml" \
   "nvidia.com/gpu" "dshm"
 expect "GKE spot H100 labels" "$tmp/gke-spottrue-n1-g8.yaml" \

@@ -108,10 +108,11 @@ grep -qx -- '#SBATCH --gres=gpu:8' "$tmp/gpu.sbatch" || problems+=("no untyped -
 "$bin" manifest slurm "$tmp/run.yaml" --set cluster.gpus_per_node=4 2>/dev/null |
   grep -qx -- '#SBATCH --gres=gpu:h100:4' || problems+=("no --gres=gpu:h100:4")
 for d in '--requeue' '--open-mode=append' '--signal=B:USR1@60' "--chdir=$tmp" '--cpus-per-task=1' \
-         '--output=%x-%j.out' '--job-name=tandem-run' '--nodes=1'; do
+         '--output=%x-%j.out' '--nodes=1'; do
   grep -qx -- "#SBATCH $d" "$tmp/cpu.sbatch" || problems+=("missing #SBATCH $d")
 done
 grep -qF "env AWS_REGION=us-east-1 'TANDEM_NOTE=it'\\''s a test'" "$tmp/gpu.sbatch" || problems+=("cluster.env value not shell-quoted")
+grep -qx -- '#SBATCH --job-name=tandem-run-[0-9a-f]\{6\}' "$tmp/cpu.sbatch" || problems+=("job name not tandem-run-<6 hex digits of the store>")
 grep -qF "STORE=file://$tmp/store" "$tmp/cpu.sbatch" || problems+=("store not absolute")
 grep -qF "CONFIG=$tmp/run.yaml" "$tmp/cpu.sbatch" || problems+=("config path not absolute")
 grep -qF "load_credentials \"\$CREDENTIALS\" || exit 2" "$tmp/cpu.sbatch" || problems+=("no credentials step")
@@ -352,7 +353,7 @@ start_now() { # a requeued job waits ~2 minutes (its BeginTime); start it now
 jid=$(cd "$tmp" && TANDEM_TEST_STEP_DELAY_MS=100 sbatch --parsable "$tmp/job.sbatch" 2>"$tmp/sbatch.err")
 if [ -z "$jid" ]; then fail "sbatch" "$(cat "$tmp/sbatch.err")"; finish; fi
 jid=${jid%%;*}
-log="$tmp/tandem-run-$jid.out"
+log="$tmp/$(sed -n 's/^#SBATCH --job-name=//p' "$tmp/job.sbatch")-$jid.out"
 ok=1
 wait_for 60 "job $jid runs" is_running_try 0 && wait_for 60 "first commit" progressed -1 || ok=0
 if [ $ok = 1 ]; then

@@ -76,6 +76,15 @@ static manifest_opts opts(const config *c, const char *store) {
                            .workdir = "/shared/jobs"};
 }
 
+/* Whether `s` is `head` and then "-" and 6 lowercase hex digits. */
+static int named(const char *s, const char *head) {
+    size_t n = strlen(head);
+    if (strncmp(s, head, n) || s[n] != '-' || strlen(s) != n + 7) return 0;
+    for (const char *p = s + n + 1; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) return 0;
+    return 1;
+}
+
 /* A line of `text` equal to `line`. */
 static int has_line(const char *text, const char *line) {
     size_t n = strlen(line);
@@ -349,10 +358,10 @@ static void test_job_names(void) {
     char name[128];
     o.config_name = "My Run.v2__final";
     manifest_job_name(&o, name, sizeof name);
-    int a = !strcmp(name, "tandem-my-run-v2-final");
+    int a = named(name, "tandem-my-run-v2-final");
     o.config_name = "_";
     manifest_job_name(&o, name, sizeof name);
-    int empty = !strcmp(name, "tandem"); /* no letters or digits: not "tandem-" (no DNS label) */
+    int empty = named(name, "tandem"); /* no letters or digits: "tandem-<hash>", not "tandem--" */
     o.config_name = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
     manifest_job_name(&o, name, sizeof name);
     int b = strlen(name) == 63;
@@ -474,7 +483,7 @@ static void test_slurm_directives(void) {
                  has_line(r.out, "#SBATCH --open-mode=append") &&
                  has_line(r.out, "#SBATCH --signal=B:USR1@300") &&
                  has_line(r.out, "#SBATCH --chdir=/shared/jobs") &&
-                 has_line(r.out, "#SBATCH --job-name=tandem-run") &&
+                 strstr(r.out, "#SBATCH --job-name=tandem-run-") &&
                  has_line(r.out, "#SBATCH --dependency=singleton") &&
                  has_line(r.out, "TANDEM=/opt/tandem/bin/tandem") &&
                  has_line(r.out, "CONFIG=/shared/run.yaml") && !strstr(r.out, "TANDEM_COORDINATOR");
@@ -752,6 +761,10 @@ static void test_k8s_job_shape(void) {
     render(&one, 0, &o);
     c->cluster.nodes = 4;
     render(&idx, 0, &o);
+    char jn[128], coord[300], sub[200];
+    manifest_job_name(&o, jn, sizeof jn);
+    snprintf(coord, sizeof coord, "%s-0.%s:29500", jn, jn);
+    snprintf(sub, sizeof sub, "subdomain: \"%s\"", jn);
     o.store_url = "file:///tmp/x";
     c->cluster.nodes = 1;
     /* an absolute path of this machine (a relative one in a config file is resolved
@@ -770,7 +783,7 @@ static void test_k8s_job_shape(void) {
     int x = idx.rc == 0 && strstr(idx.out, "kind: Service") && strstr(idx.out, "clusterIP: None") &&
             strstr(idx.out, "completionMode: Indexed") && strstr(idx.out, "completions: 4") &&
             strstr(idx.out, "backoffLimitPerIndex: 5") && !strstr(idx.out, "backoffLimit: 5") &&
-            strstr(idx.out, "tandem-run-0.tandem-run:29500") && strstr(idx.out, "subdomain: \"tandem-run\"");
+            named(jn, "tandem-run") && strstr(idx.out, coord) && strstr(idx.out, sub);
     int f = file.rc == 0 && strstr(file.warn, "is a file store") &&
             strstr(file.warn, "data.dataset = /home/me/corpus/dataset.yaml: the pod reads the corpus at this path");
     rendered_free(&one);
