@@ -107,10 +107,13 @@ static void set_word(FILE *out, const char *set, const char *here) {
     free(w);
 }
 
-/* Safe inside an #SBATCH line: no blanks, quotes or shell/sbatch specials. */
+/* Safe inside an #SBATCH line: no blanks, quotes or shell/sbatch specials, and no '%',
+ * which Slurm expands in file names (%j: the job id; --output=%x-%j.out is relative to
+ * --chdir, so a '%' there sent the log to a directory that does not exist and the job
+ * failed to launch). */
 static bool directive_safe(const char *s) {
     for (const char *p = s; *p; p++)
-        if ((unsigned char)*p <= ' ' || strchr("\"'\\`$#;&|<>()*?[]{}~", *p)) return false;
+        if ((unsigned char)*p <= ' ' || strchr("\"'\\`$#;&|<>()*?[]{}~%", *p)) return false;
     return true;
 }
 
@@ -393,11 +396,27 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     if (!directive_safe(workdir))
         return err_set(e, ERR_USAGE,
                        k->workdir[0] ? "cluster.workdir = %.200s: an #SBATCH --chdir path may not hold blanks, "
-                                       "quotes or shell characters"
+                                       "quotes, shell characters or '%%' (Slurm expands %%j and the like in the "
+                                       "job's log path, which is relative to it)"
                                      : "the job's directory %.200s (where tandem manifest runs; cluster.workdir "
-                                       "is unset) holds blanks, quotes or shell characters, which an #SBATCH "
-                                       "--chdir path may not: set cluster.workdir to a directory without them",
+                                       "is unset) holds blanks, quotes, shell characters or '%%' (which Slurm "
+                                       "expands in the job's log path), which an #SBATCH --chdir path may not: "
+                                       "set cluster.workdir to a directory without them",
                        workdir);
+    /* every other value on an #SBATCH line (the config's checks allow none of these
+     * characters today; checked here too, so that no later change lets one through) */
+    {
+        const struct {
+            const char *key, *value;
+        } dv[] = {{"cluster.job_name", name},       {"cluster.memory", k->memory},
+                  {"cluster.gpu_type", k->gpu_type}, {"cluster.time_limit", k->time_limit},
+                  {"cluster.partition", k->partition}, {"cluster.account", k->account}};
+        for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++)
+            if (!directive_safe(dv[i].value))
+                return err_set(e, ERR_USAGE, "%s = %.200s: a value on an #SBATCH line may not hold blanks, "
+                               "quotes, shell characters or '%%' (Slurm expands %%j and the like)",
+                               dv[i].key, dv[i].value);
+    }
     if (o->config_path[0] != '/')
         return err_set(e, ERR_USAGE, "the config path on the nodes must be absolute, not %.200s",
                        o->config_path);

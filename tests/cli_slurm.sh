@@ -134,6 +134,14 @@ out=$("$bin" manifest slurm "$tmp/run.yaml" --set 'cluster.time_limit=1:2:3:4' 2
 out=$("$bin" manifest slurm "$tmp/run.yaml" --set 'cluster.workdir=/a b' 2>&1); st=$?
 [ $st -eq 2 ] && grep -q "cluster.workdir" <<<"$out" && pass "a workdir with a blank: exit 2 naming it" ||
   fail "workdir with a blank" "exit $st: $out"
+# a '%' in the job's directory: Slurm expanded %j in the log path (relative to --chdir), the
+# log went to a directory that does not exist and the job failed to launch (before: exit 0)
+mkdir -p "$tmp/w%jx"
+out=$("$bin" manifest slurm "$tmp/run.yaml" --set "cluster.workdir=$tmp/w%jx" 2>&1); st=$?
+out2=$(cd "$tmp/w%jx" && "$bin" manifest slurm "$tmp/run.yaml" 2>&1); st2=$?
+[ $st -eq 2 ] && grep -q "cluster.workdir = .*'%'" <<<"$out" && [ $st2 -eq 2 ] && grep -q "set cluster.workdir" <<<"$out2" &&
+  pass "a '%' in the job's directory (cluster.workdir or where it renders): exit 2 naming the key" ||
+  fail "a '%' in the job's directory (exit $st, $st2, want 2)" "$out" "$out2"
 
 # --- A. the script's logic with a fake srun and scontrol
 fake="$tmp/fakebin"

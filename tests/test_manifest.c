@@ -379,6 +379,42 @@ static void test_job_names(void) {
     CHECK(g, "cluster.job_name wins");
 }
 
+/* The default name ends in a hash of the job's store: configs of one name in two folders
+ * (two stores) are two jobs — one name made Slurm's singleton hold an unrelated run back
+ * and one Kubernetes run's ConfigMap replace the other's — while every spelling of one
+ * store gives one name (a resubmit keeps it). */
+static void test_job_names_per_store(void) {
+    config *c = malloc(sizeof *c);
+    tdm_err e = {0};
+    CHECK(c && load(c, "names3", BASE, NULL, 0, &e) == 0, "%s", e.msg);
+    manifest_opts o = opts(c, "file:///shared/expa/runs/run");
+    char a[128], a2[128], a3[128], a4[128], b[128], s1[128], s2[128], s3[128], s4[128];
+    manifest_job_name(&o, a, sizeof a);
+    o.store_url = "/shared/expa/runs/run";
+    manifest_job_name(&o, a2, sizeof a2);
+    o.workdir = "/shared/expa";
+    o.store_url = "file://./runs/run";
+    manifest_job_name(&o, a3, sizeof a3);
+    o.store_url = "runs/run";
+    manifest_job_name(&o, a4, sizeof a4);
+    o.workdir = "/shared/expb";
+    manifest_job_name(&o, b, sizeof b);
+    o.store_url = "s3://bkt/a";
+    manifest_job_name(&o, s1, sizeof s1);
+    o.store_url = "s3://bkt/a/";
+    manifest_job_name(&o, s2, sizeof s2);
+    o.store_url = "S3://bkt/a";
+    manifest_job_name(&o, s3, sizeof s3);
+    o.store_url = "s3://bkt/b";
+    manifest_job_name(&o, s4, sizeof s4);
+    free(c);
+    CHECK(named(a, "tandem-run"), "%s", a);
+    CHECK(!strcmp(a, a2) && !strcmp(a, a3) && !strcmp(a, a4), "one file store, four spellings: %s %s %s %s", a, a2,
+          a3, a4);
+    CHECK(strcmp(a, b) != 0, "runs/run in two folders: one name %s", a);
+    CHECK(!strcmp(s1, s2) && !strcmp(s1, s3) && strcmp(s1, s4) != 0, "S3 stores: %s %s %s / %s", s1, s2, s3, s4);
+}
+
 /* Names that must not collide or overflow: two long config names with the same first 60
  * characters stay two jobs (a cut name ends in a hash of the whole), the jobs of --compare
  * dmo and finals differ with cluster.job_name too, and an Indexed Job of a sweep leaves
@@ -795,6 +831,27 @@ static void test_k8s_job_shape(void) {
     CHECK(f, "file store and dataset path warnings");
 }
 
+/* A '%' in any #SBATCH value: refused naming the key (Slurm expands %j in the log path,
+ * relative to --chdir: the job failed to launch). */
+static void test_slurm_directive_values(void) {
+    config *c = malloc(sizeof *c);
+    tdm_err e = {0};
+    CHECK(c && load(c, "pct", BASE, NULL, 0, &e) == 0, "%s", e.msg);
+    manifest_opts o = opts(c, "s3://b/p");
+    rendered w, here;
+    snprintf(c->cluster.workdir, sizeof c->cluster.workdir, "/shared/exp%%jx");
+    render(&w, 1, &o);
+    c->cluster.workdir[0] = '\0';
+    o.workdir = "/shared/exp%1";
+    render(&here, 1, &o);
+    int ok = w.rc == ERR_USAGE && strstr(w.e.msg, "cluster.workdir = /shared/exp%jx") && strstr(w.e.msg, "'%'") &&
+             here.rc == ERR_USAGE && strstr(here.e.msg, "/shared/exp%1") && strstr(here.e.msg, "set cluster.workdir");
+    rendered_free(&w);
+    rendered_free(&here);
+    free(c);
+    CHECK(ok, "a '%%' in the job's directory refused");
+}
+
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb, (void)flag, (void)ftw;
     return remove(p);
@@ -809,6 +866,8 @@ int main(void) {
     RUN(test_yaml_round_trip);
     RUN(test_job_names);
     RUN(test_job_names_distinct);
+    RUN(test_job_names_per_store);
+    RUN(test_slurm_directive_values);
     RUN(test_k8s_text_as_given);
     RUN(test_slurm_directives);
     RUN(test_slurm_words);
