@@ -3,6 +3,7 @@
 
 #include "deploy/sweep.h"
 #include "config/config.h"
+#include "config/cluster_check.h"
 #include "storage/url.h"
 #include "util/outfile.h"
 #include "util/ydoc.h"
@@ -550,14 +551,13 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
      * this shell: exported here, a name such as STORE, got_term or IFS would change what
      * the script itself does (another store, no requeue) */
     if (k->env[0]) fprintf(out, " \\\n  env");
-    for (const char *p = k->env; *p;) { /* NAME=value,... (checked by the config) */
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
+    for (const char *p = k->env; *p;) { /* NAME=value,... (checked by the config; "\," a ',') */
+        size_t len = cluster_env_entry_len(p);
         char entry[CONFIG_STR_MAX];
-        snprintf(entry, sizeof entry, "%.*s", (int)len, p);
+        cluster_env_entry(p, len, entry, sizeof entry);
         fputc(' ', out);
         sh_word(out, entry);
-        p = end ? end + 1 : p + len;
+        p += len + (p[len] != '\0');
     }
     fprintf(out, " \\\n  \"$TANDEM\" %s \"$CONFIG\" --store \"$STORE\"", task_command(o));
     for (int i = 0; i < o->nsets; i++) { /* cluster.* only shaped this script */
@@ -873,12 +873,12 @@ static void k8s_container(const k8s_ctx *x) {
         fprintf(x->out, "        - name: TANDEM_COORDINATOR\n          value: \"%s-0.%s:%d\"\n", x->name,
                 x->name, x->k->coordinator_port);
     }
-    for (const char *p = x->k->env; *p;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
+    for (const char *p = x->k->env; *p;) { /* NAME=value,... ("\," a ',') */
+        size_t len = cluster_env_entry_len(p);
+        const char *end = p[len] ? p + len : NULL;
         const char *eq = memchr(p, '=', len);
         char value[CONFIG_STR_MAX];
-        snprintf(value, sizeof value, "%.*s", (int)(len - (size_t)(eq - p) - 1), eq + 1);
+        cluster_env_entry(eq + 1, len - (size_t)(eq - p) - 1, value, sizeof value);
         char ename[CONFIG_KEY_MAX + 1];
         snprintf(ename, sizeof ename, "%.*s", (int)(eq - p), p);
         fprintf(x->out, "        - name: "); /* quoted: NO, ON or null is no string to YAML 1.1 */
@@ -1085,8 +1085,8 @@ int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
             return err_set(e, ERR_USAGE, "cluster.env sets %.*s, which the Job sets itself to the "
                            "mounted Secret cluster.secret_name = %s: leave it out of cluster.env",
                            (int)nlen, p, k->secret_name);
-        const char *end = strchr(p, ',');
-        p = end ? end + 1 : p + strlen(p);
+        size_t len = cluster_env_entry_len(p);
+        p += len + (p[len] != '\0');
     }
     const sweep *sw = job_points(o);
     if (sw && k->nodes > 1)

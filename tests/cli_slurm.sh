@@ -142,6 +142,16 @@ out2=$(cd "$tmp/w%jx" && "$bin" manifest slurm "$tmp/run.yaml" 2>&1); st2=$?
 [ $st -eq 2 ] && grep -q "cluster.workdir = .*'%'" <<<"$out" && [ $st2 -eq 2 ] && grep -q "set cluster.workdir" <<<"$out2" &&
   pass "a '%' in the job's directory (cluster.workdir or where it renders): exit 2 naming the key" ||
   fail "a '%' in the job's directory (exit $st, $st2, want 2)" "$out" "$out2"
+# a ',' in a cluster.env value: written '\,' it reaches tandem as ','; as is, the error
+# says what the ',' did (before: 'NAME of letters, digits', the entry blamed for its name)
+out=$("$bin" manifest slurm "$tmp/run.yaml" --set 'cluster.env=NO_PROXY=localhost,169.254.169.254' 2>&1); st=$?
+"$bin" manifest slurm "$tmp/run.yaml" --set 'cluster.env=NO_PROXY=localhost\,169.254.169.254,A=b' >"$tmp/comma.sbatch" 2>&1; st2=$?
+if [ $st -eq 2 ] && grep -qF "a ',' separates the entries" <<<"$out" && grep -qF "'\,'" <<<"$out" &&
+   [ $st2 -eq 0 ] && grep -qF "env NO_PROXY=localhost,169.254.169.254 A=b" "$tmp/comma.sbatch"; then
+  pass "cluster.env: a ',' in a value written '\,' reaches tandem; unescaped, the error names the ','"
+else
+  fail "cluster.env with a ','" "exit $st: $out" "exit $st2: $(grep -A1 '  env' "$tmp/comma.sbatch")"
+fi
 
 # --- A. the script's logic with a fake srun and scontrol
 fake="$tmp/fakebin"

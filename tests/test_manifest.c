@@ -852,6 +852,32 @@ static void test_slurm_directive_values(void) {
     CHECK(ok, "a '%%' in the job's directory refused");
 }
 
+/* cluster.env: "\," is a ',' of the value on Slurm and Kubernetes alike; an unescaped one
+ * is said to be the problem (before: the NAME was blamed). */
+static void test_env_comma(void) {
+    config *c = malloc(sizeof *c);
+    tdm_err e = {0};
+    char *sets[] = {"cluster.env=NO_PROXY=localhost\\,169.254.169.254,A=b\\c", "cluster.image=reg/tandem:1"};
+    CHECK(c && load(c, "comma", BASE, sets, 2, &e) == 0, "%s", e.msg);
+    manifest_opts o = opts(c, "s3://b/p");
+    rendered sl, k8;
+    render(&sl, 1, &o);
+    render(&k8, 0, &o);
+    int ok = sl.rc == 0 && strstr(sl.out, " env NO_PROXY=localhost,169.254.169.254 'A=b\\c' \\\n") &&
+             k8.rc == 0 && strstr(k8.out, "- name: \"NO_PROXY\"\n          value: \"localhost,169.254.169.254\"");
+    if (!ok) fprintf(stderr, "%s\n%s\n", sl.out ? sl.out : "", k8.out ? k8.out : "");
+    rendered_free(&sl);
+    rendered_free(&k8);
+    config *d = malloc(sizeof *d);
+    char *bad[] = {"cluster.env=NO_PROXY=localhost,169.254.169.254"};
+    int rc = d ? load(d, "comma2", BASE, bad, 1, &e) : -1;
+    free(c);
+    free(d);
+    CHECK(ok, "an escaped ',' reaches the job as ','");
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "a ',' separates the entries") && strstr(e.msg, "'\\,'") &&
+          !strstr(e.msg, "NAME of letters"), "%s", e.msg);
+}
+
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb, (void)flag, (void)ftw;
     return remove(p);
@@ -868,6 +894,7 @@ int main(void) {
     RUN(test_job_names_distinct);
     RUN(test_job_names_per_store);
     RUN(test_slurm_directive_values);
+    RUN(test_env_comma);
     RUN(test_k8s_text_as_given);
     RUN(test_slurm_directives);
     RUN(test_slurm_words);
