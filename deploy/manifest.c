@@ -438,6 +438,19 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
             warnf(warn, "--sweep %s: a relative path among its values is read where the job runs (%s), not here; "
                         "give the paths absolute", key, workdir);
     }
+    /* the grace tandem is told (TANDEM_GRACE_S below): checkpoint.grace_s overrides it, and
+     * a larger one plans commits and store deadlines that SIGKILL cuts off */
+    int grace = k->signal_lead_s < 30 ? k->signal_lead_s : 30;
+    if (c->checkpoint.grace_s > grace)
+        warnf(warn, "checkpoint.grace_s = %g overrides the job's grace of %d s (TANDEM_GRACE_S: the shorter of "
+                    "Slurm's KillWait, 30 s by default, and cluster.signal_lead_s): tandem would start a stop "
+                    "commit that SIGKILL cuts off; leave checkpoint.grace_s unset (0) or at most %d "
+                    "(docs/preemption.md)", c->checkpoint.grace_s, grace, grace);
+    /* Slurm's default MaxArraySize is 1001: --array=0-1001 and beyond is refused by sbatch */
+    if (job_points(o) && job_points(o)->npoints > 1001)
+        warnf(warn, "%zu points: a job array of more than 1001 tasks exceeds Slurm's default MaxArraySize "
+                    "(1001), and sbatch refuses it unless the cluster raised it (scontrol show config | grep "
+                    "MaxArraySize); split the sweep", job_points(o)->npoints);
     if (c->run.device != CONFIG_DEVICE_CPU && k->gpus_per_node > 0 &&
         k->tasks_per_node != k->gpus_per_node)
         warnf(warn, "cluster.tasks_per_node = %d with %d GPUs per node: each rank computes on one "
@@ -530,8 +543,7 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     fprintf(out, "# a stop commits a full state only if it fits before SIGKILL: Slurm's KillWait "
                  "(30 s by default)\n# after a TERM, %d s after the --signal warning\n",
             k->signal_lead_s);
-    fprintf(out, "export TANDEM_GRACE_S=\"${TANDEM_GRACE_S:-%d}\"\n",
-            k->signal_lead_s < 30 ? k->signal_lead_s : 30);
+    fprintf(out, "export TANDEM_GRACE_S=\"${TANDEM_GRACE_S:-%d}\"\n", grace);
     if (k->nodes > 1) {
         fprintf(out, "# for the distributed backend: rank = SLURM_PROCID of each task\n");
         fprintf(out, "export TANDEM_WORLD_SIZE=%d\n", k->nodes);
@@ -748,6 +760,27 @@ static void k8s_warnings(FILE *warn, const manifest_opts *o) {
         warnf(warn, "data.dataset = %s: the pod reads the corpus at this path, which must be in the "
                     "image (or give the path under %s of cluster.data_pvc)",
               c->data.dataset, MANIFEST_K8S_DATA_DIR);
+    /* the other paths the run reads, given relative (by --set, or as file://./REL): in the
+     * pod they resolve against MANIFEST_K8S_CONFIG_DIR, which holds config.yaml alone (the
+     * value of data.mixture_file is never repeated: it may be a URL with a pasted secret) */
+    const char *mf = c->data.mixture_file;
+    if (config_relative_path("data.mixture_file", mf) || !strncmp(mf, "file://./", 9) || !strncmp(mf, "file://../", 10))
+        warnf(warn, "data.mixture_file is a relative path: in the pod it resolves against %s, which holds "
+                    "config.yaml alone; give the absolute path of the file in the image, under %s "
+                    "(cluster.data_pvc), or an s3:// store", MANIFEST_K8S_CONFIG_DIR, MANIFEST_K8S_DATA_DIR);
+    if (config_relative_path("model.init", c->model.init))
+        warnf(warn, "model.init = %s is a relative path: in the pod it resolves against %s, which holds "
+                    "config.yaml alone; give the absolute path of the model folder in the image or under %s "
+                    "(cluster.data_pvc)", c->model.init, MANIFEST_K8S_CONFIG_DIR, MANIFEST_K8S_DATA_DIR);
+    if (k->grace_period_s == 0)
+        warnf(warn, "cluster.grace_period_s = 0: the kubelet kills tandem at once, with no stop commit; each "
+                    "preemption loses the steps since the last periodic commit (give step + commit time and "
+                    "a margin, docs/preemption.md)");
+    else if (c->checkpoint.grace_s > k->grace_period_s)
+        warnf(warn, "checkpoint.grace_s = %g is longer than cluster.grace_period_s = %d (the pod's "
+                    "terminationGracePeriodSeconds) and overrides it: tandem would start a stop commit that "
+                    "SIGKILL cuts off; leave checkpoint.grace_s unset (0) or at most %d",
+              c->checkpoint.grace_s, k->grace_period_s, k->grace_period_s);
     if (k->spot && k->cloud == CONFIG_CLOUD_GKE && k->grace_period_s > 30)
         warnf(warn, "cluster.grace_period_s = %d: GKE stops a preempted spot node after 30 s, so "
                     "tandem gets at most ~25 s there (docs/preemption.md)",

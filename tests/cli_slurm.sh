@@ -142,6 +142,21 @@ out2=$(cd "$tmp/w%jx" && "$bin" manifest slurm "$tmp/run.yaml" 2>&1); st2=$?
 [ $st -eq 2 ] && grep -q "cluster.workdir = .*'%'" <<<"$out" && [ $st2 -eq 2 ] && grep -q "set cluster.workdir" <<<"$out2" &&
   pass "a '%' in the job's directory (cluster.workdir or where it renders): exit 2 naming the key" ||
   fail "a '%' in the job's directory (exit $st, $st2, want 2)" "$out" "$out2"
+# default job names: configs of one name in two folders with two stores are two jobs
+# (one name: Slurm's singleton held an unrelated run back); the same store, spelled
+# file://./x, ./x or its absolute path, rendered again, keeps its name (a resubmit)
+mkdir -p "$tmp/expa" "$tmp/expb"
+cp "$tmp/run.yaml" "$tmp/expa/run.yaml"; cp "$tmp/run.yaml" "$tmp/expb/run.yaml"
+jn() { (cd "$1" && shift && "$bin" manifest slurm run.yaml "$@" 2>/dev/null | sed -n 's/^#SBATCH --job-name=//p'); }
+na=$(jn "$tmp/expa") nb=$(jn "$tmp/expb") na2=$(jn "$tmp/expa" --store "$tmp/expa/runs/run") \
+  na3=$(jn "$tmp/expa" --store file://./runs/run) ka=$(jn "$tmp/expa" --store s3://bkt/a) kb=$(jn "$tmp/expa" --store s3://bkt/b) \
+  ka2=$(jn "$tmp/expa" --store s3://bkt/a/)
+if [ -n "$na" ] && [ -n "$nb" ] && [ "$na" != "$nb" ] && [ "$na" = "$na2" ] && [ "$na" = "$na3" ] &&
+   [ "$ka" != "$kb" ] && [ "$ka" = "$ka2" ] && [[ $na =~ ^tandem-run-[0-9a-f]{6}$ ]]; then
+  pass "default job names: one per store ($na, $nb), the same for every spelling of one store"
+else
+  fail "default job names" "expa $na, expb $nb, abs $na2, file:// $na3, s3 a $ka, b $kb, a/ $ka2"
+fi
 # a ',' in a cluster.env value: written '\,' it reaches tandem as ','; as is, the error
 # says what the ',' did (before: 'NAME of letters, digits', the entry blamed for its name)
 out=$("$bin" manifest slurm "$tmp/run.yaml" --set 'cluster.env=NO_PROXY=localhost,169.254.169.254' 2>&1); st=$?
@@ -152,6 +167,13 @@ if [ $st -eq 2 ] && grep -qF "a ',' separates the entries" <<<"$out" && grep -qF
 else
   fail "cluster.env with a ','" "exit $st: $out" "exit $st2: $(grep -A1 '  env' "$tmp/comma.sbatch")"
 fi
+# grace and array-size warnings (F7, F9)
+out=$("$bin" manifest slurm "$tmp/run.yaml" --set checkpoint.grace_s=600 --sweep "run.seed=$(seq -s, 1 1002)" 2>&1 >/dev/null); st=$?
+out0=$("$bin" manifest slurm "$tmp/run.yaml" --sweep "run.seed=$(seq -s, 1 1001)" 2>&1 >/dev/null)
+[ $st -eq 0 ] && grep -q "checkpoint.grace_s = 600 overrides the job's grace of 30 s" <<<"$out" &&
+  grep -q "1002 points: a job array of more than 1001 tasks" <<<"$out" && ! grep -q "MaxArraySize" <<<"$out0" &&
+  pass "warnings: checkpoint.grace_s above the job's grace, a job array above MaxArraySize's default" ||
+  fail "grace / array warnings (exit $st)" "$out" "$out0"
 
 # --- A. the script's logic with a fake srun and scontrol
 fake="$tmp/fakebin"

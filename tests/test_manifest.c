@@ -878,6 +878,50 @@ static void test_env_comma(void) {
           !strstr(e.msg, "NAME of letters"), "%s", e.msg);
 }
 
+/* What render time can see will go wrong: relative paths the pod resolves against
+ * /etc/tandem, a grace tandem would overrun, a grace of 0, a job array above Slurm's
+ * default MaxArraySize. */
+static void test_render_warnings(void) {
+    config *c = malloc(sizeof *c);
+    tdm_err e = {0};
+    char *sets[] = {"cluster.image=reg/tandem:1", "model.init=hf:./m", "data.mixture=file",
+                    "data.mixture_file=mix.yaml", "checkpoint.grace_s=600", "cluster.grace_period_s=30"};
+    CHECK(c && load(c, "warn", BASE, sets, 6, &e) == 0, "%s", e.msg);
+    manifest_opts o = opts(c, "s3://b/p");
+    rendered k, z, s, a;
+    render(&k, 0, &o);
+    c->cluster.grace_period_s = 0;
+    render(&z, 0, &o);
+    render(&s, 1, &o);
+    sweep sw;
+    char pts[8000] = "run.seed=";
+    for (int i = 1; i <= 1002; i++) snprintf(pts + strlen(pts), sizeof pts - strlen(pts), "%s%d", i > 1 ? "," : "", i);
+    char *texts[] = {pts};
+    CHECK(sweep_parse(&sw, texts, 1, &e) == 0, "%s", e.msg);
+    o.sweep = &sw;
+    o.sweep_texts = texts;
+    o.nsweeps = 1;
+    render(&a, 1, &o);
+    int kw = k.rc == 0 && strstr(k.warn, "data.mixture_file is a relative path") && !strstr(k.warn, "mix.yaml") &&
+             strstr(k.warn, "model.init = hf:./m is a relative path") &&
+             strstr(k.warn, "checkpoint.grace_s = 600 is longer than cluster.grace_period_s = 30");
+    int zw = z.rc == 0 && strstr(z.warn, "cluster.grace_period_s = 0");
+    int sw_ = s.rc == 0 && strstr(s.warn, "checkpoint.grace_s = 600 overrides the job's grace of 30 s") &&
+              !strstr(s.warn, "MaxArraySize");
+    int aw = a.rc == 0 && strstr(a.warn, "1002 points") && strstr(a.warn, "MaxArraySize");
+    if (!kw || !zw || !sw_ || !aw) fprintf(stderr, "%s\n%s\n%s\n%s\n", k.warn, z.warn, s.warn, a.warn);
+    rendered_free(&k);
+    rendered_free(&z);
+    rendered_free(&s);
+    rendered_free(&a);
+    sweep_free(&sw);
+    free(c);
+    CHECK(kw, "Kubernetes: relative mixture_file and model.init, checkpoint.grace_s over the grace");
+    CHECK(zw, "Kubernetes: a grace of 0");
+    CHECK(sw_, "Slurm: checkpoint.grace_s over the job's grace");
+    CHECK(aw, "Slurm: more than 1001 array tasks");
+}
+
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb, (void)flag, (void)ftw;
     return remove(p);
@@ -895,6 +939,7 @@ int main(void) {
     RUN(test_job_names_per_store);
     RUN(test_slurm_directive_values);
     RUN(test_env_comma);
+    RUN(test_render_warnings);
     RUN(test_k8s_text_as_given);
     RUN(test_slurm_directives);
     RUN(test_slurm_words);
