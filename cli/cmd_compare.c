@@ -43,6 +43,7 @@
 #include "report/svgplot.h"
 #include "deploy/sweep.h"
 #include "storage/store.h"
+#include "storage/url.h"
 #include "util/json.h"
 #include "util/outfile.h"
 
@@ -202,7 +203,13 @@ static void say_done(const compare_ctx *x, const char *part, const char *store, 
  * elsewhere, exit 2). A path that would not fit a config value is a usage error, not a
  * silently shortened path. */
 static int dmo_mixture_set(const compare_ctx *x, char *buf, size_t cap, tdm_err *e) {
+    /* every spelling of one store pins one value: a file store as its bare absolute path
+     * (file:///x/dmo, the Slurm job's spelling, and /x/dmo were two configs: the report
+     * from the same --store refused, exit 2), an S3 store as the backends read it */
     const char *dmo = x->sub[0];
+    store_url_parts su;
+    tdm_err pe;
+    if (store_url_parse(dmo, &su, &pe) == 0) dmo = su.canon;
     char cwd[PATH_MAX];
     int n;
     if (strstr(dmo, "://") || dmo[0] == '/' || !getcwd(cwd, sizeof cwd)) {

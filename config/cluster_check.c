@@ -365,6 +365,19 @@ static bool value_has_userinfo(const char *v, size_t len) {
     return false;
 }
 
+size_t cluster_env_entry_len(const char *p) {
+    size_t i = 0;
+    while (p[i] && !(p[i] == ',' && (i == 0 || p[i - 1] != '\\'))) i++;
+    return i;
+}
+
+void cluster_env_entry(const char *p, size_t len, char *out, size_t cap) {
+    size_t o = 0;
+    for (size_t i = 0; i < len && o + 1 < cap; i++)
+        if (!(p[i] == '\\' && i + 1 < len && p[i + 1] == ',')) out[o++] = p[i];
+    if (cap) out[o] = '\0';
+}
+
 /* "NAME=value,...": extra environment. Values are never echoed: a person may have pasted
  * a secret by mistake, and an error message ends up in logs. */
 bool cluster_check_env(const char *s, char *why, size_t n) {
@@ -373,10 +386,16 @@ bool cluster_check_env(const char *s, char *why, size_t n) {
         return false;
     }
     for (const char *p = s; *p;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
+        size_t len = cluster_env_entry_len(p);
+        const char *end = p[len] ? p + len : NULL;
         const char *eq = memchr(p, '=', len);
         size_t nlen = eq ? (size_t)(eq - p) : len;
+        if (!eq && p > s) { /* "NO_PROXY=a,b": the ',' ended the value, "b" is no entry */
+            snprintf(why, n, "the entry at offset %d has no '=': a ',' separates the entries, so a "
+                             "value cannot hold one as is; write a ',' inside a value as '\\,' "
+                             "(NO_PROXY=localhost\\,169.254.169.254)", (int)(p - s));
+            return false;
+        }
         bool ok = eq && nlen > 0 && nlen < CONFIG_KEY_MAX && !(p[0] >= '0' && p[0] <= '9');
         for (size_t i = 0; ok && i < nlen; i++) ok = is_alnum_ascii(p[i]) || p[i] == '_';
         if (!ok) {
@@ -398,7 +417,7 @@ bool cluster_check_env(const char *s, char *why, size_t n) {
             return false;
         }
         for (const char *q = s; q < p;) { /* an earlier entry of the same name */
-            const char *qend = strchr(q, ',');
+            const char *qend = q + cluster_env_entry_len(q);
             if ((size_t)(strchr(q, '=') - q) == nlen && !strncmp(q, p, nlen)) {
                 snprintf(why, n, "'%.*s' is given twice: give each name once", (int)nlen, p);
                 return false;

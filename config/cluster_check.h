@@ -49,7 +49,15 @@ bool cluster_check_labels(const char *s, char *why, size_t n);
 bool cluster_check_tolerations(const char *s, char *why, size_t n);
 
 /* "NAME=value,...": extra environment. Values are never echoed: a person may have pasted
- * a secret by mistake, and an error message ends up in logs. */
+ * a secret by mistake, and an error message ends up in logs. A ',' inside a value is
+ * written "\," (NO_PROXY=localhost\,169.254.169.254); any other '\' is itself. */
 bool cluster_check_env(const char *s, char *why, size_t n);
+
+/* The length of the cluster.env entry at p: up to the first ',' that is not "\,". */
+size_t cluster_env_entry_len(const char *p);
+
+/* The entry of `len` bytes at p as the job gets it, each "\," made ",", into out (cap
+ * bytes, cut to fit). */
+void cluster_env_entry(const char *p, size_t len, char *out, size_t cap);
 
 #endif

@@ -312,7 +312,7 @@ const key_def config_schema[] = {
          "Slurm --account; \"\" = the user's default"),
     STRC("cluster.job_name", cluster.job_name, "", 0, cluster_check_job_name,
          "job name (Slurm --job-name, Kubernetes Job name: a DNS label starting with a letter); "
-         "\"\" = from the config file's name"),
+         "\"\" = tandem-<config file's name>-<6 hex digits of a hash of the store>"),
     STRC("cluster.workdir", cluster.workdir, "", F_PATH, cluster_check_path,
          "Slurm --chdir: where the job runs and writes its log (shared storage); \"\" = the "
          "directory tandem manifest runs in"),
@@ -361,7 +361,8 @@ const key_def config_schema[] = {
          "Kubernetes PersistentVolumeClaim with the corpus, mounted read-only at /data"),
     STRC("cluster.env", cluster.env, "", F_NOECHO, cluster_check_env,
          "extra environment of tandem 'NAME=value,...' (AWS_REGION, AWS_ENDPOINT_URL, "
-         "TANDEM_S3_*); credentials and the names the job sets itself (TANDEM_RANK, "
+         "TANDEM_S3_*); a ',' inside a value is written '\\,' (NO_PROXY=localhost\\,10.0.0.1); "
+         "credentials and the names the job sets itself (TANDEM_RANK, "
          "TANDEM_WORLD_SIZE, TANDEM_POINT, SLURM_*, ...) are refused"),
     INT("cluster.coordinator_port", cluster.coordinator_port, "29500", 1, 65535,
         "cluster.nodes > 1: the port of rank 0 given to every rank as TANDEM_COORDINATOR"),

@@ -13,6 +13,7 @@
 #include "ledger/keys.h"
 #include "ledger/read.h"
 #include "ledger/records.h"
+#include "storage/url.h"
 #include "util/hex.h"
 
 /* config_kv[] (fixed buffers) ↔ rec_kv[] (pointers into them). */
@@ -40,19 +41,47 @@ static int from_rec(const rec_kv *r, size_t n, config_kv **out, tdm_err *e) {
     return 0;
 }
 
+/* Whether two paths name one file or folder (one device and inode). */
+static int same_file(const char *a, const char *b) {
+    struct stat x, y;
+    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* Whether two S3 URLs name one prefix: trailing '/'s aside (the backend drops them). */
+static int same_prefix(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    while (na > 5 && a[na - 1] == '/') na--;
+    while (nb > 5 && b[nb - 1] == '/') nb--;
+    return na == nb && !strncmp(a, b, na);
+}
+
 /* Whether a pinned path value and a given one name the same file or folder (one device
- * and inode; "hf:DIR" compared by its DIR, a URL never): the pinned one is read from here,
- * the directory a resume starts in (a relative path is as the first start wrote it). */
+ * and inode; "hf:DIR" compared by its DIR; store URLs by what they name): the pinned one is
+ * read from here, the directory a resume starts in (a relative path is as the first start
+ * wrote it). */
 static int same_path(const char *a, const char *b) {
-    if (strstr(a, "://") || strstr(b, "://")) return 0;
+    if (strstr(a, "://") || strstr(b, "://")) {
+        /* a store URL (data.mixture_file of tandem compare's final runs names the DMO's
+         * store): file:///x/dmo and /x/dmo are one store, and so are the spellings of an S3
+         * URL that read as one (a trailing '/', S3://) */
+        store_url_parts *ua = malloc(sizeof *ua), *ub = malloc(sizeof *ub);
+        tdm_err ea, eb;
+        int same = ua && ub && store_url_parse(a, ua, &ea) == 0 && store_url_parse(b, ub, &eb) == 0 &&
+                   ua->kind == ub->kind &&
+                   (ua->kind == STORE_URL_S3 ? same_prefix(ua->canon, ub->canon)
+                                             : ua->path[0] == '/' && ub->path[0] == '/' &&
+                                                   (!strcmp(ua->path, ub->path) || same_file(ua->path, ub->path)));
+        free(ua);
+        free(ub);
+        return same;
+    }
     size_t sa = 0, sb = 0;
     while (a[sa] >= 'a' && a[sa] <= 'z') sa++;
     while (b[sb] >= 'a' && b[sb] <= 'z') sb++;
     sa = a[sa] == ':' && sa ? sa + 1 : 0;
     sb = b[sb] == ':' && sb ? sb + 1 : 0;
     if (sa != sb || strncmp(a, b, sa) || !a[sa] || !b[sb]) return 0;
-    struct stat x, y;
-    return stat(a + sa, &x) == 0 && stat(b + sb, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+    return same_file(a + sa, b + sb);
 }
 
 static config_kv *find_kv(config_kv *kv, size_t n, const char *key) {

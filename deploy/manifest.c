@@ -3,6 +3,7 @@
 
 #include "deploy/sweep.h"
 #include "config/config.h"
+#include "config/cluster_check.h"
 #include "storage/url.h"
 #include "util/outfile.h"
 #include "util/ydoc.h"
@@ -107,10 +108,13 @@ static void set_word(FILE *out, const char *set, const char *here) {
     free(w);
 }
 
-/* Safe inside an #SBATCH line: no blanks, quotes or shell/sbatch specials. */
+/* Safe inside an #SBATCH line: no blanks, quotes or shell/sbatch specials, and no '%',
+ * which Slurm expands in file names (%j: the job id; --output=%x-%j.out is relative to
+ * --chdir, so a '%' there sent the log to a directory that does not exist and the job
+ * failed to launch). */
 static bool directive_safe(const char *s) {
     for (const char *p = s; *p; p++)
-        if ((unsigned char)*p <= ' ' || strchr("\"'\\`$#;&|<>()*?[]{}~", *p)) return false;
+        if ((unsigned char)*p <= ' ' || strchr("\"'\\`$#;&|<>()*?[]{}~%", *p)) return false;
     return true;
 }
 
@@ -139,6 +143,28 @@ static size_t index_room(const manifest_opts *o) {
     size_t digits = 1;
     for (long n = last; n >= 10; n /= 10) digits++;
     return 1 + digits;
+}
+
+/* The store as the job names it: an S3 URL as the backends read it, a file store as
+ * file:///ABS (a relative path taken against the job's directory: cluster.workdir, else
+ * where tandem manifest runs, as the Slurm job reads it). */
+static int job_store(const manifest_opts *o, char *out, size_t cap, tdm_err *e) {
+    const struct config_cluster *k = &o->cfg->cluster;
+    char wd[CONFIG_STR_MAX + 8], path[2 * CONFIG_STR_MAX + 16];
+    store_url_parts su;
+    if (store_url_parse(o->store_url, &su, e)) return e->code;
+    if (su.kind != STORE_URL_FILE) {
+        snprintf(out, cap, "%s", su.canon);
+        return 0;
+    }
+    const char *sp = su.path;
+    while (sp[0] == '.' && sp[1] == '/') sp += 2; /* ./runs/x */
+    if (!abs_path(o->workdir, k->workdir[0] ? k->workdir : (o->workdir ? o->workdir : "."), wd, sizeof wd) ||
+        !abs_path(wd, sp, path, sizeof path))
+        return err_set(e, ERR_USAGE, "store %.200s: the absolute path is too long", sp);
+    int n = snprintf(out, cap, "file://%s", path);
+    if (n < 0 || (size_t)n >= cap) return err_set(e, ERR_USAGE, "store %.200s: the absolute path is too long", sp);
+    return 0;
 }
 
 void manifest_job_name(const manifest_opts *o, char *out, size_t cap) {
@@ -170,7 +196,19 @@ void manifest_job_name(const manifest_opts *o, char *out, size_t cap) {
      * so that two long names that share their first ~50 characters (…-seed1, …-seed2) stay
      * two jobs: the same name would make Slurm's singleton hold one back for the other and
      * Kubernetes replace one's ConfigMap with the other's. */
-    size_t fixed = strlen("tandem-") + strlen(suffix) + index_room(o);
+    /* and then "-" and 6 hex digits of a hash of the store the job runs (the same store:
+     * the same name, so a resubmit keeps it; another store: another name): expa/run.yaml
+     * and expb/run.yaml, two runs, were both "tandem-run", and Slurm's singleton held one
+     * back for the other while Kubernetes replaced one's ConfigMap with the other's */
+    char st[3 * CONFIG_STR_MAX];
+    tdm_err ignored;
+    if (!o->store_url || job_store(o, st, sizeof st, &ignored))
+        snprintf(st, sizeof st, "%s", o->store_url ? o->store_url : "");
+    size_t sl = strlen(st);
+    while (sl > 1 && st[sl - 1] == '/') sl--; /* s3://b/p/ is s3://b/p (the backend drops it) */
+    uint32_t sh = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < sl; i++) sh = (sh ^ (unsigned char)st[i]) * 16777619u;
+    size_t fixed = strlen("tandem-") + 7 + strlen(suffix) + index_room(o);
     size_t budget = fixed < 63 - 8 ? 63 - fixed : 8;
     if (len > budget) {
         uint32_t h = 2166136261u; /* FNV-1a */
@@ -180,8 +218,8 @@ void manifest_job_name(const manifest_opts *o, char *out, size_t cap) {
         while (len > 0 && base[len - 1] == '-') len--;
         snprintf(base + len, sizeof base - len, "-%06x", (unsigned)(h & 0xffffff));
     }
-    /* a config name of no letters or digits (_.yaml, 实验.yaml): "tandem" alone */
-    snprintf(out, cap, "tandem%s%s%s", base[0] ? "-" : "", base, suffix);
+    /* a config name of no letters or digits (_.yaml, 实验.yaml): "tandem-<hash>" */
+    snprintf(out, cap, "tandem%s%s-%06x%s", base[0] ? "-" : "", base, (unsigned)(sh & 0xffffff), suffix);
 }
 
 /* A Kubernetes Job name: a DNS label of at most 63 characters, and of an Indexed Job one
@@ -226,8 +264,16 @@ static const char SLURM_FUNCTIONS[] =
     "# AWS_* names from a file only its owner can read, exported into this shell: srun\n"
     "# passes them on to tandem.\n"
     "# No value is ever printed, and none is on a command line (export is a shell builtin).\n"
+    "# The AWS_* credential names of the shell that ran sbatch (its environment reaches the\n"
+    "# job) are unset first: a stale AWS_SESSION_TOKEN or AWS_PROFILE there would win over, or\n"
+    "# mix with, the file's keys.\n"
     "load_credentials() {\n"
     "  local f=$1 line name value n=0 mode\n"
+    "  unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_SECURITY_TOKEN \\\n"
+    "    AWS_PROFILE AWS_DEFAULT_PROFILE AWS_SHARED_CREDENTIALS_FILE AWS_CONFIG_FILE \\\n"
+    "    AWS_WEB_IDENTITY_TOKEN_FILE AWS_ROLE_ARN AWS_ROLE_SESSION_NAME \\\n"
+    "    AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_CREDENTIALS_RELATIVE_URI \\\n"
+    "    AWS_CONTAINER_AUTHORIZATION_TOKEN\n"
     "  if [ ! -r \"$f\" ]; then log \"cluster.credentials_file $f: not readable\"; return 1; fi\n"
     "  mode=$(stat -L -c %a \"$f\")\n"
     "  case $mode in\n"
@@ -259,7 +305,9 @@ static const char SLURM_FUNCTIONS[] =
     "# USR1 (Slurm's warning before the time limit, or `scancel --signal=USR1 --batch`) and\n"
     "# TERM (scancel, scontrol requeue, preemption) are both forwarded to the step as USR1:\n"
     "# tandem treats them alike (commit, exit 75), while srun would turn a TERM into a\n"
-    "# SIGKILL of its tasks. A signal that comes before the step exists is sent when it starts.\n"
+    "# SIGKILL of its tasks. A signal that comes before the step exists is sent when it starts,\n"
+    "# and then again every second until the step has ended: srun drops a signal that comes\n"
+    "# while it is still starting its tasks (tandem heeds the first one and ignores the rest).\n"
     "got_usr1=0\n"
     "got_term=0\n"
     "step=\n"
@@ -273,14 +321,20 @@ static const char SLURM_FUNCTIONS[] =
 
 static const char SLURM_WAIT[] =
     "step=$!\n"
-    "if [ \"$got_usr1\" = 1 ] || [ \"$got_term\" = 1 ]; then kill -USR1 \"$step\" 2>/dev/null; fi\n"
     "\n"
     "# A trapped signal interrupts `wait` (status > 128) while the step still runs: wait\n"
-    "# again until it has ended. The last `wait` returns the status bash kept if the step\n"
-    "# ended right after a trap.\n"
+    "# again until it has ended. Once a stop is asked for, the USR1 goes to the step every\n"
+    "# second until it has ended (srun forwards it only once its tasks run). The last `wait`\n"
+    "# returns the status bash kept if the step ended right after a trap.\n"
+    "rc=127\n"
     "while :; do\n"
-    "  wait \"$step\"\n"
-    "  rc=$?\n"
+    "  if [ \"$got_usr1\" = 1 ] || [ \"$got_term\" = 1 ]; then\n"
+    "    kill -USR1 \"$step\" 2>/dev/null\n"
+    "    sleep 1\n"
+    "  else\n"
+    "    wait \"$step\"\n"
+    "    rc=$?\n"
+    "  fi\n"
     "  if kill -0 \"$step\" 2>/dev/null; then continue; fi\n"
     "  wait \"$step\" 2>/dev/null\n"
     "  again=$?\n"
@@ -338,28 +392,32 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
                                      "cluster.credentials_file: the absolute path is too long");
     /* a relative file store means relative to where the job runs; a URL that means
      * something else (file://HOST/..., s3:/x) is refused here as tandem run would */
-    store_url_parts su;
-    if (store_url_parse(o->store_url, &su, e)) return e->code;
-    const char *sp = su.kind == STORE_URL_FILE ? su.path : o->store_url;
-    while (su.kind == STORE_URL_FILE && sp[0] == '.' && sp[1] == '/') sp += 2; /* ./runs/x */
-    if (su.kind == STORE_URL_FILE && sp[0] != '/') {
-        char path[2 * CONFIG_STR_MAX + 16];
-        if (!abs_path(workdir, sp, path, sizeof path))
-            return err_set(e, ERR_USAGE, "store %.200s: the absolute path is too long", sp);
-        snprintf(store, sizeof store, "file://%s", path);
-    } else if (su.kind == STORE_URL_FILE) {
-        snprintf(store, sizeof store, "file://%s", sp); /* file:///ABS */
-    } else {
-        snprintf(store, sizeof store, "%s", su.canon);
-    }
+    int src = job_store(o, store, sizeof store, e);
+    if (src) return src;
     if (!directive_safe(workdir))
         return err_set(e, ERR_USAGE,
                        k->workdir[0] ? "cluster.workdir = %.200s: an #SBATCH --chdir path may not hold blanks, "
-                                       "quotes or shell characters"
+                                       "quotes, shell characters or '%%' (Slurm expands %%j and the like in the "
+                                       "job's log path, which is relative to it)"
                                      : "the job's directory %.200s (where tandem manifest runs; cluster.workdir "
-                                       "is unset) holds blanks, quotes or shell characters, which an #SBATCH "
-                                       "--chdir path may not: set cluster.workdir to a directory without them",
+                                       "is unset) holds blanks, quotes, shell characters or '%%' (which Slurm "
+                                       "expands in the job's log path), which an #SBATCH --chdir path may not: "
+                                       "set cluster.workdir to a directory without them",
                        workdir);
+    /* every other value on an #SBATCH line (the config's checks allow none of these
+     * characters today; checked here too, so that no later change lets one through) */
+    {
+        const struct {
+            const char *key, *value;
+        } dv[] = {{"cluster.job_name", name},       {"cluster.memory", k->memory},
+                  {"cluster.gpu_type", k->gpu_type}, {"cluster.time_limit", k->time_limit},
+                  {"cluster.partition", k->partition}, {"cluster.account", k->account}};
+        for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++)
+            if (!directive_safe(dv[i].value))
+                return err_set(e, ERR_USAGE, "%s = %.200s: a value on an #SBATCH line may not hold blanks, "
+                               "quotes, shell characters or '%%' (Slurm expands %%j and the like)",
+                               dv[i].key, dv[i].value);
+    }
     if (o->config_path[0] != '/')
         return err_set(e, ERR_USAGE, "the config path on the nodes must be absolute, not %.200s",
                        o->config_path);
@@ -380,6 +438,19 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
             warnf(warn, "--sweep %s: a relative path among its values is read where the job runs (%s), not here; "
                         "give the paths absolute", key, workdir);
     }
+    /* the grace tandem is told (TANDEM_GRACE_S below): checkpoint.grace_s overrides it, and
+     * a larger one plans commits and store deadlines that SIGKILL cuts off */
+    int grace = k->signal_lead_s < 30 ? k->signal_lead_s : 30;
+    if (c->checkpoint.grace_s > grace)
+        warnf(warn, "checkpoint.grace_s = %g overrides the job's grace of %d s (TANDEM_GRACE_S: the shorter of "
+                    "Slurm's KillWait, 30 s by default, and cluster.signal_lead_s): tandem would start a stop "
+                    "commit that SIGKILL cuts off; leave checkpoint.grace_s unset (0) or at most %d "
+                    "(docs/preemption.md)", c->checkpoint.grace_s, grace, grace);
+    /* Slurm's default MaxArraySize is 1001: --array=0-1001 and beyond is refused by sbatch */
+    if (job_points(o) && job_points(o)->npoints > 1001)
+        warnf(warn, "%zu points: a job array of more than 1001 tasks exceeds Slurm's default MaxArraySize "
+                    "(1001), and sbatch refuses it unless the cluster raised it (scontrol show config | grep "
+                    "MaxArraySize); split the sweep", job_points(o)->npoints);
     if (c->run.device != CONFIG_DEVICE_CPU && k->gpus_per_node > 0 &&
         k->tasks_per_node != k->gpus_per_node)
         warnf(warn, "cluster.tasks_per_node = %d with %d GPUs per node: each rank computes on one "
@@ -472,8 +543,7 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
     fprintf(out, "# a stop commits a full state only if it fits before SIGKILL: Slurm's KillWait "
                  "(30 s by default)\n# after a TERM, %d s after the --signal warning\n",
             k->signal_lead_s);
-    fprintf(out, "export TANDEM_GRACE_S=\"${TANDEM_GRACE_S:-%d}\"\n",
-            k->signal_lead_s < 30 ? k->signal_lead_s : 30);
+    fprintf(out, "export TANDEM_GRACE_S=\"${TANDEM_GRACE_S:-%d}\"\n", grace);
     if (k->nodes > 1) {
         fprintf(out, "# for the distributed backend: rank = SLURM_PROCID of each task\n");
         fprintf(out, "export TANDEM_WORLD_SIZE=%d\n", k->nodes);
@@ -493,14 +563,13 @@ int manifest_slurm(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
      * this shell: exported here, a name such as STORE, got_term or IFS would change what
      * the script itself does (another store, no requeue) */
     if (k->env[0]) fprintf(out, " \\\n  env");
-    for (const char *p = k->env; *p;) { /* NAME=value,... (checked by the config) */
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
+    for (const char *p = k->env; *p;) { /* NAME=value,... (checked by the config; "\," a ',') */
+        size_t len = cluster_env_entry_len(p);
         char entry[CONFIG_STR_MAX];
-        snprintf(entry, sizeof entry, "%.*s", (int)len, p);
+        cluster_env_entry(p, len, entry, sizeof entry);
         fputc(' ', out);
         sh_word(out, entry);
-        p = end ? end + 1 : p + len;
+        p += len + (p[len] != '\0');
     }
     fprintf(out, " \\\n  \"$TANDEM\" %s \"$CONFIG\" --store \"$STORE\"", task_command(o));
     for (int i = 0; i < o->nsets; i++) { /* cluster.* only shaped this script */
@@ -691,6 +760,27 @@ static void k8s_warnings(FILE *warn, const manifest_opts *o) {
         warnf(warn, "data.dataset = %s: the pod reads the corpus at this path, which must be in the "
                     "image (or give the path under %s of cluster.data_pvc)",
               c->data.dataset, MANIFEST_K8S_DATA_DIR);
+    /* the other paths the run reads, given relative (by --set, or as file://./REL): in the
+     * pod they resolve against MANIFEST_K8S_CONFIG_DIR, which holds config.yaml alone (the
+     * value of data.mixture_file is never repeated: it may be a URL with a pasted secret) */
+    const char *mf = c->data.mixture_file;
+    if (config_relative_path("data.mixture_file", mf) || !strncmp(mf, "file://./", 9) || !strncmp(mf, "file://../", 10))
+        warnf(warn, "data.mixture_file is a relative path: in the pod it resolves against %s, which holds "
+                    "config.yaml alone; give the absolute path of the file in the image, under %s "
+                    "(cluster.data_pvc), or an s3:// store", MANIFEST_K8S_CONFIG_DIR, MANIFEST_K8S_DATA_DIR);
+    if (config_relative_path("model.init", c->model.init))
+        warnf(warn, "model.init = %s is a relative path: in the pod it resolves against %s, which holds "
+                    "config.yaml alone; give the absolute path of the model folder in the image or under %s "
+                    "(cluster.data_pvc)", c->model.init, MANIFEST_K8S_CONFIG_DIR, MANIFEST_K8S_DATA_DIR);
+    if (k->grace_period_s == 0)
+        warnf(warn, "cluster.grace_period_s = 0: the kubelet kills tandem at once, with no stop commit; each "
+                    "preemption loses the steps since the last periodic commit (give step + commit time and "
+                    "a margin, docs/preemption.md)");
+    else if (c->checkpoint.grace_s > k->grace_period_s)
+        warnf(warn, "checkpoint.grace_s = %g is longer than cluster.grace_period_s = %d (the pod's "
+                    "terminationGracePeriodSeconds) and overrides it: tandem would start a stop commit that "
+                    "SIGKILL cuts off; leave checkpoint.grace_s unset (0) or at most %d",
+              c->checkpoint.grace_s, k->grace_period_s, k->grace_period_s);
     if (k->spot && k->cloud == CONFIG_CLOUD_GKE && k->grace_period_s > 30)
         warnf(warn, "cluster.grace_period_s = %d: GKE stops a preempted spot node after 30 s, so "
                     "tandem gets at most ~25 s there (docs/preemption.md)",
@@ -816,12 +906,12 @@ static void k8s_container(const k8s_ctx *x) {
         fprintf(x->out, "        - name: TANDEM_COORDINATOR\n          value: \"%s-0.%s:%d\"\n", x->name,
                 x->name, x->k->coordinator_port);
     }
-    for (const char *p = x->k->env; *p;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
+    for (const char *p = x->k->env; *p;) { /* NAME=value,... ("\," a ',') */
+        size_t len = cluster_env_entry_len(p);
+        const char *end = p[len] ? p + len : NULL;
         const char *eq = memchr(p, '=', len);
         char value[CONFIG_STR_MAX];
-        snprintf(value, sizeof value, "%.*s", (int)(len - (size_t)(eq - p) - 1), eq + 1);
+        cluster_env_entry(eq + 1, len - (size_t)(eq - p) - 1, value, sizeof value);
         char ename[CONFIG_KEY_MAX + 1];
         snprintf(ename, sizeof ename, "%.*s", (int)(eq - p), p);
         fprintf(x->out, "        - name: "); /* quoted: NO, ON or null is no string to YAML 1.1 */
@@ -1028,8 +1118,8 @@ int manifest_k8s(FILE *out, FILE *warn, const manifest_opts *o, tdm_err *e) {
             return err_set(e, ERR_USAGE, "cluster.env sets %.*s, which the Job sets itself to the "
                            "mounted Secret cluster.secret_name = %s: leave it out of cluster.env",
                            (int)nlen, p, k->secret_name);
-        const char *end = strchr(p, ',');
-        p = end ? end + 1 : p + strlen(p);
+        size_t len = cluster_env_entry_len(p);
+        p += len + (p[len] != '\0');
     }
     const sweep *sw = job_points(o);
     if (sw && k->nodes > 1)

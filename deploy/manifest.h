@@ -74,7 +74,9 @@ typedef struct manifest_opts {
 /* The job name: cluster.job_name, else "tandem-" + the config name made a DNS label
  * (lowercase, runs of other characters → '-', cut so that "<name>-<index>" of the last
  * pod of an Indexed Job still fits 63 characters; a cut name ends in a hash of the whole
- * config name), then name_suffix. */
+ * config name), then "-" and 6 hex digits of a hash of the job's store (an S3 URL as the
+ * backends read it, a file store as its absolute path: one store, one name; two stores, two
+ * names), then name_suffix. */
 void manifest_job_name(const manifest_opts *o, char *out, size_t cap);
 
 /* Writes the sbatch script to `out`; warnings ("tandem manifest: warning: ...") go to

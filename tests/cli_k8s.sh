@@ -105,10 +105,13 @@ expect "Job: restartPolicy Never, podFailurePolicy, limits, grace, exec form" \
   "terminationGracePeriodSeconds: 30" 'nvidia.com/gpu: "8"' \
   'command: ["/usr/local/bin/tandem", "run", "/etc/tandem/config.yaml", "--store", "s3://bucket/runs/a"]' \
   'secretName: "tandem-aws"' 'claimName: "tandem-corpus"' 'value: "/var/run/secrets/tandem-aws/credentials"'
+jn=$(sed -n '/^kind: Job/,$p' "$tmp/none-spotfalse-n4-g8.yaml" | sed -n 's/^  name: "\(.*\)"$/\1/p' | head -n 1)
+[[ $jn =~ ^tandem-run-[0-9a-f]{6}$ ]] && pass "the Job's default name: tandem-<config name>-<store hash> ($jn)" ||
+  fail "the Job's default name" "got '$jn'"
 expect "Indexed Job + headless Service" "$tmp/none-spotfalse-n4-g8.yaml" \
   "completionMode: Indexed" "completions: 4" "backoffLimitPerIndex: 3" "maxFailedIndexes: 0" \
-  "clusterIP: None" 'subdomain: "tandem-run"' "kind: Service" \
-  'value: "tandem-run-0.tandem-run:29500"' "job-completion-index"
+  "clusterIP: None" "subdomain: \"$jn\"" "kind: Service" \
+  "value: \"$jn-0.$jn:29500\"" "job-completion-index"
 absent "CPU job: no GPU request, no GPU toleration, no /dev/shm" "$tmp/none-spotfalse-n1-g0.yaml" \
   "nvidia.com/gpu" "dshm"
 expect "GKE spot H100 labels" "$tmp/gke-spottrue-n1-g8.yaml" \
@@ -255,6 +258,41 @@ if [ -s "$tmp/again.yaml" ] && [ "$(cmdata "$base4")" = "$(cmdata "$tmp/again.ya
 else
   fail "ConfigMap round trip" "$(diff <(cmdata "$base4") <(cmdata "$tmp/again.yaml") | head)"
 fi
+
+# --- 4b. two runs of configs of one name in two folders (two stores): two Jobs and two
+# ConfigMaps (before: both tandem-run, and applying the second replaced the first run's
+# ConfigMap: its next pod loaded the other config, exit 2, FailJob); the same store
+# rendered again keeps its names (a resubmit); relative data.mixture_file and model.init
+# are warned about (in the pod they resolve against /etc/tandem); a ',' in a cluster.env
+# value written '\,'
+mkdir -p "$tmp/expa" "$tmp/expb"
+cp "$tmp/run.yaml" "$tmp/expa/run.yaml"; cp "$tmp/run.yaml" "$tmp/expb/run.yaml"
+(cd "$tmp/expa" && "$bin" manifest k8s run.yaml --store s3://bkt/a >"$tmp/a.yaml" 2>/dev/null &&
+  "$bin" manifest k8s run.yaml --store s3://bkt/a/ >"$tmp/a2.yaml" 2>/dev/null)
+(cd "$tmp/expb" && "$bin" manifest k8s run.yaml --store s3://bkt/b >"$tmp/b.yaml" 2>/dev/null)
+names() { grep -A1 '^metadata:' "$1" | sed -n 's/^  name: //p' | tr '\n' ' '; }
+na=$(names "$tmp/a.yaml") na2=$(names "$tmp/a2.yaml") nb=$(names "$tmp/b.yaml")
+if [ -n "$na" ] && [ "$na" = "$na2" ] && [ -n "$nb" ] && ! grep -qF -f <(names "$tmp/a.yaml" | tr ' ' '\n' | sed '/^$/d') <<<"$nb"; then
+  pass "run.yaml in two folders with two stores: two Jobs and ConfigMaps ($na/ $nb); the same store keeps its names"
+else
+  fail "Job and ConfigMap names per store" "a: $na" "a/: $na2" "b: $nb"
+fi
+out=$("$bin" manifest k8s "$tmp/run.yaml" --store s3://bkt/p --set model.init=hf:./m --set data.mixture=file \
+  --set data.mixture_file=mix.yaml --set 'cluster.env=NO_PROXY=localhost\,169.254.169.254' 2>&1 >"$tmp/rel.yaml"); st=$?
+if [ $st -eq 0 ] && grep -q "data.mixture_file is a relative path: in the pod it resolves against /etc/tandem" <<<"$out" &&
+   grep -q "model.init = hf:./m is a relative path" <<<"$out" &&
+   grep -A1 -F -- '- name: "NO_PROXY"' "$tmp/rel.yaml" | grep -qF 'value: "localhost,169.254.169.254"' &&
+   "${validate[@]}" "$tmp/rel.yaml" >/dev/null 2>&1; then
+  pass "relative data.mixture_file and model.init: warned; a '\,' in cluster.env is a ',' of the value; validates"
+else
+  fail "relative paths / cluster.env comma (exit $st)" "$out" "$(grep -A1 NO_PROXY "$tmp/rel.yaml")"
+fi
+out=$("$bin" manifest k8s "$tmp/run.yaml" --store s3://bkt/p --set cluster.grace_period_s=0 2>&1 >/dev/null)
+out2=$("$bin" manifest k8s "$tmp/run.yaml" --store s3://bkt/p --set checkpoint.grace_s=600 2>&1 >/dev/null)
+grep -q "cluster.grace_period_s = 0: the kubelet kills tandem at once" <<<"$out" &&
+  grep -q "checkpoint.grace_s = 600 is longer than cluster.grace_period_s = 30" <<<"$out2" &&
+  pass "grace warnings: a grace of 0, checkpoint.grace_s above the pod's grace" ||
+  fail "grace warnings" "$out" "$out2"
 
 # --- 5. the checked-in manifests are current and valid
 for f in manifests/job.yaml manifests/indexed-job.yaml; do

@@ -108,10 +108,11 @@ grep -qx -- '#SBATCH --gres=gpu:8' "$tmp/gpu.sbatch" || problems+=("no untyped -
 "$bin" manifest slurm "$tmp/run.yaml" --set cluster.gpus_per_node=4 2>/dev/null |
   grep -qx -- '#SBATCH --gres=gpu:h100:4' || problems+=("no --gres=gpu:h100:4")
 for d in '--requeue' '--open-mode=append' '--signal=B:USR1@60' "--chdir=$tmp" '--cpus-per-task=1' \
-         '--output=%x-%j.out' '--job-name=tandem-run' '--nodes=1'; do
+         '--output=%x-%j.out' '--nodes=1'; do
   grep -qx -- "#SBATCH $d" "$tmp/cpu.sbatch" || problems+=("missing #SBATCH $d")
 done
 grep -qF "env AWS_REGION=us-east-1 'TANDEM_NOTE=it'\\''s a test'" "$tmp/gpu.sbatch" || problems+=("cluster.env value not shell-quoted")
+grep -qx -- '#SBATCH --job-name=tandem-run-[0-9a-f]\{6\}' "$tmp/cpu.sbatch" || problems+=("job name not tandem-run-<6 hex digits of the store>")
 grep -qF "STORE=file://$tmp/store" "$tmp/cpu.sbatch" || problems+=("store not absolute")
 grep -qF "CONFIG=$tmp/run.yaml" "$tmp/cpu.sbatch" || problems+=("config path not absolute")
 grep -qF "load_credentials \"\$CREDENTIALS\" || exit 2" "$tmp/cpu.sbatch" || problems+=("no credentials step")
@@ -133,6 +134,46 @@ out=$("$bin" manifest slurm "$tmp/run.yaml" --set 'cluster.time_limit=1:2:3:4' 2
 out=$("$bin" manifest slurm "$tmp/run.yaml" --set 'cluster.workdir=/a b' 2>&1); st=$?
 [ $st -eq 2 ] && grep -q "cluster.workdir" <<<"$out" && pass "a workdir with a blank: exit 2 naming it" ||
   fail "workdir with a blank" "exit $st: $out"
+# a '%' in the job's directory: Slurm expanded %j in the log path (relative to --chdir), the
+# log went to a directory that does not exist and the job failed to launch (before: exit 0)
+mkdir -p "$tmp/w%jx"
+out=$("$bin" manifest slurm "$tmp/run.yaml" --set "cluster.workdir=$tmp/w%jx" 2>&1); st=$?
+out2=$(cd "$tmp/w%jx" && "$bin" manifest slurm "$tmp/run.yaml" 2>&1); st2=$?
+[ $st -eq 2 ] && grep -q "cluster.workdir = .*'%'" <<<"$out" && [ $st2 -eq 2 ] && grep -q "set cluster.workdir" <<<"$out2" &&
+  pass "a '%' in the job's directory (cluster.workdir or where it renders): exit 2 naming the key" ||
+  fail "a '%' in the job's directory (exit $st, $st2, want 2)" "$out" "$out2"
+# default job names: configs of one name in two folders with two stores are two jobs
+# (one name: Slurm's singleton held an unrelated run back); the same store, spelled
+# file://./x, ./x or its absolute path, rendered again, keeps its name (a resubmit)
+mkdir -p "$tmp/expa" "$tmp/expb"
+cp "$tmp/run.yaml" "$tmp/expa/run.yaml"; cp "$tmp/run.yaml" "$tmp/expb/run.yaml"
+jn() { (cd "$1" && shift && "$bin" manifest slurm run.yaml "$@" 2>/dev/null | sed -n 's/^#SBATCH --job-name=//p'); }
+na=$(jn "$tmp/expa") nb=$(jn "$tmp/expb") na2=$(jn "$tmp/expa" --store "$tmp/expa/runs/run") \
+  na3=$(jn "$tmp/expa" --store file://./runs/run) ka=$(jn "$tmp/expa" --store s3://bkt/a) kb=$(jn "$tmp/expa" --store s3://bkt/b) \
+  ka2=$(jn "$tmp/expa" --store s3://bkt/a/)
+if [ -n "$na" ] && [ -n "$nb" ] && [ "$na" != "$nb" ] && [ "$na" = "$na2" ] && [ "$na" = "$na3" ] &&
+   [ "$ka" != "$kb" ] && [ "$ka" = "$ka2" ] && [[ $na =~ ^tandem-run-[0-9a-f]{6}$ ]]; then
+  pass "default job names: one per store ($na, $nb), the same for every spelling of one store"
+else
+  fail "default job names" "expa $na, expb $nb, abs $na2, file:// $na3, s3 a $ka, b $kb, a/ $ka2"
+fi
+# a ',' in a cluster.env value: written '\,' it reaches tandem as ','; as is, the error
+# says what the ',' did (before: 'NAME of letters, digits', the entry blamed for its name)
+out=$("$bin" manifest slurm "$tmp/run.yaml" --set 'cluster.env=NO_PROXY=localhost,169.254.169.254' 2>&1); st=$?
+"$bin" manifest slurm "$tmp/run.yaml" --set 'cluster.env=NO_PROXY=localhost\,169.254.169.254,A=b' >"$tmp/comma.sbatch" 2>&1; st2=$?
+if [ $st -eq 2 ] && grep -qF "a ',' separates the entries" <<<"$out" && grep -qF "'\,'" <<<"$out" &&
+   [ $st2 -eq 0 ] && grep -qF "env NO_PROXY=localhost,169.254.169.254 A=b" "$tmp/comma.sbatch"; then
+  pass "cluster.env: a ',' in a value written '\,' reaches tandem; unescaped, the error names the ','"
+else
+  fail "cluster.env with a ','" "exit $st: $out" "exit $st2: $(grep -A1 '  env' "$tmp/comma.sbatch")"
+fi
+# grace and array-size warnings (F7, F9)
+out=$("$bin" manifest slurm "$tmp/run.yaml" --set checkpoint.grace_s=600 --sweep "run.seed=$(seq -s, 1 1002)" 2>&1 >/dev/null); st=$?
+out0=$("$bin" manifest slurm "$tmp/run.yaml" --sweep "run.seed=$(seq -s, 1 1001)" 2>&1 >/dev/null)
+[ $st -eq 0 ] && grep -q "checkpoint.grace_s = 600 overrides the job's grace of 30 s" <<<"$out" &&
+  grep -q "1002 points: a job array of more than 1001 tasks" <<<"$out" && ! grep -q "MaxArraySize" <<<"$out0" &&
+  pass "warnings: checkpoint.grace_s above the job's grace, a job array above MaxArraySize's default" ||
+  fail "grace / array warnings (exit $st)" "$out" "$out0"
 
 # --- A. the script's logic with a fake srun and scontrol
 fake="$tmp/fakebin"
@@ -166,6 +207,37 @@ if wait_commit "$tmp/store"; then
   fi
 else
   fail "USR1 path: no commit" "$(tail -n 8 "$tmp/fake.log")"
+fi
+# a USR1 while srun is still starting its tasks (FAKE_SRUN_START_S: srun drops it, as the
+# real one does before its tasks run): the script sends it again until the step has ended,
+# so tandem commits, exits 75 and the job is requeued (before: sent once, dropped, logged
+# as passed on; the run went on to the end and nothing was requeued)
+render "$tmp/early.sbatch" --store "file://$tmp/store-early" || fail "render early" "$(cat "$tmp/early.sbatch.err")"
+: >"$tmp/fake-calls"
+FAKE_SRUN_START_S=2 FAKE_SLURM_LOG="$tmp/fake-calls" PATH="$fake:$PATH" SLURM_JOB_ID=4245 SLURM_RESTART_COUNT=0 \
+  TANDEM_TEST_STEP_DELAY_MS=100 bash "$tmp/early.sbatch" >"$tmp/early.log" 2>&1 &
+early=$!
+bg+=("$early")
+for _ in $(seq 1 100); do # until srun (the fake) is starting: a child of the script
+  pgrep -P "$early" -f fakebin/srun >/dev/null 2>&1 && break
+  sleep 0.05
+done
+sleep 0.3
+kill -USR1 "$early"
+wait "$early"; st=$?
+if [ $st -eq 0 ] && grep -q "srun: USR1 dropped while starting" "$tmp/fake-calls" && grep -q "tandem exited 75" "$tmp/early.log" &&
+   grep -qx "scontrol requeue 4245" "$tmp/fake-calls"; then
+  FAKE_SLURM_LOG="$tmp/fake-calls" PATH="$fake:$PATH" SLURM_JOB_ID=4245 SLURM_RESTART_COUNT=1 \
+    bash "$tmp/early.sbatch" >>"$tmp/early.log" 2>&1; st=$?
+  got=$("$bin" hash "$tmp/store-early" 2>&1)
+  if [ $st -eq 0 ] && [ "$got" = "$ref" ]; then
+    pass "a USR1 while srun still starts its tasks: sent again, tandem commits, exits 75, requeued; resumed to the uninterrupted hashes"
+  else
+    fail "early USR1: the resume (exit $st)" "$got" "want: $ref" "$(tail -n 5 "$tmp/early.log")"
+  fi
+else
+  fail "a USR1 while srun still starts its tasks (script exit $st)" "$(grep -c '^episode' "$tmp/early.log") episodes" \
+    "$(grep tandem-sbatch "$tmp/early.log")" "calls: $(cat "$tmp/fake-calls")"
 fi
 : >"$tmp/fake-calls"
 s0=$("$bin" hash "$tmp/store" 2>/dev/null | sed -n 's/^seq //p')
@@ -215,20 +287,25 @@ fi
 # nothing in the script (exported there, STORE sent tandem to another store and got_term=1
 # stopped the requeue); a credentials file written on Windows (CRLF) loads without the CRs
 stub="$tmp/tandem-stub"
-printf '#!/bin/bash\nprintf "arg %%s\\n" "$@"\nprintf "env %%s=%%q\\n" STORE "$STORE" got_term "$got_term" AWS_ACCESS_KEY_ID "$AWS_ACCESS_KEY_ID" AWS_SECRET_ACCESS_KEY "$AWS_SECRET_ACCESS_KEY" AWS_REGION "$AWS_REGION"\nexit 75\n' >"$stub"
+printf '#!/bin/bash\nprintf "arg %%s\\n" "$@"\nprintf "env %%s=%%q\\n" STORE "$STORE" got_term "$got_term" AWS_ACCESS_KEY_ID "$AWS_ACCESS_KEY_ID" AWS_SECRET_ACCESS_KEY "$AWS_SECRET_ACCESS_KEY" AWS_REGION "$AWS_REGION" AWS_SESSION_TOKEN "${AWS_SESSION_TOKEN-unset}" AWS_PROFILE "${AWS_PROFILE-unset}"\nexit 75\n' >"$stub"
 chmod +x "$stub"
 printf 'export AWS_ACCESS_KEY_ID=AKIDCRLF\r\nAWS_SECRET_ACCESS_KEY="crlf-secret"\r\nAWS_REGION=eu-west-1 # a comment  \r\n' >"$tmp/creds-crlf.env"
 chmod 600 "$tmp/creds-crlf.env"
 render "$tmp/envs.sbatch" --set "cluster.tandem_binary=$stub" --set "cluster.credentials_file=$tmp/creds-crlf.env" \
   --set 'cluster.env=STORE=s3://other/x,got_term=1,IFS=x' || fail "render env" "$(cat "$tmp/envs.sbatch.err")"
 : >"$tmp/fake-calls"
+# the submitting shell's AWS_* (sbatch passes its environment on): with a credentials
+# file they are unset first (before: a stale session token and profile reached tandem
+# beside the file's keys)
 FAKE_SLURM_LOG="$tmp/fake-calls" PATH="$fake:$PATH" SLURM_JOB_ID=4244 SLURM_RESTART_COUNT=0 \
+  AWS_SESSION_TOKEN=STALE_SUBMIT_TOKEN AWS_PROFILE=other AWS_ACCESS_KEY_ID=AKIDSTALE \
   bash "$tmp/envs.sbatch" >"$tmp/envs.log" 2>&1; st=$?
 if [ $st -eq 0 ] && grep -qx "arg file://$tmp/store" "$tmp/envs.log" && grep -qx "env STORE=s3://other/x" "$tmp/envs.log" &&
    grep -qx "env got_term=1" "$tmp/envs.log" && grep -qx "scontrol requeue 4244" "$tmp/fake-calls" &&
    grep -qx "env AWS_ACCESS_KEY_ID=AKIDCRLF" "$tmp/envs.log" && grep -qx "env AWS_SECRET_ACCESS_KEY=crlf-secret" "$tmp/envs.log" &&
-   grep -qx "env AWS_REGION=eu-west-1" "$tmp/envs.log"; then
-  pass "cluster.env STORE/got_term/IFS reach tandem only; a CRLF credentials file loads without CRs, an inline # comment and trailing blanks"
+   grep -qx "env AWS_REGION=eu-west-1" "$tmp/envs.log" && grep -qx "env AWS_SESSION_TOKEN=unset" "$tmp/envs.log" &&
+   grep -qx "env AWS_PROFILE=unset" "$tmp/envs.log" && ! grep -q "STALE" "$tmp/envs.log" "$tmp/envs.sbatch"; then
+  pass "cluster.env STORE/got_term/IFS reach tandem only; a CRLF credentials file loads without CRs, an inline # comment and trailing blanks; the submitting shell's AWS_SESSION_TOKEN/AWS_PROFILE do not reach tandem"
 else
   fail "cluster.env names of the script's own, CRLF credentials (script exit $st)" "$(cat "$tmp/envs.log")" "calls: $(cat "$tmp/fake-calls")"
 fi
@@ -316,7 +393,7 @@ start_now() { # a requeued job waits ~2 minutes (its BeginTime); start it now
 jid=$(cd "$tmp" && TANDEM_TEST_STEP_DELAY_MS=100 sbatch --parsable "$tmp/job.sbatch" 2>"$tmp/sbatch.err")
 if [ -z "$jid" ]; then fail "sbatch" "$(cat "$tmp/sbatch.err")"; finish; fi
 jid=${jid%%;*}
-log="$tmp/tandem-run-$jid.out"
+log="$tmp/$(sed -n 's/^#SBATCH --job-name=//p' "$tmp/job.sbatch")-$jid.out"
 ok=1
 wait_for 60 "job $jid runs" is_running_try 0 && wait_for 60 "first commit" progressed -1 || ok=0
 if [ $ok = 1 ]; then
@@ -438,6 +515,52 @@ else
       else
         fail "sweep job array" "${problems[@]}" "log:" "$(tail -n 20 "$log")"
       fi
+    fi
+  fi
+fi
+# --- F. a USR1 to the batch shell while srun is still starting its tasks. srun drops a
+# signal that comes before its tasks run (a prolog, PMIx, several nodes: on this one node
+# the window is ~0.1-0.5 s); the job's srun here is the real one behind a wrapper that
+# first spends 4 s "starting" (swallowing USR1 the way srun does) so that the USR1 lands in
+# that window for sure. The script must send it again until tandem has it: commit, exit
+# 75, requeue, and the run ends on the uninterrupted run's hashes (before: sent once,
+# dropped, the run went on to the end with no commit and no requeue).
+real_srun=$(command -v srun)
+mkdir -p "$tmp/slowsrun"
+{
+  echo '#!/bin/bash'
+  echo "trap 'echo \"srun: USR1 dropped while starting\" >>\"$tmp/early-dropped\"' USR1"
+  echo 'end=$((SECONDS + 4))'
+  echo 'while [ "$SECONDS" -lt "$end" ]; do sleep 0.1; done'
+  echo 'trap - USR1'
+  echo "exec \"$real_srun\" \"\$@\""
+} >"$tmp/slowsrun/srun"
+chmod 755 "$tmp/slowsrun/srun"
+rm -f "$tmp/early-dropped"
+render "$tmp/early.sbatch" --store "file://$tmp/store-early2" --set cluster.job_name=tandem-early ||
+  fail "render early" "$(cat "$tmp/early.sbatch.err")"
+jid=$(cd "$tmp" && PATH="$tmp/slowsrun:$PATH" TANDEM_TEST_STEP_DELAY_MS=100 sbatch --parsable "$tmp/early.sbatch" 2>"$tmp/sbatch.err")
+jid=${jid%%;*}
+log="$tmp/tandem-early-$jid.out"
+running() { grep -q "tandem-sbatch: running:" "$log" 2>/dev/null; }
+if [ -z "$jid" ]; then fail "sbatch (early USR1)" "$(cat "$tmp/sbatch.err")"
+elif wait_for 60 "job $jid starts its step" running; then
+  scancel --signal=USR1 --batch "$jid" # right after the job started: srun is still starting
+  ok=1
+  wait_for 60 "the early USR1's requeue" grep -q "requeued job $jid" "$log" || ok=0
+  [ $ok = 1 ] && { start_now && wait_for 60 "job runs again (Restarts=1)" is_running_try 1 || ok=0; }
+  if [ $ok = 1 ] && wait_for 180 "job $jid completes" is_state COMPLETED; then
+    got=$("$bin" hash "$tmp/store-early2" 2>&1)
+    problems=()
+    [ -s "$tmp/early-dropped" ] || problems+=("the USR1 missed srun's start-up (the test did not hit the window)")
+    [ "$got" = "$ref" ] || problems+=("final hashes differ:" "$got" "want:" "$ref")
+    grep -q "got SIGUSR1" "$log" || problems+=("no 'got SIGUSR1' in the log")
+    [ "$(grep -c "tandem exited 75" "$log")" -eq 1 ] || problems+=("want one 'tandem exited 75' in the log")
+    grep -q "resuming run-" "$log" || problems+=("no resume in the log")
+    if [ ${#problems[@]} -eq 0 ]; then
+      pass "real Slurm: a USR1 while srun still started its tasks: sent again, tandem committed, exit 75, requeued; resumed to the uninterrupted hashes"
+    else
+      fail "real Slurm: early USR1" "${problems[@]}" "log:" "$(grep -v '^episode' "$log" | tail -n 20)"
     fi
   fi
 fi

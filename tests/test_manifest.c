@@ -76,6 +76,15 @@ static manifest_opts opts(const config *c, const char *store) {
                            .workdir = "/shared/jobs"};
 }
 
+/* Whether `s` is `head` and then "-" and 6 lowercase hex digits. */
+static int named(const char *s, const char *head) {
+    size_t n = strlen(head);
+    if (strncmp(s, head, n) || s[n] != '-' || strlen(s) != n + 7) return 0;
+    for (const char *p = s + n + 1; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) return 0;
+    return 1;
+}
+
 /* A line of `text` equal to `line`. */
 static int has_line(const char *text, const char *line) {
     size_t n = strlen(line);
@@ -349,10 +358,10 @@ static void test_job_names(void) {
     char name[128];
     o.config_name = "My Run.v2__final";
     manifest_job_name(&o, name, sizeof name);
-    int a = !strcmp(name, "tandem-my-run-v2-final");
+    int a = named(name, "tandem-my-run-v2-final");
     o.config_name = "_";
     manifest_job_name(&o, name, sizeof name);
-    int empty = !strcmp(name, "tandem"); /* no letters or digits: not "tandem-" (no DNS label) */
+    int empty = named(name, "tandem"); /* no letters or digits: "tandem-<hash>", not "tandem--" */
     o.config_name = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
     manifest_job_name(&o, name, sizeof name);
     int b = strlen(name) == 63;
@@ -368,6 +377,42 @@ static void test_job_names(void) {
     CHECK(b, "cut to 63");
     CHECK(d, "room for the pod index");
     CHECK(g, "cluster.job_name wins");
+}
+
+/* The default name ends in a hash of the job's store: configs of one name in two folders
+ * (two stores) are two jobs — one name made Slurm's singleton hold an unrelated run back
+ * and one Kubernetes run's ConfigMap replace the other's — while every spelling of one
+ * store gives one name (a resubmit keeps it). */
+static void test_job_names_per_store(void) {
+    config *c = malloc(sizeof *c);
+    tdm_err e = {0};
+    CHECK(c && load(c, "names3", BASE, NULL, 0, &e) == 0, "%s", e.msg);
+    manifest_opts o = opts(c, "file:///shared/expa/runs/run");
+    char a[128], a2[128], a3[128], a4[128], b[128], s1[128], s2[128], s3[128], s4[128];
+    manifest_job_name(&o, a, sizeof a);
+    o.store_url = "/shared/expa/runs/run";
+    manifest_job_name(&o, a2, sizeof a2);
+    o.workdir = "/shared/expa";
+    o.store_url = "file://./runs/run";
+    manifest_job_name(&o, a3, sizeof a3);
+    o.store_url = "runs/run";
+    manifest_job_name(&o, a4, sizeof a4);
+    o.workdir = "/shared/expb";
+    manifest_job_name(&o, b, sizeof b);
+    o.store_url = "s3://bkt/a";
+    manifest_job_name(&o, s1, sizeof s1);
+    o.store_url = "s3://bkt/a/";
+    manifest_job_name(&o, s2, sizeof s2);
+    o.store_url = "S3://bkt/a";
+    manifest_job_name(&o, s3, sizeof s3);
+    o.store_url = "s3://bkt/b";
+    manifest_job_name(&o, s4, sizeof s4);
+    free(c);
+    CHECK(named(a, "tandem-run"), "%s", a);
+    CHECK(!strcmp(a, a2) && !strcmp(a, a3) && !strcmp(a, a4), "one file store, four spellings: %s %s %s %s", a, a2,
+          a3, a4);
+    CHECK(strcmp(a, b) != 0, "runs/run in two folders: one name %s", a);
+    CHECK(!strcmp(s1, s2) && !strcmp(s1, s3) && strcmp(s1, s4) != 0, "S3 stores: %s %s %s / %s", s1, s2, s3, s4);
 }
 
 /* Names that must not collide or overflow: two long config names with the same first 60
@@ -474,7 +519,7 @@ static void test_slurm_directives(void) {
                  has_line(r.out, "#SBATCH --open-mode=append") &&
                  has_line(r.out, "#SBATCH --signal=B:USR1@300") &&
                  has_line(r.out, "#SBATCH --chdir=/shared/jobs") &&
-                 has_line(r.out, "#SBATCH --job-name=tandem-run") &&
+                 strstr(r.out, "#SBATCH --job-name=tandem-run-") &&
                  has_line(r.out, "#SBATCH --dependency=singleton") &&
                  has_line(r.out, "TANDEM=/opt/tandem/bin/tandem") &&
                  has_line(r.out, "CONFIG=/shared/run.yaml") && !strstr(r.out, "TANDEM_COORDINATOR");
@@ -752,6 +797,10 @@ static void test_k8s_job_shape(void) {
     render(&one, 0, &o);
     c->cluster.nodes = 4;
     render(&idx, 0, &o);
+    char jn[128], coord[300], sub[200];
+    manifest_job_name(&o, jn, sizeof jn);
+    snprintf(coord, sizeof coord, "%s-0.%s:29500", jn, jn);
+    snprintf(sub, sizeof sub, "subdomain: \"%s\"", jn);
     o.store_url = "file:///tmp/x";
     c->cluster.nodes = 1;
     /* an absolute path of this machine (a relative one in a config file is resolved
@@ -770,7 +819,7 @@ static void test_k8s_job_shape(void) {
     int x = idx.rc == 0 && strstr(idx.out, "kind: Service") && strstr(idx.out, "clusterIP: None") &&
             strstr(idx.out, "completionMode: Indexed") && strstr(idx.out, "completions: 4") &&
             strstr(idx.out, "backoffLimitPerIndex: 5") && !strstr(idx.out, "backoffLimit: 5") &&
-            strstr(idx.out, "tandem-run-0.tandem-run:29500") && strstr(idx.out, "subdomain: \"tandem-run\"");
+            named(jn, "tandem-run") && strstr(idx.out, coord) && strstr(idx.out, sub);
     int f = file.rc == 0 && strstr(file.warn, "is a file store") &&
             strstr(file.warn, "data.dataset = /home/me/corpus/dataset.yaml: the pod reads the corpus at this path");
     rendered_free(&one);
@@ -780,6 +829,97 @@ static void test_k8s_job_shape(void) {
     CHECK(s, "single-node Job");
     CHECK(x, "Indexed Job");
     CHECK(f, "file store and dataset path warnings");
+}
+
+/* A '%' in any #SBATCH value: refused naming the key (Slurm expands %j in the log path,
+ * relative to --chdir: the job failed to launch). */
+static void test_slurm_directive_values(void) {
+    config *c = malloc(sizeof *c);
+    tdm_err e = {0};
+    CHECK(c && load(c, "pct", BASE, NULL, 0, &e) == 0, "%s", e.msg);
+    manifest_opts o = opts(c, "s3://b/p");
+    rendered w, here;
+    snprintf(c->cluster.workdir, sizeof c->cluster.workdir, "/shared/exp%%jx");
+    render(&w, 1, &o);
+    c->cluster.workdir[0] = '\0';
+    o.workdir = "/shared/exp%1";
+    render(&here, 1, &o);
+    int ok = w.rc == ERR_USAGE && strstr(w.e.msg, "cluster.workdir = /shared/exp%jx") && strstr(w.e.msg, "'%'") &&
+             here.rc == ERR_USAGE && strstr(here.e.msg, "/shared/exp%1") && strstr(here.e.msg, "set cluster.workdir");
+    rendered_free(&w);
+    rendered_free(&here);
+    free(c);
+    CHECK(ok, "a '%%' in the job's directory refused");
+}
+
+/* cluster.env: "\," is a ',' of the value on Slurm and Kubernetes alike; an unescaped one
+ * is said to be the problem (before: the NAME was blamed). */
+static void test_env_comma(void) {
+    config *c = malloc(sizeof *c);
+    tdm_err e = {0};
+    char *sets[] = {"cluster.env=NO_PROXY=localhost\\,169.254.169.254,A=b\\c", "cluster.image=reg/tandem:1"};
+    CHECK(c && load(c, "comma", BASE, sets, 2, &e) == 0, "%s", e.msg);
+    manifest_opts o = opts(c, "s3://b/p");
+    rendered sl, k8;
+    render(&sl, 1, &o);
+    render(&k8, 0, &o);
+    int ok = sl.rc == 0 && strstr(sl.out, " env NO_PROXY=localhost,169.254.169.254 'A=b\\c' \\\n") &&
+             k8.rc == 0 && strstr(k8.out, "- name: \"NO_PROXY\"\n          value: \"localhost,169.254.169.254\"");
+    if (!ok) fprintf(stderr, "%s\n%s\n", sl.out ? sl.out : "", k8.out ? k8.out : "");
+    rendered_free(&sl);
+    rendered_free(&k8);
+    config *d = malloc(sizeof *d);
+    char *bad[] = {"cluster.env=NO_PROXY=localhost,169.254.169.254"};
+    int rc = d ? load(d, "comma2", BASE, bad, 1, &e) : -1;
+    free(c);
+    free(d);
+    CHECK(ok, "an escaped ',' reaches the job as ','");
+    CHECK(rc == ERR_USAGE && strstr(e.msg, "a ',' separates the entries") && strstr(e.msg, "'\\,'") &&
+          !strstr(e.msg, "NAME of letters"), "%s", e.msg);
+}
+
+/* What render time can see will go wrong: relative paths the pod resolves against
+ * /etc/tandem, a grace tandem would overrun, a grace of 0, a job array above Slurm's
+ * default MaxArraySize. */
+static void test_render_warnings(void) {
+    config *c = malloc(sizeof *c);
+    tdm_err e = {0};
+    char *sets[] = {"cluster.image=reg/tandem:1", "model.init=hf:./m", "data.mixture=file",
+                    "data.mixture_file=mix.yaml", "checkpoint.grace_s=600", "cluster.grace_period_s=30"};
+    CHECK(c && load(c, "warn", BASE, sets, 6, &e) == 0, "%s", e.msg);
+    manifest_opts o = opts(c, "s3://b/p");
+    rendered k, z, s, a;
+    render(&k, 0, &o);
+    c->cluster.grace_period_s = 0;
+    render(&z, 0, &o);
+    render(&s, 1, &o);
+    sweep sw;
+    char pts[8000] = "run.seed=";
+    for (int i = 1; i <= 1002; i++) snprintf(pts + strlen(pts), sizeof pts - strlen(pts), "%s%d", i > 1 ? "," : "", i);
+    char *texts[] = {pts};
+    CHECK(sweep_parse(&sw, texts, 1, &e) == 0, "%s", e.msg);
+    o.sweep = &sw;
+    o.sweep_texts = texts;
+    o.nsweeps = 1;
+    render(&a, 1, &o);
+    int kw = k.rc == 0 && strstr(k.warn, "data.mixture_file is a relative path") && !strstr(k.warn, "mix.yaml") &&
+             strstr(k.warn, "model.init = hf:./m is a relative path") &&
+             strstr(k.warn, "checkpoint.grace_s = 600 is longer than cluster.grace_period_s = 30");
+    int zw = z.rc == 0 && strstr(z.warn, "cluster.grace_period_s = 0");
+    int sw_ = s.rc == 0 && strstr(s.warn, "checkpoint.grace_s = 600 overrides the job's grace of 30 s") &&
+              !strstr(s.warn, "MaxArraySize");
+    int aw = a.rc == 0 && strstr(a.warn, "1002 points") && strstr(a.warn, "MaxArraySize");
+    if (!kw || !zw || !sw_ || !aw) fprintf(stderr, "%s\n%s\n%s\n%s\n", k.warn, z.warn, s.warn, a.warn);
+    rendered_free(&k);
+    rendered_free(&z);
+    rendered_free(&s);
+    rendered_free(&a);
+    sweep_free(&sw);
+    free(c);
+    CHECK(kw, "Kubernetes: relative mixture_file and model.init, checkpoint.grace_s over the grace");
+    CHECK(zw, "Kubernetes: a grace of 0");
+    CHECK(sw_, "Slurm: checkpoint.grace_s over the job's grace");
+    CHECK(aw, "Slurm: more than 1001 array tasks");
 }
 
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -796,6 +936,10 @@ int main(void) {
     RUN(test_yaml_round_trip);
     RUN(test_job_names);
     RUN(test_job_names_distinct);
+    RUN(test_job_names_per_store);
+    RUN(test_slurm_directive_values);
+    RUN(test_env_comma);
+    RUN(test_render_warnings);
     RUN(test_k8s_text_as_given);
     RUN(test_slurm_directives);
     RUN(test_slurm_words);
