@@ -37,6 +37,7 @@
 #include "config/compare_layout.h"
 #include "config/domain_caps.h"
 #include "config/config.h"
+#include "model/blas_core.h"
 #include "runner/evaluate.h"
 #include "report/progress.h"
 #include "runner/run.h"
@@ -339,7 +340,7 @@ static int eval_curve(compare_ctx *x, int f, store *st, tdm_err *e) {
         /* k-th of `pick` points over the n states: ends included */
         size_t i = pick == 1 ? n - 1 : (size_t)((double)k * (double)(n - 1) / (double)(pick - 1) + 0.5);
         eval_result r;
-        rc = eval_store(st, SPLIT_TEST, UINT64_MAX, &seqs[i], &r, e);
+        rc = eval_store(st, SPLIT_TEST, UINT64_MAX, &seqs[i], BLAS_PIN_NOTE, &r, e);
         if (rc) break;
         curve_point *p = &x->curve[f][x->ncurve[f]++];
         p->seq = r.seq;
@@ -358,7 +359,7 @@ static int evaluate_all(compare_ctx *x, int curves, tdm_err *e) {
                     FINAL_NAME[f], curves ? " (and its kept states)" : "");
         store *st = store_open_existing(x->sub[1 + f], STORE_OPEN_READ_ONLY, e);
         if (!st) return e->code;
-        rc = eval_store(st, SPLIT_TEST, UINT64_MAX, NULL, &x->ev[f], e);
+        rc = eval_store(st, SPLIT_TEST, UINT64_MAX, NULL, BLAS_PIN_NOTE, &x->ev[f], e);
         if (!rc && curves) rc = eval_curve(x, f, st, e);
         store_close(st);
     }

@@ -11,6 +11,7 @@
 #include "util/args.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
+#include "model/blas_core.h"
 #include "runner/evaluate.h"
 #include "util/json.h"
 
@@ -59,7 +60,7 @@ static int run_eval(const cli_args *a) {
     store *st = rc ? NULL : store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
     if (!rc && !st) rc = e.code;
     eval_result r;
-    if (!rc) rc = eval_store(st, split, max_tokens, have_state ? &state_seq : NULL, &r, &e);
+    if (!rc) rc = eval_store(st, split, max_tokens, have_state ? &state_seq : NULL, BLAS_PIN_EVAL, &r, &e);
     if (!rc) {
         int M = r.M;
         if (json) {

@@ -24,6 +24,7 @@
 #include "deploy/sweep_root.h"
 #include "report/progress.h"
 #include "report/svgplot.h"
+#include "model/blas_core.h"
 #include "runner/evaluate.h"
 #include "util/args.h"
 #include "util/csv.h"
@@ -286,7 +287,7 @@ static int run_results(const cli_args *a) {
         progress_tty("tandem results: evaluating point %zu of %zu (%s)", i + 1, sw.npoints, r[i].p.label);
         store *st = store_open_existing(r[i].p.url, STORE_OPEN_READ_ONLY, &e);
         if (!st) rc = e.code;
-        if (!rc) rc = eval_store(st, split, max_tokens, NULL, &r[i].ev, &e);
+        if (!rc) rc = eval_store(st, split, max_tokens, NULL, BLAS_PIN_NOTE, &r[i].ev, &e);
         if (st) store_close(st);
         if (rc) err_prefix(&e, "point %zu (%s): ", i, r[i].p.label);
         r[i].evaluated = !rc;

@@ -11,6 +11,7 @@
 #include "data/dataset.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
+#include "model/blas_core.h"
 #include "runner/evaluate.h"
 #include "report/progress.h"
 #include "runner/run.h"
@@ -142,7 +143,7 @@ static int run_train(const cli_args *a) {
     if (!rc) {
         store *st = store_open_existing(store_url, STORE_OPEN_READ_ONLY, &e);
         eval_result r;
-        rc = st ? eval_store(st, SPLIT_VAL, UINT64_MAX, NULL, &r, &e) : e.code;
+        rc = st ? eval_store(st, SPLIT_VAL, UINT64_MAX, NULL, BLAS_PIN_NOTE, &r, &e) : e.code;
         if (!rc) {
             printf("validation loss per domain (run position %llu):\n", (unsigned long long)r.seq);
             for (int m = 0; m < r.M; m++) printf("  %-12s %.4f\n", r.names[m], r.loss[m]);

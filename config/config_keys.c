@@ -47,7 +47,8 @@ static bool model_init_check(const char *value, char *why, size_t n) {
 /* run.blas_kernels: "auto", or an OpenBLAS core name (letters, digits, '_'). */
 static bool blas_kernels_check(const char *value, char *why, size_t n) {
     size_t len = strlen(value), ok = strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
-    if (len && len <= 32 && ok == len) return true;
+    /* "AUTO" would be taken for the name of kernels OpenBLAS does not have */
+    if (len && len <= 32 && ok == len && (strcasecmp(value, "auto") || !strcmp(value, "auto"))) return true;
     snprintf(why, n, "expected auto, or the name of OpenBLAS's kernels (as `tandem version` shows them: "
                      "Haswell, SkylakeX, ...), got '%.60s'", value);
     return false;

@@ -7,7 +7,8 @@
  * slower than with the SkylakeX kernels (measured on an Emerald Rapids VM, the 3-layer
  * bench-dmo model; docs/benchmarks.md). OpenBLAS reads OPENBLAS_CORETYPE when the library
  * loads, before main(), so the only documented way to choose for it is to set the
- * variable and exec again. A user's own OPENBLAS_CORETYPE is always left alone. */
+ * variable and exec again. A user's own OPENBLAS_CORETYPE is left alone here; a run's
+ * pinned kernels (run.blas_kernels, blas_core_pin) take precedence over it. */
 #include "model/blas_core.h"
 
 #include <cblas.h>
@@ -52,15 +53,19 @@ static char **main_argv; /* main()'s, for the exec of a pinned run */
 
 /* Executes /proc/self/exe with `argv` and OPENBLAS_CORETYPE=core, the stop signals that
  * are not blocked already blocked across the exec (a signal mask survives exec, a handler
- * does not) and named in REEXEC_BLOCKED for the new image to let go again; `pending_stop`
- * (non-zero) is raised once they are blocked, so that it waits for that image's handler.
- * Returns only when the exec failed, with the mask and the variables as they were. */
-static void exec_with_core(const char *core, char **argv, int pending_stop) {
+ * does not) and named in REEXEC_BLOCKED for the new image to let go again. A stop signal
+ * this image's handler already took (*stop_flag, read once they are blocked: one that
+ * comes later stays pending for the new image) would die with it: then no exec. Returns
+ * only when it did not exec, with the mask and the variables as they were. */
+static void exec_with_core(const char *core, char **argv, volatile sig_atomic_t *stop_flag) {
     const char *had = getenv("OPENBLAS_CORETYPE");
     char was[64] = "";
     int had_it = had != NULL;
     if (had) snprintf(was, sizeof was, "%s", had);
-    if (!argv || setenv("OPENBLAS_CORETYPE", core, 1) != 0) return;
+    if (!argv) {
+        errno = ENOEXEC;
+        return;
+    }
     sigset_t want, old;
     sigemptyset(&want);
     char list[64] = "";
@@ -71,9 +76,16 @@ static void exec_with_core(const char *core, char **argv, int pending_stop) {
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", list[0] ? "," : "",
                      TDM_STOP_SIGNALS[i]);
         }
-    setenv(REEXEC_BLOCKED, list, 1);
     sigprocmask(SIG_BLOCK, &want, NULL);
-    if (pending_stop > 0) raise(pending_stop); /* blocked: pending across the exec */
+    if (stop_flag && *stop_flag) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        errno = EINTR;
+        return;
+    }
+    if (setenv("OPENBLAS_CORETYPE", core, 1) != 0 || setenv(REEXEC_BLOCKED, list, 1) != 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        return;
+    }
     /* test-only: a stop signal that comes while the exec is under way (it stays pending
      * for the new image's handler, blocked here) */
     const char *raise_sig = getenv("TANDEM_TEST_REEXEC_RAISE");
@@ -84,10 +96,12 @@ static void exec_with_core(const char *core, char **argv, int pending_stop) {
     }
     fflush(NULL); /* what was printed is printed once, not lost with this image */
     execv("/proc/self/exe", argv);
+    int err = errno;
     sigprocmask(SIG_SETMASK, &old, NULL);
     unsetenv(REEXEC_BLOCKED);
     if (had_it) setenv("OPENBLAS_CORETYPE", was, 1);
     else unsetenv("OPENBLAS_CORETYPE");
+    errno = err;
 }
 
 void blas_core_reexec(char **argv) {
@@ -96,7 +110,7 @@ void blas_core_reexec(char **argv) {
     /* no /proc, or exec refused: carry on with OpenBLAS's choice rather than fail (the
      * variable unset again, so that this process and its children, tandem compare's
      * runs, compute with the same kernels, hence the same bits) */
-    if (core) exec_with_core(core, argv, 0);
+    if (core) exec_with_core(core, argv, NULL);
 }
 
 /* The instruction sets the kernels of each x86 core of OpenBLAS 0.3 use (its
@@ -157,46 +171,62 @@ int blas_core_runs_here(const char *core, char *lacks, size_t n) {
 #endif
 }
 
-int blas_core_pin(const char *want, int may_exec, int pending_stop, tdm_err *e) {
+int blas_core_pin(const char *want, int mode, volatile sig_atomic_t *stop_flag, tdm_err *e) {
     if (!want || !*want || !strcmp(want, "auto")) return 0;
     const char *now = blas_core_name();
-    char asked[64] = "";
-    const char *a = getenv(PIN_EXEC);
-    if (a) snprintf(asked, sizeof asked, "%s", a);
-    unsetenv(PIN_EXEC); /* children (tandem compare's runs) start from their own pins */
-    if (now && !strcasecmp(now, want)) return 0;
+    if (!now) now = "?";
+    if (!strcasecmp(now, want)) return 0;
+    /* kept for the whole command: a second store pinned to other kernels in one process
+     * (tandem results, compare) must not start it again, and again */
+    const char *asked = getenv(PIN_EXEC);
     char lacks[64];
     int runs = blas_core_runs_here(want, lacks, sizeof lacks);
     char way[256];
     snprintf(way, sizeof way, "resume it on a node whose CPU runs them, or go on with this node's kernels "
-             "(other bits from here on) with --set run.blas_kernels=%s --allow-change run.blas_kernels",
-             now ? now : "NAME");
-    if (!strcasecmp(asked, want))
+             "(other bits from here on) with --set run.blas_kernels=%s --allow-change run.blas_kernels", now);
+    int may_exec = (mode == BLAS_PIN_RUN || mode == BLAS_PIN_EVAL) && !asked && runs > 0;
+    if (!may_exec && (mode == BLAS_PIN_EVAL || mode == BLAS_PIN_NOTE || runs < 0)) {
+        /* an evaluation (it writes nothing the run depends on), or kernels this build
+         * cannot judge (another architecture: before the pin such a resume went on with
+         * its node's kernels, and still does): the kernels in use, said once */
+        static int said;
+        if (!said++)
+            fprintf(stderr, "tandem: note: %s with OpenBLAS's %s kernels, not the %s ones %s pinned%s: its "
+                    "numbers may differ in their last bits from the run's own\n",
+                    mode == BLAS_PIN_RUN || mode == BLAS_PIN_MPI ? "going on" : "evaluating", now, want,
+                    mode == BLAS_PIN_RUN || mode == BLAS_PIN_MPI ? "this run" : "the run",
+                    runs < 0 ? " (this build cannot tell whether this CPU runs those)" : "");
+        return 0;
+    }
+    if (asked && !strcasecmp(asked, want))
         return err_set(e, ERR_USAGE, "run.blas_kernels = %s: this run computes with OpenBLAS's %s kernels (pinned "
                        "when it was created: the bits of its matmuls depend on them), and OpenBLAS did not "
                        "take OPENBLAS_CORETYPE=%s here (it runs %s): %s",
-                       want, want, want, now ? now : "?", way);
+                       want, want, want, now, way);
+    if (asked)
+        return err_set(e, ERR_USAGE, "run.blas_kernels = %s: this command already computes with OpenBLAS's %s "
+                       "kernels for another run, and this one is pinned to %s's: run it in a command of its own",
+                       want, asked, want);
     if (runs == 0)
         return err_set(e, ERR_USAGE, "run.blas_kernels = %s: this run computes with OpenBLAS's %s kernels (pinned "
                        "when it was created: the bits of its matmuls depend on them), and this CPU lacks %s, "
                        "which they need: %s",
                        want, want, lacks, way);
-    if (runs < 0)
-        return err_set(e, ERR_USAGE, "run.blas_kernels = %s: this run computes with OpenBLAS's %s kernels (pinned "
-                       "when it was created), which this build cannot tell this CPU runs (it has %s): %s",
-                       want, want, now ? now : "?", way);
-    if (!may_exec)
+    if (mode == BLAS_PIN_MPI)
         return err_set(e, ERR_USAGE, "run.blas_kernels = %s: this run computes with OpenBLAS's %s kernels (pinned "
                        "when it was created), and this rank has %s; an MPI rank cannot start again with others: "
                        "set OPENBLAS_CORETYPE=%s in the job's environment, or %s",
-                       want, want, now ? now : "?", want, way);
+                       want, want, now, want, way);
     fprintf(stderr, "tandem: this run computes with OpenBLAS's %s kernels (pinned when it was created, for "
             "bit-identical resumes) and this process had %s: starting again with OPENBLAS_CORETYPE=%s\n",
-            want, now ? now : "?", want);
+            want, now, want);
     setenv(PIN_EXEC, want, 1);
-    exec_with_core(want, main_argv, pending_stop);
+    exec_with_core(want, main_argv, stop_flag);
+    int err = errno;
     unsetenv(PIN_EXEC);
-    return err_sys(e, ERR_USAGE, errno, "run.blas_kernels = %s: cannot start this program again with "
+    if (err == EINTR) /* a stop signal came first: the caller's requeue */
+        return err_set(e, ERR_INTERNAL, "stopped before starting again with OpenBLAS's %s kernels", want);
+    return err_sys(e, ERR_INTERNAL, err, "run.blas_kernels = %s: cannot start this program again with "
                    "OPENBLAS_CORETYPE=%s; set it in the job's environment, or %s",
                    want, want, way);
 }

@@ -2,6 +2,7 @@
 #ifndef TANDEM_MODEL_BLAS_CORE_H
 #define TANDEM_MODEL_BLAS_CORE_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "util/err.h"
@@ -32,13 +33,24 @@ const char *blas_core_name(void);
  * another architecture, or a name OpenBLAS 0.3 does not give). */
 int blas_core_runs_here(const char *core, char *lacks, size_t n);
 
+/* What blas_core_pin may do where OpenBLAS runs other kernels than a run's. */
+enum {
+    BLAS_PIN_RUN,  /* a run: start again with them, refused where that cannot be */
+    BLAS_PIN_MPI,  /* an MPI rank (MPI_Init came first): refused */
+    BLAS_PIN_EVAL, /* tandem eval: start again with them where possible, else the kernels in use */
+    BLAS_PIN_NOTE  /* an evaluation among others (compare, results): the kernels in use */
+};
+
 /* Run pinned kernels: `want` is a run's run.blas_kernels ("auto": nothing to do). When
  * OpenBLAS runs other kernels in this process, executes this program again (argv as
  * main() had it) with OPENBLAS_CORETYPE=want, the stop signals held as by
- * blas_core_reexec and `pending_stop` (a stop signal this process already took, 0 for
- * none) raised again so that the new image's handler gets it; returns only on failure.
- * ERR_USAGE naming run.blas_kernels when this CPU cannot run them, when OpenBLAS did not
- * take them after the exec, or when !may_exec (an MPI rank: MPI_Init came before). */
-int blas_core_pin(const char *want, int may_exec, int pending_stop, tdm_err *e);
+ * blas_core_reexec — unless *stop_flag (the run's stop flag, read once they are held)
+ * says a stop came first (ERR_INTERNAL: the caller's requeue); returns only when it did
+ * not exec. Once per command: a second run pinned to other kernels in the same process
+ * is refused. ERR_USAGE naming run.blas_kernels where this CPU lacks what they need (a
+ * run), where OpenBLAS did not take them after the exec, or for an MPI rank; kernels
+ * this build cannot judge (another architecture) and evaluations that cannot exec go on
+ * with the kernels in use, said once on stderr. */
+int blas_core_pin(const char *want, int mode, volatile sig_atomic_t *stop_flag, tdm_err *e);
 
 #endif

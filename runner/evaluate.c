@@ -80,7 +80,7 @@ int eval_params(const model_ops *ops, model_ctx *ctx, const float *params, const
     return rc;
 }
 
-int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, eval_result *out,
+int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, int blas_mode, eval_result *out,
                tdm_err *e) {
     memset(out, 0, sizeof *out);
     const char *url = store_url(st);
@@ -105,7 +105,7 @@ int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, e
     }
     /* on the run's own kernels too (as its resumes: runner/run_setup.c pin_kernels), so
      * that its losses are the ones it computed, whatever this node's OpenBLAS picked */
-    if (!rc && cfg->run.device == CONFIG_DEVICE_CPU) rc = blas_core_pin(cfg->run.blas_kernels, 1, 0, e);
+    if (!rc && cfg->run.device == CONFIG_DEVICE_CPU) rc = blas_core_pin(cfg->run.blas_kernels, blas_mode, NULL, e);
     if (!rc && max_tokens < (uint64_t)cfg->train.seq)
         rc = err_set(e, ERR_USAGE, "--max-tokens %llu is less than one window of this run (train.seq = %d "
                      "targets): evaluation takes whole windows, so give at least %d",

@@ -27,9 +27,11 @@ typedef struct eval_result {
 /* Evaluates the run in `st` (its pinned config says the model, dataset and batch shape)
  * on `split` (SPLIT_TEST, ...), at most max_tokens targets per domain: the newest verified
  * state, or states/<*seq>.mp when seq is not NULL. On the CPU with the run's thread
- * count. ERR_USAGE when there is no such state or a domain has no window; store errors
+ * count and, as blas_mode (model/blas_core.h: BLAS_PIN_EVAL for tandem eval, which may
+ * start again with them; BLAS_PIN_NOTE for an evaluation among others) lets, its pinned
+ * kernels. ERR_USAGE when there is no such state or a domain has no window; store errors
  * as they come. */
-int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, eval_result *out,
+int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, int blas_mode, eval_result *out,
                tdm_err *e);
 
 /* The per-domain loss of `params` (a tensor of ctx's backend) on ds's split, as eval_store

@@ -238,13 +238,14 @@ static void resolve_threads(run_ctx *r) {
 static int pin_kernels(run_ctx *r, const char *url, tdm_err *e) {
     r->pin_have = 0;
     if (r->cfg.run.device != CONFIG_DEVICE_CPU) return 0;
+    /* the store as it is (nothing created: a new run's is, after the TensorBoard check);
+     * kept as the run's store unless this process starts again */
     int absent = 0;
-    store *st = store_open_present(url, STORE_OPEN_READ_ONLY, &absent, e);
+    store *st = store_open_present(url, STORE_OPEN_WRITABLE, &absent, e);
     if (!st && !absent) return e->code;
     config *pinned = st ? malloc(sizeof *pinned) : NULL;
     int rc = st && !pinned ? err_set(e, ERR_INTERNAL, "out of memory") : 0;
     if (st && !rc) rc = run_config_pinned(st, pinned, &r->pin_have, e);
-    if (st) store_close(st);
     if (r->pin_have) r->pin_threads = pinned->run.threads;
     int automatic = !strcmp(r->cfg.run.blas_kernels, "auto");
     if (!rc && automatic && r->pin_have)
@@ -252,10 +253,16 @@ static int pin_kernels(run_ctx *r, const char *url, tdm_err *e) {
     else if (!rc && automatic && comm_world(r->comm) == 1)
         snprintf(r->cfg.run.blas_kernels, sizeof r->cfg.run.blas_kernels, "%s", blas_core_name());
     free(pinned);
+    const char *want = r->cfg.run.blas_kernels;
+    if (st && (rc || (strcmp(want, "auto") && strcasecmp(want, blas_core_name())))) {
+        store_close(st); /* an exec may follow: nothing of this image held across it */
+        st = NULL;
+    }
+    r->store = st;
     if (rc) return rc;
     /* an MPI rank cannot exec (MPI_Init came first); a tcp rank has not met the others yet */
-    return blas_core_pin(r->cfg.run.blas_kernels, strcmp(comm_backend(r->comm), "mpi") != 0,
-                         run_signal_pending(), e);
+    return blas_core_pin(r->cfg.run.blas_kernels, strcmp(comm_backend(r->comm), "mpi") ? BLAS_PIN_RUN : BLAS_PIN_MPI,
+                         &run_stop_signal, e);
 }
 
 int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
@@ -326,7 +333,7 @@ int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
         snprintf(why, sizeof why, "%s", e->msg);
         return err_set(e, ERR_USAGE, "log.tensorboard: %s (fix the path or leave the key empty)", why);
     }
-    if (!(r->store = store_open(url, e))) return e->code;
+    if (!r->store && !(r->store = store_open(url, e))) return e->code;
     resolve_threads(r);
     return 0;
 }

@@ -13,8 +13,18 @@ struct timespec run_stop_at; /* when the first stop signal came (monotonic) */
 /* The first stop signal wins: its time starts the grace period, its number is the one the
  * stop names (SIGXCPU repeats every CPU second past the soft limit, and a second signal
  * must not move either). The stop signals are masked while it runs (sa_mask), so it never
- * nests. */
+ * nests. A SIGQUIT after a stop quits at once (Ctrl-\ twice, for a run that hangs). */
 static void on_signal(int sig) {
+    if (run_stop_signal && sig == SIGQUIT) {
+        /* Ctrl-\ again: quit now, as it does elsewhere (a run that does not reach its
+         * stop commit); delivered, with its default action, once this handler returns */
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigaction(SIGQUIT, &dfl, NULL);
+        raise(SIGQUIT);
+        return;
+    }
     if (run_stop_signal) return;
     clock_gettime(CLOCK_MONOTONIC, &run_stop_at); /* async-signal-safe */
     run_stop_signal = sig;

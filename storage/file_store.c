@@ -567,7 +567,7 @@ store *file_store_open(const char *url, const char *path, int must_exist, int *a
     /* the objects' paths under it (superseded/<n>/alpha/<n>.mp, a temporary's name beside
      * one) must fit the system's PATH_MAX too: a root too long for them was pinned, then
      * its first commit failed ("File name too long") after the episodes it had computed */
-    if (len + FILE_STORE_KEY_ROOM >= PATH_MAX) {
+    if (!must_exist && len + FILE_STORE_KEY_ROOM >= PATH_MAX) { /* (a store being made or written) */
         err_set(e, ERR_USAGE, "store %.80s...: its path is %zu bytes long, and the objects under it need up to %d "
                 "more within the system's limit of %d bytes (PATH_MAX): choose a shorter path",
                 url, len, FILE_STORE_KEY_ROOM, PATH_MAX);

@@ -626,6 +626,7 @@ int s3_creds_process(s3_config *c, tdm_err *e) {
         close(fds[0]);
         close(fds[1]);
         signal(SIGPIPE, SIG_DFL); /* a run ignores it; the helper's own tools expect it */
+        signal(SIGXFSZ, SIG_DFL); /* tandem ignores it (cli/main.c); the helper starts as usual */
         execl("/bin/sh", "sh", "-c", c->process, (char *)NULL);
         _exit(127);
     }

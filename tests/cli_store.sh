@@ -1000,6 +1000,21 @@ EOF
      [ $r4 = 0 ] && "$bin" verify "$bk/n" >/dev/null 2>&1; then
     pass "run.blas_kernels: a CPU that cannot run the pinned $ka kernels is refused (exit 2, nothing written) until the key changes"
   else fail "run.blas_kernels on a CPU without them" "exits $r3 $r4; $before / $after; files $n0 / $n1" "$out" "$out2"; fi
+  # one command meets runs pinned to two kernel sets (a sweep's points): results
+  # evaluates both with the kernels in use, says so once, and does not start itself again
+  # and again (it did, for ever); tandem eval on a CPU that cannot run a run's kernels
+  # evaluates with its own, said, instead of a refusal
+  for p in 0 1; do
+    OPENBLAS_CORETYPE=$ka "$bin" run "$bk/c.yaml" --store "$bk/sw" --sweep run.blas_kernels=$ka,$kb --point $p \
+      --quiet >/dev/null 2>&1
+  done
+  out=$(OPENBLAS_CORETYPE=$ka timeout 120 "$bin" results "$bk/sw" 2>&1); r5=$?
+  out2=$(OPENBLAS_CORETYPE=$kb TANDEM_TEST_CPU_LACKS=$lack "$bin" eval "$bk/ref" --json 2>&1); r6=$?
+  if [ $r5 = 0 ] && [ "$(grep -c "note: evaluating with OpenBLAS's $ka kernels, not the $kb ones" <<<"$out")" = 1 ] &&
+     ! grep -q "starting again" <<<"$out" && [ $r6 = 0 ] && grep -q '"average_ppl"' <<<"$out2" &&
+     grep -q "note: evaluating with OpenBLAS's $kb kernels, not the $ka ones the run pinned" <<<"$out2"; then
+    pass "runs pinned to two kernel sets in one command (results), and eval where the pinned ones cannot run: the kernels in use, said once"
+  else fail "results and eval across pinned kernels" "exits $r5 $r6" "$(tail -5 <<<"$out")" "$(tail -3 <<<"$out2")"; fi
 else pass "run.blas_kernels: neither AVX-512 nor AVX2 here (skipped)"; fi
 
 finish

@@ -98,7 +98,9 @@ double mem_available(const char **source) {
     struct rlimit as;
     if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
         double vm = proc_field("/proc/self/status", "VmSize");
-        double room = (double)as.rlim_cur > vm && vm >= 0 ? (double)as.rlim_cur - vm : 0;
+        if (vm < 0) vm = 0; /* unreadable: the limit itself bounds what is left */
+        /* 1 byte, not 0, when nothing is left: 0 reads as "unknown" and turns the check off */
+        double room = (double)as.rlim_cur > vm ? (double)as.rlim_cur - vm : 1;
         if (avail <= 0 || room < avail) avail = room, src = "the address-space limit (ulimit -v, RLIMIT_AS)";
     }
     if (source) *source = src;
