@@ -307,6 +307,56 @@ static void test_validation_every_n(void) {
     fixture_done(&f);
 }
 
+/* A row of 24 domains takes more than stdio's 4096-byte buffer: a SIGKILL while a row's
+ * events are being written (TANDEM_TEST_KILL_AT=tb-row:2, the second row made, not yet
+ * flushed) must leave whole records only — the row is written with one write(), so the
+ * episode is missing from that life's log, never cut — and the resumed run's live logs read
+ * whole (tfcheck.py: no "unreadable"), each scalar at most once. */
+static void test_live_log_whole_rows(void) {
+    fixture f;
+    fixture_init(&f, "metrics-wide", NULL);
+    char corpus[700], out[1024], log[8192], tb[700], jsonl[700], names[1024] = "";
+    snprintf(corpus, sizeof corpus, "%s/corpus", f.dir);
+    for (int i = 0; i < 24; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%spile_domain_%02d", i ? "," : "", i);
+    CHECK(sh_line(out, sizeof out, "'%s' gen-corpus --out '%s' --names '%s' --train-tokens 4k --val-tokens 1k "
+                  "--test-tokens 1k >/dev/null 2>&1; echo $?", tandem_bin(), corpus, names) == 0 &&
+              !strcmp(out, "0"), "gen-corpus of 24 domains: %s", out);
+    char text[2048];
+    snprintf(text, sizeof text,
+             "run: {episodes: 4, seed: 1, threads: 1}\n"
+             "data: {dataset: %s/dataset.yaml}\n"
+             "model: {layers: 1, channels: 16, heads: 1, ctx: 16}\n"
+             "train: {batch: 24, seq: 16}\n"
+             "tandem: {K: 1, E: 1, alpha_cut: any}\n"
+             "checkpoint: {every_episodes: 1}\n"
+             "log: {tensorboard: \"%s/tb\"}\n", corpus, f.dir);
+    CHECK(write_file(f.config, text) == 0, "config");
+    int rc = run_to_end(&f, "TANDEM_TEST_KILL_AT=tb-row:2");
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 128 + SIGKILL, "killed in the second row's write: exit %d: %s", rc, log);
+    rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "resume: exit %d: %s", rc, log);
+    snprintf(jsonl, sizeof jsonl, "%s/rows.jsonl", f.dir);
+    CHECK(metrics_jsonl(&f, jsonl) == 0, "tandem metrics");
+    snprintf(tb, sizeof tb, "%s/tb/events.out.tfevents.*", f.dir);
+    tfcheck(jsonl, tb, 1, out, sizeof out);
+    CHECK(!strncmp(out, "ok ", 3), "the live logs after a kill inside a row's write: %s", out);
+    /* the killed row is missing whole: each file's episodes are all of a row's scalars */
+    CHECK(sh_line(out, sizeof out,
+                  "/usr/bin/python3 -c 'import sys, struct, glob, collections\n"
+                  "n = collections.Counter()\n"
+                  "for p in glob.glob(sys.argv[1]):\n"
+                  "    d = open(p, \"rb\").read(); i = 0\n"
+                  "    while i < len(d):\n"
+                  "        (L,) = struct.unpack(\"<Q\", d[i:i + 8]); i += 16 + L\n"
+                  "    assert i == len(d), (p, i, len(d))\n"
+                  "print(\"ok\")' '%s' 2>&1 | tail -n 1", tb) == 0 && !strcmp(out, "ok"),
+          "whole records: %s", out);
+    fixture_done(&f);
+}
+
 int main(void) {
     char *dir = test_tmpdir("metrics-corpus");
     uint64_t tr[3] = {30000, 15000, 6000};
@@ -320,6 +370,7 @@ int main(void) {
     RUN(test_rows_survive_kills);
     RUN(test_fixed_mode_damage_and_bad_paths);
     RUN(test_validation_every_n);
+    RUN(test_live_log_whole_rows);
     test_rmtree(dir);
     free(dir);
     return test_summary("test_metrics");

@@ -26,7 +26,10 @@ typedef struct tfevents tfevents;
  * --tensorboard`: a full disk or a signal never leaves a cut history that a second try
  * would double). NULL with e set (ERR_USAGE naming the path) when it cannot. */
 tfevents *tfevents_open(const char *dir, int whole, tdm_err *e);
-/* One scalar: tag at step, wall_time in unix seconds. Buffered: tfevents_flush writes. */
+/* One scalar: tag at step, wall_time in unix seconds. Kept in memory: tfevents_flush writes
+ * everything since the last flush with one write(), so a kill leaves a row (all its
+ * records) whole or not at all; a failed write (a full disk) cuts the file back to its
+ * last whole record and drops what was pending. */
 int tfevents_scalar(tfevents *w, const char *tag, int64_t step, double wall_time, double value,
                     tdm_err *e);
 int tfevents_flush(tfevents *w, tdm_err *e);
