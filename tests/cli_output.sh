@@ -212,6 +212,21 @@ if command -v strace >/dev/null; then
     else fail "SIGTERM while $what writes" "seen $seen temporaries, left: $left"; fi
   done
 fi
+# ------------------------------------------------ a live log's name already taken
+# events.out.tfevents.<second>.<host>.<pid> of an earlier life: a container's PID 1
+# restarted within the same second (before: exit 2, "fix the path", a config error that
+# fails a Kubernetes Job for good); the run takes NAME.1 and logs there. The pid is the
+# shell's, kept by exec.
+mkdir -p "$tmp/tb-taken"
+out=$(sh -c 'now=$(date +%s); for s in $(seq $now $((now + 20))); do : >"$1/events.out.tfevents.$s.$(uname -n).$$"; done
+             exec "$2" run "$3" --store "$4" --quiet --set log.tensorboard="$1"' \
+        sh "$tmp/tb-taken" "$bin" "$tmp/c.yaml" "$tmp/s-taken" 2>&1); rc=$?
+"$bin" metrics "$tmp/s-taken" --format jsonl >"$tmp/taken.jsonl" 2>/dev/null
+logged=$(find "$tmp/tb-taken" -name 'events.out.tfevents.*.1' -size +0)
+chk=$([ -n "$logged" ] && /usr/bin/python3 tests/metrics/tfcheck.py "$tmp/taken.jsonl" $logged)
+if [ $rc = 0 ] && [ "$(find "$tmp/tb-taken" -type f -size 0 | wc -l)" = 21 ] && [ "${chk%% *}" = ok ]; then
+  pass "a live log's name taken (a PID 1 restarted in the same second): exit 0, logged as NAME.1 ($chk)"
+else fail "a live log's name taken" "exit $rc: $out" "logged: $logged: $chk"; fi
 # ------------------------------------------------ the metrics table: whole domain names
 "$bin" gen-corpus --out "$tmp/longnames" --names changelog_upstream,changelog_debian,js \
   --train-tokens 3k --val-tokens 2k --test-tokens 2k >/dev/null 2>&1

@@ -153,7 +153,15 @@ tfevents *tfevents_open(const char *dir, int whole, tdm_err *e) {
             if (w->fd < 0 && errno != EEXIST) break;
         }
     } else {
-        w->fd = open(w->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644); /* never append to another writer's file */
+        /* never append to another writer's file; a name taken (an earlier life of this
+         * process's pid in the same second: a container's PID 1 restarted at once) gives
+         * NAME.1, NAME.2, ... as a whole file's does */
+        size_t len = strlen(w->path);
+        w->fd = open(w->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        for (int k = 1; w->fd < 0 && errno == EEXIST && k < 1000 && len + 5 < sizeof w->path; k++) {
+            snprintf(w->path + len, sizeof w->path - len, ".%d", k);
+            w->fd = open(w->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        }
     }
     if (w->fd < 0) {
         err_sys(e, ERR_USAGE, errno, "cannot create %s", whole ? w->tmp : w->path);

@@ -19,7 +19,9 @@
 typedef struct tfevents tfevents;
 
 /* Creates DIR (and its parents) if missing and a new file in it,
- * events.out.tfevents.<unix time>.<host>.<pid>, starting with the file_version record.
+ * events.out.tfevents.<unix time>.<host>.<pid> (NAME.1, NAME.2, ... where that is taken:
+ * an earlier life of the same pid in the same second), starting with the file_version
+ * record.
  * whole = 0: the file is there from the start and grows (a run's live log); whole = 1: it
  * is written under a temporary name TensorBoard does not read (.tandem-tb.tmp.<pid>.<n>)
  * and appears under its name only at tfevents_close(w, 1) (`tandem metrics
