@@ -545,6 +545,33 @@ static void test_errors_json(void) {
     fixture_done(&f);
 }
 
+/* `alpha --verify --json`: the verdict as one object in both outcomes (before: the text line
+ * when the chain was fine), the same head as the text's; a damaged chain: the error
+ * object, exit 3; `--verify --format csv`: refused (exit 2), not silently text. */
+static void test_alpha_verify_json(void) {
+    fixture f;
+    CHECK(fixture_json(&f, "json-alpha", 4, NULL) == 0, "fixture");
+    CHECK(run_to_end(&f, NULL) == 0, "run");
+    char textp[700], errout[700];
+    snprintf(textp, sizeof textp, "%s/text.txt", f.dir); /* json_cmd's run without --json */
+    CHECK(json_cmd(&f, ARGS("alpha", f.store, "--verify", "--json"), 0,
+                   "t = open(a[0]).read()\n"
+                   "assert d['verified'] is True and d['alpha_records'] == 4 and d['last_episode'] == 3, d\n"
+                   "assert d['store'] == a[1] and t.startswith('alpha chain verified: 4 records'), (d, t)\n"
+                   "assert t.split()[-1] == d['alpha_head_sha256'] and len(d['alpha_head_sha256']) == 64, (d, t)\n",
+                   ARGS(textp, f.store)) == 0, "alpha --verify --json of a sound chain");
+    CHECK(text_to(&f, "verify-csv.txt", ARGS("alpha", f.store, "--verify", "--format", "csv"), errout, sizeof errout) == 2 &&
+              read_all(errout, g_text, sizeof g_text) == 0 && !g_text[0],
+          "alpha --verify --format csv: not exit 2, or something on stdout: %s", g_text);
+    char rec[700];
+    snprintf(rec, sizeof rec, "%s/alpha/2.mp", f.store);
+    CHECK(unlink(rec) == 0, "rm alpha/2.mp");
+    CHECK(json_cmd(&f, ARGS("alpha", f.store, "--verify", "--json"), 3,
+                   "assert d['error']['code'] == 3 and 'alpha/2.mp' in d['error']['message'], d\n", NULL) == 0,
+          "alpha --verify --json of a broken chain");
+    fixture_done(&f);
+}
+
 int main(void) {
     if (access("/usr/bin/python3", X_OK)) {
         fprintf(stderr, "test_json_out: /usr/bin/python3 (the JSON parser these checks use) is missing\n");
@@ -567,6 +594,7 @@ int main(void) {
     RUN(test_hostile_strings);
     RUN(test_format_json_is_json);
     RUN(test_errors_json);
+    RUN(test_alpha_verify_json);
     test_rmtree(g_corpus);
     return test_summary("test_json_out");
 }
