@@ -572,6 +572,57 @@ static void test_alpha_verify_json(void) {
     fixture_done(&f);
 }
 
+/* `mixture --format megatron` read back as Megatron reads --data-path (argparse, nargs='*'):
+ * a domain named -x is a path, not an option (./-x); a template whose expansion passes
+ * 511 bytes comes out whole (before: cut there, exit 0). */
+static void test_mixture_megatron_paths(void) {
+    fixture f;
+    fixture_init(&f, "json-megatron", NULL);
+    char corpus[700], out[700], errp[700], text[2048];
+    snprintf(corpus, sizeof corpus, "%s/corpus", f.dir);
+    snprintf(out, sizeof out, "%s/gen.txt", f.dir);
+    snprintf(errp, sizeof errp, "%s/gen.err", f.dir);
+    CHECK(tandem_to(ARGS("gen-corpus", "--out", corpus, "--names",
+                         "-x,slimpajama_commoncrawl_2023_dedup_shard_a,slimpajama_commoncrawl_2023_dedup_shard_b",
+                         "--train-tokens", "6k", "--val-tokens", "3k", "--test-tokens", "1k"), out, errp) == 0,
+          "gen-corpus");
+    snprintf(text, sizeof text,
+             "run: {episodes: 2, seed: 7, threads: 1}\n"
+             "data: {dataset: %s/dataset.yaml}\n"
+             "model: {layers: 1, channels: 16, heads: 1, ctx: 16}\n"
+             "train: {batch: 3, seq: 16}\n"
+             "tandem: {K: 1, E: 1, alpha_cut: any}\n"
+             "checkpoint: {every_episodes: 1, keep: 0}\n", corpus);
+    CHECK(write_file(f.config, text) == 0, "config");
+    CHECK(run_to_end(&f, NULL) == 0, "run");
+    char meg[700], longp[700], fj[700], tmpl[512] = "/data";
+    for (int i = 0; i < 14; i++) strcat(tmpl, "/{domain}");
+    strcat(tmpl, "_x");
+    CHECK(text_to(&f, "meg.txt", ARGS("mixture", f.store, "--format", "megatron"), meg, sizeof meg) == 0,
+          "--format megatron");
+    CHECK(text_to(&f, "long.txt", ARGS("mixture", f.store, "--format", "megatron", "--prefix", tmpl), longp,
+                  sizeof longp) == 0, "--format megatron with a long template");
+    CHECK(text_to(&f, "fj.txt", ARGS("mixture", f.store, "--format", "json"), fj, sizeof fj) == 0, "--format json");
+    CHECK(py_check(fj,
+                   "import argparse\n"
+                   "def data_path(line):\n"
+                   "    p = argparse.ArgumentParser()\n"
+                   "    p.add_argument('--data-path', nargs='*')\n"
+                   "    p.add_argument('--split')\n"
+                   "    v = p.parse_args(['--data-path'] + line.split() + ['--split', '98,2,0']).data_path\n"
+                   "    return [float(x) for x in v[0::2]], v[1::2]\n"
+                   "names = list(d['mixture'])\n"
+                   "w, paths = data_path(open(a[0]).read())\n"
+                   "assert w == list(d['mixture'].values()), (w, d)\n"
+                   "assert [os.path.normpath(x) for x in paths] == names, (paths, names)\n"
+                   "w, paths = data_path(open(a[1]).read())\n"
+                   "want = [a[2].replace('{domain}', n) for n in names]\n"
+                   "assert paths == [('./' if x.startswith('-') else '') + x for x in want], (paths, want)\n"
+                   "assert max(len(x) for x in paths) == 595, [len(x) for x in paths]\n",
+                   ARGS(meg, longp, tmpl)) == 0, "megatron lines as argparse reads them");
+    fixture_done(&f);
+}
+
 int main(void) {
     if (access("/usr/bin/python3", X_OK)) {
         fprintf(stderr, "test_json_out: /usr/bin/python3 (the JSON parser these checks use) is missing\n");
@@ -595,6 +646,7 @@ int main(void) {
     RUN(test_format_json_is_json);
     RUN(test_errors_json);
     RUN(test_alpha_verify_json);
+    RUN(test_mixture_megatron_paths);
     test_rmtree(g_corpus);
     return test_summary("test_json_out");
 }
