@@ -25,8 +25,9 @@ static const cli_opt OPTS[] = {
      "table|csv|jsonl", 0, 0, NULL, NULL},
     {"--plot", CLI_STR, "FILE.svg", "the free-phase loss per domain over the episodes", NULL, 0, 0,
      NULL, NULL},
-    {"--tensorboard", CLI_STR, "DIR", "write every row as TensorBoard scalars into a new event file\n"
-                                      "in DIR (tensorboard --logdir DIR; wandb sync --sync-tensorboard)",
+    {"--tensorboard", CLI_STR, "DIR", "write every row as TensorBoard scalars into an event file in\n"
+                                      "DIR (tensorboard --logdir DIR; wandb sync --sync-tensorboard),\n"
+                                      "replacing an earlier export there; refused beside a live log",
      NULL, 0, 0, NULL, NULL},
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
@@ -288,14 +289,18 @@ static int run_metrics(const cli_args *a) {
     if (!rc && tb) {
         const char *names[REC_MAX_DOMAINS];
         for (int d = 0; d < run.M; d++) names[d] = run.domains[d];
-        tfevents *w = tfevents_open(tb, 1, &e); /* whole or not at all */
-        if (!w) rc = e.code;
+        /* DIR is one TensorBoard run: beside a live log the history would double it (refused,
+         * before anything is written); an earlier export is replaced once this one is in place */
+        rc = tfevents_export_check(tb, &e);
+        tfevents *w = rc ? NULL : tfevents_open(tb, 1, &e); /* whole or not at all */
+        if (!rc && !w) rc = e.code;
         for (size_t i = 0; !rc && i < n; i++) rc = metrics_log_tfevents(w, &rows[i], names, &e);
         char path[4200];
-        snprintf(path, sizeof path, "%s", w ? tfevents_path(w) : "");
-        int crc = tfevents_close(w, !rc, &e);
+        int crc = tfevents_close_named(w, !rc, path, sizeof path, &e);
         if (!rc) rc = crc;
-        if (!rc) fprintf(stderr, "tandem metrics: wrote %s (%zu episodes)\n", path, n);
+        int gone = rc ? 0 : tfevents_export_sweep(tb, path);
+        if (!rc) fprintf(stderr, "tandem metrics: wrote %s (%zu episodes)%s\n", path, n,
+                         gone ? ", replacing the earlier export there" : "");
     }
     free(rows);
     rec_run_free(&run);

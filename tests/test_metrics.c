@@ -130,6 +130,16 @@ static void test_uninterrupted_rows_and_tensorboard(void) {
     snprintf(tb2, sizeof tb2, "%s/export/events.out.tfevents.*", f.dir);
     tfcheck(g_ref_jsonl, tb2, 0, out, sizeof out);
     CHECK(!strcmp(out, want), "the exported TensorBoard file: %s", out);
+    /* a second export into the same DIR replaces the first (before: every tag/step twice);
+     * one into the live log's DIR is refused, exit 2, the live log untouched */
+    CHECK(sh_line(out, sizeof out, "'%s' metrics '%s' --tensorboard '%s/export' 2>&1 >/dev/null | tail -n 1",
+                  tandem_bin(), f.store, f.dir) == 0 &&
+              strstr(out, "replacing the earlier export"), "a second export: %s", out);
+    tfcheck(g_ref_jsonl, tb2, 0, out, sizeof out);
+    CHECK(!strcmp(out, want), "two exports into one directory: %s", out);
+    CHECK(sh_line(out, sizeof out, "n=$(ls '%s/tb' | wc -l); '%s' metrics '%s' --tensorboard '%s/tb' >/dev/null 2>&1; "
+                  "echo $? $n $(ls '%s/tb' | wc -l)", f.dir, tandem_bin(), f.store, f.dir, f.dir) == 0 &&
+              !strcmp(out, "2 1 1"), "an export into the live log's directory: exit, files before, after: %s", out);
     /* a byte flipped in the data: the reader (and TensorBoard) must notice */
     glob_t g;
     CHECK(glob(tb2, 0, NULL, &g) == 0 && g.gl_pathc == 1, "one exported file");

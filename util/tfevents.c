@@ -1,6 +1,7 @@
 /* tfevents.c — TensorBoard event files; see tfevents.h. */
 #include "util/tfevents.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -142,8 +143,8 @@ tfevents *tfevents_open(const char *dir, int whole, tdm_err *e) {
         if (*h == '/') *h = '_';
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%lld.%s.%d", dir, (long long)ts.tv_sec,
-             host, (int)getpid());
+    snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%lld.%s.%d%s", dir, (long long)ts.tv_sec,
+             host, (int)getpid(), whole ? TFEVENTS_EXPORT_MARK : "");
     if (whole) { /* a name TensorBoard does not read ('tfevents' in it would be) */
         fileio_sweep_dead_temporaries(dir, tb_temporary, 60); /* killed writers' */
         static unsigned n; /* another writer of the same pid (another PID namespace) keeps its file */
@@ -215,7 +216,10 @@ int tfevents_flush(tfevents *w, tdm_err *e) {
 
 const char *tfevents_path(const tfevents *w) { return w->path; }
 
-int tfevents_close(tfevents *w, int keep, tdm_err *e) {
+int tfevents_close(tfevents *w, int keep, tdm_err *e) { return tfevents_close_named(w, keep, NULL, 0, e); }
+
+int tfevents_close_named(tfevents *w, int keep, char *name, size_t cap, tdm_err *e) {
+    if (name && cap) name[0] = '\0';
     if (!w) return 0;
     int rc = 0;
     if (w->fd >= 0) {
@@ -242,9 +246,46 @@ int tfevents_close(tfevents *w, int keep, tdm_err *e) {
             snprintf(w->path + len, sizeof w->path - len, ".%d", k);
         }
         if (!rc && keep) unlink(w->tmp); /* linked: the temporary's name goes */
+        if (!rc && keep && name && cap) snprintf(name, cap, "%s", w->path);
         if (rc || !keep) unlink(w->tmp);
         outfile_guard(NULL);
     }
     free(w);
     return rc;
+}
+
+/* An event file's name (TensorBoard reads a file whose name holds "tfevents"), and one of
+ * an export's. */
+static int event_file(const char *name) { return strstr(name, "tfevents") != NULL; }
+static int export_file(const char *name) {
+    return !strncmp(name, "events.out.tfevents.", 20) && strstr(name, TFEVENTS_EXPORT_MARK) != NULL;
+}
+
+int tfevents_export_check(const char *dir, tdm_err *e) {
+    DIR *d = opendir(dir);
+    if (!d) return 0; /* missing: made by tfevents_open; another failure: said there */
+    int rc = 0;
+    for (struct dirent *de; !rc && (de = readdir(d));)
+        if (event_file(de->d_name) && !export_file(de->d_name))
+            rc = err_set(e, ERR_USAGE, "%s already holds the event file %s (a run's live log, or another "
+                         "writer's): the whole history beside it would show every scalar twice; write it "
+                         "into an empty directory (or one of earlier exports, which it replaces)",
+                         dir, de->d_name);
+    closedir(d);
+    return rc;
+}
+
+int tfevents_export_sweep(const char *dir, const char *keep) {
+    const char *base = strrchr(keep, '/');
+    base = base ? base + 1 : keep;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    char path[4200];
+    for (struct dirent *de; (de = readdir(d));) {
+        if (!export_file(de->d_name) || !strcmp(de->d_name, base)) continue;
+        if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) < (int)sizeof path && unlink(path) == 0) n++;
+    }
+    closedir(d);
+    return n;
 }

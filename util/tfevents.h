@@ -41,6 +41,20 @@ const char *tfevents_path(const tfevents *w);
  * naming it when the close or rename fails) and removed otherwise; a live one stays as
  * written. NULL: nothing to do. */
 int tfevents_close(tfevents *w, int keep, tdm_err *e);
+/* The same, with the name the whole file was put under (NAME.1 where NAME was taken) into
+ * name (cap bytes; "" when none was put in place). */
+int tfevents_close_named(tfevents *w, int keep, char *name, size_t cap, tdm_err *e);
+
+/* `tandem metrics --tensorboard DIR` (a whole file) names its file
+ * events.out.tfevents.<time>.<host>.<pid>.tandem-export: DIR is one TensorBoard run, and
+ * a second export there replaces the first rather than doubling every scalar.
+ * tfevents_export_check: 0, or ERR_USAGE (e set, naming it) when DIR holds an event file
+ * that is no export (a run's live log: the history beside it would double it); a missing
+ * DIR is fine. tfevents_export_sweep: removes the exports in DIR other than the file
+ * `keep` (the one just written); how many it removed. */
+#define TFEVENTS_EXPORT_MARK ".tandem-export"
+int tfevents_export_check(const char *dir, tdm_err *e);
+int tfevents_export_sweep(const char *dir, const char *keep);
 
 /* CRC-32C (Castagnoli) of n bytes, and TensorFlow's mask of it: exposed for the tests. */
 uint32_t tfevents_crc32c(const void *data, size_t n);
