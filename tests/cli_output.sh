@@ -244,6 +244,21 @@ if [ "$n_up" = 3 ] && [ "$n_deb" = 3 ] && [ -n "$(ends "$hdr")" ] && [ "$(ends "
    [ "$(wc -l <<<"$tab")" = 5 ]; then
   pass "metrics table: long domain names whole in all three groups, rows aligned under them"
 else fail "metrics table with long domain names" "$tab"; fi
+# names longer than a header (32 characters) sharing a 40-character prefix: each header
+# keeps the start and the end around a '~', so they stay apart (before: both cut to the
+# same 32 characters, though the docs said the width keeps them apart)
+P=slimpajama_commoncrawl_2023_dedup_shard_
+"$bin" gen-corpus --out "$tmp/longer" --names ${P}a,${P}b,js \
+  --train-tokens 3k --val-tokens 2k --test-tokens 2k >/dev/null 2>&1
+conf 3 3 | sed -e "s|$tmp/corpus/|$tmp/longer/|" -e "s|batch: 2,|batch: 3,|" >"$tmp/ln2.yaml"
+"$bin" run "$tmp/ln2.yaml" --store "$tmp/s-ln2" --quiet >/dev/null 2>&1
+tab=$("$bin" metrics "$tmp/s-ln2" 2>&1)
+hdr=$(sed -n 1p <<<"$tab"); row=$(sed -n 3p <<<"$tab")
+labels=$(grep -o "slimpajama[^ ]*" <<<"$hdr")
+if [ "$(wc -l <<<"$labels")" = 6 ] && [ "$(sort -u <<<"$labels" | wc -l)" = 2 ] &&
+   [ "$(ends "$hdr")" = "$(ends "$row")" ]; then
+  pass "metrics table: names longer than a header sharing a prefix stay apart ($(sort -u <<<"$labels" | tr '\n' ' '))"
+else fail "metrics table with names longer than a header" "$tab"; fi
 
 # ------------------------------------------------ a chart and a listing format at once
 # --plot (or --tensorboard) replaces the listing: a --format beside it was silently ignored
