@@ -58,10 +58,11 @@ static int metrics_jsonl(const fixture *f, const char *path) {
                    tandem_bin(), f->store, path, path) == 0 ? atoi(line) : -1;
 }
 
+/* subset: 1 --subset, 3 --subset --restart (tfcheck.py) */
 static void tfcheck(const char *jsonl, const char *files, int subset, char *out, size_t cap) {
-    sh_line(out, cap, "/usr/bin/python3 '%s/tests/metrics/tfcheck.py' %s '%s' %s 2>&1",
-            getenv("TANDEM_ROOT") ? getenv("TANDEM_ROOT") : ".", subset ? "--subset" : "", jsonl,
-            files);
+    sh_line(out, cap, "/usr/bin/python3 '%s/tests/metrics/tfcheck.py' %s %s '%s' %s 2>&1",
+            getenv("TANDEM_ROOT") ? getenv("TANDEM_ROOT") : ".", subset ? "--subset" : "",
+            subset & 2 ? "--restart" : "", jsonl, files);
 }
 
 static void same_rows(const char *a, const char *b, const char *keys, char *out, size_t cap) {
@@ -367,6 +368,37 @@ static void test_live_log_whole_rows(void) {
     fixture_done(&f);
 }
 
+/* A resume with --allow-change from before the change redoes episodes whose rows (and live
+ * log entries) the killed start had written: the store's rows are replaced; the live log's
+ * files hold both trajectories, and the start says so once, naming what TensorBoard shows
+ * and how to get a log with the new one only (W&B's sync keeps the first value of a step).
+ * What TensorBoard shows (tfcheck.py --restart: per tag, a step that goes back drops the
+ * later ones read before) equals the store's rows. */
+static void test_allow_change_live_log(void) {
+    fixture f;
+    char out[1024], log[8192], jsonl[700], tb[700], setv[700];
+    CHECK(fixture_make(&f, "metrics-change", 1) == 0, "fixture with log.tensorboard");
+    snprintf(setv, sizeof setv, "checkpoint.every_episodes=4");
+    const char *every[] = {"--set", setv, NULL};
+    int rc = wait_exit(start_run_argv(&f, "TANDEM_TEST_KILL_AT=metrics:7", every));
+    CHECK(rc == 128 + SIGKILL, "killed at the 7th row (states after 4 episodes): exit %d", rc);
+    const char *change[] = {"--set", setv, "--set", "optim.lr=2e-3", "--allow-change", "optim.lr", NULL};
+    rc = wait_exit(start_run_argv(&f, NULL, change));
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "resume with --allow-change: exit %d: %s", rc, log);
+    CHECK(strstr(log, "log.tensorboard: episode 4's row replaces one of the trajectory before the config change") &&
+              strstr(log, "tandem metrics STORE --tensorboard"),
+          "the replaced trajectory in the live log is not said: %s", log);
+    snprintf(jsonl, sizeof jsonl, "%s/rows.jsonl", f.dir);
+    CHECK(metrics_jsonl(&f, jsonl) == 0, "tandem metrics");
+    snprintf(tb, sizeof tb, "%s/tb/events.out.tfevents.*", f.dir);
+    tfcheck(jsonl, tb, 1, out, sizeof out);
+    CHECK(!strncmp(out, "twice: ", 7), "the files of both starts hold episodes 4 and 5: %s", out);
+    tfcheck(jsonl, tb, 3, out, sizeof out);
+    CHECK(!strncmp(out, "ok ", 3), "what TensorBoard shows is not the store's rows: %s", out);
+    fixture_done(&f);
+}
+
 int main(void) {
     char *dir = test_tmpdir("metrics-corpus");
     uint64_t tr[3] = {30000, 15000, 6000};
@@ -381,6 +413,7 @@ int main(void) {
     RUN(test_fixed_mode_damage_and_bad_paths);
     RUN(test_validation_every_n);
     RUN(test_live_log_whole_rows);
+    RUN(test_allow_change_live_log);
     test_rmtree(dir);
     free(dir);
     return test_summary("test_metrics");
