@@ -623,6 +623,24 @@ static void test_mixture_megatron_paths(void) {
     fixture_done(&f);
 }
 
+/* A run killed before its first full state (checkpoint.every_episodes past the kill): a
+ * resume redoes every step its α records reach, and status says how many (before:
+ * at_risk_steps null, "unknown"); position and commit stay null. */
+static void test_status_json_no_state(void) {
+    fixture f;
+    CHECK(fixture_json(&f, "json-nostate", 4, NULL) == 0, "fixture");
+    const char *every[] = {"--set", "checkpoint.every_episodes=50", NULL};
+    int rc = wait_exit(start_run_argv(&f, "TANDEM_TEST_KILL_AT=metrics:3", every));
+    CHECK(rc == 128 + SIGKILL, "killed at the 3rd row: exit %d", rc);
+    CHECK(count_files(f.store, "states") <= 0, "a state was committed; the case is not tested");
+    /* 3 α records (episodes 0..2), E = 2: 4 run positions per episode, the third at 10 */
+    CHECK(json_cmd(&f, ARGS("status", f.store, "--json"), 0,
+                   "assert d['position'] is None and d['commit'] is None and d['alpha_records'] == 3, d\n"
+                   "assert d['alpha_reach_seq'] == 10 and d['at_risk_steps'] == 10, d\n", NULL) == 0,
+          "status --json with no full state");
+    fixture_done(&f);
+}
+
 int main(void) {
     if (access("/usr/bin/python3", X_OK)) {
         fprintf(stderr, "test_json_out: /usr/bin/python3 (the JSON parser these checks use) is missing\n");
@@ -647,6 +665,7 @@ int main(void) {
     RUN(test_errors_json);
     RUN(test_alpha_verify_json);
     RUN(test_mixture_megatron_paths);
+    RUN(test_status_json_no_state);
     test_rmtree(g_corpus);
     return test_summary("test_json_out");
 }
