@@ -6,7 +6,8 @@
  *   tandem alpha STORE --format csv|json    the same as CSV or JSON
  *   tandem alpha STORE --verify             checks the hash chain and that every episode from
  *                                           0 to the last is there; exit 3 naming the first
- *                                           missing or altered record
+ *                                           missing or altered record; with --json the
+ *                                           verdict as one object (docs/json.md)
  *   tandem alpha STORE --plot FILE.svg      α_m(t) per domain, to open in a browser
  *
  * Δ = ℓ_w − ℓ_u: negative where the reference twin's extra validation data helped the
@@ -210,6 +211,13 @@ static int run_alpha(const cli_args *a) {
         return ERR_USAGE;
     }
     int verify = cli_given(a, "--verify"), rc = 0;
+    /* --verify prints a verdict, not the listing: as text, or as JSON (docs/json.md); a
+     * CSV of it there is none */
+    if (verify && !strcmp(format, "csv")) {
+        fprintf(stderr, "tandem alpha: --verify prints a verdict, not the listing that --format csv "
+                "shapes: give --verify alone (text) or with --json\n");
+        return ERR_USAGE;
+    }
     tdm_err e = {0};
     store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
     rec_run run;
@@ -254,8 +262,16 @@ static int run_alpha(const cli_args *a) {
             if (!rc) {
                 char hex[65] = "-";
                 if (c.n) sha256_hex(&c.hash[c.n - 1], hex);
-                printf("alpha chain verified: %zu records (episodes 0..%zu), head %s\n", c.n,
-                       c.n ? c.n - 1 : 0, hex);
+                if (!strcmp(format, "json")) {
+                    printf("{\"store\":");
+                    json_str(stdout, url);
+                    printf(",\"verified\":true,\"alpha_records\":%zu,\"last_episode\":", c.n);
+                    if (c.n) printf("%zu,\"alpha_head_sha256\":\"%s\"}\n", c.n - 1, hex);
+                    else printf("null,\"alpha_head_sha256\":null}\n");
+                } else {
+                    printf("alpha chain verified: %zu records (episodes 0..%zu), head %s\n", c.n,
+                           c.n ? c.n - 1 : 0, hex);
+                }
             }
         }
     } else if (!rc && !plot_path) {

@@ -25,8 +25,9 @@ static const cli_opt OPTS[] = {
      "table|csv|jsonl", 0, 0, NULL, NULL},
     {"--plot", CLI_STR, "FILE.svg", "the free-phase loss per domain over the episodes", NULL, 0, 0,
      NULL, NULL},
-    {"--tensorboard", CLI_STR, "DIR", "write every row as TensorBoard scalars into a new event file\n"
-                                      "in DIR (tensorboard --logdir DIR; wandb sync --sync-tensorboard)",
+    {"--tensorboard", CLI_STR, "DIR", "write every row as TensorBoard scalars into an event file in\n"
+                                      "DIR (tensorboard --logdir DIR; wandb sync --sync-tensorboard),\n"
+                                      "replacing an earlier export there; refused beside a live log",
      NULL, 0, 0, NULL, NULL},
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
@@ -45,29 +46,38 @@ static void iso_time(double t, char out[32]) {
         snprintf(out, 32, "-");
 }
 
-/* Width of a domain's column in a group whose numbers take `min` characters: its whole
- * name up to TABLE_NAME_MAX (then cut), so that two long names sharing a prefix stay
- * apart and every row lines up under its header. */
+/* A domain's header: its whole name up to TABLE_NAME_MAX characters; a longer one keeps
+ * its start and its end around a '~' (no domain name holds one), so that long names
+ * sharing a prefix (or a suffix) stay apart. */
 #define TABLE_NAME_MAX 32
-static int column_width(const char *name, int min) {
-    int n = (int)strlen(name);
-    if (n > TABLE_NAME_MAX) n = TABLE_NAME_MAX;
+static void table_name(const char *name, char out[TABLE_NAME_MAX + 1]) {
+    size_t n = strlen(name), head = (TABLE_NAME_MAX - 1) / 2, tail = TABLE_NAME_MAX - 1 - head;
+    if (n <= TABLE_NAME_MAX) snprintf(out, TABLE_NAME_MAX + 1, "%s", name);
+    else snprintf(out, TABLE_NAME_MAX + 1, "%.*s~%s", (int)head, name, name + n - tail);
+}
+
+/* Width of a domain's column in a group whose numbers take `min` characters: its header's,
+ * so that every row lines up under it. */
+static int column_width(const char *label, int min) {
+    int n = (int)strlen(label);
     return n > min ? n : min;
 }
 
 static void print_table(const rec_metrics *rows, size_t n, const rec_run *run) {
     int M = run->M, wl[REC_MAX_DOMAINS], wa[REC_MAX_DOMAINS], we[REC_MAX_DOMAINS];
+    char lab[REC_MAX_DOMAINS][TABLE_NAME_MAX + 1];
     for (int d = 0; d < M; d++) {
-        wl[d] = column_width(run->domains[d], 10);
-        wa[d] = column_width(run->domains[d], 8);
-        we[d] = column_width(run->domains[d], 7);
+        table_name(run->domains[d], lab[d]);
+        wl[d] = column_width(lab[d], 10);
+        wa[d] = column_width(lab[d], 8);
+        we[d] = column_width(lab[d], 7);
     }
     printf("%7s %7s", "episode", "seq");
-    for (int d = 0; d < M; d++) printf(" %*.*s", wl[d], wl[d], run->domains[d]);
+    for (int d = 0; d < M; d++) printf(" %*s", wl[d], lab[d]);
     printf(" |");
-    for (int d = 0; d < M; d++) printf(" %*.*s", wa[d], wa[d], run->domains[d]);
+    for (int d = 0; d < M; d++) printf(" %*s", wa[d], lab[d]);
     printf(" |");
-    for (int d = 0; d < M; d++) printf(" %*.*s", we[d], we[d], run->domains[d]);
+    for (int d = 0; d < M; d++) printf(" %*s", we[d], lab[d]);
     printf(" %10s %9s %10s %8s %8s  %s\n", "lr", "grad", "tok/s", "ep s", "commit s", "time");
     printf("%15s", "");
     for (int d = 0; d < M; d++) printf(" %*s", wl[d], d == 0 ? "loss" : "");
@@ -288,14 +298,18 @@ static int run_metrics(const cli_args *a) {
     if (!rc && tb) {
         const char *names[REC_MAX_DOMAINS];
         for (int d = 0; d < run.M; d++) names[d] = run.domains[d];
-        tfevents *w = tfevents_open(tb, 1, &e); /* whole or not at all */
-        if (!w) rc = e.code;
+        /* DIR is one TensorBoard run: beside a live log the history would double it (refused,
+         * before anything is written); an earlier export is replaced once this one is in place */
+        rc = tfevents_export_check(tb, &e);
+        tfevents *w = rc ? NULL : tfevents_open(tb, 1, &e); /* whole or not at all */
+        if (!rc && !w) rc = e.code;
         for (size_t i = 0; !rc && i < n; i++) rc = metrics_log_tfevents(w, &rows[i], names, &e);
         char path[4200];
-        snprintf(path, sizeof path, "%s", w ? tfevents_path(w) : "");
-        int crc = tfevents_close(w, !rc, &e);
+        int crc = tfevents_close_named(w, !rc, path, sizeof path, &e);
         if (!rc) rc = crc;
-        if (!rc) fprintf(stderr, "tandem metrics: wrote %s (%zu episodes)\n", path, n);
+        int gone = rc ? 0 : tfevents_export_sweep(tb, path);
+        if (!rc) fprintf(stderr, "tandem metrics: wrote %s (%zu episodes)%s\n", path, n,
+                         gone ? ", replacing the earlier export there" : "");
     }
     free(rows);
     rec_run_free(&run);

@@ -20,6 +20,7 @@
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "config/run_config.h"
+#include "util/buf.h"
 #include "util/json.h"
 #include "util/outfile.h"
 
@@ -77,12 +78,13 @@ static void print_json(FILE *f, const rec_mixture *x, const rec_run *run, const 
 }
 
 /* Megatron-LM's --data-path: "W1 PREFIX1 W2 PREFIX2 ..." on one line (Megatron normalises
- * the weights). A prefix is the template with {domain} replaced; a name or a prefix with
- * white space would split into two arguments: ERR_USAGE. */
-static int megatron_line(const rec_mixture *x, const rec_run *run, const char *tmpl, char *line, size_t cap,
+ * the weights), into *line. A prefix is the template with {domain} replaced, whole however
+ * long it gets; a name or a prefix with white space would split into two arguments:
+ * ERR_USAGE. Megatron reads --data-path with argparse (nargs='*'), which takes a word that
+ * starts with '-' (a domain named -x under the default template) for an option and ends
+ * the list there; such a prefix is written as ./PREFIX, the same relative path. */
+static int megatron_line(const rec_mixture *x, const rec_run *run, const char *tmpl, buf_t *line,
                          tdm_err *e) {
-    size_t at = 0;
-    line[0] = '\0';
     /* one path per domain: a template without {domain} gives them all the same one */
     if (x->M > 1 && !strstr(tmpl, "{domain}"))
         return err_set(e, ERR_USAGE, "--format megatron: --prefix '%s' has no {domain}, so every domain would get "
@@ -91,26 +93,35 @@ static int megatron_line(const rec_mixture *x, const rec_run *run, const char *t
         return err_set(e, ERR_USAGE, "--format megatron: --prefix is %zu bytes (at most 399)", strlen(tmpl));
     for (int m = 0; m < x->M; m++) {
         const char *name = m < run->M ? run->domains[m] : "?";
-        char prefix[512];
-        size_t n = 0;
-        for (const char *p = tmpl; *p && n + 1 < sizeof prefix;) {
+        buf_t prefix = {0};
+        for (const char *p = tmpl; *p;) {
             if (!strncmp(p, "{domain}", 8)) {
-                n += (size_t)snprintf(prefix + n, sizeof prefix - n, "%s", name);
-                if (n >= sizeof prefix) n = sizeof prefix - 1;
+                buf_puts(&prefix, name);
                 p += 8;
             } else {
-                prefix[n++] = *p++;
+                buf_putc(&prefix, *p++);
             }
         }
-        prefix[n] = '\0';
-        if (strpbrk(prefix, " \t\n\r\v\f"))
-            return err_set(e, ERR_USAGE, "--format megatron: the prefix of domain '%s' ('%s') holds white space, "
-                           "which Megatron's --data-path would split; give --prefix a template without it", name,
-                           prefix);
-        at += (size_t)snprintf(line + at, cap - at, "%s%.17g %s", m ? " " : "", x->alpha[m], prefix);
-        if (at >= cap) return err_set(e, ERR_USAGE, "--format megatron: the prefixes are too long");
+        if (prefix.oom) {
+            buf_free(&prefix);
+            return err_set(e, ERR_INTERNAL, "out of memory");
+        }
+        const char *pp = prefix.p ? prefix.p : "";
+        if (strpbrk(pp, " \t\n\r\v\f")) {
+            int rc = err_set(e, ERR_USAGE, "--format megatron: the prefix of domain '%s' ('%.600s') holds white "
+                             "space, which Megatron's --data-path would split; give --prefix a template "
+                             "without it", name, pp);
+            buf_free(&prefix);
+            return rc;
+        }
+        if (!*pp) {
+            buf_free(&prefix);
+            return err_set(e, ERR_USAGE, "--format megatron: the prefix of domain '%s' is empty", name);
+        }
+        buf_printf(line, "%s%.17g %s%s", m ? " " : "", x->alpha[m], pp[0] == '-' ? "./" : "", pp);
+        buf_free(&prefix);
     }
-    return 0;
+    return line->oom ? err_set(e, ERR_INTERNAL, "out of memory") : 0;
 }
 
 /* interleave_datasets' probabilities: a JSON (and Python) list in the dataset's domain
@@ -207,21 +218,22 @@ static int run_mixture(const cli_args *a) {
         rec_mixture x;
         audit_mixture(&c, frac, &x);
         /* the Megatron line first: a refused one leaves no FILE behind */
-        static char line[REC_MAX_DOMAINS * 600];
+        buf_t line = {0};
         if (!strcmp(format, "megatron"))
-            rc = megatron_line(&x, &run, cli_str(a, "--prefix", "{domain}"), line, sizeof line, &e);
+            rc = megatron_line(&x, &run, cli_str(a, "--prefix", "{domain}"), &line, &e);
         /* --json alone: the object replaces the format on stdout (as before --format) */
         outfile o = {0};
         if (!rc && out) rc = outfile_open(&o, "--out", out, &e);
         FILE *f = rc ? NULL : out ? o.f : json ? NULL : stdout;
         if (!rc && f) {
             if (!strcmp(format, "json")) print_json(f, &x, &run, url, &c, frac, out, &dv);
-            else if (!strcmp(format, "megatron")) fprintf(f, "%s\n", line);
+            else if (!strcmp(format, "megatron")) fprintf(f, "%s\n", line.p ? line.p : "");
             else if (!strcmp(format, "hf")) print_hf(f, &x);
             else print_yaml(f, &x, &run, url, &c, &dv);
             if (out) rc = outfile_close(&o, 0, 0, &e);
         }
         if (!rc && json) print_json(stdout, &x, &run, url, &c, frac, out, &dv);
+        buf_free(&line);
     }
     audit_chain_free(&c);
     rec_run_free(&run);

@@ -358,9 +358,15 @@ static int status(const char *url, FILE *j, tdm_err *out) {
             }
             rc = print_size(st, &s, j, &e);
         } else {
+            /* no full state yet: a resume starts from the beginning, so every step the α
+             * records (a fixed run: its rows) reach is at risk */
+            ledger_speed sp;
+            ledger_speed_read(st, T, &sp);
+            uint64_t ahead = c.n ? c.rec[c.n - 1].seq : 0;
+            uint64_t reach = !c.n && sp.reached_seq > ahead ? sp.reached_seq : ahead;
             fprintf(j, ",\"position\":null,\"commit\":null,\"commits\":null,\"commits_per_hour\":null,"
-                       "\"at_risk_steps\":null,\"alpha_reach_seq\":null,\"alpha\":null,\"finished\":false,"
-                       "\"speed\":null,\"size\":null");
+                       "\"at_risk_steps\":%llu,\"alpha_reach_seq\":%llu,\"alpha\":null,\"finished\":false,"
+                       "\"speed\":null,\"size\":null", (unsigned long long)reach, (unsigned long long)ahead);
         }
         fprintf(j, ",\"alpha_records\":%zu,\"alpha_chain_ok\":%s", c.n, c.ok ? "true" : "false");
         if (!rc) rc = print_diverged(st, j, &e);
@@ -414,6 +420,15 @@ static int status(const char *url, FILE *j, tdm_err *out) {
             rc = print_size(st, &s, NULL, &e);
         } else {
             printf("position  no full state committed yet\n");
+            ledger_speed sp;
+            ledger_speed_read(st, T, &sp);
+            uint64_t ahead = c.n ? c.rec[c.n - 1].seq : 0;
+            int by_rows = !c.n && sp.reached_seq > ahead;
+            if (by_rows) ahead = sp.reached_seq;
+            if (ahead)
+                printf("at risk   %llu steps: a resume starts from the beginning (%s reach run position %llu)\n",
+                       (unsigned long long)ahead, by_rows ? "metrics rows" : "alpha records",
+                       (unsigned long long)ahead);
         }
         if (!rc) rc = print_diverged(st, NULL, &e);
         printf("alpha log %zu records%s\n", c.n, c.ok ? "" : " (chain broken: run tandem alpha --verify)");

@@ -94,7 +94,7 @@ int rec_metrics_decode(const void *data, size_t n, const char *what, rec_metrics
 }
 
 int ckpt_metrics_record(ckpt *c, rec_metrics *m, int *fresh, tdm_err *e) {
-    int wrote = 0;
+    int wrote = 0, replaced = 0;
     m->gen = c->gens.n;
     size_t n;
     void *data = rec_metrics_encode(m, &n);
@@ -113,6 +113,7 @@ int ckpt_metrics_record(ckpt *c, rec_metrics *m, int *fresh, tdm_err *e) {
         tdm_err de;
         int bad = rec_metrics_decode(old, on, key, &prev, &de) != 0;
         wrote = bad || prev.gen < m->gen;
+        replaced = !bad && prev.gen < m->gen;
         rc = wrote ? store_put(c->st, key, data, n, STORE_OVERWRITE, e) : 0;
         if (bad && !rc)
             fprintf(stderr, "tandem: %s/%s could not be read (%s); written again\n", store_url(c->st),
@@ -120,7 +121,7 @@ int ckpt_metrics_record(ckpt *c, rec_metrics *m, int *fresh, tdm_err *e) {
     }
     free(old);
     free(data);
-    if (fresh) *fresh = !rc && wrote;
+    if (fresh) *fresh = !rc && wrote ? 1 + replaced : 0;
     return rc;
 }
 

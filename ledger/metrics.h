@@ -62,7 +62,9 @@ int rec_metrics_decode(const void *data, size_t n, const char *what, rec_metrics
 
 /* Writes episode m->t's row under the writer's lease unless a row of the current
  * generation is there (the first stands); m->gen is set to the writer's, *fresh (may be
- * NULL) to whether this call wrote it. ERR_STORE when this writer was fenced out. */
+ * NULL) to whether this call wrote it: 0 no, 1 a new row (or one that could not be read),
+ * 2 over the row of an older config generation (a resume with --allow-change from before
+ * the change: another trajectory's). ERR_STORE when this writer was fenced out. */
 int ckpt_metrics_record(ckpt *c, rec_metrics *m, int *fresh, tdm_err *e);
 
 /* Every readable row of the store, in episode order (*rows: caller frees); *skipped

@@ -3,6 +3,8 @@
 
 #include <stdio.h>
 
+#include "util/testhook.h"
+
 void metrics_scalars(const rec_metrics *m, const char *names[METRICS_SCALARS],
                      double values[METRICS_SCALARS]) {
     static const char *const n[METRICS_SCALARS] = {"lr", "lr_alpha", "grad_norm",
@@ -40,5 +42,8 @@ int metrics_log_tfevents(tfevents *w, const rec_metrics *m, const char *const *n
     metrics_scalars(m, tags, values);
     for (int i = 0; !rc && i < METRICS_SCALARS; i++)
         rc = tfevents_scalar(w, tags[i], step, m->time, values[i], e);
+    /* TANDEM_TEST_KILL_AT=tb-row:n: a SIGKILL once the n-th row's events are made, before
+     * they are flushed (a kill in the middle of a row's write, for the tests) */
+    if (!rc) testhook_kill_at("tb-row");
     return rc ? rc : tfevents_flush(w, e);
 }

@@ -33,7 +33,7 @@
 #define SVGPLOT_SAMPLE_W 28.0
 #define SVGPLOT_LEG_PAD 8.0
 #define SVGPLOT_LEG_GAP 16.0   /* between legend columns */
-#define SVGPLOT_NAME_MAX_CP 28 /* longer names are cut in the legend (full in <title>) */
+#define SVGPLOT_NAME_MAX_CP 28 /* longer names are cut in the middle in the legend (full in <title>) */
 #define SVGPLOT_MARKER_R "3.5" /* px, a string as it goes into the attribute */
 
 /* Okabe & Ito's colour-blind-safe palette, minus its yellow (#F0E442), which is all but
@@ -125,14 +125,34 @@ static size_t svgplot_cp_count(const char *s) {
     return n;
 }
 
+/* How s is cut to max_cp characters (0: whole): the first `head` characters, "…", then the
+ * characters from `tail` on. A title or axis label keeps its start; a name (mid = 1: a
+ * legend entry, a bar's label) keeps its start and its end around a "…" in the middle, so
+ * long names sharing a prefix (slimpajama_..._shard_a, _b) stay apart. */
+static int svgplot_cut(size_t total, size_t max_cp, int mid, size_t *head, size_t *tail) {
+    if (!(max_cp > 0 && total > max_cp)) {
+        *head = *tail = total;
+        return 0;
+    }
+    size_t keep = max_cp - 1;
+    *head = mid ? keep / 2 : keep;
+    *tail = total - (keep - *head);
+    return 1;
+}
+
 /* Appends s XML-escaped, each invalid byte replaced by U+FFFD so the document always
- * parses. max_cp > 0: at most max_cp characters, ending in "…" when s is cut. */
-static void svgplot_text(buf_t *b, const char *s, size_t max_cp) {
-    size_t total = svgplot_cp_count(s);
-    size_t keep = (max_cp > 0 && total > max_cp) ? max_cp - 1 : total;
+ * parses. max_cp > 0: at most max_cp characters, with "…" where s is cut (svgplot_cut). */
+static void svgplot_text_cut(buf_t *b, const char *s, size_t max_cp, int mid) {
+    size_t total = svgplot_cp_count(s), head, tail;
+    int cut = svgplot_cut(total, max_cp, mid, &head, &tail);
     const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; i < keep; i++) {
+    for (size_t i = 0; i < total; i++) {
         size_t k = svgplot_utf8_len(u);
+        if (cut && i == head) buf_puts(b, "\xE2\x80\xA6"); /* … */
+        if (i >= head && i < tail) {
+            u += k ? k : 1;
+            continue;
+        }
         if (k == 0) {
             buf_puts(b, "\xEF\xBF\xBD");
             u++;
@@ -148,8 +168,10 @@ static void svgplot_text(buf_t *b, const char *s, size_t max_cp) {
         }
         u += k;
     }
-    if (keep < total) buf_puts(b, "\xE2\x80\xA6"); /* … */
+    if (cut && head == total) buf_puts(b, "\xE2\x80\xA6");
 }
+
+static void svgplot_text(buf_t *b, const char *s, size_t max_cp) { svgplot_text_cut(b, s, max_cp, 0); }
 
 /* Advance of one character in em (DejaVu Sans, rounded up within its class). */
 static double svgplot_char_em(unsigned c) {
@@ -162,31 +184,37 @@ static double svgplot_char_em(unsigned c) {
     return 0.64; /* digits and the rest of the lower case */
 }
 
-/* Estimated width in px of s at `font` px, cut to max_cp characters as svgplot_text
+/* Estimated width in px of s at `font` px, cut to max_cp characters as svgplot_text_cut
  * cuts it (0: whole). */
-static double svgplot_text_w(const char *s, size_t max_cp, double font) {
-    size_t total = svgplot_cp_count(s);
-    size_t keep = (max_cp > 0 && total > max_cp) ? max_cp - 1 : total;
-    double em = keep < total ? svgplot_char_em(0x2026) : 0;
+static double svgplot_text_w_cut(const char *s, size_t max_cp, double font, int mid) {
+    size_t total = svgplot_cp_count(s), head, tail;
+    int cut = svgplot_cut(total, max_cp, mid, &head, &tail);
+    double em = cut ? svgplot_char_em(0x2026) : 0;
     const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; i < keep; i++) {
+    for (size_t i = 0; i < total; i++) {
         size_t k = svgplot_utf8_len(u);
-        em += svgplot_char_em(k ? *u : 0xFFFD);
+        if (i < head || i >= tail) em += svgplot_char_em(k ? *u : 0xFFFD);
         u += k ? k : 1;
     }
     return em * font * SVGPLOT_WIDTH_SLACK;
+}
+
+static double svgplot_text_w(const char *s, size_t max_cp, double font) {
+    return svgplot_text_w_cut(s, max_cp, font, 0);
 }
 
 static int svgplot_has(const char *s) { return s && *s; }
 
 /* The max_cp for svgplot_text that keeps s within `avail` px (0: s fits whole), so a long
  * title or label is cut with "…" rather than running off the picture. */
-static size_t svgplot_fit_cp(const char *s, double avail, double font) {
-    if (svgplot_text_w(s, 0, font) <= avail) return 0;
+static size_t svgplot_fit_cp_cut(const char *s, double avail, double font, int mid) {
+    if (svgplot_text_w_cut(s, 0, font, mid) <= avail) return 0;
     size_t cp = svgplot_cp_count(s);
-    while (cp > 2 && svgplot_text_w(s, cp, font) > avail) cp--;
+    while (cp > 2 && svgplot_text_w_cut(s, cp, font, mid) > avail) cp--;
     return cp;
 }
+
+static size_t svgplot_fit_cp(const char *s, double avail, double font) { return svgplot_fit_cp_cut(s, avail, font, 0); }
 
 /* ---- Axes ---------------------------------------------------------------------------- */
 
@@ -365,8 +393,8 @@ static int svgplot_fit(const svgplot *p, svgplot_layout *l, tdm_err *e) {
     double name_w = 0;
     for (int s = 0; s < p->nseries; s++) {
         const char *nm = p->series[s].name;
-        name_w = fmax(name_w, svgplot_text_w(svgplot_has(nm) ? nm : "series 0000",
-                                             SVGPLOT_NAME_MAX_CP, SVGPLOT_FONT_LEGEND));
+        name_w = fmax(name_w, svgplot_text_w_cut(svgplot_has(nm) ? nm : "series 0000",
+                                                 SVGPLOT_NAME_MAX_CP, SVGPLOT_FONT_LEGEND, 1));
     }
     l->item_w = SVGPLOT_SAMPLE_W + 6 + name_w + SVGPLOT_LEG_GAP;
     l->markers = p->n <= SVGPLOT_MARKER_MAX_N && !p->categories;
@@ -499,7 +527,7 @@ static void svgplot_emit_axes(buf_t *b, const svgplot *p, const svgplot_layout *
             buf_printf(b, "<text class=\"xtick\" x=\"%s\" y=\"%s\" text-anchor=\"middle\">",
                        svgplot_px(svgplot_mapx(l, v)).s,
                        svgplot_px(B + SVGPLOT_TICK_LEN + 15).s);
-            svgplot_text(b, name, svgplot_fit_cp(name, room, SVGPLOT_FONT_TICK));
+            svgplot_text_cut(b, name, svgplot_fit_cp_cut(name, room, SVGPLOT_FONT_TICK, 1), 1);
             buf_puts(b, "</text>\n");
             continue;
         }
@@ -565,7 +593,7 @@ static void svgplot_marker(buf_t *b, int s, double x, double y) {
 static void svgplot_name(buf_t *b, const svgplot *p, int s, size_t max_cp) {
     const char *nm = p->series[s].name;
     if (svgplot_has(nm))
-        svgplot_text(b, nm, max_cp);
+        svgplot_text_cut(b, nm, max_cp, 1);
     else
         buf_printf(b, "series %d", s + 1);
 }

@@ -356,6 +356,19 @@ static int loop(run_ctx *r, tdm_err *e) {
                 if (r->ld && (rc = ledger_metrics(r->ld, &row, &fresh, e))) return rc;
                 /* the live TensorBoard log: rows this life wrote (a replayed episode's row
                  * was logged by the life that wrote it) */
+                /* a row of the trajectory before --allow-change replaced: the live log holds
+                 * that trajectory's values from here on too (a file of an earlier life);
+                 * TensorBoard shows the new ones, W&B's sync keeps the old (docs/metrics.md) */
+                if (fresh == 2 && r->tb && !r->tb_replaced) {
+                    r->tb_replaced = 1;
+                    fprintf(stderr, "tandem: log.tensorboard: episode %llu's row replaces one of the trajectory "
+                            "before the config change; %s also holds that trajectory's values from "
+                            "episode %llu on, in the files of earlier starts. TensorBoard shows the new ones "
+                            "(a step that goes back drops, per tag, the later ones read before it); wandb sync "
+                            "--sync-tensorboard keeps the old: for W&B, write the history anew with tandem "
+                            "metrics STORE --tensorboard NEW_DIR\n",
+                            (unsigned long long)row.t, c->log.tensorboard, (unsigned long long)row.t);
+                }
                 if (fresh && r->tb && metrics_log_tfevents(r->tb, &row, r->names, &te)) {
                     fprintf(stderr, "tandem: log.tensorboard: %s; the run goes on without it "
                             "(tandem metrics --tensorboard writes the history later)\n", te.msg);

@@ -61,6 +61,7 @@ typedef struct run_ctx {
     int have_mixture;         /* the final mixture was written: mixture holds it */
     double mixture[STEP_MAX_DOMAINS];
     tfevents *tb; /* log.tensorboard: the event file of this life (rank 0) */
+    int tb_replaced; /* a row of an older config generation was replaced: said once */
     int val_off;  /* log.val_every failed once (said): not tried again in this life */
     /* the episode's free steps this life ran: each one's mixture loss, for the row */
     double step_loss[METRICS_MAX_STEPS];

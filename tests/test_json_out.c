@@ -545,6 +545,102 @@ static void test_errors_json(void) {
     fixture_done(&f);
 }
 
+/* `alpha --verify --json`: the verdict as one object in both outcomes (before: the text line
+ * when the chain was fine), the same head as the text's; a damaged chain: the error
+ * object, exit 3; `--verify --format csv`: refused (exit 2), not silently text. */
+static void test_alpha_verify_json(void) {
+    fixture f;
+    CHECK(fixture_json(&f, "json-alpha", 4, NULL) == 0, "fixture");
+    CHECK(run_to_end(&f, NULL) == 0, "run");
+    char textp[700], errout[700];
+    snprintf(textp, sizeof textp, "%s/text.txt", f.dir); /* json_cmd's run without --json */
+    CHECK(json_cmd(&f, ARGS("alpha", f.store, "--verify", "--json"), 0,
+                   "t = open(a[0]).read()\n"
+                   "assert d['verified'] is True and d['alpha_records'] == 4 and d['last_episode'] == 3, d\n"
+                   "assert d['store'] == a[1] and t.startswith('alpha chain verified: 4 records'), (d, t)\n"
+                   "assert t.split()[-1] == d['alpha_head_sha256'] and len(d['alpha_head_sha256']) == 64, (d, t)\n",
+                   ARGS(textp, f.store)) == 0, "alpha --verify --json of a sound chain");
+    CHECK(text_to(&f, "verify-csv.txt", ARGS("alpha", f.store, "--verify", "--format", "csv"), errout, sizeof errout) == 2 &&
+              read_all(errout, g_text, sizeof g_text) == 0 && !g_text[0],
+          "alpha --verify --format csv: not exit 2, or something on stdout: %s", g_text);
+    char rec[700];
+    snprintf(rec, sizeof rec, "%s/alpha/2.mp", f.store);
+    CHECK(unlink(rec) == 0, "rm alpha/2.mp");
+    CHECK(json_cmd(&f, ARGS("alpha", f.store, "--verify", "--json"), 3,
+                   "assert d['error']['code'] == 3 and 'alpha/2.mp' in d['error']['message'], d\n", NULL) == 0,
+          "alpha --verify --json of a broken chain");
+    fixture_done(&f);
+}
+
+/* `mixture --format megatron` read back as Megatron reads --data-path (argparse, nargs='*'):
+ * a domain named -x is a path, not an option (./-x); a template whose expansion passes
+ * 511 bytes comes out whole (before: cut there, exit 0). */
+static void test_mixture_megatron_paths(void) {
+    fixture f;
+    fixture_init(&f, "json-megatron", NULL);
+    char corpus[700], out[700], errp[700], text[2048];
+    snprintf(corpus, sizeof corpus, "%s/corpus", f.dir);
+    snprintf(out, sizeof out, "%s/gen.txt", f.dir);
+    snprintf(errp, sizeof errp, "%s/gen.err", f.dir);
+    CHECK(tandem_to(ARGS("gen-corpus", "--out", corpus, "--names",
+                         "-x,slimpajama_commoncrawl_2023_dedup_shard_a,slimpajama_commoncrawl_2023_dedup_shard_b",
+                         "--train-tokens", "6k", "--val-tokens", "3k", "--test-tokens", "1k"), out, errp) == 0,
+          "gen-corpus");
+    snprintf(text, sizeof text,
+             "run: {episodes: 2, seed: 7, threads: 1}\n"
+             "data: {dataset: %s/dataset.yaml}\n"
+             "model: {layers: 1, channels: 16, heads: 1, ctx: 16}\n"
+             "train: {batch: 3, seq: 16}\n"
+             "tandem: {K: 1, E: 1, alpha_cut: any}\n"
+             "checkpoint: {every_episodes: 1, keep: 0}\n", corpus);
+    CHECK(write_file(f.config, text) == 0, "config");
+    CHECK(run_to_end(&f, NULL) == 0, "run");
+    char meg[700], longp[700], fj[700], tmpl[512] = "/data";
+    for (int i = 0; i < 14; i++) strcat(tmpl, "/{domain}");
+    strcat(tmpl, "_x");
+    CHECK(text_to(&f, "meg.txt", ARGS("mixture", f.store, "--format", "megatron"), meg, sizeof meg) == 0,
+          "--format megatron");
+    CHECK(text_to(&f, "long.txt", ARGS("mixture", f.store, "--format", "megatron", "--prefix", tmpl), longp,
+                  sizeof longp) == 0, "--format megatron with a long template");
+    CHECK(text_to(&f, "fj.txt", ARGS("mixture", f.store, "--format", "json"), fj, sizeof fj) == 0, "--format json");
+    CHECK(py_check(fj,
+                   "import argparse\n"
+                   "def data_path(line):\n"
+                   "    p = argparse.ArgumentParser()\n"
+                   "    p.add_argument('--data-path', nargs='*')\n"
+                   "    p.add_argument('--split')\n"
+                   "    v = p.parse_args(['--data-path'] + line.split() + ['--split', '98,2,0']).data_path\n"
+                   "    return [float(x) for x in v[0::2]], v[1::2]\n"
+                   "names = list(d['mixture'])\n"
+                   "w, paths = data_path(open(a[0]).read())\n"
+                   "assert w == list(d['mixture'].values()), (w, d)\n"
+                   "assert [os.path.normpath(x) for x in paths] == names, (paths, names)\n"
+                   "w, paths = data_path(open(a[1]).read())\n"
+                   "want = [a[2].replace('{domain}', n) for n in names]\n"
+                   "assert paths == [('./' if x.startswith('-') else '') + x for x in want], (paths, want)\n"
+                   "assert max(len(x) for x in paths) == 595, [len(x) for x in paths]\n",
+                   ARGS(meg, longp, tmpl)) == 0, "megatron lines as argparse reads them");
+    fixture_done(&f);
+}
+
+/* A run killed before its first full state (checkpoint.every_episodes past the kill): a
+ * resume redoes every step its α records reach, and status says how many (before:
+ * at_risk_steps null, "unknown"); position and commit stay null. */
+static void test_status_json_no_state(void) {
+    fixture f;
+    CHECK(fixture_json(&f, "json-nostate", 4, NULL) == 0, "fixture");
+    const char *every[] = {"--set", "checkpoint.every_episodes=50", NULL};
+    int rc = wait_exit(start_run_argv(&f, "TANDEM_TEST_KILL_AT=metrics:3", every));
+    CHECK(rc == 128 + SIGKILL, "killed at the 3rd row: exit %d", rc);
+    CHECK(count_files(f.store, "states") <= 0, "a state was committed; the case is not tested");
+    /* 3 α records (episodes 0..2), E = 2: 4 run positions per episode, the third at 10 */
+    CHECK(json_cmd(&f, ARGS("status", f.store, "--json"), 0,
+                   "assert d['position'] is None and d['commit'] is None and d['alpha_records'] == 3, d\n"
+                   "assert d['alpha_reach_seq'] == 10 and d['at_risk_steps'] == 10, d\n", NULL) == 0,
+          "status --json with no full state");
+    fixture_done(&f);
+}
+
 int main(void) {
     if (access("/usr/bin/python3", X_OK)) {
         fprintf(stderr, "test_json_out: /usr/bin/python3 (the JSON parser these checks use) is missing\n");
@@ -567,6 +663,9 @@ int main(void) {
     RUN(test_hostile_strings);
     RUN(test_format_json_is_json);
     RUN(test_errors_json);
+    RUN(test_alpha_verify_json);
+    RUN(test_mixture_megatron_paths);
+    RUN(test_status_json_no_state);
     test_rmtree(g_corpus);
     return test_summary("test_json_out");
 }

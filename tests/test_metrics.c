@@ -58,10 +58,11 @@ static int metrics_jsonl(const fixture *f, const char *path) {
                    tandem_bin(), f->store, path, path) == 0 ? atoi(line) : -1;
 }
 
+/* subset: 1 --subset, 3 --subset --restart (tfcheck.py) */
 static void tfcheck(const char *jsonl, const char *files, int subset, char *out, size_t cap) {
-    sh_line(out, cap, "/usr/bin/python3 '%s/tests/metrics/tfcheck.py' %s '%s' %s 2>&1",
-            getenv("TANDEM_ROOT") ? getenv("TANDEM_ROOT") : ".", subset ? "--subset" : "", jsonl,
-            files);
+    sh_line(out, cap, "/usr/bin/python3 '%s/tests/metrics/tfcheck.py' %s %s '%s' %s 2>&1",
+            getenv("TANDEM_ROOT") ? getenv("TANDEM_ROOT") : ".", subset ? "--subset" : "",
+            subset & 2 ? "--restart" : "", jsonl, files);
 }
 
 static void same_rows(const char *a, const char *b, const char *keys, char *out, size_t cap) {
@@ -130,6 +131,16 @@ static void test_uninterrupted_rows_and_tensorboard(void) {
     snprintf(tb2, sizeof tb2, "%s/export/events.out.tfevents.*", f.dir);
     tfcheck(g_ref_jsonl, tb2, 0, out, sizeof out);
     CHECK(!strcmp(out, want), "the exported TensorBoard file: %s", out);
+    /* a second export into the same DIR replaces the first (before: every tag/step twice);
+     * one into the live log's DIR is refused, exit 2, the live log untouched */
+    CHECK(sh_line(out, sizeof out, "'%s' metrics '%s' --tensorboard '%s/export' 2>&1 >/dev/null | tail -n 1",
+                  tandem_bin(), f.store, f.dir) == 0 &&
+              strstr(out, "replacing the earlier export"), "a second export: %s", out);
+    tfcheck(g_ref_jsonl, tb2, 0, out, sizeof out);
+    CHECK(!strcmp(out, want), "two exports into one directory: %s", out);
+    CHECK(sh_line(out, sizeof out, "n=$(ls '%s/tb' | wc -l); '%s' metrics '%s' --tensorboard '%s/tb' >/dev/null 2>&1; "
+                  "echo $? $n $(ls '%s/tb' | wc -l)", f.dir, tandem_bin(), f.store, f.dir, f.dir) == 0 &&
+              !strcmp(out, "2 1 1"), "an export into the live log's directory: exit, files before, after: %s", out);
     /* a byte flipped in the data: the reader (and TensorBoard) must notice */
     glob_t g;
     CHECK(glob(tb2, 0, NULL, &g) == 0 && g.gl_pathc == 1, "one exported file");
@@ -307,6 +318,87 @@ static void test_validation_every_n(void) {
     fixture_done(&f);
 }
 
+/* A row of 24 domains takes more than stdio's 4096-byte buffer: a SIGKILL while a row's
+ * events are being written (TANDEM_TEST_KILL_AT=tb-row:2, the second row made, not yet
+ * flushed) must leave whole records only — the row is written with one write(), so the
+ * episode is missing from that life's log, never cut — and the resumed run's live logs read
+ * whole (tfcheck.py: no "unreadable"), each scalar at most once. */
+static void test_live_log_whole_rows(void) {
+    fixture f;
+    fixture_init(&f, "metrics-wide", NULL);
+    char corpus[700], out[1024], log[8192], tb[700], jsonl[700], names[1024] = "";
+    snprintf(corpus, sizeof corpus, "%s/corpus", f.dir);
+    for (int i = 0; i < 24; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%spile_domain_%02d", i ? "," : "", i);
+    CHECK(sh_line(out, sizeof out, "'%s' gen-corpus --out '%s' --names '%s' --train-tokens 4k --val-tokens 1k "
+                  "--test-tokens 1k >/dev/null 2>&1; echo $?", tandem_bin(), corpus, names) == 0 &&
+              !strcmp(out, "0"), "gen-corpus of 24 domains: %s", out);
+    char text[2048];
+    snprintf(text, sizeof text,
+             "run: {episodes: 4, seed: 1, threads: 1}\n"
+             "data: {dataset: %s/dataset.yaml}\n"
+             "model: {layers: 1, channels: 16, heads: 1, ctx: 16}\n"
+             "train: {batch: 24, seq: 16}\n"
+             "tandem: {K: 1, E: 1, alpha_cut: any}\n"
+             "checkpoint: {every_episodes: 1}\n"
+             "log: {tensorboard: \"%s/tb\"}\n", corpus, f.dir);
+    CHECK(write_file(f.config, text) == 0, "config");
+    int rc = run_to_end(&f, "TANDEM_TEST_KILL_AT=tb-row:2");
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 128 + SIGKILL, "killed in the second row's write: exit %d: %s", rc, log);
+    rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "resume: exit %d: %s", rc, log);
+    snprintf(jsonl, sizeof jsonl, "%s/rows.jsonl", f.dir);
+    CHECK(metrics_jsonl(&f, jsonl) == 0, "tandem metrics");
+    snprintf(tb, sizeof tb, "%s/tb/events.out.tfevents.*", f.dir);
+    tfcheck(jsonl, tb, 1, out, sizeof out);
+    CHECK(!strncmp(out, "ok ", 3), "the live logs after a kill inside a row's write: %s", out);
+    /* the killed row is missing whole: each file's episodes are all of a row's scalars */
+    CHECK(sh_line(out, sizeof out,
+                  "/usr/bin/python3 -c 'import sys, struct, glob, collections\n"
+                  "n = collections.Counter()\n"
+                  "for p in glob.glob(sys.argv[1]):\n"
+                  "    d = open(p, \"rb\").read(); i = 0\n"
+                  "    while i < len(d):\n"
+                  "        (L,) = struct.unpack(\"<Q\", d[i:i + 8]); i += 16 + L\n"
+                  "    assert i == len(d), (p, i, len(d))\n"
+                  "print(\"ok\")' '%s' 2>&1 | tail -n 1", tb) == 0 && !strcmp(out, "ok"),
+          "whole records: %s", out);
+    fixture_done(&f);
+}
+
+/* A resume with --allow-change from before the change redoes episodes whose rows (and live
+ * log entries) the killed start had written: the store's rows are replaced; the live log's
+ * files hold both trajectories, and the start says so once, naming what TensorBoard shows
+ * and how to get a log with the new one only (W&B's sync keeps the first value of a step).
+ * What TensorBoard shows (tfcheck.py --restart: per tag, a step that goes back drops the
+ * later ones read before) equals the store's rows. */
+static void test_allow_change_live_log(void) {
+    fixture f;
+    char out[1024], log[8192], jsonl[700], tb[700], setv[700];
+    CHECK(fixture_make(&f, "metrics-change", 1) == 0, "fixture with log.tensorboard");
+    snprintf(setv, sizeof setv, "checkpoint.every_episodes=4");
+    const char *every[] = {"--set", setv, NULL};
+    int rc = wait_exit(start_run_argv(&f, "TANDEM_TEST_KILL_AT=metrics:7", every));
+    CHECK(rc == 128 + SIGKILL, "killed at the 7th row (states after 4 episodes): exit %d", rc);
+    const char *change[] = {"--set", setv, "--set", "optim.lr=2e-3", "--allow-change", "optim.lr", NULL};
+    rc = wait_exit(start_run_argv(&f, NULL, change));
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "resume with --allow-change: exit %d: %s", rc, log);
+    CHECK(strstr(log, "log.tensorboard: episode 4's row replaces one of the trajectory before the config change") &&
+              strstr(log, "tandem metrics STORE --tensorboard"),
+          "the replaced trajectory in the live log is not said: %s", log);
+    snprintf(jsonl, sizeof jsonl, "%s/rows.jsonl", f.dir);
+    CHECK(metrics_jsonl(&f, jsonl) == 0, "tandem metrics");
+    snprintf(tb, sizeof tb, "%s/tb/events.out.tfevents.*", f.dir);
+    tfcheck(jsonl, tb, 1, out, sizeof out);
+    CHECK(!strncmp(out, "twice: ", 7), "the files of both starts hold episodes 4 and 5: %s", out);
+    tfcheck(jsonl, tb, 3, out, sizeof out);
+    CHECK(!strncmp(out, "ok ", 3), "what TensorBoard shows is not the store's rows: %s", out);
+    fixture_done(&f);
+}
+
 int main(void) {
     char *dir = test_tmpdir("metrics-corpus");
     uint64_t tr[3] = {30000, 15000, 6000};
@@ -320,6 +412,8 @@ int main(void) {
     RUN(test_rows_survive_kills);
     RUN(test_fixed_mode_damage_and_bad_paths);
     RUN(test_validation_every_n);
+    RUN(test_live_log_whole_rows);
+    RUN(test_allow_change_live_log);
     test_rmtree(dir);
     free(dir);
     return test_summary("test_metrics");

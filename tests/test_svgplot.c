@@ -491,11 +491,48 @@ static void test_long_texts_are_cut(void) {
     char *svg = render(&p);
     CHECK(svg, "render failed");
     int full = count(svg, longname) == 2;             /* the two tooltips */
-    int cut = count(svg, "\xE2\x80\xA6</text>") == 2; /* legend and title */
+    int cut = count(svg, "\xE2\x80\xA6</text>") == 1; /* the title: its start kept */
+    /* the legend: a name keeps its start and its end (28 characters in all) */
+    int mid = count(svg, ">a-very-long-d\xE2\x80\xA6on-\xCE\xB1\xCE\xB2\xCE\xB3-forever</text>") == 1;
     int whole_title = count(svg, title) == 1;         /* the document's <title> */
     free(svg);
-    CHECK(full && cut, "long name: full in tooltips %d, cut in legend and title %d", full, cut);
+    CHECK(full && cut && mid, "long name: full in tooltips %d, title cut at its end %d, name in the middle %d",
+          full, cut, mid);
     CHECK(whole_title, "the long title is not whole in the document's <title>");
+}
+
+/* Long names that share a prefix (slimpajama_..._shard_a, _b, _c: up to 64 characters)
+ * stay apart where they are cut: in the legend (28 characters) and as a bar chart's
+ * category labels (the room of their group); before, all three read
+ * "slimpajama_commoncrawl_2023…". */
+static void test_cut_names_stay_apart(void) {
+    double y[3] = {0.1, 0.2, 0.3};
+    const char *names[3] = {"slimpajama_commoncrawl_2023_dedup_shard_a", "slimpajama_commoncrawl_2023_dedup_shard_b",
+                            "slimpajama_commoncrawl_2023_dedup_shard_c"};
+    svgplot_series s[3] = {{names[0], y}, {names[1], y}, {names[2], y}};
+    for (int bars = 0; bars < 2; bars++) {
+        svgplot p = {.title = "t", .n = 3, .series = s, .nseries = 3, .categories = bars ? names : NULL};
+        char *svg = render(&p);
+        CHECK(svg, "render failed");
+        /* the visible text of each legend entry (lines) or x tick (bars): after the "…" */
+        const char *open = bars ? "<text class=\"xtick\"" : "<g class=\"legend-item\">";
+        char seen[3][128];
+        int k = 0, cut = 0;
+        for (const char *q = strstr(svg, open); q && k < 3; q = strstr(q + 1, open)) {
+            const char *t = strstr(q, bars ? ">" : "<text");
+            if (!bars && t) t = strchr(t, '>');
+            const char *end = t ? strstr(t, "</text>") : NULL;
+            if (!end) break;
+            snprintf(seen[k], sizeof seen[k], "%.*s", (int)(end - t - 1), t + 1);
+            cut += strstr(seen[k], "\xE2\x80\xA6") != NULL;
+            k++;
+        }
+        free(svg);
+        CHECK(k == 3, "%s: %d labels found", bars ? "bars" : "legend", k);
+        CHECK(cut == 3, "%s: the names were not cut (%d), the case is not tested", bars ? "bars" : "legend", cut);
+        CHECK(strcmp(seen[0], seen[1]) && strcmp(seen[1], seen[2]) && strcmp(seen[0], seen[2]),
+              "%s: labels alike: '%s' '%s' '%s'", bars ? "bars" : "legend", seen[0], seen[1], seen[2]);
+    }
 }
 
 /* Switches LC_NUMERIC to a locale whose decimal point is a comma and returns its name;
@@ -706,6 +743,7 @@ int main(void) {
     RUN(test_single_point);
     RUN(test_no_episodes);
     RUN(test_constant_and_fixed_range);
+    RUN(test_cut_names_stay_apart);
     RUN(test_many_series_legend);
     RUN(test_bad_text_is_replaced);
     RUN(test_long_texts_are_cut);

@@ -1,7 +1,9 @@
 /* tfevents.c — TensorBoard event files; see tfevents.h. */
 #include "util/tfevents.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +17,9 @@
 #include "util/outfile.h"
 
 struct tfevents {
-    FILE *f;
+    int fd;          /* -1: none */
+    buf_t pend;      /* records made and not yet written: a row's, written by one write() */
+    off_t size;      /* bytes in the file: whole records only */
     char path[4200]; /* its name */
     char tmp[4200];  /* a whole file's name until it is closed; "" for a live one */
 };
@@ -85,10 +89,15 @@ static int record(tfevents *w, double wall, int64_t step, const char *version, c
     for (int i = 0; i < 4; i++) head[8 + i] = (unsigned char)(hc >> (8 * i));
     unsigned char tail[4];
     for (int i = 0; i < 4; i++) tail[i] = (unsigned char)(dc >> (8 * i));
-    int ok = fwrite(head, 1, 12, w->f) == 12 && fwrite(ev.p, 1, ev.n, w->f) == ev.n &&
-             fwrite(tail, 1, 4, w->f) == 4;
+    buf_putn(&w->pend, (const char *)head, 12);
+    buf_putn(&w->pend, ev.p, ev.n);
+    buf_putn(&w->pend, (const char *)tail, 4);
     buf_free(&ev);
-    return ok ? 0 : err_sys(e, ERR_USAGE, errno, "cannot write %s", w->path);
+    if (w->pend.oom) {
+        buf_free(&w->pend);
+        return err_set(e, ERR_INTERNAL, "out of memory for an event");
+    }
+    return 0;
 }
 
 /* mkdir -p */
@@ -126,6 +135,7 @@ tfevents *tfevents_open(const char *dir, int whole, tdm_err *e) {
         err_set(e, ERR_INTERNAL, "out of memory");
         return NULL;
     }
+    w->fd = -1;
     char host[256] = "localhost";
     gethostname(host, sizeof host);
     host[sizeof host - 1] = '\0';
@@ -133,20 +143,28 @@ tfevents *tfevents_open(const char *dir, int whole, tdm_err *e) {
         if (*h == '/') *h = '_';
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%lld.%s.%d", dir, (long long)ts.tv_sec,
-             host, (int)getpid());
+    snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%lld.%s.%d%s", dir, (long long)ts.tv_sec,
+             host, (int)getpid(), whole ? TFEVENTS_EXPORT_MARK : "");
     if (whole) { /* a name TensorBoard does not read ('tfevents' in it would be) */
         fileio_sweep_dead_temporaries(dir, tb_temporary, 60); /* killed writers' */
         static unsigned n; /* another writer of the same pid (another PID namespace) keeps its file */
-        for (int tries = 0; !w->f && tries < 100; tries++) {
+        for (int tries = 0; w->fd < 0 && tries < 100; tries++) {
             snprintf(w->tmp, sizeof w->tmp, "%s/.tandem-tb.tmp.%d.%u", dir, (int)getpid(), n++);
-            w->f = fopen(w->tmp, "wbx");
-            if (!w->f && errno != EEXIST) break;
+            w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+            if (w->fd < 0 && errno != EEXIST) break;
         }
     } else {
-        w->f = fopen(w->path, "wbx"); /* never append to another writer's file */
+        /* never append to another writer's file; a name taken (an earlier life of this
+         * process's pid in the same second: a container's PID 1 restarted at once) gives
+         * NAME.1, NAME.2, ... as a whole file's does */
+        size_t len = strlen(w->path);
+        w->fd = open(w->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        for (int k = 1; w->fd < 0 && errno == EEXIST && k < 1000 && len + 5 < sizeof w->path; k++) {
+            snprintf(w->path + len, sizeof w->path - len, ".%d", k);
+            w->fd = open(w->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        }
     }
-    if (!w->f) {
+    if (w->fd < 0) {
         err_sys(e, ERR_USAGE, errno, "cannot create %s", whole ? w->tmp : w->path);
         free(w);
         return NULL;
@@ -177,20 +195,40 @@ int tfevents_scalar(tfevents *w, const char *tag, int64_t step, double wall_time
     return rc;
 }
 
+/* Writes what is pending with one write() (a kill leaves all of it or none; a short
+ * write's rest follows), so the file holds whole records only: a write that fails partway
+ * (a full disk) is cut back to the last whole one and what was pending is dropped. */
 int tfevents_flush(tfevents *w, tdm_err *e) {
-    return fflush(w->f) == 0 ? 0 : err_sys(e, ERR_USAGE, errno, "cannot write %s", w->path);
+    int err = w->pend.oom ? ENOMEM : 0;
+    size_t done = 0;
+    while (!err && done < w->pend.n) {
+        ssize_t k = write(w->fd, w->pend.p + done, w->pend.n - done);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) err = k < 0 ? errno : EIO;
+        else done += (size_t)k;
+    }
+    if (err && done && ftruncate(w->fd, w->size) == 0) lseek(w->fd, w->size, SEEK_SET);
+    else if (!err) w->size += (off_t)done;
+    w->pend.n = 0;
+    w->pend.oom = 0;
+    return err ? err_sys(e, ERR_USAGE, err, "cannot write %s", w->path) : 0;
 }
 
 const char *tfevents_path(const tfevents *w) { return w->path; }
 
-int tfevents_close(tfevents *w, int keep, tdm_err *e) {
+int tfevents_close(tfevents *w, int keep, tdm_err *e) { return tfevents_close_named(w, keep, NULL, 0, e); }
+
+int tfevents_close_named(tfevents *w, int keep, char *name, size_t cap, tdm_err *e) {
+    if (name && cap) name[0] = '\0';
     if (!w) return 0;
     int rc = 0;
-    if (w->f) {
-        int err = outfile_stream_error(w->f);
-        if (fclose(w->f) != 0 && !err) err = errno ? errno : EIO;
-        if (err && keep && e) rc = err_sys(e, ERR_USAGE, err, "cannot write %s", w->path);
+    if (w->fd >= 0) {
+        tdm_err fe;
+        int err = w->pend.n || w->pend.oom ? tfevents_flush(w, &fe) : 0;
+        if (close(w->fd) != 0 && !err) err = ERR_USAGE, err_sys(&fe, ERR_USAGE, errno, "cannot write %s", w->path);
+        if (err && keep && e) *e = fe, rc = ERR_USAGE;
     }
+    buf_free(&w->pend);
     if (w->tmp[0]) {
         /* put in place without replacing: another writer (another PID namespace, the same
          * pid and second) may have taken the name; then NAME.1, NAME.2, ... */
@@ -208,9 +246,46 @@ int tfevents_close(tfevents *w, int keep, tdm_err *e) {
             snprintf(w->path + len, sizeof w->path - len, ".%d", k);
         }
         if (!rc && keep) unlink(w->tmp); /* linked: the temporary's name goes */
+        if (!rc && keep && name && cap) snprintf(name, cap, "%s", w->path);
         if (rc || !keep) unlink(w->tmp);
         outfile_guard(NULL);
     }
     free(w);
     return rc;
+}
+
+/* An event file's name (TensorBoard reads a file whose name holds "tfevents"), and one of
+ * an export's. */
+static int event_file(const char *name) { return strstr(name, "tfevents") != NULL; }
+static int export_file(const char *name) {
+    return !strncmp(name, "events.out.tfevents.", 20) && strstr(name, TFEVENTS_EXPORT_MARK) != NULL;
+}
+
+int tfevents_export_check(const char *dir, tdm_err *e) {
+    DIR *d = opendir(dir);
+    if (!d) return 0; /* missing: made by tfevents_open; another failure: said there */
+    int rc = 0;
+    for (struct dirent *de; !rc && (de = readdir(d));)
+        if (event_file(de->d_name) && !export_file(de->d_name))
+            rc = err_set(e, ERR_USAGE, "%s already holds the event file %s (a run's live log, or another "
+                         "writer's): the whole history beside it would show every scalar twice; write it "
+                         "into an empty directory (or one of earlier exports, which it replaces)",
+                         dir, de->d_name);
+    closedir(d);
+    return rc;
+}
+
+int tfevents_export_sweep(const char *dir, const char *keep) {
+    const char *base = strrchr(keep, '/');
+    base = base ? base + 1 : keep;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    char path[4200];
+    for (struct dirent *de; (de = readdir(d));) {
+        if (!export_file(de->d_name) || !strcmp(de->d_name, base)) continue;
+        if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) < (int)sizeof path && unlink(path) == 0) n++;
+    }
+    closedir(d);
+    return n;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """tfcheck.py — an independent reader of TensorBoard event files, for tests/test_metrics.c.
 
-    tfcheck.py [--subset] FILE.jsonl EVENTFILE [EVENTFILE ...]   prints "ok N" or what is wrong
+    tfcheck.py [--subset] [--restart] FILE.jsonl EVENTFILE [EVENTFILE ...]   prints "ok N" or what is wrong
 
 Reads each event file as TensorFlow's record format — uint64 length, masked CRC-32C of
 the length, data, masked CRC-32C of the data — with its own CRC-32C (bitwise, from the
@@ -9,7 +9,11 @@ Castagnoli polynomial) and its own protocol-buffer decoder, checks that the firs
 of each file is file_version "brain.Event:2", and that the scalars (tag, step) equal the
 rows of `tandem metrics --format jsonl` (as float32; loss, loss_u, loss_w, alpha, epochs, val per domain): every row's every tag exactly once
 over all the files (with --subset: at most once — a live log killed between a row and its
-event may miss that one). It imports nothing of tandem's."""
+event may miss that one). With --restart the files are read as TensorBoard reads one run's
+files — in the order of their names, and where a tag's step is not past the last one read
+for that tag (a later start that went back: a resume with --allow-change from before the
+change), the values read before at that step and after are dropped — and what remains is
+checked: what TensorBoard shows. It imports nothing of tandem's."""
 import json
 import struct
 import sys
@@ -88,8 +92,10 @@ def f32(x):
 
 def main():
     args = sys.argv[1:]
-    subset = args[0] == "--subset"
-    if subset:
+    subset = restart = False
+    while args and args[0] in ("--subset", "--restart"):
+        subset |= args[0] == "--subset"
+        restart |= args[0] == "--restart"
         args = args[1:]
     rows = [json.loads(l) for l in open(args[0])]
     want = {}
@@ -107,7 +113,11 @@ def main():
         for k in set(want) - before:
             stamp[k] = r["time"]
     got = {}
-    for path in args[1:]:
+    last = {}  # tag -> the last step read (--restart)
+    paths = args[1:]
+    if restart:
+        paths = sorted(paths, key=lambda p: p.rsplit("/", 1)[-1])
+    for path in paths:
         first = True
         for body in records(path):
             ev = fields(body)
@@ -129,10 +139,14 @@ def main():
                     vf = {n: v for n, w, v in fields(value)}
                     tag = vf[1].decode()
                     val = struct.unpack("<f", vf[2])[0]
+                    if restart and tag in last and step <= last[tag]:
+                        for k in [k for k in got if k[0] == tag and k[1] >= step]:
+                            del got[k]
                     if (tag, step) in got:
                         print("twice: %s at step %d" % (tag, step))
                         return
                     got[(tag, step)] = (val, wall)
+                    last[tag] = step
     missing = sorted(set(want) - set(got))
     extra = sorted(set(got) - set(want))
     if subset:
