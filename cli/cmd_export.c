@@ -68,6 +68,9 @@ static int run_export(const cli_args *a) {
                : strcmp(r.arch, "gpt2") ? ", with the source folder's tokenizer files"
                                         : ", with the byte-level tokenizer of its dataset (tokenizer.json)");
     }
+    if (!rc && r.removed[0])
+        fprintf(stderr, "tandem export: removed the earlier export's %s from %s first (this export writes those "
+                "it has anew; one it has not would have stayed beside the new weights)\n", r.removed, out);
     if (!rc && strcmp(r.arch, "gpt2") && !r.copied)
         fprintf(stderr, "tandem export: the run's model.init folder has no tokenizer files: copy its tokenizer "
                 "into %s before loading it with AutoTokenizer\n", out);

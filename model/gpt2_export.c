@@ -21,10 +21,15 @@ static int is_conv1d(const model_tensor *t) {
     return t->ndim == 2 && strcmp(t->name, "wte") && strcmp(t->name, "wpe");
 }
 
-static int write_config(const model_layout *lay, const char *dir, st_dtype dtype, tdm_err *e) {
+static int write_config(const model_layout *lay, const char *dir, st_dtype dtype, int eos, tdm_err *e) {
     const model_config *c = &lay->cfg;
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
+    /* GPT2Config defaults both ids to 50256: outside a smaller vocabulary, generate()
+     * would never stop and the model and its tokenizer disagree on the end token */
+    char ids[96] = "";
+    if (eos >= 0) snprintf(ids, sizeof ids, "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n", eos, eos);
+    else if (c->vocab <= 50256) snprintf(ids, sizeof ids, "  \"bos_token_id\": null,\n  \"eos_token_id\": null,\n");
     char text[2048];
     snprintf(text, sizeof text,
             "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
@@ -32,13 +37,13 @@ static int write_config(const model_layout *lay, const char *dir, st_dtype dtype
             "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": null,\n"
             "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": 1e-05,\n"
             "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
-            "  \"tie_word_embeddings\": true,\n  \"torch_dtype\": \"%s\"\n}\n",
-            c->vocab, c->ctx, c->ctx, c->channels, c->layers, c->heads, dtype == ST_BF16 ? "bfloat16" : "float32");
+            "%s  \"tie_word_embeddings\": true,\n  \"torch_dtype\": \"%s\"\n}\n",
+            c->vocab, c->ctx, c->ctx, c->channels, c->layers, c->heads, ids, dtype == ST_BF16 ? "bfloat16" : "float32");
     /* replaced whole (a temporary renamed over it): a link there is replaced, not followed */
     return shard_atomic_write(path, text, strlen(text), NULL, 0, e);
 }
 
-int gpt2_save(const model_layout *lay, const float *params, const char *dir, st_dtype dtype, tdm_err *e) {
+int gpt2_save(const model_layout *lay, const float *params, const char *dir, st_dtype dtype, int eos, tdm_err *e) {
     if (lay->cfg.arch != MODEL_ARCH_GPT2) return err_set(e, ERR_INTERNAL, "gpt2_save: not a GPT-2 layout");
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) return err_sys(e, ERR_USAGE, errno, "%s: cannot create", dir);
     int rc = 0;
@@ -68,7 +73,7 @@ int gpt2_save(const model_layout *lay, const float *params, const char *dir, st_
     /* config.json before the weights, which come last (export_store removed an earlier
      * model.safetensors first): a folder whose export was cut off has no weights, never
      * new weights beside an old config (or the reverse) that loads as a model */
-    if (!rc) rc = write_config(lay, dir, dtype, e);
+    if (!rc) rc = write_config(lay, dir, dtype, eos, e);
     if (!rc) {
         char path[4200];
         snprintf(path, sizeof path, "%s/model.safetensors", dir);

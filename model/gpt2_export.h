@@ -11,8 +11,10 @@
 #include "util/err.h"
 
 /* Writes lay's parameters `params` (lay->numel floats) as a folder DIR (created if
- * missing), stored as `dtype` (ST_F32 or ST_BF16). ERR_USAGE naming the path when it
- * cannot be written. */
-int gpt2_save(const model_layout *lay, const float *params, const char *dir, st_dtype dtype, tdm_err *e);
+ * missing), stored as `dtype` (ST_F32 or ST_BF16). config.json's bos_token_id and
+ * eos_token_id are `eos` where it is >= 0 (the tokenizer's end of text: a byte-level
+ * export's newline); -1: none said, written null where HF's default (50256) is not a
+ * token of this vocabulary. ERR_USAGE naming the path when it cannot be written. */
+int gpt2_save(const model_layout *lay, const float *params, const char *dir, st_dtype dtype, int eos, tdm_err *e);
 
 #endif

@@ -24,8 +24,10 @@
 
 /* The tokenizer and generation files of an HF folder, copied when the source has them,
  * so that the export loads with AutoTokenizer as the source did. */
-static const char *const SIDE_FILES[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                                         "vocab.json", "merges.txt", "generation_config.json", NULL};
+static const char *const SIDE_FILES[] = {"tokenizer.json",         "tokenizer_config.json", "special_tokens_map.json",
+                                         "vocab.json",             "merges.txt",            "generation_config.json",
+                                         "chat_template.jinja",    "added_tokens.json",     "tokenizer.model",
+                                         NULL};
 
 /* Whether the first len bytes of name are a file an export writes (its temporaries are
  * removed when their writer is gone; no other file of the folder is touched). */
@@ -117,6 +119,21 @@ int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype
                      "(config.json, model.safetensors, the tokenizer's); name a new or existing folder", dir);
     if (!rc && unlink(weights) != 0 && errno != ENOENT)
         rc = err_sys(e, ERR_USAGE, errno, "%s: cannot remove the earlier export's weights", weights);
+    /* and its tokenizer and generation files: this export writes or copies those it has,
+     * and one it has not would stay beside the new weights (another run's tokenizer, an
+     * eos id not of this vocabulary) and load with them */
+    char gone[512] = "";
+    for (int i = 0; !rc && SIDE_FILES[i]; i++) {
+        char path[CONFIG_STR_MAX + 64];
+        snprintf(path, sizeof path, "%s/%s", dir, SIDE_FILES[i]);
+        if (unlink(path) == 0) {
+            size_t n = strlen(gone);
+            snprintf(gone + n, sizeof gone - n, "%s%s", n ? ", " : "", SIDE_FILES[i]);
+        } else if (errno != ENOENT) {
+            rc = err_sys(e, ERR_USAGE, errno, "%s: cannot remove the earlier export's file", path);
+        }
+    }
+    if (gone[0]) snprintf(out->removed, sizeof out->removed, "%s", gone);
     if (!rc && rs.mc.arch == MODEL_ARCH_HF) {
         for (int i = 0; !rc && SIDE_FILES[i]; i++) rc = copy_side_file(src, dir, SIDE_FILES[i], &out->copied, e);
         qwen2_model m = {.a = rs.mc.hf}; /* qwen2_save reads the architecture only */
@@ -127,13 +144,17 @@ int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype
         /* a byte-level dataset's tokenizer as HF files; a run from a GPT-2 folder (of
          * GPT-2's own tokenizer, say) takes that folder's files; a dataset of another
          * tokenizer records which, not where: its files are the user's to copy */
+        int eos = -1;
         if (dataset_byte_level(&rs.ds)) {
             if (!(rc = tok_export_byte_level(dir, rs.cfg.model.ctx, e))) out->copied = 2;
+            eos = '\n'; /* tok_export_byte_level's eos_token */
         } else if (src) {
             for (int i = 0; !rc && SIDE_FILES[i]; i++) rc = copy_side_file(src, dir, SIDE_FILES[i], &out->copied, e);
+        } else if (rs.ds.eot >= 0) {
+            eos = rs.ds.eot; /* the dataset's own end of text */
         }
         if (!rc) testhook_kill_at("export"); /* cut off before the weights, for the tests */
-        if (!rc) rc = gpt2_save(&rs.lay, u, dir, dtype, e);
+        if (!rc) rc = gpt2_save(&rs.lay, u, dir, dtype, eos, e);
         snprintf(out->arch, sizeof out->arch, "gpt2");
     }
     if (!rc) {

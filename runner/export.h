@@ -20,6 +20,8 @@ typedef struct export_result {
     size_t params;       /* parameters written */
     int copied;          /* tokenizer files written: copied from the source folder, or a
                           * byte-level dataset's tokenizer.json and tokenizer_config.json */
+    char removed[512];   /* an earlier export's tokenizer and generation files removed first
+                          * (", "-joined; "" for none): those this one has are written anew */
 } export_result;
 
 /* Writes u of the run in `st` — its newest verified state, or states/<*seq>.mp when seq

@@ -228,6 +228,31 @@ static void test_gpt2_export_in_torch(void) {
               access(w, F_OK) ? "absent" : "still there", got);
         CHECK(export_to(&f, exp, "", out, sizeof out) == 0 && access(w, F_OK) == 0, "export again: %s", out);
     }
+    /* an earlier export's tokenizer and generation files that this one does not write
+     * (another run's: a 100k-token BPE, an eos id past this vocabulary) are removed, said,
+     * not left beside the new weights; config.json names the byte-level end of text (the
+     * newline, 10), not GPT2Config's default 50256, which is no token of a 256-token model */
+    {
+        static const char *const stale[] = {"generation_config.json", "vocab.json", "merges.txt",
+                                            "special_tokens_map.json", "chat_template.jinja"};
+        char p[900], cfg[4096] = "";
+        for (size_t i = 0; i < sizeof stale / sizeof *stale; i++) {
+            snprintf(p, sizeof p, "%s/%s", exp, stale[i]);
+            CHECK(write_file(p, "{\"eos_token_id\": 100257}") == 0, "%s", p);
+        }
+        CHECK(export_to(&f, exp, "", out, sizeof out) == 0 && strstr(out, "removed the earlier export's"),
+              "export over another's files: %s", out);
+        for (size_t i = 0; i < sizeof stale / sizeof *stale; i++) {
+            snprintf(p, sizeof p, "%s/%s", exp, stale[i]);
+            CHECK(access(p, F_OK) != 0, "%s was left beside the new weights", stale[i]);
+        }
+        snprintf(p, sizeof p, "%s/config.json", exp);
+        FILE *cf = fopen(p, "r");
+        size_t cn = cf ? fread(cfg, 1, sizeof cfg - 1, cf) : 0;
+        if (cf) fclose(cf);
+        cfg[cn] = '\0';
+        CHECK(strstr(cfg, "\"eos_token_id\": 10,") && strstr(cfg, "\"bos_token_id\": 10,"), "config.json: %s", cfg);
+    }
     /* a tokenizer.json that links to a shared file: replaced, the shared file untouched
      * (before: written through the link) */
     {
@@ -405,7 +430,7 @@ static void test_gpt2_init_round_trip(void) {
     model_layout lay;
     CHECK(model_layout_init(&lay, &g_gpt2_mc, &e) == 0, "%s", e.msg);
     snprintf(a, sizeof a, "%s/again16", f.dir);
-    rc = gpt2_save(&lay, w, a, ST_BF16, &e);
+    rc = gpt2_save(&lay, w, a, ST_BF16, -1, &e);
     model_layout_free(&lay);
     free(w);
     CHECK(bad == 0, "%zu of %zu BF16 weights are not the rounding of u", bad, n);
