@@ -103,9 +103,23 @@ int mixture_file_read(const char *path, const dataset *ds, double *alpha, tdm_er
     if (!root) return e ? e->code : ERR_USAGE;
     int rc = 0, M = dataset_n_domains(ds);
     const ydoc_node *mix = ydoc_get(root, "mixture");
-    if (root->kind != YDOC_MAP || root->n != 1 || !mix || mix->kind != YDOC_MAP)
+    /* beside it, what `tandem mixture --format json` writes about the mixture (that
+     * document was refused, "as tandem mixture writes"); any other key is a mistake */
+    static const char *const about[] = {"run_id", "store", "last_fraction", "first_episode", "last_episode",
+                                        "episodes", "out", "diverged"};
+    const char *stray = NULL;
+    for (size_t i = 0; root->kind == YDOC_MAP && i < root->n && !stray; i++) {
+        int known = !strcmp(root->keys[i], "mixture");
+        for (size_t k = 0; k < sizeof about / sizeof *about && !known; k++) known = !strcmp(root->keys[i], about[k]);
+        if (!known) stray = root->keys[i];
+    }
+    if (root->kind != YDOC_MAP || !mix || mix->kind != YDOC_MAP)
         rc = err_set(e, ERR_USAGE, "%s: expected one map 'mixture:' of domain: weight (as `tandem "
-                     "mixture` writes)", path);
+                     "mixture` writes, as YAML or --format json)", path);
+    else if (stray)
+        rc = err_set(e, ERR_USAGE, "%s: unexpected key '%.60s' beside 'mixture:' (a mixture file holds the map "
+                     "'mixture:' of domain: weight, and what `tandem mixture --format json` writes with it)",
+                     path, stray);
     int seen[64] = {0};
     double sum = 0;
     for (size_t i = 0; !rc && i < mix->n; i++) {

@@ -261,6 +261,20 @@ if [ $st = 0 ] && [ $st2 = 0 ] && [ $st3 = 0 ] && [ "$got" = "['mixture'] ['0x10
   pass "tandem mixture's YAML: odd domain names stay strings, the store path stays in its comment"
 else fail "tandem mixture's YAML read by PyYAML" "exits $st $st2 $st3" "$got" "$(cat "$tmp/odd-mix.yaml")"; fi
 
+# the JSON document of `tandem mixture --format json` as data.mixture_file: it was refused
+# ("expected one map 'mixture:' ... as tandem mixture writes"); read as the YAML is, the
+# same α; a key beside 'mixture:' that no tandem writes is still refused, named
+"$bin" mixture "$oddstore" --format json --out "$tmp/odd-mix.json" 2>/dev/null
+"$bin" run "$tmp/odd.yaml" --store "$tmp/odd-fixed-json" --set run.mode=fixed --set data.mixture=file \
+  --set "data.mixture_file=$tmp/odd-mix.json" --quiet >/dev/null 2>&1; st=$?
+printf 'mixture: {on: 0.5, "null": 0.25, "0x10": 0.25}\nmixtures: 1\n' >"$tmp/odd-stray.yaml"
+out=$("$bin" run "$tmp/odd.yaml" --store "$tmp/odd-stray" --set run.mode=fixed --set data.mixture=file \
+  --set "data.mixture_file=$tmp/odd-stray.yaml" 2>&1); st2=$?
+if [ $st = 0 ] && [ "$("$bin" hash "$tmp/odd-fixed-json" 2>&1)" = "$("$bin" hash "$tmp/odd-fixed" 2>&1)" ] && [ $st2 = 2 ] &&
+   grep -q "unexpected key 'mixtures' beside 'mixture:'" <<<"$out"; then
+  pass "tandem mixture --format json reads back as data.mixture_file (the YAML's run, bit for bit); a stray key is refused"
+else fail "a JSON mixture as data.mixture_file" "exits $st $st2" "$out"; fi
+
 # metrics CSV columns: domains x, u_x, w_x would give loss_u_x and loss_w_x twice (a CSV
 # reader kept one of each pair); then every per-domain column is <metric>:<domain>
 "$bin" gen-corpus --out "$tmp/ux" --names x,u_x,w_x --train-tokens 5k,3k,2k --val-tokens 1k \
