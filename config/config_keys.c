@@ -146,7 +146,7 @@ const key_def config_schema[] = {
          "DMO starts from what repetition allows, docs/dmo.md), uniform, natural (∝ train "
          "tokens per domain), or file (data.mixture_file)"),
     STRC("data.mixture_file", data.mixture_file, "", F_PATH | F_NOECHO, no_userinfo_check,
-        "used when data.mixture = file: a mixture YAML written by `tandem mixture`, or the store "
+        "used when data.mixture = file: a mixture written by `tandem mixture` (YAML, or its --format json), or the store "
         "of a finished TANDEM run (its α*, mixture.mp); a relative path is relative to the "
         "config file"),
     FLT("data.unimax_epochs", data.unimax_epochs, "4", 0, true, INFINITY, false,
