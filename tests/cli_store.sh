@@ -37,6 +37,9 @@
 #     refused by status, run and manifest (exit 2) without the secret (runs/12:00/lr@3 is
 #     a path), and
 #     s3//bucket/run is the typo of s3:// it is (no local ./s3 store);
+#   - a commit written in the background that fails (TANDEM_TEST_FAIL_AT=state-put:1)
+#     stops the run at the next step with exit 3 naming the state, not at the next
+#     commit; the store then resumes to the tandem hash of a run that never failed;
 #   - an S3 endpoint whose listings never end (the token handed back, or empty pages with
 #     new tokens forever) is an error (exit 3) in status and verify, not a hang.
 # Prints PASS/FAIL lines and "cli_store: N passed, M failed"; exits non-zero on failure.
@@ -952,5 +955,27 @@ EOF
     pass "run.blas_kernels: a CPU that cannot run the pinned $ka kernels is refused (exit 2, nothing written) until the key changes"
   else fail "run.blas_kernels on a CPU without them" "exits $r3 $r4; $before / $after; files $n0 / $n1" "$out" "$out2"; fi
 else pass "run.blas_kernels: neither AVX-512 nor AVX2 here (skipped)"; fi
+
+# ---------------------------------------------------------------- a background commit that fails
+# A commit written in the background that fails stops the run at the next step, with the
+# error naming the object (exit 3), not at the next commit a whole checkpoint interval
+# later (meanwhile nothing was saved: a SIGKILL then lost two intervals). The store
+# resumes to the bits of a run that never failed.
+bf="$tmp/bgfail"
+mkdir -p "$bf"
+sed 's/episodes: 3,/episodes: 9,/; s/every_episodes: 1,/every_episodes: 3,/' "$tmp/c.yaml" >"$bf/c.yaml"
+# the manifest of the commit at episode 3 is refused; the next commit would be at episode 6
+out=$(TANDEM_TEST_FAIL_AT=state-put:1 TANDEM_TEST_STEP_DELAY_MS=100 "$bin" run "$bf/c.yaml" --store "$bf/s" \
+      --quiet 2>&1); rc=$?
+rows=$(ls "$bf/s/metrics" 2>/dev/null | grep -c '\.mp$')
+if [ $rc = 3 ] && grep -q "$bf/s/states/[0-9]*\.mp: the store refused the write" <<<"$out" && [ "$rows" -le 4 ]; then
+  pass "a failed background commit stops the run at the next step (exit 3 naming the state, $rows episodes, not 6)"
+else fail "a failed background commit stops the run at the next step" "exit $rc, $rows episodes ran" "$out"; fi
+out=$("$bin" run "$bf/c.yaml" --store "$bf/s" --quiet 2>&1); rc=$?
+"$bin" run "$bf/c.yaml" --store "$bf/ref" --quiet >/dev/null 2>&1; rc2=$?
+h1=$("$bin" hash "$bf/s" 2>&1); h2=$("$bin" hash "$bf/ref" 2>&1)
+if [ $rc = 0 ] && [ $rc2 = 0 ] && [ -n "$h1" ] && [ "$h1" = "$h2" ]; then
+  pass "resumed after the failed commit: the same tandem hash as a run that never failed"
+else fail "resumed after the failed commit" "exit $rc / $rc2" "$out" "$h1" "$h2"; fi
 
 finish
