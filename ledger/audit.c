@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ledger/keys.h"
+#include "util/pidns.h"
 
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -347,7 +348,25 @@ int audit_lease_read(store *st, audit_lease *out, tdm_err *e) {
     char age[32];
     audit_duration(out->age, age, sizeof age);
     int alive_here = 0;
-    if (strcmp(host, l->host) == 0) {
+    /* the pid is judged only where it means what it meant to the holder: in its PID
+     * namespace, on its boot (a lease written before these were recorded: as before, on
+     * its host name alone). From another namespace on the same host name (a container
+     * sharing the node's name) a live holder's pid does not exist or is another process:
+     * judged as on another host, by its last sign of life */
+    pidns_id me, holder = {.has_ns = l->has_pid_ns, .ns = l->pid_ns, .has_boot = l->has_boot_id};
+    snprintf(holder.boot, sizeof holder.boot, "%s", l->boot_id);
+    pidns_self(&me);
+    int old_lease = !l->has_pid_ns && !l->has_boot_id;
+    int same_host = strcmp(host, l->host) == 0;
+    if (same_host && !old_lease && !pidns_same(&me, &holder)) {
+        const char *other = !l->has_pid_ns || !me.has_ns || !l->has_boot_id || !me.has_boot
+                                ? "a PID namespace or boot not comparable with this one"
+                            : strcmp(me.boot, l->boot_id) != 0 ? "an earlier boot (or another machine of that name)"
+                                                               : "another PID namespace";
+        snprintf(out->why, sizeof out->why, "held from %s on host %.63s (pid %llu there, not "
+                 "judged from here), last sign of life %s ago", other, l->host,
+                 (unsigned long long)l->pid, age);
+    } else if (same_host) {
         double start;
         char comm[64];
         int gone = l->pid == 0 || l->pid > (unsigned long long)INT32_MAX ||

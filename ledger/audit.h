@@ -86,10 +86,12 @@ typedef struct audit_lease {
 } audit_lease;
 
 /* Reads `lease` and judges an unreleased one. It is STALE only when that is proven: on
- * the lease's own host (gethostname) its pid does not exist, or belongs to a process
- * started after the lease was taken (the pid was reused); or, on any host, the holder
- * shows no sign of life for AUDIT_LEASE_STALE_AGE_S. Otherwise it is HELD (the holder
- * may be alive). Host names are taken to name machines (or containers) uniquely.
+ * the lease's own host (gethostname), in the holder's PID namespace on its boot (where
+ * the lease records them: util/pidns.h; elsewhere judged as on another host), its pid
+ * does not exist, or belongs to a process started after the lease was taken (the pid
+ * was reused); or, on any host, the holder shows no sign of life for
+ * AUDIT_LEASE_STALE_AGE_S. Otherwise it is HELD (the holder may be alive). Host names
+ * are taken to name machines (or containers) uniquely.
  * Returns 0, or an ERR_* code when the store could not be read. */
 int audit_lease_read(store *st, audit_lease *out, tdm_err *e);
 

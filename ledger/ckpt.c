@@ -17,6 +17,7 @@
 #include "ledger/keys.h"
 #include "ledger/retain.h"
 #include "storage/sha256.h"
+#include "util/pidns.h"
 #include "util/testhook.h"
 
 const char *const ckpt_tensor_names[CKPT_TENSORS] = {"params", "adam_m", "adam_v"};
@@ -333,6 +334,11 @@ static int write_lease(ckpt *c, int released, tdm_err *e) {
     double window = store_settle_window_s(c->st);
     if (window > 0) l.has_window = 1, l.settle_window = window;
     snprintf(l.host, sizeof l.host, "%s", c->host_name);
+    /* what the pid means: a reader in another PID namespace or boot does not judge it */
+    pidns_id me;
+    pidns_self(&me);
+    if (me.has_ns) l.has_pid_ns = 1, l.pid_ns = me.ns;
+    if (me.has_boot) l.has_boot_id = 1, snprintf(l.boot_id, sizeof l.boot_id, "%s", me.boot);
     size_t n;
     void *data = rec_lease_encode(&l, &n);
     int rc = store_put_if(c->st, LEDGER_LEASE, data, n, &c->lease_ver, &c->lease_ver, e);

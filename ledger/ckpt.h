@@ -196,6 +196,12 @@ int ckpt_snapshot(ckpt *c, const rec_state *rec, const ckpt_tensor_io *io, float
 /* Waits for the background write; returns its result. */
 int ckpt_wait(ckpt *c, tdm_err *e);
 
+/* Without waiting: the error of a background write that has ended in failure (what
+ * ckpt_wait would return), else 0 (none failed, or one still in flight). One atomic load
+ * when nothing failed: for every step boundary, so that the run stops at once rather
+ * than train on for a whole checkpoint interval with nothing saved. */
+int ckpt_failed(ckpt *c, tdm_err *e);
+
 /* ---------------------------------------------------- the grace decision: a commit's cost now */
 
 /* Throughput assumed before this writer has measured one commit of its own: what a slow

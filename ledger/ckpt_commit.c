@@ -255,6 +255,11 @@ static int commit(ckpt *c, tdm_err *e) {
     testhook_kill_at("manifest");
     rc = ckpt_check_lease(c, e);
     if (!rc) testhook_stop_at("manifest-put");
+    /* TANDEM_TEST_FAIL_AT=state-put:n: the n-th manifest write fails, as a store that
+     * turned unwritable (a background commit's failure, noticed at the next step) */
+    if (!rc && testhook_hit("TANDEM_TEST_FAIL_AT", "state-put"))
+        rc = err_set(e, ERR_STORE, "%s/%s: the store refused the write (TANDEM_TEST_FAIL_AT)",
+                     store_url(c->st), key);
     void *old = NULL;
     size_t on = 0;
     store_version ver;
@@ -374,6 +379,7 @@ void *ckpt_writer_main(void *arg) {
         pthread_mutex_lock(&c->mu);
         c->result = rc;
         c->result_err = e;
+        atomic_store(&c->bg_failed, rc != 0);
         c->pending = 0;
         pthread_cond_broadcast(&c->cv);
     }
@@ -436,7 +442,17 @@ void ckpt_cancel(ckpt *c) {
     atomic_store(&c->cancel, 0);
     pthread_mutex_lock(&c->mu);
     c->result = 0; /* a given-up commit is not a failure of the run */
+    atomic_store(&c->bg_failed, 0);
     pthread_mutex_unlock(&c->mu);
+}
+
+int ckpt_failed(ckpt *c, tdm_err *e) {
+    if (!atomic_load(&c->bg_failed)) return 0;
+    pthread_mutex_lock(&c->mu);
+    int rc = c->pending ? 0 : c->result;
+    if (rc && e) *e = c->result_err;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
 }
 
 int ckpt_wait(ckpt *c, tdm_err *e) {

@@ -38,6 +38,7 @@ struct ckpt {
     int pending, quit;
     int result; /* of the last background write */
     tdm_err result_err;
+    atomic_int bg_failed; /* result is a failure, set with it under mu (ckpt_failed's cheap look) */
     rec_state snap; /* scalars of the state being written */
     double last_time;
     uint64_t last_seq;

@@ -171,6 +171,10 @@ int ledger_start(ledger *l, uint64_t seq, tdm_err *e) {
 }
 
 int ledger_save(ledger *l, const rec_state *rec, ledger_save_when when, tdm_err *e) {
+    /* a background commit that has failed since the last call: the run stops here, as at
+     * the next commit, not a whole checkpoint interval later (with nothing saved meanwhile) */
+    int rc = ckpt_failed(l->ck, e);
+    if (rc) return rc;
     int due = when == LEDGER_SAVE_NOW;
     if (when == LEDGER_SAVE_TICK)
         due = l->every_seconds > 0 && now_mono() - ckpt_last_commit_time(l->ck) >= l->every_seconds &&

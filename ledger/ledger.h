@@ -102,8 +102,10 @@ typedef enum {
 } ledger_save_when;
 
 /* Commits the state `rec` (the scalars; the tensors are read from the backend) when `when`
- * says it is due: in the background for TICK and EPISODE (the next save or ledger_finish
- * reports its errors), before returning for NOW. 0 when not due. */
+ * says it is due: in the background for TICK and EPISODE, before returning for NOW. 0 when
+ * not due. Every call first returns the error of a background commit that has failed
+ * since (without waiting for one in flight): the run stops at the next step boundary
+ * (TICK is called at each), not at the next commit. */
 int ledger_save(ledger *l, const rec_state *rec, ledger_save_when when, tdm_err *e);
 
 /* ------------------------------------------------------------------ a stop signal */

@@ -282,8 +282,12 @@ static const rt_field LEASE_FIELDS[] = {
      offsetof(rec_lease, has_settle), NULL, NULL, NULL},
     {"settle_window", RT_F64, offsetof(rec_lease, settle_window), 0, 0, 0, RT_OPT | RT_FINITE,
      offsetof(rec_lease, has_window), NULL, NULL, NULL},
+    {"pid_ns", RT_U64, offsetof(rec_lease, pid_ns), 0, 0, UINT64_MAX, RT_OPT, offsetof(rec_lease, has_pid_ns),
+     NULL, NULL, NULL},
+    {"boot_id", RT_STR, offsetof(rec_lease, boot_id), sizeof(((rec_lease *)0)->boot_id), 0, 0, RT_OPT,
+     offsetof(rec_lease, has_boot_id), NULL, NULL, NULL},
 };
-static const rt_table LEASE = {"lease", sizeof(rec_lease), LEASE_FIELDS, 8, RT_NO_M, RT_SEAL_NONE, 0, NULL, NULL, NULL};
+static const rt_table LEASE = {"lease", sizeof(rec_lease), LEASE_FIELDS, 10, RT_NO_M, RT_SEAL_NONE, 0, NULL, NULL, NULL};
 
 void *rec_lease_encode(const rec_lease *l, size_t *n) { return rt_encode(&LEASE, l, n); }
 int rec_lease_decode(const void *data, size_t n, const char *what, rec_lease *l, tdm_err *e) {

@@ -8,7 +8,7 @@
  *                               tensor table name → dtype, shape, chunk SHA-256s
  *   alpha/<t>.mp   rec_alpha    α_t, α_{t+1}, ℓ_u, ℓ_w, η_α, γ, state seq, previous hash;
  *                               plus a meta part (time, host, attempt) outside the hash
- *   lease          rec_lease    writer epoch, host, pid, attempt, released flag, settle time
+ *   lease          rec_lease    writer epoch, host, pid (PID namespace, boot id), attempt, released flag, settle time
  *   configs/<n>.mp rec_change   a recorded change of pinned config keys
  *   mixture.mp     rec_mixture  the final mixture α*: domain names, α*, episodes averaged
  *   SWEEP          rec_sweep    a study's root: its --sweep texts and number of points
@@ -188,6 +188,14 @@ typedef struct rec_lease {
      * keep at least that long, not only their own window. Absent (has_window 0): none */
     int has_window;
     double settle_window;
+    /* what the holder's pid means (util/pidns.h): the inode of its /proc/self/ns/pid and
+     * the boot id of its machine. A reader judges the pid (kill, /proc) only in the same
+     * PID namespace on the same boot; elsewhere the holder counts as on another host.
+     * Absent (has_pid_ns / has_boot_id 0): an older writer's lease, judged as before */
+    int has_pid_ns;
+    uint64_t pid_ns;
+    int has_boot_id;
+    char boot_id[40];
 } rec_lease;
 
 typedef struct rec_mixture {

@@ -37,6 +37,12 @@
 #     refused by status, run and manifest (exit 2) without the secret (runs/12:00/lr@3 is
 #     a path), and
 #     s3//bucket/run is the typo of s3:// it is (no local ./s3 store);
+#   - a commit written in the background that fails (TANDEM_TEST_FAIL_AT=state-put:1)
+#     stops the run at the next step with exit 3 naming the state, not at the next
+#     commit; the store then resumes to the tandem hash of a run that never failed;
+#   - a live run's lease judged from another PID namespace on the same host name
+#     (unshare; root only) is held, not "the holder is gone", and gc there refuses (exit
+#     2), both ways round; a holder killed is stale judged from its own namespace;
 #   - an S3 endpoint whose listings never end (the token handed back, or empty pages with
 #     new tokens forever) is an error (exit 3) in status and verify, not a hang.
 # Prints PASS/FAIL lines and "cli_store: N passed, M failed"; exits non-zero on failure.
@@ -1016,5 +1022,82 @@ EOF
     pass "runs pinned to two kernel sets in one command (results), and eval where the pinned ones cannot run: the kernels in use, said once"
   else fail "results and eval across pinned kernels" "exits $r5 $r6" "$(tail -5 <<<"$out")" "$(tail -3 <<<"$out2")"; fi
 else pass "run.blas_kernels: neither AVX-512 nor AVX2 here (skipped)"; fi
+
+# ---------------------------------------------------------------- a background commit that fails
+# A commit written in the background that fails stops the run at the next step, with the
+# error naming the object (exit 3), not at the next commit a whole checkpoint interval
+# later (meanwhile nothing was saved: a SIGKILL then lost two intervals). The store
+# resumes to the bits of a run that never failed.
+bf="$tmp/bgfail"
+mkdir -p "$bf"
+sed 's/episodes: 3,/episodes: 9,/; s/every_episodes: 1,/every_episodes: 3,/' "$tmp/c.yaml" >"$bf/c.yaml"
+# the manifest of the commit at episode 3 is refused; the next commit would be at episode 6
+out=$(TANDEM_TEST_FAIL_AT=state-put:1 TANDEM_TEST_STEP_DELAY_MS=100 "$bin" run "$bf/c.yaml" --store "$bf/s" \
+      --quiet 2>&1); rc=$?
+rows=$(ls "$bf/s/metrics" 2>/dev/null | grep -c '\.mp$')
+if [ $rc = 3 ] && grep -q "$bf/s/states/[0-9]*\.mp: the store refused the write" <<<"$out" && [ "$rows" -le 4 ]; then
+  pass "a failed background commit stops the run at the next step (exit 3 naming the state, $rows episodes, not 6)"
+else fail "a failed background commit stops the run at the next step" "exit $rc, $rows episodes ran" "$out"; fi
+out=$("$bin" run "$bf/c.yaml" --store "$bf/s" --quiet 2>&1); rc=$?
+"$bin" run "$bf/c.yaml" --store "$bf/ref" --quiet >/dev/null 2>&1; rc2=$?
+h1=$("$bin" hash "$bf/s" 2>&1); h2=$("$bin" hash "$bf/ref" 2>&1)
+if [ $rc = 0 ] && [ $rc2 = 0 ] && [ -n "$h1" ] && [ "$h1" = "$h2" ]; then
+  pass "resumed after the failed commit: the same tandem hash as a run that never failed"
+else fail "resumed after the failed commit" "exit $rc / $rc2" "$out" "$h1" "$h2"; fi
+
+# ---------------------------------------------------------------- a holder in another PID namespace
+# From another PID namespace on the same host name (a container sharing the node's name)
+# a live run's pid does not exist: status called it "STALE ... the holder is gone" and gc
+# went ahead beside it. The lease records the holder's namespace and boot; a pid is
+# judged only from the same ones, elsewhere by the holder's last sign of life (root only:
+# unshare).
+if unshare --pid --fork --mount-proc true 2>/dev/null; then
+  ns="$tmp/pidns"
+  mkdir -p "$ns"
+  sed 's/episodes: 3,/episodes: 400,/' "$tmp/c.yaml" >"$ns/c.yaml"
+  live() { # waits (up to 60 s) for the run to hold the lease and commit a state
+    local t=0
+    while [ $t -lt 600 ] && ! { [ -e "$1/HEAD" ] && "$bin" status "$1" 2>/dev/null | grep -q "^lease .*held since"; }; do
+      sleep 0.1; t=$((t + 1))
+    done
+  }
+  # a live holder here, judged from a new PID namespace: held, gc refuses
+  TANDEM_TEST_STEP_DELAY_MS=20 "$bin" run "$ns/c.yaml" --store "$ns/a" --quiet >/dev/null 2>&1 & p=$!
+  live "$ns/a"
+  st=$(unshare --pid --fork --mount-proc "$bin" status "$ns/a" 2>&1)
+  gc=$(unshare --pid --fork --mount-proc "$bin" gc "$ns/a" --keep 1 2>&1); gcrc=$?
+  here=$("$bin" status "$ns/a" 2>&1)
+  if grep -q "^lease .*held since .*another PID namespace" <<<"$st" && ! grep -q STALE <<<"$st" &&
+     [ $gcrc = 2 ] && grep -q "holds the lease" <<<"$gc" && grep -q "pid $p is alive on this host" <<<"$here"; then
+    pass "a live holder seen from another PID namespace: held, gc refuses (exit 2)"
+  else fail "a live holder seen from another PID namespace" "status there: $st" "gc there: exit $gcrc: $gc" "here: $here"; fi
+  # killed: in its own namespace it is still recognised as gone
+  kill -KILL $p 2>/dev/null; wait $p 2>/dev/null
+  st=$("$bin" status "$ns/a" 2>&1)
+  if grep -q "^lease .*STALE.*no process $p on this host" <<<"$st"; then
+    pass "the killed holder, judged from its own namespace: stale"
+  else fail "the killed holder, judged from its own namespace" "$st"; fi
+  # the other way: a holder inside a PID namespace, judged from here (held) and, once
+  # killed, from inside its namespace (stale), while gc here still refuses
+  unshare --pid --fork --mount-proc /bin/bash -c '
+    TANDEM_TEST_STEP_DELAY_MS=20 "$1" run "$2/c.yaml" --store "$2/b" --quiet >/dev/null 2>&1 & p=$!
+    t=0; while [ $t -lt 600 ] && ! { [ -e "$2/b/HEAD" ] && "$1" status "$2/b" 2>/dev/null | grep -q "^lease .*held since"; }; do
+      sleep 0.1; t=$((t + 1)); done
+    touch "$2/ready"
+    t=0; while [ $t -lt 600 ] && [ ! -e "$2/go" ]; do sleep 0.1; t=$((t + 1)); done
+    kill -KILL $p; wait $p 2>/dev/null
+    echo "inside after the kill: $("$1" status "$2/b" 2>&1 | grep "^lease")"' _ "$bin" "$ns" >"$ns/inside.txt" 2>&1 & q=$!
+  t=0; while [ $t -lt 600 ] && [ ! -e "$ns/ready" ]; do sleep 0.1; t=$((t + 1)); done
+  st=$("$bin" status "$ns/b" 2>&1)
+  touch "$ns/go"; wait $q
+  out=$(cat "$ns/inside.txt")
+  gc=$("$bin" gc "$ns/b" --keep 1 2>&1); gcrc=$?
+  if grep -q "^lease .*held since .*another PID namespace" <<<"$st" &&
+     grep -q "^inside after the kill: lease .*STALE.*no process [0-9]* on this host" <<<"$out" &&
+     [ $gcrc = 2 ] && grep -q "holds the lease.*another PID namespace" <<<"$gc"; then
+    pass "a holder in a PID namespace: held from here, stale there once killed; gc here refuses (exit 2)"
+  else fail "a holder in a PID namespace, judged from here and from there" "from here, live: $st" "$out" \
+            "gc here: exit $gcrc: $gc"; fi
+else pass "a holder in another PID namespace: no unshare --pid here (not root), skipped"; fi
 
 finish

@@ -3,7 +3,7 @@
  * and `eval`, each driven through the binary ($TANDEM_BIN); RUN deleted, truncated or
  * flipped (verify reports a fault exactly when run refuses, and no damage makes a new
  * run); stale leases (a killed holder, a reused pid, a silent foreign host) in status
- * and gc. */
+ * and gc, and a holder's pid judged only from its own PID namespace and boot. */
 #include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
@@ -14,6 +14,7 @@
 #include "tests/corpus_fixture.h"
 #include "tests/runner_fixture.h"
 #include "tests/test.h"
+#include "util/pidns.h"
 
 static char g_corpus[600];
 
@@ -946,6 +947,98 @@ static void test_stale_lease(void) {
     free(g.dir);
 }
 
+/* A lease records its holder's PID namespace and boot (util/pidns.h): its pid is judged
+ * (kill, /proc) only from the same ones. From another PID namespace on the same host name
+ * (a container sharing the node's name) a live holder's pid does not exist here: it was
+ * called "gone", and gc went ahead beside it. Now such a holder is judged as one on
+ * another host (held while it shows signs of life); in its own namespace a dead one is
+ * still stale, and a lease without the fields (an older writer's) is judged as before. */
+static int write_lease_ns(const fixture *f, const char *host, unsigned long long pid, double t,
+                          const pidns_id *ns) {
+    rec_lease l = {.epoch = 7, .pid = pid, .attempt = 0, .time = t, .released = 0};
+    snprintf(l.host, sizeof l.host, "%s", host);
+    if (ns && ns->has_ns) l.has_pid_ns = 1, l.pid_ns = ns->ns;
+    if (ns && ns->has_boot) l.has_boot_id = 1, snprintf(l.boot_id, sizeof l.boot_id, "%s", ns->boot);
+    size_t n;
+    void *data = rec_lease_encode(&l, &n);
+    char path[700];
+    snprintf(path, sizeof path, "%s/lease", f->store);
+    FILE *fp = fopen(path, "wb");
+    int rc = fp && fwrite(data, 1, n, fp) == n ? 0 : -1;
+    if (fp && fclose(fp)) rc = -1;
+    free(data);
+    return rc;
+}
+
+static void test_lease_pid_namespace(void) {
+    pidns_id me;
+    pidns_self(&me);
+    if (!me.has_ns || !me.has_boot) {
+        printf("SKIP test_lease_pid_namespace: no /proc/self/ns/pid or boot_id here\n");
+        return;
+    }
+    fixture f;
+    CHECK(fixture_audit(&f, "leasens", 6) == 0, "fixture");
+    CHECK(run_to_end(&f, "TANDEM_TEST_KILL_AT=alpha:2") == 128 + SIGKILL, "killed midway");
+    char host[256] = "";
+    gethostname(host, sizeof host);
+    host[63] = '\0';
+    /* a pid that is certainly dead here: a child that has exited and been reaped */
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    CHECK(dead > 0 && wait_exit(dead) == 0, "fork");
+    char gone[128];
+    snprintf(gone, sizeof gone, "no process %d on this host", (int)dead);
+    double now = (double)time(NULL);
+    /* the killed writer's lease records its namespace and boot (this test's: the same) */
+    char path[700], data[4096];
+    snprintf(path, sizeof path, "%s/lease", f.store);
+    FILE *fp = fopen(path, "rb");
+    size_t n = fp ? fread(data, 1, sizeof data, fp) : 0;
+    if (fp) fclose(fp);
+    rec_lease got;
+    tdm_err e;
+    CHECK(n > 0 && rec_lease_decode(data, n, "lease", &got, &e) == 0 && got.has_pid_ns && got.pid_ns == me.ns &&
+              got.has_boot_id && !strcmp(got.boot_id, me.boot),
+          "the writer's lease does not record its PID namespace and boot");
+    /* same namespace, same boot, no such pid: stale, as before */
+    CHECK(write_lease_ns(&f, host, (unsigned long long)dead, now, &me) == 0, "lease");
+    CHECK(tandem_cmd(out, sizeof out, "status '%s'", f.store) == 0 && strstr(out, "STALE") && strstr(out, gone),
+          "a dead holder in this namespace: %s", out);
+    /* an older writer's lease (no namespace, no boot): judged as before */
+    CHECK(write_lease_ns(&f, host, (unsigned long long)dead, now, NULL) == 0, "lease");
+    CHECK(tandem_cmd(out, sizeof out, "status '%s'", f.store) == 0 && strstr(out, "STALE") && strstr(out, gone),
+          "an old lease of a dead holder: %s", out);
+    /* another PID namespace on this host name: the pid means nothing here; held, and gc
+     * refuses, while the holder shows signs of life */
+    pidns_id other = me;
+    other.ns = me.ns + 1;
+    CHECK(write_lease_ns(&f, host, (unsigned long long)dead, now, &other) == 0, "lease");
+    CHECK(tandem_cmd(out, sizeof out, "status '%s'", f.store) == 0 && strstr(out, "held since") &&
+              !strstr(out, "STALE") && strstr(out, "another PID namespace") && !strstr(out, gone),
+          "a holder in another PID namespace: %s", out);
+    CHECK(tandem_cmd(out, sizeof out, "gc '%s' --keep 1", f.store) == 2 && strstr(out, "holds the lease") &&
+              strstr(out, "another PID namespace"), "gc beside a holder in another PID namespace: %s", out);
+    /* nor is a live pid here, started after the lease was taken, "now another process" */
+    CHECK(write_lease_ns(&f, host, (unsigned long long)getpid(), now - 1e9, &other) == 0, "lease");
+    CHECK(tandem_cmd(out, sizeof out, "status '%s'", f.store) == 0 && strstr(out, "held since") &&
+              !strstr(out, "now another process"), "a reused-looking pid of another namespace: %s", out);
+    /* another boot (this machine since rebooted, or another of the same name): the same */
+    pidns_id boot = me;
+    snprintf(boot.boot, sizeof boot.boot, "00000000-0000-0000-0000-000000000000");
+    CHECK(write_lease_ns(&f, host, (unsigned long long)dead, now, &boot) == 0, "lease");
+    CHECK(tandem_cmd(out, sizeof out, "status '%s'", f.store) == 0 && strstr(out, "held since") &&
+              strstr(out, "earlier boot"), "a holder of another boot: %s", out);
+    /* the json says the same */
+    CHECK(tandem_cmd(out, sizeof out, "status '%s' --json", f.store) == 0 && strstr(out, "\"lease\":{\"state\":\"held\""),
+          "status --json of a holder of another boot: %s", out);
+    /* a run takes the lease over all the same (the lease is no lock) and finishes */
+    CHECK(write_lease_ns(&f, host, (unsigned long long)dead, now, &other) == 0, "lease");
+    CHECK(run_to_end(&f, NULL) == 0, "resume after a lease of another namespace");
+    test_rmtree(f.dir);
+    free(f.dir);
+}
+
 /* Which objects belong to a run with changes at positions 10 and 35 (generation 2): each
  * older generation up to its own end, the current one anywhere, a newer one nowhere. The
  * old rule (every older generation up to the newest change) took generation 0 at 20. */
@@ -1002,6 +1095,7 @@ int main(void) {
     RUN(test_repair_against_a_run);
     RUN(test_pin_during_gc);
     RUN(test_stale_lease);
+    RUN(test_lease_pid_namespace);
     test_rmtree(g_corpus);
     return test_summary("test_audit");
 }

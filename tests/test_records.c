@@ -173,6 +173,29 @@ static void test_run_and_change_round_trip(void) {
 }
 
 /* Hand-built records that are well-formed msgpack but wrong as records. */
+/* The lease's PID namespace and boot id are optional: written, read back; absent (an
+ * older writer's lease), read as absent; and an older lease's bytes (no such fields) are
+ * what a lease without them encodes to (tests/records/golden/lease.mp pins them). */
+static void test_lease_namespace_round_trip(void) {
+    rec_lease l = {.epoch = 3, .pid = 10, .attempt = 1, .time = 5, .has_pid_ns = 1, .pid_ns = 4026531836ULL,
+                   .has_boot_id = 1};
+    snprintf(l.host, sizeof l.host, "h");
+    snprintf(l.boot_id, sizeof l.boot_id, "0f7d1f0e-3a5c-4b8e-9d1a-2c3b4d5e6f70");
+    size_t n;
+    void *buf = rec_lease_encode(&l, &n);
+    rec_lease back;
+    tdm_err e;
+    CHECK(rec_lease_decode(buf, n, "lease", &back, &e) == 0 && back.has_pid_ns && back.pid_ns == l.pid_ns &&
+              back.has_boot_id && !strcmp(back.boot_id, l.boot_id) && back.pid == 10,
+          "lease with namespace: %s", e.msg);
+    free(buf);
+    l.has_pid_ns = l.has_boot_id = 0;
+    buf = rec_lease_encode(&l, &n);
+    CHECK(rec_lease_decode(buf, n, "lease", &back, &e) == 0 && !back.has_pid_ns && !back.has_boot_id &&
+              !back.boot_id[0], "lease without namespace: %s", e.msg);
+    free(buf);
+}
+
 static void test_strict_rejections(void) {
     tdm_err e = {0};
     rec_head h;
@@ -549,6 +572,7 @@ int main(void) {
     RUN(test_state_overfit_record);
     RUN(test_alpha_hash_excludes_meta);
     RUN(test_run_and_change_round_trip);
+    RUN(test_lease_namespace_round_trip);
     RUN(test_strict_rejections);
     RUN(test_truncated_and_mutated_inputs);
     RUN(test_ledger_read);

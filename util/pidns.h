@@ -1,0 +1,30 @@
+/* pidns.h — what a process id means: the PID namespace it is counted in and the boot of
+ * the machine it runs on. A pid recorded by another process (a lease's holder) can be
+ * judged with kill(pid, 0) and /proc only by a process of the same namespace on the
+ * same boot: from another PID namespace on the same host name (a container sharing the
+ * node's host name: docker --network host, k8s hostNetwork, a sidecar) a live holder's
+ * pid does not exist, or names another process. */
+#ifndef TANDEM_UTIL_PIDNS_H
+#define TANDEM_UTIL_PIDNS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The boot id's text: a UUID (36 characters), NUL-terminated. */
+#define PIDNS_BOOT_ID_MAX 40
+
+typedef struct pidns_id {
+    int has_ns;      /* ns read: the inode of /proc/self/ns/pid */
+    uint64_t ns;
+    int has_boot;    /* boot read: /proc/sys/kernel/random/boot_id, without its newline */
+    char boot[PIDNS_BOOT_ID_MAX];
+} pidns_id;
+
+/* This process's namespace and boot; what cannot be read (no /proc) is left unset. */
+void pidns_self(pidns_id *out);
+
+/* Whether a pid recorded with `theirs` may be judged by a process with `mine`: both
+ * parts read on both sides and equal. */
+int pidns_same(const pidns_id *mine, const pidns_id *theirs);
+
+#endif
