@@ -141,6 +141,13 @@ static void test_uninterrupted_rows_and_tensorboard(void) {
     CHECK(sh_line(out, sizeof out, "n=$(ls '%s/tb' | wc -l); '%s' metrics '%s' --tensorboard '%s/tb' >/dev/null 2>&1; "
                   "echo $? $n $(ls '%s/tb' | wc -l)", f.dir, tandem_bin(), f.store, f.dir, f.dir) == 0 &&
               !strcmp(out, "2 1 1"), "an export into the live log's directory: exit, files before, after: %s", out);
+    /* a live log whose host is named tandem-export-... (a Kubernetes pod of export.yaml)
+     * is a live log still: refused, kept (it was taken for an earlier export and deleted) */
+    CHECK(sh_line(out, sizeof out, "mkdir -p '%s/tbx' && cp %s/tb/events.out.tfevents.* "
+                  "'%s/tbx/events.out.tfevents.1.tandem-export-abc123-0.7' && '%s' metrics '%s' --tensorboard '%s/tbx' "
+                  ">/dev/null 2>&1; echo $? $(ls '%s/tbx' | wc -l)", f.dir, f.dir, f.dir, tandem_bin(), f.store,
+                  f.dir, f.dir) == 0 &&
+              !strcmp(out, "2 1"), "a live log of a host named tandem-export-...: exit, files after: %s", out);
     /* a byte flipped in the data: the reader (and TensorBoard) must notice */
     glob_t g;
     CHECK(glob(tb2, 0, NULL, &g) == 0 && g.gl_pathc == 1, "one exported file");

@@ -258,7 +258,18 @@ int tfevents_close_named(tfevents *w, int keep, char *name, size_t cap, tdm_err 
  * an export's. */
 static int event_file(const char *name) { return strstr(name, "tfevents") != NULL; }
 static int export_file(const char *name) {
-    return !strncmp(name, "events.out.tfevents.", 20) && strstr(name, TFEVENTS_EXPORT_MARK) != NULL;
+    /* the mark at the end (".tandem-export", or ".tandem-export.<k>" of a taken name): a
+     * live log ends in ".<pid>" or ".<pid>.<k>", whatever its host is called (a pod named
+     * tandem-export-... holds the mark in the middle: its live log is no export) */
+    if (strncmp(name, "events.out.tfevents.", 20) != 0) return 0;
+    size_t n = strlen(name), m = strlen(TFEVENTS_EXPORT_MARK);
+    while (n > 0 && name[n - 1] >= '0' && name[n - 1] <= '9') n--;
+    if (n < strlen(name) && n > 0 && name[n - 1] == '.') n--; /* ".<k>" */
+    else n = strlen(name);
+    /* and right after the writer's pid, as tfevents_open names it (a host "x.tandem-export"
+     * has its name there, not digits) */
+    return n >= m + 21 && !strncmp(name + n - m, TFEVENTS_EXPORT_MARK, m) && name[n - m - 1] >= '0' &&
+           name[n - m - 1] <= '9';
 }
 
 int tfevents_export_check(const char *dir, tdm_err *e) {

@@ -30,7 +30,8 @@ typedef struct tfevents tfevents;
 tfevents *tfevents_open(const char *dir, int whole, tdm_err *e);
 /* One scalar: tag at step, wall_time in unix seconds. Kept in memory: tfevents_flush writes
  * everything since the last flush with one write(), so a kill leaves a row (all its
- * records) whole or not at all; a failed write (a full disk) cuts the file back to its
+ * records) whole or not at all (a SIGKILL inside the write() of a row past a page can
+ * still cut it short: rare, not excluded); a failed write (a full disk) cuts the file back to its
  * last whole record and drops what was pending. */
 int tfevents_scalar(tfevents *w, const char *tag, int64_t step, double wall_time, double value,
                     tdm_err *e);
