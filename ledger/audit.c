@@ -286,6 +286,21 @@ static int process_start(unsigned long long pid, double *start, char *comm, size
     return 0;
 }
 
+/* This machine's boot time (unix seconds, /proc/stat's btime); 0 when it cannot be read. */
+static double boot_time(void) {
+    /* test-only: a boot after every sign of life of a test's store */
+    const char *t = getenv("TANDEM_TEST_BOOT_TIME");
+    if (t && *t) return atof(t);
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return 0;
+    char buf[256];
+    unsigned long long btime = 0;
+    int found = 0;
+    while (!found && fgets(buf, sizeof buf, f)) found = sscanf(buf, "btime %llu", &btime) == 1;
+    fclose(f);
+    return found ? (double)btime : 0;
+}
+
 /* The time of the newest α record (its meta time), or 0 when there is none. */
 static int newest_alpha_time(store *st, double *t, tdm_err *e) {
     uint64_t *ts;
@@ -358,7 +373,16 @@ int audit_lease_read(store *st, audit_lease *out, tdm_err *e) {
     pidns_self(&me);
     int old_lease = !l->has_pid_ns && !l->has_boot_id;
     int same_host = strcmp(host, l->host) == 0;
-    if (same_host && !old_lease && !pidns_same(&me, &holder)) {
+    double booted = boot_time();
+    if (same_host && l->has_boot_id && me.has_boot && strcmp(me.boot, l->boot_id) != 0 && booted > 0 &&
+        out->life + 5 < booted) {
+        /* this machine has booted since the holder's last sign of life: it is gone (5 s:
+         * the boot time is in whole seconds). A node that crashed and came back, common on
+         * Slurm, read as "held" for 24 h and gc refused */
+        out->state = AUDIT_LEASE_STALE;
+        snprintf(out->why, sizeof out->why, "this host (%.63s) has booted again since the holder's last sign of "
+                 "life %s ago (pid %llu of an earlier boot)", l->host, age, (unsigned long long)l->pid);
+    } else if (same_host && !old_lease && !pidns_same(&me, &holder)) {
         const char *other = !l->has_pid_ns || !me.has_ns || !l->has_boot_id || !me.has_boot
                                 ? "a PID namespace or boot not comparable with this one"
                             : strcmp(me.boot, l->boot_id) != 0 ? "an earlier boot (or another machine of that name)"

@@ -1032,6 +1032,20 @@ static void test_lease_pid_namespace(void) {
     /* the json says the same */
     CHECK(tandem_cmd(out, sizeof out, "status '%s' --json", f.store) == 0 && strstr(out, "\"lease\":{\"state\":\"held\""),
           "status --json of a holder of another boot: %s", out);
+    /* this host booted again after the holder's last sign of life (a node that crashed
+     * and came back): its holder is gone, stale at once (it read as held for 24 h) */
+    char bt[32];
+    snprintf(bt, sizeof bt, "%.0f", now + 3600);
+    setenv("TANDEM_TEST_BOOT_TIME", bt, 1);
+    int st1 = tandem_cmd(out, sizeof out, "status '%s'", f.store);
+    unsetenv("TANDEM_TEST_BOOT_TIME");
+    CHECK(st1 == 0 && strstr(out, "STALE") && strstr(out, "has booted again since the holder's last sign of life"),
+          "a holder of a boot before this one: %s", out);
+    snprintf(bt, sizeof bt, "%.0f", now - 3600);
+    setenv("TANDEM_TEST_BOOT_TIME", bt, 1);
+    st1 = tandem_cmd(out, sizeof out, "status '%s'", f.store);
+    unsetenv("TANDEM_TEST_BOOT_TIME");
+    CHECK(st1 == 0 && strstr(out, "held since"), "a holder of another boot with signs of life since this one: %s", out);
     /* a run takes the lease over all the same (the lease is no lock) and finishes */
     CHECK(write_lease_ns(&f, host, (unsigned long long)dead, now, &other) == 0, "lease");
     CHECK(run_to_end(&f, NULL) == 0, "resume after a lease of another namespace");
