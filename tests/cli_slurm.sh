@@ -555,10 +555,14 @@ elif wait_for 60 "job $jid starts its step" running; then
     [ -s "$tmp/early-dropped" ] || problems+=("the USR1 missed srun's start-up (the test did not hit the window)")
     [ "$got" = "$ref" ] || problems+=("final hashes differ:" "$got" "want:" "$ref")
     grep -q "got SIGUSR1" "$log" || problems+=("no 'got SIGUSR1' in the log")
-    [ "$(grep -c "tandem exited 75" "$log")" -eq 1 ] || problems+=("want one 'tandem exited 75' in the log")
-    grep -q "resuming run-" "$log" || problems+=("no resume in the log")
+    # tandem got it: committed and exited 75 (then resumed), or, where a resend reached it
+    # before its handler existed (the ASan build starts slowly), died of it with nothing
+    # yet to lose (138) and started again from its seed; either way the job was requeued
+    n75=$(grep -c "tandem exited 75" "$log") n138=$(grep -c "tandem exited 138" "$log")
+    if [ "$n75" -eq 1 ]; then grep -q "resuming run-" "$log" || problems+=("no resume in the log")
+    elif [ "$n138" -ne 1 ]; then problems+=("want one 'tandem exited 75' (or 138: killed before its handler) in the log"); fi
     if [ ${#problems[@]} -eq 0 ]; then
-      pass "real Slurm: a USR1 while srun still started its tasks: sent again, tandem committed, exit 75, requeued; resumed to the uninterrupted hashes"
+      pass "real Slurm: a USR1 while srun still started its tasks: sent again, reached tandem (exit $([ "$n75" -eq 1 ] && echo 75 || echo '138, before its handler')), requeued; resumed to the uninterrupted hashes"
     else
       fail "real Slurm: early USR1" "${problems[@]}" "log:" "$(grep -v '^episode' "$log" | tail -n 20)"
     fi
