@@ -896,72 +896,60 @@ static void test_lost_change_record_heals_at_its_position(void) {
     fixture_close(&f);
 }
 
-/* Rewrites the fixture's RUN as a run pinned before KEY existed would have it: without
- * that entry (config_sha256 recomputed). 0 on success. */
-static int drop_pinned_key(const fixture *f, const char *key) {
+static int cmp_rec_kv(const void *a, const void *b) {
+    return strcmp(((const rec_kv *)a)->key, ((const rec_kv *)b)->key);
+}
+
+/* Rewrites the fixture's RUN with its entry KEY removed (value NULL: as a run pinned
+ * before KEY existed would have it) or KEY = VALUE added (as a newer tandem would write
+ * it, a key this one does not know); the map kept sorted, config_sha256 recomputed. 0 on
+ * success. */
+static int rewrite_pinned(const fixture *f, const char *key, const char *value) {
     char path[900];
     static unsigned char buf[1 << 16];
     size_t n = read_object(f, "RUN", buf, sizeof buf, path, sizeof path);
-    FILE *fp;
     rec_run run;
     tdm_err e;
     if (!n || rec_run_decode(buf, n, path, &run, &e)) return -1;
-    size_t kept = 0;
-    for (size_t i = 0; i < run.nconfig; i++) {
-        if (strcmp(run.config[i].key, key) == 0) {
-            free(run.config[i].key);
-            free(run.config[i].value);
+    int rc = 0;
+    if (value) {
+        rec_kv *more = realloc(run.config, (run.nconfig + 1) * sizeof *more);
+        if (more) {
+            run.config = more;
+            run.config[run.nconfig].key = strdup(key);
+            run.config[run.nconfig].value = strdup(value);
+            run.nconfig++;
+            qsort(run.config, run.nconfig, sizeof *run.config, cmp_rec_kv); /* RUN's map is sorted */
         } else {
-            run.config[kept++] = run.config[i];
+            rc = -1;
         }
+    } else {
+        size_t kept = 0;
+        for (size_t i = 0; i < run.nconfig; i++) {
+            if (strcmp(run.config[i].key, key) == 0) {
+                free(run.config[i].key);
+                free(run.config[i].value);
+            } else {
+                run.config[kept++] = run.config[i];
+            }
+        }
+        if (kept == run.nconfig) rc = -1;
+        run.nconfig = kept;
     }
-    int rc = kept == run.nconfig ? -1 : 0;
-    run.nconfig = kept;
     rec_config_hash(run.config, run.nconfig, &run.config_sha);
     size_t len = 0;
     void *data = rc ? NULL : rec_run_encode(&run, &len);
     rec_run_free(&run);
     if (!data) return -1;
-    fp = fopen(path, "wb");
+    FILE *fp = fopen(path, "wb");
     rc = fp && fwrite(data, 1, len, fp) == len ? 0 : -1;
     if (fp && fclose(fp)) rc = -1;
     free(data);
     return rc;
 }
-
-static int cmp_rec_kv(const void *a, const void *b) {
-    return strcmp(((const rec_kv *)a)->key, ((const rec_kv *)b)->key);
-}
-
-/* Rewrites the fixture's RUN as a newer tandem would have written it: one more entry,
- * KEY = VALUE, which this tandem does not know (config_sha256 recomputed). 0 on success. */
+static int drop_pinned_key(const fixture *f, const char *key) { return rewrite_pinned(f, key, NULL); }
 static int add_pinned_key(const fixture *f, const char *key, const char *value) {
-    char path[900];
-    static unsigned char buf[1 << 16];
-    size_t n = read_object(f, "RUN", buf, sizeof buf, path, sizeof path);
-    rec_run run;
-    tdm_err e;
-    if (!n || rec_run_decode(buf, n, path, &run, &e)) return -1;
-    rec_kv *more = realloc(run.config, (run.nconfig + 1) * sizeof *more);
-    if (!more) {
-        rec_run_free(&run);
-        return -1;
-    }
-    run.config = more;
-    run.config[run.nconfig].key = strdup(key);
-    run.config[run.nconfig].value = strdup(value);
-    run.nconfig++;
-    qsort(run.config, run.nconfig, sizeof *run.config, cmp_rec_kv); /* RUN's map is sorted */
-    rec_config_hash(run.config, run.nconfig, &run.config_sha);
-    size_t len = 0;
-    void *data = rec_run_encode(&run, &len);
-    rec_run_free(&run);
-    if (!data) return -1;
-    FILE *fp = fopen(path, "wb");
-    int rc = fp && fwrite(data, 1, len, fp) == len ? 0 : -1;
-    if (fp && fclose(fp)) rc = -1;
-    free(data);
-    return rc;
+    return rewrite_pinned(f, key, value);
 }
 
 /* A store written by a newer tandem (its RUN pins a key this one does not know; whole,
