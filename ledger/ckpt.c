@@ -370,6 +370,9 @@ int ckpt_check_lease(ckpt *c, tdm_err *e) {
     return 0;
 }
 
+/* How often the HEAD stamp is tried again after a stale writer's last commit slipped in. */
+enum { CKPT_STAMP_TRIES = 4 };
+
 int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
     rec_lease old;
     int present;
@@ -429,30 +432,42 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
     rc = write_lease(c, 0, e);
     if (rc) return rc;
     /* Stamp HEAD with our epoch: HEAD's version changes, so an older writer's next
-     * compare-and-swap fails even if it checked the lease just before we took it. */
-    void *data = NULL;
-    size_t n = 0;
-    rc = store_get(c->st, LEDGER_HEAD, &data, &n, &c->head_ver, e);
-    if (rc == STORE_NOT_FOUND) {
-        c->head_ver.v[0] = '\0';
-        return 0;
+     * compare-and-swap fails even if it checked the lease just before we took it.
+     * Such a writer may still land the one commit it checked the lease for between our
+     * read of HEAD and our stamp (the compare-and-swap then fails here): its next check
+     * sees our lease, so it cannot move HEAD again — read HEAD again and stamp that. A
+     * HEAD that keeps moving after that is a writer that ignores the lease. */
+    for (int tries = 0;; tries++) {
+        void *data = NULL;
+        size_t n = 0;
+        rc = store_get(c->st, LEDGER_HEAD, &data, &n, &c->head_ver, e);
+        if (rc == STORE_NOT_FOUND) {
+            c->head_ver.v[0] = '\0';
+            return 0;
+        }
+        if (rc) return rc;
+        rec_head h;
+        tdm_err ignore;
+        if (rec_head_decode(data, n, LEDGER_HEAD, &h, &ignore) == 0) {
+            c->commits = h.commits;
+            h.epoch = c->epoch;
+            if (tries == 0) testhook_stop_at("head-stamp");
+            size_t hn;
+            void *hd = rec_head_encode(&h, &hn);
+            rc = store_put_if(c->st, LEDGER_HEAD, hd, hn, &c->head_ver, &c->head_ver, e);
+            free(hd);
+            if (rc == STORE_CONFLICT && tries < CKPT_STAMP_TRIES) {
+                free(data);
+                continue;
+            }
+            if (rc == STORE_CONFLICT)
+                rc = err_set(e, ERR_STORE, "%s: HEAD changed %d times while taking the lease, after "
+                             "this writer's lease was in place; a writer that ignores the lease is "
+                             "active", store_url(c->st), tries + 1);
+        }
+        free(data);
+        return rc;
     }
-    if (rc) return rc;
-    rec_head h;
-    tdm_err ignore;
-    if (rec_head_decode(data, n, LEDGER_HEAD, &h, &ignore) == 0) {
-        c->commits = h.commits;
-        h.epoch = c->epoch;
-        size_t hn;
-        void *hd = rec_head_encode(&h, &hn);
-        rc = store_put_if(c->st, LEDGER_HEAD, hd, hn, &c->head_ver, &c->head_ver, e);
-        free(hd);
-        if (rc == STORE_CONFLICT)
-            rc = err_set(e, ERR_STORE, "%s: HEAD changed while taking the lease; another writer "
-                         "is active", store_url(c->st));
-    }
-    free(data);
-    return rc;
 }
 
 int ckpt_release(ckpt *c, tdm_err *e) {

@@ -26,8 +26,9 @@
  * Test hooks (environment, for the test suite only): TANDEM_TEST_KILL_AT=label:n raises
  * SIGKILL at the n-th passage of `label` (blob, manifest, head, alpha), to kill a run
  * inside a commit deterministically; TANDEM_TEST_STOP_AT=label:n raises SIGSTOP at the
- * n-th passage of `label` (manifest-put, alpha-put: after the lease check, before the
- * write), to freeze a writer exactly where a takeover can overtake it.
+ * n-th passage of `label` (manifest-put, alpha-put, head-put: after the lease check,
+ * before the write; head-stamp: a new writer between its read of HEAD and its stamp), to
+ * freeze a writer exactly where a takeover can overtake it.
  */
 #ifndef TANDEM_LEDGER_CKPT_H
 #define TANDEM_LEDGER_CKPT_H

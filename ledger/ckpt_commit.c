@@ -331,6 +331,7 @@ static int commit(ckpt *c, tdm_err *e) {
         }
     }
     if (!rc) {
+        testhook_stop_at("head-put");
         rec_head h = {.seq = r->seq, .state_sha = msha, .epoch = c->epoch, .time = ckpt_now_wall(),
                       .commits = c->commits + 1};
         snprintf(h.state, sizeof h.state, "%s", key);

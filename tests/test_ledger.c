@@ -1501,6 +1501,46 @@ static void test_frozen_writer_takes_its_manifest_back(void) {
     fixture_close(&f);
 }
 
+/* Writer A frozen after its lease check, just before it moves HEAD; writer B takes the
+ * lease, reads HEAD and is frozen before it stamps its epoch there; A let go moves HEAD
+ * (its check came before B's lease), so B's compare-and-swap fails. B took that as
+ * "another writer is active" and exited 3 (seen in CI as a flaky two-runner test): A
+ * can move HEAD no more (its next check sees B's lease), so B reads HEAD again, stamps
+ * it and runs on to the uninterrupted run's hash; A is fenced out. */
+static void test_takeover_outlasts_the_last_commit_of_the_old_writer(void) {
+    fixture f, r;
+    CHECK(fixture_open(&f, "ledger-stamp-race", 1) == 0 && fixture_open(&r, "ledger-stamp-ref", 1) == 0, "fixture");
+    char ref[1024], h[1024], la[8192], lb[8192], out[8192];
+    CHECK(life_args(&r, NULL, NULL) == 0 && hash_of(&r, ref, sizeof ref) == 0, "reference run");
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=head-put:2", NULL, NULL);
+    double t0 = now_s();
+    while (!is_stopped(a) && now_s() - t0 < 60) usleep(1000);
+    CHECK(is_stopped(a), "A never stopped at head-put:2");
+    uint64_t seq0, ep0, seq1, ep1;
+    head_of(&f, &seq0, &ep0, NULL, 0);
+    fixture fb = f;
+    snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+    pid_t b = start_run(&fb, "TANDEM_TEST_STOP_AT=head-stamp:1", NULL, NULL);
+    t0 = now_s();
+    while (!is_stopped(b) && now_s() - t0 < 60) usleep(1000);
+    CHECK(is_stopped(b), "B never stopped at head-stamp:1");
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    head_of(&f, &seq1, &ep1, NULL, 0);
+    kill(b, SIGCONT);
+    int rb = wait_exit(b);
+    read_all(f.log, la, sizeof la);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(seq1 > seq0 && ep1 == ep0, "A's last commit did not move HEAD (seq %llu -> %llu, epoch %llu -> %llu)",
+          (unsigned long long)seq0, (unsigned long long)seq1, (unsigned long long)ep0, (unsigned long long)ep1);
+    CHECK(ra == 3 && strstr(la, "fenced out"), "A exited %d: %s", ra, la);
+    CHECK(rb == 0 && strstr(lb, "taking over the lease"), "B exited %d: %s", rb, lb);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, ref) == 0, "ended elsewhere:\n%s\nvs\n%s", h, ref);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+    fixture_close(&r);
+}
+
 /* Runs `loop` (a shell loop of frozen commands on the store, its output into out) beside
  * a live run of the fixture (400 episodes of 5 steps slowed 40 ms each, `extra` options),
  * once that run has committed;
@@ -1817,6 +1857,7 @@ int main(void) {
     RUN(test_repair_sets_aside_unloadable_states);
     RUN(test_frozen_writer_never_replaces);
     RUN(test_frozen_writer_takes_its_manifest_back);
+    RUN(test_takeover_outlasts_the_last_commit_of_the_old_writer);
     RUN(test_repair_beside_a_live_run);
     RUN(test_audits_beside_a_live_run);
     RUN(test_frozen_lock_holder);
