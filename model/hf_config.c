@@ -60,6 +60,46 @@ int hf_config_json_read(const char *dir, char *path, size_t cap, tjson_doc **doc
     return 0;
 }
 
+/* value as a JSON id (or list of ids, or null) below vocab into out; 0 when it is one */
+static int token_id_value(const tjson *v, int vocab, char *out, size_t cap) {
+    if (v->type == TJ_NULL) return snprintf(out, cap, "null"), 0;
+    if (v->type == TJ_NUM) {
+        double x = v->u.num;
+        if (x != (double)(long)x || x < 0 || x >= vocab) return -1;
+        return snprintf(out, cap, "%ld", (long)x), 0;
+    }
+    if (v->type != TJ_ARR || v->n == 0 || v->n > 64) return -1;
+    size_t n = (size_t)snprintf(out, cap, "[");
+    for (uint32_t i = 0; i < v->n && n < cap; i++) {
+        char one[32];
+        if (v->u.kids[i].type != TJ_NUM || token_id_value(&v->u.kids[i], vocab, one, sizeof one)) return -1;
+        n += (size_t)snprintf(out + n, cap - n, "%s%s", i ? ", " : "", one);
+    }
+    if (n + 2 > cap) return -1;
+    snprintf(out + n, cap - n, "]");
+    return 0;
+}
+
+void hf_token_ids_json(const char *dir, int vocab, char *out, size_t cap) {
+    static const char *const keys[] = {"bos_token_id", "eos_token_id", "pad_token_id"};
+    out[0] = '\0';
+    char path[4200];
+    tjson_doc *doc = NULL;
+    const tjson *root;
+    tdm_err ignore;
+    if (dir && hf_config_json_read(dir, path, sizeof path, &doc, &root, &ignore) == 0) {
+        size_t n = 0;
+        for (int k = 0; k < 3; k++) {
+            const tjson *v = tjson_get(root, keys[k]);
+            char val[1024];
+            if (v && token_id_value(v, vocab, val, sizeof val) == 0 && n < cap)
+                n += (size_t)snprintf(out + n, cap - n, "  \"%s\": %s,\n", keys[k], val);
+        }
+        if (n >= cap) out[0] = '\0'; /* cut: none rather than broken JSON */
+    }
+    tjson_free(doc);
+}
+
 /* 2^40 parameters (4 TiB of fp32 weights): past any model tandem can hold */
 #define HF_MAX_PARAMS 1099511627776.0
 

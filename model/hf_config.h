@@ -57,6 +57,13 @@ int hf_arch_read(const char *dir, hf_arch *a, tdm_err *e);
  * (the Qwen2/Llama family here, GPT-2 in model/gpt2_import.c). */
 int hf_config_json_read(const char *dir, char *path, size_t cap, tjson_doc **doc, const tjson **root, tdm_err *e);
 
+/* The special token ids of DIR/config.json (bos_token_id, eos_token_id, pad_token_id:
+ * an id below `vocab`, a list of such ids, or null) as the JSON members an exported
+ * config.json carries on, each line `  "key": value,` into out (cap bytes); "" when the
+ * file cannot be read. An id out of range or of another type is left out: the export
+ * must load. Without them transformers' generate() knows no end of text. */
+void hf_token_ids_json(const char *dir, int vocab, char *out, size_t cap);
+
 /* Parameters of the architecture (the lm_head counted only when untied). */
 uint64_t hf_arch_params(const hf_arch *a);
 

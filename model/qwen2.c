@@ -581,18 +581,20 @@ static int save_one(const char *name, int64_t rows, int64_t cols, void *arg) {
     return 0;
 }
 
-int qwen2_save(const qwen2_model *m, const float *params, const char *dir, st_dtype dtype, tdm_err *e) {
+int qwen2_save(const qwen2_model *m, const float *params, const char *dir, st_dtype dtype, const char *ids_from,
+               tdm_err *e) {
     const hf_arch *a = &m->a;
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) return err_sys(e, ERR_USAGE, errno, "%s: cannot create", dir);
-    char path[4200], text[4096];
+    char path[4200], text[8192], ids[3200];
+    hf_token_ids_json(ids_from, a->vocab, ids, sizeof ids);
     snprintf(text, sizeof text,
-            "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n  \"vocab_size\": %d,\n"
+            "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n%s  \"vocab_size\": %d,\n"
             "  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
             "  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n  \"intermediate_size\": %d,\n"
             "  \"max_position_embeddings\": %d,\n  \"rope_theta\": %.17g,\n  \"rms_norm_eps\": %.17g,\n"
             "  \"hidden_act\": \"silu\",\n  \"tie_word_embeddings\": %s,\n  \"attention_bias\": %s,\n"
             "  \"rope_scaling\": null,\n  \"use_sliding_window\": false,\n  \"torch_dtype\": \"%s\"\n}\n",
-            strcmp(a->model_type, "qwen2") ? "LlamaForCausalLM" : "Qwen2ForCausalLM", a->model_type, a->vocab,
+            strcmp(a->model_type, "qwen2") ? "LlamaForCausalLM" : "Qwen2ForCausalLM", a->model_type, ids, a->vocab,
             a->channels, a->layers, a->heads, a->kv_heads, a->head_dim, a->intermediate, a->max_positions, a->rope_theta,
             a->rms_eps, a->tied ? "true" : "false", a->qkv_bias ? "true" : "false",
             dtype == ST_BF16 ? "bfloat16" : "float32");

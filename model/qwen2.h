@@ -52,8 +52,11 @@ int qwen2_forward(const qwen2_model *m, const uint32_t *tokens, int B, int T, fl
 /* Writes weights `params` (m->numel floats laid out as m->params, e.g. a trained u) as a
  * Hugging Face folder DIR (created if missing): config.json describing m's architecture
  * (the keys transformers reads for Qwen2/Llama) and model.safetensors with HF's tensor
- * names, stored as `dtype` (ST_F32 or ST_BF16). What qwen2_load and PyTorch read back. */
-int qwen2_save(const qwen2_model *m, const float *params, const char *dir, st_dtype dtype, tdm_err *e);
+ * names, stored as `dtype` (ST_F32 or ST_BF16). What qwen2_load and PyTorch read back.
+ * `ids_from` (may be NULL): the folder whose config.json's special token ids (bos, eos,
+ * pad) config.json carries on, the run's source. */
+int qwen2_save(const qwen2_model *m, const float *params, const char *dir, st_dtype dtype, const char *ids_from,
+               tdm_err *e);
 
 /* The tape: a workspace for forward passes of up to max_B x max_T tokens (max_T at most
  * max_position_embeddings) of architecture a, and the backward pass of the last one.

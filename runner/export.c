@@ -138,7 +138,7 @@ int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype
         for (int i = 0; !rc && SIDE_FILES[i]; i++) rc = copy_side_file(src, dir, SIDE_FILES[i], &out->copied, e);
         qwen2_model m = {.a = rs.mc.hf}; /* qwen2_save reads the architecture only */
         if (!rc) testhook_kill_at("export"); /* cut off before the weights, for the tests */
-        if (!rc) rc = qwen2_save(&m, u, dir, dtype, e);
+        if (!rc) rc = qwen2_save(&m, u, dir, dtype, src, e);
         snprintf(out->arch, sizeof out->arch, "%s", rs.mc.hf.model_type);
     } else if (!rc) {
         /* a byte-level dataset's tokenizer as HF files; a run from a GPT-2 folder (of

@@ -7,14 +7,17 @@
  * and the gradient of the loss with respect to every weight against autograd's, tensor
  * by tensor.
  * A token at the vocabulary and a sequence past max_position_embeddings are refused. */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "model/cpu64.h"
 #include "model/model.h"
 #include "model/qwen2.h"
 #include "tests/test.h"
+#include "util/json_tree.h"
 #include "util/rng.h"
 
 static char g_dir[500], g_root[500];
@@ -75,6 +78,22 @@ static void max_diff(const float *a, const float *b, size_t n, double *diff, dou
         *diff = fmax(*diff, fabs((double)a[i] - b[i]));
         *big = fmax(*big, fabs((double)b[i]));
     }
+}
+
+static int write_text(const char *path, const char *text) {
+    FILE *fp = fopen(path, "w");
+    if (!fp) return -1;
+    int bad = fputs(text, fp) < 0;
+    return fclose(fp) || bad ? -1 : 0;
+}
+
+static int read_text(const char *path, char *buf, size_t cap) {
+    FILE *fp = fopen(path, "r");
+    if (!fp) return -1;
+    size_t n = fread(buf, 1, cap - 1, fp);
+    buf[n] = '\0';
+    fclose(fp);
+    return 0;
 }
 
 /* A folder of `type`, its forward pass here and in PyTorch: the largest logit difference
@@ -164,7 +183,7 @@ static void test_export_round_trip(void) {
     for (size_t i = 0; i < m.numel; i++) m.params[i] -= 0.5f * grad[i];
     free(grad);
     snprintf(out, sizeof out, "%s/export-f32", g_dir);
-    CHECK(qwen2_save(&m, m.params, out, ST_F32, &e) == 0, "%s", e.msg);
+    CHECK(qwen2_save(&m, m.params, out, ST_F32, NULL, &e) == 0, "%s", e.msg);
     CHECK(qwen2_load(out, &back, &e) == 0, "reading the export back: %s", e.msg);
     int same = back.numel == m.numel && !memcmp(back.params, m.params, m.numel * sizeof *m.params) && back.a.tied == m.a.tied &&
                back.a.kv_heads == m.a.kv_heads && back.a.rope_theta == m.a.rope_theta;
@@ -185,12 +204,47 @@ static void test_export_round_trip(void) {
     /* BF16 of BF16 weights: lossless */
     CHECK(qwen2_load(src, &m, &e) == 0, "%s", e.msg);
     snprintf(out, sizeof out, "%s/export-bf16", g_dir);
-    CHECK(qwen2_save(&m, m.params, out, ST_BF16, &e) == 0, "%s", e.msg);
+    CHECK(qwen2_save(&m, m.params, out, ST_BF16, NULL, &e) == 0, "%s", e.msg);
     CHECK(qwen2_load(out, &back, &e) == 0, "%s", e.msg);
     same = !memcmp(back.params, m.params, m.numel * sizeof *m.params);
     qwen2_free(&back);
     qwen2_free(&m);
     CHECK(same, "the BF16 export of BF16 weights read back differs");
+    /* the source's special token ids go on (generate() stops at eos); one out of the
+     * vocabulary or of another type is left out, and the file stays JSON */
+    char ids_src[700], cfg[800], text[8192];
+    snprintf(ids_src, sizeof ids_src, "%s/ids-src", g_dir);
+    snprintf(cfg, sizeof cfg, "%s/config.json", ids_src);
+    CHECK(mkdir(ids_src, 0755) == 0 || errno == EEXIST, "mkdir");
+    CHECK(write_text(cfg, "{\"bos_token_id\": 1, \"eos_token_id\": [2, 3], \"pad_token_id\": null}") == 0, "cfg");
+    CHECK(qwen2_load(src, &m, &e) == 0, "%s", e.msg);
+    snprintf(out, sizeof out, "%s/export-ids", g_dir);
+    CHECK(qwen2_save(&m, m.params, out, ST_BF16, ids_src, &e) == 0, "%s", e.msg);
+    snprintf(cfg, sizeof cfg, "%s/config.json", out);
+    CHECK(read_text(cfg, text, sizeof text) == 0, "read %s", cfg);
+    const tjson *root;
+    char why[200];
+    tjson_doc *doc = tjson_parse(text, strlen(text), &root, why, sizeof why);
+    const tjson *bos = doc ? tjson_get(root, "bos_token_id") : NULL, *eos = doc ? tjson_get(root, "eos_token_id") : NULL,
+                *pad = doc ? tjson_get(root, "pad_token_id") : NULL;
+    CHECK(doc && bos && bos->type == TJ_NUM && bos->u.num == 1 && eos && eos->type == TJ_ARR && eos->n == 2 &&
+              eos->u.kids[1].u.num == 3 && pad && pad->type == TJ_NULL,
+          "the export's token ids: %s", text);
+    tjson_free(doc);
+    snprintf(cfg, sizeof cfg, "%s/config.json", ids_src);
+    char bad[200];
+    snprintf(bad, sizeof bad, "{\"bos_token_id\": \"1\", \"eos_token_id\": %d, \"pad_token_id\": 1.5}", m.a.vocab);
+    CHECK(write_text(cfg, bad) == 0, "cfg");
+    CHECK(qwen2_save(&m, m.params, out, ST_BF16, ids_src, &e) == 0, "%s", e.msg);
+    snprintf(cfg, sizeof cfg, "%s/config.json", out);
+    CHECK(read_text(cfg, text, sizeof text) == 0, "read %s", cfg);
+    doc = tjson_parse(text, strlen(text), &root, why, sizeof why);
+    CHECK(doc && !tjson_get(root, "bos_token_id") && !tjson_get(root, "eos_token_id") && !tjson_get(root, "pad_token_id"),
+          "ids that are no ids of this vocabulary written: %s", text);
+    tjson_free(doc);
+    CHECK(qwen2_load(out, &back, &e) == 0, "the export with the source's ids: %s", e.msg);
+    qwen2_free(&back);
+    qwen2_free(&m);
     printf("  export: F32 after an SGD step read back bit for bit, PyTorch's logits on it within %.2g; BF16 lossless\n",
            diff);
 }
