@@ -171,8 +171,8 @@ int codec_open_map(codec_map_reader *r, const msgpack_object *o, const char *wha
         const msgpack_object *k = &o->via.map.ptr[i].key;
         if (k->type != MSGPACK_OBJECT_STR)
             return err_set(e, ERR_STORE, "%s: a map key is not a string", what);
-        int known = 0;
-        for (const char *const *a = allowed; *a; a++)
+        int known = !allowed;
+        for (const char *const *a = allowed; a && *a; a++)
             if (key_is(k, *a)) known = 1;
         if (!known)
             return err_set(e, ERR_STORE, "%s: unknown field '%.*s'", what,

@@ -57,7 +57,7 @@ typedef struct codec_map_reader {
 } codec_map_reader;
 
 /* Checks that `o` is a map with string keys, no duplicates, and only keys from `allowed`
- * (NULL-terminated). */
+ * (NULL-terminated; NULL: any key, for a record whose later fields an older tandem skips). */
 int codec_open_map(codec_map_reader *r, const msgpack_object *o, const char *what,
                    const char *const *allowed, tdm_err *e);
 

@@ -198,7 +198,7 @@ int rt_decode(const rt_table *t, const void *data, size_t n, const char *what, v
     for (int i = 0; i < t->n && nk < RT_MAX_FIELDS + 1; i++) keys[nk++] = t->fields[i].name;
     if (t->seal != RT_SEAL_NONE) keys[nk++] = "self";
     keys[nk] = NULL;
-    if (!rc) rc = codec_open_map(&r, p.root, what, keys, e);
+    if (!rc) rc = codec_open_map(&r, p.root, what, t->open ? NULL : keys, e);
     int has_self = 0;
     if (!rc && t->seal != RT_SEAL_NONE) rc = codec_check_self(data, n, &r, &has_self);
     if (!rc && t->seal == RT_SEAL_REQUIRED && !has_self) rc = codec_field_error(&r, "self", "is missing");

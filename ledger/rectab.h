@@ -8,8 +8,8 @@
  * present, in table order, then the self-digest "self" when the table seals it. The byte
  * form of every kind is pinned by tests/records/golden/ (test_records_golden).
  *
- * Decoding is strict: "format" checked first (a newer tandem's record says so), unknown or
- * duplicate keys refused, each field's type and range checked, the self-digest checked
+ * Decoding is strict: "format" checked first (a newer tandem's record says so), unknown
+ * keys refused (but in an `open` table: the lease) and duplicate keys refused, each field's type and range checked, the self-digest checked
  * when there is one (required by some tables), then the table's own rule (`check`) over
  * the whole record. Every failure is ERR_STORE naming the object and the field.
  */
@@ -95,6 +95,10 @@ typedef struct rt_table {
     int (*check)(const codec_map_reader *r, void *rec);
     /* frees what a failed decode allocated (NULL: nothing to free) */
     void (*release)(void *rec);
+    /* fields this tandem does not know are skipped, not refused: a record a newer tandem
+     * may add optional fields to, which an older one must still read (the lease: one
+     * refused was replaced, a live writer's taken over) */
+    int open;
 } rt_table;
 
 /* The record as bytes: a malloc'd buffer, its size in *n (NULL when out of memory). */

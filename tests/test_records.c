@@ -193,6 +193,21 @@ static void test_lease_namespace_round_trip(void) {
     buf = rec_lease_encode(&l, &n);
     CHECK(rec_lease_decode(buf, n, "lease", &back, &e) == 0 && !back.has_pid_ns && !back.has_boot_id &&
               !back.boot_id[0], "lease without namespace: %s", e.msg);
+    /* a field of a newer tandem's lease is skipped, the rest read (an older tandem that
+     * refused pid_ns took a live writer's lease for damage and replaced it); a known field
+     * twice is still refused */
+    uint8_t more[512];
+    CHECK(n + 16 < sizeof more && (((uint8_t *)buf)[0] & 0xf0) == 0x80 && (((uint8_t *)buf)[0] & 0x0f) < 14,
+          "the lease encodes as a small map");
+    memcpy(more, buf, n);
+    more[0]++;
+    memcpy(more + n, "\xa6" "quorum" "\x07", 8);
+    CHECK(rec_lease_decode(more, n + 8, "lease", &back, &e) == 0 && back.epoch == 3 && back.pid == 10 &&
+              !strcmp(back.host, "h"), "a lease with a newer field: %s", e.msg);
+    more[0]++;
+    memcpy(more + n + 8, "\xa3" "pid" "\x0b", 5);
+    CHECK(rec_lease_decode(more, n + 13, "lease", &back, &e) != 0 && strstr(e.msg, "twice"),
+          "a lease with pid twice was read: %s", e.msg);
     free(buf);
 }
 
