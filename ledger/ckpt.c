@@ -436,7 +436,11 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
      * Such a writer may still land the one commit it checked the lease for between our
      * read of HEAD and our stamp (the compare-and-swap then fails here): its next check
      * sees our lease, so it cannot move HEAD again — read HEAD again and stamp that. A
-     * HEAD that keeps moving after that is a writer that ignores the lease. */
+     * HEAD that keeps moving after that is a writer that ignores the lease.
+     * Every stamp is preceded by a lease check, after the read of HEAD it replaces: a
+     * newer writer that took the lease from us meanwhile (even its whole takeover between
+     * our lease write and our read) has stamped HEAD or will read ours and stamp over it;
+     * stamping its HEAD with our older epoch would fail its next compare-and-swap. */
     for (int tries = 0;; tries++) {
         void *data = NULL;
         size_t n = 0;
@@ -452,9 +456,10 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
             c->commits = h.commits;
             h.epoch = c->epoch;
             if (tries == 0) testhook_stop_at("head-stamp");
+            rc = ckpt_check_lease(c, e); /* fenced out: ERR_STORE, as at a commit */
             size_t hn;
-            void *hd = rec_head_encode(&h, &hn);
-            rc = store_put_if(c->st, LEDGER_HEAD, hd, hn, &c->head_ver, &c->head_ver, e);
+            void *hd = rc ? NULL : rec_head_encode(&h, &hn);
+            if (!rc) rc = store_put_if(c->st, LEDGER_HEAD, hd, hn, &c->head_ver, &c->head_ver, e);
             free(hd);
             if (rc == STORE_CONFLICT && tries < CKPT_STAMP_TRIES) {
                 free(data);

@@ -1541,6 +1541,67 @@ static void test_takeover_outlasts_the_last_commit_of_the_old_writer(void) {
     fixture_close(&r);
 }
 
+/* The uninterrupted run's hash (test_reference's, computed here when it did not run). */
+static const char *ref_hash(void) {
+    if (g_ref_hash[0]) return g_ref_hash;
+    fixture r;
+    if (fixture_open(&r, "ledger-ref-lazy", 1) == 0) {
+        if (run_to_end(&r, NULL) != 0 || hash_of(&r, g_ref_hash, sizeof g_ref_hash) != 0) g_ref_hash[0] = '\0';
+        fixture_close(&r);
+    }
+    return g_ref_hash;
+}
+
+/* Waits (up to 60 s) until pid is stopped (a TANDEM_TEST_STOP_AT hook). */
+static int wait_stopped(pid_t pid) {
+    double t0 = now_s();
+    while (!is_stopped(pid) && now_s() - t0 < 60) usleep(1000);
+    return is_stopped(pid);
+}
+
+/* A second fixture on the same store, its own log. */
+static fixture other_writer(const fixture *f, const char *name) {
+    fixture o = *f;
+    snprintf(o.log, sizeof o.log, "%s/log-%s.txt", f->dir, name);
+    return o;
+}
+
+/* Three writers (report #5). A frozen just before it moves HEAD; B takes the lease (epoch
+ * 2) and is frozen between its read of HEAD and its stamp; C takes the lease (epoch 3),
+ * stamps HEAD and is frozen before its first HEAD move. B let go: its stamp's
+ * compare-and-swap failed against C's stamp, and its retry read HEAD again and stamped it
+ * with epoch 2 without asking whether the lease was still its own — C, the lease holder,
+ * then failed its HEAD compare-and-swap and exited 3 with the others. Every stamp now
+ * checks the lease first: B is fenced out there, C finishes. */
+static void test_a_stale_stamp_never_fences_the_lease_holder(void) {
+    fixture f;
+    CHECK(ref_hash()[0], "reference run");
+    CHECK(fixture_open(&f, "ledger-third-writer", 1) == 0, "fixture");
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=head-put:3", NULL, NULL);
+    CHECK(wait_stopped(a), "A never stopped at head-put:3");
+    fixture fb = other_writer(&f, "b"), fc = other_writer(&f, "c");
+    pid_t b = start_run(&fb, "TANDEM_TEST_STOP_AT=head-stamp:1", NULL, NULL);
+    CHECK(wait_stopped(b), "B never stopped at head-stamp:1");
+    pid_t c = start_run(&fc, "TANDEM_TEST_STOP_AT=head-put:1", NULL, NULL);
+    CHECK(wait_stopped(c), "C never stopped at head-put:1");
+    kill(b, SIGCONT);
+    int rb = wait_exit(b);
+    kill(c, SIGCONT);
+    int rc = wait_exit(c);
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    char la[8192], lb[8192], lc[8192], out[8192], h[1024];
+    read_all(f.log, la, sizeof la);
+    read_all(fb.log, lb, sizeof lb);
+    read_all(fc.log, lc, sizeof lc);
+    CHECK(rc == 0, "C (the lease holder) exited %d: %s", rc, lc);
+    CHECK(rb == 3 && strstr(lb, "fenced out"), "B exited %d: %s", rb, lb);
+    CHECK(ra == 3 && strstr(la, "fenced out"), "A exited %d: %s", ra, la);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere:\n%s\nvs\n%s", h, g_ref_hash);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+}
+
 /* Runs `loop` (a shell loop of frozen commands on the store, its output into out) beside
  * a live run of the fixture (400 episodes of 5 steps slowed 40 ms each, `extra` options),
  * once that run has committed;
@@ -1858,6 +1919,7 @@ int main(void) {
     RUN(test_frozen_writer_never_replaces);
     RUN(test_frozen_writer_takes_its_manifest_back);
     RUN(test_takeover_outlasts_the_last_commit_of_the_old_writer);
+    RUN(test_a_stale_stamp_never_fences_the_lease_holder);
     RUN(test_repair_beside_a_live_run);
     RUN(test_audits_beside_a_live_run);
     RUN(test_frozen_lock_holder);
