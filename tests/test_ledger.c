@@ -1602,6 +1602,34 @@ static void test_a_stale_stamp_never_fences_the_lease_holder(void) {
     fixture_close(&f);
 }
 
+/* Report #2: B reads the lease of A, a live writer, and before B writes its own A finishes
+ * and releases it. B's compare-and-swap failed: exit 3 "another writer changed the lease
+ * at the same moment", after a false "did not release it". It now reads the lease again
+ * and takes the released lease (reporting the finished run, exit 0), saying nothing of
+ * an unreleased one. */
+static void test_takeover_while_the_old_writer_releases(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-lease-race", 1) == 0, "fixture");
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=head-put:3", NULL, NULL);
+    CHECK(wait_stopped(a), "A never stopped at head-put:3");
+    fixture fb = other_writer(&f, "b");
+    pid_t b = start_run(&fb, "TANDEM_TEST_STOP_AT=lease-put:1", NULL, NULL);
+    CHECK(wait_stopped(b), "B never stopped at lease-put:1");
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    kill(b, SIGCONT);
+    int rb = wait_exit(b);
+    char la[8192], lb[8192], out[8192];
+    read_all(f.log, la, sizeof la);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(ra == 0, "A exited %d: %s", ra, la);
+    CHECK(rb == 0, "B exited %d: %s", rb, lb);
+    CHECK(!strstr(lb, "did not release"), "B said the released lease was not released: %s", lb);
+    CHECK(lease_epoch(&f) == 2, "lease epoch %llu, want 2 (B's)", (unsigned long long)lease_epoch(&f));
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+}
+
 /* Runs `loop` (a shell loop of frozen commands on the store, its output into out) beside
  * a live run of the fixture (400 episodes of 5 steps slowed 40 ms each, `extra` options),
  * once that run has committed;
@@ -1920,6 +1948,7 @@ int main(void) {
     RUN(test_frozen_writer_takes_its_manifest_back);
     RUN(test_takeover_outlasts_the_last_commit_of_the_old_writer);
     RUN(test_a_stale_stamp_never_fences_the_lease_holder);
+    RUN(test_takeover_while_the_old_writer_releases);
     RUN(test_repair_beside_a_live_run);
     RUN(test_audits_beside_a_live_run);
     RUN(test_frozen_lock_holder);
