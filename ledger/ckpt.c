@@ -480,6 +480,8 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
         size_t n = 0;
         rc = store_get(c->st, LEDGER_HEAD, &data, &n, &c->head_ver, e);
         if (rc == STORE_NOT_FOUND) {
+            /* nothing to stamp: an older writer's last commit may still create HEAD, which
+             * ckpt_put_head adopts when our first move of HEAD meets it */
             c->head_ver.v[0] = '\0';
             return 0;
         }
@@ -506,6 +508,41 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
         }
         free(data);
         return rc;
+    }
+}
+
+int ckpt_put_head(ckpt *c, rec_head *h, int bump, tdm_err *e) {
+    for (int tries = 0;; tries++) {
+        h->commits = c->commits + (uint64_t)bump;
+        size_t hn;
+        void *hd = rec_head_encode(h, &hn);
+        int rc = store_put_if(c->st, LEDGER_HEAD, hd, hn, &c->head_ver, &c->head_ver, e);
+        free(hd);
+        if (rc != STORE_CONFLICT || tries >= CKPT_STAMP_TRIES) return rc;
+        /* HEAD changed since this writer last saw it. Written by an older epoch, it is
+         * that writer's one commit in flight, whose lease check came before our
+         * takeover — HEAD was missing then (nothing to stamp), or our stamp was
+         * overtaken: legitimate, and it cannot move HEAD again (its next check sees our
+         * lease). Anything else (a newer epoch, a HEAD that does not decode) is another
+         * writer: the caller's conflict. The lease is checked after the read, as for
+         * the stamp. */
+        void *data = NULL;
+        size_t n = 0;
+        store_version ver;
+        tdm_err ge;
+        if (store_get(c->st, LEDGER_HEAD, &data, &n, &ver, &ge) != 0) return STORE_CONFLICT;
+        rec_head seen;
+        int older = rec_head_decode(data, n, LEDGER_HEAD, &seen, &ge) == 0 && seen.epoch < c->epoch;
+        free(data);
+        if (!older) return STORE_CONFLICT;
+        rc = ckpt_check_lease(c, e);
+        if (rc) return rc;
+        fprintf(stderr, "tandem: %s/HEAD was moved to %s (run position %llu) by the last commit of "
+                "writer epoch %llu, which checked the lease before this writer (epoch %llu) took it "
+                "over; going on from it\n", store_url(c->st), seen.state, (unsigned long long)seen.seq,
+                (unsigned long long)seen.epoch, (unsigned long long)c->epoch);
+        c->head_ver = ver;
+        if (seen.commits > c->commits) c->commits = seen.commits;
     }
 }
 

@@ -332,13 +332,9 @@ static int commit(ckpt *c, tdm_err *e) {
     }
     if (!rc) {
         testhook_stop_at("head-put");
-        rec_head h = {.seq = r->seq, .state_sha = msha, .epoch = c->epoch, .time = ckpt_now_wall(),
-                      .commits = c->commits + 1};
+        rec_head h = {.seq = r->seq, .state_sha = msha, .epoch = c->epoch, .time = ckpt_now_wall()};
         snprintf(h.state, sizeof h.state, "%s", key);
-        size_t hn;
-        void *hd = rec_head_encode(&h, &hn);
-        rc = store_put_if(c->st, LEDGER_HEAD, hd, hn, &c->head_ver, &c->head_ver, e);
-        free(hd);
+        rc = ckpt_put_head(c, &h, 1, e); /* goes on over an older writer's last commit */
         if (rc == STORE_CONFLICT)
             rc = err_set(e, ERR_STORE,
                          "%s: fenced out: HEAD was moved by another writer; this writer (epoch "

@@ -493,12 +493,12 @@ int ckpt_settle_head(ckpt *c, tdm_err *e) {
     int rc = ckpt_check_lease(c, e);
     if (rc) return rc;
     rec_head h = {.seq = c->loaded_seq, .state_sha = c->loaded_sha, .epoch = c->epoch,
-                  .time = ckpt_now_wall(), .commits = c->commits};
+                  .time = ckpt_now_wall()};
     snprintf(h.state, sizeof h.state, "%s", c->loaded_key);
-    size_t n;
-    void *data = rec_head_encode(&h, &n);
-    rc = store_put_if(c->st, LEDGER_HEAD, data, n, &c->head_ver, &c->head_ver, e);
-    free(data);
+    /* an older writer's last commit may have moved HEAD since the load read it (created
+     * it where it was missing): the loaded state is at or past that commit's (its
+     * manifest was listed), so HEAD goes on to it all the same */
+    rc = ckpt_put_head(c, &h, 0, e);
     if (rc == STORE_CONFLICT)
         return err_set(e, ERR_STORE, "%s: fenced out: HEAD was moved by another writer; this "
                        "writer (epoch %llu) stops without moving it",

@@ -1602,6 +1602,39 @@ static void test_a_stale_stamp_never_fences_the_lease_holder(void) {
     fixture_close(&f);
 }
 
+/* The missing-HEAD twin of test_takeover_outlasts_the_last_commit_of_the_old_writer
+ * (report #1). A fresh store: A frozen in its first commit, its lease checked, HEAD not
+ * yet created; B takes the lease (no HEAD to stamp) and is frozen in its load, HEAD read
+ * as missing; A let go creates HEAD (legitimately: its check came before B's lease). B's
+ * compare-and-swap against "no HEAD" failed and it exited 3 "fenced out" although it held
+ * the lease; it now goes on from the older writer's HEAD to the uninterrupted run's hash. */
+static void test_takeover_outlasts_the_first_commit_of_the_old_writer(void) {
+    fixture f;
+    CHECK(ref_hash()[0], "reference run");
+    CHECK(fixture_open(&f, "ledger-head-created", 1) == 0, "fixture");
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=head-put:1", NULL, NULL);
+    CHECK(wait_stopped(a), "A never stopped at head-put:1");
+    fixture fb = other_writer(&f, "b");
+    pid_t b = start_run(&fb, "TANDEM_TEST_STOP_AT=audit:1", NULL, NULL);
+    CHECK(wait_stopped(b), "B never stopped at audit:1");
+    char path[900];
+    snprintf(path, sizeof path, "%s/HEAD", f.store);
+    CHECK(access(path, F_OK) != 0, "HEAD exists before A's first commit");
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    CHECK(access(path, F_OK) == 0, "A's first commit did not create HEAD");
+    kill(b, SIGCONT);
+    int rb = wait_exit(b);
+    char la[8192], lb[8192], out[8192], h[1024];
+    read_all(f.log, la, sizeof la);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(ra == 3 && strstr(la, "fenced out"), "A exited %d: %s", ra, la);
+    CHECK(rb == 0, "B (the lease holder) exited %d: %s", rb, lb);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere:\n%s\nvs\n%s", h, g_ref_hash);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+}
+
 /* Report #2: B reads the lease of A, a live writer, and before B writes its own A finishes
  * and releases it. B's compare-and-swap failed: exit 3 "another writer changed the lease
  * at the same moment", after a false "did not release it". It now reads the lease again
@@ -1948,6 +1981,7 @@ int main(void) {
     RUN(test_frozen_writer_takes_its_manifest_back);
     RUN(test_takeover_outlasts_the_last_commit_of_the_old_writer);
     RUN(test_a_stale_stamp_never_fences_the_lease_holder);
+    RUN(test_takeover_outlasts_the_first_commit_of_the_old_writer);
     RUN(test_takeover_while_the_old_writer_releases);
     RUN(test_repair_beside_a_live_run);
     RUN(test_audits_beside_a_live_run);
