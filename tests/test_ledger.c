@@ -1663,6 +1663,34 @@ static void test_takeover_while_the_old_writer_releases(void) {
     fixture_close(&f);
 }
 
+/* Report #3: A frozen between its lease check and its first manifest (its blobs
+ * written); B takes the run over with optim.lr changed and finishes, its retention
+ * deleting its own state at that position (the key free again); A let go writes its
+ * generation-0 manifest there, is fenced out, and kept it because its blobs were all
+ * there — verify failed for good (a state of a superseded generation). A fenced-out
+ * writer now also takes back a manifest of a generation the store's changes superseded. */
+static void test_frozen_writer_takes_its_superseded_manifest_back(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-frozen-superseded", 1) == 0, "fixture");
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=manifest-put:1", NULL, NULL);
+    CHECK(wait_stopped(a), "A never stopped at manifest-put:1");
+    fixture fb = other_writer(&f, "b");
+    const char *const change[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
+    int rb = life_args(&fb, NULL, change);
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    char la[8192], lb[8192], out[8192];
+    read_all(f.log, la, sizeof la);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(rb == 0, "B exited %d: %s", rb, lb);
+    CHECK(ra == 3 && strstr(la, "fenced out"), "A exited %d: %s", ra, la);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s\nA: %s", out, la);
+    int again = life_args(&fb, NULL, change);
+    CHECK(again == 0, "rerun exit %d", again);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify after the rerun: %s", out);
+    fixture_close(&f);
+}
+
 /* Runs `loop` (a shell loop of frozen commands on the store, its output into out) beside
  * a live run of the fixture (400 episodes of 5 steps slowed 40 ms each, `extra` options),
  * once that run has committed;
@@ -1983,6 +2011,7 @@ int main(void) {
     RUN(test_a_stale_stamp_never_fences_the_lease_holder);
     RUN(test_takeover_outlasts_the_first_commit_of_the_old_writer);
     RUN(test_takeover_while_the_old_writer_releases);
+    RUN(test_frozen_writer_takes_its_superseded_manifest_back);
     RUN(test_repair_beside_a_live_run);
     RUN(test_audits_beside_a_live_run);
     RUN(test_frozen_lock_holder);
