@@ -335,8 +335,21 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
             /* the manifest itself is bad: keep a copy aside and take it out of states/, so
              * that neither this load nor the replay that reaches its position trusts it */
             tdm_err qe;
-            int qrc = ckpt_quarantine(c, key, data, n, why, &qe);
+            /* a writer's own: every write and delete preceded by a lease check, so that a
+             * writer that lost the lease moves nothing (what it judges bad may be the new
+             * writer's finished states, judged by a config generation that is not the
+             * run's any more); fenced out: ERR_STORE, nothing moved. A reader (no lease
+             * taken) tries as before, on a store it opened read-only */
+            int qrc = c->epoch ? ckpt_check_lease(c, &qe) : 0;
+            if (!qrc) qrc = ckpt_quarantine(c, key, data, n, why, &qe);
+            if (!qrc && c->epoch) qrc = ckpt_check_lease(c, &qe);
             if (!qrc) qrc = store_delete(c->st, key, &qe);
+            if (qrc && c->fenced) {
+                *e = qe;
+                free(data);
+                free(seqs);
+                return qrc;
+            }
             if (qrc && qrc != STORE_NOT_FOUND)
                 fprintf(stderr, "tandem: %s/%s %s, and could not be set aside (%s)\n", url, key,
                         why, qe.msg);

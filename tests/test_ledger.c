@@ -1691,6 +1691,47 @@ static void test_frozen_writer_takes_its_superseded_manifest_back(void) {
     fixture_close(&f);
 }
 
+/* Report #6 (the ledger's part): a writer that lost the lease while it loaded judged a
+ * state bad and set it aside (quarantine/<its epoch>/, deleted from states/) before it
+ * was fenced out — what it judges bad may be the new writer's finished states. The
+ * store's newest state damaged; B frozen in its load with it listed; C takes the lease
+ * and is frozen in its own load; B let go must stop at the set-aside (exit 3) with the
+ * state where it was and nothing under quarantine/2/; C then heals it and finishes. */
+static void test_fenced_load_moves_nothing(void) {
+    fixture f;
+    CHECK(ref_hash()[0], "reference run");
+    CHECK(fixture_open(&f, "ledger-fenced-load", 1) == 0, "fixture");
+    int r0 = run_to_end(&f, NULL);
+    CHECK(r0 == 0, "first run exit %d", r0);
+    uint64_t seq, ep;
+    char state[256], path[1100], q[900];
+    head_of(&f, &seq, &ep, state, sizeof state);
+    CHECK(state[0] && ep == 1, "HEAD: '%s' epoch %llu", state, (unsigned long long)ep);
+    snprintf(path, sizeof path, "%s/%s", f.store, state);
+    CHECK(flip_byte(path, file_size(path) / 2) == 0, "flip %s", path);
+    fixture fb = other_writer(&f, "b"), fc = other_writer(&f, "c");
+    pid_t b = start_run(&fb, "TANDEM_TEST_STOP_AT=audit:1", NULL, NULL);
+    CHECK(wait_stopped(b), "B never stopped at audit:1");
+    pid_t c = start_run(&fc, "TANDEM_TEST_STOP_AT=audit:1", NULL, NULL);
+    CHECK(wait_stopped(c), "C never stopped at audit:1");
+    kill(b, SIGCONT);
+    int rb = wait_exit(b);
+    char lb[8192], lc[8192], out[8192], h[1024];
+    read_all(fb.log, lb, sizeof lb);
+    snprintf(q, sizeof q, "%s/quarantine/2", f.store);
+    int moved = count_files(q), there = access(path, F_OK) == 0;
+    kill(c, SIGCONT);
+    int rc = wait_exit(c);
+    read_all(fc.log, lc, sizeof lc);
+    CHECK(rb == 3 && strstr(lb, "fenced out"), "B exited %d: %s", rb, lb);
+    CHECK(moved == 0 && there, "B, fenced out, set %s aside (%d files under quarantine/2, the state %s): %s",
+          state, moved, there ? "there" : "gone", lb);
+    CHECK(rc == 0, "C exited %d: %s", rc, lc);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere:\n%s\nvs\n%s", h, g_ref_hash);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+}
+
 /* Runs `loop` (a shell loop of frozen commands on the store, its output into out) beside
  * a live run of the fixture (400 episodes of 5 steps slowed 40 ms each, `extra` options),
  * once that run has committed;
@@ -2012,6 +2053,7 @@ int main(void) {
     RUN(test_takeover_outlasts_the_first_commit_of_the_old_writer);
     RUN(test_takeover_while_the_old_writer_releases);
     RUN(test_frozen_writer_takes_its_superseded_manifest_back);
+    RUN(test_fenced_load_moves_nothing);
     RUN(test_repair_beside_a_live_run);
     RUN(test_audits_beside_a_live_run);
     RUN(test_frozen_lock_holder);
