@@ -28,7 +28,8 @@
  * inside a commit deterministically; TANDEM_TEST_STOP_AT=label:n raises SIGSTOP at the
  * n-th passage of `label` (manifest-put, alpha-put, head-put: after the lease check,
  * before the write; head-stamp: a new writer between its read of HEAD and its stamp;
- * lease-put: a new writer between its read of the lease and its write), to freeze a writer exactly where a takeover can
+ * lease-put: a new writer between its read of the lease and its write; release: a writer
+ * done, before it releases the lease), to freeze a writer exactly where a takeover can
  * overtake it.
  */
 #ifndef TANDEM_LEDGER_CKPT_H
@@ -119,7 +120,9 @@ void ckpt_close(ckpt *c);
  * says one (at most CKPT_SETTLE_MAX_S). */
 int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e);
 /* Marks the lease released (best effort; the run is committed before), with the time
- * until which a write this process gave up on may still land (store_unsettled_s). */
+ * until which a write this process gave up on may still land (store_unsettled_s). A
+ * lease taken over by another writer meanwhile is nothing to release: said on stderr
+ * (unless this writer knew itself fenced out already), and 0 — the work is committed. */
 int ckpt_release(ckpt *c, tdm_err *e);
 
 /* The longest a lease's settle_until is believed: the longest settle window S3 has

@@ -1732,6 +1732,42 @@ static void test_fenced_load_moves_nothing(void) {
     fixture_close(&f);
 }
 
+/* Report, minor: a writer that finished its work and is taken over before it releases
+ * the lease exited 3 "fenced out ... stops without writing more" — its work is committed,
+ * and a lease that is no longer its own is nothing to release. A finished run, and one
+ * stopped by SIGTERM (its stop commit made), each frozen before the release while B runs;
+ * A let go exits as its work says: 0 and 75. */
+static void test_taken_over_at_release(void) {
+    fixture f, g;
+    CHECK(fixture_open(&f, "ledger-release-done", 1) == 0 && fixture_open(&g, "ledger-release-stop", 1) == 0,
+          "fixture");
+    char la[8192], lb[8192];
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=release:1", NULL, NULL);
+    CHECK(wait_stopped(a), "A never stopped at release:1");
+    fixture fb = other_writer(&f, "b");
+    int rb = life_args(&fb, NULL, NULL);
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    read_all(f.log, la, sizeof la);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(rb == 0, "B exited %d: %s", rb, lb);
+    CHECK(ra == 0 && strstr(la, "nothing to release"), "A (finished) exited %d: %s", ra, la);
+    setenv("TANDEM_TEST_SIGNAL_AT", "free:20", 1);
+    pid_t s = start_run(&g, "TANDEM_TEST_STOP_AT=release:1", NULL, NULL);
+    unsetenv("TANDEM_TEST_SIGNAL_AT");
+    CHECK(wait_stopped(s), "A (stopped by SIGTERM) never stopped at release:1");
+    fixture gb = other_writer(&g, "b");
+    rb = life_args(&gb, NULL, NULL);
+    kill(s, SIGCONT);
+    ra = wait_exit(s);
+    read_all(g.log, la, sizeof la);
+    read_all(gb.log, lb, sizeof lb);
+    CHECK(rb == 0, "B exited %d: %s", rb, lb);
+    CHECK(ra == 75 && strstr(la, "nothing to release"), "A (SIGTERM) exited %d: %s", ra, la);
+    fixture_close(&f);
+    fixture_close(&g);
+}
+
 /* Runs `loop` (a shell loop of frozen commands on the store, its output into out) beside
  * a live run of the fixture (400 episodes of 5 steps slowed 40 ms each, `extra` options),
  * once that run has committed;
@@ -2054,6 +2090,7 @@ int main(void) {
     RUN(test_takeover_while_the_old_writer_releases);
     RUN(test_frozen_writer_takes_its_superseded_manifest_back);
     RUN(test_fenced_load_moves_nothing);
+    RUN(test_taken_over_at_release);
     RUN(test_repair_beside_a_live_run);
     RUN(test_audits_beside_a_live_run);
     RUN(test_frozen_lock_holder);
