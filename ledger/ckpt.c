@@ -539,9 +539,10 @@ int ckpt_put_head(ckpt *c, rec_head *h, int bump, tdm_err *e) {
         if (rc) return rc;
         fprintf(stderr, "tandem: %s/HEAD was moved to %s (run position %llu) by the last commit of "
                 "writer epoch %llu, which checked the lease before this writer (epoch %llu) took it "
-                "over; going on from it\n", store_url(c->st), seen.state, (unsigned long long)seen.seq,
-                (unsigned long long)seen.epoch, (unsigned long long)c->epoch);
+                "over; this writer moves it on from there\n", store_url(c->st), seen.state,
+                (unsigned long long)seen.seq, (unsigned long long)seen.epoch, (unsigned long long)c->epoch);
         c->head_ver = ver;
+        c->head_note[0] = '\0'; /* what the load found wrong with HEAD is no longer so */
         if (seen.commits > c->commits) c->commits = seen.commits;
     }
 }
