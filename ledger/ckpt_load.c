@@ -509,8 +509,9 @@ int ckpt_settle_head(ckpt *c, tdm_err *e) {
                   .time = ckpt_now_wall()};
     snprintf(h.state, sizeof h.state, "%s", c->loaded_key);
     /* an older writer's last commit may have moved HEAD since the load read it (created
-     * it where it was missing): the loaded state is at or past that commit's (its
-     * manifest was listed), so HEAD goes on to it all the same */
+     * it where it was missing): that commit's manifest was in place before our lease, so
+     * this load listed it and chose it or a newer state — or found it unusable (another
+     * config generation) and fell back; either way HEAD goes to what this writer loaded */
     rc = ckpt_put_head(c, &h, 0, e);
     if (rc == STORE_CONFLICT)
         return err_set(e, ERR_STORE, "%s: fenced out: HEAD was moved by another writer; this "
