@@ -322,6 +322,9 @@ static int read_lease(ckpt *c, rec_lease *l, int *present, tdm_err *e) {
     return fetch_lease(c, l, present, &c->lease_ver, e);
 }
 
+/* Writes this writer's lease (epoch, released or not) by compare-and-swap against
+ * c->lease_ver, the version last read or written; STORE_CONFLICT when the lease changed
+ * since (the callers judge it: a takeover reads it again, a release finds it taken). */
 static int write_lease(ckpt *c, int released, tdm_err *e) {
     rec_lease l = {.epoch = c->epoch, .pid = (uint64_t)getpid(), .attempt = c->attempt,
                    .time = ckpt_now_wall(), .released = released};
@@ -343,10 +346,7 @@ static int write_lease(ckpt *c, int released, tdm_err *e) {
     void *data = rec_lease_encode(&l, &n);
     int rc = store_put_if(c->st, LEDGER_LEASE, data, n, &c->lease_ver, &c->lease_ver, e);
     free(data);
-    if (rc == STORE_CONFLICT)
-        return err_set(e, ERR_STORE, "%s: another writer changed the lease at the same moment; "
-                       "only one tandem may run on a store", store_url(c->st));
-    return rc;
+    return rc; /* STORE_CONFLICT as it is: the callers judge it (a takeover reads again) */
 }
 
 /* The lease still carries our epoch; otherwise we were fenced out by a newer writer.
@@ -370,28 +370,33 @@ int ckpt_check_lease(ckpt *c, tdm_err *e) {
     return 0;
 }
 
-/* How often the HEAD stamp is tried again after a stale writer's last commit slipped in. */
+/* How often the HEAD stamp (and a HEAD move that an older writer's last commit overtook)
+ * is tried again after a stale writer's last commit slipped in. */
 enum { CKPT_STAMP_TRIES = 4 };
+/* How often a takeover reads the lease again when it changed between the read and the
+ * write (the old writer released it meanwhile, or another tandem started at the same
+ * instant). */
+enum { CKPT_LEASE_TRIES = 4 };
 
-int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
-    rec_lease old;
-    int present;
-    uint64_t from_head = 0; /* the epoch to go on from when the lease does not decode */
-    c->attempt = attempt;
-    int rc = read_lease(c, &old, &present, e);
+/* Reads the lease a takeover replaces into *old (*present = 0 when there is none, or
+ * when it does not decode: then it is replaced, and *from_head is the epoch to go on
+ * from, HEAD's). c->lease_ver gets its version, for the compare-and-swap of the write. */
+static int read_for_takeover(ckpt *c, rec_lease *old, int *present, uint64_t *from_head, tdm_err *e) {
+    *from_head = 0;
+    int rc = read_lease(c, old, present, e);
     /* an epoch at the top of its range (the lease has no digest of its own: written by
      * hand) would wrap to 0 — the new writer below every older one, and 0 reads as "no
      * lease taken" at release. Replaced as an undecodable lease is */
-    if (!rc && present && old.epoch == UINT64_MAX)
+    if (!rc && *present && old->epoch == UINT64_MAX)
         rc = err_set(e, ERR_STORE, "%s/lease records writer epoch %llu, past which no epoch can go (damage)",
-                     store_url(c->st), (unsigned long long)old.epoch);
+                     store_url(c->st), (unsigned long long)old->epoch);
     if (rc == ERR_STORE && strstr(e->msg, "/lease")) {
         /* an undecodable lease is replaced: it only ever held a number. The epoch goes on
          * from HEAD's (stamped by every writer that took the lease), so that this writer's
          * quarantine/<epoch>/ is not an earlier writer's */
         fprintf(stderr, "tandem: %s; replacing it\n", e->msg);
-        present = 0;
-        old.epoch = 0;
+        *present = 0;
+        old->epoch = 0;
         void *d;
         size_t n;
         rc = store_get(c->st, LEDGER_LEASE, &d, &n, &c->lease_ver, e);
@@ -400,11 +405,43 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
         tdm_err ignore; /* no HEAD (or none that decodes): from epoch 0, as before */
         if (!rc && store_get(c->st, LEDGER_HEAD, &d, &n, NULL, &ignore) == 0) {
             rec_head h;
-            if (rec_head_decode(d, n, LEDGER_HEAD, &h, &ignore) == 0 && h.epoch < UINT64_MAX) from_head = h.epoch;
+            if (rec_head_decode(d, n, LEDGER_HEAD, &h, &ignore) == 0 && h.epoch < UINT64_MAX) *from_head = h.epoch;
             free(d);
         }
     }
-    if (rc) return rc;
+    return rc;
+}
+
+int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
+    rec_lease old;
+    int present = 0, rc = 0;
+    c->attempt = attempt;
+    /* The lease is replaced by compare-and-swap against the version read. A conflict is
+     * the old writer releasing it between our read and our write, or another tandem
+     * taking it at the same instant: read it again and take over what is there now (a
+     * writer that took it meanwhile is fenced out at its next commit, as any other).
+     * What is said of the lease replaced comes after the write, so that it is about the
+     * lease that was there, not one read before it changed. */
+    for (int tries = 0;; tries++) {
+        uint64_t from_head = 0;
+        rc = read_for_takeover(c, &old, &present, &from_head, e);
+        if (rc) return rc;
+        c->epoch = (present ? old.epoch : from_head) + 1;
+        testhook_stop_at("lease-put"); /* frozen here by the tests: the lease read, ours not written */
+        rc = write_lease(c, 0, e);
+        if (rc != STORE_CONFLICT) break;
+        if (tries + 1 >= CKPT_LEASE_TRIES) {
+            c->epoch = 0; /* none taken: nothing to release */
+            return err_set(e, ERR_STORE, "%s: the lease changed %d times while this writer tried to take "
+                           "it over (other tandems are starting on the store at the same moment); only "
+                           "one tandem may run on a store: stop the others, then start this one again "
+                           "(nothing was written)", store_url(c->st), tries + 1);
+        }
+    }
+    if (rc) {
+        c->epoch = 0;
+        return rc;
+    }
     if (present && !old.released) {
         fprintf(stderr,
                 "tandem: taking over the lease of writer epoch %llu (host %s, pid %llu, attempt "
@@ -428,20 +465,23 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
                 (unsigned long long)old.epoch, old.settle_until - now);
         store_note_lost_writer(c->st, fmin(old.settle_until - now, CKPT_SETTLE_MAX_S));
     }
-    c->epoch = (present ? old.epoch : from_head) + 1;
-    rc = write_lease(c, 0, e);
-    if (rc) return rc;
     /* Stamp HEAD with our epoch: HEAD's version changes, so an older writer's next
      * compare-and-swap fails even if it checked the lease just before we took it.
      * Such a writer may still land the one commit it checked the lease for between our
      * read of HEAD and our stamp (the compare-and-swap then fails here): its next check
      * sees our lease, so it cannot move HEAD again — read HEAD again and stamp that. A
-     * HEAD that keeps moving after that is a writer that ignores the lease. */
+     * HEAD that keeps moving after that is a writer that ignores the lease.
+     * Every stamp is preceded by a lease check, after the read of HEAD it replaces: a
+     * newer writer that took the lease from us meanwhile (even its whole takeover between
+     * our lease write and our read) has stamped HEAD or will read ours and stamp over it;
+     * stamping its HEAD with our older epoch would fail its next compare-and-swap. */
     for (int tries = 0;; tries++) {
         void *data = NULL;
         size_t n = 0;
         rc = store_get(c->st, LEDGER_HEAD, &data, &n, &c->head_ver, e);
         if (rc == STORE_NOT_FOUND) {
+            /* nothing to stamp: an older writer's last commit may still create HEAD, which
+             * ckpt_put_head adopts when our first move of HEAD meets it */
             c->head_ver.v[0] = '\0';
             return 0;
         }
@@ -452,9 +492,10 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
             c->commits = h.commits;
             h.epoch = c->epoch;
             if (tries == 0) testhook_stop_at("head-stamp");
+            rc = ckpt_check_lease(c, e); /* fenced out: ERR_STORE, as at a commit */
             size_t hn;
-            void *hd = rec_head_encode(&h, &hn);
-            rc = store_put_if(c->st, LEDGER_HEAD, hd, hn, &c->head_ver, &c->head_ver, e);
+            void *hd = rc ? NULL : rec_head_encode(&h, &hn);
+            if (!rc) rc = store_put_if(c->st, LEDGER_HEAD, hd, hn, &c->head_ver, &c->head_ver, e);
             free(hd);
             if (rc == STORE_CONFLICT && tries < CKPT_STAMP_TRIES) {
                 free(data);
@@ -470,9 +511,66 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
     }
 }
 
+int ckpt_put_head(ckpt *c, rec_head *h, int bump, tdm_err *e) {
+    for (int tries = 0;; tries++) {
+        h->commits = c->commits + (uint64_t)bump;
+        size_t hn;
+        void *hd = rec_head_encode(h, &hn);
+        int rc = store_put_if(c->st, LEDGER_HEAD, hd, hn, &c->head_ver, &c->head_ver, e);
+        free(hd);
+        if (rc != STORE_CONFLICT || tries >= CKPT_STAMP_TRIES) return rc;
+        /* HEAD changed since this writer last saw it. Written by an older epoch, it is
+         * that writer's one commit in flight, whose lease check came before our
+         * takeover — HEAD was missing then (nothing to stamp), or our stamp was
+         * overtaken: legitimate, and it cannot move HEAD again (its next check sees our
+         * lease). Anything else (a newer epoch, a HEAD that does not decode) is another
+         * writer: the caller's conflict. The lease is checked after the read, as for
+         * the stamp. */
+        void *data = NULL;
+        size_t n = 0;
+        store_version ver;
+        tdm_err ge;
+        if (store_get(c->st, LEDGER_HEAD, &data, &n, &ver, &ge) != 0) return STORE_CONFLICT;
+        rec_head seen;
+        int older = rec_head_decode(data, n, LEDGER_HEAD, &seen, &ge) == 0 && seen.epoch < c->epoch;
+        free(data);
+        if (!older) return STORE_CONFLICT;
+        rc = ckpt_check_lease(c, e);
+        if (rc) return rc;
+        fprintf(stderr, "tandem: %s/HEAD was moved to %s (run position %llu) by the last commit of "
+                "writer epoch %llu, which checked the lease before this writer (epoch %llu) took it "
+                "over; this writer moves it on from there\n", store_url(c->st), seen.state,
+                (unsigned long long)seen.seq, (unsigned long long)seen.epoch, (unsigned long long)c->epoch);
+        c->head_ver = ver;
+        c->head_note[0] = '\0'; /* what the load found wrong with HEAD is no longer so */
+        if (seen.commits > c->commits) c->commits = seen.commits;
+    }
+}
+
 int ckpt_release(ckpt *c, tdm_err *e) {
     if (c->epoch == 0) return 0;
-    int rc = ckpt_check_lease(c, e);
-    if (!rc) rc = write_lease(c, 1, e);
-    return rc;
+    testhook_stop_at("release"); /* frozen here by the tests: the work done, the lease not released */
+    int was_fenced = c->fenced;
+    rec_lease l;
+    int present;
+    store_version ver;
+    int rc = fetch_lease(c, &l, &present, &ver, e);
+    if (rc) return rc;
+    /* The lease another writer's now (taken over after this writer's last write, or
+     * between the read above and the write below): there is nothing of ours to release,
+     * and the work this writer did is committed — a note, not a failure of the run. */
+    if (present && l.epoch == c->epoch) {
+        rc = write_lease(c, 1, e);
+        if (rc != STORE_CONFLICT) return rc;
+        tdm_err ignore; /* taken over between the read and the write: by whom, for the note */
+        if (fetch_lease(c, &l, &present, &ver, &ignore)) present = 0;
+    }
+    c->fenced = 1;
+    if (!was_fenced)
+        fprintf(stderr, "tandem: %s/lease was taken over by writer epoch %llu (host %s, pid %llu) after "
+                "this writer's (epoch %llu) last write; nothing to release (what this writer "
+                "committed stands)\n", store_url(c->st), present ? (unsigned long long)l.epoch : 0ULL,
+                present ? l.host : "?", present ? (unsigned long long)l.pid : 0ULL,
+                (unsigned long long)c->epoch);
+    return 0;
 }

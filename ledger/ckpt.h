@@ -27,8 +27,10 @@
  * SIGKILL at the n-th passage of `label` (blob, manifest, head, alpha), to kill a run
  * inside a commit deterministically; TANDEM_TEST_STOP_AT=label:n raises SIGSTOP at the
  * n-th passage of `label` (manifest-put, alpha-put, head-put: after the lease check,
- * before the write; head-stamp: a new writer between its read of HEAD and its stamp), to
- * freeze a writer exactly where a takeover can overtake it.
+ * before the write; head-stamp: a new writer between its read of HEAD and its stamp;
+ * lease-put: a new writer between its read of the lease and its write; release: a writer
+ * done, before it releases the lease), to freeze a writer exactly where a takeover can
+ * overtake it.
  */
 #ifndef TANDEM_LEDGER_CKPT_H
 #define TANDEM_LEDGER_CKPT_H
@@ -108,14 +110,19 @@ void ckpt_close(ckpt *c);
 /* ------------------------------------------------------------------ the writer lease */
 
 /* Takes the writer lease: epoch = previous epoch + 1, and stamps HEAD with it so that a
- * writer holding an older epoch fails its next compare-and-swap. `attempt` is recorded
+ * writer holding an older epoch fails its next compare-and-swap (the lease checked before
+ * each stamp: a writer that lost it meanwhile stamps nothing, ERR_STORE "fenced out"). A
+ * lease that changed between its read and the write (released meanwhile, another tandem
+ * starting at the same instant) is read again and taken over, a few times. `attempt` is recorded
  * (e.g. SLURM_RESTART_COUNT). Prints who held it before when it was not released. Writes
  * the previous writer may have left in flight count as unsettled (store_note_lost_writer):
  * for the store's window when its lease was not released, until its settle_until when it
  * says one (at most CKPT_SETTLE_MAX_S). */
 int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e);
 /* Marks the lease released (best effort; the run is committed before), with the time
- * until which a write this process gave up on may still land (store_unsettled_s). */
+ * until which a write this process gave up on may still land (store_unsettled_s). A
+ * lease taken over by another writer meanwhile is nothing to release: said on stderr
+ * (unless this writer knew itself fenced out already), and 0 — the work is committed. */
 int ckpt_release(ckpt *c, tdm_err *e);
 
 /* The longest a lease's settle_until is believed: the longest settle window S3 has

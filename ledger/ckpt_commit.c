@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ledger/audit.h"
 #include "ledger/ckpt_impl.h"
 #include "ledger/keys.h"
 #include "ledger/retain.h"
@@ -32,6 +33,48 @@ static int ckpt_blobs_missing(ckpt *c, const sha256_digest *digests, size_t n) {
 }
 
 static int ckpt_fenced(const ckpt *c) { return c->fenced; }
+
+/* Whether a state of this writer's generation at run position seq belongs to the run as
+ * the store records its config changes now (configs/ read again): a writer that took the
+ * run over with a change may have ended this writer's generation before seq. One that
+ * cannot be read counts as belonging (only a manifest known to be unsound is taken back). */
+static int ckpt_belongs_now(ckpt *c, uint64_t seq) {
+    if (c->legacy) return 1;
+    ckpt_gens g;
+    tdm_err ge;
+    if (audit_generation(c->st, &g, &ge) != 0) {
+        ckpt_gens_free(&g);
+        return 1;
+    }
+    int ok = ckpt_gen_belongs(1, c->gens.n, seq, &g);
+    ckpt_gens_free(&g);
+    return ok;
+}
+
+/* A fenced-out writer's manifest at `key` (manifest, mn), which it had just created: this
+ * writer was frozen between its lease check and the write, and a new writer may have run
+ * on meanwhile. Taken back when it is not sound for the store as it now is — blobs it names
+ * are gone (the new writer's retention deleted them, the key free again), or it was
+ * computed under a config generation the store's changes have superseded at its position —
+ * and only while the key still holds these very bytes (never a manifest the new writer
+ * wrote over it). A sound one stays: the new writer may have adopted it (its replay of the
+ * position gives the same bytes) and HEAD may name it. Best effort, said on stderr. */
+static void take_back(ckpt *c, const char *key, const void *manifest, size_t mn, uint64_t seq,
+                      const sha256_digest *digests, size_t n) {
+    const char *why = ckpt_blobs_missing(c, digests, n) ? "whose blobs are gone"
+                      : !ckpt_belongs_now(c, seq)      ? "whose config generation the run has superseded"
+                                                        : NULL;
+    if (!why) return;
+    void *now = NULL;
+    size_t nn = 0;
+    tdm_err de;
+    if (store_get(c->st, key, &now, &nn, NULL, &de) != 0) return;
+    int ours = nn == mn && memcmp(now, manifest, mn) == 0;
+    free(now);
+    if (ours && store_delete(c->st, key, &de) == 0)
+        fprintf(stderr, "tandem: %s/%s, which this fenced-out writer had just written and %s, was "
+                "taken back\n", store_url(c->st), key, why);
+}
 
 /* ------------------------------------------------------------------ blobs */
 
@@ -323,22 +366,14 @@ static int commit(ckpt *c, tdm_err *e) {
          * names blobs that are gone. Taken back then, and only then: with its blobs all
          * there it is a sound state the new writer may have adopted (its replay gives the
          * same bytes) and HEAD may name; a lease that could not be read is no fence */
-        if (rc && made && ckpt_fenced(c) && ckpt_blobs_missing(c, all, (size_t)CKPT_TENSORS * nchunks)) {
-            tdm_err de;
-            if (store_delete(c->st, key, &de) == 0)
-                fprintf(stderr, "tandem: %s/%s, which this fenced-out writer had just written and whose "
-                        "blobs are gone, was taken back\n", store_url(c->st), key);
-        }
+        if (rc && made && ckpt_fenced(c))
+            take_back(c, key, manifest, mn, r->seq, all, (size_t)CKPT_TENSORS * nchunks);
     }
     if (!rc) {
         testhook_stop_at("head-put");
-        rec_head h = {.seq = r->seq, .state_sha = msha, .epoch = c->epoch, .time = ckpt_now_wall(),
-                      .commits = c->commits + 1};
+        rec_head h = {.seq = r->seq, .state_sha = msha, .epoch = c->epoch, .time = ckpt_now_wall()};
         snprintf(h.state, sizeof h.state, "%s", key);
-        size_t hn;
-        void *hd = rec_head_encode(&h, &hn);
-        rc = store_put_if(c->st, LEDGER_HEAD, hd, hn, &c->head_ver, &c->head_ver, e);
-        free(hd);
+        rc = ckpt_put_head(c, &h, 1, e); /* goes on over an older writer's last commit */
         if (rc == STORE_CONFLICT)
             rc = err_set(e, ERR_STORE,
                          "%s: fenced out: HEAD was moved by another writer; this writer (epoch "

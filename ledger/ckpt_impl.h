@@ -135,6 +135,15 @@ int ckpt_judge_stored(ckpt *c, const char *key, const void *old, size_t on,
                       const store_version *ver, const char *damage, int has_gen, uint64_t gen,
                       uint64_t seq, const void *data, size_t n, int *rc, tdm_err *e);
 
+/* Moves HEAD to *h (its commits set here: this writer's count + bump) by compare-and-swap
+ * against c->head_ver. When HEAD changed since, and the change is an older epoch's (that
+ * writer's one commit in flight whose lease check preceded this writer's takeover: HEAD
+ * was missing at the takeover, or the stamp was overtaken) and the lease is still ours,
+ * goes on from it: its version and count taken, the move tried again. STORE_CONFLICT
+ * for any other change (another writer: the caller says fenced out), the lease check's
+ * error when the lease is no longer ours, else store_put_if's. */
+int ckpt_put_head(ckpt *c, rec_head *h, int bump, tdm_err *e);
+
 /* The background writer thread (ckpt_open starts it): one pending commit at a time. */
 void *ckpt_writer_main(void *arg);
 

@@ -335,8 +335,21 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
             /* the manifest itself is bad: keep a copy aside and take it out of states/, so
              * that neither this load nor the replay that reaches its position trusts it */
             tdm_err qe;
-            int qrc = ckpt_quarantine(c, key, data, n, why, &qe);
+            /* a writer's own: every write and delete preceded by a lease check, so that a
+             * writer that lost the lease moves nothing (what it judges bad may be the new
+             * writer's finished states, judged by a config generation that is not the
+             * run's any more); fenced out: ERR_STORE, nothing moved. A reader (no lease
+             * taken) tries as before, on a store it opened read-only */
+            int qrc = c->epoch ? ckpt_check_lease(c, &qe) : 0;
+            if (!qrc) qrc = ckpt_quarantine(c, key, data, n, why, &qe);
+            if (!qrc && c->epoch) qrc = ckpt_check_lease(c, &qe);
             if (!qrc) qrc = store_delete(c->st, key, &qe);
+            if (qrc && c->fenced) {
+                *e = qe;
+                free(data);
+                free(seqs);
+                return qrc;
+            }
             if (qrc && qrc != STORE_NOT_FOUND)
                 fprintf(stderr, "tandem: %s/%s %s, and could not be set aside (%s)\n", url, key,
                         why, qe.msg);
@@ -493,12 +506,13 @@ int ckpt_settle_head(ckpt *c, tdm_err *e) {
     int rc = ckpt_check_lease(c, e);
     if (rc) return rc;
     rec_head h = {.seq = c->loaded_seq, .state_sha = c->loaded_sha, .epoch = c->epoch,
-                  .time = ckpt_now_wall(), .commits = c->commits};
+                  .time = ckpt_now_wall()};
     snprintf(h.state, sizeof h.state, "%s", c->loaded_key);
-    size_t n;
-    void *data = rec_head_encode(&h, &n);
-    rc = store_put_if(c->st, LEDGER_HEAD, data, n, &c->head_ver, &c->head_ver, e);
-    free(data);
+    /* an older writer's last commit may have moved HEAD since the load read it (created
+     * it where it was missing): that commit's manifest was in place before our lease, so
+     * this load listed it and chose it or a newer state — or found it unusable (another
+     * config generation) and fell back; either way HEAD goes to what this writer loaded */
+    rc = ckpt_put_head(c, &h, 0, e);
     if (rc == STORE_CONFLICT)
         return err_set(e, ERR_STORE, "%s: fenced out: HEAD was moved by another writer; this "
                        "writer (epoch %llu) stops without moving it",

@@ -1541,6 +1541,233 @@ static void test_takeover_outlasts_the_last_commit_of_the_old_writer(void) {
     fixture_close(&r);
 }
 
+/* The uninterrupted run's hash (test_reference's, computed here when it did not run). */
+static const char *ref_hash(void) {
+    if (g_ref_hash[0]) return g_ref_hash;
+    fixture r;
+    if (fixture_open(&r, "ledger-ref-lazy", 1) == 0) {
+        if (run_to_end(&r, NULL) != 0 || hash_of(&r, g_ref_hash, sizeof g_ref_hash) != 0) g_ref_hash[0] = '\0';
+        fixture_close(&r);
+    }
+    return g_ref_hash;
+}
+
+/* Waits (up to 60 s) until pid is stopped (a TANDEM_TEST_STOP_AT hook). */
+static int wait_stopped(pid_t pid) {
+    double t0 = now_s();
+    while (!is_stopped(pid) && now_s() - t0 < 60) usleep(1000);
+    return is_stopped(pid);
+}
+
+/* A second fixture on the same store, its own log. */
+static fixture other_writer(const fixture *f, const char *name) {
+    fixture o = *f;
+    snprintf(o.log, sizeof o.log, "%s/log-%s.txt", f->dir, name);
+    return o;
+}
+
+/* Three writers (report #5). A frozen just before it moves HEAD; B takes the lease (epoch
+ * 2) and is frozen between its read of HEAD and its stamp; C takes the lease (epoch 3),
+ * stamps HEAD and is frozen before its first HEAD move. B let go: its stamp's
+ * compare-and-swap failed against C's stamp, and its retry read HEAD again and stamped it
+ * with epoch 2 without asking whether the lease was still its own — C, the lease holder,
+ * then failed its HEAD compare-and-swap and exited 3 with the others. Every stamp now
+ * checks the lease first: B is fenced out there, C finishes. */
+static void test_a_stale_stamp_never_fences_the_lease_holder(void) {
+    fixture f;
+    CHECK(ref_hash()[0], "reference run");
+    CHECK(fixture_open(&f, "ledger-third-writer", 1) == 0, "fixture");
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=head-put:3", NULL, NULL);
+    CHECK(wait_stopped(a), "A never stopped at head-put:3");
+    fixture fb = other_writer(&f, "b"), fc = other_writer(&f, "c");
+    pid_t b = start_run(&fb, "TANDEM_TEST_STOP_AT=head-stamp:1", NULL, NULL);
+    CHECK(wait_stopped(b), "B never stopped at head-stamp:1");
+    pid_t c = start_run(&fc, "TANDEM_TEST_STOP_AT=head-put:1", NULL, NULL);
+    CHECK(wait_stopped(c), "C never stopped at head-put:1");
+    kill(b, SIGCONT);
+    int rb = wait_exit(b);
+    kill(c, SIGCONT);
+    int rc = wait_exit(c);
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    char la[8192], lb[8192], lc[8192], out[8192], h[1024];
+    read_all(f.log, la, sizeof la);
+    read_all(fb.log, lb, sizeof lb);
+    read_all(fc.log, lc, sizeof lc);
+    CHECK(rc == 0, "C (the lease holder) exited %d: %s", rc, lc);
+    CHECK(rb == 3 && strstr(lb, "fenced out"), "B exited %d: %s", rb, lb);
+    CHECK(ra == 3 && strstr(la, "fenced out"), "A exited %d: %s", ra, la);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere:\n%s\nvs\n%s", h, g_ref_hash);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+}
+
+/* The missing-HEAD twin of test_takeover_outlasts_the_last_commit_of_the_old_writer
+ * (report #1). A fresh store: A frozen in its first commit, its lease checked, HEAD not
+ * yet created; B takes the lease (no HEAD to stamp) and is frozen in its load, HEAD read
+ * as missing; A let go creates HEAD (legitimately: its check came before B's lease). B's
+ * compare-and-swap against "no HEAD" failed and it exited 3 "fenced out" although it held
+ * the lease; it now goes on from the older writer's HEAD to the uninterrupted run's hash. */
+static void test_takeover_outlasts_the_first_commit_of_the_old_writer(void) {
+    fixture f;
+    CHECK(ref_hash()[0], "reference run");
+    CHECK(fixture_open(&f, "ledger-head-created", 1) == 0, "fixture");
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=head-put:1", NULL, NULL);
+    CHECK(wait_stopped(a), "A never stopped at head-put:1");
+    fixture fb = other_writer(&f, "b");
+    pid_t b = start_run(&fb, "TANDEM_TEST_STOP_AT=audit:1", NULL, NULL);
+    CHECK(wait_stopped(b), "B never stopped at audit:1");
+    char path[900];
+    snprintf(path, sizeof path, "%s/HEAD", f.store);
+    CHECK(access(path, F_OK) != 0, "HEAD exists before A's first commit");
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    CHECK(access(path, F_OK) == 0, "A's first commit did not create HEAD");
+    kill(b, SIGCONT);
+    int rb = wait_exit(b);
+    char la[8192], lb[8192], out[8192], h[1024];
+    read_all(f.log, la, sizeof la);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(ra == 3 && strstr(la, "fenced out"), "A exited %d: %s", ra, la);
+    CHECK(rb == 0, "B (the lease holder) exited %d: %s", rb, lb);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere:\n%s\nvs\n%s", h, g_ref_hash);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+}
+
+/* Report #2: B reads the lease of A, a live writer, and before B writes its own A finishes
+ * and releases it. B's compare-and-swap failed: exit 3 "another writer changed the lease
+ * at the same moment", after a false "did not release it". It now reads the lease again
+ * and takes the released lease (reporting the finished run, exit 0), saying nothing of
+ * an unreleased one. */
+static void test_takeover_while_the_old_writer_releases(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-lease-race", 1) == 0, "fixture");
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=head-put:3", NULL, NULL);
+    CHECK(wait_stopped(a), "A never stopped at head-put:3");
+    fixture fb = other_writer(&f, "b");
+    pid_t b = start_run(&fb, "TANDEM_TEST_STOP_AT=lease-put:1", NULL, NULL);
+    CHECK(wait_stopped(b), "B never stopped at lease-put:1");
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    kill(b, SIGCONT);
+    int rb = wait_exit(b);
+    char la[8192], lb[8192], out[8192];
+    read_all(f.log, la, sizeof la);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(ra == 0, "A exited %d: %s", ra, la);
+    CHECK(rb == 0, "B exited %d: %s", rb, lb);
+    CHECK(!strstr(lb, "did not release"), "B said the released lease was not released: %s", lb);
+    CHECK(lease_epoch(&f) == 2, "lease epoch %llu, want 2 (B's)", (unsigned long long)lease_epoch(&f));
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+}
+
+/* Report #3: A frozen between its lease check and its first manifest (its blobs
+ * written); B takes the run over with optim.lr changed and finishes, its retention
+ * deleting its own state at that position (the key free again); A let go writes its
+ * generation-0 manifest there, is fenced out, and kept it because its blobs were all
+ * there — verify failed for good (a state of a superseded generation). A fenced-out
+ * writer now also takes back a manifest of a generation the store's changes superseded. */
+static void test_frozen_writer_takes_its_superseded_manifest_back(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-frozen-superseded", 1) == 0, "fixture");
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=manifest-put:1", NULL, NULL);
+    CHECK(wait_stopped(a), "A never stopped at manifest-put:1");
+    fixture fb = other_writer(&f, "b");
+    const char *const change[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
+    int rb = life_args(&fb, NULL, change);
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    char la[8192], lb[8192], out[8192];
+    read_all(f.log, la, sizeof la);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(rb == 0, "B exited %d: %s", rb, lb);
+    CHECK(ra == 3 && strstr(la, "fenced out"), "A exited %d: %s", ra, la);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s\nA: %s", out, la);
+    int again = life_args(&fb, NULL, change);
+    CHECK(again == 0, "rerun exit %d", again);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify after the rerun: %s", out);
+    fixture_close(&f);
+}
+
+/* Report #6 (the ledger's part): a writer that lost the lease while it loaded judged a
+ * state bad and set it aside (quarantine/<its epoch>/, deleted from states/) before it
+ * was fenced out — what it judges bad may be the new writer's finished states. The
+ * store's newest state damaged; B frozen in its load with it listed; C takes the lease
+ * and is frozen in its own load; B let go must stop at the set-aside (exit 3) with the
+ * state where it was and nothing under quarantine/2/; C then heals it and finishes. */
+static void test_fenced_load_moves_nothing(void) {
+    fixture f;
+    CHECK(ref_hash()[0], "reference run");
+    CHECK(fixture_open(&f, "ledger-fenced-load", 1) == 0, "fixture");
+    int r0 = run_to_end(&f, NULL);
+    CHECK(r0 == 0, "first run exit %d", r0);
+    uint64_t seq, ep;
+    char state[256], path[1100], q[900];
+    head_of(&f, &seq, &ep, state, sizeof state);
+    CHECK(state[0] && ep == 1, "HEAD: '%s' epoch %llu", state, (unsigned long long)ep);
+    snprintf(path, sizeof path, "%s/%s", f.store, state);
+    CHECK(flip_byte(path, file_size(path) / 2) == 0, "flip %s", path);
+    fixture fb = other_writer(&f, "b"), fc = other_writer(&f, "c");
+    pid_t b = start_run(&fb, "TANDEM_TEST_STOP_AT=audit:1", NULL, NULL);
+    CHECK(wait_stopped(b), "B never stopped at audit:1");
+    pid_t c = start_run(&fc, "TANDEM_TEST_STOP_AT=audit:1", NULL, NULL);
+    CHECK(wait_stopped(c), "C never stopped at audit:1");
+    kill(b, SIGCONT);
+    int rb = wait_exit(b);
+    char lb[8192], lc[8192], out[8192], h[1024];
+    read_all(fb.log, lb, sizeof lb);
+    snprintf(q, sizeof q, "%s/quarantine/2", f.store);
+    int moved = count_files(q), there = access(path, F_OK) == 0;
+    kill(c, SIGCONT);
+    int rc = wait_exit(c);
+    read_all(fc.log, lc, sizeof lc);
+    CHECK(rb == 3 && strstr(lb, "fenced out"), "B exited %d: %s", rb, lb);
+    CHECK(moved == 0 && there, "B, fenced out, set %s aside (%d files under quarantine/2, the state %s): %s",
+          state, moved, there ? "there" : "gone", lb);
+    CHECK(rc == 0, "C exited %d: %s", rc, lc);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere:\n%s\nvs\n%s", h, g_ref_hash);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+}
+
+/* Report, minor: a writer that finished its work and is taken over before it releases
+ * the lease exited 3 "fenced out ... stops without writing more" — its work is committed,
+ * and a lease that is no longer its own is nothing to release. A finished run, and one
+ * stopped by SIGTERM (its stop commit made), each frozen before the release while B runs;
+ * A let go exits as its work says: 0 and 75. */
+static void test_taken_over_at_release(void) {
+    fixture f, g;
+    CHECK(fixture_open(&f, "ledger-release-done", 1) == 0 && fixture_open(&g, "ledger-release-stop", 1) == 0,
+          "fixture");
+    char la[8192], lb[8192];
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=release:1", NULL, NULL);
+    CHECK(wait_stopped(a), "A never stopped at release:1");
+    fixture fb = other_writer(&f, "b");
+    int rb = life_args(&fb, NULL, NULL);
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    read_all(f.log, la, sizeof la);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(rb == 0, "B exited %d: %s", rb, lb);
+    CHECK(ra == 0 && strstr(la, "nothing to release"), "A (finished) exited %d: %s", ra, la);
+    setenv("TANDEM_TEST_SIGNAL_AT", "free:20", 1);
+    pid_t s = start_run(&g, "TANDEM_TEST_STOP_AT=release:1", NULL, NULL);
+    unsetenv("TANDEM_TEST_SIGNAL_AT");
+    CHECK(wait_stopped(s), "A (stopped by SIGTERM) never stopped at release:1");
+    fixture gb = other_writer(&g, "b");
+    rb = life_args(&gb, NULL, NULL);
+    kill(s, SIGCONT);
+    ra = wait_exit(s);
+    read_all(g.log, la, sizeof la);
+    read_all(gb.log, lb, sizeof lb);
+    CHECK(rb == 0, "B exited %d: %s", rb, lb);
+    CHECK(ra == 75 && strstr(la, "nothing to release"), "A (SIGTERM) exited %d: %s", ra, la);
+    fixture_close(&f);
+    fixture_close(&g);
+}
+
 /* Runs `loop` (a shell loop of frozen commands on the store, its output into out) beside
  * a live run of the fixture (400 episodes of 5 steps slowed 40 ms each, `extra` options),
  * once that run has committed;
@@ -1858,6 +2085,12 @@ int main(void) {
     RUN(test_frozen_writer_never_replaces);
     RUN(test_frozen_writer_takes_its_manifest_back);
     RUN(test_takeover_outlasts_the_last_commit_of_the_old_writer);
+    RUN(test_a_stale_stamp_never_fences_the_lease_holder);
+    RUN(test_takeover_outlasts_the_first_commit_of_the_old_writer);
+    RUN(test_takeover_while_the_old_writer_releases);
+    RUN(test_frozen_writer_takes_its_superseded_manifest_back);
+    RUN(test_fenced_load_moves_nothing);
+    RUN(test_taken_over_at_release);
     RUN(test_repair_beside_a_live_run);
     RUN(test_audits_beside_a_live_run);
     RUN(test_frozen_lock_holder);
