@@ -144,6 +144,49 @@ static int clear_divergence(ledger *l, tdm_err *e) {
     return 0;
 }
 
+/* Deletes states/<seq>.mp for every seq > after: the old trajectory's states after a
+ * config change (ckpt_drop_states_after's job, with the fencing it lacks). The lease is
+ * checked before each deletion, so that a writer taken over meanwhile deletes nothing: the
+ * writer that took over may have recorded a further change and committed states of its own
+ * exactly here. A state of a newer generation than this writer's fences it out even where
+ * its check came too early to see the new lease (only a writer that recorded a further
+ * change computes one). A manifest that does not decode is deleted as before: it belongs to
+ * no trajectory the run can resume. */
+static int drop_states_after(ledger *l, uint64_t after, tdm_err *e) {
+    store_list sl;
+    int rc = store_list_prefix(l->st, LEDGER_STATES, &sl, e);
+    for (size_t i = 0; !rc && i < sl.n; i++) {
+        uint64_t s;
+        if (ledger_key_index(sl.keys[i], LEDGER_STATES, &s) != 0 || s <= after) continue;
+        rec_state st;
+        tdm_err de;
+        int got = ledger_read(l->st, REC_KIND_STATE, sl.keys[i], NULL, &st, &de);
+        if (got == STORE_NOT_FOUND) continue;
+        if (got == 0) {
+            int newer = st.has_gen && st.gen > l->gen.nchanges;
+            uint64_t gen = st.gen;
+            rec_state_free(&st);
+            if (newer) {
+                rc = err_set(e, ERR_STORE,
+                             "%s/%s was computed under config generation %llu, newer than this writer's (%llu): "
+                             "another writer has taken the run over with a changed config, so this one is fenced "
+                             "out and stops without writing more",
+                             store_url(l->st), sl.keys[i], (unsigned long long)gen,
+                             (unsigned long long)l->gen.nchanges);
+                break;
+            }
+        } else if (got != STORE_CORRUPT) {
+            rc = got, *e = de;
+            break;
+        }
+        rc = ckpt_check_lease(l->ck, e);
+        if (!rc) rc = store_delete(l->st, sl.keys[i], e);
+        if (rc == STORE_NOT_FOUND) rc = 0;
+    }
+    store_list_free(&sl);
+    return rc;
+}
+
 int ledger_start(ledger *l, uint64_t seq, tdm_err *e) {
     int rc = 0;
     if (l->found) {
@@ -158,7 +201,7 @@ int ledger_start(ledger *l, uint64_t seq, tdm_err *e) {
      * recorded, so that a kill between recording and cleaning up is finished later. */
     if (!rc && l->gen.nchanges && seq <= l->gen.change_seq) {
         int moved = 0;
-        rc = ckpt_drop_states_after(l->ck, seq, e);
+        rc = drop_states_after(l, seq, e);
         if (!rc) rc = ckpt_supersede_alpha_after(l->ck, seq, l->gen.nchanges - 1, &moved, e);
         if (!rc && moved)
             fprintf(stderr, "tandem: %d alpha records computed under the previous config after "

@@ -1820,6 +1820,55 @@ static void test_stale_state_between_two_changes(void) {
     fixture_close(&p);
 }
 
+/* Waits (up to 120 s) until pid is stopped (SIGSTOP at a TANDEM_TEST_STOP_AT hook). */
+static int wait_stopped(pid_t pid) {
+    double t0 = now_s();
+    while (!is_stopped(pid) && now_s() - t0 < 120) usleep(1000);
+    return is_stopped(pid);
+}
+
+/* B records a config change, takes the lease and is frozen as it begins to set aside the α
+ * records past the change (ckpt_supersede_alpha_after, TANDEM_TEST_STOP_AT=supersede:1); C
+ * takes the lease over with a further change (configs/1.mp, generation 2) and finishes. B
+ * let go moved C's generation-2 records past the change to superseded/0/alpha/ and deleted
+ * them, with no lease check, and only then was fenced out: verify failed and C's own rerun
+ * could not replay the run (stranded). Now B checks the lease before each move and never
+ * moves a record of a newer generation than its own: it exits 3 and C's run stays whole. */
+static void test_fenced_writer_supersedes_nothing(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-supersede-fenced", 1) == 0, "fixture");
+    char lb[8192], lc[8192], out[8192], dir[900];
+    int ra = life_args(&f, "TANDEM_TEST_KILL_AT=head:4", NULL);
+    CHECK(ra == 137, "A: exit %d", ra);
+    fixture fb = f, fc = f;
+    snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+    snprintf(fc.log, sizeof fc.log, "%s/log-c.txt", f.dir);
+    const char *c1[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
+    const char *c2[] = {"--set", "optim.lr=2e-3", "--allow-change", "optim.lr", NULL};
+    pid_t b = start_run_argv(&fb, "TANDEM_TEST_STOP_AT=supersede:1", c1);
+    int stopped = wait_stopped(b);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(stopped, "B never stopped at supersede:1: %s", lb);
+    int rc = life_args(&fc, NULL, c2);
+    read_all(fc.log, lc, sizeof lc);
+    CHECK(rc == 0, "C: exit %d: %s", rc, lc);
+    snprintf(dir, sizeof dir, "%s/alpha", f.store);
+    int records = count_files(dir);
+    kill(b, SIGCONT);
+    int rb = wait_exit(b);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(rb == 3 && strstr(lb, "fenced out"), "B exited %d: %s", rb, lb);
+    CHECK(count_files(dir) == records, "B removed α records: %d before, %d after: %s", records, count_files(dir), lb);
+    snprintf(dir, sizeof dir, "%s/superseded/0", f.store);
+    CHECK(count_files(dir) == 0, "B moved %d records to superseded/0/: %s", count_files(dir), lb);
+    rc = tandem_on_store(&f, "verify", "", out, sizeof out);
+    CHECK(rc == 0, "verify: exit %d: %s", rc, out);
+    rc = life_args(&fc, NULL, c2);
+    read_all(fc.log, lc, sizeof lc);
+    CHECK(rc == 0, "C's rerun: exit %d: %s", rc, lc);
+    fixture_close(&f);
+}
+
 int main(void) {
     char *dir = test_tmpdir("ledger-corpus");
     uint64_t tr[3] = {30000, 15000, 6000};
@@ -1863,6 +1912,7 @@ int main(void) {
     RUN(test_frozen_lock_holder);
     RUN(test_frozen_lock_holder_and_a_config_change);
     RUN(test_stale_state_between_two_changes);
+    RUN(test_fenced_writer_supersedes_nothing);
     test_rmtree(dir);
     free(dir);
     return test_summary("test_ledger");
