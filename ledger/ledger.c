@@ -284,11 +284,21 @@ ledger_commit_info ledger_last_commit(const ledger *l) {
     return (ledger_commit_info){.seq = ckpt_last_commit_seq(l->ck), .time = ckpt_last_commit_time(l->ck)};
 }
 
-/* mixture.mp from the verified α chain (ledger_finish's f->mixture). */
+/* mixture.mp from the verified α chain (ledger_finish's f->mixture). Written only by the
+ * lease holder: the lease is checked right before the write, and the write is a
+ * compare-and-swap against the version read here, so that a writer taken over between
+ * its check and its write (its successor extended the run and sealed a longer run's α*)
+ * is refused by the store instead of writing its shorter mixture over the newer one. */
 static int seal_mixture(ledger *l, const ledger_final *f, ledger_mixture *out, tdm_err *e) {
+    /* TANDEM_TEST_STOP_AT=mixture:1: frozen before the α chain is read (a takeover overtakes it) */
+    testhook_stop_at("mixture");
     audit_chain c;
     int rc = audit_chain_read(l->st, &c, e);
     const char *url = store_url(l->st);
+    /* a chain that ends elsewhere than the final state says is most often a successor's
+     * (it took the lease over and extended the run: its records come after its lease), not
+     * damage: checked after the read, the lease tells the two apart */
+    if (!rc) rc = ckpt_check_lease(l->ck, e);
     if (!rc && (!c.ok || c.n != f->alpha_records ||
                 (c.n && !sha256_equal(&c.hash[c.n - 1], &f->alpha_head))))
         rc = err_set(e, ERR_STORE,
@@ -308,16 +318,28 @@ static int seal_mixture(ledger *l, const ledger_final *f, ledger_mixture *out, t
         void *data = rec_mixture_encode(x, &n);
         void *old = NULL;
         size_t on = 0;
-        int got = f->again ? store_get(l->st, LEDGER_MIXTURE, &old, &on, NULL, e) : 0;
+        store_version ver;
+        memset(&ver, 0, sizeof ver); /* empty: absent, for the compare-and-swap */
+        int got = store_get(l->st, LEDGER_MIXTURE, &old, &on, &ver, e);
+        if (got == STORE_NOT_FOUND) memset(&ver, 0, sizeof ver);
         /* the same α* stays as it is (also one written before mixture.mp was sealed) */
-        int same = f->again && got == 0 && rec_mixture_same(old, on, x);
+        int same = got == 0 && rec_mixture_same(old, on, x);
         if (f->again && !same && (got == STORE_NOT_FOUND || got == 0))
             fprintf(stderr, "tandem: %s/mixture.mp %s; written again from the alpha chain\n", url,
                     got == STORE_NOT_FOUND ? "was missing" : "did not match the alpha chain (damaged)");
         free(old);
         if (!data) rc = err_set(e, ERR_INTERNAL, "out of memory encoding mixture.mp");
         else if (got && got != STORE_NOT_FOUND) rc = got;
-        else if (!same) rc = store_put(l->st, LEDGER_MIXTURE, data, n, STORE_OVERWRITE, e);
+        else if (!same) rc = ckpt_check_lease(l->ck, e);
+        if (!rc && !same) {
+            testhook_stop_at("mixture-put"); /* after the lease check, before the write */
+            rc = store_put_if(l->st, LEDGER_MIXTURE, data, n, &ver, NULL, e);
+            if (rc == STORE_CONFLICT || rc == STORE_NOT_FOUND)
+                rc = err_set(e, ERR_STORE,
+                             "%s: fenced out: %s/mixture.mp was written by another writer after this one read it "
+                             "(a run that took the lease over); this writer (epoch %llu) stops without writing it",
+                             url, url, (unsigned long long)ckpt_epoch(l->ck));
+        }
         free(data);
     }
     audit_chain_free(&c);

@@ -1869,6 +1869,44 @@ static void test_fenced_writer_supersedes_nothing(void) {
     fixture_close(&f);
 }
 
+/* A finishes the run and is frozen while it seals mixture.mp: before it reads the α chain
+ * (mixture:1, so only the lease check can stop it) or after its lease check, just before
+ * the write (mixture-put:1, so only the compare-and-swap on the version it read can).
+ * B extends the run to 20 episodes (an allowed change) and finishes, sealing the longer
+ * run's mixture. A let go wrote its 16-episode mixture.mp over B's (no lease check, an
+ * unconditional overwrite) and verify failed; now A exits 3 and B's mixture.mp stays. */
+static void test_fenced_writer_seals_no_mixture(void) {
+    static const char *const at[] = {"TANDEM_TEST_STOP_AT=mixture:1", "TANDEM_TEST_STOP_AT=mixture-put:1"};
+    for (int k = 0; k < 2; k++) {
+        fixture f;
+        CHECK(fixture_open(&f, k ? "ledger-mixture-cas" : "ledger-mixture-fenced", 4) == 0, "fixture");
+        char la[8192], lb[8192], out[8192], path[900];
+        static unsigned char mb[1 << 16], ma[1 << 16];
+        size_t nb = 0, na = 0;
+        pid_t a = start_run(&f, at[k], NULL, NULL);
+        int stopped = wait_stopped(a);
+        read_all(f.log, la, sizeof la);
+        CHECK(stopped, "A never stopped at %s: %s", at[k], la);
+        fixture fb = f;
+        snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+        const char *ext[] = {"--set", "run.episodes=20", "--allow-change", "run.episodes", NULL};
+        int rb = life_args(&fb, NULL, ext);
+        read_all(fb.log, lb, sizeof lb);
+        CHECK(rb == 0, "B: exit %d: %s", rb, lb);
+        snprintf(path, sizeof path, "%s/mixture.mp", f.store);
+        CHECK(read_file(path, mb, sizeof mb, &nb) == 0 && nb > 0, "B left no mixture.mp");
+        kill(a, SIGCONT);
+        int ra = wait_exit(a);
+        read_all(f.log, la, sizeof la);
+        CHECK(ra == 3 && strstr(la, "fenced out"), "%s: A exited %d: %s", at[k], ra, la);
+        CHECK(read_file(path, ma, sizeof ma, &na) == 0 && na == nb && memcmp(ma, mb, nb) == 0,
+              "%s: A wrote mixture.mp over B's (%zu bytes, B's %zu)", at[k], na, nb);
+        int rc = tandem_on_store(&f, "verify", "", out, sizeof out);
+        CHECK(rc == 0, "%s: verify: exit %d: %s", at[k], rc, out);
+        fixture_close(&f);
+    }
+}
+
 int main(void) {
     char *dir = test_tmpdir("ledger-corpus");
     uint64_t tr[3] = {30000, 15000, 6000};
@@ -1913,6 +1951,7 @@ int main(void) {
     RUN(test_frozen_lock_holder_and_a_config_change);
     RUN(test_stale_state_between_two_changes);
     RUN(test_fenced_writer_supersedes_nothing);
+    RUN(test_fenced_writer_seals_no_mixture);
     test_rmtree(dir);
     free(dir);
     return test_summary("test_ledger");
