@@ -143,9 +143,10 @@ static int lease_unchanged(store *st, void *ctx, tdm_err *e) {
 static void gc_taken_over(const char *url, const retain_report *rep, tdm_err *e) {
     size_t ns = rep->deleted_states, nb = rep->deleted_blobs;
     if (rep->put_back[0])
-        err_append(e, " after deleting %zu state%s and %zu blob%s. Its last deletion, %s, may have landed after the run "
-                   "took the lease, so gc put it back (it had read it first): nothing the run uses is gone. Run gc "
-                   "again once that run has stopped", ns, ns == 1 ? "" : "s", nb, nb == 1 ? "" : "s", rep->put_back);
+        err_append(e, ". It put back %s, whose deletion may have landed after the run took the lease (gc had read it "
+                   "first), so nothing the run uses is gone; the %zu state%s and %zu blob%s it deleted before went "
+                   "while the lease was as gc found it. Run gc again once that run has stopped", rep->put_back, ns,
+                   ns == 1 ? "" : "s", nb, nb == 1 ? "" : "s");
     else if (rep->last_deleted[0])
         err_append(e, " after deleting %zu state%s and %zu blob%s. The last deletion, %s, came after gc's last look at "
                    "the lease: if the run found it stored and used it, a state of the run lacks it. Once the run has "

@@ -1961,7 +1961,7 @@ static void test_gc_race_puts_the_blob_back(void) {
     int rg = wait_exit(g);
     read_all(glog, out, sizeof out);
     CHECK(rg == 2 && strstr(out, "a run took the lease while gc was collecting"), "gc: exit %d: %s", rg, out);
-    CHECK(!strstr(out, "before deleting anything") && strstr(out, "so gc put it back"), "gc: %s", out);
+    CHECK(!strstr(out, "before deleting anything") && strstr(out, "It put back blobs/"), "gc: %s", out);
     kill(b, SIGCONT);
     int rb = wait_exit(b);
     read_all(fb.log, lb, sizeof lb);
