@@ -103,6 +103,7 @@ static const char *lease_state_name(int state) {
 typedef struct gc_lease_guard {
     int present;
     rec_lease seen;
+    int taken; /* lease_unchanged found the lease taken since (the error says by whom) */
 } gc_lease_guard;
 
 static int read_raw_lease(store *st, gc_lease_guard *g, tdm_err *e) {
@@ -114,19 +115,48 @@ static int read_raw_lease(store *st, gc_lease_guard *g, tdm_err *e) {
 }
 
 static int lease_unchanged(store *st, void *ctx, tdm_err *e) {
-    const gc_lease_guard *was = ctx;
+    gc_lease_guard *was = ctx;
     gc_lease_guard now;
     int rc = read_raw_lease(st, &now, e);
     if (rc) return rc;
     if (now.present == was->present &&
         (!now.present || (now.seen.epoch == was->seen.epoch && now.seen.released == was->seen.released)))
         return 0;
+    was->taken = 1;
+    /* what gc deleted before it saw this is the caller's to say (gc_taken_over) */
     return err_set(e, ERR_USAGE,
                    "%s: a run took the lease while gc was collecting (writer epoch %llu, host %s, pid "
-                   "%llu): gc stopped before deleting anything of it (its new blobs look unreferenced "
-                   "until their manifest is written). Run gc again once that run has stopped",
+                   "%llu): gc stopped (a run's new blobs look unreferenced until their manifest is "
+                   "written)",
                    store_url(st), now.present ? (unsigned long long)now.seen.epoch : 0ULL,
                    now.present ? now.seen.host : "?", now.present ? (unsigned long long)now.seen.pid : 0ULL);
+}
+
+/* Completes lease_unchanged's error with what gc deleted before it saw the new lease
+ * (retain.h: the one deletion in flight). Each deletion is preceded by a check, so every
+ * deletion but the last landed while the lease was still as gc found it. The last one may
+ * have landed after the run took the lease, and a run that finds an object stored uses it
+ * (its replay of a commit cut off before its manifest finds that commit's blobs and does
+ * not upload them): a state manifest or an orphan blob gc read first and put back
+ * (rep->put_back); a blob of a state gc deleted it names as possibly lost, with how to find
+ * out and mend it (rep->last_deleted). */
+static void gc_taken_over(const char *url, const retain_report *rep, tdm_err *e) {
+    size_t ns = rep->deleted_states, nb = rep->deleted_blobs;
+    if (rep->put_back[0])
+        err_append(e, ". It put back %s, whose deletion may have landed after the run took the lease (gc had read it "
+                   "first), so nothing the run uses is gone; the %zu state%s and %zu blob%s it deleted before went "
+                   "while the lease was as gc found it. Run gc again once that run has stopped", rep->put_back, ns,
+                   ns == 1 ? "" : "s", nb, nb == 1 ? "" : "s");
+    else if (rep->last_deleted[0])
+        err_append(e, " after deleting %zu state%s and %zu blob%s. The last deletion, %s, came after gc's last look at "
+                   "the lease: if the run found it stored and used it, a state of the run lacks it. Once the run has "
+                   "stopped, run `tandem verify %s` (it names such a state; the next run falls back and replays), "
+                   "then gc again", ns, ns == 1 ? "" : "s", nb, nb == 1 ? "" : "s", rep->last_deleted, url);
+    else if (ns || nb)
+        err_append(e, " after deleting %zu state%s and %zu blob%s, all before the run took the lease. Run gc again once "
+                   "that run has stopped", ns, ns == 1 ? "" : "s", nb, nb == 1 ? "" : "s");
+    else
+        err_append(e, " before deleting anything. Run gc again once that run has stopped");
 }
 
 /* gc itself; with j (--json) the report goes to j as members instead of stdout, and the
@@ -220,6 +250,7 @@ static int gc(const char *url, long keep, int dry, int force, FILE *j, tdm_err *
     }
     if (j && !lease_read) fprintf(j, ",\"lease\":null");
     retain_report rep;
+    memset(&rep, 0, sizeof rep);
     char *log = NULL;
     size_t loglen = 0;
     FILE *logf = j ? open_memstream(&log, &loglen) : stdout;
@@ -241,6 +272,7 @@ static int gc(const char *url, long keep, int dry, int force, FILE *j, tdm_err *
     size_t ntmp = 0;
     uint64_t tmp_bytes = 0;
     if (!rc && !dry) rc = lease_unchanged(st, &seen, &e);
+    if (rc && seen.taken) gc_taken_over(url, &rep, &e);
     if (!rc && !dry) rc = store_sweep_temporaries(st, GC_TEMP_MIN_AGE_S, &ntmp, &tmp_bytes, &e);
     if (!rc && j)
         fprintf(j, ",\"states\":%zu,\"deleted_states\":%zu,\"deleted_blobs\":%zu,\"kept_states\":%zu,"

@@ -15,8 +15,33 @@
 #include "storage/sha256.h"
 #include "util/testhook.h"
 
+/* Which generations a supersede moves: the ones this writer's newest change ended, i.e.
+ * every record older than the writer's own generation (and, in a run begun before records
+ * carried one, every record: a legacy writer's own carry none either). A record of the
+ * writer's own generation is the replay's own; one of a NEWER generation was written by a
+ * writer that recorded a further change after this one, so this writer has been taken
+ * over (ERR_STORE, fenced out): moving it would strand that writer's run (a finished run
+ * whose α chain lost its records to superseded/). 1: move it; 0: leave it; <0: fenced. */
+static int supersedes(ckpt *c, const rec_alpha *a, const char *key, tdm_err *e) {
+    if (!a->has_gen) return 1;
+    if (a->gen > c->gens.n) {
+        ckpt_newer_generation(c, key, a->gen, e);
+        return -1;
+    }
+    if (c->legacy) return 1; /* a sealed record where this writer seals none: not its own */
+    return a->gen < c->gens.n;
+}
+
+/* Contract (ckpt.h): records past `after` of the generations before this writer's are
+ * copied to superseded/<change>/ and deleted. The lease is checked before each move (a
+ * writer that lost the lease moves and deletes nothing: the one that took it over may be
+ * at a further generation whose records lie exactly here), and a record of a newer
+ * generation fences this writer out even where the check came too early to see the new
+ * lease. What remains is the window between a check and its delete, one record wide. */
 int ckpt_supersede_alpha_after(ckpt *c, uint64_t after, uint64_t change, int *moved, tdm_err *e) {
     *moved = 0;
+    /* TANDEM_TEST_STOP_AT=supersede:1: frozen before the listing (a takeover overtakes it) */
+    testhook_stop_at("supersede");
     store_list l;
     int rc = store_list_prefix(c->st, LEDGER_ALPHA, &l, e);
     for (size_t i = 0; !rc && i < l.n; i++) {
@@ -33,8 +58,11 @@ int ckpt_supersede_alpha_after(ckpt *c, uint64_t after, uint64_t change, int *mo
         tdm_err de;
         /* an unreadable record is left where it is: the replay rewrites it (reported); one
          * computed under the current generation already is the replay's own */
-        if (rec_alpha_decode(data, n, key, &a, &de) == 0 && a.seq > after &&
-            !(a.has_gen && !c->legacy && a.gen == c->gens.n)) {
+        int move = rec_alpha_decode(data, n, key, &a, &de) == 0 && a.seq > after ? supersedes(c, &a, key, e) : 0;
+        if (move < 0) rc = ERR_STORE;
+        if (move > 0) rc = ckpt_check_lease(c, e);
+        if (move > 0 && !rc) {
+            testhook_stop_at("supersede-put"); /* after the lease check, before the move */
             char dst[128];
             ledger_superseded_key(dst, sizeof dst, change, key);
             rc = store_put(c->st, dst, data, n, STORE_OVERWRITE, e);

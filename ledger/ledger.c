@@ -144,6 +144,49 @@ static int clear_divergence(ledger *l, tdm_err *e) {
     return 0;
 }
 
+/* Deletes states/<seq>.mp for every seq > after: the old trajectory's states after a
+ * config change (ckpt_drop_states_after's job, with the fencing it lacks). The lease is
+ * checked before each deletion, so that a writer taken over meanwhile deletes nothing: the
+ * writer that took over may have recorded a further change and committed states of its own
+ * exactly here. A state of a newer generation than this writer's fences it out even where
+ * its check came too early to see the new lease (only a writer that recorded a further
+ * change computes one). A manifest that does not decode is deleted as before: it belongs to
+ * no trajectory the run can resume. */
+static int drop_states_after(ledger *l, uint64_t after, tdm_err *e) {
+    store_list sl;
+    int rc = store_list_prefix(l->st, LEDGER_STATES, &sl, e);
+    for (size_t i = 0; !rc && i < sl.n; i++) {
+        uint64_t s;
+        if (ledger_key_index(sl.keys[i], LEDGER_STATES, &s) != 0 || s <= after) continue;
+        rec_state st;
+        tdm_err de;
+        int got = ledger_read(l->st, REC_KIND_STATE, sl.keys[i], NULL, &st, &de);
+        if (got == STORE_NOT_FOUND) continue;
+        if (got == 0) {
+            int newer = st.has_gen && st.gen > l->gen.nchanges;
+            uint64_t gen = st.gen;
+            rec_state_free(&st);
+            if (newer) {
+                rc = err_set(e, ERR_STORE,
+                             "%s/%s was computed under config generation %llu, newer than this writer's (%llu): "
+                             "another writer has taken the run over with a changed config, so this one is fenced "
+                             "out and stops without writing more",
+                             store_url(l->st), sl.keys[i], (unsigned long long)gen,
+                             (unsigned long long)l->gen.nchanges);
+                break;
+            }
+        } else if (got != STORE_CORRUPT) {
+            rc = got, *e = de;
+            break;
+        }
+        rc = ckpt_check_lease(l->ck, e);
+        if (!rc) rc = store_delete(l->st, sl.keys[i], e);
+        if (rc == STORE_NOT_FOUND) rc = 0;
+    }
+    store_list_free(&sl);
+    return rc;
+}
+
 int ledger_start(ledger *l, uint64_t seq, tdm_err *e) {
     int rc = 0;
     if (l->found) {
@@ -158,7 +201,7 @@ int ledger_start(ledger *l, uint64_t seq, tdm_err *e) {
      * recorded, so that a kill between recording and cleaning up is finished later. */
     if (!rc && l->gen.nchanges && seq <= l->gen.change_seq) {
         int moved = 0;
-        rc = ckpt_drop_states_after(l->ck, seq, e);
+        rc = drop_states_after(l, seq, e);
         if (!rc) rc = ckpt_supersede_alpha_after(l->ck, seq, l->gen.nchanges - 1, &moved, e);
         if (!rc && moved)
             fprintf(stderr, "tandem: %d alpha records computed under the previous config after "
@@ -241,11 +284,21 @@ ledger_commit_info ledger_last_commit(const ledger *l) {
     return (ledger_commit_info){.seq = ckpt_last_commit_seq(l->ck), .time = ckpt_last_commit_time(l->ck)};
 }
 
-/* mixture.mp from the verified α chain (ledger_finish's f->mixture). */
+/* mixture.mp from the verified α chain (ledger_finish's f->mixture). Written only by the
+ * lease holder: the lease is checked right before the write, and the write is a
+ * compare-and-swap against the version read here, so that a writer taken over between
+ * its check and its write (its successor extended the run and sealed a longer run's α*)
+ * is refused by the store instead of writing its shorter mixture over the newer one. */
 static int seal_mixture(ledger *l, const ledger_final *f, ledger_mixture *out, tdm_err *e) {
+    /* TANDEM_TEST_STOP_AT=mixture:1: frozen before the α chain is read (a takeover overtakes it) */
+    testhook_stop_at("mixture");
     audit_chain c;
     int rc = audit_chain_read(l->st, &c, e);
     const char *url = store_url(l->st);
+    /* a chain that ends elsewhere than the final state says is most often a successor's
+     * (it took the lease over and extended the run: its records come after its lease), not
+     * damage: checked after the read, the lease tells the two apart */
+    if (!rc) rc = ckpt_check_lease(l->ck, e);
     if (!rc && (!c.ok || c.n != f->alpha_records ||
                 (c.n && !sha256_equal(&c.hash[c.n - 1], &f->alpha_head))))
         rc = err_set(e, ERR_STORE,
@@ -265,16 +318,28 @@ static int seal_mixture(ledger *l, const ledger_final *f, ledger_mixture *out, t
         void *data = rec_mixture_encode(x, &n);
         void *old = NULL;
         size_t on = 0;
-        int got = f->again ? store_get(l->st, LEDGER_MIXTURE, &old, &on, NULL, e) : 0;
+        store_version ver;
+        memset(&ver, 0, sizeof ver); /* empty: absent, for the compare-and-swap */
+        int got = store_get(l->st, LEDGER_MIXTURE, &old, &on, &ver, e);
+        if (got == STORE_NOT_FOUND) memset(&ver, 0, sizeof ver);
         /* the same α* stays as it is (also one written before mixture.mp was sealed) */
-        int same = f->again && got == 0 && rec_mixture_same(old, on, x);
+        int same = got == 0 && rec_mixture_same(old, on, x);
         if (f->again && !same && (got == STORE_NOT_FOUND || got == 0))
             fprintf(stderr, "tandem: %s/mixture.mp %s; written again from the alpha chain\n", url,
                     got == STORE_NOT_FOUND ? "was missing" : "did not match the alpha chain (damaged)");
         free(old);
         if (!data) rc = err_set(e, ERR_INTERNAL, "out of memory encoding mixture.mp");
         else if (got && got != STORE_NOT_FOUND) rc = got;
-        else if (!same) rc = store_put(l->st, LEDGER_MIXTURE, data, n, STORE_OVERWRITE, e);
+        else if (!same) rc = ckpt_check_lease(l->ck, e);
+        if (!rc && !same) {
+            testhook_stop_at("mixture-put"); /* after the lease check, before the write */
+            rc = store_put_if(l->st, LEDGER_MIXTURE, data, n, &ver, NULL, e);
+            if (rc == STORE_CONFLICT || rc == STORE_NOT_FOUND)
+                rc = err_set(e, ERR_STORE,
+                             "%s: fenced out: %s/mixture.mp was written by another writer after this one read it "
+                             "(a run that took the lease over); this writer (epoch %llu) stops without writing it",
+                             url, url, (unsigned long long)ckpt_epoch(l->ck));
+        }
         free(data);
     }
     audit_chain_free(&c);

@@ -23,6 +23,15 @@
  * and time run.c's handler records), and it says what it decided in structs the caller
  * prints. ckpt.h stays the layer below, for the commands that read a store (verify, eval,
  * export, repair).
+ *
+ * Fencing: like every write of ckpt.h, each write and deletion here is preceded by a lease
+ * check (a writer that lost the lease writes and deletes nothing): the states dropped and α
+ * records set aside after a config change (one of a newer generation than the writer's
+ * fences it out), mixture.mp (also a compare-and-swap on the version read), diverged.mp.
+ * Test hooks (TANDEM_TEST_STOP_AT=label:n, as ckpt.h's): supersede (before the α records
+ * past a change are listed), supersede-put (after the lease check, before a move), mixture
+ * (before the α chain is read for mixture.mp), mixture-put (after the lease check, before
+ * the write).
  */
 #ifndef TANDEM_LEDGER_LEDGER_H
 #define TANDEM_LEDGER_LEDGER_H

@@ -122,15 +122,42 @@ int retain_after_commit(store *st, long keep, retain_report *out, tdm_err *e) {
     return collect(st, keep, 0, 0, 1, NULL, NULL, out, e);
 }
 
-/* Deletes one key unless the guard says stop; a key already gone is no error. */
-static int delete_guarded(store *st, const char *key, const retain_guard *guard, tdm_err *e) {
-    if (guard && guard->check) {
+/* Deletes one key unless the guard says stop; a key already gone is no error. back (nb
+ * bytes; NULL: none) is the object as read before: the guard is checked again right after
+ * the deletion, and when it fails then (a run took the lease between the check before and
+ * the deletion, and may have found the object stored and used it) the object is put back
+ * (create-only) and named in out->put_back. out->last_deleted keeps the key of a deletion
+ * no passing check has followed yet (retain.h). */
+static int delete_guarded(store *st, const char *key, const void *back, size_t nb, const retain_guard *guard,
+                          retain_report *out, tdm_err *e) {
+    int checked = guard && guard->check;
+    if (checked) {
         int rc = guard->check(st, guard->ctx, e);
         if (rc) return rc;
+        out->last_deleted[0] = '\0'; /* the deletion before this check landed before it */
     }
+    /* TANDEM_TEST_STOP_AT=gc-delete:n: frozen between the guard's check and the deletion */
+    testhook_stop_at("gc-delete");
     testhook_kill_at("gc");
     int r = store_delete(st, key, e);
-    return r == STORE_NOT_FOUND ? 0 : r;
+    if (r == STORE_NOT_FOUND) return 0;
+    if (r) return r;
+    snprintf(out->last_deleted, sizeof out->last_deleted, "%s", key);
+    if (!checked || !back) return 0;
+    int g = guard->check(st, guard->ctx, e);
+    if (!g) {
+        out->last_deleted[0] = '\0';
+        return 0;
+    }
+    tdm_err pe;
+    int p = store_put(st, key, back, nb, STORE_CREATE, &pe);
+    if (p == 0 || p == STORE_EXISTS) { /* there again (the run's own upload, the same bytes) */
+        out->last_deleted[0] = '\0';
+        snprintf(out->put_back, sizeof out->put_back, "%s", key);
+    } else {
+        err_append(e, "; putting %s back failed (%s)", key, pe.msg);
+    }
+    return g;
 }
 
 static int pinned_now(store *st, uint64_t seq, int *pinned, tdm_err *e) {
@@ -145,7 +172,7 @@ static int pinned_now(store *st, uint64_t seq, int *pinned, tdm_err *e) {
  * read first); `tandem pin` waits for that before it answers, and says the state is gone
  * when it stays gone. *kept = 1 when the state stays. */
 static int delete_unless_pinned(store *st, uint64_t seq, const char *key, const retain_guard *guard,
-                                int *kept, tdm_err *e) {
+                                int *kept, retain_report *out, tdm_err *e) {
     int pinned = 0;
     *kept = 0;
     int rc = pinned_now(st, seq, &pinned, e);
@@ -160,7 +187,7 @@ static int delete_unless_pinned(store *st, uint64_t seq, const char *key, const 
     /* a slow store, for the tests: before each state's deletion only (the blobs after them
      * go at full speed, so that a test's gc is slow where it races a pin or a run) */
     testhook_sleep("TANDEM_TEST_GC_DELAY_MS");
-    if (!rc) rc = delete_guarded(st, key, guard, e);
+    if (!rc) rc = delete_guarded(st, key, data, n, guard, out, e);
     if (!rc) rc = pinned_now(st, seq, &pinned, e);
     if (!rc && pinned) {
         rc = store_put(st, key, data, n, STORE_CREATE, e);
@@ -274,6 +301,9 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
             tdm_err ce;
             if (add_refs(st, seqs[i], &cand, &ncand, &capcand, &ce)) cand_ok = 0;
         }
+    /* the chunks of the states this pass deletes (full gc): the blobs that are not orphans */
+    sha256_digest *gone = NULL;
+    size_t ngone = 0, capgone = 0;
     for (size_t i = 0; !rc && i < ns; i++) {
         if (contains(keepv, nk, seqs[i])) continue;
         char key[64];
@@ -290,7 +320,9 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
         }
         if (!dry) {
             int kept = 0;
-            rc = delete_unless_pinned(st, seqs[i], key, guard, &kept, e);
+            tdm_err ge; /* unreadable: its blobs count as orphans (read before they go) */
+            if (!only_from_deleted) add_refs(st, seqs[i], &gone, &ngone, &capgone, &ge);
+            rc = delete_unless_pinned(st, seqs[i], key, guard, &kept, out, e);
             if (!rc && kept) keepv[nk++] = seqs[i]; /* its blobs stay with it */
             if (rc || kept) continue;
         }
@@ -348,13 +380,27 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
         if (used) continue; /* kept, or already deleted as an earlier candidate */
         if (dry) {
             if (log) fprintf(log, "would delete %s\n", key);
-        } else if ((rc = delete_guarded(st, key, guard, e)) != 0) {
-            break;
+        } else {
+            /* an orphan (no manifest gc listed names it: a commit cut off before its
+             * manifest) is what a run starting now may find stored and use as its replay
+             * computes that commit again: read (verified) first, so that a deletion that
+             * raced such a run is put back (delete_guarded). Not a blob of a state this pass
+             * deleted: content a resumed run does not compute again */
+            void *back = NULL;
+            size_t nb = 0;
+            int orphan = !only_from_deleted && guard && guard->check;
+            for (size_t j = 0; orphan && j < ngone; j++) orphan = !sha256_equal(&gone[j], &d);
+            tdm_err ge;
+            if (orphan && store_get_verified(st, key, &d, &back, &nb, &ge) != 0) back = NULL;
+            rc = delete_guarded(st, key, back, nb, guard, out, e);
+            free(back);
+            if (rc) break;
         }
         deleted_blobs++;
     }
     if (!only_from_deleted) store_list_free(&l);
     free(cand);
+    free(gone);
     out->states = ns;
     out->deleted_states = deleted_states;
     out->deleted_blobs = deleted_blobs;

@@ -20,6 +20,11 @@
 
 typedef struct retain_report {
     size_t states, deleted_states, deleted_blobs, kept, pinned;
+    /* Filled when a pass stops midway too (gc says them). last_deleted: the last deletion
+     * that no passing check of the guard has followed yet (empty: none) — it may have
+     * landed after what the guard watches changed. put_back: a deletion the guard's check
+     * right after it found raced, undone (the object had been read before it went). */
+    char last_deleted[96], put_back[96];
 } retain_report;
 
 /* Applies the policy above to `st` (keep >= 1). verify_fallback: read every blob of the
@@ -36,7 +41,22 @@ int retain_quarantined_refs(store *st, sha256_digest **ref, size_t *n, size_t *c
 /* guard (may be NULL): called before every deletion; non-zero (with *e set) stops the
  * pass there. gc's guard checks that no run has taken the lease since gc looked at it: a
  * run that starts meanwhile uploads blobs whose manifests gc has not read, and they look
- * unreferenced. Without HEAD the fall-back kept is the newest state that verifies. */
+ * unreferenced. Without HEAD the fall-back kept is the newest state that verifies.
+ *
+ * The check comes before the deletion, so a run can take the lease between the two (or gc
+ * be paused there). What such a run can use is an object gc is deleting that it finds
+ * stored: above all an orphan blob of a commit cut off before its manifest, which the
+ * run's replay of that commit computes again, finds stored and does not upload. So the
+ * objects gc has in hand or can cheaply have — state manifests (read before they go) and
+ * orphan blobs (no manifest gc listed names them; read, verified, before they go) — are
+ * checked again right after their deletion, and put back (create-only) when the guard
+ * fails then: the run's lease came before gc's check, so every object it found stored is
+ * one gc either had not deleted yet or puts back. A blob of a state this pass deleted is not
+ * read (reading every blob gc deletes would double its traffic; a resumed run does not
+ * compute an old state's content again): one deleted after the guard's last passing check
+ * is left in out->last_deleted. A gc killed between a deletion and its put-back loses that
+ * object (the run that used it falls back and replays at its next start).
+ * TANDEM_TEST_STOP_AT=gc-delete:n freezes the pass between a check and its deletion. */
 typedef struct retain_guard {
     int (*check)(store *st, void *ctx, tdm_err *e);
     void *ctx;

@@ -2047,6 +2047,198 @@ static void test_stale_state_between_two_changes(void) {
     fixture_close(&p);
 }
 
+/* Waits (up to 120 s) until pid is stopped (SIGSTOP at a TANDEM_TEST_STOP_AT hook). */
+static int wait_stopped(pid_t pid) {
+    double t0 = now_s();
+    while (!is_stopped(pid) && now_s() - t0 < 120) usleep(1000);
+    return is_stopped(pid);
+}
+
+/* B records a config change, takes the lease and is frozen as it begins to set aside the α
+ * records past the change (ckpt_supersede_alpha_after, TANDEM_TEST_STOP_AT=supersede:1); C
+ * takes the lease over with a further change (configs/1.mp, generation 2) and finishes. B
+ * let go moved C's generation-2 records past the change to superseded/0/alpha/ and deleted
+ * them, with no lease check, and only then was fenced out: verify failed and C's own rerun
+ * could not replay the run (stranded). Now B checks the lease before each move and never
+ * moves a record of a newer generation than its own: it exits 3 and C's run stays whole. */
+static void test_fenced_writer_supersedes_nothing(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-supersede-fenced", 1) == 0, "fixture");
+    char lb[8192], lc[8192], out[8192], dir[900];
+    int ra = life_args(&f, "TANDEM_TEST_KILL_AT=head:4", NULL);
+    CHECK(ra == 137, "A: exit %d", ra);
+    fixture fb = f, fc = f;
+    snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+    snprintf(fc.log, sizeof fc.log, "%s/log-c.txt", f.dir);
+    const char *c1[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
+    const char *c2[] = {"--set", "optim.lr=2e-3", "--allow-change", "optim.lr", NULL};
+    pid_t b = start_run_argv(&fb, "TANDEM_TEST_STOP_AT=supersede:1", c1);
+    int stopped = wait_stopped(b);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(stopped, "B never stopped at supersede:1: %s", lb);
+    int rc = life_args(&fc, NULL, c2);
+    read_all(fc.log, lc, sizeof lc);
+    CHECK(rc == 0, "C: exit %d: %s", rc, lc);
+    snprintf(dir, sizeof dir, "%s/alpha", f.store);
+    int records = count_files(dir);
+    kill(b, SIGCONT);
+    int rb = wait_exit(b);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(rb == 3 && strstr(lb, "fenced out"), "B exited %d: %s", rb, lb);
+    CHECK(count_files(dir) == records, "B removed α records: %d before, %d after: %s", records, count_files(dir), lb);
+    snprintf(dir, sizeof dir, "%s/superseded/0", f.store);
+    CHECK(count_files(dir) == 0, "B moved %d records to superseded/0/: %s", count_files(dir), lb);
+    rc = tandem_on_store(&f, "verify", "", out, sizeof out);
+    CHECK(rc == 0, "verify: exit %d: %s", rc, out);
+    rc = life_args(&fc, NULL, c2);
+    read_all(fc.log, lc, sizeof lc);
+    CHECK(rc == 0, "C's rerun: exit %d: %s", rc, lc);
+    fixture_close(&f);
+}
+
+/* A finishes the run and is frozen while it seals mixture.mp: before it reads the α chain
+ * (mixture:1, so only the lease check can stop it) or after its lease check, just before
+ * the write (mixture-put:1, so only the compare-and-swap on the version it read can).
+ * B extends the run to 20 episodes (an allowed change) and finishes, sealing the longer
+ * run's mixture. A let go wrote its 16-episode mixture.mp over B's (no lease check, an
+ * unconditional overwrite) and verify failed; now A exits 3 and B's mixture.mp stays. */
+static void test_fenced_writer_seals_no_mixture(void) {
+    static const char *const at[] = {"TANDEM_TEST_STOP_AT=mixture:1", "TANDEM_TEST_STOP_AT=mixture-put:1"};
+    for (int k = 0; k < 2; k++) {
+        fixture f;
+        CHECK(fixture_open(&f, k ? "ledger-mixture-cas" : "ledger-mixture-fenced", 4) == 0, "fixture");
+        char la[8192], lb[8192], out[8192], path[900];
+        static unsigned char mb[1 << 16], ma[1 << 16];
+        size_t nb = 0, na = 0;
+        pid_t a = start_run(&f, at[k], NULL, NULL);
+        int stopped = wait_stopped(a);
+        read_all(f.log, la, sizeof la);
+        CHECK(stopped, "A never stopped at %s: %s", at[k], la);
+        fixture fb = f;
+        snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+        const char *ext[] = {"--set", "run.episodes=20", "--allow-change", "run.episodes", NULL};
+        int rb = life_args(&fb, NULL, ext);
+        read_all(fb.log, lb, sizeof lb);
+        CHECK(rb == 0, "B: exit %d: %s", rb, lb);
+        snprintf(path, sizeof path, "%s/mixture.mp", f.store);
+        CHECK(read_file(path, mb, sizeof mb, &nb) == 0 && nb > 0, "B left no mixture.mp");
+        kill(a, SIGCONT);
+        int ra = wait_exit(a);
+        read_all(f.log, la, sizeof la);
+        CHECK(ra == 3 && strstr(la, "fenced out"), "%s: A exited %d: %s", at[k], ra, la);
+        CHECK(read_file(path, ma, sizeof ma, &na) == 0 && na == nb && memcmp(ma, mb, nb) == 0,
+              "%s: A wrote mixture.mp over B's (%zu bytes, B's %zu)", at[k], na, nb);
+        int rc = tandem_on_store(&f, "verify", "", out, sizeof out);
+        CHECK(rc == 0, "%s: verify: exit %d: %s", at[k], rc, out);
+        fixture_close(&f);
+    }
+}
+
+/* Starts `tandem ARGV...` with an optional "K=V" environment entry, its output into log. */
+static pid_t start_tandem(const char *env_kv, const char *log, const char *const *argv) {
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    if (env_kv) {
+        char kv[256];
+        snprintf(kv, sizeof kv, "%s", env_kv);
+        char *eq = strchr(kv, '=');
+        *eq = '\0';
+        setenv(kv, eq + 1, 1);
+    }
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+    }
+    const char *av[16] = {tandem_bin()};
+    for (int i = 0; argv[i] && i < 14; i++) av[1 + i] = argv[i];
+    execv(tandem_bin(), (char *const *)av);
+    _exit(127);
+}
+
+/* gc checks the lease before each deletion, then deletes. Frozen between the two
+ * (gc-delete:1: its first deletion, an orphan blob of a commit killed before its
+ * manifest), a run takes the lease, replays that commit, finds its blobs stored (it does
+ * not upload them), writes the manifest and is frozen before it moves HEAD (head-put:1).
+ * gc let go deleted the blob and then said "gc stopped before deleting anything of it"
+ * (false); the run moved HEAD to a state whose blob was gone (verify: a fault). Now gc,
+ * which read the orphan before deleting it, checks the lease again right after the
+ * deletion, sees the run's and puts the blob back, saying so: the run's state is whole. */
+static void test_gc_race_puts_the_blob_back(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-gc-race", 1) == 0, "fixture");
+    const char *keep_all[] = {"--set", "checkpoint.keep=0", NULL};
+    int ra = life_args(&f, "TANDEM_TEST_KILL_AT=manifest:2", keep_all);
+    CHECK(ra == 137, "A: exit %d", ra);
+    char glog[900], out[8192], lb[8192];
+    snprintf(glog, sizeof glog, "%s/gc.txt", f.dir);
+    const char *gc[] = {"gc", f.store, "--keep", "3", NULL};
+    pid_t g = start_tandem("TANDEM_TEST_STOP_AT=gc-delete:1", glog, gc);
+    int stopped = wait_stopped(g);
+    read_all(glog, out, sizeof out);
+    CHECK(stopped, "gc never stopped at gc-delete:1: %s", out);
+    fixture fb = f;
+    snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+    pid_t b = start_run_argv(&fb, "TANDEM_TEST_STOP_AT=head-put:1", keep_all);
+    stopped = wait_stopped(b);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(stopped, "B never stopped at head-put:1: %s", lb);
+    kill(g, SIGCONT);
+    int rg = wait_exit(g);
+    read_all(glog, out, sizeof out);
+    CHECK(rg == 2 && strstr(out, "a run took the lease while gc was collecting"), "gc: exit %d: %s", rg, out);
+    CHECK(!strstr(out, "before deleting anything") && strstr(out, "It put back blobs/"), "gc: %s", out);
+    kill(b, SIGCONT);
+    int rb = wait_exit(b);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(rb == 0, "B: exit %d: %s", rb, lb);
+    int rc = tandem_on_store(&f, "verify", "", out, sizeof out);
+    CHECK(rc == 0, "verify: exit %d: %s", rc, out);
+    fixture_close(&f);
+}
+
+/* The same race where gc cannot put the object back: a blob of an old state it deleted
+ * (not read first: a resumed run does not compute an old state's content again). gc frozen
+ * at its first blob deletion, a run takes the lease (a finished run: it says so and
+ * releases it); gc let go deletes the blob and stops at its next check. It said "gc stopped
+ * before deleting anything of it"; now it says what it deleted and names the last
+ * deletion, the one that came after its last look at the lease, and what to do. */
+static void test_gc_says_what_it_deleted(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-gc-said", 2) == 0, "fixture");
+    const char *keep_all[] = {"--set", "checkpoint.keep=0", NULL};
+    int ra = life_args(&f, NULL, keep_all);
+    CHECK(ra == 0, "A: exit %d", ra);
+    uint64_t seqs[64];
+    int ns = state_positions(&f, seqs, 64);
+    CHECK(ns >= 4, "%d states", ns);
+    /* kept: the newest, and the newest older one that verifies; the rest go first */
+    char glog[900], out[8192], lb[8192], at[64];
+    snprintf(at, sizeof at, "TANDEM_TEST_STOP_AT=gc-delete:%d", ns - 1);
+    snprintf(glog, sizeof glog, "%s/gc.txt", f.dir);
+    const char *gc[] = {"gc", f.store, "--keep", "1", NULL};
+    pid_t g = start_tandem(at, glog, gc);
+    int stopped = wait_stopped(g);
+    read_all(glog, out, sizeof out);
+    CHECK(stopped, "gc never stopped at %s: %s", at, out);
+    fixture fb = f;
+    snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+    int rb = life_args(&fb, NULL, keep_all);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(rb == 0, "B: exit %d: %s", rb, lb);
+    kill(g, SIGCONT);
+    int rg = wait_exit(g);
+    read_all(glog, out, sizeof out);
+    char want[96];
+    snprintf(want, sizeof want, "after deleting %d states and 1 blob.", ns - 2);
+    CHECK(rg == 2 && strstr(out, "a run took the lease while gc was collecting"), "gc: exit %d: %s", rg, out);
+    CHECK(!strstr(out, "before deleting anything") && strstr(out, want) && strstr(out, "The last deletion, blobs/") &&
+              strstr(out, "tandem verify"),
+          "gc did not say what it deleted (want '%s'): %s", want, out);
+    fixture_close(&f);
+}
+
 int main(void) {
     char *dir = test_tmpdir("ledger-corpus");
     uint64_t tr[3] = {30000, 15000, 6000};
@@ -2096,6 +2288,10 @@ int main(void) {
     RUN(test_frozen_lock_holder);
     RUN(test_frozen_lock_holder_and_a_config_change);
     RUN(test_stale_state_between_two_changes);
+    RUN(test_fenced_writer_supersedes_nothing);
+    RUN(test_fenced_writer_seals_no_mixture);
+    RUN(test_gc_race_puts_the_blob_back);
+    RUN(test_gc_says_what_it_deleted);
     test_rmtree(dir);
     free(dir);
     return test_summary("test_ledger");
