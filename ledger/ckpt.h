@@ -274,16 +274,17 @@ int ckpt_report_alpha_holes(ckpt *c, uint64_t records, uint64_t episodes, tdm_er
 
 /* ------------------------------------------------ a config change: the old trajectory */
 
-/* Removes states/<seq>.mp for every seq > after (used when pinned config keys change:
- * those states belong to the old trajectory). */
-int ckpt_drop_states_after(ckpt *c, uint64_t after, tdm_err *e);
+/* (The old trajectory's states are deleted by ledger.c's drop_states_after, which fences.) */
 
 /* Sets aside the α records of episodes whose α update took effect after run position
  * `after` (record seq > after): each alpha/<t>.mp is copied to
  * superseded/<change>/alpha/<t>.mp, then deleted, so that the replay under changed config
  * writes its own records instead of failing the replay check. Nothing is lost: the old
  * trajectory's records stay readable under superseded/. Idempotent (a crash midway is
- * finished by the next call). *moved gets the number set aside. */
+ * finished by the next call). *moved gets the number set aside. The lease is checked
+ * before each move and deletion, and a record of a newer config generation than this
+ * writer's fences it out (ERR_STORE, nothing of it moved): a writer taken over meanwhile
+ * never sets aside the new writer's records. */
 int ckpt_supersede_alpha_after(ckpt *c, uint64_t after, uint64_t change, int *moved, tdm_err *e);
 
 #endif

@@ -526,20 +526,6 @@ int ckpt_settle_head(ckpt *c, tdm_err *e) {
     return 0;
 }
 
-int ckpt_drop_states_after(ckpt *c, uint64_t after, tdm_err *e) {
-    store_list l;
-    int rc = store_list_prefix(c->st, LEDGER_STATES, &l, e);
-    for (size_t i = 0; !rc && i < l.n; i++) {
-        uint64_t s;
-        if (ledger_key_index(l.keys[i], LEDGER_STATES, &s) == 0 && s > after) {
-            rc = store_delete(c->st, l.keys[i], e);
-            if (rc == STORE_NOT_FOUND) rc = 0;
-        }
-    }
-    store_list_free(&l);
-    return rc;
-}
-
 int ckpt_head_named_loaded(const ckpt *c) { return c->loaded && c->head_at_load; }
 
 int ckpt_seed_replay(const ckpt *c) { return c->seed_replay; }

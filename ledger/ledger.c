@@ -145,9 +145,8 @@ static int clear_divergence(ledger *l, tdm_err *e) {
 }
 
 /* Deletes states/<seq>.mp for every seq > after: the old trajectory's states after a
- * config change (ckpt_drop_states_after's job, with the fencing it lacks). The lease is
- * checked before each deletion, so that a writer taken over meanwhile deletes nothing: the
- * writer that took over may have recorded a further change and committed states of its own
+ * config change. The lease is checked before each deletion, so that a writer taken over
+ * meanwhile deletes nothing: the writer that took over may have recorded a further change and committed states of its own
  * exactly here. A state of a newer generation than this writer's fences it out even where
  * its check came too early to see the new lease (only a writer that recorded a further
  * change computes one). A manifest that does not decode is deleted as before: it belongs to
