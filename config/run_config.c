@@ -510,17 +510,23 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
          * its RUN must not silently become another run (with whatever config is given) */
         char found[300];
         int has = 0, health;
+        /* a test freezes a start here: RUN read as absent */
+        testhook_stop_at("run-read");
         rc = run_config_run_state(st, &has, found, sizeof found, e);
         if (rc) return rc;
-        if (has) return missing_run(st, &health, e);
-        rc = create_run(st, cfg, domains, M, out, e);
-        if (rc != STORE_EXISTS) return rc;
-        /* another tandem created the run between the read and the put (two identical
-         * starts at the same instant): its RUN is judged as any RUN found is — the same
-         * config goes on with it (the lease decides who writes), another one is refused */
+        if (!has) {
+            rc = create_run(st, cfg, domains, M, out, e);
+            if (rc != STORE_EXISTS) return rc;
+        }
+        /* another tandem created the run since RUN was read as absent (two starts at the
+         * same instant: the put found RUN there, or the run's objects were there by the
+         * time they were looked for — "RUN is missing" was false then): its RUN is judged
+         * as any RUN found is — the same config goes on with it (the lease decides who
+         * writes), another one is refused */
         ckpt_gens_free(&out->gens);
         memset(out, 0, sizeof *out);
         rc = read_pinned(st, &pinned, &npinned, &out->gens, out->run_id, sizeof out->run_id, &damaged, e);
+        if (rc == STORE_NOT_FOUND && has) return missing_run(st, &health, e);
         if (rc == STORE_NOT_FOUND) /* created and gone again at once: nothing to go on from */
             return err_set(e, ERR_STORE, "%s: another tandem created this run at the same moment and its RUN "
                            "is gone again; run again", store_url(st));

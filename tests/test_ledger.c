@@ -1888,6 +1888,31 @@ static void test_identical_starts_share_the_run(void) {
     fixture_close(&f);
 }
 
+/* As test_identical_starts_share_the_run, A frozen right after it read RUN as absent
+ * (run-read), before it looks for the run's other objects: B's run is all there when A
+ * goes on. A must find B's RUN and adopt the run (exit 0); it said "RUN is missing, but the
+ * store holds a run ... restore that object from a copy" (exit 3), of a RUN that is there. */
+static void test_run_created_after_it_was_read_as_absent(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-runread", 1) == 0, "fixture");
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=run-read:1", NULL, NULL);
+    if (!stopped_within(a)) end_frozen(a, 0);
+    CHECK(a > 0 && !kill(a, 0), "A never stopped after reading RUN");
+    fixture fb = f;
+    snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+    int rb = wait_exit(start_run(&fb, NULL, NULL, NULL));
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    char lb[8192], la[8192], h[1024];
+    read_all(fb.log, lb, sizeof lb);
+    read_all(f.log, la, sizeof la);
+    CHECK(rb == 0, "B: exit %d: %s", rb, lb);
+    CHECK(ra == 0 && !strstr(la, "missing"), "A let go: exit %d (want 0, the run B created): %s", ra, la);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "the run ended elsewhere:\n%s", h);
+    fixture_close(&f);
+}
+
 /* The position configs/<k>.mp records (the run position change k took effect at), or
  * UINT64_MAX where it cannot be read. */
 static uint64_t change_seq_of(const fixture *f, int k) {
@@ -2062,6 +2087,7 @@ int main(void) {
     RUN(test_taken_over_before_recording_a_change);
     RUN(test_frozen_lock_holder_and_a_dataset_change);
     RUN(test_identical_starts_share_the_run);
+    RUN(test_run_created_after_it_was_read_as_absent);
     test_rmtree(dir);
     free(dir);
     test_rmtree(dir2);
