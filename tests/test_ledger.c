@@ -1913,6 +1913,35 @@ static void test_run_created_after_it_was_read_as_absent(void) {
     fixture_close(&f);
 }
 
+/* Writer A, on a new store, holds the lease and is frozen right before it creates data.mp
+ * (data-put: its lease checked, data.mp read as absent); writer B takes the lease over,
+ * pins the same data and finishes the run. A let go finds data.mp there: it compares it
+ * (the same data) and goes on, to be fenced out at its next write (exit 3). The retry
+ * loop ended at once instead, and STORE_EXISTS (-2) left the process as exit 254 under the
+ * stale message "no store at ..." (the hunt's #12). */
+static void test_data_pinned_by_another_writer_meanwhile(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-datarace", 1) == 0, "fixture");
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=data-put:1", NULL, NULL);
+    if (!stopped_within(a)) end_frozen(a, 0);
+    CHECK(a > 0 && !kill(a, 0), "A never stopped before writing data.mp");
+    fixture fb = f;
+    snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+    int rb = wait_exit(start_run(&fb, NULL, NULL, NULL));
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    char lb[8192], la[8192], h[1024], out[8192];
+    read_all(fb.log, lb, sizeof lb);
+    read_all(f.log, la, sizeof la);
+    CHECK(rb == 0, "B: exit %d: %s", rb, lb);
+    CHECK(ra == 3 && strstr(la, "fenced out") && !strstr(la, "no store"), "A let go: exit %d (want 3, fenced out): %s",
+          ra, la);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "the run ended elsewhere:\n%s", h);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+}
+
 /* The position configs/<k>.mp records (the run position change k took effect at), or
  * UINT64_MAX where it cannot be read. */
 static uint64_t change_seq_of(const fixture *f, int k) {
@@ -2088,6 +2117,7 @@ int main(void) {
     RUN(test_frozen_lock_holder_and_a_dataset_change);
     RUN(test_identical_starts_share_the_run);
     RUN(test_run_created_after_it_was_read_as_absent);
+    RUN(test_data_pinned_by_another_writer_meanwhile);
     test_rmtree(dir);
     free(dir);
     test_rmtree(dir2);
