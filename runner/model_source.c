@@ -301,7 +301,23 @@ int model_source_fingerprint(store *st, const config *cfg, pin_mode mode, ledger
     rec_model now;
     memset(&now, 0, sizeof now);
     snprintf(now.init, sizeof now.init, "%s", cfg->model.init);
-    int rc = folder_digests(dir, &now.config_sha, &now.weights_sha, e);
+    /* a start judges the folder twice, before the lease (PIN_CHECK) and under it
+     * (PIN_WRITE): hashed once (a 7B model's weights are ~14 GB, seconds per pass) */
+    static struct {
+        char init[sizeof now.init];
+        sha256_digest config_sha, weights_sha;
+        int have;
+    } memo;
+    int rc = 0;
+    if (memo.have && !strcmp(memo.init, now.init)) {
+        now.config_sha = memo.config_sha;
+        now.weights_sha = memo.weights_sha;
+    } else if (!(rc = folder_digests(dir, &now.config_sha, &now.weights_sha, e))) {
+        snprintf(memo.init, sizeof memo.init, "%s", now.init);
+        memo.config_sha = now.config_sha;
+        memo.weights_sha = now.weights_sha;
+        memo.have = 1;
+    }
     if (rc) return rc;
     for (int attempt = 0; attempt < 2; attempt++) {
         rec_model was;
