@@ -212,7 +212,8 @@ static int reread_pinned(run_ctx *r, const run_opts *o, int defaulted, run_confi
     uint64_t after = now.gens.n;
     if (rc) {
         if (after > before)
-            err_prefix(e, "while this writer took the lease of %s, another writer recorded a config change (%s%llu.mp%s): ",
+            err_prefix(e, "while this writer took the lease of %s, another writer recorded a config change (%s%llu.mp%s), "
+                       "which this writer's config does not fit (it stops, writing nothing, and gives the lease back): ",
                        store_url(r->store), LEDGER_CONFIGS, (unsigned long long)before,
                        after > before + 1 ? " and later ones" : "");
         run_config_result_free(&now);
@@ -294,8 +295,8 @@ int run_load_everywhere(run_ctx *r, const run_opts *o, run_config_result *pinned
          * data.dataset change recorded below */
         if (!rc) rc = data_source_fingerprint(r->store, &r->ds, PIN_WRITE, data_change(pinned), r->ld, e);
         /* a config change is recorded by the writer that holds the lease, at the position
-         * the run goes on from (change_position), now that no other writer can move it */
-        /* a test freezes a writer here: the lease held, the change not yet recorded */
+         * the run goes on from (change_position), now that no other writer can move it (a
+         * test freezes a writer right before: the lease held, the change not yet recorded) */
         if (!rc && pinned->pending.n) testhook_stop_at("change-record");
         if (!rc && pinned->pending.n)
             rc = run_config_record_change(r->store, r->ld, pinned, change_position(r->store, &pinned->gens), e);
