@@ -15,6 +15,7 @@
 #include "ledger/records.h"
 #include "storage/url.h"
 #include "util/hex.h"
+#include "util/testhook.h"
 
 /* config_kv[] (fixed buffers) ↔ rec_kv[] (pointers into them). */
 static rec_kv *as_rec(config_kv *kv, size_t n) {
@@ -403,13 +404,14 @@ static int create_run(store *st, const config *cfg, const char *const *domains, 
     rec_config_hash(run.config, n, &run.config_sha);
     size_t len;
     void *data = rec_run_encode(&run, &len);
+    /* a test freezes a start here: RUN read as absent, not yet created */
+    testhook_stop_at("run-create");
     rc = store_put(st, LEDGER_RUN, data, len, STORE_CREATE, e);
     free(run.config);
     free(kv);
-    if (rc == STORE_EXISTS) {
+    if (rc == STORE_EXISTS) { /* another tandem created the run at the same moment: run_config_open judges it */
         free(data);
-        return err_set(e, ERR_STORE, "%s: another tandem created this run at the same moment",
-                       store_url(st));
+        return rc;
     }
     /* read back once: an endpoint that answers a PUT 200 and keeps nothing (a proxy, a
      * broken S3-compatible server) left a run whose every later start said "RUN is
@@ -508,9 +510,26 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
          * its RUN must not silently become another run (with whatever config is given) */
         char found[300];
         int has = 0, health;
+        /* a test freezes a start here: RUN read as absent */
+        testhook_stop_at("run-read");
         rc = run_config_run_state(st, &has, found, sizeof found, e);
         if (rc) return rc;
-        return has ? missing_run(st, &health, e) : create_run(st, cfg, domains, M, out, e);
+        if (!has) {
+            rc = create_run(st, cfg, domains, M, out, e);
+            if (rc != STORE_EXISTS) return rc;
+        }
+        /* another tandem created the run since RUN was read as absent (two starts at the
+         * same instant: the put found RUN there, or the run's objects were there by the
+         * time they were looked for — "RUN is missing" was false then): its RUN is judged
+         * as any RUN found is — the same config goes on with it (the lease decides who
+         * writes), another one is refused */
+        ckpt_gens_free(&out->gens);
+        memset(out, 0, sizeof *out);
+        rc = read_pinned(st, &pinned, &npinned, &out->gens, out->run_id, sizeof out->run_id, &damaged, e);
+        if (rc == STORE_NOT_FOUND && has) return missing_run(st, &health, e);
+        if (rc == STORE_NOT_FOUND) /* created and gone again at once: nothing to go on from */
+            return err_set(e, ERR_STORE, "%s: another tandem created this run at the same moment and its RUN "
+                           "is gone again; run again", store_url(st));
     }
     int health;
     if (damaged) return damaged_run(st, &health, e);
@@ -647,7 +666,18 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
     return rc;
 }
 
-int run_config_record_change(store *st, run_config_result *out, uint64_t at_seq, tdm_err *e) {
+/* Whether two change records change the same keys from the same values to the same
+ * values (in the same order: both come from one comparison of the same configs). */
+static int same_change(const rec_change *a, const rec_change *b) {
+    if (a->n != b->n) return 0;
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->old_values[i].key, b->old_values[i].key) || strcmp(a->old_values[i].value, b->old_values[i].value) ||
+            strcmp(a->new_values[i].key, b->new_values[i].key) || strcmp(a->new_values[i].value, b->new_values[i].value))
+            return 0;
+    return 1;
+}
+
+int run_config_record_change(store *st, ledger *ld, run_config_result *out, uint64_t at_seq, tdm_err *e) {
     if (!out->pending.n) return 0;
     out->pending.seq = at_seq;
     out->pending.created = (uint64_t)time(NULL);
@@ -655,16 +685,42 @@ int run_config_record_change(store *st, run_config_result *out, uint64_t at_seq,
     void *data = rec_change_encode(&out->pending, &len);
     char key[64];
     ledger_config_key(key, sizeof key, out->gens.n);
-    int rc = data ? store_put(st, key, data, len, STORE_CREATE, e) : err_set(e, ERR_INTERNAL, "out of memory");
+    /* a writer taken over since it read the generations records nothing: its change
+     * record would end the generation the new writer computes under, and everything that
+     * writer commits would look fenced out */
+    int rc = !data ? err_set(e, ERR_INTERNAL, "out of memory") : ld ? ledger_check_lease(ld, e) : 0;
+    if (!rc) rc = store_put(st, key, data, len, STORE_CREATE, e);
     free(data);
-    if (rc == STORE_EXISTS)
-        rc = err_set(e, ERR_STORE, "%s: another writer recorded a config change at the same moment",
-                     store_url(st));
-    if (!rc) {
+    uint64_t seq = at_seq;
+    if (rc == STORE_EXISTS) {
+        /* written since this writer read the generations under its lease: by a writer that
+         * checked its lease just before this one took it over. The very change this one
+         * records (two identical starts at the same instant) is taken as recorded; any
+         * other is not this writer's to judge */
+        char what[600];
+        snprintf(what, sizeof what, "%s/%s", store_url(st), key);
+        rec_change there;
+        tdm_err re;
+        int same = 0;
+        if (ledger_read(st, REC_KIND_CHANGE, key, what, &there, &re) == 0) {
+            same = same_change(&there, &out->pending);
+            seq = there.seq;
+            rec_change_free(&there);
+        }
+        rc = same ? 0
+                  : err_set(e, ERR_STORE, "%s: another writer recorded a different config change as %s at the "
+                            "same moment; only one tandem may run on a store: run again (the pinned config "
+                            "then includes that change)", store_url(st), key);
+        if (same)
+            fprintf(stderr, "tandem: %s already records this configuration change (another writer started with it "
+                    "at the same moment)\n", what);
+    } else if (!rc) {
         fprintf(stderr, "tandem: configuration change recorded as configs/%llu.mp:\n%s\n",
                 (unsigned long long)out->gens.n, out->pending_list);
+    }
+    if (!rc) {
         out->changed = 1;
-        if (ckpt_gens_add(&out->gens, at_seq)) rc = err_set(e, ERR_INTERNAL, "out of memory");
+        if (ckpt_gens_add(&out->gens, seq)) rc = err_set(e, ERR_INTERNAL, "out of memory");
         rec_change_free(&out->pending);
     }
     return rc;

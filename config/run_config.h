@@ -21,6 +21,7 @@
 
 #include "config/config.h"
 #include "ledger/gens.h"
+#include "ledger/ledger.h"
 #include "ledger/records.h"
 #include "storage/store.h"
 #include "util/err.h"
@@ -48,9 +49,12 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
                     int n_allowed, int store_defaulted, run_config_result *out, tdm_err *e);
 
 /* Writes out->pending (when it holds keys) as configs/<gens.n>.mp applying at state
- * position `at_seq` (HEAD's, read after the lease was taken), and counts it in
- * out->gens. ERR_STORE when another writer recorded a change there. */
-int run_config_record_change(store *st, run_config_result *out, uint64_t at_seq, tdm_err *e);
+ * position `at_seq` (read after the lease was taken), and counts it in out->gens. The
+ * lease of `ld` is checked right before the write (ERR_STORE "fenced out": nothing
+ * written); NULL skips the check. A record already there that makes the same change
+ * (another writer started with it at the same instant) counts as this one; another change
+ * there is ERR_STORE. */
+int run_config_record_change(store *st, ledger *ld, run_config_result *out, uint64_t at_seq, tdm_err *e);
 void run_config_result_free(run_config_result *out);
 
 /* The effective pinned config of an existing run (for commands that only read).

@@ -101,6 +101,8 @@ void ledger_close(ledger *l, int failed) {
     free(l);
 }
 
+int ledger_check_lease(ledger *l, tdm_err *e) { return ckpt_check_lease(l->ck, e); }
+
 int ledger_resume(ledger *l, const ckpt_gens *g, rec_state *rec, ledger_resumed *out, tdm_err *e) {
     memset(out, 0, sizeof *out);
     l->gen.nchanges = g->n;

@@ -76,6 +76,11 @@ ledger *ledger_open(store *st, const ledger_opts *o, tdm_err *e);
  * (a writer that was fenced out writes nothing). Then frees everything. NULL is a no-op. */
 void ledger_close(ledger *l, int failed);
 
+/* ERR_STORE "fenced out" unless this writer still holds the lease (ckpt_check_lease): for
+ * what the run writes to the store itself under the lease (a config change record), so
+ * that a writer taken over since ledger_open writes nothing. */
+int ledger_check_lease(ledger *l, tdm_err *e);
+
 /* ------------------------------------------------------------------ resuming */
 
 /* What ledger_resume found. */

@@ -10,6 +10,7 @@
 #include "ledger/keys.h"
 #include "ledger/read.h"
 #include "storage/sha256.h"
+#include "util/testhook.h"
 
 /* a domain name fits a record's field whole (a 64-character one was cut to 63) */
 _Static_assert(DATASET_NAME_MAX + 1 == REC_DOMAIN_MAX, "domain names in records vs datasets");
@@ -130,15 +131,20 @@ static int differs(const store *st, const dataset *ds, const rec_data *was, cons
     return 0;
 }
 
-static int put_data(store *st, const rec_data *d, int mode, tdm_err *e) {
+/* Writes data.mp (mode STORE_CREATE or STORE_OVERWRITE) once ld's lease is checked. */
+static int put_data(store *st, const rec_data *d, int mode, ledger *ld, tdm_err *e) {
     size_t len;
     void *enc = rec_data_encode(d, &len);
-    int rc = enc ? store_put(st, LEDGER_DATA, enc, len, mode, e) : err_set(e, ERR_INTERNAL, "out of memory");
+    int rc = !enc ? err_set(e, ERR_INTERNAL, "out of memory") : ld ? ledger_check_lease(ld, e) : 0;
+    /* a test freezes a writer here: its lease checked, data.mp not yet written */
+    if (!rc) testhook_stop_at("data-put");
+    if (!rc) rc = store_put(st, LEDGER_DATA, enc, len, mode, e);
     free(enc);
     return rc;
 }
 
-int data_source_fingerprint(store *st, const dataset *ds, int write, int repin, tdm_err *e) {
+int data_source_fingerprint(store *st, const dataset *ds, pin_mode mode, int repin, ledger *ld, tdm_err *e) {
+    int write = mode != PIN_READ, dry = mode == PIN_CHECK;
     rec_data *now = malloc(sizeof *now), *was = malloc(sizeof *was);
     int rc = now && was ? data_source_digest(ds, now, e) : err_set(e, ERR_INTERNAL, "out of memory");
     for (int attempt = 0; !rc && attempt < 2; attempt++) {
@@ -151,25 +157,37 @@ int data_source_fingerprint(store *st, const dataset *ds, int write, int repin, 
              * data.dataset), or when nothing was computed from the pinned data yet (a first
              * start that failed before its first commit, the data then fixed) */
             if (!repin && !run_config_nothing_computed(st)) break;
+            rc = 0;
+            if (dry) break; /* written under the lease */
             fprintf(stderr, "tandem: %s/%s now pins %s (%s)\n", store_url(st), LEDGER_DATA, ds->path,
                     repin ? "data.dataset changes, recorded" : "the data it pinned had nothing computed from it");
-            rc = put_data(st, now, STORE_OVERWRITE, e);
+            rc = put_data(st, now, STORE_OVERWRITE, ld, e);
             break;
         }
-        if (rc == STORE_CORRUPT) /* damaged: said, and replaced by today's digests when writing */
+        if (rc == STORE_CORRUPT && !dry) /* damaged: said, and replaced by today's digests when writing */
             fprintf(stderr, "tandem: %s/%s could not be read (%s)%s\n", store_url(st), LEDGER_DATA, de.msg,
                     write ? "; written again from the dataset" : "");
-        else if (rc != STORE_NOT_FOUND) {
+        else if (rc != STORE_NOT_FOUND && rc != STORE_CORRUPT) {
             *e = de;
             break;
         }
-        if (!write) { /* a run from before data.mp, or not started: nothing to compare */
+        if (!write || dry) { /* a run from before data.mp, or not started: nothing to compare */
             rc = 0;
             break;
         }
-        rc = put_data(st, now, rc == STORE_CORRUPT ? STORE_OVERWRITE : STORE_CREATE, e);
-        if (rc != STORE_EXISTS) break; /* written, or an error; else another writer's: compare */
+        rc = put_data(st, now, rc == STORE_CORRUPT ? STORE_OVERWRITE : STORE_CREATE, ld, e);
+        if (rc != STORE_EXISTS) break; /* written, or an error */
+        /* another writer created it since the read: compared on the next pass. (The loop's
+         * condition ended the loop here, and STORE_EXISTS (-2) left the process as exit
+         * status 254, under the message an earlier step had left in e.) */
+        rc = 0;
+        if (attempt == 1) rc = STORE_EXISTS;
     }
+    /* created by another writer and gone again before it could be read (twice): a pin this
+     * start cannot judge; never a store outcome passed up as an exit status */
+    if (rc == STORE_EXISTS)
+        rc = err_set(e, ERR_STORE, "%s/%s: another writer wrote and removed it while this one pinned the dataset; "
+                     "only one tandem may run on a store: run again", store_url(st), LEDGER_DATA);
     free(now);
     free(was);
     return rc;

@@ -13,6 +13,8 @@
 #include "ledger/records.h"
 #include "storage/store.h"
 #include "util/err.h"
+#include "ledger/ledger.h"
+#include "runner/pin_mode.h"
 
 /* The digests of ds: its domain names and, per domain and split, the SHA-256 of its
  * shards' digests in order, each shard's the SHA-256 of its token count (8 bytes,
@@ -23,9 +25,11 @@ int data_source_digest(const dataset *ds, rec_data *out, tdm_err *e);
  * differ (or the domains, when they are not the run's), and what to do. Only the train and
  * val splits, which a run reads, refuse; a test split that differs is said (an evaluation
  * then scores today's). When the store has none (a new run, or one begun before data.mp)
- * and `write`, it is written; a damaged one is said and, with `write`, written again; with
- * `write`, one that differs is replaced (said) when nothing was computed from it yet or
- * `repin` (data.dataset is a change the run records now, --allow-change). */
-int data_source_fingerprint(store *st, const dataset *ds, int write, int repin, tdm_err *e);
+ * and mode PIN_WRITE, it is written; a damaged one is said and, with PIN_WRITE, written
+ * again; with PIN_WRITE, one that differs is replaced (said) when nothing was computed from
+ * it yet or `repin` (data.dataset is a change the run records now, --allow-change).
+ * PIN_CHECK refuses what PIN_WRITE would and writes nothing. Every write is preceded by
+ * ld's lease check (ld NULL: none; ERR_STORE "fenced out" and nothing written). */
+int data_source_fingerprint(store *st, const dataset *ds, pin_mode mode, int repin, ledger *ld, tdm_err *e);
 
 #endif

@@ -284,13 +284,40 @@ static int folder_digests(const char *dir, sha256_digest *config_sha, sha256_dig
     return rc;
 }
 
-int model_source_fingerprint(store *st, const config *cfg, int write, tdm_err *e) {
+/* Writes model.mp (mode STORE_CREATE or STORE_OVERWRITE) once ld's lease is checked. */
+static int put_model(store *st, const rec_model *m, int mode, ledger *ld, tdm_err *e) {
+    size_t len;
+    void *enc = rec_model_encode(m, &len);
+    int rc = !enc ? err_set(e, ERR_INTERNAL, "out of memory") : ld ? ledger_check_lease(ld, e) : 0;
+    if (!rc) rc = store_put(st, LEDGER_MODEL, enc, len, mode, e);
+    free(enc);
+    return rc;
+}
+
+int model_source_fingerprint(store *st, const config *cfg, pin_mode mode, ledger *ld, tdm_err *e) {
+    int write = mode != PIN_READ, dry = mode == PIN_CHECK;
     const char *dir = model_source_hf_dir(cfg);
     if (!dir) return 0;
     rec_model now;
     memset(&now, 0, sizeof now);
     snprintf(now.init, sizeof now.init, "%s", cfg->model.init);
-    int rc = folder_digests(dir, &now.config_sha, &now.weights_sha, e);
+    /* a start judges the folder twice, before the lease (PIN_CHECK) and under it
+     * (PIN_WRITE): hashed once (a 7B model's weights are ~14 GB, seconds per pass) */
+    static struct {
+        char init[sizeof now.init];
+        sha256_digest config_sha, weights_sha;
+        int have;
+    } memo;
+    int rc = 0;
+    if (memo.have && !strcmp(memo.init, now.init)) {
+        now.config_sha = memo.config_sha;
+        now.weights_sha = memo.weights_sha;
+    } else if (!(rc = folder_digests(dir, &now.config_sha, &now.weights_sha, e))) {
+        snprintf(memo.init, sizeof memo.init, "%s", now.init);
+        memo.config_sha = now.config_sha;
+        memo.weights_sha = now.weights_sha;
+        memo.have = 1;
+    }
     if (rc) return rc;
     for (int attempt = 0; attempt < 2; attempt++) {
         rec_model was;
@@ -303,14 +330,10 @@ int model_source_fingerprint(store *st, const config *cfg, int write, tdm_err *e
              * its first commit, e.g. on a damaged weight, the folder then fixed): the pin
              * follows the folder */
             if (write && run_config_nothing_computed(st)) {
+                if (dry) return 0; /* written under the lease */
                 fprintf(stderr, "tandem: %s/%s pinned a model.init folder nothing was computed from (no state, "
                         "no alpha record); pinning it as it is now\n", store_url(st), LEDGER_MODEL);
-                size_t len;
-                void *enc = rec_model_encode(&now, &len);
-                rc = enc ? store_put(st, LEDGER_MODEL, enc, len, STORE_OVERWRITE, e)
-                         : err_set(e, ERR_INTERNAL, "out of memory");
-                free(enc);
-                return rc;
+                return put_model(st, &now, STORE_OVERWRITE, ld, e);
             }
             char want[SHA256_HEX_LEN + 1];
             sha256_hex(same_config ? &was.weights_sha : &was.config_sha, want);
@@ -323,26 +346,22 @@ int model_source_fingerprint(store *st, const config *cfg, int write, tdm_err *e
                            LEDGER_MODEL, want);
         }
         if (rc == STORE_CORRUPT) { /* damaged: said, and replaced by the folder's digests when writing */
+            if (dry) return 0;
             fprintf(stderr, "tandem: %s/%s could not be read (%s)%s\n", store_url(st), LEDGER_MODEL, de.msg,
                     write ? "; written again from the folder" : "");
-            if (!write) return 0;
-            size_t len;
-            void *enc = rec_model_encode(&now, &len);
-            rc = store_put(st, LEDGER_MODEL, enc, len, STORE_OVERWRITE, e);
-            free(enc);
-            return rc;
+            return write ? put_model(st, &now, STORE_OVERWRITE, ld, e) : 0;
         }
         if (rc != STORE_NOT_FOUND) {
             if (e) *e = de;
             return rc;
         }
-        if (!write) return 0; /* a run from before model.mp, or not started */
-        size_t len;
-        void *enc = rec_model_encode(&now, &len);
-        rc = store_put(st, LEDGER_MODEL, enc, len, STORE_CREATE, e);
-        free(enc);
+        if (!write || dry) return 0; /* a run from before model.mp, or not started */
+        rc = put_model(st, &now, STORE_CREATE, ld, e);
         if (rc != STORE_EXISTS) return rc; /* written, or an error; else another writer's: compare */
     }
-    return rc;
+    /* created by another writer and gone again before it could be read (twice): never a
+     * store outcome passed up as an exit status */
+    return err_set(e, ERR_STORE, "%s/%s: another writer wrote and removed it while this one pinned the model.init "
+                   "folder; only one tandem may run on a store: run again", store_url(st), LEDGER_MODEL);
 }
 

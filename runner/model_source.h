@@ -16,6 +16,8 @@
 #include "config/config.h"
 #include "storage/store.h"
 #include "util/err.h"
+#include "ledger/ledger.h"
+#include "runner/pin_mode.h"
 
 /* DIR of model.init = hf:DIR, or NULL for "random". */
 const char *model_source_hf_dir(const config *cfg);
@@ -36,10 +38,12 @@ int model_source_weights(const config *cfg, const model_layout *lay, float *host
 
 /* With model.init = hf:DIR: DIR's config.json and weights (every *.safetensors and the
  * index, by name) hashed and compared with the store's model.mp; when the store has none
- * and `write`, it is written (the first run). ERR_USAGE naming the file when they differ:
- * another model under the same path would make a resume or a replay compute something
- * else. A damaged model.mp is said and, with `write`, written again. 0 for random. */
-int model_source_fingerprint(store *st, const config *cfg, int write, tdm_err *e);
+ * and mode PIN_WRITE, it is written (the first run). ERR_USAGE naming the file when they
+ * differ: another model under the same path would make a resume or a replay compute
+ * something else. A damaged model.mp is said and, with PIN_WRITE, written again. PIN_CHECK
+ * refuses what PIN_WRITE would and writes nothing. Every write is preceded by ld's lease
+ * check (ld NULL: none). 0 for random. */
+int model_source_fingerprint(store *st, const config *cfg, pin_mode mode, ledger *ld, tdm_err *e);
 
 /* The preset that fine-tunes a pretrained model (sft-qwen2-0.5b) without model.init: hf:DIR is
  * ERR_USAGE saying what to download and about how much memory the run needs; 0

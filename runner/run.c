@@ -404,6 +404,21 @@ static int agree(run_ctx *r, int rc, const char *what, tdm_err *e) {
     return rc;
 }
 
+/* A store outcome that reached the end of the run unhandled (a fault of this program):
+ * ERR_STORE naming the store and the outcome, instead of the negative code as the exit
+ * status and whatever message e last held. */
+static int unhandled_outcome(const run_ctx *r, int rc, tdm_err *e) {
+    const char *what = rc == STORE_NOT_FOUND  ? "an object was not found"
+                       : rc == STORE_EXISTS   ? "an object to be created was there already"
+                       : rc == STORE_CONFLICT ? "an object changed under a compare-and-swap"
+                       : rc == STORE_CORRUPT  ? "an object did not hash to its digest"
+                                              : "an unknown store outcome";
+    return err_set(e, ERR_STORE, "%s: %s (store outcome %d), and this start did not handle it: another writer was "
+                   "probably active on the store at the same moment; run again (tandem status and tandem verify "
+                   "say where the run stands)",
+                   r->store ? store_url(r->store) : "the store", what, rc);
+}
+
 int run_main(const run_opts *o, tdm_err *e) {
     run_ctx *r = calloc(1, sizeof *r);
     if (!r) return err_set(e, ERR_INTERNAL, "out of memory");
@@ -544,6 +559,10 @@ int run_main(const run_opts *o, tdm_err *e) {
         report_commit(r);
     }
     if (rc == ERR_DIVERGED) record_divergence(r, e);
+    /* a store outcome (STORE_EXISTS, STORE_CONFLICT, ...: negative) is the caller's to
+     * handle and never an exit status (-2 left the process as 254, under a message an
+     * earlier step had set and left in e); one that got this far is said as what it is */
+    if (rc < 0) rc = unhandled_outcome(r, rc, e);
     /* A run that fails (exit 1, 3, 4, 5) ends here, not killed: it gives the lease back, so
      * that status and gc do not see a holder that is gone. A writer that was fenced out
      * finds the lease no longer its own and writes nothing. */

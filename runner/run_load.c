@@ -20,6 +20,7 @@
 #include "steps/mixture.h"
 #include "steps/simplex.h"
 #include "util/args.h"
+#include "util/testhook.h"
 
 /* Sets a parameter-sized buffer of the backend to zeros, a MiB of zeros at a time. */
 static int zero_tensor(run_ctx *r, float *buf, tdm_err *e) {
@@ -186,6 +187,48 @@ static uint64_t change_position(store *st, const ckpt_gens *gens) {
     return at;
 }
 
+/* Whether the change this start records (pinned->pending) includes data.dataset: then
+ * data.mp follows the new dataset. */
+static int data_change(const run_config_result *pinned) {
+    for (size_t i = 0; i < pinned->pending.n; i++)
+        if (!strcmp(pinned->pending.new_values[i].key, "data.dataset")) return 1;
+    return 0;
+}
+
+/* The pinned config and its generations read again once the lease is held (run_config_open
+ * into *pinned, which it replaces; RUN's creation by the first look is kept in ->created).
+ * The first look came before the lease: another writer may have recorded a config change
+ * (configs/<g>.mp) since, and a writer that went on under the generations it read first
+ * would compute the whole run under a superseded generation — every state it commits then
+ * counts as a fenced-out writer's, and the run strands. So this writer acts on what the
+ * store says now: its config still fits the run with that change (the same change: it is
+ * recorded already, nothing pending; an allowed one on top: pending again) and it goes on,
+ * or it is refused as a fresh start would be (exit 2), the message naming the change. */
+static int reread_pinned(run_ctx *r, const run_opts *o, int defaulted, run_config_result *pinned, tdm_err *e) {
+    run_config_result now;
+    uint64_t before = pinned->gens.n;
+    int rc = run_config_open(r->store, &r->cfg, r->names, dataset_n_domains(&r->ds), o->allow, o->nallow, defaulted,
+                             &now, e);
+    uint64_t after = now.gens.n;
+    if (rc) {
+        if (after > before)
+            err_prefix(e, "while this writer took the lease of %s, another writer recorded a config change (%s%llu.mp%s), "
+                       "which this writer's config does not fit (it stops, writing nothing, and gives the lease back): ",
+                       store_url(r->store), LEDGER_CONFIGS, (unsigned long long)before,
+                       after > before + 1 ? " and later ones" : "");
+        run_config_result_free(&now);
+        return rc;
+    }
+    if (after != before && r->progress != PROGRESS_QUIET)
+        fprintf(stderr, "tandem: %s: another writer recorded a config change (%s%llu.mp) while this one took the "
+                "lease; this run's config fits the run with it: going on under it\n", store_url(r->store),
+                LEDGER_CONFIGS, (unsigned long long)before);
+    now.created = pinned->created;
+    run_config_result_free(pinned);
+    *pinned = now;
+    return 0;
+}
+
 /* The grace period (seconds from the stop signal to SIGKILL) the scheduler set in the
  * environment (TANDEM_GRACE_S, which the rendered Slurm scripts and Kubernetes Jobs set),
  * or 0 when unknown: then a stop always commits a full state. */
@@ -220,18 +263,18 @@ int run_load_everywhere(run_ctx *r, const run_opts *o, run_config_result *pinned
     if (r->rank == 0) rc = run_precheck_episodes(r, e);
     if (r->rank == 0 && !rc) {
         int defaulted = o->store_defaulted || (!o->store_url && !r->cfg.store[0]);
+        /* a first look, writing nothing but a new run's RUN (create-only: the run's
+         * identity, which an identical start at the same instant adopts): what would be
+         * refused is refused before a live writer is taken over */
         rc = run_config_open(r->store, &r->cfg, r->names, dataset_n_domains(&r->ds), o->allow, o->nallow,
                              defaulted, pinned, e);
-        /* the model.init folder is the one the run started from (pinned by content) */
-        if (!rc) rc = model_source_fingerprint(r->store, &r->cfg, 1, e);
-        /* and the dataset's tokens are those it started with (data.mp) */
-        int data_changes = 0; /* --allow-change data.dataset, recorded below: the pin follows */
-        for (size_t i = 0; !rc && i < pinned->pending.n; i++)
-            data_changes |= !strcmp(pinned->pending.new_values[i].key, "data.dataset");
-        if (!rc) rc = data_source_fingerprint(r->store, &r->ds, 1, data_changes, e);
+        if (!rc) rc = model_source_fingerprint(r->store, &r->cfg, PIN_CHECK, NULL, e);
+        if (!rc) rc = data_source_fingerprint(r->store, &r->ds, PIN_CHECK, data_change(pinned), NULL, e);
         ckpt_layout cl = {0};
         ckpt_model_io_init(&r->ck_io, r->nets.ops, r->nets.ctx);
         if (!rc) rc = ckpt_model_layout(&r->lay, &cl, e);
+        /* a test freezes a writer here: the config read, the lease not yet taken */
+        if (!rc) testhook_stop_at("lease-take");
         if (!rc) {
             ledger_opts lo = {.layout = &cl, .chunk_bytes = (uint64_t)r->cfg.checkpoint.chunk_kib << 10,
                               .streaming = r->streaming, .io = &r->ck_io.io,
@@ -244,10 +287,19 @@ int run_load_everywhere(run_ctx *r, const run_opts *o, run_config_result *pinned
             if (!(r->ld = ledger_open(r->store, &lo, e))) rc = e->code;
         }
         ckpt_model_layout_free(&cl);
+        /* under the lease: the config as the store holds it now, then the pins written */
+        if (!rc) rc = reread_pinned(r, o, defaulted, pinned, e);
+        /* the model.init folder is the one the run started from (pinned by content) */
+        if (!rc) rc = model_source_fingerprint(r->store, &r->cfg, PIN_WRITE, r->ld, e);
+        /* and the dataset's tokens are those it started with (data.mp); the pin follows a
+         * data.dataset change recorded below */
+        if (!rc) rc = data_source_fingerprint(r->store, &r->ds, PIN_WRITE, data_change(pinned), r->ld, e);
         /* a config change is recorded by the writer that holds the lease, at the position
-         * the run goes on from (change_position), now that no other writer can move it */
+         * the run goes on from (change_position), now that no other writer can move it (a
+         * test freezes a writer right before: the lease held, the change not yet recorded) */
+        if (!rc && pinned->pending.n) testhook_stop_at("change-record");
         if (!rc && pinned->pending.n)
-            rc = run_config_record_change(r->store, pinned, change_position(r->store, &pinned->gens), e);
+            rc = run_config_record_change(r->store, r->ld, pinned, change_position(r->store, &pinned->gens), e);
         if (!rc) rc = load_or_init(r, &pinned->gens, res, e);
     }
     if (comm_world(r->comm) == 1) return rc;

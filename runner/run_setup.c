@@ -243,6 +243,9 @@ static int pin_kernels(run_ctx *r, const char *url, tdm_err *e) {
     int absent = 0;
     store *st = store_open_present(url, STORE_OPEN_WRITABLE, &absent, e);
     if (!st && !absent) return e->code;
+    /* absent is no error here (a new run's store is made later): its "no store at ..."
+     * is not left in e, where a later failure that set no message of its own showed it */
+    if (!st) err_clear(e);
     config *pinned = st ? malloc(sizeof *pinned) : NULL;
     int rc = st && !pinned ? err_set(e, ERR_INTERNAL, "out of memory") : 0;
     if (st && !rc) rc = run_config_pinned(st, pinned, &r->pin_have, e);

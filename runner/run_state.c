@@ -12,7 +12,7 @@
 int run_state_config(store *st, run_state *rs, tdm_err *e) {
     memset(rs, 0, sizeof *rs);
     int rc = run_config_read(st, &rs->cfg, rs->run_id, sizeof rs->run_id, e);
-    if (!rc) rc = model_source_fingerprint(st, &rs->cfg, 0, e); /* the model.init folder is still the run's */
+    if (!rc) rc = model_source_fingerprint(st, &rs->cfg, PIN_READ, NULL, e); /* the model.init folder is still the run's */
     return rc;
 }
 
@@ -27,7 +27,7 @@ int run_state_load(store *st, const uint64_t *seq, int dataset_optional, const c
         err_prefix(e, "data.dataset (the GPT-2 run's vocabulary): ");
     }
     /* an evaluation reads the run's own tokens: the dataset is still the one data.mp pins */
-    if (!rc && !dataset_optional) rc = data_source_fingerprint(st, &rs->ds, 0, 0, e);
+    if (!rc && !dataset_optional) rc = data_source_fingerprint(st, &rs->ds, PIN_READ, 0, NULL, e);
     if (!rc) rc = model_source_config(&rs->cfg, &rs->ds, &rs->mc, e);
     if (!rc) rc = model_layout_init(&rs->lay, &rs->mc, e);
     /* the model RUN's config describes against the state HEAD names, before its buffers

@@ -36,6 +36,7 @@
 #include "tests/test.h"
 
 static char g_corpus[600];
+static char g_corpus2[600]; /* another corpus of the same domains: a data.dataset change */
 static char g_ref_hash[1024];
 
 static int fixture_open(fixture *f, const char *tag, int every) {
@@ -1929,6 +1930,246 @@ static void test_frozen_lock_holder_and_a_config_change(void) {
     fixture_close(&f);
 }
 
+/* Waits (up to 60 s) until pid is stopped (a TANDEM_TEST_STOP_AT hook); 1 when it is. */
+static int stopped_within(pid_t pid) {
+    double t0 = now_s();
+    while (!is_stopped(pid) && now_s() - t0 < 60) usleep(1000);
+    return is_stopped(pid);
+}
+
+/* Ends the frozen writers of a test that gives up (a CHECK returns): none is left behind. */
+static void end_frozen(pid_t a, pid_t b) {
+    if (a > 0) kill(a, SIGKILL), wait_exit(a);
+    if (b > 0) kill(b, SIGKILL), wait_exit(b);
+}
+
+static const char *const g_lr_change[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
+
+/* Writer C (the pinned config) has read the config and its generations and is frozen before
+ * it takes the lease (lease-take); writer B takes the lease with an allowed optim.lr change,
+ * records configs/0.mp and is frozen before its first α record. C let go takes the lease
+ * over: the store now holds a change C's config does not fit, so C is refused as a fresh
+ * start would be (exit 2, naming configs/0.mp) instead of computing the run under the
+ * generation it read first — every state it wrote then counted as a fenced-out writer's,
+ * verify failed and the run was stranded (C exited 0). B is fenced out (exit 3); its
+ * rerun finishes and verifies. */
+static void test_change_recorded_while_taking_the_lease(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-meanwhile", 1) == 0, "fixture");
+    int ra = run_to_end(&f, "TANDEM_TEST_KILL_AT=head:4");
+    CHECK(ra == 128 + SIGKILL, "A: exit %d (want SIGKILL at its 4th commit)", ra);
+    fixture fb = f, fc = f;
+    snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+    snprintf(fc.log, sizeof fc.log, "%s/log-c.txt", f.dir);
+    pid_t c = start_run(&fc, "TANDEM_TEST_STOP_AT=lease-take:1", NULL, NULL);
+    if (!stopped_within(c)) end_frozen(c, 0);
+    CHECK(c > 0 && !kill(c, 0), "C never stopped before the lease");
+    pid_t b = start_run_full(&fb, "TANDEM_TEST_STOP_AT=alpha-put:1", g_lr_change, 0);
+    if (!stopped_within(b)) end_frozen(b, c);
+    CHECK(!kill(c, 0), "B never stopped at its first alpha record");
+    kill(c, SIGCONT);
+    int rc = wait_exit(c);
+    kill(b, SIGCONT);
+    int rb = wait_exit(b);
+    char lb[8192], lc[8192], out[8192];
+    read_all(fb.log, lb, sizeof lb);
+    read_all(fc.log, lc, sizeof lc);
+    CHECK(rc == 2 && strstr(lc, "configs/0.mp") && strstr(lc, "optim.lr"),
+          "C: exit %d (want 2, naming configs/0.mp and optim.lr): %s", rc, lc);
+    CHECK(rb == 3 && strstr(lb, "fenced out"), "B: exit %d (want 3, fenced out): %s", rb, lb);
+    int again = wait_exit(start_run_full(&fb, NULL, g_lr_change, 0));
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(again == 0, "B's rerun with the change: exit %d: %s", again, lb);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+}
+
+/* The same with C given the very change B recorded (two identical --allow-change starts):
+ * C, under the lease, finds the change recorded already and goes on with it (exit 0);
+ * it exited 3 "another writer recorded a config change at the same moment", B fenced
+ * out too, and nobody ran on. */
+static void test_same_change_recorded_while_taking_the_lease(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-samechange", 1) == 0, "fixture");
+    int ra = run_to_end(&f, "TANDEM_TEST_KILL_AT=head:4");
+    CHECK(ra == 128 + SIGKILL, "A: exit %d (want SIGKILL at its 4th commit)", ra);
+    fixture fb = f, fc = f;
+    snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+    snprintf(fc.log, sizeof fc.log, "%s/log-c.txt", f.dir);
+    pid_t c = start_run_full(&fc, "TANDEM_TEST_STOP_AT=lease-take:1", g_lr_change, 0);
+    if (!stopped_within(c)) end_frozen(c, 0);
+    CHECK(c > 0 && !kill(c, 0), "C never stopped before the lease");
+    pid_t b = start_run_full(&fb, "TANDEM_TEST_STOP_AT=alpha-put:1", g_lr_change, 0);
+    if (!stopped_within(b)) end_frozen(b, c);
+    CHECK(!kill(c, 0), "B never stopped at its first alpha record");
+    kill(c, SIGCONT);
+    int rc = wait_exit(c);
+    kill(b, SIGCONT);
+    int rb = wait_exit(b);
+    char lb[8192], lc[8192], out[8192], cfg1[900];
+    read_all(fb.log, lb, sizeof lb);
+    read_all(fc.log, lc, sizeof lc);
+    snprintf(cfg1, sizeof cfg1, "%s/configs/1.mp", f.store);
+    CHECK(rc == 0, "C: exit %d (want 0, the change recorded already): %s", rc, lc);
+    CHECK(rb == 3, "B: exit %d (want 3, fenced out): %s", rb, lb);
+    CHECK(access(cfg1, F_OK) != 0, "the one change was recorded twice");
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    int again = wait_exit(start_run_full(&fb, NULL, g_lr_change, 0));
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(again == 0 && !strstr(lb, "recorded"), "a rerun with the change: exit %d: %s", again, lb);
+    fixture_close(&f);
+}
+
+/* Writer B, with an allowed optim.lr change, holds the lease and is frozen right before it
+ * records the change (change-record); writer C (the pinned config) takes the run over and
+ * finishes it. B let go must not record its change: it no longer holds the lease (exit 3,
+ * fenced out, no configs/0.mp). It recorded it, and C's finished run then looked computed
+ * under a superseded generation. The run stays C's: the reference hash, verify clean. */
+static void test_taken_over_before_recording_a_change(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-recordlate", 1) == 0, "fixture");
+    int ra = run_to_end(&f, "TANDEM_TEST_KILL_AT=head:4");
+    CHECK(ra == 128 + SIGKILL, "A: exit %d (want SIGKILL at its 4th commit)", ra);
+    fixture fb = f, fc = f;
+    snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+    snprintf(fc.log, sizeof fc.log, "%s/log-c.txt", f.dir);
+    pid_t b = start_run_full(&fb, "TANDEM_TEST_STOP_AT=change-record:1", g_lr_change, 0);
+    if (!stopped_within(b)) end_frozen(b, 0);
+    CHECK(b > 0 && !kill(b, 0), "B never stopped before recording its change");
+    int rc = wait_exit(start_run(&fc, NULL, NULL, NULL));
+    kill(b, SIGCONT);
+    int rb = wait_exit(b);
+    char lb[8192], lc[8192], h[1024], out[8192], cfg0[900];
+    read_all(fb.log, lb, sizeof lb);
+    read_all(fc.log, lc, sizeof lc);
+    snprintf(cfg0, sizeof cfg0, "%s/configs/0.mp", f.store);
+    CHECK(rc == 0, "C: exit %d: %s", rc, lc);
+    CHECK(rb == 3 && strstr(lb, "fenced out"), "B: exit %d (want 3, fenced out): %s", rb, lb);
+    CHECK(access(cfg0, F_OK) != 0, "B recorded its change after it was taken over: %s", lb);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "the run ended elsewhere:\n%s", h);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+}
+
+/* As test_frozen_lock_holder_and_a_config_change, with data.dataset: B, given another
+ * corpus with --allow-change data.dataset, cannot take the lease (A holds the store's lock)
+ * and must leave data.mp as it was. It re-pinned data.mp before trying, so A's own plain
+ * rerun was then refused (exit 2: "the corpus was rebuilt"). */
+static void test_frozen_lock_holder_and_a_dataset_change(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-lockdata", 1) == 0, "fixture");
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=store-lock:3", NULL, NULL);
+    if (!stopped_within(a)) end_frozen(a, 0);
+    CHECK(a > 0 && !kill(a, 0), "A never stopped holding the lock");
+    char data[900], set[900];
+    static unsigned char before[1 << 16], after[1 << 16];
+    size_t nb = 0, na = 0;
+    snprintf(data, sizeof data, "%s/data.mp", f.store);
+    if (read_file(data, before, sizeof before, &nb) || !nb) end_frozen(a, 0);
+    CHECK(nb > 0, "no data.mp while A holds the lock");
+    fixture fb = f;
+    snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+    snprintf(set, sizeof set, "data.dataset=%s/dataset.yaml", g_corpus2);
+    const char *const change[] = {"--set", set, "--allow-change", "data.dataset", NULL};
+    int rb = wait_exit(start_run_full(&fb, "TANDEM_STORE_LOCK_TIMEOUT_S=2", change, 0));
+    read_file(data, after, sizeof after, &na);
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    char lb[8192], la[8192], h[1024];
+    read_all(fb.log, lb, sizeof lb);
+    read_all(f.log, la, sizeof la);
+    CHECK(rb == 3 && strstr(lb, ".lock"), "B: exit %d (want 3, naming .lock): %s", rb, lb);
+    CHECK(na == nb && !memcmp(before, after, nb), "B re-pinned data.mp without holding the lease: %s", lb);
+    CHECK(ra == 0, "A let go: exit %d: %s", ra, la);
+    int again = run_to_end(&f, NULL);
+    read_all(f.log, la, sizeof la);
+    CHECK(again == 0, "A's plain rerun: exit %d: %s", again, la);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "the run ended elsewhere:\n%s", h);
+    fixture_close(&f);
+}
+
+/* Two identical starts on a new store at the same instant: A read RUN as absent and is
+ * frozen before it creates it (run-create); B creates the run and finishes it. A let go
+ * finds RUN there, with its own config: it adopts the run (exit 0, the finished run) —
+ * it exited 3, "another tandem created this run at the same moment". */
+static void test_identical_starts_share_the_run(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-twostarts", 1) == 0, "fixture");
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=run-create:1", NULL, NULL);
+    if (!stopped_within(a)) end_frozen(a, 0);
+    CHECK(a > 0 && !kill(a, 0), "A never stopped before creating RUN");
+    fixture fb = f;
+    snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+    int rb = wait_exit(start_run(&fb, NULL, NULL, NULL));
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    char lb[8192], la[8192], h[1024], out[8192];
+    read_all(fb.log, lb, sizeof lb);
+    read_all(f.log, la, sizeof la);
+    CHECK(rb == 0, "B: exit %d: %s", rb, lb);
+    CHECK(ra == 0, "A let go: exit %d (want 0, the run B created and finished): %s", ra, la);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "the run ended elsewhere:\n%s", h);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+}
+
+/* As test_identical_starts_share_the_run, A frozen right after it read RUN as absent
+ * (run-read), before it looks for the run's other objects: B's run is all there when A
+ * goes on. A must find B's RUN and adopt the run (exit 0); it said "RUN is missing, but the
+ * store holds a run ... restore that object from a copy" (exit 3), of a RUN that is there. */
+static void test_run_created_after_it_was_read_as_absent(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-runread", 1) == 0, "fixture");
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=run-read:1", NULL, NULL);
+    if (!stopped_within(a)) end_frozen(a, 0);
+    CHECK(a > 0 && !kill(a, 0), "A never stopped after reading RUN");
+    fixture fb = f;
+    snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+    int rb = wait_exit(start_run(&fb, NULL, NULL, NULL));
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    char lb[8192], la[8192], h[1024];
+    read_all(fb.log, lb, sizeof lb);
+    read_all(f.log, la, sizeof la);
+    CHECK(rb == 0, "B: exit %d: %s", rb, lb);
+    CHECK(ra == 0 && !strstr(la, "missing"), "A let go: exit %d (want 0, the run B created): %s", ra, la);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "the run ended elsewhere:\n%s", h);
+    fixture_close(&f);
+}
+
+/* Writer A, on a new store, holds the lease and is frozen right before it creates data.mp
+ * (data-put: its lease checked, data.mp read as absent); writer B takes the lease over,
+ * pins the same data and finishes the run. A let go finds data.mp there: it compares it
+ * (the same data) and goes on, to be fenced out at its next write (exit 3). The retry
+ * loop ended at once instead, and STORE_EXISTS (-2) left the process as exit 254 under the
+ * stale message "no store at ..." (the hunt's #12). */
+static void test_data_pinned_by_another_writer_meanwhile(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-datarace", 1) == 0, "fixture");
+    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=data-put:1", NULL, NULL);
+    if (!stopped_within(a)) end_frozen(a, 0);
+    CHECK(a > 0 && !kill(a, 0), "A never stopped before writing data.mp");
+    fixture fb = f;
+    snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
+    int rb = wait_exit(start_run(&fb, NULL, NULL, NULL));
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    char lb[8192], la[8192], h[1024], out[8192];
+    read_all(fb.log, lb, sizeof lb);
+    read_all(f.log, la, sizeof la);
+    CHECK(rb == 0, "B: exit %d: %s", rb, lb);
+    CHECK(ra == 3 && strstr(la, "fenced out") && !strstr(la, "no store"), "A let go: exit %d (want 3, fenced out): %s",
+          ra, la);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "the run ended elsewhere:\n%s", h);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+}
+
 /* The position configs/<k>.mp records (the run position change k took effect at), or
  * UINT64_MAX where it cannot be read. */
 static uint64_t change_seq_of(const fixture *f, int k) {
@@ -2242,6 +2483,13 @@ int main(void) {
         return 1;
     }
     snprintf(g_corpus, sizeof g_corpus, "%s", dir);
+    char *dir2 = test_tmpdir("ledger-corpus2");
+    uint64_t tr2[3] = {29000, 15000, 6000};
+    if (corpus_fixture(dir2, 3, tr2, 3, 3000, NULL, &e)) {
+        fprintf(stderr, "corpus: %s\n", e.msg);
+        return 1;
+    }
+    snprintf(g_corpus2, sizeof g_corpus2, "%s", dir2);
     RUN(test_reference);
     RUN(test_stale_writer_is_fenced);
     RUN(test_corrupt_newest_state_heals);
@@ -2286,7 +2534,16 @@ int main(void) {
     RUN(test_fenced_writer_seals_no_mixture);
     RUN(test_gc_race_puts_the_blob_back);
     RUN(test_gc_says_what_it_deleted);
+    RUN(test_change_recorded_while_taking_the_lease);
+    RUN(test_same_change_recorded_while_taking_the_lease);
+    RUN(test_taken_over_before_recording_a_change);
+    RUN(test_frozen_lock_holder_and_a_dataset_change);
+    RUN(test_identical_starts_share_the_run);
+    RUN(test_run_created_after_it_was_read_as_absent);
+    RUN(test_data_pinned_by_another_writer_meanwhile);
     test_rmtree(dir);
     free(dir);
+    test_rmtree(dir2);
+    free(dir2);
     return test_summary("test_ledger");
 }
