@@ -425,7 +425,10 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
     for (int tries = 0;; tries++) {
         uint64_t from_head = 0;
         rc = read_for_takeover(c, &old, &present, &from_head, e);
-        if (rc) return rc;
+        if (rc) {
+            c->epoch = 0; /* a retry's epoch was never ours (it may be the winner's): none to release */
+            return rc;
+        }
         c->epoch = (present ? old.epoch : from_head) + 1;
         testhook_stop_at("lease-put"); /* frozen here by the tests: the lease read, ours not written */
         rc = write_lease(c, 0, e);
@@ -518,7 +521,11 @@ int ckpt_put_head(ckpt *c, rec_head *h, int bump, tdm_err *e) {
         void *hd = rec_head_encode(h, &hn);
         int rc = store_put_if(c->st, LEDGER_HEAD, hd, hn, &c->head_ver, &c->head_ver, e);
         free(hd);
-        if (rc != STORE_CONFLICT || tries >= CKPT_STAMP_TRIES) return rc;
+        if (rc != STORE_CONFLICT) return rc;
+        if (tries >= CKPT_STAMP_TRIES) /* no fence (the lease is ours): say what it is */
+            return err_set(e, ERR_STORE, "%s: HEAD was moved %d times by writers of older epochs while "
+                           "this writer held the lease; a writer that ignores the lease is active",
+                           store_url(c->st), tries + 1);
         /* HEAD changed since this writer last saw it. Written by an older epoch, it is
          * that writer's one commit in flight, whose lease check came before our
          * takeover — HEAD was missing then (nothing to stamp), or our stamp was
@@ -530,7 +537,14 @@ int ckpt_put_head(ckpt *c, rec_head *h, int bump, tdm_err *e) {
         size_t n = 0;
         store_version ver;
         tdm_err ge;
-        if (store_get(c->st, LEDGER_HEAD, &data, &n, &ver, &ge) != 0) return STORE_CONFLICT;
+        int grc = store_get(c->st, LEDGER_HEAD, &data, &n, &ver, &ge);
+        if (grc == STORE_NOT_FOUND) /* HEAD deleted under a move: no writer does that */
+            return err_set(e, ERR_STORE, "%s/HEAD was deleted while this writer moved it; another "
+                           "program is changing the store", store_url(c->st));
+        if (grc) { /* a store error reading it back: that error, not a fence */
+            *e = ge;
+            return grc;
+        }
         rec_head seen;
         int older = rec_head_decode(data, n, LEDGER_HEAD, &seen, &ge) == 0 && seen.epoch < c->epoch;
         free(data);

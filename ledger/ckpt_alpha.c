@@ -67,6 +67,9 @@ int ckpt_supersede_alpha_after(ckpt *c, uint64_t after, uint64_t change, int *mo
             ledger_superseded_key(dst, sizeof dst, change, key);
             rc = store_put(c->st, dst, data, n, STORE_OVERWRITE, e);
             testhook_kill_at("supersede");
+            /* checked again before the delete: taken over after the first check, the new
+             * writer may have replaced this record with its own by now */
+            if (!rc) rc = ckpt_check_lease(c, e);
             if (!rc) rc = store_delete(c->st, key, e);
             if (rc == STORE_NOT_FOUND) rc = 0;
             if (!rc) (*moved)++;

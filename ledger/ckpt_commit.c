@@ -374,11 +374,13 @@ static int commit(ckpt *c, tdm_err *e) {
         rec_head h = {.seq = r->seq, .state_sha = msha, .epoch = c->epoch, .time = ckpt_now_wall()};
         snprintf(h.state, sizeof h.state, "%s", key);
         rc = ckpt_put_head(c, &h, 1, e); /* goes on over an older writer's last commit */
-        if (rc == STORE_CONFLICT)
+        if (rc == STORE_CONFLICT) {
+            c->fenced = 1; /* as a lease check would: its release then says nothing more */
             rc = err_set(e, ERR_STORE,
                          "%s: fenced out: HEAD was moved by another writer; this writer (epoch "
                          "%llu) stops without moving it",
                          store_url(c->st), (unsigned long long)c->epoch);
+        }
         if (!rc) c->commits++;
     }
     free(manifest);

@@ -140,8 +140,9 @@ int ckpt_judge_stored(ckpt *c, const char *key, const void *old, size_t on,
  * writer's one commit in flight whose lease check preceded this writer's takeover: HEAD
  * was missing at the takeover, or the stamp was overtaken) and the lease is still ours,
  * goes on from it: its version and count taken, the move tried again. STORE_CONFLICT
- * for any other change (another writer: the caller says fenced out), the lease check's
- * error when the lease is no longer ours, else store_put_if's. */
+ * for any other change (a newer epoch, or a HEAD that does not decode: the caller says
+ * fenced out), the lease check's error when the lease is no longer ours, ERR_STORE when
+ * older epochs kept moving it or it cannot be read back, else store_put_if's. */
 int ckpt_put_head(ckpt *c, rec_head *h, int bump, tdm_err *e);
 
 /* The background writer thread (ckpt_open starts it): one pending commit at a time. */

@@ -318,6 +318,9 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
             rec_state_free(rec);
             free(data);
             free(seqs);
+            /* or a writer that took the lease over recorded it after this one read
+             * configs/: then this one is fenced out, and "restore it" would be false advice */
+            if (c->epoch && ckpt_check_lease(c, e)) return ERR_STORE;
             return err_set(e, ERR_STORE,
                            "%s/%s was computed under config generation %llu, but the store "
                            "records only %llu config changes: %s/configs/%llu.mp is missing. "

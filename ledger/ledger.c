@@ -83,6 +83,10 @@ ledger *ledger_open(store *st, const ledger_opts *o, tdm_err *e) {
         return NULL;
     }
     if (ckpt_acquire(l->ck, o->attempt, e)) {
+        /* the lease written, the HEAD stamp failed: given back, or the next start reads
+         * it as a writer's that did not release it */
+        tdm_err ignore;
+        if (ckpt_epoch(l->ck) != 0) ckpt_release(l->ck, &ignore);
         ckpt_close(l->ck);
         free(l);
         return NULL;

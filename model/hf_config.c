@@ -64,8 +64,8 @@ int hf_config_json_read(const char *dir, char *path, size_t cap, tjson_doc **doc
 static int token_id_value(const tjson *v, int vocab, char *out, size_t cap) {
     if (v->type == TJ_NULL) return snprintf(out, cap, "null"), 0;
     if (v->type == TJ_NUM) {
-        double x = v->u.num;
-        if (x != (double)(long)x || x < 0 || x >= vocab) return -1;
+        double x = v->u.num; /* the range first: (long) of 1e30 is undefined */
+        if (!(x >= 0 && x < vocab) || x != floor(x)) return -1;
         return snprintf(out, cap, "%ld", (long)x), 0;
     }
     if (v->type != TJ_ARR || v->n == 0 || v->n > 64) return -1;
