@@ -302,14 +302,16 @@ int model_source_fingerprint(store *st, const config *cfg, pin_mode mode, ledger
     memset(&now, 0, sizeof now);
     snprintf(now.init, sizeof now.init, "%s", cfg->model.init);
     /* a start judges the folder twice, before the lease (PIN_CHECK) and under it
-     * (PIN_WRITE): hashed once (a 7B model's weights are ~14 GB, seconds per pass) */
+     * (PIN_WRITE): hashed once (a 7B model's weights are ~14 GB, seconds per pass). Only
+     * PIN_WRITE reuses the hash: each start (compare runs several in one process, hours
+     * apart) hashes the folder as it is then */
     static struct {
         char init[sizeof now.init];
         sha256_digest config_sha, weights_sha;
         int have;
     } memo;
     int rc = 0;
-    if (memo.have && !strcmp(memo.init, now.init)) {
+    if (mode == PIN_WRITE && memo.have && !strcmp(memo.init, now.init)) {
         now.config_sha = memo.config_sha;
         now.weights_sha = memo.weights_sha;
     } else if (!(rc = folder_digests(dir, &now.config_sha, &now.weights_sha, e))) {
