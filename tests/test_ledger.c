@@ -1586,13 +1586,21 @@ static void test_a_stale_stamp_never_fences_the_lease_holder(void) {
     CHECK(wait_stopped(b), "B never stopped at head-stamp:1");
     pid_t c = start_run(&fc, "TANDEM_TEST_STOP_AT=head-put:1", NULL, NULL);
     CHECK(wait_stopped(c), "C never stopped at head-put:1");
+    uint64_t seq_c, ep_c, seq_b, ep_b;
+    head_of(&f, &seq_c, &ep_c, NULL, 0);
     kill(b, SIGCONT);
     int rb = wait_exit(b);
+    /* B, fenced out, stamped nothing: HEAD still carries C's epoch (B's retry stamped its
+     * own, which C's first HEAD move then adopted as an older epoch's: the end alone
+     * would not show it) */
+    head_of(&f, &seq_b, &ep_b, NULL, 0);
     kill(c, SIGCONT);
     int rc = wait_exit(c);
     kill(a, SIGCONT);
     int ra = wait_exit(a);
     char la[8192], lb[8192], lc[8192], out[8192], h[1024];
+    CHECK(ep_c == 3 && ep_b == 3, "HEAD's epoch: %llu after C's stamp, %llu after B let go (want 3, 3)",
+          (unsigned long long)ep_c, (unsigned long long)ep_b);
     read_all(f.log, la, sizeof la);
     read_all(fb.log, lb, sizeof lb);
     read_all(fc.log, lc, sizeof lc);
