@@ -2339,6 +2339,43 @@ static void test_fenced_writer_supersedes_nothing(void) {
     fixture_close(&f);
 }
 
+/* The second lease check of a move (review): B, with a change, is frozen after its lease
+ * check, before it copies an α record past the change to superseded/ (supersede-put:1);
+ * C brings the same change, finds it recorded, sets the old records aside itself and
+ * finishes, writing its own record at that key. B let go deleted the record after its copy
+ * (one check for two writes): a hole in C's finished chain. It checks again before the
+ * delete now: fenced out, C's records all there. */
+static void test_fenced_writer_deletes_no_new_record(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-supersede-delete", 1) == 0, "fixture");
+    char lb[8192], lc[8192], out[8192], dir[900];
+    int ra = life_args(&f, "TANDEM_TEST_KILL_AT=head:4", NULL);
+    CHECK(ra == 137, "A: exit %d", ra);
+    fixture fb = other_writer(&f, "b"), fc = other_writer(&f, "c");
+    const char *c1[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
+    pid_t b = start_run_argv(&fb, "TANDEM_TEST_STOP_AT=supersede-put:1", c1);
+    int stopped = wait_stopped(b);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(stopped, "B never stopped at supersede-put:1: %s", lb);
+    int rc = life_args(&fc, NULL, c1);
+    read_all(fc.log, lc, sizeof lc);
+    CHECK(rc == 0, "C: exit %d: %s", rc, lc);
+    snprintf(dir, sizeof dir, "%s/alpha", f.store);
+    int records = count_files(dir);
+    kill(b, SIGCONT);
+    int rb = wait_exit(b);
+    read_all(fb.log, lb, sizeof lb);
+    CHECK(rb == 3 && strstr(lb, "fenced out"), "B exited %d: %s", rb, lb);
+    CHECK(count_files(dir) == records, "B removed C's α records: %d before, %d after: %s", records,
+          count_files(dir), lb);
+    rc = tandem_on_store(&f, "verify", "", out, sizeof out);
+    CHECK(rc == 0, "verify: exit %d: %s", rc, out);
+    rc = life_args(&fc, NULL, c1);
+    read_all(fc.log, lc, sizeof lc);
+    CHECK(rc == 0, "C's rerun: exit %d: %s", rc, lc);
+    fixture_close(&f);
+}
+
 /* A finishes the run and is frozen while it seals mixture.mp: before it reads the α chain
  * (mixture:1, so only the lease check can stop it) or after its lease check, just before
  * the write (mixture-put:1, so only the compare-and-swap on the version it read can).
@@ -2539,6 +2576,7 @@ int main(void) {
     RUN(test_frozen_lock_holder_and_a_config_change);
     RUN(test_stale_state_between_two_changes);
     RUN(test_fenced_writer_supersedes_nothing);
+    RUN(test_fenced_writer_deletes_no_new_record);
     RUN(test_fenced_writer_seals_no_mixture);
     RUN(test_gc_race_puts_the_blob_back);
     RUN(test_gc_says_what_it_deleted);
