@@ -329,9 +329,8 @@ static int seal_mixture(ledger *l, const ledger_final *f, ledger_mixture *out, t
         if (got == STORE_NOT_FOUND) memset(&ver, 0, sizeof ver);
         /* the same α* stays as it is (also one written before mixture.mp was sealed) */
         int same = got == 0 && rec_mixture_same(old, on, x);
-        if (f->again && !same && (got == STORE_NOT_FOUND || got == 0))
-            fprintf(stderr, "tandem: %s/mixture.mp %s; written again from the alpha chain\n", url,
-                    got == STORE_NOT_FOUND ? "was missing" : "did not match the alpha chain (damaged)");
+        /* said once it is written: a writer fenced out below writes nothing */
+        int say = f->again && !same && (got == STORE_NOT_FOUND || got == 0);
         free(old);
         if (!data) rc = err_set(e, ERR_INTERNAL, "out of memory encoding mixture.mp");
         else if (got && got != STORE_NOT_FOUND) rc = got;
@@ -344,6 +343,9 @@ static int seal_mixture(ledger *l, const ledger_final *f, ledger_mixture *out, t
                              "%s: fenced out: %s/mixture.mp was written by another writer after this one read it "
                              "(a run that took the lease over); this writer (epoch %llu) stops without writing it",
                              url, url, (unsigned long long)ckpt_epoch(l->ck));
+            if (!rc && say)
+                fprintf(stderr, "tandem: %s/mixture.mp %s; written again from the alpha chain\n", url,
+                        got == STORE_NOT_FOUND ? "was missing" : "did not match the alpha chain (damaged)");
         }
         free(data);
     }
