@@ -151,9 +151,13 @@ static int delete_guarded(store *st, const char *key, const void *back, size_t n
     }
     tdm_err pe;
     int p = store_put(st, key, back, nb, STORE_CREATE, &pe);
-    if (p == 0 || p == STORE_EXISTS) { /* there again (the run's own upload, the same bytes) */
+    if (p == 0) {
         out->last_deleted[0] = '\0';
         snprintf(out->put_back, sizeof out->put_back, "%s", key);
+    } else if (p == STORE_EXISTS) {
+        /* there again, written by the run itself (its upload, or its own manifest of that
+         * position): nothing of gc's to name, neither put back nor missing */
+        out->last_deleted[0] = '\0';
     } else {
         err_append(e, "; putting %s back failed (%s)", key, pe.msg);
     }
