@@ -1,8 +1,10 @@
 /* retain.c — the retention policy of tandem gc and checkpoint.keep; see retain.h. */
 #include "ledger/retain.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ledger/audit.h"
 #include "ledger/keys.h"
@@ -122,6 +124,29 @@ int retain_after_commit(store *st, long keep, retain_report *out, tdm_err *e) {
     return collect(st, keep, 0, 0, 1, NULL, NULL, out, e);
 }
 
+/* Puts key back (create-only: a copy written meanwhile, the run's own, stays) and, where
+ * this process gave up on a DELETE of it that may still land (S3: a request held past
+ * TANDEM_S3_TIMEOUT, retried, the first one applied later), waits until it cannot, then
+ * puts it back again if that DELETE took it: a put-back that came before the late DELETE
+ * was undone by it (found by a race hunt on S3: a pinned state, and a blob a starting run
+ * used, gone after gc said it had put them back). 0 when key holds an object at the end
+ * (put back or there again), or the store's error. */
+static int put_back_settled(store *st, const char *key, const void *data, size_t n, int *was_there, tdm_err *e) {
+    int rc = store_put(st, key, data, n, STORE_CREATE, e);
+    *was_there = rc == STORE_EXISTS;
+    if (rc == STORE_EXISTS) rc = 0;
+    double left = rc ? 0 : store_delete_unsettled_s(st, key);
+    if (left <= 0) return rc;
+    fprintf(stderr, "tandem: %s/%s: a DELETE of it given up on may still land; waiting until it cannot "
+            "(%.0f s), then putting it back again if it did\n", store_url(st), key, left);
+    for (; left > 0; left = store_delete_unsettled_s(st, key)) {
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    rc = store_put(st, key, data, n, STORE_CREATE, e);
+    return rc == STORE_EXISTS ? 0 : rc;
+}
+
 /* Deletes one key unless the guard says stop; a key already gone is no error. back (nb
  * bytes; NULL: none) is the object as read before: the guard is checked again right after
  * the deletion, and when it fails then (a run took the lease between the check before and
@@ -150,11 +175,12 @@ static int delete_guarded(store *st, const char *key, const void *back, size_t n
         return 0;
     }
     tdm_err pe;
-    int p = store_put(st, key, back, nb, STORE_CREATE, &pe);
-    if (p == 0) {
+    int there = 0;
+    int p = put_back_settled(st, key, back, nb, &there, &pe);
+    if (p == 0 && !there) {
         out->last_deleted[0] = '\0';
         snprintf(out->put_back, sizeof out->put_back, "%s", key);
-    } else if (p == STORE_EXISTS) {
+    } else if (p == 0) {
         /* there again, written by the run itself (its upload, or its own manifest of that
          * position): nothing of gc's to name, neither put back nor missing */
         out->last_deleted[0] = '\0';
@@ -194,8 +220,8 @@ static int delete_unless_pinned(store *st, uint64_t seq, const char *key, const 
     if (!rc) rc = delete_guarded(st, key, data, n, guard, out, e);
     if (!rc) rc = pinned_now(st, seq, &pinned, e);
     if (!rc && pinned) {
-        rc = store_put(st, key, data, n, STORE_CREATE, e);
-        if (rc == STORE_EXISTS) rc = 0;
+        int there;
+        rc = put_back_settled(st, key, data, n, &there, e);
         *kept = 1;
     }
     free(data);

@@ -1310,6 +1310,49 @@ static void test_gc_after_a_kill_keeps_the_window(void) {
     CHECK(v == 0, "verify after gc: %s", vout);
 }
 
+/* A state pinned while gc deletes it, gc's DELETE held 6 s in the proxy past its 2 s limit
+ * (the retry answers 204): gc sees the pin and puts the state back, then the held DELETE
+ * lands and takes it (found by a race hunt on S3: `tandem pin` had said "pinned", and
+ * the state was gone). gc now waits until no DELETE of that key it gave up on can land,
+ * then puts it back again: the pinned state is there at the end. */
+static void test_pinned_state_outlasts_a_late_delete(void) {
+    fixture f;
+    CHECK(runner_fixture(&f, "s3pinlate", 1) == 0, "fixture");
+    control("/reset", "{}");
+    CHECK(run_to_end(&f, NULL) == 0, "the run");
+    static char out[16384];
+    CHECK(tandem_on_store(&f, "gc", "--keep 1 --dry-run", out, sizeof out) == 0, "gc --dry-run: %s", out);
+    const char *w = strstr(out, "would delete states/");
+    unsigned long seq = w ? strtoul(w + strlen("would delete states/"), NULL, 10) : 0;
+    CHECK(seq > 0, "no state gc would delete: %s", out);
+    char rule[512], pin[64], gcout[800];
+    const char *prefix = strstr(f.store, getenv("TANDEM_S3_BUCKET"));
+    snprintf(rule, sizeof rule, "{\"rules\": [{\"fault\": \"stall\", \"stall_seconds\": 6, \"methods\": [\"DELETE\"], "
+             "\"path_regex\": \"%s/states/%lu.mp$\", \"max_count\": 1}], \"reset_counters\": true}",
+             prefix ? strchr(prefix, '/') : "", seq);
+    CHECK(control("/faults", rule) == 0, "set faults");
+    snprintf(gcout, sizeof gcout, "%s/gc.txt", f.dir);
+    int rg = sh("TANDEM_S3_TIMEOUT=2 '%s' gc '%s' --keep 1 >'%s' 2>&1 &", tandem_bin(), f.store, gcout);
+    double t0 = now_s();
+    while (counter("stall") < 1 && now_s() - t0 < 60) usleep(50000);
+    long stalls = counter("stall");
+    usleep(500 * 1000);
+    snprintf(pin, sizeof pin, "%lu", seq);
+    int rp = tandem_on_store(&f, "pin", pin, out, sizeof out);
+    /* gc waits out its window (a minute and more): until it has ended */
+    t0 = now_s();
+    while (sh("pgrep -f 'gc %s --keep 1' >/dev/null", f.store) == 0 && now_s() - t0 < 300) usleep(200000);
+    usleep(7000 * 1000); /* the held DELETE has landed, had it not yet */
+    control("/reset", "{}");
+    static char again[16384], gl[8192];
+    int ra = tandem_on_store(&f, "pin", pin, again, sizeof again);
+    read_all(gcout, gl, sizeof gl);
+    CHECK(rg == 0 && stalls == 1 && rp == 0, "gc started %d, DELETEs held %ld, pin %d: %s", rg, stalls, rp, out);
+    CHECK(ra == 0 && !strstr(again, "has no states/"), "the pinned state is gone after gc: %s\ngc: %s", again, gl);
+    test_rmtree(f.dir);
+    free(f.dir);
+}
+
 /* One commit of dev (seq) through c; 0 or the error. */
 static int commit_one(ckpt *c, ckpt_model_io *io, const model_ops *ops, model_ctx *ctx, float *dev[CKPT_TENSORS],
                       uint64_t seq, tdm_err *e) {
@@ -1927,6 +1970,7 @@ int main(void) {
     RUN(test_alpha_record_refused);
     RUN(test_gc_after_a_kill_keeps_the_window);
     RUN(test_late_delete_of_a_reused_blob);
+    RUN(test_pinned_state_outlasts_a_late_delete);
     RUN(test_two_runners_on_s3);
     RUN(test_secrets_never_leak);
     sh("bash '%s/tests/s3/stop.sh' '%s' >/dev/null 2>&1", g_root, srv);
