@@ -94,6 +94,16 @@ static int given_up(ckpt *c, tdm_err *e) {
                    store_url(c->st));
 }
 
+/* outlast_late_delete's round: keeps the grace decision's estimate of the wait current,
+ * and gives the wait up on a cancel or the stop check. */
+static int late_delete_round(void *ctx, double left) {
+    ckpt *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    if (ckpt_now_mono() + left > c->late_until) c->late_until = ckpt_now_mono() + left;
+    pthread_mutex_unlock(&c->mu);
+    return atomic_load(&c->cancel) || ckpt_stream_should_stop(c);
+}
+
 /* A blob this commit stored (or found) whose DELETE this process gave up on earlier may
  * still be removed by that request, landing late (a chunk that came back to the content
  * of a state retention deleted: content-addressed, the same key). Waits until no such
@@ -108,18 +118,7 @@ static int outlast_late_delete(ckpt *c, const char *key, const void *data, size_
             "commit waits until it cannot (%.0f s), then writes the blob again\n",
             store_url(c->st), key, left);
     double t0 = ckpt_now_mono();
-    int rc = 0;
-    for (; left > 0; left = store_delete_unsettled_s(c->st, key)) {
-        pthread_mutex_lock(&c->mu);
-        if (ckpt_now_mono() + left > c->late_until) c->late_until = ckpt_now_mono() + left;
-        pthread_mutex_unlock(&c->mu);
-        if (atomic_load(&c->cancel) || ckpt_stream_should_stop(c)) {
-            rc = given_up(c, e);
-            break;
-        }
-        struct timespec ts = {0, 200 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    int rc = store_wait_delete_settled(c->st, key, late_delete_round, c) ? given_up(c, e) : 0;
     pthread_mutex_lock(&c->mu);
     double waited = ckpt_now_mono() - t0; /* the I/O threads wait side by side: the longest counts */
     if (waited > c->late_waited) c->late_waited = waited;

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ledger/audit.h"
 #include "ledger/keys.h"
@@ -139,10 +138,7 @@ static int put_back_settled(store *st, const char *key, const void *data, size_t
     if (left <= 0) return rc;
     fprintf(stderr, "tandem: %s/%s: a DELETE of it given up on may still land; waiting until it cannot "
             "(%.0f s), then putting it back again if it did\n", store_url(st), key, left);
-    for (; left > 0; left = store_delete_unsettled_s(st, key)) {
-        struct timespec ts = {0, 200 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    store_wait_delete_settled(st, key, NULL, NULL);
     rc = store_put(st, key, data, n, STORE_CREATE, e);
     return rc == STORE_EXISTS ? 0 : rc;
 }

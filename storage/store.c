@@ -128,6 +128,16 @@ double store_delete_unsettled_s(store *s, const char *key) {
     return s->b->unsettled ? s->b->unsettled(s, key, 1) : 0;
 }
 
+int store_wait_delete_settled(store *s, const char *key, int (*each_round)(void *ctx, double left), void *ctx) {
+    for (double left = store_delete_unsettled_s(s, key); left > 0; left = store_delete_unsettled_s(s, key)) {
+        int rc = each_round ? each_round(ctx, left) : 0;
+        if (rc) return rc;
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
 int store_sweep_temporaries(store *s, double min_age_s, size_t *n, uint64_t *bytes, tdm_err *e) {
     *n = 0;
     *bytes = 0;

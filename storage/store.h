@@ -119,6 +119,13 @@ int store_write_settled(store *s, const char *key);
  * until then. */
 double store_delete_unsettled_s(store *s, const char *key);
 
+/* Waits until no DELETE of `key` that this process gave up on can land
+ * (store_delete_unsettled_s reaches 0), polling every 200 ms. Before each sleep it calls
+ * each_round(ctx, left) where given: a non-zero answer gives the wait up and is returned
+ * (a commit's cancel or stop check). 0 once settled, at once where nothing was pending.
+ * The one wait behind a commit's rewrite of a blob and gc's put-back of an object. */
+int store_wait_delete_settled(store *s, const char *key, int (*each_round)(void *ctx, double left), void *ctx);
+
 /* The seconds until no write of any key that this process gave up on (or that
  * store_note_lost_writer counts) can still land; 0: none can. A writer that releases its
  * lease says so in it (rec_lease's settle_until), for the next writer and gc. */
