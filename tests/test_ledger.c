@@ -1445,6 +1445,54 @@ static int is_stopped(pid_t pid) {
     return close && (close[2] == 'T' || close[2] == 't');
 }
 
+/* Waits (up to 120 s: an ASan build on a loaded machine) until pid is stopped (a
+ * TANDEM_TEST_STOP_AT hook). */
+static int wait_stopped(pid_t pid) {
+    double t0 = now_s();
+    while (!is_stopped(pid) && now_s() - t0 < 120) usleep(1000);
+    return is_stopped(pid);
+}
+
+/* The processes this case froze (freeze_at, freeze_tandem): reap_frozen, run after each
+ * case, kills those still there, so that a case that gives up (a CHECK returns) leaves
+ * no frozen writer behind to hold a lock or a lease. */
+static pid_t g_frozen[8];
+static int g_nfrozen;
+
+static void reap_frozen(void) {
+    for (int i = 0; i < g_nfrozen; i++) {
+        int st;
+        /* 0: still a child of ours that has not ended (one already waited for is left alone) */
+        if (waitpid(g_frozen[i], &st, WNOHANG) == 0) {
+            kill(g_frozen[i], SIGKILL);
+            waitpid(g_frozen[i], &st, 0);
+        }
+    }
+    g_nfrozen = 0;
+}
+
+/* pid frozen at its hook `at` (wait_stopped), tracked for reap_frozen; -1 when it never
+ * stopped: then killed, and its log (log) printed for the failing CHECK. */
+static pid_t frozen_or_gone(pid_t pid, const char *at, const char *log) {
+    if (pid > 0 && wait_stopped(pid)) {
+        if (g_nfrozen < (int)(sizeof g_frozen / sizeof g_frozen[0])) g_frozen[g_nfrozen++] = pid;
+        return pid;
+    }
+    char out[8192];
+    if (pid > 0) kill(pid, SIGKILL), wait_exit(pid);
+    read_all(log, out, sizeof out);
+    fprintf(stderr, "  never stopped at %s; its log (%s):\n%s\n", at, log, out);
+    return -1;
+}
+
+/* Starts writer f's run (extra: its arguments, NULL: none) with TANDEM_TEST_STOP_AT=at
+ * and waits until it is frozen there: its pid, or -1 (frozen_or_gone). */
+static pid_t freeze_at(const fixture *f, const char *at, const char *const *extra) {
+    char kv[128];
+    snprintf(kv, sizeof kv, "TANDEM_TEST_STOP_AT=%s", at);
+    return frozen_or_gone(start_run_argv(f, kv, extra), at, f->log);
+}
+
 /* Writer A frozen between its lease check and the write of alpha/3.mp (before its first
  * commit, so that no commit of its own is in flight: a process frozen inside the file
  * store's compare-and-swap would hold its lock); writer B takes the run over with
@@ -1453,10 +1501,8 @@ static int is_stopped(pid_t pid) {
 static void test_frozen_writer_never_replaces(void) {
     fixture f;
     CHECK(fixture_open(&f, "ledger-frozen", 5) == 0, "fixture");
-    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=alpha-put:4", NULL, NULL);
-    double t0 = now_s();
-    while (!is_stopped(a) && now_s() - t0 < 60) usleep(1000);
-    CHECK(is_stopped(a), "A never stopped at alpha-put:4");
+    pid_t a = freeze_at(&f, "alpha-put:4", NULL);
+    CHECK(a > 0, "A never stopped at alpha-put:4");
     fixture fb = f;
     snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
     const char *const change[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
@@ -1484,10 +1530,8 @@ static void test_frozen_writer_never_replaces(void) {
 static void test_frozen_writer_takes_its_manifest_back(void) {
     fixture f;
     CHECK(fixture_open(&f, "ledger-frozen-manifest", 2) == 0, "fixture");
-    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=manifest-put:2", NULL, NULL);
-    double t0 = now_s();
-    while (!is_stopped(a) && now_s() - t0 < 60) usleep(1000);
-    CHECK(is_stopped(a), "A never stopped at manifest-put:2");
+    pid_t a = freeze_at(&f, "manifest-put:2", NULL);
+    CHECK(a > 0, "A never stopped at manifest-put:2");
     fixture fb = f;
     snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
     int rb = life_args(&fb, NULL, NULL);
@@ -1513,18 +1557,14 @@ static void test_takeover_outlasts_the_last_commit_of_the_old_writer(void) {
     CHECK(fixture_open(&f, "ledger-stamp-race", 1) == 0 && fixture_open(&r, "ledger-stamp-ref", 1) == 0, "fixture");
     char ref[1024], h[1024], la[8192], lb[8192], out[8192];
     CHECK(life_args(&r, NULL, NULL) == 0 && hash_of(&r, ref, sizeof ref) == 0, "reference run");
-    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=head-put:2", NULL, NULL);
-    double t0 = now_s();
-    while (!is_stopped(a) && now_s() - t0 < 60) usleep(1000);
-    CHECK(is_stopped(a), "A never stopped at head-put:2");
+    pid_t a = freeze_at(&f, "head-put:2", NULL);
+    CHECK(a > 0, "A never stopped at head-put:2");
     uint64_t seq0, ep0, seq1, ep1;
     head_of(&f, &seq0, &ep0, NULL, 0);
     fixture fb = f;
     snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
-    pid_t b = start_run(&fb, "TANDEM_TEST_STOP_AT=head-stamp:1", NULL, NULL);
-    t0 = now_s();
-    while (!is_stopped(b) && now_s() - t0 < 60) usleep(1000);
-    CHECK(is_stopped(b), "B never stopped at head-stamp:1");
+    pid_t b = freeze_at(&fb, "head-stamp:1", NULL);
+    CHECK(b > 0, "B never stopped at head-stamp:1");
     kill(a, SIGCONT);
     int ra = wait_exit(a);
     head_of(&f, &seq1, &ep1, NULL, 0);
@@ -1553,14 +1593,6 @@ static const char *ref_hash(void) {
     return g_ref_hash;
 }
 
-/* Waits (up to 120 s: an ASan build on a loaded machine) until pid is stopped (a
- * TANDEM_TEST_STOP_AT hook). */
-static int wait_stopped(pid_t pid) {
-    double t0 = now_s();
-    while (!is_stopped(pid) && now_s() - t0 < 120) usleep(1000);
-    return is_stopped(pid);
-}
-
 /* A second fixture on the same store, its own log. */
 static fixture other_writer(const fixture *f, const char *name) {
     fixture o = *f;
@@ -1579,13 +1611,13 @@ static void test_a_stale_stamp_never_fences_the_lease_holder(void) {
     fixture f;
     CHECK(ref_hash()[0], "reference run");
     CHECK(fixture_open(&f, "ledger-third-writer", 1) == 0, "fixture");
-    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=head-put:3", NULL, NULL);
-    CHECK(wait_stopped(a), "A never stopped at head-put:3");
+    pid_t a = freeze_at(&f, "head-put:3", NULL);
+    CHECK(a > 0, "A never stopped at head-put:3");
     fixture fb = other_writer(&f, "b"), fc = other_writer(&f, "c");
-    pid_t b = start_run(&fb, "TANDEM_TEST_STOP_AT=head-stamp:1", NULL, NULL);
-    CHECK(wait_stopped(b), "B never stopped at head-stamp:1");
-    pid_t c = start_run(&fc, "TANDEM_TEST_STOP_AT=head-put:1", NULL, NULL);
-    CHECK(wait_stopped(c), "C never stopped at head-put:1");
+    pid_t b = freeze_at(&fb, "head-stamp:1", NULL);
+    CHECK(b > 0, "B never stopped at head-stamp:1");
+    pid_t c = freeze_at(&fc, "head-put:1", NULL);
+    CHECK(c > 0, "C never stopped at head-put:1");
     uint64_t seq_c, ep_c, seq_b, ep_b;
     head_of(&f, &seq_c, &ep_c, NULL, 0);
     kill(b, SIGCONT);
@@ -1622,11 +1654,11 @@ static void test_takeover_outlasts_the_first_commit_of_the_old_writer(void) {
     fixture f;
     CHECK(ref_hash()[0], "reference run");
     CHECK(fixture_open(&f, "ledger-head-created", 1) == 0, "fixture");
-    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=head-put:1", NULL, NULL);
-    CHECK(wait_stopped(a), "A never stopped at head-put:1");
+    pid_t a = freeze_at(&f, "head-put:1", NULL);
+    CHECK(a > 0, "A never stopped at head-put:1");
     fixture fb = other_writer(&f, "b");
-    pid_t b = start_run(&fb, "TANDEM_TEST_STOP_AT=audit:1", NULL, NULL);
-    CHECK(wait_stopped(b), "B never stopped at audit:1");
+    pid_t b = freeze_at(&fb, "audit:1", NULL);
+    CHECK(b > 0, "B never stopped at audit:1");
     char path[900];
     snprintf(path, sizeof path, "%s/HEAD", f.store);
     CHECK(access(path, F_OK) != 0, "HEAD exists before A's first commit");
@@ -1653,11 +1685,11 @@ static void test_takeover_outlasts_the_first_commit_of_the_old_writer(void) {
 static void test_takeover_while_the_old_writer_releases(void) {
     fixture f;
     CHECK(fixture_open(&f, "ledger-lease-race", 1) == 0, "fixture");
-    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=head-put:3", NULL, NULL);
-    CHECK(wait_stopped(a), "A never stopped at head-put:3");
+    pid_t a = freeze_at(&f, "head-put:3", NULL);
+    CHECK(a > 0, "A never stopped at head-put:3");
     fixture fb = other_writer(&f, "b");
-    pid_t b = start_run(&fb, "TANDEM_TEST_STOP_AT=lease-put:1", NULL, NULL);
-    CHECK(wait_stopped(b), "B never stopped at lease-put:1");
+    pid_t b = freeze_at(&fb, "lease-put:1", NULL);
+    CHECK(b > 0, "B never stopped at lease-put:1");
     kill(a, SIGCONT);
     int ra = wait_exit(a);
     kill(b, SIGCONT);
@@ -1682,8 +1714,8 @@ static void test_takeover_while_the_old_writer_releases(void) {
 static void test_frozen_writer_takes_its_superseded_manifest_back(void) {
     fixture f;
     CHECK(fixture_open(&f, "ledger-frozen-superseded", 1) == 0, "fixture");
-    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=manifest-put:1", NULL, NULL);
-    CHECK(wait_stopped(a), "A never stopped at manifest-put:1");
+    pid_t a = freeze_at(&f, "manifest-put:1", NULL);
+    CHECK(a > 0, "A never stopped at manifest-put:1");
     fixture fb = other_writer(&f, "b");
     const char *const change[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
     int rb = life_args(&fb, NULL, change);
@@ -1720,10 +1752,10 @@ static void test_fenced_load_moves_nothing(void) {
     snprintf(path, sizeof path, "%s/%s", f.store, state);
     CHECK(flip_byte(path, file_size(path) / 2) == 0, "flip %s", path);
     fixture fb = other_writer(&f, "b"), fc = other_writer(&f, "c");
-    pid_t b = start_run(&fb, "TANDEM_TEST_STOP_AT=audit:1", NULL, NULL);
-    CHECK(wait_stopped(b), "B never stopped at audit:1");
-    pid_t c = start_run(&fc, "TANDEM_TEST_STOP_AT=audit:1", NULL, NULL);
-    CHECK(wait_stopped(c), "C never stopped at audit:1");
+    pid_t b = freeze_at(&fb, "audit:1", NULL);
+    CHECK(b > 0, "B never stopped at audit:1");
+    pid_t c = freeze_at(&fc, "audit:1", NULL);
+    CHECK(c > 0, "C never stopped at audit:1");
     kill(b, SIGCONT);
     int rb = wait_exit(b);
     char lb[8192], lc[8192], out[8192], h[1024];
@@ -1752,8 +1784,8 @@ static void test_taken_over_at_release(void) {
     CHECK(fixture_open(&f, "ledger-release-done", 1) == 0 && fixture_open(&g, "ledger-release-stop", 1) == 0,
           "fixture");
     char la[8192], lb[8192];
-    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=release:1", NULL, NULL);
-    CHECK(wait_stopped(a), "A never stopped at release:1");
+    pid_t a = freeze_at(&f, "release:1", NULL);
+    CHECK(a > 0, "A never stopped at release:1");
     fixture fb = other_writer(&f, "b");
     int rb = life_args(&fb, NULL, NULL);
     kill(a, SIGCONT);
@@ -1763,9 +1795,9 @@ static void test_taken_over_at_release(void) {
     CHECK(rb == 0, "B exited %d: %s", rb, lb);
     CHECK(ra == 0 && strstr(la, "nothing to release"), "A (finished) exited %d: %s", ra, la);
     setenv("TANDEM_TEST_SIGNAL_AT", "free:20", 1);
-    pid_t s = start_run(&g, "TANDEM_TEST_STOP_AT=release:1", NULL, NULL);
+    pid_t s = freeze_at(&g, "release:1", NULL);
     unsetenv("TANDEM_TEST_SIGNAL_AT");
-    CHECK(wait_stopped(s), "A (stopped by SIGTERM) never stopped at release:1");
+    CHECK(s > 0, "A (stopped by SIGTERM) never stopped at release:1");
     fixture gb = other_writer(&g, "b");
     rb = life_args(&gb, NULL, NULL);
     kill(s, SIGCONT);
@@ -1875,13 +1907,11 @@ static void test_frozen_lock_holder(void) {
     CHECK(g_ref_hash[0], "needs the reference");
     fixture f;
     CHECK(fixture_open(&f, "ledger-lock", 1) == 0, "fixture");
-    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=store-lock:3", NULL, NULL);
-    double t0 = now_s();
-    while (!is_stopped(a) && now_s() - t0 < 60) usleep(1000);
-    CHECK(is_stopped(a), "A never stopped holding the lock");
+    pid_t a = freeze_at(&f, "store-lock:3", NULL);
+    CHECK(a > 0, "A never stopped holding the lock");
     fixture fb = f;
     snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
-    t0 = now_s();
+    double t0 = now_s();
     int rb = life_args(&fb, "TANDEM_STORE_LOCK_TIMEOUT_S=2", NULL);
     double took = now_s() - t0;
     char lb[8192], la[8192], pid[32], h[1024], out[8192];
@@ -1911,10 +1941,8 @@ static void test_frozen_lock_holder_and_a_config_change(void) {
     CHECK(g_ref_hash[0], "needs the reference");
     fixture f;
     CHECK(fixture_open(&f, "ledger-lockchange", 1) == 0, "fixture");
-    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=store-lock:3", NULL, NULL);
-    double t0 = now_s();
-    while (!is_stopped(a) && now_s() - t0 < 60) usleep(1000);
-    CHECK(is_stopped(a), "A never stopped holding the lock");
+    pid_t a = freeze_at(&f, "store-lock:3", NULL);
+    CHECK(a > 0, "A never stopped holding the lock");
     fixture fb = f;
     snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
     const char *const change[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
@@ -1938,19 +1966,6 @@ static void test_frozen_lock_holder_and_a_config_change(void) {
     fixture_close(&f);
 }
 
-/* Waits (up to 60 s) until pid is stopped (a TANDEM_TEST_STOP_AT hook); 1 when it is. */
-static int stopped_within(pid_t pid) {
-    double t0 = now_s();
-    while (!is_stopped(pid) && now_s() - t0 < 60) usleep(1000);
-    return is_stopped(pid);
-}
-
-/* Ends the frozen writers of a test that gives up (a CHECK returns): none is left behind. */
-static void end_frozen(pid_t a, pid_t b) {
-    if (a > 0) kill(a, SIGKILL), wait_exit(a);
-    if (b > 0) kill(b, SIGKILL), wait_exit(b);
-}
-
 static const char *const g_lr_change[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
 
 /* Writer C (the pinned config) has read the config and its generations and is frozen before
@@ -1969,12 +1984,10 @@ static void test_change_recorded_while_taking_the_lease(void) {
     fixture fb = f, fc = f;
     snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
     snprintf(fc.log, sizeof fc.log, "%s/log-c.txt", f.dir);
-    pid_t c = start_run(&fc, "TANDEM_TEST_STOP_AT=lease-take:1", NULL, NULL);
-    if (!stopped_within(c)) end_frozen(c, 0);
-    CHECK(c > 0 && !kill(c, 0), "C never stopped before the lease");
-    pid_t b = start_run_full(&fb, "TANDEM_TEST_STOP_AT=alpha-put:1", g_lr_change, 0);
-    if (!stopped_within(b)) end_frozen(b, c);
-    CHECK(!kill(c, 0), "B never stopped at its first alpha record");
+    pid_t c = freeze_at(&fc, "lease-take:1", NULL);
+    CHECK(c > 0, "C never stopped before the lease");
+    pid_t b = freeze_at(&fb, "alpha-put:1", g_lr_change);
+    CHECK(b > 0, "B never stopped at its first alpha record");
     kill(c, SIGCONT);
     int rc = wait_exit(c);
     kill(b, SIGCONT);
@@ -2004,12 +2017,10 @@ static void test_same_change_recorded_while_taking_the_lease(void) {
     fixture fb = f, fc = f;
     snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
     snprintf(fc.log, sizeof fc.log, "%s/log-c.txt", f.dir);
-    pid_t c = start_run_full(&fc, "TANDEM_TEST_STOP_AT=lease-take:1", g_lr_change, 0);
-    if (!stopped_within(c)) end_frozen(c, 0);
-    CHECK(c > 0 && !kill(c, 0), "C never stopped before the lease");
-    pid_t b = start_run_full(&fb, "TANDEM_TEST_STOP_AT=alpha-put:1", g_lr_change, 0);
-    if (!stopped_within(b)) end_frozen(b, c);
-    CHECK(!kill(c, 0), "B never stopped at its first alpha record");
+    pid_t c = freeze_at(&fc, "lease-take:1", g_lr_change);
+    CHECK(c > 0, "C never stopped before the lease");
+    pid_t b = freeze_at(&fb, "alpha-put:1", g_lr_change);
+    CHECK(b > 0, "B never stopped at its first alpha record");
     kill(c, SIGCONT);
     int rc = wait_exit(c);
     kill(b, SIGCONT);
@@ -2042,9 +2053,8 @@ static void test_taken_over_before_recording_a_change(void) {
     fixture fb = f, fc = f;
     snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
     snprintf(fc.log, sizeof fc.log, "%s/log-c.txt", f.dir);
-    pid_t b = start_run_full(&fb, "TANDEM_TEST_STOP_AT=change-record:1", g_lr_change, 0);
-    if (!stopped_within(b)) end_frozen(b, 0);
-    CHECK(b > 0 && !kill(b, 0), "B never stopped before recording its change");
+    pid_t b = freeze_at(&fb, "change-record:1", g_lr_change);
+    CHECK(b > 0, "B never stopped before recording its change");
     int rc = wait_exit(start_run(&fc, NULL, NULL, NULL));
     kill(b, SIGCONT);
     int rb = wait_exit(b);
@@ -2068,14 +2078,13 @@ static void test_frozen_lock_holder_and_a_dataset_change(void) {
     CHECK(g_ref_hash[0], "needs the reference");
     fixture f;
     CHECK(fixture_open(&f, "ledger-lockdata", 1) == 0, "fixture");
-    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=store-lock:3", NULL, NULL);
-    if (!stopped_within(a)) end_frozen(a, 0);
-    CHECK(a > 0 && !kill(a, 0), "A never stopped holding the lock");
+    pid_t a = freeze_at(&f, "store-lock:3", NULL);
+    CHECK(a > 0, "A never stopped holding the lock");
     char data[900], set[900];
     static unsigned char before[1 << 16], after[1 << 16];
     size_t nb = 0, na = 0;
     snprintf(data, sizeof data, "%s/data.mp", f.store);
-    if (read_file(data, before, sizeof before, &nb) || !nb) end_frozen(a, 0);
+    if (read_file(data, before, sizeof before, &nb)) nb = 0;
     CHECK(nb > 0, "no data.mp while A holds the lock");
     fixture fb = f;
     snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
@@ -2106,9 +2115,8 @@ static void test_identical_starts_share_the_run(void) {
     CHECK(g_ref_hash[0], "needs the reference");
     fixture f;
     CHECK(fixture_open(&f, "ledger-twostarts", 1) == 0, "fixture");
-    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=run-create:1", NULL, NULL);
-    if (!stopped_within(a)) end_frozen(a, 0);
-    CHECK(a > 0 && !kill(a, 0), "A never stopped before creating RUN");
+    pid_t a = freeze_at(&f, "run-create:1", NULL);
+    CHECK(a > 0, "A never stopped before creating RUN");
     fixture fb = f;
     snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
     int rb = wait_exit(start_run(&fb, NULL, NULL, NULL));
@@ -2132,9 +2140,8 @@ static void test_run_created_after_it_was_read_as_absent(void) {
     CHECK(g_ref_hash[0], "needs the reference");
     fixture f;
     CHECK(fixture_open(&f, "ledger-runread", 1) == 0, "fixture");
-    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=run-read:1", NULL, NULL);
-    if (!stopped_within(a)) end_frozen(a, 0);
-    CHECK(a > 0 && !kill(a, 0), "A never stopped after reading RUN");
+    pid_t a = freeze_at(&f, "run-read:1", NULL);
+    CHECK(a > 0, "A never stopped after reading RUN");
     fixture fb = f;
     snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
     int rb = wait_exit(start_run(&fb, NULL, NULL, NULL));
@@ -2159,9 +2166,8 @@ static void test_data_pinned_by_another_writer_meanwhile(void) {
     CHECK(g_ref_hash[0], "needs the reference");
     fixture f;
     CHECK(fixture_open(&f, "ledger-datarace", 1) == 0, "fixture");
-    pid_t a = start_run(&f, "TANDEM_TEST_STOP_AT=data-put:1", NULL, NULL);
-    if (!stopped_within(a)) end_frozen(a, 0);
-    CHECK(a > 0 && !kill(a, 0), "A never stopped before writing data.mp");
+    pid_t a = freeze_at(&f, "data-put:1", NULL);
+    CHECK(a > 0, "A never stopped before writing data.mp");
     fixture fb = f;
     snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
     int rb = wait_exit(start_run(&fb, NULL, NULL, NULL));
@@ -2315,10 +2321,8 @@ static void test_fenced_writer_supersedes_nothing(void) {
     snprintf(fc.log, sizeof fc.log, "%s/log-c.txt", f.dir);
     const char *c1[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
     const char *c2[] = {"--set", "optim.lr=2e-3", "--allow-change", "optim.lr", NULL};
-    pid_t b = start_run_argv(&fb, "TANDEM_TEST_STOP_AT=supersede:1", c1);
-    int stopped = wait_stopped(b);
-    read_all(fb.log, lb, sizeof lb);
-    CHECK(stopped, "B never stopped at supersede:1: %s", lb);
+    pid_t b = freeze_at(&fb, "supersede:1", c1);
+    CHECK(b > 0, "B never stopped at supersede:1");
     int rc = life_args(&fc, NULL, c2);
     read_all(fc.log, lc, sizeof lc);
     CHECK(rc == 0, "C: exit %d: %s", rc, lc);
@@ -2353,10 +2357,8 @@ static void test_fenced_writer_deletes_no_new_record(void) {
     CHECK(ra == 137, "A: exit %d", ra);
     fixture fb = other_writer(&f, "b"), fc = other_writer(&f, "c");
     const char *c1[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
-    pid_t b = start_run_argv(&fb, "TANDEM_TEST_STOP_AT=supersede-put:1", c1);
-    int stopped = wait_stopped(b);
-    read_all(fb.log, lb, sizeof lb);
-    CHECK(stopped, "B never stopped at supersede-put:1: %s", lb);
+    pid_t b = freeze_at(&fb, "supersede-put:1", c1);
+    CHECK(b > 0, "B never stopped at supersede-put:1");
     int rc = life_args(&fc, NULL, c1);
     read_all(fc.log, lc, sizeof lc);
     CHECK(rc == 0, "C: exit %d: %s", rc, lc);
@@ -2383,17 +2385,15 @@ static void test_fenced_writer_deletes_no_new_record(void) {
  * run's mixture. A let go wrote its 16-episode mixture.mp over B's (no lease check, an
  * unconditional overwrite) and verify failed; now A exits 3 and B's mixture.mp stays. */
 static void test_fenced_writer_seals_no_mixture(void) {
-    static const char *const at[] = {"TANDEM_TEST_STOP_AT=mixture:1", "TANDEM_TEST_STOP_AT=mixture-put:1"};
+    static const char *const at[] = {"mixture:1", "mixture-put:1"};
     for (int k = 0; k < 2; k++) {
         fixture f;
         CHECK(fixture_open(&f, k ? "ledger-mixture-cas" : "ledger-mixture-fenced", 4) == 0, "fixture");
         char la[8192], lb[8192], out[8192], path[900];
         static unsigned char mb[1 << 16], ma[1 << 16];
         size_t nb = 0, na = 0;
-        pid_t a = start_run(&f, at[k], NULL, NULL);
-        int stopped = wait_stopped(a);
-        read_all(f.log, la, sizeof la);
-        CHECK(stopped, "A never stopped at %s: %s", at[k], la);
+        pid_t a = freeze_at(&f, at[k], NULL);
+        CHECK(a > 0, "A never stopped at %s", at[k]);
         fixture fb = f;
         snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
         const char *ext[] = {"--set", "run.episodes=20", "--allow-change", "run.episodes", NULL};
@@ -2437,6 +2437,13 @@ static pid_t start_tandem(const char *env_kv, const char *log, const char *const
     _exit(127);
 }
 
+/* `tandem ARGV...` frozen at TANDEM_TEST_STOP_AT=at: its pid, or -1 (frozen_or_gone). */
+static pid_t freeze_tandem(const char *at, const char *log, const char *const *argv) {
+    char kv[128];
+    snprintf(kv, sizeof kv, "TANDEM_TEST_STOP_AT=%s", at);
+    return frozen_or_gone(start_tandem(kv, log, argv), at, log);
+}
+
 /* gc checks the lease before each deletion, then deletes. Frozen between the two
  * (gc-delete:1: its first deletion, an orphan blob of a commit killed before its
  * manifest), a run takes the lease, replays that commit, finds its blobs stored (it does
@@ -2454,16 +2461,12 @@ static void test_gc_race_puts_the_blob_back(void) {
     char glog[900], out[8192], lb[8192];
     snprintf(glog, sizeof glog, "%s/gc.txt", f.dir);
     const char *gc[] = {"gc", f.store, "--keep", "3", NULL};
-    pid_t g = start_tandem("TANDEM_TEST_STOP_AT=gc-delete:1", glog, gc);
-    int stopped = wait_stopped(g);
-    read_all(glog, out, sizeof out);
-    CHECK(stopped, "gc never stopped at gc-delete:1: %s", out);
+    pid_t g = freeze_tandem("gc-delete:1", glog, gc);
+    CHECK(g > 0, "gc never stopped at gc-delete:1");
     fixture fb = f;
     snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
-    pid_t b = start_run_argv(&fb, "TANDEM_TEST_STOP_AT=head-put:1", keep_all);
-    stopped = wait_stopped(b);
-    read_all(fb.log, lb, sizeof lb);
-    CHECK(stopped, "B never stopped at head-put:1: %s", lb);
+    pid_t b = freeze_at(&fb, "head-put:1", keep_all);
+    CHECK(b > 0, "B never stopped at head-put:1");
     kill(g, SIGCONT);
     int rg = wait_exit(g);
     read_all(glog, out, sizeof out);
@@ -2495,13 +2498,11 @@ static void test_gc_says_what_it_deleted(void) {
     CHECK(ns >= 4, "%d states", ns);
     /* kept: the newest, and the newest older one that verifies; the rest go first */
     char glog[900], out[8192], lb[8192], at[64];
-    snprintf(at, sizeof at, "TANDEM_TEST_STOP_AT=gc-delete:%d", ns - 1);
+    snprintf(at, sizeof at, "gc-delete:%d", ns - 1);
     snprintf(glog, sizeof glog, "%s/gc.txt", f.dir);
     const char *gc[] = {"gc", f.store, "--keep", "1", NULL};
-    pid_t g = start_tandem(at, glog, gc);
-    int stopped = wait_stopped(g);
-    read_all(glog, out, sizeof out);
-    CHECK(stopped, "gc never stopped at %s: %s", at, out);
+    pid_t g = freeze_tandem(at, glog, gc);
+    CHECK(g > 0, "gc never stopped at %s", at);
     fixture fb = f;
     snprintf(fb.log, sizeof fb.log, "%s/log-b.txt", f.dir);
     int rb = life_args(&fb, NULL, keep_all);
@@ -2535,6 +2536,7 @@ int main(void) {
         return 1;
     }
     snprintf(g_corpus2, sizeof g_corpus2, "%s", dir2);
+    test_after_case_ = reap_frozen;
     RUN(test_reference);
     RUN(test_stale_writer_is_fenced);
     RUN(test_corrupt_newest_state_heals);
