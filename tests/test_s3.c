@@ -60,6 +60,20 @@ static int sh(const char *fmt, ...) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
+/* Whether process pid (not a child of ours: started in the background by sh) still runs;
+ * an ended one is gone or a zombie its new parent has not reaped yet. */
+static int process_lives(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *fp = fopen(path, "r");
+    if (!fp) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = '\0';
+    const char *close = strrchr(buf, ')');
+    return close && close[1] == ' ' && close[2] != 'Z' && close[2] != 'X';
+}
+
 /* POSTs a JSON body to the proxy's control API. */
 static int control(const char *path, const char *json) {
     return sh("curl -sf -X POST --data-binary '%s' '%s%s' >/dev/null", json,
@@ -1332,22 +1346,32 @@ static void test_pinned_state_outlasts_a_late_delete(void) {
              prefix ? strchr(prefix, '/') : "", seq);
     CHECK(control("/faults", rule) == 0, "set faults");
     snprintf(gcout, sizeof gcout, "%s/gc.txt", f.dir);
-    int rg = sh("TANDEM_S3_TIMEOUT=2 '%s' gc '%s' --keep 1 >'%s' 2>&1 &", tandem_bin(), f.store, gcout);
+    char pidfile[800], pidtext[32] = "";
+    snprintf(pidfile, sizeof pidfile, "%s/gc.pid", f.dir);
+    /* the window shortened to 8 s (TANDEM_TEST_SETTLE_S), still past the held 6 s */
+    int rg = sh("TANDEM_S3_TIMEOUT=2 TANDEM_TEST_SETTLE_S=8 '%s' gc '%s' --keep 1 >'%s' 2>&1 & echo $! >'%s'",
+                tandem_bin(), f.store, gcout, pidfile);
+    read_all(pidfile, pidtext, sizeof pidtext);
+    pid_t gpid = (pid_t)atoi(pidtext);
     double t0 = now_s();
     while (counter("stall") < 1 && now_s() - t0 < 60) usleep(50000);
     long stalls = counter("stall");
     usleep(500 * 1000);
     snprintf(pin, sizeof pin, "%lu", seq);
     int rp = tandem_on_store(&f, "pin", pin, out, sizeof out);
-    /* gc waits out its window (a minute and more): until it has ended */
+    /* gc waits out its window: until it has ended (no pgrep -f: it finds the shell
+     * that runs it, whose command line holds the pattern, and waited 300 s each time) */
     t0 = now_s();
-    while (sh("pgrep -f 'gc %s --keep 1' >/dev/null", f.store) == 0 && now_s() - t0 < 300) usleep(200000);
+    while (gpid > 0 && process_lives(gpid) && now_s() - t0 < 300) usleep(200000);
+    double gc_s = now_s() - t0;
     usleep(7000 * 1000); /* the held DELETE has landed, had it not yet */
     control("/reset", "{}");
     static char again[16384], gl[8192];
     int ra = tandem_on_store(&f, "pin", pin, again, sizeof again);
     read_all(gcout, gl, sizeof gl);
-    CHECK(rg == 0 && stalls == 1 && rp == 0, "gc started %d, DELETEs held %ld, pin %d: %s", rg, stalls, rp, out);
+    CHECK(rg == 0 && gpid > 0 && stalls == 1 && rp == 0, "gc started %d (pid %d), DELETEs held %ld, pin %d: %s", rg,
+          (int)gpid, stalls, rp, out);
+    CHECK(gc_s < 290, "gc still running after %.0f s: %s", gc_s, gl);
     CHECK(ra == 0 && !strstr(again, "has no states/"), "the pinned state is gone after gc: %s\ngc: %s", again, gl);
     test_rmtree(f.dir);
     free(f.dir);
