@@ -183,6 +183,8 @@ uint64_t ckpt_last_commit_seq(const ckpt *c) {
 
 void ckpt_set_retention(ckpt *c, long keep) { c->keep = keep; }
 
+void ckpt_set_reader(ckpt *c, const char *verb) { c->reader_verb = verb; }
+
 int ckpt_set_generation(ckpt *c, const ckpt_gens *g, tdm_err *e) {
     ckpt_gens copy;
     if (ckpt_gens_copy(&copy, g)) return err_set(e, ERR_INTERNAL, "out of memory");

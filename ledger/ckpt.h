@@ -161,6 +161,11 @@ int ckpt_set_generation(ckpt *c, const ckpt_gens *g, tdm_err *e);
  * 0 keeps everything. */
 void ckpt_set_retention(ckpt *c, long keep);
 
+/* Marks c a reader's (verb: what it does with the state, e.g. "evaluate"; kept, not
+ * copied): where ckpt_load takes another state than HEAD's, it says it reads that one,
+ * not that a run resumes from it. */
+void ckpt_set_reader(ckpt *c, const char *verb);
+
 /* (The rule as a pure function, also for `tandem verify`: ckpt_gen_belongs, gens.h.) */
 
 /* ------------------------------------------------------------------ loading a state */

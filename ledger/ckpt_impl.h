@@ -23,6 +23,7 @@ struct ckpt {
     /* the lease and HEAD as this writer last saw them */
     uint64_t epoch;
     int fenced; /* ckpt_check_lease found the lease another writer's (not merely unreadable) */
+    const char *reader_verb; /* ckpt_set_reader: a reader's ("evaluate"); NULL: a run's */
     uint64_t commits; /* the run's full commits so far, as HEAD counts them */
     store_version lease_ver, head_ver;
     char host_name[REC_NAME_MAX];

@@ -430,7 +430,11 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         for (int t = 0; c->known && t < CKPT_TENSORS; t++)
             for (size_t k = 0; k < rec->tensors[t].nchunks; k++)
                 c->known[c->nknown++] = rec->tensors[t].chunks[k];
-        if (i > 0 || (have_head && head.seq != seqs[i]))
+        if ((i > 0 || (have_head && head.seq != seqs[i])) && c->reader_verb)
+            fprintf(stderr, "tandem: the state to %s is %s (run position %llu), the newest that verifies%s%s\n",
+                    c->reader_verb, key, (unsigned long long)seqs[i], have_head ? "; HEAD names " : "",
+                    have_head ? head.state : "");
+        else if (i > 0 || (have_head && head.seq != seqs[i]))
             fprintf(stderr, "tandem: resuming from %s (run position %llu)\n", key,
                     (unsigned long long)seqs[i]);
         c->loaded = 1;

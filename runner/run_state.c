@@ -46,6 +46,7 @@ int run_state_load(store *st, const uint64_t *seq, int dataset_optional, const c
         rec_state_free(&hs);
     }
     if (!rc && !(rs->ck = ckpt_model_open(st, &rs->lay, 64u << 20, e))) rc = e->code;
+    if (!rc) ckpt_set_reader(rs->ck, verb);
     /* the run's config generation: states made after an allowed config change carry it */
     ckpt_gens gens = {0};
     if (!rc) rc = audit_generation(st, &gens, e);

@@ -2414,6 +2414,26 @@ static void test_fenced_writer_seals_no_mixture(void) {
     }
 }
 
+/* `tandem eval` beside a writer frozen before a HEAD move (the newest state's manifest
+ * written, HEAD still naming the one before) evaluates that newest verified state and says
+ * so as a reader does — the state it evaluates and the one HEAD names — not a run's
+ * "resuming from" (it resumes nothing). The writer let go finishes. */
+static void test_eval_beside_a_frozen_head_move(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-eval-frozen", 1) == 0, "fixture");
+    pid_t a = freeze_at(&f, "head-put:2", NULL);
+    CHECK(a > 0, "A never stopped at head-put:2");
+    static char out[16384];
+    int rc = tandem_on_store(&f, "eval", "--split val --max-tokens 64", out, sizeof out);
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    CHECK(rc == 0 && strstr(out, "the state to evaluate is states/") && strstr(out, "; HEAD names states/") &&
+              !strstr(out, "resuming from"),
+          "eval: exit %d: %.2000s", rc, out);
+    CHECK(ra == 0, "A let go: exit %d", ra);
+    fixture_close(&f);
+}
+
 /* Starts `tandem ARGV...` with an optional "K=V" environment entry, its output into log. */
 static pid_t start_tandem(const char *env_kv, const char *log, const char *const *argv) {
     pid_t pid = fork();
@@ -2589,6 +2609,7 @@ int main(void) {
     RUN(test_identical_starts_share_the_run);
     RUN(test_run_created_after_it_was_read_as_absent);
     RUN(test_data_pinned_by_another_writer_meanwhile);
+    RUN(test_eval_beside_a_frozen_head_move);
     test_rmtree(dir);
     free(dir);
     test_rmtree(dir2);
