@@ -104,18 +104,19 @@ static int late_delete_round(void *ctx, double left) {
     return atomic_load(&c->cancel) || ckpt_stream_should_stop(c);
 }
 
-/* A blob this commit stored (or found) whose DELETE this process gave up on earlier may
+/* A blob this commit stores (or finds) whose DELETE this process gave up on earlier may
  * still be removed by that request, landing late (a chunk that came back to the content
- * of a state retention deleted: content-addressed, the same key). Waits until no such
- * DELETE can land (store_delete_unsettled_s) and writes the blob again, so that the
- * manifest never names a blob a late DELETE removes after it. The wait counts in
- * ckpt_commit_estimate (so a stop's grace decision sees it, and cancels the commit where
- * it does not fit: the last state stands), not in the measured rate. */
-static int outlast_late_delete(ckpt *c, const char *key, const void *data, size_t n, tdm_err *e) {
+ * of a state retention deleted: content-addressed, the same key). Waits, before storing
+ * it, until no such DELETE can land (store_delete_unsettled_s; store_put would wait too,
+ * but without the commit's accounting), so that the manifest never names a blob a late
+ * DELETE removes after it. The wait counts in ckpt_commit_estimate (so a stop's grace
+ * decision sees it, and cancels the commit where it does not fit: the last state stands),
+ * not in the measured rate. */
+static int outlast_late_delete(ckpt *c, const char *key, tdm_err *e) {
     double left = store_delete_unsettled_s(c->st, key);
     if (left <= 0) return 0;
     fprintf(stderr, "tandem: %s/%s: a DELETE of this blob given up on earlier may still land; the "
-            "commit waits until it cannot (%.0f s), then writes the blob again\n",
+            "commit waits until it cannot (%.0f s), then stores the blob\n",
             store_url(c->st), key, left);
     double t0 = ckpt_now_mono();
     int rc = store_wait_delete_settled(c->st, key, late_delete_round, c) ? given_up(c, e) : 0;
@@ -123,8 +124,7 @@ static int outlast_late_delete(ckpt *c, const char *key, const void *data, size_
     double waited = ckpt_now_mono() - t0; /* the I/O threads wait side by side: the longest counts */
     if (waited > c->late_waited) c->late_waited = waited;
     pthread_mutex_unlock(&c->mu);
-    if (!rc) rc = ckpt_check_lease(c, e);
-    return rc ? rc : store_put(c->st, key, data, n, STORE_OVERWRITE, e);
+    return rc;
 }
 
 /* Stores one chunk unless it is already stored intact; repairs a corrupt copy.
@@ -136,21 +136,20 @@ static int put_blob(ckpt *c, const sha256_digest *d, const void *data, size_t n,
     testhook_kill_at("blob");
     testhook_sleep("TANDEM_TEST_BLOB_DELAY_MS");
     if (atomic_load(&c->cancel) || ckpt_stream_should_stop(c)) return given_up(c, e);
-    int rc = ckpt_check_lease(c, e); /* a fenced-out writer writes nothing more */
+    int rc = outlast_late_delete(c, key, e);
+    if (!rc) rc = ckpt_check_lease(c, e); /* a fenced-out writer writes nothing more */
     if (rc) return rc;
     void *old = NULL;
     size_t on = 0;
     rc = ckpt_put_once(c, key, data, n, &old, &on, NULL, e);
-    if (rc == 0) return outlast_late_delete(c, key, data, n, e);
     if (rc != STORE_EXISTS) return rc;
     sha256_digest od;
     sha256(old, on, &od);
     free(old);
-    if (sha256_equal(&od, d)) return outlast_late_delete(c, key, data, n, e);
+    if (sha256_equal(&od, d)) return 0;
     fprintf(stderr, "tandem: %s/%s was corrupt (its content does not hash to its name); rewriting it\n",
             store_url(c->st), key);
-    rc = store_put(c->st, key, data, n, STORE_OVERWRITE, e);
-    return rc ? rc : outlast_late_delete(c, key, data, n, e);
+    return store_put(c->st, key, data, n, STORE_OVERWRITE, e);
 }
 
 static size_t chunk_count(const ckpt *c) {

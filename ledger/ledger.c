@@ -356,6 +356,7 @@ static int seal_mixture(ledger *l, const ledger_final *f, ledger_mixture *out, t
 int ledger_finish(ledger *l, const ledger_final *f, ledger_mixture *out, tdm_err *e) {
     int rc = ckpt_wait(l->ck, e);
     if (!rc && f && f->mixture) rc = seal_mixture(l, f, out, e);
+    if (!rc) store_settle_own_deletes(l->st, "tandem run"); /* before the lease goes: see store.h */
     if (!rc) rc = ckpt_release(l->ck, e);
     return rc;
 }

@@ -340,6 +340,7 @@ int ledger_repair_apply(store *st, const char *url, const ledger_repair_plan *p,
     } else if (!rc && p->head_bad) {
         rc = set_aside(st, *epoch, LEDGER_HEAD, e);
     }
+    if (!rc) store_settle_own_deletes(st, "tandem repair"); /* before the lease goes: see store.h */
     if (!rc) rc = ckpt_release(ck, e);
     tdm_err scratch;
     if (rc && ck && ckpt_check_lease(ck, &scratch) == 0) ckpt_release(ck, &scratch); /* still ours */

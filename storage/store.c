@@ -3,6 +3,7 @@
 #include "storage/store.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -31,12 +32,20 @@ int store_key_valid(const char *key) {
 
 void store_close(store *s) {
     if (!s) return;
+    store_settle_own_deletes(s, "tandem");
     s->b->close(s);
     free(s->url);
     free(s);
 }
 
 const char *store_url(const store *s) { return s->url; }
+
+/* store_wait_delete_settled's round for a write: gives up once a stop's deadline passed */
+static int past_deadline(void *ctx, double left) {
+    (void)ctx;
+    (void)left;
+    return store_clock_s() >= store_deadline();
+}
 
 static int bad_key(store *s, const char *key, tdm_err *e) {
     return err_set(e, ERR_INTERNAL, "%s: invalid object key '%s'", s->url, key ? key : "(null)");
@@ -55,11 +64,29 @@ static int too_large(store *s, const char *key, size_t n, tdm_err *e) {
                    (unsigned long long)STORE_OBJECT_MAX);
 }
 
+/* A write of key waits until no DELETE of it that this process gave up on can land
+ * (S3: a request held past TANDEM_S3_TIMEOUT, retried, the first one applied later), so
+ * that such a DELETE never removes what is written now: a state manifest or α record a
+ * run set aside (quarantine, supersede) and then wrote again, found by a race hunt on S3
+ * (a run that exited 0 failed verify after the late DELETE landed). A stop's deadline
+ * (store_deadline) ends the wait: the write is given up, an error naming the key. */
+static int outlast_own_delete(store *s, const char *key, tdm_err *e) {
+    double left = store_delete_unsettled_s(s, key);
+    if (left <= 0) return 0;
+    fprintf(stderr, "tandem: %s/%s: a DELETE of it given up on may still land; waiting until it cannot "
+            "(%.0f s), then writing it\n", s->url, key, left);
+    if (store_wait_delete_settled(s, key, past_deadline, NULL) == 0) return 0;
+    store_note_deadline();
+    return err_set(e, ERR_STORE, "%s/%s: not written: a DELETE of it given up on could still land when the stop's "
+                   "deadline came", s->url, key);
+}
+
 int store_put(store *s, const char *key, const void *data, size_t n, int mode, tdm_err *e) {
     if (!store_key_valid(key)) return bad_key(s, key, e);
     if (s->read_only) return read_only(s, key, e);
     if ((uint64_t)n > STORE_OBJECT_MAX) return too_large(s, key, n, e);
-    return s->b->put(s, key, data, n, mode, e);
+    int rc = outlast_own_delete(s, key, e);
+    return rc ? rc : s->b->put(s, key, data, n, mode, e);
 }
 
 int store_put_if(store *s, const char *key, const void *data, size_t n,
@@ -67,7 +94,8 @@ int store_put_if(store *s, const char *key, const void *data, size_t n,
     if (!store_key_valid(key)) return bad_key(s, key, e);
     if (s->read_only) return read_only(s, key, e);
     if ((uint64_t)n > STORE_OBJECT_MAX) return too_large(s, key, n, e);
-    return s->b->put_if(s, key, data, n, expected, out, e);
+    int rc = outlast_own_delete(s, key, e);
+    return rc ? rc : s->b->put_if(s, key, data, n, expected, out, e);
 }
 
 int store_get(store *s, const char *key, void **data, size_t *n, store_version *ver, tdm_err *e) {
@@ -136,6 +164,15 @@ int store_wait_delete_settled(store *s, const char *key, int (*each_round)(void 
         nanosleep(&ts, NULL);
     }
     return 0;
+}
+
+void store_settle_own_deletes(store *s, const char *who) {
+    if (s->read_only || isfinite(store_deadline())) return;
+    double left = store_delete_unsettled_s(s, NULL);
+    if (left <= 0) return;
+    fprintf(stderr, "%s: %s: a DELETE given up on may still land for %.0f s; waiting until it cannot, so that it "
+            "removes nothing written after this\n", who, s->url, left);
+    store_wait_delete_settled(s, NULL, NULL, NULL);
 }
 
 int store_sweep_temporaries(store *s, double min_age_s, size_t *n, uint64_t *bytes, tdm_err *e) {

@@ -126,6 +126,15 @@ double store_delete_unsettled_s(store *s, const char *key);
  * The one wait behind a commit's rewrite of a blob and gc's put-back of an object. */
 int store_wait_delete_settled(store *s, const char *key, int (*each_round)(void *ctx, double left), void *ctx);
 
+/* Waits until no DELETE that this process gave up on, of any key, can land, saying so on
+ * stderr (who: the command, for the message). For a process about to end, or to give its
+ * lease back, after deleting objects: a later process that writes one of those keys again
+ * (a run's replay of a state or α record repair or gc removed, a blob of the same content)
+ * would lose it to the late DELETE, found by a race hunt on S3. Not while a stop is
+ * pending (store_deadline finite): a run stopping within its grace does not wait. store_close
+ * does it too. */
+void store_settle_own_deletes(store *s, const char *who);
+
 /* The seconds until no write of any key that this process gave up on (or that
  * store_note_lost_writer counts) can still land; 0: none can. A writer that releases its
  * lease says so in it (rec_lease's settle_until), for the next writer and gc. */

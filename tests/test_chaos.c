@@ -1350,6 +1350,10 @@ static void fault_storm(row *r, int idx) {
     control("/reset", "{}");
     setenv("TANDEM_S3_RETRIES", "12", 1);
     setenv("TANDEM_S3_TIMEOUT", "1", 1);
+    /* a write given up on may land for this long (the 3 s stalls are well inside it): a
+     * process that gave up on a DELETE waits it out before it ends (store_settle_own_deletes),
+     * 62 s by default, at the end of most storms */
+    setenv("TANDEM_TEST_SETTLE_S", "8", 1);
     int ok = control("/faults", rules) == 0;
     int rc;
     if (idx % 2) {
@@ -1365,6 +1369,7 @@ static void fault_storm(row *r, int idx) {
     control("/reset", "{}");
     unsetenv("TANDEM_S3_RETRIES");
     unsetenv("TANDEM_S3_TIMEOUT");
+    unsetenv("TANDEM_TEST_SETTLE_S");
     char log[8192] = "", why[4096] = "", h[1024] = "";
     read_all(f.log, log, sizeof log);
     snprintf(what + strlen(what), sizeof what - strlen(what), ", %ld faults", injected);

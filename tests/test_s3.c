@@ -1377,6 +1377,104 @@ static void test_pinned_state_outlasts_a_late_delete(void) {
     free(f.dir);
 }
 
+/* `tandem pin STORE N --remove` gave up on its DELETE of pins/N (held 6 s in the proxy past
+ * its 1 s limit; the retry answers) and said so; a re-pin at once said "pinned"; then the
+ * held DELETE landed and took the new pin, and gc deleted the state the user had pinned
+ * (race hunt on S3). A process now waits before it ends until no DELETE it gave up on can
+ * land (store_close: store_settle_own_deletes; the window shortened to 8 s), so the re-pin
+ * comes after it and stays: gc keeps the state. */
+static void test_unpin_outlasts_its_late_delete(void) {
+    fixture f;
+    CHECK(runner_fixture(&f, "s3unpinlate", 1) == 0, "fixture");
+    control("/reset", "{}");
+    CHECK(run_to_end(&f, NULL) == 0, "the run");
+    static char out[16384], unpin[8192], repin[8192], gcout[16384];
+    CHECK(tandem_on_store(&f, "gc", "--keep 1 --dry-run", out, sizeof out) == 0, "gc --dry-run: %s", out);
+    const char *w = strstr(out, "would delete states/");
+    unsigned long seq = w ? strtoul(w + strlen("would delete states/"), NULL, 10) : 0;
+    CHECK(seq > 0, "no state gc would delete: %s", out);
+    char opt[64], rule[512];
+    snprintf(opt, sizeof opt, "%lu", seq);
+    CHECK(tandem_on_store(&f, "pin", opt, out, sizeof out) == 0, "pin: %s", out);
+    snprintf(rule, sizeof rule, "{\"rules\": [{\"fault\": \"stall\", \"stall_seconds\": 6, \"methods\": [\"DELETE\"], "
+             "\"path_regex\": \"/pins/%lu$\", \"max_count\": 1}], \"reset_counters\": true}", seq);
+    CHECK(control("/faults", rule) == 0, "set faults");
+    setenv("TANDEM_S3_TIMEOUT", "1", 1);
+    setenv("TANDEM_TEST_SETTLE_S", "8", 1);
+    snprintf(opt, sizeof opt, "%lu --remove", seq);
+    double t0 = now_s();
+    int ru = tandem_on_store(&f, "pin", opt, unpin, sizeof unpin);
+    double took = now_s() - t0;
+    unsetenv("TANDEM_S3_TIMEOUT");
+    unsetenv("TANDEM_TEST_SETTLE_S");
+    long stalls = counter("stall");
+    snprintf(opt, sizeof opt, "%lu", seq);
+    int rp = tandem_on_store(&f, "pin", opt, repin, sizeof repin);
+    double left = t0 + 7.0 - now_s();
+    if (left > 0) usleep((useconds_t)(left * 1e6)); /* the held DELETE has landed, had it not yet */
+    control("/reset", "{}");
+    int rg = tandem_on_store(&f, "gc", "--keep 1", gcout, sizeof gcout);
+    int ra = tandem_on_store(&f, "pin", opt, out, sizeof out);
+    test_rmtree(f.dir);
+    free(f.dir);
+    CHECK(ru == 0 && stalls == 1 && rp == 0, "unpin %d (%ld DELETEs held), re-pin %d: %s\n%s", ru, stalls, rp, unpin,
+          repin);
+    CHECK(took >= 6.0 && strstr(unpin, "a DELETE given up on may still land"),
+          "unpin ended %.1f s after it began, before its held DELETE could land: %s", took, unpin);
+    CHECK(rg == 0 && ra == 0 && !strstr(out, "has no states/"), "the re-pinned state is gone after gc (%d): %s\n%s",
+          rg, out, gcout);
+}
+
+/* A run finds its newest state manifest damaged, sets it aside and DELETEs it (the DELETE
+ * held 6 s in the proxy past the 1 s limit; the retry answers), falls back, replays and
+ * writes that state again, HEAD on it, exit 0 — then the held DELETE landed: HEAD named a
+ * missing state (race hunt on S3; the wait for a late DELETE covered blobs only). Every
+ * write of a key now waits until no DELETE of it this process gave up on can land
+ * (store_put; the window shortened to 8 s): after the landing the store verifies. */
+static void test_rewritten_state_outlasts_its_late_delete(void) {
+    fixture f;
+    CHECK(runner_fixture(&f, "s3rewritelate", 1) == 0, "fixture");
+    control("/reset", "{}");
+    int rk = run_to_end(&f, "TANDEM_TEST_KILL_AT=head:12");
+    CHECK(rk == 128 + SIGKILL, "the first run: exit %d (want SIGKILL before its 12th HEAD move)", rk);
+    tdm_err e = {0};
+    store *st = store_open(f.store, &e);
+    CHECK(st, "open %s: %s", f.store, e.msg);
+    store_list l = {0};
+    unsigned long newest = 0;
+    if (store_list_prefix(st, "states/", &l, &e) == 0)
+        for (size_t i = 0; i < l.n; i++) {
+            unsigned long q = strtoul(l.keys[i] + strlen("states/"), NULL, 10);
+            if (q > newest) newest = q;
+        }
+    store_list_free(&l);
+    char key[64], rule[512];
+    snprintf(key, sizeof key, "states/%lu.mp", newest);
+    int dmg = newest ? store_put(st, key, "garbage\n", 8, STORE_OVERWRITE, &e) : -1;
+    store_close(st);
+    CHECK(dmg == 0, "damaging %s: %s", key, e.msg);
+    snprintf(rule, sizeof rule, "{\"rules\": [{\"fault\": \"stall\", \"stall_seconds\": 6, \"methods\": [\"DELETE\"], "
+             "\"path_regex\": \"/states/%lu[.]mp$\", \"max_count\": 1}], \"reset_counters\": true}", newest);
+    CHECK(control("/faults", rule) == 0, "set faults");
+    setenv("TANDEM_S3_TIMEOUT", "1", 1);
+    setenv("TANDEM_TEST_SETTLE_S", "8", 1);
+    double t0 = now_s();
+    int rc = run_to_end(&f, NULL);
+    unsetenv("TANDEM_S3_TIMEOUT");
+    unsetenv("TANDEM_TEST_SETTLE_S");
+    long stalls = counter("stall");
+    double left = t0 + 7.0 - now_s();
+    if (left > 0) usleep((useconds_t)(left * 1e6)); /* the held DELETE has landed, had it not yet */
+    control("/reset", "{}");
+    static char log[16384], out[16384];
+    read_all(f.log, log, sizeof log);
+    int v = tandem_on_store(&f, "verify", "", out, sizeof out);
+    test_rmtree(f.dir);
+    free(f.dir);
+    CHECK(rc == 0 && stalls == 1, "the rerun: exit %d, %ld DELETEs held: %s", rc, stalls, log);
+    CHECK(v == 0, "verify once the held DELETE of %s landed: exit %d: %s\nthe rerun: %s", key, v, out, log);
+}
+
 /* One commit of dev (seq) through c; 0 or the error. */
 static int commit_one(ckpt *c, ckpt_model_io *io, const model_ops *ops, model_ctx *ctx, float *dev[CKPT_TENSORS],
                       uint64_t seq, tdm_err *e) {
@@ -1392,7 +1490,7 @@ static int commit_one(ckpt *c, ckpt_model_io *io, const model_ops *ops, model_ct
  * same content-addressed key), so it stores the blob anew — and the held DELETE, landing
  * after, would take it from the newest state (no state would load). The commit now waits
  * until no such DELETE can land (store_delete_unsettled_s; the window shortened to 8 s for
- * the test) and writes the blob again: the newest state loads, its blobs verified, and
+ * the test) before it stores the blob: the newest state loads, its blobs verified, and
  * commit 3 took the window (so the check holds even where its PUT came after the DELETE
  * landed, which alone would leave the blob in place). */
 static void test_late_delete_of_a_reused_blob(void) {
@@ -1817,8 +1915,12 @@ static void test_runner_under_faults(void) {
                   "{\"fault\": \"reset_after\", \"methods\": [\"PUT\", \"POST\"], \"probability\": 0.05},"
                   "{\"fault\": \"truncate\", \"methods\": [\"GET\"], \"probability\": 0.1}]}") == 0, "faults");
     setenv("TANDEM_S3_RETRIES", "12", 1);
+    /* a DELETE given up on (a 500, a reset) is waited out before the run ends
+     * (store_settle_own_deletes): 8 s, not the default two minutes */
+    setenv("TANDEM_TEST_SETTLE_S", "8", 1);
     int rc = run_to_end(&f, NULL);
     unsetenv("TANDEM_S3_RETRIES");
+    unsetenv("TANDEM_TEST_SETTLE_S");
     char log[16384];
     read_all(f.log, log, sizeof log);
     long injected = counter("503") + counter("500") + counter("reset") + counter("reset_after") + counter("truncate");
@@ -1995,6 +2097,8 @@ int main(void) {
     RUN(test_gc_after_a_kill_keeps_the_window);
     RUN(test_late_delete_of_a_reused_blob);
     RUN(test_pinned_state_outlasts_a_late_delete);
+    RUN(test_unpin_outlasts_its_late_delete);
+    RUN(test_rewritten_state_outlasts_its_late_delete);
     RUN(test_two_runners_on_s3);
     RUN(test_secrets_never_leak);
     sh("bash '%s/tests/s3/stop.sh' '%s' >/dev/null 2>&1", g_root, srv);
