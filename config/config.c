@@ -13,7 +13,7 @@
 #include "config/cluster_check.h"
 #include "config/config_impl.h"
 #include "config/presets.h"
-#include "util/urltext.h"
+#include "util/outfile.h"
 #include "util/ydoc.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -712,6 +712,10 @@ static int file_key(loader *L, const key_def *k, const ydoc_node *v, int line, t
     /* a URL (s3://..., file://...) is not relative to anything */
     if ((k->flags & (F_PATH | F_SCHEME_PATH)) && (scheme || !(k->flags & F_SCHEME_PATH)) && path[0] &&
         path[0] != '/' && slash && !strstr(text, "://")) {
+        /* checked as written too: joined, "K:S@host/x" became "/dir/K:S@host/x", whose
+         * first segment no longer reads as user info, and went on into errors and RUN */
+        char why[512];
+        if (k->check && !k->check(text, why, sizeof why)) return err_set(e, ERR_USAGE, "%s: %s", where, why);
         /* Lexical join, no realpath: the file need not exist yet, and "..": through a
          * symlinked directory must mean what the shell would make of it. */
         int dirlen = (int)(slash - L->path) + 1; /* keeps the '/' (also for "/x.yaml") */
@@ -751,9 +755,16 @@ static int top_key_line(const loader *L, const char *name, const ydoc_node *v) {
     return found ? found : v->line;
 }
 
+/* `value` for a message (buf, cap bytes): whole, or with its user info as "***"
+ * (outfile_mask_path), so that no error repeats a pasted credential. */
+static const char *masked_value(const char *value, char *buf, size_t cap) {
+    outfile_mask_path(value, buf, cap);
+    return buf;
+}
+
 /* Applies every key of the file except `preset` (already applied, as a lower layer). */
 static int apply_file(loader *L, const ydoc_node *root, tdm_err *e) {
-    char list[512], sugg[128];
+    char list[512], sugg[128], shown[240];
     if (root->kind != YDOC_MAP)
         return err_set(e, ERR_USAGE,
                        "%s:%d: expected a map of sections at the top (e.g. 'tandem:' with "
@@ -776,10 +787,8 @@ static int apply_file(loader *L, const ydoc_node *root, tdm_err *e) {
                            (int)(strchr(name, '.') - name), name,
                            strchr(name, '.') + 1,
                            /* a value holding user info is not repeated, whatever its key */
-                           v->kind == YDOC_SCALAR && !(k->flags & F_NOECHO) &&
-                                   !url_text_has_userinfo(v->value, strlen(v->value))
-                               ? v->value
-                               : "...");
+                           v->kind == YDOC_SCALAR && !(k->flags & F_NOECHO) ? masked_value(v->value, shown, sizeof shown)
+                                                                            : "...");
         if (!is_section(name)) {
             suggestion(name, true, sugg, sizeof sugg);
             section_list(list, sizeof list);
@@ -844,7 +853,7 @@ static int split_set(const char *text, const char *flag, set_item *it, tdm_err *
     const char *eq = strchr(text, '=');
     if (!eq || eq == text) {
         char shown[240]; /* "--set u:S@h", a value pasted without its key: not repeated */
-        url_text_mask_userinfo(text, shown, sizeof shown);
+        outfile_mask_path(text, shown, sizeof shown);
         return err_set(e, ERR_USAGE, "%s '%.200s': expected key=value (e.g. %s tandem.K=3)", flag,
                        shown, flag);
     }
@@ -861,9 +870,10 @@ static int split_set(const char *text, const char *flag, set_item *it, tdm_err *
 static int set_from_cli(config *c, const set_item *it, tdm_err *e) {
     char where[256];
     char shown[240];
-    /* a value holding user info in any spelling ("cluster.image=https://u:S@reg/img") is
-     * shown masked whatever its key: the key's check may refuse it for its shape alone */
-    url_text_mask_userinfo(it->value, shown, sizeof shown);
+    /* a value holding user info in any spelling ("cluster.image=https://u:S@reg/img",
+     * "log.tensorboard=s3://KEY@b/tb") is shown masked whatever its key: the key's check
+     * may refuse it for its shape alone */
+    outfile_mask_path(it->value, shown, sizeof shown);
     if (it->k->flags & F_NOECHO) snprintf(where, sizeof where, "%s %s=...", it->flag, it->k->key);
     else snprintf(where, sizeof where, "%s %.*s%.200s", it->flag, (int)(it->value - it->text), it->text, shown);
     return set_key(c, it->k, it->value, false, where, e);
@@ -994,6 +1004,13 @@ int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e) 
         } else if (!memchr(kv[i].value, '\0', sizeof kv[i].value)) {
             rc = err_set(e, ERR_USAGE, "canonical config: the value of '%s' is not terminated",
                          k->key);
+        } else if (k->type == T_STRING && k->check && !config_key_pinned(k->key) &&
+                   strlen(kv[i].value) < CONFIG_STR_MAX && !k->check(kv[i].value, (char[512]){0}, 512)) {
+            /* an unpinned value an older tandem took and this one refuses (log.tensorboard:
+             * s3://b/tb, written as the local folder ./s3:/b/tb): it never changed what the
+             * run computed and a resume takes its own value, so it keeps the default rather
+             * than making the whole RUN read as damaged (status, eval, resume: exit 3) */
+            seen[k - config_schema] = true;
         } else {
             char where[128];
             snprintf(where, sizeof where, "canonical config: %s", k->key);
