@@ -195,14 +195,17 @@ static bool float_in_range(const key_def *k, double v) {
  * names the key and its origin ("file:line: tandem.K" or "--set tandem.K=x"). */
 static int set_key(config *c, const key_def *k, const char *text, bool quoted,
                    const char *where, tdm_err *e) {
-    char exp[320];
+    char exp[320], shown[240];
     expected_text(k, exp, sizeof exp);
+    /* the value as errors show it: a URL with user info pasted under the wrong key
+     * ("--set tandem.K=https://u:SECRET@h") is not repeated whole */
+    outfile_mask_path(text, shown, sizeof shown);
     if (quoted && (k->type == T_INT || k->type == T_U64 || k->type == T_FLOAT ||
                    k->type == T_BOOL))
         return err_set(e, ERR_USAGE,
                        "%s: expected %s, got the quoted string \"%.200s\" (write it without "
                        "quotes)",
-                       where, exp, text);
+                       where, exp, shown);
     switch (k->type) {
     case T_INT:
     case T_U64: {
@@ -210,7 +213,7 @@ static int set_key(config *c, const key_def *k, const char *text, bool quoted,
         uint64_t mag = 0;
         int r = parse_int(text, &neg, &mag);
         if (r == -1 || r == -3)
-            return err_set(e, ERR_USAGE, "%s: expected %s, got '%.200s'%s", where, exp, text,
+            return err_set(e, ERR_USAGE, "%s: expected %s, got '%.200s'%s", where, exp, shown,
                            r == -3 ? " (no leading zeros: YAML may read them as octal)"
                                    : (float_syntax(text) ? " (a plain integer, no decimals or "
                                                            "exponent)"
@@ -223,10 +226,10 @@ static int set_key(config *c, const key_def *k, const char *text, bool quoted,
         if (!big && !small && k->type == T_INT && (!neg || mag == 0) && (long long)mag < k->lo) small = true;
         if (big)
             return err_set(e, ERR_USAGE, "%s: %.200s is too large: expected %s (at most %llu)", where,
-                           text, exp,
+                           shown, exp,
                            k->type == T_U64 ? (unsigned long long)UINT64_MAX : (unsigned long long)k->hi);
         if (small)
-            return err_set(e, ERR_USAGE, "%s: %.200s is too small: expected %s", where, text, exp);
+            return err_set(e, ERR_USAGE, "%s: %.200s is too small: expected %s", where, shown, exp);
         long long v = neg ? -(long long)mag : (long long)mag;
         if (k->type == T_INT) *(int *)field(c, k) = (int)v;
         else *(uint64_t *)field(c, k) = mag;
@@ -234,26 +237,26 @@ static int set_key(config *c, const key_def *k, const char *text, bool quoted,
     }
     case T_FLOAT: {
         if (!float_syntax(text))
-            return err_set(e, ERR_USAGE, "%s: expected %s, got '%.200s'%s", where, exp, text,
+            return err_set(e, ERR_USAGE, "%s: expected %s, got '%.200s'%s", where, exp, shown,
                            looks_nonfinite(text) ? " (inf and nan are not allowed)" : "");
         errno = 0;
         char *end;
         double v = strtod(text, &end);
         if (*end)
             return err_set(e, ERR_USAGE, "%s: '%.200s' is not a number in the C locale", where,
-                           text);
+                           shown);
         if (errno == ERANGE && isinf(v)) /* underflow keeps the rounded value: 5e-324 is fine */
             return err_set(e, ERR_USAGE, "%s: %.200s is too large for a double: expected %s",
-                           where, text, exp);
+                           where, shown, exp);
         if (!float_in_range(k, v))
-            return err_set(e, ERR_USAGE, "%s: %.200s is out of range: expected %s", where, text,
+            return err_set(e, ERR_USAGE, "%s: %.200s is out of range: expected %s", where, shown,
                            exp);
         *(double *)field(c, k) = v;
         return 0;
     }
     case T_BOOL:
         if (strcmp(text, "true") && strcmp(text, "false"))
-            return err_set(e, ERR_USAGE, "%s: expected %s, got '%.200s'", where, exp, text);
+            return err_set(e, ERR_USAGE, "%s: expected %s, got '%.200s'", where, exp, shown);
         *(bool *)field(c, k) = text[0] == 't';
         return 0;
     case T_ENUM:
@@ -262,7 +265,7 @@ static int set_key(config *c, const key_def *k, const char *text, bool quoted,
                 *(int *)field(c, k) = i;
                 return 0;
             }
-        return err_set(e, ERR_USAGE, "%s: expected %s; got '%.200s'", where, exp, text);
+        return err_set(e, ERR_USAGE, "%s: expected %s; got '%.200s'", where, exp, shown);
     case T_STRING: {
         if (strlen(text) >= CONFIG_STR_MAX)
             return err_set(e, ERR_USAGE, "%s: longer than %d bytes", where, CONFIG_STR_MAX - 1);

@@ -564,6 +564,21 @@ static void test_path_keys_refuse_userinfo(void) {
             CHECK(rc == ERR_USAGE && strstr(e.msg, "user info") && strstr(e.msg, keys[i]) && !strstr(e.msg, "s3cr3t"),
                   "file %s: %s%.12s...: rc %d: %s", keys[i], hf, values[j], rc, e.msg);
         }
+    /* nor under a key of another type, where it was pasted by mistake: "expected an
+     * integer, got '...'" repeated it whole */
+    char *wrong[] = {"tandem.K=https://u:s3cr3t-int@host/x", "optim.lr=s3://AKIAX:s3cr3t-flt@b/x",
+                     "run.device=s3://AKIAX:s3cr3t-enum@b/x", "tandem.probe_carry=s3://AKIAX:s3cr3t-bool@b"};
+    for (size_t i = 0; i < sizeof wrong / sizeof *wrong; i++) {
+        char *sets[] = {"data.dataset=d.yaml", wrong[i]};
+        err_clear(&e);
+        int rc = config_load(&c, NULL, sets, 2, &e);
+        CHECK(rc == ERR_USAGE && strstr(e.msg, "***@") && !strstr(e.msg, "s3cr3t"), "--set %.12s...: rc %d: %s",
+              wrong[i], rc, e.msg);
+    }
+    err_clear(&e);
+    int frc = load_yaml(&c, "tandem:\n  K: https://u:s3cr3t-yaml@host/x\n", ds_set, 1, &e);
+    CHECK(frc == ERR_USAGE && strstr(e.msg, "expected") && !strstr(e.msg, "s3cr3t"), "file tandem.K: rc %d: %s", frc,
+          e.msg);
     /* a ':' and an '@' further on in a path are none; a folder really named "s3:" is ./s3: */
     char *fine[] = {"data.dataset=/scratch/2026-12-06T12:00/lr@3/d.yaml", "log.tensorboard=./s3:/b/tb",
                     "model.init=hf:/models/run@3:v2", "cluster.workdir=/scratch/12:00/lr@3"};
