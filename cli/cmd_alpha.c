@@ -219,12 +219,14 @@ static int run_alpha(const cli_args *a) {
         return ERR_USAGE;
     }
     tdm_err e = {0};
-    store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
+    /* an s3:// --plot is refused before any reading (outfile_open would, after it) */
+    if (plot_path) rc = outfile_check_local("--plot", plot_path, &e);
+    store *st = rc ? NULL : store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
     rec_run run;
     memset(&run, 0, sizeof run);
     audit_chain c;
     memset(&c, 0, sizeof c);
-    if (!st) rc = e.code;
+    if (!rc && !st) rc = e.code;
     if (!rc) rc = run_config_read_run(st, &run, &e);
     /* --verify: HEAD (and the state it names) before the chain — a live run's commit
      * between the two made a newer state vouch for records the chain read before it had

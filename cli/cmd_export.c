@@ -9,6 +9,7 @@
 #include "util/args.h"
 #include "runner/export.h"
 #include "util/json.h"
+#include "util/outfile.h"
 
 static const cli_opt OPTS[] = {
     {"--out", CLI_STR, "DIR", "the folder to write (created if missing; its config.json and model.safetensors "
@@ -35,6 +36,8 @@ static int run_export(const cli_args *a) {
     int rc = 0;
     if (!out) rc = err_set(&e, ERR_USAGE, "--out DIR is required: the folder to write");
     else if (!*out) rc = err_set(&e, ERR_USAGE, "--out: an empty path; name the folder to write");
+    /* "s3://b/model" was the local folder ./s3:/b/model (export_store makes it): refused */
+    else rc = outfile_check_local("--out", out, &e);
     const char *sv = cli_str(a, "--state", NULL);
     if (!rc && sv && args_parse_u64(sv, &seq))
         rc = err_set(&e, ERR_USAGE, "--state: '%s' is not a non-negative integer", sv);

@@ -264,8 +264,12 @@ static int run_metrics(const cli_args *a) {
     memset(&run, 0, sizeof run);
     rec_metrics *rows = NULL;
     size_t n = 0, skipped = 0;
-    store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
-    int rc = st ? 0 : e.code;
+    /* a URL given for --plot or --tensorboard ("s3://b/tb": written before as the local
+     * folder ./s3:/b/tb, with "wrote s3://b/tb/events..." said) is refused first */
+    int rc = svg ? outfile_check_local("--plot", svg, &e) : 0;
+    if (!rc && tb) rc = outfile_check_local("--tensorboard", tb, &e);
+    store *st = rc ? NULL : store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
+    if (!rc && !st) rc = e.code;
     if (!rc) rc = run_config_read_run(st, &run, &e);
     if (!rc) rc = ledger_metrics_read(st, &rows, &n, &skipped, &e);
     if (!rc && n == 0)

@@ -175,10 +175,11 @@ static int run_mixture(const cli_args *a) {
                 "give --out FILE for the %s, or leave one out\n", format, format);
         return ERR_USAGE;
     }
-    int rc = 0;
     tdm_err e = {0};
-    store *st = store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
-    if (!st) rc = e.code;
+    /* an s3:// --out is refused before any reading (outfile_open would, after it) */
+    int rc = out ? outfile_check_local("--out", out, &e) : 0;
+    store *st = rc ? NULL : store_open_existing(url, STORE_OPEN_READ_ONLY, &e);
+    if (!rc && !st) rc = e.code;
     rec_run run;
     memset(&run, 0, sizeof run);
     audit_chain c;

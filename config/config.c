@@ -13,7 +13,7 @@
 #include "config/cluster_check.h"
 #include "config/config_impl.h"
 #include "config/presets.h"
-#include "util/urltext.h"
+#include "util/outfile.h"
 #include "util/ydoc.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -195,14 +195,17 @@ static bool float_in_range(const key_def *k, double v) {
  * names the key and its origin ("file:line: tandem.K" or "--set tandem.K=x"). */
 static int set_key(config *c, const key_def *k, const char *text, bool quoted,
                    const char *where, tdm_err *e) {
-    char exp[320];
+    char exp[320], shown[240];
     expected_text(k, exp, sizeof exp);
+    /* the value as errors show it: a URL with user info pasted under the wrong key
+     * ("--set tandem.K=https://u:SECRET@h") is not repeated whole */
+    outfile_mask_path(text, shown, sizeof shown);
     if (quoted && (k->type == T_INT || k->type == T_U64 || k->type == T_FLOAT ||
                    k->type == T_BOOL))
         return err_set(e, ERR_USAGE,
                        "%s: expected %s, got the quoted string \"%.200s\" (write it without "
                        "quotes)",
-                       where, exp, text);
+                       where, exp, shown);
     switch (k->type) {
     case T_INT:
     case T_U64: {
@@ -210,7 +213,7 @@ static int set_key(config *c, const key_def *k, const char *text, bool quoted,
         uint64_t mag = 0;
         int r = parse_int(text, &neg, &mag);
         if (r == -1 || r == -3)
-            return err_set(e, ERR_USAGE, "%s: expected %s, got '%.200s'%s", where, exp, text,
+            return err_set(e, ERR_USAGE, "%s: expected %s, got '%.200s'%s", where, exp, shown,
                            r == -3 ? " (no leading zeros: YAML may read them as octal)"
                                    : (float_syntax(text) ? " (a plain integer, no decimals or "
                                                            "exponent)"
@@ -223,10 +226,10 @@ static int set_key(config *c, const key_def *k, const char *text, bool quoted,
         if (!big && !small && k->type == T_INT && (!neg || mag == 0) && (long long)mag < k->lo) small = true;
         if (big)
             return err_set(e, ERR_USAGE, "%s: %.200s is too large: expected %s (at most %llu)", where,
-                           text, exp,
+                           shown, exp,
                            k->type == T_U64 ? (unsigned long long)UINT64_MAX : (unsigned long long)k->hi);
         if (small)
-            return err_set(e, ERR_USAGE, "%s: %.200s is too small: expected %s", where, text, exp);
+            return err_set(e, ERR_USAGE, "%s: %.200s is too small: expected %s", where, shown, exp);
         long long v = neg ? -(long long)mag : (long long)mag;
         if (k->type == T_INT) *(int *)field(c, k) = (int)v;
         else *(uint64_t *)field(c, k) = mag;
@@ -234,26 +237,26 @@ static int set_key(config *c, const key_def *k, const char *text, bool quoted,
     }
     case T_FLOAT: {
         if (!float_syntax(text))
-            return err_set(e, ERR_USAGE, "%s: expected %s, got '%.200s'%s", where, exp, text,
+            return err_set(e, ERR_USAGE, "%s: expected %s, got '%.200s'%s", where, exp, shown,
                            looks_nonfinite(text) ? " (inf and nan are not allowed)" : "");
         errno = 0;
         char *end;
         double v = strtod(text, &end);
         if (*end)
             return err_set(e, ERR_USAGE, "%s: '%.200s' is not a number in the C locale", where,
-                           text);
+                           shown);
         if (errno == ERANGE && isinf(v)) /* underflow keeps the rounded value: 5e-324 is fine */
             return err_set(e, ERR_USAGE, "%s: %.200s is too large for a double: expected %s",
-                           where, text, exp);
+                           where, shown, exp);
         if (!float_in_range(k, v))
-            return err_set(e, ERR_USAGE, "%s: %.200s is out of range: expected %s", where, text,
+            return err_set(e, ERR_USAGE, "%s: %.200s is out of range: expected %s", where, shown,
                            exp);
         *(double *)field(c, k) = v;
         return 0;
     }
     case T_BOOL:
         if (strcmp(text, "true") && strcmp(text, "false"))
-            return err_set(e, ERR_USAGE, "%s: expected %s, got '%.200s'", where, exp, text);
+            return err_set(e, ERR_USAGE, "%s: expected %s, got '%.200s'", where, exp, shown);
         *(bool *)field(c, k) = text[0] == 't';
         return 0;
     case T_ENUM:
@@ -262,7 +265,7 @@ static int set_key(config *c, const key_def *k, const char *text, bool quoted,
                 *(int *)field(c, k) = i;
                 return 0;
             }
-        return err_set(e, ERR_USAGE, "%s: expected %s; got '%.200s'", where, exp, text);
+        return err_set(e, ERR_USAGE, "%s: expected %s; got '%.200s'", where, exp, shown);
     case T_STRING: {
         if (strlen(text) >= CONFIG_STR_MAX)
             return err_set(e, ERR_USAGE, "%s: longer than %d bytes", where, CONFIG_STR_MAX - 1);
@@ -712,6 +715,10 @@ static int file_key(loader *L, const key_def *k, const ydoc_node *v, int line, t
     /* a URL (s3://..., file://...) is not relative to anything */
     if ((k->flags & (F_PATH | F_SCHEME_PATH)) && (scheme || !(k->flags & F_SCHEME_PATH)) && path[0] &&
         path[0] != '/' && slash && !strstr(text, "://")) {
+        /* checked as written too: joined, "K:S@host/x" became "/dir/K:S@host/x", whose
+         * first segment no longer reads as user info, and went on into errors and RUN */
+        char why[512];
+        if (k->check && !k->check(text, why, sizeof why)) return err_set(e, ERR_USAGE, "%s: %s", where, why);
         /* Lexical join, no realpath: the file need not exist yet, and "..": through a
          * symlinked directory must mean what the shell would make of it. */
         int dirlen = (int)(slash - L->path) + 1; /* keeps the '/' (also for "/x.yaml") */
@@ -751,9 +758,16 @@ static int top_key_line(const loader *L, const char *name, const ydoc_node *v) {
     return found ? found : v->line;
 }
 
+/* `value` for a message (buf, cap bytes): whole, or with its user info as "***"
+ * (outfile_mask_path), so that no error repeats a pasted credential. */
+static const char *masked_value(const char *value, char *buf, size_t cap) {
+    outfile_mask_path(value, buf, cap);
+    return buf;
+}
+
 /* Applies every key of the file except `preset` (already applied, as a lower layer). */
 static int apply_file(loader *L, const ydoc_node *root, tdm_err *e) {
-    char list[512], sugg[128];
+    char list[512], sugg[128], shown[240];
     if (root->kind != YDOC_MAP)
         return err_set(e, ERR_USAGE,
                        "%s:%d: expected a map of sections at the top (e.g. 'tandem:' with "
@@ -776,10 +790,8 @@ static int apply_file(loader *L, const ydoc_node *root, tdm_err *e) {
                            (int)(strchr(name, '.') - name), name,
                            strchr(name, '.') + 1,
                            /* a value holding user info is not repeated, whatever its key */
-                           v->kind == YDOC_SCALAR && !(k->flags & F_NOECHO) &&
-                                   !url_text_has_userinfo(v->value, strlen(v->value))
-                               ? v->value
-                               : "...");
+                           v->kind == YDOC_SCALAR && !(k->flags & F_NOECHO) ? masked_value(v->value, shown, sizeof shown)
+                                                                            : "...");
         if (!is_section(name)) {
             suggestion(name, true, sugg, sizeof sugg);
             section_list(list, sizeof list);
@@ -844,7 +856,7 @@ static int split_set(const char *text, const char *flag, set_item *it, tdm_err *
     const char *eq = strchr(text, '=');
     if (!eq || eq == text) {
         char shown[240]; /* "--set u:S@h", a value pasted without its key: not repeated */
-        url_text_mask_userinfo(text, shown, sizeof shown);
+        outfile_mask_path(text, shown, sizeof shown);
         return err_set(e, ERR_USAGE, "%s '%.200s': expected key=value (e.g. %s tandem.K=3)", flag,
                        shown, flag);
     }
@@ -861,9 +873,10 @@ static int split_set(const char *text, const char *flag, set_item *it, tdm_err *
 static int set_from_cli(config *c, const set_item *it, tdm_err *e) {
     char where[256];
     char shown[240];
-    /* a value holding user info in any spelling ("cluster.image=https://u:S@reg/img") is
-     * shown masked whatever its key: the key's check may refuse it for its shape alone */
-    url_text_mask_userinfo(it->value, shown, sizeof shown);
+    /* a value holding user info in any spelling ("cluster.image=https://u:S@reg/img",
+     * "log.tensorboard=s3://KEY@b/tb") is shown masked whatever its key: the key's check
+     * may refuse it for its shape alone */
+    outfile_mask_path(it->value, shown, sizeof shown);
     if (it->k->flags & F_NOECHO) snprintf(where, sizeof where, "%s %s=...", it->flag, it->k->key);
     else snprintf(where, sizeof where, "%s %.*s%.200s", it->flag, (int)(it->value - it->text), it->text, shown);
     return set_key(c, it->k, it->value, false, where, e);
@@ -994,6 +1007,13 @@ int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e) 
         } else if (!memchr(kv[i].value, '\0', sizeof kv[i].value)) {
             rc = err_set(e, ERR_USAGE, "canonical config: the value of '%s' is not terminated",
                          k->key);
+        } else if (k->type == T_STRING && k->check && !config_key_pinned(k->key) &&
+                   strlen(kv[i].value) < CONFIG_STR_MAX && !k->check(kv[i].value, (char[512]){0}, 512)) {
+            /* an unpinned value an older tandem took and this one refuses (log.tensorboard:
+             * s3://b/tb, written as the local folder ./s3:/b/tb): it never changed what the
+             * run computed and a resume takes its own value, so it keeps the default rather
+             * than making the whole RUN read as damaged (status, eval, resume: exit 3) */
+            seen[k - config_schema] = true;
         } else {
             char where[128];
             snprintf(where, sizeof where, "canonical config: %s", k->key);

@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "config/cluster_check.h"
 #include "config/domain_caps.h"
+#include "util/outfile.h"
 #include "util/urltext.h"
 #include "config/config.h"
 #include "config/config_impl.h"
@@ -36,12 +37,35 @@ static const char *const alpha_cut_names[] = {"repeated", "any", "overfit", NULL
 static const char *const val_loss_names[] = {"sum", "mean", NULL};
 static const char *const cloud_names[] = {"none", "gke", "eks", "aks", NULL};
 
-/* model.init: "random", or "hf:" followed by a folder (runner/model_source.c reads it). */
+/* model.init: "random", or "hf:" followed by a local folder (runner/model_source.c reads
+ * it): user info or a URL after "hf:" is refused (util/outfile.h), without repeating it. */
 static bool model_init_check(const char *value, char *why, size_t n) {
     if (!strcmp(value, "random")) return true;
-    if (!strncmp(value, "hf:", 3) && value[3]) return true;
-    snprintf(why, n, "expected random, or hf:DIR (a Hugging Face model folder), got '%.200s'", value);
+    if (!strncmp(value, "hf:", 3) && value[3]) {
+        char local[400];
+        if (outfile_path_local(value + 3, 0, local, sizeof local)) return true;
+        snprintf(why, n, "hf:DIR: %s", local);
+        return false;
+    }
+    char shown[240]; /* a value pasted with a secret in it is shown masked */
+    outfile_mask_path(value, shown, sizeof shown);
+    snprintf(why, n, "expected random, or hf:DIR (a Hugging Face model folder), got '%.200s'", shown);
     return false;
+}
+
+/* data.dataset: a local file. User info in it ("s3://KEY:SECRET@b/d.yaml") is refused
+ * without repeating it: kept, it reached "cannot open ..." errors and the pinned config;
+ * a URL is refused too (the dataset and its shards are read from local files only), saying
+ * to copy it here rather than "No such file or directory". */
+static bool local_input_check(const char *value, char *why, size_t n) {
+    return outfile_path_local(value, 0, why, n);
+}
+
+/* log.tensorboard: "" (none) or a local folder, as `tandem metrics --tensorboard` takes.
+ * "s3://b/tb" was written as the local folder ./s3:/b/tb (its user info, if any, in the
+ * folder's name and the store's RUN) while the user looked for it in the bucket. */
+static bool local_output_check(const char *value, char *why, size_t n) {
+    return outfile_path_local(value, 1, why, n);
 }
 
 /* run.blas_kernels: "auto", or an OpenBLAS core name (letters, digits, '_'). */
@@ -68,6 +92,12 @@ static bool no_userinfo_check(const char *value, char *why, size_t n) {
                      "credentials never go into a config or a URL; tandem takes them from the "
                      "environment, a profile or the rest of the credential chain (docs/running.md)");
     return false;
+}
+
+/* cluster.workdir, tandem_binary, credentials_file: a path on the nodes (no control
+ * character, cluster_check_path) rendered into job files, without user info. */
+static bool cluster_path_check(const char *value, char *why, size_t n) {
+    return cluster_check_path(value, why, n) && no_userinfo_check(value, why, n);
 }
 
 #define COUNT_NAMES(a) (sizeof(a) / sizeof(a)[0] - 1)
@@ -133,8 +163,8 @@ const key_def config_schema[] = {
     STRC("run.blas_kernels", run.blas_kernels, "auto", 0, blas_kernels_check,
          "OpenBLAS's kernels (cpu): auto = those in use when the run is created, pinned as their name (a resume "
          "on another CPU starts again with them: bit-identical results); or a name as `tandem version` shows"),
-    STR("data.dataset", data.dataset, NULL, F_PATH,
-        "dataset YAML (DESIGN.md §7); a relative path is relative to the config file"),
+    STRC("data.dataset", data.dataset, NULL, F_PATH, local_input_check,
+        "dataset YAML (DESIGN.md §7), a local file; a relative path is relative to the config file"),
     ENUM("data.mixing", data.mixing, "auto", mixing_names,
          "weight: B/M sequences per domain, α-weighted loss; sample: each sequence's domain "
          "drawn ∝ α; auto: weight for run.mode=tandem, sample for fixed"),
@@ -274,8 +304,8 @@ const key_def config_schema[] = {
          "waits for the copy only); stream = write it chunk by chunk from the model's memory "
          "(no second copy in host memory; the loop waits for the write); auto = host when the "
          "copy fits in the memory available, else stream. Not pinned"),
-    STR("log.tensorboard", log.tensorboard, "", F_UNPINNED,
-        "directory for TensorBoard event files of each episode's metrics (created if missing; "
+    STRC("log.tensorboard", log.tensorboard, "", F_UNPINNED, local_output_check,
+        "local directory for TensorBoard event files of each episode's metrics (created if missing; "
         "a new file per start of the run, holding the episodes not logged before); empty = "
         "none. `tandem metrics STORE --tensorboard DIR` writes the whole history any time. Not "
         "pinned"),
@@ -314,14 +344,14 @@ const key_def config_schema[] = {
     STRC("cluster.job_name", cluster.job_name, "", 0, cluster_check_job_name,
          "job name (Slurm --job-name, Kubernetes Job name: a DNS label starting with a letter); "
          "\"\" = tandem-<config file's name>-<6 hex digits of a hash of the store>"),
-    STRC("cluster.workdir", cluster.workdir, "", F_PATH, cluster_check_path,
+    STRC("cluster.workdir", cluster.workdir, "", F_PATH, cluster_path_check,
          "Slurm --chdir: where the job runs and writes its log (shared storage); \"\" = the "
          "directory tandem manifest runs in"),
-    STRC("cluster.tandem_binary", cluster.tandem_binary, "", F_PATH, cluster_check_path,
+    STRC("cluster.tandem_binary", cluster.tandem_binary, "", F_PATH, cluster_path_check,
          "tandem on the nodes; \"\" = Slurm: the absolute path of the tandem that renders; "
          "Kubernetes: /usr/local/bin/tandem (the image's). A relative path is relative to the "
          "config file (Slurm); Kubernetes wants it absolute as written"),
-    STRC("cluster.credentials_file", cluster.credentials_file, "", F_PATH, cluster_check_path,
+    STRC("cluster.credentials_file", cluster.credentials_file, "", F_PATH, cluster_path_check,
          "Slurm: a file of AWS_* assignments (mode 600) that the batch script reads into "
          "tandem's environment; credentials never appear on a command line"),
     INT("cluster.signal_lead_s", cluster.signal_lead_s, "300", 1, 65535,

@@ -13,6 +13,9 @@
 #     file system (a small tmpfs, where this machine lets root mount one) the command
 #     fails naming the path, leaves no file under that name, keeps an earlier good one as
 #     it was and leaves no temporary behind; a SIGTERM while writing leaves nothing;
+#   - an output path is local: a URL (s3://, gs://, https://, file://) given to --out,
+#     --plot, --tensorboard or log.tensorboard is refused (exit 2), nothing written, a
+#     secret in it never said;
 #   - `tandem metrics`' table gives each domain its whole name (two long names sharing a
 #     prefix stay apart) and every row lines up under its header.
 # Prints PASS/FAIL lines and "cli_output: N passed, M failed"; exits non-zero on failure.
@@ -355,4 +358,44 @@ if [ -z "$bad" ] && [ "$(sums)" = "$before" ] && [ $rc = 0 ] && [ -s "$st/alpha.
    [ ! -e "$st/alpha/99.mp" ] && [ ! -e "$st/nx" ]; then
   pass "outputs over a store's objects refused (10 ways), the store unchanged; a plot beside them written"
 else fail "outputs over a store's objects" "$bad" "alpha.svg exit $rc, verify $v, $(sums) vs $before"; fi
+# ------------------------------------------------ output paths are local: no URL
+# --out, --plot, --svg and --tensorboard naming a URL (s3://, gs://, https://, s3:/, file://)
+# are refused with exit 2 before anything is written, in the folder the command ran in
+# nothing made (before: metrics --tensorboard s3://b/tb and mixture --out s3://... exited 0,
+# metrics saying "wrote s3://b/tb/events...", into a local folder ./s3:/b/...); a URL with
+# user info is shown masked, its secret in no message and no path; a run given
+# log.tensorboard=s3://... is refused the same (it ran, pinned the URL in RUN and wrote
+# ./s3:/...). A folder really named "s3:" is still written as ./s3:/...
+st="$tmp/urls"
+"$bin" run "$tmp/c.yaml" --store "$st" --quiet >/dev/null 2>&1
+w="$tmp/urls-cwd"
+mkdir -p "$w"
+bad=
+for c in "export $st --out s3://bkt/model" "alpha $st --plot s3://bkt/a.svg" "metrics $st --tensorboard s3://bkt/tb" \
+         "metrics $st --plot gs://bkt/m.svg" "mixture $st --out s3://bkt/m.yaml" "mixture $st --out s3:/bkt/m.yaml" \
+         "mixture $st --out https://host/m.yaml" "manifest slurm $tmp/c.yaml --store $st --out s3://bkt/run.sbatch" \
+         "alpha $st --plot file://$w/a.svg" "mixture $st --out s3://AKIAX:s3cr3t-out@bkt/m.yaml" \
+         "metrics $st --tensorboard s3://s3cr3t-user@bkt/tb" "run $tmp/c.yaml --store $w/s --set log.tensorboard=s3://bkt/tb" \
+         "run $tmp/c.yaml --store $w/s --set log.tensorboard=s3://AKIAX:s3cr3t-tb@bkt/tb"; do
+  # shellcheck disable=SC2086
+  (cd "$w" && "$bin" $c >"$tmp/url-out" 2>"$tmp/url-err"); rc=$?
+  err=$(cat "$tmp/url-err")
+  case $c in
+    *file://*) want="a file:// URL is not taken here: name the local path itself" ;;
+    *s3cr3t*) want="holds user info" ;;
+    *) want="is not supported here: write it locally and copy it" ;;
+  esac
+  [ $rc = 2 ] && grep -qF "$want" <<<"$err" || bad="$bad [$c: exit $rc: $err]"
+  grep -q "wrote" <<<"$err" && bad="$bad [$c: says it wrote: $err]"
+  grep -qa s3cr3t "$tmp/url-out" "$tmp/url-err" && bad="$bad [$c: the secret in its output: $err]"
+  case $c in *s3cr3t*) grep -qF '***@bkt' <<<"$err" || bad="$bad [$c: not shown masked: $err]" ;; esac
+  [ -s "$tmp/url-out" ] && bad="$bad [$c: printed $(head -c 200 "$tmp/url-out")]"
+  [ -n "$(ls -A "$w")" ] && bad="$bad [$c: made $(cd "$w" && find . | head -5 | tr '\n' ' ')]" && rm -rf "${w:?}"/*
+done
+grep -rqa s3cr3t "$st" && bad="$bad [the secret in the store]"
+# the escape: a folder named s3: written as ./s3:/... (the user said so)
+(cd "$w" && "$bin" metrics "$st" --tensorboard ./s3:/tb >/dev/null 2>"$tmp/url-err"); rc=$?
+ls "$w/s3:/tb/"events.out.tfevents.* >/dev/null 2>&1 || bad="$bad [./s3:/tb: exit $rc, $(cat "$tmp/url-err"), no event file]"
+if [ -z "$bad" ]; then pass "output paths that are URLs refused (13 ways, exit 2, nothing written, no secret said); ./s3:/tb written"
+else fail "output paths that are URLs" "$bad"; fi
 finish

@@ -524,6 +524,104 @@ static void test_unknown_keys_suggest(void) {
     CHECK(rc == ERR_USAGE && strstr(e.msg, "K: 7"), "a dotted tandem.K at the top: %s", e.msg);
 }
 
+/* Every key holding a path or URL refuses user info (exit 2, ERR_USAGE), in any spelling,
+ * from --set and from a file, saying to use the credential chain and never repeating the
+ * secret (before: log.tensorboard=s3://KEY:SECRET@b/tb ran, its secret pinned in RUN and
+ * a local folder ./s3:/KEY:SECRET@b/tb made; data.dataset's "cannot open" error echoed it). */
+static void test_path_keys_refuse_userinfo(void) {
+    static const char *const keys[] = {"data.dataset", "log.tensorboard", "model.init", "cluster.workdir",
+                                       "cluster.tandem_binary", "cluster.credentials_file",
+                                       "data.mixture_file", "store"};
+    static const char *const values[] = {"s3://AKIAX:s3cr3t-a@bucket/x", "s3://s3cr3t-user@bucket/x",
+                                         "https://u:s3cr3t-b@host/x", "s3:/AKIAX:s3cr3t-c@bucket/x",
+                                         "AKIAX:s3cr3t-d@bucket/x"};
+    config c;
+    tdm_err e = {0};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        for (size_t j = 0; j < sizeof values / sizeof *values; j++) {
+            char set[300], yaml[400];
+            const char *hf = strcmp(keys[i], "model.init") ? "" : "hf:";
+            snprintf(set, sizeof set, "%s=%s%s", keys[i], hf, values[j]);
+            char *sets[] = {"data.dataset=d.yaml", set};
+            err_clear(&e);
+            int rc = config_load(&c, NULL, sets, 2, &e);
+            CHECK(rc == ERR_USAGE && strstr(e.msg, "user info") && strstr(e.msg, "credential chain") &&
+                      !strstr(e.msg, "s3cr3t"),
+                  "--set %s=%s%.12s...: rc %d: %s", keys[i], hf, values[j], rc, e.msg);
+            /* shown masked where the key's values are echoed (store and mixture_file: never) */
+            CHECK(!strncmp(keys[i], "store", 5) || !strcmp(keys[i], "data.mixture_file") || strstr(e.msg, "***"),
+                  "--set %s: not shown masked: %s", keys[i], e.msg);
+            /* the same from a file; a relative "K:S@b/x" there is checked as written, before
+             * it is joined to the file's folder ("/dir/K:S@b/x" reads as no user info) */
+            const char *dot = strchr(keys[i], '.');
+            if (dot)
+                snprintf(yaml, sizeof yaml, "%.*s:\n  %s: %s%s\n", (int)(dot - keys[i]), keys[i], dot + 1, hf,
+                         values[j]);
+            else
+                snprintf(yaml, sizeof yaml, "%s: %s\n", keys[i], values[j]);
+            err_clear(&e);
+            rc = load_yaml(&c, yaml, ds_set, 1, &e);
+            CHECK(rc == ERR_USAGE && strstr(e.msg, "user info") && strstr(e.msg, keys[i]) && !strstr(e.msg, "s3cr3t"),
+                  "file %s: %s%.12s...: rc %d: %s", keys[i], hf, values[j], rc, e.msg);
+        }
+    /* nor under a key of another type, where it was pasted by mistake: "expected an
+     * integer, got '...'" repeated it whole */
+    char *wrong[] = {"tandem.K=https://u:s3cr3t-int@host/x", "optim.lr=s3://AKIAX:s3cr3t-flt@b/x",
+                     "run.device=s3://AKIAX:s3cr3t-enum@b/x", "tandem.probe_carry=s3://AKIAX:s3cr3t-bool@b"};
+    for (size_t i = 0; i < sizeof wrong / sizeof *wrong; i++) {
+        char *sets[] = {"data.dataset=d.yaml", wrong[i]};
+        err_clear(&e);
+        int rc = config_load(&c, NULL, sets, 2, &e);
+        CHECK(rc == ERR_USAGE && strstr(e.msg, "***@") && !strstr(e.msg, "s3cr3t"), "--set %.12s...: rc %d: %s",
+              wrong[i], rc, e.msg);
+    }
+    err_clear(&e);
+    int frc = load_yaml(&c, "tandem:\n  K: https://u:s3cr3t-yaml@host/x\n", ds_set, 1, &e);
+    CHECK(frc == ERR_USAGE && strstr(e.msg, "expected") && !strstr(e.msg, "s3cr3t"), "file tandem.K: rc %d: %s", frc,
+          e.msg);
+    /* a ':' and an '@' further on in a path are none; a folder really named "s3:" is ./s3: */
+    char *fine[] = {"data.dataset=/scratch/2026-12-06T12:00/lr@3/d.yaml", "log.tensorboard=./s3:/b/tb",
+                    "model.init=hf:/models/run@3:v2", "cluster.workdir=/scratch/12:00/lr@3"};
+    err_clear(&e);
+    CHECK(config_load(&c, NULL, fine, 4, &e) == 0, "paths with ':' and '@' past their first segment: %s", e.msg);
+    CHECK(!strcmp(c.log.tensorboard, "./s3:/b/tb") && !strcmp(c.model.init, "hf:/models/run@3:v2"),
+          "kept as given: %s %s", c.log.tensorboard, c.model.init);
+}
+
+/* log.tensorboard is a local folder, data.dataset and model.init's hf:DIR local files: a
+ * URL is refused with exit 2 saying what to do (before: log.tensorboard=s3://b/tb wrote
+ * the local folder ./s3:/b/tb, exit 0; data.dataset=s3://... said "No such file"). */
+static void test_path_keys_refuse_urls(void) {
+    static const struct {
+        const char *set, *want;
+    } cases[] = {
+        {"log.tensorboard=s3://bucket/tb", "an output path is local; s3:// is not supported here: write it locally "
+                                           "and copy it"},
+        {"log.tensorboard=gs://bucket/tb", "gs:// is not supported here"},
+        {"log.tensorboard=https://host/tb", "https:// is not supported here"},
+        {"log.tensorboard=s3:/bucket/tb", "s3:// is not supported here"},
+        {"log.tensorboard=file:///data/tb", "file:// URL is not taken here: name the local path itself"},
+        {"data.dataset=s3://bucket/d.yaml", "s3:// is not supported: copy it onto this machine first"},
+        {"model.init=hf:s3://bucket/qwen", "hf:DIR: a local path is read here; s3:// is not supported"},
+    };
+    config c;
+    tdm_err e = {0};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *sets[] = {"data.dataset=d.yaml", (char *)cases[i].set};
+        err_clear(&e);
+        int rc = config_load(&c, NULL, sets, 2, &e);
+        CHECK(rc == ERR_USAGE && strstr(e.msg, cases[i].want), "--set %s: rc %d: %s", cases[i].set, rc, e.msg);
+    }
+    /* from a file: the URL is not joined to the file's folder, and refused the same */
+    int rc = load_yaml(&c, "log:\n  tensorboard: s3://bucket/tb\n", ds_set, 1, &e);
+    CHECK(rc == ERR_USAGE && strstr(e.msg, ":2: log.tensorboard") && strstr(e.msg, "an output path is local"),
+          "file: rc %d: %s", rc, e.msg);
+    /* the store stays a URL, and data.mixture_file may name a run's store */
+    char *urls[] = {"data.dataset=d.yaml", "store=s3://bucket/run", "data.mixture_file=s3://bucket/dmo"};
+    err_clear(&e);
+    CHECK(config_load(&c, NULL, urls, 3, &e) == 0, "store and data.mixture_file URLs: %s", e.msg);
+}
+
 static void test_missing_dataset(void) {
     config c;
     tdm_err e = {0};
@@ -712,6 +810,33 @@ static void test_canonical_round_trip(void) {
     const char **keys;
     size_t nd;
     CHECK(config_diff(&a, &b, &keys, &nd, &e) == 0 && nd == 0 && keys == NULL, "diff n=%zu", nd);
+}
+
+/* A RUN pinned by a tandem that took log.tensorboard=s3://... (unpinned: a resume takes its
+ * own) still loads, with the default in its place: refused, it made the whole RUN read as
+ * damaged (status, eval, resume: exit 3). A pinned key holding what is refused still fails,
+ * without repeating a secret. */
+static void test_canonical_unpinned_url(void) {
+    char *sets[] = {"data.dataset=d.yaml"};
+    config a, b;
+    tdm_err e = {0};
+    CHECK(config_load(&a, NULL, sets, 1, &e) == 0, "%s", e.msg);
+    config_kv *kv = NULL;
+    size_t n = 0;
+    CHECK(config_canonical(&a, &kv, &n, &e) == 0, "%s", e.msg);
+    char *tb = (char *)kv_get(kv, n, "log.tensorboard"), *ds = (char *)kv_get(kv, n, "data.dataset");
+    if (!tb || !ds) free(kv);
+    CHECK(tb && ds, "log.tensorboard and data.dataset are in the canonical form");
+    snprintf(tb, CONFIG_STR_MAX, "s3://AKIAX:s3cr3t-old@bucket/tb");
+    int rc = config_from_canonical(&b, kv, n, &e);
+    int kept_default = !rc && b.log.tensorboard[0] == '\0';
+    snprintf(ds, CONFIG_STR_MAX, "s3://AKIAX:s3cr3t-ds@bucket/d.yaml");
+    err_clear(&e);
+    int pinned_rc = config_from_canonical(&b, kv, n, &e);
+    free(kv);
+    CHECK(kept_default, "an old unpinned log.tensorboard URL: rc %d (%s), value '%s'", rc, e.msg, b.log.tensorboard);
+    CHECK(pinned_rc == ERR_USAGE && strstr(e.msg, "data.dataset") && !strstr(e.msg, "s3cr3t"),
+          "a pinned data.dataset with user info: rc %d: %s", pinned_rc, e.msg);
 }
 
 static void test_diff_lists_changed_keys(void) {
@@ -915,6 +1040,9 @@ int main(void) {
     RUN(test_many_keys);
     RUN(test_unknown_keys_suggest);
     RUN(test_missing_dataset);
+    RUN(test_path_keys_refuse_userinfo);
+    RUN(test_path_keys_refuse_urls);
+    RUN(test_canonical_unpinned_url);
     RUN(test_cross_field);
     RUN(test_canonical_round_trip);
     RUN(test_canonical_before_alpha_keys);

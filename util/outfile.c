@@ -1,6 +1,7 @@
 /* outfile.c — see outfile.h. */
 #include "util/outfile.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -9,11 +10,13 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "util/fileio.h"
+#include "util/urltext.h"
 
 /* ------------------------------------------------------------ the pending temporary */
 
@@ -353,7 +356,84 @@ static int check_target(const char *what, const char *shown, const char *path, i
                    "another name", what, shown, root);
 }
 
+/* ------------------------------------------------------------ local paths only */
+
+/* Length of the URL scheme that `path` starts with when a '/' or '\\' follows its ':'
+ * ("s3://", "s3:/b", "https://", "file:///x", "http:\\h"), else 0. A ':' with anything else
+ * after it ("hf:x", "12:00") is no URL. */
+static size_t url_scheme_len(const char *path) {
+    if (!isalpha((unsigned char)path[0])) return 0;
+    size_t n = 1;
+    while (isalnum((unsigned char)path[n]) || path[n] == '+' || path[n] == '-' || path[n] == '.') n++;
+    return path[n] == ':' && (path[n + 1] == '/' || path[n + 1] == '\\') ? n : 0;
+}
+
+/* Where the authority of the URL whose scheme is `n` bytes long starts (past "scheme:" and
+ * its slashes), and through *end where it stops (the next '/' or '\\'). */
+static const char *url_authority(const char *path, size_t n, const char **end) {
+    const char *a = path + n + 1;
+    while (*a == '/' || *a == '\\') a++;
+    *end = a + strcspn(a, "/\\");
+    return a;
+}
+
+/* Whether `path` holds user info in a spelling outfile_path_local refuses. */
+static int path_has_userinfo(const char *path) {
+    if (url_text_has_userinfo(path, strlen(path))) return 1;
+    size_t n = url_scheme_len(path);
+    if (!n) return 0;
+    const char *end, *a = url_authority(path, n, &end);
+    return memchr(a, '@', (size_t)(end - a)) != NULL; /* "s3://KEY@bucket": a user alone */
+}
+
+int outfile_path_local(const char *path, int output, char *why, size_t n) {
+    if (path_has_userinfo(path)) {
+        snprintf(why, n, "holds user info (user:secret@ or user@ before a host), which is refused and not "
+                         "repeated here: credentials never go into a path, a URL or a config; tandem takes "
+                         "them from the environment, a profile or the rest of the credential chain "
+                         "(docs/running.md)");
+        return 0;
+    }
+    size_t s = url_scheme_len(path);
+    if (!s) return 1;
+    int shown = s < 16 ? (int)s : 16;
+    if (s == 4 && !strncasecmp(path, "file", 4))
+        snprintf(why, n, "a file:// URL is not taken here: name the %s path itself (/data/x, not file:///data/x)",
+                 output ? "local" : "file's");
+    else if (output)
+        snprintf(why, n, "an output path is local; %.*s:// is not supported here: write it locally and copy it "
+                         "(aws s3 cp, gsutil cp, ...); a folder really named '%.*s:' is ./%.*s:/...",
+                 shown, path, shown, path, shown, path);
+    else
+        snprintf(why, n, "a local path is read here; %.*s:// is not supported: copy it onto this machine "
+                         "first and name that copy", shown, path);
+    return 0;
+}
+
+void outfile_mask_path(const char *path, char *out, size_t cap) {
+    if (!cap) return;
+    char first[PATH_MAX];
+    url_text_mask_userinfo(path, first, sizeof first);
+    snprintf(out, cap, "%s", first);
+    size_t n = url_scheme_len(first);
+    if (!n) return;
+    const char *end, *auth = url_authority(first, n, &end), *at = NULL;
+    for (const char *p = auth; p < end; p++)
+        if (*p == '@') at = p;
+    if (!at || (at - auth == 3 && !strncmp(auth, "***", 3))) return; /* none, or masked already */
+    snprintf(out, cap, "%.*s***%s", (int)(auth - first), first, at); /* "s3://KEY@b": "***" for KEY */
+}
+
+int outfile_check_local(const char *what, const char *path, tdm_err *e) {
+    char why[400], shown[240];
+    if (outfile_path_local(path, 1, why, sizeof why)) return 0;
+    outfile_mask_path(path, shown, sizeof shown);
+    return err_set(e, ERR_USAGE, "%s %s: %s", what, shown, why);
+}
+
 int outfile_check_target(const char *what, const char *path, int is_dir, tdm_err *e) {
+    /* a URL before anything reads the path as a folder (tfevents_open makes it) */
+    if (outfile_check_local(what, path, e)) return e->code;
     if (!owned_fn) return 0;
     return check_target(what, path, path, is_dir, 8, e);
 }

@@ -28,8 +28,8 @@ typedef struct outfile {
 
 /* Opens the temporary beside `path` (or `path` itself, see above), first removing dead
  * temporaries of the same name that killed writers left (a minute old). ERR_USAGE naming
- * `what` and the path (no directory there, no permission, a FIFO nobody reads) with e set; `o` is then closed
- * already. */
+ * `what` and the path (a URL or user info: outfile_check_local; no directory there, no
+ * permission, a FIFO nobody reads) with e set; `o` is then closed already. */
 int outfile_open(outfile *o, const char *what, const char *path, tdm_err *e);
 
 /* Ends the file: when `rc` is 0, closes it and renames it onto its path with `mode` (0:
@@ -38,6 +38,30 @@ int outfile_open(outfile *o, const char *what, const char *path, tdm_err *e);
  * or on any failure here, the temporary is removed and the path left alone. Returns rc,
  * or the failure. Safe on an outfile whose open failed. */
 int outfile_close(outfile *o, int rc, unsigned mode, tdm_err *e);
+
+/* Whether `path` names a file or folder on this machine: 1, or 0 with `why` (n bytes) saying
+ * what to do instead, never repeating the path. Refused:
+ *   - user info in any spelling ("s3://KEY:SECRET@b/x", "s3:/K:S@b", "K:S@b/x": a ':' before
+ *     an '@' in the first segment, util/urltext.h) and an '@' in a URL's authority
+ *     ("s3://KEY@b/x"): a path becomes a folder's name, a message, a pinned config;
+ *     credentials come from the credential chain (docs/running.md);
+ *   - a URL: a first segment "scheme:" followed by '/' or '\' (s3://, gs://, https://,
+ *     s3:/b, file:///x). Taken as a path, "s3://b/tb" was the local folder ./s3:/b/tb and
+ *     the user believed the files were in the bucket. file:// is refused too rather than
+ *     stripped: one spelling of a local path (a folder really called "s3:" is ./s3:/...).
+ * `output`: the path is written (why says to write locally and copy the result), else read
+ * (why says to copy it onto this machine first). */
+int outfile_path_local(const char *path, int output, char *why, size_t n);
+
+/* `path` as a message may show it (out, cap bytes, always terminated): user info, in any
+ * spelling outfile_path_local refuses, replaced by "***" (s3://KEY@bucket/tb is shown with *** for KEY). */
+void outfile_mask_path(const char *path, char *out, size_t cap);
+
+/* 0, or ERR_USAGE (e set) "WHAT PATH: why" with the path masked when `path`, an output
+ * path named by option `what`, is not local (outfile_path_local). outfile_open and
+ * outfile_check_target apply it; a command writing a folder itself (export --out) calls it
+ * before doing anything else. */
+int outfile_check_local(const char *what, const char *path, tdm_err *e);
 
 /* Store roots that outputs must not be written into where a store keeps its own objects:
  * each store opened on a local directory is recorded (outfile_protect, by the file store),
@@ -48,7 +72,8 @@ int outfile_close(outfile *o, int rc, unsigned mode, tdm_err *e);
 void outfile_protect(const char *root);
 void outfile_set_owned(int (*owned)(const char *rel));
 /* 0, or ERR_USAGE (e set) when `path` (a file to write, or with is_dir a folder to write
- * files into) is or leads to a store's own object or folder. */
+ * files into) is not local (outfile_check_local: checked whether or not `owned` is set) or
+ * is or leads to a store's own object or folder. */
 int outfile_check_target(const char *what, const char *path, int is_dir, tdm_err *e);
 
 /* While a temporary is being written: a SIGTERM, SIGINT or SIGHUP (where the process has
