@@ -13,6 +13,7 @@
 #include "cli/opts.h"
 #include "util/args.h"
 #include "util/fileio.h"
+#include "util/outfile.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x) /* a default as text, for --help */
@@ -118,7 +119,9 @@ static int run_gen_corpus(const cli_args *a) {
     const char *val;
     uint64_t v = 0;
     if ((val = cli_str(a, "--out", NULL))) {
+        tdm_err le;
         if (!*val) rc = bad("--out", "empty directory name");
+        else if (outfile_check_local("--out", val, &le)) rc = (fprintf(stderr, "tandem gen-corpus: %s\n", le.msg), 2);
         o.out = val;
     }
     if (!rc && (val = cli_str(a, "--names", NULL))) {

@@ -8,6 +8,7 @@
 #include "data/prep.h"
 #include "data/shard.h"
 #include "util/args.h"
+#include "util/outfile.h"
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "report/progress.h"
@@ -203,6 +204,7 @@ static int run_prep(const cli_args *a) {
     o.n_text_fields = n_fields;
     if (!rc && (v = cli_str(a, "--out", NULL))) {
         if (!*v) rc = err_set(&e, ERR_USAGE, "--out: empty directory name");
+        else rc = outfile_check_local("--out", v, &e);
         o.out = v;
     }
     if (!rc && (v = cli_str(a, "--split", NULL)) && prep_parse_split(v, o.split))

@@ -376,7 +376,9 @@ for c in "export $st --out s3://bkt/model" "alpha $st --plot s3://bkt/a.svg" "me
          "mixture $st --out https://host/m.yaml" "manifest slurm $tmp/c.yaml --store $st --out s3://bkt/run.sbatch" \
          "alpha $st --plot file://$w/a.svg" "mixture $st --out s3://AKIAX:s3cr3t-out@bkt/m.yaml" \
          "metrics $st --tensorboard s3://s3cr3t-user@bkt/tb" "run $tmp/c.yaml --store $w/s --set log.tensorboard=s3://bkt/tb" \
-         "run $tmp/c.yaml --store $w/s --set log.tensorboard=s3://AKIAX:s3cr3t-tb@bkt/tb"; do
+         "run $tmp/c.yaml --store $w/s --set log.tensorboard=s3://AKIAX:s3cr3t-tb@bkt/tb" \
+         "gen-corpus --out s3://bkt/corpus" "gen-corpus --out s3://AKIAX:s3cr3t-gc@bkt/corpus" \
+         "prep --domain a=$tmp/c.yaml --out s3://bkt/prep"; do
   # shellcheck disable=SC2086
   (cd "$w" && "$bin" $c >"$tmp/url-out" 2>"$tmp/url-err"); rc=$?
   err=$(cat "$tmp/url-err")
@@ -396,6 +398,6 @@ grep -rqa s3cr3t "$st" && bad="$bad [the secret in the store]"
 # the escape: a folder named s3: written as ./s3:/... (the user said so)
 (cd "$w" && "$bin" metrics "$st" --tensorboard ./s3:/tb >/dev/null 2>"$tmp/url-err"); rc=$?
 ls "$w/s3:/tb/"events.out.tfevents.* >/dev/null 2>&1 || bad="$bad [./s3:/tb: exit $rc, $(cat "$tmp/url-err"), no event file]"
-if [ -z "$bad" ]; then pass "output paths that are URLs refused (13 ways, exit 2, nothing written, no secret said); ./s3:/tb written"
+if [ -z "$bad" ]; then pass "output paths that are URLs refused (16 ways, exit 2, nothing written, no secret said); ./s3:/tb written"
 else fail "output paths that are URLs" "$bad"; fi
 finish
