@@ -297,6 +297,8 @@ static unsigned long long preinit_vm_size(void) {
     return 0;
 }
 
+int blas_core_threads(void) { return openblas_get_num_threads(); }
+
 int blas_core_load_buffers(char **envp) {
     /* the CPUs of the machine, not of this process's affinity mask: OpenBLAS 0.3.21 maps
      * as many under `taskset -c 0` on two CPUs (measured) */

@@ -64,6 +64,10 @@ int blas_core_pin(const char *want, int mode, volatile sig_atomic_t *stop_flag, 
 #define BLAS_CORE_BUFFER_BYTES (128ULL << 20)
 #define BLAS_CORE_MAX_THREADS 64 /* the build's MAX_THREADS (openblas_get_config()) */
 
+/* The threads OpenBLAS works with now (openblas_get_num_threads): before a model sets them,
+ * the buffers its load mapped; after, fewer than its pool holds (2 per thread). */
+int blas_core_threads(void);
+
 /* How many buffers OpenBLAS maps when it loads in a process started with `envp`: the
  * machine's configured CPUs (get_nprocs_conf, as its constructor counts them; not the
  * affinity mask), fewer when OMP_NUM_THREADS says fewer, at most BLAS_CORE_MAX_THREADS. */

@@ -8,6 +8,12 @@
 #     loads: `tandem version` exits 2 at once, naming the limit and what it needs (before:
 #     it hung before main(), OpenBLAS retrying its mmap forever); one buffer
 #     (OMP_NUM_THREADS=1) under a limit that holds it starts;
+#   - a run whose OpenBLAS buffers (2 per thread), thread stacks and malloc arenas exceed the
+#     limit: refused by the memory plan (exit 2 naming ulimit -v, run.threads and the need),
+#     nothing written (before: it spun forever in OpenBLAS, deaf to SIGTERM); stacks of
+#     ~3.8 GiB (ulimit -s 4000000) under ulimit -v 3000000: refused naming ulimit -s (before:
+#     libgomp's "Thread creation failed", exit 1); a run that fits: exit 0, its plan saying
+#     the address space it counted;
 # Not under ASan (its shadow memory needs terabytes of address space).
 # Prints PASS/FAIL lines and "cli_limits: N passed, M failed"; exits non-zero on failure.
 set -u
@@ -35,5 +41,44 @@ else
   if [ "$rc" = 0 ] && grep -q "^tandem " "$tmp/v1.out"; then
     pass "one OpenBLAS buffer (OMP_NUM_THREADS=1) under a limit that holds it: tandem version runs"
   else fail "OMP_NUM_THREADS=1 under ulimit -v 400000" "exit $rc" "$(cat "$tmp/v1.out")"; fi
+fi
+
+"$bin" gen-corpus --out "$tmp/corpus" --names a,b --train-tokens 5k,3k --val-tokens 1k \
+  --test-tokens 1k >/dev/null 2>&1 || { fail setup "gen-corpus"; finish; }
+cat >"$tmp/c.yaml" <<EOF
+run: {episodes: 2, seed: 7, threads: 2}
+data: {dataset: $tmp/corpus/dataset.yaml}
+model: {layers: 1, channels: 32, heads: 2, ctx: 32}
+train: {batch: 4, seq: 32}
+tandem: {K: 2, E: 3}
+EOF
+# OMP_NUM_THREADS=1: OpenBLAS loads with one buffer on any machine (~200 MiB), the run's two
+# threads then want 3 more
+if [ $asan = 1 ]; then pass "ulimit -v in the address-space plan: not under ASan (skipped)"
+else
+  ( ulimit -v 400000; OMP_NUM_THREADS=1 timeout -s KILL 60 "$bin" run "$tmp/c.yaml" --store "$tmp/as" \
+      >/dev/null 2>"$tmp/as.err"; echo $? >"$tmp/as.rc" )
+  rc=$(cat "$tmp/as.rc")
+  if [ "$rc" = 2 ] && grep -q "the address-space limit (ulimit -v) is 390.6 MiB and this run would map about" "$tmp/as.err" &&
+     grep -q "more OpenBLAS buffers of 128 MiB (two per thread: run.threads = 2)" "$tmp/as.err" &&
+     grep -q "or lower run.threads" "$tmp/as.err" && [ ! -e "$tmp/as/RUN" ]; then
+    pass "OpenBLAS's buffers past ulimit -v: refused by the plan (exit 2, the need and run.threads said), nothing written"
+  else fail "OpenBLAS's buffers past ulimit -v" "exit $rc (137: spun until killed)" "$(tail -3 "$tmp/as.err")"; fi
+  if [ "$(ulimit -H -s)" = unlimited ] || [ "$(ulimit -H -s)" -ge 4000000 ]; then
+    ( ulimit -s 4000000; ulimit -v 3000000; OMP_NUM_THREADS=1 timeout -s KILL 60 "$bin" run "$tmp/c.yaml" \
+        --store "$tmp/st" >/dev/null 2>"$tmp/st.err"; echo $? >"$tmp/st.rc" )
+    rc=$(cat "$tmp/st.rc")
+    if [ "$rc" = 2 ] && grep -q "thread stacks of 3.81 GiB (ulimit -s)" "$tmp/st.err" &&
+       grep -q "lower the stack size (ulimit -s 8192" "$tmp/st.err" && ! grep -q "^libgomp" "$tmp/st.err" &&
+       [ ! -e "$tmp/st/RUN" ]; then
+      pass "thread stacks past ulimit -v (ulimit -s 4000000): refused naming ulimit -s (exit 2), not libgomp's abort"
+    else fail "thread stacks past ulimit -v" "exit $rc" "$(tail -3 "$tmp/st.err")"; fi
+  else pass "ulimit -s 4000000: the hard limit is lower here (skipped)"; fi
+  ( ulimit -v 2500000; OMP_NUM_THREADS=1 timeout -s KILL 120 "$bin" run "$tmp/c.yaml" --store "$tmp/ok" \
+      --set run.threads=1 >/dev/null 2>"$tmp/ok.err"; echo $? >"$tmp/ok.rc" )
+  rc=$(cat "$tmp/ok.rc")
+  if [ "$rc" = 0 ] && grep -q "address space ~.* of the 2.38 GiB limit (ulimit -v" "$tmp/ok.err"; then
+    pass "a run within ulimit -v: exit 0, its plan saying the address space it counted"
+  else fail "a run within ulimit -v" "exit $rc" "$(tail -3 "$tmp/ok.err")"; fi
 fi
 finish
