@@ -14,6 +14,10 @@
 #     ~3.8 GiB (ulimit -s 4000000) under ulimit -v 3000000: refused naming ulimit -s (before:
 #     libgomp's "Thread creation failed", exit 1); a run that fits: exit 0, its plan saying
 #     the address space it counted;
+#   - a SHA-256 context that cannot be allocated (TANDEM_TEST_FAIL_AT=sha256:35, an upload
+#     thread of the first commit; as under a reached limit): exit 3 naming the cause, no
+#     SIGABRT (before: abort(), exit 134 and a core file); the resume ends on the hash of
+#     an uninterrupted run;
 # Not under ASan (its shadow memory needs terabytes of address space).
 # Prints PASS/FAIL lines and "cli_limits: N passed, M failed"; exits non-zero on failure.
 set -u
@@ -81,4 +85,15 @@ else
     pass "a run within ulimit -v: exit 0, its plan saying the address space it counted"
   else fail "a run within ulimit -v" "exit $rc" "$(tail -3 "$tmp/ok.err")"; fi
 fi
+
+( ulimit -c 0; TANDEM_TEST_FAIL_AT=sha256:35 "$bin" run "$tmp/c.yaml" --store "$tmp/oom" >/dev/null 2>"$tmp/oom.err"
+  echo $? >"$tmp/oom.rc" )
+rc=$(cat "$tmp/oom.rc")
+"$bin" run "$tmp/c.yaml" --store "$tmp/oom" >/dev/null 2>"$tmp/oom2.err"; rc2=$?
+"$bin" run "$tmp/c.yaml" --store "$tmp/ref" >/dev/null 2>&1
+h1=$("$bin" hash "$tmp/oom" 2>&1 | head -1); h2=$("$bin" hash "$tmp/ref" 2>&1 | head -1)
+if [ "$rc" = 3 ] && grep -q "^tandem: out of memory computing a SHA-256 digest (OpenSSL's EVP_MD_CTX_new failed)" "$tmp/oom.err" &&
+   [ $rc2 = 0 ] && [ "$h1" = "$h2" ] && [ -n "$h1" ]; then
+  pass "a digest out of memory in an upload thread: exit 3 naming it (not SIGABRT), the resume ends on the uninterrupted hash"
+else fail "a digest out of memory" "exit $rc (134: abort), resume $rc2; $h1 / $h2" "$(tail -2 "$tmp/oom.err")"; fi
 finish
