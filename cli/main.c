@@ -19,6 +19,13 @@
 #include "storage/s3_config.h"
 #include "util/outfile.h"
 
+/* Before every shared library's constructor (glibc runs the executable's DT_PREINIT_ARRAY
+ * first): OpenBLAS's maps its buffers there and, under an address-space limit too low for
+ * them, retried the mmap forever, so that every command hung before main() (model/blas_core.h).
+ * Only this program has it: the test programs link OpenBLAS with their own main(). */
+__attribute__((section(".preinit_array"), used)) static void (*const main_preinit)(int, char **, char **) =
+    blas_core_preinit;
+
 typedef struct command {
     const char *name;
     const char *summary; /* lines of `tandem --help`, "\n" between them */

@@ -227,11 +227,18 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, ckpt_gens *
         }
     /* RUN's own config must be valid before any change applies: otherwise the fault is
      * RUN's, and a change record is blamed only for what it changed */
-    config probe;
-    if (config_from_canonical(&probe, kv, nkv, e)) {
+    /* on the heap, as every config here: ~94 KB, a frame that overflowed a 128 KiB stack
+     * (ulimit -s 128: SIGSEGV in every command that reads a store's config) */
+    config *probe = malloc(sizeof *probe);
+    if (!probe) {
+        free(kv);
+        return err_set(e, ERR_INTERNAL, "out of memory");
+    }
+    if (config_from_canonical(probe, kv, nkv, e)) {
         err_prefix(e, "%s: ", what);
         *damaged = 1;
         free(kv);
+        free(probe);
         return ERR_STORE;
     }
     /* the complete form: a key younger than the run is absent from RUN, and takes the value
@@ -241,9 +248,10 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, ckpt_gens *
      * old value is compared with them byte for byte */
     config_kv *full;
     size_t nfull;
-    rc = config_canonical(&probe, &full, &nfull, e);
+    rc = config_canonical(probe, &full, &nfull, e);
     if (rc) {
         free(kv);
+        free(probe);
         return rc;
     }
     for (size_t i = 0; i < nfull; i++) {
@@ -285,13 +293,14 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, ckpt_gens *
             }
         }
         rec_change_free(&ch);
-        if (!rc && config_from_canonical(&probe, kv, nkv, e)) {
+        if (!rc && config_from_canonical(probe, kv, nkv, e)) {
             err_prefix(e, "%s: ", what);
             rc = ERR_STORE;
             *damaged = 1;
         }
         if (rc) break;
     }
+    free(probe);
     if (rc) {
         free(kv);
         return rc;
@@ -336,9 +345,12 @@ int run_config_pinned(store *st, config *cfg, int *have, tdm_err *e) {
 }
 
 int run_config_check(store *st, int *health, tdm_err *e) {
-    config cfg;
+    config *cfg = malloc(sizeof *cfg); /* ~94 KB: not on a small stack */
     char id[64];
-    int rc = read_config(st, &cfg, id, sizeof id, health, e);
+    *health = RUN_CONFIG_OK;
+    if (!cfg) return err_set(e, ERR_INTERNAL, "out of memory");
+    int rc = read_config(st, cfg, id, sizeof id, health, e);
+    free(cfg);
     return *health == RUN_CONFIG_OK ? rc : 0;
 }
 
@@ -534,18 +546,23 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
     int health;
     if (damaged) return damaged_run(st, &health, e);
     if (rc) return rc;
-    config pc;
-    rc = config_from_canonical(&pc, pinned, npinned, e);
+    config *pc = malloc(sizeof *pc); /* ~94 KB: on the heap, not on a small stack (ulimit -s) */
+    if (!pc) {
+        free(pinned);
+        return err_set(e, ERR_INTERNAL, "out of memory");
+    }
+    rc = config_from_canonical(pc, pinned, npinned, e);
     if (rc) {
         free(pinned);
+        free(pc);
         err_prefix(e, "%s/RUN: ", store_url(st));
         return damaged_run(st, &health, e);
     }
     /* where the run lives is not part of what it is */
-    snprintf(pc.store, sizeof pc.store, "%s", cfg->store);
+    snprintf(pc->store, sizeof pc->store, "%s", cfg->store);
     const char **keys = NULL;
     size_t nk = 0;
-    rc = config_diff(&pc, cfg, &keys, &nk, e);
+    rc = config_diff(pc, cfg, &keys, &nk, e);
     /* what says where or how the run executes, not what it computes, may change on a
      * resume (a requeue onto other hardware, another log directory, retention, the grace
      * or how a commit reaches the store: the same bytes either way); the schema says which */
@@ -558,7 +575,7 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
      * bound, start or skip the α step and its probe, which a fixed run never takes: a final
      * run pinned before alpha_cut existed (any) resumes with today's default, and one given
      * overfit_cap or start_epochs in its config (as the DMO's) computes the same either way */
-    int dmo_matters = cfg->run.mode != CONFIG_MODE_FIXED || pc.run.mode != CONFIG_MODE_FIXED;
+    int dmo_matters = cfg->run.mode != CONFIG_MODE_FIXED || pc->run.mode != CONFIG_MODE_FIXED;
     config_kv *now = NULL;
     size_t nnow = 0;
     if (!rc && nk) rc = config_canonical(cfg, &now, &nnow, e);
@@ -577,6 +594,7 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
         free(now);
         free(keys);
         free(pinned);
+        free(pc);
         return rc;
     }
     char list[2048] = "";
@@ -600,16 +618,16 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
     }
     uint64_t made = 0;
     char which[REC_KEY_MAX];
-    if (refused && pc.run.seed != cfg->run.seed &&
-        run_config_seed_mismatch(st, pc.run.seed, &made, which, sizeof which) && made == cfg->run.seed) {
+    if (refused && pc->run.seed != cfg->run.seed &&
+        run_config_seed_mismatch(st, pc->run.seed, &made, which, sizeof which) && made == cfg->run.seed) {
         /* the states were made with the seed given, not the pinned one: RUN is the odd one
          * out (another run's RUN put in its place, or a damaged one) */
         rc = err_set(e, ERR_STORE,
                      "%s/RUN pins run.seed = %llu, but the run's states were made with seed %llu "
                      "(%s): RUN is not this run's pinned config (another run's RUN, or a damaged one). "
-                     RUN_REPAIR, store_url(st), (unsigned long long)pc.run.seed,
+                     RUN_REPAIR, store_url(st), (unsigned long long)pc->run.seed,
                      (unsigned long long)made, which);
-    } else if (pc.run.seed != cfg->run.seed) {
+    } else if (pc->run.seed != cfg->run.seed) {
         /* never recorded, even when allowed: every state, α record and data position of
          * the run derives from its seed, so no resume could continue it with another (the
          * change was recorded, then the load refused the states: the run was stranded) */
@@ -617,7 +635,7 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
                      "the run in %s was created with run.seed = %llu; a run cannot change its seed "
                      "(everything it computed derives from it), also with --allow-change. For another "
                      "seed give another store (--store URL); these keys differ:\n%s",
-                     store_url(st), (unsigned long long)pc.run.seed, list);
+                     store_url(st), (unsigned long long)pc->run.seed, list);
     } else if (refused && store_defaulted) {
         rc = err_set(e, ERR_USAGE,
                      "%s, the default store, holds a run created with another configuration; these "
@@ -663,6 +681,7 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
     free(now);
     free(keys);
     free(pinned);
+    free(pc);
     return rc;
 }
 

@@ -13,10 +13,13 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "util/stop_signals.h"
@@ -246,4 +249,103 @@ void blas_core_reexec_unblock(void) {
     }
     unsetenv(REEXEC_BLOCKED); /* children start from the mask as the launcher gave it */
     sigprocmask(SIG_UNBLOCK, &set, NULL);
+}
+
+/* ---------------------------------------------------------------- the address space OpenBLAS takes */
+
+/* Decimal digits of v at p (no terminator); returns the number written. For the message of
+ * blas_core_preinit, which cannot rely on stdio yet. */
+static size_t preinit_utoa(char *p, unsigned long long v) {
+    char tmp[24];
+    size_t n = 0;
+    do tmp[n++] = (char)('0' + v % 10), v /= 10;
+    while (v);
+    for (size_t i = 0; i < n; i++) p[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* Appends s to buf[*len] within cap (truncating). */
+static void preinit_cat(char *buf, size_t *len, size_t cap, const char *s) {
+    while (*s && *len < cap) buf[(*len)++] = *s++;
+}
+
+static void preinit_num(char *buf, size_t *len, size_t cap, unsigned long long v) {
+    char d[24];
+    size_t n = preinit_utoa(d, v);
+    d[n] = '\0';
+    preinit_cat(buf, len, cap, d);
+}
+
+/* This process's mapped address space now (VmSize of /proc/self/status), bytes; 0 when
+ * unreadable. open/read only: it runs before libc's and the libraries' constructors. */
+static unsigned long long preinit_vm_size(void) {
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char buf[4096];
+    size_t got = 0;
+    for (ssize_t r; got < sizeof buf - 1 && (r = read(fd, buf + got, sizeof buf - 1 - got)) > 0;)
+        got += (size_t)r;
+    close(fd);
+    buf[got] = '\0';
+    for (char *p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (!strncmp(p, "VmSize:", 7)) {
+            unsigned long long kib = 0;
+            for (p += 7; *p == ' ' || *p == '\t'; p++) {}
+            for (; *p >= '0' && *p <= '9'; p++) kib = kib * 10 + (unsigned)(*p - '0');
+            return kib * 1024;
+        }
+    return 0;
+}
+
+int blas_core_threads(void) { return openblas_get_num_threads(); }
+
+int blas_core_load_buffers(char **envp) {
+    /* the CPUs of the machine, not of this process's affinity mask: OpenBLAS 0.3.21 maps
+     * as many under `taskset -c 0` on two CPUs (measured) */
+    long n = get_nprocs_conf();
+    if (n < 1) n = 1;
+    /* its OpenMP build takes OMP_NUM_THREADS (its first number: "4,2" is 4) when lower;
+     * OPENBLAS_NUM_THREADS changes nothing here (measured: 2 buffers with it at 1) */
+    for (char **v = envp; v && *v; v++)
+        if (!strncmp(*v, "OMP_NUM_THREADS=", 16)) {
+            long omp = 0;
+            for (const char *p = *v + 16; *p >= '0' && *p <= '9' && omp < 100000; p++)
+                omp = omp * 10 + (*p - '0');
+            if (omp > 0 && omp < n) n = omp;
+        }
+    return n > BLAS_CORE_MAX_THREADS ? BLAS_CORE_MAX_THREADS : (int)n;
+}
+
+/* Room OpenBLAS's constructor needs beyond its buffers before main() runs: libgomp's and
+ * libcrypto's start-up, the loader's TLS. Measured 0.3 MiB under `tandem version` (the
+ * limit at which it starts minus VmSize here minus the buffers); 8 MiB leaves room for
+ * other library versions without refusing a limit that would work by much. */
+#define PREINIT_SLACK (8ULL << 20)
+
+void blas_core_preinit(int argc, char **argv, char **envp) {
+    (void)argc, (void)argv;
+    struct rlimit as;
+    if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY) return;
+    unsigned long long mapped = preinit_vm_size();
+    int n = blas_core_load_buffers(envp);
+    unsigned long long need = mapped + (unsigned long long)n * BLAS_CORE_BUFFER_BYTES + PREINIT_SLACK;
+    if ((unsigned long long)as.rlim_cur >= need) return;
+    char msg[640];
+    size_t len = 0, cap = sizeof msg - 1;
+    preinit_cat(msg, &len, cap, "tandem: the address-space limit (ulimit -v) is ");
+    preinit_num(msg, &len, cap, (unsigned long long)as.rlim_cur >> 20);
+    preinit_cat(msg, &len, cap, " MiB; OpenBLAS needs about ");
+    preinit_num(msg, &len, cap, (need + (1ULL << 20) - 1) >> 20);
+    preinit_cat(msg, &len, cap, " MiB to load (");
+    preinit_num(msg, &len, cap, (unsigned long long)n);
+    preinit_cat(msg, &len, cap, n == 1 ? " buffer" : " buffers");
+    preinit_cat(msg, &len, cap, " of 128 MiB, one per CPU or per OMP_NUM_THREADS, besides the ");
+    preinit_num(msg, &len, cap, mapped >> 20);
+    preinit_cat(msg, &len, cap, " MiB of libraries already mapped) and would wait forever "
+                                "for them: raise the limit, e.g. ulimit -v unlimited (a run "
+                                "needs more still: it says how much");
+    if (n > 1) preinit_cat(msg, &len, cap, "), or load it with one buffer: OMP_NUM_THREADS=1\n");
+    else preinit_cat(msg, &len, cap, ")\n");
+    if (write(STDERR_FILENO, msg, len) < 0) { /* nothing more to do */ }
+    _exit(2);
 }

@@ -53,4 +53,32 @@ enum {
  * with the kernels in use, said once on stderr. */
 int blas_core_pin(const char *want, int mode, volatile sig_atomic_t *stop_flag, tdm_err *e);
 
+/* The address space OpenBLAS takes (Debian bookworm's 0.3.21, OpenMP build, measured under
+ * strace): one buffer of BLAS_CORE_BUFFER_BYTES (its x86-64 BUFFER_SIZE, 32 << 22, mmap'ed
+ * whole and never given back before exit) per thread of its pool, allocated when the
+ * library loads, before main(), for blas_core_load_buffers(envp) threads; then, after
+ * openblas_set_num_threads(T), T thread buffers plus one for each thread that calls sgemm
+ * at the same time (attention calls it inside OpenMP regions: T of them), 2T in all. Where
+ * an mmap of one fails OpenBLAS retries it forever, ignoring SIGTERM: runner/memplan.c
+ * counts them against an address-space limit, blas_core_preinit the ones of the load. */
+#define BLAS_CORE_BUFFER_BYTES (128ULL << 20)
+#define BLAS_CORE_MAX_THREADS 64 /* the build's MAX_THREADS (openblas_get_config()) */
+
+/* The threads OpenBLAS works with now (openblas_get_num_threads): before a model sets them,
+ * the buffers its load mapped; after, fewer than its pool holds (2 per thread). */
+int blas_core_threads(void);
+
+/* How many buffers OpenBLAS maps when it loads in a process started with `envp`: the
+ * machine's configured CPUs (get_nprocs_conf, as its constructor counts them; not the
+ * affinity mask), fewer when OMP_NUM_THREADS says fewer, at most BLAS_CORE_MAX_THREADS. */
+int blas_core_load_buffers(char **envp);
+
+/* For tandem's .preinit_array (cli/main.c): runs before any shared library's constructor,
+ * OpenBLAS's included. Under an address-space limit (RLIMIT_AS) too low for the buffers
+ * OpenBLAS maps when it loads, whose mmap it would retry forever (every command, even
+ * `tandem version`, hung before main), writes what the limit is, what is needed and what
+ * to do on stderr and exits 2. Returns at once without a limit. Uses system calls and
+ * string functions only: libc's and the libraries' constructors have not run. */
+void blas_core_preinit(int argc, char **argv, char **envp);
+
 #endif

@@ -1,7 +1,10 @@
 /* memplan.c — the memory estimate of a run; see memplan.h. */
 #include "runner/memplan.h"
 
+#include <omp.h>
+
 #include "ledger/ckpt.h"
+#include "model/blas_core.h"
 #include "util/meminfo.h"
 
 #define GIB 1073741824.0
@@ -11,6 +14,39 @@
 /* auto streams once the host copy would leave less than this share of memory free: the
  * page cache of a file store and the rest of the process need some. */
 #define HOST_SHARE 0.85
+
+/* The address space a run maps besides its memory (m->as_*), under an address-space limit.
+ * Measured on Debian bookworm (glibc 2.36, OpenBLAS 0.3.21, libgomp), 2 CPUs, a 1-layer
+ * model, a file store, ulimit -s 8192 or unlimited: VmPeak 522-553 MiB with run.threads = 1,
+ * 781-889 MiB with 2, 1233-1299 MiB with 4 (322 MiB mapped when planning); this estimate
+ * says 588-612, 910-940 and 1556-1597 MiB: an upper bound (not every thread makes an arena),
+ * for an mmap that fails past the limit is no error here but a hang (OpenBLAS) or an abort
+ * (libgomp).
+ *   OpenBLAS: 2 buffers per thread (model/blas_core.h), of which the load mapped
+ *     blas_core_threads() (a later run in the same process counts some twice);
+ *   threads: run.threads - 1 OpenMP workers, the checkpoint writer, CKPT_IO_THREADS - 1
+ *     upload or read threads, a stack each (ulimit -s; an S3 store's part transfers start
+ *     more, and do their work in the calling thread where one cannot start);
+ *   arenas: each such thread's malloc arena, 64 MiB reserved (glibc falls back to another
+ *     arena where one cannot be made: no failure, but the room is gone for the rest). */
+static void plan_address_space(run_memplan *m, const config *cfg) {
+    m->as_limit = mem_as_limit();
+    if (m->as_limit <= 0) return;
+    int threads = cfg->run.threads > 0 ? cfg->run.threads : omp_get_max_threads();
+    if (threads < 1) threads = 1;
+    m->as_mapped = mem_vm_size();
+    if (!m->on_gpu) {
+        int have = blas_core_threads();
+        m->blas_more = 2 * threads > have ? 2 * threads - have : 0;
+    }
+    m->threads = threads - 1 + 1 + CKPT_IO_THREADS - 1;
+    m->stack = mem_thread_stack();
+    int amax = mem_arena_max();
+    m->arenas = m->threads < amax ? m->threads : amax;
+    double ck = m->streaming ? m->stream : m->snapshot;
+    m->as_need = m->as_mapped + m->host_base + ck + m->blas_more * (double)BLAS_CORE_BUFFER_BYTES +
+                 m->threads * m->stack + m->arenas * MEM_ARENA_BYTES;
+}
 
 /* The sentence that says what lowers each part of a plan that does not fit. */
 static const char *REMEDY_WORKSPACE =
@@ -28,6 +64,33 @@ static size_text sz(double b) {
     else if (b >= 1048576.0) snprintf(t.s, sizeof t.s, "%.1f MiB", b / 1048576.0);
     else snprintf(t.s, sizeof t.s, "%.0f KiB", b / 1024.0);
     return t;
+}
+
+/* 0, or ERR_USAGE when what the run maps (plan_address_space) exceeds the address-space
+ * limit: the parts named, and what lowers the largest of them. */
+static int plan_check_address_space(run_memplan *m, const config *cfg, tdm_err *e) {
+    plan_address_space(m, cfg);
+    if (m->as_limit <= 0 || m->as_need <= m->as_limit) return 0;
+    double blas = m->blas_more * (double)BLAS_CORE_BUFFER_BYTES, stacks = m->threads * m->stack;
+    double arenas = m->arenas * MEM_ARENA_BYTES;
+    int threads = m->threads - CKPT_IO_THREADS + 1;
+    char blas_part[160] = "";
+    if (m->blas_more)
+        snprintf(blas_part, sizeof blas_part, "%d more OpenBLAS buffers of 128 MiB (two per thread: "
+                 "run.threads = %d), ", m->blas_more, threads);
+    const char *remedy = stacks > blas && stacks > arenas
+                             ? "lower the stack size (ulimit -s 8192: every thread's stack is that "
+                               "large), or raise the limit (ulimit -v unlimited)"
+                         : threads > 1 ? "raise the limit (ulimit -v unlimited), or lower run.threads"
+                                       : "raise the limit (ulimit -v unlimited)";
+    return err_set(e, ERR_USAGE, "the address-space limit (ulimit -v) is %s and this run would map "
+                   "about %s: %s mapped already (libraries, OpenBLAS's first buffers), %s%d thread "
+                   "stacks of %s (ulimit -s), %d malloc arenas of 64 MiB reserved, and %s of model "
+                   "and checkpoint memory; past the limit OpenBLAS waits forever for a buffer and "
+                   "threads cannot start: %s",
+                   sz(m->as_limit).s, sz(m->as_need).s, sz(m->as_mapped).s, blas_part, m->threads,
+                   sz(m->stack).s, m->arenas, sz(m->as_need - m->as_mapped - blas - stacks - arenas).s,
+                   remedy);
 }
 
 int memplan_make(run_memplan *m, const config *cfg, const model_layout *lay, const model_ops *ops,
@@ -69,7 +132,7 @@ int memplan_make(run_memplan *m, const config *cfg, const model_layout *lay, con
     int snap = cfg->checkpoint.snapshot;
     if (avail <= 0) { /* unknown: as asked, host when not said */
         m->streaming = snap == CONFIG_SNAPSHOT_STREAM;
-        return 0;
+        return plan_check_address_space(m, cfg, e);
     }
     if (m->host_base + m->stream > avail)
         return err_set(e, ERR_USAGE, "the model does not fit in this machine's memory: %s need "
@@ -83,7 +146,7 @@ int memplan_make(run_memplan *m, const config *cfg, const model_layout *lay, con
                        sz(avail).s, m->host_source);
     m->streaming = snap == CONFIG_SNAPSHOT_STREAM ||
                    (snap == CONFIG_SNAPSHOT_AUTO && m->host_base + m->snapshot > HOST_SHARE * avail);
-    return 0;
+    return plan_check_address_space(m, cfg, e);
 }
 
 void memplan_describe(const run_memplan *m, char *buf, size_t cap) {
@@ -98,11 +161,16 @@ void memplan_describe(const run_memplan *m, char *buf, size_t cap) {
                                       "(no host copy; the loop waits for each commit)"
                                     : "commits copy the state to host memory and write it in "
                                       "the background";
+    size_t len;
     if (m->on_gpu)
-        snprintf(buf, cap, "memory: GPU ~%s (%s) of %s free; host ~%s (%s %s)%s; %s",
+        len = (size_t)snprintf(buf, cap, "memory: GPU ~%s (%s) of %s free; host ~%s (%s %s)%s; %s",
                  sz(m->twins + m->workspace).s, model, sz(m->dev_free).s,
                  sz(m->host_base + ck).s, ckname, sz(ck).s, avail, mode);
     else
-        snprintf(buf, cap, "memory: ~%s (%s, %s %s)%s; %s", sz(m->host_base + ck).s, model, ckname,
-                 sz(ck).s, avail, mode);
+        len = (size_t)snprintf(buf, cap, "memory: ~%s (%s, %s %s)%s; %s", sz(m->host_base + ck).s,
+                               model, ckname, sz(ck).s, avail, mode);
+    if (m->as_limit > 0 && len < cap)
+        snprintf(buf + len, cap - len, "; address space ~%s of the %s limit (ulimit -v: OpenBLAS's "
+                 "buffers, %d thread stacks of %s, malloc arenas)", sz(m->as_need).s,
+                 sz(m->as_limit).s, m->threads, sz(m->stack).s);
 }

@@ -34,6 +34,15 @@ typedef struct run_memplan {
     const char *host_source;
     double dev_free, dev_total; /* the GPU's, when on_gpu */
     int streaming;     /* the commit mode the plan chose */
+    /* under an address-space limit (ulimit -v): what the run maps besides its memory, each
+     * mapping counted whether touched or not; as_limit 0 when there is none */
+    double as_limit;   /* RLIMIT_AS */
+    double as_mapped;  /* mapped when planning: libraries, OpenBLAS's load-time buffers */
+    int blas_more;     /* OpenBLAS buffers still to come (model/blas_core.h: 2 per thread) */
+    int threads;       /* threads the run starts: OpenMP's workers, the checkpoint writer, its I/O */
+    double stack;      /* each one's stack (ulimit -s) */
+    int arenas;        /* malloc arenas they may make */
+    double as_need;    /* all of it with the host's part */
 } run_memplan;
 
 /* Builds the plan for a network of `lay` trained by `ops` with a workspace of rows x seq
@@ -41,7 +50,12 @@ typedef struct run_memplan {
  * as cfg->checkpoint.snapshot says. dev_free/dev_total: the GPU's (0 on the CPU). Returns
  * ERR_USAGE (nothing allocated) when the backend's buffers exceed the GPU's free memory or
  * the host's part exceeds the memory available, naming what to lower; also when
- * checkpoint.snapshot = host and the copy does not fit. */
+ * checkpoint.snapshot = host and the copy does not fit. Under an address-space limit
+ * (RLIMIT_AS) the plan also counts what the run maps besides its memory — OpenBLAS's
+ * buffers to come, its threads' stacks, their malloc arenas — on top of what is mapped
+ * already (a part of it reserved, never touched, so not in MemAvailable's terms), and
+ * refuses with ERR_USAGE naming the limit, the need and run.threads or ulimit -s: past it
+ * OpenBLAS retried an mmap forever (ignoring SIGTERM) and thread creation failed. */
 int memplan_make(run_memplan *m, const config *cfg, const model_layout *lay, const model_ops *ops,
                  int rows, int seq, int n_domains, int ranks, double chunk_bytes,
                  double dev_free, double dev_total, tdm_err *e);

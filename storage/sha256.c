@@ -5,22 +5,36 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/hex.h"
+#include "util/testhook.h"
 
 struct sha256_ctx {
     EVP_MD_CTX *md;
 };
 
-/* OpenSSL only fails here when out of memory; a digest we cannot compute would make every
- * integrity guarantee void, so that is fatal rather than an error to carry. */
+/* OpenSSL only fails here when out of memory (an address-space limit, ulimit -v, reached
+ * by threads the memory plan did not foresee; a cgroup's limit). A digest we cannot compute
+ * would make every integrity guarantee void, and the callers (37 of them, upload threads
+ * among them) have no error path, so the process ends here — with exit 3 (a runtime error,
+ * docs/running.md) and the cause said, not abort(): a SIGABRT and a core file read as a
+ * crash of tandem. _exit, not exit: another thread may be inside a commit, and atexit
+ * handlers racing it could leave worse than a crash does (a commit is whole or absent; the
+ * lease is taken over at the next start). */
 static void die_openssl(const char *what) {
-    fprintf(stderr, "tandem: OpenSSL %s failed (out of memory?)\n", what);
-    abort();
+    fprintf(stderr, "tandem: out of memory computing a SHA-256 digest (OpenSSL's %s failed): the "
+                    "address-space limit (ulimit -v) or the memory limit is reached; what was "
+                    "committed is safe: raise the limit (or lower run.threads) and run again\n",
+            what);
+    _exit(3);
 }
 
 sha256_ctx *sha256_begin(void) {
     sha256_ctx *c = malloc(sizeof *c);
+    /* TANDEM_TEST_FAIL_AT=sha256:n: the n-th context cannot be allocated, as under a
+     * reached address-space limit */
+    if (c && testhook_hit("TANDEM_TEST_FAIL_AT", "sha256")) free(c), c = NULL;
     if (!c || !(c->md = EVP_MD_CTX_new())) die_openssl("EVP_MD_CTX_new");
     if (EVP_DigestInit_ex(c->md, EVP_sha256(), NULL) != 1) die_openssl("EVP_DigestInit_ex");
     return c;

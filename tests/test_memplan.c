@@ -8,13 +8,21 @@
  *                when it does not; host refuses naming stream; a model that does not fit
  *                at all is refused naming the knob of its larger part first; on a GPU the
  *                device's free memory is what counts, and fp32 suggests bf16
+ *   address_space under an address-space limit (RLIMIT_AS) the plan counts what the run
+ *                maps besides its memory: OpenBLAS's buffers to come (2 per thread), a
+ *                stack (RLIMIT_STACK) and an arena per thread; refused (naming ulimit -v
+ *                and run.threads, or ulimit -s where the stacks dominate) past the limit,
+ *                where the run hung in OpenBLAS or died in libgomp; nothing counted without
+ *                a limit (not under ASan, whose shadow memory takes terabytes)
  */
 #include <malloc.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #if defined(__SANITIZE_ADDRESS__)
 size_t __sanitizer_get_current_allocated_bytes(void); /* libasan; gcc ships no header for it */
 #endif
 
+#include "model/blas_core.h"
 #include "model/model.h"
 #include "config/config.h"
 #include "runner/memplan.h"
@@ -194,9 +202,89 @@ static void test_decisions(void) {
     model_layout_free(&lay);
 }
 
+static void test_address_space(void) {
+#if defined(__SANITIZE_ADDRESS__)
+    printf("  (skipped under ASan: its shadow memory is mapped past any limit)\n");
+#else
+    model_config mc = {.vocab = 256, .ctx = 64, .layers = 2, .heads = 4, .channels = 128};
+    model_layout lay;
+    CHECK(model_layout_init(&lay, &mc, NULL) == 0, "layout");
+    config cfg;
+    config_defaults(&cfg);
+    cfg.run.threads = 3;
+    run_memplan m;
+    tdm_err e = {0};
+    g_ws = 1e6;
+    set_avail(1e12);
+    struct rlimit as0, st0;
+    CHECK(getrlimit(RLIMIT_AS, &as0) == 0 && getrlimit(RLIMIT_STACK, &st0) == 0, "getrlimit");
+    /* no limit: nothing counted, nothing said */
+    struct rlimit as = as0;
+    as.rlim_cur = RLIM_INFINITY;
+    if (as.rlim_max == RLIM_INFINITY && setrlimit(RLIMIT_AS, &as) == 0) {
+        CHECK(memplan_make(&m, &cfg, &lay, &fake_ops, 8, 64, 4, 1, 65536, 0, 0, &e) == 0, "%s", e.msg);
+        char line[1024];
+        memplan_describe(&m, line, sizeof line);
+        CHECK(m.as_limit == 0 && m.as_need == 0 && !strstr(line, "address space"), "%s", line);
+    }
+    double vm = mem_vm_size();
+    CHECK(vm > 0, "VmSize is read");
+    /* a generous limit: counted and said */
+    as.rlim_cur = (rlim_t)(vm + 64.0 * 1073741824);
+    if (as0.rlim_max != RLIM_INFINITY && as.rlim_cur > as0.rlim_max) as.rlim_cur = as0.rlim_max;
+    CHECK(setrlimit(RLIMIT_AS, &as) == 0, "setrlimit AS");
+    CHECK(memplan_make(&m, &cfg, &lay, &fake_ops, 8, 64, 4, 1, 65536, 0, 0, &e) == 0, "%s", e.msg);
+    int have = blas_core_threads();
+    CHECK(m.as_limit == (double)as.rlim_cur && m.as_mapped > 0, "limit %g mapped %g", m.as_limit, m.as_mapped);
+    CHECK(m.blas_more == (6 > have ? 6 - have : 0), "3 threads: 6 buffers, %d mapped: %d more", have,
+          m.blas_more);
+    CHECK(m.threads == 2 + 1 + 3 && m.stack >= 16384 && m.arenas >= 1 && m.arenas <= m.threads,
+          "threads %d stack %g arenas %d", m.threads, m.stack, m.arenas);
+    double ck = m.streaming ? m.stream : m.snapshot;
+    CHECK(m.as_need == m.as_mapped + m.host_base + ck + m.blas_more * 134217728.0 +
+                           m.threads * m.stack + m.arenas * 67108864.0,
+          "need %g", m.as_need);
+    char line[1024];
+    memplan_describe(&m, line, sizeof line);
+    CHECK(strstr(line, "address space ~") && strstr(line, "ulimit -v"), "%s", line);
+    /* just below the need (all of it above what is mapped now: the test goes on) */
+    double need = m.as_need;
+    as.rlim_cur = (rlim_t)(need - 1048576);
+    CHECK(setrlimit(RLIMIT_AS, &as) == 0, "setrlimit AS");
+    CHECK(memplan_make(&m, &cfg, &lay, &fake_ops, 8, 64, 4, 1, 65536, 0, 0, &e) == ERR_USAGE,
+          "a run past ulimit -v by 1 MiB was planned");
+    CHECK(strstr(e.msg, "address-space limit (ulimit -v)") && strstr(e.msg, "run.threads") &&
+              strstr(e.msg, "ulimit -v unlimited") && strstr(e.msg, "thread stacks"),
+          "%s", e.msg);
+    as.rlim_cur = (rlim_t)(need + 1048576);
+    CHECK(setrlimit(RLIMIT_AS, &as) == 0, "setrlimit AS");
+    CHECK(memplan_make(&m, &cfg, &lay, &fake_ops, 8, 64, 4, 1, 65536, 0, 0, &e) == 0, "%s", e.msg);
+    /* stacks of 1 GiB (ulimit -s 1048576) under a limit 2 GiB above the rest: ulimit -s named
+     * first (libgomp's "Thread creation failed" before) */
+    struct rlimit st = st0;
+    st.rlim_cur = 1073741824;
+    if (st0.rlim_max == RLIM_INFINITY || st0.rlim_max >= st.rlim_cur) {
+        CHECK(setrlimit(RLIMIT_STACK, &st) == 0, "setrlimit STACK");
+        as.rlim_cur = (rlim_t)(need + 2.0 * 1073741824);
+        if (as0.rlim_max == RLIM_INFINITY || as.rlim_cur <= as0.rlim_max) {
+            CHECK(setrlimit(RLIMIT_AS, &as) == 0, "setrlimit AS");
+            CHECK(memplan_make(&m, &cfg, &lay, &fake_ops, 8, 64, 4, 1, 65536, 0, 0, &e) == ERR_USAGE,
+                  "1 GiB stacks planned");
+            CHECK(strstr(e.msg, "lower the stack size (ulimit -s") && strstr(e.msg, "stacks of 1.00 GiB"),
+                  "%s", e.msg);
+        }
+        setrlimit(RLIMIT_STACK, &st0);
+    }
+    setrlimit(RLIMIT_AS, &as0);
+    unsetenv("TANDEM_MEM_AVAILABLE");
+    model_layout_free(&lay);
+#endif
+}
+
 int main(void) {
     RUN(test_parse_size);
     RUN(test_cpu_estimate_is_what_create_allocates);
     RUN(test_decisions);
+    RUN(test_address_space);
     return test_summary("test_memplan");
 }

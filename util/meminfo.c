@@ -1,10 +1,13 @@
 /* meminfo.c — memory available and used; see meminfo.h. */
 #include "util/meminfo.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
 
 int mem_env_check(tdm_err *e) {
     const char *v = getenv("TANDEM_MEM_AVAILABLE");
@@ -122,4 +125,51 @@ int mem_reset_peak(void) {
     if (!f) return -1;
     int ok = fputs("5", f) >= 0;
     return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+double mem_as_limit(void) {
+    struct rlimit as;
+    if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY) return 0;
+    return (double)as.rlim_cur;
+}
+
+double mem_vm_size(void) {
+    double v = proc_field("/proc/self/status", "VmSize");
+    return v > 0 ? v : 0;
+}
+
+double mem_thread_stack(void) {
+    double page = (double)sysconf(_SC_PAGESIZE);
+    if (!(page > 0)) page = 4096;
+    struct rlimit st;
+    double size = 2.0 * 1048576; /* glibc's ARCH_STACK_DEFAULT_SIZE on x86-64 and arm64 */
+    if (getrlimit(RLIMIT_STACK, &st) == 0 && st.rlim_cur != RLIM_INFINITY) {
+        size = (double)st.rlim_cur;
+        if (size < 16384) size = 16384; /* PTHREAD_STACK_MIN */
+    }
+    /* OpenMP's workers take OMP_STACKSIZE when it is set (a number of KiB, or with a B, K,
+     * M or G suffix): counted for every thread, the larger of the two */
+    const char *omp = getenv("OMP_STACKSIZE");
+    if (!omp || !*omp) omp = getenv("GOMP_STACKSIZE");
+    if (omp && *omp) {
+        size_t n = strlen(omp);
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s%s", omp, omp[n - 1] >= '0' && omp[n - 1] <= '9' ? "K" : "");
+        size_t bl = strlen(buf);
+        if (bl && (buf[bl - 1] == 'B' || buf[bl - 1] == 'b')) buf[bl - 1] = '\0';
+        double v = buf[0] ? mem_parse_size(buf) : -1;
+        if (v > size) size = v;
+    }
+    return ceil(size / page) * page + page;
+}
+
+int mem_arena_max(void) {
+    const char *v = getenv("MALLOC_ARENA_MAX");
+    if (v && *v) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (!*end && n > 0) return n > 100000 ? 100000 : (int)n;
+    }
+    int cpus = get_nprocs();
+    return 8 * (cpus > 0 ? cpus : 1);
 }

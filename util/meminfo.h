@@ -36,4 +36,23 @@ double mem_parse_size(const char *s);
  * its store. */
 int mem_env_check(tdm_err *e);
 
+/* The address-space limit (RLIMIT_AS's soft limit: ulimit -v, Grid Engine's h_vmem), bytes;
+ * 0 when there is none. */
+double mem_as_limit(void);
+
+/* This process's mapped address space now (VmSize of /proc/self/status), bytes; 0 when
+ * unknown. Every mapping counts against RLIMIT_AS, reserved or touched. */
+double mem_vm_size(void);
+
+/* The address space each new thread's stack takes: glibc gives a thread RLIMIT_STACK's soft
+ * limit (ulimit -s, as it was when the process started), 2 MiB where that is unlimited,
+ * plus a guard page. */
+double mem_thread_stack(void);
+
+/* Bytes glibc reserves for one malloc arena (a thread's own heap: 64 MiB on 64-bit, mapped
+ * PROT_NONE and counted by RLIMIT_AS all the same), and how many it makes at most
+ * (MALLOC_ARENA_MAX, else 8 per CPU online). */
+#define MEM_ARENA_BYTES (64.0 * 1048576.0)
+int mem_arena_max(void);
+
 #endif
