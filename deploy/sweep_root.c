@@ -162,12 +162,13 @@ int sweep_point_read(const char *root_url, const sweep *s, size_t i, sweep_point
         store_close(st);
         return 0;
     }
-    config cfg;
+    config *cfg = malloc(sizeof *cfg); /* ~95 KB: off the stack (ulimit -s 128) */
     char run_id[64];
     rec_head h;
     rec_state rs;
     int have = 0;
-    if (!rc) rc = run_config_read(st, &cfg, run_id, sizeof run_id, e);
+    if (!rc && !cfg) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    if (!rc) rc = run_config_read(st, cfg, run_id, sizeof run_id, e);
     /* the run there must be this point's: its swept keys hold the point's values (another
      * run's store copied or run into the point's place was reported as the point, exit 0) */
     for (int k = 0; !rc && k < s->nkeys; k++) {
@@ -175,8 +176,8 @@ int sweep_point_read(const char *root_url, const sweep *s, size_t i, sweep_point
         char got[CONFIG_STR_MAX], is[CONFIG_STR_MAX];
         const char *v = s->val[k][sweep_value_at(s, i, k)];
         tdm_err ve;
-        int ok = want && (memcpy(want, &cfg, sizeof cfg), config_set(want, s->key[k], v, &ve) == 0) &&
-                 !config_value_text(want, s->key[k], is, sizeof is) && !config_value_text(&cfg, s->key[k], got, sizeof got);
+        int ok = want && (memcpy(want, cfg, sizeof *cfg), config_set(want, s->key[k], v, &ve) == 0) &&
+                 !config_value_text(want, s->key[k], is, sizeof is) && !config_value_text(cfg, s->key[k], got, sizeof got);
         if (ok && strcmp(is, got)) {
             p->state = SWEEP_POINT_DAMAGED;
             if (config_key_noecho(s->key[k]))
@@ -191,8 +192,8 @@ int sweep_point_read(const char *root_url, const sweep *s, size_t i, sweep_point
         free(want);
     }
     if (!rc) {
-        p->episodes = (uint64_t)(cfg.run.episodes > 0 ? cfg.run.episodes : 0);
-        p->fixed = cfg.run.mode == CONFIG_MODE_FIXED;
+        p->episodes = (uint64_t)(cfg->run.episodes > 0 ? cfg->run.episodes : 0);
+        p->fixed = cfg->run.mode == CONFIG_MODE_FIXED;
         rc = audit_head(st, &h, &rs, &have, e);
         if (rc) { /* HEAD or its state unreadable: the run's, not the store's failure */
             p->state = SWEEP_POINT_DAMAGED;
@@ -218,6 +219,7 @@ int sweep_point_read(const char *root_url, const sweep *s, size_t i, sweep_point
         if (!rc) p->state = l.state == AUDIT_LEASE_HELD ? SWEEP_POINT_RUNNING : SWEEP_POINT_STOPPED;
     }
 out:
+    free(cfg);
     store_close(st);
     return rc;
 }

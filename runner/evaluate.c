@@ -84,13 +84,15 @@ int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, i
                tdm_err *e) {
     memset(out, 0, sizeof *out);
     const char *url = store_url(st);
-    run_state rs;
+    /* on the heap: its config alone is ~95 KB, a crash under a small stack (ulimit -s 128) */
+    run_state *rs = calloc(1, sizeof *rs);
+    if (!rs) return err_set(e, ERR_INTERNAL, "out of memory");
     model_ctx *ctx = NULL;
     const model_ops *ops = &model_cpu_ops;
     float *params = NULL;
-    int rc = run_state_config(st, &rs, e);
-    const config *cfg = &rs.cfg;
-    snprintf(out->run_id, sizeof out->run_id, "%s", rs.run_id);
+    int rc = run_state_config(st, rs, e);
+    const config *cfg = &rs->cfg;
+    snprintf(out->run_id, sizeof out->run_id, "%s", rs->run_id);
     /* on the run's own device: a model trained on a GPU is evaluated there too */
     if (!rc && cfg->run.device == CONFIG_DEVICE_CUDA) {
         const gpu_plugin *gpu = gpu_plugin_load(e);
@@ -110,17 +112,17 @@ int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, i
         rc = err_set(e, ERR_USAGE, "--max-tokens %llu is less than one window of this run (train.seq = %d "
                      "targets): evaluation takes whole windows, so give at least %d",
                      (unsigned long long)max_tokens, cfg->train.seq, cfg->train.seq);
-    if (!rc) rc = run_state_load(st, seq, 0, "evaluate", &rs, e);
-    int B = cfg->train.batch, T = cfg->train.seq, M = dataset_n_domains(&rs.ds);
-    if (!rc && !(ctx = ops->create(&rs.lay, B, T, 1, cfg->run.threads, e))) rc = e->code;
-    if (!rc && !(params = ops->alloc(ctx, rs.lay.numel))) rc = err_set(e, ERR_INTERNAL, "out of memory");
-    if (!rc) rc = ops->upload(ctx, params, ckpt_host(rs.ck, 0), rs.lay.numel, e);
-    if (!rc) rc = eval_params(ops, ctx, params, &rs.ds, split, B, T, max_tokens, out->loss, out->tokens, e);
-    for (int m = 0; !rc && m < M; m++) snprintf(out->names[m], REC_DOMAIN_MAX, "%s", dataset_domain_name(&rs.ds, m));
+    if (!rc) rc = run_state_load(st, seq, 0, "evaluate", rs, e);
+    int B = cfg->train.batch, T = cfg->train.seq, M = dataset_n_domains(&rs->ds);
+    if (!rc && !(ctx = ops->create(&rs->lay, B, T, 1, cfg->run.threads, e))) rc = e->code;
+    if (!rc && !(params = ops->alloc(ctx, rs->lay.numel))) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    if (!rc) rc = ops->upload(ctx, params, ckpt_host(rs->ck, 0), rs->lay.numel, e);
+    if (!rc) rc = eval_params(ops, ctx, params, &rs->ds, split, B, T, max_tokens, out->loss, out->tokens, e);
+    for (int m = 0; !rc && m < M; m++) snprintf(out->names[m], REC_DOMAIN_MAX, "%s", dataset_domain_name(&rs->ds, m));
     if (!rc) {
         out->M = M;
-        out->seq = rs.rec.seq;
-        snprintf(out->step, sizeof out->step, "%s", rs.rec.step);
+        out->seq = rs->rec.seq;
+        snprintf(out->step, sizeof out->step, "%s", rs->rec.step);
         for (int m = 0; m < M; m++) out->mean_loss += out->loss[m] / M;
         out->average_ppl = exp(out->mean_loss);
     }
@@ -128,6 +130,7 @@ int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, i
         if (params) ops->release(ctx, params);
         ops->destroy(ctx);
     }
-    run_state_close(&rs);
+    run_state_close(rs);
+    free(rs);
     return rc;
 }

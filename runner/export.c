@@ -75,12 +75,14 @@ static int side_files_readable(const char *src, tdm_err *e) {
 
 int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype, export_result *out, tdm_err *e) {
     memset(out, 0, sizeof *out);
-    run_state rs;
-    int rc = run_state_config(st, &rs, e);
-    snprintf(out->run_id, sizeof out->run_id, "%s", rs.run_id);
-    const char *src = rc ? NULL : model_source_hf_dir(&rs.cfg);
-    if (!rc) rc = run_state_load(st, seq, 1, "export", &rs, e);
-    const float *u = rc ? NULL : ckpt_host(rs.ck, 0);
+    /* on the heap: its config alone is ~95 KB, a crash under a small stack (ulimit -s 128) */
+    run_state *rs = calloc(1, sizeof *rs);
+    if (!rs) return err_set(e, ERR_INTERNAL, "out of memory");
+    int rc = run_state_config(st, rs, e);
+    snprintf(out->run_id, sizeof out->run_id, "%s", rs->run_id);
+    const char *src = rc ? NULL : model_source_hf_dir(&rs->cfg);
+    if (!rc) rc = run_state_load(st, seq, 1, "export", rs, e);
+    const float *u = rc ? NULL : ckpt_host(rs->ck, 0);
     char rsrc[PATH_MAX], rdir[PATH_MAX];
     if (!rc && src && realpath(src, rsrc) && realpath(dir, rdir) && !strcmp(rsrc, rdir))
         rc = err_set(e, ERR_USAGE, "--out %s is the run's model.init folder: exporting there would replace the "
@@ -134,34 +136,35 @@ int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype
         }
     }
     if (gone[0]) snprintf(out->removed, sizeof out->removed, "%s", gone);
-    if (!rc && rs.mc.arch == MODEL_ARCH_HF) {
+    if (!rc && rs->mc.arch == MODEL_ARCH_HF) {
         for (int i = 0; !rc && SIDE_FILES[i]; i++) rc = copy_side_file(src, dir, SIDE_FILES[i], &out->copied, e);
-        qwen2_model m = {.a = rs.mc.hf}; /* qwen2_save reads the architecture only */
+        qwen2_model m = {.a = rs->mc.hf}; /* qwen2_save reads the architecture only */
         if (!rc) testhook_kill_at("export"); /* cut off before the weights, for the tests */
         if (!rc) rc = qwen2_save(&m, u, dir, dtype, src, e);
-        snprintf(out->arch, sizeof out->arch, "%s", rs.mc.hf.model_type);
+        snprintf(out->arch, sizeof out->arch, "%s", rs->mc.hf.model_type);
     } else if (!rc) {
         /* a byte-level dataset's tokenizer as HF files; a run from a GPT-2 folder (of
          * GPT-2's own tokenizer, say) takes that folder's files; a dataset of another
          * tokenizer records which, not where: its files are the user's to copy */
         int eos = -1;
-        if (dataset_byte_level(&rs.ds)) {
-            if (!(rc = tok_export_byte_level(dir, rs.cfg.model.ctx, e))) out->copied = 2;
+        if (dataset_byte_level(&rs->ds)) {
+            if (!(rc = tok_export_byte_level(dir, rs->cfg.model.ctx, e))) out->copied = 2;
             eos = '\n'; /* tok_export_byte_level's eos_token */
         } else if (src) {
             for (int i = 0; !rc && SIDE_FILES[i]; i++) rc = copy_side_file(src, dir, SIDE_FILES[i], &out->copied, e);
-        } else if (rs.ds.eot >= 0) {
-            eos = rs.ds.eot; /* the dataset's own end of text */
+        } else if (rs->ds.eot >= 0) {
+            eos = rs->ds.eot; /* the dataset's own end of text */
         }
         if (!rc) testhook_kill_at("export"); /* cut off before the weights, for the tests */
-        if (!rc) rc = gpt2_save(&rs.lay, u, dir, dtype, eos, e);
+        if (!rc) rc = gpt2_save(&rs->lay, u, dir, dtype, eos, e);
         snprintf(out->arch, sizeof out->arch, "gpt2");
     }
     if (!rc) {
-        out->seq = rs.rec.seq;
-        out->params = rs.lay.numel;
-        snprintf(out->step, sizeof out->step, "%s", rs.rec.step);
+        out->seq = rs->rec.seq;
+        out->params = rs->lay.numel;
+        snprintf(out->step, sizeof out->step, "%s", rs->rec.step);
     }
-    run_state_close(&rs);
+    run_state_close(rs);
+    free(rs);
     return rc;
 }
