@@ -428,6 +428,9 @@ int run_main(const run_opts *o, tdm_err *e) {
      * container, be ignored until the grace period ends) — it is honoured as soon as
      * there is a state to commit */
     run_signals_install();
+    /* a reader of stdout or stderr that stopped reading holds the run until a stop comes,
+     * never past it (report/progress.h): the stop commit and exit 75 within the grace */
+    progress_guard_streams(run_signal_pending);
     store_set_deadline(run_store_deadline); /* an endpoint that stops answering after a stop
                                              * signal cannot hold the run past its grace */
     int rc = 0;
@@ -610,5 +613,6 @@ int run_main(const run_opts *o, tdm_err *e) {
     model_layout_free(&r->lay);
     dataset_free(&r->ds);
     free(r);
+    progress_release_streams();
     return rc;
 }
