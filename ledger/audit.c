@@ -12,6 +12,7 @@
 
 #include "ledger/keys.h"
 #include "util/pidns.h"
+#include "util/term.h"
 
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -334,7 +335,11 @@ int audit_lease_read(store *st, audit_lease *out, tdm_err *e) {
     int bad = rec_lease_decode(data, n, LEDGER_LEASE, &out->lease, &de);
     free(data);
     data = NULL;
-    if (bad) return 0; /* an undecodable lease fences nobody: the next run replaces it */
+    if (bad) { /* an undecodable lease fences nobody: the next run replaces it */
+        out->damaged = 1;
+        snprintf(out->why, sizeof out->why, "%.255s", de.msg);
+        return 0;
+    }
     const rec_lease *l = &out->lease;
     if (l->released) {
         out->state = AUDIT_LEASE_RELEASED;
@@ -372,6 +377,10 @@ int audit_lease_read(store *st, audit_lease *out, tdm_err *e) {
     pidns_self(&me);
     int old_lease = !l->has_pid_ns && !l->has_boot_id;
     int same_host = strcmp(host, l->host) == 0;
+    /* the holder's host name as the reasons below show it: the store's text, its control
+     * characters as '?' (printed to a terminal and logs; util/term.h) */
+    char lhost[64];
+    term_copy(lhost, sizeof lhost, l->host);
     double booted = boot_time();
     if (same_host && l->has_boot_id && me.has_boot && strcmp(me.boot, l->boot_id) != 0 && booted > 0 &&
         out->life + 5 < booted) {
@@ -379,15 +388,15 @@ int audit_lease_read(store *st, audit_lease *out, tdm_err *e) {
          * the boot time is in whole seconds). A node that crashed and came back, common on
          * Slurm, read as "held" for 24 h and gc refused */
         out->state = AUDIT_LEASE_STALE;
-        snprintf(out->why, sizeof out->why, "this host (%.63s) has booted again since the holder's last sign of "
-                 "life %s ago (pid %llu of an earlier boot)", l->host, age, (unsigned long long)l->pid);
+        snprintf(out->why, sizeof out->why, "this host (%s) has booted again since the holder's last sign of "
+                 "life %s ago (pid %llu of an earlier boot)", lhost, age, (unsigned long long)l->pid);
     } else if (same_host && !old_lease && !pidns_same(&me, &holder)) {
         const char *other = !l->has_pid_ns || !me.has_ns || !l->has_boot_id || !me.has_boot
                                 ? "a PID namespace or boot not comparable with this one"
                             : strcmp(me.boot, l->boot_id) != 0 ? "an earlier boot (or another machine of that name)"
                                                                : "another PID namespace";
-        snprintf(out->why, sizeof out->why, "held from %s on host %.63s (pid %llu there, not "
-                 "judged from here), last sign of life %s ago", other, l->host,
+        snprintf(out->why, sizeof out->why, "held from %s on host %s (pid %llu there, not "
+                 "judged from here), last sign of life %s ago", other, lhost,
                  (unsigned long long)l->pid, age);
     } else if (same_host) {
         double start;
@@ -410,14 +419,14 @@ int audit_lease_read(store *st, audit_lease *out, tdm_err *e) {
                      "life %s ago", (unsigned long long)l->pid, age);
         }
     } else {
-        snprintf(out->why, sizeof out->why, "held from host %.63s (this is %.63s), last sign of life "
-                 "%s ago", l->host, host, age);
+        snprintf(out->why, sizeof out->why, "held from host %s (this is %.63s), last sign of life "
+                 "%s ago", lhost, host, age);
     }
     if (out->state == AUDIT_LEASE_HELD && !alive_here && out->age > AUDIT_LEASE_STALE_AGE_S) {
         out->state = AUDIT_LEASE_STALE;
         snprintf(out->why, sizeof out->why,
-                 "no sign of life from host %.63s for %s (no lease, HEAD or alpha record written "
-                 "since; the limit is 24h)", l->host, age);
+                 "no sign of life from host %s for %s (no lease, HEAD or alpha record written "
+                 "since; the limit is 24h)", lhost, age);
     }
     return 0;
 }

@@ -78,11 +78,14 @@ enum { AUDIT_LEASE_NONE, AUDIT_LEASE_RELEASED, AUDIT_LEASE_HELD, AUDIT_LEASE_STA
 /* The writer lease and what can be said of its holder. */
 typedef struct audit_lease {
     int state;        /* AUDIT_LEASE_*: NONE also for a lease that does not decode */
+    int damaged;      /* NONE as the lease is there but does not decode: why says why (it
+                       * fences nobody; the next run replaces it, verify calls it a fault) */
     rec_lease lease;  /* when state != NONE */
     double life;      /* the holder's last sign of life: the newest of the lease's time,
                        * HEAD's commit time and the newest α record's time (unix s) */
     double age;       /* now - life, seconds (>= 0) */
-    char why[256];    /* HELD/STALE: why, e.g. "no process 4242 on this host" */
+    char why[256];    /* HELD/STALE: why, e.g. "no process 4242 on this host"; damaged:
+                       * the decoder's message */
 } audit_lease;
 
 /* Reads `lease` and judges an unreleased one. It is STALE only when that is proven: on

@@ -33,6 +33,9 @@
 #     when start-up then fails (a config error shows at the next start);
 #   - a host name holding a quote, a backslash, a comma and a control character (a UTS
 #     namespace; root only) leaves `alpha --format json` valid, holding it exactly;
+#   - a lease's host holding escapes, a BEL and a newline is shown with '?' for them by
+#     status (its reason too) and by run's takeover notice; an undecodable lease is
+#     status's DAMAGED (--json "damaged"), not "none";
 #   - a store URL holding user info in any spelling (s3:/K:S@b, s3//K:S@b, K:S@b) is
 #     refused by status, run and manifest (exit 2) without the secret (runs/12:00/lr@3 is
 #     a path), and
@@ -419,6 +422,43 @@ print("ok" if d and all(r["host"] == sys.argv[1] for r in d) else "host %r" % d[
 else
   echo "SKIP hostile host name: no UTS namespace here (needs root)"
 fi
+
+# ---------------------------------------------------------------- the lease's own text
+# A lease whose host holds an escape sequence, a BEL and a newline (a damaged or hostile
+# store) is shown with them as '?' everywhere people read it: status's lease line and its
+# reason ("held from host ..."), run's notice as it takes the lease over (before: raw in
+# the last two, so the store could recolour the terminal and forge a log line). A lease
+# that does not decode is status's DAMAGED, naming the key and that the next run replaces
+# it, and "damaged" with its fault in --json (before: "none", while verify calls it a fault).
+"$bin" run "$tmp/c.yaml" --store "$tmp/ctl" --quiet >/dev/null 2>&1
+/usr/bin/python3 - "$tmp/ctl/lease" <<'PY'
+import struct, sys, time
+def s(x): b = x.encode(); return bytes([0xd9, len(b)]) + b
+m = {'format': b'\x01', 'epoch': b'\x01', 'host': s('ev\x1b[31mIL\x07\nFAKE: run finished OK'),
+     'pid': b'\xcf' + struct.pack('>Q', 999999), 'attempt': b'\x00',
+     'time': b'\xcb' + struct.pack('>d', time.time() - 60), 'released': b'\xc2',
+     'pid_ns': b'\xcf' + struct.pack('>Q', 4026531836), 'boot_id': s('x')}
+out = bytes([0x80 | len(m)])
+for k, v in m.items(): out += s(k) + v
+open(sys.argv[1], 'wb').write(out)
+PY
+st=$("$bin" status "$tmp/ctl" 2>&1)
+rn=$("$bin" run "$tmp/c.yaml" --store "$tmp/ctl" --set run.episodes=4 --allow-change run.episodes 2>&1 >/dev/null); rc=$?
+if [ $rc = 0 ] && ! grep -qaP '\x1b|\x07' <<<"$st$rn" && ! grep -qa '^FAKE' <<<"$st
+$rn" && grep -q 'held from host ev?\[31mIL??FAKE: run finished OK (this is' <<<"$st" &&
+   grep -q 'taking over the lease of writer epoch 1 (host ev?\[31mIL??FAKE: run finished OK, pid' <<<"$rn"; then
+  pass "a lease's host with escapes, BEL and a newline: '?' in status's reason and run's takeover notice"
+else fail "control characters of a lease's host" "status: $(cat -v <<<"$st")" "run exit $rc: $(cat -v <<<"$rn")"; fi
+echo junk >"$tmp/ctl/lease"
+st=$("$bin" status "$tmp/ctl" 2>&1); rc=$?
+js=$("$bin" status "$tmp/ctl" --json 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+l = json.load(sys.stdin)["lease"]
+print(l["state"], "lease" in l.get("fault", ""))' 2>&1)
+if [ $rc = 0 ] && grep -q "^lease     DAMAGED: lease: .*the next tandem run replaces it" <<<"$st" &&
+   [ "$js" = "damaged True" ]; then
+  pass "status shows an undecodable lease as DAMAGED, naming it (--json: $js)"
+else fail "status of an undecodable lease" "exit $rc: $st" "json: $js"; fi
 
 # ---------------------------------------------------------------- run --json
 # stdout holds JSON lines alone (each an event with a unix time), stderr no JSON; a
