@@ -468,10 +468,19 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
      * land (an unreleased lease never says: above) */
     double now = ckpt_now_wall();
     if (present && old.has_settle && old.settle_until > now) {
-        fprintf(stderr, "tandem: writes that writer epoch %llu gave up on may still land for %.0f s; "
-                "states they could recreate are kept until then\n",
-                (unsigned long long)old.epoch, old.settle_until - now);
-        store_note_lost_writer(c->st, fmin(old.settle_until - now, CKPT_SETTLE_MAX_S));
+        /* what is kept is at most CKPT_SETTLE_MAX_S: the message says that, not the
+         * lease's own figure (a damaged one may say 1e300: 300 digits of seconds) */
+        double left = old.settle_until - now, kept = fmin(left, CKPT_SETTLE_MAX_S);
+        if (left > CKPT_SETTLE_MAX_S)
+            fprintf(stderr, "tandem: writes that writer epoch %llu gave up on may still land, its lease "
+                    "says for more than %.0f s (the most this writer waits for): states they could "
+                    "recreate are kept for %.0f s\n",
+                    (unsigned long long)old.epoch, CKPT_SETTLE_MAX_S, kept);
+        else
+            fprintf(stderr, "tandem: writes that writer epoch %llu gave up on may still land for %.0f s; "
+                    "states they could recreate are kept until then\n",
+                    (unsigned long long)old.epoch, kept);
+        store_note_lost_writer(c->st, kept);
     }
     /* Stamp HEAD with our epoch: HEAD's version changes, so an older writer's next
      * compare-and-swap fails even if it checked the lease just before we took it.

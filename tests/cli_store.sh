@@ -35,7 +35,8 @@
 #     namespace; root only) leaves `alpha --format json` valid, holding it exactly;
 #   - a lease's host holding escapes, a BEL and a newline is shown with '?' for them by
 #     status (its reason too) and by run's takeover notice; an undecodable lease is
-#     status's DAMAGED (--json "damaged"), not "none";
+#     status's DAMAGED (--json "damaged"), not "none"; a settle_until of 1e300 is said
+#     by run as the 7260 s (CKPT_SETTLE_MAX_S) it keeps states for;
 #   - a store URL holding user info in any spelling (s3:/K:S@b, s3//K:S@b, K:S@b) is
 #     refused by status, run and manifest (exit 2) without the secret (runs/12:00/lr@3 is
 #     a path), and
@@ -459,6 +460,26 @@ if [ $rc = 0 ] && grep -q "^lease     DAMAGED: lease: .*the next tandem run repl
    [ "$js" = "damaged True" ]; then
   pass "status shows an undecodable lease as DAMAGED, naming it (--json: $js)"
 else fail "status of an undecodable lease" "exit $rc: $st" "json: $js"; fi
+
+# A released lease whose settle_until is far off (1e300: a clock far ahead, a damaged
+# record) is believed for CKPT_SETTLE_MAX_S at most, and the run's notice says that
+# figure and the cap (before: a 300-digit count of seconds, not what was kept).
+/usr/bin/python3 - "$tmp/ctl/lease" <<'PY'
+import struct, sys, time
+def s(x): b = x.encode(); return bytes([0xd9, len(b)]) + b
+def f(x): return b'\xcb' + struct.pack('>d', x)
+m = {'format': b'\x01', 'epoch': b'\x07', 'host': s('vm'), 'pid': b'\xcf' + struct.pack('>Q', 999999),
+     'attempt': b'\x00', 'time': f(time.time()), 'released': b'\xc3', 'settle_until': f(1e300)}
+out = bytes([0x80 | len(m)])
+for k, v in m.items(): out += s(k) + v
+open(sys.argv[1], 'wb').write(out)
+PY
+rn=$("$bin" run "$tmp/c.yaml" --store "$tmp/ctl" --set run.episodes=5 --allow-change run.episodes 2>&1 >/dev/null); rc=$?
+line=$(grep "may still land" <<<"$rn")
+if [ $rc = 0 ] && [ ${#line} -lt 300 ] &&
+   grep -q "epoch 7 gave up on may still land, its lease says for more than 7260 s.*kept for 7260 s" <<<"$line"; then
+  pass "a lease's settle_until of 1e300: the run says the 7260 s it keeps states for, and that it is capped"
+else fail "a lease's far settle_until in run's notice" "exit $rc: ${rn:0:600}"; fi
 
 # ---------------------------------------------------------------- run --json
 # stdout holds JSON lines alone (each an event with a unix time), stderr no JSON; a
