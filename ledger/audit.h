@@ -48,8 +48,10 @@ int audit_head_digest(store *st, sha256_digest *d, tdm_err *e);
 /* Seq numbers of every states/<seq>.mp, ascending (caller frees). */
 int audit_state_seqs(store *st, uint64_t **seqs, size_t *n, tdm_err *e);
 
-/* Metrics rows missing below the newest (deleted, not damaged: a damaged one is listed):
- * up to cap runs of episodes [first, last] in gaps, their number in *n. */
+/* Metrics rows missing (deleted, or not a file: a damaged one is listed): below the newest,
+ * and after it up to the last episode HEAD's state has finished (a run's last rows; none
+ * looked for when no row is there at all: a run from before metrics rows). Up to cap runs
+ * of episodes [first, last] in gaps, their number in *n. */
 typedef struct audit_gap {
     uint64_t first, last;
 } audit_gap;

@@ -41,6 +41,9 @@
 #     refused by status, run and manifest (exit 2) without the secret (runs/12:00/lr@3 is
 #     a path), and
 #     s3//bucket/run is the typo of s3:// it is (no local ./s3 store);
+#   - the last metrics row deleted, or a FIFO or a directory in its place, is noted by
+#     verify and metrics as a missing row (HEAD's state says how many there are); an
+#     oversized RUN's advice is a copy, not "a run goes on without it";
 #   - a commit written in the background that fails (TANDEM_TEST_FAIL_AT=state-put:1)
 #     stops the run at the next step with exit 3 naming the state, not at the next
 #     commit; the store then resumes to the tandem hash of a run that never failed;
@@ -569,6 +572,31 @@ if [ $rc = 0 ] && grep -q "^note  metrics/1.mp is missing" <<<"$out" && grep -q 
    grep -q "warning: alpha/1.mp is missing.*the chart stops there" <<<"$aw"; then
   pass "a deleted metrics row noted by verify and metrics, an α hole by alpha --plot"
 else fail "gaps in the history" "verify $rc: $out" "metrics: $mw" "alpha --plot: $aw"; fi
+
+# The last row of a finished run, deleted or replaced by a FIFO or a directory (a listing
+# shows regular files only): verify and metrics say it as they say a hole in the middle
+# (before: silently left out, the run's episodes seemingly all there). HEAD's state says
+# how many episodes have their rows.
+"$bin" run "$tmp/c.yaml" --store "$tmp/lastrow" --quiet >/dev/null 2>&1
+for kind in rm fifo dir; do
+  rm -rf "$tmp/lastcopy" && cp -r "$tmp/lastrow" "$tmp/lastcopy" && rm -f "$tmp/lastcopy/metrics/2.mp"
+  case $kind in fifo) mkfifo "$tmp/lastcopy/metrics/2.mp" ;; dir) mkdir "$tmp/lastcopy/metrics/2.mp" ;; esac
+  out=$(timeout -k 5 30 "$bin" verify "$tmp/lastcopy" 2>&1); rc=$?
+  mw=$(timeout -k 5 30 "$bin" metrics "$tmp/lastcopy" 2>&1 >/dev/null); mrc=$?
+  if [ $rc = 0 ] && [ $mrc = 0 ] && grep -q "^note  metrics/2.mp is missing" <<<"$out" &&
+     grep -q "episode 2 has no row (metrics/2.mp is missing)" <<<"$mw"; then
+    pass "the last metrics row ($kind) noted by verify and metrics"
+  else fail "the last metrics row ($kind)" "verify exit $rc: $out" "metrics exit $mrc: $mw"; fi
+done
+
+# An object past the size bound (store.h) is refused as damage; for RUN the advice does not
+# say that a run goes on without it (no run resumes without RUN: only a copy restores it).
+rm -rf "$tmp/bigrun" && cp -r "$tmp/lastrow" "$tmp/bigrun" && truncate -s 300M "$tmp/bigrun/RUN"
+out=$("$bin" status "$tmp/bigrun" 2>&1); rc=$?
+if [ $rc = 3 ] && grep -q "RUN is 314572800 bytes.*restore it from a copy.*not without RUN.*only a copy restores" <<<"$out" &&
+   ! grep -q "a run then goes on as without it" <<<"$out"; then
+  pass "an oversized RUN: exit 3, the advice a copy (not 'a run goes on without it')"
+else fail "an oversized RUN's advice" "exit $rc: $out"; fi
 
 # ---------------------------------------------------------------- a FIFO in an object's place
 # A FIFO where RUN, HEAD or a state should be: every command refuses it as what it is (exit
