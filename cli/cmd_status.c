@@ -57,7 +57,11 @@ static int print_lease(store *st, FILE *j, tdm_err *e) {
     if (rc) return rc;
     if (j) {
         fprintf(j, ",\"lease\":{\"state\":");
-        json_str(j, lease_state_name(al.state));
+        json_str(j, al.damaged ? "damaged" : lease_state_name(al.state));
+        if (al.damaged) {
+            fprintf(j, ",\"fault\":");
+            json_str(j, al.why);
+        }
         if (al.state != AUDIT_LEASE_NONE) {
             const rec_lease *l = &al.lease;
             fprintf(j, ",\"epoch\":%llu,\"host\":", (unsigned long long)l->epoch);
@@ -74,6 +78,13 @@ static int print_lease(store *st, FILE *j, tdm_err *e) {
             json_num(j, judged ? al.age : NAN);
         }
         fputc('}', j);
+        return 0;
+    }
+    if (al.damaged) {
+        /* not "none": verify calls it a fault, and a run says it replaces it */
+        printf("lease     DAMAGED: ");
+        term_text(stdout, al.why); /* may quote the store's text */
+        printf("; it fences nobody (gc goes on): the next tandem run replaces it\n");
         return 0;
     }
     if (al.state == AUDIT_LEASE_NONE) {
@@ -134,7 +145,9 @@ static int print_diverged(store *st, FILE *j, tdm_err *e) {
     } else if (dv.state == LEDGER_DIVERGED_YES) {
         char when[64];
         audit_time(d->time, when, sizeof when);
-        printf("diverged  YES: at episode %llu, %s step", (unsigned long long)d->episode, d->step);
+        printf("diverged  YES: at episode %llu, ", (unsigned long long)d->episode);
+        term_text(stdout, d->step); /* the store's text, as the host below */
+        printf(" step");
         if (is_free) printf(" %llu", (unsigned long long)d->index + 1);
         printf(" (run position %llu), at %s on ", (unsigned long long)d->seq, when);
         term_text(stdout, d->host); /* the store's text: no escapes into the terminal */
@@ -375,7 +388,9 @@ static int status(const char *url, FILE *j, tdm_err *out) {
         char created[64], hex[65];
         audit_time((double)run.created, created, sizeof created);
         sha256_hex(&run.config_sha, hex);
-        printf("run       %s (created %s)\n", run.run_id, created);
+        printf("run       ");
+        term_text(stdout, run.run_id); /* the store's text: no escapes into the terminal */
+        printf(" (created %s)\n", created);
         printf("store     %s\n", url);
         printf("config    sha256 %s\n", hex);
         uint64_t E = (uint64_t)cfg.tandem.E, T = (uint64_t)cfg.run.episodes;

@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include "ledger/keys.h"
+#include "ledger/read.h"
 #include "util/pidns.h"
+#include "util/term.h"
 
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -83,7 +85,28 @@ int audit_metrics_gaps(store *st, audit_gap *gaps, size_t cap, size_t *n, tdm_er
         uint64_t want = i ? ts[i - 1] + 1 : 0;
         if (ts[i] > want) gaps[(*n)++] = (audit_gap){want, ts[i] - 1};
     }
+    uint64_t newest = nt ? ts[nt - 1] : 0;
     free(ts);
+    /* the rows at the end, past the newest listed: every episode HEAD's state has finished
+     * has its row (a run writes it before any state after the episode is committed,
+     * metrics.h), so those missing up to there were deleted or are not files (a FIFO, a
+     * directory: the listing shows regular files only). None listed: a run of a tandem
+     * from before metrics rows, said as such by the commands. A HEAD or state that cannot
+     * be read is verify's own fault to report, not a gap. */
+    if (!nt || *n >= cap) return 0;
+    rec_head h;
+    tdm_err he;
+    rc = ledger_read(st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &he);
+    rec_state sr;
+    if (!rc) rc = ledger_read(st, REC_KIND_STATE, h.state, NULL, &sr, &he);
+    if (rc == STORE_NOT_FOUND || rc == STORE_CORRUPT) return 0;
+    if (rc) {
+        *e = he;
+        return rc;
+    }
+    uint64_t finished = sr.episode; /* episodes before the state's next step */
+    rec_state_free(&sr);
+    if (finished > newest + 1) gaps[(*n)++] = (audit_gap){newest + 1, finished - 1};
     return 0;
 }
 
@@ -334,7 +357,11 @@ int audit_lease_read(store *st, audit_lease *out, tdm_err *e) {
     int bad = rec_lease_decode(data, n, LEDGER_LEASE, &out->lease, &de);
     free(data);
     data = NULL;
-    if (bad) return 0; /* an undecodable lease fences nobody: the next run replaces it */
+    if (bad) { /* an undecodable lease fences nobody: the next run replaces it */
+        out->damaged = 1;
+        snprintf(out->why, sizeof out->why, "%.255s", de.msg);
+        return 0;
+    }
     const rec_lease *l = &out->lease;
     if (l->released) {
         out->state = AUDIT_LEASE_RELEASED;
@@ -372,6 +399,10 @@ int audit_lease_read(store *st, audit_lease *out, tdm_err *e) {
     pidns_self(&me);
     int old_lease = !l->has_pid_ns && !l->has_boot_id;
     int same_host = strcmp(host, l->host) == 0;
+    /* the holder's host name as the reasons below show it: the store's text, its control
+     * characters as '?' (printed to a terminal and logs; util/term.h) */
+    char lhost[64];
+    term_copy(lhost, sizeof lhost, l->host);
     double booted = boot_time();
     if (same_host && l->has_boot_id && me.has_boot && strcmp(me.boot, l->boot_id) != 0 && booted > 0 &&
         out->life + 5 < booted) {
@@ -379,15 +410,15 @@ int audit_lease_read(store *st, audit_lease *out, tdm_err *e) {
          * the boot time is in whole seconds). A node that crashed and came back, common on
          * Slurm, read as "held" for 24 h and gc refused */
         out->state = AUDIT_LEASE_STALE;
-        snprintf(out->why, sizeof out->why, "this host (%.63s) has booted again since the holder's last sign of "
-                 "life %s ago (pid %llu of an earlier boot)", l->host, age, (unsigned long long)l->pid);
+        snprintf(out->why, sizeof out->why, "this host (%s) has booted again since the holder's last sign of "
+                 "life %s ago (pid %llu of an earlier boot)", lhost, age, (unsigned long long)l->pid);
     } else if (same_host && !old_lease && !pidns_same(&me, &holder)) {
         const char *other = !l->has_pid_ns || !me.has_ns || !l->has_boot_id || !me.has_boot
                                 ? "a PID namespace or boot not comparable with this one"
                             : strcmp(me.boot, l->boot_id) != 0 ? "an earlier boot (or another machine of that name)"
                                                                : "another PID namespace";
-        snprintf(out->why, sizeof out->why, "held from %s on host %.63s (pid %llu there, not "
-                 "judged from here), last sign of life %s ago", other, l->host,
+        snprintf(out->why, sizeof out->why, "held from %s on host %s (pid %llu there, not "
+                 "judged from here), last sign of life %s ago", other, lhost,
                  (unsigned long long)l->pid, age);
     } else if (same_host) {
         double start;
@@ -410,14 +441,14 @@ int audit_lease_read(store *st, audit_lease *out, tdm_err *e) {
                      "life %s ago", (unsigned long long)l->pid, age);
         }
     } else {
-        snprintf(out->why, sizeof out->why, "held from host %.63s (this is %.63s), last sign of life "
-                 "%s ago", l->host, host, age);
+        snprintf(out->why, sizeof out->why, "held from host %s (this is %.63s), last sign of life "
+                 "%s ago", lhost, host, age);
     }
     if (out->state == AUDIT_LEASE_HELD && !alive_here && out->age > AUDIT_LEASE_STALE_AGE_S) {
         out->state = AUDIT_LEASE_STALE;
         snprintf(out->why, sizeof out->why,
-                 "no sign of life from host %.63s for %s (no lease, HEAD or alpha record written "
-                 "since; the limit is 24h)", l->host, age);
+                 "no sign of life from host %s for %s (no lease, HEAD or alpha record written "
+                 "since; the limit is 24h)", lhost, age);
     }
     return 0;
 }

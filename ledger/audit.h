@@ -48,8 +48,10 @@ int audit_head_digest(store *st, sha256_digest *d, tdm_err *e);
 /* Seq numbers of every states/<seq>.mp, ascending (caller frees). */
 int audit_state_seqs(store *st, uint64_t **seqs, size_t *n, tdm_err *e);
 
-/* Metrics rows missing below the newest (deleted, not damaged: a damaged one is listed):
- * up to cap runs of episodes [first, last] in gaps, their number in *n. */
+/* Metrics rows missing (deleted, or not a file: a damaged one is listed): below the newest,
+ * and after it up to the last episode HEAD's state has finished (a run's last rows; none
+ * looked for when no row is there at all: a run from before metrics rows). Up to cap runs
+ * of episodes [first, last] in gaps, their number in *n. */
 typedef struct audit_gap {
     uint64_t first, last;
 } audit_gap;
@@ -78,11 +80,14 @@ enum { AUDIT_LEASE_NONE, AUDIT_LEASE_RELEASED, AUDIT_LEASE_HELD, AUDIT_LEASE_STA
 /* The writer lease and what can be said of its holder. */
 typedef struct audit_lease {
     int state;        /* AUDIT_LEASE_*: NONE also for a lease that does not decode */
+    int damaged;      /* NONE as the lease is there but does not decode: why says why (it
+                       * fences nobody; the next run replaces it, verify calls it a fault) */
     rec_lease lease;  /* when state != NONE */
     double life;      /* the holder's last sign of life: the newest of the lease's time,
                        * HEAD's commit time and the newest α record's time (unix s) */
     double age;       /* now - life, seconds (>= 0) */
-    char why[256];    /* HELD/STALE: why, e.g. "no process 4242 on this host" */
+    char why[256];    /* HELD/STALE: why, e.g. "no process 4242 on this host"; damaged:
+                       * the decoder's message */
 } audit_lease;
 
 /* Reads `lease` and judges an unreleased one. It is STALE only when that is proven: on

@@ -18,6 +18,7 @@
 #include "ledger/retain.h"
 #include "storage/sha256.h"
 #include "util/pidns.h"
+#include "util/term.h"
 #include "util/testhook.h"
 
 const char *const ckpt_tensor_names[CKPT_TENSORS] = {"params", "adam_m", "adam_v"};
@@ -448,11 +449,13 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
         return rc;
     }
     if (present && !old.released) {
+        char shown[64]; /* the store's text: its control characters as '?' (util/term.h) */
+        term_copy(shown, sizeof shown, old.host);
         fprintf(stderr,
                 "tandem: taking over the lease of writer epoch %llu (host %s, pid %llu, attempt "
                 "%llu) that did not release it; if that process is still alive it will be "
                 "fenced out at its next commit\n",
-                (unsigned long long)old.epoch, old.host, (unsigned long long)old.pid,
+                (unsigned long long)old.epoch, shown, (unsigned long long)old.pid,
                 (unsigned long long)old.attempt);
         /* a write it gave up on before it was killed may still land (S3: held in a proxy):
          * retention keeps what such a write could recreate until it cannot — for this
@@ -465,10 +468,19 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
      * land (an unreleased lease never says: above) */
     double now = ckpt_now_wall();
     if (present && old.has_settle && old.settle_until > now) {
-        fprintf(stderr, "tandem: writes that writer epoch %llu gave up on may still land for %.0f s; "
-                "states they could recreate are kept until then\n",
-                (unsigned long long)old.epoch, old.settle_until - now);
-        store_note_lost_writer(c->st, fmin(old.settle_until - now, CKPT_SETTLE_MAX_S));
+        /* what is kept is at most CKPT_SETTLE_MAX_S: the message says that, not the
+         * lease's own figure (a damaged one may say 1e300: 300 digits of seconds) */
+        double left = old.settle_until - now, kept = fmin(left, CKPT_SETTLE_MAX_S);
+        if (left > CKPT_SETTLE_MAX_S)
+            fprintf(stderr, "tandem: writes that writer epoch %llu gave up on may still land, its lease "
+                    "says for more than %.0f s (the most this writer waits for): states they could "
+                    "recreate are kept for %.0f s\n",
+                    (unsigned long long)old.epoch, CKPT_SETTLE_MAX_S, kept);
+        else
+            fprintf(stderr, "tandem: writes that writer epoch %llu gave up on may still land for %.0f s; "
+                    "states they could recreate are kept until then\n",
+                    (unsigned long long)old.epoch, kept);
+        store_note_lost_writer(c->st, kept);
     }
     /* Stamp HEAD with our epoch: HEAD's version changes, so an older writer's next
      * compare-and-swap fails even if it checked the lease just before we took it.
@@ -582,11 +594,12 @@ int ckpt_release(ckpt *c, tdm_err *e) {
         if (fetch_lease(c, &l, &present, &ver, &ignore)) present = 0;
     }
     c->fenced = 1;
+    char shown[64] = "?"; /* the store's text: its control characters as '?' (util/term.h) */
+    if (present) term_copy(shown, sizeof shown, l.host);
     if (!was_fenced)
         fprintf(stderr, "tandem: %s/lease was taken over by writer epoch %llu (host %s, pid %llu) after "
                 "this writer's (epoch %llu) last write; nothing to release (what this writer "
                 "committed stands)\n", store_url(c->st), present ? (unsigned long long)l.epoch : 0ULL,
-                present ? l.host : "?", present ? (unsigned long long)l.pid : 0ULL,
-                (unsigned long long)c->epoch);
+                shown, present ? (unsigned long long)l.pid : 0ULL, (unsigned long long)c->epoch);
     return 0;
 }

@@ -43,6 +43,20 @@ void progress_error(int mode, int code, const char *message);
 void progress_end(int mode, int code, uint64_t episode, uint64_t episodes, uint64_t seq, int M,
                   const char *const *names, const double *mixture);
 
+/* While a run runs (run_main, between these two): stdout and stderr are written through a
+ * gate, so that a reader that stops reading (a wedged log shipper, `tandem run --json |
+ * less` left on screen) cannot hold the run past a stop signal. Each write waits until
+ * its descriptor takes it (poll, POLLOUT; at most PIPE_BUF bytes at a time, which a pipe
+ * with room takes without blocking) — for as long as it takes while no stop is pending
+ * (`stop_pending`, the run's flag), as a blocking write would; once one is, for at most
+ * about a second in all, after which that stream's output is dropped (counted, and said on
+ * stderr at the release when stderr still takes it) so that the stop commit and exit 75
+ * come within the grace period. The last line may then be cut. The descriptors' flags
+ * are left alone (O_NONBLOCK would change them for every other writer of the pipe).
+ * Nested calls count; the outermost release flushes and puts the streams back. */
+void progress_guard_streams(int (*stop_pending)(void));
+void progress_release_streams(void);
+
 /* Progress of long commands (eval, prep) is for a person watching: shown only when
  * standard error is a terminal, so logs and pipes get the results alone. */
 int progress_on_terminal(void);

@@ -13,6 +13,7 @@
 #include "report/progress.h"
 #include "runner/evaluate.h"
 #include "storage/sha256.h"
+#include "util/term.h"
 #include "util/testhook.h"
 
 /* --json: a "commit" event for a full state that landed since the last one reported */
@@ -428,6 +429,9 @@ int run_main(const run_opts *o, tdm_err *e) {
      * container, be ignored until the grace period ends) — it is honoured as soon as
      * there is a state to commit */
     run_signals_install();
+    /* a reader of stdout or stderr that stopped reading holds the run until a stop comes,
+     * never past it (report/progress.h): the stop commit and exit 75 within the grace */
+    progress_guard_streams(run_signal_pending);
     store_set_deadline(run_store_deadline); /* an endpoint that stops answering after a stop
                                              * signal cannot hold the run past its grace */
     int rc = 0;
@@ -497,32 +501,35 @@ int run_main(const run_opts *o, tdm_err *e) {
     r->reported_commit = r->ld ? ledger_last_commit(r->ld).seq : UINT64_MAX; /* news from here on */
     if (!rc) {
         char msg[512];
+        /* the run id as RUN holds it, the store's text: its control characters as '?' */
+        char rid[sizeof pinned.run_id];
+        term_copy(rid, sizeof rid, pinned.run_id);
         if (r->shortened)
             snprintf(msg, sizeof msg, "tandem: ending the run in %s (%s) at episode %llu: run.episodes "
-                     "was lowered to where it stands", store_url(r->store), pinned.run_id,
+                     "was lowered to where it stands", store_url(r->store), rid,
                      (unsigned long long)r->st.episode);
         else if (r->next == NEXT_DONE)
-            snprintf(msg, sizeof msg, "tandem: the run in %s (%s) is already finished", store_url(r->store), pinned.run_id);
+            snprintf(msg, sizeof msg, "tandem: the run in %s (%s) is already finished", store_url(r->store), rid);
         else if (res.found)
             snprintf(msg, sizeof msg, "tandem: resuming %s in %s at episode %llu/%d (%s step, run position %llu)",
-                     pinned.run_id, store_url(r->store), (unsigned long long)r->st.episode,
+                     rid, store_url(r->store), (unsigned long long)r->st.episode,
                      r->cfg.run.episodes, run_next_names[r->next], (unsigned long long)r->seq);
         else if (res.seed_replay)
             snprintf(msg, sizeof msg, "tandem: replaying %s in %s from its seed (%d episodes), bit for "
-                     "bit, checked against its alpha records", pinned.run_id, store_url(r->store),
+                     "bit, checked against its alpha records", rid, store_url(r->store),
                      r->cfg.run.episodes);
         else if (!pinned.created) /* RUN was there: stopped before its first full state */
             snprintf(msg, sizeof msg, "tandem: starting %s in %s again from its seed (%d episodes): it "
                      "stopped before its first full state; what it recorded is checked as it goes",
-                     pinned.run_id, store_url(r->store), r->cfg.run.episodes);
+                     rid, store_url(r->store), r->cfg.run.episodes);
         else if (r->cfg.run.mode == CONFIG_MODE_FIXED)
             snprintf(msg, sizeof msg, "tandem: new run %s in %s: %d episodes of E=%d free steps on a "
                      "fixed mixture, %zu parameters, %d domains",
-                     pinned.run_id, store_url(r->store), r->cfg.run.episodes, r->cfg.tandem.E,
+                     rid, store_url(r->store), r->cfg.run.episodes, r->cfg.tandem.E,
                      r->lay.numel, r->st.M);
         else
             snprintf(msg, sizeof msg, "tandem: new run %s in %s: %d episodes of K=%d probe + E=%d free steps, %zu parameters, %d domains",
-                     pinned.run_id, store_url(r->store), r->cfg.run.episodes, r->cfg.tandem.K,
+                     rid, store_url(r->store), r->cfg.run.episodes, r->cfg.tandem.K,
                      r->cfg.tandem.E, r->lay.numel, r->st.M);
         progress_event(stderr, r->progress, "start", msg);
         if (comm_world(r->comm) > 1 && r->progress != PROGRESS_QUIET)
@@ -610,5 +617,6 @@ int run_main(const run_opts *o, tdm_err *e) {
     model_layout_free(&r->lay);
     dataset_free(&r->ds);
     free(r);
+    progress_release_streams();
     return rc;
 }

@@ -195,9 +195,12 @@ static int read_file(store *s, const char *key, const char *path, void **data, s
     }
     if ((uint64_t)st.st_size > STORE_OBJECT_MAX) { /* damage (store.h): said, never read nor replaced */
         close(fd);
+        /* one advice for every key (the keys are the ledger's to tell apart): RUN is the
+         * exception, it pins the run's configuration and no run resumes without it */
         return err_set(e, ERR_STORE, "%s: %s is %llu bytes, more than any object tandem writes (%llu): it is "
-                       "damaged; move it out of the store (a run then goes on as without it: from an older "
-                       "state, or writing it again) or restore it from a copy", s->url, key,
+                       "damaged; restore it from a copy, or move it out of the store: a run then goes on "
+                       "without it (from an older state, or writing it again); but not without RUN, "
+                       "which pins the run's configuration: that one only a copy restores", s->url, key,
                        (unsigned long long)st.st_size, (unsigned long long)STORE_OBJECT_MAX);
     }
     size_t size = (size_t)st.st_size, got = 0;

@@ -33,10 +33,17 @@
 #     when start-up then fails (a config error shows at the next start);
 #   - a host name holding a quote, a backslash, a comma and a control character (a UTS
 #     namespace; root only) leaves `alpha --format json` valid, holding it exactly;
+#   - a lease's host holding escapes, a BEL and a newline is shown with '?' for them by
+#     status (its reason too) and by run's takeover notice; an undecodable lease is
+#     status's DAMAGED (--json "damaged"), not "none"; a settle_until of 1e300 is said
+#     by run as the 7260 s (CKPT_SETTLE_MAX_S) it keeps states for;
 #   - a store URL holding user info in any spelling (s3:/K:S@b, s3//K:S@b, K:S@b) is
 #     refused by status, run and manifest (exit 2) without the secret (runs/12:00/lr@3 is
 #     a path), and
 #     s3//bucket/run is the typo of s3:// it is (no local ./s3 store);
+#   - the last metrics row deleted, or a FIFO or a directory in its place, is noted by
+#     verify and metrics as a missing row (HEAD's state says how many there are); an
+#     oversized RUN's advice is a copy, not "a run goes on without it";
 #   - a commit written in the background that fails (TANDEM_TEST_FAIL_AT=state-put:1)
 #     stops the run at the next step with exit 3 naming the state, not at the next
 #     commit; the store then resumes to the tandem hash of a run that never failed;
@@ -420,6 +427,63 @@ else
   echo "SKIP hostile host name: no UTS namespace here (needs root)"
 fi
 
+# ---------------------------------------------------------------- the lease's own text
+# A lease whose host holds an escape sequence, a BEL and a newline (a damaged or hostile
+# store) is shown with them as '?' everywhere people read it: status's lease line and its
+# reason ("held from host ..."), run's notice as it takes the lease over (before: raw in
+# the last two, so the store could recolour the terminal and forge a log line). A lease
+# that does not decode is status's DAMAGED, naming the key and that the next run replaces
+# it, and "damaged" with its fault in --json (before: "none", while verify calls it a fault).
+"$bin" run "$tmp/c.yaml" --store "$tmp/ctl" --quiet >/dev/null 2>&1
+/usr/bin/python3 - "$tmp/ctl/lease" <<'PY'
+import struct, sys, time
+def s(x): b = x.encode(); return bytes([0xd9, len(b)]) + b
+m = {'format': b'\x01', 'epoch': b'\x01', 'host': s('ev\x1b[31mIL\x07\nFAKE: run finished OK'),
+     'pid': b'\xcf' + struct.pack('>Q', 999999), 'attempt': b'\x00',
+     'time': b'\xcb' + struct.pack('>d', time.time() - 60), 'released': b'\xc2',
+     'pid_ns': b'\xcf' + struct.pack('>Q', 4026531836), 'boot_id': s('x')}
+out = bytes([0x80 | len(m)])
+for k, v in m.items(): out += s(k) + v
+open(sys.argv[1], 'wb').write(out)
+PY
+st=$("$bin" status "$tmp/ctl" 2>&1)
+rn=$("$bin" run "$tmp/c.yaml" --store "$tmp/ctl" --set run.episodes=4 --allow-change run.episodes 2>&1 >/dev/null); rc=$?
+if [ $rc = 0 ] && ! grep -qaP '\x1b|\x07' <<<"$st$rn" && ! grep -qa '^FAKE' <<<"$st
+$rn" && grep -q 'held from host ev?\[31mIL??FAKE: run finished OK (this is' <<<"$st" &&
+   grep -q 'taking over the lease of writer epoch 1 (host ev?\[31mIL??FAKE: run finished OK, pid' <<<"$rn"; then
+  pass "a lease's host with escapes, BEL and a newline: '?' in status's reason and run's takeover notice"
+else fail "control characters of a lease's host" "status: $(cat -v <<<"$st")" "run exit $rc: $(cat -v <<<"$rn")"; fi
+echo junk >"$tmp/ctl/lease"
+st=$("$bin" status "$tmp/ctl" 2>&1); rc=$?
+js=$("$bin" status "$tmp/ctl" --json 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+l = json.load(sys.stdin)["lease"]
+print(l["state"], "lease" in l.get("fault", ""))' 2>&1)
+if [ $rc = 0 ] && grep -q "^lease     DAMAGED: lease: .*the next tandem run replaces it" <<<"$st" &&
+   [ "$js" = "damaged True" ]; then
+  pass "status shows an undecodable lease as DAMAGED, naming it (--json: $js)"
+else fail "status of an undecodable lease" "exit $rc: $st" "json: $js"; fi
+
+# A released lease whose settle_until is far off (1e300: a clock far ahead, a damaged
+# record) is believed for CKPT_SETTLE_MAX_S at most, and the run's notice says that
+# figure and the cap (before: a 300-digit count of seconds, not what was kept).
+/usr/bin/python3 - "$tmp/ctl/lease" <<'PY'
+import struct, sys, time
+def s(x): b = x.encode(); return bytes([0xd9, len(b)]) + b
+def f(x): return b'\xcb' + struct.pack('>d', x)
+m = {'format': b'\x01', 'epoch': b'\x07', 'host': s('vm'), 'pid': b'\xcf' + struct.pack('>Q', 999999),
+     'attempt': b'\x00', 'time': f(time.time()), 'released': b'\xc3', 'settle_until': f(1e300)}
+out = bytes([0x80 | len(m)])
+for k, v in m.items(): out += s(k) + v
+open(sys.argv[1], 'wb').write(out)
+PY
+rn=$("$bin" run "$tmp/c.yaml" --store "$tmp/ctl" --set run.episodes=5 --allow-change run.episodes 2>&1 >/dev/null); rc=$?
+line=$(grep "may still land" <<<"$rn")
+if [ $rc = 0 ] && [ ${#line} -lt 300 ] &&
+   grep -q "epoch 7 gave up on may still land, its lease says for more than 7260 s.*kept for 7260 s" <<<"$line"; then
+  pass "a lease's settle_until of 1e300: the run says the 7260 s it keeps states for, and that it is capped"
+else fail "a lease's far settle_until in run's notice" "exit $rc: ${rn:0:600}"; fi
+
 # ---------------------------------------------------------------- run --json
 # stdout holds JSON lines alone (each an event with a unix time), stderr no JSON; a
 # finished run ends with "end" carrying the mixture, a diverged one with "error" code 5.
@@ -508,6 +572,31 @@ if [ $rc = 0 ] && grep -q "^note  metrics/1.mp is missing" <<<"$out" && grep -q 
    grep -q "warning: alpha/1.mp is missing.*the chart stops there" <<<"$aw"; then
   pass "a deleted metrics row noted by verify and metrics, an α hole by alpha --plot"
 else fail "gaps in the history" "verify $rc: $out" "metrics: $mw" "alpha --plot: $aw"; fi
+
+# The last row of a finished run, deleted or replaced by a FIFO or a directory (a listing
+# shows regular files only): verify and metrics say it as they say a hole in the middle
+# (before: silently left out, the run's episodes seemingly all there). HEAD's state says
+# how many episodes have their rows.
+"$bin" run "$tmp/c.yaml" --store "$tmp/lastrow" --quiet >/dev/null 2>&1
+for kind in rm fifo dir; do
+  rm -rf "$tmp/lastcopy" && cp -r "$tmp/lastrow" "$tmp/lastcopy" && rm -f "$tmp/lastcopy/metrics/2.mp"
+  case $kind in fifo) mkfifo "$tmp/lastcopy/metrics/2.mp" ;; dir) mkdir "$tmp/lastcopy/metrics/2.mp" ;; esac
+  out=$(timeout -k 5 30 "$bin" verify "$tmp/lastcopy" 2>&1); rc=$?
+  mw=$(timeout -k 5 30 "$bin" metrics "$tmp/lastcopy" 2>&1 >/dev/null); mrc=$?
+  if [ $rc = 0 ] && [ $mrc = 0 ] && grep -q "^note  metrics/2.mp is missing" <<<"$out" &&
+     grep -q "episode 2 has no row (metrics/2.mp is missing)" <<<"$mw"; then
+    pass "the last metrics row ($kind) noted by verify and metrics"
+  else fail "the last metrics row ($kind)" "verify exit $rc: $out" "metrics exit $mrc: $mw"; fi
+done
+
+# An object past the size bound (store.h) is refused as damage; for RUN the advice does not
+# say that a run goes on without it (no run resumes without RUN: only a copy restores it).
+rm -rf "$tmp/bigrun" && cp -r "$tmp/lastrow" "$tmp/bigrun" && truncate -s 300M "$tmp/bigrun/RUN"
+out=$("$bin" status "$tmp/bigrun" 2>&1); rc=$?
+if [ $rc = 3 ] && grep -q "RUN is 314572800 bytes.*restore it from a copy.*not without RUN.*only a copy restores" <<<"$out" &&
+   ! grep -q "a run then goes on as without it" <<<"$out"; then
+  pass "an oversized RUN: exit 3, the advice a copy (not 'a run goes on without it')"
+else fail "an oversized RUN's advice" "exit $rc: $out"; fi
 
 # ---------------------------------------------------------------- a FIFO in an object's place
 # A FIFO where RUN, HEAD or a state should be: every command refuses it as what it is (exit

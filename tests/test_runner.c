@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1230,6 +1231,87 @@ static void test_wide_vocabulary(void) {
     free(data);
 }
 
+/* A run whose stdout is a pipe nobody reads (a wedged log shipper, `tandem run --json |
+ * less` left on screen): it waits on the pipe while no stop is pending, as a blocking write
+ * would; a SIGTERM then still ends it with its stop commit and exit 75 within seconds,
+ * its events dropped and said on stderr (it sat in write(2) until the reader went away,
+ * and a scheduler's SIGKILL at the grace period's end lost the work since the last
+ * commit). The pipe is filled before the run starts, all but one page (a pipe's room
+ * comes in pages: poll says POLLOUT for a free one): the run's first 4 kB of events pass,
+ * later ones find no room. The committed state resumes to the reference. */
+static void test_stop_while_stdout_is_not_read(void) {
+    CHECK(g_ref_hash[0], "needs the reference run");
+    fixture f;
+    CHECK(fixture_open(&f, "stuckout") == 0, "fixture");
+    int p[2];
+    CHECK(pipe(p) == 0, "pipe: %s", strerror(errno));
+    int cap = fcntl(p[1], F_GETPIPE_SZ);
+    CHECK(cap > 4096, "pipe size %d", cap);
+    char junk[4096];
+    memset(junk, '#', sizeof junk);
+    fcntl(p[1], F_SETFL, O_NONBLOCK); /* the test's own pipe, cleared before the run has it */
+    long filled = 0;
+    while (filled < cap - 4096) {
+        ssize_t w = write(p[1], junk, sizeof junk);
+        if (w <= 0) break;
+        filled += w;
+    }
+    fcntl(p[1], F_SETFL, 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("TANDEM_TEST_STEP_DELAY_MS", "30", 1); /* still running when the pipe is full */
+        int fd = open(f.log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(p[1], 1);
+        if (fd >= 0) dup2(fd, 2);
+        close(p[0]);
+        execl(tandem_bin(), tandem_bin(), "run", f.config, "--store", f.store, "--json", (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    /* full: nothing more comes for a second, the run still there */
+    int had = -1, now = 0;
+    double still = now_s(), t_start = now_s();
+    while (now_s() - t_start < 60) {
+        if (ioctl(p[0], FIONREAD, &now) < 0) break;
+        if (now != had) had = now, still = now_s();
+        else if (now > filled && now_s() - still > 1.0) break;
+        if (waitpid(pid, NULL, WNOHANG) == pid) {
+            pid = -1;
+            break;
+        }
+        usleep(20 * 1000);
+    }
+    char log[8192];
+    read_all(f.log, log, sizeof log);
+    CHECK(pid > 0, "the run ended before its stdout filled: %s", log);
+    CHECK(now > filled, "the run wrote nothing to stdout in 60 s: %s", log);
+    double t0 = now_s();
+    kill(pid, SIGTERM);
+    int st = 0, done = 0;
+    while (!done && now_s() - t0 < 20) {
+        done = waitpid(pid, &st, WNOHANG) == pid;
+        if (!done) usleep(20 * 1000);
+    }
+    double lat = now_s() - t0;
+    if (!done) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
+    close(p[0]);
+    read_all(f.log, log, sizeof log);
+    CHECK(done, "still running 20 s after SIGTERM with its stdout not read: %s", log);
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    printf("  SIGTERM with stdout not read: exit %d after %.2f s\n", rc, lat);
+    CHECK(rc == 75 && lat < 10, "exit %d after %.1f s: %s", rc, lat, log);
+    CHECK(strstr(log, "standard output was not being read after the stop signal"),
+          "the dropped events not said: %s", log);
+    char h[1024];
+    CHECK(hash_of(&f, h, sizeof h) == 0, "no committed state: %s", h);
+    rc = run_to_end(&f, NULL);
+    CHECK(rc == 0 && at_reference(&f), "resumed after the stop, the run ended elsewhere (exit %d)", rc);
+    fixture_close(&f);
+}
+
 int main(void) {
     setup_corpus();
     RUN(test_uninterrupted_reference);
@@ -1242,6 +1324,7 @@ int main(void) {
     RUN(test_overfit_cap_resumes);
     RUN(test_pinned_probe_resumes);
     RUN(test_more_stop_signals);
+    RUN(test_stop_while_stdout_is_not_read);
     RUN(test_stop_signals_across_blas_reexec);
     RUN(test_two_runners_fence_the_stale_one);
     RUN(test_fixed_mixture_training);
