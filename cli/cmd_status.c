@@ -311,23 +311,24 @@ static int status(const char *url, FILE *j, tdm_err *out) {
     rec_state s;
     int have = 0;
     if (!rc) rc = run_config_read_run(st, &run, &e);
-    config cfg;
+    config *cfg = calloc(1, sizeof *cfg); /* ~95 KB: off the stack (ulimit -s 128) */
     char run_id[64];
-    if (!rc) rc = run_config_read(st, &cfg, run_id, sizeof run_id, &e);
+    if (!rc && !cfg) rc = err_set(&e, ERR_INTERNAL, "out of memory");
+    if (!rc) rc = run_config_read(st, cfg, run_id, sizeof run_id, &e);
     if (!rc) rc = audit_chain_read(st, &c, &e);
     if (!rc) rc = audit_head(st, &h, &s, &have, &e);
     if (!rc && j) {
         char hex[65];
         sha256_hex(&run.config_sha, hex);
-        uint64_t E = (uint64_t)cfg.tandem.E, T = (uint64_t)cfg.run.episodes;
-        uint64_t per_episode = cfg.run.mode == CONFIG_MODE_FIXED ? E : E + 2;
+        uint64_t E = (uint64_t)cfg->tandem.E, T = (uint64_t)cfg->run.episodes;
+        uint64_t per_episode = cfg->run.mode == CONFIG_MODE_FIXED ? E : E + 2;
         fprintf(j, ",\"run_id\":");
         json_str(j, run.run_id);
         json_time(j, "created", (double)run.created);
         fprintf(j, ",\"store\":");
         json_str(j, url);
         fprintf(j, ",\"run_health\":\"ok\",\"config_sha256\":\"%s\",\"mode\":\"%s\"", hex,
-                cfg.run.mode == CONFIG_MODE_FIXED ? "fixed" : "tandem");
+                cfg->run.mode == CONFIG_MODE_FIXED ? "fixed" : "tandem");
         if (have) {
             fprintf(j, ",\"position\":{\"episode\":%llu,\"episodes\":%llu,\"next_step\":",
                     (unsigned long long)s.episode, (unsigned long long)T);
@@ -393,15 +394,15 @@ static int status(const char *url, FILE *j, tdm_err *out) {
         printf(" (created %s)\n", created);
         printf("store     %s\n", url);
         printf("config    sha256 %s\n", hex);
-        uint64_t E = (uint64_t)cfg.tandem.E, T = (uint64_t)cfg.run.episodes;
-        uint64_t per_episode = cfg.run.mode == CONFIG_MODE_FIXED ? E : E + 2;
+        uint64_t E = (uint64_t)cfg->tandem.E, T = (uint64_t)cfg->run.episodes;
+        uint64_t per_episode = cfg->run.mode == CONFIG_MODE_FIXED ? E : E + 2;
         if (have) {
             printf("position  episode %llu/%llu, next step %s", (unsigned long long)s.episode,
                    (unsigned long long)T, s.step);
             if (!strcmp(s.step, "free")) printf(" %llu/%llu", (unsigned long long)s.index + 1, (unsigned long long)E);
             printf(" (run position %llu of %llu)\n", (unsigned long long)s.seq,
                    (unsigned long long)(T * per_episode));
-            if (cfg.run.mode == CONFIG_MODE_FIXED) printf("mode      fixed mixture (no alpha updates)\n");
+            if (cfg->run.mode == CONFIG_MODE_FIXED) printf("mode      fixed mixture (no alpha updates)\n");
             char when[64];
             audit_time(h.time, when, sizeof when);
             double age = (double)time(NULL) - h.time;
@@ -452,6 +453,7 @@ static int status(const char *url, FILE *j, tdm_err *out) {
     if (have) rec_state_free(&s);
     audit_chain_free(&c);
     rec_run_free(&run);
+    free(cfg);
     store_close(st);
     if (rc) fprintf(stderr, "tandem status: %s\n", e.msg);
     *out = e;

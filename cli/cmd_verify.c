@@ -96,16 +96,17 @@ static int verify(const char *url, const json_out *j, tdm_err *out) {
     char problem[sizeof e.msg];
     snprintf(problem, sizeof problem, "%s", health != RUN_CONFIG_OK ? e.msg : "");
     /* the pinned config, for the checks against it (seed, mode, domain names) */
-    config cfg;
+    config *cfg = calloc(1, sizeof *cfg); /* ~95 KB: off the stack (ulimit -s 128) */
     rec_run run;
     memset(&run, 0, sizeof run);
     ledger_pin pin = {.ok = health == RUN_CONFIG_OK, .problem = problem};
+    if (!rc && !cfg) rc = err_set(&e, ERR_INTERNAL, "out of memory");
     if (!rc && pin.ok) {
         tdm_err pe;
-        pin.have = run_config_read(st, &cfg, NULL, 0, &pe) == 0 && run_config_read_run(st, &run, &pe) == 0;
+        pin.have = run_config_read(st, cfg, NULL, 0, &pe) == 0 && run_config_read_run(st, &run, &pe) == 0;
         if (pin.have) {
-            pin.seed = cfg.run.seed;
-            pin.fixed = cfg.run.mode == CONFIG_MODE_FIXED;
+            pin.seed = cfg->run.seed;
+            pin.fixed = cfg->run.mode == CONFIG_MODE_FIXED;
             pin.M = run.M;
             pin.names = (const char (*)[REC_DOMAIN_MAX])run.domains;
         }
@@ -121,6 +122,7 @@ static int verify(const char *url, const json_out *j, tdm_err *out) {
     }
     ledger_verify_free(&r);
     rec_run_free(&run);
+    free(cfg);
     store_close(st);
     if (rc) fprintf(stderr, "tandem verify: %s\n", e.msg);
     *out = e;

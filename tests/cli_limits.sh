@@ -19,8 +19,8 @@
 #     SIGABRT (before: abort(), exit 134 and a core file); the resume ends on the hash of
 #     an uninterrupted run;
 #   - a 128 KiB stack (ulimit -s 128): a new run, its resume with an allowed change, hash,
-#     alpha, gc, eval and export end normally (before: SIGSEGV in run_config_open, eval_store
-#     and export_store, whose ~94 KB config or run_state was a local);
+#     alpha, gc, eval, export, status and verify end normally (before: SIGSEGV in
+#     run_config_open, eval_store, export_store, status and verify, whose ~94 KB config or run_state was a local);
 # Not under ASan (its shadow memory needs terabytes of address space).
 # Prints PASS/FAIL lines and "cli_limits: N passed, M failed"; exits non-zero on failure.
 set -u
@@ -66,12 +66,12 @@ else
   for c in "run $tmp/c.yaml --store $tmp/small --set run.threads=1" \
            "run $tmp/c.yaml --store $tmp/small --set run.threads=1 --set run.episodes=3 --allow-change run.episodes" \
            "hash $tmp/small" "alpha $tmp/small" "gc $tmp/small --keep 2" "eval $tmp/small" \
-           "export $tmp/small --out $tmp/small-export"; do
+           "export $tmp/small --out $tmp/small-export" "status $tmp/small" "verify $tmp/small"; do
     ( ulimit -c 0; ulimit -s 128; timeout -k 5 120 "$bin" $c >/dev/null 2>"$tmp/s.err"; echo $? >"$tmp/s.rc" ) 2>/dev/null
     rc=$(cat "$tmp/s.rc"); [ "$rc" = 0 ] || bad="$bad [tandem ${c%% *} ...: exit $rc]"
   done
   if [ -z "$bad" ] && "$bin" metrics "$tmp/small" --format csv 2>/dev/null | grep -q "^2,"; then
-    pass "ulimit -s 128: run, a resume with an allowed change, hash, alpha, gc, eval and export end normally (was SIGSEGV)"
+    pass "ulimit -s 128: run, a resume with an allowed change, hash, alpha, gc, eval, export, status and verify end normally (was SIGSEGV)"
   else fail "ulimit -s 128" "$bad" "$(tail -2 "$tmp/s.err")"; fi
 fi
 # OMP_NUM_THREADS=1: OpenBLAS loads with one buffer on any machine (~200 MiB), the run's two
