@@ -104,20 +104,11 @@ static int late_delete_round(void *ctx, double left) {
     return atomic_load(&c->cancel) || ckpt_stream_should_stop(c);
 }
 
-/* A blob this commit stores (or finds) whose DELETE this process gave up on earlier may
- * still be removed by that request, landing late (a chunk that came back to the content
- * of a state retention deleted: content-addressed, the same key). Waits, before storing
- * it, until no such DELETE can land (store_delete_unsettled_s; store_put would wait too,
- * but without the commit's accounting), so that the manifest never names a blob a late
- * DELETE removes after it. The wait counts in ckpt_commit_estimate (so a stop's grace
- * decision sees it, and cancels the commit where it does not fit: the last state stands),
- * not in the measured rate. */
-static int outlast_late_delete(ckpt *c, const char *key, tdm_err *e) {
+int ckpt_outlast_late_delete(ckpt *c, const char *key, tdm_err *e) {
     double left = store_delete_unsettled_s(c->st, key);
     if (left <= 0) return 0;
-    fprintf(stderr, "tandem: %s/%s: a DELETE of this blob given up on earlier may still land; the "
-            "commit waits until it cannot (%.0f s), then stores the blob\n",
-            store_url(c->st), key, left);
+    fprintf(stderr, "tandem: %s/%s: a DELETE of it given up on earlier may still land; waiting until it "
+            "cannot (%.0f s), then writing it\n", store_url(c->st), key, left);
     double t0 = ckpt_now_mono();
     int rc = store_wait_delete_settled(c->st, key, late_delete_round, c) ? given_up(c, e) : 0;
     pthread_mutex_lock(&c->mu);
@@ -136,7 +127,7 @@ static int put_blob(ckpt *c, const sha256_digest *d, const void *data, size_t n,
     testhook_kill_at("blob");
     testhook_sleep("TANDEM_TEST_BLOB_DELAY_MS");
     if (atomic_load(&c->cancel) || ckpt_stream_should_stop(c)) return given_up(c, e);
-    int rc = outlast_late_delete(c, key, e);
+    int rc = ckpt_outlast_late_delete(c, key, e);
     if (!rc) rc = ckpt_check_lease(c, e); /* a fenced-out writer writes nothing more */
     if (rc) return rc;
     void *old = NULL;
@@ -294,7 +285,8 @@ static int commit(ckpt *c, tdm_err *e) {
     char key[64];
     ledger_state_key(key, sizeof key, r->seq);
     testhook_kill_at("manifest");
-    rc = ckpt_check_lease(c, e);
+    rc = ckpt_outlast_late_delete(c, key, e); /* before the lease check: the wait may be long */
+    if (!rc) rc = ckpt_check_lease(c, e);
     if (!rc) testhook_stop_at("manifest-put");
     /* TANDEM_TEST_FAIL_AT=state-put:n: the n-th manifest write fails, as a store that
      * turned unwritable (a background commit's failure, noticed at the next step) */

@@ -103,6 +103,16 @@ int ckpt_stream_should_stop(ckpt *c);
 /* ckpt_gen_belongs for this writer's generation and change position. */
 int ckpt_belongs(const ckpt *c, int has_gen, uint64_t gen, uint64_t seq);
 
+/* Waits until no DELETE of key that this process gave up on can land (S3: a request held
+ * past TANDEM_S3_TIMEOUT, retried, the first one applied later), before a writer's lease
+ * check and its write of key: a blob that came back to the content of one retention
+ * deleted, a state manifest or α record set aside and written again by the replay
+ * (store_put would wait too, but after the lease check, and without the commit's
+ * accounting). The wait counts in ckpt_commit_estimate (a stop's grace decision sees it,
+ * and cancels the commit where it does not fit: the last state stands), not in the
+ * measured rate; a cancel or the stop check ends it (the commit given up). */
+int ckpt_outlast_late_delete(ckpt *c, const char *key, tdm_err *e);
+
 /* Creates `key` holding data, unless an object is there: then STORE_EXISTS with what is
  * stored in *old (the caller frees it), *on and *ver (ver may be NULL). An object deleted
  * between the put and the read is created after all (0). Other codes as store_put/get.

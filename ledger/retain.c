@@ -123,16 +123,20 @@ int retain_after_commit(store *st, long keep, retain_report *out, tdm_err *e) {
     return collect(st, keep, 0, 0, 1, NULL, NULL, out, e);
 }
 
-/* Puts key back (create-only: a copy written meanwhile, the run's own, stays). Where this
- * process gave up on a DELETE of it that may still land (S3: a request held past
- * TANDEM_S3_TIMEOUT, retried, the first one applied later), store_put first waits until
- * it cannot: a put-back before the late DELETE was undone by it (found by a race hunt on
- * S3: a pinned state, and a blob a starting run used, gone after gc said it had put them
- * back). 0 when key holds an object at the end (put back or there again), or the store's
- * error. */
+/* Puts key back (create-only: a copy written meanwhile, the run's own, stays) at once —
+ * a run that took the lease may be using it — and, where this process gave up on a DELETE
+ * of it that may still land (S3: a request held past TANDEM_S3_TIMEOUT, retried, the
+ * first one applied later), waits until it cannot, then puts it back again if that DELETE
+ * took it: a put-back that came before the late DELETE was undone by it (found by a race
+ * hunt on S3: a pinned state, and a blob a starting run used, gone after gc said it had
+ * put them back). 0 when key holds an object at the end (put back or there again), or the
+ * store's error. */
 static int put_back_settled(store *st, const char *key, const void *data, size_t n, int *was_there, tdm_err *e) {
-    int rc = store_put(st, key, data, n, STORE_CREATE, e);
+    int rc = store_put_now(st, key, data, n, STORE_CREATE, e);
     *was_there = rc == STORE_EXISTS;
+    if (rc && rc != STORE_EXISTS) return rc;
+    if (store_delete_unsettled_s(st, key) <= 0) return 0;
+    rc = store_put(st, key, data, n, STORE_CREATE, e); /* store_put waits the DELETE out first */
     return rc == STORE_EXISTS ? 0 : rc;
 }
 

@@ -37,7 +37,10 @@ static void plan_address_space(run_memplan *m, const config *cfg) {
     m->as_mapped = mem_vm_size();
     if (!m->on_gpu) {
         int have = blas_core_threads();
-        m->blas_more = 2 * threads > have ? 2 * threads - have : 0;
+        /* OpenBLAS's pool holds two buffers per thread of its own, of which it has at
+         * most BLAS_CORE_MAX_THREADS (more OpenMP threads share them) */
+        int bt = threads < BLAS_CORE_MAX_THREADS ? threads : BLAS_CORE_MAX_THREADS;
+        m->blas_more = 2 * bt > have ? 2 * bt - have : 0;
     }
     m->threads = threads - 1 + 1 + CKPT_IO_THREADS - 1;
     m->stack = mem_thread_stack();

@@ -434,6 +434,7 @@ int run_main(const run_opts *o, tdm_err *e) {
     progress_guard_streams(run_signal_pending);
     store_set_deadline(run_store_deadline); /* an endpoint that stops answering after a stop
                                              * signal cannot hold the run past its grace */
+    store_set_stop_check(run_signal_pending); /* nor a wait for a late DELETE (store.h) */
     int rc = 0;
     comm_set_stop_flag(&run_stop_signal); /* a stop while the ranks gather ends the wait */
     if (!(r->comm = comm_open_deferred(e))) rc = e->code;

@@ -40,6 +40,8 @@ void store_close(store *s) {
 
 const char *store_url(const store *s) { return s->url; }
 
+static int (*g_stop_pending)(void); /* store_set_stop_check */
+
 /* store_wait_delete_settled's round for a write: gives up once a stop's deadline passed */
 static int past_deadline(void *ctx, double left) {
     (void)ctx;
@@ -82,11 +84,15 @@ static int outlast_own_delete(store *s, const char *key, tdm_err *e) {
 }
 
 int store_put(store *s, const char *key, const void *data, size_t n, int mode, tdm_err *e) {
+    int rc = outlast_own_delete(s, key, e);
+    return rc ? rc : store_put_now(s, key, data, n, mode, e);
+}
+
+int store_put_now(store *s, const char *key, const void *data, size_t n, int mode, tdm_err *e) {
     if (!store_key_valid(key)) return bad_key(s, key, e);
     if (s->read_only) return read_only(s, key, e);
     if ((uint64_t)n > STORE_OBJECT_MAX) return too_large(s, key, n, e);
-    int rc = outlast_own_delete(s, key, e);
-    return rc ? rc : s->b->put(s, key, data, n, mode, e);
+    return s->b->put(s, key, data, n, mode, e);
 }
 
 int store_put_if(store *s, const char *key, const void *data, size_t n,
@@ -166,13 +172,21 @@ int store_wait_delete_settled(store *s, const char *key, int (*each_round)(void 
     return 0;
 }
 
+/* store_settle_own_deletes' round, and its test before it begins: a stop is pending */
+static int stop_pending(void *ctx, double left) {
+    (void)ctx;
+    (void)left;
+    return (g_stop_pending && g_stop_pending()) || isfinite(store_deadline());
+}
+
 void store_settle_own_deletes(store *s, const char *who) {
-    if (s->read_only || isfinite(store_deadline())) return;
+    if (s->read_only || stop_pending(NULL, 0)) return;
     double left = store_delete_unsettled_s(s, NULL);
     if (left <= 0) return;
     fprintf(stderr, "%s: %s: a DELETE given up on may still land for %.0f s; waiting until it cannot, so that it "
             "removes nothing written after this\n", who, s->url, left);
-    store_wait_delete_settled(s, NULL, NULL, NULL);
+    if (store_wait_delete_settled(s, NULL, stop_pending, NULL))
+        fprintf(stderr, "%s: %s: stopped waiting (a stop): a DELETE given up on may still land\n", who, s->url);
 }
 
 int store_sweep_temporaries(store *s, double min_age_s, size_t *n, uint64_t *bytes, tdm_err *e) {
@@ -214,6 +228,8 @@ void store_list_sort(store_list *l) {
 static store_deadline_fn g_deadline;
 
 void store_set_deadline(store_deadline_fn fn) { g_deadline = fn; }
+
+void store_set_stop_check(int (*pending)(void)) { g_stop_pending = pending; }
 
 double store_deadline(void) { return g_deadline ? g_deadline() : INFINITY; }
 

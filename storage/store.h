@@ -75,6 +75,9 @@ const char *store_url(const store *s);
  * never a part; the write is durable when this returns 0. STORE_CREATE fails with
  * STORE_EXISTS (nothing written) when the key exists. */
 int store_put(store *s, const char *key, const void *data, size_t n, int mode, tdm_err *e);
+/* store_put without its wait for a DELETE of key given up on: for a put-back that must
+ * stand at once (gc's, ledger/retain.c), which waits afterwards and puts back again. */
+int store_put_now(store *s, const char *key, const void *data, size_t n, int mode, tdm_err *e);
 
 /* Replaces `key` only if its current version is `expected` (an empty version: only if
  * absent). STORE_CONFLICT otherwise. On success `out` (may be NULL) gets the new version. */
@@ -119,11 +122,12 @@ int store_write_settled(store *s, const char *key);
  * until then. */
 double store_delete_unsettled_s(store *s, const char *key);
 
-/* Waits until no DELETE of `key` that this process gave up on can land
+/* Waits until no DELETE of `key` (NULL: of any key) that this process gave up on can land
  * (store_delete_unsettled_s reaches 0), polling every 200 ms. Before each sleep it calls
  * each_round(ctx, left) where given: a non-zero answer gives the wait up and is returned
- * (a commit's cancel or stop check). 0 once settled, at once where nothing was pending.
- * The one wait behind a commit's rewrite of a blob and gc's put-back of an object. */
+ * (a commit's cancel or stop check, a stop's deadline). 0 once settled, at once where
+ * nothing was pending. The one wait behind store_put's, a writer's
+ * (ckpt_outlast_late_delete), gc's put-back and store_settle_own_deletes. */
 int store_wait_delete_settled(store *s, const char *key, int (*each_round)(void *ctx, double left), void *ctx);
 
 /* Waits until no DELETE that this process gave up on, of any key, can land, saying so on
@@ -131,8 +135,8 @@ int store_wait_delete_settled(store *s, const char *key, int (*each_round)(void 
  * lease back, after deleting objects: a later process that writes one of those keys again
  * (a run's replay of a state or α record repair or gc removed, a blob of the same content)
  * would lose it to the late DELETE, found by a race hunt on S3. Not while a stop is
- * pending (store_deadline finite): a run stopping within its grace does not wait. store_close
- * does it too. */
+ * pending (store_set_stop_check, or a finite store_deadline), and a stop that comes while it
+ * waits ends the wait: a run stopping within its grace does not wait. store_close does it too. */
 void store_settle_own_deletes(store *s, const char *who);
 
 /* The seconds until no write of any key that this process gave up on (or that
@@ -177,6 +181,10 @@ void store_set_deadline(store_deadline_fn fn);
 /* fn() (INFINITY when none is set) and the monotonic clock it is measured on. */
 double store_deadline(void);
 double store_clock_s(void);
+/* Whether a stop is pending (a run's stop signal), for the waits that a stop must not
+ * hold up even where no deadline is known (store_settle_own_deletes): set once, before
+ * any store is opened; NULL: never. */
+void store_set_stop_check(int (*pending)(void));
 /* A backend gave a request up at the deadline (store_note_deadline); whether any was
  * (a run's store error after a stop is a requeue only then, not for any store error). */
 void store_note_deadline(void);

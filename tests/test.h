@@ -51,7 +51,7 @@ static inline int test_selected_(const char *name) {
 
 /* Set by a file whose cases leave children to clean up (test_ledger: writers frozen at a
  * hook by a case that gave up); called after each case. */
-static void (*test_after_case_)(void);
+static void (*test_after_case_)(void) __attribute__((unused));
 
 #define RUN(fn)                                                                            \
     do {                                                                                   \

@@ -586,6 +586,12 @@ static void test_path_keys_refuse_userinfo(void) {
     CHECK(config_load(&c, NULL, fine, 4, &e) == 0, "paths with ':' and '@' past their first segment: %s", e.msg);
     CHECK(!strcmp(c.log.tensorboard, "./s3:/b/tb") && !strcmp(c.model.init, "hf:/models/run@3:v2"),
           "kept as given: %s %s", c.log.tensorboard, c.model.init);
+    /* a relative local path whose first segment holds a ':' and a later one an '@' is a
+     * name, not user info (the URL rule, whose secret may hold '/', refused it) */
+    char *relative[] = {"data.dataset=/scratch/d.yaml", "log.tensorboard=2026-12-06T12:00/tb@v2"};
+    err_clear(&e);
+    CHECK(config_load(&c, NULL, relative, 2, &e) == 0 && !strcmp(c.log.tensorboard, "2026-12-06T12:00/tb@v2"),
+          "a relative path with ':' in its first segment and '@' after: %s", e.msg);
 }
 
 /* log.tensorboard is a local folder, data.dataset and model.init's hf:DIR local files: a

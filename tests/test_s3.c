@@ -1475,6 +1475,51 @@ static void test_rewritten_state_outlasts_its_late_delete(void) {
     CHECK(v == 0, "verify once the held DELETE of %s landed: exit %d: %s\nthe rerun: %s", key, v, out, log);
 }
 
+/* A run whose retention gave up on a DELETE (held 20 s in the proxy past its 1 s limit; the
+ * retry answers) waits at its end until that DELETE cannot land (store_settle_own_deletes:
+ * 62 s here), saying so; a SIGTERM then — a scheduler's stop with no grace period known,
+ * where no deadline ends the wait — must end the wait at once, not hold the process until
+ * the scheduler's SIGKILL (found by review: the wait asked only for a deadline). */
+static void test_stop_ends_the_wait_for_a_late_delete(void) {
+    fixture f;
+    CHECK(runner_fixture(&f, "s3settlestop", 1) == 0, "fixture");
+    control("/reset", "{}");
+    CHECK(control("/faults", "{\"rules\": [{\"fault\": \"stall\", \"stall_seconds\": 20, \"methods\": [\"DELETE\"], "
+                  "\"path_regex\": \"states/[0-9]+[.]mp$\", \"max_count\": 1}], \"reset_counters\": true}") == 0,
+          "set faults");
+    setenv("TANDEM_S3_TIMEOUT", "1", 1);
+    pid_t pid = start_run(&f, NULL, "--set", "checkpoint.keep=1");
+    unsetenv("TANDEM_S3_TIMEOUT");
+    static char log[16384];
+    double t0 = now_s();
+    int waiting = 0;
+    while (!waiting && now_s() - t0 < 120) {
+        usleep(100000);
+        read_all(f.log, log, sizeof log);
+        waiting = strstr(log, "a DELETE given up on may still land for") != NULL;
+        if (waitpid(pid, NULL, WNOHANG) == pid) {
+            pid = -1;
+            break;
+        }
+    }
+    double t_sig = now_s();
+    if (pid > 0) kill(pid, SIGTERM);
+    int rc = pid > 0 ? wait_exit(pid) : -1;
+    double took = now_s() - t_sig;
+    read_all(f.log, log, sizeof log);
+    double left = t_sig + 20.5 - now_s(); /* the held DELETE (sent before the wait began) lands */
+    if (left > 0) usleep((useconds_t)(left * 1e6));
+    control("/reset", "{}");
+    static char out[16384];
+    int v = tandem_on_store(&f, "verify", "", out, sizeof out);
+    test_rmtree(f.dir);
+    free(f.dir);
+    CHECK(waiting, "the run never waited for its late DELETE at its end: %s", log);
+    CHECK((rc == 0 || rc == 75) && took < 10.0, "SIGTERM during the wait: exit %d after %.1f s: %s", rc, took, log);
+    CHECK(strstr(log, "stopped waiting (a stop)"), "the run does not say it stopped waiting: %s", log);
+    CHECK(v == 0, "verify after the held DELETE landed: exit %d: %s", v, out);
+}
+
 /* One commit of dev (seq) through c; 0 or the error. */
 static int commit_one(ckpt *c, ckpt_model_io *io, const model_ops *ops, model_ctx *ctx, float *dev[CKPT_TENSORS],
                       uint64_t seq, tdm_err *e) {
@@ -2101,6 +2146,7 @@ int main(void) {
     RUN(test_pinned_state_outlasts_a_late_delete);
     RUN(test_unpin_outlasts_its_late_delete);
     RUN(test_rewritten_state_outlasts_its_late_delete);
+    RUN(test_stop_ends_the_wait_for_a_late_delete);
     RUN(test_two_runners_on_s3);
     RUN(test_secrets_never_leak);
     sh("bash '%s/tests/s3/stop.sh' '%s' >/dev/null 2>&1", g_root, srv);

@@ -377,10 +377,21 @@ static const char *url_authority(const char *path, size_t n, const char **end) {
     return a;
 }
 
-/* Whether `path` holds user info in a spelling outfile_path_local refuses. */
+/* Whether `path` holds user info in a spelling outfile_path_local refuses. A path with
+ * no scheme (nor "word//", a scheme whose ':' was left out) is a local one, where a ':'
+ * and an '@' in different segments are a name ("2024-06-01T12:00/data@v2/d.yaml", refused
+ * by the URL rule, whose secret may hold '/'); there, user info is "K:S@host" within its
+ * first segment. */
 static int path_has_userinfo(const char *path) {
+    size_t n = url_scheme_len(path), w = 0;
+    while (isalnum((unsigned char)path[w]) || path[w] == '+' || path[w] == '-' || path[w] == '.') w++;
+    int slashed = w > 0 && (path[w] == '/' || path[w] == '\\') && (path[w + 1] == '/' || path[w + 1] == '\\');
+    if (!n && !slashed) {
+        size_t seg = strcspn(path, "/\\");
+        const char *colon = memchr(path, ':', seg);
+        return colon && memchr(colon, '@', seg - (size_t)(colon - path)) != NULL;
+    }
     if (url_text_has_userinfo(path, strlen(path))) return 1;
-    size_t n = url_scheme_len(path);
     if (!n) return 0;
     const char *end, *a = url_authority(path, n, &end);
     return memchr(a, '@', (size_t)(end - a)) != NULL; /* "s3://KEY@bucket": a user alone */
