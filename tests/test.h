@@ -2,8 +2,10 @@
  *
  * A test file defines `static void test_x(void)` functions and a main() that calls
  * RUN(test_x) for each and ends with `return test_summary("file");`. CHECK fails the
- * current test case (and returns from it); every case is reported as a PASS/FAIL line,
- * and the summary line "NAME: N passed, M failed" is what tests/run.sh adds up.
+ * current test case (and returns from it), TEST_SKIP ends it as not tried here; every case
+ * is reported as a PASS, FAIL or SKIP line, and the summary line "NAME: N passed, M
+ * failed" (skips said on a line before it, never counted as passes) is what tests/run.sh
+ * adds up.
  */
 #ifndef TANDEM_TESTS_TEST_H
 #define TANDEM_TESTS_TEST_H
@@ -14,6 +16,8 @@
 #include <sys/wait.h>
 
 static int test_passed_, test_failed_, test_case_failed_;
+/* cases that could not be tried here (TEST_SKIP): said, counted neither passed nor failed */
+static int test_skipped_ __attribute__((unused)), test_case_skipped_ __attribute__((unused));
 
 #define CHECK(cond, ...)                                                                   \
     do {                                                                                   \
@@ -24,6 +28,18 @@ static int test_passed_, test_failed_, test_case_failed_;
             test_case_failed_ = 1;                                                         \
             return;                                                                        \
         }                                                                                  \
+    } while (0)
+
+/* Ends the current case as skipped, with the reason: what it checks cannot be tried here
+ * (a sanitizer's memory layout, a kernel feature). RUN prints "SKIP name" and counts it
+ * neither passed nor failed: a skip is never a pass. */
+#define TEST_SKIP(...)                                                                     \
+    do {                                                                                   \
+        printf("  skipped: ");                                                             \
+        printf(__VA_ARGS__);                                                               \
+        putchar('\n');                                                                     \
+        test_case_skipped_ = 1;                                                            \
+        return;                                                                            \
     } while (0)
 
 /* For helpers that return int: fails the case and returns -1 from the helper. */
@@ -57,11 +73,15 @@ static void (*test_after_case_)(void) __attribute__((unused));
     do {                                                                                   \
         if (!test_selected_(#fn)) break;                                                   \
         test_case_failed_ = 0;                                                             \
+        test_case_skipped_ = 0;                                                            \
         fn();                                                                              \
         if (test_after_case_) test_after_case_();                                          \
         if (test_case_failed_) {                                                           \
             test_failed_++;                                                                \
             printf("FAIL %s\n", #fn);                                                      \
+        } else if (test_case_skipped_) {                                                   \
+            test_skipped_++;                                                               \
+            printf("SKIP %s\n", #fn);                                                      \
         } else {                                                                           \
             test_passed_++;                                                                \
             printf("PASS %s\n", #fn);                                                      \
@@ -70,6 +90,7 @@ static void (*test_after_case_)(void) __attribute__((unused));
     } while (0)
 
 static inline int test_summary(const char *name) {
+    if (test_skipped_) printf("%s: %d skipped (not counted)\n", name, test_skipped_);
     printf("%s: %d passed, %d failed\n", name, test_passed_, test_failed_);
     return test_failed_ ? 1 : 0;
 }

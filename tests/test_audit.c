@@ -974,8 +974,7 @@ static void test_lease_pid_namespace(void) {
     pidns_id me;
     pidns_self(&me);
     if (!me.has_ns || !me.has_boot) {
-        printf("SKIP test_lease_pid_namespace: no /proc/self/ns/pid or boot_id here\n");
-        return;
+        TEST_SKIP("no /proc/self/ns/pid or boot_id here");
     }
     fixture f;
     CHECK(fixture_audit(&f, "leasens", 6) == 0, "fixture");

@@ -204,7 +204,7 @@ static void test_decisions(void) {
 
 static void test_address_space(void) {
 #if defined(__SANITIZE_ADDRESS__)
-    printf("  (skipped under ASan: its shadow memory is mapped past any limit)\n");
+    TEST_SKIP("under ASan: its shadow memory is mapped past any limit");
 #else
     model_config mc = {.vocab = 256, .ctx = 64, .layers = 2, .heads = 4, .channels = 128};
     model_layout lay;
