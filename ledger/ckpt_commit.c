@@ -105,12 +105,9 @@ static int late_delete_round(void *ctx, double left) {
 }
 
 int ckpt_outlast_late_delete(ckpt *c, const char *key, tdm_err *e) {
-    double left = store_delete_unsettled_s(c->st, key);
-    if (left <= 0) return 0;
-    fprintf(stderr, "tandem: %s/%s: a DELETE of it given up on earlier may still land; waiting until it "
-            "cannot (%.0f s), then writing it\n", store_url(c->st), key, left);
+    if (store_delete_unsettled_s(c->st, key) <= 0) return 0;
     double t0 = ckpt_now_mono();
-    int rc = store_wait_delete_settled(c->st, key, late_delete_round, c) ? given_up(c, e) : 0;
+    int rc = store_outlast_delete(c->st, key, late_delete_round, c) ? given_up(c, e) : 0;
     pthread_mutex_lock(&c->mu);
     double waited = ckpt_now_mono() - t0; /* the I/O threads wait side by side: the longest counts */
     if (waited > c->late_waited) c->late_waited = waited;

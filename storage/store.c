@@ -73,11 +73,7 @@ static int too_large(store *s, const char *key, size_t n, tdm_err *e) {
  * (a run that exited 0 failed verify after the late DELETE landed). A stop's deadline
  * (store_deadline) ends the wait: the write is given up, an error naming the key. */
 static int outlast_own_delete(store *s, const char *key, tdm_err *e) {
-    double left = store_delete_unsettled_s(s, key);
-    if (left <= 0) return 0;
-    fprintf(stderr, "tandem: %s/%s: a DELETE of it given up on may still land; waiting until it cannot "
-            "(%.0f s), then writing it\n", s->url, key, left);
-    if (store_wait_delete_settled(s, key, past_deadline, NULL) == 0) return 0;
+    if (store_outlast_delete(s, key, past_deadline, NULL) == 0) return 0;
     store_note_deadline();
     return err_set(e, ERR_STORE, "%s/%s: not written: a DELETE of it given up on could still land when the stop's "
                    "deadline came", s->url, key);
@@ -170,6 +166,14 @@ int store_wait_delete_settled(store *s, const char *key, int (*each_round)(void 
         nanosleep(&ts, NULL);
     }
     return 0;
+}
+
+int store_outlast_delete(store *s, const char *key, int (*each_round)(void *ctx, double left), void *ctx) {
+    double left = store_delete_unsettled_s(s, key);
+    if (left <= 0) return 0;
+    fprintf(stderr, "tandem: %s/%s: a DELETE of it given up on may still land; waiting until it cannot "
+            "(%.0f s), then writing it\n", s->url, key, left);
+    return store_wait_delete_settled(s, key, each_round, ctx);
 }
 
 /* store_settle_own_deletes' round, and its test before it begins: a stop is pending */

@@ -130,6 +130,13 @@ double store_delete_unsettled_s(store *s, const char *key);
  * (ckpt_outlast_late_delete), gc's put-back and store_settle_own_deletes. */
 int store_wait_delete_settled(store *s, const char *key, int (*each_round)(void *ctx, double left), void *ctx);
 
+/* The wait before a write of `key`: where a DELETE of it that this process gave up on may
+ * still land, says so on stderr ("waiting until it cannot (N s), then writing it") and
+ * waits as store_wait_delete_settled does, each_round deciding when to give up. 0 at once
+ * where nothing is pending. The one front door of store_put's wait and a run writer's
+ * (ckpt_outlast_late_delete: its own round, before its lease check). */
+int store_outlast_delete(store *s, const char *key, int (*each_round)(void *ctx, double left), void *ctx);
+
 /* Waits until no DELETE that this process gave up on, of any key, can land, saying so on
  * stderr (who: the command, for the message). For a process about to end, or to give its
  * lease back, after deleting objects: a later process that writes one of those keys again

@@ -12,8 +12,7 @@
  * / "." ) then ':'), 0 when there is none. */
 static size_t scheme_len(const char *s) {
     if (!isalpha((unsigned char)s[0])) return 0;
-    size_t n = 1;
-    while (isalnum((unsigned char)s[n]) || s[n] == '+' || s[n] == '-' || s[n] == '.') n++;
+    size_t n = url_scheme_word_len(s, strlen(s));
     return s[n] == ':' ? n : 0;
 }
 

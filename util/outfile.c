@@ -363,8 +363,7 @@ static int check_target(const char *what, const char *shown, const char *path, i
  * after it ("hf:x", "12:00") is no URL. */
 static size_t url_scheme_len(const char *path) {
     if (!isalpha((unsigned char)path[0])) return 0;
-    size_t n = 1;
-    while (isalnum((unsigned char)path[n]) || path[n] == '+' || path[n] == '-' || path[n] == '.') n++;
+    size_t n = url_scheme_word_len(path, strlen(path));
     return path[n] == ':' && (path[n + 1] == '/' || path[n + 1] == '\\') ? n : 0;
 }
 
@@ -383,8 +382,7 @@ static const char *url_authority(const char *path, size_t n, const char **end) {
  * by the URL rule, whose secret may hold '/'); there, user info is "K:S@host" within its
  * first segment. */
 static int path_has_userinfo(const char *path) {
-    size_t n = url_scheme_len(path), w = 0;
-    while (isalnum((unsigned char)path[w]) || path[w] == '+' || path[w] == '-' || path[w] == '.') w++;
+    size_t n = url_scheme_len(path), w = url_scheme_word_len(path, strlen(path));
     int slashed = w > 0 && (path[w] == '/' || path[w] == '\\') && (path[w + 1] == '/' || path[w + 1] == '\\');
     if (!n && !slashed) {
         size_t seg = strcspn(path, "/\\");

@@ -8,6 +8,15 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The length of the word a URL scheme would be at the start of text (letters, digits,
+ * '+', '-', '.'; 0: none), whatever follows it: the scans below judge the ':' and slashes
+ * after it, which a mistyped scheme may lack. */
+static inline size_t url_scheme_word_len(const char *text, size_t n) {
+    size_t q = 0;
+    while (q < n && (isalnum((unsigned char)text[q]) || strchr("+-.", text[q]))) q++;
+    return q;
+}
+
 /* Whether the authority of a URL (the text after "://", up to its first '/') holds user
  * info: an '@', or a ':' — no bucket name and no local host holds either, and a secret key
  * may itself hold '/' ("s3://AKID:abc/def@bucket"), so '@' alone is not enough. */
@@ -26,8 +35,7 @@ static inline int url_authority_has_userinfo(const char *auth) {
  * in a path ("/scratch/12:00/lr@3", "s3://bkt/exp:v2/run@3", "/opt/a:/home/me@corp") are
  * no password, nor is a ':' or an '@' alone, nor an image digest ("reg:5000/x@sha256:HEX"). */
 static inline int url_text_has_userinfo(const char *text, size_t n) {
-    size_t p = 0, q = 0;
-    while (q < n && (isalnum((unsigned char)text[q]) || strchr("+-.", text[q]))) q++;
+    size_t p = 0, q = url_scheme_word_len(text, n);
     if (q > 0 && q + 1 < n && text[q] == ':' && (text[q + 1] == '/' || text[q + 1] == '\\')) {
         p = q + 1; /* "scheme:" and slashes */
     } else if (q > 0 && q + 1 < n && (text[q] == '/' || text[q] == '\\') && (text[q + 1] == '/' || text[q + 1] == '\\')) {
@@ -61,8 +69,7 @@ static inline void url_text_mask_userinfo(const char *text, char *out, size_t ca
         snprintf(out, cap, "%s", text);
         return;
     }
-    size_t keep = 0; /* "scheme:" followed by at least one '/' or '\\' */
-    while (keep < n && (isalnum((unsigned char)text[keep]) || strchr("+-.", text[keep]))) keep++;
+    size_t keep = url_scheme_word_len(text, n); /* "scheme:" followed by at least one '/' or '\\' */
     if (keep && keep < n && text[keep] == ':' && (text[keep + 1] == '/' || text[keep + 1] == '\\')) {
         keep++;
         while (text[keep] == '/' || text[keep] == '\\') keep++;
