@@ -180,6 +180,12 @@ int comm_any(comm *c, int local, int *any, tdm_err *e) {
     return 0;
 }
 
+void comm_allow_wait(comm *c, double extra_s) {
+    if (!c) return;
+    c->extra_wait_s = extra_s > 0 ? extra_s : 0;
+    if (is_tcp(c) && c->impl) comm_tcp_allow_wait(c, c->extra_wait_s);
+}
+
 int comm_barrier(comm *c, tdm_err *e) {
     if (!multi(c)) return 0;
     return is_tcp(c) ? comm_tcp_barrier(c, e) : comm_mpi_barrier(c, e);

@@ -80,6 +80,15 @@ int comm_any(comm *c, int local, int *any, tdm_err *e);
 
 int comm_barrier(comm *c, tdm_err *e);
 
+/* Lets every later collective wait `extra_s` seconds longer for a peer than
+ * TANDEM_COMM_TIMEOUT_S (tcp, and the NCCL watchdog; MPI's collectives have no time
+ * limit): a rank may be held
+ * that long by its store on purpose — rank 0 waits out a late S3 DELETE before a write of
+ * that key and before its run ends (store_settle_window_s: 60 s + 2 x TANDEM_S3_TIMEOUT),
+ * which with a long TANDEM_S3_TIMEOUT outlasted the others' 600 s and failed a finished
+ * run. The latest call counts (0: the plain timeout). */
+void comm_allow_wait(comm *c, double extra_s);
+
 /* GPU ranks: moves the gradient all-reduce onto NCCL (device buffers, the same rank-order
  * sum on the device), selects this rank's GPU (its local rank modulo the devices) and
  * sends NCCL's unique id over the host transport. Collective; call before the CUDA

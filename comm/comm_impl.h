@@ -11,6 +11,7 @@ struct comm {
     void *impl;          /* the transport's own state */
     struct comm_nccl *nccl; /* GPU ranks: the device all-reduce (comm_nccl.cu) */
     int deferred;           /* tcp: the rendezvous is comm_connect's */
+    double extra_wait_s;    /* comm_allow_wait's: the longer wait for a peer (tcp and the NCCL watchdog) */
 };
 
 /* comm_set_stop_flag's flag, or NULL. */
@@ -36,6 +37,7 @@ int comm_tcp_allreduce(comm *c, void *buf, size_t n, int is_double, tdm_err *e);
 int comm_tcp_bcast(comm *c, void *buf, size_t bytes, tdm_err *e);
 int comm_tcp_any(comm *c, int local, int *any, tdm_err *e);
 int comm_tcp_barrier(comm *c, tdm_err *e);
+void comm_tcp_allow_wait(comm *c, double extra_s);
 /* graceful: a barrier first (the normal end); else just drop the connections (abort). */
 void comm_tcp_close(comm *c, int graceful);
 

@@ -61,6 +61,7 @@ static int wd_started, wd_armed, wd_rank;
 static double wd_timeout_s = 600;
 static struct timespec wd_deadline;
 static const char *wd_what;
+static double wd_extra_s; /* the armed call's extra wait (comm_allow_wait) */
 
 static void *wd_main(void *arg) {
     (void)arg;
@@ -72,21 +73,24 @@ static void *wd_main(void *arg) {
         }
         if (pthread_cond_timedwait(&wd_cv, &wd_mu, &wd_deadline) == ETIMEDOUT && wd_armed) {
             fprintf(stderr, "tandem: rank %d: NCCL %s did not finish within %.0f s "
-                    "(TANDEM_COMM_TIMEOUT_S): another rank failed or hangs; exiting\n",
-                    wd_rank, wd_what, wd_timeout_s);
+                    "(TANDEM_COMM_TIMEOUT_S, and %.0f s its store may hold a rank): another rank failed or "
+                    "hangs; exiting\n", wd_rank, wd_what, wd_timeout_s, wd_extra_s);
             _exit(1);
         }
     }
     return NULL;
 }
 
-static void wd_arm(const char *what) {
+/* Arms the watchdog for one NCCL call: TANDEM_COMM_TIMEOUT_S, and `extra_s` more where a
+ * peer may be held that long on purpose (comm_allow_wait: rank 0's store waits). */
+static void wd_arm(const char *what, double extra_s) {
     pthread_mutex_lock(&wd_mu);
     clock_gettime(CLOCK_REALTIME, &wd_deadline);
-    double s = (double)wd_deadline.tv_sec + 1e-9 * (double)wd_deadline.tv_nsec + wd_timeout_s;
+    double s = (double)wd_deadline.tv_sec + 1e-9 * (double)wd_deadline.tv_nsec + wd_timeout_s + extra_s;
     wd_deadline.tv_sec = (time_t)s;
     wd_deadline.tv_nsec = (long)((s - (double)(time_t)s) * 1e9);
     wd_what = what;
+    wd_extra_s = extra_s;
     wd_armed = 1;
     pthread_cond_signal(&wd_cv);
     pthread_mutex_unlock(&wd_mu);
@@ -160,7 +164,7 @@ extern "C" int comm_nccl_enable(comm *c, tdm_err *e) {
     if (!rc && bad) rc = err_set(e, ERR_INTERNAL, "another rank could not prepare its GPU for NCCL (its log says why)");
     if (!rc) rc = comm_bcast(c, &id, sizeof id, e);
     if (!rc) {
-        wd_arm("initialisation (ncclCommInitRank)");
+        wd_arm("initialisation (ncclCommInitRank)", c->extra_wait_s);
         ncclResult_t nr = ncclCommInitRank(&n->comm, c->info.world, id, c->info.rank);
         wd_disarm();
         if (nr != ncclSuccess) rc = nccl_fail(nr, "ncclCommInitRank", __LINE__, e);
@@ -189,7 +193,7 @@ extern "C" int comm_nccl_allreduce(comm *c, float *buf, size_t n, tdm_err *e) {
         g->tmp_elems = (size_t)R * my_len;
     }
     CUDA_OK(cudaDeviceSynchronize(), "waiting for the gradient");
-    wd_arm("all-reduce");
+    wd_arm("all-reduce", c->extra_wait_s);
     int rc = all_reduce_steps(c, g, buf, n, my_lo, my_len, e);
     wd_disarm();
     return rc;

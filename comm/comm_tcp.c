@@ -59,7 +59,8 @@ static int key_none(const unsigned char *k) {
 
 typedef struct tcp {
     int *fd;      /* rank 0: fd[r] for the other ranks r; others: fd[0] to rank 0 */
-    double timeout_s;
+    double timeout_s;  /* how long a collective waits for a peer: base_s + comm_allow_wait's */
+    double base_s;     /* TANDEM_COMM_TIMEOUT_S, or 600 s */
     char coordinator[256];
     char *scratch; /* CHUNK bytes: rank 0's receive buffer for the sums */
     int rendezvous; /* the ranks wait for each other at the start: a stop signal ends it */
@@ -118,10 +119,16 @@ static int xfer(comm *c, int fd, int peer, void *buf, size_t n, int sending, dou
         if (w == ECANCELED)
             return err_set(e, ERR_INTERNAL, "rank %d: a stop signal came while waiting for %s at the "
                            "start", c->info.rank, peer_name(c, peer, who, sizeof who));
-        if (w == ETIMEDOUT)
+        if (w == ETIMEDOUT) {
+            const tcp *t = c->impl;
+            char extra[96] = "";
+            if (t->timeout_s > t->base_s)
+                snprintf(extra, sizeof extra, " %g s, and %g s its store may hold it", t->base_s,
+                         t->timeout_s - t->base_s);
             return err_set(e, ERR_INTERNAL, "rank %d: %s did not answer within %g s "
-                           "(TANDEM_COMM_TIMEOUT_S); is it still running?", c->info.rank,
-                           peer_name(c, peer, who, sizeof who), ((tcp *)c->impl)->timeout_s);
+                           "(TANDEM_COMM_TIMEOUT_S%s); is it still running?", c->info.rank,
+                           peer_name(c, peer, who, sizeof who), t->timeout_s, extra);
+        }
         if (w) return err_set(e, ERR_INTERNAL, "rank %d: waiting for %s: %s", c->info.rank,
                               peer_name(c, peer, who, sizeof who), strerror(w));
     }
@@ -444,6 +451,7 @@ int comm_tcp_init(comm *c, tdm_err *e) {
                            "(0, 1e7]", v);
         t->timeout_s = x;
     }
+    t->base_s = t->timeout_s;
     char host[200], port[32];
     int rc = parse_coordinator(getenv("TANDEM_COORDINATOR"), host, sizeof host, port, sizeof port, e);
     if (rc) return rc;
@@ -539,6 +547,11 @@ static int or_all(comm *c, uint32_t op, int local, int *any, tdm_err *e) {
 }
 
 int comm_tcp_any(comm *c, int local, int *any, tdm_err *e) { return or_all(c, OP_ANY, local, any, e); }
+
+void comm_tcp_allow_wait(comm *c, double extra_s) {
+    tcp *t = c->impl;
+    t->timeout_s = t->base_s + extra_s;
+}
 
 int comm_tcp_barrier(comm *c, tdm_err *e) {
     int any;

@@ -27,7 +27,7 @@ extern "C" {
 
 /* Bumped whenever the table or a type it passes (model_ops, struct comm, tdm_err) changes
  * shape: a plugin from another build is refused instead of called wrongly. */
-#define GPU_PLUGIN_ABI 4
+#define GPU_PLUGIN_ABI 5
 
 #define GPU_PLUGIN_FILE "tandem-cuda.so"
 

@@ -459,6 +459,9 @@ int run_main(const run_opts *o, tdm_err *e) {
             rc = src ? src : (*e = ce, ce.code);
         } else {
             rc = src;
+            /* rank 0 may be held by its store on purpose (a late S3 DELETE waited out, up
+             * to the settle window): the others wait that much longer for it */
+            if (r->store) comm_allow_wait(r->comm, store_settle_window_s(r->store));
         }
     }
     if (!rc && comm_world(r->comm) > 1) {

@@ -1520,6 +1520,55 @@ static void test_stop_ends_the_wait_for_a_late_delete(void) {
     CHECK(v == 0, "verify after the held DELETE landed: exit %d: %s", v, out);
 }
 
+/* Two ranks (tcp) on S3: rank 0's retention gave up on a DELETE (held 20 s in the proxy
+ * past its 1 s limit; the retry answers), so rank 0 waits at its end until that DELETE
+ * cannot land (the window, 12 s here) while rank 1 waits for it in the last agreement.
+ * Rank 1 gave up after TANDEM_COMM_TIMEOUT_S (4 s here; 600 s by default, outlasted by
+ * the window once TANDEM_S3_TIMEOUT passes 270 s) and a finished run failed on both ranks
+ * (review of session 29). The ranks now wait for each other the store's settle window
+ * longer (comm_allow_wait): both exit 0, and the store verifies once the DELETE landed. */
+static void test_ranks_outlast_the_end_wait_for_a_late_delete(void) {
+    fixture f, f1;
+    CHECK(runner_fixture(&f, "s3rankswait", 1) == 0, "fixture");
+    f1 = f;
+    snprintf(f1.log, sizeof f1.log, "%s/log1.txt", f.dir);
+    control("/reset", "{}");
+    CHECK(control("/faults", "{\"rules\": [{\"fault\": \"stall\", \"stall_seconds\": 20, \"methods\": [\"DELETE\"], "
+                  "\"path_regex\": \"states/[0-9]+[.]mp$\", \"max_count\": 1}], \"reset_counters\": true}") == 0,
+          "set faults");
+    char coord[64];
+    snprintf(coord, sizeof coord, "127.0.0.1:%d", 20000 + (int)(getpid() % 20000));
+    setenv("TANDEM_S3_TIMEOUT", "1", 1);
+    setenv("TANDEM_TEST_SETTLE_S", "12", 1);
+    setenv("TANDEM_COMM_TIMEOUT_S", "4", 1);
+    setenv("TANDEM_WORLD_SIZE", "2", 1);
+    setenv("TANDEM_COORDINATOR", coord, 1);
+    double t0 = now_s();
+    setenv("JOB_COMPLETION_INDEX", "0", 1);
+    pid_t p0 = start_run(&f, NULL, "--set", "checkpoint.keep=1");
+    setenv("JOB_COMPLETION_INDEX", "1", 1);
+    pid_t p1 = start_run(&f1, NULL, "--set", "checkpoint.keep=1");
+    const char *set[] = {"TANDEM_S3_TIMEOUT", "TANDEM_TEST_SETTLE_S", "TANDEM_COMM_TIMEOUT_S", "TANDEM_WORLD_SIZE",
+                         "TANDEM_COORDINATOR", "JOB_COMPLETION_INDEX"};
+    for (size_t i = 0; i < sizeof set / sizeof *set; i++) unsetenv(set[i]);
+    int r0 = wait_exit(p0), r1 = wait_exit(p1);
+    long stalls = counter("stall");
+    static char log0[16384], log1[16384], out[16384];
+    read_all(f.log, log0, sizeof log0);
+    read_all(f1.log, log1, sizeof log1);
+    double left = t0 + 21.0 - now_s(); /* the held DELETE lands */
+    if (left > 0) usleep((useconds_t)(left * 1e6));
+    control("/reset", "{}");
+    int v = tandem_on_store(&f, "verify", "", out, sizeof out);
+    test_rmtree(f.dir);
+    free(f.dir);
+    CHECK(stalls == 1 && strstr(log0, "a DELETE given up on may still land for"),
+          "rank 0 never waited for a late DELETE at its end (%ld held): %s", stalls, log0);
+    CHECK(r0 == 0 && r1 == 0, "rank 0 exit %d, rank 1 exit %d (want 0 / 0)\nrank 0: %s\nrank 1: %s", r0, r1, log0,
+          log1);
+    CHECK(v == 0, "verify after the held DELETE landed: exit %d: %s", v, out);
+}
+
 /* One commit of dev (seq) through c; 0 or the error. */
 static int commit_one(ckpt *c, ckpt_model_io *io, const model_ops *ops, model_ctx *ctx, float *dev[CKPT_TENSORS],
                       uint64_t seq, tdm_err *e) {
@@ -2147,6 +2196,7 @@ int main(void) {
     RUN(test_unpin_outlasts_its_late_delete);
     RUN(test_rewritten_state_outlasts_its_late_delete);
     RUN(test_stop_ends_the_wait_for_a_late_delete);
+    RUN(test_ranks_outlast_the_end_wait_for_a_late_delete);
     RUN(test_two_runners_on_s3);
     RUN(test_secrets_never_leak);
     sh("bash '%s/tests/s3/stop.sh' '%s' >/dev/null 2>&1", g_root, srv);
