@@ -129,6 +129,13 @@ void ckpt_set_stop_check(ckpt *c, int (*stop)(void *arg, double seconds_left), v
     c->stop_arg = arg;
 }
 
+int ckpt_stop_outlasts(ckpt *c, double seconds_left) {
+    if (!c->stop_fn || !c->stop_fn(c->stop_arg, seconds_left)) return 0;
+    atomic_store(&c->given_up, 1);
+    atomic_store(&c->cancel, 1);
+    return 1;
+}
+
 /* Streaming: whether the stop check wants the commit in flight given up, from the rest of
  * its bytes at the throughput it has had so far (before its first chunk: the last
  * commit's, or the unmeasured guess). Sets cancel, so that every I/O thread stops. */
@@ -138,10 +145,11 @@ int ckpt_stream_should_stop(ckpt *c) {
     double done = (double)atomic_load(&c->done_bytes);
     double spent = ckpt_now_mono() - c->commit_started;
     double rate = done > 0 && spent > 0 ? done / spent : c->rate > 0 ? c->rate : c->unmeasured_rate;
-    if (!c->stop_fn(c->stop_arg, (total - done) / rate)) return 0;
-    atomic_store(&c->given_up, 1);
-    atomic_store(&c->cancel, 1);
-    return 1;
+    /* and a late DELETE's wait still ahead of the commit (ckpt_outlast_late_delete) */
+    pthread_mutex_lock(&c->mu);
+    double late = c->late_until - ckpt_now_mono();
+    pthread_mutex_unlock(&c->mu);
+    return ckpt_stop_outlasts(c, (total - done) / rate + (late > 0 ? late : 0));
 }
 
 void ckpt_close(ckpt *c) {
@@ -172,6 +180,8 @@ double ckpt_last_commit_seconds(const ckpt *c) {
     pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
     return t;
 }
+
+int ckpt_stopped_short(ckpt *c) { return atomic_load(&c->stopped_short); }
 
 uint64_t ckpt_last_commit_seq(const ckpt *c) {
     pthread_mutex_lock((pthread_mutex_t *)&c->mu);
@@ -301,6 +311,43 @@ int ckpt_judge_stored(ckpt *c, const char *key, const void *old, size_t on,
 
 /* ------------------------------------------------------------------ lease */
 
+/* The DELETEs a released lease names (late_deletes: keys, each followed by '\n', or "*")
+ * may land for `kept` seconds more: this writer's writes of those keys (of any key, for
+ * "*" or a name that is no key) wait until they cannot (store_put). A run stopped by a
+ * signal ends without waiting for them; its requeued resume replays and writes again the
+ * state or α record such a DELETE set aside, which the DELETE would then remove. */
+static void note_late_deletes(ckpt *c, const rec_lease *old, double kept) {
+    const char *p = old->late_deletes;
+    int named = 0;
+    while (*p) {
+        size_t k = strcspn(p, "\n");
+        char key[STORE_KEY_MAX + 1];
+        if (k == 0 || k > STORE_KEY_MAX) {
+            store_note_late_delete(c->st, NULL, kept);
+            named = -1;
+            break;
+        }
+        memcpy(key, p, k);
+        key[k] = '\0';
+        if (!store_key_valid(key)) { /* "*", or damage: every key */
+            store_note_late_delete(c->st, NULL, kept);
+            named = -1;
+            break;
+        }
+        store_note_late_delete(c->st, key, kept);
+        named++;
+        p += k + (p[k] == '\n');
+    }
+    if (named < 0)
+        fprintf(stderr, "tandem: writer epoch %llu gave up on DELETEs it could not name that may land for %.0f s: "
+                "this writer waits until they cannot before it writes any object it may have deleted\n",
+                (unsigned long long)old->epoch, kept);
+    else if (named > 0)
+        fprintf(stderr, "tandem: writer epoch %llu gave up on %d DELETE%s that may land for %.0f s: this writer "
+                "waits until they cannot before it writes %s again\n", (unsigned long long)old->epoch, named,
+                named == 1 ? "" : "s", kept, named == 1 ? "that object" : "those objects");
+}
+
 /* Reads the lease into *l (*present = 0 when there is none) and its version into *ver. */
 static int fetch_lease(ckpt *c, rec_lease *l, int *present, store_version *ver, tdm_err *e) {
     void *data = NULL;
@@ -335,6 +382,13 @@ static int write_lease(ckpt *c, int released, tdm_err *e) {
      * could recreate until then (a writer that was killed says nothing: ckpt_acquire) */
     double left = released ? store_unsettled_s(c->st) : 0;
     if (left > 0) l.has_settle = 1, l.settle_until = l.time + left;
+    /* and which of them were DELETEs: the next writer waits before writing those keys
+     * again (a run stopped by a signal does not wait for them itself) */
+    double dleft = released ? store_unsettled_delete_keys(c->st, l.late_deletes, sizeof l.late_deletes) : 0;
+    if (dleft > 0 && l.late_deletes[0]) {
+        l.has_late_deletes = 1;
+        if (l.time + dleft > l.settle_until) l.has_settle = 1, l.settle_until = l.time + dleft;
+    }
     /* how long a write of this writer's may land late, for whoever comes after a kill
      * (their own TANDEM_S3_TIMEOUT may be shorter) */
     double window = store_settle_window_s(c->st);
@@ -481,6 +535,7 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
                     "states they could recreate are kept until then\n",
                     (unsigned long long)old.epoch, kept);
         store_note_lost_writer(c->st, kept);
+        if (old.has_late_deletes) note_late_deletes(c, &old, kept);
     }
     /* Stamp HEAD with our epoch: HEAD's version changes, so an older writer's next
      * compare-and-swap fails even if it checked the lease just before we took it.

@@ -247,6 +247,10 @@ double ckpt_last_commit_time(const ckpt *c);
 /* Seconds the last completed commit of this writer took, snapshot to HEAD (0: none). */
 double ckpt_last_commit_seconds(const ckpt *c);
 uint64_t ckpt_last_commit_seq(const ckpt *c);
+/* 1 when the newest commit was given up for a stop (its rest, or the wait for a late
+ * DELETE of its key, would have outlasted the grace period): the state it carried is not
+ * in the store, so a run that ended its loop on it has not finished (ledger_finish). */
+int ckpt_stopped_short(ckpt *c);
 
 /* -------------------------------------------------- the alpha records and their chain */
 

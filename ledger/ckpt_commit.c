@@ -95,13 +95,29 @@ static int given_up(ckpt *c, tdm_err *e) {
 }
 
 /* outlast_late_delete's round: keeps the grace decision's estimate of the wait current,
- * and gives the wait up on a cancel or the stop check. */
+ * and gives the wait up on a cancel or the stop check — for a commit of any kind: a stop
+ * that came while the run waited on its last commit (an α record's write or the end of the
+ * run wait for it, no safe point between) held the run through the whole wait, past its
+ * grace, and the lease was never given back (the store's deadline had passed). */
 static int late_delete_round(void *ctx, double left) {
     ckpt *c = ctx;
     pthread_mutex_lock(&c->mu);
     if (ckpt_now_mono() + left > c->late_until) c->late_until = ckpt_now_mono() + left;
     pthread_mutex_unlock(&c->mu);
-    return atomic_load(&c->cancel) || ckpt_stream_should_stop(c);
+    if (atomic_load(&c->cancel)) return 1;
+    return c->stream ? ckpt_stream_should_stop(c) : ckpt_stop_outlasts(c, left);
+}
+
+/* A commit that the stop check gave up (given_up) is not a failure: the last full state
+ * stands, said on stderr; rc otherwise. */
+static int given_up_ok(ckpt *c, int rc) {
+    if (!rc || !atomic_load(&c->given_up)) return rc;
+    fprintf(stderr, "tandem: the commit of run position %llu was given up for the stop (the rest would not "
+            "finish in time); the last full state stands\n", (unsigned long long)c->snap.seq);
+    atomic_store(&c->cancel, 0);
+    atomic_store(&c->given_up, 0);
+    atomic_store(&c->stopped_short, 1);
+    return 0;
 }
 
 int ckpt_outlast_late_delete(ckpt *c, const char *key, tdm_err *e) {
@@ -400,7 +416,7 @@ void *ckpt_writer_main(void *arg) {
         if (!c->pending) break;
         pthread_mutex_unlock(&c->mu);
         tdm_err e = {0};
-        int rc = commit(c, &e);
+        int rc = given_up_ok(c, commit(c, &e));
         pthread_mutex_lock(&c->mu);
         c->result = rc;
         c->result_err = e;
@@ -497,6 +513,7 @@ int ckpt_snapshot(ckpt *c, const rec_state *rec, const ckpt_tensor_io *io, float
     pthread_mutex_lock(&c->mu);
     c->late_until = c->late_waited = 0; /* this commit's own late-DELETE wait, if any */
     pthread_mutex_unlock(&c->mu);
+    atomic_store(&c->stopped_short, 0);
     atomic_store(&c->done_bytes, 0);
     rec_state_free(&c->snap);
     c->snap = *rec;
@@ -509,16 +526,7 @@ int ckpt_snapshot(ckpt *c, const rec_state *rec, const ckpt_tensor_io *io, float
         for (int t = 0; t < CKPT_TENSORS; t++) c->dev[t] = dev[t];
         atomic_store(&c->done_bytes, 0);
         atomic_store(&c->given_up, 0);
-        rc = commit(c, e);
-        if (rc && atomic_load(&c->given_up)) {
-            /* not a failure: the stop came and the rest would not fit; nothing moved */
-            fprintf(stderr, "tandem: the streamed commit of run position %llu was given up for "
-                    "the stop (the rest would not finish in time); the last full state stands\n",
-                    (unsigned long long)c->snap.seq);
-            atomic_store(&c->cancel, 0);
-            atomic_store(&c->given_up, 0);
-            rc = 0;
-        }
+        rc = given_up_ok(c, commit(c, e)); /* given up for the stop: nothing moved */
         c->result = rc;
         if (rc) c->result_err = *e;
         return rc;
@@ -526,7 +534,7 @@ int ckpt_snapshot(ckpt *c, const rec_state *rec, const ckpt_tensor_io *io, float
     for (int t = 0; !c->stream && t < CKPT_TENSORS; t++)
         if ((rc = io->download(io->ctx, c->host[t], dev[t], c->lay->numel, e))) return rc;
     if (!async) {
-        rc = commit(c, e);
+        rc = given_up_ok(c, commit(c, e));
         c->result = rc;
         if (rc) c->result_err = *e;
         return rc;

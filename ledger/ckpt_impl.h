@@ -88,6 +88,7 @@ struct ckpt {
     void *stop_arg;
     atomic_ullong done_bytes; /* of the commit in flight */
     atomic_int given_up;      /* the stop check gave the commit in flight up */
+    atomic_int stopped_short; /* the newest commit was given up for a stop (ckpt_stopped_short) */
 };
 
 /* "params", "adam_m", "adam_v": the names of the three tensors in a manifest. */
@@ -99,6 +100,11 @@ double ckpt_now_wall(void);
 
 /* Streaming: whether the stop check gives the commit in flight up (then sets cancel). */
 int ckpt_stream_should_stop(ckpt *c);
+/* Whether a stop came and `seconds_left` more of this commit would outlast its grace (the
+ * ledger's stop check; never without a known grace): then sets cancel and given_up, so
+ * that the commit is given up — not a failure (ckpt_given_up_ok), the last full state
+ * standing. */
+int ckpt_stop_outlasts(ckpt *c, double seconds_left);
 
 /* ckpt_gen_belongs for this writer's generation and change position. */
 int ckpt_belongs(const ckpt *c, int has_gen, uint64_t gen, uint64_t seq);

@@ -50,10 +50,11 @@ static double since_stop(const ledger *l) {
     return now_mono() - (at->tv_sec + at->tv_nsec * 1e-9);
 }
 
-/* The stop check of streamed commits, which the training loop waits for: once a stop
- * signal has come, a commit whose rest would outlast the grace period (with ledger_stop's
- * headroom) is given up, so that the run still exits 75 in time instead of being killed in
- * the middle of it. Without a known grace period a stop always commits. */
+/* The stop check of a commit the run waits for (a streamed one; any one while it waits
+ * for a late DELETE of its key): once a stop signal has come, a commit whose rest would
+ * outlast the grace period (with ledger_stop's headroom) is given up, so that the run still
+ * exits 75 in time, the lease given back, instead of being killed in the middle of it.
+ * Without a known grace period a stop always commits. */
 static int stream_stop_check(void *arg, double seconds_left) {
     const ledger *l = arg;
     if (!l->stop_flag || !*l->stop_flag || l->grace <= 0) return 0;
@@ -92,7 +93,7 @@ ledger *ledger_open(store *st, const ledger_opts *o, tdm_err *e) {
         return NULL;
     }
     ckpt_set_retention(l->ck, o->keep);
-    if (o->streaming) ckpt_set_stop_check(l->ck, stream_stop_check, l);
+    ckpt_set_stop_check(l->ck, stream_stop_check, l);
     return l;
 }
 
@@ -355,6 +356,12 @@ static int seal_mixture(ledger *l, const ledger_final *f, ledger_mixture *out, t
 
 int ledger_finish(ledger *l, const ledger_final *f, ledger_mixture *out, tdm_err *e) {
     int rc = ckpt_wait(l->ck, e);
+    if (!rc && ckpt_stopped_short(l->ck)) {
+        /* the final state is not in the store: no mixture, no wait for late DELETEs (the
+         * released lease names them for the next writer); the lease goes back in time */
+        rc = ckpt_release(l->ck, e);
+        return rc ? rc : LEDGER_STOPPED_SHORT;
+    }
     if (!rc && f && f->mixture) rc = seal_mixture(l, f, out, e);
     if (!rc) store_settle_own_deletes(l->st, "tandem run"); /* before the lease goes: see store.h */
     if (!rc) rc = ckpt_release(l->ck, e);

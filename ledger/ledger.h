@@ -181,6 +181,10 @@ typedef struct ledger_mixture {
  * of the episodes into *out and writes mixture.mp (f->again: one already there that differs
  * or is missing is reported as it is rewritten); then releases the lease. */
 int ledger_finish(ledger *l, const ledger_final *f, ledger_mixture *out, tdm_err *e);
+/* What ledger_finish returns when the final commit was given up for a stop signal (it
+ * would have outlasted the grace period): the lease is released and the run is not
+ * finished — the run's exit 75, a requeue, whose resume replays from the last full state. */
+#define LEDGER_STOPPED_SHORT 75
 
 /* ------------------------------------------------------------------ a divergence */
 

@@ -286,11 +286,14 @@ static const rt_field LEASE_FIELDS[] = {
      NULL, NULL, NULL},
     {"boot_id", RT_STR, offsetof(rec_lease, boot_id), sizeof(((rec_lease *)0)->boot_id), 0, 0, RT_OPT,
      offsetof(rec_lease, has_boot_id), NULL, NULL, NULL},
+    {"late_deletes", RT_STR, offsetof(rec_lease, late_deletes), REC_LATE_DELETES_MAX, 0, 0, RT_OPT,
+     offsetof(rec_lease, has_late_deletes), NULL, NULL, NULL},
 };
 /* open: pid_ns and boot_id were added after the lease's first form (an older tandem
  * refused them as unknown, took the lease for damage and replaced it, a live writer's); a
- * field added after these is skipped by this tandem */
-static const rt_table LEASE = {"lease", sizeof(rec_lease), LEASE_FIELDS, 10, RT_NO_M, RT_SEAL_NONE, 0, NULL, NULL, NULL, 1};
+ * field added after these is skipped by this tandem (late_deletes, 2026-12-07, by the
+ * tandem of 2026-12-06 on) */
+static const rt_table LEASE = {"lease", sizeof(rec_lease), LEASE_FIELDS, 11, RT_NO_M, RT_SEAL_NONE, 0, NULL, NULL, NULL, 1};
 
 void *rec_lease_encode(const rec_lease *l, size_t *n) { return rt_encode(&LEASE, l, n); }
 int rec_lease_decode(const void *data, size_t n, const char *what, rec_lease *l, tdm_err *e) {

@@ -170,6 +170,9 @@ typedef struct rec_alpha {
     uint64_t attempt;
 } rec_alpha;
 
+/* The room for a lease's late_deletes (about 25 blob keys, more state or α keys). */
+#define REC_LATE_DELETES_MAX 2048
+
 typedef struct rec_lease {
     uint64_t epoch;
     char host[REC_NAME_MAX];
@@ -196,6 +199,13 @@ typedef struct rec_lease {
     uint64_t pid_ns;
     int has_boot_id;
     char boot_id[40];
+    /* a released lease whose writer gave up on DELETEs that may still land until
+     * settle_until (S3; a run stopped by a signal does not wait for them): their keys, each
+     * followed by '\n', or "*" where it could not name them all. The next writer waits
+     * before it writes one of those keys (store_note_late_delete): a run's replay writes
+     * again the state or α record such a DELETE set aside. Absent (has_late_deletes 0): none */
+    int has_late_deletes;
+    char late_deletes[REC_LATE_DELETES_MAX];
 } rec_lease;
 
 typedef struct rec_mixture {

@@ -43,6 +43,11 @@ static int finish(run_ctx *r, FILE *out, int again, tdm_err *e) {
                       .alpha_head = r->alpha_head, .again = again};
     ledger_mixture lm;
     int rc = ledger_finish(r->ld, &f, &lm, e);
+    _Static_assert(LEDGER_STOPPED_SHORT == RUN_EXIT_REQUEUE, "a final commit given up for a stop is a requeue");
+    if (rc == LEDGER_STOPPED_SHORT)
+        fprintf(stderr, "tandem: signal %d: the final state was not committed in time (run position %llu); the "
+                "last full state stands, with the alpha records committed so far; exiting 75 (requeue to "
+                "resume)\n", (int)run_stop_signal, (unsigned long long)r->seq);
     if (rc || r->hp.fixed) return rc;
     const rec_mixture *x = &lm.x;
     r->have_mixture = 1;

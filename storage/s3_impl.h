@@ -46,10 +46,16 @@ typedef struct s3_store {
 } s3_store;
 
 /* Records that a write of `key` (PUT, POST, DELETE: `del`) got no answer and may still
- * land, for the settle window from now; NULL: a write of any key may (another writer's,
- * store_note_lost_writer), for the window or for for_s seconds (for_s > 0), whichever of
- * the notes so far ends last. */
+ * land, for the settle window from now, or for for_s seconds (for_s > 0: a DELETE of an
+ * earlier writer's that its released lease named, store_note_late_delete); NULL: a write
+ * of any key may (another writer's, store_note_lost_writer; with `del`, a DELETE of any
+ * key too), for the window or for for_s seconds, whichever of the notes so far ends last. */
 void s3_note_unsettled(s3_store *s, const char *key, int del, double for_s);
+/* The keys of the DELETEs counted unsettled now (s3_unsettled_s with deletes_only), each
+ * followed by '\n', into out (cap bytes, always terminated); "*" where they cannot all be
+ * named (one pushed out of the ring, a key too long to keep, another writer's of any key,
+ * or more than out holds). The seconds until none can land; 0 and "" when none can. */
+double s3_unsettled_delete_keys(s3_store *s, char *out, size_t cap);
 /* Seconds until no write of `key` given up on (with deletes_only: no DELETE of it; NULL
  * key: of any key) can still land (see s3_request.c); 0: settled. */
 double s3_unsettled_s(s3_store *s, const char *key, int deletes_only);

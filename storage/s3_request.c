@@ -331,9 +331,11 @@ static double settle_s(const s3_store *s);
 
 void s3_note_unsettled(s3_store *s, const char *key, int del, double for_s) {
     pthread_mutex_lock(&s->mu);
+    /* the window counted from t: for_s from now where given (t may lie ahead) */
+    double t = mono_s() + (for_s > 0 ? for_s - settle_s(s) : 0);
     if (!key) { /* another writer's: every key, for as long as the latest note says */
-        double t = mono_s() + (for_s > 0 ? for_s - settle_s(s) : 0);
         if (t > s->lost_all_t) s->lost_all_t = t;
+        if (del && t > s->lost_del_t) s->lost_del_t = t;
         pthread_mutex_unlock(&s->mu);
         return;
     }
@@ -345,8 +347,48 @@ void s3_note_unsettled(s3_store *s, const char *key, int del, double for_s) {
     u->all = !key || strlen(key) >= sizeof u->key;
     u->del = del;
     snprintf(u->key, sizeof u->key, "%s", u->all ? "" : key);
-    u->t = mono_s(); /* the window runs from t (a write of this process's: for_s is 0) */
+    u->t = t; /* the window runs from t (a write of this process's: for_s is 0, t now) */
     pthread_mutex_unlock(&s->mu);
+}
+
+/* Whether list[0..used) (keys, each followed by '\n') names key (k bytes). */
+static int named(const char *list, size_t used, const char *key, size_t k) {
+    for (size_t at = 0; at < used;) {
+        const char *nl = memchr(list + at, '\n', used - at);
+        size_t len = nl ? (size_t)(nl - (list + at)) : used - at;
+        if (len == k && !memcmp(list + at, key, k)) return 1;
+        at += len + 1;
+    }
+    return 0;
+}
+
+double s3_unsettled_delete_keys(s3_store *s, char *out, size_t cap) {
+    if (!cap) return 0;
+    out[0] = '\0';
+    double left = s3_unsettled_s(s, NULL, 1);
+    if (left <= 0) return 0;
+    double since = mono_s() - settle_s(s); /* an entry from before this has settled */
+    size_t used = 0;
+    pthread_mutex_lock(&s->mu);
+    int all = s->lost_del_t > since;
+    size_t n = s->nunsettled < S3_UNSETTLED_MAX ? s->nunsettled : S3_UNSETTLED_MAX;
+    for (size_t i = 0; i < n && !all; i++) {
+        const struct s3_unsettled *u = &s->unsettled[i];
+        if (!u->del || u->t <= since) continue;
+        size_t k = strlen(u->key);
+        if (!u->all && named(out, used, u->key, k)) continue; /* noted twice */
+        if (u->all || used + k + 2 > cap) {
+            all = 1;
+            break;
+        }
+        memcpy(out + used, u->key, k);
+        used += k;
+        out[used++] = '\n';
+        out[used] = '\0';
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (all) snprintf(out, cap, "*");
+    return left;
 }
 
 /* How long a write given up on may still land: an answer-less attempt is retried after

@@ -841,6 +841,8 @@ static double s3_unsettled(store *st, const char *key, int deletes_only) {
 }
 
 static void s3_lost_writer(store *st, double for_s) { s3_note_unsettled(st->impl, NULL, 0, for_s); }
+static void s3_late_delete(store *st, const char *key, double for_s) { s3_note_unsettled(st->impl, key, 1, for_s); }
+static double s3_late_deletes(store *st, char *out, size_t cap) { return s3_unsettled_delete_keys(st->impl, out, cap); }
 
 static double s3_settle_window(store *st) { return s3_settle_window_s(st->impl); }
 
@@ -855,6 +857,8 @@ static const store_backend s3_backend = {
     .del = s3_del,
     .unsettled = s3_unsettled,
     .lost_writer = s3_lost_writer,
+    .late_delete = s3_late_delete,
+    .late_deletes = s3_late_deletes,
     .settle_window = s3_settle_window,
     .close = s3_close,
 };

@@ -11,7 +11,7 @@
 #include "storage/store_impl.h"
 
 int store_key_valid(const char *key) {
-    if (!key || !*key || strlen(key) > 512 || key[0] == '/') return 0;
+    if (!key || !*key || strlen(key) > STORE_KEY_MAX || key[0] == '/') return 0;
     const char *seg = key;
     for (const char *p = key;; p++) {
         if (*p == '/' || *p == '\0') {
@@ -152,6 +152,15 @@ double store_settle_window_s(store *s) { return s->b->settle_window ? s->b->sett
 
 void store_note_lost_writer(store *s, double for_s) {
     if (s->b->lost_writer) s->b->lost_writer(s, for_s);
+}
+
+double store_unsettled_delete_keys(store *s, char *out, size_t cap) {
+    if (cap) out[0] = '\0';
+    return s->b->late_deletes ? s->b->late_deletes(s, out, cap) : 0;
+}
+
+void store_note_late_delete(store *s, const char *key, double for_s) {
+    if (s->b->late_delete && for_s > 0) s->b->late_delete(s, key, for_s);
 }
 
 double store_delete_unsettled_s(store *s, const char *key) {

@@ -168,10 +168,28 @@ double store_settle_window_s(store *s);
  * so every write counts as unsettled (store_write_settled) for as long as one of this
  * process's own would, counted from this call (a writer that takes over the lease,
  * ckpt_acquire); for_s > 0, for that many seconds (what a released lease or a recent kill
- * says, ckpt_acquire and gc). DELETEs are not covered (a killed writer's retention deletes
- * blobs of old states, whose content a resumed run does not write again). No-op where
+ * says, ckpt_acquire and gc). DELETEs are not covered here (a killed writer's retention
+ * deletes blobs of old states, whose content a resumed run does not write again; a
+ * released lease names its DELETEs: store_note_late_delete). No-op where
  * writes land when they return (the file store). */
 void store_note_lost_writer(store *s, double for_s);
+
+/* The DELETEs this process gave up on that may still land: their keys, each followed by
+ * '\n', into out (cap bytes, always terminated), or "*" where they cannot all be named
+ * (more than out holds, or some unknown); the seconds until none can land. 0 and "" when
+ * none can (and always on the file store). A writer that releases its lease names them in
+ * it (rec_lease's late_deletes), so that the next writer waits before writing one of
+ * those keys again: a run stopped by a signal does not wait for them itself. */
+double store_unsettled_delete_keys(store *s, char *out, size_t cap);
+
+/* Says that another process gave up on a DELETE of `key` (NULL: of some keys it could not
+ * name) that may still land for for_s seconds: a write of that key (of any key, for NULL)
+ * waits until it cannot (store_put), as for this process's own (ckpt_acquire, from the
+ * lease the previous writer released). No-op on the file store. */
+void store_note_late_delete(store *s, const char *key, double for_s);
+
+/* The longest key, in bytes. */
+#define STORE_KEY_MAX 512
 
 /* 1 if `key` is a well-formed key (see above), else 0. */
 int store_key_valid(const char *key);

@@ -29,6 +29,12 @@ typedef struct store_backend {
     /* optional, with `unsettled`: another process's writes may still land, for the
      * backend's window (for_s <= 0) or for_s seconds (store_note_lost_writer) */
     void (*lost_writer)(store *s, double for_s);
+    /* optional, with `unsettled`: a DELETE of key (NULL: of any key) another process gave
+     * up on may land for for_s seconds (store_note_late_delete) */
+    void (*late_delete)(store *s, const char *key, double for_s);
+    /* optional, with `unsettled`: the keys of this process's DELETEs that may still land
+     * (store_unsettled_delete_keys) */
+    double (*late_deletes)(store *s, char *out, size_t cap);
     /* optional, with `unsettled`: how long a write given up on may land after it was sent */
     double (*settle_window)(store *s);
     void (*close)(store *s);

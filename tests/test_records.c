@@ -209,6 +209,21 @@ static void test_lease_namespace_round_trip(void) {
     CHECK(rec_lease_decode(more, n + 13, "lease", &back, &e) != 0 && strstr(e.msg, "twice"),
           "a lease with pid twice was read: %s", e.msg);
     free(buf);
+    /* the DELETEs a stopped writer gave up on (late_deletes): read back as written, absent
+     * when none (a lease without them encodes as before) */
+    l.has_settle = 1, l.settle_until = 100;
+    l.has_late_deletes = 1;
+    snprintf(l.late_deletes, sizeof l.late_deletes, "states/60.mp\nalpha/12.mp\n");
+    buf = rec_lease_encode(&l, &n);
+    CHECK(rec_lease_decode(buf, n, "lease", &back, &e) == 0 && back.has_late_deletes &&
+              !strcmp(back.late_deletes, "states/60.mp\nalpha/12.mp\n") && back.settle_until == 100,
+          "lease with late DELETEs: %s", e.msg);
+    free(buf);
+    l.has_late_deletes = 0;
+    buf = rec_lease_encode(&l, &n);
+    CHECK(rec_lease_decode(buf, n, "lease", &back, &e) == 0 && !back.has_late_deletes && !back.late_deletes[0],
+          "lease without late DELETEs: %s", e.msg);
+    free(buf);
 }
 
 static void test_strict_rejections(void) {

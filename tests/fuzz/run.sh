@@ -10,11 +10,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${FUZZ_SECONDS:-60}
-out=build/fuzz
+out=${FUZZ_OUT:-build/fuzz} # tests/run.sh: build/fuzz-smoke, 2 s a target (every target builds, its seeds pass)
 mkdir -p "$out"
 cflags="-std=c11 -g -O1 -D_GNU_SOURCE -I. $(pkg-config --cflags msgpack libcrypto)"
 libs="$(pkg-config --libs msgpack libcrypto) -lm"
-srcs="ledger/records.c ledger/rectab.c ledger/codec.c ledger/keys.c storage/sha256.c util/hex.c util/err.c"
+srcs="ledger/records.c ledger/rectab.c ledger/codec.c ledger/keys.c storage/sha256.c util/testhook.c util/hex.c util/err.c"
 gcc $cflags tests/fuzz/make_seeds.c $srcs $libs -o "$out/make_seeds"
 "$out/make_seeds" "$out/seeds"
 types="head run state alpha lease change mixture sweep"
@@ -29,7 +29,7 @@ clang $cflags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefine
 # configs and presets; the presets are embedded by make (build/gen/presets.c)
 clang $cflags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   tests/fuzz/fuzz_config.c $(ls config/*.c | grep -v run_config.c) build/gen/presets.c \
-  data/dataset.c data/shard.c util/ydoc.c util/err.c util/fileio.c util/args.c util/buf.c util/secretname.c \
+  data/dataset.c data/shard.c util/ydoc.c util/err.c util/fileio.c util/args.c util/buf.c util/secretname.c util/outfile.c \
   -lyaml -lm -o "$out/fuzz_config"
 mkdir -p "$out/seeds/config"
 for f in configs/*.yaml configs/presets/*.yaml; do cp "$f" "$out/seeds/config/${f//\//_}"; done
@@ -39,7 +39,7 @@ for f in configs/*.yaml configs/presets/*.yaml; do cp "$f" "$out/seeds/config/${
 json="util/json_tree.c util/json_read.c util/json.c"
 declare -A load_srcs=(
   [tokenizer]="data/tok_load.c data/tokenizer.c data/bpe.c data/pretok.c data/nfc.c data/unicode_tables.c
-               data/utf8.c data/bytelevel.c storage/sha256.c util/hex.c $json"
+               data/utf8.c data/bytelevel.c storage/sha256.c util/testhook.c util/hex.c $json"
   [safetensors]="model/safetensors.c $json"
   [shard]="data/shard.c"
   [dataset]="data/dataset.c data/shard.c util/ydoc.c"
@@ -47,7 +47,7 @@ declare -A load_srcs=(
 for t in tokenizer safetensors shard dataset jsonl; do
   # shellcheck disable=SC2086
   clang $cflags -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -DFUZZ_LOAD_$t tests/fuzz/fuzz_loaders.c ${load_srcs[$t]} util/err.c util/fileio.c util/buf.c \
+    -DFUZZ_LOAD_$t tests/fuzz/fuzz_loaders.c ${load_srcs[$t]} util/err.c util/fileio.c util/buf.c util/outfile.c \
     $(pkg-config --libs libcrypto jansson) -lyaml -lm -o "$out/fuzz_$t"
 done
 # what the S3 client reads out of an endpoint's answer (XML values, redaction of server
@@ -62,15 +62,18 @@ printf '\024AKIDSECRET0123456789<?xml version="1.0"?><ListBucketResult><Contents
   >"$out/seeds/s3answer/listing"
 types="$types parquet config tokenizer safetensors shard dataset jsonl s3answer"
 printf '%-8s %12s %8s %8s %s\n' record execs cov features result
-fail=0
+fail=0; ok=0
 for t in $types; do
   mkdir -p "$out/corpus/$t"
   log="$out/fuzz_$t.log"
   if "$out/fuzz_$t" -max_total_time="$secs" -print_final_stats=1 -artifact_prefix="$out/crash_$t-" \
-      "$out/corpus/$t" "$out/seeds/$t" >"$log" 2>&1; then res=ok; else res=FAILED; fail=1; fi
+      "$out/corpus/$t" "$out/seeds/$t" >"$log" 2>&1; then res=ok; ok=$((ok + 1)); else res=FAILED; fail=$((fail + 1)); fi
   execs=$(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}')
   cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | awk '{print $2}')
   ft=$(grep -oE 'ft: [0-9]+' "$log" | tail -1 | awk '{print $2}')
   printf '%-8s %12s %8s %8s %s\n' "$t" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$res"
 done
-[ "$fail" -eq 0 ] || { echo "a fuzz target failed: see $out/fuzz_*.log and $out/crash_*"; exit 1; }
+[ "$fail" -eq 0 ] || { echo "a fuzz target failed: see $out/fuzz_*.log and $out/crash_*"; for t in $types; do
+  grep -q -E 'ERROR|SUMMARY|deadly' "$out/fuzz_$t.log" 2>/dev/null && { echo "-- $t"; tail -n 30 "$out/fuzz_$t.log"; }; done; }
+echo "fuzz: $ok passed, $fail failed"
+[ "$fail" -eq 0 ]
