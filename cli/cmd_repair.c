@@ -31,6 +31,7 @@
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "config/run_config.h"
+#include "ledger/audit.h"
 #include "ledger/repair.h"
 #include "storage/store.h"
 
@@ -47,6 +48,21 @@ static const cli_spec SPEC = {"repair", "STORE", 1, 1, "a STORE is required (see
                               "quarantine/<epoch>/. Without --apply only the plan is printed.",
                               OPTS, NULL};
 
+/* A store with no state whose config was changed (audit_stranded): 1 and why. */
+static int stranded(store *st, char *why, size_t cap) {
+    if (!st) return 0;
+    uint64_t *seqs = NULL;
+    size_t ns = 0;
+    tdm_err se;
+    int none = audit_state_seqs(st, &seqs, &ns, &se) == 0 && ns == 0;
+    free(seqs);
+    ckpt_gens g;
+    memset(&g, 0, sizeof g);
+    int r = none && audit_generation(st, &g, &se) == 0 && audit_stranded(st, &g, why, cap);
+    ckpt_gens_free(&g);
+    return r;
+}
+
 static int run_repair(const cli_args *a) {
     const char *url = a->arg[0];
     int apply = cli_given(a, "--apply") > 0, rc = 0;
@@ -59,7 +75,12 @@ static int run_repair(const cli_args *a) {
     if (!rc) rc = ledger_repair_plan_make(st, url, &p, &e);
     /* the plan */
     if (!rc) {
-        if (p.n == 0 && !p.move_head) {
+        char why[1200];
+        if (p.n == 0 && !p.move_head && stranded(st, why, sizeof why)) {
+            /* nothing repair can set aside or move, and a run cannot go on: not "whole" */
+            rc = err_set(&e, ERR_STORE, "%s has %s; repair has nothing to rebuild from (no state is left)", url,
+                         why);
+        } else if (p.n == 0 && !p.move_head) {
             printf("%s: nothing to repair (the states a run would use and the α chain they vouch "
                    "for are whole)\n", url);
         } else {

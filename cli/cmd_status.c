@@ -176,6 +176,17 @@ static void human_seconds(double s, char *out, size_t cap) {
     else snprintf(out, cap, "%.0f s", s);
 }
 
+
+/* A store with no state left whose config was changed: a run cannot start again
+ * (audit_stranded's text in why). 0 also when configs/ cannot be read (run says why). */
+static int stranded(store *st, char *why, size_t cap) {
+    ckpt_gens g;
+    tdm_err ge;
+    int r = audit_generation(st, &g, &ge) == 0 && audit_stranded(st, &g, why, cap);
+    ckpt_gens_free(&g);
+    return r;
+}
+
 /* The size line: full states kept and the bytes of one (3 tensors × the model's floats,
  * from HEAD's manifest), the unique chunks they all reference (what the states cost in
  * the store: unchanged chunks are shared) and the orphan blobs, if any; with j (--json)
@@ -381,6 +392,11 @@ static int status(const char *url, FILE *j, tdm_err *out) {
             fprintf(j, ",\"position\":null,\"commit\":null,\"commits\":null,\"commits_per_hour\":null,"
                        "\"at_risk_steps\":%llu,\"alpha_reach_seq\":%llu,\"alpha\":null,\"finished\":false,"
                        "\"speed\":null,\"size\":null", (unsigned long long)reach, (unsigned long long)ahead);
+            char why[1200];
+            if (stranded(st, why, sizeof why)) {
+                fprintf(j, ",\"stranded\":");
+                json_str(j, why);
+            }
         }
         fprintf(j, ",\"alpha_records\":%zu,\"alpha_chain_ok\":%s", c.n, c.ok ? "true" : "false");
         if (!rc) rc = print_diverged(st, j, &e);
@@ -441,7 +457,10 @@ static int status(const char *url, FILE *j, tdm_err *out) {
             uint64_t ahead = c.n ? c.rec[c.n - 1].seq : 0;
             int by_rows = !c.n && sp.reached_seq > ahead;
             if (by_rows) ahead = sp.reached_seq;
-            if (ahead)
+            char why[1200];
+            if (stranded(st, why, sizeof why))
+                printf("STRANDED  %s has %s\n", url, why);
+            else if (ahead)
                 printf("at risk   %llu steps: a resume starts from the beginning (%s reach run position %llu)\n",
                        (unsigned long long)ahead, by_rows ? "metrics rows" : "alpha records",
                        (unsigned long long)ahead);

@@ -467,6 +467,39 @@ static void value_shown(const char *v, char *out, size_t cap) {
     snprintf(out, cap, "%.*s...%s", (int)part, v, v + n - part);
 }
 
+/* The options that resume with the pinned values of the keys that differ: "--set K=V" for
+ * each (a value of other characters than [A-Za-z0-9._:+,-] in single quotes; path keys
+ * and values too long to read left out: sets empty then), into sets; the keys, comma-
+ * separated, into keyl (for --allow-change; empty when they do not fit). */
+static void pinned_as_sets(const char *const *keys, size_t nk, config_kv *pinned, size_t npinned, char *sets,
+                           size_t cap, char *keyl, size_t kcap) {
+    size_t used = 0, kused = 0;
+    sets[0] = keyl[0] = '\0';
+    int ok = 1;
+    for (size_t i = 0; i < nk && ok; i++) {
+        const config_kv *a = find_kv(pinned, npinned, keys[i]);
+        if (!a || config_key_path(keys[i]) || strlen(a->value) > 100 || strchr(a->value, '\'')) {
+            ok = 0;
+            break;
+        }
+        int plain = a->value[0] && strspn(a->value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:+,-") ==
+                                    strlen(a->value);
+        int w = snprintf(sets + used, cap - used, plain ? "%s--set %s=%s" : "%s--set '%s=%s'", used ? " " : "",
+                         keys[i], a->value);
+        if (w < 0 || (size_t)w >= cap - used) ok = 0;
+        else used += (size_t)w;
+    }
+    if (!ok) sets[0] = '\0';
+    for (size_t i = 0; i < nk; i++) {
+        int w = snprintf(keyl + kused, kcap - kused, "%s%s", kused ? "," : "", keys[i]);
+        if (w < 0 || (size_t)w >= kcap - kused) {
+            keyl[0] = '\0';
+            break;
+        }
+        kused += (size_t)w;
+    }
+}
+
 /* The seed the run's states were made with: HEAD's state, else the newest state that
  * decodes. 0 with *seed and the state's key in which; -1 when no state can be read. */
 static int states_seed(store *st, uint64_t *seed, char *which, size_t cap) {
@@ -643,11 +676,15 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
                      "--store file://./runs/NAME), or resume that run with its pinned values",
                      store_url(st), list);
     } else if (refused) {
+        char sets[1024], keyl[1024];
+        pinned_as_sets(keys, nk, pinned, npinned, sets, sizeof sets, keyl, sizeof keyl);
         rc = err_set(e, ERR_USAGE,
                      "the run in %s was created with another configuration; these keys differ:\n%s\n"
-                     "  Resume with the pinned values, or pass --allow-change KEY[,KEY...] to change "
-                     "them (the change is recorded in the store)",
-                     store_url(st), list);
+                     "  Resume with the pinned values%s%s%s (a default that changed since the run began "
+                     "keeps its pinned value so), or pass --allow-change %s to change them (the change is "
+                     "recorded in the store)",
+                     store_url(st), list, sets[0] ? ": add " : "", sets, sets[0] ? " to the command" : "",
+                     keyl[0] ? keyl : "KEY[,KEY...]");
     } else {
         /* owned copies: written by run_config_record_change once the lease is held */
         rec_change *ch = &out->pending;

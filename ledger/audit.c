@@ -36,6 +36,35 @@ static int list_indices(store *st, const char *prefix, uint64_t **out, size_t *n
     return 0;
 }
 
+int audit_stranded(store *st, const ckpt_gens *g, char *why, size_t cap) {
+    uint64_t at = ckpt_gens_newest(g);
+    if (at == 0) return 0;
+    size_t aside = 0;
+    char last[STORE_KEY_MAX + 1] = "";
+    store_list l;
+    tdm_err le;
+    if (store_list_prefix(st, LEDGER_QUARANTINE, &l, &le) == 0) {
+        for (size_t i = 0; i < l.n; i++) {
+            const char *s = strstr(l.keys[i], "/" LEDGER_STATES);
+            if (!s || strchr(s + 1 + strlen(LEDGER_STATES), '/')) continue;
+            aside++;
+            snprintf(last, sizeof last, "%s", l.keys[i]);
+        }
+        store_list_free(&l);
+    }
+    char more[STORE_KEY_MAX + 300] = "";
+    if (aside)
+        snprintf(more, sizeof more, "; quarantine/ holds %zu set-aside state manifest%s (%s%s): one that "
+                 "verifies, moved back to states/ with its name, is resumed from", aside, aside == 1 ? "" : "s",
+                 aside == 1 ? "" : "e.g. ", last);
+    snprintf(why, cap, "neither HEAD nor any state, but its config was changed at run position %llu (configs/ "
+             "records %llu changes): the run cannot be started again from its seed, which would compute all of "
+             "it under today's config. Restore states/ and HEAD from a copy of the store (then check with "
+             "tandem verify), or start the run anew in another store%s", (unsigned long long)at,
+             (unsigned long long)g->n, more);
+    return 1;
+}
+
 int audit_generation(store *st, ckpt_gens *g, tdm_err *e) {
     memset(g, 0, sizeof *g);
     for (uint64_t k = 0;; k++) {

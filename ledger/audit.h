@@ -62,6 +62,14 @@ int audit_metrics_gaps(store *st, audit_gap *gaps, size_t cap, size_t *n, tdm_er
  * freed with ckpt_gens_free (also after an error). */
 int audit_generation(store *st, ckpt_gens *g, tdm_err *e);
 
+/* Whether a store with neither HEAD nor any state is stranded: its config was changed past
+ * the start (g: audit_generation's), so a run cannot start again from its seed (it would
+ * compute all of it under today's config). Then 1, and `why` (cap bytes) says so and what
+ * to do — naming the state manifests set aside under quarantine/ (an older tandem's
+ * repair sets aside the states it cannot read), which moved back to states/ are resumed
+ * from. 0 when not stranded. One text for run, verify and status. */
+int audit_stranded(store *st, const ckpt_gens *g, char *why, size_t cap);
+
 /* α* of a verified chain (chain->ok, n > 0): the mean of α_{t+1} over its last
  * ceil(fraction · n) records (at least one), as the paper reports the learned mixture;
  * x->M, x->alpha, x->first and x->last are set (names are the caller's). */

@@ -28,9 +28,13 @@ struct ckpt {
     store_version lease_ver, head_ver;
     char host_name[REC_NAME_MAX];
     uint64_t attempt;
-    /* chunks of the last committed or loaded state: known to be stored intact */
+    /* chunks of the last committed or loaded state: known to be stored intact, as far as
+     * this writer knows; known_ok[i] == known_gen once this commit saw chunk i still there
+     * (another process may have deleted it since: ckpt_set_known, put_blob) */
     sha256_digest *known;
     size_t nknown;
+    atomic_uint *known_ok;
+    unsigned known_gen;
     /* the writer thread and its one-slot queue */
     pthread_t thread;
     int thread_started;
@@ -100,6 +104,10 @@ double ckpt_now_wall(void);
 
 /* Streaming: whether the stop check gives the commit in flight up (then sets cancel). */
 int ckpt_stream_should_stop(ckpt *c);
+/* The chunks of the state just committed or loaded (chunks: n digests, taken over, freed
+ * here later), whose blobs a commit need not store again — once it has seen each still
+ * there (put_blob). */
+void ckpt_set_known(ckpt *c, sha256_digest *chunks, size_t n);
 /* Whether a stop came and `seconds_left` more of this commit would outlast its grace (the
  * ledger's stop check; never without a known grace): then sets cancel and given_up, so
  * that the commit is given up — not a failure (ckpt_given_up_ok), the last full state

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ledger/audit.h"
 #include "ledger/ckpt_impl.h"
 #include "ledger/keys.h"
 #include "ledger/retain.h"
@@ -422,14 +423,12 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
          * that its replays compare byte for byte with what it wrote then */
         c->legacy = !rec->has_gen;
         /* every chunk of this state is now known to be stored intact */
-        free(c->known);
-        c->nknown = 0;
-        size_t total = 0; /* the state's own chunking, which may differ from this writer's */
+        size_t total = 0, n = 0; /* the state's own chunking, which may differ from this writer's */
         for (int t = 0; t < CKPT_TENSORS; t++) total += rec->tensors[t].nchunks;
-        c->known = calloc(total ? total : 1, sizeof *c->known);
-        for (int t = 0; c->known && t < CKPT_TENSORS; t++)
-            for (size_t k = 0; k < rec->tensors[t].nchunks; k++)
-                c->known[c->nknown++] = rec->tensors[t].chunks[k];
+        sha256_digest *chunks = calloc(total ? total : 1, sizeof *chunks);
+        for (int t = 0; chunks && t < CKPT_TENSORS; t++)
+            for (size_t k = 0; k < rec->tensors[t].nchunks; k++) chunks[n++] = rec->tensors[t].chunks[k];
+        ckpt_set_known(c, chunks, n);
         if ((i > 0 || (have_head && head.seq != seqs[i])) && c->reader_verb)
             fprintf(stderr, "tandem: the state to %s is %s (run position %llu), the newest that verifies%s%s\n",
                     c->reader_verb, key, (unsigned long long)seqs[i], have_head ? "; HEAD names " : "",
@@ -497,14 +496,8 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
     /* Neither HEAD nor a state, yet a config change that took effect past the start: the
      * run computed something (under the config before the change) that is gone. Starting
      * from the seed would compute it all under today's config, and pass it off as the run. */
-    if (ckpt_gens_newest(&c->gens) > 0)
-        return err_set(e, ERR_STORE,
-                       "%s has neither HEAD nor any state, but its config was changed at run position "
-                       "%llu (configs/ records %llu changes): the run cannot be started again from its "
-                       "seed, which would compute all of it under today's config. Restore states/ and "
-                       "HEAD from a copy of the store (then check with tandem verify), or start the run "
-                       "anew in another store",
-                       url, (unsigned long long)ckpt_gens_newest(&c->gens), (unsigned long long)c->gens.n);
+    char why[1200];
+    if (audit_stranded(c->st, &c->gens, why, sizeof why)) return err_set(e, ERR_STORE, "%s has %s", url, why);
     return 0;
 }
 

@@ -433,6 +433,10 @@ static int verify_once(store *st, const char *url, const ledger_pin *pin, ledger
             rec_state_free(&hs);
         } else if (ns) {
             add_line(r, VERIFY_FAULT, 0, "%s: HEAD is missing although states exist", url);
+        } else {
+            /* no state at all: a fault where a run cannot start again (run says the same) */
+            char why[1200];
+            if (audit_stranded(st, &v.gens, why, sizeof why)) add_line(r, VERIFY_FAULT, 0, "%s has %s", url, why);
         }
     }
     for (size_t i = 0; !rc && i < ns; i++) rc = check_state(&v, seqs[i], e);

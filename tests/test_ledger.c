@@ -1553,6 +1553,117 @@ static void test_frozen_writer_takes_its_manifest_back(void) {
     fixture_close(&f);
 }
 
+/* A run whose config was changed (optim.lr, allowed) lost every state and HEAD — here set
+ * aside under quarantine/1/states/ by hand, as an older tandem's repair did with states it
+ * could not read (a hunt across versions). A run cannot start again from its seed (exit
+ * 3), but verify said "0 faults", status "a resume starts from the beginning" and repair
+ * "nothing to repair". Now all three say the store is stranded and name the set-aside
+ * manifests; moved back, the run resumes to the same hash. */
+static void test_stranded_store_is_said_by_every_command(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-stranded", 2) == 0, "fixture");
+    int rk = run_to_end(&f, "TANDEM_TEST_KILL_AT=head:3");
+    CHECK(rk == 128 + SIGKILL, "the first run: exit %d", rk);
+    const char *const change[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
+    int rb = life_args(&f, NULL, change);
+    static char log[16384], out[16384], h1[1024], h2[1024];
+    read_all(f.log, log, sizeof log);
+    CHECK(rb == 0 && hash_of(&f, h1, sizeof h1) == 0, "the changed run: exit %d: %s", rb, log);
+    /* every state set aside, HEAD gone */
+    char from[1400], to[1400], qdir[900], newest[300] = "";
+    snprintf(qdir, sizeof qdir, "%s/quarantine/1/states", f.store);
+    char q1[900];
+    snprintf(q1, sizeof q1, "%s/quarantine", f.store);
+    mkdir(q1, 0755);
+    snprintf(q1, sizeof q1, "%s/quarantine/1", f.store);
+    mkdir(q1, 0755);
+    CHECK(mkdir(qdir, 0755) == 0, "mkdir %s", qdir);
+    char sdir[800];
+    snprintf(sdir, sizeof sdir, "%s/states", f.store);
+    DIR *d = opendir(sdir);
+    unsigned long top = 0;
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (de->d_name[0] == '.') continue;
+        snprintf(from, sizeof from, "%s/%s", sdir, de->d_name);
+        snprintf(to, sizeof to, "%s/%s", qdir, de->d_name);
+        CHECK(rename(from, to) == 0, "moving %s aside", from);
+        unsigned long q = strtoul(de->d_name, NULL, 10);
+        if (q >= top) top = q, snprintf(newest, sizeof newest, "%s", de->d_name);
+    }
+    if (d) closedir(d);
+    snprintf(from, sizeof from, "%s/HEAD", f.store);
+    CHECK(newest[0] && unlink(from) == 0, "no state to set aside, or no HEAD");
+    const char *const same[] = {"--set", "optim.lr=1e-3", NULL}; /* the config as changed */
+    int rr = life_args(&f, NULL, same);
+    read_all(f.log, log, sizeof log);
+    CHECK(rr == 3 && strstr(log, "quarantine/ holds"), "the run: exit %d: %s", rr, log);
+    int rv = tandem_on_store(&f, "verify", "", out, sizeof out);
+    CHECK(rv == 3 && strstr(out, "cannot be started again from its seed") && strstr(out, "quarantine/ holds"),
+          "verify: exit %d: %s", rv, out);
+    int rs = tandem_on_store(&f, "status", "", out, sizeof out);
+    CHECK(rs == 0 && strstr(out, "STRANDED") && !strstr(out, "starts from the beginning"), "status: exit %d: %s",
+          rs, out);
+    int rj = tandem_on_store(&f, "status", "--json", out, sizeof out);
+    CHECK(rj == 0 && strstr(out, "\"stranded\":\""), "status --json: exit %d: %s", rj, out);
+    int rp = tandem_on_store(&f, "repair", "", out, sizeof out);
+    CHECK(rp == 3 && strstr(out, "cannot be started again") && !strstr(out, "nothing to repair"),
+          "repair: exit %d: %s", rp, out);
+    /* the newest set-aside manifest moved back: the run resumes from it */
+    snprintf(from, sizeof from, "%s/%s", qdir, newest);
+    snprintf(to, sizeof to, "%s/%s", sdir, newest);
+    CHECK(rename(from, to) == 0, "moving %s back", newest);
+    int ra = life_args(&f, NULL, same);
+    read_all(f.log, log, sizeof log);
+    CHECK(ra == 0 && hash_of(&f, h2, sizeof h2) == 0 && !strcmp(h1, h2), "after moving %s back: exit %d: %s",
+          newest, ra, log);
+    fixture_close(&f);
+}
+
+/* A chunk that never changes (position rows past train.seq, no weight decay, 4 KiB
+ * chunks) is shared by every state; its blob, stored by the first commit, was deleted by
+ * another process while the writer was frozen before that commit's manifest (here by
+ * hand; in a hunt across versions an older tandem's gc, which could not read this
+ * writer's lease and took it for none). The writer trusted its list of stored chunks and
+ * never stored the blob again: the run finished (exit 0) with no state that loads (verify
+ * 9 faults). A commit now looks once for each chunk it shares with the last state and
+ * stores one that is gone again: with keep 1, the finished store verifies. */
+static void test_commit_stores_a_deleted_shared_chunk_again(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-gone-chunk", 2) == 0, "fixture");
+    char text[2048];
+    snprintf(text, sizeof text,
+             "run: {episodes: 8, seed: 3, threads: 1}\n"
+             "data: {dataset: %s/dataset.yaml}\n"
+             "model: {layers: 1, channels: 32, heads: 2, ctx: 64}\n"
+             "train: {batch: 6, seq: 32}\n"
+             "tandem: {K: 2, E: 3}\n"
+             "optim: {lr: 3e-3, weight_decay: 0}\n"
+             "checkpoint: {every_episodes: 2, chunk_kib: 4, keep: 1}\n",
+             g_corpus);
+    CHECK(write_file(f.config, text) == 0, "config");
+    pid_t a = freeze_at(&f, "manifest-put:1", NULL);
+    CHECK(a > 0, "the writer never stopped at manifest-put:1");
+    char blobs[800];
+    snprintf(blobs, sizeof blobs, "%s/blobs", f.store);
+    int gone = 0;
+    DIR *d = opendir(blobs);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (de->d_name[0] == '.') continue;
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", blobs, de->d_name);
+        gone += unlink(path) == 0;
+    }
+    if (d) closedir(d);
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    char la[16384], out[8192];
+    read_all(f.log, la, sizeof la);
+    CHECK(gone > 0 && ra == 0, "%d blobs deleted; the writer exited %d: %s", gone, ra, la);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s\nthe run: %s", out, la);
+    CHECK(strstr(la, "is gone from the store") != NULL, "the run did not say it stored a chunk again: %s", la);
+    fixture_close(&f);
+}
+
 /* Writer A frozen after its lease check, just before it moves HEAD; writer B takes the
  * lease, reads HEAD and is frozen before it stamps its epoch there; A let go moves HEAD
  * (its check came before B's lease), so B's compare-and-swap fails. B took that as
@@ -2604,6 +2715,8 @@ int main(void) {
     RUN(test_repair_sets_aside_unloadable_states);
     RUN(test_frozen_writer_never_replaces);
     RUN(test_frozen_writer_takes_its_manifest_back);
+    RUN(test_commit_stores_a_deleted_shared_chunk_again);
+    RUN(test_stranded_store_is_said_by_every_command);
     RUN(test_takeover_outlasts_the_last_commit_of_the_old_writer);
     RUN(test_a_stale_stamp_never_fences_the_lease_holder);
     RUN(test_takeover_outlasts_the_first_commit_of_the_old_writer);

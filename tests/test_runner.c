@@ -732,7 +732,13 @@ static void test_pinned_config(void) {
     char log[8192];
     read_all(f.log, log, sizeof log);
     CHECK(rc == 2, "changed key accepted (exit %d)", rc);
-    CHECK(strstr(log, "tandem.K") && strstr(log, "--allow-change"), "message: %s", log);
+    CHECK(strstr(log, "tandem.K") && strstr(log, "--allow-change tandem.K "), "message: %s", log);
+    /* the options that resume as pinned are named (a hunt across versions: a default that
+     * changed since the run began was refused with no word of --set), and they resume */
+    CHECK(strstr(log, "add --set tandem.K=2 to the command"), "the pinned value is not offered: %s", log);
+    rc = wait_exit(start_run(&f, "TANDEM_TEST_SIGNAL_AT=free:1", "--set", "tandem.K=2"));
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 75, "resumed with the offered --set (stopped again at once): exit %d: %s", rc, log);
     rc = wait_exit(start_run(&f, NULL, "--set", "tandem.bogus=1"));
     read_all(f.log, log, sizeof log);
     CHECK(rc == 2 && strstr(log, "tandem.bogus"), "unknown key: exit %d: %s", rc, log);
