@@ -184,6 +184,11 @@ double ckpt_last_commit_seconds(const ckpt *c) {
 
 int ckpt_stopped_short(ckpt *c) { return atomic_load(&c->stopped_short); }
 
+void ckpt_set_seed(ckpt *c, uint64_t seed) {
+    c->has_seed = 1;
+    c->seed = seed;
+}
+
 uint64_t ckpt_last_commit_seq(const ckpt *c) {
     pthread_mutex_lock((pthread_mutex_t *)&c->mu);
     uint64_t s = c->last_seq;
@@ -416,7 +421,12 @@ int ckpt_check_lease(ckpt *c, tdm_err *e) {
     store_version ver;
     int rc = fetch_lease(c, &l, &present, &ver, e);
     if (rc) return rc;
-    if (!present || l.epoch != c->epoch) {
+    /* our epoch with another writer's pid or host: an older tandem that could not read
+     * this writer's lease replaced it, going on from HEAD's epoch — with no HEAD yet, 1 —
+     * and a writer after it took this writer's epoch again (a hunt across versions: both
+     * wrote, verify found a manifest no HEAD names). The epoch alone no longer vouches. */
+    int ours = present && l.epoch == c->epoch && l.pid == (uint64_t)getpid() && !strcmp(l.host, c->host_name);
+    if (!ours) {
         c->fenced = 1;
         return err_set(e, ERR_STORE,
                        "%s: fenced out: the lease now belongs to writer epoch %llu (host %s, pid "

@@ -251,6 +251,11 @@ uint64_t ckpt_last_commit_seq(const ckpt *c);
  * DELETE of its key, would have outlasted the grace period): the state it carried is not
  * in the store, so a run that ended its loop on it has not finished (ledger_finish). */
 int ckpt_stopped_short(ckpt *c);
+/* The run's pinned run.seed, for ckpt_load: a state made with another seed is another
+ * run's (copied or synced in from another run's store) and is passed over, replaced when
+ * the replay reaches its position; where no state has the pinned seed, RUN is the odd one
+ * out and the load says so instead (nothing set aside). */
+void ckpt_set_seed(ckpt *c, uint64_t seed);
 
 /* -------------------------------------------------- the alpha records and their chain */
 

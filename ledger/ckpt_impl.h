@@ -35,6 +35,10 @@ struct ckpt {
     size_t nknown;
     atomic_uint *known_ok;
     unsigned known_gen;
+    /* the run's pinned run.seed (has_seed: a writer's; readers do not know it): a state
+     * made with another is another run's (ckpt_load passes over it) */
+    int has_seed;
+    uint64_t seed;
     /* the writer thread and its one-slot queue */
     pthread_t thread;
     int thread_started;

@@ -274,6 +274,8 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         free(seqs);
         return err_set(e, ERR_INTERNAL, "out of memory");
     }
+    size_t foreign = 0, own_seed = 0; /* states made with another seed than the pinned one, and with it */
+    uint64_t foreign_seed = 0;
     for (size_t i = 0; i < ns; i++) {
         char key[64];
         ledger_state_key(key, sizeof key, seqs[i]);
@@ -394,6 +396,20 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
             c->rejected[c->nrejected++] = seqs[i];
             continue;
         }
+        if (c->has_seed && rec->seed != c->seed) {
+            /* another run's state (copied or synced in from another run's store): passed
+             * over, and replaced (a copy kept aside) when the replay reaches its position;
+             * a run that exited 3 on it ("made with seed 2, not 1") named no object and no
+             * way on, and repair had nothing to do (a hunt moving stores) */
+            fprintf(stderr, "tandem: %s/%s was made with run.seed %llu, not this run's %llu: another run's state "
+                    "(copied in from another run's store?); passed over\n", url, key,
+                    (unsigned long long)rec->seed, (unsigned long long)c->seed);
+            foreign++, foreign_seed = rec->seed;
+            rec_state_free(rec);
+            c->rejected[c->nrejected++] = seqs[i];
+            continue;
+        }
+        if (c->has_seed) own_seed++;
         int trc = 0;
         if (rec->has_gen && !matches_layout(c, rec, why, sizeof why)) {
             /* a sealed state is intact (its own digest holds): a model other than the one
@@ -456,6 +472,14 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         return 0;
     }
     free(seqs);
+    /* every state that could be read made with another seed than RUN pins: RUN is the odd
+     * one out (another run's, or damaged), not the states — nothing set aside (verify says
+     * the same) */
+    if (foreign && !own_seed)
+        return err_set(e, ERR_STORE, "%s/RUN pins run.seed = %llu, but the run's states were made with seed %llu: "
+                       "RUN is not this run's pinned config (another run's RUN, or a damaged one); restore it from a "
+                       "copy of the store (nothing was changed)", url, (unsigned long long)c->seed,
+                       (unsigned long long)foreign_seed);
     /* HEAD there (or damaged) but no state listed: every state was deleted */
     int lost = ns == 0 && !head_missing;
     tdm_err re;

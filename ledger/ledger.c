@@ -93,6 +93,7 @@ ledger *ledger_open(store *st, const ledger_opts *o, tdm_err *e) {
         return NULL;
     }
     ckpt_set_retention(l->ck, o->keep);
+    ckpt_set_seed(l->ck, o->seed);
     ckpt_set_stop_check(l->ck, stream_stop_check, l);
     return l;
 }

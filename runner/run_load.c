@@ -282,7 +282,7 @@ int run_load_everywhere(run_ctx *r, const run_opts *o, run_config_result *pinned
                               .keep = r->cfg.checkpoint.keep,
                               .every_episodes = r->cfg.checkpoint.every_episodes,
                               .every_seconds = r->cfg.checkpoint.every_seconds, .grace_s = grace_of(r),
-                              .episodes = (uint64_t)r->cfg.run.episodes,
+                              .episodes = (uint64_t)r->cfg.run.episodes, .seed = r->cfg.run.seed,
                               .stop_flag = &run_stop_signal, .stop_at = &run_stop_at};
             if (!(r->ld = ledger_open(r->store, &lo, e))) rc = e->code;
         }

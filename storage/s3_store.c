@@ -532,7 +532,7 @@ static int get_once(store *st, const char *key, const char *expect, void **data,
         rc = s3_request(s, &whole, &w, s3_verify_whole, (void *)expect, e);
         if (!rc && w.status == 200 && other_key(&w, key)) {
             free(w.body);
-            return -100; /* another object's answer: read again */
+            return -101; /* another object's answer: read again */
         }
         if (!rc && w.status == 404) rc = STORE_NOT_FOUND;
         else if (!rc && w.status != 200) rc = s3_status_error(st, &whole, &w, e);
@@ -609,7 +609,11 @@ static int get_once(store *st, const char *key, const char *expect, void **data,
     /* another object's answer (its bytes and its headers, which verify as themselves) is
      * read again, never judged as this object: a proxy mixing up keys once made repair
      * set every state aside */
-    int v = other_key(&whole, key) ? -1 : s3_verify_whole(&whole, (void *)expect);
+    if (other_key(&whole, key)) {
+        free(whole.body);
+        return -101; /* another object's answer: the caller reads again */
+    }
+    int v = s3_verify_whole(&whole, (void *)expect);
     if (v) {
         free(whole.body);
         return v == -2 ? STORE_CORRUPT : -100; /* -100: the caller retries the whole read */
@@ -625,13 +629,26 @@ static int get_once(store *st, const char *key, const char *expect, void **data,
 static int get_checked(store *st, const char *key, const char *expect, void **data, size_t *n,
                        store_version *ver, tdm_err *e) {
     s3_store *s = impl(st);
-    for (int a = 0; a < s->cfg.retries; a++) {
+    int others = 0, tries = 0;
+    for (int a = 0; a < s->cfg.retries; a++, tries++) {
         if (a > 0) s3_backoff(a);
         int rc = get_once(st, key, expect, data, n, ver, e);
-        if (rc != -100) return rc;
+        if (rc != -100 && rc != -101) return rc;
+        others += rc == -101;
         __atomic_add_fetch(&s->retries, 1, __ATOMIC_RELAXED);
     }
-    if (expect) return STORE_CORRUPT;
+    /* every answer another key's object, whose own hash verified: most often one copied
+     * within the store (aws s3 cp/mv between s3:// keys keeps tandem's metadata, which
+     * names the source), not damage in transit (a hunt moving stores: the message blamed
+     * the content hash and named no way on) */
+    if (expect) return STORE_CORRUPT; /* a blob: its content is its name, damage either way */
+    if (others == tries && tries > 0)
+        return err_set(e, ERR_STORE, "%s: %s: every answer was an object whose tandem metadata names another "
+                       "key: a copy made within the store (aws s3 cp or mv between s3:// keys keeps the source's "
+                       "x-amz-meta-tandem-* headers) or an endpoint answering with other keys' objects. To use the "
+                       "copy, write it again without that metadata (through a local file, or aws s3 cp with "
+                       "--metadata-directive REPLACE), or delete it; then check with tandem verify",
+                       store_url(st), key);
     return err_set(e, ERR_STORE, "%s: %s: every read failed verification against its content "
                    "hash (corrupted in transit or in the store)", store_url(st), key);
 }

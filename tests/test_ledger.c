@@ -1182,6 +1182,58 @@ static void test_state_copied_over_another(void) {
     fixture_close(&f);
 }
 
+/* Copies every file of from/sub into to/sub that to/sub does not hold (cp -rn). */
+static int copy_missing(const char *from, const char *to, const char *sub) {
+    char fd[900], td[900];
+    snprintf(fd, sizeof fd, "%s/%s", from, sub);
+    snprintf(td, sizeof td, "%s/%s", to, sub);
+    mkdir(td, 0755);
+    DIR *d = opendir(fd);
+    if (!d) return 0;
+    int rc = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (de->d_name[0] == '.') continue;
+        char a[1300], b[1300];
+        snprintf(a, sizeof a, "%s/%s", fd, de->d_name);
+        snprintf(b, sizeof b, "%s/%s", td, de->d_name);
+        if (access(b, F_OK) != 0 && copy_file(a, b) != 0) rc = -1;
+    }
+    closedir(d);
+    return rc;
+}
+
+/* A sibling run (run.seed 4, otherwise the same) copied into this run's store without
+ * overwriting (cp -rn of the other store, a sync into a prefix that held another attempt):
+ * its states past this run's HEAD vouch for α records the same as this run's (the α step
+ * holds), so they passed the chain check, and the run exited 3 on "the stored state was
+ * made with seed 4, not 3", naming no object, while repair had nothing to do (a hunt
+ * moving stores). The load now passes over another seed's state (said), and the run ends
+ * on the reference. */
+static void test_states_of_another_seed_are_passed_over(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f, o;
+    CHECK(fixture_open(&f, "ledger-sibling", 4) == 0, "fixture");
+    char text[4096];
+    CHECK(read_all(f.config, text, sizeof text) == 0 && strstr(text, "seed: 3"), "config");
+    strstr(text, "seed: 3")[6] = '4';
+    o.dir = test_tmpdir("ledger-sibling-other");
+    snprintf(o.config, sizeof o.config, "%s/run.yaml", o.dir);
+    snprintf(o.store, sizeof o.store, "%s/store", o.dir);
+    snprintf(o.log, sizeof o.log, "%s/log.txt", o.dir);
+    CHECK(write_file(o.config, text) == 0, "the sibling's config");
+    CHECK(stop_at(&f, 12) == 75 && run_to_end(&o, NULL) == 0, "setup");
+    const char *subs[] = {"states", "blobs", "alpha", "metrics"};
+    for (size_t i = 0; i < sizeof subs / sizeof *subs; i++)
+        CHECK(copy_missing(o.store, f.store, subs[i]) == 0, "copying the sibling's %s", subs[i]);
+    char log[16384], h[1024];
+    int rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0 && strstr(log, "not this run's 3"), "the resume: exit %d: %s", rc, log);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere:\n%s\n%s", h, log);
+    fixture_close(&o);
+    fixture_close(&f);
+}
+
 /* Another run's RUN in place of this run's: refused (exit 3) naming RUN and the repair,
  * verify names it; the original RUN put back, the run goes on to the reference. */
 static void test_run_of_another_run(void) {
@@ -1550,6 +1602,40 @@ static void test_frozen_writer_takes_its_manifest_back(void) {
     CHECK(rb == 0, "B exited %d: %s", rb, lb);
     CHECK(ra == 3 && strstr(la, "fenced out"), "A exited %d: %s", ra, la);
     CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&f);
+}
+
+/* The lease carries writer A's epoch, but another writer's pid and host: an older tandem
+ * that could not read A's lease replaced it going on from HEAD's epoch (none yet: 1), and
+ * the writer after it took A's epoch again (a hunt across versions). A, frozen meanwhile,
+ * went on writing — its lease checks compared the epoch alone — beside the writer that
+ * held its epoch. A now counts itself fenced out (exit 3) at its next check. */
+static void test_epoch_reused_by_another_writer_fences(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-epoch-reused", 1) == 0, "fixture");
+    pid_t a = freeze_at(&f, "manifest-put:2", NULL);
+    CHECK(a > 0, "A never stopped at manifest-put:2");
+    char path[900];
+    snprintf(path, sizeof path, "%s/lease", f.store);
+    static unsigned char buf[4096];
+    size_t n = 0;
+    rec_lease l;
+    tdm_err e;
+    CHECK(read_file(path, buf, sizeof buf, &n) == 0 && rec_lease_decode(buf, n, "lease", &l, &e) == 0, "lease");
+    l.pid = (uint64_t)a + 100000;
+    snprintf(l.host, sizeof l.host, "another-node");
+    l.has_pid_ns = l.has_boot_id = 0;
+    void *data = rec_lease_encode(&l, &n);
+    char tmp[1000];
+    snprintf(tmp, sizeof tmp, "%s.new", path);
+    FILE *fp = fopen(tmp, "wb");
+    CHECK(fp && data && fwrite(data, 1, n, fp) == n && fclose(fp) == 0 && rename(tmp, path) == 0, "write the lease");
+    free(data);
+    kill(a, SIGCONT);
+    int ra = wait_exit(a);
+    char la[16384];
+    read_all(f.log, la, sizeof la);
+    CHECK(ra == 3 && strstr(la, "fenced out") && strstr(la, "another-node"), "A exited %d: %s", ra, la);
     fixture_close(&f);
 }
 
@@ -2717,6 +2803,8 @@ int main(void) {
     RUN(test_frozen_writer_takes_its_manifest_back);
     RUN(test_commit_stores_a_deleted_shared_chunk_again);
     RUN(test_stranded_store_is_said_by_every_command);
+    RUN(test_epoch_reused_by_another_writer_fences);
+    RUN(test_states_of_another_seed_are_passed_over);
     RUN(test_takeover_outlasts_the_last_commit_of_the_old_writer);
     RUN(test_a_stale_stamp_never_fences_the_lease_holder);
     RUN(test_takeover_outlasts_the_first_commit_of_the_old_writer);
