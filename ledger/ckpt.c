@@ -426,6 +426,14 @@ int ckpt_check_lease(ckpt *c, tdm_err *e) {
      * and a writer after it took this writer's epoch again (a hunt across versions: both
      * wrote, verify found a manifest no HEAD names). The epoch alone no longer vouches. */
     int ours = present && l.epoch == c->epoch && l.pid == (uint64_t)getpid() && !strcmp(l.host, c->host_name);
+    if (!present) {
+        /* no lease at all: nobody took it — the store was moved or deleted under this
+         * writer (a hunt moving stores: "belongs to writer epoch 0 (host ?, pid 0)") */
+        c->fenced = 1;
+        return err_set(e, ERR_STORE, "%s: fenced out: the lease is gone from the store (moved or deleted under this writer?): "
+                       "this writer (epoch %llu) stops without writing more; resume the run where the store is now",
+                       store_url(c->st), (unsigned long long)c->epoch);
+    }
     if (!ours) {
         c->fenced = 1;
         return err_set(e, ERR_STORE,

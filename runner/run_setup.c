@@ -308,7 +308,15 @@ int run_setup(run_ctx *r, const run_opts *o, tdm_err *e) {
     if ((rc = pin_kernels(r, url, e))) return rc;
     if ((rc = select_backend(r, e))) return rc;
     /* the key names the file, so that a refusal points at the config line to fix */
-    if ((rc = dataset_load(&r->ds, r->cfg.data.dataset, e))) return err_prefix(e, "data.dataset: ");
+    if ((rc = dataset_load(&r->ds, r->cfg.data.dataset, e))) {
+        /* a store that holds a run: the dataset may have moved since it began (a hunt
+         * moving stores: the way on was not said) */
+        if (r->store && strstr(e->msg, "No such file"))
+            err_append(e, " (if the dataset moved since the run began, name it where it is now: --set "
+                          "data.dataset=PATH --allow-change data.dataset; its tokens are checked against the "
+                          "run's data.mp)");
+        return err_prefix(e, "data.dataset: ");
+    }
     model_config mc;
     if ((rc = model_source_config(&r->cfg, &r->ds, &mc, e))) return rc;
     if ((rc = model_layout_init(&r->lay, &mc, e))) return rc;

@@ -310,7 +310,12 @@ static int fs_put_if(store *s, const char *key, const void *data, size_t n,
     if (fd < 0 && errno == ELOOP)
         return err_set(e, ERR_STORE, "%s: .lock is a symbolic link: tandem opens nothing outside its "
                                      "store for writing (remove the link, then run again)", s->url);
-    if (fd < 0) return err_sys(e, ERR_STORE, errno, "%s: cannot open the lock file", s->url);
+    if (fd < 0 && (errno == EACCES || errno == EROFS || errno == EPERM))
+        return err_sys(e, ERR_STORE, errno, "%s: cannot open %s/.lock for writing, which every write takes: the "
+                       "store is not writable here (a read-only mount or restore, or another user's files); "
+                       "make it writable or copy it somewhere that is (status, verify, eval and export only "
+                       "read it)", s->url, root_of(s));
+    if (fd < 0) return err_sys(e, ERR_STORE, errno, "%s: cannot open the lock file %s/.lock", s->url, root_of(s));
     struct stat lst;
     if (fstat(fd, &lst) == 0 && !S_ISREG(lst.st_mode)) {
         close(fd);

@@ -50,6 +50,10 @@
 #   - a live run's lease judged from another PID namespace on the same host name
 #     (unshare; root only) is held, not "the holder is gone", and gc there refuses (exit
 #     2), both ways round; a holder killed is stale judged from its own namespace;
+#   - a dataset moved under a run: the resume's refusal (exit 2) names the --set and
+#     --allow-change that go on, and going on ends on the same model (its test losses);
+#     a store restored read-only (file modes, or a read-only bind mount as root) exits 3
+#     naming .lock and why;
 #   - an S3 endpoint whose listings never end (the token handed back, or empty pages with
 #     new tokens forever) is an error (exit 3) in status and verify, not a hang.
 # Prints PASS/FAIL lines and "cli_store: N passed, M failed"; exits non-zero on failure.
@@ -93,6 +97,37 @@ out=$("$bin" run "$tmp/c.yaml" --store "$tmp/fixed" --quiet --set run.mode=fixed
 if [ $rc -eq 3 ] && grep -q "data.mixture_file" <<<"$out" && grep -q "no store at" <<<"$out" \
    && [ ! -e "$tmp/no" ]; then pass "a mixture_file naming a missing store: exit 3, named, nothing created"
 else fail "a mixture_file naming a missing store: exit 3, named, nothing created" "exit $rc: $out"; fi
+
+# ---------------------------------------------------------------- a dataset or a store that moved
+# (a hunt moving stores) a resume whose dataset is gone from its path says the way on, and
+# following it ends on the same state; a store restored read-only names .lock and the cause
+cp -r "$tmp/corpus" "$tmp/movingcorpus"
+sed "s|$tmp/corpus|$tmp/movingcorpus|" "$tmp/c.yaml" >"$tmp/cm.yaml"
+"$bin" run "$tmp/c.yaml" --store "$tmp/movref" --quiet >/dev/null 2>&1
+TANDEM_TEST_SIGNAL_AT=free:3 "$bin" run "$tmp/cm.yaml" --store "$tmp/mov" --quiet >/dev/null 2>&1; st1=$?
+mv "$tmp/movingcorpus" "$tmp/movedcorpus"
+out=$("$bin" run "$tmp/cm.yaml" --store "$tmp/mov" --quiet 2>&1); rc=$?
+out2=$("$bin" run "$tmp/cm.yaml" --store "$tmp/mov" --quiet --set "data.dataset=$tmp/movedcorpus/dataset.yaml" \
+       --allow-change data.dataset 2>&1); rc2=$?
+# the same model (its test losses, every digit; the manifests differ by the change's generation)
+losses() { "$bin" eval "$1" --json 2>/dev/null | grep -o '"loss":[^,}]*'; }
+if [ $st1 = 75 ] && [ $rc = 2 ] && grep -q -- "--allow-change data.dataset" <<<"$out" && [ $rc2 = 0 ] &&
+   [ -n "$(losses "$tmp/mov")" ] && [ "$(losses "$tmp/mov")" = "$(losses "$tmp/movref")" ]; then
+  pass "a dataset moved under a run: the way on is said (exit 2), and it ends on the same state"
+else fail "a dataset moved under a run" "first exit $st1; resume exit $rc: $out" "with the new path: exit $rc2: $out2"; fi
+cp -r "$tmp/mov" "$tmp/rostore"; rm -f "$tmp/rostore/.lock"
+ro_run=("$bin" run "$tmp/cm.yaml" --store "$tmp/rostore" --quiet --set "data.dataset=$tmp/movedcorpus/dataset.yaml")
+ro=
+if [ "$(id -u)" != 0 ]; then # file modes
+  chmod -R a-w "$tmp/rostore"; out=$("${ro_run[@]}" 2>&1); rc=$?; chmod -R u+w "$tmp/rostore"; ro=modes
+elif unshare --mount true 2>/dev/null; then # root ignores modes: a read-only bind mount
+  out=$(unshare --mount /bin/bash -c 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" && shift && "$@"' \
+        _ "$tmp/rostore" "${ro_run[@]}" 2>&1); rc=$?; ro="a read-only mount"
+fi
+if [ -z "$ro" ]; then echo "SKIP a store restored read-only: neither a non-root user nor unshare here; not counted"
+elif [ $rc = 3 ] && grep -q "/.lock for writing" <<<"$out" && grep -q "not writable here" <<<"$out"; then
+  pass "a store restored read-only ($ro): exit 3 naming .lock and the cause"
+else fail "a store restored read-only ($ro)" "exit $rc: $out"; fi
 
 # ---------------------------------------------------------------- start-up: FIFOs and signals
 mkfifo "$tmp/fifo.yaml"
