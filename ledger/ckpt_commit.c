@@ -378,8 +378,8 @@ static int commit(ckpt *c, tdm_err *e) {
                 /* the load found it unusable (a chunk missing or corrupt): what it says of
                  * tensors nobody can read is no evidence of anything */
                 rc = ckpt_replace_object(c, key, old, on, &ver,
-                                         "could not be loaded (a chunk it names is missing or "
-                                         "corrupt, see above)",
+                                         "was passed over at the load (a chunk it names missing or "
+                                         "corrupt, another seed's, or past HEAD with others: see above)",
                                          manifest, mn, e);
             } else {
                 sha256_digest od;

@@ -274,11 +274,32 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         free(seqs);
         return err_set(e, ERR_INTERNAL, "out of memory");
     }
+    /* A run leaves at most one state past HEAD — the commit cut off before its HEAD move:
+     * the next commit waits for that move, and a resume moves HEAD first (ledger_start).
+     * More are another writer's or another run's: a sibling run of the same seed and shape
+     * copied or synced into this store (a hunt moving stores: an `aws s3 sync` into a
+     * prefix that held an earlier attempt with another optim.lr) vouches for α records
+     * byte for byte this run's under the default α step, so nothing in them tells them
+     * apart, and the resume went on from them, exit 0, verify clean. None of them is
+     * trusted then: the run goes on from HEAD's state, and its replay replaces those that
+     * differ (keeping a copy) and keeps those it reproduces. */
+    size_t past = 0;
+    for (size_t i = 0; have_head && head_listed && i < ns; i++) past += seqs[i] > head.seq;
+    int distrust_past = past >= 2;
+    if (distrust_past)
+        fprintf(stderr, "tandem: %s: %zu states lie past HEAD (run position %llu), where a run leaves at most one "
+                "(a commit cut off before HEAD moved): another writer's or another run's (a copy or a sync into "
+                "this store?); going on from HEAD's state, the replay replacing those that differ\n", url, past,
+                (unsigned long long)head.seq);
     size_t foreign = 0, own_seed = 0; /* states made with another seed than the pinned one, and with it */
     uint64_t foreign_seed = 0;
     for (size_t i = 0; i < ns; i++) {
         char key[64];
         ledger_state_key(key, sizeof key, seqs[i]);
+        if (distrust_past && seqs[i] > head.seq) {
+            c->rejected[c->nrejected++] = seqs[i];
+            continue;
+        }
         rc = store_get(c->st, key, &data, &n, NULL, e);
         if (rc == STORE_NOT_FOUND) continue;
         if (rc) {

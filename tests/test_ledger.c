@@ -1225,11 +1225,65 @@ static void test_states_of_another_seed_are_passed_over(void) {
     const char *subs[] = {"states", "blobs", "alpha", "metrics"};
     for (size_t i = 0; i < sizeof subs / sizeof *subs; i++)
         CHECK(copy_missing(o.store, f.store, subs[i]) == 0, "copying the sibling's %s", subs[i]);
+    /* one state past HEAD, as a run's own commit cut off before its HEAD move would be
+     * (several are not trusted at all: test_sibling_states_past_head_are_not_trusted) */
+    uint64_t hseq, hep, next = UINT64_MAX;
+    head_of(&f, &hseq, &hep, NULL, 0);
+    char sdir[800];
+    snprintf(sdir, sizeof sdir, "%s/states", f.store);
+    DIR *d = opendir(sdir);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        uint64_t q = strtoull(de->d_name, NULL, 10);
+        if (de->d_name[0] != '.' && q > hseq && q < next) next = q;
+    }
+    if (d) closedir(d);
+    d = opendir(sdir);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        uint64_t q = strtoull(de->d_name, NULL, 10);
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", sdir, de->d_name);
+        if (de->d_name[0] != '.' && q > next) unlink(path);
+    }
+    if (d) closedir(d);
+    CHECK(hseq > 0 && next != UINT64_MAX, "HEAD at %llu, no sibling state past it", (unsigned long long)hseq);
     char log[16384], h[1024];
     int rc = run_to_end(&f, NULL);
     read_all(f.log, log, sizeof log);
     CHECK(rc == 0 && strstr(log, "not this run's 3"), "the resume: exit %d: %s", rc, log);
     CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere:\n%s\n%s", h, log);
+    fixture_close(&o);
+    fixture_close(&f);
+}
+
+/* A sibling run of the same seed and shape but another optim.lr, finished, copied into
+ * this run's store without overwriting (an `aws s3 sync` into a prefix that held an earlier
+ * attempt): its states past this run's HEAD vouch for α records byte for byte this run's
+ * (the α step holds), and nothing in a manifest names its run — the resume went on from
+ * the sibling's newest state, exit 0, and ended on the sibling's weights with verify clean
+ * (a hunt moving stores). A run leaves at most one state past HEAD, so several are not
+ * trusted: the run goes on from HEAD's state and ends on the reference. */
+static void test_sibling_states_past_head_are_not_trusted(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f, o;
+    CHECK(fixture_open(&f, "ledger-sibling-lr", 4) == 0, "fixture");
+    char text[4096];
+    CHECK(read_all(f.config, text, sizeof text) == 0 && strstr(text, "lr: 3e-3"), "config");
+    strstr(text, "lr: 3e-3")[4] = '2';
+    o.dir = test_tmpdir("ledger-sibling-lr-other");
+    snprintf(o.config, sizeof o.config, "%s/run.yaml", o.dir);
+    snprintf(o.store, sizeof o.store, "%s/store", o.dir);
+    snprintf(o.log, sizeof o.log, "%s/log.txt", o.dir);
+    CHECK(write_file(o.config, text) == 0, "the sibling's config");
+    CHECK(stop_at(&f, 12) == 75 && run_to_end(&o, NULL) == 0, "setup");
+    const char *subs[] = {"states", "blobs", "alpha", "metrics"};
+    for (size_t i = 0; i < sizeof subs / sizeof *subs; i++)
+        CHECK(copy_missing(o.store, f.store, subs[i]) == 0, "copying the sibling's %s", subs[i]);
+    char log[16384], h[1024], out[8192];
+    int rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0 && strstr(log, "lie past HEAD"), "the resume: exit %d: %s", rc, log);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere:\n%s\n%s", h, log);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
     fixture_close(&o);
     fixture_close(&f);
 }
@@ -2805,6 +2859,7 @@ int main(void) {
     RUN(test_stranded_store_is_said_by_every_command);
     RUN(test_epoch_reused_by_another_writer_fences);
     RUN(test_states_of_another_seed_are_passed_over);
+    RUN(test_sibling_states_past_head_are_not_trusted);
     RUN(test_takeover_outlasts_the_last_commit_of_the_old_writer);
     RUN(test_a_stale_stamp_never_fences_the_lease_holder);
     RUN(test_takeover_outlasts_the_first_commit_of_the_old_writer);
