@@ -412,6 +412,12 @@ static int write_lease(ckpt *c, int released, tdm_err *e) {
     return rc; /* STORE_CONFLICT as it is: the callers judge it (a takeover reads again) */
 }
 
+/* Whether lease l is this writer's: its epoch, and the pid and host write_lease puts there
+ * (the epoch alone no longer vouches: see ckpt_check_lease). */
+static int lease_is_ours(const ckpt *c, const rec_lease *l) {
+    return l->epoch == c->epoch && l->pid == (uint64_t)getpid() && !strcmp(l->host, c->host_name);
+}
+
 /* The lease still carries our epoch; otherwise we were fenced out by a newer writer.
  * Called before every object a commit writes, from several upload threads at once:
  * touches nothing of *c but reads. */
@@ -425,7 +431,7 @@ int ckpt_check_lease(ckpt *c, tdm_err *e) {
      * this writer's lease replaced it, going on from HEAD's epoch — with no HEAD yet, 1 —
      * and a writer after it took this writer's epoch again (a hunt across versions: both
      * wrote, verify found a manifest no HEAD names). The epoch alone no longer vouches. */
-    int ours = present && l.epoch == c->epoch && l.pid == (uint64_t)getpid() && !strcmp(l.host, c->host_name);
+    int ours = present && lease_is_ours(c, &l);
     if (!present) {
         /* no lease at all: nobody took it — the store was moved or deleted under this
          * writer (a hunt moving stores: "belongs to writer epoch 0 (host ?, pid 0)") */
@@ -661,7 +667,7 @@ int ckpt_release(ckpt *c, tdm_err *e) {
     /* The lease another writer's now (taken over after this writer's last write, or
      * between the read above and the write below): there is nothing of ours to release,
      * and the work this writer did is committed — a note, not a failure of the run. */
-    if (present && l.epoch == c->epoch) {
+    if (present && lease_is_ours(c, &l)) { /* another writer that holds our epoch again: not ours to release */
         rc = write_lease(c, 1, e);
         if (rc != STORE_CONFLICT) return rc;
         tdm_err ignore; /* taken over between the read and the write: by whom, for the note */

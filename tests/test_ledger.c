@@ -1690,6 +1690,11 @@ static void test_epoch_reused_by_another_writer_fences(void) {
     char la[16384];
     read_all(f.log, la, sizeof la);
     CHECK(ra == 3 && strstr(la, "fenced out") && strstr(la, "another-node"), "A exited %d: %s", ra, la);
+    /* and A did not give back the lease that holds its epoch: it is the other writer's */
+    rec_lease after;
+    CHECK(read_file(path, buf, sizeof buf, &n) == 0 && rec_lease_decode(buf, n, "lease", &after, &e) == 0 &&
+              !strcmp(after.host, "another-node") && !after.released,
+          "the other writer's lease was changed: host %s, released %d", after.host, after.released);
     fixture_close(&f);
 }
 
