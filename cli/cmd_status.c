@@ -180,9 +180,15 @@ static void human_seconds(double s, char *out, size_t cap) {
 /* A store with no state left whose config was changed: a run cannot start again
  * (audit_stranded's text in why). 0 also when configs/ cannot be read (run says why). */
 static int stranded(store *st, char *why, size_t cap) {
-    ckpt_gens g;
+    uint64_t *seqs = NULL;
+    size_t ns = 0;
     tdm_err ge;
-    int r = audit_generation(st, &g, &ge) == 0 && audit_stranded(st, &g, why, cap);
+    /* no state at all (HEAD missing with states there is no stranding: review) */
+    int none = audit_state_seqs(st, &seqs, &ns, &ge) == 0 && ns == 0;
+    free(seqs);
+    ckpt_gens g;
+    memset(&g, 0, sizeof g);
+    int r = none && audit_generation(st, &g, &ge) == 0 && audit_stranded(st, &g, why, cap);
     ckpt_gens_free(&g);
     return r;
 }

@@ -57,7 +57,7 @@ int audit_stranded(store *st, const ckpt_gens *g, char *why, size_t cap) {
         snprintf(more, sizeof more, "; quarantine/ holds %zu set-aside state manifest%s (%s%s): one that "
                  "verifies, moved back to states/ with its name, is resumed from", aside, aside == 1 ? "" : "s",
                  aside == 1 ? "" : "e.g. ", last);
-    snprintf(why, cap, "neither HEAD nor any state, but its config was changed at run position %llu (configs/ "
+    snprintf(why, cap, "no state left, but its config was changed at run position %llu (configs/ "
              "records %llu changes): the run cannot be started again from its seed, which would compute all of "
              "it under today's config. Restore states/ and HEAD from a copy of the store (then check with "
              "tandem verify), or start the run anew in another store%s", (unsigned long long)at,

@@ -62,7 +62,7 @@ int audit_metrics_gaps(store *st, audit_gap *gaps, size_t cap, size_t *n, tdm_er
  * freed with ckpt_gens_free (also after an error). */
 int audit_generation(store *st, ckpt_gens *g, tdm_err *e);
 
-/* Whether a store with neither HEAD nor any state is stranded: its config was changed past
+/* Whether a store with no state left (the caller knows there is none) is stranded: its config was changed past
  * the start (g: audit_generation's), so a run cannot start again from its seed (it would
  * compute all of it under today's config). Then 1, and `why` (cap bytes) says so and what
  * to do — naming the state manifests set aside under quarantine/ (an older tandem's

@@ -323,20 +323,29 @@ int ckpt_judge_stored(ckpt *c, const char *key, const void *old, size_t on,
  * signal ends without waiting for them; its requeued resume replays and writes again the
  * state or α record such a DELETE set aside, which the DELETE would then remove. */
 static void note_late_deletes(ckpt *c, const rec_lease *old, double kept) {
+    /* what a writer deletes and a later one may write again; "*" (too many to name, or some
+     * unknown) and a damaged list cover these, never HEAD, the lease, RUN or configs/ (which
+     * no run deletes: every write, the lease's own included, waited behind a "*": review) */
+    static const char *const deletable[] = {LEDGER_STATES, LEDGER_ALPHA, LEDGER_METRICS, LEDGER_BLOBS,
+                                            LEDGER_PINS, LEDGER_MIXTURE, LEDGER_DIVERGED};
     const char *p = old->late_deletes;
     int named = 0;
     while (*p) {
         size_t k = strcspn(p, "\n");
         char key[STORE_KEY_MAX + 1];
-        if (k == 0 || k > STORE_KEY_MAX) {
-            store_note_late_delete(c->st, NULL, kept);
-            named = -1;
-            break;
+        int ok = k > 0 && k <= STORE_KEY_MAX;
+        if (ok) {
+            memcpy(key, p, k);
+            key[k] = '\0';
+            /* a prefix ("states/": every key under it) or a key */
+            int pre = key[k - 1] == '/';
+            if (pre) key[k - 1] = '\0';
+            ok = store_key_valid(key);
+            if (pre) key[k - 1] = '/';
         }
-        memcpy(key, p, k);
-        key[k] = '\0';
-        if (!store_key_valid(key)) { /* "*", or damage: every key */
-            store_note_late_delete(c->st, NULL, kept);
+        if (!ok) { /* "*", or damage */
+            for (size_t i = 0; i < sizeof deletable / sizeof *deletable; i++)
+                store_note_late_delete(c->st, deletable[i], kept);
             named = -1;
             break;
         }
@@ -346,8 +355,8 @@ static void note_late_deletes(ckpt *c, const rec_lease *old, double kept) {
     }
     if (named < 0)
         fprintf(stderr, "tandem: writer epoch %llu gave up on DELETEs it could not name that may land for %.0f s: "
-                "this writer waits until they cannot before it writes any object it may have deleted\n",
-                (unsigned long long)old->epoch, kept);
+                "this writer waits until they cannot before it writes a state, alpha record, metrics row, blob, "
+                "pin or mixture.mp\n", (unsigned long long)old->epoch, kept);
     else if (named > 0)
         fprintf(stderr, "tandem: writer epoch %llu gave up on %d DELETE%s that may land for %.0f s: this writer "
                 "waits until they cannot before it writes %s again\n", (unsigned long long)old->epoch, named,

@@ -216,7 +216,7 @@ int ckpt_alpha_record(ckpt *c, const rec_alpha *in, sha256_digest *hash, tdm_err
     char key[64];
     ledger_alpha_key(key, sizeof key, a.t);
     testhook_kill_at("alpha");
-    int rc = ckpt_outlast_late_delete(c, key, e); /* before the lease check: the wait may be long */
+    int rc = ckpt_outlast_late_delete_record(c, key, e); /* before the lease check: the wait may be long */
     if (!rc) rc = ckpt_check_lease(c, e);
     if (!rc) testhook_stop_at("alpha-put");
     void *old = NULL;

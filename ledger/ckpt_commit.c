@@ -98,29 +98,29 @@ void ckpt_set_known(ckpt *c, sha256_digest *chunks, size_t n) {
  * commit that trusted the list named blobs that were gone in every later state (a finished
  * run with no state that loads, exit 0; found by a hunt across versions). So each is
  * looked for once per commit (a chunk that does not change, such as the moments of rows
- * no batch touches, is shared by every state). 0 with *skip set or not, or the store's
- * error. */
-static int known_and_there(ckpt *c, const sha256_digest *d, const char *key, int *skip, tdm_err *e) {
+ * no batch touches, is shared by every state): *skip set when it need not be stored. */
+static void known_and_there(ckpt *c, const sha256_digest *d, const char *key, int *skip) {
     *skip = 0;
     size_t i = 0;
     while (i < c->nknown && !sha256_equal(&c->known[i], d)) i++;
-    if (i == c->nknown) return 0;
+    if (i == c->nknown) return;
     if (atomic_load(&c->known_ok[i]) == c->known_gen) {
         *skip = 1;
-        return 0;
+        return;
     }
     int there = 0;
-    int rc = store_exists(c->st, key, &there, e);
-    if (rc) return rc;
+    tdm_err xe;
+    /* an answer that did not come: stored again (create-only: a blob there is compared, not
+     * overwritten), rather than fail a commit over a chunk that needed no request (review) */
+    if (store_exists(c->st, key, &there, &xe)) return;
     if (there) {
         atomic_store(&c->known_ok[i], c->known_gen);
         *skip = 1;
-        return 0;
+        return;
     }
     fprintf(stderr, "tandem: %s/%s, a chunk the last state shares with this one, is gone from the store "
             "(deleted by another process since: an older tandem's gc, a lifecycle rule); storing it again\n",
             store_url(c->st), key);
-    return 0;
 }
 
 /* The error of a commit given up before its next object (a cancel, or the stop check). */
@@ -155,6 +155,24 @@ static int given_up_ok(ckpt *c, int rc) {
     return 0;
 }
 
+/* The same round for a record written outside a commit (an α record, a metrics row, from
+ * the run's own thread): the stop check alone, which touches no commit's flags (it gave a
+ * commit in flight up, and the record's write exited 3, not 75: review). */
+static int record_late_delete_round(void *ctx, double left) {
+    ckpt *c = ctx;
+    return c->stop_fn && c->stop_fn(c->stop_arg, left);
+}
+
+int ckpt_outlast_late_delete_record(ckpt *c, const char *key, tdm_err *e) {
+    if (store_delete_unsettled_s(c->st, key) <= 0) return 0;
+    if (!store_outlast_delete(c->st, key, record_late_delete_round, c)) return 0;
+    /* given up for the stop, as a request given up at the stop's deadline is: a requeue
+     * (exit 75), the records up to it standing */
+    store_note_deadline();
+    return err_set(e, ERR_STORE, "%s/%s: not written: a DELETE of it given up on could still land, and the wait "
+                   "would outlast the grace period after the stop", store_url(c->st), key);
+}
+
 int ckpt_outlast_late_delete(ckpt *c, const char *key, tdm_err *e) {
     if (store_delete_unsettled_s(c->st, key) <= 0) return 0;
     double t0 = ckpt_now_mono();
@@ -171,8 +189,9 @@ int ckpt_outlast_late_delete(ckpt *c, const char *key, tdm_err *e) {
 static int put_blob(ckpt *c, const sha256_digest *d, const void *data, size_t n, tdm_err *e) {
     char key[80];
     ckpt_blob_key(d, key);
-    int skip, rc0 = known_and_there(c, d, key, &skip, e);
-    if (rc0 || skip) return rc0;
+    int skip;
+    known_and_there(c, d, key, &skip);
+    if (skip) return 0;
     testhook_kill_at("blob");
     testhook_sleep("TANDEM_TEST_BLOB_DELAY_MS");
     if (atomic_load(&c->cancel) || ckpt_stream_should_stop(c)) return given_up(c, e);
@@ -543,6 +562,8 @@ int ckpt_snapshot(ckpt *c, const rec_state *rec, const ckpt_tensor_io *io, float
                   int async, tdm_err *e) {
     int rc = ckpt_wait(c, e);
     if (rc) return rc;
+    atomic_store(&c->cancel, 0); /* no commit in flight: a new one starts with neither set */
+    atomic_store(&c->given_up, 0);
     c->commit_started = ckpt_now_mono();
     pthread_mutex_lock(&c->mu);
     c->late_until = c->late_waited = 0; /* this commit's own late-DELETE wait, if any */

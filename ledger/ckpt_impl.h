@@ -130,6 +130,10 @@ int ckpt_belongs(const ckpt *c, int has_gen, uint64_t gen, uint64_t seq);
  * and cancels the commit where it does not fit: the last state stands), not in the
  * measured rate; a cancel or the stop check ends it (the commit given up). */
 int ckpt_outlast_late_delete(ckpt *c, const char *key, tdm_err *e);
+/* The same wait before a record written outside a commit (an α record, a metrics row):
+ * a stop whose grace the wait would outlast gives the write up as a requeue (ERR_STORE,
+ * store_note_deadline: exit 75), touching no commit in flight. */
+int ckpt_outlast_late_delete_record(ckpt *c, const char *key, tdm_err *e);
 
 /* Creates `key` holding data, unless an object is there: then STORE_EXISTS with what is
  * stored in *old (the caller frees it), *on and *ver (ver may be NULL). An object deleted

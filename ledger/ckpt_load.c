@@ -311,6 +311,7 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         tdm_err de;
         char why[1200];
         why[0] = '\0';
+        int other_seed = 0;
         if (have_head && strcmp(head.state, key) == 0 && !sha256_equal(&d, &head.state_sha))
             snprintf(why, sizeof why, "does not match the SHA-256 that HEAD records (corrupt)");
         else if (rec_state_decode(data, n, key, rec, &de) != 0) {
@@ -326,6 +327,9 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
                                url, key, v, REC_FORMAT);
             }
             snprintf(why, sizeof why, "cannot be used: %.1100s", de.msg);
+        }
+        else if (c->has_seed && rec->seed != c->seed) {
+            other_seed = 1; /* first: its generation and seal are another run's too (review) */
         }
         else if (!rec->has_gen && ckpt_older_sealed(c, seqs + i + 1, ns - i - 1)) {
             /* a run that seals its states seals every later one: this one lost its seal to
@@ -358,6 +362,21 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
                      (unsigned long long)rec->gen, (unsigned long long)c->gens.n);
             rec_state_free(rec);
         }
+        if (other_seed) {
+            /* another run's state (copied or synced in from another run's store): passed
+             * over, and replaced (a copy kept aside) when the replay reaches its position;
+             * a run that exited 3 on it ("made with seed 2, not 1") named no object and no
+             * way on, and repair had nothing to do (a hunt moving stores) */
+            fprintf(stderr, "tandem: %s/%s was made with run.seed %llu, not this run's %llu: another run's state "
+                    "(copied in from another run's store?); passed over\n", url, key,
+                    (unsigned long long)rec->seed, (unsigned long long)c->seed);
+            foreign++, foreign_seed = rec->seed;
+            rec_state_free(rec);
+            free(data);
+            c->rejected[c->nrejected++] = seqs[i];
+            continue;
+        }
+        if (c->has_seed && !why[0]) own_seed++;
         if (why[0]) {
             /* the manifest itself is bad: keep a copy aside and take it out of states/, so
              * that neither this load nor the replay that reaches its position trusts it */
@@ -417,20 +436,6 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
             c->rejected[c->nrejected++] = seqs[i];
             continue;
         }
-        if (c->has_seed && rec->seed != c->seed) {
-            /* another run's state (copied or synced in from another run's store): passed
-             * over, and replaced (a copy kept aside) when the replay reaches its position;
-             * a run that exited 3 on it ("made with seed 2, not 1") named no object and no
-             * way on, and repair had nothing to do (a hunt moving stores) */
-            fprintf(stderr, "tandem: %s/%s was made with run.seed %llu, not this run's %llu: another run's state "
-                    "(copied in from another run's store?); passed over\n", url, key,
-                    (unsigned long long)rec->seed, (unsigned long long)c->seed);
-            foreign++, foreign_seed = rec->seed;
-            rec_state_free(rec);
-            c->rejected[c->nrejected++] = seqs[i];
-            continue;
-        }
-        if (c->has_seed) own_seed++;
         int trc = 0;
         if (rec->has_gen && !matches_layout(c, rec, why, sizeof why)) {
             /* a sealed state is intact (its own digest holds): a model other than the one
@@ -497,9 +502,10 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
      * one out (another run's, or damaged), not the states — nothing set aside (verify says
      * the same) */
     if (foreign && !own_seed)
-        return err_set(e, ERR_STORE, "%s/RUN pins run.seed = %llu, but the run's states were made with seed %llu: "
-                       "RUN is not this run's pinned config (another run's RUN, or a damaged one); restore it from a "
-                       "copy of the store (nothing was changed)", url, (unsigned long long)c->seed,
+        return err_set(e, ERR_STORE, "%s/RUN pins run.seed = %llu, but every state was made with seed %llu: RUN is "
+                       "not this run's pinned config (another run's RUN, or a damaged one), or this run's states are "
+                       "gone and another run's were copied in; restore RUN, or states/ and HEAD, from a copy of the "
+                       "store (nothing was changed)", url, (unsigned long long)c->seed,
                        (unsigned long long)foreign_seed);
     /* HEAD there (or damaged) but no state listed: every state was deleted */
     int lost = ns == 0 && !head_missing;

@@ -101,7 +101,7 @@ int ckpt_metrics_record(ckpt *c, rec_metrics *m, int *fresh, tdm_err *e) {
     char key[64];
     ledger_metrics_key(key, sizeof key, m->t);
     testhook_kill_at("metrics");
-    int rc = ckpt_outlast_late_delete(c, key, e); /* before the lease check: the wait may be long */
+    int rc = ckpt_outlast_late_delete_record(c, key, e); /* before the lease check: the wait may be long */
     if (!rc) rc = ckpt_check_lease(c, e); /* a fenced-out writer writes nothing more */
     void *old = NULL;
     size_t on = 0;

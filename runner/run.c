@@ -586,6 +586,13 @@ int run_main(const run_opts *o, tdm_err *e) {
     r->ld = NULL;
     /* the other ranks succeed only when rank 0's last commit and mixture hold */
     if (finished_loop) rc = agree(r, rc, "finish the run", e);
+    /* a final commit given up for the stop (rank 0's finish: 75) is every rank's requeue:
+     * the others exited 0 on an unfinished run (review) — collective for every rank here */
+    if (finished_loop && comm_world(r->comm) > 1) {
+        int rq = 0;
+        tdm_err ce = {0};
+        if (!comm_any(r->comm, rc == RUN_EXIT_REQUEUE, &rq, &ce) && rq && rc == 0) rc = RUN_EXIT_REQUEUE;
+    }
     /* a divergence is every rank's at once (it is judged on reduced losses and gradients,
      * and on u and α, the same everywhere): the others wait here until rank 0 has
      * recorded it and given the lease back — aborting at once, under MPI they ended rank 0

@@ -35,11 +35,13 @@ typedef struct s3_store {
     struct s3_unsettled {
         char key[160]; /* "" and all = 1: a key too long to keep (every key is unsettled) */
         int all;
-        int del;  /* a DELETE of the object (store_delete_unsettled_s asks about these alone) */
-        double t; /* CLOCK_MONOTONIC seconds */
+        int prefix;    /* key ends with '/': every key under it */
+        int del;       /* a DELETE of the object (store_delete_unsettled_s asks about these alone) */
+        int inherited; /* another writer's, from its released lease: passed on, not waited for at the end */
+        double t;      /* CLOCK_MONOTONIC seconds the window runs from (may be negative: a young node) */
     } unsettled[S3_UNSETTLED_MAX];
     size_t nunsettled; /* written so far (the ring's next slot is nunsettled % MAX) */
-    double lost_del_t; /* the newest DELETE pushed out of the ring (0: none) */
+    double lost_del_t; /* the newest DELETE pushed out of the ring (-INFINITY: none) */
     double lost_all_t; /* another writer's writes (store_note_lost_writer): the latest window
                         * start, kept apart from the ring, whose oldest-entry rule assumes
                         * times only grow (a for_s window starts in the future) */
@@ -56,8 +58,9 @@ void s3_note_unsettled(s3_store *s, const char *key, int del, double for_s);
  * named (one pushed out of the ring, a key too long to keep, another writer's of any key,
  * or more than out holds). The seconds until none can land; 0 and "" when none can. */
 double s3_unsettled_delete_keys(s3_store *s, char *out, size_t cap);
-/* Seconds until no write of `key` given up on (with deletes_only: no DELETE of it; NULL
- * key: of any key) can still land (see s3_request.c); 0: settled. */
+/* Seconds until no write of `key` given up on (with deletes_only 1: no DELETE of it; 2:
+ * no DELETE of this process's own, not those a released lease passed on; NULL key: of any
+ * key) can still land (see s3_request.c); 0: settled. */
 double s3_unsettled_s(s3_store *s, const char *key, int deletes_only);
 /* How long a write given up on may still land after it was sent (the settle window). */
 double s3_settle_window_s(const s3_store *s);

@@ -347,8 +347,16 @@ void s3_note_unsettled(s3_store *s, const char *key, int del, double for_s) {
     u->all = !key || strlen(key) >= sizeof u->key;
     u->del = del;
     snprintf(u->key, sizeof u->key, "%s", u->all ? "" : key);
+    u->prefix = !u->all && key[0] && key[strlen(key) - 1] == '/';
+    u->inherited = for_s > 0; /* for_s is given for another writer's, passed on */
     u->t = t; /* the window runs from t (a write of this process's: for_s is 0, t now) */
     pthread_mutex_unlock(&s->mu);
+}
+
+/* Whether ring entry u covers key (NULL: any). */
+static int covers(const struct s3_unsettled *u, const char *key) {
+    if (!key || u->all) return 1;
+    return u->prefix ? strncmp(key, u->key, strlen(u->key)) == 0 : strcmp(u->key, key) == 0;
 }
 
 /* Whether list[0..used) (keys, each followed by '\n') names key (k bytes). */
@@ -367,7 +375,7 @@ double s3_unsettled_delete_keys(s3_store *s, char *out, size_t cap) {
     out[0] = '\0';
     double left = s3_unsettled_s(s, NULL, 1);
     if (left <= 0) return 0;
-    double since = mono_s() - settle_s(s); /* an entry from before this has settled */
+    double since = mono_s() - settle_s(s); /* an entry from before this has settled (negative on a young node) */
     size_t used = 0;
     pthread_mutex_lock(&s->mu);
     int all = s->lost_del_t > since;
@@ -404,12 +412,16 @@ static double settle_s(const s3_store *s) {
 double s3_settle_window_s(const s3_store *s) { return settle_s(s); }
 
 double s3_unsettled_s(s3_store *s, const char *key, int deletes_only) {
-    double now = mono_s(), within = settle_s(s), young = 0; /* the newest matching entry's time */
+    /* the newest matching entry's time; -INFINITY: none (a time may be negative: on a node
+     * booted after a note's window began, CLOCK_MONOTONIC counts from the boot — with 0 for
+     * "none", a previous writer's late DELETE read as settled on a fresh node: review) */
+    double now = mono_s(), within = settle_s(s), young = -INFINITY;
     pthread_mutex_lock(&s->mu);
     size_t n = s->nunsettled < S3_UNSETTLED_MAX ? s->nunsettled : S3_UNSETTLED_MAX;
     for (size_t i = 0; i < n; i++) {
         const struct s3_unsettled *u = &s->unsettled[i];
-        if ((u->del || !deletes_only) && (!key || u->all || !strcmp(u->key, key)) && u->t > young) young = u->t;
+        if (deletes_only == 2 && u->inherited) continue;
+        if ((u->del || !deletes_only) && covers(u, key) && u->t > young) young = u->t;
     }
     if (!deletes_only && s->lost_all_t > young) young = s->lost_all_t;
     if (deletes_only) {
@@ -420,7 +432,7 @@ double s3_unsettled_s(s3_store *s, const char *key, int deletes_only) {
         if (oldest->t > young) young = oldest->t;
     }
     pthread_mutex_unlock(&s->mu);
-    double left = young > 0 ? young + within - now : 0;
+    double left = isfinite(young) ? young + within - now : 0;
     return left > 0 ? left : 0;
 }
 

@@ -22,6 +22,7 @@
  */
 #include <curl/curl.h>
 #include <errno.h>
+#include <math.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -892,6 +893,7 @@ store *s3_store_open(const char *url, int must_exist, int *absent, tdm_err *e) {
         err_set(e, ERR_INTERNAL, "out of memory");
         return NULL;
     }
+    s->lost_del_t = s->lost_all_t = -INFINITY; /* none: a time may be negative on a young node */
     if (s3_config_resolve(url, &s->cfg, e)) {
         s3_config_wipe(&s->cfg);
         free(st);

@@ -167,14 +167,25 @@ double store_delete_unsettled_s(store *s, const char *key) {
     return s->b->unsettled ? s->b->unsettled(s, key, 1) : 0;
 }
 
-int store_wait_delete_settled(store *s, const char *key, int (*each_round)(void *ctx, double left), void *ctx) {
-    for (double left = store_delete_unsettled_s(s, key); left > 0; left = store_delete_unsettled_s(s, key)) {
+/* Seconds until no DELETE of key (NULL: any) can land: mode 1 any, 2 this process's own
+ * (not those another writer's released lease passed on: they are its to have waited for,
+ * and this process passes them on in turn). */
+static double deletes_unsettled(store *s, const char *key, int mode) {
+    return s->b->unsettled ? s->b->unsettled(s, key, mode) : 0;
+}
+
+static int wait_deletes(store *s, const char *key, int mode, int (*each_round)(void *ctx, double left), void *ctx) {
+    for (double left = deletes_unsettled(s, key, mode); left > 0; left = deletes_unsettled(s, key, mode)) {
         int rc = each_round ? each_round(ctx, left) : 0;
         if (rc) return rc;
         struct timespec ts = {0, 200 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
     return 0;
+}
+
+int store_wait_delete_settled(store *s, const char *key, int (*each_round)(void *ctx, double left), void *ctx) {
+    return wait_deletes(s, key, 1, each_round, ctx);
 }
 
 int store_outlast_delete(store *s, const char *key, int (*each_round)(void *ctx, double left), void *ctx) {
@@ -194,11 +205,13 @@ static int stop_pending(void *ctx, double left) {
 
 void store_settle_own_deletes(store *s, const char *who) {
     if (s->read_only || stop_pending(NULL, 0)) return;
-    double left = store_delete_unsettled_s(s, NULL);
+    /* this process's own: a previous writer's (its lease's late_deletes) are passed on in
+     * this one's lease, not waited for here (a short resume waited them out: review) */
+    double left = deletes_unsettled(s, NULL, 2);
     if (left <= 0) return;
     fprintf(stderr, "%s: %s: a DELETE given up on may still land for %.0f s; waiting until it cannot, so that it "
             "removes nothing written after this\n", who, s->url, left);
-    if (store_wait_delete_settled(s, NULL, stop_pending, NULL))
+    if (wait_deletes(s, NULL, 2, stop_pending, NULL))
         fprintf(stderr, "%s: %s: stopped waiting (a stop): a DELETE given up on may still land\n", who, s->url);
 }
 

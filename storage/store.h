@@ -182,10 +182,11 @@ void store_note_lost_writer(store *s, double for_s);
  * those keys again: a run stopped by a signal does not wait for them itself. */
 double store_unsettled_delete_keys(store *s, char *out, size_t cap);
 
-/* Says that another process gave up on a DELETE of `key` (NULL: of some keys it could not
- * name) that may still land for for_s seconds: a write of that key (of any key, for NULL)
+/* Says that another process gave up on a DELETE of `key` (ending in '/': of every key
+ * under it; NULL: of any key) that may still land for for_s seconds: a write of that key
  * waits until it cannot (store_put), as for this process's own (ckpt_acquire, from the
- * lease the previous writer released). No-op on the file store. */
+ * lease the previous writer released) — but this process's end does not wait for it
+ * (store_settle_own_deletes), and its own lease passes it on. No-op on the file store. */
 void store_note_late_delete(store *s, const char *key, double for_s);
 
 /* The longest key, in bytes. */

@@ -23,14 +23,16 @@ typedef struct store_backend {
     /* optional: NULL means the backend leaves no temporaries (store_sweep_temporaries) */
     int (*sweep)(store *s, double min_age_s, size_t *n, uint64_t *bytes, tdm_err *e);
     /* optional: NULL means every write is settled (a local file system's are, when they
-     * return); else the seconds until none of key given up on can land (deletes_only: no
-     * DELETE of it, store_delete_unsettled_s; NULL key: of any key), 0 when settled */
+     * return); else the seconds until none of key given up on can land (deletes_only 1: no
+     * DELETE of it, store_delete_unsettled_s; 2: none of this process's own; NULL key: of
+     * any key), 0 when settled */
     double (*unsettled)(store *s, const char *key, int deletes_only);
     /* optional, with `unsettled`: another process's writes may still land, for the
      * backend's window (for_s <= 0) or for_s seconds (store_note_lost_writer) */
     void (*lost_writer)(store *s, double for_s);
-    /* optional, with `unsettled`: a DELETE of key (NULL: of any key) another process gave
-     * up on may land for for_s seconds (store_note_late_delete) */
+    /* optional, with `unsettled`: a DELETE of key (ending in '/': of every key under it;
+     * NULL: of any key) another process gave up on may land for for_s seconds
+     * (store_note_late_delete) */
     void (*late_delete)(store *s, const char *key, double for_s);
     /* optional, with `unsettled`: the keys of this process's DELETEs that may still land
      * (store_unsettled_delete_keys) */

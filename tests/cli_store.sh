@@ -120,7 +120,8 @@ ro_run=("$bin" run "$tmp/cm.yaml" --store "$tmp/rostore" --quiet --set "data.dat
 ro=
 if [ "$(id -u)" != 0 ]; then # file modes
   chmod -R a-w "$tmp/rostore"; out=$("${ro_run[@]}" 2>&1); rc=$?; chmod -R u+w "$tmp/rostore"; ro=modes
-elif unshare --mount true 2>/dev/null; then # root ignores modes: a read-only bind mount
+elif unshare --mount /bin/bash -c 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1"' _ "$tmp/rostore" \
+     2>/dev/null; then # root ignores modes: a read-only bind mount (where mounting is allowed)
   out=$(unshare --mount /bin/bash -c 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" && shift && "$@"' \
         _ "$tmp/rostore" "${ro_run[@]}" 2>&1); rc=$?; ro="a read-only mount"
 fi
