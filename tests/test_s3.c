@@ -1601,6 +1601,31 @@ static void test_resume_outlasts_a_stopped_runs_late_delete(void) {
           "the resume (%.1f s) did not say it waits for the stopped run's DELETE: %s", took3, log3);
 }
 
+/* The DELETEs a released lease names reach the next writer as notes whose window may
+ * have begun before this node booted (CLOCK_MONOTONIC counts from the boot: a spot
+ * replacement starts fresh). With 0 for "none", such a note read as settled and the
+ * writer rewrote the key at once (review); a settle window longer than this process's
+ * clock has run stands for that here. A prefix ("states/") covers the keys under it and
+ * nothing else; the notes are listed for this writer's own lease in turn. */
+static void test_inherited_late_deletes_on_a_young_clock(void) {
+    tdm_err e = {0};
+    setenv("TANDEM_TEST_SETTLE_S", "1000000000", 1); /* the window began "before the boot" */
+    store *s = open_store("younglate", &e);
+    CHECK(s, "open: %s", e.msg);
+    store_note_late_delete(s, "alpha/9.mp", 60);
+    store_note_late_delete(s, "states/", 60);
+    double a = store_delete_unsettled_s(s, "alpha/9.mp"), st = store_delete_unsettled_s(s, "states/12.mp");
+    double head = store_delete_unsettled_s(s, "HEAD"), other = store_delete_unsettled_s(s, "alpha/10.mp");
+    char list[512];
+    double left = store_unsettled_delete_keys(s, list, sizeof list);
+    store_close(s); /* inherited: passed on, not waited for here */
+    unsetenv("TANDEM_TEST_SETTLE_S");
+    CHECK(a > 50 && a <= 60 && st > 50 && st <= 60, "the notes read as settled: alpha/9.mp %.1f s, states/12.mp %.1f s",
+          a, st);
+    CHECK(head == 0 && other == 0, "keys not named wait too: HEAD %.1f s, alpha/10.mp %.1f s", head, other);
+    CHECK(left > 50 && !strcmp(list, "alpha/9.mp\nstates/\n"), "listed for the lease: %.1f s, '%s'", left, list);
+}
+
 /* A run resumed with an allowed change supersedes the α records past the change (moves
  * them aside, DELETEs them; the DELETE held 25 s in the proxy past the 1 s limit), then
  * replays and waits before writing such a record again; a SIGTERM then, with a 4 s grace,
@@ -2345,6 +2370,7 @@ int main(void) {
     RUN(test_ranks_outlast_the_end_wait_for_a_late_delete);
     RUN(test_resume_outlasts_a_stopped_runs_late_delete);
     RUN(test_stop_during_a_records_late_delete_wait_requeues);
+    RUN(test_inherited_late_deletes_on_a_young_clock);
     RUN(test_two_runners_on_s3);
     RUN(test_secrets_never_leak);
     sh("bash '%s/tests/s3/stop.sh' '%s' >/dev/null 2>&1", g_root, srv);
