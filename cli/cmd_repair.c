@@ -48,21 +48,6 @@ static const cli_spec SPEC = {"repair", "STORE", 1, 1, "a STORE is required (see
                               "quarantine/<epoch>/. Without --apply only the plan is printed.",
                               OPTS, NULL};
 
-/* A store with no state whose config was changed (audit_stranded): 1 and why. */
-static int stranded(store *st, char *why, size_t cap) {
-    if (!st) return 0;
-    uint64_t *seqs = NULL;
-    size_t ns = 0;
-    tdm_err se;
-    int none = audit_state_seqs(st, &seqs, &ns, &se) == 0 && ns == 0;
-    free(seqs);
-    ckpt_gens g;
-    memset(&g, 0, sizeof g);
-    int r = none && audit_generation(st, &g, &se) == 0 && audit_stranded(st, &g, why, cap);
-    ckpt_gens_free(&g);
-    return r;
-}
-
 static int run_repair(const cli_args *a) {
     const char *url = a->arg[0];
     int apply = cli_given(a, "--apply") > 0, rc = 0;
@@ -76,7 +61,7 @@ static int run_repair(const cli_args *a) {
     /* the plan */
     if (!rc) {
         char why[1200];
-        if (p.n == 0 && !p.move_head && stranded(st, why, sizeof why)) {
+        if (p.n == 0 && !p.move_head && audit_store_stranded(st, why, sizeof why)) {
             /* nothing repair can set aside or move, and a run cannot go on: not "whole" */
             rc = err_set(&e, ERR_STORE, "%s has %s; repair has nothing to rebuild from (no state is left)", url,
                          why);

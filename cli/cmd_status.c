@@ -177,22 +177,6 @@ static void human_seconds(double s, char *out, size_t cap) {
 }
 
 
-/* A store with no state left whose config was changed: a run cannot start again
- * (audit_stranded's text in why). 0 also when configs/ cannot be read (run says why). */
-static int stranded(store *st, char *why, size_t cap) {
-    uint64_t *seqs = NULL;
-    size_t ns = 0;
-    tdm_err ge;
-    /* no state at all (HEAD missing with states there is no stranding: review) */
-    int none = audit_state_seqs(st, &seqs, &ns, &ge) == 0 && ns == 0;
-    free(seqs);
-    ckpt_gens g;
-    memset(&g, 0, sizeof g);
-    int r = none && audit_generation(st, &g, &ge) == 0 && audit_stranded(st, &g, why, cap);
-    ckpt_gens_free(&g);
-    return r;
-}
-
 /* The size line: full states kept and the bytes of one (3 tensors × the model's floats,
  * from HEAD's manifest), the unique chunks they all reference (what the states cost in
  * the store: unchanged chunks are shared) and the orphan blobs, if any; with j (--json)
@@ -399,7 +383,7 @@ static int status(const char *url, FILE *j, tdm_err *out) {
                        "\"at_risk_steps\":%llu,\"alpha_reach_seq\":%llu,\"alpha\":null,\"finished\":false,"
                        "\"speed\":null,\"size\":null", (unsigned long long)reach, (unsigned long long)ahead);
             char why[1200];
-            if (stranded(st, why, sizeof why)) {
+            if (audit_store_stranded(st, why, sizeof why)) {
                 fprintf(j, ",\"stranded\":");
                 json_str(j, why);
             }
@@ -464,7 +448,7 @@ static int status(const char *url, FILE *j, tdm_err *out) {
             int by_rows = !c.n && sp.reached_seq > ahead;
             if (by_rows) ahead = sp.reached_seq;
             char why[1200];
-            if (stranded(st, why, sizeof why))
+            if (audit_store_stranded(st, why, sizeof why))
                 printf("STRANDED  %s has %s\n", url, why);
             else if (ahead)
                 printf("at risk   %llu steps: a resume starts from the beginning (%s reach run position %llu)\n",

@@ -65,6 +65,19 @@ int audit_stranded(store *st, const ckpt_gens *g, char *why, size_t cap) {
     return 1;
 }
 
+int audit_store_stranded(store *st, char *why, size_t cap) {
+    uint64_t *seqs = NULL;
+    size_t ns = 0;
+    tdm_err ge;
+    int none = audit_state_seqs(st, &seqs, &ns, &ge) == 0 && ns == 0;
+    free(seqs);
+    ckpt_gens g;
+    memset(&g, 0, sizeof g);
+    int r = none && audit_generation(st, &g, &ge) == 0 && audit_stranded(st, &g, why, cap);
+    ckpt_gens_free(&g);
+    return r;
+}
+
 int audit_generation(store *st, ckpt_gens *g, tdm_err *e) {
     memset(g, 0, sizeof *g);
     for (uint64_t k = 0;; k++) {

@@ -69,6 +69,10 @@ int audit_generation(store *st, ckpt_gens *g, tdm_err *e);
  * repair sets aside the states it cannot read), which moved back to states/ are resumed
  * from. 0 when not stranded. One text for run, verify and status. */
 int audit_stranded(store *st, const ckpt_gens *g, char *why, size_t cap);
+/* audit_stranded for a store as it is now: no state listed and its change records read
+ * (0 when there are states, or when configs/ cannot be read: run says why). For status
+ * and repair, which read neither otherwise. */
+int audit_store_stranded(store *st, char *why, size_t cap);
 
 /* α* of a verified chain (chain->ok, n > 0): the mean of α_{t+1} over its last
  * ceil(fraction · n) records (at least one), as the paper reports the learned mixture;

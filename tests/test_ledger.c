@@ -1202,6 +1202,29 @@ static int copy_missing(const char *from, const char *to, const char *sub) {
     return rc;
 }
 
+/* This run (f: fixture_open, every 4) stopped at its 12th free step, and a sibling (o, the
+ * same config with config text `find` changed at byte `at` to `to`) run to its end and
+ * copied into f's store without overwriting (cp -rn: states, blobs, alpha records,
+ * metrics rows). 0, or -1 with why. */
+static int sibling_copied_in(fixture *f, fixture *o, const char *tag, const char *find, int at, char to, char *why,
+                             size_t cap) {
+    char text[4096], otag[128];
+    if (fixture_open(f, tag, 4)) return snprintf(why, cap, "fixture"), -1;
+    if (read_all(f->config, text, sizeof text) || !strstr(text, find)) return snprintf(why, cap, "config"), -1;
+    strstr(text, find)[at] = to;
+    snprintf(otag, sizeof otag, "%s-other", tag);
+    o->dir = test_tmpdir(otag);
+    snprintf(o->config, sizeof o->config, "%s/run.yaml", o->dir);
+    snprintf(o->store, sizeof o->store, "%s/store", o->dir);
+    snprintf(o->log, sizeof o->log, "%s/log.txt", o->dir);
+    if (write_file(o->config, text)) return snprintf(why, cap, "the sibling's config"), -1;
+    if (stop_at(f, 12) != 75 || run_to_end(o, NULL) != 0) return snprintf(why, cap, "setup"), -1;
+    const char *subs[] = {"states", "blobs", "alpha", "metrics"};
+    for (size_t i = 0; i < sizeof subs / sizeof *subs; i++)
+        if (copy_missing(o->store, f->store, subs[i])) return snprintf(why, cap, "copying the sibling's %s", subs[i]), -1;
+    return 0;
+}
+
 /* A sibling run (run.seed 4, otherwise the same) copied into this run's store without
  * overwriting (cp -rn of the other store, a sync into a prefix that held another attempt):
  * its states past this run's HEAD vouch for α records the same as this run's (the α step
@@ -1212,19 +1235,8 @@ static int copy_missing(const char *from, const char *to, const char *sub) {
 static void test_states_of_another_seed_are_passed_over(void) {
     CHECK(g_ref_hash[0], "needs the reference");
     fixture f, o;
-    CHECK(fixture_open(&f, "ledger-sibling", 4) == 0, "fixture");
-    char text[4096];
-    CHECK(read_all(f.config, text, sizeof text) == 0 && strstr(text, "seed: 3"), "config");
-    strstr(text, "seed: 3")[6] = '4';
-    o.dir = test_tmpdir("ledger-sibling-other");
-    snprintf(o.config, sizeof o.config, "%s/run.yaml", o.dir);
-    snprintf(o.store, sizeof o.store, "%s/store", o.dir);
-    snprintf(o.log, sizeof o.log, "%s/log.txt", o.dir);
-    CHECK(write_file(o.config, text) == 0, "the sibling's config");
-    CHECK(stop_at(&f, 12) == 75 && run_to_end(&o, NULL) == 0, "setup");
-    const char *subs[] = {"states", "blobs", "alpha", "metrics"};
-    for (size_t i = 0; i < sizeof subs / sizeof *subs; i++)
-        CHECK(copy_missing(o.store, f.store, subs[i]) == 0, "copying the sibling's %s", subs[i]);
+    char why[1200];
+    CHECK(sibling_copied_in(&f, &o, "ledger-sibling", "seed: 3", 6, '4', why, sizeof why) == 0, "%s", why);
     /* one state past HEAD, as a run's own commit cut off before its HEAD move would be
      * (several are not trusted at all: test_sibling_states_past_head_are_not_trusted) */
     uint64_t hseq, hep, next = UINT64_MAX;
@@ -1265,19 +1277,8 @@ static void test_states_of_another_seed_are_passed_over(void) {
 static void test_sibling_states_past_head_are_not_trusted(void) {
     CHECK(g_ref_hash[0], "needs the reference");
     fixture f, o;
-    CHECK(fixture_open(&f, "ledger-sibling-lr", 4) == 0, "fixture");
-    char text[4096];
-    CHECK(read_all(f.config, text, sizeof text) == 0 && strstr(text, "lr: 3e-3"), "config");
-    strstr(text, "lr: 3e-3")[4] = '2';
-    o.dir = test_tmpdir("ledger-sibling-lr-other");
-    snprintf(o.config, sizeof o.config, "%s/run.yaml", o.dir);
-    snprintf(o.store, sizeof o.store, "%s/store", o.dir);
-    snprintf(o.log, sizeof o.log, "%s/log.txt", o.dir);
-    CHECK(write_file(o.config, text) == 0, "the sibling's config");
-    CHECK(stop_at(&f, 12) == 75 && run_to_end(&o, NULL) == 0, "setup");
-    const char *subs[] = {"states", "blobs", "alpha", "metrics"};
-    for (size_t i = 0; i < sizeof subs / sizeof *subs; i++)
-        CHECK(copy_missing(o.store, f.store, subs[i]) == 0, "copying the sibling's %s", subs[i]);
+    char why[1200];
+    CHECK(sibling_copied_in(&f, &o, "ledger-sibling-lr", "lr: 3e-3", 4, '2', why, sizeof why) == 0, "%s", why);
     char log[16384], h[1024], out[8192];
     int rc = run_to_end(&f, NULL);
     read_all(f.log, log, sizeof log);

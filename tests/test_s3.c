@@ -1431,6 +1431,35 @@ static void test_unpin_outlasts_its_late_delete(void) {
           rg, out, gcout);
 }
 
+/* The run of f killed before its 12th HEAD move, its newest state manifest (key, 64
+ * bytes) overwritten with garbage, and the next DELETE of it held `stall` s in the proxy:
+ * a resume sets it aside and DELETEs it, and that DELETE lands late. 0, or -1 with why. */
+static int killed_with_its_newest_state_damaged(const fixture *f, int stall, char *key, char *why, size_t cap) {
+    int rk = run_to_end(f, "TANDEM_TEST_KILL_AT=head:12");
+    if (rk != 128 + SIGKILL)
+        return snprintf(why, cap, "the first run: exit %d (want SIGKILL before its 12th HEAD move)", rk), -1;
+    tdm_err e = {0};
+    store *st = store_open(f->store, &e);
+    if (!st) return snprintf(why, cap, "open %.600s: %.1000s", f->store, e.msg), -1;
+    store_list l = {0};
+    unsigned long newest = 0;
+    if (store_list_prefix(st, "states/", &l, &e) == 0)
+        for (size_t i = 0; i < l.n; i++) {
+            unsigned long q = strtoul(l.keys[i] + strlen("states/"), NULL, 10);
+            if (q > newest) newest = q;
+        }
+    store_list_free(&l);
+    snprintf(key, 64, "states/%lu.mp", newest);
+    int dmg = newest ? store_put(st, key, "garbage\n", 8, STORE_OVERWRITE, &e) : -1;
+    store_close(st);
+    if (dmg) return snprintf(why, cap, "damaging %s: %.1000s", key, e.msg), -1;
+    char rule[512];
+    snprintf(rule, sizeof rule, "{\"rules\": [{\"fault\": \"stall\", \"stall_seconds\": %d, \"methods\": [\"DELETE\"], "
+             "\"path_regex\": \"/states/%lu[.]mp$\", \"max_count\": 1}], \"reset_counters\": true}", stall, newest);
+    if (control("/faults", rule)) return snprintf(why, cap, "set faults"), -1;
+    return 0;
+}
+
 /* A run finds its newest state manifest damaged, sets it aside and DELETEs it (the DELETE
  * held 6 s in the proxy past the 1 s limit; the retry answers), falls back, replays and
  * writes that state again, HEAD on it, exit 0 — then the held DELETE landed: HEAD named a
@@ -1441,27 +1470,8 @@ static void test_rewritten_state_outlasts_its_late_delete(void) {
     fixture f;
     CHECK(runner_fixture(&f, "s3rewritelate", 1) == 0, "fixture");
     control("/reset", "{}");
-    int rk = run_to_end(&f, "TANDEM_TEST_KILL_AT=head:12");
-    CHECK(rk == 128 + SIGKILL, "the first run: exit %d (want SIGKILL before its 12th HEAD move)", rk);
-    tdm_err e = {0};
-    store *st = store_open(f.store, &e);
-    CHECK(st, "open %s: %s", f.store, e.msg);
-    store_list l = {0};
-    unsigned long newest = 0;
-    if (store_list_prefix(st, "states/", &l, &e) == 0)
-        for (size_t i = 0; i < l.n; i++) {
-            unsigned long q = strtoul(l.keys[i] + strlen("states/"), NULL, 10);
-            if (q > newest) newest = q;
-        }
-    store_list_free(&l);
-    char key[64], rule[512];
-    snprintf(key, sizeof key, "states/%lu.mp", newest);
-    int dmg = newest ? store_put(st, key, "garbage\n", 8, STORE_OVERWRITE, &e) : -1;
-    store_close(st);
-    CHECK(dmg == 0, "damaging %s: %s", key, e.msg);
-    snprintf(rule, sizeof rule, "{\"rules\": [{\"fault\": \"stall\", \"stall_seconds\": 6, \"methods\": [\"DELETE\"], "
-             "\"path_regex\": \"/states/%lu[.]mp$\", \"max_count\": 1}], \"reset_counters\": true}", newest);
-    CHECK(control("/faults", rule) == 0, "set faults");
+    char key[64], why[2048];
+    CHECK(killed_with_its_newest_state_damaged(&f, 6, key, why, sizeof why) == 0, "%s", why);
     setenv("TANDEM_S3_TIMEOUT", "1", 1);
     setenv("TANDEM_TEST_SETTLE_S", "8", 1);
     double t0 = now_s();
@@ -1537,27 +1547,8 @@ static void test_resume_outlasts_a_stopped_runs_late_delete(void) {
     fixture f;
     CHECK(runner_fixture(&f, "s3stoplate", 1) == 0, "fixture");
     control("/reset", "{}");
-    int rk = run_to_end(&f, "TANDEM_TEST_KILL_AT=head:12");
-    CHECK(rk == 128 + SIGKILL, "the first run: exit %d (want SIGKILL before its 12th HEAD move)", rk);
-    tdm_err e = {0};
-    store *st = store_open(f.store, &e);
-    CHECK(st, "open %s: %s", f.store, e.msg);
-    store_list l = {0};
-    unsigned long newest = 0;
-    if (store_list_prefix(st, "states/", &l, &e) == 0)
-        for (size_t i = 0; i < l.n; i++) {
-            unsigned long q = strtoul(l.keys[i] + strlen("states/"), NULL, 10);
-            if (q > newest) newest = q;
-        }
-    store_list_free(&l);
-    char key[64], rule[512];
-    snprintf(key, sizeof key, "states/%lu.mp", newest);
-    int dmg = newest ? store_put(st, key, "garbage\n", 8, STORE_OVERWRITE, &e) : -1;
-    store_close(st);
-    CHECK(dmg == 0, "damaging %s: %s", key, e.msg);
-    snprintf(rule, sizeof rule, "{\"rules\": [{\"fault\": \"stall\", \"stall_seconds\": 12, \"methods\": [\"DELETE\"], "
-             "\"path_regex\": \"/states/%lu[.]mp$\", \"max_count\": 1}], \"reset_counters\": true}", newest);
-    CHECK(control("/faults", rule) == 0, "set faults");
+    char key[64], why[2048];
+    CHECK(killed_with_its_newest_state_damaged(&f, 12, key, why, sizeof why) == 0, "%s", why);
     setenv("TANDEM_S3_TIMEOUT", "1", 1);
     setenv("TANDEM_TEST_SETTLE_S", "15", 1);
     setenv("TANDEM_GRACE_S", "4", 1); /* a preemption's grace, shorter than the wait */
