@@ -44,7 +44,7 @@ static const cli_opt GC_OPTS[] = {
     CLI_FORMAT_TABLE_JSON,
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
-static const cli_spec GC_SPEC = {"gc", "STORE", 1, 1, "a STORE is required",
+static const cli_spec GC_SPEC = {"gc", "STORE --keep N", 1, 1, "a STORE is required",
                                  "Deletes old state manifests, then the blobs no kept manifest references\n"
                                  "(safe to kill at any moment; a re-run finishes the job). Kept: the newest\n"
                                  "N states, the state HEAD names, the newest older state that verifies and\n"

@@ -35,10 +35,20 @@ static void metavar(const cli_opt *o, FILE *f) {
     fprintf(f, " %s", o->metavar ? o->metavar : o->choices ? o->choices : "VALUE");
 }
 
+/* Whether the usage line's positionals (s->args, "STORE --keep N") name the option: a
+ * required one, shown there as such rather than in brackets as optional. */
+static int required_in_args(const cli_spec *s, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = s->args; p && (p = strstr(p, name)); p += n)
+        if ((p == s->args || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return 1;
+    return 0;
+}
+
 void cli_usage(const cli_spec *s, FILE *f) {
     fprintf(f, "usage: tandem %s", s->name);
     if (s->args && *s->args) fprintf(f, " %s", s->args);
     for (int i = 0; s->opts && s->opts[i].name; i++) {
+        if (required_in_args(s, s->opts[i].name)) continue; /* shown in args, without brackets */
         fprintf(f, " [%s", s->opts[i].name);
         metavar(&s->opts[i], f);
         fprintf(f, "%s]", s->opts[i].kind == CLI_LIST || s->opts[i].kind == CLI_ALIAS ? " ..." : "");

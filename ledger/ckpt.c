@@ -322,7 +322,7 @@ int ckpt_judge_stored(ckpt *c, const char *key, const void *old, size_t on,
  * "*" or a name that is no key) wait until they cannot (store_put). A run stopped by a
  * signal ends without waiting for them; its requeued resume replays and writes again the
  * state or α record such a DELETE set aside, which the DELETE would then remove. */
-static void note_late_deletes(ckpt *c, const rec_lease *old, double kept) {
+static void note_late_deletes(ckpt *c, const rec_lease *old, double kept, int unreleased) {
     /* what a writer deletes and a later one may write again; "*" (too many to name, or some
      * unknown) and a damaged list cover these, never HEAD, the lease, RUN or configs/ (which
      * no run deletes: every write, the lease's own included, waited behind a "*": review) */
@@ -353,7 +353,13 @@ static void note_late_deletes(ckpt *c, const rec_lease *old, double kept) {
         named++;
         p += k + (p[k] == '\n');
     }
-    if (named < 0)
+    if (unreleased && named)
+        fprintf(stderr, "tandem: writer epoch %llu, which did not release the lease, had named DELETEs in it that "
+                "may still land for %.0f s (%s): this writer waits until they cannot before it writes %s again\n",
+                (unsigned long long)old->epoch, kept, named < 0 ? "more than it could list" : "a state it set "
+                "aside, or states and alpha records a change superseded", named < 0 ? "a state, alpha record, "
+                "metrics row, blob, pin or mixture.mp" : "those objects");
+    else if (named < 0)
         fprintf(stderr, "tandem: writer epoch %llu gave up on DELETEs it could not name that may land for %.0f s: "
                 "this writer waits until they cannot before it writes a state, alpha record, metrics row, blob, "
                 "pin or mixture.mp\n", (unsigned long long)old->epoch, kept);
@@ -391,18 +397,30 @@ static int read_lease(ckpt *c, rec_lease *l, int *present, tdm_err *e) {
  * c->lease_ver, the version last read or written; STORE_CONFLICT when the lease changed
  * since (the callers judge it: a takeover reads it again, a release finds it taken). */
 static int write_lease(ckpt *c, int released, tdm_err *e) {
+    /* held: the time it was taken, kept by a rewrite (status says "held since") */
     rec_lease l = {.epoch = c->epoch, .pid = (uint64_t)getpid(), .attempt = c->attempt,
-                   .time = ckpt_now_wall(), .released = released};
+                   .time = !released && c->lease_time > 0 ? c->lease_time : ckpt_now_wall(), .released = released};
     /* writes given up on that may still land (S3): the next writer and gc keep what they
      * could recreate until then (a writer that was killed says nothing: ckpt_acquire) */
     double left = released ? store_unsettled_s(c->st) : 0;
     if (left > 0) l.has_settle = 1, l.settle_until = l.time + left;
     /* and which of them were DELETEs: the next writer waits before writing those keys
      * again (a run stopped by a signal does not wait for them itself) */
-    double dleft = released ? store_unsettled_delete_keys(c->st, l.late_deletes, sizeof l.late_deletes) : 0;
+    double dleft = store_unsettled_delete_keys(c->st, l.late_deletes, sizeof l.late_deletes);
     if (dleft > 0 && l.late_deletes[0]) {
         l.has_late_deletes = 1;
-        if (l.time + dleft > l.settle_until) l.has_settle = 1, l.settle_until = l.time + dleft;
+        if (released && l.time + dleft > l.settle_until) l.has_settle = 1, l.settle_until = l.time + dleft;
+    } else {
+        l.late_deletes[0] = '\0';
+    }
+    /* held: and those it is about to send (a writer taking over after a kill reads them) */
+    if (!released && c->announced[0]) {
+        size_t have = strlen(l.late_deletes), add = strlen(c->announced);
+        if (!strcmp(l.late_deletes, "*") || !strcmp(c->announced, "*") || have + add + 1 > sizeof l.late_deletes)
+            snprintf(l.late_deletes, sizeof l.late_deletes, "*");
+        else
+            memcpy(l.late_deletes + have, c->announced, add + 1);
+        l.has_late_deletes = 1;
     }
     /* how long a write of this writer's may land late, for whoever comes after a kill
      * (their own TANDEM_S3_TIMEOUT may be shorter) */
@@ -418,7 +436,33 @@ static int write_lease(ckpt *c, int released, tdm_err *e) {
     void *data = rec_lease_encode(&l, &n);
     int rc = store_put_if(c->st, LEDGER_LEASE, data, n, &c->lease_ver, &c->lease_ver, e);
     free(data);
+    if (!rc && !released) c->lease_time = l.time;
     return rc; /* STORE_CONFLICT as it is: the callers judge it (a takeover reads again) */
+}
+
+int ckpt_announce_deletes(ckpt *c, const char *what, tdm_err *e) {
+    if (!c->epoch || store_settle_window_s(c->st) <= 0) return 0; /* a file store's DELETE lands when it returns */
+    size_t have = strlen(c->announced), add = strlen(what);
+    if (!strcmp(c->announced, "*")) return 0; /* every kind named already */
+    /* named already (a loop's every DELETE under one prefix): no lease write */
+    for (const char *p = c->announced; (p = strstr(p, what)); p++)
+        if ((p == c->announced || p[-1] == '\n') && p[add] == '\n') return 0;
+    if (have + add + 2 > sizeof c->announced) snprintf(c->announced, sizeof c->announced, "*");
+    else snprintf(c->announced + have, sizeof c->announced - have, "%s\n", what);
+    int rc = write_lease(c, 0, e);
+    if (rc == STORE_CONFLICT) {
+        c->fenced = 1;
+        rc = err_set(e, ERR_STORE, "%s: fenced out: the lease was taken over by another writer; this writer (epoch "
+                     "%llu) stops without deleting %s", store_url(c->st), (unsigned long long)c->epoch, what);
+    }
+    return rc;
+}
+
+void ckpt_announce_settled(ckpt *c) {
+    if (!c->announced[0]) return;
+    c->announced[0] = '\0';
+    tdm_err ignore;
+    write_lease(c, 0, &ignore); /* a stale list only makes the next writer wait */
 }
 
 /* Whether lease l is this writer's: its epoch, and the pid and host write_lease puts there
@@ -551,6 +595,11 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
         store_note_lost_writer(c->st, 0);
         if (old.has_window && old.settle_window > store_settle_window_s(c->st))
             store_note_lost_writer(c->st, fmin(old.settle_window, CKPT_SETTLE_MAX_S));
+        /* and the DELETEs it named before it sent them (ckpt_announce_deletes): when it was
+         * killed is unknown, so they may land for a whole window from now */
+        double w = store_settle_window_s(c->st);
+        if (old.has_window && old.settle_window > w) w = old.settle_window;
+        if (old.has_late_deletes && w > 0) note_late_deletes(c, &old, fmin(w, CKPT_SETTLE_MAX_S), 1);
     }
     /* a writer that released the lease with writes given up on said until when they may
      * land (an unreleased lease never says: above) */
@@ -569,7 +618,7 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
                     "states they could recreate are kept until then\n",
                     (unsigned long long)old.epoch, kept);
         store_note_lost_writer(c->st, kept);
-        if (old.has_late_deletes) note_late_deletes(c, &old, kept);
+        if (old.has_late_deletes) note_late_deletes(c, &old, kept, 0);
     }
     /* Stamp HEAD with our epoch: HEAD's version changes, so an older writer's next
      * compare-and-swap fails even if it checked the lease just before we took it.

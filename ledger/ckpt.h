@@ -140,6 +140,15 @@ int ckpt_keep_aside(store *st, uint64_t epoch, const char *key, const void *data
                     char *dst, size_t cap, tdm_err *e);
 /* ERR_STORE "fenced out" unless this writer still holds the lease. */
 int ckpt_check_lease(ckpt *c, tdm_err *e);
+/* Names `what` (a key, or a prefix ending in '/') in this writer's lease before DELETEs of
+ * it are sent, on a store whose writes may land late (S3): a writer that takes the lease
+ * over after this one was killed waits, before it writes such a key again, until they
+ * cannot land (a killed writer otherwise says nothing of its DELETEs in flight). A no-op
+ * elsewhere. ERR_STORE "fenced out" when the lease is another writer's. */
+int ckpt_announce_deletes(ckpt *c, const char *what, tdm_err *e);
+/* The announced DELETEs were sent (each answered, or given up on: the store still counts
+ * those): the lease names only what may still land. Best effort. */
+void ckpt_announce_settled(ckpt *c);
 uint64_t ckpt_epoch(const ckpt *c);
 
 /* The host buffers a load fills and a snapshot copies into: [CKPT_TENSORS][numel]; NULL

@@ -70,6 +70,8 @@ int ckpt_supersede_alpha_after(ckpt *c, uint64_t after, uint64_t change, int *mo
             /* checked again before the delete: taken over after the first check, the new
              * writer may have replaced this record with its own by now */
             if (!rc) rc = ckpt_check_lease(c, e);
+            /* the replay under the new config writes these keys again (ckpt_announce_deletes) */
+            if (!rc) rc = ckpt_announce_deletes(c, LEDGER_ALPHA, e);
             if (!rc) rc = store_delete(c->st, key, e);
             if (rc == STORE_NOT_FOUND) rc = 0;
             if (!rc) (*moved)++;
@@ -77,6 +79,7 @@ int ckpt_supersede_alpha_after(ckpt *c, uint64_t after, uint64_t change, int *mo
         free(data);
     }
     store_list_free(&l);
+    ckpt_announce_settled(c);
     return rc;
 }
 

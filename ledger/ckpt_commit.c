@@ -147,8 +147,11 @@ static int late_delete_round(void *ctx, double left) {
  * stands, said on stderr; rc otherwise. */
 static int given_up_ok(ckpt *c, int rc) {
     if (!rc || !atomic_load(&c->given_up)) return rc;
+    uint64_t last = ckpt_last_commit_seq(c); /* UINT64_MAX: none yet (a resume starts from the seed) */
+    char stands[64] = "none yet: the resume starts from the beginning";
+    if (last != UINT64_MAX) snprintf(stands, sizeof stands, "run position %llu", (unsigned long long)last);
     fprintf(stderr, "tandem: the commit of run position %llu was given up for the stop (the rest would not "
-            "finish in time); the last full state stands\n", (unsigned long long)c->snap.seq);
+            "finish in time); the last full state (%s) stands\n", (unsigned long long)c->snap.seq, stands);
     atomic_store(&c->cancel, 0);
     atomic_store(&c->given_up, 0);
     atomic_store(&c->stopped_short, 1);
@@ -393,6 +396,14 @@ static int commit(ckpt *c, tdm_err *e) {
             if (ckpt_judge_stored(c, key, old, on, &ver, bad ? de.msg : NULL, has_gen, gen, seq,
                                   manifest, mn, &rc, e)) {
                 /* settled: replaced, or fenced out */
+            } else if (c->has_unvouched && c->unvouched == r->seq) {
+                /* the one state past HEAD the load went past: not this run's cut-off commit,
+                 * which the replay would have reproduced byte for byte */
+                rc = ckpt_replace_object(c, key, old, on, &ver,
+                                         "lay past HEAD and is not what the replay computes: another run's "
+                                         "state copied or synced in (or, if no copy was made, a nondeterministic "
+                                         "replay: compare the copy kept aside)",
+                                         manifest, mn, e);
             } else if (rejected) {
                 /* the load found it unusable (a chunk missing or corrupt): what it says of
                  * tensors nobody can read is no evidence of anything */

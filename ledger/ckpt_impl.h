@@ -28,6 +28,13 @@ struct ckpt {
     store_version lease_ver, head_ver;
     char host_name[REC_NAME_MAX];
     uint64_t attempt;
+    /* DELETEs this writer is about to send that a later writer would write again (a state
+     * set aside, states and α records superseded by a change): keys or prefixes, each
+     * followed by '\n', or "*". Named in the lease before they are sent, so that a writer
+     * taking over from this one killed meanwhile waits until they cannot land
+     * (ckpt_announce_deletes); "" once sent */
+    char announced[REC_LATE_DELETES_MAX];
+    double lease_time; /* when this writer took the lease (its lease's time while held) */
     /* chunks of the last committed or loaded state: known to be stored intact, as far as
      * this writer knows; known_ok[i] == known_gen once this commit saw chunk i still there
      * (another process may have deleted it since: ckpt_set_known, put_blob) */
@@ -83,6 +90,11 @@ struct ckpt {
     uint64_t *rejected;
     size_t nrejected;
     int seed_replay; /* the load found states but none usable: the run replays from its seed */
+    /* the one state past HEAD that a writer's load went past (has_unvouched): its own commit
+     * cut off before HEAD moved, which the replay reproduces byte for byte, or another run's
+     * copied in, which it replaces (a copy kept aside) */
+    int has_unvouched;
+    uint64_t unvouched;
     /* streaming (ckpt_open_stream): no host copy of the state; each chunk crosses between
      * the backend's tensors and the store on its own, through a chunk-sized buffer per I/O
      * thread. dev_mu: one transfer at a time (a backend's stream is not shared between

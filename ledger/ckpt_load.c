@@ -247,7 +247,9 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
     store_list l;
     rc = store_list_prefix(c->st, LEDGER_STATES, &l, e);
     if (rc) return rc;
-    uint64_t *seqs = calloc(l.n ? l.n : 1, sizeof *seqs);
+    /* the listed positions, and after them (order) the order the load tries them in */
+    size_t cap = l.n ? l.n : 1;
+    uint64_t *seqs = calloc(2 * cap + 1, sizeof *seqs);
     size_t ns = 0;
     for (size_t i = 0; seqs && i < l.n; i++)
         if (ledger_key_index(l.keys[i], LEDGER_STATES, &seqs[ns]) == 0) ns++;
@@ -291,9 +293,30 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
                 "(a commit cut off before HEAD moved): another writer's or another run's (a copy or a sync into "
                 "this store?); going on from HEAD's state, the replay replacing those that differ\n", url, past,
                 (unsigned long long)head.seq);
+    /* Exactly one past HEAD is what a run's commit cut off before its HEAD move leaves, and
+     * also what one sibling state copied in leaves (nothing in it names its run: a hunt
+     * moving stores). A writer therefore goes on from HEAD's state and lets the replay
+     * judge it: the run's own is reproduced byte for byte (one episode recomputed, and
+     * the commit that follows finds it there), another run's is replaced, a copy kept
+     * aside. Its manifest is judged first as any other (damage, a lost seal, another seed
+     * are said and set aside), and the state tried last, when no state at or behind HEAD
+     * can be resumed from, rather than strand a run. A reader (export, evaluate) reads the
+     * newest that verifies. */
+    c->has_unvouched = 0;
+    /* Not where a config change took effect at or past it: a change is recorded at the
+     * position the run goes on from (a state past HEAD included), and the replay from HEAD
+     * would compute the stretch before it under the new config */
+    int defer_past = !distrust_past && past == 1 && c->epoch && !c->reader_verb &&
+                     !(c->gens.n && ckpt_gens_newest(&c->gens) >= seqs[0]);
+    uint64_t *order = seqs + cap; /* indices into seqs; seqs[0] is the one past HEAD */
+    size_t nord = ns;
+    int deferred = 0; /* its manifest held, and it waits behind the others */
+    for (size_t j = 0; j < ns; j++) order[j] = j;
     size_t foreign = 0, own_seed = 0; /* states made with another seed than the pinned one, and with it */
     uint64_t foreign_seed = 0;
-    for (size_t i = 0; i < ns; i++) {
+    for (size_t j = 0; j < nord; j++) {
+        size_t i = (size_t)order[j];
+        int deferring = defer_past && j == 0;
         char key[64];
         ledger_state_key(key, sizeof key, seqs[i]);
         if (distrust_past && seqs[i] > head.seq) {
@@ -389,7 +412,13 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
             int qrc = c->epoch ? ckpt_check_lease(c, &qe) : 0;
             if (!qrc) qrc = ckpt_quarantine(c, key, data, n, why, &qe);
             if (!qrc && c->epoch) qrc = ckpt_check_lease(c, &qe);
-            if (!qrc) qrc = store_delete(c->st, key, &qe);
+            /* the replay writes this key again: named in the lease first (S3), for a writer
+             * that takes over should this one be killed with the DELETE in flight */
+            if (!qrc) qrc = ckpt_announce_deletes(c, key, &qe);
+            if (!qrc) {
+                qrc = store_delete(c->st, key, &qe);
+                ckpt_announce_settled(c);
+            }
             if (qrc && c->fenced) {
                 *e = qe;
                 free(data);
@@ -404,6 +433,11 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
             continue;
         }
         free(data);
+        if (deferring) { /* its manifest holds: tried again after the others */
+            rec_state_free(rec);
+            order[nord++] = 0, deferred = 1;
+            continue;
+        }
         /* A state whose α records are not all there or intact cannot be resumed from (the
          * run would go on from a chain with a hole). The run goes back to an older state
          * whose chain holds, or to the seed, and the replay re-derives the missing records
@@ -475,7 +509,15 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
             fprintf(stderr, "tandem: the state to %s is %s (run position %llu), the newest that verifies%s%s\n",
                     c->reader_verb, key, (unsigned long long)seqs[i], have_head ? "; HEAD names " : "",
                     have_head ? head.state : "");
-        else if (i > 0 || (have_head && head.seq != seqs[i]))
+        else if (deferred && i > 0) {
+            char past_key[64];
+            ledger_state_key(past_key, sizeof past_key, seqs[0]);
+            fprintf(stderr, "tandem: resuming from %s (run position %llu)%s; %s lies past HEAD (a commit cut off "
+                    "before HEAD moved, or another run's state copied in): the replay reproduces it byte for "
+                    "byte or replaces it\n", key, (unsigned long long)seqs[i],
+                    have_head && head.seq == seqs[i] ? ", which HEAD names" : "", past_key);
+            c->has_unvouched = 1, c->unvouched = seqs[0];
+        } else if (i > 0 || (have_head && head.seq != seqs[i]))
             fprintf(stderr, "tandem: resuming from %s (run position %llu)\n", key,
                     (unsigned long long)seqs[i]);
         c->loaded = 1;

@@ -187,10 +187,13 @@ static int drop_states_after(ledger *l, uint64_t after, tdm_err *e) {
             break;
         }
         rc = ckpt_check_lease(l->ck, e);
+        /* the replay under the new config writes these keys again (ckpt_announce_deletes) */
+        if (!rc) rc = ckpt_announce_deletes(l->ck, LEDGER_STATES, e);
         if (!rc) rc = store_delete(l->st, sl.keys[i], e);
         if (rc == STORE_NOT_FOUND) rc = 0;
     }
     store_list_free(&sl);
+    ckpt_announce_settled(l->ck);
     return rc;
 }
 
@@ -251,6 +254,7 @@ static void stop_plan(ledger *l, ledger_stop_plan *p, double *inflight) {
         p->need = ckpt_commit_estimate(l->ck, inflight);
         p->left = l->grace - since_stop(l) - LEDGER_GRACE_MARGIN_S;
     }
+    p->margin = LEDGER_GRACE_SAFETY;
     p->full = l->grace <= 0 || p->need * LEDGER_GRACE_SAFETY <= p->left;
 }
 

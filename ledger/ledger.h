@@ -128,6 +128,7 @@ int ledger_save(ledger *l, const rec_state *rec, ledger_save_when when, tdm_err 
 typedef struct ledger_stop_plan {
     int full;          /* a full commit fits (or the grace period is unknown) */
     double need;       /* seconds a full commit would take now (estimate) */
+    double margin;     /* the factor need is taken by against left (a safety margin) */
     double left;       /* seconds left of the grace period, minus the exit margin */
     double grace;      /* the grace period (0: unknown) */
     int landed;        /* !full: the commit in flight was let land (it is the state that stands) */

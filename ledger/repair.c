@@ -320,11 +320,27 @@ int ledger_repair_apply(store *st, const char *url, const ledger_repair_plan *p,
         free(d);
         if (g && g != STORE_NOT_FOUND) rc = g;
     }
+    /* what the next run writes again (the states and α records its replay re-derives),
+     * named in the lease before the DELETEs go (S3): a run that takes over from a repair
+     * killed meanwhile waits until they cannot land (ckpt_announce_deletes; "*" past the
+     * lease's room, HEAD never) */
+    char named[REC_LATE_DELETES_MAX] = "";
+    for (size_t i = 0, used = 0; i < p->n; i++) {
+        size_t k = strlen(p->items[i].key);
+        if (!strcmp(p->items[i].key, LEDGER_HEAD)) continue;
+        if (used + k + 2 > sizeof named - 1) {
+            snprintf(named, sizeof named, "*");
+            break;
+        }
+        used += (size_t)snprintf(named + used, sizeof named - used, "%s%s", used ? "\n" : "", p->items[i].key);
+    }
+    if (!rc && named[0]) rc = ckpt_announce_deletes(ck, named, e);
     /* every deletion under the lease: a run that takes it over stops the repair there */
     for (size_t i = 0; !rc && i < p->n; i++) {
         rc = ckpt_check_lease(ck, e);
         if (!rc) rc = set_aside(st, *epoch, p->items[i].key, e);
     }
+    ckpt_announce_settled(ck);
     if (!rc) rc = ckpt_check_lease(ck, e);
     if (!rc && p->move_head) {
         rec_head nh = {.seq = p->head_seq, .state_sha = p->head_sha, .epoch = *epoch, .time = (double)time(NULL),

@@ -135,6 +135,16 @@ int s3_url_check(const char *url, s3_config *c, tdm_err *e) {
          * SignatureDoesNotMatch, which reads like a credentials problem) */
         for (const char *seg = c->prefix; *seg;) {
             size_t len = strcspn(seg, "/");
+            /* nor an empty one: S3 keeps "//" in the key, so s3://b//p is another store than
+             * s3://b/p, and a resume through such a typo began a new run beside the old one
+             * (reached the network first, as a failed conditional-write probe where the
+             * server folds the slashes) */
+            if (len == 0)
+                return err_set(e, ERR_USAGE,
+                               "store URL %s: the prefix has an empty segment ('//' at offset %zu); S3 keeps "
+                               "it in the key, so this would be another store than the one with a single "
+                               "'/': write the prefix with single slashes",
+                               shown, (size_t)(slash - url) + (size_t)(seg - c->prefix));
             if ((len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.'))
                 return err_set(e, ERR_USAGE,
                                "store URL %s: the prefix has a '%.*s' segment; S3 keys are not "

@@ -92,6 +92,12 @@ done
 if [ ! -e "$tmp/no" ] && [ -z "$(ls -A "$tmp/empty")" ]; then pass "the reads created no path and no file"
 else fail "the reads created no path and no file" "$(find "$tmp/no" "$tmp/empty" 2>&1)"; fi
 
+# gc's --keep is required: its usage line says so (it showed "[--keep N]", optional)
+out=$("$bin" gc "$tmp/empty" 2>&1); rc=$?
+if [ $rc -eq 2 ] && grep -q "^usage: tandem gc STORE --keep N \[--dry-run\]" <<<"$out" && ! grep -q "\[--keep" <<<"$out"
+then pass "gc without --keep: exit 2, the usage line shows --keep N as required"
+else fail "gc without --keep: exit 2, the usage line shows --keep N as required" "exit $rc: $out"; fi
+
 out=$("$bin" run "$tmp/c.yaml" --store "$tmp/fixed" --quiet --set run.mode=fixed \
       --set data.mixture=file --set "data.mixture_file=file://$tmp/no/mix" 2>&1); rc=$?
 if [ $rc -eq 3 ] && grep -q "data.mixture_file" <<<"$out" && grep -q "no store at" <<<"$out" \

@@ -961,6 +961,13 @@ static void test_stop_within_the_grace(void) {
                   stream ? "streaming" : "host copy", took);
             CHECK(strstr(log, stream ? "given up" : "grace period") && strstr(log, "stands"),
                   "no word of the skipped commit: %s", log);
+            /* the figures it judged by: the need with its margin exceeds what was left (it
+             * said "about 1.7 s, more than the 1.8 s left", the margin unsaid) */
+            const char *w = strstr(log, "would take about ");
+            double need = 0, with = 0, margin = 0, left = 0;
+            CHECK(!w || (sscanf(w, "would take about %lf s (%lf s with the %lfx safety margin), more than the %lf s left",
+                                &need, &with, &margin, &left) == 4 && with > left && with >= need),
+                  "the figures contradict the decision: %s", w);
         } else {
             CHECK(!strstr(log, "grace period") && after > seq, "with 120 s the stop did not commit "
                   "(HEAD %llu -> %llu): %s", (unsigned long long)seq, (unsigned long long)after, log);
@@ -1225,24 +1232,13 @@ static int sibling_copied_in(fixture *f, fixture *o, const char *tag, const char
     return 0;
 }
 
-/* A sibling run (run.seed 4, otherwise the same) copied into this run's store without
- * overwriting (cp -rn of the other store, a sync into a prefix that held another attempt):
- * its states past this run's HEAD vouch for α records the same as this run's (the α step
- * holds), so they passed the chain check, and the run exited 3 on "the stored state was
- * made with seed 4, not 3", naming no object, while repair had nothing to do (a hunt
- * moving stores). The load now passes over another seed's state (said), and the run ends
- * on the reference. */
-static void test_states_of_another_seed_are_passed_over(void) {
-    CHECK(g_ref_hash[0], "needs the reference");
-    fixture f, o;
-    char why[1200];
-    CHECK(sibling_copied_in(&f, &o, "ledger-sibling", "seed: 3", 6, '4', why, sizeof why) == 0, "%s", why);
-    /* one state past HEAD, as a run's own commit cut off before its HEAD move would be
-     * (several are not trusted at all: test_sibling_states_past_head_are_not_trusted) */
+/* Deletes every state past f's HEAD but the first: what a run's own commit cut off
+ * before its HEAD move leaves. 0, or -1 when HEAD or a state past it is missing. */
+static int keep_one_state_past_head(fixture *f) {
     uint64_t hseq, hep, next = UINT64_MAX;
-    head_of(&f, &hseq, &hep, NULL, 0);
+    head_of(f, &hseq, &hep, NULL, 0);
     char sdir[800];
-    snprintf(sdir, sizeof sdir, "%s/states", f.store);
+    snprintf(sdir, sizeof sdir, "%s/states", f->store);
     DIR *d = opendir(sdir);
     for (struct dirent *de; d && (de = readdir(d));) {
         uint64_t q = strtoull(de->d_name, NULL, 10);
@@ -1257,7 +1253,24 @@ static void test_states_of_another_seed_are_passed_over(void) {
         if (de->d_name[0] != '.' && q > next) unlink(path);
     }
     if (d) closedir(d);
-    CHECK(hseq > 0 && next != UINT64_MAX, "HEAD at %llu, no sibling state past it", (unsigned long long)hseq);
+    return hseq > 0 && next != UINT64_MAX ? 0 : -1;
+}
+
+/* A sibling run (run.seed 4, otherwise the same) copied into this run's store without
+ * overwriting (cp -rn of the other store, a sync into a prefix that held another attempt):
+ * its states past this run's HEAD vouch for α records the same as this run's (the α step
+ * holds), so they passed the chain check, and the run exited 3 on "the stored state was
+ * made with seed 4, not 3", naming no object, while repair had nothing to do (a hunt
+ * moving stores). The load now passes over another seed's state (said), and the run ends
+ * on the reference. */
+static void test_states_of_another_seed_are_passed_over(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f, o;
+    char why[1200];
+    CHECK(sibling_copied_in(&f, &o, "ledger-sibling", "seed: 3", 6, '4', why, sizeof why) == 0, "%s", why);
+    /* one state past HEAD, as a run's own commit cut off before its HEAD move would be
+     * (several are not trusted at all: test_sibling_states_past_head_are_not_trusted) */
+    CHECK(keep_one_state_past_head(&f) == 0, "no sibling state past HEAD");
     char log[16384], h[1024];
     int rc = run_to_end(&f, NULL);
     read_all(f.log, log, sizeof log);
@@ -1286,6 +1299,81 @@ static void test_sibling_states_past_head_are_not_trusted(void) {
     CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere:\n%s\n%s", h, log);
     CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
     fixture_close(&o);
+    fixture_close(&f);
+}
+
+/* One state of a sibling (same seed and shape, another optim.lr) lying just past HEAD,
+ * as a run's own commit cut off before its HEAD move would: nothing in it names its run
+ * and its α records are this run's byte for byte, so the resume went on from it, exit 0,
+ * on the sibling's weights, verify clean (a hunt moving stores; the one case the fix for
+ * several left open). A writer now goes on from HEAD's state and the replay judges the
+ * state past it: replaced here (a copy kept aside), and the run ends on the reference. */
+static void test_one_sibling_state_past_head_is_replaced(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f, o;
+    char why[1200];
+    CHECK(sibling_copied_in(&f, &o, "ledger-sibling-one", "lr: 3e-3", 4, '2', why, sizeof why) == 0, "%s", why);
+    CHECK(keep_one_state_past_head(&f) == 0, "no sibling state past HEAD");
+    char log[16384], h[1024], out[8192];
+    int rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere (exit %d):\n%s\n%s", rc, h, log);
+    CHECK(rc == 0 && strstr(log, "lay past HEAD and is not what the replay computes") && strstr(log, "kept aside"),
+          "the resume: exit %d: %s", rc, log);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&o);
+    fixture_close(&f);
+}
+
+/* A config change given at the resume after a commit cut off before its HEAD move takes
+ * effect at the state past HEAD (the position the run goes on from, change_position) — so
+ * the run goes on from that state, not from HEAD's with a replay that would compute the
+ * stretch before it under the new config. It ends where a twin ends whose HEAD was moved
+ * to that state by hand before the same change. */
+static void test_change_at_a_state_past_head(void) {
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-change-past", 4) == 0, "fixture");
+    CHECK(run_to_end(&f, "TANDEM_TEST_SIGNAL_AT=probe:9") == 75, "setup stop");
+    CHECK(run_to_end(&f, "TANDEM_TEST_KILL_AT=head:1") == 128 + SIGKILL, "setup kill");
+    uint64_t hseq, hep, past = 0;
+    head_of(&f, &hseq, &hep, NULL, 0);
+    char path[1200], log[16384], out[8192], h1[1024], h2[1024];
+    for (uint64_t q = hseq + 1; q < hseq + 200 && !past; q++) {
+        snprintf(path, sizeof path, "%s/states/%llu.mp", f.store, (unsigned long long)q);
+        if (file_size(path) > 0) past = q;
+    }
+    CHECK(past, "no state past HEAD (at %llu)", (unsigned long long)hseq);
+    char cmd[2400];
+    snprintf(cmd, sizeof cmd, "cp -a '%s' '%s/twin'", f.store, f.dir);
+    CHECK(system(cmd) == 0, "copy");
+    fixture t = f;
+    snprintf(t.store, sizeof t.store, "%s/twin", f.dir);
+    snprintf(t.log, sizeof t.log, "%s/log-twin.txt", f.dir);
+    /* the twin: HEAD moved to the state past it, as the commit would have */
+    static unsigned char buf[1 << 16];
+    size_t n;
+    rec_head h;
+    tdm_err e = {0};
+    snprintf(path, sizeof path, "%s/HEAD", t.store);
+    CHECK(read_file(path, buf, sizeof buf, &n) == 0 && rec_head_decode(buf, n, "HEAD", &h, &e) == 0, "HEAD: %s", e.msg);
+    h.seq = past, h.commits++;
+    snprintf(h.state, sizeof h.state, "states/%llu.mp", (unsigned long long)past);
+    snprintf(path, sizeof path, "%s/%s", t.store, h.state);
+    CHECK(read_file(path, buf, sizeof buf, &n) == 0, "read %s", path);
+    sha256(buf, n, &h.state_sha);
+    void *enc = rec_head_encode(&h, &n);
+    snprintf(path, sizeof path, "%s/HEAD", t.store);
+    FILE *fp = fopen(path, "wb");
+    CHECK(enc && fp && fwrite(enc, 1, n, fp) == n && fclose(fp) == 0, "write HEAD");
+    free(enc);
+    const char *const change[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
+    CHECK(life_args(&t, NULL, change) == 0 && hash_of(&t, h1, sizeof h1) == 0, "the twin");
+    int rc = life_args(&f, NULL, change);
+    read_all(f.log, log, sizeof log);
+    snprintf(path, sizeof path, "resuming from states/%llu.mp", (unsigned long long)past);
+    CHECK(rc == 0 && strstr(log, path), "the change at a state past HEAD: exit %d: %s", rc, log);
+    CHECK(hash_of(&f, h2, sizeof h2) == 0 && strcmp(h1, h2) == 0, "ended elsewhere than the twin:\n%s\n%s\n%s", h1, h2, log);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
     fixture_close(&f);
 }
 
@@ -2875,6 +2963,8 @@ int main(void) {
     RUN(test_epoch_reused_by_another_writer_fences);
     RUN(test_states_of_another_seed_are_passed_over);
     RUN(test_sibling_states_past_head_are_not_trusted);
+    RUN(test_one_sibling_state_past_head_is_replaced);
+    RUN(test_change_at_a_state_past_head);
     RUN(test_takeover_outlasts_the_last_commit_of_the_old_writer);
     RUN(test_a_stale_stamp_never_fences_the_lease_holder);
     RUN(test_takeover_outlasts_the_first_commit_of_the_old_writer);

@@ -396,6 +396,14 @@ static void test_config_resolution(void) {
     }
     CHECK(s3_config_resolve("s3://my-bucket/a..b/.c/d.", &c, &e) == 0 && !strcmp(c.prefix, "a..b/.c/d."),
           "dots inside a segment are plain characters: %s", e.msg);
+    /* nor an empty segment: S3 keeps "//" in the key, so the typo s3://b//p named another
+     * store than s3://b/p (a new run beside the old one); the offset names the "//" */
+    const char *empties[][2] = {{"s3://my-bucket//runs", "offset 14"}, {"s3://my-bucket/runs//x", "offset 19"}};
+    for (size_t i = 0; i < sizeof empties / sizeof *empties; i++)
+        CHECK(s3_config_resolve(empties[i][0], &c, &e) == ERR_USAGE && strstr(e.msg, "empty segment") &&
+                  strstr(e.msg, empties[i][1]), "%s: %s", empties[i][0], e.msg);
+    CHECK(s3_config_resolve("s3://my-bucket/runs/x//", &c, &e) == 0 && !strcmp(c.prefix, "runs/x"),
+          "trailing slashes are no segment: %s", e.msg);
     /* S3's bucket rules, before any request (they went out and failed as exit 3) */
     const char *buckets[] = {"s3://xn--abc/p", "s3://my-bucket-s3alias/p", "s3://-ab/p", "s3://ab-/p",
                              "s3://a..b/p", "s3://192.168.1.2/p",
@@ -1460,6 +1468,21 @@ static int killed_with_its_newest_state_damaged(const fixture *f, int stall, cha
     return 0;
 }
 
+/* Polls the run pid of f (its log into log) for up to 90 s until it says it waits for a
+ * late DELETE of a key it writes again: 1 then; 0 otherwise, *pid -1 when it exited. */
+static int until_it_waits_for_a_late_delete(const fixture *f, pid_t *pid, char *log, size_t cap) {
+    for (double t0 = now_s(); now_s() - t0 < 90;) {
+        usleep(100000);
+        read_all(f->log, log, cap);
+        if (strstr(log, "may still land; waiting until it cannot")) return 1;
+        if (waitpid(*pid, NULL, WNOHANG) == *pid) {
+            *pid = -1;
+            return 0;
+        }
+    }
+    return 0;
+}
+
 /* A run finds its newest state manifest damaged, sets it aside and DELETEs it (the DELETE
  * held 6 s in the proxy past the 1 s limit; the retry answers), falls back, replays and
  * writes that state again, HEAD on it, exit 0 — then the held DELETE landed: HEAD named a
@@ -1558,16 +1581,7 @@ static void test_resume_outlasts_a_stopped_runs_late_delete(void) {
     unsetenv("TANDEM_TEST_SETTLE_S");
     unsetenv("TANDEM_GRACE_S");
     static char log2[16384], log3[16384], out[16384];
-    int waiting = 0;
-    while (!waiting && now_s() - t0 < 60) {
-        usleep(100000);
-        read_all(f.log, log2, sizeof log2);
-        waiting = strstr(log2, "may still land; waiting until it cannot") != NULL;
-        if (waitpid(pid, NULL, WNOHANG) == pid) {
-            pid = -1;
-            break;
-        }
-    }
+    int waiting = until_it_waits_for_a_late_delete(&f, &pid, log2, sizeof log2);
     if (pid > 0) kill(pid, SIGTERM);
     double t_sig = now_s();
     int r2 = pid > 0 ? wait_exit(pid) : -1;
@@ -1590,6 +1604,96 @@ static void test_resume_outlasts_a_stopped_runs_late_delete(void) {
           "the resume: %s", r3, key, v, out, log3);
     CHECK(strstr(log3, "gave up on 1 DELETE that may land"),
           "the resume (%.1f s) did not say it waits for the stopped run's DELETE: %s", took3, log3);
+}
+
+/* As test_resume_outlasts_a_stopped_runs_late_delete, but the run that set its damaged
+ * newest state aside (its DELETE held 12 s in the proxy past the 1 s limit) is SIGKILLed
+ * while it waits to write that state again. A killed writer releases no lease to name the
+ * DELETE in, so the next writer replayed and wrote the state at once, and the held DELETE
+ * then removed it: HEAD named a missing state. The DELETE is now named in the lease before
+ * it is sent (ckpt_announce_deletes), and the writer that takes over waits until it
+ * cannot land. */
+static void test_resume_outlasts_a_killed_runs_late_delete(void) {
+    fixture f;
+    CHECK(runner_fixture(&f, "s3killlate", 1) == 0, "fixture");
+    control("/reset", "{}");
+    char key[64], why[2048];
+    CHECK(killed_with_its_newest_state_damaged(&f, 12, key, why, sizeof why) == 0, "%s", why);
+    setenv("TANDEM_S3_TIMEOUT", "1", 1);
+    setenv("TANDEM_TEST_SETTLE_S", "15", 1);
+    double t0 = now_s();
+    pid_t pid = start_run(&f, NULL, NULL, NULL);
+    static char log2[16384], log3[16384], out[16384];
+    int waiting = until_it_waits_for_a_late_delete(&f, &pid, log2, sizeof log2);
+    if (pid > 0) kill(pid, SIGKILL);
+    int r2 = pid > 0 ? wait_exit(pid) : -1;
+    long stalls = counter("stall");
+    int r3 = run_to_end(&f, NULL);
+    unsetenv("TANDEM_S3_TIMEOUT");
+    unsetenv("TANDEM_TEST_SETTLE_S");
+    read_all(f.log, log3, sizeof log3);
+    double left = t0 + 14.0 - now_s(); /* the held DELETE has landed, had it not yet */
+    if (left > 0) usleep((useconds_t)(left * 1e6));
+    control("/reset", "{}");
+    int v = tandem_on_store(&f, "verify", "", out, sizeof out);
+    test_rmtree(f.dir);
+    free(f.dir);
+    CHECK(waiting && stalls == 1 && r2 == 128 + SIGKILL, "the second run was not killed while waiting to write %s "
+          "again (exit %d, %ld DELETEs held): %s", key, r2, stalls, log2);
+    CHECK(r3 == 0 && v == 0, "the resume (exit %d), then verify once the held DELETE of %s landed: exit %d: %s\n"
+          "the resume: %s", r3, key, v, out, log3);
+    CHECK(strstr(log3, "had named DELETEs in it"), "the resume did not say it waits for the killed run's DELETE: %s",
+          log3);
+}
+
+/* `tandem repair --apply` sets the damaged newest state aside (its DELETE held 12 s in the
+ * proxy past the 1 s limit) and is SIGKILLed while it waits for that DELETE before giving
+ * the lease back: the next run replayed and wrote the state at once, and the held DELETE
+ * removed it. repair names what it sets aside in its lease before the DELETEs go
+ * (ckpt_announce_deletes), and the run that takes over waits until they cannot land. */
+static void test_run_outlasts_a_killed_repairs_late_delete(void) {
+    fixture f;
+    CHECK(runner_fixture(&f, "s3repairlate", 1) == 0, "fixture");
+    control("/reset", "{}");
+    char key[64], why[2048], rlog[900];
+    CHECK(killed_with_its_newest_state_damaged(&f, 12, key, why, sizeof why) == 0, "%s", why);
+    snprintf(rlog, sizeof rlog, "%s/repair.txt", f.dir);
+    setenv("TANDEM_S3_TIMEOUT", "1", 1);
+    setenv("TANDEM_TEST_SETTLE_S", "15", 1);
+    double t0 = now_s();
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(rlog, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) dup2(fd, 1), dup2(fd, 2), close(fd);
+        execl(tandem_bin(), tandem_bin(), "repair", f.store, "--apply", (char *)NULL);
+        _exit(127);
+    }
+    static char rout[16384], log3[16384], out[16384];
+    int waiting = 0;
+    while (pid > 0 && !waiting && now_s() - t0 < 60) {
+        usleep(100000);
+        read_all(rlog, rout, sizeof rout);
+        waiting = strstr(rout, "a DELETE given up on may still land") != NULL;
+        if (waitpid(pid, NULL, WNOHANG) == pid) pid = -1;
+    }
+    if (pid > 0) kill(pid, SIGKILL);
+    int r2 = pid > 0 ? wait_exit(pid) : -1;
+    long stalls = counter("stall");
+    int r3 = run_to_end(&f, NULL);
+    unsetenv("TANDEM_S3_TIMEOUT");
+    unsetenv("TANDEM_TEST_SETTLE_S");
+    read_all(f.log, log3, sizeof log3);
+    double left = t0 + 14.0 - now_s(); /* the held DELETE has landed, had it not yet */
+    if (left > 0) usleep((useconds_t)(left * 1e6));
+    control("/reset", "{}");
+    int v = tandem_on_store(&f, "verify", "", out, sizeof out);
+    test_rmtree(f.dir);
+    free(f.dir);
+    CHECK(waiting && stalls == 1 && r2 == 128 + SIGKILL, "repair was not killed while waiting for its DELETE of %s "
+          "(exit %d, %ld DELETEs held): %s", key, r2, stalls, rout);
+    CHECK(r3 == 0 && v == 0, "the run (exit %d), then verify once the held DELETE of %s landed: exit %d: %s\n"
+          "the run: %s", r3, key, v, out, log3);
+    CHECK(strstr(log3, "had named DELETEs in it"), "the run did not say it waits for the repair's DELETE: %s", log3);
 }
 
 /* The DELETEs a released lease names reach the next writer as notes whose window may
@@ -1642,16 +1746,7 @@ static void test_stop_during_a_records_late_delete_wait_requeues(void) {
     unsetenv("TANDEM_TEST_SETTLE_S");
     unsetenv("TANDEM_GRACE_S");
     static char log[16384], out[16384];
-    int waiting = 0;
-    while (!waiting && now_s() - t0 < 90) {
-        usleep(100000);
-        read_all(f.log, log, sizeof log);
-        waiting = strstr(log, "may still land; waiting until it cannot") != NULL;
-        if (waitpid(pid, NULL, WNOHANG) == pid) {
-            pid = -1;
-            break;
-        }
-    }
+    int waiting = until_it_waits_for_a_late_delete(&f, &pid, log, sizeof log);
     double ts = now_s();
     if (pid > 0) kill(pid, SIGTERM);
     int rc = pid > 0 ? wait_exit(pid) : -1;
@@ -1671,6 +1766,49 @@ static void test_stop_during_a_records_late_delete_wait_requeues(void) {
     CHECK(waiting && stalls == 1, "the run never waited for its late DELETE (%ld held): %s", stalls, log);
     CHECK(rc == 75 && took < 8.0, "SIGTERM during the wait: exit %d after %.1f s (want 75): %s", rc, took, log);
     CHECK(r3 == 0 && v == 0, "the resume: exit %d; verify: exit %d: %s\n%s", r3, v, out, log3);
+}
+
+/* A run resumed with an allowed change supersedes the α records past the change (its
+ * DELETE held 12 s in the proxy past the 1 s limit) and is SIGKILLed while it waits to
+ * write such a record again: the next run (the change recorded) replayed and wrote it at
+ * once, and the held DELETE removed it — a hole in the α chain. What a change supersedes
+ * is named in the lease before the DELETEs go (ckpt_announce_deletes): the next run waits
+ * until they cannot land. */
+static void test_resume_outlasts_a_killed_supersedes_late_delete(void) {
+    fixture f;
+    CHECK(runner_fixture(&f, "s3alphakill", 1) == 0, "fixture");
+    control("/reset", "{}");
+    int rk = run_to_end(&f, "TANDEM_TEST_KILL_AT=alpha:6");
+    CHECK(rk == 128 + SIGKILL, "the first run: exit %d (want SIGKILL at its 6th alpha record)", rk);
+    CHECK(control("/faults", "{\"rules\": [{\"fault\": \"stall\", \"stall_seconds\": 12, \"methods\": [\"DELETE\"], "
+                  "\"path_regex\": \"/alpha/\", \"max_count\": 1}], \"reset_counters\": true}") == 0,
+          "set faults");
+    setenv("TANDEM_S3_TIMEOUT", "1", 1);
+    setenv("TANDEM_TEST_SETTLE_S", "15", 1);
+    double t0 = now_s();
+    const char *const change[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
+    pid_t pid = start_run_argv(&f, NULL, change);
+    static char log[16384], log3[16384], out[16384];
+    int waiting = until_it_waits_for_a_late_delete(&f, &pid, log, sizeof log);
+    if (pid > 0) kill(pid, SIGKILL);
+    int r2 = pid > 0 ? wait_exit(pid) : -1;
+    long stalls = counter("stall");
+    const char *const same[] = {"--set", "optim.lr=1e-3", NULL};
+    int r3 = wait_exit(start_run_argv(&f, NULL, same));
+    unsetenv("TANDEM_S3_TIMEOUT");
+    unsetenv("TANDEM_TEST_SETTLE_S");
+    read_all(f.log, log3, sizeof log3);
+    double left = t0 + 14.0 - now_s(); /* the held DELETE has landed, had it not yet */
+    if (left > 0) usleep((useconds_t)(left * 1e6));
+    control("/reset", "{}");
+    int v = tandem_on_store(&f, "verify", "", out, sizeof out);
+    test_rmtree(f.dir);
+    free(f.dir);
+    CHECK(waiting && stalls == 1 && r2 == 128 + SIGKILL, "the changed run was not killed while waiting for its late "
+          "DELETE (exit %d, %ld held): %s", r2, stalls, log);
+    CHECK(r3 == 0 && v == 0, "the resume: exit %d; verify once the held DELETE landed: exit %d: %s\n%s", r3, v, out, log3);
+    CHECK(strstr(log3, "had named DELETEs in it"), "the resume did not say it waits for the killed run's DELETE: %s",
+          log3);
 }
 
 /* Two ranks (tcp) on S3: rank 0's retention gave up on a DELETE (held 20 s in the proxy
@@ -2360,7 +2498,10 @@ int main(void) {
     RUN(test_stop_ends_the_wait_for_a_late_delete);
     RUN(test_ranks_outlast_the_end_wait_for_a_late_delete);
     RUN(test_resume_outlasts_a_stopped_runs_late_delete);
+    RUN(test_resume_outlasts_a_killed_runs_late_delete);
+    RUN(test_run_outlasts_a_killed_repairs_late_delete);
     RUN(test_stop_during_a_records_late_delete_wait_requeues);
+    RUN(test_resume_outlasts_a_killed_supersedes_late_delete);
     RUN(test_inherited_late_deletes_on_a_young_clock);
     RUN(test_two_runners_on_s3);
     RUN(test_secrets_never_leak);
