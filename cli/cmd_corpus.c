@@ -56,7 +56,7 @@ static void more_help(FILE *f) {
 }
 
 static const cli_spec SPEC = {
-    "gen-corpus", "", 0, 0, NULL,
+    "gen-corpus", "--out DIR", 0, 0, NULL,
     "Writes a synthetic multi-domain corpus: per domain a Markov source of its own\n"
     "entropy (2, 4, 8, ... successors per context), as llm.c token shards under DIR/<name>/\n"
     "and DIR/dataset.yaml describing them. Same options, same bytes.",

@@ -21,7 +21,7 @@ static const cli_opt OPTS[] = {
     CLI_FORMAT_TABLE_JSON,
     {NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL},
 };
-static const cli_spec SPEC = {"export", "STORE", 1, 1, "a STORE is required",
+static const cli_spec SPEC = {"export", "STORE --out DIR", 1, 1, "a STORE is required",
                               "Writes a run's u (the newest verified state, or --state) as a Hugging Face model\n"
                               "folder: a Llama / Qwen2 run (model.init: hf:DIR) as that family, with the source\n"
                               "folder's tokenizer files; a GPT-2 run as GPT2LMHeadModel. transformers' "

@@ -73,6 +73,7 @@ static int inspect_gpt2(const char *dir, int json) {
     if (rc) {
         fprintf(stderr, "tandem inspect: %s\n", e.msg);
         if (json) json_document(stdout, rc, e.msg, NULL);
+        safetensors_close(s); /* open when only the values failed (a NaN weight): a leak, hunt */
         model_layout_free(&lay);
         return rc;
     }
@@ -101,6 +102,12 @@ static int inspect_gpt2(const char *dir, int json) {
 static int run_inspect(const cli_args *a) {
     const char *dir = a->arg[0];
     int json = cli_json(a);
+    if (!dir[0]) { /* "" joined into "/config.json": the root's files were read */
+        const char *msg = "DIR is empty: name the model folder (config.json and *.safetensors)";
+        fprintf(stderr, "tandem inspect: %s\n", msg);
+        if (json) json_document(stdout, ERR_USAGE, msg, NULL);
+        return ERR_USAGE;
+    }
     if (gpt2_hf_is(dir)) return inspect_gpt2(dir, json);
     tdm_err e = {0};
     hf_arch h;

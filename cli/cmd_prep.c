@@ -101,7 +101,7 @@ static void more_help(FILE *f) {
 }
 
 static const cli_spec SPEC = {
-    "prep", "", 0, 0, NULL,
+    "prep", "--domain NAME=PATH ... --out DIR", 0, 0, NULL,
     "Turns text files, JSON lines and JSON records (plain, .gz or .zst) into a dataset:\n"
     "tokens of a byte-level tokenizer (vocab 256, each byte of the UTF-8 text is one\n"
     "token; no download) or of --tokenizer FILE, per domain train/val/test llm.c token\n"

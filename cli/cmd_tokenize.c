@@ -28,7 +28,7 @@ static const cli_opt OPTS[] = {
 };
 static const cli_spec SPEC = {
     "tokenize",
-    "FILE...",
+    "FILE... --tokenizer PATH",
     1,
     CLI_MAX_ARGS,
     "a FILE is required",
@@ -40,6 +40,7 @@ static const cli_spec SPEC = {
 /* The whole file; a FIFO or a device is refused at once (it blocked, or never ended:
  * /dev/zero ran out of memory), as are files past 16 GiB. */
 static int slurp(const char *path, char **data, size_t *n, tdm_err *e) {
+    if (!path[0]) return err_set(e, ERR_USAGE, "a FILE is '' (empty): name a text file"); /* was ": No such file" */
     buf_t b = {0};
     if (fileio_read_all(path, &b, (size_t)1 << 34)) {
         int err = errno;

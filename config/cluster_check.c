@@ -8,16 +8,18 @@
 
 #include "config/config.h"
 #include "util/secretname.h"
+#include "util/term.h"
 #include "util/urltext.h"
 
 static bool is_alnum_ascii(int ch) {
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
 }
 
+/* no character that does not show (util/term.h: controls, C1, separators, bidi) */
 static bool no_controls(const char *s) {
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || *s == 0x7f) return false;
-    return true;
+    size_t at;
+    unsigned cp;
+    return !term_hidden_char(s, &at, &cp);
 }
 
 /* A size with an optional binary unit: "64G", "512M", "1024" (Slurm: megabytes). */

@@ -14,6 +14,7 @@
 #include "config/config_impl.h"
 #include "config/presets.h"
 #include "util/outfile.h"
+#include "util/term.h"
 #include "util/ydoc.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -272,14 +273,21 @@ static int set_key(config *c, const key_def *k, const char *text, bool quoted,
         /* no value is meant with a control character: a block scalar's kept line end (key:
          * |), a CR from a script saved with Windows line ends; a path with one named another
          * file than it showed ("cannot open corp/dataset.yaml" with the CR unseen) */
-        for (size_t i = 0; text[i]; i++)
-            if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f)
-                return err_set(e, ERR_USAGE, "%s: holds a control character (0x%02x at byte %zu%s): remove it", where,
-                               (unsigned char)text[i], i,
-                               text[i] == '\n' ? ", a line end: a block scalar (|) keeps it; write the value on the "
-                                                 "key's line"
-                               : text[i] == '\r' ? ", a carriage return: Windows line ends?"
-                                                 : "");
+        size_t i;
+        unsigned cp;
+        if (term_hidden_char(text, &i, &cp) && cp < 0x80)
+            return err_set(e, ERR_USAGE, "%s: holds a control character (0x%02x at byte %zu%s): remove it", where,
+                           cp, i,
+                           cp == '\n' ? ", a line end: a block scalar (|) keeps it; write the value on the key's line"
+                           : cp == '\r' ? ", a carriage return: Windows line ends?"
+                                        : "");
+        /* nor one in Unicode's clothes: NEL (YAML's line break), the C1 controls, a line or
+         * paragraph separator, a zero-width or direction-changing character — the path
+         * "dataset.yaml<U+0085>" failed later as "cannot open .../dataset.yaml?" (hunt) */
+        if (term_hidden_char(text, &i, &cp))
+            return err_set(e, ERR_USAGE, "%s: holds U+%04X at byte %zu, %s that does not show: remove it", where, cp, i,
+                           cp < 0xA0 ? "a control character" : cp == 0x2028 || cp == 0x2029 ? "a line break"
+                                                                                            : "a character");
         char why[512];
         if (k->check && !k->check(text, why, sizeof why))
             return err_set(e, ERR_USAGE, "%s: %s", where, why);

@@ -178,7 +178,7 @@ const key_def config_schema[] = {
     STRC("data.mixture_file", data.mixture_file, "", F_PATH | F_NOECHO, no_userinfo_check,
         "used when data.mixture = file: a mixture written by `tandem mixture` (YAML, or its --format json), or the store "
         "of a finished TANDEM run (its α*, mixture.mp); a relative path is relative to the "
-        "config file"),
+        "config file; the mixture of a run that diverged is refused"),
     FLT("data.unimax_epochs", data.unimax_epochs, "4", 0, true, INFINITY, false,
         "N of data.mixture = unimax in a fixed run (the UniMax baseline): the most epochs of a "
         "domain's train tokens UniMax plans for (Muennighoff et al. 2023: up to ~4 repetitions "

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -121,6 +122,24 @@ int shard_open(shard *s, const char *path, int vocab, tdm_err *e) {
     void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
     int map_errno = errno;
     close(fd); /* the mapping keeps the file alive */
+    if (map == MAP_FAILED && map_errno == ENOMEM) {
+        /* with memory to spare: the kernel's cap on a process's mappings (one per shard),
+         * reached by tens of thousands of shards — "Cannot allocate memory" said nothing of
+         * it (hunt: 66,000 small shards, 290 MB in use) */
+        long cap = -1;
+        FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+        if (f && fscanf(f, "%ld", &cap) != 1) cap = -1;
+        if (f) fclose(f);
+        struct rlimit as;
+        char limit[96] = "";
+        if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+            snprintf(limit, sizeof limit, " (the address-space limit, ulimit -v, is %llu MiB)",
+                     (unsigned long long)(as.rlim_cur >> 20));
+        return err_set(e, ERR_USAGE, "%s: cannot map the shard's %llu MiB: out of address space%s or of mappings — "
+                       "a process may hold at most vm.max_map_count of them (%ld here), one per shard: write fewer, "
+                       "larger shards (tandem prep --shard-tokens), list each file once, or raise those limits",
+                       path, (unsigned long long)(size >> 20), limit, cap);
+    }
     if (map == MAP_FAILED) return err_sys(e, ERR_USAGE, map_errno, "%s: cannot mmap shard", path);
     unsigned width = 0;
     int rc = check_header(path, map, size, &width, e);

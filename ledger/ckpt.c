@@ -356,8 +356,8 @@ static void note_late_deletes(ckpt *c, const rec_lease *old, double kept, int un
     if (unreleased && named)
         fprintf(stderr, "tandem: writer epoch %llu, which did not release the lease, had named DELETEs in it that "
                 "may still land for %.0f s (%s): this writer waits until they cannot before it writes %s again\n",
-                (unsigned long long)old->epoch, kept, named < 0 ? "more than it could list" : "a state it set "
-                "aside, or states and alpha records a change superseded", named < 0 ? "a state, alpha record, "
+                (unsigned long long)old->epoch, kept, named < 0 ? "more than it could list" : "what it set aside "
+                "or superseded, or DELETEs it gave up on", named < 0 ? "a state, alpha record, "
                 "metrics row, blob, pin or mixture.mp" : "those objects");
     else if (named < 0)
         fprintf(stderr, "tandem: writer epoch %llu gave up on DELETEs it could not name that may land for %.0f s: "
@@ -447,13 +447,17 @@ int ckpt_announce_deletes(ckpt *c, const char *what, tdm_err *e) {
     /* named already (a loop's every DELETE under one prefix): no lease write */
     for (const char *p = c->announced; (p = strstr(p, what)); p++)
         if ((p == c->announced || p[-1] == '\n') && p[add] == '\n') return 0;
-    if (have + add + 2 > sizeof c->announced) snprintf(c->announced, sizeof c->announced, "*");
+    char was[sizeof c->announced];
+    memcpy(was, c->announced, have + 1);
+    if (!strcmp(what, "*") || have + add + 2 > sizeof c->announced) snprintf(c->announced, sizeof c->announced, "*");
     else snprintf(c->announced + have, sizeof c->announced - have, "%s\n", what);
     int rc = write_lease(c, 0, e);
+    if (rc) memcpy(c->announced, was, have + 1); /* not named: its DELETEs are not sent either */
     if (rc == STORE_CONFLICT) {
         c->fenced = 1;
         rc = err_set(e, ERR_STORE, "%s: fenced out: the lease was taken over by another writer; this writer (epoch "
-                     "%llu) stops without deleting %s", store_url(c->st), (unsigned long long)c->epoch, what);
+                     "%llu) stops without deleting what it was about to", store_url(c->st),
+                     (unsigned long long)c->epoch);
     }
     return rc;
 }
@@ -463,6 +467,31 @@ void ckpt_announce_settled(ckpt *c) {
     c->announced[0] = '\0';
     tdm_err ignore;
     write_lease(c, 0, &ignore); /* a stale list only makes the next writer wait */
+}
+
+int ckpt_unvouched_at(const ckpt *c, uint64_t seq) { return c->has_unvouched && c->unvouched == seq; }
+
+int ckpt_set_aside_unreached(ckpt *c, tdm_err *e) {
+    uint64_t last = ckpt_last_commit_seq(c);
+    if (!c->has_unvouched || (last != UINT64_MAX && last >= c->unvouched)) return 0; /* compared at its commit */
+    char key[64];
+    ledger_state_key(key, sizeof key, c->unvouched);
+    void *data = NULL;
+    size_t n = 0;
+    int rc = store_get(c->st, key, &data, &n, NULL, e);
+    if (rc == STORE_NOT_FOUND) return 0;
+    if (!rc) rc = ckpt_check_lease(c, e);
+    char dst[REC_KEY_MAX + 64];
+    if (!rc) rc = ckpt_keep_aside(c->st, c->epoch, key, data, n, dst, sizeof dst, e);
+    free(data);
+    if (!rc)
+        fprintf(stderr, "tandem: %s/%s lay past HEAD and past the run's end, where no commit of this run reaches: "
+                "another run's state copied or synced in; kept aside as %s and removed\n", store_url(c->st), key, dst);
+    if (!rc) rc = ckpt_check_lease(c, e);
+    if (!rc) rc = store_delete(c->st, key, e);
+    if (rc == STORE_NOT_FOUND) rc = 0;
+    if (!rc) c->has_unvouched = 0;
+    return rc;
 }
 
 /* Whether lease l is this writer's: its epoch, and the pid and host write_lease puts there
@@ -734,10 +763,14 @@ int ckpt_release(ckpt *c, tdm_err *e) {
     c->fenced = 1;
     char shown[64] = "?"; /* the store's text: its control characters as '?' (util/term.h) */
     if (present) term_copy(shown, sizeof shown, l.host);
-    if (!was_fenced)
+    if (!was_fenced && !present) /* not "taken over by writer epoch 0 (host ?, pid 0)": no writer (hunt) */
+        fprintf(stderr, "tandem: %s/lease is gone from the store (moved or deleted under this writer, epoch %llu?); "
+                "nothing to release (what this writer committed stands)\n", store_url(c->st),
+                (unsigned long long)c->epoch);
+    else if (!was_fenced)
         fprintf(stderr, "tandem: %s/lease was taken over by writer epoch %llu (host %s, pid %llu) after "
                 "this writer's (epoch %llu) last write; nothing to release (what this writer "
-                "committed stands)\n", store_url(c->st), present ? (unsigned long long)l.epoch : 0ULL,
-                shown, present ? (unsigned long long)l.pid : 0ULL, (unsigned long long)c->epoch);
+                "committed stands)\n", store_url(c->st), (unsigned long long)l.epoch, shown,
+                (unsigned long long)l.pid, (unsigned long long)c->epoch);
     return 0;
 }

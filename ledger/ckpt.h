@@ -140,6 +140,12 @@ int ckpt_keep_aside(store *st, uint64_t epoch, const char *key, const void *data
                     char *dst, size_t cap, tdm_err *e);
 /* ERR_STORE "fenced out" unless this writer still holds the lease. */
 int ckpt_check_lease(ckpt *c, tdm_err *e);
+/* Whether seq is the position of the one state past HEAD that the load went past (a
+ * commit there compares it with the replay: ledger_save commits there). */
+int ckpt_unvouched_at(const ckpt *c, uint64_t seq);
+/* At the run's end: that state, when no commit reached its position (past the run's end:
+ * another run's), set aside under quarantine/ and removed, said. 0 when there is none. */
+int ckpt_set_aside_unreached(ckpt *c, tdm_err *e);
 /* Names `what` (a key, or a prefix ending in '/') in this writer's lease before DELETEs of
  * it are sent, on a store whose writes may land late (S3): a writer that takes the lease
  * over after this one was killed waits, before it writes such a key again, until they

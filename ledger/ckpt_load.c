@@ -303,11 +303,14 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
      * can be resumed from, rather than strand a run. A reader (export, evaluate) reads the
      * newest that verifies. */
     c->has_unvouched = 0;
-    /* Not where a config change took effect at or past it: a change is recorded at the
-     * position the run goes on from (a state past HEAD included), and the replay from HEAD
-     * would compute the stretch before it under the new config */
+    /* Not where a config change took effect at HEAD or past it: a state past such a
+     * change of the current generation is this run's own (another run's is of another
+     * generation, passed over below), and a change recorded at it (by a tandem that
+     * recorded changes past HEAD) makes it the run's position — the replay from HEAD
+     * would compute the stretch before it under the new config, and ledger_start's change
+     * path drop it (review) */
     int defer_past = !distrust_past && past == 1 && c->epoch && !c->reader_verb &&
-                     !(c->gens.n && ckpt_gens_newest(&c->gens) >= seqs[0]);
+                     !(c->gens.n && ckpt_gens_newest(&c->gens) >= head.seq);
     uint64_t *order = seqs + cap; /* indices into seqs; seqs[0] is the one past HEAD */
     size_t nord = ns;
     int deferred = 0; /* its manifest held, and it waits behind the others */
@@ -319,6 +322,16 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         int deferring = defer_past && j == 0;
         char key[64];
         ledger_state_key(key, sizeof key, seqs[i]);
+        if (deferred && j == nord - 1 && i == 0) {
+            /* nothing at or behind HEAD loads: a replay from the seed, where one may be made,
+             * rather than a state nothing vouches for (its commit then compares it: review) */
+            tdm_err re;
+            if (ckpt_seed_replay_ok(c, &re) == 1) {
+                c->rejected[c->nrejected++] = seqs[i];
+                c->has_unvouched = 1, c->unvouched = seqs[i];
+                continue;
+            }
+        }
         if (distrust_past && seqs[i] > head.seq) {
             c->rejected[c->nrejected++] = seqs[i];
             continue;

@@ -234,7 +234,10 @@ int ledger_save(ledger *l, const rec_state *rec, ledger_save_when when, tdm_err 
               ckpt_last_commit_seq(l->ck) != rec->seq;
     else if (when == LEDGER_SAVE_EPISODE)
         due = l->every_episodes > 0 && rec->episode % (uint64_t)l->every_episodes == 0;
-    if (!due) return 0;
+    /* at the position of the one state past HEAD the load went past, a commit compares
+     * it with the replay whatever the cadence (every_seconds, another run's with another
+     * checkpoint.every_episodes): it stayed unchecked, a trusted older state (review) */
+    if (!due && !ckpt_unvouched_at(l->ck, rec->seq)) return 0;
     return ckpt_snapshot(l->ck, rec, &l->io, l->dev, when != LEDGER_SAVE_NOW, e);
 }
 
@@ -277,6 +280,7 @@ int ledger_stop(ledger *l, const rec_state *rec, ledger_stop_plan *p, int act, t
         else rc = ckpt_wait(l->ck, e); /* none in flight: nothing to wait for */
         uint64_t last = ckpt_last_commit_seq(l->ck);
         p->last_seq = last == UINT64_MAX ? 0 : last;
+        p->none_yet = last == UINT64_MAX;
     }
     if (!rc) rc = ckpt_release(l->ck, e);
     return rc;
@@ -367,6 +371,7 @@ int ledger_finish(ledger *l, const ledger_final *f, ledger_mixture *out, tdm_err
         rc = ckpt_release(l->ck, e);
         return rc ? rc : LEDGER_STOPPED_SHORT;
     }
+    if (!rc) rc = ckpt_set_aside_unreached(l->ck, e); /* a state past HEAD past the run's end */
     if (!rc && f && f->mixture) rc = seal_mixture(l, f, out, e);
     if (!rc) store_settle_own_deletes(l->st, "tandem run"); /* before the lease goes: see store.h */
     if (!rc) rc = ckpt_release(l->ck, e);

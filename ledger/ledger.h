@@ -133,6 +133,7 @@ typedef struct ledger_stop_plan {
     double grace;      /* the grace period (0: unknown) */
     int landed;        /* !full: the commit in flight was let land (it is the state that stands) */
     uint64_t last_seq; /* !full: the run position of the last full state (0: none) */
+    int none_yet;      /* !full: no full state was ever committed (the resume starts afresh) */
 } ledger_stop_plan;
 
 /* At a stop signal: decides whether a full commit of the state fits in what is left of the

@@ -329,7 +329,7 @@ int ledger_repair_apply(store *st, const char *url, const ledger_repair_plan *p,
         size_t k = strlen(p->items[i].key);
         if (!strcmp(p->items[i].key, LEDGER_HEAD)) continue;
         if (used + k + 2 > sizeof named - 1) {
-            snprintf(named, sizeof named, "*");
+            snprintf(named, sizeof named, "*"); /* ckpt_announce_deletes names every kind */
             break;
         }
         used += (size_t)snprintf(named + used, sizeof named - used, "%s%s", used ? "\n" : "", p->items[i].key);

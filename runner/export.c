@@ -40,13 +40,17 @@ static int export_file(const char *name, size_t len) {
     return 0;
 }
 
+/* The most a side file may hold: tandem's tokenizer loader reads no larger (a 5 GB sparse
+ * vocab.json was read whole, 1 GiB at a time, before "File too large": hunt). */
+#define EXPORT_SIDE_MAX ((size_t)64 << 20)
+
 /* Copies `name` from src to dst when src has it (*copied += 1). ERR_USAGE naming the file. */
 static int copy_side_file(const char *src, const char *dst, const char *name, int *copied, tdm_err *e) {
     char from[CONFIG_STR_MAX + 64], to[CONFIG_STR_MAX + 64];
     snprintf(from, sizeof from, "%s/%s", src, name);
     snprintf(to, sizeof to, "%s/%s", dst, name);
     buf_t b = {0};
-    if (fileio_read_all(from, &b, (size_t)1 << 30) != 0) {
+    if (fileio_read_all(from, &b, EXPORT_SIDE_MAX) != 0) {
         int err = errno;
         free(b.p);
         return err == ENOENT ? 0 : err_set(e, ERR_USAGE, "%s: cannot read: %s", from, fileio_strerror(err));
@@ -66,6 +70,13 @@ static int side_files_readable(const char *src, tdm_err *e) {
         char from[CONFIG_STR_MAX + 64];
         snprintf(from, sizeof from, "%s/%s", src, SIDE_FILES[i]);
         int fd = fileio_open_regular(from);
+        struct stat sb;
+        if (fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size > EXPORT_SIDE_MAX) {
+            close(fd);
+            return err_set(e, ERR_USAGE, "%s: %llu MiB, more than the %zu MiB a tokenizer or generation file may hold "
+                           "(nothing was exported): replace it with the model's own file",
+                           from, (unsigned long long)(sb.st_size >> 20), EXPORT_SIDE_MAX >> 20);
+        }
         if (fd >= 0) close(fd);
         else if (errno != ENOENT)
             return err_set(e, ERR_USAGE, "%s: cannot read: %s (nothing was exported)", from, fileio_strerror(errno));

@@ -64,12 +64,12 @@ static int store_mixture_read(const char *url, const dataset *ds, double *alpha,
         return e ? err_prefix(e, "data.mixture_file = %s: ", url) : ERR_USAGE;
     rec_mixture x;
     int rc = ledger_read(st, REC_KIND_MIXTURE, LEDGER_MIXTURE, NULL, &x, e);
-    if (rc == STORE_NOT_FOUND)
+    if (rc && rc != STORE_NOT_FOUND && e) /* that store's mixture.mp, not the run's own store's */
+        err_prefix(e, "data.mixture_file = %s: ", url);
+    if (rc == STORE_NOT_FOUND) /* after the prefix: this message has its own (it was said twice) */
         rc = err_set(e, ERR_USAGE, "data.mixture_file = %s: that store holds no finished TANDEM run "
                      "(no mixture.mp): run it to the end first (tandem run, or tandem compare)",
                      url);
-    if (rc && rc != STORE_NOT_FOUND && e) /* that store's mixture.mp, not the run's own store's */
-        err_prefix(e, "data.mixture_file = %s: ", url);
     if (rc == STORE_CORRUPT) rc = ERR_STORE; /* e names mixture.mp and what is wrong */
     if (!rc) rc = matches_chain(st, url, &x, e);
     store_close(st);
@@ -120,6 +120,14 @@ int mixture_file_read(const char *path, const dataset *ds, double *alpha, tdm_er
         rc = err_set(e, ERR_USAGE, "%s: unexpected key '%.60s' beside 'mixture:' (a mixture file holds the map "
                      "'mixture:' of domain: weight, and what `tandem mixture --format json` writes with it)",
                      path, stray);
+    /* what `tandem mixture --format json` writes of a run that diverged: the mean of its α
+     * records before it, not its α* (taken silently as a final mixture, while that run's
+     * store itself was refused: hunt) */
+    const ydoc_node *dv = rc ? NULL : ydoc_get(root, "diverged");
+    if (dv && !(dv->kind == YDOC_SCALAR && !dv->quoted && !strcmp(dv->value, "null")))
+        rc = err_set(e, ERR_USAGE, "%s:%d: 'diverged' is set: these are the mean weights of a run before it diverged, "
+                     "not its alpha*; resume that run with the key its message names lowered and write its mixture "
+                     "again (or remove 'diverged' to use these weights anyway)", path, dv->line);
     int seen[64] = {0};
     double sum = 0;
     for (size_t i = 0; !rc && i < mix->n; i++) {

@@ -209,12 +209,17 @@ static int safe_point(run_ctx *r, tdm_err *e) {
         /* the message names the state a resume starts from */
         /* the estimate as it was judged: with its margin (1.7 s "more than" 1.8 s read as
          * a contradiction) */
+        char stands[96];
+        if (p.none_yet) /* it claimed "run position 0" where no state was (hunt) */
+            snprintf(stands, sizeof stands, "no full state is committed yet: the resume starts from the beginning");
+        else
+            snprintf(stands, sizeof stands, "the last full state (run position %llu%s) stands",
+                     (unsigned long long)p.last_seq, p.landed ? ", the commit in flight, let land" : "");
         snprintf(msg, sizeof msg, "tandem: signal %d: a full commit would take about %.1f s (%.1f s with the "
-                 "%.1fx safety margin), more than the %.1f s left of the %.0f s grace period: the last full "
-                 "state (run position %llu%s) stands, with the α records up to now; exiting 75 (the resume "
-                 "replays from there, bit-exact)",
+                 "%.1fx safety margin), more than the %.1f s left of the %.0f s grace period: %s, with the α "
+                 "records up to now; exiting 75 (the resume replays from %s, bit-exact)",
                  (int)run_stop_signal, p.need, p.need * p.margin, p.margin, p.left > 0 ? p.left : 0, p.grace,
-                 (unsigned long long)p.last_seq, p.landed ? ", the commit in flight, let land" : "");
+                 stands, p.none_yet ? "the seed" : "there");
         /* said even with --quiet: the state a resume starts from is not the newest */
         if (r->progress == PROGRESS_QUIET) fprintf(stderr, "%s\n", msg);
         else progress_event(stderr, r->progress, "signal", msg);

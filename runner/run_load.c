@@ -156,8 +156,9 @@ static int load_or_init(run_ctx *r, const ckpt_gens *g, ledger_resumed *res, tdm
  * of the run as it stands before the change (its generations gens; a state of a later
  * generation is a lost change record's, whose
  * change is being given again: the newest state before it is where that change took
- * effect). Usually the state HEAD names; a newer one where a commit was cut off before
- * HEAD moved; found by listing where HEAD is deleted or damaged and names nothing. (A lost
+ * effect). Usually the state HEAD names (never one past it: a commit cut off before HEAD
+ * moved is recomputed); found by listing where HEAD is deleted or damaged and names
+ * nothing. (A lost
  * HEAD used to put the change at position 0, so that every state of the old generation
  * looked written by a fenced-out writer, was set aside, and the run stranded.) Should the
  * state found fail its checks at load, the run goes on from an older one and ledger_start
@@ -166,12 +167,17 @@ static int load_or_init(run_ctx *r, const ckpt_gens *g, ledger_resumed *res, tdm
 static uint64_t change_position(store *st, const ckpt_gens *gens) {
     tdm_err e;
     rec_head h;
-    uint64_t head = ledger_read(st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &e) ? 0 : h.seq;
+    int h_ok = ledger_read(st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &e) == 0;
+    uint64_t head = h_ok ? h.seq : 0;
     uint64_t *seqs = NULL;
     size_t ns = 0;
     if (audit_state_seqs(st, &seqs, &ns, &e)) return head;
     uint64_t at = head;
     for (size_t i = ns; i-- > 0;) { /* newest first */
+        /* not past HEAD where HEAD is there: nothing ties a state there to this run (a
+         * sibling's copied in took the change, and the run went on from its weights:
+         * review); the run's own cut-off commit is recomputed under the new config */
+        if (h_ok && seqs[i] > head) continue;
         char key[64];
         ledger_state_key(key, sizeof key, seqs[i]);
         rec_state rec;

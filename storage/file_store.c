@@ -50,6 +50,7 @@ typedef struct file_store {
     char *root;
     unsigned file_mode; /* 0666 & ~umask, read when the store was opened */
     double lock_limit_s; /* TANDEM_STORE_LOCK_TIMEOUT_S, read when the store was opened */
+    int lock_given_up; /* a wait for .lock was given up with a stop pending: the next is not waited */
 } file_store;
 
 #define TMP_PREFIX ".tmp-"
@@ -267,9 +268,16 @@ static long lock_holder(int fd) {
     return pid;
 }
 
-/* Takes the exclusive lock on fd, waiting at most the lock timeout (see the top). */
+/* Takes the exclusive lock on fd, waiting at most the lock timeout (see the top). A stop
+ * ends the wait as it ends any store request: at the stop's deadline when one is known
+ * (store_deadline), else at the timeout, and a later wait while the stop is pending is
+ * not waited at all; either is noted as given up at the deadline, so that the run exits
+ * 75 — the last full state stands — not 3 (a SIGTERM during the wait was heard only once
+ * the lock was free, past the grace period; mid-run it waited the timeout twice and
+ * exited 3: hunt). */
 static int lock_store(store *s, int fd, tdm_err *e) {
-    double limit = ((file_store *)s->impl)->lock_limit_s;
+    file_store *fs = s->impl;
+    double limit = fs->lock_limit_s;
     struct timespec t0, now, nap = {0, 2 * 1000 * 1000};
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int said = 0;
@@ -279,7 +287,16 @@ static int lock_store(store *s, int fd, tdm_err *e) {
             return err_sys(e, ERR_STORE, errno, "%s: cannot lock the store", s->url);
         clock_gettime(CLOCK_MONOTONIC, &now);
         double waited = (double)(now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9;
+        int stop = store_stop_pending();
+        if (store_clock_s() >= store_deadline() || (stop && fs->lock_given_up)) {
+            long pid = lock_holder(fd);
+            store_note_deadline();
+            fs->lock_given_up = 1;
+            return err_set(e, ERR_STORE, "%s/.lock is held by %s%ld: given up for the stop (nothing was written)",
+                           s->url, pid ? "process " : "another process", pid);
+        }
         if (waited >= limit) {
+            if (stop) store_note_deadline(), fs->lock_given_up = 1; /* a requeue: see above */
             long pid = lock_holder(fd);
             char who[64] = "another process";
             if (pid) snprintf(who, sizeof who, "process %ld", pid);

@@ -139,11 +139,15 @@ int s3_url_check(const char *url, s3_config *c, tdm_err *e) {
              * s3://b/p, and a resume through such a typo began a new run beside the old one
              * (reached the network first, as a failed conditional-write probe where the
              * server folds the slashes) */
-            if (len == 0)
+            /* (a store made under such a prefix by an older tandem stays reachable with
+             * TANDEM_S3_EMPTY_SEGMENTS=1: review) */
+            const char *keep = env("TANDEM_S3_EMPTY_SEGMENTS");
+            if (len == 0 && !(keep && !strcmp(keep, "1")))
                 return err_set(e, ERR_USAGE,
                                "store URL %s: the prefix has an empty segment ('//' at offset %zu); S3 keeps "
                                "it in the key, so this would be another store than the one with a single "
-                               "'/': write the prefix with single slashes",
+                               "'/': write the prefix with single slashes (a store made under it by an older "
+                               "tandem: TANDEM_S3_EMPTY_SEGMENTS=1)",
                                shown, (size_t)(slash - url) + (size_t)(seg - c->prefix));
             if ((len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.'))
                 return err_set(e, ERR_USAGE,

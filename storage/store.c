@@ -256,6 +256,7 @@ static store_deadline_fn g_deadline;
 void store_set_deadline(store_deadline_fn fn) { g_deadline = fn; }
 
 void store_set_stop_check(int (*pending)(void)) { g_stop_pending = pending; }
+int store_stop_pending(void) { return g_stop_pending && g_stop_pending(); }
 
 double store_deadline(void) { return g_deadline ? g_deadline() : INFINITY; }
 

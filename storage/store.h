@@ -211,6 +211,8 @@ double store_clock_s(void);
  * hold up even where no deadline is known (store_settle_own_deletes): set once, before
  * any store is opened; NULL: never. */
 void store_set_stop_check(int (*pending)(void));
+/* That check's answer now (0 where none is set). */
+int store_stop_pending(void);
 /* A backend gave a request up at the deadline (store_note_deadline); whether any was
  * (a run's store error after a stop is a requeue only then, not for any store error). */
 void store_note_deadline(void);

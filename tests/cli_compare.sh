@@ -275,6 +275,21 @@ if [ $st = 0 ] && [ "$("$bin" hash "$tmp/odd-fixed-json" 2>&1)" = "$("$bin" hash
   pass "tandem mixture --format json reads back as data.mixture_file (the YAML's run, bit for bit); a stray key is refused"
 else fail "a JSON mixture as data.mixture_file" "exits $st $st2" "$out"; fi
 
+# A diverged run's mixture as data.mixture_file: the JSON `tandem mixture` writes of it
+# names the divergence and is refused (it was taken silently as a final mixture, while that
+# run's store itself was refused); the store's refusal says its prefix once (it said it twice)
+"$bin" run "$tmp/odd.yaml" --store "$tmp/odd-div" --set optim.lr=1e4 --quiet >/dev/null 2>&1; st=$?
+"$bin" mixture "$tmp/odd-div" --format json --out "$tmp/odd-div.json" 2>/dev/null; st1=$?
+out=$("$bin" run "$tmp/odd.yaml" --store "$tmp/odd-div-fixed" --set run.mode=fixed --set data.mixture=file \
+  --set "data.mixture_file=$tmp/odd-div.json" 2>&1); st2=$?
+out2=$("$bin" run "$tmp/odd.yaml" --store "$tmp/odd-div-fixed2" --set run.mode=fixed --set data.mixture=file \
+  --set "data.mixture_file=$tmp/odd-div" 2>&1); st3=$?
+if [ $st = 5 ] && [ $st1 = 0 ] && [ $st2 = 2 ] && grep -q "odd-div.json:1: 'diverged' is set" <<<"$out" &&
+   [ ! -e "$tmp/odd-div-fixed/HEAD" ] && [ $st3 = 2 ] && grep -q "no finished TANDEM run" <<<"$out2" &&
+   [ "$(grep -o 'data.mixture_file = ' <<<"$out2" | wc -l)" = 1 ]; then
+  pass "a diverged run's mixture JSON as data.mixture_file: refused, named; a store without one: said once"
+else fail "a diverged run's mixture as data.mixture_file" "exits $st $st1 $st2 $st3" "$out" "$out2"; fi
+
 # metrics CSV columns: domains x, u_x, w_x would give loss_u_x and loss_w_x twice (a CSV
 # reader kept one of each pair); then every per-domain column is <metric>:<domain>
 "$bin" gen-corpus --out "$tmp/ux" --names x,u_x,w_x --train-tokens 5k,3k,2k --val-tokens 1k \

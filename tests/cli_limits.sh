@@ -102,6 +102,30 @@ else
   if [ "$rc" = 0 ] && grep -q "address space ~.* of the 2.38 GiB limit (ulimit -v" "$tmp/ok.err"; then
     pass "a run within ulimit -v: exit 0, its plan saying the address space it counted"
   else fail "a run within ulimit -v" "exit $rc" "$(tail -3 "$tmp/ok.err")"; fi
+  # a shard larger than the address space left (a sparse 2.8 GiB one): the mmap's ENOMEM
+  # said as the limits it is (it was "cannot mmap shard: Cannot allocate memory", also for
+  # 66,000 small shards past vm.max_map_count: hunt), exit 2, nothing written
+  cp -r "$tmp/corpus" "$tmp/bigcorpus"
+  /usr/bin/python3 - "$tmp/bigcorpus/a/train_000.bin" <<'PYEOF2'
+import struct, sys
+p = sys.argv[1]
+h = bytearray(open(p, 'rb').read(1024))
+width = 2 if struct.unpack('<i', h[4:8])[0] == 1 else 4
+n = 3_000_000_000 // width
+h[8:12] = struct.pack('<i', n)
+with open(p, 'wb') as f:
+    f.write(h)
+    f.truncate(1024 + n * width)
+PYEOF2
+  sed "s|$tmp/corpus/|$tmp/bigcorpus/|" "$tmp/c.yaml" >"$tmp/big.yaml"
+  ( ulimit -v 2500000; OMP_NUM_THREADS=1 timeout -s KILL 60 "$bin" run "$tmp/big.yaml" --store "$tmp/big" \
+      --set run.threads=1 >/dev/null 2>"$tmp/big.err"; echo $? >"$tmp/big.rc" )
+  rc=$(cat "$tmp/big.rc")
+  if [ "$rc" = 2 ] && grep -q "train_000.bin: cannot map the shard's 2861 MiB: out of address space (the address-space limit, ulimit -v, is 2441 MiB) or of mappings" "$tmp/big.err" &&
+     grep -q "vm.max_map_count" "$tmp/big.err" && [ ! -e "$tmp/big/RUN" ]; then
+    pass "a shard past the address space: exit 2 naming the shard, ulimit -v and vm.max_map_count, nothing written"
+  else fail "a shard past the address space" "exit $rc" "$(tail -3 "$tmp/big.err")"; fi
+  rm -rf "$tmp/bigcorpus"
 fi
 
 ( ulimit -c 0; TANDEM_TEST_FAIL_AT=sha256:35 "$bin" run "$tmp/c.yaml" --store "$tmp/oom" >/dev/null 2>"$tmp/oom.err"

@@ -1231,4 +1231,35 @@ if unshare --pid --fork --mount-proc true 2>/dev/null; then
             "gc here: exit $gcrc: $gc"; fi
 else echo "SKIP a holder in another PID namespace: no unshare --pid here (not root); not counted"; fi
 
+# ---------------------------------------------------------------- a stop while .lock is held
+# A writer frozen inside a compare-and-swap holds STORE/.lock (flock stands for it). A stop
+# signal during the wait for it was heard only once the lock was free: at start-up past
+# the grace period (exit 75 27.8 s after SIGTERM with 10 s of grace), mid-run the wait ran
+# the lock timeout twice and exited 3, which no scheduler requeues (hunt). Now the wait
+# ends at the stop's deadline (grace less 2 s), or without a grace at the timeout once,
+# and the run exits 75; the store verifies, and once the lock is free the run finishes.
+lk="$tmp/lockwait"
+mkdir -p "$lk"
+sed "s/episodes: 3/episodes: 400/" "$tmp/c.yaml" >"$lk/c.yaml"
+"$bin" run "$lk/c.yaml" --store "$lk/s" --quiet >/dev/null 2>&1 & p=$!
+t=0; while [ $t -lt 300 ] && [ ! -e "$lk/s/HEAD" ]; do sleep 0.1; t=$((t + 1)); done
+kill -TERM $p; wait $p; st0=$?
+flock "$lk/s/.lock" sleep 60 & fp=$!
+sleep 0.3
+TANDEM_GRACE_S=6 "$bin" run "$lk/c.yaml" --store "$lk/s" >/dev/null 2>"$lk/e1" & p=$!
+sleep 1; kill -TERM $p; t0=$(date +%s%N); wait $p; st1=$?; t1=$(( ($(date +%s%N) - t0) / 1000000 ))
+kill $fp; wait $fp 2>/dev/null
+TANDEM_STORE_LOCK_TIMEOUT_S=3 "$bin" run "$lk/c.yaml" --store "$lk/s" >/dev/null 2>"$lk/e2" & p=$!
+sleep 1.5
+flock "$lk/s/.lock" sleep 60 & fp=$!
+sleep 0.3; kill -TERM $p; t0=$(date +%s%N); wait $p; st2=$?; t2=$(( ($(date +%s%N) - t0) / 1000000 ))
+kill $fp; wait $fp 2>/dev/null
+"$bin" verify "$lk/s" >"$lk/v" 2>&1; st3=$?
+if [ $st0 = 75 ] && [ $st1 = 75 ] && [ $t1 -lt 6000 ] && grep -q "given up for the stop" "$lk/e1" &&
+   [ $st2 = 75 ] && [ $t2 -lt 6000 ] && [ "$(grep -c "waiting for .*\.lock" "$lk/e2")" -le 1 ] && [ $st3 = 0 ]; then
+  pass "a stop while .lock is held: exit 75 at the stop's deadline (start-up) or after one timeout (mid-run), store sound"
+else fail "a stop while .lock is held" "exits $st0 $st1 (${t1} ms) $st2 (${t2} ms), verify $st3" "$(tail -2 "$lk/e1")" \
+  "$(tail -3 "$lk/e2")"; fi
+rm -rf "$lk"
+
 finish

@@ -100,6 +100,29 @@ static void test_usage_errors_say_what_is_wrong(void) {
     }
 }
 
+/* An option the positionals name ("STORE --keep N": a required one) shows there alone, not
+ * also in brackets as optional (gc, export, prep and tokenize showed "[--keep N]" and the
+ * like for options they refuse to go without); a name that merely contains it does not count. */
+static void test_required_options_in_the_usage_line(void) {
+    cli_spec req = SPEC;
+    req.args = "STORE --keep N";
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    cli_usage(&req, f);
+    fclose(f);
+    CHECK(strstr(text, "usage: tandem demo STORE --keep N [--format table|csv|json] [--verify] [--ratio X]") &&
+              !strstr(text, "[--keep"),
+          "usage line:\n%s", text);
+    free(text);
+    req.args = "STORE --keeper";
+    f = open_memstream(&text, &n);
+    cli_usage(&req, f);
+    fclose(f);
+    CHECK(strstr(text, "[--keep N]"), "--keeper hid --keep:\n%s", text);
+    free(text);
+}
+
 static void test_help_comes_from_the_rows(void) {
     char *text = NULL;
     size_t n = 0;
@@ -332,5 +355,6 @@ int main(void) {
     RUN(test_every_kind_and_form);
     RUN(test_usage_errors_say_what_is_wrong);
     RUN(test_help_comes_from_the_rows);
+    RUN(test_required_options_in_the_usage_line);
     return test_summary("test_cli_opts");
 }

@@ -330,6 +330,15 @@ static void test_type_errors(void) {
         {"data:\n  dataset: |\n    /d/ds.yaml\n", 2, "data.dataset", "0x0a at byte 10"},
         {"store: \"file://./s\\r\"\n", 1, "store", "control character (0x0d"},
         {"log:\n  tensorboard: \"a\\tb\"\n", 2, "log.tensorboard", "control character (0x09"},
+        /* and in Unicode's clothes: NEL (a line break to YAML), another C1 control, a line
+         * separator, a direction override, a zero-width space, a BOM (hunt: the path
+         * "dataset.yaml<NEL>" failed later as "cannot open .../dataset.yaml?") */
+        {"data:\n  dataset: \"/d/ds.yaml\\x85\"\n", 2, "data.dataset", "U+0085 at byte 10"},
+        {"data:\n  dataset: \"/d/\\x9bds.yaml\"\n", 2, "data.dataset", "U+009B at byte 3"},
+        {"log:\n  tensorboard: \"tb\\u2028x\"\n", 2, "log.tensorboard", "U+2028 at byte 2, a line break"},
+        {"log:\n  tensorboard: \"tb\\u202Ex\"\n", 2, "log.tensorboard", "U+202E"},
+        {"log:\n  tensorboard: \"tb\\u200Bx\"\n", 2, "log.tensorboard", "U+200B"},
+        {"log:\n  tensorboard: \"tb\\uFEFFx\"\n", 2, "log.tensorboard", "U+FEFF"},
         /* a byte the reader refuses: named with its line (libyaml's mark said line 1) */
         {"run:\n  seed: 1\ntandem:\n  K: 3 # caf\xe9\n", 4, "YAML syntax error", "byte 0xe9"},
         {"run:\n  seed: 1\x01\n", 2, "control characters", "byte 0x01"},
@@ -339,6 +348,13 @@ static void test_type_errors(void) {
             fprintf(stderr, "  (case %zu)\n", i);
             return;
         }
+    /* characters that show stay welcome: accents, CJK, an emoji, a no-break space */
+    {
+        config c;
+        tdm_err e = {0};
+        CHECK(load_yaml(&c, "log:\n  tensorboard: \"tb/caf\u00e9/\u8a13\u7df4/\U0001F600\u00a0x\"\n", ds_set, 1, &e) == 0,
+              "a value of visible characters refused: %s", e.msg);
+    }
     /* a key past libyaml's 1024 characters, in a block map and in a flow map: said as such
      * (libyaml's words were "mapping values are not allowed in this context" and "did not
      * find expected ',' or '}'") */

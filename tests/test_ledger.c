@@ -1325,11 +1325,53 @@ static void test_one_sibling_state_past_head_is_replaced(void) {
     fixture_close(&f);
 }
 
+/* As test_one_sibling_state_past_head_is_replaced, but the sibling committed on another
+ * cadence (every 3 episodes, this run every 4): the replay made no commit at the sibling
+ * state's position, so HEAD moved past it unchecked and it stayed, verify "ok" (review).
+ * A commit is now made at that position whatever the cadence: replaced, reference reached. */
+static void test_sibling_state_past_head_off_the_cadence(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f, o;
+    char text[4096], why[1200];
+    CHECK(fixture_open(&f, "ledger-sibling-cadence", 4) == 0 && read_all(f.config, text, sizeof text) == 0, "fixture");
+    char *lr = strstr(text, "lr: 3e-3"), *every = strstr(text, "every_episodes: 4");
+    CHECK(lr && every, "config");
+    lr[4] = '2', every[16] = '3';
+    o.dir = test_tmpdir("ledger-sibling-cadence-other");
+    snprintf(o.config, sizeof o.config, "%s/run.yaml", o.dir);
+    snprintf(o.store, sizeof o.store, "%s/store", o.dir);
+    snprintf(o.log, sizeof o.log, "%s/log.txt", o.dir);
+    CHECK(write_file(o.config, text) == 0 && stop_at(&f, 12) == 75 && run_to_end(&o, NULL) == 0, "setup");
+    const char *subs[] = {"states", "blobs", "alpha", "metrics"};
+    for (size_t i = 0; i < sizeof subs / sizeof *subs; i++)
+        CHECK(copy_missing(o.store, f.store, subs[i]) == 0, "copying the sibling's %s", subs[i]);
+    /* the sibling's states on this run's cadence (every 4 episodes of K + E = 5 steps)
+     * deleted: the one kept past HEAD is off it (its retention kept 60, 75, 80: 75) */
+    uint64_t hseq, hep;
+    head_of(&f, &hseq, &hep, NULL, 0);
+    for (uint64_t q = hseq + 20; q < hseq + 200; q += 20) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/states/%llu.mp", f.store, (unsigned long long)q);
+        unlink(path);
+    }
+    CHECK(keep_one_state_past_head(&f) == 0, "no sibling state past HEAD");
+    snprintf(why, sizeof why, "states/%llu.mp", (unsigned long long)hseq);
+    char log[16384], h[1024], out[8192];
+    int rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere (exit %d):\n%s\n%s", rc, h, log);
+    CHECK(rc == 0 && strstr(log, "lay past HEAD and is not what the replay computes"), "the sibling's state was not "
+          "compared (HEAD was at %s): exit %d: %s", why, rc, log);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
+    fixture_close(&o);
+    fixture_close(&f);
+}
+
 /* A config change given at the resume after a commit cut off before its HEAD move takes
- * effect at the state past HEAD (the position the run goes on from, change_position) — so
- * the run goes on from that state, not from HEAD's with a replay that would compute the
- * stretch before it under the new config. It ends where a twin ends whose HEAD was moved
- * to that state by hand before the same change. */
+ * effect at HEAD's position, not at the state past HEAD (nothing ties that state to this
+ * run: a sibling's copied in took the change, and the run went on from its weights —
+ * review): the run goes on from HEAD's state under the new config and ends where a twin
+ * ends whose state past HEAD was deleted before the same change. */
 static void test_change_at_a_state_past_head(void) {
     fixture f;
     CHECK(fixture_open(&f, "ledger-change-past", 4) == 0, "fixture");
@@ -1349,29 +1391,15 @@ static void test_change_at_a_state_past_head(void) {
     fixture t = f;
     snprintf(t.store, sizeof t.store, "%s/twin", f.dir);
     snprintf(t.log, sizeof t.log, "%s/log-twin.txt", f.dir);
-    /* the twin: HEAD moved to the state past it, as the commit would have */
-    static unsigned char buf[1 << 16];
-    size_t n;
-    rec_head h;
-    tdm_err e = {0};
-    snprintf(path, sizeof path, "%s/HEAD", t.store);
-    CHECK(read_file(path, buf, sizeof buf, &n) == 0 && rec_head_decode(buf, n, "HEAD", &h, &e) == 0, "HEAD: %s", e.msg);
-    h.seq = past, h.commits++;
-    snprintf(h.state, sizeof h.state, "states/%llu.mp", (unsigned long long)past);
-    snprintf(path, sizeof path, "%s/%s", t.store, h.state);
-    CHECK(read_file(path, buf, sizeof buf, &n) == 0, "read %s", path);
-    sha256(buf, n, &h.state_sha);
-    void *enc = rec_head_encode(&h, &n);
-    snprintf(path, sizeof path, "%s/HEAD", t.store);
-    FILE *fp = fopen(path, "wb");
-    CHECK(enc && fp && fwrite(enc, 1, n, fp) == n && fclose(fp) == 0, "write HEAD");
-    free(enc);
+    /* the twin: without the state past HEAD */
+    snprintf(path, sizeof path, "%s/states/%llu.mp", t.store, (unsigned long long)past);
+    CHECK(unlink(path) == 0, "unlink %s", path);
     const char *const change[] = {"--set", "optim.lr=1e-3", "--allow-change", "optim.lr", NULL};
     CHECK(life_args(&t, NULL, change) == 0 && hash_of(&t, h1, sizeof h1) == 0, "the twin");
     int rc = life_args(&f, NULL, change);
     read_all(f.log, log, sizeof log);
     snprintf(path, sizeof path, "resuming from states/%llu.mp", (unsigned long long)past);
-    CHECK(rc == 0 && strstr(log, path), "the change at a state past HEAD: exit %d: %s", rc, log);
+    CHECK(rc == 0 && !strstr(log, path), "the change at a state past HEAD: exit %d: %s", rc, log);
     CHECK(hash_of(&f, h2, sizeof h2) == 0 && strcmp(h1, h2) == 0, "ended elsewhere than the twin:\n%s\n%s\n%s", h1, h2, log);
     CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
     fixture_close(&f);
@@ -2964,6 +2992,7 @@ int main(void) {
     RUN(test_states_of_another_seed_are_passed_over);
     RUN(test_sibling_states_past_head_are_not_trusted);
     RUN(test_one_sibling_state_past_head_is_replaced);
+    RUN(test_sibling_state_past_head_off_the_cadence);
     RUN(test_change_at_a_state_past_head);
     RUN(test_takeover_outlasts_the_last_commit_of_the_old_writer);
     RUN(test_a_stale_stamp_never_fences_the_lease_holder);

@@ -404,6 +404,10 @@ static void test_config_resolution(void) {
                   strstr(e.msg, empties[i][1]), "%s: %s", empties[i][0], e.msg);
     CHECK(s3_config_resolve("s3://my-bucket/runs/x//", &c, &e) == 0 && !strcmp(c.prefix, "runs/x"),
           "trailing slashes are no segment: %s", e.msg);
+    setenv("TANDEM_S3_EMPTY_SEGMENTS", "1", 1); /* a store an older tandem made under such a prefix */
+    int kept = s3_config_resolve("s3://my-bucket/runs//x", &c, &e) == 0 && !strcmp(c.prefix, "runs//x");
+    unsetenv("TANDEM_S3_EMPTY_SEGMENTS");
+    CHECK(kept, "TANDEM_S3_EMPTY_SEGMENTS=1 did not keep the empty segment: %s", e.msg);
     /* S3's bucket rules, before any request (they went out and failed as exit 3) */
     const char *buckets[] = {"s3://xn--abc/p", "s3://my-bucket-s3alias/p", "s3://-ab/p", "s3://ab-/p",
                              "s3://a..b/p", "s3://192.168.1.2/p",

@@ -15,4 +15,12 @@ void term_text(FILE *f, const char *s);
 /* The same into out (cap bytes, cut to fit), for a column printed with a width. */
 void term_copy(char *out, size_t cap, const char *s);
 
+/* The first character of s that a person cannot see as written, for values that name
+ * things (a path, a label): a control — C0, DEL, C1 (U+0080..U+009F, NEL among them) — a
+ * line or paragraph separator (U+2028, U+2029), a zero-width or direction-changing
+ * character (U+200B..U+200F, U+202A..U+202E, U+2060..U+2064, U+2066..U+2069) or a BOM
+ * (U+FEFF). Its byte offset into *at and code point into *cp: 1; 0 when there is none.
+ * s is UTF-8 (the config loader refuses other bytes); a stray byte is not judged here. */
+int term_hidden_char(const char *s, size_t *at, unsigned *cp);
+
 #endif
