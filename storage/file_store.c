@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,7 @@ typedef struct file_store {
     char *root;
     unsigned file_mode; /* 0666 & ~umask, read when the store was opened */
     double lock_limit_s; /* TANDEM_STORE_LOCK_TIMEOUT_S, read when the store was opened */
-    int lock_given_up; /* a wait for .lock was given up with a stop pending: the next is not waited */
+    atomic_int lock_given_up; /* a wait for .lock was given up with a stop pending: the next is not waited */
 } file_store;
 
 #define TMP_PREFIX ".tmp-"
@@ -288,15 +289,17 @@ static int lock_store(store *s, int fd, tdm_err *e) {
         clock_gettime(CLOCK_MONOTONIC, &now);
         double waited = (double)(now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9;
         int stop = store_stop_pending();
-        if (store_clock_s() >= store_deadline() || (stop && fs->lock_given_up)) {
+        if (store_clock_s() >= store_deadline() || (stop && atomic_load(&fs->lock_given_up))) {
+            char who[64] = "another process";
             long pid = lock_holder(fd);
+            if (pid) snprintf(who, sizeof who, "process %ld", pid);
             store_note_deadline();
-            fs->lock_given_up = 1;
-            return err_set(e, ERR_STORE, "%s/.lock is held by %s%ld: given up for the stop (nothing was written)",
-                           s->url, pid ? "process " : "another process", pid);
+            atomic_store(&fs->lock_given_up, 1);
+            return err_set(e, ERR_STORE, "%s/.lock is held by %s: given up for the stop (nothing was written)", s->url,
+                           who);
         }
         if (waited >= limit) {
-            if (stop) store_note_deadline(), fs->lock_given_up = 1; /* a requeue: see above */
+            if (stop) store_note_deadline(), atomic_store(&fs->lock_given_up, 1); /* a requeue: see above */
             long pid = lock_holder(fd);
             char who[64] = "another process";
             if (pid) snprintf(who, sizeof who, "process %ld", pid);
@@ -307,9 +310,10 @@ static int lock_store(store *s, int fd, tdm_err *e) {
                            "on), then run again", s->url, who, waited);
         }
         if (!said && waited >= 5 && limit > 5) {
+            char who[64] = "another process"; /* not "another process0" */
             long pid = lock_holder(fd);
-            fprintf(stderr, "tandem: waiting for %s/.lock, held by %s%ld for 5 s (at most %.0f s)\n",
-                    s->url, pid ? "process " : "another process", pid, limit);
+            if (pid) snprintf(who, sizeof who, "process %ld", pid);
+            fprintf(stderr, "tandem: waiting for %s/.lock, held by %s for 5 s (at most %.0f s)\n", s->url, who, limit);
             said = 1;
         }
         nanosleep(&nap, NULL);

@@ -1650,6 +1650,45 @@ static void test_resume_outlasts_a_killed_runs_late_delete(void) {
           log3);
 }
 
+/* The same killed while its DELETE is still in flight (held 12 s in the proxy, the client
+ * waiting on it: no answer, nothing given up on yet): only the lease written before the
+ * DELETE was sent names it (ckpt_announce_deletes), and the writer that takes over waits
+ * until it cannot land (the review: the other tests pass on the list written after the
+ * DELETEs, which names the one given up on). */
+static void test_resume_outlasts_a_delete_in_flight_at_a_kill(void) {
+    fixture f;
+    CHECK(runner_fixture(&f, "s3inflight", 1) == 0, "fixture");
+    control("/reset", "{}");
+    char key[64], why[2048];
+    CHECK(killed_with_its_newest_state_damaged(&f, 12, key, why, sizeof why) == 0, "%s", why);
+    setenv("TANDEM_S3_TIMEOUT", "30", 1); /* the client waits on the held DELETE */
+    setenv("TANDEM_TEST_SETTLE_S", "15", 1);
+    double t0 = now_s();
+    pid_t pid = start_run(&f, NULL, NULL, NULL);
+    while (counter("stall") < 1 && now_s() - t0 < 60 && waitpid(pid, NULL, WNOHANG) == 0) usleep(50000);
+    usleep(300000); /* inside the held request */
+    kill(pid, SIGKILL);
+    int r2 = wait_exit(pid);
+    long stalls = counter("stall");
+    int r3 = run_to_end(&f, NULL);
+    unsetenv("TANDEM_S3_TIMEOUT");
+    unsetenv("TANDEM_TEST_SETTLE_S");
+    static char log3[16384], out[16384];
+    read_all(f.log, log3, sizeof log3);
+    double left = t0 + 14.0 - now_s(); /* the held DELETE has landed, had it not yet */
+    if (left > 0) usleep((useconds_t)(left * 1e6));
+    control("/reset", "{}");
+    int v = tandem_on_store(&f, "verify", "", out, sizeof out);
+    test_rmtree(f.dir);
+    free(f.dir);
+    CHECK(stalls == 1 && r2 == 128 + SIGKILL, "not killed with the DELETE of %s in flight (exit %d, %ld held)", key, r2,
+          stalls);
+    CHECK(r3 == 0 && v == 0, "the resume (exit %d), then verify once the held DELETE of %s landed: exit %d: %s\n"
+          "the resume: %s", r3, key, v, out, log3);
+    CHECK(strstr(log3, "had named DELETEs in it"), "the resume did not say it waits for the killed run's DELETE: %s",
+          log3);
+}
+
 /* `tandem repair --apply` sets the damaged newest state aside (its DELETE held 12 s in the
  * proxy past the 1 s limit) and is SIGKILLed while it waits for that DELETE before giving
  * the lease back: the next run replayed and wrote the state at once, and the held DELETE
@@ -2503,6 +2542,7 @@ int main(void) {
     RUN(test_ranks_outlast_the_end_wait_for_a_late_delete);
     RUN(test_resume_outlasts_a_stopped_runs_late_delete);
     RUN(test_resume_outlasts_a_killed_runs_late_delete);
+    RUN(test_resume_outlasts_a_delete_in_flight_at_a_kill);
     RUN(test_run_outlasts_a_killed_repairs_late_delete);
     RUN(test_stop_during_a_records_late_delete_wait_requeues);
     RUN(test_resume_outlasts_a_killed_supersedes_late_delete);

@@ -34,6 +34,7 @@ clang $cflags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefine
 clang $cflags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   tests/fuzz/fuzz_config.c $(ls config/*.c | grep -v run_config.c) build/gen/presets.c \
   data/dataset.c data/shard.c util/ydoc.c util/err.c util/fileio.c util/args.c util/buf.c util/secretname.c util/outfile.c \
+  util/term.c \
   -lyaml -lm -o "$out/fuzz_config"
 mkdir -p "$out/seeds/config"
 for f in configs/*.yaml configs/presets/*.yaml; do cp "$f" "$out/seeds/config/${f//\//_}"; done
