@@ -204,6 +204,7 @@ static int put_blob(ckpt *c, const sha256_digest *d, const void *data, size_t n,
     void *old = NULL;
     size_t on = 0;
     rc = ckpt_put_once(c, key, data, n, &old, &on, NULL, e);
+    if (rc == 0) atomic_fetch_add(&c->blobs_created, 1);
     if (rc != STORE_EXISTS) return rc;
     sha256_digest od;
     sha256(old, on, &od);
@@ -292,6 +293,7 @@ static void retain_now(ckpt *c) {
 static int commit(ckpt *c, tdm_err *e) {
     rec_state *r = &c->snap;
     size_t nchunks = chunk_count(c), numel = c->lay->numel;
+    atomic_store(&c->blobs_created, 0);
     int rc = fill_views(r, c->lay, e);
     if (rc) return rc;
     r->ntensors = CKPT_TENSORS;
@@ -383,6 +385,14 @@ static int commit(ckpt *c, tdm_err *e) {
             else pn = 0;
         }
         free(plain);
+        /* the replay agrees with the stored manifest, yet stored blobs it names that were
+         * not there: that state was missing them (deleted since), now whole again — said,
+         * as verify said it (a chaos case: a blob of the state past HEAD deleted, which the
+         * run, resuming from HEAD's state, mended without a word) */
+        unsigned long long healed = atomic_load(&c->blobs_created);
+        if ((pn || (on == mn && memcmp(old, manifest, mn) == 0)) && healed)
+            fprintf(stderr, "tandem: %s/%s named %llu blob%s missing from the store; the replay stored %s again\n",
+                    store_url(c->st), key, healed, healed == 1 ? "" : "s", healed == 1 ? "it" : "them");
         if (!pn && !(on == mn && memcmp(old, manifest, mn) == 0)) {
             rec_state probe;
             tdm_err de;

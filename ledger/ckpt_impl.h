@@ -107,6 +107,7 @@ struct ckpt {
     int (*stop_fn)(void *arg, double seconds_left);
     void *stop_arg;
     atomic_ullong done_bytes; /* of the commit in flight */
+    atomic_ullong blobs_created; /* blobs the commit in flight stored that were not there */
     atomic_int given_up;      /* the stop check gave the commit in flight up */
     atomic_int stopped_short; /* the newest commit was given up for a stop (ckpt_stopped_short) */
 };

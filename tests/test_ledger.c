@@ -1367,6 +1367,56 @@ static void test_sibling_state_past_head_off_the_cadence(void) {
     fixture_close(&f);
 }
 
+/* A blob that only the state past HEAD (a commit cut off before its HEAD move) names,
+ * deleted: verify names it; the run, which goes on from HEAD's state and stores that
+ * state's blobs again when its replay commits there, mended it without a word (a chaos
+ * case: verify and the run disagreed). Now it says so, and ends on the reference. */
+static void test_blob_of_the_state_past_head_deleted(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f;
+    CHECK(fixture_open(&f, "ledger-pastblob", 4) == 0, "fixture");
+    CHECK(run_to_end(&f, "TANDEM_TEST_SIGNAL_AT=probe:9") == 75, "setup stop");
+    CHECK(run_to_end(&f, "TANDEM_TEST_KILL_AT=head:1") == 128 + SIGKILL, "setup kill");
+    uint64_t hseq, hep, past = 0;
+    char hkey[REC_KEY_MAX], path[1200], log[16384], out[8192], h[1024];
+    head_of(&f, &hseq, &hep, hkey, sizeof hkey);
+    for (uint64_t q = hseq + 1; q < hseq + 200 && !past; q++) {
+        snprintf(path, sizeof path, "%s/states/%llu.mp", f.store, (unsigned long long)q);
+        if (file_size(path) > 0) past = q;
+    }
+    CHECK(past, "no state past HEAD (at %llu)", (unsigned long long)hseq);
+    static unsigned char buf[1 << 20], hbuf[1 << 20];
+    size_t n, hn;
+    rec_state ps, hs;
+    tdm_err e = {0};
+    char hpath[1200];
+    snprintf(hpath, sizeof hpath, "%s/%s", f.store, hkey);
+    CHECK(read_file(path, buf, sizeof buf, &n) == 0 && rec_state_decode(buf, n, "past", &ps, &e) == 0, "%s", e.msg);
+    CHECK(read_file(hpath, hbuf, sizeof hbuf, &hn) == 0 && rec_state_decode(hbuf, hn, "head", &hs, &e) == 0, "%s", e.msg);
+    char victim[80] = "";
+    for (size_t t = 0; t < ps.ntensors && !victim[0]; t++)
+        for (size_t k = 0; k < ps.tensors[t].nchunks && !victim[0]; k++) {
+            int shared = 0;
+            for (size_t u = 0; u < hs.ntensors && !shared; u++)
+                for (size_t m = 0; m < hs.tensors[u].nchunks && !shared; m++)
+                    shared = sha256_equal(&ps.tensors[t].chunks[k], &hs.tensors[u].chunks[m]);
+            if (!shared) sha256_hex(&ps.tensors[t].chunks[k], victim);
+        }
+    rec_state_free(&ps);
+    rec_state_free(&hs);
+    CHECK(victim[0], "every blob of the state past HEAD is HEAD's too");
+    snprintf(path, sizeof path, "%s/blobs/%s", f.store, victim);
+    CHECK(unlink(path) == 0, "unlink %s", path);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 3, "verify did not name the missing blob: %s", out);
+    int rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0 && strstr(log, "missing from the store; the replay stored it again"), "the run said nothing of it: "
+          "exit %d: %s", rc, log);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere:\n%s", h);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify after: %s", out);
+    fixture_close(&f);
+}
+
 /* A config change given at the resume after a commit cut off before its HEAD move takes
  * effect at HEAD's position, not at the state past HEAD (nothing ties that state to this
  * run: a sibling's copied in took the change, and the run went on from its weights —
@@ -2993,6 +3043,7 @@ int main(void) {
     RUN(test_sibling_states_past_head_are_not_trusted);
     RUN(test_one_sibling_state_past_head_is_replaced);
     RUN(test_sibling_state_past_head_off_the_cadence);
+    RUN(test_blob_of_the_state_past_head_deleted);
     RUN(test_change_at_a_state_past_head);
     RUN(test_takeover_outlasts_the_last_commit_of_the_old_writer);
     RUN(test_a_stale_stamp_never_fences_the_lease_holder);
