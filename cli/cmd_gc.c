@@ -226,15 +226,21 @@ static int gc(const char *url, long keep, int dry, int force, FILE *j, tdm_err *
          * one whose holder died (stale) cannot, and a request it had in flight lands within
          * the settle window of its death, which comes after its last sign of life: gc counts
          * GC_TEMP_MIN_AGE_S (as for temporaries) or the window, the longer, from that sign */
-        double now = (double)time(NULL), until = 0;
+        double now = (double)time(NULL), until = 0, lease_age = -1;
         /* the hour, or the store's own window where longer (S3 with a long TANDEM_S3_TIMEOUT) */
         double window = fmax(GC_TEMP_MIN_AGE_S, rc ? 0 : store_settle_window_s(st));
         /* the holder's own window where it said one (its TANDEM_S3_TIMEOUT, not gc's) */
         if (!rc && al.state != AUDIT_LEASE_NONE && l->has_window)
             window = fmax(window, fmin(l->settle_window, CKPT_SETTLE_MAX_S));
-        if (!rc && al.state != AUDIT_LEASE_NONE && l->has_settle) until = l->settle_until;
-        if (!rc && al.state == AUDIT_LEASE_STALE && al.life + window > until)
-            until = al.life + window;
+        /* both counted from now: the settle window's rest by the lease's age on the store's
+         * clock, the stale holder's by its signs of life there too (audit_lease_read) */
+        tdm_err ae;
+        if (!rc && al.state != AUDIT_LEASE_NONE && l->has_settle) {
+            if (store_age(st, LEDGER_LEASE, &lease_age, &ae) != 0) lease_age = -1;
+            until = now + audit_settle_left(l, lease_age, now);
+        }
+        if (!rc && al.state == AUDIT_LEASE_STALE && now - al.age + window > until)
+            until = now - al.age + window;
         if (until > now) {
             store_note_lost_writer(st, fmin(until - now, CKPT_SETTLE_MAX_S));
             double left = store_unsettled_s(st); /* 0 where writes land when they return */

@@ -82,8 +82,12 @@ static int run_repair(const cli_args *a) {
     if (!rc && apply && ledger_repair_needed(&p)) {
         uint64_t epoch = 0;
         rc = ledger_repair_apply(st, url, &p, &epoch, &e);
-        if (!rc) printf("done: what was set aside is under %s/quarantine/%llu/; `tandem run` resumes\n",
-                        url, (unsigned long long)epoch);
+        /* (a plan that only moves HEAD sets nothing aside: no folder to name, a hunt) */
+        if (!rc && p.n)
+            printf("done: what was set aside is under %s/quarantine/%llu/; `tandem run` resumes\n", url,
+                   (unsigned long long)epoch);
+        else if (!rc)
+            printf("done: HEAD %s; `tandem run` resumes\n", p.move_head ? "moved" : "removed");
     } else if (!rc && (p.n || p.move_head)) {
         printf("run again with --apply to carry it out\n");
     }

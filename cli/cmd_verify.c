@@ -109,6 +109,7 @@ static int verify(const char *url, const json_out *j, tdm_err *out) {
             pin.fixed = cfg->run.mode == CONFIG_MODE_FIXED;
             pin.M = run.M;
             pin.names = (const char (*)[REC_DOMAIN_MAX])run.domains;
+            pin.has_run = run_config_identity(&run, &pin.run) == 0;
         }
     }
     ledger_verify_report r;

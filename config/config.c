@@ -996,6 +996,26 @@ int config_canonical(const config *c, config_kv **out, size_t *n, tdm_err *e) {
     return 0;
 }
 
+/* Keys younger than some pinned runs that change what a run computes, with the value runs
+ * pinned before them computed with (config_from_canonical fills a RUN that lacks one). */
+static const struct {
+    const char *key, *value;
+} before_key[] = {
+    {"tandem.alpha_step", "pgd"}, {"tandem.alpha_budget", "2"}, {"tandem.val_loss", "sum"},
+    {"tandem.alpha_cut", "any"}, {"tandem.overfit_cap", "false"}, {"tandem.skip_pinned", "false"},
+    {"tandem.start_epochs", "0"},
+    {"tandem.eval_batches", "1"}, {"checkpoint.keep", "0"},
+    {"checkpoint.grace_s", "0"}, {"checkpoint.snapshot", "auto"},
+    {"train.micro_batch", "0"}, {"log.tensorboard", ""}, {"model.init", "random"},
+    {"data.unimax_epochs", "4"}, {"data.max_epochs", ""},
+    {"model.attention", "builtin"}, {"run.blas_kernels", "auto"}};
+
+const char *config_key_before(const char *key) {
+    for (size_t j = 0; j < sizeof before_key / sizeof *before_key; j++)
+        if (strcmp(before_key[j].key, key) == 0) return before_key[j].value;
+    return NULL;
+}
+
 int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e) {
     tdm_err local;
     if (!e) e = &local;
@@ -1032,17 +1052,6 @@ int config_from_canonical(config *c, const config_kv *kv, size_t n, tdm_err *e) 
     /* cluster.* keys are younger than some pinned runs and never change what a run
      * computes: a missing one keeps its default (config_defaults above). Younger keys
      * that do change it take the value that runs pinned before them computed with. */
-    static const struct {
-        const char *key, *value;
-    } before_key[] = {
-        {"tandem.alpha_step", "pgd"}, {"tandem.alpha_budget", "2"}, {"tandem.val_loss", "sum"},
-        {"tandem.alpha_cut", "any"}, {"tandem.overfit_cap", "false"}, {"tandem.skip_pinned", "false"},
-        {"tandem.start_epochs", "0"},
-        {"tandem.eval_batches", "1"}, {"checkpoint.keep", "0"},
-        {"checkpoint.grace_s", "0"}, {"checkpoint.snapshot", "auto"},
-        {"train.micro_batch", "0"}, {"log.tensorboard", ""}, {"model.init", "random"},
-        {"data.unimax_epochs", "4"}, {"data.max_epochs", ""},
-        {"model.attention", "builtin"}, {"run.blas_kernels", "auto"}};
     /* (data.mixture has been pinned since the first version: its default moving from
      * uniform to unimax changes no pinned run) */
     for (size_t i = 0; i < config_nkeys && !rc; i++) {

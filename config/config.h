@@ -268,6 +268,14 @@ bool config_path_joined(const config *c, const char *key);
  * or the value is none (empty, absolute, a URL, model.init's random). */
 const char *config_relative_path(const char *key, const char *value);
 bool config_key_pinned(const char *key);
+/* Whether `key` is part of a run's identity (run_config_identity): what it computes, not
+ * where or how it runs, and no path. A younger key (config_key_before) counts only where
+ * its value is not the one runs pinned before it computed with. */
+bool config_key_identity(const char *key);
+/* The value that runs pinned before `key` existed computed with, where the key is younger
+ * than some pinned runs (a RUN may lack it; config_from_canonical gives it that value);
+ * NULL for a key every RUN holds. */
+const char *config_key_before(const char *key);
 
 /* Whether only the α step reads `key` (flagged F_DMO_ONLY in the schema: tandem.alpha_cut,
  * tandem.overfit_cap, tandem.start_epochs, tandem.skip_pinned): a fixed run computes the

@@ -423,6 +423,22 @@ bool config_key_pinned(const char *key) {
 
 bool config_key_path(const char *key) { return key_flags(key) & (F_PATH | F_SCHEME_PATH); }
 
+/* What a run computes, as run_config_identity names it: the sections of the data, the
+ * model, the batch, the DMO and the optimiser, and the run's seed, length, mode and
+ * precision — never where it runs or stores (run.device, run.threads, the store, cluster.*,
+ * checkpoint.*, log.*), nor a path (a dataset or model folder moved to another node is the
+ * same run; data.mp and model.mp pin their contents), nor the attention kernel's choice. */
+bool config_key_identity(const char *key) {
+    static const char *const sections[] = {"data.", "model.", "train.", "tandem.", "optim."};
+    static const char *const run_keys[] = {"run.seed", "run.episodes", "run.mode", "run.precision"};
+    if (config_key_path(key) || !strcmp(key, "model.attention")) return false;
+    for (size_t i = 0; i < sizeof run_keys / sizeof *run_keys; i++)
+        if (!strcmp(key, run_keys[i])) return true;
+    for (size_t i = 0; i < sizeof sections / sizeof *sections; i++)
+        if (!strncmp(key, sections[i], strlen(sections[i]))) return true;
+    return false;
+}
+
 const char *config_relative_path(const char *key, const char *value) {
     unsigned f = key_flags(key);
     const char *path = value;

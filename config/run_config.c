@@ -202,8 +202,37 @@ static int newer_key(const char *what, const char *key, tdm_err *e) {
  * NULL) gets each change's position. STORE_NOT_FOUND when there is no RUN; ERR_STORE with
  * *damaged = 1 when RUN or a change record is there but does not decode or verify (a
  * store that could not be read leaves *damaged 0). */
+/* Whether RUN's entry kv is part of the run's identity: a key of what a run computes
+ * (config_key_identity), and, where the key is younger than some RUNs, a value other than
+ * the one they computed with — so that a RUN with the key and one without, computing
+ * alike, name the same identity whichever tandem reads them. */
+static int identity_entry(const rec_kv *kv) {
+    const char *before = config_key_before(kv->key);
+    return config_key_identity(kv->key) && !(before && !strcmp(before, kv->value));
+}
+
+int run_config_identity(const rec_run *run, sha256_digest *out) {
+    static const char tag[] = "tandem run identity 1";
+    size_t n = sizeof tag; /* its NUL included, as after each key and value */
+    for (size_t i = 0; i < run->nconfig; i++)
+        if (identity_entry(&run->config[i]))
+            n += strlen(run->config[i].key) + strlen(run->config[i].value) + 2;
+    char *buf = malloc(n), *p = buf;
+    if (!buf) return -1;
+    memcpy(p, tag, sizeof tag), p += sizeof tag;
+    for (size_t i = 0; i < run->nconfig; i++) {
+        if (!identity_entry(&run->config[i])) continue;
+        size_t k = strlen(run->config[i].key) + 1, v = strlen(run->config[i].value) + 1;
+        memcpy(p, run->config[i].key, k), p += k;
+        memcpy(p, run->config[i].value, v), p += v;
+    }
+    sha256(buf, n, out);
+    free(buf);
+    return 0;
+}
+
 static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, ckpt_gens *gens, char *run_id,
-                       size_t cap, int *damaged, tdm_err *e) {
+                       size_t cap, sha256_digest *identity, int *damaged, tdm_err *e) {
     *damaged = 0;
     char what[600];
     snprintf(what, sizeof what, "%s/RUN", store_url(st));
@@ -212,6 +241,10 @@ static int read_pinned(store *st, config_kv **kv_out, size_t *n_out, ckpt_gens *
     if (rc == STORE_CORRUPT) *damaged = 1, rc = ERR_STORE;
     if (rc) return rc;
     if (run_id) snprintf(run_id, cap, "%s", run.run_id);
+    if (identity && run_config_identity(&run, identity)) {
+        rec_run_free(&run);
+        return err_set(e, ERR_INTERNAL, "out of memory");
+    }
     config_kv *kv = NULL;
     rc = from_rec(run.config, run.nconfig, &kv, e);
     size_t nkv = run.nconfig;
@@ -316,7 +349,7 @@ static int read_config(store *st, config *cfg, char *run_id, size_t cap, int *he
     size_t n;
     int damaged;
     *health = RUN_CONFIG_OK;
-    int rc = read_pinned(st, &kv, &n, NULL, run_id, cap, &damaged, e);
+    int rc = read_pinned(st, &kv, &n, NULL, run_id, cap, NULL, &damaged, e);
     if (rc == STORE_NOT_FOUND) return missing_run(st, health, e);
     if (damaged) return damaged_run(st, health, e);
     if (rc) return rc;
@@ -414,6 +447,12 @@ static int create_run(store *st, const config *cfg, const char *const *domains, 
         return err_set(e, ERR_INTERNAL, "out of memory");
     }
     rec_config_hash(run.config, n, &run.config_sha);
+    if (run_config_identity(&run, &out->identity)) {
+        free(run.config);
+        free(kv);
+        return err_set(e, ERR_INTERNAL, "out of memory");
+    }
+    out->has_identity = 1;
     size_t len;
     void *data = rec_run_encode(&run, &len);
     /* a test freezes a start here: RUN read as absent, not yet created */
@@ -549,7 +588,8 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
     size_t npinned;
     int damaged;
     int rc = read_pinned(st, &pinned, &npinned, &out->gens, out->run_id,
-                         sizeof out->run_id, &damaged, e);
+                         sizeof out->run_id, &out->identity, &damaged, e);
+    out->has_identity = rc == 0;
     if (rc == STORE_NOT_FOUND) {
         /* a new run only where there is none: a store that holds a run's objects but lost
          * its RUN must not silently become another run (with whatever config is given) */
@@ -570,7 +610,9 @@ int run_config_open(store *st, const config *cfg, const char *const *domains, in
          * writes), another one is refused */
         ckpt_gens_free(&out->gens);
         memset(out, 0, sizeof *out);
-        rc = read_pinned(st, &pinned, &npinned, &out->gens, out->run_id, sizeof out->run_id, &damaged, e);
+        rc = read_pinned(st, &pinned, &npinned, &out->gens, out->run_id, sizeof out->run_id, &out->identity,
+                         &damaged, e);
+        out->has_identity = rc == 0;
         if (rc == STORE_NOT_FOUND && has) return missing_run(st, &health, e);
         if (rc == STORE_NOT_FOUND) /* created and gone again at once: nothing to go on from */
             return err_set(e, ERR_STORE, "%s: another tandem created this run at the same moment and its RUN "

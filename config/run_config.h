@@ -33,6 +33,8 @@ typedef struct run_config_result {
                             recorded one included) and their positions; freed by
                             run_config_result_free */
     char run_id[64];
+    int has_identity;       /* RUN was read or written: */
+    sha256_digest identity; /* its run_config_identity, what the run's states carry */
     rec_change pending;  /* allowed keys differ: the record run_config_record_change writes (n > 0) */
     char pending_list[2048]; /* its keys, "  key: old -> new" lines, for the message */
 } run_config_result;
@@ -69,6 +71,12 @@ int run_config_read(store *st, config *cfg, char *run_id, size_t run_id_cap, tdm
  * yet, or a missing or damaged RUN (run_config_open says which); a store that fails is the
  * error. */
 int run_config_pinned(store *st, config *cfg, int *have, tdm_err *e);
+
+/* The run's identity: the SHA-256 of RUN's values of the keys that decide what a run
+ * computes (config_key_identity), as RUN pinned them at the run's start (changes recorded
+ * later do not alter it). Its states carry it, so another run's copied in is known; two
+ * runs of one config share it, so their states still compare byte for byte. */
+int run_config_identity(const rec_run *run, sha256_digest *out); /* 0, or -1: out of memory */
 
 /* RUN itself (for audits: run id, creation time, domain names); free with rec_run_free.
  * Errors as run_config_read's for RUN (change records are not read). */

@@ -55,18 +55,54 @@ static char *glob_base_dir(const char *yaml_path) {
     return out;
 }
 
-static int add_shard(dataset_split *sp, size_t *cap, const char *path, int vocab, tdm_err *e) {
-    if (sp->n_shards == *cap) {
-        size_t nc = *cap ? *cap * 2 : 8;
-        shard *ns = realloc(sp->shards, nc * sizeof *ns);
-        if (!ns) return err_set(e, ERR_INTERNAL, "%s: out of memory", path);
-        sp->shards = ns;
-        *cap = nc;
+/* The files opened so far, by identity (device, inode): open addressing, grown at half
+ * full. A file listed twice is refused at its second mention, before it is mapped again:
+ * a list repeating one shard 60,000 times used to map every copy (and meet
+ * vm.max_map_count) before the check after the load said so. */
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    int domain, split, used;
+    size_t index; /* into the split's shards */
+} seen_file;
+
+typedef struct {
+    seen_file *slot;
+    size_t cap, n; /* cap a power of two, or 0 */
+} seen_set;
+
+static size_t seen_hash(dev_t dev, ino_t ino, size_t cap) {
+    uint64_t h = (uint64_t)ino * 0x9E3779B97F4A7C15ull ^ (uint64_t)dev * 0xC2B2AE3D27D4EB4Full;
+    return (size_t)(h ^ (h >> 29)) & (cap - 1);
+}
+
+static const seen_file *seen_find(const seen_set *s, dev_t dev, ino_t ino) {
+    if (!s->cap) return NULL;
+    for (size_t i = seen_hash(dev, ino, s->cap);; i = (i + 1) & (s->cap - 1)) {
+        if (!s->slot[i].used) return NULL;
+        if (s->slot[i].dev == dev && s->slot[i].ino == ino) return &s->slot[i];
     }
-    int rc = shard_open(&sp->shards[sp->n_shards], path, vocab, e);
-    if (rc) return rc;
-    sp->tokens += sp->shards[sp->n_shards].n;
-    sp->n_shards++;
+}
+
+static int seen_add(seen_set *s, seen_file f) {
+    if (2 * (s->n + 1) > s->cap) {
+        size_t nc = s->cap ? 2 * s->cap : 64;
+        seen_file *ns = calloc(nc, sizeof *ns);
+        if (!ns) return -1;
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->slot[i].used) {
+                size_t j = seen_hash(s->slot[i].dev, s->slot[i].ino, nc);
+                while (ns[j].used) j = (j + 1) & (nc - 1);
+                ns[j] = s->slot[i];
+            }
+        free(s->slot);
+        s->slot = ns, s->cap = nc;
+    }
+    size_t j = seen_hash(f.dev, f.ino, s->cap);
+    while (s->slot[j].used) j = (j + 1) & (s->cap - 1);
+    f.used = 1;
+    s->slot[j] = f;
+    s->n++;
     return 0;
 }
 
@@ -75,7 +111,54 @@ typedef struct {
     const char *base; /* escaped directory prefix for relative patterns */
     int vocab;
     const char *domain;
+    int domain_index;
+    const dataset *ds; /* the shards opened so far, for the message naming a repeat */
+    seen_set *seen;
 } load_ctx;
+
+static int repeat_refused(const load_ctx *c, int split, int line, const char *path,
+                          const seen_file *was, tdm_err *e) {
+    const dataset_split *wsp = &c->ds->domains[was->domain].split[was->split];
+    return err_set(e, ERR_USAGE,
+                   "%s:%d: shard %s (domain '%s' %s) is also %s (domain '%s' %s); each file may "
+                   "appear once in a dataset",
+                   c->path, line, path, c->domain, split_names[split], wsp->shards[was->index].path,
+                   c->ds->domains[was->domain].name, split_names[was->split]);
+}
+
+/* Opens `path` into `sp` unless the dataset holds its file already (by identity, so that
+ * "web/a.bin" and "./web/a.bin" are one file): each file may appear once. Judged by stat
+ * before the mapping, and again by the opened file's own identity (a file replaced in
+ * between). */
+static int add_shard(const load_ctx *c, int split, int line, dataset_split *sp, size_t *cap,
+                     const char *path, tdm_err *e) {
+    struct stat st;
+    const seen_file *was = stat(path, &st) == 0 ? seen_find(c->seen, st.st_dev, st.st_ino) : NULL;
+    if (was) return repeat_refused(c, split, line, path, was, e);
+    if (sp->n_shards == *cap) {
+        size_t nc = *cap ? *cap * 2 : 8;
+        shard *ns = realloc(sp->shards, nc * sizeof *ns);
+        if (!ns) return err_set(e, ERR_INTERNAL, "%s: out of memory", path);
+        sp->shards = ns;
+        *cap = nc;
+    }
+    shard *sh = &sp->shards[sp->n_shards];
+    int rc = shard_open(sh, path, c->vocab, e);
+    if (rc) {
+        err_prefix(e, "%s: domain '%s' %s: ", c->path, c->domain, split_names[split]);
+        return rc;
+    }
+    if ((was = seen_find(c->seen, sh->dev, sh->ino))) {
+        shard_close(sh);
+        return repeat_refused(c, split, line, path, was, e);
+    }
+    sp->tokens += sh->n;
+    sp->n_shards++;
+    seen_file f = {.dev = sh->dev, .ino = sh->ino, .domain = c->domain_index, .split = split,
+                   .index = sp->n_shards - 1};
+    if (seen_add(c->seen, f)) return err_set(e, ERR_INTERNAL, "%s: out of memory", c->path);
+    return 0;
+}
 
 /* glob's first error: which directory, and why (a pattern into a missing directory is
  * GLOB_ABORTED under GLOB_ERR, as an unreadable one is) */
@@ -117,10 +200,8 @@ static int load_pattern(const load_ctx *c, int split, const ydoc_node *pat, data
     else if (gr != 0)
         rc = err_set(e, ERR_INTERNAL, "%s:%d: glob '%s' failed (out of memory)", c->path, pat->line,
                      full);
-    for (size_t i = 0; !rc && i < g.gl_pathc; i++) {
-        rc = add_shard(sp, cap, g.gl_pathv[i], c->vocab, e);
-        if (rc) err_prefix(e, "%s: domain '%s' %s: ", c->path, c->domain, sn);
-    }
+    for (size_t i = 0; !rc && i < g.gl_pathc; i++)
+        rc = add_shard(c, split, pat->line, sp, cap, g.gl_pathv[i], e);
     if (gr == 0 || gr == GLOB_NOMATCH) globfree(&g);
     free(full);
     return rc;
@@ -141,7 +222,8 @@ static int load_split(const load_ctx *c, int split, const ydoc_node *v, dataset_
     return 0;
 }
 
-static int load_domain(dataset *ds, const char *base, const ydoc_node *m, int idx, tdm_err *e) {
+static int load_domain(dataset *ds, const char *base, seen_set *seen, const ydoc_node *m, int idx,
+                       tdm_err *e) {
     const char *path = ds->path;
     if (m->kind != YDOC_MAP)
         return err_set(e, ERR_USAGE,
@@ -176,7 +258,8 @@ static int load_domain(dataset *ds, const char *base, const ydoc_node *m, int id
                            "test)",
                            path, m->items[k]->line, key, d->name);
     }
-    load_ctx c = {.path = path, .base = base, .vocab = ds->vocab, .domain = d->name};
+    load_ctx c = {.path = path, .base = base, .vocab = ds->vocab, .domain = d->name,
+                  .domain_index = idx, .ds = ds, .seen = seen};
     for (int s = 0; s < SPLIT_COUNT; s++) {
         const ydoc_node *v = ydoc_get(m, split_names[s]);
         if (!v) {
@@ -284,49 +367,6 @@ int dataset_model_vocab(const dataset *ds, int config_vocab, int *vocab, tdm_err
     return 0;
 }
 
-typedef struct {
-    dev_t dev;
-    ino_t ino;
-    int domain, split;
-    const char *path;
-} file_ref;
-
-static int cmp_ref(const void *a, const void *b) {
-    const file_ref *x = a, *y = b;
-    if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
-    if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
-    return 0;
-}
-
-/* By file identity rather than by path, so "web/a.bin" and "./web/a.bin" are caught. */
-static int check_no_file_twice(const dataset *ds, tdm_err *e) {
-    size_t n = 0;
-    for (int d = 0; d < ds->n_domains; d++)
-        for (int s = 0; s < SPLIT_COUNT; s++) n += ds->domains[d].split[s].n_shards;
-    file_ref *refs = malloc((n ? n : 1) * sizeof *refs);
-    if (!refs) return err_set(e, ERR_INTERNAL, "%s: out of memory", ds->path);
-    size_t k = 0;
-    for (int d = 0; d < ds->n_domains; d++)
-        for (int s = 0; s < SPLIT_COUNT; s++)
-            for (size_t i = 0; i < ds->domains[d].split[s].n_shards; i++) {
-                const shard *sh = &ds->domains[d].split[s].shards[i];
-                refs[k++] = (file_ref){sh->dev, sh->ino, d, s, sh->path};
-            }
-    qsort(refs, n, sizeof *refs, cmp_ref);
-    int rc = 0;
-    for (size_t i = 1; i < n && !rc; i++)
-        if (cmp_ref(&refs[i - 1], &refs[i]) == 0) {
-            const file_ref *a = &refs[i - 1], *b = &refs[i];
-            rc = err_set(e, ERR_USAGE,
-                         "%s: shard %s (domain '%s' %s) is also %s (domain '%s' %s); each file "
-                         "may appear once in a dataset",
-                         ds->path, a->path, ds->domains[a->domain].name, split_names[a->split],
-                         b->path, ds->domains[b->domain].name, split_names[b->split]);
-        }
-    free(refs);
-    return rc;
-}
-
 static int load_tree(dataset *ds, const ydoc_node *root, tdm_err *e) {
     const char *path = ds->path;
     if (root->kind != YDOC_MAP)
@@ -352,12 +392,14 @@ static int load_tree(dataset *ds, const ydoc_node *root, tdm_err *e) {
     if (!ds->domains) return err_set(e, ERR_INTERNAL, "%s: out of memory", path);
     char *base = glob_base_dir(path);
     if (!base) return err_set(e, ERR_INTERNAL, "%s: out of memory", path);
+    seen_set seen = {0};
     for (size_t i = 0; i < doms->n && !rc; i++) {
         ds->n_domains = (int)i + 1; /* so dataset_free releases a partly loaded domain */
-        rc = load_domain(ds, base, doms->items[i], (int)i, e);
+        rc = load_domain(ds, base, &seen, doms->items[i], (int)i, e);
     }
     free(base);
-    return rc ? rc : check_no_file_twice(ds, e);
+    free(seen.slot);
+    return rc;
 }
 
 int dataset_load(dataset *ds, const char *yaml_path, tdm_err *e) {

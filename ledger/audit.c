@@ -330,27 +330,12 @@ static double proc_btime(void) {
     return found ? (double)btime : 0;
 }
 
-/* The wall-clock start time of process pid (from /proc: the boot time plus its start in
- * clock ticks), and its command name. 0, or -1 when it cannot be read. */
+/* The wall-clock start time of process pid (the boot time plus its start in clock ticks),
+ * and its command name; for a lease that does not record its holder's start ticks. 0, or
+ * -1 when it cannot be read. */
 static int process_start(unsigned long long pid, double *start, char *comm, size_t cap) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%llu/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *open = strchr(buf, '('), *close = strrchr(buf, ')');
-    if (!open || !close || close < open) return -1;
-    snprintf(comm, cap, "%.*s", (int)(close - open - 1), open + 1);
-    /* after ") ": state is field 3; starttime is field 22 */
-    char *p = close + 2;
-    unsigned long long ticks = 0;
-    for (int field = 3; field < 22 && p; field++) {
-        p = strchr(p, ' ');
-        if (p) p++;
-    }
-    if (!p || sscanf(p, "%llu", &ticks) != 1) return -1;
+    uint64_t ticks;
+    if (pid > (unsigned long long)INT32_MAX || pidns_start_ticks((long)pid, &ticks, comm, cap)) return -1;
     double btime = proc_btime();
     long hz = sysconf(_SC_CLK_TCK);
     if (!(btime > 0) || hz <= 0) return -1;
@@ -365,16 +350,17 @@ static double boot_time(void) {
     return t && *t ? atof(t) : proc_btime();
 }
 
-/* The time of the newest α record (its meta time), or 0 when there is none. */
-static int newest_alpha_time(store *st, double *t, tdm_err *e) {
+/* The time of the newest α record (its meta time), or 0 when there is none; its key into
+ * key (64 bytes; "" when none). */
+static int newest_alpha_time(store *st, double *t, char *key, tdm_err *e) {
     uint64_t *ts;
     size_t nt;
     *t = 0;
+    key[0] = '\0';
     int rc = list_indices(st, LEDGER_ALPHA, &ts, &nt, e);
     if (rc) return rc;
     if (nt) {
-        char key[64];
-        ledger_alpha_key(key, sizeof key, ts[nt - 1]);
+        ledger_alpha_key(key, 64, ts[nt - 1]);
         void *data = NULL;
         size_t n = 0;
         rec_alpha a;
@@ -386,6 +372,13 @@ static int newest_alpha_time(store *st, double *t, tdm_err *e) {
     }
     free(ts);
     return rc;
+}
+
+double audit_settle_left(const rec_lease *l, double lease_age, double now) {
+    if (!l->has_settle) return 0;
+    double at_release = l->settle_until - l->time;
+    if (lease_age >= 0 && isfinite(at_release)) return at_release - lease_age + 1;
+    return l->settle_until - now;
 }
 
 int audit_lease_read(store *st, audit_lease *out, tdm_err *e) {
@@ -420,10 +413,25 @@ int audit_lease_read(store *st, audit_lease *out, tdm_err *e) {
     free(data);
     if (rc && rc != STORE_NOT_FOUND) return rc;
     double at = 0;
-    if ((rc = newest_alpha_time(st, &at, e))) return rc;
+    char akey[64];
+    if ((rc = newest_alpha_time(st, &at, akey, e))) return rc;
     if (isfinite(at) && at > out->life) out->life = at;
     double now = (double)time(NULL);
     out->age = now > out->life ? now - out->life : 0;
+    /* the same signs of life on the store's own clock (store_age: when the lease, HEAD and
+     * that record were last written): a holder whose machine's clock is behind this one's
+     * stamps times that read as old, and the younger of the two ages is believed (a clock
+     * hunt: a live writer 25 h behind read "no sign of life for 1d01h", and gc collected
+     * beside it; a copied store, its files new, reads as recently alive: the safe side) */
+    const char *signs[] = {LEDGER_LEASE, LEDGER_HEAD, akey};
+    for (size_t i = 0; i < sizeof signs / sizeof *signs; i++) {
+        double sa;
+        tdm_err ae;
+        if (signs[i][0] && store_age(st, signs[i], &sa, &ae) == 0 && sa < out->age) {
+            out->age = sa;
+            out->life = now - sa;
+        }
+    }
     char host[256] = "";
     gethostname(host, sizeof host);
     host[REC_NAME_MAX - 1] = '\0'; /* as the writer recorded its name (ckpt.c) */
@@ -464,6 +472,7 @@ int audit_lease_read(store *st, audit_lease *out, tdm_err *e) {
                  (unsigned long long)l->pid, age);
     } else if (same_host) {
         double start;
+        uint64_t ticks;
         char comm[64];
         int gone = l->pid == 0 || l->pid > (unsigned long long)INT32_MAX ||
                    (kill((pid_t)l->pid, 0) != 0 && errno == ESRCH);
@@ -471,7 +480,14 @@ int audit_lease_read(store *st, audit_lease *out, tdm_err *e) {
             out->state = AUDIT_LEASE_STALE;
             snprintf(out->why, sizeof out->why, "no process %llu on this host",
                      (unsigned long long)l->pid);
-        } else if (process_start(l->pid, &start, comm, sizeof comm) == 0 && start > l->time + 5) {
+        } else if (l->has_start && pidns_start_ticks((long)l->pid, &ticks, comm, sizeof comm) == 0 &&
+                   ticks != l->start_ticks) {
+            /* the same boot (pidns_same above): another start is another process */
+            out->state = AUDIT_LEASE_STALE;
+            snprintf(out->why, sizeof out->why,
+                     "pid %llu on this host is now another process (%.32s, started at another moment than the "
+                     "holder)", (unsigned long long)l->pid, comm);
+        } else if (!l->has_start && process_start(l->pid, &start, comm, sizeof comm) == 0 && start > l->time + 5) {
             /* 5 s: the boot time is in whole seconds and may drift with the clock */
             out->state = AUDIT_LEASE_STALE;
             snprintf(out->why, sizeof out->why,

@@ -112,6 +112,14 @@ typedef struct audit_lease {
  * Returns 0, or an ERR_* code when the store could not be read. */
 int audit_lease_read(store *st, audit_lease *out, tdm_err *e);
 
+/* How many seconds of released lease l's settle window are left (<= 0: none): what was
+ * left at the release (settle_until less the lease's time, both the releasing writer's
+ * clock) less lease_age, the lease's age on the store's clock (store_age; 1 s more for its
+ * whole seconds), so that no two machines' wall clocks are compared (a clock hunt: a skew
+ * of 90 s erased the window, and a late write removed a state). lease_age < 0 (the store
+ * cannot say): settle_until against now, this machine's clock, as before. */
+double audit_settle_left(const rec_lease *l, double lease_age, double now);
+
 /* "3h12m" / "45s" for a duration in seconds. */
 void audit_duration(double s, char *out, size_t cap);
 

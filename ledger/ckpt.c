@@ -17,6 +17,7 @@
 #include "ledger/keys.h"
 #include "ledger/retain.h"
 #include "storage/sha256.h"
+#include "ledger/audit.h"
 #include "util/pidns.h"
 #include "util/term.h"
 #include "util/testhook.h"
@@ -28,10 +29,13 @@ double ckpt_now_mono(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* TANDEM_TEST_CLOCK_OFFSET_S (test-only; storage/s3_request.c signs with it too) shifts
+ * it: a writer on a machine whose clock is off. */
 double ckpt_now_wall(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
+    const char *v = getenv("TANDEM_TEST_CLOCK_OFFSET_S");
+    return ts.tv_sec + ts.tv_nsec * 1e-9 + (v ? strtod(v, NULL) : 0);
 }
 
 
@@ -187,6 +191,11 @@ int ckpt_stopped_short(ckpt *c) { return atomic_load(&c->stopped_short); }
 void ckpt_set_seed(ckpt *c, uint64_t seed) {
     c->has_seed = 1;
     c->seed = seed;
+}
+
+void ckpt_set_run(ckpt *c, const sha256_digest *run) {
+    c->has_run = run != NULL;
+    if (run) c->run = *run;
 }
 
 uint64_t ckpt_last_commit_seq(const ckpt *c) {
@@ -432,6 +441,7 @@ static int write_lease(ckpt *c, int released, tdm_err *e) {
     pidns_self(&me);
     if (me.has_ns) l.has_pid_ns = 1, l.pid_ns = me.ns;
     if (me.has_boot) l.has_boot_id = 1, snprintf(l.boot_id, sizeof l.boot_id, "%s", me.boot);
+    if (pidns_start_ticks(0, &l.start_ticks, NULL, 0) == 0) l.has_start = 1;
     size_t n;
     void *data = rec_lease_encode(&l, &n);
     int rc = store_put_if(c->st, LEDGER_LEASE, data, n, &c->lease_ver, &c->lease_ver, e);
@@ -471,7 +481,63 @@ void ckpt_announce_settled(ckpt *c) {
 
 int ckpt_unvouched_at(const ckpt *c, uint64_t seq) { return c->has_unvouched && c->unvouched == seq; }
 
+/* Whether the manifest data[0..n) at key is another run's: another seed, or another run's
+ * identity (a damaged one is not judged here: the load sets those aside). */
+static int foreign_manifest(const ckpt *c, const char *key, const void *data, size_t n) {
+    rec_state s;
+    tdm_err ignore;
+    if (rec_state_decode(data, n, key, &s, &ignore)) return 0;
+    int other = (c->has_seed && s.seed != c->seed) || (c->has_run && s.has_run && !sha256_equal(&s.run, &c->run));
+    rec_state_free(&s);
+    return other;
+}
+
+/* Keeps the state manifest at key (data[0..n)) aside under quarantine/ and removes it,
+ * each under a lease check, saying "<store>/<key> <why>; kept aside as ... and removed".
+ * 0 also where it is gone already. */
+static int set_aside_state(ckpt *c, const char *key, const void *data, size_t n, const char *why, tdm_err *e) {
+    int rc = ckpt_check_lease(c, e);
+    char dst[REC_KEY_MAX + 64];
+    if (!rc) rc = ckpt_keep_aside(c->st, c->epoch, key, data, n, dst, sizeof dst, e);
+    if (!rc) fprintf(stderr, "tandem: %s/%s %s; kept aside as %s and removed\n", store_url(c->st), key, why, dst);
+    if (!rc) rc = ckpt_check_lease(c, e);
+    if (!rc) rc = store_delete(c->st, key, e);
+    return rc == STORE_NOT_FOUND ? 0 : rc;
+}
+
+/* The states of another run (another seed, or another run's identity) that no commit of
+ * this run replaced — past its end, off its cadence, or behind the state it resumed from —
+ * kept aside and removed at the run's end, so that a finished run's store verifies (before,
+ * verify named them for good, and neither a run nor repair had anything left to do). Every
+ * state listed is read and judged again: one a commit replaced is this run's now. */
+static int set_aside_foreign(ckpt *c, tdm_err *e) {
+    if (!c->has_seed && !c->has_run) return 0; /* nothing to judge them by */
+    store_list l = {0};
+    int rc = store_list_prefix(c->st, LEDGER_STATES, &l, e);
+    for (size_t i = 0; !rc && i < l.n; i++) {
+        uint64_t seq;
+        if (ledger_key_index(l.keys[i], LEDGER_STATES, &seq)) continue;
+        char key[64];
+        ledger_state_key(key, sizeof key, seq);
+        void *data = NULL;
+        size_t n = 0;
+        rc = store_get(c->st, key, &data, &n, NULL, e);
+        if (rc == STORE_NOT_FOUND) {
+            rc = 0;
+            continue;
+        }
+        if (!rc && foreign_manifest(c, key, data, n))
+            rc = set_aside_state(c, key, data, n, "(another run's state) was not replaced by a commit of this run "
+                                 "(past its end, off its cadence, or behind where it resumed)", e);
+        free(data);
+    }
+    store_list_free(&l);
+    return rc;
+}
+
 int ckpt_set_aside_unreached(ckpt *c, tdm_err *e) {
+    int frc = set_aside_foreign(c, e);
+    if (frc) return frc;
     uint64_t last = ckpt_last_commit_seq(c);
     if (!c->has_unvouched || (last != UINT64_MAX && last >= c->unvouched)) return 0; /* compared at its commit */
     char key[64];
@@ -480,16 +546,9 @@ int ckpt_set_aside_unreached(ckpt *c, tdm_err *e) {
     size_t n = 0;
     int rc = store_get(c->st, key, &data, &n, NULL, e);
     if (rc == STORE_NOT_FOUND) return 0;
-    if (!rc) rc = ckpt_check_lease(c, e);
-    char dst[REC_KEY_MAX + 64];
-    if (!rc) rc = ckpt_keep_aside(c->st, c->epoch, key, data, n, dst, sizeof dst, e);
+    if (!rc) rc = set_aside_state(c, key, data, n, "lay past HEAD and past the run's end, where no commit of this run "
+                                  "reaches: another run's state copied or synced in", e);
     free(data);
-    if (!rc)
-        fprintf(stderr, "tandem: %s/%s lay past HEAD and past the run's end, where no commit of this run reaches: "
-                "another run's state copied or synced in; kept aside as %s and removed\n", store_url(c->st), key, dst);
-    if (!rc) rc = ckpt_check_lease(c, e);
-    if (!rc) rc = store_delete(c->st, key, e);
-    if (rc == STORE_NOT_FOUND) rc = 0;
     if (!rc) c->has_unvouched = 0;
     return rc;
 }
@@ -579,6 +638,7 @@ static int read_for_takeover(ckpt *c, rec_lease *old, int *present, uint64_t *fr
 int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
     rec_lease old;
     int present = 0, rc = 0;
+    double lease_age = -1; /* the released lease's age on the store's clock, -1 unknown */
     c->attempt = attempt;
     /* The lease is replaced by compare-and-swap against the version read. A conflict is
      * the old writer releasing it between our read and our write, or another tandem
@@ -593,6 +653,12 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
             c->epoch = 0; /* a retry's epoch was never ours (it may be the winner's): none to release */
             return rc;
         }
+        /* read before this writer's lease replaces it (a newer one read as younger: the
+         * window then counts as longer, the safe side) */
+        tdm_err ae;
+        lease_age = -1;
+        if (present && old.released && old.has_settle && store_age(c->st, LEDGER_LEASE, &lease_age, &ae) != 0)
+            lease_age = -1;
         c->epoch = (present ? old.epoch : from_head) + 1;
         testhook_stop_at("lease-put"); /* frozen here by the tests: the lease read, ours not written */
         rc = write_lease(c, 0, e);
@@ -632,11 +698,11 @@ int ckpt_acquire(ckpt *c, uint64_t attempt, tdm_err *e) {
     }
     /* a writer that released the lease with writes given up on said until when they may
      * land (an unreleased lease never says: above) */
-    double now = ckpt_now_wall();
-    if (present && old.has_settle && old.settle_until > now) {
+    double left = present && old.has_settle ? audit_settle_left(&old, lease_age, ckpt_now_wall()) : 0;
+    if (left > 0) {
         /* what is kept is at most CKPT_SETTLE_MAX_S: the message says that, not the
          * lease's own figure (a damaged one may say 1e300: 300 digits of seconds) */
-        double left = old.settle_until - now, kept = fmin(left, CKPT_SETTLE_MAX_S);
+        double kept = fmin(left, CKPT_SETTLE_MAX_S);
         if (left > CKPT_SETTLE_MAX_S)
             fprintf(stderr, "tandem: writes that writer epoch %llu gave up on may still land, its lease "
                     "says for more than %.0f s (the most this writer waits for): states they could "

@@ -144,7 +144,9 @@ int ckpt_check_lease(ckpt *c, tdm_err *e);
  * commit there compares it with the replay: ledger_save commits there). */
 int ckpt_unvouched_at(const ckpt *c, uint64_t seq);
 /* At the run's end: that state, when no commit reached its position (past the run's end:
- * another run's), set aside under quarantine/ and removed, said. 0 when there is none. */
+ * another run's), and the states of another run (seed or identity) the load passed over
+ * that no commit replaced, set aside under quarantine/ and removed, said. 0 when there is
+ * none. */
 int ckpt_set_aside_unreached(ckpt *c, tdm_err *e);
 /* Names `what` (a key, or a prefix ending in '/') in this writer's lease before DELETEs of
  * it are sent, on a store whose writes may land late (S3): a writer that takes the lease
@@ -271,6 +273,10 @@ int ckpt_stopped_short(ckpt *c);
  * the replay reaches its position; where no state has the pinned seed, RUN is the odd one
  * out and the load says so instead (nothing set aside). */
 void ckpt_set_seed(ckpt *c, uint64_t seed);
+
+/* The run's identity (run_config_identity of RUN; NULL: unknown): states written carry it,
+ * and a state that carries another is another run's, passed over by ckpt_load. */
+void ckpt_set_run(ckpt *c, const sha256_digest *run);
 
 /* -------------------------------------------------- the alpha records and their chain */
 

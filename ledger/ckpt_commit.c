@@ -351,6 +351,8 @@ static int commit(ckpt *c, tdm_err *e) {
     }
     r->has_gen = !c->legacy;
     r->gen = c->gens.n;
+    r->has_run = c->has_run && !c->legacy && !c->legacy_run;
+    if (r->has_run) r->run = c->run;
     size_t mn;
     void *manifest = rec_state_encode(r, &mn);
     sha256_digest msha;
@@ -374,17 +376,21 @@ static int commit(ckpt *c, tdm_err *e) {
     if (rc == STORE_EXISTS) {
         /* a replay of this position: the stored manifest must be ours, byte for byte */
         rc = 0;
-        /* or as a version before "seen" wrote it: that manifest stays, HEAD names it */
+        /* or as a version before "seen", or before "run", wrote it: that manifest stays,
+         * HEAD names it (pn: its length then). And the other way round: a writer resumed
+         * from a state without "run" writes none, where this run's replay from its seed had
+         * written it with one (review) */
         size_t pn = 0;
-        void *plain = NULL;
-        if (r->has_seen && !(on == mn && memcmp(old, manifest, mn) == 0)) {
+        for (int v = 1; v < 4 && !pn && !(on == mn && memcmp(old, manifest, mn) == 0); v++) {
+            if (((v & 1) && !r->has_seen) || ((v & 2) && !r->has_run && !c->has_run)) continue;
             rec_state q = *r;
-            q.has_seen = 0;
-            plain = rec_state_encode(&q, &pn);
-            if (pn == on && memcmp(old, plain, pn) == 0) sha256(old, on, &msha);
+            if (v & 1) q.has_seen = 0;
+            if (v & 2) q.has_run = !r->has_run, q.run = c->run;
+            void *plain = rec_state_encode(&q, &pn);
+            if (plain && pn == on && memcmp(old, plain, pn) == 0) sha256(old, on, &msha);
             else pn = 0;
+            free(plain);
         }
-        free(plain);
         /* the replay agrees with the stored manifest, yet stored blobs it names that were
          * not there: that state was missing them (deleted since), now whole again — said,
          * as verify said it (a chaos case: a blob of the state past HEAD deleted, which the
@@ -419,7 +425,7 @@ static int commit(ckpt *c, tdm_err *e) {
                  * tensors nobody can read is no evidence of anything */
                 rc = ckpt_replace_object(c, key, old, on, &ver,
                                          "was passed over at the load (a chunk it names missing or "
-                                         "corrupt, another seed's, or past HEAD with others: see above)",
+                                         "corrupt, another run's, or past HEAD with others: see above)",
                                          manifest, mn, e);
             } else {
                 sha256_digest od;

@@ -46,6 +46,12 @@ struct ckpt {
      * made with another is another run's (ckpt_load passes over it) */
     int has_seed;
     uint64_t seed;
+    /* the run's identity (ckpt_set_run; has_run unset where unknown): a state that carries
+     * another is another run's (ckpt_load passes over it); legacy_run: the state resumed
+     * from carried none (written before identities), so this writer's carry none either
+     * and its replays compare byte for byte with what was written then */
+    int has_run, legacy_run;
+    sha256_digest run;
     /* the writer thread and its one-slot queue */
     pthread_t thread;
     int thread_started;

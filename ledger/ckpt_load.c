@@ -316,6 +316,7 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
     int deferred = 0; /* its manifest held, and it waits behind the others */
     for (size_t j = 0; j < ns; j++) order[j] = j;
     size_t foreign = 0, own_seed = 0; /* states made with another seed than the pinned one, and with it */
+    size_t foreign_run = 0; /* of the pinned seed, but carrying another run's identity */
     uint64_t foreign_seed = 0;
     for (size_t j = 0; j < nord; j++) {
         size_t i = (size_t)order[j];
@@ -347,7 +348,7 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         tdm_err de;
         char why[1200];
         why[0] = '\0';
-        int other_seed = 0;
+        int other_seed = 0, other_run = 0;
         if (have_head && strcmp(head.state, key) == 0 && !sha256_equal(&d, &head.state_sha))
             snprintf(why, sizeof why, "does not match the SHA-256 that HEAD records (corrupt)");
         else if (rec_state_decode(data, n, key, rec, &de) != 0) {
@@ -360,12 +361,15 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
                 return err_set(e, ERR_STORE,
                                "%s/%s was written by a newer tandem (record format %llu; this one reads %d): "
                                "run the newer tandem on this store (nothing was changed)",
-                               url, key, v, REC_FORMAT);
+                               url, key, v, REC_FORMAT_MAX);
             }
             snprintf(why, sizeof why, "cannot be used: %.1100s", de.msg);
         }
         else if (c->has_seed && rec->seed != c->seed) {
             other_seed = 1; /* first: its generation and seal are another run's too (review) */
+        }
+        else if (c->has_run && rec->has_run && !sha256_equal(&rec->run, &c->run)) {
+            other_run = 1; /* the same seed, another pinned config: a sibling run's (a hunt moving stores) */
         }
         else if (!rec->has_gen && ckpt_older_sealed(c, seqs + i + 1, ns - i - 1)) {
             /* a run that seals its states seals every later one: this one lost its seal to
@@ -407,6 +411,31 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
                     "(copied in from another run's store?); passed over\n", url, key,
                     (unsigned long long)rec->seed, (unsigned long long)c->seed);
             foreign++, foreign_seed = rec->seed;
+            rec_state_free(rec);
+            free(data);
+            c->rejected[c->nrejected++] = seqs[i];
+            continue;
+        }
+        if (other_run && have_head && strcmp(head.state, key) == 0 && sha256_equal(&d, &head.state_sha)) {
+            /* the state HEAD vouches for: RUN is the odd one out (changed, its config_sha256
+             * made to match, or damaged), or HEAD came with another run's state — nothing
+             * here says which run is this one: said, nothing changed */
+            rec_state_free(rec);
+            free(data);
+            free(seqs);
+            return err_set(e, ERR_STORE, "%s/%s, the state HEAD names, was computed under another config than %s/RUN "
+                           "pins (the same run.seed, another run identity): RUN was changed or damaged, or HEAD and its "
+                           "state are another run's; restore RUN, or HEAD and states/, from a copy of the store (nothing "
+                           "was changed)", url, key, url);
+        }
+        if (other_run) {
+            /* the same seed and shape, made under another pinned config (another optim.lr,
+             * say): a sibling run's, copied or synced in. Passed over as another seed's is,
+             * HEAD there or not (before, with HEAD lost, the newest such state was resumed
+             * from, exit 0, on the sibling's weights) */
+            fprintf(stderr, "tandem: %s/%s was made by another run (the same run.seed, but not the config %s/RUN "
+                    "pins): copied in from another run's store?; passed over\n", url, key, url);
+            foreign_run++;
             rec_state_free(rec);
             free(data);
             c->rejected[c->nrejected++] = seqs[i];
@@ -511,6 +540,7 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         /* a run begun before states carried a generation goes on writing without one, so
          * that its replays compare byte for byte with what it wrote then */
         c->legacy = !rec->has_gen;
+        c->legacy_run = !rec->has_run;
         /* every chunk of this state is now known to be stored intact */
         size_t total = 0, n = 0; /* the state's own chunking, which may differ from this writer's */
         for (int t = 0; t < CKPT_TENSORS; t++) total += rec->tensors[t].nchunks;
@@ -562,6 +592,14 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
                        "gone and another run's were copied in; restore RUN, or states/ and HEAD, from a copy of the "
                        "store (nothing was changed)", url, (unsigned long long)c->seed,
                        (unsigned long long)foreign_seed);
+    /* the same with the seed agreeing: every state that names its run names another than
+     * RUN's config (RUN replaced by another run's of the same seed: resumed under its
+     * config before, silently) */
+    if (foreign_run && !own_seed && !foreign)
+        return err_set(e, ERR_STORE, "%s/RUN does not pin the config any of its %zu states that name their run was "
+                       "computed under (the same run.seed, another config): RUN is not this run's (another run's RUN, "
+                       "or a damaged one), or this run's states are gone and another run's were copied in; restore "
+                       "RUN, or states/ and HEAD, from a copy of the store (nothing was changed)", url, foreign_run);
     /* HEAD there (or damaged) but no state listed: every state was deleted */
     int lost = ns == 0 && !head_missing;
     tdm_err re;
@@ -584,6 +622,7 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
             fprintf(stderr, "tandem: %s: none of its %zu states can be resumed from (see above); a run "
                     "replays it from its seed, checked against its alpha records\n", url, ns);
         c->seed_replay = 1;
+        c->legacy_run = 0;
         return 0;
     }
     if (lost)

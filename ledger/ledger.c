@@ -94,6 +94,7 @@ ledger *ledger_open(store *st, const ledger_opts *o, tdm_err *e) {
     }
     ckpt_set_retention(l->ck, o->keep);
     ckpt_set_seed(l->ck, o->seed);
+    ckpt_set_run(l->ck, o->run);
     ckpt_set_stop_check(l->ck, stream_stop_check, l);
     return l;
 }

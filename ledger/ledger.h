@@ -63,6 +63,7 @@ typedef struct ledger_opts {
     uint64_t episodes;          /* run.episodes: the α records the run writes (0: unknown) */
     double grace_s;             /* seconds from a stop signal to SIGKILL; 0: unknown */
     uint64_t seed;              /* run.seed (pinned): states of another seed are another run's */
+    const sha256_digest *run;   /* the run's identity (run_config_identity), or NULL: states carry it */
     /* the stop signal as the process's handler records it: nonzero flag, and the monotonic
      * time the first one came (zero until then). Read, never written. */
     const volatile sig_atomic_t *stop_flag;

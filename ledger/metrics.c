@@ -85,7 +85,7 @@ static const rt_field METRICS_FIELDS[] = {
 };
 static const rt_table METRICS = {"metrics/<t>.mp", sizeof(rec_metrics), METRICS_FIELDS,
                                  (int)(sizeof METRICS_FIELDS / sizeof *METRICS_FIELDS), offsetof(rec_metrics, M),
-                                 RT_SEAL_ALWAYS, 0, NULL, check_metrics, NULL, 0};
+                                 RT_SEAL_ALWAYS, 0, NULL, check_metrics, NULL, 0, 0, 0};
 
 void *rec_metrics_encode(const rec_metrics *m, size_t *n) { return rt_encode(&METRICS, m, n); }
 

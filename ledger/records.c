@@ -94,7 +94,7 @@ static int check_head(const codec_map_reader *r, void *rec) {
         return codec_field_error(r, "state", "is not states/<seq>.mp of the record's seq");
     return 0;
 }
-static const rt_table HEAD = {"HEAD", sizeof(rec_head), HEAD_FIELDS, 6, RT_NO_M, RT_SEAL_ALWAYS, 0, NULL, check_head, NULL, 0};
+static const rt_table HEAD = {"HEAD", sizeof(rec_head), HEAD_FIELDS, 6, RT_NO_M, RT_SEAL_ALWAYS, 0, NULL, check_head, NULL, 0, 0, 0};
 
 void *rec_head_encode(const rec_head *h, size_t *n) { return rt_encode(&HEAD, h, n); }
 int rec_head_decode(const void *data, size_t n, const char *what, rec_head *h, tdm_err *e) {
@@ -145,7 +145,7 @@ static const rt_field RUN_FIELDS[] = {
     DIGEST(rec_run, config_sha, "config_sha256"),
 };
 static const rt_table RUN = {"RUN", sizeof(rec_run), RUN_FIELDS, 5, offsetof(rec_run, M), RT_SEAL_NONE, 0, NULL,
-                             check_run, release_run, 0};
+                             check_run, release_run, 0, 0, 0};
 
 void *rec_run_encode(const rec_run *run, size_t *n) { return rt_encode(&RUN, run, n); }
 int rec_run_decode(const void *data, size_t n, const char *what, rec_run *run, tdm_err *e) {
@@ -198,7 +198,7 @@ static const rt_field CHANGE_FIELDS[] = {
     CUSTOM(rec_change, "new", 0, put_change_new, get_change_new),
 };
 static const rt_table CHANGE = {"configs/<n>.mp", sizeof(rec_change), CHANGE_FIELDS, 4, RT_NO_M, RT_SEAL_ALWAYS, 0,
-                                NULL, NULL, release_change, 0};
+                                NULL, NULL, release_change, 0, 0, 0};
 
 void *rec_change_encode(const rec_change *c, size_t *n) { return rt_encode(&CHANGE, c, n); }
 int rec_change_decode(const void *data, size_t n, const char *what, rec_change *c, tdm_err *e) {
@@ -254,7 +254,7 @@ static const rt_field ALPHA_FIELDS[] = {
     CUSTOM(rec_alpha, "meta", RT_META, put_alpha_meta, get_alpha_meta),
 };
 static const rt_table ALPHA = {"alpha/<t>.mp", sizeof(rec_alpha), ALPHA_FIELDS, 12, offsetof(rec_alpha, M),
-                               RT_SEAL_IF, offsetof(rec_alpha, has_gen), "gen", NULL, NULL, 0};
+                               RT_SEAL_IF, offsetof(rec_alpha, has_gen), "gen", NULL, NULL, 0, 0, 0};
 
 void rec_alpha_hash(const rec_alpha *a, sha256_digest *out) {
     codec_writer w;
@@ -288,12 +288,14 @@ static const rt_field LEASE_FIELDS[] = {
      offsetof(rec_lease, has_boot_id), NULL, NULL, NULL},
     {"late_deletes", RT_STR, offsetof(rec_lease, late_deletes), REC_LATE_DELETES_MAX, 0, 0, RT_OPT,
      offsetof(rec_lease, has_late_deletes), NULL, NULL, NULL},
+    {"start_ticks", RT_U64, offsetof(rec_lease, start_ticks), 0, 0, UINT64_MAX, RT_OPT, offsetof(rec_lease, has_start),
+     NULL, NULL, NULL},
 };
 /* open: pid_ns and boot_id were added after the lease's first form (an older tandem
  * refused them as unknown, took the lease for damage and replaced it, a live writer's); a
  * field added after these is skipped by this tandem (late_deletes, 2026-12-07, by the
  * tandem of 2026-12-06 on) */
-static const rt_table LEASE = {"lease", sizeof(rec_lease), LEASE_FIELDS, 11, RT_NO_M, RT_SEAL_NONE, 0, NULL, NULL, NULL, 1};
+static const rt_table LEASE = {"lease", sizeof(rec_lease), LEASE_FIELDS, 12, RT_NO_M, RT_SEAL_NONE, 0, NULL, NULL, NULL, 1, 0, 0};
 
 void *rec_lease_encode(const rec_lease *l, size_t *n) { return rt_encode(&LEASE, l, n); }
 int rec_lease_decode(const void *data, size_t n, const char *what, rec_lease *l, tdm_err *e) {
@@ -321,7 +323,7 @@ static const rt_field MIXTURE_FIELDS[] = {
     U64(rec_mixture, last, 0, UINT32_MAX),
 };
 static const rt_table MIXTURE = {"mixture.mp", sizeof(rec_mixture), MIXTURE_FIELDS, 4, offsetof(rec_mixture, M),
-                                 RT_SEAL_ALWAYS, 0, NULL, check_mixture, NULL, 0};
+                                 RT_SEAL_ALWAYS, 0, NULL, check_mixture, NULL, 0, 0, 0};
 
 void *rec_mixture_encode(const rec_mixture *x, size_t *n) { return rt_encode(&MIXTURE, x, n); }
 int rec_mixture_decode(const void *data, size_t n, const char *what, rec_mixture *x, tdm_err *e) {
@@ -368,7 +370,7 @@ static const rt_field SWEEP_FIELDS[] = {
     U64(rec_sweep, points, 1, 10000),
 };
 static const rt_table SWEEP = {"SWEEP", sizeof(rec_sweep), SWEEP_FIELDS, 2, RT_NO_M, RT_SEAL_REQUIRED, 0, NULL, NULL,
-                               NULL, 0};
+                               NULL, 0, 0, 0};
 
 void *rec_sweep_encode(const rec_sweep *w, size_t *n) { return rt_encode(&SWEEP, w, n); }
 int rec_sweep_decode(const void *data, size_t n, const char *what, rec_sweep *w, tdm_err *e) {
@@ -383,7 +385,7 @@ static const rt_field MODEL_FIELDS[] = {
     DIGEST(rec_model, weights_sha, "weights_sha256"),
 };
 static const rt_table MODEL = {"model.mp", sizeof(rec_model), MODEL_FIELDS, 3, RT_NO_M, RT_SEAL_REQUIRED, 0, NULL, NULL,
-                               NULL, 0};
+                               NULL, 0, 0, 0};
 
 void *rec_model_encode(const rec_model *m, size_t *n) { return rt_encode(&MODEL, m, n); }
 int rec_model_decode(const void *data, size_t n, const char *what, rec_model *m, tdm_err *e) {
@@ -424,7 +426,7 @@ static const rt_field DATA_FIELDS[] = {
     CUSTOM(rec_data, "sha256", 0, put_data_sha, get_data_sha),
 };
 static const rt_table DATA = {"data.mp", sizeof(rec_data), DATA_FIELDS, 2, offsetof(rec_data, M), RT_SEAL_REQUIRED, 0,
-                              NULL, NULL, NULL, 0};
+                              NULL, NULL, NULL, 0, 0, 0};
 
 void *rec_data_encode(const rec_data *d, size_t *n) { return rt_encode(&DATA, d, n); }
 int rec_data_decode(const void *data, size_t n, const char *what, rec_data *d, tdm_err *e) {
@@ -467,7 +469,7 @@ static const rt_field DIVERGED_FIELDS[] = {
     U64(rec_diverged, attempt, 0, UINT64_MAX),
 };
 static const rt_table DIVERGED = {"diverged.mp", sizeof(rec_diverged), DIVERGED_FIELDS, 10, RT_NO_M,
-                                  RT_SEAL_REQUIRED, 0, NULL, check_diverged, NULL, 0};
+                                  RT_SEAL_REQUIRED, 0, NULL, check_diverged, NULL, 0, 0, 0};
 
 void *rec_diverged_encode(const rec_diverged *d, size_t *n) { return rt_encode(&DIVERGED, d, n); }
 int rec_diverged_decode(const void *data, size_t n, const char *what, rec_diverged *d, tdm_err *e) {
@@ -702,10 +704,12 @@ static const rt_field STATE_FIELDS[] = {
     VAL(val_best, RT_DOMAINS, RT_NONNEG),
     VAL(val_best_seen, RT_DOMAINS, RT_NONNEG),
     VAL(overfit, RT_DOMAINS, RT_NONNEG),
+    {"run", RT_DIGEST, offsetof(rec_state, run), 0, 0, 0, RT_OPT, offsetof(rec_state, has_run), NULL, NULL, NULL},
     {"gen", RT_U64, offsetof(rec_state, gen), 0, 0, UINT32_MAX, RT_OPT, offsetof(rec_state, has_gen), NULL, NULL, NULL},
 };
-static const rt_table STATE = {"states/<seq>.mp", sizeof(rec_state), STATE_FIELDS, 30, offsetof(rec_state, M),
-                               RT_SEAL_IF, offsetof(rec_state, has_gen), "gen", check_state, release_state, 0};
+static const rt_table STATE = {"states/<seq>.mp", sizeof(rec_state), STATE_FIELDS, 31, offsetof(rec_state, M),
+                               RT_SEAL_IF, offsetof(rec_state, has_gen), "gen", check_state, release_state, 0,
+                               1, offsetof(rec_state, has_run)};
 
 void *rec_state_encode(const rec_state *s, size_t *n) { return rt_encode(&STATE, s, n); }
 /* A manifest read under its own key (states/<seq>.mp) must hold that run position: one

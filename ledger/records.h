@@ -39,7 +39,14 @@
 #include "storage/sha256.h"
 #include "util/err.h"
 
+/* The record format versions: REC_FORMAT is what records are written in; a state that
+ * carries its run's identity (`run`, 2026-12-07) is written in REC_FORMAT_RUN, so that a
+ * tandem from before it, which refuses the field, says "a newer tandem" and changes
+ * nothing rather than take the run's own states for damage. REC_FORMAT_MAX: the newest
+ * this tandem reads (every version from REC_FORMAT up). */
 #define REC_FORMAT 1
+#define REC_FORMAT_RUN 2
+#define REC_FORMAT_MAX 2
 #define REC_MAX_DOMAINS 64
 #define REC_NAME_MAX 64 /* run ids, hosts, tensor names: at most 63 bytes and a NUL */
 /* a domain name: data/dataset.h's DATASET_NAME_MAX (64) bytes and a NUL (before, such
@@ -121,6 +128,13 @@ typedef struct rec_state {
      * damaged manifest is recognised on its own. Older manifests have neither. */
     int has_gen;
     uint64_t gen;
+    /* Written by this version on (has_run): the run's identity (run_config_identity: the
+     * SHA-256 of what RUN pins that decides what the run computes), so that another run's
+     * state copied or synced into this store is known as such even where HEAD is lost.
+     * Two runs of one config write the same value, so their states still compare byte for
+     * byte (`tandem hash`). Older manifests have none. */
+    int has_run;
+    sha256_digest run;
     /* In the free phase of an episode (has_episode; absent at episode boundaries and in
      * older manifests): what the episode's metrics row needs that the steps after a resume
      * cannot recompute — the probe's losses (loss_u and loss_w are gone once the α step
@@ -199,6 +213,12 @@ typedef struct rec_lease {
     uint64_t pid_ns;
     int has_boot_id;
     char boot_id[40];
+    /* the holder's start in clock ticks since its boot (util/pidns.h pidns_start_ticks):
+     * with pid and boot id, the one process that holds the lease, judged without any wall
+     * clock (a step of the judge's clock read a live holder as "another process", and gc
+     * collected its blobs: a clock hunt). Absent (has_start 0): judged by wall times */
+    int has_start;
+    uint64_t start_ticks;
     /* a released lease whose writer gave up on DELETEs that may still land until
      * settle_until (S3; a run stopped by a signal does not wait for them): their keys, each
      * followed by '\n', or "*" where it could not name them all. The next writer waits
@@ -240,7 +260,7 @@ void *rec_mixture_encode(const rec_mixture *x, size_t *n);
 void *rec_sweep_encode(const rec_sweep *w, size_t *n);
 
 /* The format version data[0..n) says it is written in when that is newer than this
- * tandem's (REC_FORMAT), else 0. A record that does not decode because a newer tandem
+ * tandem reads (REC_FORMAT_MAX), else 0. A record that does not decode because a newer tandem
  * wrote it is no damage: the load refuses to go on rather than set it aside (an older
  * binary on a store must not quietly downgrade it) — only where HEAD's hash vouches for
  * the bytes, since a damaged format byte reads the same. */

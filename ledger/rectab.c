@@ -46,7 +46,8 @@ static void put_fields(codec_writer *w, const rt_table *t, const void *rec, int 
         n += present(&t->fields[i], rec) && !(body && (t->fields[i].flags & RT_META));
     codec_map(w, n);
     codec_key(w, "format");
-    codec_u64(w, REC_FORMAT);
+    int v2 = t->format_run && *(const int *)AT_C(rec, t->format_run_if) != 0;
+    codec_u64(w, v2 ? REC_FORMAT_RUN : REC_FORMAT);
     int M = t->M == RT_NO_M ? 0 : *(const int *)AT_C(rec, t->M);
     for (int i = 0; i < t->n; i++) {
         const rt_field *f = &t->fields[i];
@@ -167,7 +168,7 @@ unsigned long long rec_format_newer(const void *data, size_t n) {
         codec_map_reader r = {.map = p.root, .what = "record", .e = &e};
         const msgpack_object *fmt = codec_field(&r, "format");
         uint64_t v = 0;
-        if (fmt && !codec_obj_u64(fmt, &v) && v > REC_FORMAT) newer = (unsigned long long)v;
+        if (fmt && !codec_obj_u64(fmt, &v) && v > REC_FORMAT_MAX) newer = (unsigned long long)v;
     }
     codec_parsed_free(&p);
     return newer;
@@ -187,11 +188,11 @@ int rt_decode(const rt_table *t, const void *data, size_t n, const char *what, v
         rc = err_set(e, ERR_STORE, "%s: not a tandem record (expected a map)", what);
     else if (!fmt || codec_obj_u64(fmt, &v))
         rc = err_set(e, ERR_STORE, "%s: not a tandem record (no 'format' field)", what);
-    else if (v != REC_FORMAT)
+    else if (v < REC_FORMAT || v > REC_FORMAT_MAX || (v == REC_FORMAT_RUN && !t->format_run))
         rc = err_set(e, ERR_STORE,
-                     "%s: format version %llu is not supported by this tandem (it reads version %d); use a "
+                     "%s: format version %llu is not supported by this tandem (it reads versions %d to %d); use a "
                      "newer tandem",
-                     what, (unsigned long long)v, REC_FORMAT);
+                     what, (unsigned long long)v, REC_FORMAT, REC_FORMAT_MAX);
     const char *keys[RT_MAX_FIELDS + 3];
     int nk = 0;
     keys[nk++] = "format";

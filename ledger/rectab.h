@@ -99,6 +99,10 @@ typedef struct rt_table {
      * may add optional fields to, which an older one must still read (the lease: one
      * refused was replaced, a live writer's taken over) */
     int open;
+    /* a record whose int at format_run_if is set is written in REC_FORMAT_RUN (a state
+     * with its run's identity), others in REC_FORMAT */
+    int format_run;
+    size_t format_run_if;
 } rt_table;
 
 /* The record as bytes: a malloc'd buffer, its size in *n (NULL when out of memory). */

@@ -59,6 +59,16 @@ static void add_line(ledger_verify_report *r, ledger_verify_kind kind, int state
     r->lines[r->nlines++] = (ledger_verify_line){.kind = kind, .state = state, .text = text};
 }
 
+/* Takes back the lines added since there were `n` (a state that vanished while it was
+ * checked: what was said of it is said of nothing). */
+static void drop_lines_since(ledger_verify_report *r, size_t n) {
+    while (r->nlines > n) {
+        ledger_verify_line *l = &r->lines[--r->nlines];
+        if (l->kind == VERIFY_FAULT) r->faults--;
+        free(l->text);
+    }
+}
+
 void ledger_verify_free(ledger_verify_report *r) {
     for (size_t i = 0; i < r->nlines; i++) free(r->lines[i].text);
     free(r->lines);
@@ -129,6 +139,13 @@ typedef struct verify_ctx {
     vouch *vouches;
     size_t nv;
     int run_seed_bad;
+    int run_identity_bad; /* every state of the pinned seed that names its run names another */
+    /* a writer holds the lease and may be alive (audit_lease_read: held): what a live run
+     * passes through between two of its writes — no HEAD yet at its first commit, no
+     * mixture.mp yet at its end — is a note, not a fault (a hunt: exit 3 beside a run) */
+    int live;
+    int have_head;     /* HEAD read, naming head_seq's state */
+    uint64_t head_seq;
     uint64_t sealed_min; /* the lowest seq of a sealed state (UINT64_MAX: none) */
 } verify_ctx;
 
@@ -154,7 +171,9 @@ static int check_state(verify_ctx *v, uint64_t seq, tdm_err *e) {
         *e = de;
         return got;
     }
-    int rc = 0, state_ok = 1;
+    int rc = 0, state_ok = 1, gone = 0;
+    size_t lines_before = r->nlines;
+    testhook_stop_at("state-read"); /* frozen here by the tests: a manifest read, its blobs not yet */
     if (!s.has_gen && s.seq > v->sealed_min) { /* as the load judges it (ckpt_load.c) */
         char older[64];
         ledger_state_key(older, sizeof older, v->sealed_min);
@@ -167,6 +186,16 @@ static int check_state(verify_ctx *v, uint64_t seq, tdm_err *e) {
     if (pin->have && !v->run_seed_bad && s.seed != pin->seed) {
         add_line(r, VERIFY_FAULT, 0, "%s: made with seed %llu, not the run's %llu: another run's state", key,
                  (unsigned long long)s.seed, (unsigned long long)pin->seed);
+        state_ok = 0;
+    } else if (pin->has_run && !v->run_identity_bad && s.has_run && !sha256_equal(&s.run, &pin->run)) {
+        if (v->have_head && seq == v->head_seq)
+            add_line(r, VERIFY_FAULT, 0, "%s, the state HEAD names, was made by another run (the same seed, not the "
+                     "config RUN pins): RUN was changed or damaged, or HEAD and its state are another run's; restore "
+                     "RUN, or HEAD and states/, from a copy of the store (a run refuses it, exit 3)", key);
+        else
+            add_line(r, VERIFY_FAULT, 0, "%s: made by another run (the same seed, not the config RUN pins): another "
+                     "run's state, copied in; a run passes over it, replaces it when its replay gets there, and sets "
+                     "it aside at its end", key);
         state_ok = 0;
     }
     if (s.has_gen && s.gen > v->gen && pin->ok) {
@@ -195,7 +224,7 @@ static int check_state(verify_ctx *v, uint64_t seq, tdm_err *e) {
             break;
         }
     }
-    for (size_t t = 0; t < s.ntensors && !rc; t++) {
+    for (size_t t = 0; t < s.ntensors && !rc && !gone; t++) {
         const rec_tensor *rt = &s.tensors[t];
         uint64_t total = rt->shape[0] * 4;
         for (int d = 1; d < rt->ndim; d++) total *= rt->shape[d];
@@ -210,6 +239,16 @@ static int check_state(verify_ctx *v, uint64_t seq, tdm_err *e) {
             uint64_t off = k * rt->chunk_bytes;
             size_t want = (size_t)(total - off < rt->chunk_bytes ? total - off : rt->chunk_bytes);
             free(b);
+            int still = 1;
+            tdm_err xe;
+            if (g == STORE_NOT_FOUND && store_exists(v->st, key, &still, &xe) == 0 && !still) {
+                /* the manifest went meanwhile: a live run's retention deletes it, then its
+                 * blobs, after its HEAD move (so the re-read on a moved HEAD misses it): no
+                 * damage, the state merely gone (a hunt: "blobs/... is missing", exit 3, on
+                 * a healthy store beside its run) */
+                gone = 1;
+                break;
+            }
             if (g == 0 && bn == want) {
                 set_add(&v->good, &rt->chunks[k]);
                 r->blob_bytes += (double)bn;
@@ -223,6 +262,12 @@ static int check_state(verify_ctx *v, uint64_t seq, tdm_err *e) {
         }
     }
     rec_state_free(&s);
+    if (!rc && gone) {
+        drop_lines_since(r, lines_before);
+        if (v->nv && v->vouches[v->nv - 1].seq == seq) v->nv--; /* nor vouches for anything now */
+        r->vanished++;
+        return 0;
+    }
     if (!rc) add_line(r, state_ok ? VERIFY_OK : VERIFY_BAD, 1, "%s", key);
     return rc;
 }
@@ -299,6 +344,9 @@ static int check_chain(verify_ctx *v, int have_head, uint64_t head_seq, int done
             add_line(r, VERIFY_FAULT, 0, "%s/mixture.mp does not hold the alpha* of the alpha chain (damaged): "
                      "tandem run writes it again", v->url);
             r->mixture_ok = 0;
+        } else if (mr == STORE_NOT_FOUND && done && v->live) {
+            add_line(r, VERIFY_NOTE, 0, "%s/mixture.mp is not there yet: the run is finished and holds the lease "
+                     "(it writes mixture.mp as it ends)", v->url);
         } else if (mr == STORE_NOT_FOUND && done) {
             add_line(r, VERIFY_FAULT, 0, "%s/mixture.mp is missing although the run is finished: tandem run "
                      "writes it again", v->url);
@@ -361,6 +409,8 @@ static int verify_once(store *st, const char *url, const ledger_pin *pin, ledger
     int lr = ledger_read(st, REC_KIND_LEASE, LEDGER_LEASE, NULL, &l, &le);
     if (lr == STORE_CORRUPT) add_line(r, VERIFY_FAULT, 0, "%s (the next tandem run replaces it)", le.msg);
     else if (lr && lr != STORE_NOT_FOUND) rc = lr, *e = le;
+    audit_lease al;
+    if (!rc && lr == 0 && !l.released && audit_lease_read(st, &al, &le) == 0) v.live = al.state == AUDIT_LEASE_HELD;
     /* the pins of the run's inputs: a run writes a damaged one again from its dataset or
      * model folder (and says so), losing the comparison with what the run started from */
     if (!rc) {
@@ -398,7 +448,7 @@ static int verify_once(store *st, const char *url, const ledger_pin *pin, ledger
     testhook_stop_at("audit"); /* frozen here by the tests: the states listed, none read */
     /* the seed the run's states were made with: when none was made with the pinned one,
      * RUN is the odd one out; otherwise a state of another seed is another run's */
-    size_t seed_match = 0, seed_other = 0;
+    size_t seed_match = 0, seed_other = 0, run_match = 0, run_other = 0;
     uint64_t other_seed = 0;
     for (size_t i = 0; !rc && i < ns; i++) { /* the seeds, and where the states are sealed from */
         char key[64];
@@ -409,10 +459,19 @@ static int verify_once(store *st, const char *url, const ledger_pin *pin, ledger
             if (s.has_gen && s.seq < v.sealed_min) v.sealed_min = s.seq;
             if (pin->have && s.seed == pin->seed) seed_match++;
             else if (pin->have) seed_other++, other_seed = s.seed;
+            if (pin->has_run && s.seed == pin->seed) {
+                if (s.has_run && !sha256_equal(&s.run, &pin->run)) run_other++;
+                else run_match++;
+            }
             rec_state_free(&s);
         }
     }
     v.run_seed_bad = pin->have && seed_other && !seed_match;
+    v.run_identity_bad = !v.run_seed_bad && run_other && !run_match;
+    if (v.run_identity_bad)
+        add_line(r, VERIFY_FAULT, 0, "%s/RUN does not pin the config any of the states was computed under (the same "
+                 "run.seed, another config): RUN is not this run's pin (another run's RUN, or a damaged one); restore "
+                 "it from a copy of the store", url);
     if (v.run_seed_bad)
         add_line(r, VERIFY_FAULT, 0, "%s/RUN pins run.seed = %llu, but every state was made with seed %llu: RUN "
                  "is not this run's pin (another run's RUN, or a damaged one); restore it from a copy of the "
@@ -430,7 +489,11 @@ static int verify_once(store *st, const char *url, const ledger_pin *pin, ledger
         } else if (have) {
             snprintf(hs_step, sizeof hs_step, "%s", hs.step);
             head_seq = h.seq;
+            v.have_head = 1, v.head_seq = h.seq;
             rec_state_free(&hs);
+        } else if (ns == 1 && v.live) { /* a first commit in flight: one state, HEAD next */
+            add_line(r, VERIFY_NOTE, 0, "%s: HEAD is not there yet although states exist: a run holds the lease "
+                     "(its first commit moves HEAD after its state)", url);
         } else if (ns) {
             add_line(r, VERIFY_FAULT, 0, "%s: HEAD is missing although states exist", url);
         } else {

@@ -25,6 +25,8 @@ typedef struct ledger_pin {
     int fixed;           /* run.mode = fixed: no α*, so no mixture.mp */
     int M;
     const char (*names)[REC_DOMAIN_MAX]; /* [M] */
+    int has_run;       /* have, and the run's identity (run_config_identity) in run: */
+    sha256_digest run; /* a state carrying another is another run's */
 } ledger_pin;
 
 /* One line of the report, in the order the checks ran. */

@@ -289,6 +289,7 @@ int run_load_everywhere(run_ctx *r, const run_opts *o, run_config_result *pinned
                               .every_episodes = r->cfg.checkpoint.every_episodes,
                               .every_seconds = r->cfg.checkpoint.every_seconds, .grace_s = grace_of(r),
                               .episodes = (uint64_t)r->cfg.run.episodes, .seed = r->cfg.run.seed,
+                              .run = pinned->has_identity ? &pinned->identity : NULL,
                               .stop_flag = &run_stop_signal, .stop_at = &run_stop_at};
             if (!(r->ld = ledger_open(r->store, &lo, e))) rc = e->code;
         }

@@ -47,6 +47,16 @@ int run_state_load(store *st, const uint64_t *seq, int dataset_optional, const c
     }
     if (!rc && !(rs->ck = ckpt_model_open(st, &rs->lay, 64u << 20, e))) rc = e->code;
     if (!rc) ckpt_set_reader(rs->ck, verb);
+    /* the run's seed and identity: another run's state copied in (past HEAD, the newest)
+     * is passed over as the run passes it over, not exported or evaluated as this run's */
+    rec_run run;
+    tdm_err re;
+    if (!rc && run_config_read_run(st, &run, &re) == 0) {
+        sha256_digest id;
+        ckpt_set_seed(rs->ck, rs->cfg.run.seed);
+        if (run_config_identity(&run, &id) == 0) ckpt_set_run(rs->ck, &id);
+        rec_run_free(&run);
+    }
     /* the run's config generation: states made after an allowed config change carry it */
     ckpt_gens gens = {0};
     if (!rc) rc = audit_generation(st, &gens, e);

@@ -387,6 +387,26 @@ static int fs_exists(store *s, const char *key, int *exists, tdm_err *e) {
     return r;
 }
 
+static int fs_age(store *s, const char *key, double *age_s, tdm_err *e) {
+    char *path = join(root_of(s), key);
+    if (!path) return err_set(e, ERR_INTERNAL, "out of memory");
+    struct stat st;
+    int r = 0;
+    if (stat(path, &st) != 0) {
+        r = errno == ENOENT || errno == ENOTDIR ? STORE_NOT_FOUND
+                                                : err_sys(e, ERR_STORE, errno, "%s: cannot stat %s", s->url, key);
+    } else if (!S_ISREG(st.st_mode)) {
+        r = STORE_NOT_FOUND; /* as store_exists says of it */
+    } else {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        double age = (double)(now.tv_sec - st.st_mtim.tv_sec) + (double)(now.tv_nsec - st.st_mtim.tv_nsec) * 1e-9;
+        *age_s = age > 0 ? age : 0;
+    }
+    free(path);
+    return r;
+}
+
 /* Appends the keys of regular files below root/rel (rel "" = root) that start with
  * prefix, skipping temporaries and the lock file. */
 /* The folders being walked, root first: a linked folder that is one of them (a link to
@@ -550,6 +570,7 @@ static const store_backend file_backend = {
     .put_if = fs_put_if,
     .get = fs_get,
     .exists = fs_exists,
+    .age = fs_age,
     .obstacle = fs_obstacle,
     .list = fs_list,
     .del = fs_del,

@@ -65,6 +65,11 @@ typedef struct s3_config {
     char creds_source[1400];   /* "the environment", "profile X of F", "web identity (...)" */
     char role_arn[512], token_file[1024], session_name[72], sts_endpoint[1024];
     double obtained, expires;  /* unix seconds; expires 0: never */
+    /* when they were obtained on CLOCK_MONOTONIC, and their life then (expires - obtained):
+     * their age is judged on it, so that a wall clock stepped back after the fetch does not
+     * keep them past their expiry (a clock hunt: ExpiredToken, exit 3) */
+    double obtained_mono, life_s;
+    int refresh_now;           /* s3_creds_expire: refreshed before the next request */
     size_t part_bytes;
     int concurrency, retries, list_max;
     long timeout_s;

@@ -27,6 +27,13 @@ static double now_wall(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Time that a step of the wall clock does not move: for limits and ages within a process. */
+static double now_mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 int s3_endpoint_check_userinfo(const char *what, const char *url, tdm_err *e) {
     /* any '@' (no endpoint tandem asks has one in its path either, and "http://TOKEN@host"
      * is user info without a ':'), and a ':' before an '@' in any spelling ("http:/u:S@h")
@@ -136,6 +143,9 @@ static void creds_set(s3_config *c, const char *ak, char *sk, size_t skcap, char
     snprintf(c->session_token, sizeof c->session_token, "%s", st);
     c->obtained = now_wall();
     c->expires = expires;
+    c->obtained_mono = now_mono();
+    c->life_s = expires > 0 ? expires - c->obtained : 0;
+    c->refresh_now = 0;
     wipe(sk, skcap);
     wipe(st, stcap);
 }
@@ -636,7 +646,7 @@ int s3_creds_process(s3_config *c, tdm_err *e) {
     char chunk[4096];
     const char *lim = getenv("TANDEM_TEST_CREDENTIAL_PROCESS_S");
     double limit_s = lim && atof(lim) > 0 ? atof(lim) : 60;
-    double deadline = now_wall() + limit_s;
+    double deadline = now_mono() + limit_s;
     int timed_out = 0, too_long = 0, status = 0;
     for (;;) {
         struct timeval tv = {0, 200000};
@@ -655,7 +665,7 @@ int s3_creds_process(s3_config *c, tdm_err *e) {
         } else if (ready < 0 && errno != EINTR) {
             break;
         }
-        if (now_wall() > deadline) {
+        if (now_mono() > deadline) {
             timed_out = 1;
             break;
         }
@@ -666,7 +676,7 @@ int s3_creds_process(s3_config *c, tdm_err *e) {
     } else { /* its output ended: it must exit too, within the same limit */
         pid_t w;
         while ((w = waitpid(pid, &status, WNOHANG)) == 0 || (w < 0 && errno == EINTR)) {
-            if (now_wall() > deadline) {
+            if (now_mono() > deadline) {
                 timed_out = 1;
                 status = kill_group(pid, own_group);
                 break;
@@ -708,14 +718,26 @@ int s3_creds_process(s3_config *c, tdm_err *e) {
     return rc;
 }
 
+int s3_creds_expire(s3_config *c, pthread_mutex_t *mu) {
+    pthread_mutex_lock(mu);
+    int refreshing = c->web_identity || c->assume_role || c->from_endpoint;
+    /* not again where another request's renewal fetched them a moment ago (each request
+     * that met the expiry asks; one fetch answers them all) */
+    if (refreshing && now_mono() - c->obtained_mono > 1.0) c->refresh_now = 1;
+    pthread_mutex_unlock(mu);
+    return refreshing;
+}
+
 int s3_creds_current(s3_config *c, pthread_mutex_t *mu, char *ak, size_t akcap, char *sk,
                      size_t skcap, char *tok, size_t tokcap, tdm_err *e) {
     int rc = 0;
     pthread_mutex_lock(mu);
-    if ((c->web_identity || c->assume_role || c->from_endpoint) && c->expires > 0) {
-        double left = c->expires - now_wall(), life = c->expires - c->obtained;
+    if ((c->web_identity || c->assume_role || c->from_endpoint) && (c->expires > 0 || c->refresh_now)) {
+        /* their age on the monotonic clock since the fetch (their life as the wall clock
+         * said then): a wall clock stepped back since kept them past their expiry */
+        double life = c->life_s, left = life - (now_mono() - c->obtained_mono);
         double margin = life / 3 < 300 ? life / 3 : 300;
-        if (left <= margin)
+        if (left <= margin || c->refresh_now)
             rc = c->web_identity ? s3_creds_web_identity_fetch(c, e)
                  : c->assume_role ? s3_creds_assume_role(c, e)
                  : c->from_endpoint == 1 ? s3_creds_container(c, e)

@@ -74,6 +74,12 @@ int s3_creds_process(s3_config *c, tdm_err *e);
 int s3_creds_assume_role_init(s3_config *c, const char *profile, const char *source_profile, tdm_err *e);
 int s3_creds_assume_role(s3_config *c, tdm_err *e);
 
+/* The endpoint said the credentials expired (ExpiredToken) while this process thought
+ * them fresh (the issuer's clock ahead of this machine's at the fetch): a refreshing
+ * source is asked again before the next request. 1 when the source refreshes, 0 when the
+ * keys are static (nothing to renew). */
+int s3_creds_expire(s3_config *c, pthread_mutex_t *mu);
+
 /* The credentials to sign with now, copied out under mu (refreshed first when they near
  * their expiry). 0, or an error code with e naming the source. */
 int s3_creds_current(s3_config *c, pthread_mutex_t *mu, char *ak, size_t akcap, char *sk,

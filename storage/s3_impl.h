@@ -77,6 +77,7 @@ typedef struct s3_resp {
     char meta_key[SHA256_HEX_LEN + 1]; /* META_KEY, "" when the object has none (older tandem) */
     char content_range[128];
     char date[64]; /* the server's Date header (for a clock-skew diagnosis) */
+    char last_modified[64]; /* the object's Last-Modified (store_age) */
     char bucket_region[64]; /* x-amz-bucket-region (S3 names it on a wrong-region answer) */
     char retry_after[64];   /* Retry-After (a 429's or 503's wait: seconds or an HTTP-date) */
     long long content_length;
@@ -130,6 +131,10 @@ int s3_verify_len(const s3_resp *r, void *ctx);
 /* Sleeps before retry `attempt_no`: exponential backoff with full jitter, never past a
  * stop's deadline (store_deadline). */
 void s3_backoff(int attempt_no);
+
+/* An HTTP-date (RFC 1123: "Sun, 06 Nov 1994 08:49:37 GMT") as unix seconds. 0, or -1 when
+ * text is not one. */
+int s3_http_time(const char *text, time_t *t);
 
 /* The longest wait a Retry-After buys (seconds; TANDEM_S3_TIMEOUT when that is shorter). */
 #define S3_RETRY_AFTER_MAX_S 30.0

@@ -104,6 +104,7 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
     size_t len = sz * n;
     if (len > 5 && !strncasecmp(p, "HTTP/", 5)) { /* a new response (after a redirect/100) */
         r->etag[0] = r->meta_sha[0] = r->meta_key[0] = r->content_range[0] = r->date[0] = r->bucket_region[0] = '\0';
+        r->last_modified[0] = '\0';
         r->retry_after[0] = '\0';
         r->etag_long = 0;
         r->content_length = -1;
@@ -123,6 +124,8 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
         header_value(p, len, 12, r->retry_after, sizeof r->retry_after);
     } else if (len > 5 && !strncasecmp(p, "Date:", 5)) {
         header_value(p, len, 5, r->date, sizeof r->date);
+    } else if (len > 14 && !strncasecmp(p, "Last-Modified:", 14)) {
+        header_value(p, len, 14, r->last_modified, sizeof r->last_modified);
     } else if (len > 14 && !strncasecmp(p, "Content-Range:", 14)) {
         header_value(p, len, 14, r->content_range, sizeof r->content_range);
     } else if (len > 15 && !strncasecmp(p, "Content-Length:", 15)) {
@@ -510,7 +513,7 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
                tdm_err *e) {
     char why[512] = "";
     double wait = -1; /* what the last answer's Retry-After asked for (-1: the backoff) */
-    int a, too_long = 0;
+    int a, too_long = 0, renewed = 0;
     for (a = 0; a < s->cfg.retries; a++) {
         if (a > 0) {
             __atomic_add_fetch(&s->retries, 1, __ATOMIC_RELAXED);
@@ -579,6 +582,24 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
                 s3_note_unsettled(s, q->key, deletes_object(q), 0);
             continue;
         }
+        /* credentials the endpoint says expired while this process thought them fresh (the
+         * issuer's clock ahead of this machine's, or a clock stepped at the fetch): a
+         * refreshing source is asked again, once, and the request sent again (before: exit
+         * 3 "renew them" from a source that renews itself). A HEAD's answer has no body to
+         * name its code: a 400 or 403 to one renews them too (a real refusal comes back) */
+        if ((r->status == 400 || r->status == 403) && !renewed) {
+            char code[64] = "";
+            if (r->body && r->len) s3_xml_first(r->body, r->len, "Code", code, sizeof code);
+            int head = !strcmp(q->method, "HEAD") && !code[0];
+            if ((head || !strcmp(code, "ExpiredToken")) && s3_creds_expire(&s->cfg, &s->creds_mu)) {
+                renewed = 1;
+                snprintf(why, sizeof why, "HTTP %ld %s (renewing the credentials)", r->status,
+                         head ? "to a HEAD" : "ExpiredToken");
+                wait = 0;
+                a--; /* the renewal is no attempt of its own: the request is sent again */
+                continue;
+            }
+        }
         if (r->etag_long && r->status / 100 == 2)
             return err_set(e, ERR_STORE, "s3://%s%s%s: %s %s: the endpoint's ETag is longer than %zu bytes (no S3 ETag "
                            "is): it answers wrongly; check AWS_ENDPOINT_URL and the server", s->cfg.bucket,
@@ -594,6 +615,15 @@ int s3_request(s3_store *s, const s3_req *q, s3_resp *r, verify_fn verify, void 
     return err_set(e, ERR_STORE, "s3://%s%s%s: %s %s failed after %d attempt%s: %s", s->cfg.bucket,
                    s->cfg.prefix[0] ? "/" : "", s->cfg.prefix,
                    q->method, q->key ? q->key : "(bucket)", a, a == 1 ? "" : "s", why);
+}
+
+int s3_http_time(const char *text, time_t *t) {
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *end = text && text[0] ? strptime(text, "%a, %d %b %Y %H:%M:%S", &tm) : NULL;
+    if (!end) return -1;
+    *t = timegm(&tm);
+    return 0;
 }
 
 /* The server's clock from an answer: its Date header (RFC 1123), else the ServerTime of

@@ -231,6 +231,22 @@ static int head_object_meta(store *st, const char *key, int *present, store_vers
     return rc;
 }
 
+/* store_age: a HEAD's Date less the object's Last-Modified, both the server's clock. */
+static int s3_age(store *st, const char *key, double *age_s, tdm_err *e) {
+    s3_req q = {.method = "HEAD", .key = key};
+    s3_resp r = {0};
+    int rc = s3_request(impl(st), &q, &r, NULL, NULL, e);
+    if (!rc) {
+        time_t now, modified;
+        if (r.status == 404) rc = STORE_NOT_FOUND;
+        else if (r.status / 100 != 2) rc = s3_status_error(st, &q, &r, e);
+        else if (s3_http_time(r.date, &now) || s3_http_time(r.last_modified, &modified)) rc = 1;
+        else *age_s = now > modified ? (double)(now - modified) : 0;
+    }
+    free(r.body);
+    return rc;
+}
+
 static int head_object(store *st, const char *key, int *present, store_version *ver, tdm_err *e) {
     return head_object_meta(st, key, present, ver, NULL, e);
 }
@@ -871,6 +887,7 @@ static const store_backend s3_backend = {
     .get = s3_get,
     .get_verified = s3_get_verified,
     .exists = s3_exists,
+    .age = s3_age,
     .list = s3_list,
     .del = s3_del,
     .unsettled = s3_unsettled,

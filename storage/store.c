@@ -125,6 +125,12 @@ int store_exists(store *s, const char *key, int *exists, tdm_err *e) {
     return s->b->exists(s, key, exists, e);
 }
 
+int store_age(store *s, const char *key, double *age_s, tdm_err *e) {
+    if (!store_key_valid(key)) return bad_key(s, key, e);
+    *age_s = 0;
+    return s->b->age ? s->b->age(s, key, age_s, e) : 1;
+}
+
 int store_list_prefix(store *s, const char *prefix, store_list *out, tdm_err *e) {
     out->keys = NULL;
     out->n = 0;

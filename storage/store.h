@@ -97,6 +97,16 @@ int store_get_verified(store *s, const char *key, const sha256_digest *expect, v
 /* Sets *exists to 1 or 0. */
 int store_exists(store *s, const char *key, int *exists, tdm_err *e);
 
+/* How long ago key was last written, on the store's own clock where it keeps one: S3's
+ * answer's Date less the object's Last-Modified (both the server's, whole seconds), the
+ * file store's clock of this machine less the file's mtime. A time that one writer's
+ * machine stamped into a record (a released lease's settle_until, a holder's last sign of
+ * life) is judged by this instead of against another machine's clock (a clock hunt: a skew
+ * of 90 s between hosts erased the settle window, and a state was lost). 0 with *age_s
+ * (>= 0) set; STORE_NOT_FOUND; 1 when the store cannot say (an answer without those
+ * headers); ERR_* on failure. */
+int store_age(store *s, const char *key, double *age_s, tdm_err *e);
+
 /* Keys that start with `prefix` (may be ""), sorted. */
 int store_list_prefix(store *s, const char *prefix, store_list *out, tdm_err *e);
 void store_list_free(store_list *l);

@@ -15,6 +15,8 @@ typedef struct store_backend {
     int (*get_verified)(store *s, const char *key, const sha256_digest *expect, void **data,
                         size_t *n, tdm_err *e);
     int (*exists)(store *s, const char *key, int *exists, tdm_err *e);
+    /* optional: store_age (NULL: the store cannot say, 1) */
+    int (*age)(store *s, const char *key, double *age_s, tdm_err *e);
     /* optional: 1 when something that is no object stands at key (a directory, a FIFO, a
      * link to itself), else 0 (store_obstacle) */
     int (*obstacle)(store *s, const char *key);

@@ -50,6 +50,15 @@ static inline void fixture_done(fixture *f) {
     f->dir = NULL;
 }
 
+/* Reads at most cap bytes of the file at path into buf (*n of them). 0, or -1. */
+static inline int read_file(const char *path, unsigned char *buf, size_t cap, size_t *n) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return -1;
+    *n = fread(buf, 1, cap, fp);
+    fclose(fp);
+    return 0;
+}
+
 static inline int write_file(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
     if (!f) return -1;

@@ -834,6 +834,161 @@ static void test_pin_during_gc(void) {
     free(f.dir);
 }
 
+/* Whether process pid is stopped (SIGSTOP: a test hook froze it), waiting up to 60 s. */
+static int wait_stopped(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    for (double t0 = now_s(); now_s() - t0 < 60; usleep(20000)) {
+        FILE *fp = fopen(path, "r");
+        size_t n = fp ? fread(buf, 1, sizeof buf - 1, fp) : 0;
+        if (fp) fclose(fp);
+        buf[n] = '\0';
+        const char *close = strrchr(buf, ')');
+        if (close && close[1] == ' ' && close[2] == 'T') return 0;
+        if (!fp) return -1;
+    }
+    return -1;
+}
+
+/* Deletes from store `copy` the blobs that state `seq` of store `from` names and no other
+ * state of `from` does (what retention deletes with it); *removed of them. 0, or -1. */
+static int delete_unique_blobs(const char *from, const char *copy, uint64_t seq, int *removed) {
+    static unsigned char buf[1 << 20];
+    char sdir[700], path[1200];
+    snprintf(sdir, sizeof sdir, "%s/states", from);
+    DIR *d = opendir(sdir);
+    if (!d) return -1;
+    sha256_digest *others = NULL, *mine = NULL;
+    size_t no = 0, nm = 0;
+    int rc = 0;
+    for (struct dirent *de; !rc && (de = readdir(d));) {
+        if (de->d_name[0] == '.') continue;
+        size_t n;
+        rec_state s;
+        tdm_err e;
+        snprintf(path, sizeof path, "%s/%s", sdir, de->d_name);
+        if (read_file(path, buf, sizeof buf, &n) || rec_state_decode(buf, n, NULL, &s, &e)) {
+            rc = -1;
+            break;
+        }
+        int own = s.seq == seq;
+        for (size_t t = 0; t < s.ntensors; t++)
+            for (size_t c = 0; c < s.tensors[t].nchunks; c++) {
+                sha256_digest **v = own ? &mine : &others;
+                size_t *k = own ? &nm : &no;
+                sha256_digest *grown = realloc(*v, (*k + 1) * sizeof **v);
+                if (!grown) rc = -1;
+                else (*v = grown)[(*k)++] = s.tensors[t].chunks[c];
+            }
+        rec_state_free(&s);
+    }
+    closedir(d);
+    *removed = 0;
+    for (size_t i = 0; !rc && i < nm; i++) {
+        int shared = 0;
+        for (size_t j = 0; j < no && !shared; j++) shared = sha256_equal(&mine[i], &others[j]);
+        char hex[65];
+        sha256_hex(&mine[i], hex);
+        snprintf(path, sizeof path, "%s/blobs/%s", copy, hex);
+        if (!shared && unlink(path) == 0) (*removed)++;
+    }
+    free(mine);
+    free(others);
+    return rc;
+}
+
+/* A live run's retention deletes its oldest state — the manifest, then its blobs — after
+ * its HEAD move. verify and repair, having read that manifest just before, found its blobs
+ * missing: verify said FAULT (exit 3) on a healthy store, and `repair --apply` planned to
+ * set the state aside, took the live run's lease for it and fenced the run out (a hunt of
+ * readers beside writers). Each now sees the manifest gone and counts the state as
+ * vanished. Frozen after reading the oldest manifest (TANDEM_TEST_STOP_AT=state-read:1),
+ * the state is deleted as retention deletes it, and they go on. */
+static void test_readers_outlast_retention(void) {
+    fixture f;
+    CHECK(fixture_audit(&f, "retrace", 6) == 0, "fixture");
+    CHECK(run_to_end(&f, NULL) == 0, "the run");
+    char sdir[700], path[1200], cmd[4096], res[900];
+    snprintf(sdir, sizeof sdir, "%s/states", f.store);
+    uint64_t oldest = UINT64_MAX;
+    DIR *d = opendir(sdir);
+    for (struct dirent *de; d && (de = readdir(d));)
+        if (de->d_name[0] != '.' && strtoull(de->d_name, NULL, 10) < oldest) oldest = strtoull(de->d_name, NULL, 10);
+    if (d) closedir(d);
+    CHECK(oldest != UINT64_MAX, "no state");
+    static const char *const verbs[] = {"verify", "repair --apply"};
+    for (int k = 0; k < 2; k++) {
+        char copy[900];
+        snprintf(copy, sizeof copy, "%s/copy%d", f.dir, k); /* each on a store of its own */
+        snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", f.store, copy);
+        CHECK(system(cmd) == 0, "copy");
+        snprintf(res, sizeof res, "%s/out%d.txt", f.dir, k);
+        snprintf(cmd, sizeof cmd, "TANDEM_TEST_STOP_AT=state-read:1 exec '%s' %s '%s' > '%s' 2>&1", tandem_bin(),
+                 verbs[k], copy, res);
+        pid_t p = start_sh(cmd);
+        CHECK(p > 0 && wait_stopped(p) == 0, "%s never stopped after its first manifest", verbs[k]);
+        /* retention: the manifest, then the blobs no other state names */
+        snprintf(path, sizeof path, "%s/states/%llu.mp", copy, (unsigned long long)oldest);
+        CHECK(unlink(path) == 0, "unlink %s", path);
+        int removed = 0;
+        CHECK(delete_unique_blobs(f.store, copy, oldest, &removed) == 0 && removed > 0,
+              "no blob of states/%llu.mp is its own", (unsigned long long)oldest);
+        kill(p, SIGCONT);
+        int rc = wait_exit(p);
+        read_all(res, out, sizeof out);
+        CHECK(rc == 0 && !strstr(out, "FAULT") && !strstr(out, "set aside"),
+              "%s with the oldest state deleted under it: exit %d: %s", verbs[k], rc, out);
+    }
+    test_rmtree(f.dir);
+    free(f.dir);
+}
+
+/* What a live run passes through between two of its writes, while it holds the lease: no
+ * HEAD yet at its first commit (the manifest written, HEAD not yet), no mixture.mp yet at
+ * its end. verify said FAULT for each (exit 3 beside a healthy run: a hunt); now a note.
+ * And `gc --dry-run`, meeting a state that a run committed between its two listings, said
+ * "refusing to delete blobs" (exit 3) although it deletes nothing: now it keeps the blobs
+ * out of its list and says why. */
+static void test_live_windows_are_no_faults(void) {
+    static const char *const at[] = {"head-put:1", "mixture:1"};
+    static const char *const says[] = {"HEAD is not there yet", "mixture.mp is not there yet"};
+    for (int k = 0; k < 2; k++) {
+        fixture f;
+        CHECK(fixture_audit(&f, k ? "livewin-end" : "livewin-first", 4) == 0, "fixture");
+        char env[64];
+        snprintf(env, sizeof env, "TANDEM_TEST_STOP_AT=%s", at[k]);
+        pid_t p = start_run(&f, env, NULL, NULL);
+        CHECK(p > 0 && wait_stopped(p) == 0, "the run never stopped at %s", at[k]);
+        int rc = tandem_cmd(out, sizeof out, "verify '%s'", f.store);
+        kill(p, SIGCONT);
+        int rr = wait_exit(p);
+        CHECK(rc == 0 && strstr(out, says[k]) && !strstr(out, "FAULT"), "verify beside the run at %s: exit %d: %s",
+              at[k], rc, out);
+        CHECK(rr == 0 && tandem_cmd(out, sizeof out, "verify '%s'", f.store) == 0, "the run %d, then verify: %s", rr,
+              out);
+        if (k == 1) {
+            /* gc --dry-run, a state committed between its listings */
+            char res[900], cmd[4096], from[1200], to[1200];
+            snprintf(res, sizeof res, "%s/gc.txt", f.dir);
+            snprintf(cmd, sizeof cmd, "TANDEM_TEST_STOP_AT=gc-relist:1 exec '%s' gc '%s' --keep 1 --dry-run > '%s' 2>&1",
+                     tandem_bin(), f.store, res);
+            pid_t g = start_sh(cmd);
+            CHECK(g > 0 && wait_stopped(g) == 0, "gc --dry-run never stopped before its second listing");
+            snprintf(from, sizeof from, "%s/states/4.mp", f.store);
+            snprintf(to, sizeof to, "%s/states/400.mp", f.store);
+            snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+            CHECK(system(cmd) == 0, "a state committed meanwhile");
+            kill(g, SIGCONT);
+            int rg = wait_exit(g);
+            read_all(res, out, sizeof out);
+            CHECK(rg == 0 && strstr(out, "keep unreferenced blobs") && !strstr(out, "refusing"),
+                  "gc --dry-run with a state committed between its listings: exit %d: %s", rg, out);
+        }
+        test_rmtree(f.dir);
+        free(f.dir);
+    }
+}
+
 /* ------------------------------------------------------------------ stale leases */
 
 /* Replaces the store's lease with one of (host, pid, time), held. */
@@ -930,12 +1085,19 @@ static void test_stale_lease(void) {
               strstr(out, "elsewhere.example") && !strstr(out, "STALE"), "a recent foreign lease: %s", out);
     CHECK(tandem_cmd(out, sizeof out, "gc '%s' --keep 1", g.store) == 2, "gc beside a foreign holder: %s", out);
     CHECK(write_lease(&g, "elsewhere.example", 4242, (double)time(NULL) - 3 * 86400) == 0, "lease");
+    /* its signs of life are judged on the store's clock too (the younger age believed): a
+     * lease written just now by its holder is a sign of life, whatever time it states */
+    CHECK(tandem_cmd(out, sizeof out, "status '%s'", g.store) == 0 && strstr(out, "held since") &&
+              !strstr(out, "STALE"), "a foreign lease stamped 3 days ago, written now: %s", out);
+    char touch[1600];
+    snprintf(touch, sizeof touch, "find '%s' -type f -exec touch -d '3 days ago' {} +", g.store);
+    CHECK(system(touch) == 0, "touch");
     CHECK(tandem_cmd(out, sizeof out, "status '%s'", g.store) == 0 && strstr(out, "STALE") &&
               strstr(out, "no sign of life"), "a silent foreign lease: %s", out);
     CHECK(tandem_cmd(out, sizeof out, "gc '%s' --keep 1", g.store) == 0, "gc after a silent day: %s", out);
     /* a lease whose time is Inf (a hostile or damaged record): no sign of life, not "held,
-     * last seen 0 s ago" forever */
-    CHECK(write_lease(&g, "elsewhere.example", 4242, INFINITY) == 0, "lease");
+     * last seen 0 s ago" forever (its file's own age, once old, is no sign either) */
+    CHECK(write_lease(&g, "elsewhere.example", 4242, INFINITY) == 0 && system(touch) == 0, "lease");
     CHECK(tandem_cmd(out, sizeof out, "status '%s'", g.store) == 0 && strstr(out, "STALE") &&
               strstr(out, "no sign of life"), "a foreign lease of time Inf: %s", out);
     /* the next run takes a stale lease over and finishes */
@@ -953,10 +1115,11 @@ static void test_stale_lease(void) {
  * called "gone", and gc went ahead beside it. Now such a holder is judged as one on
  * another host (held while it shows signs of life); in its own namespace a dead one is
  * still stale, and a lease without the fields (an older writer's) is judged as before. */
-static int write_lease_ns(const fixture *f, const char *host, unsigned long long pid, double t,
-                          const pidns_id *ns) {
+static int write_lease_start(const fixture *f, const char *host, unsigned long long pid, double t,
+                             const pidns_id *ns, int has_start, uint64_t start_ticks) {
     rec_lease l = {.epoch = 7, .pid = pid, .attempt = 0, .time = t, .released = 0};
     snprintf(l.host, sizeof l.host, "%s", host);
+    l.has_start = has_start, l.start_ticks = start_ticks;
     if (ns && ns->has_ns) l.has_pid_ns = 1, l.pid_ns = ns->ns;
     if (ns && ns->has_boot) l.has_boot_id = 1, snprintf(l.boot_id, sizeof l.boot_id, "%s", ns->boot);
     size_t n;
@@ -968,6 +1131,11 @@ static int write_lease_ns(const fixture *f, const char *host, unsigned long long
     if (fp && fclose(fp)) rc = -1;
     free(data);
     return rc;
+}
+
+static int write_lease_ns(const fixture *f, const char *host, unsigned long long pid, double t,
+                          const pidns_id *ns) {
+    return write_lease_start(f, host, pid, t, ns, 0, 0);
 }
 
 static void test_lease_pid_namespace(void) {
@@ -998,8 +1166,8 @@ static void test_lease_pid_namespace(void) {
     rec_lease got;
     tdm_err e;
     CHECK(n > 0 && rec_lease_decode(data, n, "lease", &got, &e) == 0 && got.has_pid_ns && got.pid_ns == me.ns &&
-              got.has_boot_id && !strcmp(got.boot_id, me.boot),
-          "the writer's lease does not record its PID namespace and boot");
+              got.has_boot_id && !strcmp(got.boot_id, me.boot) && got.has_start,
+          "the writer's lease does not record its PID namespace, boot and start");
     /* same namespace, same boot, no such pid: stale, as before */
     CHECK(write_lease_ns(&f, host, (unsigned long long)dead, now, &me) == 0, "lease");
     CHECK(tandem_cmd(out, sizeof out, "status '%s'", f.store) == 0 && strstr(out, "STALE") && strstr(out, gone),
@@ -1045,6 +1213,21 @@ static void test_lease_pid_namespace(void) {
     st1 = tandem_cmd(out, sizeof out, "status '%s'", f.store);
     unsetenv("TANDEM_TEST_BOOT_TIME");
     CHECK(st1 == 0 && strstr(out, "held since"), "a holder of another boot with signs of life since this one: %s", out);
+    /* a lease that records its holder's start (clock ticks since the boot): a live holder
+     * whose lease time reads as before its start — the wall clock stepped forward since the
+     * lease was taken (chrony, a VM resumed) — is its holder, alive, and gc refuses (it was
+     * "now another process", and gc collected the blobs of the live writer's commit: a
+     * clock hunt); the same pid with another start is another process */
+    uint64_t ticks;
+    CHECK(pidns_start_ticks(0, &ticks, NULL, 0) == 0, "this process's start");
+    CHECK(write_lease_start(&f, host, (unsigned long long)getpid(), now - 3600, &me, 1, ticks) == 0, "lease");
+    CHECK(tandem_cmd(out, sizeof out, "status '%s'", f.store) == 0 && strstr(out, "held since") &&
+              strstr(out, "alive on this host") && !strstr(out, "STALE"), "a live holder after a clock step: %s", out);
+    CHECK(tandem_cmd(out, sizeof out, "gc '%s' --keep 1", f.store) == 2 && strstr(out, "holds the lease"),
+          "gc beside a live holder after a clock step: %s", out);
+    CHECK(write_lease_start(&f, host, (unsigned long long)getpid(), now, &me, 1, ticks + 1) == 0, "lease");
+    CHECK(tandem_cmd(out, sizeof out, "status '%s'", f.store) == 0 && strstr(out, "STALE") &&
+              strstr(out, "now another process"), "a pid with another start: %s", out);
     /* a run takes the lease over all the same (the lease is no lock) and finishes */
     CHECK(write_lease_ns(&f, host, (unsigned long long)dead, now, &other) == 0, "lease");
     CHECK(run_to_end(&f, NULL) == 0, "resume after a lease of another namespace");
@@ -1108,6 +1291,8 @@ int main(void) {
     RUN(test_repair_against_a_run);
     RUN(test_pin_during_gc);
     RUN(test_stale_lease);
+    RUN(test_readers_outlast_retention);
+    RUN(test_live_windows_are_no_faults);
     RUN(test_lease_pid_namespace);
     test_rmtree(g_corpus);
     return test_summary("test_audit");

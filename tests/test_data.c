@@ -388,6 +388,13 @@ static void test_dataset_errors(void) {
         {"vocab: 256\ndomains:\n  - name: web\n    train: [web/train_*.bin]\n"
          "    val: [web/train_1.bin]\n",
          {"train_1.bin", "'web' val", "also"}},
+        /* a repeat is refused at its mention, before it is mapped again or anything after
+         * it is opened (before: every copy mapped, then big.bin's refusal, the repeat only
+         * after the whole list — 60,000 mentions of one file met vm.max_map_count first) */
+        {"vocab: 256\ndomains:\n  - name: web\n    train:\n      - web/train_0.bin\n"
+         "      - ./web/train_0.bin\n      - web/big.bin\n    val: [web/val_*.bin]\n",
+         {"dataset.yaml:6: shard ", "./web/train_0.bin (domain 'web' train) is also ",
+          "train_0.bin (domain 'web' train); each file may appear once"}},
         {"vocab: 256\ndomains:\n  - name: web\n    train: [web/train_*.bin]\n",
          {"dataset.yaml:", "'web'", "no 'val'"}},
         {"vocab: 256\ndomains:\n  - name: \"w b\"\n    train: [web/train_*.bin]\n"

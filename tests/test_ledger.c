@@ -62,14 +62,6 @@ static void fixture_close(fixture *f) {
     free(f->dir);
 }
 
-static int read_file(const char *path, unsigned char *buf, size_t cap, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return -1;
-    *n = fread(buf, 1, cap, fp);
-    fclose(fp);
-    return 0;
-}
-
 /* HEAD's seq and epoch (0 when unreadable). */
 static void head_of(const fixture *f, uint64_t *seq, uint64_t *epoch, char *state, size_t cap) {
     char path[800];
@@ -431,8 +423,8 @@ static void test_newer_format_state_untouched(void) {
     rec_head h;
     tdm_err e = {0};
     CHECK(read_file(path, hb, sizeof hb, &hn) == 0 && rec_head_decode(hb, hn, "HEAD", &h, &e) == 0, "HEAD: %s", e.msg);
-    /* {"format": 2}: what a newer tandem's manifest looks like to this one */
-    static const unsigned char newer[] = {0x81, 0xa6, 'f', 'o', 'r', 'm', 'a', 't', 0x02};
+    /* {"format": REC_FORMAT_MAX + 1}: what a newer tandem's manifest looks like to this one */
+    static const unsigned char newer[] = {0x81, 0xa6, 'f', 'o', 'r', 'm', 'a', 't', REC_FORMAT_MAX + 1};
     snprintf(path, sizeof path, "%s/%s", f.store, h.state);
     FILE *fp = fopen(path, "wb");
     CHECK(fp && fwrite(newer, 1, sizeof newer, fp) == sizeof newer && fclose(fp) == 0, "write %s", path);
@@ -445,7 +437,9 @@ static void test_newer_format_state_untouched(void) {
     free(enc);
     int rc = run_to_end(&f, NULL);
     read_all(f.log, log, sizeof log);
-    CHECK(rc == 3 && strstr(log, h.state) && strstr(log, "newer tandem") && strstr(log, "format 2"),
+    char fmt[32];
+    snprintf(fmt, sizeof fmt, "format %d", REC_FORMAT_MAX + 1);
+    CHECK(rc == 3 && strstr(log, h.state) && strstr(log, "newer tandem") && strstr(log, fmt),
           "resume: exit %d: %s", rc, log);
     snprintf(path, sizeof path, "%s/%s", f.store, h.state);
     unsigned char got[64];
@@ -630,6 +624,24 @@ static int strip_seal(const char *path, int state, uint64_t records) {
         a.loss_u[0] += 0.001; /* and a value changed: nothing vouches for it now */
         out = rec_alpha_encode(&a, &len);
     }
+    FILE *f = out ? fopen(path, "wb") : NULL;
+    int rc = f && fwrite(out, 1, len, f) == len ? 0 : -1;
+    if (f && fclose(f)) rc = -1;
+    free(out);
+    return rc;
+}
+
+/* Rewrites the state manifest at path without the run identity it carries, sealed again:
+ * as a tandem before identities (2026-12-07) wrote it. 0, or -1. */
+static int strip_identity(const char *path) {
+    static unsigned char buf[1 << 20];
+    size_t n, len = 0;
+    tdm_err e;
+    rec_state st;
+    if (read_file(path, buf, sizeof buf, &n) || rec_state_decode(buf, n, path, &st, &e) || !st.has_run) return -1;
+    st.has_run = 0;
+    void *out = rec_state_encode(&st, &len);
+    rec_state_free(&st);
     FILE *f = out ? fopen(path, "wb") : NULL;
     int rc = f && fwrite(out, 1, len, f) == len ? 0 : -1;
     if (f && fclose(f)) rc = -1;
@@ -1209,16 +1221,25 @@ static int copy_missing(const char *from, const char *to, const char *sub) {
     return rc;
 }
 
+/* One edit of a config's text: the byte `at` of the first `find` becomes `to`. */
+typedef struct {
+    const char *find;
+    int at;
+    char to;
+} config_edit;
+
 /* This run (f: fixture_open, every 4) stopped at its 12th free step, and a sibling (o, the
- * same config with config text `find` changed at byte `at` to `to`) run to its end and
+ * same config with the edits made, up to one whose find is NULL) run to its end and
  * copied into f's store without overwriting (cp -rn: states, blobs, alpha records,
  * metrics rows). 0, or -1 with why. */
-static int sibling_copied_in(fixture *f, fixture *o, const char *tag, const char *find, int at, char to, char *why,
+static int sibling_copied_in(fixture *f, fixture *o, const char *tag, const config_edit *edits, char *why,
                              size_t cap) {
     char text[4096], otag[128];
-    if (fixture_open(f, tag, 4)) return snprintf(why, cap, "fixture"), -1;
-    if (read_all(f->config, text, sizeof text) || !strstr(text, find)) return snprintf(why, cap, "config"), -1;
-    strstr(text, find)[at] = to;
+    if (fixture_open(f, tag, 4) || read_all(f->config, text, sizeof text)) return snprintf(why, cap, "fixture"), -1;
+    for (const config_edit *ed = edits; ed->find; ed++) {
+        if (!strstr(text, ed->find)) return snprintf(why, cap, "config: no '%s'", ed->find), -1;
+        strstr(text, ed->find)[ed->at] = ed->to;
+    }
     snprintf(otag, sizeof otag, "%s-other", tag);
     o->dir = test_tmpdir(otag);
     snprintf(o->config, sizeof o->config, "%s/run.yaml", o->dir);
@@ -1229,6 +1250,16 @@ static int sibling_copied_in(fixture *f, fixture *o, const char *tag, const char
     const char *subs[] = {"states", "blobs", "alpha", "metrics"};
     for (size_t i = 0; i < sizeof subs / sizeof *subs; i++)
         if (copy_missing(o->store, f->store, subs[i])) return snprintf(why, cap, "copying the sibling's %s", subs[i]), -1;
+    return 0;
+}
+
+/* The position of the first state past f's HEAD (at hseq), within 200 positions; 0 if none. */
+static uint64_t first_state_past(const fixture *f, uint64_t hseq) {
+    char path[1200];
+    for (uint64_t q = hseq + 1; q < hseq + 200; q++) {
+        snprintf(path, sizeof path, "%s/states/%llu.mp", f->store, (unsigned long long)q);
+        if (file_size(path) > 0) return q;
+    }
     return 0;
 }
 
@@ -1267,7 +1298,7 @@ static void test_states_of_another_seed_are_passed_over(void) {
     CHECK(g_ref_hash[0], "needs the reference");
     fixture f, o;
     char why[1200];
-    CHECK(sibling_copied_in(&f, &o, "ledger-sibling", "seed: 3", 6, '4', why, sizeof why) == 0, "%s", why);
+    CHECK(sibling_copied_in(&f, &o, "ledger-sibling", (config_edit[]){{"seed: 3", 6, '4'}, {0}}, why, sizeof why) == 0, "%s", why);
     /* one state past HEAD, as a run's own commit cut off before its HEAD move would be
      * (several are not trusted at all: test_sibling_states_past_head_are_not_trusted) */
     CHECK(keep_one_state_past_head(&f) == 0, "no sibling state past HEAD");
@@ -1291,7 +1322,7 @@ static void test_sibling_states_past_head_are_not_trusted(void) {
     CHECK(g_ref_hash[0], "needs the reference");
     fixture f, o;
     char why[1200];
-    CHECK(sibling_copied_in(&f, &o, "ledger-sibling-lr", "lr: 3e-3", 4, '2', why, sizeof why) == 0, "%s", why);
+    CHECK(sibling_copied_in(&f, &o, "ledger-sibling-lr", (config_edit[]){{"lr: 3e-3", 4, '2'}, {0}}, why, sizeof why) == 0, "%s", why);
     char log[16384], h[1024], out[8192];
     int rc = run_to_end(&f, NULL);
     read_all(f.log, log, sizeof log);
@@ -1303,48 +1334,100 @@ static void test_sibling_states_past_head_are_not_trusted(void) {
 }
 
 /* One state of a sibling (same seed and shape, another optim.lr) lying just past HEAD,
- * as a run's own commit cut off before its HEAD move would: nothing in it names its run
+ * as a run's own commit cut off before its HEAD move would: nothing in it named its run
  * and its α records are this run's byte for byte, so the resume went on from it, exit 0,
  * on the sibling's weights, verify clean (a hunt moving stores; the one case the fix for
- * several left open). A writer now goes on from HEAD's state and the replay judges the
- * state past it: replaced here (a copy kept aside), and the run ends on the reference. */
+ * several left open). Its run identity now gives it away at the load: passed over, then
+ * replaced when the replay gets there (a copy kept aside), and the run ends on the
+ * reference. An older tandem's sibling, which carries no identity, is judged by the
+ * replay instead (test_sibling_state_past_head_off_the_cadence). */
 static void test_one_sibling_state_past_head_is_replaced(void) {
     CHECK(g_ref_hash[0], "needs the reference");
     fixture f, o;
     char why[1200];
-    CHECK(sibling_copied_in(&f, &o, "ledger-sibling-one", "lr: 3e-3", 4, '2', why, sizeof why) == 0, "%s", why);
+    CHECK(sibling_copied_in(&f, &o, "ledger-sibling-one", (config_edit[]){{"lr: 3e-3", 4, '2'}, {0}}, why, sizeof why) == 0, "%s", why);
     CHECK(keep_one_state_past_head(&f) == 0, "no sibling state past HEAD");
     char log[16384], h[1024], out[8192];
     int rc = run_to_end(&f, NULL);
     read_all(f.log, log, sizeof log);
     CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere (exit %d):\n%s\n%s", rc, h, log);
-    CHECK(rc == 0 && strstr(log, "lay past HEAD and is not what the replay computes") && strstr(log, "kept aside"),
-          "the resume: exit %d: %s", rc, log);
+    CHECK(rc == 0 && strstr(log, "was made by another run") && strstr(log, "kept aside"), "the resume: exit %d: %s",
+          rc, log);
     CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify: %s", out);
     fixture_close(&o);
     fixture_close(&f);
 }
 
-/* As test_one_sibling_state_past_head_is_replaced, but the sibling committed on another
- * cadence (every 3 episodes, this run every 4): the replay made no commit at the sibling
+/* The same sibling state just past HEAD, with HEAD lost as well: the load, listing the
+ * states newest first, took the sibling's (nothing in a manifest named its run), exit 0,
+ * on the sibling's weights; verify said nothing of it, export wrote the sibling's u. A
+ * state now carries its run's identity (the digest of what RUN pins that decides the
+ * computation: run_config_identity): verify names the sibling's, export passes over it to
+ * this run's newest, and the run goes on from its own and ends on the reference. */
+static void test_sibling_state_past_a_lost_head(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f, o;
+    char why[1200];
+    CHECK(sibling_copied_in(&f, &o, "ledger-sibling-nohead", (config_edit[]){{"lr: 3e-3", 4, '2'}, {0}}, why,
+                            sizeof why) == 0, "%s", why);
+    CHECK(keep_one_state_past_head(&f) == 0, "no sibling state past HEAD");
+    uint64_t hseq, hep;
+    head_of(&f, &hseq, &hep, NULL, 0);
+    uint64_t past = first_state_past(&f, hseq);
+    char path[1200], log[16384], h[1024], out[8192], want[64];
+    snprintf(path, sizeof path, "%s/HEAD", f.store);
+    CHECK(past && unlink(path) == 0, "no state past HEAD (%llu), or HEAD not removed", (unsigned long long)hseq);
+    snprintf(want, sizeof want, "states/%llu.mp: made by another run", (unsigned long long)past);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 3 && strstr(out, want), "verify: %s", out);
+    char opt[1300];
+    snprintf(opt, sizeof opt, "--out %s/export --json", f.dir);
+    snprintf(want, sizeof want, "\"seq\":%llu,", (unsigned long long)hseq);
+    CHECK(tandem_on_store(&f, "export", opt, out, sizeof out) == 0 && strstr(out, want),
+          "export did not take this run's newest state (%llu, the sibling's at %llu): %s", (unsigned long long)hseq,
+          (unsigned long long)past, out);
+    int rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere (exit %d):\n%s\n%s", rc, h, log);
+    CHECK(rc == 0 && strstr(log, "was made by another run"), "the resume: exit %d: %s", rc, log);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify after: %s", out);
+    fixture_close(&o);
+    fixture_close(&f);
+}
+
+/* Another seed's run on another cadence (every 3 episodes, this run every 4) copied in:
+ * the load passes over its states, and the replay replaces those at this run's commit
+ * positions — but not those off its cadence, which stayed once the run had finished:
+ * verify named them for good ("made with seed 4 ... another run's state") while neither
+ * a run (finished) nor repair had anything to do. A finishing run now sets aside every
+ * state of another run that no commit of its own replaced. */
+static void test_finished_run_sets_another_runs_states_aside(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    fixture f, o;
+    char why[1200], log[16384], h[1024], out[8192];
+    const config_edit edits[] = {{"seed: 3", 6, '4'}, {"every_episodes: 4", 16, '3'}, {0}};
+    CHECK(sibling_copied_in(&f, &o, "ledger-foreign-cadence", edits, why, sizeof why) == 0, "%s", why);
+    int rc = run_to_end(&f, NULL);
+    read_all(f.log, log, sizeof log);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere (exit %d):\n%s\n%s", rc, h, log);
+    CHECK(tandem_on_store(&f, "verify", "", out, sizeof out) == 0, "verify once the run finished: %s\nthe run: %s", out,
+          log);
+    CHECK(rc == 0 && strstr(log, "not replaced by a commit of this run"), "the run: exit %d: %s", rc, log);
+    fixture_close(&o);
+    fixture_close(&f);
+}
+
+/* As test_one_sibling_state_past_head_is_replaced, but the sibling is an older tandem's
+ * (its manifest without a run identity: nothing in it names its run) and committed on
+ * another cadence (every 3 episodes, this run every 4): the writer goes on from HEAD's
+ * state and its replay judges the state past HEAD — which made no commit at the sibling
  * state's position, so HEAD moved past it unchecked and it stayed, verify "ok" (review).
  * A commit is now made at that position whatever the cadence: replaced, reference reached. */
 static void test_sibling_state_past_head_off_the_cadence(void) {
     CHECK(g_ref_hash[0], "needs the reference");
     fixture f, o;
-    char text[4096], why[1200];
-    CHECK(fixture_open(&f, "ledger-sibling-cadence", 4) == 0 && read_all(f.config, text, sizeof text) == 0, "fixture");
-    char *lr = strstr(text, "lr: 3e-3"), *every = strstr(text, "every_episodes: 4");
-    CHECK(lr && every, "config");
-    lr[4] = '2', every[16] = '3';
-    o.dir = test_tmpdir("ledger-sibling-cadence-other");
-    snprintf(o.config, sizeof o.config, "%s/run.yaml", o.dir);
-    snprintf(o.store, sizeof o.store, "%s/store", o.dir);
-    snprintf(o.log, sizeof o.log, "%s/log.txt", o.dir);
-    CHECK(write_file(o.config, text) == 0 && stop_at(&f, 12) == 75 && run_to_end(&o, NULL) == 0, "setup");
-    const char *subs[] = {"states", "blobs", "alpha", "metrics"};
-    for (size_t i = 0; i < sizeof subs / sizeof *subs; i++)
-        CHECK(copy_missing(o.store, f.store, subs[i]) == 0, "copying the sibling's %s", subs[i]);
+    char why[1200];
+    const config_edit edits[] = {{"lr: 3e-3", 4, '2'}, {"every_episodes: 4", 16, '3'}, {0}};
+    CHECK(sibling_copied_in(&f, &o, "ledger-sibling-cadence", edits, why, sizeof why) == 0, "%s", why);
     /* the sibling's states on this run's cadence (every 4 episodes of K + E = 5 steps)
      * deleted: the one kept past HEAD is off it (its retention kept 60, 75, 80: 75) */
     uint64_t hseq, hep;
@@ -1355,6 +1438,9 @@ static void test_sibling_state_past_head_off_the_cadence(void) {
         unlink(path);
     }
     CHECK(keep_one_state_past_head(&f) == 0, "no sibling state past HEAD");
+    char path[1200];
+    snprintf(path, sizeof path, "%s/states/%llu.mp", f.store, (unsigned long long)first_state_past(&f, hseq));
+    CHECK(strip_identity(path) == 0, "the sibling's %s carries no identity to strip", path);
     snprintf(why, sizeof why, "states/%llu.mp", (unsigned long long)hseq);
     char log[16384], h[1024], out[8192];
     int rc = run_to_end(&f, NULL);
@@ -1377,14 +1463,12 @@ static void test_blob_of_the_state_past_head_deleted(void) {
     CHECK(fixture_open(&f, "ledger-pastblob", 4) == 0, "fixture");
     CHECK(run_to_end(&f, "TANDEM_TEST_SIGNAL_AT=probe:9") == 75, "setup stop");
     CHECK(run_to_end(&f, "TANDEM_TEST_KILL_AT=head:1") == 128 + SIGKILL, "setup kill");
-    uint64_t hseq, hep, past = 0;
+    uint64_t hseq, hep;
     char hkey[REC_KEY_MAX], path[1200], log[16384], out[8192], h[1024];
     head_of(&f, &hseq, &hep, hkey, sizeof hkey);
-    for (uint64_t q = hseq + 1; q < hseq + 200 && !past; q++) {
-        snprintf(path, sizeof path, "%s/states/%llu.mp", f.store, (unsigned long long)q);
-        if (file_size(path) > 0) past = q;
-    }
+    uint64_t past = first_state_past(&f, hseq);
     CHECK(past, "no state past HEAD (at %llu)", (unsigned long long)hseq);
+    snprintf(path, sizeof path, "%s/states/%llu.mp", f.store, (unsigned long long)past);
     static unsigned char buf[1 << 20], hbuf[1 << 20];
     size_t n, hn;
     rec_state ps, hs;
@@ -1427,13 +1511,10 @@ static void test_change_at_a_state_past_head(void) {
     CHECK(fixture_open(&f, "ledger-change-past", 4) == 0, "fixture");
     CHECK(run_to_end(&f, "TANDEM_TEST_SIGNAL_AT=probe:9") == 75, "setup stop");
     CHECK(run_to_end(&f, "TANDEM_TEST_KILL_AT=head:1") == 128 + SIGKILL, "setup kill");
-    uint64_t hseq, hep, past = 0;
+    uint64_t hseq, hep;
     head_of(&f, &hseq, &hep, NULL, 0);
     char path[1200], log[16384], out[8192], h1[1024], h2[1024];
-    for (uint64_t q = hseq + 1; q < hseq + 200 && !past; q++) {
-        snprintf(path, sizeof path, "%s/states/%llu.mp", f.store, (unsigned long long)q);
-        if (file_size(path) > 0) past = q;
-    }
+    uint64_t past = first_state_past(&f, hseq);
     CHECK(past, "no state past HEAD (at %llu)", (unsigned long long)hseq);
     char cmd[2400];
     snprintf(cmd, sizeof cmd, "cp -a '%s' '%s/twin'", f.store, f.dir);
@@ -3042,6 +3123,8 @@ int main(void) {
     RUN(test_states_of_another_seed_are_passed_over);
     RUN(test_sibling_states_past_head_are_not_trusted);
     RUN(test_one_sibling_state_past_head_is_replaced);
+    RUN(test_sibling_state_past_a_lost_head);
+    RUN(test_finished_run_sets_another_runs_states_aside);
     RUN(test_sibling_state_past_head_off_the_cadence);
     RUN(test_blob_of_the_state_past_head_deleted);
     RUN(test_change_at_a_state_past_head);

@@ -69,6 +69,28 @@ static void test_state_round_trip(void) {
               strstr(e.msg, "chunk_bytes") && strstr(e.msg, "multiple of 4"),
           "chunk_bytes 1026: %s", e.msg);
     s.tensors[0].chunk_bytes = 1024;
+    /* the run's identity: kept, and the record written in REC_FORMAT_RUN (a tandem from
+     * before it refuses that as a newer tandem's, rec_format_newer, not as damage); without
+     * it, in REC_FORMAT as before */
+    s.has_run = 1;
+    memset(s.run.b, 0xab, sizeof s.run.b);
+    free(buf);
+    buf = rec_state_encode(&s, &n);
+    CHECK(rec_state_decode(buf, n, "s", &back, &e) == 0 && back.has_run && sha256_equal(&back.run, &s.run), "run: %s",
+          e.msg);
+    rec_state_free(&back);
+    static const unsigned char f2[] = {0xa6, 'f', 'o', 'r', 'm', 'a', 't', REC_FORMAT_RUN};
+    /* "format" is the map's first key, after its header (map16: 3 bytes) */
+    CHECK(n > 11 && memcmp((const unsigned char *)buf + 3, f2, sizeof f2) == 0 && REC_FORMAT_RUN > REC_FORMAT &&
+              REC_FORMAT_RUN <= REC_FORMAT_MAX, "a state with its run's identity is not written in format %d",
+          REC_FORMAT_RUN);
+    s.has_run = 0;
+    free(buf);
+    buf = rec_state_encode(&s, &n);
+    static const unsigned char f1[] = {0xa6, 'f', 'o', 'r', 'm', 'a', 't', REC_FORMAT};
+    CHECK(memcmp((const unsigned char *)buf + 3, f1, sizeof f1) == 0 && rec_state_decode(buf, n, "s", &back, &e) == 0 &&
+              !back.has_run, "a state without an identity: %s", e.msg);
+    rec_state_free(&back);
     /* without pending losses */
     s.have_losses = 0;
     free(buf);

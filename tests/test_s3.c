@@ -1241,7 +1241,7 @@ static void test_alpha_record_refused(void) {
  * Once it has landed, the store must verify, and the second's output hold each of `says`
  * (NULL-terminated). */
 static void late_write_then(const char *tag, const char *first_env, int first_want, int gc, int stall,
-                            const char *const *says) {
+                            const char *first_skew, const char *const *says) {
     fixture f;
     CHECK(runner_fixture(&f, tag, 1) == 0, "fixture");
     control("/reset", "{}");
@@ -1254,7 +1254,10 @@ static void late_write_then(const char *tag, const char *first_env, int first_wa
     static char out[16384], vout[16384];
     setenv("TANDEM_S3_TIMEOUT", "1", 1);
     double t0 = now_s(); /* the held request begins after this: it lands within `stall` s of its start */
-    int first = wait_exit(start_run_argv(&f, first_env, args));
+    if (first_skew) setenv("TANDEM_TEST_CLOCK_OFFSET_S", first_skew, 1); /* the first one's machine's clock */
+    pid_t p1 = start_run_argv(&f, first_env, args);
+    unsetenv("TANDEM_TEST_CLOCK_OFFSET_S");
+    int first = wait_exit(p1);
     double t_end = now_s();
     long stalls = counter("stall");
     int second = gc ? tandem_on_store(&f, "gc", "--keep 1", out, sizeof out)
@@ -1287,7 +1290,19 @@ static void late_write_then(const char *tag, const char *first_env, int first_wa
  * until then. */
 static void test_late_write_of_a_stopped_writer(void) {
     const char *says[] = {"writes that writer epoch 1 gave up on may still land", NULL};
-    late_write_then("s3latestop", "TANDEM_TEST_SIGNAL_AT=free:13", 75, 0, 32, says);
+    late_write_then("s3latestop", "TANDEM_TEST_SIGNAL_AT=free:13", 75, 0, 32, NULL, says);
+}
+
+/* The same with the stopped writer's machine 300 s behind the next one's (within S3's
+ * 15 minutes): its lease's settle_until, a time on its own clock, read as long past on the
+ * next one's, which kept nothing, and the held PUT brought state 3 back without its blobs
+ * (a clock hunt; from 90 s on). The window's rest is now what was left at the release
+ * less the lease's age on the store's clock (audit_settle_left); gc judges it the same. */
+static void test_late_write_of_a_writer_on_a_slow_clock(void) {
+    const char *says[] = {"writes that writer epoch 1 gave up on may still land", NULL};
+    late_write_then("s3lateskew", "TANDEM_TEST_SIGNAL_AT=free:13", 75, 0, 32, "-300", says);
+    const char *gcsays[] = {"it gave up on some without an answer", NULL};
+    late_write_then("s3lateskewgc", NULL, 0, 1, 20, "-300", gcsays);
 }
 
 /* `tandem gc` right after a run that ended with a write given up on (its lease released,
@@ -1298,10 +1313,10 @@ static void test_late_write_of_a_stopped_writer(void) {
  * hour after its last sign of life), and says so. */
 static void test_late_write_then_gc(void) {
     const char *finished[] = {"it gave up on some without an answer", "for now: a write of it got no answer", NULL};
-    late_write_then("s3lategc", NULL, 0, 1, 20, finished);
+    late_write_then("s3lategc", NULL, 0, 1, 20, NULL, finished);
     const char *killed[] = {"it stopped without releasing the lease", "for now: a write of it got no answer",
                             "keep unreferenced blobs", NULL};
-    late_write_then("s3latekillgc", "TANDEM_TEST_KILL_AT=manifest:6", 128 + SIGKILL, 1, 20, killed);
+    late_write_then("s3latekillgc", "TANDEM_TEST_KILL_AT=manifest:6", 128 + SIGKILL, 1, 20, NULL, killed);
 }
 
 /* The seconds a gc note says writes may still land for ("may still land for N s more"),
@@ -1443,6 +1458,18 @@ static void test_unpin_outlasts_its_late_delete(void) {
           rg, out, gcout);
 }
 
+/* Once a held DELETE has landed (at lands_at, now_s()'s clock; had it not yet), the proxy
+ * reset: `tandem verify` of f's store into out, and f's folder removed. verify's exit. */
+static int verify_once_landed(fixture *f, double lands_at, char *out, size_t cap) {
+    double left = lands_at - now_s();
+    if (left > 0) usleep((useconds_t)(left * 1e6));
+    control("/reset", "{}");
+    int v = tandem_on_store(f, "verify", "", out, cap);
+    test_rmtree(f->dir);
+    free(f->dir);
+    return v;
+}
+
 /* The run of f killed before its 12th HEAD move, its newest state manifest (key, 64
  * bytes) overwritten with garbage, and the next DELETE of it held `stall` s in the proxy:
  * a resume sets it aside and DELETEs it, and that DELETE lands late. 0, or -1 with why. */
@@ -1506,14 +1533,9 @@ static void test_rewritten_state_outlasts_its_late_delete(void) {
     unsetenv("TANDEM_S3_TIMEOUT");
     unsetenv("TANDEM_TEST_SETTLE_S");
     long stalls = counter("stall");
-    double left = t0 + 7.0 - now_s();
-    if (left > 0) usleep((useconds_t)(left * 1e6)); /* the held DELETE has landed, had it not yet */
-    control("/reset", "{}");
     static char log[16384], out[16384];
     read_all(f.log, log, sizeof log);
-    int v = tandem_on_store(&f, "verify", "", out, sizeof out);
-    test_rmtree(f.dir);
-    free(f.dir);
+    int v = verify_once_landed(&f, t0 + 7.0, out, sizeof out); /* the held DELETE landed */
     CHECK(rc == 0 && stalls == 1, "the rerun: exit %d, %ld DELETEs held: %s", rc, stalls, log);
     CHECK(v == 0, "verify once the held DELETE of %s landed: exit %d: %s\nthe rerun: %s", key, v, out, log);
 }
@@ -1596,12 +1618,7 @@ static void test_resume_outlasts_a_stopped_runs_late_delete(void) {
     int r3 = run_to_end(&f, NULL);
     double took3 = now_s() - t3;
     read_all(f.log, log3, sizeof log3);
-    double left = t0 + 14.0 - now_s(); /* the held DELETE has landed, had it not yet */
-    if (left > 0) usleep((useconds_t)(left * 1e6));
-    control("/reset", "{}");
-    int v = tandem_on_store(&f, "verify", "", out, sizeof out);
-    test_rmtree(f.dir);
-    free(f.dir);
+    int v = verify_once_landed(&f, t0 + 14.0, out, sizeof out); /* the held DELETE landed */
     CHECK(waiting && stalls == 1 && r2 == 75 && took2 < 8.0, "the second run did not stop while waiting to write "
           "%s again (exit %d after %.1f s, %ld DELETEs held): %s", key, r2, took2, stalls, log2);
     CHECK(r3 == 0 && v == 0, "the resume (exit %d), then verify once the held DELETE of %s landed: exit %d: %s\n"
@@ -1636,12 +1653,7 @@ static void test_resume_outlasts_a_killed_runs_late_delete(void) {
     unsetenv("TANDEM_S3_TIMEOUT");
     unsetenv("TANDEM_TEST_SETTLE_S");
     read_all(f.log, log3, sizeof log3);
-    double left = t0 + 14.0 - now_s(); /* the held DELETE has landed, had it not yet */
-    if (left > 0) usleep((useconds_t)(left * 1e6));
-    control("/reset", "{}");
-    int v = tandem_on_store(&f, "verify", "", out, sizeof out);
-    test_rmtree(f.dir);
-    free(f.dir);
+    int v = verify_once_landed(&f, t0 + 14.0, out, sizeof out); /* the held DELETE landed */
     CHECK(waiting && stalls == 1 && r2 == 128 + SIGKILL, "the second run was not killed while waiting to write %s "
           "again (exit %d, %ld DELETEs held): %s", key, r2, stalls, log2);
     CHECK(r3 == 0 && v == 0, "the resume (exit %d), then verify once the held DELETE of %s landed: exit %d: %s\n"
@@ -1675,12 +1687,7 @@ static void test_resume_outlasts_a_delete_in_flight_at_a_kill(void) {
     unsetenv("TANDEM_TEST_SETTLE_S");
     static char log3[16384], out[16384];
     read_all(f.log, log3, sizeof log3);
-    double left = t0 + 14.0 - now_s(); /* the held DELETE has landed, had it not yet */
-    if (left > 0) usleep((useconds_t)(left * 1e6));
-    control("/reset", "{}");
-    int v = tandem_on_store(&f, "verify", "", out, sizeof out);
-    test_rmtree(f.dir);
-    free(f.dir);
+    int v = verify_once_landed(&f, t0 + 14.0, out, sizeof out); /* the held DELETE landed */
     CHECK(stalls == 1 && r2 == 128 + SIGKILL, "not killed with the DELETE of %s in flight (exit %d, %ld held)", key, r2,
           stalls);
     CHECK(r3 == 0 && v == 0, "the resume (exit %d), then verify once the held DELETE of %s landed: exit %d: %s\n"
@@ -1726,12 +1733,7 @@ static void test_run_outlasts_a_killed_repairs_late_delete(void) {
     unsetenv("TANDEM_S3_TIMEOUT");
     unsetenv("TANDEM_TEST_SETTLE_S");
     read_all(f.log, log3, sizeof log3);
-    double left = t0 + 14.0 - now_s(); /* the held DELETE has landed, had it not yet */
-    if (left > 0) usleep((useconds_t)(left * 1e6));
-    control("/reset", "{}");
-    int v = tandem_on_store(&f, "verify", "", out, sizeof out);
-    test_rmtree(f.dir);
-    free(f.dir);
+    int v = verify_once_landed(&f, t0 + 14.0, out, sizeof out); /* the held DELETE landed */
     CHECK(waiting && stalls == 1 && r2 == 128 + SIGKILL, "repair was not killed while waiting for its DELETE of %s "
           "(exit %d, %ld DELETEs held): %s", key, r2, stalls, rout);
     CHECK(r3 == 0 && v == 0, "the run (exit %d), then verify once the held DELETE of %s landed: exit %d: %s\n"
@@ -1841,12 +1843,7 @@ static void test_resume_outlasts_a_killed_supersedes_late_delete(void) {
     unsetenv("TANDEM_S3_TIMEOUT");
     unsetenv("TANDEM_TEST_SETTLE_S");
     read_all(f.log, log3, sizeof log3);
-    double left = t0 + 14.0 - now_s(); /* the held DELETE has landed, had it not yet */
-    if (left > 0) usleep((useconds_t)(left * 1e6));
-    control("/reset", "{}");
-    int v = tandem_on_store(&f, "verify", "", out, sizeof out);
-    test_rmtree(f.dir);
-    free(f.dir);
+    int v = verify_once_landed(&f, t0 + 14.0, out, sizeof out); /* the held DELETE landed */
     CHECK(waiting && stalls == 1 && r2 == 128 + SIGKILL, "the changed run was not killed while waiting for its late "
           "DELETE (exit %d, %ld held): %s", r2, stalls, log);
     CHECK(r3 == 0 && v == 0, "the resume: exit %d; verify once the held DELETE landed: exit %d: %s\n%s", r3, v, out, log3);
@@ -1899,12 +1896,7 @@ static void test_ranks_outlast_the_end_wait_for_a_late_delete(void) {
     static char log0[16384], log1[16384], out[16384];
     read_all(f.log, log0, sizeof log0);
     read_all(f1.log, log1, sizeof log1);
-    double left = t0 + 21.0 - now_s(); /* the held DELETE lands */
-    if (left > 0) usleep((useconds_t)(left * 1e6));
-    control("/reset", "{}");
-    int v = tandem_on_store(&f, "verify", "", out, sizeof out);
-    test_rmtree(f.dir);
-    free(f.dir);
+    int v = verify_once_landed(&f, t0 + 21.0, out, sizeof out); /* the held DELETE landed */
     CHECK(stalls == 1 && strstr(log0, "a DELETE given up on may still land for"),
           "rank 0 never waited for a late DELETE at its end (%ld held): %s", stalls, log0);
     CHECK(r0 == 0 && r1 == 0, "rank 0 exit %d, rank 1 exit %d (want 0 / 0)\nrank 0: %s\nrank 1: %s", r0, r1, log0,
@@ -2164,6 +2156,39 @@ static void test_temporary_credentials_during_runs(void) {
                issued);
     }
     for (int i = 0; i < NSRC; i++) fixture_done(&src[i].f);
+}
+
+/* Container credentials whose issuer's clock is 10 minutes ahead of this machine's: each
+ * answer states an Expiration 10 minutes past the moment S3 refuses the key (3 s after
+ * the issue), so the client, trusting it, renewed too late and the run stopped at the
+ * first refusal, exit 3 "ExpiredToken ... renew them" — from a source that renews itself
+ * (a clock hunt, with the machine's own clock stepped back). An ExpiredToken (or a 400 or
+ * 403 to a HEAD, which has no body to name it) now renews a refreshing source's
+ * credentials once and sends the request again: the run ends on the reference. */
+static void test_credentials_of_an_issuer_ahead(void) {
+    CHECK(g_ref_hash[0], "needs the reference");
+    char podtok[700], c1[800], c2[800];
+    snprintf(podtok, sizeof podtok, "%s/pod-token-ahead", g_dir);
+    CHECK(write_file(podtok, "pod-identity-token-ahead\n") == 0, "token file");
+    CHECK(control("/sts/config", "{\"duration_s\": 3, \"clock_ahead_s\": 600, "
+                  "\"container_token\": \"pod-identity-token-ahead\"}") == 0, "configure the endpoint");
+    snprintf(c1, sizeof c1, "AWS_CONTAINER_CREDENTIALS_FULL_URI=%s/container-creds", getenv("TANDEM_S3_CONTROL"));
+    snprintf(c2, sizeof c2, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=%s", podtok);
+    const char *env[] = {c1, c2, NULL};
+    fixture f;
+    CHECK(runner_fixture(&f, "s3ahead", 1) == 0, "fixture");
+    long issued0 = counter("container_issued");
+    double t0 = now_s();
+    int rc = wait_exit(start_with_env(&f, env, "TANDEM_TEST_STEP_DELAY_MS=120"));
+    double secs = now_s() - t0;
+    long issued = counter("container_issued") - issued0;
+    control("/sts/config", "{\"clock_ahead_s\": 0}");
+    char log[16384], h[1024];
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "exit %d after %.1f s (%ld credentials issued): %s", rc, secs, issued, log);
+    CHECK(secs > 6 && issued >= 3, "%.1f s and %ld credentials issued: none outlived by the run", secs, issued);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, g_ref_hash) == 0, "ended elsewhere:\n%s", h);
+    fixture_done(&f);
 }
 
 /* Temporary credentials are refreshed between the parts of one multipart upload: parts go
@@ -2517,6 +2542,7 @@ int main(void) {
     RUN(test_reference_on_file_store);
     RUN(test_runner_chaos_on_s3);
     RUN(test_temporary_credentials_during_runs);
+    RUN(test_credentials_of_an_issuer_ahead);
     RUN(test_web_identity_revoked);
     RUN(test_refresh_between_multipart_parts);
     RUN(test_refused_credentials);
@@ -2524,6 +2550,7 @@ int main(void) {
     RUN(test_late_write_after_retention);
     RUN(test_late_write_of_a_killed_writer);
     RUN(test_late_write_of_a_stopped_writer);
+    RUN(test_late_write_of_a_writer_on_a_slow_clock);
     RUN(test_late_write_then_gc);
     RUN(test_gc_with_a_listing_that_misses_states);
     RUN(test_stop_while_the_store_hangs);

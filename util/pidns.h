@@ -27,4 +27,12 @@ void pidns_self(pidns_id *out);
  * parts read on both sides and equal. */
 int pidns_same(const pidns_id *mine, const pidns_id *theirs);
 
+/* Process pid's start, in clock ticks since its machine's boot (/proc/<pid>/stat's
+ * starttime; pid 0: this process), and its command name into comm (cap bytes; NULL: not
+ * wanted). With the boot id this names one process for good: a pid used again has
+ * another start, and no step of the wall clock moves it (the wall-clock start, boot time
+ * plus ticks, moves with every step: a live writer read as "another process"). 0, or -1
+ * when it cannot be read (no such process, no /proc). */
+int pidns_start_ticks(long pid, uint64_t *ticks, char *comm, size_t cap);
+
 #endif

@@ -209,6 +209,9 @@ class Sts:
             self.token = doc.get("token", self.token)
             self.role_arn = doc.get("role_arn", self.role_arn)
             self.duration = float(doc.get("duration_s", self.duration))
+            # an issuer whose clock is ahead: the Expiration it states lies that far past
+            # the moment S3 refuses the key (the client, trusting it, renews too late)
+            self.clock_ahead = float(doc.get("clock_ahead_s", getattr(self, "clock_ahead", 0.0)))
             self.container_token = doc.get("container_token", self.container_token)
             self.imds_role = doc.get("imds_role", self.imds_role)
             self.imds_tokens = getattr(self, "imds_tokens", set())
@@ -255,10 +258,11 @@ class Sts:
             expires = time.time() + self.duration
         creds.keys[ak] = (sk, st)
         creds.expiry[ak] = expires
+        stated = expires + getattr(self, "clock_ahead", 0.0)
         return json.dumps({"Code": "Success", "Type": "AWS-HMAC", "AccessKeyId": ak,
                            "SecretAccessKey": sk, "Token": st,
                            "LastUpdated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                           "Expiration": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires))})
+                           "Expiration": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stated))})
 
     def answer(self, creds, form):
         """(status, xml) for a request's form fields."""
