@@ -317,7 +317,22 @@ static int status(const char *url, FILE *j, tdm_err *out) {
     if (!rc && !cfg) rc = err_set(&e, ERR_INTERNAL, "out of memory");
     if (!rc) rc = run_config_read(st, cfg, run_id, sizeof run_id, &e);
     if (!rc) rc = audit_chain_read(st, &c, &e);
-    if (!rc) rc = audit_head(st, &h, &s, &have, &e);
+    char hdamage[1200] = "";
+    if (!rc) rc = audit_head_damage(st, &h, &s, &have, hdamage, sizeof hdamage, &e);
+    /* HEAD missing (a first commit cut off before HEAD moved, or HEAD lost) or unusable
+     * while states are there: a resume goes on from the newest of the run's that verifies,
+     * not from the beginning (said so before, while the resume went on from states/840.mp;
+     * a damaged HEAD was exit 3 and nothing else) */
+    int listed = 0;
+    size_t nlisted = 0;
+    char lkey[64] = "";
+    if (!rc && !have) {
+        sha256_digest id;
+        int has_id = run_config_identity(&run, &id) == 0;
+        rc = audit_newest_listed(st, cfg->run.seed, has_id ? &id : NULL, &s, lkey, sizeof lkey, &nlisted, &listed,
+                                 &e);
+        have = listed;
+    }
     if (!rc && j) {
         char hex[65];
         sha256_hex(&run.config_sha, hex);
@@ -338,16 +353,25 @@ static int status(const char *url, FILE *j, tdm_err *out) {
             else fprintf(j, ",\"free_step\":null");
             fprintf(j, ",\"free_steps\":%llu,\"seq\":%llu,\"seq_total\":%llu}", (unsigned long long)E,
                     (unsigned long long)s.seq, (unsigned long long)(T * per_episode));
-            double age = (double)time(NULL) - h.time;
-            if (age < 0) age = 0; /* whole-second clock against a fractional commit time */
-            fprintf(j, ",\"commit\":{\"state\":");
-            json_str(j, h.state);
-            json_time(j, "time", h.time);
-            fprintf(j, ",\"age_s\":");
-            json_num(j, age);
-            double hours = (h.time - (double)run.created) / 3600.0;
-            fprintf(j, "},\"commits\":%llu,\"commits_per_hour\":", (unsigned long long)h.commits);
-            json_num(j, hours > 0 ? (double)h.commits / hours : NAN);
+            if (listed) {
+                fprintf(j, ",\"commit\":null,\"commits\":null,\"commits_per_hour\":null,\"head_missing\":{\"state\":");
+                json_str(j, lkey);
+                fprintf(j, ",\"states_listed\":%zu,\"damage\":", nlisted);
+                if (hdamage[0]) json_str(j, hdamage);
+                else fprintf(j, "null");
+                fprintf(j, "}");
+            } else {
+                double age = (double)time(NULL) - h.time;
+                if (age < 0) age = 0; /* whole-second clock against a fractional commit time */
+                fprintf(j, ",\"commit\":{\"state\":");
+                json_str(j, h.state);
+                json_time(j, "time", h.time);
+                fprintf(j, ",\"age_s\":");
+                json_num(j, age);
+                double hours = (h.time - (double)run.created) / 3600.0;
+                fprintf(j, "},\"commits\":%llu,\"commits_per_hour\":", (unsigned long long)h.commits);
+                json_num(j, hours > 0 ? (double)h.commits / hours : NAN);
+            }
             ledger_speed sp;
             ledger_speed_read(st, T, &sp);
             uint64_t ahead = c.n ? c.rec[c.n - 1].seq : 0;
@@ -382,6 +406,11 @@ static int status(const char *url, FILE *j, tdm_err *out) {
             fprintf(j, ",\"position\":null,\"commit\":null,\"commits\":null,\"commits_per_hour\":null,"
                        "\"at_risk_steps\":%llu,\"alpha_reach_seq\":%llu,\"alpha\":null,\"finished\":false,"
                        "\"speed\":null,\"size\":null", (unsigned long long)reach, (unsigned long long)ahead);
+            if (hdamage[0]) {
+                fprintf(j, ",\"head_missing\":{\"state\":null,\"states_listed\":%zu,\"damage\":", nlisted);
+                json_str(j, hdamage);
+                fprintf(j, "}");
+            }
             char why[1200];
             if (audit_store_stranded(st, why, sizeof why)) {
                 fprintf(j, ",\"stranded\":");
@@ -409,14 +438,27 @@ static int status(const char *url, FILE *j, tdm_err *out) {
             printf(" (run position %llu of %llu)\n", (unsigned long long)s.seq,
                    (unsigned long long)(T * per_episode));
             if (cfg->run.mode == CONFIG_MODE_FIXED) printf("mode      fixed mixture (no alpha updates)\n");
-            char when[64];
-            audit_time(h.time, when, sizeof when);
-            double age = (double)time(NULL) - h.time;
-            if (age < 0) age = 0; /* whole-second clock against a fractional commit time */
-            printf("commit    last full state %s at %s (%.0f s ago)\n", h.state, when, age);
-            double hours = (h.time - (double)run.created) / 3600.0;
-            if (hours > 0) printf("rate      %llu commits, %.1f per hour\n", (unsigned long long)h.commits,
-                                  (double)h.commits / hours);
+            if (listed) {
+                if (hdamage[0]) {
+                    printf("commit    HEAD cannot be used (");
+                    term_text(stdout, hdamage); /* the store's text: no escapes into the terminal */
+                    printf(")");
+                } else {
+                    printf("commit    HEAD is missing");
+                }
+                printf(": %s is the newest state of this run (of %zu listed); a resume goes on from it if it "
+                       "verifies, else from an older one (tandem verify checks them)\n", lkey, nlisted);
+            } else {
+                char when[64];
+                audit_time(h.time, when, sizeof when);
+                double age = (double)time(NULL) - h.time;
+                if (age < 0) age = 0; /* whole-second clock against a fractional commit time */
+                printf("commit    last full state %s at %s (%.0f s ago)\n", h.state, when, age);
+                double hours = (h.time - (double)run.created) / 3600.0;
+                if (hours > 0 && h.commits) /* 0: HEAD was written again by a resume (the count went with it) */
+                    printf("rate      %llu commits, %.1f per hour\n", (unsigned long long)h.commits,
+                           (double)h.commits / hours);
+            }
             ledger_speed sp;
             ledger_speed_read(st, T, &sp);
             /* how far the run went past its last state: its α records, or for a fixed run
@@ -424,8 +466,9 @@ static int status(const char *url, FILE *j, tdm_err *out) {
             uint64_t ahead = c.n ? c.rec[c.n - 1].seq : 0;
             int by_rows = !c.n && sp.reached_seq > ahead;
             if (by_rows) ahead = sp.reached_seq;
-            printf("at risk   %llu steps since the last full state (%s reach run position %llu)\n",
-                   (unsigned long long)(ahead > s.seq ? ahead - s.seq : 0), by_rows ? "metrics rows" : "alpha records",
+            printf("at risk   %llu steps since %s (%s reach run position %llu)\n",
+                   (unsigned long long)(ahead > s.seq ? ahead - s.seq : 0), listed ? lkey : "the last full state",
+                   by_rows ? "metrics rows" : "alpha records",
                    (unsigned long long)ahead);
             if (sp.n) {
                 char eta[64];
@@ -442,6 +485,11 @@ static int status(const char *url, FILE *j, tdm_err *out) {
             rc = print_size(st, &s, NULL, &e);
         } else {
             printf("position  no full state committed yet\n");
+            if (hdamage[0]) {
+                printf("HEAD      cannot be used (");
+                term_text(stdout, hdamage);
+                printf("), and no state of this run is listed\n");
+            }
             ledger_speed sp;
             ledger_speed_read(st, T, &sp);
             uint64_t ahead = c.n ? c.rec[c.n - 1].seq : 0;

@@ -203,6 +203,14 @@ int sweep_point_read(const char *root_url, const sweep *s, size_t i, sweep_point
             goto out;
         }
     }
+    if (!rc && !have) {
+        /* HEAD missing (a first commit cut off before HEAD moved, or HEAD lost): where a
+         * resume goes on from, as `tandem status STORE` says (seed only: a point's store) */
+        char key[64];
+        size_t listed = 0;
+        tdm_err le;
+        if (audit_newest_listed(st, cfg->run.seed, NULL, &rs, key, sizeof key, &listed, &have, &le)) have = 0;
+    }
     if (!rc && have) {
         p->episode = rs.episode;
         if (!strcmp(rs.step, "done")) p->state = SWEEP_POINT_FINISHED;

@@ -266,31 +266,76 @@ int audit_chain_read(store *st, audit_chain *c, tdm_err *e) {
     return rc;
 }
 
-int audit_head(store *st, rec_head *head, rec_state *state, int *have, tdm_err *e) {
+int audit_head_damage(store *st, rec_head *head, rec_state *state, int *have, char *damage, size_t cap,
+                      tdm_err *e) {
     *have = 0;
+    damage[0] = '\0';
     memset(state, 0, sizeof *state);
     void *data = NULL;
     size_t n = 0;
     int rc = store_get(st, LEDGER_HEAD, &data, &n, NULL, e);
     if (rc == STORE_NOT_FOUND) return 0;
     if (rc) return rc;
-    rc = rec_head_decode(data, n, LEDGER_HEAD, head, e);
+    tdm_err de;
+    rc = rec_head_decode(data, n, LEDGER_HEAD, head, &de);
     free(data);
-    if (rc) return rc;
+    if (rc) return snprintf(damage, cap, "%s", de.msg), 0;
     rc = store_get(st, head->state, &data, &n, NULL, e);
-    if (rc == STORE_NOT_FOUND)
-        return err_set(e, ERR_STORE, "%s: HEAD names %s, which is missing", store_url(st), head->state);
+    if (rc == STORE_NOT_FOUND) return snprintf(damage, cap, "HEAD names %s, which is missing", head->state), 0;
     if (rc) return rc;
     sha256_digest d;
     sha256(data, n, &d);
     if (!sha256_equal(&d, &head->state_sha)) {
         free(data);
-        return err_set(e, ERR_STORE, "%s: %s does not match the SHA-256 in HEAD", store_url(st),
-                       head->state);
+        return snprintf(damage, cap, "%s does not match the SHA-256 in HEAD", head->state), 0;
     }
-    rc = rec_state_decode(data, n, head->state, state, e);
+    rc = rec_state_decode(data, n, head->state, state, &de);
     free(data);
-    if (!rc) *have = 1;
+    if (rc) return snprintf(damage, cap, "%s", de.msg), 0;
+    *have = 1;
+    return 0;
+}
+
+int audit_head(store *st, rec_head *head, rec_state *state, int *have, tdm_err *e) {
+    char damage[1200];
+    int rc = audit_head_damage(st, head, state, have, damage, sizeof damage, e);
+    if (!rc && damage[0]) {
+        /* the words callers said before: "URL: HEAD names ..." for a dangling or wrong HEAD */
+        if (!strncmp(damage, "HEAD names", 10) || strstr(damage, "does not match the SHA-256 in HEAD"))
+            return err_set(e, ERR_STORE, "%s: %s", store_url(st), damage);
+        return err_set(e, ERR_STORE, "%s", damage);
+    }
+    return rc;
+}
+
+int audit_newest_listed(store *st, uint64_t seed, const sha256_digest *run, rec_state *state, char *key,
+                        size_t cap, size_t *listed, int *have, tdm_err *e) {
+    *have = 0, *listed = 0;
+    memset(state, 0, sizeof *state);
+    uint64_t *seqs = NULL;
+    size_t ns = 0;
+    int rc = list_indices(st, LEDGER_STATES, &seqs, &ns, e);
+    if (rc) return rc;
+    *listed = ns;
+    for (size_t i = ns; !rc && !*have && i-- > 0;) { /* newest first */
+        ledger_state_key(key, cap, seqs[i]);
+        void *data = NULL;
+        size_t n = 0;
+        tdm_err de;
+        rc = store_get(st, key, &data, &n, NULL, e);
+        if (rc == STORE_NOT_FOUND) { /* deleted since the listing (retention) */
+            rc = 0;
+            continue;
+        }
+        if (!rc && rec_state_decode(data, n, key, state, &de) == 0) {
+            /* another run's (copied in) is passed over, as the resume passes it over */
+            if (state->seed == seed && !(run && state->has_run && !sha256_equal(&state->run, run))) *have = 1;
+            else rec_state_free(state);
+        }
+        free(data);
+    }
+    free(seqs);
+    if (!*have) key[0] = '\0';
     return rc;
 }
 

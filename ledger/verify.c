@@ -403,14 +403,14 @@ static int verify_once(store *st, const char *url, const ledger_pin *pin, ledger
     if (audit_generation(st, &v.gens, &ge) && pin->ok) add_line(r, VERIFY_FAULT, 0, "%s", ge.msg);
     v.gen = v.gens.n;
     int rc = 0;
-    /* the lease: a run replaces one that does not decode (and says so) */
+    /* the lease, read once: a run replaces one that does not decode (and says so); one
+     * whose holder may be alive makes the windows every live run passes through notes */
     tdm_err le;
-    rec_lease l;
-    int lr = ledger_read(st, REC_KIND_LEASE, LEDGER_LEASE, NULL, &l, &le);
-    if (lr == STORE_CORRUPT) add_line(r, VERIFY_FAULT, 0, "%s (the next tandem run replaces it)", le.msg);
-    else if (lr && lr != STORE_NOT_FOUND) rc = lr, *e = le;
     audit_lease al;
-    if (!rc && lr == 0 && !l.released && audit_lease_read(st, &al, &le) == 0) v.live = al.state == AUDIT_LEASE_HELD;
+    int lr = audit_lease_read(st, &al, &le);
+    if (lr) rc = lr, *e = le;
+    else if (al.damaged) add_line(r, VERIFY_FAULT, 0, "%s (the next tandem run replaces it)", al.why);
+    else v.live = al.state == AUDIT_LEASE_HELD;
     /* the pins of the run's inputs: a run writes a damaged one again from its dataset or
      * model folder (and says so), losing the comparison with what the run started from */
     if (!rc) {

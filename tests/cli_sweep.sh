@@ -5,7 +5,8 @@
 #
 #   - a 2 x 2 study (--sweep run.seed --sweep tandem.lr_alpha) with two points run: the
 #     first point writes ROOT/SWEEP; status lists all four points (2 finished, 2 pending),
-#     each finished point's alpha* equal to `tandem mixture` of its own store;
+#     each finished point's alpha* equal to `tandem mixture` of its own store; a finished
+#     point whose HEAD is lost is still finished (at its newest state);
 #   - results: each finished point's per-domain perplexities and Average equal `tandem
 #     eval` of its store (JSON, to the last digit); CSV has one row per point and domain
 #     plus an Average row; --svg is well-formed with three panels and the right bars;
@@ -73,6 +74,20 @@ grep -q "2 finished, 0 running, 0 stopped (run them again to resume), 2 pending"
   && grep -q "run.seed=2,tandem.lr_alpha=2e-3" "$tmp/status.txt" \
   && pass "status ROOT as a table: every point and the counts" \
   || fail "status ROOT as a table: every point and the counts" "$(cat "$tmp/status.txt")"
+
+# a point whose HEAD is lost (or not yet written by its first commit): where a resume goes
+# on from, its newest state (before: "stopped" at episode 0 for a finished point)
+mv "$root/$label0/HEAD" "$tmp/HEAD0"
+"$bin" status "$root" --json >"$tmp/nohead.json" 2>"$tmp/nohead.err"; st=$?
+mv "$tmp/HEAD0" "$root/$label0/HEAD"
+if [ $st = 0 ] && $py - "$tmp/nohead.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["sweep"]["points"][0]
+assert p["state"] == "finished" and p["episode"] == 6, p
+PY
+then pass "status ROOT: a finished point whose HEAD is lost is finished at its newest state"
+else fail "status ROOT: a finished point whose HEAD is lost is finished at its newest state" \
+  "exit $st" "$(head -c 600 "$tmp/nohead.json")" "$(cat "$tmp/nohead.err")"; fi
 
 # results: the same numbers as tandem eval of each point's store
 "$bin" results "$root" --json --svg "$tmp/r.svg" >"$tmp/results.json" 2>"$tmp/results.err"; st=$?

@@ -834,21 +834,6 @@ static void test_pin_during_gc(void) {
     free(f.dir);
 }
 
-/* Whether process pid is stopped (SIGSTOP: a test hook froze it), waiting up to 60 s. */
-static int wait_stopped(pid_t pid) {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    for (double t0 = now_s(); now_s() - t0 < 60; usleep(20000)) {
-        FILE *fp = fopen(path, "r");
-        size_t n = fp ? fread(buf, 1, sizeof buf - 1, fp) : 0;
-        if (fp) fclose(fp);
-        buf[n] = '\0';
-        const char *close = strrchr(buf, ')');
-        if (close && close[1] == ' ' && close[2] == 'T') return 0;
-        if (!fp) return -1;
-    }
-    return -1;
-}
 
 /* Deletes from store `copy` the blobs that state `seq` of store `from` names and no other
  * state of `from` does (what retention deletes with it); *removed of them. 0, or -1. */
@@ -926,7 +911,7 @@ static void test_readers_outlast_retention(void) {
         snprintf(cmd, sizeof cmd, "TANDEM_TEST_STOP_AT=state-read:1 exec '%s' %s '%s' > '%s' 2>&1", tandem_bin(),
                  verbs[k], copy, res);
         pid_t p = start_sh(cmd);
-        CHECK(p > 0 && wait_stopped(p) == 0, "%s never stopped after its first manifest", verbs[k]);
+        CHECK(p > 0 && wait_stopped(p), "%s never stopped after its first manifest", verbs[k]);
         /* retention: the manifest, then the blobs no other state names */
         snprintf(path, sizeof path, "%s/states/%llu.mp", copy, (unsigned long long)oldest);
         CHECK(unlink(path) == 0, "unlink %s", path);
@@ -958,7 +943,7 @@ static void test_live_windows_are_no_faults(void) {
         char env[64];
         snprintf(env, sizeof env, "TANDEM_TEST_STOP_AT=%s", at[k]);
         pid_t p = start_run(&f, env, NULL, NULL);
-        CHECK(p > 0 && wait_stopped(p) == 0, "the run never stopped at %s", at[k]);
+        CHECK(p > 0 && wait_stopped(p), "the run never stopped at %s", at[k]);
         int rc = tandem_cmd(out, sizeof out, "verify '%s'", f.store);
         kill(p, SIGCONT);
         int rr = wait_exit(p);
@@ -973,7 +958,7 @@ static void test_live_windows_are_no_faults(void) {
             snprintf(cmd, sizeof cmd, "TANDEM_TEST_STOP_AT=gc-relist:1 exec '%s' gc '%s' --keep 1 --dry-run > '%s' 2>&1",
                      tandem_bin(), f.store, res);
             pid_t g = start_sh(cmd);
-            CHECK(g > 0 && wait_stopped(g) == 0, "gc --dry-run never stopped before its second listing");
+            CHECK(g > 0 && wait_stopped(g), "gc --dry-run never stopped before its second listing");
             snprintf(from, sizeof from, "%s/states/4.mp", f.store);
             snprintf(to, sizeof to, "%s/states/400.mp", f.store);
             snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);

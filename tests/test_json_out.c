@@ -644,6 +644,52 @@ static void test_status_json_no_state(void) {
     fixture_done(&f);
 }
 
+/* HEAD missing while a state of the run is there: a first commit cut off before HEAD moved
+ * (killed at its HEAD write), and HEAD lost from a finished run. A resume goes on from that
+ * state, and status says so (before: "no full state committed yet", "a resume starts from
+ * the beginning", at_risk_steps counted from 0, while the resume went on from states/N); and
+ * a damaged HEAD (before: exit 3, no report). */
+static void test_status_head_missing(void) {
+    fixture f;
+    CHECK(fixture_json(&f, "json-nohead", 4, NULL) == 0, "fixture");
+    int rc = wait_exit(start_run_argv(&f, "TANDEM_TEST_KILL_AT=head:1", NULL));
+    CHECK(rc == 128 + SIGKILL, "killed at its first HEAD write: exit %d", rc);
+    char head[700];
+    snprintf(head, sizeof head, "%s/HEAD", f.store);
+    CHECK(access(head, F_OK) != 0 && count_files(f.store, "states") == 1, "not one state without HEAD");
+    /* the one state, at the end of episode 0 (E = 2: run position 4) */
+    CHECK(json_cmd(&f, ARGS("status", f.store, "--json"), 0,
+                   "p = d['position']\n"
+                   "assert p is not None and p['seq'] == 4 and d['commit'] is None, d\n"
+                   "assert d['head_missing'] == {'state': 'states/4.mp', 'states_listed': 1, 'damage': None}, d\n"
+                   "assert d['at_risk_steps'] == max(0, d['alpha_reach_seq'] - 4), d\n", NULL) == 0,
+          "status --json of a first commit cut off before HEAD moved");
+    char text[700], out[4096];
+    CHECK(text_to(&f, "status.txt", ARGS("status", f.store), text, sizeof text) == 0 &&
+              read_all(text, out, sizeof out) == 0,
+          "status");
+    CHECK(strstr(out, "HEAD is missing: states/4.mp") && !strstr(out, "from the beginning"), "status said:\n%s", out);
+    /* the resume goes on from it, as status said */
+    rc = run_to_end(&f, NULL);
+    CHECK(rc == 0, "the resume: exit %d", rc);
+    CHECK(read_all(f.log, out, sizeof out) == 0 && strstr(out, "run position 4)"), "the resume said:\n%s", out);
+    /* HEAD lost from the finished run: its newest state (episode 4: run position 16) */
+    CHECK(unlink(head) == 0, "remove HEAD");
+    CHECK(json_cmd(&f, ARGS("status", f.store, "--json"), 0,
+                   "p = d['position']\n"
+                   "assert p['seq'] == 16 and p['next_step'] == 'done' and d['finished'], d\n"
+                   "assert d['head_missing']['state'] == 'states/16.mp' and d['at_risk_steps'] == 0, d\n", NULL) == 0,
+          "status --json of a finished run without HEAD");
+    /* HEAD there but damaged: the same, with why (before: exit 3 and nothing else) */
+    CHECK(write_file(head, "not a record") == 0, "damage HEAD");
+    CHECK(json_cmd(&f, ARGS("status", f.store, "--json"), 0,
+                   "m = d['head_missing']\n"
+                   "assert d['position']['seq'] == 16 and m['state'] == 'states/16.mp', d\n"
+                   "assert 'HEAD' in m['damage'] and 'msgpack' in m['damage'], d\n", NULL) == 0,
+          "status --json of a finished run with a damaged HEAD");
+    fixture_done(&f);
+}
+
 int main(void) {
     if (access("/usr/bin/python3", X_OK)) {
         fprintf(stderr, "test_json_out: /usr/bin/python3 (the JSON parser these checks use) is missing\n");
@@ -669,6 +715,7 @@ int main(void) {
     RUN(test_alpha_verify_json);
     RUN(test_mixture_megatron_paths);
     RUN(test_status_json_no_state);
+    RUN(test_status_head_missing);
     test_rmtree(g_corpus);
     return test_summary("test_json_out");
 }

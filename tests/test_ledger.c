@@ -1791,29 +1791,6 @@ static void test_repair_sets_aside_unloadable_states(void) {
 }
 
 /* pid's state letter in /proc (R, S, T, Z, ...), 0 when it is gone. */
-static char proc_state(pid_t pid) {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (read_all(path, buf, sizeof buf)) return 0;
-    const char *close = strrchr(buf, ')');
-    return close && close[1] == ' ' ? close[2] : 0;
-}
-
-/* Whether pid is stopped by a signal (state T in /proc: a TANDEM_TEST_STOP_AT hook's
- * SIGSTOP). Not 't', a tracing stop: LeakSanitizer ptrace-stops every thread of an ASan
- * build as it ends, and a writer that ran to its end without reaching its hook read as
- * frozen there (test_fenced_writer_deletes_no_new_record: "B exited 0"). */
-static int is_stopped(pid_t pid) { return proc_state(pid) == 'T'; }
-
-/* Waits (up to 120 s: an ASan build on a loaded machine) until pid is stopped (a
- * TANDEM_TEST_STOP_AT hook); gives up at once when it ended without stopping. */
-static int wait_stopped(pid_t pid) {
-    double t0 = now_s();
-    for (char st; (st = proc_state(pid)) != 'T' && now_s() - t0 < 120; usleep(1000))
-        if (st == 0 || st == 'Z') return 0;
-    return is_stopped(pid);
-}
-
 /* The processes this case froze (freeze_at, freeze_tandem): reap_frozen, run after each
  * case, kills those still there, so that a case that gives up (a CHECK returns) leaves
  * no frozen writer behind to hold a lock or a lease. */

@@ -1499,6 +1499,20 @@ static int killed_with_its_newest_state_damaged(const fixture *f, int stall, cha
     return 0;
 }
 
+/* The opening of the late-DELETE cases: a fresh fixture (tag), the proxy reset, a run
+ * killed with its newest state damaged and that state's DELETE to be held `stall` s
+ * (killed_with_its_newest_state_damaged), then TANDEM_S3_TIMEOUT and TANDEM_TEST_SETTLE_S
+ * set for what the case starts next (it unsets them). 0, or -1 with why said. */
+static int late_delete_case(fixture *f, const char *tag, int stall, const char *timeout, const char *settle,
+                            char *key, char *why, size_t cap) {
+    if (runner_fixture(f, tag, 1) != 0) return snprintf(why, cap, "fixture"), -1;
+    control("/reset", "{}");
+    if (killed_with_its_newest_state_damaged(f, stall, key, why, cap) != 0) return -1;
+    setenv("TANDEM_S3_TIMEOUT", timeout, 1);
+    setenv("TANDEM_TEST_SETTLE_S", settle, 1);
+    return 0;
+}
+
 /* Polls the run pid of f (its log into log) for up to 90 s until it says it waits for a
  * late DELETE of a key it writes again: 1 then; 0 otherwise, *pid -1 when it exited. */
 static int until_it_waits_for_a_late_delete(const fixture *f, pid_t *pid, char *log, size_t cap) {
@@ -1522,12 +1536,8 @@ static int until_it_waits_for_a_late_delete(const fixture *f, pid_t *pid, char *
  * (store_put; the window shortened to 8 s): after the landing the store verifies. */
 static void test_rewritten_state_outlasts_its_late_delete(void) {
     fixture f;
-    CHECK(runner_fixture(&f, "s3rewritelate", 1) == 0, "fixture");
-    control("/reset", "{}");
     char key[64], why[2048];
-    CHECK(killed_with_its_newest_state_damaged(&f, 6, key, why, sizeof why) == 0, "%s", why);
-    setenv("TANDEM_S3_TIMEOUT", "1", 1);
-    setenv("TANDEM_TEST_SETTLE_S", "8", 1);
+    CHECK(late_delete_case(&f, "s3rewritelate", 6, "1", "8", key, why, sizeof why) == 0, "%s", why);
     double t0 = now_s();
     int rc = run_to_end(&f, NULL);
     unsetenv("TANDEM_S3_TIMEOUT");
@@ -1594,12 +1604,8 @@ static void test_stop_ends_the_wait_for_a_late_delete(void) {
  * writing those keys (store_note_late_delete): after the landing the store verifies. */
 static void test_resume_outlasts_a_stopped_runs_late_delete(void) {
     fixture f;
-    CHECK(runner_fixture(&f, "s3stoplate", 1) == 0, "fixture");
-    control("/reset", "{}");
     char key[64], why[2048];
-    CHECK(killed_with_its_newest_state_damaged(&f, 12, key, why, sizeof why) == 0, "%s", why);
-    setenv("TANDEM_S3_TIMEOUT", "1", 1);
-    setenv("TANDEM_TEST_SETTLE_S", "15", 1);
+    CHECK(late_delete_case(&f, "s3stoplate", 12, "1", "15", key, why, sizeof why) == 0, "%s", why);
     setenv("TANDEM_GRACE_S", "4", 1); /* a preemption's grace, shorter than the wait */
     double t0 = now_s();
     pid_t pid = start_run(&f, NULL, NULL, NULL);
@@ -1636,12 +1642,8 @@ static void test_resume_outlasts_a_stopped_runs_late_delete(void) {
  * cannot land. */
 static void test_resume_outlasts_a_killed_runs_late_delete(void) {
     fixture f;
-    CHECK(runner_fixture(&f, "s3killlate", 1) == 0, "fixture");
-    control("/reset", "{}");
     char key[64], why[2048];
-    CHECK(killed_with_its_newest_state_damaged(&f, 12, key, why, sizeof why) == 0, "%s", why);
-    setenv("TANDEM_S3_TIMEOUT", "1", 1);
-    setenv("TANDEM_TEST_SETTLE_S", "15", 1);
+    CHECK(late_delete_case(&f, "s3killlate", 12, "1", "15", key, why, sizeof why) == 0, "%s", why);
     double t0 = now_s();
     pid_t pid = start_run(&f, NULL, NULL, NULL);
     static char log2[16384], log3[16384], out[16384];
@@ -1669,12 +1671,9 @@ static void test_resume_outlasts_a_killed_runs_late_delete(void) {
  * DELETEs, which names the one given up on). */
 static void test_resume_outlasts_a_delete_in_flight_at_a_kill(void) {
     fixture f;
-    CHECK(runner_fixture(&f, "s3inflight", 1) == 0, "fixture");
-    control("/reset", "{}");
     char key[64], why[2048];
-    CHECK(killed_with_its_newest_state_damaged(&f, 12, key, why, sizeof why) == 0, "%s", why);
-    setenv("TANDEM_S3_TIMEOUT", "30", 1); /* the client waits on the held DELETE */
-    setenv("TANDEM_TEST_SETTLE_S", "15", 1);
+    /* TANDEM_S3_TIMEOUT 30: the client waits on the held DELETE */
+    CHECK(late_delete_case(&f, "s3inflight", 12, "30", "15", key, why, sizeof why) == 0, "%s", why);
     double t0 = now_s();
     pid_t pid = start_run(&f, NULL, NULL, NULL);
     while (counter("stall") < 1 && now_s() - t0 < 60 && waitpid(pid, NULL, WNOHANG) == 0) usleep(50000);
@@ -1703,13 +1702,9 @@ static void test_resume_outlasts_a_delete_in_flight_at_a_kill(void) {
  * (ckpt_announce_deletes), and the run that takes over waits until they cannot land. */
 static void test_run_outlasts_a_killed_repairs_late_delete(void) {
     fixture f;
-    CHECK(runner_fixture(&f, "s3repairlate", 1) == 0, "fixture");
-    control("/reset", "{}");
     char key[64], why[2048], rlog[900];
-    CHECK(killed_with_its_newest_state_damaged(&f, 12, key, why, sizeof why) == 0, "%s", why);
+    CHECK(late_delete_case(&f, "s3repairlate", 12, "1", "15", key, why, sizeof why) == 0, "%s", why);
     snprintf(rlog, sizeof rlog, "%s/repair.txt", f.dir);
-    setenv("TANDEM_S3_TIMEOUT", "1", 1);
-    setenv("TANDEM_TEST_SETTLE_S", "15", 1);
     double t0 = now_s();
     pid_t pid = fork();
     if (pid == 0) {
