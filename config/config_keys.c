@@ -184,7 +184,8 @@ const key_def config_schema[] = {
         "domain's train tokens UniMax plans for (Muennighoff et al. 2023: up to ~4 repetitions "
         "are worth almost as much as new data); also the bound of tandem.alpha_cut = repeated"),
     STRC("data.max_epochs", data.max_epochs, "", 0, domain_caps_check,
-         "caps: NAME=EPOCHS,... (a domain, or * for every domain not named): u never trains on "
+         "caps: NAME=EPOCHS,... (a domain, or * for every domain not named; ';' separates them too, "
+         "for a --sweep, which splits its values at commas): u never trains on "
          "more than that many epochs of the domain's train tokens over the run; α, α* and the "
          "final runs stay within them (docs/dmo.md); \"\" = none"),
     INT("model.vocab", model.vocab, "0", 0, MODEL_VOCAB_MAX,

@@ -111,6 +111,11 @@ void audit_mixture(const audit_chain *chain, double fraction, rec_mixture *x) {
     x->last = n ? n - 1 : 0;
     for (size_t t = n - k; t < n; t++)
         for (int m = 0; m < x->M; m++) x->alpha[m] += chain->rec[t].alpha_next[m] / (double)k;
+    /* k shares of a weight held at 1 can add up past it (k = 9: 1.0000000000000002), and
+     * mixture.mp's own check then refused the run's α*: verify said damaged, compare and
+     * data.mixture_file = STORE exit 3 (a hunt of odd configs). Only such a sum moves. */
+    for (int m = 0; m < x->M; m++)
+        if (x->alpha[m] > 1) x->alpha[m] = 1;
 }
 
 int audit_state_seqs(store *st, uint64_t **seqs, size_t *n, tdm_err *e) {

@@ -221,7 +221,10 @@ void progress_print(FILE *f, int mode, const progress_line *p) {
     }
     fprintf(f, "episode %llu/%llu step %llu | loss", (unsigned long long)p->episode,
             (unsigned long long)p->episodes, (unsigned long long)p->seq);
-    for (int m = 0; m < p->M; m++) fprintf(f, " %s %.3f", p->names[m], p->loss[m]);
+    for (int m = 0; m < p->M; m++) {
+        if (isnan(p->loss[m])) fprintf(f, " %s -", p->names[m]); /* no row of it this episode */
+        else fprintf(f, " %s %.3f", p->names[m], p->loss[m]);
+    }
     fprintf(f, " | alpha");
     for (int m = 0; m < p->M; m++) fprintf(f, " %.3f", p->alpha[m]);
     fprintf(f, " | %.0f tok/s | commit %s ago | ETA %s\n", p->tokens_per_s, since, eta);

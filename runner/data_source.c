@@ -153,6 +153,24 @@ int data_source_fingerprint(store *st, const dataset *ds, pin_mode mode, int rep
         if (rc == 0) {
             rc = differs(st, ds, was, now, e);
             if (rc != ERR_USAGE || !write) break;
+            /* other domain names, or the same in another order: the run's state (α, data
+             * cursors, tokens seen, the overfitting record), its α records, metrics and RUN
+             * are indexed by the domains in order, so a change cannot take them on — the
+             * state went to the wrong domains by position, silently (a hunt of odd configs:
+             * loss_a showed b's loss, and mixture.mp named the new order) */
+            int same_names = was->M == now->M;
+            for (int m = 0; same_names && m < now->M; m++) same_names = !strcmp(was->domains[m], now->domains[m]);
+            if (!same_names && repin && !run_config_nothing_computed(st)) {
+                char b[1024] = "";
+                for (int m = 0; m < was->M; m++)
+                    snprintf(b + strlen(b), sizeof b - strlen(b), "%s%s", m ? ", " : "", was->domains[m]);
+                rc = err_set(e, ERR_USAGE, "data.dataset: %s lists other domains, or the same in another order, than "
+                             "the run computed with (%s, in this order; %s/%s): the run's state and records are kept "
+                             "per domain in that order, so --allow-change data.dataset cannot take this on. List the "
+                             "same domain names in the same order in the new dataset, or start a new run in another "
+                             "store", ds->path, b, store_url(st), LEDGER_DATA);
+                break;
+            }
             /* the pin follows the data when the change is recorded now (--allow-change
              * data.dataset), or when nothing was computed from the pinned data yet (a first
              * start that failed before its first commit, the data then fixed) */

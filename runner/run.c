@@ -282,8 +282,16 @@ static int loop(run_ctx *r, tdm_err *e) {
             step_report rep;
             if ((rc = step_free(&r->hp, &r->ds, &r->nets, &r->st, &rep, e))) return rc;
             tokens += rep.tokens;
+            /* the batch's loss is its domains' losses in their shares of it; a domain whose
+             * batch held no row (sample mixing) has no loss to count: its 0 pulled the
+             * row's mean down, a third or two thirds of the true loss in compare's Uniform
+             * runs (a hunt of odd configs) */
             double mix = 0;
-            for (int m = 0; m < M; m++) r->ep_loss[m] += rep.loss[m], mix += r->st.alpha[m] * rep.loss[m];
+            for (int m = 0; m < M; m++) {
+                int held = r->hp.mixing != STEP_MIX_SAMPLE || rep.coef[m] > 0;
+                if (held) r->ep_loss[m] += rep.loss[m], r->ep_held[m]++;
+                mix += rep.coef[m] * rep.loss[m];
+            }
             if (r->step_n == 0) r->step_first = r->st.free_steps;
             if (r->step_n < METRICS_MAX_STEPS) r->step_loss[r->step_n++] = mix;
             r->ep_grad += rep.grad_norm;
@@ -292,7 +300,12 @@ static int loop(run_ctx *r, tdm_err *e) {
             if (++r->index == E) {
                 double mean[STEP_MAX_DOMAINS];
                 int loss_n = r->ep_n; /* E, or fewer after resuming an older version's state */
-                for (int m = 0; m < M; m++) mean[m] = r->ep_loss[m] / loss_n, r->ep_loss[m] = 0;
+                for (int m = 0; m < M; m++) {
+                    /* no row drawn in the episode: no measurement (NaN; JSON null, "-" in the
+                     * progress line), not a loss of 0 */
+                    mean[m] = r->ep_held[m] ? r->ep_loss[m] / r->ep_held[m] : NAN;
+                    r->ep_loss[m] = 0, r->ep_held[m] = 0;
+                }
                 /* a pinned episode's probe ran no twins (loss_u = loss_w = 0, steps.h) */
                 int probed = 0;
                 for (int m = 0; !r->hp.fixed && m < M; m++)

@@ -42,6 +42,9 @@ typedef struct run_ctx {
      * norm sums over ep_n free steps (kept in the state record across a resume) */
     double ep_loss[STEP_MAX_DOMAINS], ep_grad;
     int ep_n;
+    int ep_held[STEP_MAX_DOMAINS]; /* free steps of the episode whose batch held a row of the
+                                    * domain (under weight mixing every one): the divisor of
+                                    * its row's loss */
     store *store;
     ledger *ld;          /* rank 0: the run's checkpointing (ledger/ledger.h) */
     ckpt_model_io ck_io; /* the backend's transfers as the ledger moves chunks */

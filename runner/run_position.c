@@ -104,6 +104,7 @@ int run_from_record(run_ctx *r, const rec_state *rec, tdm_err *e) {
     /* mid-episode: the probe's losses and the free sums, for the episode's row (a manifest
      * of an older version has none: that row then covers the steps after the resume) */
     memset(r->ep_loss, 0, sizeof r->ep_loss);
+    memset(r->ep_held, 0, sizeof r->ep_held);
     r->ep_grad = 0;
     r->ep_n = 0;
     if (rec->has_episode) {
@@ -112,6 +113,10 @@ int run_from_record(run_ctx *r, const rec_state *rec, tdm_err *e) {
         memcpy(r->ep_loss, rec->ep_free_loss, sizeof r->ep_loss);
         r->ep_grad = rec->ep_grad;
         r->ep_n = (int)rec->ep_free_n;
+        /* the state keeps the sums, not how many steps held each domain: a domain with a
+         * loss counted in every step so far, one without in none (under sample mixing the
+         * row of an episode resumed midway may so count a step that drew none) */
+        for (int m = 0; m < rec->M && m < STEP_MAX_DOMAINS; m++) r->ep_held[m] = r->ep_loss[m] != 0 ? r->ep_n : 0;
     }
     for (int m = 0; m < rec->M; m++) {
         r->st.train[m] = (sampler_cursor){rec->cursors[m][0], rec->cursors[m][1]};

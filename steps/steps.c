@@ -737,6 +737,7 @@ int step_free(const step_hparams *hp, const dataset *ds, step_nets *n, step_stat
     *s = work;
     if (r) {
         memcpy(r->loss, loss, (size_t)s->M * sizeof *loss);
+        memcpy(r->coef, coef, (size_t)s->M * sizeof *coef);
         r->lr = lr;
         r->grad_norm = norm;
         r->tokens = (long)hp->B * hp->T;

@@ -214,7 +214,10 @@ double step_alpha_rate(const step_hparams *hp);
 
 /* Per-step figures for progress output. */
 typedef struct step_report {
-    double loss[STEP_MAX_DOMAINS]; /* per-domain train loss of this step's batch */
+    double loss[STEP_MAX_DOMAINS]; /* per-domain train loss of this step's batch (0: no row) */
+    double coef[STEP_MAX_DOMAINS]; /* each domain's share of the step's objective: α (cut by
+                                    * the caps), under sample mixing its rows / B (0: it held
+                                    * no row, and its loss is no measurement) */
     double lr, grad_norm;
     long tokens; /* tokens processed (forward passes) */
 } step_report;

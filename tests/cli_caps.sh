@@ -28,7 +28,8 @@
 #   - bad values (an unknown domain, caps that cannot hold the budget, a malformed list):
 #     exit 2 naming the key, nothing written; caps that hold the final runs' tokens but
 #     not their whole sequences: tandem compare refuses them before the DMO; a fixed
-#     mixture's weight-0 domain counts for no room (refused when the others fall short); a
+#     mixture's weight-0 domain counts for no room (refused when the others fall short) and
+#     stays at 0 when the start is moved into the caps; a
 #     cap below tandem.alpha_floor is refused up front, naming the domain.
 # Prints PASS/FAIL lines and "cli_caps: N passed, M failed"; exits non-zero on failure.
 set -u
@@ -287,6 +288,28 @@ bad "caps that cannot hold the budget" "*=0.1" "raise the caps"
 bad "a malformed list" "small=,big=2" "NAME=EPOCHS"
 bad "a domain named twice" "small=1,small=2" "twice"
 bad "a cap of zero" "small=0" "above 0"
+# 8064 + 5700 + 60 = 13824 tokens in decimal, 13823.999999999998 in doubles: said so (it
+# read "the caps let u see 1.382e+04 tokens in all, but the run trains on 1.382e+04")
+bad "caps short of the budget by rounding alone" "big=0.2688,mid=0.57,small=0.03" \
+  "see 13823.999999999998 tokens in all, but the run trains on 13824 .*short only by the rounding"
+
+# ';' between caps: a --sweep splits its values at commas, so one point's caps on two
+# domains are written with ';' (two points here, each capping small and mid)
+for p in 0 1; do
+  "$bin" run "$tmp/c.yaml" --store "$tmp/sweep" --set run.episodes=4 --quiet \
+    --sweep 'data.max_epochs=small=0.3;mid=0.2,small=0.4;mid=0.1' --point $p >/dev/null 2>"$tmp/sweep$p.err" || break
+done
+got=$(for l in 'small=0.3;mid=0.2' 'small=0.4;mid=0.1'; do
+  "$bin" metrics "$tmp/sweep/data.max_epochs=$l" --format jsonl 2>/dev/null | tail -n 1; echo; done | $py -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin if l.strip()]
+assert len(rows) == 2, rows
+for r, (s, m) in zip(rows, ((0.3, 0.2), (0.4, 0.1))):
+    assert r["epochs"]["small"] <= s + 1e-9 and r["epochs"]["mid"] <= m + 1e-9, r["epochs"]
+print("ok")' 2>&1)
+if [ "$got" = ok ] && [ "$(ls "$tmp/sweep" | grep -vc SWEEP)" = 2 ]; then
+  pass "caps separated by ';' in a --sweep: two points, each within both of its caps"
+else fail "caps separated by ';' in a --sweep" "$got" "$(cat "$tmp"/sweep*.err)"; fi
 
 # a cap below tandem.alpha_floor leaves the α step no mixture: refused before anything runs,
 # naming the domain (it said "domain 2", from the projection, at the first α step)
@@ -310,6 +333,23 @@ if [ $st = 2 ] && grep -q "data.mixture = file) gives weight 0 to small" "$tmp/z
   pass "a fixed mixture's weight-0 domain holds none of the run's rows: refused before training (exit 2)"
 else fail "caps with a weight-0 domain in a fixed mixture" "exit $st: $(cat "$tmp/zero.err")" \
   "$("$bin" metrics "$tmp/zero" --format csv 2>/dev/null | tail -n 1)"; fi
+
+# a fixed run whose mixture file gives big weight 0 and small more than its cap: the start
+# moved into the caps takes small's excess to mid alone (before, the projection spread it
+# over big too, and the run trained on a domain its mixture leaves out)
+printf 'mixture:\n  big: 0\n  mid: 0.5\n  small: 0.5\n' >"$tmp/zero2.yaml"
+"$bin" run "$tmp/c.yaml" --store "$tmp/zero2" --set run.mode=fixed --set data.mixture=file \
+  --set "data.mixture_file=$tmp/zero2.yaml" --quiet >/dev/null 2>"$tmp/zero2.err"; st=$?
+got=$("$bin" metrics "$tmp/zero2" --format jsonl 2>/dev/null | $py -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin if l.strip()]
+assert len(rows) == 24, len(rows)
+assert all(r["seen"]["big"] == 0 for r in rows), [r["seen"]["big"] for r in rows]
+assert rows[-1]["epochs"]["small"] <= 0.6 + 1e-9 and rows[-1]["seen"]["mid"] > 0, rows[-1]
+print("ok")' 2>&1)
+if [ $st = 0 ] && [ "$got" = ok ]; then
+  pass "a fixed mixture's weight-0 domain stays at 0 when the start moves into the caps (big never trained on)"
+else fail "a fixed mixture's weight-0 domain when the start moves into the caps" "exit $st: $(cat "$tmp/zero2.err")" "$got"; fi
 
 # caps whose tokens hold the budget (13885 >= 13824) but not in whole sequences of 32
 # (143 + 143 + 145 = 431 of the 432 rows the final runs draw under sample mixing): the DMO

@@ -288,6 +288,34 @@ static void test_fixed_mode_damage_and_bad_paths(void) {
     fixture_done(&f);
 }
 
+/* Under sample mixing a free step's batch may hold no row of a domain: its loss there is no
+ * measurement. With u frozen (optim.lr 1e-12) every loss is the initial ~ln 256, and a
+ * fixed run of batch 1 draws one domain per step: each row's per-domain loss is that or
+ * null (no row in the episode), never pulled down by zeros (it read 0, 1.39, 2.77,
+ * 4.17), and each step's loss is the batch's (it read 2.77 at batch 1, α of it). */
+static void test_loss_of_steps_without_the_domain(void) {
+    fixture f;
+    CHECK(fixture_make(&f, "metrics-sample", 0) == 0, "fixture");
+    const char *extra[] = {"--set", "run.mode=fixed", "--set", "run.episodes=6", "--set", "train.batch=1",
+                           "--set", "optim.lr=1e-12", "--set", "optim.warmup=0", NULL};
+    int rc = wait_exit(start_run_argv(&f, NULL, extra));
+    char log[8192];
+    read_all(f.log, log, sizeof log);
+    CHECK(rc == 0, "fixed run: exit %d: %s", rc, log);
+    char jsonl[700], out[1024];
+    snprintf(jsonl, sizeof jsonl, "%s/rows.jsonl", f.dir);
+    CHECK(metrics_jsonl(&f, jsonl) == 0, "tandem metrics");
+    CHECK(sh_line(out, sizeof out,
+                  "/usr/bin/python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])];"
+                  "v=[x for row in r for x in row[\"loss\"].values()];"
+                  "s=[x for row in r for x in row[\"step_loss\"]];"
+                  "ok=len(r)==6 and None in v and all(x is None or 5.3<x<5.8 for x in v) and "
+                  "len(s)==18 and all(5.3<x<5.8 for x in s);"
+                  "print(\"ok\" if ok else (v, s))' '%s'", jsonl) == 0 && !strcmp(out, "ok"),
+          "per-domain and step losses: %.600s", out);
+    fixture_done(&f);
+}
+
 /* log.val_every: every 4th episode's row (and the last's) carries u's validation loss —
  * exactly what `tandem eval --split val --max-tokens log.val_tokens` says of that state —
  * and TensorBoard has it as val/DOMAIN; rows in between have none. */
@@ -422,6 +450,7 @@ int main(void) {
     RUN(test_uninterrupted_rows_and_tensorboard);
     RUN(test_rows_survive_kills);
     RUN(test_fixed_mode_damage_and_bad_paths);
+    RUN(test_loss_of_steps_without_the_domain);
     RUN(test_validation_every_n);
     RUN(test_live_log_whole_rows);
     RUN(test_allow_change_live_log);
