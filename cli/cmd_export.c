@@ -10,6 +10,7 @@
 #include "runner/export.h"
 #include "util/json.h"
 #include "util/outfile.h"
+#include "util/term.h"
 
 static const cli_opt OPTS[] = {
     {"--out", CLI_STR, "DIR", "the folder to write (created if missing; its config.json and model.safetensors "
@@ -67,9 +68,9 @@ static int run_export(const cli_args *a) {
     } else if (!rc) {
         printf("%s: u of %s (state %llu, step %s): %s, %zu parameters as %s%s\n", out, r.run_id,
                (unsigned long long)r.seq, r.step, r.arch, r.params, dtype == ST_BF16 ? "BF16" : "F32",
-               !r.copied                ? ""
-               : strcmp(r.arch, "gpt2") ? ", with the source folder's tokenizer files"
-                                        : ", with the byte-level tokenizer of its dataset (tokenizer.json)");
+               r.tok_from == EXPORT_TOK_FOLDER  ? ", with the source folder's tokenizer files"
+               : r.tok_from == EXPORT_TOK_BYTES ? ", with the byte-level tokenizer of its dataset (tokenizer.json)"
+                                                : "");
     }
     if (!rc && r.removed[0])
         fprintf(stderr, "tandem export: removed the earlier export's %s from %s first (this export writes those "
@@ -77,9 +78,19 @@ static int run_export(const cli_args *a) {
     if (!rc && strcmp(r.arch, "gpt2") && !r.copied)
         fprintf(stderr, "tandem export: the run's model.init folder has no tokenizer files: copy its tokenizer "
                 "into %s before loading it with AutoTokenizer\n", out);
-    if (!rc && !strcmp(r.arch, "gpt2") && !r.copied)
-        fprintf(stderr, "tandem export: the dataset was made with a tokenizer other than bytes: copy that "
-                "tokenizer's files into %s before loading it with AutoTokenizer\n", out);
+    if (!rc && !strcmp(r.arch, "gpt2") && !r.copied) {
+        /* what the dataset records (a synthetic corpus of another vocabulary records none:
+         * "made with a tokenizer other than bytes" claimed one, a hunt of round trips) */
+        if (r.tokenizer[0]) {
+            fprintf(stderr, "tandem export: the dataset's tokens are of the tokenizer '");
+            term_text(stderr, r.tokenizer);
+            fprintf(stderr, "' (its dataset.yaml), not bytes: copy that tokenizer's files into %s before loading "
+                    "it with AutoTokenizer\n", out);
+        } else {
+            fprintf(stderr, "tandem export: the dataset records no tokenizer (a synthetic corpus, or ids of its own), "
+                    "so no tokenizer files were written: the model loads with AutoModelForCausalLM alone\n");
+        }
+    }
     if (st) store_close(st);
     if (rc) fprintf(stderr, "tandem export: %s\n", e.msg);
     if (rc && json) json_document(stdout, rc, e.msg, NULL); /* docs/json.md: the error object */

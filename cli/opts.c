@@ -197,7 +197,11 @@ int cli_parse(const cli_spec *s, int argc, char **argv, cli_args *a) {
         }
         if (options_end || strncmp(w, "--", 2) != 0) {
             if (a->nargs >= s->max_args || a->nargs >= CLI_MAX_ARGS) {
-                snprintf(err, sizeof err, "unexpected argument '%s'", w);
+                if (s->max_args >= CLI_MAX_ARGS) /* a list (FILE...), cut off: say where, not "unexpected" */
+                    snprintf(err, sizeof err, "at most %d arguments (%.200s): '%.200s' is one more; split the list",
+                             CLI_MAX_ARGS, s->args, w);
+                else
+                    snprintf(err, sizeof err, "unexpected argument '%s'", w);
                 goto bad;
             }
             a->arg[a->nargs++] = w;

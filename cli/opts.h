@@ -44,7 +44,7 @@ typedef struct cli_spec {
     void (*more_help)(FILE *f); /* printed last by --help (config keys...), may be NULL */
 } cli_spec;
 
-#define CLI_MAX_ARGS 8
+#define CLI_MAX_ARGS 1024 /* positional words: tokenize FILE... takes a shell glob (it stopped at 8) */
 #define CLI_MAX_OPTS 32
 
 typedef struct cli_args {

@@ -149,6 +149,7 @@ int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype
     if (gone[0]) snprintf(out->removed, sizeof out->removed, "%s", gone);
     if (!rc && rs->mc.arch == MODEL_ARCH_HF) {
         for (int i = 0; !rc && SIDE_FILES[i]; i++) rc = copy_side_file(src, dir, SIDE_FILES[i], &out->copied, e);
+        out->tok_from = out->copied ? EXPORT_TOK_FOLDER : EXPORT_TOK_NONE;
         qwen2_model m = {.a = rs->mc.hf}; /* qwen2_save reads the architecture only */
         if (!rc) testhook_kill_at("export"); /* cut off before the weights, for the tests */
         if (!rc) rc = qwen2_save(&m, u, dir, dtype, src, e);
@@ -159,13 +160,16 @@ int export_store(store *st, const uint64_t *seq, const char *dir, st_dtype dtype
          * tokenizer records which, not where: its files are the user's to copy */
         int eos = -1;
         if (dataset_byte_level(&rs->ds)) {
-            if (!(rc = tok_export_byte_level(dir, rs->cfg.model.ctx, e))) out->copied = 2;
+            if (!(rc = tok_export_byte_level(dir, rs->cfg.model.ctx, e))) out->copied = 2, out->tok_from = EXPORT_TOK_BYTES;
             eos = '\n'; /* tok_export_byte_level's eos_token */
         } else if (src) {
             for (int i = 0; !rc && SIDE_FILES[i]; i++) rc = copy_side_file(src, dir, SIDE_FILES[i], &out->copied, e);
-        } else if (rs->ds.eot >= 0) {
-            eos = rs->ds.eot; /* the dataset's own end of text */
+            if (out->copied) out->tok_from = EXPORT_TOK_FOLDER;
         }
+        snprintf(out->tokenizer, sizeof out->tokenizer, "%s", rs->ds.tokenizer);
+        /* the dataset's own end of text, for a run from a folder too (its ids were left out:
+         * an export of an export read "bos_token_id": null, a hunt of round trips) */
+        if (eos < 0 && !dataset_byte_level(&rs->ds) && rs->ds.eot >= 0) eos = rs->ds.eot;
         if (!rc) testhook_kill_at("export"); /* cut off before the weights, for the tests */
         if (!rc) rc = gpt2_save(&rs->lay, u, dir, dtype, eos, e);
         snprintf(out->arch, sizeof out->arch, "gpt2");

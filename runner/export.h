@@ -12,6 +12,8 @@
 #include "storage/store.h"
 #include "util/err.h"
 
+enum { EXPORT_TOK_NONE, EXPORT_TOK_BYTES, EXPORT_TOK_FOLDER };
+
 typedef struct export_result {
     char run_id[64];
     uint64_t seq;        /* the state exported */
@@ -20,6 +22,8 @@ typedef struct export_result {
     size_t params;       /* parameters written */
     int copied;          /* tokenizer files written: copied from the source folder, or a
                           * byte-level dataset's tokenizer.json and tokenizer_config.json */
+    int tok_from;        /* where the tokenizer files came from: EXPORT_TOK_* */
+    char tokenizer[128]; /* the dataset's recorded tokenizer kind ("" when it records none) */
     char removed[512];   /* an earlier export's tokenizer and generation files removed first
                           * (", "-joined; "" for none): those this one has are written anew */
 } export_result;
