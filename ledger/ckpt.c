@@ -84,7 +84,7 @@ static void free_common(ckpt *c) {
     pthread_cond_destroy(&c->cv);
     for (int t = 0; t < CKPT_TENSORS; t++) free(c->host[t]);
     free((void *)c->lay_own.views);
-    free(c->known);
+    digest_set_free(&c->known);
     free(c->known_ok);
     free(c->rejected);
     ckpt_gens_free(&c->gens);

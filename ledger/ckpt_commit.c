@@ -83,12 +83,14 @@ void ckpt_blob_key(const sha256_digest *d, char key[8 + SHA256_HEX_LEN + 1]) {
 }
 
 void ckpt_set_known(ckpt *c, sha256_digest *chunks, size_t n) {
-    free(c->known);
+    digest_set_free(&c->known);
     free(c->known_ok);
-    c->known = chunks;
-    c->nknown = chunks ? n : 0;
-    c->known_ok = c->nknown ? calloc(c->nknown, sizeof *c->known_ok) : NULL;
-    if (!c->known_ok) c->nknown = 0; /* out of memory: every chunk is stored again (create-only) */
+    c->known_ok = NULL;
+    int ok = 1;
+    for (size_t i = 0; ok && chunks && i < n; i++) ok = digest_set_add(&c->known, &chunks[i]) >= 0;
+    free(chunks);
+    if (ok && c->known.n) c->known_ok = calloc(c->known.n, sizeof *c->known_ok);
+    if (!c->known_ok) digest_set_free(&c->known); /* out of memory: every chunk is stored again (create-only) */
 }
 
 /* Whether chunk d (its blob `key`) is one of the last state's and still in the store:
@@ -101,9 +103,8 @@ void ckpt_set_known(ckpt *c, sha256_digest *chunks, size_t n) {
  * no batch touches, is shared by every state): *skip set when it need not be stored. */
 static void known_and_there(ckpt *c, const sha256_digest *d, const char *key, int *skip) {
     *skip = 0;
-    size_t i = 0;
-    while (i < c->nknown && !sha256_equal(&c->known[i], d)) i++;
-    if (i == c->nknown) return;
+    size_t i = digest_set_find(&c->known, d);
+    if (i == SIZE_MAX) return;
     if (atomic_load(&c->known_ok[i]) == c->known_gen) {
         *skip = 1;
         return;

@@ -11,6 +11,7 @@
 
 #include "ledger/ckpt.h"
 #include "ledger/records.h"
+#include "storage/digest_set.h"
 #include "storage/sha256.h"
 #include "storage/store.h"
 
@@ -36,10 +37,10 @@ struct ckpt {
     char announced[REC_LATE_DELETES_MAX];
     double lease_time; /* when this writer took the lease (its lease's time while held) */
     /* chunks of the last committed or loaded state: known to be stored intact, as far as
-     * this writer knows; known_ok[i] == known_gen once this commit saw chunk i still there
-     * (another process may have deleted it since: ckpt_set_known, put_blob) */
-    sha256_digest *known;
-    size_t nknown;
+     * this writer knows; known_ok[i] == known_gen once this commit saw chunk known.d[i]
+     * still there (another process may have deleted it since: ckpt_set_known, put_blob).
+     * A set: a list scanned per chunk made each commit quadratic in chunks (a hunt at scale) */
+    digest_set known;
     atomic_uint *known_ok;
     unsigned known_gen;
     /* the run's pinned run.seed (has_seed: a writer's; readers do not know it): a state

@@ -7,6 +7,7 @@
 
 #include "ledger/audit.h"
 #include "ledger/keys.h"
+#include "storage/digest_set.h"
 #include "util/testhook.h"
 
 static int read_state(store *st, uint64_t seq, rec_state *s, tdm_err *e) {
@@ -396,6 +397,14 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
     store_list l = {0};
     if (!rc && !keep_all_blobs && !only_from_deleted) rc = store_list_prefix(st, LEDGER_BLOBS, &l, e);
     size_t ncands = keep_all_blobs ? 0 : only_from_deleted ? ncand : l.n;
+    /* the kept, the deleted states' and the candidates seen, as sets: each list scanned per
+     * candidate made gc, and the pass after every commit, quadratic in chunks (a hunt at
+     * scale: gc of 92k blobs 111 s, 3x the blobs 6.4x the time) */
+    digest_set refset = {0}, goneset = {0}, seen = {0};
+    for (size_t j = 0; !rc && ncands && j < nref; j++)
+        if (digest_set_add(&refset, &ref[j]) < 0) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    for (size_t j = 0; !rc && ncands && j < ngone; j++)
+        if (digest_set_add(&goneset, &gone[j]) < 0) rc = err_set(e, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; !rc && i < ncands; i++) {
         sha256_digest d;
         char key[80];
@@ -407,8 +416,15 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
             snprintf(key, sizeof key, "%s", l.keys[i]);
             if (sha256_parse_hex(l.keys[i] + 6, &d)) continue; /* not ours to judge */
         }
-        for (size_t j = 0; j < nref && !used; j++) used = sha256_equal(&ref[j], &d);
-        for (size_t j = 0; j < i && !used && only_from_deleted; j++) used = sha256_equal(&cand[j], &d);
+        used = digest_set_has(&refset, &d);
+        if (!used && only_from_deleted) { /* an earlier candidate's: deleted already */
+            int added = digest_set_add(&seen, &d);
+            if (added < 0) {
+                rc = err_set(e, ERR_INTERNAL, "out of memory");
+                break;
+            }
+            used = !added;
+        }
         if (used) continue; /* kept, or already deleted as an earlier candidate */
         if (dry) {
             if (log) fprintf(log, "would delete %s\n", key);
@@ -421,7 +437,7 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
             void *back = NULL;
             size_t nb = 0;
             int orphan = !only_from_deleted && guard && guard->check;
-            for (size_t j = 0; orphan && j < ngone; j++) orphan = !sha256_equal(&gone[j], &d);
+            if (orphan) orphan = !digest_set_has(&goneset, &d);
             tdm_err ge;
             if (orphan && store_get_verified(st, key, &d, &back, &nb, &ge) != 0) back = NULL;
             rc = delete_guarded(st, key, back, nb, guard, out, e);
@@ -431,6 +447,9 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
         deleted_blobs++;
     }
     if (!only_from_deleted) store_list_free(&l);
+    digest_set_free(&refset);
+    digest_set_free(&goneset);
+    digest_set_free(&seen);
     free(cand);
     free(gone);
     out->states = ns;

@@ -10,6 +10,7 @@
 #include "ledger/keys.h"
 #include "ledger/metrics.h"
 #include "ledger/read.h"
+#include "storage/digest_set.h"
 
 void ledger_speed_read(store *st, uint64_t episodes, ledger_speed *sp) {
     memset(sp, 0, sizeof *sp);
@@ -50,8 +51,7 @@ int ledger_size_read(store *st, const rec_state *head_state, ledger_size *sz, td
     int rc = audit_state_seqs(st, &sz->seqs, &sz->states, e);
     if (rc) return rc;
     for (size_t t = 0; t < head_state->ntensors; t++) sz->state_bytes += (double)head_state->tensors[t].shape[0] * 4;
-    sha256_digest *ref = NULL;
-    size_t nref = 0, cap = 0;
+    digest_set ref = {0}; /* the chunks counted (a list scanned per chunk was quadratic: a hunt) */
     for (size_t i = 0; i < sz->states; i++) {
         char key[64];
         ledger_state_key(key, sizeof key, sz->seqs[i]);
@@ -61,24 +61,18 @@ int ledger_size_read(store *st, const rec_state *head_state, ledger_size *sz, td
         for (size_t t = 0; t < s.ntensors; t++) {
             uint64_t bytes = s.tensors[t].shape[0] * 4;
             for (size_t k = 0; k < s.tensors[t].nchunks; k++) {
-                int seen = 0;
-                for (size_t j = 0; j < nref && !seen; j++) seen = sha256_equal(&ref[j], &s.tensors[t].chunks[k]);
-                if (seen) continue;
-                if (nref == cap) {
-                    cap = cap ? 2 * cap : 256;
-                    sha256_digest *r2 = realloc(ref, cap * sizeof *r2);
-                    if (!r2) break;
-                    ref = r2;
-                }
+                int added = digest_set_add(&ref, &s.tensors[t].chunks[k]);
+                if (added < 0) break;
+                if (!added) continue;
                 uint64_t off = k * s.tensors[t].chunk_bytes;
                 uint64_t l = bytes - off < s.tensors[t].chunk_bytes ? bytes - off : s.tensors[t].chunk_bytes;
-                ref[nref++] = s.tensors[t].chunks[k];
                 sz->chunk_bytes += (double)l;
             }
         }
         rec_state_free(&s);
     }
-    free(ref);
+    size_t nref = ref.n;
+    digest_set_free(&ref);
     sz->chunks = nref;
     store_list l;
     if (store_list_prefix(st, LEDGER_BLOBS, &l, e) == 0) {

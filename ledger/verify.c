@@ -12,33 +12,8 @@
 #include "ledger/metrics.h"
 #include "ledger/read.h"
 #include "ledger/retain.h"
+#include "storage/digest_set.h"
 #include "util/testhook.h"
-
-/* ------------------------------------------------------------------ digest sets */
-
-typedef struct digest_set {
-    sha256_digest *d;
-    size_t n, cap;
-} digest_set;
-
-static int set_has(const digest_set *s, const sha256_digest *d) {
-    for (size_t i = 0; i < s->n; i++)
-        if (sha256_equal(&s->d[i], d)) return 1;
-    return 0;
-}
-
-static int set_add(digest_set *s, const sha256_digest *d) {
-    if (set_has(s, d)) return 0;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 64;
-        sha256_digest *nd = realloc(s->d, cap * sizeof *nd);
-        if (!nd) return -1;
-        s->d = nd;
-        s->cap = cap;
-    }
-    s->d[s->n++] = *d;
-    return 0;
-}
 
 /* ------------------------------------------------------------------ the report's lines */
 
@@ -229,8 +204,8 @@ static int check_state(verify_ctx *v, uint64_t seq, tdm_err *e) {
         uint64_t total = rt->shape[0] * 4;
         for (int d = 1; d < rt->ndim; d++) total *= rt->shape[d];
         for (size_t k = 0; k < rt->nchunks && !rc; k++) {
-            if (set_add(&v->referenced, &rt->chunks[k])) rc = err_set(e, ERR_INTERNAL, "out of memory");
-            if (set_has(&v->good, &rt->chunks[k])) continue;
+            if (digest_set_add(&v->referenced, &rt->chunks[k]) < 0) rc = err_set(e, ERR_INTERNAL, "out of memory");
+            if (digest_set_has(&v->good, &rt->chunks[k])) continue;
             char bkey[80];
             ledger_blob_key(bkey, sizeof bkey, &rt->chunks[k]);
             void *b = NULL;
@@ -250,7 +225,7 @@ static int check_state(verify_ctx *v, uint64_t seq, tdm_err *e) {
                 break;
             }
             if (g == 0 && bn == want) {
-                set_add(&v->good, &rt->chunks[k]);
+                digest_set_add(&v->good, &rt->chunks[k]);
                 r->blob_bytes += (double)bn;
             } else if (g == 0 || g == STORE_NOT_FOUND || g == STORE_CORRUPT) {
                 add_line(r, VERIFY_FAULT, 0, "%s: %s (tensor %s chunk %zu) is %s", key, bkey, rt->name, k,
@@ -520,7 +495,7 @@ static int verify_once(store *st, const char *url, const ledger_pin *pin, ledger
         int qok = retain_quarantined_refs(st, &q, &nq, &capq, &qe) == 0;
         for (size_t i = 0; i < bl.n; i++) {
             sha256_digest d;
-            if (!sha256_parse_hex(bl.keys[i] + 6, &d) && set_has(&v.referenced, &d)) continue;
+            if (!sha256_parse_hex(bl.keys[i] + 6, &d) && digest_set_has(&v.referenced, &d)) continue;
             int aside = 0;
             for (size_t k = 0; qok && k < nq && !aside; k++) aside = sha256_equal(&q[k], &d);
             if (aside) kept++;
@@ -539,8 +514,8 @@ static int verify_once(store *st, const char *url, const ledger_pin *pin, ledger
     r->blobs = v.good.n;
     free(v.vouches);
     free(seqs);
-    free(v.good.d);
-    free(v.referenced.d);
+    digest_set_free(&v.good);
+    digest_set_free(&v.referenced);
     ckpt_gens_free(&v.gens);
     return rc;
 }

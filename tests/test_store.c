@@ -3,10 +3,45 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "storage/digest_set.h"
 #include "storage/sha256.h"
 #include "storage/store.h"
 #include "storage/url.h"
 #include "tests/test.h"
+
+/* The digest set against a plain list: 20000 digests of 5000 distinct values (each added
+ * four times), members found at the index they were first added at, non-members not; and
+ * digests that share their first 24 bytes (names a hostile store could list) stay apart. */
+static void test_digest_set(void) {
+    digest_set s = {0};
+    size_t added = 0;
+    for (int round = 0; round < 4; round++)
+        for (uint32_t v = 0; v < 5000; v++) {
+            sha256_digest d;
+            sha256(&v, sizeof v, &d);
+            int r = digest_set_add(&s, &d);
+            CHECK(r >= 0, "out of memory");
+            added += (size_t)r;
+            CHECK(r == (round == 0), "round %d, value %u: add said %d", round, v, r);
+        }
+    CHECK(added == 5000 && s.n == 5000, "%zu added, %zu members", added, s.n);
+    for (uint32_t v = 0; v < 10000; v++) {
+        sha256_digest d;
+        sha256(&v, sizeof v, &d);
+        size_t at = digest_set_find(&s, &d);
+        CHECK(v < 5000 ? at == v : at == SIZE_MAX, "value %u found at %zu", v, at);
+        CHECK(digest_set_has(&s, &d) == (v < 5000), "value %u", v);
+    }
+    digest_set_free(&s);
+    CHECK(s.n == 0 && !digest_set_has(&s, &(sha256_digest){{0}}), "an emptied set");
+    for (int i = 0; i < 3000; i++) {
+        sha256_digest d = {{0}};
+        d.b[31] = (uint8_t)i, d.b[30] = (uint8_t)(i >> 8);
+        CHECK(digest_set_add(&s, &d) == 1, "digest %d not added", i);
+    }
+    CHECK(s.n == 3000, "%zu members", s.n);
+    digest_set_free(&s);
+}
 
 static void test_sha256_known_answers(void) {
     sha256_digest d;
@@ -343,6 +378,7 @@ static void test_store_urls(void) {
 
 int main(void) {
     RUN(test_sha256_known_answers);
+    RUN(test_digest_set);
     RUN(test_key_rules);
     RUN(test_put_get_overwrite_delete);
     RUN(test_create_only_and_cas);
