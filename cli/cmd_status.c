@@ -329,8 +329,8 @@ static int status(const char *url, FILE *j, tdm_err *out) {
     if (!rc && !have) {
         sha256_digest id;
         int has_id = run_config_identity(&run, &id) == 0;
-        rc = audit_newest_listed(st, cfg->run.seed, has_id ? &id : NULL, &s, lkey, sizeof lkey, &nlisted, &listed,
-                                 &e);
+        rc = audit_newest_listed(st, cfg->run.seed, has_id ? &id : NULL, hdamage[0] ? &h : NULL, &s, lkey, sizeof lkey,
+                                 &nlisted, &listed, &e);
         have = listed;
     }
     if (!rc && j) {
@@ -488,7 +488,7 @@ static int status(const char *url, FILE *j, tdm_err *out) {
             if (hdamage[0]) {
                 printf("HEAD      cannot be used (");
                 term_text(stdout, hdamage);
-                printf("), and no state of this run is listed\n");
+                printf("), and of the %zu states listed none decodes as this run's\n", nlisted);
             }
             ledger_speed sp;
             ledger_speed_read(st, T, &sp);

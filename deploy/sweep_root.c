@@ -191,10 +191,11 @@ int sweep_point_read(const char *root_url, const sweep *s, size_t i, sweep_point
         }
         free(want);
     }
+    char damage[1200] = "";
     if (!rc) {
         p->episodes = (uint64_t)(cfg->run.episodes > 0 ? cfg->run.episodes : 0);
         p->fixed = cfg->run.mode == CONFIG_MODE_FIXED;
-        rc = audit_head(st, &h, &rs, &have, e);
+        rc = audit_head_damage(st, &h, &rs, &have, damage, sizeof damage, e);
         if (rc) { /* HEAD or its state unreadable: the run's, not the store's failure */
             p->state = SWEEP_POINT_DAMAGED;
             snprintf(p->why, sizeof p->why, "%s", e->msg);
@@ -204,12 +205,15 @@ int sweep_point_read(const char *root_url, const sweep *s, size_t i, sweep_point
         }
     }
     if (!rc && !have) {
-        /* HEAD missing (a first commit cut off before HEAD moved, or HEAD lost): where a
-         * resume goes on from, as `tandem status STORE` says (seed only: a point's store) */
+        /* HEAD missing (a first commit cut off before HEAD moved, or HEAD lost) or unusable:
+         * where a resume goes on from, as `tandem status STORE` says (seed only: a point's
+         * store) */
         char key[64];
         size_t listed = 0;
         tdm_err le;
-        if (audit_newest_listed(st, cfg->run.seed, NULL, &rs, key, sizeof key, &listed, &have, &le)) have = 0;
+        if (audit_newest_listed(st, cfg->run.seed, NULL, damage[0] ? &h : NULL, &rs, key, sizeof key, &listed, &have,
+                                &le))
+            have = 0;
     }
     if (!rc && have) {
         p->episode = rs.episode;

@@ -283,8 +283,11 @@ int audit_head_damage(store *st, rec_head *head, rec_state *state, int *have, ch
     if (rc) return rc;
     tdm_err de;
     rc = rec_head_decode(data, n, LEDGER_HEAD, head, &de);
+    unsigned long long newer = rc ? rec_format_newer(data, n) : 0;
     free(data);
-    if (rc) return snprintf(damage, cap, "%s", de.msg), 0;
+    /* a newer tandem's is no damage: the resume refuses it, nothing changed (a review) */
+    if (newer) return err_set(e, ERR_STORE, "%s", de.msg);
+    if (rc) return memset(head, 0, sizeof *head), snprintf(damage, cap, "%s", de.msg), 0;
     rc = store_get(st, head->state, &data, &n, NULL, e);
     if (rc == STORE_NOT_FOUND) return snprintf(damage, cap, "HEAD names %s, which is missing", head->state), 0;
     if (rc) return rc;
@@ -295,7 +298,11 @@ int audit_head_damage(store *st, rec_head *head, rec_state *state, int *have, ch
         return snprintf(damage, cap, "%s does not match the SHA-256 in HEAD", head->state), 0;
     }
     rc = rec_state_decode(data, n, head->state, state, &de);
+    newer = rc ? rec_format_newer(data, n) : 0;
     free(data);
+    if (newer) /* the state HEAD vouches for, of a newer tandem: the resume refuses (nothing changed) */
+        return err_set(e, ERR_STORE, "%s/%s was written by a newer tandem (record format %llu; this one reads %d): run "
+                       "the newer tandem on this store", store_url(st), head->state, newer, REC_FORMAT_MAX);
     if (rc) return snprintf(damage, cap, "%s", de.msg), 0;
     *have = 1;
     return 0;
@@ -313,8 +320,8 @@ int audit_head(store *st, rec_head *head, rec_state *state, int *have, tdm_err *
     return rc;
 }
 
-int audit_newest_listed(store *st, uint64_t seed, const sha256_digest *run, rec_state *state, char *key,
-                        size_t cap, size_t *listed, int *have, tdm_err *e) {
+int audit_newest_listed(store *st, uint64_t seed, const sha256_digest *run, const rec_head *head, rec_state *state,
+                        char *key, size_t cap, size_t *listed, int *have, tdm_err *e) {
     *have = 0, *listed = 0;
     memset(state, 0, sizeof *state);
     uint64_t *seqs = NULL;
@@ -331,6 +338,15 @@ int audit_newest_listed(store *st, uint64_t seed, const sha256_digest *run, rec_
         if (rc == STORE_NOT_FOUND) { /* deleted since the listing (retention) */
             rc = 0;
             continue;
+        }
+        sha256_digest d;
+        if (!rc && head && head->state[0] && !strcmp(head->state, key)) {
+            /* HEAD's state whose bytes are not those HEAD records: the resume sets it aside */
+            sha256(data, n, &d);
+            if (!sha256_equal(&d, &head->state_sha)) {
+                free(data);
+                continue;
+            }
         }
         if (!rc && rec_state_decode(data, n, key, state, &de) == 0) {
             /* another run's (copied in) is passed over, as the resume passes it over */

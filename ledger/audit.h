@@ -40,16 +40,19 @@ void audit_chain_domains(audit_chain *chain, int M);
 int audit_head(store *st, rec_head *head, rec_state *state, int *have, tdm_err *e);
 /* The same, but HEAD there and unusable (it does not decode, names a missing state, or one
  * whose bytes or manifest do not hold) is no error: *have 0 and damage says why (a resume
- * goes on from the newest state that verifies). damage is "" otherwise. */
+ * goes on from the newest state that verifies; head zeroed when it did not decode). damage
+ * is "" otherwise. A HEAD, or the state it names, of a newer tandem stays an error. */
 int audit_head_damage(store *st, rec_head *head, rec_state *state, int *have, char *damage, size_t cap,
                       tdm_err *e);
 
 /* With HEAD missing: the newest listed state whose manifest decodes and is the run's (its
  * seed, and its identity where both carry one), which is what a resume goes on from when
- * its blobs and α records hold (ckpt_load; no blob is read here). *have 0 when none;
+ * its blobs and α records hold (ckpt_load; no blob is read here); head (NULL, or HEAD as
+ * decoded: its state[0] '\0' when it did not) passes over the state it names when that
+ * state's bytes are not the ones it records. *have 0 when none;
  * *listed the states listed. Returns 0, or an ERR_* code when the store could not be read. */
-int audit_newest_listed(store *st, uint64_t seed, const sha256_digest *run, rec_state *state, char *key,
-                        size_t cap, size_t *listed, int *have, tdm_err *e);
+int audit_newest_listed(store *st, uint64_t seed, const sha256_digest *run, const rec_head *head, rec_state *state,
+                        char *key, size_t cap, size_t *listed, int *have, tdm_err *e);
 
 /* What HEAD holds now, as the SHA-256 of its bytes (all zero when missing): a reader that
  * compares it before and after its work knows whether a live run committed meanwhile, and

@@ -403,7 +403,7 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
     digest_set refset = {0}, goneset = {0}, seen = {0};
     for (size_t j = 0; !rc && ncands && j < nref; j++)
         if (digest_set_add(&refset, &ref[j]) < 0) rc = err_set(e, ERR_INTERNAL, "out of memory");
-    for (size_t j = 0; !rc && ncands && j < ngone; j++)
+    for (size_t j = 0; !rc && ncands && !only_from_deleted && guard && guard->check && j < ngone; j++)
         if (digest_set_add(&goneset, &gone[j]) < 0) rc = err_set(e, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; !rc && i < ncands; i++) {
         sha256_digest d;

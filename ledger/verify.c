@@ -378,14 +378,18 @@ static int verify_once(store *st, const char *url, const ledger_pin *pin, ledger
     if (audit_generation(st, &v.gens, &ge) && pin->ok) add_line(r, VERIFY_FAULT, 0, "%s", ge.msg);
     v.gen = v.gens.n;
     int rc = 0;
-    /* the lease, read once: a run replaces one that does not decode (and says so); one
-     * whose holder may be alive makes the windows every live run passes through notes */
+    /* the lease: a run replaces one that does not decode or fails its checksum (and says
+     * so). One whose holder may be alive makes the windows every live run passes through
+     * notes; audit_lease_read's own reads (HEAD, the newest α record) failing only leave
+     * that unsaid, so that a damaged store is reported, not given up on (a review: one
+     * read of the lease through audit_lease_read made such a store exit with the error) */
     tdm_err le;
+    rec_lease l;
+    int lr = ledger_read(st, REC_KIND_LEASE, LEDGER_LEASE, NULL, &l, &le);
+    if (lr == STORE_CORRUPT) add_line(r, VERIFY_FAULT, 0, "%s (the next tandem run replaces it)", le.msg);
+    else if (lr && lr != STORE_NOT_FOUND) rc = lr, *e = le;
     audit_lease al;
-    int lr = audit_lease_read(st, &al, &le);
-    if (lr) rc = lr, *e = le;
-    else if (al.damaged) add_line(r, VERIFY_FAULT, 0, "%s (the next tandem run replaces it)", al.why);
-    else v.live = al.state == AUDIT_LEASE_HELD;
+    if (!rc && lr == 0 && !l.released && audit_lease_read(st, &al, &le) == 0) v.live = al.state == AUDIT_LEASE_HELD;
     /* the pins of the run's inputs: a run writes a damaged one again from its dataset or
      * model folder (and says so), losing the comparison with what the run started from */
     if (!rc) {
@@ -493,14 +497,15 @@ static int verify_once(store *st, const char *url, const ledger_pin *pin, ledger
         size_t nq = 0, capq = 0, orphans = 0, kept = 0;
         tdm_err qe;
         int qok = retain_quarantined_refs(st, &q, &nq, &capq, &qe) == 0;
+        digest_set qs = {0};
+        for (size_t k = 0; qok && k < nq; k++) qok = digest_set_add(&qs, &q[k]) >= 0;
         for (size_t i = 0; i < bl.n; i++) {
             sha256_digest d;
             if (!sha256_parse_hex(bl.keys[i] + 6, &d) && digest_set_has(&v.referenced, &d)) continue;
-            int aside = 0;
-            for (size_t k = 0; qok && k < nq && !aside; k++) aside = sha256_equal(&q[k], &d);
-            if (aside) kept++;
+            if (qok && digest_set_has(&qs, &d)) kept++;
             else orphans++;
         }
+        digest_set_free(&qs);
         free(q);
         r->orphan_blobs = (long)orphans;
         if (orphans)

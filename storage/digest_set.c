@@ -4,13 +4,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A digest's bytes are uniform; all of them are mixed in, so that names a hostile store
- * lists sharing their first bytes do not all land in one run of slots. */
+/* A 64-bit finaliser (MurmurHash3's fmix64): every input bit reaches every output bit. */
+static uint64_t fmix64(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+}
+
+/* A digest's bytes are uniform, but every one is mixed in, so that digests in a hostile
+ * store's manifests that share most of their bytes do not all land in one run of slots
+ * (a review: a multiply alone left each word's high bytes out of the slot). */
 static size_t home(const sha256_digest *d, size_t nslot) {
     uint64_t w[4], h = 0;
     memcpy(w, d->b, sizeof w);
-    for (int i = 0; i < 4; i++) h = (h ^ w[i]) * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h ^ (h >> 29)) & (nslot - 1);
+    for (int i = 0; i < 4; i++) h = fmix64(h ^ w[i]);
+    return (size_t)h & (nslot - 1);
 }
 
 size_t digest_set_find(const digest_set *s, const sha256_digest *d) {

@@ -1805,7 +1805,6 @@ static void test_repair_sets_aside_unloadable_states(void) {
     fixture_close(&f);
 }
 
-/* pid's state letter in /proc (R, S, T, Z, ...), 0 when it is gone. */
 /* The processes this case froze (freeze_at, freeze_tandem): reap_frozen, run after each
  * case, kills those still there, so that a case that gives up (a CHECK returns) leaves
  * no frozen writer behind to hold a lock or a lease. */

@@ -11,7 +11,8 @@
 
 /* The digest set against a plain list: 20000 digests of 5000 distinct values (each added
  * four times), members found at the index they were first added at, non-members not; and
- * digests that share their first 24 bytes (names a hostile store could list) stay apart. */
+ * digests that share 30 of their bytes (a hostile store's manifests could name such) spread
+ * over the slots. */
 static void test_digest_set(void) {
     digest_set s = {0};
     size_t added = 0;
@@ -40,6 +41,14 @@ static void test_digest_set(void) {
         CHECK(digest_set_add(&s, &d) == 1, "digest %d not added", i);
     }
     CHECK(s.n == 3000, "%zu members", s.n);
+    /* and they spread: the longest run of taken slots stays short (one run of 3000 with a
+     * hash of part of the bytes) */
+    size_t run = 0, longest = 0;
+    for (size_t i = 0; i < 2 * s.nslot; i++) {
+        run = s.slot[i & (s.nslot - 1)] ? run + 1 : 0;
+        if (run > longest) longest = run;
+    }
+    CHECK(longest < 64, "a run of %zu taken slots of %zu", longest, s.nslot);
     digest_set_free(&s);
 }
 
