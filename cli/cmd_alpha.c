@@ -140,19 +140,21 @@ static void print_json(const audit_chain *c, const rec_run *run, const double *t
         printf(",\"hash\":\"%s\"", hex);
         json_map("alpha", a->alpha, a->M, run);
         json_map("alpha_next", a->alpha_next, a->M, run);
+        /* the CSV's columns, field for field (a hunt: the JSON had no delta, and left out a
+         * whole episode's epochs where the CSV left out one domain's): a value the CSV
+         * leaves empty is null here, a column it leaves empty on every row is no member */
         if (!no_probe(a)) {
+            double delta[REC_MAX_DOMAINS];
+            for (int m = 0; m < a->M; m++) delta[m] = a->loss_w[m] - a->loss_u[m];
             json_map("loss_u", a->loss_u, a->M, run);
             json_map("loss_w", a->loss_w, a->M, run);
+            json_map("delta", delta, a->M, run);
         }
         if (a->has_seen) {
             double ep[REC_MAX_DOMAINS];
-            int known = 1;
-            for (int m = 0; m < a->M; m++) {
-                ep[m] = epochs_of(a, m, tokens);
-                known &= !isnan(ep[m]);
-            }
+            for (int m = 0; m < a->M; m++) ep[m] = epochs_of(a, m, tokens);
             json_map("seen", a->seen, a->M, run);
-            if (known) json_map("epochs", ep, a->M, run);
+            json_map("epochs", ep, a->M, run);
         }
         printf(",\"time\":");
         json_num(stdout, a->time);

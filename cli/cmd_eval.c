@@ -17,7 +17,7 @@
 
 static const cli_opt OPTS[] = {
     {"--split", CLI_STR, NULL, "the split to evaluate (default test)", "test|val|train", 0, 0, NULL, NULL},
-    {"--max-tokens", CLI_STR, "N", "at most N target tokens per domain, in whole windows of train.seq (default all)", NULL, 0, 0, NULL, NULL},
+    {"--max-tokens", CLI_STR, "N", "at most N target tokens per domain (500k, 2M, 64Ki), in whole windows of\ntrain.seq (default all)", NULL, 0, 0, NULL, NULL},
     {"--state", CLI_STR, "SEQ", "evaluate the kept state states/SEQ.mp instead of the newest", NULL, 0, 0, NULL, NULL},
     {"--json", CLI_SWITCH, NULL, "the result as one JSON object on stdout", NULL, 0, 0, NULL, NULL},
     CLI_FORMAT_TABLE_JSON,
@@ -42,7 +42,13 @@ static int run_eval(const cli_args *a) {
     uint64_t max_tokens = UINT64_MAX, state_seq = 0;
     int json = cli_json(a), have_state = cli_given(a, "--state") > 0;
     tdm_err e = {0};
-    int rc = u64_opt(a, "--max-tokens", &max_tokens, &e);
+    int rc = 0;
+    const char *mt = cli_str(a, "--max-tokens", NULL);
+    /* a count, as gen-corpus takes token counts: 500k, 2M, 64Ki (a hunt: "2M", and a number
+     * past 2^64, were each "not a non-negative integer") */
+    if (mt && args_parse_count(mt, &max_tokens))
+        rc = err_set(&e, ERR_USAGE, "--max-tokens %s: give the most target tokens per domain to evaluate, a whole "
+                     "number with an optional k, M, G (or Ki, Mi, Gi) below 2^64, or leave it out for all", mt);
     if (!rc && max_tokens == 0)
         rc = err_set(&e, ERR_USAGE, "--max-tokens 0 would evaluate nothing: give the most target tokens per "
                      "domain to evaluate (whole windows of train.seq), or leave it out for all");

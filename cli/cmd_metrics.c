@@ -140,7 +140,9 @@ static void print_csv(const rec_metrics *rows, size_t n, const rec_run *run) {
             putchar(',');
             csv_field(stdout, col);
         }
-    putchar('\n');
+    /* the row's other fields, as in JSON lines (a hunt: the CSV had none of them); the
+     * free steps' losses in one field, space-separated (their count varies by row) */
+    printf(",val_tokens,step_first,step_loss\n");
     for (size_t i = 0; i < n; i++) {
         const rec_metrics *m = &rows[i];
         printf("%llu,%llu,%.3f,", (unsigned long long)m->t, (unsigned long long)m->seq, m->time);
@@ -156,6 +158,11 @@ static void print_csv(const rec_metrics *rows, size_t n, const rec_run *run) {
                     printf(",");
                 else printf(",%.17g", d < m->M ? v[k][d] : NAN);
             }
+        if (m->has_val) printf(",%llu", (unsigned long long)m->val_tokens);
+        else printf(",");
+        if (m->n_steps) printf(",%llu,", (unsigned long long)m->step_first);
+        else printf(",,");
+        for (int s = 0; s < m->n_steps; s++) printf(s ? " %.17g" : "%.17g", m->step_loss[s]);
         putchar('\n');
     }
 }

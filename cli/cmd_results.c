@@ -33,7 +33,7 @@
 
 static const cli_opt OPTS[] = {
     {"--split", CLI_STR, NULL, "the split to evaluate (default test)", "test|val", 0, 0, NULL, NULL},
-    {"--max-tokens", CLI_STR, "N", "at most N target tokens per domain, in whole windows (default all)", NULL, 0, 0,
+    {"--max-tokens", CLI_STR, "N", "at most N target tokens per domain, in whole windows (default all; 500k, 2M)", NULL, 0, 0,
      NULL, NULL},
     {"--format", CLI_STR, NULL, "a table (default), CSV (one row per point and domain) or JSON", "table|csv|json", 0,
      0, NULL, NULL},
@@ -249,9 +249,9 @@ static int run_results(const cli_args *a) {
     const char *mt = cli_str(a, "--max-tokens", NULL);
     if (cli_given(a, "--json") && cli_given(a, "--format") && strcmp(cli_str(a, "--format", ""), "json"))
         rc = err_set(&e, ERR_USAGE, "--json and --format %s disagree: give one", cli_str(a, "--format", ""));
-    if (!rc && mt && (args_parse_u64(mt, &max_tokens) || max_tokens == 0))
+    if (!rc && mt && (args_parse_count(mt, &max_tokens) || max_tokens == 0))
         rc = err_set(&e, ERR_USAGE, "--max-tokens %s: give the most target tokens per domain (a whole number "
-                     "above 0), or leave it out for all", mt);
+                     "above 0 with an optional k, M, G (or Ki, Mi, Gi) and below 2^64), or leave it out for all", mt);
     int split = -1;
     for (int s = 0; s < SPLIT_COUNT; s++)
         if (!strcmp(split_name, dataset_split_name(s))) split = s;

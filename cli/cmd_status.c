@@ -43,6 +43,18 @@ static void json_time(FILE *j, const char *key, double t) {
     else fputs("null", j);
 }
 
+/* ,"head_missing":{...}: HEAD missing or unusable (damage "" when missing); state, the
+ * newest listed state status shows instead (NULL: none is the run's) of nlisted listed */
+static void json_head_missing(FILE *j, const char *state, size_t nlisted, const char *damage) {
+    fprintf(j, ",\"head_missing\":{\"state\":");
+    if (state) json_str(j, state);
+    else fprintf(j, "null");
+    fprintf(j, ",\"states_listed\":%zu,\"damage\":", nlisted);
+    if (damage[0]) json_str(j, damage);
+    else fprintf(j, "null");
+    fprintf(j, "}");
+}
+
 static const char *lease_state_name(int state) {
     return state == AUDIT_LEASE_RELEASED ? "released" : state == AUDIT_LEASE_HELD ? "held"
            : state == AUDIT_LEASE_STALE  ? "stale"
@@ -354,12 +366,8 @@ static int status(const char *url, FILE *j, tdm_err *out) {
             fprintf(j, ",\"free_steps\":%llu,\"seq\":%llu,\"seq_total\":%llu}", (unsigned long long)E,
                     (unsigned long long)s.seq, (unsigned long long)(T * per_episode));
             if (listed) {
-                fprintf(j, ",\"commit\":null,\"commits\":null,\"commits_per_hour\":null,\"head_missing\":{\"state\":");
-                json_str(j, lkey);
-                fprintf(j, ",\"states_listed\":%zu,\"damage\":", nlisted);
-                if (hdamage[0]) json_str(j, hdamage);
-                else fprintf(j, "null");
-                fprintf(j, "}");
+                fprintf(j, ",\"commit\":null,\"commits\":null,\"commits_per_hour\":null");
+                json_head_missing(j, lkey, nlisted, hdamage);
             } else {
                 double age = (double)time(NULL) - h.time;
                 if (age < 0) age = 0; /* whole-second clock against a fractional commit time */
@@ -406,11 +414,7 @@ static int status(const char *url, FILE *j, tdm_err *out) {
             fprintf(j, ",\"position\":null,\"commit\":null,\"commits\":null,\"commits_per_hour\":null,"
                        "\"at_risk_steps\":%llu,\"alpha_reach_seq\":%llu,\"alpha\":null,\"finished\":false,"
                        "\"speed\":null,\"size\":null", (unsigned long long)reach, (unsigned long long)ahead);
-            if (hdamage[0]) {
-                fprintf(j, ",\"head_missing\":{\"state\":null,\"states_listed\":%zu,\"damage\":", nlisted);
-                json_str(j, hdamage);
-                fprintf(j, "}");
-            }
+            if (hdamage[0]) json_head_missing(j, NULL, nlisted, hdamage);
             char why[1200];
             if (audit_store_stranded(st, why, sizeof why)) {
                 fprintf(j, ",\"stranded\":");

@@ -10,6 +10,7 @@
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "data/tokenizer.h"
+#include "data/utf8.h"
 #include "util/buf.h"
 #include "util/fileio.h"
 
@@ -36,8 +37,7 @@ static const cli_spec SPEC = {
     OPTS,
     NULL};
 
-/* The whole of path in *data (malloc'd), *n. 0 or ERR_USAGE. */
-/* The whole file; a FIFO or a device is refused at once (it blocked, or never ended:
+/* The whole of path in *data (malloc'd), *n: 0, ERR_USAGE or ERR_INTERNAL. The whole file; a FIFO or a device is refused at once (it blocked, or never ended:
  * /dev/zero ran out of memory), as are files past 16 GiB. */
 static int slurp(const char *path, char **data, size_t *n, tdm_err *e) {
     if (!path[0]) return err_set(e, ERR_USAGE, "a FILE is '' (empty): name a text file"); /* was ": No such file" */
@@ -71,6 +71,19 @@ static int run_tokenize(const cli_args *a) {
         tok_ids ids = {0};
         rc = slurp(a->arg[i], &data, &n, &e);
         if (rc) break;
+        /* text is UTF-8: prep leaves out a file that is not, and tokenizers that take
+         * strings (Hugging Face's) cannot be given its bytes, so the ids here would match
+         * nothing a user compares them with (a hunt: they were encoded silently) */
+        utf8_state u = {0};
+        size_t bad = utf8_scan(&u, (const unsigned char *)data, n);
+        if (bad < n || !utf8_done(&u)) {
+            free(data);
+            rc = err_set(&e, ERR_USAGE, "%s: %s at byte %zu: tokenize reads UTF-8 text (prep leaves such a file "
+                         "out); convert it first, e.g. iconv -f LATIN1 -t UTF-8", a->arg[i],
+                         bad < n ? "bytes that are not UTF-8" : "the file ends inside a UTF-8 character",
+                         bad < n ? bad : n - u.seen);
+            break;
+        }
         rc = tokenizer_encode_parallel(t, data, n, threads, &ids, &e);
         if (rc) err_prefix(&e, "%s: ", a->arg[i]);
         free(data);

@@ -195,14 +195,33 @@ int audit_chain_read(store *st, audit_chain *c, tdm_err *e) {
         return err_set(e, ERR_INTERNAL, "out of memory");
     }
     c->ok = 1;
-    for (size_t i = 0; i < nt && c->ok; i++) {
-        char key[64];
-        ledger_alpha_key(key, sizeof key, i);
-        /* read even when the listing lacks it: something that is no object (a directory,
-         * a FIFO) in a record's place is not listed, and is said as the run says it */
-        void *data = NULL;
-        size_t n = 0;
-        rc = store_get(st, key, &data, &n, NULL, e);
+    /* read CHAIN_WINDOW records at a time, side by side (store_get_many), and judged in
+     * order as before: the reads past a record that ends the chain are dropped */
+    enum { CHAIN_WINDOW = 64 };
+    char keys[CHAIN_WINDOW][64];
+    store_got *got = calloc(CHAIN_WINDOW, sizeof *got);
+    if (!got) rc = err_set(e, ERR_INTERNAL, "out of memory");
+    size_t have = 0, from = 0; /* got[0..have) holds records from, from + 1, ... */
+    for (size_t i = 0; !rc && i < nt && c->ok; i++) {
+        if (i == from + have) {
+            for (size_t k = 0; k < have; k++) free(got[k].data);
+            from = i, have = nt - i < CHAIN_WINDOW ? nt - i : CHAIN_WINDOW;
+            for (size_t k = 0; k < have; k++) {
+                /* read even when the listing lacks it: something that is no object (a
+                 * directory, a FIFO) in a record's place is not listed, and is said as the
+                 * run says it */
+                ledger_alpha_key(keys[k], sizeof keys[k], from + k);
+                got[k].key = keys[k];
+            }
+            store_get_many(st, got, have);
+        }
+        store_got *g = &got[i - from];
+        const char *key = g->key;
+        void *data = g->data;
+        size_t n = g->n;
+        g->data = NULL; /* freed below, as it is judged */
+        rc = g->rc;
+        if (rc && rc != STORE_NOT_FOUND) *e = g->err;
         if (rc == STORE_NOT_FOUND) {
             c->ok = 0, c->bad = i;
             if (ts[i] != i)
@@ -255,6 +274,8 @@ int audit_chain_read(store *st, audit_chain *c, tdm_err *e) {
         }
         if (c->ok) c->n = i + 1;
     }
+    for (size_t k = 0; got && k < have; k++) free(got[k].data);
+    free(got);
     free(ts);
     if (!rc && c->ok) {
         /* the record after the listed ones: a directory or a FIFO in its place is no
@@ -271,9 +292,12 @@ int audit_chain_read(store *st, audit_chain *c, tdm_err *e) {
     return rc;
 }
 
-int audit_head_damage(store *st, rec_head *head, rec_state *state, int *have, char *damage, size_t cap,
-                      tdm_err *e) {
-    *have = 0;
+/* audit_head_damage, and in *named whether the damage is in what HEAD names (a state
+ * missing, or not the bytes HEAD vouches for) rather than in a record's own decoding:
+ * audit_head says those with the store's URL in front, as its callers always did. */
+static int head_read(store *st, rec_head *head, rec_state *state, int *have, char *damage, size_t cap, int *named,
+                     tdm_err *e) {
+    *have = 0, *named = 0;
     damage[0] = '\0';
     memset(state, 0, sizeof *state);
     void *data = NULL;
@@ -289,6 +313,7 @@ int audit_head_damage(store *st, rec_head *head, rec_state *state, int *have, ch
     if (newer) return err_set(e, ERR_STORE, "%s", de.msg);
     if (rc) return memset(head, 0, sizeof *head), snprintf(damage, cap, "%s", de.msg), 0;
     rc = store_get(st, head->state, &data, &n, NULL, e);
+    *named = 1;
     if (rc == STORE_NOT_FOUND) return snprintf(damage, cap, "HEAD names %s, which is missing", head->state), 0;
     if (rc) return rc;
     sha256_digest d;
@@ -297,6 +322,7 @@ int audit_head_damage(store *st, rec_head *head, rec_state *state, int *have, ch
         free(data);
         return snprintf(damage, cap, "%s does not match the SHA-256 in HEAD", head->state), 0;
     }
+    *named = 0;
     rc = rec_state_decode(data, n, head->state, state, &de);
     newer = rc ? rec_format_newer(data, n) : 0;
     free(data);
@@ -308,15 +334,18 @@ int audit_head_damage(store *st, rec_head *head, rec_state *state, int *have, ch
     return 0;
 }
 
+int audit_head_damage(store *st, rec_head *head, rec_state *state, int *have, char *damage, size_t cap,
+                      tdm_err *e) {
+    int named;
+    return head_read(st, head, state, have, damage, cap, &named, e);
+}
+
 int audit_head(store *st, rec_head *head, rec_state *state, int *have, tdm_err *e) {
     char damage[1200];
-    int rc = audit_head_damage(st, head, state, have, damage, sizeof damage, e);
-    if (!rc && damage[0]) {
-        /* the words callers said before: "URL: HEAD names ..." for a dangling or wrong HEAD */
-        if (!strncmp(damage, "HEAD names", 10) || strstr(damage, "does not match the SHA-256 in HEAD"))
-            return err_set(e, ERR_STORE, "%s: %s", store_url(st), damage);
-        return err_set(e, ERR_STORE, "%s", damage);
-    }
+    int named;
+    int rc = head_read(st, head, state, have, damage, sizeof damage, &named, e);
+    if (!rc && damage[0])
+        return named ? err_set(e, ERR_STORE, "%s: %s", store_url(st), damage) : err_set(e, ERR_STORE, "%s", damage);
     return rc;
 }
 

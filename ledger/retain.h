@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "storage/digest_set.h"
 #include "storage/store.h"
 #include "util/err.h"
 
@@ -33,10 +34,10 @@ typedef struct retain_report {
  * instead: it is one of the newest `keep` when keep >= 2). dry: say, delete nothing.
  * `log` (may be NULL) gets one line per deletion. ERR_STORE when HEAD cannot be read
  * (nothing is deleted then). */
-/* Appends the chunks of every state manifest set aside under quarantine/ that decodes to
- * *ref (n entries of cap, realloc'd): the blobs gc keeps so that a copy kept for an audit
+/* Adds the chunks of every state manifest set aside under quarantine/ that decodes to
+ * the set ref: the blobs gc keeps so that a copy kept for an audit
  * can still be loaded (verify does not call them orphans). 0, or -1 with e set. */
-int retain_quarantined_refs(store *st, sha256_digest **ref, size_t *n, size_t *cap, tdm_err *e);
+int retain_quarantined_refs(store *st, digest_set *ref, tdm_err *e);
 
 /* guard (may be NULL): called before every deletion; non-zero (with *e set) stops the
  * pass there. gc's guard checks that no run has taken the lease since gc looked at it: a

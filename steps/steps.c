@@ -355,6 +355,15 @@ int step_probe_pinned(const step_hparams *hp, const dataset *ds, step_nets *n, s
     return 0;
 }
 
+/* A loss for a message: a NaN as "NaN" (printf's %g said "-nan" for the NaN a diverged
+ * net's arithmetic makes, whose sign bit is set), an infinity as "Inf" or "-Inf". */
+static const char *loss_text(double x, char buf[32]) {
+    if (isnan(x)) return "NaN";
+    if (isinf(x)) return x > 0 ? "Inf" : "-Inf";
+    snprintf(buf, 32, "%g", x);
+    return buf;
+}
+
 /* The probe's verdict on its twins' losses in *work: 0 when all are finite, else
  * ERR_DIVERGED naming the twin, the domain (by name) and the key most likely responsible.
  * u' takes SGD steps at lr_probe on the α-mixture alone; w also on γ times it, so w alone
@@ -362,22 +371,23 @@ int step_probe_pinned(const step_hparams *hp, const dataset *ds, step_nets *n, s
  * (decay_key): u was then already near overflow, and no lr_probe helps. */
 static int probe_diverged(const step_hparams *hp, const dataset *ds, const step_state *work, tdm_err *e) {
     const char *decay = decay_key(hp);
+    char lt[32];
     for (int m = 0; m < work->M; m++) {
         if (isfinite(work->loss_u[m])) continue;
         if (decay)
             return err_set(e, ERR_DIVERGED,
                            "probe of episode %llu: the proxy twin u' diverged (its loss on domain "
-                           "'%s' is %g after %d SGD steps at tandem.lr_probe = %g) from a u blown "
+                           "'%s' is %s after %d SGD steps at tandem.lr_probe = %g) from a u blown "
                            "up by the free steps' decay (optim.lr = %g x optim.weight_decay = %g "
                            ">= 1): lower %s",
                            (unsigned long long)work->episode, dataset_domain_name(ds, m),
-                           work->loss_u[m], hp->K, hp->lr_probe, hp->lr, hp->weight_decay, decay);
+                           loss_text(work->loss_u[m], lt), hp->K, hp->lr_probe, hp->lr, hp->weight_decay, decay);
         return err_set(e, ERR_DIVERGED,
                        "probe of episode %llu: the proxy twin u' diverged (its loss on domain "
-                       "'%s' is %g after %d SGD steps at tandem.lr_probe = %g): lower "
+                       "'%s' is %s after %d SGD steps at tandem.lr_probe = %g): lower "
                        "tandem.lr_probe",
                        (unsigned long long)work->episode, dataset_domain_name(ds, m),
-                       work->loss_u[m], hp->K, hp->lr_probe);
+                       loss_text(work->loss_u[m], lt), hp->K, hp->lr_probe);
     }
     for (int m = 0; m < work->M; m++) {
         if (isfinite(work->loss_w[m])) continue;
@@ -385,22 +395,22 @@ static int probe_diverged(const step_hparams *hp, const dataset *ds, const step_
         if (decay)
             return err_set(e, ERR_DIVERGED,
                            "probe of episode %llu: the reference twin w diverged (its loss on "
-                           "domain '%s' is %g after %d SGD steps at tandem.lr_probe = %g) from a "
+                           "domain '%s' is %s after %d SGD steps at tandem.lr_probe = %g) from a "
                            "u blown up by the free steps' decay (optim.lr = %g x "
                            "optim.weight_decay = %g >= 1): lower %s",
-                           (unsigned long long)work->episode, name, work->loss_w[m], hp->K,
+                           (unsigned long long)work->episode, name, loss_text(work->loss_w[m], lt), hp->K,
                            hp->lr_probe, hp->lr, hp->weight_decay, decay);
         if (hp->gamma > 1)
             return err_set(e, ERR_DIVERGED,
                            "probe of episode %llu: the reference twin w diverged (its loss on "
-                           "domain '%s' is %g) while u' did not: w's objective weighs the train "
+                           "domain '%s' is %s) while u' did not: w's objective weighs the train "
                            "loss by tandem.gamma = %g; lower tandem.gamma (or tandem.lr_probe)",
-                           (unsigned long long)work->episode, name, work->loss_w[m], hp->gamma);
+                           (unsigned long long)work->episode, name, loss_text(work->loss_w[m], lt), hp->gamma);
         return err_set(e, ERR_DIVERGED,
                        "probe of episode %llu: the reference twin w diverged (its loss on "
-                       "domain '%s' is %g after %d SGD steps at tandem.lr_probe = %g): lower "
+                       "domain '%s' is %s after %d SGD steps at tandem.lr_probe = %g): lower "
                        "tandem.lr_probe",
-                       (unsigned long long)work->episode, name, work->loss_w[m], hp->K, hp->lr_probe);
+                       (unsigned long long)work->episode, name, loss_text(work->loss_w[m], lt), hp->K, hp->lr_probe);
     }
     return 0;
 }
@@ -410,6 +420,7 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
     int M = s->M, B = hp->B, T = hp->T;
     step_state work = *s; /* the probe commits to *s only when it completes */
     double coef_u[2 * STEP_MAX_DOMAINS], coef_w[2 * STEP_MAX_DOMAINS], loss[2 * STEP_MAX_DOMAINS];
+    char lt[32];
     for (int k = 0; k < hp->K; k++) {
         if (abandon && *abandon) return STEP_ABANDONED;
         /* rows [0, B): train, mixed by α; rows [B, B+V): val, V/M per domain, scored as
@@ -437,9 +448,9 @@ int step_probe(const step_hparams *hp, const dataset *ds, step_nets *n, step_sta
             if (!isfinite(loss[m]))
                 return err_set(e, ERR_DIVERGED,
                                "probe of episode %llu: the model u is not finite at the start of "
-                               "the probe (its loss on domain '%s' is %g): it diverged in the free "
+                               "the probe (its loss on domain '%s' is %s): it diverged in the free "
                                "steps before; lower %s%s",
-                               (unsigned long long)work.episode, dataset_domain_name(ds, m), loss[m],
+                               (unsigned long long)work.episode, dataset_domain_name(ds, m), loss_text(loss[m], lt),
                                decay_key(hp) ? decay_key(hp) : "optim.lr",
                                hp->probe_carry ? " (or tandem.lr_probe: tandem.probe_carry "
                                                  "continues the free steps from the probe's u')"

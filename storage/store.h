@@ -94,6 +94,26 @@ int store_get(store *s, const char *key, void **data, size_t *n, store_version *
 int store_get_verified(store *s, const char *key, const sha256_digest *expect, void **data,
                        size_t *n, tdm_err *e);
 
+/* One read of store_get_many: key in; data (malloc'd, the caller frees; NULL unless rc is
+ * 0), n, rc (store_get's return: 0, STORE_NOT_FOUND or an error) and err (where rc is an
+ * error) out. */
+typedef struct store_got {
+    const char *key;
+    void *data;
+    size_t n;
+    int rc;
+    tdm_err err;
+} store_got;
+
+/* The most reads store_get_many has in flight. */
+#define STORE_GET_THREADS 8
+
+/* store_get of each of items[0..n), up to STORE_GET_THREADS at once (storage/store_many.c):
+ * each item gets its own result, whatever the others' are; in what order the reads reach
+ * the store is not defined. For many small objects (records) on an object store, where
+ * each read is a round trip. */
+void store_get_many(store *s, store_got *items, size_t n);
+
 /* Sets *exists to 1 or 0. */
 int store_exists(store *s, const char *key, int *exists, tdm_err *e);
 

@@ -8,6 +8,8 @@
 #     "unexpected argument"), and the counts equal one file at a time;
 #   - the export of a run on a synthetic corpus of 64 ids says the dataset records no
 #     tokenizer (it claimed "made with a tokenizer other than bytes").
+#   - `tandem tokenize` of text that is not UTF-8 is refused, naming the file and byte (it
+#     was encoded silently, where prep leaves such a file out).
 # Prints PASS/FAIL lines and "cli_interop: N passed, M failed"; exits non-zero on failure.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -76,6 +78,20 @@ done
 if [ $st = 0 ] && [ $ok = 1 ] && [ "$(grep -c '\.txt$' "$tmp/all.txt")" = 12 ]; then
   pass "tokenize of 12 files at once: each one's count as alone"
 else fail "tokenize of 12 files at once" "exit $st: $(cat "$tmp/all.err")" "$(cat "$tmp/all.txt")"; fi
+
+# tokenize of a file that is not UTF-8 (Latin-1, or cut inside a character): exit 2 naming the
+# file and the byte, nothing printed for it (the ids were printed: prep leaves such a file out)
+printf 'the caf\xe9 other\n' >"$tmp/latin1.txt"
+printf 'the other \xe2\x82' >"$tmp/cut.txt"
+ok=1
+for f in latin1 cut; do
+  "$bin" tokenize "$tmp/f00.txt" "$tmp/$f.txt" --tokenizer "$tmp/tok.json" >"$tmp/u8.out" 2>"$tmp/u8.err"; st=$?
+  want=7; [ $f = cut ] && want=10
+  { [ $st = 2 ] && grep -q "$f.txt: .*at byte $want: tokenize reads UTF-8" "$tmp/u8.err" &&
+    [ "$(wc -l <"$tmp/u8.out")" = 1 ]; } || { ok=0; echo "$f: exit $st: $(cat "$tmp/u8.err")"; }
+done >"$tmp/u8.log"
+if [ $ok = 1 ]; then pass "tokenize of text that is not UTF-8: exit 2 naming the file and the byte"
+else fail "tokenize of text that is not UTF-8" "$(cat "$tmp/u8.log")"; fi
 
 # a synthetic corpus of 64 ids records no tokenizer: the export says so, claims none
 "$bin" gen-corpus --out "$tmp/gc" --domains 2 --train-tokens 5000 --val-tokens 200 --test-tokens 200 --vocab 64 \

@@ -595,6 +595,17 @@ static void test_eval_reports_average(void) {
           "--max-tokens 0: %s", out);
     CHECK(tandem_cmd(out, sizeof out, "eval '%s' --max-tokens 31", f.store) == 2 && strstr(out, "train.seq = 32"),
           "--max-tokens below one window: %s", out);
+    /* a count as gen-corpus takes one (2M was "not a non-negative integer"), and past 2^64
+     * said as such */
+    snprintf(cmd, sizeof cmd, "t() { /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); "
+             "print([v[\"tokens\"] for v in d[\"domains\"].values()])'; }; '%s' eval '%s' --split val --max-tokens "
+             "0.07k >/dev/null 2>&1; test $? = 2 && a=$('%s' eval '%s' --split val --max-tokens 2M --json | t) && "
+             "b=$('%s' eval '%s' --split val --json | t) && test -n \"$a\" && test \"$a\" = \"$b\"",
+             tandem_bin(), f.store, tandem_bin(), f.store, tandem_bin(), f.store);
+    CHECK(system(cmd) == 0, "--max-tokens 2M was not taken as a count");
+    CHECK(tandem_cmd(out, sizeof out, "eval '%s' --max-tokens 18446744073709551616", f.store) == 2 &&
+              strstr(out, "below 2^64"),
+          "--max-tokens past 2^64: %s", out);
     /* the kept states by run position, and where a missing one sends the user */
     CHECK(tandem_cmd(out, sizeof out, "status '%s'", f.store) == 0 && strstr(out, "at run positions"), "status: %s", out);
     snprintf(cmd, sizeof cmd, "'%s' status '%s' --json | /usr/bin/python3 -c 'import json,sys,os; d=json.load(sys.stdin); "

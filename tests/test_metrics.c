@@ -345,6 +345,20 @@ static void test_validation_every_n(void) {
                   "print(\"ok\")' '%s' 2>&1 | tail -n 1",
                   tandem_bin(), f.store, jl) == 0 && !strcmp(out, "ok"),
           "validation rows: %s", out);
+    /* the CSV holds what JSON lines hold: val_tokens (empty where a row has none) and the
+     * free steps' losses (before: neither column) */
+    CHECK(sh_line(out, sizeof out,
+                  "'%s' metrics '%s' --format csv | /usr/bin/python3 -c 'import csv,json,sys\n"
+                  "rows = [json.loads(l) for l in open(sys.argv[1])]\n"
+                  "got = list(csv.DictReader(sys.stdin))\n"
+                  "assert len(got) == len(rows), (len(got), len(rows))\n"
+                  "for r, c in zip(rows, got):\n"
+                  "    assert c[\"val_tokens\"] == (str(r[\"val_tokens\"]) if \"val\" in r else \"\"), (r, c)\n"
+                  "    assert int(c[\"step_first\"]) == r[\"step_first\"], (r, c)\n"
+                  "    assert [float(x) for x in c[\"step_loss\"].split()] == r[\"step_loss\"], (r, c)\n"
+                  "print(\"ok\")' '%s' 2>&1 | tail -n 1",
+                  tandem_bin(), f.store, jl) == 0 && !strcmp(out, "ok"),
+          "the CSV's val_tokens, step_first, step_loss: %s", out);
     snprintf(tb, sizeof tb, "%s/tb/events.out.tfevents.*", f.dir);
     tfcheck(jl, tb, 0, out, sizeof out);
     char want[32];

@@ -2394,6 +2394,55 @@ static void test_runner_under_faults(void) {
     free(f.dir);
 }
 
+/* The α chain and the metrics rows are read several at a time (store_get_many): with each
+ * record's GET held 0.25 s by the server, `tandem alpha` and `tandem metrics` have several
+ * in flight at once (before: one after another, a round trip per episode; the requests'
+ * log gives each one's start and end), and print what they print without the delay. */
+static void test_records_read_side_by_side(void) {
+    fixture f;
+    CHECK(runner_fixture(&f, "s3many", 1) == 0, "fixture");
+    int rc = run_to_end(&f, NULL);
+    CHECK(rc == 0, "run: exit %d", rc);
+    const char *dir = getenv("TANDEM_S3_DIR");
+    static const char *const cmds[] = {"alpha", "metrics"};
+    static const char *const paths[] = {"/alpha/", "/metrics/"};
+    for (int c = 0; c < 2; c++) {
+        control("/reset", "{}");
+        CHECK(sh("'%s' %s '%s' >'%s/plain.txt' 2>&1", tandem_bin(), cmds[c], f.store, f.dir) == 0, "%s", cmds[c]);
+        char rules[512];
+        snprintf(rules, sizeof rules, "{\"rules\": [{\"fault\": \"stall\", \"stall_seconds\": 0.25, "
+                 "\"methods\": [\"GET\"], \"path_regex\": \"%s[0-9]+[.]mp\"}]}", paths[c]);
+        CHECK(control("/faults", rules) == 0, "faults");
+        CHECK(sh("wc -c <'%s/requests.log' >'%s/log-from'", dir, f.dir) == 0, "log size");
+        rc = sh("'%s' %s '%s' >'%s/held.txt' 2>&1", tandem_bin(), cmds[c], f.store, f.dir);
+        long held = counter("stall");
+        control("/reset", "{}");
+        CHECK(rc == 0 && sh("cmp -s '%s/plain.txt' '%s/held.txt'", f.dir, f.dir) == 0,
+              "%s with the delay: exit %d, or other output", cmds[c], rc);
+        CHECK(held >= 12, "%s: %ld reads held (12 records)", cmds[c], held);
+        /* the most reads of records in flight at one time */
+        char out[256];
+        rc = sh("/usr/bin/python3 -c 'import json, sys\n"
+                "log = open(sys.argv[1], \"rb\"); log.seek(int(open(sys.argv[2]).read()))\n"
+                "ev = []\n"
+                "for line in log:\n"
+                "    r = json.loads(line)\n"
+                "    if r[\"method\"] == \"GET\" and r[\"fault\"] == \"stall\":\n"
+                "        ev += [(r[\"t\"] - r[\"ms\"] / 1000, 1), (r[\"t\"], -1)]\n"
+                "most = now = 0\n"
+                "for t, d in sorted(ev):\n"
+                "    now += d; most = max(most, now)\n"
+                "print(most)' '%s/requests.log' '%s/log-from' >'%s/most.txt'", dir, f.dir, f.dir);
+        char most[700];
+        snprintf(most, sizeof most, "%s/most.txt", f.dir);
+        CHECK(rc == 0 && read_all(most, out, sizeof out) == 0, "the requests' log");
+        CHECK(atoi(out) >= 4, "%s: at most %d reads of records at once (12 records)", cmds[c], atoi(out));
+        printf("  %s: up to %d of 12 records read at once\n", cmds[c], atoi(out));
+    }
+    test_rmtree(f.dir);
+    free(f.dir);
+}
+
 static void test_two_runners_on_s3(void) {
     CHECK(g_ref_hash[0], "needs the reference");
     fixture a, b;
@@ -2542,6 +2591,7 @@ int main(void) {
     RUN(test_refresh_between_multipart_parts);
     RUN(test_refused_credentials);
     RUN(test_runner_under_faults);
+    RUN(test_records_read_side_by_side);
     RUN(test_late_write_after_retention);
     RUN(test_late_write_of_a_killed_writer);
     RUN(test_late_write_of_a_stopped_writer);
