@@ -204,7 +204,12 @@ static int run_alpha(const cli_args *a) {
     const char *url = a->arg[0], *format = cli_json(a) ? "json" : cli_str(a, "--format", "table");
     const char *plot_path = cli_str(a, "--plot", NULL);
     if (cli_given(a, "--json") && cli_given(a, "--format") && strcmp(cli_str(a, "--format", ""), "json")) {
-        fprintf(stderr, "tandem alpha: --json and --format %s disagree: give one\n", cli_str(a, "--format", ""));
+        /* as results says it: the usage line, and --json's error object (docs/json.md) */
+        tdm_err ue;
+        err_set(&ue, ERR_USAGE, "--json and --format %s disagree: give one", cli_str(a, "--format", ""));
+        fprintf(stderr, "tandem alpha: %s\n", ue.msg);
+        cli_usage(a->spec, stderr);
+        json_document(stdout, ERR_USAGE, ue.msg, NULL);
         return ERR_USAGE;
     }
     if (plot_path && cli_given(a, "--format")) { /* the chart replaces the listing: one was ignored */

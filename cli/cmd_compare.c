@@ -586,6 +586,7 @@ static int run_compare(const cli_args *a) {
     int json = cli_json(a), curves = cli_given(a, "--curves"), have_seed = seed_opt != NULL;
     int rc = 0, nallow = 0, ncopy = 0;
     tdm_err e = {0};
+    eval_set_stop_check(run_signal_pending); /* a stop ends an evaluation between batches */
     if (seed_opt && args_parse_u64(seed_opt, &x->final_seed)) {
         fprintf(stderr, "tandem compare: --final-seed: '%s' is not a non-negative integer\n", seed_opt);
         cli_usage(a->spec, stderr);

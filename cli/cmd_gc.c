@@ -27,6 +27,7 @@
 #include "cli/cmds.h"
 #include "cli/opts.h"
 #include "config/run_config.h"
+#include "runner/run.h"
 #include "util/args.h"
 #include "util/json.h"
 
@@ -142,7 +143,16 @@ static int lease_unchanged(store *st, void *ctx, tdm_err *e) {
  * out and mend it (rep->last_deleted). */
 static void gc_taken_over(const char *url, const retain_report *rep, tdm_err *e) {
     size_t ns = rep->deleted_states, nb = rep->deleted_blobs;
-    if (rep->put_back[0])
+    if (rep->put_back[0] && rep->put_back_broken)
+        err_append(e, ". It put back %s, whose deletion may have landed after the run took the lease, but the run's "
+                   "retention deleted its blobs meanwhile: that state cannot be loaded and the run does not use it; "
+                   "run gc again once that run has stopped (it removes it)", rep->put_back);
+    else if (rep->not_put_back[0])
+        err_append(e, ". Its deletion of %s may have landed after the run took the lease, but the run's retention "
+                   "had deleted that state's blobs (the run no longer uses it), so it was not put back; the %zu "
+                   "state%s and %zu blob%s it deleted before went while the lease was as gc found it. Run gc again "
+                   "once that run has stopped", rep->not_put_back, ns, ns == 1 ? "" : "s", nb, nb == 1 ? "" : "s");
+    else if (rep->put_back[0])
         err_append(e, ". It put back %s, whose deletion may have landed after the run took the lease (gc had read it "
                    "first), so nothing the run uses is gone; the %zu state%s and %zu blob%s it deleted before went "
                    "while the lease was as gc found it. Run gc again once that run has stopped", rep->put_back, ns,
@@ -279,6 +289,12 @@ static int gc(const char *url, long keep, int dry, int force, FILE *j, tdm_err *
     uint64_t tmp_bytes = 0;
     if (!rc && !dry) rc = lease_unchanged(st, &seen, &e);
     if (rc && seen.taken) gc_taken_over(url, &rep, &e);
+    if (rc && run_signal_pending()) {
+        err_append(&e, " (after deleting %zu state%s and %zu blob%s); nothing else changed: run tandem gc again "
+                   "to finish", rep.deleted_states, rep.deleted_states == 1 ? "" : "s", rep.deleted_blobs,
+                   rep.deleted_blobs == 1 ? "" : "s");
+        rc = RUN_EXIT_REQUEUE;
+    }
     if (!rc && !dry) rc = store_sweep_temporaries(st, GC_TEMP_MIN_AGE_S, &ntmp, &tmp_bytes, &e);
     if (!rc && j)
         fprintf(j, ",\"states\":%zu,\"deleted_states\":%zu,\"deleted_blobs\":%zu,\"kept_states\":%zu,"
@@ -310,6 +326,14 @@ static int run_gc(const cli_args *a) {
     }
     long keep = cli_int(a, "--keep", -1);
     int dry = cli_given(a, "--dry-run") > 0, force = cli_given(a, "--force") > 0;
+    /* each deletion's line leaves at once (a log file or pipe got none of them when gc was
+     * killed: stdio's buffer died with it), and a stop signal ends gc before its next
+     * deletion, said, exit 75 (it died by the signal: a hunt) */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (!dry) {
+        run_signals_install();
+        store_set_stop_check(run_signal_pending);
+    }
     if (!json) return gc(url, keep, dry, force, NULL, &e);
     char *body = NULL;
     size_t len = 0;

@@ -17,6 +17,7 @@
 #include "storage/sha256.h"
 #include "storage/store.h"
 #include "util/json.h"
+#include "config/run_config.h"
 #include "util/testhook.h"
 
 static const cli_opt OPTS[] = {
@@ -47,7 +48,10 @@ static int run_hash(const cli_args *a) {
         free(mdata);
         mdata = NULL;
         rc = ledger_read(st, REC_KIND_HEAD, LEDGER_HEAD, NULL, &h, &e);
-        if (rc == STORE_NOT_FOUND) rc = err_set(&e, ERR_STORE, "%s has no HEAD", url);
+        tdm_err re;
+        /* a store with no run at all says so, as every other command does (a hunt) */
+        if (rc == STORE_NOT_FOUND && run_config_require_run(st, &re)) rc = re.code, e = re;
+        else if (rc == STORE_NOT_FOUND) rc = err_set(&e, ERR_STORE, "%s has no HEAD", url);
         testhook_stop_at("audit"); /* frozen here by the tests: HEAD read, its state not yet */
         if (!rc) rc = store_get(st, h.state, &mdata, &mn, NULL, &e);
         rec_head again;

@@ -33,6 +33,7 @@
 #include "config/run_config.h"
 #include "ledger/audit.h"
 #include "ledger/repair.h"
+#include "runner/run.h"
 #include "storage/store.h"
 
 static const cli_opt OPTS[] = {
@@ -52,6 +53,14 @@ static int run_repair(const cli_args *a) {
     const char *url = a->arg[0];
     int apply = cli_given(a, "--apply") > 0, rc = 0;
     tdm_err e = {0};
+    /* the plan's lines leave at once, and a stop signal ends --apply between two
+     * set-asides with the lease released, exit 75 (it died by the signal holding the
+     * lease, which then kept gc out: a hunt) */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (apply) {
+        run_signals_install();
+        store_set_stop_check(run_signal_pending);
+    }
     store *st = store_open_existing(url, apply ? STORE_OPEN_WRITABLE : STORE_OPEN_READ_ONLY, &e);
     if (!st) rc = e.code;
     if (!rc) rc = run_config_require_run(st, &e);
@@ -82,6 +91,7 @@ static int run_repair(const cli_args *a) {
     if (!rc && apply && ledger_repair_needed(&p)) {
         uint64_t epoch = 0;
         rc = ledger_repair_apply(st, url, &p, &epoch, &e);
+        if (rc && run_signal_pending()) rc = RUN_EXIT_REQUEUE;
         /* (a plan that only moves HEAD sets nothing aside: no folder to name, a hunt) */
         if (!rc && p.n)
             printf("done: what was set aside is under %s/quarantine/%llu/; `tandem run` resumes\n", url,

@@ -13,10 +13,10 @@
 void cli_run_exit_codes(FILE *f) {
     fprintf(f,
             "Exit codes: 0 finished; 75 stopped by a signal after committing (requeue to\n"
-            "resume: TERM, INT, USR1, USR2, HUP unless ignored, XCPU); 2 config or usage\n"
-            "error; 3 store unreachable, corrupt or fenced out; 4 nondeterministic replay;\n"
-            "5 diverged (a loss, gradient or alpha not finite: a retry diverges again, do\n"
-            "not requeue); 1 internal error.\n");
+            "resume: TERM, INT, USR1, USR2, HUP unless ignored, XCPU, PWR, QUIT, ALRM);\n"
+            "2 config or usage error; 3 store unreachable, corrupt or fenced out;\n"
+            "4 nondeterministic replay; 5 diverged (a loss, gradient or alpha not finite: a\n"
+            "retry diverges again, do not requeue); 1 internal error.\n");
 }
 
 static void run_more_help(FILE *f) {

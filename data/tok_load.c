@@ -667,7 +667,7 @@ int tokenizer_load(const char *path, const char *pattern, tokenizer **out, tdm_e
         rc =
             err_set(e, ERR_USAGE,
                     "tokenizer %s: not a tokenizer.json, and a tiktoken ranks file needs a pattern "
-                    "(--pattern gpt2|cl100k|o200k|llama3|qwen2)",
+                    "(--pattern gpt2|r50k|cl100k|o200k|llama3|qwen2)",
                     path);
     } else {
         t->pat = (pretok_pattern)want;

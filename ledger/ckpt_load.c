@@ -532,7 +532,13 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
                 free(seqs);
                 return trc;
             }
-            fprintf(stderr, "tandem: %s/%s: %s; falling back to an older state\n", url, key, why);
+            /* a reader beside a live run: a state its retention deleted while this load read
+             * it is no damage, and nothing to say (the run's words claimed damage on a
+             * healthy store: a hunt) */
+            int still = 1;
+            tdm_err xe;
+            if (!c->reader_verb || store_exists(c->st, key, &still, &xe) || still)
+                fprintf(stderr, "tandem: %s/%s: %s; falling back to an older state\n", url, key, why);
             rec_state_free(rec);
             c->rejected[c->nrejected++] = seqs[i];
             continue;
@@ -548,7 +554,11 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         for (int t = 0; chunks && t < CKPT_TENSORS; t++)
             for (size_t k = 0; k < rec->tensors[t].nchunks; k++) chunks[n++] = rec->tensors[t].chunks[k];
         ckpt_set_known(c, chunks, n);
-        if ((i > 0 || (have_head && head.seq != seqs[i])) && c->reader_verb)
+        if (i == 0 && have_head && head.seq < seqs[i] && c->reader_verb)
+            fprintf(stderr, "tandem: the state to %s is %s (run position %llu), newer than HEAD's %s: a commit "
+                    "whose HEAD move had not landed yet\n", c->reader_verb, key, (unsigned long long)seqs[i],
+                    head.state);
+        else if ((i > 0 || (have_head && head.seq != seqs[i])) && c->reader_verb)
             fprintf(stderr, "tandem: the state to %s is %s (run position %llu), the newest that verifies%s%s\n",
                     c->reader_verb, key, (unsigned long long)seqs[i], have_head ? "; HEAD names " : "",
                     have_head ? head.state : "");
@@ -618,7 +628,7 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
             fprintf(stderr, "tandem: %s: HEAD %s%s, but no state is there (deleted); a run replays it "
                     "from its seed, checked against its alpha records\n", url,
                     have_head ? "names " : "is damaged", have_head ? head.state : "");
-        else
+        else if (!c->reader_verb) /* a reader's caller says what it could not read */
             fprintf(stderr, "tandem: %s: none of its %zu states can be resumed from (see above); a run "
                     "replays it from its seed, checked against its alpha records\n", url, ns);
         c->seed_replay = 1;

@@ -44,6 +44,8 @@ static int set_aside(store *st, uint64_t epoch, const char *key, tdm_err *e) {
     char dst[REC_KEY_MAX + 64];
     rc = ckpt_keep_aside(st, epoch, key, data, n, dst, sizeof dst, e);
     free(data);
+    if (!rc) testhook_stop_at("repair-aside"); /* frozen or killed here by the tests: kept aside, */
+    if (!rc) testhook_kill_at("repair-aside"); /* not yet deleted */
     if (!rc) rc = store_delete(st, key, e);
     return rc == STORE_NOT_FOUND ? 0 : rc;
 }
@@ -208,7 +210,11 @@ static int plan_once(store *st, const char *url, ledger_repair_plan *p, tdm_err 
         snprintf(chain.problem, sizeof chain.problem, "alpha/%zu.mp is missing (the records end at "
                  "alpha/%zu.mp, and a state vouches for %llu)", chain.n, chain.n ? chain.n - 1 : 0,
                  (unsigned long long)newest_records);
-    if (!rc && bad < newest_records) {
+    /* the records from the break on also where no state vouches for them any more: a
+     * repair cut off after it set aside the states, before the records, left a hole with
+     * records past it, which verify calls a fault and the plan passed over ("nothing to
+     * repair"; a hunt) — as an uninterrupted repair would have set them aside */
+    if (!rc && (bad < newest_records || !chain.ok)) {
         for (size_t i = 0; i < ngood && !rc; i++)
             if (good[i].alpha_records > bad) {
                 char why[400];
@@ -349,7 +355,16 @@ int ledger_repair_apply(store *st, const char *url, const ledger_repair_plan *p,
     if (!rc && named[0]) rc = ckpt_announce_deletes(ck, named, e);
     /* every deletion under the lease: a run that takes it over stops the repair there */
     for (size_t i = 0; !rc && i < p->n; i++) {
-        rc = ckpt_check_lease(ck, e);
+        /* a stop signal (cmd_repair: store_set_stop_check) ends it between two set-asides:
+         * the lease released below, and a second repair finishes what this one began */
+        if (store_stop_pending())
+            rc = err_set(e, ERR_STORE, "%s: stopped by a signal after setting aside %zu of %zu (under "
+                         "quarantine/%llu/); HEAD not yet moved: run tandem repair --apply again to finish",
+                         url, i, p->n, (unsigned long long)*epoch);
+        if (!rc && (rc = ckpt_check_lease(ck, e)) && i > 0) /* fenced: say what it did (a hunt: two repairs) */
+            err_append(e, "; this repair had set aside %zu of the %zu objects of its plan (under quarantine/%llu/): "
+                       "run tandem repair again once the other writer has stopped", i, p->n,
+                       (unsigned long long)*epoch);
         if (!rc) rc = set_aside(st, *epoch, p->items[i].key, e);
     }
     ckpt_announce_settled(ck);

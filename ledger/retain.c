@@ -128,6 +128,29 @@ static int put_back_settled(store *st, const char *key, const void *data, size_t
     return rc == STORE_EXISTS ? 0 : rc;
 }
 
+/* Whether every chunk the state manifest data[0..n) names is stored: 0 when one is
+ * missing; 1 when all are, or when that cannot be told (it does not decode, the store
+ * fails: the put-back goes ahead, as it always did). A manifest put back without its blobs
+ * is a state that cannot be loaded (verify's fault), which a put-back must not make: a
+ * live run's retention deletes the states gc raced, and their blobs (a hunt). */
+static int state_blobs_there(store *st, const char *key, const void *data, size_t n) {
+    uint64_t seq;
+    if (ledger_key_index(key, LEDGER_STATES, &seq)) return 1; /* not a state: a blob's own bytes */
+    rec_state s;
+    tdm_err e;
+    if (rec_state_decode(data, n, key, &s, &e)) return 1;
+    int all = 1;
+    for (int t = 0; all && t < (int)s.ntensors; t++)
+        for (size_t k = 0; all && k < s.tensors[t].nchunks; k++) {
+            char bkey[80];
+            int there = 1;
+            ledger_blob_key(bkey, sizeof bkey, &s.tensors[t].chunks[k]);
+            if (store_exists(st, bkey, &there, &e) == 0 && !there) all = 0;
+        }
+    rec_state_free(&s);
+    return all;
+}
+
 /* Deletes one key unless the guard says stop; a key already gone is no error. back (nb
  * bytes; NULL: none) is the object as read before: the guard is checked again right after
  * the deletion, and when it fails then (a run took the lease between the check before and
@@ -135,8 +158,13 @@ static int put_back_settled(store *st, const char *key, const void *data, size_t
  * (create-only) and named in out->put_back. out->last_deleted keeps the key of a deletion
  * no passing check has followed yet (retain.h). */
 static int delete_guarded(store *st, const char *key, const void *back, size_t nb, const retain_guard *guard,
-                          retain_report *out, tdm_err *e) {
+                          int *did, retain_report *out, tdm_err *e) {
     int checked = guard && guard->check;
+    *did = 0;
+    /* a stop signal (gc: store_set_stop_check) ends the pass before a deletion, never
+     * between a deletion and its check (which would put back what a stop need not) */
+    if (guard && store_stop_pending())
+        return err_set(e, ERR_STORE, "stopped by a signal before deleting %s", key);
     if (checked) {
         int rc = guard->check(st, guard->ctx, e);
         if (rc) return rc;
@@ -146,8 +174,9 @@ static int delete_guarded(store *st, const char *key, const void *back, size_t n
     testhook_stop_at("gc-delete");
     testhook_kill_at("gc");
     int r = store_delete(st, key, e);
-    if (r == STORE_NOT_FOUND) return 0;
+    if (r == STORE_NOT_FOUND) return 0; /* another's deletion (a second gc, a run's retention): not counted */
     if (r) return r;
+    *did = 1;
     snprintf(out->last_deleted, sizeof out->last_deleted, "%s", key);
     if (!checked || !back) return 0;
     int g = guard->check(st, guard->ctx, e);
@@ -157,10 +186,18 @@ static int delete_guarded(store *st, const char *key, const void *back, size_t n
     }
     tdm_err pe;
     int there = 0;
+    if (!state_blobs_there(st, key, back, nb)) {
+        /* the run's retention took the state and its blobs: it no longer uses the state */
+        out->last_deleted[0] = '\0';
+        snprintf(out->not_put_back, sizeof out->not_put_back, "%s", key);
+        return g;
+    }
     int p = put_back_settled(st, key, back, nb, &there, &pe);
     if (p == 0 && !there) {
         out->last_deleted[0] = '\0';
         snprintf(out->put_back, sizeof out->put_back, "%s", key);
+        /* its blobs may have gone between the look above and the put-back */
+        out->put_back_broken = !state_blobs_there(st, key, back, nb);
     } else if (p == 0) {
         /* there again, written by the run itself (its upload, or its own manifest of that
          * position): nothing of gc's to name, neither put back nor missing */
@@ -183,9 +220,9 @@ static int pinned_now(store *st, uint64_t seq, int *pinned, tdm_err *e) {
  * read first); `tandem pin` waits for that before it answers, and says the state is gone
  * when it stays gone. *kept = 1 when the state stays. */
 static int delete_unless_pinned(store *st, uint64_t seq, const char *key, const retain_guard *guard,
-                                int *kept, retain_report *out, tdm_err *e) {
+                                int *kept, int *did, retain_report *out, tdm_err *e) {
     int pinned = 0;
-    *kept = 0;
+    *kept = 0, *did = 0;
     int rc = pinned_now(st, seq, &pinned, e);
     if (rc || pinned) {
         *kept = pinned;
@@ -198,12 +235,15 @@ static int delete_unless_pinned(store *st, uint64_t seq, const char *key, const 
     /* a slow store, for the tests: before each state's deletion only (the blobs after them
      * go at full speed, so that a test's gc is slow where it races a pin or a run) */
     testhook_sleep("TANDEM_TEST_GC_DELAY_MS");
-    if (!rc) rc = delete_guarded(st, key, data, n, guard, out, e);
-    if (!rc) rc = pinned_now(st, seq, &pinned, e);
-    if (!rc && pinned) {
+    if (!rc) rc = delete_guarded(st, key, data, n, guard, did, out, e);
+    if (!rc && *did) rc = pinned_now(st, seq, &pinned, e);
+    /* frozen here by the tests: deleted, the pin seen, not yet put back (a second gc now) */
+    if (!rc && pinned) testhook_stop_at("gc-put-back");
+    if (!rc && pinned && state_blobs_there(st, key, data, n)) { /* without them: nothing to keep */
         int there;
         rc = put_back_settled(st, key, data, n, &there, e);
-        *kept = 1;
+        *kept = 1, *did = 0;
+        out->pinned_late++;
     }
     free(data);
     return rc;
@@ -333,9 +373,10 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
             int kept = 0;
             tdm_err ge; /* unreadable: its blobs count as orphans (read before they go) */
             if (!only_from_deleted) add_refs(st, seqs[i], &gone, &ge); /* short: more blobs read first */
-            rc = delete_unless_pinned(st, seqs[i], key, guard, &kept, out, e);
+            int did = 0;
+            rc = delete_unless_pinned(st, seqs[i], key, guard, &kept, &did, out, e);
             if (!rc && kept) keepv[nk++] = seqs[i]; /* its blobs stay with it */
-            if (rc || kept) continue;
+            if (rc || kept || !did) continue;
         }
         if (log) fprintf(log, "%s %s\n", dry ? "would delete" : "delete", key);
         deleted_states++;
@@ -349,6 +390,18 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
             keep_all_blobs = 1;
         }
     }
+    /* a pin whose state is not listed: another gc may have deleted that state just as it
+     * was pinned and be about to put it back, and its blobs, unreferenced now, would go
+     * with this pass (a hunt: two gcs and a pin, the pinned state lost its blobs for
+     * good). Kept until the pin's state is listed again, or the pin removed */
+    for (size_t i = 0; !rc && !keep_all_blobs && i < np; i++)
+        if (!contains(seqs, ns, pins[i])) {
+            if (log)
+                fprintf(log, "keep unreferenced blobs: %s%llu pins a state that is not listed (a gc may be putting "
+                        "it back); if that state is gone for good, remove the pin (tandem pin STORE %llu "
+                        "--remove)\n", LEDGER_PINS, (unsigned long long)pins[i], (unsigned long long)pins[i]);
+            keep_all_blobs = 1;
+        }
     /* every blob in the store is a candidate only while no manifest write may still land: an
      * unreferenced blob may be one of a commit whose manifest is on its way */
     if (!rc && !keep_all_blobs && !only_from_deleted && store_unsettled_s(st) > 0) {
@@ -409,9 +462,11 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
             if (orphan) orphan = !digest_set_has(&gone, &d);
             tdm_err ge;
             if (orphan && store_get_verified(st, key, &d, &back, &nb, &ge) != 0) back = NULL;
-            rc = delete_guarded(st, key, back, nb, guard, out, e);
+            int did = 0;
+            rc = delete_guarded(st, key, back, nb, guard, &did, out, e);
             free(back);
             if (rc) break;
+            if (!did) continue; /* gone already: another's deletion */
         }
         deleted_blobs++;
     }
@@ -423,7 +478,7 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
     out->deleted_states = deleted_states;
     out->deleted_blobs = deleted_blobs;
     out->kept = nk;
-    out->pinned = np;
+    out->pinned = np + out->pinned_late;
     free(seqs);
     free(pins);
     free(keepv);

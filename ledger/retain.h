@@ -21,11 +21,17 @@
 
 typedef struct retain_report {
     size_t states, deleted_states, deleted_blobs, kept, pinned;
+    size_t pinned_late; /* states pinned while the pass ran, kept (in pinned too) */
     /* Filled when a pass stops midway too (gc says them). last_deleted: the last deletion
      * that no passing check of the guard has followed yet (empty: none) — it may have
      * landed after what the guard watches changed. put_back: a deletion the guard's check
      * right after it found raced, undone (the object had been read before it went). */
     char last_deleted[96], put_back[96];
+    /* not_put_back: a state whose deletion raced but whose blobs were gone (a run's
+     * retention deleted it meanwhile), left deleted; put_back_broken: the state put back
+     * lost its blobs right after */
+    char not_put_back[96];
+    int put_back_broken;
 } retain_report;
 
 /* Applies the policy above to `st` (keep >= 1). verify_fallback: read every blob of the

@@ -14,12 +14,18 @@
 #include "ledger/ckpt.h"
 #include "model/model.h"
 #include "config/config.h"
+#include "runner/run.h"
 #include "runner/run_state.h"
+#include "util/testhook.h"
+
+static int (*g_stop_pending)(void); /* eval_set_stop_check */
+
+void eval_set_stop_check(int (*pending)(void)) { g_stop_pending = pending; }
 
 /* Mean token loss of `params` on domain m's split, over whole windows of T targets, at most
- * max_tokens of them in all. */
+ * max_tokens of them in all; stop (NULL: none) is asked between batches. */
 static int eval_domain(const model_ops *ops, model_ctx *ctx, const float *params, const dataset *ds,
-                       int m, int split, int B, int T, uint64_t max_tokens, double *loss,
+                       int m, int split, int B, int T, uint64_t max_tokens, int (*stop)(void), double *loss,
                        uint64_t *tokens, tdm_err *e) {
     uint32_t *tok = malloc((size_t)B * (T + 1) * sizeof *tok);
     int32_t *dom = malloc((size_t)B * sizeof *dom);
@@ -42,6 +48,12 @@ static int eval_domain(const model_ops *ops, model_ctx *ctx, const float *params
             dom[rows++] = 0;
             count += (uint64_t)T;
             if (rows == B) {
+                testhook_stop_at("eval-batch"); /* frozen or killed here by the tests */
+                testhook_kill_at("eval-batch");
+                if (stop && stop()) {
+                    rc = err_set(e, RUN_EXIT_REQUEUE, "stopped by a signal");
+                    break;
+                }
                 model_batch b = {.B = rows, .T = T, .tokens = tok, .domain = dom};
                 if ((rc = ops->forward(ctx, params, &b, l, nt, e))) break;
                 sum += l[0] * (double)nt[0];
@@ -68,16 +80,23 @@ static int eval_domain(const model_ops *ops, model_ctx *ctx, const float *params
     return 0;
 }
 
-int eval_params(const model_ops *ops, model_ctx *ctx, const float *params, const dataset *ds, int split, int B,
-                int T, uint64_t max_tokens, double *loss, uint64_t *tokens, tdm_err *e) {
+/* eval_params, asking stop between batches */
+static int eval_all(const model_ops *ops, model_ctx *ctx, const float *params, const dataset *ds, int split, int B,
+                    int T, uint64_t max_tokens, int (*stop)(void), double *loss, uint64_t *tokens, tdm_err *e) {
     int rc = 0, M = dataset_n_domains(ds);
     for (int m = 0; !rc && m < M; m++) {
         progress_tty("evaluating %s on the %s split (domain %d of %d)", dataset_domain_name(ds, m),
                      dataset_split_name(split), m + 1, M);
-        rc = eval_domain(ops, ctx, params, ds, m, split, B, T, max_tokens, &loss[m], &tokens[m], e);
+        rc = eval_domain(ops, ctx, params, ds, m, split, B, T, max_tokens, stop, &loss[m], &tokens[m], e);
     }
     progress_tty_end();
     return rc;
+}
+
+/* a run's own validation is not stopped midway: the run stops at its next commit */
+int eval_params(const model_ops *ops, model_ctx *ctx, const float *params, const dataset *ds, int split, int B,
+                int T, uint64_t max_tokens, double *loss, uint64_t *tokens, tdm_err *e) {
+    return eval_all(ops, ctx, params, ds, split, B, T, max_tokens, NULL, loss, tokens, e);
 }
 
 int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, int blas_mode, eval_result *out,
@@ -117,7 +136,8 @@ int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, i
     if (!rc && !(ctx = ops->create(&rs->lay, B, T, 1, cfg->run.threads, e))) rc = e->code;
     if (!rc && !(params = ops->alloc(ctx, rs->lay.numel))) rc = err_set(e, ERR_INTERNAL, "out of memory");
     if (!rc) rc = ops->upload(ctx, params, ckpt_host(rs->ck, 0), rs->lay.numel, e);
-    if (!rc) rc = eval_params(ops, ctx, params, &rs->ds, split, B, T, max_tokens, out->loss, out->tokens, e);
+    if (!rc)
+        rc = eval_all(ops, ctx, params, &rs->ds, split, B, T, max_tokens, g_stop_pending, out->loss, out->tokens, e);
     for (int m = 0; !rc && m < M; m++) snprintf(out->names[m], REC_DOMAIN_MAX, "%s", dataset_domain_name(&rs->ds, m));
     if (!rc) {
         out->M = M;

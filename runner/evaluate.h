@@ -34,6 +34,12 @@ typedef struct eval_result {
 int eval_store(store *st, int split, uint64_t max_tokens, const uint64_t *seq, int blas_mode, eval_result *out,
                tdm_err *e);
 
+/* A check eval_store makes between two batches (NULL: none, the default): when it returns
+ * non-zero the evaluation stops there with RUN_EXIT_REQUEUE (75), "stopped by a signal".
+ * tandem compare sets run_signal_pending: a stop signal during one model's evaluation
+ * (minutes on a large test split) waited for its end, past a scheduler's grace (a hunt). */
+void eval_set_stop_check(int (*pending)(void));
+
 /* The per-domain loss of `params` (a tensor of ctx's backend) on ds's split, as eval_store
  * computes it for a state (whole windows, at most max_tokens targets per domain): for a
  * run evaluating its own u (log.val_every). ERR_USAGE when a domain has no window. */

@@ -280,7 +280,15 @@ static int loop(run_ctx *r, tdm_err *e) {
             break;
         case NEXT_FREE: {
             step_report rep;
-            if ((rc = step_free(&r->hp, &r->ds, &r->nets, &r->st, &rep, e))) return rc;
+            if ((rc = step_free(&r->hp, &r->ds, &r->nets, &r->st, &rep, e))) {
+                /* where, in the words tandem status uses (its free step counted from 1 in
+                 * the episode; the step's own count is the run's AdamW steps: a hunt) */
+                if (rc == ERR_DIVERGED)
+                    err_prefix(e, "episode %llu, free step %llu of %d (run position %llu): ",
+                               (unsigned long long)r->st.episode, (unsigned long long)r->index + 1, r->hp.E,
+                               (unsigned long long)r->seq);
+                return rc;
+            }
             tokens += rep.tokens;
             /* the batch's loss is its domains' losses in their shares of it; a domain whose
              * batch held no row (sample mixing) has no loss to count: its 0 pulled the

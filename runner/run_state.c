@@ -66,15 +66,23 @@ int run_state_load(store *st, const uint64_t *seq, int dataset_optional, const c
     if (!rc && seq) rc = ckpt_load_seq(rs->ck, *seq, &rs->rec, e), found = !rc;
     /* beside a live run, its retention may delete the states this load walks (newest
      * first) before their blobs are read: none loaded, "damaged or deleted" said of a
-     * healthy store. Loaded again while HEAD moved meanwhile (three tries) */
-    for (int attempt = 0; !rc && !seq && attempt < 3; attempt++) {
+     * healthy store. Loaded again while HEAD moved meanwhile (RUN_STATE_TRIES tries: three
+     * were spent by a reader slower than a run's commits, a hunt) */
+    int moved = 0;
+    for (int attempt = 0; !rc && !seq && attempt < RUN_STATE_TRIES; attempt++) {
         sha256_digest before, after;
         tdm_err he;
         int hb = audit_head_digest(st, &before, &he);
         if (attempt) rec_state_free(&rs->rec);
         rc = ckpt_load(rs->ck, &rs->rec, &found, e);
+        moved = 0;
         if (rc || found || hb || audit_head_digest(st, &after, &he) || sha256_equal(&before, &after)) break;
+        moved = 1;
     }
+    if (!rc && !found && moved)
+        return err_set(e, ERR_STORE, "%s: a run is committing, and its retention deleted each state before this "
+                       "command could read it (HEAD moved %d times meanwhile; the store is not damaged): run it "
+                       "again, or tandem pin a state and pass --state", store_url(st), RUN_STATE_TRIES);
     /* states there but none usable (damaged, deleted behind HEAD) is damage, not an empty run:
      * a run heals it by replaying, a reader has nothing to read */
     if (!rc && !found && ckpt_seed_replay(rs->ck))

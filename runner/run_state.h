@@ -31,9 +31,12 @@ int run_state_config(store *st, run_state *rs, tdm_err *e);
 /* Then the dataset, the layout and the state: states/<*seq>.mp when seq is not NULL, else
  * the newest verified. With dataset_optional, a model of the Llama / Qwen2 family (whose
  * folder says its shape) goes on without a dataset that cannot be loaded. ERR_USAGE "holds
- * no committed state to VERB" when there is none. */
+ * no committed state to VERB" when there is none; ERR_STORE "a run is committing" when a
+ * live run's retention deleted every state it tried (RUN_STATE_TRIES times). */
 int run_state_load(store *st, const uint64_t *seq, int dataset_optional, const char *verb, run_state *rs,
                    tdm_err *e);
+/* How often run_state_load reads again while a live run moves HEAD under it. */
+#define RUN_STATE_TRIES 10
 
 void run_state_close(run_state *rs);
 

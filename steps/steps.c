@@ -736,9 +736,9 @@ int step_free(const step_hparams *hp, const dataset *ds, step_nets *n, step_stat
          * 1 - lr wd, whose size is >= 1); a probe_carry run's u is also the probe's u' */
         const char *key = decay_key(hp) ? decay_key(hp) : "optim.lr";
         return err_set(e, ERR_DIVERGED,
-                       "free step %llu: the gradient norm is not finite: u diverged (optim.lr = "
+                       "AdamW step %llu of u: the gradient norm is not finite: u diverged (optim.lr = "
                        "%g, optim.weight_decay = %g%s); lower %s",
-                       (unsigned long long)work.free_steps, hp->lr, hp->weight_decay,
+                       (unsigned long long)work.free_steps + 1, hp->lr, hp->weight_decay,
                        hp->probe_carry ? ", and tandem.probe_carry continues from the probe's "
                                          "u' (tandem.lr_probe)"
                                        : "",

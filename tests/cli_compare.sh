@@ -136,6 +136,20 @@ if [ $st = 3 ] && grep -q "store of a tandem compare" <<<"$out" && grep -q "dmo,
   pass "results of a compare's store: exit 3 naming its runs and the command whose table it is"
 else fail "results of a compare's store" "exit $st" "$out"; fi
 
+# a stop during an evaluation ends it between two batches (exit 75 at once), not after the
+# model's whole test split (minutes on a large one: past a scheduler's grace, a hunt):
+# frozen at its 2nd batch, TERM; a 4th batch would be killed (137). (The finished compare's
+# report: it evaluates again and changes nothing.)
+TANDEM_TEST_STOP_AT=eval-batch:2 TANDEM_TEST_KILL_AT=eval-batch:4 "$bin" compare "$tmp/c.yaml" \
+  --store "$tmp/ref" --json --quiet >"$tmp/es.json" 2>"$tmp/es.err" &
+pid=$!
+for _ in $(seq 600); do [ "$(awk '{print $3}' /proc/$pid/stat 2>/dev/null)" = T ] && break; sleep 0.05; done
+kill -TERM $pid 2>/dev/null; kill -CONT $pid 2>/dev/null
+wait $pid; st=$?
+if [ $st = 75 ] && grep -q "stopped by a signal" "$tmp/es.json"; then
+  pass "SIGTERM during an evaluation: stopped before the next batch, exit 75"
+else fail "SIGTERM during an evaluation" "exit $st" "$(cat "$tmp/es.json" "$tmp/es.err" | tail -3)"; fi
+
 strip() { $py -c "import json,sys; d=json.load(open(sys.argv[1])); d.pop('store'); [v.pop('store') for v in d['runs'].values()]; [v.pop('curve') for v in d['runs'].values()]; print(json.dumps(d, sort_keys=True))" "$1"; }
 stops=0; lives=0; bad=
 for delay in 0 0.4 0.8 1.2 1.6 2.0 2.4; do

@@ -193,11 +193,13 @@ else
   echo "SKIP SIGTERM while --tensorboard writes: no strace to slow the writes"
 fi
 # the same for prep's shards and an export's weights (before: three shard-sized
-# temporaries, and one as large as the model, were left until a later run swept them)
+# temporaries, and one as large as the model, were left until a later run swept them); and
+# for every stop signal, not TERM, INT and HUP alone (QUIT and USR2 left prep's shards)
 if command -v strace >/dev/null; then
   printf '{"text": "%s"}\n' $(seq 2000) >"$tmp/slow.jsonl"
   "$bin" run "$tmp/c.yaml" --store "$tmp/s-exp" --quiet >/dev/null 2>&1
-  for what in prep export; do
+  for case in prep:TERM export:TERM prep:QUIT prep:USR2; do
+    what=${case%%:*} sig=${case#*:}
     rm -rf "$tmp/slow-out"
     if [ $what = prep ]; then args=(prep --domain a="$tmp/slow.jsonl" --out "$tmp/slow-out" --split 0.5,0.5,0 --shard-tokens 256)
     else mkdir -p "$tmp/slow-out"; args=(export "$tmp/s-exp" --out "$tmp/slow-out"); fi
@@ -208,11 +210,11 @@ if command -v strace >/dev/null; then
     pat='*tmp*'; [ $what = export ] && pat='model.safetensors.tmp*'
     for _ in $(seq 200); do pid=$(pgrep -P $sp -x tandem) && [ -n "$(find "$tmp/slow-out" -name "$pat" 2>/dev/null)" ] && break; sleep 0.05; done
     seen=$(find "$tmp/slow-out" -name "$pat" | wc -l)
-    kill -TERM "$pid" 2>/dev/null
+    kill -"$sig" "$pid" 2>/dev/null
     wait $sp
     left=$(find "$tmp/slow-out" -name '*tmp*' -printf '%f ')
-    if [ "$seen" -gt 0 ] && [ -z "$left" ]; then pass "SIGTERM while $what writes: its temporaries removed"
-    else fail "SIGTERM while $what writes" "seen $seen temporaries, left: $left"; fi
+    if [ "$seen" -gt 0 ] && [ -z "$left" ]; then pass "SIG$sig while $what writes: its temporaries removed"
+    else fail "SIG$sig while $what writes" "seen $seen temporaries, left: $left"; fi
   done
 fi
 # ------------------------------------------------ a live log's name already taken

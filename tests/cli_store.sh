@@ -352,7 +352,7 @@ if [ $rc = 5 ] && grep -q "lower optim.lr" <<<"$out" && [ -f "$div/diverged.mp" 
 else fail "a diverging run: exit 5, diverged.mp written" "exit $rc: $out" "$(ls "$div" 2>&1)"; fi
 out=$("$bin" status "$div" 2>&1); rc=$?
 if [ $rc = 0 ] && grep -q "^diverged  YES: at episode 0, free step 2 (run position 3)" <<<"$out" &&
-   grep -q "^          free step 1: .*lower optim.lr$" <<<"$out" &&
+   grep -q "^          episode 0, free step 2 of 2 (run position 3): AdamW step 2 of u: .*lower optim.lr$" <<<"$out" &&
    grep -q "no full state before it: a resume starts from the beginning; change the key" <<<"$out" &&
    grep -q "released" <<<"$out"; then pass "status: diverged at episode 0, free step 2, the message, released"
 else fail "status of a diverged run" "exit $rc: $out"; fi
@@ -365,7 +365,7 @@ print("ok" if ok else "diverged: %r" % d)' 2>&1)
 if [ "$got" = ok ]; then pass "status --json: the diverged member"
 else fail "status --json: the diverged member" "$got"; fi
 out=$("$bin" mixture "$div" 2>"$tmp/mix.err"); rc=$?
-if [ $rc = 0 ] && grep -q "diverged at episode 0 (free step, run position 3; exit 5): free step 1: .*lower optim.lr" \
+if [ $rc = 0 ] && grep -q "diverged at episode 0 (free step, run position 3; exit 5): episode 0, free step 2 of 2 (run position 3): .*lower optim.lr" \
      "$tmp/mix.err" && grep -q "not its alpha\*" "$tmp/mix.err" && ! grep -q "is not finished" "$tmp/mix.err" &&
    grep -q "^# .*before it diverged (at episode 0; not its alpha\*" <<<"$out"; then
   pass "mixture of a diverged run: exit 0 (as unfinished), says it diverged on stderr and in the YAML"

@@ -808,6 +808,165 @@ static void test_repair_against_a_run(void) {
     free(r.dir);
 }
 
+/* repair --apply killed after each thing it sets aside, then run again: the second
+ * repair finishes what the first began — verify finds no fault and a third has nothing to
+ * do — and the run resumes to the uninterrupted run's bits. Killed after it had set aside
+ * the states that vouch past the break, before the records past it, the second one moved
+ * HEAD only: a hole with records past it, which verify called a fault and repair "nothing
+ * to repair" (a hunt). */
+static void test_repair_killed_midway_finishes(void) {
+    fixture f, r;
+    CHECK(stopped_run(&f, "repair-killed") == 0, "stopped run");
+    CHECK(fixture_audit(&r, "repair-killed-ref", 6) == 0 && run_to_end(&r, NULL) == 0, "reference run");
+    char ref[1024], h[1024], path[800], out[4096];
+    CHECK(hash_of(&r, ref, sizeof ref) == 0, "reference hash");
+    snprintf(path, sizeof path, "%s/alpha/1.mp", f.store);
+    CHECK(unlink(path) == 0, "delete an alpha record");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s.orig' && cp -a '%s' '%s.orig'", f.store, f.store, f.store);
+    CHECK(system(cmd) == 0, "keep the damaged store");
+    CHECK(tandem_cmd(out, sizeof out, "repair '%s'", f.store) == 0, "plan: %s", out);
+    int items = 0;
+    for (const char *p = out; (p = strstr(p, "set aside ")); p++) items++;
+    CHECK(items >= 2, "the plan sets aside %d objects: %s", items, out);
+    for (int k = 1; k <= items; k++) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -a '%s.orig' '%s'", f.store, f.store, f.store);
+        CHECK(system(cmd) == 0, "restore the damaged store");
+        /* the exit status through a shell that outlives the killed repair */
+        snprintf(cmd, sizeof cmd, "TANDEM_TEST_KILL_AT=repair-aside:%d '%s' repair '%s' --apply >/dev/null 2>&1; "
+                 "echo $?", k, tandem_bin(), f.store);
+        int rc = test_sh(cmd, out, sizeof out);
+        CHECK(rc == 0 && atoi(out) == 128 + SIGKILL, "killed after %d set aside: exit %s", k, out);
+        rc = tandem_cmd(out, sizeof out, "repair '%s' --apply", f.store);
+        CHECK(rc == 0, "repair after one killed after %d: exit %d: %s", k, rc, out);
+        rc = tandem_cmd(out, sizeof out, "verify '%s'", f.store);
+        CHECK(rc == 0, "killed after %d, repaired again: verify exit %d: %s", k, rc, out);
+        rc = tandem_cmd(out, sizeof out, "repair '%s'", f.store);
+        CHECK(rc == 0 && strstr(out, "nothing to repair"), "killed after %d, repaired again: %s", k, out);
+    }
+    CHECK(run_to_end(&f, NULL) == 0, "the run after the repairs");
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, ref) == 0, "ended elsewhere:\n%s", h);
+    test_rmtree(f.dir);
+    free(f.dir);
+    test_rmtree(r.dir);
+    free(r.dir);
+}
+
+/* A stop signal to gc or repair --apply frozen before one of its deletions (TERM, as a
+ * scheduler's or a timeout's): it ends there, exit 75 naming what it did; gc's lines
+ * reached its log (they were in stdio's buffer, lost with the process), repair released
+ * the lease (it kept it, and gc refused the store for a day); nothing is damaged, and the
+ * same command again finishes. Before: both died by the signal (exit 143). */
+static void test_gc_and_repair_stop_on_a_signal(void) {
+    fixture f, r;
+    char cmd[4096], out[8192], path[800], h0[1024], h[1024];
+    /* gc: frozen before its 3rd deletion, then TERM */
+    CHECK(fixture_audit(&f, "gc-stop", 8) == 0 && run_to_end(&f, NULL) == 0, "finished run");
+    CHECK(hash_of(&f, h0, sizeof h0) == 0, "hash");
+    snprintf(path, sizeof path, "%s/gc.out", f.dir);
+    snprintf(cmd, sizeof cmd, "TANDEM_TEST_STOP_AT=gc-delete:3 exec '%s' gc '%s' --keep 1 >'%s' 2>&1", tandem_bin(),
+             f.store, path);
+    pid_t p = start_sh(cmd);
+    CHECK(p > 0 && wait_stopped(p), "gc never froze before its 3rd deletion");
+    kill(p, SIGTERM);
+    kill(p, SIGCONT);
+    int st = 0;
+    CHECK(waitpid(p, &st, 0) == p, "wait for gc");
+    read_all(path, out, sizeof out);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 75, "gc after TERM: %s: %s",
+          WIFSIGNALED(st) ? "killed by the signal" : "exit", out);
+    CHECK(count_lines(out) >= 4 && strstr(out, "delete states/") && strstr(out, "stopped by a signal") &&
+              strstr(out, "run tandem gc again"),
+          "gc's lines and its stop: %s", out);
+    CHECK(tandem_cmd(out, sizeof out, "verify '%s'", f.store) == 0, "verify after a stopped gc: %s", out);
+    CHECK(tandem_cmd(out, sizeof out, "gc '%s' --keep 1", f.store) == 0, "gc again: %s", out);
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, h0) == 0, "gc changed the run:\n%s", h);
+    test_rmtree(f.dir);
+    free(f.dir);
+    /* repair --apply: frozen after its first set-aside, then TERM */
+    CHECK(stopped_run(&f, "repair-stop") == 0, "stopped run");
+    CHECK(fixture_audit(&r, "repair-stop-ref", 6) == 0 && run_to_end(&r, NULL) == 0, "reference run");
+    CHECK(hash_of(&r, h0, sizeof h0) == 0, "reference hash");
+    snprintf(path, sizeof path, "%s/alpha/1.mp", f.store);
+    CHECK(unlink(path) == 0, "delete an alpha record");
+    snprintf(path, sizeof path, "%s/repair.out", f.dir);
+    snprintf(cmd, sizeof cmd, "TANDEM_TEST_STOP_AT=repair-aside:1 exec '%s' repair '%s' --apply >'%s' 2>&1",
+             tandem_bin(), f.store, path);
+    p = start_sh(cmd);
+    CHECK(p > 0 && wait_stopped(p), "repair never froze after its first set-aside");
+    kill(p, SIGTERM);
+    kill(p, SIGCONT);
+    CHECK(waitpid(p, &st, 0) == p, "wait for repair");
+    read_all(path, out, sizeof out);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 75, "repair after TERM: %s: %s",
+          WIFSIGNALED(st) ? "killed by the signal" : "exit", out);
+    CHECK(strstr(out, "set aside states/") && strstr(out, "stopped by a signal after setting aside 1 of") &&
+              strstr(out, "repair --apply again"),
+          "repair's plan and its stop: %s", out);
+    snprintf(cmd, sizeof cmd, "'%s' status '%s' --json | /usr/bin/python3 -c 'import json,sys; "
+             "print(json.load(sys.stdin)[\"lease\"][\"state\"])'", tandem_bin(), f.store);
+    CHECK(test_sh(cmd, out, sizeof out) == 0 && !strncmp(out, "released", 8), "the lease after a stopped repair: %s",
+          out);
+    CHECK(tandem_cmd(out, sizeof out, "repair '%s' --apply", f.store) == 0, "repair again: %s", out);
+    CHECK(tandem_cmd(out, sizeof out, "verify '%s'", f.store) == 0, "verify after repair: %s", out);
+    CHECK(run_to_end(&f, NULL) == 0, "the run after the repair");
+    CHECK(hash_of(&f, h, sizeof h) == 0 && strcmp(h, h0) == 0, "ended elsewhere:\n%s", h);
+    test_rmtree(f.dir);
+    free(f.dir);
+    test_rmtree(r.dir);
+    free(r.dir);
+}
+
+/* The oldest state of a file store (gc deletes it first), or -1. */
+static long oldest_state(const char *store) {
+    char path[800];
+    long oldest = -1;
+    snprintf(path, sizeof path, "%s/states", store);
+    DIR *d = opendir(path);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        char *end;
+        long seq = strtol(de->d_name, &end, 10);
+        if (end != de->d_name && !strcmp(end, ".mp") && (oldest < 0 || seq < oldest)) oldest = seq;
+    }
+    if (d) closedir(d);
+    return oldest;
+}
+
+/* Two gcs and a pin: gc A frozen before it deletes the oldest state, which is pinned then
+ * ("pinned", exit 0); A deletes it, sees the pin and is frozen before it puts it back; gc B
+ * runs meanwhile, the pinned state not listed. B keeps the unreferenced blobs and says why
+ * (before: it deleted the pinned state's blobs, A put back a manifest without them, and
+ * the state pin had answered for could not be loaded: verify's fault, a hunt); A ends
+ * with the state back, whole. */
+static void test_two_gcs_and_a_pin(void) {
+    fixture f;
+    char cmd[4096], path[800], out[8192];
+    CHECK(fixture_audit(&f, "gc2-pin", 8) == 0 && run_to_end(&f, NULL) == 0, "finished run");
+    long oldest = oldest_state(f.store);
+    CHECK(oldest >= 0, "no state");
+    snprintf(path, sizeof path, "%s/gc-a.out", f.dir);
+    snprintf(cmd, sizeof cmd, "TANDEM_TEST_STOP_AT=gc-delete:1 TANDEM_TEST_STOP2_AT=gc-put-back:1 exec '%s' gc '%s' "
+             "--keep 1 >'%s' 2>&1", tandem_bin(), f.store, path);
+    pid_t a = start_sh(cmd);
+    CHECK(a > 0 && wait_stopped(a), "gc A never froze before its first deletion");
+    int prc = tandem_cmd(out, sizeof out, "pin '%s' %ld", f.store, oldest);
+    CHECK(prc == 0 && strstr(out, "pinned"), "pin: exit %d: %s", prc, out);
+    kill(a, SIGCONT);
+    CHECK(wait_stopped(a), "gc A never froze before its put-back");
+    char bout[8192];
+    int brc = tandem_cmd(bout, sizeof bout, "gc '%s' --keep 1", f.store);
+    kill(a, SIGCONT);
+    int st = 0;
+    CHECK(waitpid(a, &st, 0) == a && WIFEXITED(st) && WEXITSTATUS(st) == 0, "gc A");
+    CHECK(tandem_cmd(out, sizeof out, "verify '%s'", f.store) == 0, "verify after two gcs and a pin: %s", out);
+    CHECK(brc == 0 && strstr(bout, "keep unreferenced blobs") && strstr(bout, "pins a state that is not listed"),
+          "gc B beside A's put-back: exit %d: %s", brc, bout);
+    CHECK(tandem_cmd(out, sizeof out, "export '%s' --state %ld --out '%s/x'", f.store, oldest, f.dir) == 0,
+          "the pinned state does not export: %s", out);
+    test_rmtree(f.dir);
+    free(f.dir);
+}
+
 /* tandem pin while gc collects: gc read the pins when it began, and deleted a state that
  * pin, meanwhile, had answered "pinned" for. gc now checks the pin as it deletes. */
 static void test_pin_during_gc(void) {
@@ -817,15 +976,7 @@ static void test_pin_during_gc(void) {
     snprintf(cmd, sizeof cmd, "TANDEM_TEST_GC_DELAY_MS=500 '%s' gc '%s' --keep 1 > '%s/gc.out' 2>&1",
              tandem_bin(), f.store, f.dir);
     /* the oldest state, which gc deletes first */
-    long oldest = -1;
-    snprintf(path, sizeof path, "%s/states", f.store);
-    DIR *d = opendir(path);
-    for (struct dirent *de; d && (de = readdir(d));) {
-        char *end;
-        long seq = strtol(de->d_name, &end, 10);
-        if (end != de->d_name && !strcmp(end, ".mp") && (oldest < 0 || seq < oldest)) oldest = seq;
-    }
-    if (d) closedir(d);
+    long oldest = oldest_state(f.store);
     CHECK(oldest >= 0 && oldest < 24, "no state older than 24 in %s", path);
     pid_t gp = start_sh(cmd);
     CHECK(gp > 0, "fork");
@@ -892,6 +1043,39 @@ static int delete_unique_blobs(const char *from, const char *copy, uint64_t seq,
     free(mine);
     free(others);
     return rc;
+}
+
+/* gc frozen before it deletes the oldest state; meanwhile a run takes the lease (a resume
+ * that extends the run) and that state's own blobs go (as a live run's retention deletes
+ * a state and its blobs). gc deletes the state, finds the lease taken, and does not put
+ * back a manifest whose blobs are gone: it says so, and verify finds nothing wrong
+ * (before: "put back ..., so nothing the run uses is gone", and verify's fault of a state
+ * without its blobs on a finished run, a hunt). */
+static void test_gc_puts_back_no_state_without_blobs(void) {
+    fixture f;
+    char cmd[4096], path[800], out[8192];
+    CHECK(fixture_audit(&f, "gc-noback", 8) == 0 && run_to_end(&f, NULL) == 0, "finished run");
+    long oldest = oldest_state(f.store);
+    CHECK(oldest >= 0, "no state");
+    snprintf(path, sizeof path, "%s/gc.out", f.dir);
+    snprintf(cmd, sizeof cmd, "TANDEM_TEST_STOP_AT=gc-delete:1 exec '%s' gc '%s' --keep 1 >'%s' 2>&1", tandem_bin(),
+             f.store, path);
+    pid_t a = start_sh(cmd);
+    CHECK(a > 0 && wait_stopped(a), "gc never froze before its first deletion");
+    int removed = 0;
+    CHECK(delete_unique_blobs(f.store, f.store, (uint64_t)oldest, &removed) == 0 && removed > 0,
+          "remove the oldest state's own blobs (%d)", removed);
+    CHECK(tandem_cmd(out, sizeof out, "run '%s' --store '%s' --quiet --set run.episodes=9 --allow-change run.episodes",
+                     f.config, f.store) == 0, "the run extended (it takes the lease): %s", out);
+    kill(a, SIGCONT);
+    int st = 0;
+    CHECK(waitpid(a, &st, 0) == a, "wait for gc");
+    read_all(path, out, sizeof out);
+    CHECK(tandem_cmd(out + strlen(out), sizeof out - strlen(out), "verify '%s'", f.store) == 0,
+          "verify after gc raced the run: %s", out);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2 && strstr(out, "was not put back"), "gc: %s", out);
+    test_rmtree(f.dir);
+    free(f.dir);
 }
 
 /* A live run's retention deletes its oldest state — the manifest, then its blobs — after
@@ -1317,6 +1501,10 @@ int main(void) {
     RUN(test_run_missing_is_never_a_new_run);
     RUN(test_no_run_is_exit_3_everywhere);
     RUN(test_repair_against_a_run);
+    RUN(test_repair_killed_midway_finishes);
+    RUN(test_gc_and_repair_stop_on_a_signal);
+    RUN(test_two_gcs_and_a_pin);
+    RUN(test_gc_puts_back_no_state_without_blobs);
     RUN(test_pin_during_gc);
     RUN(test_stale_lease);
     RUN(test_readers_outlast_retention);

@@ -415,6 +415,17 @@ static void test_dataset_errors(void) {
             CHECK(strstr(e.msg, cases[i].says[k]), "case %zu: message lacks \"%s\": %s", i,
                   cases[i].says[k], e.msg);
     }
+    /* a dataset.yaml path that ends in a space (a line break inside a quoted YAML value
+     * folds into one): quoted and said (before: "cannot open corpus/dataset.yaml : ...") */
+    {
+        dataset ds;
+        char *p = join(dir, "dataset.yaml ");
+        err_clear(&e);
+        int rc = dataset_load(&ds, p, &e);
+        CHECK(rc == ERR_USAGE && strstr(e.msg, "dataset.yaml '") && strstr(e.msg, "ends with white space"),
+              "a path ending in a space: rc %d: %s", rc, e.msg);
+        free(p);
+    }
     free(web);
     rm_rf(dir);
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "util/fileio.h"
+#include "util/stop_signals.h"
 #include "util/urltext.h"
 
 /* ------------------------------------------------------------ the pending temporary */
@@ -45,8 +46,11 @@ static void guard_install(void) {
      * writes shards, then forks a run) keeps its signals as it set them */
     if (!atomic_load(&guards_enabled)) return;
     if (!atomic_flag_test_and_set(&installed)) {
-        int sigs[] = {SIGTERM, SIGINT, SIGHUP};
-        for (int i = 0; i < 3; i++) {
+        /* every signal that stops a run (Ctrl-\, the batch systems' warnings, a timeout's
+         * ALRM, ...): TERM, INT and HUP alone left a temporary behind on the others (a
+         * hunt: QUIT left mix.yaml.tmp.<pid>.0, USR2 prep's shard temporaries) */
+        const int *sigs = TDM_STOP_SIGNALS;
+        for (int i = 0; i < TDM_N_STOP_SIGNALS; i++) {
             struct sigaction old, sa;
             memset(&sa, 0, sizeof sa);
             sa.sa_handler = outfile_on_signal;
@@ -568,6 +572,10 @@ int outfile_close(outfile *o, int rc, unsigned mode, tdm_err *e) {
         if (!err && o->tmp) {
             unsigned m = mode ? mode : o->mode ? o->mode : 0666u & ~fileio_umask();
             if (fchmod(o->fd, m) != 0) err = errno;
+            /* on the disk before it takes its name, and the name after (fileio.h): a power
+             * loss after the rename left an empty file under it, a mixture file a run
+             * then read (a hunt: export, shards and the store synced, these did not) */
+            if (!err && fsync(o->fd) != 0 && errno != EINVAL) err = errno; /* flushed above */
         }
         if (fclose(o->f) != 0 && !err) err = errno ? errno : EIO;
         o->f = NULL;
@@ -576,6 +584,7 @@ int outfile_close(outfile *o, int rc, unsigned mode, tdm_err *e) {
         if (!rc && o->tmp && rename(o->tmp, o->path) != 0)
             rc = err_sys(e, ERR_USAGE, errno, "%s %s: cannot put it in place", o->what,
                          outfile_shown(o->given ? o->given : "?", shown, sizeof shown));
+        if (!rc && o->tmp) (void)fileio_fsync_parent(o->path); /* best effort: it is in place */
     }
     if (o->tmp) {
         if (rc) unlink(o->tmp);

@@ -14,13 +14,13 @@ typedef struct hook {
     long target, count;
 } hook;
 
-static hook hooks[4];
+static hook hooks[TESTHOOK_VARS];
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 int testhook_hit(const char *var, const char *label) {
     pthread_mutex_lock(&mu);
     hook *h = NULL;
-    for (int i = 0; i < 4 && !h; i++) {
+    for (int i = 0; i < TESTHOOK_VARS && !h; i++) {
         if (hooks[i].var == var || (hooks[i].var && strcmp(hooks[i].var, var) == 0)) {
             h = &hooks[i];
         } else if (!hooks[i].var) {
@@ -58,4 +58,5 @@ void testhook_sleep(const char *var) {
 
 void testhook_stop_at(const char *label) {
     if (testhook_hit("TANDEM_TEST_STOP_AT", label)) raise(SIGSTOP);
+    if (testhook_hit("TANDEM_TEST_STOP2_AT", label)) raise(SIGSTOP);
 }

@@ -6,7 +6,8 @@
 #ifndef TANDEM_UTIL_TESTHOOK_H
 #define TANDEM_UTIL_TESTHOOK_H
 
-/* At most 4 distinct variables per process. */
+/* At most TESTHOOK_VARS distinct variables per process. */
+#define TESTHOOK_VARS 8
 int testhook_hit(const char *var, const char *label);
 
 /* TANDEM_TEST_KILL_AT=label:n: SIGKILLs this process at the n-th passage of `label` (a
@@ -19,7 +20,8 @@ void testhook_sleep(const char *var);
 
 /* TANDEM_TEST_STOP_AT=label:n: SIGSTOPs this process at the n-th passage of `label` (an
  * audit frozen between two of its reads until a live run has committed: the race made
- * certain, the retry after it left alone). */
+ * certain, the retry after it left alone). TANDEM_TEST_STOP2_AT the same, for a second
+ * point in the same process (frozen twice). */
 void testhook_stop_at(const char *label);
 
 #endif

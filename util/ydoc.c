@@ -1,6 +1,7 @@
 /* ydoc.c — libyaml event stream → ydoc_node tree. */
 #include "util/ydoc.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -361,6 +362,11 @@ ydoc_node *ydoc_parse_file(const char *path, tdm_err *e) {
         if (fd < 0 && errno == EINVAL)
             err_set(e, ERR_USAGE, "%s is not a regular file (a FIFO, a device or a directory?): give "
                                   "the path of a file", path);
+        else if (path[0] && (isspace((unsigned char)path[0]) || isspace((unsigned char)path[strlen(path) - 1])))
+            /* a line break inside a quoted YAML value folds into a space no one sees (a
+             * hunt: "cannot open corpus/dataset.yaml : No such file") */
+            err_sys(e, ERR_USAGE, errno, "cannot open '%s' (the name begins or ends with white space: a line "
+                    "break inside a quoted YAML value reads as a space)", path);
         else
             err_sys(e, ERR_USAGE, errno, "cannot open %s", path);
         if (fd >= 0) close(fd);
