@@ -50,7 +50,9 @@ static const cli_spec GC_SPEC = {"gc", "STORE --keep N", 1, 1, "a STORE is requi
                                  "(safe to kill at any moment; a re-run finishes the job). Kept: the newest\n"
                                  "N states, the state HEAD names, the newest older state that verifies and\n"
                                  "every pinned state (tandem pin). Alpha records, RUN, HEAD, the lease and\n"
-                                 "config changes are never touched.",
+                                 "config changes are never touched. A stop signal (TERM, INT, ...) ends it\n"
+                                 "before its next deletion: exit 75; exit 2 when a run holds or takes the\n"
+                                 "lease, 3 for a store that cannot be read.",
                                  GC_OPTS, NULL};
 
 /* A line of retain_collect's log: 0 a state's deletion, 1 a blob's ("would delete KEY" or
@@ -144,12 +146,12 @@ static int lease_unchanged(store *st, void *ctx, tdm_err *e) {
 static void gc_taken_over(const char *url, const retain_report *rep, tdm_err *e) {
     size_t ns = rep->deleted_states, nb = rep->deleted_blobs;
     if (rep->put_back[0] && rep->put_back_broken)
-        err_append(e, ". It put back %s, whose deletion may have landed after the run took the lease, but the run's "
-                   "retention deleted its blobs meanwhile: that state cannot be loaded and the run does not use it; "
+        err_append(e, ". It put back %s, whose deletion may have landed after the run took the lease, but its blobs "
+                   "were deleted meanwhile (by the run's retention, or another gc): that state cannot be loaded; "
                    "run gc again once that run has stopped (it removes it)", rep->put_back);
     else if (rep->not_put_back[0])
-        err_append(e, ". Its deletion of %s may have landed after the run took the lease, but the run's retention "
-                   "had deleted that state's blobs (the run no longer uses it), so it was not put back; the %zu "
+        err_append(e, ". Its deletion of %s may have landed after the run took the lease, but that state's blobs "
+                   "were gone (deleted by the run's retention, or another gc), so it was not put back; the %zu "
                    "state%s and %zu blob%s it deleted before went while the lease was as gc found it. Run gc again "
                    "once that run has stopped", rep->not_put_back, ns, ns == 1 ? "" : "s", nb, nb == 1 ? "" : "s");
     else if (rep->put_back[0])
@@ -289,12 +291,14 @@ static int gc(const char *url, long keep, int dry, int force, FILE *j, tdm_err *
     uint64_t tmp_bytes = 0;
     if (!rc && !dry) rc = lease_unchanged(st, &seen, &e);
     if (rc && seen.taken) gc_taken_over(url, &rep, &e);
-    if (rc && run_signal_pending()) {
+    if (rc == ERR_STOPPED) /* the stop's own error only: another keeps its exit status */
         err_append(&e, " (after deleting %zu state%s and %zu blob%s); nothing else changed: run tandem gc again "
                    "to finish", rep.deleted_states, rep.deleted_states == 1 ? "" : "s", rep.deleted_blobs,
                    rep.deleted_blobs == 1 ? "" : "s");
-        rc = RUN_EXIT_REQUEUE;
-    }
+    if (rep.pinned_lost[0])
+        fprintf(j ? stderr : stdout, "%snote: %s was pinned as it was deleted, but its blobs were gone (another "
+                "gc's deletion): not put back; remove its pin (tandem pin %s SEQ --remove)\n",
+                j ? "tandem gc: " : "", rep.pinned_lost, url);
     if (!rc && !dry) rc = store_sweep_temporaries(st, GC_TEMP_MIN_AGE_S, &ntmp, &tmp_bytes, &e);
     if (!rc && j)
         fprintf(j, ",\"states\":%zu,\"deleted_states\":%zu,\"deleted_blobs\":%zu,\"kept_states\":%zu,"

@@ -105,9 +105,23 @@ static void print_table(const rec_metrics *rows, size_t n, const rec_run *run) {
     }
 }
 
+/* The CSV's columns that are no domain's, in order. */
+static const char *const CSV_FIXED[] = {"episode", "seq", "time", "host", "attempt", "lr", "lr_alpha", "grad_norm",
+                                        "free_steps", "tokens_per_s", "episode_s", "commit_s", "val_tokens",
+                                        "step_first", "step_loss"};
+#define CSV_NFIXED ((int)(sizeof CSV_FIXED / sizeof *CSV_FIXED))
+
 /* Whether <metric>_<domain> names two columns alike: domains x and u_x give loss_u_x as
- * loss_u of x and loss of u_x (a CSV reader keeps one of the two). */
+ * loss_u of x and loss of u_x (a CSV reader keeps one of the two); and a domain named
+ * tokens gives val_tokens, a column of its own (a review). */
 static int columns_collide(const char *const *per, int nper, const rec_run *run) {
+    for (int k = 0; k < nper; k++)
+        for (int d = 0; d < run->M; d++)
+            for (int f = 0; f < CSV_NFIXED; f++) {
+                char a[200];
+                snprintf(a, sizeof a, "%s_%s", per[k], run->domains[d]);
+                if (!strcmp(a, CSV_FIXED[f])) return 1;
+            }
     for (int k = 0; k < nper; k++)
         for (int d = 0; d < run->M; d++)
             for (int k2 = 0; k2 < nper; k2++)
@@ -131,8 +145,7 @@ static void print_csv(const rec_metrics *rows, size_t n, const rec_run *run) {
         fprintf(stderr, "tandem metrics: the domains' names make <metric>_<domain> name two columns alike "
                 "(loss_u_x: loss_u of x, loss of u_x); the columns are <metric>:<domain>\n");
     }
-    printf("episode,seq,time,host,attempt,lr,lr_alpha,grad_norm,free_steps,tokens_per_s,episode_s,"
-           "commit_s");
+    for (int f = 0; f < 12; f++) printf(f ? ",%s" : "%s", CSV_FIXED[f]); /* the last three after the domains' */
     for (int k = 0; k < 7; k++)
         for (int d = 0; d < run->M; d++) {
             char col[200];
@@ -142,7 +155,8 @@ static void print_csv(const rec_metrics *rows, size_t n, const rec_run *run) {
         }
     /* the row's other fields, as in JSON lines (a hunt: the CSV had none of them); the
      * free steps' losses in one field, space-separated (their count varies by row) */
-    printf(",val_tokens,step_first,step_loss\n");
+    for (int f = 12; f < CSV_NFIXED; f++) printf(",%s", CSV_FIXED[f]);
+    putchar('\n');
     for (size_t i = 0; i < n; i++) {
         const rec_metrics *m = &rows[i];
         printf("%llu,%llu,%.3f,", (unsigned long long)m->t, (unsigned long long)m->seq, m->time);

@@ -90,8 +90,12 @@ static int run_repair(const cli_args *a) {
     /* carry it out, holding the lease */
     if (!rc && apply && ledger_repair_needed(&p)) {
         uint64_t epoch = 0;
-        rc = ledger_repair_apply(st, url, &p, &epoch, &e);
-        if (rc && run_signal_pending()) rc = RUN_EXIT_REQUEUE;
+        /* a stop before the lease is taken changes nothing */
+        if (run_signal_pending())
+            rc = err_set(&e, ERR_STOPPED, "%s: stopped by a signal before carrying the plan out; nothing changed",
+                         url);
+        else
+            rc = ledger_repair_apply(st, url, &p, &epoch, &e); /* ERR_STOPPED: stopped between set-asides */
         /* (a plan that only moves HEAD sets nothing aside: no folder to name, a hunt) */
         if (!rc && p.n)
             printf("done: what was set aside is under %s/quarantine/%llu/; `tandem run` resumes\n", url,

@@ -556,7 +556,7 @@ int ckpt_load(ckpt *c, rec_state *rec, int *found, tdm_err *e) {
         ckpt_set_known(c, chunks, n);
         if (i == 0 && have_head && head.seq < seqs[i] && c->reader_verb)
             fprintf(stderr, "tandem: the state to %s is %s (run position %llu), newer than HEAD's %s: a commit "
-                    "whose HEAD move had not landed yet\n", c->reader_verb, key, (unsigned long long)seqs[i],
+                    "in flight, or one cut off before its HEAD move\n", c->reader_verb, key, (unsigned long long)seqs[i],
                     head.state);
         else if ((i > 0 || (have_head && head.seq != seqs[i])) && c->reader_verb)
             fprintf(stderr, "tandem: the state to %s is %s (run position %llu), the newest that verifies%s%s\n",

@@ -317,6 +317,8 @@ int ledger_repair_apply(store *st, const char *url, const ledger_repair_plan *p,
     if (!rc) rc = ckpt_acquire(ck, 0, e);
     *epoch = ck ? ckpt_epoch(ck) : 0;
     if (!rc) testhook_sleep("TANDEM_TEST_REPAIR_DELAY_MS"); /* a slow store, for the tests */
+    if (!rc && store_stop_pending()) /* the lease taken, nothing done: released below */
+        rc = err_set(e, ERR_STOPPED, "%s: stopped by a signal before carrying the plan out; nothing changed", url);
     /* The plan shown was made before the lease was taken: a run (or another repair) may
      * have written since, healing the store or moving it on. Carried out then, the old plan
      * rolled a run that had just finished back to an older state. So it is made again
@@ -358,7 +360,7 @@ int ledger_repair_apply(store *st, const char *url, const ledger_repair_plan *p,
         /* a stop signal (cmd_repair: store_set_stop_check) ends it between two set-asides:
          * the lease released below, and a second repair finishes what this one began */
         if (store_stop_pending())
-            rc = err_set(e, ERR_STORE, "%s: stopped by a signal after setting aside %zu of %zu (under "
+            rc = err_set(e, ERR_STOPPED, "%s: stopped by a signal after setting aside %zu of %zu (under "
                          "quarantine/%llu/); HEAD not yet moved: run tandem repair --apply again to finish",
                          url, i, p->n, (unsigned long long)*epoch);
         if (!rc && (rc = ckpt_check_lease(ck, e)) && i > 0) /* fenced: say what it did (a hunt: two repairs) */

@@ -139,14 +139,20 @@ static int state_blobs_there(store *st, const char *key, const void *data, size_
     rec_state s;
     tdm_err e;
     if (rec_state_decode(data, n, key, &s, &e)) return 1;
+    /* a sample, evenly spread, ends included, per tensor: a retention pass deletes a
+     * state's blobs together, and one existence check per chunk of a large state (one
+     * round trip each on S3) held a put-back for minutes (a review) */
+    enum { SAMPLE = 8 };
     int all = 1;
-    for (int t = 0; all && t < (int)s.ntensors; t++)
-        for (size_t k = 0; all && k < s.tensors[t].nchunks; k++) {
+    for (int t = 0; all && t < (int)s.ntensors; t++) {
+        size_t nc = s.tensors[t].nchunks, step = nc > SAMPLE ? (nc - 1) / (SAMPLE - 1) : 1;
+        for (size_t k = 0; all && k < nc; k = k + step < nc - 1 || k == nc - 1 ? k + step : nc - 1) {
             char bkey[80];
             int there = 1;
             ledger_blob_key(bkey, sizeof bkey, &s.tensors[t].chunks[k]);
             if (store_exists(st, bkey, &there, &e) == 0 && !there) all = 0;
         }
+    }
     rec_state_free(&s);
     return all;
 }
@@ -164,7 +170,7 @@ static int delete_guarded(store *st, const char *key, const void *back, size_t n
     /* a stop signal (gc: store_set_stop_check) ends the pass before a deletion, never
      * between a deletion and its check (which would put back what a stop need not) */
     if (guard && store_stop_pending())
-        return err_set(e, ERR_STORE, "stopped by a signal before deleting %s", key);
+        return err_set(e, ERR_STOPPED, "stopped by a signal before deleting %s", key);
     if (checked) {
         int rc = guard->check(st, guard->ctx, e);
         if (rc) return rc;
@@ -236,14 +242,18 @@ static int delete_unless_pinned(store *st, uint64_t seq, const char *key, const 
      * go at full speed, so that a test's gc is slow where it races a pin or a run) */
     testhook_sleep("TANDEM_TEST_GC_DELAY_MS");
     if (!rc) rc = delete_guarded(st, key, data, n, guard, did, out, e);
-    if (!rc && *did) rc = pinned_now(st, seq, &pinned, e);
+    /* pinned meanwhile: put back, also when another gc's deletion took it (create-only: a
+     * copy there stays) */
+    if (!rc) rc = pinned_now(st, seq, &pinned, e);
     /* frozen here by the tests: deleted, the pin seen, not yet put back (a second gc now) */
     if (!rc && pinned) testhook_stop_at("gc-put-back");
-    if (!rc && pinned && state_blobs_there(st, key, data, n)) { /* without them: nothing to keep */
+    if (!rc && pinned && state_blobs_there(st, key, data, n)) {
         int there;
         rc = put_back_settled(st, key, data, n, &there, e);
+        if (*did) out->pinned_late++;
         *kept = 1, *did = 0;
-        out->pinned_late++;
+    } else if (!rc && pinned) { /* its blobs gone (another gc's): a manifest without them is no state */
+        snprintf(out->pinned_lost, sizeof out->pinned_lost, "%s", key);
     }
     free(data);
     return rc;
@@ -381,6 +391,9 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
         if (log) fprintf(log, "%s %s\n", dry ? "would delete" : "delete", key);
         deleted_states++;
     }
+    /* a stop signal (gc) before the blobs are judged: the states' reads can be long */
+    if (!rc && guard && store_stop_pending())
+        rc = err_set(e, ERR_STOPPED, "stopped by a signal before judging the blobs");
     /* blobs referenced by what is kept; if a kept manifest cannot be read, keep all blobs */
     int keep_all_blobs = only_from_deleted && !cand_ok; /* a deleted manifest unreadable */
     for (size_t i = 0; !rc && !keep_all_blobs && i < nk; i++) {
@@ -390,18 +403,29 @@ static int collect(store *st, long keep, int verify_fallback, int dry, int only_
             keep_all_blobs = 1;
         }
     }
-    /* a pin whose state is not listed: another gc may have deleted that state just as it
-     * was pinned and be about to put it back, and its blobs, unreferenced now, would go
-     * with this pass (a hunt: two gcs and a pin, the pinned state lost its blobs for
-     * good). Kept until the pin's state is listed again, or the pin removed */
-    for (size_t i = 0; !rc && !keep_all_blobs && i < np; i++)
-        if (!contains(seqs, ns, pins[i])) {
+    /* the pins again, before any blob goes: a state pinned since they were read, and not
+     * kept, keeps its blobs; one whose manifest is not there may be between another gc's
+     * deletion and its put-back, and its blobs, unreferenced now, would go with this pass
+     * (a hunt: two gcs and a pin, the pinned state lost its blobs for good). Then no
+     * unreferenced blob goes. The pass after a commit judges only the states it lists
+     * (its candidates are theirs): a pin of a state long gone does not hold its blobs */
+    if (!rc && !keep_all_blobs && (!only_from_deleted || cand.n)) {
+        store_list pl;
+        rc = store_list_prefix(st, LEDGER_PINS, &pl, e);
+        for (size_t i = 0; !rc && !keep_all_blobs && i < pl.n; i++) {
+            uint64_t v;
+            tdm_err pe;
+            if (ledger_key_index(pl.keys[i], LEDGER_PINS, &v) || contains(keepv, nk, v)) continue;
+            if (!contains(seqs, ns, v) && only_from_deleted) continue;
+            if (contains(seqs, ns, v) && add_refs(st, v, &held, &pe) == 0) continue; /* its chunks held */
             if (log)
-                fprintf(log, "keep unreferenced blobs: %s%llu pins a state that is not listed (a gc may be putting "
-                        "it back); if that state is gone for good, remove the pin (tandem pin STORE %llu "
-                        "--remove)\n", LEDGER_PINS, (unsigned long long)pins[i], (unsigned long long)pins[i]);
+                fprintf(log, "keep unreferenced blobs: %s%llu pins a state that is not there (another gc may be "
+                        "putting it back); if that state is gone for good, remove the pin (tandem pin STORE %llu "
+                        "--remove)\n", LEDGER_PINS, (unsigned long long)v, (unsigned long long)v);
             keep_all_blobs = 1;
         }
+        if (!rc) store_list_free(&pl);
+    }
     /* every blob in the store is a candidate only while no manifest write may still land: an
      * unreferenced blob may be one of a commit whose manifest is on its way */
     if (!rc && !keep_all_blobs && !only_from_deleted && store_unsettled_s(st) > 0) {

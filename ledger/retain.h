@@ -32,6 +32,9 @@ typedef struct retain_report {
      * lost its blobs right after */
     char not_put_back[96];
     int put_back_broken;
+    /* pinned_lost: a state pinned as it was deleted whose blobs were gone (another gc's
+     * deletion), not put back */
+    char pinned_lost[96];
 } retain_report;
 
 /* Applies the policy above to `st` (keep >= 1). verify_fallback: read every blob of the

@@ -64,7 +64,8 @@ static int check_metrics_rows(store *st, ledger_verify_report *r, tdm_err *e) {
     /* read 64 at a time side by side (store_get_many: one round trip each on an object
      * store), judged in order */
     enum { ROWS_WINDOW = 64 };
-    store_got got[ROWS_WINDOW];
+    store_got *got = calloc(ROWS_WINDOW, sizeof *got); /* on the heap: 64 KiB (ulimit -s 128) */
+    if (!got) rc = err_set(e, ERR_INTERNAL, "out of memory");
     size_t have = 0;
     for (size_t i = 0; !rc && i < l.n; i++) {
         size_t k = i % ROWS_WINDOW;
@@ -94,7 +95,8 @@ static int check_metrics_rows(store *st, ledger_verify_report *r, tdm_err *e) {
             rc = rd, *e = de;
         }
     }
-    for (size_t j = 0; j < have; j++) free(got[j].data); /* those left unjudged (freed ones are NULL) */
+    for (size_t j = 0; got && j < have; j++) free(got[j].data); /* those left unjudged (freed ones are NULL) */
+    free(got);
     store_list_free(&l);
     /* a row missing below the newest (deleted): noted as a damaged one is */
     audit_gap gaps[3];
@@ -528,6 +530,23 @@ static int verify_once(store *st, const char *url, const ledger_pin *pin, ledger
             add_line(r, VERIFY_NOTE, 0, "%zu blobs of states set aside under quarantine/ (kept by gc, so that "
                      "those copies can still be loaded)", kept);
         store_list_free(&bl);
+    }
+    /* a pin of a state that is not there: gc keeps every unreferenced blob while it is (a
+     * gc may be putting that state back), so it is said here, where a user looks */
+    store_list pl;
+    tdm_err pe;
+    if (!rc && store_list_prefix(st, LEDGER_PINS, &pl, &pe) == 0) {
+        for (size_t i = 0; i < pl.n; i++) {
+            uint64_t p;
+            int listed = 0;
+            if (ledger_key_index(pl.keys[i], LEDGER_PINS, &p)) continue;
+            for (size_t k = 0; k < ns && !listed; k++) listed = seqs[k] == p;
+            if (!listed)
+                add_line(r, VERIFY_NOTE, 0, "%s pins states/%llu.mp, which is not there: gc deletes no unreferenced "
+                         "blob while it does; if that state is gone for good, tandem pin STORE %llu --remove",
+                         pl.keys[i], (unsigned long long)p, (unsigned long long)p);
+        }
+        store_list_free(&pl);
     }
     r->blobs = v.good.n;
     free(v.vouches);

@@ -81,7 +81,7 @@ int run_state_load(store *st, const uint64_t *seq, int dataset_optional, const c
     }
     if (!rc && !found && moved)
         return err_set(e, ERR_STORE, "%s: a run is committing, and its retention deleted each state before this "
-                       "command could read it (HEAD moved %d times meanwhile; the store is not damaged): run it "
+                       "command could read it (HEAD moved %d times meanwhile: no damage is known of): run it "
                        "again, or tandem pin a state and pass --state", store_url(st), RUN_STATE_TRIES);
     /* states there but none usable (damaged, deleted behind HEAD) is damage, not an empty run:
      * a run heals it by replaying, a reader has nothing to read */

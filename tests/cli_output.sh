@@ -196,6 +196,7 @@ fi
 # temporaries, and one as large as the model, were left until a later run swept them); and
 # for every stop signal, not TERM, INT and HUP alone (QUIT and USR2 left prep's shards)
 if command -v strace >/dev/null; then
+  ulimit -c 0 # SIGQUIT's default action dumps core (into the repository, the working directory)
   printf '{"text": "%s"}\n' $(seq 2000) >"$tmp/slow.jsonl"
   "$bin" run "$tmp/c.yaml" --store "$tmp/s-exp" --quiet >/dev/null 2>&1
   for case in prep:TERM export:TERM prep:QUIT prep:USR2; do

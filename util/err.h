@@ -20,6 +20,9 @@ enum {
     /* the run diverged: a loss, gradient or α is not finite. Deterministic, so a retry
      * replays the same steps and diverges again: schedulers must not requeue it */
     ERR_DIVERGED = 5,
+    /* stopped by a signal between two safe steps, nothing lost: the command again goes on
+     * (runner/run.h's RUN_EXIT_REQUEUE, the exit status schedulers requeue on) */
+    ERR_STOPPED = 75,
 };
 
 typedef struct tdm_err {
