@@ -207,7 +207,8 @@ const key_def config_schema[] = {
          "cuDNN 9 loads and a start-up self-check against the built-in kernel passes; else the "
          "built-in kernel; the run says which and why), cudnn (the same or an error), builtin "
          "(gpu/ kernels only). The two give different bits: a resume runs what the pinned value "
-         "picks (docs/gpu.md); cpu ignores it"),
+         "picks (docs/gpu.md); cpu ignores it, but cudnn is refused without run.precision = bf16 (which needs "
+         "cuda)"),
     INT("train.batch", train.batch, "8", 1, 1 << 24,
         "sequences per step (mixing=weight: ⌊B/M⌋ per domain, one more for the first B mod M)"),
     INT("train.seq", train.seq, "64", 1, INT_MAX, "tokens per sequence; at most model.ctx"),
