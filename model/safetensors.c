@@ -532,12 +532,15 @@ int safetensors_write(const char *path, const st_out *t, size_t n, const char *c
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
     if (!rc && (fileio_write_all(fd, len8, 8) || fileio_write_all(fd, h.p, h.n)))
         rc = err_sys(e, ERR_USAGE, errno, "%s: write failed", tmp);
-    /* the values, little-endian, in pieces */
-    unsigned char piece[1 << 16];
+    /* the values, little-endian, in pieces: on the heap (64 KiB on the stack crashed an
+     * export under ulimit -s 128 about one time in three, by where the stack began) */
+    enum { PIECE = 1 << 16 };
+    unsigned char *piece = rc ? NULL : malloc(PIECE);
+    if (!rc && !piece) rc = err_set(e, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; !rc && i < n; i++) {
         uint64_t numel = 1;
         for (int k = 0; k < t[i].ndim; k++) numel *= (uint64_t)t[i].shape[k];
-        size_t es = DTYPES[t[i].dtype].size, per = sizeof piece / es;
+        size_t es = DTYPES[t[i].dtype].size, per = PIECE / es;
         for (uint64_t at = 0; !rc && at < numel; at += per) {
             size_t m = numel - at < per ? (size_t)(numel - at) : per;
             for (size_t k = 0; k < m; k++) {
@@ -553,6 +556,7 @@ int safetensors_write(const char *path, const st_out *t, size_t n, const char *c
             if (fileio_write_all(fd, piece, m * es)) rc = err_sys(e, ERR_USAGE, errno, "%s: write failed", tmp);
         }
     }
+    free(piece);
     if (!rc && fsync(fd) != 0) rc = err_sys(e, ERR_USAGE, errno, "%s: fsync failed", tmp);
     if (fd >= 0 && close(fd) != 0 && !rc) rc = err_sys(e, ERR_USAGE, errno, "%s: close failed", tmp);
     if (!rc && rename(tmp, path) != 0) rc = err_sys(e, ERR_USAGE, errno, "%s: rename failed", path);
